@@ -1,0 +1,118 @@
+"""The one exception hierarchy of segstore.
+
+Every error segstore raises on purpose is a :class:`SegstoreError`.  Low-level
+errors (``struct.error``, ``OSError``, ``zlib.error``, codec errors) become one of
+these at one boundary, with ``raise ... from err``.  Each class also inherits
+from the builtin a caller would already catch (``ValueError``, ``OSError``,
+``LookupError``...), so existing ``except`` clauses keep working.
+
+Messages render as ``path:pos: what was expected, what was found`` whenever a
+file and a byte position are known, like a compiler error, so that a user can
+jump straight to the byte.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+class SegstoreError(Exception):
+    """Base class of every error segstore raises on purpose.
+
+    :param message: what was expected and what was found.
+    :param path: the file (or directory) concerned, if any.
+    :param pos: the byte position in ``path``, if known.
+    """
+
+    def __init__(self, message: str, path: str | os.PathLike[str] | None = None,
+                 pos: int | None = None) -> None:
+        self.message = message
+        self.path = os.fspath(path) if path is not None else None
+        self.pos = pos
+        super().__init__(self.__str__())
+
+    def __str__(self) -> str:
+        if self.path is None:
+            return self.message
+        if self.pos is None:
+            return f"{self.path}: {self.message}"
+        return f"{self.path}:{self.pos}: {self.message}"
+
+    def __reduce__(self):  # picklable across Spark executors and processes
+        return (self.__class__, (self.message, self.path, self.pos))
+
+
+class CorruptDataError(SegstoreError, ValueError):
+    """Bytes on disk do not decode as the format says they must."""
+
+
+class TruncatedDataError(CorruptDataError):
+    """A record, entry or header runs past the end of the bytes available."""
+
+
+class CorruptIndexError(CorruptDataError):
+    """An index file is inconsistent with itself or with the log it indexes."""
+
+
+class WrongFormatError(SegstoreError, ValueError):
+    """A path holds another format than the one asked for (or none known)."""
+
+
+class FormatNotFoundError(SegstoreError, LookupError):
+    """No format plugin of that name is registered."""
+
+
+class MissingDependencyError(SegstoreError, ImportError):
+    """An optional dependency a feature needs is not installed."""
+
+
+class ConfigError(SegstoreError, ValueError):
+    """A config name is unknown or its value is out of range."""
+
+
+class InvalidTopicError(SegstoreError, ValueError):
+    """A topic (or partition directory) name the format does not allow."""
+
+
+class MessageTooLargeError(SegstoreError, ValueError):
+    """A message is larger than the store's ``maxMessageSize`` / segment allows."""
+
+
+class InvalidMessageError(SegstoreError, ValueError):
+    """A message or record the format cannot represent (bad field values)."""
+
+
+class OffsetOutOfRangeError(SegstoreError, IndexError):
+    """An offset outside what the log holds."""
+
+
+class NotFoundError(SegstoreError, LookupError):
+    """A topic, queue, partition or file that does not exist."""
+
+
+class StoreLockedError(SegstoreError, BlockingIOError):
+    """Another process holds the store's writer lock."""
+
+
+class ReadOnlyError(SegstoreError, PermissionError):
+    """A write was attempted on a store opened for reading."""
+
+
+class StoreClosedError(SegstoreError, ValueError):
+    """An operation on a store (or file) that was already closed."""
+
+
+class StorageFullError(SegstoreError, OSError):
+    """The disk is full (ENOSPC / EDQUOT); nothing acknowledged was lost."""
+
+
+class StorageIOError(SegstoreError, OSError):
+    """Any other operating-system error while reading or writing a file."""
+
+
+class UnsupportedOperationError(SegstoreError, NotImplementedError):
+    """The format or index layout does not offer this capability."""
+
+
+class ConversionError(SegstoreError, ValueError):
+    """A conversion between formats cannot proceed (destination exists, mixed input...)."""

@@ -1,0 +1,166 @@
+"""The public store API every format plugin implements.
+
+``segstore.open`` returns a :class:`Store`.  The base class owns what does not
+depend on the format (mode checks, the context manager, the closed state); the
+plugin's subclass owns the files.  A store is not thread-safe unless its class
+says so: share one between threads only behind a lock.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from .errors import ReadOnlyError, StoreClosedError, UnsupportedOperationError
+from .records import Message
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One finding of ``verify``: renders as ``path:pos: message``."""
+
+    path: str
+    pos: int | None
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.pos}: {self.message}" if self.pos is not None else f"{self.path}: {self.message}"
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    """Where an appended message landed."""
+
+    topic: str
+    partition: int
+    offset: int
+    position: int          # byte position in the log (RocketMQ physical offset, Kafka file position)
+    size: int
+    extra: dict[str, Any] = field(default_factory=dict)   # msg_id, store_timestamp, ...
+
+
+@dataclass(slots=True)
+class QueryRequest:
+    """What ``segstore query`` asks; each format answers the combinations it supports."""
+
+    topic: str | None = None
+    partition: int | None = None
+    key: str | None = None
+    offset: int | None = None
+    count: int = 1
+    timestamp: int | None = None
+    begin: int | None = None
+    end: int | None = None
+    max: int = 32
+    json: bool = False
+
+
+class Store(abc.ABC):
+    """An open message-log store of one format.
+
+    Modes: ``"r"`` reads (never blocks, never writes a byte), ``"a"`` appends
+    (takes the writer lock, recovers first if needed).
+    """
+
+    format: str = ""
+
+    def __init__(self, path: str, mode: str) -> None:
+        if mode not in ("r", "a"):
+            raise ValueError(f"mode must be 'r' or 'a', not {mode!r}")
+        self.path = path
+        self.mode = mode
+        self._closed = False
+
+    # -- lifecycle ---------------------------------------------------------
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Flush (in append mode) and release every file. Idempotent."""
+        self._closed = True
+
+    def flush(self) -> None:
+        """Make everything appended so far durable."""
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError("store is closed", self.path)
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self.mode != "a":
+            raise ReadOnlyError("store was opened read-only (mode='r'); open it with mode='a' to append",
+                                self.path)
+
+    # -- writing -----------------------------------------------------------
+    def append(self, message: Message | dict) -> AppendResult:
+        """Append one message; returns where it landed."""
+        return self.append_batch([message])[0]
+
+    @abc.abstractmethod
+    def append_batch(self, messages: Iterable[Message | dict]) -> list[AppendResult]:
+        """Append messages in order, as one batch where the format has batches."""
+
+    # -- reading -----------------------------------------------------------
+    @abc.abstractmethod
+    def scan(self) -> Iterator[Any]:
+        """Every record in physical (log) order, as the format's record class."""
+
+    @abc.abstractmethod
+    def read(self, topic: str, partition: int, offset: int = 0, count: int | None = None) -> Iterator[Any]:
+        """Records of one queue/partition from an absolute offset, in offset order."""
+
+    @abc.abstractmethod
+    def topics(self) -> list[str]:
+        """Topic names, sorted."""
+
+    @abc.abstractmethod
+    def partitions(self, topic: str) -> list[int]:
+        """Queue ids / partitions of a topic, sorted."""
+
+    @abc.abstractmethod
+    def offset_range(self, topic: str, partition: int) -> tuple[int, int]:
+        """``(start, end)``: the first offset held and one past the last."""
+
+    def offset_for_time(self, topic: str, partition: int, timestamp: int) -> int | None:
+        """The first offset whose timestamp is at or after ``timestamp`` (None: none)."""
+        raise UnsupportedOperationError(f"{self.format} stores do not support lookups by time", self.path)
+
+    @abc.abstractmethod
+    def to_common(self, record: Any) -> Message:
+        """The record in the common model."""
+
+    @abc.abstractmethod
+    def to_json(self, record: Any) -> dict[str, Any]:
+        """The record as one ``dump --json`` object."""
+
+    # -- tooling -----------------------------------------------------------
+    @abc.abstractmethod
+    def info(self) -> dict[str, Any]:
+        """Topics, partitions, offset ranges, files and sizes."""
+
+    @abc.abstractmethod
+    def verify(self) -> list[Problem]:
+        """Check every file; an empty list means clean."""
+
+    def recover(self) -> list[str]:
+        """Repair what a crash left; returns one line per action taken."""
+        raise UnsupportedOperationError(f"{self.format} stores do not support recovery", self.path)
+
+    @abc.abstractmethod
+    def dump(self, out: TextIO, *, json: bool = False, topic: str | None = None,
+             partition: int | None = None, **options: Any) -> None:
+        """Write the human-readable (or ``--json``: one object a line) dump."""
+
+    def query(self, request: QueryRequest, out: TextIO) -> int:
+        """Answer ``segstore query``; returns the exit code."""
+        raise UnsupportedOperationError(f"{self.format} stores do not support queries", self.path)
