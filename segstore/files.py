@@ -1,0 +1,449 @@
+"""Files and memory maps: the only module of segstore that opens files.
+
+Format plugins and codecs never call ``open``/``os.*``/``mmap`` themselves; they
+ask this module for a :class:`MappedFile` (fixed size, preallocated, the
+RocketMQ commitlog / consume queue / index file and the Kafka index files) or an
+:class:`AppendFile` (a growing file, the Kafka ``.log``), and for the few
+whole-file operations below.  Every ``OSError`` becomes a segstore error here,
+naming the file: ``ENOSPC`` becomes :class:`StorageFullError`, a missing file
+:class:`NotFoundError`, anything else :class:`StorageIOError`.
+
+Thread-safety: a :class:`MappedFile` may be read from several threads while one
+thread writes disjoint byte ranges (the mmap is shared memory); ``resize`` and
+``close`` need exclusive access.  :class:`AppendFile` is not thread-safe.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import mmap
+import os
+import shutil
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from .errors import (
+    NotFoundError,
+    SegstoreError,
+    StorageFullError,
+    StorageIOError,
+    StoreClosedError,
+    StoreLockedError,
+)
+
+PAGE_SIZE = mmap.PAGESIZE
+_FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT}
+
+
+def _translate(err: OSError, path: str, pos: int | None = None) -> SegstoreError:
+    """The segstore error for an ``OSError`` on ``path``."""
+    what = err.strerror or str(err)
+    if err.errno in _FULL_ERRNOS:
+        return StorageFullError(f"no space left on the device ({what})", path, pos)
+    if isinstance(err, FileNotFoundError):
+        return NotFoundError(f"no such file or directory ({what})", path, pos)
+    return StorageIOError(what, path, pos)
+
+
+@contextlib.contextmanager
+def _os_errors(path: str, pos: int | None = None) -> Iterator[None]:
+    try:
+        yield
+    except OSError as err:
+        if isinstance(err, SegstoreError):
+            raise
+        raise _translate(err, path, pos) from err
+
+
+class MappedFile:
+    """A fixed-size file mapped into memory.
+
+    ``create=True`` makes the file if it is missing, preallocated to ``size`` as a
+    sparse file (``ftruncate``: no disk blocks until written), as the brokers do.
+    ``size=None`` maps an existing file at its current length.  Reads are
+    zero-copy (:meth:`view`, :meth:`array`); writes go straight into the map and
+    are durable after :meth:`flush`.
+
+    An empty file cannot be mapped; it is represented with no map and size 0.
+    """
+
+    __slots__ = ("_fd", "_mm", "path", "size", "writable")
+
+    def __init__(self, path: str | os.PathLike[str], size: int | None = None, *, create: bool = False,
+                 writable: bool = False) -> None:
+        self.path = os.fspath(path)
+        self.writable = writable or create
+        flags = os.O_RDWR if self.writable else os.O_RDONLY
+        if create:
+            flags |= os.O_CREAT
+        self._mm: mmap.mmap | None = None
+        with _os_errors(self.path):
+            self._fd = os.open(self.path, flags, 0o644)
+            try:
+                actual = os.fstat(self._fd).st_size
+                if size is None:
+                    size = actual
+                elif actual < size:
+                    if not self.writable:
+                        from .errors import TruncatedDataError
+
+                        raise TruncatedDataError(f"expected a file of {size} bytes, found {actual}",
+                                                 self.path, actual)
+                    os.ftruncate(self._fd, size)
+                self.size = size
+                self._map()
+            except BaseException:
+                os.close(self._fd)
+                raise
+
+    def _map(self) -> None:
+        if self.size == 0:
+            self._mm = None
+            return
+        access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
+        self._mm = mmap.mmap(self._fd, self.size, access=access)
+
+    def _require_map(self) -> mmap.mmap:
+        if self._fd < 0:
+            raise StoreClosedError("file is closed", self.path)
+        if self._mm is None:
+            raise StoreClosedError("file is empty and has no map", self.path)
+        return self._mm
+
+    def view(self, start: int = 0, end: int | None = None) -> memoryview:
+        """A zero-copy view of bytes ``[start, end)``.  O(1).
+
+        The view must be released before :meth:`close`/:meth:`resize`.
+        """
+        if self.size == 0:
+            return memoryview(b"")
+        return memoryview(self._require_map())[start:end]
+
+    def array(self, dtype: Any, start: int = 0, count: int = -1) -> np.ndarray:
+        """``count`` items of ``dtype`` from byte ``start``, viewing the map (no copy)."""
+        if self.size == 0:
+            return np.zeros(0, dtype=dtype)
+        return np.frombuffer(self._require_map(), dtype=dtype, count=count, offset=start)
+
+    def read(self, start: int, n: int) -> bytes:
+        """A copy of ``n`` bytes from ``start`` (fewer at the end of the file)."""
+        mm = self._require_map()
+        return mm[start:start + n]
+
+    def write(self, pos: int, data: Any) -> None:
+        """Write ``data`` (bytes-like) at ``pos``; it must fit in the file."""
+        mm = self._require_map()
+        n = len(data) if not isinstance(data, memoryview) else data.nbytes
+        if pos < 0 or pos + n > self.size:
+            raise StorageIOError(f"write of {n} bytes at {pos} does not fit in a file of {self.size} bytes",
+                                 self.path, pos)
+        mm[pos:pos + n] = data
+
+    def flush(self, start: int = 0, end: int | None = None) -> None:
+        """Make bytes ``[start, end)`` durable (``msync`` of the pages they touch)."""
+        if self._mm is None or not self.writable:
+            return
+        end = self.size if end is None else min(end, self.size)
+        if end <= start:
+            return
+        aligned = start - start % PAGE_SIZE
+        with _os_errors(self.path, start):
+            self._mm.flush(aligned, end - aligned)
+
+    def resize(self, size: int) -> None:
+        """Truncate or extend the file to ``size`` bytes and map it again."""
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
+        with _os_errors(self.path, size):
+            os.ftruncate(self._fd, size)
+        self.size = size
+        self._map()
+
+    def close(self) -> None:
+        """Unmap and close. Idempotent."""
+        if self._mm is not None:
+            try:
+                self._mm.close()
+            except BufferError:
+                # A numpy view still references the map; the OS unmaps it when the view dies.
+                pass
+            self._mm = None
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    @property
+    def closed(self) -> bool:
+        return self._fd < 0
+
+    def __repr__(self) -> str:
+        return f"MappedFile({self.path!r}, size={self.size})"
+
+
+class AppendFile:
+    """A file that grows by appends and is read by position (the Kafka ``.log``).
+
+    Reads go through a map of the file refreshed when the file has grown, so a
+    scan of a whole segment is zero-copy.
+    """
+
+    __slots__ = ("_fd", "_mm", "_mm_size", "path", "size", "writable")
+
+    def __init__(self, path: str | os.PathLike[str], *, create: bool = False, writable: bool = False) -> None:
+        self.path = os.fspath(path)
+        self.writable = writable or create
+        flags = os.O_RDWR if self.writable else os.O_RDONLY
+        if create:
+            flags |= os.O_CREAT
+        with _os_errors(self.path):
+            self._fd = os.open(self.path, flags, 0o644)
+            self.size = os.fstat(self._fd).st_size
+        self._mm: mmap.mmap | None = None
+        self._mm_size = 0
+
+    def append(self, data: Any) -> int:
+        """Append ``data``; returns the position it was written at."""
+        pos = self.size
+        with _os_errors(self.path, pos):
+            view = memoryview(data)
+            written = 0
+            while written < view.nbytes:
+                written += os.pwrite(self._fd, view[written:], pos + written)
+        self.size = pos + written
+        return pos
+
+    def read(self, pos: int, n: int) -> bytes:
+        """Up to ``n`` bytes from ``pos``."""
+        with _os_errors(self.path, pos):
+            return os.pread(self._fd, n, pos)
+
+    def view(self) -> memoryview:
+        """The whole current content, mapped read-only (zero-copy)."""
+        if self.size == 0:
+            return memoryview(b"")
+        if self._mm is None or self._mm_size != self.size:
+            if self._mm is not None:
+                with contextlib.suppress(BufferError):
+                    self._mm.close()
+            with _os_errors(self.path):
+                self._mm = mmap.mmap(self._fd, self.size, access=mmap.ACCESS_READ)
+            self._mm_size = self.size
+        return memoryview(self._mm)
+
+    def truncate(self, size: int) -> None:
+        """Cut the file to ``size`` bytes."""
+        if self._mm is not None:
+            with contextlib.suppress(BufferError):
+                self._mm.close()
+            self._mm = None
+        with _os_errors(self.path, size):
+            os.ftruncate(self._fd, size)
+        self.size = size
+
+    def flush(self) -> None:
+        """``fsync`` the file."""
+        if self.writable and self._fd >= 0:
+            with _os_errors(self.path):
+                os.fsync(self._fd)
+
+    def close(self) -> None:
+        """Close. Idempotent."""
+        if self._mm is not None:
+            with contextlib.suppress(BufferError):
+                self._mm.close()
+            self._mm = None
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __repr__(self) -> str:
+        return f"AppendFile({self.path!r}, size={self.size})"
+
+
+# -- whole-file operations ---------------------------------------------------
+
+def read_bytes(path: str | os.PathLike[str]) -> bytes:
+    """The whole content of a file."""
+    path = os.fspath(path)
+    with _os_errors(path), open(path, "rb") as f:
+        return f.read()
+
+
+def read_text(path: str | os.PathLike[str]) -> str:
+    """The whole content of a UTF-8 text file."""
+    return read_bytes(path).decode("utf-8")
+
+
+def write_atomic(path: str | os.PathLike[str], data: bytes | str, *, fsync: bool = True) -> None:
+    """Replace ``path`` with ``data`` atomically: write ``path.tmp``, fsync, rename, fsync the dir.
+
+    A crash leaves either the old or the new content, never a mix.
+    """
+    path = os.fspath(path)
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    tmp = path + ".tmp"
+    with _os_errors(tmp):
+        with open(tmp, "wb") as f:
+            f.write(data)
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    if fsync:
+        fsync_dir(os.path.dirname(path) or ".")
+
+
+def write_bytes(path: str | os.PathLike[str], data: bytes, pos: int = 0) -> None:
+    """Write ``data`` at ``pos`` of an existing (or new) file without truncating it."""
+    path = os.fspath(path)
+    with _os_errors(path, pos):
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            os.pwrite(fd, data, pos)
+        finally:
+            os.close(fd)
+
+
+def save_aside(path: str | os.PathLike[str], pos: int, data: Any) -> str:
+    """Keep bytes that recovery is about to cut from ``path`` at ``pos``.
+
+    They go to ``{path}.cut-{pos}`` (a numbered suffix if that exists), fsynced
+    before the caller truncates, so nothing cut is ever lost.  Returns that path.
+    """
+    base = f"{os.fspath(path)}.cut-{pos}"
+    target, n = base, 1
+    while os.path.exists(target):
+        target, n = f"{base}.{n}", n + 1
+    with _os_errors(target):
+        with open(target, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    return target
+
+
+def exists(path: str | os.PathLike[str]) -> bool:
+    return os.path.exists(path)
+
+
+def is_dir(path: str | os.PathLike[str]) -> bool:
+    return os.path.isdir(path)
+
+
+def is_file(path: str | os.PathLike[str]) -> bool:
+    return os.path.isfile(path)
+
+
+def file_size(path: str | os.PathLike[str]) -> int:
+    path = os.fspath(path)
+    with _os_errors(path):
+        return os.stat(path).st_size
+
+
+def list_dir(path: str | os.PathLike[str]) -> list[str]:
+    """Sorted entry names of a directory; ``[]`` if it does not exist."""
+    path = os.fspath(path)
+    try:
+        return sorted(os.listdir(path))
+    except FileNotFoundError:
+        return []
+    except OSError as err:
+        raise _translate(err, path) from err
+
+
+def make_dirs(path: str | os.PathLike[str]) -> None:
+    path = os.fspath(path)
+    with _os_errors(path):
+        os.makedirs(path, exist_ok=True)
+
+
+def remove(path: str | os.PathLike[str]) -> None:
+    """Delete a file; a missing file is fine."""
+    path = os.fspath(path)
+    with contextlib.suppress(FileNotFoundError), _os_errors(path):
+        os.remove(path)
+
+
+def remove_tree(path: str | os.PathLike[str]) -> None:
+    """Delete a directory tree; a missing one is fine."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        return
+    with _os_errors(path):
+        shutil.rmtree(path)
+
+
+def rename(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+    src = os.fspath(src)
+    with _os_errors(src):
+        os.replace(src, dst)
+
+
+def copy_tree(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+    """Copy a directory tree (files made writable)."""
+    src = os.fspath(src)
+    with _os_errors(src):
+        shutil.copytree(src, dst, copy_function=shutil.copyfile)
+
+
+def touch(path: str | os.PathLike[str]) -> None:
+    """Create ``path`` if missing (empty), durable."""
+    path = os.fspath(path)
+    with _os_errors(path):
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        os.close(fd)
+
+
+def fsync_dir(path: str | os.PathLike[str]) -> None:
+    """``fsync`` a directory so renames and creations in it are durable."""
+    path = os.fspath(path)
+    with _os_errors(path):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+class WriterLock:
+    """The store's writer lock: an exclusive ``flock`` on a small file.
+
+    A second writer (another process, or another store object in this one) gets
+    :class:`StoreLockedError` at once; readers never take it.  The file is left in
+    place after release, as the brokers leave theirs.  ``content`` is written into a
+    newly created lock file (RocketMQ's holds the 4 bytes ``lock``).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], content: bytes = b"") -> None:
+        self.path = os.fspath(path)
+        self.content = content
+        self._fd = -1
+
+    def acquire(self) -> None:
+        with _os_errors(self.path):
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as err:
+            os.close(fd)
+            raise StoreLockedError("another writer holds this store's lock; open it with mode='r' to read",
+                                   self.path) from err
+        if self.content and os.fstat(fd).st_size == 0:
+            os.pwrite(fd, self.content, 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = -1
+
+    @property
+    def held(self) -> bool:
+        return self._fd >= 0

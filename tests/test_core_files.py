@@ -1,0 +1,101 @@
+"""The files-and-mmaps module and the error hierarchy."""
+
+import errno
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from segstore import errors, files
+
+
+def test_error_renders_path_and_position():
+    err = errors.CorruptDataError("expected magic 0xDAA320A7, found 0x00000000", "/x/commitlog/0", 208)
+    assert str(err) == "/x/commitlog/0:208: expected magic 0xDAA320A7, found 0x00000000"
+    assert isinstance(err, ValueError)
+    assert str(errors.NotFoundError("no such topic", "/x")) == "/x: no such topic"
+    import pickle
+
+    again = pickle.loads(pickle.dumps(err))
+    assert str(again) == str(err) and again.pos == 208
+
+
+def test_mapped_file_preallocates_sparse_and_persists(tmp_path):
+    path = tmp_path / "f"
+    mf = files.MappedFile(path, 1 << 20, create=True)
+    assert os.path.getsize(path) == 1 << 20
+    assert os.stat(path).st_blocks * 512 < 1 << 20  # sparse: not every block allocated
+    mf.write(10, b"hello")
+    mf.flush(0, 15)
+    assert bytes(mf.view(10, 15)) == b"hello"
+    with pytest.raises(errors.StorageIOError):
+        mf.write((1 << 20) - 2, b"abc")
+    mf.close()
+    ro = files.MappedFile(path)
+    assert ro.read(10, 5) == b"hello" and ro.size == 1 << 20
+    arr = ro.array(np.dtype(">i4"), 0, 4)
+    assert arr.tolist() == [0, 0, int.from_bytes(b"\0\0he", "big"), int.from_bytes(b"llo\0", "big")]
+    del arr
+    ro.close()
+
+
+def test_mapped_file_too_short_for_reader(tmp_path):
+    path = tmp_path / "short"
+    path.write_bytes(b"x" * 10)
+    with pytest.raises(errors.TruncatedDataError) as info:
+        files.MappedFile(path, 100)
+    assert info.value.pos == 10
+
+
+def test_append_file(tmp_path):
+    af = files.AppendFile(tmp_path / "a.log", create=True)
+    assert af.append(b"abc") == 0
+    assert af.append(b"defg") == 3
+    assert bytes(af.view()) == b"abcdefg"
+    af.truncate(5)
+    assert af.size == 5 and af.read(0, 100) == b"abcde"
+    af.flush()
+    af.close()
+
+
+def test_missing_file_is_typed(tmp_path):
+    with pytest.raises(errors.NotFoundError) as info:
+        files.read_bytes(tmp_path / "nope")
+    assert str(tmp_path / "nope") in str(info.value)
+    assert files.list_dir(tmp_path / "nope") == []
+
+
+def test_disk_full_is_typed(monkeypatch, tmp_path):
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "pwrite", full)
+    af = files.AppendFile(tmp_path / "a.log", create=True)
+    with pytest.raises(errors.StorageFullError) as info:
+        af.append(b"x")
+    assert info.value.path.endswith("a.log") and info.value.pos == 0
+    assert af.size == 0  # nothing acknowledged
+
+
+def test_write_atomic_and_save_aside(tmp_path):
+    path = tmp_path / "cp"
+    files.write_atomic(path, "0\n1\n")
+    files.write_atomic(path, "0\n2\n")
+    assert path.read_text() == "0\n2\n" and not (tmp_path / "cp.tmp").exists()
+    kept = files.save_aside(path, 2, b"torn")
+    kept2 = files.save_aside(path, 2, b"again")
+    assert open(kept, "rb").read() == b"torn" and kept != kept2 and open(kept2, "rb").read() == b"again"
+
+
+def test_writer_lock_excludes_other_processes(tmp_path):
+    lock = files.WriterLock(tmp_path / "lock", b"lock")
+    lock.acquire()
+    assert (tmp_path / "lock").read_bytes() == b"lock"
+    code = (f"import sys; from segstore import files, errors\n"
+            f"l = files.WriterLock({str(tmp_path / 'lock')!r})\n"
+            "try:\n    l.acquire()\nexcept errors.StoreLockedError:\n    sys.exit(3)\n")
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 3
+    lock.release()
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
