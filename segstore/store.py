@@ -91,6 +91,15 @@ class Store(abc.ABC):
     def flush(self) -> None:
         """Make everything appended so far durable."""
 
+    def abandon(self) -> None:
+        """Drop the store as a killed process would: release files and the writer lock
+        without flushing, checkpointing or marking a clean shutdown.
+
+        What was written stays in the page cache (as after SIGKILL); the next open
+        for append must recover.  The conformance suite uses it to crash a store.
+        """
+        raise UnsupportedOperationError(f"{self.format} stores cannot simulate a crash", self.path)
+
     def _check_open(self) -> None:
         if self._closed:
             raise StoreClosedError("store is closed", self.path)

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The test command: set up .venv and run the whole test suite (Spark tests on local Spark).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+export PYSPARK_PYTHON="$PWD/.venv/bin/python"
+export PYSPARK_DRIVER_PYTHON="$PWD/.venv/bin/python"
+exec .venv/bin/python -m pytest "$@"

@@ -1,0 +1,224 @@
+"""Store conformance tests and a stateful model test, shared by every format plugin."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+import segstore
+from segstore.errors import ReadOnlyError, StoreClosedError
+from segstore.records import Message
+
+# Keys without spaces (RocketMQ's KEYS property is space-separated) and header
+# values that are UTF-8 (RocketMQ properties are strings): what every format carries.
+_KEYS = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-_.", min_size=1, max_size=12)
+_VALUES = st.binary(min_size=0, max_size=300)
+_HEADER_NAMES = st.sampled_from(["h0", "h1", "trace-id", "ü-hdr"])
+_HEADER_VALUES = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00\x01\x02"),
+                         max_size=20).map(lambda s: s.encode("utf-8"))
+
+
+def sample_messages(seed: int, count: int, topics: dict[str, int], value_size: int = 64) -> list[Message]:
+    """Deterministic messages spread over ``topics`` (name -> partition count)."""
+    rng = random.Random(seed)
+    names = sorted(topics)
+    out = []
+    for i in range(count):
+        topic = names[i % len(names)]
+        out.append(Message(topic=topic, partition=rng.randrange(topics[topic]),
+                           key=f"key-{rng.randrange(1000)}".encode(),
+                           value=rng.randbytes(rng.randrange(value_size + 1)),
+                           headers=[("h0", f"v{i}".encode())], timestamp=1_700_000_000_000 + i))
+    return out
+
+
+def _group(messages: list[Message]) -> dict[tuple[str, int], list[Message]]:
+    groups: dict[tuple[str, int], list[Message]] = {}
+    for m in messages:
+        groups.setdefault((m.topic, m.partition), []).append(m)
+    return groups
+
+
+def assert_same_message(got: Message, want: Message, offset: int) -> None:
+    """``got`` (read back, common model) carries what ``want`` (appended) said."""
+    assert (got.topic, got.partition, got.offset) == (want.topic, want.partition, offset)
+    assert got.value == want.value
+    assert got.key == want.key
+    for name, value in want.headers:
+        assert (name, value) in got.headers, f"header {name!r} lost: {got.headers}"
+
+
+class StoreTests:
+    """Subclass in a plugin's tests; set ``format`` and ``config``."""
+
+    format: ClassVar[str]
+    config: ClassVar[dict[str, Any]] = {}
+    topics: ClassVar[dict[str, int]] = {"TopicA": 2, "TopicB": 1}
+
+    @pytest.fixture
+    def path(self, tmp_path: Path) -> str:
+        return str(tmp_path / "store")
+
+    def open(self, path: str, mode: str = "a") -> segstore.Store:
+        return segstore.open(path, format=self.format, mode=mode, **self.config)
+
+    def write(self, path: str, messages: list[Message], batch: int = 50) -> None:
+        with self.open(path) as store:
+            for i in range(0, len(messages), batch):
+                store.append_batch(messages[i:i + batch])
+
+    def read_all(self, store: segstore.Store) -> dict[tuple[str, int], list[Message]]:
+        out = {}
+        for topic in store.topics():
+            for part in store.partitions(topic):
+                out[(topic, part)] = [store.to_common(r) for r in store.read(topic, part, 0)]
+        return out
+
+    def test_append_then_read(self, path: str) -> None:
+        messages = sample_messages(1, 400, self.topics)
+        self.write(path, messages)
+        with self.open(path, "r") as store:
+            got = self.read_all(store)
+        want = _group(messages)
+        assert set(got) == set(want)
+        for tp, msgs in want.items():
+            assert len(got[tp]) == len(msgs)
+            for i, (g, w) in enumerate(zip(got[tp], msgs, strict=True)):
+                assert_same_message(g, w, i)
+
+    def test_append_results_are_offsets(self, path: str) -> None:
+        messages = sample_messages(2, 60, self.topics)
+        with self.open(path) as store:
+            results = store.append_batch(messages[:30]) + [store.append(m) for m in messages[30:]]
+        seen: dict[tuple[str, int], int] = {}
+        for m, r in zip(messages, results, strict=True):
+            expected = seen.get((m.topic, m.partition), 0)
+            assert (r.topic, r.partition, r.offset) == (m.topic, m.partition, expected)
+            seen[(m.topic, m.partition)] = expected + 1
+
+    def test_reopen_continues_offsets(self, path: str) -> None:
+        first, second = sample_messages(3, 100, self.topics), sample_messages(4, 100, self.topics)
+        self.write(path, first)
+        self.write(path, second)
+        with self.open(path, "r") as store:
+            for tp, msgs in _group(first + second).items():
+                assert store.offset_range(*tp) == (0, len(msgs))
+                got = [store.to_common(r) for r in store.read(*tp, offset=0)]
+                for i, (g, w) in enumerate(zip(got, msgs, strict=True)):
+                    assert_same_message(g, w, i)
+
+    def test_read_from_offset_and_count(self, path: str) -> None:
+        messages = sample_messages(5, 200, self.topics)
+        self.write(path, messages)
+        tp, msgs = max(_group(messages).items(), key=lambda kv: len(kv[1]))
+        with self.open(path, "r") as store:
+            got = [store.to_common(r) for r in store.read(*tp, offset=7, count=5)]
+        assert [g.offset for g in got] == list(range(7, 12))
+        assert [g.value for g in got] == [m.value for m in msgs[7:12]]
+
+    def test_scan_sees_every_message_once(self, path: str) -> None:
+        messages = sample_messages(6, 300, self.topics)
+        self.write(path, messages)
+        with self.open(path, "r") as store:
+            scanned = [store.to_common(r) for r in store.scan()]
+        assert sorted((m.topic, m.partition, m.offset) for m in scanned) == sorted(
+            (tp[0], tp[1], i) for tp, msgs in _group(messages).items() for i in range(len(msgs)))
+
+    def test_read_only_store_refuses_appends(self, path: str) -> None:
+        self.write(path, sample_messages(7, 5, self.topics))
+        with self.open(path, "r") as store, pytest.raises(ReadOnlyError):
+            store.append(sample_messages(8, 1, self.topics)[0])
+
+    def test_closed_store_refuses_use(self, path: str) -> None:
+        store = self.open(path)
+        store.close()
+        store.close()  # idempotent
+        with pytest.raises(StoreClosedError):
+            store.append(sample_messages(9, 1, self.topics)[0])
+
+    def test_verify_clean_after_writes(self, path: str) -> None:
+        self.write(path, sample_messages(10, 300, self.topics))
+        with self.open(path, "r") as store:
+            assert store.verify() == []
+
+    def test_crash_keeps_everything_appended(self, path: str) -> None:
+        messages = sample_messages(11, 150, self.topics)
+        store = self.open(path)
+        store.append_batch(messages)
+        store.abandon()
+        with self.open(path) as again:   # append mode recovers
+            got = self.read_all(again)
+            assert again.verify() == []
+        for tp, msgs in _group(messages).items():
+            assert [g.value for g in got[tp]] == [m.value for m in msgs]
+
+
+def make_state_machine(format: str, config: dict[str, Any], topics: dict[str, int]) -> type:  # noqa: A002
+    """A ``RuleBasedStateMachine`` class comparing a ``format`` store with an in-memory model.
+
+    Use as ``TestX = make_state_machine(...).TestCase`` in a test module.
+    """
+    import tempfile
+
+    partitions = [(t, p) for t, n in sorted(topics.items()) for p in range(n)]
+
+    class StoreModel(RuleBasedStateMachine):
+        def __init__(self) -> None:
+            super().__init__()
+            self._tmp = tempfile.TemporaryDirectory()
+            self.path = str(Path(self._tmp.name) / "store")
+            self.store = segstore.open(self.path, format=format, mode="a", **config)
+            self.model: dict[tuple[str, int], list[Message]] = {tp: [] for tp in partitions}
+
+        @rule(where=st.sampled_from(partitions), data=st.data())
+        def append_batch(self, where: tuple[str, int], data: Any) -> None:
+            batch = data.draw(st.lists(st.builds(
+                Message, topic=st.just(where[0]), partition=st.just(where[1]), key=_KEYS, value=_VALUES,
+                headers=st.lists(st.tuples(_HEADER_NAMES, _HEADER_VALUES), max_size=2,
+                                 unique_by=lambda h: h[0]),
+                timestamp=st.integers(1_600_000_000_000, 1_800_000_000_000)), min_size=1, max_size=8))
+            results = self.store.append_batch(batch)
+            start = len(self.model[where])
+            assert [r.offset for r in results] == list(range(start, start + len(batch)))
+            self.model[where].extend(batch)
+
+        @rule()
+        def reopen(self) -> None:
+            self.store.close()
+            self.store = segstore.open(self.path, format=format, mode="a", **config)
+
+        @rule()
+        def crash(self) -> None:
+            self.store.abandon()
+            self.store = segstore.open(self.path, format=format, mode="a", **config)
+
+        @precondition(lambda self: any(self.model.values()))
+        @rule(data=st.data())
+        def read_from(self, data: Any) -> None:
+            tp = data.draw(st.sampled_from([tp for tp, msgs in self.model.items() if msgs]))
+            offset = data.draw(st.integers(0, len(self.model[tp]) - 1))
+            got = [self.store.to_common(r) for r in self.store.read(*tp, offset=offset, count=3)]
+            want = self.model[tp][offset:offset + 3]
+            assert len(got) == len(want)
+            for i, (g, w) in enumerate(zip(got, want, strict=True)):
+                assert_same_message(g, w, offset + i)
+
+        @invariant()
+        def offsets_match_model(self) -> None:
+            for tp, msgs in self.model.items():
+                if msgs:
+                    assert self.store.offset_range(*tp) == (0, len(msgs))
+
+        def teardown(self) -> None:
+            self.store.close()
+            self._tmp.cleanup()
+
+    StoreModel.TestCase.settings = settings(max_examples=15, stateful_step_count=12, deadline=None)
+    return StoreModel
+
