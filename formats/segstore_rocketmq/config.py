@@ -1,0 +1,160 @@
+"""Broker config names the RocketMQ store understands, their defaults, and topic-name rules.
+
+Names are the broker's own (``MessageStoreConfig`` / ``BrokerConfig``) so that a
+value copied from a ``broker.conf`` works unchanged.  Values may arrive as strings
+(``--config name=value`` on the CLI) and are converted here; an unknown name or a
+bad value is a :class:`ConfigError`.
+
+Topic names follow ``TopicValidator`` (rocketmq-common): characters ``[%|a-zA-Z0-9_-]``,
+1 to 127 characters.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from segstore.errors import ConfigError, InvalidTopicError
+
+#: ``ConsumeQueue.CQ_STORE_UNIT_SIZE``.
+CQ_UNIT_SIZE = 20
+DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+FLUSH_DISK_TYPES = ("ASYNC_FLUSH", "SYNC_FLUSH")
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+
+TOPIC_MAX_LENGTH = 127
+_TOPIC_PATTERN = re.compile(r"[%|a-zA-Z0-9_-]+")
+_DELAY_UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def validate_topic(topic: object) -> str:
+    """``topic`` if the broker accepts it as a topic name.
+
+    :raises InvalidTopicError: not a string, empty, longer than 127 characters, or a
+        character outside ``[%|a-zA-Z0-9_-]`` (so no path separators or ``..``).
+    """
+    if not isinstance(topic, str) or not topic:
+        raise InvalidTopicError(f"expected a non-empty topic name, found {topic!r}")
+    if len(topic) > TOPIC_MAX_LENGTH:
+        raise InvalidTopicError(f"expected a topic of at most {TOPIC_MAX_LENGTH} characters, "
+                                f"found {len(topic)}")
+    if not _TOPIC_PATTERN.fullmatch(topic):
+        raise InvalidTopicError(f"expected a topic of the characters [%|a-zA-Z0-9_-], found {topic!r}")
+    return topic
+
+
+def parse_delay_levels(text: str) -> tuple[int, ...]:
+    """``messageDelayLevel`` (``"1s 5s 1m 2h"``) as delays in milliseconds, level 1 first."""
+    levels = []
+    for token in text.split():
+        unit = _DELAY_UNITS_MS.get(token[-1:])
+        if unit is None or not token[:-1].isdigit():
+            raise ConfigError(f"expected delay levels like '1s 5m 2h 1d', found {token!r} in {text!r}")
+        levels.append(int(token[:-1]) * unit)
+    if not levels:
+        raise ConfigError("expected at least one delay level, found none")
+    return tuple(levels)
+
+
+def _positive_int(value: Any) -> int:
+    number = int(value)
+    if number <= 0:
+        raise ValueError(f"{number} is not positive")
+    return number
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text not in ("true", "false"):
+        raise ValueError(f"{value!r} is not true or false")
+    return text == "true"
+
+
+def _flush_type(value: Any) -> str:
+    text = str(value).strip().upper()
+    if text not in FLUSH_DISK_TYPES:
+        raise ValueError(f"{value!r} is not one of {', '.join(FLUSH_DISK_TYPES)}")
+    return text
+
+
+def _host(value: Any) -> str:
+    from .message import Host
+
+    Host.parse(str(value))
+    return str(value)
+
+
+def _delay_levels(value: Any) -> str:
+    parse_delay_levels(str(value))
+    return str(value)
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """The store's configuration, under the broker's names.  Immutable, thread-safe."""
+
+    mappedFileSizeCommitLog: int = 1024 * 1024 * 1024
+    mappedFileSizeConsumeQueue: int = 300_000 * CQ_UNIT_SIZE
+    maxMessageSize: int = 4 * 1024 * 1024
+    flushDiskType: str = "ASYNC_FLUSH"
+    storeHost: str = "127.0.0.1:10911"
+    maxHashSlotNum: int = 5_000_000
+    maxIndexNum: int = 20_000_000
+    messageIndexEnable: bool = True
+    messageDelayLevel: str = DEFAULT_DELAY_LEVELS
+    flushIntervalCommitLog: int = 500
+    flushCommitLogLeastPages: int = 4
+    flushIntervalConsumeQueue: int = 1000
+    flushConsumeQueueLeastPages: int = 2
+
+    @classmethod
+    def from_mapping(cls, config: Mapping[str, Any] | None = None) -> BrokerConfig:
+        """A config from broker names to values (strings accepted).
+
+        :raises ConfigError: an unknown name or a value of the wrong kind.
+        """
+        known = {f.name for f in fields(cls)}
+        values: dict[str, Any] = {}
+        for name, value in (config or {}).items():
+            if name not in known:
+                raise ConfigError(f"expected one of the RocketMQ config names {sorted(known)}, found {name!r}")
+            try:
+                values[name] = _PARSERS[name](value)
+            except (TypeError, ValueError) as err:
+                raise ConfigError(f"expected a valid value for {name}, found {value!r} ({err})") from err
+        return cls(**values)
+
+    @property
+    def consume_queue_file_size(self) -> int:
+        """``mappedFileSizeConsumeQueue`` rounded up to whole 20-byte entries, as the broker does."""
+        units = -(-self.mappedFileSizeConsumeQueue // CQ_UNIT_SIZE)
+        return units * CQ_UNIT_SIZE
+
+    @property
+    def delay_levels_ms(self) -> tuple[int, ...]:
+        return parse_delay_levels(self.messageDelayLevel)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+_PARSERS: dict[str, Callable[[Any], Any]] = {
+    "mappedFileSizeCommitLog": _positive_int,
+    "mappedFileSizeConsumeQueue": _positive_int,
+    "maxMessageSize": _positive_int,
+    "flushDiskType": _flush_type,
+    "storeHost": _host,
+    "maxHashSlotNum": _positive_int,
+    "maxIndexNum": _positive_int,
+    "messageIndexEnable": _bool,
+    "messageDelayLevel": _delay_levels,
+    "flushIntervalCommitLog": _positive_int,
+    "flushCommitLogLeastPages": _positive_int,
+    "flushIntervalConsumeQueue": _positive_int,
+    "flushConsumeQueueLeastPages": _positive_int,
+}
+assert set(_PARSERS) == {f.name for f in fields(BrokerConfig)}

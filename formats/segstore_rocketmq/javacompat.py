@@ -1,0 +1,116 @@
+"""Java behaviour the RocketMQ broker's bytes depend on.
+
+- :func:`string_hash`: ``java.lang.String.hashCode`` (``s[0]*31^(n-1) + ... + s[n-1]``
+  over UTF-16 code units, wrapping at 32 bits, signed).  The consume queue stores it
+  as the tags code; the IndexFile hashes ``topic#key`` with it.
+- :func:`hashmap_order`: the iteration order of a ``java.util.HashMap`` after a
+  sequence of insertions.  The broker serialises a message's properties map by
+  iterating it, so the stored properties string follows this order.
+- :func:`java_host`: how ``InetAddress.getHostAddress`` prints an address (IPv6
+  in full, uncompressed, lowercase hex groups without leading zeros).
+
+All functions are pure and thread-safe.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable
+
+import numpy as np
+
+_INT_MASK = 0xFFFFFFFF
+_INT_SIGN = 0x80000000
+
+#: ``HashMap.DEFAULT_INITIAL_CAPACITY`` and ``DEFAULT_LOAD_FACTOR``.
+HASHMAP_DEFAULT_CAPACITY = 16
+HASHMAP_LOAD_FACTOR = 0.75
+#: ``HashMap.MAXIMUM_CAPACITY``.
+HASHMAP_MAX_CAPACITY = 1 << 30
+
+# Powers of 31 modulo 2**32 are exact in uint64 products once reduced; we reduce
+# after every multiply-add of a block, so no intermediate exceeds 2**64.
+_BLOCK = 4096
+
+
+def _to_int32(value: int) -> int:
+    value &= _INT_MASK
+    return value - (1 << 32) if value & _INT_SIGN else value
+
+
+def string_hash(text: str) -> int:
+    """``String.hashCode`` of ``text``: signed 32-bit, over its UTF-16 code units.
+
+    Characters outside the BMP count as two code units (a surrogate pair), as in
+    Java.  Short strings (the common case: tags, keys) take a tight integer loop;
+    long ones are reduced block-wise with numpy.  Runtime complexity: ``O(n)``.
+    """
+    units = text.encode("utf-16-be", "surrogatepass")
+    n = len(units) // 2
+    if n <= 64:
+        h = 0
+        for unit in np.frombuffer(units, dtype=">u2").tolist():
+            h = (h * 31 + unit) & _INT_MASK
+        return _to_int32(h)
+    codes = np.frombuffer(units, dtype=">u2").astype(np.uint64)
+    h = 0
+    for start in range(0, n, _BLOCK):
+        block = codes[start:start + _BLOCK]
+        k = len(block)
+        # weights 31^(k-1) ... 31^0 mod 2^32, computed exactly in uint64 with reduction
+        weights = np.empty(k, dtype=np.uint64)
+        w = 1
+        for i in range(k - 1, -1, -1):
+            weights[i] = w
+            w = (w * 31) & _INT_MASK
+        part = int(((block * weights) & np.uint64(_INT_MASK)).sum(dtype=np.uint64)) & _INT_MASK
+        h = (h * w + part) & _INT_MASK
+    return _to_int32(h)
+
+
+def _spread(h: int) -> int:
+    """``HashMap.hash``: ``h ^ (h >>> 16)`` on the 32-bit pattern of ``h``."""
+    u = h & _INT_MASK
+    return u ^ (u >> 16)
+
+
+def table_size_for(capacity: int) -> int:
+    """``HashMap.tableSizeFor``: the least power of two ``>= capacity`` (at least 1)."""
+    n = 1
+    while n < capacity:
+        n <<= 1
+    return min(n, HASHMAP_MAX_CAPACITY)
+
+
+def hashmap_table_size(count: int, initial_capacity: int = HASHMAP_DEFAULT_CAPACITY) -> int:
+    """The bucket-table length of a ``HashMap(initial_capacity)`` after ``count`` distinct puts.
+
+    The table starts at ``tableSizeFor(initial_capacity)`` and doubles whenever the
+    size exceeds ``length * 0.75`` (the threshold).
+    """
+    size = table_size_for(initial_capacity)
+    while count > int(size * HASHMAP_LOAD_FACTOR) and size < HASHMAP_MAX_CAPACITY:
+        size <<= 1
+    return size
+
+
+def hashmap_order(keys: Iterable[str], initial_capacity: int = HASHMAP_DEFAULT_CAPACITY) -> list[str]:
+    """The order a ``java.util.HashMap`` iterates ``keys`` put in this order.
+
+    Iteration walks the bucket table in index order (bucket ``spread(hash) & (n-1)``
+    for the final table length ``n``) and each bucket's chain in insertion order
+    (resizing splits chains keeping their relative order).  A key put again keeps
+    its first position.  Runtime complexity: ``O(k log k)``.
+    """
+    first: dict[str, int] = {}
+    for key in keys:
+        first.setdefault(key, len(first))
+    mask = hashmap_table_size(len(first), initial_capacity) - 1
+    return sorted(first, key=lambda k: (_spread(string_hash(k)) & mask, first[k]))
+
+
+def java_host(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str:
+    """``InetAddress.getHostAddress``: dotted IPv4, or IPv6 as 8 lowercase hex groups, uncompressed."""
+    if address.version == 4:
+        return str(address)
+    return ":".join(f"{group:x}" for group in np.frombuffer(address.packed, dtype=">u2").tolist())

@@ -1,0 +1,403 @@
+"""The RocketMQ commitlog message codec: bytes in, records out, no files.
+
+One stored message (``CommitLog.calMsgLength``; every integer big-endian, signed)::
+
+    offset  bytes   field
+    0       4       TOTALSIZE                 the whole message, this field included
+    4       4       MAGICCODE                 0xDAA320A7 (v1) / 0xDAA320AB (v2: 2-byte topic length)
+    8       4       BODYCRC                   zlib.crc32(body) & 0x7FFFFFFF
+    12      4       QUEUEID
+    16      4       FLAG                      the producer's flag
+    20      8       QUEUEOFFSET               logical offset in the consume queue
+    28      8       PHYSICALOFFSET            this message's commitlog offset
+    36      4       SYSFLAG                   see the SYSFLAG_* bits
+    40      8       BORNTIMESTAMP
+    48      8|20    BORNHOST                  IPv4 (4) or IPv6 (16, sysFlag 0x10) address + int port
+    ..      8       STORETIMESTAMP
+    ..      8|20    STOREHOST                 IPv6 when sysFlag has 0x20
+    ..      4       RECONSUMETIMES
+    ..      8       PREPAREDTRANSACTIONOFFSET
+    ..      4+n     BODYLENGTH, BODY
+    ..      1+n     TOPICLENGTH (2 in v2), TOPIC
+    ..      2+n     PROPERTIESLENGTH, PROPERTIES   NAME 0x01 VALUE 0x02 ..., no trailing 0x02
+
+At the end of a commitlog file that cannot hold the next message the store writes
+a BLANK record ``[int remaining][int 0xCBD43194]`` and the rest of the file is
+unused.  :func:`decode` returns :data:`BLANK` for it; a zero TOTALSIZE with a zero
+magic is the unwritten tail (:data:`END`).
+
+The header from TOTALSIZE to BODYLENGTH is one ``struct.Struct`` per combination of
+host address families (:data:`HEADERS`), so encoding a message is one ``pack`` and
+one ``bytes.join``.  Functions here are pure and thread-safe.
+"""
+
+from __future__ import annotations
+
+import base64
+import ipaddress
+import struct
+import zlib
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from segstore.errors import CorruptDataError, InvalidMessageError, InvalidTopicError, TruncatedDataError
+
+from .javacompat import java_host
+
+MESSAGE_MAGIC = -626843481        # 0xDAA320A7
+MESSAGE_MAGIC_V2 = -626843477     # 0xDAA320AB: topic length is 2 bytes
+BLANK_MAGIC = -875286124          # 0xCBD43194
+
+SYSFLAG_COMPRESSED = 0x1
+SYSFLAG_MULTI_TAGS = 0x2
+SYSFLAG_TRANSACTION_PREPARED = 0x4
+SYSFLAG_TRANSACTION_COMMIT = 0x8
+SYSFLAG_TRANSACTION_ROLLBACK = 0xC
+SYSFLAG_TRANSACTION_MASK = 0xC
+SYSFLAG_BORNHOST_V6 = 0x10
+SYSFLAG_STOREHOST_V6 = 0x20
+SYSFLAG_HOST_MASK = SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6
+
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+MAX_PROPERTIES_BYTES = 0x7FFF     # the length is a signed short
+MAX_TOPIC_BYTES_V1 = 0x7F         # the length is a signed byte
+
+PROPERTY_KEYS = "KEYS"
+PROPERTY_TAGS = "TAGS"
+PROPERTY_DELAY = "DELAY"
+PROPERTY_REAL_TOPIC = "REAL_TOPIC"
+PROPERTY_REAL_QUEUE_ID = "REAL_QID"
+PROPERTY_UNIQ_KEY = "UNIQ_KEY"
+KEY_SEPARATOR = " "
+
+#: ``[int total size][int magic]``: the start of every record, BLANK included.
+PREFIX = struct.Struct(">ii")
+assert PREFIX.size == 8
+#: The fields before the born host.
+FIXED = struct.Struct(
+    ">i"   # TOTALSIZE
+    "i"    # MAGICCODE
+    "i"    # BODYCRC
+    "i"    # QUEUEID
+    "i"    # FLAG
+    "q"    # QUEUEOFFSET
+    "q"    # PHYSICALOFFSET
+    "i"    # SYSFLAG
+    "q"    # BORNTIMESTAMP
+)
+assert FIXED.size == 48
+QUEUE_OFFSET_POS = struct.calcsize(">iiiii")
+PHYSICAL_OFFSET_POS = struct.calcsize(">iiiiiq")
+SYSFLAG_POS = struct.calcsize(">iiiiiqq")
+assert (QUEUE_OFFSET_POS, PHYSICAL_OFFSET_POS, SYSFLAG_POS) == (20, 28, 36)
+
+IPV4_HOST = struct.Struct(">4si")
+IPV6_HOST = struct.Struct(">16si")
+assert (IPV4_HOST.size, IPV6_HOST.size) == (8, 20)
+_HOST_FORMAT = {False: "4si", True: "16si"}
+
+
+def _header(born_v6: bool, store_v6: bool) -> struct.Struct:
+    # FIXED, born host, STORETIMESTAMP, store host, RECONSUMETIMES, PREPAREDTRANSACTIONOFFSET, BODYLENGTH
+    return struct.Struct(">iiiiiqqiq" + _HOST_FORMAT[born_v6] + "q" + _HOST_FORMAT[store_v6] + "iqi")
+
+
+#: Header structs (TOTALSIZE .. BODYLENGTH) keyed by the sysFlag host bits.
+HEADERS: dict[int, struct.Struct] = {
+    (SYSFLAG_BORNHOST_V6 if born else 0) | (SYSFLAG_STOREHOST_V6 if store else 0): _header(born, store)
+    for born in (False, True) for store in (False, True)
+}
+assert HEADERS[0].size == 88 and HEADERS[SYSFLAG_HOST_MASK].size == 112
+TOPIC_LENGTH_V1 = struct.Struct(">b")
+TOPIC_LENGTH_V2 = struct.Struct(">h")
+PROPERTIES_LENGTH = struct.Struct(">h")
+BODY_LENGTH = struct.Struct(">i")
+MSG_ID_OFFSET = struct.Struct(">q")
+assert (TOPIC_LENGTH_V1.size, TOPIC_LENGTH_V2.size, PROPERTIES_LENGTH.size, MSG_ID_OFFSET.size) == (1, 2, 2, 8)
+
+
+class Host(NamedTuple):
+    """A socket address as stored: the packed IP (4 or 16 bytes) and the port."""
+
+    ip: bytes
+    port: int
+
+    @property
+    def is_v6(self) -> bool:
+        return len(self.ip) == 16
+
+    @classmethod
+    def parse(cls, text: str) -> Host:
+        """``"ip:port"`` or ``"[v6]:port"`` (any IPv6 spelling) as a :class:`Host`.
+
+        :raises InvalidMessageError: not an address with a port in 0..65535.
+        """
+        try:
+            addr, _, port_text = text.rpartition(":")
+            if addr.startswith("[") and addr.endswith("]"):
+                addr = addr[1:-1]
+            port = int(port_text)
+            if not 0 <= port <= 0xFFFF:
+                raise ValueError(f"port {port} out of range")
+            return cls(ipaddress.ip_address(addr).packed, port)
+        except ValueError as err:
+            raise InvalidMessageError(f"expected a host as 'ip:port' or '[ipv6]:port', found {text!r} ({err})"
+                                      ) from err
+
+    def __str__(self) -> str:
+        """As the broker prints it: ``ip:port``, IPv6 in full as ``[a:b:..:h]:port``."""
+        text = java_host(ipaddress.ip_address(self.ip))
+        return f"[{text}]:{self.port}" if self.is_v6 else f"{text}:{self.port}"
+
+
+class Blank(NamedTuple):
+    """The end-of-file filler: ``size`` bytes to the end of the commitlog file."""
+
+    size: int
+
+
+class End(NamedTuple):
+    """Unwritten space (a zero size and magic): nothing more in this file."""
+
+
+#: The two non-message results of :func:`decode`.
+END = End()
+
+
+@dataclass(slots=True)
+class RocketMQMessage:
+    """One commitlog message with every stored field.
+
+    ``properties`` keeps the stored order (encoding writes them in dict order).
+    ``magic`` is :data:`MESSAGE_MAGIC` or :data:`MESSAGE_MAGIC_V2`.
+    """
+
+    topic: str
+    queue_id: int
+    body: bytes = b""
+    properties: dict[str, str] = field(default_factory=dict)
+    flag: int = 0
+    queue_offset: int = 0
+    physical_offset: int = 0
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: Host = Host(bytes(4), 0)
+    store_timestamp: int = 0
+    store_host: Host = Host(bytes(4), 0)
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+    size: int = 0
+    body_crc: int = 0
+    magic: int = MESSAGE_MAGIC
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(PROPERTY_TAGS)
+
+    @property
+    def keys(self) -> list[str]:
+        raw = self.properties.get(PROPERTY_KEYS)
+        return [k for k in raw.split(KEY_SEPARATOR) if k] if raw else []
+
+    @property
+    def transaction_type(self) -> int:
+        return self.sys_flag & SYSFLAG_TRANSACTION_MASK
+
+    @property
+    def msg_id(self) -> str:
+        return msg_id(self.store_host, self.physical_offset)
+
+    @property
+    def body_base64(self) -> str:
+        return base64.b64encode(self.body).decode("ascii")
+
+
+def body_crc(body: bytes) -> int:
+    """The stored body CRC: ``CRC32(body) & 0x7FFFFFFF`` (zlib's C implementation)."""
+    return zlib.crc32(body) & 0x7FFFFFFF
+
+
+def msg_id(store_host: Host, physical_offset: int) -> str:
+    """Uppercase hex of store IP + int port + long physical offset (32 or 56 characters)."""
+    return (store_host.ip + BODY_LENGTH.pack(store_host.port) + MSG_ID_OFFSET.pack(physical_offset)).hex().upper()
+
+
+def encode_properties(properties: dict[str, str]) -> bytes:
+    """``NAME 0x01 VALUE 0x02 ...`` without the trailing separator, UTF-8.
+
+    :raises InvalidMessageError: a name or value holds 0x01/0x02, which the format
+        cannot carry, or the result exceeds 32767 bytes.
+    """
+    if not properties:
+        return b""
+    parts = []
+    for name, value in properties.items():
+        for text in (name, value):
+            if NAME_VALUE_SEPARATOR in text or PROPERTY_SEPARATOR in text:
+                raise InvalidMessageError(
+                    f"expected property names and values without the separators 0x01/0x02, found {text!r}")
+        parts.append(f"{name}{NAME_VALUE_SEPARATOR}{value}")
+    data = PROPERTY_SEPARATOR.join(parts).encode("utf-8", "surrogatepass")
+    if len(data) > MAX_PROPERTIES_BYTES:
+        raise InvalidMessageError(f"expected properties of at most {MAX_PROPERTIES_BYTES} bytes, "
+                                  f"found {len(data)}")
+    return data
+
+
+def decode_properties(data: bytes | memoryview) -> dict[str, str]:
+    """The inverse of :func:`encode_properties` (stored order kept).
+
+    Like the broker's decoder, an item without a name/value separator is skipped.
+    """
+    if not data:
+        return {}
+    text = bytes(data).decode("utf-8", "surrogatepass")
+    props: dict[str, str] = {}
+    for item in text.split(PROPERTY_SEPARATOR):
+        name, sep, value = item.partition(NAME_VALUE_SEPARATOR)
+        if sep:
+            props[name] = value
+    return props
+
+
+def encode_topic(topic: str, magic: int = MESSAGE_MAGIC) -> bytes:
+    """The topic with its length field (1 byte in v1, 2 in v2).
+
+    :raises InvalidTopicError: too long for the length field.
+    """
+    data = topic.encode("utf-8")
+    if magic == MESSAGE_MAGIC:
+        if len(data) > MAX_TOPIC_BYTES_V1:
+            raise InvalidTopicError(f"expected a topic of at most {MAX_TOPIC_BYTES_V1} bytes for message "
+                                    f"magic v1, found {len(data)}")
+        return TOPIC_LENGTH_V1.pack(len(data)) + data
+    if len(data) > MAX_PROPERTIES_BYTES:
+        raise InvalidTopicError(f"expected a topic of at most {MAX_PROPERTIES_BYTES} bytes, found {len(data)}")
+    return TOPIC_LENGTH_V2.pack(len(data)) + data
+
+
+def host_flags(born_host: Host, store_host: Host) -> int:
+    """The sysFlag host bits the addresses' families call for."""
+    return (SYSFLAG_BORNHOST_V6 if born_host.is_v6 else 0) | (SYSFLAG_STOREHOST_V6 if store_host.is_v6 else 0)
+
+
+def encoded_size(body_len: int, topic_field_len: int, properties_len: int, sys_flag: int) -> int:
+    """``calMsgLength``: the stored size for these field lengths (topic field includes its length)."""
+    return (HEADERS[sys_flag & SYSFLAG_HOST_MASK].size + body_len + topic_field_len
+            + PROPERTIES_LENGTH.size + properties_len)
+
+
+def encode_parts(msg: RocketMQMessage, topic_field: bytes, properties: bytes, crc: int) -> list[bytes]:
+    """The message as a list of byte strings to join (header, body, topic, properties).
+
+    ``msg.sys_flag`` must already carry the host bits of its hosts, and
+    ``msg.size``/``queue_offset``/``physical_offset`` must be final.
+    """
+    header = HEADERS[msg.sys_flag & SYSFLAG_HOST_MASK]
+    return [
+        header.pack(msg.size, msg.magic, crc, msg.queue_id, msg.flag, msg.queue_offset, msg.physical_offset,
+                    msg.sys_flag, msg.born_timestamp, msg.born_host.ip, msg.born_host.port,
+                    msg.store_timestamp, msg.store_host.ip, msg.store_host.port, msg.reconsume_times,
+                    msg.prepared_transaction_offset, len(msg.body)),
+        msg.body, topic_field, PROPERTIES_LENGTH.pack(len(properties)), properties,
+    ]
+
+
+def encode(msg: RocketMQMessage) -> bytes:
+    """The stored bytes of ``msg``; sets ``msg.size``, ``msg.body_crc`` and the host bits of ``sys_flag``.
+
+    :raises InvalidMessageError: properties the format cannot carry.
+    :raises InvalidTopicError: a topic too long for its length field.
+    """
+    topic_field = encode_topic(msg.topic, msg.magic)
+    properties = encode_properties(msg.properties)
+    msg.sys_flag = (msg.sys_flag & ~SYSFLAG_HOST_MASK) | host_flags(msg.born_host, msg.store_host)
+    msg.size = encoded_size(len(msg.body), len(topic_field), len(properties), msg.sys_flag)
+    msg.body_crc = body_crc(msg.body)
+    return b"".join(encode_parts(msg, topic_field, properties, msg.body_crc))
+
+
+def _read_host(buf: memoryview, pos: int, v6: bool) -> tuple[Host, int]:
+    layout = IPV6_HOST if v6 else IPV4_HOST
+    ip, port = layout.unpack_from(buf, pos)
+    return Host(ip, port), pos + layout.size
+
+
+def decode(buf: bytes | memoryview, pos: int = 0, *, path: str | None = None, base_pos: int = 0,
+           check_crc: bool = True) -> RocketMQMessage | Blank | End:
+    """The record at ``buf[pos:]``: a message, a :class:`Blank` or :data:`END`.
+
+    ``path`` and ``base_pos`` (the file position of ``buf[0]``) only name the
+    place in errors.  Runtime complexity: ``O(size)`` (the CRC).
+
+    :raises TruncatedDataError: the record runs past the end of ``buf``.
+    :raises CorruptDataError: an unknown magic, inconsistent lengths or a CRC mismatch.
+    """
+    buf = memoryview(buf)
+    where = base_pos + pos
+    if len(buf) - pos < PREFIX.size:
+        if any(buf[pos:]):
+            raise TruncatedDataError(f"expected a record header of {PREFIX.size} bytes, "
+                                     f"found {len(buf) - pos} bytes", path, where)
+        return END
+    total, magic = PREFIX.unpack_from(buf, pos)
+    if magic == BLANK_MAGIC:
+        return Blank(total)
+    if magic not in (MESSAGE_MAGIC, MESSAGE_MAGIC_V2):
+        if total == 0 and magic == 0:
+            return END
+        raise CorruptDataError(f"expected message magic 0xDAA320A7, 0xDAA320AB or BLANK 0xCBD43194, "
+                               f"found 0x{magic & 0xFFFFFFFF:08X}", path, where + PREFIX.size // 2)
+    if total < HEADERS[0].size:
+        raise CorruptDataError(f"expected a message size of at least {HEADERS[0].size}, found {total}",
+                               path, where)
+    if total > len(buf) - pos:
+        raise TruncatedDataError(f"expected a message of {total} bytes, found {len(buf) - pos} bytes left",
+                                 path, where)
+    try:
+        return _decode_message(buf, pos, total, magic, check_crc)
+    except (struct.error, UnicodeDecodeError, ValueError) as err:
+        raise CorruptDataError(f"expected a well-formed message of {total} bytes, found {err}",
+                               path, where) from err
+
+
+def _decode_message(buf: memoryview, pos: int, total: int, magic: int, check_crc: bool) -> RocketMQMessage:
+    end = pos + total
+    rec = buf[pos:end]
+    (_, _, crc, queue_id, flag, queue_offset, physical_offset, sys_flag, born_ts) = FIXED.unpack_from(rec, 0)
+    header = HEADERS[sys_flag & SYSFLAG_HOST_MASK]
+    if total < header.size:
+        raise ValueError(f"size {total} smaller than the {header.size}-byte header")
+    fields = header.unpack_from(rec, 0)
+    born_host = Host(fields[9], fields[10])
+    store_ts = fields[11]
+    store_host = Host(fields[12], fields[13])
+    reconsume, prepared, body_len = fields[14], fields[15], fields[16]
+    p = header.size
+    if body_len < 0 or p + body_len > total:
+        raise ValueError(f"body length {body_len} does not fit in the message")
+    body = bytes(rec[p:p + body_len])
+    p += body_len
+    topic_len_layout = TOPIC_LENGTH_V1 if magic == MESSAGE_MAGIC else TOPIC_LENGTH_V2
+    (topic_len,) = topic_len_layout.unpack_from(rec, p)
+    p += topic_len_layout.size
+    if topic_len < 0 or p + topic_len > total:
+        raise ValueError(f"topic length {topic_len} does not fit in the message")
+    topic = bytes(rec[p:p + topic_len]).decode("utf-8")
+    p += topic_len
+    (props_len,) = PROPERTIES_LENGTH.unpack_from(rec, p)
+    p += PROPERTIES_LENGTH.size
+    if props_len < 0 or p + props_len != total:
+        raise ValueError(f"properties length {props_len} does not end the message at its size")
+    properties = decode_properties(rec[p:p + props_len])
+    if check_crc:
+        actual = body_crc(body)
+        if actual != crc:
+            raise ValueError(f"body CRC {crc} stored but the body's CRC is {actual}")
+    return RocketMQMessage(
+        topic=topic, queue_id=queue_id, body=body, properties=properties, flag=flag,
+        queue_offset=queue_offset, physical_offset=physical_offset, sys_flag=sys_flag,
+        born_timestamp=born_ts, born_host=born_host, store_timestamp=store_ts, store_host=store_host,
+        reconsume_times=reconsume, prepared_transaction_offset=prepared, size=total, body_crc=crc,
+        magic=magic)
