@@ -1,0 +1,169 @@
+"""Kafka's text checkpoint files and the leader epoch cache.
+
+Every checkpoint file is UTF-8 text, ``\\n``-terminated lines (``CheckpointFile.java``)::
+
+    0                      version (always 0)
+    N                      number of entries
+    <entry>                N lines
+
+- ``leader-epoch-checkpoint`` (in a partition directory): entries ``EPOCH START_OFFSET``.
+- ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint`` (in a log
+  directory): entries ``TOPIC PARTITION OFFSET``.
+
+Files are replaced atomically (``.tmp`` written, fsynced, renamed) through
+:func:`segstore.files.write_atomic`.  Parse errors are :class:`CorruptDataError`
+naming the file and the byte position of the offending line.
+
+Thread-safety: not thread-safe; the owning partition or log directory serialises access.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import NamedTuple
+
+from segstore import files
+from segstore.errors import CorruptDataError
+
+VERSION = 0
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+
+
+class EpochEntry(NamedTuple):
+    """A leader epoch and the first offset written in it."""
+
+    epoch: int
+    start_offset: int
+
+
+def _parse(path: str, text: str, fields: int) -> list[list[str]]:
+    """The entry lines of a checkpoint, split into ``fields`` tokens each."""
+    lines = text.split("\n")
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line) + 1)
+    if lines and lines[-1] == "":
+        lines.pop()
+    if len(lines) < 2:
+        raise CorruptDataError(f"expected a version line and a count line, found {len(lines)} lines", path, 0)
+    if lines[0].strip() != str(VERSION):
+        raise CorruptDataError(f"expected checkpoint version {VERSION}, found {lines[0]!r}", path, 0)
+    try:
+        count = int(lines[1])
+    except ValueError as err:
+        raise CorruptDataError(f"expected an entry count, found {lines[1]!r}", path, starts[1]) from err
+    body = lines[2:]
+    if count != len(body):
+        raise CorruptDataError(f"expected {count} entries, found {len(body)}", path, starts[2])
+    out = []
+    for i, line in enumerate(body):
+        tokens = line.split()
+        if len(tokens) != fields:
+            raise CorruptDataError(f"expected {fields} space-separated fields, found {line!r}", path, starts[2 + i])
+        out.append(tokens)
+    return out
+
+
+def _int(path: str, token: str, what: str) -> int:
+    try:
+        return int(token)
+    except ValueError as err:
+        raise CorruptDataError(f"expected an integer {what}, found {token!r}", path) from err
+
+
+def format_checkpoint(lines: list[str]) -> str:
+    """The text of a checkpoint holding ``lines`` as entries."""
+    return "".join(f"{line}\n" for line in [str(VERSION), str(len(lines)), *lines])
+
+
+def read_leader_epochs(path: str) -> list[EpochEntry]:
+    """The entries of a ``leader-epoch-checkpoint`` (``[]`` if the file is missing)."""
+    if not files.exists(path):
+        return []
+    return [EpochEntry(_int(path, e, "epoch"), _int(path, o, "start offset"))
+            for e, o in _parse(path, files.read_text(path), 2)]
+
+
+def write_leader_epochs(path: str, entries: Iterable[EpochEntry]) -> None:
+    """Replace a ``leader-epoch-checkpoint`` atomically."""
+    files.write_atomic(path, format_checkpoint([f"{e.epoch} {e.start_offset}" for e in entries]))
+
+
+def read_offsets(path: str) -> dict[tuple[str, int], int]:
+    """A log-dir offset checkpoint as ``{(topic, partition): offset}`` (``{}`` if missing)."""
+    if not files.exists(path):
+        return {}
+    return {(t, _int(path, p, "partition")): _int(path, o, "offset")
+            for t, p, o in _parse(path, files.read_text(path), 3)}
+
+
+def write_offsets(path: str, offsets: dict[tuple[str, int], int]) -> None:
+    """Replace a log-dir offset checkpoint atomically (entries sorted by topic, partition)."""
+    files.write_atomic(path, format_checkpoint([f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())]))
+
+
+class LeaderEpochCache:
+    """The leader epochs of one partition and the offset each started at (``LeaderEpochFileCache``).
+
+    Held in memory, persisted to ``leader-epoch-checkpoint`` by :meth:`flush`.
+    """
+
+    def __init__(self, path: str, entries: Iterable[EpochEntry] = ()) -> None:
+        self.path = path
+        self._entries: list[EpochEntry] = list(entries)
+        self._dirty = False
+
+    @classmethod
+    def load(cls, path: str) -> LeaderEpochCache:
+        return cls(path, read_leader_epochs(path))
+
+    @property
+    def entries(self) -> list[EpochEntry]:
+        return list(self._entries)
+
+    @property
+    def latest_epoch(self) -> int | None:
+        return self._entries[-1].epoch if self._entries else None
+
+    def assign(self, epoch: int, start_offset: int) -> bool:
+        """Record that ``epoch`` starts at ``start_offset`` if it is newer than the latest.  ``O(1)``."""
+        if epoch < 0 or (self._entries and epoch <= self._entries[-1].epoch):
+            return False
+        self._entries.append(EpochEntry(epoch, start_offset))
+        self._dirty = True
+        return True
+
+    def epoch_for(self, offset: int) -> int | None:
+        """The epoch an offset was written in (None before the first entry)."""
+        found = None
+        for entry in self._entries:
+            if entry.start_offset > offset:
+                break
+            found = entry.epoch
+        return found
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """Forget epochs starting at or after ``end_offset`` (the log was cut there)."""
+        kept = [e for e in self._entries if e.start_offset < end_offset]
+        if kept != self._entries:
+            self._entries, self._dirty = kept, True
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """Forget epochs wholly before ``start_offset``; the one holding it now starts there."""
+        before = [e for e in self._entries if e.start_offset <= start_offset]
+        after = [e for e in self._entries if e.start_offset > start_offset]
+        kept = ([EpochEntry(before[-1].epoch, start_offset)] if before else []) + after
+        if kept != self._entries:
+            self._entries, self._dirty = kept, True
+
+    def clear(self) -> None:
+        if self._entries:
+            self._entries, self._dirty = [], True
+
+    def flush(self, *, force: bool = False) -> None:
+        """Write the checkpoint if anything changed (or ``force``)."""
+        if self._dirty or force:
+            write_leader_epochs(self.path, self._entries)
+            self._dirty = False
