@@ -1,0 +1,134 @@
+"""The RocketMQ ``checkpoint`` file: the store times up to which each part is durable.
+
+Layout (``StoreCheckpoint``, big-endian, one OS page of 4096 bytes)::
+
+    0   physicMsgTimestamp  i8   store time of the last commitlog message flushed
+    8   logicsMsgTimestamp  i8   store time of the last message whose consume-queue entry was flushed
+    16  indexMsgTimestamp   i8   end time of the last index file flushed when full
+    24  masterFlushedOffset i8   RocketMQ 5.x only (0 in 4.x)
+    32  confirmPhyOffset    i8   RocketMQ 5.x only (0 in 4.x)
+    ... zeros to 4096
+
+Recovery after a crash starts from the first commitlog file whose first message
+is older than ``min(physic, logics) - 3000 ms`` (:attr:`Checkpoint.min_timestamp`).
+
+:class:`Checkpoint` is the pure value (``unpack``/``pack``); :class:`CheckpointFile`
+keeps it in a mapped file and flushes it as the broker does.  Not thread-safe:
+the store updates it from its flush thread under its own lock.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from segstore import files
+from segstore.errors import CorruptDataError, TruncatedDataError
+
+FIELDS = struct.Struct(
+    ">q"   # physicMsgTimestamp
+    "q"    # logicsMsgTimestamp
+    "q"    # indexMsgTimestamp
+    "q"    # masterFlushedOffset (5.x)
+    "q"    # confirmPhyOffset (5.x)
+)
+assert FIELDS.size == 40
+FILE_SIZE = 4096
+RECOVERY_MARGIN_MS = 3000
+FILE_NAME = "checkpoint"
+
+
+@dataclass(slots=True)
+class Checkpoint:
+    """The checkpoint's fields (milliseconds since the epoch; offsets in bytes)."""
+
+    physic_msg_timestamp: int = 0
+    logics_msg_timestamp: int = 0
+    index_msg_timestamp: int = 0
+    master_flushed_offset: int = 0
+    confirm_phy_offset: int = 0
+
+    @classmethod
+    def unpack(cls, data: bytes | memoryview, *, path: str | None = None) -> Checkpoint:
+        """Parse a checkpoint; the 5.x fields are read when present.
+
+        :raises TruncatedDataError: fewer than 24 bytes (the three 4.x fields).
+        """
+        if len(data) < FIELDS.size:
+            legacy = struct.calcsize(">qqq")
+            if len(data) < legacy:
+                raise TruncatedDataError(f"expected a checkpoint of {FILE_SIZE} bytes, found {len(data)}",
+                                         path, len(data))
+            data = bytes(data) + bytes(FIELDS.size - len(data))
+        return cls(*FIELDS.unpack_from(data, 0))
+
+    def pack(self) -> bytes:
+        """The whole 4096-byte file."""
+        fields = FIELDS.pack(self.physic_msg_timestamp, self.logics_msg_timestamp, self.index_msg_timestamp,
+                             self.master_flushed_offset, self.confirm_phy_offset)
+        return fields + bytes(FILE_SIZE - FIELDS.size)
+
+    @property
+    def min_timestamp(self) -> int:
+        """``getMinTimestamp``: min(physic, logics) less the 3 s margin, at least 0."""
+        return max(0, min(self.physic_msg_timestamp, self.logics_msg_timestamp) - RECOVERY_MARGIN_MS)
+
+    @property
+    def min_timestamp_index(self) -> int:
+        """``getMinTimestampIndex``: the recovery start that also covers the index."""
+        return min(self.min_timestamp, self.index_msg_timestamp)
+
+
+def check(data: bytes | memoryview, *, path: str) -> list[tuple[int, str]]:
+    """Problems of a checkpoint's bytes as ``(pos, message)``: size, negative times, garbage after the fields."""
+    out: list[tuple[int, str]] = []
+    if len(data) != FILE_SIZE:
+        out.append((min(len(data), FILE_SIZE), f"expected a checkpoint of {FILE_SIZE} bytes, found {len(data)}"))
+    try:
+        cp = Checkpoint.unpack(data, path=path)
+    except CorruptDataError as err:
+        out.append((err.pos or 0, err.message))
+        return out
+    names = ("physicMsgTimestamp", "logicsMsgTimestamp", "indexMsgTimestamp", "masterFlushedOffset",
+             "confirmPhyOffset")
+    values = (cp.physic_msg_timestamp, cp.logics_msg_timestamp, cp.index_msg_timestamp,
+              cp.master_flushed_offset, cp.confirm_phy_offset)
+    for i, (name, value) in enumerate(zip(names, values)):
+        if value < 0:
+            out.append((i * 8, f"expected {name} >= 0, found {value}"))
+    tail = bytes(data[FIELDS.size:FILE_SIZE])
+    if any(tail):
+        first = next(i for i, b in enumerate(tail) if b)
+        out.append((FIELDS.size + first, f"expected zeros after byte {FIELDS.size}, found 0x{tail[first]:02x}"))
+    return out
+
+
+class CheckpointFile:
+    """The checkpoint in a mapped 4096-byte file; :meth:`flush` writes the fields and msyncs.
+
+    A missing file reads as all zeros (a new store); it is created when opened writable.
+    """
+
+    def __init__(self, path: str, *, writable: bool = False) -> None:
+        self.path = path
+        self.writable = writable
+        self._file: files.MappedFile | None = None
+        if writable:
+            self._file = files.MappedFile(path, FILE_SIZE, create=True, writable=True)
+            self.value = Checkpoint.unpack(self._file.view(0, FIELDS.size), path=path)
+        elif files.exists(path):
+            self.value = Checkpoint.unpack(files.read_bytes(path), path=path)
+        else:
+            self.value = Checkpoint()
+
+    def flush(self) -> None:
+        """Write the fields and make them durable (``StoreCheckpoint.flush``)."""
+        if self._file is None:
+            return
+        self._file.write(0, self.value.pack()[:FIELDS.size])
+        self._file.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None

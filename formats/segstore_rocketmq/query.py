@@ -1,0 +1,77 @@
+"""Queries by key and by time over a RocketMQ store's indexes.
+
+- :func:`query_by_key`: the broker's ``queryMessage``: the newest ``max_hits``
+  messages whose ``topic#key`` entry lies in ``[begin, end]``, returned in
+  commitlog order (the broker sorts the offsets it found).  Unlike the broker,
+  each candidate is checked against the commitlog (topic, and the key among
+  ``UNIQ_KEY`` and ``KEYS``), so a hash collision never returns another topic's
+  or key's message, and a message holding a key twice is returned once.
+- :func:`offset_in_queue_by_time`: the broker's ``getOffsetInQueueByTime``: the
+  first queue offset whose message was stored at or after a time, by binary
+  search over the consume queue, reading store times from the commitlog.
+
+Both take callables that read the commitlog, so they are independent of how
+the store keeps its files.  Thread-safe if those callables are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .indexfile import IndexService
+from .message import SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_ROLLBACK, RocketMQMessage
+
+#: ``MessageStoreConfig.maxMsgsNumBatch``: the broker's cap on hits per key query.
+MAX_MSGS_NUM_BATCH = 64
+TIME_MAX = 2**63 - 1
+
+
+def carries_key(msg: RocketMQMessage, topic: str, key: str) -> bool:
+    """Whether the broker would have indexed ``msg`` under ``topic#key``."""
+    if msg.topic != topic or msg.sys_flag & SYSFLAG_TRANSACTION_MASK == SYSFLAG_TRANSACTION_ROLLBACK:
+        return False
+    return msg.properties.get("UNIQ_KEY") == key or key in msg.keys
+
+
+def query_by_key(index: IndexService, topic: str, key: str,
+                 message_at: Callable[[int], RocketMQMessage | None], *, max_hits: int = MAX_MSGS_NUM_BATCH,
+                 begin: int = 0, end: int = TIME_MAX) -> list[RocketMQMessage]:
+    """Messages of ``topic`` carrying ``key``, the newest ``max_hits``, in commitlog order.
+
+    ``message_at(offset)`` returns the valid message stored at a commitlog
+    offset, or None (past the end, not a message start, corrupt).
+    Runtime complexity: ``O(chain length)`` index reads plus one message decode per candidate.
+    """
+    found: dict[int, RocketMQMessage] = {}
+    if max_hits <= 0:
+        return []
+    for phy in index.query(topic, key, begin, end):
+        if phy in found:
+            continue
+        msg = message_at(phy)
+        if msg is not None and carries_key(msg, topic, key):
+            found[phy] = msg
+            if len(found) >= max_hits:
+                break
+    return [found[phy] for phy in sorted(found)]
+
+
+def offset_in_queue_by_time(min_offset: int, max_offset: int, store_time_at: Callable[[int], int | None],
+                            timestamp: int) -> int:
+    """The first queue offset in ``[min_offset, max_offset)`` stored at or after ``timestamp``.
+
+    ``store_time_at(queue_offset)`` reads that entry's message store time
+    (None when the entry or its message is unreadable: treated as later, so the
+    search never skips over it).  Like the broker, returns ``max_offset`` when
+    every message is older, and ``min_offset`` when the queue is empty or every
+    message is newer.  Runtime complexity: ``O(log(n))`` commitlog reads.
+    """
+    lo, hi = min_offset, max_offset
+    while lo < hi:
+        mid = (lo + hi) // 2
+        when = store_time_at(mid)
+        if when is not None and when < timestamp:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo

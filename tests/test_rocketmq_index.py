@@ -1,0 +1,293 @@
+"""IndexFile: layout, the broker's hash, puts byte-identical to the broker's, key queries as the broker answers them."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from segstore import files
+from segstore.errors import CorruptIndexError
+from segstore_rocketmq import indexfile as ix
+from segstore_rocketmq import message as msgcodec
+from segstore_rocketmq.javacompat import string_hash
+from segstore_rocketmq.query import query_by_key
+
+from conftest import FIXTURES
+
+ROCKETMQ = FIXTURES / "rocketmq"
+
+
+def _fixture_lines(name: str, kind: str) -> list[dict]:
+    with open(ROCKETMQ / name / "dump.jsonl", encoding="utf-8") as f:
+        return [d for d in map(json.loads, f) if d["type"] == kind]
+
+
+def _config(name: str) -> dict:
+    with open(ROCKETMQ / name / "spec.json", encoding="utf-8") as f:
+        return json.load(f)["config"]
+
+
+class CommitLogReader:
+    """Reads messages at physical offsets from a fixture's commitlog files (test helper)."""
+
+    def __init__(self, store_dir: str, file_size: int) -> None:
+        directory = os.path.join(store_dir, "commitlog")
+        self.file_size = file_size
+        self.data = {int(n): files.read_bytes(os.path.join(directory, n)) for n in files.list_dir(directory)}
+
+    def __call__(self, phy: int) -> msgcodec.RocketMQMessage | None:
+        base = phy - phy % self.file_size
+        buf = self.data.get(base)
+        if buf is None:
+            return None
+        rec = msgcodec.decode(buf, phy - base)
+        return rec if isinstance(rec, msgcodec.RocketMQMessage) else None
+
+
+def _service(store_dir: str, config: dict) -> ix.IndexService:
+    service = ix.IndexService(os.path.join(store_dir, "index"), config["maxHashSlotNum"], config["maxIndexNum"])
+    assert service.load() == []
+    return service
+
+
+# -- the hash -----------------------------------------------------------------------
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(max_size=40), min_size=1, max_size=20))
+def test_vectorised_hash_equals_java_string_hash(keys):
+    expected = []
+    for k in keys:
+        h = abs(string_hash(k))
+        expected.append(0 if h == 2**31 else h)
+    assert ix.index_key_hashes(keys).tolist() == expected
+
+
+def test_hash_of_min_value_is_zero():
+    # "polygenelubricants".hashCode() == Integer.MIN_VALUE, a classic Java example
+    assert string_hash("polygenelubricants") == -(2**31)
+    assert ix.index_key_hash("polygenelubricants") == 0
+
+
+def test_layout_sizes():
+    assert ix.HEADER.size == 40
+    assert ix.ENTRY_DTYPE.itemsize == 20
+    assert ix.file_size(64, 256) == 5416
+
+
+# -- the fixture files --------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["basic", "abort"])
+def test_headers_equal_the_brokers(name):
+    config = _config(name)
+    service = _service(str(ROCKETMQ / name / "store"), config)
+    on_disk = {d["name"]: d["rawHeader"] for d in _fixture_lines(name, "indexfileOnDisk")}
+    assert [f.name for f in service.files] == sorted(on_disk)
+    for f in service.files:
+        raw = on_disk[f.name]
+        h = f.header
+        assert (h.begin_timestamp, h.end_timestamp, h.begin_phy_offset, h.end_phy_offset, h.hash_slot_count,
+                h.index_count) == (raw["beginTimestamp"], raw["endTimestamp"], raw["beginPhyOffset"],
+                                   raw["endPhyOffset"], raw["hashSlotCount"], raw["indexCount"])
+    service.close()
+
+
+@pytest.mark.parametrize("name", ["basic", "abort"])
+def test_key_queries_equal_the_brokers(name):
+    store_dir = str(ROCKETMQ / name / "store")
+    config = _config(name)
+    service = _service(store_dir, config)
+    reader = CommitLogReader(store_dir, config["mappedFileSizeCommitLog"])
+    queries = _fixture_lines(name, "query")
+    assert queries
+    for q in queries:
+        hits = query_by_key(service, q["topic"], q["key"], reader)
+        assert [m.physical_offset for m in hits] == [h["physicalOffset"] for h in q["hits"]], q["key"]
+        assert [m.msg_id for m in hits] == [h["msgId"] for h in q["hits"]]
+    service.close()
+
+
+def _requests_from_commitlog(store_dir: str, file_size: int) -> list[ix.IndexRequest]:
+    reader = CommitLogReader(store_dir, file_size)
+    out = []
+    for base in sorted(reader.data):
+        buf, pos = reader.data[base], 0
+        while True:
+            rec = msgcodec.decode(buf, pos)
+            if not isinstance(rec, msgcodec.RocketMQMessage):
+                break
+            out.append(ix.IndexRequest(rec.topic, rec.physical_offset, rec.store_timestamp,
+                                       rec.properties.get("UNIQ_KEY"), rec.properties.get("KEYS"), rec.sys_flag))
+            pos += rec.size
+    return out
+
+
+@pytest.mark.parametrize("name", ["basic", "abort"])
+@pytest.mark.parametrize("batch", [1, 7, 1000])
+def test_rebuilt_index_files_are_byte_identical(tmp_path, name, batch):
+    """Indexing the fixture's commitlog again writes the broker's index files byte for byte."""
+    store_dir = str(ROCKETMQ / name / "store")
+    config = _config(name)
+    requests = _requests_from_commitlog(store_dir, config["mappedFileSizeCommitLog"])
+    clock = iter(range(10**12, 10**12 + 1000))
+    service = ix.IndexService(str(tmp_path / "index"), config["maxHashSlotNum"], config["maxIndexNum"],
+                              writable=True, clock=lambda: next(clock))
+    for start in range(0, len(requests), batch):
+        service.put_batch(requests[start:start + batch])
+    service.flush()
+    mine = [files.read_bytes(f.path) for f in service.files]
+    service.close()
+    theirs_dir = ROCKETMQ / name / "store" / "index"
+    theirs = [files.read_bytes(theirs_dir / n) for n in files.list_dir(theirs_dir)]
+    assert len(mine) == len(theirs)
+    for a, b in zip(mine, theirs):
+        assert a == b
+
+
+# -- behaviour ------------------------------------------------------------------------
+
+def _oracle_put(entries, slot_num, index_num):
+    """A straight per-entry transcription of the broker's putKey, to check the batch put."""
+    header = dict(begin_ts=0, end_ts=0, begin_phy=0, end_phy=0, slots_used=0, count=1)
+    slots = [0] * slot_num
+    rows = [None] * index_num
+    for h, phy, ts in entries:
+        if header["count"] >= index_num:
+            break
+        slot = h % slot_num
+        value = slots[slot]
+        if value <= 0 or value > header["count"]:
+            value = 0
+        diff = (ts - header["begin_ts"]) // 1000
+        diff = 0 if header["begin_ts"] <= 0 else max(0, min(diff, 2**31 - 1))
+        rows[header["count"]] = (h, phy, diff, value)
+        slots[slot] = header["count"]
+        if header["count"] <= 1:
+            header["begin_phy"], header["begin_ts"] = phy, ts
+        if value == 0:
+            header["slots_used"] += 1
+        header["count"] += 1
+        header["end_phy"], header["end_ts"] = phy, ts
+    return header, slots, rows
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2**31 - 1), st.integers(0, 2**40), st.integers(0, 10**6)),
+                max_size=40), st.integers(1, 9))
+def test_batch_put_equals_per_entry_oracle(tmp_path_factory, raw, batch):
+    entries = []
+    ts, phy = 1_700_000_000_000, 0
+    for h, dphy, dts in raw:
+        phy += dphy
+        ts += dts
+        entries.append((h, phy, ts))
+    path = str(tmp_path_factory.mktemp("idx") / "20240101000000000")
+    f = ix.IndexFile.create(path, 7, 16)
+    arr = np.array(entries, dtype=np.int64).reshape(-1, 3)
+    for start in range(0, len(entries), batch):
+        chunk = arr[start:start + batch]
+        f.put(chunk[:, 0], chunk[:, 1], chunk[:, 2])
+    header, slots, rows = _oracle_put(entries, 7, 16)
+    assert f.slots.tolist() == slots
+    for n in range(1, header["count"]):
+        assert tuple(int(x) for x in f.entries_all[n]) == rows[n]
+    h = f.header
+    assert (h.begin_timestamp, h.end_timestamp, h.begin_phy_offset, h.end_phy_offset, h.hash_slot_count,
+            h.index_count) == (header["begin_ts"], header["end_ts"], header["begin_phy"], header["end_phy"],
+                               header["slots_used"], header["count"])
+    f.close()
+
+
+def _request(topic, phy, ts, *keys, uniq=None, sys_flag=0):
+    return ix.IndexRequest(topic, phy, ts, uniq, " ".join(keys) if keys else None, sys_flag)
+
+
+def test_rollover_starts_from_previous_end_and_full_file_holds_max_minus_one(tmp_path):
+    clock = iter([1_700_000_000_000, 1_700_000_000_000, 1_700_000_000_001])
+    full_at = []
+    service = ix.IndexService(str(tmp_path / "index"), 4, 5, writable=True, clock=lambda: next(clock),
+                              on_file_full=full_at.append)
+    requests = [_request("T", 100 * i, 1_700_000_000_000 + 1000 * i, f"k{i}") for i in range(6)]
+    assert service.put_batch(requests) == 6
+    names = [f.name for f in service.files]
+    assert len(names) == 2 and names[0] != names[1]    # same millisecond: the name moves on
+    first, second = service.files
+    assert first.count == 4 and first.is_full
+    assert full_at == [first.header.end_timestamp]
+    assert second.header.begin_phy_offset == 400 and second.header.end_phy_offset == 500
+    assert second.count == 2
+    service.close()
+    reopened = ix.IndexService(str(tmp_path / "index"), 4, 5)
+    reopened.load()
+    assert [list(reopened.query("T", f"k{i}")) for i in range(6)] == [[100 * i] for i in range(6)]
+    reopened.close()
+
+
+def test_rollback_not_indexed_and_replays_skipped(tmp_path):
+    service = ix.IndexService(str(tmp_path / "index"), 8, 32, writable=True)
+    assert service.put_batch([_request("T", 0, 1, "a", uniq="U0"),
+                              _request("T", 50, 2, "b", sys_flag=0xC),
+                              _request("T", 90, 3, "c", "", "d")]) == 4
+    assert service.put_batch([_request("T", 0, 1, "a")]) == 0       # below endPhyOffset: a replay
+    assert list(service.query("T", "b")) == []
+    assert list(service.query("T", "d")) == [90]
+    service.close()
+
+
+def test_collision_never_returns_another_topics_message(tmp_path):
+    """Keys whose hashes collide in a tiny slot table: the commitlog check filters them."""
+    service = ix.IndexService(str(tmp_path / "index"), 1, 64, writable=True)
+    messages = {}
+    rng = random.Random(7)
+    for i in range(30):
+        topic = rng.choice(["A", "B"])
+        key = rng.choice(["x", "y", "z"])
+        messages[i * 10] = msgcodec.RocketMQMessage(topic=topic, queue_id=0, properties={"KEYS": key},
+                                                    physical_offset=i * 10)
+        service.put_batch([_request(topic, i * 10, 1000 + i, key)])
+    for topic in "AB":
+        for key in "xyz":
+            got = [m.physical_offset for m in query_by_key(service, topic, key, messages.get, max_hits=100)]
+            want = sorted(p for p, m in messages.items() if m.topic == topic and m.keys == [key])
+            assert got == want
+            newest = [m.physical_offset for m in query_by_key(service, topic, key, messages.get, max_hits=2)]
+            assert newest == want[-2:]
+    service.close()
+
+
+def test_time_window(tmp_path):
+    service = ix.IndexService(str(tmp_path / "index"), 16, 64, writable=True)
+    base = 1_700_000_000_000
+    service.put_batch([_request("T", i, base + 10_000 * i, "k") for i in range(10)])
+    assert list(service.query("T", "k", base + 20_000, base + 50_000)) == [5, 4, 3, 2]
+    service.close()
+
+
+def test_wrong_size_file_is_a_typed_error(tmp_path):
+    path = tmp_path / "20240101000000000"
+    files.write_atomic(path, bytes(100))
+    with pytest.raises(CorruptIndexError) as err:
+        ix.IndexFile.open(str(path), 64, 256)
+    assert str(path) in str(err.value) and "5416" in str(err.value)
+    service = ix.IndexService(str(tmp_path), 64, 256)
+    assert service.load() == ["20240101000000000"]
+
+
+def test_truncate_restores_slots_along_chains(tmp_path):
+    f = ix.IndexFile.create(str(tmp_path / "20240101000000000"), 3, 32)
+    hashes = np.array([0, 1, 3, 4, 6, 7, 9], dtype=np.int64)         # slots 0,1,0,1,0,1,0
+    phys = np.arange(7, dtype=np.int64) * 100
+    stamps = 1_700_000_000_000 + phys
+    f.put(hashes[:4], phys[:4], stamps[:4])
+    snapshot = (f.slots.copy(), f.header.pack())
+    f.put(hashes[4:], phys[4:], stamps[4:])
+    f.truncate(4, int(stamps[3]))
+    assert f.slots.tolist() == snapshot[0].tolist()
+    assert f.header.pack() == snapshot[1]
+    assert not any(f.file.read(f.entry_pos(5), f.entry_pos(8) - f.entry_pos(5)))
+    f.close()
