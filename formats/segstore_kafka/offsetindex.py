@@ -55,6 +55,23 @@ def check_length(path: str, length: int, entry_size: int) -> None:
             f"({length % entry_size} left over)", path, length - length % entry_size)
 
 
+class _AbsentFile:
+    """The zero-length, unwritable file a missing index stands for while reading."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.size = 0
+
+    def array(self, dtype: np.dtype, start: int = 0, count: int = -1) -> np.ndarray:
+        return np.zeros(0, dtype=dtype)
+
+    def flush(self, start: int = 0, end: int | None = None) -> None:
+        """Nothing to make durable."""
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
 class KafkaIndex(EntryIndex):
     """What the offset and time index share: base offset, open/create, trim, untrimmed-crash detection."""
 
@@ -74,8 +91,8 @@ class KafkaIndex(EntryIndex):
         """Open (or, with ``create``, make preallocated) the index at ``path``.
 
         A new file is preallocated to ``max_index_size`` rounded down to whole entries.
-        An existing one is sanity-checked (:meth:`count_valid_entries`); in writable
-        mode it is extended back to the maximum size so it can take appends.
+        An existing one is sanity-checked (:meth:`count_valid_entries`); call
+        :meth:`grow` before appending to it.
 
         :raises CorruptIndexError: the file is not a whole number of entries, or its
             entries are out of order.
@@ -92,12 +109,15 @@ class KafkaIndex(EntryIndex):
         try:
             check_length(path, mapped.size, entry_size)
             count, untrimmed = cls.count_valid_entries(mapped.array(cls.DTYPE), path, base_offset)
-            if writable and mapped.size < capacity_bytes:
-                mapped.resize(capacity_bytes)
         except BaseException:
             mapped.close()
             raise
         return cls(mapped, base_offset, count, untrimmed=untrimmed)
+
+    @classmethod
+    def absent(cls, path: str, base_offset: int) -> KafkaIndex:
+        """An empty, read-only index standing for a missing file (reading never creates files)."""
+        return cls(_AbsentFile(path), base_offset, 0)  # type: ignore[arg-type]
 
     @classmethod
     def count_valid_entries(cls, slots: np.ndarray, path: str, base_offset: int) -> tuple[int, bool]:
@@ -158,6 +178,12 @@ class KafkaIndex(EntryIndex):
         entry_size = self.entry_size
         self.file.resize((max_index_size // entry_size) * entry_size)
         self.untrimmed = False
+
+    def grow(self, max_index_size: int) -> None:
+        """Extend the file to ``max_index_size`` (whole entries) so the segment can take appends."""
+        capacity_bytes = (max_index_size // self.entry_size) * self.entry_size
+        if self.file.size < capacity_bytes:
+            self.file.resize(capacity_bytes)
 
     def trim(self) -> None:
         """Shrink the file to its valid entries (Kafka ``trimToValidSize``: on roll and close)."""

@@ -1,0 +1,407 @@
+"""A Kafka partition directory ``TOPIC-PARTITION/``: segments, offsets, rolls, retention, lookups.
+
+The segments live in the core :class:`segstore.log.SegmentedLog` (a segment map
+keyed by base offset); every lookup goes through it and then through one
+segment's sparse index and the one binary search.  The rules are Kafka 3.8's:
+
+- **offsets** are assigned from the log end offset, one per record;
+- **roll** before an append when the active segment's size would pass
+  ``segment.bytes``, when the batch's max timestamp is more than ``segment.ms``
+  after the segment's first batch, or when an index is full;
+- **retention** deletes whole segments from the oldest (never the active one)
+  while ``retention.bytes`` is exceeded or their largest timestamp is older than
+  ``retention.ms``, and moves the log start offset;
+- **leader epochs**: a batch's ``partitionLeaderEpoch`` newer than the cache's
+  latest starts an entry at its base offset (``leader-epoch-checkpoint``);
+- **LogAppendTime** (``message.timestamp.type``): the broker's clock stamps each batch.
+
+Thread-safety: not thread-safe; the owning store serialises calls.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, fields
+from typing import Any
+
+from segstore import files
+from segstore.errors import ConfigError, CorruptDataError, InvalidTopicError, OffsetOutOfRangeError
+from segstore.log import SegmentedLog
+
+from . import batch as codec
+from .checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
+from .segment import LogSegment, RecoverResult, TimestampAndOffset, TransactionTracker
+
+PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+SEGMENT_LOG = re.compile(r"^(?P<base>\d{20})\.log$")
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
+TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaConfig:
+    """Topic config, by Kafka's names (``segment.bytes``...) with Kafka's defaults."""
+
+    segment_bytes: int = 1024 * 1024 * 1024
+    segment_ms: int = 7 * 24 * 3600 * 1000
+    segment_index_bytes: int = 10 * 1024 * 1024
+    index_interval_bytes: int = 4096
+    message_timestamp_type: str = "CreateTime"
+    retention_bytes: int = -1
+    retention_ms: int = 7 * 24 * 3600 * 1000
+    compression_type: str = "none"
+
+    @classmethod
+    def from_mapping(cls, config: dict[str, Any]) -> KafkaConfig:
+        """Parse ``{"segment.bytes": "1024", "segment_ms": 5, ...}``; values may be strings.
+
+        :raises ConfigError: an unknown name or a bad value.
+        """
+        known = {f.name: f for f in fields(cls)}
+        values: dict[str, Any] = {}
+        for raw_name, raw in config.items():
+            name = raw_name.replace(".", "_")
+            if name not in known:
+                dotted = ", ".join(sorted(n.replace("_", ".") for n in known))
+                raise ConfigError(f"expected a Kafka topic config name ({dotted}), found {raw_name!r}")
+            if isinstance(known[name].default, int):
+                try:
+                    values[name] = int(raw)
+                except (TypeError, ValueError) as err:
+                    raise ConfigError(f"expected an integer for {raw_name}, found {raw!r}") from err
+            else:
+                values[name] = str(raw)
+        parsed = cls(**values)
+        parsed._validate()
+        return parsed
+
+    def _validate(self) -> None:
+        compression = "none" if self.compression_type == "producer" else self.compression_type
+        if compression not in COMPRESSIONS:
+            raise ConfigError(f"expected compression.type in {COMPRESSIONS}, found {self.compression_type!r}")
+        if self.message_timestamp_type not in TIMESTAMP_TYPES:
+            raise ConfigError(f"expected message.timestamp.type in {TIMESTAMP_TYPES}, "
+                              f"found {self.message_timestamp_type!r}")
+        for name in ("segment_bytes", "segment_ms", "segment_index_bytes"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"expected a positive {name.replace('_', '.')}, found {getattr(self, name)}")
+        if self.segment_index_bytes < 12:
+            raise ConfigError(f"expected segment.index.bytes of at least 12, found {self.segment_index_bytes}")
+        if self.index_interval_bytes < 0:
+            raise ConfigError(f"expected a non-negative index.interval.bytes, found {self.index_interval_bytes}")
+
+    @property
+    def codec(self) -> str:
+        return "none" if self.compression_type == "producer" else self.compression_type
+
+
+def parse_partition_dir(path: str) -> tuple[str, int]:
+    """``(topic, partition)`` from a directory name ``TOPIC-N``.
+
+    :raises InvalidTopicError: the name is not of that form.
+    """
+    name = os.path.basename(os.path.normpath(path))
+    match = PARTITION_DIR.match(name)
+    if match is None:
+        raise InvalidTopicError(f"expected a partition directory named TOPIC-PARTITION, found {name!r}", path)
+    return match["topic"], int(match["partition"])
+
+
+def segment_bases(path: str) -> list[int]:
+    """Base offsets of the ``%020d.log`` files in a directory, sorted."""
+    return sorted(int(m["base"]) for m in map(SEGMENT_LOG.match, files.list_dir(path)) if m)
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Appended:
+    """Where one batch landed."""
+
+    base_offset: int
+    last_offset: int
+    position: int
+    size: int
+    segment: int
+    log_append_time: int | None
+
+
+class Partition:
+    """One partition directory.
+
+    :param path: the ``TOPIC-N`` directory (created in writable mode).
+    :param writable: open for appends (recovers what a crash left first).
+    :param clock: milliseconds now (LogAppendTime, ``segment.ms``, ``retention.ms``).
+    """
+
+    def __init__(self, path: str, config: KafkaConfig, *, writable: bool = False,
+                 clock: Callable[[], int] = _now_ms) -> None:
+        self.path = path
+        self.topic, self.partition = parse_partition_dir(path)
+        self.config = config
+        self.writable = writable
+        self.clock = clock
+        self.recovered: list[str] = []
+        if writable:
+            files.make_dirs(path)
+        self.log: SegmentedLog[LogSegment] = SegmentedLog(self._new_segment)
+        self.epochs = LeaderEpochCache.load(os.path.join(path, LEADER_EPOCH_CHECKPOINT))
+        self._txns: TransactionTracker | None = None
+        bases = segment_bases(path)
+        opened: list[LogSegment] = []
+        try:
+            for base in bases:
+                opened.append(self._open_segment(base, create=False))
+        except BaseException:
+            for seg in opened:
+                seg.abandon()
+            raise
+        self.log.load(opened)
+        if writable:
+            self._recover_crashed()
+            if not len(self.log.segments):
+                self.log.roll(0)
+            self.log.active.make_appendable()
+        self.log_start_offset = self.log.segments.first.base if len(self.log.segments) else 0
+        self.next_offset = self.log.active.next_offset() if self.log.active is not None else 0
+
+    # -- segments ---------------------------------------------------------------
+    def _open_segment(self, base: int, *, create: bool) -> LogSegment:
+        return LogSegment(self.path, base, index_interval_bytes=self.config.index_interval_bytes,
+                          max_index_size=self.config.segment_index_bytes, writable=self.writable,
+                          create=create, created_ms=self.clock())
+
+    def _new_segment(self, base: int) -> LogSegment:
+        return self._open_segment(base, create=True)
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self.log.segments)
+
+    def _recover_crashed(self) -> None:
+        """Recover segments a crash left: missing/untrimmed indexes, or a torn active tail."""
+        segments = self.segments
+        for seg in segments:
+            tail = seg.check_tail() if seg is segments[-1] else None
+            if seg.needs_recovery or tail is not None:
+                self.recovered.append(self._describe(seg, self.recover_segment(seg)))
+
+    def recover_segment(self, seg: LogSegment) -> RecoverResult:
+        """Recover one segment (and forget epochs past its new end)."""
+        result = seg.recover(self._on_recovered_batch)
+        if seg is self.log.active:
+            self.epochs.truncate_from_end(seg.next_offset())
+        return result
+
+    def _on_recovered_batch(self, batch: codec.RecordBatch) -> None:
+        if batch.magic >= 2:
+            self.epochs.assign(batch.partition_leader_epoch, batch.base_offset)
+
+    @staticmethod
+    def _describe(seg: LogSegment, result: RecoverResult) -> str:
+        line = f"{seg.path}: rebuilt indexes over {result.valid_bytes} valid bytes"
+        if result.truncated_bytes:
+            line += f"; cut {result.truncated_bytes} bytes at {result.valid_bytes} (kept in {result.saved_to})"
+            if result.error:
+                line += f": {result.error}"
+        return line
+
+    def recover(self) -> list[str]:
+        """Validate and rebuild every segment; returns one line per segment changed or rebuilt."""
+        lines = list(self.recovered)
+        self.recovered = []
+        self.epochs.clear()
+        for seg in self.segments:
+            result = self.recover_segment(seg)
+            if result.truncated_bytes:
+                lines.append(self._describe(seg, result))
+        self.next_offset = self.log.active.next_offset() if self.log.active is not None else 0
+        self._txns = None
+        return lines
+
+    # -- appends ----------------------------------------------------------------
+    def _tracker(self) -> TransactionTracker:
+        """Open transactions, rebuilt from the log's headers on first need."""
+        if self._txns is None:
+            self._txns = TransactionTracker()
+            for seg in self.segments:
+                for header in seg.batches(check_crc=False):
+                    if header.is_transactional:
+                        self._txns.observe(header)
+        return self._txns
+
+    def append_encoded(self, data: bytes, *, now_ms: int | None = None) -> Appended:
+        """Append one already encoded batch (offsets already assigned from :attr:`next_offset`)."""
+        header = codec.read_batch_header(data, 0, path=self.path)
+        if header.base_offset != self.next_offset:
+            raise OffsetOutOfRangeError(f"expected a batch at the log end offset {self.next_offset}, "
+                                        f"found base offset {header.base_offset}", self.path)
+        now = self.clock() if now_ms is None else now_ms
+        active = self.log.active
+        if active.should_roll(batch_size=len(data), max_timestamp=header.max_timestamp,
+                              max_offset=header.last_offset, segment_bytes=self.config.segment_bytes,
+                              segment_ms=self.config.segment_ms, now_ms=now):
+            active.on_become_inactive()
+            active = self.log.roll(self.next_offset)
+            active.make_appendable()
+        position = active.append(data, last_offset=header.last_offset, max_timestamp=header.max_timestamp,
+                                 offset_of_max_timestamp=header.last_offset)
+        self.log.mark_dirty(active)
+        self.epochs.assign(header.partition_leader_epoch, header.base_offset)
+        if header.is_transactional:
+            aborted = self._tracker().observe(header)
+            if aborted is not None:
+                active.txn_index.append(aborted)
+        self.next_offset = header.last_offset + 1
+        return Appended(header.base_offset, header.last_offset, position, len(data), active.base,
+                        header.max_timestamp if self.log_append_time else None)
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.config.message_timestamp_type == "LogAppendTime"
+
+    def append_records(self, records: list[Any], *, compression: str | None = None, producer_id: int = -1,
+                       producer_epoch: int = -1, base_sequence: int = -1, transactional: bool = False,
+                       leader_epoch: int | None = None, now_ms: int | None = None) -> Appended:
+        """Encode ``records`` as one batch at the log end offset and append it."""
+        now = self.clock() if now_ms is None else now_ms
+        epoch = leader_epoch if leader_epoch is not None else (self.epochs.latest_epoch or 0)
+        data = codec.encode_batch(
+            records, base_offset=self.next_offset, compression=compression or self.config.codec,
+            partition_leader_epoch=epoch, producer_id=producer_id, producer_epoch=producer_epoch,
+            base_sequence=base_sequence, is_transactional=transactional,
+            timestamp_type=self.config.message_timestamp_type,
+            log_append_time=now if self.log_append_time else None)
+        return self.append_encoded(data, now_ms=now)
+
+    def append_control(self, kind: str, *, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                       timestamp: int, leader_epoch: int | None = None) -> Appended:
+        """Append a COMMIT or ABORT marker batch."""
+        epoch = leader_epoch if leader_epoch is not None else (self.epochs.latest_epoch or 0)
+        data = codec.encode_control_batch(kind, base_offset=self.next_offset, producer_id=producer_id,
+                                          producer_epoch=producer_epoch, coordinator_epoch=coordinator_epoch,
+                                          timestamp=timestamp, partition_leader_epoch=epoch)
+        return self.append_encoded(data, now_ms=timestamp)
+
+    # -- retention ----------------------------------------------------------------
+    def apply_retention(self, now_ms: int | None = None) -> list[int]:
+        """Delete old segments per ``retention.ms`` / ``retention.bytes``; returns their base offsets."""
+        now = self.clock() if now_ms is None else now_ms
+        removed: list[LogSegment] = []
+        if self.config.retention_ms >= 0:
+            removed += self.log.delete_oldest(
+                lambda seg: now - seg.max_timestamp_so_far().timestamp <= self.config.retention_ms)
+        if self.config.retention_bytes >= 0:
+            excess = [sum(seg.size for seg in self.log.segments) - self.config.retention_bytes]
+
+            def keep(seg: LogSegment) -> bool:
+                if excess[0] - seg.size < 0:
+                    return True
+                excess[0] -= seg.size
+                return False
+
+            removed += self.log.delete_oldest(keep)
+        for seg in removed:
+            seg.delete()
+        if removed:
+            self.log_start_offset = max(self.log_start_offset, self.log.segments.first.base)
+            self.epochs.truncate_from_start(self.log_start_offset)
+        return [seg.base for seg in removed]
+
+    # -- reading ----------------------------------------------------------------
+    def batches(self, start_offset: int | None = None) -> Iterator[codec.RecordBatch]:
+        """Batches holding offsets ``>= start_offset`` (all when None), in offset order, CRC checked."""
+        if start_offset is None:
+            for seg in self.segments:
+                yield from seg.batches()
+            return
+        started = False
+        for seg in self.log.segments.values(start_offset):
+            if started:
+                yield from seg.batches()
+                continue
+            found = seg.translate_offset(start_offset)
+            if found is not None:
+                started = True
+                yield from seg.batches(found.position)
+
+    def translate_offset(self, offset: int) -> tuple[LogSegment, Any] | None:
+        """The segment and ``(last offset, position, size)`` of the batch holding ``offset``."""
+        for seg in self.log.segments.values(offset):
+            found = seg.translate_offset(offset)
+            if found is not None:
+                return seg, found
+        return None
+
+    def offset_for_time(self, timestamp: int) -> TimestampAndOffset | None:
+        """Kafka ``fetchOffsetByTimestamp``: earliest (-2), latest (-1), or the first record at/after it."""
+        if timestamp == EARLIEST_TIMESTAMP:
+            return TimestampAndOffset(-1, self.log_start_offset, self.epochs.epoch_for(self.log_start_offset))
+        if timestamp == LATEST_TIMESTAMP:
+            return TimestampAndOffset(-1, self.next_offset, self.epochs.latest_epoch)
+        for seg in self.segments:
+            if seg.max_timestamp_so_far().timestamp >= timestamp:
+                found = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
+                if found is not None:
+                    return found
+        return None
+
+    def verify(self) -> list[tuple[str, int | None, str]]:
+        """Problems as ``(path, pos, message)``: bad batches, index entries that do not match the log."""
+        problems: list[tuple[str, int | None, str]] = []
+        expected_offset: int | None = None
+        for seg in self.segments:
+            valid, error = codec.valid_prefix(seg.view(), path=seg.path)
+            if error is not None:
+                problems.append((seg.path, getattr(error, "pos", valid), getattr(error, "message", str(error))))
+            positions: dict[int, int] = {}
+            for batch in codec.iter_batches(seg.view()[:valid], path=seg.path, check_crc=False):
+                if expected_offset is not None and batch.base_offset < expected_offset:
+                    problems.append((seg.path, batch.position, f"expected offsets from {expected_offset}, "
+                                     f"found a batch at {batch.base_offset}"))
+                expected_offset = batch.last_offset + 1
+                positions[batch.position] = batch.last_offset
+            for slot, (offset, position) in enumerate(seg.offset_index.pairs()):
+                if positions.get(position) != offset:
+                    problems.append((seg.offset_index.path, slot * 8,
+                                     f"expected the entry of slot {slot} to point at a batch ending at {offset}, "
+                                     f"found {positions.get(position, 'no batch')} at position {position}"))
+            if seg.needs_recovery and seg is not self.log.active:
+                problems.append((seg.path, None, "expected trimmed index files, found an index missing "
+                                 "or left untrimmed by a crash (run recover)"))
+        return problems
+
+    # -- lifecycle ----------------------------------------------------------------
+    def flush(self) -> None:
+        self.log.flush()
+        if self.writable:
+            self.epochs.flush()
+
+    def close(self) -> None:
+        """Clean shutdown: trim and flush the active segment, write the leader epoch checkpoint."""
+        if self.writable:
+            self.epochs.flush()
+        for seg in self.segments:
+            seg.close()
+        self.log.segments.clear()
+
+    def abandon(self) -> None:
+        """Release every file as a killed process would (nothing trimmed, nothing flushed)."""
+        for seg in self.segments:
+            seg.abandon()
+        self.log.segments.clear()
+
+    def check_open_error(self) -> CorruptDataError | None:
+        """The torn tail of the active segment, if any (read-only opens report it, never fix it)."""
+        return self.log.active.check_tail() if self.log.active is not None else None
+
+    def __repr__(self) -> str:
+        return f"Partition({self.path!r}, segments={len(self.log.segments)}, next_offset={self.next_offset})"
+

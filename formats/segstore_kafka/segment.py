@@ -1,0 +1,353 @@
+"""One Kafka log segment: ``%020d.log`` plus its offset, time and transaction indexes.
+
+The ``.log`` file is the truth: a sequence of record batches (see
+:mod:`segstore_kafka.batch`).  The indexes are sparse and derived from it, built
+by the rule of Kafka 3.8's ``LogSegment.append``: *after* a batch is written, if
+more than ``index.interval.bytes`` were appended since the last index entry (not
+counting this batch), the offset index gets ``(batch last offset, batch start
+position)`` and the time index gets ``(max timestamp so far, offset of the batch
+that holds it)`` when that timestamp is greater than its last entry's.  A
+segment's first batch never gets an entry.  When a segment rolls or closes the
+time index gets its max timestamp forced in and both indexes are trimmed.
+
+:meth:`LogSegment.recover` validates the log batch by batch (CRC and all),
+cuts a torn or corrupt tail (keeping the cut bytes aside), and rebuilds every
+index exactly as the appends would have.
+
+Thread-safety: not thread-safe; the owning partition serialises access.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from segstore import files
+from segstore.errors import CorruptDataError
+from segstore.files import AppendFile
+
+from . import batch as codec
+from .offsetindex import OffsetIndex
+from .timeindex import NO_TIMESTAMP, TimeIndex, TimestampOffset
+from .txnindex import AbortedTxn, TransactionIndex
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
+SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+
+
+def file_name(base_offset: int, suffix: str) -> str:
+    """``%020d`` + suffix, as Kafka names segment files."""
+    return f"{base_offset:020d}{suffix}"
+
+
+class LogOffsetPosition(NamedTuple):
+    """The batch holding an offset: its last offset, start position and size (``translateOffset``)."""
+
+    offset: int
+    position: int
+    size: int
+
+
+class TimestampAndOffset(NamedTuple):
+    """The first record at or after a timestamp (``findOffsetByTimestamp``)."""
+
+    timestamp: int
+    offset: int
+    leader_epoch: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class RecoverResult:
+    """What :meth:`LogSegment.recover` did."""
+
+    valid_bytes: int
+    truncated_bytes: int
+    saved_to: str | None
+    error: str | None
+
+
+class TransactionTracker:
+    """Open transactions of a partition, to fill ``.txnindex`` (Kafka ``ProducerStateManager``, reduced).
+
+    A producer's transaction opens at its first transactional data batch and closes
+    at its control marker; an ABORT yields an :class:`AbortedTxn` whose last stable
+    offset is the first offset of the earliest other open transaction (else the
+    marker's offset + 1).
+    """
+
+    def __init__(self) -> None:
+        self._open: dict[int, int] = {}   # producer id -> first offset, insertion = offset order
+
+    def observe(self, batch: codec.RecordBatch) -> AbortedTxn | None:
+        """Update with one batch; returns the aborted transaction it completes, if any."""
+        pid = batch.producer_id
+        if pid < 0 or not batch.is_transactional:
+            return None
+        if not batch.is_control:
+            self._open.setdefault(pid, batch.base_offset)
+            return None
+        first = self._open.pop(pid, None)
+        if first is None or batch.control_type() != "ABORT":
+            return None
+        others = sorted(self._open.values())
+        lso = others[0] if others else batch.last_offset + 1
+        return AbortedTxn(pid, first, batch.last_offset, lso)
+
+
+class LogSegment:
+    """A ``.log`` file and its indexes, starting at absolute offset ``base``.
+
+    :param directory: the partition directory.
+    :param index_interval_bytes: Kafka ``index.interval.bytes``.
+    :param max_index_size: Kafka ``segment.index.bytes`` (preallocation size of new indexes).
+    :param writable: open the files for writing.
+    :param create: create missing files (a new segment).
+    """
+
+    def __init__(self, directory: str, base: int, *, index_interval_bytes: int, max_index_size: int,
+                 writable: bool = False, create: bool = False, created_ms: int = 0) -> None:
+        self.base = base
+        #: when the segment was made (what ``segment.ms`` counts from while it has no timestamps)
+        self.created_ms = created_ms
+        self.directory = directory
+        self.index_interval_bytes = index_interval_bytes
+        self.max_index_size = max_index_size
+        self.writable = writable or create
+        self.log = AppendFile(self._path(LOG_SUFFIX), create=create, writable=self.writable)
+        self.offset_index: OffsetIndex
+        self.time_index: TimeIndex
+        #: names of index files that were missing when the segment was opened
+        self.missing_indexes: list[str] = []
+        try:
+            self.offset_index = self._open_index(OffsetIndex, INDEX_SUFFIX, create)
+            self.time_index = self._open_index(TimeIndex, TIME_INDEX_SUFFIX, create)
+        except BaseException:
+            self.log.close()
+            raise
+        self.txn_index = TransactionIndex(self._path(TXN_INDEX_SUFFIX), writable=self.writable)
+        self.bytes_since_last_index_entry = 0
+        self._max_ts: TimestampOffset | None = None
+        self._rolling_ts: int | None = None
+
+    def _path(self, suffix: str) -> str:
+        return os.path.join(self.directory, file_name(self.base, suffix))
+
+    def _open_index(self, cls: type, suffix: str, create: bool) -> OffsetIndex | TimeIndex:
+        path = self._path(suffix)
+        if not files.exists(path):
+            self.missing_indexes.append(path)
+            if not self.writable:
+                # Reading never writes: an empty in-memory stand-in until recovery rebuilds it.
+                return cls.absent(path, self.base)
+            create = True
+        return cls.open(path, self.base, max_index_size=self.max_index_size, writable=self.writable,
+                        create=create)
+
+    # -- state ----------------------------------------------------------------
+    @property
+    def path(self) -> str:
+        return self.log.path
+
+    @property
+    def size(self) -> int:
+        return self.log.size
+
+    @property
+    def needs_recovery(self) -> bool:
+        """True when an index is missing or was left untrimmed (preallocated) by a crash."""
+        return bool(self.missing_indexes) or self.offset_index.untrimmed or self.time_index.untrimmed
+
+    def view(self) -> memoryview:
+        return self.log.view()
+
+    def batches(self, start: int = 0, *, check_crc: bool = True) -> Iterator[codec.RecordBatch]:
+        """Batches from byte ``start`` to the end of the log, positions absolute in the file."""
+        return codec.iter_batches(self.log.view(), path=self.path, check_crc=check_crc, start=start)
+
+    def headers(self, start: int = 0) -> Iterator[codec.RecordBatch]:
+        """Batch headers only (no CRC, no record decode) from byte ``start``: cheap hops."""
+        buf = self.log.view()
+        pos, end = start, len(buf)
+        while pos < end:
+            header = codec.read_batch_header(buf, pos, path=self.path)
+            yield header
+            pos += header.size
+
+    def max_timestamp_so_far(self) -> TimestampOffset:
+        """The largest batch max timestamp and the last offset of its batch (loaded lazily)."""
+        if self._max_ts is None:
+            last = self.time_index.last_entry
+            best = TimestampOffset(last.timestamp, last.offset) if len(self.time_index) else \
+                TimestampOffset(NO_TIMESTAMP, self.base)
+            start = self.offset_index.lookup_offset(best.offset).position if len(self.time_index) else 0
+            for header in self.headers(start):
+                if header.max_timestamp > best.timestamp:
+                    best = TimestampOffset(header.max_timestamp, header.last_offset)
+            self._max_ts = best
+        return self._max_ts
+
+    def rolling_timestamp(self) -> int | None:
+        """The first batch's max timestamp (what ``segment.ms`` is measured from), None if empty."""
+        if self._rolling_ts is None and self.log.size:
+            self._rolling_ts = next(self.headers()).max_timestamp
+        return self._rolling_ts
+
+    def next_offset(self) -> int:
+        """One past the last offset in the log (the base offset when empty).  ``O(batches after the last entry)``."""
+        start = self.offset_index.lookup_offset(self.offset_index.last_offset).position \
+            if len(self.offset_index) else 0
+        nxt = self.base
+        for header in self.headers(start):
+            nxt = header.last_offset + 1
+        return nxt
+
+    # -- writing ----------------------------------------------------------------
+    def make_appendable(self) -> None:
+        """Give the indexes their preallocated room back (the segment becomes active)."""
+        self.offset_index.grow(self.max_index_size)
+        self.time_index.grow(self.max_index_size)
+
+    def should_roll(self, *, batch_size: int, max_timestamp: int, max_offset: int, segment_bytes: int,
+                    segment_ms: int, now_ms: int) -> bool:
+        """Kafka ``LogSegment.shouldRoll`` (no jitter)."""
+        rolling = self.rolling_timestamp()
+        waited = max_timestamp - rolling if rolling is not None and rolling >= 0 else now_ms - self.created_ms
+        return (self.size > segment_bytes - batch_size
+                or (self.size > 0 and waited > segment_ms)
+                or self.offset_index.is_full or self.time_index.is_full
+                or max_offset - self.base > 0x7FFFFFFF)
+
+    def append(self, data: bytes, *, last_offset: int, max_timestamp: int, offset_of_max_timestamp: int) -> int:
+        """Append one batch's bytes; returns its position.  Indexes per Kafka's interval rule."""
+        position = self.log.append(data)
+        if position == 0:
+            self._rolling_ts = max_timestamp
+        current = self.max_timestamp_so_far()
+        if max_timestamp > current.timestamp:
+            self._max_ts = TimestampOffset(max_timestamp, offset_of_max_timestamp)
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            self.offset_index.append_entry(last_offset, position)
+            ts = self.max_timestamp_so_far()
+            self.time_index.maybe_append(ts.timestamp, ts.offset)
+            self.bytes_since_last_index_entry = 0
+        self.bytes_since_last_index_entry += len(data)
+        return position
+
+    def on_become_inactive(self) -> None:
+        """On roll: force the max timestamp into the time index, trim the indexes, flush."""
+        ts = self.max_timestamp_so_far()
+        self.time_index.maybe_append(ts.timestamp, ts.offset, skip_full_check=True)
+        self.offset_index.trim()
+        self.time_index.trim()
+        self.flush()
+
+    # -- lookups ----------------------------------------------------------------
+    def translate_offset(self, offset: int, start: int = 0) -> LogOffsetPosition | None:
+        """The first batch whose last offset is ``>= offset``, searched from the index entry at or below it."""
+        position = max(self.offset_index.lookup_offset(offset).position, start)
+        for header in self.headers(position):
+            if header.last_offset >= offset:
+                return LogOffsetPosition(header.last_offset, header.position, header.size)
+        return None
+
+    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int = 0) -> TimestampAndOffset | None:
+        """The first record with timestamp ``>= timestamp`` and offset ``>= starting_offset``."""
+        entry = self.time_index.lookup_timestamp(timestamp)
+        position = self.offset_index.lookup_offset(max(entry.offset, starting_offset)).position
+        for header in self.headers(position):
+            if header.max_timestamp < timestamp:
+                continue
+            full = next(codec.iter_batches(self.log.view(), path=self.path, start=header.position))
+            for record in full.records():
+                if record.timestamp >= timestamp and record.offset >= starting_offset:
+                    epoch = full.partition_leader_epoch
+                    return TimestampAndOffset(record.timestamp, record.offset, epoch if epoch >= 0 else None)
+        return None
+
+    # -- recovery ---------------------------------------------------------------
+    def recover(self, on_batch: object = None) -> RecoverResult:
+        """Validate every batch, cut the invalid tail (saved aside), rebuild the indexes.
+
+        ``on_batch(batch)`` is called for every valid batch in order (leader epochs,
+        transactions).  ``O(segment bytes)``; CRCs are checked in C.
+        """
+        self.offset_index.reset(self.max_index_size)
+        self.time_index.reset(self.max_index_size)
+        self.txn_index.reset()
+        self.missing_indexes = []
+        self._max_ts = TimestampOffset(NO_TIMESTAMP, self.base)
+        self._rolling_ts = None
+        buf = self.log.view()
+        valid, error = codec.valid_prefix(buf, path=self.path)
+        last_entry = 0
+        for batch in codec.iter_batches(buf[:valid], path=self.path, check_crc=False):
+            if batch.max_timestamp > self._max_ts.timestamp:
+                self._max_ts = TimestampOffset(batch.max_timestamp, batch.last_offset)
+            if batch.position - last_entry > self.index_interval_bytes:
+                self.offset_index.append_entry(batch.last_offset, batch.position)
+                self.time_index.maybe_append(self._max_ts.timestamp, self._max_ts.offset)
+                last_entry = batch.position
+            if callable(on_batch):
+                on_batch(batch)
+        del buf
+        truncated = self.log.size - valid
+        saved = None
+        if truncated:
+            saved = files.save_aside(self.path, valid, self.log.read(valid, truncated))
+            self.log.truncate(valid)
+        self.offset_index.trim()
+        self.time_index.maybe_append(self._max_ts.timestamp, self._max_ts.offset, skip_full_check=True)
+        self.time_index.trim()
+        self.bytes_since_last_index_entry = 0
+        return RecoverResult(valid, truncated, saved, str(error) if error is not None else None)
+
+    def check_tail(self) -> CorruptDataError | None:
+        """Walk the headers from the last index entry: None if they end exactly at the end of the log."""
+        start = self.offset_index.lookup_offset(self.offset_index.last_offset).position \
+            if len(self.offset_index) else 0
+        try:
+            for _ in self.headers(start):
+                pass
+        except CorruptDataError as err:
+            return err
+        return None
+
+    # -- lifecycle ----------------------------------------------------------------
+    def flush(self) -> None:
+        if self.writable:
+            self.log.flush()
+            self.offset_index.flush()
+            self.time_index.flush()
+            self.txn_index.flush()
+
+    def close(self) -> None:
+        """Close; a writable segment first forces its max timestamp in and trims (clean shutdown)."""
+        if self.writable and self.log.size and not self.needs_recovery:
+            ts = self.max_timestamp_so_far()
+            self.time_index.maybe_append(ts.timestamp, ts.offset, skip_full_check=True)
+        if self.writable:
+            self.offset_index.trim()
+            self.time_index.trim()
+            self.flush()
+        self.abandon()
+
+    def abandon(self) -> None:
+        """Release the files without trimming or flushing (as a killed process would)."""
+        self.offset_index.close()
+        self.time_index.close()
+        self.txn_index.close()
+        self.log.close()
+
+    def delete(self) -> None:
+        """Close and remove every file of the segment (retention)."""
+        self.abandon()
+        for suffix in SUFFIXES:
+            files.remove(self._path(suffix))
+
+    def __repr__(self) -> str:
+        return f"LogSegment({self.path!r}, base={self.base}, size={self.size})"
