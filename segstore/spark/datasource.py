@@ -1,0 +1,384 @@
+"""The ``segstore`` Spark data source (PySpark's Python Data Source API).
+
+Batch reads, streaming reads and batch writes of RocketMQ stores and Kafka log
+directories::
+
+    segstore.spark.register(spark)
+    df = spark.read.format("segstore").load("/data/rocketmq/store")
+    df.write.format("segstore").option("topic", "T").mode("append").save("/data/out")
+
+Where each piece runs:
+
+- driver: ``schema`` (detects the format), ``pushFilters`` and ``partitions``
+  (open the store read-only, prune, plan from the segment maps), streaming
+  offsets, and the writer's ``commit`` / ``abort``;
+- executors: ``read`` opens the store read-only by path and reads its slices;
+  the writer's ``write`` stages the task's rows as one Arrow IPC file.
+
+Nothing here opens a file directly: stores go through ``segstore.open`` and
+staged files through :mod:`segstore.files`.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    DataSourceStreamReader,
+    Filter,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+from pyspark.sql.types import ArrayType, BinaryType, IntegerType, LongType, StringType, StructType, TimestampType
+
+from .. import api, files
+from ..errors import ConfigError
+from ..records import Message
+from ..store import Store
+from . import planning
+from .options import ReadOptions, WriteOptions, parse_read_options, parse_write_options
+from .schema import HEADER_TYPE, KAFKA, ROCKETMQ, ColumnBuffer, spark_schema
+
+NAME = "segstore"
+
+#: Rows appended to the store per ``append_batch`` call when committing a write.
+COMMIT_CHUNK_ROWS = 10_000
+
+STAGING_SUFFIX = ".segstore-staging"
+
+
+def open_store(path: str, format_name: str | None, config: tuple[tuple[str, str], ...], mode: str = "r") -> Store:
+    """Open a store for the data source (the one place it calls ``segstore.open``)."""
+    return api.open(path, format=format_name, mode=mode, **dict(config))
+
+
+def rocketmq_fields(store: Store, record: Any) -> dict[str, Any]:
+    """The RocketMQ-only columns of one message, from the store's ``dump --json`` view."""
+    return store.to_json(record)
+
+
+def is_control(record: Any) -> bool:
+    """True for a Kafka transaction marker (a record of a control batch)."""
+    batch = getattr(record, "batch", None)
+    return bool(batch is not None and batch.is_control)
+
+
+def read_slices(partition: planning.SegstoreInputPartition, schema: StructType, max_rows: int,
+                include_control: bool) -> Iterator[pa.RecordBatch]:
+    """Read one input partition: each slice ``[start, end)`` through ``store.read``.
+
+    Runs on an executor; opens the store read-only by path.  Yields record batches
+    of at most ``max_rows`` rows.
+    """
+    buffer = ColumnBuffer(schema)
+    with open_store(partition.path, partition.format, partition.config) as store:
+        rocketmq = store.format == ROCKETMQ
+        for piece in partition.slices:
+            for record in store.read(piece.topic, piece.partition, piece.start, piece.end - piece.start):
+                message = store.to_common(record)
+                if message.offset >= piece.end:
+                    break
+                if message.offset < piece.start or (not include_control and is_control(record)):
+                    continue
+                buffer.add(message, rocketmq_fields(store, record) if rocketmq else None)
+                if buffer.rows >= max_rows:
+                    yield buffer.flush()
+    if buffer.rows:
+        yield buffer.flush()
+
+
+def _time_pushdown(format_name: str) -> bool:
+    # The time lookup of both built-in formats answers on the column `timestamp` holds
+    # (Kafka: the record timestamp; RocketMQ: the store timestamp).
+    return format_name in (KAFKA, ROCKETMQ)
+
+
+class SegstoreReader(DataSourceReader):
+    """Batch reader: prunes with pushed filters, plans by bytes, reads slices on executors."""
+
+    def __init__(self, options: ReadOptions, format_name: str, schema: StructType) -> None:
+        self.options = options
+        self.format = format_name
+        self.schema = schema
+        self.pruning = planning.Pruning()
+
+    def pushFilters(self, filters: list[Filter]) -> list[Filter]:  # noqa: N802 (Spark's name)
+        self.pruning, remaining = planning.pushdown(filters, time_pushdown=_time_pushdown(self.format))
+        return remaining
+
+    def plan(self) -> planning.Plan:
+        """Open the store on the driver and plan the read."""
+        with open_store(self.options.path, self.format, self.options.config) as store:
+            ranges = planning.resolve_ranges(store, self.options, self.pruning)
+        return planning.plan(ranges, max_bytes=self.options.max_bytes_per_partition,
+                             min_partitions=self.options.min_partitions)
+
+    def partitions(self) -> list[InputPartition]:
+        return planning.input_partitions(self.plan(), self.options, self.format)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, planning.SegstoreInputPartition)
+        return read_slices(partition, self.schema, self.options.max_records_per_batch,
+                           self.options.include_control_records)
+
+
+class SegstoreStreamReader(DataSourceStreamReader):
+    """Micro-batch reader tailing a live store.
+
+    Offsets are ``{topic: {partition: next offset}}``.  ``latestOffset`` reopens the
+    store read-only, so it sees what a writer (another process) appended since;
+    partitions that appear later start at their earliest offset.
+    """
+
+    def __init__(self, options: ReadOptions, format_name: str, schema: StructType) -> None:
+        self.options = options
+        self.format = format_name
+        self.schema = schema
+
+    def initialOffset(self) -> dict:  # noqa: N802
+        return self._start_positions()
+
+    def _start_positions(self) -> planning.Offsets:
+        with open_store(self.options.path, self.format, self.options.config) as store:
+            offsets: planning.Offsets = {}
+            topics = [t for t in store.topics() if self.options.topics is None or t in self.options.topics]
+            for topic in topics:
+                for partition in store.partitions(topic):
+                    low, high = store.offset_range(topic, partition)
+                    bound = self.options.starting.for_partition(topic, partition)
+                    offsets.setdefault(topic, {})[str(partition)] = planning.position(bound, low, high)
+            return offsets
+
+    def _latest(self, start: planning.Offsets) -> tuple[planning.Offsets, planning.Offsets]:
+        """Latest offsets of every partition, and ``start`` extended with new partitions."""
+        with open_store(self.options.path, self.format, self.options.config) as store:
+            latest: planning.Offsets = {}
+            extended = {t: dict(ps) for t, ps in start.items()}
+            topics = [t for t in store.topics() if self.options.topics is None or t in self.options.topics]
+            for topic in topics:
+                for partition in store.partitions(topic):
+                    low, high = store.offset_range(topic, partition)
+                    latest.setdefault(topic, {})[str(partition)] = high
+                    extended.setdefault(topic, {}).setdefault(str(partition), low)
+            return latest, extended
+
+    def latestOffset(self, start: dict | None = None, limit: ReadLimit | None = None) -> dict:  # noqa: N802
+        latest, start = self._latest(start or self._start_positions())
+        if isinstance(limit, ReadMaxRows):
+            return planning.limit_offsets(start, latest, limit.max_rows)
+        if limit is None and self.options.max_offsets_per_trigger is not None:
+            return planning.limit_offsets(start, latest, self.options.max_offsets_per_trigger)
+        return latest
+
+    def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802
+        if self.options.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self.options.max_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        with open_store(self.options.path, self.format, self.options.config) as store:
+            ranges = []
+            for topic in sorted(end):
+                for key in sorted(end[topic], key=int):
+                    lo = start.get(topic, {}).get(key)
+                    hi = end[topic][key]
+                    partition = int(key)
+                    if lo is None:
+                        lo = store.offset_range(topic, partition)[0]
+                    if lo >= hi:
+                        continue
+                    segments = tuple(planning.SegmentInfo.coerce(s) for s in store.segment_infos(topic, partition))
+                    ranges.append(planning.PartitionRange(topic, partition, lo, hi, segments))
+        result = planning.plan(ranges, max_bytes=self.options.max_bytes_per_partition,
+                               min_partitions=self.options.min_partitions)
+        return planning.input_partitions(result, self.options, self.format)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, planning.SegstoreInputPartition)
+        return read_slices(partition, self.schema, self.options.max_records_per_batch,
+                           self.options.include_control_records)
+
+    def commit(self, end: dict) -> None:
+        """Nothing to release: the source never holds files between micro-batches."""
+
+
+# -- writing --------------------------------------------------------------------------------
+
+_HEADERS_TYPE = ArrayType(HEADER_TYPE)
+
+_WRITE_COLUMNS = {
+    "value": (BinaryType, StringType),
+    "key": (BinaryType, StringType),
+    "topic": (StringType,),
+    "partition": (IntegerType, LongType),
+    "timestamp": (TimestampType, LongType),
+}
+
+
+def check_write_schema(schema: StructType, options: WriteOptions) -> None:
+    """Refuse, on the driver, a DataFrame the writer cannot append.
+
+    :raises ConfigError: no ``value`` column, a column of the wrong type, or neither a
+        ``topic`` column nor a ``topic`` option.
+    """
+    fields = {f.name: f.dataType for f in schema.fields}
+    if "value" not in fields:
+        raise ConfigError(f"a value column (binary or string) is required; found columns {sorted(fields)}")
+    for name, data_type in fields.items():
+        if name == "headers":
+            if data_type.simpleString() != _HEADERS_TYPE.simpleString():
+                raise ConfigError(f"column headers must be array<struct<key:string,value:binary>>, "
+                                  f"found {data_type.simpleString()}")
+            continue
+        allowed = _WRITE_COLUMNS.get(name)
+        if allowed is None:
+            continue
+        if not isinstance(data_type, allowed):
+            raise ConfigError(f"column {name} must be {' or '.join(t.typeName() for t in allowed)}, "
+                              f"found {data_type.simpleString()}")
+    if "topic" not in fields and options.topic is None:
+        raise ConfigError('a topic column or .option("topic", NAME) is required')
+
+
+@dataclass(frozen=True)
+class StagedWrite(WriterCommitMessage):
+    """What one write task staged: its partition id, the file, the row count."""
+
+    partition_id: int
+    path: str
+    rows: int
+
+
+def _utf8(value: Any) -> Any:
+    return value.encode("utf-8") if isinstance(value, str) else value
+
+
+def staged_messages(table: pa.Table, options: WriteOptions) -> Iterator[Message]:
+    """The messages of one staged table, in row order (O(rows))."""
+    names = set(table.column_names)
+    n = table.num_rows
+    column = {name: table.column(name).to_pylist() for name in names}
+    topics = column.get("topic", [options.topic] * n)
+    partitions = column.get("partition", [options.partition] * n)
+    keys = column.get("key", [None] * n)
+    headers = column.get("headers", [None] * n)
+    timestamps = column.get("timestamp", [None] * n)
+    timestamp_is_time = "timestamp" in names and pa.types.is_timestamp(table.schema.field("timestamp").type)
+    for i, value in enumerate(column["value"]):
+        ts = timestamps[i]
+        if ts is None:
+            ts = -1
+        elif timestamp_is_time:
+            ts = int(ts.timestamp() * 1000)
+        topic = topics[i] if topics[i] is not None else options.topic
+        if topic is None:
+            raise ConfigError(f"row {i} has a null topic and no topic option is set")
+        yield Message(
+            topic=topic,
+            value=_utf8(value),
+            key=_utf8(keys[i]),
+            partition=partitions[i] if partitions[i] is not None else options.partition,
+            timestamp=ts,
+            headers=[(h["key"], h["value"]) for h in headers[i] or ()],
+        )
+
+
+class SegstoreWriter(DataSourceArrowWriter):
+    """Batch writer: tasks stage Arrow files; the driver appends them in partition order.
+
+    A task's ``write`` puts its rows in ``STAGING/JOB/part-PPPPP-A.arrow`` (atomic
+    write); ``commit`` (run only when every task succeeded) opens the store for
+    append, appends the staged rows partition by partition, then deletes the
+    staging directory; ``abort`` only deletes it.  The store is never touched by a
+    job that fails.  The staging directory must be visible to the driver and every
+    executor (a shared filesystem on a cluster).
+    """
+
+    def __init__(self, options: WriteOptions, schema: StructType, job_id: str) -> None:
+        self.options = options
+        self.schema = schema
+        root = options.staging_dir or os.path.normpath(options.path) + STAGING_SUFFIX
+        self.job_dir = os.path.join(root, job_id)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedWrite:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        partition_id = context.partitionId() if context is not None else 0
+        attempt = context.attemptNumber() if context is not None else 0
+        batches = list(iterator)
+        sink = pa.BufferOutputStream()
+        if batches:
+            with pa.ipc.new_stream(sink, batches[0].schema) as out:
+                for batch in batches:
+                    out.write_batch(batch)
+        rows = sum(b.num_rows for b in batches)
+        path = os.path.join(self.job_dir, f"part-{partition_id:05d}-{attempt}.arrow")
+        files.make_dirs(self.job_dir)
+        files.write_atomic(path, sink.getvalue().to_pybytes(), fsync=True)
+        return StagedWrite(partition_id, path, rows)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        staged = sorted((m for m in messages if isinstance(m, StagedWrite)), key=lambda m: m.partition_id)
+        try:
+            with open_store(self.options.path, self.options.format, self.options.config, mode="a") as store:
+                for part in staged:
+                    if not part.rows:
+                        continue
+                    table = pa.ipc.open_stream(pa.py_buffer(files.read_bytes(part.path))).read_all()
+                    chunk: list[Message] = []
+                    for message in staged_messages(table, self.options):
+                        chunk.append(message)
+                        if len(chunk) >= COMMIT_CHUNK_ROWS:
+                            store.append_batch(chunk)
+                            chunk = []
+                    if chunk:
+                        store.append_batch(chunk)
+        finally:
+            files.remove_tree(self.job_dir)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        files.remove_tree(self.job_dir)
+
+
+class SegstoreDataSource(DataSource):
+    """``spark.read.format("segstore")`` / ``spark.readStream`` / ``df.write.format("segstore")``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def _format(self, options: ReadOptions) -> str:
+        with open_store(options.path, options.format, options.config) as store:
+            return store.format
+
+    def schema(self) -> StructType:
+        options = parse_read_options(self.options)
+        return spark_schema(self._format(options))
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        options = parse_read_options(self.options)
+        return SegstoreReader(options, self._format(options), schema)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802
+        options = parse_read_options(self.options, streaming=True)
+        return SegstoreStreamReader(options, self._format(options), schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> SegstoreWriter:
+        options = parse_write_options(self.options)
+        if overwrite:
+            raise ConfigError("segstore stores are append-only: use .mode(\"append\")", options.path)
+        check_write_schema(schema, options)
+        return SegstoreWriter(options, schema, uuid.uuid4().hex)
+
+
+__all__ = ["NAME", "SegstoreDataSource", "SegstoreReader", "SegstoreStreamReader", "SegstoreWriter"]

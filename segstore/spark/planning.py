@@ -1,0 +1,366 @@
+"""Input partitions of a Spark read, planned from the stores' segment maps.
+
+Three pure steps, each testable without Spark:
+
+1. :func:`pushdown` turns Spark's pushed filters into a :class:`Pruning`:
+   topic, partition and offset predicates are exact and consumed; timestamp
+   lower bounds prune through the store's time lookup and stay with Spark for
+   the exact check.
+2. :func:`resolve_ranges` asks the store (driver side) for topics, partitions,
+   offset ranges, time lookups and ``segment_infos`` and yields one
+   :class:`PartitionRange` (absolute ``[start, end)`` plus its segments) per
+   topic partition left after pruning.
+3. :func:`plan` cuts the ranges into :class:`Slice` pieces at segment
+   boundaries, drops segments outside the ranges, splits segments larger than
+   the target size by offsets and packs consecutive small pieces together, so
+   every input partition holds about the same number of bytes.  Input
+   partitions carry paths and offsets only; executors open the store themselves.
+
+Complexity: O(P + S) for P topic partitions and S segments (plus the pieces
+produced).  Everything here runs on the driver in one thread.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from pyspark.sql.datasource import (
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    InputPartition,
+    LessThan,
+    LessThanOrEqual,
+)
+
+from .options import EARLIEST, LATEST, ReadOptions
+
+_MICROS_PER_MILLI = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentInfo:
+    """One segment of a partition: offsets ``[start_offset, end_offset)`` in ``bytes`` bytes."""
+
+    start_offset: int
+    end_offset: int
+    bytes: int
+    path: str = ""
+
+    @classmethod
+    def coerce(cls, info: dict[str, Any] | SegmentInfo) -> SegmentInfo:
+        if isinstance(info, SegmentInfo):
+            return info
+        return cls(int(info["start_offset"]), int(info["end_offset"]), int(info["bytes"]), str(info.get("path", "")))
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRange:
+    """What to read of one topic partition: offsets ``[start, end)`` and its segments in order."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    segments: tuple[SegmentInfo, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Slice:
+    """Offsets ``[start, end)`` of one topic partition, about ``bytes`` bytes."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    bytes: int
+
+
+class SegstoreInputPartition(InputPartition):
+    """One Spark task: the store to open and the slices to read, nothing else (picklable)."""
+
+    def __init__(self, index: int, path: str, format_name: str, config: tuple[tuple[str, str], ...],
+                 slices: tuple[Slice, ...]) -> None:
+        super().__init__(index)
+        self.index = index
+        self.path = path
+        self.format = format_name
+        self.config = config
+        self.slices = slices
+
+    @property
+    def bytes(self) -> int:
+        return sum(s.bytes for s in self.slices)
+
+    def __repr__(self) -> str:
+        return f"SegstoreInputPartition({self.index}, {len(self.slices)} slices, {self.bytes} bytes)"
+
+
+@dataclass(slots=True)
+class Pruning:
+    """Restrictions from pushed filters; ``None`` means unrestricted.
+
+    ``offset_min`` is inclusive, ``offset_max`` exclusive; ``timestamp_min`` is in
+    milliseconds, a lower bound the store's time lookup turns into a start offset.
+    """
+
+    topics: frozenset[str] | None = None
+    partitions: frozenset[int] | None = None
+    partition_min: int | None = None
+    partition_max: int | None = None      # inclusive
+    offset_min: int | None = None
+    offset_max: int | None = None         # exclusive
+    timestamp_min: int | None = None
+
+    def allows_partition(self, partition: int) -> bool:
+        if self.partitions is not None and partition not in self.partitions:
+            return False
+        if self.partition_min is not None and partition < self.partition_min:
+            return False
+        return self.partition_max is None or partition <= self.partition_max
+
+
+def _raise_min(current: int | None, value: int) -> int:
+    return value if current is None else max(current, value)
+
+
+def _lower_max(current: int | None, value: int) -> int:
+    return value if current is None else min(current, value)
+
+
+def _intersect(current: frozenset | None, values: Iterable) -> frozenset:
+    values = frozenset(values)
+    return values if current is None else current & values
+
+
+def _millis_floor(value: datetime) -> int:
+    micros = round(value.timestamp() * 1_000_000)
+    return micros // _MICROS_PER_MILLI
+
+
+def _push_one(f: Filter, pruning: Pruning, *, time_pushdown: bool) -> bool:
+    """Apply one filter to ``pruning``; True if Spark need not evaluate it again."""
+    if len(f.attribute) != 1:
+        return False
+    column = f.attribute[0]
+    value = getattr(f, "value", None)
+    if column == "topic":
+        if isinstance(f, EqualTo) and isinstance(value, str):
+            pruning.topics = _intersect(pruning.topics, [value])
+            return True
+        if isinstance(f, In) and all(isinstance(v, str) for v in value):
+            pruning.topics = _intersect(pruning.topics, value)
+            return True
+        return False
+    if column in ("partition", "offset"):
+        if isinstance(f, In) and all(isinstance(v, int) for v in value):
+            if column == "partition":
+                pruning.partitions = _intersect(pruning.partitions, value)
+                return True
+            if value:  # offsets: prune to the hull, Spark keeps the exact membership test
+                pruning.offset_min = _raise_min(pruning.offset_min, min(value))
+                pruning.offset_max = _lower_max(pruning.offset_max, max(value) + 1)
+            return False
+        if not isinstance(value, int) or isinstance(value, bool):
+            return False
+        low, high = {
+            EqualTo: (value, value),
+            GreaterThan: (value + 1, None),
+            GreaterThanOrEqual: (value, None),
+            LessThan: (None, value - 1),
+            LessThanOrEqual: (None, value),
+        }.get(type(f), (None, None))
+        if low is None and high is None:
+            return False
+        if column == "partition":
+            if low is not None:
+                pruning.partition_min = _raise_min(pruning.partition_min, low)
+            if high is not None:
+                pruning.partition_max = _lower_max(pruning.partition_max, high)
+        else:
+            if low is not None:
+                pruning.offset_min = _raise_min(pruning.offset_min, low)
+            if high is not None:
+                pruning.offset_max = _lower_max(pruning.offset_max, high + 1)
+        return True
+    if column == "timestamp" and time_pushdown and isinstance(value, datetime) and value.tzinfo is not None:
+        if isinstance(f, (EqualTo, GreaterThan, GreaterThanOrEqual)):
+            pruning.timestamp_min = _raise_min(pruning.timestamp_min, _millis_floor(value))
+    return False
+
+
+def pushdown(filters: Sequence[Filter], *, time_pushdown: bool = True) -> tuple[Pruning, list[Filter]]:
+    """Translate pushed filters (an AND) into a :class:`Pruning`.
+
+    Returns the pruning and the filters Spark must still evaluate (by reference,
+    as Spark requires): every filter not handled exactly here.
+    """
+    pruning = Pruning()
+    remaining = [f for f in filters if not _push_one(f, pruning, time_pushdown=time_pushdown)]
+    return pruning, remaining
+
+
+class PlanningStore(Protocol):
+    """What planning asks of a store (the driver opens it read-only)."""
+
+    def topics(self) -> list[str]: ...
+    def partitions(self, topic: str) -> list[int]: ...
+    def offset_range(self, topic: str, partition: int) -> tuple[int, int]: ...
+    def offset_for_time(self, topic: str, partition: int, timestamp: int) -> int | None: ...
+    def segment_infos(self, topic: str, partition: int) -> list[dict[str, Any]]: ...
+
+
+def position(bound: int, low: int, high: int) -> int:
+    """The absolute offset a bound names in a partition holding ``[low, high)``, clamped to it."""
+    if bound == EARLIEST:
+        return low
+    if bound == LATEST:
+        return high
+    return min(max(bound, low), high)
+
+
+def _time_offset(store: PlanningStore, topic: str, partition: int, ts: int, high: int) -> int:
+    found = store.offset_for_time(topic, partition, ts)
+    return high if found is None else found
+
+
+def resolve_ranges(store: PlanningStore, options: ReadOptions, pruning: Pruning | None = None,
+                   *, with_segments: bool = True) -> list[PartitionRange]:
+    """The offset range of every topic partition the options and the pruning leave.
+
+    Offsets asked outside what the store holds are clamped to it.  Costs one
+    ``offset_range`` per partition, plus one time lookup per partition and time bound.
+    """
+    pruning = pruning or Pruning()
+    topics = store.topics()
+    if options.topics is not None:
+        topics = [t for t in topics if t in options.topics]
+    if pruning.topics is not None:
+        topics = [t for t in topics if t in pruning.topics]
+    ranges = []
+    for topic in topics:
+        for partition in store.partitions(topic):
+            if not pruning.allows_partition(partition):
+                continue
+            low, high = store.offset_range(topic, partition)
+            start = position(options.starting.for_partition(topic, partition), low, high)
+            end = position(options.ending.for_partition(topic, partition), low, high)
+            for ts in (options.starting_timestamp, pruning.timestamp_min):
+                if ts is not None:
+                    start = max(start, _time_offset(store, topic, partition, ts, high))
+            if options.ending_timestamp is not None:
+                end = min(end, _time_offset(store, topic, partition, options.ending_timestamp, high))
+            if pruning.offset_min is not None:
+                start = max(start, pruning.offset_min)
+            if pruning.offset_max is not None:
+                end = min(end, pruning.offset_max)
+            if start >= end:
+                continue
+            segments: tuple[SegmentInfo, ...] = ()
+            if with_segments:
+                segments = tuple(SegmentInfo.coerce(s) for s in store.segment_infos(topic, partition))
+            ranges.append(PartitionRange(topic, partition, start, end, segments))
+    return ranges
+
+
+@dataclass(slots=True)
+class Plan:
+    """The planned input partitions and what pruning dropped (for tests and logs)."""
+
+    partitions: list[list[Slice]] = field(default_factory=list)
+    segments_total: int = 0
+    segments_read: int = 0
+    bytes: int = 0
+
+
+def _pieces(rng: PartitionRange, target: int) -> Iterable[Slice]:
+    """Slices of one range: one per overlapping segment, larger ones cut to ~target bytes."""
+    segments = rng.segments or (SegmentInfo(rng.start, rng.end, rng.end - rng.start),)
+    for seg in segments:
+        start = max(seg.start_offset, rng.start)
+        end = min(seg.end_offset, rng.end)
+        if start >= end:
+            continue
+        span = seg.end_offset - seg.start_offset
+        size = math.ceil(seg.bytes * (end - start) / span) if span > 0 else seg.bytes
+        count = min(max(1, math.ceil(size / target)), end - start)
+        for i in range(count):
+            lo = start + (end - start) * i // count
+            hi = start + (end - start) * (i + 1) // count
+            yield Slice(rng.topic, rng.partition, lo, hi, math.ceil(size * (hi - lo) / (end - start)))
+
+
+def _overlaps(rng: PartitionRange, seg: SegmentInfo) -> bool:
+    return seg.start_offset < rng.end and seg.end_offset > rng.start
+
+
+def plan(ranges: Sequence[PartitionRange], *, max_bytes: int, min_partitions: int = 1) -> Plan:
+    """Pack the ranges into input partitions of about equal bytes.
+
+    The target size is ``max_bytes``, lowered so that there are at least
+    ``min_partitions`` when the data allows.  Pieces stay in (topic, partition,
+    offset) order; a piece that follows its predecessor's offsets in the same
+    input partition is merged into one slice.
+    """
+    result = Plan()
+    for rng in ranges:
+        result.segments_total += len(rng.segments)
+        result.segments_read += sum(1 for s in rng.segments if _overlaps(rng, s))
+    total = sum(p.bytes for rng in ranges for p in _pieces(rng, max_bytes))
+    target = max(1, min(max_bytes, math.ceil(total / min_partitions)))
+    current: list[Slice] = []
+    current_bytes = 0
+    for rng in ranges:
+        for piece in _pieces(rng, target):
+            if current and current_bytes + piece.bytes > target:
+                result.partitions.append(current)
+                current, current_bytes = [], 0
+            last = current[-1] if current else None
+            if last is not None and (last.topic, last.partition, last.end) == (piece.topic, piece.partition,
+                                                                               piece.start):
+                current[-1] = Slice(last.topic, last.partition, last.start, piece.end, last.bytes + piece.bytes)
+            else:
+                current.append(piece)
+            current_bytes += piece.bytes
+            result.bytes += piece.bytes
+    if current:
+        result.partitions.append(current)
+    return result
+
+
+def input_partitions(result: Plan, options: ReadOptions, format_name: str) -> list[SegstoreInputPartition]:
+    """Spark input partitions of a plan: the store's path, format and config with the slices."""
+    return [SegstoreInputPartition(i, options.path, format_name, options.config, tuple(slices))
+            for i, slices in enumerate(result.partitions)]
+
+
+#: Streaming positions: ``{topic: {partition (as str, JSON keys are strings): next offset}}``.
+Offsets = dict[str, dict[str, int]]
+
+
+def limit_offsets(start: Offsets, latest: Offsets, max_offsets: int) -> Offsets:
+    """Move at most ``max_offsets`` offsets past ``start`` towards ``latest``, shared out in
+    proportion to what each partition has waiting (largest remainders first), as Spark's
+    Kafka source shares ``maxOffsetsPerTrigger``.  Every partition of ``latest`` must be
+    in ``start``.  O(P log P) for P partitions.
+    """
+    keys = [(t, p) for t in sorted(latest) for p in sorted(latest[t], key=int)]
+    waiting = {k: max(0, latest[k[0]][k[1]] - start[k[0]][k[1]]) for k in keys}
+    total = sum(waiting.values())
+    if total <= max_offsets:
+        return {t: dict(ps) for t, ps in latest.items()}
+    shares = {k: waiting[k] * max_offsets // total for k in keys}
+    leftover = max_offsets - sum(shares.values())
+    by_remainder = sorted(keys, key=lambda k: (-(waiting[k] * max_offsets % total), k))
+    for k in by_remainder[:leftover]:
+        shares[k] += 1
+    result: Offsets = {}
+    for t, p in keys:
+        result.setdefault(t, {})[p] = start[t][p] + shares[(t, p)]
+    return result
