@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable
+from functools import lru_cache
 
 import numpy as np
 
@@ -68,9 +69,13 @@ def string_hash(text: str) -> int:
     return _to_int32(h)
 
 
-def _spread(h: int) -> int:
-    """``HashMap.hash``: ``h ^ (h >>> 16)`` on the 32-bit pattern of ``h``."""
-    u = h & _INT_MASK
+@lru_cache(maxsize=1 << 16)
+def spread_hash(key: str) -> int:
+    """``HashMap.hash(key)``: ``h ^ (h >>> 16)`` on the 32-bit pattern of ``key.hashCode()``.
+
+    Cached: property names repeat across messages.
+    """
+    u = string_hash(key) & _INT_MASK
     return u ^ (u >> 16)
 
 
@@ -105,8 +110,10 @@ def hashmap_order(keys: Iterable[str], initial_capacity: int = HASHMAP_DEFAULT_C
     first: dict[str, int] = {}
     for key in keys:
         first.setdefault(key, len(first))
+    if len(first) < 2:
+        return list(first)
     mask = hashmap_table_size(len(first), initial_capacity) - 1
-    return sorted(first, key=lambda k: (_spread(string_hash(k)) & mask, first[k]))
+    return sorted(first, key=lambda k: (spread_hash(k) & mask, first[k]))
 
 
 def java_host(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str:

@@ -1,0 +1,310 @@
+"""The RocketMQ commitlog: one log shared by every topic, in fixed-size mapped files.
+
+Files are ``mappedFileSizeCommitLog`` bytes, named by their start (physical)
+offset in 20 digits, kept in a :class:`segstore.log.SegmentedLog`.  A message is
+written only if its size plus 8 bytes fits in what is left of the file
+(``END_FILE_MIN_BLANK_LENGTH``); otherwise the file is closed with a BLANK record
+``[int remaining][int BLANK_MAGIC]`` and the message starts the next file.
+
+:meth:`CommitLog.place` assigns physical offsets to a batch of encoded sizes
+(deciding the BLANKs and rolls), and :meth:`CommitLog.write_batch` writes the
+batch with one slice assignment per file touched.  Decoding goes through the pure
+codec in :mod:`.message`.
+
+Thread-safety: reads of written bytes may run concurrently with one appending
+thread; appends, rolls, truncation and close need the owning store's serialisation.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from segstore import files
+from segstore.errors import CorruptDataError, OffsetOutOfRangeError, WrongFormatError
+from segstore.files import MappedFile
+from segstore.log import SegmentedLog
+
+from .consumequeue import file_name, parse_file_name
+from .message import BLANK_MAGIC, PREFIX, Blank, End, RocketMQMessage, decode
+
+#: ``CommitLog.END_FILE_MIN_BLANK_LENGTH``: room always kept for a BLANK record.
+END_FILE_MIN_BLANK_LENGTH = PREFIX.size
+assert END_FILE_MIN_BLANK_LENGTH == 8
+
+
+class CommitLogFile:
+    """One commitlog file: a :class:`MappedFile` starting at physical offset ``base``.
+
+    ``wrote`` is the position (within the file) up to which bytes are written.
+    """
+
+    __slots__ = ("base", "file", "wrote")
+
+    def __init__(self, file: MappedFile, base: int, wrote: int) -> None:
+        self.file = file
+        self.base = base
+        self.wrote = wrote
+
+    @property
+    def path(self) -> str:
+        return self.file.path
+
+    @property
+    def end(self) -> int:
+        """The physical offset just past the written bytes."""
+        return self.base + self.wrote
+
+    def flush(self) -> None:
+        self.file.flush(0, self.wrote)
+
+    def close(self) -> None:
+        self.file.close()
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where a batch goes: per message its physical offset; the BLANKs to write first."""
+
+    offsets: list[int]
+    blanks: list[tuple[int, int]]     # (physical offset, size) of each BLANK, in order
+
+
+class CommitLog:
+    """The ``commitlog/`` directory.
+
+    :param directory: the ``commitlog`` directory.
+    :param file_size: ``mappedFileSizeCommitLog``; every file must have exactly this length.
+    :param writable: map the files for writing (new files are created on roll).
+    """
+
+    def __init__(self, directory: str, file_size: int, *, writable: bool = False) -> None:
+        self.directory = directory
+        self.file_size = file_size
+        self.writable = writable
+        self.log: SegmentedLog[CommitLogFile] = SegmentedLog(self._new_file)
+        self._spare: set[str] = set()
+        self._load()
+
+    def _new_file(self, base: int) -> CommitLogFile:
+        """Open the file at ``base`` (using a preallocated one if there) and preallocate the next.
+
+        Like the broker's ``AllocateMappedFileService``, the next file is created
+        (sparse) ahead of need; a clean :meth:`close` deletes it again.
+        """
+        files.make_dirs(self.directory)
+        path = os.path.join(self.directory, file_name(base))
+        self._spare.discard(path)
+        mapped = MappedFile(path, self.file_size, create=True)
+        spare = os.path.join(self.directory, file_name(base + self.file_size))
+        if not files.exists(spare):
+            MappedFile(spare, self.file_size, create=True).close()
+        self._spare.add(spare)
+        return CommitLogFile(mapped, base, 0)
+
+    def _load(self) -> None:
+        loaded = []
+        for name in files.list_dir(self.directory):
+            base = parse_file_name(self.directory, name)
+            path = os.path.join(self.directory, name)
+            size = files.file_size(path)
+            if size != self.file_size:
+                raise WrongFormatError(f"expected a commitlog file of {self.file_size} bytes "
+                                       f"(mappedFileSizeCommitLog), found {size}", path)
+            if base % self.file_size:
+                raise WrongFormatError(f"expected a commitlog file name that is a multiple of "
+                                       f"{self.file_size}, found {name}", path)
+            # Every file but the last is full; the last one's end is set by set_end().
+            loaded.append(CommitLogFile(MappedFile(path, writable=self.writable), base, self.file_size))
+        # Trailing files with nothing written are the allocator's preallocation, not data.
+        while loaded and not any(loaded[-1].file.view(0, PREFIX.size)):
+            spare = loaded.pop()
+            self._spare.add(spare.path)
+            spare.close()
+        self.log.load(loaded)
+
+    # -- positions -----------------------------------------------------------
+    @property
+    def min_offset(self) -> int:
+        first = self.log.segments.first
+        return first.base if first is not None else 0
+
+    @property
+    def end(self) -> int:
+        """The physical offset the next message goes to (end of the written bytes)."""
+        active = self.log.active
+        return active.end if active is not None else 0
+
+    def set_end(self, offset: int) -> None:
+        """Declare the written end (after a walk or recovery); later files must not exist."""
+        active = self.log.segment_for(offset)
+        if active is None:
+            return
+        active.wrote = offset - active.base
+        for seg in self.log.segments.values(offset):
+            if seg.base > offset:
+                raise CorruptDataError(f"expected no commitlog file after the data end {offset}, "
+                                       f"found one at {seg.base}", seg.path, 0)
+
+    def file_for(self, offset: int) -> CommitLogFile:
+        """The file holding physical ``offset``.
+
+        :raises OffsetOutOfRangeError: no file holds it.
+        """
+        seg = self.log.segment_for(offset)
+        if seg is None or offset >= seg.base + self.file_size:
+            raise OffsetOutOfRangeError(f"expected a physical offset in [{self.min_offset}, {self.end}), "
+                                        f"found {offset}", self.directory)
+        return seg
+
+    # -- reading -------------------------------------------------------------
+    def read(self, offset: int, *, check_crc: bool = True) -> RocketMQMessage:
+        """The message at physical ``offset``.
+
+        :raises CorruptDataError: no message there (a BLANK, unwritten space or garbage).
+        """
+        seg = self.file_for(offset)
+        pos = offset - seg.base
+        record = decode(seg.file.view(), pos, path=seg.path, check_crc=check_crc)
+        if not isinstance(record, RocketMQMessage):
+            raise CorruptDataError(f"expected a message at physical offset {offset}, found {record!r}",
+                                   seg.path, pos)
+        return record
+
+    def walk(self, start: int | None = None, *, check_crc: bool = True,
+             stop_at_end: bool = True) -> Iterator[tuple[int, RocketMQMessage | Blank]]:
+        """``(physical offset, record)`` for every message and BLANK from ``start``, in order.
+
+        A file ends at its BLANK or at unwritten space (zeros).  With
+        ``stop_at_end`` the walk also stops at :attr:`end`.
+        """
+        start = self.min_offset if start is None else start
+        limit = self.end if stop_at_end else None
+        for seg in self.log.segments.values(start):
+            pos = max(start - seg.base, 0)
+            view = seg.file.view()
+            file_end = seg.wrote if stop_at_end else len(view)
+            data = view[:file_end]
+            while pos < file_end:
+                record = decode(data, pos, path=seg.path, check_crc=check_crc)
+                if isinstance(record, End):
+                    break
+                if isinstance(record, Blank) and (record.size < END_FILE_MIN_BLANK_LENGTH
+                                                  or pos + record.size != self.file_size):
+                    raise CorruptDataError(f"expected a BLANK reaching the end of the file "
+                                           f"({self.file_size - pos} bytes), found size {record.size}",
+                                           seg.path, pos)
+                yield seg.base + pos, record
+                if isinstance(record, Blank):
+                    break
+                pos += record.size
+            if limit is not None and seg.base + file_end >= limit:
+                return
+
+    def find_end(self, start: int) -> int:
+        """The data end, walking from a known message boundary ``start`` to the first unwritten space."""
+        end = start
+        for offset, record in self.walk(start, stop_at_end=False):
+            end = offset + (record.size if isinstance(record, RocketMQMessage) else 0)
+            if isinstance(record, Blank):
+                end = offset + record.size
+        return end
+
+    # -- writing -------------------------------------------------------------
+    def place(self, sizes: list[int]) -> Placement:
+        """Physical offsets for messages of these sizes appended from :attr:`end`.
+
+        Applies the broker's rule: a message needs ``size + 8`` bytes left in the
+        file, else a BLANK fills the rest and the message opens the next file.
+        Sizes must be at most ``file_size - 8`` (the store checks maxMessageSize).
+        Runtime complexity: ``O(len(sizes))``.
+        """
+        offsets = []
+        blanks = []
+        pos = self.end
+        file_size = self.file_size
+        file_end = pos - pos % file_size + file_size
+        for size in sizes:
+            if pos + size + END_FILE_MIN_BLANK_LENGTH > file_end:
+                blanks.append((pos, file_end - pos))
+                pos = file_end
+                file_end += file_size
+            offsets.append(pos)
+            pos += size
+        return Placement(offsets, blanks)
+
+    def write_batch(self, start: int, chunks: list[bytes], offsets: list[int], blanks: list[tuple[int, int]],
+                    sizes: list[int]) -> list[CommitLogFile]:
+        """Write encoded messages placed by :meth:`place` (``start`` is :attr:`end` then).
+
+        The chunks of each file are joined and written with one slice assignment.
+        Returns the files touched.
+        """
+        touched = []
+        blank_iter = iter(blanks)
+        next_blank = next(blank_iter, None)
+        i = 0
+        n = len(chunks)
+        pos = start
+        while i < n or next_blank is not None:
+            seg = self._file_at(pos)
+            file_end = seg.base + self.file_size
+            j = i
+            while j < n and offsets[j] < file_end:
+                j += 1
+            data = b"".join(chunks[i:j])
+            write_pos = pos - seg.base
+            if data:
+                seg.file.write(write_pos, data)
+            seg.wrote = write_pos + len(data)
+            if next_blank is not None and next_blank[0] < file_end:
+                blank_pos, blank_size = next_blank
+                seg.file.write(blank_pos - seg.base, PREFIX.pack(blank_size, BLANK_MAGIC))
+                seg.wrote = self.file_size
+                next_blank = next(blank_iter, None)
+                pos = file_end
+            else:
+                pos = offsets[j - 1] + sizes[j - 1] if j > i else pos
+            self.log.mark_dirty(seg)
+            touched.append(seg)
+            i = j
+        return touched
+
+    def _file_at(self, pos: int) -> CommitLogFile:
+        seg = self.log.segment_for(pos)
+        if seg is None or pos >= seg.base + self.file_size:
+            seg = self.log.roll(pos - pos % self.file_size)
+        return seg
+
+    def truncate(self, offset: int) -> None:
+        """Zero everything from physical ``offset`` on and delete later files."""
+        seg = self.log.segment_for(offset)
+        if seg is None:
+            return
+        pos = offset - seg.base
+        if seg.wrote > pos:
+            seg.file.write(pos, bytes(seg.wrote - pos))
+        seg.wrote = pos
+        for removed in self.log.truncate_after(seg.base):
+            files.remove(removed.path)
+
+    def flush(self) -> None:
+        self.log.flush()
+
+    def close(self) -> None:
+        """Flush, close, and delete preallocated files nothing was written to (a clean shutdown)."""
+        if self.writable:
+            self.log.close()
+            for path in sorted(self._spare):
+                files.remove(path)
+            self._spare.clear()
+        else:
+            self.abandon()
+
+    def abandon(self) -> None:
+        """Close without flushing or deleting preallocated files (as a killed broker leaves them)."""
+        for seg in self.log.segments:
+            seg.close()
+        self.log.segments.clear()
+        self._spare.clear()

@@ -1,0 +1,49 @@
+"""The ``rocketmq`` format plugin (entry point ``segstore.formats``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from segstore import files
+from segstore.errors import ConversionError
+from segstore.plugin import FormatPlugin
+
+from .spec import replay
+from .store import RocketMQStore, is_rocketmq_store
+
+#: ``spec.json`` ``shutdown`` values: a clean shutdown, or a halt (files left as a killed broker leaves them).
+SHUTDOWN_CLEAN = "clean"
+
+
+class RocketMQFormat(FormatPlugin):
+    """Apache RocketMQ broker stores (``DefaultMessageStore``: commitlog, consume queues, index)."""
+
+    name = "rocketmq"
+    description = "Apache RocketMQ broker store directory (commitlog/, consumequeue/, index/)"
+
+    def detect(self, path: str) -> bool:
+        """A directory holding ``commitlog/`` (20-digit file names) or ``consumequeue/``."""
+        return files.is_dir(path) and is_rocketmq_store(path)
+
+    def open(self, path: str, mode: str = "r", **config: Any) -> RocketMQStore:
+        return RocketMQStore(path, mode, config)
+
+    def write_spec(self, path: str, spec: dict[str, Any], config: dict[str, Any]) -> None:
+        """Replay ``spec`` into a new store at ``path`` with the spec's config overridden by ``config``.
+
+        :raises ConversionError: ``path`` already holds a store.
+        """
+        if files.exists(path) and files.list_dir(path):
+            raise ConversionError("expected an empty or missing directory to write a spec into, "
+                                  "found one with files", path)
+        store = RocketMQStore(path, "a", {**spec.get("config", {}), **config})
+        try:
+            replay(store, spec)
+        except BaseException:
+            store.close()
+            raise
+        if spec.get("shutdown", SHUTDOWN_CLEAN) == SHUTDOWN_CLEAN:
+            store.close()
+        else:
+            store.flush()
+            store.abandon()

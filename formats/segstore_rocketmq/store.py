@@ -1,0 +1,546 @@
+"""The RocketMQ broker store: commitlog, consume queues, index and config files of one directory.
+
+Layout (``DefaultMessageStore``)::
+
+    STORE/commitlog/00000000000000000000          messages of every topic (see .commitlog)
+    STORE/consumequeue/TOPIC/QUEUEID/000...000    20-byte entries per queue (see .consumequeue)
+    STORE/index/yyyyMMddHHmmssSSS                 key index (see .indexfile)
+    STORE/config/topics.json, consumerOffset.json (see .topicconfig)
+    STORE/lock                                    the writer lock
+
+What the broker decides when it stores a message is applied here (the codecs stay
+pure): delay levels move a message to ``SCHEDULE_TOPIC_XXXX`` with the delivery time
+as its tags code, prepared and rollback transactions take queue offset 0 and get no
+consume-queue entry, the properties string follows Java ``HashMap`` iteration order.
+
+Thread-safety: not thread-safe; one thread appends, or guard the store with a lock.
+Reads in another process (``mode="r"``) see what was appended up to its open.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, TextIO
+
+import numpy as np
+
+from segstore import files
+from segstore.errors import (
+    CorruptDataError,
+    InvalidMessageError,
+    MessageTooLargeError,
+    NotFoundError,
+    SegstoreError,
+)
+from segstore.records import CREATE_TIME, Message
+from segstore.store import AppendResult, Problem, Store
+
+from .commitlog import END_FILE_MIN_BLANK_LENGTH, CommitLog
+from .config import SCHEDULE_TOPIC, BrokerConfig, validate_topic
+from .consumequeue import CQ_DTYPE, ConsumeQueue, parse_file_name
+from .indexfile import IndexRequest, IndexService
+from .javacompat import hashmap_order, string_hash
+from .message import (
+    KEY_SEPARATOR,
+    MESSAGE_MAGIC,
+    PROPERTY_DELAY,
+    PROPERTY_KEYS,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_TAGS,
+    PROPERTY_UNIQ_KEY,
+    SYSFLAG_HOST_MASK,
+    SYSFLAG_TRANSACTION_COMMIT,
+    SYSFLAG_TRANSACTION_MASK,
+    SYSFLAG_TRANSACTION_PREPARED,
+    SYSFLAG_TRANSACTION_ROLLBACK,
+    Host,
+    RocketMQMessage,
+    body_crc,
+    encode_parts,
+    encode_properties,
+    encode_topic,
+    encoded_size,
+    host_flags,
+    msg_id,
+)
+
+COMMITLOG_DIR = "commitlog"
+CONSUMEQUEUE_DIR = "consumequeue"
+INDEX_DIR = "index"
+LOCK_FILE = "lock"
+LOCK_CONTENT = b"lock"
+
+#: Fields an append dict may carry (besides the common Message names).
+APPEND_FIELDS = frozenset({
+    "topic", "queue_id", "body", "tags", "keys", "properties", "flag", "born_timestamp", "born_host",
+    "store_host", "store_timestamp", "sys_flag", "delay_level", "reconsume_times",
+    "prepared_transaction_offset",
+})
+_COMMON_FIELDS = frozenset({"partition", "value", "key", "headers", "offset", "timestamp", "timestamp_type"})
+#: The keys of a ``dump --json`` object, in order.
+JSON_KEYS = ("topic", "queue_id", "queue_offset", "physical_offset", "size", "body_crc", "flag", "sys_flag",
+             "born_timestamp", "born_host", "store_timestamp", "store_host", "reconsume_times",
+             "prepared_transaction_offset", "body", "properties", "tags", "keys", "tags_code", "msg_id")
+_BODY_PREVIEW = 40
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _text(value: Any, what: str) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    if not isinstance(value, str):
+        raise InvalidMessageError(f"expected {what} as a string, found {type(value).__name__}")
+    return value
+
+
+def _bytes(value: Any) -> bytes:
+    if value is None:
+        return b""
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    return bytes(value)
+
+
+def has_queue_entry(sys_flag: int) -> bool:
+    """Whether the broker writes a consume-queue entry (not for prepared/rollback transactions)."""
+    return sys_flag & SYSFLAG_TRANSACTION_MASK not in (SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK)
+
+
+class RocketMQStore(Store):
+    """A RocketMQ store directory opened for reading (``"r"``) or appending (``"a"``).
+
+    :param config: broker config names to values (see :class:`BrokerConfig`).
+    :param clock: milliseconds since the epoch for store timestamps (default: the wall clock).
+    """
+
+    format = "rocketmq"
+
+    def __init__(self, path: str, mode: str = "r", config: Mapping[str, Any] | BrokerConfig | None = None,
+                 *, clock: Any = None) -> None:
+        super().__init__(os.fspath(path), mode)
+        self.config = config if isinstance(config, BrokerConfig) else BrokerConfig.from_mapping(config)
+        self._clock = clock or _now_ms
+        self._store_host = Host.parse(self.config.storeHost)
+        self._delays = self.config.delay_levels_ms
+        writable = mode == "a"
+        self._lock = files.WriterLock(os.path.join(self.path, LOCK_FILE), LOCK_CONTENT) if writable else None
+        if not writable and not files.is_dir(os.path.join(self.path, COMMITLOG_DIR)):
+            raise NotFoundError("expected a RocketMQ store with a commitlog/ directory, found none", self.path)
+        self.commitlog: CommitLog | None = None
+        self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self.index: IndexService | None = None
+        try:
+            if writable:
+                files.make_dirs(self.path)
+                self._lock.acquire()
+            self.commitlog = CommitLog(os.path.join(self.path, COMMITLOG_DIR),
+                                       self.config.mappedFileSizeCommitLog, writable=writable)
+            self._load_queues(writable)
+            self._next_offsets = {key: cq.max_offset for key, cq in self.queues.items()}
+            start = max((cq.max_physical_end for cq in self.queues.values()), default=self.commitlog.min_offset)
+            self.commitlog.set_end(self.commitlog.find_end(max(start, self.commitlog.min_offset)))
+            if writable and self.config.messageIndexEnable:
+                self.index = IndexService(os.path.join(self.path, INDEX_DIR), self.config.maxHashSlotNum,
+                                          self.config.maxIndexNum, writable=True)
+                self.index.load()
+        except BaseException:
+            self._release()
+            raise
+
+    def _load_queues(self, writable: bool) -> None:
+        root = os.path.join(self.path, CONSUMEQUEUE_DIR)
+        for topic in files.list_dir(root):
+            for qname in files.list_dir(os.path.join(root, topic)):
+                directory = os.path.join(root, topic, qname)
+                if not qname.isdigit():
+                    raise CorruptDataError(f"expected queue directories named by queue id, found {qname!r}",
+                                           directory)
+                self.queues[(topic, int(qname))] = ConsumeQueue(
+                    directory, topic, int(qname), self.config.consume_queue_file_size, writable=writable)
+
+    def _queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        cq = self.queues.get((topic, queue_id))
+        if cq is None:
+            cq = ConsumeQueue(os.path.join(self.path, CONSUMEQUEUE_DIR, topic, str(queue_id)), topic, queue_id,
+                              self.config.consume_queue_file_size, writable=True)
+            self.queues[(topic, queue_id)] = cq
+        return cq
+
+    # -- lifecycle -----------------------------------------------------------
+    def _release(self) -> None:
+        if self.index is not None:
+            self.index.close()
+            self.index = None
+        for cq in self.queues.values():
+            cq.close()
+        self.queues = {}
+        if self.commitlog is not None:
+            self.commitlog.close()
+            self.commitlog = None
+        if self._lock is not None:
+            self._lock.release()
+
+    def abandon(self) -> None:
+        """Release everything as a killed process would: no flush, preallocated files left."""
+        if self._closed:
+            return
+        if self.commitlog is not None:
+            self.commitlog.abandon()
+        self._release()
+        super().close()
+
+    def flush(self) -> None:
+        self._check_open()
+        if self.mode != "a":
+            return
+        self.commitlog.flush()
+        for cq in self.queues.values():
+            cq.flush()
+        if self.index is not None:
+            self.index.flush()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        try:
+            if self.mode == "a":
+                self.flush()
+        finally:
+            self._release()
+            super().close()
+
+    # -- appending -----------------------------------------------------------
+    def _build(self, item: Message | Mapping[str, Any], now: int) -> RocketMQMessage:
+        """The message the broker would store for an append item (before offsets)."""
+        if isinstance(item, Message):
+            fields: dict[str, Any] = {"topic": item.topic, "queue_id": item.partition, "body": item.value}
+            if item.key is not None:
+                fields["keys"] = [_text(item.key, "a key")]
+            if item.headers:
+                fields["properties"] = {k: _text(v or b"", "a header value") for k, v in item.headers}
+            if item.timestamp >= 0:
+                fields["born_timestamp"] = item.timestamp
+        else:
+            unknown = set(item) - APPEND_FIELDS - _COMMON_FIELDS
+            if unknown:
+                raise InvalidMessageError(f"expected RocketMQ message fields {sorted(APPEND_FIELDS)}, "
+                                          f"found {sorted(unknown)}")
+            fields = dict(item)
+            if "partition" in fields:
+                fields.setdefault("queue_id", fields.pop("partition"))
+            if "value" in fields:
+                fields.setdefault("body", fields.pop("value"))
+            if "key" in fields:
+                key = fields.pop("key")
+                if key is not None:
+                    fields.setdefault("keys", [_text(key, "a key")])
+            if "headers" in fields:
+                headers = fields.pop("headers") or []
+                fields.setdefault("properties", {k: _text(v or b"", "a header value") for k, v in headers})
+            if "timestamp" in fields:
+                stamp = fields.pop("timestamp")
+                if stamp is not None and stamp >= 0:
+                    fields.setdefault("born_timestamp", stamp)
+            fields.pop("offset", None)
+            fields.pop("timestamp_type", None)
+        topic = validate_topic(fields.get("topic"))
+        queue_id = int(fields.get("queue_id") or 0)
+        if queue_id < 0:
+            raise InvalidMessageError(f"expected a queue id >= 0, found {queue_id}")
+        # The producer's map: TAGS, KEYS (Message constructor), user properties, in put order.
+        produced: dict[str, str] = {}
+        tags = fields.get("tags")
+        if tags:
+            produced[PROPERTY_TAGS] = _text(tags, "tags")
+        keys = fields.get("keys")
+        if keys:
+            keys = [keys] if isinstance(keys, str | bytes) else list(keys)
+            produced[PROPERTY_KEYS] = KEY_SEPARATOR.join(_text(k, "a key") for k in keys)
+        for name, value in (fields.get("properties") or {}).items():
+            produced[_text(name, "a property name")] = _text(value, "a property value")
+        delay = int(fields.get("delay_level") or 0)
+        if delay > 0:
+            produced[PROPERTY_DELAY] = str(delay)
+        elif PROPERTY_DELAY in produced:
+            delay = int(produced[PROPERTY_DELAY])
+        properties = {k: produced[k] for k in hashmap_order(produced)}
+        sys_flag = int(fields.get("sys_flag") or 0)
+        store_timestamp = fields.get("store_timestamp")
+        store_timestamp = now if store_timestamp is None else int(store_timestamp)
+        store_host = fields.get("store_host")
+        store_host = self._store_host if store_host is None else (
+            store_host if isinstance(store_host, Host) else Host.parse(store_host))
+        born_host = fields.get("born_host")
+        born_host = store_host if born_host is None else (
+            born_host if isinstance(born_host, Host) else Host.parse(born_host))
+        born_timestamp = fields.get("born_timestamp")
+        msg = RocketMQMessage(
+            topic=topic, queue_id=queue_id, body=_bytes(fields.get("body")), properties=properties,
+            flag=int(fields.get("flag") or 0), sys_flag=sys_flag,
+            born_timestamp=store_timestamp if born_timestamp is None else int(born_timestamp),
+            born_host=born_host, store_timestamp=store_timestamp, store_host=store_host,
+            reconsume_times=int(fields.get("reconsume_times") or 0),
+            prepared_transaction_offset=int(fields.get("prepared_transaction_offset") or 0))
+        transaction = sys_flag & SYSFLAG_TRANSACTION_MASK
+        if delay > 0 and transaction in (0, SYSFLAG_TRANSACTION_COMMIT):
+            self._schedule(msg, delay)
+        return msg
+
+    def _schedule(self, msg: RocketMQMessage, level: int) -> None:
+        """Move a delay message to ``SCHEDULE_TOPIC_XXXX``, queue ``level - 1`` (the broker's rewrite)."""
+        level = min(level, len(self._delays))
+        msg.properties[PROPERTY_DELAY] = str(level)
+        msg.properties[PROPERTY_REAL_TOPIC] = msg.topic
+        msg.properties[PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
+        msg.properties = {k: msg.properties[k] for k in hashmap_order(msg.properties)}
+        msg.topic = SCHEDULE_TOPIC
+        msg.queue_id = level - 1
+
+    def tags_code(self, msg: RocketMQMessage) -> int:
+        """The consume-queue tags code the broker computes for ``msg``.
+
+        Delay messages (in ``SCHEDULE_TOPIC_XXXX`` with a ``DELAY`` level): the
+        delivery time, store time + that level's delay; otherwise the TAGS hash (0 without).
+        """
+        if msg.topic == SCHEDULE_TOPIC and has_queue_entry(msg.sys_flag):
+            level = msg.properties.get(PROPERTY_DELAY)
+            if level is not None and level.isdigit() and int(level) > 0:
+                index = min(int(level), len(self._delays)) - 1
+                return msg.store_timestamp + self._delays[index]
+        tags = msg.tags
+        return string_hash(tags) if tags else 0
+
+    def append_batch(self, messages: Iterable[Message | Mapping[str, Any]]) -> list[AppendResult]:
+        """Append messages in order: one commitlog write per file touched, one array per queue.
+
+        Every message is validated and encoded before the first byte is written, so
+        a rejected batch writes nothing.
+
+        :raises InvalidTopicError: a topic the broker refuses.
+        :raises MessageTooLargeError: a message above ``maxMessageSize`` (or a commitlog file).
+        :raises InvalidMessageError: a field the format cannot carry.
+        """
+        self._check_writable()
+        now = self._clock()
+        built = [self._build(item, now) for item in messages]
+        if not built:
+            return []
+        limit = min(self.config.maxMessageSize, self.config.mappedFileSizeCommitLog - END_FILE_MIN_BLANK_LENGTH)
+        encoded = []
+        sizes = []
+        for msg in built:
+            topic_field = encode_topic(msg.topic, MESSAGE_MAGIC)
+            properties = encode_properties(msg.properties)
+            msg.sys_flag = (msg.sys_flag & ~SYSFLAG_HOST_MASK) | host_flags(msg.born_host, msg.store_host)
+            msg.size = encoded_size(len(msg.body), len(topic_field), len(properties), msg.sys_flag)
+            if msg.size > limit:
+                raise MessageTooLargeError(f"expected a message of at most {limit} bytes (maxMessageSize "
+                                           f"{self.config.maxMessageSize}), found {msg.size}",
+                                           os.path.join(self.path, COMMITLOG_DIR), self.commitlog.end)
+            msg.body_crc = body_crc(msg.body)
+            encoded.append((topic_field, properties))
+            sizes.append(msg.size)
+        start = self.commitlog.end
+        placement = self.commitlog.place(sizes)
+        chunks = []
+        cq_rows: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
+        results = []
+        next_offsets = self._next_offsets
+        for msg, (topic_field, properties), phys in zip(built, encoded, placement.offsets, strict=True):
+            key = (msg.topic, msg.queue_id)
+            msg.physical_offset = phys
+            if has_queue_entry(msg.sys_flag):
+                msg.queue_offset = next_offsets.get(key, 0)
+                next_offsets[key] = msg.queue_offset + 1
+                cq_rows.setdefault(key, []).append((phys, msg.size, self.tags_code(msg)))
+            else:
+                msg.queue_offset = 0
+            chunks.append(b"".join(encode_parts(msg, topic_field, properties, msg.body_crc)))
+            results.append(AppendResult(msg.topic, msg.queue_id, msg.queue_offset, phys, msg.size,
+                                        {"msg_id": msg_id(msg.store_host, phys),
+                                         "store_timestamp": msg.store_timestamp}))
+        self.commitlog.write_batch(start, chunks, placement.offsets, placement.blanks, sizes)
+        for key, rows in cq_rows.items():
+            self._queue(*key).append_array(np.array(rows, dtype=CQ_DTYPE))
+        if self.index is not None:
+            self.index.put_batch([
+                IndexRequest(m.topic, m.physical_offset, m.store_timestamp, m.properties.get(PROPERTY_UNIQ_KEY),
+                             m.properties.get(PROPERTY_KEYS), m.sys_flag) for m in built])
+        if self.config.flushDiskType == "SYNC_FLUSH":
+            self.flush()
+        return results
+
+    # -- reading -------------------------------------------------------------
+    def scan(self) -> Iterator[RocketMQMessage]:
+        """Every commitlog message in physical order (transactions included), BLANKs skipped."""
+        self._check_open()
+        for _, record in self.commitlog.walk():
+            if isinstance(record, RocketMQMessage):
+                yield record
+
+    def message_at(self, physical_offset: int) -> RocketMQMessage:
+        """The message at a commitlog offset."""
+        self._check_open()
+        return self.commitlog.read(physical_offset)
+
+    def read(self, topic: str, partition: int, offset: int = 0, count: int | None = None, *,
+             tag: str | None = None) -> Iterator[RocketMQMessage]:
+        """Messages of one queue from ``offset`` through its consume queue.
+
+        With ``tag``, only messages whose TAGS equal it: the entry's tags code is
+        compared first (no commitlog read for others), then the real tag.
+        ``count`` bounds the messages returned.
+        """
+        self._check_open()
+        cq = self.queues.get((topic, partition))
+        if cq is None:
+            raise NotFoundError(f"expected a consume queue for {topic}/{partition}, found none", self.path)
+        rows = cq.entries(offset)
+        if tag is not None:
+            keep = np.flatnonzero(rows["tags_code"] == string_hash(tag))
+        else:
+            keep = np.arange(len(rows) if count is None else min(count, len(rows)))
+        returned = 0
+        for i in keep.tolist():
+            if count is not None and returned >= count:
+                return
+            phys, size = int(rows["offset"][i]), int(rows["size"][i])
+            msg = self.commitlog.read(phys)
+            if msg.size != size:
+                raise CorruptDataError(f"expected a message of {size} bytes (consume queue "
+                                       f"{topic}/{partition} offset {offset + i}), found {msg.size}",
+                                       self.commitlog.file_for(phys).path, phys % self.commitlog.file_size)
+            if tag is not None and msg.tags != tag:
+                continue
+            returned += 1
+            yield msg
+
+    def topics(self) -> list[str]:
+        self._check_open()
+        return sorted({topic for topic, _ in self.queues})
+
+    def partitions(self, topic: str) -> list[int]:
+        self._check_open()
+        return sorted(qid for t, qid in self.queues if t == topic)
+
+    def offset_range(self, topic: str, partition: int) -> tuple[int, int]:
+        self._check_open()
+        cq = self.queues.get((topic, partition))
+        if cq is None:
+            raise NotFoundError(f"expected a consume queue for {topic}/{partition}, found none", self.path)
+        return cq.min_offset, cq.max_offset
+
+    def offset_for_time(self, topic: str, partition: int, timestamp: int) -> int | None:
+        """The first queue offset stored at or after ``timestamp`` (None: every message is older)."""
+        from .query import offset_in_queue_by_time
+
+        start, end = self.offset_range(topic, partition)
+        cq = self.queues[(topic, partition)]
+
+        def store_time_at(offset: int) -> int | None:
+            rows = cq.entries(offset, 1)
+            return self.commitlog.read(int(rows["offset"][0])).store_timestamp if len(rows) else None
+
+        found = offset_in_queue_by_time(start, end, store_time_at, timestamp)
+        return None if found >= end else found
+
+    def segment_infos(self, topic: str, partition: int) -> list[dict[str, Any]]:
+        """The consume-queue files of a queue: ``start_offset``, ``end_offset``, ``bytes``
+        (the sum of the message sizes they point at) and ``path``, for split planning."""
+        self._check_open()
+        cq = self.queues.get((topic, partition))
+        if cq is None:
+            raise NotFoundError(f"expected a consume queue for {topic}/{partition}, found none", self.path)
+        return [{"start_offset": seg.first_offset, "end_offset": seg.first_offset + len(seg),
+                 "bytes": int(seg.entries["size"].sum(dtype=np.int64)), "path": seg.file.path}
+                for seg in cq.segment_files()]
+
+    # -- records ------------------------------------------------------------
+    def to_common(self, record: RocketMQMessage) -> Message:
+        keys = record.properties.get(PROPERTY_KEYS)
+        return Message(topic=record.topic, value=record.body, key=keys.encode("utf-8") if keys else None,
+                       partition=record.queue_id, offset=record.queue_offset, timestamp=record.born_timestamp,
+                       headers=[(k, v.encode("utf-8")) for k, v in record.properties.items()],
+                       timestamp_type=CREATE_TIME)
+
+    def to_json(self, record: RocketMQMessage) -> dict[str, Any]:
+        return {
+            "topic": record.topic, "queue_id": record.queue_id, "queue_offset": record.queue_offset,
+            "physical_offset": record.physical_offset, "size": record.size, "body_crc": record.body_crc,
+            "flag": record.flag, "sys_flag": record.sys_flag, "born_timestamp": record.born_timestamp,
+            "born_host": str(record.born_host), "store_timestamp": record.store_timestamp,
+            "store_host": str(record.store_host), "reconsume_times": record.reconsume_times,
+            "prepared_transaction_offset": record.prepared_transaction_offset,
+            "body": base64.b64encode(record.body).decode("ascii"), "properties": dict(record.properties),
+            "tags": record.tags, "keys": record.keys, "tags_code": self.tags_code(record),
+            "msg_id": record.msg_id,
+        }
+
+    def dump(self, out: TextIO, *, json: bool = False, topic: str | None = None,
+             partition: int | None = None, **options: Any) -> None:
+        """One line per message in commitlog order (``json``: one :data:`JSON_KEYS` object a line)."""
+        import json as jsonlib
+
+        for msg in self.scan():
+            if (topic is not None and msg.topic != topic) or (partition is not None and msg.queue_id != partition):
+                continue
+            if json:
+                out.write(jsonlib.dumps(self.to_json(msg), ensure_ascii=False) + "\n")
+                continue
+            preview = msg.body[:_BODY_PREVIEW].decode("utf-8", "replace")
+            more = "..." if len(msg.body) > _BODY_PREVIEW else ""
+            out.write(f"{msg.physical_offset:>12}  {msg.topic}/{msg.queue_id}@{msg.queue_offset}  "
+                      f"size={msg.size} born={msg.born_timestamp} stored={msg.store_timestamp} "
+                      f"keys={','.join(msg.keys) or '-'} tags={msg.tags or '-'} "
+                      f"body={preview!r}{more}\n")
+
+    # -- tooling -------------------------------------------------------------
+    def info(self) -> dict[str, Any]:
+        self._check_open()
+        queues = [{"topic": t, "queue_id": q, "min_offset": cq.min_offset, "max_offset": cq.max_offset,
+                   "files": len(cq.segment_files())} for (t, q), cq in sorted(self.queues.items())]
+        commitlog_files = [{"path": seg.path, "size": seg.file.size} for seg in self.commitlog.log.segments]
+        return {"format": self.format, "path": self.path, "topics": self.topics(), "queues": queues,
+                "commitlog": {"min_offset": self.commitlog.min_offset, "max_offset": self.commitlog.end,
+                              "files": commitlog_files},
+                "config": self.config.as_dict()}
+
+    def verify(self) -> list[Problem]:
+        """Walk the commitlog (CRC on) and check every consume-queue entry against it."""
+        self._check_open()
+        problems: list[Problem] = []
+        sizes: dict[int, tuple[str, int, int]] = {}
+        try:
+            for msg in self.scan():
+                sizes[msg.physical_offset] = (msg.topic, msg.queue_id, msg.size)
+        except SegstoreError as err:
+            problems.append(Problem(err.path or self.path, err.pos, err.message))
+        for (topic, qid), cq in sorted(self.queues.items()):
+            rows = cq.entries(cq.min_offset)
+            for i, (phys, size) in enumerate(zip(rows["offset"].tolist(), rows["size"].tolist(), strict=True)):
+                found = sizes.get(phys)
+                if found != (topic, qid, size):
+                    problems.append(Problem(cq.directory, (cq.min_offset + i) * CQ_DTYPE.itemsize,
+                                            f"expected a {topic}/{qid} message of {size} bytes at commitlog "
+                                            f"offset {phys}, found {found}"))
+        return problems
+
+
+def is_rocketmq_store(path: str) -> bool:
+    """A directory with ``commitlog/`` (files named by 20 digits) or ``consumequeue/``."""
+    commitlog = os.path.join(path, COMMITLOG_DIR)
+    if files.is_dir(commitlog):
+        try:
+            for name in files.list_dir(commitlog):
+                parse_file_name(commitlog, name)
+        except SegstoreError:
+            return False
+        return True
+    return files.is_dir(os.path.join(path, CONSUMEQUEUE_DIR))
