@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from segstore import files
-from segstore.errors import CorruptDataError, OffsetOutOfRangeError, WrongFormatError
+from segstore.errors import CorruptDataError, OffsetOutOfRangeError, TruncatedDataError, WrongFormatError
 from segstore.files import MappedFile
 from segstore.log import SegmentedLog
 
@@ -109,7 +109,10 @@ class CommitLog:
             base = parse_file_name(self.directory, name)
             path = os.path.join(self.directory, name)
             size = files.file_size(path)
-            if size != self.file_size:
+            if size < self.file_size:
+                raise TruncatedDataError(f"expected a commitlog file of {self.file_size} bytes "
+                                         f"(mappedFileSizeCommitLog), found {size}", path, size)
+            if size > self.file_size:
                 raise WrongFormatError(f"expected a commitlog file of {self.file_size} bytes "
                                        f"(mappedFileSizeCommitLog), found {size}", path)
             if base % self.file_size:

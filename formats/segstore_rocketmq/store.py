@@ -113,6 +113,28 @@ def has_queue_entry(sys_flag: int) -> bool:
     return sys_flag & SYSFLAG_TRANSACTION_MASK not in (SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK)
 
 
+def _sizes_on_disk(path: str) -> dict[str, int]:
+    """File sizes an existing store was written with, as config values.
+
+    A store opened without ``mappedFileSizeCommitLog``/``mappedFileSizeConsumeQueue``
+    takes them from its first commitlog and consume-queue files (the broker needs
+    them configured; a store directory carries them implicitly).
+    """
+    found: dict[str, int] = {}
+    commitlog = os.path.join(path, COMMITLOG_DIR)
+    names = files.list_dir(commitlog)
+    if names:
+        found["mappedFileSizeCommitLog"] = files.file_size(os.path.join(commitlog, names[0]))
+    root = os.path.join(path, CONSUMEQUEUE_DIR)
+    for topic in files.list_dir(root):
+        for qname in files.list_dir(os.path.join(root, topic)):
+            cq_names = files.list_dir(os.path.join(root, topic, qname))
+            if cq_names:
+                found["mappedFileSizeConsumeQueue"] = files.file_size(os.path.join(root, topic, qname, cq_names[0]))
+                return {k: v for k, v in found.items() if v > 0}
+    return {k: v for k, v in found.items() if v > 0}
+
+
 class RocketMQStore(Store):
     """A RocketMQ store directory opened for reading (``"r"``) or appending (``"a"``).
 
@@ -125,7 +147,9 @@ class RocketMQStore(Store):
     def __init__(self, path: str, mode: str = "r", config: Mapping[str, Any] | BrokerConfig | None = None,
                  *, clock: Any = None) -> None:
         super().__init__(os.fspath(path), mode)
-        self.config = config if isinstance(config, BrokerConfig) else BrokerConfig.from_mapping(config)
+        if not isinstance(config, BrokerConfig):
+            config = BrokerConfig.from_mapping({**_sizes_on_disk(self.path), **(config or {})})
+        self.config = config
         self._clock = clock or _now_ms
         self._store_host = Host.parse(self.config.storeHost)
         self._delays = self.config.delay_levels_ms
