@@ -117,7 +117,7 @@ def segment_bases(path: str) -> list[int]:
     return sorted(int(m["base"]) for m in map(SEGMENT_LOG.match, files.list_dir(path)) if m)
 
 
-def _now_ms() -> int:
+def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
@@ -142,7 +142,7 @@ class Partition:
     """
 
     def __init__(self, path: str, config: KafkaConfig, *, writable: bool = False,
-                 clock: Callable[[], int] = _now_ms) -> None:
+                 clock: Callable[[], int] = now_ms) -> None:
         self.path = path
         self.topic, self.partition = parse_partition_dir(path)
         self.config = config

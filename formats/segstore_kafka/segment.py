@@ -139,7 +139,7 @@ class LogSegment:
 
     def _open_index(self, cls: type, suffix: str, create: bool) -> OffsetIndex | TimeIndex:
         path = self._path(suffix)
-        if not files.exists(path):
+        if not create and not files.exists(path):
             self.missing_indexes.append(path)
             if not self.writable:
                 # Reading never writes: an empty in-memory stand-in until recovery rebuilds it.

@@ -1,0 +1,96 @@
+"""A Kafka log directory: partition directories ``TOPIC-N/`` plus the log-dir checkpoint files.
+
+``recovery-point-offset-checkpoint`` holds, per partition, the offset below which
+everything was flushed; ``log-start-offset-checkpoint`` the log start offset
+(moved by retention).  Both are written at flush and clean close.  A partition
+found on disk is opened; one appended to for the first time is created.
+
+Thread-safety: not thread-safe; the owning store serialises calls.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from segstore import files
+
+from .checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, read_offsets, write_offsets
+from .partition import PARTITION_DIR, KafkaConfig, Partition, now_ms, segment_bases
+
+
+def is_partition_dir(path: str) -> bool:
+    """True for a directory holding ``%020d.log`` files (or a new, empty one named ``TOPIC-N``)."""
+    if segment_bases(path):
+        return True
+    name = os.path.basename(os.path.normpath(path))
+    return PARTITION_DIR.match(name) is not None and not any(
+        files.is_dir(os.path.join(path, entry)) for entry in files.list_dir(path))
+
+
+def partition_dirs(path: str) -> list[str]:
+    """Names of the partition directories under a log directory, sorted."""
+    return [name for name in files.list_dir(path)
+            if PARTITION_DIR.match(name) and files.is_dir(os.path.join(path, name))
+            and segment_bases(os.path.join(path, name))]
+
+
+class LogDir:
+    """The partitions of one log directory and its checkpoint files."""
+
+    def __init__(self, path: str, config: KafkaConfig, *, writable: bool = False,
+                 clock: Callable[[], int] = now_ms) -> None:
+        self.path = path
+        self.config = config
+        self.writable = writable
+        self.clock = clock
+        if writable:
+            files.make_dirs(path)
+        self.recovery_points = read_offsets(os.path.join(path, RECOVERY_POINT_CHECKPOINT))
+        start_offsets = read_offsets(os.path.join(path, LOG_START_OFFSET_CHECKPOINT))
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        try:
+            for name in partition_dirs(path):
+                part = Partition(os.path.join(path, name), config, writable=writable, clock=clock)
+                key = (part.topic, part.partition)
+                part.log_start_offset = max(part.log_start_offset, start_offsets.get(key, 0))
+                self.partitions[key] = part
+        except BaseException:
+            for part in self.partitions.values():
+                part.abandon()
+            raise
+
+    def partition(self, topic: str, partition: int, *, create: bool = False) -> Partition | None:
+        """The partition, created (writable stores only) when ``create``."""
+        part = self.partitions.get((topic, partition))
+        if part is None and create:
+            part = Partition(os.path.join(self.path, f"{topic}-{partition}"), self.config,
+                             writable=True, clock=self.clock)
+            self.partitions[(topic, partition)] = part
+        return part
+
+    def write_checkpoints(self) -> None:
+        """Write both checkpoint files from the partitions' current state."""
+        for key, part in self.partitions.items():
+            self.recovery_points[key] = part.next_offset
+        write_offsets(os.path.join(self.path, RECOVERY_POINT_CHECKPOINT), self.recovery_points)
+        write_offsets(os.path.join(self.path, LOG_START_OFFSET_CHECKPOINT),
+                      {key: part.log_start_offset for key, part in self.partitions.items()})
+
+    def flush(self) -> None:
+        for part in self.partitions.values():
+            part.flush()
+        if self.writable:
+            self.write_checkpoints()
+
+    def close(self) -> None:
+        for part in self.partitions.values():
+            part.flush()
+        if self.writable:
+            self.write_checkpoints()
+        for part in self.partitions.values():
+            part.close()
+
+    def abandon(self) -> None:
+        for part in self.partitions.values():
+            part.abandon()

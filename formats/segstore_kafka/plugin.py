@@ -1,0 +1,35 @@
+"""The ``kafka`` format plugin: Kafka partition directories and log directories."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from segstore import files
+from segstore.plugin import FormatPlugin
+
+from .logdir import partition_dirs
+from .partition import KafkaConfig, segment_bases
+from .store import KafkaStore
+
+
+class KafkaFormat(FormatPlugin):
+    """Apache Kafka partition directories (``TOPIC-N/%020d.log`` + indexes) and log directories of them."""
+
+    name = "kafka"
+    description = "Apache Kafka partition directories and log directories (RecordBatch v2, v0/v1 read)"
+
+    def detect(self, path: str) -> bool:
+        """A directory with ``%020d.log`` files, or a directory of ``TOPIC-N`` directories holding them."""
+        path = os.fspath(path)
+        if not files.is_dir(path):
+            return False
+        return bool(segment_bases(path)) or bool(partition_dirs(path))
+
+    def open(self, path: str, mode: str = "r", **config: Any) -> KafkaStore:
+        return KafkaStore(os.fspath(path), mode, KafkaConfig.from_mapping(config))
+
+    def write_spec(self, path: str, spec: dict[str, Any], config: dict[str, Any]) -> None:
+        from .spec import write_spec
+
+        write_spec(os.fspath(path), spec, config)

@@ -1,0 +1,354 @@
+"""``KafkaStore``: the segstore store API over one partition directory or a whole log directory.
+
+A path holding ``%020d.log`` files (or a new empty directory named ``TOPIC-N``)
+is one partition; any other directory is a log directory of ``TOPIC-N/``
+partitions.  Appends write one RecordBatch per call per partition.  Reads yield
+:class:`KafkaRecord` views that keep their batch reachable, so ``to_json`` and
+the dump can show the batch fields.
+
+Thread-safety: not thread-safe (see :class:`segstore.store.Store`).
+"""
+
+from __future__ import annotations
+
+import base64
+import json as jsonlib
+import os
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from segstore import files
+from segstore.errors import InvalidTopicError, NotFoundError
+from segstore.files import WriterLock
+from segstore.records import Message
+from segstore.store import AppendResult, Problem, QueryRequest, Store
+
+from . import batch as codec
+from .logdir import LogDir, is_partition_dir
+from .partition import KafkaConfig, Partition, now_ms
+
+LOCK_FILE = ".lock"
+DUMP_JSON_KEYS = ("topic", "partition", "offset", "timestamp", "timestamp_type", "key", "value", "headers", "batch")
+
+
+def _b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(bytes(data)).decode("ascii")
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaRecord:
+    """One record with its batch, topic and partition."""
+
+    topic: str
+    partition: int
+    batch: codec.RecordBatch
+    record: codec.Record
+
+    @property
+    def offset(self) -> int:
+        return self.record.offset
+
+    @property
+    def timestamp(self) -> int:
+        return self.record.timestamp
+
+    @property
+    def key(self) -> bytes | None:
+        return self.record.key
+
+    @property
+    def value(self) -> bytes | None:
+        return self.record.value
+
+    @property
+    def headers(self) -> list[tuple[str, bytes | None]]:
+        return list(self.record.headers)
+
+
+def batch_json(batch: codec.RecordBatch) -> dict[str, Any]:
+    """The ``batch`` object of a ``dump --json`` line."""
+    return {"base_offset": batch.base_offset, "last_offset": batch.last_offset, "position": batch.position,
+            "size": batch.size, "crc": batch.crc, "compression": batch.compression, "magic": batch.magic,
+            "producer_id": batch.producer_id, "producer_epoch": batch.producer_epoch,
+            "base_sequence": batch.base_sequence, "partition_leader_epoch": batch.partition_leader_epoch,
+            "is_transactional": batch.is_transactional, "is_control": batch.is_control,
+            "max_timestamp": batch.max_timestamp}
+
+
+def batch_line(batch: codec.RecordBatch) -> str:
+    """A ``kafka-dump-log`` style batch line."""
+    count = batch.record_count
+    return (f"baseOffset: {batch.base_offset} lastOffset: {batch.last_offset} count: {count} "
+            f"baseSequence: {batch.base_sequence} producerId: {batch.producer_id} "
+            f"producerEpoch: {batch.producer_epoch} partitionLeaderEpoch: {batch.partition_leader_epoch} "
+            f"isTransactional: {str(batch.is_transactional).lower()} "
+            f"isControl: {str(batch.is_control).lower()} position: {batch.position} "
+            f"{batch.timestamp_type}: {batch.max_timestamp} size: {batch.size} magic: {batch.magic} "
+            f"compresscodec: {batch.compression} crc: {batch.crc} isvalid: true")
+
+
+def record_line(batch: codec.RecordBatch, record: codec.Record) -> str:
+    """A ``kafka-dump-log`` style record line."""
+    key_size = -1 if record.key is None else len(record.key)
+    value_size = -1 if record.value is None else len(record.value)
+    names = ", ".join(name for name, _ in record.headers)
+    line = (f"| offset: {record.offset} {batch.timestamp_type}: {record.timestamp} keySize: {key_size} "
+            f"valueSize: {value_size} headerKeys: [{names}]")
+    if batch.is_control:
+        line += f" endTxnMarker: {batch.control_type()}"
+    return line
+
+
+class KafkaStore(Store):
+    """A Kafka partition directory or log directory opened for reading (``"r"``) or appending (``"a"``)."""
+
+    format = "kafka"
+
+    def __init__(self, path: str, mode: str = "r", config: KafkaConfig | None = None, *,
+                 clock: Callable[[], int] = now_ms) -> None:
+        super().__init__(path, mode)
+        self.config = config or KafkaConfig()
+        writable = mode == "a"
+        if not writable and not files.is_dir(path):
+            raise NotFoundError("expected a Kafka partition or log directory, found nothing", path)
+        self.single = is_partition_dir(path)
+        self._lock: WriterLock | None = None
+        if writable:
+            files.make_dirs(path)
+            self._lock = WriterLock(os.path.join(path, LOCK_FILE))
+            self._lock.acquire()
+        try:
+            if self.single:
+                self._part: Partition | None = Partition(path, self.config, writable=writable, clock=clock)
+                self._dir: LogDir | None = None
+            else:
+                self._part = None
+                self._dir = LogDir(path, self.config, writable=writable, clock=clock)
+        except BaseException:
+            if self._lock is not None:
+                self._lock.release()
+            raise
+
+    # -- partitions ---------------------------------------------------------------
+    def _partitions(self) -> dict[tuple[str, int], Partition]:
+        if self._part is not None:
+            return {(self._part.topic, self._part.partition): self._part}
+        return dict(sorted(self._dir.partitions.items()))
+
+    def partition_of(self, topic: str, partition: int, *, create: bool = False) -> Partition:
+        """The :class:`Partition` for ``(topic, partition)``.
+
+        :raises NotFoundError: no such partition (and not ``create``).
+        :raises InvalidTopicError: a partition directory store asked for another partition.
+        """
+        if self._part is not None:
+            if (topic, partition) != (self._part.topic, self._part.partition):
+                raise InvalidTopicError(f"expected {self._part.topic}-{self._part.partition} (this directory's "
+                                        f"partition), found {topic}-{partition}", self.path)
+            return self._part
+        part = self._dir.partition(topic, partition, create=create and self.mode == "a")
+        if part is None:
+            raise NotFoundError(f"expected a partition {topic}-{partition}, found none", self.path)
+        return part
+
+    @property
+    def partition(self) -> Partition:
+        """The one partition of a partition-directory store."""
+        if self._part is None:
+            raise InvalidTopicError("expected a partition directory, found a log directory", self.path)
+        return self._part
+
+    # -- writing ------------------------------------------------------------------
+    def append_batch(self, messages: Iterable[Message | dict]) -> list[AppendResult]:
+        """One RecordBatch per partition touched, in first-seen order; results in input order."""
+        self._check_writable()
+        msgs = [Message.coerce(m) for m in messages]
+        groups: dict[tuple[str, int], list[int]] = {}
+        for i, m in enumerate(msgs):
+            groups.setdefault((m.topic, m.partition), []).append(i)
+        results: list[AppendResult | None] = [None] * len(msgs)
+        for (topic, partition), indices in groups.items():
+            part = self.partition_of(topic, partition, create=True)
+            now = part.clock()
+            records = [(m.key, m.value, m.timestamp if m.timestamp >= 0 else now, m.headers)
+                       for m in (msgs[i] for i in indices)]
+            done = part.append_records(records, now_ms=now)
+            for n, i in enumerate(indices):
+                results[i] = AppendResult(topic, partition, done.base_offset + n, done.position, done.size,
+                                          {"segment": done.segment})
+            part.apply_retention()
+        return [r for r in results if r is not None]
+
+    # -- reading ------------------------------------------------------------------
+    def _records(self, part: Partition, start: int | None) -> Iterator[KafkaRecord]:
+        for batch in part.batches(start):
+            for record in batch.records():
+                if start is None or record.offset >= start:
+                    yield KafkaRecord(part.topic, part.partition, batch, record)
+
+    def scan(self) -> Iterator[KafkaRecord]:
+        self._check_open()
+        for part in self._partitions().values():
+            yield from self._records(part, None)
+
+    def read(self, topic: str, partition: int, offset: int = 0, count: int | None = None) -> Iterator[KafkaRecord]:
+        self._check_open()
+        part = self.partition_of(topic, partition)
+        for n, record in enumerate(self._records(part, max(offset, part.log_start_offset))):
+            if count is not None and n >= count:
+                return
+            yield record
+
+    def topics(self) -> list[str]:
+        return sorted({t for t, _ in self._partitions()})
+
+    def partitions(self, topic: str) -> list[int]:
+        return sorted(p for t, p in self._partitions() if t == topic)
+
+    def offset_range(self, topic: str, partition: int) -> tuple[int, int]:
+        part = self.partition_of(topic, partition)
+        return part.log_start_offset, part.next_offset
+
+    def offset_for_time(self, topic: str, partition: int, timestamp: int) -> int | None:
+        found = self.partition_of(topic, partition).offset_for_time(timestamp)
+        return None if found is None else found.offset
+
+    def segment_infos(self, topic: str, partition: int) -> list[dict[str, Any]]:
+        """Per segment ``{start_offset, end_offset, bytes, path}`` (end exclusive), for planners."""
+        part = self.partition_of(topic, partition)
+        segs = part.segments
+        out = []
+        for i, seg in enumerate(segs):
+            end = segs[i + 1].base if i + 1 < len(segs) else part.next_offset
+            out.append({"start_offset": seg.base, "end_offset": end, "bytes": seg.size, "path": seg.path})
+        return out
+
+    def to_common(self, record: KafkaRecord) -> Message:
+        return Message(topic=record.topic, partition=record.partition, offset=record.offset,
+                       timestamp=record.timestamp, key=record.key, value=record.value,
+                       headers=record.headers, timestamp_type=record.batch.timestamp_type)
+
+    def to_json(self, record: KafkaRecord) -> dict[str, Any]:
+        return {"topic": record.topic, "partition": record.partition, "offset": record.offset,
+                "timestamp": record.timestamp, "timestamp_type": record.batch.timestamp_type,
+                "key": _b64(record.key), "value": _b64(record.value),
+                "headers": [{"key": k, "value": _b64(v)} for k, v in record.headers],
+                "batch": batch_json(record.batch)}
+
+    # -- tooling ------------------------------------------------------------------
+    def info(self) -> dict[str, Any]:
+        self._check_open()
+        parts = []
+        for (topic, partition), part in self._partitions().items():
+            parts.append({"topic": topic, "partition": partition, "start_offset": part.log_start_offset,
+                          "end_offset": part.next_offset, "segments": len(part.segments),
+                          "bytes": sum(s.size for s in part.segments),
+                          "leader_epochs": [list(e) for e in part.epochs.entries]})
+        return {"format": self.format, "path": self.path,
+                "layout": "partition" if self.single else "log-dir", "partitions": parts}
+
+    def verify(self) -> list[Problem]:
+        self._check_open()
+        return [Problem(path, pos, message) for part in self._partitions().values()
+                for path, pos, message in part.verify()]
+
+    def recover(self) -> list[str]:
+        self._check_writable()
+        return [line for part in self._partitions().values() for line in part.recover()]
+
+    def dump(self, out: TextIO, *, json: bool = False, topic: str | None = None,
+             partition: int | None = None, **options: Any) -> None:
+        self._check_open()
+        for (t, p), part in self._partitions().items():
+            if (topic is not None and t != topic) or (partition is not None and p != partition):
+                continue
+            if json:
+                for record in self._records(part, None):
+                    out.write(jsonlib.dumps(self.to_json(record)) + "\n")
+                continue
+            for seg in part.segments:
+                out.write(f"Dumping {seg.path}\nLog starting offset: {seg.base}\n")
+                for batch in seg.batches():
+                    out.write(batch_line(batch) + "\n")
+                    for record in batch.records():
+                        out.write(record_line(batch, record) + "\n")
+                if options.get("index"):
+                    self._dump_indexes(seg, out)
+            if options.get("index"):
+                for path, pos, message in part.verify():
+                    out.write(f"{Problem(path, pos, message)}\n")
+
+    @staticmethod
+    def _dump_indexes(seg: Any, out: TextIO) -> None:
+        out.write(f"Dumping {seg.offset_index.path}\n")
+        for offset, position in seg.offset_index.pairs():
+            out.write(f"offset: {offset} position: {position}\n")
+        out.write(f"Dumping {seg.time_index.path}\n")
+        for timestamp, offset in seg.time_index.pairs():
+            out.write(f"timestamp: {timestamp} offset: {offset}\n")
+        for txn in seg.txn_index.all():
+            out.write(f"producerId: {txn.producer_id} firstOffset: {txn.first_offset} "
+                      f"lastOffset: {txn.last_offset} lastStableOffset: {txn.last_stable_offset}\n")
+
+    def query(self, request: QueryRequest, out: TextIO) -> int:
+        """``--offset N`` (the batch holding it, then ``--count`` records) or ``--timestamp MS``."""
+        self._check_open()
+        parts = self._partitions()
+        if request.topic is None and len(parts) == 1:
+            topic, partition = next(iter(parts))
+        else:
+            topic, partition = request.topic or "", request.partition if request.partition is not None else 0
+        part = self.partition_of(topic, partition)
+        offset = request.offset
+        if request.timestamp is not None:
+            found = part.offset_for_time(request.timestamp)
+            if found is None:
+                out.write(f"no record at or after timestamp {request.timestamp}\n")
+                return 1
+            offset = found.offset
+        if offset is None:
+            out.write("the kafka format answers --offset and --timestamp\n")
+            return 2
+        records = list(self.read(topic, partition, offset, request.count))
+        if not records:
+            out.write(f"no record at offset {offset}\n")
+            return 1
+        if not request.json:
+            out.write(batch_line(records[0].batch) + "\n")
+        for record in records:
+            out.write((jsonlib.dumps(self.to_json(record)) if request.json
+                       else record_line(record.batch, record.record)) + "\n")
+        return 0
+
+    # -- lifecycle ----------------------------------------------------------------
+    def flush(self) -> None:
+        self._check_open()
+        if self._part is not None:
+            self._part.flush()
+        else:
+            self._dir.flush()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        if self._part is not None:
+            if self.mode == "a":
+                self._part.flush()
+            self._part.close()
+        else:
+            self._dir.close()
+        if self._lock is not None:
+            self._lock.release()
+        super().close()
+
+    def abandon(self) -> None:
+        if self._closed:
+            return
+        if self._part is not None:
+            self._part.abandon()
+        else:
+            self._dir.abandon()
+        if self._lock is not None:
+            self._lock.release()
+        self._closed = True
