@@ -1,0 +1,674 @@
+"""Kafka RecordBatch (message format v2): decode, validate and encode, byte-compatible with Kafka.
+
+A Kafka ``.log`` file is a sequence of entries, each starting with an int64
+offset and an int32 length of the bytes that follow.  Magic 2 entries are record
+batches (``DefaultRecordBatch.java``)::
+
+    offset  size  field
+    0       8     baseOffset
+    8       4     length: bytes after this field (batch size - 12)
+    12      4     partitionLeaderEpoch
+    16      1     magic = 2
+    17      4     crc: CRC-32C (Castagnoli, unsigned) of bytes 21 .. end of batch
+    21      2     attributes: bits 0-2 codec, 3 LogAppendTime, 4 transactional,
+                  5 control, 6 baseTimestamp holds the delete horizon
+    23      4     lastOffsetDelta
+    27      8     baseTimestamp
+    35      8     maxTimestamp
+    43      8     producerId
+    51      2     producerEpoch
+    53      4     baseSequence
+    57      4     record count (never compressed)
+    61      ...   records, or one compressed stream of them
+
+Each record (``DefaultRecord.java``) is: varint length of the rest, int8
+attributes (unused, 0), varlong timestampDelta, varint offsetDelta, varint key
+length (-1 = null) and key, varint value length (-1 = null) and value, varint
+header count, then per header varint key length + UTF-8 key and varint value
+length (-1 = null) + value.  Control batches (transaction markers) hold one
+record whose key is int16 version + int16 type (0 ABORT, 1 COMMIT) and whose
+value is int16 version + int32 coordinator epoch.
+
+Magic 0 and 1 entries (legacy message sets) are read by :mod:`.legacy` and
+surface here as :class:`RecordBatch` objects with ``magic`` 0 or 1.
+
+The hot record loops run in the optional C extension ``segstore_kafka._speedups``
+when it is built; the pure-Python loops below give identical results and errors.
+Everything here is pure (buffers in, objects out, no file access) and
+thread-safe; a :class:`RecordBatch` holds a view of the buffer it came from and
+must not outlive the mapping of that buffer unless built from ``bytes``.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import crc32c
+
+from segstore.errors import CorruptDataError, InvalidMessageError, SegstoreError, TruncatedDataError
+
+from . import legacy
+from .compression import CODEC_MASK, COMPRESSION_NAMES, NONE, codec_id, compress, decompress
+from .varint import (
+    INT32_MAX,
+    INT32_MIN,
+    INT64_MAX,
+    INT64_MIN,
+    decode_varint,
+    decode_varlong,
+    encode_varint,
+    encode_varlong,
+)
+
+try:
+    from . import _speedups
+except ImportError:  # the C extension is optional; the pure-Python loops below are the reference
+    _speedups = None
+
+__all__ = [
+    "COMPRESSION_NAMES",
+    "HEADER",
+    "Record",
+    "RecordBatch",
+    "encode_batch",
+    "encode_control_batch",
+    "iter_batches",
+    "read_batch_header",
+    "parse_control_record",
+    "valid_prefix",
+]
+
+# ---------------------------------------------------------------------------------
+# Byte layouts
+
+HEADER = struct.Struct(
+    ">q"  # baseOffset => Int64
+    "i"   # length => Int32: bytes after this field
+    "i"   # partitionLeaderEpoch => Int32
+    "b"   # magic => Int8 (2)
+    "I"   # crc => Uint32: CRC-32C of attributes .. end of batch
+    "h"   # attributes => Int16
+    "i"   # lastOffsetDelta => Int32
+    "q"   # baseTimestamp => Int64
+    "q"   # maxTimestamp => Int64
+    "q"   # producerId => Int64
+    "h"   # producerEpoch => Int16
+    "i"   # baseSequence => Int32
+    "i"   # recordCount => Int32
+)
+assert HEADER.size == 61
+RECORD_BATCH_OVERHEAD = HEADER.size
+ENTRY_PREFIX = struct.Struct(">qi")          # every log entry: offset, length of what follows
+assert ENTRY_PREFIX.size == 12
+LOG_OVERHEAD = ENTRY_PREFIX.size
+MAGIC_OFFSET = struct.calcsize(">qii")       # 16, the same in every message format
+CRC_OFFSET = struct.calcsize(">qiib")        # 17
+ATTRIBUTES_OFFSET = struct.calcsize(">qiibI")  # 21: the CRC covers from here to the end
+HEADER_UP_TO_MAGIC = MAGIC_OFFSET + 1        # bytes needed to know which format follows
+MAGIC_FIELD = struct.Struct(">b")
+assert MAGIC_FIELD.size == 1
+CRC_FIELD = struct.Struct(">I")
+assert CRC_FIELD.size == 4
+
+CONTROL_KEY = struct.Struct(
+    ">h"  # version => Int16 (0)
+    "h"   # type => Int16: 0 ABORT, 1 COMMIT, ...
+)
+assert CONTROL_KEY.size == 4
+END_TXN_MARKER = struct.Struct(
+    ">h"  # version => Int16 (0)
+    "i"   # coordinatorEpoch => Int32
+)
+assert END_TXN_MARKER.size == 6
+
+MAGIC_V2 = 2
+TIMESTAMP_TYPE_FLAG = 0x08
+TRANSACTIONAL_FLAG = 0x10
+CONTROL_FLAG = 0x20
+DELETE_HORIZON_FLAG = 0x40
+
+CREATE_TIME = "CreateTime"
+LOG_APPEND_TIME = "LogAppendTime"
+NO_TIMESTAMP = -1
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+NO_PARTITION_LEADER_EPOCH = -1
+CONTROL_KEY_VERSION = 0
+END_TXN_MARKER_VERSION = 0
+CONTROL_TYPES = {
+    0: "ABORT",
+    1: "COMMIT",
+    2: "LEADER_CHANGE",
+    3: "SNAPSHOT_HEADER",
+    4: "SNAPSHOT_FOOTER",
+    5: "KRAFT_VERSION",
+    6: "KRAFT_VOTERS",
+}
+CONTROL_TYPE_IDS = {name: type_id for type_id, name in CONTROL_TYPES.items()}
+UNKNOWN_CONTROL_TYPE = "UNKNOWN"
+NULL_LENGTH = -1
+_INT16_MIN, _INT16_MAX = -(1 << 15), (1 << 15) - 1
+
+
+def increment_sequence(sequence: int, increment: int) -> int:
+    """``sequence + increment`` wrapping past int32 max to 0, as Kafka's producer sequences do."""
+    if sequence > INT32_MAX - increment:
+        return increment - (INT32_MAX - sequence) - 1
+    return sequence + increment
+
+
+# ---------------------------------------------------------------------------------
+# Records
+
+
+@dataclass(slots=True)
+class Record:
+    """One decoded record: absolute offset and timestamp, key, value, headers.
+
+    ``size_in_bytes`` is the record's encoded size (v2: including its length
+    varint; legacy: the whole log entry of the message).  ``sequence`` is the
+    producer sequence (the batch's base sequence plus the offset delta, or -1).
+    """
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+    attributes: int = 0
+    size_in_bytes: int = 0
+    sequence: int = NO_SEQUENCE
+
+
+def parse_control_record(key: bytes | None, value: bytes | None) -> tuple[str, int | None]:
+    """``(type name, coordinator epoch)`` of a control record; the epoch only for ABORT/COMMIT.
+
+    :raises ValueError: the key or value is too short.
+    """
+    if key is None or len(key) < CONTROL_KEY.size:
+        raise ValueError(f"a control record key of {CONTROL_KEY.size} bytes, found {key!r}")
+    _version, type_id = CONTROL_KEY.unpack_from(key)
+    name = CONTROL_TYPES.get(type_id, UNKNOWN_CONTROL_TYPE)
+    if name not in ("ABORT", "COMMIT"):
+        return name, None
+    if value is None or len(value) < END_TXN_MARKER.size:
+        raise ValueError(f"an end-transaction marker value of {END_TXN_MARKER.size} bytes, found {value!r}")
+    _version, coordinator_epoch = END_TXN_MARKER.unpack_from(value)
+    return name, coordinator_epoch
+
+
+def _decode_records_py(region, count: int, base_offset: int, base_timestamp: int,
+                       log_append_time: int | None, base_sequence: int) -> list[Record]:
+    """Pure-Python reference decoder of ``count`` records filling ``region`` exactly.
+
+    Raises ``ValueError(message, position in region)`` on malformed input.
+    """
+    buf = bytes(region)
+    end = len(buf)
+    out = []
+    pos = 0
+    try:
+        for _ in range(count):
+            start = pos
+            length, pos = decode_varint(buf, pos)
+            body_start = pos
+            if length < 0 or body_start + length > end:
+                raise ValueError(f"a record of {length} bytes within the {end - body_start} left", start)
+            attributes = buf[pos]
+            pos += 1
+            ts_delta, pos = decode_varlong(buf, pos)
+            offset_delta, pos = decode_varint(buf, pos)
+            key_len, pos = decode_varint(buf, pos)
+            key = None
+            if key_len >= 0:
+                key = buf[pos:pos + key_len]
+                pos += key_len
+            value_len, pos = decode_varint(buf, pos)
+            value = None
+            if value_len >= 0:
+                value = buf[pos:pos + value_len]
+                pos += value_len
+            header_count, pos = decode_varint(buf, pos)
+            if header_count < 0:
+                raise ValueError(f"a header count >= 0, found {header_count}", start)
+            headers = []
+            for _h in range(header_count):
+                hkey_len, pos = decode_varint(buf, pos)
+                if hkey_len < 0:
+                    raise ValueError(f"a header key length >= 0, found {hkey_len}", start)
+                hkey = buf[pos:pos + hkey_len].decode("utf-8")
+                pos += hkey_len
+                hvalue_len, pos = decode_varint(buf, pos)
+                hvalue = None
+                if hvalue_len >= 0:
+                    hvalue = buf[pos:pos + hvalue_len]
+                    pos += hvalue_len
+                headers.append((hkey, hvalue))
+            if pos != body_start + length:
+                raise ValueError(f"a record body of {length} bytes, found {pos - body_start}", start)
+            timestamp = log_append_time if log_append_time is not None else base_timestamp + ts_delta
+            sequence = NO_SEQUENCE if base_sequence == NO_SEQUENCE else \
+                increment_sequence(base_sequence, offset_delta)
+            out.append(Record(base_offset + offset_delta, timestamp, key, value, headers, attributes,
+                              pos - start, sequence))
+    except IndexError as err:
+        raise ValueError(f"record {len(out)} of {count} within the {end} bytes, found it runs past them",
+                         pos) from err
+    except UnicodeDecodeError as err:
+        raise ValueError(f"a UTF-8 header key, found {err.reason}", pos) from err
+    if pos != end:
+        raise ValueError(f"{count} records filling {end} bytes, found {end - pos} bytes after them", pos)
+    return out
+
+
+def _as_bytes(obj, what: str) -> bytes | None:
+    if obj is None:
+        return None
+    if isinstance(obj, str):
+        return obj.encode("utf-8")
+    try:
+        return bytes(memoryview(obj))
+    except TypeError as err:
+        raise InvalidMessageError(f"{what} as bytes, str or None, found {type(obj).__name__}") from err
+
+
+def _record_fields(record) -> tuple:
+    """``(key, value, timestamp, headers)`` of a tuple or an object with those attributes."""
+    if isinstance(record, tuple | list):
+        if len(record) == 3:
+            return record[0], record[1], record[2], ()
+        if len(record) == 4:
+            return tuple(record)
+        raise InvalidMessageError(f"a record tuple (key, value, timestamp[, headers]), found {len(record)} items")
+    return record.key, record.value, record.timestamp, record.headers or ()
+
+
+def _encode_records_py(records: Sequence, offset_deltas: Sequence[int] | None) -> tuple[bytes, int, int]:
+    """Pure-Python reference encoder: ``(records region, base timestamp, max timestamp)``."""
+    parts = []
+    base_timestamp = None
+    max_timestamp = NO_TIMESTAMP
+    for index, record in enumerate(records):
+        key, value, timestamp, headers = _record_fields(record)
+        timestamp = NO_TIMESTAMP if timestamp is None else int(timestamp)
+        if base_timestamp is None:
+            base_timestamp = timestamp
+        max_timestamp = max(max_timestamp, timestamp)
+        offset_delta = index if offset_deltas is None else offset_deltas[index]
+        body = [b"\x00", encode_varlong(timestamp - base_timestamp), encode_varint(offset_delta)]
+        for blob in (_as_bytes(key, "key"), _as_bytes(value, "value")):
+            if blob is None:
+                body.append(encode_varint(NULL_LENGTH))
+            else:
+                body.append(encode_varint(len(blob)))
+                body.append(blob)
+        body.append(encode_varint(len(headers)))
+        for header_key, header_value in headers:
+            if not isinstance(header_key, str):
+                raise InvalidMessageError(f"a str header key, found {type(header_key).__name__}")
+            encoded_key = header_key.encode("utf-8")
+            body.append(encode_varint(len(encoded_key)))
+            body.append(encoded_key)
+            blob = _as_bytes(header_value, "header value")
+            if blob is None:
+                body.append(encode_varint(NULL_LENGTH))
+            else:
+                body.append(encode_varint(len(blob)))
+                body.append(blob)
+        joined = b"".join(body)
+        parts.append(encode_varint(len(joined)))
+        parts.append(joined)
+    if base_timestamp is None:
+        base_timestamp = NO_TIMESTAMP
+    return b"".join(parts), base_timestamp, max_timestamp
+
+
+if _speedups is not None:
+    _speedups.init(Record)
+    _decode_records = _speedups.decode_records
+    _encode_records = _speedups.encode_records
+else:
+    _decode_records = _decode_records_py
+    _encode_records = _encode_records_py
+
+
+# ---------------------------------------------------------------------------------
+# Batches
+
+
+@dataclass(slots=True)
+class RecordBatch:
+    """A decoded batch header (magic 2) or legacy entry (magic 0/1), records decoded on demand.
+
+    ``position`` is the byte position of the batch in its file and ``size`` its
+    whole size in bytes (``length + 12``).  Offsets are absolute.
+    """
+
+    base_offset: int
+    length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+    position: int = 0
+    data: bytes | memoryview = field(default=b"", repr=False, compare=False)
+    path: str = field(default="<memory>", repr=False, compare=False)
+    legacy_messages: list | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def size(self) -> int:
+        """Bytes of the whole batch in the log."""
+        return self.length + LOG_OVERHEAD
+
+    @property
+    def compression(self) -> str:
+        return COMPRESSION_NAMES[self.attributes & CODEC_MASK]
+
+    @property
+    def timestamp_type(self) -> str:
+        if self.magic == 0:
+            return "NoTimestampType"
+        return LOG_APPEND_TIME if self.attributes & TIMESTAMP_TYPE_FLAG else CREATE_TIME
+
+    @property
+    def is_transactional(self) -> bool:
+        return self.magic >= MAGIC_V2 and bool(self.attributes & TRANSACTIONAL_FLAG)
+
+    @property
+    def is_control(self) -> bool:
+        return self.magic >= MAGIC_V2 and bool(self.attributes & CONTROL_FLAG)
+
+    @property
+    def delete_horizon_ms(self) -> int:
+        """The delete horizon a compacted batch carries in its base timestamp, else -1."""
+        if self.magic >= MAGIC_V2 and self.attributes & DELETE_HORIZON_FLAG:
+            return self.base_timestamp
+        return NO_TIMESTAMP
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+    @property
+    def last_sequence(self) -> int:
+        if self.base_sequence == NO_SEQUENCE:
+            return NO_SEQUENCE
+        return increment_sequence(self.base_sequence, self.last_offset_delta)
+
+    def compute_crc(self) -> int:
+        """The checksum of the batch bytes as stored (CRC-32C for v2, CRC-32 for v0/v1)."""
+        if self.magic < MAGIC_V2:
+            return legacy.compute_crc(self.data)
+        return crc32c.crc32c(self.data[ATTRIBUTES_OFFSET:])
+
+    def is_valid(self) -> bool:
+        """True if the stored CRC matches the bytes."""
+        return self.compute_crc() == self.crc
+
+    def records(self) -> list[Record]:
+        """Decompress and decode every record, in order.
+
+        With LogAppendTime every record's timestamp is the batch max timestamp, as
+        Kafka reports it.  O(n) in the batch size.
+
+        :raises CorruptDataError: the records do not decode (path and position named).
+        """
+        if self.magic < MAGIC_V2:
+            return self._legacy_records()
+        region = memoryview(self.data)[RECORD_BATCH_OVERHEAD:]
+        region_pos = self.position + RECORD_BATCH_OVERHEAD
+        compressed = self.attributes & CODEC_MASK != NONE
+        if compressed:
+            region = decompress(self.attributes & CODEC_MASK, region, path=self.path, pos=region_pos)
+        log_append_time = self.max_timestamp if self.attributes & TIMESTAMP_TYPE_FLAG else None
+        try:
+            if self.record_count < 0:
+                raise ValueError(f"a record count >= 0, found {self.record_count}", 0)
+            return _decode_records(region, self.record_count, self.base_offset, self.base_timestamp,
+                                   log_append_time, self.base_sequence)
+        except ValueError as err:
+            message, where = err.args
+            if compressed:
+                message = f"{message} (at byte {where} of the decompressed records)"
+                where = 0
+            raise CorruptDataError(message, self.path, region_pos + where) from err
+
+    def _legacy_records(self) -> list[Record]:
+        messages = self.legacy_messages
+        if messages is None:
+            messages = legacy.messages(self.data, path=self.path, base_pos=self.position)
+        return [Record(m.offset, m.timestamp, m.key, m.value, [], m.attributes, m.size) for m in messages]
+
+    def control_type(self) -> str | None:
+        """``"COMMIT"``/``"ABORT"`` (or another control type name) of a control batch, else None."""
+        if not self.is_control:
+            return None
+        records = self.records()
+        if not records:
+            raise CorruptDataError("a control batch with one control record, found none",
+                                   self.path, self.position)
+        try:
+            return parse_control_record(records[0].key, records[0].value)[0]
+        except ValueError as err:
+            raise CorruptDataError(str(err), self.path, self.position) from err
+
+
+def _read_entry(view: memoryview, pos: int, *, path: str, base_pos: int, check_crc: bool) -> RecordBatch:
+    """Decode the entry at ``view[pos]`` (v2 header, or a legacy message) without its records."""
+    at = base_pos + pos
+    remaining = len(view) - pos
+    if remaining < LOG_OVERHEAD:
+        raise TruncatedDataError(f"a {LOG_OVERHEAD}-byte batch offset and length, "
+                   f"found {remaining} bytes", path, at)
+    _offset, length = ENTRY_PREFIX.unpack_from(view, pos)
+    if length < legacy.MIN_MESSAGE_SIZE:
+        raise CorruptDataError(f"a batch length of at least {legacy.MIN_MESSAGE_SIZE}, found {length}",
+                   path, at)
+    if remaining < HEADER_UP_TO_MAGIC:
+        raise TruncatedDataError(f"a batch header of at least {HEADER_UP_TO_MAGIC} bytes, "
+                   f"found {remaining}", path, at)
+    (magic,) = MAGIC_FIELD.unpack_from(view, pos + MAGIC_OFFSET)
+    if magic < MAGIC_V2:
+        if not 0 <= magic:
+            raise CorruptDataError(f"magic 0, 1 or 2, found {magic}", path, at + MAGIC_OFFSET)
+        if remaining < LOG_OVERHEAD + length:
+            raise TruncatedDataError(f"a {LOG_OVERHEAD + length}-byte message, "
+                       f"found {remaining} bytes", path, at)
+        return _legacy_batch(view[pos:pos + LOG_OVERHEAD + length], at, path, check_crc)
+    if magic != MAGIC_V2:
+        raise CorruptDataError(f"magic 0, 1 or 2, found {magic}", path, at + MAGIC_OFFSET)
+    if length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
+        raise CorruptDataError(f"a v2 batch length of at least {RECORD_BATCH_OVERHEAD - LOG_OVERHEAD}, "
+                   f"found {length}", path, at)
+    size = LOG_OVERHEAD + length
+    if remaining < size:
+        raise TruncatedDataError(f"a {size}-byte batch, found {remaining} bytes", path, at)
+    data = view[pos:pos + size]
+    fields = HEADER.unpack_from(data)
+    batch = RecordBatch(*fields, position=at, data=data, path=path)
+    if check_crc:
+        computed = crc32c.crc32c(data[ATTRIBUTES_OFFSET:])
+        if computed != batch.crc:
+            raise CorruptDataError(f"CRC-32C {batch.crc:#010x} stored in the header, found {computed:#010x} "
+                       f"computed over bytes {ATTRIBUTES_OFFSET}..{size} of the batch", path, at + CRC_OFFSET)
+    return batch
+
+
+def _legacy_batch(data: memoryview, at: int, path: str, check_crc: bool) -> RecordBatch:
+    entry = legacy.read_entry(data, path=path, base_pos=at, check_crc=check_crc)
+    messages = None
+    base_offset = entry.offset
+    count = 1
+    if entry.attributes & CODEC_MASK != NONE:
+        messages = legacy.messages(data, path=path, base_pos=at, check_crc=check_crc)
+        count = len(messages)
+        if messages:
+            base_offset = messages[0].offset
+    return RecordBatch(
+        base_offset=base_offset, length=len(data) - LOG_OVERHEAD,
+        partition_leader_epoch=NO_PARTITION_LEADER_EPOCH, magic=entry.magic, crc=entry.crc,
+        attributes=entry.attributes, last_offset_delta=entry.offset - base_offset,
+        base_timestamp=entry.timestamp, max_timestamp=entry.timestamp, producer_id=NO_PRODUCER_ID,
+        producer_epoch=NO_PRODUCER_EPOCH, base_sequence=NO_SEQUENCE, record_count=count, position=at,
+        data=data, path=path, legacy_messages=messages)
+
+
+def iter_batches(buf, *, path: str = "<memory>", base_pos: int = 0, check_crc: bool = True,
+                 start: int = 0) -> Iterator[RecordBatch]:
+    """Yield every batch of a ``.log`` buffer from byte ``start`` to its exact end.
+
+    ``position`` of each batch is ``base_pos`` + its index in ``buf``.  Records are
+    not decoded (call :meth:`RecordBatch.records`).  O(number of batches), plus
+    O(bytes) for the CRC checks (C, hardware CRC-32C).
+
+    :raises TruncatedDataError: the buffer ends inside a batch (a torn tail).
+    :raises CorruptDataError: a bad length, magic or CRC.
+    """
+    view = memoryview(buf).cast("B") if not isinstance(buf, memoryview) or buf.format != "B" else buf
+    pos = start
+    end = len(view)
+    while pos < end:
+        batch = _read_entry(view, pos, path=path, base_pos=base_pos, check_crc=check_crc)
+        yield batch
+        pos += batch.size
+
+
+def read_batch_header(buf, pos: int, *, path: str = "<memory>", base_pos: int = 0) -> RecordBatch:
+    """The batch at ``buf[pos]`` without CRC check or record decoding (fast scans, index building).
+
+    :raises TruncatedDataError: the buffer ends inside the batch.
+    :raises CorruptDataError: a bad length or magic.
+    """
+    view = memoryview(buf).cast("B") if not isinstance(buf, memoryview) or buf.format != "B" else buf
+    return _read_entry(view, pos, path=path, base_pos=base_pos, check_crc=False)
+
+
+def valid_prefix(buf, *, path: str = "<memory>", base_pos: int = 0) -> tuple[int, SegstoreError | None]:
+    """Bytes of whole valid batches at the start of ``buf`` and the first problem after them.
+
+    A batch is valid when its length, magic and CRC are (what Kafka's recovery
+    checks).  Returns ``(len(buf), None)`` for a fully valid buffer.
+    """
+    valid = 0
+    try:
+        for batch in iter_batches(buf, path=path, base_pos=base_pos):
+            valid += batch.size
+    except SegstoreError as err:
+        return valid, err
+    return valid, None
+
+
+# ---------------------------------------------------------------------------------
+# Encoding
+
+
+def _check_range(name: str, value: int, low: int, high: int) -> int:
+    if not low <= value <= high:
+        raise InvalidMessageError(f"{name} in [{low}, {high}], found {value}")
+    return value
+
+
+def _build(region: bytes, *, record_count: int, base_offset: int, last_offset_delta: int,
+           base_timestamp: int, max_timestamp: int, compression: str | int, partition_leader_epoch: int,
+           producer_id: int, producer_epoch: int, base_sequence: int, is_transactional: bool,
+           is_control: bool, log_append: bool) -> bytes:
+    codec = codec_id(compression)
+    body = compress(codec, region) if codec != NONE else region
+    attributes = codec
+    if log_append:
+        attributes |= TIMESTAMP_TYPE_FLAG
+    if is_transactional:
+        attributes |= TRANSACTIONAL_FLAG
+    if is_control:
+        attributes |= CONTROL_FLAG
+    length = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(body)
+    header = HEADER.pack(
+        _check_range("base_offset", base_offset, 0, INT64_MAX), length,
+        _check_range("partition_leader_epoch", partition_leader_epoch, INT32_MIN, INT32_MAX), MAGIC_V2, 0,
+        attributes, last_offset_delta, base_timestamp, max_timestamp,
+        _check_range("producer_id", producer_id, INT64_MIN, INT64_MAX),
+        _check_range("producer_epoch", producer_epoch, _INT16_MIN, _INT16_MAX),
+        _check_range("base_sequence", base_sequence, INT32_MIN, INT32_MAX), record_count)
+    crc = crc32c.crc32c(header[ATTRIBUTES_OFFSET:])
+    crc = crc32c.crc32c(body, crc)
+    return b"".join((header[:CRC_OFFSET], CRC_FIELD.pack(crc), header[ATTRIBUTES_OFFSET:], body))
+
+
+def encode_batch(records: Sequence, *, base_offset: int, compression: str | int = "none",
+                 partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH, producer_id: int = NO_PRODUCER_ID,
+                 producer_epoch: int = NO_PRODUCER_EPOCH, base_sequence: int = NO_SEQUENCE,
+                 is_transactional: bool = False, is_control: bool = False,
+                 timestamp_type: str = CREATE_TIME, log_append_time: int | None = None,
+                 offset_deltas: Sequence[int] | None = None) -> bytes:
+    """Encode one RecordBatch v2, byte for byte as Kafka's ``MemoryRecordsBuilder`` does.
+
+    ``records`` are tuples ``(key, value, timestamp[, headers])`` or objects with
+    ``key``, ``value``, ``timestamp`` and ``headers`` (a :class:`Record`, a
+    :class:`segstore.records.Message`); keys and values are bytes, str (UTF-8) or
+    None; headers ``(str, bytes | None)`` pairs.  Offsets are ``base_offset`` +
+    0, 1, ... unless ``offset_deltas`` gives them (compacted batches).  The base
+    timestamp is the first record's and the max timestamp the largest, or
+    ``log_append_time`` with LogAppendTime (then required).  O(total bytes).
+
+    :raises InvalidMessageError: a field out of range or of the wrong type.
+    """
+    if timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
+        raise InvalidMessageError(f"timestamp_type {CREATE_TIME!r} or {LOG_APPEND_TIME!r}, "
+                                  f"found {timestamp_type!r}")
+    log_append = timestamp_type == LOG_APPEND_TIME
+    if log_append and log_append_time is None:
+        raise InvalidMessageError("a log_append_time with LogAppendTime, found None")
+    if offset_deltas is not None and len(offset_deltas) != len(records):
+        raise InvalidMessageError(f"{len(records)} offset deltas, found {len(offset_deltas)}")
+    try:
+        region, base_timestamp, max_timestamp = _encode_records(records, offset_deltas)
+    except (ValueError, TypeError, OverflowError) as err:
+        if isinstance(err, InvalidMessageError):
+            raise
+        raise InvalidMessageError(f"records that Kafka can encode, found: {err}") from err
+    if log_append:
+        max_timestamp = log_append_time
+    last_offset_delta = 0
+    if records:
+        last_offset_delta = len(records) - 1 if offset_deltas is None else offset_deltas[-1]
+    return _build(region, record_count=len(records), base_offset=base_offset,
+                  last_offset_delta=last_offset_delta, base_timestamp=base_timestamp,
+                  max_timestamp=max_timestamp, compression=compression,
+                  partition_leader_epoch=partition_leader_epoch, producer_id=producer_id,
+                  producer_epoch=producer_epoch, base_sequence=base_sequence,
+                  is_transactional=is_transactional, is_control=is_control, log_append=log_append)
+
+
+def encode_control_batch(kind: str, *, base_offset: int, producer_id: int, producer_epoch: int,
+                         coordinator_epoch: int, timestamp: int,
+                         partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH) -> bytes:
+    """Encode a transaction marker batch (``kind`` ``"COMMIT"`` or ``"ABORT"``) as Kafka writes it.
+
+    Like ``MemoryRecords.withEndTransactionMarker``: transactional, control, no
+    sequence, one record with a null-free key (version 0, type) and value
+    (version 0, coordinator epoch).
+    """
+    if kind not in ("COMMIT", "ABORT"):
+        raise InvalidMessageError(f"a control batch kind 'COMMIT' or 'ABORT', found {kind!r}")
+    key = CONTROL_KEY.pack(CONTROL_KEY_VERSION, CONTROL_TYPE_IDS[kind])
+    value = END_TXN_MARKER.pack(END_TXN_MARKER_VERSION,
+                                _check_range("coordinator_epoch", coordinator_epoch, INT32_MIN, INT32_MAX))
+    return encode_batch([(key, value, timestamp)], base_offset=base_offset,
+                        partition_leader_epoch=partition_leader_epoch, producer_id=producer_id,
+                        producer_epoch=producer_epoch, base_sequence=NO_SEQUENCE, is_transactional=True,
+                        is_control=True)
+

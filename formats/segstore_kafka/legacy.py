@@ -1,0 +1,171 @@
+"""Kafka message formats v0 and v1 (legacy message sets): read only.
+
+Topics written before Kafka 0.11 (or by old clients on an old message format
+version) hold these.  Each log entry is one message (``LegacyRecord.java``)::
+
+    offset  size  field
+    0       8     offset (absolute; for a compressed v1 wrapper, the last inner offset)
+    8       4     message size: bytes after this field
+    12      4     crc: CRC-32 (zlib) of bytes 16 .. end of the message
+    16      1     magic: 0 or 1
+    17      1     attributes: bits 0-2 codec (none, gzip, snappy, lz4), bit 3 LogAppendTime (v1)
+    18      8     timestamp (v1 only)
+    ..      4     key length (-1 = null), key
+    ..      4     value length (-1 = null), value
+
+A compressed message is a *wrapper*: its value is a compressed message set of
+inner messages.  Inner v0 offsets are absolute; inner v1 offsets are relative,
+the absolute offset being ``wrapper offset - last inner offset + inner offset``.
+Under LogAppendTime every inner message takes the wrapper's timestamp; v0 has
+no timestamps (-1).  Wrappers do not nest.
+
+Pure (buffers in, tuples out) and thread-safe.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from typing import NamedTuple
+
+from segstore.errors import CorruptDataError, TruncatedDataError
+
+from .compression import CODEC_MASK, COMPRESSION_NAMES, LZ4, NONE, ZSTD, decompress
+
+MESSAGE_PREFIX = struct.Struct(
+    ">q"  # offset => Int64
+    "i"   # message size => Int32: bytes after this field
+    "I"   # crc => Uint32: CRC-32 of magic .. end
+    "b"   # magic => Int8 (0 or 1)
+    "b"   # attributes => Int8
+)
+assert MESSAGE_PREFIX.size == 18
+LOG_OVERHEAD = struct.calcsize(">qi")     # 12: offset and size, not counted by the size
+CRC_COVERED_FROM = struct.calcsize(">qiI")  # 16: the CRC covers magic .. end
+TIMESTAMP_V1 = struct.Struct(">q")          # after the attributes, v1 only
+assert TIMESTAMP_V1.size == 8
+BYTES_LENGTH = struct.Struct(">i")          # key and value length prefixes, -1 = null
+assert BYTES_LENGTH.size == 4
+
+# Kafka's LegacyRecord.RECORD_OVERHEAD_V0 / _V1: the smallest message sizes.
+MIN_MESSAGE_SIZE = struct.calcsize(">Ibbii")      # 14: crc, magic, attributes, key and value lengths
+MIN_MESSAGE_SIZE_V1 = struct.calcsize(">Ibbqii")  # 22: plus the timestamp
+TIMESTAMP_TYPE_FLAG = 0x08
+NO_TIMESTAMP = -1
+NULL_LENGTH = -1
+
+
+class LegacyMessage(NamedTuple):
+    """One legacy message as stored (``offset`` absolute once resolved by :func:`messages`)."""
+
+    offset: int
+    size: int             # bytes of the whole log entry, LOG_OVERHEAD included
+    crc: int
+    magic: int
+    attributes: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+
+
+def compute_crc(data) -> int:
+    """CRC-32 of a legacy log entry's bytes from the magic to the end."""
+    return zlib.crc32(memoryview(data)[CRC_COVERED_FROM:])
+
+
+def _read_bytes(data: memoryview, pos: int, end: int) -> tuple[bytes | None, int]:
+    if pos + BYTES_LENGTH.size > end:
+        raise IndexError(pos)
+    (length,) = BYTES_LENGTH.unpack_from(data, pos)
+    pos += BYTES_LENGTH.size
+    if length < NULL_LENGTH:
+        raise ValueError(f"a length >= -1, found {length}")
+    if length == NULL_LENGTH:
+        return None, pos
+    if pos + length > end:
+        raise IndexError(pos)
+    return bytes(data[pos:pos + length]), pos + length
+
+
+def read_entry(data, *, path: str = "<memory>", base_pos: int = 0, pos: int = 0,
+               check_crc: bool = True) -> LegacyMessage:
+    """Decode the legacy message whose log entry starts at ``data[pos]`` (offset as stored).
+
+    :raises TruncatedDataError: the bytes end inside the entry.
+    :raises CorruptDataError: bad magic, size, lengths or CRC.
+    """
+    view = memoryview(data)
+    at = base_pos + pos
+    if len(view) - pos < MESSAGE_PREFIX.size:
+        raise TruncatedDataError(f"a {MESSAGE_PREFIX.size}-byte message header, found {len(view) - pos} bytes",
+                                 path, at)
+    offset, size, crc, magic, attributes = MESSAGE_PREFIX.unpack_from(view, pos)
+    if magic not in (0, 1):
+        raise CorruptDataError(f"message magic 0 or 1, found {magic}", path, at + CRC_COVERED_FROM)
+    minimum = MIN_MESSAGE_SIZE if magic == 0 else MIN_MESSAGE_SIZE_V1
+    if size < minimum:
+        raise CorruptDataError(f"a v{magic} message size of at least {minimum}, found {size}", path, at)
+    end = pos + LOG_OVERHEAD + size
+    if end > len(view):
+        raise TruncatedDataError(f"a {LOG_OVERHEAD + size}-byte message, found {len(view) - pos} bytes", path, at)
+    if check_crc:
+        computed = zlib.crc32(view[pos + CRC_COVERED_FROM:end])
+        if computed != crc:
+            raise CorruptDataError(f"CRC-32 {crc:#010x} stored in the message, found {computed:#010x}",
+                                   path, at + LOG_OVERHEAD)
+    cursor = pos + MESSAGE_PREFIX.size
+    timestamp = NO_TIMESTAMP
+    if magic == 1:
+        (timestamp,) = TIMESTAMP_V1.unpack_from(view, cursor)
+        cursor += TIMESTAMP_V1.size
+    try:
+        key, cursor = _read_bytes(view, cursor, end)
+        value, cursor = _read_bytes(view, cursor, end)
+    except (IndexError, ValueError) as err:
+        raise CorruptDataError(f"key and value within the {size}-byte message, found {err}", path, at) from err
+    if cursor != end:
+        raise CorruptDataError(f"a {size}-byte message, found {end - cursor} bytes after its value", path, at)
+    return LegacyMessage(offset, LOG_OVERHEAD + size, crc, magic, attributes, timestamp, key, value)
+
+
+def messages(data, *, path: str = "<memory>", base_pos: int = 0, check_crc: bool = True) -> list[LegacyMessage]:
+    """The messages of one log entry: itself, or the inner messages of a compressed wrapper.
+
+    Offsets are absolute; timestamps follow the wrapper's timestamp type.  Errors
+    in the inner set name the wrapper's position and the inner byte position.
+    """
+    wrapper = read_entry(data, path=path, base_pos=base_pos, check_crc=check_crc)
+    codec = wrapper.attributes & CODEC_MASK
+    if codec == NONE:
+        return [wrapper]
+    if codec >= ZSTD:
+        raise CorruptDataError(f"a v{wrapper.magic} codec none, gzip, snappy or lz4, "
+                               f"found {COMPRESSION_NAMES[codec] if codec < len(COMPRESSION_NAMES) else codec}",
+                               path, base_pos)
+    if wrapper.value is None:
+        raise CorruptDataError("a compressed message set in the wrapper value, found null", path, base_pos)
+    inner_set = decompress(codec, wrapper.value, path=path, pos=base_pos, legacy_lz4=codec == LZ4 and
+                           wrapper.magic == 0)
+    inner = []
+    pos = 0
+    while pos < len(inner_set):
+        try:
+            message = read_entry(inner_set, path=path, base_pos=base_pos, pos=pos, check_crc=check_crc)
+        except CorruptDataError as err:
+            raise CorruptDataError(f"a valid inner message at byte {pos} of the decompressed set, "
+                                   f"found: {err.message}", path, base_pos) from err
+        if message.attributes & CODEC_MASK != NONE:
+            raise CorruptDataError(f"uncompressed inner messages, found a nested "
+                                   f"{COMPRESSION_NAMES[message.attributes & CODEC_MASK]} wrapper at byte {pos}",
+                                   path, base_pos)
+        inner.append(message)
+        pos += message.size
+    if not inner:
+        return []
+    shift = 0
+    if wrapper.magic > 0:
+        shift = wrapper.offset - inner[-1].offset
+    log_append = wrapper.magic > 0 and wrapper.attributes & TIMESTAMP_TYPE_FLAG
+    return [m._replace(offset=m.offset + shift,
+                       timestamp=wrapper.timestamp if log_append else m.timestamp)
+            for m in inner]
