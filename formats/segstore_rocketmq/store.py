@@ -108,6 +108,16 @@ def _bytes(value: Any) -> bytes:
     return bytes(value)
 
 
+def body_preview(body: bytes) -> str:
+    """A short, printable view of a body: quoted text if UTF-8, else ``0x`` hex; ``...`` when cut."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        cut = body[:_BODY_PREVIEW // 2]
+        return "0x" + cut.hex() + ("..." if len(body) > len(cut) else "")
+    return repr(text[:_BODY_PREVIEW]) + ("..." if len(text) > _BODY_PREVIEW else "")
+
+
 def has_queue_entry(sys_flag: int) -> bool:
     """Whether the broker writes a consume-queue entry (not for prepared/rollback transactions)."""
     return sys_flag & SYSFLAG_TRANSACTION_MASK not in (SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK)
@@ -518,12 +528,10 @@ class RocketMQStore(Store):
             if json:
                 out.write(jsonlib.dumps(self.to_json(msg), ensure_ascii=False) + "\n")
                 continue
-            preview = msg.body[:_BODY_PREVIEW].decode("utf-8", "replace")
-            more = "..." if len(msg.body) > _BODY_PREVIEW else ""
             out.write(f"{msg.physical_offset:>12}  {msg.topic}/{msg.queue_id}@{msg.queue_offset}  "
                       f"size={msg.size} born={msg.born_timestamp} stored={msg.store_timestamp} "
                       f"keys={','.join(msg.keys) or '-'} tags={msg.tags or '-'} "
-                      f"body={preview!r}{more}\n")
+                      f"body={body_preview(msg.body)}\n")
 
     # -- tooling -------------------------------------------------------------
     def info(self) -> dict[str, Any]:
