@@ -61,9 +61,15 @@ def open_store(path: str, format_name: str | None, config: tuple[tuple[str, str]
     return api.open(path, format=format_name, mode=mode, **dict(config))
 
 
-def rocketmq_fields(store: Store, record: Any) -> dict[str, Any]:
-    """The RocketMQ-only columns of one message, from the store's ``dump --json`` view."""
-    return store.to_json(record)
+def rocketmq_fields(record: Any) -> dict[str, Any]:
+    """The RocketMQ-only columns of one message (a ``segstore_rocketmq`` message record)."""
+    return {
+        "tags": record.tags, "keys": record.keys, "properties": record.properties,
+        "born_timestamp": record.born_timestamp, "store_timestamp": record.store_timestamp,
+        "born_host": str(record.born_host), "store_host": str(record.store_host), "msg_id": record.msg_id,
+        "physical_offset": record.physical_offset, "sys_flag": record.sys_flag, "flag": record.flag,
+        "reconsume_times": record.reconsume_times,
+    }
 
 
 def is_control(record: Any) -> bool:
@@ -89,17 +95,16 @@ def read_slices(partition: planning.SegstoreInputPartition, schema: StructType, 
                     break
                 if message.offset < piece.start or (not include_control and is_control(record)):
                     continue
-                buffer.add(message, rocketmq_fields(store, record) if rocketmq else None)
+                buffer.add(message, rocketmq_fields(record) if rocketmq else None)
                 if buffer.rows >= max_rows:
                     yield buffer.flush()
     if buffer.rows:
         yield buffer.flush()
 
 
-def _time_pushdown(format_name: str) -> bool:
-    # The time lookup of both built-in formats answers on the column `timestamp` holds
-    # (Kafka: the record timestamp; RocketMQ: the store timestamp).
-    return format_name in (KAFKA, ROCKETMQ)
+#: The column whose lower bounds ``offset_for_time`` answers: Kafka looks up record
+#: timestamps; RocketMQ looks up store times (``timestamp`` is the born time there).
+TIME_COLUMNS = {KAFKA: "timestamp", ROCKETMQ: "storeTimestamp"}
 
 
 class SegstoreReader(DataSourceReader):
@@ -112,7 +117,7 @@ class SegstoreReader(DataSourceReader):
         self.pruning = planning.Pruning()
 
     def pushFilters(self, filters: list[Filter]) -> list[Filter]:  # noqa: N802 (Spark's name)
-        self.pruning, remaining = planning.pushdown(filters, time_pushdown=_time_pushdown(self.format))
+        self.pruning, remaining = planning.pushdown(filters, time_column=TIME_COLUMNS.get(self.format))
         return remaining
 
     def plan(self) -> planning.Plan:

@@ -3,9 +3,9 @@
 Three pure steps, each testable without Spark:
 
 1. :func:`pushdown` turns Spark's pushed filters into a :class:`Pruning`:
-   topic, partition and offset predicates are exact and consumed; timestamp
-   lower bounds prune through the store's time lookup and stay with Spark for
-   the exact check.
+   topic, partition and offset predicates are exact and consumed; lower bounds
+   on the time column prune through the store's time lookup and stay with Spark
+   for the exact check.
 2. :func:`resolve_ranges` asks the store (driver side) for topics, partitions,
    offset ranges, time lookups and ``segment_infos`` and yields one
    :class:`PartitionRange` (absolute ``[start, end)`` plus its segments) per
@@ -144,7 +144,7 @@ def _millis_floor(value: datetime) -> int:
     return micros // _MICROS_PER_MILLI
 
 
-def _push_one(f: Filter, pruning: Pruning, *, time_pushdown: bool) -> bool:
+def _push_one(f: Filter, pruning: Pruning, *, time_column: str | None) -> bool:
     """Apply one filter to ``pruning``; True if Spark need not evaluate it again."""
     if len(f.attribute) != 1:
         return False
@@ -189,20 +189,23 @@ def _push_one(f: Filter, pruning: Pruning, *, time_pushdown: bool) -> bool:
             if high is not None:
                 pruning.offset_max = _lower_max(pruning.offset_max, high + 1)
         return True
-    if column == "timestamp" and time_pushdown and isinstance(value, datetime) and value.tzinfo is not None:
+    if column == time_column and isinstance(value, datetime) and value.tzinfo is not None:
         if isinstance(f, (EqualTo, GreaterThan, GreaterThanOrEqual)):
             pruning.timestamp_min = _raise_min(pruning.timestamp_min, _millis_floor(value))
     return False
 
 
-def pushdown(filters: Sequence[Filter], *, time_pushdown: bool = True) -> tuple[Pruning, list[Filter]]:
+def pushdown(filters: Sequence[Filter], *, time_column: str | None = "timestamp") -> tuple[Pruning, list[Filter]]:
     """Translate pushed filters (an AND) into a :class:`Pruning`.
+
+    ``time_column`` is the column whose lower bounds the store's ``offset_for_time``
+    answers exactly (Kafka: ``timestamp``; RocketMQ: ``storeTimestamp``), or None.
 
     Returns the pruning and the filters Spark must still evaluate (by reference,
     as Spark requires): every filter not handled exactly here.
     """
     pruning = Pruning()
-    remaining = [f for f in filters if not _push_one(f, pruning, time_pushdown=time_pushdown)]
+    remaining = [f for f in filters if not _push_one(f, pruning, time_column=time_column)]
     return pruning, remaining
 
 
