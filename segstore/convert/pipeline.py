@@ -1,0 +1,719 @@
+"""The streaming conversion: read a source store in order, map each record, write the destination.
+
+What a run does (``docs/conversion.md`` has the user's view):
+
+1. Detect the source format; refuse an unknown one, a store two plugins claim, a
+   conversion to the source's own format, and an existing destination (unless
+   ``force``).
+2. Write into a temporary sibling ``.DST.converting`` holding a small journal
+   (:data:`JOURNAL_NAME`: the options and the state ``running`` / ``done``).  An
+   interrupted run leaves only that sibling; ``resume`` reopens it, finds how far
+   the destination got (Kafka: each partition's end offset; RocketMQ: the messages
+   in the commitlog) and continues with the next source record.
+3. With ``verify``, check the destination's files (``Store.verify``) and re-read
+   every record, comparing it with the source mapped again.
+4. Rename the sibling into place (an old destination is moved aside first with
+   ``force`` and removed once the new one is in place).  The journal stays in the
+   result as its provenance; a later conversion back reads the source config from it.
+
+Memory is bounded whatever the store size: RocketMQ -> Kafka keeps at most
+:data:`BATCH_RECORDS` records per partition and :data:`BUFFER_BYTES` in all;
+Kafka -> RocketMQ holds one record per partition in the k-way merge that puts a
+converted RocketMQ store back in commitlog order.
+
+Not thread-safe: one conversion per destination (the stores' writer locks enforce it).
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from segstore import files, registry
+from segstore.api import open as open_store
+from segstore.errors import ConversionError, CorruptDataError
+from segstore.records import LOG_APPEND_TIME
+from segstore_kafka import batch as kafka_codec
+from segstore_rocketmq.consumequeue import CQ_DTYPE
+from segstore_rocketmq.indexfile import IndexRequest
+from segstore_rocketmq.message import (
+    PROPERTY_KEYS,
+    PROPERTY_UNIQ_KEY,
+    SYSFLAG_HOST_MASK,
+    Host,
+    RocketMQMessage,
+    body_crc,
+    encode_parts,
+    encode_properties,
+    encode_topic,
+    encoded_size,
+    host_flags,
+)
+from segstore_rocketmq.store import END_FILE_MIN_BLANK_LENGTH
+
+from .mapping import (
+    NONQUEUED_TOPIC,
+    TIMESTAMP_SOURCES,
+    KafkaEntry,
+    came_from_rocketmq,
+    is_queued,
+    kafka_to_rocketmq,
+    rocketmq_to_kafka,
+)
+
+TARGETS = ("kafka", "rocketmq")
+COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
+#: The journal in the temporary directory, kept in the result as its provenance.
+JOURNAL_NAME = "segstore-convert.json"
+JOURNAL_VERSION = 1
+STATE_RUNNING = "running"
+STATE_DONE = "done"
+TEMP_SUFFIX = ".converting"
+OLD_SUFFIX = ".replaced"
+#: Records per Kafka batch, and bytes buffered over all partitions before every buffer is written.
+BATCH_RECORDS = 500
+BATCH_BYTES = 1 << 20
+BUFFER_BYTES = 64 << 20
+#: RocketMQ messages per commitlog write.
+ROCKETMQ_BATCH = 1000
+#: Kafka leader epoch written into converted batches (a batch field the conversion does not carry).
+LEADER_EPOCH = 0
+#: How many verify mismatches or skipped regions a report lists.
+REPORT_LIMIT = 20
+
+
+@dataclass
+class ConversionReport:
+    """What a conversion did."""
+
+    src: str
+    dst: str
+    source_format: str
+    target_format: str
+    messages: int = 0
+    bytes: int = 0
+    already_present: int = 0
+    skipped: list[str] = field(default_factory=list)
+    verified: bool = False
+    seconds: float = 0.0
+
+    def lines(self) -> list[str]:
+        """The report as the CLI prints it."""
+        rate = self.messages / self.seconds if self.seconds > 0 else 0.0
+        out = [f"{self.src} ({self.source_format}) -> {self.dst} ({self.target_format}): "
+               f"{self.messages} messages, {self.bytes} bytes in {self.seconds:.2f}s ({rate:.0f} msg/s)"]
+        if self.already_present:
+            out.append(f"resumed: {self.already_present} messages were already converted")
+        out.extend(f"skipped corrupt data: {line}" for line in self.skipped)
+        if self.verified:
+            out.append("verified: every record matches the source")
+        return out
+
+
+# -- progress --------------------------------------------------------------------
+
+class _Progress:
+    """A tqdm bar (messages/s, MB/s) on a terminal; counts only otherwise."""
+
+    def __init__(self, enabled: bool | None, label: str) -> None:
+        if enabled is None:
+            enabled = sys.stderr.isatty()
+        self._bar = None
+        self._start = time.perf_counter()
+        self._bytes = 0
+        if enabled:
+            from tqdm import tqdm
+
+            self._bar = tqdm(desc=label, unit="msg", unit_scale=True, file=sys.stderr, mininterval=0.5)
+
+    def update(self, messages: int, nbytes: int) -> None:
+        self._bytes += nbytes
+        if self._bar is not None:
+            self._bar.update(messages)
+            elapsed = time.perf_counter() - self._start
+            if elapsed > 0:
+                self._bar.set_postfix_str(f"{self._bytes / elapsed / 1e6:.1f} MB/s", refresh=False)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
+# -- source readers ------------------------------------------------------------------
+
+def _rocketmq_messages(source: Any, report: ConversionReport, skip_corrupt: bool) -> Iterator[RocketMQMessage]:
+    """Every commitlog message in physical order; with ``skip_corrupt`` a corrupt region
+    is reported and reading goes on at the next commitlog file."""
+    commitlog = source.commitlog
+    start: int | None = None
+    while True:
+        try:
+            for _, record in commitlog.walk(start):
+                if isinstance(record, RocketMQMessage):
+                    yield record
+            return
+        except CorruptDataError as err:
+            if not skip_corrupt:
+                raise
+            report.skipped.append(str(err))
+            failed = err.pos if err.pos is not None else 0
+            base = _commitlog_file_base(commitlog, err.path, failed)
+            start = base + commitlog.file_size
+            if start >= commitlog.end:
+                return
+
+
+def _commitlog_file_base(commitlog: Any, path: str | None, pos: int) -> int:
+    """The physical offset where the commitlog file ``path`` starts (errors name file positions)."""
+    if path is not None:
+        name = os.path.basename(path)
+        if name.isdigit():
+            return int(name)
+    return pos - pos % commitlog.file_size
+
+
+def _kafka_entries(source: Any, topic: str, partition: int, report: ConversionReport,
+                   skip_corrupt: bool) -> Iterator[KafkaEntry]:
+    """The records of one partition in offset order, with their batch flags; with
+    ``skip_corrupt`` a corrupt batch is reported and reading goes on at the next segment."""
+    part = source.partition_of(topic, partition)
+    start = part.log_start_offset
+    for seg in part.segments:
+        try:
+            for batch in seg.batches():
+                control = batch.is_control
+                transactional = batch.is_transactional
+                ts_type = batch.timestamp_type
+                pid, epoch = (batch.producer_id, batch.producer_epoch) if transactional else (-1, -1)
+                for rec in batch.records():
+                    if rec.offset < start:
+                        continue
+                    yield KafkaEntry(topic=topic, partition=partition, offset=rec.offset,
+                                     timestamp=rec.timestamp, key=rec.key, value=rec.value,
+                                     headers=list(rec.headers), timestamp_type=ts_type,
+                                     transactional=transactional, control=control, producer_id=pid,
+                                     producer_epoch=epoch)
+        except CorruptDataError as err:
+            if not skip_corrupt:
+                raise
+            report.skipped.append(str(err))
+
+
+def _physical_offset(entry: KafkaEntry) -> int:
+    return int(entry.headers[0][1] or b"0")
+
+
+def _kafka_in_order(source: Any, topics: list[str] | None, report: ConversionReport,
+                    skip_corrupt: bool) -> Iterator[KafkaEntry]:
+    """Kafka records in conversion order: partitions converted from RocketMQ merged back into
+    commitlog order (k-way merge on ``rmq.physical_offset``), then the others partition by partition."""
+    merged: list[Iterator[KafkaEntry]] = []
+    native: list[Iterator[KafkaEntry]] = []
+    for topic in source.topics():
+        if topics is not None and topic not in topics:
+            continue
+        for partition in source.partitions(topic):
+            entries = _kafka_entries(source, topic, partition, report, skip_corrupt)
+            first = next(entries, None)
+            if first is None:
+                continue
+            chained = _chain(first, entries)
+            (merged if came_from_rocketmq(first.headers) else native).append(chained)
+    if merged:
+        yield from heapq.merge(*merged, key=_physical_offset)
+    for entries in native:
+        yield from entries
+
+
+def _chain(first: KafkaEntry, rest: Iterator[KafkaEntry]) -> Iterator[KafkaEntry]:
+    yield first
+    yield from rest
+
+
+def _entry_size(entry: KafkaEntry) -> int:
+    return (len(entry.value or b"") + len(entry.key or b"")
+            + sum(len(name) + len(value or b"") for name, value in entry.headers))
+
+
+# -- RocketMQ -> Kafka -----------------------------------------------------------------
+
+class _KafkaWriter:
+    """Buffers entries per partition and appends them as record batches at their own offsets.
+
+    A batch holds entries of one kind (timestamp type, transaction, producer; one
+    store time with LogAppendTime so each record reads back its own time; a control
+    record alone).  Entries at offsets the partition already holds (``resume``) are
+    skipped; an offset below one already written is a :class:`ConversionError`.
+    """
+
+    def __init__(self, dest: Any, compression: str) -> None:
+        self.dest = dest
+        self.compression = compression
+        self.buffers: dict[tuple[str, int], list[KafkaEntry]] = {}
+        self.buffer_sizes: dict[tuple[str, int], int] = {}
+        self.buffered = 0
+        self.present: dict[tuple[str, int], int] = {}
+        self.next: dict[tuple[str, int], int] = {}
+
+    def _partition(self, key: tuple[str, int]) -> Any:
+        return self.dest.partition_of(key[0], key[1], create=True)
+
+    def add(self, entry: KafkaEntry) -> bool:
+        """Buffer ``entry``; False if the destination already holds it (a resumed run)."""
+        key = (entry.topic, entry.partition)
+        if key not in self.next:
+            end = self._partition(key).next_offset
+            self.present[key] = end
+            self.next[key] = end
+        if entry.offset < self.present[key]:
+            return False
+        if entry.offset < self.next[key]:
+            raise ConversionError(f"expected offsets to increase in {key[0]}-{key[1]}, found offset "
+                                  f"{entry.offset} after {self.next[key] - 1}")
+        buffer = self.buffers.setdefault(key, [])
+        if buffer and not _same_batch(buffer[-1], entry):
+            self.flush(key)
+            buffer = self.buffers.setdefault(key, [])
+        buffer.append(entry)
+        size = _entry_size(entry)
+        self.buffer_sizes[key] = self.buffer_sizes.get(key, 0) + size
+        self.buffered += size
+        self.next[key] = entry.offset + 1
+        if entry.control or len(buffer) >= BATCH_RECORDS or self.buffer_sizes[key] >= BATCH_BYTES:
+            self.flush(key)
+        elif self.buffered >= BUFFER_BYTES:
+            self.flush_all()
+        return True
+
+    def flush(self, key: tuple[str, int]) -> None:
+        entries = self.buffers.pop(key, None)
+        self.buffered -= self.buffer_sizes.pop(key, 0)
+        if not entries:
+            return
+        part = self._partition(key)
+        base = part.next_offset
+        deltas = [e.offset - base for e in entries]
+        first = entries[0]
+        log_append = first.timestamp_type == LOG_APPEND_TIME
+        data = kafka_codec.encode_batch(
+            [(e.key, e.value, e.timestamp, e.headers) for e in entries], base_offset=base,
+            compression="none" if first.control else self.compression, partition_leader_epoch=LEADER_EPOCH,
+            producer_id=first.producer_id, producer_epoch=first.producer_epoch,
+            is_transactional=first.transactional, is_control=first.control,
+            timestamp_type=first.timestamp_type, log_append_time=first.timestamp if log_append else None,
+            offset_deltas=None if deltas[-1] == len(deltas) - 1 else deltas)
+        part.append_encoded(data, now_ms=max(e.timestamp for e in entries))
+
+    def flush_all(self) -> None:
+        for key in list(self.buffers):
+            self.flush(key)
+
+
+def _same_batch(a: KafkaEntry, b: KafkaEntry) -> bool:
+    if (a.timestamp_type, a.transactional, a.control, a.producer_id, a.producer_epoch) != \
+            (b.timestamp_type, b.transactional, b.control, b.producer_id, b.producer_epoch):
+        return False
+    return a.timestamp_type != LOG_APPEND_TIME or a.timestamp == b.timestamp
+
+
+def _rocketmq_entries(source: Any, topics: list[str] | None, timestamp: str, report: ConversionReport,
+                      skip_corrupt: bool) -> Iterator[tuple[KafkaEntry, int]]:
+    """``(Kafka entry, source bytes)`` for each selected source message, in commitlog order;
+    non-queued messages numbered in :data:`NONQUEUED_TOPIC`."""
+    nonqueued = 0
+    for msg in _rocketmq_messages(source, report, skip_corrupt):
+        if topics is not None and msg.topic not in topics:
+            continue
+        entry = rocketmq_to_kafka(msg, timestamp=timestamp)
+        if entry.offset < 0:
+            entry.offset = nonqueued
+            nonqueued += 1
+        yield entry, msg.size
+
+
+def _to_kafka(source: Any, dest: Any, options: _Options, report: ConversionReport,
+              progress: _Progress) -> None:
+    writer = _KafkaWriter(dest, options.compression)
+    pending_messages = pending_bytes = 0
+    for entry, size in _rocketmq_entries(source, options.topics, options.timestamp, report,
+                                         options.skip_corrupt):
+        if writer.add(entry):
+            report.messages += 1
+            report.bytes += size
+            pending_messages += 1
+            pending_bytes += size
+        else:
+            report.already_present += 1
+        if pending_messages >= BATCH_RECORDS:
+            progress.update(pending_messages, pending_bytes)
+            pending_messages = pending_bytes = 0
+    writer.flush_all()
+    progress.update(pending_messages, pending_bytes)
+
+
+# -- Kafka -> RocketMQ -----------------------------------------------------------------
+
+def _append_stored(store: Any, messages: list[RocketMQMessage]) -> None:
+    """Append messages exactly as given (topic, queue, properties order, times, hosts, flags),
+    checking each lands at its recorded physical and queue offset.
+
+    ``RocketMQStore.append_batch`` applies the broker's put-time rules (delay-level
+    rewrite, HashMap properties order, store clock); a message restored from Kafka
+    was already stored once and must not be rewritten.  Mirrors ``append_batch``
+    without those rules, through the store's commitlog, consume queues and index.
+
+    :raises ConversionError: the destination would place a message elsewhere than
+        the source had it (another commitlog file size, or a non-empty destination).
+    """
+    limit = min(store.config.maxMessageSize, store.config.mappedFileSizeCommitLog - END_FILE_MIN_BLANK_LENGTH)
+    encoded = []
+    sizes = []
+    for msg in messages:
+        topic_field = encode_topic(msg.topic, msg.magic)
+        properties = encode_properties(msg.properties)
+        msg.sys_flag = (msg.sys_flag & ~SYSFLAG_HOST_MASK) | host_flags(msg.born_host, msg.store_host)
+        msg.size = encoded_size(len(msg.body), len(topic_field), len(properties), msg.sys_flag)
+        if msg.size > limit:
+            raise ConversionError(f"expected messages of at most {limit} bytes in the destination, found "
+                                  f"{msg.size} at source physical offset {msg.physical_offset}", store.path)
+        msg.body_crc = body_crc(msg.body)
+        encoded.append((topic_field, properties))
+        sizes.append(msg.size)
+    start = store.commitlog.end
+    placement = store.commitlog.place(sizes)
+    chunks = []
+    rows: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
+    next_offsets = store._next_offsets
+    for msg, (topic_field, properties), phys in zip(messages, encoded, placement.offsets, strict=True):
+        if phys != msg.physical_offset:
+            raise ConversionError(
+                f"expected to place the message at physical offset {msg.physical_offset} as in the source, "
+                f"found the destination's next offset is {phys} (pass the source's "
+                f"--config mappedFileSizeCommitLog=N, and convert into a new store)", store.path)
+        if is_queued(msg):
+            key = (msg.topic, msg.queue_id)
+            expected = next_offsets.get(key, 0)
+            if msg.queue_offset != expected:
+                raise ConversionError(f"expected queue offset {expected} next in {msg.topic}/{msg.queue_id}, "
+                                      f"found {msg.queue_offset} in the source", store.path, phys)
+            next_offsets[key] = expected + 1
+            rows.setdefault(key, []).append((phys, msg.size, store.tags_code(msg)))
+        chunks.append(b"".join(encode_parts(msg, topic_field, properties, msg.body_crc)))
+    store.commitlog.write_batch(start, chunks, placement.offsets, placement.blanks, sizes)
+    for key, entries in rows.items():
+        store._queue(*key).append_array(np.array(entries, dtype=CQ_DTYPE))
+    if store.index is not None:
+        store.index.put_batch([
+            IndexRequest(m.topic, m.physical_offset, m.store_timestamp, m.properties.get(PROPERTY_UNIQ_KEY),
+                         m.properties.get(PROPERTY_KEYS), m.sys_flag) for m in messages])
+
+
+def _native_item(msg: RocketMQMessage) -> dict[str, Any]:
+    """The ``append_batch`` item for a message made from a native Kafka record (the store
+    applies the broker's put-time conventions: HashMap properties order, host bits)."""
+    return {"topic": msg.topic, "queue_id": msg.queue_id, "body": msg.body, "properties": msg.properties,
+            "born_timestamp": msg.born_timestamp, "born_host": msg.born_host, "store_host": msg.store_host,
+            "store_timestamp": msg.store_timestamp, "sys_flag": msg.sys_flag}
+
+
+class _RocketMQWriter:
+    """Groups messages into commitlog batches: restored ones through :func:`_append_stored`,
+    native ones through the store's ``append_batch``."""
+
+    def __init__(self, dest: Any) -> None:
+        self.dest = dest
+        self.restored: list[RocketMQMessage] = []
+        self.native: list[dict[str, Any]] = []
+
+    def add(self, msg: RocketMQMessage, restored: bool) -> None:
+        if restored:
+            if self.native:
+                self.flush()
+            self.restored.append(msg)
+        else:
+            if self.restored:
+                self.flush()
+            self.native.append(_native_item(msg))
+        if len(self.restored) + len(self.native) >= ROCKETMQ_BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.restored:
+            _append_stored(self.dest, self.restored)
+            self.restored = []
+        if self.native:
+            self.dest.append_batch(self.native)
+            self.native = []
+
+
+def _rocketmq_from_kafka(source: Any, options: _Options, report: ConversionReport,
+                         store_host: Host) -> Iterator[tuple[RocketMQMessage, bool, int]]:
+    """``(message, restored, source bytes)`` in conversion order."""
+    for entry in _kafka_in_order(source, options.topics, report, options.skip_corrupt):
+        restored = came_from_rocketmq(entry.headers)
+        yield kafka_to_rocketmq(entry, store_host=store_host), restored, _entry_size(entry)
+
+
+def _to_rocketmq(source: Any, dest: Any, options: _Options, report: ConversionReport,
+                 progress: _Progress) -> None:
+    present = sum(1 for _ in dest.scan())
+    writer = _RocketMQWriter(dest)
+    store_host = Host.parse(dest.config.storeHost)
+    pending_messages = pending_bytes = 0
+    for index, (msg, restored, size) in enumerate(_rocketmq_from_kafka(source, options, report, store_host)):
+        if index < present:
+            report.already_present += 1
+            continue
+        writer.add(msg, restored)
+        report.messages += 1
+        report.bytes += size
+        pending_messages += 1
+        pending_bytes += size
+        if pending_messages >= ROCKETMQ_BATCH:
+            progress.update(pending_messages, pending_bytes)
+            pending_messages = pending_bytes = 0
+    writer.flush()
+    progress.update(pending_messages, pending_bytes)
+
+
+# -- verification ----------------------------------------------------------------------
+
+def _kafka_entry_of(record: Any) -> KafkaEntry:
+    batch = record.batch
+    transactional = batch.is_transactional
+    return KafkaEntry(topic=record.topic, partition=record.partition, offset=record.offset,
+                      timestamp=record.timestamp, key=record.key, value=record.value, headers=record.headers,
+                      timestamp_type=batch.timestamp_type, transactional=transactional,
+                      control=batch.is_control,
+                      producer_id=batch.producer_id if transactional else -1,
+                      producer_epoch=batch.producer_epoch if transactional else -1)
+
+
+def _verify_kafka(source: Any, dest: Any, options: _Options) -> list[str]:
+    report = ConversionReport("", "", "", "")
+    readers: dict[tuple[str, int], Iterator[Any]] = {}
+    problems: list[str] = []
+    for expected, _ in _rocketmq_entries(source, options.topics, options.timestamp, report, options.skip_corrupt):
+        key = (expected.topic, expected.partition)
+        if key not in readers:
+            readers[key] = dest.read(*key)
+        record = next(readers[key], None)
+        found = None if record is None else _kafka_entry_of(record)
+        if found != expected:
+            problems.append(f"{key[0]}-{key[1]} offset {expected.offset}: expected {expected}, found {found}")
+            if len(problems) >= REPORT_LIMIT:
+                break
+    for key, reader in readers.items():
+        extra = next(reader, None)
+        if extra is not None and len(problems) < REPORT_LIMIT:
+            problems.append(f"{key[0]}-{key[1]}: expected no record after the source's, found offset "
+                            f"{extra.offset}")
+    return problems
+
+
+def _message_fields(msg: RocketMQMessage, restored: bool) -> tuple:
+    common = (msg.topic, msg.queue_id, msg.body, msg.flag, msg.sys_flag, msg.born_timestamp, msg.born_host,
+              msg.store_timestamp, msg.store_host, msg.reconsume_times, msg.prepared_transaction_offset)
+    if restored:
+        return (*common, list(msg.properties.items()), msg.physical_offset, msg.queue_offset, msg.magic)
+    return (*common, sorted(msg.properties.items()))
+
+
+def _verify_rocketmq(source: Any, dest: Any, options: _Options) -> list[str]:
+    report = ConversionReport("", "", "", "")
+    store_host = Host.parse(dest.config.storeHost)
+    problems: list[str] = []
+    actual = dest.scan()
+    for expected, restored, _ in _rocketmq_from_kafka(source, options, report, store_host):
+        found = next(actual, None)
+        want = _message_fields(expected, restored)
+        got = None if found is None else _message_fields(found, restored)
+        if got != want:
+            problems.append(f"expected {want}, found {got}")
+            if len(problems) >= REPORT_LIMIT:
+                break
+    extra = next(actual, None)
+    if extra is not None and len(problems) < REPORT_LIMIT:
+        problems.append(f"expected no message after the source's, found one at {extra.physical_offset}")
+    return problems
+
+
+# -- the run -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Options:
+    to: str
+    topics: list[str] | None
+    compression: str
+    config: dict[str, Any]
+    timestamp: str
+    skip_corrupt: bool
+
+    def journal(self, src: str, source_format: str) -> dict[str, Any]:
+        return {"version": JOURNAL_VERSION, "src": os.path.abspath(src), "source_format": source_format,
+                "to": self.to, "topics": self.topics, "compression": self.compression,
+                "config": self.config, "timestamp": self.timestamp}
+
+
+def temp_path(dst: str) -> str:
+    """The temporary sibling a conversion into ``dst`` writes to."""
+    parent, name = os.path.split(os.path.abspath(dst))
+    return os.path.join(parent, f".{name}{TEMP_SUFFIX}")
+
+
+def _check_options(to: str, compression: str, timestamp: str) -> None:
+    if to not in TARGETS:
+        raise ConversionError(f"expected a target format of {', '.join(TARGETS)}, found {to!r}")
+    if compression not in COMPRESSIONS:
+        raise ConversionError(f"expected a compression of {', '.join(COMPRESSIONS)}, found {compression!r}")
+    if to == "rocketmq" and compression != "none":
+        raise ConversionError(f"expected no --compression for a RocketMQ destination, found {compression!r}")
+    if timestamp not in TIMESTAMP_SOURCES:
+        raise ConversionError(f"expected a timestamp source of {', '.join(TIMESTAMP_SOURCES)}, found {timestamp!r}")
+
+
+def _read_journal(path: str) -> dict[str, Any] | None:
+    journal = os.path.join(path, JOURNAL_NAME)
+    if not files.is_file(journal):
+        return None
+    try:
+        return json.loads(files.read_text(journal))
+    except ValueError as err:
+        raise ConversionError(f"expected a JSON conversion journal, found {err}", journal) from err
+
+
+def _write_journal(path: str, data: dict[str, Any]) -> None:
+    files.write_atomic(os.path.join(path, JOURNAL_NAME), json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
+def _prepare(src: str, dst: str, tmp: str, options: _Options, source_format: str, resume: bool,
+             force: bool) -> dict[str, Any]:
+    """Check the destination and create (or, resuming, check) the temporary directory; returns the journal."""
+    if os.path.abspath(src) in (os.path.abspath(dst), tmp):
+        raise ConversionError("expected a destination other than the source, found the same path", dst)
+    if files.exists(dst) and not force:
+        raise ConversionError("expected a destination that does not exist, found one "
+                              "(pass --force to replace it)", dst)
+    wanted = options.journal(src, source_format)
+    if resume:
+        journal = _read_journal(tmp)
+        if journal is None:
+            raise ConversionError("expected an interrupted conversion to resume, found none", tmp)
+        recorded = {k: journal.get(k) for k in wanted}
+        if recorded != wanted:
+            raise ConversionError(f"expected to resume the same conversion, found one with other options: "
+                                  f"{recorded} (this run: {wanted})", tmp)
+        return journal
+    if files.exists(tmp):
+        if not force:
+            raise ConversionError("expected no interrupted conversion, found one "
+                                  "(pass --resume to continue it or --force to start over)", tmp)
+        files.remove_tree(tmp)
+    files.make_dirs(tmp)
+    journal = {**wanted, "state": STATE_RUNNING}
+    _write_journal(tmp, journal)
+    return journal
+
+
+def _destination_config(src: str, options: _Options) -> dict[str, Any]:
+    """User config over the config recorded when ``src`` itself was converted from ``options.to``."""
+    journal = _read_journal(src)
+    recorded: dict[str, Any] = {}
+    if journal is not None and journal.get("source_format") == options.to:
+        recorded = dict(journal.get("source_config") or {})
+    return {**recorded, **options.config}
+
+
+def _source_config(source: Any) -> dict[str, Any]:
+    config = getattr(source, "config", None)
+    as_dict = getattr(config, "as_dict", None)
+    return as_dict() if as_dict is not None else {}
+
+
+def _install(tmp: str, dst: str) -> None:
+    """Rename ``tmp`` to ``dst``; an existing ``dst`` (``force``) is moved aside first, then removed."""
+    old = None
+    if files.exists(dst):
+        old = f"{temp_path(dst)[:-len(TEMP_SUFFIX)]}{OLD_SUFFIX}"
+        if files.exists(old):
+            files.remove_tree(old)
+        files.rename(dst, old)
+    files.rename(tmp, dst)
+    files.fsync_dir(os.path.dirname(os.path.abspath(dst)))
+    if old is not None:
+        if files.is_dir(old):
+            files.remove_tree(old)
+        else:
+            files.remove(old)
+
+
+def run(src: str, dst: str, *, to: str, topics: list[str] | None, compression: str, config: dict[str, Any],
+        resume: bool, verify: bool, force: bool, skip_corrupt: bool, progress: bool | None,
+        timestamp: str, after_open: Callable[[Any, Any], None] | None = None) -> ConversionReport:
+    """Run one conversion (see :func:`segstore.convert.convert`).
+
+    ``after_open`` is called with the source and destination stores once both are
+    open (tests use it to interrupt a run).
+    """
+    _check_options(to, compression, timestamp)
+    if not files.is_dir(src):
+        raise ConversionError("expected a source store directory, found none", src)
+    source_format = registry.detect(src)
+    if source_format not in TARGETS:
+        raise ConversionError(f"expected a source of format {' or '.join(TARGETS)}, found {source_format!r}", src)
+    if source_format == to:
+        raise ConversionError(f"expected a source of another format than the target {to!r}, found {to!r}", src)
+    options = _Options(to=to, topics=None if topics is None else sorted(set(topics)), compression=compression,
+                       config=dict(config), timestamp=timestamp, skip_corrupt=skip_corrupt)
+    tmp = temp_path(dst)
+    journal = _prepare(src, dst, tmp, options, source_format, resume, force)
+    report = ConversionReport(src=src, dst=dst, source_format=source_format, target_format=to)
+    started = time.perf_counter()
+    bar = _Progress(progress, f"convert {source_format} -> {to}")
+    try:
+        with open_store(src, format=source_format, mode="r") as source:
+            journal["source_config"] = _source_config(source)
+            dest_config = _destination_config(src, options)
+            with open_store(tmp, format=to, mode="a", **dest_config) as dest:
+                if after_open is not None:
+                    after_open(source, dest)
+                if to == "kafka":
+                    _to_kafka(source, dest, options, report, bar)
+                else:
+                    _to_rocketmq(source, dest, options, report, bar)
+    finally:
+        bar.close()
+    report.seconds = time.perf_counter() - started
+    journal.update(state=STATE_DONE, messages=report.messages + report.already_present)
+    _write_journal(tmp, journal)
+    if verify:
+        _verify(src, source_format, tmp, options, dest_config)
+        report.verified = True
+    _install(tmp, dst)
+    return report
+
+
+def _verify(src: str, source_format: str, tmp: str, options: _Options, dest_config: dict[str, Any]) -> None:
+    """Check the converted files and compare every record with the source.
+
+    :raises ConversionError: a finding; the temporary directory is kept for inspection.
+    """
+    with open_store(src, format=source_format, mode="r") as source, \
+            open_store(tmp, format=options.to, mode="r", **dest_config) as dest:
+        findings = [str(p) for p in dest.verify()][:REPORT_LIMIT]
+        if not findings:
+            findings = (_verify_kafka if options.to == "kafka" else _verify_rocketmq)(source, dest, options)
+    if findings:
+        raise ConversionError(f"expected the converted store to match the source, found {len(findings)} "
+                              f"difference(s) (kept for inspection): " + "; ".join(findings[:3]), tmp)
+
+
+__all__ = ["COMPRESSIONS", "TARGETS", "ConversionReport", "run", "temp_path"]
