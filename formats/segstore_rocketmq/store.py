@@ -33,6 +33,7 @@ from segstore.errors import (
     InvalidMessageError,
     MessageTooLargeError,
     NotFoundError,
+    OffsetOutOfRangeError,
     SegstoreError,
 )
 from segstore.records import CREATE_TIME, Message
@@ -43,6 +44,7 @@ from .config import SCHEDULE_TOPIC, BrokerConfig, validate_topic
 from .consumequeue import CQ_DTYPE, ConsumeQueue, parse_file_name
 from .indexfile import IndexRequest, IndexService
 from .javacompat import hashmap_order, string_hash
+from .topicconfig import ConsumerOffsets, TopicConfigs
 from .message import (
     KEY_SEPARATOR,
     MESSAGE_MAGIC,
@@ -177,6 +179,9 @@ class RocketMQStore(Store):
             self.commitlog = CommitLog(os.path.join(self.path, COMMITLOG_DIR),
                                        self.config.mappedFileSizeCommitLog, writable=writable)
             self._load_queues(writable)
+            self.topic_configs = TopicConfigs(self.path)
+            self.consumer_offsets = ConsumerOffsets(self.path)
+            self._configs_dirty = False
             self._next_offsets = {key: cq.max_offset for key, cq in self.queues.items()}
             start = max((cq.max_physical_end for cq in self.queues.values()), default=self.commitlog.min_offset)
             self.commitlog.set_end(self.commitlog.find_end(max(start, self.commitlog.min_offset)))
@@ -241,11 +246,15 @@ class RocketMQStore(Store):
             self.index.flush()
 
     def close(self) -> None:
+        """Flush, persist ``config/topics.json`` (if topics changed), release the files."""
         if self._closed:
             return
         try:
             if self.mode == "a":
                 self.flush()
+                if self._configs_dirty:
+                    self.topic_configs.save(self._clock())
+                    self._configs_dirty = False
         finally:
             self._release()
             super().close()
@@ -403,6 +412,8 @@ class RocketMQStore(Store):
         self.commitlog.write_batch(start, chunks, placement.offsets, placement.blanks, sizes)
         for key, rows in cq_rows.items():
             self._queue(*key).append_array(np.array(rows, dtype=CQ_DTYPE))
+            if self.topic_configs.ensure(*key):
+                self._configs_dirty = True
         if self.index is not None:
             self.index.put_batch([
                 IndexRequest(m.topic, m.physical_offset, m.store_timestamp, m.properties.get(PROPERTY_UNIQ_KEY),
@@ -410,6 +421,24 @@ class RocketMQStore(Store):
         if self.config.flushDiskType == "SYNC_FLUSH":
             self.flush()
         return results
+
+    def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """Commit a consumer group's next offset for a queue to ``config/consumerOffset.json``.
+
+        Written at once (tmp + rename, old content kept as ``.bak``), as the broker persists it.
+        """
+        self._check_writable()
+        start, end = self.offset_range(topic, queue_id)
+        if not start <= offset <= end:
+            raise OffsetOutOfRangeError(f"expected an offset in [{start}, {end}] for {topic}/{queue_id}, "
+                                        f"found {offset}", self.consumer_offsets.path)
+        self.consumer_offsets.commit(topic, group, queue_id, offset)
+        self.consumer_offsets.save()
+
+    def committed_offset(self, group: str, topic: str, queue_id: int) -> int | None:
+        """The offset ``group`` committed for a queue, or None."""
+        self._check_open()
+        return self.consumer_offsets.get(topic, group, queue_id)
 
     # -- reading -------------------------------------------------------------
     def scan(self) -> Iterator[RocketMQMessage]:

@@ -1,0 +1,308 @@
+"""The RocketMQ store through its API: appends, broker semantics, bad input, config files."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import FIXTURES, copy_writable
+
+import segstore
+from segstore.errors import (
+    ConfigError,
+    CorruptDataError,
+    InvalidMessageError,
+    InvalidTopicError,
+    MessageTooLargeError,
+    ReadOnlyError,
+    TruncatedDataError,
+    WrongFormatError,
+)
+from segstore.records import Message
+from segstore.testing.conformance import StoreTests
+from segstore_rocketmq.commitlog import END_FILE_MIN_BLANK_LENGTH
+from segstore_rocketmq.config import BrokerConfig, validate_topic
+from segstore_rocketmq.javacompat import string_hash
+from segstore_rocketmq.message import BLANK_MAGIC, HEADERS, PREFIX, SYSFLAG_TRANSACTION_PREPARED
+from segstore_rocketmq.plugin import RocketMQFormat
+from segstore_rocketmq.store import RocketMQStore
+from segstore_rocketmq.topicconfig import loads_fastjson
+
+SMALL = {"mappedFileSizeCommitLog": 4096, "mappedFileSizeConsumeQueue": 200}
+BASIC = FIXTURES / "rocketmq" / "basic" / "store"
+
+
+class TestRocketMQConformance(StoreTests):
+    format = "rocketmq"
+    config = {"mappedFileSizeCommitLog": 65536, "mappedFileSizeConsumeQueue": 400}
+
+
+def store_at(tmp_path: Path, **config) -> RocketMQStore:
+    return RocketMQStore(str(tmp_path / "s"), "a", {**SMALL, **config}, clock=lambda: 1_000)
+
+
+def commitlog_bytes(path: Path) -> dict[str, bytes]:
+    d = path / "commitlog"
+    return {name: (d / name).read_bytes() for name in sorted(os.listdir(d))}
+
+
+# -- appends -------------------------------------------------------------------------
+
+def test_dict_and_message_appends_map_to_rocketmq_fields(tmp_path):
+    with store_at(tmp_path) as store:
+        r1 = store.append({"topic": "T", "queue_id": 1, "body": "hi", "tags": "TagA", "keys": ["k1", "k2"],
+                           "properties": {"p": "v"}, "flag": 7, "born_timestamp": 5, "born_host": "[::1]:9",
+                           "reconsume_times": 2})
+        r2 = store.append(Message(topic="T", partition=1, value=b"v", key=b"kk", headers=[("h", b"x")],
+                                  timestamp=9))
+        assert (r1.offset, r2.offset, r2.position) == (0, 1, r1.size)
+        assert r1.extra["store_timestamp"] == 1_000
+        assert r1.extra["msg_id"] == "7F00000100002A9F0000000000000000"
+        m1, m2 = store.read("T", 1)
+    assert (m1.body, m1.tags, m1.keys, m1.flag, m1.born_timestamp, str(m1.born_host), m1.reconsume_times) == (
+        b"hi", "TagA", ["k1", "k2"], 7, 5, "[0:0:0:0:0:0:0:1]:9", 2)
+    assert m1.properties["p"] == "v" and m1.sys_flag == 0x10
+    assert (m2.body, m2.keys, m2.properties["h"], m2.born_timestamp, m2.store_timestamp) == (
+        b"v", ["kk"], "x", 9, 1_000)
+
+
+def test_store_timestamp_defaults_to_the_wall_clock(tmp_path):
+    import time
+
+    before = time.time_ns() // 1_000_000
+    with RocketMQStore(str(tmp_path / "s"), "a", SMALL) as store:
+        res = store.append({"topic": "T", "body": b"x"})
+    assert before <= res.extra["store_timestamp"] <= time.time_ns() // 1_000_000
+
+
+def test_roll_writes_a_blank_and_opens_the_next_file(tmp_path):
+    with store_at(tmp_path) as store:
+        results = store.append_batch([{"topic": "T", "body": bytes(900)} for _ in range(10)])
+        positions = [r.position for r in results]
+    # 4096-byte files: a message needs its size + 8 bytes left in the file.
+    size = results[0].size
+    per_file = (4096 - END_FILE_MIN_BLANK_LENGTH) // size
+    assert positions[per_file] == 4096 and positions[per_file - 1] == (per_file - 1) * size
+    first = (tmp_path / "s" / "commitlog" / f"{0:020d}").read_bytes()
+    assert PREFIX.unpack_from(first, per_file * size) == (4096 - per_file * size, BLANK_MAGIC)
+    names = sorted(os.listdir(tmp_path / "s" / "commitlog"))
+    assert names == [f"{i * 4096:020d}" for i in range(len(names))]
+    assert (positions[-1] + size) > (len(names) - 1) * 4096   # no preallocated file left after close
+
+
+def test_delay_and_transactions_follow_the_broker(tmp_path):
+    with store_at(tmp_path) as store:
+        d, p, c, rb = store.append_batch([
+            {"topic": "T", "queue_id": 3, "body": b"d", "tags": "X", "delay_level": 2},
+            {"topic": "T", "body": b"p", "sys_flag": SYSFLAG_TRANSACTION_PREPARED, "delay_level": 2},
+            {"topic": "T", "body": b"c", "sys_flag": 0x8, "prepared_transaction_offset": 1},
+            {"topic": "T", "body": b"r", "sys_flag": 0xC},
+        ])
+        assert (d.topic, d.partition, d.offset) == ("SCHEDULE_TOPIC_XXXX", 1, 0)
+        assert (p.topic, p.offset, c.offset, rb.offset) == ("T", 0, 0, 0)
+        delayed = next(store.read("SCHEDULE_TOPIC_XXXX", 1))
+        assert delayed.properties["REAL_TOPIC"] == "T" and delayed.properties["REAL_QID"] == "3"
+        assert delayed.properties["DELAY"] == "2"
+        entries = store.queues[("SCHEDULE_TOPIC_XXXX", 1)].entries(0)
+        assert entries["tags_code"].tolist() == [1_000 + 5_000]
+        assert store.offset_range("T", 0) == (0, 1)     # only the commit got an entry
+        assert [m.body for m in store.scan()] == [b"d", b"p", b"c", b"r"]
+        assert store.to_json(next(m for m in store.scan() if m.body == b"d"))["tags_code"] == 6_000
+
+
+def test_tags_code_is_the_java_hash(tmp_path):
+    with store_at(tmp_path) as store:
+        store.append_batch([{"topic": "T", "body": b"1", "tags": "Tág-ü"}, {"topic": "T", "body": b"2"}])
+        assert store.queues[("T", 0)].entries(0)["tags_code"].tolist() == [string_hash("Tág-ü"), 0]
+        assert [m.body for m in store.read("T", 0, tag="Tág-ü")] == [b"1"]
+
+
+def test_consumer_offsets_and_topics_json(tmp_path):
+    with store_at(tmp_path) as store:
+        store.append_batch([{"topic": "T", "queue_id": q, "body": b"x"} for q in (0, 1, 1)])
+        store.commit_offset("g1", "T", 1, 2)
+        store.commit_offset("g1", "T", 1, 1)
+        store.commit_offset("g2", "T", 0, 1)
+    cfg = tmp_path / "s" / "config"
+    text = (cfg / "consumerOffset.json").read_text()
+    assert text == '{\n\t"offsetTable":{\n\t\t"T@g1":{1:1\n\t\t},\n\t\t"T@g2":{0:1\n\t\t}\n\t}\n}'
+    previous = loads_fastjson((cfg / "consumerOffset.json.bak").read_text(), "x")["offsetTable"]
+    assert previous == {"T@g1": {"1": 1}}         # the content before the last commit
+    topics = loads_fastjson((cfg / "topics.json").read_text(), "x")
+    assert topics["topicConfigTable"]["T"]["writeQueueNums"] == 2
+    with RocketMQStore(str(tmp_path / "s"), "r") as store:
+        assert store.committed_offset("g1", "T", 1) == 1
+        assert store.committed_offset("g3", "T", 1) is None
+
+
+# -- bad input -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("topic", ["../x", "", "a/b", "x" * 128, "tópico", None])
+def test_hostile_topics_are_refused_and_nothing_is_written(tmp_path, topic):
+    with store_at(tmp_path) as store:
+        store.append({"topic": "T", "body": b"before"})
+        end = store.commitlog.end
+        with pytest.raises(InvalidTopicError):
+            store.append_batch([{"topic": "T", "body": b"ok"}, {"topic": topic, "body": b"x"}])
+        assert store.commitlog.end == end
+        store.append({"topic": "T", "body": b"after"})
+        assert [m.body for m in store.read("T", 0)] == [b"before", b"after"]
+    assert not (tmp_path / "x").exists()
+    assert sorted(os.listdir(tmp_path / "s" / "consumequeue")) == ["T"]
+
+
+def test_topic_rules():
+    assert validate_topic("%RETRY%g|x_-9") == "%RETRY%g|x_-9"
+    assert validate_topic("x" * 127)
+
+
+def test_oversized_message_names_size_and_limit(tmp_path):
+    with store_at(tmp_path, maxMessageSize=1024) as store:
+        store.append({"topic": "T", "body": b"a"})
+        with pytest.raises(MessageTooLargeError, match=r"at most 1024 bytes.*found 1\d\d\d") as info:
+            store.append({"topic": "T", "body": bytes(1000)})
+        assert info.value.path.endswith("commitlog") and info.value.pos == store.commitlog.end
+        store.append({"topic": "T", "body": b"b"})
+        assert [m.body for m in store.read("T", 0)] == [b"a", b"b"]
+
+
+def test_default_max_message_size_is_4_mib(tmp_path):
+    assert BrokerConfig().maxMessageSize == 4 * 1024 * 1024
+    with RocketMQStore(str(tmp_path / "s"), "a", {"mappedFileSizeCommitLog": 16 * 1024 * 1024}) as store:
+        with pytest.raises(MessageTooLargeError):
+            store.append({"topic": "T", "body": bytes(4 * 1024 * 1024)})
+        assert store.append({"topic": "T", "body": bytes(4 * 1024 * 1024 - 200)}).size <= 4 * 1024 * 1024
+
+
+def test_bad_fields_are_refused(tmp_path):
+    with store_at(tmp_path) as store:
+        with pytest.raises(InvalidMessageError):
+            store.append({"topic": "T", "body": b"x", "properties": {"a": "\x01"}})
+        with pytest.raises(InvalidMessageError):
+            store.append({"topic": "T", "bogus": 1})
+        with pytest.raises(InvalidMessageError):
+            store.append({"topic": "T", "born_host": "not-a-host"})
+        assert store.commitlog.end == 0
+
+
+def test_config_values_from_strings_and_unknown_names():
+    cfg = BrokerConfig.from_mapping({"mappedFileSizeCommitLog": "4096", "flushDiskType": "sync_flush",
+                                     "messageIndexEnable": "false", "mappedFileSizeConsumeQueue": "30"})
+    assert (cfg.mappedFileSizeCommitLog, cfg.flushDiskType, cfg.messageIndexEnable) == (4096, "SYNC_FLUSH", False)
+    assert cfg.consume_queue_file_size == 40
+    assert cfg.delay_levels_ms[:4] == (1000, 5000, 10000, 30000) and cfg.delay_levels_ms[-1] == 7_200_000
+    for bad in ({"noSuchName": 1}, {"maxMessageSize": "-1"}, {"flushDiskType": "SOMETIMES"},
+                {"storeHost": "x"}, {"messageDelayLevel": "1x"}):
+        with pytest.raises(ConfigError):
+            BrokerConfig.from_mapping(bad)
+
+
+def test_truncated_commitlog_names_file_and_position(tmp_path):
+    store = copy_writable(BASIC, tmp_path / "s")
+    last = sorted((store / "commitlog").iterdir())[-1]
+    with open(last, "r+b") as f:
+        f.truncate(1000)
+    with pytest.raises(TruncatedDataError) as info:
+        RocketMQStore(str(store), "r")
+    assert (info.value.path, info.value.pos) == (str(last), 1000)
+
+
+def test_flipped_byte_is_a_crc_error_at_the_message(tmp_path):
+    store = copy_writable(BASIC, tmp_path / "s")
+    with RocketMQStore(str(store), "r") as s:
+        victim = next(m for m in s.scan()
+                      if len(m.body) > 10 and m.physical_offset > 300_000 and not m.sys_flag & 0x30)
+    seg_base = victim.physical_offset - victim.physical_offset % 262144
+    path = store / "commitlog" / f"{seg_base:020d}"
+    data = bytearray(path.read_bytes())
+    data[victim.physical_offset - seg_base + HEADERS[0].size + 5] ^= 0x01     # a body byte
+    path.write_bytes(bytes(data))
+    with RocketMQStore(str(store), "r") as s:
+        with pytest.raises(CorruptDataError) as info:
+            list(s.scan())
+        assert (info.value.path, info.value.pos) == (str(path), victim.physical_offset - seg_base)
+        with pytest.raises(CorruptDataError):
+            list(s.read(victim.topic, victim.queue_id, victim.queue_offset, 1))
+        assert s.verify()
+
+
+def test_a_kafka_file_in_commitlog_is_the_wrong_format(tmp_path):
+    store = copy_writable(BASIC, tmp_path / "s")
+    kafka_log = next((FIXTURES / "kafka").glob("*/topic-0/*.log"))
+    shutil.copyfile(kafka_log, store / "commitlog" / kafka_log.name)
+    with pytest.raises(WrongFormatError) as info:
+        RocketMQStore(str(store), "r")
+    assert info.value.path == str(store / "commitlog" / kafka_log.name)
+    assert not RocketMQFormat().detect(str(store))
+    assert RocketMQFormat().detect(str(BASIC))
+    assert not RocketMQFormat().detect(str(kafka_log.parent))
+
+
+def test_random_bytes_in_commitlog_are_corrupt_data(tmp_path):
+    store = tmp_path / "s"
+    (store / "commitlog").mkdir(parents=True)
+    rng = random.Random(42)
+    (store / "commitlog" / f"{0:020d}").write_bytes(rng.randbytes(4096))
+    with pytest.raises(CorruptDataError) as info:
+        RocketMQStore(str(store), "r")
+    assert info.value.path == str(store / "commitlog" / f"{0:020d}") and info.value.pos is not None
+
+
+def test_append_after_an_error_keeps_what_was_written(tmp_path):
+    with store_at(tmp_path) as store:
+        store.append_batch([{"topic": "T", "body": bytes([i]) * 300} for i in range(20)])
+    before = commitlog_bytes(tmp_path / "s")
+    with store_at(tmp_path, maxMessageSize=512) as store:
+        for bad in ({"topic": "../T", "body": b"x"}, {"topic": "T", "body": bytes(600)},
+                    {"topic": "T", "properties": {"\x02": "x"}}):
+            with pytest.raises((InvalidTopicError, MessageTooLargeError, InvalidMessageError)):
+                store.append(bad)
+        store.append({"topic": "T", "body": b"next"})
+    after = commitlog_bytes(tmp_path / "s")
+    for name, data in before.items():
+        end = len(data.rstrip(b"\0"))
+        assert after[name][:end] == data[:end]
+    with RocketMQStore(str(tmp_path / "s"), "r") as store:
+        assert [m.body for m in store.read("T", 0)][-2:] == [bytes([19]) * 300, b"next"]
+
+
+def test_read_only_open_writes_nothing(tmp_path):
+    store = copy_writable(BASIC, tmp_path / "s")
+    stamp = {p: p.stat().st_mtime_ns for p in store.rglob("*")}
+    with RocketMQStore(str(store), "r") as s, pytest.raises(ReadOnlyError):
+        s.append({"topic": "T", "body": b"x"})
+    assert {p: p.stat().st_mtime_ns for p in store.rglob("*")} == stamp
+
+
+def test_segment_infos_cover_the_queue(tmp_path):
+    with RocketMQStore(str(BASIC), "r") as store:
+        infos = store.segment_infos("TopicA", 0)
+        start, end = store.offset_range("TopicA", 0)
+        sizes = [m.size for m in store.read("TopicA", 0)]
+    assert infos[0]["start_offset"] == start and infos[-1]["end_offset"] == end
+    assert all(a["end_offset"] == b["start_offset"] for a, b in zip(infos, infos[1:], strict=False))
+    assert sum(i["bytes"] for i in infos) == sum(sizes)
+    assert all(os.path.exists(i["path"]) for i in infos)
+
+
+def test_open_through_the_registry_and_json_dump_lines(tmp_path):
+    with segstore.open(str(BASIC)) as store:
+        assert store.format == "rocketmq"
+        first = next(store.scan())
+        obj = store.to_json(first)
+    assert json.loads(json.dumps(obj)) == obj
+    assert obj["keys"] == ["key-0", "shared-0", "ключ-0"] and obj["tags"] == "TagA"
+
+
+def test_batch_consume_queue_entries_are_one_array_per_queue(tmp_path):
+    with store_at(tmp_path, mappedFileSizeCommitLog=1 << 20, mappedFileSizeConsumeQueue=2000) as store:
+        results = store.append_batch([{"topic": "T", "queue_id": i % 3, "body": b"x" * 10} for i in range(300)])
+        for q in range(3):
+            entries = store.queues[("T", q)].entries(0)
+            assert entries["offset"].tolist() == [r.position for r in results if r.partition == q]
+            assert np.all(entries["size"] == results[0].size)
