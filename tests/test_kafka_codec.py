@@ -1,0 +1,401 @@
+"""Unit, property and corruption tests of the Kafka record codec (varints, batches, codecs, legacy)."""
+
+from __future__ import annotations
+
+import random
+import struct
+
+import cramjam
+import crc32c
+import lz4.frame
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kafka.record.default_records import DefaultRecordBatch
+from kafka.record.legacy_records import LegacyRecordBatchBuilder
+from kafka.record.memory_records import MemoryRecords
+
+from segstore.errors import CorruptDataError, InvalidMessageError, SegstoreError, TruncatedDataError
+from segstore_kafka import batch as codec
+from segstore_kafka import compression, legacy
+from segstore_kafka.varint import (
+    decode_varint,
+    decode_varlong,
+    encode_varint,
+    encode_varlong,
+    size_of_varint,
+    size_of_varlong,
+)
+
+# ---------------------------------------------------------------------------------
+# varints
+
+# (value, zigzag 7-bit-group encoding), worked out by hand from ByteUtils' definition.
+VARINT_VECTORS = [
+    (0, "00"), (-1, "01"), (1, "02"), (63, "7e"), (-64, "7f"), (64, "8001"), (-65, "8101"),
+    (300, "d804"), (2**31 - 1, "feffffff0f"), (-(2**31), "ffffffff0f"),
+]
+VARLONG_VECTORS = [*VARINT_VECTORS, (2**31, "8080808010"), (2**63 - 1, "feffffffffffffffff01"),
+                   (-(2**63), "ffffffffffffffffff01")]
+
+
+@pytest.mark.parametrize(("value", "hexed"), VARINT_VECTORS)
+def test_varint_vectors(value: int, hexed: str) -> None:
+    raw = bytes.fromhex(hexed)
+    assert encode_varint(value) == raw
+    assert decode_varint(raw) == (value, len(raw))
+    assert size_of_varint(value) == len(raw)
+
+
+@pytest.mark.parametrize(("value", "hexed"), VARLONG_VECTORS)
+def test_varlong_vectors(value: int, hexed: str) -> None:
+    raw = bytes.fromhex(hexed)
+    assert encode_varlong(value) == raw
+    assert decode_varlong(b"\xaa" + raw + b"\xbb", 1) == (value, len(raw) + 1)
+    assert size_of_varlong(value) == len(raw)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(-(2**63), 2**63 - 1))
+def test_varlong_round_trip(value: int) -> None:
+    raw = encode_varlong(value)
+    assert decode_varlong(raw) == (value, len(raw)) and size_of_varlong(value) == len(raw)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(-(2**31), 2**31 - 1))
+def test_varint_round_trip(value: int) -> None:
+    raw = encode_varint(value)
+    assert decode_varint(raw) == (value, len(raw)) and size_of_varint(value) == len(raw)
+
+
+def test_varint_errors() -> None:
+    with pytest.raises(ValueError, match="int32"):
+        encode_varint(2**31)
+    with pytest.raises(ValueError, match="int64"):
+        encode_varlong(-(2**63) - 1)
+    with pytest.raises(ValueError, match="at most 5 bytes"):
+        decode_varint(b"\x80\x80\x80\x80\x80\x01")
+    with pytest.raises(ValueError, match="int32"):
+        decode_varint(b"\xff\xff\xff\xff\x1f")
+    with pytest.raises(IndexError):
+        decode_varlong(b"\x80\x80")
+
+
+# ---------------------------------------------------------------------------------
+# checksums and codecs
+
+
+def test_crc32c_known_vector() -> None:
+    assert crc32c.crc32c(b"123456789") == 0xE3069283
+
+
+def test_xxh32_matches_liblz4_header_checksums() -> None:
+    for block_size in (lz4.frame.BLOCKSIZE_MAX64KB, lz4.frame.BLOCKSIZE_MAX4MB):
+        for store_size in (False, True):
+            frame = lz4.frame.compress(b"x" * 100, block_size=block_size, store_size=store_size)
+            descriptor_end = 6 + (8 if store_size else 0)
+            assert (compression._xxh32(frame[4:descriptor_end]) >> 8) & 0xFF == frame[descriptor_end]
+
+
+@pytest.mark.parametrize("name", compression.COMPRESSION_NAMES)
+@pytest.mark.parametrize("size", [0, 1, 1000, 32 * 1024, 32 * 1024 + 1, 200_000])
+def test_codec_round_trip(name: str, size: int) -> None:
+    data = random.Random(size).randbytes(size // 2) + b"abc" * (size // 6)
+    data = data[:size]
+    assert compression.decompress(name, compression.compress(name, data)) == data
+
+
+def test_codec_framing_is_kafkas() -> None:
+    gz = compression.compress("gzip", b"hello")
+    assert gz[:10] == bytes.fromhex("1f8b08000000000000ff")
+    sn = compression.compress("snappy", b"s" * 70_000)
+    assert sn[:16] == bytes.fromhex("82534e41505059000000000100000001")
+    raw_sizes, pos = [], 16
+    while pos < len(sn):
+        (length,) = struct.unpack_from(">i", sn, pos)
+        raw_sizes.append(len(cramjam.snappy.decompress_raw(sn[pos + 4:pos + 4 + length])))
+        pos += 4 + length
+    assert raw_sizes == [32 * 1024, 32 * 1024, 70_000 - 64 * 1024]
+    assert compression.compress("lz4", b"z")[:7] == bytes.fromhex("04224d18604082")
+    zs = compression.compress("zstd", b"q" * 10)
+    assert zs[:5] == bytes.fromhex("28b52ffd00")  # no content size, no checksum, not single segment
+
+
+def test_lz4_dependent_blocks_refused() -> None:
+    linked = bytearray(lz4.frame.compress(b"a" * 1000, store_size=False))
+    linked[4] &= ~0x20  # FLG without the block-independence bit, header checksum redone
+    linked[6] = (compression._xxh32(bytes(linked[4:6])) >> 8) & 0xFF
+    with pytest.raises(CorruptDataError, match="independent blocks"):
+        compression.decompress("lz4", bytes(linked), path="x.log", pos=7)
+
+
+def test_corrupt_codec_streams_name_path_and_position() -> None:
+    for name in compression.COMPRESSION_NAMES[1:]:
+        with pytest.raises(CorruptDataError) as info:
+            compression.decompress(name, b"\x00garbage-garbage-garbage", path="x.log", pos=99)
+        assert (info.value.path, info.value.pos) == ("x.log", 99)
+
+
+def test_unknown_codec() -> None:
+    with pytest.raises(InvalidMessageError, match="compression one of"):
+        codec.encode_batch([(b"k", b"v", 1)], base_offset=0, compression="brotli")
+
+
+# ---------------------------------------------------------------------------------
+# batch round trips
+
+header_values = st.one_of(st.none(), st.binary(max_size=20))
+records_strategy = st.lists(
+    st.tuples(
+        st.one_of(st.none(), st.binary(max_size=40)),
+        st.one_of(st.none(), st.binary(max_size=300)),
+        st.integers(0, 2**41),
+        st.lists(st.tuples(st.text(max_size=12), header_values), max_size=6),
+    ),
+    min_size=1, max_size=25,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(records=records_strategy, name=st.sampled_from(compression.COMPRESSION_NAMES),
+       base_offset=st.integers(0, 2**40), transactional=st.booleans(),
+       producer=st.tuples(st.integers(-1, 2**40), st.integers(-1, 2**15 - 1), st.integers(-1, 2**31 - 1)))
+def test_batch_round_trip_and_kafka_python_reads_it(records, name, base_offset, transactional, producer) -> None:
+    producer_id, producer_epoch, base_sequence = producer
+    out = codec.encode_batch(records, base_offset=base_offset, compression=name, producer_id=producer_id,
+                             producer_epoch=producer_epoch, base_sequence=base_sequence,
+                             is_transactional=transactional, partition_leader_epoch=5)
+    (batch,) = codec.iter_batches(out, path="mem.log", base_pos=4096)
+    assert (batch.base_offset, batch.record_count, batch.compression, batch.is_transactional) == (
+        base_offset, len(records), name, transactional)
+    assert (batch.position, batch.size, batch.partition_leader_epoch) == (4096, len(out), 5)
+    assert batch.base_timestamp == records[0][2] and batch.max_timestamp == max(r[2] for r in records)
+    decoded = batch.records()
+    assert [(r.key, r.value, r.timestamp, r.headers) for r in decoded] == [
+        (k, v, t, list(h)) for k, v, t, h in records]
+    assert [r.offset for r in decoded] == list(range(base_offset, base_offset + len(records)))
+    if base_sequence >= 0:
+        assert decoded[-1].sequence == codec.increment_sequence(base_sequence, len(records) - 1)
+    theirs = DefaultRecordBatch(out)
+    assert theirs.validate_crc()
+    assert [(r.offset, r.key, r.value, [tuple(h) for h in r.headers]) for r in theirs] == [
+        (r.offset, r.key, r.value, r.headers) for r in decoded]
+
+
+def test_control_batches_round_trip() -> None:
+    for kind in ("COMMIT", "ABORT"):
+        out = codec.encode_control_batch(kind, base_offset=42, producer_id=7, producer_epoch=3,
+                                         coordinator_epoch=11, timestamp=1_700_000_000_000,
+                                         partition_leader_epoch=2)
+        (batch,) = codec.iter_batches(out)
+        assert batch.is_control and batch.is_transactional and batch.control_type() == kind
+        (record,) = batch.records()
+        assert codec.parse_control_record(record.key, record.value) == (kind, 11)
+        assert DefaultRecordBatch(out).is_control_batch
+    plain = next(codec.iter_batches(codec.encode_batch([(b"k", b"v", 1)], base_offset=0)))
+    assert plain.control_type() is None
+
+
+def test_log_append_time_batch() -> None:
+    out = codec.encode_batch([(b"a", b"1", 10), (b"b", b"2", 5)], base_offset=3,
+                             timestamp_type="LogAppendTime", log_append_time=99)
+    (batch,) = codec.iter_batches(out)
+    assert batch.timestamp_type == "LogAppendTime" and batch.base_timestamp == 10
+    assert [r.timestamp for r in batch.records()] == [99, 99]
+    with pytest.raises(InvalidMessageError, match="log_append_time"):
+        codec.encode_batch([(b"a", b"1", 10)], base_offset=0, timestamp_type="LogAppendTime")
+
+
+def test_records_and_messages_as_input_and_offset_deltas() -> None:
+    from segstore.records import Message
+
+    inputs = [Message("t", value=b"v", key="k", timestamp=5, headers=[("h", b"x")]),
+              codec.Record(0, 6, None, "str value", [])]
+    out = codec.encode_batch(inputs, base_offset=100, offset_deltas=[0, 7])
+    (batch,) = codec.iter_batches(out)
+    assert batch.last_offset == 107
+    assert [(r.offset, r.key, r.value, r.headers) for r in batch.records()] == [
+        (100, b"k", b"v", [("h", b"x")]), (107, None, b"str value", [])]
+
+
+@pytest.mark.parametrize("bad", [
+    {"base_offset": -1}, {"producer_epoch": 2**15}, {"base_sequence": 2**31}, {"partition_leader_epoch": 2**31},
+])
+def test_out_of_range_header_fields(bad: dict) -> None:
+    kwargs = {"base_offset": 0, **bad}
+    with pytest.raises(InvalidMessageError):
+        codec.encode_batch([(b"k", b"v", 1)], **kwargs)
+
+
+def test_invalid_record_fields() -> None:
+    with pytest.raises(InvalidMessageError):
+        codec.encode_batch([(b"k", 12345, 1)], base_offset=0)
+    with pytest.raises(InvalidMessageError):
+        codec.encode_batch([(b"k", b"v", 1, [(b"bytes-key", b"v")])], base_offset=0)
+    with pytest.raises(InvalidMessageError):
+        codec.encode_batch([(b"k",)], base_offset=0)
+
+
+def test_sequence_wraps_like_kafka() -> None:
+    assert codec.increment_sequence(2**31 - 2, 3) == 1
+    out = codec.encode_batch([(None, b"x", 1)] * 4, base_offset=0, producer_id=1, producer_epoch=0,
+                             base_sequence=2**31 - 2)
+    (batch,) = codec.iter_batches(out)
+    assert [r.sequence for r in batch.records()] == [2**31 - 2, 2**31 - 1, 0, 1]
+    assert batch.last_sequence == 1
+
+
+# ---------------------------------------------------------------------------------
+# corruption: every problem is a typed error naming the file and the byte position
+
+
+def _sample_log() -> bytes:
+    return b"".join(
+        codec.encode_batch([(b"key-%d" % i, b"value" * i, 1000 + i, [("h", b"v")])] * 3, base_offset=3 * i)
+        for i in range(4))
+
+
+def test_truncation_at_every_header_field_boundary() -> None:
+    one = codec.encode_batch([(b"k", b"v", 1)], base_offset=0)
+    data = _sample_log() + one
+    start = len(data) - len(one)
+    boundaries = sorted({struct.calcsize(codec.HEADER.format[:i]) for i in range(1, len(codec.HEADER.format) + 1)})
+    for cut in [*boundaries[1:], len(one) - 1]:
+        torn = data[:start + cut]
+        with pytest.raises(TruncatedDataError) as info:
+            list(codec.iter_batches(torn, path="00.log"))
+        assert (info.value.path, info.value.pos) == ("00.log", start)
+        assert codec.valid_prefix(torn, path="00.log")[0] == start
+    assert codec.valid_prefix(data) == (len(data), None)
+
+
+def test_every_single_bit_flip_after_the_length_is_caught() -> None:
+    data = codec.encode_batch([(b"k", b"value", 1, [("h", None)]), (None, b"", 2)], base_offset=9,
+                              compression="lz4")
+    for index in range(codec.MAGIC_OFFSET, len(data)):
+        for bit in (0, 3, 7):
+            bad = bytearray(data)
+            bad[index] ^= 1 << bit
+            with pytest.raises(CorruptDataError) as info:
+                list(codec.iter_batches(bytes(bad), path="p.log", base_pos=100))
+            assert info.value.path == "p.log" and info.value.pos in (100, 100 + codec.MAGIC_OFFSET,
+                                                                     100 + codec.CRC_OFFSET)
+
+
+def test_wrong_magic_and_bad_length() -> None:
+    data = bytearray(codec.encode_batch([(b"k", b"v", 1)], base_offset=0))
+    data[codec.MAGIC_OFFSET] = 7
+    with pytest.raises(CorruptDataError, match="magic 0, 1 or 2, found 7") as info:
+        list(codec.iter_batches(bytes(data), path="m.log"))
+    assert info.value.pos == codec.MAGIC_OFFSET
+    short = bytearray(codec.encode_batch([(b"k", b"v", 1)], base_offset=0))
+    struct.pack_into(">i", short, 8, 20)
+    with pytest.raises(CorruptDataError, match="v2 batch length of at least 49, found 20"):
+        codec.read_batch_header(bytes(short), 0, path="m.log")
+    struct.pack_into(">i", short, 8, 3)
+    with pytest.raises(CorruptDataError, match="at least 14, found 3"):
+        codec.read_batch_header(bytes(short), 0, path="m.log")
+
+
+def _with_region(region: bytes, count: int) -> bytes:
+    """A v2 batch with a hand-made record region and a correct CRC (so only the records are wrong)."""
+    header = bytearray(codec.HEADER.pack(0, codec.HEADER.size - codec.LOG_OVERHEAD + len(region), 0, 2, 0, 0,
+                                         max(count - 1, 0), 0, 0, -1, -1, -1, count))
+    crc = crc32c.crc32c(bytes(header[codec.ATTRIBUTES_OFFSET:]) + region)
+    struct.pack_into(">I", header, codec.CRC_OFFSET, crc)
+    return bytes(header) + region
+
+
+def _region(*records) -> bytes:
+    return codec.encode_batch(list(records), base_offset=0)[codec.HEADER.size:]
+
+
+VALID = _region((b"a", b"b", 0))          # 10 00 00 00 02 61 02 62 00: one 8-byte record body
+WITH_HEADER = _region((b"a", b"b", 0, [("z", None)]))
+
+
+@pytest.mark.parametrize(("region", "count", "match"), [
+    (VALID, 2, "runs past"),
+    (VALID + b"\xff", 1, "bytes after"),
+    (b"\x0e" + VALID[1:], 1, "body of 7 bytes, found 8"),
+    (VALID[:-2], 1, "record of 8 bytes within the 6 left"),
+    (WITH_HEADER.replace(b"z", b"\xff"), 1, "UTF-8"),
+    (VALID[:-1] + b"\x01", 1, "header count >= 0, found -1"),
+], ids=["short-count", "trailing", "length-mismatch", "cut", "utf8", "neg-headers"])
+def test_malformed_records_raise_with_position(region: bytes, count: int, match: str) -> None:
+    (batch,) = codec.iter_batches(_with_region(region, count), path="r.log", base_pos=50)
+    with pytest.raises(CorruptDataError, match=match) as info:
+        batch.records()
+    assert info.value.path == "r.log" and info.value.pos >= 50 + codec.HEADER.size
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_random_damage_never_escapes_as_another_error(data) -> None:
+    batch_bytes = codec.encode_batch([(b"k" * 3, b"v" * 20, 5, [("hk", b"hv")])] * 4, base_offset=0,
+                                     compression=data.draw(st.sampled_from(compression.COMPRESSION_NAMES)))
+    region = bytearray(batch_bytes[codec.HEADER.size:])
+    for _ in range(data.draw(st.integers(1, 4))):
+        region[data.draw(st.integers(0, len(region) - 1))] = data.draw(st.integers(0, 255))
+    cut = data.draw(st.integers(0, len(region)))
+    damaged = bytearray(batch_bytes[:codec.HEADER.size]) + region[:cut]
+    struct.pack_into(">i", damaged, 8, len(damaged) - codec.LOG_OVERHEAD)
+    try:
+        for batch in codec.iter_batches(bytes(damaged), check_crc=False):
+            batch.records()
+    except SegstoreError as err:
+        assert err.path == "<memory>" and err.pos is not None
+
+
+# ---------------------------------------------------------------------------------
+# legacy message formats v0 / v1, written by kafka-python's legacy builder
+
+
+def _legacy_set(magic: int, codec_id: int, count: int, last_offset: int) -> bytes:
+    builder = LegacyRecordBatchBuilder(magic, codec_id, 1 << 20)
+    for i in range(count):
+        builder.append(i if magic == 1 or codec_id else last_offset - count + 1 + i,
+                       1_600_000_000_000 + i if magic else None,
+                       b"k%d" % i if i % 2 else None, b"v" * i)
+    buf = bytearray(builder.build())
+    if codec_id:  # the broker stamps a wrapper with its last inner offset
+        struct.pack_into(">q", buf, 0, last_offset)
+    return bytes(buf)
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+@pytest.mark.parametrize("codec_id", [0, 1, 2])
+def test_legacy_message_sets_read_like_kafka_python(magic: int, codec_id: int) -> None:
+    data = _legacy_set(magic, codec_id, 5, last_offset=104 if magic else 4)
+    ours = [(b.magic, r.offset, r.timestamp, r.key, r.value)
+            for b in codec.iter_batches(data) for r in b.records()]
+    theirs, records = [], MemoryRecords(data)
+    while records.has_next():
+        for r in records.next_batch():
+            theirs.append((magic, r.offset, -1 if r.timestamp is None else r.timestamp, r.key, r.value))
+    assert ours == theirs and len(ours) == 5
+    batches = list(codec.iter_batches(data))
+    assert batches[-1].last_offset == ours[-1][1] and batches[0].base_offset == ours[0][1]
+    assert all(b.is_valid() for b in batches)
+    assert codec.valid_prefix(data) == (len(data), None)
+
+
+def test_legacy_v0_lz4_with_kafkas_old_header_checksum() -> None:
+    inner = _legacy_set(0, 0, 3, last_offset=2)
+    frame = bytearray(compression.compress("lz4", inner))
+    frame[6] = (compression._xxh32(bytes(frame[:6])) >> 8) & 0xFF  # the v0 bug: the magic hashed too
+    body = struct.pack(">bb", 0, 3) + struct.pack(">i", -1) + struct.pack(">i", len(frame)) + bytes(frame)
+    entry = struct.pack(">qiI", 2, len(body) + 4, legacy.zlib.crc32(body)) + body
+    (batch,) = codec.iter_batches(entry)
+    assert [(r.offset, r.value) for r in batch.records()] == [(0, b""), (1, b"v"), (2, b"vv")]
+
+
+def test_legacy_corruption() -> None:
+    data = bytearray(_legacy_set(1, 0, 2, last_offset=1))
+    data[-1] ^= 1
+    with pytest.raises(CorruptDataError, match="CRC-32") as info:
+        list(codec.iter_batches(bytes(data), path="old.log"))
+    assert info.value.pos == len(_legacy_set(1, 0, 1, 0)) + codec.LOG_OVERHEAD
+    with pytest.raises(TruncatedDataError):
+        list(codec.iter_batches(bytes(data[:-3]), path="old.log"))
