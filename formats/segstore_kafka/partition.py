@@ -28,12 +28,26 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from segstore import files
-from segstore.errors import ConfigError, CorruptDataError, InvalidTopicError, OffsetOutOfRangeError
+from segstore.errors import (
+    ConfigError,
+    CorruptDataError,
+    CorruptIndexError,
+    InvalidTopicError,
+    OffsetOutOfRangeError,
+)
 from segstore.log import SegmentedLog
 
 from . import batch as codec
 from .checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
-from .segment import LogSegment, RecoverResult, TimestampAndOffset, TransactionTracker
+from .segment import (
+    INDEX_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+    RecoverResult,
+    TimestampAndOffset,
+    TransactionTracker,
+    file_name,
+)
 
 PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 SEGMENT_LOG = re.compile(r"^(?P<base>\d{20})\.log$")
@@ -45,7 +59,11 @@ TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 
 @dataclass(frozen=True, slots=True)
 class KafkaConfig:
-    """Topic config, by Kafka's names (``segment.bytes``...) with Kafka's defaults."""
+    """Topic config, by Kafka's names (``segment.bytes``...) with Kafka's defaults.
+
+    One exception: ``retention.ms`` defaults to -1 (keep everything); retention
+    only deletes segments when ``retention.ms`` or ``retention.bytes`` is set.
+    """
 
     segment_bytes: int = 1024 * 1024 * 1024
     segment_ms: int = 7 * 24 * 3600 * 1000
@@ -53,7 +71,8 @@ class KafkaConfig:
     index_interval_bytes: int = 4096
     message_timestamp_type: str = "CreateTime"
     retention_bytes: int = -1
-    retention_ms: int = 7 * 24 * 3600 * 1000
+    # The broker's default is 7 days; a file tool must not delete data nobody asked it to.
+    retention_ms: int = -1
     compression_type: str = "none"
 
     @classmethod
@@ -158,7 +177,7 @@ class Partition:
         opened: list[LogSegment] = []
         try:
             for base in bases:
-                opened.append(self._open_segment(base, create=False))
+                opened.append(self._open_segment_or_drop_indexes(base))
         except BaseException:
             for seg in opened:
                 seg.abandon()
@@ -185,24 +204,71 @@ class Partition:
     def segments(self) -> list[LogSegment]:
         return list(self.log.segments)
 
+    def _open_segment_or_drop_indexes(self, base: int) -> LogSegment:
+        """Open a segment; a writable partition answers a corrupt index by rebuilding it (as Kafka)."""
+        try:
+            return self._open_segment(base, create=False)
+        except CorruptIndexError as err:
+            if not self.writable:
+                raise
+            self.recovered.append(f"{err}; rebuilding the indexes of segment {base}")
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                path = os.path.join(self.path, file_name(base, suffix))
+                if files.exists(path):
+                    files.remove(path)
+            return self._open_segment(base, create=False)
+
     def _recover_crashed(self) -> None:
-        """Recover segments a crash left: missing/untrimmed indexes, or a torn active tail."""
+        """Recover what a crash left: from the first segment with a missing, untrimmed or corrupt
+        index, or the active segment when its tail is torn, to the end."""
         segments = self.segments
-        for seg in segments:
-            tail = seg.check_tail() if seg is segments[-1] else None
-            if seg.needs_recovery or tail is not None:
-                self.recovered.append(self._describe(seg, self.recover_segment(seg)))
+        first = next((i for i, seg in enumerate(segments) if seg.needs_recovery), None)
+        if first is None and segments and segments[-1].check_tail() is not None:
+            first = len(segments) - 1
+        if first is not None:
+            self.recovered.extend(self._recover_from(first, reset=False))
 
-    def recover_segment(self, seg: LogSegment) -> RecoverResult:
-        """Recover one segment (and forget epochs past its new end)."""
-        result = seg.recover(self._on_recovered_batch)
-        if seg is self.log.active:
-            self.epochs.truncate_from_end(seg.next_offset())
-        return result
+    def _recover_from(self, first: int, *, reset: bool) -> list[str]:
+        """Recover segments ``first..`` in order; a segment cut short ends the log there.
 
-    def _on_recovered_batch(self, batch: codec.RecordBatch) -> None:
-        if batch.magic >= 2:
-            self.epochs.assign(batch.partition_leader_epoch, batch.base_offset)
+        The segments after a cut one are kept aside whole (``.log.cut-0``): nothing cut is lost.
+        """
+        segments = self.segments
+        tracker = TransactionTracker()
+        for seg in segments[:first]:
+            for header in seg.headers():
+                if header.is_transactional:
+                    tracker.observe(header)
+        if reset:
+            self.epochs.clear()
+        lines: list[str] = []
+        for n, seg in enumerate(segments[first:], start=first):
+            result = seg.recover(self._batch_observer(seg, tracker))
+            if result.truncated_bytes or not reset:
+                lines.append(self._describe(seg, result))
+            if result.truncated_bytes:
+                for later in segments[n + 1:]:
+                    self.log.segments.remove(later.base)
+                    kept = files.save_aside(later.path, 0, files.read_bytes(later.path))
+                    later.delete()
+                    lines.append(f"{later.path}: removed after the cut in {seg.path} (kept in {kept})")
+                break
+        end = self.log.active.next_offset() if self.log.active is not None else 0
+        self.epochs.truncate_from_end(end)
+        self.next_offset = end
+        self._txns = None
+        return lines
+
+    def _batch_observer(self, seg: LogSegment, tracker: TransactionTracker) -> Callable[[Any], None]:
+        """The per-batch callback of a segment's recovery: leader epochs and aborted transactions."""
+        def observe(batch: codec.RecordBatch) -> None:
+            if batch.magic >= codec.MAGIC_V2:
+                self.epochs.assign(batch.partition_leader_epoch, batch.base_offset)
+            if batch.is_transactional:
+                aborted = tracker.observe(batch)
+                if aborted is not None:
+                    seg.txn_index.append(aborted)
+        return observe
 
     @staticmethod
     def _describe(seg: LogSegment, result: RecoverResult) -> str:
@@ -214,17 +280,10 @@ class Partition:
         return line
 
     def recover(self) -> list[str]:
-        """Validate and rebuild every segment; returns one line per segment changed or rebuilt."""
+        """Validate and rebuild every segment; returns one line per action taken."""
         lines = list(self.recovered)
         self.recovered = []
-        self.epochs.clear()
-        for seg in self.segments:
-            result = self.recover_segment(seg)
-            if result.truncated_bytes:
-                lines.append(self._describe(seg, result))
-        self.next_offset = self.log.active.next_offset() if self.log.active is not None else 0
-        self._txns = None
-        return lines
+        return lines + self._recover_from(0, reset=True)
 
     # -- appends ----------------------------------------------------------------
     def _tracker(self) -> TransactionTracker:

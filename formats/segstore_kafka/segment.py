@@ -20,7 +20,7 @@ Thread-safety: not thread-safe; the owning partition serialises access.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -270,7 +270,7 @@ class LogSegment:
         return None
 
     # -- recovery ---------------------------------------------------------------
-    def recover(self, on_batch: object = None) -> RecoverResult:
+    def recover(self, on_batch: Callable[[codec.RecordBatch], None] | None = None) -> RecoverResult:
         """Validate every batch, cut the invalid tail (saved aside), rebuild the indexes.
 
         ``on_batch(batch)`` is called for every valid batch in order (leader epochs,
@@ -292,7 +292,7 @@ class LogSegment:
                 self.offset_index.append_entry(batch.last_offset, batch.position)
                 self.time_index.maybe_append(self._max_ts.timestamp, self._max_ts.offset)
                 last_entry = batch.position
-            if callable(on_batch):
+            if on_batch is not None:
                 on_batch(batch)
         del buf
         truncated = self.log.size - valid
@@ -347,7 +347,8 @@ class LogSegment:
         """Close and remove every file of the segment (retention)."""
         self.abandon()
         for suffix in SUFFIXES:
-            files.remove(self._path(suffix))
+            if files.exists(self._path(suffix)):
+                files.remove(self._path(suffix))
 
     def __repr__(self) -> str:
         return f"LogSegment({self.path!r}, base={self.base}, size={self.size})"
