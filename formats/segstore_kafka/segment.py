@@ -198,12 +198,19 @@ class LogSegment:
         return self._rolling_ts
 
     def next_offset(self) -> int:
-        """One past the last offset in the log (the base offset when empty).  ``O(batches after the last entry)``."""
+        """One past the last offset of the whole batches in the log (the base offset when empty).
+
+        A torn or corrupt tail is not counted (reads and ``verify`` report it).
+        ``O(batches after the last index entry)``.
+        """
         start = self.offset_index.lookup_offset(self.offset_index.last_offset).position \
             if len(self.offset_index) else 0
         nxt = self.base
-        for header in self.headers(start):
-            nxt = header.last_offset + 1
+        try:
+            for header in self.headers(start):
+                nxt = header.last_offset + 1
+        except CorruptDataError:
+            pass
         return nxt
 
     # -- writing ----------------------------------------------------------------

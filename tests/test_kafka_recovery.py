@@ -1,0 +1,191 @@
+"""Kafka corruption and crash recovery: typed errors naming file and byte, torn tails kept, indexes rebuilt."""
+
+from __future__ import annotations
+
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+
+import segstore
+from conftest import FIXTURES, copy_writable
+from segstore.errors import CorruptDataError, CorruptIndexError, TruncatedDataError
+from segstore.records import Message
+from segstore_kafka.batch import CRC_OFFSET, MAGIC_OFFSET, iter_batches
+
+CONFIG = {"segment.bytes": 6935, "index.interval.bytes": 990}   # the uncompressed fixture's
+SEG0 = "00000000000000000000"
+
+
+def _fixture(tmp_path: Path) -> Path:
+    return copy_writable(FIXTURES / "kafka" / "uncompressed" / "topic-0", tmp_path / "topic-0")
+
+
+def _flip(path: Path, pos: int, mask: int = 0x01) -> None:
+    data = bytearray(path.read_bytes())
+    data[pos] ^= mask
+    path.write_bytes(bytes(data))
+
+
+def _positions(path: Path) -> list[int]:
+    return [b.position for b in iter_batches(path.read_bytes(), path=str(path))]
+
+
+def _values(store: segstore.Store) -> list[bytes | None]:
+    return [r.value for r in store.scan()]
+
+
+@pytest.mark.parametrize("where", ["crc", "record", "attributes"])
+def test_bit_flips_are_typed_errors_with_file_and_position(tmp_path: Path, where: str) -> None:
+    part = _fixture(tmp_path)
+    log = part / f"{SEG0}.log"
+    batch_pos = _positions(log)[3]
+    offset = {"crc": CRC_OFFSET, "record": 70, "attributes": CRC_OFFSET + 4}[where]
+    _flip(log, batch_pos + offset)
+    with segstore.open(part) as store:
+        with pytest.raises(CorruptDataError) as info:
+            _values(store)
+        assert info.value.path == str(log) and info.value.pos == batch_pos + CRC_OFFSET
+        problems = store.verify()
+    assert [(p.path, p.pos) for p in problems][:1] == [(str(log), batch_pos + CRC_OFFSET)]
+
+
+def test_wrong_magic_is_a_typed_error(tmp_path: Path) -> None:
+    part = _fixture(tmp_path)
+    log = part / f"{SEG0}.log"
+    batch_pos = _positions(log)[2]
+    data = bytearray(log.read_bytes())
+    data[batch_pos + MAGIC_OFFSET] = 7
+    log.write_bytes(bytes(data))
+    with segstore.open(part) as store, pytest.raises(CorruptDataError, match="magic") as info:
+        _values(store)
+    assert info.value.path == str(log) and info.value.pos == batch_pos + MAGIC_OFFSET
+
+
+def test_a_cut_log_reads_as_a_truncated_error_then_recovers_keeping_the_cut_bytes(tmp_path: Path) -> None:
+    part = _fixture(tmp_path)
+    log = part / "00000000000000000289.log"
+    original = log.read_bytes()
+    last = _positions(log)[-1]
+    cut_at = last + 30
+    log.write_bytes(original[:cut_at])
+    with segstore.open(part) as store, pytest.raises(TruncatedDataError) as info:
+        _values(store)
+    assert info.value.path == str(log) and info.value.pos == last
+    with segstore.open(part, format="kafka", mode="a", **CONFIG) as store:
+        assert store.verify() == []
+        end = store.offset_range("topic", 0)[1]
+    assert log.read_bytes() == original[:last]
+    assert Path(f"{log}.cut-{last}").read_bytes() == original[last:cut_at]
+    assert end == max([289] + [b.last_offset + 1 for b in iter_batches(original[:last], path="x")])
+
+
+def test_recover_cuts_a_corrupt_middle_segment_and_keeps_the_later_ones(tmp_path: Path) -> None:
+    part = _fixture(tmp_path)
+    log = part / "00000000000000000137.log"
+    bad = _positions(log)[2]
+    _flip(log, bad + 80)
+    later = sorted(p.name for p in part.glob("*.log") if p.name > log.name)
+    with segstore.open(part, format="kafka", mode="a", **CONFIG) as store:
+        lines = store.recover()
+        assert store.verify() == []
+        assert store.offset_range("topic", 0)[1] == 137 + sum(
+            b.record_count for b in iter_batches(log.read_bytes(), path=str(log)))
+    assert any("cut" in line and str(log) in line for line in lines)
+    for name in later:
+        assert not (part / name).exists()
+        assert (part / f"{name}.cut-0").exists()
+    assert (part / "leader-epoch-checkpoint").read_text() == "0\n2\n0 0\n1 123\n"
+
+
+def test_corrupt_index_files_are_typed_errors_and_rebuilt_on_append(tmp_path: Path) -> None:
+    part = _fixture(tmp_path)
+    index = part / f"{SEG0}.index"
+    good = index.read_bytes()
+    index.write_bytes(good + b"\x01\x02\x03")
+    with pytest.raises(CorruptIndexError) as info:
+        segstore.open(part)
+    assert info.value.path == str(index) and info.value.pos == len(good)
+    index.write_bytes(good[8:16] + good[:8] + good[16:])          # decreasing offsets
+    with pytest.raises(CorruptIndexError) as info:
+        segstore.open(part)
+    assert info.value.path == str(index) and info.value.pos == 8
+    with segstore.open(part, format="kafka", mode="a", **CONFIG) as store:
+        assert store.verify() == []
+    assert index.read_bytes() == good
+
+
+def test_index_pointing_at_the_wrong_batch_is_reported_by_verify(tmp_path: Path) -> None:
+    part = _fixture(tmp_path)
+    index = part / f"{SEG0}.index"
+    data = bytearray(index.read_bytes())
+    data[7] ^= 0x04                                                 # position of slot 0
+    index.write_bytes(bytes(data))
+    with segstore.open(part) as store:
+        problems = store.verify()
+    assert [(p.path, p.pos) for p in problems] == [(str(index), 0)]
+
+
+def test_untrimmed_active_index_after_a_crash_is_recognised_and_rebuilt(tmp_path: Path) -> None:
+    rng = random.Random(5)
+    clean, crashed = tmp_path / "clean" / "t-0", tmp_path / "crashed" / "t-0"
+    config = {"index.interval.bytes": 200, "segment.bytes": 5000}
+    messages = [Message("t", rng.randbytes(rng.randrange(10, 90)), key=b"k", timestamp=1_000 + i)
+                for i in range(120)]
+    for path in (clean, crashed):
+        store = segstore.open(path, format="kafka", mode="a", **config)
+        for i in range(0, len(messages), 4):
+            store.append_batch(messages[i:i + 4])
+        if path == crashed:
+            store.abandon()
+        else:
+            store.close()
+    active = sorted(crashed.glob("*.index"))[-1]
+    assert active.stat().st_size == 10 * 1024 * 1024       # preallocated, left untrimmed
+    with segstore.open(crashed) as store:                     # reading: recognised, not garbage
+        assert [r.value for r in store.scan()] == [m.value for m in messages]
+        assert store.offset_for_time("t", 0, 1_050) == 50
+    with segstore.open(crashed, format="kafka", mode="a", **config) as store:
+        assert [r.value for r in store.read("t", 0, 100)] == [m.value for m in messages[100:]]
+    for name in ("index", "timeindex", "log"):
+        for file in sorted(clean.glob(f"*.{name}")):
+            assert (crashed / file.name).read_bytes() == file.read_bytes(), file.name
+
+
+def test_crash_loop_never_loses_an_acknowledged_batch(tmp_path: Path) -> None:
+    rng = random.Random(11)
+    path = tmp_path / "t-0"
+    config = {"index.interval.bytes": 100, "segment.bytes": 1500}
+    appended: list[bytes] = []
+    for round_ in range(12):
+        store = segstore.open(path, format="kafka", mode="a", **config)
+        assert [r.value for r in store.scan()] == appended
+        for _ in range(rng.randrange(1, 6)):
+            batch = [Message("t", rng.randbytes(rng.randrange(60)), timestamp=round_) for _ in range(3)]
+            store.append_batch(batch)
+            appended += [m.value for m in batch]
+        if round_ % 3 == 2:
+            store.close()
+            continue
+        store.abandon()
+        log = sorted(path.glob("*.log"))[-1]
+        torn = rng.randrange(1, 40)
+        with log.open("ab") as f:
+            f.write(rng.randbytes(torn))                        # a torn write after the last batch
+    with segstore.open(path, format="kafka", mode="a", **config) as store:
+        assert [r.value for r in store.scan()] == appended
+        assert store.verify() == []
+    assert list(path.glob("*.cut-*"))
+
+
+def test_missing_index_files_are_rebuilt(tmp_path: Path) -> None:
+    part = _fixture(tmp_path)
+    for suffix in (".index", ".timeindex"):
+        shutil.move(str(part / f"{SEG0}{suffix}"), str(tmp_path / f"saved{suffix}"))
+    with segstore.open(part) as store:                        # reading works without them
+        assert len(_values(store)) == 300
+    with segstore.open(part, format="kafka", mode="a", **CONFIG):
+        pass
+    for suffix in (".index", ".timeindex"):
+        assert (part / f"{SEG0}{suffix}").read_bytes() == (tmp_path / f"saved{suffix}").read_bytes()
