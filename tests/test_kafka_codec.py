@@ -318,11 +318,12 @@ WITH_HEADER = _region((b"a", b"b", 0, [("z", None)]))
 @pytest.mark.parametrize(("region", "count", "match"), [
     (VALID, 2, "runs past"),
     (VALID + b"\xff", 1, "bytes after"),
-    (b"\x0e" + VALID[1:], 1, "body of 7 bytes, found 8"),
-    (VALID[:-2], 1, "record of 8 bytes within the 6 left"),
+    (b"\x0e" + VALID[1:], 1, "fields within its 7 bytes, found one running past them"),
+    (b"\x12" + VALID[1:] + b"\x00", 1, "fields filling its 9 bytes, found 1 bytes after them"),
+    (VALID[:-2], 1, "record 0 of 1 runs past them"),
     (WITH_HEADER.replace(b"z", b"\xff"), 1, "UTF-8"),
     (VALID[:-1] + b"\x01", 1, "header count >= 0, found -1"),
-], ids=["short-count", "trailing", "length-mismatch", "cut", "utf8", "neg-headers"])
+], ids=["short-count", "trailing", "field-past-end", "body-too-long", "cut", "utf8", "neg-headers"])
 def test_malformed_records_raise_with_position(region: bytes, count: int, match: str) -> None:
     (batch,) = codec.iter_batches(_with_region(region, count), path="r.log", base_pos=50)
     with pytest.raises(CorruptDataError, match=match) as info:

@@ -41,6 +41,7 @@ must not outlive the mapping of that buffer unless built from ``bytes``.
 
 from __future__ import annotations
 
+import operator
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -200,65 +201,87 @@ def parse_control_record(key: bytes | None, value: bytes | None) -> tuple[str, i
     return name, coordinator_epoch
 
 
+class _RecordProblem(Exception):
+    """A malformed field inside one record body (private to the pure-Python decoder)."""
+
+
+def _read_blob(body, pos: int) -> tuple[bytes | None, int]:
+    length, pos = decode_varint(body, pos)
+    if length < 0:  # any negative length is null, as DefaultRecord reads it
+        return None, pos
+    if pos + length > len(body):
+        raise IndexError(pos)
+    return bytes(body[pos:pos + length]), pos + length
+
+
+def _decode_body(body) -> tuple:
+    """``(attributes, timestamp delta, offset delta, key, value, headers)`` of one record body."""
+    attributes = body[0]
+    ts_delta, pos = decode_varlong(body, 1)
+    offset_delta, pos = decode_varint(body, pos)
+    key, pos = _read_blob(body, pos)
+    value, pos = _read_blob(body, pos)
+    header_count, pos = decode_varint(body, pos)
+    if header_count < 0:
+        raise _RecordProblem(f"a header count >= 0, found {header_count}")
+    headers = []
+    for _ in range(header_count):
+        key_length, pos = decode_varint(body, pos)
+        if key_length < 0:
+            raise _RecordProblem(f"a header key length >= 0, found {key_length}")
+        if pos + key_length > len(body):
+            raise IndexError(pos)
+        try:
+            header_key = str(body[pos:pos + key_length], "utf-8")
+        except UnicodeDecodeError as err:
+            raise _RecordProblem("UTF-8 header keys, found invalid UTF-8") from err
+        header_value, pos = _read_blob(body, pos + key_length)
+        headers.append((header_key, header_value))
+    if pos != len(body):
+        raise _RecordProblem(f"fields filling its {len(body)} bytes, found {len(body) - pos} bytes after them")
+    return attributes, ts_delta, offset_delta, key, value, headers
+
+
 def _decode_records_py(region, count: int, base_offset: int, base_timestamp: int,
                        log_append_time: int | None, base_sequence: int) -> list[Record]:
     """Pure-Python reference decoder of ``count`` records filling ``region`` exactly.
 
-    Raises ``ValueError(message, position in region)`` on malformed input.
+    Raises ``ValueError(message, position in region)`` on malformed input, the
+    same messages and positions as the C decoder.
     """
-    buf = bytes(region)
-    end = len(buf)
+    view = memoryview(region)
+    end = len(view)
     out = []
     pos = 0
-    try:
-        for _ in range(count):
-            start = pos
-            length, pos = decode_varint(buf, pos)
-            body_start = pos
-            if length < 0 or body_start + length > end:
-                raise ValueError(f"a record of {length} bytes within the {end - body_start} left", start)
-            attributes = buf[pos]
-            pos += 1
-            ts_delta, pos = decode_varlong(buf, pos)
-            offset_delta, pos = decode_varint(buf, pos)
-            key_len, pos = decode_varint(buf, pos)
-            key = None
-            if key_len >= 0:
-                key = buf[pos:pos + key_len]
-                pos += key_len
-            value_len, pos = decode_varint(buf, pos)
-            value = None
-            if value_len >= 0:
-                value = buf[pos:pos + value_len]
-                pos += value_len
-            header_count, pos = decode_varint(buf, pos)
-            if header_count < 0:
-                raise ValueError(f"a header count >= 0, found {header_count}", start)
-            headers = []
-            for _h in range(header_count):
-                hkey_len, pos = decode_varint(buf, pos)
-                if hkey_len < 0:
-                    raise ValueError(f"a header key length >= 0, found {hkey_len}", start)
-                hkey = buf[pos:pos + hkey_len].decode("utf-8")
-                pos += hkey_len
-                hvalue_len, pos = decode_varint(buf, pos)
-                hvalue = None
-                if hvalue_len >= 0:
-                    hvalue = buf[pos:pos + hvalue_len]
-                    pos += hvalue_len
-                headers.append((hkey, hvalue))
-            if pos != body_start + length:
-                raise ValueError(f"a record body of {length} bytes, found {pos - body_start}", start)
-            timestamp = log_append_time if log_append_time is not None else base_timestamp + ts_delta
-            sequence = NO_SEQUENCE if base_sequence == NO_SEQUENCE else \
-                increment_sequence(base_sequence, offset_delta)
-            out.append(Record(base_offset + offset_delta, timestamp, key, value, headers, attributes,
-                              pos - start, sequence))
-    except IndexError as err:
-        raise ValueError(f"record {len(out)} of {count} within the {end} bytes, found it runs past them",
-                         pos) from err
-    except UnicodeDecodeError as err:
-        raise ValueError(f"a UTF-8 header key, found {err.reason}", pos) from err
+    for index in range(count):
+        start = pos
+        where = f"record {index} of {count}"
+        try:
+            length, pos = decode_varint(view, pos)
+        except IndexError as err:
+            raise ValueError(f"{count} records within {end} bytes, found {where} runs past them", start) from err
+        except ValueError as err:
+            raise ValueError(f"{where}: well-formed varints, found one too long or out of range", start) from err
+        if length < 0:
+            raise ValueError(f"{where}: a length >= 0, found {length}", start)
+        if length > end - pos:
+            raise ValueError(f"{count} records within {end} bytes, found {where} runs past them", start)
+        try:
+            attributes, ts_delta, offset_delta, key, value, headers = _decode_body(view[pos:pos + length])
+        except IndexError as err:
+            raise ValueError(f"{where}: fields within its {length} bytes, found one running past them",
+                             start) from err
+        except _RecordProblem as err:
+            raise ValueError(f"{where}: {err}", start) from err
+        except ValueError as err:
+            raise ValueError(f"{where}: well-formed varints, found one too long or out of range", start) from err
+        pos += length
+        offset = base_offset + offset_delta
+        timestamp = log_append_time if log_append_time is not None else base_timestamp + ts_delta
+        if not (INT64_MIN <= offset <= INT64_MAX and INT64_MIN <= timestamp <= INT64_MAX):
+            raise ValueError(f"{where}: an offset and timestamp within int64, found them past it", start)
+        sequence = NO_SEQUENCE if base_sequence == NO_SEQUENCE else increment_sequence(base_sequence, offset_delta)
+        out.append(Record(offset, timestamp, key, value, headers, attributes, pos - start, sequence))
     if pos != end:
         raise ValueError(f"{count} records filling {end} bytes, found {end - pos} bytes after them", pos)
     return out
@@ -281,7 +304,7 @@ def _record_fields(record) -> tuple:
         if len(record) == 3:
             return record[0], record[1], record[2], ()
         if len(record) == 4:
-            return tuple(record)
+            return record[0], record[1], record[2], record[3] or ()
         raise InvalidMessageError(f"a record tuple (key, value, timestamp[, headers]), found {len(record)} items")
     return record.key, record.value, record.timestamp, record.headers or ()
 
@@ -293,7 +316,9 @@ def _encode_records_py(records: Sequence, offset_deltas: Sequence[int] | None) -
     max_timestamp = NO_TIMESTAMP
     for index, record in enumerate(records):
         key, value, timestamp, headers = _record_fields(record)
-        timestamp = NO_TIMESTAMP if timestamp is None else int(timestamp)
+        timestamp = NO_TIMESTAMP if timestamp is None else operator.index(timestamp)
+        if not INT64_MIN <= timestamp <= INT64_MAX:
+            raise OverflowError(f"a timestamp within int64, found {timestamp}")
         if base_timestamp is None:
             base_timestamp = timestamp
         max_timestamp = max(max_timestamp, timestamp)
@@ -636,7 +661,7 @@ def encode_batch(records: Sequence, *, base_offset: int, compression: str | int 
         raise InvalidMessageError(f"{len(records)} offset deltas, found {len(offset_deltas)}")
     try:
         region, base_timestamp, max_timestamp = _encode_records(records, offset_deltas)
-    except (ValueError, TypeError, OverflowError) as err:
+    except (ValueError, TypeError, OverflowError, AttributeError) as err:
         if isinstance(err, InvalidMessageError):
             raise
         raise InvalidMessageError(f"records that Kafka can encode, found: {err}") from err
