@@ -306,3 +306,12 @@ def test_batch_consume_queue_entries_are_one_array_per_queue(tmp_path):
             entries = store.queues[("T", q)].entries(0)
             assert entries["offset"].tolist() == [r.position for r in results if r.partition == q]
             assert np.all(entries["size"] == results[0].size)
+
+
+def test_write_jsonl_accepts_rocketmq_and_common_names(tmp_path):
+    lines = [{"topic": "T", "queue_id": 1, "body": "text", "tags": "A", "keys": ["k"]},
+             {"topic": "T", "partition": 1, "value": "v", "key": "kk", "headers": [["h", "x"]]}]
+    assert RocketMQFormat().write_jsonl(str(tmp_path / "s"), lines, SMALL) == 2
+    with RocketMQStore(str(tmp_path / "s"), "r") as store:
+        a, b = store.read("T", 1)
+    assert (a.body, a.tags, a.keys, b.body, b.keys, b.properties["h"]) == (b"text", "A", ["k"], b"v", ["kk"], "x")

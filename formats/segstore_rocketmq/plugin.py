@@ -28,6 +28,13 @@ class RocketMQFormat(FormatPlugin):
     def open(self, path: str, mode: str = "r", **config: Any) -> RocketMQStore:
         return RocketMQStore(path, mode, config)
 
+    def write_jsonl(self, path: str, lines: list[dict[str, Any]], config: dict[str, Any]) -> int:
+        """Append plain message lines: RocketMQ field names (``topic, queue_id, body, tags, keys,
+        properties, ...``) or the common Message names, mixed freely; string bodies are UTF-8."""
+        with RocketMQStore(path, "a", config) as store:
+            store.append_batch(lines)
+        return len(lines)
+
     def write_spec(self, path: str, spec: dict[str, Any], config: dict[str, Any]) -> None:
         """Replay ``spec`` into a new store at ``path`` with the spec's config overridden by ``config``.
 
