@@ -292,7 +292,9 @@ def _pieces(rng: PartitionRange, target: int) -> Iterable[Slice]:
             continue
         span = seg.end_offset - seg.start_offset
         size = math.ceil(seg.bytes * (end - start) / span) if span > 0 else seg.bytes
-        count = min(max(1, math.ceil(size / target)), end - start)
+        # offsets per piece: as many as fit in the target (at least one), spread evenly
+        fit = max(1, (target * (end - start)) // size) if size else end - start
+        count = math.ceil((end - start) / fit)
         for i in range(count):
             lo = start + (end - start) * i // count
             hi = start + (end - start) * (i + 1) // count

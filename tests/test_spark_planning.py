@@ -1,0 +1,277 @@
+"""The Spark planner, options and pushdown against a small fake store (no Spark session needed)."""
+
+from __future__ import annotations
+
+import pickle
+import random
+from datetime import datetime, timezone
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("pyspark")
+
+from pyspark.sql.datasource import (  # noqa: E402
+    EqualTo,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    LessThan,
+    LessThanOrEqual,
+    StringStartsWith,
+)
+
+from segstore.errors import ConfigError  # noqa: E402
+from segstore.spark import planning  # noqa: E402
+from segstore.spark.options import (  # noqa: E402
+    EARLIEST,
+    LATEST,
+    parse_read_options,
+    parse_write_options,
+)
+
+
+class FakeStore:
+    """Topics of partitions of segments of fixed-size messages; timestamps = 1000 * offset."""
+
+    def __init__(self, layout: dict[str, dict[int, list[tuple[int, int]]]], message_bytes: int = 100) -> None:
+        self.layout = layout          # topic -> partition -> [(start_offset, end_offset)] per segment
+        self.message_bytes = message_bytes
+        self.segment_calls = 0
+
+    def topics(self):
+        return sorted(self.layout)
+
+    def partitions(self, topic):
+        return sorted(self.layout[topic])
+
+    def offset_range(self, topic, partition):
+        segs = self.layout[topic][partition]
+        return segs[0][0], segs[-1][1]
+
+    def offset_for_time(self, topic, partition, ts):
+        low, high = self.offset_range(topic, partition)
+        first = max(low, -(-ts // 1000))
+        return first if first < high else None
+
+    def segment_infos(self, topic, partition):
+        self.segment_calls += 1
+        return [{"start_offset": a, "end_offset": b, "bytes": (b - a) * self.message_bytes, "path": f"{topic}-{a}"}
+                for a, b in self.layout[topic][partition]]
+
+
+def _store() -> FakeStore:
+    return FakeStore({
+        "A": {0: [(0, 100), (100, 200), (200, 250)], 1: [(0, 100), (100, 200), (200, 250)]},
+        "B": {0: [(50, 60)], 3: [(0, 1000)]},
+    })
+
+
+def _opts(**options):
+    return parse_read_options({"path": "/store", **options})
+
+
+def _offsets(result: planning.Plan) -> dict[tuple[str, int], list[tuple[int, int]]]:
+    out: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    for slices in result.partitions:
+        for s in slices:
+            out.setdefault((s.topic, s.partition), []).append((s.start, s.end))
+    return out
+
+
+def _covers(result: planning.Plan, ranges: list[planning.PartitionRange]) -> None:
+    """Every offset of every range is in exactly one slice, in order."""
+    got = _offsets(result)
+    for r in ranges:
+        pieces = sorted(got.pop((r.topic, r.partition)))
+        assert pieces[0][0] == r.start and pieces[-1][1] == r.end
+        for (_, end), (start, _) in zip(pieces, pieces[1:]):
+            assert end == start
+        assert all(a < b for a, b in pieces)
+    assert not got
+
+
+# -- options ----------------------------------------------------------------------------------
+
+def test_read_options_defaults_and_json_offsets():
+    opts = _opts(startingOffsets='{"A": {"0": 5, "1": -1}}', topics="B, A", maxOffsetsPerTrigger="7")
+    assert opts.topics == ("A", "B")
+    assert opts.starting.for_partition("A", 0) == 5
+    assert opts.starting.for_partition("A", 1) == LATEST
+    assert opts.starting.for_partition("B", 0) == EARLIEST
+    assert opts.ending.for_partition("A", 0) == LATEST
+    assert opts.max_offsets_per_trigger == 7
+    assert parse_read_options({"path": "/s"}, streaming=True).starting.default == LATEST
+    assert pickle.loads(pickle.dumps(opts)) == opts
+
+
+@pytest.mark.parametrize(("options", "fragment"), [
+    ({}, "path is required"),
+    ({"path": "/s", "startingOffsets": "soon"}, "startingOffsets"),
+    ({"path": "/s", "endingOffsets": '{"A": {"0": "x"}}'}, "endingOffsets"),
+    ({"path": "/s", "endingOffsets": '{"A": {"0": -3}}'}, "-3"),
+    ({"path": "/s", "maxOffsetsPerTrigger": "0"}, "at least 1"),
+    ({"path": "/s", "startingTimestamp": "yesterday"}, "integer"),
+    ({"path": "/s", "includeControlRecords": "maybe"}, "true or false"),
+    ({"path": "/s", "subscribe": "A"}, "unknown option"),
+    ({"path": "/s", "config": "[1]"}, "JSON object"),
+])
+def test_read_options_refused(options, fragment):
+    with pytest.raises(ConfigError, match=fragment):
+        parse_read_options(options)
+
+
+def test_write_options_keep_config_case():
+    opts = parse_write_options({"path": "/s", "topic": "T", "config": '{"mappedFileSizeCommitLog": 4096}'})
+    assert opts.config == (("mappedFileSizeCommitLog", "4096"),)
+    assert opts.topic == "T" and opts.partition == 0
+    with pytest.raises(ConfigError, match="unknown writer option"):
+        parse_write_options({"path": "/s", "compression": "gzip"})
+
+
+# -- pushdown -----------------------------------------------------------------------------
+
+def test_pushdown_consumes_exact_filters_and_keeps_the_rest():
+    when = datetime(1970, 1, 1, 0, 0, 5, 500, tzinfo=timezone.utc)
+    filters = [
+        EqualTo(("topic",), "A"),
+        In(("partition",), (0, 1, 2)),
+        GreaterThan(("partition",), 0),
+        GreaterThanOrEqual(("offset",), 10),
+        LessThan(("offset",), 20),
+        GreaterThanOrEqual(("timestamp",), when),
+        StringStartsWith(("topic",), "A"),
+        In(("offset",), (12, 15)),
+    ]
+    pruning, remaining = planning.pushdown(filters)
+    assert pruning.topics == {"A"}
+    assert pruning.partitions == {0, 1, 2} and pruning.partition_min == 1
+    assert (pruning.offset_min, pruning.offset_max) == (12, 16)
+    assert pruning.timestamp_min == 5000
+    # timestamps, LIKE and offset IN stay with Spark, by reference
+    assert [id(f) for f in remaining] == [id(filters[5]), id(filters[6]), id(filters[7])]
+
+
+def test_pushdown_time_column_per_format():
+    when = datetime(2020, 1, 1, tzinfo=timezone.utc)
+    pruning, _ = planning.pushdown([GreaterThanOrEqual(("timestamp",), when)], time_column="storeTimestamp")
+    assert pruning.timestamp_min is None
+    pruning, _ = planning.pushdown([GreaterThan(("storeTimestamp",), when)], time_column="storeTimestamp")
+    assert pruning.timestamp_min == int(when.timestamp() * 1000)
+    pruning, remaining = planning.pushdown([LessThanOrEqual(("timestamp",), when)])
+    assert pruning.timestamp_min is None and len(remaining) == 1
+
+
+def test_pushdown_ignores_mistyped_values():
+    filters = [EqualTo(("partition",), "0"), EqualTo(("topic",), 3), EqualTo(("offset",), True)]
+    pruning, remaining = planning.pushdown(filters)
+    assert remaining == filters
+    assert pruning == planning.Pruning()
+
+
+# -- ranges -------------------------------------------------------------------------------
+
+def test_resolve_ranges_prunes_topics_partitions_offsets_and_time():
+    store = _store()
+    pruning, _ = planning.pushdown([EqualTo(("topic",), "A"), EqualTo(("partition",), 1),
+                                    GreaterThanOrEqual(("offset",), 120),
+                                    GreaterThanOrEqual(("timestamp",), datetime(1970, 1, 1, 0, 2, 10,
+                                                                                tzinfo=timezone.utc))])
+    ranges = planning.resolve_ranges(store, _opts(), pruning)
+    assert [(r.topic, r.partition, r.start, r.end) for r in ranges] == [("A", 1, 130, 250)]
+    assert store.segment_calls == 1    # segment maps of pruned partitions are never read
+
+
+def test_resolve_ranges_clamps_offsets_and_applies_timestamps():
+    store = _store()
+    opts = _opts(startingOffsets='{"B": {"0": 0, "3": 900}}', endingOffsets='{"A": {"0": 5000}}',
+                 startingTimestamp="30000", endingTimestamp="240000")
+    got = {(r.topic, r.partition): (r.start, r.end) for r in planning.resolve_ranges(store, opts)}
+    # B/3 would start at 900 but its time end is 240: nothing to read there
+    assert got == {("A", 0): (30, 240), ("A", 1): (30, 240), ("B", 0): (50, 60)}
+
+
+# -- planning -----------------------------------------------------------------------------
+
+def test_plan_one_input_partition_per_segment_when_segments_fit():
+    store = _store()
+    ranges = planning.resolve_ranges(store, _opts(topics="A"))
+    result = planning.plan(ranges, max_bytes=10_000)
+    assert len(result.partitions) == 6
+    assert [[(s.start, s.end) for s in p] for p in result.partitions[:3]] == [[(0, 100)], [(100, 200)],
+                                                                              [(200, 250)]]
+    _covers(result, ranges)
+
+
+def test_plan_packs_small_segments_and_splits_large_ones():
+    store = _store()
+    ranges = planning.resolve_ranges(store, _opts())
+    result = planning.plan(ranges, max_bytes=25_000)
+    _covers(result, ranges)
+    sizes = [sum(s.bytes for s in p) for p in result.partitions]
+    assert max(sizes) <= 25_000
+    # B/3 (100 KB) is cut in 4; A's two 25 KB partitions are packed whole
+    assert sum(1 for p in result.partitions if p[0].topic == "B" and p[0].partition == 3) == 4
+    assert [(s.start, s.end) for s in result.partitions[0]] == [(0, 250)]
+
+
+def test_plan_min_partitions_lowers_the_target():
+    store = _store()
+    ranges = planning.resolve_ranges(store, _opts(topics="A"))
+    result = planning.plan(ranges, max_bytes=1 << 30, min_partitions=8)
+    assert len(result.partitions) >= 8
+    _covers(result, ranges)
+
+
+def test_plan_counts_pruned_segments():
+    store = _store()
+    pruning, _ = planning.pushdown([EqualTo(("topic",), "A"), GreaterThanOrEqual(("offset",), 150)])
+    result = planning.plan(planning.resolve_ranges(store, _opts(), pruning), max_bytes=10_000)
+    assert (result.segments_total, result.segments_read) == (6, 4)
+    # the two halves left of each partition fit one target together: merged into one slice
+    assert [[(s.topic, s.partition, s.start, s.end) for s in p] for p in result.partitions] == [
+        [("A", 0, 150, 250)], [("A", 1, 150, 250)]]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 300), min_size=1, max_size=12), st.integers(1, 40_000), st.integers(1, 9),
+       st.integers(0, 2 ** 32))
+def test_plan_covers_every_offset_once_and_balances(sizes, max_bytes, min_parts, seed):
+    rnd = random.Random(seed)
+    layout: dict[str, dict[int, list[tuple[int, int]]]] = {}
+    for i, n in enumerate(sizes):
+        bounds = sorted({0, n, *rnd.sample(range(1, n + 1), min(n, 3))})
+        layout.setdefault(f"t{i % 3}", {})[i] = list(zip(bounds, bounds[1:]))
+    store = FakeStore(layout)
+    ranges = planning.resolve_ranges(store, _opts())
+    result = planning.plan(ranges, max_bytes=max_bytes, min_partitions=min_parts)
+    _covers(result, ranges)
+    target = min(max_bytes, -(-result.bytes // min_parts))
+    for p in result.partitions:
+        size = sum(s.bytes for s in p)
+        # a partition exceeds the target only when it holds a single message
+        assert size <= target or sum(s.end - s.start for s in p) == 1
+
+
+# -- streaming limits ---------------------------------------------------------------------
+
+def test_limit_offsets_shares_in_proportion():
+    start = {"A": {"0": 0, "1": 10}, "B": {"0": 5}}
+    latest = {"A": {"0": 100, "1": 10}, "B": {"0": 55}}
+    assert planning.limit_offsets(start, latest, 1000) == latest
+    limited = planning.limit_offsets(start, latest, 30)
+    assert limited == {"A": {"0": 20, "1": 10}, "B": {"0": 15}}
+    one = planning.limit_offsets(start, latest, 1)
+    assert sum(one[t][p] - start[t][p] for t in one for p in one[t]) == 1
+
+
+def test_input_partitions_carry_paths_and_offsets_only():
+    store = _store()
+    opts = _opts(config='{"x": "1"}')
+    parts = planning.input_partitions(planning.plan(planning.resolve_ranges(store, opts), max_bytes=10_000),
+                                      opts, "kafka")
+    clone = pickle.loads(pickle.dumps(parts[0]))
+    assert (clone.path, clone.format, clone.config) == ("/store", "kafka", (("x", "1"),))
+    assert clone.slices == parts[0].slices
+    assert [p.index for p in parts] == list(range(len(parts)))
