@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
 import struct
 
@@ -400,3 +401,71 @@ def test_legacy_corruption() -> None:
     assert info.value.pos == len(_legacy_set(1, 0, 1, 0)) + codec.LOG_OVERHEAD
     with pytest.raises(TruncatedDataError):
         list(codec.iter_batches(bytes(data[:-3]), path="old.log"))
+
+
+# ---------------------------------------------------------------------------------
+# the C accelerator gives exactly what the pure-Python reference gives
+
+
+def _outcome(function, *args):
+    """The result, or the error type family and ValueError args, of ``function(*args)``."""
+    try:
+        return "ok", function(*args)
+    except ValueError as err:
+        return "ValueError", err.args
+    except (TypeError, OverflowError, AttributeError) as err:
+        return "TypeError", type(err).__name__ if not isinstance(err, AttributeError) else "AttributeError"
+
+
+@settings(max_examples=150, deadline=None)
+@given(records=records_strategy, deltas=st.booleans())
+def test_c_encoder_matches_python(records, deltas) -> None:
+    speedups = pytest.importorskip("segstore_kafka._speedups")
+    offset_deltas = [3 * i for i in range(len(records))] if deltas else None
+    assert speedups.encode_records(records, offset_deltas) == codec._encode_records_py(records, offset_deltas)
+
+
+@pytest.mark.parametrize("records", [
+    [(b"k", 5, 1)], [(b"k", b"v", 2**63)], [(b"k", b"v", 1.5)], [(b"k", b"v", 1, [(b"key", b"v")])],
+    [(b"k", b"v", 1, [("key",)])], [(b"k", b"v", 1, [("\ud800", b"v")])], [(b"k",)], [object()],
+    [(b"k", b"v", 0), (b"k", b"v", -(2**63))], [(bytearray(b"k"), memoryview(b"v"), None, None)],
+])
+def test_c_encoder_rejects_what_python_rejects(records) -> None:
+    speedups = pytest.importorskip("segstore_kafka._speedups")
+    ours, theirs = _outcome(speedups.encode_records, records, None), _outcome(codec._encode_records_py, records, None)
+    assert ours[0] == theirs[0]
+    if ours[0] == "ok":
+        assert ours == theirs
+    with pytest.raises(InvalidMessageError) if ours[0] != "ok" else contextlib.nullcontext():
+        codec.encode_batch(records, base_offset=0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_c_decoder_matches_python_on_good_and_damaged_regions(data) -> None:
+    speedups = pytest.importorskip("segstore_kafka._speedups")
+    records = data.draw(records_strategy)
+    region = bytearray(codec._encode_records_py(records, None)[0])
+    for _ in range(data.draw(st.integers(0, 3))):
+        if region:
+            region[data.draw(st.integers(0, len(region) - 1))] = data.draw(st.integers(0, 255))
+    region = bytes(region[:data.draw(st.integers(0, len(region)))] if data.draw(st.booleans()) else region)
+    count = len(records) + data.draw(st.sampled_from([0, 0, 0, -1, 1, 2**31 - 1]))
+    args = (region, count, data.draw(st.sampled_from([0, 2**63 - 2])), data.draw(st.integers(-(2**63), 2**63 - 1)),
+            data.draw(st.sampled_from([None, 77])), data.draw(st.sampled_from([-1, 0, 2**31 - 3])))
+    assert _outcome(speedups.decode_records, *args) == _outcome(codec._decode_records_py, *args)
+
+
+def test_c_decoder_rejects_varints_like_python() -> None:
+    speedups = pytest.importorskip("segstore_kafka._speedups")
+    for region in [b"\x80" * 5 + b"\x01", b"\x02\x00" + b"\xff" * 9 + b"\x03", b"\x16\x00" + b"\xff" * 10 + b"\x00",
+                   b"\x0e\x00\x00\x00\x8f\x8f\x8f\x8f\x8f\x01\x00\x00"]:
+        args = (region, 1, 0, 0, None, -1)
+        assert _outcome(speedups.decode_records, *args) == _outcome(codec._decode_records_py, *args)
+        assert _outcome(speedups.decode_records, *args)[0] == "ValueError"
+
+
+def test_the_accelerator_is_what_batches_use_when_built() -> None:
+    speedups = pytest.importorskip("segstore_kafka._speedups")
+    assert codec._decode_records is speedups.decode_records
+    assert codec._encode_records is speedups.encode_records

@@ -292,10 +292,9 @@ def _as_bytes(obj, what: str) -> bytes | None:
         return None
     if isinstance(obj, str):
         return obj.encode("utf-8")
-    try:
-        return bytes(memoryview(obj))
-    except TypeError as err:
-        raise InvalidMessageError(f"{what} as bytes, str or None, found {type(obj).__name__}") from err
+    if not isinstance(obj, bytes | bytearray | memoryview):
+        raise TypeError(f"{what} as bytes, str or None, found {type(obj).__name__}")
+    return bytes(obj)
 
 
 def _record_fields(record) -> tuple:
@@ -305,7 +304,7 @@ def _record_fields(record) -> tuple:
             return record[0], record[1], record[2], ()
         if len(record) == 4:
             return record[0], record[1], record[2], record[3] or ()
-        raise InvalidMessageError(f"a record tuple (key, value, timestamp[, headers]), found {len(record)} items")
+        raise ValueError(f"a record tuple (key, value, timestamp[, headers]), found {len(record)} items")
     return record.key, record.value, record.timestamp, record.headers or ()
 
 
@@ -333,7 +332,7 @@ def _encode_records_py(records: Sequence, offset_deltas: Sequence[int] | None) -
         body.append(encode_varint(len(headers)))
         for header_key, header_value in headers:
             if not isinstance(header_key, str):
-                raise InvalidMessageError(f"a str header key, found {type(header_key).__name__}")
+                raise TypeError(f"a str header key, found {type(header_key).__name__}")
             encoded_key = header_key.encode("utf-8")
             body.append(encode_varint(len(encoded_key)))
             body.append(encoded_key)
@@ -662,8 +661,6 @@ def encode_batch(records: Sequence, *, base_offset: int, compression: str | int 
     try:
         region, base_timestamp, max_timestamp = _encode_records(records, offset_deltas)
     except (ValueError, TypeError, OverflowError, AttributeError) as err:
-        if isinstance(err, InvalidMessageError):
-            raise
         raise InvalidMessageError(f"records that Kafka can encode, found: {err}") from err
     if log_append:
         max_timestamp = log_append_time
