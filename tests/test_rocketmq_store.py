@@ -315,3 +315,12 @@ def test_write_jsonl_accepts_rocketmq_and_common_names(tmp_path):
     with RocketMQStore(str(tmp_path / "s"), "r") as store:
         a, b = store.read("T", 1)
     assert (a.body, a.tags, a.keys, b.body, b.keys, b.properties["h"]) == (b"text", "A", ["k"], b"v", ["kk"], "x")
+
+
+def test_read_spans_chunks_and_files_with_and_without_tag(tmp_path):
+    with store_at(tmp_path, mappedFileSizeCommitLog=1 << 20, mappedFileSizeConsumeQueue=20 * 700) as store:
+        store.append_batch([{"topic": "T", "body": str(i), "tags": "odd" if i % 2 else "even"}
+                            for i in range(2500)])
+        assert [int(m.body) for m in store.read("T", 0, 1000, 1500)] == list(range(1000, 2500))
+        assert [m.queue_offset for m in store.read("T", 0, 999, 600, tag="odd")] == list(range(999, 2199, 2))
+        assert len(store.segment_infos("T", 0)) == 4
