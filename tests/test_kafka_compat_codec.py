@@ -185,3 +185,13 @@ def test_header_scan_agrees_with_full_iteration() -> None:
             header = codec.read_batch_header(data, pos)
             assert header == batch
             pos += header.size
+
+
+@pytest.mark.parametrize("name", ["txn", "logappendtime", "uncompressed"])
+def test_pure_python_path_gives_the_same_fixture_results(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    fast = [(batch, batch.records(), _reencode(batch)) for batch in _load(name)[0]]
+    monkeypatch.setattr(codec, "_decode_records", codec._decode_records_py)
+    monkeypatch.setattr(codec, "_encode_records", codec._encode_records_py)
+    for batch, records, encoded in fast:
+        assert batch.records() == records
+        assert _reencode(batch) == encoded
