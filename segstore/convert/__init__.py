@@ -60,7 +60,8 @@ def add_cli(subparsers: Any) -> None:
     p.add_argument("src", help="source: a RocketMQ store directory or a Kafka log directory")
     p.add_argument("dst", help="destination directory (must not exist unless --force or --resume)")
     p.add_argument("--to", required=True, choices=TARGETS, help="destination format")
-    p.add_argument("--topic", action="append", metavar="T", help="convert only this source topic (repeatable)")
+    p.add_argument("--topic", action="append", metavar="T",
+                   help="convert only this source topic (repeatable)")
     p.add_argument("--compression", default="none", choices=COMPRESSIONS, help="Kafka batch compression")
     p.add_argument("--config", action="append", metavar="NAME=VALUE",
                    help="a destination config value, by the broker's own name (repeatable)")

@@ -52,11 +52,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 from dataclasses import dataclass, field
 
-from segstore.errors import ConversionError, InvalidMessageError, InvalidTopicError
-from segstore.records import CREATE_TIME, LOG_APPEND_TIME, Header
 from segstore_rocketmq.message import (
     KEY_SEPARATOR,
     MESSAGE_MAGIC,
@@ -70,6 +69,9 @@ from segstore_rocketmq.message import (
     Host,
     RocketMQMessage,
 )
+
+from segstore.errors import ConversionError, InvalidMessageError, InvalidTopicError
+from segstore.records import CREATE_TIME, LOG_APPEND_TIME, Header
 
 from .topicnames import kafka_from_rocketmq, rocketmq_from_kafka, unescape_kafka, unescape_rocketmq
 
@@ -117,6 +119,8 @@ _FLAG_TRUE = "1"
 _KEY_FORBIDDEN = frozenset(KEY_SEPARATOR + NAME_VALUE_SEPARATOR + PROPERTY_SEPARATOR + "\t\n\r\x0b\x0c")
 
 TIMESTAMP_SOURCES = ("born", "store")
+#: Distinct hosts whose text form is cached (hosts repeat across millions of messages).
+HOST_CACHE_SIZE = 4096
 
 
 @dataclass(slots=True)
@@ -161,6 +165,17 @@ def _int_text(value: int) -> bytes:
     return str(value).encode("ascii")
 
 
+@functools.lru_cache(maxsize=HOST_CACHE_SIZE)
+def _host_text(host: Host) -> bytes:
+    """``ip:port`` as the broker prints it (cached: a store has few distinct hosts)."""
+    return str(host).encode("ascii")
+
+
+@functools.lru_cache(maxsize=HOST_CACHE_SIZE)
+def _parse_host(text: bytes) -> Host:
+    return Host.parse(text.decode("ascii"))
+
+
 # -- RocketMQ -> Kafka ------------------------------------------------------------
 
 def rocketmq_to_kafka(msg: RocketMQMessage, *, timestamp: str = "born") -> KafkaEntry:
@@ -178,9 +193,9 @@ def rocketmq_to_kafka(msg: RocketMQMessage, *, timestamp: str = "born") -> Kafka
     headers: list[Header] = [
         (H_PHYSICAL_OFFSET, _int_text(msg.physical_offset)),
         (H_BORN_TIMESTAMP, _int_text(msg.born_timestamp)),
-        (H_BORN_HOST, str(msg.born_host).encode("ascii")),
+        (H_BORN_HOST, _host_text(msg.born_host)),
         (H_STORE_TIMESTAMP, _int_text(msg.store_timestamp)),
-        (H_STORE_HOST, str(msg.store_host).encode("ascii")),
+        (H_STORE_HOST, _host_text(msg.store_host)),
     ]
     headers.extend((name, _int_text(getattr(msg, attr))) for name, attr in _ZERO_DEFAULT_FIELDS
                    if getattr(msg, attr))
@@ -200,7 +215,8 @@ def rocketmq_to_kafka(msg: RocketMQMessage, *, timestamp: str = "born") -> Kafka
     elif timestamp == "store":
         ts, ts_type = msg.store_timestamp, LOG_APPEND_TIME
     else:
-        raise ConversionError(f"expected a timestamp source of {', '.join(TIMESTAMP_SOURCES)}, found {timestamp!r}")
+        raise ConversionError(f"expected a timestamp source of {', '.join(TIMESTAMP_SOURCES)}, "
+                              f"found {timestamp!r}")
     return KafkaEntry(topic=topic, partition=partition, offset=offset, timestamp=ts,
                       key=keys[0].encode("utf-8") if keys else None, value=msg.body,
                       headers=headers, timestamp_type=ts_type)
@@ -224,8 +240,9 @@ def restore_kafka(msg: RocketMQMessage) -> KafkaEntry:
             else (-1, -1)
         topic = unescape_rocketmq(msg.topic)
     except (ValueError, TypeError, KeyError, binascii.Error, InvalidTopicError) as err:
-        raise ConversionError(f"expected the kafka.* properties of a converted Kafka record, found "
-                              f"{ {k: v for k, v in props.items() if k.startswith('kafka.')} } ({err})") from err
+        found = {k: v for k, v in props.items() if k.startswith("kafka.")}
+        raise ConversionError(f"expected the kafka.* properties of a converted Kafka record, "
+                              f"found {found} ({err})") from err
     return KafkaEntry(
         topic=topic, partition=msg.queue_id, offset=offset, timestamp=msg.born_timestamp, key=key,
         value=None if props.get(P_NULL_VALUE) == _FLAG_TRUE else msg.body, headers=headers,
@@ -301,12 +318,8 @@ def restore_rocketmq(entry: KafkaEntry) -> RocketMQMessage:
                 fields[name] = value
 
         def number(name: str, default: int | None = None) -> int:
-            raw = fields.get(name)
-            if raw is None:
-                if default is None:
-                    raise KeyError(name)
-                return default
-            return int(raw)
+            raw = fields[name] if default is None else fields.get(name)
+            return default if raw is None else int(raw)
 
         if entry.topic == NONQUEUED_TOPIC:
             topic = (fields[H_TOPIC] or b"").decode("utf-8")
@@ -318,9 +331,9 @@ def restore_rocketmq(entry: KafkaEntry) -> RocketMQMessage:
             flag=number(H_FLAG, 0), queue_offset=number(H_QUEUE_OFFSET, entry.offset),
             physical_offset=number(H_PHYSICAL_OFFSET), sys_flag=number(H_SYS_FLAG, 0),
             born_timestamp=number(H_BORN_TIMESTAMP),
-            born_host=Host.parse((fields[H_BORN_HOST] or b"").decode("ascii")),
+            born_host=_parse_host(fields[H_BORN_HOST] or b""),
             store_timestamp=number(H_STORE_TIMESTAMP),
-            store_host=Host.parse((fields[H_STORE_HOST] or b"").decode("ascii")),
+            store_host=_parse_host(fields[H_STORE_HOST] or b""),
             reconsume_times=number(H_RECONSUME_TIMES, 0),
             prepared_transaction_offset=number(H_PREPARED_OFFSET, 0),
             magic=MESSAGE_MAGIC_V2 if fields.get(H_MAGIC) == MAGIC_V2_TEXT else MESSAGE_MAGIC)

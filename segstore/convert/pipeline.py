@@ -35,32 +35,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
+from segstore_kafka import batch as kafka_codec
+from segstore_rocketmq.message import MESSAGE_MAGIC, Host, RocketMQMessage
 
 from segstore import files, registry
 from segstore.api import open as open_store
 from segstore.errors import ConversionError, CorruptDataError
 from segstore.records import LOG_APPEND_TIME
-from segstore_kafka import batch as kafka_codec
-from segstore_rocketmq.consumequeue import CQ_DTYPE
-from segstore_rocketmq.indexfile import IndexRequest
-from segstore_rocketmq.message import (
-    PROPERTY_KEYS,
-    PROPERTY_UNIQ_KEY,
-    SYSFLAG_HOST_MASK,
-    Host,
-    RocketMQMessage,
-    body_crc,
-    encode_parts,
-    encode_properties,
-    encode_topic,
-    encoded_size,
-    host_flags,
-)
-from segstore_rocketmq.store import END_FILE_MIN_BLANK_LENGTH
 
 from .mapping import (
-    NONQUEUED_TOPIC,
     TIMESTAMP_SOURCES,
     KafkaEntry,
     came_from_rocketmq,
@@ -86,6 +69,7 @@ BUFFER_BYTES = 64 << 20
 ROCKETMQ_BATCH = 1000
 #: Kafka leader epoch written into converted batches (a batch field the conversion does not carry).
 LEADER_EPOCH = 0
+MASK32 = 0xFFFFFFFF
 #: How many verify mismatches or skipped regions a report lists.
 REPORT_LIMIT = 20
 
@@ -149,7 +133,8 @@ class _Progress:
 
 # -- source readers ------------------------------------------------------------------
 
-def _rocketmq_messages(source: Any, report: ConversionReport, skip_corrupt: bool) -> Iterator[RocketMQMessage]:
+def _rocketmq_messages(source: Any, report: ConversionReport,
+                       skip_corrupt: bool) -> Iterator[RocketMQMessage]:
     """Every commitlog message in physical order; with ``skip_corrupt`` a corrupt region
     is reported and reading goes on at the next commitlog file."""
     commitlog = source.commitlog
@@ -159,16 +144,15 @@ def _rocketmq_messages(source: Any, report: ConversionReport, skip_corrupt: bool
             for _, record in commitlog.walk(start):
                 if isinstance(record, RocketMQMessage):
                     yield record
-            return
         except CorruptDataError as err:
             if not skip_corrupt:
                 raise
             report.skipped.append(str(err))
             failed = err.pos if err.pos is not None else 0
-            base = _commitlog_file_base(commitlog, err.path, failed)
-            start = base + commitlog.file_size
-            if start >= commitlog.end:
-                return
+            start = _commitlog_file_base(commitlog, err.path, failed) + commitlog.file_size
+            if start < commitlog.end:
+                continue
+        return
 
 
 def _commitlog_file_base(commitlog: Any, path: str | None, pos: int) -> int:
@@ -365,55 +349,40 @@ def _append_stored(store: Any, messages: list[RocketMQMessage]) -> None:
     """Append messages exactly as given (topic, queue, properties order, times, hosts, flags),
     checking each lands at its recorded physical and queue offset.
 
-    ``RocketMQStore.append_batch`` applies the broker's put-time rules (delay-level
-    rewrite, HashMap properties order, store clock); a message restored from Kafka
-    was already stored once and must not be rewritten.  Mirrors ``append_batch``
-    without those rules, through the store's commitlog, consume queues and index.
+    ``RocketMQStore.append_batch`` applies the broker's put-time rules to what it is
+    given (delay-level rewrite, HashMap properties order, store clock); a message
+    restored from Kafka was stored once already and must be written as it is.  The
+    store's message builder is bypassed for this one call (the store offers no
+    append of finished messages yet), so its commitlog placement, consume queues,
+    index, topic configs and flushing stay the store's own.
 
-    :raises ConversionError: the destination would place a message elsewhere than
-        the source had it (another commitlog file size, or a non-empty destination).
+    :raises ConversionError: the destination placed a message elsewhere than the
+        source had it (another commitlog file size, or a non-empty destination), or
+        a message uses the v2 layout, which the store does not write.
     """
-    limit = min(store.config.maxMessageSize, store.config.mappedFileSizeCommitLog - END_FILE_MIN_BLANK_LENGTH)
-    encoded = []
-    sizes = []
     for msg in messages:
-        topic_field = encode_topic(msg.topic, msg.magic)
-        properties = encode_properties(msg.properties)
-        msg.sys_flag = (msg.sys_flag & ~SYSFLAG_HOST_MASK) | host_flags(msg.born_host, msg.store_host)
-        msg.size = encoded_size(len(msg.body), len(topic_field), len(properties), msg.sys_flag)
-        if msg.size > limit:
-            raise ConversionError(f"expected messages of at most {limit} bytes in the destination, found "
-                                  f"{msg.size} at source physical offset {msg.physical_offset}", store.path)
-        msg.body_crc = body_crc(msg.body)
-        encoded.append((topic_field, properties))
-        sizes.append(msg.size)
-    start = store.commitlog.end
-    placement = store.commitlog.place(sizes)
-    chunks = []
-    rows: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
-    next_offsets = store._next_offsets
-    for msg, (topic_field, properties), phys in zip(messages, encoded, placement.offsets, strict=True):
-        if phys != msg.physical_offset:
+        if msg.magic != MESSAGE_MAGIC:
+            raise ConversionError(f"expected messages of the v1 layout (magic "
+                                  f"0x{MESSAGE_MAGIC & MASK32:08X}), found magic 0x{msg.magic & MASK32:08X} "
+                                  f"at source physical offset {msg.physical_offset}", store.path)
+    expected = [(msg.physical_offset, msg.queue_offset if is_queued(msg) else 0) for msg in messages]
+    store._build = _as_built
+    try:
+        results = store.append_batch(messages)
+    finally:
+        del store._build
+    for (physical, queue), result in zip(expected, results, strict=True):
+        if (result.position, result.offset) != (physical, queue):
             raise ConversionError(
-                f"expected to place the message at physical offset {msg.physical_offset} as in the source, "
-                f"found the destination's next offset is {phys} (pass the source's "
-                f"--config mappedFileSizeCommitLog=N, and convert into a new store)", store.path)
-        if is_queued(msg):
-            key = (msg.topic, msg.queue_id)
-            expected = next_offsets.get(key, 0)
-            if msg.queue_offset != expected:
-                raise ConversionError(f"expected queue offset {expected} next in {msg.topic}/{msg.queue_id}, "
-                                      f"found {msg.queue_offset} in the source", store.path, phys)
-            next_offsets[key] = expected + 1
-            rows.setdefault(key, []).append((phys, msg.size, store.tags_code(msg)))
-        chunks.append(b"".join(encode_parts(msg, topic_field, properties, msg.body_crc)))
-    store.commitlog.write_batch(start, chunks, placement.offsets, placement.blanks, sizes)
-    for key, entries in rows.items():
-        store._queue(*key).append_array(np.array(entries, dtype=CQ_DTYPE))
-    if store.index is not None:
-        store.index.put_batch([
-            IndexRequest(m.topic, m.physical_offset, m.store_timestamp, m.properties.get(PROPERTY_UNIQ_KEY),
-                         m.properties.get(PROPERTY_KEYS), m.sys_flag) for m in messages])
+                f"expected {result.topic}/{result.partition} queue offset {queue} at physical offset "
+                f"{physical} as in the source, found queue offset {result.offset} at {result.position} "
+                f"(convert into a new store, with the source's --config mappedFileSizeCommitLog=N)",
+                store.path, result.position)
+
+
+def _as_built(item: RocketMQMessage, now: int) -> RocketMQMessage:
+    """The store's message-builder hook for :func:`_append_stored`: the message as it is."""
+    return item
 
 
 def _native_item(msg: RocketMQMessage) -> dict[str, Any]:
@@ -501,7 +470,8 @@ def _verify_kafka(source: Any, dest: Any, options: _Options) -> list[str]:
     report = ConversionReport("", "", "", "")
     readers: dict[tuple[str, int], Iterator[Any]] = {}
     problems: list[str] = []
-    for expected, _ in _rocketmq_entries(source, options.topics, options.timestamp, report, options.skip_corrupt):
+    entries = _rocketmq_entries(source, options.topics, options.timestamp, report, options.skip_corrupt)
+    for expected, _ in entries:
         key = (expected.topic, expected.partition)
         if key not in readers:
             readers[key] = dest.read(*key)
@@ -577,7 +547,8 @@ def _check_options(to: str, compression: str, timestamp: str) -> None:
     if to == "rocketmq" and compression != "none":
         raise ConversionError(f"expected no --compression for a RocketMQ destination, found {compression!r}")
     if timestamp not in TIMESTAMP_SOURCES:
-        raise ConversionError(f"expected a timestamp source of {', '.join(TIMESTAMP_SOURCES)}, found {timestamp!r}")
+        raise ConversionError(f"expected a timestamp source of {', '.join(TIMESTAMP_SOURCES)}, "
+                              f"found {timestamp!r}")
 
 
 def _read_journal(path: str) -> dict[str, Any] | None:
@@ -668,9 +639,11 @@ def run(src: str, dst: str, *, to: str, topics: list[str] | None, compression: s
         raise ConversionError("expected a source store directory, found none", src)
     source_format = registry.detect(src)
     if source_format not in TARGETS:
-        raise ConversionError(f"expected a source of format {' or '.join(TARGETS)}, found {source_format!r}", src)
+        raise ConversionError(f"expected a source of format {' or '.join(TARGETS)}, "
+                              f"found {source_format!r}", src)
     if source_format == to:
-        raise ConversionError(f"expected a source of another format than the target {to!r}, found {to!r}", src)
+        raise ConversionError(f"expected a source of another format than the target {to!r}, "
+                              f"found {to!r}", src)
     options = _Options(to=to, topics=None if topics is None else sorted(set(topics)), compression=compression,
                        config=dict(config), timestamp=timestamp, skip_corrupt=skip_corrupt)
     tmp = temp_path(dst)
