@@ -174,10 +174,15 @@ def _resync(segs: list[CommitLogFile], i: int, pos: int) -> tuple[int, int] | No
     return None
 
 
-def walk(commitlog: CommitLog, start: int, tags_code: Callable[[RocketMQMessage], int]) -> Walk:
+def walk(commitlog: CommitLog, start: int, tags_code: Callable[[RocketMQMessage], int], *,
+         past_zeros: bool = True) -> Walk:
     """Walk every file from the one holding ``start`` (a message boundary), validating each record.
 
-    Runtime complexity: ``O(bytes walked)`` (decode and CRC per message).
+    After damaged bytes the walk goes on at the next valid message, if any.  With
+    ``past_zeros`` it also looks past unwritten (zero) space for later messages
+    (holes a power loss can leave); without, zeros end the data, as for the broker.
+    Runtime complexity: ``O(bytes walked)`` (decode and CRC per message), plus
+    ``O(file size)`` to look past zeros.
     """
     segs = [s for s in commitlog.log.segments if s.base + commitlog.file_size > start]
     result = Walk(start=start, end=start)
@@ -199,6 +204,8 @@ def walk(commitlog: CommitLog, start: int, tags_code: Callable[[RocketMQMessage]
             result.end = seg.base + commitlog.file_size
             continue
         # damaged bytes, or the end of the data in this file: is there a valid message later?
+        if isinstance(record, End) and not past_zeros:
+            break
         nxt = _resync(segs, i, pos)
         if nxt is None:
             break
@@ -209,11 +216,18 @@ def walk(commitlog: CommitLog, start: int, tags_code: Callable[[RocketMQMessage]
     return result
 
 
-def _nonzero_extent(view: memoryview, pos: int) -> int:
-    """One past the last non-zero byte at or after ``pos`` (``pos`` if none)."""
-    tail = np.frombuffer(view, dtype=np.uint8, offset=pos) if pos < len(view) else np.zeros(0, np.uint8)
-    nz = np.flatnonzero(tail)
-    return pos + int(nz[-1]) + 1 if len(nz) else pos
+def nonzero_extent(view: memoryview, pos: int) -> int:
+    """One past the last non-zero byte at or after ``pos`` (``pos`` if none).
+
+    Scans a window at a time (``np.any``), so memory stays bounded on 1 GiB files.
+    """
+    size = len(view)
+    last = pos
+    for lo in range(pos, size, SEARCH_WINDOW):
+        chunk = np.frombuffer(view, dtype=np.uint8, count=min(SEARCH_WINDOW, size - lo), offset=lo)
+        if chunk.any():
+            last = lo + int(np.flatnonzero(chunk)[-1]) + 1
+    return last
 
 
 def cut_tail(commitlog: CommitLog, end: int) -> list[str]:
@@ -224,7 +238,7 @@ def cut_tail(commitlog: CommitLog, end: int) -> list[str]:
             continue
         pos = max(end - seg.base, 0)
         view = seg.file.view()
-        stop = _nonzero_extent(view, pos)
+        stop = nonzero_extent(view, pos)
         if stop > pos:
             kept = files.save_aside(seg.path, pos, view[pos:stop])
             lines.append(f"{seg.path}:{pos}: cut {stop - pos} bytes of torn tail, saved in {kept}")
@@ -446,7 +460,7 @@ def recover(ctx: RecoveryContext) -> list[str]:
                 lines.append(f"consumequeue {key[0]}/{key[1]}: dropped every entry (no commitlog)")
         return lines
     start = _start_offset(ctx)
-    w = walk(cl, start, ctx.tags_code)
+    w = walk(cl, start, ctx.tags_code, past_zeros=ctx.abnormal)
     lines.append(f"commitlog: {kind}; walked {len(w.messages)} messages from {start} to {w.end}")
     for path, pos, length in w.gaps:
         lines.append(f"{path}:{pos}: {length} damaged bytes left in place; the messages after them are intact")

@@ -43,6 +43,7 @@ from .commitlog import END_FILE_MIN_BLANK_LENGTH, CommitLog
 from .config import SCHEDULE_TOPIC, BrokerConfig, validate_topic
 from .consumequeue import CQ_DTYPE, ConsumeQueue, parse_file_name
 from .indexfile import IndexRequest, IndexService
+from .lifecycle import LifecycleMixin
 from .javacompat import hashmap_order, string_hash
 from .topicconfig import ConsumerOffsets, TopicConfigs
 from .message import (
@@ -88,6 +89,10 @@ JSON_KEYS = ("topic", "queue_id", "queue_offset", "physical_offset", "size", "bo
              "born_timestamp", "born_host", "store_timestamp", "store_host", "reconsume_times",
              "prepared_transaction_offset", "body", "properties", "tags", "keys", "tags_code", "msg_id")
 _BODY_PREVIEW = 40
+#: Bound of each per-store memo (topics validated, hosts parsed, property orders, tag hashes).
+_CACHE_LIMIT = 4096
+#: Consume-queue entries read at a time by ``read``.
+_READ_CHUNK = 1024
 
 
 def _now_ms() -> int:
@@ -147,7 +152,7 @@ def _sizes_on_disk(path: str) -> dict[str, int]:
     return {k: v for k, v in found.items() if v > 0}
 
 
-class RocketMQStore(Store):
+class RocketMQStore(LifecycleMixin, Store):
     """A RocketMQ store directory opened for reading (``"r"``) or appending (``"a"``).
 
     :param config: broker config names to values (see :class:`BrokerConfig`).
@@ -165,6 +170,11 @@ class RocketMQStore(Store):
         self._clock = clock or _now_ms
         self._store_host = Host.parse(self.config.storeHost)
         self._delays = self.config.delay_levels_ms
+        self._valid_topics: set[str] = set()
+        self._host_cache: dict[str, Host] = {}
+        self._order_cache: dict[tuple[str, ...], tuple[str, ...]] = {}
+        self._topic_fields: dict[str, bytes] = {}
+        self._tags_codes: dict[str, int] = {}
         writable = mode == "a"
         self._lock = files.WriterLock(os.path.join(self.path, LOCK_FILE), LOCK_CONTENT) if writable else None
         if not writable and not files.is_dir(os.path.join(self.path, COMMITLOG_DIR)):
@@ -172,6 +182,7 @@ class RocketMQStore(Store):
         self.commitlog: CommitLog | None = None
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
         self.index: IndexService | None = None
+        self._init_lifecycle()
         try:
             if writable:
                 files.make_dirs(self.path)
@@ -184,11 +195,14 @@ class RocketMQStore(Store):
             self._configs_dirty = False
             self._next_offsets = {key: cq.max_offset for key, cq in self.queues.items()}
             start = max((cq.max_physical_end for cq in self.queues.values()), default=self.commitlog.min_offset)
-            self.commitlog.set_end(self.commitlog.find_end(max(start, self.commitlog.min_offset)))
-            if writable and self.config.messageIndexEnable:
+            if not writable:  # appending recovers first (see .lifecycle)
+                self.commitlog.set_end(self.commitlog.find_end(max(start, self.commitlog.min_offset)))
+            if self.config.messageIndexEnable:
                 self.index = IndexService(os.path.join(self.path, INDEX_DIR), self.config.maxHashSlotNum,
-                                          self.config.maxIndexNum, writable=True)
+                                          self.config.maxIndexNum, writable=writable)
                 self.index.load()
+            if writable:
+                self._open_for_append()
         except BaseException:
             self._release()
             raise
@@ -214,6 +228,7 @@ class RocketMQStore(Store):
 
     # -- lifecycle -----------------------------------------------------------
     def _release(self) -> None:
+        self._release_lifecycle()
         if self.index is not None:
             self.index.close()
             self.index = None
@@ -230,6 +245,7 @@ class RocketMQStore(Store):
         """Release everything as a killed process would: no flush, preallocated files left."""
         if self._closed:
             return
+        self._abandon_durable()
         if self.commitlog is not None:
             self.commitlog.abandon()
         self._release()
@@ -239,11 +255,7 @@ class RocketMQStore(Store):
         self._check_open()
         if self.mode != "a":
             return
-        self.commitlog.flush()
-        for cq in self.queues.values():
-            cq.flush()
-        if self.index is not None:
-            self.index.flush()
+        self._flush_durable()
 
     def close(self) -> None:
         """Flush, persist ``config/topics.json`` (if topics changed), release the files."""
@@ -251,7 +263,7 @@ class RocketMQStore(Store):
             return
         try:
             if self.mode == "a":
-                self.flush()
+                self._close_durable()
                 if self._configs_dirty:
                     self.topic_configs.save(self._clock())
                     self._configs_dirty = False
@@ -260,8 +272,8 @@ class RocketMQStore(Store):
             super().close()
 
     # -- appending -----------------------------------------------------------
-    def _build(self, item: Message | Mapping[str, Any], now: int) -> RocketMQMessage:
-        """The message the broker would store for an append item (before offsets)."""
+    def _normalize(self, item: Message | Mapping[str, Any]) -> Mapping[str, Any]:
+        """An append item as a mapping of :data:`APPEND_FIELDS` (common Message names mapped)."""
         if isinstance(item, Message):
             fields: dict[str, Any] = {"topic": item.topic, "queue_id": item.partition, "body": item.value}
             if item.key is not None:
@@ -270,69 +282,101 @@ class RocketMQStore(Store):
                 fields["properties"] = {k: _text(v or b"", "a header value") for k, v in item.headers}
             if item.timestamp >= 0:
                 fields["born_timestamp"] = item.timestamp
-        else:
-            unknown = set(item) - APPEND_FIELDS - _COMMON_FIELDS
-            if unknown:
-                raise InvalidMessageError(f"expected RocketMQ message fields {sorted(APPEND_FIELDS)}, "
-                                          f"found {sorted(unknown)}")
-            fields = dict(item)
-            if "partition" in fields:
-                fields.setdefault("queue_id", fields.pop("partition"))
-            if "value" in fields:
-                fields.setdefault("body", fields.pop("value"))
-            if "key" in fields:
-                key = fields.pop("key")
-                if key is not None:
-                    fields.setdefault("keys", [_text(key, "a key")])
-            if "headers" in fields:
-                headers = fields.pop("headers") or []
-                fields.setdefault("properties", {k: _text(v or b"", "a header value") for k, v in headers})
-            if "timestamp" in fields:
-                stamp = fields.pop("timestamp")
-                if stamp is not None and stamp >= 0:
-                    fields.setdefault("born_timestamp", stamp)
-            fields.pop("offset", None)
-            fields.pop("timestamp_type", None)
-        topic = validate_topic(fields.get("topic"))
-        queue_id = int(fields.get("queue_id") or 0)
-        if queue_id < 0:
-            raise InvalidMessageError(f"expected a queue id >= 0, found {queue_id}")
+            return fields
+        other = item.keys() - APPEND_FIELDS
+        if not other:
+            return item
+        if other - _COMMON_FIELDS:
+            raise InvalidMessageError(f"expected RocketMQ message fields {sorted(APPEND_FIELDS)}, "
+                                      f"found {sorted(other - _COMMON_FIELDS)}")
+        fields = dict(item)
+        if "partition" in fields:
+            fields.setdefault("queue_id", fields.pop("partition"))
+        if "value" in fields:
+            fields.setdefault("body", fields.pop("value"))
+        key = fields.pop("key", None)
+        if key is not None:
+            fields.setdefault("keys", [_text(key, "a key")])
+        headers = fields.pop("headers", None)
+        if headers:
+            fields.setdefault("properties", {k: _text(v or b"", "a header value") for k, v in headers})
+        stamp = fields.pop("timestamp", None)
+        if stamp is not None and stamp >= 0:
+            fields.setdefault("born_timestamp", stamp)
+        fields.pop("offset", None)
+        fields.pop("timestamp_type", None)
+        return fields
+
+    def _host(self, value: Any, default: Host) -> Host:
+        if value is None:
+            return default
+        if isinstance(value, Host):
+            return value
+        host = self._host_cache.get(value)
+        if host is None:
+            host = Host.parse(value)
+            if len(self._host_cache) < _CACHE_LIMIT:
+                self._host_cache[value] = host
+        return host
+
+    def _ordered(self, props: dict[str, str]) -> dict[str, str]:
+        """``props`` in Java HashMap iteration order (orders cached by key sequence)."""
+        names = tuple(props)
+        order = self._order_cache.get(names)
+        if order is None:
+            order = tuple(hashmap_order(names))
+            if len(self._order_cache) < _CACHE_LIMIT:
+                self._order_cache[names] = order
+        return {k: props[k] for k in order}
+
+    def _build(self, item: Message | Mapping[str, Any], now: int) -> RocketMQMessage:
+        """The message the broker would store for an append item (before offsets)."""
+        fields = self._normalize(item)
+        get = fields.get
+        topic = get("topic")
+        if topic not in self._valid_topics:
+            validate_topic(topic)
+            if len(self._valid_topics) < _CACHE_LIMIT:
+                self._valid_topics.add(topic)
+        queue_id = get("queue_id") or 0
+        if type(queue_id) is not int or queue_id < 0:
+            queue_id = int(queue_id)
+            if queue_id < 0:
+                raise InvalidMessageError(f"expected a queue id >= 0, found {queue_id}")
         # The producer's map: TAGS, KEYS (Message constructor), user properties, in put order.
         produced: dict[str, str] = {}
-        tags = fields.get("tags")
+        tags = get("tags")
         if tags:
-            produced[PROPERTY_TAGS] = _text(tags, "tags")
-        keys = fields.get("keys")
+            produced[PROPERTY_TAGS] = tags if type(tags) is str else _text(tags, "tags")
+        keys = get("keys")
         if keys:
-            keys = [keys] if isinstance(keys, str | bytes) else list(keys)
-            produced[PROPERTY_KEYS] = KEY_SEPARATOR.join(_text(k, "a key") for k in keys)
-        for name, value in (fields.get("properties") or {}).items():
-            produced[_text(name, "a property name")] = _text(value, "a property value")
-        delay = int(fields.get("delay_level") or 0)
+            if isinstance(keys, str | bytes):
+                keys = [keys]
+            produced[PROPERTY_KEYS] = KEY_SEPARATOR.join([k if type(k) is str else _text(k, "a key") for k in keys])
+        user = get("properties")
+        if user:
+            for name, value in user.items():
+                produced[name if type(name) is str else _text(name, "a property name")] = (
+                    value if type(value) is str else _text(value, "a property value"))
+        delay = int(get("delay_level") or 0)
         if delay > 0:
             produced[PROPERTY_DELAY] = str(delay)
         elif PROPERTY_DELAY in produced:
             delay = int(produced[PROPERTY_DELAY])
-        properties = {k: produced[k] for k in hashmap_order(produced)}
-        sys_flag = int(fields.get("sys_flag") or 0)
-        store_timestamp = fields.get("store_timestamp")
+        store_timestamp = get("store_timestamp")
         store_timestamp = now if store_timestamp is None else int(store_timestamp)
-        store_host = fields.get("store_host")
-        store_host = self._store_host if store_host is None else (
-            store_host if isinstance(store_host, Host) else Host.parse(store_host))
-        born_host = fields.get("born_host")
-        born_host = store_host if born_host is None else (
-            born_host if isinstance(born_host, Host) else Host.parse(born_host))
-        born_timestamp = fields.get("born_timestamp")
+        store_host = self._host(get("store_host"), self._store_host)
+        born_timestamp = get("born_timestamp")
+        body = get("body")
+        sys_flag = int(get("sys_flag") or 0)
         msg = RocketMQMessage(
-            topic=topic, queue_id=queue_id, body=_bytes(fields.get("body")), properties=properties,
-            flag=int(fields.get("flag") or 0), sys_flag=sys_flag,
-            born_timestamp=store_timestamp if born_timestamp is None else int(born_timestamp),
-            born_host=born_host, store_timestamp=store_timestamp, store_host=store_host,
-            reconsume_times=int(fields.get("reconsume_times") or 0),
-            prepared_transaction_offset=int(fields.get("prepared_transaction_offset") or 0))
-        transaction = sys_flag & SYSFLAG_TRANSACTION_MASK
-        if delay > 0 and transaction in (0, SYSFLAG_TRANSACTION_COMMIT):
+            topic, queue_id, body if type(body) is bytes else _bytes(body),
+            self._ordered(produced) if len(produced) > 1 else produced,
+            int(get("flag") or 0), 0, 0, sys_flag,
+            store_timestamp if born_timestamp is None else int(born_timestamp),
+            self._host(get("born_host"), store_host), store_timestamp, store_host,
+            int(get("reconsume_times") or 0), int(get("prepared_transaction_offset") or 0))
+        if delay > 0 and sys_flag & SYSFLAG_TRANSACTION_MASK in (0, SYSFLAG_TRANSACTION_COMMIT):
             self._schedule(msg, delay)
         return msg
 
@@ -360,8 +404,9 @@ class RocketMQStore(Store):
         tags = msg.tags
         return string_hash(tags) if tags else 0
 
-    def append_batch(self, messages: Iterable[Message | Mapping[str, Any]]) -> list[AppendResult]:
-        """Append messages in order: one commitlog write per file touched, one array per queue.
+    def _append_locked(self, messages: Iterable[Message | Mapping[str, Any]]) -> list[AppendResult]:
+        """Append messages in order (the caller holds the flusher's lock): one commitlog write per
+        file touched, one array per queue.
 
         Every message is validated and encoded before the first byte is written, so
         a rejected batch writes nothing.
@@ -378,31 +423,46 @@ class RocketMQStore(Store):
         limit = min(self.config.maxMessageSize, self.config.mappedFileSizeCommitLog - END_FILE_MIN_BLANK_LENGTH)
         encoded = []
         sizes = []
+        topic_fields = self._topic_fields
         for msg in built:
-            topic_field = encode_topic(msg.topic, MESSAGE_MAGIC)
+            topic_field = topic_fields.get(msg.topic)
+            if topic_field is None:
+                topic_field = topic_fields[msg.topic] = encode_topic(msg.topic, MESSAGE_MAGIC)
             properties = encode_properties(msg.properties)
             msg.sys_flag = (msg.sys_flag & ~SYSFLAG_HOST_MASK) | host_flags(msg.born_host, msg.store_host)
-            msg.size = encoded_size(len(msg.body), len(topic_field), len(properties), msg.sys_flag)
-            if msg.size > limit:
+            msg.size = size = encoded_size(len(msg.body), len(topic_field), len(properties), msg.sys_flag)
+            if size > limit:
                 raise MessageTooLargeError(f"expected a message of at most {limit} bytes (maxMessageSize "
-                                           f"{self.config.maxMessageSize}), found {msg.size}",
+                                           f"{self.config.maxMessageSize}), found {size}",
                                            os.path.join(self.path, COMMITLOG_DIR), self.commitlog.end)
             msg.body_crc = body_crc(msg.body)
             encoded.append((topic_field, properties))
-            sizes.append(msg.size)
+            sizes.append(size)
         start = self.commitlog.end
         placement = self.commitlog.place(sizes)
         chunks = []
         cq_rows: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
         results = []
         next_offsets = self._next_offsets
+        tags_codes = self._tags_codes
         for msg, (topic_field, properties), phys in zip(built, encoded, placement.offsets, strict=True):
             key = (msg.topic, msg.queue_id)
             msg.physical_offset = phys
             if has_queue_entry(msg.sys_flag):
                 msg.queue_offset = next_offsets.get(key, 0)
                 next_offsets[key] = msg.queue_offset + 1
-                cq_rows.setdefault(key, []).append((phys, msg.size, self.tags_code(msg)))
+                tags = msg.properties.get(PROPERTY_TAGS)
+                if msg.topic == SCHEDULE_TOPIC:
+                    code = self.tags_code(msg)
+                elif not tags:
+                    code = 0
+                else:
+                    code = tags_codes.get(tags)
+                    if code is None:
+                        code = string_hash(tags)
+                        if len(tags_codes) < _CACHE_LIMIT:
+                            tags_codes[tags] = code
+                cq_rows.setdefault(key, []).append((phys, msg.size, code))
             else:
                 msg.queue_offset = 0
             chunks.append(b"".join(encode_parts(msg, topic_field, properties, msg.body_crc)))
@@ -418,8 +478,6 @@ class RocketMQStore(Store):
             self.index.put_batch([
                 IndexRequest(m.topic, m.physical_offset, m.store_timestamp, m.properties.get(PROPERTY_UNIQ_KEY),
                              m.properties.get(PROPERTY_KEYS), m.sys_flag) for m in built])
-        if self.config.flushDiskType == "SYNC_FLUSH":
-            self.flush()
         return results
 
     def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
@@ -455,35 +513,43 @@ class RocketMQStore(Store):
 
     def read(self, topic: str, partition: int, offset: int = 0, count: int | None = None, *,
              tag: str | None = None) -> Iterator[RocketMQMessage]:
-        """Messages of one queue from ``offset`` through its consume queue.
+        """Messages of one queue from ``offset`` through its consume queue, lazily.
 
         With ``tag``, only messages whose TAGS equal it: the entry's tags code is
         compared first (no commitlog read for others), then the real tag.
-        ``count`` bounds the messages returned.
+        ``count`` bounds the messages returned.  Entries are read in chunks of
+        :data:`_READ_CHUNK`, so memory stays bounded on long queues.
+
+        :raises CorruptDataError: an entry points at something that is not its message.
         """
         self._check_open()
         cq = self.queues.get((topic, partition))
         if cq is None:
             raise NotFoundError(f"expected a consume queue for {topic}/{partition}, found none", self.path)
-        rows = cq.entries(offset)
-        if tag is not None:
-            keep = np.flatnonzero(rows["tags_code"] == string_hash(tag))
-        else:
-            keep = np.arange(len(rows) if count is None else min(count, len(rows)))
+        code = string_hash(tag) if tag is not None else None
         returned = 0
-        for i in keep.tolist():
-            if count is not None and returned >= count:
+        position = offset
+        while count is None or returned < count:
+            rows = cq.entries(position, _READ_CHUNK)
+            if not len(rows):
                 return
-            phys, size = int(rows["offset"][i]), int(rows["size"][i])
-            msg = self.commitlog.read(phys)
-            if msg.size != size:
-                raise CorruptDataError(f"expected a message of {size} bytes (consume queue "
-                                       f"{topic}/{partition} offset {offset + i}), found {msg.size}",
-                                       self.commitlog.file_for(phys).path, phys % self.commitlog.file_size)
-            if tag is not None and msg.tags != tag:
-                continue
-            returned += 1
-            yield msg
+            slots = np.flatnonzero(rows["tags_code"] == code) if code is not None else range(len(rows))
+            phys_col, size_col = rows["offset"].tolist(), rows["size"].tolist()
+            for i in slots:
+                phys, size = phys_col[i], size_col[i]
+                msg = self.commitlog.read(phys)
+                if msg.size != size or msg.topic != topic or msg.queue_id != partition:
+                    raise CorruptDataError(
+                        f"expected a {topic}/{partition} message of {size} bytes (queue offset {position + i}), "
+                        f"found a {msg.topic}/{msg.queue_id} message of {msg.size} bytes",
+                        self.commitlog.file_for(phys).path, phys % self.commitlog.file_size)
+                if tag is not None and msg.tags != tag:
+                    continue
+                yield msg
+                returned += 1
+                if count is not None and returned >= count:
+                    return
+            position += len(rows)
 
     def topics(self) -> list[str]:
         self._check_open()
@@ -572,26 +638,6 @@ class RocketMQStore(Store):
                 "commitlog": {"min_offset": self.commitlog.min_offset, "max_offset": self.commitlog.end,
                               "files": commitlog_files},
                 "config": self.config.as_dict()}
-
-    def verify(self) -> list[Problem]:
-        """Walk the commitlog (CRC on) and check every consume-queue entry against it."""
-        self._check_open()
-        problems: list[Problem] = []
-        sizes: dict[int, tuple[str, int, int]] = {}
-        try:
-            for msg in self.scan():
-                sizes[msg.physical_offset] = (msg.topic, msg.queue_id, msg.size)
-        except SegstoreError as err:
-            problems.append(Problem(err.path or self.path, err.pos, err.message))
-        for (topic, qid), cq in sorted(self.queues.items()):
-            rows = cq.entries(cq.min_offset)
-            for i, (phys, size) in enumerate(zip(rows["offset"].tolist(), rows["size"].tolist(), strict=True)):
-                found = sizes.get(phys)
-                if found != (topic, qid, size):
-                    problems.append(Problem(cq.directory, (cq.min_offset + i) * CQ_DTYPE.itemsize,
-                                            f"expected a {topic}/{qid} message of {size} bytes at commitlog "
-                                            f"offset {phys}, found {found}"))
-        return problems
 
 
 def is_rocketmq_store(path: str) -> bool:

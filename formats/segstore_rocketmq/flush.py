@@ -1,0 +1,210 @@
+"""Flushing a RocketMQ store the way the broker does, in its two ``flushDiskType`` modes.
+
+- ``SYNC_FLUSH`` (the broker's ``GroupCommitService``): an append returns only
+  once its commitlog bytes are durable.  Writers that wait at the same time share
+  one ``msync``: the first becomes the leader and flushes everything appended so
+  far, the others wait for it (group commit).  The leader msyncs without holding
+  the append lock, so other writers keep appending meanwhile.
+- ``ASYNC_FLUSH`` (``FlushRealTimeService``): a background thread wakes every
+  ``flushIntervalCommitLog`` ms and msyncs the commitlog when at least
+  ``flushCommitLogLeastPages`` 4 KiB pages are dirty, or whatever is dirty once
+  ``flushCommitLogThoroughInterval`` (10 s) has passed.
+
+In both modes the same thread flushes the consume queues
+(``FlushConsumeQueueService``: every ``flushIntervalConsumeQueue`` ms, when
+``flushConsumeQueueLeastPages`` pages are dirty, all of them every
+``flushConsumeQueueThoroughInterval``, 60 s) and, on that thorough flush, the
+checkpoint.  The checkpoint's ``physicMsgTimestamp`` is the store time of the
+last message whose commitlog bytes were flushed, ``logicsMsgTimestamp`` that of
+the last message whose queue entry was flushed, as the broker sets them.
+
+Thread-safety: :attr:`FlushService.lock` is the store's append lock; appends
+hold it, and so does the flusher while it takes a snapshot of what to flush.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from .checkpoint import CheckpointFile
+from .commitlog import CommitLog
+from .consumequeue import CQ_DTYPE, ConsumeQueue
+
+SYNC_FLUSH = "SYNC_FLUSH"
+ASYNC_FLUSH = "ASYNC_FLUSH"
+#: ``MappedFile.OS_PAGE_SIZE``: the unit of the broker's "least pages" thresholds.
+OS_PAGE_SIZE = 4096
+#: ``flushCommitLogThoroughInterval`` and ``flushConsumeQueueThoroughInterval`` defaults.
+FLUSH_COMMITLOG_THOROUGH_INTERVAL_MS = 10_000
+FLUSH_CONSUME_QUEUE_THOROUGH_INTERVAL_MS = 60_000
+
+
+@dataclass(frozen=True, slots=True)
+class FlushPolicy:
+    """The broker's flush settings (milliseconds and pages)."""
+
+    flush_disk_type: str = ASYNC_FLUSH
+    interval_commitlog: int = 500
+    least_pages_commitlog: int = 4
+    thorough_commitlog: int = FLUSH_COMMITLOG_THOROUGH_INTERVAL_MS
+    interval_consume_queue: int = 1000
+    least_pages_consume_queue: int = 2
+    thorough_consume_queue: int = FLUSH_CONSUME_QUEUE_THOROUGH_INTERVAL_MS
+
+    @classmethod
+    def from_config(cls, config: object) -> FlushPolicy:
+        """From a :class:`~segstore_rocketmq.config.BrokerConfig` (its broker-named fields)."""
+        return cls(config.flushDiskType, config.flushIntervalCommitLog, config.flushCommitLogLeastPages,
+                   FLUSH_COMMITLOG_THOROUGH_INTERVAL_MS, config.flushIntervalConsumeQueue,
+                   config.flushConsumeQueueLeastPages, FLUSH_CONSUME_QUEUE_THOROUGH_INTERVAL_MS)
+
+
+class FlushService:
+    """Makes a store's appends durable under a :class:`FlushPolicy`.
+
+    :param commitlog: the store's commitlog.
+    :param queues: returns the store's consume queues (called under :attr:`lock`).
+    :param checkpoint: the store's checkpoint file.
+    :param now_ms: a monotonic clock in milliseconds (for the intervals).
+    """
+
+    def __init__(self, commitlog: CommitLog, queues: Callable[[], Iterable[ConsumeQueue]],
+                 checkpoint: CheckpointFile, policy: FlushPolicy, *,
+                 now_ms: Callable[[], int] = lambda: time.monotonic_ns() // 1_000_000) -> None:
+        self.commitlog = commitlog
+        self.queues = queues
+        self.checkpoint = checkpoint
+        self.policy = policy
+        self.now_ms = now_ms
+        self.lock = threading.RLock()
+        self._cond = threading.Condition()
+        self._flushing = False
+        self._flushed = commitlog.end                 # commitlog bytes below this are durable
+        self._appended_end = commitlog.end
+        self._last_store_ts = 0                       # store time of the last message appended
+        self._cq_dirty_entries = 0
+        self._cq_last_ts = 0                          # store time of the last queue entry written
+        self._checkpoint_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        start = now_ms()
+        self._last_thorough_commitlog = start
+        self._last_thorough_queues = start
+        self._last_queue_flush = start
+
+    # -- called by the store ---------------------------------------------------------
+    def appended(self, end: int, store_timestamp: int, queue_entries: int) -> None:
+        """Record an append (call while holding :attr:`lock`)."""
+        self._appended_end = end
+        self._last_store_ts = store_timestamp
+        self._cq_dirty_entries += queue_entries
+        if queue_entries:
+            self._cq_last_ts = store_timestamp
+
+    def wait_durable(self, end: int) -> None:
+        """``SYNC_FLUSH``: return once commitlog bytes below ``end`` are durable (group commit).
+
+        Call without holding :attr:`lock`.  Other modes return at once.
+        """
+        if self.policy.flush_disk_type != SYNC_FLUSH:
+            return
+        with self._cond:
+            while self._flushed < end:
+                if self._flushing:
+                    self._cond.wait()
+                    continue
+                self._flushing = True
+                self._cond.release()
+                try:
+                    self._flush_commitlog(force=True)
+                finally:
+                    self._cond.acquire()
+                    self._flushing = False
+                    self._cond.notify_all()
+
+    @property
+    def flushed_offset(self) -> int:
+        """Commitlog bytes below this offset are durable."""
+        return self._flushed
+
+    def start(self) -> None:
+        """Start the background flusher (consume queues; the commitlog too in ``ASYNC_FLUSH``)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="segstore-rocketmq-flush", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the background thread (waits for it); idempotent.  Flushes nothing by itself."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def flush_all(self) -> None:
+        """Flush the commitlog, every queue and the checkpoint now (``flush()``/clean close)."""
+        self._flush_commitlog(force=True)
+        self._flush_queues(force=True)
+        self._flush_checkpoint(logics=True)
+
+    def index_file_full(self, end_timestamp: int) -> None:
+        """An index file filled up and was flushed: record its end time in the checkpoint and flush it."""
+        self.checkpoint.value.index_msg_timestamp = end_timestamp
+        self._flush_checkpoint(logics=False)
+
+    # -- the work ------------------------------------------------------------------------
+    def _flush_commitlog(self, *, force: bool) -> bool:
+        with self.lock:
+            start, end, stamp = self._flushed, self._appended_end, self._last_store_ts
+            if end <= start or (not force and end - start < self.policy.least_pages_commitlog * OS_PAGE_SIZE):
+                return False
+            segments = self.commitlog.log.segments.values(start, end)
+        size = self.commitlog.file_size
+        for seg in segments:
+            lo = max(start - seg.base, 0)
+            hi = min(end - seg.base, size)
+            if hi > lo:
+                seg.file.flush(lo, hi)
+        with self._cond:
+            self._flushed = max(self._flushed, end)
+        if stamp > 0:
+            self.checkpoint.value.physic_msg_timestamp = stamp
+        return True
+
+    def _flush_queues(self, *, force: bool) -> bool:
+        with self.lock:
+            dirty_bytes = self._cq_dirty_entries * CQ_DTYPE.itemsize
+            if not force and dirty_bytes < self.policy.least_pages_consume_queue * OS_PAGE_SIZE:
+                return False
+            for cq in self.queues():
+                cq.flush()
+            self._cq_dirty_entries = 0
+            stamp = self._cq_last_ts
+        if stamp > 0:
+            self.checkpoint.value.logics_msg_timestamp = stamp
+        return True
+
+    def _flush_checkpoint(self, *, logics: bool) -> None:
+        with self._checkpoint_lock:
+            self.checkpoint.flush()
+
+    def _run(self) -> None:
+        policy = self.policy
+        tick = policy.interval_commitlog if policy.flush_disk_type == ASYNC_FLUSH else policy.interval_consume_queue
+        while not self._stop.wait(min(tick, policy.interval_consume_queue) / 1000):
+            now = self.now_ms()
+            if policy.flush_disk_type == ASYNC_FLUSH:
+                thorough = now - self._last_thorough_commitlog >= policy.thorough_commitlog
+                if thorough:
+                    self._last_thorough_commitlog = now
+                self._flush_commitlog(force=thorough)
+            if now - self._last_queue_flush >= policy.interval_consume_queue:
+                self._last_queue_flush = now
+                thorough = now - self._last_thorough_queues >= policy.thorough_consume_queue
+                if thorough:
+                    self._last_thorough_queues = now
+                self._flush_queues(force=thorough)
+                if thorough:
+                    self._flush_checkpoint(logics=True)

@@ -1,0 +1,191 @@
+"""The RocketMQ store's life cycle around its files: abort marker, recovery, flushing, queries, verify.
+
+:class:`LifecycleMixin` is mixed into :class:`~segstore_rocketmq.store.RocketMQStore`
+(which owns the commitlog, queues and index) and adds what the broker's
+``DefaultMessageStore`` does around them:
+
+- opening for append (the writer lock is already held): the ``checkpoint`` is
+  mapped, recovery runs (unclean if the ``abort`` file is there, see
+  :mod:`.recovery`), the ``abort`` file is created, the flusher starts
+  (:mod:`.flush`);
+- appends hold the flusher's lock, then wait for durability in ``SYNC_FLUSH``
+  (group commit) without holding it;
+- a clean close stops the flusher, flushes everything, writes the checkpoint
+  and removes ``abort``; :meth:`abandon` (a simulated crash) leaves all of it;
+- key and time queries (:mod:`.query`), ``segstore query`` and ``verify`` (:mod:`.verify`).
+
+Thread-safety: appends from several threads are serialised by the flusher's
+lock (and share syncs); everything else is as thread-safe as the store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any, TextIO
+
+from segstore import files
+from segstore.errors import CorruptDataError, OffsetOutOfRangeError
+from segstore.records import Message
+from segstore.store import AppendResult, Problem, QueryRequest
+
+from .checkpoint import FILE_NAME as CHECKPOINT_FILE
+from .checkpoint import CheckpointFile
+from .flush import FlushPolicy, FlushService
+from .message import RocketMQMessage
+from .query import TIME_MAX, query_by_key
+from .recovery import RecoveryContext, recover
+
+ABORT_FILE = "abort"
+EXIT_OK = 0
+EXIT_NOT_FOUND = 1
+
+
+class LifecycleMixin:
+    """Abort file, checkpoint, recovery, flush modes, queries and verify for a RocketMQ store."""
+
+    def _init_lifecycle(self) -> None:
+        self.checkpoint: CheckpointFile | None = None
+        self.recovery_lines: list[str] = []
+        self._flusher: FlushService | None = None
+
+    # -- open / close ----------------------------------------------------------------
+    def _open_for_append(self) -> None:
+        """Recover what the last writer left, mark the store open, start flushing."""
+        abort = os.path.join(self.path, ABORT_FILE)
+        self.checkpoint = CheckpointFile(os.path.join(self.path, CHECKPOINT_FILE), writable=True)
+        self.recovery_lines = self._recover(abnormal=files.exists(abort))
+        self._next_offsets = {key: cq.max_offset for key, cq in self.queues.items()}
+        files.touch(abort)
+        files.fsync_dir(self.path)
+        self._flusher = FlushService(self.commitlog, lambda: list(self.queues.values()), self.checkpoint,
+                                     FlushPolicy.from_config(self.config))
+        if self.index is not None:
+            self.index.on_file_full = self._flusher.index_file_full
+        self._flusher.start()
+
+    def _recover(self, *, abnormal: bool) -> list[str]:
+        ctx = RecoveryContext(self.commitlog, self.queues, self._queue, self.index, self.checkpoint.value,
+                              self.tags_code, abnormal)
+        return recover(ctx)
+
+    def _flush_durable(self) -> None:
+        """Flush commitlog, queues and checkpoint through the flusher (under its lock)."""
+        self._flusher.flush_all()
+        if self.index is not None:
+            with self._flusher.lock:
+                self.index.flush()
+
+    def _close_durable(self) -> None:
+        """A clean shutdown: stop the flusher, flush everything, remove the abort file."""
+        self._flusher.stop()
+        self.flush()
+        files.remove(os.path.join(self.path, ABORT_FILE))
+        files.fsync_dir(self.path)
+
+    def _abandon_durable(self) -> None:
+        """A crash: stop the flusher thread, flush nothing, leave the abort file."""
+        if self._flusher is not None:
+            self._flusher.stop()
+
+    def _release_lifecycle(self) -> None:
+        if self._flusher is not None:
+            self._flusher.stop()
+            self._flusher = None
+        if self.checkpoint is not None:
+            self.checkpoint.close()
+            self.checkpoint = None
+
+    # -- appending --------------------------------------------------------------------
+    def append_batch(self, messages: Iterable[Message | Mapping[str, Any]]) -> list[AppendResult]:
+        """Append messages in order; in ``SYNC_FLUSH`` returns once they are durable.
+
+        Several threads may append at once: appends are serialised, and writers
+        waiting for durability share one sync (group commit).
+        """
+        self._check_writable()
+        with self._flusher.lock:
+            results = self._append_locked(messages)
+            end = self.commitlog.end
+            if results:
+                self._flusher.appended(end, results[-1].extra["store_timestamp"], len(results))
+        if results:
+            self._flusher.wait_durable(end)
+        return results
+
+    # -- recovery -------------------------------------------------------------------------
+    def recover(self) -> list[str]:
+        """What recovery did when this store was opened for append (then run again: normally nothing)."""
+        self._check_writable()
+        if self.recovery_lines:
+            lines, self.recovery_lines = self.recovery_lines, []
+            return lines
+        with self._flusher.lock:
+            lines = self._recover(abnormal=False)
+            self._next_offsets = {key: cq.max_offset for key, cq in self.queues.items()}
+        return [line for line in lines if not line.startswith("commitlog: clean shutdown; walked")]
+
+    # -- queries ---------------------------------------------------------------------------
+    def _message_or_none(self, physical_offset: int) -> RocketMQMessage | None:
+        try:
+            return self.commitlog.read(physical_offset)
+        except (CorruptDataError, OffsetOutOfRangeError):
+            return None
+
+    def query_by_key(self, topic: str, key: str, *, max_hits: int = 32, begin: int = 0,
+                     end: int = TIME_MAX) -> list[RocketMQMessage]:
+        """Messages of ``topic`` carrying ``key`` (``KEYS`` or ``UNIQ_KEY``) stored in ``[begin, end]``.
+
+        The newest ``max_hits``, in commitlog order, as the broker's ``queryMessage``
+        returns them; hash collisions are filtered out against the commitlog.
+        An empty list when the store keeps no index.
+        """
+        self._check_open()
+        if self.index is None:
+            return []
+        return query_by_key(self.index, topic, key, self._message_or_none, max_hits=max_hits, begin=begin,
+                            end=end)
+
+    def query(self, request: QueryRequest, out: TextIO) -> int:
+        """``segstore query``: by key, by queue offset, or the queue offset for a time."""
+        self._check_open()
+        if request.key is not None:
+            found = self.query_by_key(request.topic, request.key, max_hits=request.max,
+                                      begin=request.begin if request.begin is not None else 0,
+                                      end=request.end if request.end is not None else TIME_MAX)
+            self._print(found, request.json, out)
+            return EXIT_OK if found else EXIT_NOT_FOUND
+        queue = request.partition if request.partition is not None else 0
+        if request.timestamp is not None:
+            offset = self.offset_for_time(request.topic, queue, request.timestamp)
+            answer = {"topic": request.topic, "queue_id": queue, "timestamp": request.timestamp,
+                      "offset": offset if offset is not None else self.offset_range(request.topic, queue)[1]}
+            out.write((json.dumps(answer) if request.json else
+                       f"{request.topic}/{queue}: offset {answer['offset']} is the first stored at or after "
+                       f"{request.timestamp}") + "\n")
+            return EXIT_OK
+        found = list(self.read(request.topic, queue, request.offset, request.count))
+        self._print(found, request.json, out)
+        return EXIT_OK if found else EXIT_NOT_FOUND
+
+    def _print(self, found: list[RocketMQMessage], as_json: bool, out: TextIO) -> None:
+        for record in found:
+            if as_json:
+                out.write(json.dumps(self.to_json(record), ensure_ascii=False) + "\n")
+            else:
+                self.dump_one(record, out)
+
+    def dump_one(self, record: RocketMQMessage, out: TextIO) -> None:
+        """One human-readable line for a message."""
+        out.write(f"{record.topic}/{record.queue_id}@{record.queue_offset} phy={record.physical_offset} "
+                  f"size={record.size} store={record.store_timestamp} keys={record.keys} "
+                  f"tags={record.tags} msgId={record.msg_id}\n")
+
+    # -- verify -----------------------------------------------------------------------------
+    def verify(self) -> list[Problem]:
+        """Every commitlog message, queue entry, index entry, the checkpoint and config files (see .verify)."""
+        from .verify import verify_store
+
+        self._check_open()
+        return verify_store(self)

@@ -1,0 +1,170 @@
+"""``verify`` for a RocketMQ store: every file checked against the commitlog, one problem per finding.
+
+- commitlog: every record is a valid message (magic, length, body CRC, its stored
+  physical offset equals its position) or a BLANK that reaches the end of its
+  file; damaged ranges are reported and the walk goes on after them
+  (:func:`.recovery.walk`); non-zero bytes after the last message are a torn tail;
+- consume queues: every entry points at a message of that topic and queue, with
+  the message's size, tags code and queue offset; nothing after the first
+  invalid slot; every message that needs an entry has one;
+- index files: header counts in range, every entry points at a message carrying
+  a key with that hash, chains go backwards, slots point at used entries;
+- the checkpoint (:func:`.checkpoint.check`) and the JSON config files.
+
+Problems render as ``path:pos: what was expected, found what``.  Runtime
+complexity: ``O(commitlog bytes + entries)``; read-only, thread-safe with readers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from segstore import files
+from segstore.errors import CorruptDataError, SegstoreError
+from segstore.store import Problem
+
+from .checkpoint import FILE_NAME as CHECKPOINT_FILE
+from .checkpoint import check as check_checkpoint
+from .consumequeue import CQ_DTYPE
+from .indexfile import INVALID_INDEX, index_key_hashes, index_keys
+from .message import Blank, End, RocketMQMessage, decode
+from .recovery import Walked, nonzero_extent, walk
+
+CONFIG_DIR = "config"
+
+
+def _damage(path: str, view: memoryview, pos: int, base: int) -> str:
+    """What is wrong with the record at ``pos`` (for a damaged range found by the walk)."""
+    try:
+        record = decode(view, pos, path=path)
+    except CorruptDataError as err:
+        return err.message
+    if isinstance(record, RocketMQMessage):
+        return (f"expected a message stored at physical offset {base + pos}, "
+                f"found one claiming offset {record.physical_offset}")
+    if isinstance(record, Blank):
+        return f"expected a BLANK reaching the end of the file ({len(view) - pos} bytes), found size {record.size}"
+    assert isinstance(record, End)
+    return "expected a message or a BLANK, found zeros before later valid messages"
+
+
+def _verify_commitlog(store, problems: list[Problem]) -> dict[int, Walked]:
+    cl = store.commitlog
+    if len(cl.log.segments) == 0:
+        return {}
+    w = walk(cl, cl.min_offset, store.tags_code)
+    for path, pos, length in w.gaps:
+        seg = next(s for s in cl.log.segments if s.path == path)
+        problems.append(Problem(path, pos, f"{_damage(path, seg.file.view(), pos, seg.base)} "
+                                           f"({length} damaged bytes)"))
+    for seg in cl.log.segments:
+        if seg.base + cl.file_size <= w.end:
+            continue
+        pos = max(w.end - seg.base, 0)
+        stop = nonzero_extent(seg.file.view(), pos)
+        if stop > pos:
+            problems.append(Problem(seg.path, pos, f"expected a valid message or zeros after the last message, "
+                                                   f"found {stop - pos} bytes of torn or damaged data"))
+    return {m.phy: m for m in w.messages}
+
+
+def _verify_queues(store, walked: dict[int, Walked], problems: list[Problem]) -> None:
+    covered: set[tuple[str, int, int]] = set()
+    for (topic, qid), cq in sorted(store.queues.items()):
+        for seg in cq.segment_files():
+            rows = seg.entries
+            first = seg.first_offset
+            for i, (phy, size, tags) in enumerate(zip(rows["offset"].tolist(), rows["size"].tolist(),
+                                                      rows["tags_code"].tolist(), strict=True)):
+                pos = i * CQ_DTYPE.itemsize
+                m = walked.get(phy)
+                expected = f"{topic}/{qid} offset {first + i}"
+                if m is None:
+                    problems.append(Problem(seg.file.path, pos, f"expected the entry of {expected} to point at a "
+                                                                f"valid message, found commitlog offset {phy}"))
+                    continue
+                found = (m.topic, m.queue_id, m.queue_offset, m.size, m.tags_code)
+                if found != (topic, qid, first + i, size, tags):
+                    problems.append(Problem(seg.file.path, pos, f"expected ({topic}, {qid}, {first + i}, size {size}, "
+                                                                f"tags code {tags}) at commitlog offset {phy}, "
+                                                                f"found ({m.topic}, {m.queue_id}, {m.queue_offset}, "
+                                                                f"size {m.size}, tags code {m.tags_code})"))
+                covered.add((topic, qid, first + i))
+            rest = seg.all_slots()[len(seg):]
+            nonzero = np.flatnonzero(rest.view(np.uint8).reshape(len(rest), -1).any(axis=1)) if len(rest) else []
+            if len(nonzero):
+                at = (len(seg) + int(nonzero[0])) * CQ_DTYPE.itemsize
+                problems.append(Problem(seg.file.path, len(seg) * CQ_DTYPE.itemsize,
+                                        f"expected zeros after the last valid entry, found data at byte {at}"))
+    for m in walked.values():
+        if m.has_queue_entry and (m.topic, m.queue_id, m.queue_offset) not in covered:
+            cq = store.queues.get((m.topic, m.queue_id))
+            where = cq.directory if cq is not None else os.path.join(store.path, "consumequeue", m.topic)
+            problems.append(Problem(where, m.queue_offset * CQ_DTYPE.itemsize,
+                                    f"expected an entry for the message at commitlog offset {m.phy} "
+                                    f"({m.topic}/{m.queue_id} offset {m.queue_offset}), found none"))
+
+
+def _verify_index(store, walked: dict[int, Walked], problems: list[Problem]) -> None:
+    index = store.index
+    if index is None:
+        return
+    hashes_of: dict[int, set[int]] = {}
+    for f in index.files:
+        h = f.header
+        if h.index_count > f.index_num:
+            problems.append(Problem(f.path, 36, f"expected indexCount <= {f.index_num}, found {h.index_count}"))
+            continue
+        entries = f.entries
+        numbers = np.arange(1, h.index_count)
+        for n, (hsh, phy, diff, prev) in zip(numbers.tolist(), entries.tolist(), strict=True):
+            pos = f.entry_pos(n)
+            m = walked.get(phy)
+            if m is None:
+                problems.append(Problem(f.path, pos, f"expected index entry {n} to point at a valid message, "
+                                                     f"found commitlog offset {phy}"))
+                continue
+            if phy not in hashes_of:
+                hashes_of[phy] = set(index_key_hashes(index_keys(m.index_request())).tolist())
+            if hsh not in hashes_of[phy]:
+                problems.append(Problem(f.path, pos, f"expected index entry {n} to hash a key of the message at "
+                                                     f"{phy} ({sorted(hashes_of[phy])}), found {hsh}"))
+            if diff < 0 or not INVALID_INDEX <= prev < n:
+                problems.append(Problem(f.path, pos, f"expected a time diff >= 0 and a previous entry below {n}, "
+                                                     f"found {diff} and {prev}"))
+        bad_slots = np.flatnonzero(f.slots.astype(np.int64) >= h.index_count)
+        if len(bad_slots):
+            s = int(bad_slots[0])
+            problems.append(Problem(f.path, f.slot_pos(s), f"expected slot {s} to hold an entry below "
+                                                           f"{h.index_count}, found {int(f.slots[s])}"))
+        if len(entries) and int(entries["phy_offset"][-1]) != h.end_phy_offset:
+            problems.append(Problem(f.path, 24, f"expected endPhyOffset {int(entries['phy_offset'][-1])} "
+                                                f"(the last entry's), found {h.end_phy_offset}"))
+
+
+def _verify_files(store, problems: list[Problem]) -> None:
+    path = os.path.join(store.path, CHECKPOINT_FILE)
+    if files.exists(path):
+        problems.extend(Problem(path, pos, msg) for pos, msg in check_checkpoint(files.read_bytes(path), path=path))
+    config_dir = os.path.join(store.path, CONFIG_DIR)
+    for name in files.list_dir(config_dir):
+        if not name.endswith(".json"):
+            continue
+        cpath = os.path.join(config_dir, name)
+        try:
+            json.loads(files.read_text(cpath))
+        except (ValueError, SegstoreError) as err:
+            problems.append(Problem(cpath, getattr(err, "pos", None), f"expected a JSON document, found {err}"))
+
+
+def verify_store(store) -> list[Problem]:
+    """Every problem found in a :class:`~segstore_rocketmq.store.RocketMQStore` (empty: clean)."""
+    problems: list[Problem] = []
+    walked = _verify_commitlog(store, problems)
+    _verify_queues(store, walked, problems)
+    _verify_index(store, walked, problems)
+    _verify_files(store, problems)
+    return problems
