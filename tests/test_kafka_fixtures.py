@@ -1,4 +1,4 @@
-"""Every Kafka compat fixture (written by Apache Kafka 3.8's own storage code) read and rewritten by segstore."""
+"""Every Kafka compat fixture (written by Kafka 3.8's own storage code) read and rewritten by segstore."""
 
 from __future__ import annotations
 
@@ -7,16 +7,16 @@ import json
 from pathlib import Path
 
 import pytest
-
-import segstore
 from conftest import FIXTURES, KAFKA_FIXTURES, copy_writable
-from segstore.cli import main
 from segstore_kafka.batch import iter_batches
 from segstore_kafka.checkpoints import read_leader_epochs
 from segstore_kafka.offsetindex import OffsetIndex
 from segstore_kafka.partition import KafkaConfig, Partition
 from segstore_kafka.timeindex import TimeIndex
 from segstore_kafka.txnindex import TransactionIndex
+
+import segstore
+from segstore.cli import main
 
 BYTE_IDENTICAL = ("uncompressed", "logappendtime", "gzip", "lz4")
 
@@ -35,9 +35,11 @@ def _expected_json(name: str) -> list[dict]:
     batch = None
     for d in _dump(name):
         if d["type"] == "batch":
-            batch = {"base_offset": d["baseOffset"], "last_offset": d["lastOffset"], "position": d["position"],
+            batch = {"base_offset": d["baseOffset"], "last_offset": d["lastOffset"],
+                     "position": d["position"],
                      "size": d["sizeInBytes"], "crc": d["crc"], "compression": d["compression"],
-                     "magic": d["magic"], "producer_id": d["producerId"], "producer_epoch": d["producerEpoch"],
+                     "magic": d["magic"], "producer_id": d["producerId"],
+                     "producer_epoch": d["producerEpoch"],
                      "base_sequence": d["baseSequence"], "partition_leader_epoch": d["partitionLeaderEpoch"],
                      "is_transactional": d["isTransactional"], "is_control": d["isControl"],
                      "max_timestamp": d["maxTimestamp"]}

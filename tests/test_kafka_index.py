@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import FIXTURES, KAFKA_FIXTURES
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from conftest import FIXTURES, KAFKA_FIXTURES
-from segstore.errors import CorruptDataError, CorruptIndexError
 from segstore_kafka.checkpoints import (
     EpochEntry,
     LeaderEpochCache,
@@ -24,6 +23,8 @@ from segstore_kafka.checkpoints import (
 from segstore_kafka.offsetindex import OFFSET_ENTRY, OffsetIndex
 from segstore_kafka.timeindex import TIME_ENTRY, TimeIndex
 from segstore_kafka.txnindex import AbortedTxn, TransactionIndex
+
+from segstore.errors import CorruptDataError, CorruptIndexError
 
 MAX = 10 * 1024 * 1024
 
@@ -137,7 +138,8 @@ def test_index_size_not_a_multiple_is_corrupt(tmp_path: Path) -> None:
     (TimeIndex, TIME_ENTRY, [(1000, 3), (900, 5)], 1),
     (TimeIndex, TIME_ENTRY, [(1000, 3), (1100, 2)], 1),
 ])
-def test_out_of_order_entries_are_corrupt(tmp_path: Path, cls: type, dtype: np.dtype, rows: list, slot: int) -> None:
+def test_out_of_order_entries_are_corrupt(tmp_path: Path, cls: type, dtype: np.dtype, rows: list,
+                                          slot: int) -> None:
     path = tmp_path / "00000000000000000010.idx"
     _write_entries(path, dtype, rows)
     with pytest.raises(CorruptIndexError) as info:
@@ -247,7 +249,7 @@ def test_time_lookup_matches_a_linear_scan(tmp_path_factory: pytest.TempPathFact
         max_ts, offset = max(max_ts, max_ts + d_ts), offset + d_off
         if idx.maybe_append(max_ts, offset):
             entries.append((max_ts, offset))
-    assert all(a[0] < b[0] and a[1] <= b[1] for a, b in zip(entries, entries[1:]))
+    assert all(a[0] < b[0] and a[1] <= b[1] for a, b in itertools.pairwise(entries))
     for target in targets:
         want = max((e for e in entries if e[0] <= target), default=(-1, 0))
         assert tuple(idx.lookup_timestamp(target)) == want

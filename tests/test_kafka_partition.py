@@ -5,24 +5,26 @@ from __future__ import annotations
 import io
 import random
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from segstore_kafka.batch import iter_batches
+from segstore_kafka.checkpoints import read_offsets
+from segstore_kafka.partition import KafkaConfig, Partition
 
 import segstore
 from segstore.cli import main
 from segstore.errors import ConfigError, InvalidTopicError, OffsetOutOfRangeError
 from segstore.records import Message
 from segstore.testing.conformance import StoreTests
-from segstore_kafka.batch import iter_batches
-from segstore_kafka.checkpoints import read_offsets
-from segstore_kafka.partition import KafkaConfig, Partition
 
 
 class TestKafkaConformance(StoreTests):
     format = "kafka"
-    config = {"segment.bytes": 4096, "index.interval.bytes": 512, "segment.index.bytes": 120}
+    config: ClassVar[dict[str, object]] = {"segment.bytes": 4096, "index.interval.bytes": 512,
+                                           "segment.index.bytes": 120}
 
 
 class Clock:
@@ -194,7 +196,7 @@ def test_reopen_continues_and_bad_input_is_refused(tmp_path: Path) -> None:
     again = _partition(tmp_path)
     assert again.append_records([(b"k", b"v", 2, [])]).base_offset == 1
     again.close()
-    with pytest.raises(ConfigError, match="segment.bytes"):
+    with pytest.raises(ConfigError, match=r"segment\.bytes"):
         KafkaConfig.from_mapping({"segment.bytes": "lots"})
     with pytest.raises(ConfigError, match="expected a Kafka topic config name"):
         KafkaConfig.from_mapping({"mappedFileSizeCommitLog": 1})
@@ -205,11 +207,13 @@ def test_reopen_continues_and_bad_input_is_refused(tmp_path: Path) -> None:
 
 def test_log_dir_writes_checkpoints(tmp_path: Path) -> None:
     path = tmp_path / "logs"
-    with segstore.open(path, format="kafka", mode="a", **{"segment.bytes": 500, "retention.bytes": 600}) as store:
+    config = {"segment.bytes": 500, "retention.bytes": 600}
+    with segstore.open(path, format="kafka", mode="a", **config) as store:
         store.append_batch([Message("a", b"x" * 100, partition=p, timestamp=1) for p in (0, 1)] * 3)
         for _ in range(6):
             store.append_batch([Message("b", b"y" * 100, timestamp=2)])
-    assert read_offsets(str(path / "recovery-point-offset-checkpoint")) == {("a", 0): 3, ("a", 1): 3, ("b", 0): 6}
+    recovery_points = read_offsets(str(path / "recovery-point-offset-checkpoint"))
+    assert recovery_points == {("a", 0): 3, ("a", 1): 3, ("b", 0): 6}
     starts = read_offsets(str(path / "log-start-offset-checkpoint"))
     assert starts[("a", 0)] == 0 and starts[("b", 0)] > 0
     with segstore.open(path) as store:

@@ -1,4 +1,4 @@
-"""Kafka corruption and crash recovery: typed errors naming file and byte, torn tails kept, indexes rebuilt."""
+"""Kafka corruption and crash recovery: typed errors naming file and byte, cut bytes kept, indexes rebuilt."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES, copy_writable
+from segstore_kafka.batch import CRC_OFFSET, MAGIC_OFFSET, iter_batches
 
 import segstore
-from conftest import FIXTURES, copy_writable
 from segstore.errors import CorruptDataError, CorruptIndexError, TruncatedDataError
 from segstore.records import Message
-from segstore_kafka.batch import CRC_OFFSET, MAGIC_OFFSET, iter_batches
 
 CONFIG = {"segment.bytes": 6935, "index.interval.bytes": 990}   # the uncompressed fixture's
 SEG0 = "00000000000000000000"

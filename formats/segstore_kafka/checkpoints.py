@@ -61,7 +61,8 @@ def _parse(path: str, text: str, fields: int) -> list[list[str]]:
     for i, line in enumerate(body):
         tokens = line.split()
         if len(tokens) != fields:
-            raise CorruptDataError(f"expected {fields} space-separated fields, found {line!r}", path, starts[2 + i])
+            raise CorruptDataError(f"expected {fields} space-separated fields, found {line!r}", path,
+                                   starts[2 + i])
         out.append(tokens)
     return out
 

@@ -39,6 +39,7 @@ from segstore.log import SegmentedLog
 
 from . import batch as codec
 from .checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
+from .offsetindex import OFFSET_ENTRY
 from .segment import (
     INDEX_SUFFIX,
     TIME_INDEX_SUFFIX,
@@ -108,11 +109,14 @@ class KafkaConfig:
                               f"found {self.message_timestamp_type!r}")
         for name in ("segment_bytes", "segment_ms", "segment_index_bytes"):
             if getattr(self, name) <= 0:
-                raise ConfigError(f"expected a positive {name.replace('_', '.')}, found {getattr(self, name)}")
+                raise ConfigError(f"expected a positive {name.replace('_', '.')}, "
+                                  f"found {getattr(self, name)}")
         if self.segment_index_bytes < 12:
-            raise ConfigError(f"expected segment.index.bytes of at least 12, found {self.segment_index_bytes}")
+            raise ConfigError("expected segment.index.bytes of at least 12, "
+                              f"found {self.segment_index_bytes}")
         if self.index_interval_bytes < 0:
-            raise ConfigError(f"expected a non-negative index.interval.bytes, found {self.index_interval_bytes}")
+            raise ConfigError("expected a non-negative index.interval.bytes, "
+                              f"found {self.index_interval_bytes}")
 
     @property
     def codec(self) -> str:
@@ -274,7 +278,8 @@ class Partition:
     def _describe(seg: LogSegment, result: RecoverResult) -> str:
         line = f"{seg.path}: rebuilt indexes over {result.valid_bytes} valid bytes"
         if result.truncated_bytes:
-            line += f"; cut {result.truncated_bytes} bytes at {result.valid_bytes} (kept in {result.saved_to})"
+            line += (f"; cut {result.truncated_bytes} bytes at {result.valid_bytes} "
+                     f"(kept in {result.saved_to})")
             if result.error:
                 line += f": {result.error}"
         return line
@@ -419,7 +424,8 @@ class Partition:
         for seg in self.segments:
             valid, error = codec.valid_prefix(seg.view(), path=seg.path)
             if error is not None:
-                problems.append((seg.path, getattr(error, "pos", valid), getattr(error, "message", str(error))))
+                problems.append((error.path or seg.path, valid if error.pos is None else error.pos,
+                                 error.message))
             positions: dict[int, int] = {}
             for batch in codec.iter_batches(seg.view()[:valid], path=seg.path, check_crc=False):
                 if expected_offset is not None and batch.base_offset < expected_offset:
@@ -429,8 +435,9 @@ class Partition:
                 positions[batch.position] = batch.last_offset
             for slot, (offset, position) in enumerate(seg.offset_index.pairs()):
                 if positions.get(position) != offset:
-                    problems.append((seg.offset_index.path, slot * 8,
-                                     f"expected the entry of slot {slot} to point at a batch ending at {offset}, "
+                    problems.append((seg.offset_index.path, slot * OFFSET_ENTRY.itemsize,
+                                     f"expected the entry of slot {slot} to point at a batch ending at "
+                                     f"{offset}, "
                                      f"found {positions.get(position, 'no batch')} at position {position}"))
             if seg.needs_recovery and seg is not self.log.active:
                 problems.append((seg.path, None, "expected trimmed index files, found an index missing "

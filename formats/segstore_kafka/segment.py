@@ -229,7 +229,8 @@ class LogSegment:
                 or self.offset_index.is_full or self.time_index.is_full
                 or max_offset - self.base > 0x7FFFFFFF)
 
-    def append(self, data: bytes, *, last_offset: int, max_timestamp: int, offset_of_max_timestamp: int) -> int:
+    def append(self, data: bytes, *, last_offset: int, max_timestamp: int,
+               offset_of_max_timestamp: int) -> int:
         """Append one batch's bytes; returns its position.  Indexes per Kafka's interval rule."""
         position = self.log.append(data)
         if position == 0:
@@ -255,7 +256,7 @@ class LogSegment:
 
     # -- lookups ----------------------------------------------------------------
     def translate_offset(self, offset: int, start: int = 0) -> LogOffsetPosition | None:
-        """The first batch whose last offset is ``>= offset``, searched from the index entry at or below it."""
+        """The first batch whose last offset is ``>= offset``, walked from the index entry at or below it."""
         position = max(self.offset_index.lookup_offset(offset).position, start)
         for header in self.headers(position):
             if header.last_offset >= offset:

@@ -29,7 +29,6 @@ from .logdir import LogDir, is_partition_dir
 from .partition import KafkaConfig, Partition, now_ms
 
 LOCK_FILE = ".lock"
-DUMP_JSON_KEYS = ("topic", "partition", "offset", "timestamp", "timestamp_type", "key", "value", "headers", "batch")
 
 
 def _b64(data: bytes | None) -> str | None:
@@ -144,7 +143,8 @@ class KafkaStore(Store):
         """
         if self._part is not None:
             if (topic, partition) != (self._part.topic, self._part.partition):
-                raise InvalidTopicError(f"expected {self._part.topic}-{self._part.partition} (this directory's "
+                raise InvalidTopicError(f"expected {self._part.topic}-{self._part.partition} "
+                                        "(this directory's "
                                         f"partition), found {topic}-{partition}", self.path)
             return self._part
         part = self._dir.partition(topic, partition, create=create and self.mode == "a")
@@ -192,7 +192,8 @@ class KafkaStore(Store):
         for part in self._partitions().values():
             yield from self._records(part, None)
 
-    def read(self, topic: str, partition: int, offset: int = 0, count: int | None = None) -> Iterator[KafkaRecord]:
+    def read(self, topic: str, partition: int, offset: int = 0,
+             count: int | None = None) -> Iterator[KafkaRecord]:
         self._check_open()
         part = self.partition_of(topic, partition)
         for n, record in enumerate(self._records(part, max(offset, part.log_start_offset))):

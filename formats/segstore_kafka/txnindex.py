@@ -83,7 +83,8 @@ class TransactionIndex:
     def append(self, txn: AbortedTxn) -> None:
         """Record an aborted transaction; their last offsets must increase.  ``O(1)``."""
         if self._last_offset is not None and txn.last_offset <= self._last_offset:
-            raise CorruptIndexError(f"expected a last offset above {self._last_offset}, found {txn.last_offset}",
+            raise CorruptIndexError(f"expected a last offset above {self._last_offset}, "
+                                    f"found {txn.last_offset}",
                                     self.path, self.size)
         if self._file is None:
             self._file = AppendFile(self.path, create=True)
