@@ -105,7 +105,9 @@ def hashmap_order(keys: Iterable[str], initial_capacity: int = HASHMAP_DEFAULT_C
     Iteration walks the bucket table in index order (bucket ``spread(hash) & (n-1)``
     for the final table length ``n``) and each bucket's chain in insertion order
     (resizing splits chains keeping their relative order).  A key put again keeps
-    its first position.  Runtime complexity: ``O(k log k)``.
+    its first position.  Not modelled: a bucket of 8 or more colliding keys in a
+    table of 64+ buckets, which Java turns into a tree (never the case for a
+    message's handful of properties).  Runtime complexity: ``O(k log k)``.
     """
     first: dict[str, int] = {}
     for key in keys:
