@@ -397,11 +397,19 @@ class Partition:
                 yield from seg.batches(found.position)
 
     def translate_offset(self, offset: int) -> tuple[LogSegment, Any] | None:
-        """The segment and ``(last offset, position, size)`` of the batch holding ``offset``."""
-        for seg in self.log.segments.values(offset):
+        """The segment and ``(last offset, position, size)`` of the batch holding ``offset``.
+
+        The floor segment in the segment map, then its index and a short header walk;
+        the next segment only when the offset lies past the floor segment's end.
+        Runtime complexity: ``O(log(segments) + log(entries) + batches per index interval)``.
+        """
+        segments = self.log.segments
+        seg = segments.floor(offset) or segments.first
+        while seg is not None:
             found = seg.translate_offset(offset)
             if found is not None:
                 return seg, found
+            seg = segments.higher(seg.base)
         return None
 
     def offset_for_time(self, timestamp: int) -> TimestampAndOffset | None:
