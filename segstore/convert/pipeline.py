@@ -31,7 +31,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -628,12 +628,8 @@ def _install(tmp: str, dst: str) -> None:
 
 def run(src: str, dst: str, *, to: str, topics: list[str] | None, compression: str, config: dict[str, Any],
         resume: bool, verify: bool, force: bool, skip_corrupt: bool, progress: bool | None,
-        timestamp: str, after_open: Callable[[Any, Any], None] | None = None) -> ConversionReport:
-    """Run one conversion (see :func:`segstore.convert.convert`).
-
-    ``after_open`` is called with the source and destination stores once both are
-    open (tests use it to interrupt a run).
-    """
+        timestamp: str) -> ConversionReport:
+    """Run one conversion (see :func:`segstore.convert.convert`)."""
     _check_options(to, compression, timestamp)
     if not files.is_dir(src):
         raise ConversionError("expected a source store directory, found none", src)
@@ -656,8 +652,6 @@ def run(src: str, dst: str, *, to: str, topics: list[str] | None, compression: s
             journal["source_config"] = _source_config(source)
             dest_config = _destination_config(src, options)
             with open_store(tmp, format=to, mode="a", **dest_config) as dest:
-                if after_open is not None:
-                    after_open(source, dest)
                 if to == "kafka":
                     _to_kafka(source, dest, options, report, bar)
                 else:

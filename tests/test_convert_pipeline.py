@@ -1,0 +1,224 @@
+"""The conversion run: bad input, existing destinations, corrupt sources, interruption and resume,
+topic selection, timestamps and topic-name escaping."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, copy_writable
+
+import segstore
+from segstore.convert import convert, pipeline
+from segstore.convert.pipeline import JOURNAL_NAME, _kafka_entry_of, temp_path
+from segstore.errors import ConversionError, CorruptDataError, WrongFormatError
+from segstore.records import LOG_APPEND_TIME
+
+ROCKETMQ_CONFIG = {"maxHashSlotNum": 64, "maxIndexNum": 256, "mappedFileSizeCommitLog": 1 << 20}
+BASIC = FIXTURES / "rocketmq" / "basic" / "store"
+KAFKA_TXN = FIXTURES / "kafka" / "txn" / "topic-0"
+
+
+def scan_json(path: Path, fmt: str) -> list:
+    with segstore.open(path, fmt) as store:
+        if fmt == "kafka":
+            return [_kafka_entry_of(r) for r in store.scan()]
+        return [store.to_json(m) for m in store.scan()]
+
+
+class Interrupt(Exception):
+    """Stands for a crash or Ctrl-C in the middle of a run."""
+
+
+def interrupt_after(monkeypatch: pytest.MonkeyPatch, cls: type, calls: int) -> None:
+    """Make ``cls.flush`` raise after ``calls`` flushes (the writes so far stay on disk)."""
+    original = cls.flush
+    seen = [0]
+
+    def flush(self, *args):
+        seen[0] += 1
+        if seen[0] > calls:
+            raise Interrupt
+        return original(self, *args)
+
+    monkeypatch.setattr(cls, "flush", flush)
+
+
+# -- bad input -----------------------------------------------------------------------
+
+def test_unknown_format_is_refused(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "notes.txt").write_text("not a store")
+    with pytest.raises(WrongFormatError, match="not a store of any known format"):
+        convert(src, tmp_path / "out", to="kafka")
+    assert not (tmp_path / "out").exists()
+
+
+def test_mixed_formats_are_refused(tmp_path: Path) -> None:
+    src = copy_writable(BASIC, tmp_path / "src")
+    shutil.copytree(KAFKA_TXN, src / "topic-0")
+    with pytest.raises(WrongFormatError, match="several formats"):
+        convert(src, tmp_path / "out", to="kafka")
+
+
+def test_missing_source_and_same_format_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConversionError, match="expected a source store directory"):
+        convert(tmp_path / "nothing", tmp_path / "out", to="kafka")
+    with pytest.raises(ConversionError, match="another format than the target"):
+        convert(BASIC, tmp_path / "out", to="rocketmq")
+    with pytest.raises(ConversionError, match="no --compression for a RocketMQ destination"):
+        convert(KAFKA_TXN, tmp_path / "out", to="rocketmq", compression="gzip")
+    with pytest.raises(ConversionError, match="target format"):
+        convert(BASIC, tmp_path / "out", to="parquet")
+
+
+def test_existing_destination_needs_force(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    with pytest.raises(ConversionError, match="pass --force"):
+        convert(BASIC, out, to="kafka")
+    assert (out / "keep.txt").read_text() == "mine"
+    report = convert(BASIC, out, to="kafka", force=True)
+    assert report.messages == 366
+    assert not (out / "keep.txt").exists() and (out / JOURNAL_NAME).is_file()
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+def test_corrupt_rocketmq_source_stops_at_path_and_pos(tmp_path: Path) -> None:
+    src = copy_writable(BASIC, tmp_path / "src")
+    first = src / "commitlog" / "00000000000000262144"
+    data = bytearray(first.read_bytes())
+    data[200] ^= 0xFF                       # inside a message of the second file
+    first.write_bytes(bytes(data))
+    with pytest.raises(CorruptDataError) as caught:
+        convert(src, tmp_path / "out", to="kafka")
+    assert caught.value.path == str(first) and caught.value.pos is not None
+    assert str(caught.value).startswith(f"{first}:{caught.value.pos}: ")
+    assert not (tmp_path / "out").exists()
+
+    report = convert(src, tmp_path / "out2", to="kafka", skip_corrupt=True, verify=True)
+    assert len(report.skipped) == 1 and report.skipped[0].startswith(f"{first}:")
+    with segstore.open(BASIC, "rocketmq") as store:
+        kept = [m for m in store.scan() if not 262144 <= m.physical_offset < 524288]
+    assert report.messages == len(kept)
+
+
+def test_corrupt_kafka_source_stops_or_skips_the_segment(tmp_path: Path) -> None:
+    src = copy_writable(KAFKA_TXN, tmp_path / "topic-0")
+    log = src / "00000000000000000054.log"
+    data = bytearray(log.read_bytes())
+    data[100] ^= 0xFF
+    log.write_bytes(bytes(data))
+    with pytest.raises(CorruptDataError) as caught:
+        convert(src, tmp_path / "out", to="rocketmq", config=ROCKETMQ_CONFIG)
+    assert caught.value.path == str(log)
+    report = convert(src, tmp_path / "out2", to="rocketmq", config=ROCKETMQ_CONFIG, skip_corrupt=True)
+    assert len(report.skipped) == 1 and report.skipped[0].startswith(f"{log}:")
+    with segstore.open(KAFKA_TXN, "kafka") as store:
+        expected = sum(1 for r in store.scan() if not 54 <= r.offset < 108)
+    assert report.messages == expected
+
+
+# -- interruption and resume -------------------------------------------------------------
+
+def test_interrupted_rocketmq_to_kafka_resumes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "out"
+    monkeypatch.setattr(pipeline, "BATCH_RECORDS", 7)
+    with monkeypatch.context() as patch:
+        interrupt_after(patch, pipeline._KafkaWriter, 20)
+        with pytest.raises(Interrupt):
+            convert(BASIC, out, to="kafka")
+    assert not out.exists()
+    assert (Path(temp_path(str(out))) / JOURNAL_NAME).is_file()
+    with pytest.raises(ConversionError, match="pass --resume"):
+        convert(BASIC, out, to="kafka")
+    with pytest.raises(ConversionError, match="same conversion"):
+        convert(BASIC, out, to="kafka", resume=True, compression="gzip")
+    report = convert(BASIC, out, to="kafka", resume=True, verify=True)
+    assert report.already_present > 0 and report.already_present + report.messages == 366
+    convert(BASIC, tmp_path / "clean", to="kafka")
+    assert scan_json(out, "kafka") == scan_json(tmp_path / "clean", "kafka")
+    assert not Path(temp_path(str(out))).exists()
+
+
+def test_interrupted_kafka_to_rocketmq_resumes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "out"
+    monkeypatch.setattr(pipeline, "ROCKETMQ_BATCH", 10)
+    with monkeypatch.context() as patch:
+        interrupt_after(patch, pipeline._RocketMQWriter, 5)
+        with pytest.raises(Interrupt):
+            convert(KAFKA_TXN, out, to="rocketmq", config=ROCKETMQ_CONFIG)
+    assert not out.exists()
+    report = convert(KAFKA_TXN, out, to="rocketmq", config=ROCKETMQ_CONFIG, resume=True, verify=True)
+    assert report.already_present >= 50
+    convert(KAFKA_TXN, tmp_path / "clean", to="rocketmq", config=ROCKETMQ_CONFIG)
+    assert scan_json(out, "rocketmq") == scan_json(tmp_path / "clean", "rocketmq")
+
+
+def test_resume_without_an_interrupted_run_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConversionError, match="interrupted conversion to resume"):
+        convert(BASIC, tmp_path / "out", to="kafka", resume=True)
+
+
+# -- options ---------------------------------------------------------------------------------
+
+def test_topic_selection(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    report = convert(BASIC, out, to="kafka", topics=["TopicB"])
+    with segstore.open(out, "kafka") as store:
+        topics = store.topics()
+        side = [dict(r.headers)["rmq.topic"] for r in store.read("rmq.nonqueued", 0)]
+    assert topics == ["TopicB", "rmq.nonqueued"]
+    assert set(side) == {b"TopicB"}
+    with segstore.open(BASIC, "rocketmq") as store:
+        assert report.messages == sum(1 for m in store.scan() if m.topic == "TopicB")
+
+
+def test_store_time_as_log_append_time_still_round_trips(tmp_path: Path) -> None:
+    kafka, back = tmp_path / "k", tmp_path / "r"
+    convert(BASIC, kafka, to="kafka", timestamp="store", verify=True)
+    with segstore.open(BASIC, "rocketmq") as store:
+        store_times = {(m.topic, m.queue_id, m.queue_offset): m.store_timestamp for m in store.scan()}
+    with segstore.open(kafka, "kafka") as store:
+        records = list(store.read("TopicA", 0))
+        assert all(r.batch.timestamp_type == LOG_APPEND_TIME for r in records)
+        assert [r.timestamp for r in records] == [store_times[("TopicA", 0, r.offset)] for r in records]
+    convert(kafka, back, to="rocketmq", verify=True, config={"maxHashSlotNum": 64, "maxIndexNum": 256})
+    assert scan_json(back, "rocketmq") == scan_json(BASIC, "rocketmq")
+
+
+def test_topic_names_each_side_forbids_round_trip(tmp_path: Path) -> None:
+    src = tmp_path / "rmq"
+    with segstore.open(src, "rocketmq", "a", **ROCKETMQ_CONFIG) as store:
+        store.append_batch([{"topic": t, "queue_id": q, "body": f"{t}/{q}".encode(), "born_timestamp": 1,
+                             "store_timestamp": 2} for t in ("%RETRY%group", "a|b", "plain") for q in (0, 1)])
+    kafka, back = tmp_path / "k", tmp_path / "back"
+    convert(src, kafka, to="kafka", verify=True)
+    assert sorted(p.name for p in kafka.iterdir() if p.is_dir()) == [
+        ".25RETRY.25group-0", ".25RETRY.25group-1", "a.7Cb-0", "a.7Cb-1", "plain-0", "plain-1"]
+    convert(kafka, back, to="rocketmq", verify=True, config=ROCKETMQ_CONFIG)
+    assert scan_json(back, "rocketmq") == scan_json(src, "rocketmq")
+
+    ksrc = tmp_path / "kafka-src"
+    with segstore.open(ksrc, "kafka", "a") as store:
+        store.append_batch([{"topic": "orders.v1", "partition": 3, "key": b"k", "value": b"v", "timestamp": 5}])
+    rmq, kback = tmp_path / "r2", tmp_path / "k2"
+    convert(ksrc, rmq, to="rocketmq", config=ROCKETMQ_CONFIG)
+    with segstore.open(rmq, "rocketmq") as store:
+        assert store.topics() == ["orders%2Ev1"] and store.partitions("orders%2Ev1") == [3]
+    convert(rmq, kback, to="kafka", verify=True)
+    assert scan_json(kback, "kafka") == scan_json(ksrc, "kafka")
+
+
+def test_report_lines_and_journal(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    report = convert(BASIC, out, to="kafka", verify=True)
+    lines = report.lines()
+    assert "366 messages" in lines[0] and lines[-1].startswith("verified")
+    journal = (out / JOURNAL_NAME).read_text()
+    assert '"state": "done"' in journal and '"mappedFileSizeCommitLog": 262144' in journal
+    assert os.listdir(tmp_path) == ["out"]
