@@ -205,7 +205,8 @@ def test_topic_names_each_side_forbids_round_trip(tmp_path: Path) -> None:
 
     ksrc = tmp_path / "kafka-src"
     with segstore.open(ksrc, "kafka", "a") as store:
-        store.append_batch([{"topic": "orders.v1", "partition": 3, "key": b"k", "value": b"v", "timestamp": 5}])
+        store.append_batch([{"topic": "orders.v1", "partition": 3, "key": b"k", "value": b"v",
+                             "timestamp": 5}])
     rmq, kback = tmp_path / "r2", tmp_path / "k2"
     convert(ksrc, rmq, to="rocketmq", config=ROCKETMQ_CONFIG)
     with segstore.open(rmq, "rocketmq") as store:
