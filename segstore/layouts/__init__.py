@@ -1,0 +1,227 @@
+"""Pluggable index layouts: any of four indexes over either log layout.
+
+========  =====================================  =================  ==============
+name      what                                   RocketMQ store     Kafka partition
+========  =====================================  =================  ==============
+queue     dense offset index, 20-byte entries    native (CQ)        extra
+offset    sparse offset index, 8-byte entries    extra              native (.index)
+time      sparse time index, 12-byte entries     extra              native (.timeindex)
+key       key hash index (IndexFile)             native (index/)    extra
+========  =====================================  =================  ==============
+
+A store opened with ``segstore.open(path, indexes=["time", "key"])`` keeps the
+extra ones up to date on every append (:class:`IndexSet`); ``segstore index
+build|verify|drop`` manage them from the command line (:mod:`.cli`).  Native
+layouts are the broker's files, looked up through the plugin and never written
+here; extra ones live in ``.segstore/`` directories the brokers never read
+(see :mod:`.base`), so a store with extra indexes stays byte-identical for the
+broker and loadable by it.
+
+The hooks a store calls: :func:`split_options` and :func:`attach` when it is
+opened, ``store.indexes.append()`` after each append, ``flush()``/``close()``
+with its own; :func:`time_layout_for` and :func:`query_key` answer
+``offset_for_time`` and ``query --key`` from extra indexes found on disk.
+
+Thread-safety: as the owning store.
+"""
+
+from __future__ import annotations
+
+import json as jsonlib
+from collections.abc import Iterable, Mapping
+from typing import Any, TextIO
+
+from segstore.errors import NotFoundError, UnsupportedOperationError
+from segstore.store import Problem, QueryRequest, Store
+
+from .base import Layout, Stream, option_names, parse_options
+
+LAYOUT_NAMES = ("queue", "offset", "time", "key")
+INDEXES_OPTION = "indexes"
+
+
+def layout_class(name: str, format_name: str) -> type[Layout]:
+    """The class implementing layout ``name`` over ``format_name`` stores.
+
+    :raises UnsupportedOperationError: an unknown layout or format.
+    """
+    if name not in LAYOUT_NAMES:
+        raise UnsupportedOperationError(f"expected an index layout ({', '.join(LAYOUT_NAMES)}), found {name!r}")
+    if format_name == "rocketmq":
+        from . import rocketmq as module
+    elif format_name == "kafka":
+        from . import kafka as module
+    else:
+        raise UnsupportedOperationError(f"expected a rocketmq or kafka store for index layouts, "
+                                        f"found format {format_name!r}")
+    return getattr(module, f"{name.capitalize()}Layout")
+
+
+def split_options(config: Mapping[str, Any]) -> tuple[list[str], dict[str, Any], dict[str, Any]]:
+    """Split ``segstore.open`` keywords into ``(indexes, layout options, format config)``.
+
+    ``indexes`` may be a list of names or a comma-separated string (CLI).
+    """
+    names = option_names()
+    layout_options = {k: v for k, v in config.items() if k in names}
+    rest = {k: v for k, v in config.items() if k not in names and k != INDEXES_OPTION}
+    raw = config.get(INDEXES_OPTION) or []
+    indexes = [n.strip() for n in raw.split(",")] if isinstance(raw, str) else list(raw)
+    return [n for n in indexes if n], layout_options, rest
+
+
+class IndexSet:
+    """The layouts a store keeps, by name.
+
+    :param store: the open store.
+    :param names: layout names; native ones only add lookups.
+    :param options: layout options (see :data:`segstore.layouts.base.DEFAULT_OPTIONS`).
+    :param writable: write the extra layouts' files (default: the store's mode is ``"a"``).
+    """
+
+    def __init__(self, store: Store, names: Iterable[str], options: Mapping[str, Any] | None = None, *,
+                 writable: bool | None = None) -> None:
+        self.store = store
+        self.options = parse_options(options or {})
+        self.layouts: dict[str, Layout] = {}
+        try:
+            for name in dict.fromkeys(names):
+                self.layouts[name] = layout_class(name, store.format)(store, self.options, writable=writable)
+        except BaseException:
+            self.close()
+            raise
+
+    def __getitem__(self, name: str) -> Layout:
+        layout = self.layouts.get(name)
+        if layout is None:
+            raise NotFoundError(f"expected the {name!r} index among this store's ({', '.join(self.layouts)}), "
+                                "found none", self.store.path)
+        return layout
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.layouts
+
+    @property
+    def actions(self) -> list[str]:
+        return [line for layout in self.layouts.values() for line in layout.actions]
+
+    def append(self) -> None:
+        """Index what the log gained (the store calls it after every append)."""
+        for layout in self.layouts.values():
+            layout.append()
+
+    def build(self) -> None:
+        for layout in self.layouts.values():
+            layout.build()
+
+    def flush(self) -> None:
+        for layout in self.layouts.values():
+            layout.flush()
+
+    def verify(self) -> list[Problem]:
+        return [p for layout in self.layouts.values() for p in layout.verify()]
+
+    def close(self) -> None:
+        layouts, self.layouts = self.layouts, {}
+        for layout in layouts.values():
+            layout.close()
+
+    # -- lookups, by the first layout that answers them -----------------------------
+    def _answering(self, what: str) -> Layout:
+        for layout in self.layouts.values():
+            if what in layout.answers:
+                return layout
+        raise UnsupportedOperationError(f"expected an index answering {what} lookups among "
+                                        f"({', '.join(self.layouts)}), found none", self.store.path)
+
+    def read_at(self, topic: str, partition: int, offset: int) -> Any | None:
+        return self._answering("offset").read_at(Stream(topic, partition), offset)
+
+    def offset_for_time(self, topic: str, partition: int, timestamp: int) -> int | None:
+        return self._answering("time").offset_for_time(Stream(topic, partition), timestamp)
+
+    def find_key(self, topic: str, partition: int, key: bytes, max_hits: int | None = None) -> list[int]:
+        return self._answering("key").find_key(Stream(topic, partition), key, max_hits)
+
+
+def attach(store: Store, indexes: Iterable[str], options: Mapping[str, Any] | None = None) -> Store:
+    """Give ``store`` an :class:`IndexSet` as ``store.indexes`` (None when ``indexes`` is empty).
+
+    In append mode the extra layouts are recovered and caught up with the log
+    here.  On failure the store is closed and the error raised.
+    """
+    names = list(indexes)
+    if not names:
+        store.indexes = None
+        return store
+    try:
+        store.indexes = IndexSet(store, names, options)
+    except BaseException:
+        store.indexes = None
+        store.close()
+        raise
+    return store
+
+
+def time_layout_for(store: Store) -> Layout | None:
+    """The extra time layout of a RocketMQ store: attached, or found on disk (read-only lookups); else None."""
+    attached = getattr(store, "indexes", None)
+    if attached is not None and "time" in attached:
+        return attached["time"]
+    from .rocketmq import TimeLayout
+
+    layout = TimeLayout(store, parse_options({}), writable=False)
+    return layout if layout.present else None
+
+
+def query_key(store: Store, request: QueryRequest, out: TextIO) -> int:
+    """``segstore query PARTITION --key K [--max N] [--json]`` on Kafka, from the key index beside the segments.
+
+    Prints the matching records (``dump --json`` objects with ``--json``), oldest
+    first; exit code 1 when none match.
+    """
+    attached = getattr(store, "indexes", None)
+    owned = None
+    if attached is not None and "key" in attached:
+        layout = attached["key"]
+    else:
+        from .kafka import KeyLayout
+
+        layout = owned = KeyLayout(store, parse_options({}), writable=False)
+    try:
+        streams = layout.streams()
+        if request.topic is not None:
+            streams = [s for s in streams if s.topic == request.topic
+                       and (request.partition is None or s.partition == request.partition)]
+        found = 0
+        key = request.key.encode("utf-8")
+        for stream in streams:
+            for offset in layout.find_key(stream, key, request.max):
+                record = layout_record(store, stream, offset)
+                found += 1
+                if request.json:
+                    out.write(jsonlib.dumps(store.to_json(record)) + "\n")
+                else:
+                    out.write(f"{stream} offset {offset} timestamp {record.timestamp} key {request.key}\n")
+    finally:
+        if owned is not None:
+            owned.close()
+    if not found:
+        out.write(f"no record with key {request.key!r}\n")
+        return 1
+    return 0
+
+
+def layout_record(store: Store, stream: Stream, offset: int) -> Any:
+    """The store's record at ``offset`` of ``stream``."""
+    record = next(store.read(stream.topic, stream.partition, offset, 1), None)
+    if record is None:
+        raise NotFoundError(f"expected a record at offset {offset} of {stream}, found none", store.path)
+    return record
+
+
+def add_cli(subparsers: Any) -> None:
+    """Add ``segstore index build|verify|drop`` (the core CLI calls this)."""
+    from .cli import add_commands
+
+    add_commands(subparsers)

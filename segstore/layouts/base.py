@@ -1,0 +1,472 @@
+"""What every index layout shares: streams, options, the state file and the catch-up protocol.
+
+A *stream* is one RocketMQ queue or one Kafka partition: the unit an index
+covers.  An index layout is either *native* to a format (the broker keeps it:
+RocketMQ's consume queue and IndexFile, Kafka's ``.index`` and ``.timeindex``)
+and then only looked up through the plugin, or *extra*: kept by segstore in its
+own files beside the broker's, under a ``.segstore/`` directory the brokers
+never look into:
+
+- RocketMQ: ``STORE/.segstore/LAYOUT/TOPIC/QUEUEID/``.  ``DefaultMessageStore``
+  only opens fixed paths under the store root (``commitlog``, ``consumequeue``,
+  ``index``, ``config``, ``checkpoint``, ``abort``, ``lock``, timer and
+  compaction directories), so an unknown directory there is never read.
+- Kafka: ``PARTITION/.segstore/LAYOUT/``.  Kafka 3.8's ``LogLoader`` lists only
+  regular files of a partition directory (it deletes ``.deleted``/``.cleaned``
+  files, completes ``.swap`` files and deletes ``.index``/``.timeindex``/
+  ``.txnindex`` files without a ``.log``), so a subdirectory is never touched;
+  deleting the partition deletes the directory recursively.  The files cannot
+  go in the log directory itself: ``LogManager`` parses every subdirectory
+  there as ``TOPIC-PARTITION`` and takes the whole log directory offline when
+  a name does not parse.
+
+Every extra stream index keeps ``state.json`` beside its files: how far the log
+is indexed (``indexed_end``: one past the last offset indexed, the layout's
+recovery point) and whether it was closed cleanly.  The log is the truth:
+
+- **catch-up**: records past ``indexed_end`` (appended by this store, or by the
+  real broker while segstore was not looking) are indexed on open for append
+  and after every append; a reader looks them up by scanning the short tail;
+- **crash**: a stream opened for append whose state is not clean has entries
+  past its recovery point cut, then catches up; files that do not even parse
+  (torn, wrong size, out of order) are deleted and rebuilt from the log.
+
+Thread-safety: as the owning store (one appending thread; lookups from it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from segstore import files
+from segstore.errors import ConfigError, CorruptDataError, UnsupportedOperationError
+from segstore.store import Problem, Store
+
+INDEX_ROOT = ".segstore"
+STATE_FILE = "state.json"
+STATE_VERSION = 1
+
+#: Layout options (passed to ``segstore.open`` beside the format's config), with defaults.
+DEFAULT_OPTIONS: dict[str, Any] = {
+    # sparse layouts: one entry per this many bytes of the stream's messages (Kafka index.interval.bytes)
+    "layout.interval.bytes": 4096,
+    # sparse layouts: bytes preallocated per index file (Kafka segment.index.bytes)
+    "layout.index.bytes": 10 * 1024 * 1024,
+    # dense layout: bytes per file (RocketMQ mappedFileSizeConsumeQueue: 300,000 entries)
+    "layout.queue.file.bytes": 300_000 * 20,
+    # key layout: header names whose values are indexed as keys too (comma-separated)
+    "key.index.headers": "",
+    # key layout: hash slots and entries per IndexFile
+    "key.index.slots": 1 << 17,
+    "key.index.entries": 1 << 19,
+}
+_INT_OPTIONS = frozenset(k for k, v in DEFAULT_OPTIONS.items() if isinstance(v, int))
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Stream:
+    """One RocketMQ queue or Kafka partition."""
+
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}/{self.partition}"
+
+
+def parse_options(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """Layout options with defaults; names may use ``_`` for ``.``; values may be CLI strings.
+
+    :raises ConfigError: an unknown name or a value that is not a positive integer.
+    """
+    out = dict(DEFAULT_OPTIONS)
+    for raw_name, value in raw.items():
+        name = raw_name.replace("_", ".")
+        if name not in DEFAULT_OPTIONS:
+            raise ConfigError(f"expected an index layout option ({', '.join(sorted(DEFAULT_OPTIONS))}), "
+                              f"found {raw_name!r}")
+        if name in _INT_OPTIONS:
+            try:
+                value = int(value)
+            except (TypeError, ValueError) as err:
+                raise ConfigError(f"expected an integer for {raw_name}, found {value!r}") from err
+            if value <= 0:
+                raise ConfigError(f"expected a positive {raw_name}, found {value}")
+        out[name] = value
+    return out
+
+
+def option_names() -> frozenset[str]:
+    """Every layout option name, in both spellings (``key.index.headers``, ``key_index_headers``)."""
+    return frozenset(DEFAULT_OPTIONS) | frozenset(n.replace(".", "_") for n in DEFAULT_OPTIONS)
+
+
+def sparse_points(sizes: np.ndarray, file_bytes: int, interval: int) -> np.ndarray:
+    """Which records of a chunk get a sparse index entry (a boolean mask).
+
+    Think of a file's records laid end to end: a record gets an entry when its
+    bytes cover a multiple of ``interval`` (byte 0 included, so the first record
+    of a file always gets one and a lookup never starts before the file).  About
+    one entry per ``interval`` bytes, as Kafka's ``index.interval.bytes``; unlike
+    Kafka's running counter the rule depends only on the record and the bytes
+    before it in the file (``file_bytes`` before the chunk), so appending in
+    pieces gives exactly the entries of one build.  ``O(n)`` in numpy.
+    """
+    sizes = np.asarray(sizes, dtype=np.int64)
+    before = file_bytes + np.cumsum(sizes, dtype=np.int64) - sizes
+    return (before + sizes - 1) // interval > (before - 1) // interval
+
+
+class StreamState:
+    """``state.json`` of one extra stream index: recovery point, clean flag, layout carry values."""
+
+    def __init__(self, directory: str, layout: str) -> None:
+        self.path = os.path.join(directory, STATE_FILE)
+        self.layout = layout
+        self.indexed_end = -1
+        self.clean = False
+        self.carry: dict[str, int] = {}
+        #: the layout options the index was built with (they win over the caller's when it is reopened)
+        self.options: dict[str, Any] = {}
+
+    def load(self) -> bool:
+        """Read the file; False when there is none (a new index).
+
+        :raises CorruptDataError: the file does not parse or belongs to another layout.
+        """
+        if not files.exists(self.path):
+            return False
+        try:
+            data = json.loads(files.read_text(self.path))
+            if data["layout"] != self.layout or data["version"] != STATE_VERSION:
+                raise CorruptDataError(f"expected the state of a {self.layout!r} index (version "
+                                       f"{STATE_VERSION}), found {data['layout']!r} version {data['version']}",
+                                       self.path)
+            self.indexed_end = int(data["indexed_end"])
+            self.clean = bool(data["clean"])
+            self.carry = {k: int(v) for k, v in data.get("carry", {}).items()}
+            self.options = dict(data.get("options", {}))
+        except (ValueError, KeyError, TypeError) as err:
+            raise CorruptDataError(f"expected a JSON index state, found unreadable content ({err})",
+                                   self.path) from err
+        return True
+
+    def save(self, *, clean: bool) -> None:
+        self.clean = clean
+        files.write_atomic(self.path, json.dumps({
+            "layout": self.layout, "version": STATE_VERSION, "indexed_end": self.indexed_end,
+            "clean": clean, "carry": self.carry, "options": self.options}, sort_keys=True))
+
+
+class StreamIndex:
+    """An extra layout's index of one stream: files in :attr:`directory` plus :class:`StreamState`.
+
+    Subclasses implement :meth:`_open_files`, :meth:`_index_from` (catch up from
+    ``indexed_end``), :meth:`_cut_to` (drop entries at or past an offset) and
+    :meth:`_expected_problems` (verify against the log), and the lookups they offer.
+    """
+
+    def __init__(self, layout: Layout, stream: Stream, directory: str, *, writable: bool) -> None:
+        self.layout = layout
+        self.store = layout.store
+        self.options = layout.options
+        self.stream = stream
+        self.directory = directory
+        self.writable = writable
+        self.state = StreamState(directory, layout.name)
+        self.actions: list[str] = []
+
+    # -- lifecycle -----------------------------------------------------------
+    def open(self) -> None:
+        """Load (and in append mode recover and catch up) the stream's index."""
+        existed = self.state.load()
+        if existed:
+            self.options = {**self.options, **self.state.options}
+        self.state.options = self.options
+        try:
+            self._open_files()
+        except CorruptDataError as err:
+            if not self.writable:
+                raise
+            self._discard()
+            self.actions.append(f"{self.directory}: rebuilt: {err.message}")
+            existed = False
+        if not existed:
+            self.state.indexed_end = self.log_start()
+        if not self.writable:
+            return
+        log_end = self.log_end()
+        if existed and (not self.state.clean or self.state.indexed_end > log_end):
+            cut = min(self.state.indexed_end, log_end)
+            restart = self._cut_to(cut)
+            self.state.indexed_end = restart
+            self.actions.append(f"{self.directory}: recovered: entries from offset {restart} rebuilt from the log")
+        self.state.save(clean=False)
+        self.catch_up()
+
+    def _discard(self) -> None:
+        """Delete every file of the stream index and start it empty (it will be rebuilt)."""
+        self._close_files()
+        files.remove_tree(self.directory)
+        files.make_dirs(self.directory)
+        self.options = self.state.options = dict(self.layout.options)
+        self.state.indexed_end = self.log_start()
+        self.state.carry = {}
+        self._open_files()
+
+    def catch_up(self) -> int:
+        """Index the records appended since ``indexed_end``; returns how many offsets were indexed."""
+        start = max(self.state.indexed_end, self.log_start())
+        if start >= self.log_end():
+            return 0
+        if start > self.state.indexed_end:
+            self._skip_to(start)
+        done = self._index_from(start)
+        self.state.indexed_end = done
+        return done - start
+
+    def flush(self) -> None:
+        if self.writable:
+            self._flush_files()
+            self.state.save(clean=False)
+
+    def close(self) -> None:
+        if self.writable:
+            self._flush_files()
+            self._trim_files()
+            self.state.save(clean=True)
+        self._close_files()
+
+    def drop(self) -> None:
+        self._close_files()
+        files.remove_tree(self.directory)
+
+    # -- the log -------------------------------------------------------------
+    def log_start(self) -> int:
+        return self.store.offset_range(self.stream.topic, self.stream.partition)[0]
+
+    def log_end(self) -> int:
+        return self.store.offset_range(self.stream.topic, self.stream.partition)[1]
+
+    def verify(self) -> list[Problem]:
+        """Problems of this index against the log (entries it should hold and does not)."""
+        if self.state.indexed_end > self.log_end():
+            return [Problem(self.state.path, None, f"expected offsets indexed up to the log end "
+                            f"{self.log_end()}, found the index reaching {self.state.indexed_end}")]
+        return self._expected_problems()
+
+    # -- subclass hooks --------------------------------------------------------
+    def _open_files(self) -> None:
+        raise NotImplementedError
+
+    def _index_from(self, start: int) -> int:
+        raise NotImplementedError
+
+    def _cut_to(self, offset: int) -> int:
+        """Drop entries at or past ``offset``; returns the offset indexing restarts from (``<= offset``)."""
+        raise NotImplementedError
+
+    def _skip_to(self, offset: int) -> None:
+        """The log start moved past ``indexed_end`` (retention): start over at ``offset``."""
+        self._discard()
+        self.state.indexed_end = offset
+
+    def _expected_problems(self) -> list[Problem]:
+        raise NotImplementedError
+
+    def _flush_files(self) -> None:
+        raise NotImplementedError
+
+    def _trim_files(self) -> None:
+        """Shrink preallocated files to their entries (clean close)."""
+
+    def _close_files(self) -> None:
+        raise NotImplementedError
+
+
+class Layout:
+    """One index layout over one open store: a :class:`StreamIndex` per stream (extra) or the plugin's (native).
+
+    Implements :class:`segstore.index.IndexLayout`.  ``native`` layouts only look
+    up; their files belong to the broker and are never written here.
+    """
+
+    name: ClassVar[str]
+    native: ClassVar[bool]
+    format: ClassVar[str]
+    #: the lookups this layout answers: "offset" (record at an offset), "time", "key"
+    answers: ClassVar[frozenset[str]]
+
+    def __init__(self, store: Store, options: Mapping[str, Any], *, writable: bool | None = None) -> None:
+        self.store = store
+        self.options = dict(options)
+        #: whether this layout's own files are written (default: the store's mode); a read-only
+        #: store can get extra indexes built (``segstore index build`` never opens the log for append)
+        self.writable = store.mode == "a" if writable is None else writable
+
+    # -- IndexLayout ---------------------------------------------------------------
+    def build(self, records: Any = None) -> None:
+        """Rebuild from a scan of the log (extra layouts); native layouts are the broker's: nothing to do."""
+
+    def append(self, records: Any = None) -> None:
+        """Index what the log gained since the last call (the store calls it after each append)."""
+
+    def flush(self) -> None:
+        """Make the index durable."""
+
+    def verify(self) -> list[Problem]:
+        return []
+
+    def close(self) -> None:
+        """Release the files."""
+
+    def drop(self) -> list[str]:
+        """Delete the layout's files (extra layouts); returns the paths removed."""
+        raise UnsupportedOperationError(f"the {self.name!r} index is native to {self.format} stores: "
+                                        "it belongs to the broker and is never dropped", self.store.path)
+
+    @property
+    def actions(self) -> list[str]:
+        """What opening the layout did (recovery, rebuilds), one line each."""
+        return []
+
+    # -- lookups -----------------------------------------------------------------
+    def read_at(self, stream: Stream, offset: int) -> Any | None:
+        """The store record at ``offset`` of ``stream`` (None: not in the log)."""
+        raise self._unsupported("offset")
+
+    def offset_for_time(self, stream: Stream, timestamp: int) -> int | None:
+        """The first offset whose timestamp is at or after ``timestamp`` (None: none)."""
+        raise self._unsupported("time")
+
+    def find_key(self, stream: Stream, key: bytes, max_hits: int | None = None) -> list[int]:
+        """Offsets of the records of ``stream`` carrying ``key``, ascending (the newest ``max_hits``)."""
+        raise self._unsupported("key")
+
+    def _unsupported(self, what: str) -> UnsupportedOperationError:
+        return UnsupportedOperationError(f"expected a layout answering {what} lookups, found the "
+                                         f"{self.name!r} layout", self.store.path)
+
+    def streams(self) -> list[Stream]:
+        return [Stream(t, p) for t in self.store.topics() for p in self.store.partitions(t)]
+
+    def _check_range(self, stream: Stream, offset: int) -> bool:
+        start, end = self.store.offset_range(stream.topic, stream.partition)
+        return start <= offset < end
+
+
+class ExtraLayout(Layout):
+    """A layout segstore keeps in its own files: one :class:`StreamIndex` per stream."""
+
+    native = False
+    stream_class: ClassVar[type[StreamIndex]]
+
+    def __init__(self, store: Store, options: Mapping[str, Any], *, writable: bool | None = None,
+                 open_streams: bool = True) -> None:
+        super().__init__(store, options, writable=writable)
+        self._streams: dict[Stream, StreamIndex] = {}
+        self._locks: list[files.WriterLock] = []
+        if not open_streams:
+            return
+        try:
+            if self.writable:
+                for path in self.lock_paths():
+                    files.make_dirs(os.path.dirname(path))
+                    lock = files.WriterLock(path)
+                    lock.acquire()
+                    self._locks.append(lock)
+            for stream in self.streams():
+                directory = self.directory(stream)
+                if self.writable or files.exists(os.path.join(directory, STATE_FILE)):
+                    self._open_stream(stream)
+        except BaseException:
+            self.close()
+            raise
+
+    def directory(self, stream: Stream) -> str:
+        """Where the stream's index files live."""
+        raise NotImplementedError
+
+    def lock_paths(self) -> list[str]:
+        """The lock files a writer of this layout holds (one writer per index at a time)."""
+        raise NotImplementedError
+
+    def _open_stream(self, stream: Stream) -> StreamIndex:
+        index = self.stream_class(self, stream, self.directory(stream), writable=self.writable)
+        if self.writable:
+            files.make_dirs(index.directory)
+        index.open()
+        self._streams[stream] = index
+        return index
+
+    def stream_index(self, stream: Stream) -> StreamIndex | None:
+        """The stream's index; created (append mode) for a stream new since open."""
+        index = self._streams.get(stream)
+        if index is None and self.writable:
+            index = self._open_stream(stream)
+        return index
+
+    @property
+    def present(self) -> bool:
+        """Whether any stream has this index on disk."""
+        return bool(self._streams)
+
+    @property
+    def actions(self) -> list[str]:
+        return [line for index in self._streams.values() for line in index.actions]
+
+    def build(self, records: Any = None) -> None:
+        """Delete and rebuild every stream's index from the log."""
+        for stream in self.streams():
+            index = self.stream_index(stream)
+            if index is not None:
+                index._discard()
+                index.catch_up()
+
+    def append(self, records: Any = None) -> None:
+        for stream in self.streams():
+            index = self.stream_index(stream)
+            if index is not None:
+                index.catch_up()
+
+    def flush(self) -> None:
+        for index in self._streams.values():
+            index.flush()
+
+    def verify(self) -> list[Problem]:
+        problems: list[Problem] = []
+        for stream in self.streams():
+            index = self._streams.get(stream)
+            if index is None:
+                problems.append(Problem(self.directory(stream), None,
+                                        f"expected a {self.name!r} index for {stream}, found none"))
+            else:
+                problems.extend(index.verify())
+        return problems
+
+    def close(self) -> None:
+        streams, self._streams = self._streams, {}
+        for index in streams.values():
+            index.close()
+        for lock in self._locks:
+            lock.release()
+        self._locks = []
+
+    def drop(self) -> list[str]:
+        """Delete every stream's index directory; returns those that existed."""
+        removed = []
+        for stream in self.streams():
+            index = self._streams.pop(stream, None)
+            if index is not None:
+                index.drop()
+            directory = self.directory(stream)
+            if files.exists(directory):
+                files.remove_tree(directory)
+                removed.append(directory)
+        return removed

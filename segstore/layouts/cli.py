@@ -1,0 +1,109 @@
+"""``segstore index build|verify|drop PATH --index NAME ...``.
+
+The store itself is opened read-only: building an extra index never opens the
+broker's files for writing, so they stay byte-identical.  Native layouts have
+nothing to build or drop (the broker keeps them); ``verify`` checks them with
+the store's own ``verify``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, TextIO
+
+from segstore.api import open as open_store
+from segstore.errors import ConfigError
+
+from . import LAYOUT_NAMES, IndexSet, layout_class
+from .base import parse_options
+
+EXIT_OK, EXIT_DATA = 0, 1
+
+
+def _pairs(values: list[str] | None, flag: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for pair in values or ():
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise ConfigError(f"{flag} expects name=value, found {pair!r}")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def _open(args: argparse.Namespace) -> Any:
+    return open_store(args.path, format=args.format, mode="r", **_pairs(args.config, "--config"))
+
+
+def _native_and_extra(store: Any, names: list[str]) -> tuple[list[str], list[str]]:
+    native = [n for n in names if layout_class(n, store.format).native]
+    return native, [n for n in names if n not in native]
+
+
+def cmd_build(args: argparse.Namespace, out: TextIO) -> int:
+    with _open(args) as store:
+        native, extra = _native_and_extra(store, args.index)
+        for name in native:
+            out.write(f"{args.path}: {name}: native to {store.format} stores, kept by the broker\n")
+        indexes = IndexSet(store, extra, _pairs(args.option, "--option"), writable=True)
+        try:
+            indexes.build()
+            for line in indexes.actions:
+                out.write(f"{line}\n")
+        finally:
+            indexes.close()
+        for name in extra:
+            out.write(f"{args.path}: {name}: built\n")
+    return EXIT_OK
+
+
+def cmd_verify(args: argparse.Namespace, out: TextIO) -> int:
+    with _open(args) as store:
+        native, extra = _native_and_extra(store, args.index)
+        problems = list(store.verify()) if native else []
+        indexes = IndexSet(store, extra, writable=False)
+        try:
+            problems.extend(indexes.verify())
+        finally:
+            indexes.close()
+    for problem in problems:
+        out.write(f"{problem}\n")
+    if not problems and not args.quiet:
+        sys.stderr.write(f"{args.path}: {', '.join(args.index)}: ok\n")
+    return EXIT_DATA if problems else EXIT_OK
+
+
+def cmd_drop(args: argparse.Namespace, out: TextIO) -> int:
+    with _open(args) as store:
+        native, extra = _native_and_extra(store, args.index)
+        for name in native:
+            out.write(f"{args.path}: {name}: native to {store.format} stores, not dropped\n")
+        options = parse_options({})
+        for name in extra:
+            layout = layout_class(name, store.format)(store, options, writable=True, open_streams=False)
+            for directory in layout.drop():
+                out.write(f"removed {directory}\n")
+    return EXIT_OK
+
+
+def add_commands(subparsers: Any) -> None:
+    """Register ``index`` with its ``build``, ``verify`` and ``drop`` subcommands."""
+    parser = subparsers.add_parser("index", help="build, verify or drop extra index layouts "
+                                                 f"({', '.join(LAYOUT_NAMES)})")
+    actions = parser.add_subparsers(dest="index_command", required=True)
+    for name, func, text in (
+            ("build", cmd_build, "build (or rebuild) extra indexes from a scan; broker files are never written"),
+            ("verify", cmd_verify, "check indexes against the log; exit 1 with one path:pos line per problem"),
+            ("drop", cmd_drop, "delete extra indexes")):
+        p = actions.add_parser(name, help=text)
+        p.add_argument("path", help="store directory (RocketMQ) or partition / log directory (Kafka)")
+        p.add_argument("--index", action="append", required=True, choices=LAYOUT_NAMES,
+                       help="a layout (repeatable)")
+        p.add_argument("--format", help="force the format; detected if omitted")
+        p.add_argument("--config", action="append", metavar="NAME=VALUE", help="a format config value")
+        if name == "build":
+            p.add_argument("--option", action="append", metavar="NAME=VALUE",
+                           help="a layout option (key.index.headers=h1,h2; layout.interval.bytes=N; ...)")
+        if name == "verify":
+            p.add_argument("--quiet", "-q", action="store_true")
+        p.set_defaults(func=func, command=f"index {name}")

@@ -1,0 +1,155 @@
+"""Sparse per-stream index files (Kafka ``.index``/``.timeindex`` entries) kept by segstore.
+
+Used for the sparse offset and time layouts over RocketMQ queues, where the
+broker has neither.  The entries are the Kafka plugin's own
+(:class:`segstore_kafka.offsetindex.OffsetIndex`, :class:`segstore_kafka.timeindex.TimeIndex`),
+so there is one entry layout and one binary search for both logs.  Files roll
+when full (and, for the offset layout, when the stream's messages move to the
+next RocketMQ commitlog file, because entry positions are 32-bit and relative
+to that file); a rolled file is trimmed and never written again, so after a
+crash only a stream's last file is rebuilt.
+
+Thread-safety: as :class:`segstore.layouts.base.StreamIndex`.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+from segstore_kafka.offsetindex import KafkaIndex, check_length
+
+from segstore import files
+from segstore.errors import CorruptIndexError
+from segstore.files import MappedFile
+from segstore.segments import SegmentMap
+
+from .base import StreamIndex
+
+
+def open_index_file(cls: type[KafkaIndex], path: str, base: int, max_index_size: int, *,
+                    writable: bool) -> KafkaIndex:
+    """Open one index file segstore wrote.
+
+    A file shorter than the preallocated size was trimmed (at roll or clean close),
+    so every slot is an entry, all-zero ones included (Kafka's rule); a file of
+    the preallocated size may be untrimmed, and trailing all-zero slots are not
+    entries then.  :raises CorruptIndexError: not whole entries, or out of order.
+    """
+    mapped = MappedFile(path, writable=writable)
+    try:
+        size = cls.DTYPE.itemsize
+        check_length(path, mapped.size, size)
+        slots = mapped.array(cls.DTYPE)
+        if mapped.size < (max_index_size // size) * size:
+            cls.sanity_check(slots, path, base)
+            return cls(mapped, base, len(slots))
+        count, untrimmed = cls.count_valid_entries(slots, path, base)
+    except BaseException:
+        mapped.close()
+        raise
+    return cls(mapped, base, count, untrimmed=untrimmed)
+
+
+class SparseFiles(StreamIndex):
+    """A stream's sparse index as :class:`KafkaIndex` files in a segment map keyed by base offset.
+
+    Subclasses set :attr:`index_class`, name files (:meth:`file_name`,
+    :meth:`parse_name`) and fill the active file (:meth:`_fill`).
+    """
+
+    index_class: type[KafkaIndex]
+    suffix: str
+
+    def _open_files(self) -> None:
+        self.files: SegmentMap[KafkaIndex] = SegmentMap()
+        self.extra: dict[int, int] = {}
+        max_size = self.options["layout.index.bytes"]
+        for name in files.list_dir(self.directory):
+            parsed = self.parse_name(name)
+            if parsed is None:
+                continue
+            base, extra = parsed
+            index = open_index_file(self.index_class, os.path.join(self.directory, name), base, max_size,
+                                    writable=self.writable)
+            self.files.add(base, index)
+            self.extra[base] = extra
+        active = self.files.active
+        if self.writable and active is not None:
+            active.grow(max_size)
+
+    def parse_name(self, name: str) -> tuple[int, int] | None:
+        raise NotImplementedError
+
+    def file_name(self, base: int, extra: int) -> str:
+        raise NotImplementedError
+
+    def _new_file(self, base: int, extra: int) -> KafkaIndex:
+        active = self.files.active
+        if active is not None:
+            self._close_active(active)
+        path = os.path.join(self.directory, self.file_name(base, extra))
+        index = self.index_class.open(path, base, max_index_size=self.options["layout.index.bytes"],
+                                      writable=True, create=True)
+        if len(index):
+            raise CorruptIndexError(f"expected a new, empty index file, found {len(index)} entries", path, 0)
+        self.files.add(base, index)
+        self.extra[base] = extra
+        self.state.carry = {}
+        return index
+
+    def _close_active(self, active: KafkaIndex) -> None:
+        """A file that stops being written: trimmed and flushed."""
+        active.trim()
+        active.flush()
+
+    def _remove_file(self, base: int) -> None:
+        index = self.files.remove(base)
+        self.extra.pop(base, None)
+        index.close()
+        files.remove(index.path)
+
+    def _cut_to(self, offset: int) -> int:
+        """Drop the files from the one holding ``offset`` on; returns where indexing restarts.
+
+        The last remaining file goes too (its sparse windows and running maximum
+        cannot be trusted past a crash), so indexing restarts at its base.
+        """
+        for base in [b for b in self.files.bases() if b >= offset]:
+            self._remove_file(base)
+        last = self.files.active
+        restart = offset
+        if last is not None:
+            restart = last.base_offset
+            self._remove_file(last.base_offset)
+        self.state.carry = {}
+        return restart
+
+    def _flush_files(self) -> None:
+        active = self.files.active
+        if active is not None:
+            active.flush()
+
+    def _trim_files(self) -> None:
+        active = self.files.active
+        if active is not None:
+            active.trim()
+
+    def _close_files(self) -> None:
+        for index in getattr(self, "files", ()):
+            index.close()
+        self.files = SegmentMap()
+        self.extra = {}
+
+    @staticmethod
+    def first_difference(found: np.ndarray, expected: np.ndarray) -> tuple[int, str] | None:
+        """``(slot, message)`` of the first entry that differs from ``expected``; None when equal."""
+        n = min(len(found), len(expected))
+        diff = np.flatnonzero(found[:n] != expected[:n])
+        if len(diff):
+            slot = int(diff[0])
+            return slot, (f"expected entry {tuple(expected[slot].tolist())} in slot {slot}, "
+                          f"found {tuple(found[slot].tolist())}")
+        if len(found) != len(expected):
+            return n, f"expected {len(expected)} entries, found {len(found)}"
+        return None
