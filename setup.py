@@ -12,7 +12,8 @@ setup(
         Extension(
             "segstore_kafka._speedups",
             ["formats/segstore_kafka/_speedups.c"],
-            extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers"],
+            extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter",
+                                "-Wno-missing-field-initializers"],
             optional=True,
         )
     ]

@@ -15,8 +15,6 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
-
-from segstore.errors import CorruptDataError, InvalidMessageError, SegstoreError, TruncatedDataError
 from segstore_kafka import batch as codec
 from segstore_kafka import compression, legacy
 from segstore_kafka.varint import (
@@ -27,6 +25,8 @@ from segstore_kafka.varint import (
     size_of_varint,
     size_of_varlong,
 )
+
+from segstore.errors import CorruptDataError, InvalidMessageError, SegstoreError, TruncatedDataError
 
 # ---------------------------------------------------------------------------------
 # varints
@@ -162,7 +162,8 @@ records_strategy = st.lists(
 @given(records=records_strategy, name=st.sampled_from(compression.COMPRESSION_NAMES),
        base_offset=st.integers(0, 2**40), transactional=st.booleans(),
        producer=st.tuples(st.integers(-1, 2**40), st.integers(-1, 2**15 - 1), st.integers(-1, 2**31 - 1)))
-def test_batch_round_trip_and_kafka_python_reads_it(records, name, base_offset, transactional, producer) -> None:
+def test_batch_round_trip_and_kafka_python_reads_it(records, name, base_offset, transactional,
+                                                    producer) -> None:
     producer_id, producer_epoch, base_sequence = producer
     out = codec.encode_batch(records, base_offset=base_offset, compression=name, producer_id=producer_id,
                              producer_epoch=producer_epoch, base_sequence=base_sequence,
@@ -221,7 +222,8 @@ def test_records_and_messages_as_input_and_offset_deltas() -> None:
 
 
 @pytest.mark.parametrize("bad", [
-    {"base_offset": -1}, {"producer_epoch": 2**15}, {"base_sequence": 2**31}, {"partition_leader_epoch": 2**31},
+    {"base_offset": -1}, {"producer_epoch": 2**15}, {"base_sequence": 2**31},
+    {"partition_leader_epoch": 2**31},
 ])
 def test_out_of_range_header_fields(bad: dict) -> None:
     kwargs = {"base_offset": 0, **bad}
@@ -261,7 +263,8 @@ def test_truncation_at_every_header_field_boundary() -> None:
     one = codec.encode_batch([(b"k", b"v", 1)], base_offset=0)
     data = _sample_log() + one
     start = len(data) - len(one)
-    boundaries = sorted({struct.calcsize(codec.HEADER.format[:i]) for i in range(1, len(codec.HEADER.format) + 1)})
+    layout = codec.HEADER.format
+    boundaries = sorted({struct.calcsize(layout[:i]) for i in range(1, len(layout) + 1)})
     for cut in [*boundaries[1:], len(one) - 1]:
         torn = data[:start + cut]
         with pytest.raises(TruncatedDataError) as info:
@@ -432,7 +435,8 @@ def test_c_encoder_matches_python(records, deltas) -> None:
 ])
 def test_c_encoder_rejects_what_python_rejects(records) -> None:
     speedups = pytest.importorskip("segstore_kafka._speedups")
-    ours, theirs = _outcome(speedups.encode_records, records, None), _outcome(codec._encode_records_py, records, None)
+    ours = _outcome(speedups.encode_records, records, None)
+    theirs = _outcome(codec._encode_records_py, records, None)
     assert ours[0] == theirs[0]
     if ours[0] == "ok":
         assert ours == theirs
@@ -451,14 +455,16 @@ def test_c_decoder_matches_python_on_good_and_damaged_regions(data) -> None:
             region[data.draw(st.integers(0, len(region) - 1))] = data.draw(st.integers(0, 255))
     region = bytes(region[:data.draw(st.integers(0, len(region)))] if data.draw(st.booleans()) else region)
     count = len(records) + data.draw(st.sampled_from([0, 0, 0, -1, 1, 2**31 - 1]))
-    args = (region, count, data.draw(st.sampled_from([0, 2**63 - 2])), data.draw(st.integers(-(2**63), 2**63 - 1)),
+    args = (region, count, data.draw(st.sampled_from([0, 2**63 - 2])),
+            data.draw(st.integers(-(2**63), 2**63 - 1)),
             data.draw(st.sampled_from([None, 77])), data.draw(st.sampled_from([-1, 0, 2**31 - 3])))
     assert _outcome(speedups.decode_records, *args) == _outcome(codec._decode_records_py, *args)
 
 
 def test_c_decoder_rejects_varints_like_python() -> None:
     speedups = pytest.importorskip("segstore_kafka._speedups")
-    for region in [b"\x80" * 5 + b"\x01", b"\x02\x00" + b"\xff" * 9 + b"\x03", b"\x16\x00" + b"\xff" * 10 + b"\x00",
+    for region in [b"\x80" * 5 + b"\x01", b"\x02\x00" + b"\xff" * 9 + b"\x03",
+                   b"\x16\x00" + b"\xff" * 10 + b"\x00",
                    b"\x0e\x00\x00\x00\x8f\x8f\x8f\x8f\x8f\x01\x00\x00"]:
         args = (region, 1, 0, 0, None, -1)
         assert _outcome(speedups.decode_records, *args) == _outcome(codec._decode_records_py, *args)

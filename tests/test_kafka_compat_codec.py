@@ -12,13 +12,11 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES, KAFKA_FIXTURES
 from kafka.record.default_records import DefaultRecordBatch
 from kafka.record.memory_records import MemoryRecords
-
 from segstore_kafka import batch as codec
 from segstore_kafka.compression import COMPRESSION_NAMES
-
-from conftest import FIXTURES, KAFKA_FIXTURES
 
 KAFKA = FIXTURES / "kafka"
 
@@ -46,7 +44,7 @@ def _spec_value(item: dict, name: str) -> bytes | None:
 def test_every_batch_header_equals_kafkas_dump(name: str) -> None:
     batches, expected, _records = _load(name)
     assert len(batches) == len(expected)
-    for batch, want in zip(batches, expected):
+    for batch, want in zip(batches, expected, strict=True):
         got = {
             "baseOffset": batch.base_offset, "lastOffset": batch.last_offset, "count": batch.record_count,
             "magic": batch.magic, "crc": batch.crc, "compression": batch.compression,
@@ -67,7 +65,7 @@ def test_every_record_equals_kafkas_dump(name: str) -> None:
     batches, _expected, expected = _load(name)
     records = [(batch, record) for batch in batches for record in batch.records()]
     assert len(records) == len(expected)
-    for (batch, record), want in zip(records, expected):
+    for (batch, record), want in zip(records, expected, strict=True):
         got = {
             "offset": record.offset, "timestamp": record.timestamp, "sequence": record.sequence,
             "sizeInBytes": record.size_in_bytes, "key_b64": _b64(record.key), "value_b64": _b64(record.value),

@@ -76,8 +76,8 @@ __all__ = [
     "encode_batch",
     "encode_control_batch",
     "iter_batches",
-    "read_batch_header",
     "parse_control_record",
+    "read_batch_header",
     "valid_prefix",
 ]
 
@@ -238,7 +238,8 @@ def _decode_body(body) -> tuple:
         header_value, pos = _read_blob(body, pos + key_length)
         headers.append((header_key, header_value))
     if pos != len(body):
-        raise _RecordProblem(f"fields filling its {len(body)} bytes, found {len(body) - pos} bytes after them")
+        raise _RecordProblem(f"fields filling its {len(body)} bytes, "
+                             f"found {len(body) - pos} bytes after them")
     return attributes, ts_delta, offset_delta, key, value, headers
 
 
@@ -259,9 +260,11 @@ def _decode_records_py(region, count: int, base_offset: int, base_timestamp: int
         try:
             length, pos = decode_varint(view, pos)
         except IndexError as err:
-            raise ValueError(f"{count} records within {end} bytes, found {where} runs past them", start) from err
+            raise ValueError(f"{count} records within {end} bytes, found {where} runs past them",
+                             start) from err
         except ValueError as err:
-            raise ValueError(f"{where}: well-formed varints, found one too long or out of range", start) from err
+            raise ValueError(f"{where}: well-formed varints, found one too long or out of range",
+                             start) from err
         if length < 0:
             raise ValueError(f"{where}: a length >= 0, found {length}", start)
         if length > end - pos:
@@ -274,13 +277,16 @@ def _decode_records_py(region, count: int, base_offset: int, base_timestamp: int
         except _RecordProblem as err:
             raise ValueError(f"{where}: {err}", start) from err
         except ValueError as err:
-            raise ValueError(f"{where}: well-formed varints, found one too long or out of range", start) from err
+            raise ValueError(f"{where}: well-formed varints, found one too long or out of range",
+                             start) from err
         pos += length
         offset = base_offset + offset_delta
         timestamp = log_append_time if log_append_time is not None else base_timestamp + ts_delta
         if not (INT64_MIN <= offset <= INT64_MAX and INT64_MIN <= timestamp <= INT64_MAX):
             raise ValueError(f"{where}: an offset and timestamp within int64, found them past it", start)
-        sequence = NO_SEQUENCE if base_sequence == NO_SEQUENCE else increment_sequence(base_sequence, offset_delta)
+        sequence = NO_SEQUENCE
+        if base_sequence != NO_SEQUENCE:
+            sequence = increment_sequence(base_sequence, offset_delta)
         out.append(Record(offset, timestamp, key, value, headers, attributes, pos - start, sequence))
     if pos != end:
         raise ValueError(f"{count} records filling {end} bytes, found {end - pos} bytes after them", pos)
@@ -459,9 +465,10 @@ class RecordBatch:
         if compressed:
             region = decompress(self.attributes & CODEC_MASK, region, path=self.path, pos=region_pos)
         log_append_time = self.max_timestamp if self.attributes & TIMESTAMP_TYPE_FLAG else None
+        if self.record_count < 0:
+            raise CorruptDataError(f"a record count >= 0, found {self.record_count}",
+                                   self.path, self.position)
         try:
-            if self.record_count < 0:
-                raise ValueError(f"a record count >= 0, found {self.record_count}", 0)
             return _decode_records(region, self.record_count, self.base_offset, self.base_timestamp,
                                    log_append_time, self.base_sequence)
         except ValueError as err:
@@ -496,28 +503,26 @@ def _read_entry(view: memoryview, pos: int, *, path: str, base_pos: int, check_c
     at = base_pos + pos
     remaining = len(view) - pos
     if remaining < LOG_OVERHEAD:
-        raise TruncatedDataError(f"a {LOG_OVERHEAD}-byte batch offset and length, "
-                   f"found {remaining} bytes", path, at)
+        raise TruncatedDataError(f"a {LOG_OVERHEAD}-byte batch offset and length, found {remaining} bytes",
+                                 path, at)
     _offset, length = ENTRY_PREFIX.unpack_from(view, pos)
     if length < legacy.MIN_MESSAGE_SIZE:
         raise CorruptDataError(f"a batch length of at least {legacy.MIN_MESSAGE_SIZE}, found {length}",
-                   path, at)
+                               path, at)
     if remaining < HEADER_UP_TO_MAGIC:
-        raise TruncatedDataError(f"a batch header of at least {HEADER_UP_TO_MAGIC} bytes, "
-                   f"found {remaining}", path, at)
+        raise TruncatedDataError(f"a batch header of at least {HEADER_UP_TO_MAGIC} bytes, found {remaining}",
+                                 path, at)
     (magic,) = MAGIC_FIELD.unpack_from(view, pos + MAGIC_OFFSET)
-    if magic < MAGIC_V2:
-        if not 0 <= magic:
-            raise CorruptDataError(f"magic 0, 1 or 2, found {magic}", path, at + MAGIC_OFFSET)
-        if remaining < LOG_OVERHEAD + length:
-            raise TruncatedDataError(f"a {LOG_OVERHEAD + length}-byte message, "
-                       f"found {remaining} bytes", path, at)
-        return _legacy_batch(view[pos:pos + LOG_OVERHEAD + length], at, path, check_crc)
-    if magic != MAGIC_V2:
+    if magic not in (0, 1, MAGIC_V2):
         raise CorruptDataError(f"magic 0, 1 or 2, found {magic}", path, at + MAGIC_OFFSET)
+    if magic < MAGIC_V2:
+        if remaining < LOG_OVERHEAD + length:
+            raise TruncatedDataError(f"a {LOG_OVERHEAD + length}-byte message, found {remaining} bytes",
+                                     path, at)
+        return _legacy_batch(view[pos:pos + LOG_OVERHEAD + length], at, path, check_crc)
     if length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
         raise CorruptDataError(f"a v2 batch length of at least {RECORD_BATCH_OVERHEAD - LOG_OVERHEAD}, "
-                   f"found {length}", path, at)
+                               f"found {length}", path, at)
     size = LOG_OVERHEAD + length
     if remaining < size:
         raise TruncatedDataError(f"a {size}-byte batch, found {remaining} bytes", path, at)
@@ -528,7 +533,8 @@ def _read_entry(view: memoryview, pos: int, *, path: str, base_pos: int, check_c
         computed = crc32c.crc32c(data[ATTRIBUTES_OFFSET:])
         if computed != batch.crc:
             raise CorruptDataError(f"CRC-32C {batch.crc:#010x} stored in the header, found {computed:#010x} "
-                       f"computed over bytes {ATTRIBUTES_OFFSET}..{size} of the batch", path, at + CRC_OFFSET)
+                                   f"computed over bytes {ATTRIBUTES_OFFSET}..{size} of the batch",
+                                   path, at + CRC_OFFSET)
     return batch
 
 

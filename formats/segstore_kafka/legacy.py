@@ -97,8 +97,8 @@ def read_entry(data, *, path: str = "<memory>", base_pos: int = 0, pos: int = 0,
     view = memoryview(data)
     at = base_pos + pos
     if len(view) - pos < MESSAGE_PREFIX.size:
-        raise TruncatedDataError(f"a {MESSAGE_PREFIX.size}-byte message header, found {len(view) - pos} bytes",
-                                 path, at)
+        raise TruncatedDataError(f"a {MESSAGE_PREFIX.size}-byte message header, "
+                                 f"found {len(view) - pos} bytes", path, at)
     offset, size, crc, magic, attributes = MESSAGE_PREFIX.unpack_from(view, pos)
     if magic not in (0, 1):
         raise CorruptDataError(f"message magic 0 or 1, found {magic}", path, at + CRC_COVERED_FROM)
@@ -107,7 +107,8 @@ def read_entry(data, *, path: str = "<memory>", base_pos: int = 0, pos: int = 0,
         raise CorruptDataError(f"a v{magic} message size of at least {minimum}, found {size}", path, at)
     end = pos + LOG_OVERHEAD + size
     if end > len(view):
-        raise TruncatedDataError(f"a {LOG_OVERHEAD + size}-byte message, found {len(view) - pos} bytes", path, at)
+        raise TruncatedDataError(f"a {LOG_OVERHEAD + size}-byte message, found {len(view) - pos} bytes",
+                                 path, at)
     if check_crc:
         computed = zlib.crc32(view[pos + CRC_COVERED_FROM:end])
         if computed != crc:
@@ -122,13 +123,15 @@ def read_entry(data, *, path: str = "<memory>", base_pos: int = 0, pos: int = 0,
         key, cursor = _read_bytes(view, cursor, end)
         value, cursor = _read_bytes(view, cursor, end)
     except (IndexError, ValueError) as err:
-        raise CorruptDataError(f"key and value within the {size}-byte message, found {err}", path, at) from err
+        raise CorruptDataError(f"key and value within the {size}-byte message, found {err}",
+                               path, at) from err
     if cursor != end:
         raise CorruptDataError(f"a {size}-byte message, found {end - cursor} bytes after its value", path, at)
     return LegacyMessage(offset, LOG_OVERHEAD + size, crc, magic, attributes, timestamp, key, value)
 
 
-def messages(data, *, path: str = "<memory>", base_pos: int = 0, check_crc: bool = True) -> list[LegacyMessage]:
+def messages(data, *, path: str = "<memory>", base_pos: int = 0,
+             check_crc: bool = True) -> list[LegacyMessage]:
     """The messages of one log entry: itself, or the inner messages of a compressed wrapper.
 
     Offsets are absolute; timestamps follow the wrapper's timestamp type.  Errors
@@ -139,8 +142,8 @@ def messages(data, *, path: str = "<memory>", base_pos: int = 0, check_crc: bool
     if codec == NONE:
         return [wrapper]
     if codec >= ZSTD:
-        raise CorruptDataError(f"a v{wrapper.magic} codec none, gzip, snappy or lz4, "
-                               f"found {COMPRESSION_NAMES[codec] if codec < len(COMPRESSION_NAMES) else codec}",
+        found = COMPRESSION_NAMES[codec] if codec < len(COMPRESSION_NAMES) else f"codec id {codec}"
+        raise CorruptDataError(f"a v{wrapper.magic} codec none, gzip, snappy or lz4, found {found}",
                                path, base_pos)
     if wrapper.value is None:
         raise CorruptDataError("a compressed message set in the wrapper value, found null", path, base_pos)
@@ -155,8 +158,8 @@ def messages(data, *, path: str = "<memory>", base_pos: int = 0, check_crc: bool
             raise CorruptDataError(f"a valid inner message at byte {pos} of the decompressed set, "
                                    f"found: {err.message}", path, base_pos) from err
         if message.attributes & CODEC_MASK != NONE:
-            raise CorruptDataError(f"uncompressed inner messages, found a nested "
-                                   f"{COMPRESSION_NAMES[message.attributes & CODEC_MASK]} wrapper at byte {pos}",
+            raise CorruptDataError(f"uncompressed inner messages, found a nested wrapper "
+                                   f"(codec id {message.attributes & CODEC_MASK}) at byte {pos}",
                                    path, base_pos)
         inner.append(message)
         pos += message.size
