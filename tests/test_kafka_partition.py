@@ -16,7 +16,7 @@ from segstore_kafka.partition import KafkaConfig, Partition
 
 import segstore
 from segstore.cli import main
-from segstore.errors import ConfigError, InvalidTopicError, OffsetOutOfRangeError
+from segstore.errors import ConfigError, InvalidTopicError, MessageTooLargeError, OffsetOutOfRangeError
 from segstore.records import Message
 from segstore.testing.conformance import StoreTests
 
@@ -53,7 +53,7 @@ def _all_batches(part: Partition) -> list:
 
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), batches=st.integers(1, 60),
-       interval=st.sampled_from([0, 100, 700]), segment_bytes=st.sampled_from([800, 3000, 1 << 20]),
+       interval=st.sampled_from([0, 100, 700]), segment_bytes=st.sampled_from([1500, 3000, 1 << 20]),
        compression=st.sampled_from(["none", "gzip", "lz4"]))
 def test_lookups_match_a_linear_scan(tmp_path_factory: pytest.TempPathFactory, seed: int, batches: int,
                                      interval: int, segment_bytes: int, compression: str) -> None:
@@ -196,6 +196,10 @@ def test_reopen_continues_and_bad_input_is_refused(tmp_path: Path) -> None:
     again = _partition(tmp_path)
     assert again.append_records([(b"k", b"v", 2, [])]).base_offset == 1
     again.close()
+    small = _partition(tmp_path / "small", **{"segment.bytes": 100})
+    with pytest.raises(MessageTooLargeError):
+        small.append_records([(b"k", b"v" * 200, 3, [])])
+    small.close()
     with pytest.raises(ConfigError, match=r"segment\.bytes"):
         KafkaConfig.from_mapping({"segment.bytes": "lots"})
     with pytest.raises(ConfigError, match="expected a Kafka topic config name"):
@@ -243,3 +247,30 @@ def test_cli_dump_query_info(tmp_path: Path) -> None:
     out = io.StringIO()
     assert main(["info", str(path), "--json"], out=out) == 0
     assert '"end_offset": 3' in out.getvalue()
+
+
+@settings(max_examples=25, deadline=None)
+@given(sizes=st.lists(st.integers(0, 400), min_size=1, max_size=40), segment_bytes=st.integers(480, 2000),
+       retention_bytes=st.integers(-1, 3000))
+def test_roll_and_retention_match_a_model(tmp_path_factory: pytest.TempPathFactory, sizes: list[int],
+                                          segment_bytes: int, retention_bytes: int) -> None:
+    """Model: roll when size > segment.bytes - batch size; drop the oldest while the rest exceed retention."""
+    part = _partition(tmp_path_factory.mktemp("r"), **{"segment.bytes": segment_bytes,
+                                                       "retention.bytes": retention_bytes})
+    model: list[list[int]] = []          # per segment: [base, bytes]
+    start = 0
+    for i, n in enumerate(sizes):
+        done = part.append_records([(None, b"v" * n, 1_700_000_000_000 + i, [])])
+        if not model or (model[-1][1] > segment_bytes - done.size):
+            model.append([done.base_offset, 0])
+        model[-1][1] += done.size
+        part.apply_retention()
+        if retention_bytes >= 0:
+            excess = sum(size for _, size in model) - retention_bytes
+            while len(model) > 1 and excess - model[0][1] >= 0:
+                excess -= model.pop(0)[1]
+        start = model[0][0]
+        assert [[s.base, s.size] for s in part.segments] == model
+    assert part.log_start_offset == start
+    assert [r.offset for b in part.batches(start) for r in b.records()] == list(range(start, len(sizes)))
+    part.close()

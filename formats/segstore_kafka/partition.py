@@ -33,6 +33,7 @@ from segstore.errors import (
     CorruptDataError,
     CorruptIndexError,
     InvalidTopicError,
+    MessageTooLargeError,
     OffsetOutOfRangeError,
 )
 from segstore.log import SegmentedLog
@@ -307,6 +308,9 @@ class Partition:
         if header.base_offset != self.next_offset:
             raise OffsetOutOfRangeError(f"expected a batch at the log end offset {self.next_offset}, "
                                         f"found base offset {header.base_offset}", self.path)
+        if len(data) > self.config.segment_bytes:
+            raise MessageTooLargeError(f"expected a batch of at most segment.bytes="
+                                       f"{self.config.segment_bytes} bytes, found {len(data)}", self.path)
         now = self.clock() if now_ms is None else now_ms
         active = self.log.active
         if active.should_roll(batch_size=len(data), max_timestamp=header.max_timestamp,
