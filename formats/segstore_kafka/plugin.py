@@ -27,7 +27,12 @@ class KafkaFormat(FormatPlugin):
         return bool(segment_bases(path)) or bool(partition_dirs(path))
 
     def open(self, path: str, mode: str = "r", **config: Any) -> KafkaStore:
-        return KafkaStore(os.fspath(path), mode, KafkaConfig.from_mapping(config))
+        """Open a store; ``indexes=[...]`` and layout options go to ``segstore.layouts`` (extra indexes)."""
+        from segstore.layouts import attach, split_options
+
+        indexes, layout_options, config = split_options(config)
+        store = KafkaStore(os.fspath(path), mode, KafkaConfig.from_mapping(config))
+        return attach(store, indexes, layout_options)
 
     def write_spec(self, path: str, spec: dict[str, Any], config: dict[str, Any]) -> None:
         from .spec import write_spec

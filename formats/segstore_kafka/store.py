@@ -103,6 +103,8 @@ class KafkaStore(Store):
     """A Kafka partition directory or log directory opened for reading (``"r"``) or appending (``"a"``)."""
 
     format = "kafka"
+    #: extra index layouts kept beside the log (set by ``segstore.layouts.attach``)
+    indexes: Any = None
 
     def __init__(self, path: str, mode: str = "r", config: KafkaConfig | None = None, *,
                  clock: Callable[[], int] = now_ms) -> None:
@@ -178,6 +180,8 @@ class KafkaStore(Store):
                 results[i] = AppendResult(topic, partition, done.base_offset + n, done.position, done.size,
                                           {"segment": done.segment})
             part.apply_retention()
+        if self.indexes is not None:  # extra index layouts (segstore.layouts)
+            self.indexes.append()
         return [r for r in results if r is not None]
 
     # -- reading ------------------------------------------------------------------
@@ -293,8 +297,13 @@ class KafkaStore(Store):
                       f"lastOffset: {txn.last_offset} lastStableOffset: {txn.last_stable_offset}\n")
 
     def query(self, request: QueryRequest, out: TextIO) -> int:
-        """``--offset N`` (the batch holding it, then ``--count`` records) or ``--timestamp MS``."""
+        """``--offset N`` (the batch holding it, then ``--count`` records), ``--timestamp MS``, or ``--key K``
+        (from the extra key index, see ``segstore.layouts``)."""
         self._check_open()
+        if request.key is not None:  # key lookups: the extra key index (segstore.layouts)
+            from segstore.layouts import query_key
+
+            return query_key(self, request, out)
         parts = self._partitions()
         if request.topic is None and len(parts) == 1:
             topic, partition = next(iter(parts))
@@ -329,10 +338,14 @@ class KafkaStore(Store):
             self._part.flush()
         else:
             self._dir.flush()
+        if self.indexes is not None:  # extra index layouts (segstore.layouts)
+            self.indexes.flush()
 
     def close(self) -> None:
         if self._closed:
             return
+        if self.indexes is not None:  # extra index layouts (segstore.layouts): closed cleanly first
+            self.indexes.close()
         if self._part is not None:
             if self.mode == "a":
                 self._part.flush()
@@ -346,6 +359,8 @@ class KafkaStore(Store):
     def abandon(self) -> None:
         if self._closed:
             return
+        if self.indexes is not None:  # extra index layouts (segstore.layouts): left as a crash leaves them
+            self.indexes.abandon()
         if self._part is not None:
             self._part.abandon()
         else:

@@ -1,0 +1,255 @@
+"""The field mapping and topic-name escaping, record by record and on hypothesis-generated stores."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from segstore_kafka import batch as kafka_codec
+from segstore_rocketmq.message import Host, RocketMQMessage
+
+import segstore
+from segstore.convert import convert
+from segstore.convert.mapping import (
+    NONQUEUED_TOPIC,
+    P_KEY,
+    KafkaEntry,
+    came_from_rocketmq,
+    kafka_to_rocketmq,
+    restore_kafka,
+    restore_rocketmq,
+    rocketmq_to_kafka,
+)
+from segstore.convert.pipeline import _kafka_entry_of
+from segstore.convert.topicnames import (
+    kafka_from_rocketmq,
+    rocketmq_from_kafka,
+    unescape_kafka,
+    unescape_rocketmq,
+)
+from segstore.errors import ConversionError, InvalidTopicError
+from segstore.records import CREATE_TIME, LOG_APPEND_TIME
+
+STORE_HOST = Host.parse("10.0.0.1:10911")
+ROCKETMQ_CONFIG = {"maxHashSlotNum": 64, "maxIndexNum": 256, "mappedFileSizeCommitLog": 4096}
+
+rocketmq_names = st.text(alphabet="%|abcXYZ019_-", min_size=1, max_size=40)
+kafka_names = st.text(alphabet=".abcXYZ019_-", min_size=1, max_size=40).filter(lambda s: s not in (".", ".."))
+property_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00\x01\x02"),
+                        max_size=12)
+hosts = st.one_of(st.sampled_from(["192.168.0.1:40000", "127.0.0.1:10911", "[::1]:9876",
+                                   "[2001:db8::7]:65535"]).map(Host.parse))
+binaries = st.one_of(st.none(), st.binary(max_size=40))
+
+
+# -- topic names ------------------------------------------------------------------------
+
+@given(rocketmq_names)
+@settings(max_examples=200, deadline=None)
+def test_rocketmq_names_round_trip(name: str) -> None:
+    kafka = kafka_from_rocketmq(name)
+    assert "%" not in kafka and "|" not in kafka
+    assert unescape_kafka(kafka) == name
+
+
+@given(kafka_names)
+@settings(max_examples=200, deadline=None)
+def test_kafka_names_round_trip(name: str) -> None:
+    rocketmq = rocketmq_from_kafka(name)
+    assert "." not in rocketmq
+    assert unescape_rocketmq(rocketmq) == name
+
+
+@given(rocketmq_names, rocketmq_names)
+@settings(max_examples=100, deadline=None)
+def test_distinct_rocketmq_names_stay_distinct(a: str, b: str) -> None:
+    assert (kafka_from_rocketmq(a) == kafka_from_rocketmq(b)) == (a == b)
+
+
+def test_shared_names_are_unchanged_and_bad_names_refused() -> None:
+    assert kafka_from_rocketmq("Topic_A-1") == rocketmq_from_kafka("Topic_A-1") == "Topic_A-1"
+    assert kafka_from_rocketmq("%DLQ%g|x") == ".25DLQ.25g.7Cx"
+    assert rocketmq_from_kafka("a.b") == "a%2Eb"
+    for bad in ("a.b", "a.2", ".7c"):
+        with pytest.raises(InvalidTopicError, match="escapes"):
+            unescape_kafka(bad)
+    with pytest.raises(InvalidTopicError, match="escapes"):
+        unescape_rocketmq("a%b")
+    with pytest.raises(InvalidTopicError, match="at most 127"):
+        rocketmq_from_kafka("." * 50)
+    with pytest.raises(InvalidTopicError, match="characters"):
+        kafka_from_rocketmq("a/b")
+
+
+# -- records ---------------------------------------------------------------------------
+
+@st.composite
+def rocketmq_messages(draw: st.DrawFn) -> RocketMQMessage:
+    props = draw(st.dictionaries(st.sampled_from(["KEYS", "TAGS", "UNIQ_KEY", "p.0", "ü", "kafkaish"]),
+                                 property_text, max_size=5))
+    return RocketMQMessage(
+        topic=draw(rocketmq_names), queue_id=draw(st.integers(0, 64)), body=draw(st.binary(max_size=50)),
+        properties=props, flag=draw(st.integers(-2**31, 2**31 - 1)),
+        queue_offset=draw(st.integers(0, 2**40)), physical_offset=draw(st.integers(0, 2**50)),
+        sys_flag=draw(st.sampled_from([0, 0x4, 0x8, 0xC, 0x1, 0x2])), born_timestamp=draw(st.integers(0, 2**45)),
+        born_host=draw(hosts), store_timestamp=draw(st.integers(0, 2**45)), store_host=draw(hosts),
+        reconsume_times=draw(st.integers(0, 16)), prepared_transaction_offset=draw(st.integers(0, 2**40)))
+
+
+@given(rocketmq_messages(), st.sampled_from(["born", "store"]))
+@settings(max_examples=150, deadline=None)
+def test_rocketmq_message_survives_kafka(msg: RocketMQMessage, timestamp: str) -> None:
+    entry = rocketmq_to_kafka(msg, timestamp=timestamp)
+    assert came_from_rocketmq(entry.headers)
+    assert entry.value == msg.body
+    assert entry.key == (msg.keys[0].encode() if msg.keys else None)
+    assert entry.timestamp == (msg.born_timestamp if timestamp == "born" else msg.store_timestamp)
+    if msg.sys_flag & 0xC in (0x4, 0xC):
+        assert (entry.topic, entry.partition, entry.offset) == (NONQUEUED_TOPIC, 0, -1)
+        entry.offset = 7
+    else:
+        assert (entry.partition, entry.offset) == (msg.queue_id, msg.queue_offset)
+    back = restore_rocketmq(entry)
+    assert back == msg
+    assert list(back.properties.items()) == list(msg.properties.items())
+
+
+@st.composite
+def kafka_entries(draw: st.DrawFn) -> KafkaEntry:
+    control = draw(st.booleans())
+    transactional = control or draw(st.booleans())
+    return KafkaEntry(
+        topic=draw(kafka_names), partition=draw(st.integers(0, 99)), offset=draw(st.integers(0, 2**40)),
+        timestamp=draw(st.integers(-1, 2**45)), key=draw(binaries), value=draw(binaries),
+        headers=draw(st.lists(st.tuples(st.text(max_size=8), binaries), max_size=4)),
+        timestamp_type=draw(st.sampled_from([CREATE_TIME, LOG_APPEND_TIME])), transactional=transactional,
+        control=control, producer_id=draw(st.integers(0, 2**40)) if transactional else -1,
+        producer_epoch=draw(st.integers(0, 2**15 - 1)) if transactional else -1)
+
+
+@given(kafka_entries())
+@settings(max_examples=150, deadline=None)
+def test_kafka_record_survives_rocketmq(entry: KafkaEntry) -> None:
+    msg = kafka_to_rocketmq(entry, store_host=STORE_HOST)
+    assert msg.topic == rocketmq_from_kafka(entry.topic) and msg.queue_id == entry.partition
+    assert msg.body == (entry.value or b"")
+    assert (msg.sys_flag & 0xC == 0xC) == entry.control
+    assert restore_kafka(msg) == entry
+    assert rocketmq_to_kafka(msg) == entry
+
+
+def test_keys_that_keys_cannot_carry_are_kept_in_base64() -> None:
+    plain = kafka_to_rocketmq(KafkaEntry("t", 0, 0, 1, b"order-1", b"v"), store_host=STORE_HOST)
+    assert plain.properties["KEYS"] == "order-1" and P_KEY not in plain.properties
+    for key in (b"", b"two words", b"\xff\xfe", b"a\x01b"):
+        msg = kafka_to_rocketmq(KafkaEntry("t", 0, 0, 1, key, b"v"), store_host=STORE_HOST)
+        assert "KEYS" not in msg.properties and restore_kafka(msg).key == key
+
+
+def test_broken_reserved_fields_are_conversion_errors() -> None:
+    entry = rocketmq_to_kafka(RocketMQMessage(topic="t", queue_id=0))
+    entry.headers = [h for h in entry.headers if h[0] != "rmq.born_host"]
+    with pytest.raises(ConversionError, match=r"rmq\.\* headers"):
+        restore_rocketmq(entry)
+    msg = RocketMQMessage(topic="t", queue_id=0, properties={"kafka.offset": "x"})
+    with pytest.raises(ConversionError, match=r"kafka\.\* properties"):
+        restore_kafka(msg)
+
+
+# -- hypothesis-generated stores ---------------------------------------------------------
+
+@st.composite
+def rocketmq_items(draw: st.DrawFn) -> list[dict]:
+    items = []
+    for i in range(draw(st.integers(1, 40))):
+        item = {"topic": draw(st.sampled_from(["A", "%RETRY%g", "b|c"])), "queue_id": draw(st.integers(0, 2)),
+                "body": draw(st.binary(max_size=300)), "born_timestamp": 1_700_000_000_000 + i,
+                "store_timestamp": 1_700_000_001_000 + i, "born_host": draw(hosts), "flag": draw(st.integers(0, 9)),
+                "properties": draw(st.dictionaries(st.sampled_from(["a", "b", "UNIQ_KEY"]), property_text,
+                                                   max_size=3)),
+                "sys_flag": draw(st.sampled_from([0, 0, 0, 0x4, 0x8, 0xC])),
+                "delay_level": draw(st.sampled_from([0, 0, 0, 3]))}
+        keys = draw(st.lists(st.text(alphabet="abc-_", min_size=1, max_size=6), max_size=2))
+        if keys:
+            item["keys"] = keys
+        tags = draw(st.one_of(st.none(), st.sampled_from(["TagA", "Täg"])))
+        if tags:
+            item["tags"] = tags
+        items.append(item)
+    return items
+
+
+@given(rocketmq_items())
+@settings(max_examples=8, deadline=None)
+def test_generated_rocketmq_store_round_trips(tmp_path_factory: pytest.TempPathFactory, items: list[dict]) -> None:
+    root = tmp_path_factory.mktemp("rmq")
+    src = root / "src"
+    with segstore.open(src, "rocketmq", "a", **ROCKETMQ_CONFIG) as store:
+        store.append_batch(items)
+    convert(src, root / "k", to="kafka", verify=True, compression="snappy")
+    convert(root / "k", root / "back", to="rocketmq", verify=True, config=ROCKETMQ_CONFIG)
+    with segstore.open(src, "rocketmq") as a, segstore.open(root / "back", "rocketmq") as b:
+        assert [a.to_json(m) for m in a.scan()] == [b.to_json(m) for m in b.scan()]
+        end = a.commitlog.end
+    for source_file in sorted((src / "commitlog").iterdir()):
+        base = int(source_file.name)
+        if base < end:
+            valid = min(end - base, ROCKETMQ_CONFIG["mappedFileSizeCommitLog"])
+            ours = (root / "back" / "commitlog" / source_file.name).read_bytes()
+            assert ours[:valid] == source_file.read_bytes()[:valid]
+
+
+@st.composite
+def kafka_batches(draw: st.DrawFn) -> list[dict]:
+    batches = []
+    for _ in range(draw(st.integers(1, 12))):
+        if draw(st.integers(0, 5)) == 0:
+            batches.append({"control": draw(st.sampled_from(["COMMIT", "ABORT"])), "gap": 0})
+            continue
+        records = draw(st.lists(st.tuples(binaries, binaries, st.lists(st.tuples(st.text(max_size=5), binaries),
+                                                                         max_size=2)), min_size=1, max_size=6))
+        batches.append({"records": records, "gap": draw(st.sampled_from([0, 0, 3])),
+                        "transactional": draw(st.booleans()), "log_append": draw(st.booleans()),
+                        "compression": draw(st.sampled_from(["none", "gzip", "lz4", "zstd"]))})
+    return batches
+
+
+def write_kafka(path: Path, topic: str, partition: int, batches: list[dict]) -> None:
+    with segstore.open(path, "kafka", "a") as store:
+        part = store.partition_of(topic, partition, create=True)
+        ts = 1_700_000_000_000
+        for spec in batches:
+            ts += 10
+            if "control" in spec:
+                data = kafka_codec.encode_control_batch(spec["control"], base_offset=part.next_offset,
+                                                        producer_id=77, producer_epoch=1, coordinator_epoch=5,
+                                                        timestamp=ts)
+            else:
+                n = len(spec["records"])
+                deltas = [i * (1 + spec["gap"]) for i in range(n)]
+                log_append = spec["log_append"]
+                data = kafka_codec.encode_batch(
+                    [(k, v, ts + i, h) for i, (k, v, h) in enumerate(spec["records"])],
+                    base_offset=part.next_offset, compression=spec["compression"],
+                    producer_id=77 if spec["transactional"] else -1,
+                    producer_epoch=1 if spec["transactional"] else -1, is_transactional=spec["transactional"],
+                    timestamp_type=LOG_APPEND_TIME if log_append else CREATE_TIME,
+                    log_append_time=ts + 100 if log_append else None, offset_deltas=deltas)
+            part.append_encoded(data, now_ms=ts)
+
+
+@given(kafka_batches(), kafka_batches())
+@settings(max_examples=12, deadline=None)
+def test_generated_kafka_log_dir_round_trips(tmp_path_factory: pytest.TempPathFactory, first: list[dict],
+                                             second: list[dict]) -> None:
+    root = tmp_path_factory.mktemp("kafka")
+    src = root / "src"
+    write_kafka(src, "orders.v1", 0, first)
+    write_kafka(src, "t", 2, second)
+    convert(src, root / "r", to="rocketmq", verify=True, config=ROCKETMQ_CONFIG)
+    convert(root / "r", root / "back", to="kafka", verify=True)
+    with segstore.open(src, "kafka") as a, segstore.open(root / "back", "kafka") as b:
+        assert [_kafka_entry_of(r) for r in a.scan()] == [_kafka_entry_of(r) for r in b.scan()]
+        assert b.verify() == []
