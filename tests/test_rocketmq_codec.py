@@ -14,8 +14,6 @@ import pytest
 from conftest import FIXTURES, ROCKETMQ_FIXTURES
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from segstore.errors import CorruptDataError, InvalidMessageError, InvalidTopicError, TruncatedDataError
 from segstore_rocketmq import javacompat
 from segstore_rocketmq.message import (
     BLANK_MAGIC,
@@ -34,6 +32,8 @@ from segstore_rocketmq.message import (
     encode,
     encode_properties,
 )
+
+from segstore.errors import CorruptDataError, InvalidMessageError, InvalidTopicError, TruncatedDataError
 
 
 def fixture_messages() -> list[dict]:
@@ -70,7 +70,8 @@ def test_every_fixture_message_decodes_and_reencodes_to_the_brokers_bytes():
         assert (str(msg.born_host), str(msg.store_host), msg.msg_id) == (
             exp["bornHost"], exp["storeHost"], exp["msgId"])
         assert msg.properties == exp["properties"]
-        assert list(msg.properties) == [kv.split("\x01")[0] for kv in exp["propertiesRaw"].split("\x02") if kv]
+        stored = [kv.split("\x01")[0] for kv in exp["propertiesRaw"].split("\x02") if kv]
+        assert list(msg.properties) == stored
         assert encode(msg) == raw
 
 
@@ -187,8 +188,11 @@ I32 = st.integers(-(2**31), 2**31 - 1)
 I64 = st.integers(-(2**63), 2**63 - 1)
 
 
+BODIES = st.binary(max_size=2048)
+
+
 @st.composite
-def messages(draw, body=st.binary(max_size=2048)):
+def messages(draw, body=BODIES):
     props = draw(st.dictionaries(TEXT, TEXT, max_size=6))
     tags = draw(st.none() | TEXT.filter(bool))
     if tags:

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, ROCKETMQ_FIXTURES
-
 from segstore_rocketmq.plugin import RocketMQFormat
 from segstore_rocketmq.store import JSON_KEYS, RocketMQStore
 
@@ -24,7 +23,8 @@ ROOT = FIXTURES / "rocketmq"
 
 # dump.jsonl ``message`` field -> dump --json key
 MESSAGE_FIELDS = {
-    "topic": "topic", "queueId": "queue_id", "queueOffset": "queue_offset", "physicalOffset": "physical_offset",
+    "topic": "topic", "queueId": "queue_id", "queueOffset": "queue_offset",
+    "physicalOffset": "physical_offset",
     "storeSize": "size", "bodyCRC": "body_crc", "flag": "flag", "sysFlag": "sys_flag",
     "bornTimestamp": "born_timestamp", "bornHost": "born_host", "storeTimestamp": "store_timestamp",
     "storeHost": "store_host", "reconsumeTimes": "reconsume_times",
@@ -96,7 +96,8 @@ def test_read_through_consume_queues_matches_the_brokers_queue_view():
         expected = lines(name, "message")
         queues = {(q["topic"], q["queueId"]): (q["minOffset"], q["maxOffset"]) for q in lines(name, "queue")}
         with RocketMQStore(str(ROOT / name / "store"), "r") as store:
-            assert {(t, q): store.offset_range(t, q) for t in store.topics() for q in store.partitions(t)} == queues
+            ranges = {(t, q): store.offset_range(t, q) for t in store.topics() for q in store.partitions(t)}
+            assert ranges == queues
             got = []
             for topic, qid in sorted(queues):
                 got.extend(store.read(topic, qid))

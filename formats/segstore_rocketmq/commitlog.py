@@ -31,6 +31,8 @@ from .message import BLANK_MAGIC, PREFIX, Blank, End, RocketMQMessage, decode
 
 #: ``CommitLog.END_FILE_MIN_BLANK_LENGTH``: room always kept for a BLANK record.
 END_FILE_MIN_BLANK_LENGTH = PREFIX.size
+#: The name part of files holding bytes recovery cut (``segstore.files.save_aside``): not commitlog files.
+KEPT_ASIDE = ".cut-"
 assert END_FILE_MIN_BLANK_LENGTH == 8
 
 
@@ -106,6 +108,8 @@ class CommitLog:
     def _load(self) -> None:
         loaded = []
         for name in files.list_dir(self.directory):
+            if KEPT_ASIDE in name:      # bytes recovery cut and kept (segstore.files.save_aside)
+                continue
             base = parse_file_name(self.directory, name)
             path = os.path.join(self.directory, name)
             size = files.file_size(path)

@@ -121,7 +121,8 @@ class BrokerConfig:
         values: dict[str, Any] = {}
         for name, value in (config or {}).items():
             if name not in known:
-                raise ConfigError(f"expected one of the RocketMQ config names {sorted(known)}, found {name!r}")
+                raise ConfigError(f"expected one of the RocketMQ config names {sorted(known)}, "
+                                  f"found {name!r}")
             try:
                 values[name] = _PARSERS[name](value)
             except (TypeError, ValueError) as err:

@@ -115,7 +115,8 @@ TOPIC_LENGTH_V2 = struct.Struct(">h")
 PROPERTIES_LENGTH = struct.Struct(">h")
 BODY_LENGTH = struct.Struct(">i")
 MSG_ID_OFFSET = struct.Struct(">q")
-assert (TOPIC_LENGTH_V1.size, TOPIC_LENGTH_V2.size, PROPERTIES_LENGTH.size, MSG_ID_OFFSET.size) == (1, 2, 2, 8)
+assert (TOPIC_LENGTH_V1.size, TOPIC_LENGTH_V2.size) == (1, 2)
+assert (PROPERTIES_LENGTH.size, MSG_ID_OFFSET.size) == (2, 8)
 
 
 class Host(NamedTuple):
@@ -134,22 +135,27 @@ class Host(NamedTuple):
 
         :raises InvalidMessageError: not an address with a port in 0..65535.
         """
+        addr, _, port_text = text.rpartition(":")
+        if addr.startswith("[") and addr.endswith("]"):
+            addr = addr[1:-1]
         try:
-            addr, _, port_text = text.rpartition(":")
-            if addr.startswith("[") and addr.endswith("]"):
-                addr = addr[1:-1]
+            ip = ipaddress.ip_address(addr).packed
             port = int(port_text)
-            if not 0 <= port <= 0xFFFF:
-                raise ValueError(f"port {port} out of range")
-            return cls(ipaddress.ip_address(addr).packed, port)
         except ValueError as err:
             raise InvalidMessageError(f"expected a host as 'ip:port' or '[ipv6]:port', found {text!r} ({err})"
                                       ) from err
+        if not 0 <= port <= 0xFFFF:
+            raise InvalidMessageError(f"expected a port in 0..65535, found {port} in {text!r}")
+        return cls(ip, port)
 
     def __str__(self) -> str:
         """As the broker prints it: ``ip:port``, IPv6 in full as ``[a:b:..:h]:port``."""
         text = java_host(ipaddress.ip_address(self.ip))
         return f"[{text}]:{self.port}" if self.is_v6 else f"{text}:{self.port}"
+
+
+#: ``0.0.0.0:0``: the host fields of a message built without hosts.
+NO_HOST = Host(bytes(4), 0)
 
 
 class Blank(NamedTuple):
@@ -183,9 +189,9 @@ class RocketMQMessage:
     physical_offset: int = 0
     sys_flag: int = 0
     born_timestamp: int = 0
-    born_host: Host = Host(bytes(4), 0)
+    born_host: Host = NO_HOST
     store_timestamp: int = 0
-    store_host: Host = Host(bytes(4), 0)
+    store_host: Host = NO_HOST
     reconsume_times: int = 0
     prepared_transaction_offset: int = 0
     size: int = 0
@@ -239,7 +245,8 @@ def encode_properties(properties: dict[str, str]) -> bytes:
     """
     if not properties:
         return b""
-    text = PROPERTY_SEPARATOR.join([f"{name}{NAME_VALUE_SEPARATOR}{value}" for name, value in properties.items()])
+    text = PROPERTY_SEPARATOR.join([f"{name}{NAME_VALUE_SEPARATOR}{value}"
+                                    for name, value in properties.items()])
     n = len(properties)
     if text.count(NAME_VALUE_SEPARATOR) != n or text.count(PROPERTY_SEPARATOR) != n - 1:
         bad = next(t for item in properties.items() for t in item
@@ -281,7 +288,8 @@ def encode_topic(topic: str, magic: int = MESSAGE_MAGIC) -> bytes:
                                     f"magic v1, found {len(data)}")
         return TOPIC_LENGTH_V1.pack(len(data)) + data
     if len(data) > MAX_PROPERTIES_BYTES:
-        raise InvalidTopicError(f"expected a topic of at most {MAX_PROPERTIES_BYTES} bytes, found {len(data)}")
+        raise InvalidTopicError(f"expected a topic of at most {MAX_PROPERTIES_BYTES} bytes, "
+                                f"found {len(data)}")
     return TOPIC_LENGTH_V2.pack(len(data)) + data
 
 

@@ -25,6 +25,9 @@ _RENAMED = {
 }
 
 
+_BODY_FIELDS = ("body", "bodyBase64")
+
+
 def append_item(message: Mapping[str, Any]) -> dict[str, Any]:
     """The append dict for one spec message.
 
@@ -39,7 +42,7 @@ def append_item(message: Mapping[str, Any]) -> dict[str, Any]:
         elif name in _RENAMED:
             item[_RENAMED[name]] = value
         else:
-            raise InvalidMessageError(f"expected spec message fields {sorted([*_RENAMED, 'body', 'bodyBase64'])}, "
+            raise InvalidMessageError(f"expected spec message fields {sorted([*_RENAMED, *_BODY_FIELDS])}, "
                                       f"found {name!r}")
     if "body" in message and "bodyBase64" in message:
         raise InvalidMessageError("expected one of body and bodyBase64 in a spec message, found both")

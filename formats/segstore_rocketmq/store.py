@@ -37,15 +37,14 @@ from segstore.errors import (
     SegstoreError,
 )
 from segstore.records import CREATE_TIME, Message
-from segstore.store import AppendResult, Problem, Store
+from segstore.store import AppendResult, Store
 
-from .commitlog import END_FILE_MIN_BLANK_LENGTH, CommitLog
+from .commitlog import END_FILE_MIN_BLANK_LENGTH, KEPT_ASIDE, CommitLog
 from .config import SCHEDULE_TOPIC, BrokerConfig, validate_topic
 from .consumequeue import CQ_DTYPE, ConsumeQueue, parse_file_name
 from .indexfile import IndexRequest, IndexService
-from .lifecycle import LifecycleMixin
 from .javacompat import hashmap_order, string_hash
-from .topicconfig import ConsumerOffsets, TopicConfigs
+from .lifecycle import LifecycleMixin
 from .message import (
     KEY_SEPARATOR,
     MESSAGE_MAGIC,
@@ -70,6 +69,7 @@ from .message import (
     host_flags,
     msg_id,
 )
+from .topicconfig import ConsumerOffsets, TopicConfigs
 
 COMMITLOG_DIR = "commitlog"
 CONSUMEQUEUE_DIR = "consumequeue"
@@ -125,9 +125,12 @@ def body_preview(body: bytes) -> str:
     return repr(text[:_BODY_PREVIEW]) + ("..." if len(text) > _BODY_PREVIEW else "")
 
 
+_NO_QUEUE_ENTRY = (SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK)
+
+
 def has_queue_entry(sys_flag: int) -> bool:
     """Whether the broker writes a consume-queue entry (not for prepared/rollback transactions)."""
-    return sys_flag & SYSFLAG_TRANSACTION_MASK not in (SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK)
+    return sys_flag & SYSFLAG_TRANSACTION_MASK not in _NO_QUEUE_ENTRY
 
 
 def _sizes_on_disk(path: str) -> dict[str, int]:
@@ -145,9 +148,10 @@ def _sizes_on_disk(path: str) -> dict[str, int]:
     root = os.path.join(path, CONSUMEQUEUE_DIR)
     for topic in files.list_dir(root):
         for qname in files.list_dir(os.path.join(root, topic)):
-            cq_names = files.list_dir(os.path.join(root, topic, qname))
+            directory = os.path.join(root, topic, qname)
+            cq_names = files.list_dir(directory)
             if cq_names:
-                found["mappedFileSizeConsumeQueue"] = files.file_size(os.path.join(root, topic, qname, cq_names[0]))
+                found["mappedFileSizeConsumeQueue"] = files.file_size(os.path.join(directory, cq_names[0]))
                 return {k: v for k, v in found.items() if v > 0}
     return {k: v for k, v in found.items() if v > 0}
 
@@ -178,7 +182,8 @@ class RocketMQStore(LifecycleMixin, Store):
         writable = mode == "a"
         self._lock = files.WriterLock(os.path.join(self.path, LOCK_FILE), LOCK_CONTENT) if writable else None
         if not writable and not files.is_dir(os.path.join(self.path, COMMITLOG_DIR)):
-            raise NotFoundError("expected a RocketMQ store with a commitlog/ directory, found none", self.path)
+            raise NotFoundError("expected a RocketMQ store with a commitlog/ directory, found none",
+                                self.path)
         self.commitlog: CommitLog | None = None
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
         self.index: IndexService | None = None
@@ -194,7 +199,8 @@ class RocketMQStore(LifecycleMixin, Store):
             self.consumer_offsets = ConsumerOffsets(self.path)
             self._configs_dirty = False
             self._next_offsets = {key: cq.max_offset for key, cq in self.queues.items()}
-            start = max((cq.max_physical_end for cq in self.queues.values()), default=self.commitlog.min_offset)
+            start = max((cq.max_physical_end for cq in self.queues.values()),
+                        default=self.commitlog.min_offset)
             if not writable:  # appending recovers first (see .lifecycle)
                 self.commitlog.set_end(self.commitlog.find_end(max(start, self.commitlog.min_offset)))
             if self.config.messageIndexEnable:
@@ -221,8 +227,8 @@ class RocketMQStore(LifecycleMixin, Store):
     def _queue(self, topic: str, queue_id: int) -> ConsumeQueue:
         cq = self.queues.get((topic, queue_id))
         if cq is None:
-            cq = ConsumeQueue(os.path.join(self.path, CONSUMEQUEUE_DIR, topic, str(queue_id)), topic, queue_id,
-                              self.config.consume_queue_file_size, writable=True)
+            directory = os.path.join(self.path, CONSUMEQUEUE_DIR, topic, str(queue_id))
+            cq = ConsumeQueue(directory, topic, queue_id, self.config.consume_queue_file_size, writable=True)
             self.queues[(topic, queue_id)] = cq
         return cq
 
@@ -352,7 +358,8 @@ class RocketMQStore(LifecycleMixin, Store):
         if keys:
             if isinstance(keys, str | bytes):
                 keys = [keys]
-            produced[PROPERTY_KEYS] = KEY_SEPARATOR.join([k if type(k) is str else _text(k, "a key") for k in keys])
+            produced[PROPERTY_KEYS] = KEY_SEPARATOR.join([k if type(k) is str else _text(k, "a key")
+                                                          for k in keys])
         user = get("properties")
         if user:
             for name, value in user.items():
@@ -420,7 +427,8 @@ class RocketMQStore(LifecycleMixin, Store):
         built = [self._build(item, now) for item in messages]
         if not built:
             return []
-        limit = min(self.config.maxMessageSize, self.config.mappedFileSizeCommitLog - END_FILE_MIN_BLANK_LENGTH)
+        limit = min(self.config.maxMessageSize,
+                    self.config.mappedFileSizeCommitLog - END_FILE_MIN_BLANK_LENGTH)
         encoded = []
         sizes = []
         topic_fields = self._topic_fields
@@ -476,8 +484,9 @@ class RocketMQStore(LifecycleMixin, Store):
                 self._configs_dirty = True
         if self.index is not None:
             self.index.put_batch([
-                IndexRequest(m.topic, m.physical_offset, m.store_timestamp, m.properties.get(PROPERTY_UNIQ_KEY),
-                             m.properties.get(PROPERTY_KEYS), m.sys_flag) for m in built])
+                IndexRequest(m.topic, m.physical_offset, m.store_timestamp,
+                             m.properties.get(PROPERTY_UNIQ_KEY), m.properties.get(PROPERTY_KEYS), m.sys_flag)
+                for m in built])
         return results
 
     def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
@@ -540,7 +549,8 @@ class RocketMQStore(LifecycleMixin, Store):
                 msg = self.commitlog.read(phys)
                 if msg.size != size or msg.topic != topic or msg.queue_id != partition:
                     raise CorruptDataError(
-                        f"expected a {topic}/{partition} message of {size} bytes (queue offset {position + i}), "
+                        f"expected a {topic}/{partition} message of {size} bytes "
+                        f"(queue offset {position + i}), "
                         f"found a {msg.topic}/{msg.queue_id} message of {msg.size} bytes",
                         self.commitlog.file_for(phys).path, phys % self.commitlog.file_size)
                 if tag is not None and msg.tags != tag:
@@ -618,7 +628,9 @@ class RocketMQStore(LifecycleMixin, Store):
         import json as jsonlib
 
         for msg in self.scan():
-            if (topic is not None and msg.topic != topic) or (partition is not None and msg.queue_id != partition):
+            if topic is not None and msg.topic != topic:
+                continue
+            if partition is not None and msg.queue_id != partition:
                 continue
             if json:
                 out.write(jsonlib.dumps(self.to_json(msg), ensure_ascii=False) + "\n")
@@ -646,6 +658,8 @@ def is_rocketmq_store(path: str) -> bool:
     if files.is_dir(commitlog):
         try:
             for name in files.list_dir(commitlog):
+                if KEPT_ASIDE in name:
+                    continue
                 parse_file_name(commitlog, name)
         except SegstoreError:
             return False

@@ -2,20 +2,21 @@
 
 The broker writes both with fastjson, pretty-printed with tabs, and keeps the
 previous content as ``NAME.bak`` (``ConfigManager.persist``: ``MixAll.string2File``
-writes ``.tmp``, copies the old file to ``.bak``, then renames)::
+writes ``.tmp``, copies the old file to ``.bak``, then renames); indents are tabs, drawn
+here as 4 spaces::
 
     topics.json                              consumerOffset.json
     {                                        {
-    	"dataVersion":{                        	"offsetTable":{
-    		"counter":1,                           		"TopicA@group":{0:12,1:3
-    		"timestamp":1700000000000              		}
-    	},                                     	}
-    	"topicConfigTable":{                   }
-    		"TopicA":{
-    			"order":false, "perm":6, "readQueueNums":4, "topicFilterType":"SINGLE_TAG",
-    			"topicName":"TopicA", "topicSysFlag":0, "writeQueueNums":4
-    		}
-    	}
+        "dataVersion":{                            "offsetTable":{
+            "counter":1,                                   "TopicA@group":{0:12,1:3
+            "timestamp":1700000000000                      }
+        },                                         }
+        "topicConfigTable":{                   }
+            "TopicA":{
+                "order":false, "perm":6, "readQueueNums":4, "topicFilterType":"SINGLE_TAG",
+                "topicName":"TopicA", "topicSysFlag":0, "writeQueueNums":4
+            }
+        }
     }
 
 fastjson writes integer map keys unquoted (``{0:12}``), which is not JSON;
@@ -58,7 +59,8 @@ def _pretty(value: Any, depth: int) -> str:
         if not value:
             return "{}"
         pad = "\t" * (depth + 1)
-        items = [f"{pad}{json.dumps(str(k), ensure_ascii=False)}:{_pretty(v, depth + 1)}" for k, v in value.items()]
+        items = [f"{pad}{json.dumps(str(k), ensure_ascii=False)}:{_pretty(v, depth + 1)}"
+                 for k, v in value.items()]
         return "{\n" + ",\n".join(items) + "\n" + "\t" * depth + "}"
     return json.dumps(value, ensure_ascii=False)
 
