@@ -18,9 +18,10 @@ here; extra ones live in ``.segstore/`` directories the brokers never read
 broker and loadable by it.
 
 The hooks a store calls: :func:`split_options` and :func:`attach` when it is
-opened, ``store.indexes.append()`` after each append, ``flush()``/``close()``
-with its own; :func:`time_layout_for` and :func:`query_key` answer
-``offset_for_time`` and ``query --key`` from extra indexes found on disk.
+opened (the plugin's ``open``), ``store.indexes.append()`` after each append,
+``flush()``/``close()``/``abandon()`` with its own, ``offset_for_time`` through
+``store.indexes`` when a time layout is attached, and :func:`query_key` for
+``query --key`` on Kafka.
 
 Thread-safety: as the owning store.
 """
@@ -57,17 +58,31 @@ def layout_class(name: str, format_name: str) -> type[Layout]:
     return getattr(module, f"{name.capitalize()}Layout")
 
 
-def split_options(config: Mapping[str, Any]) -> tuple[list[str], dict[str, Any], dict[str, Any]]:
+def split_options(config: Mapping[str, Any]) -> tuple[list[str] | None, dict[str, Any], dict[str, Any]]:
     """Split ``segstore.open`` keywords into ``(indexes, layout options, format config)``.
 
-    ``indexes`` may be a list of names or a comma-separated string (CLI).
+    ``indexes`` may be a list of names or a comma-separated string (CLI); None
+    when not given (then :func:`attach` keeps the extra indexes found on disk).
     """
     names = option_names()
     layout_options = {k: v for k, v in config.items() if k in names}
     rest = {k: v for k, v in config.items() if k not in names and k != INDEXES_OPTION}
-    raw = config.get(INDEXES_OPTION) or []
+    raw = config.get(INDEXES_OPTION)
+    if raw is None:
+        return None, layout_options, rest
     indexes = [n.strip() for n in raw.split(",")] if isinstance(raw, str) else list(raw)
     return [n for n in indexes if n], layout_options, rest
+
+
+def present_layouts(store: Store) -> list[str]:
+    """The extra layouts that have files in ``store`` (cheap: looks for their state files)."""
+    options = parse_options({})
+    found = []
+    for name in LAYOUT_NAMES:
+        cls = layout_class(name, store.format)
+        if not cls.native and cls(store, options, writable=False, open_streams=False).has_files():
+            found.append(name)
+    return found
 
 
 class IndexSet:
@@ -126,6 +141,12 @@ class IndexSet:
         for layout in layouts.values():
             layout.close()
 
+    def abandon(self) -> None:
+        """Release every file as a killed process would (the store's ``abandon``)."""
+        layouts, self.layouts = self.layouts, {}
+        for layout in layouts.values():
+            layout.abandon()
+
     # -- lookups, by the first layout that answers them -----------------------------
     def _answering(self, what: str) -> Layout:
         for layout in self.layouts.values():
@@ -144,13 +165,15 @@ class IndexSet:
         return self._answering("key").find_key(Stream(topic, partition), key, max_hits)
 
 
-def attach(store: Store, indexes: Iterable[str], options: Mapping[str, Any] | None = None) -> Store:
-    """Give ``store`` an :class:`IndexSet` as ``store.indexes`` (None when ``indexes`` is empty).
+def attach(store: Store, indexes: Iterable[str] | None = None, options: Mapping[str, Any] | None = None) -> Store:
+    """Give ``store`` an :class:`IndexSet` as ``store.indexes`` (None when there are no indexes).
 
-    In append mode the extra layouts are recovered and caught up with the log
-    here.  On failure the store is closed and the error raised.
+    ``indexes`` None keeps the extra layouts already on disk (so appends never
+    leave them behind); ``[]`` opens none.  In append mode the extra layouts are
+    recovered and caught up with the log here.  On failure the store is closed
+    and the error raised.
     """
-    names = list(indexes)
+    names = present_layouts(store) if indexes is None else list(indexes)
     if not names:
         store.indexes = None
         return store
@@ -163,31 +186,18 @@ def attach(store: Store, indexes: Iterable[str], options: Mapping[str, Any] | No
     return store
 
 
-def time_layout_for(store: Store) -> Layout | None:
-    """The extra time layout of a RocketMQ store: attached, or found on disk (read-only lookups); else None."""
-    attached = getattr(store, "indexes", None)
-    if attached is not None and "time" in attached:
-        return attached["time"]
-    from .rocketmq import TimeLayout
-
-    layout = TimeLayout(store, parse_options({}), writable=False)
-    return layout if layout.present else None
-
-
 def query_key(store: Store, request: QueryRequest, out: TextIO) -> int:
     """``segstore query PARTITION --key K [--max N] [--json]`` on Kafka, from the key index beside the segments.
 
     Prints the matching records (``dump --json`` objects with ``--json``), oldest
     first; exit code 1 when none match.
     """
-    attached = getattr(store, "indexes", None)
+    attached = store.indexes
     owned = None
     if attached is not None and "key" in attached:
         layout = attached["key"]
     else:
-        from .kafka import KeyLayout
-
-        layout = owned = KeyLayout(store, parse_options({}), writable=False)
+        layout = owned = layout_class("key", store.format)(store, parse_options({}), writable=False)
     try:
         streams = layout.streams()
         if request.topic is not None:

@@ -243,6 +243,10 @@ class StreamIndex:
             self.state.save(clean=True)
         self._close_files()
 
+    def abandon(self) -> None:
+        """Release the files as a killed process would: nothing flushed, trimmed or marked clean."""
+        self._close_files()
+
     def drop(self) -> None:
         self._close_files()
         files.remove_tree(self.directory)
@@ -325,6 +329,10 @@ class Layout:
 
     def close(self) -> None:
         """Release the files."""
+
+    def abandon(self) -> None:
+        """Release the files without a clean shutdown (crash simulation)."""
+        self.close()
 
     def drop(self) -> list[str]:
         """Delete the layout's files (extra layouts); returns the paths removed."""
@@ -412,10 +420,9 @@ class ExtraLayout(Layout):
             index = self._open_stream(stream)
         return index
 
-    @property
-    def present(self) -> bool:
-        """Whether any stream has this index on disk."""
-        return bool(self._streams)
+    def has_files(self) -> bool:
+        """Whether any stream has this index on disk (its state file)."""
+        return any(files.exists(os.path.join(self.directory(s), STATE_FILE)) for s in self.streams())
 
     @property
     def actions(self) -> list[str]:
@@ -454,6 +461,15 @@ class ExtraLayout(Layout):
         streams, self._streams = self._streams, {}
         for index in streams.values():
             index.close()
+        self._release_locks()
+
+    def abandon(self) -> None:
+        streams, self._streams = self._streams, {}
+        for index in streams.values():
+            index.abandon()
+        self._release_locks()
+
+    def _release_locks(self) -> None:
         for lock in self._locks:
             lock.release()
         self._locks = []

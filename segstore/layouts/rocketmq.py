@@ -384,6 +384,9 @@ class _ExtraQueueLayout(ExtraLayout):
     def lock_paths(self) -> list[str]:
         return [os.path.join(self.store.path, INDEX_ROOT, f"{self.name}.lock")]
 
+    def has_files(self) -> bool:
+        return files.is_dir(os.path.join(self.store.path, INDEX_ROOT, self.name)) and super().has_files()
+
     def _index(self, stream: Stream) -> Any:
         index = self._streams.get(stream)
         if index is None:
