@@ -74,8 +74,8 @@ def _planned(df) -> int:
 def test_pushdown_prunes_partitions_rocketmq(spark, rocketmq_stores):  # noqa: F811
     path = rocketmq_stores["basic"]
     config = fixture_config(path)
-    # one queue per input partition: every queue of the fixture is a few KiB
-    df = _load(spark, path, config, maxBytesPerPartition="1")
+    # about one queue per input partition: each queue of the fixture holds ~8 KiB
+    df = _load(spark, path, config, maxBytesPerPartition="10000")
     everything = df.count()
     all_parts = _planned(df)
     one_topic = df.filter("topic = 'TopicA'")
@@ -109,9 +109,10 @@ def test_pushdown_prunes_kafka_segments(spark):  # noqa: F811
     path = FIXTURES / "kafka" / "uncompressed" / "topic-0"
     config = fixture_config(path)
     library = library_rows(path, config)
-    df = _load(spark, path, config, maxBytesPerPartition="1000000")
+    # no segment exceeds segment.bytes and no two together fit it: one input partition per segment
+    df = _load(spark, path, config, maxBytesPerPartition=str(config["segment.bytes"]))
     segments = _planned(df)
-    assert segments >= 4  # one input partition per segment
+    assert segments == len(list((FIXTURES / "kafka" / "uncompressed" / "topic-0").glob("*.log")))
     last = max(r["offset"] for r in library)
     tail = df.filter(f"offset >= {last - 5}")
     assert _planned(tail) == 1
