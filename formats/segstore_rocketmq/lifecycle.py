@@ -107,6 +107,8 @@ class LifecycleMixin:
         self._check_writable()
         with self._flusher.lock:
             results = self._append_locked(messages)
+            if self.indexes is not None:  # extra index layouts (segstore.layouts)
+                self.indexes.append()
             end = self.commitlog.end
             if results:
                 self._flusher.appended(end, results[-1].extra["store_timestamp"], len(results))

@@ -59,6 +59,8 @@ SYSFLAG_BORNHOST_V6 = 0x10
 SYSFLAG_STOREHOST_V6 = 0x20
 SYSFLAG_HOST_MASK = SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6
 
+#: The stored CRC is the zlib CRC-32 with the sign bit cleared (``UtilAll.crc32``).
+BODY_CRC_MASK = 0x7FFFFFFF
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
 MAX_PROPERTIES_BYTES = 0x7FFF     # the length is a signed short
@@ -222,7 +224,10 @@ class RocketMQMessage:
 
 def body_crc(body: bytes) -> int:
     """The stored body CRC: ``CRC32(body) & 0x7FFFFFFF`` (zlib's C implementation)."""
-    return zlib.crc32(body) & 0x7FFFFFFF
+    return zlib.crc32(body) & BODY_CRC_MASK
+
+
+_U64_MASK = (1 << 64) - 1
 
 
 @lru_cache(maxsize=256)
@@ -232,7 +237,7 @@ def _msg_id_prefix(store_host: Host) -> str:
 
 def msg_id(store_host: Host, physical_offset: int) -> str:
     """Uppercase hex of store IP + int port + long physical offset (32 or 56 characters)."""
-    return _msg_id_prefix(store_host) + MSG_ID_OFFSET.pack(physical_offset).hex().upper()
+    return _msg_id_prefix(store_host) + format(physical_offset & _U64_MASK, "016X")
 
 
 def encode_properties(properties: dict[str, str]) -> bytes:

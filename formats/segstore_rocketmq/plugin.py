@@ -26,7 +26,11 @@ class RocketMQFormat(FormatPlugin):
         return files.is_dir(path) and is_rocketmq_store(path)
 
     def open(self, path: str, mode: str = "r", **config: Any) -> RocketMQStore:
-        return RocketMQStore(path, mode, config)
+        """Open a store; ``indexes=[...]`` and layout options go to ``segstore.layouts`` (extra indexes)."""
+        from segstore.layouts import attach, split_options
+
+        indexes, layout_options, config = split_options(config)
+        return attach(RocketMQStore(path, mode, config), indexes, layout_options)
 
     def write_jsonl(self, path: str, lines: list[dict[str, Any]], config: dict[str, Any]) -> int:
         """Append plain message lines: RocketMQ field names (``topic, queue_id, body, tags, keys,

@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import os
 import time
+import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, TextIO
 
@@ -46,8 +47,11 @@ from .indexfile import IndexRequest, IndexService
 from .javacompat import hashmap_order, string_hash
 from .lifecycle import LifecycleMixin
 from .message import (
+    BODY_CRC_MASK,
+    HEADERS,
     KEY_SEPARATOR,
     MESSAGE_MAGIC,
+    PROPERTIES_LENGTH,
     PROPERTY_DELAY,
     PROPERTY_KEYS,
     PROPERTY_REAL_QUEUE_ID,
@@ -61,11 +65,9 @@ from .message import (
     SYSFLAG_TRANSACTION_ROLLBACK,
     Host,
     RocketMQMessage,
-    body_crc,
     encode_parts,
     encode_properties,
     encode_topic,
-    encoded_size,
     host_flags,
     msg_id,
 )
@@ -164,6 +166,8 @@ class RocketMQStore(LifecycleMixin, Store):
     """
 
     format = "rocketmq"
+    #: extra index layouts kept beside the store (set by ``segstore.layouts.attach``)
+    indexes: Any = None
 
     def __init__(self, path: str, mode: str = "r", config: Mapping[str, Any] | BrokerConfig | None = None,
                  *, clock: Any = None) -> None:
@@ -251,6 +255,8 @@ class RocketMQStore(LifecycleMixin, Store):
         """Release everything as a killed process would: no flush, preallocated files left."""
         if self._closed:
             return
+        if self.indexes is not None:  # extra index layouts (segstore.layouts): left as a crash leaves them
+            self.indexes.abandon()
         self._abandon_durable()
         if self.commitlog is not None:
             self.commitlog.abandon()
@@ -262,12 +268,16 @@ class RocketMQStore(LifecycleMixin, Store):
         if self.mode != "a":
             return
         self._flush_durable()
+        if self.indexes is not None:  # extra index layouts (segstore.layouts)
+            self.indexes.flush()
 
     def close(self) -> None:
         """Flush, persist ``config/topics.json`` (if topics changed), release the files."""
         if self._closed:
             return
         try:
+            if self.indexes is not None:  # extra index layouts (segstore.layouts): closed cleanly first
+                self.indexes.close()
             if self.mode == "a":
                 self._close_durable()
                 if self._configs_dirty:
@@ -432,18 +442,21 @@ class RocketMQStore(LifecycleMixin, Store):
         encoded = []
         sizes = []
         topic_fields = self._topic_fields
+        crc32 = zlib.crc32
         for msg in built:
             topic_field = topic_fields.get(msg.topic)
             if topic_field is None:
                 topic_field = topic_fields[msg.topic] = encode_topic(msg.topic, MESSAGE_MAGIC)
             properties = encode_properties(msg.properties)
-            msg.sys_flag = (msg.sys_flag & ~SYSFLAG_HOST_MASK) | host_flags(msg.born_host, msg.store_host)
-            msg.size = size = encoded_size(len(msg.body), len(topic_field), len(properties), msg.sys_flag)
+            msg.sys_flag = sys_flag = (msg.sys_flag & ~SYSFLAG_HOST_MASK) | host_flags(msg.born_host,
+                                                                                       msg.store_host)
+            msg.size = size = (HEADERS[sys_flag & SYSFLAG_HOST_MASK].size + len(msg.body) + len(topic_field)
+                               + PROPERTIES_LENGTH.size + len(properties))
             if size > limit:
                 raise MessageTooLargeError(f"expected a message of at most {limit} bytes (maxMessageSize "
                                            f"{self.config.maxMessageSize}), found {size}",
                                            os.path.join(self.path, COMMITLOG_DIR), self.commitlog.end)
-            msg.body_crc = body_crc(msg.body)
+            msg.body_crc = crc32(msg.body) & BODY_CRC_MASK
             encoded.append((topic_field, properties))
             sizes.append(size)
         start = self.commitlog.end
@@ -578,6 +591,8 @@ class RocketMQStore(LifecycleMixin, Store):
 
     def offset_for_time(self, topic: str, partition: int, timestamp: int) -> int | None:
         """The first queue offset stored at or after ``timestamp`` (None: every message is older)."""
+        if self.indexes is not None and "time" in self.indexes:  # the extra sparse time index (segstore.layouts)
+            return self.indexes.offset_for_time(topic, partition, timestamp)
         from .query import offset_in_queue_by_time
 
         start, end = self.offset_range(topic, partition)
