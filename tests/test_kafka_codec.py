@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import random
 import struct
+import threading
 
 import cramjam
 import crc32c
@@ -105,6 +106,25 @@ def test_codec_round_trip(name: str, size: int) -> None:
     data = random.Random(size).randbytes(size // 2) + b"abc" * (size // 6)
     data = data[:size]
     assert compression.decompress(name, compression.compress(name, data)) == data
+
+
+def test_codecs_are_thread_safe() -> None:
+    errors: list[int] = []
+
+    def work(seed: int) -> None:
+        rng = random.Random(seed)
+        for _ in range(100):
+            data = rng.randbytes(rng.randrange(1, 5000)) * 3
+            for name in compression.COMPRESSION_NAMES:
+                if compression.decompress(name, compression.compress(name, data)) != data:
+                    errors.append(seed)
+
+    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
 
 
 def test_codec_framing_is_kafkas() -> None:

@@ -39,6 +39,7 @@ zstandard) and thread-safe.
 from __future__ import annotations
 
 import struct
+import threading
 import zlib
 
 import cramjam
@@ -149,9 +150,20 @@ def _lz4_compress(data: bytes) -> bytes:
     )
 
 
+class _ZstdContexts(threading.local):
+    """One zstd compressor and decompressor per thread: they are costly to create and not thread-safe."""
+
+    def __init__(self) -> None:
+        self.compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_content_size=False,
+                                                   write_checksum=False)
+        self.decompressor = zstandard.ZstdDecompressor()
+
+
+_zstd = _ZstdContexts()
+
+
 def _zstd_compress(data: bytes) -> bytes:
-    compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_content_size=False, write_checksum=False)
-    stream = compressor.compressobj()
+    stream = _zstd.compressor.compressobj()
     return b"".join((stream.compress(data), stream.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK),
                      stream.flush(zstandard.COMPRESSOBJ_FLUSH_FINISH)))
 
@@ -223,7 +235,7 @@ def _lz4_decompress(data: bytes, legacy: bool = False) -> bytes:
 
 
 def _zstd_decompress(data: bytes) -> bytes:
-    decompressor = zstandard.ZstdDecompressor()
+    decompressor = _zstd.decompressor
     out = []
     rest = data
     while rest:
