@@ -55,6 +55,7 @@ HEADER = struct.Struct(
     "i"    # indexCount
 )
 assert HEADER.size == 40
+INDEX_COUNT_POS = struct.calcsize(">qqqqi")
 
 SLOT_DTYPE = np.dtype(">i4")
 assert SLOT_DTYPE.itemsize == 4
@@ -174,6 +175,8 @@ class IndexFile:
         self.slot_num = slot_num
         self.index_num = index_num
         self.header = IndexHeader.unpack(file.view(0, HEADER.size))
+        # a damaged count cannot promise more entries than the file holds (verify reports it)
+        self.header.index_count = min(self.header.index_count, index_num)
         self.slots = file.array(SLOT_DTYPE, HEADER.size, slot_num)
         self.entries_all = file.array(ENTRY_DTYPE, HEADER.size + slot_num * SLOT_DTYPE.itemsize, index_num)
 
@@ -344,16 +347,17 @@ class IndexFile:
         Runtime complexity: ``O(slots * chain depth)`` in numpy.
         """
         new_count = FIRST_ENTRY + keep
-        old_count = self.header.index_count
-        if new_count >= old_count:
-            return
+        old_count = max(self.header.index_count, new_count)
         slots = self.slots.astype(np.int64)
         prevs = self.entries_all["prev"].astype(np.int64)
+        slots[(slots < INVALID_INDEX) | (slots >= old_count)] = INVALID_INDEX
         moving = slots >= new_count
         while moving.any():
-            slots[moving] = prevs[slots[moving]]
+            current = slots[moving]
+            older = prevs[current]
+            # a link must go back; anything else (damage) ends the chain
+            slots[moving] = np.where((older < current) & (older >= INVALID_INDEX), older, INVALID_INDEX)
             moving = slots >= new_count
-        slots[slots < INVALID_INDEX] = INVALID_INDEX
         self.slots[:] = slots
         self.file.write(self.entry_pos(new_count), bytes((old_count - new_count) * ENTRY_DTYPE.itemsize))
         header = self.header

@@ -29,7 +29,7 @@ from segstore.store import Problem
 from .checkpoint import FILE_NAME as CHECKPOINT_FILE
 from .checkpoint import check as check_checkpoint
 from .consumequeue import CQ_DTYPE
-from .indexfile import INVALID_INDEX, index_key_hashes, index_keys
+from .indexfile import HEADER, INDEX_COUNT_POS, INVALID_INDEX, IndexHeader, index_key_hashes, index_keys
 from .message import Blank, End, RocketMQMessage, decode
 from .recovery import Walked, nonzero_extent, walk
 
@@ -115,9 +115,10 @@ def _verify_index(store, walked: dict[int, Walked], problems: list[Problem]) -> 
     hashes_of: dict[int, set[int]] = {}
     for f in index.files:
         h = f.header
-        if h.index_count > f.index_num:
-            problems.append(Problem(f.path, 36, f"expected indexCount <= {f.index_num}, found {h.index_count}"))
-            continue
+        stored_count = IndexHeader.unpack(f.file.view(0, HEADER.size)).index_count
+        if stored_count > f.index_num:
+            problems.append(Problem(f.path, INDEX_COUNT_POS, f"expected indexCount <= {f.index_num}, "
+                                                             f"found {stored_count}"))
         entries = f.entries
         numbers = np.arange(1, h.index_count)
         for n, (hsh, phy, diff, prev) in zip(numbers.tolist(), entries.tolist(), strict=True):

@@ -1,0 +1,167 @@
+"""verify and recovery against damaged stores: bytes flipped or cut in every kind of file."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+
+import segstore
+from segstore import files
+from segstore.errors import SegstoreError
+from segstore_rocketmq import recovery as rec
+
+from conftest import FIXTURES, copy_writable
+from rocketmq_crash_writer import CONFIG, message
+
+N = 60
+
+
+@pytest.fixture
+def store_dir(tmp_path):
+    path = str(tmp_path / "store")
+    with segstore.open(path, format="rocketmq", mode="a", **CONFIG) as store:
+        store.append_batch([message(i) for i in range(N)])
+    return path
+
+
+def _open(path, mode="r"):
+    return segstore.open(path, format="rocketmq", mode=mode, **CONFIG)
+
+
+def _flip(path: str, pos: int) -> None:
+    data = bytearray(files.read_bytes(path))
+    data[pos] ^= 0xFF
+    files.write_bytes(path, bytes(data[pos:pos + 1]), pos)
+
+
+def _intact_bodies(path: str) -> list[bytes]:
+    """Bodies of every valid message, walking past damage (recovery's walk)."""
+    with _open(path) as store:
+        w = rec.walk(store.commitlog, store.commitlog.min_offset, store.tags_code)
+        return [store.commitlog.read(m.phy).body for m in w.messages]
+
+
+@pytest.mark.parametrize("name", ["basic", "abort"])
+def test_fixture_stores_verify_clean(name):
+    with segstore.open(str(FIXTURES / "rocketmq" / name / "store"), format="rocketmq") as store:
+        assert store.verify() == []
+
+
+def test_clean_store_verifies_clean(store_dir):
+    with _open(store_dir) as store:
+        assert store.verify() == []
+
+
+def test_flipped_commitlog_body_is_named_and_recovery_keeps_the_rest(store_dir):
+    with _open(store_dir) as store:
+        victim = next(m for m in store.scan() if m.queue_offset == 5 and m.queue_id == 0)
+    seg_base = victim.physical_offset - victim.physical_offset % CONFIG["mappedFileSizeCommitLog"]
+    path = os.path.join(store_dir, "commitlog", f"{seg_base:020d}")
+    pos = victim.physical_offset - seg_base
+    _flip(path, pos + victim.size - 3)           # in the properties: the CRC covers the body only
+    _flip(path, pos + 100)                        # in the body
+    with _open(store_dir) as store:
+        problems = [str(p) for p in store.verify()]
+    assert any(p.startswith(f"{path}:{pos}: ") for p in problems), problems
+    before = _intact_bodies(store_dir)
+    assert len(before) == N - 1
+    with _open(store_dir, "a") as store:
+        assert any("damaged bytes left in place" in line for line in store.recovery_lines)
+    assert _intact_bodies(store_dir) == before    # recovery lost no intact message
+
+
+def test_torn_tail_is_cut_and_kept_aside(store_dir):
+    with _open(store_dir) as store:
+        last = list(store.scan())[-1]
+    base = last.physical_offset - last.physical_offset % CONFIG["mappedFileSizeCommitLog"]
+    path = os.path.join(store_dir, "commitlog", f"{base:020d}")
+    pos = last.physical_offset - base
+    torn = files.read_bytes(path)[pos:pos + last.size]
+    files.write_bytes(path, bytes(last.size - 10), pos + 10)   # the end of the last message never landed
+    files.touch(os.path.join(store_dir, "abort"))
+    with _open(store_dir) as store:
+        assert any(str(p).startswith(f"{path}:{pos}: ") for p in store.verify())
+    with _open(store_dir, "a") as store:
+        assert any(f"{path}:{pos}: cut 10 bytes" in line for line in store.recovery_lines)
+        assert store.verify() == []
+        assert store.offset_range("Crash", last.queue_id)[1] == last.queue_offset   # its entry dropped
+    assert files.read_bytes(f"{path}.cut-{pos}") == torn[:10]
+    assert len(_intact_bodies(store_dir)) == N - 1
+
+
+def test_consume_queue_damage_is_named_and_rebuilt(store_dir):
+    path = os.path.join(store_dir, "consumequeue", "Crash", "1", f"{0:020d}")
+    _flip(path, 20 * 3 + 9)          # the size of entry 3
+    _flip(path, 20 * 7 + 15)         # the tags code of entry 7
+    with _open(store_dir) as store:
+        problems = [str(p) for p in store.verify()]
+    assert any(p.startswith(f"{path}:140: ") for p in problems), problems
+    files.touch(os.path.join(store_dir, "abort"))
+    with _open(store_dir, "a") as store:
+        assert store.verify() == []
+        assert [m.body for m in store.read("Crash", 1)] == [message(i)["body"] for i in range(N) if i % 2]
+
+
+def test_index_damage_is_named_and_rebuilt_per_entry(store_dir):
+    index_dir = os.path.join(store_dir, "index")
+    first = os.path.join(index_dir, files.list_dir(index_dir)[0])
+    slots = CONFIG["maxHashSlotNum"]
+    entry_pos = 40 + slots * 4 + 20 * 10
+    _flip(first, entry_pos + 6)      # the offset of entry 10
+    with _open(store_dir) as store:
+        problems = [str(p) for p in store.verify()]
+    assert any(p.startswith(f"{first}:{entry_pos}: ") for p in problems), problems
+    files.touch(os.path.join(store_dir, "abort"))
+    with _open(store_dir, "a") as store:
+        assert any(f"{first}:{entry_pos}: index entry 10" in line for line in store.recovery_lines)
+        assert store.verify() == []
+        for i in range(N):
+            assert [m.body for m in store.query_by_key("Crash", f"k{i}")] == [message(i)["body"]]
+
+
+def test_checkpoint_damage_is_named(store_dir):
+    path = os.path.join(store_dir, "checkpoint")
+    _flip(path, 1000)
+    with _open(store_dir) as store:
+        assert [str(p) for p in store.verify()] == [f"{path}:1000: expected zeros after byte 40, found 0xff"]
+
+
+def test_cut_files_raise_typed_errors(store_dir):
+    path = os.path.join(store_dir, "commitlog", f"{0:020d}")
+    data = files.read_bytes(path)
+    files.write_atomic(path, data[:5000])
+    with pytest.raises(SegstoreError) as err:
+        with _open(store_dir, "a"):
+            pass
+    assert path in str(err.value)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_flips_never_raise_untyped_and_never_lose_intact_messages(tmp_path, seed):
+    rng = random.Random(seed)
+    src = tmp_path / "src"
+    with segstore.open(str(src), format="rocketmq", mode="a", **CONFIG) as store:
+        store.append_batch([message(i) for i in range(N)])
+    store_dir = str(copy_writable(src, tmp_path / "store"))
+    candidates = []
+    for root, _, names in os.walk(store_dir):
+        # config/*.json is left out: segstore.files.read_text lets UnicodeDecodeError through (reported to core)
+        if os.path.basename(root) != "config":
+            candidates += [os.path.join(root, n) for n in names if n not in ("lock", "abort")]
+    for _ in range(3):
+        path = rng.choice(sorted(candidates))
+        size = files.file_size(path)
+        if size:
+            _flip(path, rng.randrange(size))
+    files.touch(os.path.join(store_dir, "abort"))
+    try:
+        with _open(store_dir) as store:
+            store.verify()
+        intact = _intact_bodies(store_dir)
+        with _open(store_dir, "a") as store:
+            store.verify()
+        assert _intact_bodies(store_dir) == intact
+    except SegstoreError:
+        pass
