@@ -366,8 +366,12 @@ def make_dirs(path: str | os.PathLike[str]) -> None:
 def remove(path: str | os.PathLike[str]) -> None:
     """Delete a file; a missing file is fine."""
     path = os.fspath(path)
-    with contextlib.suppress(FileNotFoundError), _os_errors(path):
+    try:
         os.remove(path)
+    except FileNotFoundError:
+        return
+    except OSError as err:
+        raise _translate(err, path) from err
 
 
 def remove_tree(path: str | os.PathLike[str]) -> None:

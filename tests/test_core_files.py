@@ -99,3 +99,10 @@ def test_writer_lock_excludes_other_processes(tmp_path):
     assert subprocess.run([sys.executable, "-c", code]).returncode == 3
     lock.release()
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_remove_missing_file_is_fine(tmp_path):
+    files.remove(tmp_path / "never-there")
+    (tmp_path / "f").write_bytes(b"x")
+    files.remove(tmp_path / "f")
+    assert not (tmp_path / "f").exists()

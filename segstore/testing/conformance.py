@@ -17,7 +17,7 @@ from segstore.records import Message
 
 # Keys without spaces (RocketMQ's KEYS property is space-separated) and header
 # values that are UTF-8 (RocketMQ properties are strings): what every format carries.
-_KEYS = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-_.", min_size=1, max_size=12)
+_KEYS = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-_.", min_size=1, max_size=12).map(str.encode)
 _VALUES = st.binary(min_size=0, max_size=300)
 _HEADER_NAMES = st.sampled_from(["h0", "h1", "trace-id", "ü-hdr"])
 _HEADER_VALUES = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00\x01\x02"),
