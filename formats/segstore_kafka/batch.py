@@ -499,33 +499,33 @@ class RecordBatch:
 
 
 def _read_entry(view: memoryview, pos: int, *, path: str, base_pos: int, check_crc: bool) -> RecordBatch:
-    """Decode the entry at ``view[pos]`` (v2 header, or a legacy message) without its records."""
+    """Decode the entry at ``view[pos]`` (v2 header, or a legacy message) without its records.
+
+    The checks come in the order of Kafka's ``FileLogInputStream.nextBatch``: a
+    tail too short for the header up to the magic, or shorter than its length
+    says, is truncated; a length below any message's minimum is corrupt; then
+    the magic and the v2 minimum length.
+    """
     at = base_pos + pos
     remaining = len(view) - pos
-    if remaining < LOG_OVERHEAD:
-        raise TruncatedDataError(f"a {LOG_OVERHEAD}-byte batch offset and length, found {remaining} bytes",
+    if remaining < HEADER_UP_TO_MAGIC:
+        raise TruncatedDataError(f"a batch header of at least {HEADER_UP_TO_MAGIC} bytes, found {remaining}",
                                  path, at)
     _offset, length = ENTRY_PREFIX.unpack_from(view, pos)
     if length < legacy.MIN_MESSAGE_SIZE:
         raise CorruptDataError(f"a batch length of at least {legacy.MIN_MESSAGE_SIZE}, found {length}",
                                path, at)
-    if remaining < HEADER_UP_TO_MAGIC:
-        raise TruncatedDataError(f"a batch header of at least {HEADER_UP_TO_MAGIC} bytes, found {remaining}",
-                                 path, at)
+    size = LOG_OVERHEAD + length
+    if remaining < size:
+        raise TruncatedDataError(f"a {size}-byte batch, found {remaining} bytes", path, at)
     (magic,) = MAGIC_FIELD.unpack_from(view, pos + MAGIC_OFFSET)
     if magic not in (0, 1, MAGIC_V2):
         raise CorruptDataError(f"magic 0, 1 or 2, found {magic}", path, at + MAGIC_OFFSET)
     if magic < MAGIC_V2:
-        if remaining < LOG_OVERHEAD + length:
-            raise TruncatedDataError(f"a {LOG_OVERHEAD + length}-byte message, found {remaining} bytes",
-                                     path, at)
-        return _legacy_batch(view[pos:pos + LOG_OVERHEAD + length], at, path, check_crc)
+        return _legacy_batch(view[pos:pos + size], at, path, check_crc)
     if length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
         raise CorruptDataError(f"a v2 batch length of at least {RECORD_BATCH_OVERHEAD - LOG_OVERHEAD}, "
                                f"found {length}", path, at)
-    size = LOG_OVERHEAD + length
-    if remaining < size:
-        raise TruncatedDataError(f"a {size}-byte batch, found {remaining} bytes", path, at)
     data = view[pos:pos + size]
     fields = HEADER.unpack_from(data)
     batch = RecordBatch(*fields, position=at, data=data, path=path)
