@@ -189,28 +189,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input", help="a file of one JSON message per line")
     p.set_defaults(func=cmd_write)
 
-    for extension in _EXTENSIONS:
-        extension(sub)
-    return parser
+    # Conversion and extra index layouts are packages of their own; they add their subcommands.
+    from . import convert, layouts
 
-
-def _convert_commands(sub: Any) -> None:
-    try:
-        from . import convert
-    except ImportError:
-        return
     convert.add_cli(sub)
-
-
-def _index_commands(sub: Any) -> None:
-    try:
-        from . import layouts
-    except ImportError:
-        return
     layouts.add_cli(sub)
-
-
-_EXTENSIONS = (_convert_commands, _index_commands)
+    return parser
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
