@@ -233,3 +233,30 @@ def test_properties_with_separators_are_rejected(msg, bad):
     msg.properties["x"] = "v" + bad
     with pytest.raises(InvalidMessageError):
         encode(msg)
+
+
+def java_hashmap_simulation(keys: list[str], capacity: int = 16) -> list[str]:
+    """java.util.HashMap put/resize done step by step (the oracle): chains split on resize in order."""
+    table: list[list[str]] = [[] for _ in range(javacompat.table_size_for(capacity))]
+    size = 0
+    for key in keys:
+        bucket = table[javacompat.spread_hash(key) & (len(table) - 1)]
+        if key in bucket:
+            continue
+        bucket.append(key)
+        size += 1
+        if size > int(len(table) * 0.75):
+            bigger: list[list[str]] = [[] for _ in range(2 * len(table))]
+            for chain in table:
+                for k in chain:
+                    bigger[javacompat.spread_hash(k) & (len(bigger) - 1)].append(k)
+            table = bigger
+    return [k for chain in table for k in chain]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.text(max_size=6) | st.sampled_from(["Aa", "BB", "AaAa", "BBBB", "AaBB", "BBAa"]),
+                max_size=60),
+       st.sampled_from([1, 16, 64, 128]))
+def test_hashmap_order_equals_a_step_by_step_hashmap(keys, capacity):
+    assert javacompat.hashmap_order(keys, capacity) == java_hashmap_simulation(keys, capacity)
