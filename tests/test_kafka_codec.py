@@ -217,6 +217,15 @@ def test_control_batches_round_trip() -> None:
         assert DefaultRecordBatch(out).is_control_batch
     plain = next(codec.iter_batches(codec.encode_batch([(b"k", b"v", 1)], base_offset=0)))
     assert plain.control_type() is None
+    assert codec.parse_control_record(b"\x00\x00\x00\x02", None) == ("LEADER_CHANGE", None)
+    assert codec.parse_control_record(b"\x00\x00\x00\x63", None) == ("UNKNOWN", None)
+    for key, value in [(b"\x00\x00", None), (b"\xff\xff\x00\x01", b"\x00" * 6),
+                       (b"\x00\x00\x00\x01", b"\x00"), (b"\x00\x00\x00\x00", b"\xff\xff\x00\x00\x00\x01")]:
+        with pytest.raises(ValueError):
+            codec.parse_control_record(key, value)
+    broken = codec.encode_batch([(b"\x00", b"", 1)], base_offset=0, is_control=True, is_transactional=True)
+    with pytest.raises(CorruptDataError, match="control record key"):
+        next(codec.iter_batches(broken, path="c.log")).control_type()
 
 
 def test_log_append_time_batch() -> None:

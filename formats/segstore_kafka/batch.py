@@ -187,17 +187,21 @@ class Record:
 def parse_control_record(key: bytes | None, value: bytes | None) -> tuple[str, int | None]:
     """``(type name, coordinator epoch)`` of a control record; the epoch only for ABORT/COMMIT.
 
-    :raises ValueError: the key or value is too short.
+    :raises ValueError: the key or value is too short or has a negative version (as Kafka rejects).
     """
     if key is None or len(key) < CONTROL_KEY.size:
         raise ValueError(f"a control record key of {CONTROL_KEY.size} bytes, found {key!r}")
-    _version, type_id = CONTROL_KEY.unpack_from(key)
+    version, type_id = CONTROL_KEY.unpack_from(key)
+    if version < 0:
+        raise ValueError(f"a control record key version >= 0, found {version}")
     name = CONTROL_TYPES.get(type_id, UNKNOWN_CONTROL_TYPE)
     if name not in ("ABORT", "COMMIT"):
         return name, None
     if value is None or len(value) < END_TXN_MARKER.size:
         raise ValueError(f"an end-transaction marker value of {END_TXN_MARKER.size} bytes, found {value!r}")
-    _version, coordinator_epoch = END_TXN_MARKER.unpack_from(value)
+    version, coordinator_epoch = END_TXN_MARKER.unpack_from(value)
+    if version < 0:
+        raise ValueError(f"an end-transaction marker version >= 0, found {version}")
     return name, coordinator_epoch
 
 
