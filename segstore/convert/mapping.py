@@ -82,6 +82,7 @@ NONQUEUED_TOPIC = "rmq.nonqueued"
 # -- RocketMQ fields as Kafka headers ------------------------------------------
 RMQ_PREFIX = "rmq."
 RMQ_PROPERTY_PREFIX = "rmq.p."
+_PROPERTY_PREFIX_LENGTH = len(RMQ_PROPERTY_PREFIX)
 H_PHYSICAL_OFFSET = "rmq.physical_offset"
 H_BORN_TIMESTAMP = "rmq.born_timestamp"
 H_BORN_HOST = "rmq.born_host"
@@ -313,30 +314,26 @@ def restore_rocketmq(entry: KafkaEntry) -> RocketMQMessage:
     try:
         for name, value in entry.headers:
             if name.startswith(RMQ_PROPERTY_PREFIX):
-                properties[name[len(RMQ_PROPERTY_PREFIX):]] = (value or b"").decode("utf-8", "surrogatepass")
+                properties[name[_PROPERTY_PREFIX_LENGTH:]] = (value or b"").decode("utf-8", "surrogatepass")
             else:
                 fields[name] = value
-
-        def number(name: str, default: int | None = None) -> int:
-            raw = fields[name] if default is None else fields.get(name)
-            return default if raw is None else int(raw)
-
         if entry.topic == NONQUEUED_TOPIC:
             topic = (fields[H_TOPIC] or b"").decode("utf-8")
-            queue_id = number(H_QUEUE_ID)
+            queue_id = int(fields[H_QUEUE_ID] or b"")
         else:
             topic, queue_id = unescape_kafka(entry.topic), entry.partition
+        optional = fields.get
         msg = RocketMQMessage(
             topic=topic, queue_id=queue_id, body=entry.value or b"", properties=properties,
-            flag=number(H_FLAG, 0), queue_offset=number(H_QUEUE_OFFSET, entry.offset),
-            physical_offset=number(H_PHYSICAL_OFFSET), sys_flag=number(H_SYS_FLAG, 0),
-            born_timestamp=number(H_BORN_TIMESTAMP),
+            flag=int(optional(H_FLAG) or 0), queue_offset=int(optional(H_QUEUE_OFFSET) or entry.offset),
+            physical_offset=int(fields[H_PHYSICAL_OFFSET] or b""), sys_flag=int(optional(H_SYS_FLAG) or 0),
+            born_timestamp=int(fields[H_BORN_TIMESTAMP] or b""),
             born_host=_parse_host(fields[H_BORN_HOST] or b""),
-            store_timestamp=number(H_STORE_TIMESTAMP),
+            store_timestamp=int(fields[H_STORE_TIMESTAMP] or b""),
             store_host=_parse_host(fields[H_STORE_HOST] or b""),
-            reconsume_times=number(H_RECONSUME_TIMES, 0),
-            prepared_transaction_offset=number(H_PREPARED_OFFSET, 0),
-            magic=MESSAGE_MAGIC_V2 if fields.get(H_MAGIC) == MAGIC_V2_TEXT else MESSAGE_MAGIC)
+            reconsume_times=int(optional(H_RECONSUME_TIMES) or 0),
+            prepared_transaction_offset=int(optional(H_PREPARED_OFFSET) or 0),
+            magic=MESSAGE_MAGIC_V2 if optional(H_MAGIC) == MAGIC_V2_TEXT else MESSAGE_MAGIC)
     except (ValueError, KeyError, InvalidMessageError, InvalidTopicError) as err:
         raise ConversionError(f"expected the rmq.* headers of a converted RocketMQ message in "
                               f"{entry.topic}-{entry.partition} at offset {entry.offset}, found "

@@ -165,8 +165,8 @@ def _commitlog_file_base(commitlog: Any, path: str | None, pos: int) -> int:
 
 
 def _kafka_entries(source: Any, topic: str, partition: int, report: ConversionReport,
-                   skip_corrupt: bool) -> Iterator[KafkaEntry]:
-    """The records of one partition in offset order, with their batch flags; with
+                   skip_corrupt: bool) -> Iterator[tuple[KafkaEntry, int]]:
+    """``(record with its batch flags, its encoded size)`` of one partition in offset order; with
     ``skip_corrupt`` a corrupt batch is reported and reading goes on at the next segment."""
     part = source.partition_of(topic, partition)
     start = part.log_start_offset
@@ -184,23 +184,23 @@ def _kafka_entries(source: Any, topic: str, partition: int, report: ConversionRe
                                      timestamp=rec.timestamp, key=rec.key, value=rec.value,
                                      headers=list(rec.headers), timestamp_type=ts_type,
                                      transactional=transactional, control=control, producer_id=pid,
-                                     producer_epoch=epoch)
+                                     producer_epoch=epoch), rec.size_in_bytes
         except CorruptDataError as err:
             if not skip_corrupt:
                 raise
             report.skipped.append(str(err))
 
 
-def _physical_offset(entry: KafkaEntry) -> int:
-    return int(entry.headers[0][1] or b"0")
+def _physical_offset(item: tuple[KafkaEntry, int]) -> int:
+    return int(item[0].headers[0][1] or b"0")
 
 
 def _kafka_in_order(source: Any, topics: list[str] | None, report: ConversionReport,
-                    skip_corrupt: bool) -> Iterator[KafkaEntry]:
-    """Kafka records in conversion order: partitions converted from RocketMQ merged back into
+                    skip_corrupt: bool) -> Iterator[tuple[KafkaEntry, int]]:
+    """``(record, size)`` in conversion order: partitions converted from RocketMQ merged back into
     commitlog order (k-way merge on ``rmq.physical_offset``), then the others partition by partition."""
-    merged: list[Iterator[KafkaEntry]] = []
-    native: list[Iterator[KafkaEntry]] = []
+    merged: list[Iterator[tuple[KafkaEntry, int]]] = []
+    native: list[Iterator[tuple[KafkaEntry, int]]] = []
     for topic in source.topics():
         if topics is not None and topic not in topics:
             continue
@@ -210,21 +210,17 @@ def _kafka_in_order(source: Any, topics: list[str] | None, report: ConversionRep
             if first is None:
                 continue
             chained = _chain(first, entries)
-            (merged if came_from_rocketmq(first.headers) else native).append(chained)
+            (merged if came_from_rocketmq(first[0].headers) else native).append(chained)
     if merged:
         yield from heapq.merge(*merged, key=_physical_offset)
     for entries in native:
         yield from entries
 
 
-def _chain(first: KafkaEntry, rest: Iterator[KafkaEntry]) -> Iterator[KafkaEntry]:
+def _chain(first: tuple[KafkaEntry, int], rest: Iterator[tuple[KafkaEntry, int]]
+           ) -> Iterator[tuple[KafkaEntry, int]]:
     yield first
     yield from rest
-
-
-def _entry_size(entry: KafkaEntry) -> int:
-    return (len(entry.value or b"") + len(entry.key or b"")
-            + sum(len(name) + len(value or b"") for name, value in entry.headers))
 
 
 # -- RocketMQ -> Kafka -----------------------------------------------------------------
@@ -250,8 +246,8 @@ class _KafkaWriter:
     def _partition(self, key: tuple[str, int]) -> Any:
         return self.dest.partition_of(key[0], key[1], create=True)
 
-    def add(self, entry: KafkaEntry) -> bool:
-        """Buffer ``entry``; False if the destination already holds it (a resumed run)."""
+    def add(self, entry: KafkaEntry, size: int) -> bool:
+        """Buffer ``entry`` (about ``size`` bytes); False if the destination already holds it (a resumed run)."""
         key = (entry.topic, entry.partition)
         if key not in self.next:
             end = self._partition(key).next_offset
@@ -267,7 +263,6 @@ class _KafkaWriter:
             self.flush(key)
             buffer = self.buffers.setdefault(key, [])
         buffer.append(entry)
-        size = _entry_size(entry)
         self.buffer_sizes[key] = self.buffer_sizes.get(key, 0) + size
         self.buffered += size
         self.next[key] = entry.offset + 1
@@ -329,7 +324,7 @@ def _to_kafka(source: Any, dest: Any, options: _Options, report: ConversionRepor
     pending_messages = pending_bytes = 0
     for entry, size in _rocketmq_entries(source, options.topics, options.timestamp, report,
                                          options.skip_corrupt):
-        if writer.add(entry):
+        if writer.add(entry, size):
             report.messages += 1
             report.bytes += size
             pending_messages += 1
@@ -426,9 +421,9 @@ class _RocketMQWriter:
 def _rocketmq_from_kafka(source: Any, options: _Options, report: ConversionReport,
                          store_host: Host) -> Iterator[tuple[RocketMQMessage, bool, int]]:
     """``(message, restored, source bytes)`` in conversion order."""
-    for entry in _kafka_in_order(source, options.topics, report, options.skip_corrupt):
+    for entry, size in _kafka_in_order(source, options.topics, report, options.skip_corrupt):
         restored = came_from_rocketmq(entry.headers)
-        yield kafka_to_rocketmq(entry, store_host=store_host), restored, _entry_size(entry)
+        yield kafka_to_rocketmq(entry, store_host=store_host), restored, size
 
 
 def _to_rocketmq(source: Any, dest: Any, options: _Options, report: ConversionReport,

@@ -22,6 +22,7 @@ All functions are pure and thread-safe; each is ``O(len(name))``.
 
 from __future__ import annotations
 
+import functools
 import re
 
 from segstore.errors import InvalidTopicError
@@ -42,6 +43,8 @@ _ROCKETMQ_ESCAPE = re.compile(r"\.")
 _KAFKA_UNESCAPE = re.compile(r"\.(25|7C)|\.")
 _ROCKETMQ_UNESCAPE = re.compile(r"%(2E)|%")
 _FROM_KAFKA_ESCAPE = {escape[1:]: char for char, escape in TO_KAFKA_ESCAPES.items()}
+#: Distinct names remembered by each mapping (a store has few topics; every record asks).
+NAME_CACHE_SIZE = 4096
 _FROM_ROCKETMQ_ESCAPE = {escape[1:]: char for char, escape in TO_ROCKETMQ_ESCAPES.items()}
 
 
@@ -68,12 +71,14 @@ def check_kafka(name: object) -> str:
     return _check(name, _KAFKA_NAME, KAFKA_MAX_LENGTH, "Kafka", "[a-zA-Z0-9._-]")
 
 
+@functools.lru_cache(maxsize=NAME_CACHE_SIZE)
 def kafka_from_rocketmq(name: str) -> str:
     """The Kafka name of RocketMQ topic ``name`` (``%RETRY%g`` -> ``.25RETRY.25g``)."""
     check_rocketmq(name)
     return check_kafka(_KAFKA_ESCAPE.sub(lambda m: TO_KAFKA_ESCAPES[m.group()], name))
 
 
+@functools.lru_cache(maxsize=NAME_CACHE_SIZE)
 def rocketmq_from_kafka(name: str) -> str:
     """The RocketMQ name of Kafka topic ``name`` (``orders.v1`` -> ``orders%2Ev1``)."""
     check_kafka(name)
@@ -91,6 +96,7 @@ def _unescape(name: str, pattern: re.Pattern[str], table: dict[str, str], escape
     return pattern.sub(replace, name)
 
 
+@functools.lru_cache(maxsize=NAME_CACHE_SIZE)
 def unescape_kafka(name: str) -> str:
     """The RocketMQ name :func:`kafka_from_rocketmq` turned into ``name`` (its exact inverse).
 
@@ -100,6 +106,7 @@ def unescape_kafka(name: str) -> str:
     return check_rocketmq(_unescape(name, _KAFKA_UNESCAPE, _FROM_KAFKA_ESCAPE, "."))
 
 
+@functools.lru_cache(maxsize=NAME_CACHE_SIZE)
 def unescape_rocketmq(name: str) -> str:
     """The Kafka name :func:`rocketmq_from_kafka` turned into ``name`` (its exact inverse).
 

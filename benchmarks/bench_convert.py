@@ -1,0 +1,101 @@
+"""Conversion throughput, RocketMQ -> Kafka and Kafka -> RocketMQ, against a plain copy of the same bytes.
+
+The source is a RocketMQ store of :data:`MESSAGES` messages (100-byte bodies, one
+key, a tag, a user property) over 4 topics of 4 queues.  Each direction is timed
+end to end (open, convert, flush, rename into place; no ``--verify``) and reported
+in messages/s and in MB/s of source message bytes.  The baseline is a plain copy
+of the same source bytes in the same run: the used part of the commitlog for
+RocketMQ, the whole log directory for Kafka.
+
+Run: ``bash scripts/bench.sh convert``.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import tempfile
+
+import segstore
+from segstore.convert import convert
+
+from .common import Report, best_of
+
+MESSAGES = int(os.environ.get("BENCH_CONVERT_MESSAGES", "200000"))
+BODY_SIZE = 100
+TOPICS = 4
+QUEUES = 4
+APPEND_BATCH = 5000
+CONFIG = {"mappedFileSizeCommitLog": 64 << 20, "maxHashSlotNum": 1 << 16, "maxIndexNum": 1 << 20}
+
+
+def make_store(path: str, seed: int = 11) -> int:
+    """Write the source store; returns its message bytes (commitlog end)."""
+    rng = random.Random(seed)
+    words = [rng.randbytes(6).hex().encode() for _ in range(64)]
+    with segstore.open(path, "rocketmq", "a", **CONFIG) as store:
+        for start in range(0, MESSAGES, APPEND_BATCH):
+            store.append_batch([
+                {"topic": f"Topic{i % TOPICS}", "queue_id": (i // TOPICS) % QUEUES,
+                 "body": b"".join(rng.choice(words) for _ in range(9))[:BODY_SIZE],
+                 "keys": [f"order-{i}"], "tags": f"Tag{i % 3}", "properties": {"trace": f"t{i % 97}"},
+                 "born_timestamp": 1_700_000_000_000 + i, "store_timestamp": 1_700_000_000_500 + i}
+                for i in range(start, min(start + APPEND_BATCH, MESSAGES))])
+        return store.commitlog.end
+
+
+def copy_bytes(src_dir: str, nbytes: int, dst: str) -> None:
+    """The baseline: copy ``nbytes`` of the commitlog files into one new file."""
+    left = nbytes
+    with open(dst, "wb") as out:
+        for name in sorted(os.listdir(src_dir)):
+            with open(os.path.join(src_dir, name), "rb") as f:
+                chunk = f.read(left)
+            out.write(chunk)
+            left -= len(chunk)
+            if left <= 0:
+                break
+        out.flush()
+        os.fsync(out.fileno())
+
+
+def dir_bytes(path: str) -> int:
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, names in os.walk(path) for f in names)
+
+
+def main() -> None:
+    report = Report("convert")
+    root = tempfile.mkdtemp(prefix="segstore-bench-convert-")
+    try:
+        src = os.path.join(root, "rmq")
+        nbytes = make_store(src)
+        mb = nbytes / 1e6
+
+        def fresh(name: str) -> str:
+            path = os.path.join(root, name)
+            shutil.rmtree(path, ignore_errors=True)
+            return path
+
+        copy_s = best_of(lambda: copy_bytes(os.path.join(src, "commitlog"), nbytes, fresh("copy.bin")))
+        for compression in ("none", "zstd"):
+            secs = best_of(lambda c=compression: convert(src, fresh("kafka"), to="kafka", compression=c),
+                           repeat=1)
+            report.add(f"RocketMQ -> Kafka ({compression})", MESSAGES / secs, "msg/s")
+            report.add(f"RocketMQ -> Kafka ({compression}) bytes", mb / secs, "MB/s",
+                       baseline="plain copy MB/s", baseline_value=mb / copy_s)
+        convert(src, fresh("kafka"), to="kafka")
+        kafka = os.path.join(root, "kafka")
+        kafka_mb = dir_bytes(kafka) / 1e6
+        copy_k = best_of(lambda: shutil.copytree(kafka, fresh("kafka-copy")))
+        secs = best_of(lambda: convert(kafka, fresh("back"), to="rocketmq", config=CONFIG), repeat=1)
+        report.add("Kafka -> RocketMQ", MESSAGES / secs, "msg/s")
+        report.add("Kafka -> RocketMQ bytes", kafka_mb / secs, "MB/s",
+                   baseline="plain copy MB/s", baseline_value=kafka_mb / copy_k)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    report.save()
+
+
+if __name__ == "__main__":
+    main()
