@@ -302,9 +302,10 @@ def _as_bytes(obj, what: str) -> bytes | None:
         return None
     if isinstance(obj, str):
         return obj.encode("utf-8")
-    if not isinstance(obj, bytes | bytearray | memoryview):
-        raise TypeError(f"{what} as bytes, str or None, found {type(obj).__name__}")
-    return bytes(obj)
+    try:
+        return memoryview(obj).tobytes()
+    except TypeError as err:
+        raise TypeError(f"{what} as bytes, str or None, found {type(obj).__name__}") from err
 
 
 def _record_fields(record) -> tuple:
@@ -339,6 +340,7 @@ def _encode_records_py(records: Sequence, offset_deltas: Sequence[int] | None) -
             else:
                 body.append(encode_varint(len(blob)))
                 body.append(blob)
+        headers = list(headers)
         body.append(encode_varint(len(headers)))
         for header_key, header_value in headers:
             if not isinstance(header_key, str):
@@ -670,7 +672,7 @@ def encode_batch(records: Sequence, *, base_offset: int, compression: str | int 
         raise InvalidMessageError(f"{len(records)} offset deltas, found {len(offset_deltas)}")
     try:
         region, base_timestamp, max_timestamp = _encode_records(records, offset_deltas)
-    except (ValueError, TypeError, OverflowError, AttributeError) as err:
+    except (ValueError, TypeError, OverflowError, AttributeError, BufferError) as err:
         raise InvalidMessageError(f"records that Kafka can encode, found: {err}") from err
     if log_append:
         max_timestamp = log_append_time
