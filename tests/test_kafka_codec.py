@@ -507,3 +507,22 @@ def test_the_accelerator_is_what_batches_use_when_built() -> None:
     speedups = pytest.importorskip("segstore_kafka._speedups")
     assert codec._decode_records is speedups.decode_records
     assert codec._encode_records is speedups.encode_records
+
+
+def test_legacy_v1_log_append_time_wrapper_stamps_every_inner_message() -> None:
+    data = bytearray(_legacy_set(1, 1, 3, last_offset=12))
+    attributes_at = legacy.CRC_COVERED_FROM + 1
+    data[attributes_at] |= legacy.TIMESTAMP_TYPE_FLAG
+    struct.pack_into(">q", data, legacy.MESSAGE_PREFIX.size, 1_650_000_000_000)  # the broker's append time
+    struct.pack_into(">I", data, codec.LOG_OVERHEAD, legacy.compute_crc(data))
+    (batch,) = codec.iter_batches(bytes(data))
+    assert batch.timestamp_type == "LogAppendTime" and batch.max_timestamp == 1_650_000_000_000
+    assert [(r.offset, r.timestamp) for r in batch.records()] == [(o, 1_650_000_000_000) for o in (10, 11, 12)]
+
+
+def test_unchecked_iteration_reports_validity_separately() -> None:
+    data = bytearray(codec.encode_batch([(b"k", b"v", 1)], base_offset=0))
+    data[-1] ^= 0x40
+    (batch,) = codec.iter_batches(bytes(data), check_crc=False)
+    assert not batch.is_valid() and batch.compute_crc() != batch.crc
+    assert codec.valid_prefix(bytes(data))[0] == 0
