@@ -291,3 +291,63 @@ def test_truncate_restores_slots_along_chains(tmp_path):
     assert f.header.pack() == snapshot[1]
     assert not any(f.file.read(f.entry_pos(5), f.entry_pos(8) - f.entry_pos(5)))
     f.close()
+
+
+# -- through the store and the CLI ------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["basic", "abort"])
+def test_spec_replay_writes_the_brokers_index_files(tmp_path, name):
+    """``segstore write --spec`` (the plugin's write_spec) writes index files byte-identical to the broker's."""
+    from segstore import registry
+
+    with open(ROCKETMQ / name / "spec.json", encoding="utf-8") as f:
+        spec = json.load(f)
+    out = tmp_path / "store"
+    registry.get("rocketmq").write_spec(str(out), spec, spec["config"])
+    mine = [files.read_bytes(out / "index" / n) for n in files.list_dir(out / "index")]
+    theirs_dir = ROCKETMQ / name / "store" / "index"
+    theirs = [files.read_bytes(theirs_dir / n) for n in files.list_dir(theirs_dir)]
+    assert len(mine) == len(theirs) >= 1
+    for a, b in zip(mine, theirs):
+        assert a == b
+
+
+def test_cli_key_query_json_equals_the_brokers_hits(tmp_path, capsys):
+    from segstore.cli import main
+
+    path = str(ROCKETMQ / "basic" / "store")
+    for q in [d for d in _fixture_lines("basic", "query") if len(d["hits"]) > 1][:5]:
+        code = main(["query", path, "--topic", q["topic"], "--key", q["key"], "--max", "64", "--json"])
+        got = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        assert code == 0
+        assert [(g["physical_offset"], g["msg_id"]) for g in got] == [
+            (h["physicalOffset"], h["msgId"]) for h in q["hits"]]
+    assert main(["query", path, "--topic", "TopicA", "--key", "no-such-key"]) == 1
+
+
+def test_cli_time_and_offset_queries(capsys):
+    from segstore.cli import main
+
+    path = str(ROCKETMQ / "basic" / "store")
+    messages = [d for d in _fixture_lines("basic", "message") if d["topic"] == "TopicA" and d["queueId"] == 1]
+    messages.sort(key=lambda d: d["queueOffset"])
+    target = messages[10]
+    assert main(["query", path, "--topic", "TopicA", "--queue", "1", "--timestamp",
+                 str(target["storeTimestamp"]), "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    first = min(d["queueOffset"] for d in messages if d["storeTimestamp"] >= target["storeTimestamp"])
+    assert answer["offset"] == first
+    assert main(["query", path, "--topic", "TopicA", "--queue", "1", "--offset", "3", "--count", "2",
+                 "--json"]) == 0
+    got = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [g["queue_offset"] for g in got] == [3, 4]
+
+
+def test_geometry_on_disk(tmp_path):
+    assert ix.geometry_on_disk(str(ROCKETMQ / "basic" / "store" / "index")) == {"maxHashSlotNum": 64,
+                                                                                 "maxIndexNum": 256}
+    service = ix.IndexService(str(tmp_path), 7, 30, writable=True)
+    service.put_batch([_request("T", 100 * i, 1_700_000_000_000 + i, f"k{i}") for i in range(1, 9)])
+    service.close()
+    assert ix.geometry_on_disk(str(tmp_path)) == {"maxHashSlotNum": 7, "maxIndexNum": 30}
+    assert ix.geometry_on_disk(str(tmp_path / "missing")) == {}

@@ -72,6 +72,9 @@ KEY_SEPARATOR = " "
 TOPIC_KEY_SEPARATOR = "#"
 FILE_NAME_LENGTH = len("yyyyMMddHHmmssSSS")
 
+#: Index files up to this size may be searched for an unusual slots/entries split.
+GEOMETRY_SEARCH_LIMIT = 1 << 20
+
 DEFAULT_MAX_HASH_SLOT_NUM = 5_000_000
 DEFAULT_MAX_INDEX_NUM = 5_000_000 * 4
 
@@ -131,6 +134,50 @@ def file_name_for(ms: int) -> str:
     """``yyyyMMddHHmmssSSS`` in local time, as the broker names a new index file."""
     seconds, millis = divmod(ms, MS_PER_SECOND)
     return time.strftime("%Y%m%d%H%M%S", time.localtime(seconds)) + f"{millis:03d}"
+
+
+def geometry_on_disk(directory: str) -> dict[str, int]:
+    """``maxHashSlotNum`` and ``maxIndexNum`` an existing ``index/`` directory was written with.
+
+    A file's size is ``40 + 4 * slots + 20 * entries``; of the splits that fit,
+    the one whose first and last used entries hold the header's begin and end
+    offsets is taken (the broker's 1:4 ratio when several fit or nothing is
+    indexed).  ``{}`` when there is no index file or no split fits.
+    """
+    names = [n for n in files.list_dir(directory) if len(n) == FILE_NAME_LENGTH and n.isdigit()]
+    if not names:
+        return {}
+    data = files.read_bytes(os.path.join(directory, names[-1]))
+    if len(data) < HEADER.size:
+        return {}
+    header = IndexHeader.unpack(data)
+    room = len(data) - HEADER.size
+    ratio = DEFAULT_MAX_INDEX_NUM // DEFAULT_MAX_HASH_SLOT_NUM
+    per_slot = SLOT_DTYPE.itemsize + ratio * ENTRY_DTYPE.itemsize
+    # the broker's ratio first; other splits are only searched in small files
+    tried = [room // per_slot] if room % per_slot == 0 else []
+    if room <= GEOMETRY_SEARCH_LIMIT:
+        tried += range(1, room // SLOT_DTYPE.itemsize + 1)
+    fits = []
+    for slots in tried:
+        rest = room - slots * SLOT_DTYPE.itemsize
+        if rest % ENTRY_DTYPE.itemsize:
+            continue
+        entries = rest // ENTRY_DTYPE.itemsize
+        if entries < header.index_count or slots == 0:
+            continue
+        table = np.frombuffer(data, dtype=ENTRY_DTYPE, count=header.index_count,
+                              offset=HEADER.size + slots * SLOT_DTYPE.itemsize)
+        last = header.index_count - 1
+        if last < FIRST_ENTRY or (int(table["phy_offset"][FIRST_ENTRY]) == header.begin_phy_offset
+                                  and int(table["phy_offset"][last]) == header.end_phy_offset):
+            fits.append((slots, entries))
+        if fits and fits[0][1] == ratio * fits[0][0]:
+            break
+    if not fits:
+        return {}
+    slots, entries = fits[0]
+    return {"maxHashSlotNum": slots, "maxIndexNum": entries}
 
 
 @dataclass(slots=True)

@@ -43,7 +43,7 @@ from segstore.store import AppendResult, Store
 from .commitlog import END_FILE_MIN_BLANK_LENGTH, KEPT_ASIDE, CommitLog
 from .config import SCHEDULE_TOPIC, BrokerConfig, validate_topic
 from .consumequeue import CQ_DTYPE, ConsumeQueue, parse_file_name
-from .indexfile import IndexRequest, IndexService
+from .indexfile import IndexRequest, IndexService, geometry_on_disk
 from .javacompat import hashmap_order, string_hash
 from .lifecycle import LifecycleMixin
 from .message import (
@@ -147,6 +147,7 @@ def _sizes_on_disk(path: str) -> dict[str, int]:
     names = files.list_dir(commitlog)
     if names:
         found["mappedFileSizeCommitLog"] = files.file_size(os.path.join(commitlog, names[0]))
+    found.update(geometry_on_disk(os.path.join(path, INDEX_DIR)))
     root = os.path.join(path, CONSUMEQUEUE_DIR)
     for topic in files.list_dir(root):
         for qname in files.list_dir(os.path.join(root, topic)):
