@@ -517,7 +517,8 @@ def test_legacy_v1_log_append_time_wrapper_stamps_every_inner_message() -> None:
     struct.pack_into(">I", data, codec.LOG_OVERHEAD, legacy.compute_crc(data))
     (batch,) = codec.iter_batches(bytes(data))
     assert batch.timestamp_type == "LogAppendTime" and batch.max_timestamp == 1_650_000_000_000
-    assert [(r.offset, r.timestamp) for r in batch.records()] == [(o, 1_650_000_000_000) for o in (10, 11, 12)]
+    stamped = [(r.offset, r.timestamp) for r in batch.records()]
+    assert stamped == [(offset, 1_650_000_000_000) for offset in (10, 11, 12)]
 
 
 def test_unchecked_iteration_reports_validity_separately() -> None:
