@@ -1,0 +1,155 @@
+"""Every index layout answers every lookup exactly like a brute-force scan of the log, on both formats.
+
+Stores are generated (hypothesis) with small files, intervals and index files so
+that every roll path runs: commitlog files, consume-queue files, Kafka segments,
+sparse index files and IndexFiles all fill up.  Timestamps wander backwards as
+well as forwards, keys collide across records, and some records carry a key only
+in a named header.  The oracle is a scan of ``store.scan()``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import segstore
+from segstore.layouts import LAYOUT_NAMES, IndexSet
+from segstore.layouts.base import Stream
+
+KEYS = [f"k{i}" for i in range(6)]
+HEADER = "h"
+
+ROCKETMQ_CONFIG = {"mappedFileSizeCommitLog": 8 * 1024, "mappedFileSizeConsumeQueue": 20 * 16}
+KAFKA_CONFIG = {"segment.bytes": 2048, "index.interval.bytes": 256, "segment.index.bytes": 64}
+LAYOUT_OPTIONS = {"layout.interval.bytes": 400, "layout.index.bytes": 48, "layout.queue.file.bytes": 20 * 16,
+                  "key.index.headers": HEADER, "key.index.slots": 4, "key.index.entries": 12}
+
+message = st.fixed_dictionaries({
+    "partition": st.integers(0, 2),
+    "key": st.sampled_from([None, *KEYS]),
+    "header": st.sampled_from([None, *KEYS]),
+    "step": st.integers(-40, 100),
+    "size": st.integers(0, 300),
+})
+batches = st.lists(st.lists(message, min_size=1, max_size=6), min_size=1, max_size=12)
+
+
+def _write(path: Path, fmt: str, data: list[list[dict]], indexes: list[str] | None) -> None:
+    """Append ``data`` batch by batch (Kafka: one partition directory, partition 0 only)."""
+    clock = 1_700_000_000_000
+    config = ROCKETMQ_CONFIG if fmt == "rocketmq" else KAFKA_CONFIG
+    extra = {} if indexes is None else {"indexes": indexes, **LAYOUT_OPTIONS}
+    with segstore.open(path, format=fmt, mode="a", **config, **extra) as store:
+        for n, batch in enumerate(data):
+            items = []
+            for i, m in enumerate(batch):
+                clock += m["step"]
+                body = bytes([(n + i) % 251]) * m["size"]
+                if fmt == "rocketmq":
+                    properties = {HEADER: m["header"]} if m["header"] else {}
+                    items.append({"topic": "T", "queue_id": m["partition"], "body": body,
+                                  "keys": [m["key"]] if m["key"] else [], "properties": properties,
+                                  "store_timestamp": clock})
+                else:
+                    headers = [(HEADER, m["header"].encode())] if m["header"] else []
+                    items.append({"topic": "T", "partition": 0, "value": body, "timestamp": clock,
+                                  "key": m["key"].encode() if m["key"] else None, "headers": headers})
+            store.append_batch(items)
+
+
+def _oracle(store) -> dict[Stream, list[tuple[int, int, set[bytes], object]]]:
+    """Per stream: (offset, timestamp, keys, identity) of every record, by scanning the log."""
+    out: dict[Stream, list] = {}
+    for record in store.scan():
+        if store.format == "rocketmq":
+            keys = {k.encode() for k in record.keys}
+            uniq = record.properties.get("UNIQ_KEY")
+            if uniq:
+                keys.add(uniq.encode())
+            row = (record.queue_offset, record.store_timestamp, keys, record.physical_offset)
+            out.setdefault(Stream(record.topic, record.queue_id), []).append(row)
+        else:
+            keys = {record.key} if record.key is not None else set()
+            keys |= {v for k, v in record.headers if k == HEADER}
+            row = (record.offset, record.timestamp, keys, record.offset)
+            out.setdefault(Stream(record.topic, record.partition), []).append(row)
+    for rows in out.values():
+        rows.sort(key=lambda r: r[0])
+    return out
+
+
+def _identity(store, record) -> object:
+    return record.physical_offset if store.format == "rocketmq" else record.offset
+
+
+def check_against_scan(store, indexes: IndexSet) -> None:
+    """Every layout's lookups equal the brute-force answer, for every offset, time and key."""
+    oracle = _oracle(store)
+    for stream, rows in oracle.items():
+        start, end = store.offset_range(stream.topic, stream.partition)
+        for name in ("queue", "offset"):
+            layout = indexes[name]
+            for offset, _, _, identity in rows:
+                found = layout.read_at(stream, offset)
+                assert found is not None and _identity(store, found) == identity, (name, stream, offset)
+            assert layout.read_at(stream, end) is None
+            assert layout.read_at(stream, start - 1) is None
+        stamps = [ts for _, ts, _, _ in rows]
+        targets = sorted({min(stamps) - 1, max(stamps) + 1, *stamps, *(t + 1 for t in stamps)})
+        for target in targets:
+            expected = next((o for o, ts, _, _ in rows if ts >= target), None)
+            assert indexes["time"].offset_for_time(stream, target) == expected, (stream, target)
+        for key in [k.encode() for k in KEYS] + [b"absent"]:
+            expected = [o for o, _, keys, _ in rows if key in keys]
+            assert indexes["key"].find_key(stream, key) == expected, (stream, key)
+            assert indexes["key"].find_key(stream, key, 2) == expected[-2:]
+
+
+@pytest.mark.parametrize("fmt", ["rocketmq", "kafka"])
+@settings(max_examples=12, deadline=None)
+@given(data=batches)
+def test_built_indexes_answer_like_a_scan(tmp_path_factory, fmt: str, data: list[list[dict]]) -> None:
+    path = tmp_path_factory.mktemp(fmt) / "T-0"
+    _write(path, fmt, data, indexes=None)
+    with segstore.open(path, format=fmt, indexes=[]) as store:
+        indexes = IndexSet(store, LAYOUT_NAMES, LAYOUT_OPTIONS, writable=True)
+        try:
+            indexes.build()
+            assert indexes.verify() == []
+            check_against_scan(store, indexes)
+        finally:
+            indexes.close()
+
+
+@pytest.mark.parametrize("fmt", ["rocketmq", "kafka"])
+@settings(max_examples=10, deadline=None)
+@given(data=batches, split=st.integers(0, 12))
+def test_indexes_kept_on_append_answer_like_a_scan(tmp_path_factory, fmt: str, data: list[list[dict]],
+                                                    split: int) -> None:
+    """Appends with the indexes attached (and a reopen halfway) give the same answers."""
+    path = tmp_path_factory.mktemp(fmt) / "T-0"
+    _write(path, fmt, data[:split], indexes=list(LAYOUT_NAMES))
+    _write(path, fmt, data[split:], indexes=list(LAYOUT_NAMES))
+    with segstore.open(path, format=fmt, indexes=list(LAYOUT_NAMES)) as store:
+        assert store.indexes.verify() == []
+        check_against_scan(store, store.indexes)
+
+
+def test_extra_index_files_stay_in_their_directory(tmp_path: Path) -> None:
+    """Extra layouts write only under .segstore/ (RocketMQ: store root; Kafka: the partition)."""
+    data = [[{"partition": p, "key": "k1", "header": None, "step": 5, "size": 50} for p in (0, 1, 2)]] * 5
+    for fmt in ("rocketmq", "kafka"):
+        path = tmp_path / fmt / "T-0"
+        _write(path, fmt, data, indexes=[])
+        before = {os.path.relpath(os.path.join(d, f), path) for d, _, fs in os.walk(path) for f in fs}
+        with segstore.open(path, format=fmt, indexes=[]) as store:
+            indexes = IndexSet(store, LAYOUT_NAMES, writable=True)
+            indexes.build()
+            indexes.close()
+        after = {os.path.relpath(os.path.join(d, f), path) for d, _, fs in os.walk(path) for f in fs}
+        assert before <= after
+        assert all(p.startswith(".segstore/") for p in after - before), sorted(after - before)
