@@ -378,6 +378,11 @@ decode_records(PyObject *module, PyObject *args)
                         count, end, index, count);
             goto fail;
         }
+        if (index >= capacity) { /* unreachable: records are >= MIN_RECORD_SIZE bytes; kept as a guard */
+            set_problem(start, "%zd records within %zd bytes, found record %zd of %zd runs past them",
+                        count, end, index, count);
+            goto fail;
+        }
         Body b = {0};
         rc = decode_body(buf + pos, length, &b);
         if (rc != BODY_OK) {
@@ -606,8 +611,12 @@ encode_headers(Out *o, PyObject *headers)
         PyErr_SetString(PyExc_ValueError, "at most 2**31-1 headers");
     }
     for (Py_ssize_t i = 0; rc == 0 && i < n; i++) {
-        /* a new reference: a list or tuple itself, or a list made from another sequence */
-        PyObject *pair = PySequence_Fast(PySequence_Fast_GET_ITEM(seq, i), "a header as a (key, value) pair");
+        /* a new reference: a list or tuple itself, or a list made from another sequence; the item is
+         * held while that runs, as arbitrary code could change the headers list */
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+        Py_INCREF(item);
+        PyObject *pair = PySequence_Fast(item, "a header as a (key, value) pair");
+        Py_DECREF(item);
         if (pair == NULL) {
             rc = -1;
             break;
@@ -667,7 +676,11 @@ encode_records(PyObject *module, PyObject *args)
     long long base_timestamp = NO_TIMESTAMP, max_timestamp = NO_TIMESTAMP;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *fields[4];
-        if (record_fields(PySequence_Fast_GET_ITEM(seq, i), fields) < 0) {
+        PyObject *record = PySequence_Fast_GET_ITEM(seq, i);
+        Py_INCREF(record); /* held while attribute lookups run arbitrary code */
+        int got = record_fields(record, fields);
+        Py_DECREF(record);
+        if (got < 0) {
             goto fail;
         }
         long long timestamp = NO_TIMESTAMP;
@@ -678,7 +691,10 @@ encode_records(PyObject *module, PyObject *args)
             ok = !(timestamp == -1 && PyErr_Occurred());
         }
         if (ok && deltas != NULL) {
-            offset_delta = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(deltas, i));
+            PyObject *delta = PySequence_Fast_GET_ITEM(deltas, i);
+            Py_INCREF(delta);
+            offset_delta = PyLong_AsLongLong(delta);
+            Py_DECREF(delta);
             ok = !(offset_delta == -1 && PyErr_Occurred());
         }
         if (ok && (offset_delta < INT32_MIN || offset_delta > INT32_MAX)) {
