@@ -11,13 +11,24 @@ import sys
 
 import segstore
 
-CONFIG = {"mappedFileSizeCommitLog": 16384, "mappedFileSizeConsumeQueue": 400, "maxHashSlotNum": 16,
-          "maxIndexNum": 64, "flushIntervalCommitLog": 5, "flushIntervalConsumeQueue": 10}
+CONFIG = {
+    "mappedFileSizeCommitLog": 16384,
+    "mappedFileSizeConsumeQueue": 400,
+    "maxHashSlotNum": 16,
+    "maxIndexNum": 64,
+    "flushIntervalCommitLog": 5,
+    "flushIntervalConsumeQueue": 10,
+}
 QUEUES = 2
 
 
 def message(i: int) -> dict:
-    return {"topic": "Crash", "queue_id": i % QUEUES, "body": f"m{i}-".encode() * (1 + i % 7), "keys": [f"k{i}"]}
+    return {
+        "topic": "Crash",
+        "queue_id": i % QUEUES,
+        "body": f"m{i}-".encode() * (1 + i % 7),
+        "keys": [f"k{i}"],
+    }
 
 
 def main() -> None:

@@ -15,11 +15,10 @@ import subprocess
 import sys
 
 import pytest
+from rocketmq_crash_writer import CONFIG, message
 
 import segstore
 from segstore.errors import StoreLockedError
-
-from rocketmq_crash_writer import CONFIG, message
 
 WRITER = os.path.join(os.path.dirname(__file__), "rocketmq_crash_writer.py")
 KILLS = 12
@@ -27,8 +26,13 @@ KILLS = 12
 
 def _run_and_kill(path: str, flush_type: str, acks_wanted: int) -> list[tuple[int, int]]:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    proc = subprocess.Popen([sys.executable, WRITER, path, flush_type], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, WRITER, path, flush_type],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
     acked = []
     try:
         for line in proc.stdout:
@@ -54,13 +58,13 @@ def test_sigkill_at_random_points_loses_nothing_acknowledged(tmp_path, flush_typ
     acked: list[tuple[int, int]] = []
     for _ in range(KILLS):
         acked += _run_and_kill(path, flush_type, rng.randint(1, 120))
-        assert os.path.exists(os.path.join(path, "abort"))       # killed: no clean shutdown
+        assert os.path.exists(os.path.join(path, "abort"))  # killed: no clean shutdown
         with segstore.open(path, format="rocketmq", mode="a", flushDiskType=flush_type, **CONFIG) as store:
             assert store.recovery_lines and "unclean" in store.recovery_lines[0]
     assert not os.path.exists(os.path.join(path, "abort"))
     with segstore.open(path, format="rocketmq", mode="r", **CONFIG) as store:
         bodies = [m.body for m in store.scan()]
-        assert bodies == [message(i)["body"] for i in range(len(bodies))]     # an exact prefix
+        assert bodies == [message(i)["body"] for i in range(len(bodies))]  # an exact prefix
         acked_ids = {i for i, _ in acked}
         if flush_type == "SYNC_FLUSH":
             assert max(acked_ids) < len(bodies)
@@ -69,9 +73,10 @@ def test_sigkill_at_random_points_loses_nothing_acknowledged(tmp_path, flush_typ
             if i < len(bodies):
                 assert by_phy[phy].body == message(i)["body"]
         for q in store.partitions("Crash"):
-            start, end = store.offset_range("Crash", q)
+            start, _ = store.offset_range("Crash", q)
             assert [m.body for m in store.read("Crash", q, start)] == [
-                message(i)["body"] for i in range(len(bodies)) if i % 2 == q]
+                message(i)["body"] for i in range(len(bodies)) if i % 2 == q
+            ]
         sample = rng.sample(range(len(bodies)), 10)
         for i in sample:
             assert [m.body for m in store.query_by_key("Crash", f"k{i}")] == [message(i)["body"]]
@@ -86,14 +91,14 @@ def test_lock_abort_and_readers(tmp_path):
         assert os.path.exists(os.path.join(path, "abort"))
         with pytest.raises(StoreLockedError):
             segstore.open(path, format="rocketmq", mode="a", **CONFIG)
-        with segstore.open(path, format="rocketmq", mode="r", **CONFIG) as reader:   # never blocked
+        with segstore.open(path, format="rocketmq", mode="r", **CONFIG) as reader:  # never blocked
             assert [m.body for m in reader.scan()] == [message(0)["body"]]
     finally:
         writer.close()
     assert not os.path.exists(os.path.join(path, "abort"))
     with open(os.path.join(path, "lock"), "rb") as f:
         assert f.read() == b"lock"
-    with segstore.open(path, format="rocketmq", mode="a", **CONFIG) as again:      # lock released
+    with segstore.open(path, format="rocketmq", mode="a", **CONFIG) as again:  # lock released
         assert again.recovery_lines[0].startswith("commitlog: clean shutdown")
 
 
@@ -104,6 +109,7 @@ def test_sync_flush_group_commit_from_threads(tmp_path):
     path = str(tmp_path / "store")
     results = []
     with segstore.open(path, format="rocketmq", mode="a", flushDiskType="SYNC_FLUSH", **CONFIG) as store:
+
         def work(t: int) -> None:
             for n in range(25):
                 r = store.append(message(t * 100 + n))

@@ -1,4 +1,4 @@
-"""IndexFile: layout, the broker's hash, puts byte-identical to the broker's, key queries as the broker answers them."""
+"""IndexFile: layout, the broker's hash, puts byte-identical to the broker's, key queries as the broker's."""
 
 from __future__ import annotations
 
@@ -8,17 +8,16 @@ import random
 
 import numpy as np
 import pytest
+from conftest import FIXTURES
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from segstore import files
-from segstore.errors import CorruptIndexError
 from segstore_rocketmq import indexfile as ix
 from segstore_rocketmq import message as msgcodec
 from segstore_rocketmq.javacompat import string_hash
 from segstore_rocketmq.query import query_by_key
 
-from conftest import FIXTURES
+from segstore import files
+from segstore.errors import CorruptIndexError
 
 ROCKETMQ = FIXTURES / "rocketmq"
 
@@ -51,12 +50,15 @@ class CommitLogReader:
 
 
 def _service(store_dir: str, config: dict) -> ix.IndexService:
-    service = ix.IndexService(os.path.join(store_dir, "index"), config["maxHashSlotNum"], config["maxIndexNum"])
+    service = ix.IndexService(
+        os.path.join(store_dir, "index"), config["maxHashSlotNum"], config["maxIndexNum"]
+    )
     assert service.load() == []
     return service
 
 
 # -- the hash -----------------------------------------------------------------------
+
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.text(max_size=40), min_size=1, max_size=20))
@@ -82,6 +84,7 @@ def test_layout_sizes():
 
 # -- the fixture files --------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", ["basic", "abort"])
 def test_headers_equal_the_brokers(name):
     config = _config(name)
@@ -91,9 +94,21 @@ def test_headers_equal_the_brokers(name):
     for f in service.files:
         raw = on_disk[f.name]
         h = f.header
-        assert (h.begin_timestamp, h.end_timestamp, h.begin_phy_offset, h.end_phy_offset, h.hash_slot_count,
-                h.index_count) == (raw["beginTimestamp"], raw["endTimestamp"], raw["beginPhyOffset"],
-                                   raw["endPhyOffset"], raw["hashSlotCount"], raw["indexCount"])
+        assert (
+            h.begin_timestamp,
+            h.end_timestamp,
+            h.begin_phy_offset,
+            h.end_phy_offset,
+            h.hash_slot_count,
+            h.index_count,
+        ) == (
+            raw["beginTimestamp"],
+            raw["endTimestamp"],
+            raw["beginPhyOffset"],
+            raw["endPhyOffset"],
+            raw["hashSlotCount"],
+            raw["indexCount"],
+        )
     service.close()
 
 
@@ -121,8 +136,16 @@ def _requests_from_commitlog(store_dir: str, file_size: int) -> list[ix.IndexReq
             rec = msgcodec.decode(buf, pos)
             if not isinstance(rec, msgcodec.RocketMQMessage):
                 break
-            out.append(ix.IndexRequest(rec.topic, rec.physical_offset, rec.store_timestamp,
-                                       rec.properties.get("UNIQ_KEY"), rec.properties.get("KEYS"), rec.sys_flag))
+            out.append(
+                ix.IndexRequest(
+                    rec.topic,
+                    rec.physical_offset,
+                    rec.store_timestamp,
+                    rec.properties.get("UNIQ_KEY"),
+                    rec.properties.get("KEYS"),
+                    rec.sys_flag,
+                )
+            )
             pos += rec.size
     return out
 
@@ -135,21 +158,27 @@ def test_rebuilt_index_files_are_byte_identical(tmp_path, name, batch):
     config = _config(name)
     requests = _requests_from_commitlog(store_dir, config["mappedFileSizeCommitLog"])
     clock = iter(range(10**12, 10**12 + 1000))
-    service = ix.IndexService(str(tmp_path / "index"), config["maxHashSlotNum"], config["maxIndexNum"],
-                              writable=True, clock=lambda: next(clock))
+    service = ix.IndexService(
+        str(tmp_path / "index"),
+        config["maxHashSlotNum"],
+        config["maxIndexNum"],
+        writable=True,
+        clock=lambda: next(clock),
+    )
     for start in range(0, len(requests), batch):
-        service.put_batch(requests[start:start + batch])
+        service.put_batch(requests[start : start + batch])
     service.flush()
     mine = [files.read_bytes(f.path) for f in service.files]
     service.close()
     theirs_dir = ROCKETMQ / name / "store" / "index"
     theirs = [files.read_bytes(theirs_dir / n) for n in files.list_dir(theirs_dir)]
     assert len(mine) == len(theirs)
-    for a, b in zip(mine, theirs):
+    for a, b in zip(mine, theirs, strict=True):
         assert a == b
 
 
 # -- behaviour ------------------------------------------------------------------------
+
 
 def _oracle_put(entries, slot_num, index_num):
     """A straight per-entry transcription of the broker's putKey, to check the batch put."""
@@ -177,8 +206,10 @@ def _oracle_put(entries, slot_num, index_num):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 2**31 - 1), st.integers(0, 2**40), st.integers(0, 10**6)),
-                max_size=40), st.integers(1, 9))
+@given(
+    st.lists(st.tuples(st.integers(0, 2**31 - 1), st.integers(0, 2**40), st.integers(0, 10**6)), max_size=40),
+    st.integers(1, 9),
+)
 def test_batch_put_equals_per_entry_oracle(tmp_path_factory, raw, batch):
     entries = []
     ts, phy = 1_700_000_000_000, 0
@@ -190,16 +221,28 @@ def test_batch_put_equals_per_entry_oracle(tmp_path_factory, raw, batch):
     f = ix.IndexFile.create(path, 7, 16)
     arr = np.array(entries, dtype=np.int64).reshape(-1, 3)
     for start in range(0, len(entries), batch):
-        chunk = arr[start:start + batch]
+        chunk = arr[start : start + batch]
         f.put(chunk[:, 0], chunk[:, 1], chunk[:, 2])
     header, slots, rows = _oracle_put(entries, 7, 16)
     assert f.slots.tolist() == slots
     for n in range(1, header["count"]):
         assert tuple(int(x) for x in f.entries_all[n]) == rows[n]
     h = f.header
-    assert (h.begin_timestamp, h.end_timestamp, h.begin_phy_offset, h.end_phy_offset, h.hash_slot_count,
-            h.index_count) == (header["begin_ts"], header["end_ts"], header["begin_phy"], header["end_phy"],
-                               header["slots_used"], header["count"])
+    assert (
+        h.begin_timestamp,
+        h.end_timestamp,
+        h.begin_phy_offset,
+        h.end_phy_offset,
+        h.hash_slot_count,
+        h.index_count,
+    ) == (
+        header["begin_ts"],
+        header["end_ts"],
+        header["begin_phy"],
+        header["end_phy"],
+        header["slots_used"],
+        header["count"],
+    )
     f.close()
 
 
@@ -210,12 +253,13 @@ def _request(topic, phy, ts, *keys, uniq=None, sys_flag=0):
 def test_rollover_starts_from_previous_end_and_full_file_holds_max_minus_one(tmp_path):
     clock = iter([1_700_000_000_000, 1_700_000_000_000, 1_700_000_000_001])
     full_at = []
-    service = ix.IndexService(str(tmp_path / "index"), 4, 5, writable=True, clock=lambda: next(clock),
-                              on_file_full=full_at.append)
+    service = ix.IndexService(
+        str(tmp_path / "index"), 4, 5, writable=True, clock=lambda: next(clock), on_file_full=full_at.append
+    )
     requests = [_request("T", 100 * i, 1_700_000_000_000 + 1000 * i, f"k{i}") for i in range(6)]
     assert service.put_batch(requests) == 6
     names = [f.name for f in service.files]
-    assert len(names) == 2 and names[0] != names[1]    # same millisecond: the name moves on
+    assert len(names) == 2 and names[0] != names[1]  # same millisecond: the name moves on
     first, second = service.files
     assert first.count == 4 and first.is_full
     assert full_at == [first.header.end_timestamp]
@@ -230,10 +274,17 @@ def test_rollover_starts_from_previous_end_and_full_file_holds_max_minus_one(tmp
 
 def test_rollback_not_indexed_and_replays_skipped(tmp_path):
     service = ix.IndexService(str(tmp_path / "index"), 8, 32, writable=True)
-    assert service.put_batch([_request("T", 0, 1, "a", uniq="U0"),
-                              _request("T", 50, 2, "b", sys_flag=0xC),
-                              _request("T", 90, 3, "c", "", "d")]) == 4
-    assert service.put_batch([_request("T", 0, 1, "a")]) == 0       # below endPhyOffset: a replay
+    assert (
+        service.put_batch(
+            [
+                _request("T", 0, 1, "a", uniq="U0"),
+                _request("T", 50, 2, "b", sys_flag=0xC),
+                _request("T", 90, 3, "c", "", "d"),
+            ]
+        )
+        == 4
+    )
+    assert service.put_batch([_request("T", 0, 1, "a")]) == 0  # below endPhyOffset: a replay
     assert list(service.query("T", "b")) == []
     assert list(service.query("T", "d")) == [90]
     service.close()
@@ -247,8 +298,9 @@ def test_collision_never_returns_another_topics_message(tmp_path):
     for i in range(30):
         topic = rng.choice(["A", "B"])
         key = rng.choice(["x", "y", "z"])
-        messages[i * 10] = msgcodec.RocketMQMessage(topic=topic, queue_id=0, properties={"KEYS": key},
-                                                    physical_offset=i * 10)
+        messages[i * 10] = msgcodec.RocketMQMessage(
+            topic=topic, queue_id=0, properties={"KEYS": key}, physical_offset=i * 10
+        )
         service.put_batch([_request(topic, i * 10, 1000 + i, key)])
     for topic in "AB":
         for key in "xyz":
@@ -280,7 +332,7 @@ def test_wrong_size_file_is_a_typed_error(tmp_path):
 
 def test_truncate_restores_slots_along_chains(tmp_path):
     f = ix.IndexFile.create(str(tmp_path / "20240101000000000"), 3, 32)
-    hashes = np.array([0, 1, 3, 4, 6, 7, 9], dtype=np.int64)         # slots 0,1,0,1,0,1,0
+    hashes = np.array([0, 1, 3, 4, 6, 7, 9], dtype=np.int64)  # slots 0,1,0,1,0,1,0
     phys = np.arange(7, dtype=np.int64) * 100
     stamps = 1_700_000_000_000 + phys
     f.put(hashes[:4], phys[:4], stamps[:4])
@@ -295,9 +347,10 @@ def test_truncate_restores_slots_along_chains(tmp_path):
 
 # -- through the store and the CLI ------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", ["basic", "abort"])
 def test_spec_replay_writes_the_brokers_index_files(tmp_path, name):
-    """``segstore write --spec`` (the plugin's write_spec) writes index files byte-identical to the broker's."""
+    """``segstore write --spec`` (the plugin's write_spec) writes the broker's index files byte for byte."""
     from segstore import registry
 
     with open(ROCKETMQ / name / "spec.json", encoding="utf-8") as f:
@@ -308,7 +361,7 @@ def test_spec_replay_writes_the_brokers_index_files(tmp_path, name):
     theirs_dir = ROCKETMQ / name / "store" / "index"
     theirs = [files.read_bytes(theirs_dir / n) for n in files.list_dir(theirs_dir)]
     assert len(mine) == len(theirs) >= 1
-    for a, b in zip(mine, theirs):
+    for a, b in zip(mine, theirs, strict=True):
         assert a == b
 
 
@@ -321,7 +374,8 @@ def test_cli_key_query_json_equals_the_brokers_hits(tmp_path, capsys):
         got = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
         assert code == 0
         assert [(g["physical_offset"], g["msg_id"]) for g in got] == [
-            (h["physicalOffset"], h["msgId"]) for h in q["hits"]]
+            (h["physicalOffset"], h["msgId"]) for h in q["hits"]
+        ]
     assert main(["query", path, "--topic", "TopicA", "--key", "no-such-key"]) == 1
 
 
@@ -332,20 +386,38 @@ def test_cli_time_and_offset_queries(capsys):
     messages = [d for d in _fixture_lines("basic", "message") if d["topic"] == "TopicA" and d["queueId"] == 1]
     messages.sort(key=lambda d: d["queueOffset"])
     target = messages[10]
-    assert main(["query", path, "--topic", "TopicA", "--queue", "1", "--timestamp",
-                 str(target["storeTimestamp"]), "--json"]) == 0
+    assert (
+        main(
+            [
+                "query",
+                path,
+                "--topic",
+                "TopicA",
+                "--queue",
+                "1",
+                "--timestamp",
+                str(target["storeTimestamp"]),
+                "--json",
+            ]
+        )
+        == 0
+    )
     answer = json.loads(capsys.readouterr().out)
     first = min(d["queueOffset"] for d in messages if d["storeTimestamp"] >= target["storeTimestamp"])
     assert answer["offset"] == first
-    assert main(["query", path, "--topic", "TopicA", "--queue", "1", "--offset", "3", "--count", "2",
-                 "--json"]) == 0
+    assert (
+        main(["query", path, "--topic", "TopicA", "--queue", "1", "--offset", "3", "--count", "2", "--json"])
+        == 0
+    )
     got = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [g["queue_offset"] for g in got] == [3, 4]
 
 
 def test_geometry_on_disk(tmp_path):
-    assert ix.geometry_on_disk(str(ROCKETMQ / "basic" / "store" / "index")) == {"maxHashSlotNum": 64,
-                                                                                 "maxIndexNum": 256}
+    assert ix.geometry_on_disk(str(ROCKETMQ / "basic" / "store" / "index")) == {
+        "maxHashSlotNum": 64,
+        "maxIndexNum": 256,
+    }
     service = ix.IndexService(str(tmp_path), 7, 30, writable=True)
     service.put_batch([_request("T", 100 * i, 1_700_000_000_000 + i, f"k{i}") for i in range(1, 9)])
     service.close()

@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import FIXTURES
+from segstore_rocketmq.checkpoint import FILE_SIZE, Checkpoint, CheckpointFile, check
 
 from segstore import files
 from segstore.errors import TruncatedDataError
-from segstore_rocketmq.checkpoint import FILE_SIZE, Checkpoint, CheckpointFile, check
-
-from conftest import FIXTURES
 
 ROCKETMQ = FIXTURES / "rocketmq"
 
@@ -25,7 +24,10 @@ def test_checkpoint_fields_equal_the_brokers(name):
     raw = _store_line(name)["checkpointRaw"]
     cp = CheckpointFile(str(ROCKETMQ / name / "store" / "checkpoint")).value
     assert (cp.physic_msg_timestamp, cp.logics_msg_timestamp, cp.index_msg_timestamp) == (
-        raw["physicMsgTimestamp"], raw["logicsMsgTimestamp"], raw["indexMsgTimestamp"])
+        raw["physicMsgTimestamp"],
+        raw["logicsMsgTimestamp"],
+        raw["indexMsgTimestamp"],
+    )
     data = files.read_bytes(ROCKETMQ / name / "store" / "checkpoint")
     assert check(data, path="checkpoint") == []
     assert cp.pack() == data
@@ -70,15 +72,14 @@ def test_checkpoint_file_round_trip(tmp_path):
 
 import os  # noqa: E402
 
+from conftest import copy_writable  # noqa: E402
 from segstore_rocketmq import recovery as rec  # noqa: E402
 from segstore_rocketmq.commitlog import CommitLog  # noqa: E402
-from segstore_rocketmq.config import SCHEDULE_TOPIC, parse_delay_levels, DEFAULT_DELAY_LEVELS  # noqa: E402
+from segstore_rocketmq.config import DEFAULT_DELAY_LEVELS, SCHEDULE_TOPIC, parse_delay_levels  # noqa: E402
 from segstore_rocketmq.consumequeue import ConsumeQueue  # noqa: E402
 from segstore_rocketmq.indexfile import IndexService  # noqa: E402
 from segstore_rocketmq.javacompat import string_hash  # noqa: E402
 from segstore_rocketmq.message import RocketMQMessage  # noqa: E402
-
-from conftest import copy_writable  # noqa: E402
 
 DELAYS = parse_delay_levels(DEFAULT_DELAY_LEVELS)
 
@@ -95,16 +96,18 @@ class Opened:
 
     def __init__(self, store_dir: str, config: dict, abnormal: bool) -> None:
         self.dir = store_dir
-        self.commitlog = CommitLog(os.path.join(store_dir, "commitlog"), config["mappedFileSizeCommitLog"],
-                                   writable=True)
+        self.commitlog = CommitLog(
+            os.path.join(store_dir, "commitlog"), config["mappedFileSizeCommitLog"], writable=True
+        )
         self.cq_size = config["mappedFileSizeConsumeQueue"]
         self.queues = {}
         cq_root = os.path.join(store_dir, "consumequeue")
         for topic in files.list_dir(cq_root):
             for qid in files.list_dir(os.path.join(cq_root, topic)):
                 self.queues[(topic, int(qid))] = self.open_queue(topic, int(qid))
-        self.index = IndexService(os.path.join(store_dir, "index"), config["maxHashSlotNum"],
-                                  config["maxIndexNum"], writable=True)
+        self.index = IndexService(
+            os.path.join(store_dir, "index"), config["maxHashSlotNum"], config["maxIndexNum"], writable=True
+        )
         self.index.load()
         self.checkpoint = CheckpointFile(os.path.join(store_dir, "checkpoint")).value
         self.abnormal = abnormal
@@ -113,8 +116,15 @@ class Opened:
         return ConsumeQueue(rec.queue_dir(self.dir, topic, qid), topic, qid, self.cq_size, writable=True)
 
     def context(self) -> rec.RecoveryContext:
-        return rec.RecoveryContext(self.commitlog, self.queues, self.open_queue, self.index, self.checkpoint,
-                                   tags_code, self.abnormal)
+        return rec.RecoveryContext(
+            self.commitlog,
+            self.queues,
+            self.open_queue,
+            self.index,
+            self.checkpoint,
+            tags_code,
+            self.abnormal,
+        )
 
     def recover(self) -> list[str]:
         return rec.recover(self.context())
@@ -162,10 +172,14 @@ def test_recovery_matches_the_brokers_recovered_view(tmp_path, name):
     assert opened.commitlog.end == recovered["maxPhyOffset"]
     assert opened.commitlog.min_offset == recovered["minPhyOffset"]
     ranges, messages = _state(opened)
-    want_ranges = {(d["topic"], d["queueId"]): (d["minOffset"], d["maxOffset"]) for d in _lines(name, "queue")}
+    want_ranges = {
+        (d["topic"], d["queueId"]): (d["minOffset"], d["maxOffset"]) for d in _lines(name, "queue")
+    }
     assert ranges == want_ranges
-    want = sorted((d["topic"], d["queueId"], d["queueOffset"], d["physicalOffset"], d["rawHex"].lower())
-                  for d in _lines(name, "message"))
+    want = sorted(
+        (d["topic"], d["queueId"], d["queueOffset"], d["physicalOffset"], d["rawHex"].lower())
+        for d in _lines(name, "message")
+    )
     assert sorted(messages) == want
     # the index was kept (per entry) and answers like the broker's rebuilt one
     after = {d["rawHeader"]["endPhyOffset"]: d["rawHeader"] for d in _lines(name, "indexfileAfterRecovery")}
@@ -175,4 +189,6 @@ def test_recovery_matches_the_brokers_recovered_view(tmp_path, name):
     opened.close()
     # the index files are the broker's bytes
     for name_ in files.list_dir(store / "index"):
-        assert files.read_bytes(store / "index" / name_) == files.read_bytes(ROCKETMQ / name / "store" / "index" / name_)
+        assert files.read_bytes(store / "index" / name_) == files.read_bytes(
+            ROCKETMQ / name / "store" / "index" / name_
+        )

@@ -6,14 +6,13 @@ import os
 import random
 
 import pytest
+from conftest import FIXTURES, copy_writable
+from rocketmq_crash_writer import CONFIG, message
+from segstore_rocketmq import recovery as rec
 
 import segstore
 from segstore import files
 from segstore.errors import SegstoreError
-from segstore_rocketmq import recovery as rec
-
-from conftest import FIXTURES, copy_writable
-from rocketmq_crash_writer import CONFIG, message
 
 N = 60
 
@@ -33,7 +32,7 @@ def _open(path, mode="r"):
 def _flip(path: str, pos: int) -> None:
     data = bytearray(files.read_bytes(path))
     data[pos] ^= 0xFF
-    files.write_bytes(path, bytes(data[pos:pos + 1]), pos)
+    files.write_bytes(path, bytes(data[pos : pos + 1]), pos)
 
 
 def _intact_bodies(path: str) -> list[bytes]:
@@ -60,8 +59,8 @@ def test_flipped_commitlog_body_is_named_and_recovery_keeps_the_rest(store_dir):
     seg_base = victim.physical_offset - victim.physical_offset % CONFIG["mappedFileSizeCommitLog"]
     path = os.path.join(store_dir, "commitlog", f"{seg_base:020d}")
     pos = victim.physical_offset - seg_base
-    _flip(path, pos + victim.size - 3)           # in the properties: the CRC covers the body only
-    _flip(path, pos + 100)                        # in the body
+    _flip(path, pos + victim.size - 3)  # in the properties: the CRC covers the body only
+    _flip(path, pos + 100)  # in the body
     with _open(store_dir) as store:
         problems = [str(p) for p in store.verify()]
     assert any(p.startswith(f"{path}:{pos}: ") for p in problems), problems
@@ -69,7 +68,7 @@ def test_flipped_commitlog_body_is_named_and_recovery_keeps_the_rest(store_dir):
     assert len(before) == N - 1
     with _open(store_dir, "a") as store:
         assert any("damaged bytes left in place" in line for line in store.recovery_lines)
-    assert _intact_bodies(store_dir) == before    # recovery lost no intact message
+    assert _intact_bodies(store_dir) == before  # recovery lost no intact message
 
 
 def test_torn_tail_is_cut_and_kept_aside(store_dir):
@@ -78,23 +77,23 @@ def test_torn_tail_is_cut_and_kept_aside(store_dir):
     base = last.physical_offset - last.physical_offset % CONFIG["mappedFileSizeCommitLog"]
     path = os.path.join(store_dir, "commitlog", f"{base:020d}")
     pos = last.physical_offset - base
-    torn = files.read_bytes(path)[pos:pos + last.size]
-    files.write_bytes(path, bytes(last.size - 10), pos + 10)   # the end of the last message never landed
+    torn = files.read_bytes(path)[pos : pos + last.size]
+    files.write_bytes(path, bytes(last.size - 10), pos + 10)  # the end of the last message never landed
     files.touch(os.path.join(store_dir, "abort"))
     with _open(store_dir) as store:
         assert any(str(p).startswith(f"{path}:{pos}: ") for p in store.verify())
     with _open(store_dir, "a") as store:
         assert any(f"{path}:{pos}: cut 10 bytes" in line for line in store.recovery_lines)
         assert store.verify() == []
-        assert store.offset_range("Crash", last.queue_id)[1] == last.queue_offset   # its entry dropped
+        assert store.offset_range("Crash", last.queue_id)[1] == last.queue_offset  # its entry dropped
     assert files.read_bytes(f"{path}.cut-{pos}") == torn[:10]
     assert len(_intact_bodies(store_dir)) == N - 1
 
 
 def test_consume_queue_damage_is_named_and_rebuilt(store_dir):
     path = os.path.join(store_dir, "consumequeue", "Crash", "1", f"{0:020d}")
-    _flip(path, 20 * 3 + 9)          # the size of entry 3
-    _flip(path, 20 * 7 + 15)         # the tags code of entry 7
+    _flip(path, 20 * 3 + 9)  # the size of entry 3
+    _flip(path, 20 * 7 + 15)  # the tags code of entry 7
     with _open(store_dir) as store:
         problems = [str(p) for p in store.verify()]
     assert any(p.startswith(f"{path}:140: ") for p in problems), problems
@@ -109,7 +108,7 @@ def test_index_damage_is_named_and_rebuilt_per_entry(store_dir):
     first = os.path.join(index_dir, files.list_dir(index_dir)[0])
     slots = CONFIG["maxHashSlotNum"]
     entry_pos = 40 + slots * 4 + 20 * 10
-    _flip(first, entry_pos + 6)      # the offset of entry 10
+    _flip(first, entry_pos + 6)  # the offset of entry 10
     with _open(store_dir) as store:
         problems = [str(p) for p in store.verify()]
     assert any(p.startswith(f"{first}:{entry_pos}: ") for p in problems), problems
@@ -147,7 +146,7 @@ def test_random_flips_never_raise_untyped_and_never_lose_intact_messages(tmp_pat
     store_dir = str(copy_writable(src, tmp_path / "store"))
     candidates = []
     for root, _, names in os.walk(store_dir):
-        # config/*.json is left out: segstore.files.read_text lets UnicodeDecodeError through (reported to core)
+        # config/*.json left out: segstore.files.read_text lets UnicodeDecodeError through (reported)
         if os.path.basename(root) != "config":
             candidates += [os.path.join(root, n) for n in names if n not in ("lock", "abort")]
     for _ in range(3):

@@ -26,11 +26,11 @@ from segstore import files
 from segstore.errors import CorruptDataError, TruncatedDataError
 
 FIELDS = struct.Struct(
-    ">q"   # physicMsgTimestamp
-    "q"    # logicsMsgTimestamp
-    "q"    # indexMsgTimestamp
-    "q"    # masterFlushedOffset (5.x)
-    "q"    # confirmPhyOffset (5.x)
+    ">q"  # physicMsgTimestamp
+    "q"  # logicsMsgTimestamp
+    "q"  # indexMsgTimestamp
+    "q"  # masterFlushedOffset (5.x)
+    "q"  # confirmPhyOffset (5.x)
 )
 assert FIELDS.size == 40
 FILE_SIZE = 4096
@@ -57,15 +57,21 @@ class Checkpoint:
         if len(data) < FIELDS.size:
             legacy = struct.calcsize(">qqq")
             if len(data) < legacy:
-                raise TruncatedDataError(f"expected a checkpoint of {FILE_SIZE} bytes, found {len(data)}",
-                                         path, len(data))
+                raise TruncatedDataError(
+                    f"expected a checkpoint of {FILE_SIZE} bytes, found {len(data)}", path, len(data)
+                )
             data = bytes(data) + bytes(FIELDS.size - len(data))
         return cls(*FIELDS.unpack_from(data, 0))
 
     def pack(self) -> bytes:
         """The whole 4096-byte file."""
-        fields = FIELDS.pack(self.physic_msg_timestamp, self.logics_msg_timestamp, self.index_msg_timestamp,
-                             self.master_flushed_offset, self.confirm_phy_offset)
+        fields = FIELDS.pack(
+            self.physic_msg_timestamp,
+            self.logics_msg_timestamp,
+            self.index_msg_timestamp,
+            self.master_flushed_offset,
+            self.confirm_phy_offset,
+        )
         return fields + bytes(FILE_SIZE - FIELDS.size)
 
     @property
@@ -80,26 +86,40 @@ class Checkpoint:
 
 
 def check(data: bytes | memoryview, *, path: str) -> list[tuple[int, str]]:
-    """Problems of a checkpoint's bytes as ``(pos, message)``: size, negative times, garbage after the fields."""
+    """Problems of a checkpoint's bytes as ``(pos, message)``: size, negative times, data after the fields."""
     out: list[tuple[int, str]] = []
     if len(data) != FILE_SIZE:
-        out.append((min(len(data), FILE_SIZE), f"expected a checkpoint of {FILE_SIZE} bytes, found {len(data)}"))
+        out.append(
+            (min(len(data), FILE_SIZE), f"expected a checkpoint of {FILE_SIZE} bytes, found {len(data)}")
+        )
     try:
         cp = Checkpoint.unpack(data, path=path)
     except CorruptDataError as err:
         out.append((err.pos or 0, err.message))
         return out
-    names = ("physicMsgTimestamp", "logicsMsgTimestamp", "indexMsgTimestamp", "masterFlushedOffset",
-             "confirmPhyOffset")
-    values = (cp.physic_msg_timestamp, cp.logics_msg_timestamp, cp.index_msg_timestamp,
-              cp.master_flushed_offset, cp.confirm_phy_offset)
-    for i, (name, value) in enumerate(zip(names, values)):
+    names = (
+        "physicMsgTimestamp",
+        "logicsMsgTimestamp",
+        "indexMsgTimestamp",
+        "masterFlushedOffset",
+        "confirmPhyOffset",
+    )
+    values = (
+        cp.physic_msg_timestamp,
+        cp.logics_msg_timestamp,
+        cp.index_msg_timestamp,
+        cp.master_flushed_offset,
+        cp.confirm_phy_offset,
+    )
+    for i, (name, value) in enumerate(zip(names, values, strict=True)):
         if value < 0:
             out.append((i * 8, f"expected {name} >= 0, found {value}"))
-    tail = bytes(data[FIELDS.size:FILE_SIZE])
+    tail = bytes(data[FIELDS.size : FILE_SIZE])
     if any(tail):
         first = next(i for i, b in enumerate(tail) if b)
-        out.append((FIELDS.size + first, f"expected zeros after byte {FIELDS.size}, found 0x{tail[first]:02x}"))
+        out.append(
+            (FIELDS.size + first, f"expected zeros after byte {FIELDS.size}, found 0x{tail[first]:02x}")
+        )
     return out
 
 
@@ -125,7 +145,7 @@ class CheckpointFile:
         """Write the fields and make them durable (``StoreCheckpoint.flush``)."""
         if self._file is None:
             return
-        self._file.write(0, self.value.pack()[:FIELDS.size])
+        self._file.write(0, self.value.pack()[: FIELDS.size])
         self._file.flush()
 
     def close(self) -> None:

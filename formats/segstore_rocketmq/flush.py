@@ -57,9 +57,15 @@ class FlushPolicy:
     @classmethod
     def from_config(cls, config: object) -> FlushPolicy:
         """From a :class:`~segstore_rocketmq.config.BrokerConfig` (its broker-named fields)."""
-        return cls(config.flushDiskType, config.flushIntervalCommitLog, config.flushCommitLogLeastPages,
-                   FLUSH_COMMITLOG_THOROUGH_INTERVAL_MS, config.flushIntervalConsumeQueue,
-                   config.flushConsumeQueueLeastPages, FLUSH_CONSUME_QUEUE_THOROUGH_INTERVAL_MS)
+        return cls(
+            config.flushDiskType,
+            config.flushIntervalCommitLog,
+            config.flushCommitLogLeastPages,
+            FLUSH_COMMITLOG_THOROUGH_INTERVAL_MS,
+            config.flushIntervalConsumeQueue,
+            config.flushConsumeQueueLeastPages,
+            FLUSH_CONSUME_QUEUE_THOROUGH_INTERVAL_MS,
+        )
 
 
 class FlushService:
@@ -71,9 +77,15 @@ class FlushService:
     :param now_ms: a monotonic clock in milliseconds (for the intervals).
     """
 
-    def __init__(self, commitlog: CommitLog, queues: Callable[[], Iterable[ConsumeQueue]],
-                 checkpoint: CheckpointFile, policy: FlushPolicy, *,
-                 now_ms: Callable[[], int] = lambda: time.monotonic_ns() // 1_000_000) -> None:
+    def __init__(
+        self,
+        commitlog: CommitLog,
+        queues: Callable[[], Iterable[ConsumeQueue]],
+        checkpoint: CheckpointFile,
+        policy: FlushPolicy,
+        *,
+        now_ms: Callable[[], int] = lambda: time.monotonic_ns() // 1_000_000,
+    ) -> None:
         self.commitlog = commitlog
         self.queues = queues
         self.checkpoint = checkpoint
@@ -82,11 +94,11 @@ class FlushService:
         self.lock = threading.RLock()
         self._cond = threading.Condition()
         self._flushing = False
-        self._flushed = commitlog.end                 # commitlog bytes below this are durable
+        self._flushed = commitlog.end  # commitlog bytes below this are durable
         self._appended_end = commitlog.end
-        self._last_store_ts = 0                       # store time of the last message appended
+        self._last_store_ts = 0  # store time of the last message appended
         self._cq_dirty_entries = 0
-        self._cq_last_ts = 0                          # store time of the last queue entry written
+        self._cq_last_ts = 0  # store time of the last queue entry written
         self._checkpoint_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -147,12 +159,12 @@ class FlushService:
         """Flush the commitlog, every queue and the checkpoint now (``flush()``/clean close)."""
         self._flush_commitlog(force=True)
         self._flush_queues(force=True)
-        self._flush_checkpoint(logics=True)
+        self._flush_checkpoint()
 
     def index_file_full(self, end_timestamp: int) -> None:
         """An index file filled up and was flushed: record its end time in the checkpoint and flush it."""
         self.checkpoint.value.index_msg_timestamp = end_timestamp
-        self._flush_checkpoint(logics=False)
+        self._flush_checkpoint()
 
     # -- the work ------------------------------------------------------------------------
     def _flush_commitlog(self, *, force: bool) -> bool:
@@ -186,13 +198,17 @@ class FlushService:
             self.checkpoint.value.logics_msg_timestamp = stamp
         return True
 
-    def _flush_checkpoint(self, *, logics: bool) -> None:
+    def _flush_checkpoint(self) -> None:
         with self._checkpoint_lock:
             self.checkpoint.flush()
 
     def _run(self) -> None:
         policy = self.policy
-        tick = policy.interval_commitlog if policy.flush_disk_type == ASYNC_FLUSH else policy.interval_consume_queue
+        tick = (
+            policy.interval_commitlog
+            if policy.flush_disk_type == ASYNC_FLUSH
+            else policy.interval_consume_queue
+        )
         while not self._stop.wait(min(tick, policy.interval_consume_queue) / 1000):
             now = self.now_ms()
             if policy.flush_disk_type == ASYNC_FLUSH:
@@ -207,4 +223,4 @@ class FlushService:
                     self._last_thorough_queues = now
                 self._flush_queues(force=thorough)
                 if thorough:
-                    self._flush_checkpoint(logics=True)
+                    self._flush_checkpoint()

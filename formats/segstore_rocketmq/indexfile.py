@@ -47,12 +47,12 @@ from segstore import files
 from segstore.errors import CorruptIndexError
 
 HEADER = struct.Struct(
-    ">q"   # beginTimestamp
-    "q"    # endTimestamp
-    "q"    # beginPhyOffset
-    "q"    # endPhyOffset
-    "i"    # hashSlotCount
-    "i"    # indexCount
+    ">q"  # beginTimestamp
+    "q"  # endTimestamp
+    "q"  # beginPhyOffset
+    "q"  # endPhyOffset
+    "i"  # hashSlotCount
+    "i"  # indexCount
 )
 assert HEADER.size == 40
 INDEX_COUNT_POS = struct.calcsize(">qqqqi")
@@ -64,7 +64,7 @@ ENTRY_DTYPE = np.dtype([("hash", ">i4"), ("phy_offset", ">i8"), ("time_diff", ">
 assert ENTRY_DTYPE.itemsize == 20
 
 INVALID_INDEX = 0
-FIRST_ENTRY = 1          # entry 0 is never used
+FIRST_ENTRY = 1  # entry 0 is never used
 MS_PER_SECOND = 1000
 INT32_MAX = 2**31 - 1
 INT32_MIN = -(2**31)
@@ -166,11 +166,17 @@ def geometry_on_disk(directory: str) -> dict[str, int]:
         entries = rest // ENTRY_DTYPE.itemsize
         if entries < header.index_count or slots == 0:
             continue
-        table = np.frombuffer(data, dtype=ENTRY_DTYPE, count=header.index_count,
-                              offset=HEADER.size + slots * SLOT_DTYPE.itemsize)
+        table = np.frombuffer(
+            data,
+            dtype=ENTRY_DTYPE,
+            count=header.index_count,
+            offset=HEADER.size + slots * SLOT_DTYPE.itemsize,
+        )
         last = header.index_count - 1
-        if last < FIRST_ENTRY or (int(table["phy_offset"][FIRST_ENTRY]) == header.begin_phy_offset
-                                  and int(table["phy_offset"][last]) == header.end_phy_offset):
+        if last < FIRST_ENTRY or (
+            int(table["phy_offset"][FIRST_ENTRY]) == header.begin_phy_offset
+            and int(table["phy_offset"][last]) == header.end_phy_offset
+        ):
             fits.append((slots, entries))
         if fits and fits[0][1] == ratio * fits[0][0]:
             break
@@ -200,8 +206,14 @@ class IndexHeader:
         return header
 
     def pack(self) -> bytes:
-        return HEADER.pack(self.begin_timestamp, self.end_timestamp, self.begin_phy_offset,
-                           self.end_phy_offset, self.hash_slot_count, self.index_count)
+        return HEADER.pack(
+            self.begin_timestamp,
+            self.end_timestamp,
+            self.begin_phy_offset,
+            self.end_phy_offset,
+            self.hash_slot_count,
+            self.index_count,
+        )
 
 
 class IndexFile:
@@ -217,7 +229,10 @@ class IndexFile:
         if file.size != expected:
             raise CorruptIndexError(
                 f"expected an index file of {expected} bytes ({slot_num} slots, {index_num} entries), "
-                f"found {file.size} bytes", file.path, min(file.size, expected))
+                f"found {file.size} bytes",
+                file.path,
+                min(file.size, expected),
+            )
         self.file = file
         self.slot_num = slot_num
         self.index_num = index_num
@@ -229,8 +244,9 @@ class IndexFile:
 
     # -- lifecycle ------------------------------------------------------------
     @classmethod
-    def create(cls, path: str, slot_num: int, index_num: int, end_phy_offset: int = 0,
-               end_timestamp: int = 0) -> IndexFile:
+    def create(
+        cls, path: str, slot_num: int, index_num: int, end_phy_offset: int = 0, end_timestamp: int = 0
+    ) -> IndexFile:
         """A new, empty file starting where the previous one ended (0: the first file).
 
         As the broker does, the begin/end fields are written at once and the
@@ -243,8 +259,17 @@ class IndexFile:
             header.begin_phy_offset = header.end_phy_offset = end_phy_offset
         if end_timestamp > 0:
             header.begin_timestamp = header.end_timestamp = end_timestamp
-        mapped.write(0, HEADER.pack(header.begin_timestamp, header.end_timestamp, header.begin_phy_offset,
-                                    header.end_phy_offset, 0, 0))
+        mapped.write(
+            0,
+            HEADER.pack(
+                header.begin_timestamp,
+                header.end_timestamp,
+                header.begin_phy_offset,
+                header.end_phy_offset,
+                0,
+                0,
+            ),
+        )
         return index
 
     @classmethod
@@ -271,7 +296,7 @@ class IndexFile:
     @property
     def entries(self) -> np.ndarray:
         """The used entries ``1 .. indexCount-1`` (zero-copy view)."""
-        return self.entries_all[FIRST_ENTRY:self.header.index_count]
+        return self.entries_all[FIRST_ENTRY : self.header.index_count]
 
     def entry_pos(self, number: int) -> int:
         """Byte position of entry ``number`` in the file."""
@@ -361,7 +386,7 @@ class IndexFile:
         return (begin < b and end > e) or (b <= begin <= e) or (b <= end <= e)
 
     def candidates(self, key_hash: int, begin: int, end: int) -> Iterator[tuple[int, int]]:
-        """``(phy_offset, approximate store time)`` of entries with this hash in ``[begin, end]``, newest first.
+        """``(phy_offset, approximate store time)`` of this hash's entries in ``[begin, end]``, newest first.
 
         Walks the slot's chain as the broker's ``selectPhyOffset`` does, and also
         stops at a link that does not go back (a corrupt chain cannot loop).
@@ -427,7 +452,7 @@ class IndexRequest:
     phy_offset: int
     store_timestamp: int
     uniq_key: str | None
-    keys: str | None          # the KEYS property (space-separated)
+    keys: str | None  # the KEYS property (space-separated)
     sys_flag: int = 0
 
 
@@ -450,10 +475,16 @@ class IndexService:
     Thread-safety: one writer; queries may run concurrently with it.
     """
 
-    def __init__(self, directory: str, slot_num: int = DEFAULT_MAX_HASH_SLOT_NUM,
-                 index_num: int = DEFAULT_MAX_INDEX_NUM, *, writable: bool = False,
-                 clock: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
-                 on_file_full: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self,
+        directory: str,
+        slot_num: int = DEFAULT_MAX_HASH_SLOT_NUM,
+        index_num: int = DEFAULT_MAX_INDEX_NUM,
+        *,
+        writable: bool = False,
+        clock: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+        on_file_full: Callable[[int], None] | None = None,
+    ) -> None:
         self.directory = directory
         self.slot_num = slot_num
         self.index_num = index_num
@@ -487,8 +518,9 @@ class IndexService:
         ms = self.clock()
         while files.exists(os.path.join(self.directory, file_name_for(ms))):
             ms += 1
-        created = IndexFile.create(os.path.join(self.directory, file_name_for(ms)), self.slot_num,
-                                   self.index_num, end_phy, end_ts)
+        created = IndexFile.create(
+            os.path.join(self.directory, file_name_for(ms)), self.slot_num, self.index_num, end_phy, end_ts
+        )
         if prev is not None:
             prev.flush()
             if self.on_file_full is not None:

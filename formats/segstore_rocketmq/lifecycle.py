@@ -59,15 +59,26 @@ class LifecycleMixin:
         self._next_offsets = {key: cq.max_offset for key, cq in self.queues.items()}
         files.touch(abort)
         files.fsync_dir(self.path)
-        self._flusher = FlushService(self.commitlog, lambda: list(self.queues.values()), self.checkpoint,
-                                     FlushPolicy.from_config(self.config))
+        self._flusher = FlushService(
+            self.commitlog,
+            lambda: list(self.queues.values()),
+            self.checkpoint,
+            FlushPolicy.from_config(self.config),
+        )
         if self.index is not None:
             self.index.on_file_full = self._flusher.index_file_full
         self._flusher.start()
 
     def _recover(self, *, abnormal: bool) -> list[str]:
-        ctx = RecoveryContext(self.commitlog, self.queues, self._queue, self.index, self.checkpoint.value,
-                              self.tags_code, abnormal)
+        ctx = RecoveryContext(
+            self.commitlog,
+            self.queues,
+            self._queue,
+            self.index,
+            self.checkpoint.value,
+            self.tags_code,
+            abnormal,
+        )
         return recover(ctx)
 
     def _flush_durable(self) -> None:
@@ -135,8 +146,9 @@ class LifecycleMixin:
         except (CorruptDataError, OffsetOutOfRangeError):
             return None
 
-    def query_by_key(self, topic: str, key: str, *, max_hits: int = 32, begin: int = 0,
-                     end: int = TIME_MAX) -> list[RocketMQMessage]:
+    def query_by_key(
+        self, topic: str, key: str, *, max_hits: int = 32, begin: int = 0, end: int = TIME_MAX
+    ) -> list[RocketMQMessage]:
         """Messages of ``topic`` carrying ``key`` (``KEYS`` or ``UNIQ_KEY``) stored in ``[begin, end]``.
 
         The newest ``max_hits``, in commitlog order, as the broker's ``queryMessage``
@@ -146,26 +158,41 @@ class LifecycleMixin:
         self._check_open()
         if self.index is None:
             return []
-        return query_by_key(self.index, topic, key, self._message_or_none, max_hits=max_hits, begin=begin,
-                            end=end)
+        return query_by_key(
+            self.index, topic, key, self._message_or_none, max_hits=max_hits, begin=begin, end=end
+        )
 
     def query(self, request: QueryRequest, out: TextIO) -> int:
         """``segstore query``: by key, by queue offset, or the queue offset for a time."""
         self._check_open()
         if request.key is not None:
-            found = self.query_by_key(request.topic, request.key, max_hits=request.max,
-                                      begin=request.begin if request.begin is not None else 0,
-                                      end=request.end if request.end is not None else TIME_MAX)
+            found = self.query_by_key(
+                request.topic,
+                request.key,
+                max_hits=request.max,
+                begin=request.begin if request.begin is not None else 0,
+                end=request.end if request.end is not None else TIME_MAX,
+            )
             self._print(found, request.json, out)
             return EXIT_OK if found else EXIT_NOT_FOUND
         queue = request.partition if request.partition is not None else 0
         if request.timestamp is not None:
             offset = self.offset_for_time(request.topic, queue, request.timestamp)
-            answer = {"topic": request.topic, "queue_id": queue, "timestamp": request.timestamp,
-                      "offset": offset if offset is not None else self.offset_range(request.topic, queue)[1]}
-            out.write((json.dumps(answer) if request.json else
-                       f"{request.topic}/{queue}: offset {answer['offset']} is the first stored at or after "
-                       f"{request.timestamp}") + "\n")
+            answer = {
+                "topic": request.topic,
+                "queue_id": queue,
+                "timestamp": request.timestamp,
+                "offset": offset if offset is not None else self.offset_range(request.topic, queue)[1],
+            }
+            out.write(
+                (
+                    json.dumps(answer)
+                    if request.json
+                    else f"{request.topic}/{queue}: offset {answer['offset']} is the first stored at/after "
+                    f"{request.timestamp}"
+                )
+                + "\n"
+            )
             return EXIT_OK
         found = list(self.read(request.topic, queue, request.offset, request.count))
         self._print(found, request.json, out)
@@ -180,13 +207,15 @@ class LifecycleMixin:
 
     def dump_one(self, record: RocketMQMessage, out: TextIO) -> None:
         """One human-readable line for a message."""
-        out.write(f"{record.topic}/{record.queue_id}@{record.queue_offset} phy={record.physical_offset} "
-                  f"size={record.size} store={record.store_timestamp} keys={record.keys} "
-                  f"tags={record.tags} msgId={record.msg_id}\n")
+        out.write(
+            f"{record.topic}/{record.queue_id}@{record.queue_offset} phy={record.physical_offset} "
+            f"size={record.size} store={record.store_timestamp} keys={record.keys} "
+            f"tags={record.tags} msgId={record.msg_id}\n"
+        )
 
     # -- verify -----------------------------------------------------------------------------
     def verify(self) -> list[Problem]:
-        """Every commitlog message, queue entry, index entry, the checkpoint and config files (see .verify)."""
+        """Check every commitlog message, queue entry, index entry, the checkpoint and config (.verify)."""
         from .verify import verify_store
 
         self._check_open()

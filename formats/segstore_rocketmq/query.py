@@ -33,9 +33,16 @@ def carries_key(msg: RocketMQMessage, topic: str, key: str) -> bool:
     return msg.properties.get("UNIQ_KEY") == key or key in msg.keys
 
 
-def query_by_key(index: IndexService, topic: str, key: str,
-                 message_at: Callable[[int], RocketMQMessage | None], *, max_hits: int = MAX_MSGS_NUM_BATCH,
-                 begin: int = 0, end: int = TIME_MAX) -> list[RocketMQMessage]:
+def query_by_key(
+    index: IndexService,
+    topic: str,
+    key: str,
+    message_at: Callable[[int], RocketMQMessage | None],
+    *,
+    max_hits: int = MAX_MSGS_NUM_BATCH,
+    begin: int = 0,
+    end: int = TIME_MAX,
+) -> list[RocketMQMessage]:
     """Messages of ``topic`` carrying ``key``, the newest ``max_hits``, in commitlog order.
 
     ``message_at(offset)`` returns the valid message stored at a commitlog
@@ -56,8 +63,9 @@ def query_by_key(index: IndexService, topic: str, key: str,
     return [found[phy] for phy in sorted(found)]
 
 
-def offset_in_queue_by_time(min_offset: int, max_offset: int, store_time_at: Callable[[int], int | None],
-                            timestamp: int) -> int:
+def offset_in_queue_by_time(
+    min_offset: int, max_offset: int, store_time_at: Callable[[int], int | None], timestamp: int
+) -> int:
     """The first queue offset in ``[min_offset, max_offset)`` stored at or after ``timestamp``.
 
     ``store_time_at(queue_offset)`` reads that entry's message store time

@@ -86,11 +86,15 @@ class Walked:
     @property
     def has_queue_entry(self) -> bool:
         """Prepared and rollback transaction messages get no consume-queue entry."""
-        return self.sys_flag & SYSFLAG_TRANSACTION_MASK not in (SYSFLAG_TRANSACTION_PREPARED,
-                                                                SYSFLAG_TRANSACTION_ROLLBACK)
+        return self.sys_flag & SYSFLAG_TRANSACTION_MASK not in (
+            SYSFLAG_TRANSACTION_PREPARED,
+            SYSFLAG_TRANSACTION_ROLLBACK,
+        )
 
     def index_request(self) -> IndexRequest:
-        return IndexRequest(self.topic, self.phy, self.store_timestamp, self.uniq_key, self.keys, self.sys_flag)
+        return IndexRequest(
+            self.topic, self.phy, self.store_timestamp, self.uniq_key, self.keys, self.sys_flag
+        )
 
 
 @dataclass(slots=True)
@@ -100,7 +104,7 @@ class Walk:
     start: int
     end: int
     messages: list[Walked] = field(default_factory=list)
-    gaps: list[tuple[str, int, int]] = field(default_factory=list)     # (path, pos, length)
+    gaps: list[tuple[str, int, int]] = field(default_factory=list)  # (path, pos, length)
 
 
 @dataclass
@@ -109,7 +113,7 @@ class RecoveryContext:
 
     :param queues: every consume queue loaded, by ``(topic, queue_id)``.
     :param open_queue: opens (creating if needed) and registers a queue the walk found.
-    :param tags_code: the consume-queue tags code of a message (tags hash, or delivery time of a delay message).
+    :param tags_code: a message's consume-queue tags code (tags hash, or a delay message's delivery time).
     :param abnormal: the ``abort`` file was present (the last writer did not close cleanly).
     """
 
@@ -123,6 +127,7 @@ class RecoveryContext:
 
 
 # -- walking the commitlog -----------------------------------------------------------
+
 
 def _valid_at(seg: CommitLogFile, view: memoryview, pos: int) -> RocketMQMessage | Blank | End | None:
     """The record at ``pos`` if it is a valid message (at its own offset), BLANK or end; None if damaged."""
@@ -174,8 +179,9 @@ def _resync(segs: list[CommitLogFile], i: int, pos: int) -> tuple[int, int] | No
     return None
 
 
-def walk(commitlog: CommitLog, start: int, tags_code: Callable[[RocketMQMessage], int], *,
-         past_zeros: bool = True) -> Walk:
+def walk(
+    commitlog: CommitLog, start: int, tags_code: Callable[[RocketMQMessage], int], *, past_zeros: bool = True
+) -> Walk:
     """Walk every file from the one holding ``start`` (a message boundary), validating each record.
 
     After damaged bytes the walk goes on at the next valid message, if any.  With
@@ -192,10 +198,20 @@ def walk(commitlog: CommitLog, start: int, tags_code: Callable[[RocketMQMessage]
         view = seg.file.view()
         record = _valid_at(seg, view, pos) if pos < len(view) else End()
         if isinstance(record, RocketMQMessage):
-            result.messages.append(Walked(
-                record.physical_offset, record.size, record.topic, record.queue_id, record.queue_offset,
-                record.sys_flag, record.store_timestamp, record.properties.get("UNIQ_KEY"),
-                record.properties.get("KEYS"), tags_code(record)))
+            result.messages.append(
+                Walked(
+                    record.physical_offset,
+                    record.size,
+                    record.topic,
+                    record.queue_id,
+                    record.queue_offset,
+                    record.sys_flag,
+                    record.store_timestamp,
+                    record.properties.get("UNIQ_KEY"),
+                    record.properties.get("KEYS"),
+                    tags_code(record),
+                )
+            )
             pos += record.size
             result.end = seg.base + pos
             continue
@@ -276,6 +292,7 @@ def _start_offset(ctx: RecoveryContext) -> int:
 
 # -- consume queues -------------------------------------------------------------------
 
+
 def _queue_row(q: ConsumeQueue, offset: int) -> np.ndarray | None:
     rows = q.entries(offset, 1)
     return rows[0] if len(rows) else None
@@ -288,9 +305,10 @@ def _write_row(q: ConsumeQueue, offset: int, row: np.ndarray) -> None:
     q.log.mark_dirty(seg)
 
 
-def _dispatch_queues(ctx: RecoveryContext, messages: list[Walked], only: set[tuple[str, int]] | None,
-                     lines: list[str]) -> set[tuple[str, int]]:
-    """Check, rewrite or append the entries of walked messages; returns the queues with missing earlier entries."""
+def _dispatch_queues(
+    ctx: RecoveryContext, messages: list[Walked], only: set[tuple[str, int]] | None, lines: list[str]
+) -> set[tuple[str, int]]:
+    """Check, rewrite or append walked messages' entries; returns the queues missing earlier entries."""
     gapped: set[tuple[str, int]] = set()
     pending: dict[tuple[str, int], list[Walked]] = {}
     fixed: dict[tuple[str, int], int] = {}
@@ -320,8 +338,10 @@ def _dispatch_queues(ctx: RecoveryContext, messages: list[Walked], only: set[tup
             continue
         rows = np.array([(m.phy, m.size, m.tags_code) for m in waiting], dtype=CQ_DTYPE)
         ctx.queues[key].append_array(rows)
-        lines.append(f"consumequeue {key[0]}/{key[1]}: rebuilt {len(rows)} entries from queue offset "
-                     f"{waiting[0].queue_offset}")
+        lines.append(
+            f"consumequeue {key[0]}/{key[1]}: rebuilt {len(rows)} entries from queue offset "
+            f"{waiting[0].queue_offset}"
+        )
     for key, n in sorted(fixed.items()):
         lines.append(f"consumequeue {key[0]}/{key[1]}: rewrote {n} entries that did not match their message")
     return gapped
@@ -342,23 +362,29 @@ def _drop_queue_entries_past(ctx: RecoveryContext, end: int, lines: list[str]) -
         if lo < q.max_offset:
             dropped = q.max_offset - lo
             q.truncate(lo)
-            lines.append(f"consumequeue {topic}/{queue_id}: dropped {dropped} entries at or past the "
-                         f"commitlog end {end}")
+            lines.append(
+                f"consumequeue {topic}/{queue_id}: dropped {dropped} entries at or past the "
+                f"commitlog end {end}"
+            )
 
 
 def _drop_damaged_queues(ctx: RecoveryContext, gapped: set[tuple[str, int]], lines: list[str]) -> None:
     for key in sorted(gapped):
         q = ctx.queues[key]
         if q.max_offset > q.min_offset:
-            lines.append(f"consumequeue {key[0]}/{key[1]}: earlier entries missing, rebuilding the queue "
-                         f"from the start of the commitlog")
+            lines.append(
+                f"consumequeue {key[0]}/{key[1]}: earlier entries missing, rebuilding the queue "
+                f"from the start of the commitlog"
+            )
         q.truncate(q.min_offset)
 
 
 # -- index ----------------------------------------------------------------------------
 
-def _first_bad_entry(index: IndexService, walked: dict[int, Walked], walk_start: int,
-                     end: int) -> tuple[int, int] | None:
+
+def _first_bad_entry(
+    index: IndexService, walked: dict[int, Walked], walk_start: int, end: int
+) -> tuple[int, int] | None:
     """``(file number, entry number)`` of the first index entry that cannot be trusted, or None.
 
     Bad: offsets going backwards, at or past the end, or (from the walk start on)
@@ -424,21 +450,24 @@ def _recover_index(ctx: RecoveryContext, w: Walk, lines: list[str]) -> tuple[int
         kept_phys = f.entries["phy_offset"][:keep].astype(np.int64)
         keep = int(np.searchsorted(kept_phys, kept_phys[-1], side="left"))
     if bad is not None:
-        lines.append(f"{f.path}:{f.entry_pos(number)}: index entry {number} does not match the commitlog; "
-                     f"kept {keep} entries before it, rebuilding the rest")
+        lines.append(
+            f"{f.path}:{f.entry_pos(number)}: index entry {number} does not match the commitlog; "
+            f"kept {keep} entries before it, rebuilding the rest"
+        )
     end_time = _store_time(ctx, walked, int(f.entries["phy_offset"][keep - 1])) if keep > 0 else 0
     f.truncate(keep, end_time)
-    for later in index.files[fi + 1:]:
+    for later in index.files[fi + 1 :]:
         later.close()
         files.remove(later.path)
         lines.append(f"{later.path}: removed; its entries are rebuilt from the commitlog")
-    del index.files[fi + 1:]
+    del index.files[fi + 1 :]
     # the message at the new end is indexed whole: resume after it
     start = index.end_phy_offset + 1 if keep > 0 or fi > 0 else f.header.begin_phy_offset
     return start, trusted - keep
 
 
 # -- the driver -------------------------------------------------------------------------
+
 
 def _walk_from(ctx: RecoveryContext, start: int, w: Walk) -> Iterator[Walked]:
     """Messages from ``start``: from the main walk when it covers them, else a second walk."""
@@ -463,7 +492,9 @@ def recover(ctx: RecoveryContext) -> list[str]:
     w = walk(cl, start, ctx.tags_code, past_zeros=ctx.abnormal)
     lines.append(f"commitlog: {kind}; walked {len(w.messages)} messages from {start} to {w.end}")
     for path, pos, length in w.gaps:
-        lines.append(f"{path}:{pos}: {length} damaged bytes left in place; the messages after them are intact")
+        lines.append(
+            f"{path}:{pos}: {length} damaged bytes left in place; the messages after them are intact"
+        )
     lines.extend(cut_tail(cl, w.end))
 
     gapped = _dispatch_queues(ctx, w.messages, None, lines)

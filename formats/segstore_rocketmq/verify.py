@@ -43,10 +43,13 @@ def _damage(path: str, view: memoryview, pos: int, base: int) -> str:
     except CorruptDataError as err:
         return err.message
     if isinstance(record, RocketMQMessage):
-        return (f"expected a message stored at physical offset {base + pos}, "
-                f"found one claiming offset {record.physical_offset}")
+        return (
+            f"expected a message stored at physical offset {base + pos}, "
+            f"found one claiming offset {record.physical_offset}"
+        )
     if isinstance(record, Blank):
-        return f"expected a BLANK reaching the end of the file ({len(view) - pos} bytes), found size {record.size}"
+        left = len(view) - pos
+        return f"expected a BLANK reaching the end of the file ({left} bytes), found size {record.size}"
     assert isinstance(record, End)
     return "expected a message or a BLANK, found zeros before later valid messages"
 
@@ -58,16 +61,23 @@ def _verify_commitlog(store, problems: list[Problem]) -> dict[int, Walked]:
     w = walk(cl, cl.min_offset, store.tags_code)
     for path, pos, length in w.gaps:
         seg = next(s for s in cl.log.segments if s.path == path)
-        problems.append(Problem(path, pos, f"{_damage(path, seg.file.view(), pos, seg.base)} "
-                                           f"({length} damaged bytes)"))
+        problems.append(
+            Problem(path, pos, f"{_damage(path, seg.file.view(), pos, seg.base)} ({length} damaged bytes)")
+        )
     for seg in cl.log.segments:
         if seg.base + cl.file_size <= w.end:
             continue
         pos = max(w.end - seg.base, 0)
         stop = nonzero_extent(seg.file.view(), pos)
         if stop > pos:
-            problems.append(Problem(seg.path, pos, f"expected a valid message or zeros after the last message, "
-                                                   f"found {stop - pos} bytes of torn or damaged data"))
+            problems.append(
+                Problem(
+                    seg.path,
+                    pos,
+                    f"expected a valid message or zeros after the last message, "
+                    f"found {stop - pos} bytes of torn or damaged data",
+                )
+            )
     return {m.phy: m for m in w.messages}
 
 
@@ -77,35 +87,60 @@ def _verify_queues(store, walked: dict[int, Walked], problems: list[Problem]) ->
         for seg in cq.segment_files():
             rows = seg.entries
             first = seg.first_offset
-            for i, (phy, size, tags) in enumerate(zip(rows["offset"].tolist(), rows["size"].tolist(),
-                                                      rows["tags_code"].tolist(), strict=True)):
+            for i, (phy, size, tags) in enumerate(
+                zip(rows["offset"].tolist(), rows["size"].tolist(), rows["tags_code"].tolist(), strict=True)
+            ):
                 pos = i * CQ_DTYPE.itemsize
                 m = walked.get(phy)
                 expected = f"{topic}/{qid} offset {first + i}"
                 if m is None:
-                    problems.append(Problem(seg.file.path, pos, f"expected the entry of {expected} to point at a "
-                                                                f"valid message, found commitlog offset {phy}"))
+                    problems.append(
+                        Problem(
+                            seg.file.path,
+                            pos,
+                            f"expected the entry of {expected} to point at a "
+                            f"valid message, found commitlog offset {phy}",
+                        )
+                    )
                     continue
                 found = (m.topic, m.queue_id, m.queue_offset, m.size, m.tags_code)
                 if found != (topic, qid, first + i, size, tags):
-                    problems.append(Problem(seg.file.path, pos, f"expected ({topic}, {qid}, {first + i}, size {size}, "
-                                                                f"tags code {tags}) at commitlog offset {phy}, "
-                                                                f"found ({m.topic}, {m.queue_id}, {m.queue_offset}, "
-                                                                f"size {m.size}, tags code {m.tags_code})"))
+                    problems.append(
+                        Problem(
+                            seg.file.path,
+                            pos,
+                            f"expected ({topic}, {qid}, {first + i}, size {size}, "
+                            f"tags code {tags}) at commitlog offset {phy}, "
+                            f"found ({m.topic}, {m.queue_id}, {m.queue_offset}, "
+                            f"size {m.size}, tags code {m.tags_code})",
+                        )
+                    )
                 covered.add((topic, qid, first + i))
-            rest = seg.all_slots()[len(seg):]
-            nonzero = np.flatnonzero(rest.view(np.uint8).reshape(len(rest), -1).any(axis=1)) if len(rest) else []
+            rest = seg.all_slots()[len(seg) :]
+            nonzero = (
+                np.flatnonzero(rest.view(np.uint8).reshape(len(rest), -1).any(axis=1)) if len(rest) else []
+            )
             if len(nonzero):
                 at = (len(seg) + int(nonzero[0])) * CQ_DTYPE.itemsize
-                problems.append(Problem(seg.file.path, len(seg) * CQ_DTYPE.itemsize,
-                                        f"expected zeros after the last valid entry, found data at byte {at}"))
+                problems.append(
+                    Problem(
+                        seg.file.path,
+                        len(seg) * CQ_DTYPE.itemsize,
+                        f"expected zeros after the last valid entry, found data at byte {at}",
+                    )
+                )
     for m in walked.values():
         if m.has_queue_entry and (m.topic, m.queue_id, m.queue_offset) not in covered:
             cq = store.queues.get((m.topic, m.queue_id))
             where = cq.directory if cq is not None else os.path.join(store.path, "consumequeue", m.topic)
-            problems.append(Problem(where, m.queue_offset * CQ_DTYPE.itemsize,
-                                    f"expected an entry for the message at commitlog offset {m.phy} "
-                                    f"({m.topic}/{m.queue_id} offset {m.queue_offset}), found none"))
+            problems.append(
+                Problem(
+                    where,
+                    m.queue_offset * CQ_DTYPE.itemsize,
+                    f"expected an entry for the message at commitlog offset {m.phy} "
+                    f"({m.topic}/{m.queue_id} offset {m.queue_offset}), found none",
+                )
+            )
 
 
 def _verify_index(store, walked: dict[int, Walked], problems: list[Problem]) -> None:
@@ -117,39 +152,71 @@ def _verify_index(store, walked: dict[int, Walked], problems: list[Problem]) -> 
         h = f.header
         stored_count = IndexHeader.unpack(f.file.view(0, HEADER.size)).index_count
         if stored_count > f.index_num:
-            problems.append(Problem(f.path, INDEX_COUNT_POS, f"expected indexCount <= {f.index_num}, "
-                                                             f"found {stored_count}"))
+            problems.append(
+                Problem(
+                    f.path, INDEX_COUNT_POS, f"expected indexCount <= {f.index_num}, found {stored_count}"
+                )
+            )
         entries = f.entries
         numbers = np.arange(1, h.index_count)
         for n, (hsh, phy, diff, prev) in zip(numbers.tolist(), entries.tolist(), strict=True):
             pos = f.entry_pos(n)
             m = walked.get(phy)
             if m is None:
-                problems.append(Problem(f.path, pos, f"expected index entry {n} to point at a valid message, "
-                                                     f"found commitlog offset {phy}"))
+                problems.append(
+                    Problem(
+                        f.path,
+                        pos,
+                        f"expected index entry {n} to point at a valid message, found commitlog offset {phy}",
+                    )
+                )
                 continue
             if phy not in hashes_of:
                 hashes_of[phy] = set(index_key_hashes(index_keys(m.index_request())).tolist())
             if hsh not in hashes_of[phy]:
-                problems.append(Problem(f.path, pos, f"expected index entry {n} to hash a key of the message at "
-                                                     f"{phy} ({sorted(hashes_of[phy])}), found {hsh}"))
+                problems.append(
+                    Problem(
+                        f.path,
+                        pos,
+                        f"expected index entry {n} to hash a key of the message at "
+                        f"{phy} ({sorted(hashes_of[phy])}), found {hsh}",
+                    )
+                )
             if diff < 0 or not INVALID_INDEX <= prev < n:
-                problems.append(Problem(f.path, pos, f"expected a time diff >= 0 and a previous entry below {n}, "
-                                                     f"found {diff} and {prev}"))
+                problems.append(
+                    Problem(
+                        f.path,
+                        pos,
+                        f"expected a time diff >= 0 and a previous entry below {n}, found {diff} and {prev}",
+                    )
+                )
         bad_slots = np.flatnonzero(f.slots.astype(np.int64) >= h.index_count)
         if len(bad_slots):
             s = int(bad_slots[0])
-            problems.append(Problem(f.path, f.slot_pos(s), f"expected slot {s} to hold an entry below "
-                                                           f"{h.index_count}, found {int(f.slots[s])}"))
+            problems.append(
+                Problem(
+                    f.path,
+                    f.slot_pos(s),
+                    f"expected slot {s} to hold an entry below {h.index_count}, found {int(f.slots[s])}",
+                )
+            )
         if len(entries) and int(entries["phy_offset"][-1]) != h.end_phy_offset:
-            problems.append(Problem(f.path, 24, f"expected endPhyOffset {int(entries['phy_offset'][-1])} "
-                                                f"(the last entry's), found {h.end_phy_offset}"))
+            problems.append(
+                Problem(
+                    f.path,
+                    24,
+                    f"expected endPhyOffset {int(entries['phy_offset'][-1])} "
+                    f"(the last entry's), found {h.end_phy_offset}",
+                )
+            )
 
 
 def _verify_files(store, problems: list[Problem]) -> None:
     path = os.path.join(store.path, CHECKPOINT_FILE)
     if files.exists(path):
-        problems.extend(Problem(path, pos, msg) for pos, msg in check_checkpoint(files.read_bytes(path), path=path))
+        problems.extend(
+            Problem(path, pos, msg) for pos, msg in check_checkpoint(files.read_bytes(path), path=path)
+        )
     config_dir = os.path.join(store.path, CONFIG_DIR)
     for name in files.list_dir(config_dir):
         if not name.endswith(".json"):
@@ -158,7 +225,9 @@ def _verify_files(store, problems: list[Problem]) -> None:
         try:
             json.loads(files.read_text(cpath))
         except (ValueError, SegstoreError) as err:
-            problems.append(Problem(cpath, getattr(err, "pos", None), f"expected a JSON document, found {err}"))
+            problems.append(
+                Problem(cpath, getattr(err, "pos", None), f"expected a JSON document, found {err}")
+            )
 
 
 def verify_store(store) -> list[Problem]:
