@@ -35,13 +35,15 @@ from segstore.errors import (
 from segstore.records import Message
 from segstore.testing.conformance import StoreTests
 
-SMALL = {"mappedFileSizeCommitLog": 4096, "mappedFileSizeConsumeQueue": 200}
+SMALL = {"mappedFileSizeCommitLog": 4096, "mappedFileSizeConsumeQueue": 200, "maxHashSlotNum": 64,
+         "maxIndexNum": 256}
 BASIC = FIXTURES / "rocketmq" / "basic" / "store"
 
 
 class TestRocketMQConformance(StoreTests):
     format = "rocketmq"
-    config: ClassVar[dict[str, int]] = {"mappedFileSizeCommitLog": 65536, "mappedFileSizeConsumeQueue": 400}
+    config: ClassVar[dict[str, int]] = {"mappedFileSizeCommitLog": 65536, "mappedFileSizeConsumeQueue": 400,
+                                        "maxHashSlotNum": 1024, "maxIndexNum": 4096}
 
 
 def store_at(tmp_path: Path, **config) -> RocketMQStore:
@@ -329,3 +331,26 @@ def test_read_spans_chunks_and_files_with_and_without_tag(tmp_path):
         assert [int(m.body) for m in store.read("T", 0, 1000, 1500)] == list(range(1000, 2500))
         assert [m.queue_offset for m in store.read("T", 0, 999, 600, tag="odd")] == list(range(999, 2199, 2))
         assert len(store.segment_infos("T", 0)) == 4
+
+
+def test_delay_levels_are_clamped_and_configurable(tmp_path):
+    with store_at(tmp_path, messageDelayLevel="2s 1m") as store:
+        high, one = store.append_batch([{"topic": "T", "body": b"h", "delay_level": 9},
+                                        {"topic": "T", "body": b"o", "delay_level": 1}])
+        assert (high.topic, high.partition, one.partition) == ("SCHEDULE_TOPIC_XXXX", 1, 0)
+        assert next(store.read("SCHEDULE_TOPIC_XXXX", 1)).properties["DELAY"] == "2"
+        assert store.queues[("SCHEDULE_TOPIC_XXXX", 1)].entries(0)["tags_code"].tolist() == [1_000 + 60_000]
+        assert store.queues[("SCHEDULE_TOPIC_XXXX", 0)].entries(0)["tags_code"].tolist() == [1_000 + 2_000]
+
+
+def test_reopen_after_rolls_keeps_appending_at_the_end(tmp_path):
+    with store_at(tmp_path) as store:
+        first = store.append_batch([{"topic": "T", "body": bytes(1000)} for _ in range(9)])
+    with store_at(tmp_path) as store:
+        again = store.append_batch([{"topic": "T", "body": bytes(1000)} for _ in range(9)])
+    end = first[-1].position + first[-1].size
+    fits = end % 4096 + again[0].size + END_FILE_MIN_BLANK_LENGTH <= 4096
+    assert again[0].offset == 9 and again[0].position == (end if fits else end - end % 4096 + 4096)
+    with RocketMQStore(str(tmp_path / "s"), "r") as store:
+        assert [m.queue_offset for m in store.scan()] == list(range(18))
+        assert store.verify() == []

@@ -135,21 +135,27 @@ def has_queue_entry(sys_flag: int) -> bool:
     return sys_flag & SYSFLAG_TRANSACTION_MASK not in _NO_QUEUE_ENTRY
 
 
-def _sizes_on_disk(path: str) -> dict[str, int]:
-    """File sizes an existing store was written with, as config values.
+_INDEX_GEOMETRY = ("maxHashSlotNum", "maxIndexNum")
+
+
+def _sizes_on_disk(path: str, given: Mapping[str, Any]) -> dict[str, int]:
+    """File sizes an existing store was written with, as config values, for those not ``given``.
 
     A store opened without ``mappedFileSizeCommitLog``/``mappedFileSizeConsumeQueue``
-    takes them from its first commitlog and consume-queue files (the broker needs
-    them configured; a store directory carries them implicitly).
+    (or the index geometry) takes them from its first commitlog, consume-queue and
+    index files (the broker needs them configured; a store directory carries them
+    implicitly).
     """
     found: dict[str, int] = {}
     commitlog = os.path.join(path, COMMITLOG_DIR)
-    names = files.list_dir(commitlog)
+    names = files.list_dir(commitlog) if "mappedFileSizeCommitLog" not in given else []
     if names:
         found["mappedFileSizeCommitLog"] = files.file_size(os.path.join(commitlog, names[0]))
-    found.update(geometry_on_disk(os.path.join(path, INDEX_DIR)))
+    if not all(name in given for name in _INDEX_GEOMETRY):
+        found.update(geometry_on_disk(os.path.join(path, INDEX_DIR)))
     root = os.path.join(path, CONSUMEQUEUE_DIR)
-    for topic in files.list_dir(root):
+    topics = files.list_dir(root) if "mappedFileSizeConsumeQueue" not in given else []
+    for topic in topics:
         for qname in files.list_dir(os.path.join(root, topic)):
             directory = os.path.join(root, topic, qname)
             cq_names = files.list_dir(directory)
@@ -174,7 +180,8 @@ class RocketMQStore(LifecycleMixin, Store):
                  *, clock: Any = None) -> None:
         super().__init__(os.fspath(path), mode)
         if not isinstance(config, BrokerConfig):
-            config = BrokerConfig.from_mapping({**_sizes_on_disk(self.path), **(config or {})})
+            given = dict(config or {})
+            config = BrokerConfig.from_mapping({**_sizes_on_disk(self.path, given), **given})
         self.config = config
         self._clock = clock or _now_ms
         self._store_host = Host.parse(self.config.storeHost)
@@ -592,7 +599,8 @@ class RocketMQStore(LifecycleMixin, Store):
 
     def offset_for_time(self, topic: str, partition: int, timestamp: int) -> int | None:
         """The first queue offset stored at or after ``timestamp`` (None: every message is older)."""
-        if self.indexes is not None and "time" in self.indexes:  # the extra sparse time index (segstore.layouts)
+        # the extra sparse time index (segstore.layouts)
+        if self.indexes is not None and "time" in self.indexes:
             return self.indexes.offset_for_time(topic, partition, timestamp)
         from .query import offset_in_queue_by_time
 
