@@ -485,4 +485,16 @@ class ExtraLayout(Layout):
             if files.exists(directory):
                 files.remove_tree(directory)
                 removed.append(directory)
+                _prune_empty(os.path.dirname(directory))
+        self._release_locks()
+        for path in self.lock_paths():
+            files.remove(path)
+            _prune_empty(os.path.dirname(path))
         return removed
+
+
+def _prune_empty(directory: str) -> None:
+    """Remove ``directory`` and its parents while they are empty and inside a ``.segstore`` tree."""
+    while INDEX_ROOT in directory.split(os.sep) and files.is_dir(directory) and not files.list_dir(directory):
+        files.remove_tree(directory)
+        directory = os.path.dirname(directory)
