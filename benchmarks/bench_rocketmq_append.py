@@ -1,0 +1,103 @@
+"""RocketMQ appends: single and batch, 100 B and 1 KiB bodies, against a raw file write.
+
+Messages as in ANCHORS.md: one topic, 4 queues, a tag and 2 keys each, so each
+append also writes a consume-queue entry and 2 index entries (3 with UNIQ_KEY
+absent: 2).  The baseline writes the same number of bytes, in the same
+granularity (one ``write`` per message for single appends, one per batch for
+batch appends), straight to a file in the same run; the ratio is segstore's
+rate over the raw rate.  The Java store's figures (ANCHORS.md) are printed
+beside ours.
+
+Run: ``bash scripts/bench.sh rocketmq_append``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+
+import segstore
+
+from .common import Report, best_of
+
+JAVA = {  # ANCHORS.md, msg/s, put returns (async flush), consume queue and index caught up
+    ("single", 100): 519_000, ("single", 1024): 309_000,
+    ("batch32", 100): 685_000, ("batch32", 1024): 245_000,
+}
+COUNT = {100: 200_000, 1024: 100_000}
+
+
+def messages(n: int, body_size: int) -> list[dict]:
+    body = os.urandom(body_size)
+    return [{"topic": "BenchTopic", "queue_id": i & 3, "body": body, "tags": "TagA",
+             "keys": [f"k{i}", f"order-{i % 5000}"], "born_timestamp": 1_700_000_000_000 + i}
+            for i in range(n)]
+
+
+def run_store(msgs: list[dict], batch: int, root: str) -> tuple[float, int]:
+    path = tempfile.mkdtemp(dir=root)
+    t0 = time.perf_counter()
+    total = 0
+    with segstore.open(path, format="rocketmq", mode="a") as store:
+        if batch == 1:
+            for m in msgs:
+                total += store.append(m).size
+        else:
+            for i in range(0, len(msgs), batch):
+                total += sum(r.size for r in store.append_batch(msgs[i:i + batch]))
+    elapsed = time.perf_counter() - t0
+    shutil.rmtree(path)
+    return elapsed, total
+
+
+def run_raw(sizes: list[int], batch: int, root: str) -> float:
+    chunks = [os.urandom(s) for s in sizes[:1024]]
+    path = os.path.join(root, "raw")
+    t0 = time.perf_counter()
+    with open(path, "wb") as f:
+        if batch == 1:
+            for i in range(len(sizes)):
+                f.write(chunks[i & 1023])
+        else:
+            for i in range(0, len(sizes), batch):
+                f.write(b"".join(chunks[j & 1023] for j in range(i, min(i + batch, len(sizes)))))
+    elapsed = time.perf_counter() - t0
+    os.remove(path)
+    return elapsed
+
+
+def main() -> None:
+    report = Report("rocketmq_append")
+    root = tempfile.mkdtemp(prefix="segstore-bench-")
+    try:
+        for body_size in (100, 1024):
+            msgs = messages(COUNT[body_size], body_size)
+            for label, batch in (("single", 1), ("batch32", 32), ("batch1000", 1000)):
+                timings = []
+                total = 0
+
+                def store_run(msgs=msgs, batch=batch) -> None:
+                    nonlocal total
+                    elapsed, total = run_store(msgs, batch, root)
+                    timings.append(elapsed)
+
+                best_of(store_run, repeat=3, warmup=0)
+                elapsed = sorted(timings)[len(timings) // 2]
+                rate = len(msgs) / elapsed
+                avg = total // len(msgs)
+                raw = best_of(lambda msgs=msgs, batch=batch, avg=avg: run_raw([avg] * len(msgs), batch, root))
+                raw_rate = len(msgs) / raw
+                java = JAVA.get((label, body_size))
+                report.add(f"{label} append, {body_size} B body", rate, "msg/s",
+                           baseline="raw file write", baseline_value=raw_rate,
+                           note=(f"{rate * avg / 1e6:.0f} MB/s stored; Java store {java:,} msg/s "
+                                 f"-> {rate / java:.2f}x") if java else f"{rate * avg / 1e6:.0f} MB/s stored")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    report.save()
+
+
+if __name__ == "__main__":
+    main()
