@@ -164,3 +164,19 @@ def test_random_flips_never_raise_untyped_and_never_lose_intact_messages(tmp_pat
         assert _intact_bodies(store_dir) == intact
     except SegstoreError:
         pass
+
+
+def test_segstore_recover_checks_the_whole_store(tmp_path, capsys):
+    """``segstore recover`` repairs a damaged queue entry far before the files a restart re-checks."""
+    from segstore.cli import main
+
+    store_dir = copy_writable(FIXTURES / "rocketmq" / "abort" / "store", tmp_path / "store")
+    files.remove(store_dir / "abort")
+    path = str(store_dir / "consumequeue" / "TopicA" / "1" / f"{0:020d}")
+    _flip(path, 20 * 2 + 5)  # the commitlog offset of entry 2
+    assert main(["verify", str(store_dir)]) == 1
+    assert f"{path}:40: " in capsys.readouterr().out
+    assert main(["recover", str(store_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "commitlog: full check" in out and "consumequeue TopicA/1: rewrote 1 entries" in out
+    assert main(["verify", str(store_dir)]) == 0

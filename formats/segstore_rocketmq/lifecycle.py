@@ -69,7 +69,7 @@ class LifecycleMixin:
             self.index.on_file_full = self._flusher.index_file_full
         self._flusher.start()
 
-    def _recover(self, *, abnormal: bool) -> list[str]:
+    def _recover(self, *, abnormal: bool, full: bool = False) -> list[str]:
         ctx = RecoveryContext(
             self.commitlog,
             self.queues,
@@ -78,6 +78,7 @@ class LifecycleMixin:
             self.checkpoint.value,
             self.tags_code,
             abnormal,
+            full,
         )
         return recover(ctx)
 
@@ -129,15 +130,18 @@ class LifecycleMixin:
 
     # -- recovery -------------------------------------------------------------------------
     def recover(self) -> list[str]:
-        """What recovery did when this store was opened for append (then run again: normally nothing)."""
+        """What recovery did when the store was opened for append, then a full check of the whole store.
+
+        The full check walks the whole commitlog and checks every consume-queue
+        and index entry of it (the broker only re-checks the last files), repairing
+        what it finds the same way.  Runtime complexity: ``O(store size)``.
+        """
         self._check_writable()
-        if self.recovery_lines:
-            lines, self.recovery_lines = self.recovery_lines, []
-            return lines
+        opened, self.recovery_lines = self.recovery_lines, []
         with self._flusher.lock:
-            lines = self._recover(abnormal=False)
+            lines = self._recover(abnormal=False, full=True)
             self._next_offsets = {key: cq.max_offset for key, cq in self.queues.items()}
-        return [line for line in lines if not line.startswith("commitlog: clean shutdown; walked")]
+        return opened + lines
 
     # -- queries ---------------------------------------------------------------------------
     def _message_or_none(self, physical_offset: int) -> RocketMQMessage | None:

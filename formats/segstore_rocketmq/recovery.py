@@ -115,6 +115,8 @@ class RecoveryContext:
     :param open_queue: opens (creating if needed) and registers a queue the walk found.
     :param tags_code: a message's consume-queue tags code (tags hash, or a delay message's delivery time).
     :param abnormal: the ``abort`` file was present (the last writer did not close cleanly).
+    :param full: check the whole store (every message, queue entry and index entry), not only
+        what the broker re-checks after a shutdown (``segstore recover``).
     """
 
     commitlog: CommitLog
@@ -124,6 +126,7 @@ class RecoveryContext:
     checkpoint: Checkpoint
     tags_code: Callable[[RocketMQMessage], int]
     abnormal: bool
+    full: bool = False
 
 
 # -- walking the commitlog -----------------------------------------------------------
@@ -482,14 +485,16 @@ def recover(ctx: RecoveryContext) -> list[str]:
     cl = ctx.commitlog
     lines: list[str] = []
     kind = "unclean shutdown (abort file present)" if ctx.abnormal else "clean shutdown"
+    if ctx.full:
+        kind = "full check"
     if len(cl.log.segments) == 0:
         for key, q in sorted(ctx.queues.items()):
             if q.max_offset > q.min_offset:
                 q.truncate(q.min_offset)
                 lines.append(f"consumequeue {key[0]}/{key[1]}: dropped every entry (no commitlog)")
         return lines
-    start = _start_offset(ctx)
-    w = walk(cl, start, ctx.tags_code, past_zeros=ctx.abnormal)
+    start = cl.min_offset if ctx.full else _start_offset(ctx)
+    w = walk(cl, start, ctx.tags_code, past_zeros=ctx.abnormal or ctx.full)
     lines.append(f"commitlog: {kind}; walked {len(w.messages)} messages from {start} to {w.end}")
     for path, pos, length in w.gaps:
         lines.append(
