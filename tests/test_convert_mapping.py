@@ -37,8 +37,8 @@ ROCKETMQ_CONFIG = {"maxHashSlotNum": 64, "maxIndexNum": 256, "mappedFileSizeComm
 
 rocketmq_names = st.text(alphabet="%|abcXYZ019_-", min_size=1, max_size=40)
 kafka_names = st.text(alphabet=".abcXYZ019_-", min_size=1, max_size=40).filter(lambda s: s not in (".", ".."))
-property_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00\x01\x02"),
-                        max_size=12)
+property_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",),
+                                               blacklist_characters="\x00\x01\x02"), max_size=12)
 hosts = st.one_of(st.sampled_from(["192.168.0.1:40000", "127.0.0.1:10911", "[::1]:9876",
                                    "[2001:db8::7]:65535"]).map(Host.parse))
 binaries = st.one_of(st.none(), st.binary(max_size=40))
@@ -93,7 +93,8 @@ def rocketmq_messages(draw: st.DrawFn) -> RocketMQMessage:
         topic=draw(rocketmq_names), queue_id=draw(st.integers(0, 64)), body=draw(st.binary(max_size=50)),
         properties=props, flag=draw(st.integers(-2**31, 2**31 - 1)),
         queue_offset=draw(st.integers(0, 2**40)), physical_offset=draw(st.integers(0, 2**50)),
-        sys_flag=draw(st.sampled_from([0, 0x4, 0x8, 0xC, 0x1, 0x2])), born_timestamp=draw(st.integers(0, 2**45)),
+        sys_flag=draw(st.sampled_from([0, 0x4, 0x8, 0xC, 0x1, 0x2])),
+        born_timestamp=draw(st.integers(0, 2**45)),
         born_host=draw(hosts), store_timestamp=draw(st.integers(0, 2**45)), store_host=draw(hosts),
         reconsume_times=draw(st.integers(0, 16)), prepared_transaction_offset=draw(st.integers(0, 2**40)))
 
@@ -166,7 +167,8 @@ def rocketmq_items(draw: st.DrawFn) -> list[dict]:
     for i in range(draw(st.integers(1, 40))):
         item = {"topic": draw(st.sampled_from(["A", "%RETRY%g", "b|c"])), "queue_id": draw(st.integers(0, 2)),
                 "body": draw(st.binary(max_size=300)), "born_timestamp": 1_700_000_000_000 + i,
-                "store_timestamp": 1_700_000_001_000 + i, "born_host": draw(hosts), "flag": draw(st.integers(0, 9)),
+                "store_timestamp": 1_700_000_001_000 + i, "born_host": draw(hosts),
+                "flag": draw(st.integers(0, 9)),
                 "properties": draw(st.dictionaries(st.sampled_from(["a", "b", "UNIQ_KEY"]), property_text,
                                                    max_size=3)),
                 "sys_flag": draw(st.sampled_from([0, 0, 0, 0x4, 0x8, 0xC])),
@@ -183,7 +185,8 @@ def rocketmq_items(draw: st.DrawFn) -> list[dict]:
 
 @given(rocketmq_items())
 @settings(max_examples=8, deadline=None)
-def test_generated_rocketmq_store_round_trips(tmp_path_factory: pytest.TempPathFactory, items: list[dict]) -> None:
+def test_generated_rocketmq_store_round_trips(tmp_path_factory: pytest.TempPathFactory,
+                                              items: list[dict]) -> None:
     root = tmp_path_factory.mktemp("rmq")
     src = root / "src"
     with segstore.open(src, "rocketmq", "a", **ROCKETMQ_CONFIG) as store:
@@ -208,8 +211,8 @@ def kafka_batches(draw: st.DrawFn) -> list[dict]:
         if draw(st.integers(0, 5)) == 0:
             batches.append({"control": draw(st.sampled_from(["COMMIT", "ABORT"])), "gap": 0})
             continue
-        records = draw(st.lists(st.tuples(binaries, binaries, st.lists(st.tuples(st.text(max_size=5), binaries),
-                                                                         max_size=2)), min_size=1, max_size=6))
+        headers = st.lists(st.tuples(st.text(max_size=5), binaries), max_size=2)
+        records = draw(st.lists(st.tuples(binaries, binaries, headers), min_size=1, max_size=6))
         batches.append({"records": records, "gap": draw(st.sampled_from([0, 0, 3])),
                         "transactional": draw(st.booleans()), "log_append": draw(st.booleans()),
                         "compression": draw(st.sampled_from(["none", "gzip", "lz4", "zstd"]))})

@@ -223,3 +223,12 @@ def test_report_lines_and_journal(tmp_path: Path) -> None:
     journal = (out / JOURNAL_NAME).read_text()
     assert '"state": "done"' in journal and '"mappedFileSizeCommitLog": 262144' in journal
     assert os.listdir(tmp_path) == ["out"]
+
+
+def test_progress_bar_only_when_asked_or_on_a_terminal(tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    convert(BASIC, tmp_path / "quiet", to="kafka")
+    assert capsys.readouterr().err == ""          # stderr is not a terminal under pytest
+    convert(BASIC, tmp_path / "loud", to="kafka", progress=True)
+    err = capsys.readouterr().err
+    assert "convert rocketmq -> kafka" in err and "366" in err and "MB/s" in err

@@ -70,7 +70,7 @@ ROCKETMQ_BATCH = 1000
 #: Kafka leader epoch written into converted batches (a batch field the conversion does not carry).
 LEADER_EPOCH = 0
 MASK32 = 0xFFFFFFFF
-#: How many verify mismatches or skipped regions a report lists.
+#: How many verify differences an error lists.
 REPORT_LIMIT = 20
 
 
@@ -247,7 +247,7 @@ class _KafkaWriter:
         return self.dest.partition_of(key[0], key[1], create=True)
 
     def add(self, entry: KafkaEntry, size: int) -> bool:
-        """Buffer ``entry`` (about ``size`` bytes); False if the destination already holds it (a resumed run)."""
+        """Buffer ``entry`` (about ``size`` bytes); False if the destination holds it already (resume)."""
         key = (entry.topic, entry.partition)
         if key not in self.next:
             end = self._partition(key).next_offset
