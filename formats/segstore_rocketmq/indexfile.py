@@ -444,7 +444,7 @@ class IndexFile:
         self.write_header()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class IndexRequest:
     """What the index needs of one message."""
 

@@ -68,7 +68,7 @@ MAGIC_POS = PREFIX.size // 2
 SEARCH_WINDOW = 1 << 24
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Walked:
     """What recovery keeps of one valid message (no body)."""
 
@@ -156,6 +156,9 @@ def _next_valid_in_file(seg: CommitLogFile, view: memoryview, pos: int) -> int |
     start = pos + 1
     while start < size:
         stop = min(size, start + SEARCH_WINDOW + MAGIC_POS + len(MAGIC_PREFIX))
+        if not np.frombuffer(view, dtype=np.uint8, count=stop - start, offset=start).any():
+            start += SEARCH_WINDOW  # unwritten space: nothing to find (no copy)
+            continue
         chunk = bytes(view[start:stop])
         at = chunk.find(MAGIC_PREFIX)
         while at >= 0:
@@ -262,6 +265,8 @@ def cut_tail(commitlog: CommitLog, end: int) -> list[str]:
             kept = files.save_aside(seg.path, pos, view[pos:stop])
             lines.append(f"{seg.path}:{pos}: cut {stop - pos} bytes of torn tail, saved in {kept}")
         del view
+        # only the non-zero bytes need zeroing: the rest of a preallocated file stays sparse
+        seg.wrote = stop
     commitlog.truncate(end)
     commitlog.set_end(end)
     return lines
