@@ -423,3 +423,10 @@ def test_geometry_on_disk(tmp_path):
     service.close()
     assert ix.geometry_on_disk(str(tmp_path)) == {"maxHashSlotNum": 7, "maxIndexNum": 30}
     assert ix.geometry_on_disk(str(tmp_path / "missing")) == {}
+
+
+def test_cli_query_without_topic_is_a_usage_error(capsys):
+    from segstore.cli import main
+
+    assert main(["query", str(ROCKETMQ / "basic" / "store"), "--key", "k"]) == 2
+    assert "--topic" in capsys.readouterr().err

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, TextIO
 
 from segstore import files
-from segstore.errors import CorruptDataError, OffsetOutOfRangeError
+from segstore.errors import CorruptDataError, InvalidTopicError, OffsetOutOfRangeError
 from segstore.records import Message
 from segstore.store import AppendResult, Problem, QueryRequest
 
@@ -167,8 +167,13 @@ class LifecycleMixin:
         )
 
     def query(self, request: QueryRequest, out: TextIO) -> int:
-        """``segstore query``: by key, by queue offset, or the queue offset for a time."""
+        """``segstore query``: by key, by queue offset, or the queue offset for a time.
+
+        :raises InvalidTopicError: no topic given (every RocketMQ query names one).
+        """
         self._check_open()
+        if request.topic is None:
+            raise InvalidTopicError("expected --topic for a RocketMQ query, found none", self.path)
         if request.key is not None:
             found = self.query_by_key(
                 request.topic,
