@@ -45,7 +45,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from segstore import files
-from segstore.errors import ConfigError, CorruptDataError, UnsupportedOperationError
+from segstore.errors import ConfigError, CorruptDataError, NotFoundError, UnsupportedOperationError
 from segstore.store import Problem, Store
 
 INDEX_ROOT = ".segstore"
@@ -181,6 +181,8 @@ class StreamIndex:
         self.writable = writable
         self.state = StreamState(directory, layout.name)
         self.actions: list[str] = []
+        #: why the files could not be opened read-only (lookups raise it, ``verify`` reports it)
+        self.broken: CorruptDataError | None = None
 
     # -- lifecycle -----------------------------------------------------------
     def open(self) -> None:
@@ -193,7 +195,9 @@ class StreamIndex:
             self._open_files()
         except CorruptDataError as err:
             if not self.writable:
-                raise
+                self._close_files()
+                self.broken = err
+                return
             self._discard()
             self.actions.append(f"{self.directory}: rebuilt: {err.message}")
             existed = False
@@ -210,12 +214,18 @@ class StreamIndex:
         self.state.save(clean=False)
         self.catch_up()
 
-    def _discard(self) -> None:
-        """Delete every file of the stream index and start it empty (it will be rebuilt)."""
+    def _discard(self, *, new_options: bool = False) -> None:
+        """Delete every file of the stream index and start it empty (it will be rebuilt).
+
+        The index keeps the options it was built with unless ``new_options`` (a
+        requested build) takes the layout's.
+        """
         self._close_files()
         files.remove_tree(self.directory)
         files.make_dirs(self.directory)
-        self.options = self.state.options = dict(self.layout.options)
+        if new_options:
+            self.options = dict(self.layout.options)
+        self.state.options = self.options
         self.state.indexed_end = self.log_start()
         self.state.carry = {}
         self._open_files()
@@ -260,6 +270,9 @@ class StreamIndex:
 
     def verify(self) -> list[Problem]:
         """Problems of this index against the log (entries it should hold and does not)."""
+        if self.broken is not None:
+            return [Problem(self.broken.path or self.directory, self.broken.pos,
+                            f"{self.broken.message} (rebuild: segstore index build PATH --index {self.layout.name})")]
         if self.state.indexed_end > self.log_end():
             return [Problem(self.state.path, None, f"expected offsets indexed up to the log end "
                             f"{self.log_end()}, found the index reaching {self.state.indexed_end}")]
@@ -420,6 +433,20 @@ class ExtraLayout(Layout):
             index = self._open_stream(stream)
         return index
 
+    def _index(self, stream: Stream) -> StreamIndex:
+        """The stream's index for a lookup.
+
+        :raises NotFoundError: the stream has no index of this layout.
+        :raises CorruptDataError: its files are damaged (opened read-only: not rebuilt).
+        """
+        index = self._streams.get(stream)
+        if index is None:
+            raise NotFoundError(f"expected a {self.name!r} index for {stream}, found none "
+                                f"(run: segstore index build PATH --index {self.name})", self.directory(stream))
+        if index.broken is not None:
+            raise index.broken
+        return index
+
     def has_files(self) -> bool:
         """Whether any stream has this index on disk (its state file)."""
         return any(files.exists(os.path.join(self.directory(s), STATE_FILE)) for s in self.streams())
@@ -433,7 +460,7 @@ class ExtraLayout(Layout):
         for stream in self.streams():
             index = self.stream_index(stream)
             if index is not None:
-                index._discard()
+                index._discard(new_options=True)
                 index.catch_up()
 
     def append(self, records: Any = None) -> None:

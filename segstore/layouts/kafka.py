@@ -31,7 +31,7 @@ from segstore_rocketmq.consumequeue import CQ_DTYPE, ConsumeQueue
 from segstore_rocketmq.indexfile import IndexRequest, IndexService, build_key, index_key_hashes
 
 from segstore import files
-from segstore.errors import CorruptIndexError, NotFoundError
+from segstore.errors import CorruptIndexError
 from segstore.store import Problem
 
 from .base import INDEX_ROOT, ExtraLayout, Layout, Stream, StreamIndex
@@ -308,13 +308,6 @@ class _ExtraPartitionLayout(ExtraLayout):
     def lock_paths(self) -> list[str]:
         return [os.path.join(self.store.partition_of(s.topic, s.partition).path, INDEX_ROOT, f"{self.name}.lock")
                 for s in self.streams()]
-
-    def _index(self, stream: Stream) -> Any:
-        index = self._streams.get(stream)
-        if index is None:
-            raise NotFoundError(f"expected a {self.name!r} index for {stream}, found none "
-                                f"(run: segstore index build PATH --index {self.name})", self.directory(stream))
-        return index
 
 
 class QueueLayout(_ExtraPartitionLayout):

@@ -387,13 +387,6 @@ class _ExtraQueueLayout(ExtraLayout):
     def has_files(self) -> bool:
         return files.is_dir(os.path.join(self.store.path, INDEX_ROOT, self.name)) and super().has_files()
 
-    def _index(self, stream: Stream) -> Any:
-        index = self._streams.get(stream)
-        if index is None:
-            raise NotFoundError(f"expected a {self.name!r} index for {stream}, found none "
-                                f"(run: segstore index build PATH --index {self.name})", self.directory(stream))
-        return index
-
 
 class OffsetLayout(_ExtraQueueLayout):
     """``offset`` on RocketMQ: sparse offset index per queue (extra)."""

@@ -1,0 +1,130 @@
+"""Extra indexes after crashes, torn files, stale state and appends that did not keep them.
+
+The log is the truth: whatever happened to the index files, the next open for
+append cuts what it cannot trust, rebuilds from the log, and the lookups answer
+like a scan again; a reader never writes and still answers right.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from test_layouts_lookup import LAYOUT_OPTIONS, _write, check_against_scan
+
+import segstore
+from segstore.layouts import LAYOUT_NAMES, IndexSet, layout_class
+
+FORMATS = ["rocketmq", "kafka"]
+
+
+def _data(batches: int, seed: int) -> list[list[dict]]:
+    import random
+
+    rnd = random.Random(seed)
+    return [[{"partition": rnd.randint(0, 2), "key": rnd.choice([None, "k0", "k1", "k2"]),
+              "header": rnd.choice([None, "k1", "k3"]), "step": rnd.randint(-20, 60), "size": rnd.randint(0, 250)}
+             for _ in range(rnd.randint(1, 5))] for _ in range(batches)]
+
+
+def _extra_files(path: Path) -> list[Path]:
+    return sorted(p for p in path.rglob("*") if p.is_file() and ".segstore" in p.parts
+                  and p.suffix in (".index", ".timeindex") or (p.parent.name == "consumequeue" and
+                                                               ".segstore" in p.parts))
+
+
+def _states(path: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in path.rglob("state.json")]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_crash_after_unflushed_appends_is_recovered(tmp_path: Path, fmt: str) -> None:
+    path = tmp_path / "T-0"
+    _write(path, fmt, _data(10, 1), indexes=list(LAYOUT_NAMES))
+    store = segstore.open(path, format=fmt, mode="a", indexes=list(LAYOUT_NAMES), **LAYOUT_OPTIONS)
+    store.flush()
+    store.append_batch([{"topic": "T", "partition": 0, "value": b"x" * 100, "key": b"k9", "timestamp": 1}] * 3)
+    store.abandon()
+    assert any(not s["clean"] for s in _states(path))
+
+    with segstore.open(path, format=fmt, mode="a", indexes=list(LAYOUT_NAMES)) as store:
+        assert any("recovered" in line for line in store.indexes.actions)
+        assert store.indexes.verify() == []
+        check_against_scan(store, store.indexes)
+    assert all(s["clean"] for s in _states(path))
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_torn_index_files_are_rebuilt(tmp_path: Path, fmt: str) -> None:
+    path = tmp_path / "T-0"
+    _write(path, fmt, _data(12, 2), indexes=list(LAYOUT_NAMES))
+    damaged = [p for p in path.rglob("*") if p.is_file() and p.suffix in (".index", ".timeindex")
+               and ".segstore" in p.parts]
+    damaged += [p for p in (path / ".segstore" / "key").glob("2*")] if fmt == "kafka" else []
+    assert damaged
+    for p in damaged:
+        data = p.read_bytes()
+        p.write_bytes(data[: max(len(data) - 5, 1)])
+
+    with segstore.open(path, format=fmt, mode="a", indexes=list(LAYOUT_NAMES)) as store:
+        assert any("rebuilt" in line for line in store.indexes.actions)
+        assert store.indexes.verify() == []
+        check_against_scan(store, store.indexes)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_appends_without_the_indexes_are_caught_up(tmp_path: Path, fmt: str) -> None:
+    """A writer that does not keep the indexes (the real broker) leaves them behind; readers still answer
+    right (the tail is scanned) and the next writer with them catches up."""
+    path = tmp_path / "T-0"
+    _write(path, fmt, _data(6, 3), indexes=list(LAYOUT_NAMES))
+    _write(path, fmt, _data(6, 4), indexes=[])
+    before = [s["indexed_end"] for s in _states(path)]
+
+    with segstore.open(path, format=fmt) as store:
+        extra = sorted(store.indexes.layouts)
+        assert extra == sorted(n for n in LAYOUT_NAMES if not layout_class(n, fmt).native)
+        full = IndexSet(store, LAYOUT_NAMES, writable=False)
+        try:
+            check_against_scan(store, full)
+        finally:
+            full.close()
+    assert [s["indexed_end"] for s in _states(path)] == before
+
+    with segstore.open(path, format=fmt, mode="a") as store:
+        assert sorted(store.indexes.layouts) == extra
+    assert [s["indexed_end"] for s in _states(path)] != before
+    with segstore.open(path, format=fmt, indexes=list(LAYOUT_NAMES)) as store:
+        assert store.indexes.verify() == []
+        check_against_scan(store, store.indexes)
+
+
+def test_kafka_log_cut_by_recovery_cuts_the_index(tmp_path: Path) -> None:
+    """A torn log tail cut by the store's recovery leaves the index past the log end: it is cut too."""
+    path = tmp_path / "T-0"
+    _write(path, "kafka", _data(15, 5), indexes=list(LAYOUT_NAMES))
+    last_log = sorted(path.glob("*.log"))[-1]
+    data = last_log.read_bytes()
+    last_log.write_bytes(data[:-7])
+
+    with segstore.open(path, format="kafka", mode="a", indexes=list(LAYOUT_NAMES)) as store:
+        assert any("recovered" in line for line in store.indexes.actions)
+        assert store.indexes.verify() == []
+        check_against_scan(store, store.indexes)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_verify_reports_a_wrong_entry(tmp_path: Path, fmt: str) -> None:
+    path = tmp_path / "T-0"
+    _write(path, fmt, _data(12, 6), indexes=list(LAYOUT_NAMES))
+    name = "time" if fmt == "rocketmq" else "queue"
+    target = sorted(p for p in (path / ".segstore" / name).rglob("*") if p.is_file() and p.name != "state.json")[0]
+    data = bytearray(target.read_bytes())
+    data[3] ^= 0x40
+    target.write_bytes(bytes(data))
+    with segstore.open(path, format=fmt) as store:
+        problems = store.indexes.verify()
+    assert problems and str(target) in str(problems[0])
+    assert os.path.exists(target)
