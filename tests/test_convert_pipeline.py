@@ -3,8 +3,12 @@ topic selection, timestamps and topic-name escaping."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -232,3 +236,34 @@ def test_progress_bar_only_when_asked_or_on_a_terminal(tmp_path: Path,
     convert(BASIC, tmp_path / "loud", to="kafka", progress=True)
     err = capsys.readouterr().err
     assert "convert rocketmq -> kafka" in err and "366" in err and "MB/s" in err
+
+
+KILL_SCRIPT = """
+import json, os, signal, sys
+from segstore.convert import convert, pipeline
+writer = pipeline._KafkaWriter if sys.argv[3] == "kafka" else pipeline._RocketMQWriter
+pipeline.BATCH_RECORDS = pipeline.ROCKETMQ_BATCH = 5
+original = writer.flush
+calls = [0]
+def flush(self, *args):
+    calls[0] += 1
+    if calls[0] > 12:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return original(self, *args)
+writer.flush = flush
+convert(sys.argv[1], sys.argv[2], to=sys.argv[3], config=json.loads(sys.argv[4]))
+"""
+
+
+@pytest.mark.parametrize(("src", "to"), [(BASIC, "kafka"), (KAFKA_TXN, "rocketmq")])
+def test_killed_conversion_leaves_no_store_and_resumes(tmp_path: Path, src: Path, to: str) -> None:
+    out = tmp_path / "out"
+    config = ROCKETMQ_CONFIG if to == "rocketmq" else {}
+    killed = subprocess.run([sys.executable, "-c", KILL_SCRIPT, str(src), str(out), to, json.dumps(config)],
+                            check=False)
+    assert killed.returncode == -signal.SIGKILL
+    assert not out.exists() and Path(temp_path(str(out))).is_dir()
+    report = convert(src, out, to=to, resume=True, verify=True, config=config)
+    assert report.already_present > 0
+    convert(src, tmp_path / "clean", to=to, config=config)
+    assert scan_json(out, to) == scan_json(tmp_path / "clean", to)
