@@ -275,8 +275,18 @@ def read_bytes(path: str | os.PathLike[str]) -> bytes:
 
 
 def read_text(path: str | os.PathLike[str]) -> str:
-    """The whole content of a UTF-8 text file."""
-    return read_bytes(path).decode("utf-8")
+    """The whole content of a UTF-8 text file.
+
+    :raises CorruptDataError: the bytes are not UTF-8 (at the first bad byte).
+    """
+    data = read_bytes(path)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        from .errors import CorruptDataError
+
+        raise CorruptDataError(f"expected UTF-8 text, found byte 0x{data[err.start]:02x}",
+                               os.fspath(path), err.start) from err
 
 
 def write_atomic(path: str | os.PathLike[str], data: bytes | str, *, fsync: bool = True) -> None:

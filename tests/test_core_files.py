@@ -106,3 +106,10 @@ def test_remove_missing_file_is_fine(tmp_path):
     (tmp_path / "f").write_bytes(b"x")
     files.remove(tmp_path / "f")
     assert not (tmp_path / "f").exists()
+
+
+def test_read_text_names_the_first_bad_byte(tmp_path):
+    (tmp_path / "t.json").write_bytes(b'{"a": "\xff"}')
+    with pytest.raises(errors.CorruptDataError) as info:
+        files.read_text(tmp_path / "t.json")
+    assert info.value.pos == 7 and "0xff" in str(info.value)
