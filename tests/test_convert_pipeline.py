@@ -267,3 +267,13 @@ def test_killed_conversion_leaves_no_store_and_resumes(tmp_path: Path, src: Path
     assert report.already_present > 0
     convert(src, tmp_path / "clean", to=to, config=config)
     assert scan_json(out, to) == scan_json(tmp_path / "clean", to)
+
+
+def test_foreign_record_in_a_converted_partition_is_refused(tmp_path: Path) -> None:
+    kafka = tmp_path / "k"
+    convert(BASIC, kafka, to="kafka")
+    with segstore.open(kafka, "kafka", "a") as store:
+        store.append_batch([{"topic": "TopicA", "partition": 0, "key": b"x", "value": b"appended later",
+                             "timestamp": 1}])
+    with pytest.raises(ConversionError, match="rmq.physical_offset"):
+        convert(kafka, tmp_path / "r", to="rocketmq", config=ROCKETMQ_CONFIG)

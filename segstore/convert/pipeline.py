@@ -192,7 +192,17 @@ def _kafka_entries(source: Any, topic: str, partition: int, report: ConversionRe
 
 
 def _physical_offset(item: tuple[KafkaEntry, int]) -> int:
-    return int(item[0].headers[0][1] or b"0")
+    """The merge key: the ``rmq.physical_offset`` header every record of a converted partition starts with."""
+    entry = item[0]
+    if not came_from_rocketmq(entry.headers):
+        raise ConversionError(f"expected every record of {entry.topic}-{entry.partition} (converted from "
+                              f"RocketMQ) to start with the header rmq.physical_offset, found offset "
+                              f"{entry.offset} without it")
+    try:
+        return int(entry.headers[0][1] or b"")
+    except ValueError as err:
+        raise ConversionError(f"expected a decimal rmq.physical_offset at {entry.topic}-{entry.partition} "
+                              f"offset {entry.offset}, found {entry.headers[0][1]!r}") from err
 
 
 def _kafka_in_order(source: Any, topics: list[str] | None, report: ConversionReport,
