@@ -37,7 +37,12 @@ from pyspark.sql.datasource import (
     InputPartition,
     WriterCommitMessage,
 )
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, LongType, StringType, StructType, TimestampType
 
 from .. import api, files
@@ -136,18 +141,21 @@ class SegstoreReader(DataSourceReader):
                            self.options.include_control_records)
 
 
-class SegstoreStreamReader(DataSourceStreamReader):
+class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batch reader tailing a live store.
 
     Offsets are ``{topic: {partition: next offset}}``.  ``latestOffset`` reopens the
     store read-only, so it sees what a writer (another process) appended since;
-    partitions that appear later start at their earliest offset.
+    partitions that appear later start at their earliest offset.  With
+    ``trigger(availableNow=True)`` the query stops at the offsets the store had
+    when it started, in as many micro-batches as ``maxOffsetsPerTrigger`` needs.
     """
 
     def __init__(self, options: ReadOptions, format_name: str, schema: StructType) -> None:
         self.options = options
         self.format = format_name
         self.schema = schema
+        self.available_now: planning.Offsets | None = None
 
     def initialOffset(self) -> dict:  # noqa: N802
         return self._start_positions()
@@ -176,8 +184,16 @@ class SegstoreStreamReader(DataSourceStreamReader):
                     extended.setdefault(topic, {}).setdefault(str(partition), low)
             return latest, extended
 
+    def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802
+        self.available_now, _ = self._latest({})
+
     def latestOffset(self, start: dict | None = None, limit: ReadLimit | None = None) -> dict:  # noqa: N802
         latest, start = self._latest(start or self._start_positions())
+        if self.available_now is not None:
+            # only what the store held when the availableNow query started
+            snapshot = self.available_now
+            latest = {t: {p: max(start[t][p], min(end, snapshot.get(t, {}).get(p, start[t][p])))
+                          for p, end in ps.items()} for t, ps in latest.items()}
         if isinstance(limit, ReadMaxRows):
             return planning.limit_offsets(start, latest, limit.max_rows)
         if limit is None and self.options.max_offsets_per_trigger is not None:

@@ -1,0 +1,112 @@
+"""Spark writes (staged, committed only when every task succeeded) and streaming reads of live stores."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from spark_support import spark  # noqa: F401
+
+import segstore
+
+pytestmark = pytest.mark.spark
+
+HEADERS = "array<struct<key:string,value:binary>>"
+
+
+def _library_values(path, topic, partition):
+    with segstore.open(str(path)) as store:
+        return [store.to_common(r) for r in store.read(topic, partition)]
+
+
+@pytest.mark.parametrize("format_name", ["rocketmq", "kafka"])
+def test_write_appends_in_dataframe_order(spark, tmp_path, format_name):  # noqa: F811
+    path = tmp_path / "store"
+    rows = [(f"v{i}".encode(), f"k{i}", "orders", i % 2, [("h", f"{i}".encode())]) for i in range(40)]
+    df = spark.createDataFrame(rows, f"value binary, key string, topic string, partition int, headers {HEADERS}")
+    df.coalesce(3).write.format("segstore").option("format", format_name).mode("append").save(str(path))
+    for partition in (0, 1):
+        got = _library_values(path, "orders", partition)
+        expected = [r for r in rows if r[3] == partition]
+        assert [m.value for m in got] == [r[0] for r in expected]
+        assert [m.offset for m in got] == list(range(len(expected)))
+        assert [m.key for m in got] == [r[1].encode() for r in expected]
+        if format_name == "kafka":
+            assert [m.headers for m in got] == [r[4] for r in expected]
+    assert not any(os.scandir(str(path) + ".segstore-staging"))
+    # a second job appends after the first
+    spark.createDataFrame([("more",)], "value string").write.format("segstore").option("topic", "orders") \
+        .mode("append").save(str(path))
+    assert _library_values(path, "orders", 0)[-1].value == b"more"
+
+
+def test_write_failure_leaves_store_untouched(spark, tmp_path):  # noqa: F811
+    from pyspark.sql import functions as F  # noqa: N812
+
+    path = tmp_path / "store"
+    with segstore.open(str(path), format="kafka", mode="a") as store:
+        store.append_batch([segstore.Message(topic="t", value=b"before")])
+
+    @F.udf("binary")
+    def explode_on_13(i):
+        if i == 13:
+            raise ValueError("task fails on row 13")
+        return str(i).encode()
+
+    df = spark.range(0, 20, numPartitions=4).select(explode_on_13("id").alias("value"))
+    with pytest.raises(Exception, match="task fails on row 13"):
+        df.write.format("segstore").option("topic", "t").mode("append").save(str(path))
+    assert [m.value for m in _library_values(path, "t", 0)] == [b"before"]
+    assert not any(os.scandir(str(path) + ".segstore-staging"))
+
+
+def test_write_refuses_bad_frames(spark, tmp_path):  # noqa: F811
+    path = str(tmp_path / "store")
+    with pytest.raises(Exception, match="value column"):
+        spark.createDataFrame([("x",)], "payload string").write.format("segstore").option("topic", "t") \
+            .mode("append").save(path)
+    with pytest.raises(Exception, match="topic"):
+        spark.createDataFrame([("x",)], "value string").write.format("segstore").mode("append").save(path)
+    with pytest.raises(Exception, match="append-only"):
+        spark.createDataFrame([("x",)], "value string").write.format("segstore").option("topic", "t") \
+            .mode("overwrite").save(path)
+
+
+def _append(path, format_name, start, count, partitions=2):
+    with segstore.open(str(path), format=format_name, mode="a") as store:
+        store.append_batch([segstore.Message(topic="live", value=f"m{i}".encode(), partition=i % partitions)
+                            for i in range(start, start + count)])
+
+
+def _run_available(spark, path, checkpoint, batches):  # noqa: F811
+    """Run the stream until it has read what the store holds now, then stop it."""
+
+    def collect(df, batch_id):
+        batches.append((batch_id, [r.value for r in df.select("value").collect()]))
+
+    stream = (spark.readStream.format("segstore").option("startingOffsets", "earliest")
+              .option("maxOffsetsPerTrigger", "12").load(str(path)))
+    query = (stream.writeStream.foreachBatch(collect).trigger(availableNow=True)
+             .option("checkpointLocation", str(checkpoint)).start())
+    query.awaitTermination(300)
+    assert query.exception() is None
+
+
+@pytest.mark.parametrize("format_name", ["kafka", "rocketmq"])
+def test_stream_tails_a_live_store_exactly_once(spark, tmp_path, format_name):  # noqa: F811
+    path = tmp_path / "live"
+    _append(path, format_name, 0, 30)
+    batches: list[tuple[int, list[bytes]]] = []
+    _run_available(spark, path, tmp_path / "checkpoint", batches)
+    first = [v for _, b in batches for v in b]
+    assert sorted(first) == sorted(f"m{i}".encode() for i in range(30))
+    assert max(len(b) for _, b in batches) <= 12 and len(batches) >= 3      # maxOffsetsPerTrigger
+    seen = len(batches)
+    _append(path, format_name, 30, 25, partitions=3)   # the writer also adds a new partition
+    _run_available(spark, path, tmp_path / "checkpoint", batches)
+    new = [v for _, b in batches[seen:] for v in b]
+    assert sorted(new) == sorted(f"m{i}".encode() for i in range(30, 55))
+    ids = [i for i, _ in batches]
+    assert ids == list(range(len(ids)))          # the restarted query resumed from its checkpoint
+    _run_available(spark, path, tmp_path / "checkpoint", batches)
+    assert len(batches) == len(ids)              # nothing new: no batch at all
