@@ -144,6 +144,14 @@ def measure_format(fmt: str, root: str, report: Report, chart: dict[str, Any]) -
                     report.add(f"{fmt}: {name} ({kind}) {LOOKUP_KINDS[what]}, {stat[:-3]}", lat[stat], "us",
                                baseline="full scan (us)", baseline_value=scan_s * 1e6, higher_is_better=False)
                 chart["latency"][(fmt, name)] = (lat["median_us"], lat["p99_us"])
+            if fmt == "rocketmq":
+                # the broker's own answer: binary search over the consume queue, a commitlog read per probe
+                lat = latencies(lambda t: store.offset_for_time("T", 0, t), stamps)
+                for stat in ("median_us", "p99_us"):
+                    report.add(f"{fmt}: no time index (broker binary search) offset for time, {stat[:-3]}",
+                               lat[stat], "us", baseline="full scan (us)", baseline_value=scan_s * 1e6,
+                               higher_is_better=False)
+                chart["broker_time_us"] = (lat["median_us"], lat["p99_us"])
         finally:
             indexes.close()
 
@@ -175,6 +183,8 @@ def draw(chart: dict[str, Any]) -> None:
     top.bar([x + 0.2 for x in xs], p99s, 0.4, color=colors, alpha=0.5, label="p99")
     for fmt, style in (("rocketmq", "--"), ("kafka", ":")):
         top.axhline(chart["scan_us"][fmt], color="grey", linestyle=style, label=f"full scan ({fmt})")
+    top.axhline(chart["broker_time_us"][0], color="#55a868", linestyle="-.",
+                label="rocketmq offset for time without a time index (median)")
     top.set_yscale("log")
     top.set_ylabel("lookup latency (us, log)")
     kinds = [LOOKUP_KINDS[next(iter(layout_class(name, fmt).answers))] for fmt, name in keys]

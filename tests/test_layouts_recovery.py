@@ -128,3 +128,51 @@ def test_verify_reports_a_wrong_entry(tmp_path: Path, fmt: str) -> None:
         problems = store.indexes.verify()
     assert problems and str(target) in str(problems[0])
     assert os.path.exists(target)
+
+
+def test_kafka_retention_past_the_index_starts_it_over(tmp_path: Path) -> None:
+    """Retention deleting segments the index covers: lookups below the log start say None, the rest still
+    answer like a scan, and an index left behind entirely is started over at the new log start."""
+    path = tmp_path / "T-0"
+    config = {"segment.bytes": 1024, "retention.bytes": 3000}
+    store = segstore.open(path, format="kafka", mode="a", indexes=list(LAYOUT_NAMES), **config, **LAYOUT_OPTIONS)
+    with store:
+        for n in range(30):
+            store.append_batch([{"topic": "T", "partition": 0, "value": bytes(120), "key": f"k{n % 3}".encode(),
+                                 "headers": [], "timestamp": 1000 + n}])
+        assert store.offset_range("T", 0)[0] > 0
+        check_against_scan(store, store.indexes)
+    with segstore.open(path, format="kafka", mode="a", indexes=[], **config) as plain:
+        for n in range(30):
+            plain.append_batch([{"topic": "T", "partition": 0, "value": bytes(120), "timestamp": 5000 + n}])
+    with segstore.open(path, format="kafka", mode="a", indexes=list(LAYOUT_NAMES), **config) as store:
+        assert any("started over" in line for line in store.indexes.actions)
+        assert store.indexes.verify() == []
+        check_against_scan(store, store.indexes)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_one_writer_per_extra_index(tmp_path: Path, fmt: str) -> None:
+    path = tmp_path / "T-0"
+    _write(path, fmt, _data(2, 7), indexes=[])
+    with segstore.open(path, format=fmt, indexes=[]) as store:
+        first = IndexSet(store, LAYOUT_NAMES, writable=True)
+        try:
+            with pytest.raises(segstore.errors.StoreLockedError):
+                IndexSet(store, LAYOUT_NAMES, writable=True)
+        finally:
+            first.close()
+        IndexSet(store, LAYOUT_NAMES, writable=True).close()
+
+
+def test_layouts_implement_the_core_protocol(tmp_path: Path) -> None:
+    from segstore.index import IndexLayout
+
+    for fmt in FORMATS:
+        path = tmp_path / fmt / "T-0"
+        _write(path, fmt, _data(2, 8), indexes=list(LAYOUT_NAMES))
+        with segstore.open(path, format=fmt, indexes=list(LAYOUT_NAMES)) as store:
+            for name in LAYOUT_NAMES:
+                layout = store.indexes[name]
+                assert isinstance(layout, IndexLayout)
+                assert (layout.name, layout.native) == (name, layout_class(name, fmt).native)

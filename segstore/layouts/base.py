@@ -236,6 +236,8 @@ class StreamIndex:
         if start >= self.log_end():
             return 0
         if start > self.state.indexed_end:
+            self.actions.append(f"{self.directory}: started over at offset {start}: the log start moved past "
+                                f"the index end {self.state.indexed_end}")
             self._skip_to(start)
         done = self._index_from(start)
         self.state.indexed_end = done
