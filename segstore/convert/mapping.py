@@ -57,9 +57,12 @@ import json
 from dataclasses import dataclass, field
 
 from segstore_rocketmq.message import (
+    IPV4_HOST,
+    IPV6_HOST,
     KEY_SEPARATOR,
     MESSAGE_MAGIC,
     MESSAGE_MAGIC_V2,
+    MSG_ID_OFFSET,
     NAME_VALUE_SEPARATOR,
     PROPERTY_KEYS,
     PROPERTY_SEPARATOR,
@@ -98,13 +101,6 @@ H_TOPIC = "rmq.topic"
 H_QUEUE_ID = "rmq.queue_id"
 H_MAGIC = "rmq.magic"
 
-#: Integer fields left out of the headers when 0 (absent means 0 on the way back).
-_ZERO_DEFAULT_FIELDS = (
-    (H_FLAG, "flag"),
-    (H_SYS_FLAG, "sys_flag"),
-    (H_RECONSUME_TIMES, "reconsume_times"),
-    (H_PREPARED_OFFSET, "prepared_transaction_offset"),
-)
 #: Header value of ``rmq.magic`` for the v2 message layout (v1 is the default).
 MAGIC_V2_TEXT = b"2"
 
@@ -162,14 +158,21 @@ def came_from_rocketmq(headers: list[Header]) -> bool:
     return bool(headers) and headers[0][0] == H_PHYSICAL_OFFSET
 
 
-def _int_text(value: int) -> bytes:
-    return str(value).encode("ascii")
-
-
 @functools.lru_cache(maxsize=HOST_CACHE_SIZE)
 def _host_text(host: Host) -> bytes:
     """``ip:port`` as the broker prints it (cached: a store has few distinct hosts)."""
     return str(host).encode("ascii")
+
+
+@functools.lru_cache(maxsize=HOST_CACHE_SIZE)
+def _host_prefix(host: Host) -> bytes:
+    """The store-host part of a msgId (IP + int port), cached."""
+    return (IPV6_HOST if host.is_v6 else IPV4_HOST).pack(host.ip, host.port)
+
+
+def msg_id_text(store_host: Host, physical_offset: int) -> bytes:
+    """The msgId as the broker prints it (uppercase hex of store IP, port, physical offset)."""
+    return (_host_prefix(store_host) + MSG_ID_OFFSET.pack(physical_offset)).hex().upper().encode("ascii")
 
 
 @functools.lru_cache(maxsize=HOST_CACHE_SIZE)
@@ -190,27 +193,35 @@ def rocketmq_to_kafka(msg: RocketMQMessage, *, timestamp: str = "born") -> Kafka
     """
     if came_from_kafka(msg):
         return restore_kafka(msg)
-    keys = msg.keys
     headers: list[Header] = [
-        (H_PHYSICAL_OFFSET, _int_text(msg.physical_offset)),
-        (H_BORN_TIMESTAMP, _int_text(msg.born_timestamp)),
+        (H_PHYSICAL_OFFSET, b"%d" % msg.physical_offset),
+        (H_BORN_TIMESTAMP, b"%d" % msg.born_timestamp),
         (H_BORN_HOST, _host_text(msg.born_host)),
-        (H_STORE_TIMESTAMP, _int_text(msg.store_timestamp)),
+        (H_STORE_TIMESTAMP, b"%d" % msg.store_timestamp),
         (H_STORE_HOST, _host_text(msg.store_host)),
     ]
-    headers.extend((name, _int_text(getattr(msg, attr))) for name, attr in _ZERO_DEFAULT_FIELDS
-                   if getattr(msg, attr))
-    headers.append((H_MSG_ID, msg.msg_id.encode("ascii")))
+    if msg.flag:
+        headers.append((H_FLAG, b"%d" % msg.flag))
+    if msg.sys_flag:
+        headers.append((H_SYS_FLAG, b"%d" % msg.sys_flag))
+    if msg.reconsume_times:
+        headers.append((H_RECONSUME_TIMES, b"%d" % msg.reconsume_times))
+    if msg.prepared_transaction_offset:
+        headers.append((H_PREPARED_OFFSET, b"%d" % msg.prepared_transaction_offset))
+    headers.append((H_MSG_ID, msg_id_text(msg.store_host, msg.physical_offset)))
     if msg.magic == MESSAGE_MAGIC_V2:
         headers.append((H_MAGIC, MAGIC_V2_TEXT))
     if is_queued(msg):
         topic, partition, offset = kafka_from_rocketmq(msg.topic), msg.queue_id, msg.queue_offset
     else:
         topic, partition, offset = NONQUEUED_TOPIC, 0, -1
-        headers.extend([(H_TOPIC, msg.topic.encode("utf-8")), (H_QUEUE_ID, _int_text(msg.queue_id)),
-                        (H_QUEUE_OFFSET, _int_text(msg.queue_offset))])
-    headers.extend((RMQ_PROPERTY_PREFIX + name, value.encode("utf-8", "surrogatepass"))
-                   for name, value in msg.properties.items())
+        headers += [(H_TOPIC, msg.topic.encode("utf-8")), (H_QUEUE_ID, b"%d" % msg.queue_id),
+                    (H_QUEUE_OFFSET, b"%d" % msg.queue_offset)]
+    properties = msg.properties
+    headers += [(RMQ_PROPERTY_PREFIX + name, value.encode("utf-8", "surrogatepass"))
+                for name, value in properties.items()]
+    keys = properties.get(PROPERTY_KEYS)
+    key = next((k for k in keys.split(KEY_SEPARATOR) if k), None) if keys else None
     if timestamp == "born":
         ts, ts_type = msg.born_timestamp, CREATE_TIME
     elif timestamp == "store":
@@ -219,7 +230,7 @@ def rocketmq_to_kafka(msg: RocketMQMessage, *, timestamp: str = "born") -> Kafka
         raise ConversionError(f"expected a timestamp source of {', '.join(TIMESTAMP_SOURCES)}, "
                               f"found {timestamp!r}")
     return KafkaEntry(topic=topic, partition=partition, offset=offset, timestamp=ts,
-                      key=keys[0].encode("utf-8") if keys else None, value=msg.body,
+                      key=key.encode("utf-8") if key else None, value=msg.body,
                       headers=headers, timestamp_type=ts_type)
 
 
