@@ -81,7 +81,8 @@ def main() -> None:
         for compression in ("none", "zstd"):
             secs = best_of(lambda c=compression: convert(src, fresh("kafka"), to="kafka", compression=c),
                            repeat=1)
-            report.add(f"RocketMQ -> Kafka ({compression})", MESSAGES / secs, "msg/s")
+            report.add(f"RocketMQ -> Kafka ({compression})", MESSAGES / secs, "msg/s",
+                       note=f"{MESSAGES} messages")
             report.add(f"RocketMQ -> Kafka ({compression}) bytes", mb / secs, "MB/s",
                        baseline="plain copy MB/s", baseline_value=mb / copy_s)
         convert(src, fresh("kafka"), to="kafka")
@@ -89,7 +90,7 @@ def main() -> None:
         kafka_mb = dir_bytes(kafka) / 1e6
         copy_k = best_of(lambda: shutil.copytree(kafka, fresh("kafka-copy")))
         secs = best_of(lambda: convert(kafka, fresh("back"), to="rocketmq", config=CONFIG), repeat=1)
-        report.add("Kafka -> RocketMQ", MESSAGES / secs, "msg/s")
+        report.add("Kafka -> RocketMQ", MESSAGES / secs, "msg/s", note=f"{MESSAGES} messages")
         report.add("Kafka -> RocketMQ bytes", kafka_mb / secs, "MB/s",
                    baseline="plain copy MB/s", baseline_value=kafka_mb / copy_k)
     finally:

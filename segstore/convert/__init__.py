@@ -3,7 +3,8 @@
 ``convert(src, dst, to="kafka")`` is the library call; ``add_cli(subparsers)`` adds the
 ``segstore convert`` subcommand.  The field mapping lives in :mod:`.mapping`, topic
 names in :mod:`.topicnames`, the streaming, resumable, verified run in :mod:`.pipeline`.
-``docs/conversion.md`` documents every rule.
+``docs/conversion.md`` documents every rule.  Importing this package (the CLI does, to add
+its subcommand) loads no format plugin; a conversion does.
 """
 
 from __future__ import annotations
@@ -11,9 +12,14 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Iterable, Mapping
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from .pipeline import COMPRESSIONS, TARGETS, ConversionReport, run
+if TYPE_CHECKING:
+    from .pipeline import ConversionReport
+
+#: Destination formats, and the Kafka batch compressions a conversion can write.
+TARGETS = ("kafka", "rocketmq")
+COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
 
 
 def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], to: str = "kafka",
@@ -38,6 +44,8 @@ def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], to: str = 
     :raises ConversionError: bad input or destination; other :class:`SegstoreError`
         subclasses for corrupt sources (``path:pos:``).
     """
+    from .pipeline import run  # the plugins load here, not when the CLI builds its parser
+
     return run(os.fspath(src), os.fspath(dst), to=to, topics=None if topics is None else list(topics),
                compression=compression, config=dict(config or {}), resume=resume, verify=verify,
                force=force, skip_corrupt=skip_corrupt, progress=progress, timestamp=timestamp)
@@ -75,4 +83,4 @@ def add_cli(subparsers: Any) -> None:
     p.set_defaults(func=_cmd_convert)
 
 
-__all__ = ["ConversionReport", "add_cli", "convert"]
+__all__ = ["COMPRESSIONS", "TARGETS", "add_cli", "convert"]

@@ -43,6 +43,7 @@ from segstore.api import open as open_store
 from segstore.errors import ConversionError, CorruptDataError
 from segstore.records import LOG_APPEND_TIME
 
+from . import COMPRESSIONS, TARGETS
 from .mapping import (
     TIMESTAMP_SOURCES,
     KafkaEntry,
@@ -52,8 +53,6 @@ from .mapping import (
     rocketmq_to_kafka,
 )
 
-TARGETS = ("kafka", "rocketmq")
-COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
 #: The journal in the temporary directory, kept in the result as its provenance.
 JOURNAL_NAME = "segstore-convert.json"
 JOURNAL_VERSION = 1
@@ -688,4 +687,4 @@ def _verify(src: str, source_format: str, tmp: str, options: _Options, dest_conf
                               f"difference(s) (kept for inspection): " + "; ".join(findings[:3]), tmp)
 
 
-__all__ = ["COMPRESSIONS", "TARGETS", "ConversionReport", "run", "temp_path"]
+__all__ = ["ConversionReport", "run", "temp_path"]
