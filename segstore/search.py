@@ -36,19 +36,21 @@ def search(keys: np.ndarray, target: int | float, bound: Bound, lo: int = 0, hi:
     Runtime complexity: ``O(log(n))``.  Thread-safe (reads only).
     """
     n = len(keys)
-    hi = n if hi is None else min(hi, n)
+    hi = n if hi is None or hi > n else hi
     if lo >= hi:
         return lo - 1 if bound is Bound.LARGEST_LOWER else hi
-    itemsize = keys.dtype.itemsize or 8
-    warm = max(1, WARM_BYTES // itemsize)
+    largest = bound is Bound.LARGEST_LOWER
     start = lo
+    warm = max(1, WARM_BYTES // (keys.dtype.itemsize or 8))
     if hi - lo > warm:
         first_warm = hi - warm
         # The target is in the warm tail when the tail's first key is below it.
         pivot = keys[first_warm]
-        if (pivot <= target) if bound is Bound.LARGEST_LOWER else (pivot < target):
+        if (pivot <= target) if largest else (pivot < target):
             start = first_warm
-    column = keys[start:hi]
-    if bound is Bound.LARGEST_LOWER:
-        return start + int(np.searchsorted(column, target, side="right")) - 1
-    return start + int(np.searchsorted(column, target, side="left"))
+    # The array method, not np.searchsorted (which adds a dispatch layer), and no
+    # slice when the whole array is searched: both count on small, hot lookups.
+    column = keys if start == 0 and hi == n else keys[start:hi]
+    if largest:
+        return start + int(column.searchsorted(target, "right")) - 1
+    return start + int(column.searchsorted(target, "left"))

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import FIXTURES, KAFKA_FIXTURES
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from segstore_kafka.checkpoints import (
     EpochEntry,
@@ -254,3 +254,42 @@ def test_time_lookup_matches_a_linear_scan(tmp_path_factory: pytest.TempPathFact
         want = max((e for e in entries if e[0] <= target), default=(-1, 0))
         assert tuple(idx.lookup_timestamp(target)) == want
     idx.close()
+
+
+@settings(max_examples=60, deadline=None)
+@example(actions=[("append", 1), ("append", 2), ("lookup", 0), ("truncate", 5), ("append", 50),
+                  ("lookup", 150)])
+@given(actions=st.lists(st.tuples(st.sampled_from(["append", "lookup", "truncate"]), st.integers(0, 400)),
+                        max_size=80))
+def test_lookups_interleaved_with_appends_and_truncations(tmp_path_factory: pytest.TempPathFactory,
+                                                          actions: list[tuple[str, int]]) -> None:
+    """Lookups search cached native copies of the columns: appends extend them, truncations reset them,
+    and a truncation followed by new entries of the same count never answers from the old ones."""
+    tmp = tmp_path_factory.mktemp("mixed")
+    base = 100
+    oi = OffsetIndex.open(str(tmp / f"{base:020d}.index"), base, max_index_size=8 * 40, create=True)
+    ti = TimeIndex.open(str(tmp / f"{base:020d}.timeindex"), base, max_index_size=12 * 40, create=True)
+    entries: list[tuple[int, int, int]] = []   # (offset, position, timestamp), the oracle
+    for action, n in actions:
+        if action == "append" and len(entries) < 38:
+            last = entries[-1] if entries else (base, 0, 1_000)
+            entry = (last[0] + 1 + n % 7, last[1] + 1 + n, last[2] + 1 + n % 5)
+            oi.append_entry(entry[0], entry[1])
+            assert ti.maybe_append(entry[2], entry[0])
+            entries.append(entry)
+        elif action == "truncate":
+            cut = base + n % 200
+            oi.truncate_to(cut)
+            ti.truncate_to(cut)
+            entries = [e for e in entries if e[0] < cut]
+        if action != "lookup":
+            continue
+        target = base + n % 200
+        want = max(((o, p) for o, p, _ in entries if o <= target), default=(base, 0))
+        assert tuple(oi.lookup_offset(target)) == want
+        assert oi.lookup_position(target) == want[1]
+        stamp = 1_000 + n % 200
+        want_ts = max(((t, o) for o, _, t in entries if t <= stamp), default=(-1, base))
+        assert tuple(ti.lookup_timestamp(stamp)) == want_ts
+    oi.close()
+    ti.close()

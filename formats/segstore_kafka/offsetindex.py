@@ -14,6 +14,12 @@ file's whole length as entries, so a file left untrimmed by a crash ends in
 all-zero slots; :func:`count_valid_entries` recognises them so the segment can
 be rebuilt instead of read as garbage entries.
 
+Lookups search native int64 contiguous copies of the columns
+(:meth:`KafkaIndex.columns`), extended as entries are appended: numpy's
+``searchsorted`` converts a big-endian, strided or int32 column whole (to the
+int64 of a Python int target) before searching, which made every lookup ``O(n)``.
+The copies cost 8 bytes per column per entry of memory.
+
 Thread-safety: as :class:`segstore.index.EntryIndex` (lookups concurrent with one
 appending thread; resize/truncate/close exclusive).
 """
@@ -28,7 +34,7 @@ from segstore import files
 from segstore.errors import CorruptIndexError
 from segstore.files import MappedFile
 from segstore.index import EntryIndex
-from segstore.search import Bound
+from segstore.search import Bound, search
 
 OFFSET_ENTRY = np.dtype([("relative_offset", ">i4"), ("position", ">i4")])
 assert OFFSET_ENTRY.itemsize == 8
@@ -84,6 +90,47 @@ class KafkaIndex(EntryIndex):
         self.base_offset = base_offset
         #: True when the file held all-zero slots after its entries (left untrimmed by a crash).
         self.untrimmed = untrimmed
+        # Native copies of the columns: growth buffers, and (count, {column: buf[:count]})
+        # published in one assignment so a concurrent reader sees a consistent pair.
+        self._buffers: dict[str, np.ndarray] = {}
+        self._columns: tuple[int, dict[str, np.ndarray]] = (0, {})
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """Every column of the valid entries as a native int64 contiguous array.  ``O(1)`` amortised.
+
+        Copies only the entries appended since the last call (into buffers that
+        double when full); a truncation drops the copies.
+        """
+        count, columns = self._columns
+        n = self._count
+        if count == n and columns:
+            return columns
+        entries = self.file.array(self.DTYPE, 0, n)
+        columns = {}
+        for name in self.DTYPE.names or ():
+            buf = self._buffers.get(name)
+            if buf is None or len(buf) < n:
+                grown = np.empty(max(n, 2 * len(buf) if buf is not None else 0, 16), dtype=np.int64)
+                if buf is not None:
+                    grown[:count] = buf[:count]
+                self._buffers[name] = buf = grown
+            buf[count:n] = entries[name][count:n]
+            columns[name] = buf[:n]
+        self._columns = (n, columns)
+        return columns
+
+    def lookup(self, column: str, target: int, bound: Bound) -> int:
+        """The slot holding ``target`` in ``column`` at the given bound (:func:`segstore.search.search`).
+
+        ``-1`` (LARGEST_LOWER) or ``len(self)`` (SMALLEST_UPPER) when there is none.
+        Runtime complexity: ``O(log(n))`` (plus the copy of new entries, amortised ``O(1)``).
+        """
+        return search(self.columns()[column], target, bound)
+
+    def truncate_entries(self, n: int) -> None:
+        """Keep the first ``n`` entries; the column copies start over."""
+        super().truncate_entries(n)
+        self._columns = (0, {})
 
     @classmethod
     def open(cls, path: str, base_offset: int, *, max_index_size: int, writable: bool = False,
@@ -226,11 +273,21 @@ class OffsetIndex(KafkaIndex):
 
     def lookup_offset(self, target: int) -> OffsetPosition:
         """The largest entry with offset ``<= target``; ``(base_offset, 0)`` if none.  ``O(log n)``."""
-        slot = self.lookup("relative_offset", target - self.base_offset, Bound.LARGEST_LOWER)
+        columns = self.columns()
+        slot = search(columns["relative_offset"], target - self.base_offset, Bound.LARGEST_LOWER)
         if slot < 0:
             return OffsetPosition(self.base_offset, 0)
-        rel, position = self.entries[slot]
-        return OffsetPosition(self.base_offset + int(rel), int(position))
+        return OffsetPosition(self.base_offset + columns["relative_offset"].item(slot),
+                              columns["position"].item(slot))
+
+    def lookup_position(self, target: int) -> int:
+        """The position of the largest entry with offset ``<= target``; 0 if none.  ``O(log n)``.
+
+        :meth:`lookup_offset` without building the pair (the hot path of offset lookups).
+        """
+        columns = self.columns()
+        slot = search(columns["relative_offset"], target - self.base_offset, Bound.LARGEST_LOWER)
+        return columns["position"].item(slot) if slot >= 0 else 0
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry whose offset is ``>= offset``."""

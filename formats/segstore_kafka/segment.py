@@ -40,6 +40,39 @@ TXN_INDEX_SUFFIX = ".txnindex"
 SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 
+# Lookups hop from batch to batch reading only the v2 header (``batch.HEADER``, one
+# ``unpack_from`` on the mapped log); these name the fields they read from it.
+HEADER = codec.HEADER
+H_BASE_OFFSET, H_LENGTH, H_MAGIC, H_LAST_OFFSET_DELTA, H_MAX_TIMESTAMP = 0, 1, 3, 6, 8
+# Unpacking bytes 0, 1, 2, ... makes the magic field read its own byte position.
+assert HEADER.unpack(bytes(range(HEADER.size)))[H_MAGIC] == codec.MAGIC_OFFSET
+V2_MIN_LENGTH = codec.RECORD_BATCH_OVERHEAD - codec.LOG_OVERHEAD
+
+
+def header_fields(view: memoryview, pos: int, path: str) -> tuple:
+    """The ``batch.HEADER`` fields of the batch at ``view[pos]``, without CRC check or records.
+
+    A whole v2 batch is read with one ``unpack_from``; anything else (a legacy
+    v0/v1 entry, a short, torn or malformed one) goes through
+    :func:`batch.read_batch_header`, which reads legacy entries and raises its typed
+    errors, so both paths answer alike.  ``O(1)``.
+
+    :raises TruncatedDataError: the log ends inside the batch.
+    :raises CorruptDataError: a bad length or magic.
+    """
+    end = len(view)
+    if end - pos >= HEADER.size:
+        fields = HEADER.unpack_from(view, pos)
+        length = fields[H_LENGTH]
+        if (fields[H_MAGIC] == codec.MAGIC_V2 and length >= V2_MIN_LENGTH
+                and pos + codec.LOG_OVERHEAD + length <= end):
+            return fields
+    b = codec.read_batch_header(view, pos, path=path)
+    return (b.base_offset, b.length, b.partition_leader_epoch, b.magic, b.crc, b.attributes,
+            b.last_offset_delta, b.base_timestamp, b.max_timestamp, b.producer_id, b.producer_epoch,
+            b.base_sequence, b.record_count)
+
+
 def file_name(base_offset: int, suffix: str) -> str:
     """``%020d`` + suffix, as Kafka names segment files."""
     return f"{base_offset:020d}{suffix}"
@@ -256,25 +289,50 @@ class LogSegment:
 
     # -- lookups ----------------------------------------------------------------
     def translate_offset(self, offset: int, start: int = 0) -> LogOffsetPosition | None:
-        """The first batch whose last offset is ``>= offset``, walked from the index entry at or below it."""
-        position = max(self.offset_index.lookup_offset(offset).position, start)
-        for header in self.headers(position):
-            if header.last_offset >= offset:
-                return LogOffsetPosition(header.last_offset, header.position, header.size)
+        """The first batch whose last offset is ``>= offset``, walked from the index entry at or below it.
+
+        Kafka ``LogSegment.translateOffset``: one index search, then batch headers
+        only (no CRC, no records) from that position.
+        ``O(log(entries) + batches per index interval)``.
+        """
+        position = self.offset_index.lookup_position(offset)
+        if position < start:
+            position = start
+        view = self.log.view()
+        end = len(view)
+        path = self.log.path
+        while position < end:
+            fields = header_fields(view, position, path)
+            size = fields[H_LENGTH] + codec.LOG_OVERHEAD
+            last = fields[H_BASE_OFFSET] + fields[H_LAST_OFFSET_DELTA]
+            if last >= offset:
+                return LogOffsetPosition(last, position, size)
+            position += size
         return None
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int = 0) -> TimestampAndOffset | None:
-        """The first record with timestamp ``>= timestamp`` and offset ``>= starting_offset``."""
+        """The first record with timestamp ``>= timestamp`` and offset ``>= starting_offset``.
+
+        Kafka ``LogSegment.findOffsetByTimestamp``: the time index gives an offset,
+        the offset index its position; batch headers are walked to the first batch
+        whose max timestamp reaches the target, and only that batch's records are
+        decoded (no CRC check, as Kafka).  ``O(log(entries) + batches walked + records of one batch)``.
+        """
         entry = self.time_index.lookup_timestamp(timestamp)
-        position = self.offset_index.lookup_offset(max(entry.offset, starting_offset)).position
-        for header in self.headers(position):
-            if header.max_timestamp < timestamp:
-                continue
-            full = next(codec.iter_batches(self.log.view(), path=self.path, start=header.position))
-            for record in full.records():
-                if record.timestamp >= timestamp and record.offset >= starting_offset:
-                    epoch = full.partition_leader_epoch
-                    return TimestampAndOffset(record.timestamp, record.offset, epoch if epoch >= 0 else None)
+        position = self.offset_index.lookup_position(max(entry.offset, starting_offset))
+        view = self.log.view()
+        end = len(view)
+        path = self.log.path
+        while position < end:
+            fields = header_fields(view, position, path)
+            if fields[H_MAX_TIMESTAMP] >= timestamp:
+                full = codec.read_batch_header(view, position, path=path)
+                for record in full.records():
+                    if record.timestamp >= timestamp and record.offset >= starting_offset:
+                        epoch = full.partition_leader_epoch
+                        return TimestampAndOffset(record.timestamp, record.offset,
+                                                  epoch if epoch >= 0 else None)
+            position += fields[H_LENGTH] + codec.LOG_OVERHEAD
         return None
 
     # -- recovery ---------------------------------------------------------------

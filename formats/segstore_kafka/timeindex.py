@@ -20,7 +20,7 @@ from typing import NamedTuple
 import numpy as np
 
 from segstore.errors import CorruptIndexError
-from segstore.search import Bound
+from segstore.search import Bound, search
 
 from .offsetindex import KafkaIndex
 
@@ -85,11 +85,12 @@ class TimeIndex(KafkaIndex):
 
     def lookup_timestamp(self, target: int) -> TimestampOffset:
         """The largest entry with timestamp ``<= target``; ``(-1, base_offset)`` if none.  ``O(log n)``."""
-        slot = self.lookup("timestamp", target, Bound.LARGEST_LOWER)
+        columns = self.columns()
+        slot = search(columns["timestamp"], target, Bound.LARGEST_LOWER)
         if slot < 0:
             return TimestampOffset(NO_TIMESTAMP, self.base_offset)
-        ts, rel = self.entries[slot]
-        return TimestampOffset(int(ts), self.base_offset + int(rel))
+        return TimestampOffset(columns["timestamp"].item(slot),
+                               self.base_offset + columns["relative_offset"].item(slot))
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry whose offset is ``>= offset``."""
