@@ -42,6 +42,7 @@ from segstore_rocketmq.store import INDEX_DIR, has_queue_entry
 
 from segstore import files
 from segstore.errors import CorruptDataError, NotFoundError, UnsupportedOperationError
+from segstore.search import Bound
 from segstore.store import Problem, Store
 
 from .base import INDEX_ROOT, ExtraLayout, Layout, Stream, sparse_points
@@ -326,8 +327,9 @@ class TimeStreamIndex(_QueueSparse):
         """The first offset stored at or after ``timestamp``.
 
         Skips rolled files whose last (largest) entry is older, binary searches
-        the first file that may hold it, then scans from that entry (store times
-        read in bulk): ``O(log n)`` plus about ``layout.interval.bytes`` of messages.
+        the first file that may hold it, then scans from that entry up to the
+        next one (store times read in bulk): ``O(log n)`` plus about
+        ``layout.interval.bytes`` of messages; no commitlog read per probe.
         """
         start, end = self.log_start(), self.log_end()
         bases = self.files.bases()
@@ -336,9 +338,13 @@ class TimeStreamIndex(_QueueSparse):
             last = i + 1 == len(bases)
             if not last and index.last_entry.timestamp < timestamp:
                 continue
-            entry = index.lookup_timestamp(timestamp)
-            first = max(entry.offset if entry.timestamp != NO_TIMESTAMP else base, start)
-            found = self._scan(first, end if last else bases[i + 1], timestamp)
+            slot = index.lookup("timestamp", timestamp, Bound.LARGEST_LOWER)
+            entries = index.entries
+            first = base + int(entries["relative_offset"][slot]) if slot >= 0 else base
+            # the next entry's record is stored after ``timestamp``: the answer is at or before it
+            stop = base + int(entries["relative_offset"][slot + 1]) + 1 if slot + 1 < len(entries) else \
+                (end if last else bases[i + 1])
+            found = self._scan(max(first, start), min(stop, end), timestamp)
             if found is not None or last:
                 return found
         return self._scan(start, end, timestamp) if not bases else None
