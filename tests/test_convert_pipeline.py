@@ -277,3 +277,20 @@ def test_foreign_record_in_a_converted_partition_is_refused(tmp_path: Path) -> N
                              "timestamp": 1}])
     with pytest.raises(ConversionError, match="rmq.physical_offset"):
         convert(kafka, tmp_path / "r", to="rocketmq", config=ROCKETMQ_CONFIG)
+
+
+def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from segstore import cli
+
+    out = tmp_path / "out"
+    out.mkdir()
+    assert cli.main(["convert", str(BASIC), str(out), "--to", "kafka"]) == 1
+    assert "pass --force" in capsys.readouterr().err
+    assert cli.main(["convert", str(tmp_path), str(tmp_path / "x"), "--to", "kafka"]) == 1
+    assert "not a store of any known format" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as usage:
+        cli.main(["convert", str(BASIC), str(out), "--to", "parquet"])
+    assert usage.value.code == 2
+    assert cli.main(["convert", str(BASIC), str(out), "--to", "kafka", "--force", "--topic", "TopicA"]) == 0
+    names = os.listdir(out)
+    assert sorted(n for n in names if n.startswith("Topic")) == ["TopicA-0", "TopicA-1", "TopicA-2", "TopicA-3"]
