@@ -275,7 +275,7 @@ def test_foreign_record_in_a_converted_partition_is_refused(tmp_path: Path) -> N
     with segstore.open(kafka, "kafka", "a") as store:
         store.append_batch([{"topic": "TopicA", "partition": 0, "key": b"x", "value": b"appended later",
                              "timestamp": 1}])
-    with pytest.raises(ConversionError, match="rmq.physical_offset"):
+    with pytest.raises(ConversionError, match=r"rmq\.physical_offset"):
         convert(kafka, tmp_path / "r", to="rocketmq", config=ROCKETMQ_CONFIG)
 
 
@@ -292,5 +292,5 @@ def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
         cli.main(["convert", str(BASIC), str(out), "--to", "parquet"])
     assert usage.value.code == 2
     assert cli.main(["convert", str(BASIC), str(out), "--to", "kafka", "--force", "--topic", "TopicA"]) == 0
-    names = os.listdir(out)
-    assert sorted(n for n in names if n.startswith("Topic")) == ["TopicA-0", "TopicA-1", "TopicA-2", "TopicA-3"]
+    partitions = sorted(n for n in os.listdir(out) if n.startswith("Topic"))
+    assert partitions == ["TopicA-0", "TopicA-1", "TopicA-2", "TopicA-3"]
