@@ -213,9 +213,7 @@ class CommitLog:
         """The data end, walking from a known message boundary ``start`` to the first unwritten space."""
         end = start
         for offset, record in self.walk(start, stop_at_end=False):
-            end = offset + (record.size if isinstance(record, RocketMQMessage) else 0)
-            if isinstance(record, Blank):
-                end = offset + record.size
+            end = offset + record.size      # a message's size, or a BLANK's: to the end of its file
         return end
 
     # -- writing -------------------------------------------------------------

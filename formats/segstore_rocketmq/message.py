@@ -33,7 +33,6 @@ one ``bytes.join``.  Functions here are pure and thread-safe.
 
 from __future__ import annotations
 
-import base64
 import ipaddress
 import struct
 import zlib
@@ -210,16 +209,8 @@ class RocketMQMessage:
         return [k for k in raw.split(KEY_SEPARATOR) if k] if raw else []
 
     @property
-    def transaction_type(self) -> int:
-        return self.sys_flag & SYSFLAG_TRANSACTION_MASK
-
-    @property
     def msg_id(self) -> str:
         return msg_id(self.store_host, self.physical_offset)
-
-    @property
-    def body_base64(self) -> str:
-        return base64.b64encode(self.body).decode("ascii")
 
 
 def body_crc(body: bytes) -> int:
