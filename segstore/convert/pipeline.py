@@ -37,6 +37,7 @@ from typing import Any
 
 from segstore_kafka import batch as kafka_codec
 from segstore_rocketmq.message import MESSAGE_MAGIC, Host, RocketMQMessage
+from segstore_rocketmq.recovery import _resync as next_valid_after
 
 from segstore import files, registry
 from segstore.api import open as open_store
@@ -134,8 +135,8 @@ class _Progress:
 
 def _rocketmq_messages(source: Any, report: ConversionReport,
                        skip_corrupt: bool) -> Iterator[RocketMQMessage]:
-    """Every commitlog message in physical order; with ``skip_corrupt`` a corrupt region
-    is reported and reading goes on at the next commitlog file."""
+    """Every commitlog message in physical order; with ``skip_corrupt`` damaged bytes are
+    reported and reading goes on at the next valid message (found as recovery finds it)."""
     commitlog = source.commitlog
     start: int | None = None
     while True:
@@ -147,20 +148,20 @@ def _rocketmq_messages(source: Any, report: ConversionReport,
             if not skip_corrupt:
                 raise
             report.skipped.append(str(err))
-            failed = err.pos if err.pos is not None else 0
-            start = _commitlog_file_base(commitlog, err.path, failed) + commitlog.file_size
-            if start < commitlog.end:
+            start = _next_valid_message(commitlog, err.path, err.pos or 0)
+            if start is not None:
                 continue
         return
 
 
-def _commitlog_file_base(commitlog: Any, path: str | None, pos: int) -> int:
-    """The physical offset where the commitlog file ``path`` starts (errors name file positions)."""
-    if path is not None:
-        name = os.path.basename(path)
-        if name.isdigit():
-            return int(name)
-    return pos - pos % commitlog.file_size
+def _next_valid_message(commitlog: Any, path: str | None, pos: int) -> int | None:
+    """The physical offset of the first valid message after file position ``pos`` of ``path``."""
+    segments = list(commitlog.log.segments)
+    index = next((i for i, seg in enumerate(segments) if seg.path == path), None)
+    if index is None:
+        return None
+    found = next_valid_after(segments, index, pos)
+    return None if found is None else segments[found[0]].base + found[1]
 
 
 def _kafka_entries(source: Any, topic: str, partition: int, report: ConversionReport,
