@@ -87,6 +87,7 @@ class CommitLog:
         self.writable = writable
         self.log: SegmentedLog[CommitLogFile] = SegmentedLog(self._new_file)
         self._spare: set[str] = set()
+        self._active: CommitLogFile | None = None     # self.log.active, kept at each change (hot path)
         self._load()
 
     def _new_file(self, base: int) -> CommitLogFile:
@@ -130,6 +131,7 @@ class CommitLog:
             self._spare.add(spare.path)
             spare.close()
         self.log.load(loaded)
+        self._active = self.log.active
 
     # -- positions -----------------------------------------------------------
     @property
@@ -140,7 +142,7 @@ class CommitLog:
     @property
     def end(self) -> int:
         """The physical offset the next message goes to (end of the written bytes)."""
-        active = self.log.active
+        active = self._active
         return active.end if active is not None else 0
 
     def set_end(self, offset: int) -> None:
@@ -277,9 +279,12 @@ class CommitLog:
         return touched
 
     def _file_at(self, pos: int) -> CommitLogFile:
+        active = self._active
+        if active is not None and active.base <= pos < active.base + self.file_size:
+            return active
         seg = self.log.segment_for(pos)
         if seg is None or pos >= seg.base + self.file_size:
-            seg = self.log.roll(pos - pos % self.file_size)
+            seg = self._active = self.log.roll(pos - pos % self.file_size)
         return seg
 
     def truncate(self, offset: int) -> None:
@@ -291,7 +296,9 @@ class CommitLog:
         if seg.wrote > pos:
             seg.file.write(pos, bytes(seg.wrote - pos))
         seg.wrote = pos
-        for removed in self.log.truncate_after(seg.base):
+        removed_files = self.log.truncate_after(seg.base)
+        self._active = self.log.active
+        for removed in removed_files:
             files.remove(removed.path)
 
     def flush(self) -> None:
@@ -301,6 +308,7 @@ class CommitLog:
         """Flush, close, and delete preallocated files nothing was written to (a clean shutdown)."""
         if self.writable:
             self.log.close()
+            self._active = None
             for path in sorted(self._spare):
                 files.remove(path)
             self._spare.clear()
@@ -312,4 +320,5 @@ class CommitLog:
         for seg in self.log.segments:
             seg.close()
         self.log.segments.clear()
+        self._active = None
         self._spare.clear()
