@@ -167,28 +167,45 @@ def _next_valid_message(commitlog: Any, path: str | None, pos: int) -> int | Non
 def _kafka_entries(source: Any, topic: str, partition: int, report: ConversionReport,
                    skip_corrupt: bool) -> Iterator[tuple[KafkaEntry, int]]:
     """``(record with its batch flags, its encoded size)`` of one partition in offset order; with
-    ``skip_corrupt`` a corrupt batch is reported and reading goes on at the next segment."""
+    ``skip_corrupt`` a corrupt batch is reported and reading goes on after it (or, when its
+    length cannot be trusted, at the next segment)."""
     part = source.partition_of(topic, partition)
     start = part.log_start_offset
     for seg in part.segments:
-        try:
-            for batch in seg.batches():
-                control = batch.is_control
-                transactional = batch.is_transactional
-                ts_type = batch.timestamp_type
-                pid, epoch = (batch.producer_id, batch.producer_epoch) if transactional else (-1, -1)
-                for rec in batch.records():
-                    if rec.offset < start:
-                        continue
-                    yield KafkaEntry(topic=topic, partition=partition, offset=rec.offset,
-                                     timestamp=rec.timestamp, key=rec.key, value=rec.value,
-                                     headers=list(rec.headers), timestamp_type=ts_type,
-                                     transactional=transactional, control=control, producer_id=pid,
-                                     producer_epoch=epoch), rec.size_in_bytes
-        except CorruptDataError as err:
-            if not skip_corrupt:
-                raise
-            report.skipped.append(str(err))
+        pos: int | None = 0
+        while pos is not None:
+            try:
+                for batch in seg.batches(pos):
+                    control = batch.is_control
+                    transactional = batch.is_transactional
+                    ts_type = batch.timestamp_type
+                    pid, epoch = (batch.producer_id, batch.producer_epoch) if transactional else (-1, -1)
+                    for rec in batch.records():
+                        if rec.offset < start:
+                            continue
+                        yield KafkaEntry(topic=topic, partition=partition, offset=rec.offset,
+                                         timestamp=rec.timestamp, key=rec.key, value=rec.value,
+                                         headers=list(rec.headers), timestamp_type=ts_type,
+                                         transactional=transactional, control=control, producer_id=pid,
+                                         producer_epoch=epoch), rec.size_in_bytes
+                    pos = batch.position + batch.size
+                pos = None
+            except CorruptDataError as err:
+                if not skip_corrupt:
+                    raise
+                report.skipped.append(str(err))
+                pos = _after_batch(seg, pos)
+
+
+def _after_batch(seg: Any, pos: int) -> int | None:
+    """The position after the (damaged) batch at ``pos`` if its length field stays inside the
+    segment, else None (the rest of the segment is skipped)."""
+    try:
+        header = kafka_codec.read_batch_header(seg.view(), pos, path=seg.path)
+    except CorruptDataError:
+        return None
+    end = pos + header.size
+    return end if pos < end < seg.size else None
 
 
 def _physical_offset(item: tuple[KafkaEntry, int]) -> int:
