@@ -354,3 +354,15 @@ def test_reopen_after_rolls_keeps_appending_at_the_end(tmp_path):
     with RocketMQStore(str(tmp_path / "s"), "r") as store:
         assert [m.queue_offset for m in store.scan()] == list(range(18))
         assert store.verify() == []
+
+
+def test_a_message_leaving_exactly_8_bytes_fits_and_the_blank_is_8_bytes(tmp_path):
+    overhead = HEADERS[0].size + len(b"\x01T") + 2      # header, topic field, empty properties length
+    with store_at(tmp_path, maxMessageSize=8192) as store:
+        exact, nxt = store.append_batch([{"topic": "T", "body": bytes(4096 - 8 - overhead)},
+                                         {"topic": "T", "body": b"x"}])
+    assert (exact.position, exact.size, nxt.position) == (0, 4088, 4096)
+    first = (tmp_path / "s" / "commitlog" / f"{0:020d}").read_bytes()
+    assert PREFIX.unpack_from(first, 4088) == (8, BLANK_MAGIC)
+    with RocketMQStore(str(tmp_path / "s"), "r") as store:
+        assert [m.physical_offset for m in store.scan()] == [0, 4096]
