@@ -61,9 +61,11 @@ STATE_RUNNING = "running"
 STATE_DONE = "done"
 TEMP_SUFFIX = ".converting"
 OLD_SUFFIX = ".replaced"
-#: Records per Kafka batch, and bytes buffered over all partitions before every buffer is written.
+#: Records and source bytes per Kafka batch (well under the broker's default max.message.bytes,
+#: 1,048,588, and never more than segment.bytes), and bytes buffered over all partitions
+#: before every buffer is written.
 BATCH_RECORDS = 500
-BATCH_BYTES = 1 << 20
+BATCH_BYTES = 512 << 10
 BUFFER_BYTES = 64 << 20
 #: RocketMQ messages per commitlog write.
 ROCKETMQ_BATCH = 1000
@@ -264,6 +266,8 @@ class _KafkaWriter:
     def __init__(self, dest: Any, compression: str) -> None:
         self.dest = dest
         self.compression = compression
+        self.segment_bytes = dest.config.segment_bytes
+        self.batch_bytes = min(BATCH_BYTES, self.segment_bytes)
         self.buffers: dict[tuple[str, int], list[KafkaEntry]] = {}
         self.buffer_sizes: dict[tuple[str, int], int] = {}
         self.buffered = 0
@@ -286,14 +290,15 @@ class _KafkaWriter:
             raise ConversionError(f"expected offsets to increase in {key[0]}-{key[1]}, found offset "
                                   f"{entry.offset} after {self.next[key] - 1}")
         buffer = self.buffers.setdefault(key, [])
-        if buffer and not _same_batch(buffer[-1], entry):
+        if buffer and (not _same_batch(buffer[-1], entry)
+                       or self.buffer_sizes[key] + size > self.batch_bytes):
             self.flush(key)
             buffer = self.buffers.setdefault(key, [])
         buffer.append(entry)
         self.buffer_sizes[key] = self.buffer_sizes.get(key, 0) + size
         self.buffered += size
         self.next[key] = entry.offset + 1
-        if entry.control or len(buffer) >= BATCH_RECORDS or self.buffer_sizes[key] >= BATCH_BYTES:
+        if entry.control or len(buffer) >= BATCH_RECORDS or self.buffer_sizes[key] >= self.batch_bytes:
             self.flush(key)
         elif self.buffered >= BUFFER_BYTES:
             self.flush_all()
@@ -304,7 +309,11 @@ class _KafkaWriter:
         self.buffered -= self.buffer_sizes.pop(key, 0)
         if not entries:
             return
-        part = self._partition(key)
+        self._write(self._partition(key), entries)
+
+    def _write(self, part: Any, entries: list[KafkaEntry]) -> None:
+        """Append ``entries`` as one batch, or as halves while the batch would pass ``segment.bytes``
+        (the buffer limit counts source bytes; the encoded records can be larger)."""
         base = part.next_offset
         deltas = [e.offset - base for e in entries]
         first = entries[0]
@@ -316,6 +325,11 @@ class _KafkaWriter:
             is_transactional=first.transactional, is_control=first.control,
             timestamp_type=first.timestamp_type, log_append_time=first.timestamp if log_append else None,
             offset_deltas=None if deltas[-1] == len(deltas) - 1 else deltas)
+        if len(data) > self.segment_bytes and len(entries) > 1:
+            half = len(entries) // 2
+            self._write(part, entries[:half])
+            self._write(part, entries[half:])
+            return
         part.append_encoded(data, now_ms=max(e.timestamp for e in entries))
 
     def flush_all(self) -> None:
