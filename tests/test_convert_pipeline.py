@@ -300,3 +300,16 @@ def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert cli.main(["convert", str(BASIC), str(out), "--to", "kafka", "--force", "--topic", "TopicA"]) == 0
     partitions = sorted(n for n in os.listdir(out) if n.startswith("Topic"))
     assert partitions == ["TopicA-0", "TopicA-1", "TopicA-2", "TopicA-3"]
+
+
+def test_kafka_batches_stay_within_segment_bytes(tmp_path: Path) -> None:
+    src = tmp_path / "rmq"
+    with segstore.open(src, "rocketmq", "a", **ROCKETMQ_CONFIG) as store:
+        store.append_batch([{"topic": "T", "queue_id": 0, "body": bytes(60), "keys": [f"k{i}"], "tags": "x",
+                             "born_timestamp": i, "store_timestamp": i} for i in range(400)])
+    out = tmp_path / "k"
+    convert(src, out, to="kafka", verify=True, config={"segment.bytes": 2048})
+    with segstore.open(out, "kafka") as store:
+        batches = {(r.batch.base_offset, r.batch.size) for r in store.read("T", 0)}
+        assert len(store.partition_of("T", 0).segments) > 10
+    assert max(size for _, size in batches) <= 2048 and len(batches) > 20
