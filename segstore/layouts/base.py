@@ -330,10 +330,13 @@ class Layout:
         self.writable = store.mode == "a" if writable is None else writable
 
     # -- IndexLayout ---------------------------------------------------------------
-    def build(self, records: Any = None) -> None:
+    # ``build`` and ``append`` take no records: a layout reads what it needs (positions,
+    # sizes, store times, keys) from the log itself, from its recovery point on, so the
+    # same call serves a full build, an append and a catch-up after another writer.
+    def build(self) -> None:
         """Rebuild from a scan of the log (extra layouts); native layouts are the broker's: nothing to do."""
 
-    def append(self, records: Any = None) -> None:
+    def append(self) -> None:
         """Index what the log gained since the last call (the store calls it after each append)."""
 
     def flush(self) -> None:
@@ -457,7 +460,7 @@ class ExtraLayout(Layout):
     def actions(self) -> list[str]:
         return [line for index in self._streams.values() for line in index.actions]
 
-    def build(self, records: Any = None) -> None:
+    def build(self) -> None:
         """Delete and rebuild every stream's index from the log."""
         for stream in self.streams():
             index = self.stream_index(stream)
@@ -465,7 +468,7 @@ class ExtraLayout(Layout):
                 index._discard(new_options=True)
                 index.catch_up()
 
-    def append(self, records: Any = None) -> None:
+    def append(self) -> None:
         for stream in self.streams():
             index = self.stream_index(stream)
             if index is not None:
