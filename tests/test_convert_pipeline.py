@@ -79,6 +79,14 @@ def test_missing_source_and_same_format_are_refused(tmp_path: Path) -> None:
         convert(BASIC, tmp_path / "out", to="parquet")
 
 
+def test_destination_inside_or_around_the_source_is_refused(tmp_path: Path) -> None:
+    src = copy_writable(BASIC, tmp_path / "parent" / "store")
+    for dst in (src, src / "kafka", tmp_path / "parent"):
+        with pytest.raises(ConversionError, match="outside the source"):
+            convert(src, dst, to="kafka", force=True)
+    assert sorted(p.name for p in src.iterdir()) == sorted(p.name for p in BASIC.iterdir())
+
+
 def test_existing_destination_needs_force(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()

@@ -604,8 +604,10 @@ def _write_journal(path: str, data: dict[str, Any]) -> None:
 def _prepare(src: str, dst: str, tmp: str, options: _Options, source_format: str, resume: bool,
              force: bool) -> dict[str, Any]:
     """Check the destination and create (or, resuming, check) the temporary directory; returns the journal."""
-    if os.path.abspath(src) in (os.path.abspath(dst), tmp):
-        raise ConversionError("expected a destination other than the source, found the same path", dst)
+    source, target = os.path.realpath(src), os.path.realpath(dst)
+    if os.path.commonpath([source, target]) in (source, target):
+        raise ConversionError(f"expected a destination outside the source and not containing it, found "
+                              f"{target} and source {source}", dst)
     if files.exists(dst) and not force:
         raise ConversionError("expected a destination that does not exist, found one "
                               "(pass --force to replace it)", dst)
