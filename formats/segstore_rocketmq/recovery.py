@@ -42,6 +42,7 @@ import numpy as np
 
 from segstore import files
 from segstore.errors import CorruptDataError, OffsetOutOfRangeError
+from segstore.search import Bound, search
 
 from .checkpoint import Checkpoint
 from .commitlog import END_FILE_MIN_BLANK_LENGTH, CommitLog, CommitLogFile
@@ -456,7 +457,7 @@ def _recover_index(ctx: RecoveryContext, w: Walk, lines: list[str]) -> tuple[int
     keep = trusted
     if keep > 0:
         kept_phys = f.entries["phy_offset"][:keep].astype(np.int64)
-        keep = int(np.searchsorted(kept_phys, kept_phys[-1], side="left"))
+        keep = search(kept_phys, kept_phys[-1], Bound.SMALLEST_UPPER)
     if bad is not None:
         lines.append(
             f"{f.path}:{f.entry_pos(number)}: index entry {number} does not match the commitlog; "
