@@ -66,12 +66,11 @@ from segstore_rocketmq.message import (
     NAME_VALUE_SEPARATOR,
     PROPERTY_KEYS,
     PROPERTY_SEPARATOR,
-    SYSFLAG_TRANSACTION_MASK,
-    SYSFLAG_TRANSACTION_PREPARED,
     SYSFLAG_TRANSACTION_ROLLBACK,
     Host,
     RocketMQMessage,
 )
+from segstore_rocketmq.store import has_queue_entry
 
 from segstore.errors import ConversionError, InvalidMessageError, InvalidTopicError
 from segstore.records import CREATE_TIME, LOG_APPEND_TIME, Header
@@ -83,7 +82,6 @@ from .topicnames import kafka_from_rocketmq, rocketmq_from_kafka, unescape_kafka
 NONQUEUED_TOPIC = "rmq.nonqueued"
 
 # -- RocketMQ fields as Kafka headers ------------------------------------------
-RMQ_PREFIX = "rmq."
 RMQ_PROPERTY_PREFIX = "rmq.p."
 _PROPERTY_PREFIX_LENGTH = len(RMQ_PROPERTY_PREFIX)
 H_PHYSICAL_OFFSET = "rmq.physical_offset"
@@ -124,7 +122,8 @@ HOST_CACHE_SIZE = 4096
 class KafkaEntry:
     """One Kafka record with what a conversion keeps of its batch.
 
-    ``offset`` is absolute; -1 means "the next offset of the partition".
+    ``offset`` is absolute (-1 for a message of :data:`NONQUEUED_TOPIC` until the
+    converter numbers it).
     ``producer_id``/``producer_epoch`` are -1 unless the batch was transactional.
     """
 
@@ -144,8 +143,7 @@ class KafkaEntry:
 
 def is_queued(msg: RocketMQMessage) -> bool:
     """False for prepared and rolled-back transaction messages, which get no consume-queue entry."""
-    return msg.sys_flag & SYSFLAG_TRANSACTION_MASK not in (SYSFLAG_TRANSACTION_PREPARED,
-                                                           SYSFLAG_TRANSACTION_ROLLBACK)
+    return has_queue_entry(msg.sys_flag)
 
 
 def came_from_kafka(msg: RocketMQMessage) -> bool:
