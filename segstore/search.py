@@ -18,6 +18,8 @@ import enum
 import numpy as np
 
 WARM_BYTES = 8192
+#: Below this many entries a non-native column slice is converted and searched in C.
+NARROW_TO = 64
 
 
 class Bound(enum.Enum):
@@ -33,24 +35,35 @@ def search(keys: np.ndarray, target: int | float, bound: Bound, lo: int = 0, hi:
     :returns: for ``LARGEST_LOWER`` the largest ``i`` in ``[lo, hi)`` with
         ``keys[i] <= target``, or ``lo - 1`` if none; for ``SMALLEST_UPPER`` the
         smallest ``i`` with ``keys[i] >= target``, or ``hi`` if none.
-    Runtime complexity: ``O(log(n))``.  Thread-safe (reads only).
+
+    Runtime complexity: ``O(log(n))`` for any column: a big-endian or strided
+    column (a field of an mmap'd index) is narrowed by probing single entries
+    until at most :data:`NARROW_TO` remain, because ``np.searchsorted`` would
+    first convert the whole column to native order, ``O(n)``.
+    Thread-safe (reads only).
     """
     n = len(keys)
-    hi = n if hi is None or hi > n else hi
+    hi = n if hi is None else min(hi, n)
     if lo >= hi:
         return lo - 1 if bound is Bound.LARGEST_LOWER else hi
-    largest = bound is Bound.LARGEST_LOWER
-    start = lo
-    warm = max(1, WARM_BYTES // (keys.dtype.itemsize or 8))
+    right = bound is Bound.LARGEST_LOWER   # LARGEST_LOWER is bisect_right - 1; SMALLEST_UPPER bisect_left
+    itemsize = keys.dtype.itemsize or 8
+    warm = max(1, WARM_BYTES // itemsize)
     if hi - lo > warm:
         first_warm = hi - warm
         # The target is in the warm tail when the tail's first key is below it.
         pivot = keys[first_warm]
-        if (pivot <= target) if largest else (pivot < target):
-            start = first_warm
-    # The array method, not np.searchsorted (which adds a dispatch layer), and no
-    # slice when the whole array is searched: both count on small, hot lookups.
-    column = keys if start == 0 and hi == n else keys[start:hi]
-    if largest:
-        return start + int(column.searchsorted(target, "right")) - 1
-    return start + int(column.searchsorted(target, "left"))
+        if (pivot <= target) if right else (pivot < target):
+            lo = first_warm
+    if not (keys.dtype.isnative and keys.flags.c_contiguous):
+        # Narrow with O(log n) single-entry probes; each compares one converted scalar.
+        while hi - lo > NARROW_TO:
+            mid = (lo + hi) // 2
+            if (keys[mid] <= target) if right else (keys[mid] < target):
+                lo = mid + 1
+            else:
+                hi = mid
+    # The ndarray method: np.searchsorted's dispatch wrapper costs more than the search.
+    found = lo + int(keys[lo:hi].searchsorted(target, side="right" if right else "left"))
+    return found - 1 if right else found
+
