@@ -49,7 +49,6 @@ from .mapping import (
     TIMESTAMP_SOURCES,
     KafkaEntry,
     came_from_rocketmq,
-    is_queued,
     kafka_to_rocketmq,
     rocketmq_to_kafka,
 )
@@ -401,7 +400,7 @@ def _append_stored(store: Any, messages: list[RocketMQMessage]) -> None:
             raise ConversionError(f"expected messages of the v1 layout (magic "
                                   f"0x{MESSAGE_MAGIC & MASK32:08X}), found magic 0x{msg.magic & MASK32:08X} "
                                   f"at source physical offset {msg.physical_offset}", store.path)
-    expected = [(msg.physical_offset, msg.queue_offset if is_queued(msg) else 0) for msg in messages]
+    expected = [(msg.physical_offset, msg.queue_offset) for msg in messages]
     store._build = _as_built
     try:
         results = store.append_batch(messages)
