@@ -321,3 +321,29 @@ def test_kafka_batches_stay_within_segment_bytes(tmp_path: Path) -> None:
         batches = {(r.batch.base_offset, r.batch.size) for r in store.read("T", 0)}
         assert len(store.partition_of("T", 0).segments) > 10
     assert max(size for _, size in batches) <= 2048 and len(batches) > 20
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+def test_legacy_kafka_message_sets_convert(tmp_path: Path, magic: int) -> None:
+    from kafka.record.legacy_records import LegacyRecordBatchBuilder
+
+    part = tmp_path / "old-0"
+    part.mkdir()
+    data = b""
+    for base in (0, 3):
+        builder = LegacyRecordBatchBuilder(magic, 0, 1 << 20)
+        for i in range(base, base + 3):
+            timestamp = 1_600_000_000_000 + i if magic else None
+            builder.append(i, timestamp, b"k%d" % i if i % 2 else None, b"v" * i)
+        data += bytes(builder.build())
+    (part / "00000000000000000000.log").write_bytes(data)
+    rmq, back = tmp_path / "r", tmp_path / "k"
+    convert(part, rmq, to="rocketmq", config=ROCKETMQ_CONFIG, verify=True)
+    convert(rmq, back, to="kafka", verify=True)
+
+    def records(path: Path) -> list[tuple]:
+        with segstore.open(path, "kafka") as store:
+            return [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in store.scan()]
+
+    assert records(back / "old-0") == records(part)
+    assert len(records(part)) == 6

@@ -42,7 +42,7 @@ from segstore_rocketmq.recovery import _resync as next_valid_after
 from segstore import files, registry
 from segstore.api import open as open_store
 from segstore.errors import ConversionError, CorruptDataError
-from segstore.records import LOG_APPEND_TIME
+from segstore.records import CREATE_TIME, LOG_APPEND_TIME
 
 from . import COMPRESSIONS, TARGETS
 from .mapping import (
@@ -179,7 +179,9 @@ def _kafka_entries(source: Any, topic: str, partition: int, report: ConversionRe
                 for batch in seg.batches(pos):
                     control = batch.is_control
                     transactional = batch.is_transactional
-                    ts_type = batch.timestamp_type
+                    # Legacy v0 sets have no timestamp type: their records (timestamp -1) come back as v2
+                    # CreateTime records, the type Kafka itself gives them when it up-converts.
+                    ts_type = LOG_APPEND_TIME if batch.timestamp_type == LOG_APPEND_TIME else CREATE_TIME
                     pid, epoch = (batch.producer_id, batch.producer_epoch) if transactional else (-1, -1)
                     for rec in batch.records():
                         if rec.offset < start:
