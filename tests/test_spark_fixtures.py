@@ -75,7 +75,7 @@ def test_pushdown_prunes_partitions_rocketmq(spark, rocketmq_stores):  # noqa: F
     path = rocketmq_stores["basic"]
     config = fixture_config(path)
     # about one queue per input partition: each queue of the fixture holds ~8 KiB
-    df = _load(spark, path, config, maxBytesPerPartition="10000")
+    df = _load(spark, path, config, maxBytesPerPartition="10000", minPartitions="1")
     everything = df.count()
     all_parts = _planned(df)
     one_topic = df.filter("topic = 'TopicA'")
@@ -96,7 +96,7 @@ def test_pushdown_offset_and_store_time_rocketmq(spark, rocketmq_stores):  # noq
     path = rocketmq_stores["basic"]
     config = fixture_config(path)
     library = [r for r in library_rows(path, config) if r["topic"] == "TopicB" and r["partition"] == 0]
-    df = _load(spark, path, config, maxBytesPerPartition="512").filter("topic = 'TopicB' AND partition = 0")
+    df = _load(spark, path, config, maxBytesPerPartition="512", minPartitions="1").filter("topic = 'TopicB' AND partition = 0")
     cut = library[len(library) // 2]["storeTimestamp"].replace(tzinfo=timezone.utc)
     later = df.filter(df.storeTimestamp >= cut)
     assert _planned(later) < _planned(df)
@@ -110,7 +110,8 @@ def test_pushdown_prunes_kafka_segments(spark):  # noqa: F811
     config = fixture_config(path)
     library = library_rows(path, config)
     # no segment exceeds segment.bytes and no two together fit it: one input partition per segment
-    df = _load(spark, path, config, maxBytesPerPartition=str(config["segment.bytes"]))
+    df = _load(spark, path, config, maxBytesPerPartition=str(config["segment.bytes"]),
+               minPartitions="1")
     segments = _planned(df)
     assert segments == len(list((FIXTURES / "kafka" / "uncompressed" / "topic-0").glob("*.log")))
     last = max(r["offset"] for r in library)

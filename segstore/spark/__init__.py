@@ -32,9 +32,15 @@ PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 
 def register(spark: Any) -> None:
-    """Register the ``segstore`` data source with ``spark`` and enable filter pushdown to it."""
+    """Register the ``segstore`` data source with ``spark`` and enable filter pushdown to it.
+
+    Reads are planned into at least as many input partitions as the session's
+    default parallelism (``minPartitions`` overrides it per read).
+    """
     spark.conf.set(PUSHDOWN_CONF, "true")
-    spark.dataSource.register(SegstoreDataSource)
+    context = getattr(spark, "sparkContext", None)   # absent on Spark Connect sessions
+    parallelism = context.defaultParallelism if context is not None else 1
+    spark.dataSource.register(SegstoreDataSource.with_parallelism(parallelism))
 
 
 def local_session(app_name: str = "segstore", cores: int = 2, **conf: str) -> Any:

@@ -13,6 +13,7 @@
 ``maxOffsetsPerTrigger``   streaming: at most this many offsets per micro-batch, over all partitions
 ``maxBytesPerPartition``   planner: target bytes of one input partition (default 64 MiB)
 ``minPartitions``          planner: split further until at least this many input partitions
+                           (default: the session's default parallelism, recorded by ``register``)
 ``maxRecordsPerBatch``     reader: rows per Arrow batch (default 10000)
 ``includeControlRecords``  Kafka: also return transaction markers (default false, as consumers do)
 ``config``                 JSON object of the store's own config names, passed to ``segstore.open``
@@ -71,7 +72,7 @@ class ReadOptions:
     ending_timestamp: int | None = None
     max_offsets_per_trigger: int | None = None
     max_bytes_per_partition: int = DEFAULT_MAX_BYTES_PER_PARTITION
-    min_partitions: int = 1
+    min_partitions: int | None = None     # None: the data source's default (the session's parallelism)
     max_records_per_batch: int = DEFAULT_MAX_RECORDS_PER_BATCH
     include_control_records: bool = False
     config: tuple[tuple[str, str], ...] = ()
@@ -192,7 +193,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
         ending_timestamp=_int(opts, "endingTimestamp", minimum=0),
         max_offsets_per_trigger=_int(opts, "maxOffsetsPerTrigger", minimum=1),
         max_bytes_per_partition=_int(opts, "maxBytesPerPartition", minimum=1) or DEFAULT_MAX_BYTES_PER_PARTITION,
-        min_partitions=_int(opts, "minPartitions", minimum=1) or 1,
+        min_partitions=_int(opts, "minPartitions", minimum=1),
         max_records_per_batch=_int(opts, "maxRecordsPerBatch", minimum=1) or DEFAULT_MAX_RECORDS_PER_BATCH,
         include_control_records=_bool(opts, "includeControlRecords"),
         config=_config(opts),
