@@ -96,7 +96,8 @@ def test_pushdown_offset_and_store_time_rocketmq(spark, rocketmq_stores):  # noq
     path = rocketmq_stores["basic"]
     config = fixture_config(path)
     library = [r for r in library_rows(path, config) if r["topic"] == "TopicB" and r["partition"] == 0]
-    df = _load(spark, path, config, maxBytesPerPartition="512", minPartitions="1").filter("topic = 'TopicB' AND partition = 0")
+    df = _load(spark, path, config, maxBytesPerPartition="512", minPartitions="1")
+    df = df.filter("topic = 'TopicB' AND partition = 0")
     cut = library[len(library) // 2]["storeTimestamp"].replace(tzinfo=timezone.utc)
     later = df.filter(df.storeTimestamp >= cut)
     assert _planned(later) < _planned(df)
@@ -133,7 +134,8 @@ def test_options_offsets_and_timestamps(spark, rocketmq_stores):  # noqa: F811
                endingOffsets=json.dumps({"TopicA": {"0": 20, "1": 5}}))
     got = {(r.partition, r.offset) for r in df.select("partition", "offset").collect()}
     expected = {(r["partition"], r["offset"]) for r in library if r["topic"] == "TopicA"
-                and ((r["partition"] == 0 and 10 <= r["offset"] < 20) or (r["partition"] == 1 and r["offset"] < 5)
+                and ((r["partition"] == 0 and 10 <= r["offset"] < 20)
+                     or (r["partition"] == 1 and r["offset"] < 5)
                      or r["partition"] > 1)}
     assert got == expected
     stamps = sorted(r["storeTimestamp"] for r in library if r["topic"] == "TopicA")

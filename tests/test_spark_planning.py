@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import pickle
 import random
 from datetime import datetime, timezone
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 
 pytest.importorskip("pyspark")
 
-from pyspark.sql.datasource import (  # noqa: E402
+from pyspark.sql.datasource import (
     EqualTo,
     GreaterThan,
     GreaterThanOrEqual,
@@ -22,9 +23,9 @@ from pyspark.sql.datasource import (  # noqa: E402
     StringStartsWith,
 )
 
-from segstore.errors import ConfigError  # noqa: E402
-from segstore.spark import planning  # noqa: E402
-from segstore.spark.options import (  # noqa: E402
+from segstore.errors import ConfigError
+from segstore.spark import planning
+from segstore.spark.options import (
     EARLIEST,
     LATEST,
     parse_read_options,
@@ -57,7 +58,8 @@ class FakeStore:
 
     def segment_infos(self, topic, partition):
         self.segment_calls += 1
-        return [{"start_offset": a, "end_offset": b, "bytes": (b - a) * self.message_bytes, "path": f"{topic}-{a}"}
+        return [{"start_offset": a, "end_offset": b, "bytes": (b - a) * self.message_bytes,
+                 "path": f"{topic}-{a}"}
                 for a, b in self.layout[topic][partition]]
 
 
@@ -86,7 +88,7 @@ def _covers(result: planning.Plan, ranges: list[planning.PartitionRange]) -> Non
     for r in ranges:
         pieces = sorted(got.pop((r.topic, r.partition)))
         assert pieces[0][0] == r.start and pieces[-1][1] == r.end
-        for (_, end), (start, _) in zip(pieces, pieces[1:]):
+        for (_, end), (start, _) in itertools.pairwise(pieces):
             assert end == start
         assert all(a < b for a, b in pieces)
     assert not got
@@ -242,7 +244,7 @@ def test_plan_covers_every_offset_once_and_balances(sizes, max_bytes, min_parts,
     layout: dict[str, dict[int, list[tuple[int, int]]]] = {}
     for i, n in enumerate(sizes):
         bounds = sorted({0, n, *rnd.sample(range(1, n + 1), min(n, 3))})
-        layout.setdefault(f"t{i % 3}", {})[i] = list(zip(bounds, bounds[1:]))
+        layout.setdefault(f"t{i % 3}", {})[i] = list(itertools.pairwise(bounds))
     store = FakeStore(layout)
     ranges = planning.resolve_ranges(store, _opts())
     result = planning.plan(ranges, max_bytes=max_bytes, min_partitions=min_parts)

@@ -23,7 +23,8 @@ def _library_values(path, topic, partition):
 def test_write_appends_in_dataframe_order(spark, tmp_path, format_name):  # noqa: F811
     path = tmp_path / "store"
     rows = [(f"v{i}".encode(), f"k{i}", "orders", i % 2, [("h", f"{i}".encode())]) for i in range(40)]
-    df = spark.createDataFrame(rows, f"value binary, key string, topic string, partition int, headers {HEADERS}")
+    schema = f"value binary, key string, topic string, partition int, headers {HEADERS}"
+    df = spark.createDataFrame(rows, schema)
     df.coalesce(3).write.format("segstore").option("format", format_name).mode("append").save(str(path))
     for partition in (0, 1):
         got = _library_values(path, "orders", partition)
@@ -41,7 +42,7 @@ def test_write_appends_in_dataframe_order(spark, tmp_path, format_name):  # noqa
 
 
 def test_write_failure_leaves_store_untouched(spark, tmp_path):  # noqa: F811
-    from pyspark.sql import functions as F  # noqa: N812
+    from pyspark.sql import functions as F
 
     path = tmp_path / "store"
     with segstore.open(str(path), format="kafka", mode="a") as store:

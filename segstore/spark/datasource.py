@@ -46,7 +46,15 @@ from pyspark.sql.streaming.datasource import (
     ReadMaxRows,
     SupportsTriggerAvailableNow,
 )
-from pyspark.sql.types import ArrayType, BinaryType, IntegerType, LongType, StringType, StructType, TimestampType
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructType,
+    TimestampType,
+)
 
 from .. import api, files
 from ..errors import ConfigError
@@ -72,7 +80,8 @@ COMMIT_CHUNK_ROWS = 10_000
 STAGING_SUFFIX = ".segstore-staging"
 
 
-def open_store(path: str, format_name: str | None, config: tuple[tuple[str, str], ...], mode: str = "r") -> Store:
+def open_store(path: str, format_name: str | None, config: tuple[tuple[str, str], ...],
+               mode: str = "r") -> Store:
     """Open a store for the data source (the one place it calls ``segstore.open``)."""
     return api.open(path, format=format_name, mode=mode, **dict(config))
 
@@ -194,7 +203,7 @@ class SegstoreReader(DataSourceReader):
         self.schema = schema
         self.pruning = planning.Pruning()
 
-    def pushFilters(self, filters: list[Filter]) -> list[Filter]:  # noqa: N802 (Spark's name)
+    def pushFilters(self, filters: list[Filter]) -> list[Filter]:
         self.pruning, remaining = planning.pushdown(filters, time_column=TIME_COLUMNS.get(self.format))
         return remaining
 
@@ -230,7 +239,7 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.schema = schema
         self.available_now: planning.Offsets | None = None
 
-    def initialOffset(self) -> dict:  # noqa: N802
+    def initialOffset(self) -> dict:
         return self._start_positions()
 
     def _start_positions(self) -> planning.Offsets:
@@ -257,10 +266,10 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     extended.setdefault(topic, {}).setdefault(str(partition), low)
             return latest, extended
 
-    def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802
+    def prepareForTriggerAvailableNow(self) -> None:
         self.available_now, _ = self._latest({})
 
-    def latestOffset(self, start: dict | None = None, limit: ReadLimit | None = None) -> dict:  # noqa: N802
+    def latestOffset(self, start: dict | None = None, limit: ReadLimit | None = None) -> dict:
         latest, start = self._latest(start or self._start_positions())
         if self.available_now is not None:
             # only what the store held when the availableNow query started
@@ -273,7 +282,7 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return planning.limit_offsets(start, latest, self.options.max_offsets_per_trigger)
         return latest
 
-    def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802
+    def getDefaultReadLimit(self) -> ReadLimit:
         if self.options.max_offsets_per_trigger is not None:
             return ReadMaxRows(self.options.max_offsets_per_trigger)
         return ReadAllAvailable()
@@ -290,7 +299,8 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                         lo = store.offset_range(topic, partition)[0]
                     if lo >= hi:
                         continue
-                    segments = tuple(planning.SegmentInfo.coerce(s) for s in store.segment_infos(topic, partition))
+                    infos = store.segment_infos(topic, partition)
+                    segments = tuple(planning.SegmentInfo.coerce(s) for s in infos)
                     ranges.append(planning.PartitionRange(topic, partition, lo, hi, segments))
         result = planning.plan(ranges, max_bytes=self.options.max_bytes_per_partition,
                                min_partitions=self.options.min_partitions)
@@ -482,7 +492,7 @@ class SegstoreDataSource(DataSource):
         options = self._read_options()
         return SegstoreReader(options, self._format(options), schema)
 
-    def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         options = self._read_options(streaming=True)
         return SegstoreStreamReader(options, self._format(options), schema)
 

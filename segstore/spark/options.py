@@ -129,7 +129,8 @@ def _config(options: dict[str, str]) -> tuple[tuple[str, str], ...]:
     try:
         parsed = json.loads(text)
     except json.JSONDecodeError as err:
-        raise ConfigError(f"option config must be a JSON object of store config names, found {text!r}") from err
+        raise ConfigError(f"option config must be a JSON object of store config names, "
+                          f"found {text!r}") from err
     if not isinstance(parsed, dict):
         raise ConfigError(f"option config must be a JSON object of store config names, found {text!r}")
     return tuple(sorted((str(k), str(v)) for k, v in parsed.items()))
@@ -192,7 +193,8 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
         starting_timestamp=_int(opts, "startingTimestamp", minimum=0),
         ending_timestamp=_int(opts, "endingTimestamp", minimum=0),
         max_offsets_per_trigger=_int(opts, "maxOffsetsPerTrigger", minimum=1),
-        max_bytes_per_partition=_int(opts, "maxBytesPerPartition", minimum=1) or DEFAULT_MAX_BYTES_PER_PARTITION,
+        max_bytes_per_partition=(_int(opts, "maxBytesPerPartition", minimum=1)
+                                 or DEFAULT_MAX_BYTES_PER_PARTITION),
         min_partitions=_int(opts, "minPartitions", minimum=1),
         max_records_per_batch=_int(opts, "maxRecordsPerBatch", minimum=1) or DEFAULT_MAX_RECORDS_PER_BATCH,
         include_control_records=_bool(opts, "includeControlRecords"),
@@ -212,7 +214,8 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     opts = _lower(options)
     unknown = sorted(set(opts) - _WRITE_NAMES)
     if unknown:
-        raise ConfigError(f"unknown writer option(s) {', '.join(unknown)}; known: {', '.join(sorted(_WRITE_NAMES))}")
+        raise ConfigError(f"unknown writer option(s) {', '.join(unknown)}; "
+                          f"known: {', '.join(sorted(_WRITE_NAMES))}")
     path = opts.get("path")
     if not path:
         raise ConfigError('a path is required: df.write.format("segstore").save(PATH)')

@@ -57,7 +57,8 @@ class SegmentInfo:
     def coerce(cls, info: dict[str, Any] | SegmentInfo) -> SegmentInfo:
         if isinstance(info, SegmentInfo):
             return info
-        return cls(int(info["start_offset"]), int(info["end_offset"]), int(info["bytes"]), str(info.get("path", "")))
+        return cls(int(info["start_offset"]), int(info["end_offset"]), int(info["bytes"]),
+                   str(info.get("path", "")))
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +196,8 @@ def _push_one(f: Filter, pruning: Pruning, *, time_column: str | None) -> bool:
     return False
 
 
-def pushdown(filters: Sequence[Filter], *, time_column: str | None = "timestamp") -> tuple[Pruning, list[Filter]]:
+def pushdown(filters: Sequence[Filter], *,
+             time_column: str | None = "timestamp") -> tuple[Pruning, list[Filter]]:
     """Translate pushed filters (an AND) into a :class:`Pruning`.
 
     ``time_column`` is the column whose lower bounds the store's ``offset_for_time``
@@ -329,7 +331,8 @@ def plan(ranges: Sequence[PartitionRange], *, max_bytes: int, min_partitions: in
             last = current[-1] if current else None
             if last is not None and (last.topic, last.partition, last.end) == (piece.topic, piece.partition,
                                                                                piece.start):
-                current[-1] = Slice(last.topic, last.partition, last.start, piece.end, last.bytes + piece.bytes)
+                current[-1] = Slice(last.topic, last.partition, last.start, piece.end,
+                                    last.bytes + piece.bytes)
             else:
                 current.append(piece)
             current_bytes += piece.bytes

@@ -123,9 +123,9 @@ class ColumnBuffer:
 
     def flush(self) -> pa.RecordBatch:
         """The buffered rows as one record batch of exactly :attr:`arrow`; empties the buffer."""
-        columns = list(zip(*self.rows)) if self.rows else [() for _ in self.arrow]
+        columns = list(zip(*self.rows, strict=True)) if self.rows else [() for _ in self.arrow]
         arrays = []
-        for i, (field, values) in enumerate(zip(self.arrow, columns)):
+        for i, (field, values) in enumerate(zip(self.arrow, columns, strict=True)):
             if i == HEADERS_INDEX:
                 arrays.append(self._headers(values, field.type))
             elif field.name in _TIMESTAMP_COLUMNS:
