@@ -347,3 +347,13 @@ def test_legacy_kafka_message_sets_convert(tmp_path: Path, magic: int) -> None:
 
     assert records(back / "old-0") == records(part)
     assert len(records(part)) == 6
+
+
+def test_force_replaces_a_file_and_clears_a_destination_left_aside(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.write_text("a file")
+    aside = tmp_path / ".out.replaced"
+    aside.mkdir()
+    (aside / "old").write_text("left by an interrupted install")
+    convert(BASIC, out, to="kafka", force=True)
+    assert out.is_dir() and sorted(p.name for p in tmp_path.iterdir()) == ["out"]

@@ -649,20 +649,24 @@ def _source_config(source: Any) -> dict[str, Any]:
 
 
 def _install(tmp: str, dst: str) -> None:
-    """Rename ``tmp`` to ``dst``; an existing ``dst`` (``force``) is moved aside first, then removed."""
-    old = None
+    """Rename ``tmp`` to ``dst``; an existing ``dst`` (``force``) is moved aside first, then removed.
+
+    A replaced destination left aside by an install that was itself interrupted is removed too.
+    """
+    old = f"{temp_path(dst)[:-len(TEMP_SUFFIX)]}{OLD_SUFFIX}"
+    _remove(old)
     if files.exists(dst):
-        old = f"{temp_path(dst)[:-len(TEMP_SUFFIX)]}{OLD_SUFFIX}"
-        if files.exists(old):
-            files.remove_tree(old)
         files.rename(dst, old)
     files.rename(tmp, dst)
     files.fsync_dir(os.path.dirname(os.path.abspath(dst)))
-    if old is not None:
-        if files.is_dir(old):
-            files.remove_tree(old)
-        else:
-            files.remove(old)
+    _remove(old)
+
+
+def _remove(path: str) -> None:
+    if files.is_dir(path):
+        files.remove_tree(path)
+    elif files.exists(path):
+        files.remove(path)
 
 
 def run(src: str, dst: str, *, to: str, topics: list[str] | None, compression: str, config: dict[str, Any],
