@@ -385,20 +385,24 @@ class Partition:
 
     # -- reading ----------------------------------------------------------------
     def batches(self, start_offset: int | None = None) -> Iterator[codec.RecordBatch]:
-        """Batches holding offsets ``>= start_offset`` (all when None), in offset order, CRC checked."""
+        """Batches holding offsets ``>= start_offset`` (all when None), in offset order, CRC checked.
+
+        The first batch is found by :meth:`translate_offset`; later segments are
+        only looked up once the first one is read to its end.
+        """
         if start_offset is None:
             for seg in self.segments:
                 yield from seg.batches()
             return
-        started = False
-        for seg in self.log.segments.values(start_offset):
-            if started:
-                yield from seg.batches()
-                continue
-            found = seg.translate_offset(start_offset)
-            if found is not None:
-                started = True
-                yield from seg.batches(found.position)
+        found = self.translate_offset(start_offset)
+        if found is None:
+            return
+        seg, where = found
+        yield from seg.batches(where.position)
+        seg = self.log.segments.higher(seg.base)
+        while seg is not None:
+            yield from seg.batches()
+            seg = self.log.segments.higher(seg.base)
 
     def translate_offset(self, offset: int) -> tuple[LogSegment, Any] | None:
         """The segment and ``(last offset, position, size)`` of the batch holding ``offset``.
