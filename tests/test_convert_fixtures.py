@@ -85,6 +85,15 @@ def test_rocketmq_round_trip_is_byte_identical(name: str, tmp_path: Path) -> Non
         assert ours[file_name][:valid] == theirs[file_name][:valid], f"commitlog {file_name} differs"
     with segstore.open(back, "rocketmq") as store:
         assert store.verify() == []
+    assert consume_queues(back) == consume_queues(src)
+
+
+def consume_queues(path: Path) -> dict[tuple[str, int], list[tuple[int, int]]]:
+    """Every consume queue as ``(queue offset, physical offset)`` pairs."""
+    with segstore.open(path, "rocketmq") as store:
+        return {(t, q): [(m.queue_offset, m.physical_offset)
+                         for m in store.read(t, q, store.offset_range(t, q)[0])]
+                for t in store.topics() for q in store.partitions(t)}
 
 
 @pytest.mark.parametrize("name", ROCKETMQ_FIXTURES)
