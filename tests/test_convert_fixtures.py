@@ -21,7 +21,7 @@ import segstore
 from segstore import cli
 from segstore.convert import convert
 from segstore.convert.mapping import NONQUEUED_TOPIC, came_from_rocketmq
-from segstore.convert.pipeline import JOURNAL_NAME, _kafka_entry_of
+from segstore.convert.pipeline import JOURNAL_NAME, kafka_entry_of
 
 #: Small index files: the fixtures' own sizes (the store cannot read them back from disk).
 ROCKETMQ_CONFIG = {"maxHashSlotNum": 64, "maxIndexNum": 256}
@@ -44,7 +44,7 @@ def rocketmq_messages(path: Path) -> list[dict]:
 
 def kafka_entries(path: Path) -> list:
     with segstore.open(path, "kafka") as store:
-        return [_kafka_entry_of(r) for r in store.scan()]
+        return [kafka_entry_of(r) for r in store.scan()]
 
 
 def tree_bytes(root: Path, sub: str) -> dict[str, bytes]:

@@ -22,7 +22,7 @@ from segstore.convert.mapping import (
     restore_rocketmq,
     rocketmq_to_kafka,
 )
-from segstore.convert.pipeline import _kafka_entry_of
+from segstore.convert.pipeline import kafka_entry_of
 from segstore.convert.topicnames import (
     kafka_from_rocketmq,
     rocketmq_from_kafka,
@@ -254,5 +254,5 @@ def test_generated_kafka_log_dir_round_trips(tmp_path_factory: pytest.TempPathFa
     convert(src, root / "r", to="rocketmq", verify=True, config=ROCKETMQ_CONFIG)
     convert(root / "r", root / "back", to="kafka", verify=True)
     with segstore.open(src, "kafka") as a, segstore.open(root / "back", "kafka") as b:
-        assert [_kafka_entry_of(r) for r in a.scan()] == [_kafka_entry_of(r) for r in b.scan()]
+        assert [kafka_entry_of(r) for r in a.scan()] == [kafka_entry_of(r) for r in b.scan()]
         assert b.verify() == []

@@ -16,7 +16,7 @@ from conftest import FIXTURES, copy_writable
 
 import segstore
 from segstore.convert import convert, pipeline
-from segstore.convert.pipeline import JOURNAL_NAME, _kafka_entry_of, temp_path
+from segstore.convert.pipeline import JOURNAL_NAME, kafka_entry_of, temp_path
 from segstore.errors import ConversionError, CorruptDataError, WrongFormatError
 from segstore.records import LOG_APPEND_TIME
 
@@ -28,7 +28,7 @@ KAFKA_TXN = FIXTURES / "kafka" / "txn" / "topic-0"
 def scan_json(path: Path, fmt: str) -> list:
     with segstore.open(path, fmt) as store:
         if fmt == "kafka":
-            return [_kafka_entry_of(r) for r in store.scan()]
+            return [kafka_entry_of(r) for r in store.scan()]
         return [store.to_json(m) for m in store.scan()]
 
 

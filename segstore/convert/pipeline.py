@@ -492,7 +492,8 @@ def _to_rocketmq(source: Any, dest: Any, options: _Options, report: ConversionRe
 
 # -- verification ----------------------------------------------------------------------
 
-def _kafka_entry_of(record: Any) -> KafkaEntry:
+def kafka_entry_of(record: Any) -> KafkaEntry:
+    """A record read from a Kafka store as a :class:`KafkaEntry` (what a conversion compares)."""
     batch = record.batch
     transactional = batch.is_transactional
     return KafkaEntry(topic=record.topic, partition=record.partition, offset=record.offset,
@@ -513,7 +514,7 @@ def _verify_kafka(source: Any, dest: Any, options: _Options) -> list[str]:
         if key not in readers:
             readers[key] = dest.read(*key)
         record = next(readers[key], None)
-        found = None if record is None else _kafka_entry_of(record)
+        found = None if record is None else kafka_entry_of(record)
         if found != expected:
             problems.append(f"{key[0]}-{key[1]} offset {expected.offset}: expected {expected}, found {found}")
             if len(problems) >= REPORT_LIMIT:
@@ -726,4 +727,4 @@ def _verify(src: str, source_format: str, tmp: str, options: _Options, dest_conf
                               f"difference(s) (kept for inspection): " + "; ".join(findings[:3]), tmp)
 
 
-__all__ = ["ConversionReport", "run", "temp_path"]
+__all__ = ["ConversionReport", "kafka_entry_of", "run", "temp_path"]
