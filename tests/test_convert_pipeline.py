@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, copy_writable
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import segstore
 from segstore.convert import convert, pipeline
@@ -357,3 +359,42 @@ def test_force_replaces_a_file_and_clears_a_destination_left_aside(tmp_path: Pat
     (aside / "old").write_text("left by an interrupted install")
     convert(BASIC, out, to="kafka", force=True)
     assert out.is_dir() and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+class CleanRuns(dict):
+    """Uninterrupted conversions' records by target (short repr: hypothesis prints its arguments)."""
+
+    def __repr__(self) -> str:
+        return "CleanRuns(kafka, rocketmq)"
+
+
+@pytest.fixture(scope="module")
+def clean_conversions(tmp_path_factory: pytest.TempPathFactory) -> CleanRuns:
+    root = tmp_path_factory.mktemp("clean")
+    convert(BASIC, root / "k", to="kafka")
+    convert(KAFKA_TXN, root / "r", to="rocketmq", config=ROCKETMQ_CONFIG)
+    return CleanRuns(kafka=scan_json(root / "k", "kafka"), rocketmq=scan_json(root / "r", "rocketmq"))
+
+
+@given(st.sampled_from(["kafka", "rocketmq"]), st.integers(0, 60))
+@settings(max_examples=10, deadline=None)
+def test_resume_after_an_interruption_at_any_point(tmp_path_factory: pytest.TempPathFactory,
+                                                   clean_conversions: CleanRuns, to: str,
+                                                   flushes: int) -> None:
+    src, writer, config = ((BASIC, pipeline._KafkaWriter, {}) if to == "kafka"
+                           else (KAFKA_TXN, pipeline._RocketMQWriter, ROCKETMQ_CONFIG))
+    out = tmp_path_factory.mktemp("resume") / "out"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pipeline, "BATCH_RECORDS", 7)
+        patch.setattr(pipeline, "ROCKETMQ_BATCH", 3)
+        with pytest.MonkeyPatch.context() as crash:
+            interrupt_after(crash, writer, flushes)
+            try:
+                convert(src, out, to=to, config=config)
+                interrupted = False
+            except Interrupt:
+                interrupted = True
+        if interrupted:
+            assert not out.exists()
+            convert(src, out, to=to, config=config, resume=True)
+    assert scan_json(out, to) == clean_conversions[to]
