@@ -157,14 +157,18 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def read_slices(partition: planning.SegstoreInputPartition, schema: StructType, max_rows: int,
+def read_slices(partition: InputPartition, schema: StructType, max_rows: int,
                 include_control: bool) -> Iterator[pa.RecordBatch]:
     """Read one input partition: each slice ``[start, end)`` through ``store.read``.
 
     Runs on an executor; opens the store read-only by path.  Yields record batches
     of at most ``max_rows`` rows.  O(records): one extraction per record, one Arrow
     build per batch; the cyclic garbage collector is paused meanwhile.
+
+    :raises TypeError: ``partition`` was not planned by this source.
     """
+    if not isinstance(partition, planning.SegstoreInputPartition):
+        raise TypeError(f"expected a SegstoreInputPartition, found {type(partition).__name__}")
     buffer = ColumnBuffer(schema)
     add = buffer.add
     pending = 0
@@ -218,7 +222,6 @@ class SegstoreReader(DataSourceReader):
         return planning.input_partitions(self.plan(), self.options, self.format)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, planning.SegstoreInputPartition)
         return read_slices(partition, self.schema, self.options.max_records_per_batch,
                            self.options.include_control_records)
 
@@ -307,7 +310,6 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return planning.input_partitions(result, self.options, self.format)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, planning.SegstoreInputPartition)
         return read_slices(partition, self.schema, self.options.max_records_per_batch,
                            self.options.include_control_records)
 
