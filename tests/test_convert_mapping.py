@@ -256,3 +256,9 @@ def test_generated_kafka_log_dir_round_trips(tmp_path_factory: pytest.TempPathFa
     with segstore.open(src, "kafka") as a, segstore.open(root / "back", "kafka") as b:
         assert [kafka_entry_of(r) for r in a.scan()] == [kafka_entry_of(r) for r in b.scan()]
         assert b.verify() == []
+
+
+def test_headers_too_large_for_rocketmq_properties_are_named() -> None:
+    entry = KafkaEntry("big", 3, 42, 1, b"k", b"v", headers=[("h", bytes(30_000))])
+    with pytest.raises(ConversionError, match="big-3 offset 42"):
+        kafka_to_rocketmq(entry, store_host=STORE_HOST)

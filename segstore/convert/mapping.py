@@ -69,6 +69,7 @@ from segstore_rocketmq.message import (
     SYSFLAG_TRANSACTION_ROLLBACK,
     Host,
     RocketMQMessage,
+    encode_properties,
 )
 from segstore_rocketmq.store import has_queue_entry
 
@@ -280,7 +281,8 @@ def kafka_to_rocketmq(entry: KafkaEntry, *, store_host: Host) -> RocketMQMessage
     physical offsets.
 
     :raises InvalidTopicError: the topic has no RocketMQ name (too long once escaped).
-    :raises ConversionError: ``rmq.*`` headers that do not parse.
+    :raises ConversionError: ``rmq.*`` headers that do not parse, or headers too large for
+        RocketMQ's 32767-byte properties.
     """
     if came_from_rocketmq(entry.headers):
         return restore_rocketmq(entry)
@@ -303,6 +305,11 @@ def kafka_to_rocketmq(entry: KafkaEntry, *, store_host: Host) -> RocketMQMessage
         props[P_TXN] = f"{entry.producer_id},{entry.producer_epoch}"
     if entry.control:
         props[P_CONTROL] = _FLAG_TRUE
+    try:
+        encode_properties(props)
+    except InvalidMessageError as err:
+        raise ConversionError(f"expected a record RocketMQ properties can carry at {entry.topic}-"
+                              f"{entry.partition} offset {entry.offset}, found {err.message}") from err
     return RocketMQMessage(
         topic=rocketmq_from_kafka(entry.topic), queue_id=entry.partition, body=entry.value or b"",
         properties=props, sys_flag=SYSFLAG_TRANSACTION_ROLLBACK if entry.control else 0,
