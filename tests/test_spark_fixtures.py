@@ -10,6 +10,8 @@ import pytest
 from conftest import KAFKA_FIXTURES, ROCKETMQ_FIXTURES
 from spark_support import FIXTURES, fixture_config, library_rows, sort_rows, spark, spark_rows  # noqa: F401
 
+import segstore
+
 pytestmark = pytest.mark.spark
 
 
@@ -74,19 +76,23 @@ def _planned(df) -> int:
 def test_pushdown_prunes_partitions_rocketmq(spark, rocketmq_stores):  # noqa: F811
     path = rocketmq_stores["basic"]
     config = fixture_config(path)
-    # about one queue per input partition: each queue of the fixture holds ~8 KiB
-    df = _load(spark, path, config, maxBytesPerPartition="10000", minPartitions="1")
+    with segstore.open(str(path), **config) as store:
+        files = store.segment_infos("TopicA", 2)          # the queue's consume-queue files
+    # a target that holds the largest file of the queue but not two: one input partition per file
+    target = max(f["bytes"] for f in files)
+    assert len(files) >= 2 and target < sum(f["bytes"] for f in files[-2:])
+    df = _load(spark, path, config, maxBytesPerPartition=str(target), minPartitions="1")
     all_parts = _planned(df)
     one_topic = df.filter("topic = 'TopicA'")
     one_queue = df.filter("topic = 'TopicA' AND partition = 2")
-    tail = df.filter("topic = 'TopicA' AND partition = 2 AND offset >= 40")
+    tail = df.filter(f"topic = 'TopicA' AND partition = 2 AND offset >= {files[-1]['start_offset']}")
     assert _planned(one_topic) < all_parts
-    assert _planned(one_queue) == 1 < _planned(one_topic)
+    assert _planned(one_queue) == len(files) < _planned(one_topic)
     assert _planned(tail) == 1
     library = library_rows(path, config)
     got = {(r.partition, r.offset) for r in tail.select("partition", "offset").collect()}
-    assert got == {(r["partition"], r["offset"]) for r in library
-                   if r["topic"] == "TopicA" and r["partition"] == 2 and r["offset"] >= 40}
+    assert got == {(r["partition"], r["offset"]) for r in library if r["topic"] == "TopicA"
+                   and r["partition"] == 2 and r["offset"] >= files[-1]["start_offset"]}
     assert one_queue.count() == sum(r["topic"] == "TopicA" and r["partition"] == 2 for r in library)
 
 
