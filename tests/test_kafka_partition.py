@@ -274,3 +274,25 @@ def test_roll_and_retention_match_a_model(tmp_path_factory: pytest.TempPathFacto
     assert part.log_start_offset == start
     assert [r.offset for b in part.batches(start) for r in b.records()] == list(range(start, len(sizes)))
     part.close()
+
+
+@pytest.mark.parametrize("topic", ["../../x", "ok/../x", "", ".", "..", "a" * 250, "sp ace", "ü"])
+def test_hostile_topic_names_are_refused_and_create_nothing(tmp_path, topic):
+    root = tmp_path / "logs"
+    with segstore.open(str(root), format="kafka", mode="a") as store:
+        with pytest.raises(InvalidTopicError):
+            store.append({"topic": topic, "partition": 0, "value": b"v"})
+    outside = {p.name for p in tmp_path.iterdir()}
+    assert outside == {"logs"}
+    assert not [p for p in root.iterdir() if p.is_dir()]
+
+
+def test_batch_over_max_message_bytes_is_refused_and_writes_nothing(tmp_path):
+    root = str(tmp_path / "t-0")
+    with segstore.open(root, format="kafka", mode="a", **{"max.message.bytes": 2048}) as store:
+        store.append({"topic": "t", "partition": 0, "value": b"small"})
+        with pytest.raises(MessageTooLargeError) as info:
+            store.append({"topic": "t", "partition": 0, "value": b"x" * 4096})
+        assert "max.message.bytes=2048" in str(info.value)
+    with segstore.open(root, format="kafka") as store:
+        assert [r.value for r in store.read("t", 0)] == [b"small"]

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from segstore import files
 
 from .checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, read_offsets, write_offsets
-from .partition import PARTITION_DIR, KafkaConfig, Partition, now_ms, segment_bases
+from .partition import PARTITION_DIR, KafkaConfig, Partition, now_ms, segment_bases, validate_topic
 
 
 def is_partition_dir(path: str) -> bool:
@@ -64,6 +64,7 @@ class LogDir:
         """The partition, created (writable stores only) when ``create``."""
         part = self.partitions.get((topic, partition))
         if part is None and create:
+            validate_topic(topic, partition)
             part = Partition(os.path.join(self.path, f"{topic}-{partition}"), self.config,
                              writable=True, clock=self.clock)
             self.partitions[(topic, partition)] = part

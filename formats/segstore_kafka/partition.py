@@ -76,6 +76,8 @@ class KafkaConfig:
     # The broker's default is 7 days; a file tool must not delete data nobody asked it to.
     retention_ms: int = -1
     compression_type: str = "none"
+    # Kafka's default (1 MiB + the 12-byte log overhead): a larger batch is refused, as the broker does.
+    max_message_bytes: int = 1024 * 1024 + 12
 
     @classmethod
     def from_mapping(cls, config: dict[str, Any]) -> KafkaConfig:
@@ -122,6 +124,28 @@ class KafkaConfig:
     @property
     def codec(self) -> str:
         return "none" if self.compression_type == "producer" else self.compression_type
+
+
+#: Kafka's topic rules (``org.apache.kafka.common.internals.Topic``).
+LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+MAX_TOPIC_LENGTH = 249
+
+
+def validate_topic(topic: str, partition: int) -> None:
+    """Refuse what Kafka refuses: empty, ``.``/``..``, over 249 characters, other than ``[a-zA-Z0-9._-]``.
+
+    Also keeps a topic from naming a directory outside the log directory.
+
+    :raises InvalidTopicError: with the rule broken.
+    """
+    if not topic or topic in (".", ".."):
+        raise InvalidTopicError(f"expected a topic name other than {topic!r}")
+    if len(topic) > MAX_TOPIC_LENGTH:
+        raise InvalidTopicError(f"expected a topic of at most {MAX_TOPIC_LENGTH} characters, found {len(topic)}")
+    if LEGAL_TOPIC.fullmatch(topic) is None:
+        raise InvalidTopicError(f"expected a topic of the characters [a-zA-Z0-9._-], found {topic!r}")
+    if partition < 0:
+        raise InvalidTopicError(f"expected a partition >= 0, found {partition}")
 
 
 def parse_partition_dir(path: str) -> tuple[str, int]:
@@ -308,6 +332,10 @@ class Partition:
         if header.base_offset != self.next_offset:
             raise OffsetOutOfRangeError(f"expected a batch at the log end offset {self.next_offset}, "
                                         f"found base offset {header.base_offset}", self.path)
+        if len(data) > self.config.max_message_bytes:
+            raise MessageTooLargeError(f"expected a batch of at most max.message.bytes="
+                                       f"{self.config.max_message_bytes} bytes, found {len(data)}",
+                                       self.path, self.log.active.size if self.log.active else 0)
         if len(data) > self.config.segment_bytes:
             raise MessageTooLargeError(f"expected a batch of at most segment.bytes="
                                        f"{self.config.segment_bytes} bytes, found {len(data)}", self.path)
