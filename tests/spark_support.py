@@ -23,6 +23,7 @@ FIXTURES = ROOT / "compat_fixtures"
 @pytest.fixture(scope="session")
 def spark():
     """The local SparkSession shared by every Spark test (segstore source registered)."""
+    pytest.importorskip("pyspark")
     from segstore.spark import local_session
 
     session = local_session("segstore-tests", cores=2)

@@ -147,3 +147,4 @@ def test_options_offsets_and_timestamps(spark, rocketmq_stores):  # noqa: F811
     ms = int(middle.replace(tzinfo=timezone.utc).timestamp() * 1000)
     after = _load(spark, path, config, topics="TopicA", startingTimestamp=str(ms))
     assert after.count() == sum(1 for s in stamps if s >= middle)
+    assert _load(spark, path, config, topics="NoSuchTopic").collect() == []

@@ -168,6 +168,8 @@ def read_slices(partition: InputPartition, schema: StructType, max_rows: int,
     :raises TypeError: ``partition`` was not planned by this source.
     """
     if not isinstance(partition, planning.SegstoreInputPartition):
+        if type(partition) is InputPartition and partition.value is None:
+            return      # Spark's stand-in task when the plan has no partitions: no rows
         raise TypeError(f"expected a SegstoreInputPartition, found {type(partition).__name__}")
     buffer = ColumnBuffer(schema)
     add = buffer.add
