@@ -29,6 +29,9 @@ class Bound(enum.Enum):
     SMALLEST_UPPER = "smallest_upper"   # smallest i with keys[i] >= target
 
 
+_LARGEST_LOWER = Bound.LARGEST_LOWER
+
+
 def search(keys: np.ndarray, target: int | float, bound: Bound, lo: int = 0, hi: int | None = None) -> int:
     """Binary search ``keys[lo:hi]`` (non-decreasing) for ``target``.
 
@@ -46,16 +49,25 @@ def search(keys: np.ndarray, target: int | float, bound: Bound, lo: int = 0, hi:
     hi = n if hi is None else min(hi, n)
     if lo >= hi:
         return lo - 1 if bound is Bound.LARGEST_LOWER else hi
-    right = bound is Bound.LARGEST_LOWER   # LARGEST_LOWER is bisect_right - 1; SMALLEST_UPPER bisect_left
-    itemsize = keys.dtype.itemsize or 8
-    warm = max(1, WARM_BYTES // itemsize)
+    right = bound is _LARGEST_LOWER   # LARGEST_LOWER is bisect_right - 1; SMALLEST_UPPER bisect_left
+    dtype = keys.dtype
+    if dtype.kind in "iu" and isinstance(target, int):
+        # A Python int target makes searchsorted cast the whole column to int64 first:
+        # give it the column's own scalar type (out-of-range targets answer directly).
+        info = np.iinfo(dtype)
+        if target > info.max:
+            return hi - 1 if right else hi
+        if target < info.min:
+            return lo - 1 if right else lo
+        target = dtype.type(target)
+    warm = max(1, WARM_BYTES // (dtype.itemsize or 8))
     if hi - lo > warm:
         first_warm = hi - warm
         # The target is in the warm tail when the tail's first key is below it.
-        pivot = keys[first_warm]
+        pivot = keys.item(first_warm)
         if (pivot <= target) if right else (pivot < target):
             lo = first_warm
-    if not (keys.dtype.isnative and keys.flags.c_contiguous):
+    if not (dtype.isnative and keys.flags.c_contiguous):
         # Narrow with O(log n) single-entry probes; each compares one converted scalar.
         while hi - lo > NARROW_TO:
             mid = (lo + hi) // 2
@@ -64,6 +76,7 @@ def search(keys: np.ndarray, target: int | float, bound: Bound, lo: int = 0, hi:
             else:
                 hi = mid
     # The ndarray method: np.searchsorted's dispatch wrapper costs more than the search.
-    found = lo + int(keys[lo:hi].searchsorted(target, side="right" if right else "left"))
+    column = keys if lo == 0 and hi == n else keys[lo:hi]
+    found = lo + int(column.searchsorted(target, side="right" if right else "left"))
     return found - 1 if right else found
 

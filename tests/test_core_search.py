@@ -56,3 +56,14 @@ def test_duplicates_and_structured_column():
 def test_empty(bound):
     expected = -1 if bound is Bound.LARGEST_LOWER else 0
     assert search(np.zeros(0, dtype=np.int64), 5, bound) == expected
+
+
+@settings(max_examples=200)
+@given(st.lists(st.integers(-(2**31), 2**31 - 1), max_size=500).map(sorted), st.integers(-(2**40), 2**40),
+       st.sampled_from(["<i4", ">i4", "<u4"]))
+def test_targets_outside_the_column_type(keys, target, dtype):
+    if dtype == "<u4":
+        keys = sorted(k + 2**31 for k in keys)
+    arr = np.array(keys, dtype=dtype)
+    assert search(arr, target, Bound.LARGEST_LOWER) == bisect.bisect_right(keys, target) - 1
+    assert search(arr, target, Bound.SMALLEST_UPPER) == bisect.bisect_left(keys, target)
