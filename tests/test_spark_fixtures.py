@@ -64,9 +64,17 @@ def test_kafka_control_records_on_request(spark):  # noqa: F811
     path = FIXTURES / "kafka" / "txn" / "topic-0"
     config = fixture_config(path)
     expected = sort_rows(library_rows(path, config, include_control=True))
-    got = spark_rows(_load(spark, path, config, includeControlRecords="true"))
+    got = spark_rows(_load(spark, path, config, includeControlRecords="true", format="kafka"))
     assert len(got) == len(expected) > len(library_rows(path, config))
     assert got == expected
+
+
+def test_forced_format_and_missing_store_are_reported(spark, tmp_path):  # noqa: F811
+    kafka_dir = FIXTURES / "kafka" / "txn" / "topic-0"
+    with pytest.raises(Exception, match="expected a RocketMQ store"):
+        _load(spark, kafka_dir, {}, format="rocketmq").schema  # noqa: B018
+    with pytest.raises(Exception, match="not a store of any known format"):
+        _load(spark, tmp_path / "nothing", {}).schema  # noqa: B018
 
 
 def _planned(df) -> int:
