@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
-from spark_support import spark  # noqa: F401
+from spark_support import FIXTURES, fixture_config, library_rows, spark, utc  # noqa: F401
 
 import segstore
 
@@ -136,3 +137,22 @@ def test_stream_running_query_sees_appends_once(spark, tmp_path):  # noqa: F811
         assert len(got) == len(set(got))
     finally:
         query.stop()
+
+
+def test_rocketmq_fixture_copied_to_kafka_through_spark(spark, tmp_path):  # noqa: F811
+    source = FIXTURES / "rocketmq" / "basic" / "store"
+    config = fixture_config(source)
+    target = tmp_path / "kafka"
+    df = spark.read.format("segstore").option("config", json.dumps(config)).load(str(source))
+    df.select("key", "value", "topic", "partition", "timestamp", "headers") \
+        .write.format("segstore").option("format", "kafka").mode("append").save(str(target))
+    expected = library_rows(source, config)
+    with segstore.open(str(target)) as store:
+        got = [store.to_common(r)
+               for t in store.topics() for p in store.partitions(t) for r in store.read(t, p)]
+    assert len(got) == len(expected)
+    by_place = {(m.topic, m.partition, m.offset): m for m in got}
+    for row in expected:     # queue offsets start at 0 in the fixture: Kafka offsets equal them
+        m = by_place[(row["topic"], row["partition"], row["offset"])]
+        assert (m.key, m.value, utc(m.timestamp)) == (row["key"], row["value"], row["timestamp"])
+        assert [{"key": k, "value": v} for k, v in m.headers] == row["headers"]

@@ -79,6 +79,8 @@ COMMIT_CHUNK_ROWS = 10_000
 
 STAGING_SUFFIX = ".segstore-staging"
 
+_MICROS_PER_MILLI = 1000
+
 
 def open_store(path: str, format_name: str | None, config: tuple[tuple[str, str], ...],
                mode: str = "r") -> Store:
@@ -370,23 +372,26 @@ def _utf8(value: Any) -> Any:
     return value.encode("utf-8") if isinstance(value, str) else value
 
 
+def _pylist(table: pa.Table, name: str, default: Any) -> list[Any]:
+    """A column as Python values (``[default] * rows`` when absent); times as ms since the epoch."""
+    if name not in table.column_names:
+        return [default] * table.num_rows
+    column = table.column(name)
+    if pa.types.is_timestamp(column.type):
+        micros = column.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64()).to_pylist()
+        return [None if us is None else us // _MICROS_PER_MILLI for us in micros]
+    return column.to_pylist()
+
+
 def staged_messages(table: pa.Table, options: WriteOptions) -> Iterator[Message]:
-    """The messages of one staged table, in row order (O(rows))."""
-    names = set(table.column_names)
-    n = table.num_rows
-    column = {name: table.column(name).to_pylist() for name in names}
-    topics = column.get("topic", [options.topic] * n)
-    partitions = column.get("partition", [options.partition] * n)
-    keys = column.get("key", [None] * n)
-    headers = column.get("headers", [None] * n)
-    timestamps = column.get("timestamp", [None] * n)
-    timestamp_is_time = "timestamp" in names and pa.types.is_timestamp(table.schema.field("timestamp").type)
-    for i, value in enumerate(column["value"]):
-        ts = timestamps[i]
-        if ts is None:
-            ts = -1
-        elif timestamp_is_time:
-            ts = int(ts.timestamp() * 1000)
+    """The messages of one staged table, in row order (O(rows); other columns are ignored)."""
+    values = _pylist(table, "value", None)
+    topics = _pylist(table, "topic", options.topic)
+    partitions = _pylist(table, "partition", options.partition)
+    keys = _pylist(table, "key", None)
+    headers = _pylist(table, "headers", None)
+    timestamps = _pylist(table, "timestamp", None)
+    for i, value in enumerate(values):
         topic = topics[i] if topics[i] is not None else options.topic
         if topic is None:
             raise ConfigError(f"row {i} has a null topic and no topic option is set")
@@ -395,7 +400,7 @@ def staged_messages(table: pa.Table, options: WriteOptions) -> Iterator[Message]
             value=_utf8(value),
             key=_utf8(keys[i]),
             partition=partitions[i] if partitions[i] is not None else options.partition,
-            timestamp=ts,
+            timestamp=-1 if timestamps[i] is None else timestamps[i],
             headers=[(h["key"], h["value"]) for h in headers[i] or ()],
         )
 
