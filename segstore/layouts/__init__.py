@@ -29,13 +29,15 @@ Thread-safety: as the owning store.
 from __future__ import annotations
 
 import json as jsonlib
+import os
 from collections.abc import Iterable, Mapping
 from typing import Any, TextIO
 
+from segstore import files
 from segstore.errors import NotFoundError, UnsupportedOperationError
 from segstore.store import Problem, QueryRequest, Store
 
-from .base import Layout, Stream, option_names, parse_options
+from .base import INDEX_ROOT, Layout, Stream, option_names, parse_options
 
 LAYOUT_NAMES = ("queue", "offset", "time", "key")
 INDEXES_OPTION = "indexes"
@@ -75,7 +77,20 @@ def split_options(config: Mapping[str, Any]) -> tuple[list[str] | None, dict[str
 
 
 def present_layouts(store: Store) -> list[str]:
-    """The extra layouts that have files in ``store`` (cheap: looks for their state files)."""
+    """The extra layouts that have files in ``store`` (cheap: looks for their state files).
+
+    Without a ``.segstore`` directory (the common case) nothing else is looked at
+    or imported.
+    """
+    if store.format == "rocketmq":
+        roots = [os.path.join(store.path, INDEX_ROOT)]
+    elif store.format == "kafka":
+        roots = [os.path.join(store.partition_of(t, p).path, INDEX_ROOT)
+                 for t in store.topics() for p in store.partitions(t)]
+    else:
+        return []
+    if not any(files.is_dir(root) for root in roots):
+        return []
     options = parse_options({})
     found = []
     for name in LAYOUT_NAMES:
