@@ -24,7 +24,7 @@ KEYS = [f"k{i}" for i in range(6)]
 HEADER = "h"
 
 ROCKETMQ_CONFIG = {"mappedFileSizeCommitLog": 8 * 1024, "mappedFileSizeConsumeQueue": 20 * 16,
-                   "maxHashSlotNum": 8, "maxIndexNum": 40}
+                   "maxHashSlotNum": 8, "maxIndexNum": 32}   # the broker's 1:4 ratio
 KAFKA_CONFIG = {"segment.bytes": 2048, "index.interval.bytes": 256, "segment.index.bytes": 64}
 LAYOUT_OPTIONS = {"layout.interval.bytes": 400, "layout.index.bytes": 48, "layout.queue.file.bytes": 20 * 16,
                   "key.index.headers": HEADER, "key.index.slots": 4, "key.index.entries": 12}
