@@ -194,8 +194,13 @@ class KeyStreamIndex(StreamIndex):
                                     self.directory)
 
     @property
-    def header_names(self) -> list[str]:
-        return [name for name in self.options["key.index.headers"].split(",") if name]
+    def header_names(self) -> frozenset[str]:
+        """The headers indexed as keys (``key.index.headers``, as the index was built)."""
+        names = self.options["key.index.headers"]
+        if getattr(self, "_names_from", None) != names:
+            self._names_from = names
+            self._names = frozenset(name for name in names.split(",") if name)
+        return self._names
 
     def keys_of(self, record: Any) -> list[bytes]:
         """The values a record is indexed under: its key, then the named headers present."""
@@ -213,12 +218,25 @@ class KeyStreamIndex(StreamIndex):
                 yield record
 
     def _index_from(self, start: int) -> int:
+        """Decode the batches from ``start`` and put one entry per key, a batch of puts at a time."""
         end = self.log_end()
         pending: list[IndexRequest] = []
         topic = self.stream.topic
-        for record in self._records(start, end):
-            for key in self.keys_of(record):
-                pending.append(IndexRequest(topic, record.offset, record.timestamp, key_text(key), None))
+        names = self.header_names
+        part = self.store.partition_of(topic, self.stream.partition)
+        for batch in part.batches(start):
+            if batch.base_offset >= end:
+                break
+            if batch.is_control:
+                continue
+            for record in batch.records():
+                if not start <= record.offset < end:
+                    continue
+                if record.key is not None:
+                    pending.append(IndexRequest(topic, record.offset, record.timestamp, key_text(record.key), None))
+                if names:
+                    pending.extend(IndexRequest(topic, record.offset, record.timestamp, key_text(v), None)
+                                   for k, v in record.headers if k in names and v is not None)
             if len(pending) >= KEY_BATCH:
                 self.service.put_batch(pending)
                 pending = []
