@@ -71,12 +71,16 @@ class MappedFile:
     An empty file cannot be mapped; it is represented with no map and size 0.
     """
 
-    __slots__ = ("_fd", "_mm", "path", "size", "writable")
+    __slots__ = ("_fd", "_in_memory", "_mm", "path", "size", "writable")
 
     def __init__(self, path: str | os.PathLike[str], size: int | None = None, *, create: bool = False,
-                 writable: bool = False) -> None:
+                 writable: bool = False, in_memory: bool = False) -> None:
         self.path = os.fspath(path)
         self.writable = writable or create
+        # in_memory: read the file once instead of mapping it.  For small read-only files
+        # that another process may shrink (a Kafka writer trims its active index on roll
+        # and close): touching a map past the new end kills the reader with SIGBUS.
+        self._in_memory = in_memory and not self.writable
         flags = os.O_RDWR if self.writable else os.O_RDONLY
         if create:
             flags |= os.O_CREAT
@@ -103,6 +107,14 @@ class MappedFile:
     def _map(self) -> None:
         if self.size == 0:
             self._mm = None
+            return
+        if self._in_memory:
+            data = bytearray(self.size)
+            got = os.preadv(self._fd, [data], 0)
+            if got < self.size:   # shrunk by its writer since fstat: the snapshot is what was read
+                del data[got:]
+                self.size = got
+            self._mm = data  # type: ignore[assignment]  # serves view/array/read like a map
             return
         access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
         self._mm = mmap.mmap(self._fd, self.size, access=access)
@@ -166,6 +178,8 @@ class MappedFile:
 
     def close(self) -> None:
         """Unmap and close. Idempotent."""
+        if isinstance(self._mm, bytearray):
+            self._mm = None
         if self._mm is not None:
             try:
                 self._mm.close()

@@ -113,3 +113,16 @@ def test_read_text_names_the_first_bad_byte(tmp_path):
     with pytest.raises(errors.CorruptDataError) as info:
         files.read_text(tmp_path / "t.json")
     assert info.value.pos == 7 and "0xff" in str(info.value)
+
+
+def test_in_memory_file_survives_its_writer_shrinking_it(tmp_path):
+    path = tmp_path / "active.index"
+    writer = files.MappedFile(path, 4096, create=True)
+    writer.write(0, b"\x01" * 16)
+    reader = files.MappedFile(path, in_memory=True)
+    writer.resize(16)          # the writer trims, as Kafka does on roll and close
+    assert reader.size == 4096
+    assert bytes(reader.view(4000, 4096)) == bytes(96)   # a map would fault here (SIGBUS)
+    assert reader.array(np.dtype(">i4"), 0, 4).tolist() == [0x01010101] * 4
+    reader.close()
+    writer.close()

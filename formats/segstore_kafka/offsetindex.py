@@ -152,7 +152,9 @@ class KafkaIndex(EntryIndex):
                     f"expected segment.index.bytes of at least one {entry_size}-byte entry, "
                     f"found {max_index_size}", path)
             return cls(MappedFile(path, capacity_bytes, create=True), base_offset, 0)
-        mapped = MappedFile(path, writable=writable)
+        # Read-only: a snapshot, not a map; a writer trims its active index on roll and
+        # close, and a reader touching a map past the new end dies of SIGBUS.
+        mapped = MappedFile(path, writable=writable, in_memory=not writable)
         try:
             check_length(path, mapped.size, entry_size)
             count, untrimmed = cls.count_valid_entries(mapped.array(cls.DTYPE), path, base_offset)
