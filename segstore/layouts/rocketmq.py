@@ -41,7 +41,7 @@ from segstore_rocketmq.query import query_by_key
 from segstore_rocketmq.store import INDEX_DIR, has_queue_entry
 
 from segstore import files
-from segstore.errors import CorruptDataError, NotFoundError, UnsupportedOperationError
+from segstore.errors import CorruptDataError, NotFoundError, OffsetOutOfRangeError, UnsupportedOperationError
 from segstore.search import Bound
 from segstore.store import Problem, Store
 
@@ -138,7 +138,7 @@ class KeyLayout(Layout):
     def _message_at(self, phys: int) -> RocketMQMessage | None:
         try:
             return self.store.message_at(phys)
-        except CorruptDataError:
+        except (CorruptDataError, OffsetOutOfRangeError):
             return None
 
     def find_key(self, stream: Stream, key: bytes, max_hits: int | None = None) -> list[int]:
