@@ -39,11 +39,13 @@ def run(*argv: str) -> tuple[int, str]:
     return code, out.getvalue()
 
 
-CASES = [("rocketmq", ("rocketmq", "basic", "store"))] + [("kafka", ("kafka", n, "topic-0")) for n in KAFKA_FIXTURES]
+CASES = [("rocketmq", ("rocketmq", "basic", "store"))]
+CASES += [("kafka", ("kafka", n, "topic-0")) for n in KAFKA_FIXTURES]
 
 
 @pytest.mark.parametrize(("fmt", "parts"), CASES, ids=[p[1] for _, p in CASES])
-def test_extra_indexes_leave_broker_files_byte_identical(tmp_path: Path, fmt: str, parts: tuple[str, ...]) -> None:
+def test_extra_indexes_leave_broker_files_byte_identical(tmp_path: Path, fmt: str,
+                                                        parts: tuple[str, ...]) -> None:
     path = copy_writable(FIXTURES.joinpath(*parts), tmp_path / parts[1] / parts[2])
     before = tree_hashes(path)
     extra = [n for n in LAYOUT_NAMES if not layout_class(n, fmt).native]

@@ -25,14 +25,9 @@ def _data(batches: int, seed: int) -> list[list[dict]]:
 
     rnd = random.Random(seed)
     return [[{"partition": rnd.randint(0, 2), "key": rnd.choice([None, "k0", "k1", "k2"]),
-              "header": rnd.choice([None, "k1", "k3"]), "step": rnd.randint(-20, 60), "size": rnd.randint(0, 250)}
+              "header": rnd.choice([None, "k1", "k3"]), "step": rnd.randint(-20, 60),
+              "size": rnd.randint(0, 250)}
              for _ in range(rnd.randint(1, 5))] for _ in range(batches)]
-
-
-def _extra_files(path: Path) -> list[Path]:
-    return sorted(p for p in path.rglob("*") if p.is_file() and ".segstore" in p.parts
-                  and p.suffix in (".index", ".timeindex") or (p.parent.name == "consumequeue" and
-                                                               ".segstore" in p.parts))
 
 
 def _states(path: Path) -> list[dict]:
@@ -45,7 +40,8 @@ def test_crash_after_unflushed_appends_is_recovered(tmp_path: Path, fmt: str) ->
     _write(path, fmt, _data(10, 1), indexes=list(LAYOUT_NAMES))
     store = segstore.open(path, format=fmt, mode="a", indexes=list(LAYOUT_NAMES), **LAYOUT_OPTIONS)
     store.flush()
-    store.append_batch([{"topic": "T", "partition": 0, "value": b"x" * 100, "key": b"k9", "timestamp": 1}] * 3)
+    extra = {"topic": "T", "partition": 0, "value": b"x" * 100, "key": b"k9", "timestamp": 1}
+    store.append_batch([extra] * 3)
     store.abandon()
     assert any(not s["clean"] for s in _states(path))
 
@@ -120,7 +116,8 @@ def test_verify_reports_a_wrong_entry(tmp_path: Path, fmt: str) -> None:
     path = tmp_path / "T-0"
     _write(path, fmt, _data(12, 6), indexes=list(LAYOUT_NAMES))
     name = "time" if fmt == "rocketmq" else "queue"
-    target = sorted(p for p in (path / ".segstore" / name).rglob("*") if p.is_file() and p.name != "state.json")[0]
+    target = sorted(p for p in (path / ".segstore" / name).rglob("*")
+                    if p.is_file() and p.name != "state.json")[0]
     data = bytearray(target.read_bytes())
     data[3] ^= 0x40
     target.write_bytes(bytes(data))
@@ -135,10 +132,12 @@ def test_kafka_retention_past_the_index_starts_it_over(tmp_path: Path) -> None:
     answer like a scan, and an index left behind entirely is started over at the new log start."""
     path = tmp_path / "T-0"
     config = {"segment.bytes": 1024, "retention.bytes": 3000}
-    store = segstore.open(path, format="kafka", mode="a", indexes=list(LAYOUT_NAMES), **config, **LAYOUT_OPTIONS)
+    store = segstore.open(path, format="kafka", mode="a", indexes=list(LAYOUT_NAMES), **config,
+                          **LAYOUT_OPTIONS)
     with store:
         for n in range(30):
-            store.append_batch([{"topic": "T", "partition": 0, "value": bytes(120), "key": f"k{n % 3}".encode(),
+            store.append_batch([{"topic": "T", "partition": 0, "value": bytes(120),
+                                 "key": f"k{n % 3}".encode(),
                                  "headers": [], "timestamp": 1000 + n}])
         assert store.offset_range("T", 0)[0] > 0
         check_against_scan(store, store.indexes)

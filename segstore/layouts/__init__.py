@@ -49,7 +49,8 @@ def layout_class(name: str, format_name: str) -> type[Layout]:
     :raises UnsupportedOperationError: an unknown layout or format.
     """
     if name not in LAYOUT_NAMES:
-        raise UnsupportedOperationError(f"expected an index layout ({', '.join(LAYOUT_NAMES)}), found {name!r}")
+        raise UnsupportedOperationError(f"expected an index layout ({', '.join(LAYOUT_NAMES)}), "
+                                        f"found {name!r}")
     if format_name == "rocketmq":
         from . import rocketmq as module
     elif format_name == "kafka":
@@ -124,7 +125,8 @@ class IndexSet:
     def __getitem__(self, name: str) -> Layout:
         layout = self.layouts.get(name)
         if layout is None:
-            raise NotFoundError(f"expected the {name!r} index among this store's ({', '.join(self.layouts)}), "
+            raise NotFoundError(f"expected the {name!r} index among this store's "
+                                f"({', '.join(self.layouts)}), "
                                 "found none", self.store.path)
         return layout
 
@@ -180,7 +182,8 @@ class IndexSet:
         return self._answering("key").find_key(Stream(topic, partition), key, max_hits)
 
 
-def attach(store: Store, indexes: Iterable[str] | None = None, options: Mapping[str, Any] | None = None) -> Store:
+def attach(store: Store, indexes: Iterable[str] | None = None,
+           options: Mapping[str, Any] | None = None) -> Store:
     """Give ``store`` an :class:`IndexSet` as ``store.indexes`` (None when there are no indexes).
 
     ``indexes`` None keeps the extra layouts already on disk (so appends never
@@ -202,7 +205,7 @@ def attach(store: Store, indexes: Iterable[str] | None = None, options: Mapping[
 
 
 def query_key(store: Store, request: QueryRequest, out: TextIO) -> int:
-    """``segstore query PARTITION --key K [--max N] [--json]`` on Kafka, from the key index beside the segments.
+    """``segstore query PARTITION --key K [--max N] [--json]`` on Kafka, from the key index.
 
     Prints the matching records (``dump --json`` objects with ``--json``), oldest
     first; exit code 1 when none match.

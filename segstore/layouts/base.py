@@ -146,7 +146,8 @@ class StreamState:
             data = json.loads(files.read_text(self.path))
             if data["layout"] != self.layout or data["version"] != STATE_VERSION:
                 raise CorruptDataError(f"expected the state of a {self.layout!r} index (version "
-                                       f"{STATE_VERSION}), found {data['layout']!r} version {data['version']}",
+                                       f"{STATE_VERSION}), found {data['layout']!r} "
+                                       f"version {data['version']}",
                                        self.path)
             self.indexed_end = int(data["indexed_end"])
             self.clean = bool(data["clean"])
@@ -210,7 +211,8 @@ class StreamIndex:
             cut = min(self.state.indexed_end, log_end)
             restart = self._cut_to(cut)
             self.state.indexed_end = restart
-            self.actions.append(f"{self.directory}: recovered: entries from offset {restart} rebuilt from the log")
+            self.actions.append(f"{self.directory}: recovered: entries from offset {restart} "
+                                "rebuilt from the log")
         self.state.save(clean=False)
         self.catch_up()
 
@@ -274,7 +276,8 @@ class StreamIndex:
         """Problems of this index against the log (entries it should hold and does not)."""
         if self.broken is not None:
             return [Problem(self.broken.path or self.directory, self.broken.pos,
-                            f"{self.broken.message} (rebuild: segstore index build PATH --index {self.layout.name})")]
+                            f"{self.broken.message} "
+                            f"(rebuild: segstore index build PATH --index {self.layout.name})")]
         if self.state.indexed_end > self.log_end():
             return [Problem(self.state.path, None, f"expected offsets indexed up to the log end "
                             f"{self.log_end()}, found the index reaching {self.state.indexed_end}")]
@@ -310,7 +313,7 @@ class StreamIndex:
 
 
 class Layout:
-    """One index layout over one open store: a :class:`StreamIndex` per stream (extra) or the plugin's (native).
+    """One index layout over one open store: a :class:`StreamIndex` per stream (extra) or the plugin's.
 
     Implements :class:`segstore.index.IndexLayout`.  ``native`` layouts only look
     up; their files belong to the broker and are never written here.
@@ -447,7 +450,8 @@ class ExtraLayout(Layout):
         index = self._streams.get(stream)
         if index is None:
             raise NotFoundError(f"expected a {self.name!r} index for {stream}, found none "
-                                f"(run: segstore index build PATH --index {self.name})", self.directory(stream))
+                                f"(run: segstore index build PATH --index {self.name})",
+                                self.directory(stream))
         if index.broken is not None:
             raise index.broken
         return index

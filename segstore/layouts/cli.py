@@ -92,8 +92,8 @@ def add_commands(subparsers: Any) -> None:
                                                  f"({', '.join(LAYOUT_NAMES)})")
     actions = parser.add_subparsers(dest="index_command", required=True)
     for name, func, text in (
-            ("build", cmd_build, "build (or rebuild) extra indexes from a scan; broker files are never written"),
-            ("verify", cmd_verify, "check indexes against the log; exit 1 with one path:pos line per problem"),
+            ("build", cmd_build, "build (or rebuild) extra indexes from a scan; broker files stay untouched"),
+            ("verify", cmd_verify, "check indexes against the log; exit 1 with a path:pos line per problem"),
             ("drop", cmd_drop, "delete extra indexes")):
         p = actions.add_parser(name, help=text)
         p.add_argument("path", help="store directory (RocketMQ) or partition / log directory (Kafka)")

@@ -127,7 +127,8 @@ class QueueStreamIndex(StreamIndex):
             cq.log.roll(base)
             rows = np.concatenate([np.repeat(rows[:1], start - base // entry_size), rows])
         elif cq.max_offset != start:
-            raise CorruptIndexError(f"expected the dense index to end at offset {start}, found {cq.max_offset}",
+            raise CorruptIndexError(f"expected the dense index to end at offset {start}, "
+                                    f"found {cq.max_offset}",
                                     cq.directory)
         cq.append_array(rows)
         return done
@@ -233,7 +234,8 @@ class KeyStreamIndex(StreamIndex):
                 if not start <= record.offset < end:
                     continue
                 if record.key is not None:
-                    pending.append(IndexRequest(topic, record.offset, record.timestamp, key_text(record.key), None))
+                    pending.append(IndexRequest(topic, record.offset, record.timestamp, key_text(record.key),
+                                                None))
                 if names:
                     pending.extend(IndexRequest(topic, record.offset, record.timestamp, key_text(v), None)
                                    for k, v in record.headers if k in names and v is not None)
@@ -260,7 +262,7 @@ class KeyStreamIndex(StreamIndex):
         return min(restart, offset)
 
     def find_key(self, key: bytes, max_hits: int | None) -> list[int]:
-        """Offsets of records carrying ``key``: the hash chain for indexed offsets, a scan for the unindexed tail.
+        """Offsets of records carrying ``key``: the hash chain for indexed offsets, a scan for the tail.
 
         ``O(chain length)`` index reads plus one record read per candidate.
         """
@@ -324,8 +326,8 @@ class _ExtraPartitionLayout(ExtraLayout):
         return os.path.join(part.path, INDEX_ROOT, self.name)
 
     def lock_paths(self) -> list[str]:
-        return [os.path.join(self.store.partition_of(s.topic, s.partition).path, INDEX_ROOT, f"{self.name}.lock")
-                for s in self.streams()]
+        return [os.path.join(self.store.partition_of(s.topic, s.partition).path, INDEX_ROOT,
+                             f"{self.name}.lock") for s in self.streams()]
 
 
 class QueueLayout(_ExtraPartitionLayout):

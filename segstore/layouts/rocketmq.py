@@ -58,6 +58,8 @@ assert (STORE_TIMESTAMP_POS_V4, STORE_TIMESTAMP_POS_V6) == (56, 68)
 
 #: Entries read per step of a forward scan (time lookups).
 SCAN_CHUNK = 1024
+#: Digits of a base offset in a file name (Kafka's ``%020d``).
+NAME_DIGITS = 20
 TIME_MIN = -(2**63)
 #: No cap on key hits (the broker caps at maxMsgsNumBatch; the caller caps here).
 NO_HIT_LIMIT = 2**31 - 1
@@ -128,7 +130,8 @@ class KeyLayout(Layout):
         if self._own is None:
             directory = os.path.join(self.store.path, INDEX_DIR)
             if not files.is_dir(directory):
-                raise UnsupportedOperationError("expected the broker's index/ directory (messageIndexEnable), "
+                raise UnsupportedOperationError("expected the broker's index/ directory "
+                                                "(messageIndexEnable), "
                                                 "found none", self.store.path)
             config = self.store.config
             self._own = IndexService(directory, config.maxHashSlotNum, config.maxIndexNum)
@@ -175,7 +178,7 @@ class _QueueSparse(SparseFiles):
         raise NotImplementedError
 
 
-OFFSET_NAME = re.compile(r"^(?P<base>\d{20})-(?P<commitlog>\d{20})\.index$")
+OFFSET_NAME = re.compile(rf"^(?P<base>\d{{{NAME_DIGITS}}})-(?P<commitlog>\d{{{NAME_DIGITS}}})\.index$")
 
 
 class OffsetStreamIndex(_QueueSparse):
@@ -270,7 +273,8 @@ class TimeStreamIndex(_QueueSparse):
 
     def parse_name(self, name: str) -> tuple[int, int] | None:
         stem, dot, suffix = name.partition(".")
-        return (int(stem), 0) if dot and suffix == "timeindex" and len(stem) == 20 and stem.isdigit() else None
+        named = dot and suffix == "timeindex" and len(stem) == NAME_DIGITS and stem.isdigit()
+        return (int(stem), 0) if named else None
 
     def file_name(self, base: int, extra: int) -> str:
         return f"{base:020d}.timeindex"
@@ -350,7 +354,7 @@ class TimeStreamIndex(_QueueSparse):
         return self._scan(start, end, timestamp) if not bases else None
 
     def _scan(self, first: int, end: int, timestamp: int) -> int | None:
-        """The first offset in ``[first, end)`` stored at or after ``timestamp``, reading store times in chunks."""
+        """The first offset in ``[first, end)`` stored at or after ``timestamp`` (times read in chunks)."""
         pos = first
         while pos < end:
             offsets, phys, _ = self._columns(pos, min(SCAN_CHUNK, end - pos))
