@@ -7,6 +7,7 @@ like a scan again; a reader never writes and still answers right.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 from test_layouts_lookup import LAYOUT_OPTIONS, _write, check_against_scan
 
 import segstore
+from segstore import cli
 from segstore.layouts import LAYOUT_NAMES, IndexSet, layout_class
 
 FORMATS = ["rocketmq", "kafka"]
@@ -124,6 +126,9 @@ def test_verify_reports_a_wrong_entry(tmp_path: Path, fmt: str) -> None:
     with segstore.open(path, format=fmt) as store:
         problems = store.indexes.verify()
     assert problems and str(target) in str(problems[0])
+    out = io.StringIO()
+    assert cli.main(["index", "verify", str(path), "--index", name], out) == 1
+    assert str(target) in out.getvalue()
     assert os.path.exists(target)
 
 
