@@ -12,3 +12,4 @@ for name in "$@"; do
     echo "== $name"
     .venv/bin/python -m "benchmarks.bench_$name"
 done
+.venv/bin/python -m benchmarks.report
