@@ -58,9 +58,11 @@ def timestamp(i: int) -> int:
 def items(fmt: str, start: int, end: int) -> list[dict[str, Any]]:
     body = bytes(BODY_SIZE)
     if fmt == "rocketmq":
-        return [{"topic": "T", "queue_id": 0, "body": body, "keys": [f"key-{i}"], "store_timestamp": timestamp(i)}
+        return [{"topic": "T", "queue_id": 0, "body": body, "keys": [f"key-{i}"],
+                 "store_timestamp": timestamp(i)}
                 for i in range(start, end)]
-    return [{"topic": "T", "partition": 0, "value": body, "key": f"key-{i}".encode(), "timestamp": timestamp(i)}
+    return [{"topic": "T", "partition": 0, "value": body, "key": f"key-{i}".encode(),
+             "timestamp": timestamp(i)}
             for i in range(start, end)]
 
 
@@ -167,7 +169,8 @@ def measure_format(fmt: str, root: str, report: Report, chart: dict[str, Any]) -
         base_s, with_s = statistics.median(without), statistics.median(with_it)
         report.add(f"{fmt}: append {APPEND_MESSAGES:,} with {name} kept", APPEND_MESSAGES / with_s, "msg/s",
                    baseline="without (msg/s)", baseline_value=APPEND_MESSAGES / base_s,
-                   note=f"overhead {100 * (with_s - base_s) / base_s:+.0f}% (median of {APPEND_ROUNDS} rounds)")
+                   note=f"overhead {100 * (with_s - base_s) / base_s:+.0f}% "
+                        f"(median of {APPEND_ROUNDS} rounds)")
         chart["append_overhead"][(fmt, name)] = 100 * (with_s - base_s) / base_s
 
 
