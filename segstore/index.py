@@ -22,7 +22,6 @@ appending thread (entries become visible when the count is published);
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
@@ -132,17 +131,20 @@ class IndexLayout(Protocol):
     """What an index layout offers a store (native or extra).
 
     ``name`` is the layout's CLI/API name (``"queue"``, ``"offset"``, ``"time"``,
-    ``"key"``); ``native`` says whether the broker itself keeps it.
+    ``"key"``); ``native`` says whether the broker itself keeps it.  A layout reads
+    the log itself (the log is the truth): ``build`` from the start, ``append``
+    from the point it has indexed up to, so a crash or another writer's appends
+    are caught up the same way.
     """
 
     name: ClassVar[str]
     native: ClassVar[bool]
 
-    def build(self, records: Iterable[Any]) -> None:
-        """Rebuild the whole index from a scan of the log (records carry their positions)."""
+    def build(self) -> None:
+        """Rebuild the whole index from a scan of the log."""
 
-    def append(self, records: Iterable[Any]) -> None:
-        """Index records just appended to the log."""
+    def append(self) -> None:
+        """Index what the log holds past the point already indexed."""
 
     def flush(self) -> None:
         """Make the index durable."""
