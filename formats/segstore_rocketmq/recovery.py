@@ -171,7 +171,7 @@ def _next_valid_in_file(seg: CommitLogFile, view: memoryview, pos: int) -> int |
     return None
 
 
-def _resync(segs: list[CommitLogFile], i: int, pos: int) -> tuple[int, int] | None:
+def next_valid_message(segs: list[CommitLogFile], i: int, pos: int) -> tuple[int, int] | None:
     """``(file index, position)`` of the next valid message after ``segs[i]`` at ``pos``, or None."""
     found = _next_valid_in_file(segs[i], segs[i].file.view(), pos)
     if found is not None:
@@ -229,7 +229,7 @@ def walk(
         # damaged bytes, or the end of the data in this file: is there a valid message later?
         if isinstance(record, End) and not past_zeros:
             break
-        nxt = _resync(segs, i, pos)
+        nxt = next_valid_message(segs, i, pos)
         if nxt is None:
             break
         j, q = nxt

@@ -37,7 +37,7 @@ from typing import Any
 
 from segstore_kafka import batch as kafka_codec
 from segstore_rocketmq.message import MESSAGE_MAGIC, Host, RocketMQMessage
-from segstore_rocketmq.recovery import _resync as next_valid_after
+from segstore_rocketmq.recovery import next_valid_message as next_valid_after
 
 from segstore import files, registry
 from segstore.api import open as open_store
