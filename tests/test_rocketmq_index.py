@@ -68,6 +68,7 @@ def test_vectorised_hash_equals_java_string_hash(keys):
         h = abs(string_hash(k))
         expected.append(0 if h == 2**31 else h)
     assert ix.index_key_hashes(keys).tolist() == expected
+    assert [ix.index_key_hash(k) for k in keys] == expected
 
 
 def test_hash_of_min_value_is_zero():

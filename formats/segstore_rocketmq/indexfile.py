@@ -46,6 +46,8 @@ import numpy as np
 from segstore import files
 from segstore.errors import CorruptIndexError
 
+from .javacompat import string_hash
+
 HEADER = struct.Struct(
     ">q"  # beginTimestamp
     "q"  # endTimestamp
@@ -126,8 +128,9 @@ def index_key_hashes(keys: Sequence[str]) -> np.ndarray:
 
 
 def index_key_hash(key: str) -> int:
-    """The broker's index hash of one ``topic#key`` string."""
-    return int(index_key_hashes([key])[0])
+    """The broker's index hash of one ``topic#key`` string (a query's: no numpy set-up for one key)."""
+    signed = string_hash(key)
+    return 0 if signed == INT32_MIN else abs(signed)
 
 
 def file_name_for(ms: int) -> str:
