@@ -64,6 +64,11 @@ assert SLOT_DTYPE.itemsize == 4
 
 ENTRY_DTYPE = np.dtype([("hash", ">i4"), ("phy_offset", ">i8"), ("time_diff", ">i4"), ("prev", ">i4")])
 assert ENTRY_DTYPE.itemsize == 20
+#: The same entry for one-at-a-time puts (fields as in ENTRY_DTYPE).
+ENTRY = struct.Struct(">iqii")
+assert ENTRY.size == ENTRY_DTYPE.itemsize
+#: Up to this many entries a put goes entry by entry: numpy's set-up costs more than it saves.
+SMALL_PUT = 16
 
 INVALID_INDEX = 0
 FIRST_ENTRY = 1  # entry 0 is never used
@@ -342,6 +347,8 @@ class IndexFile:
         k = min(room, len(hashes))
         if k <= 0:
             return 0
+        if k <= SMALL_PUT:
+            return self._put_each(hashes[:k], phy_offsets[:k], store_timestamps[:k])
         hashes = np.asarray(hashes[:k], dtype=np.int64)
         phys = np.asarray(phy_offsets[:k], dtype=np.int64)
         stamps = np.asarray(store_timestamps[:k], dtype=np.int64)
@@ -390,6 +397,31 @@ class IndexFile:
         header.end_timestamp = int(stamps[-1])
         self.write_header()
         return k
+
+    def _put_each(self, hashes: Sequence[int], phy_offsets: Sequence[int], store_timestamps: Sequence[int]) -> int:
+        """:meth:`put` for a few entries, one at a time as the broker's ``putKey`` (same bytes)."""
+        header = self.header
+        slots = self.slots
+        for key_hash, phy, stamp in zip(hashes, phy_offsets, store_timestamps, strict=True):
+            key_hash, phy, stamp = int(key_hash), int(phy), int(stamp)
+            number = header.index_count
+            slot = key_hash % self.slot_num
+            prev = int(slots[slot])
+            if prev <= INVALID_INDEX or prev > number:
+                prev = INVALID_INDEX
+                header.hash_slot_count += 1
+            begin = header.begin_timestamp
+            diff = 0 if begin <= 0 else min(max((stamp - begin) // MS_PER_SECOND, 0), INT32_MAX)
+            self.file.write(self.entry_pos(number), ENTRY.pack(key_hash, phy, diff, prev))
+            slots[slot] = number
+            if number <= FIRST_ENTRY:
+                header.begin_phy_offset = phy
+                header.begin_timestamp = stamp
+            header.index_count = number + 1
+            header.end_phy_offset = phy
+            header.end_timestamp = stamp
+        self.write_header()
+        return len(hashes)
 
     # -- query ------------------------------------------------------------------
     def is_time_matched(self, begin: int, end: int) -> bool:
@@ -567,7 +599,7 @@ class IndexService:
                 stamps.append(req.store_timestamp)
         if not keys:
             return 0
-        hashes = index_key_hashes(keys)
+        hashes = index_key_hashes(keys) if len(keys) > SMALL_PUT else [index_key_hash(k) for k in keys]
         phy_arr = np.asarray(phys, dtype=np.int64)
         stamp_arr = np.asarray(stamps, dtype=np.int64)
         done = 0
