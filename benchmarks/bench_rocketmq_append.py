@@ -26,7 +26,7 @@ JAVA = {  # ANCHORS.md, msg/s, put returns (async flush), consume queue and inde
     ("single", 100): 519_000, ("single", 1024): 309_000,
     ("batch32", 100): 685_000, ("batch32", 1024): 245_000,
 }
-COUNT = {100: 200_000, 1024: 100_000}
+COUNT = {100: 100_000, 1024: 50_000}
 
 
 def messages(n: int, body_size: int) -> list[dict]:
