@@ -366,3 +366,18 @@ def test_a_message_leaving_exactly_8_bytes_fits_and_the_blank_is_8_bytes(tmp_pat
     assert PREFIX.unpack_from(first, 4088) == (8, BLANK_MAGIC)
     with RocketMQStore(str(tmp_path / "s"), "r") as store:
         assert [m.physical_offset for m in store.scan()] == [0, 4096]
+
+
+def test_append_stored_rewrites_a_broker_store_byte_for_byte(tmp_path):
+    """Messages read from the broker's store and appended as stored give back its commitlog and queues."""
+    spec = json.loads((BASIC.parent / "spec.json").read_text())
+    config = {k: v for k, v in spec["config"].items() if k != "storeHost"}
+    with segstore.open(str(BASIC), format="rocketmq") as source:
+        messages = list(source.scan())
+    with segstore.open(str(tmp_path / "copy"), format="rocketmq", mode="a", **config) as copy:
+        results = copy.append_stored(messages)
+    assert [(r.position, r.offset) for r in results] == [(m.physical_offset, m.queue_offset) for m in messages]
+    for sub in ("commitlog", "consumequeue"):
+        for path in sorted((BASIC / sub).rglob("*")):
+            if path.is_file():
+                assert (tmp_path / "copy" / path.relative_to(BASIC)).read_bytes() == path.read_bytes(), path

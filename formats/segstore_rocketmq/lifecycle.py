@@ -116,9 +116,23 @@ class LifecycleMixin:
         Several threads may append at once: appends are serialised, and writers
         waiting for durability share one sync (group commit).
         """
+        return self._append(messages, as_stored=False)
+
+    def append_stored(self, messages: Iterable[RocketMQMessage]) -> list[AppendResult]:
+        """Append messages that were stored once already, exactly as given.
+
+        Topic, queue, flag, sysFlag, times, hosts and the properties in their stored
+        order are kept; none of the broker's put-time rules (delay rewrite, HashMap
+        order, store clock) applies.  Only the placement is the store's: a message
+        lands at the next physical and queue offset, as in :meth:`append_batch`.
+        Used to restore a converted store byte for byte.
+        """
+        return self._append(messages, as_stored=True)
+
+    def _append(self, messages: Iterable[Any], *, as_stored: bool) -> list[AppendResult]:
         self._check_writable()
         with self._flusher.lock:
-            results = self._append_locked(messages)
+            results = self._append_locked(messages, as_stored=as_stored)
             if self.indexes is not None:  # extra index layouts (segstore.layouts)
                 self.indexes.append()
             end = self.commitlog.end

@@ -429,12 +429,14 @@ class RocketMQStore(LifecycleMixin, Store):
         tags = msg.tags
         return string_hash(tags) if tags else 0
 
-    def _append_locked(self, messages: Iterable[Message | Mapping[str, Any]]) -> list[AppendResult]:
+    def _append_locked(self, messages: Iterable[Message | Mapping[str, Any]], *,
+                       as_stored: bool = False) -> list[AppendResult]:
         """Append messages in order (the caller holds the flusher's lock): one commitlog write per
         file touched, one array per queue.
 
         Every message is validated and encoded before the first byte is written, so
-        a rejected batch writes nothing.
+        a rejected batch writes nothing.  ``as_stored``: the items are finished
+        :class:`RocketMQMessage` records written as they are (no put-time rules).
 
         :raises InvalidTopicError: a topic the broker refuses.
         :raises MessageTooLargeError: a message above ``maxMessageSize`` (or a commitlog file).
@@ -442,7 +444,7 @@ class RocketMQStore(LifecycleMixin, Store):
         """
         self._check_writable()
         now = self._clock()
-        built = [self._build(item, now) for item in messages]
+        built = list(messages) if as_stored else [self._build(item, now) for item in messages]
         if not built:
             return []
         limit = min(self.config.maxMessageSize,

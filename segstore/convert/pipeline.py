@@ -388,10 +388,9 @@ def _append_stored(store: Any, messages: list[RocketMQMessage]) -> None:
 
     ``RocketMQStore.append_batch`` applies the broker's put-time rules to what it is
     given (delay-level rewrite, HashMap properties order, store clock); a message
-    restored from Kafka was stored once already and must be written as it is.  The
-    store's message builder is bypassed for this one call (the store offers no
-    append of finished messages yet), so its commitlog placement, consume queues,
-    index, topic configs and flushing stay the store's own.
+    restored from Kafka was stored once already and is written as it is with
+    ``append_stored``; commitlog placement, consume queues, index, topic configs
+    and flushing stay the store's own.
 
     :raises ConversionError: the destination placed a message elsewhere than the
         source had it (another commitlog file size, or a non-empty destination), or
@@ -403,11 +402,7 @@ def _append_stored(store: Any, messages: list[RocketMQMessage]) -> None:
                                   f"0x{MESSAGE_MAGIC & MASK32:08X}), found magic 0x{msg.magic & MASK32:08X} "
                                   f"at source physical offset {msg.physical_offset}", store.path)
     expected = [(msg.physical_offset, msg.queue_offset) for msg in messages]
-    store._build = _as_built
-    try:
-        results = store.append_batch(messages)
-    finally:
-        del store._build
+    results = store.append_stored(messages)
     for (physical, queue), result in zip(expected, results, strict=True):
         if (result.position, result.offset) != (physical, queue):
             raise ConversionError(
@@ -415,11 +410,6 @@ def _append_stored(store: Any, messages: list[RocketMQMessage]) -> None:
                 f"{physical} as in the source, found queue offset {result.offset} at {result.position} "
                 f"(convert into a new store, with the source's --config mappedFileSizeCommitLog=N)",
                 store.path, result.position)
-
-
-def _as_built(item: RocketMQMessage, now: int) -> RocketMQMessage:
-    """The store's message-builder hook for :func:`_append_stored`: the message as it is."""
-    return item
 
 
 def _native_item(msg: RocketMQMessage) -> dict[str, Any]:
