@@ -22,6 +22,7 @@ from segstore_rocketmq.store import RocketMQStore
 from segstore_rocketmq.topicconfig import loads_fastjson
 
 import segstore
+from segstore.cli import main
 from segstore.errors import (
     ConfigError,
     CorruptDataError,
@@ -381,3 +382,9 @@ def test_append_stored_rewrites_a_broker_store_byte_for_byte(tmp_path):
         for path in sorted((BASIC / sub).rglob("*")):
             if path.is_file():
                 assert (tmp_path / "copy" / path.relative_to(BASIC)).read_bytes() == path.read_bytes(), path
+
+
+def test_query_with_a_hostile_topic_is_a_usage_error(capsys):
+    code = main(["query", str(BASIC), "--topic", "../../x", "--key", "k"])
+    assert code == 2
+    assert "../../x" in capsys.readouterr().err

@@ -32,6 +32,7 @@ from segstore.store import AppendResult, Problem, QueryRequest
 
 from .checkpoint import FILE_NAME as CHECKPOINT_FILE
 from .checkpoint import CheckpointFile
+from .config import validate_topic
 from .flush import FlushPolicy, FlushService
 from .message import RocketMQMessage
 from .query import TIME_MAX, query_by_key
@@ -188,6 +189,7 @@ class LifecycleMixin:
         self._check_open()
         if request.topic is None:
             raise InvalidTopicError("expected --topic for a RocketMQ query, found none", self.path)
+        validate_topic(request.topic)
         if request.key is not None:
             found = self.query_by_key(
                 request.topic,
