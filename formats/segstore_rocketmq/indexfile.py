@@ -600,12 +600,31 @@ class IndexService:
         if not keys:
             return 0
         hashes = index_key_hashes(keys) if len(keys) > SMALL_PUT else [index_key_hash(k) for k in keys]
-        phy_arr = np.asarray(phys, dtype=np.int64)
-        stamp_arr = np.asarray(stamps, dtype=np.int64)
+        return self._put_all(current, hashes, np.asarray(phys, dtype=np.int64),
+                             np.asarray(stamps, dtype=np.int64))
+
+    def put_hashes(self, hashes: np.ndarray, phy_offsets: np.ndarray, store_timestamps: np.ndarray) -> int:
+        """Put entries whose index hashes are computed (``index_key_hash`` of ``topic#key``), in order.
+
+        As :meth:`put_batch`, entries below the active file's ``endPhyOffset`` are
+        skipped.  Returns the number of entries put.
+        """
+        if not len(hashes):
+            return 0
+        current = self._writable_file()
+        floor = current.header.end_phy_offset
+        if phy_offsets[0] < floor:
+            keep = phy_offsets >= floor
+            hashes, phy_offsets, store_timestamps = hashes[keep], phy_offsets[keep], store_timestamps[keep]
+        return self._put_all(current, hashes, phy_offsets, store_timestamps)
+
+    def _put_all(self, current: IndexFile, hashes: Sequence[int] | np.ndarray, phys: np.ndarray,
+                 stamps: np.ndarray) -> int:
+        """Put every entry from ``current`` on, opening new files as they fill."""
         done = 0
-        while done < len(keys):
-            done += current.put(hashes[done:], phy_arr[done:], stamp_arr[done:])
-            if done < len(keys):
+        while done < len(phys):
+            done += current.put(hashes[done:], phys[done:], stamps[done:])
+            if done < len(phys):
                 current = self._new_file()
         return done
 

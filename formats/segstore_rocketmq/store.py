@@ -43,6 +43,7 @@ from segstore.store import AppendResult, Store
 from .commitlog import END_FILE_MIN_BLANK_LENGTH, KEPT_ASIDE, CommitLog
 from .config import SCHEDULE_TOPIC, BrokerConfig, validate_topic
 from .consumequeue import CQ_DTYPE, ConsumeQueue, parse_file_name
+from .fastappend import append_plain
 from .indexfile import IndexRequest, IndexService, geometry_on_disk
 from .javacompat import hashmap_order, string_hash
 from .lifecycle import LifecycleMixin
@@ -190,6 +191,7 @@ class RocketMQStore(LifecycleMixin, Store):
         self._host_cache: dict[str, Host] = {}
         self._order_cache: dict[tuple[str, ...], tuple[str, ...]] = {}
         self._topic_fields: dict[str, bytes] = {}
+        self._plain_topics: dict[str, bytes] = {}     # validated topics' fields (.fastappend)
         self._tags_codes: dict[str, int] = {}
         writable = mode == "a"
         self._lock = files.WriterLock(os.path.join(self.path, LOCK_FILE), LOCK_CONTENT) if writable else None
@@ -331,6 +333,15 @@ class RocketMQStore(LifecycleMixin, Store):
         fields.pop("timestamp_type", None)
         return fields
 
+    def plain_topic_field(self, topic: str) -> bytes:
+        """Validate ``topic`` and keep its encoded field for :func:`.fastappend.append_plain`.
+
+        :raises InvalidTopicError: a topic the broker refuses.
+        """
+        validate_topic(topic)
+        field = self._plain_topics[topic] = encode_topic(topic, MESSAGE_MAGIC)
+        return field
+
     def _host(self, value: Any, default: Host) -> Host:
         if value is None:
             return default
@@ -444,6 +455,11 @@ class RocketMQStore(LifecycleMixin, Store):
         """
         self._check_writable()
         now = self._clock()
+        if not as_stored:
+            messages = messages if type(messages) is list else list(messages)
+            results = append_plain(self, messages, now)
+            if results is not None:
+                return results
         built = list(messages) if as_stored else [self._build(item, now) for item in messages]
         if not built:
             return []

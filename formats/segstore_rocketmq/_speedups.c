@@ -1,0 +1,849 @@
+/*
+ * segstore_rocketmq._speedups: the RocketMQ append of a batch of plain messages, in one call.
+ *
+ * encode_plain(items, topic_fields, next_offsets, keys_first, store_ts, store_ip, store_port,
+ *              start, file_size, limit, with_index)
+ *     -> None | str | (data, blanks, results, cq_rows, queues, index_arrays, end)
+ * init(AppendResult): remember the result dataclass (slots) and where its slots live.
+ *
+ * This mirrors encode_plain_py in fastappend.py exactly (same return values, same
+ * bytes); see there for what "plain" means and what each returned part holds.
+ * Nothing of the store is touched before every item has been checked: a batch
+ * that is not plain returns None (the caller takes its general path, which raises
+ * the typed errors), an unknown topic returns that topic (the caller validates it
+ * and calls again), and only a complete batch updates ``next_offsets``.
+ *
+ * One stored message (CommitLog.calMsgLength; big-endian):
+ *
+ *     TOTALSIZE i4, MAGICCODE i4, BODYCRC i4, QUEUEID i4, FLAG i4, QUEUEOFFSET i8,
+ *     PHYSICALOFFSET i8, SYSFLAG i4, BORNTIMESTAMP i8, BORNHOST 4|16 + i4,
+ *     STORETIMESTAMP i8, STOREHOST 4|16 + i4, RECONSUMETIMES i4,
+ *     PREPAREDTRANSACTIONOFFSET i8, BODYLENGTH i4 + BODY, TOPICLENGTH i1 + TOPIC,
+ *     PROPERTIESLENGTH i2 + PROPERTIES
+ *
+ * The functions hold the GIL throughout, run no Python code of the caller's
+ * (only exact dicts, lists, tuples, str, bytes and int are accepted), and keep no
+ * state besides the class set once by init(); they are safe from any thread.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <stdint.h>
+#include <string.h>
+#include <zlib.h>
+
+#define MESSAGE_MAGIC ((int32_t)0xDAA320A7)
+#define BLANK_MAGIC ((int32_t)0xCBD43194)
+#define BODY_CRC_MASK 0x7FFFFFFFu
+#define SYSFLAG_BORNHOST_V6 0x10
+#define SYSFLAG_STOREHOST_V6 0x20
+#define IPV4_LEN 4
+#define IPV6_LEN 16
+/* The header from TOTALSIZE to BODYLENGTH with IPv4 hosts; each IPv6 host adds 12 bytes. */
+#define HEADER_V4 88
+#define END_FILE_MIN_BLANK_LENGTH 8
+#define TOPIC_LENGTH_SIZE 1
+#define PROPERTIES_LENGTH_SIZE 2
+#define MAX_PROPERTIES_BYTES 0x7FFF
+#define NAME_VALUE_SEPARATOR '\x01'
+#define PROPERTY_SEPARATOR '\x02'
+#define KEY_SEPARATOR ' '
+#define TOPIC_KEY_SEPARATOR '#'
+/* "TAGS" and "KEYS" */
+#define PROPERTY_NAME_LEN 4
+/* A consume-queue entry: offset i8, size i4, tags code i8. */
+#define CQ_ROW_SIZE 20
+/* msgId: uppercase hex of store IP, int port, long physical offset. */
+#define MSG_ID_PORT_BYTES 4
+#define MSG_ID_OFFSET_BYTES 8
+
+enum { R_TOPIC, R_PARTITION, R_OFFSET, R_POSITION, R_SIZE, R_EXTRA, N_RESULT_FIELDS };
+static const char *const RESULT_FIELDS[N_RESULT_FIELDS] = {
+    "topic", "partition", "offset", "position", "size", "extra",
+};
+static PyTypeObject *result_type = NULL;
+static Py_ssize_t result_offset[N_RESULT_FIELDS];
+
+/* The fields an append dict may carry on this path, in the order of the strings below. */
+enum { F_TOPIC, F_QUEUE_ID, F_BODY, F_TAGS, F_KEYS, F_BORN_TIMESTAMP, F_STORE_TIMESTAMP, F_FLAG, F_PROPERTIES,
+       N_FIELDS };
+static const char *const FIELD_NAMES[N_FIELDS] = {
+    "topic", "queue_id", "body", "tags", "keys", "born_timestamp", "store_timestamp", "flag", "properties",
+};
+static PyObject *field_str[N_FIELDS];
+static PyObject *str_msg_id, *str_store_timestamp, *long_zero;
+
+typedef struct {
+    PyObject *topic;       /* borrowed from the item */
+    PyObject *queue_id;    /* borrowed (or long_zero) */
+    PyObject *topic_field; /* borrowed from topic_fields */
+    const char *body;
+    Py_ssize_t body_len;
+    PyObject *tags;        /* borrowed, NULL: no TAGS */
+    const char *tags_utf8;
+    Py_ssize_t tags_len;
+    PyObject *keys;        /* borrowed: a str, list or tuple; NULL: no KEYS */
+    Py_ssize_t keys_len;   /* UTF-8 bytes of the joined KEYS value */
+    int64_t born_ts, store_ts;
+    int32_t flag, queue_id_value;
+    Py_ssize_t size, props_len, slot;
+} Msg;
+
+/* ------------------------------------------------------------------------------ */
+/* helpers */
+
+static inline uint8_t *
+put_i16(uint8_t *p, int32_t v)
+{
+    p[0] = (uint8_t)(v >> 8);
+    p[1] = (uint8_t)v;
+    return p + 2;
+}
+
+static inline uint8_t *
+put_i32(uint8_t *p, int32_t v)
+{
+    uint32_t u = (uint32_t)v;
+    p[0] = (uint8_t)(u >> 24);
+    p[1] = (uint8_t)(u >> 16);
+    p[2] = (uint8_t)(u >> 8);
+    p[3] = (uint8_t)u;
+    return p + 4;
+}
+
+static inline uint8_t *
+put_i64(uint8_t *p, int64_t v)
+{
+    uint64_t u = (uint64_t)v;
+    for (int i = 7; i >= 0; i--) {
+        p[i] = (uint8_t)u;
+        u >>= 8;
+    }
+    return p + 8;
+}
+
+static inline uint8_t *
+put_bytes(uint8_t *p, const void *src, Py_ssize_t n)
+{
+    if (n > 0) {
+        memcpy(p, src, (size_t)n);
+    }
+    return p + n;
+}
+
+/* Java String.hashCode continued from h over the UTF-16 code units of s. */
+static uint32_t
+java_hash(uint32_t h, PyObject *s, Py_ssize_t from, Py_ssize_t to)
+{
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    for (Py_ssize_t i = from; i < to; i++) {
+        Py_UCS4 ch = PyUnicode_READ(kind, data, i);
+        if (ch > 0xFFFF) {
+            ch -= 0x10000;
+            h = h * 31u + (0xD800u + (ch >> 10));
+            h = h * 31u + (0xDC00u + (ch & 0x3FF));
+        } else {
+            h = h * 31u + ch;
+        }
+    }
+    return h;
+}
+
+/* The broker's index hash: abs(signed hash), Integer.MIN_VALUE -> 0. */
+static inline int64_t
+index_hash(uint32_t h)
+{
+    int32_t s = (int32_t)h;
+    return s == INT32_MIN ? 0 : (s < 0 ? -(int64_t)s : (int64_t)s);
+}
+
+/* UTF-8 of an exact str without the property separators; 0 ok, 1 not plain, -1 error. */
+static int
+plain_text(PyObject *s, const char **utf8, Py_ssize_t *len)
+{
+    if (!PyUnicode_CheckExact(s)) {
+        return 1;
+    }
+    *utf8 = PyUnicode_AsUTF8AndSize(s, len);
+    if (*utf8 == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
+            return -1;
+        }
+        PyErr_Clear(); /* a lone surrogate: the general path encodes it with surrogatepass */
+        return 1;
+    }
+    if (memchr(*utf8, NAME_VALUE_SEPARATOR, (size_t)*len) || memchr(*utf8, PROPERTY_SEPARATOR, (size_t)*len)) {
+        return 1; /* the general path raises InvalidMessageError */
+    }
+    return 0;
+}
+
+/* An exact int (or None -> dflt) within [lo, hi]; 0 ok, 1 not plain, -1 error. */
+static int
+plain_int(PyObject *v, int64_t dflt, int64_t lo, int64_t hi, int64_t *out)
+{
+    if (v == NULL || v == Py_None) {
+        *out = dflt;
+        return 0;
+    }
+    if (!PyLong_CheckExact(v)) {
+        return 1;
+    }
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (x == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (overflow || x < lo || x > hi) {
+        return 1;
+    }
+    *out = x;
+    return 0;
+}
+
+static int
+field_index(PyObject *key)
+{
+    for (int f = 0; f < N_FIELDS; f++) {
+        if (key == field_str[f]) {
+            return f;
+        }
+    }
+    if (!PyUnicode_CheckExact(key)) {
+        return -1;
+    }
+    for (int f = 0; f < N_FIELDS; f++) {
+        if (PyUnicode_Compare(key, field_str[f]) == 0) {
+            return f;
+        }
+    }
+    return -1;
+}
+
+/* The KEYS value of m: its UTF-8 length into m->keys_len; 0 ok, 1 not plain, -1 error. */
+static int
+plain_keys(PyObject *keys, Msg *m)
+{
+    m->keys = NULL;
+    m->keys_len = 0;
+    if (keys == NULL || keys == Py_None) {
+        return 0;
+    }
+    const char *utf8;
+    Py_ssize_t len;
+    if (PyUnicode_CheckExact(keys)) {
+        if (PyUnicode_GET_LENGTH(keys) == 0) {
+            return 0; /* falsy: no KEYS */
+        }
+        int rc = plain_text(keys, &utf8, &len);
+        if (rc) {
+            return rc;
+        }
+        m->keys = keys;
+        m->keys_len = len;
+        return 0;
+    }
+    if (!PyList_CheckExact(keys) && !PyTuple_CheckExact(keys)) {
+        return 1;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(keys);
+    if (n == 0) {
+        return 0;
+    }
+    PyObject **items = PySequence_Fast_ITEMS(keys);
+    Py_ssize_t total = n - 1; /* separators */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int rc = plain_text(items[i], &utf8, &len);
+        if (rc) {
+            return rc;
+        }
+        total += len;
+    }
+    m->keys = keys;
+    m->keys_len = total;
+    return 0;
+}
+
+/* Writes the joined KEYS value of m at p. */
+static uint8_t *
+put_keys(uint8_t *p, const Msg *m)
+{
+    Py_ssize_t len;
+    if (PyUnicode_CheckExact(m->keys)) {
+        return put_bytes(p, PyUnicode_AsUTF8AndSize(m->keys, &len), m->keys_len);
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(m->keys);
+    PyObject **items = PySequence_Fast_ITEMS(m->keys);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i) {
+            *p++ = KEY_SEPARATOR;
+        }
+        const char *utf8 = PyUnicode_AsUTF8AndSize(items[i], &len); /* cached by plain_keys */
+        p = put_bytes(p, utf8, len);
+    }
+    return p;
+}
+
+/* Index entries being written: three parallel columns. */
+typedef struct {
+    int64_t *hashes, *phys, *stamps;
+    Py_ssize_t n;
+} IndexOut;
+
+/* An entry for every non-empty space-separated token of s, hashed as topic#token (prefix: topic#). */
+static void
+index_string(IndexOut *out, uint32_t prefix, PyObject *s, int64_t phys, int64_t stamp)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    Py_ssize_t from = 0;
+    for (Py_ssize_t i = 0; i <= n; i++) {
+        if (i == n || PyUnicode_READ(kind, data, i) == KEY_SEPARATOR) {
+            if (i > from) {
+                out->hashes[out->n] = index_hash(java_hash(prefix, s, from, i));
+                out->phys[out->n] = phys;
+                out->stamps[out->n] = stamp;
+                out->n++;
+            }
+            from = i + 1;
+        }
+    }
+}
+
+/* Non-empty space-separated tokens of s. */
+static Py_ssize_t
+count_tokens(PyObject *s)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s), count = 0;
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    int in_token = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int sep = PyUnicode_READ(kind, data, i) == KEY_SEPARATOR;
+        if (!sep && !in_token) {
+            count++;
+        }
+        in_token = !sep;
+    }
+    return count;
+}
+
+/* Index entries of m: the tokens of its joined KEYS value (a token never spans two keys). */
+static Py_ssize_t
+index_tokens(const Msg *m)
+{
+    if (m->keys == NULL) {
+        return 0;
+    }
+    if (PyUnicode_CheckExact(m->keys)) {
+        return count_tokens(m->keys);
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(m->keys), count = 0;
+    PyObject **items = PySequence_Fast_ITEMS(m->keys);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        count += count_tokens(items[i]);
+    }
+    return count;
+}
+
+static PyObject *
+msg_id(const uint8_t *ip, Py_ssize_t ip_len, int32_t port, int64_t phys)
+{
+    static const char HEX[] = "0123456789ABCDEF";
+    uint8_t raw[IPV6_LEN + MSG_ID_PORT_BYTES + MSG_ID_OFFSET_BYTES];
+    uint8_t *p = put_bytes(raw, ip, ip_len);
+    p = put_i32(p, port);
+    p = put_i64(p, phys);
+    Py_ssize_t n = p - raw;
+    PyObject *s = PyUnicode_New(2 * n, 127);
+    if (s == NULL) {
+        return NULL;
+    }
+    Py_UCS1 *out = PyUnicode_1BYTE_DATA(s);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        out[2 * i] = (Py_UCS1)HEX[raw[i] >> 4];
+        out[2 * i + 1] = (Py_UCS1)HEX[raw[i] & 0xF];
+    }
+    return s;
+}
+
+static PyObject *
+make_result(PyObject *topic, PyObject *queue_id, int64_t queue_offset, int64_t phys, Py_ssize_t size,
+            PyObject *id, PyObject *stamp)
+{
+    PyObject *extra = PyDict_New();
+    if (extra == NULL || PyDict_SetItem(extra, str_msg_id, id) < 0 ||
+        PyDict_SetItem(extra, str_store_timestamp, stamp) < 0) {
+        Py_XDECREF(extra);
+        return NULL;
+    }
+    PyObject *values[N_RESULT_FIELDS] = {
+        topic, queue_id, PyLong_FromLongLong(queue_offset), PyLong_FromLongLong(phys),
+        PyLong_FromSsize_t(size), extra,
+    };
+    Py_INCREF(topic);
+    Py_INCREF(queue_id);
+    PyObject *obj = NULL;
+    if (values[R_OFFSET] && values[R_POSITION] && values[R_SIZE]) {
+        obj = result_type->tp_alloc(result_type, 0);
+    }
+    if (obj == NULL) {
+        for (int i = 0; i < N_RESULT_FIELDS; i++) {
+            Py_XDECREF(values[i]);
+        }
+        return NULL;
+    }
+    for (int i = 0; i < N_RESULT_FIELDS; i++) {
+        *(PyObject **)((char *)obj + result_offset[i]) = values[i]; /* steals the reference */
+    }
+    return obj;
+}
+
+/* ------------------------------------------------------------------------------ */
+/* pass 1: check every item and size it */
+
+/* 0 plain, 1 not plain, 2 unknown topic (m->topic), -1 error. */
+static int
+parse_item(PyObject *item, PyObject *topic_fields, int64_t store_ts, Py_ssize_t header_size,
+           Py_ssize_t limit, Msg *m)
+{
+    if (!PyDict_CheckExact(item)) {
+        return 1;
+    }
+    PyObject *v[N_FIELDS] = {NULL};
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(item, &pos, &key, &value)) {
+        int f = field_index(key);
+        if (f < 0) {
+            return 1;
+        }
+        v[f] = value;
+    }
+    if (v[F_PROPERTIES] != NULL && v[F_PROPERTIES] != Py_None &&
+        !(PyDict_CheckExact(v[F_PROPERTIES]) && PyDict_GET_SIZE(v[F_PROPERTIES]) == 0)) {
+        return 1;
+    }
+    if (v[F_TOPIC] == NULL || !PyUnicode_CheckExact(v[F_TOPIC])) {
+        return 1;
+    }
+    m->topic = v[F_TOPIC];
+    m->topic_field = PyDict_GetItemWithError(topic_fields, m->topic);
+    if (m->topic_field == NULL) {
+        return PyErr_Occurred() ? -1 : 2;
+    }
+    if (!PyBytes_CheckExact(m->topic_field)) {
+        PyErr_SetString(PyExc_TypeError, "topic_fields values must be bytes");
+        return -1;
+    }
+    int64_t x;
+    int rc;
+    PyObject *qid = v[F_QUEUE_ID];
+    if (qid == NULL || qid == Py_None) {
+        qid = long_zero; /* `queue_id or 0` */
+    }
+    if ((rc = plain_int(qid, 0, 0, INT32_MAX, &x))) {
+        return rc;
+    }
+    m->queue_id = qid;
+    m->queue_id_value = (int32_t)x;
+    PyObject *body = v[F_BODY];
+    if (body == NULL || body == Py_None) {
+        m->body = "";
+        m->body_len = 0;
+    } else if (PyBytes_CheckExact(body)) {
+        m->body = PyBytes_AS_STRING(body);
+        m->body_len = PyBytes_GET_SIZE(body);
+    } else {
+        return 1;
+    }
+    m->tags = NULL;
+    m->tags_len = 0;
+    PyObject *tags = v[F_TAGS];
+    if (tags != NULL && tags != Py_None) {
+        if (!PyUnicode_CheckExact(tags)) {
+            return 1;
+        }
+        if (PyUnicode_GET_LENGTH(tags) > 0) {
+            if ((rc = plain_text(tags, &m->tags_utf8, &m->tags_len))) {
+                return rc;
+            }
+            m->tags = tags;
+        }
+    }
+    if ((rc = plain_keys(v[F_KEYS], m))) {
+        return rc;
+    }
+    if ((rc = plain_int(v[F_STORE_TIMESTAMP], store_ts, INT64_MIN, INT64_MAX, &m->store_ts))) {
+        return rc;
+    }
+    if ((rc = plain_int(v[F_BORN_TIMESTAMP], m->store_ts, INT64_MIN, INT64_MAX, &m->born_ts))) {
+        return rc;
+    }
+    if ((rc = plain_int(v[F_FLAG], 0, INT32_MIN, INT32_MAX, &x))) {
+        return rc;
+    }
+    m->flag = (int32_t)x;
+    Py_ssize_t props = 0;
+    if (m->tags != NULL) {
+        props += PROPERTY_NAME_LEN + 1 + m->tags_len;
+    }
+    if (m->keys != NULL) {
+        props += (props ? 1 : 0) + PROPERTY_NAME_LEN + 1 + m->keys_len;
+    }
+    if (props > MAX_PROPERTIES_BYTES) {
+        return 1;
+    }
+    m->props_len = props;
+    m->size = header_size + m->body_len + PyBytes_GET_SIZE(m->topic_field) + PROPERTIES_LENGTH_SIZE + props;
+    return m->size > limit ? 1 : 0;
+}
+
+/* ------------------------------------------------------------------------------ */
+/* pass 2: place and write */
+
+static uint8_t *
+put_property(uint8_t *p, const char *name, const Msg *m, int tags)
+{
+    p = put_bytes(p, name, PROPERTY_NAME_LEN);
+    *p++ = NAME_VALUE_SEPARATOR;
+    return tags ? put_bytes(p, m->tags_utf8, m->tags_len) : put_keys(p, m);
+}
+
+static uint8_t *
+put_message(uint8_t *p, const Msg *m, int64_t queue_offset, int64_t phys, int32_t sys_flag,
+            const uint8_t *ip, Py_ssize_t ip_len, int32_t port, int keys_first)
+{
+    uint32_t crc = (uint32_t)crc32(0L, Z_NULL, 0);
+    const uint8_t *body = (const uint8_t *)m->body;
+    Py_ssize_t left = m->body_len;
+    while (left > 0) { /* zlib takes uInt lengths */
+        uInt chunk = left > (Py_ssize_t)UINT32_MAX ? UINT32_MAX : (uInt)left;
+        crc = (uint32_t)crc32(crc, body, chunk);
+        body += chunk;
+        left -= chunk;
+    }
+    p = put_i32(p, (int32_t)m->size);
+    p = put_i32(p, MESSAGE_MAGIC);
+    p = put_i32(p, (int32_t)(crc & BODY_CRC_MASK));
+    p = put_i32(p, m->queue_id_value);
+    p = put_i32(p, m->flag);
+    p = put_i64(p, queue_offset);
+    p = put_i64(p, phys);
+    p = put_i32(p, sys_flag);
+    p = put_i64(p, m->born_ts);
+    p = put_bytes(p, ip, ip_len);
+    p = put_i32(p, port);
+    p = put_i64(p, m->store_ts);
+    p = put_bytes(p, ip, ip_len);
+    p = put_i32(p, port);
+    p = put_i32(p, 0); /* RECONSUMETIMES */
+    p = put_i64(p, 0); /* PREPAREDTRANSACTIONOFFSET */
+    p = put_i32(p, (int32_t)m->body_len);
+    p = put_bytes(p, m->body, m->body_len);
+    p = put_bytes(p, PyBytes_AS_STRING(m->topic_field), PyBytes_GET_SIZE(m->topic_field));
+    p = put_i16(p, (int32_t)m->props_len);
+    int first_tags = !(keys_first && m->keys != NULL);
+    if (m->tags != NULL && first_tags) {
+        p = put_property(p, "TAGS", m, 1);
+    }
+    if (m->keys != NULL) {
+        if (m->tags != NULL && first_tags) {
+            *p++ = PROPERTY_SEPARATOR;
+        }
+        p = put_property(p, "KEYS", m, 0);
+    }
+    if (m->tags != NULL && !first_tags) {
+        *p++ = PROPERTY_SEPARATOR;
+        p = put_property(p, "TAGS", m, 1);
+    }
+    return p;
+}
+
+typedef struct {
+    PyObject *key;  /* (topic, queue_id), owned */
+    int64_t base;   /* next_offsets[key] before the batch */
+    Py_ssize_t count, row, seen;
+} Queue;
+
+static void
+free_queues(Queue *queues, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_XDECREF(queues[i].key);
+    }
+    PyMem_Free(queues);
+}
+
+static PyObject *
+encode_plain(PyObject *module, PyObject *args)
+{
+    PyObject *items, *topic_fields, *next_offsets;
+    int keys_first, with_index;
+    long long store_ts_arg, start, file_size, limit_arg;
+    const uint8_t *ip;
+    Py_ssize_t ip_len;
+    int port;
+    if (!PyArg_ParseTuple(args, "O!O!O!pLy#iLLLp", &PyList_Type, &items, &PyDict_Type, &topic_fields,
+                          &PyDict_Type, &next_offsets, &keys_first, &store_ts_arg, &ip, &ip_len, &port,
+                          &start, &file_size, &limit_arg, &with_index)) {
+        return NULL;
+    }
+    if (result_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "init(AppendResult) was not called");
+        return NULL;
+    }
+    if ((ip_len != IPV4_LEN && ip_len != IPV6_LEN) || file_size <= END_FILE_MIN_BLANK_LENGTH || start < 0) {
+        PyErr_SetString(PyExc_ValueError, "expected a 4- or 16-byte store IP, a file size above 8 and start >= 0");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(items);
+    int32_t sys_flag = ip_len == IPV6_LEN ? (SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6) : 0;
+    Py_ssize_t header_size = HEADER_V4 + (ip_len == IPV6_LEN ? 2 * (IPV6_LEN - IPV4_LEN) : 0);
+    Py_ssize_t limit = (Py_ssize_t)(limit_arg < file_size - END_FILE_MIN_BLANK_LENGTH
+                                        ? limit_arg : file_size - END_FILE_MIN_BLANK_LENGTH);
+    Msg *msgs = PyMem_Calloc(n ? n : 1, sizeof(Msg));
+    Queue *queues = PyMem_Calloc(n ? n : 1, sizeof(Queue));
+    PyObject *slots = PyDict_New();
+    PyObject *ret = NULL, *data = NULL, *blanks = NULL, *results = NULL, *cq = NULL, *queue_list = NULL,
+             *index = NULL, *stamp = NULL;
+    Py_ssize_t n_queues = 0, total = 0, n_tokens = 0;
+    if (msgs == NULL || queues == NULL || slots == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* the list is held by the caller; items are not replaced while this runs (no Python code runs) */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Msg *m = &msgs[i];
+        int rc = parse_item(PyList_GET_ITEM(items, i), topic_fields, store_ts_arg, header_size,
+                            limit, m);
+        if (rc == 1) {
+            ret = Py_NewRef(Py_None);
+            goto done;
+        }
+        if (rc == 2) {
+            ret = Py_NewRef(m->topic);
+            goto done;
+        }
+        if (rc < 0) {
+            goto done;
+        }
+        PyObject *key = PyTuple_Pack(2, m->topic, m->queue_id);
+        if (key == NULL) {
+            goto done;
+        }
+        PyObject *slot = PyDict_GetItemWithError(slots, key);
+        if (slot == NULL) {
+            if (PyErr_Occurred()) {
+                Py_DECREF(key);
+                goto done;
+            }
+            PyObject *next = PyDict_GetItemWithError(next_offsets, key);
+            int64_t base = 0;
+            if (next == NULL && PyErr_Occurred()) {
+                Py_DECREF(key);
+                goto done;
+            }
+            if (next != NULL && plain_int(next, 0, 0, INT64_MAX, &base) != 0) {
+                Py_DECREF(key);
+                if (!PyErr_Occurred()) {
+                    PyErr_SetString(PyExc_TypeError, "next_offsets values must be ints >= 0");
+                }
+                goto done;
+            }
+            slot = PyLong_FromSsize_t(n_queues);
+            if (slot == NULL || PyDict_SetItem(slots, key, slot) < 0) {
+                Py_XDECREF(slot);
+                Py_DECREF(key);
+                goto done;
+            }
+            Py_DECREF(slot);
+            queues[n_queues].key = key; /* owned */
+            queues[n_queues].base = base;
+            m->slot = n_queues++;
+        } else {
+            Py_DECREF(key);
+            m->slot = PyLong_AsSsize_t(slot);
+        }
+        queues[m->slot].count++;
+        total += m->size;
+        if (with_index) {
+            n_tokens += index_tokens(m);
+        }
+    }
+
+    /* consume-queue rows grouped by queue, in first-appearance order */
+    Py_ssize_t row = 0;
+    queue_list = PyList_New(n_queues);
+    if (queue_list == NULL) {
+        goto done;
+    }
+    for (Py_ssize_t q = 0; q < n_queues; q++) {
+        queues[q].row = row;
+        PyObject *entry = Py_BuildValue("(Onn)", queues[q].key, row, queues[q].count);
+        if (entry == NULL) {
+            goto done;
+        }
+        PyList_SET_ITEM(queue_list, q, entry);
+        row += queues[q].count;
+    }
+    data = PyByteArray_FromStringAndSize(NULL, total);
+    cq = PyByteArray_FromStringAndSize(NULL, n * CQ_ROW_SIZE);
+    index = PyByteArray_FromStringAndSize(NULL, 3 * n_tokens * (Py_ssize_t)sizeof(int64_t));
+    blanks = PyList_New(0);
+    results = PyList_New(n);
+    if (data == NULL || cq == NULL || index == NULL || blanks == NULL || results == NULL) {
+        goto done;
+    }
+    uint8_t *out = (uint8_t *)PyByteArray_AS_STRING(data);
+    uint8_t *rows = (uint8_t *)PyByteArray_AS_STRING(cq);
+    int64_t *idx = (int64_t *)PyByteArray_AS_STRING(index);
+    IndexOut iout = {idx, idx + n_tokens, idx + 2 * n_tokens, 0};
+    int64_t pos = start;
+    int64_t file_end = pos - pos % file_size + file_size;
+    int64_t last_stamp = INT64_MIN;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Msg *m = &msgs[i];
+        if (pos + m->size + END_FILE_MIN_BLANK_LENGTH > file_end) {
+            PyObject *blank = Py_BuildValue("(LL)", (long long)pos, (long long)(file_end - pos));
+            if (blank == NULL || PyList_Append(blanks, blank) < 0) {
+                Py_XDECREF(blank);
+                goto done;
+            }
+            Py_DECREF(blank);
+            pos = file_end;
+            file_end += file_size;
+        }
+        Queue *q = &queues[m->slot];
+        int64_t queue_offset = q->base + q->seen;
+        uint8_t *r = rows + (q->row + q->seen) * CQ_ROW_SIZE;
+        q->seen++;
+        out = put_message(out, m, queue_offset, pos, sys_flag, ip, ip_len, port, keys_first);
+        int64_t tags_code = m->tags != NULL ? (int32_t)java_hash(0, m->tags, 0, PyUnicode_GET_LENGTH(m->tags)) : 0;
+        r = put_i64(r, pos);
+        r = put_i32(r, (int32_t)m->size);
+        put_i64(r, tags_code);
+        if (with_index && m->keys != NULL) {
+            uint32_t prefix = java_hash(0, m->topic, 0, PyUnicode_GET_LENGTH(m->topic));
+            prefix = prefix * 31u + TOPIC_KEY_SEPARATOR;
+            if (PyUnicode_CheckExact(m->keys)) {
+                index_string(&iout, prefix, m->keys, pos, m->store_ts);
+            } else {
+                Py_ssize_t nk = PySequence_Fast_GET_SIZE(m->keys);
+                PyObject **ks = PySequence_Fast_ITEMS(m->keys);
+                for (Py_ssize_t k = 0; k < nk; k++) {
+                    index_string(&iout, prefix, ks[k], pos, m->store_ts);
+                }
+            }
+        }
+        if (stamp == NULL || m->store_ts != last_stamp) {
+            Py_XSETREF(stamp, PyLong_FromLongLong(m->store_ts));
+            if (stamp == NULL) {
+                goto done;
+            }
+            last_stamp = m->store_ts;
+        }
+        PyObject *id = msg_id(ip, ip_len, port, pos);
+        if (id == NULL) {
+            goto done;
+        }
+        PyObject *res = make_result(m->topic, m->queue_id, queue_offset, pos, m->size, id, stamp);
+        Py_DECREF(id);
+        if (res == NULL) {
+            goto done;
+        }
+        PyList_SET_ITEM(results, i, res);
+        pos += m->size;
+    }
+    for (Py_ssize_t q = 0; q < n_queues; q++) {
+        PyObject *next = PyLong_FromLongLong(queues[q].base + queues[q].count);
+        if (next == NULL || PyDict_SetItem(next_offsets, queues[q].key, next) < 0) {
+            Py_XDECREF(next);
+            goto done;
+        }
+        Py_DECREF(next);
+    }
+    ret = Py_BuildValue("(OOOOOOL)", data, blanks, results, cq, queue_list, index, (long long)pos);
+
+done:
+    Py_XDECREF(data);
+    Py_XDECREF(blanks);
+    Py_XDECREF(results);
+    Py_XDECREF(cq);
+    Py_XDECREF(queue_list);
+    Py_XDECREF(index);
+    Py_XDECREF(stamp);
+    Py_XDECREF(slots);
+    if (queues != NULL) {
+        free_queues(queues, n_queues);
+    }
+    PyMem_Free(msgs);
+    return ret;
+}
+
+/* ------------------------------------------------------------------------------ */
+/* init */
+
+static PyObject *
+init(PyObject *module, PyObject *cls)
+{
+    if (!PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "init() takes the AppendResult class");
+        return NULL;
+    }
+    Py_ssize_t offsets[N_RESULT_FIELDS];
+    for (int i = 0; i < N_RESULT_FIELDS; i++) {
+        PyObject *descr = PyObject_GetAttrString(cls, RESULT_FIELDS[i]);
+        if (descr == NULL) {
+            return NULL;
+        }
+        int ok = Py_IS_TYPE(descr, &PyMemberDescr_Type) &&
+                 ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX &&
+                 !(((PyMemberDescrObject *)descr)->d_member->flags & READONLY);
+        if (ok) {
+            offsets[i] = ((PyMemberDescrObject *)descr)->d_member->offset;
+        }
+        Py_DECREF(descr);
+        if (!ok) {
+            PyErr_Format(PyExc_TypeError, "AppendResult.%s must be a __slots__ member", RESULT_FIELDS[i]);
+            return NULL;
+        }
+    }
+    memcpy(result_offset, offsets, sizeof(offsets));
+    Py_INCREF(cls);
+    Py_XSETREF(result_type, (PyTypeObject *)cls);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"init", init, METH_O, "init(AppendResult): the slots dataclass encode_plain builds."},
+    {"encode_plain", encode_plain, METH_VARARGS,
+     "encode_plain(items, topic_fields, next_offsets, keys_first, store_ts, store_ip, store_port, start, "
+     "file_size, limit, with_index) -> None | str | (data, blanks, results, cq_rows, queues, index, end)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "segstore_rocketmq._speedups",
+    "The RocketMQ append of a batch of plain messages (see fastappend.py for the reference).", -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+    for (int f = 0; f < N_FIELDS; f++) {
+        field_str[f] = PyUnicode_InternFromString(FIELD_NAMES[f]);
+        if (field_str[f] == NULL) {
+            return NULL;
+        }
+    }
+    str_msg_id = PyUnicode_InternFromString("msg_id");
+    str_store_timestamp = PyUnicode_InternFromString("store_timestamp");
+    long_zero = PyLong_FromLong(0);
+    if (!str_msg_id || !str_store_timestamp || !long_zero) {
+        return NULL;
+    }
+    return PyModule_Create(&module_def);
+}

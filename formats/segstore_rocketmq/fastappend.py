@@ -1,0 +1,286 @@
+"""The fast path of a RocketMQ batch append: plain messages encoded, placed and indexed in one call.
+
+A *plain* append item is an exact ``dict`` whose keys are among
+:data:`PLAIN_FIELDS`, with ``topic`` an exact ``str``, ``queue_id`` an ``int`` in
+``[0, 2**31)`` (or absent/None), ``body`` ``bytes`` (or absent/None), ``tags`` a
+``str``, ``keys`` a ``str`` or a list/tuple of ``str`` (text without the property
+separators 0x01/0x02, UTF-8 encodable), ``born_timestamp``/``store_timestamp``
+64-bit ``int``, ``flag`` a 32-bit ``int``, ``properties`` absent, None or ``{}``,
+and a stored size within the limit.  Such a message needs none of the broker's
+put-time rules beyond the ones applied here: the properties are ``TAGS`` and
+``KEYS`` in Java ``HashMap`` order, both hosts are the store host, sysFlag holds
+only the host bits, and the consume-queue tags code is the tag's hash.  Anything
+else (hosts, delay levels, transactions, user properties, :class:`Message`
+objects, an oversized message) goes through the store's general path, which also
+raises the typed errors.
+
+:func:`encode_plain` is ``segstore_rocketmq._speedups.encode_plain`` (C) when the
+extension is built, else :func:`encode_plain_py`; both return the same values:
+
+- ``None``: an item is not plain;
+- a ``str``: the first item's topic missing from ``topic_fields`` (validate it,
+  add its encoded field, call again);
+- otherwise ``(data, blanks, results, cq_rows, queues, index, end)``:
+  ``data`` every message's bytes back to back (a bytearray), ``blanks`` the
+  ``(physical offset, size)`` BLANK records placed before the messages that open
+  a new file, ``results`` one :class:`AppendResult` per item, ``cq_rows`` the
+  consume-queue entries (:data:`CQ_DTYPE`) grouped by queue, ``queues`` one
+  ``((topic, queue_id), first row, rows)`` per queue in first-appearance order,
+  ``index`` three native int64 columns (index hashes, physical offsets, store
+  times) of the ``topic#key`` entries in the broker's order, ``end`` the physical
+  offset after the batch.  ``next_offsets`` is then updated; before that nothing
+  is changed.
+
+:func:`append_plain` applies such a batch to a store: one commitlog write per
+file, one consume-queue array per queue, one index put.
+
+Thread-safety: pure functions; :func:`append_plain` needs the store's append lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from itertools import accumulate
+from typing import Any
+
+import numpy as np
+
+from segstore.store import AppendResult
+
+from .commitlog import END_FILE_MIN_BLANK_LENGTH
+from .consumequeue import CQ_DTYPE
+from .indexfile import build_key, index_key_hash
+from .javacompat import hashmap_order, string_hash
+from .message import (
+    KEY_SEPARATOR,
+    MAX_PROPERTIES_BYTES,
+    NAME_VALUE_SEPARATOR,
+    PROPERTY_KEYS,
+    PROPERTY_SEPARATOR,
+    PROPERTY_TAGS,
+    Host,
+    RocketMQMessage,
+    encode,
+    msg_id,
+)
+
+try:
+    from . import _speedups
+except ImportError:  # built without a C compiler: the pure-Python reference below
+    _speedups = None
+
+#: Keys a plain append dict may carry.
+PLAIN_FIELDS = frozenset({"topic", "queue_id", "body", "tags", "keys", "born_timestamp", "store_timestamp",
+                          "flag", "properties"})
+#: Whether Java's HashMap iterates KEYS before TAGS (the broker's properties order).
+KEYS_FIRST = hashmap_order([PROPERTY_TAGS, PROPERTY_KEYS])[0] == PROPERTY_KEYS
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+#: Columns of the ``index`` part: hashes, physical offsets, store times.
+INDEX_COLUMNS = 3
+
+
+class _NotPlain(Exception):
+    """An item the fast path does not take (internal to :func:`encode_plain_py`)."""
+
+
+def _int(value: Any, default: int, lo: int, hi: int) -> int:
+    if value is None:
+        return default
+    if type(value) is not int or not lo <= value <= hi:
+        raise _NotPlain
+    return value
+
+
+def _text(value: Any) -> str:
+    if type(value) is not str or NAME_VALUE_SEPARATOR in value or PROPERTY_SEPARATOR in value:
+        raise _NotPlain
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _NotPlain from None
+    return value
+
+
+def _plain(item: Any, topic_fields: Mapping[str, bytes], store_ts: int, host: Host,
+           limit: int) -> RocketMQMessage | str:
+    """The message of a plain item (size, CRC and host bits set), or its topic if unknown."""
+    if type(item) is not dict or not item.keys() <= PLAIN_FIELDS:
+        raise _NotPlain
+    props = item.get("properties")
+    if props is not None and not (type(props) is dict and not props):
+        raise _NotPlain
+    topic = item.get("topic")
+    if type(topic) is not str:
+        raise _NotPlain
+    if topic not in topic_fields:
+        return topic
+    queue_id = item.get("queue_id")
+    queue_id = _int(queue_id, 0, 0, INT32_MAX)
+    body = item.get("body")
+    if body is None:
+        body = b""
+    elif type(body) is not bytes:
+        raise _NotPlain
+    produced: dict[str, str] = {}
+    tags = item.get("tags")
+    if tags is not None:
+        if type(tags) is not str:
+            raise _NotPlain
+        if tags:
+            produced[PROPERTY_TAGS] = _text(tags)
+    keys = item.get("keys")
+    if type(keys) is str:
+        if keys:
+            produced[PROPERTY_KEYS] = _text(keys)
+    elif type(keys) in (list, tuple):
+        if keys:
+            produced[PROPERTY_KEYS] = KEY_SEPARATOR.join([_text(k) for k in keys])
+    elif keys is not None:
+        raise _NotPlain
+    stored = _int(item.get("store_timestamp"), store_ts, INT64_MIN, INT64_MAX)
+    born = _int(item.get("born_timestamp"), stored, INT64_MIN, INT64_MAX)
+    flag = _int(item.get("flag"), 0, INT32_MIN, INT32_MAX)
+    if len(produced) > 1 and KEYS_FIRST:
+        produced = {PROPERTY_KEYS: produced[PROPERTY_KEYS], PROPERTY_TAGS: produced[PROPERTY_TAGS]}
+    if len(PROPERTY_SEPARATOR.join(f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in produced.items())
+           .encode("utf-8")) > MAX_PROPERTIES_BYTES:
+        raise _NotPlain
+    msg = RocketMQMessage(topic, queue_id, body, produced, flag, born_timestamp=born, born_host=host,
+                          store_timestamp=stored, store_host=host)
+    msg.size = len(encode(msg))
+    if msg.size > limit:
+        raise _NotPlain
+    return msg
+
+
+def encode_plain_py(items: list, topic_fields: dict[str, bytes], next_offsets: dict[tuple[str, int], int],
+                    keys_first: bool, store_ts: int, store_ip: bytes, store_port: int, start: int,
+                    file_size: int, limit: int, with_index: bool) -> Any:
+    """The pure-Python reference of the C ``encode_plain`` (see the module docstring)."""
+    if keys_first != KEYS_FIRST:
+        raise ValueError(f"expected keys_first={KEYS_FIRST} (Java HashMap order), found {keys_first}")
+    host = Host(store_ip, store_port)
+    limit = min(limit, file_size - END_FILE_MIN_BLANK_LENGTH)
+    msgs = []
+    for item in items:
+        try:
+            msg = _plain(item, topic_fields, store_ts, host, limit)
+        except _NotPlain:
+            return None
+        if isinstance(msg, str):
+            return msg
+        msgs.append(msg)
+    slots: dict[tuple[str, int], int] = {}
+    bases = []
+    counts = []
+    for msg in msgs:
+        key = (msg.topic, msg.queue_id)
+        if key not in slots:
+            base = next_offsets.get(key, 0)
+            if type(base) is not int or base < 0:
+                raise TypeError("next_offsets values must be ints >= 0")
+            slots[key] = len(bases)
+            bases.append(base)
+            counts.append(0)
+        counts[slots[key]] += 1
+    firsts = list(accumulate(counts[:-1], initial=0))
+    queues = [(key, firsts[s], counts[s]) for key, s in slots.items()]
+    seen = [0] * len(bases)
+    cq = np.zeros(len(msgs), dtype=CQ_DTYPE)
+    data = bytearray()
+    blanks = []
+    results = []
+    index: list[tuple[int, int, int]] = []
+    pos = start
+    file_end = pos - pos % file_size + file_size
+    for msg in msgs:
+        if pos + msg.size + END_FILE_MIN_BLANK_LENGTH > file_end:
+            blanks.append((pos, file_end - pos))
+            pos = file_end
+            file_end += file_size
+        s = slots[(msg.topic, msg.queue_id)]
+        msg.queue_offset = bases[s] + seen[s]
+        msg.physical_offset = pos
+        tags = msg.properties.get(PROPERTY_TAGS)
+        cq[firsts[s] + seen[s]] = (pos, msg.size, string_hash(tags) if tags else 0)
+        seen[s] += 1
+        data += encode(msg)
+        keys = msg.properties.get(PROPERTY_KEYS)
+        if with_index and keys:
+            index.extend((index_key_hash(build_key(msg.topic, k)), pos, msg.store_timestamp)
+                         for k in keys.split(KEY_SEPARATOR) if k)
+        results.append(AppendResult(msg.topic, msg.queue_id, msg.queue_offset, pos, msg.size,
+                                    {"msg_id": msg_id(host, pos), "store_timestamp": msg.store_timestamp}))
+        pos += msg.size
+    for key, s in slots.items():
+        next_offsets[key] = bases[s] + counts[s]
+    columns = np.array(index, dtype=np.int64).reshape(-1, INDEX_COLUMNS).T
+    return data, blanks, results, bytearray(cq.tobytes()), queues, bytearray(columns.tobytes()), pos
+
+
+if _speedups is not None:
+    _speedups.init(AppendResult)
+    encode_plain = _speedups.encode_plain
+else:
+    encode_plain = encode_plain_py
+
+
+def file_chunks(data: bytearray, start: int, blanks: list[tuple[int, int]]
+                ) -> tuple[list[memoryview], list[int], list[int]]:
+    """``data`` cut where BLANKs open a new file: (chunks, their physical offsets, their sizes).
+
+    The form :meth:`CommitLog.write_batch` takes, one chunk per file touched.
+    """
+    view = memoryview(data)
+    chunks, offsets = [], []
+    done = 0
+    phys = start
+    for blank_pos, blank_size in blanks:
+        n = blank_pos - phys
+        chunks.append(view[done:done + n])
+        offsets.append(phys)
+        done += n
+        phys = blank_pos + blank_size
+    chunks.append(view[done:])
+    offsets.append(phys)
+    return chunks, offsets, [len(c) for c in chunks]
+
+
+def append_plain(store: Any, items: list, now: int) -> list[AppendResult] | None:
+    """Append ``items`` to ``store`` if every one is plain; None (nothing done) otherwise.
+
+    The caller holds the append lock.  Runtime complexity: ``O(n)`` in C, then a
+    constant number of Python steps per file, queue and index file touched.
+    """
+    commitlog = store.commitlog
+    config = store.config
+    host = store._store_host
+    while True:
+        out = encode_plain(items, store._plain_topics, store._next_offsets, KEYS_FIRST, now, host.ip,
+                           host.port, commitlog.end, config.mappedFileSizeCommitLog, config.maxMessageSize,
+                           store.index is not None)
+        if not isinstance(out, str):
+            break
+        store.plain_topic_field(out)      # raises InvalidTopicError for a topic the broker refuses
+    if out is None:
+        return None
+    data, blanks, results, cq_rows, queues, index, _end = out
+    if not results:
+        return results
+    start = commitlog.end
+    if blanks:
+        chunks, offsets, sizes = file_chunks(data, start, blanks)
+    else:
+        chunks, offsets, sizes = [data], [start], [len(data)]
+    commitlog.write_batch(start, chunks, offsets, blanks, sizes)
+    rows = np.frombuffer(cq_rows, dtype=CQ_DTYPE)
+    for key, first, count in queues:
+        store._queue(*key).append_array(rows[first:first + count])
+        if store.topic_configs.ensure(*key):
+            store._configs_dirty = True
+    if store.index is not None and index:
+        hashes, phys, stamps = np.frombuffer(index, dtype=np.int64).reshape(INDEX_COLUMNS, -1)
+        store.index.put_hashes(hashes, phys, stamps)
+    return results
+

@@ -1,0 +1,201 @@
+"""The fast batch append (segstore_rocketmq.fastappend): C and Python agree, both equal the general path."""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from segstore_rocketmq import fastappend
+from segstore_rocketmq import store as store_module
+from segstore_rocketmq.fastappend import KEYS_FIRST, encode_plain_py, file_chunks
+from segstore_rocketmq.message import MESSAGE_MAGIC, encode_topic
+from segstore_rocketmq.store import RocketMQStore
+
+from segstore.errors import InvalidMessageError, InvalidTopicError, MessageTooLargeError
+
+needs_c = pytest.mark.skipif(fastappend._speedups is None, reason="segstore_rocketmq._speedups not built")
+
+TOPICS = ["T", "Topic-1", "ünï", "a_b%c"]
+IPV4 = (bytes([10, 0, 0, 7]), 10911)
+IPV6 = (bytes(range(16)), 65535)
+
+text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12)
+plain_item = st.fixed_dictionaries(
+    {"topic": st.sampled_from(TOPICS)},
+    optional={
+        "queue_id": st.one_of(st.none(), st.integers(0, 7)),
+        "body": st.one_of(st.none(), st.binary(max_size=300)),
+        "tags": st.one_of(st.none(), text),
+        "keys": st.one_of(st.none(), text, st.lists(text, max_size=4), st.tuples(text, text)),
+        "born_timestamp": st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1)),
+        "store_timestamp": st.one_of(st.none(), st.integers(0, 2**62)),
+        "flag": st.one_of(st.none(), st.integers(-(2**31), 2**31 - 1)),
+        "properties": st.one_of(st.none(), st.just({})),
+    },
+)
+#: One field of an item the fast path leaves to the general path (or that it must still take).
+odd_field = st.one_of(
+    st.tuples(st.just("queue_id"), st.sampled_from([2**31, True, -1, 1.0])),
+    st.tuples(st.just("body"), st.sampled_from(["str body", bytearray(b"b")])),
+    st.tuples(st.sampled_from(["tags", "keys"]), st.sampled_from(["a\x01b", "c\x02", "\ud800", "x y", "  ",
+                                                                  "😀 k", b"b", ["a\x02"], [b"k"]])),
+    st.tuples(st.just("born_timestamp"), st.just(2**63)),
+    st.tuples(st.just("flag"), st.just(2**31)),
+    st.tuples(st.just("properties"), st.just({"a": "b"})),
+    st.tuples(st.just("delay_level"), st.just(1)),
+    st.tuples(st.just("topic"), st.just("Unknown")),
+)
+
+
+@st.composite
+def batch(draw) -> list[dict]:
+    """Mostly plain items; sometimes one carries an odd field."""
+    items = draw(st.lists(plain_item, max_size=12))
+    if items and draw(st.booleans()):
+        name, value = draw(odd_field)
+        items[draw(st.integers(0, len(items) - 1))][name] = value
+    return items
+
+
+def both(items, topic_fields, next_offsets, host, start, file_size, limit, with_index):
+    """encode_plain of the C extension and of the Python reference, each on its own copies."""
+    out = []
+    for fn in (fastappend._speedups.encode_plain, encode_plain_py):
+        offsets = dict(next_offsets)
+        res = fn(copy.deepcopy(items), dict(topic_fields), offsets, KEYS_FIRST, 1_700_000_000_123, host[0],
+                 host[1], start, file_size, limit, with_index)
+        out.append((res, offsets))
+    return out
+
+
+@needs_c
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(items=batch(), known=st.sets(st.sampled_from(TOPICS), min_size=1),
+       offsets=st.dictionaries(st.tuples(st.sampled_from(TOPICS), st.integers(0, 7)), st.integers(0, 2**40),
+                               max_size=6),
+       v6=st.booleans(), file_size=st.sampled_from([256, 700, 4096, 1 << 30]),
+       start_in_file=st.integers(0, 4096), limit=st.sampled_from([150, 400, 4 << 20]),
+       with_index=st.booleans())
+def test_c_equals_python(items, known, offsets, v6, file_size, start_in_file, limit, with_index):
+    topic_fields = {t: encode_topic(t, MESSAGE_MAGIC) for t in known}
+    start = 3 * file_size + min(start_in_file, file_size - 1)
+    c, py = both(items, topic_fields, offsets, IPV6 if v6 else IPV4, start, file_size, limit, with_index)
+    assert c == py
+
+
+def test_plain_items_take_the_fast_path():
+    topic_fields = {"T": encode_topic("T", MESSAGE_MAGIC)}
+    items = [{"topic": "T", "queue_id": 1, "body": b"x", "tags": "A", "keys": ["k1", "k2 k3"]},
+             {"topic": "T", "body": b"y"}]
+    offsets = {("T", 1): 5}
+    data, blanks, results, cq, queues, index, end = encode_plain_py(
+        items, topic_fields, offsets, KEYS_FIRST, 7, *IPV4, 100, 1 << 20, 4 << 20, True)
+    assert blanks == [] and end == 100 + len(data)
+    second = 100 + results[0].size
+    assert [(r.partition, r.offset, r.position) for r in results] == [(1, 5, 100), (0, 0, second)]
+    assert queues == [(("T", 1), 0, 1), (("T", 0), 1, 1)]
+    assert offsets == {("T", 1): 6, ("T", 0): 1}
+    assert np.frombuffer(index, dtype=np.int64).reshape(3, -1).shape == (3, 3)   # k1, k2, k3
+    assert len(cq) == 2 * 20
+
+
+@pytest.mark.parametrize("item", [
+    {"topic": "T", "born_host": "1.2.3.4:5"},
+    {"topic": "T", "delay_level": 2},
+    {"topic": "T", "properties": {"a": "b"}},
+    {"topic": "T", "tags": "a\x01"},
+    {"topic": "T", "body": bytearray(b"x")},
+    {"topic": "T", "queue_id": -1},
+    {"topic": "T", "body": bytes(5000)},
+])
+def test_other_items_are_left_to_the_general_path(item):
+    topic_fields = {"T": encode_topic("T", MESSAGE_MAGIC)}
+    offsets: dict = {}
+    out = encode_plain_py([item], topic_fields, offsets, KEYS_FIRST, 7, *IPV4, 0, 1 << 20, 4096, True)
+    assert out is None
+    assert offsets == {}
+
+
+def test_unknown_topic_is_returned_first():
+    assert encode_plain_py([{"topic": "New"}], {}, {}, KEYS_FIRST, 7, *IPV4, 0, 1 << 20, 4096, True) == "New"
+
+
+def test_file_chunks_cut_at_blanks():
+    data = bytearray(range(30))
+    chunks, offsets, sizes = file_chunks(data, 90, [(100, 10), (120, 5)])
+    assert [bytes(c) for c in chunks] == [bytes(range(10)), bytes(range(10, 20)), bytes(range(20, 30))]
+    assert offsets == [90, 110, 125] and sizes == [10, 10, 10]
+
+
+# -- through the store ------------------------------------------------------------
+
+SMALL = {"mappedFileSizeCommitLog": 2048, "mappedFileSizeConsumeQueue": 200, "maxHashSlotNum": 16,
+         "maxIndexNum": 64}
+
+
+def store_files(path: Path) -> dict[str, bytes]:
+    """Every file's bytes, index files by position (their names are wall-clock times)."""
+    out = {}
+    for dirpath, _, names in os.walk(path):
+        for i, name in enumerate(sorted(names)):
+            rel = os.path.relpath(os.path.join(dirpath, name), path)
+            key = f"index/{i}" if rel.startswith("index") else rel
+            out[key] = Path(dirpath, name).read_bytes()
+    return out
+
+
+def batches(seed: int) -> list[list[dict]]:
+    rng = np.random.default_rng(seed)
+    out = []
+    n = 0
+    for size in (1, 7, 40, 3, 100):
+        batch = []
+        for _ in range(size):
+            batch.append({"topic": ["A", "B"][int(rng.integers(2))], "queue_id": int(rng.integers(3)),
+                          "body": rng.bytes(int(rng.integers(0, 200))), "tags": f"tag{n % 3}",
+                          "keys": [f"k{n}", f"order-{n % 5}"], "born_timestamp": 1_000 + n})
+            n += 1
+        out.append(batch)
+    return out
+
+
+def write(path: Path, seed: int, clock_ms: int = 1_700_000_000_000) -> list:
+    results = []
+    with RocketMQStore(str(path), "a", SMALL, clock=lambda: clock_ms) as store:
+        for batch in batches(seed):
+            results += store.append_batch(batch)
+        results.append(store.append({"topic": "A", "body": b"single", "keys": "one two"}))
+    return results
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_fast_path_writes_what_the_general_path_writes(tmp_path, monkeypatch, seed):
+    fast = write(tmp_path / "fast", seed)
+    monkeypatch.setattr(store_module, "append_plain", lambda store, items, now: None)
+    general = write(tmp_path / "general", seed)
+    assert fast == general
+    a, b = store_files(tmp_path / "fast"), store_files(tmp_path / "general")
+    assert a.keys() == b.keys() and len([k for k in a if k.startswith("commitlog")]) > 2
+    assert [k for k in a if a[k] != b[k]] == []
+    with RocketMQStore(str(tmp_path / "fast"), "r", SMALL) as store:
+        assert store.verify() == []
+        assert [m.body for m in store.query_by_key("A", "one")] == [b"single"]
+
+
+def test_fast_path_refuses_like_the_general_path(tmp_path):
+    with RocketMQStore(str(tmp_path / "s"), "a", SMALL, clock=lambda: 5) as store:
+        store.append_batch([{"topic": "A", "body": b"ok"}])
+        end = store.commitlog.end
+        with pytest.raises(InvalidTopicError):
+            store.append_batch([{"topic": "A", "body": b"x"}, {"topic": "../x", "body": b"y"}])
+        with pytest.raises(MessageTooLargeError):
+            store.append_batch([{"topic": "A", "body": b"x"}, {"topic": "A", "body": bytes(4000)}])
+        with pytest.raises(InvalidMessageError):
+            store.append_batch([{"topic": "A", "body": b"x"}, {"topic": "A", "tags": "a\x02b"}])
+        assert store.commitlog.end == end and store.offset_range("A", 0) == (0, 1)
+        assert store.append_batch([]) == []
