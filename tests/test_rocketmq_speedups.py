@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from segstore_rocketmq import fastappend
+from segstore_rocketmq import fastappend, indexfile
 from segstore_rocketmq import store as store_module
 from segstore_rocketmq.fastappend import KEYS_FIRST, encode_plain_py, file_chunks
+from segstore_rocketmq.indexfile import IndexFile
 from segstore_rocketmq.message import MESSAGE_MAGIC, encode_topic
 from segstore_rocketmq.store import RocketMQStore
 
@@ -199,3 +200,35 @@ def test_fast_path_refuses_like_the_general_path(tmp_path):
             store.append_batch([{"topic": "A", "body": b"x"}, {"topic": "A", "tags": "a\x02b"}])
         assert store.commitlog.end == end and store.offset_range("A", 0) == (0, 1)
         assert store.append_batch([]) == []
+
+
+# -- IndexFile put ------------------------------------------------------------------
+
+
+def put_all(tmp_path: Path, name: str, chunks, how: str) -> bytes:
+    """An index file after putting ``chunks`` of (hash, phy, stamp) rows one put per chunk."""
+    index = IndexFile.create(str(tmp_path / name), 8, 40, end_phy_offset=0, end_timestamp=0)
+    for rows in chunks:
+        hashes, phys, stamps = (np.array([r[i] for r in rows], dtype=np.int64) for i in range(3))
+        if how == "each":
+            room = index.index_num - index.header.index_count
+            index._put_each(hashes[:room], phys[:room], stamps[:room])
+        else:
+            index.put(hashes, phys, stamps)
+    index.flush()
+    data = index.file.read(0, index.file.size)
+    index.close()
+    return data
+
+
+@needs_c
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(chunks=st.lists(st.lists(st.tuples(st.integers(0, 2**31 - 1), st.integers(0, 2**40),
+                                          st.integers(-5, 2**45)), max_size=25), max_size=5))
+def test_index_put_in_c_equals_the_broker_order_and_numpy(tmp_path_factory, chunks):
+    tmp = tmp_path_factory.mktemp("index")
+    in_c = put_all(tmp, "c", chunks, "put")
+    assert in_c == put_all(tmp, "each", chunks, "each")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(indexfile, "_speedups", None)
+        assert in_c == put_all(tmp, "numpy", chunks, "put")

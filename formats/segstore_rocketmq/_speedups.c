@@ -4,6 +4,8 @@
  * encode_plain(items, topic_fields, next_offsets, keys_first, store_ts, store_ip, store_port,
  *              start, file_size, limit, with_index)
  *     -> None | str | (data, blanks, results, cq_rows, queues, index_arrays, end)
+ * index_put(slots, entries, slot_num, header, hashes, phys, stamps) -> (header, count)
+ *     put IndexFile entries one after another exactly as the broker's putKey does.
  * init(AppendResult): remember the result dataclass (slots) and where its slots live.
  *
  * This mirrors encode_plain_py in fastappend.py exactly (same return values, same
@@ -784,6 +786,99 @@ done:
 }
 
 /* ------------------------------------------------------------------------------ */
+/* IndexFile put */
+
+#define INDEX_SLOT_SIZE 4
+#define INDEX_ENTRY_SIZE 20
+#define INDEX_INVALID 0
+#define INDEX_FIRST_ENTRY 1
+#define MS_PER_SECOND 1000
+
+enum { H_BEGIN_TS, H_END_TS, H_BEGIN_PHY, H_END_PHY, H_SLOT_COUNT, H_INDEX_COUNT, N_HEADER };
+
+static inline int32_t
+get_i32(const uint8_t *p)
+{
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
+}
+
+/*
+ * index_put(slots, entries, slot_num, header, hashes, phys, stamps) -> (header, count)
+ *
+ * slots: the file's slot table (slot_num big-endian int32, writable); entries: its
+ * entry table (index_num entries of 20 bytes: hash i4, phyOffset i8, timeDiff i4,
+ * prevIndex i4); header: (beginTimestamp, endTimestamp, beginPhyOffset,
+ * endPhyOffset, hashSlotCount, indexCount); hashes, phys, stamps: native int64
+ * columns.  Entries are put while the file has room, each as IndexFile.putKey:
+ * chained to its slot's newest entry (if that is a valid entry number), the slot
+ * then pointing at it.  Returns the header after and how many were put.
+ */
+static PyObject *
+index_put(PyObject *module, PyObject *args)
+{
+    Py_buffer slots, entries, hashes, phys, stamps;
+    Py_ssize_t slot_num;
+    long long h[N_HEADER];
+    PyObject *ret = NULL;
+    if (!PyArg_ParseTuple(args, "w*w*n(LLLLLL)y*y*y*", &slots, &entries, &slot_num, &h[H_BEGIN_TS],
+                          &h[H_END_TS], &h[H_BEGIN_PHY], &h[H_END_PHY], &h[H_SLOT_COUNT], &h[H_INDEX_COUNT],
+                          &hashes, &phys, &stamps)) {
+        return NULL;
+    }
+    Py_ssize_t n = hashes.len / (Py_ssize_t)sizeof(int64_t);
+    Py_ssize_t index_num = entries.len / INDEX_ENTRY_SIZE;
+    if (slot_num <= 0 || slots.len != slot_num * INDEX_SLOT_SIZE || hashes.len % sizeof(int64_t) ||
+        phys.len != hashes.len || stamps.len != hashes.len || h[H_INDEX_COUNT] < INDEX_FIRST_ENTRY) {
+        PyErr_SetString(PyExc_ValueError, "expected slot_num 4-byte slots, equal int64 columns and indexCount >= 1");
+        goto done;
+    }
+    uint8_t *slot_table = slots.buf;
+    uint8_t *entry_table = entries.buf;
+    const int64_t *hs = hashes.buf, *ps = phys.buf, *ts = stamps.buf;
+    Py_ssize_t put = 0;
+    for (; put < n && h[H_INDEX_COUNT] < index_num; put++) {
+        int64_t number = h[H_INDEX_COUNT];
+        int64_t slot = hs[put] % slot_num;
+        if (slot < 0) {
+            slot += slot_num;
+        }
+        uint8_t *slot_at = slot_table + slot * INDEX_SLOT_SIZE;
+        int32_t prev = get_i32(slot_at);
+        if (prev <= INDEX_INVALID || prev > number) {
+            prev = INDEX_INVALID;
+            h[H_SLOT_COUNT]++;
+        }
+        int64_t begin = h[H_BEGIN_TS], stamp = ts[put], diff = 0;
+        if (begin > 0 && stamp > begin) {
+            uint64_t seconds = ((uint64_t)stamp - (uint64_t)begin) / MS_PER_SECOND;
+            diff = seconds > INT32_MAX ? INT32_MAX : (int64_t)seconds;
+        }
+        uint8_t *e = entry_table + number * INDEX_ENTRY_SIZE;
+        e = put_i32(e, (int32_t)hs[put]);
+        e = put_i64(e, ps[put]);
+        e = put_i32(e, (int32_t)diff);
+        put_i32(e, prev);
+        put_i32(slot_at, (int32_t)number);
+        if (number <= INDEX_FIRST_ENTRY) {
+            h[H_BEGIN_PHY] = ps[put];
+            h[H_BEGIN_TS] = stamp;
+        }
+        h[H_INDEX_COUNT] = number + 1;
+        h[H_END_PHY] = ps[put];
+        h[H_END_TS] = stamp;
+    }
+    ret = Py_BuildValue("(LLLLLL)n", h[H_BEGIN_TS], h[H_END_TS], h[H_BEGIN_PHY], h[H_END_PHY],
+                        h[H_SLOT_COUNT], h[H_INDEX_COUNT], put);
+done:
+    PyBuffer_Release(&slots);
+    PyBuffer_Release(&entries);
+    PyBuffer_Release(&hashes);
+    PyBuffer_Release(&phys);
+    PyBuffer_Release(&stamps);
+    return ret;
+}
+
+/* ------------------------------------------------------------------------------ */
 /* init */
 
 static PyObject *
@@ -822,12 +917,14 @@ static PyMethodDef methods[] = {
     {"encode_plain", encode_plain, METH_VARARGS,
      "encode_plain(items, topic_fields, next_offsets, keys_first, store_ts, store_ip, store_port, start, "
      "file_size, limit, with_index) -> None | str | (data, blanks, results, cq_rows, queues, index, end)"},
+    {"index_put", index_put, METH_VARARGS,
+     "index_put(slots, entries, slot_num, header, hashes, phys, stamps) -> (header, count)"},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT, "segstore_rocketmq._speedups",
-    "The RocketMQ append of a batch of plain messages (see fastappend.py for the reference).", -1, methods,
+    "The RocketMQ batch append and IndexFile put (see fastappend.py and indexfile.py for the references).", -1, methods,
 };
 
 PyMODINIT_FUNC
