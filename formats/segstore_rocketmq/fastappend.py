@@ -280,7 +280,8 @@ def append_plain(store: Any, items: list, now: int) -> list[AppendResult] | None
         if store.topic_configs.ensure(*key):
             store._configs_dirty = True
     if store.index is not None and index:
-        hashes, phys, stamps = np.frombuffer(index, dtype=np.int64).reshape(INDEX_COLUMNS, -1)
-        store.index.put_hashes(hashes, phys, stamps)
+        columns = memoryview(index).cast("q")
+        n = len(columns) // INDEX_COLUMNS
+        store.index.put_hashes(columns[:n], columns[n:2 * n], columns[2 * n:])
     return results
 

@@ -94,6 +94,17 @@ TRANSACTION_TYPE_MASK = 0xC
 TRANSACTION_ROLLBACK = 0xC
 
 
+#: An int64 column: a numpy array or a ``memoryview`` cast to ``"q"``.
+Int64s = np.ndarray | memoryview
+
+
+def _int64s(column: Sequence[int] | Int64s) -> Int64s:
+    """``column`` as a contiguous int64 buffer (a ``q`` memoryview is one already)."""
+    if isinstance(column, memoryview) and column.format == "q" and column.contiguous:
+        return column
+    return np.ascontiguousarray(column, dtype=np.int64)
+
+
 def file_size(slot_num: int, index_num: int) -> int:
     """Bytes of an index file with that many slots and entries."""
     return HEADER.size + slot_num * SLOT_DTYPE.itemsize + index_num * ENTRY_DTYPE.itemsize
@@ -412,8 +423,7 @@ class IndexFile:
             self.slots, self.entries_all, self.slot_num,
             (header.begin_timestamp, header.end_timestamp, header.begin_phy_offset, header.end_phy_offset,
              header.hash_slot_count, header.index_count),
-            np.ascontiguousarray(hashes, dtype=np.int64), np.ascontiguousarray(phy_offsets, dtype=np.int64),
-            np.ascontiguousarray(store_timestamps, dtype=np.int64))
+            _int64s(hashes), _int64s(phy_offsets), _int64s(store_timestamps))
         (header.begin_timestamp, header.end_timestamp, header.begin_phy_offset, header.end_phy_offset,
          header.hash_slot_count, header.index_count) = fields
         self.write_header()
@@ -624,10 +634,11 @@ class IndexService:
         return self._put_all(current, hashes, np.asarray(phys, dtype=np.int64),
                              np.asarray(stamps, dtype=np.int64))
 
-    def put_hashes(self, hashes: np.ndarray, phy_offsets: np.ndarray, store_timestamps: np.ndarray) -> int:
+    def put_hashes(self, hashes: Int64s, phy_offsets: Int64s, store_timestamps: Int64s) -> int:
         """Put entries whose index hashes are computed (``index_key_hash`` of ``topic#key``), in order.
 
-        As :meth:`put_batch`, entries below the active file's ``endPhyOffset`` are
+        The columns are int64 arrays or ``memoryview``\ s of format ``q``.  As
+        :meth:`put_batch`, entries below the active file's ``endPhyOffset`` are
         skipped.  Returns the number of entries put.
         """
         if not len(hashes):
@@ -635,12 +646,13 @@ class IndexService:
         current = self._writable_file()
         floor = current.header.end_phy_offset
         if phy_offsets[0] < floor:
+            hashes, phy_offsets, store_timestamps = (np.asarray(c, dtype=np.int64)
+                                                     for c in (hashes, phy_offsets, store_timestamps))
             keep = phy_offsets >= floor
             hashes, phy_offsets, store_timestamps = hashes[keep], phy_offsets[keep], store_timestamps[keep]
         return self._put_all(current, hashes, phy_offsets, store_timestamps)
 
-    def _put_all(self, current: IndexFile, hashes: Sequence[int] | np.ndarray, phys: np.ndarray,
-                 stamps: np.ndarray) -> int:
+    def _put_all(self, current: IndexFile, hashes: Sequence[int] | Int64s, phys: Int64s, stamps: Int64s) -> int:
         """Put every entry from ``current`` on, opening new files as they fill."""
         done = 0
         while done < len(phys):
