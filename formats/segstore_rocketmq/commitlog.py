@@ -260,7 +260,7 @@ class CommitLog:
             j = i
             while j < n and offsets[j] < file_end:
                 j += 1
-            data = b"".join(chunks[i:j])
+            data = chunks[i] if j == i + 1 else b"".join(chunks[i:j])     # one chunk: written as it is
             write_pos = pos - seg.base
             if data:
                 seg.file.write(write_pos, data)
