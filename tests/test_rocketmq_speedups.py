@@ -63,14 +63,15 @@ def batch(draw) -> list[dict]:
     return items
 
 
-def both(items, topic_fields, next_offsets, host, start, file_size, limit, with_index):
+def both(items, topic_fields, next_offsets, host, start, file_size, limit, with_index, dest_size):
     """encode_plain of the C extension and of the Python reference, each on its own copies."""
     out = []
     for fn in (fastappend._speedups.encode_plain, encode_plain_py):
         offsets = dict(next_offsets)
+        dest = None if dest_size is None else bytearray(dest_size)
         res = fn(copy.deepcopy(items), dict(topic_fields), offsets, KEYS_FIRST, 1_700_000_000_123, host[0],
-                 host[1], start, file_size, limit, with_index)
-        out.append((res, offsets))
+                 host[1], start, file_size, limit, with_index, dest)
+        out.append((res, offsets, dest))
     return out
 
 
@@ -81,11 +82,13 @@ def both(items, topic_fields, next_offsets, host, start, file_size, limit, with_
                                max_size=6),
        v6=st.booleans(), file_size=st.sampled_from([256, 700, 4096, 1 << 30]),
        start_in_file=st.integers(0, 4096), limit=st.sampled_from([150, 400, 4 << 20]),
-       with_index=st.booleans())
-def test_c_equals_python(items, known, offsets, v6, file_size, start_in_file, limit, with_index):
+       with_index=st.booleans(), in_place=st.booleans())
+def test_c_equals_python(items, known, offsets, v6, file_size, start_in_file, limit, with_index, in_place):
     topic_fields = {t: encode_topic(t, MESSAGE_MAGIC) for t in known}
     start = 3 * file_size + min(start_in_file, file_size - 1)
-    c, py = both(items, topic_fields, offsets, IPV6 if v6 else IPV4, start, file_size, limit, with_index)
+    dest_size = min(file_size - start % file_size, 3000) if in_place else None   # a map's unwritten rest
+    c, py = both(items, topic_fields, offsets, IPV6 if v6 else IPV4, start, file_size, limit, with_index,
+                 dest_size)
     assert c == py
 
 
@@ -95,7 +98,7 @@ def test_plain_items_take_the_fast_path():
              {"topic": "T", "body": b"y"}]
     offsets = {("T", 1): 5}
     data, blanks, results, cq, queues, index, end = encode_plain_py(
-        items, topic_fields, offsets, KEYS_FIRST, 7, *IPV4, 100, 1 << 20, 4 << 20, True)
+        items, topic_fields, offsets, KEYS_FIRST, 7, *IPV4, 100, 1 << 20, 4 << 20, True, None)
     assert blanks == [] and end == 100 + len(data)
     second = 100 + results[0].size
     assert [(r.partition, r.offset, r.position) for r in results] == [(1, 5, 100), (0, 0, second)]
@@ -117,13 +120,14 @@ def test_plain_items_take_the_fast_path():
 def test_other_items_are_left_to_the_general_path(item):
     topic_fields = {"T": encode_topic("T", MESSAGE_MAGIC)}
     offsets: dict = {}
-    out = encode_plain_py([item], topic_fields, offsets, KEYS_FIRST, 7, *IPV4, 0, 1 << 20, 4096, True)
+    out = encode_plain_py([item], topic_fields, offsets, KEYS_FIRST, 7, *IPV4, 0, 1 << 20, 4096, True, None)
     assert out is None
     assert offsets == {}
 
 
 def test_unknown_topic_is_returned_first():
-    assert encode_plain_py([{"topic": "New"}], {}, {}, KEYS_FIRST, 7, *IPV4, 0, 1 << 20, 4096, True) == "New"
+    out = encode_plain_py([{"topic": "New"}], {}, {}, KEYS_FIRST, 7, *IPV4, 0, 1 << 20, 4096, True, None)
+    assert out == "New"
 
 
 def test_file_chunks_cut_at_blanks():

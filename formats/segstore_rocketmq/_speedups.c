@@ -2,7 +2,7 @@
  * segstore_rocketmq._speedups: the RocketMQ append of a batch of plain messages, in one call.
  *
  * encode_plain(items, topic_fields, next_offsets, keys_first, store_ts, store_ip, store_port,
- *              start, file_size, limit, with_index)
+ *              start, file_size, limit, with_index, dest)
  *     -> None | str | (data, blanks, results, cq_rows, queues, index_arrays, end)
  * index_put(slots, entries, slot_num, header, hashes, phys, stamps) -> (header, count)
  *     put IndexFile entries one after another exactly as the broker's putKey does.
@@ -588,9 +588,11 @@ encode_plain(PyObject *module, PyObject *args)
     const uint8_t *ip;
     Py_ssize_t ip_len;
     int port;
-    if (!PyArg_ParseTuple(args, "O!O!O!pLy#iLLLp", &PyList_Type, &items, &PyDict_Type, &topic_fields,
+    PyObject *dest_obj;
+    Py_buffer dest = {0};
+    if (!PyArg_ParseTuple(args, "O!O!O!pLy#iLLLpO", &PyList_Type, &items, &PyDict_Type, &topic_fields,
                           &PyDict_Type, &next_offsets, &keys_first, &store_ts_arg, &ip, &ip_len, &port,
-                          &start, &file_size, &limit_arg, &with_index)) {
+                          &start, &file_size, &limit_arg, &with_index, &dest_obj)) {
         return NULL;
     }
     if (result_type == NULL) {
@@ -601,6 +603,10 @@ encode_plain(PyObject *module, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "expected a 4- or 16-byte store IP, a file size above 8 and start >= 0");
         return NULL;
     }
+    if (dest_obj != Py_None && PyObject_GetBuffer(dest_obj, &dest, PyBUF_WRITABLE) < 0) {
+        return NULL;
+    }
+    Py_ssize_t in_place = 0; /* bytes written into dest, zeroed again if the call fails */
     Py_ssize_t n = PyList_GET_SIZE(items);
     int32_t sys_flag = ip_len == IPV6_LEN ? (SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6) : 0;
     Py_ssize_t header_size = HEADER_V4 + (ip_len == IPV6_LEN ? 2 * (IPV6_LEN - IPV4_LEN) : 0);
@@ -691,7 +697,10 @@ encode_plain(PyObject *module, PyObject *args)
         PyList_SET_ITEM(queue_list, q, entry);
         row += queues[q].count;
     }
-    data = PyByteArray_FromStringAndSize(NULL, total);
+    /* in place: dest given and the batch needs no BLANK (the last message leaves 8 bytes in the file) */
+    int to_dest = dest.buf != NULL && total + END_FILE_MIN_BLANK_LENGTH <= dest.len &&
+                  start + total + END_FILE_MIN_BLANK_LENGTH <= start - start % file_size + file_size;
+    data = to_dest ? Py_NewRef(Py_None) : PyByteArray_FromStringAndSize(NULL, total);
     cq = PyByteArray_FromStringAndSize(NULL, n * CQ_ROW_SIZE);
     index = PyByteArray_FromStringAndSize(NULL, 3 * n_tokens * (Py_ssize_t)sizeof(int64_t));
     blanks = PyList_New(0);
@@ -699,7 +708,8 @@ encode_plain(PyObject *module, PyObject *args)
     if (data == NULL || cq == NULL || index == NULL || blanks == NULL || results == NULL) {
         goto done;
     }
-    uint8_t *out = (uint8_t *)PyByteArray_AS_STRING(data);
+    uint8_t *out = to_dest ? (uint8_t *)dest.buf : (uint8_t *)PyByteArray_AS_STRING(data);
+    in_place = to_dest ? total : 0;
     uint8_t *rows = (uint8_t *)PyByteArray_AS_STRING(cq);
     int64_t *idx = (int64_t *)PyByteArray_AS_STRING(index);
     IndexOut iout = {idx, idx + n_tokens, idx + 2 * n_tokens, 0};
@@ -770,6 +780,12 @@ encode_plain(PyObject *module, PyObject *args)
     ret = Py_BuildValue("(OOOOOOL)", data, blanks, results, cq, queue_list, index, (long long)pos);
 
 done:
+    if (ret == NULL && in_place > 0) {
+        memset(dest.buf, 0, (size_t)in_place); /* a failed call leaves no message past the data end */
+    }
+    if (dest.buf != NULL) {
+        PyBuffer_Release(&dest);
+    }
     Py_XDECREF(data);
     Py_XDECREF(blanks);
     Py_XDECREF(results);
@@ -916,7 +932,7 @@ static PyMethodDef methods[] = {
     {"init", init, METH_O, "init(AppendResult): the slots dataclass encode_plain builds."},
     {"encode_plain", encode_plain, METH_VARARGS,
      "encode_plain(items, topic_fields, next_offsets, keys_first, store_ts, store_ip, store_port, start, "
-     "file_size, limit, with_index) -> None | str | (data, blanks, results, cq_rows, queues, index, end)"},
+     "file_size, limit, with_index, dest) -> None | str | (data, blanks, results, cq_rows, queues, index, end)"},
     {"index_put", index_put, METH_VARARGS,
      "index_put(slots, entries, slot_num, header, hashes, phys, stamps) -> (header, count)"},
     {NULL, NULL, 0, NULL},

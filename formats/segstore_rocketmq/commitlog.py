@@ -278,6 +278,24 @@ class CommitLog:
             i = j
         return touched
 
+    def unwritten(self) -> memoryview | None:
+        """A writable view of the active file from the data end to the file's end, for encoding in place.
+
+        None when there is no active file or it is full.  The caller releases the
+        view before anything closes the file, and reports what it wrote with
+        :meth:`written_in_place`.
+        """
+        active = self._active
+        if active is None or active.wrote >= self.file_size:
+            return None
+        return active.file.view(active.wrote, self.file_size)
+
+    def written_in_place(self, n: int) -> None:
+        """Account ``n`` bytes written at the data end through :meth:`unwritten` (no BLANK among them)."""
+        active = self._active
+        active.wrote += n
+        self.log.mark_dirty(active)
+
     def _file_at(self, pos: int) -> CommitLogFile:
         active = self._active
         if active is not None and active.base <= pos < active.base + self.file_size:

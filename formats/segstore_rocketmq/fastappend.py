@@ -21,7 +21,9 @@ extension is built, else :func:`encode_plain_py`; both return the same values:
 - a ``str``: the first item's topic missing from ``topic_fields`` (validate it,
   add its encoded field, call again);
 - otherwise ``(data, blanks, results, cq_rows, queues, index, end)``:
-  ``data`` every message's bytes back to back (a bytearray), ``blanks`` the
+  ``data`` every message's bytes back to back (a bytearray; None when they were
+  written into ``dest``, a writable buffer starting at ``start``, which happens
+  when it is given and the batch fits in it with no BLANK), ``blanks`` the
   ``(physical offset, size)`` BLANK records placed before the messages that open
   a new file, ``results`` one :class:`AppendResult` per item, ``cq_rows`` the
   consume-queue entries (:data:`CQ_DTYPE`) grouped by queue, ``queues`` one
@@ -156,7 +158,7 @@ def _plain(item: Any, topic_fields: Mapping[str, bytes], store_ts: int, host: Ho
 
 def encode_plain_py(items: list, topic_fields: dict[str, bytes], next_offsets: dict[tuple[str, int], int],
                     keys_first: bool, store_ts: int, store_ip: bytes, store_port: int, start: int,
-                    file_size: int, limit: int, with_index: bool) -> Any:
+                    file_size: int, limit: int, with_index: bool, dest: Any = None) -> Any:
     """The pure-Python reference of the C ``encode_plain`` (see the module docstring)."""
     if keys_first != KEYS_FIRST:
         raise ValueError(f"expected keys_first={KEYS_FIRST} (Java HashMap order), found {keys_first}")
@@ -216,6 +218,9 @@ def encode_plain_py(items: list, topic_fields: dict[str, bytes], next_offsets: d
     for key, s in slots.items():
         next_offsets[key] = bases[s] + counts[s]
     columns = np.array(index, dtype=np.int64).reshape(-1, INDEX_COLUMNS).T
+    if dest is not None and not blanks and len(data) + END_FILE_MIN_BLANK_LENGTH <= len(dest):
+        dest[:len(data)] = data
+        data = None
     return data, blanks, results, bytearray(cq.tobytes()), queues, bytearray(columns.tobytes()), pos
 
 
@@ -256,24 +261,29 @@ def append_plain(store: Any, items: list, now: int) -> list[AppendResult] | None
     commitlog = store.commitlog
     config = store.config
     host = store._store_host
-    while True:
-        out = encode_plain(items, store._plain_topics, store._next_offsets, KEYS_FIRST, now, host.ip,
-                           host.port, commitlog.end, config.mappedFileSizeCommitLog, config.maxMessageSize,
-                           store.index is not None)
-        if not isinstance(out, str):
-            break
-        store.plain_topic_field(out)      # raises InvalidTopicError for a topic the broker refuses
+    start = commitlog.end
+    dest = commitlog.unwritten()
+    try:
+        while True:
+            out = encode_plain(items, store._plain_topics, store._next_offsets, KEYS_FIRST, now, host.ip,
+                               host.port, start, config.mappedFileSizeCommitLog, config.maxMessageSize,
+                               store.index is not None, dest)
+            if not isinstance(out, str):
+                break
+            store.plain_topic_field(out)      # raises InvalidTopicError for a topic the broker refuses
+    finally:
+        if dest is not None:
+            dest.release()
     if out is None:
         return None
-    data, blanks, results, cq_rows, queues, index, _end = out
+    data, blanks, results, cq_rows, queues, index, end = out
     if not results:
         return results
-    start = commitlog.end
-    if blanks:
-        chunks, offsets, sizes = file_chunks(data, start, blanks)
+    if data is None:                            # encoded straight into the active file
+        commitlog.written_in_place(end - start)
     else:
-        chunks, offsets, sizes = [data], [start], [len(data)]
-    commitlog.write_batch(start, chunks, offsets, blanks, sizes)
+        chunks, offsets, sizes = file_chunks(data, start, blanks)
+        commitlog.write_batch(start, chunks, offsets, blanks, sizes)
     rows = np.frombuffer(cq_rows, dtype=CQ_DTYPE)
     for key, first, count in queues:
         store._queue(*key).append_array(rows[first:first + count])

@@ -637,7 +637,7 @@ class IndexService:
     def put_hashes(self, hashes: Int64s, phy_offsets: Int64s, store_timestamps: Int64s) -> int:
         """Put entries whose index hashes are computed (``index_key_hash`` of ``topic#key``), in order.
 
-        The columns are int64 arrays or ``memoryview``\ s of format ``q``.  As
+        The columns are int64 arrays or memoryviews of format ``q``.  As
         :meth:`put_batch`, entries below the active file's ``endPhyOffset`` are
         skipped.  Returns the number of entries put.
         """
