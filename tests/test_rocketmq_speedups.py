@@ -216,11 +216,11 @@ def put_all(tmp_path: Path, name: str, chunks, how: str) -> bytes:
         hashes, phys, stamps = (np.array([r[i] for r in rows], dtype=np.int64) for i in range(3))
         if how == "each":
             room = index.index_num - index.header.index_count
-            index._put_each(hashes[:room], phys[:room], stamps[:room])
+            if min(room, len(rows)) > 0:     # as put(): nothing to put writes nothing
+                index._put_each(hashes[:room], phys[:room], stamps[:room])
         else:
             index.put(hashes, phys, stamps)
-    index.flush()
-    data = index.file.read(0, index.file.size)
+    data = index.file.read(0, index.file.size)      # the header as each put left it
     index.close()
     return data
 

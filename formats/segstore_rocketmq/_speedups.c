@@ -4,7 +4,7 @@
  * encode_plain(items, topic_fields, next_offsets, keys_first, store_ts, store_ip, store_port,
  *              start, file_size, limit, with_index, dest)
  *     -> None | str | (data, blanks, results, cq_rows, queues, index_arrays, end)
- * index_put(slots, entries, slot_num, header, hashes, phys, stamps) -> (header, count)
+ * index_put(head, slots, entries, slot_num, header, hashes, phys, stamps) -> (header, count)
  *     put IndexFile entries one after another exactly as the broker's putKey does.
  * init(AppendResult): remember the result dataclass (slots) and where its slots live.
  *
@@ -804,6 +804,7 @@ done:
 /* ------------------------------------------------------------------------------ */
 /* IndexFile put */
 
+#define INDEX_HEADER_SIZE 40
 #define INDEX_SLOT_SIZE 4
 #define INDEX_ENTRY_SIZE 20
 #define INDEX_INVALID 0
@@ -819,9 +820,11 @@ get_i32(const uint8_t *p)
 }
 
 /*
- * index_put(slots, entries, slot_num, header, hashes, phys, stamps) -> (header, count)
+ * index_put(head, slots, entries, slot_num, header, hashes, phys, stamps) -> (header, count)
  *
- * slots: the file's slot table (slot_num big-endian int32, writable); entries: its
+ * head: the file's 40-byte header (writable), rewritten from the header after the
+ * puts (beginTimestamp, endTimestamp, beginPhyOffset, endPhyOffset i8, hashSlotCount,
+ * indexCount i4); slots: the file's slot table (slot_num big-endian int32, writable); entries: its
  * entry table (index_num entries of 20 bytes: hash i4, phyOffset i8, timeDiff i4,
  * prevIndex i4); header: (beginTimestamp, endTimestamp, beginPhyOffset,
  * endPhyOffset, hashSlotCount, indexCount); hashes, phys, stamps: native int64
@@ -832,20 +835,22 @@ get_i32(const uint8_t *p)
 static PyObject *
 index_put(PyObject *module, PyObject *args)
 {
-    Py_buffer slots, entries, hashes, phys, stamps;
+    Py_buffer head, slots, entries, hashes, phys, stamps;
     Py_ssize_t slot_num;
     long long h[N_HEADER];
     PyObject *ret = NULL;
-    if (!PyArg_ParseTuple(args, "w*w*n(LLLLLL)y*y*y*", &slots, &entries, &slot_num, &h[H_BEGIN_TS],
+    if (!PyArg_ParseTuple(args, "w*w*w*n(LLLLLL)y*y*y*", &head, &slots, &entries, &slot_num, &h[H_BEGIN_TS],
                           &h[H_END_TS], &h[H_BEGIN_PHY], &h[H_END_PHY], &h[H_SLOT_COUNT], &h[H_INDEX_COUNT],
                           &hashes, &phys, &stamps)) {
         return NULL;
     }
     Py_ssize_t n = hashes.len / (Py_ssize_t)sizeof(int64_t);
     Py_ssize_t index_num = entries.len / INDEX_ENTRY_SIZE;
-    if (slot_num <= 0 || slots.len != slot_num * INDEX_SLOT_SIZE || hashes.len % sizeof(int64_t) ||
+    if (head.len != INDEX_HEADER_SIZE || slot_num <= 0 || slots.len != slot_num * INDEX_SLOT_SIZE ||
+        hashes.len % sizeof(int64_t) ||
         phys.len != hashes.len || stamps.len != hashes.len || h[H_INDEX_COUNT] < INDEX_FIRST_ENTRY) {
-        PyErr_SetString(PyExc_ValueError, "expected slot_num 4-byte slots, equal int64 columns and indexCount >= 1");
+        PyErr_SetString(PyExc_ValueError, "expected a 40-byte header, slot_num 4-byte slots, equal int64 columns "
+                                          "and indexCount >= 1");
         goto done;
     }
     uint8_t *slot_table = slots.buf;
@@ -883,9 +888,16 @@ index_put(PyObject *module, PyObject *args)
         h[H_END_PHY] = ps[put];
         h[H_END_TS] = stamp;
     }
+    uint8_t *p = head.buf;
+    for (int i = H_BEGIN_TS; i <= H_END_PHY; i++) {
+        p = put_i64(p, h[i]);
+    }
+    p = put_i32(p, (int32_t)h[H_SLOT_COUNT]);
+    put_i32(p, (int32_t)h[H_INDEX_COUNT]);
     ret = Py_BuildValue("(LLLLLL)n", h[H_BEGIN_TS], h[H_END_TS], h[H_BEGIN_PHY], h[H_END_PHY],
                         h[H_SLOT_COUNT], h[H_INDEX_COUNT], put);
 done:
+    PyBuffer_Release(&head);
     PyBuffer_Release(&slots);
     PyBuffer_Release(&entries);
     PyBuffer_Release(&hashes);
@@ -934,7 +946,7 @@ static PyMethodDef methods[] = {
      "encode_plain(items, topic_fields, next_offsets, keys_first, store_ts, store_ip, store_port, start, "
      "file_size, limit, with_index, dest) -> None | str | (data, blanks, results, cq_rows, queues, index, end)"},
     {"index_put", index_put, METH_VARARGS,
-     "index_put(slots, entries, slot_num, header, hashes, phys, stamps) -> (header, count)"},
+     "index_put(head, slots, entries, slot_num, header, hashes, phys, stamps) -> (header, count)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -272,6 +272,7 @@ class IndexFile:
         self.header = IndexHeader.unpack(file.view(0, HEADER.size))
         # a damaged count cannot promise more entries than the file holds (verify reports it)
         self.header.index_count = min(self.header.index_count, index_num)
+        self.head = file.array(np.uint8, 0, HEADER.size)
         self.slots = file.array(SLOT_DTYPE, HEADER.size, slot_num)
         self.entries_all = file.array(ENTRY_DTYPE, HEADER.size + slot_num * SLOT_DTYPE.itemsize, index_num)
 
@@ -347,7 +348,7 @@ class IndexFile:
         self.file.flush()
 
     def close(self) -> None:
-        del self.slots, self.entries_all
+        del self.head, self.slots, self.entries_all
         self.file.close()
 
     # -- put --------------------------------------------------------------------
@@ -416,17 +417,18 @@ class IndexFile:
         self.write_header()
         return k
 
-    def _put_c(self, hashes: Sequence[int], phy_offsets: Sequence[int], store_timestamps: Sequence[int]) -> int:
-        """:meth:`put` in C (``_speedups.index_put``): the entries one at a time as :meth:`_put_each`."""
+    def _put_c(self, hashes: Sequence[int] | Int64s, phy_offsets: Sequence[int] | Int64s,
+               store_timestamps: Sequence[int] | Int64s) -> int:
+        """:meth:`put` in C (``_speedups.index_put``): the entries one at a time as :meth:`_put_each`, then
+        the header, written into the map as :meth:`write_header` does."""
         header = self.header
         fields, put = _speedups.index_put(
-            self.slots, self.entries_all, self.slot_num,
+            self.head, self.slots, self.entries_all, self.slot_num,
             (header.begin_timestamp, header.end_timestamp, header.begin_phy_offset, header.end_phy_offset,
              header.hash_slot_count, header.index_count),
             _int64s(hashes), _int64s(phy_offsets), _int64s(store_timestamps))
         (header.begin_timestamp, header.end_timestamp, header.begin_phy_offset, header.end_phy_offset,
          header.hash_slot_count, header.index_count) = fields
-        self.write_header()
         return put
 
     def _put_each(self, hashes: Sequence[int], phy_offsets: Sequence[int], store_timestamps: Sequence[int]) -> int:
@@ -652,7 +654,8 @@ class IndexService:
             hashes, phy_offsets, store_timestamps = hashes[keep], phy_offsets[keep], store_timestamps[keep]
         return self._put_all(current, hashes, phy_offsets, store_timestamps)
 
-    def _put_all(self, current: IndexFile, hashes: Sequence[int] | Int64s, phys: Int64s, stamps: Int64s) -> int:
+    def _put_all(self, current: IndexFile, hashes: Sequence[int] | Int64s, phys: Int64s,
+                 stamps: Int64s) -> int:
         """Put every entry from ``current`` on, opening new files as they fill."""
         done = 0
         while done < len(phys):
