@@ -11,10 +11,13 @@ from __future__ import annotations
 import abc
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from .errors import ReadOnlyError, StoreClosedError, UnsupportedOperationError
 from .records import Message
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +130,19 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def scan(self) -> Iterator[Any]:
         """Every record in physical (log) order, as the format's record class."""
+
+    def scan_arrow(self, columns: Iterable[str] | None = None, *, topic: str | None = None,
+                   partition: int | None = None, offset: int = 0, start: int | None = None,
+                   end: int | None = None) -> Iterator[pa.RecordBatch]:
+        """The records as ``pyarrow.RecordBatch`` es of :mod:`segstore.columns`' schema for this format.
+
+        With no arguments: every record in log order.  With ``topic`` and
+        ``partition``: that queue/partition from absolute ``offset`` on, in offset
+        order.  With ``start``/``end``: the records whose log position lies in
+        ``[start, end)``.  ``columns`` projects (only those columns are built).
+        Memory is bounded by the batch size, not the store.
+        """
+        raise UnsupportedOperationError(f"{self.format} stores do not support columnar reads", self.path)
 
     @abc.abstractmethod
     def read(self, topic: str, partition: int, offset: int = 0, count: int | None = None) -> Iterator[Any]:

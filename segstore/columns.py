@@ -1,0 +1,115 @@
+"""The columnar record schema: what ``Store.scan_arrow`` yields, for every format.
+
+Every read path that touches every message (scan, verify, recover, dump, convert,
+Spark) works on ``pyarrow.RecordBatch`` es of this schema, produced by each
+format's columnar decoder (C over the mapped log, a pure-Python reference kept
+equal by tests).  A batch holds the rows of one contiguous region of one log, in
+log order.
+
+The common columns are those of Spark's Kafka connector, in its order and with
+its meanings, so a batch is a Spark batch after a cast of the timestamps::
+
+    key            binary          RocketMQ: the first KEYS token (UTF-8); null when none
+    value          binary          RocketMQ: the body
+    topic          string
+    partition      int32           RocketMQ: the queue id
+    offset         int64           RocketMQ: the queue offset
+    timestamp      timestamp[ms]   RocketMQ: the born timestamp (as ``to_common``)
+    timestampType  int32           0 CreateTime, 1 LogAppendTime (Kafka's TimestampType.id)
+    headers        list<struct<key: string, value: binary>>   RocketMQ: the properties
+
+then where the record lies in the log, for every format::
+
+    position       int64           RocketMQ: the physical offset; Kafka: the batch's file position
+    size           int32           RocketMQ: TOTALSIZE; Kafka: the batch's size in bytes
+
+then the format's own columns (:data:`ROCKETMQ_FIELDS`, :data:`KAFKA_FIELDS`).
+Timestamps are UTC milliseconds, as the brokers store them.
+
+A ``columns=`` projection names the columns wanted; decoders build only those
+(the variable-width ones are what costs).  The module is pure (no files) and
+thread-safe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import pyarrow as pa
+
+from .errors import ConfigError
+
+TIMESTAMP = pa.timestamp("ms", tz="UTC")
+HEADER = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
+HEADERS = pa.list_(HEADER)
+
+#: Spark's Kafka connector columns, in its order.
+CONNECTOR_FIELDS: tuple[pa.Field, ...] = (
+    pa.field("key", pa.binary()),
+    pa.field("value", pa.binary()),
+    pa.field("topic", pa.string(), nullable=False),
+    pa.field("partition", pa.int32(), nullable=False),
+    pa.field("offset", pa.int64(), nullable=False),
+    pa.field("timestamp", TIMESTAMP, nullable=False),
+    pa.field("timestampType", pa.int32(), nullable=False),
+    pa.field("headers", HEADERS),
+)
+
+#: Where each row lies in its log.
+POSITION_FIELDS: tuple[pa.Field, ...] = (
+    pa.field("position", pa.int64(), nullable=False),
+    pa.field("size", pa.int32(), nullable=False),
+)
+
+#: A RocketMQ message's own fields (names as the Spark source has them).
+ROCKETMQ_FIELDS: tuple[pa.Field, ...] = (
+    pa.field("tags", pa.string()),
+    pa.field("keys", pa.list_(pa.string())),
+    pa.field("properties", pa.map_(pa.string(), pa.string())),
+    pa.field("bornTimestamp", TIMESTAMP, nullable=False),
+    pa.field("storeTimestamp", TIMESTAMP, nullable=False),
+    pa.field("bornHost", pa.string(), nullable=False),
+    pa.field("storeHost", pa.string(), nullable=False),
+    pa.field("msgId", pa.string(), nullable=False),
+    pa.field("physicalOffset", pa.int64(), nullable=False),
+    pa.field("sysFlag", pa.int32(), nullable=False),
+    pa.field("flag", pa.int32(), nullable=False),
+    pa.field("reconsumeTimes", pa.int32(), nullable=False),
+    pa.field("bodyCrc", pa.int32(), nullable=False),
+    pa.field("preparedTransactionOffset", pa.int64(), nullable=False),
+    pa.field("magic", pa.int32(), nullable=False),
+)
+
+#: A Kafka record's batch-level fields, repeated on each of the batch's records.
+KAFKA_FIELDS: tuple[pa.Field, ...] = (
+    pa.field("baseOffset", pa.int64(), nullable=False),
+    pa.field("leaderEpoch", pa.int32(), nullable=False),
+    pa.field("magic", pa.int8(), nullable=False),
+    pa.field("compression", pa.int8(), nullable=False),
+    pa.field("isTransactional", pa.bool_(), nullable=False),
+    pa.field("isControl", pa.bool_(), nullable=False),
+    pa.field("producerId", pa.int64(), nullable=False),
+    pa.field("producerEpoch", pa.int16(), nullable=False),
+    pa.field("sequence", pa.int32(), nullable=False),
+    pa.field("segment", pa.int64(), nullable=False),
+)
+
+COMMON_SCHEMA = pa.schema(CONNECTOR_FIELDS + POSITION_FIELDS)
+ROCKETMQ_SCHEMA = pa.schema(CONNECTOR_FIELDS + POSITION_FIELDS + ROCKETMQ_FIELDS)
+KAFKA_SCHEMA = pa.schema(CONNECTOR_FIELDS + POSITION_FIELDS + KAFKA_FIELDS)
+assert len(COMMON_SCHEMA) == 10
+assert len(ROCKETMQ_SCHEMA) == 25 and len(KAFKA_SCHEMA) == 20
+
+
+def project(schema: pa.Schema, columns: Iterable[str] | None) -> pa.Schema:
+    """``schema`` narrowed to ``columns`` (in the order given); all of it for None.
+
+    :raises ConfigError: a name that is not a column of ``schema``.
+    """
+    if columns is None:
+        return schema
+    wanted: Sequence[str] = list(columns)
+    unknown = [name for name in wanted if schema.get_field_index(name) < 0]
+    if unknown:
+        raise ConfigError(f"expected columns among {', '.join(schema.names)}, found {', '.join(unknown)}")
+    return pa.schema([schema.field(name) for name in wanted])
