@@ -16,7 +16,7 @@ from typing import Any
 
 from segstore.errors import InvalidMessageError
 
-from .partition import KafkaConfig, Partition
+from .partition import KafkaConfig, Partition, parse_partition_dir
 from .store import KafkaStore
 
 
@@ -67,7 +67,11 @@ def replay(part: Partition, spec: dict[str, Any], clock: SpecClock) -> None:
 
 
 def write_spec(path: str, spec: dict[str, Any], config: dict[str, Any]) -> None:
-    """Write the partition directory ``path`` (named ``TOPIC-N``) from ``spec``."""
+    """Write the partition directory ``path`` (named ``TOPIC-N``) from ``spec``.
+
+    :raises InvalidTopicError: ``path`` is not named ``TOPIC-N`` (checked before anything is created).
+    """
+    parse_partition_dir(path)
     parsed = KafkaConfig.from_mapping({**spec.get("config", {}), **config})
     clock = SpecClock(int(spec.get("now_ms", 0)))
     with KafkaStore(path, "a", parsed, clock=clock) as store:

@@ -314,7 +314,6 @@ class KafkaStore(Store):
         if request.timestamp is not None:
             found = part.offset_for_time(request.timestamp)
             if found is None:
-                out.write(f"no record at or after timestamp {request.timestamp}\n")
                 return 1
             offset = found.offset
         if offset is None:
@@ -322,7 +321,6 @@ class KafkaStore(Store):
             return 2
         records = list(self.read(topic, partition, offset, request.count))
         if not records:
-            out.write(f"no record at offset {offset}\n")
             return 1
         if not request.json:
             out.write(batch_line(records[0].batch) + "\n")

@@ -32,7 +32,10 @@ def _pairs(values: list[str] | None, flag: str) -> dict[str, str]:
 
 
 def _open(args: argparse.Namespace) -> Any:
-    return open_store(args.path, format=args.format, mode="r", **_pairs(args.config, "--config"))
+    from segstore.cli import resolve_store  # the path must exist and hold the format asked for
+
+    fmt = resolve_store(args.path, args.format)
+    return open_store(args.path, format=fmt, mode="r", **_pairs(args.config, "--config"))
 
 
 def _native_and_extra(store: Any, names: list[str]) -> tuple[list[str], list[str]]:
@@ -99,11 +102,13 @@ def add_commands(subparsers: Any) -> None:
         p.add_argument("path", help="store directory (RocketMQ) or partition / log directory (Kafka)")
         p.add_argument("--index", action="append", required=True, choices=LAYOUT_NAMES,
                        help="a layout (repeatable)")
-        p.add_argument("--format", help="force the format; detected if omitted")
-        p.add_argument("--config", action="append", metavar="NAME=VALUE", help="a format config value")
+        p.add_argument("--format", help="the format PATH must hold; detected if omitted")
+        p.add_argument("--config", action="append", metavar="NAME=VALUE",
+                       help="a format config value, by the broker's own name (repeatable)")
         if name == "build":
             p.add_argument("--option", action="append", metavar="NAME=VALUE",
                            help="a layout option (key.index.headers=h1,h2; layout.interval.bytes=N; ...)")
         if name == "verify":
-            p.add_argument("--quiet", "-q", action="store_true")
+            p.add_argument("--quiet", "-q", action="store_true",
+                           help="print nothing when the indexes are clean")
         p.set_defaults(func=func, command=f"index {name}")
