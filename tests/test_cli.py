@@ -1,0 +1,326 @@
+"""The ``segstore`` command line as a user meets it: paths, formats, bad input, exit codes, JSON.
+
+Every test goes through the real entry point: ``main()`` with captured output, or
+``python -m segstore.cli`` in a subprocess where what matters is the process (exit
+status, no traceback, files left on disk).  Exit codes: 0 ok, 1 data problem or
+no match, 2 usage.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, ROOT, copy_writable
+
+import segstore
+from segstore import cli
+
+BASIC = FIXTURES / "rocketmq" / "basic" / "store"
+ABORT = FIXTURES / "rocketmq" / "abort" / "store"
+KAFKA_PART = FIXTURES / "kafka" / "uncompressed" / "topic-0"
+KAFKA_SPEC = FIXTURES / "kafka" / "uncompressed" / "spec.json"
+ROCKETMQ_SPEC = FIXTURES / "rocketmq" / "basic" / "spec.json"
+COMMANDS_ON_A_STORE = [["info"], ["dump"], ["verify"], ["recover"], ["query", "--topic", "T", "--offset", "0"],
+                       ["index", "verify", "--index", "key"], ["index", "build", "--index", "key"]]
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    out = io.StringIO()
+    code = cli.main([str(a) for a in argv], out)
+    return code, out.getvalue(), capsys.readouterr().err
+
+
+def run_process(*argv: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "formats")])}
+    return subprocess.run([sys.executable, "-m", "segstore.cli", *map(str, argv)], capture_output=True,
+                          text=True, env=env, cwd=cwd, timeout=120, check=False)
+
+
+def _argv(command: list[str], path: Path) -> list[str]:
+    """``command`` with ``path`` placed after the (sub)command words."""
+    words = 2 if command[0] == "index" else 1
+    return [*command[:words], str(path), *command[words:]]
+
+
+# -- 1. paths and formats ------------------------------------------------------------
+
+@pytest.mark.parametrize("command", COMMANDS_ON_A_STORE, ids=lambda c: " ".join(c[:2]))
+def test_a_missing_path_is_a_usage_error_and_nothing_is_created(tmp_path, capsys, command):
+    missing = tmp_path / "typo" / "path"
+    code, out, err = run(capsys, *_argv(command, missing))
+    assert code == 2
+    assert f"{missing}: expected an existing store directory, found no such file or directory" in err
+    assert "known format" not in err
+    assert not missing.exists() and not missing.parent.exists()
+
+
+def test_recover_of_a_typo_creates_nothing_in_a_real_process(tmp_path):
+    done = run_process("recover", tmp_path / "typo")
+    assert done.returncode == 2, done.stderr
+    assert "no such file or directory" in done.stderr and "Traceback" not in done.stderr
+    assert "nothing to recover" not in done.stdout
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("command", COMMANDS_ON_A_STORE, ids=lambda c: " ".join(c[:2]))
+def test_a_store_of_another_format_is_refused_by_name(tmp_path, capsys, command):
+    store = copy_writable(BASIC, tmp_path / "store")
+    code, out, err = run(capsys, *_argv(command, store), "--format", "kafka")
+    assert code == 2
+    assert f"{store}: expected a kafka store, found a rocketmq store" in err
+    assert out == ""
+    partition = copy_writable(KAFKA_PART, tmp_path / "topic-0")
+    code, out, err = run(capsys, *_argv(command, partition), "--format", "rocketmq")
+    assert code == 2
+    assert "expected a rocketmq store, found a kafka store" in err
+
+
+@pytest.mark.parametrize("fmt", ["kafka", "rocketmq", None])
+def test_an_empty_directory_is_no_store(tmp_path, capsys, fmt):
+    extra = ["--format", fmt] if fmt else []
+    code, out, err = run(capsys, "info", tmp_path, *extra)
+    assert code == 2
+    assert out == ""
+    assert (f"expected a {fmt} store, found no {fmt} files" if fmt else "not a store of any known format") in err
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_file_is_not_a_store(tmp_path, capsys):
+    path = tmp_path / "x.log"
+    path.write_bytes(b"")
+    code, _, err = run(capsys, "verify", path)
+    assert (code, err.strip()) == (2, f"segstore verify: {path}: expected a store directory, found a file")
+
+
+def test_the_library_refuses_to_read_a_missing_path(tmp_path):
+    with pytest.raises(segstore.errors.NotFoundError, match="no such file or directory"):
+        segstore.open(tmp_path / "nothere")
+    with pytest.raises(segstore.errors.NotFoundError):
+        segstore.open(tmp_path / "nothere", format="kafka")
+    assert os.listdir(tmp_path) == []
+
+
+def test_verify_reports_an_unclean_shutdown(tmp_path, capsys):
+    code, out, err = run(capsys, "verify", ABORT)
+    assert code == 1
+    assert out.splitlines() == [f"{ABORT / 'abort'}: expected no abort file (a clean shutdown removes it), "
+                                "found one: the last writer did not shut down cleanly or is still running; "
+                                "`segstore recover` repairs what it left"]
+    store = copy_writable(ABORT, tmp_path / "store")
+    code, out, _ = run(capsys, "recover", store)
+    assert code == 0 and "unclean shutdown" in out
+    assert run(capsys, "verify", store, "-q")[:2] == (0, "")
+
+
+# -- 1. writing: only write creates, a failed write leaves nothing ---------------------
+
+def test_write_spec_takes_the_format_from_the_spec(tmp_path, capsys):
+    code, out, _ = run(capsys, "write", tmp_path / "topic-0", "--spec", KAFKA_SPEC)
+    assert code == 0, out
+    assert run(capsys, "verify", tmp_path / "topic-0", "--format", "kafka", "-q")[0] == 0
+    code, out, _ = run(capsys, "write", tmp_path / "rmq", "--spec", ROCKETMQ_SPEC)
+    assert code == 0
+    assert "wrote rocketmq store" in out
+
+
+@pytest.mark.parametrize("existing", [True, False], ids=["empty-dir", "missing-dir"])
+def test_write_spec_into_a_plain_dir_names_the_rule_and_leaves_nothing(tmp_path, capsys, existing):
+    plain = tmp_path / "plain"
+    if existing:
+        plain.mkdir()
+    code, out, err = run(capsys, "write", plain, "--spec", KAFKA_SPEC)
+    assert code == 2
+    assert f"{plain}: expected a partition directory named TOPIC-PARTITION, found 'plain'" in err
+    assert (os.listdir(plain) == []) if existing else not plain.exists()
+
+
+@pytest.mark.parametrize("existing", [True, False], ids=["empty-dir", "missing-dir"])
+def test_a_write_that_fails_half_way_leaves_nothing_behind(tmp_path, capsys, existing):
+    """The Kafka spec's config names are no RocketMQ names: the store was already being created."""
+    target = tmp_path / "store"
+    if existing:
+        target.mkdir()
+    code, _, err = run(capsys, "write", target, "--spec", KAFKA_SPEC, "--format", "rocketmq")
+    assert code == 2
+    assert "found 'segment.bytes'" in err
+    assert (os.listdir(target) == []) if existing else not target.exists()
+
+
+def test_write_spec_refuses_a_directory_with_files(tmp_path, capsys):
+    (tmp_path / "x").write_text("hi")
+    code, _, err = run(capsys, "write", tmp_path, "--spec", ROCKETMQ_SPEC)
+    assert code == 2
+    assert "expected an empty or missing directory to write a spec into, found one with 1 entries" in err
+    assert os.listdir(tmp_path) == ["x"]
+
+
+def test_write_input_into_a_store_of_another_format_is_refused(tmp_path, capsys):
+    store = copy_writable(BASIC, tmp_path / "store")
+    lines = tmp_path / "in.jsonl"
+    lines.write_text('{"topic": "t", "value": "v"}\n')
+    code, _, err = run(capsys, "write", store, "--input", lines, "--format", "kafka")
+    assert code == 2
+    assert "expected a kafka store, found a rocketmq store" in err
+
+
+# -- 2. bad input files: typed errors naming file and line, never a traceback ----------
+
+@pytest.mark.parametrize(("text", "line", "what"), [
+    ('{"topic": "a", "value": "x"}\n{bad\n', 2, "invalid JSON (Expecting property name"),
+    ('\n{"topic": "a", "value": "x"}\n[1, 2]\n', 3, "found list"),
+    ('{"topic": "a", "value": "x"}\n{"topic": "a", "value": "ü"\n', 2, "invalid JSON"),
+])
+def test_a_bad_jsonl_line_names_file_line_and_byte(tmp_path, text, line, what):
+    path = tmp_path / "in.jsonl"
+    path.write_text(text, encoding="utf-8")
+    start = len("".join(text.splitlines(keepends=True)[:line - 1]).encode("utf-8"))
+    done = run_process("write", tmp_path / "store", "--input", path)
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert done.stderr.startswith(f"{path}:{start}: line {line}: expected a JSON object, ")
+    assert what in done.stderr
+    assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("fmt", ["rocketmq", "kafka"])
+def test_a_misspelled_field_is_named(tmp_path, fmt):
+    path = tmp_path / "in.jsonl"
+    path.write_text('{"topic": "a", "valu": "x"}\n')
+    target = tmp_path / ("a-0" if fmt == "kafka" else "store")
+    done = run_process("write", target, "--input", path, "--format", fmt)
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert done.stderr.startswith(f"{path}: expected ")
+    assert "'valu'" in done.stderr
+    assert not target.exists()
+
+
+# -- 3. query: JSON only on stdout, no-hit exit 1, no silent cap ------------------------
+
+def _store_with_repeated_key(tmp_path: Path, fmt: str, count: int) -> Path:
+    if fmt == "rocketmq":
+        path = tmp_path / "store"
+        with segstore.open(path, format="rocketmq", mode="a") as store:
+            store.append_batch([{"topic": "T", "queue_id": 0, "body": f"m{i}".encode(), "keys": ["k"]}
+                                for i in range(count)])
+        return path
+    path = tmp_path / "T-0"
+    with segstore.open(path, format="kafka", mode="a") as store:
+        for i in range(count):  # one batch each: the key index reads every batch
+            store.append({"topic": "T", "partition": 0, "key": b"k", "value": f"m{i}".encode()})
+    code = cli.main(["index", "build", str(path), "--index", "key"], io.StringIO())
+    assert code == 0
+    return path
+
+
+@pytest.mark.parametrize("fmt", ["rocketmq", "kafka"])
+def test_a_key_query_returns_every_hit_and_max_says_what_it_left_out(tmp_path, capsys, fmt):
+    path = _store_with_repeated_key(tmp_path, fmt, 40)
+    code, out, err = run(capsys, "query", path, "--topic", "T", "--key", "k", "--json")
+    assert code == 0
+    hits = [json.loads(line) for line in out.splitlines()]
+    assert len(hits) == 40
+    assert err == ""
+    code, out, err = run(capsys, "query", path, "--topic", "T", "--key", "k", "--json", "--max", "5")
+    assert code == 0
+    assert [json.loads(line) for line in out.splitlines()] == hits[-5:]
+    assert "5 of 40 hits shown (the newest; --max 5), 35 left out" in err
+    code, out, err = run(capsys, "query", path, "--topic", "T", "--key", "k", "--max", "40")
+    assert code == 0 and len(out.splitlines()) == 40 and err == ""
+
+
+@pytest.mark.parametrize("fmt", ["rocketmq", "kafka"])
+@pytest.mark.parametrize("ask", [["--key", "nope"], ["--offset", "99"]], ids=["key", "offset"])
+def test_no_hit_exits_1_with_stdout_json_only(tmp_path, capsys, fmt, ask):
+    path = _store_with_repeated_key(tmp_path, fmt, 3)
+    code, out, err = run(capsys, "query", path, "--topic", "T", "--queue", "0", *ask, "--json")
+    assert (code, out) == (1, "")
+    assert err.startswith("segstore query: T/0: no record ")
+    code, out, err = run(capsys, "query", path, "--topic", "T", "--queue", "0", *ask)
+    assert (code, out) == (1, "")
+
+
+def test_a_kafka_time_query_past_the_end_exits_1_without_stdout(capsys):
+    code, out, err = run(capsys, "query", KAFKA_PART, "--timestamp", str(2**62), "--json")
+    assert (code, out) == (1, "")
+    assert f"no record stored at or after timestamp {2**62}" in err
+
+
+# -- 4. small things ---------------------------------------------------------------------
+
+def test_version():
+    done = run_process("--version")
+    assert done.returncode == 0
+    assert done.stdout.strip() == f"segstore {segstore.__version__}"
+
+
+def test_formats_lists_every_plugin_with_its_origin(capsys):
+    code, out, _ = run(capsys, "formats", "--json")
+    assert code == 0
+    rows = {row["name"]: row for row in json.loads(out)}
+    assert set(rows) == {"kafka", "rocketmq"}
+    for name, row in rows.items():
+        plugin = segstore.registry.get(name)
+        assert row["description"] == plugin.description
+        assert row["entry_point"] == f"{type(plugin).__module__}:{type(plugin).__qualname__}"
+        assert row["error"] is None
+    code, out, _ = run(capsys, "formats")
+    assert out.count("entry point") == 2
+
+
+def test_a_bad_flag_prints_that_commands_usage():
+    done = run_process("dump", "--bogus", BASIC)
+    assert done.returncode == 2
+    assert done.stderr.startswith("usage: segstore dump ")
+    assert "segstore dump: error: unrecognized arguments: --bogus" in done.stderr
+    done = run_process("index", "verify", BASIC, "--index", "key", "--bogus")
+    assert done.returncode == 2
+    assert done.stderr.startswith("usage: segstore index verify ")
+
+
+def _walk(parser, name="segstore"):
+    import argparse
+
+    yield name, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child_name, child in action.choices.items():
+                yield from _walk(child, f"{name} {child_name}")
+
+
+def test_every_option_has_help_text():
+    missing = [f"{name} {'/'.join(action.option_strings) or action.dest}"
+               for name, parser in _walk(cli.build_parser())
+               for action in parser._actions
+               if action.help is None and not action.__class__.__name__.startswith("_SubParsers")]
+    assert missing == []
+
+
+def test_info_json_and_human_output_hold_every_queue(capsys):
+    code, out, _ = run(capsys, "info", BASIC, "--json")
+    info = json.loads(out)
+    code, text, _ = run(capsys, "info", BASIC)
+    assert code == 0
+    assert "more lines" not in text
+    for queue in info["queues"]:
+        assert f"topic={queue['topic']}, queue_id={queue['queue_id']}, min_offset={queue['min_offset']}" in text
+    assert len([line for line in text.splitlines() if "queue_id=" in line]) == len(info["queues"])
+
+
+def test_verify_and_recover_json(tmp_path, capsys):
+    code, out, err = run(capsys, "verify", BASIC, "--json")
+    assert (code, json.loads(out), err) == (0, {"path": str(BASIC), "ok": True, "problems": []}, "")
+    code, out, _ = run(capsys, "verify", ABORT, "--json")
+    report = json.loads(out)
+    assert code == 1 and report["ok"] is False
+    assert report["problems"][0]["path"] == str(ABORT / "abort")
+    store = copy_writable(ABORT, tmp_path / "store")
+    code, out, _ = run(capsys, "recover", store, "--json")
+    assert code == 0
+    assert any("unclean shutdown" in line for line in json.loads(out)["actions"])
