@@ -324,3 +324,44 @@ def test_verify_and_recover_json(tmp_path, capsys):
     code, out, _ = run(capsys, "recover", store, "--json")
     assert code == 0
     assert any("unclean shutdown" in line for line in json.loads(out)["actions"])
+
+
+def test_rocketmq_dump_index_prints_every_queue_entry_and_index_entry(capsys):
+    code, text, _ = run(capsys, "dump", BASIC, "--index", "--topic", "TopicA", "--queue", "1")
+    assert code == 0
+    code, out, _ = run(capsys, "dump", BASIC, "--json", "--topic", "TopicA", "--queue", "1")
+    messages = sorted((m["queue_offset"], m["physical_offset"], m["size"]) for m in map(json.loads,
+                                                                                    out.splitlines()))
+    lines = text.splitlines()
+    start = lines.index(f"Dumping {BASIC / 'consumequeue' / 'TopicA' / '1'} (offsets 0..{len(messages)})")
+    entries = [line.split() for line in lines[start + 1:start + 1 + len(messages)]]
+    assert [(int(e[1]), int(e[3]), int(e[5])) for e in entries] == messages
+    assert not any("consumequeue/TopicB" in line for line in lines)
+    headers = [i for i, line in enumerate(lines) if line.startswith(f"Dumping {BASIC / 'index'}")]
+    assert len(headers) == len(os.listdir(BASIC / "index"))
+    for i in headers:
+        index_count = int(lines[i + 1].rsplit(" ", 1)[1])
+        numbered = [line for line in lines[i + 2:i + 1 + index_count] if line.startswith("entry: ")]
+        assert len(numbered) == index_count - 1  # entry 0 is never used (IndexFile.putKey)
+
+
+def test_rocketmq_dump_index_reports_a_bad_consume_queue_entry(tmp_path, capsys):
+    store = copy_writable(BASIC, tmp_path / "store")
+    cq_file = store / "consumequeue" / "TopicA" / "0" / "00000000000000000000"
+    data = bytearray(cq_file.read_bytes())
+    data[20:28] = (10**9).to_bytes(8, "big")  # entry 1 points past the commitlog
+    cq_file.write_bytes(bytes(data))
+    code, text, _ = run(capsys, "dump", store, "--index", "--topic", "TopicA", "--queue", "0")
+    assert "offset: 1 commitlogOffset: 1000000000 " in text
+    assert any(line.startswith(f"{cq_file}:20: ") for line in text.splitlines())
+
+
+def test_kafka_dump_index_reports_a_bad_index(tmp_path, capsys):
+    part = copy_writable(KAFKA_PART, tmp_path / "topic-0")
+    index = next(p for p in sorted(part.glob("*.index")) if p.stat().st_size >= 16)
+    data = bytearray(index.read_bytes())
+    data[0:8] = (1).to_bytes(4, "big") + (10**6).to_bytes(4, "big")  # positions no longer increase
+    index.write_bytes(bytes(data))
+    code, out, err = run(capsys, "dump", part, "--index")
+    assert code == 1
+    assert err.startswith(f"{index}:8: expected strictly increasing positions")

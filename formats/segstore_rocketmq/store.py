@@ -666,7 +666,11 @@ class RocketMQStore(LifecycleMixin, Store):
 
     def dump(self, out: TextIO, *, json: bool = False, topic: str | None = None,
              partition: int | None = None, **options: Any) -> None:
-        """One line per message in commitlog order (``json``: one :data:`JSON_KEYS` object a line)."""
+        """One line per message in commitlog order (``json``: one :data:`JSON_KEYS` object a line).
+
+        ``index=True`` (human-readable only): then every consume-queue entry of the selected
+        queues and every IndexFile header and entry, and what :meth:`verify` finds.
+        """
         import json as jsonlib
 
         for msg in self.scan():
@@ -681,6 +685,28 @@ class RocketMQStore(LifecycleMixin, Store):
                       f"size={msg.size} born={msg.born_timestamp} stored={msg.store_timestamp} "
                       f"keys={','.join(msg.keys) or '-'} tags={msg.tags or '-'} "
                       f"body={body_preview(msg.body)}\n")
+        if options.get("index") and not json:
+            self._dump_indexes(out, topic, partition)
+
+    def _dump_indexes(self, out: TextIO, topic: str | None, partition: int | None) -> None:
+        for (t, q), cq in sorted(self.queues.items()):
+            if (topic is not None and t != topic) or (partition is not None and q != partition):
+                continue
+            out.write(f"Dumping {cq.directory} (offsets {cq.min_offset}..{cq.max_offset})\n")
+            for number, entry in enumerate(cq.entries(cq.min_offset), cq.min_offset):
+                out.write(f"offset: {number} commitlogOffset: {int(entry['offset'])} "
+                          f"size: {int(entry['size'])} tagsCode: {int(entry['tags_code'])}\n")
+        for index_file in self.index.files if self.index is not None else ():
+            h = index_file.header
+            out.write(f"Dumping {index_file.path}\nbeginTimestamp: {h.begin_timestamp} endTimestamp: "
+                      f"{h.end_timestamp} beginPhyOffset: {h.begin_phy_offset} endPhyOffset: "
+                      f"{h.end_phy_offset} hashSlotCount: {h.hash_slot_count} indexCount: {h.index_count}\n")
+            for number, entry in enumerate(index_file.entries, 1):
+                out.write(f"entry: {number} keyHash: {int(entry['hash'])} commitlogOffset: "
+                          f"{int(entry['phy_offset'])} timeDiff: {int(entry['time_diff'])} "
+                          f"prevIndex: {int(entry['prev'])}\n")
+        for problem in self.verify():
+            out.write(f"{problem}\n")
 
     # -- tooling -------------------------------------------------------------
     def info(self) -> dict[str, Any]:
