@@ -365,3 +365,47 @@ def test_kafka_dump_index_reports_a_bad_index(tmp_path, capsys):
     code, out, err = run(capsys, "dump", part, "--index")
     assert code == 1
     assert err.startswith(f"{index}:8: expected strictly increasing positions")
+
+
+# -- 5. packaging: the C accelerators ----------------------------------------------------
+
+_BLOCK_SPEEDUPS = """
+import sys, warnings
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.endswith("._speedups"):
+            raise ImportError(f"{name} blocked for the test", name=name)
+sys.meta_path.insert(0, Block())
+warnings.simplefilter("always")
+with warnings.catch_warnings(record=True) as caught:
+    import segstore_kafka.batch, segstore_rocketmq.fastappend, segstore_rocketmq.indexfile
+    import segstore_kafka.store, segstore_rocketmq.store
+for w in caught:
+    print(w.category.__name__, str(w.message).split(":")[0])
+print(segstore_kafka.batch._speedups, segstore_rocketmq.fastappend._speedups)
+"""
+
+
+def test_a_missing_accelerator_warns_once_per_module_and_the_env_switch_forces_pure_python():
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "formats")])}
+    env.pop("SEGSTORE_PURE_PYTHON", None)
+    done = subprocess.run([sys.executable, "-c", _BLOCK_SPEEDUPS], capture_output=True, text=True, env=env,
+                          timeout=120, check=True)
+    assert done.stdout.splitlines() == ["SpeedupsWarning segstore_kafka._speedups",
+                                        "SpeedupsWarning segstore_rocketmq._speedups", "None None"]
+    done = subprocess.run([sys.executable, "-c", _BLOCK_SPEEDUPS], capture_output=True, text=True,
+                          env={**env, "SEGSTORE_PURE_PYTHON": "1"}, timeout=120, check=True)
+    assert done.stdout.splitlines() == ["None None"]
+
+
+@pytest.mark.parametrize("path", [BASIC, KAFKA_PART], ids=["rocketmq", "kafka"])
+def test_pure_python_and_c_paths_dump_the_same(path):
+    both = []
+    for pure in ("1", "0"):
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "formats")]),
+               "SEGSTORE_PURE_PYTHON": pure}
+        done = subprocess.run([sys.executable, "-m", "segstore.cli", "dump", str(path), "--json"],
+                              capture_output=True, text=True, env=env, timeout=300, check=True)
+        both.append(done.stdout)
+    assert both[0] == both[1]
+    assert len(both[0].splitlines()) > 100
