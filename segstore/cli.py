@@ -10,10 +10,12 @@ Errors go to stderr as ``path:pos: what was expected, what was found``; with
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import datetime, timedelta, timezone
 from typing import Any, TextIO
 
 from . import files, registry
@@ -95,10 +97,61 @@ def _json_line(obj: Any, out: TextIO) -> None:
     out.write(json.dumps(obj, sort_keys=True, ensure_ascii=False) + "\n")
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def time_ms(text: str) -> int:
+    """A time option: milliseconds since the epoch, or ISO-8601 (``2024-05-01T12:00:00Z``,
+    ``2024-05-01 12:00:00.250+02:00``, ``2024-05-01``); without a UTC offset it is UTC."""
+    text = text.strip()
+    if text.lstrip("-").isdigit():
+        return int(text)
+    iso = text[:-1] + "+00:00" if text[-1:] in ("Z", "z") else text  # fromisoformat takes Z from 3.11 only
+    try:
+        when = datetime.fromisoformat(iso)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected milliseconds since the epoch or an ISO-8601 time, "
+                                         f"found {text!r}") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return (when - _EPOCH) // timedelta(milliseconds=1)  # exact integers, no float rounding
+
+
+def _print_records(store: Any, records: Iterable[Any], as_json: bool, out: TextIO) -> int:
+    """One line a record: its ``dump --json`` object, or the format's one-line form; returns the count."""
+    one_line = getattr(store, "dump_one", None)
+    count = 0
+    for record in records:
+        if as_json or one_line is None:
+            out.write(json.dumps(store.to_json(record), ensure_ascii=False) + "\n")
+        else:
+            one_line(record, out)
+        count += 1
+    return count
+
+
+def _reads_tags(store: Any) -> bool:
+    return "tag" in inspect.signature(store.read).parameters
+
+
+def _tagged(store: Any, topic: str | None, partition: int | None, tag: str) -> Iterator[Any]:
+    """Messages carrying ``tag``, queue by queue (the consume queues' tag codes filter first)."""
+    if not _reads_tags(store):
+        raise UsageError(f"--tag: {store.format} records have no tags")
+    for t in [topic] if topic is not None else store.topics():
+        for q in [partition] if partition is not None else store.partitions(t):
+            yield from store.read(t, q, store.offset_range(t, q)[0], tag=tag)
+
+
 # -- commands ----------------------------------------------------------------
 
 def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
     with _open(args) as store:
+        if args.tag is not None:
+            if args.index:
+                raise UsageError("--tag and --index do not go together")
+            _print_records(store, _tagged(store, args.topic, _partition(args), args.tag), args.json, out)
+            return EXIT_OK
         store.dump(out, json=args.json, topic=args.topic, partition=_partition(args),
                    index=args.index)
     return EXIT_OK
@@ -186,14 +239,58 @@ def _no_hit_message(request: QueryRequest) -> str:
     return f"{where}: no record at offset {request.offset}"
 
 
+def _query_msg_id(args: argparse.Namespace, out: TextIO) -> int:
+    """``mqadmin queryMsgById``: the offset msgId names the commitlog position; otherwise (a client
+    msgId, the UNIQ_KEY property) the index is asked, as ``DefaultMQAdminExtImpl.viewMessage`` does."""
+    with _open(args) as store:
+        find = getattr(store, "find_msg_id", None)
+        if find is None:
+            raise UsageError(f"--msg-id: {store.format} stores have no message ids")
+        found = find(args.msg_id)
+        if found is not None:
+            _print_records(store, [found], args.json, out)
+            return EXIT_OK
+        if args.topic is not None:
+            request = QueryRequest(topic=args.topic, key=args.msg_id, json=args.json)
+            sink = _LineCounter(out)
+            if store.query(request, sink) == EXIT_OK:
+                return EXIT_OK
+    where = "" if args.topic is not None else " (pass --topic to look it up as a client msgId / UNIQ_KEY)"
+    sys.stderr.write(f"segstore query: no message with msgId {args.msg_id}{where}\n")
+    return EXIT_NO_HITS
+
+
+def _query_tag(args: argparse.Namespace, out: TextIO) -> int:
+    if args.offset is None or args.topic is None:
+        raise UsageError("--tag goes with --topic T --queue Q --offset N [--count C] (or use dump --tag)")
+    queue = _partition(args) or 0
+    with _open(args) as store:
+        if not _reads_tags(store):
+            raise UsageError(f"--tag: {store.format} records have no tags")
+        found = _print_records(store, store.read(args.topic, queue, args.offset, args.count, tag=args.tag),
+                               args.json, out)
+    if not found:
+        sys.stderr.write(f"segstore query: {args.topic}/{queue}: no record tagged {args.tag!r} from offset "
+                         f"{args.offset}\n")
+        return EXIT_NO_HITS
+    return EXIT_OK
+
+
 def cmd_query(args: argparse.Namespace, out: TextIO) -> int:
+    asked = [name for name in ("key", "offset", "timestamp", "msg_id") if getattr(args, name) is not None]
+    if args.msg_id is not None:
+        if asked != ["msg_id"]:
+            raise UsageError("--msg-id goes alone (with --topic for a client msgId)")
+        return _query_msg_id(args, out)
+    if args.tag is not None:
+        return _query_tag(args, out)
     if args.max is not None and args.max < 1:
         raise UsageError(f"--max expects a positive number, found {args.max}")
     request = QueryRequest(topic=args.topic, partition=_partition(args), key=args.key, offset=args.offset,
                            count=args.count, timestamp=args.timestamp, begin=args.begin, end=args.end,
                            max=args.max if args.max is not None else QUERY_ALL, json=args.json)
-    if request.key is None and request.offset is None and request.timestamp is None:
-        raise UsageError("query needs one of --key, --offset or --timestamp")
+    if not asked:
+        raise UsageError("query needs one of --key, --offset, --timestamp or --msg-id")
     with _open(args) as store:
         sink = _LineCounter(out)
         code = store.query(request, sink)
@@ -312,6 +409,23 @@ def cmd_write(args: argparse.Namespace, out: TextIO) -> int:
     raise UsageError("write needs --spec SPEC.json or --input FILE.jsonl")
 
 
+def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
+    with _open(args) as store:
+        rows = store.consumer_progress()
+    if args.group is not None:
+        rows = [row for row in rows if row["group"] == args.group]
+    if args.json:
+        _json_line(rows, out)
+        return EXIT_OK
+    header = ("group", "topic", "queue_id", "committed_offset", "max_offset", "lag")
+    table = [header] + [tuple("-" if row[k] is None else str(row[k]) for k in header) for row in rows]
+    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
+    for line in table:
+        cells = (cell.ljust(width) for cell, width in zip(line, widths, strict=True))
+        out.write("  ".join(cells).rstrip() + "\n")
+    return EXIT_OK
+
+
 def cmd_formats(args: argparse.Namespace, out: TextIO) -> int:
     code = EXIT_OK
     rows = []
@@ -363,6 +477,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     _selectors(p)
     _json_flag(p, "one dump object a line")
+    p.add_argument("--tag", help="only messages whose TAGS equal this (RocketMQ), queue by queue")
     p.add_argument("--index", action="store_true",
                    help="also dump the index files (Kafka .index/.timeindex/.txnindex; RocketMQ consume "
                         "queues and IndexFiles) and check them against the log")
@@ -391,10 +506,13 @@ def build_parser() -> argparse.ArgumentParser:
                                  "from the extra key index)")
     p.add_argument("--offset", type=int, help="queue / partition offset of the first message to print")
     p.add_argument("--count", type=int, default=1, help="with --offset: this many messages (default 1)")
-    p.add_argument("--timestamp", type=int, help="the first offset stored at or after this time "
-                                                 "(milliseconds since the epoch)")
-    p.add_argument("--begin", type=int, help="key query window start (ms since the epoch)")
-    p.add_argument("--end", type=int, help="key query window end (ms since the epoch)")
+    p.add_argument("--timestamp", type=time_ms, help="the first offset stored at or after this time "
+                                                     "(ms since the epoch, or ISO-8601; UTC if no offset)")
+    p.add_argument("--begin", type=time_ms, help="key query window start (ms or ISO-8601)")
+    p.add_argument("--end", type=time_ms, help="key query window end (ms or ISO-8601)")
+    p.add_argument("--msg-id", help="RocketMQ msgId: the offset msgId (store host + commitlog offset), or "
+                                    "with --topic a client msgId (UNIQ_KEY), as mqadmin queryMsgById")
+    p.add_argument("--tag", help="with --offset: the next --count messages whose TAGS equal this (RocketMQ)")
     p.add_argument("--max", type=int, default=None,
                    help="at most this many key hits, the newest (default: all); says how many were left out")
     _json_flag(p, "one dump object a line")
@@ -405,6 +523,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--spec", help="a compat-fixture spec.json (into a new or empty directory)")
     p.add_argument("--input", help="a file of one JSON message per line (appended; creates the store)")
     p.set_defaults(func=cmd_write)
+
+    p = sub.add_parser("consumers", help="consumer groups: committed offset, max offset and lag per queue "
+                                         "(RocketMQ config/consumerOffset.json)")
+    _common(p)
+    p.add_argument("--group", help="only this consumer group")
+    _json_flag(p, "one JSON list of {group, topic, queue_id, committed_offset, max_offset, lag}")
+    p.set_defaults(func=cmd_consumers)
 
     p = sub.add_parser("formats", help="the installed format plugins: name, description, where from")
     _json_flag(p, "one JSON list")

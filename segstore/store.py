@@ -197,6 +197,11 @@ class Store(abc.ABC):
              partition: int | None = None, **options: Any) -> None:
         """Write the human-readable (or ``--json``: one object a line) dump."""
 
+    def consumer_progress(self) -> list[dict[str, Any]]:
+        """Per consumer group, topic and queue/partition: ``committed_offset``, ``max_offset``, ``lag``."""
+        raise UnsupportedOperationError(f"{self.format} stores do not keep consumer offsets segstore reads",
+                                        self.path)
+
     def query(self, request: QueryRequest, out: TextIO) -> int:
         """Answer ``segstore query``: writes one line (``request.json``: one JSON object) per hit and
         nothing else; returns the exit code, 1 when nothing matched (the CLI says so on stderr)."""

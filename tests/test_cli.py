@@ -409,3 +409,106 @@ def test_pure_python_and_c_paths_dump_the_same(path):
         both.append(done.stdout)
     assert both[0] == both[1]
     assert len(both[0].splitlines()) > 100
+
+
+# -- 6. mqadmin's read commands ------------------------------------------------------------
+
+def _fixture_lines(name: str, kind: str) -> list[dict]:
+    lines = (FIXTURES / "rocketmq" / "basic" / name).read_text(encoding="utf-8").splitlines()
+    return [obj for obj in map(json.loads, lines) if obj.get("type") == kind]
+
+
+def test_query_msg_id_finds_every_message_by_the_brokers_own_msg_id(capsys):
+    """The 4.9.7 broker's msgIds (CommitLog.DefaultAppendMessageCallback via
+    MessageDecoder.createMessageId: store IP, port, commitlog offset) as put.jsonl recorded them."""
+    puts = _fixture_lines("put.jsonl", "put")
+    for put in puts[:: max(1, len(puts) // 25)]:
+        code, out, _ = run(capsys, "query", BASIC, "--msg-id", put["msgId"].lower(), "--json")
+        assert code == 0
+        found = json.loads(out)
+        assert (found["topic"], found["queue_id"], found["queue_offset"], found["physical_offset"],
+                found["msg_id"]) == (put["topic"], put["queueId"], put["queueOffset"], put["physicalOffset"],
+                                     put["msgId"])
+
+
+def test_query_msg_id_of_no_message_exits_1(capsys):
+    first = _fixture_lines("put.jsonl", "put")[0]["msgId"]
+    inside = first[:-1] + "1"  # one byte into the first message: no message starts there
+    code, out, err = run(capsys, "query", BASIC, "--msg-id", inside, "--json")
+    assert (code, out) == (1, "")
+    assert f"no message with msgId {inside}" in err
+    code, _, err = run(capsys, "query", KAFKA_PART, "--msg-id", first)
+    assert code == 2 and "kafka stores have no message ids" in err
+
+
+def test_query_msg_id_falls_back_to_the_client_msg_id_with_a_topic(capsys):
+    message = next(m for m in _fixture_lines("dump.jsonl", "message") if "UNIQ_KEY" in m["properties"])
+    uniq = message["properties"]["UNIQ_KEY"]
+    code, out, err = run(capsys, "query", BASIC, "--msg-id", uniq)
+    assert code == 1 and "pass --topic" in err
+    code, out, _ = run(capsys, "query", BASIC, "--msg-id", uniq, "--topic", message["topic"], "--json")
+    assert code == 0
+    assert [json.loads(line)["physical_offset"] for line in out.splitlines()] == [message["physicalOffset"]]
+
+
+def test_consumers_lists_committed_max_and_lag_per_queue(tmp_path, capsys):
+    path = tmp_path / "store"
+    with segstore.open(path, format="rocketmq", mode="a") as store:
+        store.append_batch([{"topic": "T", "queue_id": i % 2, "body": b"x"} for i in range(10)])
+        store.append_batch([{"topic": "U", "queue_id": 0, "body": b"y"} for _ in range(3)])
+        store.commit_offset("g1", "T", 0, 2)
+        store.commit_offset("g2", "U", 0, 3)
+    code, out, _ = run(capsys, "consumers", path, "--json")
+    assert code == 0
+    assert json.loads(out) == [
+        {"group": "g1", "topic": "T", "queue_id": 0, "committed_offset": 2, "max_offset": 5, "lag": 3},
+        {"group": "g1", "topic": "T", "queue_id": 1, "committed_offset": None, "max_offset": 5, "lag": None},
+        {"group": "g2", "topic": "U", "queue_id": 0, "committed_offset": 3, "max_offset": 3, "lag": 0},
+    ]
+    code, out, _ = run(capsys, "consumers", path, "--group", "g1")
+    assert out.splitlines() == ["group  topic  queue_id  committed_offset  max_offset  lag",
+                                "g1     T      0         2                 5           3",
+                                "g1     T      1         -                 5           -"]
+    code, _, err = run(capsys, "consumers", KAFKA_PART)
+    assert code == 2 and "kafka stores do not keep consumer offsets" in err
+
+
+def test_tag_filters_dump_and_offset_queries(capsys):
+    messages = _fixture_lines("dump.jsonl", "message")
+    tagged = sorted((m["topic"], m["queueId"], m["queueOffset"]) for m in messages
+                    if m.get("tags") == "TagA" and m["topic"] == "TopicA")
+    assert tagged
+    code, out, _ = run(capsys, "dump", BASIC, "--topic", "TopicA", "--tag", "TagA", "--json")
+    assert code == 0
+    assert sorted((m["topic"], m["queue_id"], m["queue_offset"]) for m in map(json.loads, out.splitlines())) \
+        == tagged
+    first = [t for t in tagged if t[1] == 1][:2]
+    code, out, _ = run(capsys, "query", BASIC, "--topic", "TopicA", "--queue", "1", "--offset", "0",
+                       "--count", "2", "--tag", "TagA", "--json")
+    assert [(m["topic"], m["queue_id"], m["queue_offset"]) for m in map(json.loads, out.splitlines())] == first
+    code, out, err = run(capsys, "query", BASIC, "--topic", "TopicA", "--queue", "1", "--offset", "0",
+                         "--tag", "NoSuchTag", "--json")
+    assert (code, out) == (1, "") and "no record tagged 'NoSuchTag'" in err
+    code, _, err = run(capsys, "dump", KAFKA_PART, "--tag", "x")
+    assert code == 2 and "kafka records have no tags" in err
+
+
+@pytest.mark.parametrize(("text", "ms"), [
+    ("1795334929500", 1795334929500),
+    ("2026-11-22T08:08:49.5Z", 1795334929500),
+    ("2026-11-22T10:08:49.500+02:00", 1795334929500),
+    ("2026-11-22 08:08:49.500", 1795334929500),
+    ("2026-11-22", 1795305600000),
+])
+def test_times_are_epoch_ms_or_iso_8601(text, ms):
+    assert cli.time_ms(text) == ms
+
+
+def test_an_iso_time_query_answers_as_the_ms_one(capsys):
+    by_ms = run(capsys, "query", BASIC, "--topic", "TopicA", "--queue", "1", "--timestamp", "1795334929500",
+                "--json")
+    by_iso = run(capsys, "query", BASIC, "--topic", "TopicA", "--queue", "1", "--timestamp",
+                 "2026-11-22T08:08:49.500Z", "--json")
+    assert by_ms == by_iso and by_ms[0] == 0
+    done = run_process("query", BASIC, "--topic", "TopicA", "--timestamp", "yesterday")
+    assert done.returncode == 2 and "expected milliseconds since the epoch or an ISO-8601 time" in done.stderr

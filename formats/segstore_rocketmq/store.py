@@ -52,6 +52,7 @@ from .message import (
     HEADERS,
     KEY_SEPARATOR,
     MESSAGE_MAGIC,
+    OFFSET_MSG_ID_LENGTHS,
     PROPERTIES_LENGTH,
     PROPERTY_DELAY,
     PROPERTY_KEYS,
@@ -72,7 +73,7 @@ from .message import (
     host_flags,
     msg_id,
 )
-from .topicconfig import ConsumerOffsets, TopicConfigs
+from .topicconfig import TOPIC_GROUP_SEPARATOR, ConsumerOffsets, TopicConfigs
 
 COMMITLOG_DIR = "commitlog"
 CONSUMEQUEUE_DIR = "consumequeue"
@@ -545,6 +546,45 @@ class RocketMQStore(LifecycleMixin, Store):
         """The offset ``group`` committed for a queue, or None."""
         self._check_open()
         return self.consumer_offsets.get(topic, group, queue_id)
+
+    def consumer_progress(self) -> list[dict[str, Any]]:
+        """Per consumer group, topic and queue: the committed offset, the queue's max offset and the lag
+        (``mqadmin consumerProgress``'s Consumer Offset, Broker Offset and Diff), sorted.
+
+        Every queue of a topic a group committed to is listed; ``committed_offset`` and ``lag`` are
+        None for a queue the group never committed.
+        """
+        self._check_open()
+        rows = []
+        for name, offsets in sorted(self.consumer_offsets.table.items()):
+            topic, _, group = name.partition(TOPIC_GROUP_SEPARATOR)
+            for queue_id in sorted(set(offsets) | set(self.partitions(topic))):
+                max_offset = self.offset_range(topic, queue_id)[1] if (topic, queue_id) in self.queues else 0
+                committed = offsets.get(queue_id)
+                rows.append({"group": group, "topic": topic, "queue_id": queue_id,
+                             "committed_offset": committed, "max_offset": max_offset,
+                             "lag": None if committed is None else max(max_offset - committed, 0)})
+        return rows
+
+    def find_msg_id(self, msg_id: str) -> RocketMQMessage | None:
+        """The message whose offset msgId (``MessageDecoder.createMessageId``: store host address, port,
+        commitlog offset, as hex) is ``msg_id``; None when it names no message of this store.
+
+        Runtime complexity: one commitlog read.
+        """
+        self._check_open()
+        text = msg_id.strip().upper()
+        if len(text) not in OFFSET_MSG_ID_LENGTHS:
+            return None
+        try:
+            offset = int(text[-16:], 16)
+        except ValueError:
+            return None
+        try:
+            msg = self.message_at(offset)
+        except (CorruptDataError, OffsetOutOfRangeError):
+            return None
+        return msg if msg.msg_id == text else None
 
     # -- reading -------------------------------------------------------------
     def scan(self) -> Iterator[RocketMQMessage]:
