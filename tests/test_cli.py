@@ -512,3 +512,14 @@ def test_an_iso_time_query_answers_as_the_ms_one(capsys):
     assert by_ms == by_iso and by_ms[0] == 0
     done = run_process("query", BASIC, "--topic", "TopicA", "--timestamp", "yesterday")
     assert done.returncode == 2 and "expected milliseconds since the epoch or an ISO-8601 time" in done.stderr
+
+
+def test_index_verify_json(tmp_path, capsys):
+    part = copy_writable(KAFKA_PART, tmp_path / "topic-0")
+    assert run(capsys, "index", "build", part, "--index", "key")[0] == 0
+    code, out, err = run(capsys, "index", "verify", part, "--index", "key", "--json")
+    assert (code, json.loads(out), err) == (0, {"path": str(part), "ok": True, "problems": []}, "")
+    code, out, _ = run(capsys, "index", "verify", ABORT, "--index", "queue", "--json")
+    report = json.loads(out)
+    assert code == 1 and not report["ok"]
+    assert [p["path"] for p in report["problems"]] == [str(ABORT / "abort")]

@@ -9,6 +9,7 @@ the store's own ``verify``.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import Any, TextIO
 
@@ -69,6 +70,10 @@ def cmd_verify(args: argparse.Namespace, out: TextIO) -> int:
             problems.extend(indexes.verify())
         finally:
             indexes.close()
+    if args.json:
+        out.write(json.dumps({"path": args.path, "ok": not problems, "problems": [
+            {"path": p.path, "pos": p.pos, "message": p.message} for p in problems]}, sort_keys=True) + "\n")
+        return EXIT_DATA if problems else EXIT_OK
     for problem in problems:
         out.write(f"{problem}\n")
     if not problems and not args.quiet:
@@ -111,4 +116,6 @@ def add_commands(subparsers: Any) -> None:
         if name == "verify":
             p.add_argument("--quiet", "-q", action="store_true",
                            help="print nothing when the indexes are clean")
+            p.add_argument("--json", action="store_true",
+                           help='one object {"path", "ok", "problems": [{"path", "pos", "message"}]}')
         p.set_defaults(func=func, command=f"index {name}")
