@@ -26,7 +26,8 @@ ABORT = FIXTURES / "rocketmq" / "abort" / "store"
 KAFKA_PART = FIXTURES / "kafka" / "uncompressed" / "topic-0"
 KAFKA_SPEC = FIXTURES / "kafka" / "uncompressed" / "spec.json"
 ROCKETMQ_SPEC = FIXTURES / "rocketmq" / "basic" / "spec.json"
-COMMANDS_ON_A_STORE = [["info"], ["dump"], ["verify"], ["recover"], ["query", "--topic", "T", "--offset", "0"],
+COMMANDS_ON_A_STORE = [["info"], ["dump"], ["verify"], ["recover"],
+                       ["query", "--topic", "T", "--offset", "0"], ["consumers"],
                        ["index", "verify", "--index", "key"], ["index", "build", "--index", "key"]]
 
 
@@ -53,7 +54,7 @@ def _argv(command: list[str], path: Path) -> list[str]:
 @pytest.mark.parametrize("command", COMMANDS_ON_A_STORE, ids=lambda c: " ".join(c[:2]))
 def test_a_missing_path_is_a_usage_error_and_nothing_is_created(tmp_path, capsys, command):
     missing = tmp_path / "typo" / "path"
-    code, out, err = run(capsys, *_argv(command, missing))
+    code, _out, err = run(capsys, *_argv(command, missing))
     assert code == 2
     assert f"{missing}: expected an existing store directory, found no such file or directory" in err
     assert "known format" not in err
@@ -87,7 +88,8 @@ def test_an_empty_directory_is_no_store(tmp_path, capsys, fmt):
     code, out, err = run(capsys, "info", tmp_path, *extra)
     assert code == 2
     assert out == ""
-    assert (f"expected a {fmt} store, found no {fmt} files" if fmt else "not a store of any known format") in err
+    expected = f"expected a {fmt} store, found no {fmt} files" if fmt else "not a store of any known format"
+    assert expected in err
     assert os.listdir(tmp_path) == []
 
 
@@ -107,7 +109,7 @@ def test_the_library_refuses_to_read_a_missing_path(tmp_path):
 
 
 def test_verify_reports_an_unclean_shutdown(tmp_path, capsys):
-    code, out, err = run(capsys, "verify", ABORT)
+    code, out, _err = run(capsys, "verify", ABORT)
     assert code == 1
     assert out.splitlines() == [f"{ABORT / 'abort'}: expected no abort file (a clean shutdown removes it), "
                                 "found one: the last writer did not shut down cleanly or is still running; "
@@ -134,7 +136,7 @@ def test_write_spec_into_a_plain_dir_names_the_rule_and_leaves_nothing(tmp_path,
     plain = tmp_path / "plain"
     if existing:
         plain.mkdir()
-    code, out, err = run(capsys, "write", plain, "--spec", KAFKA_SPEC)
+    code, _out, err = run(capsys, "write", plain, "--spec", KAFKA_SPEC)
     assert code == 2
     assert f"{plain}: expected a partition directory named TOPIC-PARTITION, found 'plain'" in err
     assert (os.listdir(plain) == []) if existing else not plain.exists()
@@ -309,7 +311,8 @@ def test_info_json_and_human_output_hold_every_queue(capsys):
     assert code == 0
     assert "more lines" not in text
     for queue in info["queues"]:
-        assert f"topic={queue['topic']}, queue_id={queue['queue_id']}, min_offset={queue['min_offset']}" in text
+        row = f"topic={queue['topic']}, queue_id={queue['queue_id']}, min_offset={queue['min_offset']}"
+        assert row in text
     assert len([line for line in text.splitlines() if "queue_id=" in line]) == len(info["queues"])
 
 
@@ -351,7 +354,7 @@ def test_rocketmq_dump_index_reports_a_bad_consume_queue_entry(tmp_path, capsys)
     data = bytearray(cq_file.read_bytes())
     data[20:28] = (10**9).to_bytes(8, "big")  # entry 1 points past the commitlog
     cq_file.write_bytes(bytes(data))
-    code, text, _ = run(capsys, "dump", store, "--index", "--topic", "TopicA", "--queue", "0")
+    _code, text, _ = run(capsys, "dump", store, "--index", "--topic", "TopicA", "--queue", "0")
     assert "offset: 1 commitlogOffset: 1000000000 " in text
     assert any(line.startswith(f"{cq_file}:20: ") for line in text.splitlines())
 
@@ -362,7 +365,7 @@ def test_kafka_dump_index_reports_a_bad_index(tmp_path, capsys):
     data = bytearray(index.read_bytes())
     data[0:8] = (1).to_bytes(4, "big") + (10**6).to_bytes(4, "big")  # positions no longer increase
     index.write_bytes(bytes(data))
-    code, out, err = run(capsys, "dump", part, "--index")
+    code, _out, err = run(capsys, "dump", part, "--index")
     assert code == 1
     assert err.startswith(f"{index}:8: expected strictly increasing positions")
 
@@ -485,7 +488,8 @@ def test_tag_filters_dump_and_offset_queries(capsys):
     first = [t for t in tagged if t[1] == 1][:2]
     code, out, _ = run(capsys, "query", BASIC, "--topic", "TopicA", "--queue", "1", "--offset", "0",
                        "--count", "2", "--tag", "TagA", "--json")
-    assert [(m["topic"], m["queue_id"], m["queue_offset"]) for m in map(json.loads, out.splitlines())] == first
+    found = [(m["topic"], m["queue_id"], m["queue_offset"]) for m in map(json.loads, out.splitlines())]
+    assert found == first
     code, out, err = run(capsys, "query", BASIC, "--topic", "TopicA", "--queue", "1", "--offset", "0",
                          "--tag", "NoSuchTag", "--json")
     assert (code, out) == (1, "") and "no record tagged 'NoSuchTag'" in err
