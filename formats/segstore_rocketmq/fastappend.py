@@ -258,6 +258,8 @@ def append_plain(store: Any, items: list, now: int) -> list[AppendResult] | None
     The caller holds the append lock.  Runtime complexity: ``O(n)`` in C, then a
     constant number of Python steps per file, queue and index file touched.
     """
+    if store.trailing_separator:                # the C encoder writes the 4.9.1-5.1.4 style only
+        return None
     commitlog = store.commitlog
     config = store.config
     host = store._store_host

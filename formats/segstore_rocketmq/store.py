@@ -193,6 +193,7 @@ class RocketMQStore(LifecycleMixin, Store):
         self._topic_fields: dict[str, bytes] = {}
         self._plain_topics: dict[str, bytes] = {}     # validated topics' fields (.fastappend)
         self._tags_codes: dict[str, int] = {}
+        self._trailing_separator: bool | None = None    # the properties style, found at first append
         writable = mode == "a"
         self._lock = files.WriterLock(os.path.join(self.path, LOCK_FILE), LOCK_CONTENT) if writable else None
         if not writable and not files.is_dir(os.path.join(self.path, COMMITLOG_DIR)):
@@ -364,6 +365,38 @@ class RocketMQStore(LifecycleMixin, Store):
                 self._order_cache[names] = order
         return {k: props[k] for k in order}
 
+    @property
+    def trailing_separator(self) -> bool:
+        """Whether appended messages end their properties with 0x02 (the broker version's style).
+
+        An existing store keeps the style of its newest messages (a 4.8 store stays
+        4.8); a store without messages takes ``rocketmqVersion``'s.
+        """
+        if self._trailing_separator is None:
+            found = self._stored_style()
+            self._trailing_separator = self.config.trailing_separator if found is None else found
+        return self._trailing_separator
+
+    def _stored_style(self) -> bool | None:
+        """The style of the newest message with properties among the last message of every queue
+        and the first of the last commitlog file; None when none of them has properties.
+
+        Runtime complexity: ``O(queues)`` reads at most.
+        """
+        offsets = set()
+        for cq in self.queues.values():
+            end = cq.max_offset
+            if end > cq.min_offset:
+                offsets.add(int(cq.entries(end - 1, 1)["offset"][0]))
+        active = self.commitlog.log.active
+        if active is not None and active.wrote > 0:
+            offsets.add(active.base)
+        for physical in sorted(offsets, reverse=True):
+            msg = self._message_or_none(physical)
+            if msg is not None and msg.properties:
+                return msg.trailing_separator
+        return None
+
     def _build(self, item: Message | Mapping[str, Any], now: int) -> RocketMQMessage:
         """The message the broker would store for an append item (before offsets)."""
         fields = self._normalize(item)
@@ -412,6 +445,7 @@ class RocketMQStore(LifecycleMixin, Store):
             store_timestamp if born_timestamp is None else int(born_timestamp),
             self._host(get("born_host"), store_host), store_timestamp, store_host,
             int(get("reconsume_times") or 0), int(get("prepared_transaction_offset") or 0))
+        msg.trailing_separator = self.trailing_separator
         if delay > 0 and sys_flag & SYSFLAG_TRANSACTION_MASK in (0, SYSFLAG_TRANSACTION_COMMIT):
             self._schedule(msg, delay)
         return msg
@@ -473,7 +507,7 @@ class RocketMQStore(LifecycleMixin, Store):
             topic_field = topic_fields.get(msg.topic)
             if topic_field is None:
                 topic_field = topic_fields[msg.topic] = encode_topic(msg.topic, MESSAGE_MAGIC)
-            properties = encode_properties(msg.properties)
+            properties = encode_properties(msg.properties, msg.trailing_separator)
             msg.sys_flag = sys_flag = (msg.sys_flag & ~SYSFLAG_HOST_MASK) | host_flags(msg.born_host,
                                                                                        msg.store_host)
             msg.size = size = (HEADERS[sys_flag & SYSFLAG_HOST_MASK].size + len(msg.body) + len(topic_field)
