@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 from rocketmq_broker_files import Msg, message_bytes, properties_string, write_store
 
 import segstore
+from segstore.cli import main as cli_main
+from segstore.registry import detect
 from segstore.convert import convert
 from segstore_rocketmq.config import BrokerConfig, trailing_separator_for
 from segstore_rocketmq.message import decode, encode_properties
@@ -107,3 +109,51 @@ def test_round_trip_through_kafka_is_byte_exact(tmp_path: Path, version: Version
     for queue in ("0", "1"):
         cq = Path("consumequeue", "abc", queue, "0" * 20)
         assert (tmp_path / "back" / cq).read_bytes() == (src / cq).read_bytes()
+
+
+# -- item 3: a 0-byte last commitlog file ------------------------------------------------------
+
+def test_zero_byte_last_commitlog_file_reads_as_empty_and_recover_removes_it(tmp_path: Path) -> None:
+    """A broker killed right after AllocateMappedFileService created its next file (RocketMQ 4.x,
+    MappedFile.init) leaves that file at 0 bytes; 5.x MappedFileQueue.doLoad deletes it on load."""
+    store = tmp_path / "s"
+    written = write_store(str(store), messages(40))
+    empty = store / "commitlog" / f"{written.end - written.end % 4096 + 4096:020d}"
+    empty.touch()
+    with segstore.open(store, "rocketmq") as s:
+        assert [m.body for m in s.scan()] == [m.body for m in messages(40)]
+        problems = s.verify()
+    assert [(p.path, p.pos) for p in problems] == [(str(empty), 0)]
+    with segstore.open(store, "rocketmq", mode="a", **SMALL) as s:
+        assert any("removed the empty commitlog file" in line for line in s.recover())
+    assert not empty.exists()
+    with segstore.open(store, "rocketmq") as s:
+        assert s.verify() == []
+        assert len(list(s.scan())) == 40
+
+
+# -- item 4: a store of 0 messages ---------------------------------------------------------------
+
+def empty_store(path: Path) -> Path:
+    """What RocketMQ 4.9.7's broker leaves after start and shutdown with no message put:
+    checkpoint (StoreCheckpoint, 4096 bytes), lock (DefaultMessageStore.start), config/*.json
+    (ConfigManager.persist), no commitlog/ (MappedFileQueue creates files on the first put)."""
+    path.mkdir()
+    (path / "checkpoint").write_bytes(bytes(4096))
+    (path / "lock").write_bytes(b"lock")
+    (path / "config").mkdir()
+    (path / "config" / "topics.json").write_text('{\n\t"dataVersion":{\n\t\t"counter":0,\n\t\t"timestamp":'
+                                                 '1700000000000\n\t},\n\t"topicConfigTable":{}\n}')
+    return path
+
+
+def test_empty_store_is_a_store_of_zero_messages(tmp_path: Path) -> None:
+    store = empty_store(tmp_path / "s")
+    assert detect(str(store)) == "rocketmq"
+    with segstore.open(store, "rocketmq") as s:
+        assert list(s.scan()) == []
+        assert s.topics() == []
+        assert s.verify() == []
+        assert s.info()["commitlog"]["files"] == []
+    for command in (["info"], ["dump", "--json"], ["verify"]):
+        assert cli_main([*command, str(store)]) == 0, command

@@ -56,7 +56,7 @@ class LifecycleMixin:
         """Recover what the last writer left, mark the store open, start flushing."""
         abort = os.path.join(self.path, ABORT_FILE)
         self.checkpoint = CheckpointFile(os.path.join(self.path, CHECKPOINT_FILE), writable=True)
-        self.recovery_lines = self._recover(abnormal=files.exists(abort))
+        self.recovery_lines = self.commitlog.remove_empty_tail() + self._recover(abnormal=files.exists(abort))
         self._next_offsets = {key: cq.max_offset for key, cq in self.queues.items()}
         files.touch(abort)
         files.fsync_dir(self.path)

@@ -40,6 +40,8 @@ from segstore.errors import (
 from segstore.records import CREATE_TIME, Message
 from segstore.store import AppendResult, Store
 
+from .checkpoint import FILE_NAME as CHECKPOINT_FILE
+from .checkpoint import FILE_SIZE as CHECKPOINT_SIZE
 from .commitlog import END_FILE_MIN_BLANK_LENGTH, KEPT_ASIDE, CommitLog
 from .config import SCHEDULE_TOPIC, BrokerConfig, validate_topic
 from .consumequeue import CQ_DTYPE, ConsumeQueue, parse_file_name
@@ -196,8 +198,9 @@ class RocketMQStore(LifecycleMixin, Store):
         self._trailing_separator: bool | None = None    # the properties style, found at first append
         writable = mode == "a"
         self._lock = files.WriterLock(os.path.join(self.path, LOCK_FILE), LOCK_CONTENT) if writable else None
-        if not writable and not files.is_dir(os.path.join(self.path, COMMITLOG_DIR)):
-            raise NotFoundError("expected a RocketMQ store with a commitlog/ directory, found none",
+        if not writable and not is_rocketmq_store(self.path):
+            raise NotFoundError("expected a RocketMQ store (commitlog/, consumequeue/, or the checkpoint, "
+                                "config/ and lock of a broker that stored nothing yet), found none",
                                 self.path)
         self.commitlog: CommitLog | None = None
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
@@ -729,7 +732,8 @@ class RocketMQStore(LifecycleMixin, Store):
 
 
 def is_rocketmq_store(path: str) -> bool:
-    """A directory with ``commitlog/`` (files named by 20 digits) or ``consumequeue/``."""
+    """A directory with ``commitlog/`` (files named by 20 digits) or ``consumequeue/``, or an empty
+    store: a 4096-byte ``checkpoint`` with ``config/`` or ``lock``."""
     commitlog = os.path.join(path, COMMITLOG_DIR)
     if files.is_dir(commitlog):
         try:
@@ -740,4 +744,9 @@ def is_rocketmq_store(path: str) -> bool:
         except SegstoreError:
             return False
         return True
-    return files.is_dir(os.path.join(path, CONSUMEQUEUE_DIR))
+    if files.is_dir(os.path.join(path, CONSUMEQUEUE_DIR)):
+        return True
+    # A broker that started and stored nothing leaves checkpoint, config/ and lock, no commitlog/.
+    checkpoint = os.path.join(path, CHECKPOINT_FILE)
+    return files.exists(checkpoint) and files.file_size(checkpoint) == CHECKPOINT_SIZE and (
+        files.is_dir(os.path.join(path, "config")) or files.exists(os.path.join(path, LOCK_FILE)))

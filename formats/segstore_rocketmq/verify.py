@@ -56,6 +56,10 @@ def _damage(path: str, view: memoryview, pos: int, base: int) -> str:
 
 def _verify_commitlog(store, problems: list[Problem]) -> dict[int, Walked]:
     cl = store.commitlog
+    if cl.empty_tail is not None:
+        problems.append(Problem(cl.empty_tail, 0, f"expected a commitlog file of {cl.file_size} bytes "
+                                "(mappedFileSizeCommitLog), found 0: a crash left it empty and RocketMQ 4.x "
+                                "refuses to start on it (segstore recover removes it)"))
     if len(cl.log.segments) == 0:
         return {}
     w = walk(cl, cl.min_offset, store.tags_code)
