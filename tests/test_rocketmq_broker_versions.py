@@ -7,7 +7,7 @@ the source file and method whose behaviour it reproduces.
 
 from __future__ import annotations
 
-import os
+import json
 from pathlib import Path
 
 import pytest
@@ -157,3 +157,33 @@ def test_empty_store_is_a_store_of_zero_messages(tmp_path: Path) -> None:
         assert s.info()["commitlog"]["files"] == []
     for command in (["info"], ["dump", "--json"], ["verify"]):
         assert cli_main([*command, str(store)]) == 0, command
+
+
+# -- item 14: one answer per question --------------------------------------------------------------
+
+def test_time_lookup_past_the_last_message_has_one_answer(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    store = tmp_path / "s"
+    msgs = messages(10)
+    write_store(str(store), msgs)
+    late = max(m.store_timestamp for m in msgs) + 1
+    with segstore.open(store, "rocketmq") as s:
+        assert s.offset_for_time("abc", 0, late) is None
+        assert s.offset_for_time("abc", 0, msgs[4].store_timestamp) == 2     # queue 0 holds 0, 2, 4, ...
+    capsys.readouterr()
+    assert cli_main(["query", str(store), "--topic", "abc", "--queue", "0", "--timestamp", str(late)]) == 1
+    assert capsys.readouterr().out == f"abc/0: no message stored at or after {late} (the queue ends at offset 5)\n"
+    assert cli_main(["query", str(store), "--topic", "abc", "--queue", "0", "--timestamp", str(late),
+                     "--json"]) == 1
+    assert json.loads(capsys.readouterr().out) == {"topic": "abc", "queue_id": 0, "timestamp": late,
+                                                   "offset": None}
+    doc = (Path(__file__).parent.parent / "docs" / "rocketmq.md").read_text()
+    assert "no message stored at or after MS (the queue ends at\n  offset N)" in doc
+
+
+def test_common_key_is_the_first_keys_token(tmp_path: Path) -> None:
+    store = tmp_path / "s"
+    write_store(str(store), messages(3))
+    with segstore.open(store, "rocketmq") as s:
+        records = list(s.scan())
+        assert [s.to_common(r).key for r in records] == [b"k0", b"k1", b"k2"]
+        assert [r.keys for r in records] == [["k0", "x0"], ["k1", "x1"], ["k2", "x2"]]

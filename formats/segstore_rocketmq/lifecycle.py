@@ -203,22 +203,17 @@ class LifecycleMixin:
         queue = request.partition if request.partition is not None else 0
         if request.timestamp is not None:
             offset = self.offset_for_time(request.topic, queue, request.timestamp)
-            answer = {
-                "topic": request.topic,
-                "queue_id": queue,
-                "timestamp": request.timestamp,
-                "offset": offset if offset is not None else self.offset_range(request.topic, queue)[1],
-            }
-            out.write(
-                (
-                    json.dumps(answer)
-                    if request.json
-                    else f"{request.topic}/{queue}: offset {answer['offset']} is the first stored at/after "
-                    f"{request.timestamp}"
-                )
-                + "\n"
-            )
-            return EXIT_OK
+            if request.json:
+                answer = {"topic": request.topic, "queue_id": queue, "timestamp": request.timestamp,
+                          "offset": offset}
+                out.write(json.dumps(answer) + "\n")
+            elif offset is None:
+                out.write(f"{request.topic}/{queue}: no message stored at or after {request.timestamp} "
+                          f"(the queue ends at offset {self.offset_range(request.topic, queue)[1]})\n")
+            else:
+                out.write(f"{request.topic}/{queue}: offset {offset} is the first stored at or after "
+                          f"{request.timestamp}\n")
+            return EXIT_OK if offset is not None else EXIT_NOT_FOUND
         found = list(self.read(request.topic, queue, request.offset, request.count))
         self._print(found, request.json, out)
         return EXIT_OK if found else EXIT_NOT_FOUND

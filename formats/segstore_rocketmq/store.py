@@ -682,8 +682,10 @@ class RocketMQStore(LifecycleMixin, Store):
 
     # -- records ------------------------------------------------------------
     def to_common(self, record: RocketMQMessage) -> Message:
-        keys = record.properties.get(PROPERTY_KEYS)
-        return Message(topic=record.topic, value=record.body, key=keys.encode("utf-8") if keys else None,
+        """The common record: the first ``KEYS`` token is the key (as Spark's ``key`` column and the
+        conversion to Kafka have it; every token stays in ``record.keys``), properties are headers."""
+        keys = record.keys
+        return Message(topic=record.topic, value=record.body, key=keys[0].encode("utf-8") if keys else None,
                        partition=record.queue_id, offset=record.queue_offset, timestamp=record.born_timestamp,
                        headers=[(k, v.encode("utf-8")) for k, v in record.properties.items()],
                        timestamp_type=CREATE_TIME)
