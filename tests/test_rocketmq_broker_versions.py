@@ -161,7 +161,8 @@ def test_empty_store_is_a_store_of_zero_messages(tmp_path: Path) -> None:
 
 # -- item 14: one answer per question --------------------------------------------------------------
 
-def test_time_lookup_past_the_last_message_has_one_answer(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_time_lookup_past_the_last_message_has_one_answer(tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture) -> None:
     store = tmp_path / "s"
     msgs = messages(10)
     write_store(str(store), msgs)
@@ -171,7 +172,8 @@ def test_time_lookup_past_the_last_message_has_one_answer(tmp_path: Path, capsys
         assert s.offset_for_time("abc", 0, msgs[4].store_timestamp) == 2     # queue 0 holds 0, 2, 4, ...
     capsys.readouterr()
     assert cli_main(["query", str(store), "--topic", "abc", "--queue", "0", "--timestamp", str(late)]) == 1
-    assert capsys.readouterr().out == f"abc/0: no message stored at or after {late} (the queue ends at offset 5)\n"
+    expected = f"abc/0: no message stored at or after {late} (the queue ends at offset 5)\n"
+    assert capsys.readouterr().out == expected
     assert cli_main(["query", str(store), "--topic", "abc", "--queue", "0", "--timestamp", str(late),
                      "--json"]) == 1
     assert json.loads(capsys.readouterr().out) == {"topic": "abc", "queue_id": 0, "timestamp": late,
