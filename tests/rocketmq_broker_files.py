@@ -155,3 +155,48 @@ def write_store(store: str, messages: list[Msg], *, version: tuple[int, int, int
     with open(os.path.join(store, "lock"), "wb") as f:
         f.write(b"lock")
     return written
+
+
+def broker_served_queue(directory: str, file_size: int, phy_end: int) -> list[tuple[int, int]]:
+    """``(offset, size)`` of every entry RocketMQ 4.9.7 serves from a consume-queue directory after
+    its load and recovery, modelled on the source:
+
+    - ``MappedFileQueue.load``: any file of another length than ``file_size`` stops the broker;
+    - ``ConsumeQueue.recover``: from the third-last file, valid slots (``offset >= 0 && size > 0``)
+      while files are full; ``truncateDirtyFiles`` drops files after that point;
+    - ``ConsumeQueue.truncateDirtyLogicFiles(phy_end)``: from the last file, a file whose slot 0
+      points at or past ``phy_end`` is deleted; otherwise slot 0 is taken *as it is* (even zeros)
+      and later slots while valid and below ``phy_end``.
+    """
+    names = sorted(os.listdir(directory)) if os.path.isdir(directory) else []
+    datas = [Path(directory, name).read_bytes() for name in names]
+    if any(len(d) != file_size for d in datas):
+        raise AssertionError(f"MappedFileQueue.load: {directory} holds a file of another length")
+    slots = [[CQ_ENTRY.unpack_from(d, i)[:2] for i in range(0, file_size, 20)] for d in datas]
+    if not slots:
+        return []
+    index = max(len(slots) - 3, 0)
+    mapped_offset = 0
+    while True:
+        for i, (offset, size) in enumerate(slots[index]):
+            if not (offset >= 0 and size > 0):
+                break
+            mapped_offset = (i + 1) * 20
+        if mapped_offset == file_size and index + 1 < len(slots):
+            index, mapped_offset = index + 1, 0
+            continue
+        break
+    wrote = [file_size] * index + [mapped_offset]          # files after ``index`` are deleted
+    del slots[index + 1:]
+    while slots:                                            # truncateDirtyLogicFiles
+        last = slots[-1]
+        if last[0][0] >= phy_end:
+            slots.pop()
+            wrote.pop()
+            continue
+        n = 1
+        while n < len(last) and last[n][0] >= 0 and last[n][1] > 0 and last[n][0] < phy_end:
+            n += 1
+        wrote[-1] = n * 20
+        break
+    return [entry for file_slots, w in zip(slots, wrote, strict=True) for entry in file_slots[:w // 20]]

@@ -13,7 +13,13 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rocketmq_broker_files import Msg, message_bytes, properties_string, write_store
+from rocketmq_broker_files import (
+    Msg,
+    broker_served_queue,
+    message_bytes,
+    properties_string,
+    write_store,
+)
 
 import segstore
 from segstore.cli import main as cli_main
@@ -189,3 +195,70 @@ def test_common_key_is_the_first_keys_token(tmp_path: Path) -> None:
         records = list(s.scan())
         assert [s.to_common(r).key for r in records] == [b"k0", b"k1", b"k2"]
         assert [r.keys for r in records] == [["k0", "x0"], ["k1", "x1"], ["k2", "x2"]]
+
+
+# -- item 8: what recover leaves must load in the broker ----------------------------------------
+
+def torn_store(path: Path) -> tuple[list[tuple[int, int, int]], int]:
+    """A 4.9.7 store killed while writing message 20 (CommitLog.doAppend wrote its first 10 bytes):
+    abort file left (DefaultMessageStore.createTempFile), consume queues dispatched up to message 23
+    (ReputMessageService had dispatched entries of messages whose bytes were still in the page cache).
+    Queue 0's second file (entries 10, 11) and queue 1's (entry 10) then point only at lost messages."""
+    msgs = messages(24)
+    written = write_store(str(path), msgs)
+    phys20 = written.placed[20][0]
+    log = path / "commitlog" / f"{0:020d}"
+    data = bytearray(log.read_bytes())
+    data[phys20 + 10:written.end] = bytes(written.end - phys20 - 10)
+    log.write_bytes(bytes(data))
+    (path / "abort").write_bytes(b"")
+    return written.placed, phys20
+
+
+def test_recover_leaves_what_the_broker_loads(tmp_path: Path) -> None:
+    store = tmp_path / "s"
+    placed, torn_at = torn_store(store)
+    with segstore.open(store, "rocketmq", mode="a", **SMALL) as s:
+        lines = s.recover()
+    assert any("consumequeue abc/0: dropped 2 entries" in line for line in lines)
+    assert not (store / "consumequeue" / "abc" / "0" / f"{200:020d}").exists()
+    # the broker's own recovery keeps exactly the messages before the torn one
+    for queue in (0, 1):
+        expected = [(phys, size) for i, (phys, size, _) in enumerate(placed) if i < 20 and i % 2 == queue]
+        served = broker_served_queue(str(store / "consumequeue" / "abc" / str(queue)), 200, torn_at)
+        assert served == expected
+    # nothing but full-size, 20-digit files in commitlog/; the cut bytes under .segstore/cut/
+    assert sorted(p.name for p in (store / "commitlog").iterdir()) == [f"{0:020d}"]
+    kept = store / ".segstore" / "cut" / "commitlog" / f"{0:020d}.cut-{torn_at}"
+    assert len(kept.read_bytes()) == 10
+    with segstore.open(store, "rocketmq") as s:
+        assert s.verify() == []
+        assert [len(list(s.read("abc", q))) for q in (0, 1)] == [10, 10]
+
+
+def test_a_zeroed_queue_file_is_what_the_broker_misreads(tmp_path: Path) -> None:
+    """Why the file must go: left as zeros, 4.9.7's truncateDirtyLogicFiles takes its slot 0 as an entry."""
+    store = tmp_path / "s"
+    placed, torn_at = torn_store(store)
+    second = store / "consumequeue" / "abc" / "0" / f"{200:020d}"
+    second.write_bytes(bytes(200))
+    served = broker_served_queue(str(second.parent), 200, torn_at)
+    assert served[-1] == (0, 0) and len(served) == 11
+    with segstore.open(store, "rocketmq") as s:
+        assert any(p.path == str(second) for p in s.verify())
+    with segstore.open(store, "rocketmq", mode="a", **SMALL):
+        pass
+    assert not second.exists()
+
+
+def test_cut_files_left_in_commitlog_by_an_older_recovery_are_moved(tmp_path: Path) -> None:
+    store = tmp_path / "s"
+    write_store(str(store), messages(10))
+    legacy = store / "commitlog" / f"{0:020d}.cut-999"
+    legacy.write_bytes(b"torn")
+    with segstore.open(store, "rocketmq") as s:
+        assert [p.path for p in s.verify()] == [str(legacy)]
+    with segstore.open(store, "rocketmq", mode="a", **SMALL):
+        pass
+    assert not legacy.exists()
+    assert (store / ".segstore" / "cut" / "commitlog" / legacy.name).read_bytes() == b"torn"

@@ -198,7 +198,8 @@ class RocketMQStore(LifecycleMixin, Store):
         self._trailing_separator: bool | None = None    # the properties style, found at first append
         writable = mode == "a"
         self._lock = files.WriterLock(os.path.join(self.path, LOCK_FILE), LOCK_CONTENT) if writable else None
-        if not writable and not is_rocketmq_store(self.path):
+        if not writable and not files.is_dir(os.path.join(self.path, COMMITLOG_DIR)) \
+                and not is_rocketmq_store(self.path):
             raise NotFoundError("expected a RocketMQ store (commitlog/, consumequeue/, or the checkpoint, "
                                 "config/ and lock of a broker that stored nothing yet), found none",
                                 self.path)

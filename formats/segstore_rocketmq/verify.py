@@ -28,6 +28,7 @@ from segstore.store import Problem
 
 from .checkpoint import FILE_NAME as CHECKPOINT_FILE
 from .checkpoint import check as check_checkpoint
+from .commitlog import KEPT_ASIDE
 from .consumequeue import CQ_DTYPE
 from .indexfile import HEADER, INDEX_COUNT_POS, INVALID_INDEX, IndexHeader, index_key_hashes, index_keys
 from .message import Blank, End, RocketMQMessage, decode
@@ -60,6 +61,12 @@ def _verify_commitlog(store, problems: list[Problem]) -> dict[int, Walked]:
         problems.append(Problem(cl.empty_tail, 0, f"expected a commitlog file of {cl.file_size} bytes "
                                 "(mappedFileSizeCommitLog), found 0: a crash left it empty and RocketMQ 4.x "
                                 "refuses to start on it (segstore recover removes it)"))
+    for name in files.list_dir(cl.directory):
+        if KEPT_ASIDE in name:
+            problems.append(Problem(os.path.join(cl.directory, name), 0,
+                                    f"expected only commitlog files of {cl.file_size} bytes in commitlog/ "
+                                    "(RocketMQ's MappedFileQueue.load refuses any other), found bytes an older "
+                                    "recovery cut (segstore recover moves them to .segstore/cut/)"))
     if len(cl.log.segments) == 0:
         return {}
     w = walk(cl, cl.min_offset, store.tags_code)
@@ -88,6 +95,11 @@ def _verify_commitlog(store, problems: list[Problem]) -> dict[int, Walked]:
 def _verify_queues(store, walked: dict[int, Walked], problems: list[Problem]) -> None:
     covered: set[tuple[str, int, int]] = set()
     for (topic, qid), cq in sorted(store.queues.items()):
+        last = cq.log.active
+        if last is not None and len(last) == 0:
+            problems.append(Problem(last.file.path, 0, "expected an entry in slot 0 of the last consume-queue "
+                                    "file, found none: the broker reads it as an entry at offset 0, size 0 "
+                                    "(segstore recover deletes the file)"))
         for seg in cq.segment_files():
             rows = seg.entries
             first = seg.first_offset
