@@ -65,8 +65,8 @@ def _verify_commitlog(store, problems: list[Problem]) -> dict[int, Walked]:
         if KEPT_ASIDE in name:
             problems.append(Problem(os.path.join(cl.directory, name), 0,
                                     f"expected only commitlog files of {cl.file_size} bytes in commitlog/ "
-                                    "(RocketMQ's MappedFileQueue.load refuses any other), found bytes an older "
-                                    "recovery cut (segstore recover moves them to .segstore/cut/)"))
+                                    "(RocketMQ's MappedFileQueue.load refuses any other), found bytes an "
+                                    "older recovery cut (segstore recover moves them to .segstore/cut/)"))
     if len(cl.log.segments) == 0:
         return {}
     w = walk(cl, cl.min_offset, store.tags_code)
@@ -97,9 +97,9 @@ def _verify_queues(store, walked: dict[int, Walked], problems: list[Problem]) ->
     for (topic, qid), cq in sorted(store.queues.items()):
         last = cq.log.active
         if last is not None and len(last) == 0:
-            problems.append(Problem(last.file.path, 0, "expected an entry in slot 0 of the last consume-queue "
-                                    "file, found none: the broker reads it as an entry at offset 0, size 0 "
-                                    "(segstore recover deletes the file)"))
+            problems.append(Problem(last.file.path, 0, "expected an entry in slot 0 of the last "
+                                    "consume-queue file, found none: the broker reads it as an entry at "
+                                    "offset 0, size 0 (segstore recover deletes the file)"))
         for seg in cq.segment_files():
             rows = seg.entries
             first = seg.first_offset
