@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from rocketmq_broker_files import (
     Msg,
     broker_served_queue,
+    java_hash,
     message_bytes,
     properties_string,
     write_store,
@@ -27,6 +28,7 @@ from segstore.registry import detect
 from segstore.convert import convert
 from segstore_rocketmq.config import BrokerConfig, trailing_separator_for
 from segstore_rocketmq.message import decode, encode_properties
+from segstore_rocketmq.topicconfig import dumps_fastjson, loads_fastjson
 
 #: (version, whether ``MessageDecoder.messageProperties2String`` of that tag ends with 0x02)
 VERSIONS = [((4, 2, 0), True), ((4, 8, 0), True), ((4, 9, 0), True), ((4, 9, 1), False), ((4, 9, 7), False),
@@ -262,3 +264,83 @@ def test_cut_files_left_in_commitlog_by_an_older_recovery_are_moved(tmp_path: Pa
         pass
     assert not legacy.exists()
     assert (store / ".segstore" / "cut" / "commitlog" / legacy.name).read_bytes() == b"torn"
+
+
+# -- item 7: config/ as the broker writes it with fastjson -------------------------------------------
+
+#: fastjson 1.2.69 PrettyFormat (MapSerializer: a string key on a new line, an Integer key unquoted on
+#: the same line), written by RocketMQ 4.9.7's ConfigManager.persist for ConsumerOffsetManager,
+#: ScheduleMessageService (delayOffset.json) and SubscriptionGroupManager.
+CONSUMER_OFFSETS = ('{\n\t"offsetTable":{\n\t\t"abc@billing":{0:4,1:3\n\t\t},\n\t\t"%RETRY%billing@billing":{0:0'
+                    '\n\t\t}\n\t}\n}')
+DELAY_OFFSETS = '{\n\t"offsetTable":{1:7,3:2,18:0\n\t}\n}'
+SUBSCRIPTION_GROUPS = ('{\n\t"dataVersion":{\n\t\t"counter":1,\n\t\t"timestamp":1700000000000\n\t},\n'
+                       '\t"subscriptionGroupTable":{\n\t\t"billing":{\n\t\t\t"brokerId":0,\n'
+                       '\t\t\t"consumeBroadcastEnable":true,\n\t\t\t"consumeEnable":true,\n'
+                       '\t\t\t"groupName":"billing",\n\t\t\t"retryMaxTimes":16,\n\t\t\t"retryQueueNums":1\n'
+                       '\t\t}\n\t}\n}')
+
+
+def broker_config(store: Path) -> None:
+    config = store / "config"
+    config.mkdir(exist_ok=True)
+    for name, text in (("consumerOffset.json", CONSUMER_OFFSETS), ("delayOffset.json", DELAY_OFFSETS),
+                       ("subscriptionGroup.json", SUBSCRIPTION_GROUPS)):
+        (config / name).write_text(text)
+        (config / (name + ".bak")).write_text(text)
+
+
+def test_fastjson_config_reads_verifies_and_is_kept(tmp_path: Path) -> None:
+    store = tmp_path / "s"
+    write_store(str(store), messages(10))
+    broker_config(store)
+    with segstore.open(store, "rocketmq") as s:
+        assert s.verify() == []
+        assert s.committed_offset("billing", "abc", 1) == 3
+        assert s.info()["delay_offsets"] == {1: 7, 3: 2, 18: 0}
+    with segstore.open(store, "rocketmq", mode="a", **SMALL) as s:
+        s.append({"topic": "abc", "queue_id": 0, "body": b"more"})
+        s.commit_offset("billing", "abc", 0, 5)
+    config = store / "config"
+    # the table as loaded (fastjson's new ConcurrentHashMap(), file order), iterated by bucket
+    # spread(hash) & 15, then insertion order within a bucket
+    names = ["abc@billing", "%RETRY%billing@billing"]
+
+    def bucket(name: str) -> int:
+        u = java_hash(name) & 0xFFFFFFFF
+        return (u ^ (u >> 16)) & 15
+
+    order = sorted(names, key=lambda n: (bucket(n), names.index(n)))
+    tables = {"abc@billing": "{0:5,1:3\n\t\t}", "%RETRY%billing@billing": "{0:0\n\t\t}"}
+    expected = '{\n\t"offsetTable":{' + ",".join(f'\n\t\t"{n}":{tables[n]}' for n in order) + "\n\t}\n}"
+    assert (config / "consumerOffset.json").read_text() == expected
+    assert (config / "consumerOffset.json.bak").read_text() == CONSUMER_OFFSETS
+    assert (config / "delayOffset.json").read_text() == DELAY_OFFSETS
+    assert (config / "subscriptionGroup.json").read_text() == SUBSCRIPTION_GROUPS
+    with segstore.open(store, "rocketmq") as s:
+        assert s.verify() == []
+
+
+def test_a_5x_consumer_offset_file_keeps_its_other_members(tmp_path: Path) -> None:
+    """RocketMQ 5.x ConsumerOffsetManager adds dataVersion (fields sorted by fastjson's SortField)."""
+    store = tmp_path / "s"
+    write_store(str(store), messages(4))
+    text = ('{\n\t"dataVersion":{\n\t\t"counter":3,\n\t\t"stateVersion":0,\n\t\t"timestamp":1700000000000\n\t},'
+            '\n\t"offsetTable":{\n\t\t"abc@g":{0:1\n\t\t}\n\t}\n}')
+    (store / "config").mkdir()
+    (store / "config" / "consumerOffset.json").write_text(text)
+    with segstore.open(store, "rocketmq", mode="a", **SMALL) as s:
+        s.commit_offset("g", "abc", 0, 2)
+    assert (store / "config" / "consumerOffset.json").read_text() == text.replace("{0:1", "{0:2")
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.dictionaries(st.text(st.characters(whitelist_categories=("L", "N"), whitelist_characters="%@_-"),
+                               min_size=1, max_size=12),
+                       st.dictionaries(st.integers(0, 40), st.integers(0, 1 << 40), min_size=1, max_size=6),
+                       max_size=8))
+def test_fastjson_codec_round_trips(table: dict[str, dict[int, int]]) -> None:
+    doc = {"offsetTable": table}
+    text = dumps_fastjson(doc)
+    assert loads_fastjson(text, "x") == doc
+    assert dumps_fastjson(loads_fastjson(text, "x")) == text

@@ -74,7 +74,7 @@ from .message import (
     host_flags,
     msg_id,
 )
-from .topicconfig import ConsumerOffsets, TopicConfigs
+from .topicconfig import ConsumerOffsets, TopicConfigs, read_delay_offsets
 
 COMMITLOG_DIR = "commitlog"
 CONSUMEQUEUE_DIR = "consumequeue"
@@ -731,7 +731,7 @@ class RocketMQStore(LifecycleMixin, Store):
         return {"format": self.format, "path": self.path, "topics": self.topics(), "queues": queues,
                 "commitlog": {"min_offset": self.commitlog.min_offset, "max_offset": self.commitlog.end,
                               "files": commitlog_files},
-                "config": self.config.as_dict()}
+                "config": self.config.as_dict(), "delay_offsets": read_delay_offsets(self.path)}
 
 
 def is_rocketmq_store(path: str) -> bool:

@@ -17,7 +17,6 @@ complexity: ``O(commitlog bytes + entries)``; read-only, thread-safe with reader
 
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
@@ -33,6 +32,7 @@ from .consumequeue import CQ_DTYPE
 from .indexfile import HEADER, INDEX_COUNT_POS, INVALID_INDEX, IndexHeader, index_key_hashes, index_keys
 from .message import Blank, End, RocketMQMessage, decode
 from .recovery import Walked, nonzero_extent, walk
+from .topicconfig import loads_fastjson
 
 CONFIG_DIR = "config"
 
@@ -239,11 +239,9 @@ def _verify_files(store, problems: list[Problem]) -> None:
             continue
         cpath = os.path.join(config_dir, name)
         try:
-            json.loads(files.read_text(cpath))
-        except (ValueError, SegstoreError) as err:
-            problems.append(
-                Problem(cpath, getattr(err, "pos", None), f"expected a JSON document, found {err}")
-            )
+            loads_fastjson(files.read_text(cpath), cpath)
+        except SegstoreError as err:
+            problems.append(Problem(cpath, err.pos, err.message))
 
 
 def verify_store(store) -> list[Problem]:
