@@ -271,7 +271,8 @@ def test_cut_files_left_in_commitlog_by_an_older_recovery_are_moved(tmp_path: Pa
 #: fastjson 1.2.69 PrettyFormat (MapSerializer: a string key on a new line, an Integer key unquoted on
 #: the same line), written by RocketMQ 4.9.7's ConfigManager.persist for ConsumerOffsetManager,
 #: ScheduleMessageService (delayOffset.json) and SubscriptionGroupManager.
-CONSUMER_OFFSETS = ('{\n\t"offsetTable":{\n\t\t"abc@billing":{0:4,1:3\n\t\t},\n\t\t"%RETRY%billing@billing":{0:0'
+CONSUMER_OFFSETS = ('{\n\t"offsetTable":{\n\t\t"abc@billing":{0:4,1:3\n\t\t},'
+                    '\n\t\t"%RETRY%billing@billing":{0:0'
                     '\n\t\t}\n\t}\n}')
 DELAY_OFFSETS = '{\n\t"offsetTable":{1:7,3:2,18:0\n\t}\n}'
 SUBSCRIPTION_GROUPS = ('{\n\t"dataVersion":{\n\t\t"counter":1,\n\t\t"timestamp":1700000000000\n\t},\n'
@@ -325,7 +326,8 @@ def test_a_5x_consumer_offset_file_keeps_its_other_members(tmp_path: Path) -> No
     """RocketMQ 5.x ConsumerOffsetManager adds dataVersion (fields sorted by fastjson's SortField)."""
     store = tmp_path / "s"
     write_store(str(store), messages(4))
-    text = ('{\n\t"dataVersion":{\n\t\t"counter":3,\n\t\t"stateVersion":0,\n\t\t"timestamp":1700000000000\n\t},'
+    text = ('{\n\t"dataVersion":{\n\t\t"counter":3,\n\t\t"stateVersion":0,'
+            '\n\t\t"timestamp":1700000000000\n\t},'
             '\n\t"offsetTable":{\n\t\t"abc@g":{0:1\n\t\t}\n\t}\n}')
     (store / "config").mkdir()
     (store / "config" / "consumerOffset.json").write_text(text)
