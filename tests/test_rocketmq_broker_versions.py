@@ -346,3 +346,41 @@ def test_fastjson_codec_round_trips(table: dict[str, dict[int, int]]) -> None:
     text = dumps_fastjson(doc)
     assert loads_fastjson(text, "x") == doc
     assert dumps_fastjson(loads_fastjson(text, "x")) == text
+
+
+# -- item 6: stores with a commitlog only ------------------------------------------------------------
+
+def test_commitlog_only_store_is_served_from_a_scan(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A backup of commitlog/ alone (as RocketMQ 4.9.7's own store tests and backups leave it):
+    no consumequeue/, no index/.  Queues, offsets and keys come from a scan, and say so."""
+    store = tmp_path / "s"
+    msgs = messages(30)
+    written = write_store(str(store), msgs, queues=False)
+    with segstore.open(store, "rocketmq") as s:
+        assert s.topics() == ["abc"]
+        assert s.partitions("abc") == [0, 1]
+        assert s.offset_range("abc", 1) == (0, 15)
+        assert [m.body for m in s.read("abc", 1, 2, 2)] == [b"body-5", b"body-7"]
+        assert [m.physical_offset for m in s.query_by_key("abc", "x3")] == [written.placed[3][0]]
+        assert s.offset_for_time("abc", 0, msgs[10].store_timestamp) == 5
+        assert s.verify() == []
+        info = s.info()
+        assert [q["max_offset"] for q in info["queues"]] == [15, 15]
+        assert "scan of the commitlog" in info["notes"][0] and "segstore recover" in info["notes"][0]
+    capsys.readouterr()
+    assert cli_main(["query", str(store), "--topic", "abc", "--key", "k4", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["body"] == "Ym9keS00"                # b"body-4", stdout is JSON only
+    assert "scan of the commitlog" in captured.err
+    assert cli_main(["query", str(store), "--topic", "abc", "--queue", "0", "--offset", "3"]) == 0
+    # recover builds what the broker's dispatch would have built
+    with segstore.open(store, "rocketmq", mode="a", **SMALL) as s:
+        s.recover()
+    reference = tmp_path / "ref"
+    write_store(str(reference), msgs)
+    for queue in ("0", "1"):
+        cq = Path("consumequeue", "abc", queue, "0" * 20)
+        assert (store / cq).read_bytes() == (reference / cq).read_bytes()
+    with segstore.open(store, "rocketmq") as s:
+        assert s.notes == [] and s.verify() == []
+        assert [m.physical_offset for m in s.query_by_key("abc", "x3")] == [written.placed[3][0]]

@@ -35,7 +35,7 @@ from .checkpoint import CheckpointFile
 from .config import validate_topic
 from .flush import FlushPolicy, FlushService
 from .message import RocketMQMessage
-from .query import TIME_MAX, query_by_key
+from .query import SCAN_NOTE, TIME_MAX, query_by_key, scan_by_key
 from .recovery import RecoveryContext, recover
 
 ABORT_FILE = "abort"
@@ -175,6 +175,10 @@ class LifecycleMixin:
         An empty list when the store keeps no index.
         """
         self._check_open()
+        if self.commitlog_only and (self.index is None or not self.index.files):
+            if SCAN_NOTE not in self.notes:
+                self.notes.append(SCAN_NOTE)
+            return scan_by_key(self.scan(), topic, key, max_hits=max_hits, begin=begin, end=end)
         if self.index is None:
             return []
         return query_by_key(

@@ -74,6 +74,7 @@ from .message import (
     host_flags,
     msg_id,
 )
+from .query import SCAN_NOTE
 from .topicconfig import ConsumerOffsets, TopicConfigs, read_delay_offsets
 
 COMMITLOG_DIR = "commitlog"
@@ -168,6 +169,27 @@ def _sizes_on_disk(path: str, given: Mapping[str, Any]) -> dict[str, int]:
     return {k: v for k, v in found.items() if v > 0}
 
 
+class ScannedQueue:
+    """A queue of a store that has no ``consumequeue/`` (a backup, a unit-test store), built by one
+    commitlog scan: the entries the broker's dispatch would write for it.  Read-only; offers the
+    reading half of :class:`ConsumeQueue` (``min_offset``, ``max_offset``, ``entries``)."""
+
+    def __init__(self, first_offset: int, rows: np.ndarray) -> None:
+        self.min_offset = first_offset
+        self.max_offset = first_offset + len(rows)
+        self.rows = rows
+
+    def entries(self, start: int, count: int | None = None) -> np.ndarray:
+        """Entries from logical offset ``start`` (at most ``count``).
+
+        :raises OffsetOutOfRangeError: ``start`` is below :attr:`min_offset`.
+        """
+        if start < self.min_offset:
+            raise OffsetOutOfRangeError(f"expected an offset of at least {self.min_offset}, found {start}")
+        lo = start - self.min_offset
+        return self.rows[lo:] if count is None else self.rows[lo:lo + count]
+
+
 class RocketMQStore(LifecycleMixin, Store):
     """A RocketMQ store directory opened for reading (``"r"``) or appending (``"a"``).
 
@@ -196,6 +218,9 @@ class RocketMQStore(LifecycleMixin, Store):
         self._plain_topics: dict[str, bytes] = {}     # validated topics' fields (.fastappend)
         self._tags_codes: dict[str, int] = {}
         self._trailing_separator: bool | None = None    # the properties style, found at first append
+        self._scanned: dict[tuple[str, int], ScannedQueue] | None = None
+        #: what a reader should know about where answers came from (see :data:`SCAN_NOTE`)
+        self.notes: list[str] = []
         writable = mode == "a"
         self._lock = files.WriterLock(os.path.join(self.path, LOCK_FILE), LOCK_CONTENT) if writable else None
         if not writable and not files.is_dir(os.path.join(self.path, COMMITLOG_DIR)) \
@@ -597,6 +622,34 @@ class RocketMQStore(LifecycleMixin, Store):
         self._check_open()
         return self.commitlog.read(physical_offset)
 
+    @property
+    def commitlog_only(self) -> bool:
+        """True when a store opened for reading holds messages but no consume queue."""
+        return self.mode == "r" and not self.queues and self.commitlog.end > self.commitlog.min_offset
+
+    def _queue_views(self) -> Mapping[tuple[str, int], ConsumeQueue | ScannedQueue]:
+        """The consume queues, or for a commitlog-only store the queues one scan finds (built once)."""
+        if not self.commitlog_only:
+            return self.queues
+        if self._scanned is None:
+            rows: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
+            first: dict[tuple[str, int], int] = {}
+            for msg in self.scan():
+                if has_queue_entry(msg.sys_flag):
+                    key = (msg.topic, msg.queue_id)
+                    first.setdefault(key, msg.queue_offset)
+                    rows.setdefault(key, []).append((msg.physical_offset, msg.size, self.tags_code(msg)))
+            self._scanned = {key: ScannedQueue(first[key], np.array(r, dtype=CQ_DTYPE))
+                             for key, r in rows.items()}
+            self.notes.append(SCAN_NOTE)
+        return self._scanned
+
+    def _queue_view(self, topic: str, partition: int) -> ConsumeQueue | ScannedQueue:
+        cq = self._queue_views().get((topic, partition))
+        if cq is None:
+            raise NotFoundError(f"expected a consume queue for {topic}/{partition}, found none", self.path)
+        return cq
+
     def read(self, topic: str, partition: int, offset: int = 0, count: int | None = None, *,
              tag: str | None = None) -> Iterator[RocketMQMessage]:
         """Messages of one queue from ``offset`` through its consume queue, lazily.
@@ -609,9 +662,7 @@ class RocketMQStore(LifecycleMixin, Store):
         :raises CorruptDataError: an entry points at something that is not its message.
         """
         self._check_open()
-        cq = self.queues.get((topic, partition))
-        if cq is None:
-            raise NotFoundError(f"expected a consume queue for {topic}/{partition}, found none", self.path)
+        cq = self._queue_view(topic, partition)
         code = string_hash(tag) if tag is not None else None
         returned = 0
         position = offset
@@ -640,17 +691,15 @@ class RocketMQStore(LifecycleMixin, Store):
 
     def topics(self) -> list[str]:
         self._check_open()
-        return sorted({topic for topic, _ in self.queues})
+        return sorted({topic for topic, _ in self._queue_views()})
 
     def partitions(self, topic: str) -> list[int]:
         self._check_open()
-        return sorted(qid for t, qid in self.queues if t == topic)
+        return sorted(qid for t, qid in self._queue_views() if t == topic)
 
     def offset_range(self, topic: str, partition: int) -> tuple[int, int]:
         self._check_open()
-        cq = self.queues.get((topic, partition))
-        if cq is None:
-            raise NotFoundError(f"expected a consume queue for {topic}/{partition}, found none", self.path)
+        cq = self._queue_view(topic, partition)
         return cq.min_offset, cq.max_offset
 
     def offset_for_time(self, topic: str, partition: int, timestamp: int) -> int | None:
@@ -661,7 +710,7 @@ class RocketMQStore(LifecycleMixin, Store):
         from .query import offset_in_queue_by_time
 
         start, end = self.offset_range(topic, partition)
-        cq = self.queues[(topic, partition)]
+        cq = self._queue_view(topic, partition)
 
         def store_time_at(offset: int) -> int | None:
             rows = cq.entries(offset, 1)
@@ -674,9 +723,10 @@ class RocketMQStore(LifecycleMixin, Store):
         """The consume-queue files of a queue: ``start_offset``, ``end_offset``, ``bytes``
         (the sum of the message sizes they point at) and ``path``, for split planning."""
         self._check_open()
-        cq = self.queues.get((topic, partition))
-        if cq is None:
-            raise NotFoundError(f"expected a consume queue for {topic}/{partition}, found none", self.path)
+        cq = self._queue_view(topic, partition)
+        if isinstance(cq, ScannedQueue):
+            return [{"start_offset": cq.min_offset, "end_offset": cq.max_offset,
+                     "bytes": int(cq.rows["size"].sum(dtype=np.int64)), "path": self.commitlog.directory}]
         return [{"start_offset": seg.first_offset, "end_offset": seg.first_offset + len(seg),
                  "bytes": int(seg.entries["size"].sum(dtype=np.int64)), "path": seg.file.path}
                 for seg in cq.segment_files()]
@@ -726,12 +776,14 @@ class RocketMQStore(LifecycleMixin, Store):
     def info(self) -> dict[str, Any]:
         self._check_open()
         queues = [{"topic": t, "queue_id": q, "min_offset": cq.min_offset, "max_offset": cq.max_offset,
-                   "files": len(cq.segment_files())} for (t, q), cq in sorted(self.queues.items())]
+                   "files": len(cq.segment_files()) if isinstance(cq, ConsumeQueue) else 0}
+                  for (t, q), cq in sorted(self._queue_views().items())]
         commitlog_files = [{"path": seg.path, "size": seg.file.size} for seg in self.commitlog.log.segments]
         return {"format": self.format, "path": self.path, "topics": self.topics(), "queues": queues,
                 "commitlog": {"min_offset": self.commitlog.min_offset, "max_offset": self.commitlog.end,
                               "files": commitlog_files},
-                "config": self.config.as_dict(), "delay_offsets": read_delay_offsets(self.path)}
+                "config": self.config.as_dict(), "delay_offsets": read_delay_offsets(self.path),
+                **({"notes": list(self.notes)} if self.notes else {})}
 
 
 def is_rocketmq_store(path: str) -> bool:

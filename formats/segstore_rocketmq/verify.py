@@ -145,6 +145,9 @@ def _verify_queues(store, walked: dict[int, Walked], problems: list[Problem]) ->
                         f"expected zeros after the last valid entry, found data at byte {at}",
                     )
                 )
+    if not store.queues:
+        # a commitlog-only store (a backup): nothing is inconsistent; readers scan, recover builds them
+        return
     for m in walked.values():
         if m.has_queue_entry and (m.topic, m.queue_id, m.queue_offset) not in covered:
             cq = store.queues.get((m.topic, m.queue_id))
