@@ -200,3 +200,55 @@ def broker_served_queue(directory: str, file_size: int, phy_end: int) -> list[tu
         wrote[-1] = n * 20
         break
     return [entry for file_slots, w in zip(slots, wrote, strict=True) for entry in file_slots[:w // 20]]
+
+
+EXT_UNIT = struct.Struct(">hqqh")
+LONG_MIN = -(1 << 63)
+
+
+def write_filter_store(store: str, messages: list[Msg], *, ext_file_size: int = 300,
+                       bitmap_bytes: int = 8) -> Written:
+    """A store of a broker with ``enableConsumeQueueExt=true`` (RocketMQ 4.9.7 ``ConsumeQueue.
+    putMessagePositionInfoWrapper``, ``ConsumeQueueExt.put`` / ``CqExtUnit.write``): every queued
+    message gets a unit ``[short size][long tagsCode][long storeTime][short bitMapSize][bitmap]`` in
+    ``consumequeue_ext/TOPIC/QUEUE/``, and its consume-queue entry holds the unit's address
+    (real offset + Long.MIN_VALUE) instead of the tags code.  A unit that does not fit with 4 bytes
+    to spare ends the file with ``short -1`` (``fullFillToEnd``)."""
+    written = write_store(store, messages)
+    ext_files: dict[tuple[str, int], dict[int, bytearray]] = {}
+    ends: dict[tuple[str, int], int] = {}
+    entries: dict[tuple[str, int], list[bytes]] = {}
+    for i, (m, (phys, size, qoff)) in enumerate(zip(messages, written.placed, strict=True)):
+        if qoff < 0:
+            continue
+        key = (m.topic, m.queue_id)
+        tags = tags_of(m)
+        bitmap = bytes([(i * 37 + j) & 0xFF for j in range(bitmap_bytes)])
+        unit = EXT_UNIT.pack(EXT_UNIT.size + len(bitmap), java_hash(tags) if tags else 0, m.store_timestamp,
+                             len(bitmap)) + bitmap
+        pos = ends.get(key, 0)
+        base = pos - pos % ext_file_size
+        files_ = ext_files.setdefault(key, {})
+        buf = files_.setdefault(base, bytearray(ext_file_size))
+        if len(unit) > ext_file_size - (pos - base) - 4:
+            buf[pos - base:pos - base + 2] = struct.pack(">h", -1)
+            base += ext_file_size
+            pos = base
+            buf = files_.setdefault(base, bytearray(ext_file_size))
+        buf[pos - base:pos - base + len(unit)] = unit
+        ends[key] = pos + len(unit)
+        entries.setdefault(key, []).append(CQ_ENTRY.pack(phys, size, pos + LONG_MIN))
+    for (topic, queue_id), rows in entries.items():
+        directory = os.path.join(store, "consumequeue", topic, str(queue_id))
+        for name in os.listdir(directory):
+            os.remove(os.path.join(directory, name))
+        data = b"".join(rows)
+        for base in range(0, len(data), 200):
+            with open(os.path.join(directory, f"{base:020d}"), "wb") as f:
+                f.write(data[base:base + 200].ljust(200, b"\0"))
+        ext_dir = os.path.join(store, "consumequeue_ext", topic, str(queue_id))
+        os.makedirs(ext_dir)
+        for base, buf in ext_files[(topic, queue_id)].items():
+            with open(os.path.join(ext_dir, f"{base:020d}"), "wb") as f:
+                f.write(buf)
+    return written

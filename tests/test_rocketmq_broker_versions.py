@@ -19,6 +19,7 @@ from rocketmq_broker_files import (
     java_hash,
     message_bytes,
     properties_string,
+    write_filter_store,
     write_store,
 )
 
@@ -384,3 +385,38 @@ def test_commitlog_only_store_is_served_from_a_scan(tmp_path: Path, capsys: pyte
     with segstore.open(store, "rocketmq") as s:
         assert s.notes == [] and s.verify() == []
         assert [m.physical_offset for m in s.query_by_key("abc", "x3")] == [written.placed[3][0]]
+
+
+# -- item 5: consumequeue_ext ---------------------------------------------------------------------
+
+def test_consume_queue_ext_reads_dumps_and_verifies(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    store = tmp_path / "s"
+    msgs = messages(30)
+    write_filter_store(str(store), msgs)
+    cq0 = store / "consumequeue" / "abc" / "0" / ("0" * 20)
+    before = cq0.read_bytes()
+    with segstore.open(store, "rocketmq") as s:
+        assert s.verify() == []                    # no entry reported as a tags-code mismatch
+        assert [m.body for m in s.read("abc", 0, tag="t1")] == [b"body-%d" % i for i in range(0, 30, 2)
+                                                                  if i % 3 == 1]
+        units = s.queue_exts[("abc", 0)].units()
+        assert len(units) == 15 and len({address for address, _ in units}) == 15   # two files, -1 mark
+        assert [u.store_timestamp for _, u in units] == [m.store_timestamp for m in msgs[0::2]]
+    capsys.readouterr()
+    assert cli_main(["dump", "--json", str(store)]) == 0
+    dumped = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [d["ext"]["store_timestamp"] for d in dumped] == [m.store_timestamp for m in msgs]
+    assert all(d["ext"]["tags_code"] == d["tags_code"] and len(d["ext"]["bitmap"]) == 16 for d in dumped)
+    # recovery keeps the addresses (it does not "fix" them into tags codes)
+    with segstore.open(store, "rocketmq", mode="a", **SMALL) as s:
+        s.recover()
+    assert cq0.read_bytes() == before
+    # a unit whose size disagrees with its bitMapSize, and one with another store time
+    ext0 = store / "consumequeue_ext" / "abc" / "0" / ("0" * 20)
+    data = bytearray(ext0.read_bytes())
+    data[28 + 10:28 + 18] = (1).to_bytes(8, "big")          # unit 1's msgStoreTime
+    data[0:2] = (27).to_bytes(2, "big")                      # unit 0's size
+    ext0.write_bytes(bytes(data))
+    with segstore.open(store, "rocketmq") as s:
+        problems = s.verify()
+    assert {(p.path, p.pos) for p in problems} == {(str(cq0), 12), (str(cq0), 32), (str(ext0), 0)}

@@ -47,6 +47,7 @@ from segstore.search import Bound, search
 from .checkpoint import Checkpoint
 from .commitlog import END_FILE_MIN_BLANK_LENGTH, KEPT_ASIDE, CommitLog, CommitLogFile
 from .consumequeue import CQ_DTYPE, ConsumeQueue
+from .consumequeue_ext import is_ext_address
 from .indexfile import IndexFile, IndexRequest, IndexService, index_key_hashes, index_keys
 from .message import (
     MESSAGE_MAGIC,
@@ -368,7 +369,10 @@ def _dispatch_queues(
         elif m.queue_offset >= q.min_offset and m.queue_offset < q.max_offset:
             row = _queue_row(q, m.queue_offset)
             want = (m.phy, m.size, m.tags_code)
-            if row is not None and (int(row["offset"]), int(row["size"]), int(row["tags_code"])) != want:
+            got = (int(row["offset"]), int(row["size"]), int(row["tags_code"])) if row is not None else want
+            if is_ext_address(got[2]):      # a consumequeue_ext address (filter-enabled broker): keep it
+                got = (*got[:2], m.tags_code)
+            if got != want:
                 _write_row(q, m.queue_offset, np.array([want], dtype=CQ_DTYPE))
                 fixed[key] = fixed.get(key, 0) + 1
     for key, waiting in pending.items():

@@ -31,6 +31,7 @@ import numpy as np
 from segstore import files
 from segstore.errors import (
     CorruptDataError,
+    CorruptIndexError,
     InvalidMessageError,
     MessageTooLargeError,
     NotFoundError,
@@ -45,6 +46,8 @@ from .checkpoint import FILE_SIZE as CHECKPOINT_SIZE
 from .commitlog import END_FILE_MIN_BLANK_LENGTH, KEPT_ASIDE, CommitLog
 from .config import SCHEDULE_TOPIC, BrokerConfig, validate_topic
 from .consumequeue import CQ_DTYPE, ConsumeQueue, parse_file_name
+from .consumequeue_ext import EXT_DIR, ConsumeQueueExt
+from .consumequeue_ext import MAX_ADDR as EXT_MAX_ADDR
 from .fastappend import append_plain
 from .indexfile import IndexRequest, IndexService, geometry_on_disk
 from .javacompat import hashmap_order, string_hash
@@ -230,6 +233,8 @@ class RocketMQStore(LifecycleMixin, Store):
                                 self.path)
         self.commitlog: CommitLog | None = None
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+        #: ``consumequeue_ext/`` of a filter-enabled broker, read-only (see .consumequeue_ext)
+        self.queue_exts: dict[tuple[str, int], ConsumeQueueExt] = {}
         self.index: IndexService | None = None
         self._init_lifecycle()
         try:
@@ -239,6 +244,7 @@ class RocketMQStore(LifecycleMixin, Store):
             self.commitlog = CommitLog(os.path.join(self.path, COMMITLOG_DIR),
                                        self.config.mappedFileSizeCommitLog, writable=writable)
             self._load_queues(writable)
+            self._load_queue_exts()
             self.topic_configs = TopicConfigs(self.path)
             self.consumer_offsets = ConsumerOffsets(self.path)
             self._configs_dirty = False
@@ -268,6 +274,34 @@ class RocketMQStore(LifecycleMixin, Store):
                 self.queues[(topic, int(qname))] = ConsumeQueue(
                     directory, topic, int(qname), self.config.consume_queue_file_size, writable=writable)
 
+    def _load_queue_exts(self) -> None:
+        root = os.path.join(self.path, EXT_DIR)
+        for topic in files.list_dir(root):
+            for qname in files.list_dir(os.path.join(root, topic)):
+                if qname.isdigit():
+                    self.queue_exts[(topic, int(qname))] = ConsumeQueueExt(os.path.join(root, topic, qname))
+
+    def entry_tags_codes(self, topic: str, queue_id: int, codes: np.ndarray) -> np.ndarray:
+        """The tags codes of consume-queue entries with extension addresses replaced by their unit's
+        tags code (a filter-enabled store, ``ConsumeQueue.getExt``); ``codes`` itself otherwise.
+
+        An address whose unit is missing or malformed stays as it is.
+        Runtime complexity: ``O(n)`` in numpy, plus one unit read per address.
+        """
+        ext = self.queue_exts.get((topic, queue_id))
+        at = np.flatnonzero(codes <= EXT_MAX_ADDR) if ext is not None else ()
+        if not len(at):
+            return codes
+        codes = codes.astype(np.int64)
+        for i in at.tolist():
+            try:
+                unit = ext.get(int(codes[i]))
+            except CorruptIndexError:           # verify reports it; the address stays unresolved
+                continue
+            if unit is not None:
+                codes[i] = unit.tags_code
+        return codes
+
     def _queue(self, topic: str, queue_id: int) -> ConsumeQueue:
         cq = self.queues.get((topic, queue_id))
         if cq is None:
@@ -285,6 +319,9 @@ class RocketMQStore(LifecycleMixin, Store):
         for cq in self.queues.values():
             cq.close()
         self.queues = {}
+        for ext in self.queue_exts.values():
+            ext.close()
+        self.queue_exts = {}
         if self.commitlog is not None:
             self.commitlog.close()
             self.commitlog = None
@@ -670,7 +707,8 @@ class RocketMQStore(LifecycleMixin, Store):
             rows = cq.entries(position, _READ_CHUNK)
             if not len(rows):
                 return
-            slots = np.flatnonzero(rows["tags_code"] == code) if code is not None else range(len(rows))
+            slots = (np.flatnonzero(self.entry_tags_codes(topic, partition, rows["tags_code"]) == code)
+                     if code is not None else range(len(rows)))
             phys_col, size_col = rows["offset"].tolist(), rows["size"].tolist()
             for i in slots:
                 phys, size = phys_col[i], size_col[i]
@@ -759,18 +797,44 @@ class RocketMQStore(LifecycleMixin, Store):
         """One line per message in commitlog order (``json``: one :data:`JSON_KEYS` object a line)."""
         import json as jsonlib
 
+        ext_units = self._ext_units_by_physical_offset() if json else {}
         for msg in self.scan():
             if topic is not None and msg.topic != topic:
                 continue
             if partition is not None and msg.queue_id != partition:
                 continue
             if json:
-                out.write(jsonlib.dumps(self.to_json(msg), ensure_ascii=False) + "\n")
+                record = self.to_json(msg)
+                unit = ext_units.get(msg.physical_offset)
+                if unit is not None:
+                    address, ext = unit
+                    record["ext"] = {"address": address, "tags_code": ext.tags_code,
+                                     "store_timestamp": ext.store_timestamp, "bitmap": ext.bitmap.hex()}
+                out.write(jsonlib.dumps(record, ensure_ascii=False) + "\n")
                 continue
             out.write(f"{msg.physical_offset:>12}  {msg.topic}/{msg.queue_id}@{msg.queue_offset}  "
                       f"size={msg.size} born={msg.born_timestamp} stored={msg.store_timestamp} "
                       f"keys={','.join(msg.keys) or '-'} tags={msg.tags or '-'} "
                       f"body={body_preview(msg.body)}\n")
+
+    def _ext_units_by_physical_offset(self) -> dict[int, tuple[int, Any]]:
+        """Physical offset -> ``(address, unit)`` for every consume-queue entry that points into
+        ``consumequeue_ext/`` (empty for a store without it)."""
+        found: dict[int, tuple[int, Any]] = {}
+        for key, ext in self.queue_exts.items():
+            cq = self.queues.get(key)
+            if cq is None:
+                continue
+            rows = cq.entries(cq.min_offset)
+            for i in np.flatnonzero(rows["tags_code"] <= EXT_MAX_ADDR).tolist():
+                address = int(rows["tags_code"][i])
+                try:
+                    unit = ext.get(address)
+                except CorruptIndexError:       # dumped without it; verify reports it
+                    continue
+                if unit is not None:
+                    found[int(rows["offset"][i])] = (address, unit)
+        return found
 
     # -- tooling -------------------------------------------------------------
     def info(self) -> dict[str, Any]:
