@@ -116,9 +116,9 @@ class CommitLog:
             path = os.path.join(self.directory, name)
             size = files.file_size(path)
             if size == 0 and i == len(names) - 1:
-                # A broker killed while creating its next file leaves it empty: RocketMQ 5.x
-                # (MappedFileQueue.doLoad) deletes it, 4.9.x refuses to start, 4.2-4.8 stop loading
-                # there.  It holds nothing: read as absent; a writer's recovery removes it.
+                # A broker killed while creating its next file leaves it empty: RocketMQ 5.1.3+
+                # (MappedFileQueue.doLoad) deletes it, 4.5.1-5.1.2 refuse to start, 4.2-4.4 stop
+                # loading there.  It holds nothing: read as absent; a writer's recovery removes it.
                 self.empty_tail = path
                 continue
             if size < self.file_size:

@@ -261,10 +261,10 @@ def nonzero_extent(view: memoryview, pos: int) -> int:
 def aside_dir(directory: str) -> str:
     """Where bytes cut from the files of ``STORE/commitlog`` are kept: ``STORE/.segstore/cut/commitlog``.
 
-    Not in ``commitlog/`` itself: ``MappedFileQueue.load`` (RocketMQ 4.9.7) refuses to start
-    on a directory holding any file of another length than the mapped-file size (4.2-4.8 stop
-    loading there; 5.x also skips subdirectories, which 4.9.7 does not), and the broker never
-    lists the store root, where segstore's other files live under ``.segstore/`` too.
+    Not in ``commitlog/`` itself: ``MappedFileQueue.load`` (RocketMQ 4.5.1 to 5.x) refuses to
+    start on a directory holding any file of another length than the mapped-file size (4.2-4.4
+    stop loading there; only 5.1.3+ skip subdirectories), and the broker never lists the store
+    root, where segstore's other files live under ``.segstore/`` too.
     """
     store = os.path.dirname(os.path.normpath(directory))
     return os.path.join(store, SEGSTORE_DIR, CUT_DIR, os.path.basename(os.path.normpath(directory)))
