@@ -147,7 +147,8 @@ class CommitLog:
         if path is None:
             return []
         files.remove(path)
-        return [f"{path}: removed the empty commitlog file a crash left (0 bytes; brokers 4.5.1 to 5.1.2 refuse to start on it)"]
+        return [f"{path}: removed the empty commitlog file a crash left "
+                f"(0 bytes; brokers 4.5.1 to 5.1.2 refuse to start on it)"]
 
     # -- positions -----------------------------------------------------------
     @property

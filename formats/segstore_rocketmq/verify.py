@@ -62,8 +62,8 @@ def _verify_commitlog(store, problems: list[Problem]) -> dict[int, Walked]:
     cl = store.commitlog
     if cl.empty_tail is not None:
         problems.append(Problem(cl.empty_tail, 0, f"expected a commitlog file of {cl.file_size} bytes "
-                                "(mappedFileSizeCommitLog), found 0: a crash left it empty and RocketMQ 4.5.1 "
-                                "to 5.1.2 refuse to start on it (segstore recover removes it)"))
+                                "(mappedFileSizeCommitLog), found 0: a crash left it empty and RocketMQ "
+                                "4.5.1 to 5.1.2 refuse to start on it (segstore recover removes it)"))
     for name in files.list_dir(cl.directory):
         if KEPT_ASIDE in name:
             problems.append(Problem(os.path.join(cl.directory, name), 0,
