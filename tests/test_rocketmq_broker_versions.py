@@ -420,3 +420,14 @@ def test_consume_queue_ext_reads_dumps_and_verifies(tmp_path: Path, capsys: pyte
     with segstore.open(store, "rocketmq") as s:
         problems = s.verify()
     assert {(p.path, p.pos) for p in problems} == {(str(cq0), 12), (str(cq0), 32), (str(ext0), 0)}
+
+
+def test_key_query_without_index_files_scans(tmp_path: Path) -> None:
+    """A store written with messageIndexEnable=false (or whose index/ was not copied) has consume
+    queues but no index: a key query still answers, from the commitlog."""
+    store = tmp_path / "s"
+    written = write_store(str(store), messages(12))
+    with segstore.open(store, "rocketmq") as s:
+        assert [m.physical_offset for m in s.query_by_key("abc", "U7")] == [written.placed[7][0]]
+        assert s.query_by_key("abc", "nope") == []
+        assert "scan of the commitlog" in s.notes[0]

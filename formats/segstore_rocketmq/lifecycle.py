@@ -172,15 +172,16 @@ class LifecycleMixin:
 
         The newest ``max_hits``, in commitlog order, as the broker's ``queryMessage``
         returns them; hash collisions are filtered out against the commitlog.
-        An empty list when the store keeps no index.
+        A store without index files (a backup, ``messageIndexEnable=false``) is
+        scanned instead, and :attr:`notes` says so.
         """
         self._check_open()
-        if self.commitlog_only and (self.index is None or not self.index.files):
+        if self.index is None or not self.index.files:
+            if self.commitlog.end <= self.commitlog.min_offset:
+                return []
             if SCAN_NOTE not in self.notes:
                 self.notes.append(SCAN_NOTE)
             return scan_by_key(self.scan(), topic, key, max_hits=max_hits, begin=begin, end=end)
-        if self.index is None:
-            return []
         return query_by_key(
             self.index, topic, key, self._message_or_none, max_hits=max_hits, begin=begin, end=end
         )

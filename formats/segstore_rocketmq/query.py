@@ -27,8 +27,8 @@ from .message import SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_ROLLBACK, Roc
 MAX_MSGS_NUM_BATCH = 64
 TIME_MAX = 2**63 - 1
 #: What a reader of a store without consume queues or index is told (``info``'s ``notes``, the CLI's stderr).
-SCAN_NOTE = ("no consume queues or index: topics, queues, offsets and key lookups come from a scan of the "
-             "commitlog; `segstore recover` builds consumequeue/ and index/ as the broker does")
+SCAN_NOTE = ("no consume queues or no index: what they would answer comes from a scan of the commitlog; "
+             "`segstore recover` builds consumequeue/ and index/ as the broker does")
 
 
 def carries_key(msg: RocketMQMessage, topic: str, key: str) -> bool:
