@@ -29,6 +29,7 @@ from segstore.registry import detect
 from segstore.convert import convert
 from segstore_rocketmq.config import BrokerConfig, trailing_separator_for
 from segstore_rocketmq.message import decode, encode_properties
+from segstore_rocketmq.store import RocketMQStore
 from segstore_rocketmq.topicconfig import dumps_fastjson, loads_fastjson
 
 #: (version, whether ``MessageDecoder.messageProperties2String`` of that tag ends with 0x02)
@@ -444,3 +445,39 @@ def test_key_query_without_index_files_scans(tmp_path: Path) -> None:
         assert [m.physical_offset for m in s.query_by_key("abc", "U7")] == [written.placed[7][0]]
         assert s.query_by_key("abc", "nope") == []
         assert "scan of the commitlog" in s.notes[0]
+
+
+def test_topics_json_keeps_what_it_read(tmp_path: Path) -> None:
+    """RocketMQ 5.x TopicConfig adds ``attributes`` and DataVersion ``stateVersion``; the broker's
+    TopicConfigManager (new ConcurrentHashMap<>(1024): 2048 bins) writes topics by spread(hash) & 2047."""
+    store = tmp_path / "s"
+    write_store(str(store), messages(4))
+    (store / "config").mkdir()
+    entry = ('{{\n\t\t\t"attributes":{{}},\n\t\t\t"order":false,\n\t\t\t"perm":6,\n\t\t\t"readQueueNums":{n},'
+             '\n\t\t\t"topicFilterType":"SINGLE_TAG",\n\t\t\t"topicName":"{t}",\n\t\t\t"topicSysFlag":0,'
+             '\n\t\t\t"writeQueueNums":{n}\n\t\t}}')
+    head = '{\n\t"dataVersion":{\n\t\t"counter":%d,\n\t\t"stateVersion":0,\n\t\t"timestamp":%d\n\t},'
+    (store / "config" / "topics.json").write_text(
+        head % (2, 1) + '\n\t"topicConfigTable":{\n\t\t"abc":' + entry.format(n=2, t="abc") + "\n\t}\n}")
+    with RocketMQStore(str(store), "a", SMALL, clock=lambda: 1_800_000_000_000) as s:
+        s.append({"topic": "abc", "queue_id": 3, "body": b"x"})
+        s.append({"topic": "zz", "queue_id": 0, "body": b"y"})
+    text = (store / "config" / "topics.json").read_text()
+
+    def bucket(name: str) -> int:
+        u = java_hash(name) & 0xFFFFFFFF
+        return (u ^ (u >> 16)) & 2047
+
+    names = sorted(["abc", "zz"], key=bucket)
+    tables = {"abc": entry.format(n=4, t="abc"),
+              "zz": entry.format(n=1, t="zz").replace('\n\t\t\t"attributes":{},', "")}
+    assert text == (head % (4, 1_800_000_000_000) + '\n\t"topicConfigTable":{'
+                    + ",".join(f'\n\t\t"{n}":{tables[n]}' for n in names) + "\n\t}\n}")
+
+
+def test_the_fixtures_delay_offset_file_is_fastjson_as_written() -> None:
+    """compat_fixtures/rocketmq/basic/store/config/delayOffset.json, written by RocketMQ 4.9.7's
+    ScheduleMessageService.persist (fastjson PrettyFormat)."""
+    path = Path(__file__).parent.parent / "compat_fixtures" / "rocketmq" / "basic" / "store" / "config"
+    text = (path / "delayOffset.json").read_text()
+    assert dumps_fastjson(loads_fastjson(text, "x")) == text

@@ -1,4 +1,5 @@
-"""``config/topics.json`` and ``config/consumerOffset.json`` in the broker's fastjson shape.
+"""``config/*.json`` in the broker's fastjson shape: topics.json and consumerOffset.json read and
+written, delayOffset.json read, every other file left as it is.
 
 The broker writes both with fastjson, pretty-printed with tabs, and keeps the
 previous content as ``NAME.bak`` (``ConfigManager.persist``: ``MixAll.string2File``
@@ -52,6 +53,8 @@ SUBSCRIPTION_GROUP_FILE = "subscriptionGroup.json"
 #: ``new ConcurrentHashMap<Integer, Long>(32)`` (rocketmq-all-4.9.7): the tables of a broker that
 #: started without the file; one that loaded it holds fastjson's ``new ConcurrentHashMap()``.
 NEW_TABLE_CAPACITY = 512
+#: ``TopicConfigManager.topicConfigTable = new ConcurrentHashMap<>(1024)`` (rocketmq-all-4.9.7).
+TOPIC_TABLE_CAPACITY = 1024
 NEW_QUEUE_MAP_CAPACITY = 32
 
 
@@ -106,17 +109,26 @@ def _persist(path: str, text: str) -> None:
 
 
 class TopicConfigs:
-    """The topics the store knows, with their queue counts (``config/topics.json``)."""
+    """The topics the store knows, with their queue counts (``config/topics.json``).
+
+    Written as ``TopicConfigManager.persist`` writes it: every member and topic field read
+    is kept (5.x adds some), topics in the iteration order of the broker's
+    ``new ConcurrentHashMap<>(1024)`` (filled from the file through fastjson's map).
+    """
 
     def __init__(self, store_dir: str) -> None:
         self.path = os.path.join(store_dir, CONFIG_DIR, TOPICS_FILE)
+        self.document: dict[str, Any] = {}
         self.topics: dict[str, dict[str, Any]] = {}
         self.counter = 0
         self.timestamp = 0
         if files.exists(self.path):
-            data = loads_fastjson(files.read_text(self.path), self.path)
-            self.topics = dict(data.get("topicConfigTable", {}))
-            version = data.get("dataVersion", {})
+            self.document = loads_fastjson(files.read_text(self.path), self.path)
+            loaded = dict(self.document.get("topicConfigTable") or {})
+            # fastjson parses into a new ConcurrentHashMap(); the manager putAll()s that into its own
+            order = concurrent_hashmap_order(list(loaded), [string_hash(n) for n in loaded])
+            self.topics = {name: loaded[name] for name in order}
+            version = self.document.get("dataVersion") or {}
             self.counter = int(version.get("counter", 0))
             self.timestamp = int(version.get("timestamp", 0))
 
@@ -126,17 +138,23 @@ class TopicConfigs:
         needed = queue_id + 1
         if entry is not None and entry.get("writeQueueNums", 0) >= needed:
             return False
-        self.topics[topic] = {
-            "order": False, "perm": DEFAULT_PERM, "readQueueNums": needed, "topicFilterType": "SINGLE_TAG",
-            "topicName": topic, "topicSysFlag": 0, "writeQueueNums": needed,
-        }
+        if entry is None:
+            self.topics[topic] = {
+                "order": False, "perm": DEFAULT_PERM, "readQueueNums": needed,
+                "topicFilterType": "SINGLE_TAG", "topicName": topic, "topicSysFlag": 0, "writeQueueNums": needed,
+            }
+        else:
+            entry["readQueueNums"] = entry["writeQueueNums"] = needed
         self.counter += 1
         return True
 
     def dumps(self) -> str:
-        table = {name: self.topics[name] for name in sorted(self.topics)}
-        return dumps_fastjson({"dataVersion": {"counter": self.counter, "timestamp": self.timestamp},
-                               "topicConfigTable": table})
+        order = concurrent_hashmap_order(list(self.topics), [string_hash(n) for n in self.topics],
+                                         TOPIC_TABLE_CAPACITY)
+        version = {**(self.document.get("dataVersion") or {}), "counter": self.counter,
+                   "timestamp": self.timestamp}
+        return dumps_fastjson({**self.document, "dataVersion": version,
+                               "topicConfigTable": {name: self.topics[name] for name in order}})
 
     def save(self, now_ms: int) -> None:
         self.timestamp = now_ms
