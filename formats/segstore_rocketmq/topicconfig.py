@@ -140,8 +140,9 @@ class TopicConfigs:
             return False
         if entry is None:
             self.topics[topic] = {
-                "order": False, "perm": DEFAULT_PERM, "readQueueNums": needed, "topicFilterType": "SINGLE_TAG",
-                "topicName": topic, "topicSysFlag": 0, "writeQueueNums": needed,
+                "order": False, "perm": DEFAULT_PERM, "readQueueNums": needed,
+                "topicFilterType": "SINGLE_TAG", "topicName": topic, "topicSysFlag": 0,
+                "writeQueueNums": needed,
             }
         else:
             entry["readQueueNums"] = entry["writeQueueNums"] = needed
