@@ -22,15 +22,16 @@ from rocketmq_broker_files import (
     write_filter_store,
     write_store,
 )
-
-import segstore
-from segstore.cli import main as cli_main
-from segstore.registry import detect
-from segstore.convert import convert
 from segstore_rocketmq.config import BrokerConfig, trailing_separator_for
 from segstore_rocketmq.message import decode, encode_properties
 from segstore_rocketmq.store import RocketMQStore
 from segstore_rocketmq.topicconfig import dumps_fastjson, loads_fastjson
+
+import segstore
+from segstore.cli import main as cli_main
+from segstore.convert import convert
+from segstore.errors import ConfigError
+from segstore.registry import detect
 
 #: (version, whether ``MessageDecoder.messageProperties2String`` of that tag ends with 0x02)
 VERSIONS = [((4, 2, 0), True), ((4, 8, 0), True), ((4, 9, 0), True), ((4, 9, 1), False), ((4, 9, 7), False),
@@ -102,7 +103,7 @@ def test_a_new_store_takes_the_configured_version(tmp_path: Path) -> None:
             (msg,) = store.scan()
         assert msg.trailing_separator is trailing
     assert BrokerConfig().rocketmqVersion == "4.9.7"
-    with pytest.raises(segstore.errors.ConfigError):
+    with pytest.raises(ConfigError):
         BrokerConfig.from_mapping({"rocketmqVersion": "latest"})
 
 
