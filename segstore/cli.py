@@ -294,6 +294,8 @@ def cmd_query(args: argparse.Namespace, out: TextIO) -> int:
     with _open(args) as store:
         sink = _LineCounter(out)
         code = store.query(request, sink)
+        for note in getattr(store, "notes", ()):    # where the answer came from (stderr: --json stays JSON)
+            sys.stderr.write(f"{args.path}: {note}\n")
         if code == EXIT_NO_HITS and sink.lines == 0:
             sys.stderr.write(f"segstore query: {_no_hit_message(request)}\n")
         elif request.key is not None and args.max is not None and code == EXIT_OK:

@@ -17,7 +17,6 @@ complexity: ``O(commitlog bytes + entries)``; read-only, thread-safe with reader
 
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
@@ -28,13 +27,18 @@ from segstore.store import Problem
 
 from .checkpoint import FILE_NAME as CHECKPOINT_FILE
 from .checkpoint import check as check_checkpoint
+from .commitlog import KEPT_ASIDE
 from .consumequeue import CQ_DTYPE
+from .consumequeue_ext import is_ext_address, real_offset
 from .indexfile import HEADER, INDEX_COUNT_POS, INVALID_INDEX, IndexHeader, index_key_hashes, index_keys
 from .lifecycle import ABORT_FILE
 from .message import Blank, End, RocketMQMessage, decode
 from .recovery import Walked, nonzero_extent, walk
+from .topicconfig import loads_fastjson
 
 CONFIG_DIR = "config"
+#: where the tags code sits in a consume-queue entry (after the long offset and int size)
+ENTRY_TAGS_POS = CQ_DTYPE.fields["tags_code"][1]
 
 
 def _damage(path: str, view: memoryview, pos: int, base: int) -> str:
@@ -57,6 +61,16 @@ def _damage(path: str, view: memoryview, pos: int, base: int) -> str:
 
 def _verify_commitlog(store, problems: list[Problem]) -> dict[int, Walked]:
     cl = store.commitlog
+    if cl.empty_tail is not None:
+        problems.append(Problem(cl.empty_tail, 0, f"expected a commitlog file of {cl.file_size} bytes "
+                                "(mappedFileSizeCommitLog), found 0: a crash left it empty and RocketMQ "
+                                "4.5.1 to 5.1.2 refuse to start on it (segstore recover removes it)"))
+    for name in files.list_dir(cl.directory):
+        if KEPT_ASIDE in name:
+            problems.append(Problem(os.path.join(cl.directory, name), 0,
+                                    f"expected only commitlog files of {cl.file_size} bytes in commitlog/ "
+                                    "(RocketMQ's MappedFileQueue.load refuses any other), found bytes an "
+                                    "older recovery cut (segstore recover moves them to .segstore/cut/)"))
     if len(cl.log.segments) == 0:
         return {}
     w = walk(cl, cl.min_offset, store.tags_code)
@@ -82,18 +96,57 @@ def _verify_commitlog(store, problems: list[Problem]) -> dict[int, Walked]:
     return {m.phy: m for m in w.messages}
 
 
+def _unit(ext, address: int):
+    """The extension unit at ``address``, None if missing or malformed (reported by _verify_queue_exts)."""
+    if ext is None:
+        return None
+    try:
+        return ext.get(address)
+    except SegstoreError:
+        return None
+
+
+def _verify_queue_exts(store, problems: list[Problem]) -> None:
+    """Every unit of every ``consumequeue_ext`` file parses (size = 20 + bitMapSize)."""
+    for ext in store.queue_exts.values():
+        try:
+            ext.units()
+        except SegstoreError as err:
+            problems.append(Problem(err.path, err.pos, err.message))
+
+
 def _verify_queues(store, walked: dict[int, Walked], problems: list[Problem]) -> None:
     covered: set[tuple[str, int, int]] = set()
     for (topic, qid), cq in sorted(store.queues.items()):
+        last = cq.log.active
+        if last is not None and len(last) == 0:
+            problems.append(Problem(last.file.path, 0, "expected an entry in slot 0 of the last "
+                                    "consume-queue file, found none: the broker reads it as an entry at "
+                                    "offset 0, size 0 (segstore recover deletes the file)"))
+        ext = store.queue_exts.get((topic, qid))
         for seg in cq.segment_files():
             rows = seg.entries
             first = seg.first_offset
+            stored = rows["tags_code"].tolist()
+            resolved = store.entry_tags_codes(topic, qid, rows["tags_code"]).tolist()
             for i, (phy, size, tags) in enumerate(
-                zip(rows["offset"].tolist(), rows["size"].tolist(), rows["tags_code"].tolist(), strict=True)
+                zip(rows["offset"].tolist(), rows["size"].tolist(), resolved, strict=True)
             ):
                 pos = i * CQ_DTYPE.itemsize
                 m = walked.get(phy)
                 expected = f"{topic}/{qid} offset {first + i}"
+                if is_ext_address(stored[i]):
+                    unit = _unit(ext, stored[i])
+                    if unit is None or (m is not None and unit.store_timestamp != m.store_timestamp):
+                        found = "none" if unit is None else f"store time {unit.store_timestamp}"
+                        problems.append(Problem(
+                            seg.file.path, pos + ENTRY_TAGS_POS,
+                            f"expected the extension unit of {expected} at consumequeue_ext address "
+                            f"{stored[i]} (real offset {real_offset(stored[i])})"
+                            + (f" with store time {m.store_timestamp}" if m is not None else "")
+                            + f", found {found}"))
+                        covered.add((topic, qid, first + i))
+                        continue
                 if m is None:
                     problems.append(
                         Problem(
@@ -130,6 +183,9 @@ def _verify_queues(store, walked: dict[int, Walked], problems: list[Problem]) ->
                         f"expected zeros after the last valid entry, found data at byte {at}",
                     )
                 )
+    if not store.queues:
+        # a commitlog-only store (a backup): nothing is inconsistent; readers scan, recover builds them
+        return
     for m in walked.values():
         if m.has_queue_entry and (m.topic, m.queue_id, m.queue_offset) not in covered:
             cq = store.queues.get((m.topic, m.queue_id))
@@ -224,11 +280,9 @@ def _verify_files(store, problems: list[Problem]) -> None:
             continue
         cpath = os.path.join(config_dir, name)
         try:
-            json.loads(files.read_text(cpath))
-        except (ValueError, SegstoreError) as err:
-            problems.append(
-                Problem(cpath, getattr(err, "pos", None), f"expected a JSON document, found {err}")
-            )
+            loads_fastjson(files.read_text(cpath), cpath)
+        except SegstoreError as err:
+            problems.append(Problem(cpath, err.pos, err.message))
 
 
 def verify_store(store) -> list[Problem]:
@@ -236,6 +290,7 @@ def verify_store(store) -> list[Problem]:
     problems: list[Problem] = []
     walked = _verify_commitlog(store, problems)
     _verify_queues(store, walked, problems)
+    _verify_queue_exts(store, problems)
     _verify_index(store, walked, problems)
     _verify_files(store, problems)
     _verify_shutdown(store, problems)
