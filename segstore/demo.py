@@ -21,6 +21,7 @@ import os
 import random
 import sys
 import time
+from typing import Any
 
 from . import cli, files
 from .api import open as open_store
@@ -38,7 +39,7 @@ def write_store(path: str, count: int, seed: int = 42) -> tuple[str, int]:
     with open_store(path, format="rocketmq", mode="a", mappedFileSizeCommitLog=str(64 << 20),
                     mappedFileSizeConsumeQueue=str(300_000 * 20)) as store:
         for start in range(0, count, 500):
-            batch = []
+            batch: list[dict[str, Any]] = []
             for i in range(start, min(count, start + 500)):
                 topic = TOPICS[i % len(TOPICS)]
                 key = f"{topic.lower()}-{i}"
@@ -111,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     run_cli("check every file", ["verify", path])
     if not args.no_spark:
         spark_counts(path)
-    print(f"\nThe store is in {os.path.abspath(path)}: commitlog/, consumequeue/, index/, checkpoint, config/.")
+    print(f"\nThe store is in {os.path.abspath(path)}: "
+          "commitlog/, consumequeue/, index/, checkpoint, config/.")
     print(f"Try: .venv/bin/segstore dump {path} --json | head")
     return 0
 

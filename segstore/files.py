@@ -95,7 +95,8 @@ class MappedFile:
                     if not self.writable:
                         from .errors import TruncatedDataError
 
-                        raise TruncatedDataError(f"expected a file of {size} bytes, found {actual}",
+                        # Raised inside the try on purpose: the handler closes the descriptor.
+                        raise TruncatedDataError(f"expected a file of {size} bytes, found {actual}",  # noqa: TRY301
                                                  self.path, actual)
                     os.ftruncate(self._fd, size)
                 self.size = size

@@ -11,13 +11,15 @@ from __future__ import annotations
 import abc
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from .errors import ReadOnlyError, StoreClosedError, UnsupportedOperationError
 from .records import Message
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from .layouts import IndexSet
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +31,9 @@ class Problem:
     message: str
 
     def __str__(self) -> str:
-        return f"{self.path}:{self.pos}: {self.message}" if self.pos is not None else f"{self.path}: {self.message}"
+        if self.pos is None:
+            return f"{self.path}: {self.message}"
+        return f"{self.path}:{self.pos}: {self.message}"
 
 
 @dataclass(slots=True)
@@ -71,6 +75,10 @@ class QueryRequest:
     json: bool = False
 
 
+#: a concrete store class (``with KafkaStore(...) as store`` gives a ``KafkaStore``)
+StoreT = TypeVar("StoreT", bound="Store")
+
+
 class Store(abc.ABC):
     """An open message-log store of one format.
 
@@ -79,6 +87,8 @@ class Store(abc.ABC):
     """
 
     format: str = ""
+    #: the index layouts ``segstore.layouts.attach`` gave the store (None: none)
+    indexes: IndexSet | None = None
 
     def __init__(self, path: str, mode: str) -> None:
         if mode not in ("r", "a"):
@@ -88,7 +98,7 @@ class Store(abc.ABC):
         self._closed = False
 
     # -- lifecycle ---------------------------------------------------------
-    def __enter__(self) -> "Store":
+    def __enter__(self: StoreT) -> StoreT:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -102,7 +112,8 @@ class Store(abc.ABC):
         """Flush (in append mode) and release every file. Idempotent."""
         self._closed = True
 
-    def flush(self) -> None:
+    # Not abstract: a no-op is the right default for a store that buffers nothing.
+    def flush(self) -> None:  # noqa: B027
         """Make everything appended so far durable."""
 
     def abandon(self) -> None:

@@ -464,7 +464,7 @@ class RecordBatch:
         """
         if self.magic < MAGIC_V2:
             return self._legacy_records()
-        region = memoryview(self.data)[RECORD_BATCH_OVERHEAD:]
+        region: bytes | memoryview = memoryview(self.data)[RECORD_BATCH_OVERHEAD:]
         region_pos = self.position + RECORD_BATCH_OVERHEAD
         compressed = self.attributes & CODEC_MASK != NONE
         if compressed:
@@ -532,7 +532,9 @@ def _read_entry(view: memoryview, pos: int, *, path: str, base_pos: int, check_c
         raise CorruptDataError(f"a v2 batch length of at least {RECORD_BATCH_OVERHEAD - LOG_OVERHEAD}, "
                                f"found {length}", path, at)
     data = view[pos:pos + size]
-    fields = HEADER.unpack_from(data)
+    # Typed with its length: mypy cannot count a struct's fields, and keywords after ``*fields``
+    # of unknown length would read to it as given twice.
+    fields: tuple[int, int, int, int, int, int, int, int, int, int, int, int, int] = HEADER.unpack_from(data)
     batch = RecordBatch(*fields, position=at, data=data, path=path)
     if check_crc:
         computed = crc32c.crc32c(data[ATTRIBUTES_OFFSET:])

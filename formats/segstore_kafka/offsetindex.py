@@ -26,7 +26,7 @@ appending thread; resize/truncate/close exclusive).
 
 from __future__ import annotations
 
-from typing import ClassVar, NamedTuple
+from typing import ClassVar, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -76,6 +76,10 @@ class _AbsentFile:
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+#: the concrete index class :meth:`KafkaIndex.open` and :meth:`KafkaIndex.absent` return
+_K = TypeVar("_K", bound="KafkaIndex")
 
 
 class KafkaIndex(EntryIndex):
@@ -133,8 +137,8 @@ class KafkaIndex(EntryIndex):
         self._columns = (0, {})
 
     @classmethod
-    def open(cls, path: str, base_offset: int, *, max_index_size: int, writable: bool = False,
-             create: bool = False) -> KafkaIndex:
+    def open(cls: type[_K], path: str, base_offset: int, *, max_index_size: int, writable: bool = False,
+             create: bool = False) -> _K:
         """Open (or, with ``create``, make preallocated) the index at ``path``.
 
         A new file is preallocated to ``max_index_size`` rounded down to whole entries.
@@ -164,8 +168,9 @@ class KafkaIndex(EntryIndex):
         return cls(mapped, base_offset, count, untrimmed=untrimmed)
 
     @classmethod
-    def absent(cls, path: str, base_offset: int) -> KafkaIndex:
+    def absent(cls: type[_K], path: str, base_offset: int) -> _K:
         """An empty, read-only index standing for a missing file (reading never creates files)."""
+        # _AbsentFile is not a MappedFile: it stands in for the part of one an index reads.
         return cls(_AbsentFile(path), base_offset, 0)  # type: ignore[arg-type]
 
     @classmethod

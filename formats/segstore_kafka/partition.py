@@ -35,6 +35,7 @@ from segstore.errors import (
     InvalidTopicError,
     MessageTooLargeError,
     OffsetOutOfRangeError,
+    ReadOnlyError,
 )
 from segstore.log import SegmentedLog
 
@@ -141,7 +142,8 @@ def validate_topic(topic: str, partition: int) -> None:
     if not topic or topic in (".", ".."):
         raise InvalidTopicError(f"expected a topic name other than {topic!r}")
     if len(topic) > MAX_TOPIC_LENGTH:
-        raise InvalidTopicError(f"expected a topic of at most {MAX_TOPIC_LENGTH} characters, found {len(topic)}")
+        raise InvalidTopicError(f"expected a topic of at most {MAX_TOPIC_LENGTH} characters, "
+                                f"found {len(topic)}")
     if LEGAL_TOPIC.fullmatch(topic) is None:
         raise InvalidTopicError(f"expected a topic of the characters [a-zA-Z0-9._-], found {topic!r}")
     if partition < 0:
@@ -214,10 +216,12 @@ class Partition:
         self.log.load(opened)
         if writable:
             self._recover_crashed()
-            if not len(self.log.segments):
-                self.log.roll(0)
-            self.log.active.make_appendable()
-        self.log_start_offset = self.log.segments.first.base if len(self.log.segments) else 0
+            active = self.log.active
+            if active is None:
+                active = self.log.roll(0)
+            active.make_appendable()
+        first = self.log.segments.first
+        self.log_start_offset = first.base if first is not None else 0
         self.next_offset = self.log.active.next_offset() if self.log.active is not None else 0
 
     # -- segments ---------------------------------------------------------------
@@ -326,6 +330,17 @@ class Partition:
                         self._txns.observe(header)
         return self._txns
 
+    def _active(self) -> LogSegment:
+        """The segment appends go to: every partition opened for append has one.
+
+        :raises ReadOnlyError: the partition was opened read-only and holds no segment.
+        """
+        active = self.log.active
+        if active is None:
+            raise ReadOnlyError("expected a partition opened for append, found a read-only one "
+                                "without segments", self.path)
+        return active
+
     def append_encoded(self, data: bytes, *, now_ms: int | None = None) -> Appended:
         """Append one already encoded batch (offsets already assigned from :attr:`next_offset`)."""
         header = codec.read_batch_header(data, 0, path=self.path)
@@ -340,7 +355,7 @@ class Partition:
             raise MessageTooLargeError(f"expected a batch of at most segment.bytes="
                                        f"{self.config.segment_bytes} bytes, found {len(data)}", self.path)
         now = self.clock() if now_ms is None else now_ms
-        active = self.log.active
+        active = self._active()
         if active.should_roll(batch_size=len(data), max_timestamp=header.max_timestamp,
                               max_offset=header.last_offset, segment_bytes=self.config.segment_bytes,
                               segment_ms=self.config.segment_ms, now_ms=now):
@@ -406,8 +421,9 @@ class Partition:
             removed += self.log.delete_oldest(keep)
         for seg in removed:
             seg.delete()
-        if removed:
-            self.log_start_offset = max(self.log_start_offset, self.log.segments.first.base)
+        first = self.log.segments.first
+        if removed and first is not None:  # never None: the active segment is never removed
+            self.log_start_offset = max(self.log_start_offset, first.base)
             self.epochs.truncate_from_start(self.log_start_offset)
         return [seg.base for seg in removed]
 
@@ -427,10 +443,10 @@ class Partition:
             return
         seg, where = found
         yield from seg.batches(where.position)
-        seg = self.log.segments.higher(seg.base)
-        while seg is not None:
-            yield from seg.batches()
-            seg = self.log.segments.higher(seg.base)
+        later = self.log.segments.higher(seg.base)
+        while later is not None:
+            yield from later.batches()
+            later = self.log.segments.higher(later.base)
 
     def translate_offset(self, offset: int) -> tuple[LogSegment, Any] | None:
         """The segment and ``(last offset, position, size)`` of the batch holding ``offset``.

@@ -22,14 +22,14 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from segstore import files
 from segstore.errors import CorruptDataError
 from segstore.files import AppendFile
 
 from . import batch as codec
-from .offsetindex import OffsetIndex
+from .offsetindex import KafkaIndex, OffsetIndex
 from .timeindex import NO_TIMESTAMP, TimeIndex, TimestampOffset
 from .txnindex import AbortedTxn, TransactionIndex
 
@@ -38,6 +38,8 @@ INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 TXN_INDEX_SUFFIX = ".txnindex"
 SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+#: the index class a segment opens (offset or time)
+_K = TypeVar("_K", bound=KafkaIndex)
 
 
 # Lookups hop from batch to batch reading only the v2 header (``batch.HEADER``, one
@@ -170,7 +172,7 @@ class LogSegment:
     def _path(self, suffix: str) -> str:
         return os.path.join(self.directory, file_name(self.base, suffix))
 
-    def _open_index(self, cls: type, suffix: str, create: bool) -> OffsetIndex | TimeIndex:
+    def _open_index(self, cls: type[_K], suffix: str, create: bool) -> _K:
         path = self._path(suffix)
         if not create and not files.exists(path):
             self.missing_indexes.append(path)

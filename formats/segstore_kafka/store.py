@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from segstore import files
-from segstore.errors import InvalidTopicError, NotFoundError
+from segstore.errors import InvalidTopicError, NotFoundError, UnsupportedOperationError
 from segstore.files import WriterLock
 from segstore.records import Message
 from segstore.store import AppendResult, Problem, QueryRequest, Store
@@ -103,8 +103,6 @@ class KafkaStore(Store):
     """A Kafka partition directory or log directory opened for reading (``"r"``) or appending (``"a"``)."""
 
     format = "kafka"
-    #: extra index layouts kept beside the log (set by ``segstore.layouts.attach``)
-    indexes: Any = None
 
     def __init__(self, path: str, mode: str = "r", config: KafkaConfig | None = None, *,
                  clock: Callable[[], int] = now_ms) -> None:
@@ -132,10 +130,18 @@ class KafkaStore(Store):
             raise
 
     # -- partitions ---------------------------------------------------------------
+    @property
+    def _log_dir(self) -> LogDir:
+        """The log directory of a log-directory store (the store has it exactly when ``_part`` is None)."""
+        if self._dir is None:
+            raise UnsupportedOperationError("expected a log directory store, found a partition directory",
+                                            self.path)
+        return self._dir
+
     def _partitions(self) -> dict[tuple[str, int], Partition]:
         if self._part is not None:
             return {(self._part.topic, self._part.partition): self._part}
-        return dict(sorted(self._dir.partitions.items()))
+        return dict(sorted(self._log_dir.partitions.items()))
 
     def partition_of(self, topic: str, partition: int, *, create: bool = False) -> Partition:
         """The :class:`Partition` for ``(topic, partition)``.
@@ -149,7 +155,7 @@ class KafkaStore(Store):
                                         "(this directory's "
                                         f"partition), found {topic}-{partition}", self.path)
             return self._part
-        part = self._dir.partition(topic, partition, create=create and self.mode == "a")
+        part = self._log_dir.partition(topic, partition, create=create and self.mode == "a")
         if part is None:
             raise NotFoundError(f"expected a partition {topic}-{partition}, found none", self.path)
         return part
@@ -276,8 +282,8 @@ class KafkaStore(Store):
                 out.write(f"Dumping {seg.path}\nLog starting offset: {seg.base}\n")
                 for batch in seg.batches():
                     out.write(batch_line(batch) + "\n")
-                    for record in batch.records():
-                        out.write(record_line(batch, record) + "\n")
+                    for rec in batch.records():
+                        out.write(record_line(batch, rec) + "\n")
                 if options.get("index"):
                     self._dump_indexes(seg, out)
             if options.get("index"):
@@ -335,7 +341,7 @@ class KafkaStore(Store):
         if self._part is not None:
             self._part.flush()
         else:
-            self._dir.flush()
+            self._log_dir.flush()
         if self.indexes is not None:  # extra index layouts (segstore.layouts)
             self.indexes.flush()
 
@@ -349,7 +355,7 @@ class KafkaStore(Store):
                 self._part.flush()
             self._part.close()
         else:
-            self._dir.close()
+            self._log_dir.close()
         if self._lock is not None:
             self._lock.release()
         super().close()
@@ -362,7 +368,7 @@ class KafkaStore(Store):
         if self._part is not None:
             self._part.abandon()
         else:
-            self._dir.abandon()
+            self._log_dir.abandon()
         if self._lock is not None:
             self._lock.release()
         self._closed = True

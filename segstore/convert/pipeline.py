@@ -192,12 +192,13 @@ def _kafka_entries(source: Any, topic: str, partition: int, report: ConversionRe
                                          transactional=transactional, control=control, producer_id=pid,
                                          producer_epoch=epoch), rec.size_in_bytes
                     pos = batch.position + batch.size
-                pos = None
             except CorruptDataError as err:
                 if not skip_corrupt:
                     raise
                 report.skipped.append(str(err))
                 pos = _after_batch(seg, pos)
+            else:
+                pos = None
 
 
 def _after_batch(seg: Any, pos: int) -> int | None:

@@ -35,9 +35,9 @@ from typing import Any, TextIO
 
 from segstore import files
 from segstore.errors import NotFoundError, UnsupportedOperationError
-from segstore.store import Problem, QueryRequest, Store
+from segstore.store import Problem, QueryRequest, Store, StoreT
 
-from .base import INDEX_ROOT, Layout, Stream, option_names, parse_options
+from .base import INDEX_ROOT, ExtraLayout, Layout, PartitionedStore, Stream, option_names, parse_options
 
 LAYOUT_NAMES = ("queue", "offset", "time", "key")
 INDEXES_OPTION = "indexes"
@@ -51,14 +51,29 @@ def layout_class(name: str, format_name: str) -> type[Layout]:
     if name not in LAYOUT_NAMES:
         raise UnsupportedOperationError(f"expected an index layout ({', '.join(LAYOUT_NAMES)}), "
                                         f"found {name!r}")
+    class_name = f"{name.capitalize()}Layout"
     if format_name == "rocketmq":
-        from . import rocketmq as module
-    elif format_name == "kafka":
-        from . import kafka as module
-    else:
-        raise UnsupportedOperationError(f"expected a rocketmq or kafka store for index layouts, "
-                                        f"found format {format_name!r}")
-    return getattr(module, f"{name.capitalize()}Layout")
+        from . import rocketmq
+
+        return getattr(rocketmq, class_name)
+    if format_name == "kafka":
+        from . import kafka
+
+        return getattr(kafka, class_name)
+    raise UnsupportedOperationError(f"expected a rocketmq or kafka store for index layouts, "
+                                    f"found format {format_name!r}")
+
+
+def extra_layout_class(name: str, format_name: str) -> type[ExtraLayout[Any]]:
+    """:func:`layout_class` for a layout segstore keeps in its own files.
+
+    :raises UnsupportedOperationError: an unknown layout or format, or one native to the format.
+    """
+    cls = layout_class(name, format_name)
+    if not issubclass(cls, ExtraLayout):
+        raise UnsupportedOperationError(f"expected an extra index layout, found {name!r}, "
+                                        f"native to {format_name} stores")
+    return cls
 
 
 def split_options(config: Mapping[str, Any]) -> tuple[list[str] | None, dict[str, Any], dict[str, Any]]:
@@ -85,7 +100,7 @@ def present_layouts(store: Store) -> list[str]:
     """
     if store.format == "rocketmq":
         roots = [os.path.join(store.path, INDEX_ROOT)]
-    elif store.format == "kafka":
+    elif store.format == "kafka" and isinstance(store, PartitionedStore):
         roots = [os.path.join(store.partition_of(t, p).path, INDEX_ROOT)
                  for t in store.topics() for p in store.partitions(t)]
     else:
@@ -96,7 +111,8 @@ def present_layouts(store: Store) -> list[str]:
     found = []
     for name in LAYOUT_NAMES:
         cls = layout_class(name, store.format)
-        if not cls.native and cls(store, options, writable=False, open_streams=False).has_files():
+        if issubclass(cls, ExtraLayout) and cls(store, options, writable=False,
+                                                 open_streams=False).has_files():
             found.append(name)
     return found
 
@@ -182,8 +198,8 @@ class IndexSet:
         return self._answering("key").find_key(Stream(topic, partition), key, max_hits)
 
 
-def attach(store: Store, indexes: Iterable[str] | None = None,
-           options: Mapping[str, Any] | None = None) -> Store:
+def attach(store: StoreT, indexes: Iterable[str] | None = None,
+           options: Mapping[str, Any] | None = None) -> StoreT:
     """Give ``store`` an :class:`IndexSet` as ``store.indexes`` (None when there are no indexes).
 
     ``indexes`` None keeps the extra layouts already on disk (so appends never
@@ -211,6 +227,8 @@ def query_key(store: Store, request: QueryRequest, out: TextIO) -> int:
     first, one line a hit;
     exit code 1 (and nothing written) when none match.
     """
+    if request.key is None:
+        raise UnsupportedOperationError("expected a key query (--key), found none", store.path)
     attached = store.indexes
     owned = None
     if attached is not None and "key" in attached:

@@ -40,7 +40,7 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
@@ -163,6 +163,18 @@ class StreamState:
         files.write_atomic(self.path, json.dumps({
             "layout": self.layout, "version": STATE_VERSION, "indexed_end": self.indexed_end,
             "clean": clean, "carry": self.carry, "options": self.options}, sort_keys=True))
+
+
+class _HasPath(Protocol):
+    @property
+    def path(self) -> str: ...
+
+
+@runtime_checkable
+class PartitionedStore(Protocol):
+    """A store whose partitions are directories of their own (Kafka): their extra indexes live there."""
+
+    def partition_of(self, topic: str, partition: int) -> _HasPath: ...
 
 
 class StreamIndex:
@@ -390,16 +402,21 @@ class Layout:
         return start <= offset < end
 
 
-class ExtraLayout(Layout):
+#: the :class:`StreamIndex` class of an :class:`ExtraLayout` (its lookups are typed by it)
+IndexT = TypeVar("IndexT", bound=StreamIndex)
+
+
+class ExtraLayout(Layout, Generic[IndexT]):
     """A layout segstore keeps in its own files: one :class:`StreamIndex` per stream."""
 
     native = False
-    stream_class: ClassVar[type[StreamIndex]]
+    # Not ClassVar: a ClassVar cannot hold a type variable; subclasses set it on the class all the same.
+    stream_class: type[IndexT]
 
     def __init__(self, store: Store, options: Mapping[str, Any], *, writable: bool | None = None,
                  open_streams: bool = True) -> None:
         super().__init__(store, options, writable=writable)
-        self._streams: dict[Stream, StreamIndex] = {}
+        self._streams: dict[Stream, IndexT] = {}
         self._locks: list[files.WriterLock] = []
         if not open_streams:
             return
@@ -426,7 +443,7 @@ class ExtraLayout(Layout):
         """The lock files a writer of this layout holds (one writer per index at a time)."""
         raise NotImplementedError
 
-    def _open_stream(self, stream: Stream) -> StreamIndex:
+    def _open_stream(self, stream: Stream) -> IndexT:
         index = self.stream_class(self, stream, self.directory(stream), writable=self.writable)
         if self.writable:
             files.make_dirs(index.directory)
@@ -434,14 +451,14 @@ class ExtraLayout(Layout):
         self._streams[stream] = index
         return index
 
-    def stream_index(self, stream: Stream) -> StreamIndex | None:
+    def stream_index(self, stream: Stream) -> IndexT | None:
         """The stream's index; created (append mode) for a stream new since open."""
         index = self._streams.get(stream)
         if index is None and self.writable:
             index = self._open_stream(stream)
         return index
 
-    def _index(self, stream: Stream) -> StreamIndex:
+    def _index(self, stream: Stream) -> IndexT:
         """The stream's index for a lookup.
 
         :raises NotFoundError: the stream has no index of this layout.

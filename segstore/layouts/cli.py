@@ -16,7 +16,7 @@ from typing import Any, TextIO
 from segstore.api import open as open_store
 from segstore.errors import ConfigError
 
-from . import LAYOUT_NAMES, IndexSet, layout_class
+from . import LAYOUT_NAMES, IndexSet, extra_layout_class, layout_class
 from .base import parse_options
 
 EXIT_OK, EXIT_DATA = 0, 1
@@ -88,7 +88,8 @@ def cmd_drop(args: argparse.Namespace, out: TextIO) -> int:
             out.write(f"{args.path}: {name}: native to {store.format} stores, not dropped\n")
         options = parse_options({})
         for name in extra:
-            layout = layout_class(name, store.format)(store, options, writable=True, open_streams=False)
+            layout = extra_layout_class(name, store.format)(store, options, writable=True,
+                                                            open_streams=False)
             for directory in layout.drop():
                 out.write(f"removed {directory}\n")
     return EXIT_OK

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
-from segstore_kafka.store import KafkaRecord
+from segstore_kafka.store import KafkaRecord, KafkaStore
 from segstore_rocketmq.consumequeue import CQ_DTYPE, ConsumeQueue
 from segstore_rocketmq.indexfile import IndexRequest, IndexService, build_key, index_key_hashes
 
@@ -34,7 +34,7 @@ from segstore import files
 from segstore.errors import CorruptIndexError
 from segstore.store import Problem
 
-from .base import INDEX_ROOT, ExtraLayout, Layout, Stream, StreamIndex
+from .base import INDEX_ROOT, ExtraLayout, IndexT, Layout, Stream, StreamIndex
 
 QUEUE_FILES_DIR = "consumequeue"
 NO_TAGS_CODE = 0
@@ -90,6 +90,8 @@ def _batch_headers(part: Any, start: int, end: int) -> Iterator[Any]:
 
 class QueueStreamIndex(StreamIndex):
     """Dense per-offset entries of one partition in ConsumeQueue files."""
+
+    store: KafkaStore
 
     def _part(self) -> Any:
         return self.store.partition_of(self.stream.topic, self.stream.partition)
@@ -183,6 +185,8 @@ class QueueStreamIndex(StreamIndex):
 
 class KeyStreamIndex(StreamIndex):
     """``topic#key`` -> offset entries of one partition in IndexFiles."""
+
+    store: KafkaStore
 
     def _open_files(self) -> None:
         self.service = IndexService(self.directory, self.options["key.index.slots"],
@@ -318,8 +322,9 @@ class KeyStreamIndex(StreamIndex):
             del self.service
 
 
-class _ExtraPartitionLayout(ExtraLayout):
+class _ExtraPartitionLayout(ExtraLayout[IndexT]):
     format = "kafka"
+    store: KafkaStore
 
     def directory(self, stream: Stream) -> str:
         part = self.store.partition_of(stream.topic, stream.partition)
@@ -330,7 +335,7 @@ class _ExtraPartitionLayout(ExtraLayout):
                              f"{self.name}.lock") for s in self.streams()]
 
 
-class QueueLayout(_ExtraPartitionLayout):
+class QueueLayout(_ExtraPartitionLayout[QueueStreamIndex]):
     """``queue`` on Kafka: dense ConsumeQueue-style entries per partition (extra)."""
 
     name = "queue"
@@ -343,7 +348,7 @@ class QueueLayout(_ExtraPartitionLayout):
         return self._index(stream).read_at(offset)
 
 
-class KeyLayout(_ExtraPartitionLayout):
+class KeyLayout(_ExtraPartitionLayout[KeyStreamIndex]):
     """``key`` on Kafka: IndexFile-style key hash index per partition (extra)."""
 
     name = "key"
