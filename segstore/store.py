@@ -182,6 +182,11 @@ class Store(abc.ABC):
         """The first offset whose timestamp is at or after ``timestamp`` (None: none)."""
         raise UnsupportedOperationError(f"{self.format} stores do not support lookups by time", self.path)
 
+    def segment_infos(self, topic: str, partition: int) -> list[dict[str, Any]]:
+        """The files holding a queue/partition, in offset order, for planners (Spark splits): per file
+        ``start_offset``, ``end_offset`` (exclusive), ``bytes`` and ``path``."""
+        raise UnsupportedOperationError(f"{self.format} stores do not list their segments", self.path)
+
     @abc.abstractmethod
     def to_common(self, record: Any) -> Message:
         """The record in the common model."""

@@ -20,6 +20,7 @@ from pyspark.sql.datasource import (
     In,
     LessThan,
     LessThanOrEqual,
+    Not,
     StringStartsWith,
 )
 
@@ -169,6 +170,14 @@ def test_pushdown_ignores_mistyped_values():
     filters = [EqualTo(("partition",), "0"), EqualTo(("topic",), 3), EqualTo(("offset",), True)]
     pruning, remaining = planning.pushdown(filters)
     assert remaining == filters
+    assert pruning == planning.Pruning()
+
+
+def test_pushdown_leaves_filters_over_filters_to_spark():
+    # Not names no column (it wraps a filter): it used to raise AttributeError in pushdown.
+    filters = [Not(EqualTo(("topic",), "A")), Not(In(("partition",), (0,)))]
+    pruning, remaining = planning.pushdown(filters)
+    assert [id(f) for f in remaining] == [id(f) for f in filters]
     assert pruning == planning.Pruning()
 
 

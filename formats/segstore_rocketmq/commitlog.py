@@ -310,6 +310,9 @@ class CommitLog:
     def written_in_place(self, n: int) -> None:
         """Account ``n`` bytes written at the data end through :meth:`unwritten` (no BLANK among them)."""
         active = self._active
+        if active is None:
+            raise OffsetOutOfRangeError(f"expected an active commitlog file to account {n} bytes written "
+                                        "in place (see unwritten), found none", self.directory)
         active.wrote += n
         self.log.mark_dirty(active)
 

@@ -174,8 +174,8 @@ def encode_plain_py(items: list, topic_fields: dict[str, bytes], next_offsets: d
             return msg
         msgs.append(msg)
     slots: dict[tuple[str, int], int] = {}
-    bases = []
-    counts = []
+    bases: list[int] = []
+    counts: list[int] = []
     for msg in msgs:
         key = (msg.topic, msg.queue_id)
         if key not in slots:
@@ -218,10 +218,11 @@ def encode_plain_py(items: list, topic_fields: dict[str, bytes], next_offsets: d
     for key, s in slots.items():
         next_offsets[key] = bases[s] + counts[s]
     columns = np.array(index, dtype=np.int64).reshape(-1, INDEX_COLUMNS).T
+    encoded: bytearray | None = data    # None: encoded straight into ``dest``
     if dest is not None and not blanks and len(data) + END_FILE_MIN_BLANK_LENGTH <= len(dest):
         dest[:len(data)] = data
-        data = None
-    return data, blanks, results, bytearray(cq.tobytes()), queues, bytearray(columns.tobytes()), pos
+        encoded = None
+    return encoded, blanks, results, bytearray(cq.tobytes()), queues, bytearray(columns.tobytes()), pos
 
 
 if _speedups is not None:

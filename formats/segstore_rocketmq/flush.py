@@ -28,10 +28,14 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .checkpoint import CheckpointFile
 from .commitlog import CommitLog
 from .consumequeue import CQ_DTYPE, ConsumeQueue
+
+if TYPE_CHECKING:
+    from .config import BrokerConfig
 
 SYNC_FLUSH = "SYNC_FLUSH"
 ASYNC_FLUSH = "ASYNC_FLUSH"
@@ -55,7 +59,7 @@ class FlushPolicy:
     thorough_consume_queue: int = FLUSH_CONSUME_QUEUE_THOROUGH_INTERVAL_MS
 
     @classmethod
-    def from_config(cls, config: object) -> FlushPolicy:
+    def from_config(cls, config: BrokerConfig) -> FlushPolicy:
         """From a :class:`~segstore_rocketmq.config.BrokerConfig` (its broker-named fields)."""
         return cls(
             config.flushDiskType,

@@ -40,6 +40,7 @@ import struct
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
 
@@ -350,7 +351,8 @@ class IndexFile:
         self.file.close()
 
     # -- put --------------------------------------------------------------------
-    def put(self, hashes: np.ndarray, phy_offsets: np.ndarray, store_timestamps: np.ndarray) -> int:
+    def put(self, hashes: Sequence[int] | Int64s, phy_offsets: Sequence[int] | Int64s,
+            store_timestamps: Sequence[int] | Int64s) -> int:
         """Put as many of these entries as fit, in order; returns how many were put.
 
         Same bytes as the broker's ``putKey`` called once per entry: each entry
@@ -363,7 +365,7 @@ class IndexFile:
         if k <= 0:
             return 0
         if _speedups is not None:
-            return self._put_c(hashes[:k], phy_offsets[:k], store_timestamps[:k])
+            return self._put_c(_speedups, hashes[:k], phy_offsets[:k], store_timestamps[:k])
         if k <= SMALL_PUT:
             return self._put_each(hashes[:k], phy_offsets[:k], store_timestamps[:k])
         hashes = np.asarray(hashes[:k], dtype=np.int64)
@@ -415,12 +417,12 @@ class IndexFile:
         self.write_header()
         return k
 
-    def _put_c(self, hashes: Sequence[int] | Int64s, phy_offsets: Sequence[int] | Int64s,
+    def _put_c(self, c: ModuleType, hashes: Sequence[int] | Int64s, phy_offsets: Sequence[int] | Int64s,
                store_timestamps: Sequence[int] | Int64s) -> int:
         """:meth:`put` in C (``_speedups.index_put``): the entries one at a time as :meth:`_put_each`, then
         the header, written into the map as :meth:`write_header` does."""
         header = self.header
-        fields, put = _speedups.index_put(
+        fields, put = c.index_put(
             self.head, self.slots, self.entries_all, self.slot_num,
             (header.begin_timestamp, header.end_timestamp, header.begin_phy_offset, header.end_phy_offset,
              header.hash_slot_count, header.index_count),
@@ -429,7 +431,8 @@ class IndexFile:
          header.hash_slot_count, header.index_count) = fields
         return put
 
-    def _put_each(self, hashes: Sequence[int], phy_offsets: Sequence[int], store_timestamps: Sequence[int]) -> int:
+    def _put_each(self, hashes: Sequence[int] | Int64s, phy_offsets: Sequence[int] | Int64s,
+                  store_timestamps: Sequence[int] | Int64s) -> int:
         """:meth:`put` for a few entries, one at a time as the broker's ``putKey`` (same bytes)."""
         header = self.header
         slots = self.slots

@@ -17,8 +17,9 @@ All functions are pure and thread-safe.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from functools import lru_cache
+from typing import TypeVar
 
 import numpy as np
 
@@ -131,8 +132,12 @@ def java_host(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str:
 CHM_HASH_BITS = 0x7FFFFFFF
 
 
-def concurrent_hashmap_order(keys: Iterable[object], hash_codes: Iterable[int],
-                             initial_capacity: int | None = None) -> list[object]:
+#: a map key (a topic name, ``topic@group``, a queue id)
+_Key = TypeVar("_Key", bound=Hashable)
+
+
+def concurrent_hashmap_order(keys: Iterable[_Key], hash_codes: Iterable[int],
+                             initial_capacity: int | None = None) -> list[_Key]:
     """The order a ``java.util.concurrent.ConcurrentHashMap(initial_capacity)`` (None: the
     no-argument constructor, 16 bins) iterates ``keys`` put in this order (``hash_codes``:
     each key's ``hashCode()``; a key put again keeps its place).
@@ -145,8 +150,8 @@ def concurrent_hashmap_order(keys: Iterable[object], hash_codes: Iterable[int],
     Runtime complexity: ``O(k)`` amortised.
     """
     n = 16 if initial_capacity is None else table_size_for(initial_capacity + (initial_capacity >> 1) + 1)
-    table: list[list[tuple[int, object]]] = [[] for _ in range(n)]
-    seen: set[object] = set()
+    table: list[list[tuple[int, _Key]]] = [[] for _ in range(n)]
+    seen: set[_Key] = set()
     count = 0
     for key, code in zip(keys, hash_codes, strict=True):
         if key in seen:
@@ -157,7 +162,7 @@ def concurrent_hashmap_order(keys: Iterable[object], hash_codes: Iterable[int],
         table[h & (n - 1)].append((h, key))
         count += 1
         if count >= n - (n >> 2):
-            grown: list[list[tuple[int, object]]] = [[] for _ in range(2 * n)]
+            grown: list[list[tuple[int, _Key]]] = [[] for _ in range(2 * n)]
             for i, chain in enumerate(table):
                 if not chain:
                     continue

@@ -22,11 +22,17 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping
-from typing import Any, TextIO
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from segstore import files
-from segstore.errors import CorruptDataError, InvalidTopicError, OffsetOutOfRangeError
+from segstore.errors import (
+    CorruptDataError,
+    InvalidTopicError,
+    OffsetOutOfRangeError,
+    StoreClosedError,
+    UnsupportedOperationError,
+)
 from segstore.records import Message
 from segstore.store import AppendResult, Problem, QueryRequest
 
@@ -38,39 +44,111 @@ from .message import RocketMQMessage
 from .query import SCAN_NOTE, TIME_MAX, query_by_key, scan_by_key
 from .recovery import RecoveryContext, recover
 
+if TYPE_CHECKING:
+    from segstore.layouts import IndexSet
+
+    from .commitlog import CommitLog
+    from .config import BrokerConfig
+    from .consumequeue import ConsumeQueue
+    from .indexfile import IndexService
+
 ABORT_FILE = "abort"
 EXIT_OK = 0
 EXIT_NOT_FOUND = 1
 
 
+class _StoreHost(Protocol):
+    """What :class:`LifecycleMixin` needs of the class it is mixed into (``RocketMQStore``)."""
+
+    path: str
+    config: BrokerConfig
+    queues: dict[tuple[str, int], ConsumeQueue]
+    index: IndexService | None
+    indexes: IndexSet | None
+    notes: list[str]
+    _next_offsets: dict[tuple[str, int], int]
+
+    @property
+    def commitlog(self) -> CommitLog: ...
+    def _queue(self, topic: str, queue_id: int) -> ConsumeQueue: ...
+    def tags_code(self, msg: RocketMQMessage) -> int: ...
+    def flush(self) -> None: ...
+    def _check_open(self) -> None: ...
+    def _check_writable(self) -> None: ...
+    def _append_locked(self, messages: Iterable[Any], *, as_stored: bool = False) -> list[AppendResult]: ...
+    def scan(self) -> Iterator[RocketMQMessage]: ...
+    def read(self, topic: str, partition: int, offset: int = 0,
+             count: int | None = None) -> Iterator[RocketMQMessage]: ...
+    def offset_range(self, topic: str, partition: int) -> tuple[int, int]: ...
+    def offset_for_time(self, topic: str, partition: int, timestamp: int) -> int | None: ...
+    def to_json(self, record: RocketMQMessage) -> dict[str, Any]: ...
+
+
+class _Lifecycle(_StoreHost, Protocol):
+    """The store as the mixin's methods see it (their ``self`` type): the host's members and the
+    mixin's own that they call on each other.  mypy checks at each call that the store has them all."""
+
+    checkpoint: CheckpointFile | None
+    recovery_lines: list[str]
+    _flusher: FlushService | None
+
+    def _flushing(self) -> FlushService: ...
+    def _recover(self, *, abnormal: bool, full: bool = False) -> list[str]: ...
+    def _append(self, messages: Iterable[Any], *, as_stored: bool) -> list[AppendResult]: ...
+    def _message_or_none(self, physical_offset: int) -> RocketMQMessage | None: ...
+    def query_by_key(self, topic: str, key: str, *, max_hits: int = 32, begin: int = 0,
+                     end: int = TIME_MAX) -> list[RocketMQMessage]: ...
+    def _print(self, found: list[RocketMQMessage], as_json: bool, out: TextIO) -> None: ...
+    def dump_one(self, record: RocketMQMessage, out: TextIO) -> None: ...
+
+
 class LifecycleMixin:
-    """Abort file, checkpoint, recovery, flush modes, queries and verify for a RocketMQ store."""
+    """Abort file, checkpoint, recovery, flush modes, queries and verify for a RocketMQ store.
+
+    Its methods take ``self`` as :class:`_Lifecycle`: what they use of the host class is
+    declared in :class:`_StoreHost`.
+    """
+
+    checkpoint: CheckpointFile | None
+    recovery_lines: list[str]
+    _flusher: FlushService | None
 
     def _init_lifecycle(self) -> None:
-        self.checkpoint: CheckpointFile | None = None
-        self.recovery_lines: list[str] = []
-        self._flusher: FlushService | None = None
+        self.checkpoint = None
+        self.recovery_lines = []
+        self._flusher = None
+
+    def _flushing(self: _Lifecycle) -> FlushService:
+        """The flusher of a store opened for append (callers check that first).
+
+        :raises StoreClosedError: the store was closed (the flusher is gone).
+        """
+        if self._flusher is None:
+            raise StoreClosedError("expected a store open for append, found it closed", self.path)
+        return self._flusher
 
     # -- open / close ----------------------------------------------------------------
-    def _open_for_append(self) -> None:
+    def _open_for_append(self: _Lifecycle) -> None:
         """Recover what the last writer left, mark the store open, start flushing."""
         abort = os.path.join(self.path, ABORT_FILE)
-        self.checkpoint = CheckpointFile(os.path.join(self.path, CHECKPOINT_FILE), writable=True)
+        checkpoint = self.checkpoint = CheckpointFile(os.path.join(self.path, CHECKPOINT_FILE), writable=True)
         self.recovery_lines = self.commitlog.remove_empty_tail() + self._recover(abnormal=files.exists(abort))
         self._next_offsets = {key: cq.max_offset for key, cq in self.queues.items()}
         files.touch(abort)
         files.fsync_dir(self.path)
-        self._flusher = FlushService(
+        flusher = self._flusher = FlushService(
             self.commitlog,
             lambda: list(self.queues.values()),
-            self.checkpoint,
+            checkpoint,
             FlushPolicy.from_config(self.config),
         )
         if self.index is not None:
-            self.index.on_file_full = self._flusher.index_file_full
-        self._flusher.start()
+            self.index.on_file_full = flusher.index_file_full
+        flusher.start()
 
-    def _recover(self, *, abnormal: bool, full: bool = False) -> list[str]:
+    def _recover(self: _Lifecycle, *, abnormal: bool, full: bool = False) -> list[str]:
+        if self.checkpoint is None:
+            raise StoreClosedError("expected a store open for append, found it closed", self.path)
         ctx = RecoveryContext(
             self.commitlog,
             self.queues,
@@ -83,26 +161,27 @@ class LifecycleMixin:
         )
         return recover(ctx)
 
-    def _flush_durable(self) -> None:
+    def _flush_durable(self: _Lifecycle) -> None:
         """Flush commitlog, queues and checkpoint through the flusher (under its lock)."""
-        self._flusher.flush_all()
+        flusher = self._flushing()
+        flusher.flush_all()
         if self.index is not None:
-            with self._flusher.lock:
+            with flusher.lock:
                 self.index.flush()
 
-    def _close_durable(self) -> None:
+    def _close_durable(self: _Lifecycle) -> None:
         """A clean shutdown: stop the flusher, flush everything, remove the abort file."""
-        self._flusher.stop()
+        self._flushing().stop()
         self.flush()
         files.remove(os.path.join(self.path, ABORT_FILE))
         files.fsync_dir(self.path)
 
-    def _abandon_durable(self) -> None:
+    def _abandon_durable(self: _Lifecycle) -> None:
         """A crash: stop the flusher thread, flush nothing, leave the abort file."""
         if self._flusher is not None:
             self._flusher.stop()
 
-    def _release_lifecycle(self) -> None:
+    def _release_lifecycle(self: _Lifecycle) -> None:
         if self._flusher is not None:
             self._flusher.stop()
             self._flusher = None
@@ -111,7 +190,7 @@ class LifecycleMixin:
             self.checkpoint = None
 
     # -- appending --------------------------------------------------------------------
-    def append_batch(self, messages: Iterable[Message | Mapping[str, Any]]) -> list[AppendResult]:
+    def append_batch(self: _Lifecycle, messages: Iterable[Message | Mapping[str, Any]]) -> list[AppendResult]:
         """Append messages in order; in ``SYNC_FLUSH`` returns once they are durable.
 
         Several threads may append at once: appends are serialised, and writers
@@ -119,7 +198,7 @@ class LifecycleMixin:
         """
         return self._append(messages, as_stored=False)
 
-    def append_stored(self, messages: Iterable[RocketMQMessage]) -> list[AppendResult]:
+    def append_stored(self: _Lifecycle, messages: Iterable[RocketMQMessage]) -> list[AppendResult]:
         """Append messages that were stored once already, exactly as given.
 
         Topic, queue, flag, sysFlag, times, hosts and the properties in their stored
@@ -130,21 +209,22 @@ class LifecycleMixin:
         """
         return self._append(messages, as_stored=True)
 
-    def _append(self, messages: Iterable[Any], *, as_stored: bool) -> list[AppendResult]:
+    def _append(self: _Lifecycle, messages: Iterable[Any], *, as_stored: bool) -> list[AppendResult]:
         self._check_writable()
-        with self._flusher.lock:
+        flusher = self._flushing()
+        with flusher.lock:
             results = self._append_locked(messages, as_stored=as_stored)
             if self.indexes is not None:  # extra index layouts (segstore.layouts)
                 self.indexes.append()
             end = self.commitlog.end
             if results:
-                self._flusher.appended(end, results[-1].extra["store_timestamp"], len(results))
+                flusher.appended(end, results[-1].extra["store_timestamp"], len(results))
         if results:
-            self._flusher.wait_durable(end)
+            flusher.wait_durable(end)
         return results
 
     # -- recovery -------------------------------------------------------------------------
-    def recover(self) -> list[str]:
+    def recover(self: _Lifecycle) -> list[str]:
         """What recovery did when the store was opened for append, then a full check of the whole store.
 
         The full check walks the whole commitlog and checks every consume-queue
@@ -153,20 +233,20 @@ class LifecycleMixin:
         """
         self._check_writable()
         opened, self.recovery_lines = self.recovery_lines, []
-        with self._flusher.lock:
+        with self._flushing().lock:
             lines = self._recover(abnormal=False, full=True)
             self._next_offsets = {key: cq.max_offset for key, cq in self.queues.items()}
         return opened + lines
 
     # -- queries ---------------------------------------------------------------------------
-    def _message_or_none(self, physical_offset: int) -> RocketMQMessage | None:
+    def _message_or_none(self: _Lifecycle, physical_offset: int) -> RocketMQMessage | None:
         try:
             return self.commitlog.read(physical_offset)
         except (CorruptDataError, OffsetOutOfRangeError):
             return None
 
     def query_by_key(
-        self, topic: str, key: str, *, max_hits: int = 32, begin: int = 0, end: int = TIME_MAX
+        self: _Lifecycle, topic: str, key: str, *, max_hits: int = 32, begin: int = 0, end: int = TIME_MAX
     ) -> list[RocketMQMessage]:
         """Messages of ``topic`` carrying ``key`` (``KEYS`` or ``UNIQ_KEY``) stored in ``[begin, end]``.
 
@@ -186,7 +266,7 @@ class LifecycleMixin:
             self.index, topic, key, self._message_or_none, max_hits=max_hits, begin=begin, end=end
         )
 
-    def query(self, request: QueryRequest, out: TextIO) -> int:
+    def query(self: _Lifecycle, request: QueryRequest, out: TextIO) -> int:
         """``segstore query``: by key, by queue offset, or the queue offset for a time.
 
         :raises InvalidTopicError: no topic given (every RocketMQ query names one).
@@ -219,18 +299,21 @@ class LifecycleMixin:
                 out.write(f"{request.topic}/{queue}: offset {offset} is the first stored at or after "
                           f"{request.timestamp}\n")
             return EXIT_OK if offset is not None else EXIT_NOT_FOUND
+        if request.offset is None:
+            raise UnsupportedOperationError("expected --key, --offset or --timestamp in a RocketMQ query, "
+                                            "found none", self.path)
         found = list(self.read(request.topic, queue, request.offset, request.count))
         self._print(found, request.json, out)
         return EXIT_OK if found else EXIT_NOT_FOUND
 
-    def _print(self, found: list[RocketMQMessage], as_json: bool, out: TextIO) -> None:
+    def _print(self: _Lifecycle, found: list[RocketMQMessage], as_json: bool, out: TextIO) -> None:
         for record in found:
             if as_json:
                 out.write(json.dumps(self.to_json(record), ensure_ascii=False) + "\n")
             else:
                 self.dump_one(record, out)
 
-    def dump_one(self, record: RocketMQMessage, out: TextIO) -> None:
+    def dump_one(self: _Lifecycle, record: RocketMQMessage, out: TextIO) -> None:
         """One human-readable line for a message."""
         out.write(
             f"{record.topic}/{record.queue_id}@{record.queue_offset} phy={record.physical_offset} "
@@ -239,7 +322,7 @@ class LifecycleMixin:
         )
 
     # -- verify -----------------------------------------------------------------------------
-    def verify(self) -> list[Problem]:
+    def verify(self: _Lifecycle) -> list[Problem]:
         """Check every commitlog message, queue entry, index entry, the checkpoint and config (.verify)."""
         from .verify import verify_store
 

@@ -37,6 +37,7 @@ from segstore.errors import (
     NotFoundError,
     OffsetOutOfRangeError,
     SegstoreError,
+    StoreClosedError,
 )
 from segstore.records import CREATE_TIME, Message
 from segstore.store import AppendResult, Store
@@ -202,8 +203,6 @@ class RocketMQStore(LifecycleMixin, Store):
     """
 
     format = "rocketmq"
-    #: extra index layouts kept beside the store (set by ``segstore.layouts.attach``)
-    indexes: Any = None
 
     def __init__(self, path: str, mode: str = "r", config: Mapping[str, Any] | BrokerConfig | None = None,
                  *, clock: Any = None) -> None:
@@ -226,24 +225,25 @@ class RocketMQStore(LifecycleMixin, Store):
         #: what a reader should know about where answers came from (see :data:`SCAN_NOTE`)
         self.notes: list[str] = []
         writable = mode == "a"
-        self._lock = files.WriterLock(os.path.join(self.path, LOCK_FILE), LOCK_CONTENT) if writable else None
+        lock = files.WriterLock(os.path.join(self.path, LOCK_FILE), LOCK_CONTENT) if writable else None
+        self._lock = lock
         if not writable and not files.is_dir(os.path.join(self.path, COMMITLOG_DIR)) \
                 and not is_rocketmq_store(self.path):
             raise NotFoundError("expected a RocketMQ store (commitlog/, consumequeue/, or the checkpoint, "
                                 "config/ and lock of a broker that stored nothing yet), found none",
                                 self.path)
-        self.commitlog: CommitLog | None = None
+        self._commitlog: CommitLog | None = None
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
         #: ``consumequeue_ext/`` of a filter-enabled broker, read-only (see .consumequeue_ext)
         self.queue_exts: dict[tuple[str, int], ConsumeQueueExt] = {}
         self.index: IndexService | None = None
         self._init_lifecycle()
         try:
-            if writable:
+            if lock is not None:    # writable
                 files.make_dirs(self.path)
-                self._lock.acquire()
-            self.commitlog = CommitLog(os.path.join(self.path, COMMITLOG_DIR),
-                                       self.config.mappedFileSizeCommitLog, writable=writable)
+                lock.acquire()
+            self._commitlog = CommitLog(os.path.join(self.path, COMMITLOG_DIR),
+                                        self.config.mappedFileSizeCommitLog, writable=writable)
             self._load_queues(writable)
             self._load_queue_exts()
             self.topic_configs = TopicConfigs(self.path)
@@ -263,6 +263,13 @@ class RocketMQStore(LifecycleMixin, Store):
         except BaseException:
             self._release()
             raise
+
+    @property
+    def commitlog(self) -> CommitLog:
+        """The commitlog.  :raises StoreClosedError: the store was closed."""
+        if self._commitlog is None:
+            raise StoreClosedError("store is closed", self.path)
+        return self._commitlog
 
     def _load_queues(self, writable: bool) -> None:
         root = os.path.join(self.path, CONSUMEQUEUE_DIR)
@@ -323,9 +330,9 @@ class RocketMQStore(LifecycleMixin, Store):
         for ext in self.queue_exts.values():
             ext.close()
         self.queue_exts = {}
-        if self.commitlog is not None:
-            self.commitlog.close()
-            self.commitlog = None
+        if self._commitlog is not None:
+            self._commitlog.close()
+            self._commitlog = None
         if self._lock is not None:
             self._lock.release()
 
@@ -336,8 +343,8 @@ class RocketMQStore(LifecycleMixin, Store):
         if self.indexes is not None:  # extra index layouts (segstore.layouts): left as a crash leaves them
             self.indexes.abandon()
         self._abandon_durable()
-        if self.commitlog is not None:
-            self.commitlog.abandon()
+        if self._commitlog is not None:
+            self._commitlog.abandon()
         self._release()
         super().close()
 

@@ -202,6 +202,11 @@ def read_slices(partition: InputPartition, schema: StructType, max_rows: int,
 TIME_COLUMNS = {KAFKA: "timestamp", ROCKETMQ: "storeTimestamp"}
 
 
+def _min_partitions(options: ReadOptions) -> int:
+    # SegstoreDataSource._read_options fills it in; 1 is the planner's own default.
+    return options.min_partitions or 1
+
+
 class SegstoreReader(DataSourceReader):
     """Batch reader: prunes with pushed filters, plans by bytes, reads slices on executors."""
 
@@ -220,7 +225,7 @@ class SegstoreReader(DataSourceReader):
         with open_store(self.options.path, self.format, self.options.config) as store:
             ranges = planning.resolve_ranges(store, self.options, self.pruning)
         return planning.plan(ranges, max_bytes=self.options.max_bytes_per_partition,
-                             min_partitions=self.options.min_partitions)
+                             min_partitions=_min_partitions(self.options))
 
     def partitions(self) -> list[InputPartition]:
         return planning.input_partitions(self.plan(), self.options, self.format)
@@ -310,7 +315,7 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     segments = tuple(planning.SegmentInfo.coerce(s) for s in infos)
                     ranges.append(planning.PartitionRange(topic, partition, lo, hi, segments))
         result = planning.plan(ranges, max_bytes=self.options.max_bytes_per_partition,
-                               min_partitions=self.options.min_partitions)
+                               min_partitions=_min_partitions(self.options))
         return planning.input_partitions(result, self.options, self.format)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

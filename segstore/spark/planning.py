@@ -147,26 +147,28 @@ def _millis_floor(value: datetime) -> int:
 
 def _push_one(f: Filter, pruning: Pruning, *, time_column: str | None) -> bool:
     """Apply one filter to ``pruning``; True if Spark need not evaluate it again."""
-    if len(f.attribute) != 1:
+    # Not (and any filter over other filters) names no column: Spark evaluates it.
+    attribute = getattr(f, "attribute", None)
+    if attribute is None or len(attribute) != 1:
         return False
-    column = f.attribute[0]
+    column = attribute[0]
     value = getattr(f, "value", None)
     if column == "topic":
         if isinstance(f, EqualTo) and isinstance(value, str):
             pruning.topics = _intersect(pruning.topics, [value])
             return True
-        if isinstance(f, In) and all(isinstance(v, str) for v in value):
-            pruning.topics = _intersect(pruning.topics, value)
+        if isinstance(f, In) and all(isinstance(v, str) for v in f.value):
+            pruning.topics = _intersect(pruning.topics, f.value)
             return True
         return False
     if column in ("partition", "offset"):
-        if isinstance(f, In) and all(isinstance(v, int) for v in value):
+        if isinstance(f, In) and all(isinstance(v, int) for v in f.value):
             if column == "partition":
-                pruning.partitions = _intersect(pruning.partitions, value)
+                pruning.partitions = _intersect(pruning.partitions, f.value)
                 return True
-            if value:  # offsets: prune to the hull, Spark keeps the exact membership test
-                pruning.offset_min = _raise_min(pruning.offset_min, min(value))
-                pruning.offset_max = _lower_max(pruning.offset_max, max(value) + 1)
+            if f.value:  # offsets: prune to the hull, Spark keeps the exact membership test
+                pruning.offset_min = _raise_min(pruning.offset_min, min(f.value))
+                pruning.offset_max = _lower_max(pruning.offset_max, max(f.value) + 1)
             return False
         if not isinstance(value, int) or isinstance(value, bool):
             return False
@@ -342,7 +344,7 @@ def plan(ranges: Sequence[PartitionRange], *, max_bytes: int, min_partitions: in
     return result
 
 
-def input_partitions(result: Plan, options: ReadOptions, format_name: str) -> list[SegstoreInputPartition]:
+def input_partitions(result: Plan, options: ReadOptions, format_name: str) -> list[InputPartition]:
     """Spark input partitions of a plan: the store's path, format and config with the slices."""
     return [SegstoreInputPartition(i, options.path, format_name, options.config, tuple(slices))
             for i, slices in enumerate(result.partitions)]
