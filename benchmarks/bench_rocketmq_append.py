@@ -78,7 +78,7 @@ def main() -> None:
                 timings = []
                 total = 0
 
-                def store_run(msgs=msgs, batch=batch) -> None:
+                def store_run(msgs=msgs, batch=batch, timings=timings) -> None:
                     nonlocal total
                     elapsed, total = run_store(msgs, batch, root)
                     timings.append(elapsed)

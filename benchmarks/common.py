@@ -63,7 +63,8 @@ def latencies(fn: Callable[[Any], Any], args: list[Any]) -> dict[str, float]:
         fn(a)
         samples.append((time.perf_counter_ns() - t0) / 1000)
     samples.sort()
-    return {"median_us": statistics.median(samples), "p99_us": samples[min(len(samples) - 1, int(len(samples) * 0.99))]}
+    p99 = samples[min(len(samples) - 1, int(len(samples) * 0.99))]
+    return {"median_us": statistics.median(samples), "p99_us": p99}
 
 
 @dataclass

@@ -3,6 +3,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# Static checks first (config in pyproject.toml): lint, types (segstore/ and both plugins), and the
+# import contracts between the core and the format plugins.
+.venv/bin/ruff check .
+.venv/bin/mypy
+.venv/bin/lint-imports
 export PYSPARK_PYTHON="$PWD/.venv/bin/python"
 export PYSPARK_DRIVER_PYTHON="$PWD/.venv/bin/python"
 exec .venv/bin/python -m pytest "$@"

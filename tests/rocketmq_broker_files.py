@@ -18,8 +18,8 @@ from __future__ import annotations
 import os
 import struct
 import zlib
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
 
 MESSAGE_MAGIC_CODE = -626843481
 BLANK_MAGIC_CODE = -875286124

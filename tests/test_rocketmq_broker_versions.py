@@ -257,7 +257,7 @@ def test_recover_leaves_what_the_broker_loads(tmp_path: Path) -> None:
 def test_a_zeroed_queue_file_is_what_the_broker_misreads(tmp_path: Path) -> None:
     """Why the file must go: left as zeros, 4.9.7's truncateDirtyLogicFiles takes its slot 0 as an entry."""
     store = tmp_path / "s"
-    placed, torn_at = torn_store(store)
+    _placed, torn_at = torn_store(store)
     second = store / "consumequeue" / "abc" / "0" / f"{200:020d}"
     second.write_bytes(bytes(200))
     served = broker_served_queue(str(second.parent), 200, torn_at)

@@ -379,7 +379,8 @@ def test_append_stored_rewrites_a_broker_store_byte_for_byte(tmp_path):
         messages = list(source.scan())
     with segstore.open(str(tmp_path / "copy"), format="rocketmq", mode="a", **config) as copy:
         results = copy.append_stored(messages)
-    assert [(r.position, r.offset) for r in results] == [(m.physical_offset, m.queue_offset) for m in messages]
+    assert [(r.position, r.offset) for r in results] == [(m.physical_offset, m.queue_offset)
+                                                         for m in messages]
     for sub in ("commitlog", "consumequeue"):
         for path in sorted((BASIC / sub).rglob("*")):
             if path.is_file():

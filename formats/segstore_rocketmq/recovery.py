@@ -340,6 +340,9 @@ def _queue_row(q: ConsumeQueue, offset: int) -> np.ndarray | None:
 def _write_row(q: ConsumeQueue, offset: int, row: np.ndarray) -> None:
     pos = offset * CQ_DTYPE.itemsize
     seg = q.log.segment_for(pos)
+    if seg is None:
+        raise OffsetOutOfRangeError(f"expected a consume-queue file holding entry {offset}, found none",
+                                    q.directory, pos)
     seg.file.write(pos - seg.base, row.tobytes())
     q.log.mark_dirty(seg)
 

@@ -24,7 +24,7 @@ import os
 import time
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 import numpy as np
 
@@ -297,7 +297,9 @@ class RocketMQStore(LifecycleMixin, Store):
         Runtime complexity: ``O(n)`` in numpy, plus one unit read per address.
         """
         ext = self.queue_exts.get((topic, queue_id))
-        at = np.flatnonzero(codes <= EXT_MAX_ADDR) if ext is not None else ()
+        if ext is None:
+            return codes
+        at = np.flatnonzero(codes <= EXT_MAX_ADDR)
         if not len(at):
             return codes
         codes = codes.astype(np.int64)
@@ -477,7 +479,7 @@ class RocketMQStore(LifecycleMixin, Store):
         get = fields.get
         topic = get("topic")
         if topic not in self._valid_topics:
-            validate_topic(topic)
+            topic = validate_topic(topic)
             if len(self._valid_topics) < _CACHE_LIMIT:
                 self._valid_topics.add(topic)
         queue_id = get("queue_id") or 0
@@ -568,7 +570,9 @@ class RocketMQStore(LifecycleMixin, Store):
             results = append_plain(self, messages, now)
             if results is not None:
                 return results
-        built = list(messages) if as_stored else [self._build(item, now) for item in messages]
+        # cast: with ``as_stored`` the items are finished RocketMQMessage records (append_stored).
+        built = (cast("list[RocketMQMessage]", list(messages)) if as_stored
+                 else [self._build(item, now) for item in messages])
         if not built:
             return []
         limit = min(self.config.maxMessageSize,
@@ -612,11 +616,12 @@ class RocketMQStore(LifecycleMixin, Store):
                 elif not tags:
                     code = 0
                 else:
-                    code = tags_codes.get(tags)
-                    if code is None:
-                        code = string_hash(tags)
+                    cached = tags_codes.get(tags)
+                    if cached is None:
+                        cached = string_hash(tags)
                         if len(tags_codes) < _CACHE_LIMIT:
-                            tags_codes[tags] = code
+                            tags_codes[tags] = cached
+                    code = cached
                 cq_rows.setdefault(key, []).append((phys, msg.size, code))
             else:
                 msg.queue_offset = 0

@@ -38,7 +38,8 @@ from .topicconfig import loads_fastjson
 
 CONFIG_DIR = "config"
 #: where the tags code sits in a consume-queue entry (after the long offset and int size)
-ENTRY_TAGS_POS = CQ_DTYPE.fields["tags_code"][1]
+# ignore: numpy types ``fields`` as optional; a structured dtype always has it.
+ENTRY_TAGS_POS = CQ_DTYPE.fields["tags_code"][1]  # type: ignore[index]
 
 
 def _damage(path: str, view: memoryview, pos: int, base: int) -> str:
@@ -112,7 +113,7 @@ def _verify_queue_exts(store, problems: list[Problem]) -> None:
         try:
             ext.units()
         except SegstoreError as err:
-            problems.append(Problem(err.path, err.pos, err.message))
+            problems.append(Problem(err.path or ext.directory, err.pos, err.message))
 
 
 def _verify_queues(store, walked: dict[int, Walked], problems: list[Problem]) -> None:
@@ -157,8 +158,8 @@ def _verify_queues(store, walked: dict[int, Walked], problems: list[Problem]) ->
                         )
                     )
                     continue
-                found = (m.topic, m.queue_id, m.queue_offset, m.size, m.tags_code)
-                if found != (topic, qid, first + i, size, tags):
+                got = (m.topic, m.queue_id, m.queue_offset, m.size, m.tags_code)
+                if got != (topic, qid, first + i, size, tags):
                     problems.append(
                         Problem(
                             seg.file.path,
@@ -172,7 +173,8 @@ def _verify_queues(store, walked: dict[int, Walked], problems: list[Problem]) ->
                 covered.add((topic, qid, first + i))
             rest = seg.all_slots()[len(seg) :]
             nonzero = (
-                np.flatnonzero(rest.view(np.uint8).reshape(len(rest), -1).any(axis=1)) if len(rest) else []
+                np.flatnonzero(rest.view(np.uint8).reshape(len(rest), -1).any(axis=1)) if len(rest)
+                else np.empty(0, dtype=np.intp)
             )
             if len(nonzero):
                 at = (len(seg) + int(nonzero[0])) * CQ_DTYPE.itemsize

@@ -38,15 +38,15 @@ from segstore_rocketmq.message import (
     RocketMQMessage,
 )
 from segstore_rocketmq.query import query_by_key
-from segstore_rocketmq.store import INDEX_DIR, has_queue_entry
+from segstore_rocketmq.store import INDEX_DIR, RocketMQStore, has_queue_entry
 
 from segstore import files
 from segstore.errors import CorruptDataError, NotFoundError, OffsetOutOfRangeError, UnsupportedOperationError
 from segstore.search import Bound
 from segstore.store import Problem, Store
 
-from .base import INDEX_ROOT, ExtraLayout, Layout, Stream, sparse_points
-from .sparse import SparseFiles
+from .base import INDEX_ROOT, ExtraLayout, IndexT, Layout, Stream, sparse_points
+from .sparse import IndexFileT, SparseFiles
 
 SYSFLAG_FIELD = np.dtype(">i4")
 STORE_TIMESTAMP_FIELD = np.dtype(">i8")
@@ -115,6 +115,8 @@ class QueueLayout(Layout):
 class KeyLayout(Layout):
     """``key`` on RocketMQ: the broker's IndexFile (native), every candidate checked against the commitlog."""
 
+    store: RocketMQStore
+
     name = "key"
     native = True
     format = "rocketmq"
@@ -158,8 +160,10 @@ class KeyLayout(Layout):
             self._own = None
 
 
-class _QueueSparse(SparseFiles):
+class _QueueSparse(SparseFiles[IndexFileT]):
     """What the RocketMQ offset and time indexes share: columns from the consume queue."""
+
+    store: RocketMQStore
 
     def _columns(self, start: int, count: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(offsets, commitlog positions, sizes)`` of the queue from ``start``."""
@@ -181,7 +185,7 @@ class _QueueSparse(SparseFiles):
 OFFSET_NAME = re.compile(rf"^(?P<base>\d{{{NAME_DIGITS}}})-(?P<commitlog>\d{{{NAME_DIGITS}}})\.index$")
 
 
-class OffsetStreamIndex(_QueueSparse):
+class OffsetStreamIndex(_QueueSparse[OffsetIndex]):
     """Sparse queue offset -> commitlog position entries of one queue.
 
     A file covers queue offsets from its base whose messages lie in one commitlog
@@ -244,8 +248,7 @@ class OffsetStreamIndex(_QueueSparse):
     def _expected_problems(self) -> list[Problem]:
         problems = []
         bases = self.files.bases()
-        for i, base in enumerate(bases):
-            index = self.files.get(base)
+        for i, (base, index) in enumerate(self.files.items()):
             end = bases[i + 1] if i + 1 < len(bases) else self.state.indexed_end
             offsets, phys, sizes = self._columns(max(base, self.log_start()), end - base)
             expected = np.zeros(0, dtype=OFFSET_ENTRY)
@@ -260,7 +263,7 @@ class OffsetStreamIndex(_QueueSparse):
         return problems
 
 
-class TimeStreamIndex(_QueueSparse):
+class TimeStreamIndex(_QueueSparse[TimeIndex]):
     """Sparse (max store time so far -> queue offset) entries of one queue, ``{base:020d}.timeindex`` files.
 
     As in Kafka, each entry holds the largest store time up to the record it
@@ -279,7 +282,7 @@ class TimeStreamIndex(_QueueSparse):
     def file_name(self, base: int, extra: int) -> str:
         return f"{base:020d}.timeindex"
 
-    def _close_active(self, active: Any) -> None:
+    def _close_active(self, active: TimeIndex) -> None:
         carry = self.state.carry
         if "max_ts" in carry:
             active.maybe_append(carry["max_ts"], carry["max_offset"], skip_full_check=True)
@@ -337,8 +340,7 @@ class TimeStreamIndex(_QueueSparse):
         """
         start, end = self.log_start(), self.log_end()
         bases = self.files.bases()
-        for i, base in enumerate(bases):
-            index = self.files.get(base)
+        for i, (base, index) in enumerate(self.files.items()):
             last = i + 1 == len(bases)
             if not last and index.last_entry.timestamp < timestamp:
                 continue
@@ -369,8 +371,7 @@ class TimeStreamIndex(_QueueSparse):
     def _expected_problems(self) -> list[Problem]:
         problems = []
         bases = self.files.bases()
-        for i, base in enumerate(bases):
-            index = self.files.get(base)
+        for i, (base, index) in enumerate(self.files.items()):
             rolled = i + 1 < len(bases)
             end = bases[i + 1] if rolled else self.state.indexed_end
             offsets, phys, sizes = self._columns(max(base, self.log_start()), end - base)
@@ -385,7 +386,7 @@ class TimeStreamIndex(_QueueSparse):
         return problems
 
 
-class _ExtraQueueLayout(ExtraLayout):
+class _ExtraQueueLayout(ExtraLayout[IndexT]):
     format = "rocketmq"
 
     def directory(self, stream: Stream) -> str:
@@ -398,7 +399,7 @@ class _ExtraQueueLayout(ExtraLayout):
         return files.is_dir(os.path.join(self.store.path, INDEX_ROOT, self.name)) and super().has_files()
 
 
-class OffsetLayout(_ExtraQueueLayout):
+class OffsetLayout(_ExtraQueueLayout[OffsetStreamIndex]):
     """``offset`` on RocketMQ: sparse offset index per queue (extra)."""
 
     name = "offset"
@@ -411,7 +412,7 @@ class OffsetLayout(_ExtraQueueLayout):
         return self._index(stream).read_at(offset)
 
 
-class TimeLayout(_ExtraQueueLayout):
+class TimeLayout(_ExtraQueueLayout[TimeStreamIndex]):
     """``time`` on RocketMQ: sparse time index per queue (extra)."""
 
     name = "time"

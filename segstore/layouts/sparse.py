@@ -15,6 +15,7 @@ Thread-safety: as :class:`segstore.layouts.base.StreamIndex`.
 from __future__ import annotations
 
 import os
+from typing import Generic, TypeVar
 
 import numpy as np
 from segstore_kafka.offsetindex import KafkaIndex, check_length
@@ -26,9 +27,12 @@ from segstore.segments import SegmentMap
 
 from .base import StreamIndex
 
+#: the index file class of a :class:`SparseFiles` (offset or time entries)
+IndexFileT = TypeVar("IndexFileT", bound=KafkaIndex)
 
-def open_index_file(cls: type[KafkaIndex], path: str, base: int, max_index_size: int, *,
-                    writable: bool) -> KafkaIndex:
+
+def open_index_file(cls: type[IndexFileT], path: str, base: int, max_index_size: int, *,
+                    writable: bool) -> IndexFileT:
     """Open one index file segstore wrote.
 
     A file shorter than the preallocated size was trimmed (at roll or clean close),
@@ -51,18 +55,18 @@ def open_index_file(cls: type[KafkaIndex], path: str, base: int, max_index_size:
     return cls(mapped, base, count, untrimmed=untrimmed)
 
 
-class SparseFiles(StreamIndex):
+class SparseFiles(StreamIndex, Generic[IndexFileT]):
     """A stream's sparse index as :class:`KafkaIndex` files in a segment map keyed by base offset.
 
     Subclasses set :attr:`index_class`, name files (:meth:`file_name`,
     :meth:`parse_name`) and fill the active file (:meth:`_fill`).
     """
 
-    index_class: type[KafkaIndex]
+    index_class: type[IndexFileT]
     suffix: str
 
     def _open_files(self) -> None:
-        self.files: SegmentMap[KafkaIndex] = SegmentMap()
+        self.files: SegmentMap[IndexFileT] = SegmentMap()
         self.extra: dict[int, int] = {}
         max_size = self.options["layout.index.bytes"]
         for name in files.list_dir(self.directory):
@@ -84,7 +88,7 @@ class SparseFiles(StreamIndex):
     def file_name(self, base: int, extra: int) -> str:
         raise NotImplementedError
 
-    def _new_file(self, base: int, extra: int) -> KafkaIndex:
+    def _new_file(self, base: int, extra: int) -> IndexFileT:
         active = self.files.active
         if active is not None:
             self._close_active(active)
@@ -98,7 +102,7 @@ class SparseFiles(StreamIndex):
         self.state.carry = {}
         return index
 
-    def _close_active(self, active: KafkaIndex) -> None:
+    def _close_active(self, active: IndexFileT) -> None:
         """A file that stops being written: trimmed and flushed."""
         active.trim()
         active.flush()
