@@ -35,6 +35,7 @@ from segstore.errors import (
     InvalidTopicError,
     MessageTooLargeError,
     OffsetOutOfRangeError,
+    cut,
 )
 from segstore.log import SegmentedLog
 
@@ -139,11 +140,12 @@ def validate_topic(topic: str, partition: int) -> None:
     :raises InvalidTopicError: with the rule broken.
     """
     if not topic or topic in (".", ".."):
-        raise InvalidTopicError(f"expected a topic name other than {topic!r}")
+        raise InvalidTopicError(f"expected a topic name other than {cut(topic)}")
     if len(topic) > MAX_TOPIC_LENGTH:
-        raise InvalidTopicError(f"expected a topic of at most {MAX_TOPIC_LENGTH} characters, found {len(topic)}")
+        raise InvalidTopicError(f"expected a topic of at most {MAX_TOPIC_LENGTH} characters, "
+                                f"found {len(topic)}")
     if LEGAL_TOPIC.fullmatch(topic) is None:
-        raise InvalidTopicError(f"expected a topic of the characters [a-zA-Z0-9._-], found {topic!r}")
+        raise InvalidTopicError(f"expected a topic of the characters [a-zA-Z0-9._-], found {cut(topic)}")
     if partition < 0:
         raise InvalidTopicError(f"expected a partition >= 0, found {partition}")
 
@@ -156,7 +158,8 @@ def parse_partition_dir(path: str) -> tuple[str, int]:
     name = os.path.basename(os.path.normpath(path))
     match = PARTITION_DIR.match(name)
     if match is None:
-        raise InvalidTopicError(f"expected a partition directory named TOPIC-PARTITION, found {name!r}", path)
+        raise InvalidTopicError(f"expected a partition directory named TOPIC-PARTITION, found {cut(name)}",
+                                path)
     return match["topic"], int(match["partition"])
 
 
@@ -167,6 +170,24 @@ def segment_bases(path: str) -> list[int]:
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _batch_problem(batch: codec.RecordBatch) -> tuple[str, int | None, str] | None:
+    """The CRC or record-decoding problem of one batch (header already read), or None."""
+    if batch.magic >= codec.MAGIC_V2:
+        computed = batch.compute_crc()
+        if computed != batch.crc:
+            return (batch.path, batch.position + codec.CRC_OFFSET,
+                    f"CRC-32C {batch.crc:#010x} stored in the header, found {computed:#010x} computed "
+                    f"over bytes {codec.ATTRIBUTES_OFFSET}..{batch.size} of the batch")
+    try:
+        if batch.magic < codec.MAGIC_V2:
+            next(codec.iter_batches(batch.data, path=batch.path, base_pos=batch.position))
+        batch.records()
+        batch.control_type()
+    except CorruptDataError as err:
+        return (err.path or batch.path, batch.position if err.pos is None else err.pos, err.message)
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,8 +218,21 @@ class Partition:
         self.writable = writable
         self.clock = clock
         self.recovered: list[str] = []
+        #: ``(path, pos, message)`` of index files a reader found corrupt and read without
+        self.index_problems: list[tuple[str, int | None, str]] = []
+        self._lock: files.DirectoryLock | None = None
         if writable:
             files.make_dirs(path)
+            self._lock = files.DirectoryLock(path)
+            self._lock.acquire()
+        try:
+            self._load()
+        except BaseException:
+            self._release_lock()
+            raise
+
+    def _load(self) -> None:
+        path, writable = self.path, self.writable
         self.log: SegmentedLog[LogSegment] = SegmentedLog(self._new_segment)
         self.epochs = LeaderEpochCache.load(os.path.join(path, LEADER_EPOCH_CHECKPOINT))
         self._txns: TransactionTracker | None = None
@@ -221,10 +255,10 @@ class Partition:
         self.next_offset = self.log.active.next_offset() if self.log.active is not None else 0
 
     # -- segments ---------------------------------------------------------------
-    def _open_segment(self, base: int, *, create: bool) -> LogSegment:
+    def _open_segment(self, base: int, *, create: bool, read_indexes: bool = True) -> LogSegment:
         return LogSegment(self.path, base, index_interval_bytes=self.config.index_interval_bytes,
                           max_index_size=self.config.segment_index_bytes, writable=self.writable,
-                          create=create, created_ms=self.clock())
+                          create=create, created_ms=self.clock(), read_indexes=read_indexes)
 
     def _new_segment(self, base: int) -> LogSegment:
         return self._open_segment(base, create=True)
@@ -234,12 +268,16 @@ class Partition:
         return list(self.log.segments)
 
     def _open_segment_or_drop_indexes(self, base: int) -> LogSegment:
-        """Open a segment; a writable partition answers a corrupt index by rebuilding it (as Kafka)."""
+        """Open a segment; a writable partition answers a corrupt index by rebuilding it (as Kafka
+        ``LogLoader.loadSegmentFiles`` does), a reader by going on without it."""
         try:
             return self._open_segment(base, create=False)
         except CorruptIndexError as err:
             if not self.writable:
-                raise
+                # A reader goes on without the indexes (lookups walk the log) and verify reports
+                # the index once, so the rest of the partition is still read and checked.
+                self.index_problems.append((err.path or self.path, err.pos, err.message))
+                return self._open_segment(base, create=False, read_indexes=False)
             self.recovered.append(f"{err}; rebuilding the indexes of segment {base}")
             for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
                 path = os.path.join(self.path, file_name(base, suffix))
@@ -462,22 +500,44 @@ class Partition:
         return None
 
     def verify(self) -> list[tuple[str, int | None, str]]:
-        """Problems as ``(path, pos, message)``: bad batches, index entries that do not match the log."""
-        problems: list[tuple[str, int | None, str]] = []
+        """Problems as ``(path, pos, message)``, each independent problem once.
+
+        Per segment the batch headers are walked as far as their lengths hold; each
+        batch's CRC is checked and, when it holds, its records are decoded (a CRC
+        over undecodable records is a problem too).  A bad CRC does not stop the
+        walk: the length is still trusted, as Kafka's ``FileLogInputStream`` does.
+        Index entries are checked against the batches found; entries past a point
+        where the walk had to stop are not (that point is the problem).  Index files
+        a reader found corrupt are reported once and the segment is still checked.
+        ``O(partition bytes)``; CRCs and record decoding in C.
+        """
+        problems: list[tuple[str, int | None, str]] = list(self.index_problems)
         expected_offset: int | None = None
         for seg in self.segments:
-            valid, error = codec.valid_prefix(seg.view(), path=seg.path)
-            if error is not None:
-                problems.append((error.path or seg.path, valid if error.pos is None else error.pos,
-                                 error.message))
+            view = seg.view()
             positions: dict[int, int] = {}
-            for batch in codec.iter_batches(seg.view()[:valid], path=seg.path, check_crc=False):
+            walked = len(view)
+            pos = 0
+            while pos < len(view):
+                try:
+                    batch = codec.read_batch_header(view, pos, path=seg.path)
+                except CorruptDataError as err:
+                    problems.append((err.path or seg.path, pos if err.pos is None else err.pos, err.message))
+                    walked = pos
+                    break
+                positions[pos] = batch.last_offset
                 if expected_offset is not None and batch.base_offset < expected_offset:
-                    problems.append((seg.path, batch.position, f"expected offsets from {expected_offset}, "
+                    problems.append((seg.path, pos, f"expected offsets from {expected_offset}, "
                                      f"found a batch at {batch.base_offset}"))
                 expected_offset = batch.last_offset + 1
-                positions[batch.position] = batch.last_offset
+                problem = _batch_problem(batch)
+                if problem is not None:
+                    problems.append(problem)
+                pos += batch.size
+            del view
             for slot, (offset, position) in enumerate(seg.offset_index.pairs()):
+                if position >= walked:
+                    continue
                 if positions.get(position) != offset:
                     problems.append((seg.offset_index.path, slot * OFFSET_ENTRY.itemsize,
                                      f"expected the entry of slot {slot} to point at a batch ending at "
@@ -501,12 +561,18 @@ class Partition:
         for seg in self.segments:
             seg.close()
         self.log.segments.clear()
+        self._release_lock()
 
     def abandon(self) -> None:
         """Release every file as a killed process would (nothing trimmed, nothing flushed)."""
         for seg in self.segments:
             seg.abandon()
         self.log.segments.clear()
+        self._release_lock()
+
+    def _release_lock(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
 
     def check_open_error(self) -> CorruptDataError | None:
         """The torn tail of the active segment, if any (read-only opens report it, never fix it)."""

@@ -13,22 +13,19 @@ from __future__ import annotations
 
 import base64
 import json as jsonlib
-import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TextIO
 
 from segstore import files
 from segstore.errors import InvalidTopicError, NotFoundError
-from segstore.files import WriterLock
+from segstore.files import DirectoryLock
 from segstore.records import Message
 from segstore.store import AppendResult, Problem, QueryRequest, Store
 
 from . import batch as codec
 from .logdir import LogDir, is_partition_dir
 from .partition import KafkaConfig, Partition, now_ms
-
-LOCK_FILE = ".lock"
 
 
 def _b64(data: bytes | None) -> str | None:
@@ -114,11 +111,17 @@ class KafkaStore(Store):
         if not writable and not files.is_dir(path):
             raise NotFoundError("expected a Kafka partition or log directory, found nothing", path)
         self.single = is_partition_dir(path)
-        self._lock: WriterLock | None = None
+        # Writers lock directories, never files: each partition locks its own directory (so
+        # two writers on one partition collide whichever directory they opened) and a log
+        # directory store also locks the log directory (its checkpoints, new partitions).
+        # Kafka 3.8 deletes its log dir `.lock` at clean shutdown (FileLock.destroy); a lock
+        # file of ours would be left behind.
+        self._lock: DirectoryLock | None = None
         if writable:
             files.make_dirs(path)
-            self._lock = WriterLock(os.path.join(path, LOCK_FILE))
-            self._lock.acquire()
+            if not self.single:
+                self._lock = DirectoryLock(path)
+                self._lock.acquire()
         try:
             if self.single:
                 self._part: Partition | None = Partition(path, self.config, writable=writable, clock=clock)
