@@ -34,6 +34,7 @@ from .errors import (
     StorageIOError,
     StoreClosedError,
     StoreLockedError,
+    TruncatedDataError,
 )
 
 PAGE_SIZE = mmap.PAGESIZE
@@ -118,21 +119,23 @@ class MappedFile:
         with _os_errors(self.path):
             self._fd = _open_regular(self.path, flags)
             try:
-                actual = os.fstat(self._fd).st_size
-                if size is None:
-                    size = actual
-                elif actual < size:
-                    if not self.writable:
-                        from .errors import TruncatedDataError
-
-                        raise TruncatedDataError(f"expected a file of {size} bytes, found {actual}",
-                                                 self.path, actual)
-                    os.ftruncate(self._fd, size)
-                self.size = size
+                self._size_to(size)
                 self._map()
             except BaseException:
                 os.close(self._fd)
                 raise
+
+    def _size_to(self, size: int | None) -> None:
+        """Take the file's length (``size=None``), or make it ``size`` (writable files only)."""
+        actual = os.fstat(self._fd).st_size
+        if size is None:
+            size = actual
+        elif actual < size:
+            if not self.writable:
+                raise TruncatedDataError(f"expected a file of {size} bytes, found {actual}", self.path,
+                                         actual)
+            os.ftruncate(self._fd, size)
+        self.size = size
 
     def _map(self) -> None:
         if self.size == 0:

@@ -11,7 +11,7 @@ from conftest import FIXTURES, copy_writable
 from segstore_kafka.batch import CRC_OFFSET, MAGIC_OFFSET, iter_batches
 
 import segstore
-from segstore.errors import CorruptDataError, CorruptIndexError, TruncatedDataError
+from segstore.errors import CorruptDataError, TruncatedDataError
 from segstore.records import Message
 
 CONFIG = {"segment.bytes": 6935, "index.interval.bytes": 990}   # the uncompressed fixture's
