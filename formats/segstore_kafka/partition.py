@@ -302,12 +302,14 @@ class Partition:
         """
         segments = self.segments
         tracker = TransactionTracker()
-        for seg in segments[:first]:
-            for header in seg.headers():
-                if header.is_transactional:
-                    tracker.observe(header)
         if reset:
             self.epochs.clear()
+        for seg in segments[:first]:
+            for header in seg.headers():
+                if reset and header.magic >= codec.MAGIC_V2:
+                    self.epochs.assign(header.partition_leader_epoch, header.base_offset)
+                if header.is_transactional:
+                    tracker.observe(header)
         lines: list[str] = []
         for n, seg in enumerate(segments[first:], start=first):
             result = seg.recover(self._batch_observer(seg, tracker))
@@ -347,11 +349,52 @@ class Partition:
                 line += f": {result.error}"
         return line
 
-    def recover(self) -> list[str]:
-        """Validate and rebuild every segment; returns one line per action taken."""
+    def recover(self, recovery_point: int = 0) -> list[str]:
+        """Recover as Kafka 3.8's ``LogLoader.recoverLog`` does; returns one line per action taken.
+
+        Segments holding offsets at or past ``recovery_point`` (the log dir's
+        ``recovery-point-offset-checkpoint``; 0, all of them, for a partition opened
+        alone) are checked; segments before it are left as they are, as Kafka leaves
+        them.  A checked segment whose log, CRCs, records and offset index are all
+        intact keeps its files (its indexes are not rebuilt with this run's
+        ``index.interval.bytes``); the first one that is not is rebuilt (a torn or
+        corrupt tail cut and kept), and every one after it too.
+        """
         lines = list(self.recovered)
         self.recovered = []
-        return lines + self._recover_from(0, reset=True)
+        segments = self.segments
+        floor = self.log.segments.floor_base(recovery_point)
+        first = next((i for i, seg in enumerate(segments) if floor is None or seg.base >= floor),
+                     len(segments))
+        expected: int | None = None
+        for seg in segments[:first]:
+            expected = seg.next_offset()
+        while first < len(segments):
+            seg = segments[first]
+            problems, after = self._check_segment(seg, expected)
+            if problems or seg.needs_recovery:
+                break
+            expected = after
+            first += 1
+        return lines + self._recover_from(first, reset=True)
+
+    def start_at(self, offset: int) -> None:
+        """Make an empty log start at ``offset``: its one segment is named from it, the next
+        record gets it and the log start offset is it (Kafka ``UnifiedLog.truncateFullyAndStartAt``).
+
+        :raises OffsetOutOfRangeError: the log already holds records, or ``offset`` is negative.
+        """
+        if offset < 0:
+            raise OffsetOutOfRangeError(f"expected a start offset >= 0, found {offset}", self.path)
+        if any(seg.size for seg in self.log.segments):
+            raise OffsetOutOfRangeError(f"expected an empty log to start at offset {offset}, found records "
+                                        f"up to offset {self.next_offset - 1}", self.path)
+        for seg in list(self.log.segments):
+            self.log.segments.remove(seg.base)
+            seg.delete()
+        self.log.roll(offset).make_appendable()
+        self.epochs.clear()
+        self.log_start_offset = self.next_offset = offset
 
     # -- appends ----------------------------------------------------------------
     def _tracker(self) -> TransactionTracker:
@@ -514,39 +557,47 @@ class Partition:
         problems: list[tuple[str, int | None, str]] = list(self.index_problems)
         expected_offset: int | None = None
         for seg in self.segments:
-            view = seg.view()
-            positions: dict[int, int] = {}
-            walked = len(view)
-            pos = 0
-            while pos < len(view):
-                try:
-                    batch = codec.read_batch_header(view, pos, path=seg.path)
-                except CorruptDataError as err:
-                    problems.append((err.path or seg.path, pos if err.pos is None else err.pos, err.message))
-                    walked = pos
-                    break
-                positions[pos] = batch.last_offset
-                if expected_offset is not None and batch.base_offset < expected_offset:
-                    problems.append((seg.path, pos, f"expected offsets from {expected_offset}, "
-                                     f"found a batch at {batch.base_offset}"))
-                expected_offset = batch.last_offset + 1
-                problem = _batch_problem(batch)
-                if problem is not None:
-                    problems.append(problem)
-                pos += batch.size
-            del view
-            for slot, (offset, position) in enumerate(seg.offset_index.pairs()):
-                if position >= walked:
-                    continue
-                if positions.get(position) != offset:
-                    problems.append((seg.offset_index.path, slot * OFFSET_ENTRY.itemsize,
-                                     f"expected the entry of slot {slot} to point at a batch ending at "
-                                     f"{offset}, "
-                                     f"found {positions.get(position, 'no batch')} at position {position}"))
+            found, expected_offset = self._check_segment(seg, expected_offset)
+            problems += found
             if seg.needs_recovery and seg is not self.log.active:
                 problems.append((seg.path, None, "expected trimmed index files, found an index missing "
                                  "or left untrimmed by a crash (run recover)"))
         return problems
+
+    @staticmethod
+    def _check_segment(seg: LogSegment, expected_offset: int | None
+                       ) -> tuple[list[tuple[str, int | None, str]], int | None]:
+        """The problems of one segment's log and offset index, and the offset the next batch must reach."""
+        problems: list[tuple[str, int | None, str]] = []
+        view = seg.view()
+        positions: dict[int, int] = {}
+        walked = len(view)
+        pos = 0
+        while pos < len(view):
+            try:
+                batch = codec.read_batch_header(view, pos, path=seg.path)
+            except CorruptDataError as err:
+                problems.append((err.path or seg.path, pos if err.pos is None else err.pos, err.message))
+                walked = pos
+                break
+            positions[pos] = batch.last_offset
+            if expected_offset is not None and batch.base_offset < expected_offset:
+                problems.append((seg.path, pos, f"expected offsets from {expected_offset}, "
+                                 f"found a batch at {batch.base_offset}"))
+            expected_offset = batch.last_offset + 1
+            problem = _batch_problem(batch)
+            if problem is not None:
+                problems.append(problem)
+            pos += batch.size
+        del view
+        for slot, (offset, position) in enumerate(seg.offset_index.pairs()):
+            if position >= walked:
+                continue
+            if positions.get(position) != offset:
+                problems.append((seg.offset_index.path, slot * OFFSET_ENTRY.itemsize,
+                                 f"expected the entry of slot {slot} to point at a batch ending at {offset}, "
+                                 f"found {positions.get(position, 'no batch')} at position {position}"))
+        return problems, expected_offset
 
     # -- lifecycle ----------------------------------------------------------------
     def flush(self) -> None:

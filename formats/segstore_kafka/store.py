@@ -263,7 +263,9 @@ class KafkaStore(Store):
 
     def recover(self) -> list[str]:
         self._check_writable()
-        return [line for part in self._partitions().values() for line in part.recover()]
+        points = self._dir.recovery_points if self._dir is not None else {}
+        return [line for key, part in self._partitions().items()
+                for line in part.recover(points.get(key, 0))]
 
     def dump(self, out: TextIO, *, json: bool = False, topic: str | None = None,
              partition: int | None = None, **options: Any) -> None:
