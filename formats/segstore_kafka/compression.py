@@ -239,15 +239,18 @@ def _raw_snappy_length(block: bytes | memoryview) -> int:
                      "bytes), found none")
 
 
-def _raw_snappy_decompress(block: bytes | memoryview, limit: int) -> bytes:
+def _raw_snappy_decompress(block: bytes | memoryview, produced: int, limit: int) -> bytes:
     # The length varint comes from the file: checked before the codec allocates that many bytes.
-    _check_room(_raw_snappy_length(block), limit)
+    declared = _raw_snappy_length(block)
+    if produced + declared > limit:
+        raise _TooLarge(f"a stream inflating to at most {limit} bytes, found a snappy block declaring "
+                        f"{declared} bytes after {produced}")
     return bytes(cramjam.snappy.decompress_raw(block))
 
 
 def _snappy_decompress(data: bytes, limit: int) -> bytes:
     if not data.startswith(XERIAL_MAGIC):
-        return _raw_snappy_decompress(data, limit)
+        return _raw_snappy_decompress(data, 0, limit)
     if len(data) < XERIAL_HEADER.size:
         raise ValueError(f"a {XERIAL_HEADER.size}-byte xerial header, found {len(data)} bytes")
     out = []
@@ -264,7 +267,7 @@ def _snappy_decompress(data: bytes, limit: int) -> bytes:
         pos += XERIAL_BLOCK_LENGTH.size
         if length < 0 or pos + length > len(data):
             raise ValueError(f"a xerial block of {length} bytes at {pos}, found {len(data) - pos} bytes left")
-        block = _raw_snappy_decompress(view[pos:pos + length], limit - produced)
+        block = _raw_snappy_decompress(view[pos:pos + length], produced, limit)
         produced += len(block)
         out.append(block)
         pos += length
