@@ -372,3 +372,26 @@ def test_encode_batch_still_round_trips_through_an_empty_checkpoint_partition(tm
         store.partition.append_encoded(encode_batch([(b"k", b"v", 5, [])], base_offset=0,
                                                     partition_leader_epoch=2))
     assert (part / "leader-epoch-checkpoint").read_text() == "0\n1\n2 0\n"
+
+
+def test_segments_without_time_index_as_kafka_before_0_10_1_left_them(tmp_path: Path) -> None:
+    """Kafka < 0.10.1 wrote no ``.timeindex``; Kafka 3.8 makes a missing one empty
+    (``LogSegment.sanityCheck``: ``timeIndex().resize(0)``) and recovers nothing for it."""
+    part = copy_writable(UNCOMPRESSED / "topic-0", tmp_path / "topic-0")
+    for path in part.glob("*.timeindex"):
+        path.unlink()
+    before = _index_files(part)
+    with segstore.open(UNCOMPRESSED / "topic-0") as original:
+        times = [original.offset_for_time("topic", 0, t) for t in (1700000000120, 1700000005000, -1, -2)]
+    with segstore.open(part) as store:
+        assert store.verify() == []
+        assert [store.offset_for_time("topic", 0, t) for t in (1700000000120, 1700000005000, -1, -2)] == times
+        assert list(part.glob("*.timeindex")) == []               # reading never writes
+    with segstore.open(part, "kafka", mode="a", **CONFIG) as store:
+        assert store.recover() == []
+    after = _index_files(part)
+    assert {k: v for k, v in after.items() if k.endswith(".index")} == before
+    last = sorted(part.glob("*.log"))[-1].stem
+    assert {k: len(v) for k, v in after.items() if k.endswith(".timeindex")
+            and not k.startswith(last)} == {f"{p.stem}.timeindex": 0 for p in sorted(part.glob("*.log"))
+                                            if p.stem != last}

@@ -179,6 +179,15 @@ class LogSegment:
         if not self._read_indexes:
             return cls.absent(path, self.base)
         if not create and not files.exists(path):
+            if cls is TimeIndex:
+                # Kafka before 0.10.1 wrote no time index.  Kafka 3.8 makes a missing one empty
+                # (LogSegment.sanityCheck: timeIndex().resize(0)) and recovers nothing for it.
+                if not self.writable:
+                    return cls.absent(path, self.base)
+                index = cls.open(path, self.base, max_index_size=self.max_index_size, writable=True,
+                                 create=True)
+                index.trim()
+                return index
             self.missing_indexes.append(path)
             if not self.writable:
                 # Reading never writes: an empty in-memory stand-in until recovery rebuilds it.
@@ -399,7 +408,9 @@ class LogSegment:
 
     def close(self) -> None:
         """Close; a writable segment first forces its max timestamp in and trims (clean shutdown)."""
-        if self.writable and self.log.size and not self.needs_recovery:
+        # Only an index with room takes it: a trimmed one got its max at roll, and one made empty
+        # for a segment Kafka < 0.10.1 wrote stays empty (Kafka appends only to loaded segments).
+        if self.writable and self.log.size and not self.needs_recovery and not self.time_index.is_full:
             ts = self.max_timestamp_so_far()
             self.time_index.maybe_append(ts.timestamp, ts.offset, skip_full_check=True)
         if self.writable:
