@@ -395,3 +395,22 @@ def test_segments_without_time_index_as_kafka_before_0_10_1_left_them(tmp_path: 
     assert {k: len(v) for k, v in after.items() if k.endswith(".timeindex")
             and not k.startswith(last)} == {f"{p.stem}.timeindex": 0 for p in sorted(part.glob("*.log"))
                                             if p.stem != last}
+
+
+@pytest.mark.parametrize("lines", [
+    [{"topic": "bad topic", "partition": 0, "value": "x"}],
+    [{"topic": "good", "partition": 0, "value": "x"}, {"topic": "bad topic", "partition": 0, "value": "x"}],
+], ids=["only-bad", "good-then-bad"])
+def test_a_refused_write_leaves_no_partial_files(tmp_path: Path, lines: list) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    rc, _, err = _run("write", str(tmp_path / "logs"), "--format", "kafka", "--input", str(src))
+    assert rc == 2 and "bad topic" in err
+    assert not (tmp_path / "logs").exists()
+    log_dir = tmp_path / "existing"                      # an existing log dir: no partition made,
+    part = copy_writable(UNCOMPRESSED / "topic-0", log_dir / "topic-0")   # its partitions unchanged
+    before = {p.name: p.read_bytes() for p in part.iterdir()}
+    rc, _, err = _run("write", str(log_dir), "--format", "kafka", "--input", str(src))
+    assert rc == 2
+    assert sorted(p.name for p in log_dir.iterdir() if p.is_dir()) == ["topic-0"]
+    assert {p.name: p.read_bytes() for p in part.iterdir()} == before

@@ -25,7 +25,7 @@ from segstore.store import AppendResult, Problem, QueryRequest, Store
 
 from . import batch as codec
 from .logdir import LogDir, is_partition_dir
-from .partition import KafkaConfig, Partition, now_ms
+from .partition import KafkaConfig, Partition, now_ms, validate_topic
 
 
 def _b64(data: bytes | None) -> str | None:
@@ -117,6 +117,8 @@ class KafkaStore(Store):
         # Kafka 3.8 deletes its log dir `.lock` at clean shutdown (FileLock.destroy); a lock
         # file of ours would be left behind.
         self._lock: DirectoryLock | None = None
+        #: the directory did not exist: a write that fails before any record is stored removes it
+        self._created = writable and not files.exists(path)
         if writable:
             files.make_dirs(path)
             if not self.single:
@@ -166,12 +168,21 @@ class KafkaStore(Store):
 
     # -- writing ------------------------------------------------------------------
     def append_batch(self, messages: Iterable[Message | dict]) -> list[AppendResult]:
-        """One RecordBatch per partition touched, in first-seen order; results in input order."""
+        """One RecordBatch per partition touched, in first-seen order; results in input order.
+
+        Every topic and partition is checked before anything is written: a refused call
+        writes nothing and creates no partition.
+        """
         self._check_writable()
         msgs = [Message.coerce(m) for m in messages]
         groups: dict[tuple[str, int], list[int]] = {}
         for i, m in enumerate(msgs):
             groups.setdefault((m.topic, m.partition), []).append(i)
+        for topic, partition in groups:
+            if self._part is not None:
+                self.partition_of(topic, partition)
+            elif (topic, partition) not in self._dir.partitions:
+                validate_topic(topic, partition)
         results: list[AppendResult | None] = [None] * len(msgs)
         for (topic, partition), indices in groups.items():
             part = self.partition_of(topic, partition, create=True)
@@ -337,6 +348,18 @@ class KafkaStore(Store):
         return 0
 
     # -- lifecycle ----------------------------------------------------------------
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        """Close; a write that failed in a directory this store created, before any record was
+        stored, leaves nothing behind (no empty partition, no checkpoint files)."""
+        if exc_type is not None and self._created and not self._closed and self._holds_nothing():
+            self.abandon()
+            files.remove_tree(self.path)
+            return
+        self.close()
+
+    def _holds_nothing(self) -> bool:
+        return all(seg.size == 0 for part in self._partitions().values() for seg in part.segments)
+
     def flush(self) -> None:
         self._check_open()
         if self._part is not None:
