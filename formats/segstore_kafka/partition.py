@@ -92,12 +92,12 @@ class KafkaConfig:
             name = raw_name.replace(".", "_")
             if name not in known:
                 dotted = ", ".join(sorted(n.replace("_", ".") for n in known))
-                raise ConfigError(f"expected a Kafka topic config name ({dotted}), found {raw_name!r}")
+                raise ConfigError(f"expected a Kafka topic config name ({dotted}), found {cut(raw_name)}")
             if isinstance(known[name].default, int):
                 try:
                     values[name] = int(raw)
                 except (TypeError, ValueError) as err:
-                    raise ConfigError(f"expected an integer for {raw_name}, found {raw!r}") from err
+                    raise ConfigError(f"expected an integer for {raw_name}, found {cut(raw)}") from err
             else:
                 values[name] = str(raw)
         parsed = cls(**values)
@@ -107,10 +107,11 @@ class KafkaConfig:
     def _validate(self) -> None:
         compression = "none" if self.compression_type == "producer" else self.compression_type
         if compression not in COMPRESSIONS:
-            raise ConfigError(f"expected compression.type in {COMPRESSIONS}, found {self.compression_type!r}")
+            raise ConfigError(f"expected compression.type in {COMPRESSIONS}, "
+                              f"found {cut(self.compression_type)}")
         if self.message_timestamp_type not in TIMESTAMP_TYPES:
             raise ConfigError(f"expected message.timestamp.type in {TIMESTAMP_TYPES}, "
-                              f"found {self.message_timestamp_type!r}")
+                              f"found {cut(self.message_timestamp_type)}")
         for name in ("segment_bytes", "segment_ms", "segment_index_bytes"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"expected a positive {name.replace('_', '.')}, "
