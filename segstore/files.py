@@ -542,3 +542,46 @@ class DirectoryLock:
     @property
     def held(self) -> bool:
         return self._fd >= 0
+
+
+class BrokerLock:
+    """A POSIX record lock (``fcntl(F_SETLK)``) on a lock file a broker made, if the file exists.
+
+    Java's ``FileChannel.tryLock`` takes this kind of lock on Linux, so holding it
+    keeps a running broker and a segstore writer out of each other's directory; a
+    ``flock`` would not see the broker's lock.  The file is never created (a broker
+    that is not running leaves none, or one that nobody holds; one this user may not
+    open for writing is left alone).  Record locks
+    belong to the process: a second holder in the same process is not refused
+    (:class:`DirectoryLock` covers that).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], holder: str = "a broker") -> None:
+        self.path = os.fspath(path)
+        self.holder = holder
+        self._fd = -1
+
+    def acquire(self) -> None:
+        """Lock the file if it exists; nothing to do when it does not."""
+        try:
+            fd = _open_regular(self.path, os.O_RDWR)
+        except (FileNotFoundError, PermissionError):
+            # None, or one this user may not lock (another user's broker): nothing we can hold.
+            return
+        except OSError as err:
+            raise _translate(err, self.path) from err
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as err:
+            os.close(fd)
+            if err.errno in (errno.EACCES, errno.EAGAIN):
+                raise StoreLockedError(f"{self.holder} holds this lock; stop it first, or open with mode='r' "
+                                       "to read", self.path) from err
+            raise _translate(err, self.path) from err
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            fcntl.lockf(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = -1

@@ -414,3 +414,36 @@ def test_a_refused_write_leaves_no_partial_files(tmp_path: Path, lines: list) ->
     assert rc == 2
     assert sorted(p.name for p in log_dir.iterdir() if p.is_dir()) == ["topic-0"]
     assert {p.name: p.read_bytes() for p in part.iterdir()} == before
+
+
+def test_a_running_brokers_log_dir_lock_keeps_writers_out(tmp_path: Path) -> None:
+    """Kafka 3.8's LogManager holds ``.lock`` in each log dir with ``FileChannel.tryLock``, a POSIX
+    record lock on Linux; the child takes the same kind of lock (``fcntl.lockf``)."""
+    log_dir = tmp_path / "logs"
+    copy_writable(UNCOMPRESSED / "topic-0", log_dir / "topic-0")
+    lock, ready, release = log_dir / ".lock", tmp_path / "ready", tmp_path / "release"
+    lock.write_bytes(b"")
+    code = (f"import fcntl, os, time\n"
+            f"f = open({str(lock)!r}, 'r+')\n"
+            f"fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+            f"open({str(ready)!r}, 'w').close()\n"
+            f"while not os.path.exists({str(release)!r}): time.sleep(0.02)\n")
+    child = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        for _ in range(1500):
+            if ready.exists() or child.poll() is not None:
+                break
+            threading.Event().wait(0.02)
+        assert ready.exists()
+        for path in (log_dir, log_dir / "topic-0"):
+            with pytest.raises(StoreLockedError) as info:
+                segstore.open(path, "kafka", mode="a")
+            assert info.value.path == str(lock) and "Kafka broker" in info.value.message
+        with segstore.open(log_dir) as reader:
+            assert reader.offset_range("topic", 0) == (0, 300)
+    finally:
+        release.touch()
+        child.wait(timeout=60)
+    with segstore.open(log_dir, "kafka", mode="a"):      # a broker that stopped holds nothing
+        pass
+    assert lock.exists()                                 # and its file is not ours to delete

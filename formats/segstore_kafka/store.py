@@ -13,19 +13,23 @@ from __future__ import annotations
 
 import base64
 import json as jsonlib
+import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TextIO
 
 from segstore import files
 from segstore.errors import InvalidTopicError, NotFoundError
-from segstore.files import DirectoryLock
+from segstore.files import BrokerLock, DirectoryLock
 from segstore.records import Message
 from segstore.store import AppendResult, Problem, QueryRequest, Store
 
 from . import batch as codec
 from .logdir import LogDir, is_partition_dir
 from .partition import KafkaConfig, Partition, now_ms, validate_topic
+
+#: The lock file a Kafka broker keeps in each log dir while it runs (LogManager.LockFileName).
+BROKER_LOCK_FILE = ".lock"
 
 
 def _b64(data: bytes | None) -> str | None:
@@ -117,13 +121,22 @@ class KafkaStore(Store):
         # Kafka 3.8 deletes its log dir `.lock` at clean shutdown (FileLock.destroy); a lock
         # file of ours would be left behind.
         self._lock: DirectoryLock | None = None
+        self._broker_lock: BrokerLock | None = None
         #: the directory did not exist: a write that fails before any record is stored removes it
         self._created = writable and not files.exists(path)
         if writable:
             files.make_dirs(path)
+            log_dir = os.path.dirname(os.path.normpath(path)) if self.single else path
+            # A running broker holds `.lock` in its log dir (LogManager.lockLogDirs, FileLock).
+            self._broker_lock = BrokerLock(os.path.join(log_dir, BROKER_LOCK_FILE), "a Kafka broker")
+            self._broker_lock.acquire()
             if not self.single:
                 self._lock = DirectoryLock(path)
-                self._lock.acquire()
+                try:
+                    self._lock.acquire()
+                except BaseException:
+                    self._broker_lock.release()
+                    raise
         try:
             if self.single:
                 self._part: Partition | None = Partition(path, self.config, writable=writable, clock=clock)
@@ -132,8 +145,7 @@ class KafkaStore(Store):
                 self._part = None
                 self._dir = LogDir(path, self.config, writable=writable, clock=clock)
         except BaseException:
-            if self._lock is not None:
-                self._lock.release()
+            self._release_locks()
             raise
 
     # -- partitions ---------------------------------------------------------------
@@ -380,8 +392,7 @@ class KafkaStore(Store):
             self._part.close()
         else:
             self._dir.close()
-        if self._lock is not None:
-            self._lock.release()
+        self._release_locks()
         super().close()
 
     def abandon(self) -> None:
@@ -393,6 +404,11 @@ class KafkaStore(Store):
             self._part.abandon()
         else:
             self._dir.abandon()
+        self._release_locks()
+        self._closed = True
+
+    def _release_locks(self) -> None:
         if self._lock is not None:
             self._lock.release()
-        self._closed = True
+        if self._broker_lock is not None:
+            self._broker_lock.release()
