@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 
 import crc32c
 
-from segstore.errors import CorruptDataError, InvalidMessageError, SegstoreError, TruncatedDataError, cut
+from segstore.errors import CorruptDataError, InvalidMessageError, SegstoreError, TruncatedDataError
 
 from . import legacy
 from .compression import CODEC_MASK, COMPRESSION_NAMES, NONE, codec_id, compress, decompress
@@ -190,7 +190,7 @@ def parse_control_record(key: bytes | None, value: bytes | None) -> tuple[str, i
     :raises ValueError: the key or value is too short or has a negative version (as Kafka rejects).
     """
     if key is None or len(key) < CONTROL_KEY.size:
-        raise ValueError(f"a control record key of {CONTROL_KEY.size} bytes, found {cut(key)}")
+        raise ValueError(f"a control record key of {CONTROL_KEY.size} bytes, found {key!r}")
     version, type_id = CONTROL_KEY.unpack_from(key)
     if version < 0:
         raise ValueError(f"a control record key version >= 0, found {version}")
@@ -198,8 +198,7 @@ def parse_control_record(key: bytes | None, value: bytes | None) -> tuple[str, i
     if name not in ("ABORT", "COMMIT"):
         return name, None
     if value is None or len(value) < END_TXN_MARKER.size:
-        raise ValueError(f"an end-transaction marker value of {END_TXN_MARKER.size} bytes, "
-                         f"found {cut(value)}")
+        raise ValueError(f"an end-transaction marker value of {END_TXN_MARKER.size} bytes, found {value!r}")
     version, coordinator_epoch = END_TXN_MARKER.unpack_from(value)
     if version < 0:
         raise ValueError(f"an end-transaction marker version >= 0, found {version}")
