@@ -32,12 +32,19 @@ import pytest
 from conftest import FIXTURES, ROOT, copy_writable
 from segstore_kafka.batch import encode_batch
 from segstore_kafka.checkpoints import read_leader_epochs, read_offsets
+from segstore_kafka.spec import write_spec
 
 import segstore
 from segstore import cli
 from segstore.convert import convert
 from segstore.convert.pipeline import kafka_entry_of
-from segstore.errors import ConversionError, CorruptDataError, StoreLockedError, UnsupportedOperationError
+from segstore.errors import (
+    ConversionError,
+    CorruptDataError,
+    OffsetOutOfRangeError,
+    StoreLockedError,
+    UnsupportedOperationError,
+)
 from segstore.spark.datasource import _kafka_rows
 
 UNCOMPRESSED = FIXTURES / "kafka" / "uncompressed"
@@ -275,10 +282,11 @@ def test_write_spec_honours_start_offset_and_leader_epoch(tmp_path: Path) -> Non
 
 def test_write_spec_with_a_start_offset_into_a_log_with_records_is_refused(tmp_path: Path) -> None:
     part = copy_writable(UNCOMPRESSED / "topic-0", tmp_path / "topic-0")
-    spec_path = tmp_path / "spec.json"
-    spec_path.write_text(json.dumps(_spec(5, 0)))
-    rc, _, err = _run("write", str(part), "--format", "kafka", "--spec", str(spec_path))
-    assert rc == 1 and "expected an empty log to start at offset 5" in err
+    before = {p.name: p.read_bytes() for p in part.iterdir()}
+    with pytest.raises(OffsetOutOfRangeError) as info:
+        write_spec(str(part), _spec(5, 0), {})
+    assert "expected an empty log to start at offset 5" in info.value.message
+    assert {p.name: p.read_bytes() for p in part.iterdir()} == before
 
 
 def _idempotent_partition(path: Path) -> Path:
