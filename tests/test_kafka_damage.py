@@ -306,3 +306,11 @@ def test_verify_after_a_crc_error_reports_no_false_index_lines_and_goes_on(tmp_p
 def test_header_struct_is_kafka_38_default_record_batch() -> None:
     """``DefaultRecordBatch``: RECORDS_COUNT_OFFSET = 57, RECORD_BATCH_OVERHEAD = 61, CRC at 17."""
     assert (HEADER.size, _COUNT_OFFSET, CRC_OFFSET, ATTRIBUTES_OFFSET) == (61, 57, 17, 21)
+
+
+def test_dump_index_dumps_the_log_past_an_unreadable_index_and_then_fails(tmp_path: Path) -> None:
+    part, index = _index_with_position(tmp_path, -2)
+    proc = _run("dump", str(part), "--index")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith(f"{index}:4: expected a log position >= 0 in slot 0, found -2")
+    assert proc.stdout.count("| offset:") == 300          # every record was dumped first

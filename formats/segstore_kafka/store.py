@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from segstore import files
-from segstore.errors import InvalidTopicError, NotFoundError
+from segstore.errors import CorruptIndexError, InvalidTopicError, NotFoundError
 from segstore.files import BrokerLock, DirectoryLock
 from segstore.records import Message
 from segstore.store import AppendResult, Problem, QueryRequest, Store
@@ -292,7 +292,14 @@ class KafkaStore(Store):
 
     def dump(self, out: TextIO, *, json: bool = False, topic: str | None = None,
              partition: int | None = None, **options: Any) -> None:
+        """Records (kafka-dump-log lines, or ``--json``); with ``index=True`` the index files too and
+        their checks against the log.
+
+        :raises CorruptIndexError: with ``index=True``, after everything else was dumped, for the
+            first index file that could not be read (so it could not be dumped).
+        """
         self._check_open()
+        unreadable: list[tuple[str, int | None, str]] = []
         for (t, p), part in self._partitions().items():
             if (topic is not None and t != topic) or (partition is not None and p != partition):
                 continue
@@ -311,6 +318,10 @@ class KafkaStore(Store):
             if options.get("index"):
                 for path, pos, message in part.verify():
                     out.write(f"{Problem(path, pos, message)}\n")
+                unreadable += part.index_problems
+        if unreadable:
+            path, pos, message = unreadable[0]
+            raise CorruptIndexError(message, path, pos)
 
     @staticmethod
     def _dump_indexes(seg: Any, out: TextIO) -> None:
