@@ -1,0 +1,263 @@
+"""The columnar decoder of Kafka log regions (``segstore_kafka.columnar``, C and reference).
+
+The C loop must give what the reference gives (the record codec of ``batch.py``,
+itself the per-message decode): the same rows, and on damaged or torn input the
+same rows before the problem and the same typed error at the same position.
+Segments are generated with every codec, control and transactional batches,
+LogAppendTime, compacted offsets, headers, and legacy v0/v1 entries written by
+kafka-python's legacy builder.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import crc32c
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kafka.record.legacy_records import LegacyRecordBatchBuilder
+from segstore_kafka import batch as codec
+from segstore_kafka import columnar, compression
+
+from segstore.columns import KAFKA_SCHEMA, project
+from segstore.errors import SegstoreError
+
+needs_c = pytest.mark.skipif(columnar._speedups is None, reason="segstore_kafka._speedups not built")
+
+header_values = st.one_of(st.none(), st.binary(max_size=12))
+header_keys = st.one_of(st.text(max_size=6), st.sampled_from(["é", "\x00\"\\", "\U0001f600", "\u2028"]))
+records_strategy = st.lists(
+    st.tuples(
+        st.one_of(st.none(), st.binary(max_size=20)),
+        st.one_of(st.none(), st.binary(max_size=60)),
+        st.integers(0, 2**41),
+        st.lists(st.tuples(header_keys, header_values), max_size=3),
+    ),
+    min_size=0, max_size=12,
+)
+
+
+def _legacy_entry(magic: int, codec_id: int, count: int, first_offset: int) -> bytes:
+    """A legacy v0/v1 message set as kafka-python writes it (a wrapper when compressed)."""
+    builder = LegacyRecordBatchBuilder(magic, codec_id, 1 << 20)
+    last = first_offset + count - 1
+    for i in range(count):
+        builder.append(i if codec_id and magic == 1 else first_offset + i,
+                       1_600_000_000_000 + i if magic else None, b"k%d" % i if i % 2 else None, b"v" * i)
+    buf = bytearray(builder.build())
+    if codec_id:  # the broker stamps a wrapper with its last inner offset
+        struct.pack_into(">q", buf, 0, last)
+    return bytes(buf)
+
+
+def _recrc(data: bytearray) -> None:
+    struct.pack_into(">I", data, codec.CRC_OFFSET, crc32c.crc32c(bytes(data[codec.ATTRIBUTES_OFFSET:])))
+
+
+@st.composite
+def segments(draw) -> bytes:
+    """A run of batches and legacy entries, then maybe damage: bytes changed (the CRC fixed or not), a cut."""
+    entries = []
+    offset = draw(st.sampled_from([0, 5, 2**40]))
+    for _ in range(draw(st.integers(1, 5))):
+        kind = draw(st.sampled_from(["v2", "v2", "v2", "control", "legacy"]))
+        if kind == "legacy":
+            magic, codec_id = draw(st.sampled_from([0, 1])), draw(st.sampled_from([0, 1, 2]))
+            count = draw(st.integers(1, 4))
+            entries.append(_legacy_entry(magic, codec_id, count, offset))
+            offset += count
+            continue
+        if kind == "control":
+            entries.append(codec.encode_control_batch(draw(st.sampled_from(["COMMIT", "ABORT"])),
+                                                      base_offset=offset, producer_id=7, producer_epoch=1,
+                                                      coordinator_epoch=3, timestamp=1_700_000_000_000))
+            offset += 1
+            continue
+        records = draw(records_strategy)
+        log_append = draw(st.booleans())
+        compacted = draw(st.booleans())
+        deltas = [3 * i for i in range(len(records))] if compacted else None
+        data = codec.encode_batch(
+            records, base_offset=offset, compression=draw(st.sampled_from(compression.COMPRESSION_NAMES)),
+            partition_leader_epoch=draw(st.sampled_from([-1, 0, 9])),
+            producer_id=draw(st.sampled_from([-1, 42])), producer_epoch=draw(st.sampled_from([-1, 2])),
+            base_sequence=draw(st.sampled_from([-1, 0, 2**31 - 3])), is_transactional=draw(st.booleans()),
+            timestamp_type=codec.LOG_APPEND_TIME if log_append else codec.CREATE_TIME,
+            log_append_time=1_650_000_000_000 if log_append else None, offset_deltas=deltas)
+        if draw(st.integers(0, 4)) == 0 and len(data) > codec.HEADER.size:  # records damaged, CRC right
+            damaged = bytearray(data)
+            for _ in range(draw(st.integers(1, 3))):
+                damaged[draw(st.integers(codec.HEADER.size, len(damaged) - 1))] = draw(st.integers(0, 255))
+            if draw(st.booleans()):
+                count = draw(st.sampled_from([-1, 0, 2**31 - 1]))
+                struct.pack_into(">i", damaged, codec.HEADER.size - 4, count)
+            _recrc(damaged)
+            data = bytes(damaged)
+        entries.append(data)
+        offset += (deltas[-1] + 1) if deltas else max(len(records), 1)
+    buf = bytearray(b"".join(entries))
+    for _ in range(draw(st.sampled_from([0, 0, 0, 1, 2]))):
+        buf[draw(st.integers(0, len(buf) - 1))] = draw(st.integers(0, 255))
+    if draw(st.integers(0, 3)) == 0:
+        buf = buf[:draw(st.integers(0, len(buf)))]
+    return bytes(buf)
+
+
+def _outcome(buf: bytes, *, accelerated: bool, capacity: columnar.Capacity | None = None,
+             columns=None, start: int = 0, end: int | None = None):
+    """(rows as Python values, error as (type, message, path, pos) or None)."""
+    schema = project(KAFKA_SCHEMA, columns)
+    batches = []
+    error = None
+    try:
+        for chunk in columnar.decode(buf, path="seg.log", accelerated=accelerated, capacity=capacity,
+                                     want=columnar.want_flags(schema.names), start=start, end=end):
+            batches.append(columnar.to_arrow(chunk, schema, topic="t", partition=3, segment=11))
+    except SegstoreError as err:
+        error = (type(err), err.message, err.path, err.pos)
+    table = pa.Table.from_batches(batches, schema=schema)
+    return table.to_pylist(), error
+
+
+@pytest.fixture
+def pure_codec(monkeypatch):
+    """The reference all the way down: batch.py's pure-Python record loop."""
+    monkeypatch.setattr(codec, "_decode_records", codec._decode_records_py)
+
+
+def _per_message(buf: bytes) -> list[tuple]:
+    """The object API's view of every record (what each row must say)."""
+    out = []
+    for batch in codec.iter_batches(buf, path="seg.log"):
+        for r in batch.records():
+            out.append((r.offset, r.timestamp, r.key, r.value, [(k, v) for k, v in r.headers], batch.position,
+                        batch.size, batch.base_offset, batch.magic, batch.is_control, r.sequence))
+    return out
+
+
+@needs_c
+@settings(max_examples=400, deadline=None)
+@given(buf=segments(), small=st.booleans())
+def test_c_columns_equal_the_reference_on_good_damaged_and_torn_segments(buf, small) -> None:
+    saved = codec._decode_records
+    codec._decode_records = codec._decode_records_py
+    try:
+        reference = _outcome(buf, accelerated=False)
+    finally:
+        codec._decode_records = saved
+    tiny = columnar.Capacity(rows=3, batches=2, key=5, value=7, headers=1, hkey=2, hvalue=3)
+    capacity = tiny if small else None
+    assert _outcome(buf, accelerated=True, capacity=capacity) == reference
+
+
+@settings(max_examples=150, deadline=None)
+@given(buf=segments())
+def test_rows_say_what_the_per_message_decode_says(buf) -> None:
+    rows, error = _outcome(buf, accelerated=columnar._speedups is not None)
+    try:
+        expected = _per_message(buf)
+    except SegstoreError as err:
+        assert error is not None and error[1:] == (err.message, err.path, err.pos)
+        return
+    assert error is None
+    got = [(r["offset"], int(np.datetime64(r["timestamp"].replace(tzinfo=None), "ms").astype(np.int64)),
+            r["key"], r["value"], [(h["key"], h["value"]) for h in r["headers"]], r["position"], r["size"],
+            r["baseOffset"], r["magic"], r["isControl"], r["sequence"]) for r in rows]
+    assert got == expected
+    assert all(r["topic"] == "t" and r["partition"] == 3 and r["segment"] == 11 for r in rows)
+
+
+@needs_c
+@settings(max_examples=100, deadline=None)
+@given(buf=segments(),
+       columns=st.lists(st.sampled_from(KAFKA_SCHEMA.names), min_size=1, max_size=6, unique=True))
+def test_projections_build_only_what_is_asked_and_agree(buf, columns) -> None:
+    full, error = _outcome(buf, accelerated=True)
+    projected, projected_error = _outcome(buf, accelerated=True, columns=columns)
+    assert projected_error == error
+    assert projected == [{name: row[name] for name in columns} for row in full]
+
+
+@needs_c
+def test_c_takes_every_whole_valid_v2_batch_and_declines_legacy() -> None:
+    recs = [(b"k%d" % i, b"v" * i, 1000 + i, [("h", b"x")]) for i in range(50)]
+    buf = b"".join(codec.encode_batch(recs, base_offset=50 * i, compression=name)
+                   for i, name in enumerate(compression.COMPRESSION_NAMES))
+    buffers = columnar._allocate(columnar.Capacity(), 7)
+    stop, pos, counts, need = columnar._speedups.decode_columns(
+        buf, 0, len(buf), 7, columnar._inflater("x"), tuple(buffers[n] for n in columnar.BUFFERS))
+    assert (stop, pos, counts[:2], need) == (columnar.STOP_END, len(buf), (5, 250), 0)
+    legacy = _legacy_entry(1, 0, 2, 250)
+    stop, pos, counts, _ = columnar._speedups.decode_columns(
+        buf + legacy, 0, len(buf) + len(legacy), 7, columnar._inflater("x"),
+        tuple(buffers[n] for n in columnar.BUFFERS))
+    assert (stop, pos, counts[:2]) == (columnar.STOP_DECLINE, len(buf), (5, 250))
+
+
+def test_a_byte_range_takes_the_batches_that_start_in_it() -> None:
+    batches = [codec.encode_batch([(b"k", b"v%d" % i, i)], base_offset=i) for i in range(6)]
+    buf = b"".join(batches)
+    starts = np.cumsum([0] + [len(b) for b in batches])
+    rows, error = _outcome(buf, accelerated=columnar._speedups is not None, start=int(starts[2]),
+                           end=int(starts[4]) - 1)
+    assert error is None and [r["offset"] for r in rows] == [2, 3]
+    torn = buf + batches[0][:30]
+    rows, error = _outcome(torn, accelerated=columnar._speedups is not None, end=len(buf))
+    assert error is None and len(rows) == 6
+    rows, error = _outcome(torn, accelerated=columnar._speedups is not None)
+    assert len(rows) == 6 and error[0].__name__ == "TruncatedDataError" and error[3] == len(buf)
+
+
+@needs_c
+@settings(max_examples=200, deadline=None)
+@given(data=st.binary(max_size=300), seed=st.integers(0, 2**32 - 1))
+def test_c_crc32c_is_castagnoli(data, seed) -> None:
+    assert columnar._speedups.crc32c(data) == crc32c.crc32c(data)
+    assert columnar._speedups.crc32c(data, seed) == crc32c.crc32c(data, seed)
+
+
+def _with_region(region: bytes, count: int, attributes: int = 0, base_offset: int = 0) -> bytes:
+    """A v2 batch with a hand-made record region and a right CRC (only the records are wrong)."""
+    length = codec.HEADER.size - codec.LOG_OVERHEAD + len(region)
+    header = bytearray(codec.HEADER.pack(base_offset, length, 0, 2, 0, attributes, max(count - 1, 0), 0, 0,
+                                         -1, -1, -1, count))
+    header += region
+    _recrc(header)
+    return bytes(header)
+
+
+def _region(*records) -> bytes:
+    return codec.encode_batch(list(records), base_offset=0)[codec.HEADER.size:]
+
+
+VALID = _region((b"a", b"b", 0))          # 10 00 00 00 02 61 02 62 00: one 8-byte record body
+WITH_HEADER = _region((b"a", b"b", 0, [("z", None)]))
+GOOD = codec.encode_batch([(b"k", b"v", 5, [("h", b"x")])] * 3, base_offset=0)
+
+
+@needs_c
+@pytest.mark.parametrize(("region", "count", "attributes", "base_offset"), [
+    (VALID, 2, 0, 0), (VALID + b"\xff", 1, 0, 0), (b"\x0e" + VALID[1:], 1, 0, 0),
+    (b"\x12" + VALID[1:] + b"\x00", 1, 0, 0), (VALID[:-2], 1, 0, 0),
+    (WITH_HEADER.replace(b"z", b"\xff"), 1, 0, 0),
+    (WITH_HEADER.replace(b"z", b"\xed"), 1, 0, 0), (VALID[:-1] + b"\x01", 1, 0, 0), (b"\x00", 1, 0, 0),
+    (b"\x01" + VALID[1:], 1, 0, 0), (VALID, 2**31 - 1, 0, 0), (VALID, -1, 0, 0), (VALID, 0, 0, 0),
+    (b"\x80" * 5 + b"\x01", 1, 0, 0), (b"\x16\x00" + b"\xff" * 10 + b"\x00", 1, 0, 0),
+    (_region((b"a", b"b", 0, [("z", None)])).replace(b"\x01\x02z", b"\x01\x03z"), 1, 0, 0),
+    (_region((b"a", b"b", 0)).replace(b"\x00\x00\x02a", b"\x00\x02\x02a"), 1, 0, 2**63 - 1),
+    (compression.compress("lz4", VALID), 1, 3, 0), (compression.compress("lz4", VALID)[:-3], 1, 3, 0),
+    (compression.compress("zstd", VALID + b"\x00"), 1, 4, 0), (VALID, 1, 5, 0), (VALID, 1, 7, 0),
+], ids=["short-count", "trailing", "field-past-end", "body-too-long", "cut", "utf8", "surrogate",
+        "neg-headers",
+        "zero-length", "negative-length", "huge-count", "negative-count", "zero-count", "long-varint",
+        "long-varlong", "header-key-past", "offset-overflow", "lz4", "lz4-cut", "zstd-trailing", "codec-5",
+        "codec-7"])
+def test_malformed_records_stop_both_decoders_alike(pure_codec, region, count, attributes,
+                                                    base_offset) -> None:
+    buf = GOOD + _with_region(region, count, attributes, base_offset) + GOOD
+    reference = _outcome(buf, accelerated=False)
+    assert _outcome(buf, accelerated=True) == reference
+    assert reference[0][:3] == _outcome(GOOD, accelerated=False)[0]
