@@ -10,20 +10,26 @@ kafka-python's legacy builder.
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
 import struct
+from pathlib import Path
 
 import crc32c
 import numpy as np
 import pyarrow as pa
 import pytest
+from conftest import FIXTURES, KAFKA_FIXTURES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from segstore_kafka import batch as codec
 from segstore_kafka import columnar, compression
 
+import segstore
 from segstore.columns import KAFKA_SCHEMA, project
-from segstore.errors import SegstoreError
+from segstore.errors import ConfigError, NotFoundError, SegstoreError
 
 needs_c = pytest.mark.skipif(columnar._speedups is None, reason="segstore_kafka._speedups not built")
 
@@ -261,3 +267,119 @@ def test_malformed_records_stop_both_decoders_alike(pure_codec, region, count, a
     reference = _outcome(buf, accelerated=False)
     assert _outcome(buf, accelerated=True) == reference
     assert reference[0][:3] == _outcome(GOOD, accelerated=False)[0]
+
+
+# ---------------------------------------------------------------------------------
+# KafkaStore.scan_arrow and dump --json over real directories
+
+
+def _object_rows(records) -> list[tuple]:
+    return [(r.topic, r.partition, r.offset, r.timestamp, r.key, r.value, r.headers, r.batch.position,
+             r.batch.size, r.batch.is_control) for r in records]
+
+
+def _arrow_rows(batches) -> list[tuple]:
+    table = pa.Table.from_batches(list(batches), schema=KAFKA_SCHEMA)
+    ts = table.column("timestamp").cast(pa.int64()).to_pylist()
+    return [(r["topic"], r["partition"], r["offset"], t, r["key"], r["value"],
+             [(h["key"], h["value"]) for h in r["headers"]], r["position"], r["size"], r["isControl"])
+            for r, t in zip(table.to_pylist(), ts, strict=True)]
+
+
+@pytest.fixture(params=["c", "python"])
+def accelerator(request, monkeypatch):
+    if request.param == "c" and columnar._speedups is None:
+        pytest.skip("segstore_kafka._speedups not built")
+    if request.param == "python":
+        monkeypatch.setattr(columnar, "_speedups", None)
+    return request.param
+
+
+@pytest.mark.parametrize("name", KAFKA_FIXTURES)
+def test_scan_arrow_reads_the_fixtures_as_scan_does(name, accelerator) -> None:
+    with segstore.open(FIXTURES / "kafka" / name / "topic-0") as store:
+        assert _arrow_rows(store.scan_arrow()) == _object_rows(store.scan())
+        last = store.offset_range("topic", 0)[1] - 1
+        for offset in (0, 1, last, last + 1):
+            assert _arrow_rows(store.scan_arrow(topic="topic", partition=0, offset=offset)) == \
+                _object_rows(store.read("topic", 0, offset))
+
+
+def _log_dir(tmp_path: Path) -> Path:
+    """Two topics, small segments (many rolls and index entries), headers, transactions, compression."""
+    path = tmp_path / "logs"
+    with segstore.open(path, format="kafka", mode="a", **{"segment.bytes": 1000,
+                                                          "index.interval.bytes": 200}) as store:
+        for i in range(60):
+            store.append_batch([{"topic": topic, "partition": i % 2, "key": b"k%d" % j if j % 3 else None,
+                                 "value": b"v" * (i + j), "timestamp": 1_700_000_000_000 + i,
+                                 "headers": [("h\u00e9\"", b"x" * j)] if j % 2 else []}
+                                for topic in ("a", "b") for j in range(1 + i % 4)])
+        part = store.partition_of("a", 0)
+        part.append_records([(b"t", b"txn", 5)], producer_id=9, producer_epoch=0, transactional=True,
+                            compression="zstd")
+        part.append_control("ABORT", producer_id=9, producer_epoch=0, coordinator_epoch=1, timestamp=6)
+        part.append_records([(b"z", b"lz4", 7)] * 5, compression="lz4")
+    return path
+
+
+def test_scan_arrow_over_a_log_dir_partitions_offsets_and_ranges(tmp_path, accelerator) -> None:
+    path = _log_dir(tmp_path)
+    with segstore.open(path) as store:
+        assert _arrow_rows(store.scan_arrow()) == _object_rows(store.scan())
+        for topic, partition in (("a", 0), ("b", 1)):
+            start, end = store.offset_range(topic, partition)
+            for offset in (0, start + 1, (start + end) // 2, end - 1, end, end + 7):
+                assert _arrow_rows(store.scan_arrow(topic=topic, partition=partition, offset=offset)) == \
+                    _object_rows(store.read(topic, partition, offset))
+        assert _arrow_rows(store.scan_arrow(topic="a")) == \
+            _object_rows(r for r in store.scan() if r.topic == "a")
+        part = store.partition_of("a", 0)
+        assert len(part.segments) > 3
+        seg = part.segments[1]
+        positions = [b.position for b in seg.batches()]
+        lo, hi = positions[1] + 1, positions[-1]
+        rows = _arrow_rows(store.scan_arrow(topic="a", partition=0, offset=seg.base, start=lo, end=hi))
+        expected = [(r.offset, r.batch.position) for r in store.read("a", 0, seg.base)
+                    if lo <= r.batch.position < hi and r.offset < part.segments[2].base]
+        assert [(r[2], r[7]) for r in rows] == expected and expected
+        projected = list(store.scan_arrow(["offset", "isControl"], topic="a", partition=0))
+        table = pa.Table.from_batches(projected)
+        assert table.schema.names == ["offset", "isControl"]
+        assert table.column("isControl").to_pylist().count(True) == 1
+        with pytest.raises(NotFoundError):
+            list(store.scan_arrow(topic="c", partition=0))
+        with pytest.raises(ConfigError):
+            list(store.scan_arrow(["nope"]))
+
+
+def test_dump_json_lines_are_json_dumps_of_to_json(tmp_path, accelerator) -> None:
+    path = _log_dir(tmp_path)
+    out = io.StringIO()
+    with segstore.open(path) as store:
+        store.dump(out, json=True)
+        expected = "".join(json.dumps(store.to_json(r)) + "\n" for r in store.scan())
+    assert out.getvalue() == expected
+
+
+@needs_c
+@settings(max_examples=150, deadline=None)
+@given(buf=segments())
+def test_c_json_lines_equal_the_python_lines(buf) -> None:
+    chunks = []
+    with contextlib.suppress(SegstoreError):  # damaged segments: the chunks before the problem
+        chunks.extend(columnar.decode(buf, path="seg.log"))
+    for chunk in chunks:
+        batches = [columnar.record_batch(row) for row in chunk.batches.tolist()]
+        types = [json.dumps(b.timestamp_type) for b in batches]
+        tails = [f', "b": {b.base_offset}}}\n' for b in batches]
+        c_lines = columnar.json_lines(chunk, '{"t": 1, "offset": ', types, tails)
+        saved = columnar._speedups
+        columnar._speedups = None
+        try:
+            py_lines = columnar.json_lines(chunk, '{"t": 1, "offset": ', types, tails)
+        finally:
+            columnar._speedups = saved
+        assert c_lines == py_lines
+        assert [json.loads(line)["offset"] for line in c_lines.splitlines()] == \
+            chunk.buffers["offset"][:chunk.rows].tolist()

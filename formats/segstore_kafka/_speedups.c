@@ -929,14 +929,15 @@ release_cols(Cols *c)
 
 /* Capacities from the buffer sizes; offsets arrays hold one more entry than their rows. */
 static int
-get_cols(PyObject *buffers, Cols *c)
+get_cols(PyObject *buffers, Cols *c, int writable)
 {
     if (!PyTuple_Check(buffers) || PyTuple_GET_SIZE(buffers) != N_BUFFERS) {
         PyErr_Format(PyExc_TypeError, "a tuple of %d column buffers", N_BUFFERS);
         return -1;
     }
     for (int i = 0; i < N_BUFFERS; i++) {
-        if (PyObject_GetBuffer(PyTuple_GET_ITEM(buffers, i), &c->views[i], PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(buffers, i), &c->views[i],
+                               (writable ? PyBUF_WRITABLE : 0) | PyBUF_C_CONTIGUOUS) < 0) {
             release_cols(c);
             return -1;
         }
@@ -990,6 +991,9 @@ get_cols(PyObject *buffers, Cols *c)
         return -1;
     }
     memset(&c->n, 0, sizeof(c->n));
+    if (!writable) {
+        return 0;
+    }
     c->header_off[0] = 0;
     if (c->want & WANT_KEY) {
         c->key_off[0] = 0;
@@ -1339,7 +1343,7 @@ decode_columns(PyObject *module, PyObject *args)
     Cols c;
     memset(&c, 0, sizeof(c));
     c.want = want;
-    if (get_cols(buffers, &c) < 0) {
+    if (get_cols(buffers, &c, 1) < 0) {
         PyBuffer_Release(&log);
         return NULL;
     }
@@ -1496,6 +1500,13 @@ bit(const uint8_t *bitmap, Py_ssize_t i)
     return (bitmap[i >> 3] >> (i & 7)) & 1;
 }
 
+/* offsets[i] .. offsets[i + 1] is a slice of a buffer of ``size`` bytes. */
+static inline int
+within(const int32_t *offsets, Py_ssize_t i, Py_ssize_t size)
+{
+    return 0 <= offsets[i] && offsets[i] <= offsets[i + 1] && offsets[i + 1] <= size;
+}
+
 static PyObject *
 json_lines(PyObject *module, PyObject *args)
 {
@@ -1511,7 +1522,7 @@ json_lines(PyObject *module, PyObject *args)
     c.want = WANT_KEY | WANT_VALUE | WANT_HEADERS;
     Out o = {NULL, 0, 0};
     PyObject *result = NULL;
-    if (get_cols(buffers, &c) < 0) {
+    if (get_cols(buffers, &c, 0) < 0) {
         PyBuffer_Release(&prefix);
         return NULL;
     }
@@ -1529,6 +1540,11 @@ json_lines(PyObject *module, PyObject *args)
         int32_t b = c.row_batch[r];
         if (b < 0 || b >= n_batches) {
             PyErr_SetString(PyExc_ValueError, "row batch indexes within the batches");
+            goto done;
+        }
+        if (!within(c.key_off, r, c.cap.key) || !within(c.value_off, r, c.cap.value) ||
+            !within(c.header_off, r, n_headers)) {
+            PyErr_SetString(PyExc_ValueError, "offsets non-decreasing and within the data buffers");
             goto done;
         }
         PyObject *type = PyList_GET_ITEM(types, b), *tail = PyList_GET_ITEM(tails, b);
@@ -1549,6 +1565,11 @@ json_lines(PyObject *module, PyObject *args)
             goto done;
         }
         for (int32_t h = c.header_off[r]; h < c.header_off[r + 1]; h++) {
+            if (!within(c.hkey_off, h, c.cap.hkey) || !within(c.hvalue_off, h, c.cap.hvalue) ||
+                !valid_utf8(c.hkey_data + c.hkey_off[h], c.hkey_off[h + 1] - c.hkey_off[h])) {
+                PyErr_SetString(PyExc_ValueError, "header offsets within the data buffers, UTF-8 keys");
+                goto done;
+            }
             if ((h > c.header_off[r] && out_bytes(&o, ", ", 2) < 0) || out_bytes(&o, "{\"key\": ", 8) < 0 ||
                 out_json_str(&o, c.hkey_data + c.hkey_off[h], c.hkey_off[h + 1] - c.hkey_off[h]) < 0 ||
                 out_bytes(&o, ", \"value\": ", 11) < 0 ||

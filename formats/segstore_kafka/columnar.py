@@ -43,6 +43,8 @@ files); thread-safe.
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 
@@ -60,7 +62,7 @@ try:
 except ImportError:  # the C extension is optional; the reference below gives the same rows
     _speedups = None
 
-__all__ = ["BATCH_DTYPE", "BUFFERS", "Capacity", "Chunk", "decode", "to_arrow"]
+__all__ = ["BATCH_DTYPE", "BUFFERS", "Capacity", "Chunk", "decode", "json_lines", "record_batch", "to_arrow"]
 
 #: One row per batch (native byte order; the C ``BatchRow``).
 BATCH_DTYPE = np.dtype([
@@ -358,3 +360,45 @@ def to_arrow(chunk: Chunk, schema: pa.Schema = KAFKA_SCHEMA, *, topic: str, part
         "segment": lambda: pa.array(np.full(n, segment, np.int64)),
     }
     return pa.RecordBatch.from_arrays([build[name]() for name in schema.names], schema=schema)
+
+
+# ---------------------------------------------------------------------------------
+# dump --json
+
+
+def record_batch(row: tuple) -> codec.RecordBatch:
+    """The :class:`batch.RecordBatch` header of one ``BATCH_DTYPE`` row (``.tolist()`` item), no data."""
+    (base_offset, position, base_timestamp, max_timestamp, producer_id, last_offset_delta, size, leader_epoch,
+     base_sequence, record_count, crc, _first_row, attributes, producer_epoch, magic, _pad) = row
+    return codec.RecordBatch(base_offset, size - codec.LOG_OVERHEAD, leader_epoch, magic, crc, attributes,
+                             last_offset_delta, base_timestamp, max_timestamp, producer_id, producer_epoch,
+                             base_sequence, record_count, position)
+
+
+def _b64(blob: bytes | None) -> str | None:
+    return None if blob is None else base64.b64encode(blob).decode("ascii")
+
+
+def json_lines(chunk: Chunk, prefix: str, timestamp_types: list[str], tails: list[str]) -> str:
+    """One JSON line per row: ``prefix`` + offset, timestamp, the row's batch's timestamp type
+    (JSON), key, value, headers, then its batch's ``tail`` (JSON that closes the object).
+
+    Byte for byte what ``json.dumps`` writes for the same object (the C loop where built,
+    else ``json.dumps`` per row).  ``O(rows)``.
+    """
+    n = chunk.rows
+    if _speedups is not None:
+        buffers = tuple(chunk.buffers[name] for name in BUFFERS)
+        return _speedups.json_lines(prefix.encode(), [t.encode() for t in timestamp_types],
+                                    [t.encode() for t in tails], buffers, n, chunk.counts["batches"])
+    schema = pa.schema([KAFKA_SCHEMA.field(name) for name in ("offset", "key", "value", "headers")])
+    table = to_arrow(chunk, schema, topic="", partition=0, segment=0)
+    timestamps = chunk.buffers["timestamp"][:n].tolist()
+    row_batch = chunk.buffers["row_batch"][:n].tolist()
+    out = []
+    for i, row in enumerate(table.to_pylist()):
+        headers = json.dumps([{"key": h["key"], "value": _b64(h["value"])} for h in row["headers"]])
+        out.append(f'{prefix}{row["offset"]}, "timestamp": {timestamps[i]}, "timestamp_type": '
+                   f'{timestamp_types[row_batch[i]]}, "key": {json.dumps(_b64(row["key"]))}, '
+                   f'"value": {json.dumps(_b64(row["value"]))}, "headers": {headers}{tails[row_batch[i]]}')
+    return "".join(out)

@@ -39,6 +39,7 @@ from segstore.errors import (
 from segstore.log import SegmentedLog
 
 from . import batch as codec
+from . import columnar
 from .checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from .offsetindex import OFFSET_ENTRY
 from .segment import (
@@ -431,6 +432,41 @@ class Partition:
         while seg is not None:
             yield from seg.batches()
             seg = self.log.segments.higher(seg.base)
+
+    def column_chunks(self, want: int, *, offset: int | None = None, start: int | None = None,
+                      end: int | None = None) -> Iterator[tuple[LogSegment, columnar.Chunk]]:
+        """Column chunks of the log in log order, each with its segment (CRC checked, records decoded).
+
+        With ``start``/``end``: the batches whose position lies in ``[start, end)`` of the
+        segment holding ``offset`` (the first segment when ``offset`` is None or below it).
+        Else with ``offset``: from the batch holding it (found through the offset index; its
+        rows below ``offset`` are the caller's to drop).  Else every segment whole.
+        ``want`` is :func:`columnar.want_flags` of the columns to build.
+        """
+        segments = self.log.segments
+        if start is not None or end is not None:
+            seg = (segments.floor(offset) if offset is not None else None) or segments.first
+            if seg is None:
+                return
+            first = seg.batch_at_or_after(start or 0)
+            for chunk in seg.column_chunks(want, first, end):
+                yield seg, chunk
+            return
+        if offset is None:
+            for seg in self.segments:
+                for chunk in seg.column_chunks(want):
+                    yield seg, chunk
+            return
+        found = self.translate_offset(offset)
+        if found is None:
+            return
+        seg, where = found
+        position = where.position
+        while seg is not None:
+            for chunk in seg.column_chunks(want, position):
+                yield seg, chunk
+            seg = segments.higher(seg.base)
+            position = 0
 
     def translate_offset(self, offset: int) -> tuple[LogSegment, Any] | None:
         """The segment and ``(last offset, position, size)`` of the batch holding ``offset``.

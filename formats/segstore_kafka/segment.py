@@ -27,8 +27,10 @@ from typing import NamedTuple
 from segstore import files
 from segstore.errors import CorruptDataError
 from segstore.files import AppendFile
+from segstore.search import Bound, search
 
 from . import batch as codec
+from . import columnar
 from .offsetindex import OffsetIndex
 from .timeindex import NO_TIMESTAMP, TimeIndex, TimestampOffset
 from .txnindex import AbortedTxn, TransactionIndex
@@ -201,6 +203,28 @@ class LogSegment:
     def batches(self, start: int = 0, *, check_crc: bool = True) -> Iterator[codec.RecordBatch]:
         """Batches from byte ``start`` to the end of the log, positions absolute in the file."""
         return codec.iter_batches(self.log.view(), path=self.path, check_crc=check_crc, start=start)
+
+    def column_chunks(self, want: int, start: int = 0, end: int | None = None) -> Iterator[columnar.Chunk]:
+        """The batches starting in ``[start, end)`` of the log, decoded into column chunks (CRC checked).
+
+        ``start`` must be a batch boundary (:meth:`batch_at_or_after`).  ``O(bytes)``, memory bounded
+        by the chunk capacity.
+        """
+        return columnar.decode(self.log.view(), path=self.path, start=start, end=end, want=want)
+
+    def batch_at_or_after(self, position: int) -> int:
+        """The position of the first batch starting at or after byte ``position`` (the log size if none).
+
+        The offset index entry at or below it, then batch headers only.
+        ``O(log(entries) + batches per index interval)``.
+        """
+        columns = self.offset_index.columns()
+        slot = search(columns["position"], position, Bound.LARGEST_LOWER)
+        pos = int(columns["position"][slot]) if slot >= 0 else 0
+        view = self.log.view()
+        while pos < min(position, len(view)):
+            pos += header_fields(view, pos, self.path)[H_LENGTH] + codec.LOG_OVERHEAD
+        return pos
 
     def headers(self, start: int = 0) -> Iterator[codec.RecordBatch]:
         """Batch headers only (no CRC, no record decode) from byte ``start``: cheap hops."""
