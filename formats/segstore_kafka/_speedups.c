@@ -1392,36 +1392,50 @@ decode_columns(PyObject *module, PyObject *args)
 
 static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-static int
-out_bytes(Out *o, const char *p, Py_ssize_t n)
+/* The writers below write at w, which the caller sized by the bounds of json_lines' first pass. */
+
+static inline uint8_t *
+put(uint8_t *w, const void *p, Py_ssize_t n)
 {
-    if (reserve(o, n) < 0) {
-        return -1;
-    }
-    memcpy(o->data + o->len, p, n);
-    o->len += n;
-    return 0;
+    memcpy(w, p, n);
+    return w + n;
 }
 
-static int
-out_int(Out *o, long long v)
+#define PUT_LITERAL(w, s) put((w), (s), sizeof(s) - 1)
+#define INT_BOUND 20 /* "-9223372036854775808" */
+
+static uint8_t *
+put_int(uint8_t *w, int64_t v)
 {
-    char tmp[32];
-    int n = snprintf(tmp, sizeof(tmp), "%lld", v);
-    return out_bytes(o, tmp, n);
+    char tmp[INT_BOUND];
+    int n = 0;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0) {
+        *w++ = '-';
+    }
+    while (n) {
+        *w++ = (uint8_t)tmp[--n];
+    }
+    return w;
+}
+
+static inline Py_ssize_t
+b64_bound(Py_ssize_t n)
+{
+    return 2 + (n + 2) / 3 * 4; /* quoted; "null" is shorter */
 }
 
 /* "base64" or null. */
-static int
-out_b64(Out *o, const uint8_t *p, Py_ssize_t n, int valid)
+static uint8_t *
+put_b64(uint8_t *w, const uint8_t *p, Py_ssize_t n, int valid)
 {
     if (!valid) {
-        return out_bytes(o, "null", 4);
+        return PUT_LITERAL(w, "null");
     }
-    if (reserve(o, 2 + (n + 2) / 3 * 4) < 0) {
-        return -1;
-    }
-    uint8_t *w = o->data + o->len;
     *w++ = '"';
     Py_ssize_t i = 0;
     for (; i + 3 <= n; i += 3) {
@@ -1445,35 +1459,45 @@ out_b64(Out *o, const uint8_t *p, Py_ssize_t n, int valid)
         *w++ = '=';
     }
     *w++ = '"';
-    o->len = w - o->data;
-    return 0;
+    return w;
 }
 
-/* A JSON string of valid UTF-8 as json.dumps(ensure_ascii=True) writes it. */
-static int
-out_json_str(Out *o, const uint8_t *s, Py_ssize_t n)
+static const char HEX[] = "0123456789abcdef";
+
+static uint8_t *
+put_u_escape(uint8_t *w, uint32_t unit)
 {
-    if (reserve(o, 2 + n * 12) < 0) { /* a 4-byte sequence becomes two 6-byte escapes */
-        return -1;
-    }
-    uint8_t *w = o->data + o->len;
+    *w++ = '\\';
+    *w++ = 'u';
+    *w++ = (uint8_t)HEX[(unit >> 12) & 15];
+    *w++ = (uint8_t)HEX[(unit >> 8) & 15];
+    *w++ = (uint8_t)HEX[(unit >> 4) & 15];
+    *w++ = (uint8_t)HEX[unit & 15];
+    return w;
+}
+
+/* A JSON string of valid UTF-8 as json.dumps(ensure_ascii=True) writes it: at most 2 + 6n bytes
+ * (a 4-byte sequence becomes two 6-byte escapes, 3 bytes one, a control byte one). */
+static uint8_t *
+put_json_str(uint8_t *w, const uint8_t *s, Py_ssize_t n)
+{
     *w++ = '"';
     Py_ssize_t i = 0;
     while (i < n) {
         uint32_t cp = s[i];
-        int len = 1;
         if (cp >= 0xF0) {
             cp = ((cp & 0x07) << 18) | ((uint32_t)(s[i + 1] & 0x3F) << 12) | ((uint32_t)(s[i + 2] & 0x3F) << 6) |
                  (s[i + 3] & 0x3F);
-            len = 4;
+            i += 4;
         } else if (cp >= 0xE0) {
             cp = ((cp & 0x0F) << 12) | ((uint32_t)(s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F);
-            len = 3;
+            i += 3;
         } else if (cp >= 0xC0) {
             cp = ((cp & 0x1F) << 6) | (s[i + 1] & 0x3F);
-            len = 2;
+            i += 2;
+        } else {
+            i += 1;
         }
-        i += len;
         if (cp == '"' || cp == '\\') {
             *w++ = '\\';
             *w++ = (uint8_t)cp;
@@ -1484,14 +1508,14 @@ out_json_str(Out *o, const uint8_t *s, Py_ssize_t n)
             *w++ = cp == '\n' ? 'n' : cp == '\r' ? 'r' : cp == '\t' ? 't' : cp == '\b' ? 'b' : 'f';
         } else if (cp > 0xFFFF) {
             uint32_t v = cp - 0x10000;
-            w += sprintf((char *)w, "\\u%04x\\u%04x", 0xD800 + (v >> 10), 0xDC00 + (v & 0x3FF));
+            w = put_u_escape(w, 0xD800 + (v >> 10));
+            w = put_u_escape(w, 0xDC00 + (v & 0x3FF));
         } else {
-            w += sprintf((char *)w, "\\u%04x", cp);
+            w = put_u_escape(w, cp);
         }
     }
     *w++ = '"';
-    o->len = w - o->data;
-    return 0;
+    return w;
 }
 
 static inline int
@@ -1507,6 +1531,9 @@ within(const int32_t *offsets, Py_ssize_t i, Py_ssize_t size)
     return 0 <= offsets[i] && offsets[i] <= offsets[i + 1] && offsets[i + 1] <= size;
 }
 
+static const char K_TIMESTAMP[] = ", \"timestamp\": ", K_TYPE[] = ", \"timestamp_type\": ", K_KEY[] = ", \"key\": ",
+                  K_VALUE[] = ", \"value\": ", K_HEADERS[] = ", \"headers\": [", K_HKEY[] = "{\"key\": ";
+
 static PyObject *
 json_lines(PyObject *module, PyObject *args)
 {
@@ -1520,75 +1547,90 @@ json_lines(PyObject *module, PyObject *args)
     Cols c;
     memset(&c, 0, sizeof(c));
     c.want = WANT_KEY | WANT_VALUE | WANT_HEADERS;
-    Out o = {NULL, 0, 0};
     PyObject *result = NULL;
     if (get_cols(buffers, &c, 0) < 0) {
         PyBuffer_Release(&prefix);
         return NULL;
     }
-    if (n_rows < 0 || n_rows > c.cap.rows || n_batches > c.cap.batches || PyList_GET_SIZE(types) < n_batches ||
-        PyList_GET_SIZE(tails) < n_batches) {
+    if (n_rows < 0 || n_rows > c.cap.rows || n_batches < 0 || n_batches > c.cap.batches ||
+        PyList_GET_SIZE(types) < n_batches || PyList_GET_SIZE(tails) < n_batches) {
         PyErr_SetString(PyExc_ValueError, "row and batch counts within the buffers and the per-batch lists");
         goto done;
+    }
+    for (Py_ssize_t b = 0; b < n_batches; b++) {
+        if (!PyBytes_Check(PyList_GET_ITEM(types, b)) || !PyBytes_Check(PyList_GET_ITEM(tails, b))) {
+            PyErr_SetString(PyExc_TypeError, "timestamp types and tails as bytes");
+            goto done;
+        }
     }
     Py_ssize_t n_headers = n_rows ? c.header_off[n_rows] : 0;
     if (n_headers > c.cap.headers) {
         PyErr_SetString(PyExc_ValueError, "header counts within the buffers");
         goto done;
     }
+    /* First pass: check every slice and bound the output, so the second writes without checks. */
+    Py_ssize_t bound = 0;
     for (Py_ssize_t r = 0; r < n_rows; r++) {
         int32_t b = c.row_batch[r];
-        if (b < 0 || b >= n_batches) {
-            PyErr_SetString(PyExc_ValueError, "row batch indexes within the batches");
-            goto done;
-        }
-        if (!within(c.key_off, r, c.cap.key) || !within(c.value_off, r, c.cap.value) ||
+        if (b < 0 || b >= n_batches || !within(c.key_off, r, c.cap.key) || !within(c.value_off, r, c.cap.value) ||
             !within(c.header_off, r, n_headers)) {
-            PyErr_SetString(PyExc_ValueError, "offsets non-decreasing and within the data buffers");
+            PyErr_SetString(PyExc_ValueError, "row batches and offsets within the buffers");
             goto done;
         }
-        PyObject *type = PyList_GET_ITEM(types, b), *tail = PyList_GET_ITEM(tails, b);
-        if (!PyBytes_Check(type) || !PyBytes_Check(tail)) {
-            PyErr_SetString(PyExc_TypeError, "timestamp types and tails as bytes");
-            goto done;
-        }
-        if (out_bytes(&o, prefix.buf, prefix.len) < 0 || out_int(&o, c.offset[r]) < 0 ||
-            out_bytes(&o, ", \"timestamp\": ", 15) < 0 || out_int(&o, c.timestamp[r]) < 0 ||
-            out_bytes(&o, ", \"timestamp_type\": ", 20) < 0 ||
-            out_bytes(&o, PyBytes_AS_STRING(type), PyBytes_GET_SIZE(type)) < 0 ||
-            out_bytes(&o, ", \"key\": ", 9) < 0 ||
-            out_b64(&o, c.key_data + c.key_off[r], c.key_off[r + 1] - c.key_off[r], bit(c.key_valid, r)) < 0 ||
-            out_bytes(&o, ", \"value\": ", 11) < 0 ||
-            out_b64(&o, c.value_data + c.value_off[r], c.value_off[r + 1] - c.value_off[r],
-                    bit(c.value_valid, r)) < 0 ||
-            out_bytes(&o, ", \"headers\": [", 14) < 0) {
-            goto done;
-        }
+        bound += prefix.len + 2 * INT_BOUND + sizeof(K_TIMESTAMP) + sizeof(K_TYPE) + sizeof(K_KEY) +
+                 sizeof(K_VALUE) + sizeof(K_HEADERS) + 1 + PyBytes_GET_SIZE(PyList_GET_ITEM(types, b)) +
+                 PyBytes_GET_SIZE(PyList_GET_ITEM(tails, b)) + b64_bound(c.key_off[r + 1] - c.key_off[r]) +
+                 b64_bound(c.value_off[r + 1] - c.value_off[r]);
         for (int32_t h = c.header_off[r]; h < c.header_off[r + 1]; h++) {
             if (!within(c.hkey_off, h, c.cap.hkey) || !within(c.hvalue_off, h, c.cap.hvalue) ||
                 !valid_utf8(c.hkey_data + c.hkey_off[h], c.hkey_off[h + 1] - c.hkey_off[h])) {
-                PyErr_SetString(PyExc_ValueError, "header offsets within the data buffers, UTF-8 keys");
+                PyErr_SetString(PyExc_ValueError, "header offsets within the buffers, UTF-8 keys");
                 goto done;
             }
-            if ((h > c.header_off[r] && out_bytes(&o, ", ", 2) < 0) || out_bytes(&o, "{\"key\": ", 8) < 0 ||
-                out_json_str(&o, c.hkey_data + c.hkey_off[h], c.hkey_off[h + 1] - c.hkey_off[h]) < 0 ||
-                out_bytes(&o, ", \"value\": ", 11) < 0 ||
-                out_b64(&o, c.hvalue_data + c.hvalue_off[h], c.hvalue_off[h + 1] - c.hvalue_off[h],
-                        bit(c.hvalue_valid, h)) < 0 ||
-                out_bytes(&o, "}", 1) < 0) {
-                goto done;
+            bound += 2 + sizeof(K_HKEY) + 2 + 6 * (Py_ssize_t)(c.hkey_off[h + 1] - c.hkey_off[h]) +
+                     sizeof(K_VALUE) + b64_bound(c.hvalue_off[h + 1] - c.hvalue_off[h]) + 1;
+        }
+    }
+    uint8_t *start = PyMem_Malloc(bound ? bound : 1);
+    if (start == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    uint8_t *w = start;
+    for (Py_ssize_t r = 0; r < n_rows; r++) {
+        int32_t b = c.row_batch[r];
+        PyObject *type = PyList_GET_ITEM(types, b), *tail = PyList_GET_ITEM(tails, b);
+        w = put(w, prefix.buf, prefix.len);
+        w = put_int(w, c.offset[r]);
+        w = PUT_LITERAL(w, K_TIMESTAMP);
+        w = put_int(w, c.timestamp[r]);
+        w = PUT_LITERAL(w, K_TYPE);
+        w = put(w, PyBytes_AS_STRING(type), PyBytes_GET_SIZE(type));
+        w = PUT_LITERAL(w, K_KEY);
+        w = put_b64(w, c.key_data + c.key_off[r], c.key_off[r + 1] - c.key_off[r], bit(c.key_valid, r));
+        w = PUT_LITERAL(w, K_VALUE);
+        w = put_b64(w, c.value_data + c.value_off[r], c.value_off[r + 1] - c.value_off[r], bit(c.value_valid, r));
+        w = PUT_LITERAL(w, K_HEADERS);
+        for (int32_t h = c.header_off[r]; h < c.header_off[r + 1]; h++) {
+            if (h > c.header_off[r]) {
+                w = PUT_LITERAL(w, ", ");
             }
+            w = PUT_LITERAL(w, K_HKEY);
+            w = put_json_str(w, c.hkey_data + c.hkey_off[h], c.hkey_off[h + 1] - c.hkey_off[h]);
+            w = PUT_LITERAL(w, K_VALUE);
+            w = put_b64(w, c.hvalue_data + c.hvalue_off[h], c.hvalue_off[h + 1] - c.hvalue_off[h],
+                        bit(c.hvalue_valid, h));
+            *w++ = '}';
         }
-        if (out_bytes(&o, "]", 1) < 0 || out_bytes(&o, PyBytes_AS_STRING(tail), PyBytes_GET_SIZE(tail)) < 0) {
-            goto done;
-        }
+        *w++ = ']';
+        w = put(w, PyBytes_AS_STRING(tail), PyBytes_GET_SIZE(tail));
     }
-    result = PyUnicode_New(o.len, 127);
-    if (result != NULL && o.len) {
-        memcpy(PyUnicode_1BYTE_DATA(result), o.data, o.len);
+    result = PyUnicode_New(w - start, 127);
+    if (result != NULL) {
+        memcpy(PyUnicode_1BYTE_DATA(result), start, w - start);
     }
+    PyMem_Free(start);
 done:
-    PyMem_Free(o.data);
     release_cols(&c);
     PyBuffer_Release(&prefix);
     return result;
