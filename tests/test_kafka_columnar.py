@@ -383,3 +383,26 @@ def test_c_json_lines_equal_the_python_lines(buf) -> None:
         assert c_lines == py_lines
         assert [json.loads(line)["offset"] for line in c_lines.splitlines()] == \
             chunk.buffers["offset"][:chunk.rows].tolist()
+
+
+def test_verify_walks_every_batch_decoding_records_and_goes_on_after_a_bad_one(tmp_path, accelerator) -> None:
+    path = _log_dir(tmp_path) / "a-0"
+    with segstore.open(path) as store:
+        assert store.verify() == []
+        seg = store.partition.segments[1]
+        batches = list(seg.batches())
+        seg_path = Path(seg.path)
+    data = bytearray(seg_path.read_bytes())
+    bad_records = batches[1].position
+    data[bad_records + codec.HEADER.size] = 0x7F  # the first record's length: runs past, CRC made right
+    head = data[bad_records:bad_records + batches[1].size]
+    _recrc(head)
+    data[bad_records:bad_records + batches[1].size] = head
+    bad_crc = batches[3].position
+    data[bad_crc + batches[3].size - 1] ^= 1
+    seg_path.write_bytes(bytes(data))
+    with segstore.open(path) as store:
+        problems = store.verify()
+    assert [(p.path, p.pos) for p in problems] == [
+        (str(seg_path), bad_records + codec.HEADER.size), (str(seg_path), bad_crc + codec.CRC_OFFSET)]
+    assert "record 0 of" in problems[0].message and "CRC-32C" in problems[1].message
