@@ -1591,11 +1591,12 @@ json_lines(PyObject *module, PyObject *args)
                      sizeof(K_VALUE) + b64_bound(c.hvalue_off[h + 1] - c.hvalue_off[h]) + 1;
         }
     }
-    uint8_t *start = PyMem_Malloc(bound ? bound : 1);
-    if (start == NULL) {
-        PyErr_NoMemory();
+    /* Written straight into the string (ASCII: json.dumps escapes the rest), then shrunk to size. */
+    result = PyUnicode_New(bound, 127);
+    if (result == NULL) {
         goto done;
     }
+    uint8_t *start = PyUnicode_1BYTE_DATA(result);
     uint8_t *w = start;
     for (Py_ssize_t r = 0; r < n_rows; r++) {
         int32_t b = c.row_batch[r];
@@ -1625,11 +1626,9 @@ json_lines(PyObject *module, PyObject *args)
         *w++ = ']';
         w = put(w, PyBytes_AS_STRING(tail), PyBytes_GET_SIZE(tail));
     }
-    result = PyUnicode_New(w - start, 127);
-    if (result != NULL) {
-        memcpy(PyUnicode_1BYTE_DATA(result), start, w - start);
+    if (PyUnicode_Resize(&result, w - start) < 0) {
+        Py_CLEAR(result);
     }
-    PyMem_Free(start);
 done:
     release_cols(&c);
     PyBuffer_Release(&prefix);
