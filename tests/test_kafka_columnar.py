@@ -360,6 +360,11 @@ def test_dump_json_lines_are_json_dumps_of_to_json(tmp_path, accelerator) -> Non
         store.dump(out, json=True)
         expected = "".join(json.dumps(store.to_json(r)) + "\n" for r in store.scan())
     assert out.getvalue() == expected
+    with open(tmp_path / "dump.txt", "w", encoding="utf-8") as text, segstore.open(path) as store:
+        text.write("before\n")   # text written before the dump's bytes keeps its place
+        store.dump(text, json=True)
+        text.write("after\n")
+    assert (tmp_path / "dump.txt").read_text() == "before\n" + expected + "after\n"
 
 
 @needs_c
@@ -381,6 +386,7 @@ def test_c_json_lines_equal_the_python_lines(buf) -> None:
         finally:
             columnar._speedups = saved
         assert c_lines == py_lines
+        assert isinstance(c_lines, bytes) and isinstance(py_lines, bytes)
         assert [json.loads(line)["offset"] for line in c_lines.splitlines()] == \
             chunk.buffers["offset"][:chunk.rows].tolist()
 

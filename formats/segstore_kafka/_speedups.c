@@ -9,8 +9,8 @@
  * crc32c(data, crc=0) -> int: CRC-32C (SSE 4.2 where the CPU has it, else a table).
  * decode_columns(log, pos, end, want, decompress, buffers): a log region's v2 batches into
  *     the column buffers of columnar.py (see there and the section below).
- * json_lines(prefix, timestamp_types, tails, buffers, n_rows, n_batches) -> str: the
- *     dump --json lines of those buffers.
+ * json_lines(prefix, timestamp_types, tails, buffers, n_rows, n_batches) -> bytes: the
+ *     dump --json lines of those buffers (ASCII).
  *
  * These mirror _decode_records_py / _encode_records_py in batch.py exactly: the
  * same results, the same ValueError(message, position) on malformed input.  Every
@@ -1379,7 +1379,7 @@ decode_columns(PyObject *module, PyObject *args)
 /* ------------------------------------------------------------------------------ */
 /* dump --json lines from the column buffers
  *
- * json_lines(prefix, timestamp_types, tails, buffers, counts) -> str: one line per
+ * json_lines(prefix, timestamp_types, tails, buffers, n_rows, n_batches) -> bytes: one line per
  * row, byte for byte what json.dumps gives for KafkaStore.to_json (ensure_ascii,
  * ", " and ": " separators, base64 keys and values):
  *
@@ -1591,12 +1591,12 @@ json_lines(PyObject *module, PyObject *args)
                      sizeof(K_VALUE) + b64_bound(c.hvalue_off[h + 1] - c.hvalue_off[h]) + 1;
         }
     }
-    /* Written straight into the string (ASCII: json.dumps escapes the rest), then shrunk to size. */
-    result = PyUnicode_New(bound, 127);
+    /* Written straight into the bytes returned (ASCII: json.dumps escapes the rest), then shrunk. */
+    result = PyBytes_FromStringAndSize(NULL, bound);
     if (result == NULL) {
         goto done;
     }
-    uint8_t *start = PyUnicode_1BYTE_DATA(result);
+    uint8_t *start = (uint8_t *)PyBytes_AS_STRING(result);
     uint8_t *w = start;
     for (Py_ssize_t r = 0; r < n_rows; r++) {
         int32_t b = c.row_batch[r];
@@ -1626,9 +1626,7 @@ json_lines(PyObject *module, PyObject *args)
         *w++ = ']';
         w = put(w, PyBytes_AS_STRING(tail), PyBytes_GET_SIZE(tail));
     }
-    if (PyUnicode_Resize(&result, w - start) < 0) {
-        Py_CLEAR(result);
-    }
+    _PyBytes_Resize(&result, w - start); /* on failure it clears result and sets the error */
 done:
     release_cols(&c);
     PyBuffer_Release(&prefix);
@@ -1679,7 +1677,7 @@ static PyMethodDef methods[] = {
     {"decode_columns", decode_columns, METH_VARARGS,
      "decode_columns(log, pos, end, want, decompress, buffers) -> (stop, pos, counts, need)"},
     {"json_lines", json_lines, METH_VARARGS,
-     "json_lines(prefix, timestamp_types, tails, buffers, n_rows, n_batches) -> str"},
+     "json_lines(prefix, timestamp_types, tails, buffers, n_rows, n_batches) -> bytes"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -387,8 +387,8 @@ def _b64(blob: bytes | None) -> str | None:
     return None if blob is None else base64.b64encode(blob).decode("ascii")
 
 
-def json_lines(chunk: Chunk, prefix: str, timestamp_types: list[str], tails: list[str]) -> str:
-    """One JSON line per row: ``prefix`` + offset, timestamp, the row's batch's timestamp type
+def json_lines(chunk: Chunk, prefix: str, timestamp_types: list[str], tails: list[str]) -> bytes:
+    """One JSON line per row (ASCII): ``prefix`` + offset, timestamp, the row's batch's timestamp type
     (JSON), key, value, headers, then its batch's ``tail`` (JSON that closes the object).
 
     Byte for byte what ``json.dumps`` writes for the same object (the C loop where built,
@@ -409,4 +409,4 @@ def json_lines(chunk: Chunk, prefix: str, timestamp_types: list[str], tails: lis
         out.append(f'{prefix}{row["offset"]}, "timestamp": {timestamps[i]}, "timestamp_type": '
                    f'{timestamp_types[row_batch[i]]}, "key": {json.dumps(_b64(row["key"]))}, '
                    f'"value": {json.dumps(_b64(row["value"]))}, "headers": {headers}{tails[row_batch[i]]}')
-    return "".join(out)
+    return "".join(out).encode("ascii")

@@ -12,6 +12,7 @@ Thread-safety: not thread-safe (see :class:`segstore.store.Store`).
 from __future__ import annotations
 
 import base64
+import codecs
 import json as jsonlib
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -102,6 +103,21 @@ def record_line(batch: codec.RecordBatch, record: codec.Record) -> str:
     if batch.is_control:
         line += f" endTxnMarker: {batch.control_type()}"
     return line
+
+
+#: Encodings (by codecs' names) that write ASCII text as the same bytes.
+_ASCII_SUPERSETS = frozenset({"utf-8", "ascii", "latin-1", "iso8859-1", "iso8859-15", "cp1252"})
+
+
+def _ascii_writer(out: TextIO) -> Callable[[bytes], Any]:
+    """Write ASCII bytes to ``out``: to its binary buffer when it has one whose encoding keeps ASCII
+    as it is (no copy into a str and back; what was written as text before is flushed first)."""
+    raw = getattr(out, "buffer", None)
+    encoding = getattr(out, "encoding", None)
+    if raw is not None and encoding is not None and codecs.lookup(encoding).name in _ASCII_SUPERSETS:
+        out.flush()
+        return raw.write
+    return lambda block: out.write(block.decode("ascii"))
 
 
 class KafkaStore(Store):
@@ -314,11 +330,12 @@ class KafkaStore(Store):
             if (topic is not None and t != topic) or (partition is not None and p != partition):
                 continue
             if json:
+                write = _ascii_writer(out)
                 prefix = f'{{"topic": {jsonlib.dumps(t)}, "partition": {p}, "offset": '
                 for _seg, chunk in part.column_chunks(columnar.WANT_KEY | columnar.WANT_VALUE |
                                                       columnar.WANT_HEADERS):
                     batches = [columnar.record_batch(row) for row in chunk.batches.tolist()]
-                    out.write(columnar.json_lines(
+                    write(columnar.json_lines(
                         chunk, prefix, [jsonlib.dumps(b.timestamp_type) for b in batches],
                         [f', "batch": {jsonlib.dumps(batch_json(b))}}}\n' for b in batches]))
                 continue
