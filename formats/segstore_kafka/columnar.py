@@ -51,16 +51,16 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pyarrow as pa
 
+from segstore import speedups
 from segstore.columns import HEADER, HEADERS, KAFKA_SCHEMA, TIMESTAMP
 from segstore.errors import CorruptDataError, SegstoreError
 
 from . import batch as codec
 from .compression import decompress
 
-try:
-    from . import _speedups
-except ImportError:  # the C extension is optional; the reference below gives the same rows
-    _speedups = None
+# The C extension is optional (segstore.speedups warns once when it is missing); the reference
+# below gives the same rows.
+_speedups = speedups.load("segstore_kafka._speedups")
 
 __all__ = ["BATCH_DTYPE", "BUFFERS", "Capacity", "Chunk", "decode", "json_lines", "record_batch", "to_arrow"]
 
