@@ -40,6 +40,7 @@ from segstore.errors import (
 from segstore.log import SegmentedLog
 
 from . import batch as codec
+from . import columnar
 from .checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from .offsetindex import OFFSET_ENTRY
 from .segment import (
@@ -171,24 +172,6 @@ def segment_bases(path: str) -> list[int]:
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def _batch_problem(batch: codec.RecordBatch) -> tuple[str, int | None, str] | None:
-    """The CRC or record-decoding problem of one batch (header already read), or None."""
-    if batch.magic >= codec.MAGIC_V2:
-        computed = batch.compute_crc()
-        if computed != batch.crc:
-            return (batch.path, batch.position + codec.CRC_OFFSET,
-                    f"CRC-32C {batch.crc:#010x} stored in the header, found {computed:#010x} computed "
-                    f"over bytes {codec.ATTRIBUTES_OFFSET}..{batch.size} of the batch")
-    try:
-        if batch.magic < codec.MAGIC_V2:
-            next(codec.iter_batches(batch.data, path=batch.path, base_pos=batch.position))
-        batch.records()
-        batch.control_type()
-    except CorruptDataError as err:
-        return (err.path or batch.path, batch.position if err.pos is None else err.pos, err.message)
-    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -514,6 +497,41 @@ class Partition:
             yield from seg.batches()
             seg = self.log.segments.higher(seg.base)
 
+    def column_chunks(self, want: int, *, offset: int | None = None, start: int | None = None,
+                      end: int | None = None) -> Iterator[tuple[LogSegment, columnar.Chunk]]:
+        """Column chunks of the log in log order, each with its segment (CRC checked, records decoded).
+
+        With ``start``/``end``: the batches whose position lies in ``[start, end)`` of the
+        segment holding ``offset`` (the first segment when ``offset`` is None or below it).
+        Else with ``offset``: from the batch holding it (found through the offset index; its
+        rows below ``offset`` are the caller's to drop).  Else every segment whole.
+        ``want`` is :func:`columnar.want_flags` of the columns to build.
+        """
+        segments = self.log.segments
+        if start is not None or end is not None:
+            seg = (segments.floor(offset) if offset is not None else None) or segments.first
+            if seg is None:
+                return
+            first = seg.batch_at_or_after(start or 0)
+            for chunk in seg.column_chunks(want, first, end):
+                yield seg, chunk
+            return
+        if offset is None:
+            for seg in self.segments:
+                for chunk in seg.column_chunks(want):
+                    yield seg, chunk
+            return
+        found = self.translate_offset(offset)
+        if found is None:
+            return
+        seg, where = found
+        position = where.position
+        while seg is not None:
+            for chunk in seg.column_chunks(want, position):
+                yield seg, chunk
+            seg = segments.higher(seg.base)
+            position = 0
+
     def translate_offset(self, offset: int) -> tuple[LogSegment, Any] | None:
         """The segment and ``(last offset, position, size)`` of the batch holding ``offset``.
 
@@ -569,28 +587,7 @@ class Partition:
     def _check_segment(seg: LogSegment, expected_offset: int | None
                        ) -> tuple[list[tuple[str, int | None, str]], int | None]:
         """The problems of one segment's log and offset index, and the offset the next batch must reach."""
-        problems: list[tuple[str, int | None, str]] = []
-        view = seg.view()
-        positions: dict[int, int] = {}
-        walked = len(view)
-        pos = 0
-        while pos < len(view):
-            try:
-                batch = codec.read_batch_header(view, pos, path=seg.path)
-            except CorruptDataError as err:
-                problems.append((err.path or seg.path, pos if err.pos is None else err.pos, err.message))
-                walked = pos
-                break
-            positions[pos] = batch.last_offset
-            if expected_offset is not None and batch.base_offset < expected_offset:
-                problems.append((seg.path, pos, f"expected offsets from {expected_offset}, "
-                                 f"found a batch at {batch.base_offset}"))
-            expected_offset = batch.last_offset + 1
-            problem = _batch_problem(batch)
-            if problem is not None:
-                problems.append(problem)
-            pos += batch.size
-        del view
+        problems, positions, walked, expected_offset = seg.check_log(expected_offset)
         for slot, (offset, position) in enumerate(seg.offset_index.pairs()):
             if position >= walked:
                 continue

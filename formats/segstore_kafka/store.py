@@ -12,19 +12,25 @@ Thread-safety: not thread-safe (see :class:`segstore.store.Store`).
 from __future__ import annotations
 
 import base64
+import codecs
 import json as jsonlib
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+import pyarrow as pa
+
 from segstore import files
+from segstore.columns import KAFKA_SCHEMA, project
 from segstore.errors import CorruptIndexError, InvalidTopicError, NotFoundError
 from segstore.files import BrokerLock, DirectoryLock
 from segstore.records import Message
+from segstore.search import Bound, search
 from segstore.store import AppendResult, Problem, QueryRequest, Store
 
 from . import batch as codec
+from . import columnar
 from .logdir import LogDir, is_partition_dir
 from .partition import KafkaConfig, Partition, now_ms, validate_topic
 
@@ -98,6 +104,21 @@ def record_line(batch: codec.RecordBatch, record: codec.Record) -> str:
     if batch.is_control:
         line += f" endTxnMarker: {batch.control_type()}"
     return line
+
+
+#: Encodings (by codecs' names) that write ASCII text as the same bytes.
+_ASCII_SUPERSETS = frozenset({"utf-8", "ascii", "latin-1", "iso8859-1", "iso8859-15", "cp1252"})
+
+
+def _ascii_writer(out: TextIO) -> Callable[[bytes], Any]:
+    """Write ASCII bytes to ``out``: to its binary buffer when it has one whose encoding keeps ASCII
+    as it is (no copy into a str and back; what was written as text before is flushed first)."""
+    raw = getattr(out, "buffer", None)
+    encoding = getattr(out, "encoding", None)
+    if raw is not None and encoding is not None and codecs.lookup(encoding).name in _ASCII_SUPERSETS:
+        out.flush()
+        return raw.write
+    return lambda block: out.write(block.decode("ascii"))
 
 
 class KafkaStore(Store):
@@ -231,6 +252,46 @@ class KafkaStore(Store):
                 return
             yield record
 
+    def scan_arrow(self, columns: Iterable[str] | None = None, *, topic: str | None = None,
+                   partition: int | None = None, offset: int = 0, start: int | None = None,
+                   end: int | None = None) -> Iterator[pa.RecordBatch]:
+        """Record batches of :data:`segstore.columns.KAFKA_SCHEMA` (or its ``columns`` projection).
+
+        Partitions (those of ``topic`` and/or ``partition`` when given) in (topic,
+        partition) order, each in log order from ``offset`` (at least its log start;
+        the start found through the offset index).  ``start``/``end`` select the
+        batches whose file position lies in ``[start, end)`` of the segment holding
+        ``offset`` (its first segment by default).  Control records are kept
+        (``isControl``).  A batch holds at most one chunk of one segment
+        (:class:`columnar.Capacity`), so memory does not grow with the log.
+        ``O(bytes read)``, decoded in C where built.
+
+        :raises NotFoundError: ``topic`` and ``partition`` name no partition.
+        :raises CorruptDataError: a bad batch (after the rows before it).
+        """
+        self._check_open()
+        schema = project(KAFKA_SCHEMA, columns)
+        want = columnar.want_flags(schema.names)
+        if topic is not None and partition is not None:
+            parts = {(topic, partition): self.partition_of(topic, partition)}
+        else:
+            parts = {key: part for key, part in self._partitions().items()
+                     if (topic is None or key[0] == topic) and (partition is None or key[1] == partition)}
+        ranged = start is not None or end is not None
+        for (t, p), part in parts.items():
+            target = max(offset, part.log_start_offset)
+            dropping = not ranged and target > 0
+            chunks = part.column_chunks(want, offset=offset if ranged else (target if dropping else None),
+                                        start=start, end=end)
+            for seg, chunk in chunks:
+                first = 0
+                if dropping:  # rows of the first batch below the offset asked for
+                    first = search(chunk.buffers["offset"][:chunk.rows], target, Bound.SMALLEST_UPPER)
+                    dropping = first == chunk.rows
+                if first < chunk.rows:
+                    batch = columnar.to_arrow(chunk, schema, topic=t, partition=p, segment=seg.base)
+                    yield batch.slice(first)
+
     def topics(self) -> list[str]:
         return sorted({t for t, _ in self._partitions()})
 
@@ -304,8 +365,14 @@ class KafkaStore(Store):
             if (topic is not None and t != topic) or (partition is not None and p != partition):
                 continue
             if json:
-                for record in self._records(part, None):
-                    out.write(jsonlib.dumps(self.to_json(record)) + "\n")
+                write = _ascii_writer(out)
+                prefix = f'{{"topic": {jsonlib.dumps(t)}, "partition": {p}, "offset": '
+                for _seg, chunk in part.column_chunks(columnar.WANT_KEY | columnar.WANT_VALUE |
+                                                      columnar.WANT_HEADERS):
+                    batches = [columnar.record_batch(row) for row in chunk.batches.tolist()]
+                    write(columnar.json_lines(
+                        chunk, prefix, [jsonlib.dumps(b.timestamp_type) for b in batches],
+                        [f', "batch": {jsonlib.dumps(batch_json(b))}}}\n' for b in batches]))
                 continue
             for seg in part.segments:
                 out.write(f"Dumping {seg.path}\nLog starting offset: {seg.base}\n")
