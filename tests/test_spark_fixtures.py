@@ -155,7 +155,7 @@ def test_pushdown_only_where_spark_keeps_it_per_scan(spark):  # noqa: F811
                maxBytesPerPartition=str(fixture_config(path)["segment.bytes"]))
     tail = df.filter("offset >= 295")
     assert tail.count() == 5
-    if shared:      # Spark 4.1-4.3: the plan is not pruned, Spark filters the rows
+    if shared:      # e.g. Spark 4.3: the plan is not pruned, Spark filters the rows
         assert _planned(tail) == _planned(df)
     else:
         assert _planned(tail) == 1

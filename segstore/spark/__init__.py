@@ -31,8 +31,8 @@ from .schema import KAFKA_SCHEMA, ROCKETMQ_SCHEMA, spark_schema
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 
-#: The JVM class of Spark's Python data source provider, and the method by which
-#: Spark 4.1-4.3 store a pushdown's plan on it (``PythonScanBuilder.pushFilters`` calls it).
+#: The JVM class of Spark's Python data source provider, and the method by which Spark
+#: 4.3 (read in its spark-sql jar) stores a pushdown's plan on it (``PythonScanBuilder.pushFilters``).
 _PROVIDER_CLASS = "org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2"
 _SHARED_READ_INFO = "setReadInfo"
 
@@ -40,7 +40,7 @@ _SHARED_READ_INFO = "setReadInfo"
 def pushdown_is_per_scan(spark: Any) -> bool:
     """Whether this Spark keeps what a Python filter pushdown planned with that one scan.
 
-    Spark 4.1-4.3 (``PythonDataSourceV2.setReadInfo``) keep the partitions and reader
+    Spark 4.3 (``PythonDataSourceV2.setReadInfo``) keeps the partitions and reader
     that ``pushFilters`` planned on the relation's provider, and every later scan of
     the relation that pushes nothing (an unfiltered count on the same DataFrame or
     SQL view), and every other scan of the same query, reads that plan: pruning by

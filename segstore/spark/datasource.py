@@ -478,8 +478,8 @@ def staging_root(options: WriteOptions, *, local: bool) -> str:
 class SegstoreWriter(DataSourceArrowWriter):
     """Batch writer: tasks stage Arrow files; the driver appends them in partition order.
 
-    A task's ``write`` puts its rows in ``STAGING/JOB/part-PPPPP-A.arrow`` (atomic
-    write; ``STAGING`` from :func:`staging_root`); ``commit`` (run only when every
+    The driver makes ``STAGING/JOB/`` (``STAGING`` from :func:`staging_root`); a task's
+    ``write`` puts its rows in ``part-PPPPP-A.arrow`` there (atomic write); ``commit`` (run only when every
     task succeeded) opens the store for append, appends the staged rows partition by
     partition, then deletes the job's directory and ``STAGING`` if nothing else is in
     it; ``abort`` only deletes them.  The store is never touched by a job that fails.
@@ -492,9 +492,18 @@ class SegstoreWriter(DataSourceArrowWriter):
         self.schema = schema
         self.root = staging_root(options, local=local)
         self.job_dir = os.path.join(self.root, job_id)
+        # Made here, on the driver, and never by a task: a task Spark has not stopped yet when
+        # the job fails must not bring the directory back after ``abort`` removed it.
+        files.make_dirs(self.job_dir)
 
     def _clean(self) -> None:
-        files.remove_tree(self.job_dir)
+        for attempt in range(3):
+            try:
+                files.remove_tree(self.job_dir)
+                break
+            except SegstoreError:
+                if attempt == 2:   # a late task kept writing into it
+                    raise
         files.remove_dir_if_empty(self.root)     # other jobs may still be staging there
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedWrite:
@@ -511,8 +520,7 @@ class SegstoreWriter(DataSourceArrowWriter):
                     out.write_batch(batch)
         rows = sum(b.num_rows for b in batches)
         path = os.path.join(self.job_dir, f"part-{partition_id:05d}-{attempt}.arrow")
-        files.make_dirs(self.job_dir)
-        files.write_atomic(path, sink.getvalue().to_pybytes(), fsync=True)
+        files.write_atomic(path, sink.getvalue().to_pybytes(), fsync=True)   # fails once the job is aborted
         return StagedWrite(partition_id, path, rows)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
