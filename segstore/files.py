@@ -446,6 +446,23 @@ def remove_tree(path: str | os.PathLike[str]) -> None:
         shutil.rmtree(path)
 
 
+def remove_dir_if_empty(path: str | os.PathLike[str]) -> bool:
+    """Delete a directory if it holds nothing; True if it is gone (a missing one is fine).
+
+    Another process may be filling it meanwhile: then it stays, and that is not an error.
+    """
+    path = os.fspath(path)
+    try:
+        os.rmdir(path)
+    except FileNotFoundError:
+        return True
+    except OSError as err:
+        if err.errno in (errno.ENOTEMPTY, errno.EEXIST):
+            return False
+        raise _translate(err, path) from err
+    return True
+
+
 def rename(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
     src = os.fspath(src)
     with _os_errors(src):

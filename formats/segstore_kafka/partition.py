@@ -52,6 +52,7 @@ from .segment import (
     TransactionTracker,
     file_name,
 )
+from .txnindex import AbortedTxn
 
 PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 SEGMENT_LOG = re.compile(r"^(?P<base>\d{20})\.log$")
@@ -477,6 +478,16 @@ class Partition:
         return [seg.base for seg in removed]
 
     # -- reading ----------------------------------------------------------------
+    def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping offsets ``[start, end)``, ordered by first offset.
+
+        From every segment's ``.txnindex`` (an entry sits in the segment of its ABORT
+        marker), as the broker collects them for a fetch (``UnifiedLog.collectAbortedTransactions``).
+        ``O(aborted transactions)``.
+        """
+        found = [txn for seg in self.log.segments for txn in seg.txn_index.aborted_in(start, end)]
+        return sorted(found, key=lambda txn: txn.first_offset)
+
     def batches(self, start_offset: int | None = None) -> Iterator[codec.RecordBatch]:
         """Batches holding offsets ``>= start_offset`` (all when None), in offset order, CRC checked.
 

@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from segstore import files
 from segstore.columns import KAFKA_SCHEMA, project
-from segstore.errors import CorruptIndexError, InvalidTopicError, NotFoundError
+from segstore.errors import ConfigError, CorruptIndexError, InvalidTopicError, NotFoundError
 from segstore.files import BrokerLock, DirectoryLock
 from segstore.records import Message
 from segstore.search import Bound, search
@@ -36,6 +36,44 @@ from .partition import KafkaConfig, Partition, now_ms, validate_topic
 
 #: The lock file a Kafka broker keeps in each log dir while it runs (LogManager.LockFileName).
 BROKER_LOCK_FILE = ".lock"
+
+#: ``isolation.level`` of Kafka consumers: what :meth:`KafkaStore.read` yields.
+READ_UNCOMMITTED = "read_uncommitted"
+READ_COMMITTED = "read_committed"
+ISOLATION_LEVELS = (READ_UNCOMMITTED, READ_COMMITTED)
+
+
+def _isolation(level: str) -> str:
+    if level not in ISOLATION_LEVELS:
+        raise ConfigError(f"isolation must be {' or '.join(ISOLATION_LEVELS)}, found {level!r}")
+    return level
+
+
+def _committed(part: Partition, batches: Iterable[codec.RecordBatch],
+               start: int) -> Iterator[codec.RecordBatch]:
+    """The batches a read_committed consumer keeps, fetching from ``start``.
+
+    As the consumer's ``CompletedFetch`` does with the aborted transactions the
+    broker sends with a fetch: a producer becomes aborted once a batch reaches its
+    aborted transaction's first offset, its transactional batches are dropped until
+    its ABORT marker, and control batches are never returned.  Decided per batch,
+    not per record.
+    """
+    pending = part.aborted_transactions(start, part.next_offset)   # by first offset
+    aborted: set[int] = set()
+    i = 0
+    for batch in batches:
+        if batch.producer_id != codec.NO_PRODUCER_ID:      # Kafka's hasProducerId
+            while i < len(pending) and pending[i].first_offset <= batch.last_offset:
+                aborted.add(pending[i].producer_id)
+                i += 1
+            if batch.is_control:
+                if batch.control_type() == "ABORT":
+                    aborted.discard(batch.producer_id)
+            elif batch.is_transactional and batch.producer_id in aborted:
+                continue
+        if not batch.is_control:
+            yield batch
 
 
 def _b64(data: bytes | None) -> str | None:
@@ -232,22 +270,38 @@ class KafkaStore(Store):
         return [r for r in results if r is not None]
 
     # -- reading ------------------------------------------------------------------
-    def _records(self, part: Partition, start: int | None) -> Iterator[KafkaRecord]:
-        for batch in part.batches(start):
+    def _records(self, part: Partition, start: int | None,
+                 isolation: str = READ_UNCOMMITTED) -> Iterator[KafkaRecord]:
+        batches = part.batches(start)
+        if _isolation(isolation) == READ_COMMITTED:
+            batches = _committed(part, batches, part.log_start_offset if start is None else start)
+        for batch in batches:
             for record in batch.records():
                 if start is None or record.offset >= start:
                     yield KafkaRecord(part.topic, part.partition, batch, record)
 
-    def scan(self) -> Iterator[KafkaRecord]:
+    def scan(self, *, isolation: str = READ_UNCOMMITTED) -> Iterator[KafkaRecord]:
+        """Every record of every partition.  ``isolation`` as in :meth:`read`."""
         self._check_open()
         for part in self._partitions().values():
-            yield from self._records(part, None)
+            yield from self._records(part, None, isolation)
 
     def read(self, topic: str, partition: int, offset: int = 0,
-             count: int | None = None) -> Iterator[KafkaRecord]:
+             count: int | None = None, *, isolation: str = READ_UNCOMMITTED) -> Iterator[KafkaRecord]:
+        """Records of one partition from ``offset`` on (at most ``count``).
+
+        ``isolation`` is the consumer's ``isolation.level``: ``"read_uncommitted"``
+        (default) yields every stored record, transaction markers included;
+        ``"read_committed"`` yields what a read_committed consumer is given: no
+        records of aborted transactions (found through the ``.txnindex`` files) and
+        no control records.  Transactions still open at the log's end are not held
+        back (the last stable offset lives in the broker's producer state, not in files).
+
+        :raises ConfigError: an unknown isolation level.
+        """
         self._check_open()
         part = self.partition_of(topic, partition)
-        for n, record in enumerate(self._records(part, max(offset, part.log_start_offset))):
+        for n, record in enumerate(self._records(part, max(offset, part.log_start_offset), isolation)):
             if count is not None and n >= count:
                 return
             yield record
