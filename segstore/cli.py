@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any, TextIO
 
-from . import files, registry
+from . import files, progress, registry
 from .api import open as open_store
 from .errors import (
     ConfigError,
@@ -172,7 +172,8 @@ INTERNAL_DECODERS = {"offsets_decoder": "offsets", "transaction_log_decoder": "t
 def _file_options(args: argparse.Namespace) -> FileDumpOptions:
     decoders = [name for flag, name in INTERNAL_DECODERS.items() if getattr(args, flag)]
     if len(decoders) > 1:
-        raise UsageError("pick one of --offsets-decoder, --transaction-log-decoder, --cluster-metadata-decoder")
+        raise UsageError("pick one of --offsets-decoder, --transaction-log-decoder, "
+                         "--cluster-metadata-decoder")
     if args.max_bytes is not None and args.max_bytes < 0:
         raise UsageError(f"--max-bytes expects a number >= 0, found {args.max_bytes}")
     print_data = (args.print_data_log or bool(decoders) or args.key_decoder is not None
@@ -229,20 +230,21 @@ _FILE_ONLY_FLAGS = ("print_data_log", "deep_iteration", "key_decoder", "value_de
 def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
     for path in args.paths:
         if not files.exists(path):
-            raise UsageError("expected an existing store directory or store file, found no such file or "
-                             "directory", path)
+            raise UsageError("expected an existing store directory, found no such file or directory", path)
     dirs = [path for path in args.paths if files.is_dir(path)]
     if not dirs:
         if args.topic is not None or _partition(args) is not None or args.tag is not None or args.index:
-            raise UsageError("--topic, --queue/--partition, --tag and --index select within a store directory; "
-                             "single files are dumped whole")
+            raise UsageError("--topic, --queue/--partition, --tag and --index select within a store "
+                             "directory; single files are dumped whole")
         return _dump_files(args, out)
     if len(args.paths) > 1:
         raise UsageError("expected one store directory, or store files only, found "
                          f"{len(args.paths)} paths of which {len(dirs)} directories")
-    given = [f"--{name.replace('_', '-')}" for name in _FILE_ONLY_FLAGS if getattr(args, name) not in (None, False)]
+    given = [f"--{name.replace('_', '-')}" for name in _FILE_ONLY_FLAGS
+             if getattr(args, name) not in (None, False)]
     if given:
-        raise UsageError(f"{', '.join(given)}: dumping single files only (name the .log / .index / ... files)")
+        raise UsageError(f"{', '.join(given)}: dumping single files only "
+                         "(name the .log / .index / ... files)")
     args.path = args.paths[0]
     with _open(args) as store:
         if args.tag is not None:
@@ -405,14 +407,20 @@ def cmd_query(args: argparse.Namespace, out: TextIO) -> int:
     return code
 
 
+_PROGRESS_STEP = 1 << 20  # report reading progress a MiB at a time, not a line at a time
+
+
 def _jsonl_lines(path: str) -> Iterator[dict[str, Any]]:
     """The JSON objects of a JSON-lines file (blank lines skipped).
 
     :raises InvalidMessageError: a line is not a JSON object (named by line number and byte position).
     """
-    pos = 0
+    pos = reported = 0
     for number, line in enumerate(files.read_text(path).splitlines(keepends=True), 1):
         start, pos = pos, pos + len(line.encode("utf-8"))
+        if pos - reported >= _PROGRESS_STEP:
+            progress.advance(pos - reported)
+            reported = pos
         if not line.strip():
             continue
         try:
@@ -425,6 +433,7 @@ def _jsonl_lines(path: str) -> Iterator[dict[str, Any]]:
             raise InvalidMessageError(f"line {number}: expected a JSON object, found {type(obj).__name__}",
                                       path, start)
         yield obj
+    progress.advance(pos - reported)
 
 
 def _spec_format(spec: Any, spec_path: str) -> str:
@@ -493,11 +502,13 @@ def cmd_write(args: argparse.Namespace, out: TextIO) -> int:
         out.write(f"{args.path}: wrote {fmt} store from {args.spec}\n")
         return EXIT_OK
     if args.input:
-        lines = list(_jsonl_lines(args.input))
+        with progress.task(f"read {os.path.basename(args.input)}", files.file_size(args.input)):
+            lines = list(_jsonl_lines(args.input))
         fmt = _target_format(args.path, args.format, "rocketmq")
-        with _CleanUpOnFailure(args.path):
+        with _CleanUpOnFailure(args.path), progress.task(f"append to {fmt}", len(lines), unit="msg") as done:
             try:
                 count = registry.get(fmt).write_jsonl(args.path, lines, config)
+                done(count)
             except InvalidMessageError as err:
                 if err.path is None:  # name the input file when the plugin could not
                     raise InvalidMessageError(err.message, args.input) from err
@@ -575,8 +586,9 @@ def build_parser() -> argparse.ArgumentParser:
                                     "line), or single store files as kafka-dump-log --files does")
     p.add_argument("paths", nargs="+", metavar="PATH",
                    help="a store directory (RocketMQ) or partition / log directory (Kafka); or one or more "
-                        "single files: Kafka .log, .index, .timeindex, .txnindex, .snapshot, KRaft .checkpoint, "
-                        "leader-epoch-checkpoint; RocketMQ commitlog, consume-queue, IndexFile, checkpoint")
+                        "single files: Kafka .log, .index, .timeindex, .txnindex, .snapshot, KRaft "
+                        ".checkpoint, leader-epoch-checkpoint; RocketMQ commitlog, consume-queue, IndexFile, "
+                        "checkpoint")
     p.add_argument("--format", help=f"the format PATH must hold ({', '.join(registry.names())}); "
                                     "detected if omitted")
     p.add_argument("--config", action="append", metavar="NAME=VALUE",
@@ -594,7 +606,8 @@ def build_parser() -> argparse.ArgumentParser:
                             help="print every record of each batch, not only the batch headers")
     for which in ("key", "value"):
         files_only.add_argument(f"--{which}-decoder", choices=sorted(PAYLOAD_DECODERS),
-                                help=f"how {which} bytes are printed (default utf-8; implies --print-data-log)")
+                                help=f"how {which} bytes are printed (default utf-8; implies "
+                                     "--print-data-log)")
     files_only.add_argument("--offsets-decoder", action="store_true",
                             help="decode __consumer_offsets records (offset commits, group metadata)")
     files_only.add_argument("--transaction-log-decoder", action="store_true",
@@ -602,7 +615,8 @@ def build_parser() -> argparse.ArgumentParser:
     files_only.add_argument("--cluster-metadata-decoder", action="store_true",
                             help="decode KRaft __cluster_metadata records (type, version, fields)")
     files_only.add_argument("--max-bytes", type=int, metavar="N",
-                            help="read only the whole batches / messages within the first N bytes of a log file")
+                            help="read only the whole batches / messages within the first N bytes of "
+                                 "a log file")
     files_only.add_argument("--index-sanity-check", action="store_true",
                             help="only run the broker's start-up sanity check on .index/.timeindex files")
     files_only.add_argument("--verify-index-only", action="store_true",
@@ -682,6 +696,17 @@ def _remember_parsers(parser: argparse.ArgumentParser) -> None:
                 _remember_parsers(child)
 
 
+def progress_sink(args: argparse.Namespace, out: TextIO) -> progress.Sink:
+    """The progress display of every command: tqdm bars (total, rate, ETA) on stderr when both stdout
+    and stderr are terminals and the output is not ``--json``; otherwise nothing at all."""
+    def tty(stream: Any) -> bool:
+        return bool(getattr(stream, "isatty", lambda: False)())
+
+    if getattr(args, "json", False) or not (tty(out) and tty(sys.stderr)):
+        return progress.SILENT
+    return progress.TqdmSink(sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     """Run the command line; returns the exit code."""
     out = out or sys.stdout
@@ -690,7 +715,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     if unknown:
         args._parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
-        return args.func(args, out)
+        with progress.reporting(progress_sink(args, out)):
+            return args.func(args, out)
     except UsageError as err:
         sys.stderr.write(f"segstore {args.command}: {err}\n")
         return EXIT_USAGE

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields
 from typing import Any
 
-from segstore import files
+from segstore import files, progress
 from segstore.errors import (
     ConfigError,
     CorruptDataError,
@@ -273,6 +273,7 @@ class Partition:
         lines: list[str] = []
         for n, seg in enumerate(segments[first:], start=first):
             result = seg.recover(self._batch_observer(seg, tracker))
+            progress.advance(seg.size)
             if result.truncated_bytes or not reset:
                 lines.append(self._describe(seg, result))
             if result.truncated_bytes:
@@ -486,6 +487,7 @@ class Partition:
             if seg.needs_recovery and seg is not self.log.active:
                 problems.append((seg.path, None, "expected trimmed index files, found an index missing "
                                  "or left untrimmed by a crash (run recover)"))
+            progress.advance(seg.size)
         return problems
 
     # -- lifecycle ----------------------------------------------------------------

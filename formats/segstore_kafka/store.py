@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from segstore import files
+from segstore import files, progress
 from segstore.errors import InvalidTopicError, NotFoundError
 from segstore.files import WriterLock
 from segstore.records import Message
@@ -255,12 +255,15 @@ class KafkaStore(Store):
 
     def verify(self) -> list[Problem]:
         self._check_open()
-        return [Problem(path, pos, message) for part in self._partitions().values()
-                for path, pos, message in part.verify()]
+        parts = self._partitions().values()
+        with progress.task("verify", sum(s.size for part in parts for s in part.segments)):
+            return [Problem(path, pos, message) for part in parts for path, pos, message in part.verify()]
 
     def recover(self) -> list[str]:
         self._check_writable()
-        return [line for part in self._partitions().values() for line in part.recover()]
+        parts = self._partitions().values()
+        with progress.task("recover", sum(s.size for part in parts for s in part.segments)):
+            return [line for part in parts for line in part.recover()]
 
     def dump(self, out: TextIO, *, json: bool = False, topic: str | None = None,
              partition: int | None = None, **options: Any) -> None:
