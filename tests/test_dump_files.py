@@ -43,6 +43,7 @@ def _records_of(log_path) -> list[codec.Record]:
 
 # -- Kafka .log ---------------------------------------------------------------------------------
 
+
 def test_a_log_file_dump_has_every_batch_and_record_of_the_segment(capsys):
     log = KAFKA_PART / "00000000000000000073.log"
     code, out, err = run(capsys, "dump", log, "--deep-iteration")
@@ -52,7 +53,9 @@ def test_a_log_file_dump_has_every_batch_and_record_of_the_segment(capsys):
     batches = list(codec.iter_batches(log.read_bytes()))
     batch_lines = [line for line in lines if line.startswith("baseOffset: ")]
     assert [int(line.split()[1]) for line in batch_lines] == [b.base_offset for b in batches]
-    assert [int(line.split(" position: ")[1].split()[0]) for line in batch_lines] == [b.position for b in batches]
+    assert [int(line.split(" position: ")[1].split()[0]) for line in batch_lines] == [
+        b.position for b in batches
+    ]
     assert all("isvalid: true" in line and "deleteHorizonMs: -1" in line for line in batch_lines)
     record_lines = [line for line in lines if line.startswith("| offset: ")]
     assert [int(line.split()[2]) for line in record_lines] == [r.offset for r in _records_of(log)]
@@ -61,14 +64,19 @@ def test_a_log_file_dump_has_every_batch_and_record_of_the_segment(capsys):
 def test_print_data_log_with_decoders(capsys):
     log = KAFKA_PART / "00000000000000000073.log"
     records = _records_of(log)
-    for decoder, encode in [("hex", bytes.hex), ("base64", lambda b: base64.b64encode(b).decode()),
-                            ("utf-8", lambda b: b.decode("utf-8", "replace"))]:
+    for decoder, encode in [
+        ("hex", bytes.hex),
+        ("base64", lambda b: base64.b64encode(b).decode()),
+        ("utf-8", lambda b: b.decode("utf-8", "replace")),
+    ]:
         code, out, _ = run(capsys, "dump", log, "--value-decoder", decoder, "--key-decoder", "hex", "--json")
         assert code == 0
         rows = [json.loads(line) for line in out.splitlines()]
         got = [(row["key"], row["payload"]) for row in rows if row.get("kind") == "record"]
-        assert got == [(None if r.key is None else r.key.hex(), None if r.value is None else encode(r.value))
-                       for r in records]
+        assert got == [
+            (None if r.key is None else r.key.hex(), None if r.value is None else encode(r.value))
+            for r in records
+        ]
 
 
 def test_json_decoder_reformats_json_and_flags_what_is_not(tmp_path, capsys):
@@ -85,7 +93,7 @@ def test_json_decoder_reformats_json_and_flags_what_is_not(tmp_path, capsys):
 def test_max_bytes_reads_only_whole_batches_within_the_limit(capsys):
     log = KAFKA_PART / "00000000000000000073.log"
     batches = list(codec.iter_batches(log.read_bytes()))
-    limit = batches[0].size + batches[1].size + batches[2].size - 1   # the third batch does not fit
+    limit = batches[0].size + batches[1].size + batches[2].size - 1  # the third batch does not fit
     code, out, err = run(capsys, "dump", log, "--max-bytes", limit)
     assert code == 0, err
     shown = [line for line in out.splitlines() if line.startswith("baseOffset: ")]
@@ -98,7 +106,7 @@ def test_a_torn_log_reports_the_invalid_bytes_and_exits_1(tmp_path, capsys):
     log = part / "00000000000000000289.log"
     data = log.read_bytes()
     log.write_bytes(data[:-7])
-    code, out, err = run(capsys, "dump", log)
+    code, _, err = run(capsys, "dump", log)
     assert code == 1
     last = list(codec.iter_batches(data))[-1]
     assert f"Found {last.size - 7} invalid bytes at the end of {log.name}" in err
@@ -107,19 +115,28 @@ def test_a_torn_log_reports_the_invalid_bytes_and_exits_1(tmp_path, capsys):
 
 # -- Kafka indexes ------------------------------------------------------------------------------
 
+
 def test_index_and_timeindex_dumps_list_the_entries(capsys):
     store = segstore.open(KAFKA_PART)
     seg = next(s for s in store.partition.segments if s.base == 73)
     pairs = [(p.offset, p.position) for p in seg.offset_index.pairs()]
     times = [(t.timestamp, t.offset) for t in seg.time_index.pairs()]
     store.close()
-    code, out, err = run(capsys, "dump", KAFKA_PART / "00000000000000000073.index",
-                         KAFKA_PART / "00000000000000000073.timeindex")
+    code, out, err = run(
+        capsys,
+        "dump",
+        KAFKA_PART / "00000000000000000073.index",
+        KAFKA_PART / "00000000000000000073.timeindex",
+    )
     assert code == 0, err
-    got_pairs = [tuple(int(x) for x in line.split()[1::2]) for line in out.splitlines()
-                 if line.startswith("offset: ")]
-    got_times = [tuple(int(x) for x in line.split()[1::2]) for line in out.splitlines()
-                 if line.startswith("timestamp: ")]
+    got_pairs = [
+        tuple(int(x) for x in line.split()[1::2]) for line in out.splitlines() if line.startswith("offset: ")
+    ]
+    got_times = [
+        tuple(int(x) for x in line.split()[1::2])
+        for line in out.splitlines()
+        if line.startswith("timestamp: ")
+    ]
     assert got_pairs == pairs and got_times == times and pairs
 
 
@@ -127,7 +144,7 @@ def test_an_index_entry_that_disagrees_with_the_log_is_a_mismatch(tmp_path, caps
     part = copy_writable(KAFKA_PART, tmp_path / "topic-0")
     index = part / "00000000000000000073.index"
     slots = np.frombuffer(bytearray(index.read_bytes()), dtype=OFFSET_ENTRY)
-    slots["position"][1] = slots["position"][0]     # entry 1 now points at entry 0's batch
+    slots["position"][1] = slots["position"][0]  # entry 1 now points at entry 0's batch
     index.write_bytes(slots.tobytes())
     code, out, err = run(capsys, "dump", index)
     assert code == 1
@@ -143,13 +160,13 @@ def test_index_sanity_check(tmp_path, capsys):
     index = part / "00000000000000000073.index"
     code, out, _ = run(capsys, "dump", index, "--index-sanity-check")
     assert code == 0 and f"{index} passed sanity check." in out
-    index.write_bytes(index.read_bytes() + b"\x00\x00\x00")   # OffsetIndex.sanityCheck: not a multiple of 8
+    index.write_bytes(index.read_bytes() + b"\x00\x00\x00")  # OffsetIndex.sanityCheck: not a multiple of 8
     code, out, err = run(capsys, "dump", index, "--index-sanity-check")
     assert code == 1
     assert "which is neither positive nor a multiple of 8" in err
     timeindex = part / "00000000000000000073.timeindex"
     data = bytearray(timeindex.read_bytes())
-    data[-12:-4] = struct.pack(">q", 1)    # TimeIndex.sanityCheck: last timestamp below the first
+    data[-12:-4] = struct.pack(">q", 1)  # TimeIndex.sanityCheck: last timestamp below the first
     timeindex.write_bytes(bytes(data))
     code, _, err = run(capsys, "dump", timeindex, "--index-sanity-check")
     assert code == 1 and "the last timestamp is 1 which is less than the first timestamp" in err
@@ -159,10 +176,16 @@ def test_txnindex_dump_lists_the_aborted_transactions(capsys):
     path = next(p for p in sorted(TXN_PART.glob("*.txnindex")) if p.stat().st_size)
     code, out, _ = run(capsys, "dump", path)
     assert code == 0
-    rows = np.frombuffer(path.read_bytes(), dtype=np.dtype([("version", ">i2"), ("pid", ">i8"), ("first", ">i8"),
-                                                            ("last", ">i8"), ("lso", ">i8")]))
-    expected = [f"version: {v} producerId: {p} firstOffset: {f} lastOffset: {la} lastStableOffset: {s}"
-                for v, p, f, la, s in rows.tolist()]
+    rows = np.frombuffer(
+        path.read_bytes(),
+        dtype=np.dtype(
+            [("version", ">i2"), ("pid", ">i8"), ("first", ">i8"), ("last", ">i8"), ("lso", ">i8")]
+        ),
+    )
+    expected = [
+        f"version: {v} producerId: {p} firstOffset: {f} lastOffset: {la} lastStableOffset: {s}"
+        for v, p, f, la, s in rows.tolist()
+    ]
     assert out.splitlines()[1:] == expected
 
 
@@ -170,20 +193,30 @@ def test_leader_epoch_checkpoint_dump(capsys):
     code, out, _ = run(capsys, "dump", KAFKA_PART / "leader-epoch-checkpoint", "--json")
     assert code == 0
     lines = (KAFKA_PART / "leader-epoch-checkpoint").read_text().split("\n")
-    expected = [[int(x) for x in line.split()] for line in lines[2:2 + int(lines[1])]]
+    expected = [[int(x) for x in line.split()] for line in lines[2 : 2 + int(lines[1])]]
     assert [[row["epoch"], row["start_offset"]] for row in map(json.loads, out.splitlines())] == expected
 
 
 # -- producer-state snapshots -------------------------------------------------------------------
 
+
 def _entries(rows: list[tuple[int, ...]]) -> np.ndarray:
     return np.array(rows, dtype=snapshot.ENTRY)
 
 
-ENTRY_ROWS = st.lists(st.tuples(
-    st.integers(0, 2**63 - 1), st.integers(-1, 2**15 - 1), st.integers(-1, 2**31 - 1),
-    st.integers(-1, 2**63 - 1), st.integers(0, 2**31 - 1), st.integers(-1, 2**63 - 1),
-    st.integers(-1, 2**31 - 1), st.integers(-1, 2**63 - 1)), max_size=20)
+ENTRY_ROWS = st.lists(
+    st.tuples(
+        st.integers(0, 2**63 - 1),
+        st.integers(-1, 2**15 - 1),
+        st.integers(-1, 2**31 - 1),
+        st.integers(-1, 2**63 - 1),
+        st.integers(0, 2**31 - 1),
+        st.integers(-1, 2**63 - 1),
+        st.integers(-1, 2**31 - 1),
+        st.integers(-1, 2**63 - 1),
+    ),
+    max_size=20,
+)
 
 
 @given(ENTRY_ROWS)
@@ -204,10 +237,16 @@ def test_any_flipped_snapshot_byte_is_refused(rows, data):
 
 def test_snapshot_file_dump_prints_each_producer(tmp_path, capsys):
     # Layout from ProducerStateManager.writeSnapshot (Kafka 3.8.0), built by hand: version 1, CRC32C, entries.
-    body = struct.pack(">i", 2) + struct.pack(">qhiqiqiq", 1000, 3, 41, 120, 4, 1700000000123, 7, 117) \
+    body = (
+        struct.pack(">i", 2)
+        + struct.pack(">qhiqiqiq", 1000, 3, 41, 120, 4, 1700000000123, 7, 117)
         + struct.pack(">qhiqiqiq", 1001, 0, -1, -1, 0, 1700000000999, -1, -1)
+    )
     import crc32c
-    (tmp_path / "00000000000000000121.snapshot").write_bytes(struct.pack(">hI", 1, crc32c.crc32c(body)) + body)
+
+    (tmp_path / "00000000000000000121.snapshot").write_bytes(
+        struct.pack(">hI", 1, crc32c.crc32c(body)) + body
+    )
     code, out, err = run(capsys, "dump", tmp_path / "00000000000000000121.snapshot")
     assert code == 0, err
     assert out.splitlines()[1:] == [
@@ -215,7 +254,8 @@ def test_snapshot_file_dump_prints_each_producer(tmp_path, capsys):
         "lastTimestamp: 1700000000123 firstSequence: 37 lastSequence: 41 lastOffset: 120 offsetDelta: 4 "
         "timestamp: 1700000000123",
         "producerId: 1001 producerEpoch: 0 coordinatorEpoch: -1 currentTxnFirstOffset: OptionalLong.empty "
-        "lastTimestamp: 1700000000999 "]
+        "lastTimestamp: 1700000000999 ",
+    ]
     (tmp_path / "00000000000000000121.snapshot").write_bytes(struct.pack(">hI", 1, 12345) + body)
     code, _, err = run(capsys, "dump", tmp_path / "00000000000000000121.snapshot")
     assert code == 1 and "expected CRC 12345 (stored)" in err and "Traceback" not in err
@@ -223,17 +263,24 @@ def test_snapshot_file_dump_prints_each_producer(tmp_path, capsys):
 
 # -- RocketMQ single files ----------------------------------------------------------------------
 
+
 def test_a_commitlog_file_dump_has_the_messages_of_that_file(capsys):
     path = ROCKETMQ / "commitlog" / "00000000000000262144"
     size = path.stat().st_size
     with segstore.open(ROCKETMQ) as store:
-        expected = [(m.physical_offset, m.topic, m.queue_id, m.queue_offset) for m in store.scan()
-                    if 262144 <= m.physical_offset < 262144 + size]
+        expected = [
+            (m.physical_offset, m.topic, m.queue_id, m.queue_offset)
+            for m in store.scan()
+            if 262144 <= m.physical_offset < 262144 + size
+        ]
     code, out, err = run(capsys, "dump", path, "--json")
     assert code == 0, err
     rows = [json.loads(line) for line in out.splitlines()]
-    got = [(r["physical_offset"], r["topic"], r["queue_id"], r["queue_offset"]) for r in rows
-           if r["kind"] == "message"]
+    got = [
+        (r["physical_offset"], r["topic"], r["queue_id"], r["queue_offset"])
+        for r in rows
+        if r["kind"] == "message"
+    ]
     assert got == expected and got
     assert all(r["file_kind"] == "commitlog" and r["format"] == "rocketmq" for r in rows)
 
@@ -246,20 +293,25 @@ def test_consume_queue_index_file_and_checkpoint_dumps(capsys):
         queue = store.queues[("TopicA", 0)]
         want = queue.entries(32)
     rows = [json.loads(line) for line in out.splitlines()]
-    assert [(r["queue_offset"], r["commitlog_offset"], r["size"]) for r in rows] == \
-        [(32 + i, int(e["offset"]), int(e["size"])) for i, e in enumerate(want[:len(rows)])]
+    assert [(r["queue_offset"], r["commitlog_offset"], r["size"]) for r in rows] == [
+        (32 + i, int(e["offset"]), int(e["size"])) for i, e in enumerate(want[: len(rows)])
+    ]
     assert len(rows) == min(len(want), 32)
     index = sorted((ROCKETMQ / "index").iterdir())[0]
     code, out, _ = run(capsys, "dump", index)
     lines = out.splitlines()
     header = dict(zip(lines[1].split()[::2], lines[1].split()[1::2], strict=True))
-    assert code == 0 and len([line for line in lines if line.startswith("entry: ")]) == int(header["indexCount:"]) - 1
+    assert (
+        code == 0
+        and len([line for line in lines if line.startswith("entry: ")]) == int(header["indexCount:"]) - 1
+    )
     code, out, _ = run(capsys, "dump", ROCKETMQ / "checkpoint")
     physic = struct.unpack(">q", (ROCKETMQ / "checkpoint").read_bytes()[:8])[0]
     assert code == 0 and f"physicMsgTimestamp: {physic} " in out
 
 
 # -- usage ---------------------------------------------------------------------------------------
+
 
 def test_file_dumps_refuse_store_selectors_and_unknown_files(tmp_path, capsys):
     code, _, err = run(capsys, "dump", KAFKA_PART / "00000000000000000073.log", "--topic", "x")
@@ -269,6 +321,11 @@ def test_file_dumps_refuse_store_selectors_and_unknown_files(tmp_path, capsys):
     assert code == 2 and "expected a file of a known format" in err
     code, _, err = run(capsys, "dump", KAFKA_PART, "--print-data-log")
     assert code == 2 and "dumping single files only" in err
-    code, _, err = run(capsys, "dump", KAFKA_PART / "00000000000000000073.log", "--offsets-decoder",
-                       "--cluster-metadata-decoder")
+    code, _, err = run(
+        capsys,
+        "dump",
+        KAFKA_PART / "00000000000000000073.log",
+        "--offsets-decoder",
+        "--cluster-metadata-decoder",
+    )
     assert code == 2 and "pick one of" in err

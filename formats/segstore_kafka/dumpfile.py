@@ -41,10 +41,14 @@ from .timeindex import TIME_ENTRY
 from .txnindex import ABORTED_TXN
 
 SNAPSHOT_SUFFIX = snapshot.SUFFIX
-KRAFT_SNAPSHOT = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")   # Snapshots.parse: offset-epoch
-BOOTSTRAP_SNAPSHOT = "bootstrap.checkpoint"                       # BootstrapDirectory.BINARY_BOOTSTRAP_FILENAME
-OFFSET_CHECKPOINTS = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, "replication-offset-checkpoint",
-                      "cleaner-offset-checkpoint")
+KRAFT_SNAPSHOT = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")  # Snapshots.parse: offset-epoch
+BOOTSTRAP_SNAPSHOT = "bootstrap.checkpoint"  # BootstrapDirectory.BINARY_BOOTSTRAP_FILENAME
+OFFSET_CHECKPOINTS = (
+    RECOVERY_POINT_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    "replication-offset-checkpoint",
+    "cleaner-offset-checkpoint",
+)
 _SEGMENT_NAME = re.compile(r"^(\d{20})(\.[a-z]+)$")
 NO_TIMESTAMP = codec.NO_TIMESTAMP
 RECORD_INDENT = "|"  # DumpLogSegments.RecordIndent
@@ -70,8 +74,13 @@ def file_kind(path: str) -> str | None:
     match = _SEGMENT_NAME.match(name)
     if match is None:
         return None
-    return {LOG_SUFFIX: "log", INDEX_SUFFIX: "index", TIME_INDEX_SUFFIX: "timeindex",
-            TXN_INDEX_SUFFIX: "txnindex", SNAPSHOT_SUFFIX: "snapshot"}.get(match.group(2))
+    return {
+        LOG_SUFFIX: "log",
+        INDEX_SUFFIX: "index",
+        TIME_INDEX_SUFFIX: "timeindex",
+        TXN_INDEX_SUFFIX: "txnindex",
+        SNAPSHOT_SUFFIX: "snapshot",
+    }.get(match.group(2))
 
 
 def base_offset(path: str) -> int:
@@ -99,15 +108,22 @@ def dump_file(path: str, options: FileDumpOptions) -> Iterator[DumpLine]:
         yield from dump_producer_snapshot(path)
     elif kind == "leader-epoch-checkpoint":
         for entry in read_leader_epochs(path):
-            yield DumpLine(f"epoch: {entry.epoch} startOffset: {entry.start_offset}",
-                           {"epoch": entry.epoch, "start_offset": entry.start_offset})
+            yield DumpLine(
+                f"epoch: {entry.epoch} startOffset: {entry.start_offset}",
+                {"epoch": entry.epoch, "start_offset": entry.start_offset},
+            )
     elif kind == "offset-checkpoint":
         for (topic, partition), offset in read_offsets(path).items():
-            yield DumpLine(f"topic: {topic} partition: {partition} offset: {offset}",
-                           {"topic": topic, "partition": partition, "offset": offset})
+            yield DumpLine(
+                f"topic: {topic} partition: {partition} offset: {offset}",
+                {"topic": topic, "partition": partition, "offset": offset},
+            )
     else:
-        raise CorruptDataError("expected a Kafka segment, index, snapshot or checkpoint file name, found "
-                               f"{os.path.basename(path)!r}", path)
+        raise CorruptDataError(
+            "expected a Kafka segment, index, snapshot or checkpoint file name, found "
+            f"{os.path.basename(path)!r}",
+            path,
+        )
 
 
 class _Mapped:
@@ -126,49 +142,76 @@ class _Mapped:
 
 # -- record batches ------------------------------------------------------------------------------
 
+
 def batch_text(batch: codec.RecordBatch, position: int, valid: bool) -> str:
     """``printBatchLevel``: the v2 header fields (or ``offset:`` for v0/v1), then position, time, size."""
     if batch.magic >= codec.MAGIC_V2:
-        head = (f"baseOffset: {batch.base_offset} lastOffset: {batch.last_offset} count: {batch.record_count} "
-                f"baseSequence: {batch.base_sequence} lastSequence: {batch.last_sequence} "
-                f"producerId: {batch.producer_id} producerEpoch: {batch.producer_epoch} "
-                f"partitionLeaderEpoch: {batch.partition_leader_epoch} "
-                f"isTransactional: {str(batch.is_transactional).lower()} "
-                f"isControl: {str(batch.is_control).lower()} deleteHorizonMs: {batch.delete_horizon_ms}")
+        head = (
+            f"baseOffset: {batch.base_offset} lastOffset: {batch.last_offset} count: {batch.record_count} "
+            f"baseSequence: {batch.base_sequence} lastSequence: {batch.last_sequence} "
+            f"producerId: {batch.producer_id} producerEpoch: {batch.producer_epoch} "
+            f"partitionLeaderEpoch: {batch.partition_leader_epoch} "
+            f"isTransactional: {str(batch.is_transactional).lower()} "
+            f"isControl: {str(batch.is_control).lower()} deleteHorizonMs: {batch.delete_horizon_ms}"
+        )
     else:
         head = f"offset: {batch.last_offset}"
-    return (f"{head} position: {position} {batch.timestamp_type}: {batch.max_timestamp} size: {batch.size} "
-            f"magic: {batch.magic} compresscodec: {batch.compression} crc: {batch.crc} "
-            f"isvalid: {str(valid).lower()}")
+    return (
+        f"{head} position: {position} {batch.timestamp_type}: {batch.max_timestamp} size: {batch.size} "
+        f"magic: {batch.magic} compresscodec: {batch.compression} crc: {batch.crc} "
+        f"isvalid: {str(valid).lower()}"
+    )
 
 
 def _batch_data(batch: codec.RecordBatch, position: int, valid: bool) -> dict[str, Any]:
-    return {"kind": "batch", "base_offset": batch.base_offset, "last_offset": batch.last_offset,
-            "count": batch.record_count, "base_sequence": batch.base_sequence,
-            "last_sequence": batch.last_sequence, "producer_id": batch.producer_id,
-            "producer_epoch": batch.producer_epoch, "partition_leader_epoch": batch.partition_leader_epoch,
-            "is_transactional": batch.is_transactional, "is_control": batch.is_control,
-            "delete_horizon_ms": batch.delete_horizon_ms, "position": position,
-            "timestamp_type": batch.timestamp_type, "max_timestamp": batch.max_timestamp, "size": batch.size,
-            "magic": batch.magic, "compression": batch.compression, "crc": batch.crc, "is_valid": valid}
+    return {
+        "kind": "batch",
+        "base_offset": batch.base_offset,
+        "last_offset": batch.last_offset,
+        "count": batch.record_count,
+        "base_sequence": batch.base_sequence,
+        "last_sequence": batch.last_sequence,
+        "producer_id": batch.producer_id,
+        "producer_epoch": batch.producer_epoch,
+        "partition_leader_epoch": batch.partition_leader_epoch,
+        "is_transactional": batch.is_transactional,
+        "is_control": batch.is_control,
+        "delete_horizon_ms": batch.delete_horizon_ms,
+        "position": position,
+        "timestamp_type": batch.timestamp_type,
+        "max_timestamp": batch.max_timestamp,
+        "size": batch.size,
+        "magic": batch.magic,
+        "compression": batch.compression,
+        "crc": batch.crc,
+        "is_valid": valid,
+    }
 
 
 def _b64(data: bytes | None) -> str | None:
     return None if data is None else base64.b64encode(bytes(data)).decode("ascii")
 
 
-def _record_line(batch: codec.RecordBatch, record: codec.Record, options: FileDumpOptions, path: str
-                 ) -> DumpLine:
+def _record_line(
+    batch: codec.RecordBatch, record: codec.Record, options: FileDumpOptions, path: str
+) -> DumpLine:
     """One ``| offset: ...`` line: metadata unless skipped, control markers, then key and payload."""
     key_size = -1 if record.key is None else len(record.key)
     value_size = -1 if record.value is None else len(record.value)
-    data: dict[str, Any] = {"kind": "record", "offset": record.offset, "timestamp": record.timestamp,
-                            "timestamp_type": batch.timestamp_type, "key_size": key_size,
-                            "value_size": value_size}
+    data: dict[str, Any] = {
+        "kind": "record",
+        "offset": record.offset,
+        "timestamp": record.timestamp,
+        "timestamp_type": batch.timestamp_type,
+        "key_size": key_size,
+        "value_size": value_size,
+    }
     parts = []
     if not options.skip_record_metadata:
-        parts.append(f"offset: {record.offset} {batch.timestamp_type}: {record.timestamp} "
-                     f"keySize: {key_size} valueSize: {value_size}")
+        parts.append(
+            f"offset: {record.offset} {batch.timestamp_type}: {record.timestamp} "
+            f"keySize: {key_size} valueSize: {value_size}"
+        )
         if batch.magic >= codec.MAGIC_V2:
             names = [name for name, _ in record.headers]
             parts.append(f"sequence: {record.sequence} headerKeys: [{','.join(names)}]")
@@ -198,7 +241,9 @@ def _control_text(record: codec.Record, data: dict[str, Any]) -> str:
     return f"controlType: {kind}"
 
 
-def _payload(record: codec.Record, options: FileDumpOptions, path: str, pos: int) -> tuple[str | None, str | None]:
+def _payload(
+    record: codec.Record, options: FileDumpOptions, path: str, pos: int
+) -> tuple[str | None, str | None]:
     if options.decoder is not None:
         return DECODERS[options.decoder](record.key, record.value, record.offset, path=path, pos=pos)
     decode_key = options.key_decoder or _utf8
@@ -218,14 +263,18 @@ def dump_log(path: str, options: FileDumpOptions, kind: str = "log") -> Iterator
     ``max_bytes`` (whole batches only), then torn or invalid bytes and non-consecutive offsets."""
     name = os.path.basename(path)
     if kind == "log":
-        yield DumpLine(f"Log starting offset: {base_offset(path)}", {"kind": "start", "offset": base_offset(path)})
+        yield DumpLine(
+            f"Log starting offset: {base_offset(path)}", {"kind": "start", "offset": base_offset(path)}
+        )
     elif name == BOOTSTRAP_SNAPSHOT:
         yield DumpLine("KRaft bootstrap snapshot", {"kind": "bootstrap-snapshot"})
     else:
         match = KRAFT_SNAPSHOT.match(name)
         end, epoch = int(match.group(1)), int(match.group(2))
-        yield DumpLine(f"Snapshot end offset: {end}, epoch: {epoch}",
-                       {"kind": "snapshot", "end_offset": end, "epoch": epoch})
+        yield DumpLine(
+            f"Snapshot end offset: {end}, epoch: {epoch}",
+            {"kind": "snapshot", "end_offset": end, "epoch": epoch},
+        )
     deep = options.deep or options.print_data or options.decoder is not None
     with _Mapped(path) as whole:
         limit = len(whole) if options.max_bytes is None else min(len(whole), max(options.max_bytes, 0))
@@ -253,17 +302,23 @@ def dump_log(path: str, options: FileDumpOptions, kind: str = "log") -> Iterator
             problem = err
         if problem is not None:
             trailing = len(view) - valid_bytes
-            yield DumpLine(f"Found {trailing} invalid bytes at the end of {name} ({problem})",
-                           {"kind": "invalid-bytes", "bytes": trailing, "position": valid_bytes,
-                            "error": str(problem)}, problem=True)
+            yield DumpLine(
+                f"Found {trailing} invalid bytes at the end of {name} ({problem})",
+                {"kind": "invalid-bytes", "bytes": trailing, "position": valid_bytes, "error": str(problem)},
+                problem=True,
+            )
     if non_consecutive:
-        yield DumpLine(f"Non-consecutive offsets in {path}",
-                       {"kind": "non-consecutive", "pairs": non_consecutive}, problem=True)
+        yield DumpLine(
+            f"Non-consecutive offsets in {path}",
+            {"kind": "non-consecutive", "pairs": non_consecutive},
+            problem=True,
+        )
         for first, second in non_consecutive:
             yield DumpLine(f"  {first} is followed by {second}", {}, problem=True)
 
 
 # -- indexes -------------------------------------------------------------------------------------
+
 
 def _index_entries(data: memoryview, dtype: np.dtype) -> np.ndarray:
     """Every whole slot of an index file (as the tool maps it: length rounded down to the entry size)."""
@@ -274,8 +329,11 @@ def _sanity(path: str, length: int, entry_size: int, problems: list[str]) -> Dum
     if length % entry_size != 0:
         problems.append(f"found {length} bytes which is neither positive nor a multiple of {entry_size}")
     if problems:
-        return DumpLine(f"{path}: failed sanity check: {problems[0]}",
-                        {"kind": "sanity-check", "ok": False, "problem": problems[0]}, problem=True)
+        return DumpLine(
+            f"{path}: failed sanity check: {problems[0]}",
+            {"kind": "sanity-check", "ok": False, "problem": problems[0]},
+            problem=True,
+        )
     return DumpLine(f"{path} passed sanity check.", {"kind": "sanity-check", "ok": True})
 
 
@@ -291,8 +349,11 @@ def dump_index(path: str, options: FileDumpOptions) -> Iterator[DumpLine]:
         rel = slots["relative_offset"].astype(np.int64)
         if options.index_sanity_check:
             last = base + int(rel[-1])
-            problems = ([f"the last offset is {last} which is less than the base offset {base}"]
-                        if last < base else [])
+            problems = (
+                [f"the last offset is {last} which is less than the base offset {base}"]
+                if last < base
+                else []
+            )
             yield _sanity(path, len(data), OFFSET_ENTRY.itemsize, problems)
             return
         positions = slots["position"].astype(np.int64)
@@ -303,12 +364,16 @@ def dump_index(path: str, options: FileDumpOptions) -> Iterator[DumpLine]:
                     break
                 found = _last_offset_at(log, position, path)
                 if found != offset:
-                    yield DumpLine(f"Mismatches in :{path}: Index offset: {offset}, log offset: {found}",
-                                   {"kind": "mismatch", "index_offset": offset, "log_offset": found},
-                                   problem=True)
+                    yield DumpLine(
+                        f"Mismatches in :{path}: Index offset: {offset}, log offset: {found}",
+                        {"kind": "mismatch", "index_offset": offset, "log_offset": found},
+                        problem=True,
+                    )
                 if not options.verify_index_only:
-                    yield DumpLine(f"offset: {offset} position: {position}",
-                                   {"kind": "entry", "offset": offset, "position": position})
+                    yield DumpLine(
+                        f"offset: {offset} position: {position}",
+                        {"kind": "entry", "offset": offset, "position": position},
+                    )
 
 
 def _last_offset_at(log: memoryview, position: int, path: str) -> int | None:
@@ -330,15 +395,20 @@ def dump_time_index(path: str, options: FileDumpOptions) -> Iterator[DumpLine]:
         if options.index_sanity_check:
             problems = []
             if len(slots) and int(stamps[-1]) < int(stamps[0]):
-                problems.append(f"the last timestamp is {int(stamps[-1])} which is less than the first "
-                                f"timestamp {int(stamps[0])}")
+                problems.append(
+                    f"the last timestamp is {int(stamps[-1])} which is less than the first "
+                    f"timestamp {int(stamps[0])}"
+                )
             if len(slots) and base + int(rel[-1]) < base:
-                problems.append(f"the last offset is {base + int(rel[-1])} which is less than the first "
-                                f"offset {base}")
+                problems.append(
+                    f"the last offset is {base + int(rel[-1])} which is less than the first offset {base}"
+                )
             yield _sanity(path, len(data), TIME_ENTRY.itemsize, problems)
             return
-        with _Mapped(sibling(path, INDEX_SUFFIX), required=False) as index_data, \
-                _Mapped(sibling(path, LOG_SUFFIX)) as log:
+        with (
+            _Mapped(sibling(path, INDEX_SUFFIX), required=False) as index_data,
+            _Mapped(sibling(path, LOG_SUFFIX)) as log,
+        ):
             index = _index_entries(index_data, OFFSET_ENTRY)
             index_offsets = base + index["relative_offset"].astype(np.int64)
             previous = NO_TIMESTAMP
@@ -348,13 +418,22 @@ def dump_time_index(path: str, options: FileDumpOptions) -> Iterator[DumpLine]:
                     break
                 yield from _check_time_entry(path, log, index, index_offsets, offset, timestamp, previous)
                 if not options.verify_index_only:
-                    yield DumpLine(f"timestamp: {timestamp} offset: {offset}",
-                                   {"kind": "entry", "timestamp": timestamp, "offset": offset})
+                    yield DumpLine(
+                        f"timestamp: {timestamp} offset: {offset}",
+                        {"kind": "entry", "timestamp": timestamp, "offset": offset},
+                    )
                 previous = timestamp
 
 
-def _check_time_entry(path: str, log: memoryview, index: np.ndarray, index_offsets: np.ndarray, offset: int,
-                      timestamp: int, previous: int) -> Iterator[DumpLine]:
+def _check_time_entry(
+    path: str,
+    log: memoryview,
+    index: np.ndarray,
+    index_offsets: np.ndarray,
+    offset: int,
+    timestamp: int,
+    previous: int,
+) -> Iterator[DumpLine]:
     from segstore.search import Bound, search
 
     slot = search(index_offsets, offset, Bound.LARGEST_LOWER) if len(index) else -1
@@ -369,34 +448,46 @@ def _check_time_entry(path: str, log: memoryview, index: np.ndarray, index_offse
         found = None
     if found is None or found.last_offset != offset:
         log_offset = -1 if found is None else found.last_offset
-        yield DumpLine(f"Indexed offset: {offset}, found log offset: {log_offset}",
-                       {"kind": "offset-not-found", "index_offset": offset, "log_offset": log_offset},
-                       problem=True)
+        yield DumpLine(
+            f"Indexed offset: {offset}, found log offset: {log_offset}",
+            {"kind": "offset-not-found", "index_offset": offset, "log_offset": log_offset},
+            problem=True,
+        )
         return
     max_timestamp = max((r.timestamp for r in found.records()), default=NO_TIMESTAMP)
     if max_timestamp != timestamp:
-        yield DumpLine(f"Found timestamp mismatch in :{path}: Index timestamp: {timestamp}, "
-                       f"log timestamp: {max_timestamp}",
-                       {"kind": "timestamp-mismatch", "index_timestamp": timestamp, "log_timestamp": max_timestamp},
-                       problem=True)
+        yield DumpLine(
+            f"Found timestamp mismatch in :{path}: Index timestamp: {timestamp}, "
+            f"log timestamp: {max_timestamp}",
+            {"kind": "timestamp-mismatch", "index_timestamp": timestamp, "log_timestamp": max_timestamp},
+            problem=True,
+        )
     if previous >= timestamp:
-        yield DumpLine(f"Found out of order timestamp in :{path}: Index timestamp: {timestamp}, "
-                       f"Previously indexed timestamp: {previous}",
-                       {"kind": "out-of-order", "index_timestamp": timestamp, "previous_timestamp": previous},
-                       problem=True)
+        yield DumpLine(
+            f"Found out of order timestamp in :{path}: Index timestamp: {timestamp}, "
+            f"Previously indexed timestamp: {previous}",
+            {"kind": "out-of-order", "index_timestamp": timestamp, "previous_timestamp": previous},
+            problem=True,
+        )
 
 
 def dump_txn_index(path: str) -> Iterator[DumpLine]:
     """``dumpTxnIndex``: every aborted-transaction entry."""
     with _Mapped(path) as data:
         if len(data) % ABORTED_TXN.itemsize:
-            raise CorruptDataError(f"expected a multiple of {ABORTED_TXN.itemsize} bytes, found {len(data)}",
-                                   path, len(data) - len(data) % ABORTED_TXN.itemsize)
+            raise CorruptDataError(
+                f"expected a multiple of {ABORTED_TXN.itemsize} bytes, found {len(data)}",
+                path,
+                len(data) - len(data) % ABORTED_TXN.itemsize,
+            )
         for row in np.frombuffer(data, dtype=ABORTED_TXN).tolist():
             entry = dict(zip(ABORTED_TXN.names, (int(v) for v in row), strict=True))
-            yield DumpLine(f"version: {entry['version']} producerId: {entry['producer_id']} "
-                           f"firstOffset: {entry['first_offset']} lastOffset: {entry['last_offset']} "
-                           f"lastStableOffset: {entry['last_stable_offset']}", {"kind": "aborted-txn", **entry})
+            yield DumpLine(
+                f"version: {entry['version']} producerId: {entry['producer_id']} "
+                f"firstOffset: {entry['first_offset']} lastOffset: {entry['last_offset']} "
+                f"lastStableOffset: {entry['last_stable_offset']}",
+                {"kind": "aborted-txn", **entry},
+            )
 
 
 def dump_producer_snapshot(path: str) -> Iterator[DumpLine]:

@@ -112,7 +112,7 @@ class _Reader:
     def take(self, n: int, what: str) -> memoryview:
         if n < 0 or self.pos + n > len(self.buf):
             raise self.fail(f"{n} bytes of {what}", f"{len(self.buf) - self.pos} left")
-        out = self.buf[self.pos:self.pos + n]
+        out = self.buf[self.pos : self.pos + n]
         self.pos += n
         return out
 
@@ -208,14 +208,23 @@ def _struct(r: _Reader, fields: Sequence[Field], version: int, flexible: bool) -
             inner = _Reader(raw, r.path, r.base_pos + r.pos - size)
             out[f.json_name] = _value(inner, f, version, flexible)
             if not inner.at_end():
-                raise inner.fail(f"tagged field {f.name} to fill its {size} bytes", f"{size - inner.pos} left")
+                raise inner.fail(
+                    f"tagged field {f.name} to fill its {size} bytes", f"{size - inner.pos} left"
+                )
         if unknown:
             out["_unknownTaggedFields"] = unknown
     return out
 
 
-def read(schema: Schema, buf: bytes | memoryview, version: int, *, path: str = "<memory>", base_pos: int = 0,
-         whole: bool = True) -> tuple[dict[str, Any], int]:
+def read(
+    schema: Schema,
+    buf: bytes | memoryview,
+    version: int,
+    *,
+    path: str = "<memory>",
+    base_pos: int = 0,
+    whole: bool = True,
+) -> tuple[dict[str, Any], int]:
     """Decode one ``schema`` message of ``version`` from the start of ``buf``; returns it and the bytes used.
 
     :param whole: the message must fill ``buf`` (Kafka's serdes refuse trailing garbage).
@@ -230,16 +239,23 @@ def read(schema: Schema, buf: bytes | memoryview, version: int, *, path: str = "
     return data, r.pos
 
 
-def read_uvarint(buf: bytes | memoryview, pos: int, *, path: str = "<memory>", base_pos: int = 0,
-                 what: str = "an unsigned varint") -> tuple[int, int]:
+def read_uvarint(
+    buf: bytes | memoryview,
+    pos: int,
+    *,
+    path: str = "<memory>",
+    base_pos: int = 0,
+    what: str = "an unsigned varint",
+) -> tuple[int, int]:
     """An unsigned varint at ``pos``; returns (value, next position)."""
     r = _Reader(buf, path, base_pos)
     r.pos = pos
     return r.uvarint(what), r.pos
 
 
-def read_int16(buf: bytes | memoryview, pos: int, *, path: str = "<memory>", base_pos: int = 0,
-               what: str = "an int16") -> int:
+def read_int16(
+    buf: bytes | memoryview, pos: int, *, path: str = "<memory>", base_pos: int = 0, what: str = "an int16"
+) -> int:
     """The big-endian int16 at ``pos``."""
     r = _Reader(buf, path, base_pos)
     r.pos = pos

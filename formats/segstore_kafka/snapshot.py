@@ -29,17 +29,26 @@ import numpy as np
 from segstore.errors import CorruptDataError
 
 HEADER = struct.Struct(
-    ">h"   # version
-    "I"    # crc: CRC32C of everything after it
-    "i"    # producer_entries: count
+    ">h"  # version
+    "I"  # crc: CRC32C of everything after it
+    "i"  # producer_entries: count
 )
 assert HEADER.size == 10
 CRC_FIELD = struct.Struct(">I")
-CRC_POS = struct.calcsize(">h")            # 2
-ENTRIES_POS = CRC_POS + CRC_FIELD.size     # 6: the CRC covers from here to the end
-ENTRY = np.dtype([("producer_id", ">i8"), ("producer_epoch", ">i2"), ("last_sequence", ">i4"),
-                  ("last_offset", ">i8"), ("offset_delta", ">i4"), ("timestamp", ">i8"),
-                  ("coordinator_epoch", ">i4"), ("current_txn_first_offset", ">i8")])
+CRC_POS = struct.calcsize(">h")  # 2
+ENTRIES_POS = CRC_POS + CRC_FIELD.size  # 6: the CRC covers from here to the end
+ENTRY = np.dtype(
+    [
+        ("producer_id", ">i8"),
+        ("producer_epoch", ">i2"),
+        ("last_sequence", ">i4"),
+        ("last_offset", ">i8"),
+        ("offset_delta", ">i4"),
+        ("timestamp", ">i8"),
+        ("coordinator_epoch", ">i4"),
+        ("current_txn_first_offset", ">i8"),
+    ]
+)
 assert ENTRY.itemsize == 46
 SNAPSHOT_VERSION = 1
 SUFFIX = ".snapshot"
@@ -53,17 +62,22 @@ def read_snapshot(data: bytes | memoryview, *, path: str = "<memory>") -> np.nda
     """
     view = memoryview(data).cast("B")
     if len(view) < HEADER.size:
-        raise CorruptDataError(f"expected a {HEADER.size}-byte snapshot header, found {len(view)} bytes", path, 0)
+        raise CorruptDataError(
+            f"expected a {HEADER.size}-byte snapshot header, found {len(view)} bytes", path, 0
+        )
     version, stored_crc, count = HEADER.unpack_from(view, 0)
     if version != SNAPSHOT_VERSION:
         raise CorruptDataError(f"expected snapshot version {SNAPSHOT_VERSION}, found {version}", path, 0)
     computed = crc32c.crc32c(view[ENTRIES_POS:])
     if computed != stored_crc:
-        raise CorruptDataError(f"expected CRC {stored_crc} (stored), found {computed} (computed)", path, CRC_POS)
+        raise CorruptDataError(
+            f"expected CRC {stored_crc} (stored), found {computed} (computed)", path, CRC_POS
+        )
     body = len(view) - HEADER.size
     if count < 0 or count * ENTRY.itemsize != body:
-        raise CorruptDataError(f"expected {count} entries of {ENTRY.itemsize} bytes, found {body} bytes",
-                               path, HEADER.size)
+        raise CorruptDataError(
+            f"expected {count} entries of {ENTRY.itemsize} bytes, found {body} bytes", path, HEADER.size
+        )
     return np.frombuffer(view, dtype=ENTRY, count=count, offset=HEADER.size)
 
 
@@ -83,14 +97,18 @@ def entry_dicts(entries: np.ndarray) -> list[dict[str, Any]]:
 def entry_line(entry: dict[str, Any]) -> str:
     """One entry as ``kafka-dump-log`` prints it (``DumpLogSegments.dumpProducerIdSnapshot``): the
     batch-metadata part only where the entry has a last offset."""
-    line = (f"producerId: {entry['producer_id']} producerEpoch: {entry['producer_epoch']} "
-            f"coordinatorEpoch: {entry['coordinator_epoch']} currentTxnFirstOffset: "
-            f"{_optional(entry['current_txn_first_offset'])} lastTimestamp: {entry['timestamp']} ")
+    line = (
+        f"producerId: {entry['producer_id']} producerEpoch: {entry['producer_epoch']} "
+        f"coordinatorEpoch: {entry['coordinator_epoch']} currentTxnFirstOffset: "
+        f"{_optional(entry['current_txn_first_offset'])} lastTimestamp: {entry['timestamp']} "
+    )
     if entry["last_offset"] >= 0:
         first_sequence = _first_sequence(entry["last_sequence"], entry["offset_delta"])
-        line += (f"firstSequence: {first_sequence} lastSequence: {entry['last_sequence']} "
-                 f"lastOffset: {entry['last_offset']} offsetDelta: {entry['offset_delta']} "
-                 f"timestamp: {entry['timestamp']}")
+        line += (
+            f"firstSequence: {first_sequence} lastSequence: {entry['last_sequence']} "
+            f"lastOffset: {entry['last_offset']} offsetDelta: {entry['offset_delta']} "
+            f"timestamp: {entry['timestamp']}"
+        )
     return line
 
 
