@@ -329,3 +329,35 @@ def test_file_dumps_refuse_store_selectors_and_unknown_files(tmp_path, capsys):
         "--cluster-metadata-decoder",
     )
     assert code == 2 and "pick one of" in err
+
+
+# Written by Kafka 3.8.0's own ProducerStateManager.writeSnapshot (the storage oracle's classes, see
+# /work/shared/oracle/README.md; invoked through reflection on a map of three ProducerStateEntry: pid 2
+# with a sequence that wraps, pid 1000 with an open transaction, pid 1001 with no batch metadata), and
+# read back by its readSnapshot, whose ProducerStateEntry.toString gave the firstSeq values below.
+KAFKA_SNAPSHOT = bytes.fromhex(
+    "0001a59e53a30000000300000000000000027fff0000000200000000000000000000000500000000000000057fffffff"
+    "000000000000000000000000000003e80003000000290000000000000078000000040000018bcfe5687b000000070000"
+    "00000000007500000000000003e90000ffffffffffffffffffffffff000000000000018bcfe56be7ffffffffffffffff"
+    "ffffffff"
+)
+
+
+def test_a_snapshot_written_by_kafka_reads_and_rewrites_byte_for_byte(tmp_path, capsys):
+    entries = snapshot.read_snapshot(KAFKA_SNAPSHOT)
+    assert entries["producer_id"].tolist() == [2, 1000, 1001]
+    assert snapshot.write_snapshot(entries) == KAFKA_SNAPSHOT
+    path = tmp_path / "00000000000000000121.snapshot"
+    path.write_bytes(KAFKA_SNAPSHOT)
+    code, out, _ = run(capsys, "dump", path)
+    assert code == 0
+    assert out.splitlines()[1:] == [
+        "producerId: 2 producerEpoch: 32767 coordinatorEpoch: 2147483647 currentTxnFirstOffset: "
+        "OptionalLong[0] lastTimestamp: 5 firstSequence: 2147483645 lastSequence: 2 lastOffset: 0 "
+        "offsetDelta: 5 timestamp: 5",
+        "producerId: 1000 producerEpoch: 3 coordinatorEpoch: 7 currentTxnFirstOffset: OptionalLong[117] "
+        "lastTimestamp: 1700000000123 firstSequence: 37 lastSequence: 41 lastOffset: 120 offsetDelta: 4 "
+        "timestamp: 1700000000123",
+        "producerId: 1001 producerEpoch: 0 coordinatorEpoch: -1 currentTxnFirstOffset: OptionalLong.empty "
+        "lastTimestamp: 1700000000999 ",
+    ]
