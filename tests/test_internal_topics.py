@@ -124,6 +124,22 @@ def test_group_metadata_with_a_consumer_member_by_hand():
     }
 
 
+def test_consumer_group_records_by_hand():
+    # ConsumerGroupMetadataKey (key version 3, not flexible) and ConsumerGroupMetadataValue v0 (flexible)
+    key = struct.pack(">h", 3) + s16("grp")
+    value = struct.pack(">h", 0) + struct.pack(">i", 12) + uvarint(0)
+    assert it.decode_offsets(key, value, 0) == ('{"type":"3","data":{"groupId":"grp"}}',
+                                                '{"version":"0","data":{"epoch":12}}')
+    # ConsumerGroupCurrentMemberAssignmentValue v0: compact arrays of (uuid, compact []int32) structs
+    key = struct.pack(">h", 8) + s16("grp") + s16("m")
+    tp = bytes(15) + b"\x01" + uvarint(3) + struct.pack(">ii", 0, 2) + uvarint(0)
+    value = struct.pack(">h", 0) + struct.pack(">iib", 5, 4, 0) + uvarint(2) + tp + uvarint(1) + uvarint(0)
+    data = json.loads(it.decode_offsets(key, value, 0)[1])["data"]
+    assert data == {"memberEpoch": 5, "previousMemberEpoch": 4, "state": 0,
+                    "assignedPartitions": [{"topicId": "AAAAAAAAAAAAAAAAAAAAAQ", "partitions": [0, 2]}],
+                    "partitionsPendingRevocation": []}
+
+
 def test_unknown_and_bad_offsets_records_are_reported_not_raised():
     assert it.decode_offsets(struct.pack(">h", 99) + b"x", b"", 5) == (
         "Unknown record type 99 at offset 5, skipping.",
@@ -310,6 +326,7 @@ SCHEMAS = [
     it.TRANSACTION_LOG_VALUE,
     it.SUBSCRIPTION,
     it.ASSIGNMENT,
+    *(s for pair in it.CONSUMER_GROUP_RECORDS.values() for s in pair),
     *it.METADATA_RECORDS.values(),
 ]
 
