@@ -128,16 +128,22 @@ def test_consumer_group_records_by_hand():
     # ConsumerGroupMetadataKey (key version 3, not flexible) and ConsumerGroupMetadataValue v0 (flexible)
     key = struct.pack(">h", 3) + s16("grp")
     value = struct.pack(">h", 0) + struct.pack(">i", 12) + uvarint(0)
-    assert it.decode_offsets(key, value, 0) == ('{"type":"3","data":{"groupId":"grp"}}',
-                                                '{"version":"0","data":{"epoch":12}}')
+    assert it.decode_offsets(key, value, 0) == (
+        '{"type":"3","data":{"groupId":"grp"}}',
+        '{"version":"0","data":{"epoch":12}}',
+    )
     # ConsumerGroupCurrentMemberAssignmentValue v0: compact arrays of (uuid, compact []int32) structs
     key = struct.pack(">h", 8) + s16("grp") + s16("m")
     tp = bytes(15) + b"\x01" + uvarint(3) + struct.pack(">ii", 0, 2) + uvarint(0)
     value = struct.pack(">h", 0) + struct.pack(">iib", 5, 4, 0) + uvarint(2) + tp + uvarint(1) + uvarint(0)
     data = json.loads(it.decode_offsets(key, value, 0)[1])["data"]
-    assert data == {"memberEpoch": 5, "previousMemberEpoch": 4, "state": 0,
-                    "assignedPartitions": [{"topicId": "AAAAAAAAAAAAAAAAAAAAAQ", "partitions": [0, 2]}],
-                    "partitionsPendingRevocation": []}
+    assert data == {
+        "memberEpoch": 5,
+        "previousMemberEpoch": 4,
+        "state": 0,
+        "assignedPartitions": [{"topicId": "AAAAAAAAAAAAAAAAAAAAAQ", "partitions": [0, 2]}],
+        "partitionsPendingRevocation": [],
+    }
 
 
 def test_unknown_and_bad_offsets_records_are_reported_not_raised():
@@ -462,5 +468,7 @@ def test_a_kraft_snapshot_file_is_dumped_as_a_log(tmp_path, capsys):
     assert code == 0
     lines = out.splitlines()
     assert lines[1] == "Snapshot end offset: 100, epoch: 2"
-    assert lines[3].endswith('payload: {"type":"TOPIC_RECORD","version":0,"data":{"name":"orders",'
-                             '"topicId":"AAAAAAAAAAAAAAAAAAAAAA"}}')
+    assert lines[3].endswith(
+        'payload: {"type":"TOPIC_RECORD","version":0,"data":{"name":"orders",'
+        '"topicId":"AAAAAAAAAAAAAAAAAAAAAA"}}'
+    )

@@ -89,38 +89,96 @@ GROUP_METADATA_VALUE = Schema(
 # not flexible and their version is the record type; values are flexible from v0.
 _TOPIC_PARTITIONS = (Field("TopicId", "uuid"), Field("Partitions", "[]int32"))
 CONSUMER_GROUP_RECORDS: dict[int, tuple[Schema, Schema]] = {
-    3: (Schema("ConsumerGroupMetadataKey", "3", "none", (Field("GroupId", "string", "3"),)),
-        Schema("ConsumerGroupMetadataValue", "0", "0+", (Field("Epoch", "int32"),))),
-    4: (Schema("ConsumerGroupPartitionMetadataKey", "4", "none", (Field("GroupId", "string", "4"),)),
-        Schema("ConsumerGroupPartitionMetadataValue", "0", "0+", (
-            Field("Topics", "[]TopicMetadata", fields=(
-                Field("TopicId", "uuid"), Field("TopicName", "string"), Field("NumPartitions", "int32"),
-                Field("PartitionMetadata", "[]PartitionMetadata", fields=(
-                    Field("Partition", "int32"), Field("Racks", "[]string"))),
-            )),
-        ))),
-    5: (Schema("ConsumerGroupMemberMetadataKey", "5", "none",
-               (Field("GroupId", "string", "5"), Field("MemberId", "string", "5"))),
+    3: (
+        Schema("ConsumerGroupMetadataKey", "3", "none", (Field("GroupId", "string", "3"),)),
+        Schema("ConsumerGroupMetadataValue", "0", "0+", (Field("Epoch", "int32"),)),
+    ),
+    4: (
+        Schema("ConsumerGroupPartitionMetadataKey", "4", "none", (Field("GroupId", "string", "4"),)),
+        Schema(
+            "ConsumerGroupPartitionMetadataValue",
+            "0",
+            "0+",
+            (
+                Field(
+                    "Topics",
+                    "[]TopicMetadata",
+                    fields=(
+                        Field("TopicId", "uuid"),
+                        Field("TopicName", "string"),
+                        Field("NumPartitions", "int32"),
+                        Field(
+                            "PartitionMetadata",
+                            "[]PartitionMetadata",
+                            fields=(Field("Partition", "int32"), Field("Racks", "[]string")),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+    ),
+    5: (
+        Schema(
+            "ConsumerGroupMemberMetadataKey",
+            "5",
+            "none",
+            (Field("GroupId", "string", "5"), Field("MemberId", "string", "5")),
+        ),
         # ClassicMemberMetadata (tag 0, a nullable struct) is not read: it shows in _unknownTaggedFields.
-        Schema("ConsumerGroupMemberMetadataValue", "0", "0+", (
-            Field("InstanceId", "string", nullable="0+"), Field("RackId", "string", nullable="0+"),
-            Field("ClientId", "string"), Field("ClientHost", "string"),
-            Field("SubscribedTopicNames", "[]string"), Field("SubscribedTopicRegex", "string", nullable="0+"),
-            Field("RebalanceTimeoutMs", "int32", default=-1), Field("ServerAssignor", "string", nullable="0+"),
-        ))),
-    6: (Schema("ConsumerGroupTargetAssignmentMetadataKey", "6", "none", (Field("GroupId", "string", "6"),)),
-        Schema("ConsumerGroupTargetAssignmentMetadataValue", "0", "0+", (Field("AssignmentEpoch", "int32"),))),
-    7: (Schema("ConsumerGroupTargetAssignmentMemberKey", "7", "none",
-               (Field("GroupId", "string", "7"), Field("MemberId", "string", "7"))),
-        Schema("ConsumerGroupTargetAssignmentMemberValue", "0", "0+",
-               (Field("TopicPartitions", "[]TopicPartition", fields=_TOPIC_PARTITIONS),))),
-    8: (Schema("ConsumerGroupCurrentMemberAssignmentKey", "8", "none",
-               (Field("GroupId", "string", "8"), Field("MemberId", "string", "8"))),
-        Schema("ConsumerGroupCurrentMemberAssignmentValue", "0", "0+", (
-            Field("MemberEpoch", "int32"), Field("PreviousMemberEpoch", "int32"), Field("State", "int8"),
-            Field("AssignedPartitions", "[]TopicPartitions", fields=_TOPIC_PARTITIONS),
-            Field("PartitionsPendingRevocation", "[]TopicPartitions", fields=_TOPIC_PARTITIONS),
-        ))),
+        Schema(
+            "ConsumerGroupMemberMetadataValue",
+            "0",
+            "0+",
+            (
+                Field("InstanceId", "string", nullable="0+"),
+                Field("RackId", "string", nullable="0+"),
+                Field("ClientId", "string"),
+                Field("ClientHost", "string"),
+                Field("SubscribedTopicNames", "[]string"),
+                Field("SubscribedTopicRegex", "string", nullable="0+"),
+                Field("RebalanceTimeoutMs", "int32", default=-1),
+                Field("ServerAssignor", "string", nullable="0+"),
+            ),
+        ),
+    ),
+    6: (
+        Schema("ConsumerGroupTargetAssignmentMetadataKey", "6", "none", (Field("GroupId", "string", "6"),)),
+        Schema("ConsumerGroupTargetAssignmentMetadataValue", "0", "0+", (Field("AssignmentEpoch", "int32"),)),
+    ),
+    7: (
+        Schema(
+            "ConsumerGroupTargetAssignmentMemberKey",
+            "7",
+            "none",
+            (Field("GroupId", "string", "7"), Field("MemberId", "string", "7")),
+        ),
+        Schema(
+            "ConsumerGroupTargetAssignmentMemberValue",
+            "0",
+            "0+",
+            (Field("TopicPartitions", "[]TopicPartition", fields=_TOPIC_PARTITIONS),),
+        ),
+    ),
+    8: (
+        Schema(
+            "ConsumerGroupCurrentMemberAssignmentKey",
+            "8",
+            "none",
+            (Field("GroupId", "string", "8"), Field("MemberId", "string", "8")),
+        ),
+        Schema(
+            "ConsumerGroupCurrentMemberAssignmentValue",
+            "0",
+            "0+",
+            (
+                Field("MemberEpoch", "int32"),
+                Field("PreviousMemberEpoch", "int32"),
+                Field("State", "int8"),
+                Field("AssignedPartitions", "[]TopicPartitions", fields=_TOPIC_PARTITIONS),
+                Field("PartitionsPendingRevocation", "[]TopicPartitions", fields=_TOPIC_PARTITIONS),
+            ),
+        ),
+    ),
 }
 #: key version -> (key schema, value schema) for the records this module decodes.
 OFFSETS_RECORDS: dict[int, tuple[Schema, Schema]] = {
@@ -493,8 +551,10 @@ def decode_transaction_log(
         return f"Error at offset {offset}, skipping. {err.message}", None
     status = data["transactionStatus"]
     if not 0 <= status < len(TRANSACTION_STATES):
-        return (f"Error at offset {offset}, skipping. expected a transaction state "
-                f"0..{len(TRANSACTION_STATES) - 1}, found {status}"), None
+        return (
+            f"Error at offset {offset}, skipping. expected a transaction state "
+            f"0..{len(TRANSACTION_STATES) - 1}, found {status}"
+        ), None
     state = TRANSACTION_STATES[status]
     # An Empty transaction's partitions are not loaded (TransactionLog.readTxnRecordValue).
     partitions = (
