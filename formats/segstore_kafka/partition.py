@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields
 from typing import Any
 
-from segstore import files
+from segstore import files, progress
 from segstore.errors import (
     ConfigError,
     CorruptDataError,
@@ -298,6 +298,7 @@ class Partition:
         lines: list[str] = []
         for n, seg in enumerate(segments[first:], start=first):
             result = seg.recover(self._batch_observer(seg, tracker))
+            progress.advance(seg.size)
             if result.truncated_bytes or not reset:
                 lines.append(self._describe(seg, result))
             if result.truncated_bytes:
@@ -354,6 +355,7 @@ class Partition:
         expected: int | None = None
         for seg in segments[:first]:
             expected = seg.next_offset()
+            progress.advance(seg.size)          # left alone, as Kafka does: done all the same
         while first < len(segments):
             seg = segments[first]
             problems, after = self._check_segment(seg, expected)
@@ -361,6 +363,7 @@ class Partition:
                 break
             expected = after
             first += 1
+            progress.advance(seg.size)
         return lines + self._recover_from(first, reset=True)
 
     def start_at(self, offset: int) -> None:
@@ -592,6 +595,7 @@ class Partition:
             if seg.needs_recovery and seg is not self.log.active:
                 problems.append((seg.path, None, "expected trimmed index files, found an index missing "
                                  "or left untrimmed by a crash (run recover)"))
+            progress.advance(seg.size)
         return problems
 
     @staticmethod

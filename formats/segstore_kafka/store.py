@@ -21,7 +21,7 @@ from typing import Any, TextIO
 
 import pyarrow as pa
 
-from segstore import files
+from segstore import files, progress
 from segstore.columns import KAFKA_SCHEMA, project
 from segstore.errors import ConfigError, CorruptIndexError, InvalidTopicError, NotFoundError
 from segstore.files import BrokerLock, DirectoryLock
@@ -396,14 +396,16 @@ class KafkaStore(Store):
 
     def verify(self) -> list[Problem]:
         self._check_open()
-        return [Problem(path, pos, message) for part in self._partitions().values()
-                for path, pos, message in part.verify()]
+        parts = self._partitions().values()
+        with progress.task("verify", sum(s.size for part in parts for s in part.segments)):
+            return [Problem(path, pos, message) for part in parts for path, pos, message in part.verify()]
 
     def recover(self) -> list[str]:
         self._check_writable()
         points = self._dir.recovery_points if self._dir is not None else {}
-        return [line for key, part in self._partitions().items()
-                for line in part.recover(points.get(key, 0))]
+        parts = self._partitions()
+        with progress.task("recover", sum(s.size for part in parts.values() for s in part.segments)):
+            return [line for key, part in parts.items() for line in part.recover(points.get(key, 0))]
 
     def dump(self, out: TextIO, *, json: bool = False, topic: str | None = None,
              partition: int | None = None, **options: Any) -> None:

@@ -25,7 +25,7 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any, TextIO
 
-from segstore import files
+from segstore import files, progress
 from segstore.errors import CorruptDataError, InvalidTopicError, OffsetOutOfRangeError
 from segstore.records import Message
 from segstore.store import AppendResult, Problem, QueryRequest
@@ -153,10 +153,14 @@ class LifecycleMixin:
         """
         self._check_writable()
         opened, self.recovery_lines = self.recovery_lines, []
-        with self._flusher.lock:
+        with self._flusher.lock, progress.task("recover", self._commitlog_bytes()):
             lines = self._recover(abnormal=False, full=True)
             self._next_offsets = {key: cq.max_offset for key, cq in self.queues.items()}
         return opened + lines
+
+    def _commitlog_bytes(self) -> int:
+        """Bytes of commitlog files a full walk reads (the total of its progress)."""
+        return len(self.commitlog.log.segments) * self.commitlog.file_size
 
     # -- queries ---------------------------------------------------------------------------
     def _message_or_none(self, physical_offset: int) -> RocketMQMessage | None:

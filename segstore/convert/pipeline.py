@@ -26,6 +26,7 @@ Not thread-safe: one conversion per destination (the stores' writer locks enforc
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import json
 import os
@@ -109,30 +110,44 @@ class ConversionReport:
 # -- progress --------------------------------------------------------------------
 
 class _Progress:
-    """A tqdm bar (messages/s, MB/s) on a terminal; counts only otherwise."""
+    """Conversion progress through :mod:`segstore.progress`: messages out of ``total`` (an estimate from
+    the source's offset ranges), with the byte rate beside the bar.
 
-    def __init__(self, enabled: bool | None, label: str) -> None:
-        if enabled is None:
-            enabled = sys.stderr.isatty()
-        self._bar = None
+    ``enabled`` True forces a bar on stderr, False none; None follows what the caller installed (the CLI:
+    a bar on a terminal only), else a bar when stderr is a terminal.
+    """
+
+    def __init__(self, enabled: bool | None, label: str, total: int | None) -> None:
+        from .. import progress
+
+        self._stack = contextlib.ExitStack()
+        if enabled is False:
+            self._stack.enter_context(progress.reporting(progress.SILENT))
+        elif progress.installed() is None and (enabled or sys.stderr.isatty()):
+            self._stack.enter_context(progress.reporting(progress.TqdmSink()))
+        self._bar = self._stack.enter_context(progress.bar(label, total, unit="msg"))
         self._start = time.perf_counter()
         self._bytes = 0
-        if enabled:
-            from tqdm import tqdm
-
-            self._bar = tqdm(desc=label, unit="msg", unit_scale=True, file=sys.stderr, mininterval=0.5)
 
     def update(self, messages: int, nbytes: int) -> None:
         self._bytes += nbytes
         if self._bar is not None:
+            total = getattr(self._bar, "total", None)
+            if total is not None and self._bar.n + messages > total:   # the estimate was short
+                self._bar.total = self._bar.n + messages
             self._bar.update(messages)
             elapsed = time.perf_counter() - self._start
-            if elapsed > 0:
+            if elapsed > 0 and self._bytes and hasattr(self._bar, "set_postfix_str"):
                 self._bar.set_postfix_str(f"{self._bytes / elapsed / 1e6:.1f} MB/s", refresh=False)
 
     def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
+        self._stack.close()
+
+
+def _source_messages(source: Any) -> int:
+    """How many messages the source holds, from its offset ranges (the progress total; an estimate)."""
+    return sum(end - start for topic in source.topics() for partition in source.partitions(topic)
+               for start, end in [source.offset_range(topic, partition)])
 
 
 # -- source readers ------------------------------------------------------------------
@@ -505,12 +520,15 @@ def kafka_entry_of(record: Any) -> KafkaEntry:
                       producer_id=batch.producer_id, producer_epoch=batch.producer_epoch)
 
 
-def _verify_kafka(source: Any, dest: Any, options: _Options) -> list[str]:
+def _verify_kafka(source: Any, dest: Any, options: _Options, check: _Progress) -> list[str]:
     report = ConversionReport("", "", "", "")
     readers: dict[tuple[str, int], Iterator[Any]] = {}
     problems: list[str] = []
     pairs = _rocketmq_pairs(source, options.topics, options.timestamp, report, options.skip_corrupt)
-    for msg, expected in pairs:
+    n = 0
+    for n, (msg, expected) in enumerate(pairs, 1):
+        if n % BATCH_RECORDS == 0:
+            check.update(BATCH_RECORDS, 0)
         key = (expected.topic, expected.partition)
         if key not in readers:
             readers[key] = dest.read(*key)
@@ -526,6 +544,7 @@ def _verify_kafka(source: Any, dest: Any, options: _Options) -> list[str]:
                 problems.append(f"{key[0]}-{key[1]} offset {expected.offset}: {problem}")
         if len(problems) >= REPORT_LIMIT:
             break
+    check.update(n % BATCH_RECORDS, 0)
     for key, reader in readers.items():
         extra = next(reader, None)
         if extra is not None and len(problems) < REPORT_LIMIT:
@@ -562,12 +581,16 @@ def _restored_kafka_problem(entry: KafkaEntry, found: RocketMQMessage) -> str | 
     return None if back == entry else f"expected the record back as {entry}, found {back}"
 
 
-def _verify_rocketmq(source: Any, dest: Any, options: _Options) -> list[str]:
+def _verify_rocketmq(source: Any, dest: Any, options: _Options, check: _Progress) -> list[str]:
     report = ConversionReport("", "", "", "")
     store_host = Host.parse(dest.config.storeHost)
     problems: list[str] = []
     actual = dest.scan()
-    for expected, restored, _, entry in _rocketmq_from_kafka(source, options, report, store_host):
+    converted = _rocketmq_from_kafka(source, options, report, store_host)
+    n = 0
+    for n, (expected, restored, _, entry) in enumerate(converted, 1):
+        if n % BATCH_RECORDS == 0:
+            check.update(BATCH_RECORDS, 0)
         found = next(actual, None)
         want = _message_fields(expected, restored)
         got = None if found is None else _message_fields(found, restored)
@@ -579,6 +602,7 @@ def _verify_rocketmq(source: Any, dest: Any, options: _Options) -> list[str]:
                 problems.append(f"{entry.topic}-{entry.partition} offset {entry.offset}: {problem}")
         if len(problems) >= REPORT_LIMIT:
             break
+    check.update(n % BATCH_RECORDS, 0)
     extra = next(actual, None)
     if extra is not None and len(problems) < REPORT_LIMIT:
         problems.append(f"expected no message after the source's, found one at {extra.physical_offset}")
@@ -721,9 +745,10 @@ def run(src: str, dst: str, *, to: str, topics: list[str] | None, compression: s
     journal = _prepare(src, dst, tmp, options, source_format, resume, force)
     report = ConversionReport(src=src, dst=dst, source_format=source_format, target_format=to)
     started = time.perf_counter()
-    bar = _Progress(progress, f"convert {source_format} -> {to}")
+    bar = None
     try:
         with open_store(src, format=source_format, mode="r") as source:
+            bar = _Progress(progress, f"convert {source_format} -> {to}", _source_messages(source))
             journal["source_config"] = _source_config(source)
             dest_config = _destination_config(src, options)
             with open_store(tmp, format=to, mode="a", **dest_config) as dest:
@@ -732,18 +757,25 @@ def run(src: str, dst: str, *, to: str, topics: list[str] | None, compression: s
                 else:
                     _to_rocketmq(source, dest, options, report, bar)
     finally:
-        bar.close()
+        if bar is not None:
+            bar.close()
     report.seconds = time.perf_counter() - started
     journal.update(state=STATE_DONE, messages=report.messages + report.already_present)
     _write_journal(tmp, journal)
     if verify:
-        _verify(src, source_format, tmp, options, dest_config)
+        check = _Progress(progress, f"convert {source_format} -> {to}: verify", report.messages
+                          + report.already_present)
+        try:
+            _verify(src, source_format, tmp, options, dest_config, check)
+        finally:
+            check.close()
         report.verified = True
     _install(tmp, dst)
     return report
 
 
-def _verify(src: str, source_format: str, tmp: str, options: _Options, dest_config: dict[str, Any]) -> None:
+def _verify(src: str, source_format: str, tmp: str, options: _Options, dest_config: dict[str, Any],
+            check: _Progress) -> None:
     """Check the converted files and compare every record with the source.
 
     :raises ConversionError: a finding; the temporary directory is kept for inspection.
@@ -752,7 +784,8 @@ def _verify(src: str, source_format: str, tmp: str, options: _Options, dest_conf
             open_store(tmp, format=options.to, mode="r", **dest_config) as dest:
         findings = [str(p) for p in dest.verify()][:REPORT_LIMIT]
         if not findings:
-            findings = (_verify_kafka if options.to == "kafka" else _verify_rocketmq)(source, dest, options)
+            compare = _verify_kafka if options.to == "kafka" else _verify_rocketmq
+            findings = compare(source, dest, options, check)
     if findings:
         raise ConversionError(f"expected the converted store to match the source, found {len(findings)} "
                               f"difference(s) (kept for inspection): " + "; ".join(findings[:3]), tmp)
