@@ -22,6 +22,7 @@ TITLES = {
     "index_layouts": "Index layouts over both logs (issue 5)",
     "convert": "Conversion (issue 6)",
     "spark": "Spark reads (issue 7)",
+    "kafka_columnar": "Kafka columnar reads and dump --json (issue 10)",
 }
 
 #: (target, benchmark, operation prefix, anchor figure, anchor label, higher is better, goal ratio)
@@ -38,6 +39,10 @@ TARGETS = [
      "kafka-python, same run", True, 10.0),
     ("Kafka decode >= 10x kafka-python (zstd)", "kafka_codec", "decode + CRC, zstd", None,
      "kafka-python, same run", True, 10.0),
+    ("Kafka scan_arrow >= 20x kafka-python (none)", "kafka_columnar", "scan_arrow, none, all", None,
+     "kafka-python, same run", True, 20.0),
+    ("Kafka dump --json >= 500k rec/s", "kafka_columnar", "dump --json (CLI", 500_000,
+     "goal 500k rec/s", True, 1.0),
     ("translateOffset within 2x Java", "kafka_codec", "translate_offset", 4.45,
      "Java LogSegment.translateOffset 4.45 us", False, 0.5),
     ("key lookup within 2x Java (median)", "rocketmq_index", "key lookup, median", 16.6,

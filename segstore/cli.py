@@ -10,6 +10,7 @@ Errors go to stderr as ``path:pos: what was expected, what was found``; with
 from __future__ import annotations
 
 import argparse
+import base64
 import inspect
 import json
 import os
@@ -18,7 +19,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any, TextIO
 
-from . import files, registry
+from . import files, progress, registry
 from .api import open as open_store
 from .errors import (
     ConfigError,
@@ -30,6 +31,7 @@ from .errors import (
     UnsupportedOperationError,
     WrongFormatError,
 )
+from .plugin import FileDumpOptions
 from .store import QUERY_ALL, Problem, QueryRequest
 
 EXIT_OK, EXIT_DATA, EXIT_USAGE = 0, 1, 2
@@ -145,7 +147,105 @@ def _tagged(store: Any, topic: str | None, partition: int | None, tag: str) -> I
 
 # -- commands ----------------------------------------------------------------
 
+def _json_payload(data: bytes) -> str:
+    """The ``json`` decoder: the bytes parsed as JSON and written compactly; bytes that are not JSON
+    are shown as ``!invalid JSON (why): <the text>`` rather than stopping the dump."""
+    text = data.decode("utf-8", errors="replace")
+    try:
+        return json.dumps(json.loads(text), ensure_ascii=False, separators=(",", ":"))
+    except ValueError as err:
+        return f"!invalid JSON ({getattr(err, 'msg', err)}): {text}"
+
+
+#: ``--key-decoder`` / ``--value-decoder`` names: how payload bytes become text.
+PAYLOAD_DECODERS: dict[str, Any] = {
+    "utf-8": lambda data: data.decode("utf-8", errors="replace"),
+    "hex": lambda data: data.hex(),
+    "base64": lambda data: base64.b64encode(data).decode("ascii"),
+    "json": _json_payload,
+}
+#: ``kafka-dump-log``'s internal-topic decoder flags → the plugin's decoder names.
+INTERNAL_DECODERS = {"offsets_decoder": "offsets", "transaction_log_decoder": "transaction-log",
+                     "cluster_metadata_decoder": "cluster-metadata"}
+
+
+def _file_options(args: argparse.Namespace) -> FileDumpOptions:
+    decoders = [name for flag, name in INTERNAL_DECODERS.items() if getattr(args, flag)]
+    if len(decoders) > 1:
+        raise UsageError("pick one of --offsets-decoder, --transaction-log-decoder, "
+                         "--cluster-metadata-decoder")
+    if args.max_bytes is not None and args.max_bytes < 0:
+        raise UsageError(f"--max-bytes expects a number >= 0, found {args.max_bytes}")
+    print_data = (args.print_data_log or bool(decoders) or args.key_decoder is not None
+                  or args.value_decoder is not None)
+    return FileDumpOptions(
+        print_data=print_data, deep=args.deep_iteration or print_data,
+        key_decoder=PAYLOAD_DECODERS[args.key_decoder or "utf-8"],
+        value_decoder=PAYLOAD_DECODERS[args.value_decoder or "utf-8"],
+        decoder=decoders[0] if decoders else None, max_bytes=args.max_bytes,
+        index_sanity_check=args.index_sanity_check, verify_index_only=args.verify_index_only,
+        skip_record_metadata=args.skip_record_metadata)
+
+
+def _file_plugin(path: str, fmt: str | None) -> tuple[Any, str]:
+    """The plugin that recognises the single file ``path`` and what kind of file it is.
+
+    :raises UsageError: no plugin (or not ``fmt``) knows the file.
+    """
+    names = [fmt] if fmt is not None else registry.names()
+    for name in names:
+        plugin = registry.get(name)
+        kind = plugin.file_kind(path)
+        if kind is not None:
+            return plugin, kind
+    what = f"a {fmt} file" if fmt is not None else "a file of a known format (" + ", ".join(names) + ")"
+    raise UsageError(f"expected {what}, found {os.path.basename(path)!r}", path)
+
+
+def _dump_files(args: argparse.Namespace, out: TextIO) -> int:
+    """``segstore dump FILE...``: each file as ``kafka-dump-log --files`` dumps it; problem lines (index
+    entries that disagree with the log, torn bytes) go to stderr and make the exit code 1."""
+    options = _file_options(args)
+    plan = [(path, *_file_plugin(path, args.format)) for path in args.paths]  # every name checked first
+    problems = 0
+    for path, plugin, kind in plan:
+        if not args.json:
+            out.write(f"Dumping {path}\n")
+        for line in plugin.dump_file(path, options):
+            if args.json:
+                _json_line({"file": path, "format": plugin.name, "file_kind": kind, **line.data,
+                            **({"problem": True, "message": line.text} if line.problem else {})}, out)
+            elif line.problem:
+                sys.stderr.write(line.text + "\n")
+            else:
+                out.write(line.text + "\n")
+            problems += line.problem
+    return EXIT_DATA if problems else EXIT_OK
+
+
+_FILE_ONLY_FLAGS = ("print_data_log", "deep_iteration", "key_decoder", "value_decoder", "max_bytes",
+                    "index_sanity_check", "verify_index_only", "skip_record_metadata", *INTERNAL_DECODERS)
+
+
 def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
+    for path in args.paths:
+        if not files.exists(path):
+            raise UsageError("expected an existing store directory, found no such file or directory", path)
+    dirs = [path for path in args.paths if files.is_dir(path)]
+    if not dirs:
+        if args.topic is not None or _partition(args) is not None or args.tag is not None or args.index:
+            raise UsageError("--topic, --queue/--partition, --tag and --index select within a store "
+                             "directory; single files are dumped whole")
+        return _dump_files(args, out)
+    if len(args.paths) > 1:
+        raise UsageError("expected one store directory, or store files only, found "
+                         f"{len(args.paths)} paths of which {len(dirs)} directories")
+    given = [f"--{name.replace('_', '-')}" for name in _FILE_ONLY_FLAGS
+             if getattr(args, name) not in (None, False)]
+    if given:
+        raise UsageError(f"{', '.join(given)}: dumping single files only "
+                         "(name the .log / .index / ... files)")
+    args.path = args.paths[0]
     with _open(args) as store:
         if args.tag is not None:
             if args.index:
@@ -309,14 +409,20 @@ def cmd_query(args: argparse.Namespace, out: TextIO) -> int:
     return code
 
 
+_PROGRESS_STEP = 1 << 20  # report reading progress a MiB at a time, not a line at a time
+
+
 def _jsonl_lines(path: str) -> Iterator[dict[str, Any]]:
     """The JSON objects of a JSON-lines file (blank lines skipped).
 
     :raises InvalidMessageError: a line is not a JSON object (named by line number and byte position).
     """
-    pos = 0
+    pos = reported = 0
     for number, line in enumerate(files.read_text(path).splitlines(keepends=True), 1):
         start, pos = pos, pos + len(line.encode("utf-8"))
+        if pos - reported >= _PROGRESS_STEP:
+            progress.advance(pos - reported)
+            reported = pos
         if not line.strip():
             continue
         try:
@@ -329,6 +435,7 @@ def _jsonl_lines(path: str) -> Iterator[dict[str, Any]]:
             raise InvalidMessageError(f"line {number}: expected a JSON object, found {type(obj).__name__}",
                                       path, start)
         yield obj
+    progress.advance(pos - reported)
 
 
 def _spec_format(spec: Any, spec_path: str) -> str:
@@ -397,11 +504,13 @@ def cmd_write(args: argparse.Namespace, out: TextIO) -> int:
         out.write(f"{args.path}: wrote {fmt} store from {args.spec}\n")
         return EXIT_OK
     if args.input:
-        lines = list(_jsonl_lines(args.input))
+        with progress.task(f"read {os.path.basename(args.input)}", files.file_size(args.input)):
+            lines = list(_jsonl_lines(args.input))
         fmt = _target_format(args.path, args.format, "rocketmq")
-        with _CleanUpOnFailure(args.path):
+        with _CleanUpOnFailure(args.path), progress.task(f"append to {fmt}", len(lines), unit="msg") as done:
             try:
                 count = registry.get(fmt).write_jsonl(args.path, lines, config)
+                done(count)
             except InvalidMessageError as err:
                 if err.path is None:  # name the input file when the plugin could not
                     raise InvalidMessageError(err.message, args.input) from err
@@ -475,14 +584,47 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"segstore {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("dump", help="print every message (human-readable, or --json one object a line)")
-    _common(p)
+    p = sub.add_parser("dump", help="print every message of a store (human-readable, or --json one object a "
+                                    "line), or single store files as kafka-dump-log --files does")
+    p.add_argument("paths", nargs="+", metavar="PATH",
+                   help="a store directory (RocketMQ) or partition / log directory (Kafka); or one or more "
+                        "single files: Kafka .log, .index, .timeindex, .txnindex, .snapshot, KRaft "
+                        ".checkpoint, leader-epoch-checkpoint; RocketMQ commitlog, consume-queue, IndexFile, "
+                        "checkpoint")
+    p.add_argument("--format", help=f"the format PATH must hold ({', '.join(registry.names())}); "
+                                    "detected if omitted")
+    p.add_argument("--config", action="append", metavar="NAME=VALUE",
+                   help="a format config value, by the broker's own name (repeatable)")
     _selectors(p)
     _json_flag(p, "one dump object a line")
     p.add_argument("--tag", help="only messages whose TAGS equal this (RocketMQ), queue by queue")
     p.add_argument("--index", action="store_true",
                    help="also dump the index files (Kafka .index/.timeindex/.txnindex; RocketMQ consume "
                         "queues and IndexFiles) and check them against the log")
+    files_only = p.add_argument_group("single files (kafka-dump-log's flags)")
+    files_only.add_argument("--print-data-log", action="store_true",
+                            help="print each record's key and payload (implies --deep-iteration)")
+    files_only.add_argument("--deep-iteration", action="store_true",
+                            help="print every record of each batch, not only the batch headers")
+    for which in ("key", "value"):
+        files_only.add_argument(f"--{which}-decoder", choices=sorted(PAYLOAD_DECODERS),
+                                help=f"how {which} bytes are printed (default utf-8; implies "
+                                     "--print-data-log)")
+    files_only.add_argument("--offsets-decoder", action="store_true",
+                            help="decode __consumer_offsets records (offset commits, group metadata)")
+    files_only.add_argument("--transaction-log-decoder", action="store_true",
+                            help="decode __transaction_state records (transaction metadata)")
+    files_only.add_argument("--cluster-metadata-decoder", action="store_true",
+                            help="decode KRaft __cluster_metadata records (type, version, fields)")
+    files_only.add_argument("--max-bytes", type=int, metavar="N",
+                            help="read only the whole batches / messages within the first N bytes of "
+                                 "a log file")
+    files_only.add_argument("--index-sanity-check", action="store_true",
+                            help="only run the broker's start-up sanity check on .index/.timeindex files")
+    files_only.add_argument("--verify-index-only", action="store_true",
+                            help="check index entries against the log without printing them")
+    files_only.add_argument("--skip-record-metadata", action="store_true",
+                            help="leave out each record's offset/timestamp/size fields")
     p.set_defaults(func=cmd_dump)
 
     p = sub.add_parser("info", help="topics, queues/partitions, offset ranges, files and sizes")
@@ -556,6 +698,17 @@ def _remember_parsers(parser: argparse.ArgumentParser) -> None:
                 _remember_parsers(child)
 
 
+def progress_sink(args: argparse.Namespace, out: TextIO) -> progress.Sink:
+    """The progress display of every command: tqdm bars (total, rate, ETA) on stderr when both stdout
+    and stderr are terminals and the output is not ``--json``; otherwise nothing at all."""
+    def tty(stream: Any) -> bool:
+        return bool(getattr(stream, "isatty", lambda: False)())
+
+    if getattr(args, "json", False) or not (tty(out) and tty(sys.stderr)):
+        return progress.SILENT
+    return progress.TqdmSink(sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     """Run the command line; returns the exit code."""
     out = out or sys.stdout
@@ -564,7 +717,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     if unknown:
         args._parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
-        return args.func(args, out)
+        with progress.reporting(progress_sink(args, out)):
+            return args.func(args, out)
     except UsageError as err:
         sys.stderr.write(f"segstore {args.command}: {err}\n")
         return EXIT_USAGE

@@ -8,9 +8,46 @@ files themselves: they go through :mod:`segstore.files`.
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from .errors import UnsupportedOperationError
 from .store import Store
+
+
+@dataclass(frozen=True, slots=True)
+class DumpLine:
+    """One line of ``segstore dump FILE``: ``text`` for a terminal, ``data`` for ``--json``.
+
+    A ``problem`` line (an index entry that disagrees with the log, torn bytes, a bad CRC)
+    goes to stderr and makes the command exit 1, as ``kafka-dump-log`` reports mismatches
+    after the dump.
+    """
+
+    text: str
+    data: dict[str, Any] = field(default_factory=dict)
+    problem: bool = False
+
+
+@dataclass(slots=True)
+class FileDumpOptions:
+    """What ``segstore dump FILE`` asks of a plugin (``kafka-dump-log``'s flags).
+
+    ``key_decoder``/``value_decoder`` turn payload bytes into text (the CLI's utf-8, hex,
+    base64 or json); ``decoder`` names an internal-topic decoder of the format
+    (``offsets``, ``transaction-log``, ``cluster-metadata`` for Kafka).
+    """
+
+    print_data: bool = False
+    deep: bool = False
+    key_decoder: Callable[[bytes], str] | None = None
+    value_decoder: Callable[[bytes], str] | None = None
+    decoder: str | None = None
+    max_bytes: int | None = None
+    index_sanity_check: bool = False
+    verify_index_only: bool = False
+    skip_record_metadata: bool = False
 
 
 class FormatPlugin(abc.ABC):
@@ -38,3 +75,16 @@ class FormatPlugin(abc.ABC):
         with self.open(path, "a", **config) as store:
             store.append_batch([Message.coerce(line) for line in lines])
         return len(lines)
+
+    def file_kind(self, path: str) -> str | None:
+        """What single file of this format ``path`` is (e.g. ``"log"``, ``"index"``), judged from its
+        name, its directory and its first bytes; None if it is not one.  Cheap."""
+        return None
+
+    def dump_file(self, path: str, options: FileDumpOptions) -> Iterator[DumpLine]:
+        """The lines of ``segstore dump FILE`` for one file :meth:`file_kind` recognised.
+
+        :raises CorruptDataError: the file cannot be read at all (a partial dump's problems are
+            :class:`DumpLine` s with ``problem=True``).
+        """
+        raise UnsupportedOperationError(f"{self.name} files cannot be dumped one by one", path)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from types import TracebackType
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from .errors import ReadOnlyError, StoreClosedError, UnsupportedOperationError
@@ -101,7 +102,8 @@ class Store(abc.ABC):
     def __enter__(self: StoreT) -> StoreT:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         self.close()
 
     @property
@@ -179,13 +181,46 @@ class Store(abc.ABC):
         """``(start, end)``: the first offset held and one past the last."""
 
     def offset_for_time(self, topic: str, partition: int, timestamp: int) -> int | None:
-        """The first offset whose timestamp is at or after ``timestamp`` (None: none)."""
+        """The first offset whose timestamp is at or after ``timestamp`` (None: none).
+
+        The timestamp is the one the format indexes by time: Kafka's record timestamp as its
+        ``.timeindex`` keeps it (``ListOffsets`` semantics), RocketMQ's store timestamp (the
+        broker's ``getOffsetInQueueByTime``).  ``O(log n)`` index reads.
+        """
         raise UnsupportedOperationError(f"{self.format} stores do not support lookups by time", self.path)
 
     def segment_infos(self, topic: str, partition: int) -> list[dict[str, Any]]:
         """The files holding a queue/partition, in offset order, for planners (Spark splits): per file
         ``start_offset``, ``end_offset`` (exclusive), ``bytes`` and ``path``."""
         raise UnsupportedOperationError(f"{self.format} stores do not list their segments", self.path)
+
+    def find(self, topic: str, key: str | bytes, *, partition: int | None = None, begin: int | None = None,
+             end: int | None = None, max_hits: int | None = None) -> list[Any]:
+        """The records of ``topic`` carrying ``key``, the same call on every format.
+
+        Key semantics are those of ``segstore query --key``, Spark and conversion: Kafka the record key
+        (bytes equal); RocketMQ any ``KEYS`` token or the ``UNIQ_KEY`` (a str key is UTF-8).  ``partition``
+        narrows to one partition / queue; ``begin``/``end`` (ms, inclusive) keep records whose common
+        timestamp (:meth:`to_common`) lies in the window; ``max_hits`` keeps the newest per partition.
+        Returned as the format's records, in partition then offset order.  Lookups go through the
+        ``key`` index layout (see :mod:`segstore.layouts`): RocketMQ's own IndexFiles, Kafka's extra key
+        index (built by ``segstore index build PATH --index key``) plus a scan of the tail it does not
+        cover yet.
+
+        :raises NotFoundError: a Kafka store without a key index (the message says how to build one).
+        """
+        from .layouts import find_records
+
+        self._check_open()
+        raw = key.encode("utf-8") if isinstance(key, str) else bytes(key)
+        found = find_records(self, topic, raw, partition=partition,
+                             max_hits=None if begin is not None or end is not None else max_hits)
+        if begin is not None or end is not None:
+            low, high = begin if begin is not None else -(2**63), end if end is not None else 2**63 - 1
+            found = [r for r in found if low <= self.to_common(r).timestamp <= high]
+            if max_hits is not None:
+                found = _newest_per_partition(self, found, max_hits)
+        return found
 
     @abc.abstractmethod
     def to_common(self, record: Any) -> Message:
@@ -222,3 +257,11 @@ class Store(abc.ABC):
         """Answer ``segstore query``: writes one line (``request.json``: one JSON object) per hit and
         nothing else; returns the exit code, 1 when nothing matched (the CLI says so on stderr)."""
         raise UnsupportedOperationError(f"{self.format} stores do not support queries", self.path)
+
+
+def _newest_per_partition(store: Store, records: list[Any], max_hits: int) -> list[Any]:
+    """The last ``max_hits`` of each partition's run in ``records`` (partition then offset order)."""
+    runs: dict[int, list[Any]] = {}
+    for record in records:
+        runs.setdefault(store.to_common(record).partition, []).append(record)
+    return [r for run in runs.values() for r in (run[-max_hits:] if max_hits else [])]

@@ -1,8 +1,9 @@
-"""Spark reads of every compat fixture equal the library's own reads; pushdown prunes planning."""
+"""Spark reads of every compat fixture equal the library's own reads; options prune planning."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from datetime import timezone
 
@@ -16,6 +17,8 @@ pytestmark = pytest.mark.spark
 
 
 def _load(spark, path, config, **options):  # noqa: F811
+    """A DataFrame of the store with the headers column (``includeHeaders``), as the library rows have."""
+    options.setdefault("includeHeaders", "true")
     reader = spark.read.format("segstore").option("config", json.dumps(config))
     for name, value in options.items():
         reader = reader.option(name, value)
@@ -84,7 +87,7 @@ def _planned(df) -> int:
     return df.rdd.getNumPartitions()
 
 
-def test_pushdown_prunes_partitions_rocketmq(spark, rocketmq_stores):  # noqa: F811
+def test_assign_and_offsets_prune_planning_rocketmq(spark, rocketmq_stores):  # noqa: F811
     path = rocketmq_stores["basic"]
     config = fixture_config(path)
     with segstore.open(str(path), **config) as store:
@@ -92,52 +95,89 @@ def test_pushdown_prunes_partitions_rocketmq(spark, rocketmq_stores):  # noqa: F
     # a target that holds the largest file of the queue but not two: one input partition per file
     target = max(f["bytes"] for f in files)
     assert len(files) >= 2 and target < sum(f["bytes"] for f in files[-2:])
-    df = _load(spark, path, config, maxBytesPerPartition=str(target), minPartitions="1")
-    all_parts = _planned(df)
-    one_topic = df.filter("topic = 'TopicA'")
-    one_queue = df.filter("topic = 'TopicA' AND partition = 2")
-    tail = df.filter(f"topic = 'TopicA' AND partition = 2 AND offset >= {files[-1]['start_offset']}")
+    sizing = {"maxBytesPerPartition": str(target), "minPartitions": "1"}
+    all_parts = _planned(_load(spark, path, config, **sizing))
+    one_topic = _load(spark, path, config, subscribe="TopicA", **sizing)
+    one_queue = _load(spark, path, config, assign='{"TopicA": [2]}', **sizing)
+    start = files[-1]["start_offset"]
+    tail = _load(spark, path, config, assign='{"TopicA": [2]}',
+                 startingOffsets=json.dumps({"TopicA": {"2": start}}), **sizing)
     assert _planned(one_topic) < all_parts
     assert _planned(one_queue) == len(files) < _planned(one_topic)
     assert _planned(tail) == 1
     library = library_rows(path, config)
     got = {(r.partition, r.offset) for r in tail.select("partition", "offset").collect()}
     assert got == {(r["partition"], r["offset"]) for r in library if r["topic"] == "TopicA"
-                   and r["partition"] == 2 and r["offset"] >= files[-1]["start_offset"]}
+                   and r["partition"] == 2 and r["offset"] >= start}
     assert one_queue.count() == sum(r["topic"] == "TopicA" and r["partition"] == 2 for r in library)
+    pattern = _load(spark, path, config, subscribePattern="Topic[AB]")
+    assert pattern.count() == sum(r["topic"] in ("TopicA", "TopicB") for r in library)
 
 
-def test_pushdown_offset_and_store_time_rocketmq(spark, rocketmq_stores):  # noqa: F811
+def test_pushdown_reader_prunes_its_plan(rocketmq_stores):
+    """PushdownReader (used where Spark keeps a pushdown's plan per scan) prunes exactly."""
+    from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual
+
+    from segstore.spark.datasource import PushdownReader, SegstoreReader
+    from segstore.spark.options import parse_read_options
+    from segstore.spark.schema import spark_schema
+
     path = rocketmq_stores["basic"]
     config = fixture_config(path)
-    library = [r for r in library_rows(path, config) if r["topic"] == "TopicB" and r["partition"] == 0]
-    df = _load(spark, path, config, maxBytesPerPartition="512", minPartitions="1")
-    df = df.filter("topic = 'TopicB' AND partition = 0")
-    cut = library[len(library) // 2]["storeTimestamp"].replace(tzinfo=timezone.utc)
-    later = df.filter(df.storeTimestamp >= cut)
-    assert _planned(later) < _planned(df)
-    assert later.count() == sum(r["storeTimestamp"] >= cut.replace(tzinfo=None) for r in library)
-    window = df.filter("offset > 3 AND offset <= 10")
-    assert sorted(r.offset for r in window.select("offset").collect()) == list(range(4, 11))
+    library = library_rows(path, config)
+    options = parse_read_options({"path": str(path), "config": json.dumps(config), "minPartitions": "1",
+                                  "maxBytesPerPartition": "512", "includeHeaders": "true"})
+    schema = spark_schema("rocketmq")
+    plain = SegstoreReader(options, "rocketmq", schema)
+    assert "pushFilters" not in vars(SegstoreReader)     # Spark pushes nothing to the plain reader
+    assert len(plain.partitions()) > 1
+    reader = PushdownReader(options, "rocketmq", schema)
+    everything = len(reader.partitions())
+    filters = [EqualTo(("topic",), "TopicB"), EqualTo(("partition",), 0), GreaterThanOrEqual(("offset",), 3)]
+    assert reader.pushFilters(filters) == []
+    parts = reader.partitions()
+    assert 0 < len(parts) < everything
+    offsets = sorted(o for p in parts for b in reader.read(p) for o in b.column("offset").to_pylist())
+    assert offsets == sorted(r["offset"] for r in library
+                             if r["topic"] == "TopicB" and r["partition"] == 0 and r["offset"] >= 3)
+    assert reader.pushFilters([]) == [] and len(reader.partitions()) == everything     # nothing kept
 
 
-def test_pushdown_prunes_kafka_segments(spark):  # noqa: F811
+def test_pushdown_only_where_spark_keeps_it_per_scan(spark):  # noqa: F811
+    from segstore.spark import pushdown_is_per_scan
+
+    provider = spark.sparkContext._jvm.java.lang.Class.forName(
+        "org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2")
+    shared = any(m.getName() == "setReadInfo" for m in provider.getMethods())
+    assert pushdown_is_per_scan(spark) is (not shared)
+    path = FIXTURES / "kafka" / "uncompressed" / "topic-0"
+    df = _load(spark, path, fixture_config(path), minPartitions="1",
+               maxBytesPerPartition=str(fixture_config(path)["segment.bytes"]))
+    tail = df.filter("offset >= 295")
+    assert tail.count() == 5
+    if shared:      # e.g. Spark 4.3: the plan is not pruned, Spark filters the rows
+        assert _planned(tail) == _planned(df)
+    else:
+        assert _planned(tail) == 1
+
+
+def test_time_options_prune_kafka_segments(spark):  # noqa: F811
     path = FIXTURES / "kafka" / "uncompressed" / "topic-0"
     config = fixture_config(path)
     library = library_rows(path, config)
-    # no segment exceeds segment.bytes and no two together fit it: one input partition per segment
-    df = _load(spark, path, config, maxBytesPerPartition=str(config["segment.bytes"]),
-               minPartitions="1")
-    segments = _planned(df)
-    assert segments == len(list((FIXTURES / "kafka" / "uncompressed" / "topic-0").glob("*.log")))
-    last = max(r["offset"] for r in library)
-    tail = df.filter(f"offset >= {last - 5}")
-    assert _planned(tail) == 1
-    assert tail.count() == 6
+    sizing = {"maxBytesPerPartition": str(config["segment.bytes"]), "minPartitions": "1"}
+    segments = _planned(_load(spark, path, config, **sizing))
+    assert segments == len(list(path.glob("*.log")))
     cut = library[len(library) * 3 // 4]["timestamp"].replace(tzinfo=timezone.utc)
-    late = df.filter(df.timestamp >= cut)
+    ms = int(cut.timestamp() * 1000)
+    late = _load(spark, path, config, startingOffsetsByTimestamp=json.dumps({"topic": {"0": ms}}), **sizing)
     assert _planned(late) < segments
-    assert late.count() == sum(r["timestamp"] >= cut.replace(tzinfo=None) for r in library)
+    with segstore.open(str(path), **config) as store:
+        first = store.offset_for_time("topic", 0, ms)
+    assert sorted(r.offset for r in late.select("offset").collect()) == \
+        [r["offset"] for r in library if r["offset"] >= first]
+    early = _load(spark, path, config, endingOffsetsByTimestamp=json.dumps({"topic": {"0": ms}}), **sizing)
+    assert early.count() == first - library[0]["offset"]
 
 
 def test_options_offsets_and_timestamps(spark, rocketmq_stores):  # noqa: F811
@@ -159,3 +199,73 @@ def test_options_offsets_and_timestamps(spark, rocketmq_stores):  # noqa: F811
     after = _load(spark, path, config, topics="TopicA", startingTimestamp=str(ms))
     assert after.count() == sum(1 for s in stamps if s >= middle)
     assert _load(spark, path, config, topics="NoSuchTopic").collect() == []
+
+
+def test_headers_column_only_with_include_headers(spark):  # noqa: F811
+    path = FIXTURES / "kafka" / "uncompressed" / "topic-0"
+    config = fixture_config(path)
+    plain = spark.read.format("segstore").option("config", json.dumps(config)).load(str(path))
+    assert plain.schema.fieldNames() == ["key", "value", "topic", "partition", "offset", "timestamp",
+                                         "timestampType"]
+    expected = sort_rows(library_rows(path, config))
+    assert [r.asDict() for r in plain.orderBy("offset").collect()] == \
+        [{k: v for k, v in r.items() if k != "headers"} for r in expected]
+    rocketmq = FIXTURES / "rocketmq" / "basic" / "store"
+    assert "headers" not in spark.read.format("segstore").load(str(rocketmq)).schema.fieldNames()
+    assert "headers" in _load(spark, rocketmq, {}).schema.fieldNames()
+
+
+def test_read_committed_hides_aborted_transactions(spark):  # noqa: F811
+    path = FIXTURES / "kafka" / "txn" / "topic-0"
+    config = fixture_config(path)
+    with segstore.open(str(path), **config) as store:
+        committed = [r.offset for r in store.read("topic", 0, isolation="read_committed")]
+        uncommitted = [r.offset for r in store.read("topic", 0) if not r.batch.is_control]
+    assert len(committed) < len(uncommitted)
+    df = _load(spark, path, config, **{"kafka.isolation.level": "read_committed", "minPartitions": "3"})
+    assert sorted(r.offset for r in df.select("offset").collect()) == committed
+    df = _load(spark, path, config, **{"kafka.isolation.level": "read_uncommitted"})
+    assert sorted(r.offset for r in df.select("offset").collect()) == uncommitted
+    # RocketMQ queues hold committed messages only: both levels read the same rows
+    rocketmq = FIXTURES / "rocketmq" / "basic" / "store"
+    assert _load(spark, rocketmq, {}, **{"kafka.isolation.level": "read_committed"}).count() == \
+        len(library_rows(rocketmq, {}))
+
+
+def test_fail_on_data_loss(spark, tmp_path):  # noqa: F811
+    path = tmp_path / "logs"
+    config = {"segment.bytes": 1024, "retention.bytes": 2048}
+    with segstore.open(str(path), format="kafka", mode="a", **config) as store:
+        for i in range(60):
+            store.append_batch([segstore.Message(topic="t", value=b"x" * 100 + str(i).encode())])
+        low, high = store.offset_range("t", 0)
+    assert low > 0    # retention deleted the first segments
+    asked = json.dumps({"t": {"0": 0}})
+    with pytest.raises(Exception, match=rf"t-0 from offset 0.*from {low} on.*failOnDataLoss=false") as err:
+        _load(spark, path, {}, startingOffsets=asked).count()
+    assert "--" not in str(err.value).split("\n")[0]
+    skipped = _load(spark, path, {}, startingOffsets=asked, failOnDataLoss="false")
+    assert sorted(r.offset for r in skipped.select("offset").collect()) == list(range(low, high))
+
+
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("kafka.bootstrap.servers", "localhost:9092", "load(PATH)"),
+    ("kafka.security.protocol", "SSL", "load(PATH)"),
+    ("groupIdPrefix", "g", "load(PATH)"),
+    ("subscribeTopics", "x", "unknown option"),
+    ("minOffsetsPerTrigger", "5", "maxOffsetsPerTrigger"),
+])
+def test_connector_options_that_make_no_sense_offline_are_refused(spark, option, value, message):  # noqa: F811
+    path = FIXTURES / "kafka" / "uncompressed" / "topic-0"
+    with pytest.raises(Exception, match=re.escape(message)):
+        spark.read.format("segstore").option(option, value).load(str(path)).count()
+
+
+def test_errors_name_options_not_cli_flags(spark, tmp_path):  # noqa: F811
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "file.bin").write_bytes(b"not a store")
+    with pytest.raises(Exception) as err:
+        spark.read.format("segstore").load(str(tmp_path / "junk")).count()
+    text = str(err.value)
+    assert "not a store of any known format" in text
+    assert '.option("format", NAME)' in text and "--format" not in text

@@ -24,7 +24,7 @@ from pyspark.sql.datasource import (
     StringStartsWith,
 )
 
-from segstore.errors import ConfigError
+from segstore.errors import ConfigError, NotFoundError, OffsetOutOfRangeError
 from segstore.spark import planning
 from segstore.spark.options import (
     EARLIEST,
@@ -117,7 +117,23 @@ def test_read_options_defaults_and_json_offsets():
     ({"path": "/s", "maxOffsetsPerTrigger": "0"}, "at least 1"),
     ({"path": "/s", "startingTimestamp": "yesterday"}, "integer"),
     ({"path": "/s", "includeControlRecords": "maybe"}, "true or false"),
-    ({"path": "/s", "subscribe": "A"}, "unknown option"),
+    ({"path": "/s", "subscribeTopics": "A"}, "unknown option"),
+    ({"path": "/s", "subscribe": "A", "assign": '{"A": [0]}'}, "only one of subscribe"),
+    ({"path": "/s", "subscribePattern": "A("}, "regular expression"),
+    ({"path": "/s", "assign": '{"A": 0}'}, "partition lists"),
+    ({"path": "/s", "assign": '{"A": [-1]}'}, "integers >= 0"),
+    ({"path": "/s", "startingOffsetsByTimestamp": '{"A": [1]}'}, "startingOffsetsByTimestamp"),
+    ({"path": "/s", "endingOffsetsByTimestamp": '{"A": {"0": -5}}'}, ">= 0"),
+    ({"path": "/s", "startingOffsetsByTimestampStrategy": "earliest"}, "error or latest"),
+    ({"path": "/s", "failOnDataLoss": "sometimes"}, "true or false"),
+    ({"path": "/s", "includeHeaders": "yes"}, "true or false"),
+    ({"path": "/s", "kafka.isolation.level": "serializable"}, "read_uncommitted or read_committed"),
+    ({"path": "/s", "kafka.bootstrap.servers": "b:9092"}, r"running Kafka cluster.*load\(PATH\)"),
+    ({"path": "/s", "kafka.group.id": "g"}, "running Kafka cluster"),
+    ({"path": "/s", "groupIdPrefix": "g"}, "running Kafka cluster"),
+    ({"path": "/s", "fetchOffset.numRetries": "3"}, "running Kafka cluster"),
+    ({"path": "/s", "minOffsetsPerTrigger": "3"}, "maxOffsetsPerTrigger"),
+    ({"path": "/s", "maxRecordsPerPartition": "3"}, "maxBytesPerPartition"),
     ({"path": "/s", "config": "[1]"}, "JSON object"),
 ])
 def test_read_options_refused(options, fragment):
@@ -196,11 +212,77 @@ def test_resolve_ranges_prunes_topics_partitions_offsets_and_time():
 
 def test_resolve_ranges_clamps_offsets_and_applies_timestamps():
     store = _store()
-    opts = _opts(startingOffsets='{"B": {"0": 0, "3": 900}}', endingOffsets='{"A": {"0": 5000}}',
-                 startingTimestamp="30000", endingTimestamp="240000")
+    opts = _opts(startingOffsets='{"B": {"0": 50, "3": 900}}', endingOffsets='{"A": {"0": 5000}}')
     got = {(r.topic, r.partition): (r.start, r.end) for r in planning.resolve_ranges(store, opts)}
-    # B/3 would start at 900 but its time end is 240: nothing to read there
-    assert got == {("A", 0): (30, 240), ("A", 1): (30, 240), ("B", 0): (50, 60)}
+    assert got == {("A", 0): (0, 250), ("A", 1): (0, 250), ("B", 0): (50, 60), ("B", 3): (900, 1000)}
+    # as the connector: startingTimestamp wins over startingOffsets
+    opts = _opts(startingOffsets='{"B": {"3": 900}}', startingTimestamp="30000", endingTimestamp="240000")
+    got = {(r.topic, r.partition): (r.start, r.end) for r in planning.resolve_ranges(store, opts)}
+    assert got == {("A", 0): (30, 240), ("A", 1): (30, 240), ("B", 0): (50, 60), ("B", 3): (30, 240)}
+
+
+def _ranges(**options):
+    ranges = planning.resolve_ranges(_store(), _opts(**options))
+    return {(r.topic, r.partition): (r.start, r.end) for r in ranges}
+
+
+def test_subscribe_pattern_and_assign_choose_partitions():
+    everything = _ranges()
+    assert set(everything) == {("A", 0), ("A", 1), ("B", 0), ("B", 3)}
+    assert set(_ranges(subscribe="B, C")) == {("B", 0), ("B", 3)}
+    assert set(_ranges(topics="A")) == {("A", 0), ("A", 1)}
+    assert set(_ranges(subscribePattern="[AB]")) == set(everything)
+    assert set(_ranges(subscribePattern="B|Z")) == {("B", 0), ("B", 3)}
+    # a pattern matches whole names, as Java's Matcher.matches()
+    assert not _opts(subscribePattern="Top").selects_topic("TopicA")
+    assert _opts(subscribePattern="Top.*").selects_topic("TopicA")
+    assert _ranges(assign='{"A": [1], "B": [3]}') == {("A", 1): everything[("A", 1)],
+                                                      ("B", 3): everything[("B", 3)]}
+    with pytest.raises(NotFoundError, match="B-7"):
+        _ranges(assign='{"B": [7]}')
+
+
+def test_offsets_by_timestamp_as_the_connector():
+    # FakeStore: timestamp = 1000 * offset
+    every = '{"A": {"0": 20000, "1": 0}, "B": {"0": 0, "3": 999000}}'
+    got = _ranges(startingOffsetsByTimestamp=every)
+    assert got == {("A", 0): (20, 250), ("A", 1): (0, 250), ("B", 0): (50, 60), ("B", 3): (999, 1000)}
+    ends = '{"A": {"0": 30000, "1": 9999999}, "B": {"0": 55000, "3": 0}}'
+    got = _ranges(endingOffsetsByTimestamp=ends)
+    # an end time after every record is the partition's end; an empty range is no range
+    assert got == {("A", 0): (0, 30), ("A", 1): (0, 250), ("B", 0): (50, 55)}
+    with pytest.raises(ConfigError, match=r"every partition.*B-3"):
+        _ranges(startingOffsetsByTimestamp='{"A": {"0": 1, "1": 1}, "B": {"0": 1}}')
+    with pytest.raises(ConfigError, match=r"exactly the partitions read.*A-9"):
+        _ranges(subscribe="A", startingOffsetsByTimestamp='{"A": {"0": 1, "1": 1, "9": 1}}')
+    late = '{"A": {"0": 1, "1": 1}, "B": {"0": 1, "3": 99999999}}'
+    with pytest.raises(OffsetOutOfRangeError, match=r"B-3.*startingOffsetsByTimestampStrategy=latest"):
+        _ranges(startingOffsetsByTimestamp=late)
+    latest = _ranges(startingOffsetsByTimestamp=late, startingOffsetsByTimestampStrategy="latest")
+    assert ("B", 3) not in latest and latest[("B", 0)] == (50, 60)
+    with pytest.raises(OffsetOutOfRangeError, match="startingTimestamp"):
+        _ranges(startingTimestamp="99999999")
+
+
+def test_fail_on_data_loss_errs_or_skips_what_retention_removed():
+    # B/0 holds offsets 50..59: 10..49 were removed
+    with pytest.raises(OffsetOutOfRangeError, match=r"B-0 from offset 10.*from 50.*failOnDataLoss=false"):
+        _ranges(startingOffsets='{"B": {"0": 10}}')
+    with pytest.raises(OffsetOutOfRangeError, match="endingOffsets"):
+        _ranges(endingOffsets='{"B": {"0": 20}}')
+    assert _ranges(startingOffsets='{"B": {"0": 10}}', failOnDataLoss="false")[("B", 0)] == (50, 60)
+    assert ("B", 0) not in _ranges(endingOffsets='{"B": {"0": 20}}', failOnDataLoss="false")
+    # named positions and offsets still held are never data loss
+    assert _ranges(startingOffsets='{"B": {"0": -2}}')[("B", 0)] == (50, 60)
+    assert _ranges(startingOffsets='{"B": {"0": 55}}')[("B", 0)] == (55, 60)
+
+
+def test_read_options_connector_values():
+    opts = _opts(includeHeaders="TRUE", failOnDataLoss="false", **{"kafka.isolation.level": "read_committed"})
+    assert (opts.include_headers, opts.fail_on_data_loss, opts.isolation) == (True, False, "read_committed")
+    opts = _opts()
+    assert (opts.include_headers, opts.fail_on_data_loss, opts.isolation) == (False, True, "read_uncommitted")
+    assert _opts(assign='{"B": [3, 0], "A": [1]}').assign == (("A", 1), ("B", 0), ("B", 3))
 
 
 # -- planning -----------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 
 import pytest
 from spark_support import FIXTURES, fixture_config, library_rows, spark, utc  # noqa: F401
@@ -35,7 +36,7 @@ def test_write_appends_in_dataframe_order(spark, tmp_path, format_name):  # noqa
         assert [m.key for m in got] == [r[1].encode() for r in expected]
         if format_name == "kafka":
             assert [m.headers for m in got] == [r[4] for r in expected]
-    assert not any(os.scandir(str(path) + ".segstore-staging"))
+    assert os.listdir(tmp_path) == ["store"]      # nothing staged beside the store
     # a second job appends after the first
     spark.createDataFrame([("more",)], "value string").write.format("segstore").option("topic", "orders") \
         .mode("append").save(str(path))
@@ -59,7 +60,7 @@ def test_write_failure_leaves_store_untouched(spark, tmp_path):  # noqa: F811
     with pytest.raises(Exception, match="task fails on row 13"):
         df.write.format("segstore").option("topic", "t").mode("append").save(str(path))
     assert [m.value for m in _library_values(path, "t", 0)] == [b"before"]
-    assert not any(os.scandir(str(path) + ".segstore-staging"))
+    assert os.listdir(tmp_path) == ["store"]
 
 
 def test_write_refuses_bad_frames(spark, tmp_path):  # noqa: F811
@@ -143,7 +144,8 @@ def test_rocketmq_fixture_copied_to_kafka_through_spark(spark, tmp_path):  # noq
     source = FIXTURES / "rocketmq" / "basic" / "store"
     config = fixture_config(source)
     target = tmp_path / "kafka"
-    df = spark.read.format("segstore").option("config", json.dumps(config)).load(str(source))
+    df = spark.read.format("segstore").option("config", json.dumps(config)).option("includeHeaders", "true") \
+        .load(str(source))
     df.select("key", "value", "topic", "partition", "timestamp", "headers") \
         .write.format("segstore").option("format", "kafka").mode("append").save(str(target))
     expected = library_rows(source, config)
@@ -156,3 +158,68 @@ def test_rocketmq_fixture_copied_to_kafka_through_spark(spark, tmp_path):  # noq
         m = by_place[(row["topic"], row["partition"], row["offset"])]
         assert (m.key, m.value, utc(m.timestamp)) == (row["key"], row["value"], row["timestamp"])
         assert [{"key": k, "value": v} for k, v in m.headers] == row["headers"]
+
+
+def _staging_now() -> set[str]:
+    root = os.path.join(tempfile.gettempdir(), "segstore-staging")
+    return set(os.listdir(root)) if os.path.isdir(root) else set()
+
+
+@pytest.fixture
+def cluster_source(spark):  # noqa: F811
+    """The source as registered on a cluster session (not local: staging beside the broker's dirs),
+    under its own name so that the session's ``segstore`` stays as it is."""
+    from segstore.spark.datasource import SegstoreDataSource
+
+    source = SegstoreDataSource.configured(local_master=False)
+    source.name = classmethod(lambda cls: "segstore_cluster")
+    spark.dataSource.register(source)
+    return "segstore_cluster"
+
+
+def _failing_frame(spark):  # noqa: F811
+    from pyspark.sql import functions as F
+
+    @F.udf("binary")
+    def explode_on_13(i):
+        if i == 13:
+            raise ValueError("task fails on row 13")
+        return str(i).encode()
+
+    return spark.range(0, 20, numPartitions=4).select(explode_on_13("id").alias("value"))
+
+
+@pytest.mark.parametrize("source", ["segstore", "cluster"])
+def test_kafka_partition_dir_write_leaves_the_log_dir_as_kafka_loads_it(spark, tmp_path, source,  # noqa: F811
+                                                                        request):
+    # Kafka's LogManager loads every directory of a log dir as TOPIC-N (UnifiedLog.parseTopicPartitionName)
+    # and takes the log dir offline for one it cannot parse: nothing may appear there, even for a while.
+    name = request.getfixturevalue("cluster_source") if source == "cluster" else "segstore"
+    logs = tmp_path / "kafka-logs"
+    part = logs / "orders-0"
+    with segstore.open(str(part), format="kafka", mode="a") as store:
+        store.append_batch([segstore.Message(topic="orders", value=b"before")])
+    before = _staging_now()
+    spark.createDataFrame([(f"v{i}",) for i in range(30)], "value string").repartition(3) \
+        .write.format(name).option("topic", "orders").mode("append").save(str(part))
+    assert len(_library_values(part, "orders", 0)) == 31
+    assert os.listdir(logs) == ["orders-0"] and os.listdir(tmp_path) == ["kafka-logs"]
+    with pytest.raises(Exception, match="task fails on row 13"):
+        _failing_frame(spark).write.format(name).option("topic", "orders").mode("append").save(str(part))
+    assert len(_library_values(part, "orders", 0)) == 31
+    assert os.listdir(logs) == ["orders-0"] and os.listdir(tmp_path) == ["kafka-logs"]
+    assert _staging_now() <= before      # the local staging root holds nothing of these jobs
+
+
+def test_staging_root_is_outside_broker_directories(tmp_path):
+    from segstore.spark.datasource import staging_root
+    from segstore.spark.options import parse_write_options
+
+    def root(path, local=False, **options):
+        return staging_root(parse_write_options({"path": str(path), **options}), local=local)
+
+    assert root(tmp_path / "kafka-logs" / "orders-0") == str(tmp_path / ".kafka-logs.segstore-staging")
+    assert root(tmp_path / "kafka-logs") == str(tmp_path / ".kafka-logs.segstore-staging")
+    assert root(tmp_path / "store") == str(tmp_path / ".store.segstore-staging")
+    assert root(tmp_path / "store", local=True) == os.path.join(tempfile.gettempdir(), "segstore-staging")
+    assert root(tmp_path / "store", stagingDir=str(tmp_path / "s")) == str(tmp_path / "s")

@@ -6,6 +6,11 @@
  *     61-byte batch header, or the decompressed stream).
  * encode_records(records, offset_deltas) -> (region bytes, base_timestamp, max_timestamp)
  * init(Record): remember the Record dataclass (slots) and where its slots live.
+ * crc32c(data, crc=0) -> int: CRC-32C (SSE 4.2 where the CPU has it, else a table).
+ * decode_columns(log, pos, end, want, decompress, buffers): a log region's v2 batches into
+ *     the column buffers of columnar.py (see there and the section below).
+ * json_lines(prefix, timestamp_types, tails, buffers, n_rows, n_batches) -> bytes: the
+ *     dump --json lines of those buffers (ASCII).
  *
  * These mirror _decode_records_py / _encode_records_py in batch.py exactly: the
  * same results, the same ValueError(message, position) on malformed input.  Every
@@ -763,6 +768,872 @@ fail_early:
 }
 
 /* ------------------------------------------------------------------------------ */
+/* CRC-32C (Castagnoli, reflected polynomial 0x82F63B78): the v2 batch checksum */
+
+static uint32_t crc32c_table[256];
+static int crc32c_hardware = 0;
+
+static void
+crc32c_init(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) {
+            c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        }
+        crc32c_table[i] = c;
+    }
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    __builtin_cpu_init();
+    crc32c_hardware = __builtin_cpu_supports("sse4.2");
+#endif
+}
+
+static uint32_t
+crc32c_software(uint32_t crc, const uint8_t *p, Py_ssize_t n)
+{
+    crc = ~crc;
+    while (n-- > 0) {
+        crc = crc32c_table[(crc ^ *p++) & 0xFF] ^ (crc >> 8);
+    }
+    return ~crc;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <nmmintrin.h>
+__attribute__((target("sse4.2"))) static uint32_t
+crc32c_sse42(uint32_t crc, const uint8_t *p, Py_ssize_t n)
+{
+    uint64_t c = ~crc;
+    while (n >= 8) {
+        uint64_t word;
+        memcpy(&word, p, 8);
+        c = _mm_crc32_u64(c, word);
+        p += 8;
+        n -= 8;
+    }
+    uint32_t c32 = (uint32_t)c;
+    while (n-- > 0) {
+        c32 = _mm_crc32_u8(c32, *p++);
+    }
+    return ~c32;
+}
+#endif
+
+static uint32_t
+crc32c(uint32_t crc, const uint8_t *p, Py_ssize_t n)
+{
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (crc32c_hardware) {
+        return crc32c_sse42(crc, p, n);
+    }
+#endif
+    return crc32c_software(crc, p, n);
+}
+
+static PyObject *
+crc32c_py(PyObject *module, PyObject *args)
+{
+    Py_buffer view;
+    unsigned int crc = 0;
+    if (!PyArg_ParseTuple(args, "y*|I", &view, &crc)) {
+        return NULL;
+    }
+    uint32_t out = crc32c(crc, view.buf, view.len);
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(out);
+}
+
+/* ------------------------------------------------------------------------------ */
+/* columnar decode: a log region's v2 batches into column buffers (columnar.py)
+ *
+ * decode_columns(log, pos, end, want, decompress, buffers) walks the batches
+ * that start in [pos, end) of the .log bytes ``log`` and fills the column
+ * buffers of columnar.py (BUFFERS names them, in order).  A batch is taken only
+ * whole and only when everything the reference path checks holds: the entry
+ * lies inside ``log``, magic 2, the v2 minimum length, the CRC-32C, a record
+ * count >= 0, its (decompressed) records filling the region exactly with valid
+ * varints, UTF-8 header keys and offsets/timestamps within int64.  Any other
+ * batch (a legacy v0/v1 entry, a torn or corrupt one) stops the walk *before* it
+ * with STOP_DECLINE: columnar.py then hands that batch to the reference codec in
+ * batch.py, which decodes it or raises its typed error, so errors and their
+ * positions are the reference's by construction.  A batch that does not fit in
+ * what is left of a buffer stops the walk before it with STOP_FULL and the mask
+ * of the buffers that were short.
+ *
+ * Compressed batches are inflated by calling ``decompress(codec, region, pos)``
+ * (columnar.py's one call into compression.py); an exception from it is left to
+ * the reference path to raise again (STOP_DECLINE).  Keys, values and headers are
+ * copied (memcpy) into one contiguous data buffer per column.
+ */
+
+enum { STOP_END = 0, STOP_FULL = 1, STOP_DECLINE = 2 };
+enum { WANT_KEY = 1, WANT_VALUE = 2, WANT_HEADERS = 4 };
+enum {
+    NEED_BATCHES = 1, NEED_ROWS = 2, NEED_KEY = 4, NEED_VALUE = 8, NEED_HEADERS = 16, NEED_HKEY = 32,
+    NEED_HVALUE = 64,
+};
+
+/* One row per batch (columnar.BATCH_DTYPE, native byte order). */
+typedef struct {
+    int64_t base_offset;
+    int64_t position;
+    int64_t base_timestamp;
+    int64_t max_timestamp;
+    int64_t producer_id;
+    int64_t last_offset_delta; /* a legacy wrapper's offset span is not bounded by int32 */
+    int32_t size;
+    int32_t leader_epoch;
+    int32_t base_sequence;
+    int32_t record_count;
+    uint32_t crc;
+    int32_t first_row;
+    int16_t attributes;
+    int16_t producer_epoch;
+    int8_t magic;
+    int8_t pad_[3];
+} BatchRow;
+_Static_assert(sizeof(BatchRow) == 80, "BatchRow is columnar.BATCH_DTYPE");
+
+/* The buffers, in columnar.BUFFERS order. */
+enum {
+    B_BATCHES, B_OFFSET, B_TIMESTAMP, B_SEQUENCE, B_ROW_BATCH,
+    B_KEY_OFFSETS, B_KEY_VALID, B_KEY_DATA, B_VALUE_OFFSETS, B_VALUE_VALID, B_VALUE_DATA,
+    B_HEADER_OFFSETS, B_HKEY_OFFSETS, B_HKEY_DATA, B_HVALUE_OFFSETS, B_HVALUE_VALID, B_HVALUE_DATA,
+    N_BUFFERS,
+};
+
+typedef struct {
+    Py_ssize_t batches, rows, key, value, headers, hkey, hvalue, key_nulls, value_nulls, hvalue_nulls;
+} Counts;
+
+typedef struct {
+    Py_buffer views[N_BUFFERS];
+    int held;
+    BatchRow *batch;
+    int64_t *offset, *timestamp;
+    int32_t *sequence, *row_batch, *key_off, *value_off, *header_off, *hkey_off, *hvalue_off;
+    uint8_t *key_valid, *value_valid, *hvalue_valid, *key_data, *value_data, *hkey_data, *hvalue_data;
+    Counts cap, n;
+    int want;
+} Cols;
+
+static void
+release_cols(Cols *c)
+{
+    for (int i = 0; i < c->held; i++) {
+        PyBuffer_Release(&c->views[i]);
+    }
+    c->held = 0;
+}
+
+/* Capacities from the buffer sizes; offsets arrays hold one more entry than their rows. */
+static int
+get_cols(PyObject *buffers, Cols *c, int writable)
+{
+    if (!PyTuple_Check(buffers) || PyTuple_GET_SIZE(buffers) != N_BUFFERS) {
+        PyErr_Format(PyExc_TypeError, "a tuple of %d column buffers", N_BUFFERS);
+        return -1;
+    }
+    for (int i = 0; i < N_BUFFERS; i++) {
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(buffers, i), &c->views[i],
+                               (writable ? PyBUF_WRITABLE : 0) | PyBUF_C_CONTIGUOUS) < 0) {
+            release_cols(c);
+            return -1;
+        }
+        c->held = i + 1;
+    }
+    Py_buffer *v = c->views;
+    c->batch = v[B_BATCHES].buf;
+    c->offset = v[B_OFFSET].buf;
+    c->timestamp = v[B_TIMESTAMP].buf;
+    c->sequence = v[B_SEQUENCE].buf;
+    c->row_batch = v[B_ROW_BATCH].buf;
+    c->key_off = v[B_KEY_OFFSETS].buf;
+    c->key_valid = v[B_KEY_VALID].buf;
+    c->key_data = v[B_KEY_DATA].buf;
+    c->value_off = v[B_VALUE_OFFSETS].buf;
+    c->value_valid = v[B_VALUE_VALID].buf;
+    c->value_data = v[B_VALUE_DATA].buf;
+    c->header_off = v[B_HEADER_OFFSETS].buf;
+    c->hkey_off = v[B_HKEY_OFFSETS].buf;
+    c->hkey_data = v[B_HKEY_DATA].buf;
+    c->hvalue_off = v[B_HVALUE_OFFSETS].buf;
+    c->hvalue_valid = v[B_HVALUE_VALID].buf;
+    c->hvalue_data = v[B_HVALUE_DATA].buf;
+    Py_ssize_t rows = v[B_OFFSET].len / 8;
+#define MIN_CAP(x, y) ((x) < (y) ? (x) : (y))
+    rows = MIN_CAP(rows, v[B_TIMESTAMP].len / 8);
+    rows = MIN_CAP(rows, v[B_SEQUENCE].len / 4);
+    rows = MIN_CAP(rows, v[B_ROW_BATCH].len / 4);
+    rows = MIN_CAP(rows, v[B_HEADER_OFFSETS].len / 4 - 1);
+    if (c->want & WANT_KEY) {
+        rows = MIN_CAP(rows, MIN_CAP(v[B_KEY_OFFSETS].len / 4 - 1, v[B_KEY_VALID].len * 8));
+    }
+    if (c->want & WANT_VALUE) {
+        rows = MIN_CAP(rows, MIN_CAP(v[B_VALUE_OFFSETS].len / 4 - 1, v[B_VALUE_VALID].len * 8));
+    }
+    Py_ssize_t headers = MIN_CAP(v[B_HKEY_OFFSETS].len / 4 - 1, v[B_HVALUE_OFFSETS].len / 4 - 1);
+    headers = MIN_CAP(headers, v[B_HVALUE_VALID].len * 8);
+#undef MIN_CAP
+    c->cap.batches = v[B_BATCHES].len / (Py_ssize_t)sizeof(BatchRow);
+    c->cap.rows = rows < 0 ? 0 : rows;
+    c->cap.key = v[B_KEY_DATA].len;
+    c->cap.value = v[B_VALUE_DATA].len;
+    c->cap.headers = (c->want & WANT_HEADERS) && headers > 0 ? headers : 0;
+    c->cap.hkey = v[B_HKEY_DATA].len;
+    c->cap.hvalue = v[B_HVALUE_DATA].len;
+    if (v[B_HEADER_OFFSETS].len < 4 || ((c->want & WANT_KEY) && v[B_KEY_OFFSETS].len < 4) ||
+        ((c->want & WANT_VALUE) && v[B_VALUE_OFFSETS].len < 4) ||
+        ((c->want & WANT_HEADERS) && (v[B_HKEY_OFFSETS].len < 4 || v[B_HVALUE_OFFSETS].len < 4))) {
+        PyErr_SetString(PyExc_ValueError, "offsets buffers of at least one entry");
+        release_cols(c);
+        return -1;
+    }
+    memset(&c->n, 0, sizeof(c->n));
+    if (!writable) {
+        return 0;
+    }
+    c->header_off[0] = 0;
+    if (c->want & WANT_KEY) {
+        c->key_off[0] = 0;
+    }
+    if (c->want & WANT_VALUE) {
+        c->value_off[0] = 0;
+    }
+    if (c->want & WANT_HEADERS) {
+        c->hkey_off[0] = 0;
+        c->hvalue_off[0] = 0;
+    }
+    return 0;
+}
+
+static inline void
+set_bit(uint8_t *bitmap, Py_ssize_t i, int on)
+{
+    if (on) {
+        bitmap[i >> 3] |= (uint8_t)(1u << (i & 7));
+    } else {
+        bitmap[i >> 3] &= (uint8_t)~(1u << (i & 7));
+    }
+}
+
+static inline uint32_t
+be32(const uint8_t *p)
+{
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+static inline uint16_t
+be16(const uint8_t *p)
+{
+    return (uint16_t)(((uint16_t)p[0] << 8) | p[1]);
+}
+
+static inline uint64_t
+be64(const uint8_t *p)
+{
+    return ((uint64_t)be32(p) << 32) | be32(p + 4);
+}
+
+/* Strict UTF-8 as Python decodes it (RFC 3629: no overlongs, surrogates or > U+10FFFF). */
+static int
+valid_utf8(const uint8_t *s, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    while (i < n) {
+        uint8_t b = s[i];
+        if (b < 0x80) {
+            i++;
+            continue;
+        }
+        int more;
+        uint8_t lo = 0x80, hi = 0xBF;
+        if (b >= 0xC2 && b <= 0xDF) {
+            more = 1;
+        } else if (b >= 0xE0 && b <= 0xEF) {
+            more = 2;
+            if (b == 0xE0) {
+                lo = 0xA0;
+            } else if (b == 0xED) {
+                hi = 0x9F;
+            }
+        } else if (b >= 0xF0 && b <= 0xF4) {
+            more = 3;
+            if (b == 0xF0) {
+                lo = 0x90;
+            } else if (b == 0xF4) {
+                hi = 0x8F;
+            }
+        } else {
+            return 0;
+        }
+        if (n - i - 1 < more) {
+            return 0;
+        }
+        if (s[i + 1] < lo || s[i + 1] > hi) {
+            return 0;
+        }
+        for (int k = 2; k <= more; k++) {
+            if (s[i + k] < 0x80 || s[i + k] > 0xBF) {
+                return 0;
+            }
+        }
+        i += more + 1;
+    }
+    return 1;
+}
+
+/* A blob (length varint, bytes) at body[pos]: -1 when bad, else 0 with its start and length (< 0: null). */
+static inline int
+col_blob(const uint8_t *body, Py_ssize_t end, Py_ssize_t *pos, Py_ssize_t *start, int32_t *length)
+{
+    if (read_varint(body, end, pos, length) != VARINT_OK) {
+        return -1;
+    }
+    if (*length < 0) {
+        return 0;
+    }
+    if (*length > end - *pos) {
+        return -1;
+    }
+    *start = *pos;
+    *pos += *length;
+    return 0;
+}
+
+/* Outcome of one batch's records: OK, DECLINE (the reference decides), or FULL with c->need. */
+enum { REC_OK = 0, REC_DECLINE = 1, REC_FULL = 2 };
+
+static int
+decode_column_records(const uint8_t *buf, Py_ssize_t end, const BatchRow *batch, int log_append_time,
+                      Cols *c, int *need)
+{
+    const int want = c->want;
+    Py_ssize_t pos = 0;
+    for (int32_t index = 0; index < batch->record_count; index++) {
+        int32_t length;
+        if (read_varint(buf, end, &pos, &length) != VARINT_OK || length < 0 || length > end - pos ||
+            length < 1) {
+            return REC_DECLINE;
+        }
+        const uint8_t *body = buf + pos;
+        Py_ssize_t bp = 1;
+        int64_t ts_delta;
+        int32_t offset_delta, key_len, value_len, header_count;
+        Py_ssize_t key_at = 0, value_at = 0;
+        if (read_varlong(body, length, &bp, &ts_delta) != VARINT_OK ||
+            read_varint(body, length, &bp, &offset_delta) != VARINT_OK ||
+            col_blob(body, length, &bp, &key_at, &key_len) < 0 ||
+            col_blob(body, length, &bp, &value_at, &value_len) < 0 ||
+            read_varint(body, length, &bp, &header_count) != VARINT_OK || header_count < 0) {
+            return REC_DECLINE;
+        }
+        Py_ssize_t row = c->n.rows;
+        if (row >= c->cap.rows) {
+            *need |= NEED_ROWS;
+            return REC_FULL;
+        }
+        if (want & WANT_HEADERS) {
+            if (header_count > c->cap.headers - c->n.headers) {
+                *need |= NEED_HEADERS;
+                return REC_FULL;
+            }
+        }
+        for (int32_t h = 0; h < header_count; h++) {
+            int32_t hkey_len, hvalue_len;
+            Py_ssize_t hkey_at = 0, hvalue_at = 0;
+            if (read_varint(body, length, &bp, &hkey_len) != VARINT_OK || hkey_len < 0 ||
+                hkey_len > length - bp) {
+                return REC_DECLINE;
+            }
+            hkey_at = bp;
+            bp += hkey_len;
+            if (!valid_utf8(body + hkey_at, hkey_len) || col_blob(body, length, &bp, &hvalue_at, &hvalue_len) < 0) {
+                return REC_DECLINE;
+            }
+            if (want & WANT_HEADERS) {
+                Py_ssize_t hi = c->n.headers;
+                if (hkey_len > c->cap.hkey - c->n.hkey) {
+                    *need |= NEED_HKEY;
+                    return REC_FULL;
+                }
+                if (hvalue_len > c->cap.hvalue - c->n.hvalue) {
+                    *need |= NEED_HVALUE;
+                    return REC_FULL;
+                }
+                memcpy(c->hkey_data + c->n.hkey, body + hkey_at, hkey_len);
+                c->n.hkey += hkey_len;
+                c->hkey_off[hi + 1] = (int32_t)c->n.hkey;
+                set_bit(c->hvalue_valid, hi, hvalue_len >= 0);
+                if (hvalue_len >= 0) {
+                    memcpy(c->hvalue_data + c->n.hvalue, body + hvalue_at, hvalue_len);
+                    c->n.hvalue += hvalue_len;
+                } else {
+                    c->n.hvalue_nulls++;
+                }
+                c->hvalue_off[hi + 1] = (int32_t)c->n.hvalue;
+                c->n.headers = hi + 1;
+            }
+        }
+        if (bp != length) {
+            return REC_DECLINE;
+        }
+        int64_t offset, timestamp;
+        int overflow = __builtin_add_overflow(batch->base_offset, (int64_t)offset_delta, &offset);
+        if (log_append_time) {
+            timestamp = batch->max_timestamp;
+        } else {
+            overflow |= __builtin_add_overflow(batch->base_timestamp, ts_delta, &timestamp);
+        }
+        if (overflow) {
+            return REC_DECLINE;
+        }
+        if (want & WANT_KEY) {
+            if (key_len > c->cap.key - c->n.key) {
+                *need |= NEED_KEY;
+                return REC_FULL;
+            }
+            set_bit(c->key_valid, row, key_len >= 0);
+            if (key_len >= 0) {
+                memcpy(c->key_data + c->n.key, body + key_at, key_len);
+                c->n.key += key_len;
+            } else {
+                c->n.key_nulls++;
+            }
+            c->key_off[row + 1] = (int32_t)c->n.key;
+        }
+        if (want & WANT_VALUE) {
+            if (value_len > c->cap.value - c->n.value) {
+                *need |= NEED_VALUE;
+                return REC_FULL;
+            }
+            set_bit(c->value_valid, row, value_len >= 0);
+            if (value_len >= 0) {
+                memcpy(c->value_data + c->n.value, body + value_at, value_len);
+                c->n.value += value_len;
+            } else {
+                c->n.value_nulls++;
+            }
+            c->value_off[row + 1] = (int32_t)c->n.value;
+        }
+        c->offset[row] = offset;
+        c->timestamp[row] = timestamp;
+        c->sequence[row] = (int32_t)(batch->base_sequence == NO_SEQUENCE
+                                         ? NO_SEQUENCE
+                                         : increment_sequence(batch->base_sequence, offset_delta));
+        c->row_batch[row] = (int32_t)c->n.batches;
+        c->header_off[row + 1] = (int32_t)c->n.headers;
+        c->n.rows = row + 1;
+        pos += length;
+    }
+    return pos == end ? REC_OK : REC_DECLINE;
+}
+
+#define V2_HEADER_SIZE 61
+#define V2_MIN_LENGTH (V2_HEADER_SIZE - 12)
+#define LEGACY_MIN_LENGTH 14
+#define CRC_COVERED_FROM 21
+#define CODEC_MASK 0x07
+#define MAX_CODEC 4
+#define TIMESTAMP_TYPE_FLAG 0x08
+
+/* One batch at log[pos]: REC_OK (added, *size set), REC_DECLINE, REC_FULL, or -1 (exception set). */
+static int
+decode_column_batch(const uint8_t *log, Py_ssize_t log_len, Py_ssize_t pos, PyObject *decompress, Cols *c,
+                    Py_ssize_t *size, int *need)
+{
+    Py_ssize_t remaining = log_len - pos;
+    if (remaining < 17) {
+        return REC_DECLINE;
+    }
+    const uint8_t *p = log + pos;
+    int32_t length = (int32_t)be32(p + 8);
+    if (length < LEGACY_MIN_LENGTH || (Py_ssize_t)length + 12 > remaining || p[16] != 2 || length < V2_MIN_LENGTH) {
+        return REC_DECLINE;
+    }
+    *size = (Py_ssize_t)length + 12;
+    BatchRow b;
+    memset(&b, 0, sizeof(b));
+    b.crc = be32(p + 17);
+    if (crc32c(0, p + CRC_COVERED_FROM, *size - CRC_COVERED_FROM) != b.crc) {
+        return REC_DECLINE;
+    }
+    b.base_offset = (int64_t)be64(p);
+    b.position = pos;
+    b.size = (int32_t)*size;
+    b.leader_epoch = (int32_t)be32(p + 12);
+    b.magic = 2;
+    b.attributes = (int16_t)be16(p + 21);
+    b.last_offset_delta = (int32_t)be32(p + 23);
+    b.base_timestamp = (int64_t)be64(p + 27);
+    b.max_timestamp = (int64_t)be64(p + 35);
+    b.producer_id = (int64_t)be64(p + 43);
+    b.producer_epoch = (int16_t)be16(p + 51);
+    b.base_sequence = (int32_t)be32(p + 53);
+    b.record_count = (int32_t)be32(p + 57);
+    b.first_row = (int32_t)c->n.rows;
+    int codec = b.attributes & CODEC_MASK;
+    if (b.record_count < 0 || codec > MAX_CODEC) {
+        return REC_DECLINE;
+    }
+    if (c->n.batches >= c->cap.batches) {
+        *need |= NEED_BATCHES;
+        return REC_FULL;
+    }
+    const uint8_t *region = p + V2_HEADER_SIZE;
+    Py_ssize_t region_len = *size - V2_HEADER_SIZE;
+    PyObject *inflated = NULL;
+    Py_buffer inflated_view;
+    if (codec != 0) {
+        PyObject *view = PyMemoryView_FromMemory((char *)region, region_len, PyBUF_READ);
+        if (view == NULL) {
+            return -1;
+        }
+        inflated = PyObject_CallFunction(decompress, "iOn", codec, view, pos + V2_HEADER_SIZE);
+        Py_DECREF(view);
+        if (inflated == NULL) {
+            if (PyErr_ExceptionMatches(PyExc_Exception)) {
+                PyErr_Clear(); /* the reference path raises it again, typed */
+                return REC_DECLINE;
+            }
+            return -1;
+        }
+        if (PyObject_GetBuffer(inflated, &inflated_view, PyBUF_SIMPLE) < 0) {
+            Py_DECREF(inflated);
+            return -1;
+        }
+        region = inflated_view.buf;
+        region_len = inflated_view.len;
+    }
+    int rc;
+    /* Every record takes MIN_RECORD_SIZE bytes: a larger count cannot decode (and must not be
+     * answered by growing the buffers). */
+    if (b.record_count > region_len / MIN_RECORD_SIZE + 1) {
+        rc = REC_DECLINE;
+    } else if (b.record_count > c->cap.rows - c->n.rows) {
+        *need |= NEED_ROWS;
+        rc = REC_FULL;
+    } else {
+        Counts saved = c->n;
+        rc = decode_column_records(region, region_len, &b, b.attributes & TIMESTAMP_TYPE_FLAG, c, need);
+        if (rc != REC_OK) {
+            c->n = saved;
+        } else {
+            c->batch[c->n.batches++] = b;
+        }
+    }
+    if (inflated != NULL) {
+        PyBuffer_Release(&inflated_view);
+        Py_DECREF(inflated);
+    }
+    return rc;
+}
+
+static PyObject *
+decode_columns(PyObject *module, PyObject *args)
+{
+    Py_buffer log;
+    Py_ssize_t pos, end;
+    int want;
+    PyObject *decompress, *buffers;
+    if (!PyArg_ParseTuple(args, "y*nniOO", &log, &pos, &end, &want, &decompress, &buffers)) {
+        return NULL;
+    }
+    Cols c;
+    memset(&c, 0, sizeof(c));
+    c.want = want;
+    if (get_cols(buffers, &c, 1) < 0) {
+        PyBuffer_Release(&log);
+        return NULL;
+    }
+    if (end > log.len) {
+        end = log.len;
+    }
+    int status = STOP_END, need = 0;
+    while (pos < end) {
+        Py_ssize_t size = 0;
+        int rc = decode_column_batch(log.buf, log.len, pos, decompress, &c, &size, &need);
+        if (rc < 0) {
+            release_cols(&c);
+            PyBuffer_Release(&log);
+            return NULL;
+        }
+        if (rc == REC_DECLINE) {
+            status = STOP_DECLINE;
+            break;
+        }
+        if (rc == REC_FULL) {
+            status = STOP_FULL;
+            break;
+        }
+        pos += size;
+    }
+    release_cols(&c);
+    PyBuffer_Release(&log);
+    Counts *n = &c.n;
+    return Py_BuildValue("(in(nnnnnnnnnn)i)", status, pos, n->batches, n->rows, n->key, n->value,
+                         n->headers, n->hkey, n->hvalue, n->key_nulls, n->value_nulls, n->hvalue_nulls, need);
+}
+
+/* ------------------------------------------------------------------------------ */
+/* dump --json lines from the column buffers
+ *
+ * json_lines(prefix, timestamp_types, tails, buffers, n_rows, n_batches) -> bytes: one line per
+ * row, byte for byte what json.dumps gives for KafkaStore.to_json (ensure_ascii,
+ * ", " and ": " separators, base64 keys and values):
+ *
+ *   prefix + offset + ', "timestamp": ' + ts + ', "timestamp_type": ' + timestamp_types[b]
+ *   + ', "key": ' + key + ', "value": ' + value + ', "headers": [...]' + tails[b]
+ *
+ * where b is the row's batch; prefix, timestamp_types and tails are the JSON the
+ * caller formatted once per partition and per batch.
+ */
+
+static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/* The writers below write at w, which the caller sized by the bounds of json_lines' first pass. */
+
+static inline uint8_t *
+put(uint8_t *w, const void *p, Py_ssize_t n)
+{
+    memcpy(w, p, n);
+    return w + n;
+}
+
+#define PUT_LITERAL(w, s) put((w), (s), sizeof(s) - 1)
+#define INT_BOUND 20 /* "-9223372036854775808" */
+
+static uint8_t *
+put_int(uint8_t *w, int64_t v)
+{
+    char tmp[INT_BOUND];
+    int n = 0;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0) {
+        *w++ = '-';
+    }
+    while (n) {
+        *w++ = (uint8_t)tmp[--n];
+    }
+    return w;
+}
+
+static inline Py_ssize_t
+b64_bound(Py_ssize_t n)
+{
+    return 2 + (n + 2) / 3 * 4; /* quoted; "null" is shorter */
+}
+
+/* "base64" or null. */
+static uint8_t *
+put_b64(uint8_t *w, const uint8_t *p, Py_ssize_t n, int valid)
+{
+    if (!valid) {
+        return PUT_LITERAL(w, "null");
+    }
+    *w++ = '"';
+    Py_ssize_t i = 0;
+    for (; i + 3 <= n; i += 3) {
+        uint32_t v = ((uint32_t)p[i] << 16) | ((uint32_t)p[i + 1] << 8) | p[i + 2];
+        *w++ = B64[v >> 18];
+        *w++ = B64[(v >> 12) & 63];
+        *w++ = B64[(v >> 6) & 63];
+        *w++ = B64[v & 63];
+    }
+    if (n - i == 1) {
+        uint32_t v = (uint32_t)p[i] << 16;
+        *w++ = B64[v >> 18];
+        *w++ = B64[(v >> 12) & 63];
+        *w++ = '=';
+        *w++ = '=';
+    } else if (n - i == 2) {
+        uint32_t v = ((uint32_t)p[i] << 16) | ((uint32_t)p[i + 1] << 8);
+        *w++ = B64[v >> 18];
+        *w++ = B64[(v >> 12) & 63];
+        *w++ = B64[(v >> 6) & 63];
+        *w++ = '=';
+    }
+    *w++ = '"';
+    return w;
+}
+
+static const char HEX[] = "0123456789abcdef";
+
+static uint8_t *
+put_u_escape(uint8_t *w, uint32_t unit)
+{
+    *w++ = '\\';
+    *w++ = 'u';
+    *w++ = (uint8_t)HEX[(unit >> 12) & 15];
+    *w++ = (uint8_t)HEX[(unit >> 8) & 15];
+    *w++ = (uint8_t)HEX[(unit >> 4) & 15];
+    *w++ = (uint8_t)HEX[unit & 15];
+    return w;
+}
+
+/* A JSON string of valid UTF-8 as json.dumps(ensure_ascii=True) writes it: at most 2 + 6n bytes
+ * (a 4-byte sequence becomes two 6-byte escapes, 3 bytes one, a control byte one). */
+static uint8_t *
+put_json_str(uint8_t *w, const uint8_t *s, Py_ssize_t n)
+{
+    *w++ = '"';
+    Py_ssize_t i = 0;
+    while (i < n) {
+        uint32_t cp = s[i];
+        if (cp >= 0xF0) {
+            cp = ((cp & 0x07) << 18) | ((uint32_t)(s[i + 1] & 0x3F) << 12) | ((uint32_t)(s[i + 2] & 0x3F) << 6) |
+                 (s[i + 3] & 0x3F);
+            i += 4;
+        } else if (cp >= 0xE0) {
+            cp = ((cp & 0x0F) << 12) | ((uint32_t)(s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F);
+            i += 3;
+        } else if (cp >= 0xC0) {
+            cp = ((cp & 0x1F) << 6) | (s[i + 1] & 0x3F);
+            i += 2;
+        } else {
+            i += 1;
+        }
+        if (cp == '"' || cp == '\\') {
+            *w++ = '\\';
+            *w++ = (uint8_t)cp;
+        } else if (cp >= 0x20 && cp <= 0x7E) {
+            *w++ = (uint8_t)cp;
+        } else if (cp == '\n' || cp == '\r' || cp == '\t' || cp == '\b' || cp == '\f') {
+            *w++ = '\\';
+            *w++ = cp == '\n' ? 'n' : cp == '\r' ? 'r' : cp == '\t' ? 't' : cp == '\b' ? 'b' : 'f';
+        } else if (cp > 0xFFFF) {
+            uint32_t v = cp - 0x10000;
+            w = put_u_escape(w, 0xD800 + (v >> 10));
+            w = put_u_escape(w, 0xDC00 + (v & 0x3FF));
+        } else {
+            w = put_u_escape(w, cp);
+        }
+    }
+    *w++ = '"';
+    return w;
+}
+
+static inline int
+bit(const uint8_t *bitmap, Py_ssize_t i)
+{
+    return (bitmap[i >> 3] >> (i & 7)) & 1;
+}
+
+/* offsets[i] .. offsets[i + 1] is a slice of a buffer of ``size`` bytes. */
+static inline int
+within(const int32_t *offsets, Py_ssize_t i, Py_ssize_t size)
+{
+    return 0 <= offsets[i] && offsets[i] <= offsets[i + 1] && offsets[i + 1] <= size;
+}
+
+static const char K_TIMESTAMP[] = ", \"timestamp\": ", K_TYPE[] = ", \"timestamp_type\": ", K_KEY[] = ", \"key\": ",
+                  K_VALUE[] = ", \"value\": ", K_HEADERS[] = ", \"headers\": [", K_HKEY[] = "{\"key\": ";
+
+static PyObject *
+json_lines(PyObject *module, PyObject *args)
+{
+    Py_buffer prefix;
+    PyObject *types, *tails, *buffers;
+    Py_ssize_t n_rows, n_batches;
+    if (!PyArg_ParseTuple(args, "y*O!O!Onn", &prefix, &PyList_Type, &types, &PyList_Type, &tails, &buffers,
+                          &n_rows, &n_batches)) {
+        return NULL;
+    }
+    Cols c;
+    memset(&c, 0, sizeof(c));
+    c.want = WANT_KEY | WANT_VALUE | WANT_HEADERS;
+    PyObject *result = NULL;
+    if (get_cols(buffers, &c, 0) < 0) {
+        PyBuffer_Release(&prefix);
+        return NULL;
+    }
+    if (n_rows < 0 || n_rows > c.cap.rows || n_batches < 0 || n_batches > c.cap.batches ||
+        PyList_GET_SIZE(types) < n_batches || PyList_GET_SIZE(tails) < n_batches) {
+        PyErr_SetString(PyExc_ValueError, "row and batch counts within the buffers and the per-batch lists");
+        goto done;
+    }
+    for (Py_ssize_t b = 0; b < n_batches; b++) {
+        if (!PyBytes_Check(PyList_GET_ITEM(types, b)) || !PyBytes_Check(PyList_GET_ITEM(tails, b))) {
+            PyErr_SetString(PyExc_TypeError, "timestamp types and tails as bytes");
+            goto done;
+        }
+    }
+    Py_ssize_t n_headers = n_rows ? c.header_off[n_rows] : 0;
+    if (n_headers > c.cap.headers) {
+        PyErr_SetString(PyExc_ValueError, "header counts within the buffers");
+        goto done;
+    }
+    /* First pass: check every slice and bound the output, so the second writes without checks. */
+    Py_ssize_t bound = 0;
+    for (Py_ssize_t r = 0; r < n_rows; r++) {
+        int32_t b = c.row_batch[r];
+        if (b < 0 || b >= n_batches || !within(c.key_off, r, c.cap.key) || !within(c.value_off, r, c.cap.value) ||
+            !within(c.header_off, r, n_headers)) {
+            PyErr_SetString(PyExc_ValueError, "row batches and offsets within the buffers");
+            goto done;
+        }
+        bound += prefix.len + 2 * INT_BOUND + sizeof(K_TIMESTAMP) + sizeof(K_TYPE) + sizeof(K_KEY) +
+                 sizeof(K_VALUE) + sizeof(K_HEADERS) + 1 + PyBytes_GET_SIZE(PyList_GET_ITEM(types, b)) +
+                 PyBytes_GET_SIZE(PyList_GET_ITEM(tails, b)) + b64_bound(c.key_off[r + 1] - c.key_off[r]) +
+                 b64_bound(c.value_off[r + 1] - c.value_off[r]);
+        for (int32_t h = c.header_off[r]; h < c.header_off[r + 1]; h++) {
+            if (!within(c.hkey_off, h, c.cap.hkey) || !within(c.hvalue_off, h, c.cap.hvalue) ||
+                !valid_utf8(c.hkey_data + c.hkey_off[h], c.hkey_off[h + 1] - c.hkey_off[h])) {
+                PyErr_SetString(PyExc_ValueError, "header offsets within the buffers, UTF-8 keys");
+                goto done;
+            }
+            bound += 2 + sizeof(K_HKEY) + 2 + 6 * (Py_ssize_t)(c.hkey_off[h + 1] - c.hkey_off[h]) +
+                     sizeof(K_VALUE) + b64_bound(c.hvalue_off[h + 1] - c.hvalue_off[h]) + 1;
+        }
+    }
+    /* Written straight into the bytes returned (ASCII: json.dumps escapes the rest), then shrunk. */
+    result = PyBytes_FromStringAndSize(NULL, bound);
+    if (result == NULL) {
+        goto done;
+    }
+    uint8_t *start = (uint8_t *)PyBytes_AS_STRING(result);
+    uint8_t *w = start;
+    for (Py_ssize_t r = 0; r < n_rows; r++) {
+        int32_t b = c.row_batch[r];
+        PyObject *type = PyList_GET_ITEM(types, b), *tail = PyList_GET_ITEM(tails, b);
+        w = put(w, prefix.buf, prefix.len);
+        w = put_int(w, c.offset[r]);
+        w = PUT_LITERAL(w, K_TIMESTAMP);
+        w = put_int(w, c.timestamp[r]);
+        w = PUT_LITERAL(w, K_TYPE);
+        w = put(w, PyBytes_AS_STRING(type), PyBytes_GET_SIZE(type));
+        w = PUT_LITERAL(w, K_KEY);
+        w = put_b64(w, c.key_data + c.key_off[r], c.key_off[r + 1] - c.key_off[r], bit(c.key_valid, r));
+        w = PUT_LITERAL(w, K_VALUE);
+        w = put_b64(w, c.value_data + c.value_off[r], c.value_off[r + 1] - c.value_off[r], bit(c.value_valid, r));
+        w = PUT_LITERAL(w, K_HEADERS);
+        for (int32_t h = c.header_off[r]; h < c.header_off[r + 1]; h++) {
+            if (h > c.header_off[r]) {
+                w = PUT_LITERAL(w, ", ");
+            }
+            w = PUT_LITERAL(w, K_HKEY);
+            w = put_json_str(w, c.hkey_data + c.hkey_off[h], c.hkey_off[h + 1] - c.hkey_off[h]);
+            w = PUT_LITERAL(w, K_VALUE);
+            w = put_b64(w, c.hvalue_data + c.hvalue_off[h], c.hvalue_off[h + 1] - c.hvalue_off[h],
+                        bit(c.hvalue_valid, h));
+            *w++ = '}';
+        }
+        *w++ = ']';
+        w = put(w, PyBytes_AS_STRING(tail), PyBytes_GET_SIZE(tail));
+    }
+    _PyBytes_Resize(&result, w - start); /* on failure it clears result and sets the error */
+done:
+    release_cols(&c);
+    PyBuffer_Release(&prefix);
+    return result;
+}
+
+/* ------------------------------------------------------------------------------ */
 /* init */
 
 static PyObject *
@@ -802,6 +1673,11 @@ static PyMethodDef methods[] = {
      "decode_records(region, count, base_offset, base_timestamp, log_append_time, base_sequence) -> list"},
     {"encode_records", encode_records, METH_VARARGS,
      "encode_records(records, offset_deltas) -> (region, base_timestamp, max_timestamp)"},
+    {"crc32c", crc32c_py, METH_VARARGS, "crc32c(data, crc=0) -> int: CRC-32C, as the crc32c package."},
+    {"decode_columns", decode_columns, METH_VARARGS,
+     "decode_columns(log, pos, end, want, decompress, buffers) -> (stop, pos, counts, need)"},
+    {"json_lines", json_lines, METH_VARARGS,
+     "json_lines(prefix, timestamp_types, tails, buffers, n_rows, n_batches) -> bytes"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -820,5 +1696,6 @@ PyInit__speedups(void)
     if (!str_key || !str_value || !str_timestamp || !str_headers) {
         return NULL;
     }
+    crc32c_init();
     return PyModule_Create(&module_def);
 }

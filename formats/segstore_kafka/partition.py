@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields
 from typing import Any
 
-from segstore import files
+from segstore import files, progress
 from segstore.errors import (
     ConfigError,
     CorruptDataError,
@@ -36,10 +36,12 @@ from segstore.errors import (
     MessageTooLargeError,
     OffsetOutOfRangeError,
     ReadOnlyError,
+    cut,
 )
 from segstore.log import SegmentedLog
 
 from . import batch as codec
+from . import columnar
 from .checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from .offsetindex import OFFSET_ENTRY
 from .segment import (
@@ -51,6 +53,7 @@ from .segment import (
     TransactionTracker,
     file_name,
 )
+from .txnindex import AbortedTxn
 
 PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 SEGMENT_LOG = re.compile(r"^(?P<base>\d{20})\.log$")
@@ -92,12 +95,12 @@ class KafkaConfig:
             name = raw_name.replace(".", "_")
             if name not in known:
                 dotted = ", ".join(sorted(n.replace("_", ".") for n in known))
-                raise ConfigError(f"expected a Kafka topic config name ({dotted}), found {raw_name!r}")
+                raise ConfigError(f"expected a Kafka topic config name ({dotted}), found {cut(raw_name)}")
             if isinstance(known[name].default, int):
                 try:
                     values[name] = int(raw)
                 except (TypeError, ValueError) as err:
-                    raise ConfigError(f"expected an integer for {raw_name}, found {raw!r}") from err
+                    raise ConfigError(f"expected an integer for {raw_name}, found {cut(raw)}") from err
             else:
                 values[name] = str(raw)
         parsed = cls(**values)
@@ -107,10 +110,11 @@ class KafkaConfig:
     def _validate(self) -> None:
         compression = "none" if self.compression_type == "producer" else self.compression_type
         if compression not in COMPRESSIONS:
-            raise ConfigError(f"expected compression.type in {COMPRESSIONS}, found {self.compression_type!r}")
+            raise ConfigError(f"expected compression.type in {COMPRESSIONS}, "
+                              f"found {cut(self.compression_type)}")
         if self.message_timestamp_type not in TIMESTAMP_TYPES:
             raise ConfigError(f"expected message.timestamp.type in {TIMESTAMP_TYPES}, "
-                              f"found {self.message_timestamp_type!r}")
+                              f"found {cut(self.message_timestamp_type)}")
         for name in ("segment_bytes", "segment_ms", "segment_index_bytes"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"expected a positive {name.replace('_', '.')}, "
@@ -140,12 +144,12 @@ def validate_topic(topic: str, partition: int) -> None:
     :raises InvalidTopicError: with the rule broken.
     """
     if not topic or topic in (".", ".."):
-        raise InvalidTopicError(f"expected a topic name other than {topic!r}")
+        raise InvalidTopicError(f"expected a topic name other than {cut(topic)}")
     if len(topic) > MAX_TOPIC_LENGTH:
         raise InvalidTopicError(f"expected a topic of at most {MAX_TOPIC_LENGTH} characters, "
                                 f"found {len(topic)}")
     if LEGAL_TOPIC.fullmatch(topic) is None:
-        raise InvalidTopicError(f"expected a topic of the characters [a-zA-Z0-9._-], found {topic!r}")
+        raise InvalidTopicError(f"expected a topic of the characters [a-zA-Z0-9._-], found {cut(topic)}")
     if partition < 0:
         raise InvalidTopicError(f"expected a partition >= 0, found {partition}")
 
@@ -158,7 +162,8 @@ def parse_partition_dir(path: str) -> tuple[str, int]:
     name = os.path.basename(os.path.normpath(path))
     match = PARTITION_DIR.match(name)
     if match is None:
-        raise InvalidTopicError(f"expected a partition directory named TOPIC-PARTITION, found {name!r}", path)
+        raise InvalidTopicError(f"expected a partition directory named TOPIC-PARTITION, found {cut(name)}",
+                                path)
     return match["topic"], int(match["partition"])
 
 
@@ -199,8 +204,21 @@ class Partition:
         self.writable = writable
         self.clock = clock
         self.recovered: list[str] = []
+        #: ``(path, pos, message)`` of index files a reader found corrupt and read without
+        self.index_problems: list[tuple[str, int | None, str]] = []
+        self._lock: files.DirectoryLock | None = None
         if writable:
             files.make_dirs(path)
+            self._lock = files.DirectoryLock(path)
+            self._lock.acquire()
+        try:
+            self._load()
+        except BaseException:
+            self._release_lock()
+            raise
+
+    def _load(self) -> None:
+        path, writable = self.path, self.writable
         self.log: SegmentedLog[LogSegment] = SegmentedLog(self._new_segment)
         self.epochs = LeaderEpochCache.load(os.path.join(path, LEADER_EPOCH_CHECKPOINT))
         self._txns: TransactionTracker | None = None
@@ -225,10 +243,10 @@ class Partition:
         self.next_offset = self.log.active.next_offset() if self.log.active is not None else 0
 
     # -- segments ---------------------------------------------------------------
-    def _open_segment(self, base: int, *, create: bool) -> LogSegment:
+    def _open_segment(self, base: int, *, create: bool, read_indexes: bool = True) -> LogSegment:
         return LogSegment(self.path, base, index_interval_bytes=self.config.index_interval_bytes,
                           max_index_size=self.config.segment_index_bytes, writable=self.writable,
-                          create=create, created_ms=self.clock())
+                          create=create, created_ms=self.clock(), read_indexes=read_indexes)
 
     def _new_segment(self, base: int) -> LogSegment:
         return self._open_segment(base, create=True)
@@ -238,12 +256,16 @@ class Partition:
         return list(self.log.segments)
 
     def _open_segment_or_drop_indexes(self, base: int) -> LogSegment:
-        """Open a segment; a writable partition answers a corrupt index by rebuilding it (as Kafka)."""
+        """Open a segment; a writable partition answers a corrupt index by rebuilding it (as Kafka
+        ``LogLoader.loadSegmentFiles`` does), a reader by going on without it."""
         try:
             return self._open_segment(base, create=False)
         except CorruptIndexError as err:
             if not self.writable:
-                raise
+                # A reader goes on without the indexes (lookups walk the log) and verify reports
+                # the index once, so the rest of the partition is still read and checked.
+                self.index_problems.append((err.path or self.path, err.pos, err.message))
+                return self._open_segment(base, create=False, read_indexes=False)
             self.recovered.append(f"{err}; rebuilding the indexes of segment {base}")
             for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
                 path = os.path.join(self.path, file_name(base, suffix))
@@ -268,15 +290,18 @@ class Partition:
         """
         segments = self.segments
         tracker = TransactionTracker()
-        for seg in segments[:first]:
-            for header in seg.headers():
-                if header.is_transactional:
-                    tracker.observe(header)
         if reset:
             self.epochs.clear()
+        for seg in segments[:first]:
+            for header in seg.headers():
+                if reset and header.magic >= codec.MAGIC_V2:
+                    self.epochs.assign(header.partition_leader_epoch, header.base_offset)
+                if header.is_transactional:
+                    tracker.observe(header)
         lines: list[str] = []
         for n, seg in enumerate(segments[first:], start=first):
             result = seg.recover(self._batch_observer(seg, tracker))
+            progress.advance(seg.size)
             if result.truncated_bytes or not reset:
                 lines.append(self._describe(seg, result))
             if result.truncated_bytes:
@@ -313,11 +338,54 @@ class Partition:
                 line += f": {result.error}"
         return line
 
-    def recover(self) -> list[str]:
-        """Validate and rebuild every segment; returns one line per action taken."""
+    def recover(self, recovery_point: int = 0) -> list[str]:
+        """Recover as Kafka 3.8's ``LogLoader.recoverLog`` does; returns one line per action taken.
+
+        Segments holding offsets at or past ``recovery_point`` (the log dir's
+        ``recovery-point-offset-checkpoint``; 0, all of them, for a partition opened
+        alone) are checked; segments before it are left as they are, as Kafka leaves
+        them.  A checked segment whose log, CRCs, records and offset index are all
+        intact keeps its files (its indexes are not rebuilt with this run's
+        ``index.interval.bytes``); the first one that is not is rebuilt (a torn or
+        corrupt tail cut and kept), and every one after it too.
+        """
         lines = list(self.recovered)
         self.recovered = []
-        return lines + self._recover_from(0, reset=True)
+        segments = self.segments
+        floor = self.log.segments.floor_base(recovery_point)
+        first = next((i for i, seg in enumerate(segments) if floor is None or seg.base >= floor),
+                     len(segments))
+        expected: int | None = None
+        for seg in segments[:first]:
+            expected = seg.next_offset()
+            progress.advance(seg.size)          # left alone, as Kafka does: done all the same
+        while first < len(segments):
+            seg = segments[first]
+            problems, after = self._check_segment(seg, expected)
+            if problems or seg.needs_recovery:
+                break
+            expected = after
+            first += 1
+            progress.advance(seg.size)
+        return lines + self._recover_from(first, reset=True)
+
+    def start_at(self, offset: int) -> None:
+        """Make an empty log start at ``offset``: its one segment is named from it, the next
+        record gets it and the log start offset is it (Kafka ``UnifiedLog.truncateFullyAndStartAt``).
+
+        :raises OffsetOutOfRangeError: the log already holds records, or ``offset`` is negative.
+        """
+        if offset < 0:
+            raise OffsetOutOfRangeError(f"expected a start offset >= 0, found {offset}", self.path)
+        if any(seg.size for seg in self.log.segments):
+            raise OffsetOutOfRangeError(f"expected an empty log to start at offset {offset}, found records "
+                                        f"up to offset {self.next_offset - 1}", self.path)
+        for seg in list(self.log.segments):
+            self.log.segments.remove(seg.base)
+            seg.delete()
+        self.log.roll(offset).make_appendable()
+        self.epochs.clear()
+        self.log_start_offset = self.next_offset = offset
 
     # -- appends ----------------------------------------------------------------
     def _tracker(self) -> TransactionTracker:
@@ -428,6 +496,16 @@ class Partition:
         return [seg.base for seg in removed]
 
     # -- reading ----------------------------------------------------------------
+    def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping offsets ``[start, end)``, ordered by first offset.
+
+        From every segment's ``.txnindex`` (an entry sits in the segment of its ABORT
+        marker), as the broker collects them for a fetch (``UnifiedLog.collectAbortedTransactions``).
+        ``O(aborted transactions)``.
+        """
+        found = [txn for seg in self.log.segments for txn in seg.txn_index.aborted_in(start, end)]
+        return sorted(found, key=lambda txn: txn.first_offset)
+
     def batches(self, start_offset: int | None = None) -> Iterator[codec.RecordBatch]:
         """Batches holding offsets ``>= start_offset`` (all when None), in offset order, CRC checked.
 
@@ -447,6 +525,41 @@ class Partition:
         while later is not None:
             yield from later.batches()
             later = self.log.segments.higher(later.base)
+
+    def column_chunks(self, want: int, *, offset: int | None = None, start: int | None = None,
+                      end: int | None = None) -> Iterator[tuple[LogSegment, columnar.Chunk]]:
+        """Column chunks of the log in log order, each with its segment (CRC checked, records decoded).
+
+        With ``start``/``end``: the batches whose position lies in ``[start, end)`` of the
+        segment holding ``offset`` (the first segment when ``offset`` is None or below it).
+        Else with ``offset``: from the batch holding it (found through the offset index; its
+        rows below ``offset`` are the caller's to drop).  Else every segment whole.
+        ``want`` is :func:`columnar.want_flags` of the columns to build.
+        """
+        segments = self.log.segments
+        if start is not None or end is not None:
+            seg = (segments.floor(offset) if offset is not None else None) or segments.first
+            if seg is None:
+                return
+            first = seg.batch_at_or_after(start or 0)
+            for chunk in seg.column_chunks(want, first, end):
+                yield seg, chunk
+            return
+        if offset is None:
+            for seg in self.segments:
+                for chunk in seg.column_chunks(want):
+                    yield seg, chunk
+            return
+        found = self.translate_offset(offset)
+        if found is None:
+            return
+        seg, where = found
+        position = where.position
+        while seg is not None:
+            for chunk in seg.column_chunks(want, position):
+                yield seg, chunk
+            seg = segments.higher(seg.base)
+            position = 0
 
     def translate_offset(self, offset: int) -> tuple[LogSegment, Any] | None:
         """The segment and ``(last offset, position, size)`` of the batch holding ``offset``.
@@ -478,31 +591,41 @@ class Partition:
         return None
 
     def verify(self) -> list[tuple[str, int | None, str]]:
-        """Problems as ``(path, pos, message)``: bad batches, index entries that do not match the log."""
-        problems: list[tuple[str, int | None, str]] = []
+        """Problems as ``(path, pos, message)``, each independent problem once.
+
+        Per segment the batch headers are walked as far as their lengths hold; each
+        batch's CRC is checked and, when it holds, its records are decoded (a CRC
+        over undecodable records is a problem too).  A bad CRC does not stop the
+        walk: the length is still trusted, as Kafka's ``FileLogInputStream`` does.
+        Index entries are checked against the batches found; entries past a point
+        where the walk had to stop are not (that point is the problem).  Index files
+        a reader found corrupt are reported once and the segment is still checked.
+        ``O(partition bytes)``; CRCs and record decoding in C.
+        """
+        problems: list[tuple[str, int | None, str]] = list(self.index_problems)
         expected_offset: int | None = None
         for seg in self.segments:
-            valid, error = codec.valid_prefix(seg.view(), path=seg.path)
-            if error is not None:
-                problems.append((error.path or seg.path, valid if error.pos is None else error.pos,
-                                 error.message))
-            positions: dict[int, int] = {}
-            for batch in codec.iter_batches(seg.view()[:valid], path=seg.path, check_crc=False):
-                if expected_offset is not None and batch.base_offset < expected_offset:
-                    problems.append((seg.path, batch.position, f"expected offsets from {expected_offset}, "
-                                     f"found a batch at {batch.base_offset}"))
-                expected_offset = batch.last_offset + 1
-                positions[batch.position] = batch.last_offset
-            for slot, (offset, position) in enumerate(seg.offset_index.pairs()):
-                if positions.get(position) != offset:
-                    problems.append((seg.offset_index.path, slot * OFFSET_ENTRY.itemsize,
-                                     f"expected the entry of slot {slot} to point at a batch ending at "
-                                     f"{offset}, "
-                                     f"found {positions.get(position, 'no batch')} at position {position}"))
+            found, expected_offset = self._check_segment(seg, expected_offset)
+            problems += found
             if seg.needs_recovery and seg is not self.log.active:
                 problems.append((seg.path, None, "expected trimmed index files, found an index missing "
                                  "or left untrimmed by a crash (run recover)"))
+            progress.advance(seg.size)
         return problems
+
+    @staticmethod
+    def _check_segment(seg: LogSegment, expected_offset: int | None
+                       ) -> tuple[list[tuple[str, int | None, str]], int | None]:
+        """The problems of one segment's log and offset index, and the offset the next batch must reach."""
+        problems, positions, walked, expected_offset = seg.check_log(expected_offset)
+        for slot, (offset, position) in enumerate(seg.offset_index.pairs()):
+            if position >= walked:
+                continue
+            if positions.get(position) != offset:
+                problems.append((seg.offset_index.path, slot * OFFSET_ENTRY.itemsize,
+                                 f"expected the entry of slot {slot} to point at a batch ending at {offset}, "
+                                 f"found {positions.get(position, 'no batch')} at position {position}"))
+        return problems, expected_offset
 
     # -- lifecycle ----------------------------------------------------------------
     def flush(self) -> None:
@@ -517,12 +640,18 @@ class Partition:
         for seg in self.segments:
             seg.close()
         self.log.segments.clear()
+        self._release_lock()
 
     def abandon(self) -> None:
         """Release every file as a killed process would (nothing trimmed, nothing flushed)."""
         for seg in self.segments:
             seg.abandon()
         self.log.segments.clear()
+        self._release_lock()
+
+    def _release_lock(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
 
     def check_open_error(self) -> CorruptDataError | None:
         """The torn tail of the active segment, if any (read-only opens report it, never fix it)."""

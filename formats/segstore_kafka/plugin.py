@@ -38,3 +38,16 @@ class KafkaFormat(FormatPlugin):
         from .spec import write_spec
 
         write_spec(os.fspath(path), spec, config)
+
+    def file_kind(self, path: str) -> str | None:
+        """A Kafka file by its name (``%020d.log``/``.index``/``.timeindex``/``.txnindex``/``.snapshot``,
+        KRaft ``.checkpoint`` snapshots, ``leader-epoch-checkpoint``, the offset checkpoints)."""
+        from .dumpfile import file_kind
+
+        return file_kind(os.fspath(path)) if files.is_file(path) else None
+
+    def dump_file(self, path: str, options: Any) -> Any:
+        """``kafka-dump-log --files PATH`` lines (see :mod:`.dumpfile`)."""
+        from .dumpfile import dump_file
+
+        return dump_file(os.fspath(path), options)

@@ -24,11 +24,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple, TypeVar
 
+import numpy as np
+
 from segstore import files
-from segstore.errors import CorruptDataError
+from segstore.errors import CorruptDataError, SegstoreError
 from segstore.files import AppendFile
+from segstore.search import Bound, search
 
 from . import batch as codec
+from . import columnar
 from .offsetindex import KafkaIndex, OffsetIndex
 from .timeindex import NO_TIMESTAMP, TimeIndex, TimestampOffset
 from .txnindex import AbortedTxn, TransactionIndex
@@ -142,10 +146,13 @@ class LogSegment:
     :param max_index_size: Kafka ``segment.index.bytes`` (preallocation size of new indexes).
     :param writable: open the files for writing.
     :param create: create missing files (a new segment).
+    :param read_indexes: False to leave the offset and time index files unread (a reader
+        that found one corrupt): empty stand-ins, lookups walk the log from its start.
     """
 
     def __init__(self, directory: str, base: int, *, index_interval_bytes: int, max_index_size: int,
-                 writable: bool = False, create: bool = False, created_ms: int = 0) -> None:
+                 writable: bool = False, create: bool = False, created_ms: int = 0,
+                 read_indexes: bool = True) -> None:
         self.base = base
         #: when the segment was made (what ``segment.ms`` counts from while it has no timestamps)
         self.created_ms = created_ms
@@ -158,6 +165,7 @@ class LogSegment:
         self.time_index: TimeIndex
         #: names of index files that were missing when the segment was opened
         self.missing_indexes: list[str] = []
+        self._read_indexes = read_indexes or self.writable
         try:
             self.offset_index = self._open_index(OffsetIndex, INDEX_SUFFIX, create)
             self.time_index = self._open_index(TimeIndex, TIME_INDEX_SUFFIX, create)
@@ -174,7 +182,18 @@ class LogSegment:
 
     def _open_index(self, cls: type[_K], suffix: str, create: bool) -> _K:
         path = self._path(suffix)
+        if not self._read_indexes:
+            return cls.absent(path, self.base)
         if not create and not files.exists(path):
+            if cls is TimeIndex:
+                # Kafka before 0.10.1 wrote no time index.  Kafka 3.8 makes a missing one empty
+                # (LogSegment.sanityCheck: timeIndex().resize(0)) and recovers nothing for it.
+                if not self.writable:
+                    return cls.absent(path, self.base)
+                index = cls.open(path, self.base, max_index_size=self.max_index_size, writable=True,
+                                 create=True)
+                index.trim()
+                return index
             self.missing_indexes.append(path)
             if not self.writable:
                 # Reading never writes: an empty in-memory stand-in until recovery rebuilds it.
@@ -203,6 +222,92 @@ class LogSegment:
     def batches(self, start: int = 0, *, check_crc: bool = True) -> Iterator[codec.RecordBatch]:
         """Batches from byte ``start`` to the end of the log, positions absolute in the file."""
         return codec.iter_batches(self.log.view(), path=self.path, check_crc=check_crc, start=start)
+
+    def column_chunks(self, want: int, start: int = 0, end: int | None = None) -> Iterator[columnar.Chunk]:
+        """The batches starting in ``[start, end)`` of the log, decoded into column chunks (CRC checked).
+
+        ``start`` must be a batch boundary (:meth:`batch_at_or_after`).  ``O(bytes)``, memory bounded
+        by the chunk capacity.
+        """
+        return columnar.decode(self.log.view(), path=self.path, start=start, end=end, want=want)
+
+    def batch_at_or_after(self, position: int) -> int:
+        """The position of the first batch starting at or after byte ``position`` (the log size if none).
+
+        The offset index entry at or below it, then batch headers only.
+        ``O(log(entries) + batches per index interval)``.
+        """
+        columns = self.offset_index.columns()
+        slot = search(columns["position"], position, Bound.LARGEST_LOWER)
+        pos = int(columns["position"][slot]) if slot >= 0 else 0
+        view = self.log.view()
+        while pos < min(position, len(view)):
+            pos += header_fields(view, pos, self.path)[H_LENGTH] + codec.LOG_OVERHEAD
+        return pos
+
+    def check_log(self, expected_offset: int | None
+                  ) -> tuple[list[tuple[str, int | None, str]], dict[int, int], int, int | None]:
+        """The log's problems for ``verify``: ``(problems, {batch position: last offset}, bytes walked,
+        the offset the next segment must reach)``.
+
+        Every batch's CRC is checked and its records decoded (the columnar decoder,
+        C where built, no column copied); a control batch's marker is parsed.  After
+        a bad batch whose header holds, the walk goes on at its length (as Kafka's
+        ``FileLogInputStream`` trusts it); a header that does not hold ends the walk
+        there.  A batch below ``expected_offset`` (the last one's end) is a problem.
+        ``O(bytes)``; memory bounded by one chunk (plus the position map).
+        """
+        problems: list[tuple[str, int | None, str]] = []
+        positions: dict[int, int] = {}
+        view = self.log.view()
+        end = len(view)
+        pos = 0
+        while pos < end:
+            try:
+                for chunk in columnar.decode(view, path=self.path, start=pos, want=0):
+                    batches = chunk.batches
+                    starts = batches["position"].tolist()
+                    firsts = batches["base_offset"].tolist()
+                    lasts = (batches["base_offset"] + batches["last_offset_delta"]).tolist()
+                    control = (batches["magic"] >= codec.MAGIC_V2) & \
+                        (batches["attributes"] & codec.CONTROL_FLAG != 0)
+                    positions.update(zip(starts, lasts, strict=True))
+                    found: list[tuple[int, int, tuple[str, int | None, str]]] = []
+                    previous = [expected_offset, *(last + 1 for last in lasts[:-1])]
+                    for i, (first, floor) in enumerate(zip(firsts, previous, strict=True)):
+                        if floor is not None and first < floor:
+                            found.append((starts[i], 0, self._offset_problem(starts[i], floor, first)))
+                    for i in np.flatnonzero(control).tolist():
+                        problem = self._control_problem(view, starts[i])
+                        if problem is not None:
+                            found.append((starts[i], 1, problem))
+                    problems += [problem for _pos, _kind, problem in sorted(found)]
+                    expected_offset = lasts[-1] + 1
+                    pos = starts[-1] + int(batches["size"][-1])
+                pos = end
+            except SegstoreError as err:
+                try:
+                    header = codec.read_batch_header(view, pos, path=self.path)
+                except CorruptDataError:  # the header itself: what the decoder said, and the walk ends
+                    problems.append((err.path or self.path, pos if err.pos is None else err.pos, err.message))
+                    break
+                positions[pos] = header.last_offset
+                if expected_offset is not None and header.base_offset < expected_offset:
+                    problems.append(self._offset_problem(pos, expected_offset, header.base_offset))
+                problems.append((err.path or self.path, pos if err.pos is None else err.pos, err.message))
+                expected_offset = header.last_offset + 1
+                pos += header.size
+        return problems, positions, pos, expected_offset
+
+    def _offset_problem(self, pos: int, expected: int, found: int) -> tuple[str, int, str]:
+        return (self.path, pos, f"expected offsets from {expected}, found a batch at {found}")
+
+    def _control_problem(self, view: memoryview, pos: int) -> tuple[str, int | None, str] | None:
+        try:
+            codec.read_batch_header(view, pos, path=self.path).control_type()
+        except CorruptDataError as err:
+            return (err.path or self.path, pos if err.pos is None else err.pos, err.message)
+        return None
 
     def headers(self, start: int = 0) -> Iterator[codec.RecordBatch]:
         """Batch headers only (no CRC, no record decode) from byte ``start``: cheap hops."""
@@ -395,7 +500,9 @@ class LogSegment:
 
     def close(self) -> None:
         """Close; a writable segment first forces its max timestamp in and trims (clean shutdown)."""
-        if self.writable and self.log.size and not self.needs_recovery:
+        # Only an index with room takes it: a trimmed one got its max at roll, and one made empty
+        # for a segment Kafka < 0.10.1 wrote stays empty (Kafka appends only to loaded segments).
+        if self.writable and self.log.size and not self.needs_recovery and not self.time_index.is_full:
             ts = self.max_timestamp_so_far()
             self.time_index.maybe_append(ts.timestamp, ts.offset, skip_full_check=True)
         if self.writable:

@@ -12,23 +12,75 @@ Thread-safety: not thread-safe (see :class:`segstore.store.Store`).
 from __future__ import annotations
 
 import base64
+import codecs
 import json as jsonlib
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any, TextIO
 
-from segstore import files
-from segstore.errors import InvalidTopicError, NotFoundError, UnsupportedOperationError
-from segstore.files import WriterLock
+import pyarrow as pa
+
+from segstore import files, progress
+from segstore.columns import KAFKA_SCHEMA, project
+from segstore.errors import (
+    ConfigError,
+    CorruptIndexError,
+    InvalidTopicError,
+    NotFoundError,
+    UnsupportedOperationError,
+)
+from segstore.files import BrokerLock, DirectoryLock
 from segstore.records import Message
+from segstore.search import Bound, search
 from segstore.store import AppendResult, Problem, QueryRequest, Store
 
 from . import batch as codec
+from . import columnar
 from .logdir import LogDir, is_partition_dir
-from .partition import KafkaConfig, Partition, now_ms
+from .partition import KafkaConfig, Partition, now_ms, validate_topic
 
-LOCK_FILE = ".lock"
+#: The lock file a Kafka broker keeps in each log dir while it runs (LogManager.LockFileName).
+BROKER_LOCK_FILE = ".lock"
+
+#: ``isolation.level`` of Kafka consumers: what :meth:`KafkaStore.read` yields.
+READ_UNCOMMITTED = "read_uncommitted"
+READ_COMMITTED = "read_committed"
+ISOLATION_LEVELS = (READ_UNCOMMITTED, READ_COMMITTED)
+
+
+def _isolation(level: str) -> str:
+    if level not in ISOLATION_LEVELS:
+        raise ConfigError(f"isolation must be {' or '.join(ISOLATION_LEVELS)}, found {level!r}")
+    return level
+
+
+def _committed(part: Partition, batches: Iterable[codec.RecordBatch],
+               start: int) -> Iterator[codec.RecordBatch]:
+    """The batches a read_committed consumer keeps, fetching from ``start``.
+
+    As the consumer's ``CompletedFetch`` does with the aborted transactions the
+    broker sends with a fetch: a producer becomes aborted once a batch reaches its
+    aborted transaction's first offset, its transactional batches are dropped until
+    its ABORT marker, and control batches are never returned.  Decided per batch,
+    not per record.
+    """
+    pending = part.aborted_transactions(start, part.next_offset)   # by first offset
+    aborted: set[int] = set()
+    i = 0
+    for batch in batches:
+        if batch.producer_id != codec.NO_PRODUCER_ID:      # Kafka's hasProducerId
+            while i < len(pending) and pending[i].first_offset <= batch.last_offset:
+                aborted.add(pending[i].producer_id)
+                i += 1
+            if batch.is_control:
+                if batch.control_type() == "ABORT":
+                    aborted.discard(batch.producer_id)
+            elif batch.is_transactional and batch.producer_id in aborted:
+                continue
+        if not batch.is_control:
+            yield batch
 
 
 def _b64(data: bytes | None) -> str | None:
@@ -99,6 +151,21 @@ def record_line(batch: codec.RecordBatch, record: codec.Record) -> str:
     return line
 
 
+#: Encodings (by codecs' names) that write ASCII text as the same bytes.
+_ASCII_SUPERSETS = frozenset({"utf-8", "ascii", "latin-1", "iso8859-1", "iso8859-15", "cp1252"})
+
+
+def _ascii_writer(out: TextIO) -> Callable[[bytes], Any]:
+    """Write ASCII bytes to ``out``: to its binary buffer when it has one whose encoding keeps ASCII
+    as it is (no copy into a str and back; what was written as text before is flushed first)."""
+    raw = getattr(out, "buffer", None)
+    encoding = getattr(out, "encoding", None)
+    if raw is not None and encoding is not None and codecs.lookup(encoding).name in _ASCII_SUPERSETS:
+        out.flush()
+        return raw.write
+    return lambda block: out.write(block.decode("ascii"))
+
+
 class KafkaStore(Store):
     """A Kafka partition directory or log directory opened for reading (``"r"``) or appending (``"a"``)."""
 
@@ -112,11 +179,28 @@ class KafkaStore(Store):
         if not writable and not files.is_dir(path):
             raise NotFoundError("expected a Kafka partition or log directory, found nothing", path)
         self.single = is_partition_dir(path)
-        self._lock: WriterLock | None = None
+        # Writers lock directories, never files: each partition locks its own directory (so
+        # two writers on one partition collide whichever directory they opened) and a log
+        # directory store also locks the log directory (its checkpoints, new partitions).
+        # Kafka 3.8 deletes its log dir `.lock` at clean shutdown (FileLock.destroy); a lock
+        # file of ours would be left behind.
+        self._lock: DirectoryLock | None = None
+        self._broker_lock: BrokerLock | None = None
+        #: the directory did not exist: a write that fails before any record is stored removes it
+        self._created = writable and not files.exists(path)
         if writable:
             files.make_dirs(path)
-            self._lock = WriterLock(os.path.join(path, LOCK_FILE))
-            self._lock.acquire()
+            log_dir = os.path.dirname(os.path.normpath(path)) if self.single else path
+            # A running broker holds `.lock` in its log dir (LogManager.lockLogDirs, FileLock).
+            self._broker_lock = BrokerLock(os.path.join(log_dir, BROKER_LOCK_FILE), "a Kafka broker")
+            self._broker_lock.acquire()
+            if not self.single:
+                self._lock = DirectoryLock(path)
+                try:
+                    self._lock.acquire()
+                except BaseException:
+                    self._broker_lock.release()
+                    raise
         try:
             if self.single:
                 self._part: Partition | None = Partition(path, self.config, writable=writable, clock=clock)
@@ -125,8 +209,7 @@ class KafkaStore(Store):
                 self._part = None
                 self._dir = LogDir(path, self.config, writable=writable, clock=clock)
         except BaseException:
-            if self._lock is not None:
-                self._lock.release()
+            self._release_locks()
             raise
 
     # -- partitions ---------------------------------------------------------------
@@ -169,12 +252,21 @@ class KafkaStore(Store):
 
     # -- writing ------------------------------------------------------------------
     def append_batch(self, messages: Iterable[Message | dict]) -> list[AppendResult]:
-        """One RecordBatch per partition touched, in first-seen order; results in input order."""
+        """One RecordBatch per partition touched, in first-seen order; results in input order.
+
+        Every topic and partition is checked before anything is written: a refused call
+        writes nothing and creates no partition.
+        """
         self._check_writable()
         msgs = [Message.coerce(m) for m in messages]
         groups: dict[tuple[str, int], list[int]] = {}
         for i, m in enumerate(msgs):
             groups.setdefault((m.topic, m.partition), []).append(i)
+        for topic, partition in groups:
+            if self._part is not None:
+                self.partition_of(topic, partition)
+            elif (topic, partition) not in self._log_dir.partitions:
+                validate_topic(topic, partition)
         results: list[AppendResult | None] = [None] * len(msgs)
         for (topic, partition), indices in groups.items():
             part = self.partition_of(topic, partition, create=True)
@@ -191,25 +283,81 @@ class KafkaStore(Store):
         return [r for r in results if r is not None]
 
     # -- reading ------------------------------------------------------------------
-    def _records(self, part: Partition, start: int | None) -> Iterator[KafkaRecord]:
-        for batch in part.batches(start):
+    def _records(self, part: Partition, start: int | None,
+                 isolation: str = READ_UNCOMMITTED) -> Iterator[KafkaRecord]:
+        batches = part.batches(start)
+        if _isolation(isolation) == READ_COMMITTED:
+            batches = _committed(part, batches, part.log_start_offset if start is None else start)
+        for batch in batches:
             for record in batch.records():
                 if start is None or record.offset >= start:
                     yield KafkaRecord(part.topic, part.partition, batch, record)
 
-    def scan(self) -> Iterator[KafkaRecord]:
+    def scan(self, *, isolation: str = READ_UNCOMMITTED) -> Iterator[KafkaRecord]:
+        """Every record of every partition.  ``isolation`` as in :meth:`read`."""
         self._check_open()
         for part in self._partitions().values():
-            yield from self._records(part, None)
+            yield from self._records(part, None, isolation)
 
     def read(self, topic: str, partition: int, offset: int = 0,
-             count: int | None = None) -> Iterator[KafkaRecord]:
+             count: int | None = None, *, isolation: str = READ_UNCOMMITTED) -> Iterator[KafkaRecord]:
+        """Records of one partition from ``offset`` on (at most ``count``).
+
+        ``isolation`` is the consumer's ``isolation.level``: ``"read_uncommitted"``
+        (default) yields every stored record, transaction markers included;
+        ``"read_committed"`` yields what a read_committed consumer is given: no
+        records of aborted transactions (found through the ``.txnindex`` files) and
+        no control records.  Transactions still open at the log's end are not held
+        back (the last stable offset lives in the broker's producer state, not in files).
+
+        :raises ConfigError: an unknown isolation level.
+        """
         self._check_open()
         part = self.partition_of(topic, partition)
-        for n, record in enumerate(self._records(part, max(offset, part.log_start_offset))):
+        for n, record in enumerate(self._records(part, max(offset, part.log_start_offset), isolation)):
             if count is not None and n >= count:
                 return
             yield record
+
+    def scan_arrow(self, columns: Iterable[str] | None = None, *, topic: str | None = None,
+                   partition: int | None = None, offset: int = 0, start: int | None = None,
+                   end: int | None = None) -> Iterator[pa.RecordBatch]:
+        """Record batches of :data:`segstore.columns.KAFKA_SCHEMA` (or its ``columns`` projection).
+
+        Partitions (those of ``topic`` and/or ``partition`` when given) in (topic,
+        partition) order, each in log order from ``offset`` (at least its log start;
+        the start found through the offset index).  ``start``/``end`` select the
+        batches whose file position lies in ``[start, end)`` of the segment holding
+        ``offset`` (its first segment by default).  Control records are kept
+        (``isControl``).  A batch holds at most one chunk of one segment
+        (:class:`columnar.Capacity`), so memory does not grow with the log.
+        ``O(bytes read)``, decoded in C where built.
+
+        :raises NotFoundError: ``topic`` and ``partition`` name no partition.
+        :raises CorruptDataError: a bad batch (after the rows before it).
+        """
+        self._check_open()
+        schema = project(KAFKA_SCHEMA, columns)
+        want = columnar.want_flags(schema.names)
+        if topic is not None and partition is not None:
+            parts = {(topic, partition): self.partition_of(topic, partition)}
+        else:
+            parts = {key: part for key, part in self._partitions().items()
+                     if (topic is None or key[0] == topic) and (partition is None or key[1] == partition)}
+        ranged = start is not None or end is not None
+        for (t, p), part in parts.items():
+            target = max(offset, part.log_start_offset)
+            dropping = not ranged and target > 0
+            chunks = part.column_chunks(want, offset=offset if ranged else (target if dropping else None),
+                                        start=start, end=end)
+            for seg, chunk in chunks:
+                first = 0
+                if dropping:  # rows of the first batch below the offset asked for
+                    first = search(chunk.buffers["offset"][:chunk.rows], target, Bound.SMALLEST_UPPER)
+                    dropping = first == chunk.rows
+                if first < chunk.rows:
+                    batch = columnar.to_arrow(chunk, schema, topic=t, partition=p, segment=seg.base)
+                    yield batch.slice(first)
 
     def topics(self) -> list[str]:
         return sorted({t for t, _ in self._partitions()})
@@ -261,22 +409,39 @@ class KafkaStore(Store):
 
     def verify(self) -> list[Problem]:
         self._check_open()
-        return [Problem(path, pos, message) for part in self._partitions().values()
-                for path, pos, message in part.verify()]
+        parts = self._partitions().values()
+        with progress.task("verify", sum(s.size for part in parts for s in part.segments)):
+            return [Problem(path, pos, message) for part in parts for path, pos, message in part.verify()]
 
     def recover(self) -> list[str]:
         self._check_writable()
-        return [line for part in self._partitions().values() for line in part.recover()]
+        points = self._dir.recovery_points if self._dir is not None else {}
+        parts = self._partitions()
+        with progress.task("recover", sum(s.size for part in parts.values() for s in part.segments)):
+            return [line for key, part in parts.items() for line in part.recover(points.get(key, 0))]
 
     def dump(self, out: TextIO, *, json: bool = False, topic: str | None = None,
              partition: int | None = None, **options: Any) -> None:
+        """Records (kafka-dump-log lines, or ``--json``); with ``index=True`` the index files too and
+        their checks against the log.
+
+        :raises CorruptIndexError: with ``index=True``, after everything else was dumped, for the
+            first index file that could not be read (so it could not be dumped).
+        """
         self._check_open()
+        unreadable: list[tuple[str, int | None, str]] = []
         for (t, p), part in self._partitions().items():
             if (topic is not None and t != topic) or (partition is not None and p != partition):
                 continue
             if json:
-                for record in self._records(part, None):
-                    out.write(jsonlib.dumps(self.to_json(record)) + "\n")
+                write = _ascii_writer(out)
+                prefix = f'{{"topic": {jsonlib.dumps(t)}, "partition": {p}, "offset": '
+                for _seg, chunk in part.column_chunks(columnar.WANT_KEY | columnar.WANT_VALUE |
+                                                      columnar.WANT_HEADERS):
+                    batches = [columnar.record_batch(row) for row in chunk.batches.tolist()]
+                    write(columnar.json_lines(
+                        chunk, prefix, [jsonlib.dumps(b.timestamp_type) for b in batches],
+                        [f', "batch": {jsonlib.dumps(batch_json(b))}}}\n' for b in batches]))
                 continue
             for seg in part.segments:
                 out.write(f"Dumping {seg.path}\nLog starting offset: {seg.base}\n")
@@ -289,6 +454,10 @@ class KafkaStore(Store):
             if options.get("index"):
                 for path, pos, message in part.verify():
                     out.write(f"{Problem(path, pos, message)}\n")
+                unreadable += part.index_problems
+        if unreadable:
+            path, pos, message = unreadable[0]
+            raise CorruptIndexError(message, path, pos)
 
     @staticmethod
     def _dump_indexes(seg: Any, out: TextIO) -> None:
@@ -336,6 +505,19 @@ class KafkaStore(Store):
         return 0
 
     # -- lifecycle ----------------------------------------------------------------
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        """Close; a write that failed in a directory this store created, before any record was
+        stored, leaves nothing behind (no empty partition, no checkpoint files)."""
+        if exc_type is not None and self._created and not self._closed and self._holds_nothing():
+            self.abandon()
+            files.remove_tree(self.path)
+            return
+        self.close()
+
+    def _holds_nothing(self) -> bool:
+        return all(seg.size == 0 for part in self._partitions().values() for seg in part.segments)
+
     def flush(self) -> None:
         self._check_open()
         if self._part is not None:
@@ -356,8 +538,7 @@ class KafkaStore(Store):
             self._part.close()
         else:
             self._log_dir.close()
-        if self._lock is not None:
-            self._lock.release()
+        self._release_locks()
         super().close()
 
     def abandon(self) -> None:
@@ -369,6 +550,11 @@ class KafkaStore(Store):
             self._part.abandon()
         else:
             self._log_dir.abandon()
+        self._release_locks()
+        self._closed = True
+
+    def _release_locks(self) -> None:
         if self._lock is not None:
             self._lock.release()
-        self._closed = True
+        if self._broker_lock is not None:
+            self._broker_lock.release()

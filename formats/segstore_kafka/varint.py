@@ -113,3 +113,21 @@ def decode_varlong(buf, pos: int = 0) -> tuple[int, int]:
     if raw > _MASK64:
         raise ValueError(f"varlong in int64 range at {pos}, found {raw} before zigzag")
     return unzigzag(raw), end
+
+UINT32_MAX = (1 << 32) - 1
+
+
+def encode_unsigned_varint(value: int) -> bytes:
+    """Kafka's ``ByteUtils.writeUnsignedVarint`` (no zigzag): the lengths and tags of flexible messages."""
+    if not 0 <= value <= UINT32_MAX:
+        raise ValueError(f"unsigned varint must fit in uint32, found {value}")
+    return _encode_unsigned(value)
+
+
+def decode_unsigned_varint(buf, pos: int = 0) -> tuple[int, int]:
+    """Kafka's ``ByteUtils.readUnsignedVarint``: at most 5 bytes; returns ``(value, position after it)``.
+
+    :raises IndexError: the bytes end inside the value.
+    :raises ValueError: more than 5 bytes.
+    """
+    return _decode_unsigned(buf, pos, MAX_VARINT_BYTES)

@@ -25,7 +25,7 @@ import os
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
-from segstore import files
+from segstore import files, progress
 from segstore.errors import (
     CorruptDataError,
     InvalidTopicError,
@@ -94,6 +94,7 @@ class _Lifecycle(_StoreHost, Protocol):
 
     def _flushing(self) -> FlushService: ...
     def _recover(self, *, abnormal: bool, full: bool = False) -> list[str]: ...
+    def _commitlog_bytes(self) -> int: ...
     def _append(self, messages: Iterable[Any], *, as_stored: bool) -> list[AppendResult]: ...
     def _message_or_none(self, physical_offset: int) -> RocketMQMessage | None: ...
     def query_by_key(self, topic: str, key: str, *, max_hits: int = 32, begin: int = 0,
@@ -233,10 +234,14 @@ class LifecycleMixin:
         """
         self._check_writable()
         opened, self.recovery_lines = self.recovery_lines, []
-        with self._flushing().lock:
+        with self._flushing().lock, progress.task("recover", self._commitlog_bytes()):
             lines = self._recover(abnormal=False, full=True)
             self._next_offsets = {key: cq.max_offset for key, cq in self.queues.items()}
         return opened + lines
+
+    def _commitlog_bytes(self: _Lifecycle) -> int:
+        """Bytes of commitlog files a full walk reads (the total of its progress)."""
+        return len(self.commitlog.log.segments) * self.commitlog.file_size
 
     # -- queries ---------------------------------------------------------------------------
     def _message_or_none(self: _Lifecycle, physical_offset: int) -> RocketMQMessage | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from segstore import files
@@ -58,3 +59,16 @@ class RocketMQFormat(FormatPlugin):
         else:
             store.flush()
             store.abandon()
+
+    def file_kind(self, path: str) -> str | None:
+        """A RocketMQ store file: a commitlog or consume-queue file (20 digits), an IndexFile (17
+        digits) or ``checkpoint``."""
+        from .dumpfile import file_kind
+
+        return file_kind(os.fspath(path)) if files.is_file(path) else None
+
+    def dump_file(self, path: str, options: Any) -> Any:
+        """The lines of one store file (see :mod:`.dumpfile`)."""
+        from .dumpfile import dump_file
+
+        return dump_file(os.fspath(path), options)

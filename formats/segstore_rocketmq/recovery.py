@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from segstore import files
+from segstore import files, progress
 from segstore.errors import CorruptDataError, OffsetOutOfRangeError
 from segstore.search import Bound, search
 
@@ -230,6 +230,7 @@ def walk(
         if isinstance(record, Blank):
             i, pos = i + 1, 0
             result.end = seg.base + commitlog.file_size
+            progress.advance(commitlog.file_size)  # a whole commitlog file walked (verify, recover)
             continue
         # damaged bytes, or the end of the data in this file: is there a valid message later?
         if isinstance(record, End) and not past_zeros:
@@ -240,7 +241,10 @@ def walk(
         j, q = nxt
         gap_end = segs[j].base + q
         result.gaps.append((seg.path, pos, gap_end - seg.base - pos))
+        progress.advance((j - i) * commitlog.file_size)
         i, pos = j, q
+    if i < len(segs):
+        progress.advance(commitlog.file_size)  # the last file: its data ends before its end
     return result
 
 

@@ -21,7 +21,7 @@ import os
 
 import numpy as np
 
-from segstore import files
+from segstore import files, progress
 from segstore.errors import CorruptDataError, SegstoreError
 from segstore.store import Problem
 
@@ -290,7 +290,8 @@ def _verify_files(store, problems: list[Problem]) -> None:
 def verify_store(store) -> list[Problem]:
     """Every problem found in a :class:`~segstore_rocketmq.store.RocketMQStore` (empty: clean)."""
     problems: list[Problem] = []
-    walked = _verify_commitlog(store, problems)
+    with progress.task("verify", len(store.commitlog.log.segments) * store.commitlog.file_size):
+        walked = _verify_commitlog(store, problems)
     _verify_queues(store, walked, problems)
     _verify_queue_exts(store, problems)
     _verify_index(store, walked, problems)

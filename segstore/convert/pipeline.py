@@ -26,6 +26,7 @@ Not thread-safe: one conversion per destination (the stores' writer locks enforc
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import json
 import os
@@ -33,7 +34,7 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from segstore_kafka import batch as kafka_codec
 from segstore_rocketmq.message import MESSAGE_MAGIC, Host, RocketMQMessage
@@ -48,8 +49,11 @@ from . import COMPRESSIONS, TARGETS
 from .mapping import (
     TIMESTAMP_SOURCES,
     KafkaEntry,
+    came_from_kafka,
     came_from_rocketmq,
     kafka_to_rocketmq,
+    restore_kafka,
+    restore_rocketmq,
     rocketmq_to_kafka,
 )
 
@@ -105,31 +109,54 @@ class ConversionReport:
 
 # -- progress --------------------------------------------------------------------
 
-class _Progress:
-    """A tqdm bar (messages/s, MB/s) on a terminal; counts only otherwise."""
+@runtime_checkable
+class _CountedBar(Protocol):
+    """A bar that shows its count and total (tqdm's); ``progress.Bar`` does not promise them."""
 
-    def __init__(self, enabled: bool | None, label: str) -> None:
-        if enabled is None:
-            enabled = sys.stderr.isatty()
-        self._bar = None
+    n: int
+    total: int | None
+
+
+class _Progress:
+    """Conversion progress through :mod:`segstore.progress`: messages out of ``total`` (an estimate from
+    the source's offset ranges), with the byte rate beside the bar.
+
+    ``enabled`` True forces a bar on stderr, False none; None follows what the caller installed (the CLI:
+    a bar on a terminal only), else a bar when stderr is a terminal.
+    """
+
+    def __init__(self, enabled: bool | None, label: str, total: int | None) -> None:
+        from .. import progress
+
+        self._stack = contextlib.ExitStack()
+        if enabled is False:
+            self._stack.enter_context(progress.reporting(progress.SILENT))
+        elif progress.installed() is None and (enabled or sys.stderr.isatty()):
+            self._stack.enter_context(progress.reporting(progress.TqdmSink()))
+        self._bar = self._stack.enter_context(progress.bar(label, total, unit="msg"))
         self._start = time.perf_counter()
         self._bytes = 0
-        if enabled:
-            from tqdm import tqdm
-
-            self._bar = tqdm(desc=label, unit="msg", unit_scale=True, file=sys.stderr, mininterval=0.5)
 
     def update(self, messages: int, nbytes: int) -> None:
         self._bytes += nbytes
         if self._bar is not None:
+            bar = self._bar
+            if isinstance(bar, _CountedBar) and bar.total is not None \
+                    and bar.n + messages > bar.total:   # the estimate was short
+                bar.total = bar.n + messages
             self._bar.update(messages)
             elapsed = time.perf_counter() - self._start
-            if elapsed > 0:
+            if elapsed > 0 and self._bytes and hasattr(self._bar, "set_postfix_str"):
                 self._bar.set_postfix_str(f"{self._bytes / elapsed / 1e6:.1f} MB/s", refresh=False)
 
     def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
+        self._stack.close()
+
+
+def _source_messages(source: Any) -> int:
+    """How many messages the source holds, from its offset ranges (the progress total; an estimate)."""
+    return sum(end - start for topic in source.topics() for partition in source.partitions(topic)
+               for start, end in [source.offset_range(topic, partition)])
 
 
 # -- source readers ------------------------------------------------------------------
@@ -182,7 +209,7 @@ def _kafka_entries(source: Any, topic: str, partition: int, report: ConversionRe
                     # Legacy v0 sets have no timestamp type: their records (timestamp -1) come back as v2
                     # CreateTime records, the type Kafka itself gives them when it up-converts.
                     ts_type = LOG_APPEND_TIME if batch.timestamp_type == LOG_APPEND_TIME else CREATE_TIME
-                    pid, epoch = (batch.producer_id, batch.producer_epoch) if transactional else (-1, -1)
+                    pid, epoch = batch.producer_id, batch.producer_epoch
                     for rec in batch.records():
                         if rec.offset < start:
                             continue
@@ -346,9 +373,9 @@ def _same_batch(a: KafkaEntry, b: KafkaEntry) -> bool:
     return a.timestamp_type != LOG_APPEND_TIME or a.timestamp == b.timestamp
 
 
-def _rocketmq_entries(source: Any, topics: list[str] | None, timestamp: str, report: ConversionReport,
-                      skip_corrupt: bool) -> Iterator[tuple[KafkaEntry, int]]:
-    """``(Kafka entry, source bytes)`` for each selected source message, in commitlog order;
+def _rocketmq_pairs(source: Any, topics: list[str] | None, timestamp: str, report: ConversionReport,
+                    skip_corrupt: bool) -> Iterator[tuple[RocketMQMessage, KafkaEntry]]:
+    """``(source message, Kafka entry)`` for each selected source message, in commitlog order;
     non-queued messages numbered in :data:`NONQUEUED_TOPIC`."""
     nonqueued = 0
     for msg in _rocketmq_messages(source, report, skip_corrupt):
@@ -358,6 +385,13 @@ def _rocketmq_entries(source: Any, topics: list[str] | None, timestamp: str, rep
         if entry.offset < 0:
             entry.offset = nonqueued
             nonqueued += 1
+        yield msg, entry
+
+
+def _rocketmq_entries(source: Any, topics: list[str] | None, timestamp: str, report: ConversionReport,
+                      skip_corrupt: bool) -> Iterator[tuple[KafkaEntry, int]]:
+    """``(Kafka entry, source bytes)`` for each selected source message (:func:`_rocketmq_pairs`)."""
+    for msg, entry in _rocketmq_pairs(source, topics, timestamp, report, skip_corrupt):
         yield entry, msg.size
 
 
@@ -453,11 +487,11 @@ class _RocketMQWriter:
 
 
 def _rocketmq_from_kafka(source: Any, options: _Options, report: ConversionReport,
-                         store_host: Host) -> Iterator[tuple[RocketMQMessage, bool, int]]:
-    """``(message, restored, source bytes)`` in conversion order."""
+                         store_host: Host) -> Iterator[tuple[RocketMQMessage, bool, int, KafkaEntry]]:
+    """``(message, restored, source bytes, source record)`` in conversion order."""
     for entry, size in _kafka_in_order(source, options.topics, report, options.skip_corrupt):
         restored = came_from_rocketmq(entry.headers)
-        yield kafka_to_rocketmq(entry, store_host=store_host), restored, size
+        yield kafka_to_rocketmq(entry, store_host=store_host), restored, size, entry
 
 
 def _to_rocketmq(source: Any, dest: Any, options: _Options, report: ConversionReport,
@@ -466,7 +500,8 @@ def _to_rocketmq(source: Any, dest: Any, options: _Options, report: ConversionRe
     writer = _RocketMQWriter(dest)
     store_host = Host.parse(dest.config.storeHost)
     pending_messages = pending_bytes = 0
-    for index, (msg, restored, size) in enumerate(_rocketmq_from_kafka(source, options, report, store_host)):
+    for index, (msg, restored, size, _) in enumerate(_rocketmq_from_kafka(source, options, report,
+                                                                          store_host)):
         if index < present:
             report.already_present += 1
             continue
@@ -492,16 +527,18 @@ def kafka_entry_of(record: Any) -> KafkaEntry:
                       timestamp=record.timestamp, key=record.key, value=record.value, headers=record.headers,
                       timestamp_type=batch.timestamp_type, transactional=transactional,
                       control=batch.is_control,
-                      producer_id=batch.producer_id if transactional else -1,
-                      producer_epoch=batch.producer_epoch if transactional else -1)
+                      producer_id=batch.producer_id, producer_epoch=batch.producer_epoch)
 
 
-def _verify_kafka(source: Any, dest: Any, options: _Options) -> list[str]:
+def _verify_kafka(source: Any, dest: Any, options: _Options, check: _Progress) -> list[str]:
     report = ConversionReport("", "", "", "")
     readers: dict[tuple[str, int], Iterator[Any]] = {}
     problems: list[str] = []
-    entries = _rocketmq_entries(source, options.topics, options.timestamp, report, options.skip_corrupt)
-    for expected, _ in entries:
+    pairs = _rocketmq_pairs(source, options.topics, options.timestamp, report, options.skip_corrupt)
+    n = 0
+    for n, (msg, expected) in enumerate(pairs, 1):
+        if n % BATCH_RECORDS == 0:
+            check.update(BATCH_RECORDS, 0)
         key = (expected.topic, expected.partition)
         if key not in readers:
             readers[key] = dest.read(*key)
@@ -509,8 +546,15 @@ def _verify_kafka(source: Any, dest: Any, options: _Options) -> list[str]:
         found = None if record is None else kafka_entry_of(record)
         if found != expected:
             problems.append(f"{key[0]}-{key[1]} offset {expected.offset}: expected {expected}, found {found}")
-            if len(problems) >= REPORT_LIMIT:
-                break
+        elif not came_from_kafka(msg):
+            # The record must give back every field of the message (the mapping's inverse),
+            # not only what the mapping made of it.
+            problem = _restored_rocketmq_problem(msg, found)
+            if problem is not None:
+                problems.append(f"{key[0]}-{key[1]} offset {expected.offset}: {problem}")
+        if len(problems) >= REPORT_LIMIT:
+            break
+    check.update(n % BATCH_RECORDS, 0)
     for key, reader in readers.items():
         extra = next(reader, None)
         if extra is not None and len(problems) < REPORT_LIMIT:
@@ -528,19 +572,47 @@ def _message_fields(msg: RocketMQMessage, restored: bool) -> tuple:
     return (*common, sorted(msg.properties.items()))
 
 
-def _verify_rocketmq(source: Any, dest: Any, options: _Options) -> list[str]:
+def _restored_rocketmq_problem(msg: RocketMQMessage, found: KafkaEntry) -> str | None:
+    """What the Kafka record ``found`` gives back differently from the message it was made from."""
+    try:
+        back = restore_rocketmq(found)
+    except ConversionError as err:
+        return str(err)
+    want, got = _message_fields(msg, True), _message_fields(back, True)
+    return None if got == want else f"expected the message back as {want}, found {got}"
+
+
+def _restored_kafka_problem(entry: KafkaEntry, found: RocketMQMessage) -> str | None:
+    """What the RocketMQ message ``found`` gives back differently from the Kafka record it was made from."""
+    try:
+        back = restore_kafka(found)
+    except ConversionError as err:
+        return str(err)
+    return None if back == entry else f"expected the record back as {entry}, found {back}"
+
+
+def _verify_rocketmq(source: Any, dest: Any, options: _Options, check: _Progress) -> list[str]:
     report = ConversionReport("", "", "", "")
     store_host = Host.parse(dest.config.storeHost)
     problems: list[str] = []
     actual = dest.scan()
-    for expected, restored, _ in _rocketmq_from_kafka(source, options, report, store_host):
+    converted = _rocketmq_from_kafka(source, options, report, store_host)
+    n = 0
+    for n, (expected, restored, _, entry) in enumerate(converted, 1):
+        if n % BATCH_RECORDS == 0:
+            check.update(BATCH_RECORDS, 0)
         found = next(actual, None)
         want = _message_fields(expected, restored)
         got = None if found is None else _message_fields(found, restored)
         if got != want:
             problems.append(f"expected {want}, found {got}")
-            if len(problems) >= REPORT_LIMIT:
-                break
+        elif not restored and found is not None:   # found: got == want, which is never None
+            problem = _restored_kafka_problem(entry, found)
+            if problem is not None:
+                problems.append(f"{entry.topic}-{entry.partition} offset {entry.offset}: {problem}")
+        if len(problems) >= REPORT_LIMIT:
+            break
+    check.update(n % BATCH_RECORDS, 0)
     extra = next(actual, None)
     if extra is not None and len(problems) < REPORT_LIMIT:
         problems.append(f"expected no message after the source's, found one at {extra.physical_offset}")
@@ -683,9 +755,10 @@ def run(src: str, dst: str, *, to: str, topics: list[str] | None, compression: s
     journal = _prepare(src, dst, tmp, options, source_format, resume, force)
     report = ConversionReport(src=src, dst=dst, source_format=source_format, target_format=to)
     started = time.perf_counter()
-    bar = _Progress(progress, f"convert {source_format} -> {to}")
+    bar = None
     try:
         with open_store(src, format=source_format, mode="r") as source:
+            bar = _Progress(progress, f"convert {source_format} -> {to}", _source_messages(source))
             journal["source_config"] = _source_config(source)
             dest_config = _destination_config(src, options)
             with open_store(tmp, format=to, mode="a", **dest_config) as dest:
@@ -694,18 +767,25 @@ def run(src: str, dst: str, *, to: str, topics: list[str] | None, compression: s
                 else:
                     _to_rocketmq(source, dest, options, report, bar)
     finally:
-        bar.close()
+        if bar is not None:
+            bar.close()
     report.seconds = time.perf_counter() - started
     journal.update(state=STATE_DONE, messages=report.messages + report.already_present)
     _write_journal(tmp, journal)
     if verify:
-        _verify(src, source_format, tmp, options, dest_config)
+        check = _Progress(progress, f"convert {source_format} -> {to}: verify", report.messages
+                          + report.already_present)
+        try:
+            _verify(src, source_format, tmp, options, dest_config, check)
+        finally:
+            check.close()
         report.verified = True
     _install(tmp, dst)
     return report
 
 
-def _verify(src: str, source_format: str, tmp: str, options: _Options, dest_config: dict[str, Any]) -> None:
+def _verify(src: str, source_format: str, tmp: str, options: _Options, dest_config: dict[str, Any],
+            check: _Progress) -> None:
     """Check the converted files and compare every record with the source.
 
     :raises ConversionError: a finding; the temporary directory is kept for inspection.
@@ -714,7 +794,8 @@ def _verify(src: str, source_format: str, tmp: str, options: _Options, dest_conf
             open_store(tmp, format=options.to, mode="r", **dest_config) as dest:
         findings = [str(p) for p in dest.verify()][:REPORT_LIMIT]
         if not findings:
-            findings = (_verify_kafka if options.to == "kafka" else _verify_rocketmq)(source, dest, options)
+            compare = _verify_kafka if options.to == "kafka" else _verify_rocketmq
+            findings = compare(source, dest, options, check)
     if findings:
         raise ConversionError(f"expected the converted store to match the source, found {len(findings)} "
                               f"difference(s) (kept for inspection): " + "; ".join(findings[:3]), tmp)

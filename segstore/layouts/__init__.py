@@ -256,6 +256,28 @@ def query_key(store: Store, request: QueryRequest, out: TextIO) -> int:
     return 0 if found else 1
 
 
+def find_records(store: Store, topic: str, key: bytes, *, partition: int | None = None,
+                 max_hits: int | None = None) -> list[Any]:
+    """The records of ``topic`` (one ``partition`` or all) carrying ``key``, in partition then offset
+    order: the newest ``max_hits`` of each partition.  Through the ``key`` layout attached to the store,
+    else one opened read-only for the lookup (Kafka: segstore's extra key index; RocketMQ: the broker's
+    own IndexFiles)."""
+    attached = store.indexes if hasattr(store, "indexes") else None
+    owned = None
+    if attached is not None and "key" in attached:
+        layout = attached["key"]
+    else:
+        layout = owned = layout_class("key", store.format)(store, parse_options({}), writable=False)
+    try:
+        streams = [s for s in layout.streams() if s.topic == topic
+                   and (partition is None or s.partition == partition)]
+        return [layout_record(store, stream, offset)
+                for stream in streams for offset in layout.find_key(stream, key, max_hits)]
+    finally:
+        if owned is not None:
+            owned.close()
+
+
 def layout_record(store: Store, stream: Stream, offset: int) -> Any:
     """The store's record at ``offset`` of ``stream``."""
     record = next(store.read(stream.topic, stream.partition, offset, 1), None)

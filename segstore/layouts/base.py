@@ -44,7 +44,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
-from segstore import files
+from segstore import files, progress
 from segstore.errors import ConfigError, CorruptDataError, NotFoundError, UnsupportedOperationError
 from segstore.store import Problem, Store
 
@@ -483,11 +483,14 @@ class ExtraLayout(Layout, Generic[IndexT]):
 
     def build(self) -> None:
         """Delete and rebuild every stream's index from the log."""
-        for stream in self.streams():
-            index = self.stream_index(stream)
-            if index is not None:
-                index._discard(new_options=True)
-                index.catch_up()
+        streams = self.streams()
+        with progress.task(f"index build {self.name}", len(streams), unit="stream") as done:
+            for stream in streams:
+                index = self.stream_index(stream)
+                if index is not None:
+                    index._discard(new_options=True)
+                    index.catch_up()
+                done(1)
 
     def append(self) -> None:
         for stream in self.streams():

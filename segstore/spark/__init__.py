@@ -31,16 +31,52 @@ from .schema import KAFKA_SCHEMA, ROCKETMQ_SCHEMA, spark_schema
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 
+#: The JVM class of Spark's Python data source provider, and the method by which Spark
+#: 4.3 (read in its spark-sql jar) stores a pushdown's plan on it (``PythonScanBuilder.pushFilters``).
+_PROVIDER_CLASS = "org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2"
+_SHARED_READ_INFO = "setReadInfo"
+
+
+def pushdown_is_per_scan(spark: Any) -> bool:
+    """Whether this Spark keeps what a Python filter pushdown planned with that one scan.
+
+    Spark 4.3 (``PythonDataSourceV2.setReadInfo``) keeps the partitions and reader
+    that ``pushFilters`` planned on the relation's provider, and every later scan of
+    the relation that pushes nothing (an unfiltered count on the same DataFrame or
+    SQL view), and every other scan of the same query, reads that plan: pruning by
+    pushed filters would then give wrong answers.  Spark's fix keeps that plan on
+    its scan and drops ``setReadInfo``.  False when the JVM cannot be asked (Spark Connect).
+    """
+    context = getattr(spark, "sparkContext", None)
+    jvm = getattr(context, "_jvm", None) if context is not None else None
+    if jvm is None:
+        return False
+    from py4j.protocol import Py4JError
+
+    try:
+        provider = jvm.java.lang.Class.forName(_PROVIDER_CLASS)
+    except Py4JError:     # a Spark without Python data sources: nothing to push to
+        return False
+    return not any(m.getName() == _SHARED_READ_INFO for m in provider.getMethods())
+
+
 def register(spark: Any) -> None:
-    """Register the ``segstore`` data source with ``spark`` and enable filter pushdown to it.
+    """Register the ``segstore`` data source with ``spark``.
 
     Reads are planned into at least as many input partitions as the session's
-    default parallelism (``minPartitions`` overrides it per read).
+    default parallelism (``minPartitions`` overrides it per read).  Filters Spark
+    pushes prune the plan only where :func:`pushdown_is_per_scan`; elsewhere Spark
+    filters the rows read and options (``assign``, ``startingOffsets``...) bound the read.
+    Writers of a ``local[...]`` session stage their rows in the system temporary directory.
     """
-    spark.conf.set(PUSHDOWN_CONF, "true")
     context = getattr(spark, "sparkContext", None)   # absent on Spark Connect sessions
     parallelism = context.defaultParallelism if context is not None else 1
-    spark.dataSource.register(SegstoreDataSource.with_parallelism(parallelism))
+    local = context is not None and str(context.master).startswith("local")
+    pushdown = pushdown_is_per_scan(spark)
+    if pushdown:
+        spark.conf.set(PUSHDOWN_CONF, "true")
+    spark.dataSource.register(SegstoreDataSource.configured(parallelism=parallelism, filter_pushdown=pushdown,
+                                                            local_master=local))
 
 
 def local_session(app_name: str = "segstore", cores: int = 2, **conf: str) -> Any:
@@ -63,7 +99,6 @@ def local_session(app_name: str = "segstore", cores: int = 2, **conf: str) -> An
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": str(max(1, cores)),
         "spark.sql.session.timeZone": "UTC",
-        PUSHDOWN_CONF: "true",
         **conf,
     }
     builder = SparkSession.builder.master(f"local[{cores}]").appName(app_name)
@@ -74,5 +109,5 @@ def local_session(app_name: str = "segstore", cores: int = 2, **conf: str) -> An
     return spark
 
 
-__all__ = ["KAFKA_SCHEMA", "NAME", "ROCKETMQ_SCHEMA", "SegstoreDataSource", "local_session", "register",
-           "spark_schema"]
+__all__ = ["KAFKA_SCHEMA", "NAME", "ROCKETMQ_SCHEMA", "SegstoreDataSource", "local_session",
+           "pushdown_is_per_scan", "register", "spark_schema"]

@@ -25,6 +25,8 @@ import contextlib
 import dataclasses
 import gc
 import os
+import re
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -57,11 +59,11 @@ from pyspark.sql.types import (
 )
 
 from .. import api, files
-from ..errors import ConfigError
+from ..errors import ConfigError, SegstoreError
 from ..records import CREATE_TIME, Message
 from ..store import Store
 from . import planning
-from .options import ReadOptions, WriteOptions, parse_read_options, parse_write_options
+from .options import READ_UNCOMMITTED, ReadOptions, WriteOptions, parse_read_options, parse_write_options
 from .schema import (
     HEADER_TYPE,
     KAFKA,
@@ -82,10 +84,34 @@ STAGING_SUFFIX = ".segstore-staging"
 _MICROS_PER_MILLI = 1000
 
 
+#: Advice in library errors written for the command line, and what a Spark user sets instead.
+_CLI_ADVICE = (("pass --format to say which it should be", 'set .option("format", NAME) to say which it is'),
+               ("pass --format", 'set .option("format", NAME)'))
+
+
+def spark_words(err: SegstoreError) -> SegstoreError:
+    """``err`` with command-line advice (``--format``) put as the data source's option."""
+    message = err.message
+    for cli, option in _CLI_ADVICE:
+        message = message.replace(cli, option)
+    if message == err.message:
+        return err
+    return type(err)(message, err.path, err.pos)
+
+
 def open_store(path: str, format_name: str | None, config: tuple[tuple[str, str], ...],
                mode: str = "r") -> Store:
-    """Open a store for the data source (the one place it calls ``segstore.open``)."""
-    return api.open(path, format=format_name, mode=mode, **dict(config))
+    """Open a store for the data source (the one place it calls ``segstore.open``).
+
+    :raises SegstoreError: as ``segstore.open``, advice given as Spark options.
+    """
+    try:
+        return api.open(path, format=format_name, mode=mode, **dict(config))
+    except SegstoreError as err:
+        translated = spark_words(err)
+        if translated is err:
+            raise
+        raise translated from err
 
 
 Extractor = Callable[[Any], tuple]
@@ -159,13 +185,14 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def read_slices(partition: InputPartition, schema: StructType, max_rows: int,
-                include_control: bool) -> Iterator[pa.RecordBatch]:
+def read_slices(partition: InputPartition, schema: StructType,
+                options: ReadOptions) -> Iterator[pa.RecordBatch]:
     """Read one input partition: each slice ``[start, end)`` through ``store.read``.
 
     Runs on an executor; opens the store read-only by path.  Yields record batches
-    of at most ``max_rows`` rows.  O(records): one extraction per record, one Arrow
-    build per batch; the cyclic garbage collector is paused meanwhile.
+    of at most ``maxRecordsPerBatch`` rows.  O(records): one extraction per record,
+    one Arrow build per batch; the cyclic garbage collector is paused meanwhile.
+    Kafka reads pass ``kafka.isolation.level`` on as the store's ``isolation``.
 
     :raises TypeError: ``partition`` was not planned by this source.
     """
@@ -173,15 +200,18 @@ def read_slices(partition: InputPartition, schema: StructType, max_rows: int,
         if type(partition) is InputPartition and partition.value is None:
             return      # Spark's stand-in task when the plan has no partitions: no rows
         raise TypeError(f"expected a SegstoreInputPartition, found {type(partition).__name__}")
+    max_rows = options.max_records_per_batch
     buffer = ColumnBuffer(schema)
     add = buffer.add
     pending = 0
     with _gc_paused(), open_store(partition.path, partition.format, partition.config) as store:
         extract = EXTRACTORS.get(store.format, _common_rows)(store)
-        skip_control = store.format == KAFKA and not include_control   # transaction markers
+        kafka = store.format == KAFKA
+        skip_control = kafka and not options.include_control_records   # transaction markers
+        extra = {"isolation": options.isolation} if kafka and options.isolation != READ_UNCOMMITTED else {}
         for piece in partition.slices:
             start, end = piece.start, piece.end
-            for record in store.read(piece.topic, piece.partition, start, end - start):
+            for record in store.read(piece.topic, piece.partition, start, end - start, **extra):
                 row = extract(record)
                 offset = row[OFFSET_INDEX]
                 if offset >= end:
@@ -208,17 +238,17 @@ def _min_partitions(options: ReadOptions) -> int:
 
 
 class SegstoreReader(DataSourceReader):
-    """Batch reader: prunes with pushed filters, plans by bytes, reads slices on executors."""
+    """Batch reader: plans by bytes from the options alone, reads slices on executors.
+
+    It takes no filters: Spark evaluates them on the rows read.  Options
+    (``assign``, ``subscribe``, ``startingOffsets`` ...) restrict what is planned.
+    """
 
     def __init__(self, options: ReadOptions, format_name: str, schema: StructType) -> None:
         self.options = options
         self.format = format_name
         self.schema = schema
         self.pruning = planning.Pruning()
-
-    def pushFilters(self, filters: list[Filter]) -> list[Filter]:
-        self.pruning, remaining = planning.pushdown(filters, time_column=TIME_COLUMNS.get(self.format))
-        return remaining
 
     def plan(self) -> planning.Plan:
         """Open the store on the driver and plan the read."""
@@ -231,8 +261,21 @@ class SegstoreReader(DataSourceReader):
         return planning.input_partitions(self.plan(), self.options, self.format)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return read_slices(partition, self.schema, self.options.max_records_per_batch,
-                           self.options.include_control_records)
+        return read_slices(partition, self.schema, self.options)
+
+
+class PushdownReader(SegstoreReader):
+    """Batch reader that also prunes its plan with the filters Spark pushes.
+
+    Used only on a Spark that keeps what a pushdown planned with that one scan
+    (see :func:`segstore.spark.pushdown_is_per_scan`): the plan then answers only
+    the query whose filters made it.  Each ``pushFilters`` call starts from no
+    pruning, so nothing of an earlier call survives in this object either.
+    """
+
+    def pushFilters(self, filters: list[Filter]) -> list[Filter]:
+        self.pruning, remaining = planning.pushdown(filters, time_column=TIME_COLUMNS.get(self.format))
+        return remaining
 
 
 class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -257,12 +300,10 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _start_positions(self) -> planning.Offsets:
         with open_store(self.options.path, self.format, self.options.config) as store:
             offsets: planning.Offsets = {}
-            topics = [t for t in store.topics() if self.options.topics is None or t in self.options.topics]
-            for topic in topics:
-                for partition in store.partitions(topic):
-                    low, high = store.offset_range(topic, partition)
-                    bound = self.options.starting.for_partition(topic, partition)
-                    offsets.setdefault(topic, {})[str(partition)] = planning.position(bound, low, high)
+            for topic, partition in planning.selected(store, self.options):
+                low, high = store.offset_range(topic, partition)
+                start = planning.start_offset(store, self.options, topic, partition, low, high)
+                offsets.setdefault(topic, {})[str(partition)] = start
             return offsets
 
     def _latest(self, start: planning.Offsets) -> tuple[planning.Offsets, planning.Offsets]:
@@ -270,12 +311,10 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         with open_store(self.options.path, self.format, self.options.config) as store:
             latest: planning.Offsets = {}
             extended = {t: dict(ps) for t, ps in start.items()}
-            topics = [t for t in store.topics() if self.options.topics is None or t in self.options.topics]
-            for topic in topics:
-                for partition in store.partitions(topic):
-                    low, high = store.offset_range(topic, partition)
-                    latest.setdefault(topic, {})[str(partition)] = high
-                    extended.setdefault(topic, {}).setdefault(str(partition), low)
+            for topic, partition in planning.selected(store, self.options):
+                low, high = store.offset_range(topic, partition)
+                latest.setdefault(topic, {})[str(partition)] = high
+                extended.setdefault(topic, {}).setdefault(str(partition), low)
             return latest, extended
 
     def prepareForTriggerAvailableNow(self) -> None:
@@ -307,8 +346,12 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     lo = start.get(topic, {}).get(key)
                     hi = end[topic][key]
                     partition = int(key)
+                    low = store.offset_range(topic, partition)[0]
                     if lo is None:
-                        lo = store.offset_range(topic, partition)[0]
+                        lo = low
+                    # offsets the query has not read yet that retention removed since
+                    lo = planning.check_lost(self.options, "the stream's next offset", topic, partition,
+                                             lo, low)
                     if lo >= hi:
                         continue
                     infos = store.segment_infos(topic, partition)
@@ -319,8 +362,7 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return planning.input_partitions(result, self.options, self.format)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return read_slices(partition, self.schema, self.options.max_records_per_batch,
-                           self.options.include_control_records)
+        return read_slices(partition, self.schema, self.options)
 
     def commit(self, end: dict) -> None:
         """Nothing to release: the source never holds files between micro-batches."""
@@ -410,22 +452,64 @@ def staged_messages(table: pa.Table, options: WriteOptions) -> Iterator[Message]
         )
 
 
+#: A directory name Kafka gives a partition: ``TOPIC-N``.
+_KAFKA_PARTITION_DIR = re.compile(r"^.+-\d+$")
+
+
+def staging_root(options: WriteOptions, *, local: bool) -> str:
+    """Where write tasks stage their rows: never inside a directory a broker loads.
+
+    A Kafka broker loads every subdirectory of a log dir as a partition and takes the
+    log dir offline when one is not named like one (``LogManager.loadLogs``), so
+    nothing may go beside a partition directory.  In order:
+
+    - the ``stagingDir`` option;
+    - ``local``: the system temporary directory, which the local executors share;
+    - else beside the broker's top directory, hidden: for ``/d/kafka-logs/t-0`` (a
+      ``TOPIC-N`` directory) ``/d/.kafka-logs.segstore-staging``, for ``/d/store``
+      ``/d/.store.segstore-staging``: on the store's filesystem, which the
+      executors of a cluster must see anyway, and outside what brokers read.
+    """
+    if options.staging_dir:
+        return options.staging_dir
+    if local:
+        return os.path.join(tempfile.gettempdir(), "segstore-staging")
+    top = os.path.abspath(options.path)
+    if _KAFKA_PARTITION_DIR.match(os.path.basename(top)):
+        top = os.path.dirname(top)
+    return os.path.join(os.path.dirname(top), f".{os.path.basename(top)}{STAGING_SUFFIX}")
+
+
 class SegstoreWriter(DataSourceArrowWriter):
     """Batch writer: tasks stage Arrow files; the driver appends them in partition order.
 
-    A task's ``write`` puts its rows in ``STAGING/JOB/part-PPPPP-A.arrow`` (atomic
-    write); ``commit`` (run only when every task succeeded) opens the store for
-    append, appends the staged rows partition by partition, then deletes the
-    staging directory; ``abort`` only deletes it.  The store is never touched by a
-    job that fails.  The staging directory must be visible to the driver and every
-    executor (a shared filesystem on a cluster).
+    The driver makes ``STAGING/JOB/`` (``STAGING`` from :func:`staging_root`); a task's
+    ``write`` puts its rows in ``part-PPPPP-A.arrow`` there (atomic write); ``commit`` (run only when every
+    task succeeded) opens the store for append, appends the staged rows partition by
+    partition, then deletes the job's directory and ``STAGING`` if nothing else is in
+    it; ``abort`` only deletes them.  The store is never touched by a job that fails.
+    The staging directory must be visible to the driver and every executor.
     """
 
-    def __init__(self, options: WriteOptions, schema: StructType, job_id: str) -> None:
+    def __init__(self, options: WriteOptions, schema: StructType, job_id: str, *,
+                 local: bool = False) -> None:
         self.options = options
         self.schema = schema
-        root = options.staging_dir or os.path.normpath(options.path) + STAGING_SUFFIX
-        self.job_dir = os.path.join(root, job_id)
+        self.root = staging_root(options, local=local)
+        self.job_dir = os.path.join(self.root, job_id)
+        # Made here, on the driver, and never by a task: a task Spark has not stopped yet when
+        # the job fails must not bring the directory back after ``abort`` removed it.
+        files.make_dirs(self.job_dir)
+
+    def _clean(self) -> None:
+        for attempt in range(3):
+            try:
+                files.remove_tree(self.job_dir)
+                break
+            except SegstoreError:
+                if attempt == 2:   # a late task kept writing into it
+                    raise
+        files.remove_dir_if_empty(self.root)     # other jobs may still be staging there
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedWrite:
         from pyspark import TaskContext
@@ -441,8 +525,7 @@ class SegstoreWriter(DataSourceArrowWriter):
                     out.write_batch(batch)
         rows = sum(b.num_rows for b in batches)
         path = os.path.join(self.job_dir, f"part-{partition_id:05d}-{attempt}.arrow")
-        files.make_dirs(self.job_dir)
-        files.write_atomic(path, sink.getvalue().to_pybytes(), fsync=True)
+        files.write_atomic(path, sink.getvalue().to_pybytes(), fsync=True)   # fails once the job is aborted
         return StagedWrite(partition_id, path, rows)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
@@ -462,30 +545,40 @@ class SegstoreWriter(DataSourceArrowWriter):
                     if chunk:
                         store.append_batch(chunk)
         finally:
-            files.remove_tree(self.job_dir)
+            self._clean()
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        files.remove_tree(self.job_dir)
+        self._clean()
 
 
 class SegstoreDataSource(DataSource):
     """``spark.read.format("segstore")`` / ``spark.readStream`` / ``df.write.format("segstore")``.
 
-    ``default_min_partitions`` is the planner's ``minPartitions`` when the option is
-    absent; :func:`segstore.spark.register` sets it to the session's default
-    parallelism (its total cores), so that every core gets work.
+    What :func:`segstore.spark.register` records of the session, as class attributes
+    (they travel with the class to Spark's Python workers):
+
+    - ``default_min_partitions``: the planner's ``minPartitions`` when the option is
+      absent (the session's default parallelism, so that every core gets work);
+    - ``filter_pushdown``: whether readers take Spark's filters to prune their plan,
+      only on a Spark that keeps a pushdown's plan with its one scan;
+    - ``local_master``: the session runs ``local[...]``, so writers stage in the
+      system temporary directory.
     """
 
     default_min_partitions: ClassVar[int] = 1
+    filter_pushdown: ClassVar[bool] = False
+    local_master: ClassVar[bool] = False
 
     @classmethod
     def name(cls) -> str:
         return NAME
 
     @classmethod
-    def with_parallelism(cls, parallelism: int) -> type[SegstoreDataSource]:
-        """A subclass whose planner aims at ``parallelism`` input partitions at least."""
+    def configured(cls, *, parallelism: int = 1, filter_pushdown: bool = False,
+                   local_master: bool = False) -> type[SegstoreDataSource]:
+        """A subclass carrying what :func:`segstore.spark.register` found out about the session."""
         return type(cls.__name__, (cls,), {"default_min_partitions": max(1, parallelism),
+                                           "filter_pushdown": filter_pushdown, "local_master": local_master,
                                            "__module__": cls.__module__, "__doc__": cls.__doc__})
 
     def _read_options(self, *, streaming: bool = False) -> ReadOptions:
@@ -500,11 +593,12 @@ class SegstoreDataSource(DataSource):
 
     def schema(self) -> StructType:
         options = parse_read_options(self.options)
-        return spark_schema(self._format(options))
+        return spark_schema(self._format(options), include_headers=options.include_headers)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         options = self._read_options()
-        return SegstoreReader(options, self._format(options), schema)
+        reader_class = PushdownReader if self.filter_pushdown else SegstoreReader
+        return reader_class(options, self._format(options), schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         options = self._read_options(streaming=True)
@@ -515,7 +609,8 @@ class SegstoreDataSource(DataSource):
         if overwrite:
             raise ConfigError("segstore stores are append-only: use .mode(\"append\")", options.path)
         check_write_schema(schema, options)
-        return SegstoreWriter(options, schema, uuid.uuid4().hex)
+        return SegstoreWriter(options, schema, uuid.uuid4().hex, local=self.local_master)
 
 
-__all__ = ["NAME", "SegstoreDataSource", "SegstoreReader", "SegstoreStreamReader", "SegstoreWriter"]
+__all__ = ["NAME", "PushdownReader", "SegstoreDataSource", "SegstoreReader", "SegstoreStreamReader",
+           "SegstoreWriter"]

@@ -1,23 +1,39 @@
 """Options of the ``segstore`` Spark source, named as Spark's Kafka connector names them.
 
-=========================  ==================================================================
-``path``                   the store: a RocketMQ store root, a Kafka log dir or one partition dir
-``format``                 ``rocketmq`` / ``kafka`` / another registered name; detected if absent
-``topics``                 comma-separated topic names to read (default: every topic)
-``startingOffsets``        ``earliest`` (batch default), ``latest`` (stream default), or JSON
-                           ``{"topic": {"0": 23, "1": -2}}`` (-2 earliest, -1 latest)
-``endingOffsets``          ``latest`` (default) or JSON as above (exclusive ends)
-``startingTimestamp``      ms since the epoch: start each partition at its first offset whose
-                           timestamp is at or after it (through the store's time lookup)
-``endingTimestamp``        ms: end each partition before its first offset at or after it
-``maxOffsetsPerTrigger``   streaming: at most this many offsets per micro-batch, over all partitions
-``maxBytesPerPartition``   planner: target bytes of one input partition (default 64 MiB)
-``minPartitions``          planner: split further until at least this many input partitions
-                           (default: the session's default parallelism, recorded by ``register``)
-``maxRecordsPerBatch``     reader: rows per Arrow batch (default 10000)
-``includeControlRecords``  Kafka: also return transaction markers (default false, as consumers do)
-``config``                 JSON object of the store's own config names, passed to ``segstore.open``
-=========================  ==================================================================
+Reading (docs/spark.md has the full table, with the connector's options this source refuses):
+
+=====================================  ===============================================================
+``path``                               the store: a RocketMQ store root, a Kafka log dir or one partition dir
+``format``                             ``rocketmq`` / ``kafka`` / another registered name; detected if absent
+``subscribe``                          comma-separated topic names to read (default: every topic);
+                                       ``topics`` is the same
+``subscribePattern``                   a regular expression; topics it matches whole are read
+``assign``                             JSON ``{"topicA": [0, 1]}``: exactly these partitions (RocketMQ queues)
+``startingOffsets``                    ``earliest`` (batch default), ``latest`` (stream default), or JSON
+                                       ``{"topic": {"0": 23, "1": -2}}`` (-2 earliest, -1 latest)
+``endingOffsets``                      ``latest`` (default) or JSON as above (exclusive ends)
+``startingTimestamp``                  ms since the epoch, every partition: its first offset whose
+                                       timestamp is at or after it (through the store's time lookup)
+``startingOffsetsByTimestamp``         JSON ``{"topic": {"0": ms}}`` naming every partition read
+``startingOffsetsByTimestampStrategy`` ``error`` (default) or ``latest``: a start time past a partition's end
+``endingTimestamp``                    ms: end each partition before its first offset at or after it
+``endingOffsetsByTimestamp``           JSON as ``startingOffsetsByTimestamp``
+``failOnDataLoss``                     ``true`` (default): asking for offsets retention removed is an
+                                       error; ``false``: start at the earliest offset still stored
+``includeHeaders``                     ``true``: add the ``headers`` column (default false)
+``kafka.isolation.level``              ``read_uncommitted`` (default) or ``read_committed``
+``includeControlRecords``              Kafka: also return transaction markers (default false, as consumers do)
+``maxOffsetsPerTrigger``               streaming: at most this many offsets per micro-batch (all partitions)
+``minPartitions``                      planner: split further until at least this many input partitions
+                                       (default: the session's default parallelism, recorded by ``register``)
+``maxBytesPerPartition``               planner: target bytes of one input partition (default 64 MiB)
+``maxRecordsPerBatch``                 reader: rows per Arrow batch (default 10000)
+``config``                             JSON object of the store's own config names (for ``segstore.open``)
+=====================================  ===============================================================
+
+Options of the connector that name a running cluster (``kafka.bootstrap.servers``,
+``kafka.*``, ``groupIdPrefix``, ``kafkaConsumer.pollTimeoutMs``, ``fetchOffset.*``) are
+refused with a message that says to pass the broker's directory to ``load(path)``.
 
 Parsing is pure and runs on the driver; :class:`ReadOptions` is picklable.
 """
@@ -25,6 +41,7 @@ Parsing is pure and runs on the driver; :class:`ReadOptions` is picklable.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -33,6 +50,12 @@ from ..errors import ConfigError
 EARLIEST = -2
 LATEST = -1
 _NAMED = {"earliest": EARLIEST, "latest": LATEST}
+
+READ_UNCOMMITTED = "read_uncommitted"
+READ_COMMITTED = "read_committed"
+#: ``startingOffsetsByTimestampStrategy``: what a start time past a partition's last record gives.
+STRATEGY_ERROR = "error"
+STRATEGY_LATEST = "latest"
 
 DEFAULT_MAX_BYTES_PER_PARTITION = 64 * 1024 * 1024
 DEFAULT_MAX_RECORDS_PER_BATCH = 10_000
@@ -65,17 +88,41 @@ class ReadOptions:
 
     path: str
     format: str | None = None
-    topics: tuple[str, ...] | None = None
+    topics: tuple[str, ...] | None = None             # subscribe
+    topic_pattern: str | None = None                  # subscribePattern
+    assign: tuple[tuple[str, int], ...] | None = None
     starting: Bound = Bound(EARLIEST)
     ending: Bound = Bound(LATEST)
     starting_timestamp: int | None = None
     ending_timestamp: int | None = None
+    starting_timestamps: tuple[tuple[str, int, int], ...] | None = None   # startingOffsetsByTimestamp
+    ending_timestamps: tuple[tuple[str, int, int], ...] | None = None
+    starting_timestamp_strategy: str = STRATEGY_ERROR
+    fail_on_data_loss: bool = True
+    include_headers: bool = False
+    isolation: str = READ_UNCOMMITTED
     max_offsets_per_trigger: int | None = None
     max_bytes_per_partition: int = DEFAULT_MAX_BYTES_PER_PARTITION
     min_partitions: int | None = None     # None: the data source's default (the session's parallelism)
     max_records_per_batch: int = DEFAULT_MAX_RECORDS_PER_BATCH
     include_control_records: bool = False
     config: tuple[tuple[str, str], ...] = ()
+
+    def selects_topic(self, topic: str) -> bool:
+        """Whether ``subscribe`` / ``subscribePattern`` / ``assign`` let ``topic`` be read."""
+        if self.topics is not None:
+            return topic in self.topics
+        if self.topic_pattern is not None:
+            return re.fullmatch(self.topic_pattern, topic) is not None
+        if self.assign is not None:
+            return any(t == topic for t, _ in self.assign)
+        return True
+
+    def selects(self, topic: str, partition: int) -> bool:
+        """Whether the options let ``topic``/``partition`` be read."""
+        if self.assign is not None:
+            return (topic, partition) in self.assign
+        return self.selects_topic(topic)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,9 +137,21 @@ class WriteOptions:
     config: tuple[tuple[str, str], ...] = ()
 
 
-_READ_NAMES = {"path", "format", "topics", "startingoffsets", "endingoffsets", "startingtimestamp",
-               "endingtimestamp", "maxoffsetspertrigger", "maxbytesperpartition", "minpartitions",
-               "maxrecordsperbatch", "includecontrolrecords", "config"}
+_READ_NAMES = {"path", "format", "topics", "subscribe", "subscribepattern", "assign", "startingoffsets",
+               "endingoffsets", "startingtimestamp", "endingtimestamp", "startingoffsetsbytimestamp",
+               "endingoffsetsbytimestamp", "startingoffsetsbytimestampstrategy", "failondataloss",
+               "includeheaders", "kafka.isolation.level", "maxoffsetspertrigger", "maxbytesperpartition",
+               "minpartitions", "maxrecordsperbatch", "includecontrolrecords", "config"}
+#: Options of Spark's Kafka connector that talk to a running cluster: nothing to do offline.
+_CLUSTER_NAMES = {"groupidprefix", "kafkaconsumer.polltimeoutms", "fetchoffset.numretries",
+                  "fetchoffset.retryintervalms"}
+#: Options of the connector this source does not implement, and why.
+_MIN_ADMISSION = "streaming admission by minimum offsets is not implemented; use maxOffsetsPerTrigger"
+_NOT_IMPLEMENTED = {
+    "minoffsetspertrigger": _MIN_ADMISSION,
+    "maxtriggerdelay": _MIN_ADMISSION,
+    "maxrecordsperpartition": "input partitions are planned by bytes; use maxBytesPerPartition",
+}
 _WRITE_NAMES = {"path", "format", "topic", "partition", "stagingdir", "config"}
 
 
@@ -114,8 +173,8 @@ def _int(options: dict[str, str], name: str, *, minimum: int | None = None) -> i
     return value
 
 
-def _bool(options: dict[str, str], name: str) -> bool:
-    text = options.get(name.lower(), "false").strip().lower()
+def _bool(options: dict[str, str], name: str, *, default: bool = False) -> bool:
+    text = options.get(name.lower(), "true" if default else "false").strip().lower()
     if text not in ("true", "false"):
         raise ConfigError(f"option {name} must be true or false, found {text!r}")
     return text == "true"
@@ -168,30 +227,125 @@ def parse_bound(text: str | None, name: str, default: int) -> Bound:
     return Bound(default, tuple(sorted(entries)))
 
 
-def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -> ReadOptions:
-    """Validate Spark's reader options.
-
-    :raises ConfigError: an unknown option name or a malformed value, naming both.
-    """
-    opts = _lower(options)
+def _refuse_unknown(opts: dict[str, str]) -> None:
+    for name in sorted(opts):
+        if name in _READ_NAMES:
+            continue
+        if name in _CLUSTER_NAMES or name.startswith("kafka."):
+            raise ConfigError(f"option {name} configures a connection to a running Kafka cluster; segstore "
+                              "reads the broker's files: pass its directory to "
+                              'spark.read.format("segstore").load(PATH)')
+        if name in _NOT_IMPLEMENTED:
+            raise ConfigError(f"option {name} is not supported: {_NOT_IMPLEMENTED[name]}")
     unknown = sorted(set(opts) - _READ_NAMES)
     if unknown:
         raise ConfigError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(_READ_NAMES))}")
+
+
+def _json(text: str, name: str, shape: str) -> object:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"option {name} must be JSON like {shape}, found {text!r}") from err
+
+
+def _topic_list(text: str) -> tuple[str, ...]:
+    return tuple(sorted({t.strip() for t in text.split(",") if t.strip()}))
+
+
+def parse_assign(text: str) -> tuple[tuple[str, int], ...]:
+    """``assign``: JSON ``{"topicA": [0, 1], "topicB": [2]}`` -> sorted (topic, partition) pairs."""
+    spec = _json(text, "assign", '{"topicA": [0, 1]}')
+    if not isinstance(spec, dict) or not all(isinstance(ps, list) for ps in spec.values()):
+        raise ConfigError('option assign must be a JSON object of partition lists like '
+                          f'{{"topicA": [0, 1]}}, found {text!r}')
+    pairs = set()
+    for topic, partitions in spec.items():
+        for partition in partitions:
+            if not isinstance(partition, int) or isinstance(partition, bool) or partition < 0:
+                raise ConfigError(f"option assign: partitions of {topic!r} must be integers >= 0, "
+                                  f"found {partition!r}")
+            pairs.add((str(topic), partition))
+    return tuple(sorted(pairs))
+
+
+def parse_timestamps(text: str | None, name: str) -> tuple[tuple[str, int, int], ...] | None:
+    """``startingOffsetsByTimestamp`` / ``endingOffsetsByTimestamp``: ``{"topic": {"0": ms}}``."""
+    if text is None:
+        return None
+    spec = _json(text, name, '{"topic": {"0": 1700000000000}}')
+    if not isinstance(spec, dict) or not all(isinstance(ps, dict) for ps in spec.values()):
+        raise ConfigError(f'option {name} must be a JSON object like {{"topic": {{"0": 1700000000000}}}}, '
+                          f"found {text!r}")
+    entries = []
+    for topic, partitions in spec.items():
+        for partition, ms in partitions.items():
+            try:
+                entry = (str(topic), int(partition), int(ms))
+            except (TypeError, ValueError) as err:
+                raise ConfigError(f"option {name}: {topic}/{partition} must be an integer partition with a "
+                                  f"timestamp in ms, found {ms!r}") from err
+            if entry[2] < 0:
+                raise ConfigError(f"option {name}: timestamps are ms since the epoch (>= 0), found {ms} for "
+                                  f"{topic}/{partition}")
+            entries.append(entry)
+    return tuple(sorted(entries))
+
+
+def _choice(opts: dict[str, str], name: str, choices: tuple[str, ...], default: str) -> str:
+    text = opts.get(name.lower(), default).strip().lower()
+    if text not in choices:
+        raise ConfigError(f"option {name} must be {' or '.join(choices)}, found {text!r}")
+    return text
+
+
+def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -> ReadOptions:
+    """Validate Spark's reader options.
+
+    :raises ConfigError: an unknown option name or a malformed value, naming both;
+        an option of the Kafka connector that needs a running cluster.
+    """
+    opts = _lower(options)
+    _refuse_unknown(opts)
     path = opts.get("path")
     if not path:
         raise ConfigError('a path is required: spark.read.format("segstore").load(PATH)')
-    topics = None
-    if opts.get("topics"):
-        topics = tuple(sorted({t.strip() for t in opts["topics"].split(",") if t.strip()}))
+    chosen = [n for n in ("subscribe", "topics", "subscribePattern", "assign") if opts.get(n.lower())]
+    if len(chosen) > 1:
+        raise ConfigError(f"options {' and '.join(chosen)} both choose topics; give only one of subscribe, "
+                          "subscribePattern or assign")
+    topics = pattern = assign = None
+    if opts.get("subscribe") or opts.get("topics"):
+        topics = _topic_list(opts.get("subscribe") or opts["topics"])
+    elif opts.get("subscribepattern"):
+        pattern = opts["subscribepattern"]
+        try:
+            re.compile(pattern)
+        except re.error as err:
+            raise ConfigError(f"option subscribePattern must be a regular expression, found {pattern!r}: "
+                              f"{err}") from err
+    elif opts.get("assign"):
+        assign = parse_assign(opts["assign"])
     starting_default = LATEST if streaming else EARLIEST
+    isolation = _choice(opts, "kafka.isolation.level", (READ_UNCOMMITTED, READ_COMMITTED), READ_UNCOMMITTED)
     return ReadOptions(
         path=path,
         format=opts.get("format") or None,
         topics=topics,
+        topic_pattern=pattern,
+        assign=assign,
         starting=parse_bound(opts.get("startingoffsets"), "startingOffsets", starting_default),
         ending=parse_bound(opts.get("endingoffsets"), "endingOffsets", LATEST),
         starting_timestamp=_int(opts, "startingTimestamp", minimum=0),
         ending_timestamp=_int(opts, "endingTimestamp", minimum=0),
+        starting_timestamps=parse_timestamps(opts.get("startingoffsetsbytimestamp"),
+                                             "startingOffsetsByTimestamp"),
+        ending_timestamps=parse_timestamps(opts.get("endingoffsetsbytimestamp"), "endingOffsetsByTimestamp"),
+        starting_timestamp_strategy=_choice(opts, "startingOffsetsByTimestampStrategy",
+                                            (STRATEGY_ERROR, STRATEGY_LATEST), STRATEGY_ERROR),
+        fail_on_data_loss=_bool(opts, "failOnDataLoss", default=True),
+        include_headers=_bool(opts, "includeHeaders"),
+        isolation=isolation,
         max_offsets_per_trigger=_int(opts, "maxOffsetsPerTrigger", minimum=1),
         max_bytes_per_partition=(_int(opts, "maxBytesPerPartition", minimum=1)
                                  or DEFAULT_MAX_BYTES_PER_PARTITION),

@@ -39,7 +39,8 @@ from pyspark.sql.datasource import (
     LessThanOrEqual,
 )
 
-from .options import EARLIEST, LATEST, ReadOptions
+from ..errors import ConfigError, NotFoundError, OffsetOutOfRangeError
+from .options import EARLIEST, LATEST, STRATEGY_ERROR, ReadOptions
 
 _MICROS_PER_MILLI = 1000
 
@@ -237,42 +238,134 @@ def _time_offset(store: PlanningStore, topic: str, partition: int, ts: int, high
     return high if found is None else found
 
 
+def check_lost(options: ReadOptions, what: str, topic: str, partition: int, asked: int, low: int) -> int:
+    """``asked`` if the store still holds it; else, offsets before ``low`` being gone (retention
+    deleted them), ``low`` when ``failOnDataLoss`` is false.
+
+    :raises OffsetOutOfRangeError: ``asked`` < ``low`` and ``failOnDataLoss`` is true (the default).
+    """
+    if asked < 0 or asked >= low:
+        return asked
+    if options.fail_on_data_loss:
+        raise OffsetOutOfRangeError(f"{what} asks {topic}-{partition} from offset {asked}, but the store "
+                                    f"holds offsets from {low} on (retention removed the rest); set option "
+                                    f"failOnDataLoss=false to read from {low} instead", options.path)
+    return low
+
+
+def _per_partition(entries: tuple[tuple[str, int, int], ...], topic: str, partition: int, name: str) -> int:
+    for t, p, value in entries:
+        if t == topic and p == partition:
+            return value
+    raise ConfigError(f"option {name} must name every partition read, as Spark's Kafka connector requires; "
+                      f"{topic}-{partition} is missing")
+
+
+def start_offset(store: PlanningStore, options: ReadOptions, topic: str, partition: int,
+                 low: int, high: int) -> int:
+    """Where a read of ``topic``/``partition`` (holding ``[low, high)``) starts.
+
+    As Spark's Kafka connector: ``startingTimestamp`` first, then
+    ``startingOffsetsByTimestamp``, then ``startingOffsets``.  A start time after
+    every record follows ``startingOffsetsByTimestampStrategy``.
+
+    :raises OffsetOutOfRangeError: no record at or after the start time (strategy ``error``),
+        or offsets asked that retention removed (``failOnDataLoss``).
+    """
+    if options.starting_timestamp is not None:
+        name, ms = "startingTimestamp", options.starting_timestamp
+    elif options.starting_timestamps is not None:
+        name = "startingOffsetsByTimestamp"
+        ms = _per_partition(options.starting_timestamps, topic, partition, name)
+    else:
+        asked = options.starting.for_partition(topic, partition)
+        asked = check_lost(options, "option startingOffsets", topic, partition, asked, low)
+        return position(asked, low, high)
+    found = store.offset_for_time(topic, partition, ms)
+    if found is not None:
+        return min(max(found, low), high)
+    if options.starting_timestamp_strategy == STRATEGY_ERROR:
+        raise OffsetOutOfRangeError(f"option {name}: no record of {topic}-{partition} has a timestamp at or "
+                                    f"after {ms}; set option startingOffsetsByTimestampStrategy=latest to "
+                                    "start at the partition's end", options.path)
+    return high
+
+
+def end_offset(store: PlanningStore, options: ReadOptions, topic: str, partition: int,
+               low: int, high: int) -> int:
+    """Where a read of ``topic``/``partition`` ends (exclusive): ``endingTimestamp``, then
+    ``endingOffsetsByTimestamp``, then ``endingOffsets``; an end time after every record
+    is the partition's end, as in the connector.
+
+    :raises OffsetOutOfRangeError: an ending offset that retention removed (``failOnDataLoss``).
+    """
+    if options.ending_timestamp is not None:
+        return min(max(_time_offset(store, topic, partition, options.ending_timestamp, high), low), high)
+    if options.ending_timestamps is not None:
+        ms = _per_partition(options.ending_timestamps, topic, partition, "endingOffsetsByTimestamp")
+        return min(max(_time_offset(store, topic, partition, ms, high), low), high)
+    asked = options.ending.for_partition(topic, partition)
+    return position(check_lost(options, "option endingOffsets", topic, partition, asked, low), low, high)
+
+
+def _check_named(options: ReadOptions, read: set[tuple[str, int]]) -> None:
+    """The connector refuses per-partition timestamps naming partitions it does not read."""
+    for name, entries in (("startingOffsetsByTimestamp", options.starting_timestamps),
+                          ("endingOffsetsByTimestamp", options.ending_timestamps)):
+        extra = sorted({(t, p) for t, p, _ in entries or ()} - read)
+        if extra:
+            raise ConfigError(f"option {name} must name exactly the partitions read; the store has no "
+                              f"{', '.join(f'{t}-{p}' for t, p in extra)} among them", options.path)
+
+
+def selected(store: PlanningStore, options: ReadOptions) -> list[tuple[str, int]]:
+    """The (topic, partition) pairs ``subscribe`` / ``subscribePattern`` / ``assign`` leave, in order.
+
+    :raises NotFoundError: ``assign`` names a partition the store does not hold.
+    """
+    pairs = [(t, p) for t in store.topics() if options.selects_topic(t)
+             for p in store.partitions(t) if options.selects(t, p)]
+    if options.assign is not None:
+        missing = sorted(set(options.assign) - set(pairs))
+        if missing:
+            raise NotFoundError(f"option assign names {', '.join(f'{t}-{p}' for t, p in missing)}, which the "
+                                "store does not hold", options.path)
+    return pairs
+
+
 def resolve_ranges(store: PlanningStore, options: ReadOptions, pruning: Pruning | None = None,
                    *, with_segments: bool = True) -> list[PartitionRange]:
     """The offset range of every topic partition the options and the pruning leave.
 
-    Offsets asked outside what the store holds are clamped to it.  Costs one
-    ``offset_range`` per partition, plus one time lookup per partition and time bound.
+    Costs one ``offset_range`` per partition, plus one time lookup per partition and time bound.
+
+    :raises OffsetOutOfRangeError, ConfigError, NotFoundError: see :func:`start_offset`,
+        :func:`end_offset`, :func:`selected`.
     """
     pruning = pruning or Pruning()
-    topics = store.topics()
-    if options.topics is not None:
-        topics = [t for t in topics if t in options.topics]
-    if pruning.topics is not None:
-        topics = [t for t in topics if t in pruning.topics]
+    pairs = selected(store, options)
+    _check_named(options, set(pairs))
     ranges = []
-    for topic in topics:
-        for partition in store.partitions(topic):
-            if not pruning.allows_partition(partition):
-                continue
-            low, high = store.offset_range(topic, partition)
-            start = position(options.starting.for_partition(topic, partition), low, high)
-            end = position(options.ending.for_partition(topic, partition), low, high)
-            for ts in (options.starting_timestamp, pruning.timestamp_min):
-                if ts is not None:
-                    start = max(start, _time_offset(store, topic, partition, ts, high))
-            if options.ending_timestamp is not None:
-                end = min(end, _time_offset(store, topic, partition, options.ending_timestamp, high))
-            if pruning.offset_min is not None:
-                start = max(start, pruning.offset_min)
-            if pruning.offset_max is not None:
-                end = min(end, pruning.offset_max)
-            if start >= end:
-                continue
-            segments: tuple[SegmentInfo, ...] = ()
-            if with_segments:
-                segments = tuple(SegmentInfo.coerce(s) for s in store.segment_infos(topic, partition))
-            ranges.append(PartitionRange(topic, partition, start, end, segments))
+    for topic, partition in pairs:
+        if pruning.topics is not None and topic not in pruning.topics:
+            continue
+        if not pruning.allows_partition(partition):
+            continue
+        low, high = store.offset_range(topic, partition)
+        start = start_offset(store, options, topic, partition, low, high)
+        end = end_offset(store, options, topic, partition, low, high)
+        if pruning.timestamp_min is not None:
+            start = max(start, _time_offset(store, topic, partition, pruning.timestamp_min, high))
+        if pruning.offset_min is not None:
+            start = max(start, pruning.offset_min)
+        if pruning.offset_max is not None:
+            end = min(end, pruning.offset_max)
+        if start >= end:
+            continue
+        segments: tuple[SegmentInfo, ...] = ()
+        if with_segments:
+            segments = tuple(SegmentInfo.coerce(s) for s in store.segment_infos(topic, partition))
+        ranges.append(PartitionRange(topic, partition, start, end, segments))
     return ranges
 
 

@@ -78,9 +78,18 @@ HEADERS_INDEX = KAFKA_SCHEMA.fieldNames().index("headers")
 _MICROS_PER_MILLI = 1000
 
 
-def spark_schema(format_name: str) -> StructType:
-    """The Spark schema of a store of ``format_name`` (formats other than RocketMQ get the Kafka columns)."""
-    return ROCKETMQ_SCHEMA if format_name == ROCKETMQ else KAFKA_SCHEMA
+#: Every column a row tuple carries, in tuple order (Kafka rows stop after ``headers``).
+ROW_COLUMNS = ROCKETMQ_SCHEMA.fieldNames()
+
+
+def spark_schema(format_name: str, *, include_headers: bool = True) -> StructType:
+    """The Spark schema of a store of ``format_name`` (formats other than RocketMQ get the Kafka
+    columns); without ``headers`` unless ``include_headers``, as Spark's Kafka connector
+    (its ``includeHeaders`` option)."""
+    schema = ROCKETMQ_SCHEMA if format_name == ROCKETMQ else KAFKA_SCHEMA
+    if include_headers:
+        return schema
+    return StructType([f for f in schema.fields if f.name != "headers"])
 
 
 def arrow_schema(schema: StructType) -> pa.Schema:
@@ -95,7 +104,8 @@ _TIMESTAMP_COLUMNS = frozenset({"timestamp", "bornTimestamp", "storeTimestamp"})
 class ColumnBuffer:
     """Rows added since the last :meth:`flush`, turned into one Arrow batch at a time.
 
-    A row is a tuple in schema order; timestamps are milliseconds, ``timestampType``
+    A row is a tuple in the order of the full schema (:data:`ROW_COLUMNS`; a schema
+    without ``headers`` skips that element); timestamps are milliseconds, ``timestampType``
     the id of :data:`TIMESTAMP_TYPE_IDS`, headers a list of ``(key, value)``, RocketMQ
     ``keys`` a list and ``properties`` a dict.  ``add`` is one ``list.append``;
     ``flush`` transposes with ``zip`` and builds each column with one Arrow call,
@@ -108,6 +118,8 @@ class ColumnBuffer:
         self.arrow = arrow_schema(schema)
         self.rows: list[tuple] = []
         self.add = self.rows.append
+        # where each column of the schema sits in a row tuple (a schema may leave out headers)
+        self.positions = [ROW_COLUMNS.index(name) for name in schema.fieldNames()]
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -123,9 +135,10 @@ class ColumnBuffer:
 
     def flush(self) -> pa.RecordBatch:
         """The buffered rows as one record batch of exactly :attr:`arrow`; empties the buffer."""
-        columns = list(zip(*self.rows, strict=True)) if self.rows else [() for _ in self.arrow]
+        columns = list(zip(*self.rows, strict=True)) if self.rows else [() for _ in ROW_COLUMNS]
         arrays = []
-        for i, (field, values) in enumerate(zip(self.arrow, columns, strict=True)):
+        for i, field in zip(self.positions, self.arrow, strict=True):
+            values = columns[i]
             if i == HEADERS_INDEX:
                 arrays.append(self._headers(values, field.type))
             elif field.name in _TIMESTAMP_COLUMNS:

@@ -1,0 +1,501 @@
+"""``segstore dump FILE`` for single Kafka files, as ``kafka-dump-log --files`` does.
+
+Which file is which (Kafka 3.8.0 ``kafka.tools.DumpLogSegments.main``: by suffix):
+``%020d.log`` and KRaft snapshots ``%020d-%010d.checkpoint`` / ``bootstrap.checkpoint``
+(record batches), ``.index``, ``.timeindex``, ``.txnindex``, ``.snapshot`` (producer state);
+segstore adds ``leader-epoch-checkpoint`` and the log dir's offset checkpoints (text).
+
+Index dumps read the segment's ``.log`` beside them (and the ``.timeindex`` dump its
+``.index``), as the tool does, and report where an entry disagrees with the log.  The lines
+are the tool's (``DumpLogSegments.printBatchLevel``, ``dumpIndex``, ``dumpTimeIndex``,
+``dumpTxnIndex``, ``dumpProducerIdSnapshot``); ``data`` carries the same fields for ``--json``.
+Only :mod:`segstore.files` opens the files.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from segstore import files
+from segstore.errors import CorruptDataError, SegstoreError, TruncatedDataError
+from segstore.plugin import DumpLine, FileDumpOptions
+
+from . import batch as codec
+from . import internal_topics, snapshot
+from .checkpoints import (
+    LEADER_EPOCH_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    read_leader_epochs,
+    read_offsets,
+)
+from .offsetindex import OFFSET_ENTRY
+from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
+from .timeindex import TIME_ENTRY
+from .txnindex import ABORTED_TXN
+
+SNAPSHOT_SUFFIX = snapshot.SUFFIX
+KRAFT_SNAPSHOT = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")  # Snapshots.parse: offset-epoch
+BOOTSTRAP_SNAPSHOT = "bootstrap.checkpoint"  # BootstrapDirectory.BINARY_BOOTSTRAP_FILENAME
+OFFSET_CHECKPOINTS = (
+    RECOVERY_POINT_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    "replication-offset-checkpoint",
+    "cleaner-offset-checkpoint",
+)
+_SEGMENT_NAME = re.compile(r"^(\d{20})(\.[a-z]+)$")
+NO_TIMESTAMP = codec.NO_TIMESTAMP
+RECORD_INDENT = "|"  # DumpLogSegments.RecordIndent
+
+#: The internal-topic decoders ``--offsets-decoder`` etc. pick: (key, value, offset, path, pos) -> texts.
+DECODERS: dict[str, Callable[..., tuple[str | None, str | None]]] = {
+    "offsets": internal_topics.decode_offsets,
+    "transaction-log": internal_topics.decode_transaction_log,
+    "cluster-metadata": internal_topics.decode_cluster_metadata,
+}
+
+
+def file_kind(path: str) -> str | None:
+    """``log``, ``index``, ``timeindex``, ``txnindex``, ``snapshot``, ``kraft-snapshot``,
+    ``leader-epoch-checkpoint`` or ``offset-checkpoint``; None for a name Kafka does not write."""
+    name = os.path.basename(path)
+    if name == LEADER_EPOCH_CHECKPOINT:
+        return "leader-epoch-checkpoint"
+    if name in OFFSET_CHECKPOINTS:
+        return "offset-checkpoint"
+    if name == BOOTSTRAP_SNAPSHOT or KRAFT_SNAPSHOT.match(name):
+        return "kraft-snapshot"
+    match = _SEGMENT_NAME.match(name)
+    if match is None:
+        return None
+    return {
+        LOG_SUFFIX: "log",
+        INDEX_SUFFIX: "index",
+        TIME_INDEX_SUFFIX: "timeindex",
+        TXN_INDEX_SUFFIX: "txnindex",
+        SNAPSHOT_SUFFIX: "snapshot",
+    }.get(match.group(2))
+
+
+def base_offset(path: str) -> int:
+    """The offset a segment file's name stands for (its 20 digits)."""
+    return int(os.path.basename(path).split(".")[0].split("-")[0])
+
+
+def sibling(path: str, suffix: str) -> str:
+    """The file of the same segment with ``suffix``."""
+    return os.path.join(os.path.dirname(path), f"{base_offset(path):020d}{suffix}")
+
+
+def dump_file(path: str, options: FileDumpOptions) -> Iterator[DumpLine]:
+    """The dump lines of one Kafka file (see the module docstring)."""
+    kind = file_kind(path)
+    if kind in ("log", "kraft-snapshot"):
+        yield from dump_log(path, options, kind)
+    elif kind == "index":
+        yield from dump_index(path, options)
+    elif kind == "timeindex":
+        yield from dump_time_index(path, options)
+    elif kind == "txnindex":
+        yield from dump_txn_index(path)
+    elif kind == "snapshot":
+        yield from dump_producer_snapshot(path)
+    elif kind == "leader-epoch-checkpoint":
+        for entry in read_leader_epochs(path):
+            yield DumpLine(
+                f"epoch: {entry.epoch} startOffset: {entry.start_offset}",
+                {"epoch": entry.epoch, "start_offset": entry.start_offset},
+            )
+    elif kind == "offset-checkpoint":
+        for (topic, partition), offset in read_offsets(path).items():
+            yield DumpLine(
+                f"topic: {topic} partition: {partition} offset: {offset}",
+                {"topic": topic, "partition": partition, "offset": offset},
+            )
+    else:
+        raise CorruptDataError(
+            "expected a Kafka segment, index, snapshot or checkpoint file name, found "
+            f"{os.path.basename(path)!r}",
+            path,
+        )
+
+
+class _Mapped:
+    """A file mapped read-only for the length of a ``with`` block (absent: empty)."""
+
+    def __init__(self, path: str, *, required: bool = True) -> None:
+        self.file = files.MappedFile(path) if required or files.exists(path) else None
+
+    def __enter__(self) -> memoryview:
+        return self.file.view() if self.file is not None else memoryview(b"")
+
+    def __exit__(self, *exc: object) -> None:
+        if self.file is not None:
+            self.file.close()
+
+
+# -- record batches ------------------------------------------------------------------------------
+
+
+def batch_text(batch: codec.RecordBatch, position: int, valid: bool) -> str:
+    """``printBatchLevel``: the v2 header fields (or ``offset:`` for v0/v1), then position, time, size."""
+    if batch.magic >= codec.MAGIC_V2:
+        head = (
+            f"baseOffset: {batch.base_offset} lastOffset: {batch.last_offset} count: {batch.record_count} "
+            f"baseSequence: {batch.base_sequence} lastSequence: {batch.last_sequence} "
+            f"producerId: {batch.producer_id} producerEpoch: {batch.producer_epoch} "
+            f"partitionLeaderEpoch: {batch.partition_leader_epoch} "
+            f"isTransactional: {str(batch.is_transactional).lower()} "
+            f"isControl: {str(batch.is_control).lower()} deleteHorizonMs: {batch.delete_horizon_ms}"
+        )
+    else:
+        head = f"offset: {batch.last_offset}"
+    return (
+        f"{head} position: {position} {batch.timestamp_type}: {batch.max_timestamp} size: {batch.size} "
+        f"magic: {batch.magic} compresscodec: {batch.compression} crc: {batch.crc} "
+        f"isvalid: {str(valid).lower()}"
+    )
+
+
+def _batch_data(batch: codec.RecordBatch, position: int, valid: bool) -> dict[str, Any]:
+    return {
+        "kind": "batch",
+        "base_offset": batch.base_offset,
+        "last_offset": batch.last_offset,
+        "count": batch.record_count,
+        "base_sequence": batch.base_sequence,
+        "last_sequence": batch.last_sequence,
+        "producer_id": batch.producer_id,
+        "producer_epoch": batch.producer_epoch,
+        "partition_leader_epoch": batch.partition_leader_epoch,
+        "is_transactional": batch.is_transactional,
+        "is_control": batch.is_control,
+        "delete_horizon_ms": batch.delete_horizon_ms,
+        "position": position,
+        "timestamp_type": batch.timestamp_type,
+        "max_timestamp": batch.max_timestamp,
+        "size": batch.size,
+        "magic": batch.magic,
+        "compression": batch.compression,
+        "crc": batch.crc,
+        "is_valid": valid,
+    }
+
+
+def _b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(bytes(data)).decode("ascii")
+
+
+def _record_line(
+    batch: codec.RecordBatch, record: codec.Record, options: FileDumpOptions, path: str
+) -> DumpLine:
+    """One ``| offset: ...`` line: metadata unless skipped, control markers, then key and payload."""
+    key_size = -1 if record.key is None else len(record.key)
+    value_size = -1 if record.value is None else len(record.value)
+    data: dict[str, Any] = {
+        "kind": "record",
+        "offset": record.offset,
+        "timestamp": record.timestamp,
+        "timestamp_type": batch.timestamp_type,
+        "key_size": key_size,
+        "value_size": value_size,
+    }
+    parts = []
+    if not options.skip_record_metadata:
+        parts.append(
+            f"offset: {record.offset} {batch.timestamp_type}: {record.timestamp} "
+            f"keySize: {key_size} valueSize: {value_size}"
+        )
+        if batch.magic >= codec.MAGIC_V2:
+            names = [name for name, _ in record.headers]
+            parts.append(f"sequence: {record.sequence} headerKeys: [{','.join(names)}]")
+            data.update(sequence=record.sequence, header_keys=names)
+        if batch.is_control:
+            parts.append(_control_text(record, data))
+    if options.print_data and not batch.is_control:
+        key_text, value_text = _payload(record, options, path, batch.position)
+        if key_text is not None:
+            parts.append(f"key: {key_text}")
+        if value_text is not None:
+            parts.append(f"payload: {value_text}")
+        data.update(key=key_text, payload=value_text)
+    return DumpLine(f"{RECORD_INDENT} " + " ".join(parts) if parts else RECORD_INDENT, data)
+
+
+def _control_text(record: codec.Record, data: dict[str, Any]) -> str:
+    try:
+        kind, coordinator_epoch = codec.parse_control_record(record.key, record.value)
+    except ValueError as err:
+        data["control_error"] = str(err)
+        return f"controlType: invalid ({err})"
+    data["control_type"] = kind
+    if coordinator_epoch is not None:
+        data["coordinator_epoch"] = coordinator_epoch
+        return f"endTxnMarker: {kind} coordinatorEpoch: {coordinator_epoch}"
+    return f"controlType: {kind}"
+
+
+def _payload(
+    record: codec.Record, options: FileDumpOptions, path: str, pos: int
+) -> tuple[str | None, str | None]:
+    if options.decoder is not None:
+        return DECODERS[options.decoder](record.key, record.value, record.offset, path=path, pos=pos)
+    decode_key = options.key_decoder or _utf8
+    decode_value = options.value_decoder or _utf8
+    key = None if record.key is None else decode_key(bytes(record.key))
+    value = None if record.value is None else decode_value(bytes(record.value))
+    return key, value
+
+
+def _utf8(data: bytes) -> str:
+    """``StringDecoder``: the bytes as UTF-8 (malformed bytes replaced, as Java's String does)."""
+    return data.decode("utf-8", errors="replace")
+
+
+def dump_log(path: str, options: FileDumpOptions, kind: str = "log") -> Iterator[DumpLine]:
+    """``dumpLog``: every batch (deep: every record) of a ``.log`` or KRaft snapshot, up to
+    ``max_bytes`` (whole batches only), then torn or invalid bytes and non-consecutive offsets."""
+    name = os.path.basename(path)
+    if kind == "log":
+        yield DumpLine(
+            f"Log starting offset: {base_offset(path)}", {"kind": "start", "offset": base_offset(path)}
+        )
+    elif name == BOOTSTRAP_SNAPSHOT:
+        yield DumpLine("KRaft bootstrap snapshot", {"kind": "bootstrap-snapshot"})
+    else:
+        match = KRAFT_SNAPSHOT.match(name)
+        if match is None:
+            raise CorruptDataError(f"expected a KRaft snapshot named OFFSET-EPOCH.checkpoint, found {name!r}",
+                                   path)
+        end, epoch = int(match.group(1)), int(match.group(2))
+        yield DumpLine(
+            f"Snapshot end offset: {end}, epoch: {epoch}",
+            {"kind": "snapshot", "end_offset": end, "epoch": epoch},
+        )
+    deep = options.deep or options.print_data or options.decoder is not None
+    with _Mapped(path) as whole:
+        limit = len(whole) if options.max_bytes is None else min(len(whole), max(options.max_bytes, 0))
+        view = whole[:limit]
+        valid_bytes = 0
+        last_offset = None
+        non_consecutive: list[tuple[int, int]] = []
+        problem: SegstoreError | None = None
+        try:
+            for batch in codec.iter_batches(view, path=path, check_crc=False):
+                valid = batch.is_valid()
+                yield DumpLine(batch_text(batch, valid_bytes, valid), _batch_data(batch, valid_bytes, valid))
+                if deep:
+                    for record in batch.records():
+                        if last_offset is not None and record.offset != last_offset + 1:
+                            non_consecutive.append((last_offset, record.offset))
+                        last_offset = record.offset
+                        yield _record_line(batch, record, options, path)
+                valid_bytes += batch.size
+        except TruncatedDataError as err:
+            # --max-bytes cuts batches off on purpose: the tool only reports trailing bytes without it.
+            if options.max_bytes is None or limit == len(whole):
+                problem = err
+        except CorruptDataError as err:
+            problem = err
+        if problem is not None:
+            trailing = len(view) - valid_bytes
+            yield DumpLine(
+                f"Found {trailing} invalid bytes at the end of {name} ({problem})",
+                {"kind": "invalid-bytes", "bytes": trailing, "position": valid_bytes, "error": str(problem)},
+                problem=True,
+            )
+    if non_consecutive:
+        yield DumpLine(
+            f"Non-consecutive offsets in {path}",
+            {"kind": "non-consecutive", "pairs": non_consecutive},
+            problem=True,
+        )
+        for first, second in non_consecutive:
+            yield DumpLine(f"  {first} is followed by {second}", {}, problem=True)
+
+
+# -- indexes -------------------------------------------------------------------------------------
+
+
+def _index_entries(data: memoryview, dtype: np.dtype) -> np.ndarray:
+    """Every whole slot of an index file (as the tool maps it: length rounded down to the entry size)."""
+    return np.frombuffer(data, dtype=dtype, count=len(data) // dtype.itemsize)
+
+
+def _sanity(path: str, length: int, entry_size: int, problems: list[str]) -> DumpLine:
+    if length % entry_size != 0:
+        problems.append(f"found {length} bytes which is neither positive nor a multiple of {entry_size}")
+    if problems:
+        return DumpLine(
+            f"{path}: failed sanity check: {problems[0]}",
+            {"kind": "sanity-check", "ok": False, "problem": problems[0]},
+            problem=True,
+        )
+    return DumpLine(f"{path} passed sanity check.", {"kind": "sanity-check", "ok": True})
+
+
+def dump_index(path: str, options: FileDumpOptions) -> Iterator[DumpLine]:
+    """``dumpIndex``: every offset-index entry (to the first zero entry after slot 0), each checked
+    against the last offset of the batch at its position in the ``.log`` beside it."""
+    base = base_offset(path)
+    with _Mapped(path) as data:
+        slots = _index_entries(data, OFFSET_ENTRY)
+        if len(slots) == 0:
+            yield DumpLine(f"{path} is empty.", {"kind": "empty"})
+            return
+        rel = slots["relative_offset"].astype(np.int64)
+        if options.index_sanity_check:
+            last = base + int(rel[-1])
+            problems = (
+                [f"the last offset is {last} which is less than the base offset {base}"]
+                if last < base
+                else []
+            )
+            yield _sanity(path, len(data), OFFSET_ENTRY.itemsize, problems)
+            return
+        positions = slots["position"].astype(np.int64)
+        with _Mapped(sibling(path, LOG_SUFFIX)) as log:
+            for i in range(len(slots)):
+                offset, position = base + int(rel[i]), int(positions[i])
+                if offset == base and i > 0:  # a preallocated (sparse) tail: stop at the first zero entry
+                    break
+                found = _last_offset_at(log, position, path)
+                if found != offset:
+                    yield DumpLine(
+                        f"Mismatches in :{path}: Index offset: {offset}, log offset: {found}",
+                        {"kind": "mismatch", "index_offset": offset, "log_offset": found},
+                        problem=True,
+                    )
+                if not options.verify_index_only:
+                    yield DumpLine(
+                        f"offset: {offset} position: {position}",
+                        {"kind": "entry", "offset": offset, "position": position},
+                    )
+
+
+def _last_offset_at(log: memoryview, position: int, path: str) -> int | None:
+    """The last offset of the batch starting at ``position`` (None: no whole batch there)."""
+    try:
+        return codec.read_batch_header(log, position, path=path).last_offset
+    except (SegstoreError, IndexError, ValueError):
+        return None
+
+
+def dump_time_index(path: str, options: FileDumpOptions) -> Iterator[DumpLine]:
+    """``dumpTimeIndex``: every time-index entry, checked against the batch it names (found through the
+    offset index): its last offset, its max record timestamp, and increasing index timestamps."""
+    base = base_offset(path)
+    with _Mapped(path) as data:
+        slots = _index_entries(data, TIME_ENTRY)
+        rel = slots["relative_offset"].astype(np.int64)
+        stamps = slots["timestamp"].astype(np.int64)
+        if options.index_sanity_check:
+            problems = []
+            if len(slots) and int(stamps[-1]) < int(stamps[0]):
+                problems.append(
+                    f"the last timestamp is {int(stamps[-1])} which is less than the first "
+                    f"timestamp {int(stamps[0])}"
+                )
+            if len(slots) and base + int(rel[-1]) < base:
+                problems.append(
+                    f"the last offset is {base + int(rel[-1])} which is less than the first offset {base}"
+                )
+            yield _sanity(path, len(data), TIME_ENTRY.itemsize, problems)
+            return
+        with (
+            _Mapped(sibling(path, INDEX_SUFFIX), required=False) as index_data,
+            _Mapped(sibling(path, LOG_SUFFIX)) as log,
+        ):
+            index = _index_entries(index_data, OFFSET_ENTRY)
+            index_offsets = base + index["relative_offset"].astype(np.int64)
+            previous = NO_TIMESTAMP
+            for i in range(len(slots)):
+                offset, timestamp = base + int(rel[i]), int(stamps[i])
+                if offset == base and i > 0:
+                    break
+                yield from _check_time_entry(path, log, index, index_offsets, offset, timestamp, previous)
+                if not options.verify_index_only:
+                    yield DumpLine(
+                        f"timestamp: {timestamp} offset: {offset}",
+                        {"kind": "entry", "timestamp": timestamp, "offset": offset},
+                    )
+                previous = timestamp
+
+
+def _check_time_entry(
+    path: str,
+    log: memoryview,
+    index: np.ndarray,
+    index_offsets: np.ndarray,
+    offset: int,
+    timestamp: int,
+    previous: int,
+) -> Iterator[DumpLine]:
+    from segstore.search import Bound, search
+
+    slot = search(index_offsets, offset, Bound.LARGEST_LOWER) if len(index) else -1
+    position = int(index["position"][slot]) if slot >= 0 else 0
+    found = None
+    try:
+        for batch in codec.iter_batches(log, path=path, check_crc=False, start=position):
+            if batch.last_offset >= offset:
+                found = batch
+                break
+    except SegstoreError:
+        found = None
+    if found is None or found.last_offset != offset:
+        log_offset = -1 if found is None else found.last_offset
+        yield DumpLine(
+            f"Indexed offset: {offset}, found log offset: {log_offset}",
+            {"kind": "offset-not-found", "index_offset": offset, "log_offset": log_offset},
+            problem=True,
+        )
+        return
+    max_timestamp = max((r.timestamp for r in found.records()), default=NO_TIMESTAMP)
+    if max_timestamp != timestamp:
+        yield DumpLine(
+            f"Found timestamp mismatch in :{path}: Index timestamp: {timestamp}, "
+            f"log timestamp: {max_timestamp}",
+            {"kind": "timestamp-mismatch", "index_timestamp": timestamp, "log_timestamp": max_timestamp},
+            problem=True,
+        )
+    if previous >= timestamp:
+        yield DumpLine(
+            f"Found out of order timestamp in :{path}: Index timestamp: {timestamp}, "
+            f"Previously indexed timestamp: {previous}",
+            {"kind": "out-of-order", "index_timestamp": timestamp, "previous_timestamp": previous},
+            problem=True,
+        )
+
+
+def dump_txn_index(path: str) -> Iterator[DumpLine]:
+    """``dumpTxnIndex``: every aborted-transaction entry."""
+    with _Mapped(path) as data:
+        if len(data) % ABORTED_TXN.itemsize:
+            raise CorruptDataError(
+                f"expected a multiple of {ABORTED_TXN.itemsize} bytes, found {len(data)}",
+                path,
+                len(data) - len(data) % ABORTED_TXN.itemsize,
+            )
+        for row in np.frombuffer(data, dtype=ABORTED_TXN).tolist():
+            entry = dict(zip(ABORTED_TXN.names or (), (int(v) for v in row), strict=True))
+            yield DumpLine(
+                f"version: {entry['version']} producerId: {entry['producer_id']} "
+                f"firstOffset: {entry['first_offset']} lastOffset: {entry['last_offset']} "
+                f"lastStableOffset: {entry['last_stable_offset']}",
+                {"kind": "aborted-txn", **entry},
+            )
+
+
+def dump_producer_snapshot(path: str) -> Iterator[DumpLine]:
+    """``dumpProducerIdSnapshot``: one line per producer entry of a ``.snapshot``."""
+    with _Mapped(path) as data:
+        entries = snapshot.entry_dicts(snapshot.read_snapshot(data, path=path))
+    for entry in entries:
+        yield DumpLine(snapshot.entry_line(entry), {"kind": "producer", **entry})

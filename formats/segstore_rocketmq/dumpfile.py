@@ -1,0 +1,279 @@
+"""``segstore dump FILE`` for single RocketMQ store files.
+
+Which file is which (RocketMQ 4.9.7 ``DefaultMessageStore`` directory layout):
+``commitlog/%020d`` (messages from the offset the name gives), ``consumequeue/TOPIC/QUEUE/%020d``
+(20-byte entries: commitlog offset, size, tags code), ``index/yyyyMMddHHmmssSSS`` (an IndexFile:
+40-byte header, hash slots, 20-byte entries) and ``checkpoint`` (StoreCheckpoint).  A 20-digit
+file outside those directories is told apart by content: a commitlog file starts with a message
+or BLANK magic at byte 4, a consume queue does not.
+
+The layouts are in the codec modules (:mod:`.message`, :mod:`.consumequeue`, :mod:`.indexfile`,
+:mod:`.checkpoint`); this module only walks one file and returns lines.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from segstore import files
+from segstore.errors import CorruptDataError, SegstoreError
+from segstore.plugin import DumpLine, FileDumpOptions
+
+from . import checkpoint as cp
+from .consumequeue import CQ_DTYPE, FILE_NAME_DIGITS
+from .indexfile import (
+    ENTRY_DTYPE,
+    FILE_NAME_LENGTH,
+    FIRST_ENTRY,
+    HEADER,
+    SLOT_DTYPE,
+    IndexHeader,
+    _geometry_of,
+)
+from .message import BLANK_MAGIC, MESSAGE_MAGIC, MESSAGE_MAGIC_V2, PREFIX, Blank, End, decode
+
+COMMITLOG_DIR, CONSUMEQUEUE_DIR, INDEX_DIR = "commitlog", "consumequeue", "index"
+_MAGICS = (MESSAGE_MAGIC, MESSAGE_MAGIC_V2, BLANK_MAGIC)
+
+
+def file_kind(path: str) -> str | None:
+    """``commitlog``, ``consumequeue``, ``indexfile`` or ``checkpoint``; None otherwise."""
+    name = os.path.basename(path)
+    parent = os.path.basename(os.path.dirname(os.path.abspath(path)))
+    if name == cp.FILE_NAME:
+        return "checkpoint"
+    if len(name) == FILE_NAME_LENGTH and name.isdigit():
+        return "indexfile"
+    if len(name) != FILE_NAME_DIGITS or not name.isdigit():
+        return None
+    if parent == COMMITLOG_DIR:
+        return "commitlog"
+    grand = os.path.basename(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(path)))))
+    if grand == CONSUMEQUEUE_DIR:
+        return "consumequeue"
+    return "commitlog" if _starts_with_magic(path) else "consumequeue"
+
+
+def _starts_with_magic(path: str) -> bool:
+    mapped = files.MappedFile(path)
+    try:
+        head = mapped.view(0, PREFIX.size)
+        return len(head) == PREFIX.size and PREFIX.unpack(head)[1] in _MAGICS
+    finally:
+        mapped.close()
+
+
+def dump_file(path: str, options: FileDumpOptions) -> Iterator[DumpLine]:
+    """The dump lines of one RocketMQ file (see the module docstring)."""
+    kind = file_kind(path)
+    if kind == "commitlog":
+        yield from dump_commitlog(path, options)
+    elif kind == "consumequeue":
+        yield from dump_consume_queue(path)
+    elif kind == "indexfile":
+        yield from dump_index_file(path)
+    elif kind == "checkpoint":
+        yield from dump_checkpoint(path)
+    else:
+        raise CorruptDataError(
+            "expected a RocketMQ commitlog, consume-queue, index or checkpoint file name, "
+            f"found {os.path.basename(path)!r}",
+            path,
+        )
+
+
+def _text(data: bytes, decoder: Any) -> str:
+    return decoder(data) if decoder is not None else data.decode("utf-8", errors="replace")
+
+
+def dump_commitlog(path: str, options: FileDumpOptions) -> Iterator[DumpLine]:
+    """Every message of one commitlog file (physical offsets from its name) to its BLANK or unwritten
+    space, up to ``max_bytes`` (whole messages only); a record that does not decode ends the dump with
+    a problem line."""
+    base = int(os.path.basename(path))
+    mapped = files.MappedFile(path)
+    try:
+        whole = mapped.view()
+        limit = len(whole) if options.max_bytes is None else min(len(whole), max(options.max_bytes, 0))
+        pos = 0
+        while pos < limit:
+            try:
+                record = decode(whole[:limit], pos, path=path)
+            except SegstoreError as err:
+                if options.max_bytes is not None and limit < len(whole):
+                    break  # --max-bytes cut this message off on purpose
+                yield DumpLine(
+                    f"{path}:{pos}: {err.message}",
+                    {"kind": "error", "position": pos, "error": err.message},
+                    problem=True,
+                )
+                break
+            if isinstance(record, End):
+                yield DumpLine(
+                    f"end of data at position {pos} ({base + pos})",
+                    {"kind": "end", "position": pos, "physical_offset": base + pos},
+                )
+                break
+            if isinstance(record, Blank):
+                yield DumpLine(
+                    f"BLANK at position {pos} ({base + pos}) size: {record.size}",
+                    {"kind": "blank", "position": pos, "physical_offset": base + pos, "size": record.size},
+                )
+                break
+            yield _message_line(record, base + pos, options)
+            pos += record.size
+    finally:
+        mapped.close()
+
+
+def _message_line(msg: Any, physical_offset: int, options: FileDumpOptions) -> DumpLine:
+    data: dict[str, Any] = {
+        "kind": "message",
+        "physical_offset": physical_offset,
+        "topic": msg.topic,
+        "queue_id": msg.queue_id,
+        "queue_offset": msg.queue_offset,
+        "size": msg.size,
+        "body_crc": msg.body_crc,
+        "flag": msg.flag,
+        "sys_flag": msg.sys_flag,
+        "born_timestamp": msg.born_timestamp,
+        "born_host": str(msg.born_host),
+        "store_timestamp": msg.store_timestamp,
+        "store_host": str(msg.store_host),
+        "reconsume_times": msg.reconsume_times,
+        "prepared_transaction_offset": msg.prepared_transaction_offset,
+        "properties": dict(msg.properties),
+        "msg_id": msg.msg_id,
+    }
+    text = (
+        f"physicalOffset: {physical_offset} topic: {msg.topic} queueId: {msg.queue_id} "
+        f"queueOffset: {msg.queue_offset} size: {msg.size} bornTimestamp: {msg.born_timestamp} "
+        f"storeTimestamp: {msg.store_timestamp} sysFlag: {msg.sys_flag} msgId: {msg.msg_id} "
+        f"keys: {','.join(msg.keys) or '-'} tags: {msg.tags or '-'}"
+    )
+    if options.print_data:
+        body = _text(bytes(msg.body), options.value_decoder)
+        text += f" payload: {body}"
+        data["payload"] = body
+    else:
+        data["body"] = base64.b64encode(bytes(msg.body)).decode("ascii")
+    return DumpLine(text, data)
+
+
+def dump_consume_queue(path: str) -> Iterator[DumpLine]:
+    """Every entry of one consume-queue file up to the first unwritten one (queue offsets from its name)."""
+    base = int(os.path.basename(path))
+    mapped = files.MappedFile(path)
+    try:
+        data = mapped.view()
+        if base % CQ_DTYPE.itemsize:
+            raise CorruptDataError(
+                f"expected a name that is a multiple of {CQ_DTYPE.itemsize}, found {base}", path
+            )
+        rows = np.frombuffer(data, dtype=CQ_DTYPE, count=len(data) // CQ_DTYPE.itemsize).copy()
+    finally:
+        mapped.close()
+    first = base // CQ_DTYPE.itemsize
+    bad = np.flatnonzero((rows["offset"] < 0) | (rows["size"] <= 0))
+    used = int(bad[0]) if len(bad) else len(rows)
+    for i, (offset, size, tags_code) in enumerate(rows[:used].tolist()):
+        yield DumpLine(
+            f"offset: {first + i} commitlogOffset: {offset} size: {size} tagsCode: {tags_code}",
+            {
+                "kind": "entry",
+                "queue_offset": first + i,
+                "commitlog_offset": offset,
+                "size": size,
+                "tags_code": tags_code,
+            },
+        )
+    if used < len(rows) and (rows[used:]["offset"].any() or rows[used:]["size"].any()):
+        yield DumpLine(
+            f"{path}:{used * CQ_DTYPE.itemsize}: expected an entry or unwritten zeros, found "
+            f"commitlogOffset {int(rows['offset'][used])} size {int(rows['size'][used])}",
+            {"kind": "error", "position": used * CQ_DTYPE.itemsize},
+            problem=True,
+        )
+
+
+def dump_index_file(path: str) -> Iterator[DumpLine]:
+    """The header and every used entry of one IndexFile (its slot count found from its size and header)."""
+    mapped = files.MappedFile(path)
+    try:
+        data = mapped.view()
+        if len(data) < HEADER.size:
+            raise CorruptDataError(
+                f"expected an IndexFile header of {HEADER.size} bytes, found {len(data)}", path
+            )
+        header = IndexHeader.unpack(data)
+        geometry = _geometry_of(data)
+        if not geometry:
+            raise CorruptDataError(
+                f"expected a size of {HEADER.size} + 4 * slots + 20 * entries holding "
+                f"{header.index_count} entries, found {len(data)} bytes",
+                path,
+            )
+        start = HEADER.size + geometry["maxHashSlotNum"] * SLOT_DTYPE.itemsize
+        rows = np.frombuffer(data, dtype=ENTRY_DTYPE, count=header.index_count, offset=start).copy()
+    finally:
+        mapped.close()
+    yield DumpLine(
+        f"beginTimestamp: {header.begin_timestamp} endTimestamp: {header.end_timestamp} "
+        f"beginPhyOffset: {header.begin_phy_offset} endPhyOffset: {header.end_phy_offset} "
+        f"hashSlotCount: {header.hash_slot_count} indexCount: {header.index_count} "
+        f"maxHashSlotNum: {geometry['maxHashSlotNum']} maxIndexNum: {geometry['maxIndexNum']}",
+        {
+            "kind": "header",
+            "begin_timestamp": header.begin_timestamp,
+            "end_timestamp": header.end_timestamp,
+            "begin_phy_offset": header.begin_phy_offset,
+            "end_phy_offset": header.end_phy_offset,
+            "hash_slot_count": header.hash_slot_count,
+            "index_count": header.index_count,
+            **geometry,
+        },
+    )
+    for number, (key_hash, phy_offset, time_diff, prev) in enumerate(
+        rows[FIRST_ENTRY:].tolist(), FIRST_ENTRY
+    ):
+        yield DumpLine(
+            f"entry: {number} keyHash: {key_hash} commitlogOffset: {phy_offset} timeDiff: {time_diff} "
+            f"prevIndex: {prev}",
+            {
+                "kind": "entry",
+                "entry": number,
+                "key_hash": key_hash,
+                "commitlog_offset": phy_offset,
+                "time_diff": time_diff,
+                "prev_index": prev,
+            },
+        )
+
+
+def dump_checkpoint(path: str) -> Iterator[DumpLine]:
+    """The StoreCheckpoint fields, then every problem :func:`.checkpoint.check` finds."""
+    data = files.read_bytes(path)
+    point = cp.Checkpoint.unpack(data, path=path)
+    yield DumpLine(
+        f"physicMsgTimestamp: {point.physic_msg_timestamp} logicsMsgTimestamp: "
+        f"{point.logics_msg_timestamp} indexMsgTimestamp: {point.index_msg_timestamp} "
+        f"masterFlushedOffset: {point.master_flushed_offset} confirmPhyOffset: {point.confirm_phy_offset}",
+        {
+            "kind": "checkpoint",
+            "physic_msg_timestamp": point.physic_msg_timestamp,
+            "logics_msg_timestamp": point.logics_msg_timestamp,
+            "index_msg_timestamp": point.index_msg_timestamp,
+            "master_flushed_offset": point.master_flushed_offset,
+            "confirm_phy_offset": point.confirm_phy_offset,
+        },
+    )
+    for pos, message in cp.check(data, path=path):
+        yield DumpLine(
+            f"{path}:{pos}: {message}", {"kind": "error", "position": pos, "error": message}, problem=True
+        )

@@ -1,0 +1,414 @@
+"""The columnar decoder of Kafka log regions (``segstore_kafka.columnar``, C and reference).
+
+The C loop must give what the reference gives (the record codec of ``batch.py``,
+itself the per-message decode): the same rows, and on damaged or torn input the
+same rows before the problem and the same typed error at the same position.
+Segments are generated with every codec, control and transactional batches,
+LogAppendTime, compacted offsets, headers, and legacy v0/v1 entries written by
+kafka-python's legacy builder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import struct
+from pathlib import Path
+
+import crc32c
+import numpy as np
+import pyarrow as pa
+import pytest
+from conftest import FIXTURES, KAFKA_FIXTURES
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kafka.record.legacy_records import LegacyRecordBatchBuilder
+from segstore_kafka import batch as codec
+from segstore_kafka import columnar, compression
+
+import segstore
+from segstore.columns import KAFKA_SCHEMA, project
+from segstore.errors import ConfigError, NotFoundError, SegstoreError
+
+needs_c = pytest.mark.skipif(columnar._speedups is None, reason="segstore_kafka._speedups not built")
+
+header_values = st.one_of(st.none(), st.binary(max_size=12))
+header_keys = st.one_of(st.text(max_size=6), st.sampled_from(["é", "\x00\"\\", "\U0001f600", "\u2028"]))
+records_strategy = st.lists(
+    st.tuples(
+        st.one_of(st.none(), st.binary(max_size=20)),
+        st.one_of(st.none(), st.binary(max_size=60)),
+        st.integers(0, 2**41),
+        st.lists(st.tuples(header_keys, header_values), max_size=3),
+    ),
+    min_size=0, max_size=12,
+)
+
+
+def _legacy_entry(magic: int, codec_id: int, count: int, first_offset: int) -> bytes:
+    """A legacy v0/v1 message set as kafka-python writes it (a wrapper when compressed)."""
+    builder = LegacyRecordBatchBuilder(magic, codec_id, 1 << 20)
+    last = first_offset + count - 1
+    for i in range(count):
+        builder.append(i if codec_id and magic == 1 else first_offset + i,
+                       1_600_000_000_000 + i if magic else None, b"k%d" % i if i % 2 else None, b"v" * i)
+    buf = bytearray(builder.build())
+    if codec_id:  # the broker stamps a wrapper with its last inner offset
+        struct.pack_into(">q", buf, 0, last)
+    return bytes(buf)
+
+
+def _recrc(data: bytearray) -> None:
+    struct.pack_into(">I", data, codec.CRC_OFFSET, crc32c.crc32c(bytes(data[codec.ATTRIBUTES_OFFSET:])))
+
+
+@st.composite
+def segments(draw) -> bytes:
+    """A run of batches and legacy entries, then maybe damage: bytes changed (the CRC fixed or not), a cut."""
+    entries = []
+    offset = draw(st.sampled_from([0, 5, 2**40]))
+    for _ in range(draw(st.integers(1, 5))):
+        kind = draw(st.sampled_from(["v2", "v2", "v2", "control", "legacy"]))
+        if kind == "legacy":
+            magic, codec_id = draw(st.sampled_from([0, 1])), draw(st.sampled_from([0, 1, 2]))
+            count = draw(st.integers(1, 4))
+            entries.append(_legacy_entry(magic, codec_id, count, offset))
+            offset += count
+            continue
+        if kind == "control":
+            entries.append(codec.encode_control_batch(draw(st.sampled_from(["COMMIT", "ABORT"])),
+                                                      base_offset=offset, producer_id=7, producer_epoch=1,
+                                                      coordinator_epoch=3, timestamp=1_700_000_000_000))
+            offset += 1
+            continue
+        records = draw(records_strategy)
+        log_append = draw(st.booleans())
+        compacted = draw(st.booleans())
+        deltas = [3 * i for i in range(len(records))] if compacted else None
+        data = codec.encode_batch(
+            records, base_offset=offset, compression=draw(st.sampled_from(compression.COMPRESSION_NAMES)),
+            partition_leader_epoch=draw(st.sampled_from([-1, 0, 9])),
+            producer_id=draw(st.sampled_from([-1, 42])), producer_epoch=draw(st.sampled_from([-1, 2])),
+            base_sequence=draw(st.sampled_from([-1, 0, 2**31 - 3])), is_transactional=draw(st.booleans()),
+            timestamp_type=codec.LOG_APPEND_TIME if log_append else codec.CREATE_TIME,
+            log_append_time=1_650_000_000_000 if log_append else None, offset_deltas=deltas)
+        if draw(st.integers(0, 4)) == 0 and len(data) > codec.HEADER.size:  # records damaged, CRC right
+            damaged = bytearray(data)
+            for _ in range(draw(st.integers(1, 3))):
+                damaged[draw(st.integers(codec.HEADER.size, len(damaged) - 1))] = draw(st.integers(0, 255))
+            if draw(st.booleans()):
+                count = draw(st.sampled_from([-1, 0, 2**31 - 1]))
+                struct.pack_into(">i", damaged, codec.HEADER.size - 4, count)
+            _recrc(damaged)
+            data = bytes(damaged)
+        entries.append(data)
+        offset += (deltas[-1] + 1) if deltas else max(len(records), 1)
+    buf = bytearray(b"".join(entries))
+    for _ in range(draw(st.sampled_from([0, 0, 0, 1, 2]))):
+        buf[draw(st.integers(0, len(buf) - 1))] = draw(st.integers(0, 255))
+    if draw(st.integers(0, 3)) == 0:
+        buf = buf[:draw(st.integers(0, len(buf)))]
+    return bytes(buf)
+
+
+def _outcome(buf: bytes, *, accelerated: bool, capacity: columnar.Capacity | None = None,
+             columns=None, start: int = 0, end: int | None = None):
+    """(rows as Python values, error as (type, message, path, pos) or None)."""
+    schema = project(KAFKA_SCHEMA, columns)
+    batches = []
+    error = None
+    try:
+        for chunk in columnar.decode(buf, path="seg.log", accelerated=accelerated, capacity=capacity,
+                                     want=columnar.want_flags(schema.names), start=start, end=end):
+            batches.append(columnar.to_arrow(chunk, schema, topic="t", partition=3, segment=11))
+    except SegstoreError as err:
+        error = (type(err), err.message, err.path, err.pos)
+    table = pa.Table.from_batches(batches, schema=schema)
+    return table.to_pylist(), error
+
+
+@pytest.fixture
+def pure_codec(monkeypatch):
+    """The reference all the way down: batch.py's pure-Python record loop."""
+    monkeypatch.setattr(codec, "_decode_records", codec._decode_records_py)
+
+
+def _per_message(buf: bytes) -> list[tuple]:
+    """The object API's view of every record (what each row must say)."""
+    out = []
+    for batch in codec.iter_batches(buf, path="seg.log"):
+        for r in batch.records():
+            out.append((r.offset, r.timestamp, r.key, r.value, [(k, v) for k, v in r.headers], batch.position,
+                        batch.size, batch.base_offset, batch.magic, batch.is_control, r.sequence))
+    return out
+
+
+@needs_c
+@settings(max_examples=400, deadline=None)
+@given(buf=segments(), small=st.booleans())
+def test_c_columns_equal_the_reference_on_good_damaged_and_torn_segments(buf, small) -> None:
+    saved = codec._decode_records
+    codec._decode_records = codec._decode_records_py
+    try:
+        reference = _outcome(buf, accelerated=False)
+    finally:
+        codec._decode_records = saved
+    tiny = columnar.Capacity(rows=3, batches=2, key=5, value=7, headers=1, hkey=2, hvalue=3)
+    capacity = tiny if small else None
+    assert _outcome(buf, accelerated=True, capacity=capacity) == reference
+
+
+@settings(max_examples=150, deadline=None)
+@given(buf=segments())
+def test_rows_say_what_the_per_message_decode_says(buf) -> None:
+    rows, error = _outcome(buf, accelerated=columnar._speedups is not None)
+    try:
+        expected = _per_message(buf)
+    except SegstoreError as err:
+        assert error is not None and error[1:] == (err.message, err.path, err.pos)
+        return
+    assert error is None
+    got = [(r["offset"], int(np.datetime64(r["timestamp"].replace(tzinfo=None), "ms").astype(np.int64)),
+            r["key"], r["value"], [(h["key"], h["value"]) for h in r["headers"]], r["position"], r["size"],
+            r["baseOffset"], r["magic"], r["isControl"], r["sequence"]) for r in rows]
+    assert got == expected
+    assert all(r["topic"] == "t" and r["partition"] == 3 and r["segment"] == 11 for r in rows)
+
+
+@needs_c
+@settings(max_examples=100, deadline=None)
+@given(buf=segments(),
+       columns=st.lists(st.sampled_from(KAFKA_SCHEMA.names), min_size=1, max_size=6, unique=True))
+def test_projections_build_only_what_is_asked_and_agree(buf, columns) -> None:
+    full, error = _outcome(buf, accelerated=True)
+    projected, projected_error = _outcome(buf, accelerated=True, columns=columns)
+    assert projected_error == error
+    assert projected == [{name: row[name] for name in columns} for row in full]
+
+
+@needs_c
+def test_c_takes_every_whole_valid_v2_batch_and_declines_legacy() -> None:
+    recs = [(b"k%d" % i, b"v" * i, 1000 + i, [("h", b"x")]) for i in range(50)]
+    buf = b"".join(codec.encode_batch(recs, base_offset=50 * i, compression=name)
+                   for i, name in enumerate(compression.COMPRESSION_NAMES))
+    buffers = columnar._allocate(columnar.Capacity(), 7)
+    stop, pos, counts, need = columnar._speedups.decode_columns(
+        buf, 0, len(buf), 7, columnar._inflater("x"), tuple(buffers[n] for n in columnar.BUFFERS))
+    assert (stop, pos, counts[:2], need) == (columnar.STOP_END, len(buf), (5, 250), 0)
+    legacy = _legacy_entry(1, 0, 2, 250)
+    stop, pos, counts, _ = columnar._speedups.decode_columns(
+        buf + legacy, 0, len(buf) + len(legacy), 7, columnar._inflater("x"),
+        tuple(buffers[n] for n in columnar.BUFFERS))
+    assert (stop, pos, counts[:2]) == (columnar.STOP_DECLINE, len(buf), (5, 250))
+
+
+def test_a_byte_range_takes_the_batches_that_start_in_it() -> None:
+    batches = [codec.encode_batch([(b"k", b"v%d" % i, i)], base_offset=i) for i in range(6)]
+    buf = b"".join(batches)
+    starts = np.cumsum([0] + [len(b) for b in batches])
+    rows, error = _outcome(buf, accelerated=columnar._speedups is not None, start=int(starts[2]),
+                           end=int(starts[4]) - 1)
+    assert error is None and [r["offset"] for r in rows] == [2, 3]
+    torn = buf + batches[0][:30]
+    rows, error = _outcome(torn, accelerated=columnar._speedups is not None, end=len(buf))
+    assert error is None and len(rows) == 6
+    rows, error = _outcome(torn, accelerated=columnar._speedups is not None)
+    assert len(rows) == 6 and error[0].__name__ == "TruncatedDataError" and error[3] == len(buf)
+
+
+@needs_c
+@settings(max_examples=200, deadline=None)
+@given(data=st.binary(max_size=300), seed=st.integers(0, 2**32 - 1))
+def test_c_crc32c_is_castagnoli(data, seed) -> None:
+    assert columnar._speedups.crc32c(data) == crc32c.crc32c(data)
+    assert columnar._speedups.crc32c(data, seed) == crc32c.crc32c(data, seed)
+
+
+def _with_region(region: bytes, count: int, attributes: int = 0, base_offset: int = 0) -> bytes:
+    """A v2 batch with a hand-made record region and a right CRC (only the records are wrong)."""
+    length = codec.HEADER.size - codec.LOG_OVERHEAD + len(region)
+    header = bytearray(codec.HEADER.pack(base_offset, length, 0, 2, 0, attributes, max(count - 1, 0), 0, 0,
+                                         -1, -1, -1, count))
+    header += region
+    _recrc(header)
+    return bytes(header)
+
+
+def _region(*records) -> bytes:
+    return codec.encode_batch(list(records), base_offset=0)[codec.HEADER.size:]
+
+
+VALID = _region((b"a", b"b", 0))          # 10 00 00 00 02 61 02 62 00: one 8-byte record body
+WITH_HEADER = _region((b"a", b"b", 0, [("z", None)]))
+GOOD = codec.encode_batch([(b"k", b"v", 5, [("h", b"x")])] * 3, base_offset=0)
+
+
+@needs_c
+@pytest.mark.parametrize(("region", "count", "attributes", "base_offset"), [
+    (VALID, 2, 0, 0), (VALID + b"\xff", 1, 0, 0), (b"\x0e" + VALID[1:], 1, 0, 0),
+    (b"\x12" + VALID[1:] + b"\x00", 1, 0, 0), (VALID[:-2], 1, 0, 0),
+    (WITH_HEADER.replace(b"z", b"\xff"), 1, 0, 0),
+    (WITH_HEADER.replace(b"z", b"\xed"), 1, 0, 0), (VALID[:-1] + b"\x01", 1, 0, 0), (b"\x00", 1, 0, 0),
+    (b"\x01" + VALID[1:], 1, 0, 0), (VALID, 2**31 - 1, 0, 0), (VALID, -1, 0, 0), (VALID, 0, 0, 0),
+    (b"\x80" * 5 + b"\x01", 1, 0, 0), (b"\x16\x00" + b"\xff" * 10 + b"\x00", 1, 0, 0),
+    (_region((b"a", b"b", 0, [("z", None)])).replace(b"\x01\x02z", b"\x01\x03z"), 1, 0, 0),
+    (_region((b"a", b"b", 0)).replace(b"\x00\x00\x02a", b"\x00\x02\x02a"), 1, 0, 2**63 - 1),
+    (compression.compress("lz4", VALID), 1, 3, 0), (compression.compress("lz4", VALID)[:-3], 1, 3, 0),
+    (compression.compress("zstd", VALID + b"\x00"), 1, 4, 0), (VALID, 1, 5, 0), (VALID, 1, 7, 0),
+], ids=["short-count", "trailing", "field-past-end", "body-too-long", "cut", "utf8", "surrogate",
+        "neg-headers",
+        "zero-length", "negative-length", "huge-count", "negative-count", "zero-count", "long-varint",
+        "long-varlong", "header-key-past", "offset-overflow", "lz4", "lz4-cut", "zstd-trailing", "codec-5",
+        "codec-7"])
+def test_malformed_records_stop_both_decoders_alike(pure_codec, region, count, attributes,
+                                                    base_offset) -> None:
+    buf = GOOD + _with_region(region, count, attributes, base_offset) + GOOD
+    reference = _outcome(buf, accelerated=False)
+    assert _outcome(buf, accelerated=True) == reference
+    assert reference[0][:3] == _outcome(GOOD, accelerated=False)[0]
+
+
+# ---------------------------------------------------------------------------------
+# KafkaStore.scan_arrow and dump --json over real directories
+
+
+def _object_rows(records) -> list[tuple]:
+    return [(r.topic, r.partition, r.offset, r.timestamp, r.key, r.value, r.headers, r.batch.position,
+             r.batch.size, r.batch.is_control) for r in records]
+
+
+def _arrow_rows(batches) -> list[tuple]:
+    table = pa.Table.from_batches(list(batches), schema=KAFKA_SCHEMA)
+    ts = table.column("timestamp").cast(pa.int64()).to_pylist()
+    return [(r["topic"], r["partition"], r["offset"], t, r["key"], r["value"],
+             [(h["key"], h["value"]) for h in r["headers"]], r["position"], r["size"], r["isControl"])
+            for r, t in zip(table.to_pylist(), ts, strict=True)]
+
+
+@pytest.fixture(params=["c", "python"])
+def accelerator(request, monkeypatch):
+    if request.param == "c" and columnar._speedups is None:
+        pytest.skip("segstore_kafka._speedups not built")
+    if request.param == "python":
+        monkeypatch.setattr(columnar, "_speedups", None)
+    return request.param
+
+
+@pytest.mark.parametrize("name", KAFKA_FIXTURES)
+def test_scan_arrow_reads_the_fixtures_as_scan_does(name, accelerator) -> None:
+    with segstore.open(FIXTURES / "kafka" / name / "topic-0") as store:
+        assert _arrow_rows(store.scan_arrow()) == _object_rows(store.scan())
+        last = store.offset_range("topic", 0)[1] - 1
+        for offset in (0, 1, last, last + 1):
+            assert _arrow_rows(store.scan_arrow(topic="topic", partition=0, offset=offset)) == \
+                _object_rows(store.read("topic", 0, offset))
+
+
+def _log_dir(tmp_path: Path) -> Path:
+    """Two topics, small segments (many rolls and index entries), headers, transactions, compression."""
+    path = tmp_path / "logs"
+    with segstore.open(path, format="kafka", mode="a", **{"segment.bytes": 1000,
+                                                          "index.interval.bytes": 200}) as store:
+        for i in range(60):
+            store.append_batch([{"topic": topic, "partition": i % 2, "key": b"k%d" % j if j % 3 else None,
+                                 "value": b"v" * (i + j), "timestamp": 1_700_000_000_000 + i,
+                                 "headers": [("h\u00e9\"", b"x" * j)] if j % 2 else []}
+                                for topic in ("a", "b") for j in range(1 + i % 4)])
+        part = store.partition_of("a", 0)
+        part.append_records([(b"t", b"txn", 5)], producer_id=9, producer_epoch=0, transactional=True,
+                            compression="zstd")
+        part.append_control("ABORT", producer_id=9, producer_epoch=0, coordinator_epoch=1, timestamp=6)
+        part.append_records([(b"z", b"lz4", 7)] * 5, compression="lz4")
+    return path
+
+
+def test_scan_arrow_over_a_log_dir_partitions_offsets_and_ranges(tmp_path, accelerator) -> None:
+    path = _log_dir(tmp_path)
+    with segstore.open(path) as store:
+        assert _arrow_rows(store.scan_arrow()) == _object_rows(store.scan())
+        for topic, partition in (("a", 0), ("b", 1)):
+            start, end = store.offset_range(topic, partition)
+            for offset in (0, start + 1, (start + end) // 2, end - 1, end, end + 7):
+                assert _arrow_rows(store.scan_arrow(topic=topic, partition=partition, offset=offset)) == \
+                    _object_rows(store.read(topic, partition, offset))
+        assert _arrow_rows(store.scan_arrow(topic="a")) == \
+            _object_rows(r for r in store.scan() if r.topic == "a")
+        part = store.partition_of("a", 0)
+        assert len(part.segments) > 3
+        seg = part.segments[1]
+        positions = [b.position for b in seg.batches()]
+        lo, hi = positions[1] + 1, positions[-1]
+        rows = _arrow_rows(store.scan_arrow(topic="a", partition=0, offset=seg.base, start=lo, end=hi))
+        expected = [(r.offset, r.batch.position) for r in store.read("a", 0, seg.base)
+                    if lo <= r.batch.position < hi and r.offset < part.segments[2].base]
+        assert [(r[2], r[7]) for r in rows] == expected and expected
+        projected = list(store.scan_arrow(["offset", "isControl"], topic="a", partition=0))
+        table = pa.Table.from_batches(projected)
+        assert table.schema.names == ["offset", "isControl"]
+        assert table.column("isControl").to_pylist().count(True) == 1
+        with pytest.raises(NotFoundError):
+            list(store.scan_arrow(topic="c", partition=0))
+        with pytest.raises(ConfigError):
+            list(store.scan_arrow(["nope"]))
+
+
+def test_dump_json_lines_are_json_dumps_of_to_json(tmp_path, accelerator) -> None:
+    path = _log_dir(tmp_path)
+    out = io.StringIO()
+    with segstore.open(path) as store:
+        store.dump(out, json=True)
+        expected = "".join(json.dumps(store.to_json(r)) + "\n" for r in store.scan())
+    assert out.getvalue() == expected
+    with open(tmp_path / "dump.txt", "w", encoding="utf-8") as text, segstore.open(path) as store:
+        text.write("before\n")   # text written before the dump's bytes keeps its place
+        store.dump(text, json=True)
+        text.write("after\n")
+    assert (tmp_path / "dump.txt").read_text() == "before\n" + expected + "after\n"
+
+
+@needs_c
+@settings(max_examples=150, deadline=None)
+@given(buf=segments())
+def test_c_json_lines_equal_the_python_lines(buf) -> None:
+    chunks = []
+    with contextlib.suppress(SegstoreError):  # damaged segments: the chunks before the problem
+        chunks.extend(columnar.decode(buf, path="seg.log"))
+    for chunk in chunks:
+        batches = [columnar.record_batch(row) for row in chunk.batches.tolist()]
+        types = [json.dumps(b.timestamp_type) for b in batches]
+        tails = [f', "b": {b.base_offset}}}\n' for b in batches]
+        c_lines = columnar.json_lines(chunk, '{"t": 1, "offset": ', types, tails)
+        saved = columnar._speedups
+        columnar._speedups = None
+        try:
+            py_lines = columnar.json_lines(chunk, '{"t": 1, "offset": ', types, tails)
+        finally:
+            columnar._speedups = saved
+        assert c_lines == py_lines
+        assert isinstance(c_lines, bytes) and isinstance(py_lines, bytes)
+        assert [json.loads(line)["offset"] for line in c_lines.splitlines()] == \
+            chunk.buffers["offset"][:chunk.rows].tolist()
+
+
+def test_verify_walks_every_batch_decoding_records_and_goes_on_after_a_bad_one(tmp_path, accelerator) -> None:
+    path = _log_dir(tmp_path) / "a-0"
+    with segstore.open(path) as store:
+        assert store.verify() == []
+        seg = store.partition.segments[1]
+        batches = list(seg.batches())
+        seg_path = Path(seg.path)
+    data = bytearray(seg_path.read_bytes())
+    bad_records = batches[1].position
+    data[bad_records + codec.HEADER.size] = 0x7F  # the first record's length: runs past, CRC made right
+    head = data[bad_records:bad_records + batches[1].size]
+    _recrc(head)
+    data[bad_records:bad_records + batches[1].size] = head
+    bad_crc = batches[3].position
+    data[bad_crc + batches[3].size - 1] ^= 1
+    seg_path.write_bytes(bytes(data))
+    with segstore.open(path) as store:
+        problems = store.verify()
+    assert [(p.path, p.pos) for p in problems] == [
+        (str(seg_path), bad_records + codec.HEADER.size), (str(seg_path), bad_crc + codec.CRC_OFFSET)]
+    assert "record 0 of" in problems[0].message and "CRC-32C" in problems[1].message

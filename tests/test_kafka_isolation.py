@@ -1,0 +1,76 @@
+"""``isolation="read_committed"`` reads of Kafka partitions, as a read_committed consumer sees them.
+
+Oracle: the txn fixture's ``spec.json`` (what the producers sent, with their COMMIT and
+ABORT markers, in log order) zipped with ``dump.jsonl`` (the batches the real broker
+wrote, with their offsets).  A data record is aborted when the next marker of its
+producer is an ABORT.  The reader under test uses the ``.txnindex`` files instead
+(Kafka ``CompletedFetch`` with ``UnifiedLog.collectAbortedTransactions``).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import FIXTURES, copy_writable
+
+import segstore
+from segstore.errors import ConfigError
+
+TXN = FIXTURES / "kafka" / "txn"
+PART = TXN / "topic-0"
+
+
+def _oracle() -> tuple[list[int], set[int], set[int]]:
+    """(every offset in the log, aborted data offsets, control record offsets)."""
+    spec = json.loads((TXN / "spec.json").read_text())["batches"]
+    dump = [json.loads(line) for line in (TXN / "dump.jsonl").read_text().splitlines()]
+    batches = [d for d in dump if d["type"] == "batch"]
+    assert len(batches) == len(spec)
+    every, aborted, control = [], set(), set()
+    open_txn: dict[int, list[int]] = {}
+    for sent, written in zip(spec, batches, strict=True):
+        offsets = list(range(written["baseOffset"], written["lastOffset"] + 1))
+        every += offsets
+        if sent.get("control"):
+            assert written["isControl"]
+            control.update(offsets)
+            pending = open_txn.pop(sent["producer_id"], [])
+            if sent["control"] == "ABORT":
+                aborted.update(pending)
+        elif sent.get("transactional"):
+            open_txn.setdefault(sent["producer_id"], []).extend(offsets)
+    return every, aborted, control
+
+
+def test_read_committed_hides_aborted_and_control_records():
+    every, aborted, control = _oracle()
+    assert aborted and control
+    committed = [o for o in every if o not in aborted and o not in control]
+    with segstore.open(str(PART)) as store:
+        assert [r.offset for r in store.read("topic", 0)] == every
+        assert [r.offset for r in store.read("topic", 0, isolation="read_committed")] == committed
+        assert [r.offset for r in store.scan(isolation="read_committed")] == committed
+        # from every start offset: what a consumer fetching from there gets
+        for start in range(0, every[-1] + 2, 7):
+            got = [r.offset for r in store.read("topic", 0, start, isolation="read_committed")]
+            assert got == [o for o in committed if o >= start], start
+        assert [r.offset for r in store.read("topic", 0, 5, 4, isolation="read_committed")] == \
+            [o for o in committed if o >= 5][:4]
+
+
+def test_read_committed_of_a_log_directory_and_without_transactions(tmp_path):
+    every, aborted, control = _oracle()
+    logdir = tmp_path / "logs"
+    copy_writable(PART, logdir / "topic-0")
+    with segstore.open(str(logdir)) as store:
+        assert [r.offset for r in store.scan(isolation="read_committed")] == \
+            [o for o in every if o not in aborted and o not in control]
+    plain = FIXTURES / "kafka" / "uncompressed" / "topic-0"
+    with segstore.open(str(plain)) as store:
+        assert [r.offset for r in store.scan(isolation="read_committed")] == [r.offset for r in store.scan()]
+
+
+def test_unknown_isolation_is_refused():
+    with segstore.open(str(PART)) as store, pytest.raises(ConfigError, match="read_committed"):
+        list(store.read("topic", 0, isolation="committed"))
