@@ -370,6 +370,13 @@ def file_size(path: str | os.PathLike[str]) -> int:
         return os.stat(path).st_size
 
 
+def mtime_ms(path: str | os.PathLike[str]) -> int:
+    """Last modification time in milliseconds (Java's ``File.lastModified``)."""
+    path = os.fspath(path)
+    with _os_errors(path):
+        return os.stat(path).st_mtime_ns // 1_000_000
+
+
 def list_dir(path: str | os.PathLike[str]) -> list[str]:
     """Sorted entry names of a directory; ``[]`` if it does not exist."""
     path = os.fspath(path)

@@ -7,8 +7,8 @@ Every checkpoint file is UTF-8 text, ``\\n``-terminated lines (``CheckpointFile.
     <entry>                N lines
 
 - ``leader-epoch-checkpoint`` (in a partition directory): entries ``EPOCH START_OFFSET``.
-- ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint`` (in a log
-  directory): entries ``TOPIC PARTITION OFFSET``.
+- ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``,
+  ``replication-offset-checkpoint`` (in a log directory): entries ``TOPIC PARTITION OFFSET``.
 
 Files are replaced atomically (``.tmp`` written, fsynced, renamed) through
 :func:`segstore.files.write_atomic`.  Parse errors are :class:`CorruptDataError`
@@ -29,6 +29,8 @@ VERSION = 0
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+#: the high watermarks (``ReplicaManager.HighWatermarkFilename``)
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 
 
 class EpochEntry(NamedTuple):

@@ -40,6 +40,7 @@ from segstore.log import SegmentedLog
 
 from . import batch as codec
 from .checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
+from .loader import complete_interrupted
 from .offsetindex import OFFSET_ENTRY
 from .segment import (
     INDEX_SUFFIX,
@@ -78,6 +79,10 @@ class KafkaConfig:
     compression_type: str = "none"
     # Kafka's default (1 MiB + the 12-byte log overhead): a larger batch is refused, as the broker does.
     max_message_bytes: int = 1024 * 1024 + 12
+    # Retention (retention.py) and the cleaner (compaction.py), Kafka's names and defaults.
+    cleanup_policy: str = "delete"
+    delete_retention_ms: int = 24 * 3600 * 1000
+    min_compaction_lag_ms: int = 0
 
     @classmethod
     def from_mapping(cls, config: dict[str, Any]) -> KafkaConfig:
@@ -107,6 +112,9 @@ class KafkaConfig:
         compression = "none" if self.compression_type == "producer" else self.compression_type
         if compression not in COMPRESSIONS:
             raise ConfigError(f"expected compression.type in {COMPRESSIONS}, found {self.compression_type!r}")
+        if not set(self.cleanup_policy.split(",")) <= {"delete", "compact"}:
+            raise ConfigError("expected cleanup.policy of delete and/or compact, "
+                              f"found {self.cleanup_policy!r}")
         if self.message_timestamp_type not in TIMESTAMP_TYPES:
             raise ConfigError(f"expected message.timestamp.type in {TIMESTAMP_TYPES}, "
                               f"found {self.message_timestamp_type!r}")
@@ -199,6 +207,8 @@ class Partition:
         self.recovered: list[str] = []
         if writable:
             files.make_dirs(path)
+            # LogLoader: finish or roll back an interrupted clean/swap, drop `.deleted` files
+            self.recovered.extend(complete_interrupted(path))
         self.log: SegmentedLog[LogSegment] = SegmentedLog(self._new_segment)
         self.epochs = LeaderEpochCache.load(os.path.join(path, LEADER_EPOCH_CHECKPOINT))
         self._txns: TransactionTracker | None = None

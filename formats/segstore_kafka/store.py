@@ -25,6 +25,7 @@ from segstore.records import Message
 from segstore.store import AppendResult, Problem, QueryRequest, Store
 
 from . import batch as codec
+from . import retention as retention_rules
 from .logdir import LogDir, is_partition_dir
 from .partition import KafkaConfig, Partition, now_ms
 
@@ -122,6 +123,7 @@ class KafkaStore(Store):
         try:
             if self.single:
                 self._part: Partition | None = Partition(path, self.config, writable=writable, clock=clock)
+                retention_rules.load_log_start(self._part)  # the parent log dir's checkpoint
                 self._dir: LogDir | None = None
             else:
                 self._part = None
@@ -261,6 +263,25 @@ class KafkaStore(Store):
     def recover(self) -> list[str]:
         self._check_writable()
         return [line for part in self._partitions().values() for line in part.recover()]
+
+    # -- retention, DeleteRecords, compaction (retention.py, compaction.py) ------------
+    def retention(self, *, dry_run: bool = False, now_ms: int | None = None, topic: str | None = None,
+                  partition: int | None = None, **options: Any) -> list[dict[str, Any]]:
+        """``retention.bytes``, ``retention.ms`` and the log start, as ``UnifiedLog.deleteOldSegments``."""
+        if not dry_run:
+            self._check_writable()
+        self._check_open()
+        return retention_rules.retention(self, now_ms=now_ms, dry_run=dry_run, topic=topic,
+                                         partition=partition)
+
+    def delete_records(self, before: int, *, dry_run: bool = False, topic: str | None = None,
+                       partition: int | None = None, **options: Any) -> list[dict[str, Any]]:
+        """Kafka DeleteRecords: the log start moves to ``before`` (-1: the high watermark)."""
+        if not dry_run:
+            self._check_writable()
+        self._check_open()
+        return retention_rules.delete_records_in(self, before, dry_run=dry_run, topic=topic,
+                                                 partition=partition)
 
     def dump(self, out: TextIO, *, json: bool = False, topic: str | None = None,
              partition: int | None = None, **options: Any) -> None:
