@@ -25,6 +25,7 @@ from segstore.records import Message
 from segstore.store import AppendResult, Problem, QueryRequest, Store
 
 from . import batch as codec
+from . import compaction
 from . import retention as retention_rules
 from .logdir import LogDir, is_partition_dir
 from .partition import KafkaConfig, Partition, now_ms
@@ -282,6 +283,14 @@ class KafkaStore(Store):
         self._check_open()
         return retention_rules.delete_records_in(self, before, dry_run=dry_run, topic=topic,
                                                  partition=partition)
+
+    def compact(self, *, dry_run: bool = False, now_ms: int | None = None, topic: str | None = None,
+                partition: int | None = None, **options: Any) -> list[dict[str, Any]]:
+        """One pass of Kafka's log cleaner over each partition (``cleanup.policy=compact`` semantics)."""
+        if not dry_run:
+            self._check_writable()
+        self._check_open()
+        return compaction.compact(self, now_ms=now_ms, dry_run=dry_run, topic=topic, partition=partition)
 
     def dump(self, out: TextIO, *, json: bool = False, topic: str | None = None,
              partition: int | None = None, **options: Any) -> None:
