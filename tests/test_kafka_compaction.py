@@ -17,12 +17,14 @@ import random
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 from kafka.record.default_records import DefaultRecordBatch
 from kafka.record.memory_records import MemoryRecords
 from segstore_kafka import compaction
 from segstore_kafka.batch import iter_batches
 from segstore_kafka.checkpoints import read_offsets
+from segstore_kafka.offsetindex import OFFSET_ENTRY
 from segstore_kafka.partition import KafkaConfig, Partition
 
 import segstore
@@ -273,3 +275,29 @@ def test_cli_compact_and_dry_run(tmp_path: Path, capsys) -> None:
     assert (done["records_kept"], done["groups"]) == (planned["records_kept"], planned["groups"])
     assert _records(path) == _expected(written, done["end_offset"])
     assert main(["verify", str(path), "-q"]) == 0
+
+
+def test_cleaned_index_entries_follow_the_read_buffer_chunks(tmp_path: Path) -> None:
+    """cleanInto appends a whole read buffer (256 KiB: log.cleaner.io.buffer.size / 2) of kept batches at a
+    time; LogSegment.append indexes (largest offset of the chunk, chunk start) once index.interval.bytes
+    have passed since the last entry."""
+    path = tmp_path / "logs" / "t-0"
+    part = _open(path)
+    rng = random.Random(1)
+    for s in range(3):
+        if s:
+            _roll(part)
+        for _ in range(400):
+            part.append_records([(b"k%d" % rng.randrange(5000), rng.randbytes(1000), T0, [])])
+    result = compaction.compact_partition(part)
+    part.close()
+    assert result.groups == [[0, 400]]
+    batches = [b for b in _batches(path) if b.base_offset < 800]
+    entries = np.frombuffer((path / f"{0:020d}.index").read_bytes(), dtype=OFFSET_ENTRY)
+    by_position = {b.position: b for b in batches}
+    assert len(entries) >= 2
+    for rel, pos in entries.tolist():
+        assert pos in by_position and rel >= by_position[pos].last_offset  # a chunk of several batches
+    assert any(rel > by_position[pos].last_offset for rel, pos in entries.tolist())
+    with segstore.open(path) as store:
+        assert store.verify() == []

@@ -20,6 +20,7 @@ Thread-safety: not thread-safe; the owning store serialises calls.
 
 from __future__ import annotations
 
+import bisect
 import os
 import re
 import time
@@ -487,8 +488,15 @@ class Partition:
                                      f"found a batch at {batch.base_offset}"))
                 expected_offset = batch.last_offset + 1
                 positions[batch.position] = batch.last_offset
-            for slot, (offset, position) in enumerate(seg.offset_index.pairs()):
-                if positions.get(position) != offset:
+            # An entry is (largest offset of one append, where the append starts): one batch for a
+            # produce, a run of batches for the log cleaner (LogSegment.append of a filtered chunk).
+            pairs = seg.offset_index.pairs()
+            starts = sorted(positions)
+            for slot, (offset, position) in enumerate(pairs):
+                upto = pairs[slot + 1][1] if slot + 1 < len(pairs) else seg.size
+                ends = {positions[p] for p in starts[bisect.bisect_left(starts, position):
+                                                     bisect.bisect_left(starts, upto)]}
+                if position not in positions or offset not in ends:
                     problems.append((seg.offset_index.path, slot * OFFSET_ENTRY.itemsize,
                                      f"expected the entry of slot {slot} to point at a batch ending at "
                                      f"{offset}, "
