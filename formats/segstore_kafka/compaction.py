@@ -174,13 +174,17 @@ def producer_state(part: Partition, now_ms: int) -> tuple[dict[int, LastRecord],
 
 
 def aborted_between(part: Partition, start: int, end: int) -> list[AbortedTxn]:
-    """``UnifiedLog.collectAbortedTransactions``: aborted transactions overlapping ``[start, end)``."""
+    """``LocalLog.collectAbortedTransactions``: aborted transactions overlapping ``[start, end)``.
+
+    An aborted transaction is indexed in the segment of its marker, so the search runs from the segment
+    holding ``start`` on, until a segment has an entry ending at or past ``end`` (``isComplete``).
+    """
     out: list[AbortedTxn] = []
-    segs = part.segments
-    for i, seg in enumerate(segs):
-        upper = segs[i + 1].base if i + 1 < len(segs) else part.next_offset
-        if upper > start and seg.base < end:
-            out.extend(seg.txn_index.aborted_in(start, end))
+    first = part.log.segments.floor(start) or part.log.segments.first
+    for seg in part.log.segments.values(first.base if first is not None else 0):
+        out.extend(seg.txn_index.aborted_in(start, end))
+        if any(txn.last_offset >= end for txn in seg.txn_index.all()):
+            break
     return out
 
 

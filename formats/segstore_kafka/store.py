@@ -25,7 +25,7 @@ from segstore.records import Message
 from segstore.store import AppendResult, Problem, QueryRequest, Store
 
 from . import batch as codec
-from . import compaction
+from . import compaction, transactions
 from . import retention as retention_rules
 from .logdir import LogDir, is_partition_dir
 from .partition import KafkaConfig, Partition, now_ms
@@ -283,6 +283,32 @@ class KafkaStore(Store):
         self._check_open()
         return retention_rules.delete_records_in(self, before, dry_run=dry_run, topic=topic,
                                                  partition=partition)
+
+    # -- transactions (transactions.py) ---------------------------------------------------
+    def transaction(self, producer_id: int, producer_epoch: int = 0, *,
+                    coordinator_epoch: int = 0) -> transactions.Transaction:
+        """A producer's transaction: ``txn.append_batch(...)`` writes transactional batches,
+        ``txn.commit()`` / ``txn.abort()`` the markers (a ``with`` block commits, or aborts on error)."""
+        self._check_writable()
+        return transactions.Transaction(self, producer_id, producer_epoch,
+                                        coordinator_epoch=coordinator_epoch)
+
+    def read_committed(self, topic: str, partition: int, offset: int = 0,
+                       count: int | None = None) -> Iterator[KafkaRecord]:
+        """:meth:`read` as a ``read_committed`` consumer sees it: up to the last stable offset, markers and
+        aborted transactions hidden."""
+        self._check_open()
+        part = self.partition_of(topic, partition)
+        start = max(offset, part.log_start_offset)
+        n = 0
+        for batch in transactions.committed_batches(part, start):
+            for record in batch.records():
+                if record.offset < start:
+                    continue
+                if count is not None and n >= count:
+                    return
+                n += 1
+                yield KafkaRecord(part.topic, part.partition, batch, record)
 
     def compact(self, *, dry_run: bool = False, now_ms: int | None = None, topic: str | None = None,
                 partition: int | None = None, **options: Any) -> list[dict[str, Any]]:
