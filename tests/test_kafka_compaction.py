@@ -12,6 +12,7 @@ Sources (apache/kafka 3.8.0):
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import shutil
@@ -301,3 +302,56 @@ def test_cleaned_index_entries_follow_the_read_buffer_chunks(tmp_path: Path) -> 
     assert any(rel > by_position[pos].last_offset for rel, pos in entries.tolist())
     with segstore.open(path) as store:
         assert store.verify() == []
+
+
+def _killed_before(n: int, real_rename):
+    """A rename that kills the process (KeyboardInterrupt) instead of doing its ``n``-th rename."""
+    seen = itertools.count()
+
+    def rename(src: str, dst: str) -> None:
+        if next(seen) == n:
+            raise KeyboardInterrupt
+        real_rename(src, dst)
+
+    return rename
+
+
+def test_a_crash_at_every_rename_rolls_back_or_completes(tmp_path: Path, monkeypatch) -> None:
+    """Killed before any of the renames of LocalLog.replaceSegments (cleaned->swap, old->deleted,
+    swap->final), the next writable open (LogLoader) leaves either the old segments or the cleaned one,
+    never a mix: the partition reads as before or as after the clean, and verifies clean."""
+    ref = tmp_path / "ref" / "t-0"
+    written = _build(ref, random.Random(5), segments=3)
+    shutil.copytree(tmp_path / "ref", tmp_path / "pristine")
+    before = _records(ref)
+    part = _open(ref)
+    calls = []
+    real_rename = compaction.files.rename
+    monkeypatch.setattr(compaction.files, "rename", lambda a, b: (calls.append(b), real_rename(a, b)))
+    compaction.compact_partition(part, now_ms=T0)
+    part.close()
+    monkeypatch.undo()
+    after = _records(ref)
+    assert after != before and len(calls) >= 6
+    outcomes = []
+    for k in range(len(calls)):
+        work = tmp_path / f"crash{k}"
+        shutil.copytree(tmp_path / "pristine", work)
+        path = work / "t-0"
+        monkeypatch.setattr(compaction.files, "rename", _killed_before(k, real_rename))
+        crashed = _open(path)
+        with pytest.raises(KeyboardInterrupt):
+            compaction.compact_partition(crashed, now_ms=T0)
+        crashed.abandon()
+        monkeypatch.undo()
+        _open(path).close()
+        assert not [p for p in path.iterdir() if p.suffix in (".cleaned", ".swap", ".deleted")]
+        assert _records(path) in (before, after), f"crash before rename {k} ({calls[k]})"
+        outcomes.append(_records(path) == after)
+        with segstore.open(path) as store:
+            assert store.verify() == []
+    # rolled back while a .cleaned file was left (a .swap at or past the smallest .cleaned base is an
+    # unfinished operation: removed), completed once every file was .swap
+    last_swap = max(i for i, name in enumerate(calls) if name.endswith(".swap"))
+    assert outcomes == [False] * (last_swap + 1) + [True] * (len(calls) - last_swap - 1)
+    assert written
