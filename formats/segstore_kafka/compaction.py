@@ -28,9 +28,9 @@ Sources (apache/kafka 3.8.0): ``core/src/main/scala/kafka/log/LogCleaner.scala``
 - **Swap**: each group is written as ``BASE.log.cleaned`` (and ``.index``,
   ``.timeindex``, ``.txnindex`` ``.cleaned``) with the last source segment's mtime,
   renamed to ``.swap``, the source segments renamed ``.deleted`` and removed, then the
-  ``.swap`` files renamed to their final names.  A crash while files are ``.cleaned``
-  rolls back on the next writable open; once ``.swap``, it completes
-  (:mod:`.loader`, as ``LogLoader``).  ``cleaner-offset-checkpoint`` then holds the
+  ``.swap`` files renamed to their final names.  A crash while any file of the group is
+  still ``.cleaned`` rolls back on the next writable open (its ``.swap`` files go too);
+  once all are ``.swap``, it completes (:mod:`.loader`, as ``LogLoader``).  ``cleaner-offset-checkpoint`` then holds the
   map's end.
 
 Record decoding and the key map run in Python (one dict entry per key); this is an

@@ -12,9 +12,9 @@ Kafka 3.8.0, ``core/src/main/scala/kafka/log/LogLoader.scala``:
    (the replaced segments not yet renamed to ``.deleted``).
 4. Rename every ``*.swap`` file to its name without ``.swap``.
 
-So a cleaner (``compaction.py``) that crashed while its output was still
-``*.cleaned`` rolls back (the old segments stay), and one that crashed once the
-output was renamed ``*.swap`` rolls forward (the old segments go).
+So a cleaner (``compaction.py``) that crashed while any file of its output was
+still ``*.cleaned`` rolls back (the old segments stay), and one that crashed once
+every file was renamed ``*.swap`` rolls forward (the old segments go).
 
 Only a writable open applies this (a read-only open never changes files, and
 ignores these files: only ``%020d.log`` names are segments).
