@@ -18,11 +18,13 @@ import os
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from segstore_rocketmq import retention
 from segstore_rocketmq.checkpoint import check as check_checkpoint
+from segstore_rocketmq.consumequeue import CQ_DTYPE, ConsumeQueue
 from segstore_rocketmq.retention import HOUR_MS, plan_commitlog, used_ratio
 from segstore_rocketmq.store import RocketMQStore
 
@@ -257,3 +259,21 @@ def test_retention_config_names_are_checked() -> None:
     for bad in ({"deleteWhen": "4am"}, {"fileReservedTime": "-1"}, {"deleteWhen": "24"}):
         with pytest.raises(ConfigError):
             BrokerConfig.from_mapping(bad)
+
+
+@settings(max_examples=60, deadline=None)
+@given(sizes=st.lists(st.integers(1, 500), min_size=0, max_size=45), cut=st.floats(0, 1.2))
+def test_correct_min_offset_matches_a_scan(tmp_path_factory, sizes, cut) -> None:
+    """ConsumeQueue.correctMinOffset: the queue starts at its first entry pointing at or past the
+    commitlog's first offset (files of 8 entries; entries wholly expired files are passed over)."""
+    directory = tmp_path_factory.mktemp("cq") / "t" / "0"
+    phys = np.cumsum([0, *sizes[:-1]]) if sizes else np.zeros(0, dtype=np.int64)
+    rows = np.zeros(len(sizes), dtype=CQ_DTYPE)
+    rows["offset"], rows["size"] = phys, sizes
+    cq = ConsumeQueue(str(directory), "t", 0, 8 * CQ_DTYPE.itemsize, writable=True)
+    cq.append_array(rows)
+    phy_min = int(cut * (int(phys[-1]) + 1)) if sizes else 0
+    cq.correct_min_offset(phy_min)
+    want = next((i for i, p in enumerate(phys.tolist()) if p >= phy_min), len(sizes))
+    assert cq.min_offset == (want if sizes else 0)
+    cq.close()
