@@ -277,3 +277,24 @@ def test_correct_min_offset_matches_a_scan(tmp_path_factory, sizes, cut) -> None
     want = next((i for i, p in enumerate(phys.tolist()) if p >= phy_min), len(sizes))
     assert cq.min_offset == (want if sizes else 0)
     cq.close()
+
+
+def test_retention_in_the_session_that_wrote_the_files(tmp_path: Path) -> None:
+    """Files written and rolled in this session go cleanly (nothing left to flush in them); the store
+    keeps appending and closes clean."""
+    path = tmp_path / "s"
+    with RocketMQStore(str(path), "a", {**SMALL, "fileReservedTime": 0}, clock=lambda: T0) as store:
+        for i in range(120):
+            store.append_batch([{"topic": "t", "queue_id": 0, "body": b"x" * 90 + b"%03d" % i}])
+        files_written = len(store.commitlog.log.segments)
+        # the files' mtimes are the wall clock's: an hour later every file but the active one has expired
+        result = store.retention(now_ms=int(time.time() * 1000) + HOUR_MS, disk_ratio=low_disk)[0]
+        assert len(result["commitlog_files"]) == files_written - 1 > 0
+        assert result["commitlog_files"] and not any(os.path.exists(p) for p in result["commitlog_files"])
+        store.append_batch([{"topic": "t", "queue_id": 0, "body": b"after"}])
+        store.flush()
+    with RocketMQStore(str(path), "r", SMALL) as store:
+        assert store.verify() == []
+        start, end = store.offset_range("t", 0)
+        bodies = [m.body for m in store.read("t", 0, start)]
+    assert bodies[-1] == b"after" and len(bodies) == end - start and start > 0

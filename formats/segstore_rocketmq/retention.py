@@ -156,10 +156,8 @@ def run(store: Any, *, now_ms: int | None = None, dry_run: bool = False,
     result = RetentionResult(commitlog.min_offset, new_min, [s.path for s in gone], runs=runs,
                              triggers=triggers, dry_run=dry_run)
     if not dry_run:
-        for seg in gone:  # MappedFile.destroy: unmap, delete
-            commitlog.log.segments.remove(seg.base)
-            seg.close()
-            files.remove(seg.path)
+        for seg in _drop_first(commitlog.log, len(gone)):
+            files.remove(seg.path)  # MappedFile.destroy: unmapped (closed), deleted
         if gone:
             files.fsync_dir(commitlog.directory)
     # CleanConsumeQueueService: always after a start (lastPhysicalMinOffset begins at 0)
@@ -167,6 +165,12 @@ def run(store: Any, *, now_ms: int | None = None, dry_run: bool = False,
         result.consume_queue_files = _clean_queues(store, new_min, dry_run)
         result.index_files = _clean_index(store, new_min, dry_run)
     return result
+
+
+def _drop_first(log: Any, count: int) -> list[Any]:
+    """The first ``count`` files of a log, removed from it (and from its dirty set) and closed."""
+    left = iter(range(count))
+    return log.delete_oldest(lambda seg: next(left, None) is None)
 
 
 def _clean_queues(store: Any, phy_min: int, dry_run: bool) -> list[str]:
@@ -183,9 +187,7 @@ def _clean_queues(store: Any, phy_min: int, dry_run: bool) -> list[str]:
         removed.extend(seg.file.path for seg in gone)
         if dry_run:
             continue
-        for seg in gone:
-            cq.log.segments.remove(seg.base)
-            seg.close()
+        for seg in _drop_first(cq.log, len(gone)):
             files.remove(seg.file.path)
         if gone:
             files.fsync_dir(cq.directory)
