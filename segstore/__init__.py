@@ -4,7 +4,7 @@
 :class:`segstore.store.Store` for what every store offers.
 """
 
-from .api import open
+from .api import open  # noqa: A004
 from .errors import SegstoreError
 from .records import Message
 from .store import AppendResult, Problem, QueryRequest, Store

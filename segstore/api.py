@@ -9,7 +9,7 @@ from . import registry
 from .store import Store
 
 
-def open(path: str | os.PathLike[str], format: str | None = None, mode: str = "r",
+def open(path: str | os.PathLike[str], format: str | None = None, mode: str = "r",  # noqa: A002
          **config: Any) -> Store:
     """Open the store at ``path``.
 

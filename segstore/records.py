@@ -37,7 +37,7 @@ class Message:
     timestamp_type: str = CREATE_TIME
 
     @classmethod
-    def coerce(cls, obj: Message | dict) -> Message:
+    def coerce(cls, obj: "Message | dict") -> "Message":
         """Return ``obj`` as a :class:`Message`; strings become UTF-8 bytes."""
         if isinstance(obj, Message):
             return obj

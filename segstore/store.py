@@ -81,7 +81,7 @@ class Store(abc.ABC):
         self._closed = False
 
     # -- lifecycle ---------------------------------------------------------
-    def __enter__(self) -> Store:
+    def __enter__(self) -> "Store":
         return self
 
     def __exit__(self, *exc: object) -> None:

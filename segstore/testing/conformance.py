@@ -159,7 +159,7 @@ class StoreTests:
             assert [g.value for g in got[tp]] == [m.value for m in msgs]
 
 
-def make_state_machine(format: str, config: dict[str, Any], topics: dict[str, int]) -> type:
+def make_state_machine(format: str, config: dict[str, Any], topics: dict[str, int]) -> type:  # noqa: A002
     """A ``RuleBasedStateMachine`` class comparing a ``format`` store with an in-memory model.
 
     Use as ``TestX = make_state_machine(...).TestCase`` in a test module.
