@@ -19,7 +19,6 @@ from .errors import (
     ConfigError,
     FormatNotFoundError,
     InvalidTopicError,
-    OffsetOutOfRangeError,
     SegstoreError,
     UnsupportedOperationError,
 )
@@ -131,70 +130,6 @@ def cmd_write(args: argparse.Namespace, out: TextIO) -> int:
     raise UsageError("write needs --spec SPEC.json or --input FILE.jsonl")
 
 
-# -- retention, delete-records, compact (the plugins' rules; one result dict per log) --------
-
-def _print_results(results: list[dict[str, Any]], out: TextIO, as_json: bool) -> None:
-    for result in results:
-        if as_json:
-            out.write(json.dumps(result, sort_keys=True) + "\n")
-        else:
-            out.write(", ".join(f"{k}={v}" for k, v in result.items()) + "\n")
-
-
-def cmd_retention(args: argparse.Namespace, out: TextIO) -> int:
-    with _open(args, mode="r" if args.dry_run else "a") as store:
-        results = store.retention(dry_run=args.dry_run, now_ms=args.now_ms, topic=args.topic,
-                                  partition=_partition(args))
-    _print_results(results, out, args.json)
-    return EXIT_OK
-
-
-def cmd_delete_records(args: argparse.Namespace, out: TextIO) -> int:
-    with _open(args, mode="r" if args.dry_run else "a") as store:
-        try:
-            results = store.delete_records(args.before, dry_run=args.dry_run, topic=args.topic,
-                                           partition=_partition(args))
-        except OffsetOutOfRangeError as err:  # --before names an offset the log cannot start at
-            raise UsageError(str(err)) from err
-    _print_results(results, out, args.json)
-    return EXIT_OK
-
-
-def cmd_compact(args: argparse.Namespace, out: TextIO) -> int:
-    with _open(args, mode="r" if args.dry_run else "a") as store:
-        results = store.compact(dry_run=args.dry_run, now_ms=args.now_ms, topic=args.topic,
-                                partition=_partition(args))
-    _print_results(results, out, args.json)
-    return EXIT_OK
-
-
-def add_maintenance_cli(sub: Any) -> None:
-    """``retention``, ``delete-records`` and ``compact``: what the brokers do to old data."""
-    p = sub.add_parser("retention", help="delete old data by the broker's retention rules (--config names)")
-    _common(p)
-    _selectors(p)
-    p.add_argument("--dry-run", action="store_true", help="print what would be deleted; change nothing")
-    p.add_argument("--now-ms", type=int, help="the clock retention times are measured against (default: now)")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_retention)
-
-    p = sub.add_parser("delete-records", help="Kafka DeleteRecords: move the log start offset forward")
-    _common(p)
-    _selectors(p)
-    p.add_argument("--before", type=int, required=True, help="the new log start (-1: the high watermark)")
-    p.add_argument("--dry-run", action="store_true")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_delete_records)
-
-    p = sub.add_parser("compact", help="compact partitions as Kafka's log cleaner (latest record per key)")
-    _common(p)
-    _selectors(p)
-    p.add_argument("--dry-run", action="store_true")
-    p.add_argument("--now-ms", type=int, help="the clock delete.retention.ms is measured against")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_compact)
-
-
 # -- parser --------------------------------------------------------------------
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -255,11 +190,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_write)
 
     # Conversion and extra index layouts are packages of their own; they add their subcommands.
-    from . import convert, layouts
+    from . import convert, layouts, maintenance
 
     convert.add_cli(sub)
     layouts.add_cli(sub)
-    add_maintenance_cli(sub)
+    maintenance.add_cli(sub)
     return parser
 
 
