@@ -409,6 +409,29 @@ def file_size(path: str | os.PathLike[str]) -> int:
         return os.stat(path).st_size
 
 
+def mtime_ms(path: str | os.PathLike[str]) -> int:
+    """Last modification time in milliseconds (Java's ``File.lastModified``)."""
+    path = os.fspath(path)
+    with _os_errors(path):
+        return os.stat(path).st_mtime_ns // 1_000_000
+
+
+def allocated_size(path: str | os.PathLike[str]) -> int:
+    """Bytes the file takes on disk (its allocated blocks; less than its size when sparse)."""
+    path = os.fspath(path)
+    with _os_errors(path):
+        return os.stat(path).st_blocks * 512
+
+
+def disk_space(path: str | os.PathLike[str]) -> tuple[int, int, int]:
+    """``(total, free, usable)`` bytes of the file system holding ``path`` (Java's ``File.getTotalSpace``,
+    ``getFreeSpace``, ``getUsableSpace``)."""
+    path = os.fspath(path)
+    with _os_errors(path):
+        st = os.statvfs(path)
+    return st.f_blocks * st.f_frsize, st.f_bfree * st.f_frsize, st.f_bavail * st.f_frsize
+
+
 def list_dir(path: str | os.PathLike[str]) -> list[str]:
     """Sorted entry names of a directory; ``[]`` if it does not exist."""
     path = os.fspath(path)

@@ -30,6 +30,7 @@ import numpy as np
 
 from segstore import files
 from segstore.errors import (
+    ConfigError,
     CorruptDataError,
     CorruptIndexError,
     InvalidMessageError,
@@ -41,6 +42,7 @@ from segstore.errors import (
 from segstore.records import CREATE_TIME, Message
 from segstore.store import AppendResult, Store
 
+from . import retention as retention_rules
 from .checkpoint import FILE_NAME as CHECKPOINT_FILE
 from .checkpoint import FILE_SIZE as CHECKPOINT_SIZE
 from .commitlog import END_FILE_MIN_BLANK_LENGTH, KEPT_ASIDE, CommitLog
@@ -246,6 +248,8 @@ class RocketMQStore(LifecycleMixin, Store):
                                        self.config.mappedFileSizeCommitLog, writable=writable)
             self._load_queues(writable)
             self._load_queue_exts()
+            for cq in self.queues.values():  # DefaultMessageStore.recoverTopicQueueTable
+                cq.correct_min_offset(self.commitlog.min_offset)
             self.topic_configs = TopicConfigs(self.path)
             self.consumer_offsets = ConsumerOffsets(self.path)
             self._configs_dirty = False
@@ -901,6 +905,24 @@ class RocketMQStore(LifecycleMixin, Store):
                 if unit is not None:
                     found[int(rows["offset"][i])] = (address, unit)
         return found
+
+    # -- retention (retention.py) ---------------------------------------------
+    def retention(self, *, dry_run: bool = False, now_ms: int | None = None, topic: str | None = None,
+                  partition: int | None = None, disk_ratio: Any = None,
+                  **options: Any) -> list[dict[str, Any]]:
+        """The broker's clean-up: expired commitlog files, then the queue and index files below them."""
+        if topic is not None or partition is not None:
+            raise ConfigError("expected no --topic/--queue: RocketMQ retention is store-wide "
+                              "(one commitlog holds every queue)", self.path)
+        if not dry_run:
+            self._check_writable()
+        self._check_open()
+        if self._flusher is None:
+            return [retention_rules.run(self, now_ms=now_ms, dry_run=dry_run,
+                                        disk_ratio=disk_ratio).to_dict()]
+        with self._flusher.lock:
+            return [retention_rules.run(self, now_ms=now_ms, dry_run=dry_run,
+                                        disk_ratio=disk_ratio).to_dict()]
 
     # -- tooling -------------------------------------------------------------
     def info(self) -> dict[str, Any]:

@@ -132,6 +132,8 @@ def _verify_queues(store, walked: dict[int, Walked], problems: list[Problem]) ->
             for i, (phy, size, tags) in enumerate(
                 zip(rows["offset"].tolist(), rows["size"].tolist(), resolved, strict=True)
             ):
+                if first + i < cq.min_offset:  # expired: its commitlog file was deleted (retention)
+                    continue
                 pos = i * CQ_DTYPE.itemsize
                 m = walked.get(phy)
                 expected = f"{topic}/{qid} offset {first + i}"
@@ -218,6 +220,8 @@ def _verify_index(store, walked: dict[int, Walked], problems: list[Problem]) -> 
         numbers = np.arange(1, h.index_count)
         for n, (hsh, phy, diff, prev) in zip(numbers.tolist(), entries.tolist(), strict=True):
             pos = f.entry_pos(n)
+            if phy < store.commitlog.min_offset:  # expired: its commitlog file was deleted (retention)
+                continue
             m = walked.get(phy)
             if m is None:
                 problems.append(
