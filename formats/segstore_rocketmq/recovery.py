@@ -476,11 +476,27 @@ def _store_time(ctx: RecoveryContext, walked: dict[int, Walked], phy: int) -> in
         return 0
 
 
-def _recover_index(ctx: RecoveryContext, w: Walk, lines: list[str]) -> tuple[int, int]:
+def _resume_point(index: IndexService, fi: int) -> tuple[int, int]:
+    """Where re-indexing resumes when file ``fi`` is left empty: ``(commitlog offset, keys to skip)``.
+
+    An emptied file starts where the previous one ended, as the broker's
+    ``getAndCreateLastIndexFile`` creates it; the previous file's last message
+    may have had more keys than fitted (``IndexService.putKey`` rolls mid-message),
+    so that message is resumed after the keys the previous file holds.
+    """
+    if fi == 0:
+        return index.files[0].header.begin_phy_offset, 0
+    prev = index.files[fi - 1].header
+    held = index.files[fi - 1].entries["phy_offset"]
+    return prev.end_phy_offset, int(np.count_nonzero(held == prev.end_phy_offset))
+
+
+def _recover_index(ctx: RecoveryContext, w: Walk, lines: list[str]) -> tuple[int, int, int]:
     """Cut the index at its first bad entry.
 
-    Returns the commitlog offset to re-index from and how many trusted entries
-    were cut with it: the entries of the last kept message are always put again,
+    Returns the commitlog offset to re-index from, how many keys of the message
+    there are indexed already (see :func:`_resume_point`), and how many trusted
+    entries were cut: the entries of the last kept message are always put again,
     since a crash may have indexed only some of its keys (the same bytes result
     when it had them all).
     """
@@ -491,9 +507,9 @@ def _recover_index(ctx: RecoveryContext, w: Walk, lines: list[str]) -> tuple[int
     if bad is None:
         last = index.last
         if last is None:
-            return 0, 0
+            return 0, 0, 0
         if last.count == 0:
-            return (index.end_phy_offset + 1 if len(index.files) > 1 else 0), 0
+            return (*_resume_point(index, len(index.files) - 1), 0)
         fi, number = len(index.files) - 1, last.header.index_count
     else:
         fi, number = bad
@@ -508,16 +524,22 @@ def _recover_index(ctx: RecoveryContext, w: Walk, lines: list[str]) -> tuple[int
             f"{f.path}:{f.entry_pos(number)}: index entry {number} does not match the commitlog; "
             f"kept {keep} entries before it, rebuilding the rest"
         )
-    end_time = _store_time(ctx, walked, int(f.entries["phy_offset"][keep - 1])) if keep > 0 else 0
-    f.truncate(keep, end_time)
     for later in index.files[fi + 1 :]:
         later.close()
         files.remove(later.path)
         lines.append(f"{later.path}: removed; its entries are rebuilt from the commitlog")
     del index.files[fi + 1 :]
-    # the message at the new end is indexed whole: resume after it
-    start = index.end_phy_offset + 1 if keep > 0 or fi > 0 else f.header.begin_phy_offset
-    return start, trusted - keep
+    if keep > 0:
+        end_time = _store_time(ctx, walked, int(f.entries["phy_offset"][keep - 1]))
+        f.truncate(keep, end_time)
+        # the message at the new end is indexed whole: resume after it
+        return index.end_phy_offset + 1, 0, trusted - keep
+    # the file's first message is put again from the file's first entry on (it is not indexed
+    # anywhere else unless it began in the previous file)
+    start, skip = _resume_point(index, fi)
+    prev = index.files[fi - 1].header if fi else None
+    f.truncate(0, 0, *((prev.end_phy_offset, prev.end_timestamp) if prev else (0, 0)))
+    return start, skip, trusted
 
 
 # -- the driver -------------------------------------------------------------------------
@@ -564,9 +586,10 @@ def recover(ctx: RecoveryContext) -> list[str]:
     _drop_empty_queue_files(ctx, lines)
 
     if ctx.index is not None:
-        reindex_from, cut = _recover_index(ctx, w, lines)
+        reindex_from, skip, cut = _recover_index(ctx, w, lines)
         requests = [m.index_request() for m in _walk_from(ctx, reindex_from, w)]
-        put = ctx.index.put_batch(requests)
+        resumed = bool(requests) and requests[0].phy_offset == reindex_from
+        put = ctx.index.put_batch(requests, skip_keys=skip if resumed else 0)
         if put != cut:
             lines.append(f"index: rebuilt {put} entries for messages from commitlog offset {reindex_from}")
     return lines
