@@ -907,6 +907,540 @@ done:
 }
 
 /* ------------------------------------------------------------------------------ */
+/* columnar decode (see columnar.py for the pure-Python reference and ROW_DTYPE) */
+
+/* One decoded message, laid out exactly as columnar.ROW_DTYPE (160 bytes, native order). */
+typedef struct {
+    int64_t position, queue_offset, physical_offset, born_timestamp, store_timestamp, prepared;
+    int64_t body_pos, topic_pos, props_pos;
+    int32_t size, magic, body_crc, queue_id, flag, sys_flag, born_port, store_port, reconsume;
+    int32_t body_len, topic_len, props_len;
+    uint8_t born_ip[IPV6_LEN], store_ip[IPV6_LEN];
+    uint8_t crc_ok, pad[7];
+} Row;
+_Static_assert(sizeof(Row) == 160, "Row must match columnar.ROW_DTYPE");
+
+#define MESSAGE_MAGIC_V2 ((int32_t)0xDAA320AB)
+#define PREFIX_SIZE 8
+#define IPV6_EXTRA (IPV6_LEN - IPV4_LEN)
+enum { ST_DONE, ST_BLANK, ST_END, ST_BAD };
+
+static inline int64_t
+get_i64(const uint8_t *p)
+{
+    uint64_t u = 0;
+    for (int i = 0; i < 8; i++) {
+        u = (u << 8) | p[i];
+    }
+    return (int64_t)u;
+}
+
+/* Whether s[0:n] is UTF-8 as Python's strict decoder accepts it (surrogates too with allow_surrogates). */
+static int
+valid_utf8(const uint8_t *s, Py_ssize_t n, int allow_surrogates)
+{
+    Py_ssize_t i = 0;
+    while (i < n) {
+        uint8_t c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        int len;
+        uint32_t cp;
+        if (c >= 0xC2 && c <= 0xDF) {
+            len = 2;
+            cp = c & 0x1F;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            len = 3;
+            cp = c & 0x0F;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            len = 4;
+            cp = c & 0x07;
+        } else {
+            return 0;
+        }
+        if (n - i < len) {
+            return 0;
+        }
+        for (int k = 1; k < len; k++) {
+            if ((s[i + k] & 0xC0) != 0x80) {
+                return 0;
+            }
+            cp = (cp << 6) | (s[i + k] & 0x3F);
+        }
+        if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
+            (!allow_surrogates && cp >= 0xD800 && cp <= 0xDFFF)) {
+            return 0;
+        }
+        i += len;
+    }
+    return 1;
+}
+
+/* Decode the message at d[0:left] into r; 0 when message.decode would raise (check_crc as strict). */
+static int
+decode_row(const uint8_t *d, Py_ssize_t left, int32_t total, int32_t magic, int strict, Row *r)
+{
+    if (total < HEADER_V4 || total > left) {
+        return 0;
+    }
+    const uint8_t *p = d + 8;
+    r->body_crc = get_i32(p); p += 4;
+    r->queue_id = get_i32(p); p += 4;
+    r->flag = get_i32(p); p += 4;
+    r->queue_offset = get_i64(p); p += 8;
+    r->physical_offset = get_i64(p); p += 8;
+    r->sys_flag = get_i32(p); p += 4;
+    r->born_timestamp = get_i64(p); p += 8;
+    int born6 = (r->sys_flag & SYSFLAG_BORNHOST_V6) != 0, store6 = (r->sys_flag & SYSFLAG_STOREHOST_V6) != 0;
+    Py_ssize_t header = HEADER_V4 + (born6 ? IPV6_EXTRA : 0) + (store6 ? IPV6_EXTRA : 0);
+    if (total < header) {
+        return 0;
+    }
+    memset(r->born_ip, 0, sizeof(r->born_ip));
+    memset(r->store_ip, 0, sizeof(r->store_ip));
+    int blen = born6 ? IPV6_LEN : IPV4_LEN, slen = store6 ? IPV6_LEN : IPV4_LEN;
+    memcpy(r->born_ip, p, (size_t)blen); p += blen;
+    r->born_port = get_i32(p); p += 4;
+    r->store_timestamp = get_i64(p); p += 8;
+    memcpy(r->store_ip, p, (size_t)slen); p += slen;
+    r->store_port = get_i32(p); p += 4;
+    r->reconsume = get_i32(p); p += 4;
+    r->prepared = get_i64(p); p += 8;
+    int32_t body_len = get_i32(p); p += 4;
+    Py_ssize_t at = header;
+    if (body_len < 0 || at + body_len > total) {
+        return 0;
+    }
+    r->body_pos = at;
+    r->body_len = body_len;
+    at += body_len;
+    int32_t topic_len;
+    if (magic == MESSAGE_MAGIC) {
+        if (at + 1 > total) {
+            return 0;
+        }
+        topic_len = (int8_t)d[at];
+        at += 1;
+    } else {
+        if (at + 2 > total) {
+            return 0;
+        }
+        topic_len = (int16_t)((d[at] << 8) | d[at + 1]);
+        at += 2;
+    }
+    if (topic_len < 0 || at + topic_len > total || !valid_utf8(d + at, topic_len, 0)) {
+        return 0;
+    }
+    r->topic_pos = at;
+    r->topic_len = topic_len;
+    at += topic_len;
+    if (at + PROPERTIES_LENGTH_SIZE > total) {
+        return 0;
+    }
+    int32_t props_len = (int16_t)((d[at] << 8) | d[at + 1]);
+    at += PROPERTIES_LENGTH_SIZE;
+    if (props_len < 0 || at + props_len != total || !valid_utf8(d + at, props_len, 1)) {
+        return 0;
+    }
+    r->props_pos = at;
+    r->props_len = props_len;
+    uint32_t crc = (uint32_t)crc32(0L, d + r->body_pos, (uInt)body_len) & BODY_CRC_MASK;
+    r->crc_ok = crc == (uint32_t)r->body_crc;
+    if (strict && !r->crc_ok) {
+        return 0;
+    }
+    r->size = total;
+    r->magic = magic;
+    return 1;
+}
+
+/*
+ * decode_region(view, pos, stop, limit, base, rows, strict) -> (n, pos, status, blank_size)
+ *
+ * Walk the records of view[pos:limit] starting before stop, filling rows (a
+ * writable buffer of ROW_DTYPE) until it is full.  status: ST_DONE (stop reached
+ * or rows full), ST_BLANK (a BLANK at pos, blank_size its size), ST_END (unwritten
+ * zeros at pos), ST_BAD (message.decode would raise at pos; strict: a CRC mismatch
+ * too, else it only clears crc_ok).  Positions in rows are view positions, plus
+ * base in ``position``.  Never reads outside view[:limit].  Releases the GIL.
+ */
+static PyObject *
+decode_region(PyObject *module, PyObject *args)
+{
+    Py_buffer view, rows;
+    Py_ssize_t pos, stop, limit;
+    long long base;
+    int strict;
+    if (!PyArg_ParseTuple(args, "y*nnnLw*p", &view, &pos, &stop, &limit, &base, &rows, &strict)) {
+        return NULL;
+    }
+    if (limit > view.len || pos < 0 || rows.len % (Py_ssize_t)sizeof(Row)) {
+        PyBuffer_Release(&view);
+        PyBuffer_Release(&rows);
+        PyErr_SetString(PyExc_ValueError, "expected 0 <= pos, limit <= len(view) and rows of ROW_DTYPE");
+        return NULL;
+    }
+    const uint8_t *d = view.buf;
+    Row *out = rows.buf;
+    Py_ssize_t cap = rows.len / (Py_ssize_t)sizeof(Row), n = 0;
+    int status = ST_DONE;
+    int32_t blank = 0;
+    Py_BEGIN_ALLOW_THREADS
+    while (n < cap && pos < stop) {
+        Py_ssize_t left = limit - pos;
+        if (left < PREFIX_SIZE) {
+            status = ST_END;
+            for (Py_ssize_t k = 0; k < left; k++) {
+                if (d[pos + k]) {
+                    status = ST_BAD;
+                }
+            }
+            break;
+        }
+        int32_t total = get_i32(d + pos), magic = get_i32(d + pos + 4);
+        if (magic == BLANK_MAGIC) {
+            status = ST_BLANK;
+            blank = total;
+            break;
+        }
+        if (magic != MESSAGE_MAGIC && magic != MESSAGE_MAGIC_V2) {
+            status = total == 0 && magic == 0 ? ST_END : ST_BAD;
+            break;
+        }
+        Row *r = out + n;
+        if (!decode_row(d + pos, left, total, magic, strict, r)) {
+            status = ST_BAD;
+            break;
+        }
+        r->position = base + pos;
+        r->body_pos += pos;
+        r->topic_pos += pos;
+        r->props_pos += pos;
+        memset(r->pad, 0, sizeof(r->pad));
+        n++;
+        pos += total;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&rows);
+    return Py_BuildValue("nnii", n, pos, status, blank);
+}
+
+/*
+ * decode_at(view, positions, limit, base, rows, strict) -> n
+ *
+ * The message at each view position (int64) in turn, into rows, until one is not
+ * a message message.decode accepts (a BLANK, zeros or damage): n < len(positions)
+ * then names it.  Never reads outside view[:limit].  Releases the GIL.
+ */
+static PyObject *
+decode_at(PyObject *module, PyObject *args)
+{
+    Py_buffer view, positions, rows;
+    Py_ssize_t limit;
+    long long base;
+    int strict;
+    if (!PyArg_ParseTuple(args, "y*y*nLw*p", &view, &positions, &limit, &base, &rows, &strict)) {
+        return NULL;
+    }
+    Py_ssize_t count = positions.len / (Py_ssize_t)sizeof(int64_t);
+    if (limit > view.len || limit < 0 || rows.len < count * (Py_ssize_t)sizeof(Row) ||
+        positions.len % (Py_ssize_t)sizeof(int64_t)) {
+        PyBuffer_Release(&view);
+        PyBuffer_Release(&positions);
+        PyBuffer_Release(&rows);
+        PyErr_SetString(PyExc_ValueError, "expected limit <= len(view), int64 positions and a row for each");
+        return NULL;
+    }
+    const uint8_t *d = view.buf;
+    const int64_t *at = positions.buf;
+    Row *out = rows.buf;
+    Py_ssize_t n = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (; n < count; n++) {
+        int64_t pos = at[n];
+        if (pos < 0 || limit - pos < PREFIX_SIZE) {
+            break;
+        }
+        int32_t total = get_i32(d + pos), magic = get_i32(d + pos + 4);
+        Row *r = out + n;
+        if ((magic != MESSAGE_MAGIC && magic != MESSAGE_MAGIC_V2) ||
+            !decode_row(d + pos, limit - pos, total, magic, strict, r)) {
+            break;
+        }
+        r->position = base + pos;
+        r->body_pos += pos;
+        r->topic_pos += pos;
+        r->props_pos += pos;
+        memset(r->pad, 0, sizeof(r->pad));
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&positions);
+    PyBuffer_Release(&rows);
+    return PyLong_FromSsize_t(n);
+}
+
+/*
+ * gather(view, starts, lengths, out) -> None
+ *
+ * Copy view[starts[i]:starts[i]+lengths[i]] one after another into out (int64
+ * starts, int32 lengths; lengths <= 0 copy nothing).  Every slice is bounds-checked.
+ */
+static PyObject *
+gather(PyObject *module, PyObject *args)
+{
+    Py_buffer view, starts, lengths, out;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*", &view, &starts, &lengths, &out)) {
+        return NULL;
+    }
+    Py_ssize_t n = lengths.len / (Py_ssize_t)sizeof(int32_t);
+    const int64_t *s = starts.buf;
+    const int32_t *l = lengths.buf;
+    const uint8_t *d = view.buf;
+    uint8_t *o = out.buf;
+    Py_ssize_t at = 0;
+    int ok = starts.len == n * (Py_ssize_t)sizeof(int64_t);
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
+        if (l[i] <= 0) {
+            continue;
+        }
+        if (s[i] < 0 || s[i] + l[i] > view.len || at + l[i] > out.len) {
+            ok = 0;
+            break;
+        }
+        memcpy(o + at, d + s[i], (size_t)l[i]);
+        at += l[i];
+    }
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&lengths);
+    PyBuffer_Release(&out);
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "expected slices inside the view and an output large enough");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/*
+ * split_properties(view, starts, lengths, item_offsets, names, name_lens, values, value_lens,
+ *                  tags, tags_lens, token_offsets, tokens, token_lens) -> (items, tokens)
+ *
+ * Each properties string view[starts[i]:+lengths[i]] split as message.decode_properties:
+ * items NAME 0x01 VALUE separated by 0x02, items without 0x01 skipped, a repeated
+ * name keeps its first place and takes the last value.  Per message: item_offsets
+ * (n + 1 int32), its TAGS value in tags/tags_lens (-1: none), and the non-empty
+ * space-separated tokens of its KEYS value (token_offsets n + 1).  Items and
+ * tokens are view positions (int64) and lengths (int32).  The caller sizes the
+ * outputs: at most sum((lengths + 1) // 2) items and tokens.
+ */
+static PyObject *
+split_properties(PyObject *module, PyObject *args)
+{
+    Py_buffer b[13];
+    if (!PyArg_ParseTuple(args, "y*y*y*w*w*w*w*w*w*w*w*w*w*", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5], &b[6],
+                          &b[7], &b[8], &b[9], &b[10], &b[11], &b[12])) {
+        return NULL;
+    }
+    const uint8_t *d = b[0].buf;
+    const int64_t *starts = b[1].buf;
+    const int32_t *lens = b[2].buf;
+    int32_t *item_off = b[3].buf, *name_len = b[5].buf, *val_len = b[7].buf, *tags_len = b[9].buf;
+    int64_t *name_pos = b[4].buf, *val_pos = b[6].buf, *tags_pos = b[8].buf, *tok_pos = b[11].buf;
+    int32_t *tok_off = b[10].buf, *tok_len = b[12].buf;
+    Py_ssize_t n = b[2].len / (Py_ssize_t)sizeof(int32_t);
+    Py_ssize_t item_cap = b[5].len / (Py_ssize_t)sizeof(int32_t), tok_cap = b[12].len / (Py_ssize_t)sizeof(int32_t);
+    int ok = b[1].len == n * 8 && b[3].len >= (n + 1) * 4 && b[8].len >= n * 8 && b[9].len >= n * 4 &&
+             b[10].len >= (n + 1) * 4 && b[4].len >= item_cap * 8 && b[6].len >= item_cap * 8 &&
+             b[7].len >= item_cap * 4 && b[11].len >= tok_cap * 8;
+    Py_ssize_t items = 0, tokens = 0;
+    if (ok) {
+        item_off[0] = 0;
+        tok_off[0] = 0;
+    }
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
+        int64_t s = starts[i], e = s + lens[i];
+        if (s < 0 || e > b[0].len || lens[i] < 0) {
+            ok = 0;
+            break;
+        }
+        Py_ssize_t first = items;
+        int64_t p = s;
+        while (lens[i] > 0 && p <= e) {
+            const uint8_t *q = memchr(d + p, PROPERTY_SEPARATOR, (size_t)(e - p));
+            int64_t item_end = q ? q - d : e;
+            const uint8_t *sep = memchr(d + p, NAME_VALUE_SEPARATOR, (size_t)(item_end - p));
+            if (sep) {
+                int64_t nl = sep - (d + p);
+                Py_ssize_t k = first;
+                for (; k < items; k++) {
+                    if (name_len[k] == nl && memcmp(d + name_pos[k], d + p, (size_t)nl) == 0) {
+                        break;
+                    }
+                }
+                if (k == items) {
+                    if (items >= item_cap) {
+                        ok = 0;
+                        break;
+                    }
+                    name_pos[k] = p;
+                    name_len[k] = (int32_t)nl;
+                    items++;
+                }
+                val_pos[k] = p + nl + 1;
+                val_len[k] = (int32_t)(item_end - (p + nl + 1));
+            }
+            p = item_end + 1;
+        }
+        item_off[i + 1] = (int32_t)items;
+        tags_pos[i] = 0;
+        tags_len[i] = -1;
+        for (Py_ssize_t k = first; ok && k < items; k++) {
+            if (name_len[k] != PROPERTY_NAME_LEN) {
+                continue;
+            }
+            const uint8_t *nm = d + name_pos[k];
+            if (memcmp(nm, "TAGS", PROPERTY_NAME_LEN) == 0) {
+                tags_pos[i] = val_pos[k];
+                tags_len[i] = val_len[k];
+            } else if (memcmp(nm, "KEYS", PROPERTY_NAME_LEN) == 0) {
+                int64_t t = val_pos[k], te = t + val_len[k];
+                while (t < te) {
+                    const uint8_t *sp = memchr(d + t, KEY_SEPARATOR, (size_t)(te - t));
+                    int64_t tok_end = sp ? sp - d : te;
+                    if (tok_end > t) {
+                        if (tokens >= tok_cap) {
+                            ok = 0;
+                            break;
+                        }
+                        tok_pos[tokens] = t;
+                        tok_len[tokens] = (int32_t)(tok_end - t);
+                        tokens++;
+                    }
+                    t = tok_end + 1;
+                }
+            }
+        }
+        tok_off[i + 1] = (int32_t)tokens;
+    }
+    for (int k = 0; k < 13; k++) {
+        PyBuffer_Release(&b[k]);
+    }
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "expected properties inside the view and outputs of the documented sizes");
+        return NULL;
+    }
+    return Py_BuildValue("nn", items, tokens);
+}
+
+static const char HEX_UPPER[] = "0123456789ABCDEF";
+static const char HEX_LOWER[] = "0123456789abcdef";
+
+static uint8_t *
+put_decimal(uint8_t *o, int64_t v)
+{
+    char tmp[24];
+    int k = 0;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do {
+        tmp[k++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0) {
+        *o++ = '-';
+    }
+    while (k) {
+        *o++ = (uint8_t)tmp[--k];
+    }
+    return o;
+}
+
+/*
+ * format_hosts(rows, which, offsets, out) -> bytes used
+ *
+ * One string per row of ROW_DTYPE: which 0 the born host, 1 the store host, as
+ * Host.__str__ ("a.b.c.d:port", "[x:x:x:x:x:x:x:x]:port" as Java prints IPv6),
+ * 2 the msgId (uppercase hex of store IP, int port, long physical offset).
+ * offsets: n + 1 int32; out: at least HOST_TEXT_MAX bytes per row.
+ */
+#define HOST_TEXT_MAX 64
+static PyObject *
+format_hosts(PyObject *module, PyObject *args)
+{
+    Py_buffer rows, offsets, out;
+    int which;
+    if (!PyArg_ParseTuple(args, "y*iw*w*", &rows, &which, &offsets, &out)) {
+        return NULL;
+    }
+    Py_ssize_t n = rows.len / (Py_ssize_t)sizeof(Row);
+    if (rows.len % (Py_ssize_t)sizeof(Row) || offsets.len < (n + 1) * 4 || out.len < n * HOST_TEXT_MAX ||
+        which < 0 || which > 2) {
+        PyBuffer_Release(&rows);
+        PyBuffer_Release(&offsets);
+        PyBuffer_Release(&out);
+        PyErr_SetString(PyExc_ValueError, "expected rows of ROW_DTYPE, which in 0..2 and outputs of n rows");
+        return NULL;
+    }
+    const Row *r = rows.buf;
+    int32_t *off = offsets.buf;
+    uint8_t *o0 = out.buf, *o = o0;
+    off[0] = 0;
+    for (Py_ssize_t i = 0; i < n; i++, r++) {
+        int born = which == 0;
+        int v6 = (r->sys_flag & (born ? SYSFLAG_BORNHOST_V6 : SYSFLAG_STOREHOST_V6)) != 0;
+        const uint8_t *ip = born ? r->born_ip : r->store_ip;
+        int32_t port = born ? r->born_port : r->store_port;
+        if (which == 2) {
+            int len = v6 ? IPV6_LEN : IPV4_LEN;
+            for (int k = 0; k < len; k++) {
+                *o++ = (uint8_t)HEX_UPPER[ip[k] >> 4];
+                *o++ = (uint8_t)HEX_UPPER[ip[k] & 15];
+            }
+            uint8_t tail[12];
+            put_i32(tail, port);
+            put_i64(tail + 4, r->physical_offset);
+            for (int k = 0; k < 12; k++) {
+                *o++ = (uint8_t)HEX_UPPER[tail[k] >> 4];
+                *o++ = (uint8_t)HEX_UPPER[tail[k] & 15];
+            }
+        } else if (v6) {
+            *o++ = '[';
+            for (int g = 0; g < 8; g++) {
+                unsigned v = ((unsigned)ip[2 * g] << 8) | ip[2 * g + 1];
+                int started = 0;
+                for (int shift = 12; shift >= 0; shift -= 4) {
+                    unsigned nib = (v >> shift) & 15;
+                    if (nib || started || shift == 0) {
+                        *o++ = (uint8_t)HEX_LOWER[nib];
+                        started = 1;
+                    }
+                }
+                if (g < 7) {
+                    *o++ = ':';
+                }
+            }
+            *o++ = ']';
+            *o++ = ':';
+            o = put_decimal(o, port);
+        } else {
+            for (int k = 0; k < IPV4_LEN; k++) {
+                o = put_decimal(o, ip[k]);
+                *o++ = k < IPV4_LEN - 1 ? '.' : ':';
+            }
+            o = put_decimal(o, port);
+        }
+        off[i + 1] = (int32_t)(o - o0);
+    }
+    PyBuffer_Release(&rows);
+    PyBuffer_Release(&offsets);
+    PyBuffer_Release(&out);
+    return PyLong_FromSsize_t(o - o0);
+}
+
+/* ------------------------------------------------------------------------------ */
 /* init */
 
 static PyObject *
@@ -947,6 +1481,14 @@ static PyMethodDef methods[] = {
      "file_size, limit, with_index, dest) -> None | str | (data, blanks, results, cq_rows, queues, index, end)"},
     {"index_put", index_put, METH_VARARGS,
      "index_put(head, slots, entries, slot_num, header, hashes, phys, stamps) -> (header, count)"},
+    {"decode_region", decode_region, METH_VARARGS,
+     "decode_region(view, pos, stop, limit, base, rows, strict) -> (n, pos, status, blank_size)"},
+    {"decode_at", decode_at, METH_VARARGS, "decode_at(view, positions, limit, base, rows, strict) -> n"},
+    {"gather", gather, METH_VARARGS, "gather(view, starts, lengths, out): the slices one after another."},
+    {"split_properties", split_properties, METH_VARARGS,
+     "split_properties(view, starts, lengths, item_offsets, names, name_lens, values, value_lens, tags, "
+     "tags_lens, token_offsets, tokens, token_lens) -> (items, tokens)"},
+    {"format_hosts", format_hosts, METH_VARARGS, "format_hosts(rows, which, offsets, out) -> bytes used"},
     {NULL, NULL, 0, NULL},
 };
 
