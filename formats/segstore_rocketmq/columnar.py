@@ -178,7 +178,8 @@ def raise_bad(view: memoryview, pos: int, limit: int, path: str | None, strict: 
 
 
 def _col(rows: np.ndarray, name: str, dtype: str) -> np.ndarray:
-    return np.ascontiguousarray(rows[name], dtype=dtype)
+    # always a copy: the rows' buffer is reused for the next batch (and a one-row field view is contiguous)
+    return np.array(rows[name], dtype=dtype, copy=True)
 
 
 def _offsets(lengths: np.ndarray) -> np.ndarray:
@@ -318,34 +319,46 @@ def _build_py(view: memoryview, rows: np.ndarray, schema: pa.Schema) -> list[pa.
                             np.int64)
     starts = (rows["body_pos"] - header_sizes).tolist()
     msgs: list[RocketMQMessage] = [decode(view, pos, check_crc=False) for pos in starts]
+    def raw(text: str) -> bytes:      # properties are decoded with surrogatepass: keep the stored bytes
+        return text.encode("utf-8", "surrogatepass")
+
+    def items(m: RocketMQMessage) -> list[tuple[bytes, bytes]]:
+        return [(raw(k), raw(v)) for k, v in m.properties.items()]
+
+    binary = pa.binary()
     values = {
-        "key": [m.keys[0].encode("utf-8") if m.keys else None for m in msgs],
-        "value": [m.body for m in msgs],
-        "topic": [m.topic for m in msgs],
-        "partition": [m.queue_id for m in msgs],
-        "offset": [m.queue_offset for m in msgs],
-        "timestamp": [m.born_timestamp for m in msgs],
-        "timestampType": [0] * len(msgs),
-        "headers": [[(k, v.encode("utf-8", "surrogatepass")) for k, v in m.properties.items()] for m in msgs],
-        "position": rows["position"].tolist(),
-        "size": [m.size for m in msgs],
-        "tags": [m.tags for m in msgs],
-        "keys": [m.keys for m in msgs],
-        "properties": [list(m.properties.items()) for m in msgs],
-        "bornTimestamp": [m.born_timestamp for m in msgs],
-        "storeTimestamp": [m.store_timestamp for m in msgs],
-        "bornHost": [str(m.born_host) for m in msgs],
-        "storeHost": [str(m.store_host) for m in msgs],
-        "msgId": [m.msg_id for m in msgs],
-        "physicalOffset": [m.physical_offset for m in msgs],
-        "sysFlag": [m.sys_flag for m in msgs],
-        "flag": [m.flag for m in msgs],
-        "reconsumeTimes": [m.reconsume_times for m in msgs],
-        "bodyCrc": [m.body_crc for m in msgs],
-        "preparedTransactionOffset": [m.prepared_transaction_offset for m in msgs],
-        "magic": [m.magic for m in msgs],
+        "key": ([raw(m.keys[0]) if m.keys else None for m in msgs], binary),
+        "value": ([m.body for m in msgs], None),
+        "topic": ([m.topic for m in msgs], None),
+        "partition": ([m.queue_id for m in msgs], None),
+        "offset": ([m.queue_offset for m in msgs], None),
+        "timestamp": ([m.born_timestamp for m in msgs], None),
+        "timestampType": ([0] * len(msgs), None),
+        "headers": ([items(m) for m in msgs], pa.list_(pa.struct([("key", binary), ("value", binary)]))),
+        "position": (rows["position"].tolist(), None),
+        "size": ([m.size for m in msgs], None),
+        "tags": ([raw(m.tags) if m.tags is not None else None for m in msgs], binary),
+        "keys": ([[raw(k) for k in m.keys] for m in msgs], pa.list_(binary)),
+        "properties": ([items(m) for m in msgs], pa.map_(binary, binary)),
+        "bornTimestamp": ([m.born_timestamp for m in msgs], None),
+        "storeTimestamp": ([m.store_timestamp for m in msgs], None),
+        "bornHost": ([str(m.born_host) for m in msgs], None),
+        "storeHost": ([str(m.store_host) for m in msgs], None),
+        "msgId": ([m.msg_id for m in msgs], None),
+        "physicalOffset": ([m.physical_offset for m in msgs], None),
+        "sysFlag": ([m.sys_flag for m in msgs], None),
+        "flag": ([m.flag for m in msgs], None),
+        "reconsumeTimes": ([m.reconsume_times for m in msgs], None),
+        "bodyCrc": ([m.body_crc for m in msgs], None),
+        "preparedTransactionOffset": ([m.prepared_transaction_offset for m in msgs], None),
+        "magic": ([m.magic for m in msgs], None),
     }
-    return [pa.array(values[field.name], type=field.type) for field in schema]
+    columns = []
+    for field in schema:
+        data, stored_as = values[field.name]
+        columns.append(pa.array(data, type=field.type) if stored_as is None
+                       else pa.array(data, type=stored_as).view(field.type))
+    return columns
 
 
 def build_batch(view: memoryview, rows: np.ndarray, schema: pa.Schema = ROCKETMQ_SCHEMA) -> pa.RecordBatch:
