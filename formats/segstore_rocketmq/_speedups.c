@@ -7,6 +7,8 @@
  * index_put(head, slots, entries, slot_num, header, hashes, phys, stamps) -> (header, count)
  *     put IndexFile entries one after another exactly as the broker's putKey does.
  * init(AppendResult): remember the result dataclass (slots) and where its slots live.
+ * decode_region / decode_at / gather / split_properties / format_hosts: the columnar
+ *     decode of a mapped commitlog region (columnar.py holds the pure-Python reference).
  *
  * This mirrors encode_plain_py in fastappend.py exactly (same return values, same
  * bytes); see there for what "plain" means and what each returned part holds.
@@ -907,18 +909,48 @@ done:
 }
 
 /* ------------------------------------------------------------------------------ */
-/* columnar decode (see columnar.py for the pure-Python reference and ROW_DTYPE) */
+/* columnar decode (see columnar.py: the pure-Python reference and the column layout) */
 
-/* One decoded message, laid out exactly as columnar.ROW_DTYPE (160 bytes, native order). */
+/*
+ * The decoded columns, cap rows each, in three caller-owned blocks (columnar.Rows):
+ * int64 [N_I8][cap], int32 [N_I4][cap], uint8 born_ip [cap][16], store_ip [cap][16],
+ * crc_ok [cap].  *_pos are view positions; position is the view position + base.
+ */
+enum { C_POSITION, C_QUEUE_OFFSET, C_PHYSICAL_OFFSET, C_BORN_TS, C_STORE_TS, C_PREPARED, C_BODY_POS,
+       C_TOPIC_POS, C_PROPS_POS, N_I8 };
+enum { C_SIZE, C_MAGIC, C_BODY_CRC, C_QUEUE_ID, C_FLAG, C_SYS_FLAG, C_BORN_PORT, C_STORE_PORT, C_RECONSUME,
+       C_BODY_LEN, C_TOPIC_LEN, C_PROPS_LEN, N_I4 };
+#define U8_PER_ROW (2 * IPV6_LEN + 1)
+
 typedef struct {
-    int64_t position, queue_offset, physical_offset, born_timestamp, store_timestamp, prepared;
-    int64_t body_pos, topic_pos, props_pos;
-    int32_t size, magic, body_crc, queue_id, flag, sys_flag, born_port, store_port, reconsume;
-    int32_t body_len, topic_len, props_len;
-    uint8_t born_ip[IPV6_LEN], store_ip[IPV6_LEN];
-    uint8_t crc_ok, pad[7];
-} Row;
-_Static_assert(sizeof(Row) == 160, "Row must match columnar.ROW_DTYPE");
+    int64_t *i8[N_I8];
+    int32_t *i4[N_I4];
+    uint8_t *born_ip, *store_ip, *crc_ok;
+    Py_ssize_t cap;
+} Cols;
+
+/* Point c into the three blocks; 0 (with ValueError set) when their sizes disagree. */
+static int
+cols_init(Cols *c, Py_buffer *i8, Py_buffer *i4, Py_buffer *u8)
+{
+    Py_ssize_t cap = i8->len / (Py_ssize_t)(N_I8 * sizeof(int64_t));
+    if (i8->len != cap * N_I8 * (Py_ssize_t)sizeof(int64_t) || i4->len != cap * N_I4 * (Py_ssize_t)sizeof(int32_t) ||
+        u8->len != cap * U8_PER_ROW) {
+        PyErr_SetString(PyExc_ValueError, "expected column blocks of one capacity (see columnar.Rows)");
+        return 0;
+    }
+    for (int k = 0; k < N_I8; k++) {
+        c->i8[k] = (int64_t *)i8->buf + k * cap;
+    }
+    for (int k = 0; k < N_I4; k++) {
+        c->i4[k] = (int32_t *)i4->buf + k * cap;
+    }
+    c->born_ip = u8->buf;
+    c->store_ip = c->born_ip + cap * IPV6_LEN;
+    c->crc_ok = c->store_ip + cap * IPV6_LEN;
+    c->cap = cap;
+    return 1;
+}
 
 #define MESSAGE_MAGIC_V2 ((int32_t)0xDAA320AB)
 #define PREFIX_SIZE 8
@@ -978,43 +1010,31 @@ valid_utf8(const uint8_t *s, Py_ssize_t n, int allow_surrogates)
     return 1;
 }
 
-/* Decode the message at d[0:left] into r; 0 when message.decode would raise (check_crc as strict). */
+/*
+ * Decode the message at d = view + pos (left bytes to the limit) into row n of c;
+ * 0 when message.decode would raise (with check_crc = strict).  Row n may be
+ * partly written then: the caller does not count it.
+ */
 static int
-decode_row(const uint8_t *d, Py_ssize_t left, int32_t total, int32_t magic, int strict, Row *r)
+decode_row(const uint8_t *d, Py_ssize_t left, int32_t total, int32_t magic, int strict, Cols *c, Py_ssize_t n,
+           Py_ssize_t pos, int64_t base)
 {
     if (total < HEADER_V4 || total > left) {
         return 0;
     }
-    const uint8_t *p = d + 8;
-    r->body_crc = get_i32(p); p += 4;
-    r->queue_id = get_i32(p); p += 4;
-    r->flag = get_i32(p); p += 4;
-    r->queue_offset = get_i64(p); p += 8;
-    r->physical_offset = get_i64(p); p += 8;
-    r->sys_flag = get_i32(p); p += 4;
-    r->born_timestamp = get_i64(p); p += 8;
-    int born6 = (r->sys_flag & SYSFLAG_BORNHOST_V6) != 0, store6 = (r->sys_flag & SYSFLAG_STOREHOST_V6) != 0;
+    int32_t sys_flag = get_i32(d + 36);
+    int born6 = (sys_flag & SYSFLAG_BORNHOST_V6) != 0, store6 = (sys_flag & SYSFLAG_STOREHOST_V6) != 0;
     Py_ssize_t header = HEADER_V4 + (born6 ? IPV6_EXTRA : 0) + (store6 ? IPV6_EXTRA : 0);
     if (total < header) {
         return 0;
     }
-    memset(r->born_ip, 0, sizeof(r->born_ip));
-    memset(r->store_ip, 0, sizeof(r->store_ip));
-    int blen = born6 ? IPV6_LEN : IPV4_LEN, slen = store6 ? IPV6_LEN : IPV4_LEN;
-    memcpy(r->born_ip, p, (size_t)blen); p += blen;
-    r->born_port = get_i32(p); p += 4;
-    r->store_timestamp = get_i64(p); p += 8;
-    memcpy(r->store_ip, p, (size_t)slen); p += slen;
-    r->store_port = get_i32(p); p += 4;
-    r->reconsume = get_i32(p); p += 4;
-    r->prepared = get_i64(p); p += 8;
-    int32_t body_len = get_i32(p); p += 4;
+    const uint8_t *p = d + header - 4;
+    int32_t body_len = get_i32(p);
     Py_ssize_t at = header;
     if (body_len < 0 || at + body_len > total) {
         return 0;
     }
-    r->body_pos = at;
-    r->body_len = body_len;
+    Py_ssize_t body_at = at;
     at += body_len;
     int32_t topic_len;
     if (magic == MESSAGE_MAGIC) {
@@ -1033,8 +1053,7 @@ decode_row(const uint8_t *d, Py_ssize_t left, int32_t total, int32_t magic, int 
     if (topic_len < 0 || at + topic_len > total || !valid_utf8(d + at, topic_len, 0)) {
         return 0;
     }
-    r->topic_pos = at;
-    r->topic_len = topic_len;
+    Py_ssize_t topic_at = at;
     at += topic_len;
     if (at + PROPERTIES_LENGTH_SIZE > total) {
         return 0;
@@ -1044,51 +1063,83 @@ decode_row(const uint8_t *d, Py_ssize_t left, int32_t total, int32_t magic, int 
     if (props_len < 0 || at + props_len != total || !valid_utf8(d + at, props_len, 1)) {
         return 0;
     }
-    r->props_pos = at;
-    r->props_len = props_len;
-    uint32_t crc = (uint32_t)crc32(0L, d + r->body_pos, (uInt)body_len) & BODY_CRC_MASK;
-    r->crc_ok = crc == (uint32_t)r->body_crc;
-    if (strict && !r->crc_ok) {
+    int32_t stored_crc = get_i32(d + 8);
+    uint8_t crc_ok = ((uint32_t)crc32(0L, d + body_at, (uInt)body_len) & BODY_CRC_MASK) == (uint32_t)stored_crc;
+    if (strict && !crc_ok) {
         return 0;
     }
-    r->size = total;
-    r->magic = magic;
+    int64_t **i8 = c->i8;
+    int32_t **i4 = c->i4;
+    i8[C_POSITION][n] = base + pos;
+    i8[C_QUEUE_OFFSET][n] = get_i64(d + 20);
+    i8[C_PHYSICAL_OFFSET][n] = get_i64(d + 28);
+    i8[C_BORN_TS][n] = get_i64(d + 40);
+    i8[C_BODY_POS][n] = pos + body_at;
+    i8[C_TOPIC_POS][n] = pos + topic_at;
+    i8[C_PROPS_POS][n] = pos + at;
+    i4[C_SIZE][n] = total;
+    i4[C_MAGIC][n] = magic;
+    i4[C_BODY_CRC][n] = stored_crc;
+    i4[C_QUEUE_ID][n] = get_i32(d + 12);
+    i4[C_FLAG][n] = get_i32(d + 16);
+    i4[C_SYS_FLAG][n] = sys_flag;
+    i4[C_BODY_LEN][n] = body_len;
+    i4[C_TOPIC_LEN][n] = topic_len;
+    i4[C_PROPS_LEN][n] = props_len;
+    c->crc_ok[n] = crc_ok;
+    p = d + 48;
+    uint8_t *ip = c->born_ip + n * IPV6_LEN;
+    int len = born6 ? IPV6_LEN : IPV4_LEN;
+    memcpy(ip, p, (size_t)len);
+    memset(ip + len, 0, (size_t)(IPV6_LEN - len));
+    p += len;
+    i4[C_BORN_PORT][n] = get_i32(p); p += 4;
+    i8[C_STORE_TS][n] = get_i64(p); p += 8;
+    ip = c->store_ip + n * IPV6_LEN;
+    len = store6 ? IPV6_LEN : IPV4_LEN;
+    memcpy(ip, p, (size_t)len);
+    memset(ip + len, 0, (size_t)(IPV6_LEN - len));
+    p += len;
+    i4[C_STORE_PORT][n] = get_i32(p); p += 4;
+    i4[C_RECONSUME][n] = get_i32(p); p += 4;
+    i8[C_PREPARED][n] = get_i64(p);
     return 1;
 }
 
 /*
- * decode_region(view, pos, stop, limit, base, rows, strict) -> (n, pos, status, blank_size)
+ * decode_region(view, pos, stop, limit, base, i8, i4, u8, strict) -> (n, pos, status, blank_size)
  *
- * Walk the records of view[pos:limit] starting before stop, filling rows (a
- * writable buffer of ROW_DTYPE) until it is full.  status: ST_DONE (stop reached
- * or rows full), ST_BLANK (a BLANK at pos, blank_size its size), ST_END (unwritten
- * zeros at pos), ST_BAD (message.decode would raise at pos; strict: a CRC mismatch
- * too, else it only clears crc_ok).  Positions in rows are view positions, plus
- * base in ``position``.  Never reads outside view[:limit].  Releases the GIL.
+ * Walk the records of view[pos:limit] that start before stop, one row each into
+ * the column blocks, until they are full.  status: ST_DONE (stop reached or rows
+ * full), ST_BLANK (a BLANK at pos, blank_size its size), ST_END (unwritten zeros
+ * at pos), ST_BAD (message.decode would raise at pos; strict: a CRC mismatch too,
+ * else it only clears crc_ok).  Never reads outside view[:limit].  Releases the GIL.
  */
 static PyObject *
 decode_region(PyObject *module, PyObject *args)
 {
-    Py_buffer view, rows;
+    Py_buffer view, i8, i4, u8;
     Py_ssize_t pos, stop, limit;
     long long base;
     int strict;
-    if (!PyArg_ParseTuple(args, "y*nnnLw*p", &view, &pos, &stop, &limit, &base, &rows, &strict)) {
+    if (!PyArg_ParseTuple(args, "y*nnnLw*w*w*p", &view, &pos, &stop, &limit, &base, &i8, &i4, &u8, &strict)) {
         return NULL;
     }
-    if (limit > view.len || pos < 0 || rows.len % (Py_ssize_t)sizeof(Row)) {
-        PyBuffer_Release(&view);
-        PyBuffer_Release(&rows);
-        PyErr_SetString(PyExc_ValueError, "expected 0 <= pos, limit <= len(view) and rows of ROW_DTYPE");
-        return NULL;
+    Cols c;
+    PyObject *ret = NULL;
+    if (!cols_init(&c, &i8, &i4, &u8)) {
+        goto done;
+    }
+    if (limit > view.len || pos < 0) {
+        PyErr_SetString(PyExc_ValueError, "expected 0 <= pos and limit <= len(view)");
+        goto done;
     }
     const uint8_t *d = view.buf;
-    Row *out = rows.buf;
-    Py_ssize_t cap = rows.len / (Py_ssize_t)sizeof(Row), n = 0;
+    Py_ssize_t n = 0;
     int status = ST_DONE;
     int32_t blank = 0;
     Py_BEGIN_ALLOW_THREADS
-    while (n < cap && pos < stop) {
+    while (n < c.cap && pos < stop) {
         Py_ssize_t left = limit - pos;
         if (left < PREFIX_SIZE) {
             status = ST_END;
@@ -1109,54 +1160,52 @@ decode_region(PyObject *module, PyObject *args)
             status = total == 0 && magic == 0 ? ST_END : ST_BAD;
             break;
         }
-        Row *r = out + n;
-        if (!decode_row(d + pos, left, total, magic, strict, r)) {
+        if (!decode_row(d + pos, left, total, magic, strict, &c, n, pos, base)) {
             status = ST_BAD;
             break;
         }
-        r->position = base + pos;
-        r->body_pos += pos;
-        r->topic_pos += pos;
-        r->props_pos += pos;
-        memset(r->pad, 0, sizeof(r->pad));
         n++;
         pos += total;
     }
     Py_END_ALLOW_THREADS
+    ret = Py_BuildValue("nnii", n, pos, status, blank);
+done:
     PyBuffer_Release(&view);
-    PyBuffer_Release(&rows);
-    return Py_BuildValue("nnii", n, pos, status, blank);
+    PyBuffer_Release(&i8);
+    PyBuffer_Release(&i4);
+    PyBuffer_Release(&u8);
+    return ret;
 }
 
 /*
- * decode_at(view, positions, limit, base, rows, strict) -> n
+ * decode_at(view, positions, limit, base, i8, i4, u8, strict) -> n
  *
- * The message at each view position (int64) in turn, into rows, until one is not
- * a message message.decode accepts (a BLANK, zeros or damage): n < len(positions)
- * then names it.  Never reads outside view[:limit].  Releases the GIL.
+ * The message at each view position (int64) in turn, one row each, until one is
+ * not a message message.decode accepts (a BLANK, zeros or damage): n <
+ * len(positions) then names it.  Never reads outside view[:limit].  Releases the GIL.
  */
 static PyObject *
 decode_at(PyObject *module, PyObject *args)
 {
-    Py_buffer view, positions, rows;
+    Py_buffer view, positions, i8, i4, u8;
     Py_ssize_t limit;
     long long base;
     int strict;
-    if (!PyArg_ParseTuple(args, "y*y*nLw*p", &view, &positions, &limit, &base, &rows, &strict)) {
+    if (!PyArg_ParseTuple(args, "y*y*nLw*w*w*p", &view, &positions, &limit, &base, &i8, &i4, &u8, &strict)) {
         return NULL;
     }
+    Cols c;
+    PyObject *ret = NULL;
+    if (!cols_init(&c, &i8, &i4, &u8)) {
+        goto done;
+    }
     Py_ssize_t count = positions.len / (Py_ssize_t)sizeof(int64_t);
-    if (limit > view.len || limit < 0 || rows.len < count * (Py_ssize_t)sizeof(Row) ||
-        positions.len % (Py_ssize_t)sizeof(int64_t)) {
-        PyBuffer_Release(&view);
-        PyBuffer_Release(&positions);
-        PyBuffer_Release(&rows);
+    if (limit > view.len || limit < 0 || c.cap < count || positions.len % (Py_ssize_t)sizeof(int64_t)) {
         PyErr_SetString(PyExc_ValueError, "expected limit <= len(view), int64 positions and a row for each");
-        return NULL;
+        goto done;
     }
     const uint8_t *d = view.buf;
     const int64_t *at = positions.buf;
-    Row *out = rows.buf;
     Py_ssize_t n = 0;
     Py_BEGIN_ALLOW_THREADS
     for (; n < count; n++) {
@@ -1165,61 +1214,67 @@ decode_at(PyObject *module, PyObject *args)
             break;
         }
         int32_t total = get_i32(d + pos), magic = get_i32(d + pos + 4);
-        Row *r = out + n;
         if ((magic != MESSAGE_MAGIC && magic != MESSAGE_MAGIC_V2) ||
-            !decode_row(d + pos, limit - pos, total, magic, strict, r)) {
+            !decode_row(d + pos, limit - pos, total, magic, strict, &c, n, pos, base)) {
             break;
         }
-        r->position = base + pos;
-        r->body_pos += pos;
-        r->topic_pos += pos;
-        r->props_pos += pos;
-        memset(r->pad, 0, sizeof(r->pad));
     }
     Py_END_ALLOW_THREADS
+    ret = PyLong_FromSsize_t(n);
+done:
     PyBuffer_Release(&view);
     PyBuffer_Release(&positions);
-    PyBuffer_Release(&rows);
-    return PyLong_FromSsize_t(n);
+    PyBuffer_Release(&i8);
+    PyBuffer_Release(&i4);
+    PyBuffer_Release(&u8);
+    return ret;
 }
 
 /*
- * gather(view, starts, lengths, out) -> None
+ * gather(view, starts, lengths, offsets, out) -> None
  *
- * Copy view[starts[i]:starts[i]+lengths[i]] one after another into out (int64
- * starts, int32 lengths; lengths <= 0 copy nothing).  Every slice is bounds-checked.
+ * Copy view[starts[i]:starts[i]+lengths[i]] one after another into out, and
+ * their int32 offsets (n + 1) into offsets (int64 starts, int32 lengths;
+ * lengths <= 0 copy nothing).  Every slice is bounds-checked.  Releases the GIL.
  */
 static PyObject *
 gather(PyObject *module, PyObject *args)
 {
-    Py_buffer view, starts, lengths, out;
-    if (!PyArg_ParseTuple(args, "y*y*y*w*", &view, &starts, &lengths, &out)) {
+    Py_buffer view, starts, lengths, offsets, out;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*w*", &view, &starts, &lengths, &offsets, &out)) {
         return NULL;
     }
     Py_ssize_t n = lengths.len / (Py_ssize_t)sizeof(int32_t);
     const int64_t *s = starts.buf;
     const int32_t *l = lengths.buf;
+    int32_t *off = offsets.buf;
     const uint8_t *d = view.buf;
     uint8_t *o = out.buf;
     Py_ssize_t at = 0;
-    int ok = starts.len == n * (Py_ssize_t)sizeof(int64_t);
-    for (Py_ssize_t i = 0; ok && i < n; i++) {
-        if (l[i] <= 0) {
-            continue;
-        }
-        if (s[i] < 0 || s[i] + l[i] > view.len || at + l[i] > out.len) {
-            ok = 0;
-            break;
-        }
-        memcpy(o + at, d + s[i], (size_t)l[i]);
-        at += l[i];
+    int ok = starts.len == n * (Py_ssize_t)sizeof(int64_t) && offsets.len >= (n + 1) * (Py_ssize_t)sizeof(int32_t);
+    Py_BEGIN_ALLOW_THREADS
+    if (ok) {
+        off[0] = 0;
     }
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
+        if (l[i] > 0) {
+            if (s[i] < 0 || s[i] + l[i] > view.len || at + l[i] > out.len || at + l[i] > INT32_MAX) {
+                ok = 0;
+                break;
+            }
+            memcpy(o + at, d + s[i], (size_t)l[i]);
+            at += l[i];
+        }
+        off[i + 1] = (int32_t)at;
+    }
+    Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
     PyBuffer_Release(&starts);
     PyBuffer_Release(&lengths);
+    PyBuffer_Release(&offsets);
     PyBuffer_Release(&out);
     if (!ok) {
-        PyErr_SetString(PyExc_ValueError, "expected slices inside the view and an output large enough");
+        PyErr_SetString(PyExc_ValueError, "expected slices inside the view and outputs large enough");
         return NULL;
     }
     Py_RETURN_NONE;
@@ -1229,13 +1284,16 @@ gather(PyObject *module, PyObject *args)
  * split_properties(view, starts, lengths, item_offsets, names, name_lens, values, value_lens,
  *                  tags, tags_lens, token_offsets, tokens, token_lens) -> (items, tokens)
  *
+ * (tags_lens is -1 for a message without TAGS; a message's first KEYS token is
+ * tokens[token_offsets[i]] when token_offsets[i + 1] > token_offsets[i].)
+ *
  * Each properties string view[starts[i]:+lengths[i]] split as message.decode_properties:
  * items NAME 0x01 VALUE separated by 0x02, items without 0x01 skipped, a repeated
  * name keeps its first place and takes the last value.  Per message: item_offsets
  * (n + 1 int32), its TAGS value in tags/tags_lens (-1: none), and the non-empty
  * space-separated tokens of its KEYS value (token_offsets n + 1).  Items and
- * tokens are view positions (int64) and lengths (int32).  The caller sizes the
- * outputs: at most sum((lengths + 1) // 2) items and tokens.
+ * tokens are view positions (int64) and lengths (int32).  Returns (-1, -1) when
+ * the item or token outputs are too small (sum(lengths) // 2 + n each always do).
  */
 static PyObject *
 split_properties(PyObject *module, PyObject *args)
@@ -1257,11 +1315,12 @@ split_properties(PyObject *module, PyObject *args)
              b[10].len >= (n + 1) * 4 && b[4].len >= item_cap * 8 && b[6].len >= item_cap * 8 &&
              b[7].len >= item_cap * 4 && b[11].len >= tok_cap * 8;
     Py_ssize_t items = 0, tokens = 0;
+    int full = 0;
     if (ok) {
         item_off[0] = 0;
         tok_off[0] = 0;
     }
-    for (Py_ssize_t i = 0; ok && i < n; i++) {
+    for (Py_ssize_t i = 0; ok && !full && i < n; i++) {
         int64_t s = starts[i], e = s + lens[i];
         if (s < 0 || e > b[0].len || lens[i] < 0) {
             ok = 0;
@@ -1269,7 +1328,7 @@ split_properties(PyObject *module, PyObject *args)
         }
         Py_ssize_t first = items;
         int64_t p = s;
-        while (lens[i] > 0 && p <= e) {
+        while (!full && lens[i] > 0 && p <= e) {
             const uint8_t *q = memchr(d + p, PROPERTY_SEPARATOR, (size_t)(e - p));
             int64_t item_end = q ? q - d : e;
             const uint8_t *sep = memchr(d + p, NAME_VALUE_SEPARATOR, (size_t)(item_end - p));
@@ -1283,7 +1342,7 @@ split_properties(PyObject *module, PyObject *args)
                 }
                 if (k == items) {
                     if (items >= item_cap) {
-                        ok = 0;
+                        full = 1;
                         break;
                     }
                     name_pos[k] = p;
@@ -1298,7 +1357,7 @@ split_properties(PyObject *module, PyObject *args)
         item_off[i + 1] = (int32_t)items;
         tags_pos[i] = 0;
         tags_len[i] = -1;
-        for (Py_ssize_t k = first; ok && k < items; k++) {
+        for (Py_ssize_t k = first; !full && k < items; k++) {
             if (name_len[k] != PROPERTY_NAME_LEN) {
                 continue;
             }
@@ -1308,12 +1367,12 @@ split_properties(PyObject *module, PyObject *args)
                 tags_len[i] = val_len[k];
             } else if (memcmp(nm, "KEYS", PROPERTY_NAME_LEN) == 0) {
                 int64_t t = val_pos[k], te = t + val_len[k];
-                while (t < te) {
+                while (!full && t < te) {
                     const uint8_t *sp = memchr(d + t, KEY_SEPARATOR, (size_t)(te - t));
                     int64_t tok_end = sp ? sp - d : te;
                     if (tok_end > t) {
                         if (tokens >= tok_cap) {
-                            ok = 0;
+                            full = 1;
                             break;
                         }
                         tok_pos[tokens] = t;
@@ -1332,6 +1391,9 @@ split_properties(PyObject *module, PyObject *args)
     if (!ok) {
         PyErr_SetString(PyExc_ValueError, "expected properties inside the view and outputs of the documented sizes");
         return NULL;
+    }
+    if (full) {
+        return Py_BuildValue("nn", (Py_ssize_t)-1, (Py_ssize_t)-1);
     }
     return Py_BuildValue("nn", items, tokens);
 }
@@ -1359,53 +1421,72 @@ put_decimal(uint8_t *o, int64_t v)
 }
 
 /*
- * format_hosts(rows, which, offsets, out) -> bytes used
+ * format_hosts(i8, i4, u8, n, which, offsets, out) -> bytes used
  *
- * One string per row of ROW_DTYPE: which 0 the born host, 1 the store host, as
- * Host.__str__ ("a.b.c.d:port", "[x:x:x:x:x:x:x:x]:port" as Java prints IPv6),
- * 2 the msgId (uppercase hex of store IP, int port, long physical offset).
- * offsets: n + 1 int32; out: at least HOST_TEXT_MAX bytes per row.
+ * One string for each of the first n rows of the column blocks: which 0 the born
+ * host, 1 the store host, as Host.__str__ ("a.b.c.d:port", "[x:x:x:x:x:x:x:x]:port"
+ * as Java prints IPv6), 2 the msgId (uppercase hex of store IP, int port, long
+ * physical offset).  offsets: n + 1 int32; out: at least HOST_TEXT_MAX bytes per
+ * row.  A host equal to the previous row's is copied (stores hold few hosts).
  */
 #define HOST_TEXT_MAX 64
 static PyObject *
 format_hosts(PyObject *module, PyObject *args)
 {
-    Py_buffer rows, offsets, out;
+    Py_buffer i8, i4, u8, offsets, out;
+    Py_ssize_t n;
     int which;
-    if (!PyArg_ParseTuple(args, "y*iw*w*", &rows, &which, &offsets, &out)) {
+    if (!PyArg_ParseTuple(args, "y*y*y*niw*w*", &i8, &i4, &u8, &n, &which, &offsets, &out)) {
         return NULL;
     }
-    Py_ssize_t n = rows.len / (Py_ssize_t)sizeof(Row);
-    if (rows.len % (Py_ssize_t)sizeof(Row) || offsets.len < (n + 1) * 4 || out.len < n * HOST_TEXT_MAX ||
-        which < 0 || which > 2) {
-        PyBuffer_Release(&rows);
-        PyBuffer_Release(&offsets);
-        PyBuffer_Release(&out);
-        PyErr_SetString(PyExc_ValueError, "expected rows of ROW_DTYPE, which in 0..2 and outputs of n rows");
-        return NULL;
+    Cols c;
+    PyObject *ret = NULL;
+    if (!cols_init(&c, &i8, &i4, &u8)) {
+        goto done;
     }
-    const Row *r = rows.buf;
+    if (n < 0 || n > c.cap || offsets.len < (n + 1) * 4 || out.len < n * HOST_TEXT_MAX || which < 0 || which > 2) {
+        PyErr_SetString(PyExc_ValueError, "expected n <= capacity, which in 0..2 and outputs of n rows");
+        goto done;
+    }
     int32_t *off = offsets.buf;
     uint8_t *o0 = out.buf, *o = o0;
+    int born = which == 0;
+    const uint8_t *ips = born ? c.born_ip : c.store_ip;
+    const int32_t *ports = c.i4[born ? C_BORN_PORT : C_STORE_PORT], *flags = c.i4[C_SYS_FLAG];
+    const int64_t *phys = c.i8[C_PHYSICAL_OFFSET];
+    int32_t v6_bit = born ? SYSFLAG_BORNHOST_V6 : SYSFLAG_STOREHOST_V6;
     off[0] = 0;
-    for (Py_ssize_t i = 0; i < n; i++, r++) {
-        int born = which == 0;
-        int v6 = (r->sys_flag & (born ? SYSFLAG_BORNHOST_V6 : SYSFLAG_STOREHOST_V6)) != 0;
-        const uint8_t *ip = born ? r->born_ip : r->store_ip;
-        int32_t port = born ? r->born_port : r->store_port;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const uint8_t *ip = ips + i * IPV6_LEN;
+        int32_t port = ports[i];
+        int v6 = (flags[i] & v6_bit) != 0;
         if (which == 2) {
             int len = v6 ? IPV6_LEN : IPV4_LEN;
-            for (int k = 0; k < len; k++) {
-                *o++ = (uint8_t)HEX_UPPER[ip[k] >> 4];
-                *o++ = (uint8_t)HEX_UPPER[ip[k] & 15];
+            if (i > 0 && port == ports[i - 1] && v6 == ((flags[i - 1] & v6_bit) != 0) &&
+                memcmp(ip, ip - IPV6_LEN, IPV6_LEN) == 0) {
+                memcpy(o, o - (off[i] - off[i - 1]), (size_t)(2 * (len + 4)));   /* same host: same prefix */
+                o += 2 * (len + 4);
+            } else {
+                for (int k = 0; k < len; k++) {
+                    *o++ = (uint8_t)HEX_UPPER[ip[k] >> 4];
+                    *o++ = (uint8_t)HEX_UPPER[ip[k] & 15];
+                }
+                uint8_t p4[4];
+                put_i32(p4, port);
+                for (int k = 0; k < 4; k++) {
+                    *o++ = (uint8_t)HEX_UPPER[p4[k] >> 4];
+                    *o++ = (uint8_t)HEX_UPPER[p4[k] & 15];
+                }
             }
-            uint8_t tail[12];
-            put_i32(tail, port);
-            put_i64(tail + 4, r->physical_offset);
-            for (int k = 0; k < 12; k++) {
-                *o++ = (uint8_t)HEX_UPPER[tail[k] >> 4];
-                *o++ = (uint8_t)HEX_UPPER[tail[k] & 15];
+            uint64_t u = (uint64_t)phys[i];
+            for (int shift = 60; shift >= 0; shift -= 4) {
+                *o++ = (uint8_t)HEX_UPPER[(u >> shift) & 15];
             }
+        } else if (i > 0 && port == ports[i - 1] && v6 == ((flags[i - 1] & v6_bit) != 0) &&
+                   memcmp(ip, ip - IPV6_LEN, IPV6_LEN) == 0) {
+            int32_t len = off[i] - off[i - 1];
+            memcpy(o, o - len, (size_t)len);
+            o += len;
         } else if (v6) {
             *o++ = '[';
             for (int g = 0; g < 8; g++) {
@@ -1434,10 +1515,14 @@ format_hosts(PyObject *module, PyObject *args)
         }
         off[i + 1] = (int32_t)(o - o0);
     }
-    PyBuffer_Release(&rows);
+    ret = PyLong_FromSsize_t(o - o0);
+done:
+    PyBuffer_Release(&i8);
+    PyBuffer_Release(&i4);
+    PyBuffer_Release(&u8);
     PyBuffer_Release(&offsets);
     PyBuffer_Release(&out);
-    return PyLong_FromSsize_t(o - o0);
+    return ret;
 }
 
 /* ------------------------------------------------------------------------------ */
@@ -1482,13 +1567,13 @@ static PyMethodDef methods[] = {
     {"index_put", index_put, METH_VARARGS,
      "index_put(head, slots, entries, slot_num, header, hashes, phys, stamps) -> (header, count)"},
     {"decode_region", decode_region, METH_VARARGS,
-     "decode_region(view, pos, stop, limit, base, rows, strict) -> (n, pos, status, blank_size)"},
-    {"decode_at", decode_at, METH_VARARGS, "decode_at(view, positions, limit, base, rows, strict) -> n"},
-    {"gather", gather, METH_VARARGS, "gather(view, starts, lengths, out): the slices one after another."},
+     "decode_region(view, pos, stop, limit, base, i8, i4, u8, strict) -> (n, pos, status, blank_size)"},
+    {"decode_at", decode_at, METH_VARARGS, "decode_at(view, positions, limit, base, i8, i4, u8, strict) -> n"},
+    {"gather", gather, METH_VARARGS, "gather(view, starts, lengths, offsets, out): the slices one after another."},
     {"split_properties", split_properties, METH_VARARGS,
      "split_properties(view, starts, lengths, item_offsets, names, name_lens, values, value_lens, tags, "
      "tags_lens, token_offsets, tokens, token_lens) -> (items, tokens)"},
-    {"format_hosts", format_hosts, METH_VARARGS, "format_hosts(rows, which, offsets, out) -> bytes used"},
+    {"format_hosts", format_hosts, METH_VARARGS, "format_hosts(i8, i4, u8, n, which, offsets, out) -> bytes used"},
     {NULL, NULL, 0, NULL},
 };
 

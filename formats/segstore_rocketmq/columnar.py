@@ -24,7 +24,7 @@ arrays out) and thread-safe; the C loops release the GIL.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -52,18 +52,71 @@ try:
 except ImportError:  # no C compiler at install: the Python reference below
     _speedups = None
 
-#: One decoded message (``Row`` in ``_speedups.c``; native byte order).  ``*_pos``
-#: are view positions, ``position`` the physical offset (view position + base).
-ROW_DTYPE = np.dtype([
-    ("position", "i8"), ("queue_offset", "i8"), ("physical_offset", "i8"), ("born_timestamp", "i8"),
-    ("store_timestamp", "i8"), ("prepared", "i8"), ("body_pos", "i8"), ("topic_pos", "i8"),
-    ("props_pos", "i8"),
-    ("size", "i4"), ("magic", "i4"), ("body_crc", "i4"), ("queue_id", "i4"), ("flag", "i4"),
-    ("sys_flag", "i4"), ("born_port", "i4"), ("store_port", "i4"), ("reconsume", "i4"),
-    ("body_len", "i4"), ("topic_len", "i4"), ("props_len", "i4"),
-    ("born_ip", "u1", 16), ("store_ip", "u1", 16), ("crc_ok", "u1"), ("pad", "u1", 7),
-])
-assert ROW_DTYPE.itemsize == 160
+#: The decoded columns (``Cols`` in ``_speedups.c``): int64 and int32 fields, in this order, one
+#: row of a block each; ``*_pos`` are view positions, ``position`` the physical offset (view position + base).
+I8_FIELDS = ("position", "queue_offset", "physical_offset", "born_timestamp", "store_timestamp", "prepared",
+             "body_pos", "topic_pos", "props_pos")
+I4_FIELDS = ("size", "magic", "body_crc", "queue_id", "flag", "sys_flag", "born_port", "store_port",
+             "reconsume", "body_len", "topic_len", "props_len")
+#: uint8 bytes per row: born IP and store IP (16 each, an IPv4 address zero-padded), crc_ok.
+U8_PER_ROW = 16 + 16 + 1
+_I8 = {name: k for k, name in enumerate(I8_FIELDS)}
+_I4 = {name: k for k, name in enumerate(I4_FIELDS)}
+
+
+class Rows:
+    """Decoded messages as columns: three blocks of ``cap`` rows, the first ``n`` filled.
+
+    ``rows[name]`` is a field's column (a view of the filled rows): the
+    :data:`I8_FIELDS`, :data:`I4_FIELDS`, ``born_ip``/``store_ip`` (``n x 16``) and
+    ``crc_ok``.  Arrow columns built from it share its memory, so a walk makes
+    new rows for every batch.
+    """
+
+    __slots__ = ("cap", "i4", "i8", "n", "u8")
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.n = 0
+        self.i8 = np.empty((len(I8_FIELDS), cap), np.int64)
+        self.i4 = np.empty((len(I4_FIELDS), cap), np.int32)
+        self.u8 = np.empty(U8_PER_ROW * cap, np.uint8)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        k = _I8.get(name)
+        if k is not None:
+            return self.i8[k, :self.n]
+        k = _I4.get(name)
+        if k is not None:
+            return self.i4[k, :self.n]
+        cap = self.cap
+        if name == "born_ip":
+            return self.u8[:16 * cap].reshape(cap, 16)[:self.n]
+        if name == "store_ip":
+            return self.u8[16 * cap:32 * cap].reshape(cap, 16)[:self.n]
+        if name == "crc_ok":
+            return self.u8[32 * cap:32 * cap + self.n]
+        raise KeyError(name)
+
+    def select(self, index: np.ndarray | slice) -> Rows:
+        """The chosen rows (a mask, indices or a slice of the filled ones), copied into new rows."""
+        picked = np.arange(self.n)[index]
+        out = Rows(len(picked))
+        out.n = len(picked)
+        out.i8[:] = self.i8[:, picked]
+        out.i4[:] = self.i4[:, picked]
+        for name in ("born_ip", "store_ip", "crc_ok"):
+            out[name][:] = self[name][picked]
+        return out
+
+    def equals(self, other: Rows) -> bool:
+        """Same filled rows, field for field."""
+        names = (*I8_FIELDS, *I4_FIELDS, "born_ip", "store_ip", "crc_ok")
+        return self.n == other.n and all(np.array_equal(self[name], other[name]) for name in names)
+
 
 #: decode_region's status: stop reached or rows full, a BLANK, unwritten zeros, a record decode refuses.
 DONE, BLANK, END, BAD = range(4)
@@ -78,22 +131,22 @@ _HOST_COLUMNS = {"bornHost": BORN_HOST, "storeHost": STORE_HOST, "msgId": MSG_ID
 # -- step 1: rows ---------------------------------------------------------------------------
 
 
-def _fill_row(rows: np.ndarray, n: int, msg: RocketMQMessage, pos: int, base: int) -> None:
+def _fill_row(rows: Rows, n: int, msg: RocketMQMessage, pos: int, base: int) -> None:
     header = HEADERS[msg.sys_flag & SYSFLAG_HOST_MASK].size
     topic_len = len(msg.topic.encode("utf-8"))
     length_field = (TOPIC_LENGTH_V1 if msg.magic == MESSAGE_MAGIC else TOPIC_LENGTH_V2).size
     body_pos = pos + header
     topic_pos = body_pos + len(msg.body) + length_field
     props_pos = topic_pos + topic_len + PROPERTIES_LENGTH.size
-    born_ip = np.zeros(16, np.uint8)
-    born_ip[:len(msg.born_host.ip)] = np.frombuffer(msg.born_host.ip, np.uint8)
-    store_ip = np.zeros(16, np.uint8)
-    store_ip[:len(msg.store_host.ip)] = np.frombuffer(msg.store_host.ip, np.uint8)
-    rows[n] = (base + pos, msg.queue_offset, msg.physical_offset, msg.born_timestamp, msg.store_timestamp,
-               msg.prepared_transaction_offset, body_pos, topic_pos, props_pos, msg.size, msg.magic,
-               msg.body_crc, msg.queue_id, msg.flag, msg.sys_flag, msg.born_host.port, msg.store_host.port,
-               msg.reconsume_times, len(msg.body), topic_len, pos + msg.size - props_pos, born_ip, store_ip,
-               body_crc(msg.body) == msg.body_crc, np.zeros(7, np.uint8))
+    rows.i8[:, n] = (base + pos, msg.queue_offset, msg.physical_offset, msg.born_timestamp,
+                     msg.store_timestamp, msg.prepared_transaction_offset, body_pos, topic_pos, props_pos)
+    rows.i4[:, n] = (msg.size, msg.magic, msg.body_crc, msg.queue_id, msg.flag, msg.sys_flag,
+                     msg.born_host.port, msg.store_host.port, msg.reconsume_times, len(msg.body), topic_len,
+                     pos + msg.size - props_pos)
+    cap = rows.cap
+    for at, ip in ((16 * n, msg.born_host.ip), (16 * (cap + n), msg.store_host.ip)):
+        rows.u8[at:at + 16] = np.frombuffer(ip.ljust(16, b"\0"), np.uint8)
+    rows.u8[32 * cap + n] = body_crc(msg.body) == msg.body_crc
 
 
 def _decode_one_py(view: memoryview, pos: int, limit: int, strict: bool) -> RocketMQMessage | None:
@@ -104,12 +157,12 @@ def _decode_one_py(view: memoryview, pos: int, limit: int, strict: bool) -> Rock
     return record if isinstance(record, RocketMQMessage) else None
 
 
-def decode_region_py(view: memoryview, pos: int, stop: int, limit: int, base: int, rows: np.ndarray,
+def decode_region_py(view: memoryview, pos: int, stop: int, limit: int, base: int, rows: Rows,
                      strict: bool) -> tuple[int, int, int, int]:
     """The reference of :func:`decode_region`, one :func:`.message.decode` per record."""
     view = memoryview(view)
     n, status, blank = 0, DONE, 0
-    while n < len(rows) and pos < stop:
+    while n < rows.cap and pos < stop:
         if limit - pos < PREFIX.size:
             status = BAD if any(view[pos:limit]) else END
             break
@@ -127,22 +180,25 @@ def decode_region_py(view: memoryview, pos: int, stop: int, limit: int, base: in
         _fill_row(rows, n, msg, pos, base)
         n += 1
         pos += total
+    rows.n = n
     return n, pos, status, blank
 
 
-def decode_at_py(view: memoryview, positions: np.ndarray, limit: int, base: int, rows: np.ndarray,
+def decode_at_py(view: memoryview, positions: np.ndarray, limit: int, base: int, rows: Rows,
                  strict: bool) -> int:
     """The reference of :func:`decode_at`."""
     view = memoryview(view)
     for n, pos in enumerate(positions.tolist()):
         msg = _decode_one_py(view, pos, limit, strict) if 0 <= pos <= limit - PREFIX.size else None
         if msg is None:
+            rows.n = n
             return n
         _fill_row(rows, n, msg, pos, base)
-    return len(positions)
+    rows.n = len(positions)
+    return rows.n
 
 
-def decode_region(view: memoryview, pos: int, stop: int, limit: int, base: int, rows: np.ndarray,
+def decode_region(view: memoryview, pos: int, stop: int, limit: int, base: int, rows: Rows,
                   strict: bool = True) -> tuple[int, int, int, int]:
     """Decode the records of ``view[pos:limit]`` starting before ``stop`` into ``rows``.
 
@@ -152,16 +208,19 @@ def decode_region(view: memoryview, pos: int, stop: int, limit: int, base: int, 
     Runtime complexity: ``O(bytes walked)``.
     """
     if _speedups is not None:
-        return _speedups.decode_region(view, pos, stop, limit, base, rows, strict)
+        result = _speedups.decode_region(view, pos, stop, limit, base, rows.i8, rows.i4, rows.u8, strict)
+        rows.n = result[0]
+        return result
     return decode_region_py(view, pos, stop, limit, base, rows, strict)
 
 
-def decode_at(view: memoryview, positions: np.ndarray, limit: int, base: int, rows: np.ndarray,
+def decode_at(view: memoryview, positions: np.ndarray, limit: int, base: int, rows: Rows,
               strict: bool = True) -> int:
     """Decode the message at each view position (int64) into ``rows``; returns how many before a bad one."""
     positions = np.ascontiguousarray(positions, dtype=np.int64)
     if _speedups is not None:
-        return _speedups.decode_at(view, positions, limit, base, rows, strict)
+        rows.n = _speedups.decode_at(view, positions, limit, base, rows.i8, rows.i4, rows.u8, strict)
+        return rows.n
     return decode_at_py(view, positions, limit, base, rows, strict)
 
 
@@ -177,35 +236,21 @@ def raise_bad(view: memoryview, pos: int, limit: int, path: str | None, strict: 
 # -- step 2: columns --------------------------------------------------------------------------
 
 
-def _col(rows: np.ndarray, name: str, dtype: str) -> np.ndarray:
-    # always a copy: the rows' buffer is reused for the next batch (and a one-row field view is contiguous)
-    return np.array(rows[name], dtype=dtype, copy=True)
-
-
-def _offsets(lengths: np.ndarray) -> np.ndarray:
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
-    np.cumsum(lengths, out=offsets[1:])
-    return offsets
-
-
-def _gathered(view: memoryview, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The slices one after another, and their int32 offsets."""
-    lengths = np.ascontiguousarray(np.maximum(lengths, 0), dtype=np.int32)
-    offsets = _offsets(lengths)
-    data = np.empty(int(offsets[-1]), dtype=np.uint8)
-    _speedups.gather(view, np.ascontiguousarray(starts, dtype=np.int64), lengths, data)
-    return offsets, data
-
-
 def _variable(kind: pa.DataType, view: memoryview, starts: np.ndarray, lengths: np.ndarray,
               valid: np.ndarray | None = None) -> pa.Array:
-    offsets, data = _gathered(view, starts, lengths)
+    """A binary/string column of the slices ``view[start:start+length]`` (copied, one data buffer)."""
+    n = len(lengths)
+    total = int(lengths.sum(dtype=np.int64)) if valid is None else int(lengths[valid].sum(dtype=np.int64))
+    offsets = np.empty(n + 1, np.int32)
+    data = np.empty(total, np.uint8)
+    _speedups.gather(view, np.ascontiguousarray(starts, dtype=np.int64),
+                     np.ascontiguousarray(lengths, dtype=np.int32), offsets, data)
     bitmap = None
     nulls = 0
     if valid is not None:
-        nulls = int(len(valid) - np.count_nonzero(valid))
+        nulls = n - int(np.count_nonzero(valid))
         bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
-    return pa.Array.from_buffers(kind, len(lengths), [bitmap, pa.py_buffer(offsets), pa.py_buffer(data)],
+    return pa.Array.from_buffers(kind, n, [bitmap, pa.py_buffer(offsets), pa.py_buffer(data)],
                                  null_count=nulls)
 
 
@@ -216,37 +261,77 @@ def _fixed(kind: pa.DataType, values: np.ndarray) -> pa.Array:
 class _Properties:
     """The rows' properties split once (``_speedups.split_properties``), for every column that needs them."""
 
-    def __init__(self, view: memoryview, rows: np.ndarray) -> None:
+    def __init__(self, view: memoryview, rows: Rows) -> None:
         n = len(rows)
-        starts = _col(rows, "props_pos", "i8")
-        lengths = _col(rows, "props_len", "i4")
-        cap = int(((lengths.astype(np.int64) + 1) // 2).sum()) + 1
+        self.view = view
+        lengths = rows["props_len"]
         self.item_offsets = np.empty(n + 1, np.int32)
-        names, name_lens = np.empty(cap, np.int64), np.empty(cap, np.int32)
-        values, value_lens = np.empty(cap, np.int64), np.empty(cap, np.int32)
         self.tags, self.tags_lens = np.empty(n, np.int64), np.empty(n, np.int32)
         self.token_offsets = np.empty(n + 1, np.int32)
-        tokens, token_lens = np.empty(cap, np.int64), np.empty(cap, np.int32)
-        items, count = _speedups.split_properties(
-            view, starts, lengths, self.item_offsets, names, name_lens, values, value_lens, self.tags,
-            self.tags_lens, self.token_offsets, tokens, token_lens)
+        # a guess that fits usual messages (a few properties, a few keys), then the sure bound
+        for cap in (4 * n + 16, int(lengths.sum(dtype=np.int64)) // 2 + n + 1):
+            names, name_lens = np.empty(cap, np.int64), np.empty(cap, np.int32)
+            values, value_lens = np.empty(cap, np.int64), np.empty(cap, np.int32)
+            tokens, token_lens = np.empty(cap, np.int64), np.empty(cap, np.int32)
+            items, count = _speedups.split_properties(
+                view, rows["props_pos"], lengths, self.item_offsets, names, name_lens, values, value_lens,
+                self.tags, self.tags_lens, self.token_offsets, tokens, token_lens)
+            if items >= 0:
+                break
         self.names, self.name_lens = names[:items], name_lens[:items]
         self.values, self.value_lens = values[:items], value_lens[:items]
         self.tokens, self.token_lens = tokens[:count], token_lens[:count]
+        self._built: dict[str, pa.Array] = {}
+
+    def _once(self, name: str, build: Callable[[], pa.Array]) -> pa.Array:
+        if name not in self._built:
+            self._built[name] = build()
+        return self._built[name]
+
+    def names_array(self) -> pa.Array:
+        return self._once("names", lambda: _variable(pa.string(), self.view, self.names, self.name_lens))
+
+    def values_array(self) -> pa.Array:
+        return self._once("values", lambda: _variable(pa.binary(), self.view, self.values, self.value_lens))
+
+    def tokens_array(self) -> pa.Array:
+        return self._once("tokens", lambda: _variable(pa.string(), self.view, self.tokens, self.token_lens))
+
+    def first_tokens(self) -> pa.Array:
+        """Each row's first KEYS token as binary, null without one."""
+        first = self.token_offsets[:-1]
+        has = self.token_offsets[1:] > first
+        if not len(self.tokens):
+            return pa.nulls(len(has), pa.binary())
+        at = np.minimum(first, len(self.tokens) - 1)
+        lengths = np.where(has, self.token_lens[at], 0).astype(np.int32)
+        return _variable(pa.binary(), self.view, self.tokens[at], lengths, has)
 
 
-def _host_column(rows: np.ndarray, which: int) -> pa.Array:
+def _host_column(rows: Rows, which: int) -> pa.Array:
     n = len(rows)
     offsets = np.empty(n + 1, np.int32)
     data = np.empty(n * HOST_TEXT_MAX, np.uint8)
-    used = _speedups.format_hosts(np.ascontiguousarray(rows), which, offsets, data)
+    used = _speedups.format_hosts(rows.i8, rows.i4, rows.u8, n, which, offsets, data)
     return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data[:used])])
 
 
-def _build_c(view: memoryview, rows: np.ndarray, schema: pa.Schema) -> list[pa.Array]:
+#: Columns that are one of the rows' fields: (field, Arrow type).
+_FIXED = {
+    "partition": ("queue_id", pa.int32()), "offset": ("queue_offset", pa.int64()),
+    "timestamp": ("born_timestamp", TIMESTAMP), "position": ("position", pa.int64()),
+    "size": ("size", pa.int32()), "bornTimestamp": ("born_timestamp", TIMESTAMP),
+    "storeTimestamp": ("store_timestamp", TIMESTAMP), "physicalOffset": ("physical_offset", pa.int64()),
+    "sysFlag": ("sys_flag", pa.int32()), "flag": ("flag", pa.int32()),
+    "reconsumeTimes": ("reconsume", pa.int32()),
+    "bodyCrc": ("body_crc", pa.int32()), "preparedTransactionOffset": ("prepared", pa.int64()),
+    "magic": ("magic", pa.int32()),
+}
+
+
+def _build_c(view: memoryview, rows: Rows, schema: pa.Schema) -> list[pa.Array]:
     n = len(rows)
     props: _Properties | None = None
-    built: dict[str, pa.Array] = {}
 
     def split() -> _Properties:
         nonlocal props
@@ -254,27 +339,12 @@ def _build_c(view: memoryview, rows: np.ndarray, schema: pa.Schema) -> list[pa.A
             props = _Properties(view, rows)
         return props
 
-    def names_values(kind: pa.DataType) -> tuple[pa.Array, pa.Array]:
-        p = split()
-        return (_variable(pa.string(), view, p.names, p.name_lens),
-                _variable(kind, view, p.values, p.value_lens))
-
-    fixed = {
-        "partition": ("queue_id", pa.int32(), "i4"), "offset": ("queue_offset", pa.int64(), "i8"),
-        "timestamp": ("born_timestamp", TIMESTAMP, "i8"), "position": ("position", pa.int64(), "i8"),
-        "size": ("size", pa.int32(), "i4"), "bornTimestamp": ("born_timestamp", TIMESTAMP, "i8"),
-        "storeTimestamp": ("store_timestamp", TIMESTAMP, "i8"),
-        "physicalOffset": ("physical_offset", pa.int64(), "i8"), "sysFlag": ("sys_flag", pa.int32(), "i4"),
-        "flag": ("flag", pa.int32(), "i4"), "reconsumeTimes": ("reconsume", pa.int32(), "i4"),
-        "bodyCrc": ("body_crc", pa.int32(), "i4"),
-        "preparedTransactionOffset": ("prepared", pa.int64(), "i8"), "magic": ("magic", pa.int32(), "i4"),
-    }
     columns = []
     for field in schema:
         name = field.name
-        if name in fixed:
-            source, kind, dtype = fixed[name]
-            column = _fixed(kind, _col(rows, source, dtype))
+        if name in _FIXED:
+            source, kind = _FIXED[name]
+            column = _fixed(kind, rows[source])
         elif name == "value":
             column = _variable(pa.binary(), view, rows["body_pos"], rows["body_len"])
         elif name == "topic":
@@ -282,29 +352,22 @@ def _build_c(view: memoryview, rows: np.ndarray, schema: pa.Schema) -> list[pa.A
         elif name == "timestampType":
             column = _fixed(pa.int32(), np.zeros(n, np.int32))
         elif name == "key":
-            p = split()
-            has = p.token_offsets[1:] > p.token_offsets[:-1]
-            first = np.minimum(p.token_offsets[:-1], max(len(p.tokens) - 1, 0))
-            starts = np.where(has, p.tokens[first] if len(p.tokens) else 0, 0)
-            lengths = np.where(has, p.token_lens[first] if len(p.tokens) else 0, 0)
-            column = _variable(pa.binary(), view, starts, lengths, has)
+            column = split().first_tokens()
         elif name == "tags":
             p = split()
             column = _variable(pa.string(), view, p.tags, p.tags_lens, p.tags_lens >= 0)
         elif name == "keys":
             p = split()
-            tokens = _variable(pa.string(), view, p.tokens, p.token_lens)
-            column = pa.ListArray.from_arrays(pa.array(p.token_offsets), tokens)
+            column = pa.ListArray.from_arrays(_fixed(pa.int32(), p.token_offsets), p.tokens_array())
         elif name == "properties":
-            if "properties" not in built:
-                keys, values = names_values(pa.string())
-                built[name] = pa.MapArray.from_arrays(pa.array(split().item_offsets), keys, values)
-            column = built[name]
+            p = split()
+            column = pa.MapArray.from_arrays(_fixed(pa.int32(), p.item_offsets), p.names_array(),
+                                             p.values_array().view(pa.string()))
         elif name == "headers":
-            keys, values = names_values(pa.binary())
-            items = pa.StructArray.from_arrays([keys, values], fields=list(HEADER))
-            column = pa.ListArray.from_arrays(pa.array(split().item_offsets), items)
-        elif name in ("bornHost", "storeHost", "msgId"):
+            p = split()
+            items = pa.StructArray.from_arrays([p.names_array(), p.values_array()], fields=list(HEADER))
+            column = pa.ListArray.from_arrays(_fixed(pa.int32(), p.item_offsets), items)
+        elif name in _HOST_COLUMNS:
             column = _host_column(rows, _HOST_COLUMNS[name])
         else:
             raise AssertionError(f"no builder for column {name}")
@@ -312,7 +375,7 @@ def _build_c(view: memoryview, rows: np.ndarray, schema: pa.Schema) -> list[pa.A
     return columns
 
 
-def _build_py(view: memoryview, rows: np.ndarray, schema: pa.Schema) -> list[pa.Array]:
+def _build_py(view: memoryview, rows: Rows, schema: pa.Schema) -> list[pa.Array]:
     """The reference of the column builders: one :func:`.message.decode` per row, ``pa.array`` per column."""
     view = memoryview(view)
     header_sizes = np.array([HEADERS[f & SYSFLAG_HOST_MASK].size for f in rows["sys_flag"].tolist()],
@@ -361,7 +424,7 @@ def _build_py(view: memoryview, rows: np.ndarray, schema: pa.Schema) -> list[pa.
     return columns
 
 
-def build_batch(view: memoryview, rows: np.ndarray, schema: pa.Schema = ROCKETMQ_SCHEMA) -> pa.RecordBatch:
+def build_batch(view: memoryview, rows: Rows, schema: pa.Schema = ROCKETMQ_SCHEMA) -> pa.RecordBatch:
     """The rows (from :func:`decode_region` over ``view``) as a batch of ``schema`` (a projection of
     :data:`segstore.columns.ROCKETMQ_SCHEMA`); only its columns are built.  Runtime complexity:
     ``O(rows + bytes of the variable columns built)``."""
@@ -369,9 +432,9 @@ def build_batch(view: memoryview, rows: np.ndarray, schema: pa.Schema = ROCKETMQ
     return pa.RecordBatch.from_arrays(build(view, rows, schema), schema=schema)
 
 
-def rows_of(batch_rows: int) -> np.ndarray:
-    """An empty row buffer for at most ``batch_rows`` messages."""
-    return np.empty(batch_rows, dtype=ROW_DTYPE)
+def rows_of(batch_rows: int) -> Rows:
+    """Empty rows for at most ``batch_rows`` messages."""
+    return Rows(batch_rows)
 
 
 # -- the walk -----------------------------------------------------------------------------------
@@ -384,22 +447,22 @@ BATCH_BYTES = 64 << 20
 
 def walk_file(view: memoryview, pos: int, limit: int, base: int, file_size: int, path: str | None, *,
               stop: int | None = None, strict: bool = True, batch_rows: int = BATCH_ROWS,
-              batch_bytes: int = BATCH_BYTES) -> Iterator[np.ndarray]:
+              batch_bytes: int = BATCH_BYTES) -> Iterator[Rows]:
     """Rows of the messages of one commitlog file from ``pos`` (a record boundary), as ``CommitLog.walk``
     reads them: up to ``limit`` (its written end), those starting before ``stop``, ending at a BLANK
-    (which must reach the end of the file) or unwritten zeros.  Yields row arrays of at most
-    ``batch_rows`` rows / about ``batch_bytes`` bytes, reusing one buffer (copy what you keep).
+    (which must reach the end of the file) or unwritten zeros.  Yields new :class:`Rows` of at most
+    ``batch_rows`` rows / about ``batch_bytes`` bytes of the log each.
 
     :raises CorruptDataError: a record :func:`.message.decode` refuses (its own typed error and
         position; with ``strict`` a body CRC mismatch too), or a BLANK not reaching the end of the file.
     """
     stop = limit if stop is None else min(stop, limit)
-    rows = rows_of(max(1, min(batch_rows, (stop - pos) // MIN_MESSAGE_SIZE + 1)))
     while pos < stop:
-        n, pos, status, blank = decode_region(view, pos, min(stop, pos + batch_bytes), limit, base, rows,
-                                              strict)
+        chunk = min(stop, pos + batch_bytes)
+        rows = Rows(max(1, min(batch_rows, (chunk - pos) // MIN_MESSAGE_SIZE + 1)))
+        n, pos, status, blank = decode_region(view, pos, chunk, limit, base, rows, strict)
         if n:
-            yield rows[:n]
+            yield rows
         if status == BAD:
             raise_bad(view, pos, limit, path, strict)
         if status == BLANK and (blank < PREFIX.size or pos + blank != file_size):
@@ -409,7 +472,7 @@ def walk_file(view: memoryview, pos: int, limit: int, base: int, file_size: int,
             return
 
 
-def topic_is(view: memoryview, rows: np.ndarray, topic: str) -> np.ndarray:
+def topic_is(view: memoryview, rows: Rows, topic: str) -> np.ndarray:
     """Per row, whether its topic is ``topic`` (bool array), without building the topic column."""
     wanted = topic.encode("utf-8")
     same = rows["topic_len"] == len(wanted)
@@ -420,6 +483,8 @@ def topic_is(view: memoryview, rows: np.ndarray, topic: str) -> np.ndarray:
         places = zip(rows["topic_pos"].tolist(), same.tolist(), strict=True)
         return np.array([ok and bytes(view[p:p + len(wanted)]) == wanted for p, ok in places], dtype=bool)
     starts = rows["topic_pos"][same]
-    _, data = _gathered(view, starts, np.full(len(starts), len(wanted), np.int32))
+    data = np.empty(len(starts) * len(wanted), np.uint8)
+    _speedups.gather(view, starts, np.full(len(starts), len(wanted), np.int32),
+                     np.empty(len(starts) + 1, np.int32), data)
     same[same] = (data.reshape(len(starts), len(wanted)) == np.frombuffer(wanted, np.uint8)).all(axis=1)
     return same

@@ -594,7 +594,7 @@ class RocketMQStore(LifecycleMixin, Store):
             for rows in columnar.walk_file(view, 0, seg.wrote, seg.base, cl.file_size, seg.path,
                                            stop=hi - seg.base, batch_rows=batch_rows):
                 if rows["position"][0] < lo:
-                    rows = rows[rows["position"] >= lo]
+                    rows = rows.select(rows["position"] >= lo)
                     if not len(rows):
                         continue
                 yield columnar.build_batch(view, rows, schema)
@@ -605,7 +605,6 @@ class RocketMQStore(LifecycleMixin, Store):
         if cq is None:
             raise NotFoundError(f"expected a consume queue for {topic}/{partition}, found none", self.path)
         cl = self.commitlog
-        rows = columnar.rows_of(batch_rows)
         position = offset
         while True:
             entries = cq.entries(position, batch_rows)
@@ -623,13 +622,13 @@ class RocketMQStore(LifecycleMixin, Store):
             phys, sizes = phys[:cut], sizes[:cut]
             seg = cl.file_for(int(phys[0]))
             view = seg.file.view()
+            rows = columnar.Rows(cut)
             n = columnar.decode_at(view, phys - seg.base, len(view), seg.base, rows)
-            got = rows[:n]
-            wrong = ((got["size"] != sizes[:n]) | (got["queue_id"] != partition)
-                     | ~columnar.topic_is(view, got, topic))
+            wrong = ((rows["size"] != sizes[:n]) | (rows["queue_id"] != partition)
+                     | ~columnar.topic_is(view, rows, topic))
             bad = int(np.argmax(wrong)) if wrong.any() else n
             if bad:
-                yield columnar.build_batch(view, got[:bad], schema)
+                yield columnar.build_batch(view, rows if bad == n else rows.select(slice(0, bad)), schema)
             if bad < len(phys):
                 self._wrong_entry(topic, partition, position + bad, int(phys[bad]), int(sizes[bad]))
             position += cut
