@@ -7,8 +7,9 @@
  * index_put(head, slots, entries, slot_num, header, hashes, phys, stamps) -> (header, count)
  *     put IndexFile entries one after another exactly as the broker's putKey does.
  * init(AppendResult): remember the result dataclass (slots) and where its slots live.
- * decode_region / decode_at / gather / split_properties / format_hosts: the columnar
- *     decode of a mapped commitlog region (columnar.py holds the pure-Python reference).
+ * decode_region / decode_at / gather / split_properties / format_hosts / tags_hashes /
+ * index_entries: the columnar decode of a mapped commitlog region (columnar.py holds
+ *     the pure-Python reference).
  *
  * This mirrors encode_plain_py in fastappend.py exactly (same return values, same
  * bytes); see there for what "plain" means and what each returned part holds.
@@ -25,9 +26,10 @@
  *     PREPAREDTRANSACTIONOFFSET i8, BODYLENGTH i4 + BODY, TOPICLENGTH i1 + TOPIC,
  *     PROPERTIESLENGTH i2 + PROPERTIES
  *
- * The functions hold the GIL throughout, run no Python code of the caller's
- * (only exact dicts, lists, tuples, str, bytes and int are accepted), and keep no
- * state besides the class set once by init(); they are safe from any thread.
+ * The functions run no Python code of the caller's (only exact dicts, lists,
+ * tuples, str, bytes, int and buffers are accepted) and keep no state besides the
+ * class set once by init(); they are safe from any thread.  The append holds the
+ * GIL throughout; the columnar decode loops release it while they walk.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -1525,6 +1527,177 @@ done:
     return ret;
 }
 
+#define TRANSACTION_TYPE_MASK 0xC
+#define TRANSACTION_ROLLBACK_TYPE 0xC
+
+/* Java String.hashCode continued from h over the UTF-16 code units of UTF-8 s[0:n] (already validated). */
+static uint32_t
+java_hash_utf8(uint32_t h, const uint8_t *s, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    while (i < n) {
+        uint32_t c = s[i], cp;
+        if (c < 0x80) {
+            cp = c;
+            i += 1;
+        } else if (c < 0xE0) {
+            cp = ((c & 0x1F) << 6) | (s[i + 1] & 0x3F);
+            i += 2;
+        } else if (c < 0xF0) {
+            cp = ((c & 0x0F) << 12) | ((uint32_t)(s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F);
+            i += 3;
+        } else {
+            cp = ((c & 0x07) << 18) | ((uint32_t)(s[i + 1] & 0x3F) << 12) | ((uint32_t)(s[i + 2] & 0x3F) << 6) |
+                 (s[i + 3] & 0x3F);
+            i += 4;
+        }
+        if (cp > 0xFFFF) {
+            cp -= 0x10000;
+            h = h * 31u + (0xD800u + (cp >> 10));
+            h = h * 31u + (0xDC00u + (cp & 0x3FF));
+        } else {
+            h = h * 31u + cp;
+        }
+    }
+    return h;
+}
+
+/* The value of the last item named name (len name_len) in properties p[0:len]; its length, or -1 when none. */
+static int32_t
+property_value(const uint8_t *p, int32_t len, const char *name, int32_t name_len, const uint8_t **value)
+{
+    int32_t found = -1;
+    const uint8_t *e = p + len;
+    while (len > 0 && p <= e) {
+        const uint8_t *q = memchr(p, PROPERTY_SEPARATOR, (size_t)(e - p));
+        const uint8_t *item_end = q ? q : e;
+        const uint8_t *sep = memchr(p, NAME_VALUE_SEPARATOR, (size_t)(item_end - p));
+        if (sep && sep - p == name_len && memcmp(p, name, (size_t)name_len) == 0) {
+            *value = sep + 1;
+            found = (int32_t)(item_end - sep - 1);
+        }
+        p = item_end + 1;
+    }
+    return found;
+}
+
+/*
+ * tags_hashes(view, props_pos, props_len, out) -> None
+ *
+ * Per message, the Java String.hashCode of its TAGS property (0 without TAGS or
+ * for an empty one): a plain message's consume-queue tags code.  The properties
+ * must have passed decode_region (valid UTF-8).
+ */
+static PyObject *
+tags_hashes(PyObject *module, PyObject *args)
+{
+    Py_buffer view, pos, len, tags;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*", &view, &pos, &len, &tags)) {
+        return NULL;
+    }
+    Py_ssize_t n = len.len / (Py_ssize_t)sizeof(int32_t);
+    const int64_t *ps = pos.buf;
+    const int32_t *ls = len.buf;
+    int64_t *th = tags.buf;
+    int ok = pos.len == n * 8 && tags.len >= n * 8;
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
+        if (ps[i] < 0 || ls[i] < 0 || ps[i] + ls[i] > view.len) {
+            ok = 0;
+            break;
+        }
+        const uint8_t *v = NULL;
+        int32_t vl = property_value((const uint8_t *)view.buf + ps[i], ls[i], "TAGS", PROPERTY_NAME_LEN, &v);
+        th[i] = vl > 0 ? (int64_t)(int32_t)java_hash_utf8(0, v, vl) : 0;
+    }
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&pos);
+    PyBuffer_Release(&len);
+    PyBuffer_Release(&tags);
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "expected properties inside the view and an output of n rows");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/*
+ * index_entries(view, topic_pos, topic_len, props_pos, props_len, sys_flag, counts, hashes) -> total
+ *
+ * The IndexFile entries the broker puts for each message (IndexService.buildIndex):
+ * none for a rollback transaction, else topic#UNIQ_KEY (when the property is
+ * there) then topic#token for each non-empty space-separated KEYS token, each as
+ * the index hash abs(String.hashCode), MIN_VALUE -> 0.  counts: entries per
+ * message (n int32); hashes: the entries in order.  Returns -1 when hashes is too
+ * small (sum(props_len) // 2 + n always does).  The fields must have passed
+ * decode_region (valid UTF-8).
+ */
+static PyObject *
+index_entries(PyObject *module, PyObject *args)
+{
+    Py_buffer view, tpos, tlen, ppos, plen, flags, counts, hashes;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*w*w*", &view, &tpos, &tlen, &ppos, &plen, &flags, &counts, &hashes)) {
+        return NULL;
+    }
+    Py_ssize_t n = tlen.len / (Py_ssize_t)sizeof(int32_t), cap = hashes.len / (Py_ssize_t)sizeof(int64_t);
+    const int64_t *tp = tpos.buf, *pp = ppos.buf;
+    const int32_t *tl = tlen.buf, *pl = plen.buf, *sf = flags.buf;
+    int32_t *cnt = counts.buf;
+    int64_t *out = hashes.buf;
+    const uint8_t *d = view.buf;
+    int ok = tpos.len == n * 8 && ppos.len == n * 8 && plen.len == n * 4 && flags.len == n * 4 && counts.len >= n * 4;
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; ok && total >= 0 && i < n; i++) {
+        if (tp[i] < 0 || tl[i] < 0 || tp[i] + tl[i] > view.len || pp[i] < 0 || pl[i] < 0 ||
+            pp[i] + pl[i] > view.len) {
+            ok = 0;
+            break;
+        }
+        cnt[i] = 0;
+        if ((sf[i] & TRANSACTION_TYPE_MASK) == TRANSACTION_ROLLBACK_TYPE) {
+            continue;
+        }
+        uint32_t prefix = java_hash_utf8(0, d + tp[i], tl[i]) * 31u + TOPIC_KEY_SEPARATOR;
+        const uint8_t *p = d + pp[i], *v = NULL;
+        int32_t vl = property_value(p, pl[i], "UNIQ_KEY", 8, &v);
+        if (vl >= 0) {
+            if (total >= cap) {
+                total = -1;
+                break;
+            }
+            out[total++] = index_hash(java_hash_utf8(prefix, v, vl));
+            cnt[i]++;
+        }
+        vl = property_value(p, pl[i], "KEYS", PROPERTY_NAME_LEN, &v);
+        const uint8_t *t = v, *te = v + (vl > 0 ? vl : 0);
+        while (vl > 0 && t < te) {
+            const uint8_t *sp = memchr(t, KEY_SEPARATOR, (size_t)(te - t));
+            const uint8_t *tok_end = sp ? sp : te;
+            if (tok_end > t) {
+                if (total >= cap) {
+                    total = -1;
+                    break;
+                }
+                out[total++] = index_hash(java_hash_utf8(prefix, t, tok_end - t));
+                cnt[i]++;
+            }
+            t = tok_end + 1;
+        }
+    }
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&tpos);
+    PyBuffer_Release(&tlen);
+    PyBuffer_Release(&ppos);
+    PyBuffer_Release(&plen);
+    PyBuffer_Release(&flags);
+    PyBuffer_Release(&counts);
+    PyBuffer_Release(&hashes);
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "expected fields inside the view and outputs of n rows");
+        return NULL;
+    }
+    return PyLong_FromSsize_t(total);
+}
+
 /* ------------------------------------------------------------------------------ */
 /* init */
 
@@ -1573,6 +1746,9 @@ static PyMethodDef methods[] = {
     {"split_properties", split_properties, METH_VARARGS,
      "split_properties(view, starts, lengths, item_offsets, names, name_lens, values, value_lens, tags, "
      "tags_lens, token_offsets, tokens, token_lens) -> (items, tokens)"},
+    {"tags_hashes", tags_hashes, METH_VARARGS, "tags_hashes(view, props_pos, props_len, out): TAGS hashes."},
+    {"index_entries", index_entries, METH_VARARGS,
+     "index_entries(view, topic_pos, topic_len, props_pos, props_len, sys_flag, counts, hashes) -> total"},
     {"format_hosts", format_hosts, METH_VARARGS, "format_hosts(i8, i4, u8, n, which, offsets, out) -> bytes used"},
     {NULL, NULL, 0, NULL},
 };

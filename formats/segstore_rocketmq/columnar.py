@@ -32,6 +32,8 @@ import pyarrow as pa
 from segstore.columns import HEADER, ROCKETMQ_SCHEMA, TIMESTAMP
 from segstore.errors import CorruptDataError, SegstoreError
 
+from .indexfile import IndexRequest, index_key_hashes, index_keys
+from .javacompat import string_hash
 from .message import (
     BLANK_MAGIC,
     HEADERS,
@@ -39,6 +41,8 @@ from .message import (
     MESSAGE_MAGIC_V2,
     PREFIX,
     PROPERTIES_LENGTH,
+    PROPERTY_KEYS,
+    PROPERTY_UNIQ_KEY,
     SYSFLAG_HOST_MASK,
     TOPIC_LENGTH_V1,
     TOPIC_LENGTH_V2,
@@ -375,13 +379,18 @@ def _build_c(view: memoryview, rows: Rows, schema: pa.Schema) -> list[pa.Array]:
     return columns
 
 
-def _build_py(view: memoryview, rows: Rows, schema: pa.Schema) -> list[pa.Array]:
-    """The reference of the column builders: one :func:`.message.decode` per row, ``pa.array`` per column."""
+def messages(view: memoryview, rows: Rows) -> list[RocketMQMessage]:
+    """The rows' messages, decoded again one by one (the references' and the rare rows' way)."""
     view = memoryview(view)
     header_sizes = np.array([HEADERS[f & SYSFLAG_HOST_MASK].size for f in rows["sys_flag"].tolist()],
                             np.int64)
-    starts = (rows["body_pos"] - header_sizes).tolist()
-    msgs: list[RocketMQMessage] = [decode(view, pos, check_crc=False) for pos in starts]
+    return [decode(view, pos, check_crc=False) for pos in (rows["body_pos"] - header_sizes).tolist()]
+
+
+def _build_py(view: memoryview, rows: Rows, schema: pa.Schema) -> list[pa.Array]:
+    """The reference of the column builders: one :func:`.message.decode` per row, ``pa.array`` per column."""
+    msgs = messages(view, rows)
+
     def raw(text: str) -> bytes:      # properties are decoded with surrogatepass: keep the stored bytes
         return text.encode("utf-8", "surrogatepass")
 
@@ -488,3 +497,52 @@ def topic_is(view: memoryview, rows: Rows, topic: str) -> np.ndarray:
                      np.empty(len(starts) + 1, np.int32), data)
     same[same] = (data.reshape(len(starts), len(wanted)) == np.frombuffer(wanted, np.uint8)).all(axis=1)
     return same
+
+
+# -- what the consume queues and the IndexFile need ------------------------------------------
+
+
+def tags_hashes(view: memoryview, rows: Rows) -> np.ndarray:
+    """Per row, the Java hash of its TAGS (0 without or empty): a plain message's consume-queue tags code
+    (the store applies the delay-message rule on top)."""
+    tags = np.empty(len(rows), np.int64)
+    if _speedups is not None:
+        _speedups.tags_hashes(view, rows["props_pos"], rows["props_len"], tags)
+        return tags
+    for i, msg in enumerate(messages(view, rows)):
+        tags[i] = string_hash(msg.tags) if msg.tags else 0
+    return tags
+
+
+def index_entries(view: memoryview, rows: Rows) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, how many IndexFile entries the broker puts for it, and their index hashes in order
+    (``indexfile.index_keys``: topic#UNIQ_KEY, then topic#token for each KEYS token)."""
+    n = len(rows)
+    counts = np.empty(n, np.int32)
+    if _speedups is not None:
+        for cap in (3 * n + 16, int(rows["props_len"].sum(dtype=np.int64)) // 2 + n + 1):
+            hashes = np.empty(cap, np.int64)
+            total = _speedups.index_entries(view, rows["topic_pos"], rows["topic_len"], rows["props_pos"],
+                                            rows["props_len"], rows["sys_flag"], counts, hashes)
+            if total >= 0:
+                return counts, hashes[:total]
+    keys: list[str] = []
+    for i, msg in enumerate(messages(view, rows)):
+        props = msg.properties
+        mine = index_keys(IndexRequest(msg.topic, msg.physical_offset, msg.store_timestamp,
+                                       props.get(PROPERTY_UNIQ_KEY), props.get(PROPERTY_KEYS), msg.sys_flag))
+        counts[i] = len(mine)
+        keys.extend(mine)
+    return counts, index_key_hashes(keys)
+
+
+def topic_codes(view: memoryview, rows: Rows, codes: dict[str, int]) -> np.ndarray:
+    """Per row, its topic's number in ``codes`` (topic -> number; new topics are added), int32."""
+    if _speedups is not None:
+        encoded = _variable(pa.string(), view, rows["topic_pos"], rows["topic_len"]).dictionary_encode()
+        topics = encoded.dictionary.to_pylist()          # the distinct topics only
+        numbers = np.array([codes.setdefault(t, len(codes)) for t in topics], np.int32)
+        if not len(numbers):
+            return np.zeros(0, np.int32)
+        return numbers[encoded.indices.to_numpy(zero_copy_only=False)]
+    return np.array([codes.setdefault(m.topic, len(codes)) for m in messages(view, rows)], np.int32)

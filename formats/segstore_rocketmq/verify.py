@@ -29,7 +29,7 @@ from segstore.store import Problem
 from .checkpoint import FILE_NAME as CHECKPOINT_FILE
 from .checkpoint import check as check_checkpoint
 from .consumequeue import CQ_DTYPE
-from .indexfile import HEADER, INDEX_COUNT_POS, INVALID_INDEX, IndexHeader, index_key_hashes, index_keys
+from .indexfile import HEADER, INDEX_COUNT_POS, INVALID_INDEX, IndexHeader
 from .message import Blank, End, RocketMQMessage, decode
 from .recovery import Walked, nonzero_extent, walk
 
@@ -54,10 +54,10 @@ def _damage(path: str, view: memoryview, pos: int, base: int) -> str:
     return "expected a message or a BLANK, found zeros before later valid messages"
 
 
-def _verify_commitlog(store, problems: list[Problem]) -> dict[int, Walked]:
+def _verify_commitlog(store, problems: list[Problem]) -> Walked:
     cl = store.commitlog
     if len(cl.log.segments) == 0:
-        return {}
+        return Walked.empty()
     w = walk(cl, cl.min_offset, store.tags_code)
     for path, pos, length in w.gaps:
         seg = next(s for s in cl.log.segments if s.path == path)
@@ -78,76 +78,79 @@ def _verify_commitlog(store, problems: list[Problem]) -> dict[int, Walked]:
                     f"found {stop - pos} bytes of torn or damaged data",
                 )
             )
-    return {m.phy: m for m in w.messages}
+    return w.messages
 
 
-def _verify_queues(store, walked: dict[int, Walked], problems: list[Problem]) -> None:
-    covered: set[tuple[str, int, int]] = set()
+def _verify_queues(store, walked: Walked, problems: list[Problem]) -> None:
+    numbers = {topic: k for k, topic in enumerate(walked.topics)}
+    covered: dict[tuple[str, int], list[np.ndarray]] = {}
     for (topic, qid), cq in sorted(store.queues.items()):
+        number = numbers.get(topic, -1)
         for seg in cq.segment_files():
             rows = seg.entries
             first = seg.first_offset
-            for i, (phy, size, tags) in enumerate(
-                zip(rows["offset"].tolist(), rows["size"].tolist(), rows["tags_code"].tolist(), strict=True)
-            ):
+            phys = rows["offset"].astype(np.int64)
+            at, found = walked.find(phys)
+            claimed = first + np.arange(len(rows), dtype=np.int64)
+            covered.setdefault((topic, qid), []).append(claimed[found])
+            wrong = found & ((walked.topic[at] != number) | (walked.queue_id[at] != qid)
+                             | (walked.queue_offset[at] != claimed) | (walked.size[at] != rows["size"])
+                             | (walked.tags_code[at] != rows["tags_code"]))
+            for i in np.flatnonzero(~found | wrong).tolist():
                 pos = i * CQ_DTYPE.itemsize
-                m = walked.get(phy)
-                expected = f"{topic}/{qid} offset {first + i}"
-                if m is None:
-                    problems.append(
-                        Problem(
-                            seg.file.path,
-                            pos,
-                            f"expected the entry of {expected} to point at a "
-                            f"valid message, found commitlog offset {phy}",
-                        )
-                    )
+                phy, size, tags = int(phys[i]), int(rows["size"][i]), int(rows["tags_code"][i])
+                if not found[i]:
+                    problems.append(Problem(seg.file.path, pos,
+                                            f"expected the entry of {topic}/{qid} offset {first + i} to "
+                                            f"point at a valid message, found commitlog offset {phy}"))
                     continue
-                found = (m.topic, m.queue_id, m.queue_offset, m.size, m.tags_code)
-                if found != (topic, qid, first + i, size, tags):
-                    problems.append(
-                        Problem(
-                            seg.file.path,
-                            pos,
-                            f"expected ({topic}, {qid}, {first + i}, size {size}, "
-                            f"tags code {tags}) at commitlog offset {phy}, "
-                            f"found ({m.topic}, {m.queue_id}, {m.queue_offset}, "
-                            f"size {m.size}, tags code {m.tags_code})",
-                        )
-                    )
-                covered.add((topic, qid, first + i))
+                m = int(at[i])
+                problems.append(Problem(
+                    seg.file.path, pos,
+                    f"expected ({topic}, {qid}, {first + i}, size {size}, tags code {tags}) at commitlog "
+                    f"offset {phy}, found ({walked.topics[int(walked.topic[m])]}, {int(walked.queue_id[m])}, "
+                    f"{int(walked.queue_offset[m])}, size {int(walked.size[m])}, "
+                    f"tags code {int(walked.tags_code[m])})"))
             rest = seg.all_slots()[len(seg) :]
             nonzero = (
                 np.flatnonzero(rest.view(np.uint8).reshape(len(rest), -1).any(axis=1)) if len(rest) else []
             )
             if len(nonzero):
-                at = (len(seg) + int(nonzero[0])) * CQ_DTYPE.itemsize
+                at_byte = (len(seg) + int(nonzero[0])) * CQ_DTYPE.itemsize
                 problems.append(
                     Problem(
                         seg.file.path,
                         len(seg) * CQ_DTYPE.itemsize,
-                        f"expected zeros after the last valid entry, found data at byte {at}",
+                        f"expected zeros after the last valid entry, found data at byte {at_byte}",
                     )
                 )
-    for m in walked.values():
-        if m.has_queue_entry and (m.topic, m.queue_id, m.queue_offset) not in covered:
-            cq = store.queues.get((m.topic, m.queue_id))
-            where = cq.directory if cq is not None else os.path.join(store.path, "consumequeue", m.topic)
-            problems.append(
-                Problem(
-                    where,
-                    m.queue_offset * CQ_DTYPE.itemsize,
-                    f"expected an entry for the message at commitlog offset {m.phy} "
-                    f"({m.topic}/{m.queue_id} offset {m.queue_offset}), found none",
-                )
+    # every message that needs an entry has one
+    ok = ~walked.has_queue_entry()
+    for (topic, qid), claimed in covered.items():
+        number = numbers.get(topic)
+        if number is None:
+            continue
+        mine = (walked.topic == number) & (walked.queue_id == qid)
+        ok[mine] |= np.isin(walked.queue_offset[mine], np.concatenate(claimed))
+    for m in np.flatnonzero(~ok).tolist():
+        topic, qid = walked.topics[int(walked.topic[m])], int(walked.queue_id[m])
+        offset = int(walked.queue_offset[m])
+        cq = store.queues.get((topic, qid))
+        where = cq.directory if cq is not None else os.path.join(store.path, "consumequeue", topic)
+        problems.append(
+            Problem(
+                where,
+                offset * CQ_DTYPE.itemsize,
+                f"expected an entry for the message at commitlog offset {int(walked.phy[m])} "
+                f"({topic}/{qid} offset {offset}), found none",
             )
+        )
 
 
-def _verify_index(store, walked: dict[int, Walked], problems: list[Problem]) -> None:
+def _verify_index(store, walked: Walked, problems: list[Problem]) -> None:
     index = store.index
     if index is None:
         return
-    hashes_of: dict[int, set[int]] = {}
     for f in index.files:
         h = f.header
         stored_count = IndexHeader.unpack(f.file.view(0, HEADER.size)).index_count
@@ -159,37 +162,28 @@ def _verify_index(store, walked: dict[int, Walked], problems: list[Problem]) -> 
             )
         entries = f.entries
         numbers = np.arange(1, h.index_count)
-        for n, (hsh, phy, diff, prev) in zip(numbers.tolist(), entries.tolist(), strict=True):
+        phys = entries["phy_offset"].astype(np.int64)
+        hashes = entries["hash"].astype(np.int64)
+        diffs, prevs = entries["time_diff"].astype(np.int64), entries["prev"].astype(np.int64)
+        at, found = walked.find(phys)
+        carried = found.copy()
+        carried[found] = walked.carries_hash(at[found], hashes[found])
+        links_bad = found & ((diffs < 0) | (prevs < INVALID_INDEX) | (prevs >= numbers))
+        for i in np.flatnonzero(~carried | links_bad).tolist():
+            n, phy, hsh = int(numbers[i]), int(phys[i]), int(hashes[i])
             pos = f.entry_pos(n)
-            m = walked.get(phy)
-            if m is None:
-                problems.append(
-                    Problem(
-                        f.path,
-                        pos,
-                        f"expected index entry {n} to point at a valid message, found commitlog offset {phy}",
-                    )
-                )
+            if not found[i]:
+                problems.append(Problem(f.path, pos, f"expected index entry {n} to point at a valid message, "
+                                                     f"found commitlog offset {phy}"))
                 continue
-            if phy not in hashes_of:
-                hashes_of[phy] = set(index_key_hashes(index_keys(m.index_request())).tolist())
-            if hsh not in hashes_of[phy]:
-                problems.append(
-                    Problem(
-                        f.path,
-                        pos,
-                        f"expected index entry {n} to hash a key of the message at "
-                        f"{phy} ({sorted(hashes_of[phy])}), found {hsh}",
-                    )
-                )
-            if diff < 0 or not INVALID_INDEX <= prev < n:
-                problems.append(
-                    Problem(
-                        f.path,
-                        pos,
-                        f"expected a time diff >= 0 and a previous entry below {n}, found {diff} and {prev}",
-                    )
-                )
+            if not carried[i]:
+                m = int(at[i])
+                own = sorted(set(walked.key_hashes[walked.key_offsets[m]:walked.key_offsets[m + 1]].tolist()))
+                problems.append(Problem(f.path, pos, f"expected index entry {n} to hash a key of the message "
+                                                     f"at {phy} ({own}), found {hsh}"))
+            if links_bad[i]:
+                problems.append(Problem(f.path, pos, f"expected a time diff >= 0 and a previous entry below "
+                                                     f"{n}, found {int(diffs[i])} and {int(prevs[i])}"))
         bad_slots = np.flatnonzero(f.slots.astype(np.int64) >= h.index_count)
         if len(bad_slots):
             s = int(bad_slots[0])
