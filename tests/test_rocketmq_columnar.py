@@ -146,6 +146,16 @@ def test_c_region_decode_equals_the_message_py_reference(data, strict):
             columnar._speedups = saved
         for name in ROCKETMQ_SCHEMA.names:
             assert c_batch.column(name).equals(py_batch.column(name)), name
+        c_codes = columnar.tags_hashes(view, rows_c)
+        c_counts, c_hashes = columnar.index_entries(view, rows_c)
+        try:
+            columnar._speedups = None
+            py_codes = columnar.tags_hashes(view, rows_py)
+            py_counts, py_hashes = columnar.index_entries(view, rows_py)
+        finally:
+            columnar._speedups = saved
+        assert c_codes.tolist() == py_codes.tolist()
+        assert (c_counts.tolist(), c_hashes.tolist()) == (py_counts.tolist(), py_hashes.tolist())
 
 
 @needs_c
