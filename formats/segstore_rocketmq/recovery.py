@@ -224,23 +224,24 @@ def _next_valid_in_file(seg: CommitLogFile, view: memoryview, pos: int) -> int |
     """Position of the first valid message after ``pos`` in this file, or None.
 
     Candidates are found by searching for the magic bytes (C speed, a window at
-    a time); each is confirmed by a full decode with CRC and its stored offset.
+    a time, in the file's data ranges only: its holes are zeros); each is
+    confirmed by a full decode with CRC and its stored offset.
     """
     size = len(view)
-    start = pos + 1
-    while start < size:
-        stop = min(size, start + SEARCH_WINDOW + MAGIC_POS + len(MAGIC_PREFIX))
-        if not np.frombuffer(view, dtype=np.uint8, count=stop - start, offset=start).any():
-            start += SEARCH_WINDOW  # unwritten space: nothing to find (no copy)
-            continue
-        chunk = bytes(view[start:stop])
-        at = chunk.find(MAGIC_PREFIX)
-        while at >= 0:
-            candidate = start + at - MAGIC_POS
-            if candidate > pos and isinstance(_valid_at(seg, view, candidate), RocketMQMessage):
-                return candidate
-            at = chunk.find(MAGIC_PREFIX, at + 1)
-        start += SEARCH_WINDOW
+    for start, data_end in files.data_ranges(seg.path, pos + 1, size):
+        while start < data_end:
+            stop = min(size, start + SEARCH_WINDOW + MAGIC_POS + len(MAGIC_PREFIX))
+            if not np.frombuffer(view, dtype=np.uint8, count=stop - start, offset=start).any():
+                start += SEARCH_WINDOW  # unwritten space: nothing to find (no copy)
+                continue
+            chunk = bytes(view[start:stop])
+            at = chunk.find(MAGIC_PREFIX)
+            while at >= 0:
+                candidate = start + at - MAGIC_POS
+                if candidate > pos and isinstance(_valid_at(seg, view, candidate), RocketMQMessage):
+                    return candidate
+                at = chunk.find(MAGIC_PREFIX, at + 1)
+            start += SEARCH_WINDOW
     return None
 
 
@@ -315,17 +316,19 @@ def walk(
     return result
 
 
-def nonzero_extent(view: memoryview, pos: int) -> int:
+def nonzero_extent(view: memoryview, pos: int, path: str | None = None) -> int:
     """One past the last non-zero byte at or after ``pos`` (``pos`` if none).
 
-    Scans a window at a time (``np.any``), so memory stays bounded on 1 GiB files.
+    Scans a window at a time (``np.any``), so memory stays bounded on 1 GiB files;
+    with the file's ``path``, only its data ranges (a preallocated file's holes are zeros).
     """
     size = len(view)
     last = pos
-    for lo in range(pos, size, SEARCH_WINDOW):
-        chunk = np.frombuffer(view, dtype=np.uint8, count=min(SEARCH_WINDOW, size - lo), offset=lo)
-        if chunk.any():
-            last = lo + int(np.flatnonzero(chunk)[-1]) + 1
+    for start, stop in files.data_ranges(path, pos, size) if path is not None else [(pos, size)]:
+        for lo in range(start, stop, SEARCH_WINDOW):
+            chunk = np.frombuffer(view, dtype=np.uint8, count=min(SEARCH_WINDOW, stop - lo), offset=lo)
+            if chunk.any():
+                last = lo + int(np.flatnonzero(chunk)[-1]) + 1
     return last
 
 
@@ -337,7 +340,7 @@ def cut_tail(commitlog: CommitLog, end: int) -> list[str]:
             continue
         pos = max(end - seg.base, 0)
         view = seg.file.view()
-        stop = nonzero_extent(view, pos)
+        stop = nonzero_extent(view, pos, seg.path)
         if stop > pos:
             kept = files.save_aside(seg.path, pos, view[pos:stop])
             lines.append(f"{seg.path}:{pos}: cut {stop - pos} bytes of torn tail, saved in {kept}")

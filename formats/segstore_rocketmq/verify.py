@@ -31,7 +31,7 @@ from .checkpoint import check as check_checkpoint
 from .consumequeue import CQ_DTYPE
 from .indexfile import HEADER, INDEX_COUNT_POS, INVALID_INDEX, IndexHeader
 from .message import Blank, End, RocketMQMessage, decode
-from .recovery import Walked, nonzero_extent, walk
+from .recovery import SEARCH_WINDOW, Walked, nonzero_extent, walk
 
 CONFIG_DIR = "config"
 
@@ -68,7 +68,7 @@ def _verify_commitlog(store, problems: list[Problem]) -> Walked:
         if seg.base + cl.file_size <= w.end:
             continue
         pos = max(w.end - seg.base, 0)
-        stop = nonzero_extent(seg.file.view(), pos)
+        stop = nonzero_extent(seg.file.view(), pos, seg.path)
         if stop > pos:
             problems.append(
                 Problem(
@@ -79,6 +79,19 @@ def _verify_commitlog(store, problems: list[Problem]) -> Walked:
                 )
             )
     return w.messages
+
+
+def _first_nonzero(file: files.MappedFile, pos: int) -> int | None:
+    """The position of the first non-zero byte of ``file`` at or after ``pos`` (None: zeros to the end);
+    only the file's data ranges are read (a preallocated file's holes are zeros)."""
+    view = file.view()
+    for lo, hi in files.data_ranges(file.path, pos, len(view)):
+        for start in range(lo, hi, SEARCH_WINDOW):
+            chunk = np.frombuffer(view, np.uint8, min(SEARCH_WINDOW, hi - start), start)
+            hits = np.flatnonzero(chunk)
+            if len(hits):
+                return start + int(hits[0])
+    return None
 
 
 def _verify_queues(store, walked: Walked, problems: list[Problem]) -> None:
@@ -111,12 +124,9 @@ def _verify_queues(store, walked: Walked, problems: list[Problem]) -> None:
                     f"offset {phy}, found ({walked.topics[int(walked.topic[m])]}, {int(walked.queue_id[m])}, "
                     f"{int(walked.queue_offset[m])}, size {int(walked.size[m])}, "
                     f"tags code {int(walked.tags_code[m])})"))
-            rest = seg.all_slots()[len(seg) :]
-            nonzero = (
-                np.flatnonzero(rest.view(np.uint8).reshape(len(rest), -1).any(axis=1)) if len(rest) else []
-            )
-            if len(nonzero):
-                at_byte = (len(seg) + int(nonzero[0])) * CQ_DTYPE.itemsize
+            at_byte = _first_nonzero(seg.file, len(seg) * CQ_DTYPE.itemsize)
+            if at_byte is not None:
+                at_byte -= at_byte % CQ_DTYPE.itemsize
                 problems.append(
                     Problem(
                         seg.file.path,
@@ -184,7 +194,7 @@ def _verify_index(store, walked: Walked, problems: list[Problem]) -> None:
             if links_bad[i]:
                 problems.append(Problem(f.path, pos, f"expected a time diff >= 0 and a previous entry below "
                                                      f"{n}, found {int(diffs[i])} and {int(prevs[i])}"))
-        bad_slots = np.flatnonzero(f.slots.astype(np.int64) >= h.index_count)
+        bad_slots = np.flatnonzero(f.slots >= h.index_count)
         if len(bad_slots):
             s = int(bad_slots[0])
             problems.append(
