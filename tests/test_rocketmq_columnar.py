@@ -10,6 +10,8 @@ fixtures and on damaged stores (same typed error, same position).
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 import shutil
 from pathlib import Path
@@ -21,6 +23,7 @@ from conftest import FIXTURES, ROCKETMQ_FIXTURES, copy_writable
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from segstore_rocketmq import columnar
+from segstore_rocketmq.javacompat import string_hash
 from segstore_rocketmq.message import (
     BLANK_MAGIC,
     MESSAGE_MAGIC,
@@ -37,6 +40,7 @@ from segstore_rocketmq.message import (
 )
 from segstore_rocketmq.store import RocketMQStore
 
+from segstore import files
 from segstore.columns import ROCKETMQ_SCHEMA
 from segstore.errors import ConfigError, CorruptDataError, NotFoundError
 
@@ -354,3 +358,58 @@ def test_many_properties_and_keys_take_the_sure_bound(accel):
     row = columnar.build_batch(memoryview(data), rows).to_pylist()[0]
     assert len(row["properties"]) == 201 and row["key"] == b"k0"
     assert row["keys"] == [f"k{i}" for i in range(300)]
+
+
+def json_reference(msg: RocketMQMessage) -> str:
+    """store.to_json of a message outside any delay topic, as dump --json writes it."""
+    return json.dumps({
+        "topic": msg.topic, "queue_id": msg.queue_id, "queue_offset": msg.queue_offset,
+        "physical_offset": msg.physical_offset, "size": msg.size, "body_crc": msg.body_crc, "flag": msg.flag,
+        "sys_flag": msg.sys_flag, "born_timestamp": msg.born_timestamp, "born_host": str(msg.born_host),
+        "store_timestamp": msg.store_timestamp, "store_host": str(msg.store_host),
+        "reconsume_times": msg.reconsume_times, "prepared_transaction_offset": msg.prepared_transaction_offset,
+        "body": base64.b64encode(msg.body).decode("ascii"), "properties": dict(msg.properties), "tags": msg.tags,
+        "keys": msg.keys, "tags_code": string_hash(msg.tags) if msg.tags else 0, "msg_id": msg.msg_id,
+    }, ensure_ascii=False) + "\n"
+
+
+@needs_c
+@given(region())
+def test_c_json_lines_equal_json_dumps_of_each_message(data):
+    view = memoryview(data)
+    rows = columnar.rows_of(16)
+    columnar.decode_region(view, 0, len(data), len(data), 0, rows, False)
+    lines = columnar.json_lines(view, rows, columnar.tags_hashes(view, rows))
+    expected = "".join(json_reference(m) for m in columnar.messages(view, rows))
+    assert lines.decode("utf-8", "surrogatepass") == expected
+
+
+@pytest.mark.parametrize(("topic", "partition"), [(None, None), ("TopicA", None), (None, 1), ("TopicB", 2)])
+def test_dump_json_in_c_equals_the_message_by_message_dump(monkeypatch, topic, partition):
+    for name in ROCKETMQ_FIXTURES:
+        outs = []
+        for accelerated in (True, False):
+            if not accelerated:
+                monkeypatch.setattr(columnar, "_speedups", None)
+            buf = io.StringIO()
+            with RocketMQStore(str(ROOT / name / "store"), "r") as store:
+                store.dump(buf, json=True, topic=topic, partition=partition)
+            outs.append(buf.getvalue())
+        monkeypatch.undo()
+        assert outs[0] == outs[1] and outs[0]
+
+
+def test_data_ranges_cover_every_written_byte_of_a_sparse_file(tmp_path):
+    path = tmp_path / "sparse"
+    with open(path, "wb") as f:
+        f.truncate(64 << 20)
+    at = 40 << 20
+    files.write_bytes(str(path), b"x" * 10, at)
+    ranges = files.data_ranges(str(path), 0, 64 << 20)
+    assert any(lo <= at and at + 10 <= hi for lo, hi in ranges)
+    data = path.read_bytes()
+    outside = bytearray(data)
+    for lo, hi in ranges:
+        outside[lo:hi] = bytes(hi - lo)
+    assert not any(outside)          # what lies outside the ranges is zeros
+    assert files.data_ranges(str(path), at + (8 << 20), 64 << 20) in ([], [(at + (8 << 20), 64 << 20)])

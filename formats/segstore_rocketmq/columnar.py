@@ -312,12 +312,32 @@ class _Properties:
         return _variable(pa.binary(), self.view, self.tokens[at], lengths, has)
 
 
-def _host_column(rows: Rows, which: int) -> pa.Array:
+def _host_texts(rows: Rows, which: int) -> tuple[np.ndarray, np.ndarray]:
+    """The rows' born host, store host or msgId texts (``_speedups.format_hosts``): offsets and data."""
     n = len(rows)
     offsets = np.empty(n + 1, np.int32)
     data = np.empty(n * HOST_TEXT_MAX, np.uint8)
     used = _speedups.format_hosts(rows.i8, rows.i4, rows.u8, n, which, offsets, data)
-    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data[:used])])
+    return offsets, data[:used]
+
+
+def _host_column(rows: Rows, which: int) -> pa.Array:
+    offsets, data = _host_texts(rows, which)
+    return pa.Array.from_buffers(pa.string(), len(rows), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def json_lines(view: memoryview, rows: Rows, tags_codes: np.ndarray) -> bytes | None:
+    """The rows as ``dump --json`` lines (``store.JSON_KEYS``, as ``json.dumps(..., ensure_ascii=False)``
+    writes them, each ending in a newline), in C; None without the C accelerator (the caller
+    formats message by message).  ``tags_codes``: each row's consume-queue tags code."""
+    if _speedups is None:
+        return None
+    p = _Properties(view, rows)
+    hosts = [part for which in (BORN_HOST, STORE_HOST, MSG_ID) for part in _host_texts(rows, which)]
+    return _speedups.json_lines(view, rows.i8, rows.i4, rows.u8, len(rows),
+                                np.ascontiguousarray(tags_codes, dtype=np.int64), p.item_offsets, p.names,
+                                p.name_lens, p.values, p.value_lens, p.tags, p.tags_lens, p.token_offsets,
+                                p.tokens, p.token_lens, *hosts)
 
 
 #: Columns that are one of the rows' fields: (field, Arrow type).
