@@ -367,9 +367,11 @@ def json_reference(msg: RocketMQMessage) -> str:
         "physical_offset": msg.physical_offset, "size": msg.size, "body_crc": msg.body_crc, "flag": msg.flag,
         "sys_flag": msg.sys_flag, "born_timestamp": msg.born_timestamp, "born_host": str(msg.born_host),
         "store_timestamp": msg.store_timestamp, "store_host": str(msg.store_host),
-        "reconsume_times": msg.reconsume_times, "prepared_transaction_offset": msg.prepared_transaction_offset,
-        "body": base64.b64encode(msg.body).decode("ascii"), "properties": dict(msg.properties), "tags": msg.tags,
-        "keys": msg.keys, "tags_code": string_hash(msg.tags) if msg.tags else 0, "msg_id": msg.msg_id,
+        "reconsume_times": msg.reconsume_times,
+        "prepared_transaction_offset": msg.prepared_transaction_offset,
+        "body": base64.b64encode(msg.body).decode("ascii"), "properties": dict(msg.properties),
+        "tags": msg.tags, "keys": msg.keys, "tags_code": string_hash(msg.tags) if msg.tags else 0,
+        "msg_id": msg.msg_id,
     }, ensure_ascii=False) + "\n"
 
 
