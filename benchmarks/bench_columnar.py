@@ -117,6 +117,9 @@ def hop(store: Path) -> int:
 
 
 def child(op: str, store: Path) -> dict:
+    import pyarrow  # noqa: F401 - imports are the interpreter's start-up, not the operation
+    import segstore_rocketmq.store  # noqa: F401
+
     import segstore
 
     peak = _Peak()
@@ -146,8 +149,9 @@ def child(op: str, store: Path) -> dict:
 
 def run_child(op: str, store: Path) -> dict:
     out = subprocess.run([sys.executable, "-m", "benchmarks.bench_columnar", "--child", op, str(store)],
-                         capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).resolve().parent.parent)
+                         capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
+    if out.returncode:
+        raise SystemExit(f"{op} failed:\n{out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

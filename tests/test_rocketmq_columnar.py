@@ -33,6 +33,7 @@ from segstore_rocketmq.message import (
     Host,
     RocketMQMessage,
     body_crc,
+    encode,
     encode_parts,
     encode_topic,
     encoded_size,
@@ -415,3 +416,18 @@ def test_data_ranges_cover_every_written_byte_of_a_sparse_file(tmp_path):
         outside[lo:hi] = bytes(hi - lo)
     assert not any(outside)          # what lies outside the ranges is zeros
     assert files.data_ranges(str(path), at + (8 << 20), 64 << 20) in ([], [(at + (8 << 20), 64 << 20)])
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])   # accel only patches a module
+@given(st.lists(st.sampled_from(["T", "TopicA", "ünï", "", "T\x00", "Topic"]), min_size=1, max_size=12))
+def test_topic_codes_number_each_distinct_topic_once(accel, topics):
+    data = b""
+    for topic in topics:
+        msg = RocketMQMessage(topic=topic, queue_id=0, body=b"", physical_offset=len(data))
+        data += encode(msg)
+    view = memoryview(data)
+    rows = columnar.rows_of(len(topics))
+    columnar.decode_region(view, 0, len(data), len(data), 0, rows)
+    codes: dict[str, int] = {"Topic": 0}
+    numbers = columnar.topic_codes(view, rows, codes)
+    assert [list(codes)[k] for k in numbers.tolist()] == topics

@@ -98,6 +98,8 @@ JSON_KEYS = ("topic", "queue_id", "queue_offset", "physical_offset", "size", "bo
 _BODY_PREVIEW = 40
 #: Bound of each per-store memo (topics validated, hosts parsed, property orders, tag hashes).
 _CACHE_LIMIT = 4096
+#: Messages formatted at a time by ``dump --json`` (bounds the text held: about 1 KiB each).
+_DUMP_ROWS = 1 << 14
 #: Consume-queue entries read at a time by ``read``.
 _READ_CHUNK = 1024
 
@@ -773,7 +775,7 @@ class RocketMQStore(LifecycleMixin, Store):
         import json as jsonlib
 
         if json and columnar._speedups is not None:    # formatted in C, a batch at a time
-            for view, rows in self._region_rows(None, None):
+            for view, rows in self._region_rows(None, None, _DUMP_ROWS):
                 if topic is not None or partition is not None:
                     keep = (columnar.topic_is(view, rows, topic) if topic is not None
                             else np.ones(len(rows), bool))
