@@ -969,12 +969,19 @@ get_i64(const uint8_t *p)
     return (int64_t)u;
 }
 
+#define ASCII_MASK 0x8080808080808080ull
+
 /* Whether s[0:n] is UTF-8 as Python's strict decoder accepts it (surrogates too with allow_surrogates). */
 static int
 valid_utf8(const uint8_t *s, Py_ssize_t n, int allow_surrogates)
 {
     Py_ssize_t i = 0;
     while (i < n) {
+        uint64_t word;
+        if (n - i >= 8 && (memcpy(&word, s + i, 8), (word & ASCII_MASK) == 0)) {   /* 8 ASCII bytes */
+            i += 8;
+            continue;
+        }
         uint8_t c = s[i];
         if (c < 0x80) {
             i++;

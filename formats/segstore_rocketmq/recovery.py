@@ -144,6 +144,30 @@ class Walked:
             hit[has] |= self.key_hashes[starts[has] + j] == hashes[has]
         return hit
 
+    def index_matches(self, phys: np.ndarray, hashes: np.ndarray) -> np.ndarray | None:
+        """Whether IndexFile entries ``(phys, hashes)`` are exactly a run of these messages' entries in
+        put order (the usual case: then every entry points at a message carrying its key): the
+        message index of each entry, or None when they are not (check them one by one)."""
+        if not len(phys):
+            return np.zeros(0, np.intp)
+        at, found = self.find(phys[:1])
+        if not found[0]:
+            return None
+        start = int(self.key_offsets[at[0]])
+        stop = start + len(phys)
+        if stop > len(self.key_hashes) or not np.array_equal(self.key_hashes[start:stop], hashes):
+            return None
+        owners = np.searchsorted(self.key_offsets, np.arange(start, stop), side="right") - 1
+        return owners if np.array_equal(self.phy[owners], phys) else None
+
+    def groups(self) -> dict[tuple[int, int], np.ndarray]:
+        """The messages of each (topic number, queue id), as indices in commitlog order."""
+        key = (self.topic.astype(np.int64) << 32) | (self.queue_id.astype(np.int64) & 0xFFFFFFFF)
+        order = np.argsort(key, kind="stable")
+        bounds = np.flatnonzero(np.diff(key[order])) + 1
+        return {(int(self.topic[run[0]]), int(self.queue_id[run[0]])): run
+                for run in np.split(order, bounds) if len(run)}
+
     def index_columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The IndexFile entries of the messages in order: hashes, physical offsets, store timestamps."""
         counts = np.diff(self.key_offsets)
@@ -540,10 +564,11 @@ def _first_bad_entry(index: IndexService, walked: Walked, walk_start: int,
             order_ok[1:] = phys[1:] >= phys[:-1]
         bad = ~order_ok | (phys >= end) | (phys < 0)
         checked = np.flatnonzero(~bad & (phys >= walk_start))
-        at, found = walked.find(phys[checked])
-        ok = found.copy()
-        ok[found] = walked.carries_hash(at[found], hashes[checked][found])
-        bad[checked[~ok]] = True
+        if walked.index_matches(phys[checked], hashes[checked]) is None:
+            at, found = walked.find(phys[checked])
+            ok = found.copy()
+            ok[found] = walked.carries_hash(at[found], hashes[checked][found])
+            bad[checked[~ok]] = True
         hits = np.flatnonzero(bad)
         if len(hits):
             return fi, int(hits[0]) + 1

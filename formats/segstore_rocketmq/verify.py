@@ -96,15 +96,23 @@ def _first_nonzero(file: files.MappedFile, pos: int) -> int | None:
 
 def _verify_queues(store, walked: Walked, problems: list[Problem]) -> None:
     numbers = {topic: k for k, topic in enumerate(walked.topics)}
+    groups = walked.groups()
     covered: dict[tuple[str, int], list[np.ndarray]] = {}
     for (topic, qid), cq in sorted(store.queues.items()):
         number = numbers.get(topic, -1)
+        mine = groups.get((number, qid), np.zeros(0, np.intp))
         for seg in cq.segment_files():
             rows = seg.entries
             first = seg.first_offset
             phys = rows["offset"].astype(np.int64)
-            at, found = walked.find(phys)
             claimed = first + np.arange(len(rows), dtype=np.int64)
+            # the usual case: the queue's messages from this file's first offset, one per entry
+            lo = int(np.searchsorted(walked.queue_offset[mine], first)) if len(mine) else 0
+            at = mine[lo:lo + len(rows)]
+            if len(at) == len(rows) and np.array_equal(walked.phy[at], phys):
+                found = np.ones(len(rows), bool)
+            else:
+                at, found = walked.find(phys)
             covered.setdefault((topic, qid), []).append(claimed[found])
             wrong = found & ((walked.topic[at] != number) | (walked.queue_id[at] != qid)
                              | (walked.queue_offset[at] != claimed) | (walked.size[at] != rows["size"])
@@ -137,11 +145,9 @@ def _verify_queues(store, walked: Walked, problems: list[Problem]) -> None:
     # every message that needs an entry has one
     ok = ~walked.has_queue_entry()
     for (topic, qid), claimed in covered.items():
-        number = numbers.get(topic)
-        if number is None:
-            continue
-        mine = (walked.topic == number) & (walked.queue_id == qid)
-        ok[mine] |= np.isin(walked.queue_offset[mine], np.concatenate(claimed))
+        mine = groups.get((numbers.get(topic, -1), qid))
+        if mine is not None:
+            ok[mine] |= np.isin(walked.queue_offset[mine], np.concatenate(claimed))
     for m in np.flatnonzero(~ok).tolist():
         topic, qid = walked.topics[int(walked.topic[m])], int(walked.queue_id[m])
         offset = int(walked.queue_offset[m])
@@ -175,9 +181,13 @@ def _verify_index(store, walked: Walked, problems: list[Problem]) -> None:
         phys = entries["phy_offset"].astype(np.int64)
         hashes = entries["hash"].astype(np.int64)
         diffs, prevs = entries["time_diff"].astype(np.int64), entries["prev"].astype(np.int64)
-        at, found = walked.find(phys)
-        carried = found.copy()
-        carried[found] = walked.carries_hash(at[found], hashes[found])
+        owners = walked.index_matches(phys, hashes)
+        if owners is not None:      # the entries are the messages' keys in put order
+            at, found, carried = owners, np.ones(len(phys), bool), np.ones(len(phys), bool)
+        else:
+            at, found = walked.find(phys)
+            carried = found.copy()
+            carried[found] = walked.carries_hash(at[found], hashes[found])
         links_bad = found & ((diffs < 0) | (prevs < INVALID_INDEX) | (prevs >= numbers))
         for i in np.flatnonzero(~carried | links_bad).tolist():
             n, phy, hsh = int(numbers[i]), int(phys[i]), int(hashes[i])
