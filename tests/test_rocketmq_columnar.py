@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -431,3 +432,48 @@ def test_topic_codes_number_each_distinct_topic_once(accel, topics):
     codes: dict[str, int] = {"Topic": 0}
     numbers = columnar.topic_codes(view, rows, codes)
     assert [list(codes)[k] for k in numbers.tolist()] == topics
+
+
+def _damage_store(store: Path, damage: str | None) -> None:
+    if damage == "commitlog":      # a body byte in the middle of the first file
+        path = store / "commitlog" / "00000000000000000000"
+        data = bytearray(path.read_bytes())
+        data[30_000] ^= 0xFF
+        path.write_bytes(bytes(data))
+    elif damage == "queue":        # an entry pointing elsewhere
+        cq = sorted((store / "consumequeue").glob("*/*/0*"))[0]
+        data = bytearray(cq.read_bytes())
+        data[20:28] = data[0:8]
+        cq.write_bytes(bytes(data))
+    elif damage == "index":        # the IndexFile and the queues lost
+        shutil.rmtree(store / "index")
+        shutil.rmtree(store / "consumequeue")
+
+
+def _checked(store: Path) -> tuple[list[str], list[str], dict[str, bytes]]:
+    with RocketMQStore(str(store), "r") as s:
+        problems = [str(p).replace(str(store), "STORE") for p in s.verify()]
+    with RocketMQStore(str(store), "a") as s:
+        lines = [line.replace(str(store), "STORE") for line in s.recovery_lines + s.recover()]
+    kept = {str(p.relative_to(store)): p.read_bytes() for p in sorted(store.rglob("*"))
+            if p.is_file() and p.parts[len(store.parts)] in ("commitlog", "consumequeue")}
+    # new index files are named by the clock: compare them in name order
+    kept.update({f"index/{n}": p.read_bytes() for n, p in enumerate(sorted((store / "index").iterdir()))})
+    lines = [re.sub(r"index/\d{17}", "index/NAME", line) for line in lines]
+    return problems, lines, kept
+
+
+@needs_c
+@pytest.mark.parametrize("damage", [None, "commitlog", "queue", "index"])
+def test_verify_and_recovery_are_the_same_with_and_without_c(tmp_path, monkeypatch, damage):
+    results = []
+    for accelerated in (True, False):
+        if not accelerated:
+            monkeypatch.setattr(columnar, "_speedups", None)
+        store = copy_writable(ROOT / "abort" / "store", tmp_path / f"s{accelerated}")
+        _damage_store(store, damage)
+        results.append(_checked(store))
+    problems, lines, kept = results[0]
+    assert results[0] == results[1]
+    assert bool(problems) == (damage is not None) and lines
+    assert any(name.startswith("index") for name in kept)
