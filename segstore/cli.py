@@ -109,7 +109,10 @@ def cmd_query(args: argparse.Namespace, out: TextIO) -> int:
     if request.key is None and request.offset is None and request.timestamp is None:
         raise UsageError("query needs one of --key, --offset or --timestamp")
     with _open(args) as store:
-        return store.query(request, out)
+        code = store.query(request, out)
+        for note in getattr(store, "notes", ()):    # where the answer came from (stderr: --json stays JSON)
+            sys.stderr.write(f"{args.path}: {note}\n")
+        return code
 
 
 def cmd_write(args: argparse.Namespace, out: TextIO) -> int:

@@ -334,12 +334,18 @@ def write_bytes(path: str | os.PathLike[str], data: bytes, pos: int = 0) -> None
             os.close(fd)
 
 
-def save_aside(path: str | os.PathLike[str], pos: int, data: Any) -> str:
+def save_aside(path: str | os.PathLike[str], pos: int, data: Any, *,
+               into: str | os.PathLike[str] | None = None) -> str:
     """Keep bytes that recovery is about to cut from ``path`` at ``pos``.
 
-    They go to ``{path}.cut-{pos}`` (a numbered suffix if that exists), fsynced
-    before the caller truncates, so nothing cut is ever lost.  Returns that path.
+    They go to ``{path}.cut-{pos}``, or to ``{into}/{name}.cut-{pos}`` (``into`` is
+    created) where a broker refuses foreign files beside ``path``; a numbered
+    suffix if that exists; fsynced before the caller truncates, so nothing cut is
+    ever lost.  Returns that path.
     """
+    if into is not None:
+        make_dirs(into)
+        path = os.path.join(os.fspath(into), os.path.basename(os.fspath(path)))
     base = f"{os.fspath(path)}.cut-{pos}"
     target, n = base, 1
     while os.path.exists(target):

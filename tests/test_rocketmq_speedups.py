@@ -63,14 +63,16 @@ def batch(draw) -> list[dict]:
     return items
 
 
-def both(items, topic_fields, next_offsets, host, start, file_size, limit, with_index, dest_size):
-    """encode_plain of the C extension and of the Python reference, each on its own copies."""
+def both(items, topic_fields, next_offsets, host, start, file_size, limit, with_index, dest_size,
+         trailing=False):
+    """encode_plain of the C extension and of the Python reference, each on its own copies
+    (``trailing``: the properties style of brokers up to 4.9.0 and from 5.2.0)."""
     out = []
     for fn in (fastappend._speedups.encode_plain, encode_plain_py):
         offsets = dict(next_offsets)
         dest = None if dest_size is None else bytearray(dest_size)
         res = fn(copy.deepcopy(items), dict(topic_fields), offsets, KEYS_FIRST, 1_700_000_000_123, host[0],
-                 host[1], start, file_size, limit, with_index, dest)
+                 host[1], start, file_size, limit, with_index, dest, trailing)
         out.append((res, offsets, dest))
     return out
 
@@ -82,13 +84,14 @@ def both(items, topic_fields, next_offsets, host, start, file_size, limit, with_
                                max_size=6),
        v6=st.booleans(), file_size=st.sampled_from([256, 700, 4096, 1 << 30]),
        start_in_file=st.integers(0, 4096), limit=st.sampled_from([150, 400, 4 << 20]),
-       with_index=st.booleans(), in_place=st.booleans())
-def test_c_equals_python(items, known, offsets, v6, file_size, start_in_file, limit, with_index, in_place):
+       with_index=st.booleans(), in_place=st.booleans(), trailing=st.booleans())
+def test_c_equals_python(items, known, offsets, v6, file_size, start_in_file, limit, with_index, in_place,
+                         trailing):
     topic_fields = {t: encode_topic(t, MESSAGE_MAGIC) for t in known}
     start = 3 * file_size + min(start_in_file, file_size - 1)
     dest_size = min(file_size - start % file_size, 3000) if in_place else None   # a map's unwritten rest
     c, py = both(items, topic_fields, offsets, IPV6 if v6 else IPV4, start, file_size, limit, with_index,
-                 dest_size)
+                 dest_size, trailing)
     assert c == py
 
 

@@ -86,7 +86,10 @@ def test_torn_tail_is_cut_and_kept_aside(store_dir):
         assert any(f"{path}:{pos}: cut 10 bytes" in line for line in store.recovery_lines)
         assert store.verify() == []
         assert store.offset_range("Crash", last.queue_id)[1] == last.queue_offset  # its entry dropped
-    assert files.read_bytes(f"{path}.cut-{pos}") == torn[:10]
+    # kept under .segstore/cut/, never in commitlog/ (MappedFileQueue.load refuses foreign files there)
+    kept = os.path.join(store_dir, ".segstore", "cut", "commitlog", f"{base:020d}.cut-{pos}")
+    assert files.read_bytes(kept) == torn[:10]
+    assert [n for n in os.listdir(os.path.join(store_dir, "commitlog")) if ".cut-" in n] == []
     assert len(_intact_bodies(store_dir)) == N - 1
 
 

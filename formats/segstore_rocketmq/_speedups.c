@@ -2,7 +2,9 @@
  * segstore_rocketmq._speedups: the RocketMQ append of a batch of plain messages, in one call.
  *
  * encode_plain(items, topic_fields, next_offsets, keys_first, store_ts, store_ip, store_port,
- *              start, file_size, limit, with_index, dest)
+ *              start, file_size, limit, with_index, dest[, trailing])
+ *     trailing: end the properties with 0x02 (brokers up to 4.9.0 and from 5.2.0;
+ *     MessageDecoder.messageProperties2String of that version)
  *     -> None | str | (data, blanks, results, cq_rows, queues, index_arrays, end)
  * index_put(head, slots, entries, slot_num, header, hashes, phys, stamps) -> (header, count)
  *     put IndexFile entries one after another exactly as the broker's putKey does.
@@ -93,6 +95,7 @@ typedef struct {
     int64_t born_ts, store_ts;
     int32_t flag, queue_id_value;
     Py_ssize_t size, props_len, slot;
+    int trailing;          /* the properties end with PROPERTY_SEPARATOR (counted in props_len) */
 } Msg;
 
 /* ------------------------------------------------------------------------------ */
@@ -413,7 +416,7 @@ make_result(PyObject *topic, PyObject *queue_id, int64_t queue_offset, int64_t p
 /* 0 plain, 1 not plain, 2 unknown topic (m->topic), -1 error. */
 static int
 parse_item(PyObject *item, PyObject *topic_fields, int64_t store_ts, Py_ssize_t header_size,
-           Py_ssize_t limit, Msg *m)
+           Py_ssize_t limit, int trailing, Msg *m)
 {
     if (!PyDict_CheckExact(item)) {
         return 1;
@@ -499,6 +502,8 @@ parse_item(PyObject *item, PyObject *topic_fields, int64_t store_ts, Py_ssize_t 
     if (m->keys != NULL) {
         props += (props ? 1 : 0) + PROPERTY_NAME_LEN + 1 + m->keys_len;
     }
+    m->trailing = trailing && props > 0;
+    props += m->trailing;
     if (props > MAX_PROPERTIES_BYTES) {
         return 1;
     }
@@ -565,6 +570,9 @@ put_message(uint8_t *p, const Msg *m, int64_t queue_offset, int64_t phys, int32_
         *p++ = PROPERTY_SEPARATOR;
         p = put_property(p, "TAGS", m, 1);
     }
+    if (m->trailing) {
+        *p++ = PROPERTY_SEPARATOR;
+    }
     return p;
 }
 
@@ -587,16 +595,16 @@ static PyObject *
 encode_plain(PyObject *module, PyObject *args)
 {
     PyObject *items, *topic_fields, *next_offsets;
-    int keys_first, with_index;
+    int keys_first, with_index, trailing = 0;
     long long store_ts_arg, start, file_size, limit_arg;
     const uint8_t *ip;
     Py_ssize_t ip_len;
     int port;
     PyObject *dest_obj;
     Py_buffer dest = {0};
-    if (!PyArg_ParseTuple(args, "O!O!O!pLy#iLLLpO", &PyList_Type, &items, &PyDict_Type, &topic_fields,
+    if (!PyArg_ParseTuple(args, "O!O!O!pLy#iLLLpO|p", &PyList_Type, &items, &PyDict_Type, &topic_fields,
                           &PyDict_Type, &next_offsets, &keys_first, &store_ts_arg, &ip, &ip_len, &port,
-                          &start, &file_size, &limit_arg, &with_index, &dest_obj)) {
+                          &start, &file_size, &limit_arg, &with_index, &dest_obj, &trailing)) {
         return NULL;
     }
     if (result_type == NULL) {
@@ -630,7 +638,7 @@ encode_plain(PyObject *module, PyObject *args)
     for (Py_ssize_t i = 0; i < n; i++) {
         Msg *m = &msgs[i];
         int rc = parse_item(PyList_GET_ITEM(items, i), topic_fields, store_ts_arg, header_size,
-                            limit, m);
+                            limit, trailing, m);
         if (rc == 1) {
             ret = Py_NewRef(Py_None);
             goto done;

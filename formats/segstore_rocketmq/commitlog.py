@@ -88,6 +88,8 @@ class CommitLog:
         self.log: SegmentedLog[CommitLogFile] = SegmentedLog(self._new_file)
         self._spare: set[str] = set()
         self._active: CommitLogFile | None = None     # self.log.active, kept at each change (hot path)
+        #: a 0-byte last file a crash left (not loaded; see :meth:`remove_empty_tail`)
+        self.empty_tail: str | None = None
         self._load()
 
     def _new_file(self, base: int) -> CommitLogFile:
@@ -108,12 +110,17 @@ class CommitLog:
 
     def _load(self) -> None:
         loaded = []
-        for name in files.list_dir(self.directory):
-            if KEPT_ASIDE in name:      # bytes recovery cut and kept (segstore.files.save_aside)
-                continue
+        names = [name for name in files.list_dir(self.directory) if KEPT_ASIDE not in name]
+        for i, name in enumerate(names):
             base = parse_file_name(self.directory, name)
             path = os.path.join(self.directory, name)
             size = files.file_size(path)
+            if size == 0 and i == len(names) - 1:
+                # A broker killed while creating its next file leaves it empty: RocketMQ 5.1.3+
+                # (MappedFileQueue.doLoad) deletes it, 4.5.1-5.1.2 refuse to start, 4.2-4.4 stop
+                # loading there.  It holds nothing: read as absent; a writer's recovery removes it.
+                self.empty_tail = path
+                continue
             if size < self.file_size:
                 raise TruncatedDataError(f"expected a commitlog file of {self.file_size} bytes "
                                          f"(mappedFileSizeCommitLog), found {size}", path, size)
@@ -132,6 +139,16 @@ class CommitLog:
             spare.close()
         self.log.load(loaded)
         self._active = self.log.active
+
+    def remove_empty_tail(self) -> list[str]:
+        """Delete the 0-byte last file a crash left (as RocketMQ 5.x's ``MappedFileQueue.doLoad`` does);
+        the recovery line saying so, or none."""
+        path, self.empty_tail = self.empty_tail, None
+        if path is None:
+            return []
+        files.remove(path)
+        return [f"{path}: removed the empty commitlog file a crash left "
+                f"(0 bytes; brokers 4.5.1 to 5.1.2 refuse to start on it)"]
 
     # -- positions -----------------------------------------------------------
     @property

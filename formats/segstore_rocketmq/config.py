@@ -28,6 +28,14 @@ TOPIC_MAX_LENGTH = 127
 _TOPIC_PATTERN = re.compile(r"[%|a-zA-Z0-9_-]+")
 _DELAY_UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
+#: The broker version whose store the fixtures hold, and the default style of a new store.
+REFERENCE_VERSION = "4.9.7"
+#: ``MessageDecoder.messageProperties2String`` deletes the 0x02 after the last pair from
+#: 4.9.1 (``sb.deleteCharAt``, rocketmq-all-4.9.1) until 5.2.0 removed that again
+#: (rocketmq-all-5.2.0, the commitlog CRC change); older and newer brokers keep it.
+NO_TRAILING_SEPARATOR = ((4, 9, 1), (5, 2, 0))
+_VERSION_PATTERN = re.compile(r"(\d+)\.(\d+)\.(\d+)")
+
 
 def validate_topic(topic: object) -> str:
     """``topic`` if the broker accepts it as a topic name.
@@ -56,6 +64,26 @@ def parse_delay_levels(text: str) -> tuple[int, ...]:
     if not levels:
         raise ConfigError("expected at least one delay level, found none")
     return tuple(levels)
+
+
+def parse_version(text: str) -> tuple[int, int, int]:
+    """``"4.9.7"`` as ``(4, 9, 7)``; a ``rocketmq-all-``/``v`` prefix or a suffix is allowed."""
+    match = _VERSION_PATTERN.search(str(text))
+    if match is None:
+        raise ValueError(f"{text!r} is not a version like 4.9.7")
+    major, minor, patch = (int(part) for part in match.groups())
+    return major, minor, patch
+
+
+def trailing_separator_for(version: str) -> bool:
+    """Whether a broker of ``version`` ends the properties string with 0x02."""
+    first, until = NO_TRAILING_SEPARATOR
+    return not first <= parse_version(version) < until
+
+
+def _version(value: Any) -> str:
+    parse_version(str(value))
+    return str(value)
 
 
 def _positive_int(value: Any) -> int:
@@ -110,6 +138,8 @@ class BrokerConfig:
     flushCommitLogLeastPages: int = 4
     flushIntervalConsumeQueue: int = 1000
     flushConsumeQueueLeastPages: int = 2
+    #: the broker version a new store's messages are written as (an existing store keeps its own style)
+    rocketmqVersion: str = REFERENCE_VERSION
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any] | None = None) -> BrokerConfig:
@@ -136,6 +166,11 @@ class BrokerConfig:
         return units * CQ_UNIT_SIZE
 
     @property
+    def trailing_separator(self) -> bool:
+        """Whether messages of a new store end their properties with 0x02 (by :attr:`rocketmqVersion`)."""
+        return trailing_separator_for(self.rocketmqVersion)
+
+    @property
     def delay_levels_ms(self) -> tuple[int, ...]:
         return parse_delay_levels(self.messageDelayLevel)
 
@@ -157,5 +192,6 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "flushCommitLogLeastPages": _positive_int,
     "flushIntervalConsumeQueue": _positive_int,
     "flushConsumeQueueLeastPages": _positive_int,
+    "rocketmqVersion": _version,
 }
 assert set(_PARSERS) == {f.name for f in fields(BrokerConfig)}

@@ -89,6 +89,7 @@ class ConsumeQueue:
         self.file_size = file_size
         self.writable = writable
         self.log: SegmentedLog[ConsumeQueueFile] = SegmentedLog(self._new_file)
+        self._resume_base = 0       # where the first file goes when the queue has none (after truncate)
         self._load()
 
     def _new_file(self, base: int) -> ConsumeQueueFile:
@@ -117,13 +118,15 @@ class ConsumeQueue:
     def min_offset(self) -> int:
         """The first logical offset held (the first file's first slot)."""
         first = self.log.segments.first
-        return first.first_offset if first is not None else 0
+        return first.first_offset if first is not None else self._resume_base // CQ_DTYPE.itemsize
 
     @property
     def max_offset(self) -> int:
         """One past the last logical offset held."""
         active = self.log.active
-        return active.first_offset + len(active) if active is not None else 0
+        if active is None:
+            return self._resume_base // CQ_DTYPE.itemsize
+        return active.first_offset + len(active)
 
     @property
     def max_physical_end(self) -> int:
@@ -170,7 +173,7 @@ class ConsumeQueue:
         while done < len(rows):
             active = self.log.active
             if active is None or active.is_full:
-                base = 0 if active is None else active.base + self.file_size
+                base = self._resume_base if active is None else active.base + self.file_size
                 active = self.log.roll(base)
             take = min(active.capacity - len(active), len(rows) - done)
             active.append_array(rows[done:done + take])
@@ -178,13 +181,35 @@ class ConsumeQueue:
             done += take
 
     def truncate(self, offset: int) -> None:
-        """Keep logical offsets below ``offset``; later files are deleted."""
-        seg = self.log.segment_for(offset * CQ_DTYPE.itemsize)
+        """Keep logical offsets below ``offset``; files left without an entry are deleted.
+
+        A file whose first entry is cut goes whole, as the broker's
+        ``ConsumeQueue.truncateDirtyLogicFiles`` deletes it (4.9.7): a file of zeros
+        left behind would read to the broker as an entry at slot 0 (offset 0, size 0).
+        """
+        pos = offset * CQ_DTYPE.itemsize
+        seg = self.log.segment_for(pos)
         if seg is None:
             return
-        seg.truncate_entries(offset - seg.first_offset)
-        for removed in self.log.truncate_after(seg.base):
-            files.remove(removed.file.path)
+        if pos == seg.base:
+            self._resume_base = seg.base        # an emptied queue continues where it was
+            removed = self.log.truncate_after(seg.base - 1)
+        else:
+            seg.truncate_entries(offset - seg.first_offset)
+            removed = self.log.truncate_after(seg.base)
+        for gone in removed:
+            files.remove(gone.file.path)
+
+    def drop_empty_tail(self) -> list[str]:
+        """Delete trailing files without a valid first entry (left by a crash, or by an older
+        segstore's recovery); the paths deleted.  The broker would read their slot 0 as an entry."""
+        gone = []
+        active = self.log.active
+        while active is not None and len(active) == 0:
+            self.truncate(active.first_offset)
+            gone.append(active.file.path)
+            active = self.log.active
+        return gone
 
     def flush(self) -> None:
         self.log.flush()

@@ -105,7 +105,7 @@ def _text(value: Any) -> str:
 
 
 def _plain(item: Any, topic_fields: Mapping[str, bytes], store_ts: int, host: Host,
-           limit: int) -> RocketMQMessage | str:
+           limit: int, trailing: bool = False) -> RocketMQMessage | str:
     """The message of a plain item (size, CRC and host bits set), or its topic if unknown."""
     if type(item) is not dict or not item.keys() <= PLAIN_FIELDS:
         raise _NotPlain
@@ -146,10 +146,10 @@ def _plain(item: Any, topic_fields: Mapping[str, bytes], store_ts: int, host: Ho
     if len(produced) > 1 and KEYS_FIRST:
         produced = {PROPERTY_KEYS: produced[PROPERTY_KEYS], PROPERTY_TAGS: produced[PROPERTY_TAGS]}
     if len(PROPERTY_SEPARATOR.join(f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in produced.items())
-           .encode("utf-8")) > MAX_PROPERTIES_BYTES:
+           .encode("utf-8")) + (trailing and bool(produced)) > MAX_PROPERTIES_BYTES:
         raise _NotPlain
     msg = RocketMQMessage(topic, queue_id, body, produced, flag, born_timestamp=born, born_host=host,
-                          store_timestamp=stored, store_host=host)
+                          store_timestamp=stored, store_host=host, trailing_separator=trailing)
     msg.size = len(encode(msg))
     if msg.size > limit:
         raise _NotPlain
@@ -158,7 +158,8 @@ def _plain(item: Any, topic_fields: Mapping[str, bytes], store_ts: int, host: Ho
 
 def encode_plain_py(items: list, topic_fields: dict[str, bytes], next_offsets: dict[tuple[str, int], int],
                     keys_first: bool, store_ts: int, store_ip: bytes, store_port: int, start: int,
-                    file_size: int, limit: int, with_index: bool, dest: Any = None) -> Any:
+                    file_size: int, limit: int, with_index: bool, dest: Any = None,
+                    trailing: bool = False) -> Any:
     """The pure-Python reference of the C ``encode_plain`` (see the module docstring)."""
     if keys_first != KEYS_FIRST:
         raise ValueError(f"expected keys_first={KEYS_FIRST} (Java HashMap order), found {keys_first}")
@@ -167,7 +168,7 @@ def encode_plain_py(items: list, topic_fields: dict[str, bytes], next_offsets: d
     msgs = []
     for item in items:
         try:
-            msg = _plain(item, topic_fields, store_ts, host, limit)
+            msg = _plain(item, topic_fields, store_ts, host, limit, trailing)
         except _NotPlain:
             return None
         if isinstance(msg, str):
@@ -267,7 +268,7 @@ def append_plain(store: Any, items: list, now: int) -> list[AppendResult] | None
         while True:
             out = encode_plain(items, store._plain_topics, store._next_offsets, KEYS_FIRST, now, host.ip,
                                host.port, start, config.mappedFileSizeCommitLog, config.maxMessageSize,
-                               store.index is not None, dest)
+                               store.index is not None, dest, store.trailing_separator)
             if not isinstance(out, str):
                 break
             store.plain_topic_field(out)      # raises InvalidTopicError for a topic the broker refuses

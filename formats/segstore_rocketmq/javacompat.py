@@ -6,6 +6,8 @@
 - :func:`hashmap_order`: the iteration order of a ``java.util.HashMap`` after a
   sequence of insertions.  The broker serialises a message's properties map by
   iterating it, so the stored properties string follows this order.
+- :func:`concurrent_hashmap_order`: the same for a ``ConcurrentHashMap`` (the broker's
+  consumer-offset table, written to ``config/consumerOffset.json`` in that order).
 - :func:`java_host`: how ``InetAddress.getHostAddress`` prints an address (IPv6
   in full, uncompressed, lowercase hex groups without leading zeros).
 
@@ -123,3 +125,49 @@ def java_host(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str:
     if address.version == 4:
         return str(address)
     return ":".join(f"{group:x}" for group in np.frombuffer(address.packed, dtype=">u2").tolist())
+
+
+#: ``ConcurrentHashMap.HASH_BITS``: the spread hash drops the sign bit.
+CHM_HASH_BITS = 0x7FFFFFFF
+
+
+def concurrent_hashmap_order(keys: Iterable[object], hash_codes: Iterable[int],
+                             initial_capacity: int | None = None) -> list[object]:
+    """The order a ``java.util.concurrent.ConcurrentHashMap(initial_capacity)`` (None: the
+    no-argument constructor, 16 bins) iterates ``keys`` put in this order (``hash_codes``:
+    each key's ``hashCode()``; a key put again keeps its place).
+
+    The broker keeps ``consumerOffset.json``'s table in one (fastjson parses the file into
+    it, in file order, and writes it back by iterating it).  Unlike ``HashMap``, the table
+    of 16 grows when the size *reaches* ``sizeCtl`` (0.75 n), and ``transfer`` splits a bin
+    by keeping its last run of same-side nodes and prepending the nodes before it, which
+    reverses them.  Not modelled: bins of 8+ colliding keys (``TreeBin``).
+    Runtime complexity: ``O(k)`` amortised.
+    """
+    n = 16 if initial_capacity is None else table_size_for(initial_capacity + (initial_capacity >> 1) + 1)
+    table: list[list[tuple[int, object]]] = [[] for _ in range(n)]
+    seen: set[object] = set()
+    count = 0
+    for key, code in zip(keys, hash_codes, strict=True):
+        if key in seen:
+            continue
+        seen.add(key)
+        u = code & _INT_MASK
+        h = (u ^ (u >> 16)) & CHM_HASH_BITS
+        table[h & (n - 1)].append((h, key))
+        count += 1
+        if count >= n - (n >> 2):
+            grown: list[list[tuple[int, object]]] = [[] for _ in range(2 * n)]
+            for i, chain in enumerate(table):
+                if not chain:
+                    continue
+                last = len(chain) - 1
+                while last > 0 and (chain[last - 1][0] & n) == (chain[-1][0] & n):
+                    last -= 1
+                low = chain[last:] if not chain[-1][0] & n else []
+                high = chain[last:] if chain[-1][0] & n else []
+                for node in chain[:last]:
+                    (high if node[0] & n else low).insert(0, node)
+                grown[i], grown[i + n] = low, high
+            table, n = grown, 2 * n
+    return [key for chain in table for _, key in chain]

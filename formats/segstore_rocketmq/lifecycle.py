@@ -35,7 +35,7 @@ from .checkpoint import CheckpointFile
 from .config import validate_topic
 from .flush import FlushPolicy, FlushService
 from .message import RocketMQMessage
-from .query import TIME_MAX, query_by_key
+from .query import SCAN_NOTE, TIME_MAX, query_by_key, scan_by_key
 from .recovery import RecoveryContext, recover
 
 ABORT_FILE = "abort"
@@ -56,7 +56,7 @@ class LifecycleMixin:
         """Recover what the last writer left, mark the store open, start flushing."""
         abort = os.path.join(self.path, ABORT_FILE)
         self.checkpoint = CheckpointFile(os.path.join(self.path, CHECKPOINT_FILE), writable=True)
-        self.recovery_lines = self._recover(abnormal=files.exists(abort))
+        self.recovery_lines = self.commitlog.remove_empty_tail() + self._recover(abnormal=files.exists(abort))
         self._next_offsets = {key: cq.max_offset for key, cq in self.queues.items()}
         files.touch(abort)
         files.fsync_dir(self.path)
@@ -172,11 +172,16 @@ class LifecycleMixin:
 
         The newest ``max_hits``, in commitlog order, as the broker's ``queryMessage``
         returns them; hash collisions are filtered out against the commitlog.
-        An empty list when the store keeps no index.
+        A store without index files (a backup, ``messageIndexEnable=false``) is
+        scanned instead, and :attr:`notes` says so.
         """
         self._check_open()
-        if self.index is None:
-            return []
+        if self.index is None or not self.index.files:
+            if self.commitlog.end <= self.commitlog.min_offset:
+                return []
+            if SCAN_NOTE not in self.notes:
+                self.notes.append(SCAN_NOTE)
+            return scan_by_key(self.scan(), topic, key, max_hits=max_hits, begin=begin, end=end)
         return query_by_key(
             self.index, topic, key, self._message_or_none, max_hits=max_hits, begin=begin, end=end
         )
@@ -203,22 +208,17 @@ class LifecycleMixin:
         queue = request.partition if request.partition is not None else 0
         if request.timestamp is not None:
             offset = self.offset_for_time(request.topic, queue, request.timestamp)
-            answer = {
-                "topic": request.topic,
-                "queue_id": queue,
-                "timestamp": request.timestamp,
-                "offset": offset if offset is not None else self.offset_range(request.topic, queue)[1],
-            }
-            out.write(
-                (
-                    json.dumps(answer)
-                    if request.json
-                    else f"{request.topic}/{queue}: offset {answer['offset']} is the first stored at/after "
-                    f"{request.timestamp}"
-                )
-                + "\n"
-            )
-            return EXIT_OK
+            if request.json:
+                answer = {"topic": request.topic, "queue_id": queue, "timestamp": request.timestamp,
+                          "offset": offset}
+                out.write(json.dumps(answer) + "\n")
+            elif offset is None:
+                out.write(f"{request.topic}/{queue}: no message stored at or after {request.timestamp} "
+                          f"(the queue ends at offset {self.offset_range(request.topic, queue)[1]})\n")
+            else:
+                out.write(f"{request.topic}/{queue}: offset {offset} is the first stored at or after "
+                          f"{request.timestamp}\n")
+            return EXIT_OK if offset is not None else EXIT_NOT_FOUND
         found = list(self.read(request.topic, queue, request.offset, request.count))
         self._print(found, request.json, out)
         return EXIT_OK if found else EXIT_NOT_FOUND

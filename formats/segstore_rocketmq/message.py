@@ -19,7 +19,13 @@ One stored message (``CommitLog.calMsgLength``; every integer big-endian, signed
     ..      8       PREPAREDTRANSACTIONOFFSET
     ..      4+n     BODYLENGTH, BODY
     ..      1+n     TOPICLENGTH (2 in v2), TOPIC
-    ..      2+n     PROPERTIESLENGTH, PROPERTIES   NAME 0x01 VALUE 0x02 ..., no trailing 0x02
+    ..      2+n     PROPERTIESLENGTH, PROPERTIES   NAME 0x01 VALUE 0x02 ... (trailing 0x02: see below)
+
+Whether the properties end with a 0x02 depends on the broker version that wrote
+them (``MessageDecoder.messageProperties2String``): up to 4.9.0 and again from
+5.2.0 every pair is followed by 0x02; 4.9.1 to 5.1.4 delete the last one.  Decoding
+accepts both and records which one a message has (``trailing_separator``);
+encoding writes what the message says.
 
 At the end of a commitlog file that cannot hold the next message the store writes
 a BLANK record ``[int remaining][int 0xCBD43194]`` and the rest of the file is
@@ -62,6 +68,7 @@ SYSFLAG_HOST_MASK = SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6
 BODY_CRC_MASK = 0x7FFFFFFF
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
+PROPERTY_SEPARATOR_BYTE = 0x02
 MAX_PROPERTIES_BYTES = 0x7FFF     # the length is a signed short
 MAX_TOPIC_BYTES_V1 = 0x7F         # the length is a signed byte
 
@@ -198,6 +205,8 @@ class RocketMQMessage:
     size: int = 0
     body_crc: int = 0
     magic: int = MESSAGE_MAGIC
+    #: the stored properties end with 0x02 (brokers up to 4.9.0 and from 5.2.0 write them so)
+    trailing_separator: bool = False
 
     @property
     def tags(self) -> str | None:
@@ -231,8 +240,11 @@ def msg_id(store_host: Host, physical_offset: int) -> str:
     return _msg_id_prefix(store_host) + format(physical_offset & _U64_MASK, "016X")
 
 
-def encode_properties(properties: dict[str, str]) -> bytes:
-    """``NAME 0x01 VALUE 0x02 ...`` without the trailing separator, UTF-8.
+def encode_properties(properties: dict[str, str], trailing_separator: bool = False) -> bytes:
+    """``NAME 0x01 VALUE 0x02 ...`` UTF-8, with or without a 0x02 after the last pair.
+
+    ``trailing_separator`` picks the broker version's style (see the module
+    docstring); an empty map is ``b""`` in both.
 
     The separators are checked by counting them in the joined string (C speed).
 
@@ -249,6 +261,8 @@ def encode_properties(properties: dict[str, str]) -> bytes:
                    if NAME_VALUE_SEPARATOR in t or PROPERTY_SEPARATOR in t)
         raise InvalidMessageError(
             f"expected property names and values without the separators 0x01/0x02, found {bad!r}")
+    if trailing_separator:
+        text += PROPERTY_SEPARATOR
     data = text.encode("utf-8", "surrogatepass")
     if len(data) > MAX_PROPERTIES_BYTES:
         raise InvalidMessageError(f"expected properties of at most {MAX_PROPERTIES_BYTES} bytes, "
@@ -257,9 +271,10 @@ def encode_properties(properties: dict[str, str]) -> bytes:
 
 
 def decode_properties(data: bytes | memoryview) -> dict[str, str]:
-    """The inverse of :func:`encode_properties` (stored order kept).
+    """The inverse of :func:`encode_properties` (stored order kept; either style).
 
-    Like the broker's decoder, an item without a name/value separator is skipped.
+    Like the broker's decoder, an item without a name/value separator (the empty
+    one after a trailing 0x02 among them) is skipped.
     """
     if not data:
         return {}
@@ -323,7 +338,7 @@ def encode(msg: RocketMQMessage) -> bytes:
     :raises InvalidTopicError: a topic too long for its length field.
     """
     topic_field = encode_topic(msg.topic, msg.magic)
-    properties = encode_properties(msg.properties)
+    properties = encode_properties(msg.properties, msg.trailing_separator)
     msg.sys_flag = (msg.sys_flag & ~SYSFLAG_HOST_MASK) | host_flags(msg.born_host, msg.store_host)
     msg.size = encoded_size(len(msg.body), len(topic_field), len(properties), msg.sys_flag)
     msg.body_crc = body_crc(msg.body)
@@ -403,6 +418,7 @@ def _decode_message(buf: memoryview, pos: int, total: int, magic: int, check_crc
     if props_len < 0 or p + props_len != total:
         raise ValueError(f"properties length {props_len} does not end the message at its size")
     properties = decode_properties(rec[p:p + props_len])
+    trailing = props_len > 0 and rec[total - 1] == PROPERTY_SEPARATOR_BYTE
     if check_crc:
         actual = body_crc(body)
         if actual != crc:
@@ -412,4 +428,4 @@ def _decode_message(buf: memoryview, pos: int, total: int, magic: int, check_crc
         queue_offset=queue_offset, physical_offset=physical_offset, sys_flag=sys_flag,
         born_timestamp=born_ts, born_host=born_host, store_timestamp=store_ts, store_host=store_host,
         reconsume_times=reconsume, prepared_transaction_offset=prepared, size=total, body_crc=crc,
-        magic=magic)
+        magic=magic, trailing_separator=trailing)

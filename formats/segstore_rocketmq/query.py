@@ -6,6 +6,7 @@
   each candidate is checked against the commitlog (topic, and the key among
   ``UNIQ_KEY`` and ``KEYS``), so a hash collision never returns another topic's
   or key's message, and a message holding a key twice is returned once.
+- :func:`scan_by_key`: the same answer from a commitlog scan (a store without ``index/``).
 - :func:`offset_in_queue_by_time`: the broker's ``getOffsetInQueueByTime``: the
   first queue offset whose message was stored at or after a time, by binary
   search over the consume queue, reading store times from the commitlog.
@@ -16,7 +17,8 @@ the store keeps its files.  Thread-safe if those callables are.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterable
 
 from .indexfile import IndexService
 from .message import SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_ROLLBACK, RocketMQMessage
@@ -24,6 +26,9 @@ from .message import SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_ROLLBACK, Roc
 #: ``MessageStoreConfig.maxMsgsNumBatch``: the broker's cap on hits per key query.
 MAX_MSGS_NUM_BATCH = 64
 TIME_MAX = 2**63 - 1
+#: What a reader of a store without consume queues or index is told (``info``'s ``notes``, the CLI's stderr).
+SCAN_NOTE = ("no consume queues or no index: what they would answer comes from a scan of the commitlog; "
+             "`segstore recover` builds consumequeue/ and index/ as the broker does")
 
 
 def carries_key(msg: RocketMQMessage, topic: str, key: str) -> bool:
@@ -61,6 +66,21 @@ def query_by_key(
             if len(found) >= max_hits:
                 break
     return [found[phy] for phy in sorted(found)]
+
+
+def scan_by_key(messages: Iterable[RocketMQMessage], topic: str, key: str, *,
+                max_hits: int = MAX_MSGS_NUM_BATCH, begin: int = 0,
+                end: int = TIME_MAX) -> list[RocketMQMessage]:
+    """What :func:`query_by_key` answers, from messages in commitlog order instead of an index
+    (a store without ``index/``): the newest ``max_hits`` carrying ``key``, stored in
+    ``[begin, end]``.  Runtime complexity: ``O(messages)``."""
+    if max_hits <= 0:
+        return []
+    hits: deque[RocketMQMessage] = deque(maxlen=max_hits)
+    for msg in messages:
+        if begin <= msg.store_timestamp <= end and carries_key(msg, topic, key):
+            hits.append(msg)
+    return list(hits)
 
 
 def offset_in_queue_by_time(

@@ -46,9 +46,10 @@ from segstore.search import Bound, search
 
 from . import columnar
 from .checkpoint import Checkpoint
-from .commitlog import END_FILE_MIN_BLANK_LENGTH, CommitLog, CommitLogFile
+from .commitlog import END_FILE_MIN_BLANK_LENGTH, KEPT_ASIDE, CommitLog, CommitLogFile
 from .config import SCHEDULE_TOPIC
 from .consumequeue import CQ_DTYPE, ConsumeQueue
+from .consumequeue_ext import MAX_ADDR as EXT_MAX_ADDR
 from .indexfile import IndexFile, IndexService
 from .message import (
     MESSAGE_MAGIC,
@@ -64,6 +65,10 @@ from .message import (
 
 #: A clean shutdown re-checks the last this-many commitlog files (``recoverNormally``).
 NORMAL_RECOVERY_FILES = 3
+#: segstore's own directory at the store root (``segstore.layouts`` keeps its indexes there too)
+SEGSTORE_DIR = ".segstore"
+#: under it, the bytes recovery cut, by the directory they were cut from
+CUT_DIR = "cut"
 #: The first three bytes of both message magics (0xDAA320A7 and 0xDAA320AB), at byte 4 of a message.
 MAGIC_PREFIX = (MESSAGE_MAGIC & 0xFFFFFFFF).to_bytes(4, "big")[:3]
 MAGIC_POS = PREFIX.size // 2
@@ -356,8 +361,33 @@ def nonzero_extent(view: memoryview, pos: int, path: str | None = None) -> int:
     return last
 
 
+def aside_dir(directory: str) -> str:
+    """Where bytes cut from the files of ``STORE/commitlog`` are kept: ``STORE/.segstore/cut/commitlog``.
+
+    Not in ``commitlog/`` itself: ``MappedFileQueue.load`` (RocketMQ 4.5.1 to 5.x) refuses to
+    start on a directory holding any file of another length than the mapped-file size (4.2-4.4
+    stop loading there; only 5.1.3+ skip subdirectories), and the broker never lists the store
+    root, where segstore's other files live under ``.segstore/`` too.
+    """
+    store = os.path.dirname(os.path.normpath(directory))
+    return os.path.join(store, SEGSTORE_DIR, CUT_DIR, os.path.basename(os.path.normpath(directory)))
+
+
+def move_kept_aside(commitlog: CommitLog) -> list[str]:
+    """Move ``FILE.cut-POS`` files an older segstore left inside ``commitlog/`` to :func:`aside_dir`."""
+    lines = []
+    target = aside_dir(commitlog.directory)
+    for name in files.list_dir(commitlog.directory):
+        if KEPT_ASIDE in name:
+            files.make_dirs(target)
+            files.rename(os.path.join(commitlog.directory, name), os.path.join(target, name))
+            lines.append(f"{os.path.join(commitlog.directory, name)}: moved to {target}, where the broker "
+                         f"does not look")
+    return lines
+
+
 def cut_tail(commitlog: CommitLog, end: int) -> list[str]:
-    """Cut the commitlog at ``end``, saving every non-zero byte cut beside its file first."""
+    """Cut the commitlog at ``end``, saving every non-zero byte cut in :func:`aside_dir` first."""
     lines = []
     for seg in list(commitlog.log.segments):
         if seg.base + commitlog.file_size <= end:
@@ -366,7 +396,7 @@ def cut_tail(commitlog: CommitLog, end: int) -> list[str]:
         view = seg.file.view()
         stop = nonzero_extent(view, pos, seg.path)
         if stop > pos:
-            kept = files.save_aside(seg.path, pos, view[pos:stop])
+            kept = files.save_aside(seg.path, pos, view[pos:stop], into=aside_dir(commitlog.directory))
             lines.append(f"{seg.path}:{pos}: cut {stop - pos} bytes of torn tail, saved in {kept}")
         del view
         # only the non-zero bytes need zeroing: the rest of a preallocated file stays sparse
@@ -501,8 +531,11 @@ def _compare_entries(q: ConsumeQueue, messages: Walked, at: np.ndarray) -> int:
     if have is None:
         return 0
     present = offsets - lo < len(rows)
+    stored = have["tags_code"]
+    # a consumequeue_ext address (filter-enabled broker) stands for the tags code: kept as it is
+    tags_differ = (stored != messages.tags_code[at]) & (stored > EXT_MAX_ADDR)
     differ = present & ((have["offset"] != messages.phy[at]) | (have["size"] != messages.size[at])
-                        | (have["tags_code"] != messages.tags_code[at]))
+                        | tags_differ)
     for i in np.flatnonzero(differ).tolist():
         j = int(at[i])
         _write_row(q, int(offsets[i]), np.array([(messages.phy[j], messages.size[j], messages.tags_code[j])],
@@ -529,6 +562,14 @@ def _drop_queue_entries_past(ctx: RecoveryContext, end: int, lines: list[str]) -
                 f"consumequeue {topic}/{queue_id}: dropped {dropped} entries at or past the "
                 f"commitlog end {end}"
             )
+
+
+def _drop_empty_queue_files(ctx: RecoveryContext, lines: list[str]) -> None:
+    """Delete consume-queue files left without an entry at the end of a queue: the broker's load
+    would take their zero slot 0 as an entry (offset 0, size 0) and dispatch the commitlog again."""
+    for key, q in sorted(ctx.queues.items()):
+        for path in q.drop_empty_tail():
+            lines.append(f"consumequeue {key[0]}/{key[1]}: deleted {path}, which held no entry")
 
 
 def _drop_damaged_queues(ctx: RecoveryContext, gapped: set[tuple[str, int]], lines: list[str]) -> None:
@@ -660,7 +701,9 @@ def recover(ctx: RecoveryContext) -> list[str]:
             if q.max_offset > q.min_offset:
                 q.truncate(q.min_offset)
                 lines.append(f"consumequeue {key[0]}/{key[1]}: dropped every entry (no commitlog)")
+        _drop_empty_queue_files(ctx, lines)
         return lines
+    lines.extend(move_kept_aside(cl))
     start = cl.min_offset if ctx.full else _start_offset(ctx)
     w = walk(cl, start, ctx.tags_code, past_zeros=ctx.abnormal or ctx.full)
     lines.append(f"commitlog: {kind}; walked {len(w.messages)} messages from {start} to {w.end}")
@@ -676,6 +719,7 @@ def recover(ctx: RecoveryContext) -> list[str]:
         _drop_damaged_queues(ctx, gapped, lines)
         full = walk(cl, cl.min_offset, ctx.tags_code)
         _dispatch_queues(ctx, full.messages, gapped, lines)
+    _drop_empty_queue_files(ctx, lines)
 
     if ctx.index is not None:
         reindex_from, cut = _recover_index(ctx, w, lines)

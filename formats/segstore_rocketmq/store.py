@@ -34,6 +34,7 @@ from segstore.columns import ROCKETMQ_SCHEMA, project
 from segstore.errors import (
     ConfigError,
     CorruptDataError,
+    CorruptIndexError,
     InvalidMessageError,
     MessageTooLargeError,
     NotFoundError,
@@ -44,9 +45,13 @@ from segstore.records import CREATE_TIME, Message
 from segstore.store import AppendResult, Store
 
 from . import columnar
+from .checkpoint import FILE_NAME as CHECKPOINT_FILE
+from .checkpoint import FILE_SIZE as CHECKPOINT_SIZE
 from .commitlog import END_FILE_MIN_BLANK_LENGTH, KEPT_ASIDE, CommitLog
 from .config import SCHEDULE_TOPIC, BrokerConfig, validate_topic
 from .consumequeue import CQ_DTYPE, ConsumeQueue, parse_file_name
+from .consumequeue_ext import EXT_DIR, ConsumeQueueExt
+from .consumequeue_ext import MAX_ADDR as EXT_MAX_ADDR
 from .fastappend import append_plain
 from .indexfile import IndexRequest, IndexService, geometry_on_disk
 from .javacompat import hashmap_order, string_hash
@@ -76,7 +81,8 @@ from .message import (
     host_flags,
     msg_id,
 )
-from .topicconfig import ConsumerOffsets, TopicConfigs
+from .query import SCAN_NOTE
+from .topicconfig import ConsumerOffsets, TopicConfigs, read_delay_offsets
 
 COMMITLOG_DIR = "commitlog"
 CONSUMEQUEUE_DIR = "consumequeue"
@@ -172,6 +178,27 @@ def _sizes_on_disk(path: str, given: Mapping[str, Any]) -> dict[str, int]:
     return {k: v for k, v in found.items() if v > 0}
 
 
+class ScannedQueue:
+    """A queue of a store that has no ``consumequeue/`` (a backup, a unit-test store), built by one
+    commitlog scan: the entries the broker's dispatch would write for it.  Read-only; offers the
+    reading half of :class:`ConsumeQueue` (``min_offset``, ``max_offset``, ``entries``)."""
+
+    def __init__(self, first_offset: int, rows: np.ndarray) -> None:
+        self.min_offset = first_offset
+        self.max_offset = first_offset + len(rows)
+        self.rows = rows
+
+    def entries(self, start: int, count: int | None = None) -> np.ndarray:
+        """Entries from logical offset ``start`` (at most ``count``).
+
+        :raises OffsetOutOfRangeError: ``start`` is below :attr:`min_offset`.
+        """
+        if start < self.min_offset:
+            raise OffsetOutOfRangeError(f"expected an offset of at least {self.min_offset}, found {start}")
+        lo = start - self.min_offset
+        return self.rows[lo:] if count is None else self.rows[lo:lo + count]
+
+
 class RocketMQStore(LifecycleMixin, Store):
     """A RocketMQ store directory opened for reading (``"r"``) or appending (``"a"``).
 
@@ -199,13 +226,21 @@ class RocketMQStore(LifecycleMixin, Store):
         self._topic_fields: dict[str, bytes] = {}
         self._plain_topics: dict[str, bytes] = {}     # validated topics' fields (.fastappend)
         self._tags_codes: dict[str, int] = {}
+        self._trailing_separator: bool | None = None    # the properties style, found at first append
+        self._scanned: dict[tuple[str, int], ScannedQueue] | None = None
+        #: what a reader should know about where answers came from (see :data:`SCAN_NOTE`)
+        self.notes: list[str] = []
         writable = mode == "a"
         self._lock = files.WriterLock(os.path.join(self.path, LOCK_FILE), LOCK_CONTENT) if writable else None
-        if not writable and not files.is_dir(os.path.join(self.path, COMMITLOG_DIR)):
-            raise NotFoundError("expected a RocketMQ store with a commitlog/ directory, found none",
+        if not writable and not files.is_dir(os.path.join(self.path, COMMITLOG_DIR)) \
+                and not is_rocketmq_store(self.path):
+            raise NotFoundError("expected a RocketMQ store (commitlog/, consumequeue/, or the checkpoint, "
+                                "config/ and lock of a broker that stored nothing yet), found none",
                                 self.path)
         self.commitlog: CommitLog | None = None
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+        #: ``consumequeue_ext/`` of a filter-enabled broker, read-only (see .consumequeue_ext)
+        self.queue_exts: dict[tuple[str, int], ConsumeQueueExt] = {}
         self.index: IndexService | None = None
         self._init_lifecycle()
         try:
@@ -215,6 +250,7 @@ class RocketMQStore(LifecycleMixin, Store):
             self.commitlog = CommitLog(os.path.join(self.path, COMMITLOG_DIR),
                                        self.config.mappedFileSizeCommitLog, writable=writable)
             self._load_queues(writable)
+            self._load_queue_exts()
             self.topic_configs = TopicConfigs(self.path)
             self.consumer_offsets = ConsumerOffsets(self.path)
             self._configs_dirty = False
@@ -244,6 +280,34 @@ class RocketMQStore(LifecycleMixin, Store):
                 self.queues[(topic, int(qname))] = ConsumeQueue(
                     directory, topic, int(qname), self.config.consume_queue_file_size, writable=writable)
 
+    def _load_queue_exts(self) -> None:
+        root = os.path.join(self.path, EXT_DIR)
+        for topic in files.list_dir(root):
+            for qname in files.list_dir(os.path.join(root, topic)):
+                if qname.isdigit():
+                    self.queue_exts[(topic, int(qname))] = ConsumeQueueExt(os.path.join(root, topic, qname))
+
+    def entry_tags_codes(self, topic: str, queue_id: int, codes: np.ndarray) -> np.ndarray:
+        """The tags codes of consume-queue entries with extension addresses replaced by their unit's
+        tags code (a filter-enabled store, ``ConsumeQueue.getExt``); ``codes`` itself otherwise.
+
+        An address whose unit is missing or malformed stays as it is.
+        Runtime complexity: ``O(n)`` in numpy, plus one unit read per address.
+        """
+        ext = self.queue_exts.get((topic, queue_id))
+        at = np.flatnonzero(codes <= EXT_MAX_ADDR) if ext is not None else ()
+        if not len(at):
+            return codes
+        codes = codes.astype(np.int64)
+        for i in at.tolist():
+            try:
+                unit = ext.get(int(codes[i]))
+            except CorruptIndexError:           # verify reports it; the address stays unresolved
+                continue
+            if unit is not None:
+                codes[i] = unit.tags_code
+        return codes
+
     def _queue(self, topic: str, queue_id: int) -> ConsumeQueue:
         cq = self.queues.get((topic, queue_id))
         if cq is None:
@@ -261,6 +325,9 @@ class RocketMQStore(LifecycleMixin, Store):
         for cq in self.queues.values():
             cq.close()
         self.queues = {}
+        for ext in self.queue_exts.values():
+            ext.close()
+        self.queue_exts = {}
         if self.commitlog is not None:
             self.commitlog.close()
             self.commitlog = None
@@ -370,6 +437,38 @@ class RocketMQStore(LifecycleMixin, Store):
                 self._order_cache[names] = order
         return {k: props[k] for k in order}
 
+    @property
+    def trailing_separator(self) -> bool:
+        """Whether appended messages end their properties with 0x02 (the broker version's style).
+
+        An existing store keeps the style of its newest messages (a 4.8 store stays
+        4.8); a store without messages takes ``rocketmqVersion``'s.
+        """
+        if self._trailing_separator is None:
+            found = self._stored_style()
+            self._trailing_separator = self.config.trailing_separator if found is None else found
+        return self._trailing_separator
+
+    def _stored_style(self) -> bool | None:
+        """The style of the newest message with properties among the last message of every queue
+        and the first of the last commitlog file; None when none of them has properties.
+
+        Runtime complexity: ``O(queues)`` reads at most.
+        """
+        offsets = set()
+        for cq in self.queues.values():
+            end = cq.max_offset
+            if end > cq.min_offset:
+                offsets.add(int(cq.entries(end - 1, 1)["offset"][0]))
+        active = self.commitlog.log.active
+        if active is not None and active.wrote > 0:
+            offsets.add(active.base)
+        for physical in sorted(offsets, reverse=True):
+            msg = self._message_or_none(physical)
+            if msg is not None and msg.properties:
+                return msg.trailing_separator
+        return None
+
     def _build(self, item: Message | Mapping[str, Any], now: int) -> RocketMQMessage:
         """The message the broker would store for an append item (before offsets)."""
         fields = self._normalize(item)
@@ -418,6 +517,7 @@ class RocketMQStore(LifecycleMixin, Store):
             store_timestamp if born_timestamp is None else int(born_timestamp),
             self._host(get("born_host"), store_host), store_timestamp, store_host,
             int(get("reconsume_times") or 0), int(get("prepared_transaction_offset") or 0))
+        msg.trailing_separator = self.trailing_separator
         if delay > 0 and sys_flag & SYSFLAG_TRANSACTION_MASK in (0, SYSFLAG_TRANSACTION_COMMIT):
             self._schedule(msg, delay)
         return msg
@@ -479,7 +579,7 @@ class RocketMQStore(LifecycleMixin, Store):
             topic_field = topic_fields.get(msg.topic)
             if topic_field is None:
                 topic_field = topic_fields[msg.topic] = encode_topic(msg.topic, MESSAGE_MAGIC)
-            properties = encode_properties(msg.properties)
+            properties = encode_properties(msg.properties, msg.trailing_separator)
             msg.sys_flag = sys_flag = (msg.sys_flag & ~SYSFLAG_HOST_MASK) | host_flags(msg.born_host,
                                                                                        msg.store_host)
             msg.size = size = (HEADERS[sys_flag & SYSFLAG_HOST_MASK].size + len(msg.body) + len(topic_field)
@@ -664,6 +764,34 @@ class RocketMQStore(LifecycleMixin, Store):
         self._check_open()
         return self.commitlog.read(physical_offset)
 
+    @property
+    def commitlog_only(self) -> bool:
+        """True when a store opened for reading holds messages but no consume queue."""
+        return self.mode == "r" and not self.queues and self.commitlog.end > self.commitlog.min_offset
+
+    def _queue_views(self) -> Mapping[tuple[str, int], ConsumeQueue | ScannedQueue]:
+        """The consume queues, or for a commitlog-only store the queues one scan finds (built once)."""
+        if not self.commitlog_only:
+            return self.queues
+        if self._scanned is None:
+            rows: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
+            first: dict[tuple[str, int], int] = {}
+            for msg in self.scan():
+                if has_queue_entry(msg.sys_flag):
+                    key = (msg.topic, msg.queue_id)
+                    first.setdefault(key, msg.queue_offset)
+                    rows.setdefault(key, []).append((msg.physical_offset, msg.size, self.tags_code(msg)))
+            self._scanned = {key: ScannedQueue(first[key], np.array(r, dtype=CQ_DTYPE))
+                             for key, r in rows.items()}
+            self.notes.append(SCAN_NOTE)
+        return self._scanned
+
+    def _queue_view(self, topic: str, partition: int) -> ConsumeQueue | ScannedQueue:
+        cq = self._queue_views().get((topic, partition))
+        if cq is None:
+            raise NotFoundError(f"expected a consume queue for {topic}/{partition}, found none", self.path)
+        return cq
+
     def read(self, topic: str, partition: int, offset: int = 0, count: int | None = None, *,
              tag: str | None = None) -> Iterator[RocketMQMessage]:
         """Messages of one queue from ``offset`` through its consume queue, lazily.
@@ -676,9 +804,7 @@ class RocketMQStore(LifecycleMixin, Store):
         :raises CorruptDataError: an entry points at something that is not its message.
         """
         self._check_open()
-        cq = self.queues.get((topic, partition))
-        if cq is None:
-            raise NotFoundError(f"expected a consume queue for {topic}/{partition}, found none", self.path)
+        cq = self._queue_view(topic, partition)
         code = string_hash(tag) if tag is not None else None
         returned = 0
         position = offset
@@ -686,7 +812,8 @@ class RocketMQStore(LifecycleMixin, Store):
             rows = cq.entries(position, _READ_CHUNK)
             if not len(rows):
                 return
-            slots = np.flatnonzero(rows["tags_code"] == code) if code is not None else range(len(rows))
+            slots = (np.flatnonzero(self.entry_tags_codes(topic, partition, rows["tags_code"]) == code)
+                     if code is not None else range(len(rows)))
             phys_col, size_col = rows["offset"].tolist(), rows["size"].tolist()
             for i in slots:
                 phys, size = phys_col[i], size_col[i]
@@ -707,17 +834,15 @@ class RocketMQStore(LifecycleMixin, Store):
 
     def topics(self) -> list[str]:
         self._check_open()
-        return sorted({topic for topic, _ in self.queues})
+        return sorted({topic for topic, _ in self._queue_views()})
 
     def partitions(self, topic: str) -> list[int]:
         self._check_open()
-        return sorted(qid for t, qid in self.queues if t == topic)
+        return sorted(qid for t, qid in self._queue_views() if t == topic)
 
     def offset_range(self, topic: str, partition: int) -> tuple[int, int]:
         self._check_open()
-        cq = self.queues.get((topic, partition))
-        if cq is None:
-            raise NotFoundError(f"expected a consume queue for {topic}/{partition}, found none", self.path)
+        cq = self._queue_view(topic, partition)
         return cq.min_offset, cq.max_offset
 
     def offset_for_time(self, topic: str, partition: int, timestamp: int) -> int | None:
@@ -728,7 +853,7 @@ class RocketMQStore(LifecycleMixin, Store):
         from .query import offset_in_queue_by_time
 
         start, end = self.offset_range(topic, partition)
-        cq = self.queues[(topic, partition)]
+        cq = self._queue_view(topic, partition)
 
         def store_time_at(offset: int) -> int | None:
             rows = cq.entries(offset, 1)
@@ -741,17 +866,20 @@ class RocketMQStore(LifecycleMixin, Store):
         """The consume-queue files of a queue: ``start_offset``, ``end_offset``, ``bytes``
         (the sum of the message sizes they point at) and ``path``, for split planning."""
         self._check_open()
-        cq = self.queues.get((topic, partition))
-        if cq is None:
-            raise NotFoundError(f"expected a consume queue for {topic}/{partition}, found none", self.path)
+        cq = self._queue_view(topic, partition)
+        if isinstance(cq, ScannedQueue):
+            return [{"start_offset": cq.min_offset, "end_offset": cq.max_offset,
+                     "bytes": int(cq.rows["size"].sum(dtype=np.int64)), "path": self.commitlog.directory}]
         return [{"start_offset": seg.first_offset, "end_offset": seg.first_offset + len(seg),
                  "bytes": int(seg.entries["size"].sum(dtype=np.int64)), "path": seg.file.path}
                 for seg in cq.segment_files()]
 
     # -- records ------------------------------------------------------------
     def to_common(self, record: RocketMQMessage) -> Message:
-        keys = record.properties.get(PROPERTY_KEYS)
-        return Message(topic=record.topic, value=record.body, key=keys.encode("utf-8") if keys else None,
+        """The common record: the first ``KEYS`` token is the key (as Spark's ``key`` column and the
+        conversion to Kafka have it; every token stays in ``record.keys``), properties are headers."""
+        keys = record.keys
+        return Message(topic=record.topic, value=record.body, key=keys[0].encode("utf-8") if keys else None,
                        partition=record.queue_id, offset=record.queue_offset, timestamp=record.born_timestamp,
                        headers=[(k, v.encode("utf-8")) for k, v in record.properties.items()],
                        timestamp_type=CREATE_TIME)
@@ -774,7 +902,8 @@ class RocketMQStore(LifecycleMixin, Store):
         """One line per message in commitlog order (``json``: one :data:`JSON_KEYS` object a line)."""
         import json as jsonlib
 
-        if json and columnar._speedups is not None:    # formatted in C, a batch at a time
+        ext_units = self._ext_units_by_physical_offset() if json else {}
+        if json and columnar._speedups is not None and not ext_units:   # in C, a batch at a time
             for view, rows in self._region_rows(None, None, _DUMP_ROWS):
                 if topic is not None or partition is not None:
                     keep = (columnar.topic_is(view, rows, topic) if topic is not None
@@ -794,27 +923,55 @@ class RocketMQStore(LifecycleMixin, Store):
             if partition is not None and msg.queue_id != partition:
                 continue
             if json:
-                out.write(jsonlib.dumps(self.to_json(msg), ensure_ascii=False) + "\n")
+                record = self.to_json(msg)
+                unit = ext_units.get(msg.physical_offset)
+                if unit is not None:
+                    address, ext = unit
+                    record["ext"] = {"address": address, "tags_code": ext.tags_code,
+                                     "store_timestamp": ext.store_timestamp, "bitmap": ext.bitmap.hex()}
+                out.write(jsonlib.dumps(record, ensure_ascii=False) + "\n")
                 continue
             out.write(f"{msg.physical_offset:>12}  {msg.topic}/{msg.queue_id}@{msg.queue_offset}  "
                       f"size={msg.size} born={msg.born_timestamp} stored={msg.store_timestamp} "
                       f"keys={','.join(msg.keys) or '-'} tags={msg.tags or '-'} "
                       f"body={body_preview(msg.body)}\n")
 
+    def _ext_units_by_physical_offset(self) -> dict[int, tuple[int, Any]]:
+        """Physical offset -> ``(address, unit)`` for every consume-queue entry that points into
+        ``consumequeue_ext/`` (empty for a store without it)."""
+        found: dict[int, tuple[int, Any]] = {}
+        for key, ext in self.queue_exts.items():
+            cq = self.queues.get(key)
+            if cq is None:
+                continue
+            rows = cq.entries(cq.min_offset)
+            for i in np.flatnonzero(rows["tags_code"] <= EXT_MAX_ADDR).tolist():
+                address = int(rows["tags_code"][i])
+                try:
+                    unit = ext.get(address)
+                except CorruptIndexError:       # dumped without it; verify reports it
+                    continue
+                if unit is not None:
+                    found[int(rows["offset"][i])] = (address, unit)
+        return found
+
     # -- tooling -------------------------------------------------------------
     def info(self) -> dict[str, Any]:
         self._check_open()
         queues = [{"topic": t, "queue_id": q, "min_offset": cq.min_offset, "max_offset": cq.max_offset,
-                   "files": len(cq.segment_files())} for (t, q), cq in sorted(self.queues.items())]
+                   "files": len(cq.segment_files()) if isinstance(cq, ConsumeQueue) else 0}
+                  for (t, q), cq in sorted(self._queue_views().items())]
         commitlog_files = [{"path": seg.path, "size": seg.file.size} for seg in self.commitlog.log.segments]
         return {"format": self.format, "path": self.path, "topics": self.topics(), "queues": queues,
                 "commitlog": {"min_offset": self.commitlog.min_offset, "max_offset": self.commitlog.end,
                               "files": commitlog_files},
-                "config": self.config.as_dict()}
+                "config": self.config.as_dict(), "delay_offsets": read_delay_offsets(self.path),
+                **({"notes": list(self.notes)} if self.notes else {})}
 
 
 def is_rocketmq_store(path: str) -> bool:
-    """A directory with ``commitlog/`` (files named by 20 digits) or ``consumequeue/``."""
+    """A directory with ``commitlog/`` (files named by 20 digits) or ``consumequeue/``, or an empty
+    store: a 4096-byte ``checkpoint`` with ``config/`` or ``lock``."""
     commitlog = os.path.join(path, COMMITLOG_DIR)
     if files.is_dir(commitlog):
         try:
@@ -825,4 +982,9 @@ def is_rocketmq_store(path: str) -> bool:
         except SegstoreError:
             return False
         return True
-    return files.is_dir(os.path.join(path, CONSUMEQUEUE_DIR))
+    if files.is_dir(os.path.join(path, CONSUMEQUEUE_DIR)):
+        return True
+    # A broker that started and stored nothing leaves checkpoint, config/ and lock, no commitlog/.
+    checkpoint = os.path.join(path, CHECKPOINT_FILE)
+    return files.exists(checkpoint) and files.file_size(checkpoint) == CHECKPOINT_SIZE and (
+        files.is_dir(os.path.join(path, "config")) or files.exists(os.path.join(path, LOCK_FILE)))

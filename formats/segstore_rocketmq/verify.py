@@ -17,7 +17,6 @@ complexity: ``O(commitlog bytes + entries)``; read-only, thread-safe with reader
 
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
@@ -28,12 +27,18 @@ from segstore.store import Problem
 
 from .checkpoint import FILE_NAME as CHECKPOINT_FILE
 from .checkpoint import check as check_checkpoint
+from .commitlog import KEPT_ASIDE
 from .consumequeue import CQ_DTYPE
+from .consumequeue_ext import MAX_ADDR as EXT_MAX_ADDR
+from .consumequeue_ext import real_offset
 from .indexfile import HEADER, INDEX_COUNT_POS, INVALID_INDEX, IndexHeader
 from .message import Blank, End, RocketMQMessage, decode
 from .recovery import SEARCH_WINDOW, Walked, nonzero_extent, walk
+from .topicconfig import loads_fastjson
 
 CONFIG_DIR = "config"
+#: where the tags code sits in a consume-queue entry (after the long offset and int size)
+ENTRY_TAGS_POS = CQ_DTYPE.fields["tags_code"][1]
 
 
 def _damage(path: str, view: memoryview, pos: int, base: int) -> str:
@@ -56,6 +61,16 @@ def _damage(path: str, view: memoryview, pos: int, base: int) -> str:
 
 def _verify_commitlog(store, problems: list[Problem]) -> Walked:
     cl = store.commitlog
+    if cl.empty_tail is not None:
+        problems.append(Problem(cl.empty_tail, 0, f"expected a commitlog file of {cl.file_size} bytes "
+                                "(mappedFileSizeCommitLog), found 0: a crash left it empty and RocketMQ "
+                                "4.5.1 to 5.1.2 refuse to start on it (segstore recover removes it)"))
+    for name in files.list_dir(cl.directory):
+        if KEPT_ASIDE in name:
+            problems.append(Problem(os.path.join(cl.directory, name), 0,
+                                    f"expected only commitlog files of {cl.file_size} bytes in commitlog/ "
+                                    "(RocketMQ's MappedFileQueue.load refuses any other), found bytes an "
+                                    "older recovery cut (segstore recover moves them to .segstore/cut/)"))
     if len(cl.log.segments) == 0:
         return Walked.empty()
     w = walk(cl, cl.min_offset, store.tags_code)
@@ -94,17 +109,46 @@ def _first_nonzero(file: files.MappedFile, pos: int) -> int | None:
     return None
 
 
+def _unit(ext, address: int):
+    """The extension unit at ``address``, None if missing or malformed (reported by _verify_queue_exts)."""
+    if ext is None:
+        return None
+    try:
+        return ext.get(address)
+    except SegstoreError:
+        return None
+
+
+def _verify_queue_exts(store, problems: list[Problem]) -> None:
+    """Every unit of every ``consumequeue_ext`` file parses (size = 20 + bitMapSize)."""
+    for ext in store.queue_exts.values():
+        try:
+            ext.units()
+        except SegstoreError as err:
+            problems.append(Problem(err.path, err.pos, err.message))
+
+
 def _verify_queues(store, walked: Walked, problems: list[Problem]) -> None:
+    """Every entry against the walked message at its offset, vectorized per consume-queue file; the
+    entries found wrong (and extension addresses, which are few) are then reported one by one."""
     numbers = {topic: k for k, topic in enumerate(walked.topics)}
     groups = walked.groups()
     covered: dict[tuple[str, int], list[np.ndarray]] = {}
     for (topic, qid), cq in sorted(store.queues.items()):
+        last = cq.log.active
+        if last is not None and len(last) == 0:
+            problems.append(Problem(last.file.path, 0, "expected an entry in slot 0 of the last "
+                                    "consume-queue file, found none: the broker reads it as an entry at "
+                                    "offset 0, size 0 (segstore recover deletes the file)"))
+        ext = store.queue_exts.get((topic, qid))
         number = numbers.get(topic, -1)
         mine = groups.get((number, qid), np.zeros(0, np.intp))
         for seg in cq.segment_files():
             rows = seg.entries
             first = seg.first_offset
             phys = rows["offset"].astype(np.int64)
+            stored = rows["tags_code"].astype(np.int64)
+            resolved = np.asarray(store.entry_tags_codes(topic, qid, rows["tags_code"]), np.int64)
             claimed = first + np.arange(len(rows), dtype=np.int64)
             # the usual case: the queue's messages from this file's first offset, one per entry
             lo = int(np.searchsorted(walked.queue_offset[mine], first)) if len(mine) else 0
@@ -113,25 +157,42 @@ def _verify_queues(store, walked: Walked, problems: list[Problem]) -> None:
                 found = np.ones(len(rows), bool)
             else:
                 at, found = walked.find(phys)
-            covered.setdefault((topic, qid), []).append(claimed[found])
+            addressed = stored <= EXT_MAX_ADDR
             wrong = found & ((walked.topic[at] != number) | (walked.queue_id[at] != qid)
                              | (walked.queue_offset[at] != claimed) | (walked.size[at] != rows["size"])
-                             | (walked.tags_code[at] != rows["tags_code"]))
-            for i in np.flatnonzero(~found | wrong).tolist():
+                             | (walked.tags_code[at] != resolved))
+            seen = found.copy()
+            for i in np.flatnonzero(~found | wrong | addressed).tolist():
                 pos = i * CQ_DTYPE.itemsize
-                phy, size, tags = int(phys[i]), int(rows["size"][i]), int(rows["tags_code"][i])
-                if not found[i]:
+                phy, size, tags = int(phys[i]), int(rows["size"][i]), int(resolved[i])
+                expected = f"{topic}/{qid} offset {first + i}"
+                m = int(at[i]) if found[i] else None
+                if addressed[i]:
+                    unit = _unit(ext, int(stored[i]))
+                    if unit is None or (m is not None and unit.store_timestamp != walked.store_timestamp[m]):
+                        shown = "none" if unit is None else f"store time {unit.store_timestamp}"
+                        problems.append(Problem(
+                            seg.file.path, pos + ENTRY_TAGS_POS,
+                            f"expected the extension unit of {expected} at consumequeue_ext address "
+                            f"{int(stored[i])} (real offset {real_offset(int(stored[i]))})"
+                            + (f" with store time {int(walked.store_timestamp[m])}" if m is not None else "")
+                            + f", found {shown}"))
+                        seen[i] = True
+                        continue
+                if m is None:
                     problems.append(Problem(seg.file.path, pos,
-                                            f"expected the entry of {topic}/{qid} offset {first + i} to "
-                                            f"point at a valid message, found commitlog offset {phy}"))
+                                            f"expected the entry of {expected} to point at a valid message, "
+                                            f"found commitlog offset {phy}"))
                     continue
-                m = int(at[i])
+                if not wrong[i]:
+                    continue
                 problems.append(Problem(
                     seg.file.path, pos,
                     f"expected ({topic}, {qid}, {first + i}, size {size}, tags code {tags}) at commitlog "
                     f"offset {phy}, found ({walked.topics[int(walked.topic[m])]}, {int(walked.queue_id[m])}, "
                     f"{int(walked.queue_offset[m])}, size {int(walked.size[m])}, "
                     f"tags code {int(walked.tags_code[m])})"))
+            covered.setdefault((topic, qid), []).append(claimed[seen])
             at_byte = _first_nonzero(seg.file, len(seg) * CQ_DTYPE.itemsize)
             if at_byte is not None:
                 at_byte -= at_byte % CQ_DTYPE.itemsize
@@ -142,6 +203,9 @@ def _verify_queues(store, walked: Walked, problems: list[Problem]) -> None:
                         f"expected zeros after the last valid entry, found data at byte {at_byte}",
                     )
                 )
+    if not store.queues:
+        # a commitlog-only store (a backup): nothing is inconsistent; readers scan, recover builds them
+        return
     # every message that needs an entry has one
     ok = ~walked.has_queue_entry()
     for (topic, qid), claimed in covered.items():
@@ -237,11 +301,9 @@ def _verify_files(store, problems: list[Problem]) -> None:
             continue
         cpath = os.path.join(config_dir, name)
         try:
-            json.loads(files.read_text(cpath))
-        except (ValueError, SegstoreError) as err:
-            problems.append(
-                Problem(cpath, getattr(err, "pos", None), f"expected a JSON document, found {err}")
-            )
+            loads_fastjson(files.read_text(cpath), cpath)
+        except SegstoreError as err:
+            problems.append(Problem(cpath, err.pos, err.message))
 
 
 def verify_store(store) -> list[Problem]:
@@ -249,6 +311,7 @@ def verify_store(store) -> list[Problem]:
     problems: list[Problem] = []
     walked = _verify_commitlog(store, problems)
     _verify_queues(store, walked, problems)
+    _verify_queue_exts(store, problems)
     _verify_index(store, walked, problems)
     _verify_files(store, problems)
     return problems

@@ -11,7 +11,9 @@ RocketMQ -> Kafka (a *native* RocketMQ message)
     first key of ``KEYS``       key (UTF-8; none when ``KEYS`` is absent)
     born timestamp              timestamp (CreateTime), or the store timestamp
                                 (LogAppendTime) when asked
-    every other field           a header ``rmq.<field>`` (decimal or ``ip:port``)
+    every other field           a header ``rmq.<field>`` (decimal or ``ip:port``); a
+                                trailing 0x02 after the properties (the broker
+                                version's style) as ``rmq.trailing_separator``
     every property, in order    a header ``rmq.p.<NAME>`` (UTF-8)
     ==========================  ==============================================
 
@@ -99,9 +101,13 @@ H_QUEUE_OFFSET = "rmq.queue_offset"
 H_TOPIC = "rmq.topic"
 H_QUEUE_ID = "rmq.queue_id"
 H_MAGIC = "rmq.magic"
+H_TRAILING_SEPARATOR = "rmq.trailing_separator"
 
 #: Header value of ``rmq.magic`` for the v2 message layout (v1 is the default).
 MAGIC_V2_TEXT = b"2"
+#: Header value of ``rmq.trailing_separator`` for properties ending in 0x02 (brokers up to
+#: 4.9.0 and from 5.2.0); absent for the 4.9.1-5.1.4 style.
+TRAILING_TEXT = b"1"
 
 # -- Kafka fields as RocketMQ properties -----------------------------------------
 P_OFFSET = "kafka.offset"
@@ -210,6 +216,8 @@ def rocketmq_to_kafka(msg: RocketMQMessage, *, timestamp: str = "born") -> Kafka
     headers.append((H_MSG_ID, msg_id_text(msg.store_host, msg.physical_offset)))
     if msg.magic == MESSAGE_MAGIC_V2:
         headers.append((H_MAGIC, MAGIC_V2_TEXT))
+    if msg.trailing_separator:
+        headers.append((H_TRAILING_SEPARATOR, TRAILING_TEXT))
     if is_queued(msg):
         topic, partition, offset = kafka_from_rocketmq(msg.topic), msg.queue_id, msg.queue_offset
     else:
@@ -349,7 +357,8 @@ def restore_rocketmq(entry: KafkaEntry) -> RocketMQMessage:
             store_host=_parse_host(fields[H_STORE_HOST] or b""),
             reconsume_times=int(optional(H_RECONSUME_TIMES) or 0),
             prepared_transaction_offset=int(optional(H_PREPARED_OFFSET) or 0),
-            magic=MESSAGE_MAGIC_V2 if optional(H_MAGIC) == MAGIC_V2_TEXT else MESSAGE_MAGIC)
+            magic=MESSAGE_MAGIC_V2 if optional(H_MAGIC) == MAGIC_V2_TEXT else MESSAGE_MAGIC,
+            trailing_separator=optional(H_TRAILING_SEPARATOR) == TRAILING_TEXT)
     except (ValueError, KeyError, InvalidMessageError, InvalidTopicError) as err:
         raise ConversionError(f"expected the rmq.* headers of a converted RocketMQ message in "
                               f"{entry.topic}-{entry.partition} at offset {entry.offset}, found "

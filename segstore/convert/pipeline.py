@@ -408,7 +408,8 @@ def _append_stored(store: Any, messages: list[RocketMQMessage]) -> None:
             raise ConversionError(
                 f"expected {result.topic}/{result.partition} queue offset {queue} at physical offset "
                 f"{physical} as in the source, found queue offset {result.offset} at {result.position} "
-                f"(convert into a new store, with the source's --config mappedFileSizeCommitLog=N)",
+                f"(the destination was not empty, its mappedFileSizeCommitLog differs from the source's, "
+                f"or an earlier message was stored with another size than in the source)",
                 store.path, result.position)
 
 
@@ -521,7 +522,8 @@ def _message_fields(msg: RocketMQMessage, restored: bool) -> tuple:
     common = (msg.topic, msg.queue_id, msg.body, msg.flag, msg.sys_flag, msg.born_timestamp, msg.born_host,
               msg.store_timestamp, msg.store_host, msg.reconsume_times, msg.prepared_transaction_offset)
     if restored:
-        return (*common, list(msg.properties.items()), msg.physical_offset, msg.queue_offset, msg.magic)
+        return (*common, list(msg.properties.items()), msg.physical_offset, msg.queue_offset, msg.magic,
+                msg.trailing_separator)
     return (*common, sorted(msg.properties.items()))
 
 
