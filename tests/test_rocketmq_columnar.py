@@ -478,3 +478,17 @@ def test_verify_and_recovery_are_the_same_with_and_without_c(tmp_path, monkeypat
     assert lines and (bool(problems) if damage in ("commitlog", "queue") else True)
     assert not problems or damage is not None
     assert any(name.startswith("index") for name in kept)
+
+
+def test_dump_json_to_a_utf8_file_writes_the_same_bytes(tmp_path, monkeypatch):
+    outs = []
+    for accelerated in (True, False):
+        if not accelerated:
+            monkeypatch.setattr(columnar, "_speedups", None)
+        path = tmp_path / f"dump{accelerated}.jsonl"
+        with open(path, "w", encoding="utf-8") as out, RocketMQStore(str(ROOT / "basic" / "store"), "r") as s:
+            out.write("first\n")
+            s.dump(out, json=True)
+            out.write("last\n")
+        outs.append(path.read_bytes())
+    assert outs[0] == outs[1] and outs[0].startswith(b"first\n{") and outs[0].endswith(b"}\nlast\n")

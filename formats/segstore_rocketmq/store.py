@@ -20,6 +20,7 @@ Reads in another process (``mode="r"``) see what was appended up to its open.
 from __future__ import annotations
 
 import base64
+import codecs
 import os
 import time
 import zlib
@@ -904,6 +905,10 @@ class RocketMQStore(LifecycleMixin, Store):
 
         ext_units = self._ext_units_by_physical_offset() if json else {}
         if json and columnar._speedups is not None and not ext_units:   # in C, a batch at a time
+            # a UTF-8 text stream takes the lines as bytes (no decode and encode again)
+            raw = getattr(out, "buffer", None)
+            if raw is not None and codecs.lookup(getattr(out, "encoding", None) or "ascii").name != "utf-8":
+                raw = None
             for view, rows in self._region_rows(None, None, _DUMP_ROWS):
                 if topic is not None or partition is not None:
                     keep = (columnar.topic_is(view, rows, topic) if topic is not None
@@ -915,7 +920,11 @@ class RocketMQStore(LifecycleMixin, Store):
                         if not len(rows):
                             continue
                 lines = columnar.json_lines(view, rows, self._tags_codes_of(view, rows))
-                out.write(lines.decode("utf-8", "surrogatepass"))
+                if raw is not None:
+                    out.flush()
+                    raw.write(lines)
+                else:
+                    out.write(lines.decode("utf-8", "surrogatepass"))
             return
         for msg in self.scan():
             if topic is not None and msg.topic != topic:
