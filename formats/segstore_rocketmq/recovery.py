@@ -108,8 +108,13 @@ class Walked:
         counts = np.concatenate([np.diff(p.key_offsets) for p in parts])
         offsets = np.zeros(len(counts) + 1, np.int64)
         np.cumsum(counts, out=offsets[1:])
-        return cls(topics, *(np.concatenate([getattr(p, c) for p in parts]) for c in cls._COLUMNS),
-                   offsets, np.concatenate([p.key_hashes for p in parts]))
+        del counts
+        columns = []
+        for name in (*cls._COLUMNS, "key_hashes"):      # a column at a time, each part's freed after it
+            columns.append(np.concatenate([getattr(p, name) for p in parts]))
+            for p in parts:
+                setattr(p, name, None)
+        return cls(topics, *columns[:-1], offsets, columns[-1])
 
     def __len__(self) -> int:
         return len(self.phy)
