@@ -476,19 +476,27 @@ BATCH_BYTES = 64 << 20
 
 def walk_file(view: memoryview, pos: int, limit: int, base: int, file_size: int, path: str | None, *,
               stop: int | None = None, strict: bool = True, batch_rows: int = BATCH_ROWS,
-              batch_bytes: int = BATCH_BYTES) -> Iterator[Rows]:
+              batch_bytes: int = BATCH_BYTES, reuse: bool = False) -> Iterator[Rows]:
     """Rows of the messages of one commitlog file from ``pos`` (a record boundary), as ``CommitLog.walk``
     reads them: up to ``limit`` (its written end), those starting before ``stop``, ending at a BLANK
     (which must reach the end of the file) or unwritten zeros.  Yields new :class:`Rows` of at most
-    ``batch_rows`` rows / about ``batch_bytes`` bytes of the log each.
+    ``batch_rows`` rows / about ``batch_bytes`` bytes of the log each; with ``reuse``, the same
+    rows every time (for a caller done with each before asking for the next: no new memory to fault in).
 
     :raises CorruptDataError: a record :func:`.message.decode` refuses (its own typed error and
         position; with ``strict`` a body CRC mismatch too), or a BLANK not reaching the end of the file.
     """
     stop = limit if stop is None else min(stop, limit)
+    kept: Rows | None = None
     while pos < stop:
         chunk = min(stop, pos + batch_bytes)
-        rows = Rows(max(1, min(batch_rows, (chunk - pos) // MIN_MESSAGE_SIZE + 1)))
+        cap = max(1, min(batch_rows, (chunk - pos) // MIN_MESSAGE_SIZE + 1))
+        if kept is None or kept.cap < cap:
+            rows = Rows(cap)
+            if reuse:
+                kept = rows
+        else:
+            rows = kept
         n, pos, status, blank = decode_region(view, pos, chunk, limit, base, rows, strict)
         if n:
             yield rows

@@ -306,14 +306,17 @@ def walk(
     parts: list[Walked] = []
     topics: dict[str, int] = {}
     i, pos = 0, (start - segs[0].base) if segs else 0
+    kept: columnar.Rows | None = None     # one buffer for every batch: _walked copies what it keeps
     while i < len(segs):
         seg = segs[i]
         view = seg.file.view()
         size = len(view)
         status = columnar.END
         if pos < size:
-            rows = columnar.Rows(max(1, min(columnar.BATCH_ROWS,
-                                            (size - pos) // columnar.MIN_MESSAGE_SIZE + 1)))
+            cap = max(1, min(columnar.BATCH_ROWS, (size - pos) // columnar.MIN_MESSAGE_SIZE + 1))
+            if kept is None or kept.cap < cap:
+                kept = columnar.Rows(cap)
+            rows = kept
             n, stop, status, blank = columnar.decode_region(view, pos, size, size, seg.base, rows)
             misplaced = np.flatnonzero(rows["physical_offset"] != rows["position"])
             if len(misplaced):      # a message copied elsewhere (the broker does not check this)
