@@ -780,6 +780,7 @@ class RocketMQStore(LifecycleMixin, Store):
             raw = getattr(out, "buffer", None)
             if raw is not None and codecs.lookup(getattr(out, "encoding", None) or "ascii").name != "utf-8":
                 raw = None
+            writer = columnar.JsonWriter()
             for view, rows in self._region_rows(None, None, _DUMP_ROWS, reuse=True):
                 if topic is not None or partition is not None:
                     keep = (columnar.topic_is(view, rows, topic) if topic is not None
@@ -790,12 +791,12 @@ class RocketMQStore(LifecycleMixin, Store):
                         rows = rows.select(keep)
                         if not len(rows):
                             continue
-                lines = columnar.json_lines(view, rows, self._tags_codes_of(view, rows))
+                lines = writer.lines(view, rows, self._tags_codes_of(view, rows))
                 if raw is not None:
                     out.flush()
                     raw.write(lines)
                 else:
-                    out.write(lines.decode("utf-8", "surrogatepass"))
+                    out.write(str(lines, "utf-8", "surrogatepass"))
             return
         for msg in self.scan():
             if topic is not None and msg.topic != topic:
