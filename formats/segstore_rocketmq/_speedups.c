@@ -1719,12 +1719,14 @@ index_entries(PyObject *module, PyObject *args)
 static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 static inline uint8_t *
-put_text(uint8_t *o, const char *s)
+put_text_n(uint8_t *o, const char *s, size_t n)
 {
-    size_t n = strlen(s);
     memcpy(o, s, n);
     return o + n;
 }
+
+/* A string literal, its length known at compile time. */
+#define put_text(o, lit) put_text_n((o), (lit), sizeof(lit) - 1)
 
 /* s[0:n] as a JSON string as json.dumps(ensure_ascii=False) writes it. */
 static uint8_t *
@@ -1756,34 +1758,31 @@ put_json_string(uint8_t *o, const uint8_t *s, Py_ssize_t n)
     return o;
 }
 
-static uint8_t *
-put_field_int(uint8_t *o, const char *name, int64_t v)
-{
-    o = put_text(o, name);
-    return put_decimal(o, v);
-}
+#define put_field_int(o, lit, v) put_decimal(put_text((o), (lit)), (v))
 
 /*
  * json_lines(view, i8, i4, u8, n, tags_codes, item_offsets, names, name_lens, values, value_lens,
  *            tags, tags_lens, token_offsets, tokens, token_lens, born_offsets, born, store_offsets,
- *            store, id_offsets, ids) -> bytes
+ *            store, id_offsets, ids, out) -> bytes written, or -(bytes needed)
  *
  * One ``dump --json`` line per row (store.JSON_KEYS, as json.dumps(to_json(msg),
- * ensure_ascii=False) + "\n" writes it): the rows' fields, the body in base64,
- * the properties split by split_properties, the tags codes given, the host and
- * msgId texts of format_hosts.
+ * ensure_ascii=False) + "\n" writes it) into the caller's buffer out (reused from
+ * batch to batch): the rows' fields, the body in base64, the properties split by
+ * split_properties, the tags codes given, the host and msgId texts of
+ * format_hosts.  When out may be too small nothing is written and the negated
+ * size it needs is returned.
  */
 static PyObject *
 json_lines(PyObject *module, PyObject *args)
 {
     enum { V, I8, I4, U8, CODES, ITEM_OFF, NAMES, NAME_LENS, VALUES, VALUE_LENS, TAGS, TAGS_LENS, TOK_OFF, TOKS,
-           TOK_LENS, BORN_OFF, BORN, STORE_OFF, STORE, ID_OFF, IDS, NB };
+           TOK_LENS, BORN_OFF, BORN, STORE_OFF, STORE, ID_OFF, IDS, OUT, NB };
     Py_buffer b[NB];
     Py_ssize_t n;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*ny*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*", &b[V], &b[I8], &b[I4], &b[U8], &n,
+    if (!PyArg_ParseTuple(args, "y*y*y*y*ny*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*w*", &b[V], &b[I8], &b[I4], &b[U8], &n,
                           &b[CODES], &b[ITEM_OFF], &b[NAMES], &b[NAME_LENS], &b[VALUES], &b[VALUE_LENS], &b[TAGS],
                           &b[TAGS_LENS], &b[TOK_OFF], &b[TOKS], &b[TOK_LENS], &b[BORN_OFF], &b[BORN], &b[STORE_OFF],
-                          &b[STORE], &b[ID_OFF], &b[IDS])) {
+                          &b[STORE], &b[ID_OFF], &b[IDS], &b[OUT])) {
         return NULL;
     }
     PyObject *ret = NULL;
@@ -1836,11 +1835,11 @@ json_lines(PyObject *module, PyObject *args)
     for (int h = 0; h < 3; h++) {
         bound += host_off[h][n];
     }
-    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)bound);
-    if (out == NULL) {
+    if (bound > b[OUT].len) {
+        ret = PyLong_FromLongLong(-(long long)bound);
         goto done;
     }
-    uint8_t *o0 = (uint8_t *)PyBytes_AS_STRING(out), *o = o0;
+    uint8_t *o0 = b[OUT].buf, *o = o0;
     for (Py_ssize_t i = 0; i < n; i++) {
         o = put_text(o, "{\"topic\": ");
         o = put_json_string(o, d + i8[C_TOPIC_POS][i], i4[C_TOPIC_LEN][i]);
@@ -1905,9 +1904,7 @@ json_lines(PyObject *module, PyObject *args)
         o = put_json_string(o, host_data[2] + host_off[2][i], host_off[2][i + 1] - host_off[2][i]);
         o = put_text(o, "}\n");
     }
-    if (_PyBytes_Resize(&out, o - o0) == 0) {
-        ret = out;
-    }
+    ret = PyLong_FromSsize_t(o - o0);
 done:
     for (int k = 0; k < NB; k++) {
         PyBuffer_Release(&b[k]);
@@ -1966,7 +1963,8 @@ static PyMethodDef methods[] = {
     {"tags_hashes", tags_hashes, METH_VARARGS, "tags_hashes(view, props_pos, props_len, out): TAGS hashes."},
     {"index_entries", index_entries, METH_VARARGS,
      "index_entries(view, topic_pos, topic_len, props_pos, props_len, sys_flag, counts, hashes) -> total"},
-    {"json_lines", json_lines, METH_VARARGS, "json_lines(view, i8, i4, u8, n, tags_codes, ...) -> bytes"},
+    {"json_lines", json_lines, METH_VARARGS,
+     "json_lines(view, i8, i4, u8, n, tags_codes, ..., out) -> bytes written, or -(bytes needed)"},
     {"format_hosts", format_hosts, METH_VARARGS, "format_hosts(i8, i4, u8, n, which, offsets, out) -> bytes used"},
     {NULL, NULL, 0, NULL},
 };

@@ -326,18 +326,26 @@ def _host_column(rows: Rows, which: int) -> pa.Array:
     return pa.Array.from_buffers(pa.string(), len(rows), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
-def json_lines(view: memoryview, rows: Rows, tags_codes: np.ndarray) -> bytes | None:
-    """The rows as ``dump --json`` lines (``store.JSON_KEYS``, as ``json.dumps(..., ensure_ascii=False)``
-    writes them, each ending in a newline), in C; None without the C accelerator (the caller
-    formats message by message).  ``tags_codes``: each row's consume-queue tags code."""
-    if _speedups is None:
-        return None
-    p = _Properties(view, rows)
-    hosts = [part for which in (BORN_HOST, STORE_HOST, MSG_ID) for part in _host_texts(rows, which)]
-    return _speedups.json_lines(view, rows.i8, rows.i4, rows.u8, len(rows),
-                                np.ascontiguousarray(tags_codes, dtype=np.int64), p.item_offsets, p.names,
-                                p.name_lens, p.values, p.value_lens, p.tags, p.tags_lens, p.token_offsets,
-                                p.tokens, p.token_lens, *hosts)
+class JsonWriter:
+    """Formats rows as ``dump --json`` lines (``store.JSON_KEYS``, as ``json.dumps(..., ensure_ascii=False)``
+    writes them, each ending in a newline) in C, into one buffer reused from batch to batch."""
+
+    def __init__(self) -> None:
+        self._out = np.empty(0, np.uint8)
+
+    def lines(self, view: memoryview, rows: Rows, tags_codes: np.ndarray) -> memoryview:
+        """The rows' lines (valid until the next call); ``tags_codes``: each row's consume-queue tags code.
+        Needs the C accelerator (without it the caller formats message by message)."""
+        p = _Properties(view, rows)
+        hosts = [part for which in (BORN_HOST, STORE_HOST, MSG_ID) for part in _host_texts(rows, which)]
+        args = (view, rows.i8, rows.i4, rows.u8, len(rows), np.ascontiguousarray(tags_codes, dtype=np.int64),
+                p.item_offsets, p.names, p.name_lens, p.values, p.value_lens, p.tags, p.tags_lens,
+                p.token_offsets, p.tokens, p.token_lens, *hosts)
+        used = _speedups.json_lines(*args, self._out)
+        if used < 0:
+            self._out = np.empty(-used, np.uint8)
+            used = _speedups.json_lines(*args, self._out)
+        return memoryview(self._out)[:used]
 
 
 #: Columns that are one of the rows' fields: (field, Arrow type).
@@ -476,19 +484,27 @@ BATCH_BYTES = 64 << 20
 
 def walk_file(view: memoryview, pos: int, limit: int, base: int, file_size: int, path: str | None, *,
               stop: int | None = None, strict: bool = True, batch_rows: int = BATCH_ROWS,
-              batch_bytes: int = BATCH_BYTES) -> Iterator[Rows]:
+              batch_bytes: int = BATCH_BYTES, reuse: bool = False) -> Iterator[Rows]:
     """Rows of the messages of one commitlog file from ``pos`` (a record boundary), as ``CommitLog.walk``
     reads them: up to ``limit`` (its written end), those starting before ``stop``, ending at a BLANK
     (which must reach the end of the file) or unwritten zeros.  Yields new :class:`Rows` of at most
-    ``batch_rows`` rows / about ``batch_bytes`` bytes of the log each.
+    ``batch_rows`` rows / about ``batch_bytes`` bytes of the log each; with ``reuse``, the same
+    rows every time (for a caller done with each before asking for the next: no new memory to fault in).
 
     :raises CorruptDataError: a record :func:`.message.decode` refuses (its own typed error and
         position; with ``strict`` a body CRC mismatch too), or a BLANK not reaching the end of the file.
     """
     stop = limit if stop is None else min(stop, limit)
+    kept: Rows | None = None
     while pos < stop:
         chunk = min(stop, pos + batch_bytes)
-        rows = Rows(max(1, min(batch_rows, (chunk - pos) // MIN_MESSAGE_SIZE + 1)))
+        cap = max(1, min(batch_rows, (chunk - pos) // MIN_MESSAGE_SIZE + 1))
+        if kept is None or kept.cap < cap:
+            rows = Rows(cap)
+            if reuse:
+                kept = rows
+        else:
+            rows = kept
         n, pos, status, blank = decode_region(view, pos, chunk, limit, base, rows, strict)
         if n:
             yield rows

@@ -113,8 +113,13 @@ class Walked:
         counts = np.concatenate([np.diff(p.key_offsets) for p in parts])
         offsets = np.zeros(len(counts) + 1, np.int64)
         np.cumsum(counts, out=offsets[1:])
-        return cls(topics, *(np.concatenate([getattr(p, c) for p in parts]) for c in cls._COLUMNS),
-                   offsets, np.concatenate([p.key_hashes for p in parts]))
+        del counts
+        columns = []
+        for name in (*cls._COLUMNS, "key_hashes"):      # a column at a time, each part's freed after it
+            columns.append(np.concatenate([getattr(p, name) for p in parts]))
+            for p in parts:
+                setattr(p, name, None)
+        return cls(topics, *columns[:-1], offsets, columns[-1])
 
     def __len__(self) -> int:
         return len(self.phy)
@@ -306,14 +311,17 @@ def walk(
     parts: list[Walked] = []
     topics: dict[str, int] = {}
     i, pos = 0, (start - segs[0].base) if segs else 0
+    kept: columnar.Rows | None = None     # one buffer for every batch: _walked copies what it keeps
     while i < len(segs):
         seg = segs[i]
         view = seg.file.view()
         size = len(view)
         status = columnar.END
         if pos < size:
-            rows = columnar.Rows(max(1, min(columnar.BATCH_ROWS,
-                                            (size - pos) // columnar.MIN_MESSAGE_SIZE + 1)))
+            cap = max(1, min(columnar.BATCH_ROWS, (size - pos) // columnar.MIN_MESSAGE_SIZE + 1))
+            if kept is None or kept.cap < cap:
+                kept = columnar.Rows(cap)
+            rows = kept
             n, stop, status, blank = columnar.decode_region(view, pos, size, size, seg.base, rows)
             misplaced = np.flatnonzero(rows["physical_offset"] != rows["position"])
             if len(misplaced):      # a message copied elsewhere (the broker does not check this)

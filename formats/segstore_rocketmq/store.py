@@ -690,10 +690,10 @@ class RocketMQStore(LifecycleMixin, Store):
         for view, rows in self._region_rows(start, end, batch_rows):
             yield columnar.build_batch(view, rows, schema)
 
-    def _region_rows(self, start: int | None, end: int | None,
-                     batch_rows: int = columnar.BATCH_ROWS) -> Iterator[tuple[memoryview, columnar.Rows]]:
+    def _region_rows(self, start: int | None, end: int | None, batch_rows: int = columnar.BATCH_ROWS, *,
+                     reuse: bool = False) -> Iterator[tuple[memoryview, columnar.Rows]]:
         """The decoded rows of the messages whose physical offset lies in ``[start, end)`` (None: the
-        store's ends), with the view of their commitlog file."""
+        store's ends), with the view of their commitlog file (``reuse``: see ``columnar.walk_file``)."""
         cl = self.commitlog
         lo = cl.min_offset if start is None else max(start, cl.min_offset)
         hi = cl.end if end is None else min(end, cl.end)
@@ -702,7 +702,7 @@ class RocketMQStore(LifecycleMixin, Store):
                 return
             view = seg.file.view()
             for rows in columnar.walk_file(view, 0, seg.wrote, seg.base, cl.file_size, seg.path,
-                                           stop=hi - seg.base, batch_rows=batch_rows):
+                                           stop=hi - seg.base, batch_rows=batch_rows, reuse=reuse):
                 if rows["position"][0] < lo:
                     rows = rows.select(rows["position"] >= lo)
                     if not len(rows):
@@ -909,7 +909,8 @@ class RocketMQStore(LifecycleMixin, Store):
             raw = getattr(out, "buffer", None)
             if raw is not None and codecs.lookup(getattr(out, "encoding", None) or "ascii").name != "utf-8":
                 raw = None
-            for view, rows in self._region_rows(None, None, _DUMP_ROWS):
+            writer = columnar.JsonWriter()
+            for view, rows in self._region_rows(None, None, _DUMP_ROWS, reuse=True):
                 if topic is not None or partition is not None:
                     keep = (columnar.topic_is(view, rows, topic) if topic is not None
                             else np.ones(len(rows), bool))
@@ -919,12 +920,12 @@ class RocketMQStore(LifecycleMixin, Store):
                         rows = rows.select(keep)
                         if not len(rows):
                             continue
-                lines = columnar.json_lines(view, rows, self._tags_codes_of(view, rows))
+                lines = writer.lines(view, rows, self._tags_codes_of(view, rows))
                 if raw is not None:
                     out.flush()
                     raw.write(lines)
                 else:
-                    out.write(lines.decode("utf-8", "surrogatepass"))
+                    out.write(str(lines, "utf-8", "surrogatepass"))
             return
         for msg in self.scan():
             if topic is not None and msg.topic != topic:
