@@ -1,16 +1,21 @@
 """The ``segstore`` command line.
 
-Exit codes: 0 ok, 1 a data problem (corrupt or torn files, verify findings, nothing
-found), 2 a usage problem (bad arguments, unknown format or config name).
-Errors go to stderr as ``path:pos: what was expected, what was found``.
+Exit codes: 0 ok; 1 a data problem (corrupt or torn files, verify findings, a query
+that matched nothing); 2 a usage problem (bad arguments, a path that does not exist
+or does not hold the format asked for, unknown format or config name).
+Errors go to stderr as ``path:pos: what was expected, what was found``; with
+``--json`` stdout carries JSON only.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import datetime, timedelta, timezone
 from typing import Any, TextIO
 
 from . import files, registry
@@ -18,18 +23,36 @@ from .api import open as open_store
 from .errors import (
     ConfigError,
     FormatNotFoundError,
+    InvalidMessageError,
     InvalidTopicError,
+    MissingDependencyError,
     SegstoreError,
     UnsupportedOperationError,
+    WrongFormatError,
 )
-from .store import QueryRequest
+from .store import QUERY_ALL, Problem, QueryRequest
 
 EXIT_OK, EXIT_DATA, EXIT_USAGE = 0, 1, 2
-_USAGE_ERRORS = (ConfigError, FormatNotFoundError, InvalidTopicError, UnsupportedOperationError)
+#: What a query that matched nothing exits with (a data answer, not a usage problem).
+EXIT_NO_HITS = EXIT_DATA
+_USAGE_ERRORS = (ConfigError, FormatNotFoundError, InvalidTopicError, UnsupportedOperationError,
+                 WrongFormatError, MissingDependencyError)
 
 
 class UsageError(SegstoreError, ValueError):
     """The command line is wrong (exit code 2)."""
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    from . import __version__
+
+    try:
+        installed = version("segstore")
+    except PackageNotFoundError:
+        installed = None
+    return __version__ if installed in (None, __version__) else f"{__version__} (installed: {installed})"
 
 
 def _parse_config(pairs: Sequence[str] | None) -> dict[str, str]:
@@ -42,18 +65,93 @@ def _parse_config(pairs: Sequence[str] | None) -> dict[str, str]:
     return config
 
 
+def resolve_store(path: str, fmt: str | None) -> str:
+    """The format of the existing store at ``path``: ``fmt`` checked, or detected.
+
+    :raises UsageError: ``path`` does not exist or is not a directory.
+    :raises WrongFormatError: it holds no store of ``fmt`` (or of any known format).
+    """
+    if not files.exists(path):
+        raise UsageError("expected an existing store directory, found no such file or directory", path)
+    if not files.is_dir(path):
+        raise UsageError("expected a store directory, found a file", path)
+    if fmt is None:
+        return registry.detect(path)
+    if not registry.get(fmt).detect(path):
+        others = [name for name in registry.names() if name != fmt and registry.get(name).detect(path)]
+        found = f"a {others[0]} store" if others else f"no {fmt} files"
+        raise WrongFormatError(f"expected a {fmt} store, found {found}", path)
+    return fmt
+
+
 def _open(args: argparse.Namespace, mode: str = "r") -> Any:
-    return open_store(args.path, format=args.format, mode=mode, **_parse_config(args.config))
+    fmt = resolve_store(args.path, args.format)
+    return open_store(args.path, format=fmt, mode=mode, **_parse_config(args.config))
 
 
 def _partition(args: argparse.Namespace) -> int | None:
     return args.queue if args.queue is not None else args.partition
 
 
+def _json_line(obj: Any, out: TextIO) -> None:
+    out.write(json.dumps(obj, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def time_ms(text: str) -> int:
+    """A time option: milliseconds since the epoch, or ISO-8601 (``2024-05-01T12:00:00Z``,
+    ``2024-05-01 12:00:00.250+02:00``, ``2024-05-01``); without a UTC offset it is UTC."""
+    text = text.strip()
+    if text.lstrip("-").isdigit():
+        return int(text)
+    iso = text[:-1] + "+00:00" if text[-1:] in ("Z", "z") else text  # fromisoformat takes Z from 3.11 only
+    try:
+        when = datetime.fromisoformat(iso)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected milliseconds since the epoch or an ISO-8601 time, "
+                                         f"found {text!r}") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return (when - _EPOCH) // timedelta(milliseconds=1)  # exact integers, no float rounding
+
+
+def _print_records(store: Any, records: Iterable[Any], as_json: bool, out: TextIO) -> int:
+    """One line a record: its ``dump --json`` object, or the format's one-line form; returns the count."""
+    one_line = getattr(store, "dump_one", None)
+    count = 0
+    for record in records:
+        if as_json or one_line is None:
+            out.write(json.dumps(store.to_json(record), ensure_ascii=False) + "\n")
+        else:
+            one_line(record, out)
+        count += 1
+    return count
+
+
+def _reads_tags(store: Any) -> bool:
+    return "tag" in inspect.signature(store.read).parameters
+
+
+def _tagged(store: Any, topic: str | None, partition: int | None, tag: str) -> Iterator[Any]:
+    """Messages carrying ``tag``, queue by queue (the consume queues' tag codes filter first)."""
+    if not _reads_tags(store):
+        raise UsageError(f"--tag: {store.format} records have no tags")
+    for t in [topic] if topic is not None else store.topics():
+        for q in [partition] if partition is not None else store.partitions(t):
+            yield from store.read(t, q, store.offset_range(t, q)[0], tag=tag)
+
+
 # -- commands ----------------------------------------------------------------
 
 def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
     with _open(args) as store:
+        if args.tag is not None:
+            if args.index:
+                raise UsageError("--tag and --index do not go together")
+            _print_records(store, _tagged(store, args.topic, _partition(args), args.tag), args.json, out)
+            return EXIT_OK
         store.dump(out, json=args.json, topic=args.topic, partition=_partition(args),
                    index=args.index)
     return EXIT_OK
@@ -63,13 +161,14 @@ def cmd_info(args: argparse.Namespace, out: TextIO) -> int:
     with _open(args) as store:
         info = store.info()
     if args.json:
-        out.write(json.dumps(info, sort_keys=True) + "\n")
+        _json_line(info, out)
     else:
         _print_info(info, out)
     return EXIT_OK
 
 
 def _print_info(info: dict[str, Any], out: TextIO, indent: str = "") -> None:
+    """Every field, nested maps indented and lists of maps one ``- k=v, ...`` line per item (never cut)."""
     for key, value in info.items():
         if isinstance(value, dict):
             out.write(f"{indent}{key}:\n")
@@ -82,9 +181,19 @@ def _print_info(info: dict[str, Any], out: TextIO, indent: str = "") -> None:
             out.write(f"{indent}{key}: {value}\n")
 
 
+def _problem_json(problem: Problem | str) -> dict[str, Any]:
+    if isinstance(problem, Problem):
+        return {"path": problem.path, "pos": problem.pos, "message": problem.message}
+    return {"path": None, "pos": None, "message": str(problem)}
+
+
 def cmd_verify(args: argparse.Namespace, out: TextIO) -> int:
     with _open(args) as store:
         problems = store.verify()
+    if args.json:
+        _json_line({"path": args.path, "ok": not problems,
+                    "problems": [_problem_json(p) for p in problems]}, out)
+        return EXIT_DATA if problems else EXIT_OK
     for problem in problems:
         out.write(f"{problem}\n")
     if not problems and not args.quiet:
@@ -95,6 +204,9 @@ def cmd_verify(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_recover(args: argparse.Namespace, out: TextIO) -> int:
     with _open(args, mode="a") as store:
         lines = store.recover()
+    if args.json:
+        _json_line({"path": args.path, "actions": lines}, out)
+        return EXIT_OK
     for line in lines:
         out.write(f"{line}\n")
     if not lines:
@@ -102,109 +214,355 @@ def cmd_recover(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
+class _LineCounter:
+    """A text sink that counts the lines written to it and passes them on (or drops them)."""
+
+    def __init__(self, out: TextIO | None) -> None:
+        self.out = out
+        self.lines = 0
+
+    def write(self, text: str) -> int:
+        self.lines += text.count("\n")
+        return self.out.write(text) if self.out is not None else len(text)
+
+    def flush(self) -> None:
+        if self.out is not None:
+            self.out.flush()
+
+
+def _no_hit_message(request: QueryRequest) -> str:
+    where = f"{request.topic or '*'}/{'*' if request.partition is None else request.partition}"
+    if request.key is not None:
+        return f"{where}: no record with key {request.key!r}"
+    if request.timestamp is not None:
+        return f"{where}: no record stored at or after timestamp {request.timestamp}"
+    return f"{where}: no record at offset {request.offset}"
+
+
+def _query_msg_id(args: argparse.Namespace, out: TextIO) -> int:
+    """``mqadmin queryMsgById``: the offset msgId names the commitlog position; otherwise (a client
+    msgId, the UNIQ_KEY property) the index is asked, as ``DefaultMQAdminExtImpl.viewMessage`` does."""
+    with _open(args) as store:
+        find = getattr(store, "find_msg_id", None)
+        if find is None:
+            raise UsageError(f"--msg-id: {store.format} stores have no message ids")
+        found = find(args.msg_id)
+        if found is not None:
+            _print_records(store, [found], args.json, out)
+            return EXIT_OK
+        if args.topic is not None:
+            request = QueryRequest(topic=args.topic, key=args.msg_id, json=args.json)
+            sink = _LineCounter(out)
+            if store.query(request, sink) == EXIT_OK:
+                return EXIT_OK
+    where = "" if args.topic is not None else " (pass --topic to look it up as a client msgId / UNIQ_KEY)"
+    sys.stderr.write(f"segstore query: no message with msgId {args.msg_id}{where}\n")
+    return EXIT_NO_HITS
+
+
+def _query_tag(args: argparse.Namespace, out: TextIO) -> int:
+    if args.offset is None or args.topic is None:
+        raise UsageError("--tag goes with --topic T --queue Q --offset N [--count C] (or use dump --tag)")
+    queue = _partition(args) or 0
+    with _open(args) as store:
+        if not _reads_tags(store):
+            raise UsageError(f"--tag: {store.format} records have no tags")
+        found = _print_records(store, store.read(args.topic, queue, args.offset, args.count, tag=args.tag),
+                               args.json, out)
+    if not found:
+        sys.stderr.write(f"segstore query: {args.topic}/{queue}: no record tagged {args.tag!r} from offset "
+                         f"{args.offset}\n")
+        return EXIT_NO_HITS
+    return EXIT_OK
+
+
 def cmd_query(args: argparse.Namespace, out: TextIO) -> int:
+    asked = [name for name in ("key", "offset", "timestamp", "msg_id") if getattr(args, name) is not None]
+    if args.msg_id is not None:
+        if asked != ["msg_id"]:
+            raise UsageError("--msg-id goes alone (with --topic for a client msgId)")
+        return _query_msg_id(args, out)
+    if args.tag is not None:
+        return _query_tag(args, out)
+    if args.max is not None and args.max < 1:
+        raise UsageError(f"--max expects a positive number, found {args.max}")
     request = QueryRequest(topic=args.topic, partition=_partition(args), key=args.key, offset=args.offset,
                            count=args.count, timestamp=args.timestamp, begin=args.begin, end=args.end,
-                           max=args.max, json=args.json)
-    if request.key is None and request.offset is None and request.timestamp is None:
-        raise UsageError("query needs one of --key, --offset or --timestamp")
+                           max=args.max if args.max is not None else QUERY_ALL, json=args.json)
+    if not asked:
+        raise UsageError("query needs one of --key, --offset, --timestamp or --msg-id")
     with _open(args) as store:
-        code = store.query(request, out)
+        sink = _LineCounter(out)
+        code = store.query(request, sink)
         for note in getattr(store, "notes", ()):    # where the answer came from (stderr: --json stays JSON)
             sys.stderr.write(f"{args.path}: {note}\n")
-        return code
+        if code == EXIT_NO_HITS and sink.lines == 0:
+            sys.stderr.write(f"segstore query: {_no_hit_message(request)}\n")
+        elif request.key is not None and args.max is not None and code == EXIT_OK:
+            # Key queries print one line a hit; count them all to say how many --max left out.
+            total = _LineCounter(None)
+            request.max, request.json = QUERY_ALL, True
+            store.query(request, total)
+            if total.lines > sink.lines:
+                sys.stderr.write(f"segstore query: {sink.lines} of {total.lines} hits shown (the newest; "
+                                 f"--max {args.max}), {total.lines - sink.lines} left out\n")
+    return code
+
+
+def _jsonl_lines(path: str) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a JSON-lines file (blank lines skipped).
+
+    :raises InvalidMessageError: a line is not a JSON object (named by line number and byte position).
+    """
+    pos = 0
+    for number, line in enumerate(files.read_text(path).splitlines(keepends=True), 1):
+        start, pos = pos, pos + len(line.encode("utf-8"))
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError as err:
+            raise InvalidMessageError(f"line {number}: expected a JSON object, found invalid JSON "
+                                      f"({getattr(err, 'msg', err)} at column {getattr(err, 'colno', '?')})",
+                                      path, start) from err
+        if not isinstance(obj, dict):
+            raise InvalidMessageError(f"line {number}: expected a JSON object, found {type(obj).__name__}",
+                                      path, start)
+        yield obj
+
+
+def _spec_format(spec: Any, spec_path: str) -> str:
+    """The format a compat-fixture spec describes: Kafka specs list ``batches``, RocketMQ ``messages``."""
+    if isinstance(spec, dict) and "batches" in spec:
+        return "kafka"
+    if isinstance(spec, dict) and "messages" in spec:
+        return "rocketmq"
+    raise UsageError("expected a spec with 'messages' (rocketmq) or 'batches' (kafka), found neither; "
+                     "pass --format", spec_path)
+
+
+class _CleanUpOnFailure:
+    """Remove what a failed write created: the whole directory if it was missing, its entries if it was
+    empty; an existing store is left as the failed append left it (the format's recovery handles it)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.existed = files.exists(path)
+        self.was_empty = self.existed and files.is_dir(path) and not files.list_dir(path)
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: Any, *exc: object) -> None:
+        if exc_type is None:
+            return
+        if not self.existed:
+            files.remove_tree(self.path)
+        elif self.was_empty:
+            for name in files.list_dir(self.path):
+                entry = os.path.join(self.path, name)
+                if files.is_dir(entry):
+                    files.remove_tree(entry)
+                else:
+                    files.remove(entry)
+
+
+def _target_format(path: str, fmt: str | None, default: str) -> str:
+    """The format to write into ``path``: its own if it holds a store (checked against ``fmt``)."""
+    if files.exists(path) and not files.is_dir(path):
+        raise UsageError("expected a store directory (or none) to write into, found a file", path)
+    if files.list_dir(path):
+        return resolve_store(path, fmt)
+    return fmt or default
 
 
 def cmd_write(args: argparse.Namespace, out: TextIO) -> int:
     config: dict[str, Any] = _parse_config(args.config)
+    if args.spec and args.input:
+        raise UsageError("write takes --spec or --input, not both")
     if args.spec:
-        spec = json.loads(files.read_text(args.spec))
-        fmt = args.format or "rocketmq"
+        try:
+            spec = json.loads(files.read_text(args.spec))
+        except ValueError as err:
+            raise UsageError(f"expected a JSON spec, found invalid JSON ({err})", args.spec) from err
+        fmt = args.format or _spec_format(spec, args.spec)
+        if files.exists(args.path) and not files.is_dir(args.path):
+            raise UsageError("expected a directory (or none) to write a spec into, found a file", args.path)
+        if files.list_dir(args.path):
+            raise UsageError("expected an empty or missing directory to write a spec into, found one with "
+                             f"{len(files.list_dir(args.path))} entries", args.path)
         merged = {**spec.get("config", {}), **config}
-        registry.get(fmt).write_spec(args.path, spec, merged)
+        with _CleanUpOnFailure(args.path):
+            registry.get(fmt).write_spec(args.path, spec, merged)
         out.write(f"{args.path}: wrote {fmt} store from {args.spec}\n")
         return EXIT_OK
     if args.input:
-        lines = [json.loads(line) for line in files.read_text(args.input).splitlines() if line.strip()]
-        fmt = args.format or ("rocketmq" if not files.list_dir(args.path) else registry.detect(args.path))
-        count = registry.get(fmt).write_jsonl(args.path, lines, config)
+        lines = list(_jsonl_lines(args.input))
+        fmt = _target_format(args.path, args.format, "rocketmq")
+        with _CleanUpOnFailure(args.path):
+            try:
+                count = registry.get(fmt).write_jsonl(args.path, lines, config)
+            except InvalidMessageError as err:
+                if err.path is None:  # name the input file when the plugin could not
+                    raise InvalidMessageError(err.message, args.input) from err
+                raise
         out.write(f"{args.path}: appended {count} messages\n")
         return EXIT_OK
     raise UsageError("write needs --spec SPEC.json or --input FILE.jsonl")
+
+
+def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
+    with _open(args) as store:
+        rows = store.consumer_progress()
+    if args.group is not None:
+        rows = [row for row in rows if row["group"] == args.group]
+    if args.json:
+        _json_line(rows, out)
+        return EXIT_OK
+    header = ("group", "topic", "queue_id", "committed_offset", "max_offset", "lag")
+    table = [header] + [tuple("-" if row[k] is None else str(row[k]) for k in header) for row in rows]
+    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
+    for line in table:
+        cells = (cell.ljust(width) for cell, width in zip(line, widths, strict=True))
+        out.write("  ".join(cells).rstrip() + "\n")
+    return EXIT_OK
+
+
+def cmd_formats(args: argparse.Namespace, out: TextIO) -> int:
+    code = EXIT_OK
+    rows = []
+    for entry in registry.available():
+        row = {"name": entry.name, "entry_point": entry.value, "distribution": entry.distribution,
+               "description": None, "error": None}
+        try:
+            row["description"] = registry.get(entry.name).description
+        except SegstoreError as err:
+            row["error"] = str(err)
+            code = EXIT_DATA
+        rows.append(row)
+    if args.json:
+        _json_line(rows, out)
+        return code
+    for row in rows:
+        out.write(f"{row['name']}: {row['error'] or row['description']}\n"
+                  f"  from {row['distribution'] or '(no distribution)'}, entry point {row['entry_point']}\n")
+    return code
 
 
 # -- parser --------------------------------------------------------------------
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("path", help="store directory (RocketMQ) or partition / log directory (Kafka)")
-    p.add_argument("--format", help=f"force the format ({', '.join(registry.names())}); detected if omitted")
+    p.add_argument("--format", help=f"the format PATH must hold ({', '.join(registry.names())}); "
+                                    "detected if omitted")
     p.add_argument("--config", action="append", metavar="NAME=VALUE",
                    help="a format config value, by the broker's own name (repeatable)")
 
 
 def _selectors(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--topic")
+    p.add_argument("--topic", help="only this topic")
     p.add_argument("--queue", type=int, help="RocketMQ queue id")
     p.add_argument("--partition", type=int, help="Kafka partition (alias of --queue)")
 
 
+def _json_flag(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--json", action="store_true", help=f"{what} (stdout holds JSON only)")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="segstore", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="segstore", description=__doc__.splitlines()[0],
+                                     epilog="exit codes: 0 ok, 1 data problem or no match, 2 usage")
+    parser.add_argument("--version", action="version", version=f"segstore {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("dump", help="print every message (human-readable, or --json one object a line)")
     _common(p)
     _selectors(p)
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--index", action="store_true", help="also dump the index files and check them against the log")
+    _json_flag(p, "one dump object a line")
+    p.add_argument("--tag", help="only messages whose TAGS equal this (RocketMQ), queue by queue")
+    p.add_argument("--index", action="store_true",
+                   help="also dump the index files (Kafka .index/.timeindex/.txnindex; RocketMQ consume "
+                        "queues and IndexFiles) and check them against the log")
     p.set_defaults(func=cmd_dump)
 
     p = sub.add_parser("info", help="topics, queues/partitions, offset ranges, files and sizes")
     _common(p)
-    p.add_argument("--json", action="store_true")
+    _json_flag(p, "one JSON object")
     p.set_defaults(func=cmd_info)
 
     p = sub.add_parser("verify", help="check every file; exit 1 with one path:pos line per problem")
     _common(p)
-    p.add_argument("--quiet", "-q", action="store_true")
+    p.add_argument("--quiet", "-q", action="store_true", help="print nothing when the store is clean")
+    _json_flag(p, 'one object {"path", "ok", "problems": [{"path", "pos", "message"}]}')
     p.set_defaults(func=cmd_verify)
 
-    p = sub.add_parser("recover", help="repair what a crash left (torn tails kept aside) and print what was done")
+    p = sub.add_parser("recover", help="repair what a crash left (torn tails kept aside); say what was done")
     _common(p)
+    _json_flag(p, 'one object {"path", "actions": [...]}')
     p.set_defaults(func=cmd_recover)
 
-    p = sub.add_parser("query", help="look messages up by key, offset or timestamp")
+    p = sub.add_parser("query", help="look messages up by key, offset or timestamp; exit 1 when none match")
     _common(p)
     _selectors(p)
-    p.add_argument("--key")
-    p.add_argument("--offset", type=int)
-    p.add_argument("--count", type=int, default=1)
-    p.add_argument("--timestamp", type=int, help="milliseconds since the epoch")
-    p.add_argument("--begin", type=int, help="key query window start (ms)")
-    p.add_argument("--end", type=int, help="key query window end (ms)")
-    p.add_argument("--max", type=int, default=32, help="at most this many key hits")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--key", help="messages carrying this key (RocketMQ KEYS/UNIQ_KEY; Kafka record key, "
+                                 "from the extra key index)")
+    p.add_argument("--offset", type=int, help="queue / partition offset of the first message to print")
+    p.add_argument("--count", type=int, default=1, help="with --offset: this many messages (default 1)")
+    p.add_argument("--timestamp", type=time_ms, help="the first offset stored at or after this time "
+                                                     "(ms since the epoch, or ISO-8601; UTC if no offset)")
+    p.add_argument("--begin", type=time_ms, help="key query window start (ms or ISO-8601)")
+    p.add_argument("--end", type=time_ms, help="key query window end (ms or ISO-8601)")
+    p.add_argument("--msg-id", help="RocketMQ msgId: the offset msgId (store host + commitlog offset), or "
+                                    "with --topic a client msgId (UNIQ_KEY), as mqadmin queryMsgById")
+    p.add_argument("--tag", help="with --offset: the next --count messages whose TAGS equal this (RocketMQ)")
+    p.add_argument("--max", type=int, default=None,
+                   help="at most this many key hits, the newest (default: all); says how many were left out")
+    _json_flag(p, "one dump object a line")
     p.set_defaults(func=cmd_query)
 
     p = sub.add_parser("write", help="write a store from a fixture spec or a JSON-lines file of messages")
     _common(p)
-    p.add_argument("--spec", help="a compat-fixture spec.json")
-    p.add_argument("--input", help="a file of one JSON message per line")
+    p.add_argument("--spec", help="a compat-fixture spec.json (into a new or empty directory)")
+    p.add_argument("--input", help="a file of one JSON message per line (appended; creates the store)")
     p.set_defaults(func=cmd_write)
+
+    p = sub.add_parser("consumers", help="consumer groups: committed offset, max offset and lag per queue "
+                                         "(RocketMQ config/consumerOffset.json)")
+    _common(p)
+    p.add_argument("--group", help="only this consumer group")
+    _json_flag(p, "one JSON list of {group, topic, queue_id, committed_offset, max_offset, lag}")
+    p.set_defaults(func=cmd_consumers)
+
+    p = sub.add_parser("formats", help="the installed format plugins: name, description, where from")
+    _json_flag(p, "one JSON list")
+    p.set_defaults(func=cmd_formats)
 
     # Conversion and extra index layouts are packages of their own; they add their subcommands.
     from . import convert, layouts
 
     convert.add_cli(sub)
     layouts.add_cli(sub)
+    _remember_parsers(parser)
     return parser
+
+
+def _remember_parsers(parser: argparse.ArgumentParser) -> None:
+    """Give every (sub)command's namespace its own parser, so that an unknown flag prints that
+    command's usage rather than the top-level one (argparse hands unknown flags to the top)."""
+    parser.set_defaults(_parser=parser)
+    for action in parser._actions:  # argparse has no public way to walk its subparsers
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _remember_parsers(child)
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     """Run the command line; returns the exit code."""
     out = out or sys.stdout
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        args._parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         return args.func(args, out)
     except UsageError as err:

@@ -54,12 +54,13 @@ def write_store(path: str, count: int, seed: int = 42) -> tuple[str, int]:
     return sample
 
 
-def run_cli(title: str, argv: list[str], max_lines: int = 8) -> None:
-    """Run one ``segstore`` command and show (the start of) what it printed."""
+def run_cli(title: str, argv: list[str], max_lines: int | None = 8) -> None:
+    """Run one ``segstore`` command and show (the start of, unless ``max_lines`` is None) what it printed."""
     print(f"\n$ segstore {' '.join(argv)}    # {title}")
     out = io.StringIO()
     code = cli.main(argv, out=out)
     lines = out.getvalue().splitlines()
+    max_lines = len(lines) if max_lines is None else max_lines
     for line in lines[:max_lines]:
         print("  " + (line if len(line) <= 160 else line[:157] + "..."))
     if len(lines) > max_lines:
@@ -99,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"wrote {args.messages} messages to the RocketMQ store {os.path.abspath(path)} "
           f"in {time.perf_counter() - t0:.2f} s")
 
-    run_cli("topics, queues, offsets, files", ["info", path], max_lines=30)
+    run_cli("topics, queues, offsets, files", ["info", path], max_lines=None)
     run_cli("the first messages, human-readable", ["dump", path], max_lines=5)
     run_cli("the same as JSON", ["dump", path, "--json", "--topic", "Orders", "--queue", "0"], max_lines=2)
     run_cli("by key, through the index files", ["query", path, "--topic", TOPICS[0], "--key", key])

@@ -14,6 +14,30 @@ jump straight to the byte.
 from __future__ import annotations
 
 import os
+from typing import Any
+
+#: Characters of a value from a file that an error message shows (a value may be a megabyte long).
+MAX_SHOWN = 120
+
+
+def cut(value: Any, limit: int = MAX_SHOWN) -> str:
+    """``repr(value)`` cut to ``limit`` characters, saying how much was left out.
+
+    For values read from files in error messages: a damaged length can make a
+    name or a line a million characters long, and a message must stay readable.
+    ``O(limit)`` for ``str``/``bytes`` (only the shown part is formatted).
+    """
+    if isinstance(value, (str, bytes, bytearray, memoryview)):
+        size = len(value)
+        if size <= limit:
+            return repr(bytes(value) if isinstance(value, memoryview) else value)
+        head = value[:limit]
+        shown = repr(bytes(head) if isinstance(head, memoryview) else head)
+        return f"{shown}... ({size - limit} more {'characters' if isinstance(value, str) else 'bytes'})"
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit} more characters)"
 
 
 class SegstoreError(Exception):

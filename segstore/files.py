@@ -21,6 +21,7 @@ import fcntl
 import mmap
 import os
 import shutil
+import stat
 from collections.abc import Iterator
 from typing import Any
 
@@ -33,6 +34,7 @@ from .errors import (
     StorageIOError,
     StoreClosedError,
     StoreLockedError,
+    TruncatedDataError,
 )
 
 PAGE_SIZE = mmap.PAGESIZE
@@ -57,6 +59,35 @@ def _os_errors(path: str, pos: int | None = None) -> Iterator[None]:
         if isinstance(err, SegstoreError):
             raise
         raise _translate(err, path, pos) from err
+
+
+_KIND_NAMES = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+               (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def _open_regular(path: str, flags: int, mode: int = 0o644) -> int:
+    """``os.open`` that only ever returns a descriptor of a regular file.
+
+    ``O_NONBLOCK`` keeps the open of a FIFO from waiting for a writer (reads and
+    verify would hang forever); a directory, FIFO, socket or device found where a
+    file belongs is closed again and refused.  (``O_NONBLOCK`` changes nothing
+    for regular files.)  Symlinks are followed; a loop is an ``OSError`` (ELOOP).
+
+    :raises CorruptDataError: the path is not a regular file.
+    """
+    fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    try:
+        st_mode = os.fstat(fd).st_mode
+    except BaseException:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(st_mode):
+        os.close(fd)
+        kind = next((name for test, name in _KIND_NAMES if test(st_mode)), "no regular file")
+        from .errors import CorruptDataError
+
+        raise CorruptDataError(f"expected a regular file, found {kind}", path)
+    return fd
 
 
 class MappedFile:
@@ -86,23 +117,25 @@ class MappedFile:
             flags |= os.O_CREAT
         self._mm: mmap.mmap | None = None
         with _os_errors(self.path):
-            self._fd = os.open(self.path, flags, 0o644)
+            self._fd = _open_regular(self.path, flags)
             try:
-                actual = os.fstat(self._fd).st_size
-                if size is None:
-                    size = actual
-                elif actual < size:
-                    if not self.writable:
-                        from .errors import TruncatedDataError
-
-                        raise TruncatedDataError(f"expected a file of {size} bytes, found {actual}",
-                                                 self.path, actual)
-                    os.ftruncate(self._fd, size)
-                self.size = size
+                self._size_to(size)
                 self._map()
             except BaseException:
                 os.close(self._fd)
                 raise
+
+    def _size_to(self, size: int | None) -> None:
+        """Take the file's length (``size=None``), or make it ``size`` (writable files only)."""
+        actual = os.fstat(self._fd).st_size
+        if size is None:
+            size = actual
+        elif actual < size:
+            if not self.writable:
+                raise TruncatedDataError(f"expected a file of {size} bytes, found {actual}", self.path,
+                                         actual)
+            os.ftruncate(self._fd, size)
+        self.size = size
 
     def _map(self) -> None:
         if self.size == 0:
@@ -215,7 +248,7 @@ class AppendFile:
         if create:
             flags |= os.O_CREAT
         with _os_errors(self.path):
-            self._fd = os.open(self.path, flags, 0o644)
+            self._fd = _open_regular(self.path, flags)
             self.size = os.fstat(self._fd).st_size
         self._mm: mmap.mmap | None = None
         self._mm_size = 0
@@ -284,7 +317,7 @@ class AppendFile:
 def read_bytes(path: str | os.PathLike[str]) -> bytes:
     """The whole content of a file."""
     path = os.fspath(path)
-    with _os_errors(path), open(path, "rb") as f:
+    with _os_errors(path), os.fdopen(_open_regular(path, os.O_RDONLY), "rb") as f:
         return f.read()
 
 
@@ -327,7 +360,7 @@ def write_bytes(path: str | os.PathLike[str], data: bytes, pos: int = 0) -> None
     """Write ``data`` at ``pos`` of an existing (or new) file without truncating it."""
     path = os.fspath(path)
     with _os_errors(path, pos):
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _open_regular(path, os.O_RDWR | os.O_CREAT)
         try:
             os.pwrite(fd, data, pos)
         finally:
@@ -463,8 +496,7 @@ def touch(path: str | os.PathLike[str]) -> None:
     """Create ``path`` if missing (empty), durable."""
     path = os.fspath(path)
     with _os_errors(path):
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
-        os.close(fd)
+        os.close(_open_regular(path, os.O_WRONLY | os.O_CREAT))
 
 
 def fsync_dir(path: str | os.PathLike[str]) -> None:
@@ -494,7 +526,7 @@ class WriterLock:
 
     def acquire(self) -> None:
         with _os_errors(self.path):
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = _open_regular(self.path, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as err:
@@ -514,3 +546,81 @@ class WriterLock:
     @property
     def held(self) -> bool:
         return self._fd >= 0
+
+
+class DirectoryLock:
+    """A writer lock held on a directory itself: an exclusive ``flock`` on the directory's descriptor.
+
+    For formats whose broker leaves no lock file of ours in its directories (Kafka's
+    partition directories): nothing is created, so nothing is left behind.  A second
+    holder (another process, or another object in this one) gets
+    :class:`StoreLockedError` at once.  Readers never take it.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        self._fd = -1
+
+    def acquire(self) -> None:
+        with _os_errors(self.path):
+            fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as err:
+            os.close(fd)
+            raise StoreLockedError("another writer holds this directory; open it with mode='r' to read",
+                                   self.path) from err
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = -1
+
+    @property
+    def held(self) -> bool:
+        return self._fd >= 0
+
+
+class BrokerLock:
+    """A POSIX record lock (``fcntl(F_SETLK)``) on a lock file a broker made, if the file exists.
+
+    Java's ``FileChannel.tryLock`` takes this kind of lock on Linux, so holding it
+    keeps a running broker and a segstore writer out of each other's directory; a
+    ``flock`` would not see the broker's lock.  The file is never created (a broker
+    that is not running leaves none, or one that nobody holds; one this user may not
+    open for writing is left alone).  Record locks
+    belong to the process: a second holder in the same process is not refused
+    (:class:`DirectoryLock` covers that).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], holder: str = "a broker") -> None:
+        self.path = os.fspath(path)
+        self.holder = holder
+        self._fd = -1
+
+    def acquire(self) -> None:
+        """Lock the file if it exists; nothing to do when it does not."""
+        try:
+            fd = _open_regular(self.path, os.O_RDWR)
+        except (FileNotFoundError, PermissionError):
+            # None, or one this user may not lock (another user's broker): nothing we can hold.
+            return
+        except OSError as err:
+            raise _translate(err, self.path) from err
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as err:
+            os.close(fd)
+            if err.errno in (errno.EACCES, errno.EAGAIN):
+                raise StoreLockedError(f"{self.holder} holds this lock; stop it first, or open with mode='r' "
+                                       "to read", self.path) from err
+            raise _translate(err, self.path) from err
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            fcntl.lockf(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = -1

@@ -10,7 +10,9 @@ field names) in every format.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+
+from .errors import InvalidMessageError
 
 CREATE_TIME = "CreateTime"
 LOG_APPEND_TIME = "LogAppendTime"
@@ -37,11 +39,21 @@ class Message:
     timestamp_type: str = CREATE_TIME
 
     @classmethod
-    def coerce(cls, obj: "Message | dict") -> "Message":
-        """Return ``obj`` as a :class:`Message`; strings become UTF-8 bytes."""
+    def coerce(cls, obj: Message | dict) -> Message:
+        """Return ``obj`` as a :class:`Message`; strings become UTF-8 bytes.
+
+        :raises InvalidMessageError: a field name :class:`Message` does not have, or a required one missing.
+        """
         if isinstance(obj, Message):
             return obj
         data = dict(obj)
+        known = [f.name for f in fields(cls)]
+        unknown = sorted(set(data) - set(known))
+        missing = [name for name in ("topic", "value") if name not in data]
+        if unknown or missing:
+            found = f"unknown field(s) {unknown}" if unknown else f"no {missing}"
+            raise InvalidMessageError(f"expected the message fields {known} (topic and value required), "
+                                      f"found {found}")
         for name in ("key", "value"):
             if isinstance(data.get(name), str):
                 data[name] = data[name].encode("utf-8")

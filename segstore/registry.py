@@ -8,9 +8,16 @@ Two plugins claiming one name is an error, never a silent choice.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 
-from .errors import FormatNotFoundError, MissingDependencyError, SegstoreError, WrongFormatError
+from .errors import (
+    FormatNotFoundError,
+    MissingDependencyError,
+    NotFoundError,
+    SegstoreError,
+    WrongFormatError,
+)
 from .plugin import FormatPlugin
 
 GROUP = "segstore.formats"
@@ -36,6 +43,30 @@ def _listed() -> dict[str, EntryPoint]:
 def names() -> list[str]:
     """Names of every registered format, sorted."""
     return sorted(set(_listed()) | set(_loaded))
+
+
+@dataclass(frozen=True)
+class Listed:
+    """A registered format as its entry point names it (nothing imported)."""
+
+    name: str
+    value: str                 # ``module:Class``
+    #: ``name version`` of the package that declares it; None when registered in code.
+    distribution: str | None
+
+
+def available() -> list[Listed]:
+    """Every registered format, sorted by name, without importing any plugin."""
+    rows = []
+    for name in names():
+        ep = _listed().get(name)
+        if ep is None:
+            plugin = _loaded[name]
+            rows.append(Listed(name, f"{type(plugin).__module__}:{type(plugin).__qualname__}", None))
+            continue
+        dist = getattr(ep, "dist", None)
+        rows.append(Listed(name, ep.value, f"{dist.name} {dist.version}" if dist is not None else None))
+    return rows
 
 
 def register(plugin: FormatPlugin) -> None:
@@ -70,8 +101,13 @@ def get(name: str) -> FormatPlugin:
 def detect(path: str) -> str:
     """The name of the one format whose plugin recognises ``path``.
 
+    :raises NotFoundError: ``path`` does not exist.
     :raises WrongFormatError: none or several recognise it.
     """
+    from . import files
+
+    if not files.exists(path):
+        raise NotFoundError("expected a store directory, found no such file or directory", path)
     matches = [name for name in names() if get(name).detect(path)]
     if len(matches) == 1:
         return matches[0]

@@ -48,9 +48,16 @@ class AppendResult:
     extra: dict[str, Any] = field(default_factory=dict)   # msg_id, store_timestamp, ...
 
 
+#: ``QueryRequest.max`` for "every hit": key queries have no silent cap.
+QUERY_ALL = 2**63 - 1
+
+
 @dataclass(slots=True)
 class QueryRequest:
-    """What ``segstore query`` asks; each format answers the combinations it supports."""
+    """What ``segstore query`` asks; each format answers the combinations it supports.
+
+    ``max`` bounds key hits (the newest ``max``); the default is every hit.
+    """
 
     topic: str | None = None
     partition: int | None = None
@@ -60,7 +67,7 @@ class QueryRequest:
     timestamp: int | None = None
     begin: int | None = None
     end: int | None = None
-    max: int = 32
+    max: int = QUERY_ALL
     json: bool = False
 
 
@@ -190,6 +197,12 @@ class Store(abc.ABC):
              partition: int | None = None, **options: Any) -> None:
         """Write the human-readable (or ``--json``: one object a line) dump."""
 
+    def consumer_progress(self) -> list[dict[str, Any]]:
+        """Per consumer group, topic and queue/partition: ``committed_offset``, ``max_offset``, ``lag``."""
+        raise UnsupportedOperationError(f"{self.format} stores do not keep consumer offsets segstore reads",
+                                        self.path)
+
     def query(self, request: QueryRequest, out: TextIO) -> int:
-        """Answer ``segstore query``; returns the exit code."""
+        """Answer ``segstore query``: writes one line (``request.json``: one JSON object) per hit and
+        nothing else; returns the exit code, 1 when nothing matched (the CLI says so on stderr)."""
         raise UnsupportedOperationError(f"{self.format} stores do not support queries", self.path)

@@ -302,8 +302,11 @@ def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     out.mkdir()
     assert cli.main(["convert", str(BASIC), str(out), "--to", "kafka"]) == 1
     assert "pass --force" in capsys.readouterr().err
-    assert cli.main(["convert", str(tmp_path), str(tmp_path / "x"), "--to", "kafka"]) == 1
+    assert cli.main(["convert", str(tmp_path), str(tmp_path / "x"), "--to", "kafka"]) == 2
     assert "not a store of any known format" in capsys.readouterr().err
+    assert cli.main(["convert", str(tmp_path / "typo"), str(tmp_path / "y"), "--to", "kafka"]) == 2
+    assert "no such file or directory" in capsys.readouterr().err
+    assert not (tmp_path / "y").exists()
     with pytest.raises(SystemExit) as usage:
         cli.main(["convert", str(BASIC), str(out), "--to", "parquet"])
     assert usage.value.code == 2

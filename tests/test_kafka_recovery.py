@@ -11,7 +11,7 @@ from conftest import FIXTURES, copy_writable
 from segstore_kafka.batch import CRC_OFFSET, MAGIC_OFFSET, iter_batches
 
 import segstore
-from segstore.errors import CorruptDataError, CorruptIndexError, TruncatedDataError
+from segstore.errors import CorruptDataError, TruncatedDataError
 from segstore.records import Message
 
 CONFIG = {"segment.bytes": 6935, "index.interval.bytes": 990}   # the uncompressed fixture's
@@ -99,18 +99,23 @@ def test_recover_cuts_a_corrupt_middle_segment_and_keeps_the_later_ones(tmp_path
     assert (part / "leader-epoch-checkpoint").read_text() == "0\n2\n0 0\n1 123\n"
 
 
-def test_corrupt_index_files_are_typed_errors_and_rebuilt_on_append(tmp_path: Path) -> None:
+def test_corrupt_index_files_are_reported_once_by_readers_and_rebuilt_on_append(tmp_path: Path) -> None:
+    """A reader reads past a corrupt index (the log is the truth) and verify names it once."""
     part = _fixture(tmp_path)
     index = part / f"{SEG0}.index"
     good = index.read_bytes()
+    with segstore.open(part) as store:
+        expected = [r.offset for r in store.scan()]
     index.write_bytes(good + b"\x01\x02\x03")
-    with pytest.raises(CorruptIndexError) as info:
-        segstore.open(part)
-    assert info.value.path == str(index) and info.value.pos == len(good)
+    with segstore.open(part) as store:
+        problems = store.verify()
+        assert [(p.path, p.pos) for p in problems] == [(str(index), len(good))]
+        assert "whole number of 8-byte entries" in problems[0].message
+        assert [r.offset for r in store.scan()] == expected
+        assert [r.offset for r in store.read("topic", 0, expected[-1])] == [expected[-1]]
     index.write_bytes(good[8:16] + good[:8] + good[16:])          # decreasing offsets
-    with pytest.raises(CorruptIndexError) as info:
-        segstore.open(part)
-    assert info.value.path == str(index) and info.value.pos == 8
+    with segstore.open(part) as store:
+        assert [(p.path, p.pos) for p in store.verify()] == [(str(index), 8)]
     with segstore.open(part, format="kafka", mode="a", **CONFIG) as store:
         assert store.verify() == []
     assert index.read_bytes() == good

@@ -478,8 +478,9 @@ def test_verify_and_recovery_are_the_same_with_and_without_c(tmp_path, monkeypat
         results.append(_checked(store))
     problems, lines, kept = results[0]
     assert results[0] == results[1]
-    assert lines and (bool(problems) if damage in ("commitlog", "queue") else True)
-    assert not problems or damage is not None
+    damage_found = [p for p in problems if "abort file" not in p]     # the fixture's crash leaves one
+    assert lines and (bool(damage_found) if damage in ("commitlog", "queue") else True)
+    assert not damage_found or damage is not None
     assert any(name.startswith("index") for name in kept)
 
 

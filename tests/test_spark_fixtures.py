@@ -73,8 +73,11 @@ def test_forced_format_and_missing_store_are_reported(spark, tmp_path):  # noqa:
     kafka_dir = FIXTURES / "kafka" / "txn" / "topic-0"
     with pytest.raises(Exception, match="expected a RocketMQ store"):
         _load(spark, kafka_dir, {}, format="rocketmq").schema  # noqa: B018
-    with pytest.raises(Exception, match="not a store of any known format"):
+    with pytest.raises(Exception, match="nothing: expected a store directory to read, found no such file"):
         _load(spark, tmp_path / "nothing", {}).schema  # noqa: B018
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(Exception, match="not a store of any known format"):
+        _load(spark, tmp_path / "empty", {}).schema  # noqa: B018
 
 
 def _planned(df) -> int:

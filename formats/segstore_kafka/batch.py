@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 
 import crc32c
 
+from segstore import speedups
 from segstore.errors import CorruptDataError, InvalidMessageError, SegstoreError, TruncatedDataError
 
 from . import legacy
@@ -63,10 +64,8 @@ from .varint import (
     encode_varlong,
 )
 
-try:
-    from . import _speedups
-except ImportError:  # the C extension is optional; the pure-Python loops below are the reference
-    _speedups = None
+# The C extension is optional; the pure-Python loops below are the reference.
+_speedups = speedups.load("segstore_kafka._speedups")
 
 __all__ = [
     "COMPRESSION_NAMES",

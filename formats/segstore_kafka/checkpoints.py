@@ -10,6 +10,10 @@ Every checkpoint file is UTF-8 text, ``\\n``-terminated lines (``CheckpointFile.
 - ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint`` (in a log
   directory): entries ``TOPIC PARTITION OFFSET``.
 
+An empty file, or one holding only the version line, reads as no entries, as
+Kafka 3.8's ``CheckpointFile.CheckpointReadBuffer.read`` reads it: brokers create
+``leader-epoch-checkpoint`` empty and real log dirs hold many such files.
+
 Files are replaced atomically (``.tmp`` written, fsynced, renamed) through
 :func:`segstore.files.write_atomic`.  Parse errors are :class:`CorruptDataError`
 naming the file and the byte position of the offending line.
@@ -19,16 +23,20 @@ Thread-safety: not thread-safe; the owning partition or log directory serialises
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import NamedTuple
 
 from segstore import files
-from segstore.errors import CorruptDataError
+from segstore.errors import CorruptDataError, cut
 
 VERSION = 0
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+_LINE = re.compile(r"([^\r\n]*)(\r\n|\r|\n|$)")
+#: What ``Integer.parseInt`` takes (no spaces, no underscores, unlike Python's ``int``).
+_JAVA_INT = re.compile(r"[+-]?[0-9]{1,10}")
 
 
 class EpochEntry(NamedTuple):
@@ -39,21 +47,23 @@ class EpochEntry(NamedTuple):
 
 
 def _parse(path: str, text: str, fields: int) -> list[list[str]]:
-    """The entry lines of a checkpoint, split into ``fields`` tokens each."""
-    lines = text.split("\n")
-    starts = [0]
-    for line in lines:
-        starts.append(starts[-1] + len(line) + 1)
-    if lines and lines[-1] == "":
-        lines.pop()
-    if len(lines) < 2:
-        raise CorruptDataError(f"expected a version line and a count line, found {len(lines)} lines", path, 0)
-    if lines[0].strip() != str(VERSION):
-        raise CorruptDataError(f"expected checkpoint version {VERSION}, found {lines[0]!r}", path, 0)
-    try:
-        count = int(lines[1])
-    except ValueError as err:
-        raise CorruptDataError(f"expected an entry count, found {lines[1]!r}", path, starts[1]) from err
+    """The entry lines of a checkpoint, split into ``fields`` tokens each.
+
+    No line, or a version line alone, is no entries (``CheckpointReadBuffer.read``).
+    """
+    # Lines end at \n, \r or \r\n, as Java's BufferedReader.readLine splits them.
+    matches = [m for m in _LINE.finditer(text) if m.end() > m.start()]
+    lines = [m.group(1) for m in matches]
+    starts = [m.start() for m in matches] + [len(text)]
+    if not lines:
+        return []
+    if _JAVA_INT.fullmatch(lines[0]) is None or int(lines[0]) != VERSION:
+        raise CorruptDataError(f"expected checkpoint version {VERSION}, found {cut(lines[0])}", path, 0)
+    if len(lines) == 1:
+        return []
+    if _JAVA_INT.fullmatch(lines[1]) is None or int(lines[1]) < 0:
+        raise CorruptDataError(f"expected an entry count, found {cut(lines[1])}", path, starts[1])
+    count = int(lines[1])
     body = lines[2:]
     if count != len(body):
         raise CorruptDataError(f"expected {count} entries, found {len(body)}", path, starts[2])
@@ -61,7 +71,7 @@ def _parse(path: str, text: str, fields: int) -> list[list[str]]:
     for i, line in enumerate(body):
         tokens = line.split()
         if len(tokens) != fields:
-            raise CorruptDataError(f"expected {fields} space-separated fields, found {line!r}", path,
+            raise CorruptDataError(f"expected {fields} space-separated fields, found {cut(line)}", path,
                                    starts[2 + i])
         out.append(tokens)
     return out
@@ -71,7 +81,7 @@ def _int(path: str, token: str, what: str) -> int:
     try:
         return int(token)
     except ValueError as err:
-        raise CorruptDataError(f"expected an integer {what}, found {token!r}", path) from err
+        raise CorruptDataError(f"expected an integer {what}, found {cut(token)}", path) from err
 
 
 def format_checkpoint(lines: list[str]) -> str:

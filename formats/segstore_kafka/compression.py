@@ -106,6 +106,19 @@ LZ4_CONTENT_SIZE_BYTES = 8
 
 # --- zstd (ZstdOutputStreamNoFinalizer, level 3) ----------------------------------
 ZSTD_LEVEL = 3
+#: Compressed bytes fed to the zstd decoder per call: a 3-byte RLE block can stand for 128 KiB,
+#: so one call makes at most about 44 times this many bytes past the limit before it is checked.
+ZSTD_FEED = 1024
+
+# --- bounds on what a stream from a file may inflate to --------------------------
+#: The most bytes one compressed record region (or legacy inner message set) may inflate to.
+#: Kafka bounds a batch as stored (``max.message.bytes``, 1 MiB by default) but not what it
+#: inflates to; 256 MiB is far above what a producer's batch (``batch.size`` 16 KiB,
+#: ``max.request.size`` 1 MiB) holds even at zstd's best ratios, and keeps a damaged or
+#: hostile length from costing more memory than that.
+MAX_DECOMPRESSED_BYTES = 256 * 1024 * 1024
+#: A raw snappy block starts with its uncompressed length, a varint of at most 5 bytes.
+SNAPPY_LENGTH_MAX_BYTES = 5
 
 
 def codec_id(compression: str | int) -> int:
@@ -183,33 +196,80 @@ def compress(compression: str | int, data: bytes) -> bytes:
 # decompress
 
 
-def _gzip_decompress(data: bytes) -> bytes:
+class _TooLarge(ValueError):
+    """A stream inflates past the limit (raised before the bytes past it are made)."""
+
+
+def _check_room(produced: int, limit: int) -> None:
+    if produced > limit:
+        raise _TooLarge(f"a stream inflating to at most {limit} bytes, found more")
+
+
+def _gzip_decompress(data: bytes, limit: int) -> bytes:
     out = []
+    produced = 0
     rest = data
     while rest:
         inflater = zlib.decompressobj(_GZIP_WBITS)
-        out.append(inflater.decompress(rest))
-        if not inflater.eof:
+        # max_length bounds what zlib makes per call: never more than one byte past the limit.
+        chunk = inflater.decompress(rest, limit - produced + 1)
+        produced += len(chunk)
+        _check_room(produced, limit)
+        out.append(chunk)
+        if inflater.unconsumed_tail or not inflater.eof:
+            if inflater.unconsumed_tail:  # room was left, so zlib stopped for want of input
+                raise ValueError("a complete gzip member, found input zlib did not take")
             raise ValueError("a complete gzip member, found the stream cut short")
         rest = inflater.unused_data
     return b"".join(out)
 
 
-def _snappy_decompress(data: bytes) -> bytes:
+def _raw_snappy_length(block: bytes | memoryview) -> int:
+    """The uncompressed length a raw snappy block declares (its leading varint, at most 2**32 - 1)."""
+    length = shift = 0
+    for pos in range(min(len(block), SNAPPY_LENGTH_MAX_BYTES)):
+        byte = block[pos]
+        length |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            if length > 0xFFFFFFFF:
+                break
+            return length
+        shift += 7
+    raise ValueError("a raw snappy block starting with its uncompressed length (a varint of at most 5 "
+                     "bytes), found none")
+
+
+def _raw_snappy_decompress(block: bytes | memoryview, produced: int, limit: int) -> bytes:
+    # The length varint comes from the file: checked before the codec allocates that many bytes.
+    declared = _raw_snappy_length(block)
+    if produced + declared > limit:
+        raise _TooLarge(f"a stream inflating to at most {limit} bytes, found a snappy block declaring "
+                        f"{declared} bytes after {produced}")
+    return bytes(cramjam.snappy.decompress_raw(block))
+
+
+def _snappy_decompress(data: bytes, limit: int) -> bytes:
     if not data.startswith(XERIAL_MAGIC):
-        return bytes(cramjam.snappy.decompress_raw(data))
+        return _raw_snappy_decompress(data, 0, limit)
     if len(data) < XERIAL_HEADER.size:
         raise ValueError(f"a {XERIAL_HEADER.size}-byte xerial header, found {len(data)} bytes")
     out = []
+    produced = 0
+    view = memoryview(data)
     pos = XERIAL_HEADER.size
     while pos < len(data):
+        if data.startswith(XERIAL_MAGIC, pos):  # concatenated streams, as SnappyInputStream reads them
+            pos += XERIAL_HEADER.size
+            continue
         if pos + XERIAL_BLOCK_LENGTH.size > len(data):
             raise ValueError(f"a xerial block length at {pos}, found the stream ends")
         (length,) = XERIAL_BLOCK_LENGTH.unpack_from(data, pos)
         pos += XERIAL_BLOCK_LENGTH.size
         if length < 0 or pos + length > len(data):
             raise ValueError(f"a xerial block of {length} bytes at {pos}, found {len(data) - pos} bytes left")
-        out.append(bytes(cramjam.snappy.decompress_raw(data[pos:pos + length])))
+        block = _raw_snappy_decompress(view[pos:pos + length], produced, limit)
+        produced += len(block)
+        out.append(block)
         pos += length
     return b"".join(out)
 
@@ -224,26 +284,48 @@ def _lz4_fix_legacy_checksum(data: bytes) -> bytes:
     return data[:descriptor_end] + bytes((checksum,)) + data[descriptor_end + 1:]
 
 
-def _lz4_decompress(data: bytes, legacy: bool = False) -> bytes:
+def _lz4_decompress(data: bytes, limit: int, legacy: bool = False) -> bytes:
     if legacy:
         data = _lz4_fix_legacy_checksum(data)
-    if len(data) > len(LZ4_FRAME_MAGIC) and data.startswith(LZ4_FRAME_MAGIC):
-        flg = data[len(LZ4_FRAME_MAGIC)]
-        if not flg & LZ4_FLG_INDEPENDENT_BLOCKS:
-            raise ValueError(f"an LZ4 frame with independent blocks (FLG bit 0x20), found FLG {flg:#04x}")
-    return lz4.frame.decompress(data)
-
-
-def _zstd_decompress(data: bytes) -> bytes:
-    decompressor = _zstd.decompressor
     out = []
+    produced = 0
     rest = data
     while rest:
+        if len(rest) > len(LZ4_FRAME_MAGIC) and rest.startswith(LZ4_FRAME_MAGIC):
+            flg = rest[len(LZ4_FRAME_MAGIC)]
+            if not flg & LZ4_FLG_INDEPENDENT_BLOCKS:
+                raise ValueError(f"an LZ4 frame with independent blocks (FLG bit 0x20), found FLG {flg:#04x}")
+        frame = lz4.frame.LZ4FrameDecompressor()
+        chunk = frame.decompress(rest, max_length=limit - produced + 1)
+        produced += len(chunk)
+        _check_room(produced, limit)
+        out.append(chunk)
+        if not frame.eof:
+            raise ValueError("a complete LZ4 frame, found the stream cut short")
+        rest = frame.unused_data or b""
+    return b"".join(out)
+
+
+def _zstd_decompress(data: bytes, limit: int) -> bytes:
+    decompressor = _zstd.decompressor
+    out = []
+    produced = 0
+    view = memoryview(data)
+    pos = 0
+    while pos < len(data):
         stream = decompressor.decompressobj()
-        out.append(stream.decompress(rest))
+        # Fed in small pieces so that no call makes much more than ZSTD_FEED bytes of input can
+        # (a zstd block of a few bytes may stand for 128 KiB): the limit is checked between calls.
+        while not stream.eof and pos < len(data):
+            piece = view[pos:pos + ZSTD_FEED]
+            chunk = stream.decompress(piece)
+            produced += len(chunk)
+            _check_room(produced, limit)
+            out.append(chunk)
+            pos += len(piece)
         if not stream.eof:
             raise ValueError("a complete zstd frame, found the stream cut short")
-        rest = stream.unused_data
+        pos -= len(stream.unused_data)
     return b"".join(out)
 
 
@@ -276,12 +358,17 @@ def _xxh32(data: bytes) -> int:
 
 
 def decompress(compression: str | int, data, *, path: str = "<memory>", pos: int = 0,
-               legacy_lz4: bool = False) -> bytes:
-    """Decompress a record region written with ``compression``.
+               legacy_lz4: bool = False, limit: int = MAX_DECOMPRESSED_BYTES) -> bytes:
+    """Decompress a record region written with ``compression``, making at most ``limit`` bytes.
+
+    No size a stream declares is trusted: a raw snappy block's length is checked
+    against ``limit`` before the codec allocates it, and gzip, LZ4 and zstd are
+    inflated in bounded steps, so a bomb costs at most about ``limit`` bytes.
 
     :param path: file named in errors; :param pos: byte position of the stream in it.
     :param legacy_lz4: accept the wrong LZ4 header checksum of message format v0.
-    :raises CorruptDataError: the stream does not decode.
+    :param limit: the most bytes the stream may inflate to (:data:`MAX_DECOMPRESSED_BYTES`).
+    :raises CorruptDataError: the stream does not decode, or inflates past ``limit``.
     """
     codec = codec_id(compression)
     data = bytes(data)
@@ -289,8 +376,8 @@ def decompress(compression: str | int, data, *, path: str = "<memory>", pos: int
         return data
     try:
         if codec == LZ4:
-            return _lz4_decompress(data, legacy_lz4)
-        return _DECOMPRESSORS[codec](data)
+            return _lz4_decompress(data, limit, legacy_lz4)
+        return _DECOMPRESSORS[codec](data, limit)
     except (ValueError, RuntimeError, OSError, zlib.error, zstandard.ZstdError,
             cramjam.DecompressionError) as err:
         raise CorruptDataError(

@@ -255,6 +255,21 @@ class OffsetIndex(KafkaIndex):
     DTYPE = OFFSET_ENTRY
     ORDER = (("relative_offset", True), ("position", True))
 
+    @classmethod
+    def sanity_check(cls, entries: np.ndarray, path: str, base_offset: int) -> None:
+        """The shared order checks, and no negative position (no batch starts before the file).
+
+        Kafka 3.8's ``OffsetIndex.sanityCheck`` only checks the length and the last
+        offset; a negative position there would fail the broker's first read.
+        """
+        negative = np.flatnonzero(entries["position"] < 0)
+        if len(negative):
+            slot = int(negative[0])
+            raise CorruptIndexError(f"expected a log position >= 0 in slot {slot}, found "
+                                    f"{int(entries['position'][slot])}", path,
+                                    slot * cls.DTYPE.itemsize + cls.DTYPE.fields["position"][1])
+        super().sanity_check(entries, path, base_offset)
+
     @property
     def last_offset(self) -> int:
         """The last indexed absolute offset (the base offset when empty)."""

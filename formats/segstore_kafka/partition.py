@@ -35,6 +35,7 @@ from segstore.errors import (
     InvalidTopicError,
     MessageTooLargeError,
     OffsetOutOfRangeError,
+    cut,
 )
 from segstore.log import SegmentedLog
 
@@ -91,12 +92,12 @@ class KafkaConfig:
             name = raw_name.replace(".", "_")
             if name not in known:
                 dotted = ", ".join(sorted(n.replace("_", ".") for n in known))
-                raise ConfigError(f"expected a Kafka topic config name ({dotted}), found {raw_name!r}")
+                raise ConfigError(f"expected a Kafka topic config name ({dotted}), found {cut(raw_name)}")
             if isinstance(known[name].default, int):
                 try:
                     values[name] = int(raw)
                 except (TypeError, ValueError) as err:
-                    raise ConfigError(f"expected an integer for {raw_name}, found {raw!r}") from err
+                    raise ConfigError(f"expected an integer for {raw_name}, found {cut(raw)}") from err
             else:
                 values[name] = str(raw)
         parsed = cls(**values)
@@ -106,10 +107,11 @@ class KafkaConfig:
     def _validate(self) -> None:
         compression = "none" if self.compression_type == "producer" else self.compression_type
         if compression not in COMPRESSIONS:
-            raise ConfigError(f"expected compression.type in {COMPRESSIONS}, found {self.compression_type!r}")
+            raise ConfigError(f"expected compression.type in {COMPRESSIONS}, "
+                              f"found {cut(self.compression_type)}")
         if self.message_timestamp_type not in TIMESTAMP_TYPES:
             raise ConfigError(f"expected message.timestamp.type in {TIMESTAMP_TYPES}, "
-                              f"found {self.message_timestamp_type!r}")
+                              f"found {cut(self.message_timestamp_type)}")
         for name in ("segment_bytes", "segment_ms", "segment_index_bytes"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"expected a positive {name.replace('_', '.')}, "
@@ -139,11 +141,12 @@ def validate_topic(topic: str, partition: int) -> None:
     :raises InvalidTopicError: with the rule broken.
     """
     if not topic or topic in (".", ".."):
-        raise InvalidTopicError(f"expected a topic name other than {topic!r}")
+        raise InvalidTopicError(f"expected a topic name other than {cut(topic)}")
     if len(topic) > MAX_TOPIC_LENGTH:
-        raise InvalidTopicError(f"expected a topic of at most {MAX_TOPIC_LENGTH} characters, found {len(topic)}")
+        raise InvalidTopicError(f"expected a topic of at most {MAX_TOPIC_LENGTH} characters, "
+                                f"found {len(topic)}")
     if LEGAL_TOPIC.fullmatch(topic) is None:
-        raise InvalidTopicError(f"expected a topic of the characters [a-zA-Z0-9._-], found {topic!r}")
+        raise InvalidTopicError(f"expected a topic of the characters [a-zA-Z0-9._-], found {cut(topic)}")
     if partition < 0:
         raise InvalidTopicError(f"expected a partition >= 0, found {partition}")
 
@@ -156,7 +159,8 @@ def parse_partition_dir(path: str) -> tuple[str, int]:
     name = os.path.basename(os.path.normpath(path))
     match = PARTITION_DIR.match(name)
     if match is None:
-        raise InvalidTopicError(f"expected a partition directory named TOPIC-PARTITION, found {name!r}", path)
+        raise InvalidTopicError(f"expected a partition directory named TOPIC-PARTITION, found {cut(name)}",
+                                path)
     return match["topic"], int(match["partition"])
 
 
@@ -167,6 +171,24 @@ def segment_bases(path: str) -> list[int]:
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _batch_problem(batch: codec.RecordBatch) -> tuple[str, int | None, str] | None:
+    """The CRC or record-decoding problem of one batch (header already read), or None."""
+    if batch.magic >= codec.MAGIC_V2:
+        computed = batch.compute_crc()
+        if computed != batch.crc:
+            return (batch.path, batch.position + codec.CRC_OFFSET,
+                    f"CRC-32C {batch.crc:#010x} stored in the header, found {computed:#010x} computed "
+                    f"over bytes {codec.ATTRIBUTES_OFFSET}..{batch.size} of the batch")
+    try:
+        if batch.magic < codec.MAGIC_V2:
+            next(codec.iter_batches(batch.data, path=batch.path, base_pos=batch.position))
+        batch.records()
+        batch.control_type()
+    except CorruptDataError as err:
+        return (err.path or batch.path, batch.position if err.pos is None else err.pos, err.message)
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,8 +219,21 @@ class Partition:
         self.writable = writable
         self.clock = clock
         self.recovered: list[str] = []
+        #: ``(path, pos, message)`` of index files a reader found corrupt and read without
+        self.index_problems: list[tuple[str, int | None, str]] = []
+        self._lock: files.DirectoryLock | None = None
         if writable:
             files.make_dirs(path)
+            self._lock = files.DirectoryLock(path)
+            self._lock.acquire()
+        try:
+            self._load()
+        except BaseException:
+            self._release_lock()
+            raise
+
+    def _load(self) -> None:
+        path, writable = self.path, self.writable
         self.log: SegmentedLog[LogSegment] = SegmentedLog(self._new_segment)
         self.epochs = LeaderEpochCache.load(os.path.join(path, LEADER_EPOCH_CHECKPOINT))
         self._txns: TransactionTracker | None = None
@@ -221,10 +256,10 @@ class Partition:
         self.next_offset = self.log.active.next_offset() if self.log.active is not None else 0
 
     # -- segments ---------------------------------------------------------------
-    def _open_segment(self, base: int, *, create: bool) -> LogSegment:
+    def _open_segment(self, base: int, *, create: bool, read_indexes: bool = True) -> LogSegment:
         return LogSegment(self.path, base, index_interval_bytes=self.config.index_interval_bytes,
                           max_index_size=self.config.segment_index_bytes, writable=self.writable,
-                          create=create, created_ms=self.clock())
+                          create=create, created_ms=self.clock(), read_indexes=read_indexes)
 
     def _new_segment(self, base: int) -> LogSegment:
         return self._open_segment(base, create=True)
@@ -234,12 +269,16 @@ class Partition:
         return list(self.log.segments)
 
     def _open_segment_or_drop_indexes(self, base: int) -> LogSegment:
-        """Open a segment; a writable partition answers a corrupt index by rebuilding it (as Kafka)."""
+        """Open a segment; a writable partition answers a corrupt index by rebuilding it (as Kafka
+        ``LogLoader.loadSegmentFiles`` does), a reader by going on without it."""
         try:
             return self._open_segment(base, create=False)
         except CorruptIndexError as err:
             if not self.writable:
-                raise
+                # A reader goes on without the indexes (lookups walk the log) and verify reports
+                # the index once, so the rest of the partition is still read and checked.
+                self.index_problems.append((err.path or self.path, err.pos, err.message))
+                return self._open_segment(base, create=False, read_indexes=False)
             self.recovered.append(f"{err}; rebuilding the indexes of segment {base}")
             for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
                 path = os.path.join(self.path, file_name(base, suffix))
@@ -264,12 +303,14 @@ class Partition:
         """
         segments = self.segments
         tracker = TransactionTracker()
-        for seg in segments[:first]:
-            for header in seg.headers():
-                if header.is_transactional:
-                    tracker.observe(header)
         if reset:
             self.epochs.clear()
+        for seg in segments[:first]:
+            for header in seg.headers():
+                if reset and header.magic >= codec.MAGIC_V2:
+                    self.epochs.assign(header.partition_leader_epoch, header.base_offset)
+                if header.is_transactional:
+                    tracker.observe(header)
         lines: list[str] = []
         for n, seg in enumerate(segments[first:], start=first):
             result = seg.recover(self._batch_observer(seg, tracker))
@@ -309,11 +350,52 @@ class Partition:
                 line += f": {result.error}"
         return line
 
-    def recover(self) -> list[str]:
-        """Validate and rebuild every segment; returns one line per action taken."""
+    def recover(self, recovery_point: int = 0) -> list[str]:
+        """Recover as Kafka 3.8's ``LogLoader.recoverLog`` does; returns one line per action taken.
+
+        Segments holding offsets at or past ``recovery_point`` (the log dir's
+        ``recovery-point-offset-checkpoint``; 0, all of them, for a partition opened
+        alone) are checked; segments before it are left as they are, as Kafka leaves
+        them.  A checked segment whose log, CRCs, records and offset index are all
+        intact keeps its files (its indexes are not rebuilt with this run's
+        ``index.interval.bytes``); the first one that is not is rebuilt (a torn or
+        corrupt tail cut and kept), and every one after it too.
+        """
         lines = list(self.recovered)
         self.recovered = []
-        return lines + self._recover_from(0, reset=True)
+        segments = self.segments
+        floor = self.log.segments.floor_base(recovery_point)
+        first = next((i for i, seg in enumerate(segments) if floor is None or seg.base >= floor),
+                     len(segments))
+        expected: int | None = None
+        for seg in segments[:first]:
+            expected = seg.next_offset()
+        while first < len(segments):
+            seg = segments[first]
+            problems, after = self._check_segment(seg, expected)
+            if problems or seg.needs_recovery:
+                break
+            expected = after
+            first += 1
+        return lines + self._recover_from(first, reset=True)
+
+    def start_at(self, offset: int) -> None:
+        """Make an empty log start at ``offset``: its one segment is named from it, the next
+        record gets it and the log start offset is it (Kafka ``UnifiedLog.truncateFullyAndStartAt``).
+
+        :raises OffsetOutOfRangeError: the log already holds records, or ``offset`` is negative.
+        """
+        if offset < 0:
+            raise OffsetOutOfRangeError(f"expected a start offset >= 0, found {offset}", self.path)
+        if any(seg.size for seg in self.log.segments):
+            raise OffsetOutOfRangeError(f"expected an empty log to start at offset {offset}, found records "
+                                        f"up to offset {self.next_offset - 1}", self.path)
+        for seg in list(self.log.segments):
+            self.log.segments.remove(seg.base)
+            seg.delete()
+        self.log.roll(offset).make_appendable()
+        self.epochs.clear()
+        self.log_start_offset = self.next_offset = offset
 
     # -- appends ----------------------------------------------------------------
     def _tracker(self) -> TransactionTracker:
@@ -462,31 +544,61 @@ class Partition:
         return None
 
     def verify(self) -> list[tuple[str, int | None, str]]:
-        """Problems as ``(path, pos, message)``: bad batches, index entries that do not match the log."""
-        problems: list[tuple[str, int | None, str]] = []
+        """Problems as ``(path, pos, message)``, each independent problem once.
+
+        Per segment the batch headers are walked as far as their lengths hold; each
+        batch's CRC is checked and, when it holds, its records are decoded (a CRC
+        over undecodable records is a problem too).  A bad CRC does not stop the
+        walk: the length is still trusted, as Kafka's ``FileLogInputStream`` does.
+        Index entries are checked against the batches found; entries past a point
+        where the walk had to stop are not (that point is the problem).  Index files
+        a reader found corrupt are reported once and the segment is still checked.
+        ``O(partition bytes)``; CRCs and record decoding in C.
+        """
+        problems: list[tuple[str, int | None, str]] = list(self.index_problems)
         expected_offset: int | None = None
         for seg in self.segments:
-            valid, error = codec.valid_prefix(seg.view(), path=seg.path)
-            if error is not None:
-                problems.append((error.path or seg.path, valid if error.pos is None else error.pos,
-                                 error.message))
-            positions: dict[int, int] = {}
-            for batch in codec.iter_batches(seg.view()[:valid], path=seg.path, check_crc=False):
-                if expected_offset is not None and batch.base_offset < expected_offset:
-                    problems.append((seg.path, batch.position, f"expected offsets from {expected_offset}, "
-                                     f"found a batch at {batch.base_offset}"))
-                expected_offset = batch.last_offset + 1
-                positions[batch.position] = batch.last_offset
-            for slot, (offset, position) in enumerate(seg.offset_index.pairs()):
-                if positions.get(position) != offset:
-                    problems.append((seg.offset_index.path, slot * OFFSET_ENTRY.itemsize,
-                                     f"expected the entry of slot {slot} to point at a batch ending at "
-                                     f"{offset}, "
-                                     f"found {positions.get(position, 'no batch')} at position {position}"))
+            found, expected_offset = self._check_segment(seg, expected_offset)
+            problems += found
             if seg.needs_recovery and seg is not self.log.active:
                 problems.append((seg.path, None, "expected trimmed index files, found an index missing "
                                  "or left untrimmed by a crash (run recover)"))
         return problems
+
+    @staticmethod
+    def _check_segment(seg: LogSegment, expected_offset: int | None
+                       ) -> tuple[list[tuple[str, int | None, str]], int | None]:
+        """The problems of one segment's log and offset index, and the offset the next batch must reach."""
+        problems: list[tuple[str, int | None, str]] = []
+        view = seg.view()
+        positions: dict[int, int] = {}
+        walked = len(view)
+        pos = 0
+        while pos < len(view):
+            try:
+                batch = codec.read_batch_header(view, pos, path=seg.path)
+            except CorruptDataError as err:
+                problems.append((err.path or seg.path, pos if err.pos is None else err.pos, err.message))
+                walked = pos
+                break
+            positions[pos] = batch.last_offset
+            if expected_offset is not None and batch.base_offset < expected_offset:
+                problems.append((seg.path, pos, f"expected offsets from {expected_offset}, "
+                                 f"found a batch at {batch.base_offset}"))
+            expected_offset = batch.last_offset + 1
+            problem = _batch_problem(batch)
+            if problem is not None:
+                problems.append(problem)
+            pos += batch.size
+        del view
+        for slot, (offset, position) in enumerate(seg.offset_index.pairs()):
+            if position >= walked:
+                continue
+            if positions.get(position) != offset:
+                problems.append((seg.offset_index.path, slot * OFFSET_ENTRY.itemsize,
+                                 f"expected the entry of slot {slot} to point at a batch ending at {offset}, "
+                                 f"found {positions.get(position, 'no batch')} at position {position}"))
+        return problems, expected_offset
 
     # -- lifecycle ----------------------------------------------------------------
     def flush(self) -> None:
@@ -501,12 +613,18 @@ class Partition:
         for seg in self.segments:
             seg.close()
         self.log.segments.clear()
+        self._release_lock()
 
     def abandon(self) -> None:
         """Release every file as a killed process would (nothing trimmed, nothing flushed)."""
         for seg in self.segments:
             seg.abandon()
         self.log.segments.clear()
+        self._release_lock()
+
+    def _release_lock(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
 
     def check_open_error(self) -> CorruptDataError | None:
         """The torn tail of the active segment, if any (read-only opens report it, never fix it)."""

@@ -140,10 +140,13 @@ class LogSegment:
     :param max_index_size: Kafka ``segment.index.bytes`` (preallocation size of new indexes).
     :param writable: open the files for writing.
     :param create: create missing files (a new segment).
+    :param read_indexes: False to leave the offset and time index files unread (a reader
+        that found one corrupt): empty stand-ins, lookups walk the log from its start.
     """
 
     def __init__(self, directory: str, base: int, *, index_interval_bytes: int, max_index_size: int,
-                 writable: bool = False, create: bool = False, created_ms: int = 0) -> None:
+                 writable: bool = False, create: bool = False, created_ms: int = 0,
+                 read_indexes: bool = True) -> None:
         self.base = base
         #: when the segment was made (what ``segment.ms`` counts from while it has no timestamps)
         self.created_ms = created_ms
@@ -156,6 +159,7 @@ class LogSegment:
         self.time_index: TimeIndex
         #: names of index files that were missing when the segment was opened
         self.missing_indexes: list[str] = []
+        self._read_indexes = read_indexes or self.writable
         try:
             self.offset_index = self._open_index(OffsetIndex, INDEX_SUFFIX, create)
             self.time_index = self._open_index(TimeIndex, TIME_INDEX_SUFFIX, create)
@@ -172,7 +176,18 @@ class LogSegment:
 
     def _open_index(self, cls: type, suffix: str, create: bool) -> OffsetIndex | TimeIndex:
         path = self._path(suffix)
+        if not self._read_indexes:
+            return cls.absent(path, self.base)
         if not create and not files.exists(path):
+            if cls is TimeIndex:
+                # Kafka before 0.10.1 wrote no time index.  Kafka 3.8 makes a missing one empty
+                # (LogSegment.sanityCheck: timeIndex().resize(0)) and recovers nothing for it.
+                if not self.writable:
+                    return cls.absent(path, self.base)
+                index = cls.open(path, self.base, max_index_size=self.max_index_size, writable=True,
+                                 create=True)
+                index.trim()
+                return index
             self.missing_indexes.append(path)
             if not self.writable:
                 # Reading never writes: an empty in-memory stand-in until recovery rebuilds it.
@@ -393,7 +408,9 @@ class LogSegment:
 
     def close(self) -> None:
         """Close; a writable segment first forces its max timestamp in and trims (clean shutdown)."""
-        if self.writable and self.log.size and not self.needs_recovery:
+        # Only an index with room takes it: a trimmed one got its max at roll, and one made empty
+        # for a segment Kafka < 0.10.1 wrote stays empty (Kafka appends only to loaded segments).
+        if self.writable and self.log.size and not self.needs_recovery and not self.time_index.is_full:
             ts = self.max_timestamp_so_far()
             self.time_index.maybe_append(ts.timestamp, ts.offset, skip_full_check=True)
         if self.writable:

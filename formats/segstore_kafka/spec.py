@@ -1,8 +1,9 @@
 """Replay a compat-fixture ``spec.json`` into a Kafka partition directory (``segstore write --spec``).
 
-The spec lists producer batches in order; each becomes one RecordBatch appended
-as the broker's log appends it (offsets assigned from the log end offset, the
-batch's leader epoch, producer id/epoch/sequence, transactional flag and
+The spec lists producer batches in order, from ``start_offset`` (default 0);
+each becomes one RecordBatch appended as the broker's log appends it (offsets
+assigned from the log end offset, the batch's leader epoch (else the spec's
+``leader_epoch``), producer id/epoch/sequence, transactional flag and
 compression as given; control batches as COMMIT/ABORT markers).  With
 LogAppendTime the broker clock starts at ``now_ms`` and moves by the batch's
 ``advance_time_ms`` before the batch is stamped.  The config is the spec's
@@ -16,7 +17,7 @@ from typing import Any
 
 from segstore.errors import InvalidMessageError
 
-from .partition import KafkaConfig, Partition
+from .partition import KafkaConfig, Partition, parse_partition_dir
 from .store import KafkaStore
 
 
@@ -47,7 +48,14 @@ class SpecClock:
 
 
 def replay(part: Partition, spec: dict[str, Any], clock: SpecClock) -> None:
-    """Append every batch of ``spec`` to ``part``, moving ``clock`` by each ``advance_time_ms``."""
+    """Append every batch of ``spec`` to ``part``, moving ``clock`` by each ``advance_time_ms``.
+
+    A spec ``start_offset`` makes an empty log start there (the first segment is named
+    from it); appending a spec with one to a log that holds records is refused.
+    """
+    start = int(spec.get("start_offset", 0))
+    if start != part.next_offset:
+        part.start_at(start)
     for i, batch in enumerate(spec["batches"]):
         clock.now += int(batch.get("advance_time_ms", 0))
         if "control" in batch:
@@ -67,7 +75,11 @@ def replay(part: Partition, spec: dict[str, Any], clock: SpecClock) -> None:
 
 
 def write_spec(path: str, spec: dict[str, Any], config: dict[str, Any]) -> None:
-    """Write the partition directory ``path`` (named ``TOPIC-N``) from ``spec``."""
+    """Write the partition directory ``path`` (named ``TOPIC-N``) from ``spec``.
+
+    :raises InvalidTopicError: ``path`` is not named ``TOPIC-N`` (checked before anything is created).
+    """
+    parse_partition_dir(path)
     parsed = KafkaConfig.from_mapping({**spec.get("config", {}), **config})
     clock = SpecClock(int(spec.get("now_ms", 0)))
     with KafkaStore(path, "a", parsed, clock=clock) as store:

@@ -19,16 +19,17 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from segstore import files
-from segstore.errors import InvalidTopicError, NotFoundError
-from segstore.files import WriterLock
+from segstore.errors import CorruptIndexError, InvalidTopicError, NotFoundError
+from segstore.files import BrokerLock, DirectoryLock
 from segstore.records import Message
 from segstore.store import AppendResult, Problem, QueryRequest, Store
 
 from . import batch as codec
 from .logdir import LogDir, is_partition_dir
-from .partition import KafkaConfig, Partition, now_ms
+from .partition import KafkaConfig, Partition, now_ms, validate_topic
 
-LOCK_FILE = ".lock"
+#: The lock file a Kafka broker keeps in each log dir while it runs (LogManager.LockFileName).
+BROKER_LOCK_FILE = ".lock"
 
 
 def _b64(data: bytes | None) -> str | None:
@@ -114,11 +115,28 @@ class KafkaStore(Store):
         if not writable and not files.is_dir(path):
             raise NotFoundError("expected a Kafka partition or log directory, found nothing", path)
         self.single = is_partition_dir(path)
-        self._lock: WriterLock | None = None
+        # Writers lock directories, never files: each partition locks its own directory (so
+        # two writers on one partition collide whichever directory they opened) and a log
+        # directory store also locks the log directory (its checkpoints, new partitions).
+        # Kafka 3.8 deletes its log dir `.lock` at clean shutdown (FileLock.destroy); a lock
+        # file of ours would be left behind.
+        self._lock: DirectoryLock | None = None
+        self._broker_lock: BrokerLock | None = None
+        #: the directory did not exist: a write that fails before any record is stored removes it
+        self._created = writable and not files.exists(path)
         if writable:
             files.make_dirs(path)
-            self._lock = WriterLock(os.path.join(path, LOCK_FILE))
-            self._lock.acquire()
+            log_dir = os.path.dirname(os.path.normpath(path)) if self.single else path
+            # A running broker holds `.lock` in its log dir (LogManager.lockLogDirs, FileLock).
+            self._broker_lock = BrokerLock(os.path.join(log_dir, BROKER_LOCK_FILE), "a Kafka broker")
+            self._broker_lock.acquire()
+            if not self.single:
+                self._lock = DirectoryLock(path)
+                try:
+                    self._lock.acquire()
+                except BaseException:
+                    self._broker_lock.release()
+                    raise
         try:
             if self.single:
                 self._part: Partition | None = Partition(path, self.config, writable=writable, clock=clock)
@@ -127,8 +145,7 @@ class KafkaStore(Store):
                 self._part = None
                 self._dir = LogDir(path, self.config, writable=writable, clock=clock)
         except BaseException:
-            if self._lock is not None:
-                self._lock.release()
+            self._release_locks()
             raise
 
     # -- partitions ---------------------------------------------------------------
@@ -163,12 +180,21 @@ class KafkaStore(Store):
 
     # -- writing ------------------------------------------------------------------
     def append_batch(self, messages: Iterable[Message | dict]) -> list[AppendResult]:
-        """One RecordBatch per partition touched, in first-seen order; results in input order."""
+        """One RecordBatch per partition touched, in first-seen order; results in input order.
+
+        Every topic and partition is checked before anything is written: a refused call
+        writes nothing and creates no partition.
+        """
         self._check_writable()
         msgs = [Message.coerce(m) for m in messages]
         groups: dict[tuple[str, int], list[int]] = {}
         for i, m in enumerate(msgs):
             groups.setdefault((m.topic, m.partition), []).append(i)
+        for topic, partition in groups:
+            if self._part is not None:
+                self.partition_of(topic, partition)
+            elif (topic, partition) not in self._dir.partitions:
+                validate_topic(topic, partition)
         results: list[AppendResult | None] = [None] * len(msgs)
         for (topic, partition), indices in groups.items():
             part = self.partition_of(topic, partition, create=True)
@@ -260,11 +286,20 @@ class KafkaStore(Store):
 
     def recover(self) -> list[str]:
         self._check_writable()
-        return [line for part in self._partitions().values() for line in part.recover()]
+        points = self._dir.recovery_points if self._dir is not None else {}
+        return [line for key, part in self._partitions().items()
+                for line in part.recover(points.get(key, 0))]
 
     def dump(self, out: TextIO, *, json: bool = False, topic: str | None = None,
              partition: int | None = None, **options: Any) -> None:
+        """Records (kafka-dump-log lines, or ``--json``); with ``index=True`` the index files too and
+        their checks against the log.
+
+        :raises CorruptIndexError: with ``index=True``, after everything else was dumped, for the
+            first index file that could not be read (so it could not be dumped).
+        """
         self._check_open()
+        unreadable: list[tuple[str, int | None, str]] = []
         for (t, p), part in self._partitions().items():
             if (topic is not None and t != topic) or (partition is not None and p != partition):
                 continue
@@ -283,6 +318,10 @@ class KafkaStore(Store):
             if options.get("index"):
                 for path, pos, message in part.verify():
                     out.write(f"{Problem(path, pos, message)}\n")
+                unreadable += part.index_problems
+        if unreadable:
+            path, pos, message = unreadable[0]
+            raise CorruptIndexError(message, path, pos)
 
     @staticmethod
     def _dump_indexes(seg: Any, out: TextIO) -> None:
@@ -314,7 +353,6 @@ class KafkaStore(Store):
         if request.timestamp is not None:
             found = part.offset_for_time(request.timestamp)
             if found is None:
-                out.write(f"no record at or after timestamp {request.timestamp}\n")
                 return 1
             offset = found.offset
         if offset is None:
@@ -322,7 +360,6 @@ class KafkaStore(Store):
             return 2
         records = list(self.read(topic, partition, offset, request.count))
         if not records:
-            out.write(f"no record at offset {offset}\n")
             return 1
         if not request.json:
             out.write(batch_line(records[0].batch) + "\n")
@@ -332,6 +369,18 @@ class KafkaStore(Store):
         return 0
 
     # -- lifecycle ----------------------------------------------------------------
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        """Close; a write that failed in a directory this store created, before any record was
+        stored, leaves nothing behind (no empty partition, no checkpoint files)."""
+        if exc_type is not None and self._created and not self._closed and self._holds_nothing():
+            self.abandon()
+            files.remove_tree(self.path)
+            return
+        self.close()
+
+    def _holds_nothing(self) -> bool:
+        return all(seg.size == 0 for part in self._partitions().values() for seg in part.segments)
+
     def flush(self) -> None:
         self._check_open()
         if self._part is not None:
@@ -352,8 +401,7 @@ class KafkaStore(Store):
             self._part.close()
         else:
             self._dir.close()
-        if self._lock is not None:
-            self._lock.release()
+        self._release_locks()
         super().close()
 
     def abandon(self) -> None:
@@ -365,6 +413,11 @@ class KafkaStore(Store):
             self._part.abandon()
         else:
             self._dir.abandon()
+        self._release_locks()
+        self._closed = True
+
+    def _release_locks(self) -> None:
         if self._lock is not None:
             self._lock.release()
-        self._closed = True
+        if self._broker_lock is not None:
+            self._broker_lock.release()

@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from segstore import speedups
 from segstore.store import AppendResult
 
 from .commitlog import END_FILE_MIN_BLANK_LENGTH
@@ -66,10 +67,8 @@ from .message import (
     msg_id,
 )
 
-try:
-    from . import _speedups
-except ImportError:  # built without a C compiler: the pure-Python reference below
-    _speedups = None
+# Built without a C compiler (or SEGSTORE_PURE_PYTHON=1): the pure-Python reference below.
+_speedups = speedups.load("segstore_rocketmq._speedups")
 
 #: Keys a plain append dict may carry.
 PLAIN_FIELDS = frozenset({"topic", "queue_id", "body", "tags", "keys", "born_timestamp", "store_timestamp",

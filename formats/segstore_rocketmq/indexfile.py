@@ -43,15 +43,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from segstore import files
+from segstore import files, speedups
 from segstore.errors import CorruptIndexError
 
 from .javacompat import string_hash
 
-try:
-    from . import _speedups
-except ImportError:  # built without a C compiler: IndexFile.put uses numpy and _put_each
-    _speedups = None
+# Built without a C compiler (or SEGSTORE_PURE_PYTHON=1): IndexFile.put uses numpy and _put_each.
+_speedups = speedups.load("segstore_rocketmq._speedups")
 
 HEADER = struct.Struct(
     ">q"  # beginTimestamp

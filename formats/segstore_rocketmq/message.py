@@ -235,6 +235,10 @@ def _msg_id_prefix(store_host: Host) -> str:
     return (store_host.ip + BODY_LENGTH.pack(store_host.port)).hex().upper()
 
 
+#: Hex lengths of an offset msgId: IPv4 (4 + 4 + 8 bytes) and IPv6 (16 + 4 + 8) store hosts.
+OFFSET_MSG_ID_LENGTHS = (32, 56)
+
+
 def msg_id(store_host: Host, physical_offset: int) -> str:
     """Uppercase hex of store IP + int port + long physical offset (32 or 56 characters)."""
     return _msg_id_prefix(store_host) + format(physical_offset & _U64_MASK, "016X")

@@ -62,6 +62,7 @@ from .message import (
     HEADERS,
     KEY_SEPARATOR,
     MESSAGE_MAGIC,
+    OFFSET_MSG_ID_LENGTHS,
     PROPERTIES_LENGTH,
     PROPERTY_DELAY,
     PROPERTY_KEYS,
@@ -83,7 +84,7 @@ from .message import (
     msg_id,
 )
 from .query import SCAN_NOTE
-from .topicconfig import ConsumerOffsets, TopicConfigs, read_delay_offsets
+from .topicconfig import TOPIC_GROUP_SEPARATOR, ConsumerOffsets, TopicConfigs, read_delay_offsets
 
 COMMITLOG_DIR = "commitlog"
 CONSUMEQUEUE_DIR = "consumequeue"
@@ -653,6 +654,45 @@ class RocketMQStore(LifecycleMixin, Store):
         self._check_open()
         return self.consumer_offsets.get(topic, group, queue_id)
 
+    def consumer_progress(self) -> list[dict[str, Any]]:
+        """Per consumer group, topic and queue: the committed offset, the queue's max offset and the lag
+        (``mqadmin consumerProgress``'s Consumer Offset, Broker Offset and Diff), sorted.
+
+        Every queue of a topic a group committed to is listed; ``committed_offset`` and ``lag`` are
+        None for a queue the group never committed.
+        """
+        self._check_open()
+        rows = []
+        for name, offsets in sorted(self.consumer_offsets.table.items()):
+            topic, _, group = name.partition(TOPIC_GROUP_SEPARATOR)
+            for queue_id in sorted(set(offsets) | set(self.partitions(topic))):
+                max_offset = self.offset_range(topic, queue_id)[1] if (topic, queue_id) in self.queues else 0
+                committed = offsets.get(queue_id)
+                rows.append({"group": group, "topic": topic, "queue_id": queue_id,
+                             "committed_offset": committed, "max_offset": max_offset,
+                             "lag": None if committed is None else max(max_offset - committed, 0)})
+        return rows
+
+    def find_msg_id(self, msg_id: str) -> RocketMQMessage | None:
+        """The message whose offset msgId (``MessageDecoder.createMessageId``: store host address, port,
+        commitlog offset, as hex) is ``msg_id``; None when it names no message of this store.
+
+        Runtime complexity: one commitlog read.
+        """
+        self._check_open()
+        text = msg_id.strip().upper()
+        if len(text) not in OFFSET_MSG_ID_LENGTHS:
+            return None
+        try:
+            offset = int(text[-16:], 16)
+        except ValueError:
+            return None
+        try:
+            msg = self.message_at(offset)
+        except (CorruptDataError, OffsetOutOfRangeError):
+            return None
+        return msg if msg.msg_id == text else None
+
     # -- reading -------------------------------------------------------------
     def scan(self) -> Iterator[RocketMQMessage]:
         """Every commitlog message in physical order (transactions included), BLANKs skipped."""
@@ -900,7 +940,11 @@ class RocketMQStore(LifecycleMixin, Store):
 
     def dump(self, out: TextIO, *, json: bool = False, topic: str | None = None,
              partition: int | None = None, **options: Any) -> None:
-        """One line per message in commitlog order (``json``: one :data:`JSON_KEYS` object a line)."""
+        """One line per message in commitlog order (``json``: one :data:`JSON_KEYS` object a line).
+
+        ``index=True`` (human-readable only): then every consume-queue entry of the selected
+        queues and every IndexFile header and entry, and what :meth:`verify` finds.
+        """
         import json as jsonlib
 
         ext_units = self._ext_units_by_physical_offset() if json else {}
@@ -945,6 +989,28 @@ class RocketMQStore(LifecycleMixin, Store):
                       f"size={msg.size} born={msg.born_timestamp} stored={msg.store_timestamp} "
                       f"keys={','.join(msg.keys) or '-'} tags={msg.tags or '-'} "
                       f"body={body_preview(msg.body)}\n")
+        if options.get("index") and not json:
+            self._dump_indexes(out, topic, partition)
+
+    def _dump_indexes(self, out: TextIO, topic: str | None, partition: int | None) -> None:
+        for (t, q), cq in sorted(self.queues.items()):
+            if (topic is not None and t != topic) or (partition is not None and q != partition):
+                continue
+            out.write(f"Dumping {cq.directory} (offsets {cq.min_offset}..{cq.max_offset})\n")
+            for number, entry in enumerate(cq.entries(cq.min_offset), cq.min_offset):
+                out.write(f"offset: {number} commitlogOffset: {int(entry['offset'])} "
+                          f"size: {int(entry['size'])} tagsCode: {int(entry['tags_code'])}\n")
+        for index_file in self.index.files if self.index is not None else ():
+            h = index_file.header
+            out.write(f"Dumping {index_file.path}\nbeginTimestamp: {h.begin_timestamp} endTimestamp: "
+                      f"{h.end_timestamp} beginPhyOffset: {h.begin_phy_offset} endPhyOffset: "
+                      f"{h.end_phy_offset} hashSlotCount: {h.hash_slot_count} indexCount: {h.index_count}\n")
+            for number, entry in enumerate(index_file.entries, 1):
+                out.write(f"entry: {number} keyHash: {int(entry['hash'])} commitlogOffset: "
+                          f"{int(entry['phy_offset'])} timeDiff: {int(entry['time_diff'])} "
+                          f"prevIndex: {int(entry['prev'])}\n")
+        for problem in self.verify():
+            out.write(f"{problem}\n")
 
     def _ext_units_by_physical_offset(self) -> dict[int, tuple[int, Any]]:
         """Physical offset -> ``(address, unit)`` for every consume-queue entry that points into

@@ -32,6 +32,7 @@ from .consumequeue import CQ_DTYPE
 from .consumequeue_ext import MAX_ADDR as EXT_MAX_ADDR
 from .consumequeue_ext import real_offset
 from .indexfile import HEADER, INDEX_COUNT_POS, INVALID_INDEX, IndexHeader
+from .lifecycle import ABORT_FILE
 from .message import Blank, End, RocketMQMessage, decode
 from .recovery import SEARCH_WINDOW, Walked, nonzero_extent, walk
 from .topicconfig import loads_fastjson
@@ -314,4 +315,15 @@ def verify_store(store) -> list[Problem]:
     _verify_queue_exts(store, problems)
     _verify_index(store, walked, problems)
     _verify_files(store, problems)
+    _verify_shutdown(store, problems)
     return problems
+
+
+def _verify_shutdown(store, problems: list[Problem]) -> None:
+    """An ``abort`` file seen by a reader: the last writer crashed (or still runs).  A store open for
+    append has its own (``DefaultMessageStore.start`` creates it), so only readers report it."""
+    abort = os.path.join(store.path, ABORT_FILE)
+    if store.mode == "r" and files.exists(abort):
+        problems.append(Problem(abort, None, (
+            "expected no abort file (a clean shutdown removes it), found one: the last writer did not "
+            "shut down cleanly or is still running; `segstore recover` repairs what it left")))

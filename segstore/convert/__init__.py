@@ -52,8 +52,9 @@ def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], to: str = 
 
 
 def _cmd_convert(args: argparse.Namespace, out: TextIO) -> int:
-    from segstore.cli import _parse_config
+    from segstore.cli import _parse_config, resolve_store
 
+    resolve_store(args.src, None)  # a missing or unknown source is a usage error (exit 2), said first
     report = convert(args.src, args.dst, to=args.to, topics=args.topic, compression=args.compression,
                      config=_parse_config(args.config), resume=args.resume, verify=args.verify,
                      force=args.force, skip_corrupt=args.skip_corrupt, timestamp=args.timestamp)

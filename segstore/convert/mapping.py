@@ -37,6 +37,8 @@ Kafka -> RocketMQ (a *native* Kafka record)
                                 says ``LogAppendTime`` when it was that
     headers                     property ``kafka.headers``: JSON ``[[name, base64 | null], ...]``
     transactional batch         property ``kafka.txn`` = ``producerId,producerEpoch``
+    other batch with a producer property ``kafka.producer`` = ``producerId,producerEpoch``
+    id (idempotent producers)
     control record              a rolled-back transaction message (sysFlag 0xC: in the
                                 commitlog, in no consume queue) with ``kafka.control=1``
     ==========================  ==============================================
@@ -116,7 +118,10 @@ P_NULL_VALUE = "kafka.null_value"
 P_TIMESTAMP_TYPE = "kafka.timestamp_type"
 P_HEADERS = "kafka.headers"
 P_TXN = "kafka.txn"
+P_PRODUCER = "kafka.producer"
 P_CONTROL = "kafka.control"
+#: A batch's producer id and epoch when it has none (``RecordBatch.NO_PRODUCER_ID``/``_EPOCH``).
+NO_PRODUCER_ID = NO_PRODUCER_EPOCH = -1
 _FLAG_TRUE = "1"
 _KEY_FORBIDDEN = frozenset(KEY_SEPARATOR + NAME_VALUE_SEPARATOR + PROPERTY_SEPARATOR + "\t\n\r\x0b\x0c")
 
@@ -131,7 +136,7 @@ class KafkaEntry:
 
     ``offset`` is absolute (-1 for a message of :data:`NONQUEUED_TOPIC` until the
     converter numbers it).
-    ``producer_id``/``producer_epoch`` are -1 unless the batch was transactional.
+    ``producer_id``/``producer_epoch`` are the batch's (-1 when it had no producer id).
     """
 
     topic: str
@@ -144,8 +149,8 @@ class KafkaEntry:
     timestamp_type: str = CREATE_TIME
     transactional: bool = False
     control: bool = False
-    producer_id: int = -1
-    producer_epoch: int = -1
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
 
 
 def is_queued(msg: RocketMQMessage) -> bool:
@@ -255,8 +260,9 @@ def restore_kafka(msg: RocketMQMessage) -> KafkaEntry:
             key = props[PROPERTY_KEYS].encode("utf-8") if PROPERTY_KEYS in props else None
         headers = [(str(name), None if value is None else base64.b64decode(value, validate=True))
                    for name, value in json.loads(props.get(P_HEADERS, "[]"))]
-        producer_id, producer_epoch = (int(part) for part in props[P_TXN].split(",")) if P_TXN in props \
-            else (-1, -1)
+        producer = props.get(P_TXN, props.get(P_PRODUCER))
+        producer_id, producer_epoch = (int(part) for part in producer.split(",")) if producer is not None \
+            else (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
         topic = unescape_rocketmq(msg.topic)
     except (ValueError, TypeError, KeyError, binascii.Error, InvalidTopicError) as err:
         found = {k: v for k, v in props.items() if k.startswith("kafka.")}
@@ -311,6 +317,8 @@ def kafka_to_rocketmq(entry: KafkaEntry, *, store_host: Host) -> RocketMQMessage
              for name, value in entry.headers], separators=(",", ":"), ensure_ascii=False)
     if entry.transactional:
         props[P_TXN] = f"{entry.producer_id},{entry.producer_epoch}"
+    elif (entry.producer_id, entry.producer_epoch) != (NO_PRODUCER_ID, NO_PRODUCER_EPOCH):
+        props[P_PRODUCER] = f"{entry.producer_id},{entry.producer_epoch}"
     if entry.control:
         props[P_CONTROL] = _FLAG_TRUE
     try:

@@ -48,8 +48,11 @@ from . import COMPRESSIONS, TARGETS
 from .mapping import (
     TIMESTAMP_SOURCES,
     KafkaEntry,
+    came_from_kafka,
     came_from_rocketmq,
     kafka_to_rocketmq,
+    restore_kafka,
+    restore_rocketmq,
     rocketmq_to_kafka,
 )
 
@@ -182,7 +185,7 @@ def _kafka_entries(source: Any, topic: str, partition: int, report: ConversionRe
                     # Legacy v0 sets have no timestamp type: their records (timestamp -1) come back as v2
                     # CreateTime records, the type Kafka itself gives them when it up-converts.
                     ts_type = LOG_APPEND_TIME if batch.timestamp_type == LOG_APPEND_TIME else CREATE_TIME
-                    pid, epoch = (batch.producer_id, batch.producer_epoch) if transactional else (-1, -1)
+                    pid, epoch = batch.producer_id, batch.producer_epoch
                     for rec in batch.records():
                         if rec.offset < start:
                             continue
@@ -345,9 +348,9 @@ def _same_batch(a: KafkaEntry, b: KafkaEntry) -> bool:
     return a.timestamp_type != LOG_APPEND_TIME or a.timestamp == b.timestamp
 
 
-def _rocketmq_entries(source: Any, topics: list[str] | None, timestamp: str, report: ConversionReport,
-                      skip_corrupt: bool) -> Iterator[tuple[KafkaEntry, int]]:
-    """``(Kafka entry, source bytes)`` for each selected source message, in commitlog order;
+def _rocketmq_pairs(source: Any, topics: list[str] | None, timestamp: str, report: ConversionReport,
+                    skip_corrupt: bool) -> Iterator[tuple[RocketMQMessage, KafkaEntry]]:
+    """``(source message, Kafka entry)`` for each selected source message, in commitlog order;
     non-queued messages numbered in :data:`NONQUEUED_TOPIC`."""
     nonqueued = 0
     for msg in _rocketmq_messages(source, report, skip_corrupt):
@@ -357,6 +360,13 @@ def _rocketmq_entries(source: Any, topics: list[str] | None, timestamp: str, rep
         if entry.offset < 0:
             entry.offset = nonqueued
             nonqueued += 1
+        yield msg, entry
+
+
+def _rocketmq_entries(source: Any, topics: list[str] | None, timestamp: str, report: ConversionReport,
+                      skip_corrupt: bool) -> Iterator[tuple[KafkaEntry, int]]:
+    """``(Kafka entry, source bytes)`` for each selected source message (:func:`_rocketmq_pairs`)."""
+    for msg, entry in _rocketmq_pairs(source, topics, timestamp, report, skip_corrupt):
         yield entry, msg.size
 
 
@@ -452,11 +462,11 @@ class _RocketMQWriter:
 
 
 def _rocketmq_from_kafka(source: Any, options: _Options, report: ConversionReport,
-                         store_host: Host) -> Iterator[tuple[RocketMQMessage, bool, int]]:
-    """``(message, restored, source bytes)`` in conversion order."""
+                         store_host: Host) -> Iterator[tuple[RocketMQMessage, bool, int, KafkaEntry]]:
+    """``(message, restored, source bytes, source record)`` in conversion order."""
     for entry, size in _kafka_in_order(source, options.topics, report, options.skip_corrupt):
         restored = came_from_rocketmq(entry.headers)
-        yield kafka_to_rocketmq(entry, store_host=store_host), restored, size
+        yield kafka_to_rocketmq(entry, store_host=store_host), restored, size, entry
 
 
 def _to_rocketmq(source: Any, dest: Any, options: _Options, report: ConversionReport,
@@ -465,7 +475,8 @@ def _to_rocketmq(source: Any, dest: Any, options: _Options, report: ConversionRe
     writer = _RocketMQWriter(dest)
     store_host = Host.parse(dest.config.storeHost)
     pending_messages = pending_bytes = 0
-    for index, (msg, restored, size) in enumerate(_rocketmq_from_kafka(source, options, report, store_host)):
+    for index, (msg, restored, size, _) in enumerate(_rocketmq_from_kafka(source, options, report,
+                                                                          store_host)):
         if index < present:
             report.already_present += 1
             continue
@@ -491,16 +502,15 @@ def kafka_entry_of(record: Any) -> KafkaEntry:
                       timestamp=record.timestamp, key=record.key, value=record.value, headers=record.headers,
                       timestamp_type=batch.timestamp_type, transactional=transactional,
                       control=batch.is_control,
-                      producer_id=batch.producer_id if transactional else -1,
-                      producer_epoch=batch.producer_epoch if transactional else -1)
+                      producer_id=batch.producer_id, producer_epoch=batch.producer_epoch)
 
 
 def _verify_kafka(source: Any, dest: Any, options: _Options) -> list[str]:
     report = ConversionReport("", "", "", "")
     readers: dict[tuple[str, int], Iterator[Any]] = {}
     problems: list[str] = []
-    entries = _rocketmq_entries(source, options.topics, options.timestamp, report, options.skip_corrupt)
-    for expected, _ in entries:
+    pairs = _rocketmq_pairs(source, options.topics, options.timestamp, report, options.skip_corrupt)
+    for msg, expected in pairs:
         key = (expected.topic, expected.partition)
         if key not in readers:
             readers[key] = dest.read(*key)
@@ -508,8 +518,14 @@ def _verify_kafka(source: Any, dest: Any, options: _Options) -> list[str]:
         found = None if record is None else kafka_entry_of(record)
         if found != expected:
             problems.append(f"{key[0]}-{key[1]} offset {expected.offset}: expected {expected}, found {found}")
-            if len(problems) >= REPORT_LIMIT:
-                break
+        elif not came_from_kafka(msg):
+            # The record must give back every field of the message (the mapping's inverse),
+            # not only what the mapping made of it.
+            problem = _restored_rocketmq_problem(msg, found)
+            if problem is not None:
+                problems.append(f"{key[0]}-{key[1]} offset {expected.offset}: {problem}")
+        if len(problems) >= REPORT_LIMIT:
+            break
     for key, reader in readers.items():
         extra = next(reader, None)
         if extra is not None and len(problems) < REPORT_LIMIT:
@@ -527,19 +543,42 @@ def _message_fields(msg: RocketMQMessage, restored: bool) -> tuple:
     return (*common, sorted(msg.properties.items()))
 
 
+def _restored_rocketmq_problem(msg: RocketMQMessage, found: KafkaEntry) -> str | None:
+    """What the Kafka record ``found`` gives back differently from the message it was made from."""
+    try:
+        back = restore_rocketmq(found)
+    except ConversionError as err:
+        return str(err)
+    want, got = _message_fields(msg, True), _message_fields(back, True)
+    return None if got == want else f"expected the message back as {want}, found {got}"
+
+
+def _restored_kafka_problem(entry: KafkaEntry, found: RocketMQMessage) -> str | None:
+    """What the RocketMQ message ``found`` gives back differently from the Kafka record it was made from."""
+    try:
+        back = restore_kafka(found)
+    except ConversionError as err:
+        return str(err)
+    return None if back == entry else f"expected the record back as {entry}, found {back}"
+
+
 def _verify_rocketmq(source: Any, dest: Any, options: _Options) -> list[str]:
     report = ConversionReport("", "", "", "")
     store_host = Host.parse(dest.config.storeHost)
     problems: list[str] = []
     actual = dest.scan()
-    for expected, restored, _ in _rocketmq_from_kafka(source, options, report, store_host):
+    for expected, restored, _, entry in _rocketmq_from_kafka(source, options, report, store_host):
         found = next(actual, None)
         want = _message_fields(expected, restored)
         got = None if found is None else _message_fields(found, restored)
         if got != want:
             problems.append(f"expected {want}, found {got}")
-            if len(problems) >= REPORT_LIMIT:
-                break
+        elif not restored:
+            problem = _restored_kafka_problem(entry, found)
+            if problem is not None:
+                problems.append(f"{entry.topic}-{entry.partition} offset {entry.offset}: {problem}")
+        if len(problems) >= REPORT_LIMIT:
+            break
     extra = next(actual, None)
     if extra is not None and len(problems) < REPORT_LIMIT:
         problems.append(f"expected no message after the source's, found one at {extra.physical_offset}")

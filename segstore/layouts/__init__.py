@@ -208,7 +208,8 @@ def query_key(store: Store, request: QueryRequest, out: TextIO) -> int:
     """``segstore query PARTITION --key K [--max N] [--json]`` on Kafka, from the key index.
 
     Prints the matching records (``dump --json`` objects with ``--json``), oldest
-    first; exit code 1 when none match.
+    first, one line a hit;
+    exit code 1 (and nothing written) when none match.
     """
     attached = store.indexes
     owned = None
@@ -234,10 +235,7 @@ def query_key(store: Store, request: QueryRequest, out: TextIO) -> int:
     finally:
         if owned is not None:
             owned.close()
-    if not found:
-        out.write(f"no record with key {request.key!r}\n")
-        return 1
-    return 0
+    return 0 if found else 1
 
 
 def layout_record(store: Store, stream: Stream, offset: int) -> Any:

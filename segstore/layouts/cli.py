@@ -9,6 +9,7 @@ the store's own ``verify``.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import Any, TextIO
 
@@ -32,7 +33,10 @@ def _pairs(values: list[str] | None, flag: str) -> dict[str, str]:
 
 
 def _open(args: argparse.Namespace) -> Any:
-    return open_store(args.path, format=args.format, mode="r", **_pairs(args.config, "--config"))
+    from segstore.cli import resolve_store  # the path must exist and hold the format asked for
+
+    fmt = resolve_store(args.path, args.format)
+    return open_store(args.path, format=fmt, mode="r", **_pairs(args.config, "--config"))
 
 
 def _native_and_extra(store: Any, names: list[str]) -> tuple[list[str], list[str]]:
@@ -66,6 +70,10 @@ def cmd_verify(args: argparse.Namespace, out: TextIO) -> int:
             problems.extend(indexes.verify())
         finally:
             indexes.close()
+    if args.json:
+        out.write(json.dumps({"path": args.path, "ok": not problems, "problems": [
+            {"path": p.path, "pos": p.pos, "message": p.message} for p in problems]}, sort_keys=True) + "\n")
+        return EXIT_DATA if problems else EXIT_OK
     for problem in problems:
         out.write(f"{problem}\n")
     if not problems and not args.quiet:
@@ -99,11 +107,15 @@ def add_commands(subparsers: Any) -> None:
         p.add_argument("path", help="store directory (RocketMQ) or partition / log directory (Kafka)")
         p.add_argument("--index", action="append", required=True, choices=LAYOUT_NAMES,
                        help="a layout (repeatable)")
-        p.add_argument("--format", help="force the format; detected if omitted")
-        p.add_argument("--config", action="append", metavar="NAME=VALUE", help="a format config value")
+        p.add_argument("--format", help="the format PATH must hold; detected if omitted")
+        p.add_argument("--config", action="append", metavar="NAME=VALUE",
+                       help="a format config value, by the broker's own name (repeatable)")
         if name == "build":
             p.add_argument("--option", action="append", metavar="NAME=VALUE",
                            help="a layout option (key.index.headers=h1,h2; layout.interval.bytes=N; ...)")
         if name == "verify":
-            p.add_argument("--quiet", "-q", action="store_true")
+            p.add_argument("--quiet", "-q", action="store_true",
+                           help="print nothing when the indexes are clean")
+            p.add_argument("--json", action="store_true",
+                           help='one object {"path", "ok", "problems": [{"path", "pos", "message"}]}')
         p.set_defaults(func=func, command=f"index {name}")

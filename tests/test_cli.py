@@ -1,0 +1,529 @@
+"""The ``segstore`` command line as a user meets it: paths, formats, bad input, exit codes, JSON.
+
+Every test goes through the real entry point: ``main()`` with captured output, or
+``python -m segstore.cli`` in a subprocess where what matters is the process (exit
+status, no traceback, files left on disk).  Exit codes: 0 ok, 1 data problem or
+no match, 2 usage.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, ROOT, copy_writable
+
+import segstore
+from segstore import cli
+
+BASIC = FIXTURES / "rocketmq" / "basic" / "store"
+ABORT = FIXTURES / "rocketmq" / "abort" / "store"
+KAFKA_PART = FIXTURES / "kafka" / "uncompressed" / "topic-0"
+KAFKA_SPEC = FIXTURES / "kafka" / "uncompressed" / "spec.json"
+ROCKETMQ_SPEC = FIXTURES / "rocketmq" / "basic" / "spec.json"
+COMMANDS_ON_A_STORE = [["info"], ["dump"], ["verify"], ["recover"],
+                       ["query", "--topic", "T", "--offset", "0"], ["consumers"],
+                       ["index", "verify", "--index", "key"], ["index", "build", "--index", "key"]]
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    out = io.StringIO()
+    code = cli.main([str(a) for a in argv], out)
+    return code, out.getvalue(), capsys.readouterr().err
+
+
+def run_process(*argv: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "formats")])}
+    return subprocess.run([sys.executable, "-m", "segstore.cli", *map(str, argv)], capture_output=True,
+                          text=True, env=env, cwd=cwd, timeout=120, check=False)
+
+
+def _argv(command: list[str], path: Path) -> list[str]:
+    """``command`` with ``path`` placed after the (sub)command words."""
+    words = 2 if command[0] == "index" else 1
+    return [*command[:words], str(path), *command[words:]]
+
+
+# -- 1. paths and formats ------------------------------------------------------------
+
+@pytest.mark.parametrize("command", COMMANDS_ON_A_STORE, ids=lambda c: " ".join(c[:2]))
+def test_a_missing_path_is_a_usage_error_and_nothing_is_created(tmp_path, capsys, command):
+    missing = tmp_path / "typo" / "path"
+    code, _out, err = run(capsys, *_argv(command, missing))
+    assert code == 2
+    assert f"{missing}: expected an existing store directory, found no such file or directory" in err
+    assert "known format" not in err
+    assert not missing.exists() and not missing.parent.exists()
+
+
+def test_recover_of_a_typo_creates_nothing_in_a_real_process(tmp_path):
+    done = run_process("recover", tmp_path / "typo")
+    assert done.returncode == 2, done.stderr
+    assert "no such file or directory" in done.stderr and "Traceback" not in done.stderr
+    assert "nothing to recover" not in done.stdout
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("command", COMMANDS_ON_A_STORE, ids=lambda c: " ".join(c[:2]))
+def test_a_store_of_another_format_is_refused_by_name(tmp_path, capsys, command):
+    store = copy_writable(BASIC, tmp_path / "store")
+    code, out, err = run(capsys, *_argv(command, store), "--format", "kafka")
+    assert code == 2
+    assert f"{store}: expected a kafka store, found a rocketmq store" in err
+    assert out == ""
+    partition = copy_writable(KAFKA_PART, tmp_path / "topic-0")
+    code, out, err = run(capsys, *_argv(command, partition), "--format", "rocketmq")
+    assert code == 2
+    assert "expected a rocketmq store, found a kafka store" in err
+
+
+@pytest.mark.parametrize("fmt", ["kafka", "rocketmq", None])
+def test_an_empty_directory_is_no_store(tmp_path, capsys, fmt):
+    extra = ["--format", fmt] if fmt else []
+    code, out, err = run(capsys, "info", tmp_path, *extra)
+    assert code == 2
+    assert out == ""
+    expected = f"expected a {fmt} store, found no {fmt} files" if fmt else "not a store of any known format"
+    assert expected in err
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_file_is_not_a_store(tmp_path, capsys):
+    path = tmp_path / "x.log"
+    path.write_bytes(b"")
+    code, _, err = run(capsys, "verify", path)
+    assert (code, err.strip()) == (2, f"segstore verify: {path}: expected a store directory, found a file")
+
+
+def test_the_library_refuses_to_read_a_missing_path(tmp_path):
+    with pytest.raises(segstore.errors.NotFoundError, match="no such file or directory"):
+        segstore.open(tmp_path / "nothere")
+    with pytest.raises(segstore.errors.NotFoundError):
+        segstore.open(tmp_path / "nothere", format="kafka")
+    assert os.listdir(tmp_path) == []
+
+
+def test_verify_reports_an_unclean_shutdown(tmp_path, capsys):
+    code, out, _err = run(capsys, "verify", ABORT)
+    assert code == 1
+    assert out.splitlines() == [f"{ABORT / 'abort'}: expected no abort file (a clean shutdown removes it), "
+                                "found one: the last writer did not shut down cleanly or is still running; "
+                                "`segstore recover` repairs what it left"]
+    store = copy_writable(ABORT, tmp_path / "store")
+    code, out, _ = run(capsys, "recover", store)
+    assert code == 0 and "unclean shutdown" in out
+    assert run(capsys, "verify", store, "-q")[:2] == (0, "")
+
+
+# -- 1. writing: only write creates, a failed write leaves nothing ---------------------
+
+def test_write_spec_takes_the_format_from_the_spec(tmp_path, capsys):
+    code, out, _ = run(capsys, "write", tmp_path / "topic-0", "--spec", KAFKA_SPEC)
+    assert code == 0, out
+    assert run(capsys, "verify", tmp_path / "topic-0", "--format", "kafka", "-q")[0] == 0
+    code, out, _ = run(capsys, "write", tmp_path / "rmq", "--spec", ROCKETMQ_SPEC)
+    assert code == 0
+    assert "wrote rocketmq store" in out
+
+
+@pytest.mark.parametrize("existing", [True, False], ids=["empty-dir", "missing-dir"])
+def test_write_spec_into_a_plain_dir_names_the_rule_and_leaves_nothing(tmp_path, capsys, existing):
+    plain = tmp_path / "plain"
+    if existing:
+        plain.mkdir()
+    code, _out, err = run(capsys, "write", plain, "--spec", KAFKA_SPEC)
+    assert code == 2
+    assert f"{plain}: expected a partition directory named TOPIC-PARTITION, found 'plain'" in err
+    assert (os.listdir(plain) == []) if existing else not plain.exists()
+
+
+@pytest.mark.parametrize("existing", [True, False], ids=["empty-dir", "missing-dir"])
+def test_a_write_that_fails_half_way_leaves_nothing_behind(tmp_path, capsys, existing):
+    """The Kafka spec's config names are no RocketMQ names: the store was already being created."""
+    target = tmp_path / "store"
+    if existing:
+        target.mkdir()
+    code, _, err = run(capsys, "write", target, "--spec", KAFKA_SPEC, "--format", "rocketmq")
+    assert code == 2
+    assert "found 'segment.bytes'" in err
+    assert (os.listdir(target) == []) if existing else not target.exists()
+
+
+def test_write_spec_refuses_a_directory_with_files(tmp_path, capsys):
+    (tmp_path / "x").write_text("hi")
+    code, _, err = run(capsys, "write", tmp_path, "--spec", ROCKETMQ_SPEC)
+    assert code == 2
+    assert "expected an empty or missing directory to write a spec into, found one with 1 entries" in err
+    assert os.listdir(tmp_path) == ["x"]
+
+
+def test_write_input_into_a_store_of_another_format_is_refused(tmp_path, capsys):
+    store = copy_writable(BASIC, tmp_path / "store")
+    lines = tmp_path / "in.jsonl"
+    lines.write_text('{"topic": "t", "value": "v"}\n')
+    code, _, err = run(capsys, "write", store, "--input", lines, "--format", "kafka")
+    assert code == 2
+    assert "expected a kafka store, found a rocketmq store" in err
+
+
+# -- 2. bad input files: typed errors naming file and line, never a traceback ----------
+
+@pytest.mark.parametrize(("text", "line", "what"), [
+    ('{"topic": "a", "value": "x"}\n{bad\n', 2, "invalid JSON (Expecting property name"),
+    ('\n{"topic": "a", "value": "x"}\n[1, 2]\n', 3, "found list"),
+    ('{"topic": "a", "value": "x"}\n{"topic": "a", "value": "ü"\n', 2, "invalid JSON"),
+])
+def test_a_bad_jsonl_line_names_file_line_and_byte(tmp_path, text, line, what):
+    path = tmp_path / "in.jsonl"
+    path.write_text(text, encoding="utf-8")
+    start = len("".join(text.splitlines(keepends=True)[:line - 1]).encode("utf-8"))
+    done = run_process("write", tmp_path / "store", "--input", path)
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert done.stderr.startswith(f"{path}:{start}: line {line}: expected a JSON object, ")
+    assert what in done.stderr
+    assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("fmt", ["rocketmq", "kafka"])
+def test_a_misspelled_field_is_named(tmp_path, fmt):
+    path = tmp_path / "in.jsonl"
+    path.write_text('{"topic": "a", "valu": "x"}\n')
+    target = tmp_path / ("a-0" if fmt == "kafka" else "store")
+    done = run_process("write", target, "--input", path, "--format", fmt)
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert done.stderr.startswith(f"{path}: expected ")
+    assert "'valu'" in done.stderr
+    assert not target.exists()
+
+
+# -- 3. query: JSON only on stdout, no-hit exit 1, no silent cap ------------------------
+
+def _store_with_repeated_key(tmp_path: Path, fmt: str, count: int) -> Path:
+    if fmt == "rocketmq":
+        path = tmp_path / "store"
+        with segstore.open(path, format="rocketmq", mode="a") as store:
+            store.append_batch([{"topic": "T", "queue_id": 0, "body": f"m{i}".encode(), "keys": ["k"]}
+                                for i in range(count)])
+        return path
+    path = tmp_path / "T-0"
+    with segstore.open(path, format="kafka", mode="a") as store:
+        for i in range(count):  # one batch each: the key index reads every batch
+            store.append({"topic": "T", "partition": 0, "key": b"k", "value": f"m{i}".encode()})
+    code = cli.main(["index", "build", str(path), "--index", "key"], io.StringIO())
+    assert code == 0
+    return path
+
+
+@pytest.mark.parametrize("fmt", ["rocketmq", "kafka"])
+def test_a_key_query_returns_every_hit_and_max_says_what_it_left_out(tmp_path, capsys, fmt):
+    path = _store_with_repeated_key(tmp_path, fmt, 40)
+    code, out, err = run(capsys, "query", path, "--topic", "T", "--key", "k", "--json")
+    assert code == 0
+    hits = [json.loads(line) for line in out.splitlines()]
+    assert len(hits) == 40
+    assert err == ""
+    code, out, err = run(capsys, "query", path, "--topic", "T", "--key", "k", "--json", "--max", "5")
+    assert code == 0
+    assert [json.loads(line) for line in out.splitlines()] == hits[-5:]
+    assert "5 of 40 hits shown (the newest; --max 5), 35 left out" in err
+    code, out, err = run(capsys, "query", path, "--topic", "T", "--key", "k", "--max", "40")
+    assert code == 0 and len(out.splitlines()) == 40 and err == ""
+
+
+@pytest.mark.parametrize("fmt", ["rocketmq", "kafka"])
+@pytest.mark.parametrize("ask", [["--key", "nope"], ["--offset", "99"]], ids=["key", "offset"])
+def test_no_hit_exits_1_with_stdout_json_only(tmp_path, capsys, fmt, ask):
+    path = _store_with_repeated_key(tmp_path, fmt, 3)
+    code, out, err = run(capsys, "query", path, "--topic", "T", "--queue", "0", *ask, "--json")
+    assert (code, out) == (1, "")
+    assert err.startswith("segstore query: T/0: no record ")
+    code, out, err = run(capsys, "query", path, "--topic", "T", "--queue", "0", *ask)
+    assert (code, out) == (1, "")
+
+
+def test_a_kafka_time_query_past_the_end_exits_1_without_stdout(capsys):
+    code, out, err = run(capsys, "query", KAFKA_PART, "--timestamp", str(2**62), "--json")
+    assert (code, out) == (1, "")
+    assert f"no record stored at or after timestamp {2**62}" in err
+
+
+# -- 4. small things ---------------------------------------------------------------------
+
+def test_version():
+    done = run_process("--version")
+    assert done.returncode == 0
+    assert done.stdout.strip() == f"segstore {segstore.__version__}"
+
+
+def test_formats_lists_every_plugin_with_its_origin(capsys):
+    code, out, _ = run(capsys, "formats", "--json")
+    assert code == 0
+    rows = {row["name"]: row for row in json.loads(out)}
+    assert set(rows) == {"kafka", "rocketmq"}
+    for name, row in rows.items():
+        plugin = segstore.registry.get(name)
+        assert row["description"] == plugin.description
+        assert row["entry_point"] == f"{type(plugin).__module__}:{type(plugin).__qualname__}"
+        assert row["error"] is None
+    code, out, _ = run(capsys, "formats")
+    assert out.count("entry point") == 2
+
+
+def test_a_bad_flag_prints_that_commands_usage():
+    done = run_process("dump", "--bogus", BASIC)
+    assert done.returncode == 2
+    assert done.stderr.startswith("usage: segstore dump ")
+    assert "segstore dump: error: unrecognized arguments: --bogus" in done.stderr
+    done = run_process("index", "verify", BASIC, "--index", "key", "--bogus")
+    assert done.returncode == 2
+    assert done.stderr.startswith("usage: segstore index verify ")
+
+
+def _walk(parser, name="segstore"):
+    import argparse
+
+    yield name, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child_name, child in action.choices.items():
+                yield from _walk(child, f"{name} {child_name}")
+
+
+def test_every_option_has_help_text():
+    missing = [f"{name} {'/'.join(action.option_strings) or action.dest}"
+               for name, parser in _walk(cli.build_parser())
+               for action in parser._actions
+               if action.help is None and not action.__class__.__name__.startswith("_SubParsers")]
+    assert missing == []
+
+
+def test_info_json_and_human_output_hold_every_queue(capsys):
+    code, out, _ = run(capsys, "info", BASIC, "--json")
+    info = json.loads(out)
+    code, text, _ = run(capsys, "info", BASIC)
+    assert code == 0
+    assert "more lines" not in text
+    for queue in info["queues"]:
+        row = f"topic={queue['topic']}, queue_id={queue['queue_id']}, min_offset={queue['min_offset']}"
+        assert row in text
+    assert len([line for line in text.splitlines() if "queue_id=" in line]) == len(info["queues"])
+
+
+def test_verify_and_recover_json(tmp_path, capsys):
+    code, out, err = run(capsys, "verify", BASIC, "--json")
+    assert (code, json.loads(out), err) == (0, {"path": str(BASIC), "ok": True, "problems": []}, "")
+    code, out, _ = run(capsys, "verify", ABORT, "--json")
+    report = json.loads(out)
+    assert code == 1 and report["ok"] is False
+    assert report["problems"][0]["path"] == str(ABORT / "abort")
+    store = copy_writable(ABORT, tmp_path / "store")
+    code, out, _ = run(capsys, "recover", store, "--json")
+    assert code == 0
+    assert any("unclean shutdown" in line for line in json.loads(out)["actions"])
+
+
+def test_rocketmq_dump_index_prints_every_queue_entry_and_index_entry(capsys):
+    code, text, _ = run(capsys, "dump", BASIC, "--index", "--topic", "TopicA", "--queue", "1")
+    assert code == 0
+    code, out, _ = run(capsys, "dump", BASIC, "--json", "--topic", "TopicA", "--queue", "1")
+    messages = sorted((m["queue_offset"], m["physical_offset"], m["size"]) for m in map(json.loads,
+                                                                                    out.splitlines()))
+    lines = text.splitlines()
+    start = lines.index(f"Dumping {BASIC / 'consumequeue' / 'TopicA' / '1'} (offsets 0..{len(messages)})")
+    entries = [line.split() for line in lines[start + 1:start + 1 + len(messages)]]
+    assert [(int(e[1]), int(e[3]), int(e[5])) for e in entries] == messages
+    assert not any("consumequeue/TopicB" in line for line in lines)
+    headers = [i for i, line in enumerate(lines) if line.startswith(f"Dumping {BASIC / 'index'}")]
+    assert len(headers) == len(os.listdir(BASIC / "index"))
+    for i in headers:
+        index_count = int(lines[i + 1].rsplit(" ", 1)[1])
+        numbered = [line for line in lines[i + 2:i + 1 + index_count] if line.startswith("entry: ")]
+        assert len(numbered) == index_count - 1  # entry 0 is never used (IndexFile.putKey)
+
+
+def test_rocketmq_dump_index_reports_a_bad_consume_queue_entry(tmp_path, capsys):
+    store = copy_writable(BASIC, tmp_path / "store")
+    cq_file = store / "consumequeue" / "TopicA" / "0" / "00000000000000000000"
+    data = bytearray(cq_file.read_bytes())
+    data[20:28] = (10**9).to_bytes(8, "big")  # entry 1 points past the commitlog
+    cq_file.write_bytes(bytes(data))
+    _code, text, _ = run(capsys, "dump", store, "--index", "--topic", "TopicA", "--queue", "0")
+    assert "offset: 1 commitlogOffset: 1000000000 " in text
+    assert any(line.startswith(f"{cq_file}:20: ") for line in text.splitlines())
+
+
+def test_kafka_dump_index_reports_a_bad_index(tmp_path, capsys):
+    part = copy_writable(KAFKA_PART, tmp_path / "topic-0")
+    index = next(p for p in sorted(part.glob("*.index")) if p.stat().st_size >= 16)
+    data = bytearray(index.read_bytes())
+    data[0:8] = (1).to_bytes(4, "big") + (10**6).to_bytes(4, "big")  # positions no longer increase
+    index.write_bytes(bytes(data))
+    code, _out, err = run(capsys, "dump", part, "--index")
+    assert code == 1
+    assert err.startswith(f"{index}:8: expected strictly increasing positions")
+
+
+# -- 5. packaging: the C accelerators ----------------------------------------------------
+
+_BLOCK_SPEEDUPS = """
+import sys, warnings
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.endswith("._speedups"):
+            raise ImportError(f"{name} blocked for the test", name=name)
+sys.meta_path.insert(0, Block())
+warnings.simplefilter("always")
+with warnings.catch_warnings(record=True) as caught:
+    import segstore_kafka.batch, segstore_rocketmq.fastappend, segstore_rocketmq.indexfile
+    import segstore_kafka.store, segstore_rocketmq.store
+for w in caught:
+    print(w.category.__name__, str(w.message).split(":")[0])
+print(segstore_kafka.batch._speedups, segstore_rocketmq.fastappend._speedups)
+"""
+
+
+def test_a_missing_accelerator_warns_once_per_module_and_the_env_switch_forces_pure_python():
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "formats")])}
+    env.pop("SEGSTORE_PURE_PYTHON", None)
+    done = subprocess.run([sys.executable, "-c", _BLOCK_SPEEDUPS], capture_output=True, text=True, env=env,
+                          timeout=120, check=True)
+    assert done.stdout.splitlines() == ["SpeedupsWarning segstore_kafka._speedups",
+                                        "SpeedupsWarning segstore_rocketmq._speedups", "None None"]
+    done = subprocess.run([sys.executable, "-c", _BLOCK_SPEEDUPS], capture_output=True, text=True,
+                          env={**env, "SEGSTORE_PURE_PYTHON": "1"}, timeout=120, check=True)
+    assert done.stdout.splitlines() == ["None None"]
+
+
+@pytest.mark.parametrize("path", [BASIC, KAFKA_PART], ids=["rocketmq", "kafka"])
+def test_pure_python_and_c_paths_dump_the_same(path):
+    both = []
+    for pure in ("1", "0"):
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "formats")]),
+               "SEGSTORE_PURE_PYTHON": pure}
+        done = subprocess.run([sys.executable, "-m", "segstore.cli", "dump", str(path), "--json"],
+                              capture_output=True, text=True, env=env, timeout=300, check=True)
+        both.append(done.stdout)
+    assert both[0] == both[1]
+    assert len(both[0].splitlines()) > 100
+
+
+# -- 6. mqadmin's read commands ------------------------------------------------------------
+
+def _fixture_lines(name: str, kind: str) -> list[dict]:
+    lines = (FIXTURES / "rocketmq" / "basic" / name).read_text(encoding="utf-8").splitlines()
+    return [obj for obj in map(json.loads, lines) if obj.get("type") == kind]
+
+
+def test_query_msg_id_finds_every_message_by_the_brokers_own_msg_id(capsys):
+    """The 4.9.7 broker's msgIds (CommitLog.DefaultAppendMessageCallback via
+    MessageDecoder.createMessageId: store IP, port, commitlog offset) as put.jsonl recorded them."""
+    puts = _fixture_lines("put.jsonl", "put")
+    for put in puts[:: max(1, len(puts) // 25)]:
+        code, out, _ = run(capsys, "query", BASIC, "--msg-id", put["msgId"].lower(), "--json")
+        assert code == 0
+        found = json.loads(out)
+        assert (found["topic"], found["queue_id"], found["queue_offset"], found["physical_offset"],
+                found["msg_id"]) == (put["topic"], put["queueId"], put["queueOffset"], put["physicalOffset"],
+                                     put["msgId"])
+
+
+def test_query_msg_id_of_no_message_exits_1(capsys):
+    first = _fixture_lines("put.jsonl", "put")[0]["msgId"]
+    inside = first[:-1] + "1"  # one byte into the first message: no message starts there
+    code, out, err = run(capsys, "query", BASIC, "--msg-id", inside, "--json")
+    assert (code, out) == (1, "")
+    assert f"no message with msgId {inside}" in err
+    code, _, err = run(capsys, "query", KAFKA_PART, "--msg-id", first)
+    assert code == 2 and "kafka stores have no message ids" in err
+
+
+def test_query_msg_id_falls_back_to_the_client_msg_id_with_a_topic(capsys):
+    message = next(m for m in _fixture_lines("dump.jsonl", "message") if "UNIQ_KEY" in m["properties"])
+    uniq = message["properties"]["UNIQ_KEY"]
+    code, out, err = run(capsys, "query", BASIC, "--msg-id", uniq)
+    assert code == 1 and "pass --topic" in err
+    code, out, _ = run(capsys, "query", BASIC, "--msg-id", uniq, "--topic", message["topic"], "--json")
+    assert code == 0
+    assert [json.loads(line)["physical_offset"] for line in out.splitlines()] == [message["physicalOffset"]]
+
+
+def test_consumers_lists_committed_max_and_lag_per_queue(tmp_path, capsys):
+    path = tmp_path / "store"
+    with segstore.open(path, format="rocketmq", mode="a") as store:
+        store.append_batch([{"topic": "T", "queue_id": i % 2, "body": b"x"} for i in range(10)])
+        store.append_batch([{"topic": "U", "queue_id": 0, "body": b"y"} for _ in range(3)])
+        store.commit_offset("g1", "T", 0, 2)
+        store.commit_offset("g2", "U", 0, 3)
+    code, out, _ = run(capsys, "consumers", path, "--json")
+    assert code == 0
+    assert json.loads(out) == [
+        {"group": "g1", "topic": "T", "queue_id": 0, "committed_offset": 2, "max_offset": 5, "lag": 3},
+        {"group": "g1", "topic": "T", "queue_id": 1, "committed_offset": None, "max_offset": 5, "lag": None},
+        {"group": "g2", "topic": "U", "queue_id": 0, "committed_offset": 3, "max_offset": 3, "lag": 0},
+    ]
+    code, out, _ = run(capsys, "consumers", path, "--group", "g1")
+    assert out.splitlines() == ["group  topic  queue_id  committed_offset  max_offset  lag",
+                                "g1     T      0         2                 5           3",
+                                "g1     T      1         -                 5           -"]
+    code, _, err = run(capsys, "consumers", KAFKA_PART)
+    assert code == 2 and "kafka stores do not keep consumer offsets" in err
+
+
+def test_tag_filters_dump_and_offset_queries(capsys):
+    messages = _fixture_lines("dump.jsonl", "message")
+    tagged = sorted((m["topic"], m["queueId"], m["queueOffset"]) for m in messages
+                    if m.get("tags") == "TagA" and m["topic"] == "TopicA")
+    assert tagged
+    code, out, _ = run(capsys, "dump", BASIC, "--topic", "TopicA", "--tag", "TagA", "--json")
+    assert code == 0
+    assert sorted((m["topic"], m["queue_id"], m["queue_offset"]) for m in map(json.loads, out.splitlines())) \
+        == tagged
+    first = [t for t in tagged if t[1] == 1][:2]
+    code, out, _ = run(capsys, "query", BASIC, "--topic", "TopicA", "--queue", "1", "--offset", "0",
+                       "--count", "2", "--tag", "TagA", "--json")
+    found = [(m["topic"], m["queue_id"], m["queue_offset"]) for m in map(json.loads, out.splitlines())]
+    assert found == first
+    code, out, err = run(capsys, "query", BASIC, "--topic", "TopicA", "--queue", "1", "--offset", "0",
+                         "--tag", "NoSuchTag", "--json")
+    assert (code, out) == (1, "") and "no record tagged 'NoSuchTag'" in err
+    code, _, err = run(capsys, "dump", KAFKA_PART, "--tag", "x")
+    assert code == 2 and "kafka records have no tags" in err
+
+
+@pytest.mark.parametrize(("text", "ms"), [
+    ("1795334929500", 1795334929500),
+    ("2026-11-22T08:08:49.5Z", 1795334929500),
+    ("2026-11-22T10:08:49.500+02:00", 1795334929500),
+    ("2026-11-22 08:08:49.500", 1795334929500),
+    ("2026-11-22", 1795305600000),
+])
+def test_times_are_epoch_ms_or_iso_8601(text, ms):
+    assert cli.time_ms(text) == ms
+
+
+def test_an_iso_time_query_answers_as_the_ms_one(capsys):
+    by_ms = run(capsys, "query", BASIC, "--topic", "TopicA", "--queue", "1", "--timestamp", "1795334929500",
+                "--json")
+    by_iso = run(capsys, "query", BASIC, "--topic", "TopicA", "--queue", "1", "--timestamp",
+                 "2026-11-22T08:08:49.500Z", "--json")
+    assert by_ms == by_iso and by_ms[0] == 0
+    done = run_process("query", BASIC, "--topic", "TopicA", "--timestamp", "yesterday")
+    assert done.returncode == 2 and "expected milliseconds since the epoch or an ISO-8601 time" in done.stderr
+
+
+def test_index_verify_json(tmp_path, capsys):
+    part = copy_writable(KAFKA_PART, tmp_path / "topic-0")
+    assert run(capsys, "index", "build", part, "--index", "key")[0] == 0
+    code, out, err = run(capsys, "index", "verify", part, "--index", "key", "--json")
+    assert (code, json.loads(out), err) == (0, {"path": str(part), "ok": True, "problems": []}, "")
+    code, out, _ = run(capsys, "index", "verify", ABORT, "--index", "queue", "--json")
+    report = json.loads(out)
+    assert code == 1 and not report["ok"]
+    assert [p["path"] for p in report["problems"]] == [str(ABORT / "abort")]
