@@ -22,6 +22,7 @@ TITLES = {
     "index_layouts": "Index layouts over both logs (issue 5)",
     "convert": "Conversion (issue 6)",
     "spark": "Spark reads (issue 7)",
+    "columnar": "RocketMQ reads at disk speed: scan_arrow, verify, recover, dump --json (issue 10)",
     "kafka_columnar": "Kafka columnar reads and dump --json (issue 10)",
 }
 
@@ -49,6 +50,13 @@ TARGETS = [
      "Java queryMessage median 16.6 us", False, 0.5),
     ("key lookup within 2x Java (p99)", "rocketmq_index", "key lookup, p99", 63.0,
      "Java queryMessage p99 63 us", False, 0.5),
+    ("RocketMQ scan_arrow, all columns >= the hop loop", "columnar", "scan_arrow", None,
+     "TOTALSIZE hop loop, same run", True, 1.0),
+    ("RocketMQ verify >= 0.5x the hop loop", "columnar", "verify", None, "TOTALSIZE hop loop, same run",
+     True, 0.5),
+    ("RocketMQ recover (queues + IndexFile) >= 0.3x the hop loop", "columnar", "recover", None,
+     "TOTALSIZE hop loop, same run", True, 0.3),
+    ("RocketMQ dump --json >= 500k msg/s", "columnar", "dump --json", 500_000, "500k msg/s", True, 1.0),
 ]
 
 

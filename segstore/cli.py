@@ -680,10 +680,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_formats)
 
     # Conversion and extra index layouts are packages of their own; they add their subcommands.
-    from . import convert, layouts
+    from . import convert, layouts, maintenance
 
     convert.add_cli(sub)
     layouts.add_cli(sub)
+    maintenance.add_cli(sub)
     _remember_parsers(parser)
     return parser
 

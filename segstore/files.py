@@ -391,6 +391,39 @@ def save_aside(path: str | os.PathLike[str], pos: int, data: Any, *,
     return target
 
 
+def data_ranges(path: str | os.PathLike[str], start: int, end: int) -> list[tuple[int, int]]:
+    """The parts of ``[start, end)`` of a file that may hold non-zero bytes: all but its holes.
+
+    A preallocated (sparse) file of 1 GiB holding a few MB is read in those MB, not
+    in 1 GiB of zero pages.  Asks the file system (``SEEK_DATA``/``SEEK_HOLE``,
+    which count written pages not yet on disk as data); where it cannot tell,
+    the whole range.
+    """
+    seek_data, seek_hole = getattr(os, "SEEK_DATA", None), getattr(os, "SEEK_HOLE", None)
+    if seek_data is None or seek_hole is None or start >= end:
+        return [(start, end)] if start < end else []
+    ranges = []
+    with _os_errors(os.fspath(path)):
+        fd = os.open(path, os.O_RDONLY)
+    try:
+        pos = start
+        while pos < end:
+            try:
+                lo = os.lseek(fd, pos, seek_data)
+            except OSError as err:
+                if err.errno == errno.ENXIO:       # only a hole from pos to the end of the file
+                    break
+                return [(start, end)]
+            if lo >= end:
+                break
+            hi = min(os.lseek(fd, lo, seek_hole), end)
+            ranges.append((lo, hi))
+            pos = hi
+    finally:
+        os.close(fd)
+    return ranges
+
+
 def exists(path: str | os.PathLike[str]) -> bool:
     return os.path.exists(path)
 
@@ -407,6 +440,29 @@ def file_size(path: str | os.PathLike[str]) -> int:
     path = os.fspath(path)
     with _os_errors(path):
         return os.stat(path).st_size
+
+
+def mtime_ms(path: str | os.PathLike[str]) -> int:
+    """Last modification time in milliseconds (Java's ``File.lastModified``)."""
+    path = os.fspath(path)
+    with _os_errors(path):
+        return os.stat(path).st_mtime_ns // 1_000_000
+
+
+def allocated_size(path: str | os.PathLike[str]) -> int:
+    """Bytes the file takes on disk (its allocated blocks; less than its size when sparse)."""
+    path = os.fspath(path)
+    with _os_errors(path):
+        return os.stat(path).st_blocks * 512
+
+
+def disk_space(path: str | os.PathLike[str]) -> tuple[int, int, int]:
+    """``(total, free, usable)`` bytes of the file system holding ``path`` (Java's ``File.getTotalSpace``,
+    ``getFreeSpace``, ``getUsableSpace``)."""
+    path = os.fspath(path)
+    with _os_errors(path):
+        st = os.statvfs(path)
+    return st.f_blocks * st.f_frsize, st.f_bfree * st.f_frsize, st.f_bavail * st.f_frsize
 
 
 def list_dir(path: str | os.PathLike[str]) -> list[str]:

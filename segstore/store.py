@@ -243,6 +243,21 @@ class Store(abc.ABC):
         """Repair what a crash left; returns one line per action taken."""
         raise UnsupportedOperationError(f"{self.format} stores do not support recovery", self.path)
 
+    def retention(self, *, dry_run: bool = False, **options: Any) -> list[dict[str, Any]]:
+        """Delete what the broker's retention rules delete; one result dict per log touched.
+
+        ``dry_run`` plans without writing.  The options and rules are the format's.
+        """
+        raise UnsupportedOperationError(f"{self.format} stores do not support retention", self.path)
+
+    def delete_records(self, before: int, *, dry_run: bool = False, **options: Any) -> list[dict[str, Any]]:
+        """Move the log start to ``before`` (Kafka DeleteRecords); one result dict per log touched."""
+        raise UnsupportedOperationError(f"{self.format} stores do not support deleting records", self.path)
+
+    def compact(self, *, dry_run: bool = False, **options: Any) -> list[dict[str, Any]]:
+        """Compact the logs as the broker's cleaner does; one result dict per log touched."""
+        raise UnsupportedOperationError(f"{self.format} stores do not support compaction", self.path)
+
     @abc.abstractmethod
     def dump(self, out: TextIO, *, json: bool = False, topic: str | None = None,
              partition: int | None = None, **options: Any) -> None:

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import segstore
@@ -126,9 +126,22 @@ def test_built_indexes_answer_like_a_scan(tmp_path_factory, fmt: str, data: list
             indexes.close()
 
 
+def _keyed(*batches_of_keys: str) -> list[list[dict]]:
+    """Batches of partition-0 messages of no body, all at one store time, with these keys ("-": none)."""
+    return [[{"partition": 0, "key": None if k == "-" else k, "header": None, "step": 0, "size": 0}
+             for k in batch.split()] for batch in batches_of_keys]
+
+
+#: 31 keys fill the first IndexFile (maxIndexNum 32 holds 31); the last message is alone in the
+#: second file, and the reopen for append dropped it (recovery resumed past the file's begin offset).
+ALONE_IN_NEWEST_INDEX_FILE = _keyed("k4 - k1 k3", "k5 k5 k4 k2 k1 k5", "k4 k2 k5 k3 k4", "- k0 k2 - k2",
+                                    "k5 k3 k3 k1 - -", "k0 k5 k0 k4 k1 k2", "k4 k2 k3 k3 -", "k3")
+
+
 @pytest.mark.parametrize("fmt", ["rocketmq", "kafka"])
 @settings(max_examples=10, deadline=None)
 @given(data=batches, split=st.integers(0, 12))
+@example(data=ALONE_IN_NEWEST_INDEX_FILE, split=12)
 def test_indexes_kept_on_append_answer_like_a_scan(tmp_path_factory, fmt: str, data: list[list[dict]],
                                                     split: int) -> None:
     """Appends with the indexes attached (and a reopen halfway) give the same answers."""

@@ -431,3 +431,86 @@ def test_cli_query_without_topic_is_a_usage_error(capsys):
 
     assert main(["query", str(ROCKETMQ / "basic" / "store"), "--key", "k"]) == 2
     assert "--topic" in capsys.readouterr().err
+
+
+# -- a clean reopen keeps the newest index file's first message ---------------------------
+# The broker's IndexService.putKey rolls to a new file (getAndCreateLastIndexFile: begin = the
+# full file's end offset and time) when IndexFile.putKey finds indexCount == maxIndexNum, so the
+# newest file may hold only one message's keys; a clean restart keeps every index file
+# (IndexService.load) and queryOffset/selectPhyOffset find those keys (rocketmq-all-4.9.7).
+ROLL_CONFIG = {"mappedFileSizeCommitLog": 8 * 1024, "mappedFileSizeConsumeQueue": 20 * 16,
+               "maxHashSlotNum": 8, "maxIndexNum": 32}
+ROLL_CLOCK = 1_700_000_000_000
+
+
+def _index_bytes(store_dir) -> dict[str, bytes]:
+    directory = os.path.join(store_dir, "index")
+    return {n: files.read_bytes(os.path.join(directory, n)) for n in files.list_dir(directory)}
+
+
+def _append(store_dir, keys_per_message: list[list[str]], stamps: list[int]) -> None:
+    import segstore
+
+    with segstore.open(store_dir, format="rocketmq", mode="a", **ROLL_CONFIG) as store:
+        store.append_batch([{"topic": "T", "queue_id": 0, "body": b"x", "keys": keys, "store_timestamp": ts}
+                            for keys, ts in zip(keys_per_message, stamps, strict=True)])
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["c", "python"])
+@pytest.mark.parametrize(
+    ("last_keys", "gap_ms", "in_full_file"),
+    [
+        (["k3"], 0, 0),  # the hypothesis example of test_layouts_lookup: the newest hit went missing
+        (["k3"], 5_000, 0),  # the new file's first time diff is measured from the full file's end time
+        (["k3", "a", "b"], 0, 1),  # a message whose keys span the roll: 1 key in the full file, 2 in the new
+    ],
+)
+def test_clean_reopen_keeps_a_file_holding_one_message(tmp_path, monkeypatch, capsys, pure, last_keys, gap_ms,
+                                                       in_full_file):
+    from segstore.cli import main
+
+    if pure:
+        monkeypatch.setattr(ix, "_speedups", None)
+    store_dir = tmp_path / "T-0"
+    fill = ROLL_CONFIG["maxIndexNum"] - 1 - in_full_file  # single-key messages before the last one
+    keys = [[f"f{i % 5}"] for i in range(fill)] + [last_keys]
+    stamps = [ROLL_CLOCK + i for i in range(fill)] + [ROLL_CLOCK + fill - 1 + gap_ms]
+    _append(store_dir, keys, stamps)
+    written = _index_bytes(store_dir)
+    first, newest = (ix.IndexFile.open(os.path.join(store_dir, "index", n), 8, 32) for n in sorted(written))
+    assert first.is_full and newest.count == len(last_keys) - in_full_file
+    assert newest.entries["time_diff"][0] == gap_ms // 1000
+    last_phy = int(newest.header.begin_phy_offset)
+    first.close()
+    newest.close()
+
+    _append(store_dir, [], [])  # a clean reopen for append runs recovery: the files must stay as they are
+    assert _index_bytes(store_dir) == written
+
+    import segstore
+
+    with segstore.open(store_dir, format="rocketmq") as store:
+        for key in last_keys:
+            assert [m.physical_offset for m in store.query_by_key("T", key)] == [last_phy]
+    code = main(["query", str(store_dir), "--topic", "T", "--key", "k3", "--json"])
+    assert code == 0
+    hits = [json.loads(line)["physical_offset"] for line in capsys.readouterr().out.splitlines()]
+    assert hits == [last_phy]
+
+
+def test_reopen_puts_the_keys_a_crash_left_out_of_a_message_spanning_the_roll(tmp_path):
+    """The newest file lost the last key of a message that began in the full file: recovery puts it
+    again after the keys the full file holds, and the files come back as the broker wrote them."""
+    store_dir = tmp_path / "T-0"
+    fill = ROLL_CONFIG["maxIndexNum"] - 2
+    _append(store_dir, [[f"f{i % 5}"] for i in range(fill)] + [["k3", "a", "b"]],
+            [ROLL_CLOCK + i for i in range(fill + 1)])
+    written = _index_bytes(store_dir)
+    newest_name = sorted(written)[-1]
+    newest = ix.IndexFile.open(os.path.join(store_dir, "index", newest_name), 8, 32, writable=True)
+    assert newest.count == 2
+    newest.truncate(1, newest.header.end_timestamp)  # as if the broker died between the two puts
+    newest.close()
+    assert _index_bytes(store_dir) != written
+    _append(store_dir, [], [])
+    assert _index_bytes(store_dir) == written

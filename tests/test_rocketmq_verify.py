@@ -39,7 +39,7 @@ def _intact_bodies(path: str) -> list[bytes]:
     """Bodies of every valid message, walking past damage (recovery's walk)."""
     with _open(path) as store:
         w = rec.walk(store.commitlog, store.commitlog.min_offset, store.tags_code)
-        return [store.commitlog.read(m.phy).body for m in w.messages]
+        return [store.commitlog.read(phy).body for phy in w.messages.phy.tolist()]
 
 
 def test_fixture_store_verifies_clean():

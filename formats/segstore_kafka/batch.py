@@ -318,10 +318,13 @@ def _record_fields(record) -> tuple:
     return record.key, record.value, record.timestamp, record.headers or ()
 
 
-def _encode_records_py(records: Sequence, offset_deltas: Sequence[int] | None) -> tuple[bytes, int, int]:
-    """Pure-Python reference encoder: ``(records region, base timestamp, max timestamp)``."""
+def _encode_records_py(records: Sequence, offset_deltas: Sequence[int] | None,
+                       base_timestamp: int | None = None) -> tuple[bytes, int, int]:
+    """Pure-Python reference encoder: ``(records region, base timestamp, max timestamp)``.
+
+    The base timestamp is the first record's unless given (a cleaned batch's delete horizon).
+    """
     parts = []
-    base_timestamp = None
     max_timestamp = NO_TIMESTAMP
     for index, record in enumerate(records):
         key, value, timestamp, headers = _record_fields(record)
@@ -622,10 +625,12 @@ def _check_range(name: str, value: int, low: int, high: int) -> int:
 def _build(region: bytes, *, record_count: int, base_offset: int, last_offset_delta: int,
            base_timestamp: int, max_timestamp: int, compression: str | int, partition_leader_epoch: int,
            producer_id: int, producer_epoch: int, base_sequence: int, is_transactional: bool,
-           is_control: bool, log_append: bool) -> bytes:
+           is_control: bool, log_append: bool, delete_horizon: bool = False) -> bytes:
     codec = codec_id(compression)
     body = compress(codec, region) if codec != NONE else region
     attributes = codec
+    if delete_horizon:
+        attributes |= DELETE_HORIZON_FLAG
     if log_append:
         attributes |= TIMESTAMP_TYPE_FLAG
     if is_transactional:
@@ -707,3 +712,45 @@ def encode_control_batch(kind: str, *, base_offset: int, producer_id: int, produ
                         producer_epoch=producer_epoch, base_sequence=NO_SEQUENCE, is_transactional=True,
                         is_control=True)
 
+
+
+def encode_retained_batch(batch: RecordBatch, records: Sequence[Record], *,
+                          delete_horizon_ms: int = NO_TIMESTAMP) -> bytes:
+    """The batch the log cleaner writes for the ``records`` it keeps of ``batch``.
+
+    As ``MemoryRecords.buildRetainedRecordsInto``: the batch's base offset, producer
+    fields, leader epoch, compression and timestamp type; each record keeps its
+    offset and timestamp; the last offset delta stays the original batch's
+    (``overrideLastOffset``); with ``delete_horizon_ms`` set the base timestamp is
+    the horizon and the delete-horizon attribute is set.  O(total bytes).
+    """
+    deltas = [r.offset - batch.base_offset for r in records]
+    rows = [(r.key, r.value, r.timestamp, r.headers) for r in records]
+    log_append = batch.timestamp_type == LOG_APPEND_TIME
+    has_horizon = delete_horizon_ms != NO_TIMESTAMP
+    try:
+        region, base_timestamp, max_timestamp = _encode_records_py(
+            rows, deltas, delete_horizon_ms if has_horizon else None)
+    except (ValueError, TypeError, OverflowError) as err:
+        raise InvalidMessageError(f"records that Kafka can encode, found: {err}") from err
+    if log_append:
+        max_timestamp = batch.max_timestamp
+    return _build(region, record_count=len(rows), base_offset=batch.base_offset,
+                  last_offset_delta=batch.last_offset - batch.base_offset, base_timestamp=base_timestamp,
+                  max_timestamp=max_timestamp, compression=batch.compression,
+                  partition_leader_epoch=batch.partition_leader_epoch, producer_id=batch.producer_id,
+                  producer_epoch=batch.producer_epoch, base_sequence=batch.base_sequence,
+                  is_transactional=batch.is_transactional, is_control=batch.is_control, log_append=log_append,
+                  delete_horizon=has_horizon)
+
+
+def encode_empty_batch(batch: RecordBatch) -> bytes:
+    """``DefaultRecordBatch.writeEmptyHeader``: a record-less header keeping the batch's offsets and
+    producer state (the cleaner's ``RETAIN_EMPTY``): no compression, base timestamp -1, its max timestamp."""
+    return _build(b"", record_count=0, base_offset=batch.base_offset,
+                  last_offset_delta=batch.last_offset - batch.base_offset, base_timestamp=NO_TIMESTAMP,
+                  max_timestamp=batch.max_timestamp, compression="none",
+                  partition_leader_epoch=batch.partition_leader_epoch, producer_id=batch.producer_id,
+                  producer_epoch=batch.producer_epoch, base_sequence=batch.base_sequence,
+                  is_transactional=batch.is_transactional, is_control=batch.is_control,
+                  log_append=batch.timestamp_type == LOG_APPEND_TIME)

@@ -7,8 +7,8 @@ Every checkpoint file is UTF-8 text, ``\\n``-terminated lines (``CheckpointFile.
     <entry>                N lines
 
 - ``leader-epoch-checkpoint`` (in a partition directory): entries ``EPOCH START_OFFSET``.
-- ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint`` (in a log
-  directory): entries ``TOPIC PARTITION OFFSET``.
+- ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``,
+  ``replication-offset-checkpoint`` (in a log directory): entries ``TOPIC PARTITION OFFSET``.
 
 An empty file, or one holding only the version line, reads as no entries, as
 Kafka 3.8's ``CheckpointFile.CheckpointReadBuffer.read`` reads it: brokers create
@@ -37,6 +37,8 @@ LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 _LINE = re.compile(r"([^\r\n]*)(\r\n|\r|\n|$)")
 #: What ``Integer.parseInt`` takes (no spaces, no underscores, unlike Python's ``int``).
 _JAVA_INT = re.compile(r"[+-]?[0-9]{1,10}")
+#: the high watermarks (``ReplicaManager.HighWatermarkFilename``)
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 
 
 class EpochEntry(NamedTuple):

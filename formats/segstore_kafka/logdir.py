@@ -2,7 +2,8 @@
 
 ``recovery-point-offset-checkpoint`` holds, per partition, the offset below which
 everything was flushed; ``log-start-offset-checkpoint`` the log start offset
-(moved by retention).  Both are written at flush and clean close.  A partition
+(moved by retention); ``replication-offset-checkpoint`` the high watermark.
+All three are written at flush and clean close.  A partition
 found on disk is opened; one appended to for the first time is created.
 
 Thread-safety: not thread-safe; the owning store serialises calls.
@@ -15,7 +16,13 @@ from collections.abc import Callable
 
 from segstore import files
 
-from .checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, read_offsets, write_offsets
+from .checkpoints import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    read_offsets,
+    write_offsets,
+)
 from .partition import PARTITION_DIR, KafkaConfig, Partition, now_ms, segment_bases, validate_topic
 
 
@@ -48,6 +55,9 @@ class LogDir:
             files.make_dirs(path)
         self.recovery_points = read_offsets(os.path.join(path, RECOVERY_POINT_CHECKPOINT))
         start_offsets = read_offsets(os.path.join(path, LOG_START_OFFSET_CHECKPOINT))
+        self.high_watermarks = read_offsets(os.path.join(path, REPLICATION_OFFSET_CHECKPOINT))
+        #: the log end of each partition when opened (a partition appended to since is committed to its end)
+        self._opened_end: dict[tuple[str, int], int] = {}
         self.partitions: dict[tuple[str, int], Partition] = {}
         try:
             for name in partition_dirs(path):
@@ -55,6 +65,7 @@ class LogDir:
                 key = (part.topic, part.partition)
                 part.log_start_offset = max(part.log_start_offset, start_offsets.get(key, 0))
                 self.partitions[key] = part
+                self._opened_end[key] = part.next_offset
         except BaseException:
             for part in self.partitions.values():
                 part.abandon()
@@ -77,6 +88,18 @@ class LogDir:
         write_offsets(os.path.join(self.path, RECOVERY_POINT_CHECKPOINT), self.recovery_points)
         write_offsets(os.path.join(self.path, LOG_START_OFFSET_CHECKPOINT),
                       {key: part.log_start_offset for key, part in self.partitions.items()})
+        write_offsets(os.path.join(self.path, REPLICATION_OFFSET_CHECKPOINT),
+                      {key: self.high_watermark(key) for key in self.partitions})
+
+    def high_watermark(self, key: tuple[str, int]) -> int:
+        """The high watermark to checkpoint: ``UnifiedLog.updateHighWatermark``'s clamp to
+        ``[log start, log end]`` of the one read, the log end where absent or appended to since
+        (segstore is the only writer: what it wrote is committed)."""
+        part = self.partitions[key]
+        hw = self.high_watermarks.get(key)
+        if hw is None or part.next_offset != self._opened_end.get(key):
+            hw = part.next_offset
+        return min(max(hw, part.log_start_offset), part.next_offset)
 
     def flush(self) -> None:
         for part in self.partitions.values():

@@ -20,6 +20,7 @@ Thread-safety: not thread-safe; the owning store serialises calls.
 
 from __future__ import annotations
 
+import bisect
 import os
 import re
 import time
@@ -43,6 +44,7 @@ from segstore.log import SegmentedLog
 from . import batch as codec
 from . import columnar
 from .checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
+from .loader import complete_interrupted
 from .offsetindex import OFFSET_ENTRY
 from .segment import (
     INDEX_SUFFIX,
@@ -82,6 +84,10 @@ class KafkaConfig:
     compression_type: str = "none"
     # Kafka's default (1 MiB + the 12-byte log overhead): a larger batch is refused, as the broker does.
     max_message_bytes: int = 1024 * 1024 + 12
+    # Retention (retention.py) and the cleaner (compaction.py), Kafka's names and defaults.
+    cleanup_policy: str = "delete"
+    delete_retention_ms: int = 24 * 3600 * 1000
+    min_compaction_lag_ms: int = 0
 
     @classmethod
     def from_mapping(cls, config: dict[str, Any]) -> KafkaConfig:
@@ -112,6 +118,9 @@ class KafkaConfig:
         if compression not in COMPRESSIONS:
             raise ConfigError(f"expected compression.type in {COMPRESSIONS}, "
                               f"found {cut(self.compression_type)}")
+        if not set(self.cleanup_policy.split(",")) <= {"delete", "compact"}:
+            raise ConfigError("expected cleanup.policy of delete and/or compact, "
+                              f"found {cut(self.cleanup_policy)}")
         if self.message_timestamp_type not in TIMESTAMP_TYPES:
             raise ConfigError(f"expected message.timestamp.type in {TIMESTAMP_TYPES}, "
                               f"found {cut(self.message_timestamp_type)}")
@@ -219,6 +228,9 @@ class Partition:
 
     def _load(self) -> None:
         path, writable = self.path, self.writable
+        if writable:
+            # LogLoader: finish or roll back an interrupted clean/swap, drop `.deleted` files
+            self.recovered.extend(complete_interrupted(path))
         self.log: SegmentedLog[LogSegment] = SegmentedLog(self._new_segment)
         self.epochs = LeaderEpochCache.load(os.path.join(path, LEADER_EPOCH_CHECKPOINT))
         self._txns: TransactionTracker | None = None
@@ -398,7 +410,7 @@ class Partition:
                         self._txns.observe(header)
         return self._txns
 
-    def _active(self) -> LogSegment:
+    def active_segment(self) -> LogSegment:
         """The segment appends go to: every partition opened for append has one.
 
         :raises ReadOnlyError: the partition was opened read-only and holds no segment.
@@ -423,7 +435,7 @@ class Partition:
             raise MessageTooLargeError(f"expected a batch of at most segment.bytes="
                                        f"{self.config.segment_bytes} bytes, found {len(data)}", self.path)
         now = self.clock() if now_ms is None else now_ms
-        active = self._active()
+        active = self.active_segment()
         if active.should_roll(batch_size=len(data), max_timestamp=header.max_timestamp,
                               max_offset=header.last_offset, segment_bytes=self.config.segment_bytes,
                               segment_ms=self.config.segment_ms, now_ms=now):
@@ -618,10 +630,17 @@ class Partition:
                        ) -> tuple[list[tuple[str, int | None, str]], int | None]:
         """The problems of one segment's log and offset index, and the offset the next batch must reach."""
         problems, positions, walked, expected_offset = seg.check_log(expected_offset)
-        for slot, (offset, position) in enumerate(seg.offset_index.pairs()):
+        # An entry is (largest offset of one append, where the append starts): one batch for a
+        # produce, a run of batches for the log cleaner (LogSegment.append of a filtered chunk).
+        pairs = seg.offset_index.pairs()
+        starts = sorted(positions)
+        for slot, (offset, position) in enumerate(pairs):
             if position >= walked:
                 continue
-            if positions.get(position) != offset:
+            upto = pairs[slot + 1][1] if slot + 1 < len(pairs) else walked
+            ends = {positions[p] for p in starts[bisect.bisect_left(starts, position):
+                                                 bisect.bisect_left(starts, upto)]}
+            if position not in positions or offset not in ends:
                 problems.append((seg.offset_index.path, slot * OFFSET_ENTRY.itemsize,
                                  f"expected the entry of slot {slot} to point at a batch ending at {offset}, "
                                  f"found {positions.get(position, 'no batch')} at position {position}"))

@@ -37,7 +37,8 @@ from segstore.search import Bound, search
 from segstore.store import AppendResult, Problem, QueryRequest, Store
 
 from . import batch as codec
-from . import columnar
+from . import columnar, compaction, transactions
+from . import retention as retention_rules
 from .logdir import LogDir, is_partition_dir
 from .partition import KafkaConfig, Partition, now_ms, validate_topic
 
@@ -204,6 +205,7 @@ class KafkaStore(Store):
         try:
             if self.single:
                 self._part: Partition | None = Partition(path, self.config, writable=writable, clock=clock)
+                retention_rules.load_log_start(self._part)  # the parent log dir's checkpoint
                 self._dir: LogDir | None = None
             else:
                 self._part = None
@@ -419,6 +421,59 @@ class KafkaStore(Store):
         parts = self._partitions()
         with progress.task("recover", sum(s.size for part in parts.values() for s in part.segments)):
             return [line for key, part in parts.items() for line in part.recover(points.get(key, 0))]
+
+    # -- retention, DeleteRecords, compaction (retention.py, compaction.py) ------------
+    def retention(self, *, dry_run: bool = False, now_ms: int | None = None, topic: str | None = None,
+                  partition: int | None = None, **options: Any) -> list[dict[str, Any]]:
+        """``retention.bytes``, ``retention.ms`` and the log start, as ``UnifiedLog.deleteOldSegments``."""
+        if not dry_run:
+            self._check_writable()
+        self._check_open()
+        return retention_rules.retention(self, now_ms=now_ms, dry_run=dry_run, topic=topic,
+                                         partition=partition)
+
+    def delete_records(self, before: int, *, dry_run: bool = False, topic: str | None = None,
+                       partition: int | None = None, **options: Any) -> list[dict[str, Any]]:
+        """Kafka DeleteRecords: the log start moves to ``before`` (-1: the high watermark)."""
+        if not dry_run:
+            self._check_writable()
+        self._check_open()
+        return retention_rules.delete_records_in(self, before, dry_run=dry_run, topic=topic,
+                                                 partition=partition)
+
+    # -- transactions (transactions.py) ---------------------------------------------------
+    def transaction(self, producer_id: int, producer_epoch: int = 0, *,
+                    coordinator_epoch: int = 0) -> transactions.Transaction:
+        """A producer's transaction: ``txn.append_batch(...)`` writes transactional batches,
+        ``txn.commit()`` / ``txn.abort()`` the markers (a ``with`` block commits, or aborts on error)."""
+        self._check_writable()
+        return transactions.Transaction(self, producer_id, producer_epoch,
+                                        coordinator_epoch=coordinator_epoch)
+
+    def read_committed(self, topic: str, partition: int, offset: int = 0,
+                       count: int | None = None) -> Iterator[KafkaRecord]:
+        """:meth:`read` as a ``read_committed`` consumer sees it: up to the last stable offset, markers and
+        aborted transactions hidden."""
+        self._check_open()
+        part = self.partition_of(topic, partition)
+        start = max(offset, part.log_start_offset)
+        n = 0
+        for batch in transactions.committed_batches(part, start):
+            for record in batch.records():
+                if record.offset < start:
+                    continue
+                if count is not None and n >= count:
+                    return
+                n += 1
+                yield KafkaRecord(part.topic, part.partition, batch, record)
+
+    def compact(self, *, dry_run: bool = False, now_ms: int | None = None, topic: str | None = None,
+                partition: int | None = None, **options: Any) -> list[dict[str, Any]]:
+        """One pass of Kafka's log cleaner over each partition (``cleanup.policy=compact`` semantics)."""
+        if not dry_run:
+            self._check_writable()
+        self._check_open()
+        return compaction.compact(self, now_ms=now_ms, dry_run=dry_run, topic=topic, partition=partition)
 
     def dump(self, out: TextIO, *, json: bool = False, topic: str | None = None,
              partition: int | None = None, **options: Any) -> None:

@@ -9,6 +9,9 @@
  * index_put(head, slots, entries, slot_num, header, hashes, phys, stamps) -> (header, count)
  *     put IndexFile entries one after another exactly as the broker's putKey does.
  * init(AppendResult): remember the result dataclass (slots) and where its slots live.
+ * decode_region / decode_at / gather / split_properties / format_hosts / tags_hashes /
+ * index_entries / json_lines: the columnar decode of a mapped commitlog region (columnar.py
+ *     holds the pure-Python reference).
  *
  * This mirrors encode_plain_py in fastappend.py exactly (same return values, same
  * bytes); see there for what "plain" means and what each returned part holds.
@@ -25,9 +28,10 @@
  *     PREPAREDTRANSACTIONOFFSET i8, BODYLENGTH i4 + BODY, TOPICLENGTH i1 + TOPIC,
  *     PROPERTIESLENGTH i2 + PROPERTIES
  *
- * The functions hold the GIL throughout, run no Python code of the caller's
- * (only exact dicts, lists, tuples, str, bytes and int are accepted), and keep no
- * state besides the class set once by init(); they are safe from any thread.
+ * The functions run no Python code of the caller's (only exact dicts, lists,
+ * tuples, str, bytes, int and buffers are accepted) and keep no state besides the
+ * class set once by init(); they are safe from any thread.  The append holds the
+ * GIL throughout; the columnar decode loops release it while they walk.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -915,6 +919,1000 @@ done:
 }
 
 /* ------------------------------------------------------------------------------ */
+/* columnar decode (see columnar.py: the pure-Python reference and the column layout) */
+
+/*
+ * The decoded columns, cap rows each, in three caller-owned blocks (columnar.Rows):
+ * int64 [N_I8][cap], int32 [N_I4][cap], uint8 born_ip [cap][16], store_ip [cap][16],
+ * crc_ok [cap].  *_pos are view positions; position is the view position + base.
+ */
+enum { C_POSITION, C_QUEUE_OFFSET, C_PHYSICAL_OFFSET, C_BORN_TS, C_STORE_TS, C_PREPARED, C_BODY_POS,
+       C_TOPIC_POS, C_PROPS_POS, N_I8 };
+enum { C_SIZE, C_MAGIC, C_BODY_CRC, C_QUEUE_ID, C_FLAG, C_SYS_FLAG, C_BORN_PORT, C_STORE_PORT, C_RECONSUME,
+       C_BODY_LEN, C_TOPIC_LEN, C_PROPS_LEN, N_I4 };
+#define U8_PER_ROW (2 * IPV6_LEN + 1)
+
+typedef struct {
+    int64_t *i8[N_I8];
+    int32_t *i4[N_I4];
+    uint8_t *born_ip, *store_ip, *crc_ok;
+    Py_ssize_t cap;
+} Cols;
+
+/* Point c into the three blocks; 0 (with ValueError set) when their sizes disagree. */
+static int
+cols_init(Cols *c, Py_buffer *i8, Py_buffer *i4, Py_buffer *u8)
+{
+    Py_ssize_t cap = i8->len / (Py_ssize_t)(N_I8 * sizeof(int64_t));
+    if (i8->len != cap * N_I8 * (Py_ssize_t)sizeof(int64_t) || i4->len != cap * N_I4 * (Py_ssize_t)sizeof(int32_t) ||
+        u8->len != cap * U8_PER_ROW) {
+        PyErr_SetString(PyExc_ValueError, "expected column blocks of one capacity (see columnar.Rows)");
+        return 0;
+    }
+    for (int k = 0; k < N_I8; k++) {
+        c->i8[k] = (int64_t *)i8->buf + k * cap;
+    }
+    for (int k = 0; k < N_I4; k++) {
+        c->i4[k] = (int32_t *)i4->buf + k * cap;
+    }
+    c->born_ip = u8->buf;
+    c->store_ip = c->born_ip + cap * IPV6_LEN;
+    c->crc_ok = c->store_ip + cap * IPV6_LEN;
+    c->cap = cap;
+    return 1;
+}
+
+#define MESSAGE_MAGIC_V2 ((int32_t)0xDAA320AB)
+#define PREFIX_SIZE 8
+#define IPV6_EXTRA (IPV6_LEN - IPV4_LEN)
+enum { ST_DONE, ST_BLANK, ST_END, ST_BAD };
+
+static inline int64_t
+get_i64(const uint8_t *p)
+{
+    uint64_t u = 0;
+    for (int i = 0; i < 8; i++) {
+        u = (u << 8) | p[i];
+    }
+    return (int64_t)u;
+}
+
+#define ASCII_MASK 0x8080808080808080ull
+
+/* Whether s[0:n] is UTF-8 as Python's strict decoder accepts it (surrogates too with allow_surrogates). */
+static int
+valid_utf8(const uint8_t *s, Py_ssize_t n, int allow_surrogates)
+{
+    Py_ssize_t i = 0;
+    while (i < n) {
+        uint64_t word;
+        if (n - i >= 8 && (memcpy(&word, s + i, 8), (word & ASCII_MASK) == 0)) {   /* 8 ASCII bytes */
+            i += 8;
+            continue;
+        }
+        uint8_t c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        int len;
+        uint32_t cp;
+        if (c >= 0xC2 && c <= 0xDF) {
+            len = 2;
+            cp = c & 0x1F;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            len = 3;
+            cp = c & 0x0F;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            len = 4;
+            cp = c & 0x07;
+        } else {
+            return 0;
+        }
+        if (n - i < len) {
+            return 0;
+        }
+        for (int k = 1; k < len; k++) {
+            if ((s[i + k] & 0xC0) != 0x80) {
+                return 0;
+            }
+            cp = (cp << 6) | (s[i + k] & 0x3F);
+        }
+        if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
+            (!allow_surrogates && cp >= 0xD800 && cp <= 0xDFFF)) {
+            return 0;
+        }
+        i += len;
+    }
+    return 1;
+}
+
+/*
+ * Decode the message at d = view + pos (left bytes to the limit) into row n of c;
+ * 0 when message.decode would raise (with check_crc = strict).  Row n may be
+ * partly written then: the caller does not count it.
+ */
+static int
+decode_row(const uint8_t *d, Py_ssize_t left, int32_t total, int32_t magic, int strict, Cols *c, Py_ssize_t n,
+           Py_ssize_t pos, int64_t base)
+{
+    if (total < HEADER_V4 || total > left) {
+        return 0;
+    }
+    int32_t sys_flag = get_i32(d + 36);
+    int born6 = (sys_flag & SYSFLAG_BORNHOST_V6) != 0, store6 = (sys_flag & SYSFLAG_STOREHOST_V6) != 0;
+    Py_ssize_t header = HEADER_V4 + (born6 ? IPV6_EXTRA : 0) + (store6 ? IPV6_EXTRA : 0);
+    if (total < header) {
+        return 0;
+    }
+    const uint8_t *p = d + header - 4;
+    int32_t body_len = get_i32(p);
+    Py_ssize_t at = header;
+    if (body_len < 0 || at + body_len > total) {
+        return 0;
+    }
+    Py_ssize_t body_at = at;
+    at += body_len;
+    int32_t topic_len;
+    if (magic == MESSAGE_MAGIC) {
+        if (at + 1 > total) {
+            return 0;
+        }
+        topic_len = (int8_t)d[at];
+        at += 1;
+    } else {
+        if (at + 2 > total) {
+            return 0;
+        }
+        topic_len = (int16_t)((d[at] << 8) | d[at + 1]);
+        at += 2;
+    }
+    if (topic_len < 0 || at + topic_len > total || !valid_utf8(d + at, topic_len, 0)) {
+        return 0;
+    }
+    Py_ssize_t topic_at = at;
+    at += topic_len;
+    if (at + PROPERTIES_LENGTH_SIZE > total) {
+        return 0;
+    }
+    int32_t props_len = (int16_t)((d[at] << 8) | d[at + 1]);
+    at += PROPERTIES_LENGTH_SIZE;
+    if (props_len < 0 || at + props_len != total || !valid_utf8(d + at, props_len, 1)) {
+        return 0;
+    }
+    int32_t stored_crc = get_i32(d + 8);
+    uint8_t crc_ok = ((uint32_t)crc32(0L, d + body_at, (uInt)body_len) & BODY_CRC_MASK) == (uint32_t)stored_crc;
+    if (strict && !crc_ok) {
+        return 0;
+    }
+    int64_t **i8 = c->i8;
+    int32_t **i4 = c->i4;
+    i8[C_POSITION][n] = base + pos;
+    i8[C_QUEUE_OFFSET][n] = get_i64(d + 20);
+    i8[C_PHYSICAL_OFFSET][n] = get_i64(d + 28);
+    i8[C_BORN_TS][n] = get_i64(d + 40);
+    i8[C_BODY_POS][n] = pos + body_at;
+    i8[C_TOPIC_POS][n] = pos + topic_at;
+    i8[C_PROPS_POS][n] = pos + at;
+    i4[C_SIZE][n] = total;
+    i4[C_MAGIC][n] = magic;
+    i4[C_BODY_CRC][n] = stored_crc;
+    i4[C_QUEUE_ID][n] = get_i32(d + 12);
+    i4[C_FLAG][n] = get_i32(d + 16);
+    i4[C_SYS_FLAG][n] = sys_flag;
+    i4[C_BODY_LEN][n] = body_len;
+    i4[C_TOPIC_LEN][n] = topic_len;
+    i4[C_PROPS_LEN][n] = props_len;
+    c->crc_ok[n] = crc_ok;
+    p = d + 48;
+    uint8_t *ip = c->born_ip + n * IPV6_LEN;
+    int len = born6 ? IPV6_LEN : IPV4_LEN;
+    memcpy(ip, p, (size_t)len);
+    memset(ip + len, 0, (size_t)(IPV6_LEN - len));
+    p += len;
+    i4[C_BORN_PORT][n] = get_i32(p); p += 4;
+    i8[C_STORE_TS][n] = get_i64(p); p += 8;
+    ip = c->store_ip + n * IPV6_LEN;
+    len = store6 ? IPV6_LEN : IPV4_LEN;
+    memcpy(ip, p, (size_t)len);
+    memset(ip + len, 0, (size_t)(IPV6_LEN - len));
+    p += len;
+    i4[C_STORE_PORT][n] = get_i32(p); p += 4;
+    i4[C_RECONSUME][n] = get_i32(p); p += 4;
+    i8[C_PREPARED][n] = get_i64(p);
+    return 1;
+}
+
+/*
+ * decode_region(view, pos, stop, limit, base, i8, i4, u8, strict) -> (n, pos, status, blank_size)
+ *
+ * Walk the records of view[pos:limit] that start before stop, one row each into
+ * the column blocks, until they are full.  status: ST_DONE (stop reached or rows
+ * full), ST_BLANK (a BLANK at pos, blank_size its size), ST_END (unwritten zeros
+ * at pos), ST_BAD (message.decode would raise at pos; strict: a CRC mismatch too,
+ * else it only clears crc_ok).  Never reads outside view[:limit].  Releases the GIL.
+ */
+static PyObject *
+decode_region(PyObject *module, PyObject *args)
+{
+    Py_buffer view, i8, i4, u8;
+    Py_ssize_t pos, stop, limit;
+    long long base;
+    int strict;
+    if (!PyArg_ParseTuple(args, "y*nnnLw*w*w*p", &view, &pos, &stop, &limit, &base, &i8, &i4, &u8, &strict)) {
+        return NULL;
+    }
+    Cols c;
+    PyObject *ret = NULL;
+    if (!cols_init(&c, &i8, &i4, &u8)) {
+        goto done;
+    }
+    if (limit > view.len || pos < 0) {
+        PyErr_SetString(PyExc_ValueError, "expected 0 <= pos and limit <= len(view)");
+        goto done;
+    }
+    const uint8_t *d = view.buf;
+    Py_ssize_t n = 0;
+    int status = ST_DONE;
+    int32_t blank = 0;
+    Py_BEGIN_ALLOW_THREADS
+    while (n < c.cap && pos < stop) {
+        Py_ssize_t left = limit - pos;
+        if (left < PREFIX_SIZE) {
+            status = ST_END;
+            for (Py_ssize_t k = 0; k < left; k++) {
+                if (d[pos + k]) {
+                    status = ST_BAD;
+                }
+            }
+            break;
+        }
+        int32_t total = get_i32(d + pos), magic = get_i32(d + pos + 4);
+        if (magic == BLANK_MAGIC) {
+            status = ST_BLANK;
+            blank = total;
+            break;
+        }
+        if (magic != MESSAGE_MAGIC && magic != MESSAGE_MAGIC_V2) {
+            status = total == 0 && magic == 0 ? ST_END : ST_BAD;
+            break;
+        }
+        if (!decode_row(d + pos, left, total, magic, strict, &c, n, pos, base)) {
+            status = ST_BAD;
+            break;
+        }
+        n++;
+        pos += total;
+    }
+    Py_END_ALLOW_THREADS
+    ret = Py_BuildValue("nnii", n, pos, status, blank);
+done:
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&i8);
+    PyBuffer_Release(&i4);
+    PyBuffer_Release(&u8);
+    return ret;
+}
+
+/*
+ * decode_at(view, positions, limit, base, i8, i4, u8, strict) -> n
+ *
+ * The message at each view position (int64) in turn, one row each, until one is
+ * not a message message.decode accepts (a BLANK, zeros or damage): n <
+ * len(positions) then names it.  Never reads outside view[:limit].  Releases the GIL.
+ */
+static PyObject *
+decode_at(PyObject *module, PyObject *args)
+{
+    Py_buffer view, positions, i8, i4, u8;
+    Py_ssize_t limit;
+    long long base;
+    int strict;
+    if (!PyArg_ParseTuple(args, "y*y*nLw*w*w*p", &view, &positions, &limit, &base, &i8, &i4, &u8, &strict)) {
+        return NULL;
+    }
+    Cols c;
+    PyObject *ret = NULL;
+    if (!cols_init(&c, &i8, &i4, &u8)) {
+        goto done;
+    }
+    Py_ssize_t count = positions.len / (Py_ssize_t)sizeof(int64_t);
+    if (limit > view.len || limit < 0 || c.cap < count || positions.len % (Py_ssize_t)sizeof(int64_t)) {
+        PyErr_SetString(PyExc_ValueError, "expected limit <= len(view), int64 positions and a row for each");
+        goto done;
+    }
+    const uint8_t *d = view.buf;
+    const int64_t *at = positions.buf;
+    Py_ssize_t n = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (; n < count; n++) {
+        int64_t pos = at[n];
+        if (pos < 0 || limit - pos < PREFIX_SIZE) {
+            break;
+        }
+        int32_t total = get_i32(d + pos), magic = get_i32(d + pos + 4);
+        if ((magic != MESSAGE_MAGIC && magic != MESSAGE_MAGIC_V2) ||
+            !decode_row(d + pos, limit - pos, total, magic, strict, &c, n, pos, base)) {
+            break;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    ret = PyLong_FromSsize_t(n);
+done:
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&positions);
+    PyBuffer_Release(&i8);
+    PyBuffer_Release(&i4);
+    PyBuffer_Release(&u8);
+    return ret;
+}
+
+/*
+ * gather(view, starts, lengths, offsets, out) -> None
+ *
+ * Copy view[starts[i]:starts[i]+lengths[i]] one after another into out, and
+ * their int32 offsets (n + 1) into offsets (int64 starts, int32 lengths;
+ * lengths <= 0 copy nothing).  Every slice is bounds-checked.  Releases the GIL.
+ */
+static PyObject *
+gather(PyObject *module, PyObject *args)
+{
+    Py_buffer view, starts, lengths, offsets, out;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*w*", &view, &starts, &lengths, &offsets, &out)) {
+        return NULL;
+    }
+    Py_ssize_t n = lengths.len / (Py_ssize_t)sizeof(int32_t);
+    const int64_t *s = starts.buf;
+    const int32_t *l = lengths.buf;
+    int32_t *off = offsets.buf;
+    const uint8_t *d = view.buf;
+    uint8_t *o = out.buf;
+    Py_ssize_t at = 0;
+    int ok = starts.len == n * (Py_ssize_t)sizeof(int64_t) && offsets.len >= (n + 1) * (Py_ssize_t)sizeof(int32_t);
+    Py_BEGIN_ALLOW_THREADS
+    if (ok) {
+        off[0] = 0;
+    }
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
+        if (l[i] > 0) {
+            if (s[i] < 0 || s[i] + l[i] > view.len || at + l[i] > out.len || at + l[i] > INT32_MAX) {
+                ok = 0;
+                break;
+            }
+            memcpy(o + at, d + s[i], (size_t)l[i]);
+            at += l[i];
+        }
+        off[i + 1] = (int32_t)at;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&lengths);
+    PyBuffer_Release(&offsets);
+    PyBuffer_Release(&out);
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "expected slices inside the view and outputs large enough");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/*
+ * split_properties(view, starts, lengths, item_offsets, names, name_lens, values, value_lens,
+ *                  tags, tags_lens, token_offsets, tokens, token_lens) -> (items, tokens)
+ *
+ * (tags_lens is -1 for a message without TAGS; a message's first KEYS token is
+ * tokens[token_offsets[i]] when token_offsets[i + 1] > token_offsets[i].)
+ *
+ * Each properties string view[starts[i]:+lengths[i]] split as message.decode_properties:
+ * items NAME 0x01 VALUE separated by 0x02, items without 0x01 skipped, a repeated
+ * name keeps its first place and takes the last value.  Per message: item_offsets
+ * (n + 1 int32), its TAGS value in tags/tags_lens (-1: none), and the non-empty
+ * space-separated tokens of its KEYS value (token_offsets n + 1).  Items and
+ * tokens are view positions (int64) and lengths (int32).  Returns (-1, -1) when
+ * the item or token outputs are too small (sum(lengths) // 2 + n each always do).
+ */
+static PyObject *
+split_properties(PyObject *module, PyObject *args)
+{
+    Py_buffer b[13];
+    if (!PyArg_ParseTuple(args, "y*y*y*w*w*w*w*w*w*w*w*w*w*", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5], &b[6],
+                          &b[7], &b[8], &b[9], &b[10], &b[11], &b[12])) {
+        return NULL;
+    }
+    const uint8_t *d = b[0].buf;
+    const int64_t *starts = b[1].buf;
+    const int32_t *lens = b[2].buf;
+    int32_t *item_off = b[3].buf, *name_len = b[5].buf, *val_len = b[7].buf, *tags_len = b[9].buf;
+    int64_t *name_pos = b[4].buf, *val_pos = b[6].buf, *tags_pos = b[8].buf, *tok_pos = b[11].buf;
+    int32_t *tok_off = b[10].buf, *tok_len = b[12].buf;
+    Py_ssize_t n = b[2].len / (Py_ssize_t)sizeof(int32_t);
+    Py_ssize_t item_cap = b[5].len / (Py_ssize_t)sizeof(int32_t), tok_cap = b[12].len / (Py_ssize_t)sizeof(int32_t);
+    int ok = b[1].len == n * 8 && b[3].len >= (n + 1) * 4 && b[8].len >= n * 8 && b[9].len >= n * 4 &&
+             b[10].len >= (n + 1) * 4 && b[4].len >= item_cap * 8 && b[6].len >= item_cap * 8 &&
+             b[7].len >= item_cap * 4 && b[11].len >= tok_cap * 8;
+    Py_ssize_t items = 0, tokens = 0;
+    int full = 0;
+    if (ok) {
+        item_off[0] = 0;
+        tok_off[0] = 0;
+    }
+    for (Py_ssize_t i = 0; ok && !full && i < n; i++) {
+        int64_t s = starts[i], e = s + lens[i];
+        if (s < 0 || e > b[0].len || lens[i] < 0) {
+            ok = 0;
+            break;
+        }
+        Py_ssize_t first = items;
+        int64_t p = s;
+        while (!full && lens[i] > 0 && p <= e) {
+            const uint8_t *q = memchr(d + p, PROPERTY_SEPARATOR, (size_t)(e - p));
+            int64_t item_end = q ? q - d : e;
+            const uint8_t *sep = memchr(d + p, NAME_VALUE_SEPARATOR, (size_t)(item_end - p));
+            if (sep) {
+                int64_t nl = sep - (d + p);
+                Py_ssize_t k = first;
+                for (; k < items; k++) {
+                    if (name_len[k] == nl && memcmp(d + name_pos[k], d + p, (size_t)nl) == 0) {
+                        break;
+                    }
+                }
+                if (k == items) {
+                    if (items >= item_cap) {
+                        full = 1;
+                        break;
+                    }
+                    name_pos[k] = p;
+                    name_len[k] = (int32_t)nl;
+                    items++;
+                }
+                val_pos[k] = p + nl + 1;
+                val_len[k] = (int32_t)(item_end - (p + nl + 1));
+            }
+            p = item_end + 1;
+        }
+        item_off[i + 1] = (int32_t)items;
+        tags_pos[i] = 0;
+        tags_len[i] = -1;
+        for (Py_ssize_t k = first; !full && k < items; k++) {
+            if (name_len[k] != PROPERTY_NAME_LEN) {
+                continue;
+            }
+            const uint8_t *nm = d + name_pos[k];
+            if (memcmp(nm, "TAGS", PROPERTY_NAME_LEN) == 0) {
+                tags_pos[i] = val_pos[k];
+                tags_len[i] = val_len[k];
+            } else if (memcmp(nm, "KEYS", PROPERTY_NAME_LEN) == 0) {
+                int64_t t = val_pos[k], te = t + val_len[k];
+                while (!full && t < te) {
+                    const uint8_t *sp = memchr(d + t, KEY_SEPARATOR, (size_t)(te - t));
+                    int64_t tok_end = sp ? sp - d : te;
+                    if (tok_end > t) {
+                        if (tokens >= tok_cap) {
+                            full = 1;
+                            break;
+                        }
+                        tok_pos[tokens] = t;
+                        tok_len[tokens] = (int32_t)(tok_end - t);
+                        tokens++;
+                    }
+                    t = tok_end + 1;
+                }
+            }
+        }
+        tok_off[i + 1] = (int32_t)tokens;
+    }
+    for (int k = 0; k < 13; k++) {
+        PyBuffer_Release(&b[k]);
+    }
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "expected properties inside the view and outputs of the documented sizes");
+        return NULL;
+    }
+    if (full) {
+        return Py_BuildValue("nn", (Py_ssize_t)-1, (Py_ssize_t)-1);
+    }
+    return Py_BuildValue("nn", items, tokens);
+}
+
+static const char HEX_UPPER[] = "0123456789ABCDEF";
+static const char HEX_LOWER[] = "0123456789abcdef";
+
+static uint8_t *
+put_decimal(uint8_t *o, int64_t v)
+{
+    char tmp[24];
+    int k = 0;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do {
+        tmp[k++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0) {
+        *o++ = '-';
+    }
+    while (k) {
+        *o++ = (uint8_t)tmp[--k];
+    }
+    return o;
+}
+
+/*
+ * format_hosts(i8, i4, u8, n, which, offsets, out) -> bytes used
+ *
+ * One string for each of the first n rows of the column blocks: which 0 the born
+ * host, 1 the store host, as Host.__str__ ("a.b.c.d:port", "[x:x:x:x:x:x:x:x]:port"
+ * as Java prints IPv6), 2 the msgId (uppercase hex of store IP, int port, long
+ * physical offset).  offsets: n + 1 int32; out: at least HOST_TEXT_MAX bytes per
+ * row.  A host equal to the previous row's is copied (stores hold few hosts).
+ */
+#define HOST_TEXT_MAX 64
+static PyObject *
+format_hosts(PyObject *module, PyObject *args)
+{
+    Py_buffer i8, i4, u8, offsets, out;
+    Py_ssize_t n;
+    int which;
+    if (!PyArg_ParseTuple(args, "y*y*y*niw*w*", &i8, &i4, &u8, &n, &which, &offsets, &out)) {
+        return NULL;
+    }
+    Cols c;
+    PyObject *ret = NULL;
+    if (!cols_init(&c, &i8, &i4, &u8)) {
+        goto done;
+    }
+    if (n < 0 || n > c.cap || offsets.len < (n + 1) * 4 || out.len < n * HOST_TEXT_MAX || which < 0 || which > 2) {
+        PyErr_SetString(PyExc_ValueError, "expected n <= capacity, which in 0..2 and outputs of n rows");
+        goto done;
+    }
+    int32_t *off = offsets.buf;
+    uint8_t *o0 = out.buf, *o = o0;
+    int born = which == 0;
+    const uint8_t *ips = born ? c.born_ip : c.store_ip;
+    const int32_t *ports = c.i4[born ? C_BORN_PORT : C_STORE_PORT], *flags = c.i4[C_SYS_FLAG];
+    const int64_t *phys = c.i8[C_PHYSICAL_OFFSET];
+    int32_t v6_bit = born ? SYSFLAG_BORNHOST_V6 : SYSFLAG_STOREHOST_V6;
+    off[0] = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const uint8_t *ip = ips + i * IPV6_LEN;
+        int32_t port = ports[i];
+        int v6 = (flags[i] & v6_bit) != 0;
+        if (which == 2) {
+            int len = v6 ? IPV6_LEN : IPV4_LEN;
+            if (i > 0 && port == ports[i - 1] && v6 == ((flags[i - 1] & v6_bit) != 0) &&
+                memcmp(ip, ip - IPV6_LEN, IPV6_LEN) == 0) {
+                memcpy(o, o - (off[i] - off[i - 1]), (size_t)(2 * (len + 4)));   /* same host: same prefix */
+                o += 2 * (len + 4);
+            } else {
+                for (int k = 0; k < len; k++) {
+                    *o++ = (uint8_t)HEX_UPPER[ip[k] >> 4];
+                    *o++ = (uint8_t)HEX_UPPER[ip[k] & 15];
+                }
+                uint8_t p4[4];
+                put_i32(p4, port);
+                for (int k = 0; k < 4; k++) {
+                    *o++ = (uint8_t)HEX_UPPER[p4[k] >> 4];
+                    *o++ = (uint8_t)HEX_UPPER[p4[k] & 15];
+                }
+            }
+            uint64_t u = (uint64_t)phys[i];
+            for (int shift = 60; shift >= 0; shift -= 4) {
+                *o++ = (uint8_t)HEX_UPPER[(u >> shift) & 15];
+            }
+        } else if (i > 0 && port == ports[i - 1] && v6 == ((flags[i - 1] & v6_bit) != 0) &&
+                   memcmp(ip, ip - IPV6_LEN, IPV6_LEN) == 0) {
+            int32_t len = off[i] - off[i - 1];
+            memcpy(o, o - len, (size_t)len);
+            o += len;
+        } else if (v6) {
+            *o++ = '[';
+            for (int g = 0; g < 8; g++) {
+                unsigned v = ((unsigned)ip[2 * g] << 8) | ip[2 * g + 1];
+                int started = 0;
+                for (int shift = 12; shift >= 0; shift -= 4) {
+                    unsigned nib = (v >> shift) & 15;
+                    if (nib || started || shift == 0) {
+                        *o++ = (uint8_t)HEX_LOWER[nib];
+                        started = 1;
+                    }
+                }
+                if (g < 7) {
+                    *o++ = ':';
+                }
+            }
+            *o++ = ']';
+            *o++ = ':';
+            o = put_decimal(o, port);
+        } else {
+            for (int k = 0; k < IPV4_LEN; k++) {
+                o = put_decimal(o, ip[k]);
+                *o++ = k < IPV4_LEN - 1 ? '.' : ':';
+            }
+            o = put_decimal(o, port);
+        }
+        off[i + 1] = (int32_t)(o - o0);
+    }
+    ret = PyLong_FromSsize_t(o - o0);
+done:
+    PyBuffer_Release(&i8);
+    PyBuffer_Release(&i4);
+    PyBuffer_Release(&u8);
+    PyBuffer_Release(&offsets);
+    PyBuffer_Release(&out);
+    return ret;
+}
+
+#define TRANSACTION_TYPE_MASK 0xC
+#define TRANSACTION_ROLLBACK_TYPE 0xC
+
+/* Java String.hashCode continued from h over the UTF-16 code units of UTF-8 s[0:n] (already validated). */
+static uint32_t
+java_hash_utf8(uint32_t h, const uint8_t *s, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    while (i < n) {
+        uint32_t c = s[i], cp;
+        if (c < 0x80) {
+            cp = c;
+            i += 1;
+        } else if (c < 0xE0) {
+            cp = ((c & 0x1F) << 6) | (s[i + 1] & 0x3F);
+            i += 2;
+        } else if (c < 0xF0) {
+            cp = ((c & 0x0F) << 12) | ((uint32_t)(s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F);
+            i += 3;
+        } else {
+            cp = ((c & 0x07) << 18) | ((uint32_t)(s[i + 1] & 0x3F) << 12) | ((uint32_t)(s[i + 2] & 0x3F) << 6) |
+                 (s[i + 3] & 0x3F);
+            i += 4;
+        }
+        if (cp > 0xFFFF) {
+            cp -= 0x10000;
+            h = h * 31u + (0xD800u + (cp >> 10));
+            h = h * 31u + (0xDC00u + (cp & 0x3FF));
+        } else {
+            h = h * 31u + cp;
+        }
+    }
+    return h;
+}
+
+/* The value of the last item named name (len name_len) in properties p[0:len]; its length, or -1 when none. */
+static int32_t
+property_value(const uint8_t *p, int32_t len, const char *name, int32_t name_len, const uint8_t **value)
+{
+    int32_t found = -1;
+    const uint8_t *e = p + len;
+    while (len > 0 && p <= e) {
+        const uint8_t *q = memchr(p, PROPERTY_SEPARATOR, (size_t)(e - p));
+        const uint8_t *item_end = q ? q : e;
+        const uint8_t *sep = memchr(p, NAME_VALUE_SEPARATOR, (size_t)(item_end - p));
+        if (sep && sep - p == name_len && memcmp(p, name, (size_t)name_len) == 0) {
+            *value = sep + 1;
+            found = (int32_t)(item_end - sep - 1);
+        }
+        p = item_end + 1;
+    }
+    return found;
+}
+
+/*
+ * tags_hashes(view, props_pos, props_len, out) -> None
+ *
+ * Per message, the Java String.hashCode of its TAGS property (0 without TAGS or
+ * for an empty one): a plain message's consume-queue tags code.  The properties
+ * must have passed decode_region (valid UTF-8).
+ */
+static PyObject *
+tags_hashes(PyObject *module, PyObject *args)
+{
+    Py_buffer view, pos, len, tags;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*", &view, &pos, &len, &tags)) {
+        return NULL;
+    }
+    Py_ssize_t n = len.len / (Py_ssize_t)sizeof(int32_t);
+    const int64_t *ps = pos.buf;
+    const int32_t *ls = len.buf;
+    int64_t *th = tags.buf;
+    int ok = pos.len == n * 8 && tags.len >= n * 8;
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
+        if (ps[i] < 0 || ls[i] < 0 || ps[i] + ls[i] > view.len) {
+            ok = 0;
+            break;
+        }
+        const uint8_t *v = NULL;
+        int32_t vl = property_value((const uint8_t *)view.buf + ps[i], ls[i], "TAGS", PROPERTY_NAME_LEN, &v);
+        th[i] = vl > 0 ? (int64_t)(int32_t)java_hash_utf8(0, v, vl) : 0;
+    }
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&pos);
+    PyBuffer_Release(&len);
+    PyBuffer_Release(&tags);
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "expected properties inside the view and an output of n rows");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/*
+ * index_entries(view, topic_pos, topic_len, props_pos, props_len, sys_flag, counts, hashes) -> total
+ *
+ * The IndexFile entries the broker puts for each message (IndexService.buildIndex):
+ * none for a rollback transaction, else topic#UNIQ_KEY (when the property is
+ * there) then topic#token for each non-empty space-separated KEYS token, each as
+ * the index hash abs(String.hashCode), MIN_VALUE -> 0.  counts: entries per
+ * message (n int32); hashes: the entries in order.  Returns -1 when hashes is too
+ * small (sum(props_len) // 2 + n always does).  The fields must have passed
+ * decode_region (valid UTF-8).
+ */
+static PyObject *
+index_entries(PyObject *module, PyObject *args)
+{
+    Py_buffer view, tpos, tlen, ppos, plen, flags, counts, hashes;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*w*w*", &view, &tpos, &tlen, &ppos, &plen, &flags, &counts, &hashes)) {
+        return NULL;
+    }
+    Py_ssize_t n = tlen.len / (Py_ssize_t)sizeof(int32_t), cap = hashes.len / (Py_ssize_t)sizeof(int64_t);
+    const int64_t *tp = tpos.buf, *pp = ppos.buf;
+    const int32_t *tl = tlen.buf, *pl = plen.buf, *sf = flags.buf;
+    int32_t *cnt = counts.buf;
+    int64_t *out = hashes.buf;
+    const uint8_t *d = view.buf;
+    int ok = tpos.len == n * 8 && ppos.len == n * 8 && plen.len == n * 4 && flags.len == n * 4 && counts.len >= n * 4;
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; ok && total >= 0 && i < n; i++) {
+        if (tp[i] < 0 || tl[i] < 0 || tp[i] + tl[i] > view.len || pp[i] < 0 || pl[i] < 0 ||
+            pp[i] + pl[i] > view.len) {
+            ok = 0;
+            break;
+        }
+        cnt[i] = 0;
+        if ((sf[i] & TRANSACTION_TYPE_MASK) == TRANSACTION_ROLLBACK_TYPE) {
+            continue;
+        }
+        uint32_t prefix = java_hash_utf8(0, d + tp[i], tl[i]) * 31u + TOPIC_KEY_SEPARATOR;
+        const uint8_t *p = d + pp[i], *v = NULL;
+        int32_t vl = property_value(p, pl[i], "UNIQ_KEY", 8, &v);
+        if (vl >= 0) {
+            if (total >= cap) {
+                total = -1;
+                break;
+            }
+            out[total++] = index_hash(java_hash_utf8(prefix, v, vl));
+            cnt[i]++;
+        }
+        vl = property_value(p, pl[i], "KEYS", PROPERTY_NAME_LEN, &v);
+        const uint8_t *t = v, *te = v + (vl > 0 ? vl : 0);
+        while (vl > 0 && t < te) {
+            const uint8_t *sp = memchr(t, KEY_SEPARATOR, (size_t)(te - t));
+            const uint8_t *tok_end = sp ? sp : te;
+            if (tok_end > t) {
+                if (total >= cap) {
+                    total = -1;
+                    break;
+                }
+                out[total++] = index_hash(java_hash_utf8(prefix, t, tok_end - t));
+                cnt[i]++;
+            }
+            t = tok_end + 1;
+        }
+    }
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&tpos);
+    PyBuffer_Release(&tlen);
+    PyBuffer_Release(&ppos);
+    PyBuffer_Release(&plen);
+    PyBuffer_Release(&flags);
+    PyBuffer_Release(&counts);
+    PyBuffer_Release(&hashes);
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "expected fields inside the view and outputs of n rows");
+        return NULL;
+    }
+    return PyLong_FromSsize_t(total);
+}
+
+/* ------------------------------------------------------------------------------ */
+/* dump --json */
+
+static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static inline uint8_t *
+put_text_n(uint8_t *o, const char *s, size_t n)
+{
+    memcpy(o, s, n);
+    return o + n;
+}
+
+/* A string literal, its length known at compile time. */
+#define put_text(o, lit) put_text_n((o), (lit), sizeof(lit) - 1)
+
+/* s[0:n] as a JSON string as json.dumps(ensure_ascii=False) writes it. */
+static uint8_t *
+put_json_string(uint8_t *o, const uint8_t *s, Py_ssize_t n)
+{
+    *o++ = '"';
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint8_t c = s[i];
+        if (c >= 0x20 && c != '"' && c != '\\') {
+            *o++ = c;
+            continue;
+        }
+        *o++ = '\\';
+        switch (c) {
+        case '"': *o++ = '"'; break;
+        case '\\': *o++ = '\\'; break;
+        case '\n': *o++ = 'n'; break;
+        case '\r': *o++ = 'r'; break;
+        case '\t': *o++ = 't'; break;
+        case '\b': *o++ = 'b'; break;
+        case '\f': *o++ = 'f'; break;
+        default:
+            o = put_text(o, "u00");
+            *o++ = (uint8_t)HEX_LOWER[c >> 4];
+            *o++ = (uint8_t)HEX_LOWER[c & 15];
+        }
+    }
+    *o++ = '"';
+    return o;
+}
+
+#define put_field_int(o, lit, v) put_decimal(put_text((o), (lit)), (v))
+
+/*
+ * json_lines(view, i8, i4, u8, n, tags_codes, item_offsets, names, name_lens, values, value_lens,
+ *            tags, tags_lens, token_offsets, tokens, token_lens, born_offsets, born, store_offsets,
+ *            store, id_offsets, ids, out) -> bytes written, or -(bytes needed)
+ *
+ * One ``dump --json`` line per row (store.JSON_KEYS, as json.dumps(to_json(msg),
+ * ensure_ascii=False) + "\n" writes it) into the caller's buffer out (reused from
+ * batch to batch): the rows' fields, the body in base64, the properties split by
+ * split_properties, the tags codes given, the host and msgId texts of
+ * format_hosts.  When out may be too small nothing is written and the negated
+ * size it needs is returned.
+ */
+static PyObject *
+json_lines(PyObject *module, PyObject *args)
+{
+    enum { V, I8, I4, U8, CODES, ITEM_OFF, NAMES, NAME_LENS, VALUES, VALUE_LENS, TAGS, TAGS_LENS, TOK_OFF, TOKS,
+           TOK_LENS, BORN_OFF, BORN, STORE_OFF, STORE, ID_OFF, IDS, OUT, NB };
+    Py_buffer b[NB];
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*ny*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*w*", &b[V], &b[I8], &b[I4], &b[U8], &n,
+                          &b[CODES], &b[ITEM_OFF], &b[NAMES], &b[NAME_LENS], &b[VALUES], &b[VALUE_LENS], &b[TAGS],
+                          &b[TAGS_LENS], &b[TOK_OFF], &b[TOKS], &b[TOK_LENS], &b[BORN_OFF], &b[BORN], &b[STORE_OFF],
+                          &b[STORE], &b[ID_OFF], &b[IDS], &b[OUT])) {
+        return NULL;
+    }
+    PyObject *ret = NULL;
+    Cols c;
+    if (!cols_init(&c, &b[I8], &b[I4], &b[U8])) {
+        goto done;
+    }
+    if (n < 0 || n > c.cap || b[CODES].len < n * 8 || b[ITEM_OFF].len < (n + 1) * 4 || b[TOK_OFF].len < (n + 1) * 4 ||
+        b[TAGS].len < n * 8 || b[TAGS_LENS].len < n * 4 || b[BORN_OFF].len < (n + 1) * 4 ||
+        b[STORE_OFF].len < (n + 1) * 4 || b[ID_OFF].len < (n + 1) * 4) {
+        PyErr_SetString(PyExc_ValueError, "expected columns of n rows");
+        goto done;
+    }
+    const uint8_t *d = b[V].buf;
+    int64_t **i8 = c.i8;
+    int32_t **i4 = c.i4;
+    const int64_t *codes = b[CODES].buf, *names = b[NAMES].buf, *values = b[VALUES].buf, *tags = b[TAGS].buf;
+    const int64_t *toks = b[TOKS].buf;
+    const int32_t *item_off = b[ITEM_OFF].buf, *name_lens = b[NAME_LENS].buf, *value_lens = b[VALUE_LENS].buf;
+    const int32_t *tags_lens = b[TAGS_LENS].buf, *tok_off = b[TOK_OFF].buf, *tok_lens = b[TOK_LENS].buf;
+    const int32_t *host_off[3] = {b[BORN_OFF].buf, b[STORE_OFF].buf, b[ID_OFF].buf};
+    const uint8_t *host_data[3] = {b[BORN].buf, b[STORE].buf, b[IDS].buf};
+    /* every slice must lie in the view and every item/token index in its column */
+    Py_ssize_t items = b[NAME_LENS].len / 4, ntoks = b[TOK_LENS].len / 4;
+    int64_t bound = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i8[C_BODY_POS][i] < 0 || i8[C_BODY_POS][i] + i4[C_BODY_LEN][i] > b[V].len || i8[C_TOPIC_POS][i] < 0 ||
+            i8[C_TOPIC_POS][i] + i4[C_TOPIC_LEN][i] > b[V].len || item_off[i + 1] > items || tok_off[i + 1] > ntoks ||
+            item_off[i] > item_off[i + 1] || tok_off[i] > tok_off[i + 1] ||
+            (tags_lens[i] > 0 && tags[i] + tags_lens[i] > b[V].len)) {
+            PyErr_SetString(PyExc_ValueError, "expected slices inside the view and item indexes inside their columns");
+            goto done;
+        }
+        bound += 768 + 4 * ((int64_t)i4[C_BODY_LEN][i] / 3 + 1) + 6 * (int64_t)i4[C_TOPIC_LEN][i] +
+                 24 * (int64_t)i4[C_PROPS_LEN][i] + 16 * (int64_t)(tok_off[i + 1] - tok_off[i]);
+    }
+    for (Py_ssize_t k = 0; k < items; k++) {
+        if (names[k] < 0 || names[k] + name_lens[k] > b[V].len || values[k] < 0 ||
+            values[k] + value_lens[k] > b[V].len) {
+            PyErr_SetString(PyExc_ValueError, "expected properties inside the view");
+            goto done;
+        }
+    }
+    for (Py_ssize_t k = 0; k < ntoks; k++) {
+        if (toks[k] < 0 || toks[k] + tok_lens[k] > b[V].len) {
+            PyErr_SetString(PyExc_ValueError, "expected tokens inside the view");
+            goto done;
+        }
+    }
+    for (int h = 0; h < 3; h++) {
+        bound += host_off[h][n];
+    }
+    if (bound > b[OUT].len) {
+        ret = PyLong_FromLongLong(-(long long)bound);
+        goto done;
+    }
+    uint8_t *o0 = b[OUT].buf, *o = o0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        o = put_text(o, "{\"topic\": ");
+        o = put_json_string(o, d + i8[C_TOPIC_POS][i], i4[C_TOPIC_LEN][i]);
+        o = put_field_int(o, ", \"queue_id\": ", i4[C_QUEUE_ID][i]);
+        o = put_field_int(o, ", \"queue_offset\": ", i8[C_QUEUE_OFFSET][i]);
+        o = put_field_int(o, ", \"physical_offset\": ", i8[C_PHYSICAL_OFFSET][i]);
+        o = put_field_int(o, ", \"size\": ", i4[C_SIZE][i]);
+        o = put_field_int(o, ", \"body_crc\": ", i4[C_BODY_CRC][i]);
+        o = put_field_int(o, ", \"flag\": ", i4[C_FLAG][i]);
+        o = put_field_int(o, ", \"sys_flag\": ", i4[C_SYS_FLAG][i]);
+        o = put_field_int(o, ", \"born_timestamp\": ", i8[C_BORN_TS][i]);
+        o = put_text(o, ", \"born_host\": ");
+        o = put_json_string(o, host_data[0] + host_off[0][i], host_off[0][i + 1] - host_off[0][i]);
+        o = put_field_int(o, ", \"store_timestamp\": ", i8[C_STORE_TS][i]);
+        o = put_text(o, ", \"store_host\": ");
+        o = put_json_string(o, host_data[1] + host_off[1][i], host_off[1][i + 1] - host_off[1][i]);
+        o = put_field_int(o, ", \"reconsume_times\": ", i4[C_RECONSUME][i]);
+        o = put_field_int(o, ", \"prepared_transaction_offset\": ", i8[C_PREPARED][i]);
+        o = put_text(o, ", \"body\": \"");
+        const uint8_t *s = d + i8[C_BODY_POS][i];
+        Py_ssize_t len = i4[C_BODY_LEN][i], k = 0;
+        for (; k + 3 <= len; k += 3) {
+            uint32_t v = ((uint32_t)s[k] << 16) | ((uint32_t)s[k + 1] << 8) | s[k + 2];
+            *o++ = (uint8_t)B64[v >> 18];
+            *o++ = (uint8_t)B64[(v >> 12) & 63];
+            *o++ = (uint8_t)B64[(v >> 6) & 63];
+            *o++ = (uint8_t)B64[v & 63];
+        }
+        if (len - k == 1) {
+            uint32_t v = (uint32_t)s[k] << 16;
+            *o++ = (uint8_t)B64[v >> 18];
+            *o++ = (uint8_t)B64[(v >> 12) & 63];
+            *o++ = '=';
+            *o++ = '=';
+        } else if (len - k == 2) {
+            uint32_t v = ((uint32_t)s[k] << 16) | ((uint32_t)s[k + 1] << 8);
+            *o++ = (uint8_t)B64[v >> 18];
+            *o++ = (uint8_t)B64[(v >> 12) & 63];
+            *o++ = (uint8_t)B64[(v >> 6) & 63];
+            *o++ = '=';
+        }
+        o = put_text(o, "\", \"properties\": {");
+        for (int32_t k2 = item_off[i]; k2 < item_off[i + 1]; k2++) {
+            if (k2 > item_off[i]) {
+                o = put_text(o, ", ");
+            }
+            o = put_json_string(o, d + names[k2], name_lens[k2]);
+            o = put_text(o, ": ");
+            o = put_json_string(o, d + values[k2], value_lens[k2]);
+        }
+        o = put_text(o, "}, \"tags\": ");
+        o = tags_lens[i] >= 0 ? put_json_string(o, d + tags[i], tags_lens[i]) : put_text(o, "null");
+        o = put_text(o, ", \"keys\": [");
+        for (int32_t k2 = tok_off[i]; k2 < tok_off[i + 1]; k2++) {
+            if (k2 > tok_off[i]) {
+                o = put_text(o, ", ");
+            }
+            o = put_json_string(o, d + toks[k2], tok_lens[k2]);
+        }
+        o = put_field_int(o, "], \"tags_code\": ", codes[i]);
+        o = put_text(o, ", \"msg_id\": ");
+        o = put_json_string(o, host_data[2] + host_off[2][i], host_off[2][i + 1] - host_off[2][i]);
+        o = put_text(o, "}\n");
+    }
+    ret = PyLong_FromSsize_t(o - o0);
+done:
+    for (int k = 0; k < NB; k++) {
+        PyBuffer_Release(&b[k]);
+    }
+    return ret;
+}
+
+/* ------------------------------------------------------------------------------ */
 /* init */
 
 static PyObject *
@@ -955,6 +1953,19 @@ static PyMethodDef methods[] = {
      "file_size, limit, with_index, dest) -> None | str | (data, blanks, results, cq_rows, queues, index, end)"},
     {"index_put", index_put, METH_VARARGS,
      "index_put(head, slots, entries, slot_num, header, hashes, phys, stamps) -> (header, count)"},
+    {"decode_region", decode_region, METH_VARARGS,
+     "decode_region(view, pos, stop, limit, base, i8, i4, u8, strict) -> (n, pos, status, blank_size)"},
+    {"decode_at", decode_at, METH_VARARGS, "decode_at(view, positions, limit, base, i8, i4, u8, strict) -> n"},
+    {"gather", gather, METH_VARARGS, "gather(view, starts, lengths, offsets, out): the slices one after another."},
+    {"split_properties", split_properties, METH_VARARGS,
+     "split_properties(view, starts, lengths, item_offsets, names, name_lens, values, value_lens, tags, "
+     "tags_lens, token_offsets, tokens, token_lens) -> (items, tokens)"},
+    {"tags_hashes", tags_hashes, METH_VARARGS, "tags_hashes(view, props_pos, props_len, out): TAGS hashes."},
+    {"index_entries", index_entries, METH_VARARGS,
+     "index_entries(view, topic_pos, topic_len, props_pos, props_len, sys_flag, counts, hashes) -> total"},
+    {"json_lines", json_lines, METH_VARARGS,
+     "json_lines(view, i8, i4, u8, n, tags_codes, ..., out) -> bytes written, or -(bytes needed)"},
+    {"format_hosts", format_hosts, METH_VARARGS, "format_hosts(i8, i4, u8, n, which, offsets, out) -> bytes used"},
     {NULL, NULL, 0, NULL},
 };
 

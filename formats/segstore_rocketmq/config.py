@@ -116,6 +116,22 @@ def _host(value: Any) -> str:
     return str(value)
 
 
+def _delete_when(value: Any) -> str:
+    """``deleteWhen``: hours of the day separated by ``;`` (``UtilAll.isItTimeToDo``), or empty."""
+    text = str(value).strip()
+    for hour in filter(None, text.split(";")):
+        if not hour.strip().isdigit() or not 0 <= int(hour) <= 23:
+            raise ValueError(f"{hour!r} is not an hour 0-23")
+    return text
+
+
+def _non_negative_int(value: Any) -> int:
+    number = int(value)
+    if number < 0:
+        raise ValueError(f"{number} is negative")
+    return number
+
+
 def _delay_levels(value: Any) -> str:
     parse_delay_levels(str(value))
     return str(value)
@@ -140,6 +156,12 @@ class BrokerConfig:
     flushConsumeQueueLeastPages: int = 2
     #: the broker version a new store's messages are written as (an existing store keeps its own style)
     rocketmqVersion: str = REFERENCE_VERSION
+    # Retention (retention.py).  deleteWhen is the broker's "04" only when given: offline, a run with
+    # no deleteWhen is the admin's manual delete (CleanCommitLogService.executeDeleteFilesManually).
+    fileReservedTime: int = 72
+    deleteWhen: str = ""
+    diskMaxUsedSpaceRatio: int = 75
+    cleanFileForciblyEnable: bool = True
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any] | None = None) -> BrokerConfig:
@@ -193,5 +215,9 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "flushIntervalConsumeQueue": _positive_int,
     "flushConsumeQueueLeastPages": _positive_int,
     "rocketmqVersion": _version,
+    "fileReservedTime": _non_negative_int,
+    "deleteWhen": _delete_when,
+    "diskMaxUsedSpaceRatio": int,
+    "cleanFileForciblyEnable": _bool,
 }
 assert set(_PARSERS) == {f.name for f in fields(BrokerConfig)}

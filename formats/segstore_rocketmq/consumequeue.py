@@ -27,6 +27,7 @@ from segstore.errors import CorruptIndexError, OffsetOutOfRangeError, WrongForma
 from segstore.files import MappedFile
 from segstore.index import EntryIndex
 from segstore.log import SegmentedLog
+from segstore.search import Bound, search
 
 CQ_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
 assert CQ_DTYPE.itemsize == 20
@@ -90,6 +91,8 @@ class ConsumeQueue:
         self.writable = writable
         self.log: SegmentedLog[ConsumeQueueFile] = SegmentedLog(self._new_file)
         self._resume_base = 0       # where the first file goes when the queue has none (after truncate)
+        #: ``ConsumeQueue.minLogicOffset`` in entries: the first entry not below the commitlog's start
+        self.min_logical = 0
         self._load()
 
     def _new_file(self, base: int) -> ConsumeQueueFile:
@@ -118,7 +121,24 @@ class ConsumeQueue:
     def min_offset(self) -> int:
         """The first logical offset held (the first file's first slot)."""
         first = self.log.segments.first
-        return first.first_offset if first is not None else self._resume_base // CQ_DTYPE.itemsize
+        return (max(first.first_offset, self.min_logical) if first is not None
+                else self._resume_base // CQ_DTYPE.itemsize)
+
+    def correct_min_offset(self, phy_min: int) -> None:
+        """``ConsumeQueue.correctMinOffset``: the first entry pointing at or past the commitlog's
+        first offset ``phy_min`` starts the queue (entries before it point at deleted commitlog files).
+
+        The broker looks in the first file only, its clean-up having deleted the files wholly below
+        ``phy_min``; files a crash left before that clean-up are passed over here, so the start is
+        the one the broker reaches after it.  Runtime complexity: ``O(files skipped + log(entries))``.
+        """
+        for seg in self.log.segments:
+            offsets = seg.entries["offset"]
+            # a queue's physical offsets ascend: the one binary search finds the first live entry
+            found = search(offsets, phy_min, Bound.SMALLEST_UPPER)
+            self.min_logical = seg.first_offset + found
+            if found < len(offsets) or seg is self.log.active:
+                return
 
     @property
     def max_offset(self) -> int:

@@ -489,11 +489,16 @@ class IndexFile:
             number = prev
 
     # -- recovery -------------------------------------------------------------------
-    def truncate(self, keep: int, end_timestamp: int) -> None:
+    def truncate(self, keep: int, end_timestamp: int, start_phy_offset: int = 0,
+                 start_timestamp: int = 0) -> None:
         """Keep the first ``keep`` entries; slots pointing past them fall back along their chains.
 
         ``end_timestamp`` is the store time of the message of the last kept entry
         (the header's end time; the entry itself only holds whole seconds).
+        ``keep == 0`` leaves the header as :meth:`create` wrote it, starting at
+        ``start_phy_offset``/``start_timestamp`` (the previous file's end, 0 for
+        the first file): the first put measures its time diff from that begin
+        time, so only then does a re-put write the broker's bytes again.
         Runtime complexity: ``O(slots * chain depth)`` in numpy.
         """
         new_count = FIRST_ENTRY + keep
@@ -517,8 +522,8 @@ class IndexFile:
             header.end_phy_offset = int(self.entries_all[new_count - 1]["phy_offset"])
             header.end_timestamp = end_timestamp
         else:
-            header.end_phy_offset = header.begin_phy_offset
-            header.end_timestamp = header.begin_timestamp
+            header.begin_phy_offset = header.end_phy_offset = start_phy_offset
+            header.begin_timestamp = header.end_timestamp = start_timestamp
         self.write_header()
 
 
@@ -610,12 +615,14 @@ class IndexService:
         last = self.last
         return last if last is not None and not last.is_full else self._new_file()
 
-    def put_batch(self, requests: Sequence[IndexRequest]) -> int:
+    def put_batch(self, requests: Sequence[IndexRequest], skip_keys: int = 0) -> int:
         """Index messages (ascending commitlog offsets); returns the number of entries put.
 
         Messages below the active file's ``endPhyOffset`` are skipped (already
-        indexed), as the broker does.  Runtime complexity: ``O(keys)`` plus the
-        numpy put, one header write per file touched.
+        indexed), as the broker does.  ``skip_keys``: the first message's first
+        keys that are indexed already (recovery resuming a message whose keys
+        span two files).  Runtime complexity: ``O(keys)`` plus the numpy put,
+        one header write per file touched.
         """
         if not requests:
             return 0
@@ -624,10 +631,10 @@ class IndexService:
         keys: list[str] = []
         phys: list[int] = []
         stamps: list[int] = []
-        for req in requests:
+        for n, req in enumerate(requests):
             if req.phy_offset < floor:
                 continue
-            for key in index_keys(req):
+            for key in index_keys(req)[skip_keys if n == 0 else 0:]:
                 keys.append(key)
                 phys.append(req.phy_offset)
                 stamps.append(req.store_timestamp)

@@ -35,7 +35,7 @@ before any append, holding the writer lock.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -44,11 +44,13 @@ from segstore import files, progress
 from segstore.errors import CorruptDataError, OffsetOutOfRangeError
 from segstore.search import Bound, search
 
+from . import columnar
 from .checkpoint import Checkpoint
 from .commitlog import END_FILE_MIN_BLANK_LENGTH, KEPT_ASIDE, CommitLog, CommitLogFile
+from .config import SCHEDULE_TOPIC
 from .consumequeue import CQ_DTYPE, ConsumeQueue
-from .consumequeue_ext import is_ext_address
-from .indexfile import IndexFile, IndexRequest, IndexService, index_key_hashes, index_keys
+from .consumequeue_ext import MAX_ADDR as EXT_MAX_ADDR
+from .indexfile import IndexFile, IndexService
 from .message import (
     MESSAGE_MAGIC,
     PREFIX,
@@ -76,31 +78,131 @@ SEARCH_WINDOW = 1 << 24
 
 @dataclass(slots=True)
 class Walked:
-    """What recovery keeps of one valid message (no body)."""
+    """Columns of the valid messages a walk found, in commitlog order (no bodies).
 
-    phy: int
-    size: int
-    topic: str
-    queue_id: int
-    queue_offset: int
-    sys_flag: int
-    store_timestamp: int
-    uniq_key: str | None
-    keys: str | None
-    tags_code: int
+    ``topic`` numbers index ``topics``; ``key_offsets`` (n + 1) delimit each message's
+    IndexFile entry hashes in ``key_hashes`` (``indexfile.index_keys`` order).
+    """
 
-    @property
-    def has_queue_entry(self) -> bool:
+    topics: list[str]
+    phy: np.ndarray             # int64
+    size: np.ndarray            # int32
+    topic: np.ndarray           # int32
+    queue_id: np.ndarray        # int32
+    queue_offset: np.ndarray    # int64
+    sys_flag: np.ndarray        # int32
+    store_timestamp: np.ndarray  # int64
+    tags_code: np.ndarray       # int64
+    key_offsets: np.ndarray     # int64
+    key_hashes: np.ndarray      # int64
+
+    _COLUMNS = ("phy", "size", "topic", "queue_id", "queue_offset", "sys_flag", "store_timestamp",
+                "tags_code")
+
+    @classmethod
+    def empty(cls, topics: list[str] | None = None) -> Walked:
+        return cls(topics if topics is not None else [], *(np.zeros(0, t) for t in (  # type: ignore[call-arg]  # mypy cannot count the columns * unpacks
+            np.int64, np.int32, np.int32, np.int32, np.int64, np.int32, np.int64, np.int64)),
+            np.zeros(1, np.int64), np.zeros(0, np.int64))
+
+    @classmethod
+    def concat(cls, parts: list[Walked], topics: list[str]) -> Walked:
+        """One column set of the parts, in order (their topic numbers refer to ``topics``)."""
+        if not parts:
+            return cls.empty(topics)
+        counts = np.concatenate([np.diff(p.key_offsets) for p in parts])
+        offsets = np.zeros(len(counts) + 1, np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        del counts
+        columns = []
+        for name in (*cls._COLUMNS, "key_hashes"):      # a column at a time, each part's freed after it
+            columns.append(np.concatenate([getattr(p, name) for p in parts]))
+            for p in parts:
+                setattr(p, name, None)
+        return cls(topics, *columns[:-1], offsets, columns[-1])  # type: ignore[call-arg]  # mypy cannot count the columns * unpacks
+
+    def __len__(self) -> int:
+        return len(self.phy)
+
+    def select(self, mask: np.ndarray) -> Walked:
+        """The messages where ``mask`` is true."""
+        counts = np.diff(self.key_offsets)
+        offsets = np.zeros(int(np.count_nonzero(mask)) + 1, np.int64)
+        np.cumsum(counts[mask], out=offsets[1:])
+        return Walked(self.topics, *(getattr(self, c)[mask] for c in self._COLUMNS), offsets,  # type: ignore[call-arg]  # mypy cannot count the columns * unpacks
+                      self.key_hashes[np.repeat(mask, counts)])
+
+    def has_queue_entry(self) -> np.ndarray:
         """Prepared and rollback transaction messages get no consume-queue entry."""
-        return self.sys_flag & SYSFLAG_TRANSACTION_MASK not in (
-            SYSFLAG_TRANSACTION_PREPARED,
-            SYSFLAG_TRANSACTION_ROLLBACK,
-        )
+        kind = self.sys_flag & SYSFLAG_TRANSACTION_MASK
+        return (kind != SYSFLAG_TRANSACTION_PREPARED) & (kind != SYSFLAG_TRANSACTION_ROLLBACK)
 
-    def index_request(self) -> IndexRequest:
-        return IndexRequest(
-            self.topic, self.phy, self.store_timestamp, self.uniq_key, self.keys, self.sys_flag
-        )
+    def find(self, phys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For each physical offset: the index of the message there (clipped) and whether there is one."""
+        at = np.searchsorted(self.phy, phys)
+        at = np.minimum(at, max(len(self.phy) - 1, 0))
+        found = (self.phy[at] == phys) if len(self.phy) else np.zeros(len(phys), bool)
+        return at, found
+
+    def carries_hash(self, at: np.ndarray, hashes: np.ndarray) -> np.ndarray:
+        """Whether message ``at[i]`` has an IndexFile entry of hash ``hashes[i]`` (vectorized over i)."""
+        starts = self.key_offsets[at]
+        counts = self.key_offsets[at + 1] - starts
+        hit = np.zeros(len(at), bool)
+        for j in range(int(counts.max()) if len(counts) else 0):
+            has = counts > j
+            hit[has] |= self.key_hashes[starts[has] + j] == hashes[has]
+        return hit
+
+    def index_matches(self, phys: np.ndarray, hashes: np.ndarray) -> np.ndarray | None:
+        """Whether IndexFile entries ``(phys, hashes)`` are exactly a run of these messages' entries in
+        put order (the usual case: then every entry points at a message carrying its key): the
+        message index of each entry, or None when they are not (check them one by one)."""
+        if not len(phys):
+            return np.zeros(0, np.intp)
+        at, found = self.find(phys[:1])
+        if not found[0]:
+            return None
+        start = int(self.key_offsets[at[0]])
+        stop = start + len(phys)
+        if stop > len(self.key_hashes) or not np.array_equal(self.key_hashes[start:stop], hashes):
+            return None
+        owners = np.searchsorted(self.key_offsets, np.arange(start, stop), side="right") - 1
+        return owners if np.array_equal(self.phy[owners], phys) else None
+
+    def groups(self) -> dict[tuple[int, int], np.ndarray]:
+        """The messages of each (topic number, queue id), as indices in commitlog order."""
+        key = (self.topic.astype(np.int64) << 32) | (self.queue_id.astype(np.int64) & 0xFFFFFFFF)
+        order = np.argsort(key, kind="stable")
+        bounds = np.flatnonzero(np.diff(key[order])) + 1
+        return {(int(self.topic[run[0]]), int(self.queue_id[run[0]])): run
+                for run in np.split(order, bounds) if len(run)}
+
+    def index_columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The IndexFile entries of the messages in order: hashes, physical offsets, store timestamps."""
+        counts = np.diff(self.key_offsets)
+        return self.key_hashes, np.repeat(self.phy, counts), np.repeat(self.store_timestamp, counts)
+
+
+def _walked(view: memoryview, rows: columnar.Rows, tags_code: Callable[[RocketMQMessage], int],
+            topics: dict[str, int]) -> Walked:
+    """What recovery keeps of decoded rows: the queue and index columns, computed in C.
+
+    The tags code is the TAGS hash; delay messages (``SCHEDULE_TOPIC_XXXX``) take the
+    store's rule (``tags_code``), message by message, as they are few.
+    """
+    numbers = columnar.topic_codes(view, rows, topics)
+    codes = columnar.tags_hashes(view, rows)
+    scheduled = topics.get(SCHEDULE_TOPIC)
+    if scheduled is not None and (numbers == scheduled).any():
+        at = np.flatnonzero(numbers == scheduled)
+        codes[at] = [tags_code(m) for m in columnar.messages(view, rows.select(at))]
+    counts, hashes = columnar.index_entries(view, rows)
+    offsets = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    return Walked([], rows["position"].copy(), rows["size"].copy(), numbers, rows["queue_id"].copy(),
+                  rows["queue_offset"].copy(), rows["sys_flag"].copy(), rows["store_timestamp"].copy(), codes,
+                  offsets, hashes)
 
 
 @dataclass(slots=True)
@@ -109,7 +211,7 @@ class Walk:
 
     start: int
     end: int
-    messages: list[Walked] = field(default_factory=list)
+    messages: Walked = field(default_factory=Walked.empty)
     gaps: list[tuple[str, int, int]] = field(default_factory=list)  # (path, pos, length)
 
 
@@ -156,23 +258,24 @@ def _next_valid_in_file(seg: CommitLogFile, view: memoryview, pos: int) -> int |
     """Position of the first valid message after ``pos`` in this file, or None.
 
     Candidates are found by searching for the magic bytes (C speed, a window at
-    a time); each is confirmed by a full decode with CRC and its stored offset.
+    a time, in the file's data ranges only: its holes are zeros); each is
+    confirmed by a full decode with CRC and its stored offset.
     """
     size = len(view)
-    start = pos + 1
-    while start < size:
-        stop = min(size, start + SEARCH_WINDOW + MAGIC_POS + len(MAGIC_PREFIX))
-        if not np.frombuffer(view, dtype=np.uint8, count=stop - start, offset=start).any():
-            start += SEARCH_WINDOW  # unwritten space: nothing to find (no copy)
-            continue
-        chunk = bytes(view[start:stop])
-        at = chunk.find(MAGIC_PREFIX)
-        while at >= 0:
-            candidate = start + at - MAGIC_POS
-            if candidate > pos and isinstance(_valid_at(seg, view, candidate), RocketMQMessage):
-                return candidate
-            at = chunk.find(MAGIC_PREFIX, at + 1)
-        start += SEARCH_WINDOW
+    for start, data_end in files.data_ranges(seg.path, pos + 1, size):
+        while start < data_end:
+            stop = min(size, start + SEARCH_WINDOW + MAGIC_POS + len(MAGIC_PREFIX))
+            if not np.frombuffer(view, dtype=np.uint8, count=stop - start, offset=start).any():
+                start += SEARCH_WINDOW  # unwritten space: nothing to find (no copy)
+                continue
+            chunk = bytes(view[start:stop])
+            at = chunk.find(MAGIC_PREFIX)
+            while at >= 0:
+                candidate = start + at - MAGIC_POS
+                if candidate > pos and isinstance(_valid_at(seg, view, candidate), RocketMQMessage):
+                    return candidate
+                at = chunk.find(MAGIC_PREFIX, at + 1)
+            start += SEARCH_WINDOW
     return None
 
 
@@ -196,44 +299,49 @@ def walk(
 ) -> Walk:
     """Walk every file from the one holding ``start`` (a message boundary), validating each record.
 
-    After damaged bytes the walk goes on at the next valid message, if any.  With
+    Messages are decoded in batches by :func:`.columnar.decode_region` (magic,
+    lengths, body CRC) and must be stored at their own physical offset.  After
+    damaged bytes the walk goes on at the next valid message, if any.  With
     ``past_zeros`` it also looks past unwritten (zero) space for later messages
     (holes a power loss can leave); without, zeros end the data, as for the broker.
-    Runtime complexity: ``O(bytes walked)`` (decode and CRC per message), plus
-    ``O(file size)`` to look past zeros.
+    Runtime complexity: ``O(bytes walked)`` in C, plus ``O(file size)`` to look past zeros.
     """
     segs = [s for s in commitlog.log.segments if s.base + commitlog.file_size > start]
     result = Walk(start=start, end=start)
+    parts: list[Walked] = []
+    topics: dict[str, int] = {}
     i, pos = 0, (start - segs[0].base) if segs else 0
+    kept: columnar.Rows | None = None     # one buffer for every batch: _walked copies what it keeps
     while i < len(segs):
         seg = segs[i]
         view = seg.file.view()
-        record = _valid_at(seg, view, pos) if pos < len(view) else End()
-        if isinstance(record, RocketMQMessage):
-            result.messages.append(
-                Walked(
-                    record.physical_offset,
-                    record.size,
-                    record.topic,
-                    record.queue_id,
-                    record.queue_offset,
-                    record.sys_flag,
-                    record.store_timestamp,
-                    record.properties.get("UNIQ_KEY"),
-                    record.properties.get("KEYS"),
-                    tags_code(record),
-                )
-            )
-            pos += record.size
-            result.end = seg.base + pos
-            continue
-        if isinstance(record, Blank):
-            i, pos = i + 1, 0
-            result.end = seg.base + commitlog.file_size
-            progress.advance(commitlog.file_size)  # a whole commitlog file walked (verify, recover)
-            continue
+        size = len(view)
+        status = columnar.END
+        if pos < size:
+            cap = max(1, min(columnar.BATCH_ROWS, (size - pos) // columnar.MIN_MESSAGE_SIZE + 1))
+            if kept is None or kept.cap < cap:
+                kept = columnar.Rows(cap)
+            rows = kept
+            n, stop, status, blank = columnar.decode_region(view, pos, size, size, seg.base, rows)
+            misplaced = np.flatnonzero(rows["physical_offset"] != rows["position"])
+            if len(misplaced):      # a message copied elsewhere (the broker does not check this)
+                n = int(misplaced[0])
+                stop = int(rows["position"][n]) - seg.base
+                status = columnar.BAD
+                rows = rows.select(slice(0, n))
+            if n:
+                parts.append(_walked(view, rows, tags_code, topics))
+                pos = stop
+                result.end = seg.base + pos
+            if status == columnar.DONE:
+                continue
+            if status == columnar.BLANK and blank >= END_FILE_MIN_BLANK_LENGTH and pos + blank == size:
+                i, pos = i + 1, 0
+                result.end = seg.base + commitlog.file_size
+                progress.advance(commitlog.file_size)  # a whole commitlog file walked (verify, recover)
+                continue
         # damaged bytes, or the end of the data in this file: is there a valid message later?
-        if isinstance(record, End) and not past_zeros:
+        if status == columnar.END and not past_zeros:
             break
         nxt = next_valid_message(segs, i, pos)
         if nxt is None:
@@ -245,20 +353,23 @@ def walk(
         i, pos = j, q
     if i < len(segs):
         progress.advance(commitlog.file_size)  # the last file: its data ends before its end
+    result.messages = Walked.concat(parts, list(topics))
     return result
 
 
-def nonzero_extent(view: memoryview, pos: int) -> int:
+def nonzero_extent(view: memoryview, pos: int, path: str | None = None) -> int:
     """One past the last non-zero byte at or after ``pos`` (``pos`` if none).
 
-    Scans a window at a time (``np.any``), so memory stays bounded on 1 GiB files.
+    Scans a window at a time (``np.any``), so memory stays bounded on 1 GiB files;
+    with the file's ``path``, only its data ranges (a preallocated file's holes are zeros).
     """
     size = len(view)
     last = pos
-    for lo in range(pos, size, SEARCH_WINDOW):
-        chunk = np.frombuffer(view, dtype=np.uint8, count=min(SEARCH_WINDOW, size - lo), offset=lo)
-        if chunk.any():
-            last = lo + int(np.flatnonzero(chunk)[-1]) + 1
+    for start, stop in files.data_ranges(path, pos, size) if path is not None else [(pos, size)]:
+        for lo in range(start, stop, SEARCH_WINDOW):
+            chunk = np.frombuffer(view, dtype=np.uint8, count=min(SEARCH_WINDOW, stop - lo), offset=lo)
+            if chunk.any():
+                last = lo + int(np.flatnonzero(chunk)[-1]) + 1
     return last
 
 
@@ -295,7 +406,7 @@ def cut_tail(commitlog: CommitLog, end: int) -> list[str]:
             continue
         pos = max(end - seg.base, 0)
         view = seg.file.view()
-        stop = nonzero_extent(view, pos)
+        stop = nonzero_extent(view, pos, seg.path)
         if stop > pos:
             kept = files.save_aside(seg.path, pos, view[pos:stop], into=aside_dir(commitlog.directory))
             lines.append(f"{seg.path}:{pos}: cut {stop - pos} bytes of torn tail, saved in {kept}")
@@ -352,48 +463,99 @@ def _write_row(q: ConsumeQueue, offset: int, row: np.ndarray) -> None:
 
 
 def _dispatch_queues(
-    ctx: RecoveryContext, messages: list[Walked], only: set[tuple[str, int]] | None, lines: list[str]
+    ctx: RecoveryContext, messages: Walked, only: set[tuple[str, int]] | None, lines: list[str]
 ) -> set[tuple[str, int]]:
-    """Check, rewrite or append walked messages' entries; returns the queues missing earlier entries."""
+    """Check, rewrite or append walked messages' entries; returns the queues missing earlier entries.
+
+    Per queue, in commitlog order: a message at the queue's next offset is appended,
+    one below it is compared with its entry (rewritten when it differs), and one past
+    it means earlier entries are missing (the queue is then left for a rebuild).
+    Vectorized per queue; a queue whose messages do not simply continue it takes the
+    message-by-message rule.
+    """
     gapped: set[tuple[str, int]] = set()
-    pending: dict[tuple[str, int], list[Walked]] = {}
+    appended: list[tuple[tuple[str, int], int, int]] = []
     fixed: dict[tuple[str, int], int] = {}
-    for m in messages:
-        if not m.has_queue_entry:
-            continue
-        key = (m.topic, m.queue_id)
-        if (only is not None and key not in only) or key in gapped:
+    chosen = np.flatnonzero(messages.has_queue_entry())
+    group = ((messages.topic[chosen].astype(np.int64) << 32)
+             | (messages.queue_id[chosen].astype(np.int64) & 0xFFFFFFFF))
+    order = np.argsort(group, kind="stable")
+    group, chosen = group[order], chosen[order]
+    bounds = np.flatnonzero(np.diff(group)) + 1
+    runs = sorted(zip(np.concatenate([[0], bounds]).tolist(), np.concatenate([bounds, [len(group)]]).tolist(),
+                      strict=True), key=lambda run: int(chosen[run[0]]))     # in order of first message
+    for lo, hi in runs:
+        at = chosen[lo:hi]
+        first = int(at[0])
+        key = (messages.topics[int(messages.topic[first])], int(messages.queue_id[first]))
+        if only is not None and key not in only:
             continue
         q = ctx.queues.get(key)
         if q is None:
             q = ctx.queues[key] = ctx.open_queue(*key)
-        waiting = pending.setdefault(key, [])
-        next_offset = q.max_offset + len(waiting)
-        if m.queue_offset == next_offset:
-            waiting.append(m)
-        elif m.queue_offset > next_offset:
-            gapped.add(key)
-        elif m.queue_offset >= q.min_offset and m.queue_offset < q.max_offset:
-            row = _queue_row(q, m.queue_offset)
-            want = (m.phy, m.size, m.tags_code)
-            got = (int(row["offset"]), int(row["size"]), int(row["tags_code"])) if row is not None else want
-            if is_ext_address(got[2]):      # a consumequeue_ext address (filter-enabled broker): keep it
-                got = (*got[:2], m.tags_code)
-            if got != want:
-                _write_row(q, m.queue_offset, np.array([want], dtype=CQ_DTYPE))
-                fixed[key] = fixed.get(key, 0) + 1
-    for key, waiting in pending.items():
-        if key in gapped or not waiting:
-            continue
-        rows = np.array([(m.phy, m.size, m.tags_code) for m in waiting], dtype=CQ_DTYPE)
-        ctx.queues[key].append_array(rows)
-        lines.append(
-            f"consumequeue {key[0]}/{key[1]}: rebuilt {len(rows)} entries from queue offset "
-            f"{waiting[0].queue_offset}"
-        )
+        offsets = messages.queue_offset[at]
+        end = q.max_offset
+        new = offsets >= end
+        if np.array_equal(offsets[new], np.arange(end, end + int(np.count_nonzero(new)))):
+            append, compare = at[new], at[~new & (offsets >= q.min_offset)]
+        else:
+            append, compare, gap = _dispatch_one_by_one(q, messages, at)
+            if gap:
+                gapped.add(key)
+                continue
+        n = _compare_entries(q, messages, compare)
+        if n:
+            fixed[key] = n
+        if len(append):
+            rows = np.empty(len(append), dtype=CQ_DTYPE)
+            rows["offset"], rows["size"], rows["tags_code"] = (messages.phy[append], messages.size[append],
+                                                               messages.tags_code[append])
+            q.append_array(rows)
+            appended.append((key, len(rows), int(messages.queue_offset[append[0]])))
+    for key, n, start in appended:
+        lines.append(f"consumequeue {key[0]}/{key[1]}: rebuilt {n} entries from queue offset {start}")
     for key, n in sorted(fixed.items()):
         lines.append(f"consumequeue {key[0]}/{key[1]}: rewrote {n} entries that did not match their message")
     return gapped
+
+
+def _dispatch_one_by_one(q: ConsumeQueue, messages: Walked,
+                         at: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
+    """The exact per-message rule for one queue's messages ``at``: (to append, to compare, gap found)."""
+    append: list[int] = []
+    compare: list[int] = []
+    for i, offset in zip(at.tolist(), messages.queue_offset[at].tolist(), strict=True):
+        next_offset = q.max_offset + len(append)
+        if offset == next_offset:
+            append.append(i)
+        elif offset > next_offset:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), True
+        elif q.min_offset <= offset < q.max_offset:
+            compare.append(i)
+    return np.array(append, np.int64), np.array(compare, np.int64), False
+
+
+def _compare_entries(q: ConsumeQueue, messages: Walked, at: np.ndarray) -> int:
+    """Rewrite the entries of messages ``at`` (in the queue already) that differ from them; how many."""
+    if not len(at):
+        return 0
+    offsets = messages.queue_offset[at]
+    lo = int(offsets.min())
+    rows = q.entries(lo, int(offsets.max()) - lo + 1)
+    have = rows[np.minimum(offsets - lo, len(rows) - 1)] if len(rows) else None
+    if have is None:
+        return 0
+    present = offsets - lo < len(rows)
+    stored = have["tags_code"]
+    # a consumequeue_ext address (filter-enabled broker) stands for the tags code: kept as it is
+    tags_differ = (stored != messages.tags_code[at]) & (stored > EXT_MAX_ADDR)
+    differ = present & ((have["offset"] != messages.phy[at]) | (have["size"] != messages.size[at])
+                        | tags_differ)
+    for i in np.flatnonzero(differ).tolist():
+        j = int(at[i])
+        _write_row(q, int(offsets[i]), np.array([(messages.phy[j], messages.size[j], messages.tags_code[j])],
+                                                dtype=CQ_DTYPE))
+    return int(np.count_nonzero(differ))
 
 
 def _drop_queue_entries_past(ctx: RecoveryContext, end: int, lines: list[str]) -> None:
@@ -439,13 +601,13 @@ def _drop_damaged_queues(ctx: RecoveryContext, gapped: set[tuple[str, int]], lin
 # -- index ----------------------------------------------------------------------------
 
 
-def _first_bad_entry(
-    index: IndexService, walked: dict[int, Walked], walk_start: int, end: int
-) -> tuple[int, int] | None:
+def _first_bad_entry(index: IndexService, walked: Walked, walk_start: int,
+                     end: int) -> tuple[int, int] | None:
     """``(file number, entry number)`` of the first index entry that cannot be trusted, or None.
 
     Bad: offsets going backwards, at or past the end, or (from the walk start on)
-    not the offset of a valid message carrying a key with that hash.
+    not the offset of a valid message carrying a key with that hash.  Vectorized
+    per file.
     """
     prev_phy = -1
     for fi, f in enumerate(index.files):
@@ -457,11 +619,12 @@ def _first_bad_entry(
             order_ok[0] = phys[0] >= prev_phy
             order_ok[1:] = phys[1:] >= phys[:-1]
         bad = ~order_ok | (phys >= end) | (phys < 0)
-        for n in np.flatnonzero(~bad & (phys >= walk_start)).tolist():
-            m = walked.get(int(phys[n]))
-            if m is None or int(hashes[n]) not in index_key_hashes(index_keys(m.index_request())).tolist():
-                bad[n] = True
-                break
+        checked = np.flatnonzero(~bad & (phys >= walk_start))
+        if walked.index_matches(phys[checked], hashes[checked]) is None:
+            at, found = walked.find(phys[checked])
+            ok = found.copy()
+            ok[found] = walked.carries_hash(at[found], hashes[checked][found])
+            bad[checked[~ok]] = True
         hits = np.flatnonzero(bad)
         if len(hits):
             return fi, int(hits[0]) + 1
@@ -470,33 +633,50 @@ def _first_bad_entry(
     return None
 
 
-def _store_time(ctx: RecoveryContext, walked: dict[int, Walked], phy: int) -> int:
-    if phy in walked:
-        return walked[phy].store_timestamp
+def _store_time(ctx: RecoveryContext, walked: Walked, phy: int) -> int:
+    at, found = walked.find(np.array([phy], np.int64))
+    if found[0]:
+        return int(walked.store_timestamp[at[0]])
     try:
         return ctx.commitlog.read(phy).store_timestamp
     except (CorruptDataError, OffsetOutOfRangeError):
         return 0
 
 
-def _recover_index(ctx: RecoveryContext, w: Walk, lines: list[str]) -> tuple[int, int]:
+def _resume_point(index: IndexService, fi: int) -> tuple[int, int]:
+    """Where re-indexing resumes when file ``fi`` is left empty: ``(commitlog offset, keys to skip)``.
+
+    An emptied file starts where the previous one ended, as the broker's
+    ``getAndCreateLastIndexFile`` creates it; the previous file's last message
+    may have had more keys than fitted (``IndexService.putKey`` rolls mid-message),
+    so that message is resumed after the keys the previous file holds.
+    """
+    if fi == 0:
+        return index.files[0].header.begin_phy_offset, 0
+    prev = index.files[fi - 1].header
+    held = index.files[fi - 1].entries["phy_offset"]
+    return prev.end_phy_offset, int(np.count_nonzero(held == prev.end_phy_offset))
+
+
+def _recover_index(ctx: RecoveryContext, w: Walk, lines: list[str]) -> tuple[int, int, int]:
     """Cut the index at its first bad entry.
 
-    Returns the commitlog offset to re-index from and how many trusted entries
-    were cut with it: the entries of the last kept message are always put again,
+    Returns the commitlog offset to re-index from, how many keys of the message
+    there are indexed already (see :func:`_resume_point`), and how many trusted
+    entries were cut: the entries of the last kept message are always put again,
     since a crash may have indexed only some of its keys (the same bytes result
     when it had them all).
     """
     index = ctx.index
     assert index is not None
-    walked = {m.phy: m for m in w.messages}
+    walked = w.messages
     bad = _first_bad_entry(index, walked, w.start, w.end)
     if bad is None:
         last = index.last
         if last is None:
-            return 0, 0
+            return 0, 0, 0
         if last.count == 0:
-            return (index.end_phy_offset + 1 if len(index.files) > 1 else 0), 0
+            return (*_resume_point(index, len(index.files) - 1), 0)
         fi, number = len(index.files) - 1, last.header.index_count
     else:
         fi, number = bad
@@ -511,27 +691,39 @@ def _recover_index(ctx: RecoveryContext, w: Walk, lines: list[str]) -> tuple[int
             f"{f.path}:{f.entry_pos(number)}: index entry {number} does not match the commitlog; "
             f"kept {keep} entries before it, rebuilding the rest"
         )
-    end_time = _store_time(ctx, walked, int(f.entries["phy_offset"][keep - 1])) if keep > 0 else 0
-    f.truncate(keep, end_time)
     for later in index.files[fi + 1 :]:
         later.close()
         files.remove(later.path)
         lines.append(f"{later.path}: removed; its entries are rebuilt from the commitlog")
     del index.files[fi + 1 :]
-    # the message at the new end is indexed whole: resume after it
-    start = index.end_phy_offset + 1 if keep > 0 or fi > 0 else f.header.begin_phy_offset
-    return start, trusted - keep
+    if keep > 0:
+        end_time = _store_time(ctx, walked, int(f.entries["phy_offset"][keep - 1]))
+        f.truncate(keep, end_time)
+        # the message at the new end is indexed whole: resume after it
+        return index.end_phy_offset + 1, 0, trusted - keep
+    # the file's first message is put again from the file's first entry on (it is not indexed
+    # anywhere else unless it began in the previous file)
+    start, skip = _resume_point(index, fi)
+    prev = index.files[fi - 1].header if fi else None
+    f.truncate(0, 0, *((prev.end_phy_offset, prev.end_timestamp) if prev else (0, 0)))
+    return start, skip, trusted
 
 
 # -- the driver -------------------------------------------------------------------------
 
 
-def _walk_from(ctx: RecoveryContext, start: int, w: Walk) -> Iterator[Walked]:
+def _walk_from(ctx: RecoveryContext, start: int, w: Walk) -> Walked:
     """Messages from ``start``: from the main walk when it covers them, else a second walk."""
-    if start < w.start:
-        extra = walk(ctx.commitlog, start, ctx.tags_code)
-        yield from (m for m in extra.messages if m.phy < w.start)
-    yield from (m for m in w.messages if m.phy >= start)
+    ours = w.messages.select(w.messages.phy >= start)
+    if start >= w.start:
+        return ours
+    extra = walk(ctx.commitlog, start, ctx.tags_code).messages
+    extra = extra.select(extra.phy < w.start)
+    # the two walks number their topics apart: renumber ours after the extra walk's
+    numbers = {t: k for k, t in enumerate(extra.topics)}
+    mapping = np.array([numbers.setdefault(t, len(numbers)) for t in ours.topics], np.int32)
+    ours.topic = mapping[ours.topic] if len(mapping) else ours.topic
+    return Walked.concat([extra, ours], list(numbers))
 
 
 def recover(ctx: RecoveryContext) -> list[str]:
@@ -567,9 +759,11 @@ def recover(ctx: RecoveryContext) -> list[str]:
     _drop_empty_queue_files(ctx, lines)
 
     if ctx.index is not None:
-        reindex_from, cut = _recover_index(ctx, w, lines)
-        requests = [m.index_request() for m in _walk_from(ctx, reindex_from, w)]
-        put = ctx.index.put_batch(requests)
+        reindex_from, skip, cut = _recover_index(ctx, w, lines)
+        hashes, phys, stamps = _walk_from(ctx, reindex_from, w).index_columns()
+        if skip and len(phys) and phys[0] == reindex_from:   # keys of that message indexed already
+            hashes, phys, stamps = hashes[skip:], phys[skip:], stamps[skip:]
+        put = ctx.index.put_hashes(hashes, phys, stamps)
         if put != cut:
             lines.append(f"index: rebuilt {put} entries for messages from commitlog offset {reindex_from}")
     return lines

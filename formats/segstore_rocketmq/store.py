@@ -20,6 +20,7 @@ Reads in another process (``mode="r"``) see what was appended up to its open.
 from __future__ import annotations
 
 import base64
+import codecs
 import os
 import time
 import zlib
@@ -27,9 +28,12 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, TextIO, cast
 
 import numpy as np
+import pyarrow as pa
 
 from segstore import files
+from segstore.columns import ROCKETMQ_SCHEMA, project
 from segstore.errors import (
+    ConfigError,
     CorruptDataError,
     CorruptIndexError,
     InvalidMessageError,
@@ -42,6 +46,8 @@ from segstore.errors import (
 from segstore.records import CREATE_TIME, Message
 from segstore.store import AppendResult, Store
 
+from . import columnar
+from . import retention as retention_rules
 from .checkpoint import FILE_NAME as CHECKPOINT_FILE
 from .checkpoint import FILE_SIZE as CHECKPOINT_SIZE
 from .commitlog import END_FILE_MIN_BLANK_LENGTH, KEPT_ASIDE, CommitLog
@@ -102,6 +108,8 @@ JSON_KEYS = ("topic", "queue_id", "queue_offset", "physical_offset", "size", "bo
 _BODY_PREVIEW = 40
 #: Bound of each per-store memo (topics validated, hosts parsed, property orders, tag hashes).
 _CACHE_LIMIT = 4096
+#: Messages formatted at a time by ``dump --json`` (bounds the text held: about 1 KiB each).
+_DUMP_ROWS = 1 << 14
 #: Consume-queue entries read at a time by ``read``.
 _READ_CHUNK = 1024
 
@@ -246,6 +254,8 @@ class RocketMQStore(LifecycleMixin, Store):
                                         self.config.mappedFileSizeCommitLog, writable=writable)
             self._load_queues(writable)
             self._load_queue_exts()
+            for cq in self.queues.values():  # DefaultMessageStore.recoverTopicQueueTable
+                cq.correct_min_offset(self.commitlog.min_offset)
             self.topic_configs = TopicConfigs(self.path)
             self.consumer_offsets = ConsumerOffsets(self.path)
             self._configs_dirty = False
@@ -706,6 +716,105 @@ class RocketMQStore(LifecycleMixin, Store):
             if isinstance(record, RocketMQMessage):
                 yield record
 
+    def scan_arrow(self, columns: Iterable[str] | None = None, *, topic: str | None = None,
+                   partition: int | None = None, offset: int = 0, start: int | None = None,
+                   end: int | None = None, batch_rows: int = columnar.BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+        """The messages as batches of :data:`segstore.columns.ROCKETMQ_SCHEMA` (see ``Store.scan_arrow``).
+
+        With no arguments: every commitlog message in physical order (as :meth:`scan`).
+        With ``topic`` and ``partition``: that queue from queue ``offset`` on, through its
+        consume queue (entries read a chunk at a time, messages decoded at their positions,
+        each checked to be that queue's message of that size).  With ``start``/``end``: the
+        messages whose physical offset lies in ``[start, end)`` (their files are walked from
+        the start, so a position need not be a message boundary).  A batch holds at most
+        ``batch_rows`` messages of one commitlog file.  Runtime complexity: ``O(bytes read)``.
+
+        :raises CorruptDataError: a damaged message (the error :meth:`scan`/:meth:`read` raise).
+        :raises NotFoundError: no such queue.
+        """
+        self._check_open()
+        schema = project(ROCKETMQ_SCHEMA, columns)
+        if (topic is None) != (partition is None):
+            raise ConfigError("expected topic and partition together, found only one")
+        if topic is not None and partition is not None:     # both or neither (checked above)
+            if start is not None or end is not None:
+                raise ConfigError("expected a queue (topic, partition) or a byte range (start, end), "
+                                  "found both")
+            yield from self._scan_queue(schema, topic, partition, offset, batch_rows)
+            return
+        for view, rows in self._region_rows(start, end, batch_rows):
+            yield columnar.build_batch(view, rows, schema)
+
+    def _region_rows(self, start: int | None, end: int | None, batch_rows: int = columnar.BATCH_ROWS, *,
+                     reuse: bool = False) -> Iterator[tuple[memoryview, columnar.Rows]]:
+        """The decoded rows of the messages whose physical offset lies in ``[start, end)`` (None: the
+        store's ends), with the view of their commitlog file (``reuse``: see ``columnar.walk_file``)."""
+        cl = self.commitlog
+        lo = cl.min_offset if start is None else max(start, cl.min_offset)
+        hi = cl.end if end is None else min(end, cl.end)
+        for seg in cl.log.segments.values(lo):
+            if seg.base >= hi:
+                return
+            view = seg.file.view()
+            for rows in columnar.walk_file(view, 0, seg.wrote, seg.base, cl.file_size, seg.path,
+                                           stop=hi - seg.base, batch_rows=batch_rows, reuse=reuse):
+                if rows["position"][0] < lo:
+                    rows = rows.select(rows["position"] >= lo)
+                    if not len(rows):
+                        continue
+                yield view, rows
+
+    def _tags_codes_of(self, view: memoryview, rows: columnar.Rows) -> np.ndarray:
+        """Each row's consume-queue tags code (:meth:`tags_code`): the TAGS hashes, in C; delay
+        messages take the delivery-time rule message by message (they are few)."""
+        codes = columnar.tags_hashes(view, rows)
+        scheduled = np.flatnonzero(columnar.topic_is(view, rows, SCHEDULE_TOPIC))
+        if len(scheduled):
+            codes[scheduled] = [self.tags_code(m) for m in columnar.messages(view, rows.select(scheduled))]
+        return codes
+
+    def _scan_queue(self, schema: pa.Schema, topic: str, partition: int, offset: int,
+                    batch_rows: int) -> Iterator[pa.RecordBatch]:
+        cq = self.queues.get((topic, partition))
+        if cq is None:
+            raise NotFoundError(f"expected a consume queue for {topic}/{partition}, found none", self.path)
+        cl = self.commitlog
+        position = offset
+        while True:
+            entries = cq.entries(position, batch_rows)
+            if not len(entries):
+                return
+            phys = entries["offset"].astype(np.int64)
+            sizes = entries["size"].astype(np.int64)
+            # one batch per run of entries in the same commitlog file, bounded in bytes
+            files_of = phys // cl.file_size
+            cut = len(phys)
+            changes = np.flatnonzero(files_of[1:] != files_of[:-1])
+            if len(changes):
+                cut = int(changes[0]) + 1
+            cut = max(1, min(cut, int(np.searchsorted(np.cumsum(sizes[:cut]), columnar.BATCH_BYTES)) + 1))
+            phys, sizes = phys[:cut], sizes[:cut]
+            seg = cl.file_for(int(phys[0]))
+            view = seg.file.view()
+            rows = columnar.Rows(cut)
+            n = columnar.decode_at(view, phys - seg.base, len(view), seg.base, rows)
+            wrong = ((rows["size"] != sizes[:n]) | (rows["queue_id"] != partition)
+                     | ~columnar.topic_is(view, rows, topic))
+            bad = int(np.argmax(wrong)) if wrong.any() else n
+            if bad:
+                yield columnar.build_batch(view, rows if bad == n else rows.select(slice(0, bad)), schema)
+            if bad < len(phys):
+                self._wrong_entry(topic, partition, position + bad, int(phys[bad]), int(sizes[bad]))
+            position += cut
+
+    def _wrong_entry(self, topic: str, partition: int, queue_offset: int, phys: int, size: int) -> None:
+        """Raise what :meth:`read` raises for the consume-queue entry at ``queue_offset``."""
+        msg = self.commitlog.read(phys)
+        seg = self.commitlog.file_for(phys)
+        raise CorruptDataError(
+            f"expected a {topic}/{partition} message of {size} bytes (queue offset {queue_offset}), "
+            f"found a {msg.topic}/{msg.queue_id} message of {msg.size} bytes", seg.path, phys - seg.base)
+
     def message_at(self, physical_offset: int) -> RocketMQMessage:
         """The message at a commitlog offset."""
         self._check_open()
@@ -854,6 +963,29 @@ class RocketMQStore(LifecycleMixin, Store):
         import json as jsonlib
 
         ext_units = self._ext_units_by_physical_offset() if json else {}
+        if json and columnar._speedups is not None and not ext_units:   # in C, a batch at a time
+            # a UTF-8 text stream takes the lines as bytes (no decode and encode again)
+            raw = getattr(out, "buffer", None)
+            if raw is not None and codecs.lookup(getattr(out, "encoding", None) or "ascii").name != "utf-8":
+                raw = None
+            writer = columnar.JsonWriter()
+            for view, rows in self._region_rows(None, None, _DUMP_ROWS, reuse=True):
+                if topic is not None or partition is not None:
+                    keep = (columnar.topic_is(view, rows, topic) if topic is not None
+                            else np.ones(len(rows), bool))
+                    if partition is not None:
+                        keep &= rows["queue_id"] == partition
+                    if not keep.all():
+                        rows = rows.select(keep)
+                        if not len(rows):
+                            continue
+                lines = writer.lines(view, rows, self._tags_codes_of(view, rows))
+                if raw is not None:
+                    out.flush()
+                    raw.write(lines)
+                else:
+                    out.write(str(lines, "utf-8", "surrogatepass"))
+            return
         for msg in self.scan():
             if topic is not None and msg.topic != topic:
                 continue
@@ -913,6 +1045,24 @@ class RocketMQStore(LifecycleMixin, Store):
                 if unit is not None:
                     found[int(rows["offset"][i])] = (address, unit)
         return found
+
+    # -- retention (retention.py) ---------------------------------------------
+    def retention(self, *, dry_run: bool = False, now_ms: int | None = None, topic: str | None = None,
+                  partition: int | None = None, disk_ratio: Any = None,
+                  **options: Any) -> list[dict[str, Any]]:
+        """The broker's clean-up: expired commitlog files, then the queue and index files below them."""
+        if topic is not None or partition is not None:
+            raise ConfigError("expected no --topic/--queue: RocketMQ retention is store-wide "
+                              "(one commitlog holds every queue)", self.path)
+        if not dry_run:
+            self._check_writable()
+        self._check_open()
+        if self._flusher is None:
+            return [retention_rules.run(self, now_ms=now_ms, dry_run=dry_run,
+                                        disk_ratio=disk_ratio).to_dict()]
+        with self._flusher.lock:
+            return [retention_rules.run(self, now_ms=now_ms, dry_run=dry_run,
+                                        disk_ratio=disk_ratio).to_dict()]
 
     # -- tooling -------------------------------------------------------------
     def info(self) -> dict[str, Any]:

@@ -29,11 +29,12 @@ from .checkpoint import FILE_NAME as CHECKPOINT_FILE
 from .checkpoint import check as check_checkpoint
 from .commitlog import KEPT_ASIDE
 from .consumequeue import CQ_DTYPE
-from .consumequeue_ext import is_ext_address, real_offset
-from .indexfile import HEADER, INDEX_COUNT_POS, INVALID_INDEX, IndexHeader, index_key_hashes, index_keys
+from .consumequeue_ext import MAX_ADDR as EXT_MAX_ADDR
+from .consumequeue_ext import real_offset
+from .indexfile import HEADER, INDEX_COUNT_POS, INVALID_INDEX, IndexHeader
 from .lifecycle import ABORT_FILE
 from .message import Blank, End, RocketMQMessage, decode
-from .recovery import Walked, nonzero_extent, walk
+from .recovery import SEARCH_WINDOW, Walked, nonzero_extent, walk
 from .topicconfig import loads_fastjson
 
 CONFIG_DIR = "config"
@@ -60,7 +61,7 @@ def _damage(path: str, view: memoryview, pos: int, base: int) -> str:
     return "expected a message or a BLANK, found zeros before later valid messages"
 
 
-def _verify_commitlog(store, problems: list[Problem]) -> dict[int, Walked]:
+def _verify_commitlog(store, problems: list[Problem]) -> Walked:
     cl = store.commitlog
     if cl.empty_tail is not None:
         problems.append(Problem(cl.empty_tail, 0, f"expected a commitlog file of {cl.file_size} bytes "
@@ -73,7 +74,7 @@ def _verify_commitlog(store, problems: list[Problem]) -> dict[int, Walked]:
                                     "(RocketMQ's MappedFileQueue.load refuses any other), found bytes an "
                                     "older recovery cut (segstore recover moves them to .segstore/cut/)"))
     if len(cl.log.segments) == 0:
-        return {}
+        return Walked.empty()
     w = walk(cl, cl.min_offset, store.tags_code)
     for path, pos, length in w.gaps:
         seg = next(s for s in cl.log.segments if s.path == path)
@@ -84,7 +85,7 @@ def _verify_commitlog(store, problems: list[Problem]) -> dict[int, Walked]:
         if seg.base + cl.file_size <= w.end:
             continue
         pos = max(w.end - seg.base, 0)
-        stop = nonzero_extent(seg.file.view(), pos)
+        stop = nonzero_extent(seg.file.view(), pos, seg.path)
         if stop > pos:
             problems.append(
                 Problem(
@@ -94,7 +95,20 @@ def _verify_commitlog(store, problems: list[Problem]) -> dict[int, Walked]:
                     f"found {stop - pos} bytes of torn or damaged data",
                 )
             )
-    return {m.phy: m for m in w.messages}
+    return w.messages
+
+
+def _first_nonzero(file: files.MappedFile, pos: int) -> int | None:
+    """The position of the first non-zero byte of ``file`` at or after ``pos`` (None: zeros to the end);
+    only the file's data ranges are read (a preallocated file's holes are zeros)."""
+    view = file.view()
+    for lo, hi in files.data_ranges(file.path, pos, len(view)):
+        for start in range(lo, hi, SEARCH_WINDOW):
+            chunk = np.frombuffer(view, np.uint8, min(SEARCH_WINDOW, hi - start), start)
+            hits = np.flatnonzero(chunk)
+            if len(hits):
+                return start + int(hits[0])
+    return None
 
 
 def _unit(ext, address: int):
@@ -116,8 +130,12 @@ def _verify_queue_exts(store, problems: list[Problem]) -> None:
             problems.append(Problem(err.path or ext.directory, err.pos, err.message))
 
 
-def _verify_queues(store, walked: dict[int, Walked], problems: list[Problem]) -> None:
-    covered: set[tuple[str, int, int]] = set()
+def _verify_queues(store, walked: Walked, problems: list[Problem]) -> None:
+    """Every entry against the walked message at its offset, vectorized per consume-queue file; the
+    entries found wrong (and extension addresses, which are few) are then reported one by one."""
+    numbers = {topic: k for k, topic in enumerate(walked.topics)}
+    groups = walked.groups()
+    covered: dict[tuple[str, int], list[np.ndarray]] = {}
     for (topic, qid), cq in sorted(store.queues.items()):
         last = cq.log.active
         if last is not None and len(last) == 0:
@@ -125,88 +143,97 @@ def _verify_queues(store, walked: dict[int, Walked], problems: list[Problem]) ->
                                     "consume-queue file, found none: the broker reads it as an entry at "
                                     "offset 0, size 0 (segstore recover deletes the file)"))
         ext = store.queue_exts.get((topic, qid))
+        number = numbers.get(topic, -1)
+        mine = groups.get((number, qid), np.zeros(0, np.intp))
         for seg in cq.segment_files():
             rows = seg.entries
             first = seg.first_offset
-            stored = rows["tags_code"].tolist()
-            resolved = store.entry_tags_codes(topic, qid, rows["tags_code"]).tolist()
-            for i, (phy, size, tags) in enumerate(
-                zip(rows["offset"].tolist(), rows["size"].tolist(), resolved, strict=True)
-            ):
+            phys = rows["offset"].astype(np.int64)
+            stored = rows["tags_code"].astype(np.int64)
+            resolved = np.asarray(store.entry_tags_codes(topic, qid, rows["tags_code"]), np.int64)
+            claimed = first + np.arange(len(rows), dtype=np.int64)
+            # the usual case: the queue's messages from this file's first offset, one per entry
+            lo = int(np.searchsorted(walked.queue_offset[mine], first)) if len(mine) else 0
+            at = mine[lo:lo + len(rows)]
+            if len(at) == len(rows) and np.array_equal(walked.phy[at], phys):
+                found = np.ones(len(rows), bool)
+            else:
+                at, found = walked.find(phys)
+            addressed = stored <= EXT_MAX_ADDR
+            wrong = found & ((walked.topic[at] != number) | (walked.queue_id[at] != qid)
+                             | (walked.queue_offset[at] != claimed) | (walked.size[at] != rows["size"])
+                             | (walked.tags_code[at] != resolved))
+            seen = found.copy()
+            live = claimed >= cq.min_offset      # older entries expired with their commitlog file (retention)
+            for i in np.flatnonzero((~found | wrong | addressed) & live).tolist():
                 pos = i * CQ_DTYPE.itemsize
-                m = walked.get(phy)
+                phy, size, tags = int(phys[i]), int(rows["size"][i]), int(resolved[i])
                 expected = f"{topic}/{qid} offset {first + i}"
-                if is_ext_address(stored[i]):
-                    unit = _unit(ext, stored[i])
-                    if unit is None or (m is not None and unit.store_timestamp != m.store_timestamp):
-                        found = "none" if unit is None else f"store time {unit.store_timestamp}"
+                m = int(at[i]) if found[i] else None
+                if addressed[i]:
+                    unit = _unit(ext, int(stored[i]))
+                    if unit is None or (m is not None and unit.store_timestamp != walked.store_timestamp[m]):
+                        shown = "none" if unit is None else f"store time {unit.store_timestamp}"
                         problems.append(Problem(
                             seg.file.path, pos + ENTRY_TAGS_POS,
                             f"expected the extension unit of {expected} at consumequeue_ext address "
-                            f"{stored[i]} (real offset {real_offset(stored[i])})"
-                            + (f" with store time {m.store_timestamp}" if m is not None else "")
-                            + f", found {found}"))
-                        covered.add((topic, qid, first + i))
+                            f"{int(stored[i])} (real offset {real_offset(int(stored[i]))})"
+                            + (f" with store time {int(walked.store_timestamp[m])}" if m is not None else "")
+                            + f", found {shown}"))
+                        seen[i] = True
                         continue
                 if m is None:
-                    problems.append(
-                        Problem(
-                            seg.file.path,
-                            pos,
-                            f"expected the entry of {expected} to point at a "
-                            f"valid message, found commitlog offset {phy}",
-                        )
-                    )
+                    problems.append(Problem(seg.file.path, pos,
+                                            f"expected the entry of {expected} to point at a valid message, "
+                                            f"found commitlog offset {phy}"))
                     continue
-                got = (m.topic, m.queue_id, m.queue_offset, m.size, m.tags_code)
-                if got != (topic, qid, first + i, size, tags):
-                    problems.append(
-                        Problem(
-                            seg.file.path,
-                            pos,
-                            f"expected ({topic}, {qid}, {first + i}, size {size}, "
-                            f"tags code {tags}) at commitlog offset {phy}, "
-                            f"found ({m.topic}, {m.queue_id}, {m.queue_offset}, "
-                            f"size {m.size}, tags code {m.tags_code})",
-                        )
-                    )
-                covered.add((topic, qid, first + i))
-            rest = seg.all_slots()[len(seg) :]
-            nonzero = (
-                np.flatnonzero(rest.view(np.uint8).reshape(len(rest), -1).any(axis=1)) if len(rest)
-                else np.empty(0, dtype=np.intp)
-            )
-            if len(nonzero):
-                at = (len(seg) + int(nonzero[0])) * CQ_DTYPE.itemsize
+                if not wrong[i]:
+                    continue
+                problems.append(Problem(
+                    seg.file.path, pos,
+                    f"expected ({topic}, {qid}, {first + i}, size {size}, tags code {tags}) at commitlog "
+                    f"offset {phy}, found ({walked.topics[int(walked.topic[m])]}, {int(walked.queue_id[m])}, "
+                    f"{int(walked.queue_offset[m])}, size {int(walked.size[m])}, "
+                    f"tags code {int(walked.tags_code[m])})"))
+            covered.setdefault((topic, qid), []).append(claimed[seen])
+            at_byte = _first_nonzero(seg.file, len(seg) * CQ_DTYPE.itemsize)
+            if at_byte is not None:
+                at_byte -= at_byte % CQ_DTYPE.itemsize
                 problems.append(
                     Problem(
                         seg.file.path,
                         len(seg) * CQ_DTYPE.itemsize,
-                        f"expected zeros after the last valid entry, found data at byte {at}",
+                        f"expected zeros after the last valid entry, found data at byte {at_byte}",
                     )
                 )
     if not store.queues:
         # a commitlog-only store (a backup): nothing is inconsistent; readers scan, recover builds them
         return
-    for m in walked.values():
-        if m.has_queue_entry and (m.topic, m.queue_id, m.queue_offset) not in covered:
-            cq = store.queues.get((m.topic, m.queue_id))
-            where = cq.directory if cq is not None else os.path.join(store.path, "consumequeue", m.topic)
-            problems.append(
-                Problem(
-                    where,
-                    m.queue_offset * CQ_DTYPE.itemsize,
-                    f"expected an entry for the message at commitlog offset {m.phy} "
-                    f"({m.topic}/{m.queue_id} offset {m.queue_offset}), found none",
-                )
+    # every message that needs an entry has one
+    ok = ~walked.has_queue_entry()
+    for (topic, qid), claimed in covered.items():
+        queue_rows = groups.get((numbers.get(topic, -1), qid))
+        if queue_rows is not None:
+            ok[queue_rows] |= np.isin(walked.queue_offset[queue_rows], np.concatenate(claimed))
+    for m in np.flatnonzero(~ok).tolist():
+        topic, qid = walked.topics[int(walked.topic[m])], int(walked.queue_id[m])
+        offset = int(walked.queue_offset[m])
+        cq = store.queues.get((topic, qid))
+        where = cq.directory if cq is not None else os.path.join(store.path, "consumequeue", topic)
+        problems.append(
+            Problem(
+                where,
+                offset * CQ_DTYPE.itemsize,
+                f"expected an entry for the message at commitlog offset {int(walked.phy[m])} "
+                f"({topic}/{qid} offset {offset}), found none",
             )
+        )
 
 
-def _verify_index(store, walked: dict[int, Walked], problems: list[Problem]) -> None:
+def _verify_index(store, walked: Walked, problems: list[Problem]) -> None:
     index = store.index
     if index is None:
         return
-    hashes_of: dict[int, set[int]] = {}
     for f in index.files:
         h = f.header
         stored_count = IndexHeader.unpack(f.file.view(0, HEADER.size)).index_count
@@ -218,38 +245,35 @@ def _verify_index(store, walked: dict[int, Walked], problems: list[Problem]) -> 
             )
         entries = f.entries
         numbers = np.arange(1, h.index_count)
-        for n, (hsh, phy, diff, prev) in zip(numbers.tolist(), entries.tolist(), strict=True):
+        phys = entries["phy_offset"].astype(np.int64)
+        hashes = entries["hash"].astype(np.int64)
+        diffs, prevs = entries["time_diff"].astype(np.int64), entries["prev"].astype(np.int64)
+        owners = walked.index_matches(phys, hashes)
+        if owners is not None:      # the entries are the messages' keys in put order
+            at, found, carried = owners, np.ones(len(phys), bool), np.ones(len(phys), bool)
+        else:
+            at, found = walked.find(phys)
+            carried = found.copy()
+            carried[found] = walked.carries_hash(at[found], hashes[found])
+        links_bad = found & ((diffs < 0) | (prevs < INVALID_INDEX) | (prevs >= numbers))
+        for i in np.flatnonzero(~carried | links_bad).tolist():
+            n, phy, hsh = int(numbers[i]), int(phys[i]), int(hashes[i])
             pos = f.entry_pos(n)
-            m = walked.get(phy)
-            if m is None:
-                problems.append(
-                    Problem(
-                        f.path,
-                        pos,
-                        f"expected index entry {n} to point at a valid message, found commitlog offset {phy}",
-                    )
-                )
+            if phy < store.commitlog.min_offset:  # expired: its commitlog file was deleted (retention)
                 continue
-            if phy not in hashes_of:
-                hashes_of[phy] = set(index_key_hashes(index_keys(m.index_request())).tolist())
-            if hsh not in hashes_of[phy]:
-                problems.append(
-                    Problem(
-                        f.path,
-                        pos,
-                        f"expected index entry {n} to hash a key of the message at "
-                        f"{phy} ({sorted(hashes_of[phy])}), found {hsh}",
-                    )
-                )
-            if diff < 0 or not INVALID_INDEX <= prev < n:
-                problems.append(
-                    Problem(
-                        f.path,
-                        pos,
-                        f"expected a time diff >= 0 and a previous entry below {n}, found {diff} and {prev}",
-                    )
-                )
-        bad_slots = np.flatnonzero(f.slots.astype(np.int64) >= h.index_count)
+            if not found[i]:
+                problems.append(Problem(f.path, pos, f"expected index entry {n} to point at a valid message, "
+                                                     f"found commitlog offset {phy}"))
+                continue
+            if not carried[i]:
+                m = int(at[i])
+                own = sorted(set(walked.key_hashes[walked.key_offsets[m]:walked.key_offsets[m + 1]].tolist()))
+                problems.append(Problem(f.path, pos, f"expected index entry {n} to hash a key of the message "
+                                                     f"at {phy} ({own}), found {hsh}"))
+            if links_bad[i]:
+                problems.append(Problem(f.path, pos, f"expected a time diff >= 0 and a previous entry below "
+                                                     f"{n}, found {int(diffs[i])} and {int(prevs[i])}"))
+        bad_slots = np.flatnonzero(f.slots >= h.index_count)
         if len(bad_slots):
             s = int(bad_slots[0])
             problems.append(

@@ -1,0 +1,199 @@
+"""RocketMQ reads at disk speed (issue 10): scan_arrow, verify, recover and dump --json against a hop loop.
+
+The store holds :data:`MESSAGES` messages (100 B bodies, a tag and 2 keys each,
+one topic of 4 queues), built once under ``bench-data/`` (git-ignored) and kept
+for later runs.  The yardstick, measured in the same run on the same commitlog,
+is a plain Python loop that reads only each message's 4-byte TOTALSIZE and hops
+to the next (about 3.5M msg/s on the reference machine); every rate is reported
+as a ratio to it, beside its goal:
+
+- ``scan_arrow()``, every column (goal >= 1.0x the hop loop);
+- ``verify`` (goal >= 0.5x);
+- recovery after a crash that lost the consume queues and the IndexFile: the
+  abort file left, ``consumequeue/`` and ``index/`` deleted, the store opened for
+  append, which walks the commitlog and rebuilds both (goal >= 0.3x);
+- ``dump --json`` to /dev/null (goal >= 500k msg/s).
+
+Each operation runs in a child process, which also reports its peak anonymous
+memory (``RssAnon``, sampled; mapped file pages excluded) above its start.
+
+Run: ``bash scripts/bench.sh columnar`` (``BENCH_COLUMNAR_MESSAGES`` to change the size).
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from .common import Report
+
+MESSAGES = int(os.environ.get("BENCH_COLUMNAR_MESSAGES", "1000000"))
+BODY_SIZE = 100
+QUEUES = 4
+APPEND_BATCH = 10_000
+CONFIG: dict = {}   # the broker defaults: 1 GiB commitlog files, 5M index slots, 20M index entries
+DATA = Path(__file__).resolve().parent.parent / "bench-data"
+GOALS = {"scan_arrow": 1.0, "verify": 0.5, "recover": 0.3}
+DUMP_GOAL = 500_000
+TOTALSIZE = struct.Struct(">i")
+
+
+def store_path() -> Path:
+    return DATA / f"columnar-{MESSAGES}"
+
+
+def build_store() -> Path:
+    """The benchmark store, written once (a ``complete`` marker says it was finished)."""
+    import segstore
+
+    path = store_path()
+    if (path / "complete").exists():
+        return path / "store"
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    body = bytes(range(BODY_SIZE))
+    with segstore.open(str(path / "store"), "rocketmq", "a", **CONFIG) as store:
+        for start in range(0, MESSAGES, APPEND_BATCH):
+            store.append_batch([
+                {"topic": "BenchTopic", "queue_id": i % QUEUES, "body": body, "tags": "TagA",
+                 "keys": [f"k{i}", f"order-{i % 5000}"], "born_timestamp": 1_700_000_000_000 + i}
+                for i in range(start, min(MESSAGES, start + APPEND_BATCH))])
+    (path / "complete").touch()
+    return path / "store"
+
+
+# -- child processes -------------------------------------------------------------------------
+
+def _rss_anon_kb() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1])
+    return 0
+
+
+class _Peak:
+    """Samples RssAnon every few milliseconds in a thread; ``peak`` is the largest seen."""
+
+    def __init__(self) -> None:
+        self.start = self.peak = _rss_anon_kb()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.005):
+            self.peak = max(self.peak, _rss_anon_kb())
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, _rss_anon_kb())
+        return self.peak - self.start
+
+
+def hop(store: Path) -> int:
+    """The yardstick: read each message's TOTALSIZE and hop to the next, file by file."""
+    count = 0
+    unpack = TOTALSIZE.unpack_from
+    for name in sorted(os.listdir(store / "commitlog")):
+        with open(store / "commitlog" / name, "rb") as f, \
+                mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            pos, end = 0, len(m) - 8
+            while pos <= end:
+                (size,) = unpack(m, pos)
+                if size <= 0:
+                    break
+                pos += size
+                count += 1
+    return count - (len(os.listdir(store / "commitlog")) - 1)   # the BLANK closing each full file
+
+
+def child(op: str, store: Path) -> dict:
+    import pyarrow  # noqa: F401 - imports are the interpreter's start-up, not the operation
+    import segstore_rocketmq.store  # noqa: F401
+
+    import segstore
+
+    peak = _Peak()
+    t0 = time.perf_counter()
+    count = 0
+    if op == "hop":
+        count = hop(store)
+    elif op == "scan_arrow":
+        with segstore.open(str(store), "rocketmq", "r") as s:
+            count = sum(batch.num_rows for batch in s.scan_arrow())
+    elif op == "verify":
+        with segstore.open(str(store), "rocketmq", "r") as s:
+            problems = s.verify()
+        if problems:
+            raise SystemExit(f"verify found {len(problems)} problems: {problems[:3]}")
+        count = MESSAGES
+    elif op == "recover":
+        with segstore.open(str(store), "rocketmq", "a") as s:
+            count = sum(len(q) for q in [range(*s.offset_range("BenchTopic", i)) for i in range(QUEUES)])
+    elif op == "dump":
+        with segstore.open(str(store), "rocketmq", "r") as s, open(os.devnull, "w", encoding="utf-8") as out:
+            s.dump(out, json=True)
+        count = MESSAGES
+    seconds = time.perf_counter() - t0
+    return {"op": op, "seconds": seconds, "count": count, "anon_mb": peak.stop() / 1024}
+
+
+def run_child(op: str, store: Path) -> dict:
+    out = subprocess.run([sys.executable, "-m", "benchmarks.bench_columnar", "--child", op, str(store)],
+                         capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
+    if out.returncode:
+        raise SystemExit(f"{op} failed:\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def crashed_copy(store: Path) -> Path:
+    """A copy of the store as a crash that lost the consume queues and the IndexFile leaves it."""
+    copy = store.parent / "crashed"
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(store, copy, ignore=shutil.ignore_patterns("consumequeue", "index"))
+    (copy / "abort").touch()
+    return copy
+
+
+def main() -> None:
+    if len(sys.argv) == 4 and sys.argv[1] == "--child":
+        print(json.dumps(child(sys.argv[2], Path(sys.argv[3]))))
+        return
+    report = Report("columnar")
+    t0 = time.perf_counter()
+    store = build_store()
+    print(f"store of {MESSAGES:,} messages ready in {time.perf_counter() - t0:.1f} s: {store}", flush=True)
+    run_child("hop", store)                                # warm the page cache
+    yard = run_child("hop", store)
+    if yard["count"] != MESSAGES:
+        raise SystemExit(f"the hop loop counted {yard['count']} messages, expected {MESSAGES}")
+    hop_rate = yard["count"] / yard["seconds"]
+    baseline = "hop loop (msg/s)"
+    for op in ("scan_arrow", "verify", "recover"):
+        result = run_child(op, crashed_copy(store) if op == "recover" else store)
+        if result["count"] != MESSAGES:
+            raise SystemExit(f"{op} saw {result['count']} messages, expected {MESSAGES}")
+        report.add(op, result["count"] / result["seconds"], "msg/s", baseline=baseline,
+                   baseline_value=hop_rate,
+                   note=f"goal >= {GOALS[op]}x; peak anonymous memory +{result['anon_mb']:.0f} MB",
+                   goal=GOALS[op], anon_mb=result["anon_mb"])
+    shutil.rmtree(store.parent / "crashed", ignore_errors=True)
+    dump = run_child("dump", store)
+    report.add("dump --json", dump["count"] / dump["seconds"], "msg/s", baseline=baseline,
+               baseline_value=hop_rate,
+               note=f"goal >= {DUMP_GOAL:,} msg/s; peak anonymous memory +{dump['anon_mb']:.0f} MB",
+               anon_mb=dump["anon_mb"])
+    report.save()
+
+
+if __name__ == "__main__":
+    main()

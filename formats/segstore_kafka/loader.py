@@ -1,0 +1,116 @@
+"""What ``LogLoader.load`` does to a partition directory before it opens the segments.
+
+Kafka 3.8.0, ``core/src/main/scala/kafka/log/LogLoader.scala``:
+
+1. ``removeTempFilesAndCollectSwapFiles``: remove every ``*.deleted`` file; note every
+   ``*.cleaned`` file's base offset and every ``*.swap`` file; remove the ``*.swap``
+   files whose base offset is at or past the smallest ``*.cleaned`` base (an
+   unfinished split); remove every ``*.cleaned`` file.
+2. For the ``*.log.swap`` files left: ``min`` of their bases and ``max`` of their next
+   offsets (one past their last batch) bound the segments they replace.
+3. Remove every other file whose name starts with an offset in ``[min, max)``
+   (the replaced segments not yet renamed to ``.deleted``).
+4. Rename every ``*.swap`` file to its name without ``.swap``.
+
+So a cleaner (``compaction.py``) that crashed while any file of its output was
+still ``*.cleaned`` rolls back (the old segments stay), and one that crashed once
+every file was renamed ``*.swap`` rolls forward (the old segments go).
+
+Only a writable open applies this (a read-only open never changes files, and
+ignores these files: only ``%020d.log`` names are segments).
+"""
+
+from __future__ import annotations
+
+import os
+
+from segstore import files
+from segstore.errors import CorruptDataError
+
+from . import batch as codec
+
+DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+LOG_SUFFIX = ".log"
+
+
+def offset_from_name(name: str) -> int | None:
+    """``LogFileUtils.offsetFromFileName``: the digits before the first ``.`` (None if not a number)."""
+    head = name.split(".", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def _next_offset(path: str, base: int) -> int:
+    """One past the last whole batch of a ``.log`` file (``LogSegment.readNextOffset``)."""
+    data = memoryview(files.read_bytes(path))
+    nxt, pos = base, 0
+    try:
+        while pos < len(data):
+            header = codec.read_batch_header(data, pos, path=path)
+            nxt = header.last_offset + 1
+            pos += header.size
+    except CorruptDataError:
+        pass
+    return nxt
+
+
+def complete_interrupted(path: str) -> list[str]:
+    """Finish or roll back what a crashed cleaner or retention left in a partition directory.
+
+    Returns one line per file removed or renamed.
+    """
+    lines: list[str] = []
+    names = files.list_dir(path)
+    swaps: list[str] = []
+    cleaned_min: int | None = None
+    cleaned: list[str] = []
+    for name in names:
+        full = os.path.join(path, name)
+        if not files.is_file(full):
+            continue
+        if name.endswith(DELETED_SUFFIX):
+            files.remove(full)
+            lines.append(f"{full}: removed (left by an interrupted deletion)")
+        elif name.endswith(CLEANED_SUFFIX):
+            base = offset_from_name(name)
+            if base is not None:
+                cleaned_min = base if cleaned_min is None else min(cleaned_min, base)
+            cleaned.append(full)
+        elif name.endswith(SWAP_SUFFIX):
+            swaps.append(name)
+    valid: list[str] = []
+    for name in swaps:
+        base = offset_from_name(name)
+        if cleaned_min is not None and base is not None and base >= cleaned_min:
+            files.remove(os.path.join(path, name))
+            lines.append(f"{os.path.join(path, name)}: removed (an unfinished split)")
+        else:
+            valid.append(name)
+    for full in cleaned:
+        files.remove(full)
+        lines.append(f"{full}: removed (an unfinished clean, rolled back)")
+    low: int | None = None
+    high: int | None = None
+    for name in valid:
+        base = offset_from_name(name)
+        if base is None or not name[:-len(SWAP_SUFFIX)].endswith(LOG_SUFFIX):
+            continue
+        nxt = _next_offset(os.path.join(path, name), base)
+        low = base if low is None else min(low, base)
+        high = nxt if high is None else max(high, nxt)
+    if low is not None and high is not None:
+        for name in files.list_dir(path):
+            full = os.path.join(path, name)
+            offset = offset_from_name(name)
+            if (not name.endswith(SWAP_SUFFIX) and offset is not None and low <= offset < high
+                    and files.is_file(full)):
+                files.remove(full)
+                lines.append(f"{full}: removed (replaced by an interrupted swap)")
+    for name in valid:
+        full = os.path.join(path, name)
+        files.rename(full, full[:-len(SWAP_SUFFIX)])
+        lines.append(f"{full}: renamed to {name[:-len(SWAP_SUFFIX)]} (an interrupted swap completed)")
+    if lines:
+        files.fsync_dir(path)
+    return lines

@@ -1,0 +1,167 @@
+"""Kafka transactions through the store: a producer's transactional batches, then COMMIT or ABORT markers,
+and the ``read_committed`` view.
+
+What the log gets is what a transactional producer and the transaction coordinator
+make a Kafka 3.8 broker write (``clients/.../producer/internals/Sender``,
+``RecordAccumulator``; ``core/.../coordinator/transaction/TransactionMarkerChannelManager``;
+``UnifiedLog.append`` with ``ProducerStateManager``):
+
+- every batch of the transaction carries the producer id and epoch, the
+  transactional attribute, and the producer's next sequence for that partition (0
+  for a producer epoch new to the partition, else one past the last batch's last
+  sequence, wrapping at 2^31);
+- ``commit``/``abort`` append one control batch (``EndTransactionMarker``: version 0,
+  the coordinator epoch) to every partition the transaction wrote; an ABORT adds the
+  transaction to the segment's ``.txnindex`` (first offset, marker offset, last
+  stable offset), as the broker's ``completeTxn`` does.
+
+``read_committed`` (the consumer's ``isolation.level``, ``Fetcher`` with the
+broker's ``FetchIsolation.TXN_COMMITTED``): records up to the last stable offset
+(the first offset of a transaction still open, else the high watermark),
+control batches hidden, and the batches of aborted transactions (by ``.txnindex``:
+same producer, from the transaction's first offset up to its marker) skipped.
+
+Thread-safety: not thread-safe; one transaction at a time per producer id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from segstore.errors import InvalidMessageError, StoreClosedError
+from segstore.records import Message
+from segstore.store import AppendResult
+
+from . import batch as codec
+from .compaction import aborted_between, producer_state
+from .partition import Partition
+from .retention import high_watermark
+
+INT32_MAX = 2**31 - 1
+
+
+def next_sequence(part: Partition, producer_id: int, producer_epoch: int) -> int:
+    """The producer's next sequence in a partition: one past its last batch's last sequence in the same
+    epoch, else 0.  One header pass from the newest segment back."""
+    for seg in reversed(part.segments):
+        last = None
+        for header in seg.headers():
+            if header.producer_id == producer_id and not header.is_control:
+                last = header
+        if last is not None:
+            if last.producer_epoch != producer_epoch or last.base_sequence < 0:
+                return 0
+            return codec.increment_sequence(last.last_sequence, 1)
+    return 0
+
+
+class Transaction:
+    """One transaction of one producer over a :class:`~segstore_kafka.store.KafkaStore` opened for appends.
+
+    Use as a context manager (commits on success, aborts on an exception), or call
+    :meth:`commit` / :meth:`abort`.
+    """
+
+    def __init__(self, store: Any, producer_id: int, producer_epoch: int = 0, *,
+                 coordinator_epoch: int = 0) -> None:
+        if producer_id < 0 or not 0 <= producer_epoch <= 32767:
+            raise InvalidMessageError(f"expected a producer id >= 0 and an epoch in [0, 32767], "
+                                      f"found {producer_id} and {producer_epoch}", store.path)
+        self.store = store
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.coordinator_epoch = coordinator_epoch
+        self._sequences: dict[tuple[str, int], int] = {}
+        self.done = False
+
+    def append(self, message: Message | dict) -> AppendResult:
+        return self.append_batch([message])[0]
+
+    def append_batch(self, messages: Iterable[Message | dict], *,
+                     compression: str | None = None) -> list[AppendResult]:
+        """One transactional batch per partition touched, in first-seen order; results in input order.
+
+        ``compression`` overrides the topic's ``compression.type`` (a producer's own choice)."""
+        if self.done:
+            raise StoreClosedError("expected an open transaction, found it already ended", self.store.path)
+        self.store._check_writable()
+        msgs = [Message.coerce(m) for m in messages]
+        groups: dict[tuple[str, int], list[int]] = {}
+        for i, m in enumerate(msgs):
+            groups.setdefault((m.topic, m.partition), []).append(i)
+        results: list[AppendResult | None] = [None] * len(msgs)
+        for key, indices in groups.items():
+            part = self.store.partition_of(*key, create=True)
+            if key not in self._sequences:
+                self._sequences[key] = next_sequence(part, self.producer_id, self.producer_epoch)
+            now = part.clock()
+            records = [(m.key, m.value, m.timestamp if m.timestamp >= 0 else now, m.headers)
+                       for m in (msgs[i] for i in indices)]
+            done = part.append_records(records, producer_id=self.producer_id,
+                                       producer_epoch=self.producer_epoch, base_sequence=self._sequences[key],
+                                       transactional=True, compression=compression, now_ms=now)
+            self._sequences[key] = codec.increment_sequence(self._sequences[key], len(records))
+            for n, i in enumerate(indices):
+                results[i] = AppendResult(key[0], key[1], done.base_offset + n, done.position, done.size,
+                                          {"segment": done.segment, "producer_id": self.producer_id})
+        return [r for r in results if r is not None]
+
+    def _end(self, kind: str, timestamp: int | None) -> list[AppendResult]:
+        if self.done:
+            raise StoreClosedError("expected an open transaction, found it already ended", self.store.path)
+        self.done = True
+        out = []
+        for topic, partition in self._sequences:
+            part = self.store.partition_of(topic, partition)
+            done = part.append_control(kind, producer_id=self.producer_id, producer_epoch=self.producer_epoch,
+                                       coordinator_epoch=self.coordinator_epoch,
+                                       timestamp=part.clock() if timestamp is None else timestamp)
+            out.append(AppendResult(topic, partition, done.base_offset, done.position, done.size,
+                                    {"segment": done.segment, "marker": kind}))
+        return out
+
+    def commit(self, timestamp: int | None = None) -> list[AppendResult]:
+        """Write a COMMIT marker to every partition the transaction wrote."""
+        return self._end("COMMIT", timestamp)
+
+    def abort(self, timestamp: int | None = None) -> list[AppendResult]:
+        """Write an ABORT marker to every partition the transaction wrote (and its ``.txnindex`` entry)."""
+        return self._end("ABORT", timestamp)
+
+    def __enter__(self) -> Transaction:
+        return self
+
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        if self.done:
+            return
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
+
+
+def last_stable_offset(part: Partition) -> int:
+    """``UnifiedLog.lastStableOffset``: the first offset of a transaction still open, capped by the high
+    watermark."""
+    _, open_first = producer_state(part, part.clock())
+    hw = high_watermark(part)
+    return hw if open_first is None else min(open_first, hw)
+
+
+def committed_batches(part: Partition, start: int) -> Iterator[codec.RecordBatch]:
+    """Batches a ``read_committed`` consumer sees from ``start``: below the last stable offset, no control
+    batches, no batch of an aborted transaction."""
+    lso = last_stable_offset(part)
+    aborted: dict[int, list[tuple[int, int]]] = {}
+    for txn in aborted_between(part, start, lso):
+        aborted.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
+    for batch in part.batches(start):
+        if batch.base_offset >= lso:
+            return
+        if batch.is_control:
+            continue
+        if batch.is_transactional and any(first <= batch.base_offset <= last
+                                          for first, last in aborted.get(batch.producer_id, ())):
+            continue
+        yield batch

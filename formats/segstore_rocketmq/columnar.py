@@ -1,0 +1,610 @@
+"""Columnar decoding of the RocketMQ commitlog: a mapped byte region in, Arrow record batches out.
+
+Two steps, each with a C implementation (``_speedups``) and a pure-Python
+reference decoding through :mod:`.message` (kept equal by the tests):
+
+1. :func:`decode_region` walks the records of ``view[pos:limit]`` that start
+   before ``stop`` and fills one :data:`ROW_DTYPE` row per message: the fixed
+   fields, the hosts as raw bytes, where the body, topic and properties lie in
+   the view, and whether the body CRC matches.  It stops at a BLANK, at
+   unwritten zeros, at the first record :func:`.message.decode` refuses (the
+   caller re-decodes that one record with :func:`.message.decode` for the typed
+   error, so both paths raise the same error at the same position) or when the
+   rows are full.  :func:`decode_at` does the same for a list of positions (a
+   consume queue's entries).
+2. :func:`build_batch` turns rows into a ``pyarrow.RecordBatch`` of
+   :data:`segstore.columns.ROCKETMQ_SCHEMA` (projected): fixed columns are the
+   rows' fields, variable columns are gathered out of the map into one data
+   buffer each (a copy: an Arrow buffer over the map would pin the mmap open),
+   properties are split on 0x01/0x02 in C, hosts and msgIds are formatted in C.
+
+The C path runs no Python per message.  Both functions are pure (buffers in,
+arrays out) and thread-safe; the C loops release the GIL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import cast
+
+import numpy as np
+import pyarrow as pa
+
+from segstore.columns import HEADER, ROCKETMQ_SCHEMA, TIMESTAMP
+from segstore.errors import CorruptDataError, SegstoreError
+
+from .indexfile import IndexRequest, index_key_hashes, index_keys
+from .javacompat import string_hash
+from .message import (
+    BLANK_MAGIC,
+    HEADERS,
+    MESSAGE_MAGIC,
+    MESSAGE_MAGIC_V2,
+    PREFIX,
+    PROPERTIES_LENGTH,
+    PROPERTY_KEYS,
+    PROPERTY_UNIQ_KEY,
+    SYSFLAG_HOST_MASK,
+    TOPIC_LENGTH_V1,
+    TOPIC_LENGTH_V2,
+    RocketMQMessage,
+    body_crc,
+    decode,
+)
+
+try:
+    from . import _speedups  # type: ignore[attr-defined]  # a C extension: mypy has no module to read
+except ImportError:  # no C compiler at install: the Python reference below
+    _speedups = None
+
+#: The decoded columns (``Cols`` in ``_speedups.c``): int64 and int32 fields, in this order, one
+#: row of a block each; ``*_pos`` are view positions, ``position`` the physical offset (view position + base).
+I8_FIELDS = ("position", "queue_offset", "physical_offset", "born_timestamp", "store_timestamp", "prepared",
+             "body_pos", "topic_pos", "props_pos")
+I4_FIELDS = ("size", "magic", "body_crc", "queue_id", "flag", "sys_flag", "born_port", "store_port",
+             "reconsume", "body_len", "topic_len", "props_len")
+#: uint8 bytes per row: born IP and store IP (16 each, an IPv4 address zero-padded), crc_ok.
+U8_PER_ROW = 16 + 16 + 1
+_I8 = {name: k for k, name in enumerate(I8_FIELDS)}
+_I4 = {name: k for k, name in enumerate(I4_FIELDS)}
+
+
+class Rows:
+    """Decoded messages as columns: three blocks of ``cap`` rows, the first ``n`` filled.
+
+    ``rows[name]`` is a field's column (a view of the filled rows): the
+    :data:`I8_FIELDS`, :data:`I4_FIELDS`, ``born_ip``/``store_ip`` (``n x 16``) and
+    ``crc_ok``.  Arrow columns built from it share its memory, so a walk makes
+    new rows for every batch.
+    """
+
+    __slots__ = ("cap", "i4", "i8", "n", "u8")
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.n = 0
+        self.i8 = np.empty((len(I8_FIELDS), cap), np.int64)
+        self.i4 = np.empty((len(I4_FIELDS), cap), np.int32)
+        self.u8 = np.empty(U8_PER_ROW * cap, np.uint8)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        k = _I8.get(name)
+        if k is not None:
+            return self.i8[k, :self.n]
+        k = _I4.get(name)
+        if k is not None:
+            return self.i4[k, :self.n]
+        cap = self.cap
+        if name == "born_ip":
+            return self.u8[:16 * cap].reshape(cap, 16)[:self.n]
+        if name == "store_ip":
+            return self.u8[16 * cap:32 * cap].reshape(cap, 16)[:self.n]
+        if name == "crc_ok":
+            return self.u8[32 * cap:32 * cap + self.n]
+        raise KeyError(name)
+
+    def select(self, index: np.ndarray | slice) -> Rows:
+        """The chosen rows (a mask, indices or a slice of the filled ones), copied into new rows."""
+        picked = np.arange(self.n)[index]
+        out = Rows(len(picked))
+        out.n = len(picked)
+        out.i8[:] = self.i8[:, picked]
+        out.i4[:] = self.i4[:, picked]
+        for name in ("born_ip", "store_ip", "crc_ok"):
+            out[name][:] = self[name][picked]
+        return out
+
+    def equals(self, other: Rows) -> bool:
+        """Same filled rows, field for field."""
+        names = (*I8_FIELDS, *I4_FIELDS, "born_ip", "store_ip", "crc_ok")
+        return self.n == other.n and all(np.array_equal(self[name], other[name]) for name in names)
+
+
+#: decode_region's status: stop reached or rows full, a BLANK, unwritten zeros, a record decode refuses.
+DONE, BLANK, END, BAD = range(4)
+#: Bytes a message takes at least (``message.HEADERS[0]``): bounds the rows a region can hold.
+MIN_MESSAGE_SIZE = HEADERS[0].size
+#: The longest host or msgId text (``HOST_TEXT_MAX`` in C): "[8 groups]:-2147483648".
+HOST_TEXT_MAX = 64
+BORN_HOST, STORE_HOST, MSG_ID = range(3)
+_HOST_COLUMNS = {"bornHost": BORN_HOST, "storeHost": STORE_HOST, "msgId": MSG_ID}
+
+
+# -- step 1: rows ---------------------------------------------------------------------------
+
+
+def _fill_row(rows: Rows, n: int, msg: RocketMQMessage, pos: int, base: int) -> None:
+    header = HEADERS[msg.sys_flag & SYSFLAG_HOST_MASK].size
+    topic_len = len(msg.topic.encode("utf-8"))
+    length_field = (TOPIC_LENGTH_V1 if msg.magic == MESSAGE_MAGIC else TOPIC_LENGTH_V2).size
+    body_pos = pos + header
+    topic_pos = body_pos + len(msg.body) + length_field
+    props_pos = topic_pos + topic_len + PROPERTIES_LENGTH.size
+    rows.i8[:, n] = (base + pos, msg.queue_offset, msg.physical_offset, msg.born_timestamp,
+                     msg.store_timestamp, msg.prepared_transaction_offset, body_pos, topic_pos, props_pos)
+    rows.i4[:, n] = (msg.size, msg.magic, msg.body_crc, msg.queue_id, msg.flag, msg.sys_flag,
+                     msg.born_host.port, msg.store_host.port, msg.reconsume_times, len(msg.body), topic_len,
+                     pos + msg.size - props_pos)
+    cap = rows.cap
+    for at, ip in ((16 * n, msg.born_host.ip), (16 * (cap + n), msg.store_host.ip)):
+        rows.u8[at:at + 16] = np.frombuffer(ip.ljust(16, b"\0"), np.uint8)
+    rows.u8[32 * cap + n] = body_crc(msg.body) == msg.body_crc
+
+
+def _decode_one_py(view: memoryview, pos: int, limit: int, strict: bool) -> RocketMQMessage | None:
+    try:
+        record = decode(view[:limit], pos, check_crc=strict)
+    except SegstoreError:
+        return None
+    return record if isinstance(record, RocketMQMessage) else None
+
+
+def decode_region_py(view: memoryview, pos: int, stop: int, limit: int, base: int, rows: Rows,
+                     strict: bool) -> tuple[int, int, int, int]:
+    """The reference of :func:`decode_region`, one :func:`.message.decode` per record."""
+    view = memoryview(view)
+    n, status, blank = 0, DONE, 0
+    while n < rows.cap and pos < stop:
+        if limit - pos < PREFIX.size:
+            status = BAD if any(view[pos:limit]) else END
+            break
+        total, magic = PREFIX.unpack_from(view, pos)
+        if magic == BLANK_MAGIC:
+            status, blank = BLANK, total
+            break
+        if magic not in (MESSAGE_MAGIC, MESSAGE_MAGIC_V2):
+            status = END if total == 0 and magic == 0 else BAD
+            break
+        msg = _decode_one_py(view, pos, limit, strict)
+        if msg is None:
+            status = BAD
+            break
+        _fill_row(rows, n, msg, pos, base)
+        n += 1
+        pos += total
+    rows.n = n
+    return n, pos, status, blank
+
+
+def decode_at_py(view: memoryview, positions: np.ndarray, limit: int, base: int, rows: Rows,
+                 strict: bool) -> int:
+    """The reference of :func:`decode_at`."""
+    view = memoryview(view)
+    for n, pos in enumerate(positions.tolist()):
+        msg = _decode_one_py(view, pos, limit, strict) if 0 <= pos <= limit - PREFIX.size else None
+        if msg is None:
+            rows.n = n
+            return n
+        _fill_row(rows, n, msg, pos, base)
+    rows.n = len(positions)
+    return rows.n
+
+
+def decode_region(view: memoryview, pos: int, stop: int, limit: int, base: int, rows: Rows,
+                  strict: bool = True) -> tuple[int, int, int, int]:
+    """Decode the records of ``view[pos:limit]`` starting before ``stop`` into ``rows``.
+
+    Returns ``(n, pos, status, blank_size)``: rows filled, where the walk stopped,
+    why (:data:`DONE`, :data:`BLANK`, :data:`END`, :data:`BAD`) and a BLANK's size.
+    ``strict``: a body CRC mismatch is :data:`BAD`; else it clears ``crc_ok``.
+    Runtime complexity: ``O(bytes walked)``.
+    """
+    if _speedups is not None:
+        result = _speedups.decode_region(view, pos, stop, limit, base, rows.i8, rows.i4, rows.u8, strict)
+        rows.n = result[0]
+        return result
+    return decode_region_py(view, pos, stop, limit, base, rows, strict)
+
+
+def decode_at(view: memoryview, positions: np.ndarray, limit: int, base: int, rows: Rows,
+              strict: bool = True) -> int:
+    """Decode the message at each view position (int64) into ``rows``; returns how many before a bad one."""
+    positions = np.ascontiguousarray(positions, dtype=np.int64)
+    if _speedups is not None:
+        rows.n = _speedups.decode_at(view, positions, limit, base, rows.i8, rows.i4, rows.u8, strict)
+        return rows.n
+    return decode_at_py(view, positions, limit, base, rows, strict)
+
+
+def raise_bad(view: memoryview, pos: int, limit: int, path: str | None, strict: bool = True) -> None:
+    """Raise the typed error :func:`.message.decode` gives for the record at ``pos`` (one :data:`BAD`).
+
+    :raises CorruptDataError: always (a :class:`TruncatedDataError` where the record is cut short).
+    """
+    record = decode(memoryview(view)[:limit], pos, path=path, check_crc=strict)
+    raise CorruptDataError(f"expected a message, found {record!r}", path, pos)
+
+
+# -- step 2: columns --------------------------------------------------------------------------
+
+
+def _variable(kind: pa.DataType, view: memoryview, starts: np.ndarray, lengths: np.ndarray,
+              valid: np.ndarray | None = None) -> pa.Array:
+    """A binary/string column of the slices ``view[start:start+length]`` (copied, one data buffer)."""
+    n = len(lengths)
+    total = int(lengths.sum(dtype=np.int64)) if valid is None else int(lengths[valid].sum(dtype=np.int64))
+    offsets = np.empty(n + 1, np.int32)
+    data = np.empty(total, np.uint8)
+    _speedups.gather(view, np.ascontiguousarray(starts, dtype=np.int64),
+                     np.ascontiguousarray(lengths, dtype=np.int32), offsets, data)
+    bitmap = None
+    nulls = 0
+    if valid is not None:
+        nulls = n - int(np.count_nonzero(valid))
+        bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
+    return pa.Array.from_buffers(kind, n, [bitmap, pa.py_buffer(offsets), pa.py_buffer(data)],
+                                 null_count=nulls)
+
+
+def _fixed(kind: pa.DataType, values: np.ndarray) -> pa.Array:
+    return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(np.ascontiguousarray(values))])
+
+
+class _Properties:
+    """The rows' properties split once (``_speedups.split_properties``), for every column that needs them."""
+
+    def __init__(self, view: memoryview, rows: Rows) -> None:
+        n = len(rows)
+        self.view = view
+        lengths = rows["props_len"]
+        self.item_offsets = np.empty(n + 1, np.int32)
+        self.tags, self.tags_lens = np.empty(n, np.int64), np.empty(n, np.int32)
+        self.token_offsets = np.empty(n + 1, np.int32)
+        # a guess that fits usual messages (a few properties, a few keys), then the sure bound
+        for cap in (4 * n + 16, int(lengths.sum(dtype=np.int64)) // 2 + n + 1):
+            names, name_lens = np.empty(cap, np.int64), np.empty(cap, np.int32)
+            values, value_lens = np.empty(cap, np.int64), np.empty(cap, np.int32)
+            tokens, token_lens = np.empty(cap, np.int64), np.empty(cap, np.int32)
+            items, count = _speedups.split_properties(
+                view, rows["props_pos"], lengths, self.item_offsets, names, name_lens, values, value_lens,
+                self.tags, self.tags_lens, self.token_offsets, tokens, token_lens)
+            if items >= 0:
+                break
+        self.names, self.name_lens = names[:items], name_lens[:items]
+        self.values, self.value_lens = values[:items], value_lens[:items]
+        self.tokens, self.token_lens = tokens[:count], token_lens[:count]
+        self._built: dict[str, pa.Array] = {}
+
+    def _once(self, name: str, build: Callable[[], pa.Array]) -> pa.Array:
+        if name not in self._built:
+            self._built[name] = build()
+        return self._built[name]
+
+    def names_array(self) -> pa.Array:
+        return self._once("names", lambda: _variable(pa.string(), self.view, self.names, self.name_lens))
+
+    def values_array(self) -> pa.Array:
+        return self._once("values", lambda: _variable(pa.binary(), self.view, self.values, self.value_lens))
+
+    def tokens_array(self) -> pa.Array:
+        return self._once("tokens", lambda: _variable(pa.string(), self.view, self.tokens, self.token_lens))
+
+    def first_tokens(self) -> pa.Array:
+        """Each row's first KEYS token as binary, null without one."""
+        first = self.token_offsets[:-1]
+        has = self.token_offsets[1:] > first
+        if not len(self.tokens):
+            return pa.nulls(len(has), pa.binary())
+        at = np.minimum(first, len(self.tokens) - 1)
+        lengths = np.where(has, self.token_lens[at], 0).astype(np.int32)
+        return _variable(pa.binary(), self.view, self.tokens[at], lengths, has)
+
+
+def _host_texts(rows: Rows, which: int) -> tuple[np.ndarray, np.ndarray]:
+    """The rows' born host, store host or msgId texts (``_speedups.format_hosts``): offsets and data."""
+    n = len(rows)
+    offsets = np.empty(n + 1, np.int32)
+    data = np.empty(n * HOST_TEXT_MAX, np.uint8)
+    used = _speedups.format_hosts(rows.i8, rows.i4, rows.u8, n, which, offsets, data)
+    return offsets, data[:used]
+
+
+def _host_column(rows: Rows, which: int) -> pa.Array:
+    offsets, data = _host_texts(rows, which)
+    return pa.Array.from_buffers(pa.string(), len(rows), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+class JsonWriter:
+    """Formats rows as ``dump --json`` lines (``store.JSON_KEYS``, as ``json.dumps(..., ensure_ascii=False)``
+    writes them, each ending in a newline) in C, into one buffer reused from batch to batch."""
+
+    def __init__(self) -> None:
+        self._out = np.empty(0, np.uint8)
+
+    def lines(self, view: memoryview, rows: Rows, tags_codes: np.ndarray) -> memoryview:
+        """The rows' lines (valid until the next call); ``tags_codes``: each row's consume-queue tags code.
+        Needs the C accelerator (without it the caller formats message by message)."""
+        p = _Properties(view, rows)
+        hosts = [part for which in (BORN_HOST, STORE_HOST, MSG_ID) for part in _host_texts(rows, which)]
+        args = (view, rows.i8, rows.i4, rows.u8, len(rows), np.ascontiguousarray(tags_codes, dtype=np.int64),
+                p.item_offsets, p.names, p.name_lens, p.values, p.value_lens, p.tags, p.tags_lens,
+                p.token_offsets, p.tokens, p.token_lens, *hosts)
+        used = _speedups.json_lines(*args, self._out)
+        if used < 0:
+            self._out = np.empty(-used, np.uint8)
+            used = _speedups.json_lines(*args, self._out)
+        return self._out.data[:used]
+
+
+#: Columns that are one of the rows' fields: (field, Arrow type).
+_FIXED = {
+    "partition": ("queue_id", pa.int32()), "offset": ("queue_offset", pa.int64()),
+    "timestamp": ("born_timestamp", TIMESTAMP), "position": ("position", pa.int64()),
+    "size": ("size", pa.int32()), "bornTimestamp": ("born_timestamp", TIMESTAMP),
+    "storeTimestamp": ("store_timestamp", TIMESTAMP), "physicalOffset": ("physical_offset", pa.int64()),
+    "sysFlag": ("sys_flag", pa.int32()), "flag": ("flag", pa.int32()),
+    "reconsumeTimes": ("reconsume", pa.int32()),
+    "bodyCrc": ("body_crc", pa.int32()), "preparedTransactionOffset": ("prepared", pa.int64()),
+    "magic": ("magic", pa.int32()),
+}
+
+
+def _build_c(view: memoryview, rows: Rows, schema: pa.Schema) -> list[pa.Array]:
+    n = len(rows)
+    props: _Properties | None = None
+
+    def split() -> _Properties:
+        nonlocal props
+        if props is None:
+            props = _Properties(view, rows)
+        return props
+
+    columns = []
+    for field in schema:
+        name = field.name
+        if name in _FIXED:
+            source, kind = _FIXED[name]
+            column = _fixed(kind, rows[source])
+        elif name == "value":
+            column = _variable(pa.binary(), view, rows["body_pos"], rows["body_len"])
+        elif name == "topic":
+            column = _variable(pa.string(), view, rows["topic_pos"], rows["topic_len"])
+        elif name == "timestampType":
+            column = _fixed(pa.int32(), np.zeros(n, np.int32))
+        elif name == "key":
+            column = split().first_tokens()
+        elif name == "tags":
+            p = split()
+            column = _variable(pa.string(), view, p.tags, p.tags_lens, p.tags_lens >= 0)
+        elif name == "keys":
+            p = split()
+            column = pa.ListArray.from_arrays(_fixed(pa.int32(), p.token_offsets), p.tokens_array())
+        elif name == "properties":
+            p = split()
+            column = pa.MapArray.from_arrays(_fixed(pa.int32(), p.item_offsets), p.names_array(),
+                                             p.values_array().view(pa.string()))
+        elif name == "headers":
+            p = split()
+            items = pa.StructArray.from_arrays([p.names_array(), p.values_array()], fields=list(HEADER))
+            column = pa.ListArray.from_arrays(_fixed(pa.int32(), p.item_offsets), items)
+        elif name in _HOST_COLUMNS:
+            column = _host_column(rows, _HOST_COLUMNS[name])
+        else:
+            raise AssertionError(f"no builder for column {name}")
+        columns.append(column)
+    return columns
+
+
+def messages(view: memoryview, rows: Rows) -> list[RocketMQMessage]:
+    """The rows' messages, decoded again one by one (the references' and the rare rows' way)."""
+    view = memoryview(view)
+    header_sizes = np.array([HEADERS[f & SYSFLAG_HOST_MASK].size for f in rows["sys_flag"].tolist()],
+                            np.int64)
+    # cast: every row is a message the walk decoded (never a BLANK or the end of a file)
+    return cast("list[RocketMQMessage]",
+                [decode(view, pos, check_crc=False) for pos in (rows["body_pos"] - header_sizes).tolist()])
+
+
+def _build_py(view: memoryview, rows: Rows, schema: pa.Schema) -> list[pa.Array]:
+    """The reference of the column builders: one :func:`.message.decode` per row, ``pa.array`` per column."""
+    msgs = messages(view, rows)
+
+    def raw(text: str) -> bytes:      # properties are decoded with surrogatepass: keep the stored bytes
+        return text.encode("utf-8", "surrogatepass")
+
+    def items(m: RocketMQMessage) -> list[tuple[bytes, bytes]]:
+        return [(raw(k), raw(v)) for k, v in m.properties.items()]
+
+    binary = pa.binary()
+    values = {
+        "key": ([raw(m.keys[0]) if m.keys else None for m in msgs], binary),
+        "value": ([m.body for m in msgs], None),
+        "topic": ([m.topic for m in msgs], None),
+        "partition": ([m.queue_id for m in msgs], None),
+        "offset": ([m.queue_offset for m in msgs], None),
+        "timestamp": ([m.born_timestamp for m in msgs], None),
+        "timestampType": ([0] * len(msgs), None),
+        "headers": ([items(m) for m in msgs], pa.list_(pa.struct([("key", binary), ("value", binary)]))),
+        "position": (rows["position"].tolist(), None),
+        "size": ([m.size for m in msgs], None),
+        "tags": ([raw(m.tags) if m.tags is not None else None for m in msgs], binary),
+        "keys": ([[raw(k) for k in m.keys] for m in msgs], pa.list_(binary)),
+        "properties": ([items(m) for m in msgs], pa.map_(binary, binary)),
+        "bornTimestamp": ([m.born_timestamp for m in msgs], None),
+        "storeTimestamp": ([m.store_timestamp for m in msgs], None),
+        "bornHost": ([str(m.born_host) for m in msgs], None),
+        "storeHost": ([str(m.store_host) for m in msgs], None),
+        "msgId": ([m.msg_id for m in msgs], None),
+        "physicalOffset": ([m.physical_offset for m in msgs], None),
+        "sysFlag": ([m.sys_flag for m in msgs], None),
+        "flag": ([m.flag for m in msgs], None),
+        "reconsumeTimes": ([m.reconsume_times for m in msgs], None),
+        "bodyCrc": ([m.body_crc for m in msgs], None),
+        "preparedTransactionOffset": ([m.prepared_transaction_offset for m in msgs], None),
+        "magic": ([m.magic for m in msgs], None),
+    }
+    columns = []
+    for field in schema:
+        data, stored_as = values[field.name]
+        columns.append(pa.array(data, type=field.type) if stored_as is None
+                       else pa.array(data, type=stored_as).view(field.type))
+    return columns
+
+
+def build_batch(view: memoryview, rows: Rows, schema: pa.Schema = ROCKETMQ_SCHEMA) -> pa.RecordBatch:
+    """The rows (from :func:`decode_region` over ``view``) as a batch of ``schema`` (a projection of
+    :data:`segstore.columns.ROCKETMQ_SCHEMA`); only its columns are built.  Runtime complexity:
+    ``O(rows + bytes of the variable columns built)``."""
+    build = _build_c if _speedups is not None else _build_py
+    return pa.RecordBatch.from_arrays(build(view, rows, schema), schema=schema)
+
+
+def rows_of(batch_rows: int) -> Rows:
+    """Empty rows for at most ``batch_rows`` messages."""
+    return Rows(batch_rows)
+
+
+# -- the walk -----------------------------------------------------------------------------------
+
+#: Rows per batch, and bytes of the log per batch (so a batch's variable columns stay far below
+#: Arrow's 2 GiB int32 offsets; a batch ends after the message crossing it).
+BATCH_ROWS = 1 << 16
+BATCH_BYTES = 64 << 20
+
+
+def walk_file(view: memoryview, pos: int, limit: int, base: int, file_size: int, path: str | None, *,
+              stop: int | None = None, strict: bool = True, batch_rows: int = BATCH_ROWS,
+              batch_bytes: int = BATCH_BYTES, reuse: bool = False) -> Iterator[Rows]:
+    """Rows of the messages of one commitlog file from ``pos`` (a record boundary), as ``CommitLog.walk``
+    reads them: up to ``limit`` (its written end), those starting before ``stop``, ending at a BLANK
+    (which must reach the end of the file) or unwritten zeros.  Yields new :class:`Rows` of at most
+    ``batch_rows`` rows / about ``batch_bytes`` bytes of the log each; with ``reuse``, the same
+    rows every time (for a caller done with each before asking for the next: no new memory to fault in).
+
+    :raises CorruptDataError: a record :func:`.message.decode` refuses (its own typed error and
+        position; with ``strict`` a body CRC mismatch too), or a BLANK not reaching the end of the file.
+    """
+    stop = limit if stop is None else min(stop, limit)
+    kept: Rows | None = None
+    while pos < stop:
+        chunk = min(stop, pos + batch_bytes)
+        cap = max(1, min(batch_rows, (chunk - pos) // MIN_MESSAGE_SIZE + 1))
+        if kept is None or kept.cap < cap:
+            rows = Rows(cap)
+            if reuse:
+                kept = rows
+        else:
+            rows = kept
+        n, pos, status, blank = decode_region(view, pos, chunk, limit, base, rows, strict)
+        if n:
+            yield rows
+        if status == BAD:
+            raise_bad(view, pos, limit, path, strict)
+        if status == BLANK and (blank < PREFIX.size or pos + blank != file_size):
+            raise CorruptDataError(f"expected a BLANK reaching the end of the file ({file_size - pos} "
+                                   f"bytes), found size {blank}", path, pos)
+        if status in (BLANK, END):
+            return
+
+
+def topic_is(view: memoryview, rows: Rows, topic: str) -> np.ndarray:
+    """Per row, whether its topic is ``topic`` (bool array), without building the topic column."""
+    wanted = topic.encode("utf-8")
+    same = rows["topic_len"] == len(wanted)
+    if not wanted or not same.any():
+        return same
+    if _speedups is None:
+        view = memoryview(view)
+        places = zip(rows["topic_pos"].tolist(), same.tolist(), strict=True)
+        return np.array([ok and bytes(view[p:p + len(wanted)]) == wanted for p, ok in places], dtype=bool)
+    starts = rows["topic_pos"][same]
+    data = np.empty(len(starts) * len(wanted), np.uint8)
+    _speedups.gather(view, starts, np.full(len(starts), len(wanted), np.int32),
+                     np.empty(len(starts) + 1, np.int32), data)
+    same[same] = (data.reshape(len(starts), len(wanted)) == np.frombuffer(wanted, np.uint8)).all(axis=1)
+    return same
+
+
+# -- what the consume queues and the IndexFile need ------------------------------------------
+
+
+def tags_hashes(view: memoryview, rows: Rows) -> np.ndarray:
+    """Per row, the Java hash of its TAGS (0 without or empty): a plain message's consume-queue tags code
+    (the store applies the delay-message rule on top)."""
+    tags = np.empty(len(rows), np.int64)
+    if _speedups is not None:
+        _speedups.tags_hashes(view, rows["props_pos"], rows["props_len"], tags)
+        return tags
+    for i, msg in enumerate(messages(view, rows)):
+        tags[i] = string_hash(msg.tags) if msg.tags else 0
+    return tags
+
+
+def index_entries(view: memoryview, rows: Rows) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, how many IndexFile entries the broker puts for it, and their index hashes in order
+    (``indexfile.index_keys``: topic#UNIQ_KEY, then topic#token for each KEYS token)."""
+    n = len(rows)
+    counts = np.empty(n, np.int32)
+    if _speedups is not None:
+        for cap in (3 * n + 16, int(rows["props_len"].sum(dtype=np.int64)) // 2 + n + 1):
+            hashes = np.empty(cap, np.int64)
+            total = _speedups.index_entries(view, rows["topic_pos"], rows["topic_len"], rows["props_pos"],
+                                            rows["props_len"], rows["sys_flag"], counts, hashes)
+            if total >= 0:
+                return counts, hashes[:total]
+    keys: list[str] = []
+    for i, msg in enumerate(messages(view, rows)):
+        props = msg.properties
+        mine = index_keys(IndexRequest(msg.topic, msg.physical_offset, msg.store_timestamp,
+                                       props.get(PROPERTY_UNIQ_KEY), props.get(PROPERTY_KEYS), msg.sys_flag))
+        counts[i] = len(mine)
+        keys.extend(mine)
+    return counts, index_key_hashes(keys)
+
+
+def topic_codes(view: memoryview, rows: Rows, codes: dict[str, int]) -> np.ndarray:
+    """Per row, its topic's number in ``codes`` (topic -> number; new topics are added), int32.
+
+    The topics are gathered into one matrix and told apart with numpy (``np.unique``
+    of its rows; one comparison when the batch holds one topic, the usual case).
+    """
+    n = len(rows)
+    if _speedups is None:
+        return np.array([codes.setdefault(m.topic, len(codes)) for m in messages(view, rows)], np.int32)
+    if not n:
+        return np.zeros(0, np.int32)
+    lengths = rows["topic_len"]
+    width = int(lengths.max())
+    offsets = np.empty(n + 1, np.int32)
+    data = np.empty(int(lengths.sum(dtype=np.int64)), np.uint8)
+    _speedups.gather(view, rows["topic_pos"], lengths, offsets, data)
+    # one row per message: the topic zero-padded, then its length (so "a" and "a\0" differ)
+    matrix = np.zeros((n, width + 2), np.uint8)
+    if (lengths == width).all():
+        matrix[:, :width] = data.reshape(n, width)
+    else:
+        row_of = np.repeat(np.arange(n), lengths)
+        matrix[row_of, np.arange(len(data)) - offsets[row_of]] = data
+    matrix[:, width] = lengths >> 8
+    matrix[:, width + 1] = lengths & 0xFF
+    if (matrix == matrix[0]).all():
+        first, inverse = np.zeros(1, np.intp), np.zeros(n, np.intp)
+    else:
+        keys = matrix.view(np.dtype((np.void, width + 2))).ravel()
+        _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    numbers = np.array([codes.setdefault(bytes(matrix[i, :size]).decode("utf-8"), len(codes))
+                        for i, size in zip(first.tolist(), lengths[first].tolist(), strict=True)], np.int32)
+    return numbers[inverse.ravel()]

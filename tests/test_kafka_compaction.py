@@ -1,0 +1,357 @@
+"""Kafka log compaction, rule by rule against Kafka 3.8.0's cleaner.
+
+Sources (apache/kafka 3.8.0):
+- core/src/main/scala/kafka/log/LogCleaner.scala: Cleaner.doClean, buildOffsetMap, groupSegmentsBySize,
+  cleanSegments, cleanInto, shouldRetainRecord, CleanedTransactionMetadata
+- core/src/main/scala/kafka/log/LogCleanerManager.scala: cleanableOffsets
+- clients/src/main/java/org/apache/kafka/common/record/MemoryRecords.java: filterTo,
+  buildRetainedRecordsInto; DefaultRecordBatch.writeEmptyHeader
+- core/src/main/scala/kafka/log/LocalLog.scala: replaceSegments; LogLoader.scala:
+  removeTempFilesAndCollectSwapFiles and the swap passes of load
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from kafka.record.default_records import DefaultRecordBatch
+from kafka.record.memory_records import MemoryRecords
+from segstore_kafka import compaction
+from segstore_kafka.batch import iter_batches
+from segstore_kafka.checkpoints import read_offsets
+from segstore_kafka.offsetindex import OFFSET_ENTRY
+from segstore_kafka.partition import KafkaConfig, Partition
+
+import segstore
+from segstore.cli import main
+
+T0 = 1_700_000_000_000
+DAY = 24 * 3600 * 1000
+
+
+class Clock:
+    def __init__(self, now: int = T0) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def _open(path: Path, clock: Clock | None = None, **config: object) -> Partition:
+    return Partition(str(path), KafkaConfig.from_mapping({"cleanup.policy": "compact", **config}),
+                     writable=True, clock=clock or Clock())
+
+
+def _roll(part: Partition) -> None:
+    part.log.active.on_become_inactive()
+    part.log.roll(part.next_offset).make_appendable()
+
+
+def _records(path: Path) -> list[tuple[int, bytes | None, bytes | None]]:
+    """``(offset, key, value)`` of each data record as kafka-python reads the ``.log`` files (CRC checked)."""
+    out = []
+    for log in sorted(path.glob("*.log")):
+        records = MemoryRecords(log.read_bytes())
+        while records.has_next():
+            batch = records.next_batch()
+            assert isinstance(batch, DefaultRecordBatch) and batch.validate_crc()
+            if not batch.is_control_batch:
+                out.extend((r.offset, r.key, r.value) for r in batch)
+    return out
+
+
+def _batches(path: Path) -> list:
+    return [b for log in sorted(path.glob("*.log")) for b in iter_batches(log.read_bytes(), path=str(log))]
+
+
+def _build(path: Path, rng: random.Random, *, segments: int = 5, per_segment: int = 6,
+           tombstone_rate: float = 0.15) -> list[tuple[int, bytes, bytes | None]]:
+    part = _open(path)
+    written = []
+    for s in range(segments):
+        if s:
+            _roll(part)
+        for _ in range(per_segment):
+            batch = []
+            for _ in range(rng.randrange(1, 4)):
+                key = b"k%d" % rng.randrange(8)
+                value = None if rng.random() < tombstone_rate else rng.randbytes(rng.randrange(1, 40))
+                batch.append((key, value, T0 + len(written), []))
+                written.append((part.next_offset + len(batch) - 1, key, value))
+            part.append_records(batch, compression=rng.choice(["none", "gzip"]))
+    part.close()
+    return written
+
+
+def _expected(written, end: int) -> list[tuple[int, bytes, bytes | None]]:
+    """The records a first clean keeps (shouldRetainRecord): below ``end`` the latest per key, tombstones
+    included (their batches get a delete horizon now); from ``end`` on everything."""
+    latest = {key: off for off, key, _ in written if off < end}
+    return [(o, k, v) for o, k, v in written if o >= end or latest[k] == o]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_latest_record_per_key_offsets_kept(tmp_path: Path, seed: int) -> None:
+    path = tmp_path / "logs" / "t-0"
+    written = _build(path, random.Random(seed))
+    active_before = (path / sorted(p.name for p in path.glob("*.log"))[-1]).read_bytes()
+    before = {b.base_offset: (b.last_offset, b.producer_id) for b in _batches(path)}
+    part = _open(path)
+    result = compaction.compact_partition(part)
+    part.close()
+    end = result.end_offset
+    # the offset map ends after the last record below the active segment (the first uncleanable offset)
+    assert result.first_uncleanable_offset == int(sorted(p.name for p in path.glob("*.log"))[-1][:20])
+    assert end == max(o for o, _, _ in written if o < result.first_uncleanable_offset) + 1
+    assert _records(path) == _expected(written, end) != [(o, k, v) for o, k, v in written]
+    # offsets kept: every surviving batch has the base and last offset it had
+    for b in _batches(path):
+        assert before[b.base_offset][0] == b.last_offset
+    # the active segment is never cleaned
+    assert (path / sorted(p.name for p in path.glob("*.log"))[-1]).read_bytes() == active_before
+    assert not [p for p in path.iterdir() if p.suffix in (".cleaned", ".swap", ".deleted")]
+    assert read_offsets(str(tmp_path / "logs" / "cleaner-offset-checkpoint")) == {("t", 0): end}
+    with segstore.open(path) as store:
+        assert store.verify() == []
+        assert [(r.offset, r.key, r.value) for r in store.read("t", 0, 0)] == _expected(written, end)
+
+
+def test_tombstones_get_a_delete_horizon_then_go(tmp_path: Path) -> None:
+    """A tombstone's batch gets deleteHorizonMs = now + delete.retention.ms on its first clean
+    (MemoryRecords.filterTo, needToSetDeleteHorizon); a later clean at or past it drops the tombstone."""
+    path = tmp_path / "logs" / "t-0"
+    clock = Clock()
+    part = _open(path, clock, **{"delete.retention.ms": 1000})
+    part.append_records([(b"a", b"1", T0, []), (b"b", b"1", T0, [])])
+    part.append_records([(b"a", None, T0, [])])
+    _roll(part)
+    part.append_records([(b"c", b"1", T0, [])])
+    compaction.compact_partition(part)
+    tomb = next(b for b in _batches(path) if any(r.value is None for r in b.records()))
+    assert tomb.delete_horizon_ms == T0 + 1000
+    assert _records(path)[:2] == [(1, b"b", b"1"), (2, b"a", None)]
+
+    def clean_again(now: int) -> None:
+        _roll(part)
+        part.append_records([(b"z", b"1", now, [])])
+        _roll(part)
+        part.append_records([(b"y", b"1", now, [])])
+        clock.now = now
+        compaction.compact_partition(part)
+
+    clean_again(T0 + 999)
+    assert (2, b"a", None) in _records(path)
+    clean_again(T0 + 1000)
+    assert (2, b"a", None) not in _records(path) and (1, b"b", b"1") in _records(path)
+    part.close()
+    with segstore.open(path) as store:
+        assert store.verify() == []
+
+
+def test_transactions_as_the_cleaner_treats_them(tmp_path: Path) -> None:
+    """Aborted data goes; the ABORT marker stays (with its .txnindex entry) while batches of its transaction
+    were seen; the batch holding an active producer's last data offset is kept as an empty header
+    (BatchRetention.RETAIN_EMPTY); a COMMIT marker stays while its transaction's batches do."""
+    path = tmp_path / "logs" / "t-0"
+    part = _open(path)
+    part.append_records([(b"a", b"x", T0, [])], producer_id=7, producer_epoch=0, base_sequence=0,
+                        transactional=True)
+    part.append_records([(b"b", b"x", T0, [])], producer_id=8, producer_epoch=0, base_sequence=0,
+                        transactional=True)
+    part.append_control("ABORT", producer_id=7, producer_epoch=0, coordinator_epoch=0, timestamp=T0)
+    part.append_control("COMMIT", producer_id=8, producer_epoch=0, coordinator_epoch=0, timestamp=T0)
+    part.append_records([(b"c", b"x", T0, [])])
+    _roll(part)
+    part.append_records([(b"d", b"x", T0, [])])
+    compaction.compact_partition(part, now_ms=T0 + 10)
+    part.close()
+    kinds = [(b.base_offset, b.record_count, b.producer_id, b.control_type() if b.is_control else None)
+             for b in _batches(path)]
+    assert kinds == [(0, 0, 7, None),      # aborted, but producer 7's last data offset: an empty header
+                     (1, 1, 8, None), (2, 1, 7, "ABORT"), (3, 1, 8, "COMMIT"), (4, 1, -1, None),
+                     (5, 1, -1, None)]
+    assert _records(path) == [(1, b"b", b"x"), (4, b"c", b"x"), (5, b"d", b"x")]
+    txn = (path / f"{0:020d}.txnindex").read_bytes()
+    assert len(txn) == 34  # the kept ABORT marker's entry (CleanedTransactionMetadata.cleanedIndex)
+    abort = next(b for b in _batches(path) if b.control_type() == "ABORT")
+    assert abort.delete_horizon_ms == -1  # batches of its transaction were seen: no empty-txn horizon
+
+
+def test_idle_producers_are_not_kept(tmp_path: Path) -> None:
+    """Past producer.id.expiration.ms the producer is not active: its aborted batch goes whole."""
+    path = tmp_path / "logs" / "t-0"
+    part = _open(path)
+    part.append_records([(b"a", b"x", T0, [])], producer_id=7, producer_epoch=0, base_sequence=0,
+                        transactional=True)
+    part.append_control("ABORT", producer_id=7, producer_epoch=0, coordinator_epoch=0, timestamp=T0)
+    _roll(part)
+    part.append_records([(b"d", b"x", T0, [])])
+    compaction.compact_partition(part, now_ms=T0 + DAY + 1)
+    part.close()
+    assert [b.base_offset for b in _batches(path)] == [1, 2]
+
+
+def test_open_transaction_and_compaction_lag_bound_the_clean(tmp_path: Path) -> None:
+    """cleanableOffsets: the first uncleanable offset is the least of the last stable offset (an open
+    transaction), the active segment and the first segment newer than min.compaction.lag.ms."""
+    path = tmp_path / "logs" / "t-0"
+    part = _open(path, **{"min.compaction.lag.ms": 1000})
+    part.append_records([(b"a", b"1", T0, [])])
+    _roll(part)
+    part.append_records([(b"a", b"2", T0 + 5000, [])])
+    _roll(part)
+    part.append_records([(b"a", b"3", T0 + 5000, [])])
+    assert compaction.cleanable_offsets(part, T0 + 5500) == (0, 1)
+    assert compaction.cleanable_offsets(part, T0 + 7000) == (0, 2)
+    part.append_records([(b"t", b"1", T0, [])], producer_id=3, producer_epoch=0, base_sequence=0,
+                        transactional=True)
+    _roll(part)
+    part.append_records([(b"a", b"4", T0 + 5000, [])])
+    assert compaction.cleanable_offsets(part, T0 + 7000) == (0, 3)  # the open transaction at 3
+    part.close()
+
+
+def _crash_at(monkeypatch, stage: str) -> None:
+    real_rename = compaction.files.rename
+
+    def rename(src: str, dst: str) -> None:
+        if stage == "cleaned" and dst.endswith(".swap"):
+            raise KeyboardInterrupt
+        if stage == "swap" and dst.endswith(".deleted"):
+            raise KeyboardInterrupt
+        real_rename(src, dst)
+
+    monkeypatch.setattr(compaction.files, "rename", rename)
+
+
+@pytest.mark.parametrize("stage", ["cleaned", "swap"])
+def test_a_crash_mid_swap_rolls_back_or_completes_on_open(tmp_path: Path, monkeypatch, stage: str) -> None:
+    """``.cleaned`` files left: the next writable open removes them (roll back); ``.swap`` files left: it
+    removes the replaced segments and renames the swaps (complete), as LogLoader.load."""
+    written = _build(tmp_path / "ref" / "t-0", random.Random(3))
+    shutil.copytree(tmp_path / "ref", tmp_path / "logs")
+    path = tmp_path / "logs" / "t-0"
+    original = {p.name: p.read_bytes() for p in path.glob("*.log")}
+    reference = _open(tmp_path / "ref" / "t-0")
+    done = compaction.compact_partition(reference, now_ms=T0)
+    reference.close()
+    part = _open(path)
+    _crash_at(monkeypatch, stage)
+    with pytest.raises(KeyboardInterrupt):
+        compaction.compact_partition(part, now_ms=T0)
+    part.abandon()
+    monkeypatch.undo()
+    assert any(p.name.endswith("." + stage) for p in path.iterdir())
+    reopened = _open(path)
+    reopened.close()
+    assert not [p for p in path.iterdir() if p.suffix in (".cleaned", ".swap", ".deleted")]
+    if stage == "cleaned":
+        assert {p.name: p.read_bytes() for p in path.glob("*.log")} == original
+        assert _records(path) == [(o, k, v) for o, k, v in written]
+    else:
+        group = done.groups[0]
+        ref = tmp_path / "ref" / "t-0"
+        assert (path / f"{group[0]:020d}.log").read_bytes() == (ref / f"{group[0]:020d}.log").read_bytes()
+        assert not any((path / f"{b:020d}.log").exists() for b in group[1:])
+    with segstore.open(path) as store:
+        assert store.verify() == []
+
+
+def test_cli_compact_and_dry_run(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "logs" / "t-0"
+    written = _build(path, random.Random(9))
+    listing = {p.name: p.read_bytes() for p in path.iterdir()}
+    assert main(["compact", str(path), "--config", "cleanup.policy=compact", "--dry-run", "--json"]) == 0
+    planned = json.loads(capsys.readouterr().out)
+    assert planned["dry_run"] and planned["records_kept"] < planned["records_read"]
+    assert {p.name: p.read_bytes() for p in path.iterdir()} == listing
+    assert main(["compact", str(path), "--json"]) == 0
+    done = json.loads(capsys.readouterr().out)
+    assert (done["records_kept"], done["groups"]) == (planned["records_kept"], planned["groups"])
+    assert _records(path) == _expected(written, done["end_offset"])
+    assert main(["verify", str(path), "-q"]) == 0
+
+
+def test_cleaned_index_entries_follow_the_read_buffer_chunks(tmp_path: Path) -> None:
+    """cleanInto appends a whole read buffer (256 KiB: log.cleaner.io.buffer.size / 2) of kept batches at a
+    time; LogSegment.append indexes (largest offset of the chunk, chunk start) once index.interval.bytes
+    have passed since the last entry."""
+    path = tmp_path / "logs" / "t-0"
+    part = _open(path)
+    rng = random.Random(1)
+    for s in range(3):
+        if s:
+            _roll(part)
+        for _ in range(400):
+            part.append_records([(b"k%d" % rng.randrange(5000), rng.randbytes(1000), T0, [])])
+    result = compaction.compact_partition(part)
+    part.close()
+    assert result.groups == [[0, 400]]
+    batches = [b for b in _batches(path) if b.base_offset < 800]
+    entries = np.frombuffer((path / f"{0:020d}.index").read_bytes(), dtype=OFFSET_ENTRY)
+    by_position = {b.position: b for b in batches}
+    assert len(entries) >= 2
+    for rel, pos in entries.tolist():
+        assert pos in by_position and rel >= by_position[pos].last_offset  # a chunk of several batches
+    assert any(rel > by_position[pos].last_offset for rel, pos in entries.tolist())
+    with segstore.open(path) as store:
+        assert store.verify() == []
+
+
+def _killed_before(n: int, real_rename):
+    """A rename that kills the process (KeyboardInterrupt) instead of doing its ``n``-th rename."""
+    seen = itertools.count()
+
+    def rename(src: str, dst: str) -> None:
+        if next(seen) == n:
+            raise KeyboardInterrupt
+        real_rename(src, dst)
+
+    return rename
+
+
+def test_a_crash_at_every_rename_rolls_back_or_completes(tmp_path: Path, monkeypatch) -> None:
+    """Killed before any of the renames of LocalLog.replaceSegments (cleaned->swap, old->deleted,
+    swap->final), the next writable open (LogLoader) leaves either the old segments or the cleaned one,
+    never a mix: the partition reads as before or as after the clean, and verifies clean."""
+    ref = tmp_path / "ref" / "t-0"
+    written = _build(ref, random.Random(5), segments=3)
+    shutil.copytree(tmp_path / "ref", tmp_path / "pristine")
+    before = _records(ref)
+    part = _open(ref)
+    calls = []
+    real_rename = compaction.files.rename
+    monkeypatch.setattr(compaction.files, "rename", lambda a, b: (calls.append(b), real_rename(a, b)))
+    compaction.compact_partition(part, now_ms=T0)
+    part.close()
+    monkeypatch.undo()
+    after = _records(ref)
+    assert after != before and len(calls) >= 6
+    outcomes = []
+    for k in range(len(calls)):
+        work = tmp_path / f"crash{k}"
+        shutil.copytree(tmp_path / "pristine", work)
+        path = work / "t-0"
+        monkeypatch.setattr(compaction.files, "rename", _killed_before(k, real_rename))
+        crashed = _open(path)
+        with pytest.raises(KeyboardInterrupt):
+            compaction.compact_partition(crashed, now_ms=T0)
+        crashed.abandon()
+        monkeypatch.undo()
+        _open(path).close()
+        assert not [p for p in path.iterdir() if p.suffix in (".cleaned", ".swap", ".deleted")]
+        assert _records(path) in (before, after), f"crash before rename {k} ({calls[k]})"
+        outcomes.append(_records(path) == after)
+        with segstore.open(path) as store:
+            assert store.verify() == []
+    # rolled back while a .cleaned file was left (a .swap at or past the smallest .cleaned base is an
+    # unfinished operation: removed), completed once every file was .swap
+    last_swap = max(i for i, name in enumerate(calls) if name.endswith(".swap"))
+    assert outcomes == [False] * (last_swap + 1) + [True] * (len(calls) - last_swap - 1)
+    assert written

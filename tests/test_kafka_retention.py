@@ -1,0 +1,341 @@
+"""Kafka retention, DeleteRecords and the log-dir checkpoints, rule by rule against Kafka 3.8.0's source.
+
+Sources (apache/kafka 3.8.0):
+- core/src/main/scala/kafka/log/UnifiedLog.scala: deleteOldSegments, deletableSegments, deleteSegments,
+  deleteRetentionSizeBreachedSegments, deleteRetentionMsBreachedSegments,
+  deleteLogStartOffsetBreachedSegments, maybeIncrementLogStartOffset, updateHighWatermark
+- core/src/main/scala/kafka/log/LocalLog.scala: deleteSegmentFiles (``.deleted`` renames, then removal)
+- core/src/main/scala/kafka/log/LogLoader.scala: removeTempFilesAndCollectSwapFiles, load (log start)
+- core/src/main/scala/kafka/log/LogManager.scala: checkpointLogStartOffsetsInDir
+- core/src/main/scala/kafka/cluster/Partition.scala: deleteRecordsOnLeader
+- storage/.../log/LogSegment.java: largestTimestamp (max timestamp, else lastModified)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kafka.record.memory_records import MemoryRecords
+from segstore_kafka import retention
+from segstore_kafka.checkpoints import read_offsets, write_offsets
+from segstore_kafka.partition import KafkaConfig, Partition
+from segstore_kafka.retention import SegmentInfo, plan_deletions
+
+import segstore
+from segstore.cli import main
+from segstore.errors import ConfigError, OffsetOutOfRangeError
+from segstore.records import Message
+
+T0 = 1_700_000_000_000
+
+
+class Clock:
+    def __init__(self, now: int = T0) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def _build(path: Path, segments: int = 6, per_segment: int = 4, *, epochs: bool = False) -> Path:
+    """A partition of ``segments`` segments of ``per_segment`` one-record batches; record i has timestamp
+    T0 + 1000 * i and leader epoch i // 8 (when ``epochs``)."""
+    part = Partition(str(path), KafkaConfig(), writable=True, clock=Clock())
+    n = 0
+    for s in range(segments):
+        if s:
+            part.log.active.on_become_inactive()
+            part.log.roll(part.next_offset).make_appendable()
+        for _ in range(per_segment):
+            part.append_records([(f"k{n}".encode(), b"v" * 50, T0 + 1000 * n, [])],
+                                leader_epoch=n // 8 if epochs else 0)
+            n += 1
+    part.close()
+    return path
+
+
+def _open(path: Path, clock: Clock | None = None, **config: object) -> Partition:
+    return Partition(str(path), KafkaConfig.from_mapping(config), writable=True, clock=clock or Clock())
+
+
+def _kafka_python_offsets(path: Path) -> list[int]:
+    """Offsets of every record as kafka-python reads the ``.log`` files."""
+    out = []
+    for log in sorted(path.glob("*.log")):
+        records = MemoryRecords(log.read_bytes())
+        while records.has_next():
+            out.extend(r.offset for r in records.next_batch())
+    return out
+
+
+def _segment_bases(path: Path) -> list[int]:
+    return sorted(int(p.name[:20]) for p in path.glob("*.log"))
+
+
+# -- the pure plan -----------------------------------------------------------------
+
+segment_lists = st.lists(st.tuples(st.integers(1, 40), st.integers(0, 5_000), st.integers(-1, 10_000)),
+                         min_size=1, max_size=12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(spec=segment_lists, empty_last=st.booleans(), retention_bytes=st.integers(-1, 3_000),
+       retention_ms=st.integers(-1, 10_000), hw_cut=st.floats(0, 1), start_cut=st.floats(0, 1))
+def test_plan_keeps_unifiedlogs_invariants(spec, empty_last, retention_bytes, retention_ms, hw_cut,
+                                           start_cut) -> None:
+    """UnifiedLog.deletableSegments/deleteSegments: deletions are a prefix, never past the high watermark,
+    never an empty last segment; the log start is the first kept base; retention.bytes stops as soon as
+    deleting the next segment would take the log under the limit."""
+    bases, base = [], 0
+    for count, _, _ in spec:
+        bases.append(base)
+        base += count
+    end = base
+    sizes = [s for _, s, _ in spec]
+    if empty_last:
+        bases.append(end)
+        sizes.append(0)
+        spec = [*spec, (0, 0, -1)]
+    segs = [SegmentInfo(b, sz, ts) for b, sz, (_, _, ts) in zip(bases, sizes, spec, strict=True)]
+    hw = int(end * hw_cut)
+    start = min(int(end * start_cut), hw)
+    plan = plan_deletions(segs, log_start_offset=start, log_end_offset=end, high_watermark=hw,
+                          retention_bytes=retention_bytes, retention_ms=retention_ms, now_ms=10_000)
+    deleted = [d.base for d in plan.deletions]
+    assert deleted == bases[:len(deleted)]
+    assert all(d.upper <= hw for d in plan.deletions)
+    kept = [s for s in segs if s.base not in deleted]
+    if plan.rolled_at is not None:
+        assert plan.rolled_at == end
+        kept.append(SegmentInfo(end, 0, -1))
+    assert kept, "a partition always keeps one segment"
+    assert plan.log_start_offset == max(start, kept[0].base)
+    for d in plan.deletions:
+        if d.reason == retention.REASON_LOG_START:
+            assert d.upper <= plan.log_start_offset
+        if d.reason == retention.REASON_TIME:
+            assert 10_000 - segs[bases.index(d.base)].largest_timestamp > retention_ms
+    if any(d.reason == retention.REASON_SIZE for d in plan.deletions):  # as the size pass left it
+        gone = {d.base for d in plan.deletions if d.reason != retention.REASON_TIME}
+        assert sum(s.size for s in segs if s.base not in gone) >= retention_bytes
+
+
+def test_size_rule_stops_before_going_under_the_limit() -> None:
+    """deleteRetentionSizeBreachedSegments: ``diff = size - retention.bytes``; delete while
+    ``diff - segment.size >= 0``."""
+    segs = [SegmentInfo(0, 100, 1), SegmentInfo(10, 100, 1), SegmentInfo(20, 100, 1), SegmentInfo(30, 50, 1)]
+    plan = plan_deletions(segs, log_start_offset=0, log_end_offset=35, high_watermark=35, retention_bytes=150)
+    assert [d.base for d in plan.deletions] == [0, 10] and plan.log_start_offset == 20
+    plan = plan_deletions(segs, log_start_offset=0, log_end_offset=35, high_watermark=35, retention_bytes=351)
+    assert plan.deletions == [] and plan.log_start_offset == 0
+
+
+def test_compact_only_policy_runs_only_the_log_start_rule() -> None:
+    """UnifiedLog.deleteOldSegments: without ``delete`` in cleanup.policy only the log start rule runs."""
+    segs = [SegmentInfo(0, 100, 1), SegmentInfo(10, 100, 1), SegmentInfo(20, 100, 1)]
+    plan = plan_deletions(segs, log_start_offset=12, log_end_offset=30, high_watermark=30, retention_bytes=0,
+                          retention_ms=0, now_ms=10, delete_policy=False)
+    assert [(d.base, d.reason) for d in plan.deletions] == [(0, retention.REASON_LOG_START)]
+    assert plan.log_start_offset == 12
+
+
+# -- applied to partitions -----------------------------------------------------------
+
+def test_retention_bytes_deletes_oldest_and_renames_through_deleted(tmp_path: Path, monkeypatch) -> None:
+    path = _build(tmp_path / "logs" / "t-0")
+    before = _kafka_python_offsets(path)
+    sizes = [os.path.getsize(p) for p in sorted(path.glob("*.log"))]
+    limit = sum(sizes) - sizes[0] - sizes[1] - 1  # two whole segments over, not three
+    renames: list[tuple[str, str]] = []
+    real_rename = retention.files.rename
+    monkeypatch.setattr(retention.files, "rename", lambda a, b: (renames.append((a, b)), real_rename(a, b)))
+    part = _open(path, **{"retention.bytes": limit})
+    result = retention.delete_old_segments(part)
+    assert [d.base for d in result.deletions] == [0, 4]
+    assert {d.reason for d in result.deletions} == {"retention.bytes"}
+    assert part.log_start_offset == 8 == result.log_start_offset
+    # LocalLog.deleteSegmentFiles: every file of the segment renamed to .deleted, then removed
+    assert sorted(os.path.basename(a) for a, _ in renames) == sorted(
+        f"{b:020d}{s}" for b in (0, 4) for s in (".log", ".index", ".timeindex")
+        if (b, s) != (-1, ""))
+    assert all(b == a + ".deleted" for a, b in renames)
+    assert not list(path.glob("*.deleted"))
+    part.close()
+    assert _segment_bases(path) == [8, 12, 16, 20]
+    assert _kafka_python_offsets(path) == [o for o in before if o >= 8]
+    # LogManager.checkpointLogStartOffsetsInDir: no entry while the log start is the first base
+    assert read_offsets(str(tmp_path / "logs" / "log-start-offset-checkpoint")) == {}
+    with segstore.open(path) as store:
+        assert store.verify() == []
+        assert store.offset_range("t", 0) == (8, 24)
+
+
+def test_retention_ms_can_delete_the_active_segment_after_rolling(tmp_path: Path) -> None:
+    """UnifiedLog.deleteSegments: when every segment is deletable a new one is rolled at the log end first."""
+    path = _build(tmp_path / "logs" / "t-0", segments=3)
+    clock = Clock(T0 + 1000 * 11 + 5001)  # the newest record (offset 11) is 5001 ms old
+    part = _open(path, clock, **{"retention.ms": 5000})
+    result = retention.delete_old_segments(part)
+    assert [d.base for d in result.deletions] == [0, 4, 8] and result.rolled_at == 12
+    assert part.log_start_offset == 12 and part.next_offset == 12
+    part.append_records([(b"k", b"after", clock.now, [])])
+    part.close()
+    assert _segment_bases(path) == [12]
+    assert _kafka_python_offsets(path) == [12]
+
+
+def test_retention_ms_is_measured_from_the_largest_timestamp(tmp_path: Path) -> None:
+    """deleteRetentionMsBreachedSegments: ``now - segment.largestTimestamp > retention.ms``, oldest first."""
+    path = _build(tmp_path / "logs" / "t-0", segments=4)
+    # segment 4..7 has largest timestamp T0 + 7000: exactly 5000 old is kept (strictly greater deletes)
+    part = _open(path, Clock(T0 + 7000 + 5000), **{"retention.ms": 5000})
+    result = retention.delete_old_segments(part)
+    assert [d.base for d in result.deletions] == [0]
+    part.close()
+
+
+def test_largest_timestamp_falls_back_to_mtime(tmp_path: Path) -> None:
+    """LogSegment.largestTimestamp: the file's lastModified when no record has a timestamp (>= 0)."""
+    path = tmp_path / "logs" / "t-0"
+    part = Partition(str(path), KafkaConfig(), writable=True, clock=Clock())
+    part.append_records([(b"k", b"v", -1, [])])
+    part.log.active.on_become_inactive()
+    part.log.roll(part.next_offset).make_appendable()
+    part.append_records([(b"k", b"v", -1, [])])
+    part.close()
+    old = path / f"{0:020d}.log"
+    os.utime(old, ns=(T0 * 1_000_000, T0 * 1_000_000))
+    part = _open(path, Clock(T0 + 10_000), **{"retention.ms": 9_999})
+    info = retention.segment_info(part.segments[0])
+    assert info.largest_timestamp == T0
+    assert [d.base for d in retention.delete_old_segments(part).deletions] == [0]
+    part.close()
+
+
+def test_high_watermark_bounds_deletion(tmp_path: Path) -> None:
+    """deletableSegments: a segment whose upper bound is above the high watermark is kept
+    (replication-offset-checkpoint read beside the other log-dir checkpoints; updateHighWatermark clamps)."""
+    logs = tmp_path / "logs"
+    path = _build(logs / "t-0")
+    write_offsets(str(logs / "replication-offset-checkpoint"), {("t", 0): 9})
+    part = _open(path, **{"retention.bytes": 0})
+    assert retention.high_watermark(part) == 9
+    result = retention.delete_old_segments(part)
+    assert [d.base for d in result.deletions] == [0, 4]  # segment 8..11 ends past offset 9
+    part.close()
+    write_offsets(str(logs / "replication-offset-checkpoint"), {("t", 0): 10_000})
+    part = _open(path)
+    assert retention.high_watermark(part) == part.next_offset == 24
+    part.close()
+
+
+def test_leader_epochs_truncated_from_the_new_start(tmp_path: Path) -> None:
+    """maybeIncrementLogStartOffset: leaderEpochCache.truncateFromStart(logStartOffset)."""
+    path = _build(tmp_path / "logs" / "t-0", epochs=True)
+    sizes = [os.path.getsize(p) for p in sorted(path.glob("*.log"))]
+    part = _open(path, **{"retention.bytes": sum(sizes[3:])})  # the last three segments stay
+    assert [e.start_offset for e in part.epochs.entries] == [0, 8, 16]
+    retention.delete_old_segments(part)
+    assert part.log_start_offset == 12
+    assert [tuple(e) for e in part.epochs.entries] == [(1, 12), (2, 16)]
+    part.close()
+    assert (path / "leader-epoch-checkpoint").read_text() == "0\n2\n1 12\n2 16\n"
+
+
+def test_delete_records_moves_the_log_start_and_drops_whole_segments(tmp_path: Path) -> None:
+    """Partition.deleteRecordsOnLeader + maybeIncrementLogStartOffset, then
+    deleteLogStartOffsetBreachedSegments (a segment goes when the next one starts at or below the start)."""
+    logs = tmp_path / "logs"
+    path = _build(logs / "t-0")
+    with segstore.open(path, format="kafka", mode="a") as store:
+        results = store.delete_records(10)
+    assert results[0]["log_start_offset"] == 10
+    assert [d["base_offset"] for d in results[0]["deleted_segments"]] == [0, 4]
+    assert _segment_bases(path) == [8, 12, 16, 20]
+    assert read_offsets(str(logs / "log-start-offset-checkpoint")) == {("t", 0): 10}
+    with segstore.open(path) as store:  # LogLoader: max(checkpoint, first base)
+        assert store.offset_range("t", 0) == (10, 24)
+        assert [r.offset for r in store.read("t", 0, 0)] == list(range(10, 24))
+        assert store.verify() == []
+    with segstore.open(path, format="kafka", mode="a") as store:
+        assert store.delete_records(5)[0]["log_start_offset"] == 10  # never backwards
+        assert store.delete_records(-1)[0]["log_start_offset"] == 24  # -1: the high watermark
+    assert _segment_bases(path) == [20]
+    with pytest.raises(OffsetOutOfRangeError):
+        with segstore.open(path, format="kafka", mode="a") as store:
+            store.delete_records(25)
+
+
+def test_delete_records_refused_without_the_delete_policy(tmp_path: Path) -> None:
+    path = _build(tmp_path / "logs" / "t-0", segments=2)
+    part = _open(path, **{"cleanup.policy": "compact"})
+    with pytest.raises(ConfigError, match=r"cleanup\.policy"):
+        retention.delete_records(part, 3)
+    part.close()
+
+
+def test_crash_after_the_checkpoint_completes_on_the_next_run(tmp_path: Path, monkeypatch) -> None:
+    """The log start is durable before any rename; a crash there leaves whole segments that the next
+    retention pass (deleteLogStartOffsetBreachedSegments) removes; stray .deleted files are removed on
+    open (LogLoader.removeTempFilesAndCollectSwapFiles)."""
+    logs = tmp_path / "logs"
+    path = _build(logs / "t-0")
+
+    def crash(segments):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(retention, "delete_segment_files", crash)
+    part = _open(path)
+    with pytest.raises(KeyboardInterrupt):
+        retention.delete_records(part, 9)
+    part.abandon()
+    monkeypatch.undo()
+    assert _segment_bases(path) == [0, 4, 8, 12, 16, 20]
+    (path / f"{0:020d}.index.deleted").write_bytes(b"x")
+    part = _open(path)
+    assert part.log_start_offset == 0  # the partition alone; the store applies the log-dir checkpoint
+    assert not list(path.glob("*.deleted"))
+    part.close()
+    with segstore.open(path, format="kafka", mode="a") as store:
+        assert store.offset_range("t", 0) == (9, 24)
+        result = store.retention()[0]
+    assert [d["base_offset"] for d in result["deleted_segments"]] == [0, 4]
+    assert _kafka_python_offsets(path) == list(range(8, 24))
+
+
+def test_log_dir_writes_the_replication_offset_checkpoint(tmp_path: Path) -> None:
+    """ReplicaManager.HighWatermarkFilename: each partition's high watermark, beside the other checkpoints."""
+    logs = tmp_path / "logs"
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        store.append_batch([Message("a", b"x", partition=p, timestamp=1) for p in (0, 1, 1)])
+    assert read_offsets(str(logs / "replication-offset-checkpoint")) == {("a", 0): 1, ("a", 1): 2}
+    write_offsets(str(logs / "replication-offset-checkpoint"), {("a", 0): 0, ("a", 1): 7})
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        store.append_batch([Message("a", b"y", partition=0, timestamp=1)])
+    # appended to: committed to its end; untouched: the read value clamped to the log end
+    assert read_offsets(str(logs / "replication-offset-checkpoint")) == {("a", 0): 2, ("a", 1): 2}
+
+
+def test_cli_retention_dry_run_then_apply(tmp_path: Path, capsys) -> None:
+    path = _build(tmp_path / "logs" / "t-0")
+    listing = sorted(p.name for p in path.iterdir())
+    last = os.path.getsize(path / f"{20:020d}.log")
+    args = [str(path), "--config", f"retention.bytes={last}", "--json"]
+    assert main(["retention", *args, "--dry-run"]) == 0
+    planned = json.loads(capsys.readouterr().out)
+    assert planned["dry_run"] and [d["base_offset"] for d in planned["deleted_segments"]] == [0, 4, 8, 12, 16]
+    assert sorted(p.name for p in path.iterdir()) == listing
+    assert main(["retention", *args]) == 0
+    done = json.loads(capsys.readouterr().out)
+    assert done["deleted_segments"] == planned["deleted_segments"] and done["log_start_offset"] == 20
+    assert _segment_bases(path) == [20]
+    assert main(["verify", str(path)]) == 0
+    assert main(["delete-records", str(path), "--before", "99"]) == 2
+    assert main(["delete-records", str(path), "--before", "22", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["log_start_offset"] == 22
+    assert main(["retention", str(path), "--config", "retention.bogus=1"]) == 2
