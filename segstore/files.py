@@ -722,6 +722,9 @@ def _filesystem(url: str) -> tuple[Any, str]:
                           url) from err
     except TypeError as err:
         raise ConfigError(f"storage options {sorted(options)} do not fit {protocol}:// ({err})", url) from err
+    except OSError as err:  # hdfs:// connects at once: no libjvm/libhdfs, a namenode down...
+        raise StorageIOError(f"expected a reachable {protocol}:// filesystem, found {type(err).__name__}: "
+                             f"{err}", url) from err
     return fs, fs._strip_protocol(url)
 
 

@@ -302,6 +302,15 @@ def test_unknown_scheme_and_missing_package_are_typed():
         segstore.open("s3://b/store", storage_options="{not json")
 
 
+def test_unreachable_hdfs_is_a_typed_error(capsys):
+    """pyarrow's HDFS client connects when built: no JVM/libhdfs here, or no namenode on port 1."""
+    code, out = run("info", "hdfs://127.0.0.1:1/store")
+    err = capsys.readouterr().err
+    assert (code, out) == (1, "")
+    assert err.startswith("hdfs://127.0.0.1:1/store: expected a reachable hdfs:// filesystem, found ")
+    assert "Traceback" not in err
+
+
 def test_storage_options_env_must_be_json(monkeypatch):
     monkeypatch.setenv(files.STORAGE_OPTIONS_ENV, "[1]")
     monkeypatch.setattr(files, "_storage_options", {})
@@ -372,3 +381,17 @@ def test_remote_views_equal_local_views(data, ranges, block):
             remote.close()
         finally:
             files.REMOTE_BLOCK_SIZE = saved
+
+
+def test_convert_from_a_url_writes_what_a_local_source_does(cli_env, tmp_path):
+    url = f"s3://{BUCKET}/rocketmq/basic"
+    assert run("convert", str(ROCKETMQ_STORE), str(tmp_path / "local"), "--to", "kafka")[0] == 0
+    assert run("convert", url, str(tmp_path / "remote"), "--to", "kafka")[0] == 0
+    local = {p.relative_to(tmp_path / "local"): p.read_bytes() for p in (tmp_path / "local").rglob("*")
+             if p.is_file()}
+    remote = {p.relative_to(tmp_path / "remote"): p.read_bytes() for p in (tmp_path / "remote").rglob("*")
+              if p.is_file()}
+    journal = Path("segstore-convert.json")
+    assert json.loads(remote.pop(journal))["src"] == url
+    assert json.loads(local.pop(journal))["src"] == str(ROCKETMQ_STORE)
+    assert len(local) > 3 and remote == local
