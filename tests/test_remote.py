@@ -21,6 +21,7 @@ import pytest
 from conftest import FIXTURES, KAFKA_FIXTURES
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from spark_support import fixture_config, library_rows, sort_rows, spark, spark_rows  # noqa: F401
 
 import segstore
 from segstore import cli, files
@@ -322,12 +323,7 @@ def test_storage_options_env_must_be_json(monkeypatch):
 
 @pytest.mark.spark
 @pytest.mark.parametrize(("name", "local", "url"), [STORES[0], STORES[-1]], ids=[STORES[0][0], STORES[-1][0]])
-def test_spark_reads_through_url(s3, name, local, url):
-    from spark_support import fixture_config, library_rows, sort_rows, spark_rows
-
-    from segstore.spark import local_session
-
-    spark = local_session("segstore-tests", cores=2)
+def test_spark_reads_through_url(s3, spark, name, local, url):  # noqa: F811
     config = fixture_config(local)
     # the executors' processes get the credentials with the options, not from this process's environment
     options = {**s3["options"], "key": "testing", "secret": "testing"}
