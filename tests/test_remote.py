@@ -239,7 +239,7 @@ def test_missing_bucket_or_store_is_not_found(s3, url):
 @pytest.mark.parametrize("argv", [["info", "s3://no-such-bucket-y/store"], ["dump", f"s3://{BUCKET}/missing"],
                                   ["verify", "nosuchscheme://host/store"], ["info", f"s3://{BUCKET}/kafka"],
                                   ["recover", f"s3://{BUCKET}/rocketmq/basic"],
-                                  ["write", f"s3://{BUCKET}/new-store", "--input", os.devnull],
+                                  ["write", f"s3://{BUCKET}/new", "--spec", str(FIXTURES / "kafka/zstd/spec.json")],
                                   ["index", "build", f"s3://{BUCKET}/kafka/zstd/topic-0", "--index", "key"]])
 def test_cli_bad_urls_exit_2_without_traceback(cli_env, capsys, argv):
     code, out = run(*argv)
