@@ -236,10 +236,13 @@ def test_missing_bucket_or_store_is_not_found(s3, url):
         segstore.open(url, storage_options=s3["options"])
 
 
+SPEC = str(FIXTURES / "kafka/zstd/spec.json")
+
+
 @pytest.mark.parametrize("argv", [["info", "s3://no-such-bucket-y/store"], ["dump", f"s3://{BUCKET}/missing"],
                                   ["verify", "nosuchscheme://host/store"], ["info", f"s3://{BUCKET}/kafka"],
                                   ["recover", f"s3://{BUCKET}/rocketmq/basic"],
-                                  ["write", f"s3://{BUCKET}/new", "--spec", str(FIXTURES / "kafka/zstd/spec.json")],
+                                  ["write", f"s3://{BUCKET}/new", "--spec", SPEC],
                                   ["index", "build", f"s3://{BUCKET}/kafka/zstd/topic-0", "--index", "key"]])
 def test_cli_bad_urls_exit_2_without_traceback(cli_env, capsys, argv):
     code, out = run(*argv)
