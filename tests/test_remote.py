@@ -333,7 +333,8 @@ def test_spark_reads_through_url(s3, spark, name, local, url):  # noqa: F811
     # the executors' processes get the credentials with the options, not from this process's environment
     options = {**s3["options"], "key": "testing", "secret": "testing"}
     df = (spark.read.format("segstore").option("config", json.dumps(config))
-          .option("storageOptions", json.dumps(options)).option("minPartitions", "2").load(url))
+          .option("storageOptions", json.dumps(options)).option("minPartitions", "2")
+          .option("includeHeaders", "true").load(url))
     expected = sort_rows(library_rows(local, config))
     got = spark_rows(df)
     assert len(got) == len(expected) > 0
