@@ -415,11 +415,11 @@ def data_ranges(path: str | os.PathLike[str], start: int, end: int) -> list[tupl
     the whole range.
     """
     seek_data, seek_hole = getattr(os, "SEEK_DATA", None), getattr(os, "SEEK_HOLE", None)
-    if seek_data is None or seek_hole is None or start >= end:
+    if seek_data is None or seek_hole is None or start >= end or is_url(path):
         return [(start, end)] if start < end else []
     ranges = []
-    with _os_errors(path):
-        fd = os.open(path, os.O_RDONLY)
+    with _os_errors(os.fspath(path)):
+        fd = _open_regular(os.fspath(path), os.O_RDONLY)
     try:
         pos = start
         while pos < end:
