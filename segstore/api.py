@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from . import files, registry
-from .errors import NotFoundError
+from .errors import ConfigError, NotFoundError, ReadOnlyError
 from .store import Store
 
 
-def open(path: str | os.PathLike[str], format: str | None = None, mode: str = "r",
-         **config: Any) -> Store:
+def open(path: str | os.PathLike[str], format: str | None = None, mode: str = "r", *,
+         storage_options: Mapping[str, Any] | str | None = None, **config: Any) -> Store:
     """Open the store at ``path``.
 
     :param format: ``"rocketmq"``, ``"kafka"`` or another registered name; detected
@@ -20,10 +22,22 @@ def open(path: str | os.PathLike[str], format: str | None = None, mode: str = "r
         (creates the store if missing, takes the writer lock, recovers a crash).
     :raises NotFoundError: ``mode="r"`` and nothing exists at ``path`` (reading never creates a store).
     :raises WrongFormatError: the format is detected and no (or more than one) format recognises ``path``.
+    :param storage_options: for a URL path (``s3://bucket/store``, ``hdfs://...``, ``file://...``):
+        the fsspec filesystem's options (credentials, ``client_kwargs``...), a dict or its JSON
+        text; used for every path under the URL's ``scheme://authority`` in this process.
+        Without them ``$SEGSTORE_STORAGE_OPTIONS`` and the filesystem's own defaults (AWS
+        environment variables...) apply.  URLs open read-only (``mode="r"``).
+    :raises ReadOnlyError: ``mode="a"`` on a URL.
     :param config: the format's own config names (RocketMQ's ``mappedFileSizeCommitLog``...;
         Kafka's ``segment.bytes`` passed as ``**{"segment.bytes": n}`` or ``segment_bytes=n``).
     """
     path = os.fspath(path)
+    if files.is_url(path):
+        if mode != "r":
+            raise ReadOnlyError(f"expected mode='r' for a URL, found mode={mode!r} "
+                                "(remote stores are read-only)", path)
+        if storage_options is not None:
+            files.set_storage_options(path, _storage_options(storage_options, path))
     if mode == "r" and not files.exists(path):
         raise NotFoundError("expected a store directory to read, found no such file or directory", path)
     if format is None:
@@ -36,3 +50,14 @@ def open(path: str | os.PathLike[str], format: str | None = None, mode: str = "r
 
 def _has_content(path: str) -> bool:
     return files.is_dir(path) and bool(files.list_dir(path))
+
+
+def _storage_options(options: Mapping[str, Any] | str, path: str) -> dict[str, Any]:
+    if isinstance(options, str):
+        try:
+            options = json.loads(options)
+        except json.JSONDecodeError as err:
+            raise ConfigError(f"storage_options must be a JSON object, found {options!r}", path) from err
+    if not isinstance(options, Mapping):
+        raise ConfigError(f"storage_options must be a mapping, found {type(options).__name__}", path)
+    return dict(options)

@@ -27,6 +27,7 @@ from .errors import (
     InvalidMessageError,
     InvalidTopicError,
     MissingDependencyError,
+    ReadOnlyError,
     SegstoreError,
     UnsupportedOperationError,
     WrongFormatError,
@@ -37,8 +38,9 @@ from .store import QUERY_ALL, Problem, QueryRequest
 EXIT_OK, EXIT_DATA, EXIT_USAGE = 0, 1, 2
 #: What a query that matched nothing exits with (a data answer, not a usage problem).
 EXIT_NO_HITS = EXIT_DATA
+# ReadOnlyError: a write command on a URL (remote stores are read-only).
 _USAGE_ERRORS = (ConfigError, FormatNotFoundError, InvalidTopicError, UnsupportedOperationError,
-                 WrongFormatError, MissingDependencyError)
+                 WrongFormatError, MissingDependencyError, ReadOnlyError)
 
 
 class UsageError(SegstoreError, ValueError):

@@ -18,17 +18,25 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import functools
+import json
 import mmap
 import os
+import re
 import shutil
 import stat
-from collections.abc import Iterator
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
 from .errors import (
+    ConfigError,
+    MissingDependencyError,
     NotFoundError,
+    ReadOnlyError,
     SegstoreError,
     StorageFullError,
     StorageIOError,
@@ -103,6 +111,10 @@ class MappedFile:
     """
 
     __slots__ = ("_fd", "_in_memory", "_mm", "path", "size", "writable")
+
+    def __new__(cls, path: Any = None, *args: Any, **kwargs: Any) -> MappedFile:
+        # A URL gets the read-only remote file (end of this module) behind the same API.
+        return object.__new__(RemoteMappedFile if cls is MappedFile and is_url(path) else cls)
 
     def __init__(self, path: str | os.PathLike[str], size: int | None = None, *, create: bool = False,
                  writable: bool = False, in_memory: bool = False) -> None:
@@ -240,6 +252,9 @@ class AppendFile:
     """
 
     __slots__ = ("_fd", "_mm", "_mm_size", "path", "size", "writable")
+
+    def __new__(cls, path: Any = None, *args: Any, **kwargs: Any) -> AppendFile:
+        return object.__new__(RemoteAppendFile if cls is AppendFile and is_url(path) else cls)
 
     def __init__(self, path: str | os.PathLike[str], *, create: bool = False, writable: bool = False) -> None:
         self.path = os.fspath(path)
@@ -400,11 +415,11 @@ def data_ranges(path: str | os.PathLike[str], start: int, end: int) -> list[tupl
     the whole range.
     """
     seek_data, seek_hole = getattr(os, "SEEK_DATA", None), getattr(os, "SEEK_HOLE", None)
-    if seek_data is None or seek_hole is None or start >= end:
+    if seek_data is None or seek_hole is None or start >= end or is_url(path):
         return [(start, end)] if start < end else []
     ranges = []
     with _os_errors(os.fspath(path)):
-        fd = os.open(path, os.O_RDONLY)
+        fd = _open_regular(os.fspath(path), os.O_RDONLY)
     try:
         pos = start
         while pos < end:
@@ -565,6 +580,8 @@ class WriterLock:
         self._fd = -1
 
     def acquire(self) -> None:
+        if is_url(self.path):
+            raise _read_only(self.path)
         with _os_errors(self.path):
             fd = _open_regular(self.path, os.O_RDWR | os.O_CREAT)
         try:
@@ -602,6 +619,8 @@ class DirectoryLock:
         self._fd = -1
 
     def acquire(self) -> None:
+        if is_url(self.path):
+            raise _read_only(self.path)
         with _os_errors(self.path):
             fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
@@ -664,3 +683,370 @@ class BrokerLock:
             fcntl.lockf(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = -1
+
+
+# -- remote stores: URLs through fsspec (read-only) -------------------------------
+#
+# A path with a scheme (``s3://bucket/store``, ``s3a://``, ``hdfs://host/dir``,
+# ``file:///dir``) names a file on a filesystem fsspec reaches; everything above keeps
+# taking plain paths.  Plugins join paths with ``os.path.join``, which joins a URL with
+# ``/`` as well, so they need no change.  A remote file cannot be mapped: its reads fetch
+# byte ranges on demand, in aligned blocks kept in one bounded process-wide LRU cache; a
+# whole-file view fetches the file once.  Remote stores are read-only: every write
+# raises :class:`ReadOnlyError`.  Thread-safety: the block cache and the counters are
+# locked; a remote file is as thread-safe as a local one for reads.
+
+_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+
+#: Bytes of one fetched block (aligned): a one-message read costs one or two blocks.
+REMOTE_BLOCK_SIZE = 4 * 1024 * 1024
+#: Bytes of blocks kept at most over all remote files (least recently used dropped first).
+REMOTE_CACHE_BYTES = 256 * 1024 * 1024
+#: JSON object of fsspec storage options used for every URL without its own (CLI, executors).
+STORAGE_OPTIONS_ENV = "SEGSTORE_STORAGE_OPTIONS"
+
+_remote_lock = threading.Lock()
+_storage_options: dict[str, dict[str, Any]] = {}
+_fetched = {"requests": 0, "bytes": 0}
+
+
+def is_url(path: str | os.PathLike[str]) -> bool:
+    """True when ``path`` is a URL (``scheme://...``) rather than a local path."""
+    return isinstance(path, str) and _URL.match(path) is not None
+
+
+def _root(url: str) -> str:
+    """``scheme://authority`` of a URL: the unit storage options are registered for."""
+    scheme, rest = url.split("://", 1)
+    return f"{scheme.lower()}://{rest.split('/', 1)[0]}"
+
+
+def set_storage_options(url: str, options: Mapping[str, Any] | None) -> None:
+    """Use fsspec ``options`` (credentials, ``client_kwargs``...) for every path under ``url``'s
+    ``scheme://authority`` (the bucket, the namenode) in this process; None forgets them."""
+    with _remote_lock:
+        if options is None:
+            _storage_options.pop(_root(url), None)
+        else:
+            _storage_options[_root(url)] = dict(options)
+
+
+def remote_stats() -> dict[str, int]:
+    """Range requests made and bytes fetched from remote files by this process so far."""
+    with _remote_lock:
+        return dict(_fetched)
+
+
+def _default_options() -> dict[str, Any]:
+    text = os.environ.get(STORAGE_OPTIONS_ENV)
+    if not text:
+        return {}
+    try:
+        options = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"${STORAGE_OPTIONS_ENV} must be a JSON object of fsspec storage options, "
+                          f"found {text!r}") from err
+    if not isinstance(options, dict):
+        raise ConfigError(f"${STORAGE_OPTIONS_ENV} must be a JSON object of fsspec storage options, "
+                          f"found {text!r}")
+    return options
+
+
+def _filesystem(url: str) -> tuple[Any, str]:
+    """The fsspec filesystem of ``url`` and the path it gives the file.
+
+    :raises MissingDependencyError: fsspec, or the filesystem's package (s3fs, pyarrow...), is missing.
+    :raises ConfigError: fsspec knows no such scheme.
+    """
+    try:
+        import fsspec
+    except ImportError as err:
+        raise MissingDependencyError("reading a URL needs fsspec: install it with "
+                                     "`pip install segstore[remote]`", url) from err
+    with _remote_lock:
+        options = _storage_options.get(_root(url))
+    if options is None:
+        options = _default_options()
+    match = _URL.match(url)
+    if match is None:
+        raise ConfigError(f"expected a URL (SCHEME://...), found {url!r}", url)
+    protocol = match.group(1).lower()
+    try:
+        fs = fsspec.filesystem(protocol, **options)
+    except ImportError as err:
+        # fsspec's message names the package ("Install s3fs to access S3").
+        raise MissingDependencyError(f"{err}; or `pip install segstore[remote]`", url) from err
+    except ValueError as err:
+        raise ConfigError(f"expected a URL of a filesystem fsspec knows, found scheme {protocol!r} ({err})",
+                          url) from err
+    except TypeError as err:
+        raise ConfigError(f"storage options {sorted(options)} do not fit {protocol}:// ({err})", url) from err
+    except OSError as err:  # hdfs:// connects at once: no libjvm/libhdfs, a namenode down...
+        raise StorageIOError(f"expected a reachable {protocol}:// filesystem, found {type(err).__name__}: "
+                             f"{err}", url) from err
+    return fs, fs._strip_protocol(url)
+
+
+@contextlib.contextmanager
+def _remote_errors(url: str, pos: int | None = None) -> Iterator[None]:
+    """Every failure of a remote call as a segstore error naming the URL."""
+    try:
+        yield
+    except SegstoreError:
+        raise
+    except OSError as err:
+        raise _translate(err, url, pos) from err
+    except ImportError as err:
+        raise MissingDependencyError(str(err), url, pos) from err
+    except Exception as err:  # botocore / pyarrow errors share no base class
+        raise StorageIOError(f"{type(err).__name__}: {err}", url, pos) from err
+
+
+def _read_only(url: str) -> ReadOnlyError:
+    return ReadOnlyError("expected a local path to write, found a URL (remote stores are read-only: "
+                         "open them with mode='r')", url)
+
+
+class _BlockCache:
+    """Fetched blocks of remote files, least recently used dropped beyond ``REMOTE_CACHE_BYTES``."""
+
+    def __init__(self) -> None:
+        self._blocks: OrderedDict[tuple[str, int, int], bytes] = OrderedDict()
+        self._bytes = 0
+
+    def get(self, key: tuple[str, int, int]) -> bytes | None:
+        with _remote_lock:
+            block = self._blocks.get(key)
+            if block is not None:
+                self._blocks.move_to_end(key)
+            return block
+
+    def put(self, key: tuple[str, int, int], block: bytes) -> None:
+        with _remote_lock:
+            if key in self._blocks:
+                return
+            self._blocks[key] = block
+            self._bytes += len(block)
+            while self._bytes > REMOTE_CACHE_BYTES and len(self._blocks) > 1:
+                _, dropped = self._blocks.popitem(last=False)
+                self._bytes -= len(dropped)
+
+    def clear(self) -> None:
+        with _remote_lock:
+            self._blocks.clear()
+            self._bytes = 0
+
+
+_blocks = _BlockCache()
+
+
+class _RemoteBytes:
+    """The bytes of one remote file, fetched by range on demand (see the section comment)."""
+
+    __slots__ = ("_fs", "_key", "_whole", "size", "url")
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._fs, self._key = _filesystem(url)
+        with _remote_errors(url):
+            info = self._fs.info(self._key)
+        if info.get("type") == "directory":
+            raise StorageIOError("expected a file, found a directory", url)
+        self.size = int(info["size"])
+        self._whole: bytes | None = None
+
+    def _fetch(self, start: int, end: int) -> bytes:
+        with _remote_errors(self.url, start):
+            data = self._fs.cat_file(self._key, start=start, end=end)
+        with _remote_lock:
+            _fetched["requests"] += 1
+            _fetched["bytes"] += len(data)
+        if len(data) != end - start:
+            raise TruncatedDataError(f"expected {end - start} bytes at {start}, found {len(data)} "
+                                     "(the file changed while read)", self.url, start)
+        return data
+
+    def view(self, start: int, end: int) -> memoryview:
+        """Bytes ``[start, end)`` (clamped to the file): one block's slice without a copy, else joined."""
+        start, end = max(0, start), min(end, self.size)
+        if end <= start:
+            return memoryview(b"")
+        if self._whole is None and start == 0 and end == self.size and self.size > REMOTE_BLOCK_SIZE:
+            self._whole = self._fetch(0, self.size)   # one request; smaller files are one cached block
+        if self._whole is not None:
+            return memoryview(self._whole)[start:end]
+        first, last = start // REMOTE_BLOCK_SIZE, (end - 1) // REMOTE_BLOCK_SIZE
+        parts = [self._block(i) for i in range(first, last + 1)]
+        base = first * REMOTE_BLOCK_SIZE
+        if len(parts) == 1:
+            return memoryview(parts[0])[start - base:end - base]
+        return memoryview(b"".join(parts))[start - base:end - base]
+
+    def _block(self, i: int) -> bytes:
+        key = (self.url, self.size, i)
+        block = _blocks.get(key)
+        if block is None:
+            start = i * REMOTE_BLOCK_SIZE
+            block = self._fetch(start, min(start + REMOTE_BLOCK_SIZE, self.size))
+            _blocks.put(key, block)
+        return block
+
+    def release(self) -> None:
+        self._whole = None
+
+
+class RemoteMappedFile(MappedFile):
+    """A :class:`MappedFile` over a URL: read-only, ranges fetched on demand (``MappedFile(url)``
+    returns one).  ``view``/``array``/``read`` fetch only the blocks they touch."""
+
+    __slots__ = ("_remote",)
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> RemoteMappedFile:
+        return object.__new__(cls)
+
+    def __init__(self, path: str, size: int | None = None, *, create: bool = False,
+                 writable: bool = False, in_memory: bool = False) -> None:
+        self.path = path
+        if create or writable:
+            raise _read_only(path)
+        self.writable = False
+        self._in_memory = False
+        self._mm = None
+        self._fd = 0
+        self._remote = _RemoteBytes(path)
+        actual = self._remote.size
+        if size is not None and actual < size:
+            raise TruncatedDataError(f"expected a file of {size} bytes, found {actual}", path, actual)
+        self.size = actual if size is None else size
+
+    def view(self, start: int = 0, end: int | None = None) -> memoryview:
+        if self._fd < 0:
+            raise StoreClosedError("file is closed", self.path)
+        return self._remote.view(start, self.size if end is None else end)
+
+    def array(self, dtype: Any, start: int = 0, count: int = -1) -> np.ndarray:
+        dtype = np.dtype(dtype)
+        end = self.size if count < 0 else start + count * dtype.itemsize
+        return np.frombuffer(self.view(start, end), dtype=dtype, count=count)
+
+    def read(self, start: int, n: int) -> bytes:
+        return bytes(self.view(start, start + n))
+
+    def write(self, pos: int, data: Any) -> None:
+        raise _read_only(self.path)
+
+    def flush(self, start: int = 0, end: int | None = None) -> None:
+        return
+
+    def resize(self, size: int) -> None:
+        raise _read_only(self.path)
+
+    def close(self) -> None:
+        self._remote.release()
+        self._fd = -1
+
+
+class RemoteAppendFile(AppendFile):
+    """An :class:`AppendFile` over a URL (``AppendFile(url)`` returns one): read-only."""
+
+    __slots__ = ("_remote",)
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> RemoteAppendFile:
+        return object.__new__(cls)
+
+    def __init__(self, path: str, *, create: bool = False, writable: bool = False) -> None:
+        self.path = path
+        if create or writable:
+            raise _read_only(path)
+        self.writable = False
+        self._mm = None
+        self._mm_size = 0
+        self._fd = 0
+        self._remote = _RemoteBytes(path)
+        self.size = self._remote.size
+
+    def append(self, data: Any) -> int:
+        raise _read_only(self.path)
+
+    def read(self, pos: int, n: int) -> bytes:
+        return bytes(self._remote.view(pos, pos + n))
+
+    def view(self) -> memoryview:
+        return self._remote.view(0, self.size)
+
+    def truncate(self, size: int) -> None:
+        raise _read_only(self.path)
+
+    def flush(self) -> None:
+        return
+
+    def close(self) -> None:
+        self._remote.release()
+        self._fd = -1
+
+
+def _remote_list_dir(url: str) -> list[str]:
+    fs, key = _filesystem(url)
+    try:
+        with _remote_errors(url):
+            entries = fs.ls(key, detail=False)
+    except NotFoundError:
+        return []
+    prefix = key.rstrip("/") + "/"
+    return sorted({e.rstrip("/")[len(prefix):] if e.startswith(prefix) else e.rstrip("/").rsplit("/", 1)[-1]
+                   for e in entries} - {""})
+
+
+def _remote_info(url: str) -> dict[str, Any] | None:
+    fs, key = _filesystem(url)
+    try:
+        with _remote_errors(url):
+            return fs.info(key)
+    except NotFoundError:
+        return None
+
+
+def _remote_read_bytes(url: str) -> bytes:
+    return bytes(_RemoteBytes(url).view(0, 1 << 62))
+
+
+def _remote_file_size(url: str) -> int:
+    info = _remote_info(url)
+    if info is None:
+        raise NotFoundError("no such file or directory", url)
+    return int(info["size"])
+
+
+def _url_aware(local: Any, remote: Any) -> Any:
+    """``local`` for plain paths, ``remote`` for URLs (same signature)."""
+    @functools.wraps(local)
+    def dispatch(path: Any, *args: Any, **kwargs: Any) -> Any:
+        if is_url(path):
+            return remote(path, *args, **kwargs)
+        return local(path, *args, **kwargs)
+    return dispatch
+
+
+def _refuse(url: Any, *args: Any, **kwargs: Any) -> Any:
+    raise _read_only(url)
+
+
+# The whole-file operations above, made to take URLs as well.  Reads go to fsspec;
+# every write is refused, so no code path can modify a remote store.
+read_bytes = _url_aware(read_bytes, _remote_read_bytes)
+exists = _url_aware(exists, lambda url: _remote_info(url) is not None)
+is_dir = _url_aware(is_dir, lambda url: (_remote_info(url) or {}).get("type") == "directory")
+is_file = _url_aware(is_file, lambda url: (_remote_info(url) or {}).get("type") == "file")
+file_size = _url_aware(file_size, _remote_file_size)
+list_dir = _url_aware(list_dir, _remote_list_dir)
+write_atomic = _url_aware(write_atomic, _refuse)
+write_bytes = _url_aware(write_bytes, _refuse)
+save_aside = _url_aware(save_aside, _refuse)
+make_dirs = _url_aware(make_dirs, _refuse)
+remove = _url_aware(remove, _refuse)
+remove_tree = _url_aware(remove_tree, _refuse)
+remove_dir_if_empty = _url_aware(remove_dir_if_empty, _refuse)
+rename = _url_aware(rename, _refuse)
+copy_tree = _url_aware(copy_tree, _refuse)
+touch = _url_aware(touch, _refuse)
+fsync_dir = _url_aware(fsync_dir, _refuse)

@@ -401,3 +401,19 @@ def test_resume_after_an_interruption_at_any_point(tmp_path_factory: pytest.Temp
             assert not out.exists()
             convert(src, out, to=to, config=config, resume=True)
     assert scan_json(out, to) == clean_conversions[to]
+
+
+def test_an_empty_store_round_trips(tmp_path: Path) -> None:
+    """A RocketMQ store of 0 messages (a broker started once) converts to a Kafka log dir of no
+    partition, which is still found to be Kafka (its log-dir checkpoints, written by
+    ``LogManager.checkpointLogRecoveryOffsets`` at start) and converts back."""
+    src = tmp_path / "src"
+    segstore.open(src, format="rocketmq", mode="a").close()
+    convert(src, tmp_path / "k", to="kafka", verify=True)
+    assert sorted(p.name for p in (tmp_path / "k").iterdir() if p.name != JOURNAL_NAME) == [
+        "log-start-offset-checkpoint", "recovery-point-offset-checkpoint", "replication-offset-checkpoint"]
+    with segstore.open(tmp_path / "k") as store:
+        assert store.format == "kafka" and store.topics() == [] and store.verify() == []
+    convert(tmp_path / "k", tmp_path / "back", to="rocketmq", verify=True)
+    with segstore.open(tmp_path / "back") as store:
+        assert store.format == "rocketmq" and list(store.scan()) == [] and store.verify() == []

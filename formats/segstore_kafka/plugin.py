@@ -8,9 +8,13 @@ from typing import Any
 from segstore import files
 from segstore.plugin import FormatPlugin
 
+from .checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
 from .logdir import partition_dirs
 from .partition import KafkaConfig, segment_bases
 from .store import KafkaStore
+
+#: Files a Kafka log directory holds from the broker's first start, partitions or not.
+LOG_DIR_CHECKPOINTS = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT)
 
 
 class KafkaFormat(FormatPlugin):
@@ -20,11 +24,15 @@ class KafkaFormat(FormatPlugin):
     description = "Apache Kafka partition directories and log directories (RecordBatch v2, v0/v1 read)"
 
     def detect(self, path: str) -> bool:
-        """A directory with ``%020d.log`` files, or a directory of ``TOPIC-N`` directories holding them."""
+        """A directory with ``%020d.log`` files, a directory of ``TOPIC-N`` directories holding them,
+        or a log directory with no partition yet (a broker writes its log-dir checkpoint files
+        at start, ``LogManager.checkpointLogRecoveryOffsets``)."""
         path = os.fspath(path)
         if not files.is_dir(path):
             return False
-        return bool(segment_bases(path)) or bool(partition_dirs(path))
+        if segment_bases(path) or partition_dirs(path):
+            return True
+        return any(files.is_file(os.path.join(path, name)) for name in LOG_DIR_CHECKPOINTS)
 
     def open(self, path: str, mode: str = "r", **config: Any) -> KafkaStore:
         """Open a store; ``indexes=[...]`` and layout options go to ``segstore.layouts`` (extra indexes)."""

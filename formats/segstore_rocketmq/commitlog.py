@@ -36,6 +36,20 @@ KEPT_ASIDE = ".cut-"
 assert END_FILE_MIN_BLANK_LENGTH == 8
 
 
+
+def _decode_at(seg: CommitLogFile, pos: int, limit: int, check_crc: bool) -> RocketMQMessage | Blank | End:
+    """The record at ``pos`` of ``seg``, viewing only its own bytes (before ``limit``).
+
+    A remote file then fetches just the blocks the record touches, not the whole file:
+    the prefix says how long the record is; a BLANK needs no more than its prefix.
+    """
+    head = seg.file.view(pos, min(pos + PREFIX.size, limit))
+    end = limit
+    if len(head) == PREFIX.size:
+        total, magic = PREFIX.unpack_from(head)
+        end = pos + PREFIX.size if magic == BLANK_MAGIC or total <= PREFIX.size else min(pos + total, limit)
+    return decode(seg.file.view(pos, end), 0, path=seg.path, base_pos=pos, check_crc=check_crc)
+
 class CommitLogFile:
     """One commitlog file: a :class:`MappedFile` starting at physical offset ``base``.
 
@@ -192,7 +206,7 @@ class CommitLog:
         """
         seg = self.file_for(offset)
         pos = offset - seg.base
-        record = decode(seg.file.view(), pos, path=seg.path, check_crc=check_crc)
+        record = _decode_at(seg, pos, self.file_size, check_crc)
         if not isinstance(record, RocketMQMessage):
             raise CorruptDataError(f"expected a message at physical offset {offset}, found {record!r}",
                                    seg.path, pos)
@@ -209,11 +223,9 @@ class CommitLog:
         limit = self.end if stop_at_end else None
         for seg in self.log.segments.values(start):
             pos = max(start - seg.base, 0)
-            view = seg.file.view()
-            file_end = seg.wrote if stop_at_end else len(view)
-            data = view[:file_end]
+            file_end = seg.wrote if stop_at_end else seg.file.size
             while pos < file_end:
-                record = decode(data, pos, path=seg.path, check_crc=check_crc)
+                record = _decode_at(seg, pos, file_end, check_crc)
                 if isinstance(record, End):
                     break
                 if isinstance(record, Blank) and (record.size < END_FILE_MIN_BLANK_LENGTH

@@ -35,6 +35,7 @@ the commitlog, so a hash collision never returns another key's message.
 
 from __future__ import annotations
 
+import functools
 import os
 import struct
 import time
@@ -272,8 +273,17 @@ class IndexFile:
         # a damaged count cannot promise more entries than the file holds (verify reports it)
         self.header.index_count = min(self.header.index_count, index_num)
         self.head = file.array(np.uint8, 0, HEADER.size)
-        self.slots = file.array(SLOT_DTYPE, HEADER.size, slot_num)
-        self.entries_all = file.array(ENTRY_DTYPE, HEADER.size + slot_num * SLOT_DTYPE.itemsize, index_num)
+
+    # The slot and entry tables are viewed on first use: opening a store then touches
+    # only the headers (a remote index file, 420 MB at the broker's defaults, is not
+    # fetched until a key query needs it).
+    @functools.cached_property
+    def slots(self) -> np.ndarray:
+        return self.file.array(SLOT_DTYPE, HEADER.size, self.slot_num)
+
+    @functools.cached_property
+    def entries_all(self) -> np.ndarray:
+        return self.file.array(ENTRY_DTYPE, HEADER.size + self.slot_num * SLOT_DTYPE.itemsize, self.index_num)
 
     # -- lifecycle ------------------------------------------------------------
     @classmethod
@@ -347,7 +357,9 @@ class IndexFile:
         self.file.flush()
 
     def close(self) -> None:
-        del self.head, self.slots, self.entries_all
+        del self.head
+        self.__dict__.pop("slots", None)
+        self.__dict__.pop("entries_all", None)
         self.file.close()
 
     # -- put --------------------------------------------------------------------

@@ -32,6 +32,7 @@ import json
 import os
 import sys
 import time
+import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -631,7 +632,8 @@ class _Options:
     skip_corrupt: bool
 
     def journal(self, src: str, source_format: str) -> dict[str, Any]:
-        return {"version": JOURNAL_VERSION, "src": os.path.abspath(src), "source_format": source_format,
+        return {"version": JOURNAL_VERSION, "src": src if files.is_url(src) else os.path.abspath(src),
+                "source_format": source_format,
                 "to": self.to, "topics": self.topics, "compression": self.compression,
                 "config": self.config, "timestamp": self.timestamp}
 
@@ -668,11 +670,20 @@ def _write_journal(path: str, data: dict[str, Any]) -> None:
     files.write_atomic(os.path.join(path, JOURNAL_NAME), json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
+def _local_part(src: str) -> str:
+    """The local path a source names: itself, a ``file://`` URL's path, "" for other URLs (a
+    remote source cannot overlap a local destination)."""
+    if not files.is_url(src):
+        return src
+    return urllib.parse.urlparse(src).path if src.lower().startswith("file://") else ""
+
+
 def _prepare(src: str, dst: str, tmp: str, options: _Options, source_format: str, resume: bool,
              force: bool) -> dict[str, Any]:
     """Check the destination and create (or, resuming, check) the temporary directory; returns the journal."""
-    source, target = os.path.realpath(src), os.path.realpath(dst)
-    if os.path.commonpath([source, target]) in (source, target):
+    local, target = _local_part(src), os.path.realpath(dst)
+    source = os.path.realpath(local) if local else ""
+    if source and os.path.commonpath([source, target]) in (source, target):
         raise ConversionError(f"expected a destination outside the source and not containing it, found "
                               f"{target} and source {source}", dst)
     if files.exists(dst) and not force:

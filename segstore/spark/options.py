@@ -29,6 +29,9 @@ Reading (docs/spark.md has the full table, with the connector's options this sou
 ``maxBytesPerPartition``               planner: target bytes of one input partition (default 64 MiB)
 ``maxRecordsPerBatch``                 reader: rows per Arrow batch (default 10000)
 ``config``                             JSON object of the store's own config names (for ``segstore.open``)
+``storageOptions``                     JSON object of fsspec storage options for a URL path
+                                       (``s3://``, ``s3a://``, ``hdfs://``, ``file://``): credentials,
+                                       ``client_kwargs``...; travels to the executors with each partition
 =====================================  ===============================================================
 
 Options of the connector that name a running cluster (``kafka.bootstrap.servers``,
@@ -45,7 +48,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..errors import ConfigError
+from ..errors import ConfigError, ReadOnlyError
+from ..files import is_url
 
 EARLIEST = -2
 LATEST = -1
@@ -141,7 +145,8 @@ _READ_NAMES = {"path", "format", "topics", "subscribe", "subscribepattern", "ass
                "endingoffsets", "startingtimestamp", "endingtimestamp", "startingoffsetsbytimestamp",
                "endingoffsetsbytimestamp", "startingoffsetsbytimestampstrategy", "failondataloss",
                "includeheaders", "kafka.isolation.level", "maxoffsetspertrigger", "maxbytesperpartition",
-               "minpartitions", "maxrecordsperbatch", "includecontrolrecords", "config"}
+               "minpartitions", "maxrecordsperbatch", "includecontrolrecords", "config",
+               "storageoptions"}
 #: Options of Spark's Kafka connector that talk to a running cluster: nothing to do offline.
 _CLUSTER_NAMES = {"groupidprefix", "kafkaconsumer.polltimeoutms", "fetchoffset.numretries",
                   "fetchoffset.retryintervalms"}
@@ -352,8 +357,25 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
         min_partitions=_int(opts, "minPartitions", minimum=1),
         max_records_per_batch=_int(opts, "maxRecordsPerBatch", minimum=1) or DEFAULT_MAX_RECORDS_PER_BATCH,
         include_control_records=_bool(opts, "includeControlRecords"),
-        config=_config(opts),
+        config=_config(opts) + _storage_options(opts),
     )
+
+
+def _storage_options(options: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    # Carried inside ``config`` (what input partitions already carry to the executors);
+    # segstore.open takes ``storage_options`` apart from the store's config names.
+    text = options.get("storageoptions")
+    if not text:
+        return ()
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"option storageOptions must be a JSON object of fsspec storage options, "
+                          f"found {text!r}") from err
+    if not isinstance(parsed, dict):
+        raise ConfigError(f"option storageOptions must be a JSON object of fsspec storage options, "
+                          f"found {text!r}")
+    return (("storage_options", json.dumps(parsed, sort_keys=True)),)
 
 
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
@@ -373,6 +395,9 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     path = opts.get("path")
     if not path:
         raise ConfigError('a path is required: df.write.format("segstore").save(PATH)')
+    if is_url(path):
+        raise ReadOnlyError("expected a local path to write to, found a URL (stores on remote "
+                            "filesystems are read-only)", path)
     return WriteOptions(
         path=path,
         format=opts.get("format") or None,
