@@ -682,10 +682,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_formats)
 
     # Conversion and extra index layouts are packages of their own; they add their subcommands.
-    from . import convert, layouts, maintenance
+    from . import maintenance
+    from .convert import cli as convert_cli
+    from .layouts import cli as layouts_cli
 
-    convert.add_cli(sub)
-    layouts.add_cli(sub)
+    convert_cli.add_cli(sub)
+    layouts_cli.add_commands(sub)
     maintenance.add_cli(sub)
     _remember_parsers(parser)
     return parser

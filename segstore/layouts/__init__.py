@@ -284,10 +284,3 @@ def layout_record(store: Store, stream: Stream, offset: int) -> Any:
     if record is None:
         raise NotFoundError(f"expected a record at offset {offset} of {stream}, found none", store.path)
     return record
-
-
-def add_cli(subparsers: Any) -> None:
-    """Add ``segstore index build|verify|drop`` (the core CLI calls this)."""
-    from .cli import add_commands
-
-    add_commands(subparsers)
