@@ -394,6 +394,7 @@ class Result:
     case: Case
     runs: list[Run]
     findings: list[str]
+    silent: bool = False  # verify said clean while dump served records the pristine store lacks
 
     def bad(self) -> list[str]:
         """The case's failures: bad outcomes and recover findings, one line each."""
@@ -472,7 +473,17 @@ def run_case(seed: int, number: int, workdir: Path, commands: tuple[str, ...] = 
                 runs.append(after)
     finally:
         shutil.rmtree(casedir, ignore_errors=True)
-    return Result(case, runs, findings)
+    return Result(case, runs, findings, _silent(runs, original))
+
+
+def _silent(runs: list[Run], original: list[dict]) -> bool:
+    """Verify exited 0 while dump (exit 0) printed a record the pristine store does not hold."""
+    by = {run.command: run for run in runs}
+    if "verify" not in by or "dump" not in by or by["verify"].rc != 0 or by["dump"].rc != 0:
+        return False
+    known = {_canon(r) for r in original}
+    lines = [line for line in by["dump"].stdout.splitlines() if line.strip()]
+    return any(_canon(json.loads(line)) not in known for line in lines)
 
 
 # ---------------------------------------------------------------- the long run
@@ -528,6 +539,10 @@ def summary(results: list[Result], seed: int, elapsed: float, jobs: int) -> str:
                      f"{c['untyped']} | "
                      f"{c['traceback']} | {c['signal']} | {c['hang']} | "
                      f"{sum(len(r.findings) for r in mine)} |")
+    silent = [res for res in results if res.silent]
+    lines += ["", f"{len(silent)} case(s) where verify exited 0 while dump served a record the pristine "
+              "store lacks (reported, not asserted): "
+              + ", ".join(f"{r.case.number} ({r.case.kind} {r.case.mutation})" for r in silent[:50])]
     failing = [res for res in results if res.bad()]
     lines += ["", f"{len(failing)} case(s) with a traceback, signal, hang or recover finding:", ""]
     for res in failing[:200]:

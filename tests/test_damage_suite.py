@@ -7,6 +7,7 @@ one.  The long run is ``python -m tests.damage`` (``scripts/damage.sh``, ``docs/
 from __future__ import annotations
 
 import copy
+import json
 import shutil
 import signal
 import subprocess
@@ -125,3 +126,16 @@ def test_the_long_run_command_writes_a_summary(tmp_path):
     assert done.returncode in (0, 1), done.stderr
     text = out.read_text()
     assert "| outcome |" in text and "1 cases" in text
+
+
+def test_silent_pass_is_seen_when_verify_is_clean_and_dump_differs():
+    original = [{"offset": 0, "value": "YQ=="}, {"offset": 1, "value": "Yg=="}]
+    same = "\n".join(json.dumps(r) for r in original)
+    changed = same.replace("Yg==", "Yw==")
+
+    def runs(verify_rc: int, dump_out: str) -> list[damage.Run]:
+        return [damage.Run("dump", "ok", 0, dump_out, ""), damage.Run("verify", "ok", verify_rc, "", "")]
+
+    assert damage._silent(runs(0, changed), original)
+    assert not damage._silent(runs(0, same), original)
+    assert not damage._silent(runs(1, changed), original)  # verify saw it
