@@ -48,11 +48,12 @@ def test_the_suite_covers_commands_and_damages_something(results):
     assert len({res.case.kind for res in results.values()}) >= 6
 
 
-@pytest.mark.parametrize("number", [
-    pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=f"issue 15: {why}"))
-    for n, why in sorted(KNOWN.items())])
-def test_known_findings(results, number):
-    assert not results[number].bad()
+if KNOWN:  # defined only while findings remain, so an empty list is no silent skip
+    @pytest.mark.parametrize("number", [
+        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=f"issue 15: {why}"))
+        for n, why in sorted(KNOWN.items())])
+    def test_known_findings(results, number):
+        assert not results[number].bad()
 
 
 def test_cases_are_reproducible_from_seed_and_number(tmp_path):
