@@ -219,14 +219,13 @@ def messages_at(commitlog: CommitLog, phys: np.ndarray, tags_code: Callable[[Roc
     Returns their columns (topic numbers from ``topics``, which grows), for each offset the row
     of its message (0 where none) and whether there is a valid message there (magic, lengths,
     body CRC, stored at its own offset, in ``[start, end)``): the message a walk from ``start``
-    finds there.  Memory: ``O(len(phys))``; one C call per run of valid offsets in a file.
+    finds there.  Each message is decoded once however many offsets name it.
+    Memory: ``O(len(phys))``; one C call per run of valid offsets in a file.
     """
-    phys = np.asarray(phys, np.int64)
-    order = np.argsort(phys, kind="stable")
-    sorted_phys = phys[order]
-    found = np.zeros(len(phys), bool)
+    sorted_phys, inverse = np.unique(np.asarray(phys, np.int64), return_inverse=True)  # each message once
+    found = np.zeros(len(sorted_phys), bool)
     parts: list[Walked] = []
-    rows = columnar.Rows(max(1, len(phys)))
+    rows = columnar.Rows(max(1, len(sorted_phys)))
     i = int(np.searchsorted(sorted_phys, start))
     stop_all = int(np.searchsorted(sorted_phys, end))
     while i < stop_all:
@@ -249,13 +248,9 @@ def messages_at(commitlog: CommitLog, phys: np.ndarray, tags_code: Callable[[Roc
                 found[i:i + n] = True
             i += n + (i + n < stop)     # past the offset that holds no valid message
     walked = Walked.concat(parts, list(topics))
-    rank = np.zeros(len(phys), np.intp)
+    rank = np.zeros(len(sorted_phys), np.intp)
     rank[found] = np.arange(int(np.count_nonzero(found)))
-    at = np.zeros(len(phys), np.intp)
-    at[order] = rank
-    hit = np.zeros(len(phys), bool)
-    hit[order] = found
-    return walked, at, hit
+    return walked, rank[inverse], found[inverse]
 
 
 @dataclass(slots=True)
