@@ -355,12 +355,13 @@ def walk(
 
 def walk_batches(
     commitlog: CommitLog, start: int, tags_code: Callable[[RocketMQMessage], int], result: Walk, *,
-    past_zeros: bool = True
+    past_zeros: bool = True, counted: bool = True
 ) -> Iterator[Walked]:
     """Walk every file from the one holding ``start`` (a message boundary), validating each record;
     yields the valid messages' columns a bounded batch at a time (:data:`.columnar.BATCH_ROWS`) and
     fills ``result``'s end and gaps as it goes (complete once exhausted).  Topic numbers are the same
-    across batches (each batch's ``topics`` lists every topic seen so far).
+    across batches (each batch's ``topics`` lists every topic seen so far).  ``counted``: the bytes
+    walked advance the progress bar (not for a walk over bytes walked already).
 
     Messages are decoded in batches by :func:`.columnar.decode_region` (magic,
     lengths, body CRC) and must be stored at their own physical offset.  After
@@ -370,6 +371,7 @@ def walk_batches(
     Runtime complexity: ``O(bytes walked)`` in C, plus ``O(file size)`` to look past zeros.
     """
     segs = [s for s in commitlog.log.segments if s.base + commitlog.file_size > start]
+    advance = progress.advance if counted else (lambda _: None)
     topics: dict[str, int] = {}
     i, pos = 0, (start - segs[0].base) if segs else 0
     kept: columnar.Rows | None = None     # one buffer for every batch: _walked copies what it keeps
@@ -401,7 +403,7 @@ def walk_batches(
             if status == columnar.BLANK and blank >= END_FILE_MIN_BLANK_LENGTH and pos + blank == size:
                 i, pos = i + 1, 0
                 result.end = seg.base + commitlog.file_size
-                progress.advance(commitlog.file_size)  # a whole commitlog file walked (verify, recover)
+                advance(commitlog.file_size)  # a whole commitlog file walked (verify, recover)
                 continue
         # damaged bytes, or the end of the data in this file: is there a valid message later?
         if status == columnar.END and not past_zeros:
@@ -412,10 +414,10 @@ def walk_batches(
         j, q = nxt
         gap_end = segs[j].base + q
         result.gaps.append((seg.path, pos, gap_end - seg.base - pos))
-        progress.advance((j - i) * commitlog.file_size)
+        advance((j - i) * commitlog.file_size)
         i, pos = j, q
     if i < len(segs):
-        progress.advance(commitlog.file_size)  # the last file: its data ends before its end
+        advance(commitlog.file_size)  # the last file: its data ends before its end
 
 
 def nonzero_extent(view: memoryview, pos: int, path: str | None = None) -> int:
@@ -864,7 +866,7 @@ def _index_from(ctx: RecoveryContext, start: int, w: Walk, skip: int) -> int:
             if not below.all():
                 break       # the main walk's messages follow
     for batch in walk_batches(ctx.commitlog, w.start, ctx.tags_code, Walk(w.start, w.start),
-                              past_zeros=ctx.abnormal or ctx.full):
+                              past_zeros=ctx.abnormal or ctx.full, counted=False):
         put_batch(batch.select(batch.phy >= start))
     return put
 
