@@ -35,7 +35,7 @@ before any append, holding the writer lock.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -74,6 +74,19 @@ MAGIC_PREFIX = (MESSAGE_MAGIC & 0xFFFFFFFF).to_bytes(4, "big")[:3]
 MAGIC_POS = PREFIX.size // 2
 #: Bytes searched at a time when looking for the next valid message.
 SEARCH_WINDOW = 1 << 24
+
+
+def _carries(key_offsets: np.ndarray, key_hashes: np.ndarray, at: np.ndarray,
+             hashes: np.ndarray) -> np.ndarray:
+    """Whether message ``at[i]``, whose entry hashes are ``key_hashes[key_offsets[m]:key_offsets[m + 1]]``,
+    has an IndexFile entry of hash ``hashes[i]`` (vectorized over i)."""
+    starts = key_offsets[at]
+    counts = key_offsets[at + 1] - starts
+    hit = np.zeros(len(at), bool)
+    for j in range(int(counts.max()) if len(counts) else 0):
+        has = counts > j
+        hit[has] |= key_hashes[starts[has] + j] == hashes[has]
+    return hit
 
 
 @dataclass(slots=True)
@@ -146,13 +159,7 @@ class Walked:
 
     def carries_hash(self, at: np.ndarray, hashes: np.ndarray) -> np.ndarray:
         """Whether message ``at[i]`` has an IndexFile entry of hash ``hashes[i]`` (vectorized over i)."""
-        starts = self.key_offsets[at]
-        counts = self.key_offsets[at + 1] - starts
-        hit = np.zeros(len(at), bool)
-        for j in range(int(counts.max()) if len(counts) else 0):
-            has = counts > j
-            hit[has] |= self.key_hashes[starts[has] + j] == hashes[has]
-        return hit
+        return _carries(self.key_offsets, self.key_hashes, at, hashes)
 
     def index_matches(self, phys: np.ndarray, hashes: np.ndarray) -> np.ndarray | None:
         """Whether IndexFile entries ``(phys, hashes)`` are exactly a run of these messages' entries in
@@ -203,6 +210,47 @@ def _walked(view: memoryview, rows: columnar.Rows, tags_code: Callable[[RocketMQ
     return Walked([], rows["position"].copy(), rows["size"].copy(), numbers, rows["queue_id"].copy(),
                   rows["queue_offset"].copy(), rows["sys_flag"].copy(), rows["store_timestamp"].copy(), codes,
                   offsets, hashes)
+
+
+def messages_at(commitlog: CommitLog, phys: np.ndarray, tags_code: Callable[[RocketMQMessage], int],
+                topics: dict[str, int], start: int, end: int) -> tuple[Walked, np.ndarray, np.ndarray]:
+    """The walked messages at physical offsets ``phys`` (any order), decoded where they lie.
+
+    Returns their columns (topic numbers from ``topics``, which grows), for each offset the row
+    of its message (0 where none) and whether there is a valid message there (magic, lengths,
+    body CRC, stored at its own offset, in ``[start, end)``): the message a walk from ``start``
+    finds there.  Each message is decoded once however many offsets name it.
+    Memory: ``O(len(phys))``; one C call per run of valid offsets in a file.
+    """
+    sorted_phys, inverse = np.unique(np.asarray(phys, np.int64), return_inverse=True)  # each message once
+    found = np.zeros(len(sorted_phys), bool)
+    parts: list[Walked] = []
+    rows = columnar.Rows(max(1, len(sorted_phys)))
+    i = int(np.searchsorted(sorted_phys, start))
+    stop_all = int(np.searchsorted(sorted_phys, end))
+    while i < stop_all:
+        seg = commitlog.log.segment_for(int(sorted_phys[i]))
+        if seg is None:
+            i += 1
+            continue
+        view = seg.file.view()
+        stop = min(stop_all, i + int(np.searchsorted(sorted_phys[i:stop_all], seg.base + len(view))))
+        if stop <= i:       # past the file's end
+            i += 1
+            continue
+        while i < stop:
+            n = columnar.decode_at(view, sorted_phys[i:stop] - seg.base, len(view), seg.base, rows)
+            misplaced = np.flatnonzero(rows["physical_offset"] != rows["position"])
+            if len(misplaced):      # a copy of a message elsewhere: not one a walk finds
+                n = rows.n = int(misplaced[0])
+            if n:
+                parts.append(_walked(view, rows, tags_code, topics))
+                found[i:i + n] = True
+            i += n + (i + n < stop)     # past the offset that holds no valid message
+    walked = Walked.concat(parts, list(topics))
+    rank = np.zeros(len(sorted_phys), np.intp)
+    rank[found] = np.arange(int(np.count_nonzero(found)))
+    return walked, rank[inverse], found[inverse]
 
 
 @dataclass(slots=True)
@@ -297,7 +345,23 @@ def next_valid_message(segs: list[CommitLogFile], i: int, pos: int) -> tuple[int
 def walk(
     commitlog: CommitLog, start: int, tags_code: Callable[[RocketMQMessage], int], *, past_zeros: bool = True
 ) -> Walk:
-    """Walk every file from the one holding ``start`` (a message boundary), validating each record.
+    """:func:`walk_batches` with every batch's columns kept (``Walk.messages``): memory grows with the
+    walk, for callers that need every message at once."""
+    result = Walk(start=start, end=start)
+    parts = list(walk_batches(commitlog, start, tags_code, result, past_zeros=past_zeros))
+    result.messages = Walked.concat(parts, parts[-1].topics if parts else [])
+    return result
+
+
+def walk_batches(
+    commitlog: CommitLog, start: int, tags_code: Callable[[RocketMQMessage], int], result: Walk, *,
+    past_zeros: bool = True, counted: bool = True
+) -> Iterator[Walked]:
+    """Walk every file from the one holding ``start`` (a message boundary), validating each record;
+    yields the valid messages' columns a bounded batch at a time (:data:`.columnar.BATCH_ROWS`) and
+    fills ``result``'s end and gaps as it goes (complete once exhausted).  Topic numbers are the same
+    across batches (each batch's ``topics`` lists every topic seen so far).  ``counted``: the bytes
+    walked advance the progress bar (not for a walk over bytes walked already).
 
     Messages are decoded in batches by :func:`.columnar.decode_region` (magic,
     lengths, body CRC) and must be stored at their own physical offset.  After
@@ -307,8 +371,7 @@ def walk(
     Runtime complexity: ``O(bytes walked)`` in C, plus ``O(file size)`` to look past zeros.
     """
     segs = [s for s in commitlog.log.segments if s.base + commitlog.file_size > start]
-    result = Walk(start=start, end=start)
-    parts: list[Walked] = []
+    advance = progress.advance if counted else (lambda _: None)
     topics: dict[str, int] = {}
     i, pos = 0, (start - segs[0].base) if segs else 0
     kept: columnar.Rows | None = None     # one buffer for every batch: _walked copies what it keeps
@@ -330,15 +393,17 @@ def walk(
                 status = columnar.BAD
                 rows = rows.select(slice(0, n))
             if n:
-                parts.append(_walked(view, rows, tags_code, topics))
+                batch = _walked(view, rows, tags_code, topics)
+                batch.topics = list(topics)
                 pos = stop
                 result.end = seg.base + pos
+                yield batch
             if status == columnar.DONE:
                 continue
             if status == columnar.BLANK and blank >= END_FILE_MIN_BLANK_LENGTH and pos + blank == size:
                 i, pos = i + 1, 0
                 result.end = seg.base + commitlog.file_size
-                progress.advance(commitlog.file_size)  # a whole commitlog file walked (verify, recover)
+                advance(commitlog.file_size)  # a whole commitlog file walked (verify, recover)
                 continue
         # damaged bytes, or the end of the data in this file: is there a valid message later?
         if status == columnar.END and not past_zeros:
@@ -349,12 +414,10 @@ def walk(
         j, q = nxt
         gap_end = segs[j].base + q
         result.gaps.append((seg.path, pos, gap_end - seg.base - pos))
-        progress.advance((j - i) * commitlog.file_size)
+        advance((j - i) * commitlog.file_size)
         i, pos = j, q
     if i < len(segs):
-        progress.advance(commitlog.file_size)  # the last file: its data ends before its end
-    result.messages = Walked.concat(parts, list(topics))
-    return result
+        advance(commitlog.file_size)  # the last file: its data ends before its end
 
 
 def nonzero_extent(view: memoryview, pos: int, path: str | None = None) -> int:
@@ -462,66 +525,100 @@ def _write_row(q: ConsumeQueue, offset: int, row: np.ndarray) -> None:
     q.log.mark_dirty(seg)
 
 
-def _dispatch_queues(
-    ctx: RecoveryContext, messages: Walked, only: set[tuple[str, int]] | None, lines: list[str]
-) -> set[tuple[str, int]]:
-    """Check, rewrite or append walked messages' entries; returns the queues missing earlier entries.
+class _Dispatch:
+    """Checks, rewrites or appends walked messages' entries, a batch at a time (:meth:`add`, in
+    commitlog order); :meth:`finish` reports, and returns the queues missing earlier entries.
 
     Per queue, in commitlog order: a message at the queue's next offset is appended,
-    one below it is compared with its entry (rewritten when it differs), and one past
-    it means earlier entries are missing (the queue is then left for a rebuild).
-    Vectorized per queue; a queue whose messages do not simply continue it takes the
-    message-by-message rule.
+    one below the queue's end before the dispatch is compared with its entry
+    (rewritten when it differs), and one past it means earlier entries are missing
+    (the queue is then left for a rebuild: nothing done to it is reported, as it is
+    emptied).  Vectorized per queue and batch; a queue whose messages do not simply
+    continue it takes the message-by-message rule.  Memory: per queue, not per message.
     """
-    gapped: set[tuple[str, int]] = set()
-    appended: list[tuple[tuple[str, int], int, int]] = []
-    fixed: dict[tuple[str, int], int] = {}
-    chosen = np.flatnonzero(messages.has_queue_entry())
-    group = ((messages.topic[chosen].astype(np.int64) << 32)
-             | (messages.queue_id[chosen].astype(np.int64) & 0xFFFFFFFF))
-    order = np.argsort(group, kind="stable")
-    group, chosen = group[order], chosen[order]
-    bounds = np.flatnonzero(np.diff(group)) + 1
-    runs = sorted(zip(np.concatenate([[0], bounds]).tolist(), np.concatenate([bounds, [len(group)]]).tolist(),
-                      strict=True), key=lambda run: int(chosen[run[0]]))     # in order of first message
-    for lo, hi in runs:
-        at = chosen[lo:hi]
-        first = int(at[0])
-        key = (messages.topics[int(messages.topic[first])], int(messages.queue_id[first]))
-        if only is not None and key not in only:
-            continue
-        q = ctx.queues.get(key)
-        if q is None:
-            q = ctx.queues[key] = ctx.open_queue(*key)
-        offsets = messages.queue_offset[at]
-        end = q.max_offset
-        new = offsets >= end
-        if np.array_equal(offsets[new], np.arange(end, end + int(np.count_nonzero(new)))):
-            append, compare = at[new], at[~new & (offsets >= q.min_offset)]
-        else:
-            append, compare, gap = _dispatch_one_by_one(q, messages, at)
-            if gap:
-                gapped.add(key)
+
+    def __init__(self, ctx: RecoveryContext, only: set[tuple[str, int]] | None) -> None:
+        self.ctx = ctx
+        self.only = only
+        self.gapped: set[tuple[str, int]] = set()
+        self.first_seen: dict[tuple[str, int], int] = {}    # queue -> rank of its first message
+        self.before: dict[tuple[str, int], tuple[int, int]] = {}  # queue -> (min, max) before dispatch
+        self.appended: dict[tuple[str, int], list[int]] = {}  # queue -> [entries appended, first offset]
+        self.fixed: dict[tuple[str, int], int] = {}
+        self.undo: dict[tuple[str, int], list[tuple[int, np.ndarray]]] = {}  # rewritten entries' old rows
+
+    def _undo(self, key: tuple[str, int], q: ConsumeQueue, high: int) -> None:
+        """A gap in ``key``: put its entries back as they were before the dispatch (what later
+        steps check and report is the queue as the walk found it)."""
+        self.gapped.add(key)
+        if q.max_offset > high:
+            q.truncate(high)
+        for offset, row in reversed(self.undo.pop(key, [])):
+            _write_row(q, offset, row)
+
+    def add(self, messages: Walked) -> None:
+        chosen = np.flatnonzero(messages.has_queue_entry())
+        group = ((messages.topic[chosen].astype(np.int64) << 32)
+                 | (messages.queue_id[chosen].astype(np.int64) & 0xFFFFFFFF))
+        order = np.argsort(group, kind="stable")
+        group, chosen = group[order], chosen[order]
+        bounds = np.flatnonzero(np.diff(group)) + 1
+        runs = sorted(zip(np.concatenate([[0], bounds]).tolist(),
+                          np.concatenate([bounds, [len(group)]]).tolist(), strict=True),
+                      key=lambda run: int(chosen[run[0]]))     # in order of first message
+        for lo, hi in runs:
+            at = chosen[lo:hi]
+            first = int(at[0])
+            key = (messages.topics[int(messages.topic[first])], int(messages.queue_id[first]))
+            self.first_seen.setdefault(key, len(self.first_seen))
+            if (self.only is not None and key not in self.only) or key in self.gapped:
                 continue
-        n = _compare_entries(q, messages, compare)
-        if n:
-            fixed[key] = n
-        if len(append):
-            rows = np.empty(len(append), dtype=CQ_DTYPE)
-            rows["offset"], rows["size"], rows["tags_code"] = (messages.phy[append], messages.size[append],
-                                                               messages.tags_code[append])
-            q.append_array(rows)
-            appended.append((key, len(rows), int(messages.queue_offset[append[0]])))
-    for key, n, start in appended:
-        lines.append(f"consumequeue {key[0]}/{key[1]}: rebuilt {n} entries from queue offset {start}")
-    for key, n in sorted(fixed.items()):
-        lines.append(f"consumequeue {key[0]}/{key[1]}: rewrote {n} entries that did not match their message")
-    return gapped
+            q = self.ctx.queues.get(key)
+            if q is None:
+                q = self.ctx.queues[key] = self.ctx.open_queue(*key)
+            low, high = self.before.setdefault(key, (q.min_offset, q.max_offset))
+            offsets = messages.queue_offset[at]
+            end = q.max_offset
+            new = offsets >= end
+            if np.array_equal(offsets[new], np.arange(end, end + int(np.count_nonzero(new)))):
+                append, compare = at[new], at[~new & (offsets >= low) & (offsets < high)]
+            else:
+                append, compare, gap = _dispatch_one_by_one(q, messages, at, low, high)
+                if gap:
+                    self._undo(key, q, high)
+                    continue
+            n = _compare_entries(q, messages, compare, self.undo.setdefault(key, []))
+            if n:
+                self.fixed[key] = self.fixed.get(key, 0) + n
+            if len(append):
+                rows = np.empty(len(append), dtype=CQ_DTYPE)
+                rows["offset"], rows["size"] = messages.phy[append], messages.size[append]
+                rows["tags_code"] = messages.tags_code[append]
+                q.append_array(rows)
+                done = self.appended.setdefault(key, [0, int(messages.queue_offset[append[0]])])
+                done[0] += len(rows)
+
+    def finish(self, lines: list[str]) -> set[tuple[str, int]]:
+        for key in sorted(self.appended, key=self.first_seen.__getitem__):
+            if key not in self.gapped:
+                n, start = self.appended[key]
+                lines.append(f"consumequeue {key[0]}/{key[1]}: rebuilt {n} entries from queue offset {start}")
+        for key, n in sorted(self.fixed.items()):
+            if key not in self.gapped:
+                lines.append(f"consumequeue {key[0]}/{key[1]}: rewrote {n} entries that did not match their "
+                             f"message")
+        return self.gapped
+
+    def held_entries(self, key: tuple[str, int]) -> bool:
+        """Whether the queue held entries before the dispatch."""
+        low, high = self.before[key]
+        return high > low
 
 
-def _dispatch_one_by_one(q: ConsumeQueue, messages: Walked,
-                         at: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
-    """The exact per-message rule for one queue's messages ``at``: (to append, to compare, gap found)."""
+def _dispatch_one_by_one(q: ConsumeQueue, messages: Walked, at: np.ndarray, low: int,
+                         high: int) -> tuple[np.ndarray, np.ndarray, bool]:
+    """The exact per-message rule for one queue's messages ``at``: (to append, to compare, gap found);
+    ``[low, high)`` are the queue's offsets before the dispatch (the ones compared)."""
     append: list[int] = []
     compare: list[int] = []
     for i, offset in zip(at.tolist(), messages.queue_offset[at].tolist(), strict=True):
@@ -530,13 +627,15 @@ def _dispatch_one_by_one(q: ConsumeQueue, messages: Walked,
             append.append(i)
         elif offset > next_offset:
             return np.zeros(0, np.int64), np.zeros(0, np.int64), True
-        elif q.min_offset <= offset < q.max_offset:
+        elif low <= offset < high:
             compare.append(i)
     return np.array(append, np.int64), np.array(compare, np.int64), False
 
 
-def _compare_entries(q: ConsumeQueue, messages: Walked, at: np.ndarray) -> int:
-    """Rewrite the entries of messages ``at`` (in the queue already) that differ from them; how many."""
+def _compare_entries(q: ConsumeQueue, messages: Walked, at: np.ndarray,
+                     undo: list[tuple[int, np.ndarray]]) -> int:
+    """Rewrite the entries of messages ``at`` (in the queue already) that differ from them; how many.
+    Each rewritten entry's offset and former row are added to ``undo``."""
     if not len(at):
         return 0
     offsets = messages.queue_offset[at]
@@ -553,6 +652,7 @@ def _compare_entries(q: ConsumeQueue, messages: Walked, at: np.ndarray) -> int:
                         | tags_differ)
     for i in np.flatnonzero(differ).tolist():
         j = int(at[i])
+        undo.append((int(offsets[i]), have[i].copy()))
         _write_row(q, int(offsets[i]), np.array([(messages.phy[j], messages.size[j], messages.tags_code[j])],
                                                 dtype=CQ_DTYPE))
     return int(np.count_nonzero(differ))
@@ -587,10 +687,10 @@ def _drop_empty_queue_files(ctx: RecoveryContext, lines: list[str]) -> None:
             lines.append(f"consumequeue {key[0]}/{key[1]}: deleted {path}, which held no entry")
 
 
-def _drop_damaged_queues(ctx: RecoveryContext, gapped: set[tuple[str, int]], lines: list[str]) -> None:
-    for key in sorted(gapped):
+def _drop_damaged_queues(ctx: RecoveryContext, dispatch: _Dispatch, lines: list[str]) -> None:
+    for key in sorted(dispatch.gapped):
         q = ctx.queues[key]
-        if q.max_offset > q.min_offset:
+        if dispatch.held_entries(key):
             lines.append(
                 f"consumequeue {key[0]}/{key[1]}: earlier entries missing, rebuilding the queue "
                 f"from the start of the commitlog"
@@ -601,42 +701,73 @@ def _drop_damaged_queues(ctx: RecoveryContext, gapped: set[tuple[str, int]], lin
 # -- index ----------------------------------------------------------------------------
 
 
-def _first_bad_entry(index: IndexService, walked: Walked, walk_start: int,
+#: Index entries checked at a time (bounds the rows decoded for them).
+INDEX_CHUNK = 1 << 16
+
+
+def _first_not_carried(cl: CommitLog, phys: np.ndarray, hashes: np.ndarray) -> int | None:
+    """The first ``i`` where ``phys[i]`` (ascending, inside the walked range) is not the offset of a
+    valid message (magic, lengths, body CRC, stored at its own offset) carrying a key of hash
+    ``hashes[i]``, or None.  The messages are decoded where they lie (:func:`.columnar.decode_at`),
+    so memory is bounded by the chunk, not the store."""
+    done = 0
+    rows = columnar.Rows(max(1, len(phys)))
+    while done < len(phys):
+        seg = cl.log.segment_for(int(phys[done]))
+        if seg is None:
+            return done
+        view = seg.file.view()
+        stop = done + int(np.searchsorted(phys[done:], seg.base + len(view)))
+        n = columnar.decode_at(view, phys[done:stop] - seg.base, len(view), seg.base, rows)
+        misplaced = np.flatnonzero(rows["physical_offset"] != rows["position"])
+        if len(misplaced):      # a copy of a message elsewhere: not one the walk found
+            n = rows.n = int(misplaced[0])
+        if n:
+            counts, own = columnar.index_entries(view, rows)
+            offsets = np.zeros(n + 1, np.int64)
+            np.cumsum(counts, out=offsets[1:])
+            hit = _carries(offsets, own, np.arange(n), hashes[done:done + n])
+            if not hit.all():
+                return done + int(np.flatnonzero(~hit)[0])
+        if done + n < stop:
+            return done + n
+        done = stop
+    return None
+
+
+def _first_bad_entry(cl: CommitLog, index: IndexService, walk_start: int,
                      end: int) -> tuple[int, int] | None:
     """``(file number, entry number)`` of the first index entry that cannot be trusted, or None.
 
     Bad: offsets going backwards, at or past the end, or (from the walk start on)
     not the offset of a valid message carrying a key with that hash.  Vectorized
-    per file.
+    per :data:`INDEX_CHUNK` entries.
     """
     prev_phy = -1
     for fi, f in enumerate(index.files):
         entries = f.entries
-        phys = entries["phy_offset"].astype(np.int64)
-        hashes = entries["hash"].astype(np.int64)
-        order_ok = np.empty(len(phys), dtype=bool)
-        if len(phys):
+        for lo in range(0, len(entries), INDEX_CHUNK):
+            chunk = entries[lo:lo + INDEX_CHUNK]
+            phys = chunk["phy_offset"].astype(np.int64)
+            hashes = chunk["hash"].astype(np.int64)
+            order_ok = np.empty(len(phys), dtype=bool)
             order_ok[0] = phys[0] >= prev_phy
             order_ok[1:] = phys[1:] >= phys[:-1]
-        bad = ~order_ok | (phys >= end) | (phys < 0)
-        checked = np.flatnonzero(~bad & (phys >= walk_start))
-        if walked.index_matches(phys[checked], hashes[checked]) is None:
-            at, found = walked.find(phys[checked])
-            ok = found.copy()
-            ok[found] = walked.carries_hash(at[found], hashes[checked][found])
-            bad[checked[~ok]] = True
-        hits = np.flatnonzero(bad)
-        if len(hits):
-            return fi, int(hits[0]) + 1
-        if len(phys):
+            bad = ~order_ok | (phys >= end) | (phys < 0)
+            hits = np.flatnonzero(bad)
+            first = int(hits[0]) if len(hits) else len(phys)
+            # only entries before the first bad one matter: their offsets ascend
+            checked = np.flatnonzero(phys[:first] >= walk_start)
+            k = _first_not_carried(cl, phys[checked], hashes[checked])
+            if k is not None:
+                first = int(checked[k])
+            if first < len(phys):
+                return fi, lo + first + 1
             prev_phy = int(phys[-1])
     return None
 
 
-def _store_time(ctx: RecoveryContext, walked: Walked, phy: int) -> int:
-    at, found = walked.find(np.array([phy], np.int64))
-    if found[0]:
-        return int(walked.store_timestamp[at[0]])
+def _store_time(ctx: RecoveryContext, phy: int) -> int:
     try:
         return ctx.commitlog.read(phy).store_timestamp
     except (CorruptDataError, OffsetOutOfRangeError):
@@ -669,8 +800,7 @@ def _recover_index(ctx: RecoveryContext, w: Walk, lines: list[str]) -> tuple[int
     """
     index = ctx.index
     assert index is not None
-    walked = w.messages
-    bad = _first_bad_entry(index, walked, w.start, w.end)
+    bad = _first_bad_entry(ctx.commitlog, index, w.start, w.end)
     if bad is None:
         last = index.last
         if last is None:
@@ -697,7 +827,7 @@ def _recover_index(ctx: RecoveryContext, w: Walk, lines: list[str]) -> tuple[int
         lines.append(f"{later.path}: removed; its entries are rebuilt from the commitlog")
     del index.files[fi + 1 :]
     if keep > 0:
-        end_time = _store_time(ctx, walked, int(f.entries["phy_offset"][keep - 1]))
+        end_time = _store_time(ctx, int(f.entries["phy_offset"][keep - 1]))
         f.truncate(keep, end_time)
         # the message at the new end is indexed whole: resume after it
         return index.end_phy_offset + 1, 0, trusted - keep
@@ -712,18 +842,36 @@ def _recover_index(ctx: RecoveryContext, w: Walk, lines: list[str]) -> tuple[int
 # -- the driver -------------------------------------------------------------------------
 
 
-def _walk_from(ctx: RecoveryContext, start: int, w: Walk) -> Walked:
-    """Messages from ``start``: from the main walk when it covers them, else a second walk."""
-    ours = w.messages.select(w.messages.phy >= start)
-    if start >= w.start:
-        return ours
-    extra = walk(ctx.commitlog, start, ctx.tags_code).messages
-    extra = extra.select(extra.phy < w.start)
-    # the two walks number their topics apart: renumber ours after the extra walk's
-    numbers = {t: k for k, t in enumerate(extra.topics)}
-    mapping = np.array([numbers.setdefault(t, len(numbers)) for t in ours.topics], np.int32)
-    ours.topic = mapping[ours.topic] if len(mapping) else ours.topic
-    return Walked.concat([extra, ours], list(numbers))
+def _index_from(ctx: RecoveryContext, start: int, w: Walk, skip: int) -> int:
+    """Put the IndexFile entries of the messages from ``start`` on, a walk batch at a time (the
+    first ``skip`` keys of the message at ``start`` are indexed already); how many were put.
+
+    The messages below the main walk's start take a walk of their own; the main walk's are
+    walked again (the commitlog is cut at its end now)."""
+    index = ctx.index
+    assert index is not None
+    put = 0
+    first = True
+
+    def put_batch(batch: Walked) -> None:
+        nonlocal put, first
+        hashes, phys, stamps = batch.index_columns()
+        if first and len(phys):
+            if skip and phys[0] == start:   # keys of that message indexed already
+                hashes, phys, stamps = hashes[skip:], phys[skip:], stamps[skip:]
+            first = False
+        put += index.put_hashes(hashes, phys, stamps)
+
+    if start < w.start:
+        for batch in walk_batches(ctx.commitlog, start, ctx.tags_code, Walk(start, start)):
+            below = batch.phy < w.start
+            put_batch(batch.select(below))
+            if not below.all():
+                break       # the main walk's messages follow
+    for batch in walk_batches(ctx.commitlog, w.start, ctx.tags_code, Walk(w.start, w.start),
+                              past_zeros=ctx.abnormal or ctx.full, counted=False):
+        put_batch(batch.select(batch.phy >= start))
+    return put
 
 
 def recover(ctx: RecoveryContext) -> list[str]:
@@ -742,28 +890,32 @@ def recover(ctx: RecoveryContext) -> list[str]:
         return lines
     lines.extend(move_kept_aside(cl))
     start = cl.min_offset if ctx.full else _start_offset(ctx)
-    w = walk(cl, start, ctx.tags_code, past_zeros=ctx.abnormal or ctx.full)
-    lines.append(f"commitlog: {kind}; walked {len(w.messages)} messages from {start} to {w.end}")
+    w = Walk(start=start, end=start)
+    dispatch = _Dispatch(ctx, None)
+    walked = 0
+    for batch in walk_batches(cl, start, ctx.tags_code, w, past_zeros=ctx.abnormal or ctx.full):
+        walked += len(batch)
+        dispatch.add(batch)
+    lines.append(f"commitlog: {kind}; walked {walked} messages from {start} to {w.end}")
     for path, pos, length in w.gaps:
         lines.append(
             f"{path}:{pos}: {length} damaged bytes left in place; the messages after them are intact"
         )
     lines.extend(cut_tail(cl, w.end))
 
-    gapped = _dispatch_queues(ctx, w.messages, None, lines)
+    gapped = dispatch.finish(lines)
     _drop_queue_entries_past(ctx, w.end, lines)
     if gapped:
-        _drop_damaged_queues(ctx, gapped, lines)
-        full = walk(cl, cl.min_offset, ctx.tags_code)
-        _dispatch_queues(ctx, full.messages, gapped, lines)
+        _drop_damaged_queues(ctx, dispatch, lines)
+        rebuild = _Dispatch(ctx, gapped)
+        for batch in walk_batches(cl, cl.min_offset, ctx.tags_code, Walk(cl.min_offset, cl.min_offset)):
+            rebuild.add(batch)
+        rebuild.finish(lines)
     _drop_empty_queue_files(ctx, lines)
 
     if ctx.index is not None:
         reindex_from, skip, cut = _recover_index(ctx, w, lines)
-        hashes, phys, stamps = _walk_from(ctx, reindex_from, w).index_columns()
-        if skip and len(phys) and phys[0] == reindex_from:   # keys of that message indexed already
-            hashes, phys, stamps = hashes[skip:], phys[skip:], stamps[skip:]
-        put = ctx.index.put_hashes(hashes, phys, stamps)
+        put = _index_from(ctx, reindex_from, w, skip)
         if put != cut:
             lines.append(f"index: rebuilt {put} entries for messages from commitlog offset {reindex_from}")
     return lines

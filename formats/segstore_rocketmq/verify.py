@@ -34,7 +34,7 @@ from .consumequeue_ext import real_offset
 from .indexfile import HEADER, INDEX_COUNT_POS, INVALID_INDEX, IndexHeader
 from .lifecycle import ABORT_FILE
 from .message import Blank, End, RocketMQMessage, decode
-from .recovery import SEARCH_WINDOW, Walked, nonzero_extent, walk
+from .recovery import SEARCH_WINDOW, Walk, Walked, messages_at, nonzero_extent, walk_batches
 from .topicconfig import loads_fastjson
 
 CONFIG_DIR = "config"
@@ -61,7 +61,9 @@ def _damage(path: str, view: memoryview, pos: int, base: int) -> str:
     return "expected a message or a BLANK, found zeros before later valid messages"
 
 
-def _verify_commitlog(store, problems: list[Problem]) -> Walked:
+def _verify_commitlog(store, problems: list[Problem], missing: list[Problem]) -> Walk:
+    """The commitlog's problems into ``problems``; messages lacking a consume-queue entry into
+    ``missing`` (checked a walk batch at a time).  Returns the walk (its end and gaps)."""
     cl = store.commitlog
     if cl.empty_tail is not None:
         problems.append(Problem(cl.empty_tail, 0, f"expected a commitlog file of {cl.file_size} bytes "
@@ -73,9 +75,12 @@ def _verify_commitlog(store, problems: list[Problem]) -> Walked:
                                     f"expected only commitlog files of {cl.file_size} bytes in commitlog/ "
                                     "(RocketMQ's MappedFileQueue.load refuses any other), found bytes an "
                                     "older recovery cut (segstore recover moves them to .segstore/cut/)"))
+    w = Walk(start=cl.min_offset, end=cl.min_offset)
     if len(cl.log.segments) == 0:
-        return Walked.empty()
-    w = walk(cl, cl.min_offset, store.tags_code)
+        return w
+    cover = _Coverage(store)
+    for batch in walk_batches(cl, cl.min_offset, store.tags_code, w):
+        cover.check(batch, missing)
     for path, pos, length in w.gaps:
         seg = next(s for s in cl.log.segments if s.path == path)
         problems.append(
@@ -95,7 +100,7 @@ def _verify_commitlog(store, problems: list[Problem]) -> Walked:
                     f"found {stop - pos} bytes of torn or damaged data",
                 )
             )
-    return w.messages
+    return w
 
 
 def _first_nonzero(file: files.MappedFile, pos: int) -> int | None:
@@ -130,12 +135,78 @@ def _verify_queue_exts(store, problems: list[Problem]) -> None:
             problems.append(Problem(err.path or ext.directory, err.pos, err.message))
 
 
-def _verify_queues(store, walked: Walked, problems: list[Problem]) -> None:
-    """Every entry against the walked message at its offset, vectorized per consume-queue file; the
-    entries found wrong (and extension addresses, which are few) are then reported one by one."""
-    numbers = {topic: k for k, topic in enumerate(walked.topics)}
-    groups = walked.groups()
-    covered: dict[tuple[str, int], list[np.ndarray]] = {}
+#: Consume-queue or index entries checked at a time (bounds the messages decoded for them).
+ENTRY_CHUNK = 1 << 16
+
+
+class _Coverage:
+    """Whether each walked message that needs a consume-queue entry has one: the entry at its queue
+    offset exists and points at a valid message (or has a missing extension unit, reported with the
+    entry).  Per batch; the queues' files are read where their entries are (no copy of a queue)."""
+
+    def __init__(self, store) -> None:
+        self.store = store
+        self.layout: dict[tuple[str, int], tuple[np.ndarray, np.ndarray, list]] = {}
+
+    def _files(self, key: tuple[str, int]):
+        got = self.layout.get(key)
+        if got is None:
+            segs = self.store.queues[key].segment_files()
+            got = self.layout[key] = (np.array([s.first_offset for s in segs], np.int64),
+                                      np.array([len(s) for s in segs], np.int64), segs)
+        return got
+
+    def check(self, batch: Walked, missing: list[Problem]) -> None:
+        store = self.store
+        if not store.queues:
+            # a commitlog-only store (a backup): nothing is inconsistent; readers scan, recover builds them
+            return
+        ok = ~batch.has_queue_entry()
+        for (number, qid), mine in batch.groups().items():
+            key = (batch.topics[number], qid)
+            if key not in store.queues:
+                continue
+            mine = mine[~ok[mine]]
+            offsets = batch.queue_offset[mine]
+            firsts, lens, segs = self._files(key)
+            k = np.searchsorted(firsts, offsets, side="right") - 1
+            inside = (k >= 0) & (offsets - firsts[np.maximum(k, 0)] < lens[np.maximum(k, 0)])
+            phys = np.full(len(mine), -1, np.int64)
+            stored = np.zeros(len(mine), np.int64)
+            for j in np.unique(k[inside]).tolist():
+                sel = inside & (k == j)
+                rows = segs[j].entries[offsets[sel] - firsts[j]]
+                phys[sel], stored[sel] = rows["offset"], rows["tags_code"]
+            seen = inside & (phys == batch.phy[mine])     # the entry points at this message (walked)
+            other = np.flatnonzero(inside & ~seen)
+            if len(other):      # an entry pointing elsewhere: seen if at a valid message
+                _, _, found = messages_at(store.commitlog, phys[other], store.tags_code, {},
+                                          store.commitlog.min_offset, store.commitlog.end)
+                ext = store.queue_exts.get(key)
+                for i in np.flatnonzero(~found & (stored[other] <= EXT_MAX_ADDR)).tolist():
+                    found[i] = _unit(ext, int(stored[other][i])) is None
+                seen[other] = found
+            ok[mine] = seen
+        for m in np.flatnonzero(~ok).tolist():
+            topic, qid = batch.topics[int(batch.topic[m])], int(batch.queue_id[m])
+            offset = int(batch.queue_offset[m])
+            cq = store.queues.get((topic, qid))
+            where = cq.directory if cq is not None else os.path.join(store.path, "consumequeue", topic)
+            missing.append(
+                Problem(
+                    where,
+                    offset * CQ_DTYPE.itemsize,
+                    f"expected an entry for the message at commitlog offset {int(batch.phy[m])} "
+                    f"({topic}/{qid} offset {offset}), found none",
+                )
+            )
+
+
+def _verify_queues(store, w: Walk, problems: list[Problem]) -> None:
+    """Every entry against the message at its offset (decoded where it lies), vectorized per
+    :data:`ENTRY_CHUNK` entries; the entries found wrong (and extension addresses, which are few)
+    are then reported one by one."""
+    topics: dict[str, int] = {}
     for (topic, qid), cq in sorted(store.queues.items()):
         last = cq.log.active
         if last is not None and len(last) == 0:
@@ -143,59 +214,11 @@ def _verify_queues(store, walked: Walked, problems: list[Problem]) -> None:
                                     "consume-queue file, found none: the broker reads it as an entry at "
                                     "offset 0, size 0 (segstore recover deletes the file)"))
         ext = store.queue_exts.get((topic, qid))
-        number = numbers.get(topic, -1)
-        mine = groups.get((number, qid), np.zeros(0, np.intp))
         for seg in cq.segment_files():
-            rows = seg.entries
-            first = seg.first_offset
-            phys = rows["offset"].astype(np.int64)
-            stored = rows["tags_code"].astype(np.int64)
-            resolved = np.asarray(store.entry_tags_codes(topic, qid, rows["tags_code"]), np.int64)
-            claimed = first + np.arange(len(rows), dtype=np.int64)
-            # the usual case: the queue's messages from this file's first offset, one per entry
-            lo = int(np.searchsorted(walked.queue_offset[mine], first)) if len(mine) else 0
-            at = mine[lo:lo + len(rows)]
-            if len(at) == len(rows) and np.array_equal(walked.phy[at], phys):
-                found = np.ones(len(rows), bool)
-            else:
-                at, found = walked.find(phys)
-            addressed = stored <= EXT_MAX_ADDR
-            wrong = found & ((walked.topic[at] != number) | (walked.queue_id[at] != qid)
-                             | (walked.queue_offset[at] != claimed) | (walked.size[at] != rows["size"])
-                             | (walked.tags_code[at] != resolved))
-            seen = found.copy()
-            live = claimed >= cq.min_offset      # older entries expired with their commitlog file (retention)
-            for i in np.flatnonzero((~found | wrong | addressed) & live).tolist():
-                pos = i * CQ_DTYPE.itemsize
-                phy, size, tags = int(phys[i]), int(rows["size"][i]), int(resolved[i])
-                expected = f"{topic}/{qid} offset {first + i}"
-                m = int(at[i]) if found[i] else None
-                if addressed[i]:
-                    unit = _unit(ext, int(stored[i]))
-                    if unit is None or (m is not None and unit.store_timestamp != walked.store_timestamp[m]):
-                        shown = "none" if unit is None else f"store time {unit.store_timestamp}"
-                        problems.append(Problem(
-                            seg.file.path, pos + ENTRY_TAGS_POS,
-                            f"expected the extension unit of {expected} at consumequeue_ext address "
-                            f"{int(stored[i])} (real offset {real_offset(int(stored[i]))})"
-                            + (f" with store time {int(walked.store_timestamp[m])}" if m is not None else "")
-                            + f", found {shown}"))
-                        seen[i] = True
-                        continue
-                if m is None:
-                    problems.append(Problem(seg.file.path, pos,
-                                            f"expected the entry of {expected} to point at a valid message, "
-                                            f"found commitlog offset {phy}"))
-                    continue
-                if not wrong[i]:
-                    continue
-                problems.append(Problem(
-                    seg.file.path, pos,
-                    f"expected ({topic}, {qid}, {first + i}, size {size}, tags code {tags}) at commitlog "
-                    f"offset {phy}, found ({walked.topics[int(walked.topic[m])]}, {int(walked.queue_id[m])}, "
-                    f"{int(walked.queue_offset[m])}, size {int(walked.size[m])}, "
-                    f"tags code {int(walked.tags_code[m])})"))
-            covered.setdefault((topic, qid), []).append(claimed[seen])
+            entries = seg.entries
+            for lo in range(0, len(entries), ENTRY_CHUNK):
+                _check_entries(store, w, topics, topic, qid, cq, ext, seg, lo, entries[lo:lo + ENTRY_CHUNK],
+                               problems)
             at_byte = _first_nonzero(seg.file, len(seg) * CQ_DTYPE.itemsize)
             if at_byte is not None:
                 at_byte -= at_byte % CQ_DTYPE.itemsize
@@ -206,31 +229,57 @@ def _verify_queues(store, walked: Walked, problems: list[Problem]) -> None:
                         f"expected zeros after the last valid entry, found data at byte {at_byte}",
                     )
                 )
-    if not store.queues:
-        # a commitlog-only store (a backup): nothing is inconsistent; readers scan, recover builds them
-        return
-    # every message that needs an entry has one
-    ok = ~walked.has_queue_entry()
-    for (topic, qid), claimed in covered.items():
-        queue_rows = groups.get((numbers.get(topic, -1), qid))
-        if queue_rows is not None:
-            ok[queue_rows] |= np.isin(walked.queue_offset[queue_rows], np.concatenate(claimed))
-    for m in np.flatnonzero(~ok).tolist():
-        topic, qid = walked.topics[int(walked.topic[m])], int(walked.queue_id[m])
-        offset = int(walked.queue_offset[m])
-        cq = store.queues.get((topic, qid))
-        where = cq.directory if cq is not None else os.path.join(store.path, "consumequeue", topic)
-        problems.append(
-            Problem(
-                where,
-                offset * CQ_DTYPE.itemsize,
-                f"expected an entry for the message at commitlog offset {int(walked.phy[m])} "
-                f"({topic}/{qid} offset {offset}), found none",
-            )
-        )
 
 
-def _verify_index(store, walked: Walked, problems: list[Problem]) -> None:
+def _check_entries(store, w: Walk, topics: dict[str, int], topic: str, qid: int, cq, ext, seg, lo: int,
+                   rows: np.ndarray, problems: list[Problem]) -> None:
+    """Entries ``lo ...`` of one consume-queue file against their messages."""
+    first = seg.first_offset + lo
+    phys = rows["offset"].astype(np.int64)
+    stored = rows["tags_code"].astype(np.int64)
+    resolved = np.asarray(store.entry_tags_codes(topic, qid, rows["tags_code"]), np.int64)
+    claimed = first + np.arange(len(rows), dtype=np.int64)
+    walked, at, found = messages_at(store.commitlog, phys, store.tags_code, topics, w.start, w.end)
+    number = topics.get(topic, -1)
+    addressed = stored <= EXT_MAX_ADDR
+    wrong = np.zeros(len(rows), bool)
+    f = found
+    wrong[f] = ((walked.topic[at[f]] != number) | (walked.queue_id[at[f]] != qid)
+                | (walked.queue_offset[at[f]] != claimed[f]) | (walked.size[at[f]] != rows["size"][f])
+                | (walked.tags_code[at[f]] != resolved[f]))
+    live = claimed >= cq.min_offset      # older entries expired with their commitlog file (retention)
+    for i in np.flatnonzero((~found | wrong | addressed) & live).tolist():
+        pos = (lo + i) * CQ_DTYPE.itemsize
+        phy, size, tags = int(phys[i]), int(rows["size"][i]), int(resolved[i])
+        expected = f"{topic}/{qid} offset {first + i}"
+        m = int(at[i]) if found[i] else None
+        if addressed[i]:
+            unit = _unit(ext, int(stored[i]))
+            if unit is None or (m is not None and unit.store_timestamp != walked.store_timestamp[m]):
+                shown = "none" if unit is None else f"store time {unit.store_timestamp}"
+                problems.append(Problem(
+                    seg.file.path, pos + ENTRY_TAGS_POS,
+                    f"expected the extension unit of {expected} at consumequeue_ext address "
+                    f"{int(stored[i])} (real offset {real_offset(int(stored[i]))})"
+                    + (f" with store time {int(walked.store_timestamp[m])}" if m is not None else "")
+                    + f", found {shown}"))
+                continue
+        if m is None:
+            problems.append(Problem(seg.file.path, pos,
+                                    f"expected the entry of {expected} to point at a valid message, "
+                                    f"found commitlog offset {phy}"))
+            continue
+        if not wrong[i]:
+            continue
+        problems.append(Problem(
+            seg.file.path, pos,
+            f"expected ({topic}, {qid}, {first + i}, size {size}, tags code {tags}) at commitlog "
+            f"offset {phy}, found ({walked.topics[int(walked.topic[m])]}, {int(walked.queue_id[m])}, "
+            f"{int(walked.queue_offset[m])}, size {int(walked.size[m])}, "
+            f"tags code {int(walked.tags_code[m])})"))
+
+
+def _verify_index(store, w: Walk, problems: list[Problem]) -> None:
     index = store.index
     if index is None:
         return
@@ -244,35 +293,8 @@ def _verify_index(store, walked: Walked, problems: list[Problem]) -> None:
                 )
             )
         entries = f.entries
-        numbers = np.arange(1, h.index_count)
-        phys = entries["phy_offset"].astype(np.int64)
-        hashes = entries["hash"].astype(np.int64)
-        diffs, prevs = entries["time_diff"].astype(np.int64), entries["prev"].astype(np.int64)
-        owners = walked.index_matches(phys, hashes)
-        if owners is not None:      # the entries are the messages' keys in put order
-            at, found, carried = owners, np.ones(len(phys), bool), np.ones(len(phys), bool)
-        else:
-            at, found = walked.find(phys)
-            carried = found.copy()
-            carried[found] = walked.carries_hash(at[found], hashes[found])
-        links_bad = found & ((diffs < 0) | (prevs < INVALID_INDEX) | (prevs >= numbers))
-        for i in np.flatnonzero(~carried | links_bad).tolist():
-            n, phy, hsh = int(numbers[i]), int(phys[i]), int(hashes[i])
-            pos = f.entry_pos(n)
-            if phy < store.commitlog.min_offset:  # expired: its commitlog file was deleted (retention)
-                continue
-            if not found[i]:
-                problems.append(Problem(f.path, pos, f"expected index entry {n} to point at a valid message, "
-                                                     f"found commitlog offset {phy}"))
-                continue
-            if not carried[i]:
-                m = int(at[i])
-                own = sorted(set(walked.key_hashes[walked.key_offsets[m]:walked.key_offsets[m + 1]].tolist()))
-                problems.append(Problem(f.path, pos, f"expected index entry {n} to hash a key of the message "
-                                                     f"at {phy} ({own}), found {hsh}"))
-            if links_bad[i]:
-                problems.append(Problem(f.path, pos, f"expected a time diff >= 0 and a previous entry below "
-                                                     f"{n}, found {int(diffs[i])} and {int(prevs[i])}"))
+        for lo in range(0, len(entries), ENTRY_CHUNK):
+            _check_index_entries(store, w, f, lo, entries[lo:lo + ENTRY_CHUNK], problems)
         bad_slots = np.flatnonzero(f.slots >= h.index_count)
         if len(bad_slots):
             s = int(bad_slots[0])
@@ -292,6 +314,35 @@ def _verify_index(store, walked: Walked, problems: list[Problem]) -> None:
                     f"(the last entry's), found {h.end_phy_offset}",
                 )
             )
+
+
+def _check_index_entries(store, w: Walk, f, lo: int, entries: np.ndarray, problems: list[Problem]) -> None:
+    """Entries ``lo ...`` of one index file against the messages they point at."""
+    numbers = np.arange(lo + 1, lo + 1 + len(entries))
+    phys = entries["phy_offset"].astype(np.int64)
+    hashes = entries["hash"].astype(np.int64)
+    diffs, prevs = entries["time_diff"].astype(np.int64), entries["prev"].astype(np.int64)
+    walked, at, found = messages_at(store.commitlog, phys, store.tags_code, {}, w.start, w.end)
+    carried = found.copy()
+    carried[found] = walked.carries_hash(at[found], hashes[found])
+    links_bad = found & ((diffs < 0) | (prevs < INVALID_INDEX) | (prevs >= numbers))
+    for i in np.flatnonzero(~carried | links_bad).tolist():
+        n, phy, hsh = int(numbers[i]), int(phys[i]), int(hashes[i])
+        pos = f.entry_pos(n)
+        if phy < store.commitlog.min_offset:  # expired: its commitlog file was deleted (retention)
+            continue
+        if not found[i]:
+            problems.append(Problem(f.path, pos, f"expected index entry {n} to point at a valid message, "
+                                                 f"found commitlog offset {phy}"))
+            continue
+        if not carried[i]:
+            m = int(at[i])
+            own = sorted(set(walked.key_hashes[walked.key_offsets[m]:walked.key_offsets[m + 1]].tolist()))
+            problems.append(Problem(f.path, pos, f"expected index entry {n} to hash a key of the message "
+                                                 f"at {phy} ({own}), found {hsh}"))
+        if links_bad[i]:
+            problems.append(Problem(f.path, pos, f"expected a time diff >= 0 and a previous entry below "
+                                                 f"{n}, found {int(diffs[i])} and {int(prevs[i])}"))
 
 
 def _verify_files(store, problems: list[Problem]) -> None:
@@ -314,11 +365,13 @@ def _verify_files(store, problems: list[Problem]) -> None:
 def verify_store(store) -> list[Problem]:
     """Every problem found in a :class:`~segstore_rocketmq.store.RocketMQStore` (empty: clean)."""
     problems: list[Problem] = []
+    missing: list[Problem] = []
     with progress.task("verify", len(store.commitlog.log.segments) * store.commitlog.file_size):
-        walked = _verify_commitlog(store, problems)
-    _verify_queues(store, walked, problems)
+        w = _verify_commitlog(store, problems, missing)
+    _verify_queues(store, w, problems)
+    problems.extend(missing)
     _verify_queue_exts(store, problems)
-    _verify_index(store, walked, problems)
+    _verify_index(store, w, problems)
     _verify_files(store, problems)
     _verify_shutdown(store, problems)
     return problems
