@@ -74,3 +74,28 @@ def test_read_committed_of_a_log_directory_and_without_transactions(tmp_path):
 def test_unknown_isolation_is_refused():
     with segstore.open(str(PART)) as store, pytest.raises(ConfigError, match="read_committed"):
         list(store.read("topic", 0, isolation="committed"))
+
+
+def _arrow_offsets(store, **kwargs) -> list[int]:
+    batches = store.scan_arrow(["offset", "value"], **kwargs)
+    return [o for batch in batches for o in batch.column("offset").to_pylist()]
+
+
+def test_scan_arrow_read_committed_equals_the_consumers_view():
+    """The columnar reader's ``isolation`` (a mask per row) keeps what ``read`` keeps, from every offset."""
+    every, aborted, control = _oracle()
+    committed = [o for o in every if o not in aborted and o not in control]
+    with segstore.open(str(PART)) as store:
+        assert _arrow_offsets(store) == every
+        assert _arrow_offsets(store, isolation="read_committed") == committed
+        for start in range(0, every[-1] + 2):
+            got = _arrow_offsets(store, topic="topic", partition=0, offset=start, isolation="read_committed")
+            assert got == [o for o in committed if o >= start], start
+        # the projection asked for comes back, whatever the mask needed to read
+        for batch in store.scan_arrow(["value"], isolation="read_committed"):
+            assert batch.schema.names == ["value"]
+        with pytest.raises(ConfigError, match="read_committed"):
+            list(store.scan_arrow(["offset"], isolation="committed"))
+    plain = FIXTURES / "kafka" / "uncompressed" / "topic-0"
+    with segstore.open(str(plain)) as store:
+        assert _arrow_offsets(store, isolation="read_committed") == [r.offset for r in store.scan()]

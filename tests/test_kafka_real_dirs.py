@@ -43,9 +43,7 @@ from segstore.errors import (
     CorruptDataError,
     OffsetOutOfRangeError,
     StoreLockedError,
-    UnsupportedOperationError,
 )
-from segstore.spark.datasource import _kafka_rows
 
 UNCOMPRESSED = FIXTURES / "kafka" / "uncompressed"
 CONFIG = {"segment.bytes": 6935, "index.interval.bytes": 990}   # the uncompressed fixture's
@@ -347,14 +345,8 @@ def test_kafka_key_is_one_thing_in_library_columns_dump_and_conversion(tmp_path:
     with segstore.open(src) as store:
         records = list(store.scan())
         assert [store.to_common(r).key for r in records] == keys
-        spark_row = _kafka_rows(store)
-        assert [spark_row(r)[0] for r in records] == keys         # Spark's ``key`` column
-        try:
-            table = pa.Table.from_batches(list(store.scan_arrow(["key"])))
-        except UnsupportedOperationError:   # the Kafka columnar reader is not in this tree yet
-            table = None
-        if table is not None:
-            assert table.column("key").to_pylist() == keys
+        table = pa.Table.from_batches(list(store.scan_arrow(["key"])))
+        assert table.column("key").to_pylist() == keys         # also Spark's ``key`` column
         out = io.StringIO()
         store.dump(out, json=True)
     assert [None if (k := json.loads(line)["key"]) is None else base64.b64decode(k)

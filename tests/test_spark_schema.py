@@ -1,55 +1,91 @@
-"""Arrow batches of the Spark source: exactly the schema Spark checks, values as given (no session)."""
+"""Arrow batches of the Spark source: the store's columnar batches cut to a slice and cast to exactly
+the schema Spark checks, values unchanged (no session; Spark rows are compared in test_spark_fixtures)."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-
+import pyarrow as pa
 import pytest
+from conftest import FIXTURES
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("pyspark")
 
-from segstore.spark.schema import (
-    KAFKA_SCHEMA,
-    OFFSET_INDEX,
-    ROCKETMQ_SCHEMA,
-    ColumnBuffer,
-    arrow_schema,
-    spark_schema,
-)
+import segstore
+from segstore.spark.datasource import read_slices, to_spark_batch
+from segstore.spark.options import parse_read_options
+from segstore.spark.planning import SegstoreInputPartition, Slice
+from segstore.spark.schema import KAFKA_SCHEMA, ROCKETMQ_SCHEMA, arrow_schema, spark_schema
+
+ROCKETMQ_STORE = FIXTURES / "rocketmq" / "basic" / "store"
+KAFKA_TXN = FIXTURES / "kafka" / "txn" / "topic-0"
+TIMES = ("timestamp", "bornTimestamp", "storeTimestamp")
 
 
-def _utc(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+@pytest.mark.parametrize(("path", "include_headers"), [(ROCKETMQ_STORE, True), (ROCKETMQ_STORE, False),
+                                                       (KAFKA_TXN, True), (KAFKA_TXN, False)])
+def test_columnar_batches_become_batches_of_the_exact_spark_schema(path, include_headers):
+    with segstore.open(str(path)) as store:
+        schema = spark_schema(store.format, include_headers=include_headers)
+        target = arrow_schema(schema)
+        for batch in store.scan_arrow(target.names):
+            spark = to_spark_batch(batch, target)
+            assert spark.schema.equals(target)
+            assert ("headers" in spark.schema.names) == include_headers
+            for name in target.names:
+                got, had = spark.column(name), batch.column(name)
+                if name in TIMES:   # ms -> us, same instant
+                    millis = had.cast(pa.int64()).to_pylist()
+                    assert got.cast(pa.int64()).to_pylist() == [ms * 1000 for ms in millis]
+                else:               # list/map fields renamed only
+                    assert got.to_pylist() == had.to_pylist(), name
 
 
-def test_kafka_rows_become_one_batch_of_the_exact_schema():
-    buffer = ColumnBuffer(KAFKA_SCHEMA)
-    buffer.add((b"k", b"v", "t", 3, 7, 1_700_000_000_123, 1, [("h", b"x"), ("n", None)]))
-    buffer.add((None, None, "t", 3, 8, -1, 0, []))
-    assert len(buffer) == 2
-    batch = buffer.flush()
-    assert len(buffer) == 0
-    assert batch.schema.equals(arrow_schema(KAFKA_SCHEMA))
-    rows = batch.to_pylist()
-    assert rows[0] == {"key": b"k", "value": b"v", "topic": "t", "partition": 3, "offset": 7,
-                       "timestamp": _utc(1_700_000_000_123), "timestampType": 1,
-                       "headers": [{"key": "h", "value": b"x"}, {"key": "n", "value": None}]}
-    assert rows[1]["key"] is None and rows[1]["headers"] == [] and rows[1]["timestamp"] == _utc(-1)
+def _partition(path, fmt, slices) -> SegstoreInputPartition:
+    pieces = tuple(Slice(t, p, lo, hi, 0) for t, p, lo, hi in slices)
+    return SegstoreInputPartition(0, str(path), fmt, (), pieces)
 
 
-def test_rocketmq_rows_carry_every_extra_column():
-    buffer = ColumnBuffer(ROCKETMQ_SCHEMA)
-    props = {"KEYS": "a b", "TAGS": "T"}
-    buffer.add((b"a", b"body", "TopicA", 1, 0, 1000, 0, [("KEYS", b"a b"), ("TAGS", b"T")],
-                "T", ["a", "b"], props, 1000, 2000, "10.0.0.1:1", "[::1]:2", "ID", 4096, 0, 5, 2))
-    row = buffer.flush().to_pylist()[0]
-    assert row["keys"] == ["a", "b"] and row["properties"] == list(props.items())
-    assert (row["bornTimestamp"], row["storeTimestamp"]) == (_utc(1000), _utc(2000))
-    assert (row["bornHost"], row["storeHost"], row["msgId"]) == ("10.0.0.1:1", "[::1]:2", "ID")
-    assert (row["physicalOffset"], row["sysFlag"], row["flag"], row["reconsumeTimes"]) == (4096, 0, 5, 2)
+@settings(max_examples=40, deadline=None)
+@given(bounds=st.tuples(st.integers(0, 130), st.integers(0, 130)), max_rows=st.integers(1, 50),
+       committed=st.booleans())
+def test_kafka_slices_are_cut_at_their_offsets_and_sized(bounds, max_rows, committed):
+    """A slice ``[start, end)`` yields exactly ``read``'s records in it (control records hidden, aborted ones
+    too under read_committed), in batches of at most ``maxRecordsPerBatch`` rows."""
+    start, end = min(bounds), max(bounds)
+    opts = {"path": str(KAFKA_TXN), "maxRecordsPerBatch": str(max_rows)}
+    if committed:
+        opts["kafka.isolation.level"] = "read_committed"
+    options = parse_read_options(opts)
+    with segstore.open(str(KAFKA_TXN)) as store:
+        isolation = "read_committed" if committed else "read_uncommitted"
+        want = [r.offset for r in store.read("topic", 0, start, isolation=isolation)
+                if r.offset < end and not r.batch.is_control]
+    task = _partition(KAFKA_TXN, "kafka", [("topic", 0, start, end)])
+    batches = list(read_slices(task, KAFKA_SCHEMA, options))
+    assert all(0 < b.num_rows <= max_rows for b in batches)
+    assert all(b.schema.equals(arrow_schema(KAFKA_SCHEMA)) for b in batches)
+    assert [o for b in batches for o in b.column("offset").to_pylist()] == want
 
 
-def test_empty_flush_and_schema_choice():
-    assert ColumnBuffer(KAFKA_SCHEMA).flush().num_rows == 0
+def test_rocketmq_slices_of_several_queues_in_one_task():
+    with segstore.open(str(ROCKETMQ_STORE)) as store:
+        queues = [(t, q) for t in store.topics() for q in store.partitions(t)]
+        slices = []
+        want = []
+        for t, q in queues:
+            low, high = store.offset_range(t, q)
+            lo, hi = low + (high - low) // 3, high - (high - low) // 4
+            slices.append((t, q, lo, hi))
+            want += [(t, q, r.queue_offset, r.body) for r in store.read(t, q, lo) if r.queue_offset < hi]
+    assert want
+    options = parse_read_options({"path": str(ROCKETMQ_STORE), "maxRecordsPerBatch": "3"})
+    batches = list(read_slices(_partition(ROCKETMQ_STORE, "rocketmq", slices), ROCKETMQ_SCHEMA, options))
+    assert all(0 < b.num_rows <= 3 for b in batches)
+    rows = [r for b in batches for r in b.to_pylist()]
+    assert [(r["topic"], r["partition"], r["offset"], r["value"]) for r in rows] == want
+
+
+def test_schema_choice():
     assert spark_schema("rocketmq") is ROCKETMQ_SCHEMA and spark_schema("kafka") is KAFKA_SCHEMA
-    assert KAFKA_SCHEMA.fieldNames()[OFFSET_INDEX] == "offset"
+    assert "headers" not in spark_schema("kafka", include_headers=False).fieldNames()

@@ -41,6 +41,7 @@ from . import columnar, compaction, transactions
 from . import retention as retention_rules
 from .logdir import LogDir, is_partition_dir
 from .partition import KafkaConfig, Partition, now_ms, validate_topic
+from .txnindex import AbortedTxn
 
 #: The lock file a Kafka broker keeps in each log dir while it runs (LogManager.LockFileName).
 BROKER_LOCK_FILE = ".lock"
@@ -82,6 +83,36 @@ def _committed(part: Partition, batches: Iterable[codec.RecordBatch],
                 continue
         if not batch.is_control:
             yield batch
+
+
+#: The columns :func:`_committed_rows` reads.
+_TXN_COLUMNS = ("offset", "producerId", "isTransactional", "isControl")
+
+
+def _committed_rows(batch: pa.RecordBatch, aborted: list[AbortedTxn]) -> pa.RecordBatch:
+    """The rows of a columnar ``batch`` (with :data:`_TXN_COLUMNS`) a read_committed consumer keeps.
+
+    The per-row form of :func:`_committed`: a record is dropped when it is a control
+    record, or transactional with the producer id of an aborted transaction (``aborted``,
+    ordered by first offset, from the ``.txnindex``) whose offsets ``[first offset,
+    ABORT marker]`` hold it; the consumer drops exactly these, since its aborted set
+    gains a producer at the transaction's first batch and loses it at the marker.
+    ``O(rows x aborted transactions overlapping the batch)``, vectorized per transaction.
+    """
+    offsets = batch.column("offset").to_numpy()
+    keep = ~batch.column("isControl").to_numpy(zero_copy_only=False)
+    if len(offsets) and aborted:
+        low, high = offsets[0], offsets[-1]
+        producers = batch.column("producerId").to_numpy()
+        transactional = batch.column("isTransactional").to_numpy(zero_copy_only=False)
+        for txn in aborted:
+            if txn.first_offset > high:
+                break       # ordered by first offset: no later one reaches this batch
+            if txn.last_offset < low:
+                continue
+            keep &= ~((producers == txn.producer_id) & transactional
+                      & (offsets >= txn.first_offset) & (offsets <= txn.last_offset))
+    return batch.filter(pa.array(keep))
 
 
 def _b64(data: bytes | None) -> str | None:
@@ -323,7 +354,7 @@ class KafkaStore(Store):
 
     def scan_arrow(self, columns: Iterable[str] | None = None, *, topic: str | None = None,
                    partition: int | None = None, offset: int = 0, start: int | None = None,
-                   end: int | None = None) -> Iterator[pa.RecordBatch]:
+                   end: int | None = None, isolation: str = READ_UNCOMMITTED) -> Iterator[pa.RecordBatch]:
         """Record batches of :data:`segstore.columns.KAFKA_SCHEMA` (or its ``columns`` projection).
 
         Partitions (those of ``topic`` and/or ``partition`` when given) in (topic,
@@ -333,14 +364,22 @@ class KafkaStore(Store):
         ``offset`` (its first segment by default).  Control records are kept
         (``isControl``).  A batch holds at most one chunk of one segment
         (:class:`columnar.Capacity`), so memory does not grow with the log.
-        ``O(bytes read)``, decoded in C where built.
+        ``O(bytes read)``, decoded in C where built.  ``isolation`` as in
+        :meth:`read`: ``"read_committed"`` drops control records and the records
+        of aborted transactions (:func:`_committed_rows`); a batch may then be empty.
 
         :raises NotFoundError: ``topic`` and ``partition`` name no partition.
         :raises CorruptDataError: a bad batch (after the rows before it).
+        :raises ConfigError: an unknown isolation level.
         """
         self._check_open()
         schema = project(KAFKA_SCHEMA, columns)
-        want = columnar.want_flags(schema.names)
+        committed = _isolation(isolation) == READ_COMMITTED
+        built = schema
+        if committed:   # the columns that decide what a read_committed consumer sees
+            missing = [name for name in _TXN_COLUMNS if name not in schema.names]
+            built = project(KAFKA_SCHEMA, [*schema.names, *missing])
+        want = columnar.want_flags(built.names)
         if topic is not None and partition is not None:
             parts = {(topic, partition): self.partition_of(topic, partition)}
         else:
@@ -352,14 +391,18 @@ class KafkaStore(Store):
             dropping = not ranged and target > 0
             chunks = part.column_chunks(want, offset=offset if ranged else (target if dropping else None),
                                         start=start, end=end)
+            aborted = part.aborted_transactions(target, part.next_offset) if committed else []
             for seg, chunk in chunks:
                 first = 0
                 if dropping:  # rows of the first batch below the offset asked for
                     first = search(chunk.buffers["offset"][:chunk.rows], target, Bound.SMALLEST_UPPER)
                     dropping = first == chunk.rows
                 if first < chunk.rows:
-                    batch = columnar.to_arrow(chunk, schema, topic=t, partition=p, segment=seg.base)
-                    yield batch.slice(first)
+                    batch = columnar.to_arrow(chunk, built, topic=t, partition=p, segment=seg.base)
+                    batch = batch.slice(first)
+                    if committed:
+                        batch = _committed_rows(batch, aborted).select(schema.names)
+                    yield batch
 
     def topics(self) -> list[str]:
         return sorted({t for t, _ in self._partitions()})

@@ -21,18 +21,17 @@ staged files through :mod:`segstore.files`.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import gc
 import os
 import re
 import tempfile
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
@@ -60,19 +59,12 @@ from pyspark.sql.types import (
 
 from .. import api, files
 from ..errors import ConfigError, SegstoreError
-from ..records import CREATE_TIME, Message
+from ..records import Message
+from ..search import Bound, search
 from ..store import Store
 from . import planning
 from .options import READ_UNCOMMITTED, ReadOptions, WriteOptions, parse_read_options, parse_write_options
-from .schema import (
-    HEADER_TYPE,
-    KAFKA,
-    OFFSET_INDEX,
-    ROCKETMQ,
-    TIMESTAMP_TYPE_IDS,
-    ColumnBuffer,
-    spark_schema,
-)
+from .schema import HEADER_TYPE, KAFKA, ROCKETMQ, arrow_schema, spark_schema
 
 NAME = "segstore"
 
@@ -114,117 +106,65 @@ def open_store(path: str, format_name: str | None, config: tuple[tuple[str, str]
         raise translated from err
 
 
-Extractor = Callable[[Any], tuple]
+def _offset_index(offsets: pa.Array, bound: int) -> int:
+    """The number of leading rows of a batch with ``offset < bound`` (its offsets ascend)."""
+    return search(offsets.to_numpy(), bound, Bound.SMALLEST_UPPER)
 
 
-def _rocketmq_rows(store: Store) -> Extractor:
-    """Row tuples of ``segstore_rocketmq`` messages: queue id -> partition, queue offset
-    -> offset, body -> value, first key -> key, born time -> timestamp (as ``to_common``),
-    properties -> headers, then the RocketMQ-only columns.  Host strings are cached:
-    a store has few distinct hosts."""
-    hosts: dict[Any, str] = {}
-    create_time = TIMESTAMP_TYPE_IDS[CREATE_TIME]
-
-    def host(h: Any) -> str:
-        text = hosts.get(h)
-        if text is None:
-            text = hosts[h] = str(h)
-        return text
-
-    def row(record: Any) -> tuple:
-        keys = record.keys
-        properties = record.properties
-        return (keys[0].encode("utf-8") if keys else None, record.body, record.topic, record.queue_id,
-                record.queue_offset, record.born_timestamp, create_time,
-                [(k, v.encode("utf-8")) for k, v in properties.items()],
-                record.tags, keys, properties, record.born_timestamp, record.store_timestamp,
-                host(record.born_host), host(record.store_host), record.msg_id, record.physical_offset,
-                record.sys_flag, record.flag, record.reconsume_times)
-
-    return row
-
-
-def _kafka_rows(store: Store) -> Extractor:
-    """Row tuples of ``segstore_kafka`` records (the record and its batch read directly)."""
-    ids = TIMESTAMP_TYPE_IDS
-
-    def row(record: Any) -> tuple:
-        r = record.record
-        return (r.key, r.value, record.topic, record.partition, r.offset, r.timestamp,
-                ids[record.batch.timestamp_type], r.headers)
-
-    return row
-
-
-def _common_rows(store: Store) -> Extractor:
-    """Row tuples of any other format, through its ``to_common``."""
-    ids = TIMESTAMP_TYPE_IDS
-
-    def row(record: Any) -> tuple:
-        m = store.to_common(record)
-        return (m.key, m.value, m.topic, m.partition, m.offset, m.timestamp, ids[m.timestamp_type], m.headers)
-
-    return row
-
-
-#: Per format: store -> (record -> row tuple in schema order, timestamps in ms).
-EXTRACTORS: dict[str, Callable[[Store], Extractor]] = {ROCKETMQ: _rocketmq_rows, KAFKA: _kafka_rows}
-
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    # A task builds millions of fresh tuples that hold no reference cycles; the cyclic
-    # collector would walk them again and again (measured: 2-3x the task's time on Kafka
-    # stores).  Paused while the task reads, restored as it was when it ends.
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
+def to_spark_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
+    """A columnar batch as the batch Spark requires: ``target``'s columns, in its order and
+    types (millisecond timestamps cast to microseconds; list and map fields renamed)."""
+    arrays = []
+    for field in target:
+        column = batch.column(field.name)
+        arrays.append(column if column.type == field.type else column.cast(field.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=target)
 
 
 def read_slices(partition: InputPartition, schema: StructType,
                 options: ReadOptions) -> Iterator[pa.RecordBatch]:
-    """Read one input partition: each slice ``[start, end)`` through ``store.read``.
+    """Read one input partition: each slice ``[start, end)`` through ``store.scan_arrow``.
 
-    Runs on an executor; opens the store read-only by path.  Yields record batches
-    of at most ``maxRecordsPerBatch`` rows.  O(records): one extraction per record,
-    one Arrow build per batch; the cyclic garbage collector is paused meanwhile.
-    Kafka reads pass ``kafka.isolation.level`` on as the store's ``isolation``.
+    Runs on an executor; opens the store read-only by path.  The store's columnar
+    batches go to Spark as they are, cut at the slice's ends by a binary search on
+    their ``offset`` column, cast to Spark's Arrow types, and sliced to at most
+    ``maxRecordsPerBatch`` rows.  Kafka control records are dropped by a mask unless
+    ``includeControlRecords``; ``kafka.isolation.level`` goes on as the store's
+    ``isolation``.  No per-record Python: ``O(records)`` in Arrow / C.
 
     :raises TypeError: ``partition`` was not planned by this source.
+    :raises UnsupportedOperationError: the store's format has no columnar reader.
     """
     if not isinstance(partition, planning.SegstoreInputPartition):
         if type(partition) is InputPartition and partition.value is None:
             return      # Spark's stand-in task when the plan has no partitions: no rows
         raise TypeError(f"expected a SegstoreInputPartition, found {type(partition).__name__}")
     max_rows = options.max_records_per_batch
-    buffer = ColumnBuffer(schema)
-    add = buffer.add
-    pending = 0
-    with _gc_paused(), open_store(partition.path, partition.format, partition.config) as store:
-        extract = EXTRACTORS.get(store.format, _common_rows)(store)
+    target = arrow_schema(schema)
+    with open_store(partition.path, partition.format, partition.config) as store:
         kafka = store.format == KAFKA
         skip_control = kafka and not options.include_control_records   # transaction markers
+        columns = list(target.names)
+        for extra_column in ("offset", *(("isControl",) if skip_control else ())):
+            if extra_column not in columns:
+                columns.append(extra_column)
         extra = {"isolation": options.isolation} if kafka and options.isolation != READ_UNCOMMITTED else {}
         for piece in partition.slices:
             start, end = piece.start, piece.end
-            for record in store.read(piece.topic, piece.partition, start, end - start, **extra):
-                row = extract(record)
-                offset = row[OFFSET_INDEX]
-                if offset >= end:
-                    break
-                if offset < start or (skip_control and record.batch.is_control):
-                    continue
-                add(row)
-                pending += 1
-                if pending >= max_rows:
-                    yield buffer.flush()
-                    pending = 0
-    if pending:
-        yield buffer.flush()
+            for batch in store.scan_arrow(columns, topic=piece.topic, partition=piece.partition,
+                                          offset=start, **extra):
+                offsets = batch.column("offset")
+                first = _offset_index(offsets, start)
+                stop = _offset_index(offsets, end)
+                batch = batch.slice(first, max(0, stop - first))
+                if skip_control:
+                    batch = batch.filter(pc.invert(batch.column("isControl")))
+                if batch.num_rows:
+                    spark_batch = to_spark_batch(batch, target)
+                    for at in range(0, spark_batch.num_rows, max_rows):
+                        yield spark_batch.slice(at, max_rows)
+                if stop < len(offsets):
+                    break       # the slice ends inside this batch
 
 
 #: The column whose lower bounds ``offset_for_time`` answers: Kafka looks up record
