@@ -149,10 +149,12 @@ def read_slices(partition: InputPartition, schema: StructType,
             if extra_column not in columns:
                 columns.append(extra_column)
         extra = {"isolation": options.isolation} if kafka and options.isolation != READ_UNCOMMITTED else {}
+        # Any: the format's own read options (Kafka's isolation) are not in Store.scan_arrow's signature
+        reader: Any = store
         for piece in partition.slices:
             start, end = piece.start, piece.end
-            for batch in store.scan_arrow(columns, topic=piece.topic, partition=piece.partition,
-                                          offset=start, **extra):
+            for batch in reader.scan_arrow(columns, topic=piece.topic, partition=piece.partition,
+                                           offset=start, **extra):
                 offsets = batch.column("offset")
                 first = _offset_index(offsets, start)
                 stop = _offset_index(offsets, end)
