@@ -565,7 +565,27 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
             os.close(fd)
 
 
-class WriterLock:
+class _Flock:
+    """An exclusive ``flock`` held on an open descriptor (``_fd``, -1 when not held).
+
+    The locks below differ in what they lock and how they open it; releasing is the same.
+    """
+
+    _fd: int
+
+    def release(self) -> None:
+        """Drop the lock (idempotent)."""
+        if self._fd >= 0:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = -1
+
+    @property
+    def held(self) -> bool:
+        return self._fd >= 0
+
+
+class WriterLock(_Flock):
     """The store's writer lock: an exclusive ``flock`` on a small file.
 
     A second writer (another process, or another store object in this one) gets
@@ -594,18 +614,8 @@ class WriterLock:
             os.pwrite(fd, self.content, 0)
         self._fd = fd
 
-    def release(self) -> None:
-        if self._fd >= 0:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = -1
 
-    @property
-    def held(self) -> bool:
-        return self._fd >= 0
-
-
-class DirectoryLock:
+class DirectoryLock(_Flock):
     """A writer lock held on a directory itself: an exclusive ``flock`` on the directory's descriptor.
 
     For formats whose broker leaves no lock file of ours in its directories (Kafka's
@@ -630,16 +640,6 @@ class DirectoryLock:
             raise StoreLockedError("another writer holds this directory; open it with mode='r' to read",
                                    self.path) from err
         self._fd = fd
-
-    def release(self) -> None:
-        if self._fd >= 0:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = -1
-
-    @property
-    def held(self) -> bool:
-        return self._fd >= 0
 
 
 class BrokerLock:
