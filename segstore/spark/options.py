@@ -47,6 +47,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import ConfigError, ReadOnlyError
 from ..files import is_url
@@ -190,13 +191,7 @@ def _config(options: dict[str, str]) -> tuple[tuple[str, str], ...]:
     text = options.get("config")
     if not text:
         return ()
-    try:
-        parsed = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ConfigError(f"option config must be a JSON object of store config names, "
-                          f"found {text!r}") from err
-    if not isinstance(parsed, dict):
-        raise ConfigError(f"option config must be a JSON object of store config names, found {text!r}")
+    parsed = _json_object(text, "config", "store config names")
     return tuple(sorted((str(k), str(v)) for k, v in parsed.items()))
 
 
@@ -245,6 +240,17 @@ def _refuse_unknown(opts: dict[str, str]) -> None:
     unknown = sorted(set(opts) - _READ_NAMES)
     if unknown:
         raise ConfigError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(_READ_NAMES))}")
+
+
+def _json_object(text: str, name: str, what: str) -> dict[str, Any]:
+    """``text`` as a JSON object; anything else is one :class:`ConfigError` naming option ``name``."""
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"option {name} must be a JSON object of {what}, found {text!r}") from err
+    if not isinstance(parsed, dict):
+        raise ConfigError(f"option {name} must be a JSON object of {what}, found {text!r}")
+    return parsed
 
 
 def _json(text: str, name: str, shape: str) -> object:
@@ -367,14 +373,7 @@ def _storage_options(options: dict[str, str]) -> tuple[tuple[str, str], ...]:
     text = options.get("storageoptions")
     if not text:
         return ()
-    try:
-        parsed = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ConfigError(f"option storageOptions must be a JSON object of fsspec storage options, "
-                          f"found {text!r}") from err
-    if not isinstance(parsed, dict):
-        raise ConfigError(f"option storageOptions must be a JSON object of fsspec storage options, "
-                          f"found {text!r}")
+    parsed = _json_object(text, "storageOptions", "fsspec storage options")
     return (("storage_options", json.dumps(parsed, sort_keys=True)),)
 
 
