@@ -441,6 +441,13 @@ def test_legacy_corruption() -> None:
 # the C accelerator gives exactly what the pure-Python reference gives
 
 
+def _accelerator():
+    """The C codec batches use, or skip: not built, or switched off by ``SEGSTORE_PURE_PYTHON``."""
+    if codec._speedups is None:
+        pytest.skip("segstore_kafka._speedups not in use")
+    return codec._speedups
+
+
 def _outcome(function, *args):
     """The result, or the error type family and ValueError args, of ``function(*args)``."""
     try:
@@ -454,7 +461,7 @@ def _outcome(function, *args):
 @settings(max_examples=150, deadline=None)
 @given(records=records_strategy, deltas=st.booleans())
 def test_c_encoder_matches_python(records, deltas) -> None:
-    speedups = pytest.importorskip("segstore_kafka._speedups")
+    speedups = _accelerator()
     offset_deltas = [3 * i for i in range(len(records))] if deltas else None
     assert speedups.encode_records(records, offset_deltas) == codec._encode_records_py(records, offset_deltas)
 
@@ -466,7 +473,7 @@ def test_c_encoder_matches_python(records, deltas) -> None:
     [(array.array("b", [1, 2]), None, 1, collections.deque([("h", b"x")]))], [(b"k", b"v", 1, [("h", 7)])],
 ])
 def test_c_encoder_rejects_what_python_rejects(records) -> None:
-    speedups = pytest.importorskip("segstore_kafka._speedups")
+    speedups = _accelerator()
     ours = _outcome(speedups.encode_records, records, None)
     theirs = _outcome(codec._encode_records_py, records, None)
     assert ours[0] == theirs[0]
@@ -479,7 +486,7 @@ def test_c_encoder_rejects_what_python_rejects(records) -> None:
 @settings(max_examples=300, deadline=None)
 @given(data=st.data())
 def test_c_decoder_matches_python_on_good_and_damaged_regions(data) -> None:
-    speedups = pytest.importorskip("segstore_kafka._speedups")
+    speedups = _accelerator()
     records = data.draw(records_strategy)
     region = bytearray(codec._encode_records_py(records, None)[0])
     for _ in range(data.draw(st.integers(0, 3))):
@@ -494,7 +501,7 @@ def test_c_decoder_matches_python_on_good_and_damaged_regions(data) -> None:
 
 
 def test_c_decoder_rejects_varints_like_python() -> None:
-    speedups = pytest.importorskip("segstore_kafka._speedups")
+    speedups = _accelerator()
     for region in [b"\x80" * 5 + b"\x01", b"\x02\x00" + b"\xff" * 9 + b"\x03",
                    b"\x16\x00" + b"\xff" * 10 + b"\x00",
                    b"\x0e\x00\x00\x00\x8f\x8f\x8f\x8f\x8f\x01\x00\x00"]:
@@ -504,7 +511,7 @@ def test_c_decoder_rejects_varints_like_python() -> None:
 
 
 def test_the_accelerator_is_what_batches_use_when_built() -> None:
-    speedups = pytest.importorskip("segstore_kafka._speedups")
+    speedups = _accelerator()
     assert codec._decode_records is speedups.decode_records
     assert codec._encode_records is speedups.encode_records
 

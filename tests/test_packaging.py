@@ -1,0 +1,71 @@
+"""The source distribution is complete: its own tests run from it (issue 14, "Packaging").
+
+Builds the sdist with the project's real build backend (``python -m build --sdist``), unpacks it
+and checks that every file git tracks under the directories the tests need is inside, then runs
+the fixture tests of both formats from the unpacked tree, on the unpacked tree's own code (pure
+Python: an sdist ships no compiled accelerators).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+#: What the tests read besides the packages: the suite and its helpers, the broker fixtures, the
+#: docs the tests check, and the scripts of the README's two commands.
+NEEDED = ("tests", "compat_fixtures", "docs", "scripts", "benchmarks")
+
+
+@pytest.fixture(scope="module")
+def sdist_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("sdist")
+    # --no-isolation: build with the venv's setuptools (a test extra) instead of fetching one.
+    subprocess.run([sys.executable, "-m", "build", "--sdist", "--no-isolation", "-o", str(out), str(ROOT)],
+                   check=True, capture_output=True, timeout=300)
+    (archive,) = out.glob("segstore-*.tar.gz")
+    with tarfile.open(archive) as tar:
+        tar.extractall(out, filter="data")
+    (tree,) = (p for p in out.iterdir() if p.is_dir())
+    return tree
+
+
+def _tracked(directory: str) -> list[str]:
+    listing = subprocess.run(["git", "-C", str(ROOT), "ls-files", "--", directory],
+                             capture_output=True, text=True)
+    if listing.returncode != 0:
+        pytest.skip("not a git checkout: nothing to compare the sdist with")
+    return [line for line in listing.stdout.splitlines() if line]
+
+
+@pytest.mark.parametrize("directory", NEEDED)
+def test_sdist_holds_every_tracked_file(sdist_tree: Path, directory: str) -> None:
+    tracked = _tracked(directory)
+    assert tracked, f"git tracks nothing under {directory}/"
+    missing = [name for name in tracked if not (sdist_tree / name).is_file()]
+    assert missing == []
+
+
+def test_sdist_ships_no_build_outputs(sdist_tree: Path) -> None:
+    junk = [str(p.relative_to(sdist_tree)) for p in sdist_tree.rglob("*")
+            if p.suffix in (".so", ".pyc") or p.name == "__pycache__"]
+    assert junk == []
+
+
+def test_fixture_tests_run_from_the_sdist(sdist_tree: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": f"{sdist_tree}{os.pathsep}{sdist_tree / 'formats'}",
+           "SEGSTORE_PURE_PYTHON": "1"}
+    probe = subprocess.run([sys.executable, "-c", "import segstore, segstore_rocketmq; "
+                            "print(segstore.__file__); print(segstore_rocketmq.__file__)"],
+                           cwd=sdist_tree, env=env, capture_output=True, text=True, check=True)
+    assert all(line.startswith(str(sdist_tree)) for line in probe.stdout.splitlines())
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          "tests/test_rocketmq_fixtures.py", "tests/test_kafka_fixtures.py"],
+                         cwd=sdist_tree, env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert " passed" in run.stdout
