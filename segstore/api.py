@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from typing import Any
 
-from . import files, registry
+from . import files, jsontext, registry
 from .errors import ConfigError, NotFoundError, ReadOnlyError
 from .store import Store
 
@@ -54,10 +53,7 @@ def _has_content(path: str) -> bool:
 
 def _storage_options(options: Mapping[str, Any] | str, path: str) -> dict[str, Any]:
     if isinstance(options, str):
-        try:
-            options = json.loads(options)
-        except json.JSONDecodeError as err:
-            raise ConfigError(f"storage_options must be a JSON object, found {options!r}", path) from err
+        return jsontext.loads_object(options, "storage_options must be a JSON object", path=path)
     if not isinstance(options, Mapping):
         raise ConfigError(f"storage_options must be a mapping, found {type(options).__name__}", path)
     return dict(options)

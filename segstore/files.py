@@ -19,7 +19,6 @@ import contextlib
 import errno
 import fcntl
 import functools
-import json
 import mmap
 import os
 import re
@@ -32,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from . import jsontext
 from .errors import (
     ConfigError,
     MissingDependencyError,
@@ -741,15 +741,8 @@ def _default_options() -> dict[str, Any]:
     text = os.environ.get(STORAGE_OPTIONS_ENV)
     if not text:
         return {}
-    try:
-        options = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ConfigError(f"${STORAGE_OPTIONS_ENV} must be a JSON object of fsspec storage options, "
-                          f"found {text!r}") from err
-    if not isinstance(options, dict):
-        raise ConfigError(f"${STORAGE_OPTIONS_ENV} must be a JSON object of fsspec storage options, "
-                          f"found {text!r}")
-    return options
+    return jsontext.loads_object(text, f"${STORAGE_OPTIONS_ENV} must be a JSON object of fsspec "
+                                       "storage options")
 
 
 def _filesystem(url: str) -> tuple[Any, str]:

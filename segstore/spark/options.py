@@ -49,6 +49,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .. import jsontext
 from ..errors import ConfigError, ReadOnlyError
 from ..files import is_url
 
@@ -202,13 +203,8 @@ def parse_bound(text: str | None, name: str, default: int) -> Bound:
     named = _NAMED.get(text.strip().lower())
     if named is not None:
         return Bound(named)
-    try:
-        spec = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ConfigError(f'option {name} must be earliest, latest or JSON like {{"topic": {{"0": 5}}}}, '
-                          f"found {text!r}") from err
-    if not isinstance(spec, dict):
-        raise ConfigError(f"option {name} must be a JSON object of topics, found {text!r}")
+    spec = jsontext.loads_object(text, f'option {name} must be earliest, latest or a JSON object like '
+                                       f'{{"topic": {{"0": 5}}}}')
     entries = []
     for topic, partitions in spec.items():
         if not isinstance(partitions, dict):
@@ -244,20 +240,11 @@ def _refuse_unknown(opts: dict[str, str]) -> None:
 
 def _json_object(text: str, name: str, what: str) -> dict[str, Any]:
     """``text`` as a JSON object; anything else is one :class:`ConfigError` naming option ``name``."""
-    try:
-        parsed = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ConfigError(f"option {name} must be a JSON object of {what}, found {text!r}") from err
-    if not isinstance(parsed, dict):
-        raise ConfigError(f"option {name} must be a JSON object of {what}, found {text!r}")
-    return parsed
+    return jsontext.loads_object(text, f"option {name} must be a JSON object of {what}")
 
 
 def _json(text: str, name: str, shape: str) -> object:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ConfigError(f"option {name} must be JSON like {shape}, found {text!r}") from err
+    return jsontext.loads(text, f"option {name} must be JSON like {shape}")
 
 
 def _topic_list(text: str) -> tuple[str, ...]:

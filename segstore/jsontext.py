@@ -1,0 +1,39 @@
+"""The one parse boundary for JSON text segstore is given (options, environment, small files).
+
+``json.loads`` fails in more ways than ``JSONDecodeError``: deep nesting raises
+``RecursionError``, an integer of more than 4,300 digits ``ValueError``; a value
+of the wrong shape fails later, far from its source.  :func:`loads` and
+:func:`loads_object` turn every one of those into the caller's
+:class:`~segstore.errors.SegstoreError` subclass with the caller's wording, and
+cut echoed text to a readable length.  Thread-safe (no state).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from .errors import ConfigError, SegstoreError, cut
+
+
+def loads(text: str | bytes, what: str, *, path: str | os.PathLike[str] | None = None,
+          error: type[SegstoreError] = ConfigError) -> Any:
+    """``text`` parsed as JSON; any failure is ``error("<what>, found <text>", path)``.
+
+    ``what`` says what was expected (``"option config must be a JSON object"``).
+    ``O(len(text))``.
+    """
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, RecursionError, ValueError, UnicodeDecodeError) as err:
+        raise error(f"{what}, found {cut(text)}", path) from err
+
+
+def loads_object(text: str | bytes, what: str, *, path: str | os.PathLike[str] | None = None,
+                 error: type[SegstoreError] = ConfigError) -> dict[str, Any]:
+    """:func:`loads` for text that must hold a JSON object."""
+    value = loads(text, what, path=path, error=error)
+    if not isinstance(value, dict):
+        raise error(f"{what}, found {cut(text)}", path)
+    return value
