@@ -415,21 +415,23 @@ _PROGRESS_STEP = 1 << 20  # report reading progress a MiB at a time, not a line 
 
 
 def _jsonl_lines(path: str) -> Iterator[dict[str, Any]]:
-    """The JSON objects of a JSON-lines file (blank lines skipped).
+    """The JSON objects of a JSON-lines file (blank lines skipped), streamed: memory holds one line.
+
+    Reports progress in bytes to the open :func:`progress.task`.
 
     :raises InvalidMessageError: a line is not a JSON object (named by line number and byte position).
     """
-    pos = reported = 0
-    for number, line in enumerate(files.read_text(path).splitlines(keepends=True), 1):
-        start, pos = pos, pos + len(line.encode("utf-8"))
-        if pos - reported >= _PROGRESS_STEP:
-            progress.advance(pos - reported)
-            reported = pos
+    reported = end = 0
+    for number, (start, line) in enumerate(files.iter_lines(path), 1):
+        end = start + len(line)
+        if end - reported >= _PROGRESS_STEP:
+            progress.advance(end - reported)
+            reported = end
         if not line.strip():
             continue
         try:
             obj = json.loads(line)
-        except ValueError as err:
+        except (ValueError, RecursionError) as err:
             raise InvalidMessageError(f"line {number}: expected a JSON object, found invalid JSON "
                                       f"({getattr(err, 'msg', err)} at column {getattr(err, 'colno', '?')})",
                                       path, start) from err
@@ -437,7 +439,7 @@ def _jsonl_lines(path: str) -> Iterator[dict[str, Any]]:
             raise InvalidMessageError(f"line {number}: expected a JSON object, found {type(obj).__name__}",
                                       path, start)
         yield obj
-    progress.advance(pos - reported)
+    progress.advance(end - reported)
 
 
 def _spec_format(spec: Any, spec_path: str) -> str:
@@ -506,13 +508,16 @@ def cmd_write(args: argparse.Namespace, out: TextIO) -> int:
         out.write(f"{args.path}: wrote {fmt} store from {args.spec}\n")
         return EXIT_OK
     if args.input:
-        with progress.task(f"read {os.path.basename(args.input)}", files.file_size(args.input)):
-            lines = list(_jsonl_lines(args.input))
+        # Two streamed passes, so memory stays at one line and a bad line anywhere still writes
+        # nothing: the first only checks that every line is a JSON object.
+        size = files.file_size(args.input)
+        with progress.task(f"check {os.path.basename(args.input)}", size):
+            for _ in _jsonl_lines(args.input):
+                pass
         fmt = _target_format(args.path, args.format, "rocketmq")
-        with _CleanUpOnFailure(args.path), progress.task(f"append to {fmt}", len(lines), unit="msg") as done:
+        with _CleanUpOnFailure(args.path), progress.task(f"append to {fmt}", size):
             try:
-                count = registry.get(fmt).write_jsonl(args.path, lines, config)
-                done(count)
+                count = registry.get(fmt).write_jsonl(args.path, _jsonl_lines(args.input), config)
             except InvalidMessageError as err:
                 if err.path is None:  # name the input file when the plugin could not
                     raise InvalidMessageError(err.message, args.input) from err

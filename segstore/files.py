@@ -351,6 +351,50 @@ def read_text(path: str | os.PathLike[str]) -> str:
                                os.fspath(path), err.start) from err
 
 
+#: The longest line :func:`iter_lines` hands out: one message, well above any broker's maximum.
+MAX_LINE = 256 << 20
+
+
+def iter_lines(path: str | os.PathLike[str], *, chunk: int = 1 << 20,
+               max_line: int = MAX_LINE) -> Iterator[tuple[int, bytes]]:
+    """``(byte position, line)`` for each line of a file, newline included, read ``chunk`` bytes at
+    a time: memory stays at ``chunk`` plus the longest line, whatever the file's size.
+
+    :raises MessageTooLargeError: a line longer than ``max_line`` (at its start).
+    """
+    from .errors import MessageTooLargeError
+
+    path = os.fspath(path)
+    pos = 0
+    parts: list[bytes] = []      # the start of a line that continues into the next chunk
+    waiting = 0
+    with _os_errors(path), os.fdopen(_open_regular(path, os.O_RDONLY), "rb") as f:
+        while data := f.read(chunk):
+            start = 0
+            end = data.find(b"\n")
+            if parts and end >= 0:
+                line = b"".join(parts) + data[:end + 1]
+                parts.clear()
+                waiting = 0
+                yield pos, line
+                pos += len(line)
+                start = end + 1
+                end = data.find(b"\n", start)
+            while end >= 0:
+                yield pos, data[start:end + 1]
+                pos += end + 1 - start
+                start = end + 1
+                end = data.find(b"\n", start)
+            if start < len(data):
+                parts.append(data[start:])
+                waiting += len(data) - start
+                if waiting > max_line:
+                    raise MessageTooLargeError(f"expected lines of at most {max_line} bytes, "
+                                               "found a longer one", path, pos)
+    if parts:
+        yield pos, b"".join(parts)
+
+
 def write_atomic(path: str | os.PathLike[str], data: bytes | str, *, fsync: bool = True) -> None:
     """Replace ``path`` with ``data`` atomically: write ``path.tmp``, fsync, rename, fsync the dir.
 

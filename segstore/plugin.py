@@ -8,12 +8,26 @@ files themselves: they go through :mod:`segstore.files`.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Iterator
+import itertools
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from .errors import UnsupportedOperationError
 from .store import Store
+
+#: Messages :meth:`FormatPlugin.write_jsonl` appends at a time (memory is bounded by this, not the input).
+WRITE_CHUNK = 4096
+
+T = TypeVar("T")
+
+
+def chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    """``items`` as lists of ``size`` (the last one shorter), consumed lazily."""
+    iterator = iter(items)
+    while chunk := list(itertools.islice(iterator, size)):
+        yield chunk
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,13 +82,19 @@ class FormatPlugin(abc.ABC):
     def write_spec(self, path: str, spec: dict[str, Any], config: dict[str, Any]) -> None:
         """Replay a compat-fixture spec into a new store at ``path`` (``segstore write --spec``)."""
 
-    def write_jsonl(self, path: str, lines: list[dict[str, Any]], config: dict[str, Any]) -> int:
-        """Append plain message lines (``segstore write --input FILE.jsonl``); returns the count."""
+    def write_jsonl(self, path: str, lines: Iterable[dict[str, Any]], config: dict[str, Any]) -> int:
+        """Append plain message lines (``segstore write --input FILE.jsonl``); returns the count.
+
+        ``lines`` is consumed :data:`WRITE_CHUNK` at a time, so memory does not grow with it.
+        """
         from .records import Message
 
+        count = 0
         with self.open(path, "a", **config) as store:
-            store.append_batch([Message.coerce(line) for line in lines])
-        return len(lines)
+            for chunk in chunks(lines, WRITE_CHUNK):
+                store.append_batch([Message.coerce(line) for line in chunk])
+                count += len(chunk)
+        return count
 
     def file_kind(self, path: str) -> str | None:
         """What single file of this format ``path`` is (e.g. ``"log"``, ``"index"``), judged from its

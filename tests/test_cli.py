@@ -527,3 +527,28 @@ def test_index_verify_json(tmp_path, capsys):
     report = json.loads(out)
     assert code == 1 and not report["ok"]
     assert [p["path"] for p in report["problems"]] == [str(ABORT / "abort")]
+
+
+@pytest.mark.parametrize("fmt", ["rocketmq", "kafka"])
+def test_write_input_streams_in_chunks_and_a_late_bad_line_writes_nothing(tmp_path, capsys, fmt):
+    """``write --input`` reads the file line by line (twice: check, then append chunk by chunk), so a
+    file of any size fits in memory, and a bad line after thousands of good ones still writes nothing."""
+    from segstore.plugin import WRITE_CHUNK
+
+    target = tmp_path / ("t-0" if fmt == "kafka" else "store")
+    count = 2 * WRITE_CHUNK + 7
+    good = "".join(f'{{"topic": "t", "value": "v{i}"}}\n' for i in range(count))
+    path = tmp_path / "in.jsonl"
+    path.write_text(good)
+    code, out, _ = run(capsys, "write", target, "--input", path, "--format", fmt)
+    assert (code, out.strip()) == (0, f"{target}: appended {count} messages")
+    with segstore.open(str(target)) as store:
+        values = [m.value for m in store.read("t", 0)] if fmt == "kafka" else \
+            [m.body for q in store.partitions("t") for m in store.read("t", q)]
+    assert sorted(values) == sorted(f"v{i}".encode() for i in range(count))
+    before = {p: p.read_bytes() for p in target.rglob("*") if p.is_file() and "lock" not in p.name}
+    path.write_text(good + "{broken\n")
+    code, _, err = run(capsys, "write", target, "--input", path, "--format", fmt)
+    assert code == 1 and f"line {count + 1}: expected a JSON object" in err
+    after = {p: p.read_bytes() for p in target.rglob("*") if p.is_file() and "lock" not in p.name}
+    assert after == before

@@ -7,6 +7,8 @@ import sys
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from segstore import errors, files
 
@@ -126,3 +128,26 @@ def test_in_memory_file_survives_its_writer_shrinking_it(tmp_path):
     assert reader.array(np.dtype(">i4"), 0, 4).tolist() == [0x01010101] * 4
     reader.close()
     writer.close()
+
+
+@given(data=st.binary(max_size=300).map(lambda b: b.replace(b"\r", b"\n")), chunk=st.integers(1, 40))
+@settings(max_examples=200)
+def test_iter_lines_gives_every_line_and_its_position(tmp_path_factory, data, chunk):
+    path = tmp_path_factory.mktemp("lines") / "f"
+    path.write_bytes(data)
+    expected, pos = [], 0
+    for line in data.split(b"\n"):
+        expected.append((pos, line + b"\n"))
+        pos += len(line) + 1
+    expected[-1] = (expected[-1][0], expected[-1][1][:-1])
+    if expected[-1][1] == b"":
+        expected.pop()
+    assert list(files.iter_lines(path, chunk=chunk)) == expected
+
+
+def test_iter_lines_refuses_a_line_longer_than_the_limit(tmp_path):
+    path = tmp_path / "f"
+    path.write_bytes(b"ok\n" + b"x" * 100 + b"\nend\n")
+    with pytest.raises(errors.MessageTooLargeError) as info:
+        list(files.iter_lines(path, chunk=8, max_line=50))
+    assert (info.value.path, info.value.pos) == (str(path), 3)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from typing import Any
 
 from segstore import files
 from segstore.errors import ConversionError
-from segstore.plugin import FormatPlugin
+from segstore.plugin import WRITE_CHUNK, FormatPlugin, chunks
 
 from .spec import replay
 from .store import RocketMQStore, is_rocketmq_store
@@ -33,12 +34,15 @@ class RocketMQFormat(FormatPlugin):
         indexes, layout_options, config = split_options(config)
         return attach(RocketMQStore(path, mode, config), indexes, layout_options)
 
-    def write_jsonl(self, path: str, lines: list[dict[str, Any]], config: dict[str, Any]) -> int:
+    def write_jsonl(self, path: str, lines: Iterable[dict[str, Any]], config: dict[str, Any]) -> int:
         """Append plain message lines: RocketMQ field names (``topic, queue_id, body, tags, keys,
         properties, ...``) or the common Message names, mixed freely; string bodies are UTF-8."""
+        count = 0
         with RocketMQStore(path, "a", config) as store:
-            store.append_batch(lines)
-        return len(lines)
+            for chunk in chunks(lines, WRITE_CHUNK):
+                store.append_batch(chunk)
+                count += len(chunk)
+        return count
 
     def write_spec(self, path: str, spec: dict[str, Any], config: dict[str, Any]) -> None:
         """Replay ``spec`` into a new store at ``path`` with the spec's config overridden by ``config``.
