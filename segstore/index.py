@@ -112,7 +112,11 @@ class EntryIndex:
         ``-1`` (LARGEST_LOWER) or ``len(self)`` (SMALLEST_UPPER) when there is none.
         Runtime complexity: ``O(log(n))``.
         """
-        return search(self.entries[column], target, bound)
+        return search(self.column(column), target, bound)
+
+    def column(self, name: str) -> np.ndarray:
+        """The column lookups search (a view of the map; subclasses may keep a native copy)."""
+        return self.entries[name]
 
     def flush(self) -> None:
         self.file.flush(0, self._count * self.entry_size)

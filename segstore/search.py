@@ -14,6 +14,7 @@ page cache, so a cold index is not paged in for a tail read.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 
 import numpy as np
 
@@ -80,3 +81,20 @@ def search(keys: np.ndarray, target: int | float, bound: Bound, lo: int = 0, hi:
     found = lo + int(column.searchsorted(target, side="right" if right else "left"))
     return found - 1 if right else found
 
+
+
+def first_true(probe: Callable[[int], bool], lo: int, hi: int) -> int:
+    """The smallest ``i`` in ``[lo, hi)`` with ``probe(i)`` true, or ``hi`` if none.
+
+    :func:`search`'s ``SMALLEST_UPPER`` over keys that are not in memory (each
+    probe reads the log: a consume-queue entry and its message, say); ``probe``
+    must be monotone (false then true).  Runtime complexity: ``O(log(hi - lo))``
+    probes.  Thread-safe if ``probe`` is.
+    """
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if probe(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo

@@ -26,6 +26,7 @@ import numpy as np
 from segstore import files
 from segstore.errors import CorruptIndexError
 from segstore.files import AppendFile
+from segstore.search import Bound, search
 
 from .offsetindex import check_length
 
@@ -101,7 +102,7 @@ class TransactionIndex:
     def truncate_to(self, offset: int) -> None:
         """Drop entries whose ABORT marker is at or after ``offset``."""
         rows = self.entries()
-        keep = int(np.searchsorted(rows["last_offset"], offset, side="left"))
+        keep = search(rows["last_offset"], offset, Bound.SMALLEST_UPPER)
         if self._file is not None and keep < len(rows):
             self._file.truncate(keep * ABORTED_TXN.itemsize)
             self._last_offset = int(rows["last_offset"][keep - 1]) if keep else None

@@ -1,714 +1,84 @@
-"""RocketMQ IndexFile (``index/``): the broker's hash index from ``topic#key`` to commitlog offsets.
+"""RocketMQ IndexFile (``index/``): the core's key-hash file.
 
-Layout of one file (big-endian), as ``IndexHeader``/``IndexFile`` write it::
-
-    0      header (40 bytes)
-             beginTimestamp  i8   store time of the first entry (or the previous file's end)
-             endTimestamp    i8   store time of the last entry
-             beginPhyOffset  i8   commitlog offset of the first entry
-             endPhyOffset    i8   commitlog offset of the last entry
-             hashSlotCount   i4   slots that were empty when an entry was put into them
-             indexCount      i4   next entry number (entry 0 is never used; 0 on disk loads as 1)
-    40     maxHashSlotNum slots  i4  the newest entry number hashed to that slot (0: empty)
-    ...    maxIndexNum entries (20 bytes each)
-             keyHash         i4   abs(String.hashCode(topic + "#" + key)), Integer.MIN_VALUE -> 0
-             phyOffset       i8   the message's commitlog offset
-             timeDiff        i4   (storeTimestamp - beginTimestamp) / 1000, clamped to [0, 2^31-1]
-             prevIndex       i4   the previous entry of the same slot (0: end of chain)
-
-A full file holds ``maxIndexNum - 1`` entries; the next key goes to a new file
-named by the local wall-clock time ``yyyyMMddHHmmssSSS``, whose header starts at
-the previous file's end offset and time.  Per message the broker indexes
-``UNIQ_KEY`` first, then every non-empty ``KEYS`` token; rollback messages are
-not indexed, and a message below the current file's ``endPhyOffset`` is skipped
-(a replay after recovery).
-
-:class:`IndexFile` is one file over a :class:`segstore.files.MappedFile`;
-:class:`IndexService` is the directory (load, put with roll, query, flush).
-Hashes of a batch of keys are computed in numpy (:func:`index_key_hashes`), and
-a batch of entries is put with a handful of array operations.
-
-A query walks the slot's chain newest first, as the broker does; unlike the
-broker, the caller (the store) checks each candidate's topic and key against
-the commitlog, so a hash collision never returns another key's message.
+The file layout, ``IndexFile.put`` and the Java string hash live in
+:mod:`segstore.indexes.keyhash` / :mod:`segstore.indexes.javahash` (one copy);
+RocketMQ declares them as its native ``key`` files and lends its C ``index_put``
+to the core put (:func:`segstore.indexes.keyhash.use_accelerator`, tested equal
+to the numpy reference).  This module names them for the plugin's code.
 """
 
-from __future__ import annotations
-
-import functools
-import os
-import struct
-import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
-from types import ModuleType
-
-import numpy as np
-
-from segstore import files, speedups
-from segstore.errors import CorruptIndexError
-
-from .javacompat import string_hash
-
-# Built without a C compiler (or SEGSTORE_PURE_PYTHON=1): IndexFile.put uses numpy and _put_each.
-_speedups = speedups.load("segstore_rocketmq._speedups")
-
-HEADER = struct.Struct(
-    ">q"  # beginTimestamp
-    "q"  # endTimestamp
-    "q"  # beginPhyOffset
-    "q"  # endPhyOffset
-    "i"  # hashSlotCount
-    "i"  # indexCount
+from segstore import speedups
+from segstore.indexes.keyhash import (
+    DEFAULT_MAX_HASH_SLOT_NUM,
+    DEFAULT_MAX_INDEX_NUM,
+    ENTRY,
+    ENTRY_DTYPE,
+    FILE_NAME_LENGTH,
+    FIRST_ENTRY,
+    GEOMETRY_SEARCH_LIMIT,
+    HEADER,
+    INDEX_COUNT_POS,
+    INT32_MAX,
+    INT32_MIN,
+    INVALID_INDEX,
+    KEY_SEPARATOR,
+    MS_PER_SECOND,
+    SLOT_DTYPE,
+    SMALL_PUT,
+    TOPIC_KEY_SEPARATOR,
+    TRANSACTION_ROLLBACK,
+    TRANSACTION_TYPE_MASK,
+    IndexFile,
+    IndexHeader,
+    IndexRequest,
+    IndexService,
+    Int64s,
+    abs_hashes,
+    build_key,
+    file_name_for,
+    file_size,
+    geometry_on_disk,
+    index_key_hash,
+    index_key_hashes,
+    index_keys,
+    use_accelerator,
 )
-assert HEADER.size == 40
-INDEX_COUNT_POS = struct.calcsize(">qqqqi")
 
-SLOT_DTYPE = np.dtype(">i4")
-assert SLOT_DTYPE.itemsize == 4
-
-ENTRY_DTYPE = np.dtype([("hash", ">i4"), ("phy_offset", ">i8"), ("time_diff", ">i4"), ("prev", ">i4")])
-assert ENTRY_DTYPE.itemsize == 20
-#: The same entry for one-at-a-time puts (fields as in ENTRY_DTYPE).
-ENTRY = struct.Struct(">iqii")
-assert ENTRY.size == ENTRY_DTYPE.itemsize
-#: Up to this many entries a put goes entry by entry: numpy's set-up costs more than it saves.
-SMALL_PUT = 16
-
-INVALID_INDEX = 0
-FIRST_ENTRY = 1  # entry 0 is never used
-MS_PER_SECOND = 1000
-INT32_MAX = 2**31 - 1
-INT32_MIN = -(2**31)
-KEY_SEPARATOR = " "
-TOPIC_KEY_SEPARATOR = "#"
-FILE_NAME_LENGTH = len("yyyyMMddHHmmssSSS")
-
-#: Index files up to this size may be searched for an unusual slots/entries split.
-GEOMETRY_SEARCH_LIMIT = 1 << 20
-
-DEFAULT_MAX_HASH_SLOT_NUM = 5_000_000
-DEFAULT_MAX_INDEX_NUM = 5_000_000 * 4
-
-TRANSACTION_TYPE_MASK = 0xC
-TRANSACTION_ROLLBACK = 0xC
-
-
-#: An int64 column: a numpy array or a ``memoryview`` cast to ``"q"``.
-Int64s = np.ndarray | memoryview
-
-
-def _int64s(column: Sequence[int] | Int64s) -> Int64s:
-    """``column`` as a contiguous int64 buffer (a ``q`` memoryview is one already)."""
-    if isinstance(column, memoryview) and column.format == "q" and column.contiguous:
-        return column
-    return np.ascontiguousarray(column, dtype=np.int64)
-
-
-def file_size(slot_num: int, index_num: int) -> int:
-    """Bytes of an index file with that many slots and entries."""
-    return HEADER.size + slot_num * SLOT_DTYPE.itemsize + index_num * ENTRY_DTYPE.itemsize
-
-
-def build_key(topic: str, key: str) -> str:
-    """The string the broker hashes: ``topic#key``."""
-    return f"{topic}{TOPIC_KEY_SEPARATOR}{key}"
-
-
-def index_key_hashes(keys: Sequence[str]) -> np.ndarray:
-    """The broker's index hash of each key: ``abs(String.hashCode(key))``, ``MIN_VALUE`` -> 0.
-
-    Java's ``String.hashCode`` is ``sum(c[i] * 31**(n-1-i))`` over UTF-16 code units
-    modulo 2**32; it is computed here for all keys at once in uint32 arithmetic
-    (which wraps exactly like Java's int).  Returns int64 hashes in ``[0, 2**31)``.
-    Runtime complexity: ``O(total code units)``, no per-character Python loop.
-    """
-    if not keys:
-        return np.zeros(0, dtype=np.int64)
-    encoded = [k.encode("utf-16-be", "surrogatepass") for k in keys]
-    lengths = np.fromiter((len(b) // 2 for b in encoded), dtype=np.int64, count=len(encoded))
-    units = np.frombuffer(b"".join(encoded), dtype=">u2").astype(np.uint32)
-    ends = np.cumsum(lengths)
-    starts = ends - lengths
-    longest = int(lengths.max())
-    powers = np.ones(max(longest, 1), dtype=np.uint32)
-    if longest > 1:
-        powers[1:] = 31
-        powers = np.cumprod(powers, dtype=np.uint32)
-    # exponent of each unit: distance to the end of its own string, minus one
-    exponent = np.repeat(ends, lengths) - 1 - np.arange(len(units), dtype=np.int64)
-    terms = units * powers[exponent]
-    nonempty = lengths > 0
-    sums = np.zeros(len(keys), dtype=np.uint32)
-    if nonempty.any():
-        sums[nonempty] = np.add.reduceat(terms, starts[nonempty], dtype=np.uint32)
-    signed = sums.view(np.int32).astype(np.int64)
-    hashes = np.abs(signed)
-    hashes[signed == INT32_MIN] = 0
-    return hashes
-
-
-def index_key_hash(key: str) -> int:
-    """The broker's index hash of one ``topic#key`` string (a query's: no numpy set-up for one key)."""
-    signed = string_hash(key)
-    return 0 if signed == INT32_MIN else abs(signed)
-
-
-def file_name_for(ms: int) -> str:
-    """``yyyyMMddHHmmssSSS`` in local time, as the broker names a new index file."""
-    seconds, millis = divmod(ms, MS_PER_SECOND)
-    return time.strftime("%Y%m%d%H%M%S", time.localtime(seconds)) + f"{millis:03d}"
-
-
-def geometry_on_disk(directory: str) -> dict[str, int]:
-    """``maxHashSlotNum`` and ``maxIndexNum`` an existing ``index/`` directory was written with.
-
-    A file's size is ``40 + 4 * slots + 20 * entries``; of the splits that fit,
-    the one whose first and last used entries hold the header's begin and end
-    offsets is taken (the broker's 1:4 ratio when several fit or nothing is
-    indexed).  ``{}`` when there is no index file or no split fits.
-    """
-    names = [n for n in files.list_dir(directory) if len(n) == FILE_NAME_LENGTH and n.isdigit()]
-    if not names:
-        return {}
-    # Mapped, not read: only the header and the two probed entries are paged in
-    # (a default-sized index file is ~420 MB).
-    mapped = files.MappedFile(os.path.join(directory, names[-1]))
-    try:
-        return _geometry_of(mapped.view())
-    finally:
-        mapped.close()
-
-
-def _geometry_of(data: memoryview) -> dict[str, int]:
-    if len(data) < HEADER.size:
-        return {}
-    header = IndexHeader.unpack(data)
-    room = len(data) - HEADER.size
-    ratio = DEFAULT_MAX_INDEX_NUM // DEFAULT_MAX_HASH_SLOT_NUM
-    per_slot = SLOT_DTYPE.itemsize + ratio * ENTRY_DTYPE.itemsize
-    # the broker's ratio first; other splits are only searched in small files
-    tried = [room // per_slot] if room % per_slot == 0 else []
-    if room <= GEOMETRY_SEARCH_LIMIT:
-        tried += range(1, room // SLOT_DTYPE.itemsize + 1)
-    fits = []
-    for slots in tried:
-        rest = room - slots * SLOT_DTYPE.itemsize
-        if rest % ENTRY_DTYPE.itemsize:
-            continue
-        entries = rest // ENTRY_DTYPE.itemsize
-        if entries < header.index_count or slots == 0:
-            continue
-        table = np.frombuffer(
-            data,
-            dtype=ENTRY_DTYPE,
-            count=header.index_count,
-            offset=HEADER.size + slots * SLOT_DTYPE.itemsize,
-        )
-        last = header.index_count - 1
-        if last < FIRST_ENTRY or (
-            int(table["phy_offset"][FIRST_ENTRY]) == header.begin_phy_offset
-            and int(table["phy_offset"][last]) == header.end_phy_offset
-        ):
-            fits.append((slots, entries))
-        if fits and fits[0][1] == ratio * fits[0][0]:
-            break
-    if not fits:
-        return {}
-    slots, entries = fits[0]
-    return {"maxHashSlotNum": slots, "maxIndexNum": entries}
-
-
-@dataclass(slots=True)
-class IndexHeader:
-    """The 40-byte header, as loaded (``index_count`` 0 loads as 1, as the broker does)."""
-
-    begin_timestamp: int = 0
-    end_timestamp: int = 0
-    begin_phy_offset: int = 0
-    end_phy_offset: int = 0
-    hash_slot_count: int = 0
-    index_count: int = FIRST_ENTRY
-
-    @classmethod
-    def unpack(cls, data: bytes | memoryview) -> IndexHeader:
-        fields = HEADER.unpack_from(data, 0)
-        header = cls(*fields)
-        if header.index_count <= 0:
-            header.index_count = FIRST_ENTRY
-        return header
-
-    def pack(self) -> bytes:
-        return HEADER.pack(
-            self.begin_timestamp,
-            self.end_timestamp,
-            self.begin_phy_offset,
-            self.end_phy_offset,
-            self.hash_slot_count,
-            self.index_count,
-        )
-
-
-class IndexFile:
-    """One index file: header, slots and entries over a mapped file.
-
-    Thread-safety: lookups may run while one thread puts (an entry is written
-    before the slot and the count that publish it); ``truncate``/``close`` need
-    exclusive access.
-    """
-
-    def __init__(self, file: files.MappedFile, slot_num: int, index_num: int) -> None:
-        expected = file_size(slot_num, index_num)
-        if file.size != expected:
-            raise CorruptIndexError(
-                f"expected an index file of {expected} bytes ({slot_num} slots, {index_num} entries), "
-                f"found {file.size} bytes",
-                file.path,
-                min(file.size, expected),
-            )
-        self.file = file
-        self.slot_num = slot_num
-        self.index_num = index_num
-        self.header = IndexHeader.unpack(file.view(0, HEADER.size))
-        # a damaged count cannot promise more entries than the file holds (verify reports it)
-        self.header.index_count = min(self.header.index_count, index_num)
-        self.head = file.array(np.uint8, 0, HEADER.size)
-
-    # The slot and entry tables are viewed on first use: opening a store then touches
-    # only the headers (a remote index file, 420 MB at the broker's defaults, is not
-    # fetched until a key query needs it).
-    @functools.cached_property
-    def slots(self) -> np.ndarray:
-        return self.file.array(SLOT_DTYPE, HEADER.size, self.slot_num)
-
-    @functools.cached_property
-    def entries_all(self) -> np.ndarray:
-        return self.file.array(ENTRY_DTYPE, HEADER.size + self.slot_num * SLOT_DTYPE.itemsize, self.index_num)
-
-    # -- lifecycle ------------------------------------------------------------
-    @classmethod
-    def create(
-        cls, path: str, slot_num: int, index_num: int, end_phy_offset: int = 0, end_timestamp: int = 0
-    ) -> IndexFile:
-        """A new, empty file starting where the previous one ended (0: the first file).
-
-        As the broker does, the begin/end fields are written at once and the
-        counts with the first key put (an unused file's indexCount stays 0 on disk).
-        """
-        mapped = files.MappedFile(path, file_size(slot_num, index_num), create=True, writable=True)
-        index = cls(mapped, slot_num, index_num)
-        header = index.header
-        if end_phy_offset > 0:
-            header.begin_phy_offset = header.end_phy_offset = end_phy_offset
-        if end_timestamp > 0:
-            header.begin_timestamp = header.end_timestamp = end_timestamp
-        mapped.write(
-            0,
-            HEADER.pack(
-                header.begin_timestamp,
-                header.end_timestamp,
-                header.begin_phy_offset,
-                header.end_phy_offset,
-                0,
-                0,
-            ),
-        )
-        return index
-
-    @classmethod
-    def open(cls, path: str, slot_num: int, index_num: int, *, writable: bool = False) -> IndexFile:
-        return cls(files.MappedFile(path, writable=writable), slot_num, index_num)
-
-    @property
-    def path(self) -> str:
-        return self.file.path
-
-    @property
-    def name(self) -> str:
-        return os.path.basename(self.file.path)
-
-    @property
-    def count(self) -> int:
-        """Entries held (entry 0 is unused, so this is ``indexCount - 1``)."""
-        return self.header.index_count - FIRST_ENTRY
-
-    @property
-    def is_full(self) -> bool:
-        return self.header.index_count >= self.index_num
-
-    @property
-    def entries(self) -> np.ndarray:
-        """The used entries ``1 .. indexCount-1`` (zero-copy view)."""
-        return self.entries_all[FIRST_ENTRY : self.header.index_count]
-
-    def entry_pos(self, number: int) -> int:
-        """Byte position of entry ``number`` in the file."""
-        return HEADER.size + self.slot_num * SLOT_DTYPE.itemsize + number * ENTRY_DTYPE.itemsize
-
-    def slot_pos(self, slot: int) -> int:
-        return HEADER.size + slot * SLOT_DTYPE.itemsize
-
-    def write_header(self) -> None:
-        self.file.write(0, self.header.pack())
-
-    def flush(self) -> None:
-        """Write the header and make the whole file durable (the broker forces the whole map)."""
-        self.write_header()
-        self.file.flush()
-
-    def close(self) -> None:
-        del self.head
-        self.__dict__.pop("slots", None)
-        self.__dict__.pop("entries_all", None)
-        self.file.close()
-
-    # -- put --------------------------------------------------------------------
-    def put(self, hashes: Sequence[int] | Int64s, phy_offsets: Sequence[int] | Int64s,
-            store_timestamps: Sequence[int] | Int64s) -> int:
-        """Put as many of these entries as fit, in order; returns how many were put.
-
-        Same bytes as the broker's ``putKey`` called once per entry: each entry
-        chains to the slot's previous newest entry (possibly one put earlier in
-        this batch), the slot then points at it, the header follows.
-        Runtime complexity: ``O(k log k)`` numpy work for ``k`` entries.
-        """
-        room = self.index_num - self.header.index_count
-        k = min(room, len(hashes))
-        if k <= 0:
-            return 0
-        if _speedups is not None:
-            return self._put_c(_speedups, hashes[:k], phy_offsets[:k], store_timestamps[:k])
-        if k <= SMALL_PUT:
-            return self._put_each(hashes[:k], phy_offsets[:k], store_timestamps[:k])
-        hashes = np.asarray(hashes[:k], dtype=np.int64)
-        phys = np.asarray(phy_offsets[:k], dtype=np.int64)
-        stamps = np.asarray(store_timestamps[:k], dtype=np.int64)
-        header = self.header
-        first_number = header.index_count
-        numbers = np.arange(first_number, first_number + k, dtype=np.int64)
-        slot_of = hashes % self.slot_num
-
-        # time diffs: the first entry of a file sees the begin time before it is reset to its own
-        begins = np.full(k, header.begin_timestamp, dtype=np.int64)
-        if first_number <= FIRST_ENTRY:
-            begins[1:] = stamps[0]
-        diffs = np.clip((stamps - begins) // MS_PER_SECOND, 0, INT32_MAX)
-        diffs[begins <= 0] = 0
-
-        # chain: previous entry with the same slot in this batch, else the slot's current value
-        order = np.argsort(slot_of, kind="stable")
-        sorted_slots = slot_of[order]
-        group_start = np.ones(k, dtype=bool)
-        group_start[1:] = sorted_slots[1:] != sorted_slots[:-1]
-        prev_sorted = np.empty(k, dtype=np.int64)
-        prev_sorted[1:] = numbers[order][:-1]
-        current = self.slots[sorted_slots[group_start]].astype(np.int64)
-        stale = (current <= INVALID_INDEX) | (current > header.index_count)
-        current[stale] = INVALID_INDEX
-        prev_sorted[group_start] = current
-        prev = np.empty(k, dtype=np.int64)
-        prev[order] = prev_sorted
-
-        rows = np.empty(k, dtype=ENTRY_DTYPE)
-        rows["hash"] = hashes
-        rows["phy_offset"] = phys
-        rows["time_diff"] = diffs
-        rows["prev"] = prev
-        self.file.write(self.entry_pos(first_number), rows.tobytes())
-        group_end = np.ones(k, dtype=bool)
-        group_end[:-1] = group_start[1:]
-        self.slots[sorted_slots[group_end]] = numbers[order][group_end]
-
-        if first_number <= FIRST_ENTRY:
-            header.begin_phy_offset = int(phys[0])
-            header.begin_timestamp = int(stamps[0])
-        header.hash_slot_count += int(np.count_nonzero(stale))
-        header.index_count += k
-        header.end_phy_offset = int(phys[-1])
-        header.end_timestamp = int(stamps[-1])
-        self.write_header()
-        return k
-
-    def _put_c(self, c: ModuleType, hashes: Sequence[int] | Int64s, phy_offsets: Sequence[int] | Int64s,
-               store_timestamps: Sequence[int] | Int64s) -> int:
-        """:meth:`put` in C (``_speedups.index_put``): the entries one at a time as :meth:`_put_each`, then
-        the header, written into the map as :meth:`write_header` does."""
-        header = self.header
-        fields, put = c.index_put(
-            self.head, self.slots, self.entries_all, self.slot_num,
-            (header.begin_timestamp, header.end_timestamp, header.begin_phy_offset, header.end_phy_offset,
-             header.hash_slot_count, header.index_count),
-            _int64s(hashes), _int64s(phy_offsets), _int64s(store_timestamps))
-        (header.begin_timestamp, header.end_timestamp, header.begin_phy_offset, header.end_phy_offset,
-         header.hash_slot_count, header.index_count) = fields
-        return put
-
-    def _put_each(self, hashes: Sequence[int] | Int64s, phy_offsets: Sequence[int] | Int64s,
-                  store_timestamps: Sequence[int] | Int64s) -> int:
-        """:meth:`put` for a few entries, one at a time as the broker's ``putKey`` (same bytes)."""
-        header = self.header
-        slots = self.slots
-        for key_hash, phy, stamp in zip(hashes, phy_offsets, store_timestamps, strict=True):
-            key_hash, phy, stamp = int(key_hash), int(phy), int(stamp)
-            number = header.index_count
-            slot = key_hash % self.slot_num
-            prev = int(slots[slot])
-            if prev <= INVALID_INDEX or prev > number:
-                prev = INVALID_INDEX
-                header.hash_slot_count += 1
-            begin = header.begin_timestamp
-            diff = 0 if begin <= 0 else min(max((stamp - begin) // MS_PER_SECOND, 0), INT32_MAX)
-            self.file.write(self.entry_pos(number), ENTRY.pack(key_hash, phy, diff, prev))
-            slots[slot] = number
-            if number <= FIRST_ENTRY:
-                header.begin_phy_offset = phy
-                header.begin_timestamp = stamp
-            header.index_count = number + 1
-            header.end_phy_offset = phy
-            header.end_timestamp = stamp
-        self.write_header()
-        return len(hashes)
-
-    # -- query ------------------------------------------------------------------
-    def is_time_matched(self, begin: int, end: int) -> bool:
-        """Whether ``[begin, end]`` overlaps this file's time range (the broker's test)."""
-        b, e = self.header.begin_timestamp, self.header.end_timestamp
-        return (begin < b and end > e) or (b <= begin <= e) or (b <= end <= e)
-
-    def candidates(self, key_hash: int, begin: int, end: int) -> Iterator[tuple[int, int]]:
-        """``(phy_offset, approximate store time)`` of this hash's entries in ``[begin, end]``, newest first.
-
-        Walks the slot's chain as the broker's ``selectPhyOffset`` does, and also
-        stops at a link that does not go back (a corrupt chain cannot loop).
-        Runtime complexity: ``O(chain length)``.
-        """
-        count = self.header.index_count
-        number = int(self.slots[key_hash % self.slot_num])
-        if number <= INVALID_INDEX or number >= count or count <= FIRST_ENTRY:
-            return
-        begin_ts = self.header.begin_timestamp
-        while True:
-            entry = self.entries_all[number]
-            diff = int(entry["time_diff"])
-            if diff < 0:
-                return
-            when = begin_ts + diff * MS_PER_SECOND
-            if int(entry["hash"]) == key_hash and begin <= when <= end:
-                yield int(entry["phy_offset"]), when
-            prev = int(entry["prev"])
-            if prev <= INVALID_INDEX or prev >= number or when < begin:
-                return
-            number = prev
-
-    # -- recovery -------------------------------------------------------------------
-    def truncate(self, keep: int, end_timestamp: int, start_phy_offset: int = 0,
-                 start_timestamp: int = 0) -> None:
-        """Keep the first ``keep`` entries; slots pointing past them fall back along their chains.
-
-        ``end_timestamp`` is the store time of the message of the last kept entry
-        (the header's end time; the entry itself only holds whole seconds).
-        ``keep == 0`` leaves the header as :meth:`create` wrote it, starting at
-        ``start_phy_offset``/``start_timestamp`` (the previous file's end, 0 for
-        the first file): the first put measures its time diff from that begin
-        time, so only then does a re-put write the broker's bytes again.
-        Runtime complexity: ``O(slots * chain depth)`` in numpy.
-        """
-        new_count = FIRST_ENTRY + keep
-        old_count = max(self.header.index_count, new_count)
-        slots = self.slots.astype(np.int64)
-        prevs = self.entries_all["prev"].astype(np.int64)
-        slots[(slots < INVALID_INDEX) | (slots >= old_count)] = INVALID_INDEX
-        moving = slots >= new_count
-        while moving.any():
-            current = slots[moving]
-            older = prevs[current]
-            # a link must go back; anything else (damage) ends the chain
-            slots[moving] = np.where((older < current) & (older >= INVALID_INDEX), older, INVALID_INDEX)
-            moving = slots >= new_count
-        self.slots[:] = slots
-        self.file.write(self.entry_pos(new_count), bytes((old_count - new_count) * ENTRY_DTYPE.itemsize))
-        header = self.header
-        header.index_count = new_count
-        header.hash_slot_count = int(np.count_nonzero(slots))
-        if keep > 0:
-            header.end_phy_offset = int(self.entries_all[new_count - 1]["phy_offset"])
-            header.end_timestamp = end_timestamp
-        else:
-            header.begin_phy_offset = header.end_phy_offset = start_phy_offset
-            header.begin_timestamp = header.end_timestamp = start_timestamp
-        self.write_header()
-
-
-@dataclass(slots=True)
-class IndexRequest:
-    """What the index needs of one message."""
-
-    topic: str
-    phy_offset: int
-    store_timestamp: int
-    uniq_key: str | None
-    keys: str | None  # the KEYS property (space-separated)
-    sys_flag: int = 0
-
-
-def index_keys(request: IndexRequest) -> list[str]:
-    """The ``topic#key`` strings the broker indexes for a message, in its order."""
-    if request.sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_ROLLBACK:
-        return []
-    out = []
-    if request.uniq_key is not None:
-        out.append(build_key(request.topic, request.uniq_key))
-    if request.keys:
-        out.extend(build_key(request.topic, k) for k in request.keys.split(KEY_SEPARATOR) if k)
-    return out
-
-
-class IndexService:
-    """The ``index/`` directory: files in name (creation) order, the last one active.
-
-    :param clock: milliseconds since the epoch, used to name new files.
-    Thread-safety: one writer; queries may run concurrently with it.
-    """
-
-    def __init__(
-        self,
-        directory: str,
-        slot_num: int = DEFAULT_MAX_HASH_SLOT_NUM,
-        index_num: int = DEFAULT_MAX_INDEX_NUM,
-        *,
-        writable: bool = False,
-        clock: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
-        on_file_full: Callable[[int], None] | None = None,
-    ) -> None:
-        self.directory = directory
-        self.slot_num = slot_num
-        self.index_num = index_num
-        self.writable = writable
-        self.clock = clock
-        self.on_file_full = on_file_full
-        self.files: list[IndexFile] = []
-
-    def load(self) -> list[str]:
-        """Open every index file; returns the names of files that could not be opened (wrong size)."""
-        bad = []
-        for name in files.list_dir(self.directory):
-            if len(name) != FILE_NAME_LENGTH or not name.isdigit():
-                continue
-            path = os.path.join(self.directory, name)
-            try:
-                self.files.append(IndexFile.open(path, self.slot_num, self.index_num, writable=self.writable))
-            except CorruptIndexError:
-                bad.append(name)
-        return bad
-
-    @property
-    def last(self) -> IndexFile | None:
-        return self.files[-1] if self.files else None
-
-    def _new_file(self) -> IndexFile:
-        prev = self.last
-        end_phy = prev.header.end_phy_offset if prev else 0
-        end_ts = prev.header.end_timestamp if prev else 0
-        files.make_dirs(self.directory)
-        ms = self.clock()
-        while files.exists(os.path.join(self.directory, file_name_for(ms))):
-            ms += 1
-        created = IndexFile.create(
-            os.path.join(self.directory, file_name_for(ms)), self.slot_num, self.index_num, end_phy, end_ts
-        )
-        if prev is not None:
-            prev.flush()
-            if self.on_file_full is not None:
-                self.on_file_full(prev.header.end_timestamp)
-        self.files.append(created)
-        return created
-
-    def _writable_file(self) -> IndexFile:
-        last = self.last
-        return last if last is not None and not last.is_full else self._new_file()
-
-    def put_batch(self, requests: Sequence[IndexRequest], skip_keys: int = 0) -> int:
-        """Index messages (ascending commitlog offsets); returns the number of entries put.
-
-        Messages below the active file's ``endPhyOffset`` are skipped (already
-        indexed), as the broker does.  ``skip_keys``: the first message's first
-        keys that are indexed already (recovery resuming a message whose keys
-        span two files).  Runtime complexity: ``O(keys)`` plus the numpy put,
-        one header write per file touched.
-        """
-        if not requests:
-            return 0
-        current = self._writable_file()
-        floor = current.header.end_phy_offset
-        keys: list[str] = []
-        phys: list[int] = []
-        stamps: list[int] = []
-        for n, req in enumerate(requests):
-            if req.phy_offset < floor:
-                continue
-            for key in index_keys(req)[skip_keys if n == 0 else 0:]:
-                keys.append(key)
-                phys.append(req.phy_offset)
-                stamps.append(req.store_timestamp)
-        if not keys:
-            return 0
-        hashes = index_key_hashes(keys) if len(keys) > SMALL_PUT else [index_key_hash(k) for k in keys]
-        return self._put_all(current, hashes, np.asarray(phys, dtype=np.int64),
-                             np.asarray(stamps, dtype=np.int64))
-
-    def put_hashes(self, hashes: Int64s, phy_offsets: Int64s, store_timestamps: Int64s) -> int:
-        """Put entries whose index hashes are computed (``index_key_hash`` of ``topic#key``), in order.
-
-        The columns are int64 arrays or memoryviews of format ``q``.  As
-        :meth:`put_batch`, entries below the active file's ``endPhyOffset`` are
-        skipped.  Returns the number of entries put.
-        """
-        if not len(hashes):
-            return 0
-        current = self._writable_file()
-        floor = current.header.end_phy_offset
-        if phy_offsets[0] < floor:
-            hashes, phy_offsets, store_timestamps = (np.asarray(c, dtype=np.int64)
-                                                     for c in (hashes, phy_offsets, store_timestamps))
-            keep = phy_offsets >= floor
-            hashes, phy_offsets, store_timestamps = hashes[keep], phy_offsets[keep], store_timestamps[keep]
-        return self._put_all(current, hashes, phy_offsets, store_timestamps)
-
-    def _put_all(self, current: IndexFile, hashes: Sequence[int] | Int64s, phys: Int64s,
-                 stamps: Int64s) -> int:
-        """Put every entry from ``current`` on, opening new files as they fill."""
-        done = 0
-        while done < len(phys):
-            done += current.put(hashes[done:], phys[done:], stamps[done:])
-            if done < len(phys):
-                current = self._new_file()
-        return done
-
-    def query(self, topic: str, key: str, begin: int = 0, end: int = 2**63 - 1) -> Iterator[int]:
-        """Candidate commitlog offsets for ``topic#key`` in ``[begin, end]``, newest first.
-
-        Candidates only match the hash: the caller checks the message.  Files are
-        visited newest first, stopping at one that begins before ``begin``.
-        """
-        key_hash = index_key_hash(build_key(topic, key))
-        for f in reversed(self.files):
-            if f.is_time_matched(begin, end):
-                for phy, _when in f.candidates(key_hash, begin, end):
-                    yield phy
-            if f.header.begin_timestamp < begin:
-                return
-
-    @property
-    def end_phy_offset(self) -> int:
-        """The commitlog offset of the last indexed message (0: nothing indexed)."""
-        return self.last.header.end_phy_offset if self.last else 0
-
-    def flush(self) -> None:
-        """Make the active file durable (header included)."""
-        if self.last is not None:
-            self.last.flush()
-
-    def close(self) -> None:
-        for f in self.files:
-            f.close()
-        self.files = []
+__all__ = [
+    "DEFAULT_MAX_HASH_SLOT_NUM",
+    "DEFAULT_MAX_INDEX_NUM",
+    "ENTRY",
+    "ENTRY_DTYPE",
+    "FILE_NAME_LENGTH",
+    "FIRST_ENTRY",
+    "GEOMETRY_SEARCH_LIMIT",
+    "HEADER",
+    "INDEX_COUNT_POS",
+    "INT32_MAX",
+    "INT32_MIN",
+    "INVALID_INDEX",
+    "KEY_SEPARATOR",
+    "MS_PER_SECOND",
+    "SLOT_DTYPE",
+    "SMALL_PUT",
+    "TOPIC_KEY_SEPARATOR",
+    "TRANSACTION_ROLLBACK",
+    "TRANSACTION_TYPE_MASK",
+    "IndexFile",
+    "IndexHeader",
+    "IndexRequest",
+    "IndexService",
+    "Int64s",
+    "abs_hashes",
+    "build_key",
+    "file_name_for",
+    "file_size",
+    "geometry_on_disk",
+    "index_key_hash",
+    "index_key_hashes",
+    "index_keys",
+    "use_accelerator",
+]
+
+# The broker plugin's C put (built without a compiler, or SEGSTORE_PURE_PYTHON=1: numpy).
+use_accelerator(speedups.load("segstore_rocketmq._speedups"))

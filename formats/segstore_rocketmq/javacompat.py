@@ -1,7 +1,7 @@
 """Java behaviour the RocketMQ broker's bytes depend on.
 
-- :func:`string_hash`: ``java.lang.String.hashCode`` (``s[0]*31^(n-1) + ... + s[n-1]``
-  over UTF-16 code units, wrapping at 32 bits, signed).  The consume queue stores it
+- :func:`string_hash`: ``java.lang.String.hashCode``, the core's
+  (:mod:`segstore.indexes.javahash`, re-exported here): the consume queue stores it
   as the tags code; the IndexFile hashes ``topic#key`` with it.
 - :func:`hashmap_order`: the iteration order of a ``java.util.HashMap`` after a
   sequence of insertions.  The broker serialises a message's properties map by
@@ -23,54 +23,17 @@ from typing import TypeVar
 
 import numpy as np
 
+from segstore.indexes.javahash import string_hash
+
+__all__ = ["concurrent_hashmap_order", "hashmap_order", "java_host", "spread_hash", "string_hash"]
+
 _INT_MASK = 0xFFFFFFFF
-_INT_SIGN = 0x80000000
 
 #: ``HashMap.DEFAULT_INITIAL_CAPACITY`` and ``DEFAULT_LOAD_FACTOR``.
 HASHMAP_DEFAULT_CAPACITY = 16
 HASHMAP_LOAD_FACTOR = 0.75
 #: ``HashMap.MAXIMUM_CAPACITY``.
 HASHMAP_MAX_CAPACITY = 1 << 30
-
-# Powers of 31 modulo 2**32 are exact in uint64 products once reduced; we reduce
-# after every multiply-add of a block, so no intermediate exceeds 2**64.
-_BLOCK = 4096
-
-
-def _to_int32(value: int) -> int:
-    value &= _INT_MASK
-    return value - (1 << 32) if value & _INT_SIGN else value
-
-
-def string_hash(text: str) -> int:
-    """``String.hashCode`` of ``text``: signed 32-bit, over its UTF-16 code units.
-
-    Characters outside the BMP count as two code units (a surrogate pair), as in
-    Java.  Short strings (the common case: tags, keys) take a tight integer loop;
-    long ones are reduced block-wise with numpy.  Runtime complexity: ``O(n)``.
-    """
-    units = text.encode("utf-16-be", "surrogatepass")
-    n = len(units) // 2
-    if n <= 64:
-        h = 0
-        for unit in np.frombuffer(units, dtype=">u2").tolist():
-            h = (h * 31 + unit) & _INT_MASK
-        return _to_int32(h)
-    codes = np.frombuffer(units, dtype=">u2").astype(np.uint64)
-    h = 0
-    for start in range(0, n, _BLOCK):
-        block = codes[start:start + _BLOCK]
-        k = len(block)
-        # weights 31^(k-1) ... 31^0 mod 2^32, computed exactly in uint64 with reduction
-        weights = np.empty(k, dtype=np.uint64)
-        w = 1
-        for i in range(k - 1, -1, -1):
-            weights[i] = w
-            w = (w * 31) & _INT_MASK
-        part = int(((block * weights) & np.uint64(_INT_MASK)).sum(dtype=np.uint64)) & _INT_MASK
-        h = (h * w + part) & _INT_MASK
-    return _to_int32(h)
-
 
 @lru_cache(maxsize=1 << 16)
 def spread_hash(key: str) -> int:

@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterable
 
+from segstore.search import first_true
+
 from .indexfile import IndexService
 from .message import SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_ROLLBACK, RocketMQMessage
 
@@ -94,12 +96,8 @@ def offset_in_queue_by_time(
     every message is older, and ``min_offset`` when the queue is empty or every
     message is newer.  Runtime complexity: ``O(log(n))`` commitlog reads.
     """
-    lo, hi = min_offset, max_offset
-    while lo < hi:
-        mid = (lo + hi) // 2
-        when = store_time_at(mid)
-        if when is not None and when < timestamp:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
+    def at_or_after(offset: int) -> bool:
+        when = store_time_at(offset)
+        return when is None or when >= timestamp
+
+    return first_true(at_or_after, min_offset, max_offset)

@@ -42,7 +42,7 @@ import numpy as np
 
 from segstore import files, progress
 from segstore.errors import CorruptDataError, OffsetOutOfRangeError
-from segstore.search import Bound, search
+from segstore.search import Bound, first_true, search
 
 from . import columnar
 from .checkpoint import Checkpoint
@@ -661,15 +661,12 @@ def _compare_entries(q: ConsumeQueue, messages: Walked, at: np.ndarray,
 def _drop_queue_entries_past(ctx: RecoveryContext, end: int, lines: list[str]) -> None:
     """Drop entries pointing at or past the commitlog end (the broker's ``truncateDirtyLogicFiles``)."""
     for (topic, queue_id), q in sorted(ctx.queues.items()):
-        lo, hi = q.min_offset, q.max_offset
         # entries are in commitlog order: binary search for the first at or past the end
-        while lo < hi:
-            mid = (lo + hi) // 2
-            row = _queue_row(q, mid)
-            if row is not None and int(row["offset"]) < end:
-                lo = mid + 1
-            else:
-                hi = mid
+        def past_end(offset: int, q: ConsumeQueue = q) -> bool:
+            row = _queue_row(q, offset)
+            return row is None or int(row["offset"]) >= end
+
+        lo = first_true(past_end, q.min_offset, q.max_offset)
         if lo < q.max_offset:
             dropped = q.max_offset - lo
             q.truncate(lo)

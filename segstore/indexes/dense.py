@@ -1,0 +1,243 @@
+"""RocketMQ consume queues: ``consumequeue/TOPIC/QUEUEID/`` files of 20-byte entries.
+
+One entry per message of the queue, logical offset = entry number::
+
+    offset  bytes  field
+    0       8      commitlog offset (physical) of the message
+    8       4      message size
+    12      8      tags code (Java String.hashCode of TAGS; delay messages: delivery time)
+
+Files are ``mappedFileSizeConsumeQueue`` bytes (a multiple of 20), named by the byte
+offset of their first entry (20 digits), so entry ``n`` is in the file named
+``floor(n * 20 / file_size) * file_size``.  The valid entries of a file end at the
+first slot without ``offset >= 0 and size > 0`` (the broker's recovery rule).
+
+Thread-safety: reads may run concurrently with each other; appends, truncation and
+close need the owning store's serialisation.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from segstore import files
+from segstore.errors import CorruptIndexError, OffsetOutOfRangeError, WrongFormatError
+from segstore.files import MappedFile
+from segstore.index import EntryIndex
+from segstore.log import SegmentedLog
+from segstore.search import Bound, search
+
+CQ_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
+assert CQ_DTYPE.itemsize == 20
+FILE_NAME_DIGITS = 20
+
+
+def file_name(base: int) -> str:
+    """The 20-digit, zero-padded name of a file starting at ``base``."""
+    return f"{base:0{FILE_NAME_DIGITS}d}"
+
+
+def parse_file_name(directory: str, name: str) -> int:
+    """The start offset a 20-digit file name stands for.
+
+    :raises WrongFormatError: the name is not 20 decimal digits.
+    """
+    if len(name) != FILE_NAME_DIGITS or not name.isdigit():
+        raise WrongFormatError(f"expected file names of {FILE_NAME_DIGITS} digits, found {name!r}",
+                               os.path.join(directory, name))
+    return int(name)
+
+
+def valid_entries(slots: np.ndarray) -> int:
+    """How many leading slots are entries (``offset >= 0 and size > 0``).  ``O(n)`` in numpy."""
+    bad = np.flatnonzero((slots["offset"] < 0) | (slots["size"] <= 0))
+    return int(bad[0]) if len(bad) else len(slots)
+
+
+class ConsumeQueueFile(EntryIndex):
+    """One consume-queue file: an :class:`EntryIndex` of :data:`CQ_DTYPE` starting at byte ``base``."""
+
+    DTYPE = CQ_DTYPE
+
+    def __init__(self, file: MappedFile, base: int, entries: int) -> None:
+        super().__init__(file, entries)
+        self.base = base
+
+    @property
+    def first_offset(self) -> int:
+        """The logical offset of the file's first slot."""
+        return self.base // CQ_DTYPE.itemsize
+
+
+class ConsumeQueue:
+    """The consume queue of one topic and queue id, over a :class:`SegmentedLog` of files.
+
+    :param directory: ``consumequeue/TOPIC/QUEUEID``.
+    :param file_size: bytes per file (a multiple of 20).
+    :param writable: open the files for writing (and create the directory on first append).
+    """
+
+    def __init__(self, directory: str, topic: str, queue_id: int, file_size: int, *,
+                 writable: bool = False) -> None:
+        if file_size % CQ_DTYPE.itemsize:
+            raise CorruptIndexError(f"expected a consume-queue file size that is a multiple of "
+                                    f"{CQ_DTYPE.itemsize}, found {file_size}", directory)
+        self.directory = directory
+        self.topic = topic
+        self.queue_id = queue_id
+        self.file_size = file_size
+        self.writable = writable
+        self.log: SegmentedLog[ConsumeQueueFile] = SegmentedLog(self._new_file)
+        self._resume_base = 0       # where the first file goes when the queue has none (after truncate)
+        #: ``ConsumeQueue.minLogicOffset`` in entries: the first entry not below the commitlog's start
+        self.min_logical = 0
+        self._load()
+
+    def _new_file(self, base: int) -> ConsumeQueueFile:
+        files.make_dirs(self.directory)
+        mapped = MappedFile(os.path.join(self.directory, file_name(base)), self.file_size, create=True)
+        return ConsumeQueueFile(mapped, base, 0)
+
+    def _load(self) -> None:
+        names = files.list_dir(self.directory)
+        loaded = []
+        for name in names:
+            base = parse_file_name(self.directory, name)
+            path = os.path.join(self.directory, name)
+            mapped = MappedFile(path, writable=self.writable)
+            if mapped.size != self.file_size:
+                size = mapped.size
+                mapped.close()
+                raise CorruptIndexError(f"expected a consume-queue file of {self.file_size} bytes "
+                                        f"(mappedFileSizeConsumeQueue), found {size}", path)
+            count = valid_entries(mapped.array(CQ_DTYPE, 0, self.file_size // CQ_DTYPE.itemsize))
+            loaded.append(ConsumeQueueFile(mapped, base, count))
+        self.log.load(loaded)
+
+    # -- offsets -------------------------------------------------------------
+    @property
+    def min_offset(self) -> int:
+        """The first logical offset held (the first file's first slot)."""
+        first = self.log.segments.first
+        return (max(first.first_offset, self.min_logical) if first is not None
+                else self._resume_base // CQ_DTYPE.itemsize)
+
+    def correct_min_offset(self, phy_min: int) -> None:
+        """``ConsumeQueue.correctMinOffset``: the first entry pointing at or past the commitlog's
+        first offset ``phy_min`` starts the queue (entries before it point at deleted commitlog files).
+
+        The broker looks in the first file only, its clean-up having deleted the files wholly below
+        ``phy_min``; files a crash left before that clean-up are passed over here, so the start is
+        the one the broker reaches after it.  Runtime complexity: ``O(files skipped + log(entries))``.
+        """
+        for seg in self.log.segments:
+            offsets = seg.entries["offset"]
+            # a queue's physical offsets ascend: the one binary search finds the first live entry
+            found = search(offsets, phy_min, Bound.SMALLEST_UPPER)
+            self.min_logical = seg.first_offset + found
+            if found < len(offsets) or seg is self.log.active:
+                return
+
+    @property
+    def max_offset(self) -> int:
+        """One past the last logical offset held."""
+        active = self.log.active
+        if active is None:
+            return self._resume_base // CQ_DTYPE.itemsize
+        return active.first_offset + len(active)
+
+    @property
+    def max_physical_end(self) -> int:
+        """The commitlog offset just after the last message this queue points at (0 if empty)."""
+        active = self.log.active
+        while active is not None and len(active) == 0:
+            active = self.log.segments.lower(active.base)
+        if active is None:
+            return 0
+        last = active.entries[-1]
+        return int(last["offset"]) + int(last["size"])
+
+    # -- reading -------------------------------------------------------------
+    def entries(self, start: int, count: int | None = None) -> np.ndarray:
+        """Entries from logical offset ``start`` (at most ``count``), copied into one array.
+
+        :raises OffsetOutOfRangeError: ``start`` is below :attr:`min_offset`.
+        Runtime complexity: ``O(log(files) + count)``.
+        """
+        if start < self.min_offset:
+            raise OffsetOutOfRangeError(f"expected an offset of at least {self.min_offset} for "
+                                        f"{self.topic}/{self.queue_id}, found {start}", self.directory)
+        end = self.max_offset if count is None else min(self.max_offset, start + count)
+        parts = []
+        for seg in self.log.segments.values(start * CQ_DTYPE.itemsize, end * CQ_DTYPE.itemsize):
+            lo = max(start - seg.first_offset, 0)
+            hi = min(end - seg.first_offset, len(seg))
+            if hi > lo:
+                parts.append(seg.entries[lo:hi])
+        if not parts:
+            return np.zeros(0, dtype=CQ_DTYPE)
+        return np.concatenate(parts)
+
+    def segment_files(self) -> list[ConsumeQueueFile]:
+        return list(self.log.segments)
+
+    # -- writing -------------------------------------------------------------
+    def append_array(self, rows: np.ndarray) -> None:
+        """Append entries (a :data:`CQ_DTYPE` array), rolling to new files as they fill.
+
+        One copy per file touched.  Runtime complexity: ``O(len(rows))``.
+        """
+        done = 0
+        while done < len(rows):
+            active = self.log.active
+            if active is None or active.is_full:
+                base = self._resume_base if active is None else active.base + self.file_size
+                active = self.log.roll(base)
+            take = min(active.capacity - len(active), len(rows) - done)
+            active.append_array(rows[done:done + take])
+            self.log.mark_dirty(active)
+            done += take
+
+    def truncate(self, offset: int) -> None:
+        """Keep logical offsets below ``offset``; files left without an entry are deleted.
+
+        A file whose first entry is cut goes whole, as the broker's
+        ``ConsumeQueue.truncateDirtyLogicFiles`` deletes it (4.9.7): a file of zeros
+        left behind would read to the broker as an entry at slot 0 (offset 0, size 0).
+        """
+        pos = offset * CQ_DTYPE.itemsize
+        seg = self.log.segment_for(pos)
+        if seg is None:
+            return
+        if pos == seg.base:
+            self._resume_base = seg.base        # an emptied queue continues where it was
+            removed = self.log.truncate_after(seg.base - 1)
+        else:
+            seg.truncate_entries(offset - seg.first_offset)
+            removed = self.log.truncate_after(seg.base)
+        for gone in removed:
+            files.remove(gone.file.path)
+
+    def drop_empty_tail(self) -> list[str]:
+        """Delete trailing files without a valid first entry (left by a crash, or by an older
+        segstore's recovery); the paths deleted.  The broker would read their slot 0 as an entry."""
+        gone = []
+        active = self.log.active
+        while active is not None and len(active) == 0:
+            self.truncate(active.first_offset)
+            gone.append(active.file.path)
+            active = self.log.active
+        return gone
+
+    def flush(self) -> None:
+        self.log.flush()
+
+    def close(self) -> None:
+        if self.writable:
+            self.log.close()
+        else:
+            for seg in self.log.segments:
+                seg.close()
+            self.log.segments.clear()
