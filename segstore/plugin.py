@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import abc
 import itertools
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
@@ -64,11 +64,33 @@ class FileDumpOptions:
     skip_record_metadata: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class NativeIndex:
+    """One index the format's broker keeps itself, in one of the core's entry types.
+
+    ``entries`` is the core type (:mod:`segstore.indexes`) whose byte layout the
+    files have; ``files`` says where they are and how they are named (for
+    documentation and ``info``).  The layout of that name over a store of the
+    format only looks up through the store (never writes these files).
+    """
+
+    entries: type
+    files: str
+
+
 class FormatPlugin(abc.ABC):
-    """A log format: how to recognise, open and create stores of it."""
+    """A log format: how to recognise, open and create stores of it.
+
+    Its stores implement :class:`segstore.logview.LogView`, which is all the core's
+    generic code (index layouts, conversion) uses of them.
+    """
 
     name: ClassVar[str]
     description: ClassVar[str] = ""
+    #: The index layouts (``queue``, ``offset``, ``time``, ``key``) the broker keeps itself, by name.
+    #: The others are kept by segstore as extra indexes (:mod:`segstore.layouts`) in the same entry
+    #: types.  A ``key`` one needs the store to implement :class:`segstore.logview.KeyLookup`.
+    native_indexes: ClassVar[Mapping[str, NativeIndex]] = {}
 
     @abc.abstractmethod
     def detect(self, path: str) -> bool:

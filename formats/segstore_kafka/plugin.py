@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from segstore import files
-from segstore.plugin import FormatPlugin
+from segstore.indexes.sparse import OffsetIndex
+from segstore.indexes.timeindex import TimeIndex
+from segstore.plugin import FormatPlugin, NativeIndex
 
 from .checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
 from .logdir import partition_dirs
@@ -22,6 +25,10 @@ class KafkaFormat(FormatPlugin):
 
     name = "kafka"
     description = "Apache Kafka partition directories and log directories (RecordBatch v2, v0/v1 read)"
+    native_indexes: ClassVar[Mapping[str, NativeIndex]] = {
+        "offset": NativeIndex(OffsetIndex, "TOPIC-N/%020d.index (base offset of the segment)"),
+        "time": NativeIndex(TimeIndex, "TOPIC-N/%020d.timeindex (base offset of the segment)"),
+    }
 
     def detect(self, path: str) -> bool:
         """A directory with ``%020d.log`` files, a directory of ``TOPIC-N`` directories holding them,

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TextIO
 
+import numpy as np
 import pyarrow as pa
 
 from segstore import files, progress
@@ -417,6 +418,35 @@ class KafkaStore(Store):
     def offset_for_time(self, topic: str, partition: int, timestamp: int) -> int | None:
         found = self.partition_of(topic, partition).offset_for_time(timestamp)
         return None if found is None else found.offset
+
+    # -- segstore.logview.LogView (what the core's generic index layouts use) ----------------
+    #: time lookups go by the record timestamp, as the .timeindex and ListOffsets
+    time_column = "timestamp"
+    #: transaction markers are records but carry no data: never indexed by key
+    control_column = "isControl"
+
+    def record_at(self, topic: str, partition: int, offset: int, position: int) -> KafkaRecord | None:
+        """The record at or after ``offset``, decoding the batch at file ``position`` of the segment
+        holding ``offset``: one batch decode.  An offset past that batch (a gap compaction left at
+        a segment's end) is read through the offset index instead."""
+        self._check_open()
+        part = self.partition_of(topic, partition)
+        seg = part.log.segment_for(offset)
+        if seg is not None:
+            batch = next(seg.batches(position), None)
+            if batch is not None and batch.base_offset <= offset <= batch.last_offset:
+                for record in batch.records():
+                    if record.offset >= offset:
+                        return KafkaRecord(part.topic, part.partition, batch, record)
+        return next(self.read(topic, partition, offset, 1), None)
+
+    def position_bases(self, topic: str, partition: int, positions: np.ndarray) -> np.ndarray:
+        """Zeros: ``position`` is a file position in its segment already."""
+        return np.zeros(len(positions), dtype=np.int64)
+
+    def index_home(self, topic: str, partition: int) -> tuple[str, str]:
+        """Extra indexes under ``PARTITION/.segstore/LAYOUT`` (``LogLoader`` lists regular files only)."""
+        return self.partition_of(topic, partition).path, ""
 
     def segment_infos(self, topic: str, partition: int) -> list[dict[str, Any]]:
         """Per segment ``{start_offset, end_offset, bytes, path}`` (end exclusive), for planners."""

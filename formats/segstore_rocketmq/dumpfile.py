@@ -33,7 +33,7 @@ from .indexfile import (
     HEADER,
     SLOT_DTYPE,
     IndexHeader,
-    _geometry_of,
+    geometry_of,
 )
 from .message import BLANK_MAGIC, MESSAGE_MAGIC, MESSAGE_MAGIC_V2, PREFIX, Blank, End, decode
 
@@ -212,7 +212,7 @@ def dump_index_file(path: str) -> Iterator[DumpLine]:
                 f"expected an IndexFile header of {HEADER.size} bytes, found {len(data)}", path
             )
         header = IndexHeader.unpack(data)
-        geometry = _geometry_of(data)
+        geometry = geometry_of(data)
         if not geometry:
             raise CorruptDataError(
                 f"expected a size of {HEADER.size} + 4 * slots + 20 * entries holding "

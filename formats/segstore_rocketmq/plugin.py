@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, ClassVar
 
 from segstore import files
 from segstore.errors import ConversionError
-from segstore.plugin import WRITE_CHUNK, FormatPlugin, chunks
+from segstore.indexes.dense import ConsumeQueue
+from segstore.indexes.keyhash import IndexService
+from segstore.plugin import WRITE_CHUNK, FormatPlugin, NativeIndex, chunks
 
 from .spec import replay
 from .store import RocketMQStore, is_rocketmq_store
@@ -22,6 +24,10 @@ class RocketMQFormat(FormatPlugin):
 
     name = "rocketmq"
     description = "Apache RocketMQ broker store directory (commitlog/, consumequeue/, index/)"
+    native_indexes: ClassVar[Mapping[str, NativeIndex]] = {
+        "queue": NativeIndex(ConsumeQueue, "consumequeue/TOPIC/QUEUEID/%020d (first entry's byte offset)"),
+        "key": NativeIndex(IndexService, "index/yyyyMMddHHmmssSSS (local creation time)"),
+    }
 
     def detect(self, path: str) -> bool:
         """A directory holding ``commitlog/`` (20-digit file names) or ``consumequeue/``."""

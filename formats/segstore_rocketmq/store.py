@@ -42,6 +42,7 @@ from segstore.errors import (
     OffsetOutOfRangeError,
     SegstoreError,
     StoreClosedError,
+    UnsupportedOperationError,
 )
 from segstore.records import CREATE_TIME, Message
 from segstore.store import AppendResult, Store
@@ -91,6 +92,8 @@ from .topicconfig import TOPIC_GROUP_SEPARATOR, ConsumerOffsets, TopicConfigs, r
 COMMITLOG_DIR = "commitlog"
 CONSUMEQUEUE_DIR = "consumequeue"
 INDEX_DIR = "index"
+#: No cap on key hits (the broker caps at maxMsgsNumBatch; the caller caps here).
+NO_HIT_LIMIT = 2**31 - 1
 LOCK_FILE = "lock"
 LOCK_CONTENT = b"lock"
 
@@ -819,6 +822,66 @@ class RocketMQStore(LifecycleMixin, Store):
         """The message at a commitlog offset."""
         self._check_open()
         return self.commitlog.read(physical_offset)
+
+    # -- segstore.logview.LogView (what the core's generic index layouts use) ----------------
+    #: time lookups go by store time, as the broker's getOffsetInQueueByTime
+    time_column = "storeTimestamp"
+    control_column = None
+
+    def record_at(self, topic: str, partition: int, offset: int, position: int) -> RocketMQMessage | None:
+        """The queue's message at ``offset``, walking the commitlog from ``position`` (skipping other
+        queues' messages).  ``O(messages between)``; None when the walk passes ``offset``."""
+        self._check_open()
+        for _, record in self.commitlog.walk(position):
+            if not isinstance(record, RocketMQMessage):
+                continue
+            if (record.topic, record.queue_id) == (topic, partition) and has_queue_entry(record.sys_flag) \
+                    and record.queue_offset >= offset:
+                return record if record.queue_offset == offset else None
+        return None
+
+    def position_bases(self, topic: str, partition: int, positions: np.ndarray) -> np.ndarray:
+        """The commitlog file start of each physical offset."""
+        positions = np.asarray(positions, dtype=np.int64)
+        return positions - positions % self.commitlog.file_size
+
+    def index_home(self, topic: str, partition: int) -> tuple[str, str]:
+        """Extra indexes under ``STORE/.segstore/LAYOUT/TOPIC/QUEUEID`` (the broker opens fixed paths)."""
+        return self.path, os.path.join(topic, str(partition))
+
+    def key_offsets(self, topic: str, partition: int, key: bytes, max_hits: int | None = None) -> list[int]:
+        """Queue offsets of the queue's messages carrying ``key`` (a KEYS token or the UNIQ_KEY), through
+        the broker's IndexFiles, each candidate checked against the commitlog.  ``O(chain length)``.
+
+        :raises UnsupportedOperationError: the store has no ``index/`` (messageIndexEnable off).
+        """
+        from .query import query_by_key
+
+        self._check_open()
+        service, owned = self.index, None
+        if service is None:
+            directory = os.path.join(self.path, INDEX_DIR)
+            if not files.is_dir(directory):
+                raise UnsupportedOperationError("expected the broker's index/ directory "
+                                                "(messageIndexEnable), found none", self.path)
+            service = owned = IndexService(directory, self.config.maxHashSlotNum, self.config.maxIndexNum)
+            service.load()
+
+        def message(phys: int) -> RocketMQMessage | None:
+            try:
+                return self.commitlog.read(phys)
+            except (CorruptDataError, OffsetOutOfRangeError):
+                return None
+
+        try:
+            found = query_by_key(service, topic, key.decode("utf-8", "surrogateescape"), message,
+                                 max_hits=NO_HIT_LIMIT)
+        finally:
+            if owned is not None:
+                owned.close()
+        offsets = sorted(m.queue_offset for m in found
+                         if m.queue_id == partition and has_queue_entry(m.sys_flag))
+        return offsets if max_hits is None else offsets[-max_hits:] if max_hits else []
 
     @property
     def commitlog_only(self) -> bool:

@@ -61,8 +61,9 @@ def string_hash(text: str) -> int:
     return _to_int32(h)
 
 
-def unit_hashes(units: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """:func:`string_hash` of strings given as concatenated UTF-16 code ``units`` and per-string ``lengths``.
+def unit_hashes(units: np.ndarray, lengths: np.ndarray, start: int = 0) -> np.ndarray:
+    """:func:`string_hash` of strings given as concatenated UTF-16 code ``units`` and per-string ``lengths``,
+    each continued from ``start`` (the hash of a common prefix: ``string_hash(prefix + s)``).
 
     uint32 arithmetic wraps exactly like Java's int.  Returns signed int64 hashes.
     Runtime complexity: ``O(total units)`` in numpy, no per-string Python.
@@ -75,10 +76,10 @@ def unit_hashes(units: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     ends = np.cumsum(lengths)
     starts = ends - lengths
     longest = int(lengths.max())
-    powers = np.ones(max(longest, 1), dtype=np.uint32)
-    if longest > 1:
-        powers[1:] = 31
-        powers = np.cumprod(powers, dtype=np.uint32)
+    # 31**k mod 2**32 for k in 0..longest
+    powers = np.full(longest + 1, 31, dtype=np.uint32)
+    powers[0] = 1
+    powers = np.cumprod(powers, dtype=np.uint32)
     # exponent of each unit: distance to the end of its own string, minus one
     exponent = np.repeat(ends, lengths) - 1 - np.arange(len(units), dtype=np.int64)
     terms = units * powers[exponent]
@@ -86,6 +87,8 @@ def unit_hashes(units: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     sums = np.zeros(len(lengths), dtype=np.uint32)
     if nonempty.any():
         sums[nonempty] = np.add.reduceat(terms, starts[nonempty], dtype=np.uint32)
+    if start:
+        sums += np.uint32(start & _INT_MASK) * powers[lengths]
     out[:] = sums.view(np.int32)
     return out
 

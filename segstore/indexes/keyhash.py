@@ -164,12 +164,12 @@ def geometry_on_disk(directory: str) -> dict[str, int]:
     # (a default-sized index file is ~420 MB).
     mapped = files.MappedFile(os.path.join(directory, names[-1]))
     try:
-        return _geometry_of(mapped.view())
+        return geometry_of(mapped.view())
     finally:
         mapped.close()
 
 
-def _geometry_of(data: memoryview) -> dict[str, int]:
+def geometry_of(data: memoryview) -> dict[str, int]:
     if len(data) < HEADER.size:
         return {}
     header = IndexHeader.unpack(data)

@@ -1,13 +1,20 @@
-"""Pluggable index layouts: any of four indexes over either log layout.
+"""Pluggable index layouts: any of four indexes over any :class:`~segstore.logview.LogView` store.
 
-========  =====================================  =================  ==============
-name      what                                   RocketMQ store     Kafka partition
-========  =====================================  =================  ==============
-queue     dense offset index, 20-byte entries    native (CQ)        extra
-offset    sparse offset index, 8-byte entries    extra              native (.index)
-time      sparse time index, 12-byte entries     extra              native (.timeindex)
-key       key hash index (IndexFile)             native (index/)    extra
-========  =====================================  =================  ==============
+========  =====================================  =================  ===================  ==========
+name      what                                   RocketMQ store     Kafka partition      any other
+========  =====================================  =================  ===================  ==========
+queue     dense offset index, 20-byte entries    native (CQ)        extra                extra
+offset    sparse offset index, 8-byte entries    extra              native (.index)      extra
+time      sparse time index, 12-byte entries     extra              native (.timeindex)  extra
+key       key hash index (IndexFile)             native (index/)    extra                extra
+========  =====================================  =================  ===================  ==========
+
+Four generic classes keep the extra ones (:mod:`.queue`, :mod:`.offset`,
+:mod:`.time`, :mod:`.key`), built and caught up from the store's ``scan_arrow``
+batches in the core's entry types (:mod:`segstore.indexes`); which layouts are
+native is what the format's plugin declares
+(:attr:`segstore.plugin.FormatPlugin.native_indexes`), and those look up through
+the store (:mod:`.native`).  No layout knows a format by name.
 
 A store opened with ``segstore.open(path, indexes=["time", "key"])`` keeps the
 extra ones up to date on every append (:class:`IndexSet`); ``segstore index
@@ -21,7 +28,7 @@ The hooks a store calls: :func:`split_options` and :func:`attach` when it is
 opened (the plugin's ``open``), ``store.indexes.append()`` after each append,
 ``flush()``/``close()``/``abandon()`` with its own, ``offset_for_time`` through
 ``store.indexes`` when a time layout is attached, and :func:`query_key` for
-``query --key`` on Kafka.
+``query --key`` where the key index is an extra one.
 
 Thread-safety: as the owning store.
 """
@@ -31,43 +38,48 @@ from __future__ import annotations
 import json as jsonlib
 import os
 from collections.abc import Iterable, Mapping
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
-from segstore import files
+from segstore import files, registry
 from segstore.errors import NotFoundError, UnsupportedOperationError
+from segstore.logview import LogView
 from segstore.store import Problem, QueryRequest, Store, StoreT
 
-from .base import INDEX_ROOT, ExtraLayout, Layout, PartitionedStore, Stream, option_names, parse_options
+from .base import INDEX_ROOT, ExtraLayout, Layout, Stream, option_names, parse_options
+from .key import KeyLayout
+from .native import NATIVE_LAYOUTS
+from .offset import OffsetLayout
+from .queue import QueueLayout
+from .time import TimeLayout
 
 LAYOUT_NAMES = ("queue", "offset", "time", "key")
 INDEXES_OPTION = "indexes"
 
 
-def layout_class(name: str, format_name: str) -> type[Layout]:
-    """The class implementing layout ``name`` over ``format_name`` stores.
+#: The generic class keeping each layout as an extra index.
+EXTRA_LAYOUTS: dict[str, type[ExtraLayout[Any]]] = {
+    cls.name: cls for cls in (QueueLayout, OffsetLayout, TimeLayout, KeyLayout)}
 
-    :raises UnsupportedOperationError: an unknown layout or format.
+
+def layout_class(name: str, format_name: str) -> type[Layout]:
+    """The class implementing layout ``name`` over ``format_name`` stores: the native one when the
+    format's plugin declares the layout native, else the generic extra one.
+
+    :raises UnsupportedOperationError: an unknown layout.
+    :raises FormatNotFoundError: an unknown format.
     """
     if name not in LAYOUT_NAMES:
         raise UnsupportedOperationError(f"expected an index layout ({', '.join(LAYOUT_NAMES)}), "
                                         f"found {name!r}")
-    class_name = f"{name.capitalize()}Layout"
-    if format_name == "rocketmq":
-        from . import rocketmq
-
-        return getattr(rocketmq, class_name)
-    if format_name == "kafka":
-        from . import kafka
-
-        return getattr(kafka, class_name)
-    raise UnsupportedOperationError(f"expected a rocketmq or kafka store for index layouts, "
-                                    f"found format {format_name!r}")
+    if name in registry.get(format_name).native_indexes:
+        return NATIVE_LAYOUTS[name]
+    return EXTRA_LAYOUTS[name]
 
 
 def extra_layout_class(name: str, format_name: str) -> type[ExtraLayout[Any]]:
     """:func:`layout_class` for a layout segstore keeps in its own files.
 
-    :raises UnsupportedOperationError: an unknown layout or format, or one native to the format.
+    :raises UnsupportedOperationError: an unknown layout, or one native to the format.
     """
     cls = layout_class(name, format_name)
     if not issubclass(cls, ExtraLayout):
@@ -98,13 +110,11 @@ def present_layouts(store: Store) -> list[str]:
     Without a ``.segstore`` directory (the common case) nothing else is looked at
     or imported.
     """
-    if store.format == "rocketmq":
-        roots = [os.path.join(store.path, INDEX_ROOT)]
-    elif store.format == "kafka" and isinstance(store, PartitionedStore):
-        roots = [os.path.join(store.partition_of(t, p).path, INDEX_ROOT)
-                 for t in store.topics() for p in store.partitions(t)]
-    else:
+    if not hasattr(store, "index_home"):     # not a LogView: no extra indexes
         return []
+    view = cast(LogView, store)
+    roots = sorted({os.path.join(view.index_home(t, p)[0], INDEX_ROOT)
+                    for t in store.topics() for p in store.partitions(t)})
     if not any(files.is_dir(root) for root in roots):
         return []
     options = parse_options({})
@@ -221,7 +231,7 @@ def attach(store: StoreT, indexes: Iterable[str] | None = None,
 
 
 def query_key(store: Store, request: QueryRequest, out: TextIO) -> int:
-    """``segstore query PARTITION --key K [--max N] [--json]`` on Kafka, from the key index.
+    """``segstore query PATH --key K [--max N] [--json]`` from the key index (Kafka: the extra one).
 
     Prints the matching records (``dump --json`` objects with ``--json``), oldest
     first, one line a hit;
@@ -261,7 +271,7 @@ def find_records(store: Store, topic: str, key: bytes, *, partition: int | None 
     """The records of ``topic`` (one ``partition`` or all) carrying ``key``, in partition then offset
     order: the newest ``max_hits`` of each partition.  Through the ``key`` layout attached to the store,
     else one opened read-only for the lookup (Kafka: segstore's extra key index; RocketMQ: the broker's
-    own IndexFiles)."""
+    own IndexFiles, through the store)."""
     attached = store.indexes if hasattr(store, "indexes") else None
     owned = None
     if attached is not None and "key" in attached:

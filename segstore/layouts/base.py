@@ -1,11 +1,12 @@
 """What every index layout shares: streams, options, the state file and the catch-up protocol.
 
-A *stream* is one RocketMQ queue or one Kafka partition: the unit an index
-covers.  An index layout is either *native* to a format (the broker keeps it:
-RocketMQ's consume queue and IndexFile, Kafka's ``.index`` and ``.timeindex``)
-and then only looked up through the plugin, or *extra*: kept by segstore in its
-own files beside the broker's, under a ``.segstore/`` directory the brokers
-never look into:
+A *stream* is one RocketMQ queue, one Kafka partition, one stream of any
+format: the unit an index covers.  An index layout is either *native* to a
+format (the broker keeps it, and the plugin declares it:
+:attr:`segstore.plugin.FormatPlugin.native_indexes`) and then only looked up
+through the store, or *extra*: kept by segstore in its own files beside the
+broker's, under a ``.segstore/`` directory the brokers never look into, where
+the store's :meth:`segstore.logview.LogView.index_home` puts it:
 
 - RocketMQ: ``STORE/.segstore/LAYOUT/TOPIC/QUEUEID/``.  ``DefaultMessageStore``
   only opens fixed paths under the store root (``commitlog``, ``consumequeue``,
@@ -40,12 +41,13 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
+from typing import Any, ClassVar, Generic, TypeVar, cast
 
 import numpy as np
 
 from segstore import files, progress
 from segstore.errors import ConfigError, CorruptDataError, NotFoundError, UnsupportedOperationError
+from segstore.logview import LogView, int64_column, stream_batches
 from segstore.store import Problem, Store
 
 INDEX_ROOT = ".segstore"
@@ -165,18 +167,6 @@ class StreamState:
             "clean": clean, "carry": self.carry, "options": self.options}, sort_keys=True))
 
 
-class _HasPath(Protocol):
-    @property
-    def path(self) -> str: ...
-
-
-@runtime_checkable
-class PartitionedStore(Protocol):
-    """A store whose partitions are directories of their own (Kafka): their extra indexes live there."""
-
-    def partition_of(self, topic: str, partition: int) -> _HasPath: ...
-
-
 class StreamIndex:
     """An extra layout's index of one stream: files in :attr:`directory` plus :class:`StreamState`.
 
@@ -187,7 +177,7 @@ class StreamIndex:
 
     def __init__(self, layout: Layout, stream: Stream, directory: str, *, writable: bool) -> None:
         self.layout = layout
-        self.store = layout.store
+        self.store: LogView = layout.view
         self.options = layout.options
         self.stream = stream
         self.directory = directory
@@ -284,6 +274,22 @@ class StreamIndex:
     def log_end(self) -> int:
         return self.store.offset_range(self.stream.topic, self.stream.partition)[1]
 
+    def batches(self, start: int, end: int, columns: list[str]) -> Any:
+        """The stream's ``scan_arrow`` batches of offsets ``[start, end)`` (``offset`` first)."""
+        return stream_batches(self.store, self.stream.topic, self.stream.partition, start, end, columns)
+
+    def columns(self, start: int, end: int, names: list[str]) -> dict[str, np.ndarray]:
+        """int64 columns ``names`` of offsets ``[start, end)`` (``offset`` always), concatenated.
+
+        For ``verify`` and bounded scans; catch-up goes batch by batch (:meth:`batches`).
+        """
+        parts: dict[str, list[np.ndarray]] = {name: [] for name in ["offset", *names]}
+        for batch in self.batches(start, end, names):
+            for name in parts:
+                parts[name].append(int64_column(batch, name))
+        return {name: np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
+                for name, arrays in parts.items()}
+
     def verify(self) -> list[Problem]:
         """Problems of this index against the log (entries it should hold and does not)."""
         if self.broken is not None:
@@ -333,12 +339,13 @@ class Layout:
 
     name: ClassVar[str]
     native: ClassVar[bool]
-    format: ClassVar[str]
     #: the lookups this layout answers: "offset" (record at an offset), "time", "key"
     answers: ClassVar[frozenset[str]]
 
     def __init__(self, store: Store, options: Mapping[str, Any], *, writable: bool | None = None) -> None:
         self.store = store
+        #: the store as the core sees it: every read of the log goes through it
+        self.view = cast(LogView, store)
         self.options = dict(options)
         #: whether this layout's own files are written (default: the store's mode); a read-only
         #: store can get extra indexes built (``segstore index build`` never opens the log for append)
@@ -369,7 +376,7 @@ class Layout:
 
     def drop(self) -> list[str]:
         """Delete the layout's files (extra layouts); returns the paths removed."""
-        raise UnsupportedOperationError(f"the {self.name!r} index is native to {self.format} stores: "
+        raise UnsupportedOperationError(f"the {self.name!r} index is native to {self.store.format} stores: "
                                         "it belongs to the broker and is never dropped", self.store.path)
 
     @property
@@ -436,12 +443,19 @@ class ExtraLayout(Layout, Generic[IndexT]):
             raise
 
     def directory(self, stream: Stream) -> str:
-        """Where the stream's index files live."""
-        raise NotImplementedError
+        """Where the stream's index files live: ``HOME/.segstore/LAYOUT[/SUB]`` (``LogView.index_home``)."""
+        home, sub = self.view.index_home(stream.topic, stream.partition)
+        root = os.path.join(home, INDEX_ROOT, self.name)
+        return os.path.join(root, sub) if sub else root
+
+    def homes(self) -> list[str]:
+        """The distinct directories the streams' ``.segstore`` trees hang from."""
+        return sorted({self.view.index_home(s.topic, s.partition)[0] for s in self.streams()})
 
     def lock_paths(self) -> list[str]:
-        """The lock files a writer of this layout holds (one writer per index at a time)."""
-        raise NotImplementedError
+        """The lock files a writer of this layout holds (one writer per index at a time):
+        ``HOME/.segstore/LAYOUT.lock`` per home."""
+        return [os.path.join(home, INDEX_ROOT, f"{self.name}.lock") for home in self.homes()]
 
     def _open_stream(self, stream: Stream) -> IndexT:
         index = self.stream_class(self, stream, self.directory(stream), writable=self.writable)
@@ -475,6 +489,8 @@ class ExtraLayout(Layout, Generic[IndexT]):
 
     def has_files(self) -> bool:
         """Whether any stream has this index on disk (its state file)."""
+        if not any(files.is_dir(os.path.join(home, INDEX_ROOT, self.name)) for home in self.homes()):
+            return False
         return any(files.exists(os.path.join(self.directory(s), STATE_FILE)) for s in self.streams())
 
     @property

@@ -1,13 +1,14 @@
-"""Sparse per-stream index files (Kafka ``.index``/``.timeindex`` entries) kept by segstore.
+"""Sparse per-stream index files (``.index``/``.timeindex`` entries) kept by segstore.
 
-Used for the sparse offset and time layouts over RocketMQ queues, where the
-broker has neither.  The entries are the Kafka plugin's own
-(:class:`segstore_kafka.offsetindex.OffsetIndex`, :class:`segstore_kafka.timeindex.TimeIndex`),
-so there is one entry layout and one binary search for both logs.  Files roll
-when full (and, for the offset layout, when the stream's messages move to the
-next RocketMQ commitlog file, because entry positions are 32-bit and relative
-to that file); a rolled file is trimmed and never written again, so after a
-crash only a stream's last file is rebuilt.
+Used by the extra sparse offset and time layouts (:mod:`.offset`, :mod:`.time`)
+over any store whose format does not keep them (RocketMQ queues, say).  The
+entries are the core's (:class:`segstore.indexes.sparse.OffsetIndex`,
+:class:`segstore.indexes.timeindex.TimeIndex`, Kafka's byte layout), so there
+is one entry layout and one binary search for every log.  Files roll when full
+(and, for the offset layout, when the stream's records move to the next log
+file, because entry positions are 32-bit and relative to that file); a rolled
+file is trimmed and never written again, so after a crash only a stream's last
+file is rebuilt.
 
 Thread-safety: as :class:`segstore.layouts.base.StreamIndex`.
 """
@@ -18,11 +19,11 @@ import os
 from typing import Generic, TypeVar
 
 import numpy as np
-from segstore_kafka.offsetindex import KafkaIndex, check_length
 
 from segstore import files
 from segstore.errors import CorruptIndexError
 from segstore.files import MappedFile
+from segstore.indexes.sparse import KafkaIndex, check_length
 from segstore.segments import SegmentMap
 
 from .base import StreamIndex

@@ -1,0 +1,225 @@
+"""``key``: a key-hash index (RocketMQ IndexFile entries) over any :class:`~segstore.logview.LogView`.
+
+Per stream, the core's key-hash files (:mod:`segstore.indexes.keyhash`) under
+``HOME/.segstore/key/``, keyed by ``topic#key`` for the record key and for the
+values of the headers named in ``key.index.headers`` (the ``key`` and
+``headers`` columns of ``scan_arrow``); entries hold the record's offset where
+RocketMQ holds a commitlog position, and the store's
+:attr:`~segstore.logview.LogView.time_column` as their time.  Records marked by
+the store's :attr:`~segstore.logview.LogView.control_column` carry no data and
+are not indexed.  Candidates are checked against the log, so a hash collision
+never returns another key's record.
+
+Hashes are computed in numpy over the keys' bytes (an ASCII key's bytes are its
+UTF-16 code units); only keys with other bytes are decoded one by one.
+Thread-safety: as the owning store.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from segstore import files
+from segstore.errors import CorruptIndexError
+from segstore.indexes.javahash import string_hash, unit_hashes
+from segstore.indexes.keyhash import TOPIC_KEY_SEPARATOR, IndexService, abs_hashes
+from segstore.logview import int64_column
+from segstore.store import Problem
+
+from .base import ExtraLayout, Stream, StreamIndex
+
+TIME_MIN, TIME_MAX = -(2**63), 2**63 - 1
+_UINT32 = 0xFFFFFFFF
+_ASCII_END = 0x80
+
+
+def key_text(value: bytes) -> str:
+    """A key as the string the index hashes (bytes that are not UTF-8 kept by surrogate escapes)."""
+    return bytes(value).decode("utf-8", "surrogateescape")
+
+
+def key_hashes(topic: str, values: pa.Array) -> np.ndarray:
+    """The index hash of ``topic#value`` for each (non-null) binary value: ``abs(String.hashCode)``.
+
+    ``O(total bytes)`` in numpy; values with non-ASCII bytes are decoded one by one
+    (their UTF-16 units are not their bytes).
+    """
+    n = len(values)
+    if not n:
+        return np.zeros(0, dtype=np.int64)
+    buffers = values.buffers()
+    offsets = np.frombuffer(buffers[1], dtype=np.int32, count=n + 1,
+                            offset=values.offset * 4).astype(np.int64)
+    data = np.zeros(0, dtype=np.uint8) if buffers[2] is None else np.frombuffer(buffers[2], dtype=np.uint8)
+    units = data[offsets[0]:offsets[-1]]
+    lengths = np.diff(offsets)
+    prefix = string_hash(f"{topic}{TOPIC_KEY_SEPARATOR}") & _UINT32
+    signed = unit_hashes(units, lengths, prefix)
+    wide = units >= _ASCII_END
+    if wide.any():
+        firsts = np.minimum(offsets[:-1] - offsets[0], len(units) - 1)
+        per_value = np.add.reduceat(wide.astype(np.int64), firsts)
+        per_value[lengths == 0] = 0
+        for i in np.flatnonzero(per_value).tolist():
+            signed[i] = string_hash(f"{topic}{TOPIC_KEY_SEPARATOR}{key_text(values[i].as_py())}")
+    return abs_hashes(signed)
+
+
+class KeyStreamIndex(StreamIndex):
+    """``topic#key`` -> offset entries of one stream in key-hash files."""
+
+    def _open_files(self) -> None:
+        self.service = IndexService(self.directory, self.options["key.index.slots"],
+                                    self.options["key.index.entries"], writable=self.writable)
+        bad = self.service.load()
+        if bad:
+            self.service.close()
+            raise CorruptIndexError(f"expected index files of {self.options['key.index.slots']} slots and "
+                                    f"{self.options['key.index.entries']} entries, found others: {bad}",
+                                    self.directory)
+
+    @property
+    def header_names(self) -> list[str]:
+        """The headers indexed as keys (``key.index.headers``, as the index was built)."""
+        return [name for name in self.options["key.index.headers"].split(",") if name]
+
+    def _columns(self) -> list[str]:
+        control = self.store.control_column
+        return ["key", self.store.time_column, *(["headers"] if self.header_names else []),
+                *([control] if control else [])]
+
+    def _data_rows(self, batch: pa.RecordBatch) -> np.ndarray:
+        """Which rows carry data (not the store's control records)."""
+        control = self.store.control_column
+        if control is None:
+            return np.ones(batch.num_rows, dtype=bool)
+        return ~batch.column(control).to_numpy(zero_copy_only=False).astype(bool)
+
+    def _keyed(self, batch: pa.RecordBatch) -> tuple[np.ndarray, pa.Array, np.ndarray]:
+        """``(row, value, rank)`` of every key a batch's records are indexed under: each record's key,
+        then its named headers in header order (``rank`` orders them within a record)."""
+        data = self._data_rows(batch)
+        keys = batch.column("key")
+        has_key = data & ~keys.is_null().to_numpy(zero_copy_only=False)
+        rows = [np.flatnonzero(has_key)]
+        values = [keys.filter(pa.array(has_key))]
+        ranks = [np.zeros(len(rows[0]), dtype=np.int64)]
+        names = self.header_names
+        if names:
+            headers = batch.column("headers")
+            flat = headers.flatten()
+            if len(flat):
+                parent = pc.list_parent_indices(headers).to_numpy(zero_copy_only=False).astype(np.int64)
+                value = flat.field("value")
+                chosen = (pc.is_in(flat.field("key"), value_set=pa.array(names)).fill_null(False)
+                          .to_numpy(zero_copy_only=False)
+                          & ~value.is_null().to_numpy(zero_copy_only=False) & data[parent])
+                rows.append(parent[chosen])
+                values.append(value.filter(pa.array(chosen)))
+                ranks.append(1 + np.flatnonzero(chosen))
+        return (np.concatenate(rows), pa.concat_arrays([v.cast(pa.binary()) for v in values]),
+                np.concatenate(ranks))
+
+    def _entries(self, batch: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(hashes, offsets, times)`` of a batch's entries in put order.  ``O(n)`` in numpy."""
+        rows, values, ranks = self._keyed(batch)
+        order = np.lexsort((ranks, rows))
+        hashes = key_hashes(self.stream.topic, values)[order]
+        rows = rows[order]
+        return (hashes, int64_column(batch, "offset")[rows],
+                int64_column(batch, self.store.time_column)[rows])
+
+    def _index_from(self, start: int) -> int:
+        """Put one entry per key, a ``scan_arrow`` batch at a time."""
+        done = start
+        for batch in self.batches(start, self.log_end(), self._columns()):
+            hashes, offsets, times = self._entries(batch)
+            self.service.put_hashes(hashes, offsets, times)
+            done = int(int64_column(batch, "offset")[-1]) + 1
+        return done
+
+    def _cut_to(self, offset: int) -> int:
+        """Drop the files holding entries at or past ``offset``, and the last file before them."""
+        service = self.service
+        keep = [f for f in service.files if f.count and f.header.begin_phy_offset < offset]
+        for f in [f for f in service.files if f not in keep]:
+            f.close()
+            files.remove(f.path)
+        restart = self.log_start()
+        if keep:
+            last = keep.pop()
+            restart = last.header.begin_phy_offset
+            last.close()
+            files.remove(last.path)
+        service.files = keep
+        return min(restart, offset)
+
+    def _carrying(self, start: int, end: int, key: bytes) -> list[int]:
+        """Offsets in ``[start, end)`` of records indexed under ``key`` (a scan, compared in numpy)."""
+        hits: list[int] = []
+        for batch in self.batches(start, end, self._columns()):
+            rows, values, _ = self._keyed(batch)
+            equal = pc.equal(values, pa.scalar(key, pa.binary())).to_numpy(zero_copy_only=False)
+            hits.extend(int64_column(batch, "offset")[np.unique(rows[equal])].tolist())
+        return hits
+
+    def find_key(self, key: bytes, max_hits: int | None) -> list[int]:
+        """Offsets of records carrying ``key``: the hash chain for indexed offsets, a scan for the tail.
+
+        ``O(chain length)`` index reads plus one record check per candidate.
+        """
+        start, indexed = self.log_start(), self.state.indexed_end
+        hits: set[int] = set()
+        for offset in self.service.query(self.stream.topic, key_text(key), TIME_MIN, TIME_MAX):
+            if offset not in hits and start <= offset < indexed:
+                hits.update(self._carrying(offset, offset + 1, key))
+        hits.update(self._carrying(max(indexed, start), self.log_end(), key))
+        ordered = sorted(hits)
+        return ordered if max_hits is None else ordered[len(ordered) - max_hits:] if max_hits > 0 else []
+
+    def _expected_problems(self) -> list[Problem]:
+        parts = [self._entries(batch)[:2]
+                 for batch in self.batches(self.log_start(), self.state.indexed_end, self._columns())]
+        expected = np.zeros(sum(len(h) for h, _ in parts), dtype=[("hash", "<i8"), ("offset", "<i8")])
+        if parts:
+            expected["hash"] = np.concatenate([h for h, _ in parts])
+            expected["offset"] = np.concatenate([o for _, o in parts])
+        stored = [f.entries for f in self.service.files]
+        found_rows = np.concatenate(stored) if stored else np.zeros(0, dtype=expected.dtype)
+        found = np.zeros(len(found_rows), dtype=expected.dtype)
+        if len(found_rows):
+            found["hash"] = found_rows["hash"]
+            found["offset"] = found_rows["phy_offset"]
+            found = found[found["offset"] >= self.log_start()]
+        expected.sort(order=["offset", "hash"])
+        found.sort(order=["offset", "hash"])
+        if len(expected) != len(found) or np.any(expected != found):
+            n = min(len(expected), len(found))
+            diff = np.flatnonzero(expected[:n] != found[:n])
+            slot = int(diff[0]) if len(diff) else n
+            want = tuple(expected[slot].tolist()) if slot < len(expected) else "no entry"
+            got = tuple(found[slot].tolist()) if slot < len(found) else "no entry"
+            return [Problem(self.directory, None, f"expected (hash, offset) entry {want} "
+                            f"(entry {slot} in offset order), found {got}")]
+        return []
+
+    def _flush_files(self) -> None:
+        self.service.flush()
+
+    def _close_files(self) -> None:
+        if hasattr(self, "service"):
+            self.service.close()
+            del self.service
+
+
+class KeyLayout(ExtraLayout[KeyStreamIndex]):
+    """``key`` kept by segstore: a key-hash index per stream."""
+
+    name = "key"
+    answers = frozenset({"key"})
+    stream_class = KeyStreamIndex
+
+    def find_key(self, stream: Stream, key: bytes, max_hits: int | None = None) -> list[int]:
+        return self._index(stream).find_key(bytes(key), max_hits)

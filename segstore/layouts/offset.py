@@ -1,0 +1,125 @@
+"""``offset``: a sparse offset index (Kafka ``.index`` entries) over any :class:`~segstore.logview.LogView`.
+
+One entry per ``layout.interval.bytes`` of the stream's records: offset ->
+log position (the ``position`` column of ``scan_arrow``).  Positions are stored
+relative to the log file holding them (:meth:`~segstore.logview.LogView.position_bases`),
+so they fit the entry's 32 bits: a file covers offsets from its base whose
+records lie in one log file, and is named ``{base offset:020d}-{log file base:020d}.index``.
+A lookup is one binary search, then :meth:`~segstore.logview.LogView.record_at`
+walks the log from the entry (skipping other streams' records where the log is
+shared).
+
+Built and caught up from ``scan_arrow`` batches with numpy.
+Thread-safety: as the owning store.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from segstore.indexes.sparse import OFFSET_ENTRY, OffsetIndex
+from segstore.logview import int64_column
+from segstore.store import Problem
+
+from .base import ExtraLayout, Stream, sparse_points
+from .sparse import SparseFiles
+
+#: Digits of a base offset in a file name (Kafka's ``%020d``).
+NAME_DIGITS = 20
+OFFSET_NAME = re.compile(rf"^(?P<base>\d{{{NAME_DIGITS}}})-(?P<logfile>\d{{{NAME_DIGITS}}})\.index$")
+_COLUMNS = ["position", "size"]
+
+
+class OffsetStreamIndex(SparseFiles[OffsetIndex]):
+    """Sparse offset -> log position entries of one stream."""
+
+    index_class = OffsetIndex
+
+    def parse_name(self, name: str) -> tuple[int, int] | None:
+        m = OFFSET_NAME.match(name)
+        return (int(m["base"]), int(m["logfile"])) if m else None
+
+    def file_name(self, base: int, extra: int) -> str:
+        return f"{base:0{NAME_DIGITS}d}-{extra:0{NAME_DIGITS}d}.index"
+
+    def _bases(self, positions: np.ndarray) -> np.ndarray:
+        return self.store.position_bases(self.stream.topic, self.stream.partition, positions)
+
+    def _index_from(self, start: int) -> int:
+        done = start
+        for batch in self.batches(start, self.log_end(), _COLUMNS):
+            offsets = int64_column(batch, "offset")
+            positions, sizes = int64_column(batch, "position"), int64_column(batch, "size")
+            bases = self._bases(positions)
+            filled = 0
+            while filled < len(offsets):
+                filled += self._fill(offsets[filled:], positions[filled:], sizes[filled:], bases[filled:])
+            done = int(offsets[-1]) + 1
+        return done
+
+    def _fill(self, offsets: np.ndarray, positions: np.ndarray, sizes: np.ndarray, bases: np.ndarray) -> int:
+        """Entries for the leading records that fit the active file; returns how many records it covered."""
+        active = self.files.active
+        if active is None or active.is_full or self.extra[active.base_offset] != int(bases[0]):
+            active = self._new_file(int(offsets[0]), int(bases[0]))
+        other = np.flatnonzero(bases != bases[0])
+        run = int(other[0]) if len(other) else len(offsets)
+        file_bytes = self.state.carry.get("file_bytes", 0)
+        points = np.flatnonzero(sparse_points(sizes[:run], file_bytes, self.options["layout.interval.bytes"]))
+        room = active.capacity - len(active)
+        if len(points) > room:
+            run, points = int(points[room]), points[:room]
+        rows = np.empty(len(points), dtype=OFFSET_ENTRY)
+        rows["relative_offset"] = offsets[points] - active.base_offset
+        rows["position"] = positions[points] - bases[0]
+        active.append_array(rows)
+        self.state.carry = {"file_bytes": file_bytes + int(sizes[:run].sum())}
+        return run
+
+    def read_at(self, offset: int) -> Any | None:
+        """Binary search the file's entries, then walk the log to the record.
+
+        Runtime complexity: ``O(log n)`` plus the records stored between the entry
+        and the target: about ``layout.interval.bytes`` of this stream's, times the
+        interleaving of a shared log.
+        """
+        index = self.files.floor(offset)
+        if index is None:
+            return None
+        entry = index.lookup_offset(offset)
+        position = self.extra[index.base_offset] + entry.position
+        return self.store.record_at(self.stream.topic, self.stream.partition, offset, position)
+
+    def _expected_problems(self) -> list[Problem]:
+        problems = []
+        bases = self.files.bases()
+        for i, (base, index) in enumerate(self.files.items()):
+            end = bases[i + 1] if i + 1 < len(bases) else self.state.indexed_end
+            cols = self.columns(max(base, self.log_start()), end, _COLUMNS)
+            offsets, positions, sizes = cols["offset"], cols["position"], cols["size"]
+            expected = np.zeros(0, dtype=OFFSET_ENTRY)
+            if len(offsets):
+                points = np.flatnonzero(sparse_points(sizes, 0, self.options["layout.interval.bytes"]))
+                expected = np.empty(len(points), dtype=OFFSET_ENTRY)
+                expected["relative_offset"] = offsets[points] - base
+                expected["position"] = positions[points] - self.extra[base]
+            diff = self.first_difference(index.entries, expected)
+            if diff is not None:
+                problems.append(Problem(index.path, diff[0] * OFFSET_ENTRY.itemsize, diff[1]))
+        return problems
+
+
+class OffsetLayout(ExtraLayout[OffsetStreamIndex]):
+    """``offset`` kept by segstore: a sparse offset index per stream."""
+
+    name = "offset"
+    answers = frozenset({"offset"})
+    stream_class = OffsetStreamIndex
+
+    def read_at(self, stream: Stream, offset: int) -> Any | None:
+        if not self._check_range(stream, offset):
+            return None
+        return self._index(stream).read_at(offset)

@@ -1,0 +1,169 @@
+"""``time``: a sparse time index (Kafka ``.timeindex`` entries) over any :class:`~segstore.logview.LogView`.
+
+Per stream, ``{base:020d}.timeindex`` files of (max time so far -> offset)
+entries, one per ``layout.interval.bytes`` of records, by the store's
+:attr:`~segstore.logview.LogView.time_column` (RocketMQ: the store time the
+broker's ``getOffsetInQueueByTime`` goes by).  As in Kafka, each entry holds the
+largest time up to the record it points at (the first record reaching it),
+entries strictly increase, and a file gets its final maximum forced in when it
+rolls, so the last entry of a rolled file is the largest time it covers.
+
+``offset_for_time`` is one binary search plus a short forward scan of the
+time column (``scan_arrow``), instead of a binary search reading the log at every
+probe.  Built and caught up from ``scan_arrow`` batches with numpy.
+Thread-safety: as the owning store.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from segstore.indexes.timeindex import NO_TIMESTAMP, TIME_ENTRY, TimeIndex
+from segstore.logview import int64_column
+from segstore.search import Bound
+from segstore.store import Problem
+
+from .base import ExtraLayout, Stream, sparse_points
+from .sparse import SparseFiles
+
+#: Digits of a base offset in a file name (Kafka's ``%020d``).
+NAME_DIGITS = 20
+TIME_MIN = -(2**63)
+
+
+class TimeStreamIndex(SparseFiles[TimeIndex]):
+    """Sparse (max time so far -> offset) entries of one stream, ``{base:020d}.timeindex`` files."""
+
+    index_class = TimeIndex
+
+    @property
+    def time_column(self) -> str:
+        return self.store.time_column
+
+    def parse_name(self, name: str) -> tuple[int, int] | None:
+        stem, dot, suffix = name.partition(".")
+        named = dot and suffix == "timeindex" and len(stem) == NAME_DIGITS and stem.isdigit()
+        return (int(stem), 0) if named else None
+
+    def file_name(self, base: int, extra: int) -> str:
+        return f"{base:0{NAME_DIGITS}d}.timeindex"
+
+    def _close_active(self, active: TimeIndex) -> None:
+        carry = self.state.carry
+        if "max_ts" in carry:
+            active.maybe_append(carry["max_ts"], carry["max_offset"], skip_full_check=True)
+        super()._close_active(active)
+
+    def _index_from(self, start: int) -> int:
+        done = start
+        for batch in self.batches(start, self.log_end(), ["size", self.time_column]):
+            offsets, sizes = int64_column(batch, "offset"), int64_column(batch, "size")
+            stamps = int64_column(batch, self.time_column)
+            filled = 0
+            while filled < len(offsets):
+                filled += self._fill(offsets[filled:], sizes[filled:], stamps[filled:])
+            done = int(offsets[-1]) + 1
+        return done
+
+    def _fill(self, offsets: np.ndarray, sizes: np.ndarray, stamps: np.ndarray) -> int:
+        active = self.files.active
+        if active is None or active.is_full:
+            active = self._new_file(int(offsets[0]), 0)
+        expected, run, carry = self._plan(active.base_offset, offsets, sizes, stamps, self.state.carry,
+                                          active.last_entry.timestamp, active.capacity - 1 - len(active))
+        active.append_array(expected)
+        self.state.carry = carry
+        return run
+
+    def _plan(self, base: int, offsets: np.ndarray, sizes: np.ndarray, stamps: np.ndarray,
+              carry: dict[str, int], last_ts: int, room: int) -> tuple[np.ndarray, int, dict[str, int]]:
+        """The entries for these records (at most ``room``), how many records they cover, the new carry.
+
+        Pure: used by appends and by ``verify``.  ``O(n)`` in numpy.
+        """
+        file_bytes = carry.get("file_bytes", 0)
+        prev_max = carry.get("max_ts", TIME_MIN)
+        running = np.maximum.accumulate(np.concatenate(([prev_max], stamps)))
+        new_max = stamps > running[:-1]
+        running = running[1:]
+        first_of_max = np.maximum.accumulate(np.where(new_max, np.arange(len(stamps)), -1))
+        points = np.flatnonzero(sparse_points(sizes, file_bytes, self.options["layout.interval.bytes"]))
+        candidates = running[points]
+        keep = candidates > np.concatenate(([last_ts], candidates[:-1]))
+        points = points[keep]
+        run = len(offsets)
+        if len(points) > room:
+            run, points = int(points[room]), points[:room]
+        rows = np.empty(len(points), dtype=TIME_ENTRY)
+        rows["timestamp"] = running[points]
+        where = first_of_max[points]
+        absolute = np.where(where >= 0, offsets[np.maximum(where, 0)], carry.get("max_offset", base))
+        rows["relative_offset"] = absolute - base
+        new_carry = {"file_bytes": file_bytes + int(sizes[:run].sum())}
+        if run:
+            at = int(first_of_max[run - 1])
+            new_carry["max_ts"] = int(running[run - 1])
+            new_carry["max_offset"] = int(offsets[at]) if at >= 0 else carry.get("max_offset", base)
+        return rows, run, new_carry
+
+    def offset_for_time(self, timestamp: int) -> int | None:
+        """The first offset stored at or after ``timestamp``.
+
+        Skips rolled files whose last (largest) entry is older, binary searches
+        the first file that may hold it, then scans from that entry up to the
+        next one (times read in batches): ``O(log n)`` plus about
+        ``layout.interval.bytes`` of records; no log read per probe.
+        """
+        start, end = self.log_start(), self.log_end()
+        bases = self.files.bases()
+        for i, (base, index) in enumerate(self.files.items()):
+            last = i + 1 == len(bases)
+            if not last and index.last_entry.timestamp < timestamp:
+                continue
+            slot = index.lookup("timestamp", timestamp, Bound.LARGEST_LOWER)
+            entries = index.entries
+            first = base + int(entries["relative_offset"][slot]) if slot >= 0 else base
+            # the next entry's record is stored after ``timestamp``: the answer is at or before it
+            stop = base + int(entries["relative_offset"][slot + 1]) + 1 if slot + 1 < len(entries) else \
+                (end if last else bases[i + 1])
+            found = self._scan(max(first, start), min(stop, end), timestamp)
+            if found is not None or last:
+                return found
+        return self._scan(start, end, timestamp) if not bases else None
+
+    def _scan(self, first: int, end: int, timestamp: int) -> int | None:
+        """The first offset in ``[first, end)`` stored at or after ``timestamp`` (times read in batches)."""
+        for batch in self.batches(first, end, [self.time_column]):
+            hit = np.flatnonzero(int64_column(batch, self.time_column) >= timestamp)
+            if len(hit):
+                return int(int64_column(batch, "offset")[hit[0]])
+        return None
+
+    def _expected_problems(self) -> list[Problem]:
+        problems = []
+        bases = self.files.bases()
+        for i, (base, index) in enumerate(self.files.items()):
+            rolled = i + 1 < len(bases)
+            end = bases[i + 1] if rolled else self.state.indexed_end
+            cols = self.columns(max(base, self.log_start()), end, ["size", self.time_column])
+            offsets = cols["offset"]
+            rows, _, carry = self._plan(base, offsets, cols["size"], cols[self.time_column], {},
+                                        NO_TIMESTAMP, len(offsets) + 1)
+            if rolled and "max_ts" in carry and (not len(rows) or carry["max_ts"] > rows["timestamp"][-1]):
+                final = np.array([(carry["max_ts"], carry["max_offset"] - base)], dtype=TIME_ENTRY)
+                rows = np.concatenate([rows, final])
+            diff = self.first_difference(index.entries, rows)
+            if diff is not None:
+                problems.append(Problem(index.path, diff[0] * TIME_ENTRY.itemsize, diff[1]))
+        return problems
+
+
+class TimeLayout(ExtraLayout[TimeStreamIndex]):
+    """``time`` kept by segstore: a sparse time index per stream."""
+
+    name = "time"
+    answers = frozenset({"time"})
+    stream_class = TimeStreamIndex
+
+    def offset_for_time(self, stream: Stream, timestamp: int) -> int | None:
+        return self._index(stream).offset_for_time(timestamp)
