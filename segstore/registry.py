@@ -74,6 +74,11 @@ def register(plugin: FormatPlugin) -> None:
     _loaded[plugin.name] = plugin
 
 
+def unregister(name: str) -> None:
+    """Forget a plugin :func:`register` gave (a test's plugin, after the test); entry points stay listed."""
+    _loaded.pop(name, None)
+
+
 def get(name: str) -> FormatPlugin:
     """The plugin of that name, loaded on first use.
 

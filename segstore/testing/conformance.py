@@ -8,6 +8,7 @@ import random
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+import pyarrow as pa
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -16,6 +17,9 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 import segstore
 from segstore.columns import COMMON_SCHEMA, project
 from segstore.errors import ReadOnlyError, StoreClosedError
+from segstore.layouts import LAYOUT_NAMES
+from segstore.layouts.base import Stream
+from segstore.logview import LogView
 from segstore.records import Message
 
 # Keys without spaces (RocketMQ's KEYS property is space-separated) and header
@@ -205,6 +209,56 @@ class StoreTests:
         self.write(path, sample_messages(10, 300, self.topics))
         with self.open(path, "r") as store:
             assert store.verify() == []
+
+    # -- LogView and the index layouts: what the core's generic code needs of every store --------
+    def test_store_is_a_log_view(self, path: str) -> None:
+        self.write(path, sample_messages(15, 50, self.topics))
+        with self.open(path, "r") as store:
+            assert isinstance(store, LogView)
+            for topic in store.topics():
+                for part in store.partitions(topic):
+                    start, end = store.offset_range(topic, part)
+                    columns = ["offset", "position", "size", "key", store.time_column]
+                    batches = list(store.scan_arrow(columns, topic=topic, partition=part, offset=start))
+                    offsets = [o for b in batches for o in b.column("offset").to_pylist()]
+                    assert offsets == list(range(start, end))
+                    positions = [p for b in batches for p in b.column("position").to_pylist()]
+                    for offset, position in list(zip(offsets, positions, strict=True))[::7]:
+                        record = store.record_at(topic, part, offset, position)
+                        assert record is not None and store.to_common(record).offset == offset
+                    home, _ = store.index_home(topic, part)
+                    assert home.startswith(store.path)
+
+    def test_index_layouts_answer_like_a_scan(self, path: str) -> None:
+        """Every layout, native or extra, over this format: lookups equal a scan of the log."""
+        messages = sample_messages(16, 240, self.topics)
+        with segstore.open(path, format=self.format, mode="a", indexes=list(LAYOUT_NAMES),
+                           **self.config) as store:
+            for i in range(0, len(messages), 40):
+                store.append_batch(messages[i:i + 40])
+        with segstore.open(path, format=self.format, mode="r", indexes=list(LAYOUT_NAMES),
+                           **self.config) as store:
+            indexes = store.indexes
+            assert isinstance(store, LogView) and indexes is not None and indexes.verify() == []
+            for topic in store.topics():
+                for part in store.partitions(topic):
+                    stream = Stream(topic, part)
+                    cols: dict[str, list[Any]] = {name: [] for name in ("offset", "key", store.time_column)}
+                    for batch in store.scan_arrow(list(cols), topic=topic, partition=part):
+                        for name, values in cols.items():
+                            values.extend(batch.column(name).cast(pa.int64()).to_pylist()
+                                          if name == store.time_column else batch.column(name).to_pylist())
+                    offsets, keys, times = cols["offset"], cols["key"], cols[store.time_column]
+                    for name in ("queue", "offset"):
+                        for offset in offsets[::9]:
+                            record = indexes[name].read_at(stream, offset)
+                            assert record is not None and store.to_common(record).offset == offset
+                    for when in [*sorted(set(times))[::5], max(times) + 1]:
+                        want = next((o for o, t in zip(offsets, times, strict=True) if t >= when), None)
+                        assert indexes["time"].offset_for_time(stream, when) == want
+                    for key in sorted({k for k in keys if k is not None})[::4]:
+                        want = [o for o, k in zip(offsets, keys, strict=True) if k == key]
+                        assert indexes["key"].find_key(stream, key) == want
 
     def test_crash_keeps_everything_appended(self, path: str) -> None:
         messages = sample_messages(11, 150, self.topics)
