@@ -14,6 +14,7 @@ store implements it, mostly with what a :class:`segstore.store.Store` has anyway
   ``timestamp`` / :attr:`time_column`, ``key`` and ``headers``;
 - **record access**: :meth:`read` by offset, and :meth:`record_at` from a log
   position an index entry gave;
+- **the common record** (:meth:`to_common`) of what :meth:`read` returns;
 - **where the extra indexes of a stream live** (:meth:`index_home`) and how
   positions split into file and in-file position (:meth:`position_bases`).
 
@@ -35,6 +36,8 @@ from .search import Bound, search
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from .records import Message
 
 
 @runtime_checkable
@@ -92,6 +95,15 @@ class LogView(Protocol):
     def index_home(self, topic: str, partition: int) -> tuple[str, str]:
         """``(directory, sub-path)``: the extra index files of layout ``L`` over this stream go in
         ``directory/.segstore/L/sub-path`` (sub-path may be ``""``), where the broker never looks."""
+        ...
+
+    def index_homes(self) -> list[str]:
+        """Every ``directory`` :meth:`index_home` can answer, without listing streams (cheap: opening
+        a store asks it to find extra indexes on disk)."""
+        ...
+
+    def to_common(self, record: Any) -> Message:
+        """A record of :meth:`read` in the common model."""
         ...
 
 

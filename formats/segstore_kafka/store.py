@@ -448,6 +448,10 @@ class KafkaStore(Store):
         """Extra indexes under ``PARTITION/.segstore/LAYOUT`` (``LogLoader`` lists regular files only)."""
         return self.partition_of(topic, partition).path, ""
 
+    def index_homes(self) -> list[str]:
+        """Every partition directory (each keeps its own extra indexes)."""
+        return sorted(part.path for part in self._partitions().values())
+
     def segment_infos(self, topic: str, partition: int) -> list[dict[str, Any]]:
         """Per segment ``{start_offset, end_offset, bytes, path}`` (end exclusive), for planners."""
         part = self.partition_of(topic, partition)

@@ -849,6 +849,9 @@ class RocketMQStore(LifecycleMixin, Store):
         """Extra indexes under ``STORE/.segstore/LAYOUT/TOPIC/QUEUEID`` (the broker opens fixed paths)."""
         return self.path, os.path.join(topic, str(partition))
 
+    def index_homes(self) -> list[str]:
+        return [self.path]
+
     def key_offsets(self, topic: str, partition: int, key: bytes, max_hits: int | None = None) -> list[int]:
         """Queue offsets of the queue's messages carrying ``key`` (a KEYS token or the UNIQ_KEY), through
         the broker's IndexFiles, each candidate checked against the commitlog.  ``O(chain length)``.

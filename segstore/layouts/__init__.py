@@ -110,11 +110,9 @@ def present_layouts(store: Store) -> list[str]:
     Without a ``.segstore`` directory (the common case) nothing else is looked at
     or imported.
     """
-    if not hasattr(store, "index_home"):     # not a LogView: no extra indexes
+    if not hasattr(store, "index_homes"):     # not a LogView: no extra indexes
         return []
-    view = cast(LogView, store)
-    roots = sorted({os.path.join(view.index_home(t, p)[0], INDEX_ROOT)
-                    for t in store.topics() for p in store.partitions(t)})
+    roots = [os.path.join(home, INDEX_ROOT) for home in cast(LogView, store).index_homes()]
     if not any(files.is_dir(root) for root in roots):
         return []
     options = parse_options({})

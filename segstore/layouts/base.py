@@ -449,8 +449,8 @@ class ExtraLayout(Layout, Generic[IndexT]):
         return os.path.join(root, sub) if sub else root
 
     def homes(self) -> list[str]:
-        """The distinct directories the streams' ``.segstore`` trees hang from."""
-        return sorted({self.view.index_home(s.topic, s.partition)[0] for s in self.streams()})
+        """The directories the streams' ``.segstore`` trees hang from."""
+        return self.view.index_homes()
 
     def lock_paths(self) -> list[str]:
         """The lock files a writer of this layout holds (one writer per index at a time):

@@ -156,6 +156,17 @@ class KeyStreamIndex(StreamIndex):
         service.files = keep
         return min(restart, offset)
 
+    def _carries(self, offset: int, key: bytes) -> bool:
+        """Whether the record at ``offset`` is indexed under ``key`` (one record read, as a candidate
+        check: the candidates are data records, entries are put for nothing else)."""
+        record = next(self.store.read(self.stream.topic, self.stream.partition, offset, 1), None)
+        if record is None:
+            return False
+        common = self.store.to_common(record)
+        names = self.header_names
+        return common.offset == offset and (common.key == key or any(
+            name in names and value == key for name, value in common.headers))
+
     def _carrying(self, start: int, end: int, key: bytes) -> list[int]:
         """Offsets in ``[start, end)`` of records indexed under ``key`` (a scan, compared in numpy)."""
         hits: list[int] = []
@@ -173,8 +184,8 @@ class KeyStreamIndex(StreamIndex):
         start, indexed = self.log_start(), self.state.indexed_end
         hits: set[int] = set()
         for offset in self.service.query(self.stream.topic, key_text(key), TIME_MIN, TIME_MAX):
-            if offset not in hits and start <= offset < indexed:
-                hits.update(self._carrying(offset, offset + 1, key))
+            if offset not in hits and start <= offset < indexed and self._carries(offset, key):
+                hits.add(offset)
         hits.update(self._carrying(max(indexed, start), self.log_end(), key))
         ordered = sorted(hits)
         return ordered if max_hits is None else ordered[len(ordered) - max_hits:] if max_hits > 0 else []

@@ -278,6 +278,9 @@ class LineLogStore(Store):
     def index_home(self, topic: str, partition: int) -> tuple[str, str]:
         return self.path, os.path.join(topic, str(partition))
 
+    def index_homes(self) -> list[str]:
+        return [self.path]
+
     # -- the common model and tooling ----------------------------------------------------
     def to_common(self, record: LineRecord) -> Message:
         return Message(topic=record.topic, value=record.value, key=record.key, partition=record.partition,
