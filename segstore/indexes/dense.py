@@ -1,4 +1,8 @@
-"""RocketMQ consume queues: ``consumequeue/TOPIC/QUEUEID/`` files of 20-byte entries.
+"""Dense queue entries, one per offset: RocketMQ's consume queue (``consumequeue/TOPIC/QUEUEID/``).
+
+The core's dense index type, in the broker's byte layout and file naming: RocketMQ's
+native ``queue`` files, and the extra ``queue`` layout of any other format
+(:mod:`segstore.layouts.queue`, tags code 0).
 
 One entry per message of the queue, logical offset = entry number::
 

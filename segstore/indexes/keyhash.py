@@ -1,4 +1,10 @@
-"""RocketMQ IndexFile (``index/``): the broker's hash index from ``topic#key`` to commitlog offsets.
+"""The key-hash file: RocketMQ's IndexFile (``index/``), a hash index from ``topic#key`` to positions.
+
+The core's key index type, in the broker's byte layout: RocketMQ's native ``key``
+files (entries hold commitlog offsets), and the extra ``key`` layout of any other
+format (:mod:`segstore.layouts.key`, entries hold record offsets).  ``IndexFile.put``
+exists once, in numpy; a plugin may lend a C ``index_put`` tested equal to it
+(:func:`use_accelerator`).
 
 Layout of one file (big-endian), as ``IndexHeader``/``IndexFile`` write it::
 

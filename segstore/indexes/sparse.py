@@ -1,4 +1,7 @@
-"""Kafka's sparse offset index (``%020d.index``): 8-byte entries over the core :class:`EntryIndex`.
+"""Sparse offset entries: Kafka's offset index (``%020d.index``), 8 bytes over :class:`EntryIndex`.
+
+The core's sparse offset type, in Kafka's byte layout: Kafka's native ``offset``
+files, and the extra ``offset`` layout of any other format (:mod:`segstore.layouts.offset`).
 
 Layout (big-endian, ``OffsetIndex.java``), one entry per ``index.interval.bytes`` of log::
 

@@ -1,4 +1,7 @@
-"""Kafka's sparse time index (``%020d.timeindex``): 12-byte entries over the core :class:`EntryIndex`.
+"""Sparse time entries: Kafka's time index (``%020d.timeindex``), 12 bytes over :class:`EntryIndex`.
+
+The core's time type, in Kafka's byte layout: Kafka's native ``time`` files, and the
+extra ``time`` layout of any other format (:mod:`segstore.layouts.time`).
 
 Layout (big-endian, ``TimeIndex.java``)::
 
