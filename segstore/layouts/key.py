@@ -59,9 +59,8 @@ def key_hashes(topic: str, values: pa.Array) -> np.ndarray:
     signed = unit_hashes(units, lengths, prefix)
     wide = units >= _ASCII_END
     if wide.any():
-        firsts = np.minimum(offsets[:-1] - offsets[0], len(units) - 1)
-        per_value = np.add.reduceat(wide.astype(np.int64), firsts)
-        per_value[lengths == 0] = 0
+        before = np.concatenate(([0], np.cumsum(wide, dtype=np.int64)))     # wide bytes before each byte
+        per_value = before[offsets[1:] - offsets[0]] - before[offsets[:-1] - offsets[0]]
         for i in np.flatnonzero(per_value).tolist():
             signed[i] = string_hash(f"{topic}{TOPIC_KEY_SEPARATOR}{key_text(values[i].as_py())}")
     return abs_hashes(signed)
