@@ -193,6 +193,11 @@ class BrokerConfig:
         return trailing_separator_for(self.rocketmqVersion)
 
     @property
+    def is_5x(self) -> bool:
+        """Whether the store is kept as a 5.x broker keeps it (the checkpoint's 5.x fields maintained)."""
+        return parse_version(self.rocketmqVersion) >= (5, 0, 0)
+
+    @property
     def delay_levels_ms(self) -> tuple[int, ...]:
         return parse_delay_levels(self.messageDelayLevel)
 

@@ -159,6 +159,7 @@ class LifecycleMixin:
             self.tags_code,
             abnormal,
             full,
+            confirm_offset=self.config.is_5x,
         )
         return recover(ctx)
 
