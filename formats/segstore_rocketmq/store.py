@@ -46,7 +46,7 @@ from segstore.errors import (
 from segstore.records import CREATE_TIME, Message
 from segstore.store import AppendResult, Store
 
-from . import columnar
+from . import batchconsumequeue, columnar, timerstore
 from . import retention as retention_rules
 from .checkpoint import FILE_NAME as CHECKPOINT_FILE
 from .checkpoint import FILE_SIZE as CHECKPOINT_SIZE
@@ -1075,7 +1075,20 @@ class RocketMQStore(LifecycleMixin, Store):
                 "commitlog": {"min_offset": self.commitlog.min_offset, "max_offset": self.commitlog.end,
                               "files": commitlog_files},
                 "config": self.config.as_dict(), "delay_offsets": read_delay_offsets(self.path),
+                **self._info_5x(),
                 **({"notes": list(self.notes)} if self.notes else {})}
+
+    def _info_5x(self) -> dict[str, Any]:
+        """5.x files, where the store has them: batch consume queues and the timer store."""
+        out: dict[str, Any] = {}
+        batch = batchconsumequeue.load(self.path)
+        if batch:
+            out["batch_queues"] = [{"topic": t, "queue_id": q, "min_offset": b.min_offset,
+                                    "max_offset": b.max_offset, "files": len(b.files)}
+                                   for (t, q), b in sorted(batch.items())]
+        if timerstore.present(self.path):
+            out["timer"] = timerstore.info(self.path)
+        return out
 
 
 def is_rocketmq_store(path: str) -> bool:
