@@ -12,7 +12,8 @@ From apache/rocketmq ``rocketmq-all-5.3.0`` (``store/src/main/java/org/apache/ro
   (2 * slotsTotal)``), ``[long timeMs / precisionMs][long firstPos][long lastPos][int num][int magic]``,
   ``slotsTotal = 7 * 86400``, the file ``2 * slotsTotal * 32`` bytes;
 - ``config/timercheck``: ``timer/TimerCheckpoint.flush``, seven longs in a 4096-byte page;
-- ``config/timermetrics``: ``timer/TimerMetrics.persist``, fastjson.
+- ``config/timermetrics``: ``timer/TimerMetrics.persist``, fastjson;
+- a v2 message: ``MessageExtEncoder.encode`` with ``MessageVersion.MESSAGE_VERSION_V2``.
 """
 
 from __future__ import annotations
@@ -20,8 +21,12 @@ from __future__ import annotations
 import json
 import os
 import struct
+import zlib
 from dataclasses import dataclass, field
 
+from rocketmq_broker_files import HEADER, STORE_HOST, Msg, properties_string
+
+MESSAGE_MAGIC_CODE_V2 = -626843477     # MessageDecoder.MESSAGE_MAGIC_CODE_V2, 0xDAA320AB
 BCQ_UNIT = struct.Struct(">qiqqqhii")
 assert BCQ_UNIT.size == 46
 TIMER_UNIT = struct.Struct(">iqiqiqiiq")
@@ -129,3 +134,16 @@ class TimerStoreWriter:
     @property
     def end(self) -> int:
         return (len(self.logs) - 1) * self.file_size + self.wrote if self.logs else 0
+
+
+def message_v2_bytes(m: Msg, queue_offset: int, physical_offset: int, born_timestamp: int) -> bytes:
+    """``MessageExtEncoder.encode`` of a ``MESSAGE_VERSION_V2`` message (IPv4 hosts, the store host as
+    both): the v1 layout with magic 0xDAA320AB and a 2-byte topic length (``MessageVersion.putTopicLength``),
+    ``calMsgLength`` counting ``getTopicLengthSize() == 2``; properties as 5.2.0+ write them."""
+    props = properties_string(m.properties, (5, 3, 0))
+    topic = m.topic.encode("utf-8")
+    size = HEADER.size + len(m.body) + 2 + len(topic) + 2 + len(props)
+    head = HEADER.pack(size, MESSAGE_MAGIC_CODE_V2, zlib.crc32(m.body) & 0x7FFFFFFF, m.queue_id, 0,
+                       queue_offset, physical_offset, m.sys_flag, born_timestamp, *STORE_HOST,
+                       m.store_timestamp, *STORE_HOST, 0, 0, len(m.body))
+    return head + m.body + struct.pack(">h", len(topic)) + topic + struct.pack(">h", len(props)) + props

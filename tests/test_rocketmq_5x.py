@@ -18,12 +18,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rocketmq_5x_files import BCQ_UNIT as W_BCQ_UNIT
-from rocketmq_5x_files import TimerStoreWriter, write_batch_queue
+from rocketmq_5x_files import TimerStoreWriter, message_v2_bytes, write_batch_queue
+from rocketmq_broker_files import Msg
 from segstore_rocketmq import batchconsumequeue, timerstore
 from segstore_rocketmq.batchconsumequeue import BCQ_UNIT
+from segstore_rocketmq.config import BrokerConfig, validate_topic
+from segstore_rocketmq.message import MESSAGE_MAGIC, MESSAGE_MAGIC_V2, magic_for
 
 import segstore
 from segstore.cli import main
+from segstore.convert import convert
+from segstore.errors import InvalidTopicError
+from segstore.records import Message
 
 SMALL = {"mappedFileSizeCommitLog": 4096, "mappedFileSizeConsumeQueue": 200,
          "maxHashSlotNum": 64, "maxIndexNum": 256}
@@ -238,3 +244,70 @@ def test_timer_store_damage_is_reported(tmp_path: Path) -> None:
     with segstore.open(path) as store:
         found = [str(p) for p in store.verify()]
     assert any(f"{wheel}" in p and "expected a timer wheel of 38707200 bytes" in p for p in found), found
+
+
+# -- v2 messages -------------------------------------------------------------------------------------
+
+LONG = "LongTopic_" + "x" * 190          # 200 characters: more than Byte.MAX_VALUE
+
+
+@pytest.mark.parametrize(("version", "auto", "long_magic"), [
+    ("5.3.0", True, MESSAGE_MAGIC_V2), ("5.1.0", True, MESSAGE_MAGIC_V2), ("5.3.0", False, None),
+    ("5.0.0", True, None), ("4.9.7", True, None)])
+def test_which_topics_are_v2(version: str, auto: bool, long_magic: int | None) -> None:
+    """CommitLog.asyncPutMessage (rocketmq-all-5.1.0 .. 5.3.0): MESSAGE_VERSION_V2 when
+    MessageStoreConfig.autoMessageVersionOnTopicLen (default true) and topic.length() > Byte.MAX_VALUE;
+    5.0.0 and 4.x have no such rule (and TopicValidator refuses more than 127 characters)."""
+    config = BrokerConfig.from_mapping({"rocketmqVersion": version, "autoMessageVersionOnTopicLen": auto})
+    assert magic_for("t" * 127, writes_v2=config.writes_v2) == MESSAGE_MAGIC
+    if long_magic is None:
+        assert not config.writes_v2
+        with pytest.raises(InvalidTopicError):
+            validate_topic(LONG, config.topic_max_length)
+    else:
+        assert magic_for("t" * 128, writes_v2=config.writes_v2) == long_magic
+        assert validate_topic(LONG, config.topic_max_length) == LONG
+
+
+def test_long_topics_are_written_as_v2_read_recovered_and_converted(tmp_path: Path, capsys) -> None:
+    """A 5.3.0 store writes a 200-character topic's messages as MessageExtEncoder does for
+    MESSAGE_VERSION_V2 (the plain fast path hands them to the general encoder); they read back, a
+    crash and a full recover rebuild their consume queue, and they convert to Kafka and back."""
+    path = tmp_path / "s"
+    config = {"rocketmqVersion": "5.3.0", **SMALL}
+    with segstore.open(path, "rocketmq", mode="a", **config) as store:
+        short = store.append({"topic": "abc", "queue_id": 0, "body": b"short"})
+        plain = store.append({"topic": LONG, "queue_id": 1, "body": b"plain", "born_timestamp": T - 5,
+                              "store_timestamp": T})
+        general = store.append(Message(topic=LONG, partition=1, value=b"general", key=b"k1",
+                                       headers=[("h", b"v")]))
+        store.abandon()                              # a crash: recovery must walk the v2 messages
+    data = b"".join(p.read_bytes() for p in sorted((path / "commitlog").iterdir()))
+    assert struct.unpack_from(">i", data, short.position + 4)[0] == MESSAGE_MAGIC
+    expected = message_v2_bytes(Msg(LONG, 1, b"plain", [], store_timestamp=T), 0, plain.position, T - 5)
+    assert data[plain.position:plain.position + plain.size] == expected
+    assert struct.unpack_from(">i", data, general.position + 4)[0] == MESSAGE_MAGIC_V2
+    with segstore.open(path, "rocketmq", mode="a", **config) as store:    # recoverAbnormally
+        assert store.verify() == []
+    queue = path / "consumequeue" / LONG / "1"
+    for f in queue.iterdir():
+        f.unlink()
+    assert main(["recover", str(path), *[f"--config={k}={v}" for k, v in config.items()]]) == 0
+    capsys.readouterr()
+    with segstore.open(path) as store:
+        assert store.verify() == []
+        got = [(m.topic, m.queue_id, m.queue_offset, bytes(m.body), m.magic) for m in store.scan()]
+        assert [(m.topic, bytes(m.body)) for m in store.read(LONG, 1, 0)] == [(LONG, b"plain"),
+                                                                              (LONG, b"general")]
+    assert got == [("abc", 0, 0, b"short", MESSAGE_MAGIC), (LONG, 1, 0, b"plain", MESSAGE_MAGIC_V2),
+                   (LONG, 1, 1, b"general", MESSAGE_MAGIC_V2)]
+    convert(path, tmp_path / "kafka", to="kafka", verify=True, config={})
+    convert(tmp_path / "kafka", tmp_path / "back", to="rocketmq", verify=True, config=config)
+    back = b"".join(p.read_bytes() for p in sorted((tmp_path / "back" / "commitlog").iterdir()))
+    assert back[:len(data.rstrip(b"\0"))] == data.rstrip(b"\0")
+
+
+def test_a_4x_store_still_refuses_a_long_topic(tmp_path: Path) -> None:
+    with segstore.open(tmp_path / "s", "rocketmq", mode="a", **SMALL) as store, \
+            pytest.raises(InvalidTopicError):
+        store.append({"topic": LONG, "queue_id": 0, "body": b"x"})
