@@ -311,3 +311,27 @@ def test_a_4x_store_still_refuses_a_long_topic(tmp_path: Path) -> None:
     with segstore.open(tmp_path / "s", "rocketmq", mode="a", **SMALL) as store, \
             pytest.raises(InvalidTopicError):
         store.append({"topic": LONG, "queue_id": 0, "body": b"x"})
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3000), st.integers(0, 40_000), st.sampled_from([1, 3, 5])),
+                min_size=1, max_size=30),
+       st.integers(0, 6))
+def test_timer_log_and_wheel_decode_as_enqueued(enqueues: list, extra: int) -> None:
+    """Any run of TimerMessageStore.doEnqueue (units, blanks at file ends, slot chains) reads back:
+    every unit at the position TimerLog.append gave it, every slot as TimerWheel.putSlot left it, and
+    verify finds nothing."""
+    with tempfile.TemporaryDirectory() as tmp:
+        writer = TimerStoreWriter(tmp, file_size=52 * (2 + extra) + 16 + extra)
+        for i, (write_delta, delay, magic) in enumerate(enqueues):
+            writer.enqueue(T + write_delta, T + write_delta + delay, 1000 * i, 100, f"t{i % 3}", magic)
+        writer.write(check=(T, writer.end, len(enqueues), 0, 0, T, 1))
+        logs = timerstore.read_timerlog(tmp)
+        assert timerstore.unit_positions(logs).tolist() == writer.positions
+        units = np.concatenate([f.units for f in logs])
+        assert units["magic"].tolist() == [m for _, _, m in enqueues]
+        assert units["offset_py"].tolist() == [1000 * i for i in range(len(enqueues))]
+        wheel = timerstore._read_wheel(str(Path(tmp) / "timerwheel"))
+        assert {i: wheel[i].tolist() for i in timerstore.used_slots(wheel).tolist()} == {
+            i: tuple(s) for i, s in writer.wheel.items()}
+        assert timerstore.verify(tmp) == []
