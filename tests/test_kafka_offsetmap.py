@@ -198,3 +198,65 @@ def test_cli_dedupe_buffer_size_cleans_in_passes(tmp_path: Path, capsys) -> None
     assert done["passes"] == 7 and not done["map_full"] and done["end_offset"] == 20
     assert _records(path) == [(o, k, v) for o, k, v in written if o >= 10]
     assert main(["verify", str(path), "-q"]) == 0
+
+
+# -- producer state from the batch headers, column-wise -----------------------------------------------
+
+def _producer_state_model(part: Partition, now_ms: int) -> tuple[dict, int | None]:
+    """ProducerStateManager as the log rebuilds it, batch header by batch header: an epoch only grows (a
+    newer one forgets the last data offset), a marker closes the open transaction, a producer idle
+    producer.id.expiration.ms outside a transaction is not active."""
+    entries: dict[int, list] = {}
+    for seg in part.segments:
+        for h in seg.headers():
+            if h.producer_id < 0 or h.last_offset < part.log_start_offset:
+                continue
+            e = entries.setdefault(h.producer_id, [h.producer_epoch, None, -1, None])
+            if h.producer_epoch > e[0]:
+                e[0], e[1] = h.producer_epoch, None
+            e[2] = h.max_timestamp
+            if h.is_control:
+                e[3] = None
+            else:
+                e[1] = h.last_offset
+                if h.is_transactional and e[3] is None:
+                    e[3] = h.base_offset
+    active = {p: (e[1], e[0]) for p, e in entries.items()
+              if e[3] is not None or now_ms - e[2] < compaction.PRODUCER_ID_EXPIRATION_MS}
+    open_first = [e[3] for e in entries.values() if e[3] is not None]
+    return active, min(open_first) if open_first else None
+
+
+KINDS = st.sampled_from(["data", "txn", "COMMIT", "ABORT", "roll", "plain"])
+DAY = 24 * 3600 * 1000
+OPS = st.lists(st.tuples(st.integers(0, 2), KINDS, st.sampled_from([0, 0, 0, 1, 2]), st.integers(0, 2 * DAY)),
+               max_size=40)
+
+
+@settings(max_examples=60, deadline=None)
+@given(OPS, st.sampled_from([0, DAY // 2, 2 * DAY, 3 * DAY]))
+def test_producer_state_equals_the_header_by_header_model(ops: list, now_delta: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        part = Partition(str(Path(tmp) / "t-0"), KafkaConfig.from_mapping({"cleanup.policy": "compact"}),
+                         writable=True, clock=lambda: T0)
+        epochs: dict[int, int] = {}
+        for pid, kind, bump, ts in ops:
+            epoch = epochs[pid] = epochs.get(pid, 0) + bump
+            if kind == "roll":
+                if part.log.active.size:
+                    part.log.active.on_become_inactive()
+                    part.log.roll(part.next_offset).make_appendable()
+            elif kind == "plain":
+                part.append_records([(b"k", b"v", T0 + ts, [])])
+            elif kind in ("COMMIT", "ABORT"):
+                part.append_control(kind, producer_id=pid, producer_epoch=epoch, coordinator_epoch=0,
+                                    timestamp=T0 + ts)
+            else:
+                part.append_records([(b"k%d" % pid, b"v", T0 + ts, [])] * (1 + bump), producer_id=pid,
+                                    producer_epoch=epoch, base_sequence=0, transactional=kind == "txn")
+        now = T0 + now_delta
+        active, open_first = compaction.producer_state(part, now)
+        model_active, model_open = _producer_state_model(part, now)
+        part.close()
+    assert {p: (r.last_data_offset, r.producer_epoch) for p, r in active.items()} == model_active
+    assert open_first == model_open

@@ -148,27 +148,78 @@ class LastRecord:
     producer_epoch: int
 
 
+@dataclass(slots=True)
+class _ProducerEntry:
+    epoch: int
+    last_data_offset: int | None
+    last_timestamp: int
+    open_first: int | None      # the first offset of its transaction still open
+
+
+def _producer_summaries(batches: np.ndarray) -> Iterable[tuple[int, int, int, int, int, int, bool]]:
+    """Per producer id of a run of batch rows (log order, ids >= 0): ``(max epoch, last data offset at
+    or after that epoch's first batch, last data offset, last max timestamp, first transactional
+    data offset after its last marker, whether it has a marker)``, -1 for none.  numpy per run."""
+    order = np.argsort(batches["producer_id"], kind="stable")
+    rows = batches[order]
+    pid = rows["producer_id"]
+    starts = np.flatnonzero(np.r_[True, pid[1:] != pid[:-1]])
+    group = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(rows)]))
+    idx = np.arange(len(rows))
+    epoch = rows["producer_epoch"].astype(np.int64)
+    last = rows["base_offset"] + rows["last_offset_delta"]
+    control = _flag(rows, codec.CONTROL_FLAG)
+    txn = _flag(rows, codec.TRANSACTIONAL_FLAG)
+    big = np.int64(len(rows))
+    max_epoch = np.maximum.reduceat(epoch, starts)
+    first_max = np.minimum.reduceat(np.where(epoch == max_epoch[group], idx, big), starts)
+    after_max = np.maximum.reduceat(np.where(~control & (idx >= first_max[group]), last, -1), starts)
+    any_data = np.maximum.reduceat(np.where(~control, last, -1), starts)
+    last_control = np.maximum.reduceat(np.where(control, idx, -1), starts)
+    first_open = np.minimum.reduceat(np.where(txn & ~control & (idx > last_control[group]), idx, big), starts)
+    ends = np.r_[starts[1:], len(rows)] - 1
+    open_base = np.where(first_open < big, rows["base_offset"][np.minimum(first_open, big - 1)], -1)
+    return zip(pid[starts].tolist(), max_epoch.tolist(), after_max.tolist(), any_data.tolist(),
+               rows["max_timestamp"][ends].tolist(), open_base.tolist(), (last_control >= 0).tolist(),
+               strict=True)
+
+
 def producer_state(part: Partition, now_ms: int) -> tuple[dict[int, LastRecord], int | None]:
     """Active producers (not idle ``producer.id.expiration.ms`` unless in a transaction) and the first
-    offset of a transaction still open (None: none open).  One header pass, no record decoding."""
-    entries: dict[int, list[Any]] = {}  # pid -> [epoch, last data offset, last timestamp, open txn first]
+    offset of a transaction still open (None: none open).
+
+    As ``ProducerStateManager`` loads them from the log: a producer's epoch only grows (a newer epoch
+    forgets the last data offset), a marker closes its open transaction.  Batch headers come from the
+    column chunks; producers are summarised per chunk with numpy and merged in log order (Python
+    per producer and chunk, not per batch).
+    """
+    entries: dict[int, _ProducerEntry] = {}
     for seg in part.segments:
-        for header in seg.headers():
-            if header.producer_id < 0 or header.last_offset < part.log_start_offset:
+        for chunk in seg.column_chunks(0):
+            batches = chunk.batches
+            last = batches["base_offset"] + batches["last_offset_delta"]
+            batches = batches[(batches["producer_id"] >= 0) & (batches["magic"] >= codec.MAGIC_V2)
+                              & (last >= part.log_start_offset)]
+            if not len(batches):
                 continue
-            entry = entries.setdefault(header.producer_id, [header.producer_epoch, None, -1, None])
-            if header.producer_epoch > entry[0]:
-                entry[0], entry[1] = header.producer_epoch, None
-            entry[2] = header.max_timestamp
-            if header.is_control:
-                entry[3] = None
-            else:
-                entry[1] = header.last_offset
-                if header.is_transactional and entry[3] is None:
-                    entry[3] = header.base_offset
-    active = {pid: LastRecord(e[1], e[0]) for pid, e in entries.items()
-              if e[3] is not None or now_ms - e[2] < PRODUCER_ID_EXPIRATION_MS}
-    open_txns = [e[3] for e in entries.values() if e[3] is not None]
+            for pid, epoch, after_max, any_data, ts, open_base, has_control in _producer_summaries(batches):
+                entry = entries.get(pid)
+                if entry is None:
+                    entries[pid] = _ProducerEntry(epoch, None if after_max < 0 else after_max, ts,
+                                                  None if open_base < 0 else open_base)
+                    continue
+                if epoch > entry.epoch:
+                    entry.epoch, entry.last_data_offset = epoch, None if after_max < 0 else after_max
+                elif any_data >= 0:
+                    entry.last_data_offset = any_data
+                entry.last_timestamp = ts
+                if has_control:
+                    entry.open_first = None if open_base < 0 else open_base
+                elif entry.open_first is None and open_base >= 0:
+                    entry.open_first = open_base
+    active = {pid: LastRecord(e.last_data_offset, e.epoch) for pid, e in entries.items()
+              if e.open_first is not None or now_ms - e.last_timestamp < PRODUCER_ID_EXPIRATION_MS}
+    open_txns = [e.open_first for e in entries.values() if e.open_first is not None]
     return active, min(open_txns) if open_txns else None
 
 
@@ -216,11 +267,13 @@ class CompactionResult:
 # -- cleaning -------------------------------------------------------------------------------
 
 def _check_format(seg: LogSegment) -> None:
-    for header in seg.headers():
-        if header.magic < codec.MAGIC_V2:
+    for chunk in seg.column_chunks(0):
+        legacy = np.flatnonzero(chunk.batches["magic"] < codec.MAGIC_V2)
+        if len(legacy):
+            row = chunk.batches[legacy[0]]
             raise UnsupportedOperationError(
-                f"expected record batches of magic 2 to compact, found magic {header.magic} "
-                f"(message format v0/v1 is not compacted by segstore)", seg.path, header.position)
+                f"expected record batches of magic 2 to compact, found magic {int(row['magic'])} "
+                f"(message format v0/v1 is not compacted by segstore)", seg.path, int(row["position"]))
 
 
 def cleanable_offsets(part: Partition, now_ms: int) -> tuple[int, int]:
