@@ -120,7 +120,8 @@ PARTITION = st.lists(st.lists(st.lists(RECORD, min_size=1, max_size=4), min_size
                      min_size=2, max_size=5)
 
 
-def _write(path: Path, segments: list, compression: str) -> list[tuple[int, bytes | None, bytes | None]]:
+def _write(path: Path, segments: list, compression: str
+           ) -> list[tuple[int, bytes | None, bytes | None, list]]:
     part = Partition(str(path), KafkaConfig.from_mapping({"cleanup.policy": "compact"}), writable=True,
                      clock=lambda: T0)
     written = []
@@ -132,22 +133,25 @@ def _write(path: Path, segments: list, compression: str) -> list[tuple[int, byte
             rows = []
             for key_id, value in batch:
                 key = None if key_id is None else b"k%d" % key_id
-                written.append((part.next_offset + len(rows), key, value))
-                rows.append((key, value, T0 + len(written), []))
+                # headers on some records: a rewritten batch must carry them over
+                headers = [("h", value), ("n", None)] if key_id is not None and key_id % 3 == 0 else []
+                written.append((part.next_offset + len(rows), key, value, headers))
+                rows.append((key, value, T0 + len(written), headers))
             part.append_records(rows, compression=compression)
     part.close()
     return written
 
 
-def _records(path: Path) -> list[tuple[int, bytes | None, bytes | None]]:
-    """(offset, key, value) of each data record as kafka-python reads the .log files (CRC checked)."""
+def _records(path: Path) -> list[tuple[int, bytes | None, bytes | None, list]]:
+    """(offset, key, value, headers) of each data record as kafka-python reads the .log files (CRC
+    checked)."""
     out = []
     for log in sorted(path.glob("*.log")):
         records = MemoryRecords(log.read_bytes())
         while records.has_next():
             batch = records.next_batch()
             assert isinstance(batch, DefaultRecordBatch) and batch.validate_crc()
-            out.extend((r.offset, r.key, r.value) for r in batch)
+            out.extend((r.offset, r.key, r.value, [tuple(h) for h in r.headers]) for r in batch)
     return out
 
 
@@ -175,12 +179,12 @@ def test_passes_with_a_small_map_equal_one_pass_with_a_large_one(segments: list,
         reference = _compact(large, compaction.DEDUPE_BUFFER_SIZE)
         assert reference.passes <= 1 and not reference.map_full
         uncleanable = reference.first_uncleanable_offset
-        keys = {k for o, k, _ in written if k is not None and o < uncleanable}
+        keys = {k for o, k, _, _ in written if k is not None and o < uncleanable}
         if len(keys) > int(slots * 0.9):
             assert bounded.passes > 1
         assert bounded.end_offset == reference.end_offset
-        latest = {k: o for o, k, _ in written if o < reference.end_offset}
-        expected = [(o, k, v) for o, k, v in written
+        latest = {k: o for o, k, _, _ in written if o < reference.end_offset}
+        expected = [(o, k, v, h) for o, k, v, h in written
                     if o >= reference.end_offset or (k is not None and latest[k] == o)]
         assert _records(small) == _records(large) == expected
         for path in (small, large):
@@ -196,7 +200,7 @@ def test_cli_dedupe_buffer_size_cleans_in_passes(tmp_path: Path, capsys) -> None
     assert main(["compact", str(path), "--dedupe-buffer-size", str(4 * 24), "--json"]) == 0
     done = json.loads(capsys.readouterr().out)
     assert done["passes"] == 7 and not done["map_full"] and done["end_offset"] == 20
-    assert _records(path) == [(o, k, v) for o, k, v in written if o >= 10]
+    assert _records(path) == [(o, k, v, h) for o, k, v, h in written if o >= 10]
     assert main(["verify", str(path), "-q"]) == 0
 
 

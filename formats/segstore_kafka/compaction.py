@@ -477,6 +477,29 @@ class _CleanedSegment:
         return written
 
 
+def _records(chunk: columnar.Chunk, rows: np.ndarray, has_key: np.ndarray,
+             has_value: np.ndarray) -> list[codec.Record]:
+    """The records of ``rows`` of a chunk (keys, values, headers from its buffers): only the records
+    a rewritten batch keeps are built, never the ones it drops."""
+    b = chunk.buffers
+    key_at, key_data = b["key_offsets"], b["key_data"]
+    value_at, value_data = b["value_offsets"], b["value_data"]
+    header_at, hkey_at, hkey_data = b["header_offsets"], b["hkey_offsets"], b["hkey_data"]
+    hvalue_at, hvalue_valid, hvalue_data = b["hvalue_offsets"], b["hvalue_valid"], b["hvalue_data"]
+    offsets, stamps = b["offset"], b["timestamp"]
+    out = []
+    for r in rows.tolist():
+        headers = [(hkey_data[hkey_at[h]:hkey_at[h + 1]].tobytes().decode("utf-8"),
+                    hvalue_data[hvalue_at[h]:hvalue_at[h + 1]].tobytes()
+                    if hvalue_valid[h >> 3] >> (h & 7) & 1 else None)
+                   for h in range(int(header_at[r]), int(header_at[r + 1]))]
+        out.append(codec.Record(int(offsets[r]), int(stamps[r]),
+                                key_data[key_at[r]:key_at[r + 1]].tobytes() if has_key[r] else None,
+                                value_data[value_at[r]:value_at[r + 1]].tobytes() if has_value[r] else None,
+                                headers))
+    return out
+
+
 # What the filter does with each batch of a chunk.
 DROP, RAW, REWRITE, EMPTY = 0, 1, 2, 3
 
@@ -528,9 +551,9 @@ class _Filter:
             pending.clear()
             state.update(start=-1, max_offset=-1, max_ts=codec.NO_TIMESTAMP, ts_offset=-1)
 
-        for chunk in seg.column_chunks(columnar.WANT_KEY | columnar.WANT_VALUE):
+        for chunk in seg.column_chunks(columnar.WANT_KEY | columnar.WANT_VALUE | columnar.WANT_HEADERS):
             batches = chunk.batches
-            action, max_offset, pieces = self._decide(chunk, view, seg.path)
+            action, max_offset, pieces = self._decide(chunk, seg.path)
             position = batches["position"]
             ends = position + batches["size"]
             last = batches["base_offset"] + batches["last_offset_delta"]
@@ -571,8 +594,7 @@ class _Filter:
             else:
                 pending.append(pieces[first])
 
-    def _decide(self, chunk: columnar.Chunk, view: memoryview,
-                path: str) -> tuple[np.ndarray, np.ndarray, dict[int, bytes]]:
+    def _decide(self, chunk: columnar.Chunk, path: str) -> tuple[np.ndarray, np.ndarray, dict[int, bytes]]:
         """Per batch of a chunk: its action, the largest offset it keeps, and the bytes of the batches
         written anew (by batch index)."""
         batches = chunk.batches
@@ -616,15 +638,15 @@ class _Filter:
         self.result.records_kept += int(kept[action != DROP].sum())
         pieces: dict[int, bytes] = {}
         for i in np.flatnonzero(action >= REWRITE).tolist():
-            batch = next(codec.iter_batches(view, path=path, start=int(batches["position"][i])))
+            header = columnar.record_batch(batches[i].tolist())
             if action[i] == EMPTY:
-                pieces[i] = codec.encode_empty_batch(batch)
+                pieces[i] = codec.encode_empty_batch(header)
                 continue
             first = int(batches["first_row"][i])
-            flags = keep[first:first + int(total[i])].tolist()
-            records = [r for r, k in zip(batch.records(), flags, strict=True) if k]
+            kept_rows = np.flatnonzero(keep[first:first + int(total[i])]) + first
             new_horizon = self.now + self.retention if set_horizon[i] else int(horizon[i])
-            pieces[i] = codec.encode_retained_batch(batch, records, delete_horizon_ms=new_horizon)
+            pieces[i] = codec.encode_retained_batch(header, _records(chunk, kept_rows, has_key, has_value),
+                                                    delete_horizon_ms=new_horizon)
         return action, max_offset, pieces
 
 
