@@ -37,9 +37,11 @@ Sources (apache/kafka 3.8.0): ``core/src/main/scala/kafka/log/LogCleaner.scala``
   ``cleaner-offset-checkpoint`` then holds the map's end.
 
 Both sides read column chunks (:func:`.columnar.decode`) and decide per row with numpy: keys are
-hashed and looked up a chunk at a time, batches kept whole are copied as they are, and only the
-batches that lose records (or gain a delete horizon) are decoded and re-encoded by the codec.
-Transactional and control batches go through the transaction state machine one by one.
+hashed and looked up a chunk at a time, batches kept whole are copied as they are, and a batch
+that loses records (or gains a delete horizon) is re-encoded by the codec from the rows it keeps
+(the records it drops are never built; the encoder is Python per kept record).  Producer state
+is summarised per chunk with numpy.  Transactional and control batches go through the
+transaction state machine one by one.
 
 Thread-safety: not thread-safe; the store's writer lock is held by the caller.
 """
@@ -510,7 +512,7 @@ class _Filter:
     segment one read buffer (``IO_BUFFER_SIZE``) of source batches at a time.
 
     Batches kept whole are copied as they are (runs of them in one slice); only a batch that loses
-    records or gains a delete horizon is decoded and re-encoded (``encode_retained_batch``).
+    records or gains a delete horizon is re-encoded (``encode_retained_batch``) from its kept rows.
     """
 
     def __init__(self, omap: OffsetMap, meta: CleanedTransactionMetadata, active: dict[int, LastRecord],
