@@ -47,7 +47,7 @@ def cmd_delete_records(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_compact(args: argparse.Namespace, out: TextIO) -> int:
     with _open(args, mode="r" if args.dry_run else "a") as store:
         results = store.compact(dry_run=args.dry_run, now_ms=args.now_ms, topic=args.topic,
-                                partition=_partition(args))
+                                partition=_partition(args), dedupe_buffer_size=args.dedupe_buffer_size)
     _print_results(results, out, args.json)
     return EXIT_OK
 
@@ -75,5 +75,8 @@ def add_cli(sub: Any) -> None:
     _selectors(p)
     p.add_argument("--dry-run", action="store_true", help="print what would change; change nothing")
     p.add_argument("--now-ms", type=int, help="the clock delete.retention.ms is measured against")
+    p.add_argument("--dedupe-buffer-size", type=int, default=128 * 1024 * 1024, metavar="BYTES",
+                   help="log.cleaner.dedupe.buffer.size: the key map's memory (24 bytes a key); a full "
+                        "map cleans in several passes (default 128 MiB)")
     p.add_argument("--json", action="store_true", help="one JSON object a line")
     p.set_defaults(func=cmd_compact)

@@ -12,8 +12,11 @@ Sources (apache/kafka 3.8.0): ``core/src/main/scala/kafka/log/LogCleaner.scala``
   first offset of a transaction still open), the active segment's base, and the base of
   the first segment newer than ``min.compaction.lag.ms``.  The active segment is never
   cleaned.  Unlike the broker, the command cleans whatever the dirty ratio.
-- **Offset map**: the latest offset of every key in the dirty range, aborted
-  transactional batches and control batches left out.
+- **Offset map** (:mod:`.offsetmap`): the latest offset of every key in the dirty range, aborted
+  transactional batches and control batches left out, in ``log.cleaner.dedupe.buffer.size`` of
+  memory (24 bytes a key: its MD5 and the offset).  When the map is full (90 % of its slots) the
+  pass ends where the map got to (``buildOffsetMapForSegment``) and the next pass, as the broker's
+  next cleaning of the log, starts there; passes repeat until the range is clean.
 - **Filter** (every segment below the map's end, in groups of at most ``segment.bytes``
   / ``segment.index.bytes``): a record is kept when it is past the map, or is the
   latest for its key and has a value or its batch's delete horizon has not passed; a
@@ -33,8 +36,12 @@ Sources (apache/kafka 3.8.0): ``core/src/main/scala/kafka/log/LogCleaner.scala``
   once all are ``.swap``, it completes (:mod:`.loader`, as ``LogLoader``).
   ``cleaner-offset-checkpoint`` then holds the map's end.
 
-Record decoding and the key map run in Python (one dict entry per key); this is an
-offline maintenance command, not a read path.
+Both sides read column chunks (:func:`.columnar.decode`) and decide per row with numpy: keys are
+hashed and looked up a chunk at a time, batches kept whole are copied as they are, and a batch
+that loses records (or gains a delete horizon) is re-encoded by the codec from the rows it keeps
+(the records it drops are never built; the encoder is Python per kept record).  Producer state
+is summarised per chunk with numpy.  Transactional and control batches go through the
+transaction state machine one by one.
 
 Thread-safety: not thread-safe; the store's writer lock is held by the caller.
 """
@@ -50,12 +57,14 @@ from typing import Any
 import numpy as np
 
 from segstore import files
-from segstore.errors import UnsupportedOperationError
+from segstore.errors import CorruptDataError, UnsupportedOperationError
 
 from . import batch as codec
+from . import columnar
 from .checkpoints import read_offsets, write_offsets
 from .loader import CLEANED_SUFFIX, SWAP_SUFFIX
 from .offsetindex import OFFSET_ENTRY
+from .offsetmap import DEDUPE_BUFFER_SIZE, OffsetMap, md5_digests
 from .partition import Partition
 from .retention import delete_segment_files, high_watermark, log_dir_of
 from .segment import (
@@ -130,14 +139,6 @@ class CleanedTransactionMetadata:
         return False
 
 
-def _control_kind(batch: codec.RecordBatch) -> str | None:
-    records = batch.records()
-    if not records:
-        return None
-    kind, _ = codec.parse_control_record(records[0].key, records[0].value)
-    return kind
-
-
 # -- the partition's state the cleaner reads ----------------------------------------------
 
 @dataclass(frozen=True, slots=True)
@@ -149,27 +150,78 @@ class LastRecord:
     producer_epoch: int
 
 
+@dataclass(slots=True)
+class _ProducerEntry:
+    epoch: int
+    last_data_offset: int | None
+    last_timestamp: int
+    open_first: int | None      # the first offset of its transaction still open
+
+
+def _producer_summaries(batches: np.ndarray) -> Iterable[tuple[int, int, int, int, int, int, bool]]:
+    """Per producer id of a run of batch rows (log order, ids >= 0): ``(max epoch, last data offset at
+    or after that epoch's first batch, last data offset, last max timestamp, first transactional
+    data offset after its last marker, whether it has a marker)``, -1 for none.  numpy per run."""
+    order = np.argsort(batches["producer_id"], kind="stable")
+    rows = batches[order]
+    pid = rows["producer_id"]
+    starts = np.flatnonzero(np.r_[True, pid[1:] != pid[:-1]])
+    group = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(rows)]))
+    idx = np.arange(len(rows))
+    epoch = rows["producer_epoch"].astype(np.int64)
+    last = rows["base_offset"] + rows["last_offset_delta"]
+    control = _flag(rows, codec.CONTROL_FLAG)
+    txn = _flag(rows, codec.TRANSACTIONAL_FLAG)
+    big = np.int64(len(rows))
+    max_epoch = np.maximum.reduceat(epoch, starts)
+    first_max = np.minimum.reduceat(np.where(epoch == max_epoch[group], idx, big), starts)
+    after_max = np.maximum.reduceat(np.where(~control & (idx >= first_max[group]), last, -1), starts)
+    any_data = np.maximum.reduceat(np.where(~control, last, -1), starts)
+    last_control = np.maximum.reduceat(np.where(control, idx, -1), starts)
+    first_open = np.minimum.reduceat(np.where(txn & ~control & (idx > last_control[group]), idx, big), starts)
+    ends = np.r_[starts[1:], len(rows)] - 1
+    open_base = np.where(first_open < big, rows["base_offset"][np.minimum(first_open, big - 1)], -1)
+    return zip(pid[starts].tolist(), max_epoch.tolist(), after_max.tolist(), any_data.tolist(),
+               rows["max_timestamp"][ends].tolist(), open_base.tolist(), (last_control >= 0).tolist(),
+               strict=True)
+
+
 def producer_state(part: Partition, now_ms: int) -> tuple[dict[int, LastRecord], int | None]:
     """Active producers (not idle ``producer.id.expiration.ms`` unless in a transaction) and the first
-    offset of a transaction still open (None: none open).  One header pass, no record decoding."""
-    entries: dict[int, list[Any]] = {}  # pid -> [epoch, last data offset, last timestamp, open txn first]
+    offset of a transaction still open (None: none open).
+
+    As ``ProducerStateManager`` loads them from the log: a producer's epoch only grows (a newer epoch
+    forgets the last data offset), a marker closes its open transaction.  Batch headers come from the
+    column chunks; producers are summarised per chunk with numpy and merged in log order (Python
+    per producer and chunk, not per batch).
+    """
+    entries: dict[int, _ProducerEntry] = {}
     for seg in part.segments:
-        for header in seg.headers():
-            if header.producer_id < 0 or header.last_offset < part.log_start_offset:
+        for chunk in seg.column_chunks(0):
+            batches = chunk.batches
+            last = batches["base_offset"] + batches["last_offset_delta"]
+            batches = batches[(batches["producer_id"] >= 0) & (batches["magic"] >= codec.MAGIC_V2)
+                              & (last >= part.log_start_offset)]
+            if not len(batches):
                 continue
-            entry = entries.setdefault(header.producer_id, [header.producer_epoch, None, -1, None])
-            if header.producer_epoch > entry[0]:
-                entry[0], entry[1] = header.producer_epoch, None
-            entry[2] = header.max_timestamp
-            if header.is_control:
-                entry[3] = None
-            else:
-                entry[1] = header.last_offset
-                if header.is_transactional and entry[3] is None:
-                    entry[3] = header.base_offset
-    active = {pid: LastRecord(e[1], e[0]) for pid, e in entries.items()
-              if e[3] is not None or now_ms - e[2] < PRODUCER_ID_EXPIRATION_MS}
-    open_txns = [e[3] for e in entries.values() if e[3] is not None]
+            for pid, epoch, after_max, any_data, ts, open_base, has_control in _producer_summaries(batches):
+                entry = entries.get(pid)
+                if entry is None:
+                    entries[pid] = _ProducerEntry(epoch, None if after_max < 0 else after_max, ts,
+                                                  None if open_base < 0 else open_base)
+                    continue
+                if epoch > entry.epoch:
+                    entry.epoch, entry.last_data_offset = epoch, None if after_max < 0 else after_max
+                elif any_data >= 0:
+                    entry.last_data_offset = any_data
+                entry.last_timestamp = ts
+                if has_control:
+                    entry.open_first = None if open_base < 0 else open_base
+                elif entry.open_first is None and open_base >= 0:
+                    entry.open_first = open_base
+    active = {pid: LastRecord(e.last_data_offset, e.epoch) for pid, e in entries.items()
+              if e.open_first is not None or now_ms - e.last_timestamp < PRODUCER_ID_EXPIRATION_MS}
+    open_txns = [e.open_first for e in entries.values() if e.open_first is not None]
     return active, min(open_txns) if open_txns else None
 
 
@@ -201,6 +253,8 @@ class CompactionResult:
     bytes_before: int = 0
     bytes_after: int = 0
     dry_run: bool = False
+    passes: int = 0
+    map_full: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {"topic": self.topic, "partition": self.partition,
@@ -208,17 +262,20 @@ class CompactionResult:
                 "first_uncleanable_offset": self.first_uncleanable_offset, "end_offset": self.end_offset,
                 "groups": [list(g) for g in self.groups], "records_read": self.records_read,
                 "records_kept": self.records_kept, "bytes_before": self.bytes_before,
-                "bytes_after": self.bytes_after, "dry_run": self.dry_run}
+                "bytes_after": self.bytes_after, "dry_run": self.dry_run, "passes": self.passes,
+                "map_full": self.map_full}
 
 
 # -- cleaning -------------------------------------------------------------------------------
 
 def _check_format(seg: LogSegment) -> None:
-    for header in seg.headers():
-        if header.magic < codec.MAGIC_V2:
+    for chunk in seg.column_chunks(0):
+        legacy = np.flatnonzero(chunk.batches["magic"] < codec.MAGIC_V2)
+        if len(legacy):
+            row = chunk.batches[legacy[0]]
             raise UnsupportedOperationError(
-                f"expected record batches of magic 2 to compact, found magic {header.magic} "
-                f"(message format v0/v1 is not compacted by segstore)", seg.path, header.position)
+                f"expected record batches of magic 2 to compact, found magic {int(row['magic'])} "
+                f"(message format v0/v1 is not compacted by segstore)", seg.path, int(row["position"]))
 
 
 def cleanable_offsets(part: Partition, now_ms: int) -> tuple[int, int]:
@@ -241,28 +298,98 @@ def cleanable_offsets(part: Partition, now_ms: int) -> tuple[int, int]:
     return dirty, max(dirty, min(bounds))
 
 
-def build_offset_map(part: Partition, start: int, end: int) -> tuple[dict[bytes, int], int]:
-    """``Cleaner.buildOffsetMap``: key -> latest offset in ``[start, end)``, and the latest offset seen."""
+def _flag(batches: np.ndarray, flag: int) -> np.ndarray:
+    return (batches["magic"] >= codec.MAGIC_V2) & (batches["attributes"] & flag != 0)
+
+
+def _valid(chunk: columnar.Chunk, name: str) -> np.ndarray:
+    """The non-null flags of a binary column of a chunk (its Arrow validity bitmap, unpacked)."""
+    rows = chunk.rows
+    return np.unpackbits(chunk.buffers[f"{name}_valid"], count=rows, bitorder="little").astype(np.bool_)
+
+
+def _control_kind(chunk: columnar.Chunk, batch: int, path: str) -> str | None:
+    """The control record type of a control batch of a chunk (None: no record left, already cleaned)."""
+    row = chunk.batches[batch]
+    if row["record_count"] == 0:
+        return None
+    first = int(row["first_row"])
+    offsets, data = chunk.buffers["key_offsets"], chunk.buffers["key_data"]
+    has_key = chunk.buffers["key_valid"][first >> 3] >> (first & 7) & 1
+    key = data[offsets[first]:offsets[first + 1]].tobytes() if has_key else b""
+    if len(key) < codec.CONTROL_KEY.size:
+        raise CorruptDataError(f"a control record key of {codec.CONTROL_KEY.size} bytes, found {key!r}",
+                               path, int(row["position"]))
+    version, type_id = codec.CONTROL_KEY.unpack_from(key)
+    if version < 0:
+        raise CorruptDataError(f"a control record key version >= 0, found {version}", path,
+                               int(row["position"]))
+    return codec.CONTROL_TYPES.get(type_id, codec.UNKNOWN_CONTROL_TYPE)
+
+
+def _transaction_flags(chunk: columnar.Chunk, count: int, meta: CleanedTransactionMetadata,
+                       path: str) -> np.ndarray:
+    """``onControlBatchRead`` / ``onBatchRead`` over the first ``count`` batches of a chunk: per batch,
+    True where it may be discarded (a marker) or is aborted (a data batch).
+
+    Only transactional and control batches reach the Python state machine: a plain batch is never
+    aborted and only advances the pending aborted transactions, which the next transactional batch
+    does as well.
+    """
+    batches = chunk.batches[:count]
+    flags = np.zeros(count, np.bool_)
+    control = _flag(batches, codec.CONTROL_FLAG)
+    for i in np.flatnonzero(control | _flag(batches, codec.TRANSACTIONAL_FLAG)).tolist():
+        header = columnar.record_batch(batches[i].tolist())
+        if control[i]:
+            flags[i] = meta.on_control_batch(header, _control_kind(chunk, i, path))
+        else:
+            flags[i] = meta.on_batch(header)
+    return flags
+
+
+def build_offset_map(part: Partition, start: int, end: int, omap: OffsetMap) -> bool:
+    """``Cleaner.buildOffsetMap``: the latest offset of each key in ``[start, end)`` into ``omap``
+    (cleared first), and ``omap.latest_offset``; True when the map filled before ``end``.
+
+    Column chunks of keys only, digests and map updates per chunk (no per-record Python).
+    """
+    omap.clear()
     meta = CleanedTransactionMetadata()
     meta.add_aborted(aborted_between(part, start, end))
-    latest = -1
-    offsets: dict[bytes, int] = {}
     for seg in part.segments:
         nxt = part.log.segments.higher(seg.base)
         if seg.base >= end or (nxt is not None and nxt.base <= start):
             continue
-        for batch in seg.batches():
-            if batch.base_offset >= end:
+        for chunk in seg.column_chunks(columnar.WANT_KEY):
+            batches = chunk.batches
+            count = int(np.searchsorted(batches["base_offset"], end))     # batches starting before end
+            discard = _transaction_flags(chunk, count, meta, seg.path)
+            last = batches["base_offset"][:count] + batches["last_offset_delta"][:count]
+            rows = chunk.rows
+            offset = chunk.buffers["offset"][:rows]
+            row_batch = chunk.buffers["row_batch"][:rows]
+            mapped = np.zeros(count, np.bool_)     # data batches whose keys go into the map
+            mapped[:] = ~_flag(batches[:count], codec.CONTROL_FLAG) & ~discard
+            in_map = np.zeros(rows, np.bool_)
+            inside = row_batch < count
+            in_map[inside] = mapped[row_batch[inside]]
+            eligible = np.flatnonzero(in_map & _valid(chunk, "key") & (offset >= start))
+            digests = md5_digests(chunk.buffers["key_offsets"], chunk.buffers["key_data"], eligible)
+            put = omap.put_until_full(digests, offset[eligible])
+            if put < len(eligible):
+                stopped = int(row_batch[eligible[put]])   # the batch being read when the map filled
+                done = last[:stopped]
+                done = done[done >= start]
+                if len(done):
+                    omap.update_latest_offset(max(omap.latest_offset, int(done[-1])))
+                return True
+            done = last[last >= start]
+            if len(done):
+                omap.update_latest_offset(int(done[-1]))
+            if count < len(batches):
                 break
-            if batch.is_control:
-                meta.on_control_batch(batch, _control_kind(batch))
-            elif not meta.on_batch(batch):
-                for record in batch.records():
-                    if record.key is not None and record.offset >= start:
-                        offsets[record.key] = record.offset
-            if batch.last_offset >= start:
-                latest = max(latest, batch.last_offset)
-    return offsets, latest
+    return False
 
 
 def group_segments(segs: list[LogSegment], max_size: int, max_index_size: int,
@@ -352,105 +479,216 @@ class _CleanedSegment:
         return written
 
 
-def _chunks(seg: LogSegment) -> Iterable[list[codec.RecordBatch]]:
-    """The batches of a segment as the cleaner's read buffer takes them (``cleanInto``): whole batches
-    within the buffer from the current position; a batch larger than the buffer doubles it."""
-    capacity = IO_BUFFER_SIZE
-    chunk: list[codec.RecordBatch] = []
-    start = 0
-    for batch in seg.batches():
-        if chunk and batch.position + batch.size > start + capacity:
-            yield chunk
-            chunk = []
-        if not chunk:
-            start = batch.position
-            while batch.size > capacity:
-                capacity *= 2
-        chunk.append(batch)
-    if chunk:
-        yield chunk
+def _records(chunk: columnar.Chunk, rows: np.ndarray, has_key: np.ndarray,
+             has_value: np.ndarray) -> list[codec.Record]:
+    """The records of ``rows`` of a chunk (keys, values, headers from its buffers): only the records
+    a rewritten batch keeps are built, never the ones it drops."""
+    b = chunk.buffers
+    key_at, key_data = b["key_offsets"], b["key_data"]
+    value_at, value_data = b["value_offsets"], b["value_data"]
+    header_at, hkey_at, hkey_data = b["header_offsets"], b["hkey_offsets"], b["hkey_data"]
+    hvalue_at, hvalue_valid, hvalue_data = b["hvalue_offsets"], b["hvalue_valid"], b["hvalue_data"]
+    offsets, stamps = b["offset"], b["timestamp"]
+    out = []
+    for r in rows.tolist():
+        headers = [(hkey_data[hkey_at[h]:hkey_at[h + 1]].tobytes().decode("utf-8"),
+                    hvalue_data[hvalue_at[h]:hvalue_at[h + 1]].tobytes()
+                    if hvalue_valid[h >> 3] >> (h & 7) & 1 else None)
+                   for h in range(int(header_at[r]), int(header_at[r + 1]))]
+        out.append(codec.Record(int(offsets[r]), int(stamps[r]),
+                                key_data[key_at[r]:key_at[r + 1]].tobytes() if has_key[r] else None,
+                                value_data[value_at[r]:value_at[r + 1]].tobytes() if has_value[r] else None,
+                                headers))
+    return out
 
 
-def _filter_chunk(chunk: list[codec.RecordBatch], offsets: dict[bytes, int], latest: int,
-                  meta: CleanedTransactionMetadata, active: dict[int, LastRecord], now_ms: int,
-                  delete_retention_ms: int, result: CompactionResult
-                  ) -> tuple[bytes, int, int, int]:
-    """``MemoryRecords.filterTo`` with the cleaner's ``RecordFilter``: ``(kept bytes, max offset,
-    max timestamp, offset of max timestamp)``."""
-    out: list[bytes] = []
-    max_offset, max_ts, ts_offset = -1, codec.NO_TIMESTAMP, -1
-    for batch in chunk:
-        kind = _control_kind(batch) if batch.is_control else None
-        can_discard = meta.on_control_batch(batch, kind) if batch.is_control else meta.on_batch(batch)
-        horizon = batch.delete_horizon_ms
-        if batch.is_control:
-            discard_records = can_discard and horizon != codec.NO_TIMESTAMP and horizon <= now_ms
-        else:
-            discard_records = can_discard
-        last = active.get(batch.producer_id) if batch.producer_id >= 0 else None
-        is_last_of_producer = last is not None and (
-            batch.last_offset == last.last_data_offset if last.last_data_offset is not None
-            else batch.is_control and batch.producer_epoch == last.producer_epoch)
-        marker_for_empty_txn = can_discard and batch.is_control
-        records = batch.records()
-        result.records_read += len(records)
-        if not is_last_of_producer and discard_records:
-            continue  # BatchRetention.DELETE
-        kept = []
-        tombstones = False
-        for record in records:
-            if discard_records:
-                keep = False
-            elif batch.is_control:
-                keep = True
-            elif record.offset > latest:
-                keep = True
-            elif record.key is None:
-                keep = False
+# What the filter does with each batch of a chunk.
+DROP, RAW, REWRITE, EMPTY = 0, 1, 2, 3
+
+
+class _Filter:
+    """``cleanInto`` over the column chunks of one group's segments: ``MemoryRecords.filterTo`` with the
+    cleaner's ``RecordFilter`` decided per row with numpy, the kept bytes appended to the cleaned
+    segment one read buffer (``IO_BUFFER_SIZE``) of source batches at a time.
+
+    Batches kept whole are copied as they are (runs of them in one slice); only a batch that loses
+    records or gains a delete horizon is re-encoded (``encode_retained_batch``) from its kept rows.
+    """
+
+    def __init__(self, omap: OffsetMap, meta: CleanedTransactionMetadata, active: dict[int, LastRecord],
+                 now_ms: int, delete_retention_ms: int, result: CompactionResult) -> None:
+        self.omap, self.meta, self.now, self.result = omap, meta, now_ms, result
+        self.retention = delete_retention_ms
+        pids = sorted(active)
+        self.active_pids = np.array(pids, np.int64)
+        self.active_last = np.array([-1 if active[p].last_data_offset is None else active[p].last_data_offset
+                                     for p in pids], np.int64)
+        self.active_has_last = np.array([active[p].last_data_offset is not None for p in pids], np.bool_)
+        self.active_epoch = np.array([active[p].producer_epoch for p in pids], np.int64)
+
+    def _last_of_producer(self, batches: np.ndarray, control: np.ndarray) -> np.ndarray:
+        """Per batch: it holds an active producer's last data offset (or is its last marker)."""
+        pid = batches["producer_id"]
+        pos = np.searchsorted(self.active_pids, pid)
+        found = (pid >= 0) & (pos < len(self.active_pids))
+        found[found] = self.active_pids[pos[found]] == pid[found]
+        idx = np.where(found, pos, 0)
+        if not len(self.active_pids):
+            return found
+        last = batches["base_offset"] + batches["last_offset_delta"]
+        by_data = last == self.active_last[idx]
+        by_marker = control & (batches["producer_epoch"] == self.active_epoch[idx])
+        return found & np.where(self.active_has_last[idx], by_data, by_marker)
+
+    def segment(self, seg: LogSegment, cleaned: _CleanedSegment) -> None:
+        """Filter one segment into ``cleaned``."""
+        view = seg.log.view()
+        capacity = IO_BUFFER_SIZE
+        pending: list[bytes] = []     # the open read buffer's kept bytes, and its aggregates
+        state = {"start": -1, "max_offset": -1, "max_ts": codec.NO_TIMESTAMP, "ts_offset": -1}
+
+        def close() -> None:
+            if pending:
+                cleaned.append(state["max_offset"], state["max_ts"], state["ts_offset"], b"".join(pending))
+            pending.clear()
+            state.update(start=-1, max_offset=-1, max_ts=codec.NO_TIMESTAMP, ts_offset=-1)
+
+        for chunk in seg.column_chunks(columnar.WANT_KEY | columnar.WANT_VALUE | columnar.WANT_HEADERS):
+            batches = chunk.batches
+            action, max_offset, pieces = self._decide(chunk, seg.path)
+            position = batches["position"]
+            ends = position + batches["size"]
+            last = batches["base_offset"] + batches["last_offset_delta"]
+            i, n = 0, len(batches)
+            while i < n:
+                if state["start"] < 0:
+                    state["start"] = int(position[i])
+                    while int(batches["size"][i]) > capacity:
+                        capacity *= 2
+                j = max(int(np.searchsorted(ends, state["start"] + capacity, side="right")), i)
+                self._take(i, j, action, max_offset, last, batches, position, ends, pieces, view,
+                           pending, state)
+                i = j
+                if i < n:
+                    close()
+        close()
+
+    @staticmethod
+    def _take(i: int, j: int, action: np.ndarray, max_offset: np.ndarray, last: np.ndarray,
+              batches: np.ndarray, position: np.ndarray, ends: np.ndarray, pieces: dict[int, bytes],
+              view: memoryview, pending: list[bytes], state: dict[str, int]) -> None:
+        """Batches ``[i, j)`` of a chunk into the open read buffer."""
+        out = np.flatnonzero(action[i:j] != DROP) + i
+        if not len(out):
+            return
+        state["max_offset"] = max(state["max_offset"], int(max_offset[out].max()))
+        stamps = batches["max_timestamp"][out]
+        top = int(np.argmax(stamps))
+        if int(stamps[top]) > state["max_ts"]:
+            state["max_ts"], state["ts_offset"] = int(stamps[top]), int(last[out[top]])
+        raw = action[out] == RAW
+        # runs of adjacent whole batches are one slice of the source; each other batch its own bytes
+        breaks = np.flatnonzero(~raw[1:] | ~raw[:-1] | (np.diff(out) != 1)) + 1
+        for run in np.split(out, breaks):
+            first = int(run[0])
+            if action[first] == RAW:
+                pending.append(bytes(view[int(position[first]):int(ends[run[-1]])]))
             else:
-                retain_deletes = horizon == codec.NO_TIMESTAMP or now_ms < horizon
-                keep = record.offset >= offsets.get(record.key, -1) and (record.value is not None
-                                                                          or retain_deletes)
-            if keep:
-                kept.append(record)
-                tombstones = tombstones or record.value is None
-        if kept:
-            set_horizon = (tombstones or marker_for_empty_txn) and horizon == codec.NO_TIMESTAMP
-            if len(kept) == len(records) and not set_horizon:
-                out.append(bytes(batch.data))
-            else:
-                new_horizon = now_ms + delete_retention_ms if set_horizon else horizon
-                out.append(codec.encode_retained_batch(batch, kept, delete_horizon_ms=new_horizon))
-            max_offset = max(max_offset, max(r.offset for r in kept) if len(kept) < len(records)
-                             else batch.last_offset)
-        elif is_last_of_producer:  # BatchRetention.RETAIN_EMPTY
-            out.append(codec.encode_empty_batch(batch))
-            max_offset = max(max_offset, batch.last_offset)
-        else:
-            continue
-        if batch.max_timestamp > max_ts:
-            max_ts, ts_offset = batch.max_timestamp, batch.last_offset
-        result.records_kept += len(kept)
-    return b"".join(out), max_offset, max_ts, ts_offset
+                pending.append(pieces[first])
+
+    def _decide(self, chunk: columnar.Chunk, path: str) -> tuple[np.ndarray, np.ndarray, dict[int, bytes]]:
+        """Per batch of a chunk: its action, the largest offset it keeps, and the bytes of the batches
+        written anew (by batch index)."""
+        batches = chunk.batches
+        n, rows = len(batches), chunk.rows
+        control = _flag(batches, codec.CONTROL_FLAG)
+        can_discard = _transaction_flags(chunk, n, self.meta, path)
+        horizon = np.where(_flag(batches, codec.DELETE_HORIZON_FLAG), batches["base_timestamp"],
+                           codec.NO_TIMESTAMP)
+        horizon_passed = (horizon != codec.NO_TIMESTAMP) & (horizon <= self.now)
+        discard_records = np.where(control, can_discard & horizon_passed, can_discard)
+        is_last = self._last_of_producer(batches, control)
+        retain_deletes = (horizon == codec.NO_TIMESTAMP) | (self.now < horizon)
+
+        offset = chunk.buffers["offset"][:rows]
+        row_batch = chunk.buffers["row_batch"][:rows]
+        has_key, has_value = _valid(chunk, "key"), _valid(chunk, "value")
+        latest = self.omap.latest_offset
+        lookup = np.flatnonzero(has_key & (offset <= latest) & ~control[row_batch])
+        found = np.full(rows, -1, np.int64)
+        digests = md5_digests(chunk.buffers["key_offsets"], chunk.buffers["key_data"], lookup)
+        found[lookup] = self.omap.get(digests)
+        keep = ~discard_records[row_batch] & (
+            control[row_batch] | (offset > latest)
+            | (has_key & (offset >= found) & (has_value | retain_deletes[row_batch])))
+        kept = np.bincount(row_batch, weights=keep, minlength=n).astype(np.int64)
+        tombstones = np.bincount(row_batch, weights=keep & ~has_value, minlength=n) > 0
+        total = batches["record_count"].astype(np.int64)
+        last = batches["base_offset"] + batches["last_offset_delta"]
+        set_horizon = (tombstones | (can_discard & control)) & (horizon == codec.NO_TIMESTAMP)
+
+        action = np.full(n, DROP, np.int8)
+        action[(kept > 0) & (kept == total) & ~set_horizon] = RAW
+        action[(kept > 0) & ((kept < total) | set_horizon)] = REWRITE
+        action[(kept == 0) & is_last] = EMPTY
+        action[discard_records & ~is_last] = DROP
+        largest_kept = np.full(n, -1, np.int64)
+        np.maximum.at(largest_kept, row_batch[keep], offset[keep])
+        max_offset = np.where(action == REWRITE, np.where(kept < total, largest_kept, last), last)
+
+        self.result.records_read += rows
+        self.result.records_kept += int(kept[action != DROP].sum())
+        pieces: dict[int, bytes] = {}
+        for i in np.flatnonzero(action >= REWRITE).tolist():
+            header = columnar.record_batch(batches[i].tolist())
+            if action[i] == EMPTY:
+                pieces[i] = codec.encode_empty_batch(header)
+                continue
+            first = int(batches["first_row"][i])
+            kept_rows = np.flatnonzero(keep[first:first + int(total[i])]) + first
+            new_horizon = self.now + self.retention if set_horizon[i] else int(horizon[i])
+            pieces[i] = codec.encode_retained_batch(header, _records(chunk, kept_rows, has_key, has_value),
+                                                    delete_horizon_ms=new_horizon)
+        return action, max_offset, pieces
 
 
-def compact_partition(part: Partition, *, now_ms: int | None = None,
-                      dry_run: bool = False) -> CompactionResult:
-    """Clean a writable partition once, as the broker's cleaner thread does; see the module docs."""
+def compact_partition(part: Partition, *, now_ms: int | None = None, dry_run: bool = False,
+                      dedupe_buffer_size: int = DEDUPE_BUFFER_SIZE) -> CompactionResult:
+    """Clean a writable partition as the broker's cleaner thread does; see the module docs.
+
+    The key map holds ``dedupe_buffer_size / 24`` entries at most (``log.cleaner.dedupe.buffer.size``);
+    when it fills before the first uncleanable offset, the pass cleans up to where it got, and the
+    next pass starts there (the broker's next cleaning of the log), until the range is clean.  A dry
+    run plans the first pass only (``map_full`` says whether more would follow).
+    """
     now = part.clock() if now_ms is None else now_ms
     for seg in part.segments:
         _check_format(seg)
-    dirty, uncleanable = cleanable_offsets(part, now)
-    result = CompactionResult(part.topic, part.partition, dirty, uncleanable, dirty, dry_run=dry_run)
-    if uncleanable <= dirty:
-        return result
-    offsets, latest = build_offset_map(part, dirty, uncleanable)
-    end = latest + 1
-    result.end_offset = end
+    omap = OffsetMap(dedupe_buffer_size)
+    result: CompactionResult | None = None
+    while True:
+        dirty, uncleanable = cleanable_offsets(part, now)
+        if result is None:
+            result = CompactionResult(part.topic, part.partition, dirty, uncleanable, dirty, dry_run=dry_run)
+        if uncleanable <= dirty:
+            return result
+        result.map_full = build_offset_map(part, dirty, uncleanable, omap)
+        result.end_offset = omap.latest_offset + 1
+        result.passes += 1
+        _clean(part, omap, uncleanable, now, result)
+        if dry_run or not result.map_full:
+            return result
+
+
+def _clean(part: Partition, omap: OffsetMap, uncleanable: int, now: int, result: CompactionResult) -> None:
+    """``Cleaner.doClean`` after the map: every group below the map's end cleaned and swapped in, then
+    ``cleaner-offset-checkpoint`` set to the end (not in a dry run)."""
+    end = omap.latest_offset + 1
     before = [s for s in part.segments if s.base < end]
     active, _ = producer_state(part, now)
     meta = CleanedTransactionMetadata()
     config = part.config
+    clean = _Filter(omap, meta, active, now, config.delete_retention_ms, result)
     for group in group_segments(before, config.segment_bytes, config.segment_index_bytes, uncleanable):
         result.groups.append([s.base for s in group])
         result.bytes_before += sum(s.size for s in group)
@@ -459,20 +697,15 @@ def compact_partition(part: Partition, *, now_ms: int | None = None,
         for i, seg in enumerate(group):
             upper = group[i + 1].base if i + 1 < len(group) else seg.next_offset()
             meta.add_aborted(aborted_between(part, seg.base, upper))
-            for chunk in _chunks(seg):
-                data, max_offset, max_ts, ts_offset = _filter_chunk(
-                    chunk, offsets, latest, meta, active, now, part.config.delete_retention_ms, result)
-                if data:
-                    cleaned.append(max_offset, max_ts, ts_offset, data)
+            clean.segment(seg, cleaned)
         result.bytes_after += cleaned.size
-        if not dry_run:
+        if not result.dry_run:
             _swap_in(part, cleaned, group)
-    if not dry_run:
+    if not result.dry_run:
         checkpoint = os.path.join(log_dir_of(part), CLEANER_OFFSET_CHECKPOINT)
         offsets_cp = read_offsets(checkpoint)
         offsets_cp[(part.topic, part.partition)] = end
         write_offsets(checkpoint, offsets_cp)
-    return result
 
 
 def _swap_in(part: Partition, cleaned: _CleanedSegment, group: list[LogSegment]) -> None:
@@ -496,9 +729,11 @@ def _swap_in(part: Partition, cleaned: _CleanedSegment, group: list[LogSegment])
 
 
 def compact(store: Any, *, now_ms: int | None = None, dry_run: bool = False, topic: str | None = None,
-            partition: int | None = None) -> list[dict[str, Any]]:
+            partition: int | None = None,
+            dedupe_buffer_size: int = DEDUPE_BUFFER_SIZE) -> list[dict[str, Any]]:
     """:func:`compact_partition` over every (selected) partition of a store opened for appends."""
     parts = store._partitions()
-    return [compact_partition(p, now_ms=now_ms, dry_run=dry_run).to_dict()
+    return [compact_partition(p, now_ms=now_ms, dry_run=dry_run,
+                              dedupe_buffer_size=dedupe_buffer_size).to_dict()
             for (t, n), p in parts.items()
             if (topic is None or t == topic) and (partition is None or n == partition)]

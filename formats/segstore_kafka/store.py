@@ -545,12 +545,15 @@ class KafkaStore(Store):
                 yield KafkaRecord(part.topic, part.partition, batch, record)
 
     def compact(self, *, dry_run: bool = False, now_ms: int | None = None, topic: str | None = None,
-                partition: int | None = None, **options: Any) -> list[dict[str, Any]]:
-        """One pass of Kafka's log cleaner over each partition (``cleanup.policy=compact`` semantics)."""
+                partition: int | None = None, dedupe_buffer_size: int = compaction.DEDUPE_BUFFER_SIZE,
+                **options: Any) -> list[dict[str, Any]]:
+        """Kafka's log cleaner over each partition (``cleanup.policy=compact`` semantics); the option
+        ``dedupe_buffer_size`` is ``log.cleaner.dedupe.buffer.size`` (a full key map cleans in passes)."""
         if not dry_run:
             self._check_writable()
         self._check_open()
-        return compaction.compact(self, now_ms=now_ms, dry_run=dry_run, topic=topic, partition=partition)
+        return compaction.compact(self, now_ms=now_ms, dry_run=dry_run, topic=topic, partition=partition,
+                                  dedupe_buffer_size=dedupe_buffer_size)
 
     def dump(self, out: TextIO, *, json: bool = False, topic: str | None = None,
              partition: int | None = None, **options: Any) -> None:

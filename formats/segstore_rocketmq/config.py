@@ -25,6 +25,11 @@ FLUSH_DISK_TYPES = ("ASYNC_FLUSH", "SYNC_FLUSH")
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 
 TOPIC_MAX_LENGTH = 127
+#: The longest topic a v2 message (2-byte topic length, ``MessageVersion.MESSAGE_VERSION_V2``) holds.
+TOPIC_MAX_LENGTH_V2 = 0x7FFF
+#: ``autoMessageVersionOnTopicLen`` exists from rocketmq-all-5.1.0 (MessageStoreConfig); 5.0.x and
+#: 4.x write every message as v1.
+V2_FROM_VERSION = (5, 1, 0)
 _TOPIC_PATTERN = re.compile(r"[%|a-zA-Z0-9_-]+")
 _DELAY_UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
@@ -37,16 +42,19 @@ NO_TRAILING_SEPARATOR = ((4, 9, 1), (5, 2, 0))
 _VERSION_PATTERN = re.compile(r"(\d+)\.(\d+)\.(\d+)")
 
 
-def validate_topic(topic: object) -> str:
+def validate_topic(topic: object, max_length: int = TOPIC_MAX_LENGTH) -> str:
     """``topic`` if the broker accepts it as a topic name.
 
-    :raises InvalidTopicError: not a string, empty, longer than 127 characters, or a
+    ``max_length``: 127 (``TopicValidator``), or :data:`TOPIC_MAX_LENGTH_V2` where the store
+    writes long topics as v2 messages (:attr:`BrokerConfig.topic_max_length`).
+
+    :raises InvalidTopicError: not a string, empty, longer than ``max_length`` characters, or a
         character outside ``[%|a-zA-Z0-9_-]`` (so no path separators or ``..``).
     """
     if not isinstance(topic, str) or not topic:
         raise InvalidTopicError(f"expected a non-empty topic name, found {topic!r}")
-    if len(topic) > TOPIC_MAX_LENGTH:
-        raise InvalidTopicError(f"expected a topic of at most {TOPIC_MAX_LENGTH} characters, "
+    if len(topic) > max_length:
+        raise InvalidTopicError(f"expected a topic of at most {max_length} characters, "
                                 f"found {len(topic)}")
     if not _TOPIC_PATTERN.fullmatch(topic):
         raise InvalidTopicError(f"expected a topic of the characters [%|a-zA-Z0-9_-], found {topic!r}")
@@ -162,6 +170,8 @@ class BrokerConfig:
     deleteWhen: str = ""
     diskMaxUsedSpaceRatio: int = 75
     cleanFileForciblyEnable: bool = True
+    #: 5.1.0+: a topic longer than 127 characters is stored as a v2 message (CommitLog.asyncPutMessage)
+    autoMessageVersionOnTopicLen: bool = True
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any] | None = None) -> BrokerConfig:
@@ -193,6 +203,22 @@ class BrokerConfig:
         return trailing_separator_for(self.rocketmqVersion)
 
     @property
+    def writes_v2(self) -> bool:
+        """Whether a topic longer than 127 characters is written as a v2 message (5.1.0+ with
+        ``autoMessageVersionOnTopicLen``); otherwise such a topic is refused."""
+        return self.autoMessageVersionOnTopicLen and parse_version(self.rocketmqVersion) >= V2_FROM_VERSION
+
+    @property
+    def topic_max_length(self) -> int:
+        """The longest topic an append accepts (:func:`validate_topic`)."""
+        return TOPIC_MAX_LENGTH_V2 if self.writes_v2 else TOPIC_MAX_LENGTH
+
+    @property
+    def is_5x(self) -> bool:
+        """Whether the store is kept as a 5.x broker keeps it (the checkpoint's 5.x fields maintained)."""
+        return parse_version(self.rocketmqVersion) >= (5, 0, 0)
+
+    @property
     def delay_levels_ms(self) -> tuple[int, ...]:
         return parse_delay_levels(self.messageDelayLevel)
 
@@ -219,5 +245,6 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "deleteWhen": _delete_when,
     "diskMaxUsedSpaceRatio": int,
     "cleanFileForciblyEnable": _bool,
+    "autoMessageVersionOnTopicLen": _bool,
 }
 assert set(_PARSERS) == {f.name for f in fields(BrokerConfig)}

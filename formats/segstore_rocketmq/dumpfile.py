@@ -24,6 +24,7 @@ from segstore import files
 from segstore.errors import CorruptDataError, SegstoreError
 from segstore.plugin import DumpLine, FileDumpOptions
 
+from . import batchconsumequeue, timerstore
 from . import checkpoint as cp
 from .consumequeue import CQ_DTYPE, FILE_NAME_DIGITS
 from .indexfile import (
@@ -42,11 +43,19 @@ _MAGICS = (MESSAGE_MAGIC, MESSAGE_MAGIC_V2, BLANK_MAGIC)
 
 
 def file_kind(path: str) -> str | None:
-    """``commitlog``, ``consumequeue``, ``indexfile`` or ``checkpoint``; None otherwise."""
+    """``commitlog``, ``consumequeue``, ``indexfile`` or ``checkpoint``, or a 5.x file: ``timerlog``,
+    ``timerwheel``, ``timercheck``, ``timermetrics``, ``batchconsumequeue``; None otherwise."""
     name = os.path.basename(path)
     parent = os.path.basename(os.path.dirname(os.path.abspath(path)))
     if name == cp.FILE_NAME:
         return "checkpoint"
+    if name in (timerstore.TIMERWHEEL_FILE, "timercheck", "timermetrics"):
+        return name
+    if len(name) == FILE_NAME_DIGITS and name.isdigit() and parent == timerstore.TIMERLOG_DIR:
+        return "timerlog"
+    great = os.path.basename(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(path)))))
+    if len(name) == FILE_NAME_DIGITS and name.isdigit() and great == batchconsumequeue.BCQ_DIR:
+        return "batchconsumequeue"
     if len(name) == FILE_NAME_LENGTH and name.isdigit():
         return "indexfile"
     if len(name) != FILE_NAME_DIGITS or not name.isdigit():
@@ -79,9 +88,14 @@ def dump_file(path: str, options: FileDumpOptions) -> Iterator[DumpLine]:
         yield from dump_index_file(path)
     elif kind == "checkpoint":
         yield from dump_checkpoint(path)
+    elif kind == "batchconsumequeue":
+        yield from batchconsumequeue.dump(path)
+    elif kind in timerstore.DUMPERS:
+        yield from timerstore.DUMPERS[kind](path)
     else:
         raise CorruptDataError(
-            "expected a RocketMQ commitlog, consume-queue, index or checkpoint file name, "
+            "expected a RocketMQ commitlog, consume-queue, index, checkpoint, batch consume queue or "
+            "timer store file name, "
             f"found {os.path.basename(path)!r}",
             path,
         )

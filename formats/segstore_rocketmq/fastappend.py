@@ -271,7 +271,10 @@ def append_plain(store: Any, items: list, now: int) -> list[AppendResult] | None
                                store.index is not None, dest, store.trailing_separator)
             if not isinstance(out, str):
                 break
-            store.plain_topic_field(out)      # raises InvalidTopicError for a topic the broker refuses
+            # raises InvalidTopicError for a topic the broker refuses; None: a v2 topic, which only
+            # the general path writes
+            if store.plain_topic_field(out) is None:
+                return None
     finally:
         if dest is not None:
             dest.release()

@@ -38,7 +38,7 @@ from segstore.store import AppendResult, Problem, QueryRequest
 
 from .checkpoint import FILE_NAME as CHECKPOINT_FILE
 from .checkpoint import CheckpointFile
-from .config import validate_topic
+from .config import TOPIC_MAX_LENGTH_V2, validate_topic
 from .flush import FlushPolicy, FlushService
 from .message import RocketMQMessage
 from .query import SCAN_NOTE, TIME_MAX, query_by_key, scan_by_key
@@ -159,6 +159,7 @@ class LifecycleMixin:
             self.tags_code,
             abnormal,
             full,
+            confirm_offset=self.config.is_5x,
         )
         return recover(ctx)
 
@@ -279,7 +280,7 @@ class LifecycleMixin:
         self._check_open()
         if request.topic is None:
             raise InvalidTopicError("expected --topic for a RocketMQ query, found none", self.path)
-        validate_topic(request.topic)
+        validate_topic(request.topic, TOPIC_MAX_LENGTH_V2)   # v2 messages hold long topics
         if request.key is not None:
             found = self.query_by_key(
                 request.topic,

@@ -308,6 +308,13 @@ def encode_topic(topic: str, magic: int = MESSAGE_MAGIC) -> bytes:
     return TOPIC_LENGTH_V2.pack(len(data)) + data
 
 
+def magic_for(topic: str, *, writes_v2: bool) -> int:
+    """The message version the broker stores a topic's messages as (``CommitLog.asyncPutMessage``,
+    rocketmq-all-5.1.0 to 5.3.0): ``MESSAGE_VERSION_V2`` when ``autoMessageVersionOnTopicLen`` and
+    ``topic.length() > Byte.MAX_VALUE`` (UTF-16 units; topics are ASCII), else v1."""
+    return MESSAGE_MAGIC_V2 if writes_v2 and len(topic) > MAX_TOPIC_BYTES_V1 else MESSAGE_MAGIC
+
+
 def host_flags(born_host: Host, store_host: Host) -> int:
     """The sysFlag host bits the addresses' families call for."""
     return (SYSFLAG_BORNHOST_V6 if born_host.is_v6 else 0) | (SYSFLAG_STOREHOST_V6 if store_host.is_v6 else 0)

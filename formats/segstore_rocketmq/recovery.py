@@ -261,6 +261,7 @@ class Walk:
     end: int
     messages: Walked = field(default_factory=Walked.empty)
     gaps: list[tuple[str, int, int]] = field(default_factory=list)  # (path, pos, length)
+    last: int = -1      # the physical offset of the last valid message walked (-1: none)
 
 
 @dataclass
@@ -283,6 +284,8 @@ class RecoveryContext:
     tags_code: Callable[[RocketMQMessage], int]
     abnormal: bool
     full: bool = False
+    #: a 5.x store: the checkpoint's ``confirmPhyOffset`` becomes the last valid message's offset
+    confirm_offset: bool = False
 
 
 # -- walking the commitlog -----------------------------------------------------------
@@ -397,6 +400,7 @@ def walk_batches(
                 batch.topics = list(topics)
                 pos = stop
                 result.end = seg.base + pos
+                result.last = int(batch.phy[-1])
                 yield batch
             if status == columnar.DONE:
                 continue
@@ -899,6 +903,11 @@ def recover(ctx: RecoveryContext) -> list[str]:
             f"{path}:{pos}: {length} damaged bytes left in place; the messages after them are intact"
         )
     lines.extend(cut_tail(cl, w.end))
+    if ctx.confirm_offset and w.last >= 0:
+        # CommitLog.recoverNormally/recoverAbnormally (rocketmq-all-5.3.0, not in controller mode):
+        # setConfirmOffset(lastValidMsgPhyOffset), the start of the last valid message, which
+        # StoreCheckpoint.flush writes as confirmPhyOffset
+        ctx.checkpoint.confirm_phy_offset = w.last
 
     gapped = dispatch.finish(lines)
     _drop_queue_entries_past(ctx, w.end, lines)

@@ -47,7 +47,7 @@ from segstore.errors import (
 from segstore.records import CREATE_TIME, Message
 from segstore.store import AppendResult, Store
 
-from . import columnar
+from . import batchconsumequeue, columnar, timerstore
 from . import retention as retention_rules
 from .checkpoint import FILE_NAME as CHECKPOINT_FILE
 from .checkpoint import FILE_SIZE as CHECKPOINT_SIZE
@@ -84,6 +84,7 @@ from .message import (
     encode_properties,
     encode_topic,
     host_flags,
+    magic_for,
     msg_id,
 )
 from .query import SCAN_NOTE
@@ -423,12 +424,15 @@ class RocketMQStore(LifecycleMixin, Store):
         fields.pop("timestamp_type", None)
         return fields
 
-    def plain_topic_field(self, topic: str) -> bytes:
-        """Validate ``topic`` and keep its encoded field for :func:`.fastappend.append_plain`.
+    def plain_topic_field(self, topic: str) -> bytes | None:
+        """Validate ``topic`` and keep its encoded field for :func:`.fastappend.append_plain`; None for
+        a topic stored as v2 messages (the fast path writes v1 only: the general path takes those).
 
         :raises InvalidTopicError: a topic the broker refuses.
         """
-        validate_topic(topic)
+        validate_topic(topic, self.config.topic_max_length)
+        if magic_for(topic, writes_v2=self.config.writes_v2) != MESSAGE_MAGIC:
+            return None
         field = self._plain_topics[topic] = encode_topic(topic, MESSAGE_MAGIC)
         return field
 
@@ -492,7 +496,7 @@ class RocketMQStore(LifecycleMixin, Store):
         get = fields.get
         topic = get("topic")
         if topic not in self._valid_topics:
-            topic = validate_topic(topic)
+            topic = validate_topic(topic, self.config.topic_max_length)
             if len(self._valid_topics) < _CACHE_LIMIT:
                 self._valid_topics.add(topic)
         queue_id = get("queue_id") or 0
@@ -537,6 +541,8 @@ class RocketMQStore(LifecycleMixin, Store):
         msg.trailing_separator = self.trailing_separator
         if delay > 0 and sys_flag & SYSFLAG_TRANSACTION_MASK in (0, SYSFLAG_TRANSACTION_COMMIT):
             self._schedule(msg, delay)
+        # the stored topic decides (5.x rewrites a delay message's topic before CommitLog.asyncPutMessage)
+        msg.magic = magic_for(msg.topic, writes_v2=self.config.writes_v2)
         return msg
 
     def _schedule(self, msg: RocketMQMessage, level: int) -> None:
@@ -597,7 +603,7 @@ class RocketMQStore(LifecycleMixin, Store):
         for msg in built:
             topic_field = topic_fields.get(msg.topic)
             if topic_field is None:
-                topic_field = topic_fields[msg.topic] = encode_topic(msg.topic, MESSAGE_MAGIC)
+                topic_field = topic_fields[msg.topic] = encode_topic(msg.topic, msg.magic)
             properties = encode_properties(msg.properties, msg.trailing_separator)
             msg.sys_flag = sys_flag = (msg.sys_flag & ~SYSFLAG_HOST_MASK) | host_flags(msg.born_host,
                                                                                        msg.store_host)
@@ -1141,7 +1147,20 @@ class RocketMQStore(LifecycleMixin, Store):
                 "commitlog": {"min_offset": self.commitlog.min_offset, "max_offset": self.commitlog.end,
                               "files": commitlog_files},
                 "config": self.config.as_dict(), "delay_offsets": read_delay_offsets(self.path),
+                **self._info_5x(),
                 **({"notes": list(self.notes)} if self.notes else {})}
+
+    def _info_5x(self) -> dict[str, Any]:
+        """5.x files, where the store has them: batch consume queues and the timer store."""
+        out: dict[str, Any] = {}
+        batch = batchconsumequeue.load(self.path)
+        if batch:
+            out["batch_queues"] = [{"topic": t, "queue_id": q, "min_offset": b.min_offset,
+                                    "max_offset": b.max_offset, "files": len(b.files)}
+                                   for (t, q), b in sorted(batch.items())]
+        if timerstore.present(self.path):
+            out["timer"] = timerstore.info(self.path)
+        return out
 
 
 def is_rocketmq_store(path: str) -> bool:

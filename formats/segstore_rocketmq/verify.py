@@ -25,6 +25,7 @@ from segstore import files, progress
 from segstore.errors import CorruptDataError, SegstoreError
 from segstore.store import Problem
 
+from . import batchconsumequeue, timerstore
 from .checkpoint import FILE_NAME as CHECKPOINT_FILE
 from .checkpoint import check as check_checkpoint
 from .commitlog import KEPT_ASIDE
@@ -373,8 +374,16 @@ def verify_store(store) -> list[Problem]:
     _verify_queue_exts(store, problems)
     _verify_index(store, w, problems)
     _verify_files(store, problems)
+    _verify_5x_files(store, problems)
     _verify_shutdown(store, problems)
     return problems
+
+
+def _verify_5x_files(store, problems: list[Problem]) -> None:
+    """RocketMQ 5.x files beside the 4.x layout: batch consume queues and the timer store."""
+    for queue in batchconsumequeue.load(store.path).values():
+        problems.extend(queue.problems(store.commitlog.end))
+    problems.extend(timerstore.verify(store.path))
 
 
 def _verify_shutdown(store, problems: list[Problem]) -> None:

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from segstore_kafka import batch as kafka_codec
-from segstore_rocketmq.message import MESSAGE_MAGIC, Host, RocketMQMessage
+from segstore_rocketmq.message import Host, RocketMQMessage
 from segstore_rocketmq.recovery import next_valid_message as next_valid_after
 
 from segstore import files, registry
@@ -75,7 +75,6 @@ BUFFER_BYTES = 64 << 20
 ROCKETMQ_BATCH = 1000
 #: Kafka leader epoch written into converted batches (a batch field the conversion does not carry).
 LEADER_EPOCH = 0
-MASK32 = 0xFFFFFFFF
 #: How many verify differences an error lists.
 REPORT_LIMIT = 20
 
@@ -429,14 +428,9 @@ def _append_stored(store: Any, messages: list[RocketMQMessage]) -> None:
     and flushing stay the store's own.
 
     :raises ConversionError: the destination placed a message elsewhere than the
-        source had it (another commitlog file size, or a non-empty destination), or
-        a message uses the v2 layout, which the store does not write.
+        source had it (another commitlog file size, or a non-empty destination).
     """
-    for msg in messages:
-        if msg.magic != MESSAGE_MAGIC:
-            raise ConversionError(f"expected messages of the v1 layout (magic "
-                                  f"0x{MESSAGE_MAGIC & MASK32:08X}), found magic 0x{msg.magic & MASK32:08X} "
-                                  f"at source physical offset {msg.physical_offset}", store.path)
+    # a v2 message (a 5.1+ broker's long topic) is written as v2 again: its magic is part of it
     expected = [(msg.physical_offset, msg.queue_offset) for msg in messages]
     results = store.append_stored(messages)
     for (physical, queue), result in zip(expected, results, strict=True):

@@ -1,7 +1,10 @@
 """Reversible topic-name mapping between RocketMQ and Kafka.
 
-RocketMQ topic names use ``[%|a-zA-Z0-9_-]`` (at most 127 characters); Kafka topic
-names use ``[a-zA-Z0-9._-]`` (at most 249).  Each side percent-encodes the
+RocketMQ topic names use ``[%|a-zA-Z0-9_-]`` (at most 127 characters as a producer sends them;
+a 5.1+ broker stores longer ones, such as retry topics of long group names, as v2 messages with a
+2-byte topic length, so a stored name may have up to 32767); Kafka topic names use
+``[a-zA-Z0-9._-]`` (at most 249).  The destination store refuses a name its broker version cannot
+store.  Each side percent-encodes the
 characters the other side forbids, with an escape character the other side never
 has:
 
@@ -27,7 +30,7 @@ import re
 
 from segstore.errors import InvalidTopicError
 
-ROCKETMQ_MAX_LENGTH = 127
+ROCKETMQ_MAX_LENGTH = 0x7FFF        # a v2 message's topic length (MessageVersion.MESSAGE_VERSION_V2)
 KAFKA_MAX_LENGTH = 249
 
 _ROCKETMQ_NAME = re.compile(r"[%|a-zA-Z0-9_-]+")
