@@ -153,14 +153,14 @@ def test_c_region_decode_equals_the_message_py_reference(data, strict):
         for name in ROCKETMQ_SCHEMA.names:
             assert c_batch.column(name).equals(py_batch.column(name)), name
         c_codes = columnar.tags_hashes(view, rows_c)
-        c_counts, c_hashes = columnar.index_entries(view, rows_c)
+        c_counts, c_hashes, c_tags = columnar.index_entries(view, rows_c)
         try:
             columnar._speedups = None
             py_codes = columnar.tags_hashes(view, rows_py)
-            py_counts, py_hashes = columnar.index_entries(view, rows_py)
+            py_counts, py_hashes, py_tags = columnar.index_entries(view, rows_py)
         finally:
             columnar._speedups = saved
-        assert c_codes.tolist() == py_codes.tolist()
+        assert c_codes.tolist() == py_codes.tolist() == c_tags.tolist() == py_tags.tolist()
         assert (c_counts.tolist(), c_hashes.tolist()) == (py_counts.tolist(), py_hashes.tolist())
 
 
@@ -482,6 +482,32 @@ def test_verify_and_recovery_are_the_same_with_and_without_c(tmp_path, monkeypat
     assert lines and (bool(damage_found) if damage in ("commitlog", "queue") else True)
     assert not damage_found or damage is not None
     assert any(name.startswith("index") for name in kept)
+
+
+@pytest.mark.parametrize("name", ["basic", "abort"])
+def test_lost_index_is_rebuilt_in_the_recovery_walk_as_the_broker_wrote_it(tmp_path, monkeypatch, name):
+    """recovery.recover rebuilds an index without entries during its one walk of the commitlog:
+    the same files and lines as indexing in a second walk, and (all messages walked after a crash)
+    the broker's own index bytes."""
+    from segstore_rocketmq import recovery
+
+    theirs = [p.read_bytes() for p in sorted((ROOT / name / "store" / "index").iterdir())]
+    config = json.loads((ROOT / name / "spec.json").read_text(encoding="utf-8"))["config"]
+    results = []
+    for one_walk in (True, False):
+        if not one_walk:
+            monkeypatch.setattr(recovery, "_holds_no_entry", lambda index: False)
+        store = copy_writable(ROOT / name / "store", tmp_path / f"s{one_walk}")
+        shutil.rmtree(store / "index")
+        (store / "abort").touch()
+        with RocketMQStore(str(store), "a", config) as s:
+            lines = [re.sub(r"index/\d{17}", "index/NAME", line.replace(str(store), "STORE"))
+                     for line in s.recovery_lines]
+        results.append((lines, [p.read_bytes() for p in sorted((store / "index").iterdir())]))
+    assert results[0] == results[1]
+    lines, mine = results[0]
+    assert any(line.startswith("index: rebuilt") for line in lines)
+    assert mine == theirs
 
 
 def test_dump_json_to_a_utf8_file_writes_the_same_bytes(tmp_path, monkeypatch):

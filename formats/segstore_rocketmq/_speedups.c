@@ -1632,23 +1632,50 @@ java_hash_utf8(uint32_t h, const uint8_t *s, Py_ssize_t n)
     return h;
 }
 
-/* The value of the last item named name (len name_len) in properties p[0:len]; its length, or -1 when none. */
-static int32_t
-property_value(const uint8_t *p, int32_t len, const char *name, int32_t name_len, const uint8_t **value)
+/* The properties decode needs per message: TAGS, KEYS, UNIQ_KEY. */
+enum { P_TAGS, P_KEYS, P_UNIQ_KEY, N_KNOWN };
+typedef struct {
+    const uint8_t *value;
+    int32_t len;        /* -1: none */
+} Known;
+
+/*
+ * TAGS, KEYS and UNIQ_KEY of properties p[0:len] in one pass over the bytes: for each
+ * the value of the last item of that name (message.decode_properties keeps the last), len -1 when none.
+ */
+static void
+known_properties(const uint8_t *p, int32_t len, Known out[N_KNOWN])
 {
-    int32_t found = -1;
-    const uint8_t *e = p + len;
-    while (len > 0 && p <= e) {
-        const uint8_t *q = memchr(p, PROPERTY_SEPARATOR, (size_t)(e - p));
-        const uint8_t *item_end = q ? q : e;
-        const uint8_t *sep = memchr(p, NAME_VALUE_SEPARATOR, (size_t)(item_end - p));
-        if (sep && sep - p == name_len && memcmp(p, name, (size_t)name_len) == 0) {
-            *value = sep + 1;
-            found = (int32_t)(item_end - sep - 1);
-        }
-        p = item_end + 1;
+    for (int k = 0; k < N_KNOWN; k++) {
+        out[k].value = NULL;
+        out[k].len = -1;
     }
-    return found;
+    const uint8_t *item = p, *sep = NULL, *e = p + len;
+    for (const uint8_t *q = p; q <= e; q++) {
+        if (q < e && *q != PROPERTY_SEPARATOR) {
+            if (*q == NAME_VALUE_SEPARATOR && sep == NULL) {
+                sep = q;
+            }
+            continue;
+        }
+        if (sep != NULL) {     /* the item item[0:q], its name ending at sep */
+            ptrdiff_t name_len = sep - item;
+            int k = -1;
+            if (name_len == PROPERTY_NAME_LEN && memcmp(item, "TAGS", PROPERTY_NAME_LEN) == 0) {
+                k = P_TAGS;
+            } else if (name_len == PROPERTY_NAME_LEN && memcmp(item, "KEYS", PROPERTY_NAME_LEN) == 0) {
+                k = P_KEYS;
+            } else if (name_len == 8 && memcmp(item, "UNIQ_KEY", 8) == 0) {
+                k = P_UNIQ_KEY;
+            }
+            if (k >= 0) {
+                out[k].value = sep + 1;
+                out[k].len = (int32_t)(q - sep - 1);
+            }
+        }
+        item = q + 1;
+        sep = NULL;
+    }
 }
 
 /*
@@ -1675,9 +1702,9 @@ tags_hashes(PyObject *module, PyObject *args)
             ok = 0;
             break;
         }
-        const uint8_t *v = NULL;
-        int32_t vl = property_value((const uint8_t *)view.buf + ps[i], ls[i], "TAGS", PROPERTY_NAME_LEN, &v);
-        th[i] = vl > 0 ? (int64_t)(int32_t)java_hash_utf8(0, v, vl) : 0;
+        Known known[N_KNOWN];
+        known_properties((const uint8_t *)view.buf + ps[i], ls[i], known);
+        th[i] = known[P_TAGS].len > 0 ? (int64_t)(int32_t)java_hash_utf8(0, known[P_TAGS].value, known[P_TAGS].len) : 0;
     }
     PyBuffer_Release(&view);
     PyBuffer_Release(&pos);
@@ -1691,7 +1718,10 @@ tags_hashes(PyObject *module, PyObject *args)
 }
 
 /*
- * index_entries(view, topic_pos, topic_len, props_pos, props_len, sys_flag, counts, hashes) -> total
+ * index_entries(view, topic_pos, topic_len, props_pos, props_len, sys_flag, counts, hashes, tags) -> total
+ *
+ * tags: each message's TAGS hash as tags_hashes gives it (n int64), found in the same
+ * pass over the properties.
  *
  * The IndexFile entries the broker puts for each message (IndexService.buildIndex):
  * none for a rollback transaction, else topic#UNIQ_KEY (when the property is
@@ -1704,8 +1734,9 @@ tags_hashes(PyObject *module, PyObject *args)
 static PyObject *
 index_entries(PyObject *module, PyObject *args)
 {
-    Py_buffer view, tpos, tlen, ppos, plen, flags, counts, hashes;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*w*w*", &view, &tpos, &tlen, &ppos, &plen, &flags, &counts, &hashes)) {
+    Py_buffer view, tpos, tlen, ppos, plen, flags, counts, hashes, tags;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*w*w*w*", &view, &tpos, &tlen, &ppos, &plen, &flags, &counts, &hashes,
+                          &tags)) {
         return NULL;
     }
     Py_ssize_t n = tlen.len / (Py_ssize_t)sizeof(int32_t), cap = hashes.len / (Py_ssize_t)sizeof(int64_t);
@@ -1714,8 +1745,14 @@ index_entries(PyObject *module, PyObject *args)
     int32_t *cnt = counts.buf;
     int64_t *out = hashes.buf;
     const uint8_t *d = view.buf;
-    int ok = tpos.len == n * 8 && ppos.len == n * 8 && plen.len == n * 4 && flags.len == n * 4 && counts.len >= n * 4;
+    int64_t *th = tags.buf;
+    int ok = tpos.len == n * 8 && ppos.len == n * 8 && plen.len == n * 4 && flags.len == n * 4 && counts.len >= n * 4 &&
+             tags.len >= n * 8;
     Py_ssize_t total = 0;
+    /* messages of a batch mostly share their topic: its hash is computed again only when it changes */
+    const uint8_t *last_topic = NULL;
+    int32_t last_topic_len = -1;
+    uint32_t prefix = 0;
     for (Py_ssize_t i = 0; ok && total >= 0 && i < n; i++) {
         if (tp[i] < 0 || tl[i] < 0 || tp[i] + tl[i] > view.len || pp[i] < 0 || pl[i] < 0 ||
             pp[i] + pl[i] > view.len) {
@@ -1723,12 +1760,19 @@ index_entries(PyObject *module, PyObject *args)
             break;
         }
         cnt[i] = 0;
+        Known known[N_KNOWN];
+        known_properties(d + pp[i], pl[i], known);
+        th[i] = known[P_TAGS].len > 0 ? (int64_t)(int32_t)java_hash_utf8(0, known[P_TAGS].value, known[P_TAGS].len) : 0;
         if ((sf[i] & TRANSACTION_TYPE_MASK) == TRANSACTION_ROLLBACK_TYPE) {
             continue;
         }
-        uint32_t prefix = java_hash_utf8(0, d + tp[i], tl[i]) * 31u + TOPIC_KEY_SEPARATOR;
-        const uint8_t *p = d + pp[i], *v = NULL;
-        int32_t vl = property_value(p, pl[i], "UNIQ_KEY", 8, &v);
+        if (tl[i] != last_topic_len || memcmp(d + tp[i], last_topic, (size_t)tl[i]) != 0) {
+            last_topic = d + tp[i];
+            last_topic_len = tl[i];
+            prefix = java_hash_utf8(0, last_topic, last_topic_len) * 31u + TOPIC_KEY_SEPARATOR;
+        }
+        const uint8_t *v = known[P_UNIQ_KEY].value;
+        int32_t vl = known[P_UNIQ_KEY].len;
         if (vl >= 0) {
             if (total >= cap) {
                 total = -1;
@@ -1737,7 +1781,8 @@ index_entries(PyObject *module, PyObject *args)
             out[total++] = index_hash(java_hash_utf8(prefix, v, vl));
             cnt[i]++;
         }
-        vl = property_value(p, pl[i], "KEYS", PROPERTY_NAME_LEN, &v);
+        v = known[P_KEYS].value;
+        vl = known[P_KEYS].len;
         const uint8_t *t = v, *te = v + (vl > 0 ? vl : 0);
         while (vl > 0 && t < te) {
             const uint8_t *sp = memchr(t, KEY_SEPARATOR, (size_t)(te - t));
@@ -1761,6 +1806,7 @@ index_entries(PyObject *module, PyObject *args)
     PyBuffer_Release(&flags);
     PyBuffer_Release(&counts);
     PyBuffer_Release(&hashes);
+    PyBuffer_Release(&tags);
     if (!ok) {
         PyErr_SetString(PyExc_ValueError, "expected fields inside the view and outputs of n rows");
         return NULL;
@@ -2017,7 +2063,7 @@ static PyMethodDef methods[] = {
      "tags_lens, token_offsets, tokens, token_lens) -> (items, tokens)"},
     {"tags_hashes", tags_hashes, METH_VARARGS, "tags_hashes(view, props_pos, props_len, out): TAGS hashes."},
     {"index_entries", index_entries, METH_VARARGS,
-     "index_entries(view, topic_pos, topic_len, props_pos, props_len, sys_flag, counts, hashes) -> total"},
+     "index_entries(view, topic_pos, topic_len, props_pos, props_len, sys_flag, counts, hashes, tags) -> total"},
     {"json_lines", json_lines, METH_VARARGS,
      "json_lines(view, i8, i4, u8, n, tags_codes, ..., out) -> bytes written, or -(bytes needed)"},
     {"format_hosts", format_hosts, METH_VARARGS, "format_hosts(i8, i4, u8, n, which, offsets, out) -> bytes used"},

@@ -553,18 +553,20 @@ def tags_hashes(view: memoryview, rows: Rows) -> np.ndarray:
     return tags
 
 
-def index_entries(view: memoryview, rows: Rows) -> tuple[np.ndarray, np.ndarray]:
+def index_entries(view: memoryview, rows: Rows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per row, how many IndexFile entries the broker puts for it, and their index hashes in order
-    (``indexfile.index_keys``: topic#UNIQ_KEY, then topic#token for each KEYS token)."""
+    (``indexfile.index_keys``: topic#UNIQ_KEY, then topic#token for each KEYS token); and per row
+    the Java hash of its TAGS (:func:`tags_hashes`), found in the same pass over the properties."""
     n = len(rows)
     counts = np.empty(n, np.int32)
     if _speedups is not None:
+        tags = np.empty(n, np.int64)
         for cap in (3 * n + 16, int(rows["props_len"].sum(dtype=np.int64)) // 2 + n + 1):
             hashes = np.empty(cap, np.int64)
             total = _speedups.index_entries(view, rows["topic_pos"], rows["topic_len"], rows["props_pos"],
-                                            rows["props_len"], rows["sys_flag"], counts, hashes)
+                                            rows["props_len"], rows["sys_flag"], counts, hashes, tags)
             if total >= 0:
-                return counts, hashes[:total]
+                return counts, hashes[:total], tags
     keys: list[str] = []
     for i, msg in enumerate(messages(view, rows)):
         props = msg.properties
@@ -572,7 +574,7 @@ def index_entries(view: memoryview, rows: Rows) -> tuple[np.ndarray, np.ndarray]
                                        props.get(PROPERTY_UNIQ_KEY), props.get(PROPERTY_KEYS), msg.sys_flag))
         counts[i] = len(mine)
         keys.extend(mine)
-    return counts, index_key_hashes(keys)
+    return counts, index_key_hashes(keys), tags_hashes(view, rows)
 
 
 def topic_codes(view: memoryview, rows: Rows, codes: dict[str, int]) -> np.ndarray:
