@@ -165,6 +165,41 @@ def test_c_region_decode_equals_the_message_py_reference(data, strict):
 
 
 @needs_c
+@given(region(), st.integers(1, 4))
+def test_columns_gathered_a_chunk_of_rows_at_a_time_equal_one_pass(data, chunk):
+    view, c, _, rows, _ = both_decode(data, False)
+    if not c[0]:
+        return
+    saved = columnar.GATHER_CHUNK
+    try:
+        whole = columnar.build_batch(view, rows)
+        columnar.GATHER_CHUNK = chunk
+        chunked = columnar.build_batch(view, rows)
+    finally:
+        columnar.GATHER_CHUNK = saved
+    assert chunked.equals(whole)
+
+
+@needs_c
+def test_gather_columns_refuses_slices_outside_the_view_and_uncovered_items():
+    view = memoryview(b"abcdef")
+    starts, lengths = np.array([0, 4], np.int64), np.array([2, 2], np.int32)
+    offsets, out = np.empty(3, np.int32), np.empty(4, np.uint8)
+    columnar._speedups.gather_columns(view, 2, 1, ((starts, lengths, None, offsets, out),))
+    assert bytes(out) == b"abef" and offsets.tolist() == [0, 2, 4]
+    items = np.array([0, 1, 2], np.int32)
+    columnar._speedups.gather_columns(view, 2, 2, ((starts, lengths, items, offsets, out),))
+    assert bytes(out) == b"abef"
+    bad = [((np.array([0, 5], np.int64), lengths, None, offsets, out),),     # past the view's end
+           ((starts, lengths, np.array([0, 1, 1], np.int32), offsets, out),),   # item 1 in no row
+           ((starts, lengths, None, offsets, np.empty(3, np.uint8)),),         # output too small
+           ((starts, lengths, None, offsets),)]                                # not a spec
+    for specs in bad:
+        with pytest.raises((ValueError, TypeError)):
+            columnar._speedups.gather_columns(view, 2, 1, specs)
+
+
+@needs_c
 @given(region(), st.booleans())
 def test_bad_status_is_exactly_where_message_decode_raises(data, strict):
     view, c, _, _, _ = both_decode(data, strict)

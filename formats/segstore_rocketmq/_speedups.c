@@ -9,7 +9,7 @@
  * index_put(head, slots, entries, slot_num, header, hashes, phys, stamps) -> (header, count)
  *     put IndexFile entries one after another exactly as the broker's putKey does.
  * init(AppendResult): remember the result dataclass (slots) and where its slots live.
- * decode_region / decode_at / gather / split_properties / format_hosts / tags_hashes /
+ * decode_region / decode_at / gather / gather_columns / split_properties / format_hosts / tags_hashes /
  * index_entries / json_lines: the columnar decode of a mapped commitlog region (columnar.py
  *     holds the pure-Python reference).
  *
@@ -1011,8 +1011,12 @@ crc32_clmul(const uint8_t *buf, size_t len)
     x2 = _mm_clmulepi64_si128(_mm_and_si128(x1, low32), poly, 0x10);
     x2 = _mm_clmulepi64_si128(_mm_and_si128(x2, low32), poly, 0x00);
     x1 = _mm_xor_si128(x1, x2);
-    uint32_t crc = ~(uint32_t)_mm_extract_epi32(x1, 1);
-    return len ? (uint32_t)crc32(crc, buf, (uInt)len) : crc;
+    uint32_t crc = (uint32_t)_mm_extract_epi32(x1, 1);    /* still inverted */
+    const z_crc_t *table = get_crc_table();
+    for (; len; len--) {       /* the 0-15 bytes left, a table lookup each (no call into zlib) */
+        crc = (uint32_t)table[(crc ^ *buf++) & 0xFF] ^ (crc >> 8);
+    }
+    return ~crc;
 }
 #endif
 
@@ -1303,6 +1307,41 @@ done:
 }
 
 /*
+ * Copy n bytes (short ones, as a message's topic, property or key mostly are) without a call:
+ * two overlapping loads and stores of the widest size that fits, memcpy beyond 32 bytes.  Reads
+ * and writes only src[0:n] and dst[0:n].
+ */
+static inline void
+copy_short(uint8_t *dst, const uint8_t *src, size_t n)
+{
+    if (n > 32) {
+        memcpy(dst, src, n);
+    } else if (n >= 16) {
+        uint64_t a[2], b[2];
+        memcpy(a, src, 16);
+        memcpy(b, src + n - 16, 16);
+        memcpy(dst, a, 16);
+        memcpy(dst + n - 16, b, 16);
+    } else if (n >= 8) {
+        uint64_t a, b;
+        memcpy(&a, src, 8);
+        memcpy(&b, src + n - 8, 8);
+        memcpy(dst, &a, 8);
+        memcpy(dst + n - 8, &b, 8);
+    } else if (n >= 4) {
+        uint32_t a, b;
+        memcpy(&a, src, 4);
+        memcpy(&b, src + n - 4, 4);
+        memcpy(dst, &a, 4);
+        memcpy(dst + n - 4, &b, 4);
+    } else if (n) {
+        dst[0] = src[0];
+        dst[n / 2] = src[n / 2];
+        dst[n - 1] = src[n - 1];
+    }
+}
+
+/*
  * gather(view, starts, lengths, offsets, out) -> None
  *
  * Copy view[starts[i]:starts[i]+lengths[i]] one after another into out, and
@@ -1334,7 +1373,7 @@ gather(PyObject *module, PyObject *args)
                 ok = 0;
                 break;
             }
-            memcpy(o + at, d + s[i], (size_t)l[i]);
+            copy_short(o + at, d + s[i], (size_t)l[i]);
             at += l[i];
         }
         off[i + 1] = (int32_t)at;
@@ -1347,6 +1386,125 @@ gather(PyObject *module, PyObject *args)
     PyBuffer_Release(&out);
     if (!ok) {
         PyErr_SetString(PyExc_ValueError, "expected slices inside the view and outputs large enough");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+#define MAX_GATHER_SPECS 16
+
+/*
+ * gather_columns(view, rows, chunk, specs) -> None
+ *
+ * Several gathers at once: specs is a tuple of (starts, lengths, row_items, offsets, out), each
+ * filled as gather fills it; row_items is None for one item per row, else the rows' int32 item
+ * offsets (rows + 1: row r holds items row_items[r] to row_items[r + 1]).  The rows are taken
+ * `chunk` at a time through every spec, so the bytes of a chunk of messages are copied into
+ * all the columns while they are in the cache (a column at a time over a whole batch reads
+ * them from memory again for each column).  Every slice is bounds-checked.  Releases the GIL.
+ */
+typedef struct {
+    Py_buffer starts, lengths, items, offsets, out;
+    int has_items;
+    Py_ssize_t n, at;
+} GatherSpec;
+
+static PyObject *
+gather_columns(PyObject *module, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t rows, chunk;
+    PyObject *specs;
+    if (!PyArg_ParseTuple(args, "y*nnO!", &view, &rows, &chunk, &PyTuple_Type, &specs)) {
+        return NULL;
+    }
+    GatherSpec g[MAX_GATHER_SPECS];
+    Py_ssize_t count = 0, want = PyTuple_GET_SIZE(specs);
+    int ok = want <= MAX_GATHER_SPECS && rows >= 0 && chunk > 0;
+    for (; ok && count < want; count++) {
+        PyObject *spec = PyTuple_GET_ITEM(specs, count), *items;
+        GatherSpec *k = &g[count];
+        if (!PyTuple_Check(spec) ||
+            !PyArg_ParseTuple(spec, "y*y*Ow*w*", &k->starts, &k->lengths, &items, &k->offsets, &k->out)) {
+            ok = 0;
+            break;
+        }
+        k->has_items = items != Py_None;
+        if (k->has_items && PyObject_GetBuffer(items, &k->items, PyBUF_SIMPLE) < 0) {
+            PyBuffer_Release(&k->starts);
+            PyBuffer_Release(&k->lengths);
+            PyBuffer_Release(&k->offsets);
+            PyBuffer_Release(&k->out);
+            ok = 0;
+            break;
+        }
+        k->n = k->lengths.len / (Py_ssize_t)sizeof(int32_t);
+        k->at = 0;
+        if (k->starts.len != k->n * (Py_ssize_t)sizeof(int64_t) ||
+            k->offsets.len < (k->n + 1) * (Py_ssize_t)sizeof(int32_t) ||
+            (k->has_items ? k->items.len < (rows + 1) * (Py_ssize_t)sizeof(int32_t) : k->n != rows)) {
+            count++;
+            ok = 0;
+            break;
+        }
+    }
+    if (ok) {
+        const uint8_t *d = view.buf;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t k = 0; k < count; k++) {
+            ((int32_t *)g[k].offsets.buf)[0] = 0;
+        }
+        for (Py_ssize_t r0 = 0; ok && r0 < rows; r0 += chunk) {
+            Py_ssize_t r1 = r0 + chunk < rows ? r0 + chunk : rows;
+            for (Py_ssize_t k = 0; ok && k < count; k++) {
+                GatherSpec *spec = &g[k];
+                const int32_t *items = spec->has_items ? spec->items.buf : NULL;
+                Py_ssize_t i0 = items ? items[r0] : r0, i1 = items ? items[r1] : r1;
+                if (i0 < 0 || i1 < i0 || i1 > spec->n) {
+                    ok = 0;
+                    break;
+                }
+                const int64_t *s = spec->starts.buf;
+                const int32_t *l = spec->lengths.buf;
+                int32_t *off = spec->offsets.buf;
+                uint8_t *o = spec->out.buf;
+                Py_ssize_t at = spec->at, cap = spec->out.len;
+                for (Py_ssize_t i = i0; i < i1; i++) {
+                    if (l[i] > 0) {
+                        if (s[i] < 0 || s[i] + l[i] > view.len || at + l[i] > cap || at + l[i] > INT32_MAX) {
+                            ok = 0;
+                            break;
+                        }
+                        copy_short(o + at, d + s[i], (size_t)l[i]);
+                        at += l[i];
+                    }
+                    off[i + 1] = (int32_t)at;
+                }
+                spec->at = at;
+            }
+        }
+        for (Py_ssize_t k = 0; ok && k < count; k++) {   /* items no row holds: none copied */
+            if (g[k].has_items && ((const int32_t *)g[k].items.buf)[rows] != g[k].n) {
+                ok = 0;
+            }
+        }
+        Py_END_ALLOW_THREADS
+    }
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyBuffer_Release(&g[k].starts);
+        PyBuffer_Release(&g[k].lengths);
+        if (g[k].has_items) {
+            PyBuffer_Release(&g[k].items);
+        }
+        PyBuffer_Release(&g[k].offsets);
+        PyBuffer_Release(&g[k].out);
+    }
+    PyBuffer_Release(&view);
+    if (!ok) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_ValueError, "expected specs of slices inside the view, item offsets "
+                            "covering every item and outputs large enough");
+        }
         return NULL;
     }
     Py_RETURN_NONE;
@@ -2058,6 +2216,8 @@ static PyMethodDef methods[] = {
      "decode_region(view, pos, stop, limit, base, i8, i4, u8, strict) -> (n, pos, status, blank_size)"},
     {"decode_at", decode_at, METH_VARARGS, "decode_at(view, positions, limit, base, i8, i4, u8, strict) -> n"},
     {"gather", gather, METH_VARARGS, "gather(view, starts, lengths, offsets, out): the slices one after another."},
+    {"gather_columns", gather_columns, METH_VARARGS,
+     "gather_columns(view, rows, chunk, specs): several gathers, a chunk of rows at a time through all."},
     {"split_properties", split_properties, METH_VARARGS,
      "split_properties(view, starts, lengths, item_offsets, names, name_lens, values, value_lens, tags, "
      "tags_lens, token_offsets, tokens, token_lens) -> (items, tokens)"},
