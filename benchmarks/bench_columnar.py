@@ -15,7 +15,8 @@ as a ratio to it, beside its goal:
 - ``dump --json`` to /dev/null (goal >= 500k msg/s).
 
 The hop loop runs again just before each operation (the machine is shared and its load
-moves), and each row gives the load average then.  Each operation runs in a child process,
+moves), and each row gives the load average then and the ratio of CPU times (which a
+loaded machine distorts less than wall-clock time).  Each operation runs in a child process,
 which also reports its peak anonymous memory (``RssAnon``, sampled; mapped file pages
 excluded) above its start.
 
@@ -126,7 +127,7 @@ def child(op: str, store: Path, messages: int) -> dict:
     import segstore
 
     peak = _Peak()
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     count = 0
     if op == "hop":
         count = hop(store)
@@ -146,8 +147,8 @@ def child(op: str, store: Path, messages: int) -> dict:
         with segstore.open(str(store), "rocketmq", "r") as s, open(os.devnull, "w", encoding="utf-8") as out:
             s.dump(out, json=True)
         count = messages
-    seconds = time.perf_counter() - t0
-    return {"op": op, "seconds": seconds, "count": count, "anon_mb": peak.stop() / 1024}
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    return {"op": op, "seconds": seconds, "cpu": cpu, "count": count, "anon_mb": peak.stop() / 1024}
 
 
 def run_child(op: str, store: Path, messages: int = MESSAGES) -> dict:
@@ -183,26 +184,28 @@ def main() -> None:
     run_child("hop", store)                                # warm the page cache
     baseline = "hop loop (msg/s)"
     for op in ("scan_arrow", "verify", "recover", "dump"):
-        hop_rate, load = hop_beside(store)
+        hop_rate, hop_cpu, load = hop_beside(store)
         result = run_child(op, crashed_copy(store) if op == "recover" else store)
         if result["count"] != MESSAGES:
             raise SystemExit(f"{op} saw {result['count']} messages, expected {MESSAGES}")
         goal = f"goal >= {GOALS[op]}x" if op in GOALS else f"goal >= {DUMP_GOAL:,} msg/s"
         report.add("dump --json" if op == "dump" else op, result["count"] / result["seconds"], "msg/s",
                    baseline=baseline, baseline_value=hop_rate,
-                   note=f"{goal}; peak anonymous memory +{result['anon_mb']:.0f} MB; load {load:.1f}",
-                   goal=GOALS.get(op), anon_mb=result["anon_mb"], load=load)
+                   note=f"{goal}; by CPU time {hop_cpu / result['cpu']:.2f}x; peak anonymous memory "
+                        f"+{result['anon_mb']:.0f} MB; load {load:.1f}",
+                   goal=GOALS.get(op), anon_mb=result["anon_mb"], load=load,
+                   cpu_ratio=hop_cpu / result["cpu"])
     shutil.rmtree(store.parent / "crashed", ignore_errors=True)
     report.save()
 
 
-def hop_beside(store: Path) -> tuple[float, float]:
+def hop_beside(store: Path) -> tuple[float, float, float]:
     """The hop loop's rate, measured just before an operation (the machine is shared: its load moves
-    within a run), and the 1-minute load average then."""
+    within a run), its CPU seconds, and the 1-minute load average then."""
     yard = run_child("hop", store)
     if yard["count"] != MESSAGES:
         raise SystemExit(f"the hop loop counted {yard['count']} messages, expected {MESSAGES}")
-    return yard["count"] / yard["seconds"], os.getloadavg()[0]
+    return yard["count"] / yard["seconds"], yard["cpu"], os.getloadavg()[0]
 
 
 if __name__ == "__main__":
