@@ -893,7 +893,8 @@ def _index_from(ctx: RecoveryContext, start: int, w: Walk, skip: int) -> int:
 
 def _holds_no_entry(index: IndexService | None) -> bool:
     """Whether the index holds no entry (none built yet, or its files were lost): then what
-    :func:`_recover_index` decides does not depend on the walk, and changes nothing."""
+    :func:`_recover_index` decides and does (nothing, or resetting a damaged empty file's header)
+    does not depend on the walk, so it can run before it."""
     return index is not None and all(not len(f.entries) for f in index.files)
 
 
@@ -917,9 +918,10 @@ def recover(ctx: RecoveryContext) -> list[str]:
     dispatch = _Dispatch(ctx, None)
     # an index without entries is rebuilt in the same walk (no second walk over the commitlog)
     puts: _IndexPut | None = None
+    cut = 0
     if _holds_no_entry(ctx.index):
         assert ctx.index is not None
-        reindex_from, skip, _ = _recover_index(ctx, w, lines)
+        reindex_from, skip, cut = _recover_index(ctx, w, lines)
         puts = _IndexPut(ctx.index, reindex_from, skip)
         puts.below(ctx, start)
     walked = 0
@@ -946,7 +948,7 @@ def recover(ctx: RecoveryContext) -> list[str]:
     _drop_empty_queue_files(ctx, lines)
 
     if puts is not None:
-        if puts.put:
+        if puts.put != cut:
             lines.append(f"index: rebuilt {puts.put} entries for messages from commitlog offset {puts.start}")
     elif ctx.index is not None:
         reindex_from, skip, cut = _recover_index(ctx, w, lines)
