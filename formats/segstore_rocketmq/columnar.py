@@ -69,6 +69,19 @@ _I8 = {name: k for k, name in enumerate(I8_FIELDS)}
 _I4 = {name: k for k, name in enumerate(I4_FIELDS)}
 
 
+def pooled(shape: int | tuple[int, ...], dtype: type | np.dtype) -> np.ndarray:
+    """An uninitialized array in Arrow's memory pool (``np.empty`` in the pool).
+
+    Every batch's columns are new memory; taken with ``np.empty`` from glibc, a batch's
+    megabytes are mapped afresh and zeroed by the kernel page by page (a page fault each:
+    that cost as much as copying the messages into them), as glibc gives big freed blocks back
+    to the system.  The pool (mimalloc or jemalloc) keeps freed memory for the next batch.
+    """
+    dtype = np.dtype(dtype)
+    count = int(np.prod(shape))
+    return np.frombuffer(pa.allocate_buffer(count * dtype.itemsize), dtype, count).reshape(shape)
+
+
 class Rows:
     """Decoded messages as columns: three blocks of ``cap`` rows, the first ``n`` filled.
 
@@ -83,9 +96,9 @@ class Rows:
     def __init__(self, cap: int) -> None:
         self.cap = cap
         self.n = 0
-        self.i8 = np.empty((len(I8_FIELDS), cap), np.int64)
-        self.i4 = np.empty((len(I4_FIELDS), cap), np.int32)
-        self.u8 = np.empty(U8_PER_ROW * cap, np.uint8)
+        self.i8 = pooled((len(I8_FIELDS), cap), np.int64)
+        self.i4 = pooled((len(I4_FIELDS), cap), np.int32)
+        self.u8 = pooled(U8_PER_ROW * cap, np.uint8)
 
     def __len__(self) -> int:
         return self.n
@@ -259,8 +272,8 @@ class _Variable:
         self.lengths = np.ascontiguousarray(lengths, dtype=np.int32)
         self.valid, self.items = valid, items
         used = self.lengths if valid is None else self.lengths[valid]
-        self.offsets = np.empty(len(self.lengths) + 1, np.int32)
-        self.data = np.empty(int(used.sum(dtype=np.int64)), np.uint8)
+        self.offsets = pooled(len(self.lengths) + 1, np.int32)
+        self.data = pooled(int(used.sum(dtype=np.int64)), np.uint8)
 
     def array(self) -> pa.Array:
         n = len(self.lengths)
@@ -291,14 +304,14 @@ class _Properties:
         n = len(rows)
         self.view = view
         lengths = rows["props_len"]
-        self.item_offsets = np.empty(n + 1, np.int32)
-        self.tags, self.tags_lens = np.empty(n, np.int64), np.empty(n, np.int32)
-        self.token_offsets = np.empty(n + 1, np.int32)
+        self.item_offsets = pooled(n + 1, np.int32)
+        self.tags, self.tags_lens = pooled(n, np.int64), pooled(n, np.int32)
+        self.token_offsets = pooled(n + 1, np.int32)
         # a guess that fits usual messages (a few properties, a few keys), then the sure bound
         for cap in (4 * n + 16, int(lengths.sum(dtype=np.int64)) // 2 + n + 1):
-            names, name_lens = np.empty(cap, np.int64), np.empty(cap, np.int32)
-            values, value_lens = np.empty(cap, np.int64), np.empty(cap, np.int32)
-            tokens, token_lens = np.empty(cap, np.int64), np.empty(cap, np.int32)
+            names, name_lens = pooled(cap, np.int64), pooled(cap, np.int32)
+            values, value_lens = pooled(cap, np.int64), pooled(cap, np.int32)
+            tokens, token_lens = pooled(cap, np.int64), pooled(cap, np.int32)
             items, count = _speedups.split_properties(
                 view, rows["props_pos"], lengths, self.item_offsets, names, name_lens, values, value_lens,
                 self.tags, self.tags_lens, self.token_offsets, tokens, token_lens)
@@ -334,8 +347,8 @@ class _Properties:
 def _host_texts(rows: Rows, which: int) -> tuple[np.ndarray, np.ndarray]:
     """The rows' born host, store host or msgId texts (``_speedups.format_hosts``): offsets and data."""
     n = len(rows)
-    offsets = np.empty(n + 1, np.int32)
-    data = np.empty(n * HOST_TEXT_MAX, np.uint8)
+    offsets = pooled(n + 1, np.int32)
+    data = pooled(n * HOST_TEXT_MAX, np.uint8)
     used = _speedups.format_hosts(rows.i8, rows.i4, rows.u8, n, which, offsets, data)
     return offsets, data[:used]
 
@@ -585,11 +598,11 @@ def index_entries(view: memoryview, rows: Rows) -> tuple[np.ndarray, np.ndarray,
     (``indexfile.index_keys``: topic#UNIQ_KEY, then topic#token for each KEYS token); and per row
     the Java hash of its TAGS (:func:`tags_hashes`), found in the same pass over the properties."""
     n = len(rows)
-    counts = np.empty(n, np.int32)
+    counts = pooled(n, np.int32)
     if _speedups is not None:
-        tags = np.empty(n, np.int64)
+        tags = pooled(n, np.int64)
         for cap in (3 * n + 16, int(rows["props_len"].sum(dtype=np.int64)) // 2 + n + 1):
-            hashes = np.empty(cap, np.int64)
+            hashes = pooled(cap, np.int64)
             total = _speedups.index_entries(view, rows["topic_pos"], rows["topic_len"], rows["props_pos"],
                                             rows["props_len"], rows["sys_flag"], counts, hashes, tags)
             if total >= 0:
@@ -617,8 +630,8 @@ def topic_codes(view: memoryview, rows: Rows, codes: dict[str, int]) -> np.ndarr
         return np.zeros(0, np.int32)
     lengths = rows["topic_len"]
     width = int(lengths.max())
-    offsets = np.empty(n + 1, np.int32)
-    data = np.empty(int(lengths.sum(dtype=np.int64)), np.uint8)
+    offsets = pooled(n + 1, np.int32)
+    data = pooled(int(lengths.sum(dtype=np.int64)), np.uint8)
     _speedups.gather(view, rows["topic_pos"], lengths, offsets, data)
     # one row per message: the topic zero-padded, then its length (so "a" and "a\0" differ)
     matrix = np.zeros((n, width + 2), np.uint8)
