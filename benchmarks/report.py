@@ -24,6 +24,7 @@ TITLES = {
     "spark": "Spark reads (issue 7)",
     "columnar": "RocketMQ reads at disk speed: scan_arrow, verify, recover, dump --json (issue 10)",
     "kafka_columnar": "Kafka columnar reads and dump --json (issue 10)",
+    "rocketmq_memory": "RocketMQ memory on a multi-GiB store: verify, recover, dump --json (issue 10)",
 }
 
 #: (target, benchmark, operation prefix, anchor figure, anchor label, higher is better, goal ratio)
@@ -57,6 +58,12 @@ TARGETS = [
     ("RocketMQ recover (queues + IndexFile) >= 0.3x the hop loop", "columnar", "recover", None,
      "TOTALSIZE hop loop, same run", True, 0.3),
     ("RocketMQ dump --json >= 500k msg/s", "columnar", "dump --json", 500_000, "500k msg/s", True, 1.0),
+    ("RocketMQ verify, multi-GiB store: <= 300 MB anonymous", "rocketmq_memory", "verify", None,
+     "300 MB budget (ratio: budget / peak)", True, 1.0),
+    ("RocketMQ recover, multi-GiB store: <= 300 MB anonymous", "rocketmq_memory", "recover", None,
+     "300 MB budget (ratio: budget / peak)", True, 1.0),
+    ("RocketMQ dump --json, multi-GiB store: <= 300 MB anonymous", "rocketmq_memory", "dump --json", None,
+     "300 MB budget (ratio: budget / peak)", True, 1.0),
 ]
 
 

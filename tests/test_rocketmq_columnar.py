@@ -153,15 +153,50 @@ def test_c_region_decode_equals_the_message_py_reference(data, strict):
         for name in ROCKETMQ_SCHEMA.names:
             assert c_batch.column(name).equals(py_batch.column(name)), name
         c_codes = columnar.tags_hashes(view, rows_c)
-        c_counts, c_hashes = columnar.index_entries(view, rows_c)
+        c_counts, c_hashes, c_tags = columnar.index_entries(view, rows_c)
         try:
             columnar._speedups = None
             py_codes = columnar.tags_hashes(view, rows_py)
-            py_counts, py_hashes = columnar.index_entries(view, rows_py)
+            py_counts, py_hashes, py_tags = columnar.index_entries(view, rows_py)
         finally:
             columnar._speedups = saved
-        assert c_codes.tolist() == py_codes.tolist()
+        assert c_codes.tolist() == py_codes.tolist() == c_tags.tolist() == py_tags.tolist()
         assert (c_counts.tolist(), c_hashes.tolist()) == (py_counts.tolist(), py_hashes.tolist())
+
+
+@needs_c
+@given(region(), st.integers(1, 4))
+def test_columns_gathered_a_chunk_of_rows_at_a_time_equal_one_pass(data, chunk):
+    view, c, _, rows, _ = both_decode(data, False)
+    if not c[0]:
+        return
+    saved = columnar.GATHER_CHUNK
+    try:
+        whole = columnar.build_batch(view, rows)
+        columnar.GATHER_CHUNK = chunk
+        chunked = columnar.build_batch(view, rows)
+    finally:
+        columnar.GATHER_CHUNK = saved
+    assert chunked.equals(whole)
+
+
+@needs_c
+def test_gather_columns_refuses_slices_outside_the_view_and_uncovered_items():
+    view = memoryview(b"abcdef")
+    starts, lengths = np.array([0, 4], np.int64), np.array([2, 2], np.int32)
+    offsets, out = np.empty(3, np.int32), np.empty(4, np.uint8)
+    columnar._speedups.gather_columns(view, 2, 1, ((starts, lengths, None, offsets, out),))
+    assert bytes(out) == b"abef" and offsets.tolist() == [0, 2, 4]
+    items = np.array([0, 1, 2], np.int32)
+    columnar._speedups.gather_columns(view, 2, 2, ((starts, lengths, items, offsets, out),))
+    assert bytes(out) == b"abef"
+    bad = [((np.array([0, 5], np.int64), lengths, None, offsets, out),),     # past the view's end
+           ((starts, lengths, np.array([0, 1, 1], np.int32), offsets, out),),   # item 1 in no row
+           ((starts, lengths, None, offsets, np.empty(3, np.uint8)),),         # output too small
+           ((starts, lengths, None, offsets),)]                                # not a spec
+    for specs in bad:
+        with pytest.raises((ValueError, TypeError)):
+            columnar._speedups.gather_columns(view, 2, 1, specs)
 
 
 @needs_c
@@ -482,6 +517,32 @@ def test_verify_and_recovery_are_the_same_with_and_without_c(tmp_path, monkeypat
     assert lines and (bool(damage_found) if damage in ("commitlog", "queue") else True)
     assert not damage_found or damage is not None
     assert any(name.startswith("index") for name in kept)
+
+
+@pytest.mark.parametrize("name", ["basic", "abort"])
+def test_lost_index_is_rebuilt_in_the_recovery_walk_as_the_broker_wrote_it(tmp_path, monkeypatch, name):
+    """recovery.recover rebuilds an index without entries during its one walk of the commitlog:
+    the same files and lines as indexing in a second walk, and (all messages walked after a crash)
+    the broker's own index bytes."""
+    from segstore_rocketmq import recovery
+
+    theirs = [p.read_bytes() for p in sorted((ROOT / name / "store" / "index").iterdir())]
+    config = json.loads((ROOT / name / "spec.json").read_text(encoding="utf-8"))["config"]
+    results = []
+    for one_walk in (True, False):
+        if not one_walk:
+            monkeypatch.setattr(recovery, "_holds_no_entry", lambda index: False)
+        store = copy_writable(ROOT / name / "store", tmp_path / f"s{one_walk}")
+        shutil.rmtree(store / "index")
+        (store / "abort").touch()
+        with RocketMQStore(str(store), "a", config) as s:
+            lines = [re.sub(r"index/\d{17}", "index/NAME", line.replace(str(store), "STORE"))
+                     for line in s.recovery_lines]
+        results.append((lines, [p.read_bytes() for p in sorted((store / "index").iterdir())]))
+    assert results[0] == results[1]
+    lines, mine = results[0]
+    assert any(line.startswith("index: rebuilt") for line in lines)
+    assert mine == theirs
 
 
 def test_dump_json_to_a_utf8_file_writes_the_same_bytes(tmp_path, monkeypatch):

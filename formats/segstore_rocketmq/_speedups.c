@@ -9,7 +9,7 @@
  * index_put(head, slots, entries, slot_num, header, hashes, phys, stamps) -> (header, count)
  *     put IndexFile entries one after another exactly as the broker's putKey does.
  * init(AppendResult): remember the result dataclass (slots) and where its slots live.
- * decode_region / decode_at / gather / split_properties / format_hosts / tags_hashes /
+ * decode_region / decode_at / gather / gather_columns / split_properties / format_hosts / tags_hashes /
  * index_entries / json_lines: the columnar decode of a mapped commitlog region (columnar.py
  *     holds the pure-Python reference).
  *
@@ -977,6 +977,65 @@ get_i64(const uint8_t *p)
     return (int64_t)u;
 }
 
+/*
+ * zlib's CRC-32 (IEEE 802.3, reflected) of a message body: with PCLMULQDQ where the CPU has it
+ * (folding 16 bytes at a time, then a Barrett reduction: Intel's "Fast CRC Computation for Generic
+ * Polynomials Using PCLMULQDQ"), the 0-15 trailing bytes and other CPUs through zlib.
+ */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_CLMUL_CRC 1
+
+__attribute__((target("pclmul,sse4.1"))) static uint32_t
+crc32_clmul(const uint8_t *buf, size_t len)
+{
+    /* x^(128+32) mod P and x^(128-32) mod P (bit-reflected), x^64 mod P, P and floor(x^64 / P) */
+    const __m128i k3k4 = _mm_set_epi64x(0x00ccaa009eLL, 0x01751997d0LL);
+    const __m128i k5 = _mm_set_epi64x(0, 0x0163cd6124LL);
+    const __m128i poly = _mm_set_epi64x(0x01f7011641LL, 0x01db710641LL);
+    const __m128i low32 = _mm_setr_epi32(~0, 0, ~0, 0);
+    __m128i x1 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)buf), _mm_cvtsi32_si128((int)0xFFFFFFFFu));
+    buf += 16;
+    len -= 16;
+    while (len >= 16) {
+        __m128i lo = _mm_clmulepi64_si128(x1, k3k4, 0x00);
+        x1 = _mm_clmulepi64_si128(x1, k3k4, 0x11);
+        x1 = _mm_xor_si128(_mm_xor_si128(x1, lo), _mm_loadu_si128((const __m128i *)buf));
+        buf += 16;
+        len -= 16;
+    }
+    __m128i x2 = _mm_clmulepi64_si128(x1, k3k4, 0x10);
+    x1 = _mm_xor_si128(_mm_srli_si128(x1, 8), x2);
+    x2 = _mm_srli_si128(x1, 4);
+    x1 = _mm_xor_si128(_mm_clmulepi64_si128(_mm_and_si128(x1, low32), k5, 0x00), x2);
+    x2 = _mm_clmulepi64_si128(_mm_and_si128(x1, low32), poly, 0x10);
+    x2 = _mm_clmulepi64_si128(_mm_and_si128(x2, low32), poly, 0x00);
+    x1 = _mm_xor_si128(x1, x2);
+    uint32_t crc = (uint32_t)_mm_extract_epi32(x1, 1);    /* still inverted */
+    const z_crc_t *table = get_crc_table();
+    for (; len; len--) {       /* the 0-15 bytes left, a table lookup each (no call into zlib) */
+        crc = (uint32_t)table[(crc ^ *buf++) & 0xFF] ^ (crc >> 8);
+    }
+    return ~crc;
+}
+#endif
+
+static uint32_t
+body_crc32(const uint8_t *buf, size_t len)
+{
+#ifdef HAVE_CLMUL_CRC
+    static int has_clmul = -1;
+    if (has_clmul < 0) {
+        __builtin_cpu_init();
+        has_clmul = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+    }
+    if (has_clmul && len >= 16 && len <= UINT32_MAX) {
+        return crc32_clmul(buf, len);
+    }
+#endif
+    return (uint32_t)crc32(0L, buf, (uInt)len);
+}
+
 #define ASCII_MASK 0x8080808080808080ull
 
 /* Whether s[0:n] is UTF-8 as Python's strict decoder accepts it (surrogates too with allow_surrogates). */
@@ -1081,7 +1140,7 @@ decode_row(const uint8_t *d, Py_ssize_t left, int32_t total, int32_t magic, int 
         return 0;
     }
     int32_t stored_crc = get_i32(d + 8);
-    uint8_t crc_ok = ((uint32_t)crc32(0L, d + body_at, (uInt)body_len) & BODY_CRC_MASK) == (uint32_t)stored_crc;
+    uint8_t crc_ok = (body_crc32(d + body_at, (size_t)body_len) & BODY_CRC_MASK) == (uint32_t)stored_crc;
     if (strict && !crc_ok) {
         return 0;
     }
@@ -1248,6 +1307,41 @@ done:
 }
 
 /*
+ * Copy n bytes (short ones, as a message's topic, property or key mostly are) without a call:
+ * two overlapping loads and stores of the widest size that fits, memcpy beyond 32 bytes.  Reads
+ * and writes only src[0:n] and dst[0:n].
+ */
+static inline void
+copy_short(uint8_t *dst, const uint8_t *src, size_t n)
+{
+    if (n > 32) {
+        memcpy(dst, src, n);
+    } else if (n >= 16) {
+        uint64_t a[2], b[2];
+        memcpy(a, src, 16);
+        memcpy(b, src + n - 16, 16);
+        memcpy(dst, a, 16);
+        memcpy(dst + n - 16, b, 16);
+    } else if (n >= 8) {
+        uint64_t a, b;
+        memcpy(&a, src, 8);
+        memcpy(&b, src + n - 8, 8);
+        memcpy(dst, &a, 8);
+        memcpy(dst + n - 8, &b, 8);
+    } else if (n >= 4) {
+        uint32_t a, b;
+        memcpy(&a, src, 4);
+        memcpy(&b, src + n - 4, 4);
+        memcpy(dst, &a, 4);
+        memcpy(dst + n - 4, &b, 4);
+    } else if (n) {
+        dst[0] = src[0];
+        dst[n / 2] = src[n / 2];
+        dst[n - 1] = src[n - 1];
+    }
+}
+
+/*
  * gather(view, starts, lengths, offsets, out) -> None
  *
  * Copy view[starts[i]:starts[i]+lengths[i]] one after another into out, and
@@ -1279,7 +1373,7 @@ gather(PyObject *module, PyObject *args)
                 ok = 0;
                 break;
             }
-            memcpy(o + at, d + s[i], (size_t)l[i]);
+            copy_short(o + at, d + s[i], (size_t)l[i]);
             at += l[i];
         }
         off[i + 1] = (int32_t)at;
@@ -1292,6 +1386,125 @@ gather(PyObject *module, PyObject *args)
     PyBuffer_Release(&out);
     if (!ok) {
         PyErr_SetString(PyExc_ValueError, "expected slices inside the view and outputs large enough");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+#define MAX_GATHER_SPECS 16
+
+/*
+ * gather_columns(view, rows, chunk, specs) -> None
+ *
+ * Several gathers at once: specs is a tuple of (starts, lengths, row_items, offsets, out), each
+ * filled as gather fills it; row_items is None for one item per row, else the rows' int32 item
+ * offsets (rows + 1: row r holds items row_items[r] to row_items[r + 1]).  The rows are taken
+ * `chunk` at a time through every spec, so the bytes of a chunk of messages are copied into
+ * all the columns while they are in the cache (a column at a time over a whole batch reads
+ * them from memory again for each column).  Every slice is bounds-checked.  Releases the GIL.
+ */
+typedef struct {
+    Py_buffer starts, lengths, items, offsets, out;
+    int has_items;
+    Py_ssize_t n, at;
+} GatherSpec;
+
+static PyObject *
+gather_columns(PyObject *module, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t rows, chunk;
+    PyObject *specs;
+    if (!PyArg_ParseTuple(args, "y*nnO!", &view, &rows, &chunk, &PyTuple_Type, &specs)) {
+        return NULL;
+    }
+    GatherSpec g[MAX_GATHER_SPECS];
+    Py_ssize_t count = 0, want = PyTuple_GET_SIZE(specs);
+    int ok = want <= MAX_GATHER_SPECS && rows >= 0 && chunk > 0;
+    for (; ok && count < want; count++) {
+        PyObject *spec = PyTuple_GET_ITEM(specs, count), *items;
+        GatherSpec *k = &g[count];
+        if (!PyTuple_Check(spec) ||
+            !PyArg_ParseTuple(spec, "y*y*Ow*w*", &k->starts, &k->lengths, &items, &k->offsets, &k->out)) {
+            ok = 0;
+            break;
+        }
+        k->has_items = items != Py_None;
+        if (k->has_items && PyObject_GetBuffer(items, &k->items, PyBUF_SIMPLE) < 0) {
+            PyBuffer_Release(&k->starts);
+            PyBuffer_Release(&k->lengths);
+            PyBuffer_Release(&k->offsets);
+            PyBuffer_Release(&k->out);
+            ok = 0;
+            break;
+        }
+        k->n = k->lengths.len / (Py_ssize_t)sizeof(int32_t);
+        k->at = 0;
+        if (k->starts.len != k->n * (Py_ssize_t)sizeof(int64_t) ||
+            k->offsets.len < (k->n + 1) * (Py_ssize_t)sizeof(int32_t) ||
+            (k->has_items ? k->items.len < (rows + 1) * (Py_ssize_t)sizeof(int32_t) : k->n != rows)) {
+            count++;
+            ok = 0;
+            break;
+        }
+    }
+    if (ok) {
+        const uint8_t *d = view.buf;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t k = 0; k < count; k++) {
+            ((int32_t *)g[k].offsets.buf)[0] = 0;
+        }
+        for (Py_ssize_t r0 = 0; ok && r0 < rows; r0 += chunk) {
+            Py_ssize_t r1 = r0 + chunk < rows ? r0 + chunk : rows;
+            for (Py_ssize_t k = 0; ok && k < count; k++) {
+                GatherSpec *spec = &g[k];
+                const int32_t *items = spec->has_items ? spec->items.buf : NULL;
+                Py_ssize_t i0 = items ? items[r0] : r0, i1 = items ? items[r1] : r1;
+                if (i0 < 0 || i1 < i0 || i1 > spec->n) {
+                    ok = 0;
+                    break;
+                }
+                const int64_t *s = spec->starts.buf;
+                const int32_t *l = spec->lengths.buf;
+                int32_t *off = spec->offsets.buf;
+                uint8_t *o = spec->out.buf;
+                Py_ssize_t at = spec->at, cap = spec->out.len;
+                for (Py_ssize_t i = i0; i < i1; i++) {
+                    if (l[i] > 0) {
+                        if (s[i] < 0 || s[i] + l[i] > view.len || at + l[i] > cap || at + l[i] > INT32_MAX) {
+                            ok = 0;
+                            break;
+                        }
+                        copy_short(o + at, d + s[i], (size_t)l[i]);
+                        at += l[i];
+                    }
+                    off[i + 1] = (int32_t)at;
+                }
+                spec->at = at;
+            }
+        }
+        for (Py_ssize_t k = 0; ok && k < count; k++) {   /* items no row holds: none copied */
+            if (g[k].has_items && ((const int32_t *)g[k].items.buf)[rows] != g[k].n) {
+                ok = 0;
+            }
+        }
+        Py_END_ALLOW_THREADS
+    }
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyBuffer_Release(&g[k].starts);
+        PyBuffer_Release(&g[k].lengths);
+        if (g[k].has_items) {
+            PyBuffer_Release(&g[k].items);
+        }
+        PyBuffer_Release(&g[k].offsets);
+        PyBuffer_Release(&g[k].out);
+    }
+    PyBuffer_Release(&view);
+    if (!ok) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_ValueError, "expected specs of slices inside the view, item offsets "
+                            "covering every item and outputs large enough");
+        }
         return NULL;
     }
     Py_RETURN_NONE;
@@ -1577,23 +1790,50 @@ java_hash_utf8(uint32_t h, const uint8_t *s, Py_ssize_t n)
     return h;
 }
 
-/* The value of the last item named name (len name_len) in properties p[0:len]; its length, or -1 when none. */
-static int32_t
-property_value(const uint8_t *p, int32_t len, const char *name, int32_t name_len, const uint8_t **value)
+/* The properties decode needs per message: TAGS, KEYS, UNIQ_KEY. */
+enum { P_TAGS, P_KEYS, P_UNIQ_KEY, N_KNOWN };
+typedef struct {
+    const uint8_t *value;
+    int32_t len;        /* -1: none */
+} Known;
+
+/*
+ * TAGS, KEYS and UNIQ_KEY of properties p[0:len] in one pass over the bytes: for each
+ * the value of the last item of that name (message.decode_properties keeps the last), len -1 when none.
+ */
+static void
+known_properties(const uint8_t *p, int32_t len, Known out[N_KNOWN])
 {
-    int32_t found = -1;
-    const uint8_t *e = p + len;
-    while (len > 0 && p <= e) {
-        const uint8_t *q = memchr(p, PROPERTY_SEPARATOR, (size_t)(e - p));
-        const uint8_t *item_end = q ? q : e;
-        const uint8_t *sep = memchr(p, NAME_VALUE_SEPARATOR, (size_t)(item_end - p));
-        if (sep && sep - p == name_len && memcmp(p, name, (size_t)name_len) == 0) {
-            *value = sep + 1;
-            found = (int32_t)(item_end - sep - 1);
-        }
-        p = item_end + 1;
+    for (int k = 0; k < N_KNOWN; k++) {
+        out[k].value = NULL;
+        out[k].len = -1;
     }
-    return found;
+    const uint8_t *item = p, *sep = NULL, *e = p + len;
+    for (const uint8_t *q = p; q <= e; q++) {
+        if (q < e && *q != PROPERTY_SEPARATOR) {
+            if (*q == NAME_VALUE_SEPARATOR && sep == NULL) {
+                sep = q;
+            }
+            continue;
+        }
+        if (sep != NULL) {     /* the item item[0:q], its name ending at sep */
+            ptrdiff_t name_len = sep - item;
+            int k = -1;
+            if (name_len == PROPERTY_NAME_LEN && memcmp(item, "TAGS", PROPERTY_NAME_LEN) == 0) {
+                k = P_TAGS;
+            } else if (name_len == PROPERTY_NAME_LEN && memcmp(item, "KEYS", PROPERTY_NAME_LEN) == 0) {
+                k = P_KEYS;
+            } else if (name_len == 8 && memcmp(item, "UNIQ_KEY", 8) == 0) {
+                k = P_UNIQ_KEY;
+            }
+            if (k >= 0) {
+                out[k].value = sep + 1;
+                out[k].len = (int32_t)(q - sep - 1);
+            }
+        }
+        item = q + 1;
+        sep = NULL;
+    }
 }
 
 /*
@@ -1620,9 +1860,9 @@ tags_hashes(PyObject *module, PyObject *args)
             ok = 0;
             break;
         }
-        const uint8_t *v = NULL;
-        int32_t vl = property_value((const uint8_t *)view.buf + ps[i], ls[i], "TAGS", PROPERTY_NAME_LEN, &v);
-        th[i] = vl > 0 ? (int64_t)(int32_t)java_hash_utf8(0, v, vl) : 0;
+        Known known[N_KNOWN];
+        known_properties((const uint8_t *)view.buf + ps[i], ls[i], known);
+        th[i] = known[P_TAGS].len > 0 ? (int64_t)(int32_t)java_hash_utf8(0, known[P_TAGS].value, known[P_TAGS].len) : 0;
     }
     PyBuffer_Release(&view);
     PyBuffer_Release(&pos);
@@ -1636,7 +1876,10 @@ tags_hashes(PyObject *module, PyObject *args)
 }
 
 /*
- * index_entries(view, topic_pos, topic_len, props_pos, props_len, sys_flag, counts, hashes) -> total
+ * index_entries(view, topic_pos, topic_len, props_pos, props_len, sys_flag, counts, hashes, tags) -> total
+ *
+ * tags: each message's TAGS hash as tags_hashes gives it (n int64), found in the same
+ * pass over the properties.
  *
  * The IndexFile entries the broker puts for each message (IndexService.buildIndex):
  * none for a rollback transaction, else topic#UNIQ_KEY (when the property is
@@ -1649,8 +1892,9 @@ tags_hashes(PyObject *module, PyObject *args)
 static PyObject *
 index_entries(PyObject *module, PyObject *args)
 {
-    Py_buffer view, tpos, tlen, ppos, plen, flags, counts, hashes;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*w*w*", &view, &tpos, &tlen, &ppos, &plen, &flags, &counts, &hashes)) {
+    Py_buffer view, tpos, tlen, ppos, plen, flags, counts, hashes, tags;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*w*w*w*", &view, &tpos, &tlen, &ppos, &plen, &flags, &counts, &hashes,
+                          &tags)) {
         return NULL;
     }
     Py_ssize_t n = tlen.len / (Py_ssize_t)sizeof(int32_t), cap = hashes.len / (Py_ssize_t)sizeof(int64_t);
@@ -1659,8 +1903,14 @@ index_entries(PyObject *module, PyObject *args)
     int32_t *cnt = counts.buf;
     int64_t *out = hashes.buf;
     const uint8_t *d = view.buf;
-    int ok = tpos.len == n * 8 && ppos.len == n * 8 && plen.len == n * 4 && flags.len == n * 4 && counts.len >= n * 4;
+    int64_t *th = tags.buf;
+    int ok = tpos.len == n * 8 && ppos.len == n * 8 && plen.len == n * 4 && flags.len == n * 4 && counts.len >= n * 4 &&
+             tags.len >= n * 8;
     Py_ssize_t total = 0;
+    /* messages of a batch mostly share their topic: its hash is computed again only when it changes */
+    const uint8_t *last_topic = NULL;
+    int32_t last_topic_len = -1;
+    uint32_t prefix = 0;
     for (Py_ssize_t i = 0; ok && total >= 0 && i < n; i++) {
         if (tp[i] < 0 || tl[i] < 0 || tp[i] + tl[i] > view.len || pp[i] < 0 || pl[i] < 0 ||
             pp[i] + pl[i] > view.len) {
@@ -1668,12 +1918,19 @@ index_entries(PyObject *module, PyObject *args)
             break;
         }
         cnt[i] = 0;
+        Known known[N_KNOWN];
+        known_properties(d + pp[i], pl[i], known);
+        th[i] = known[P_TAGS].len > 0 ? (int64_t)(int32_t)java_hash_utf8(0, known[P_TAGS].value, known[P_TAGS].len) : 0;
         if ((sf[i] & TRANSACTION_TYPE_MASK) == TRANSACTION_ROLLBACK_TYPE) {
             continue;
         }
-        uint32_t prefix = java_hash_utf8(0, d + tp[i], tl[i]) * 31u + TOPIC_KEY_SEPARATOR;
-        const uint8_t *p = d + pp[i], *v = NULL;
-        int32_t vl = property_value(p, pl[i], "UNIQ_KEY", 8, &v);
+        if (tl[i] != last_topic_len || memcmp(d + tp[i], last_topic, (size_t)tl[i]) != 0) {
+            last_topic = d + tp[i];
+            last_topic_len = tl[i];
+            prefix = java_hash_utf8(0, last_topic, last_topic_len) * 31u + TOPIC_KEY_SEPARATOR;
+        }
+        const uint8_t *v = known[P_UNIQ_KEY].value;
+        int32_t vl = known[P_UNIQ_KEY].len;
         if (vl >= 0) {
             if (total >= cap) {
                 total = -1;
@@ -1682,7 +1939,8 @@ index_entries(PyObject *module, PyObject *args)
             out[total++] = index_hash(java_hash_utf8(prefix, v, vl));
             cnt[i]++;
         }
-        vl = property_value(p, pl[i], "KEYS", PROPERTY_NAME_LEN, &v);
+        v = known[P_KEYS].value;
+        vl = known[P_KEYS].len;
         const uint8_t *t = v, *te = v + (vl > 0 ? vl : 0);
         while (vl > 0 && t < te) {
             const uint8_t *sp = memchr(t, KEY_SEPARATOR, (size_t)(te - t));
@@ -1706,6 +1964,7 @@ index_entries(PyObject *module, PyObject *args)
     PyBuffer_Release(&flags);
     PyBuffer_Release(&counts);
     PyBuffer_Release(&hashes);
+    PyBuffer_Release(&tags);
     if (!ok) {
         PyErr_SetString(PyExc_ValueError, "expected fields inside the view and outputs of n rows");
         return NULL;
@@ -1957,12 +2216,14 @@ static PyMethodDef methods[] = {
      "decode_region(view, pos, stop, limit, base, i8, i4, u8, strict) -> (n, pos, status, blank_size)"},
     {"decode_at", decode_at, METH_VARARGS, "decode_at(view, positions, limit, base, i8, i4, u8, strict) -> n"},
     {"gather", gather, METH_VARARGS, "gather(view, starts, lengths, offsets, out): the slices one after another."},
+    {"gather_columns", gather_columns, METH_VARARGS,
+     "gather_columns(view, rows, chunk, specs): several gathers, a chunk of rows at a time through all."},
     {"split_properties", split_properties, METH_VARARGS,
      "split_properties(view, starts, lengths, item_offsets, names, name_lens, values, value_lens, tags, "
      "tags_lens, token_offsets, tokens, token_lens) -> (items, tokens)"},
     {"tags_hashes", tags_hashes, METH_VARARGS, "tags_hashes(view, props_pos, props_len, out): TAGS hashes."},
     {"index_entries", index_entries, METH_VARARGS,
-     "index_entries(view, topic_pos, topic_len, props_pos, props_len, sys_flag, counts, hashes) -> total"},
+     "index_entries(view, topic_pos, topic_len, props_pos, props_len, sys_flag, counts, hashes, tags) -> total"},
     {"json_lines", json_lines, METH_VARARGS,
      "json_lines(view, i8, i4, u8, n, tags_codes, ..., out) -> bytes written, or -(bytes needed)"},
     {"format_hosts", format_hosts, METH_VARARGS, "format_hosts(i8, i4, u8, n, which, offsets, out) -> bytes used"},

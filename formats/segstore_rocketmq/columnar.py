@@ -24,7 +24,7 @@ arrays out) and thread-safe; the C loops release the GIL.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import cast
 
 import numpy as np
@@ -69,6 +69,19 @@ _I8 = {name: k for k, name in enumerate(I8_FIELDS)}
 _I4 = {name: k for k, name in enumerate(I4_FIELDS)}
 
 
+def pooled(shape: int | tuple[int, ...], dtype: type | np.dtype) -> np.ndarray:
+    """An uninitialized array in Arrow's memory pool (``np.empty`` in the pool).
+
+    Every batch's columns are new memory; taken with ``np.empty`` from glibc, a batch's
+    megabytes are mapped afresh and zeroed by the kernel page by page (a page fault each:
+    that cost as much as copying the messages into them), as glibc gives big freed blocks back
+    to the system.  The pool (mimalloc or jemalloc) keeps freed memory for the next batch.
+    """
+    dtype = np.dtype(dtype)
+    count = int(np.prod(shape))
+    return np.frombuffer(pa.allocate_buffer(count * dtype.itemsize), dtype, count).reshape(shape)
+
+
 class Rows:
     """Decoded messages as columns: three blocks of ``cap`` rows, the first ``n`` filled.
 
@@ -83,9 +96,9 @@ class Rows:
     def __init__(self, cap: int) -> None:
         self.cap = cap
         self.n = 0
-        self.i8 = np.empty((len(I8_FIELDS), cap), np.int64)
-        self.i4 = np.empty((len(I4_FIELDS), cap), np.int32)
-        self.u8 = np.empty(U8_PER_ROW * cap, np.uint8)
+        self.i8 = pooled((len(I8_FIELDS), cap), np.int64)
+        self.i4 = pooled((len(I4_FIELDS), cap), np.int32)
+        self.u8 = pooled(U8_PER_ROW * cap, np.uint8)
 
     def __len__(self) -> int:
         return self.n
@@ -241,22 +254,42 @@ def raise_bad(view: memoryview, pos: int, limit: int, path: str | None, strict: 
 # -- step 2: columns --------------------------------------------------------------------------
 
 
-def _variable(kind: pa.DataType, view: memoryview, starts: np.ndarray, lengths: np.ndarray,
-              valid: np.ndarray | None = None) -> pa.Array:
-    """A binary/string column of the slices ``view[start:start+length]`` (copied, one data buffer)."""
-    n = len(lengths)
-    total = int(lengths.sum(dtype=np.int64)) if valid is None else int(lengths[valid].sum(dtype=np.int64))
-    offsets = np.empty(n + 1, np.int32)
-    data = np.empty(total, np.uint8)
-    _speedups.gather(view, np.ascontiguousarray(starts, dtype=np.int64),
-                     np.ascontiguousarray(lengths, dtype=np.int32), offsets, data)
-    bitmap = None
-    nulls = 0
-    if valid is not None:
-        nulls = n - int(np.count_nonzero(valid))
-        bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
-    return pa.Array.from_buffers(kind, n, [bitmap, pa.py_buffer(offsets), pa.py_buffer(data)],
-                                 null_count=nulls)
+#: Rows whose bytes are copied into every variable column before the next rows (see
+#: ``_speedups.gather_columns``): about 0.5 MB of 230-byte messages, which stays in the L2 cache.
+GATHER_CHUNK = 2048
+
+
+class _Variable:
+    """A binary/string column of slices ``view[start:start+length]`` (copied into one data buffer),
+    to be filled with the others of its batch by :func:`_gather`.  ``items``: per row, where its
+    items start (n + 1 int32) when a row holds several (a list column's values); ``valid``: the
+    rows that are not null (lengths of null rows are <= 0)."""
+
+    def __init__(self, kind: pa.DataType, starts: np.ndarray, lengths: np.ndarray,
+                 valid: np.ndarray | None = None, items: np.ndarray | None = None) -> None:
+        self.kind = kind
+        self.starts = np.ascontiguousarray(starts, dtype=np.int64)
+        self.lengths = np.ascontiguousarray(lengths, dtype=np.int32)
+        self.valid, self.items = valid, items
+        used = self.lengths if valid is None else self.lengths[valid]
+        self.offsets = pooled(len(self.lengths) + 1, np.int32)
+        self.data = pooled(int(used.sum(dtype=np.int64)), np.uint8)
+
+    def array(self) -> pa.Array:
+        n = len(self.lengths)
+        bitmap, nulls = None, 0
+        if self.valid is not None:
+            nulls = n - int(np.count_nonzero(self.valid))
+            bitmap = pa.py_buffer(np.packbits(self.valid, bitorder="little")) if nulls else None
+        buffers = [bitmap, pa.py_buffer(self.offsets), pa.py_buffer(self.data)]
+        return pa.Array.from_buffers(self.kind, n, buffers, null_count=nulls)
+
+
+def _gather(view: memoryview, n: int, columns: list[_Variable]) -> None:
+    """Fill the columns of a batch of ``n`` rows in one pass, :data:`GATHER_CHUNK` rows at a time."""
+    if columns:
+        _speedups.gather_columns(view, n, GATHER_CHUNK, tuple(
+            (c.starts, c.lengths, c.items, c.offsets, c.data) for c in columns))
 
 
 def _fixed(kind: pa.DataType, values: np.ndarray) -> pa.Array:
@@ -264,20 +297,21 @@ def _fixed(kind: pa.DataType, values: np.ndarray) -> pa.Array:
 
 
 class _Properties:
-    """The rows' properties split once (``_speedups.split_properties``), for every column that needs them."""
+    """The rows' properties split once (``_speedups.split_properties``), for every column that needs
+    them: each ``*_column`` is a :class:`_Variable` to gather."""
 
     def __init__(self, view: memoryview, rows: Rows) -> None:
         n = len(rows)
         self.view = view
         lengths = rows["props_len"]
-        self.item_offsets = np.empty(n + 1, np.int32)
-        self.tags, self.tags_lens = np.empty(n, np.int64), np.empty(n, np.int32)
-        self.token_offsets = np.empty(n + 1, np.int32)
+        self.item_offsets = pooled(n + 1, np.int32)
+        self.tags, self.tags_lens = pooled(n, np.int64), pooled(n, np.int32)
+        self.token_offsets = pooled(n + 1, np.int32)
         # a guess that fits usual messages (a few properties, a few keys), then the sure bound
         for cap in (4 * n + 16, int(lengths.sum(dtype=np.int64)) // 2 + n + 1):
-            names, name_lens = np.empty(cap, np.int64), np.empty(cap, np.int32)
-            values, value_lens = np.empty(cap, np.int64), np.empty(cap, np.int32)
-            tokens, token_lens = np.empty(cap, np.int64), np.empty(cap, np.int32)
+            names, name_lens = pooled(cap, np.int64), pooled(cap, np.int32)
+            values, value_lens = pooled(cap, np.int64), pooled(cap, np.int32)
+            tokens, token_lens = pooled(cap, np.int64), pooled(cap, np.int32)
             items, count = _speedups.split_properties(
                 view, rows["props_pos"], lengths, self.item_offsets, names, name_lens, values, value_lens,
                 self.tags, self.tags_lens, self.token_offsets, tokens, token_lens)
@@ -286,38 +320,35 @@ class _Properties:
         self.names, self.name_lens = names[:items], name_lens[:items]
         self.values, self.value_lens = values[:items], value_lens[:items]
         self.tokens, self.token_lens = tokens[:count], token_lens[:count]
-        self._built: dict[str, pa.Array] = {}
 
-    def _once(self, name: str, build: Callable[[], pa.Array]) -> pa.Array:
-        if name not in self._built:
-            self._built[name] = build()
-        return self._built[name]
+    def names_column(self) -> _Variable:
+        return _Variable(pa.string(), self.names, self.name_lens, items=self.item_offsets)
 
-    def names_array(self) -> pa.Array:
-        return self._once("names", lambda: _variable(pa.string(), self.view, self.names, self.name_lens))
+    def values_column(self) -> _Variable:
+        return _Variable(pa.binary(), self.values, self.value_lens, items=self.item_offsets)
 
-    def values_array(self) -> pa.Array:
-        return self._once("values", lambda: _variable(pa.binary(), self.view, self.values, self.value_lens))
+    def tokens_column(self) -> _Variable:
+        return _Variable(pa.string(), self.tokens, self.token_lens, items=self.token_offsets)
 
-    def tokens_array(self) -> pa.Array:
-        return self._once("tokens", lambda: _variable(pa.string(), self.view, self.tokens, self.token_lens))
+    def tags_column(self) -> _Variable:
+        return _Variable(pa.string(), self.tags, self.tags_lens, self.tags_lens >= 0)
 
-    def first_tokens(self) -> pa.Array:
+    def first_tokens(self) -> _Variable:
         """Each row's first KEYS token as binary, null without one."""
         first = self.token_offsets[:-1]
         has = self.token_offsets[1:] > first
         if not len(self.tokens):
-            return pa.nulls(len(has), pa.binary())
+            return _Variable(pa.binary(), np.zeros(len(has), np.int64), np.zeros(len(has), np.int32), has)
         at = np.minimum(first, len(self.tokens) - 1)
         lengths = np.where(has, self.token_lens[at], 0).astype(np.int32)
-        return _variable(pa.binary(), self.view, self.tokens[at], lengths, has)
+        return _Variable(pa.binary(), self.tokens[at], lengths, has)
 
 
 def _host_texts(rows: Rows, which: int) -> tuple[np.ndarray, np.ndarray]:
     """The rows' born host, store host or msgId texts (``_speedups.format_hosts``): offsets and data."""
     n = len(rows)
-    offsets = np.empty(n + 1, np.int32)
-    data = np.empty(n * HOST_TEXT_MAX, np.uint8)
+    offsets = pooled(n + 1, np.int32)
+    data = pooled(n * HOST_TEXT_MAX, np.uint8)
     used = _speedups.format_hosts(rows.i8, rows.i4, rows.u8, n, which, offsets, data)
     return offsets, data[:used]
 
@@ -362,15 +393,31 @@ _FIXED = {
 }
 
 
+#: Columns built from the split properties.
+_PROPERTY_COLUMNS = frozenset({"key", "tags", "keys", "properties", "headers"})
+
+
 def _build_c(view: memoryview, rows: Rows, schema: pa.Schema) -> list[pa.Array]:
     n = len(rows)
-    props: _Properties | None = None
-
-    def split() -> _Properties:
-        nonlocal props
-        if props is None:
-            props = _Properties(view, rows)
-        return props
+    wanted = set(schema.names)
+    p = _Properties(view, rows) if wanted & _PROPERTY_COLUMNS else None
+    # the variable columns, gathered in one pass over the batch's messages
+    var: dict[str, _Variable] = {}
+    if "value" in wanted:
+        var["value"] = _Variable(pa.binary(), rows["body_pos"], rows["body_len"])
+    if "topic" in wanted:
+        var["topic"] = _Variable(pa.string(), rows["topic_pos"], rows["topic_len"])
+    if p is not None:
+        if "key" in wanted:
+            var["key"] = p.first_tokens()
+        if "tags" in wanted:
+            var["tags"] = p.tags_column()
+        if "keys" in wanted:
+            var["tokens"] = p.tokens_column()
+        if wanted & {"properties", "headers"}:
+            var["names"], var["values"] = p.names_column(), p.values_column()
+    _gather(view, n, list(var.values()))
+    built = {name: column.array() for name, column in var.items()}
 
     columns = []
     for field in schema:
@@ -378,27 +425,20 @@ def _build_c(view: memoryview, rows: Rows, schema: pa.Schema) -> list[pa.Array]:
         if name in _FIXED:
             source, kind = _FIXED[name]
             column = _fixed(kind, rows[source])
-        elif name == "value":
-            column = _variable(pa.binary(), view, rows["body_pos"], rows["body_len"])
-        elif name == "topic":
-            column = _variable(pa.string(), view, rows["topic_pos"], rows["topic_len"])
+        elif name in ("value", "topic", "key", "tags"):
+            column = built[name]
         elif name == "timestampType":
             column = _fixed(pa.int32(), np.zeros(n, np.int32))
-        elif name == "key":
-            column = split().first_tokens()
-        elif name == "tags":
-            p = split()
-            column = _variable(pa.string(), view, p.tags, p.tags_lens, p.tags_lens >= 0)
         elif name == "keys":
-            p = split()
-            column = pa.ListArray.from_arrays(_fixed(pa.int32(), p.token_offsets), p.tokens_array())
+            assert p is not None
+            column = pa.ListArray.from_arrays(_fixed(pa.int32(), p.token_offsets), built["tokens"])
         elif name == "properties":
-            p = split()
-            column = pa.MapArray.from_arrays(_fixed(pa.int32(), p.item_offsets), p.names_array(),
-                                             p.values_array().view(pa.string()))
+            assert p is not None
+            column = pa.MapArray.from_arrays(_fixed(pa.int32(), p.item_offsets), built["names"],
+                                             built["values"].view(pa.string()))
         elif name == "headers":
-            p = split()
-            items = pa.StructArray.from_arrays([p.names_array(), p.values_array()], fields=list(HEADER))
+            assert p is not None
+            items = pa.StructArray.from_arrays([built["names"], built["values"]], fields=list(HEADER))
             column = pa.ListArray.from_arrays(_fixed(pa.int32(), p.item_offsets), items)
         elif name in _HOST_COLUMNS:
             column = _host_column(rows, _HOST_COLUMNS[name])
@@ -553,18 +593,20 @@ def tags_hashes(view: memoryview, rows: Rows) -> np.ndarray:
     return tags
 
 
-def index_entries(view: memoryview, rows: Rows) -> tuple[np.ndarray, np.ndarray]:
+def index_entries(view: memoryview, rows: Rows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per row, how many IndexFile entries the broker puts for it, and their index hashes in order
-    (``indexfile.index_keys``: topic#UNIQ_KEY, then topic#token for each KEYS token)."""
+    (``indexfile.index_keys``: topic#UNIQ_KEY, then topic#token for each KEYS token); and per row
+    the Java hash of its TAGS (:func:`tags_hashes`), found in the same pass over the properties."""
     n = len(rows)
-    counts = np.empty(n, np.int32)
+    counts = pooled(n, np.int32)
     if _speedups is not None:
+        tags = pooled(n, np.int64)
         for cap in (3 * n + 16, int(rows["props_len"].sum(dtype=np.int64)) // 2 + n + 1):
-            hashes = np.empty(cap, np.int64)
+            hashes = pooled(cap, np.int64)
             total = _speedups.index_entries(view, rows["topic_pos"], rows["topic_len"], rows["props_pos"],
-                                            rows["props_len"], rows["sys_flag"], counts, hashes)
+                                            rows["props_len"], rows["sys_flag"], counts, hashes, tags)
             if total >= 0:
-                return counts, hashes[:total]
+                return counts, hashes[:total], tags
     keys: list[str] = []
     for i, msg in enumerate(messages(view, rows)):
         props = msg.properties
@@ -572,7 +614,7 @@ def index_entries(view: memoryview, rows: Rows) -> tuple[np.ndarray, np.ndarray]
                                        props.get(PROPERTY_UNIQ_KEY), props.get(PROPERTY_KEYS), msg.sys_flag))
         counts[i] = len(mine)
         keys.extend(mine)
-    return counts, index_key_hashes(keys)
+    return counts, index_key_hashes(keys), tags_hashes(view, rows)
 
 
 def topic_codes(view: memoryview, rows: Rows, codes: dict[str, int]) -> np.ndarray:
@@ -588,8 +630,8 @@ def topic_codes(view: memoryview, rows: Rows, codes: dict[str, int]) -> np.ndarr
         return np.zeros(0, np.int32)
     lengths = rows["topic_len"]
     width = int(lengths.max())
-    offsets = np.empty(n + 1, np.int32)
-    data = np.empty(int(lengths.sum(dtype=np.int64)), np.uint8)
+    offsets = pooled(n + 1, np.int32)
+    data = pooled(int(lengths.sum(dtype=np.int64)), np.uint8)
     _speedups.gather(view, rows["topic_pos"], lengths, offsets, data)
     # one row per message: the topic zero-padded, then its length (so "a" and "a\0" differ)
     matrix = np.zeros((n, width + 2), np.uint8)

@@ -185,6 +185,11 @@ class Walked:
         return {(int(self.topic[run[0]]), int(self.queue_id[run[0]])): run
                 for run in np.split(order, bounds) if len(run)}
 
+    def entry_phys(self, start: int, stop: int) -> np.ndarray:
+        """The physical offsets of IndexFile entries ``start .. stop`` of the messages (``key_hashes``
+        positions): each entry's message's."""
+        return np.repeat(self.phy, np.diff(self.key_offsets))[start:stop]
+
     def index_columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The IndexFile entries of the messages in order: hashes, physical offsets, store timestamps."""
         counts = np.diff(self.key_offsets)
@@ -199,12 +204,11 @@ def _walked(view: memoryview, rows: columnar.Rows, tags_code: Callable[[RocketMQ
     store's rule (``tags_code``), message by message, as they are few.
     """
     numbers = columnar.topic_codes(view, rows, topics)
-    codes = columnar.tags_hashes(view, rows)
+    counts, hashes, codes = columnar.index_entries(view, rows)
     scheduled = topics.get(SCHEDULE_TOPIC)
     if scheduled is not None and (numbers == scheduled).any():
         at = np.flatnonzero(numbers == scheduled)
         codes[at] = [tags_code(m) for m in columnar.messages(view, rows.select(at))]
-    counts, hashes = columnar.index_entries(view, rows)
     offsets = np.zeros(len(rows) + 1, np.int64)
     np.cumsum(counts, out=offsets[1:])
     return Walked([], rows["position"].copy(), rows["size"].copy(), numbers, rows["queue_id"].copy(),
@@ -724,7 +728,7 @@ def _first_not_carried(cl: CommitLog, phys: np.ndarray, hashes: np.ndarray) -> i
         if len(misplaced):      # a copy of a message elsewhere: not one the walk found
             n = rows.n = int(misplaced[0])
         if n:
-            counts, own = columnar.index_entries(view, rows)
+            counts, own, _ = columnar.index_entries(view, rows)
             offsets = np.zeros(n + 1, np.int64)
             np.cumsum(counts, out=offsets[1:])
             hit = _carries(offsets, own, np.arange(n), hashes[done:done + n])
@@ -843,36 +847,56 @@ def _recover_index(ctx: RecoveryContext, w: Walk, lines: list[str]) -> tuple[int
 # -- the driver -------------------------------------------------------------------------
 
 
+class _IndexPut:
+    """Puts the IndexFile entries of walked messages from commitlog offset ``start`` on, a batch at a
+    time in commitlog order (the first ``skip`` keys of the message at ``start`` are indexed already);
+    ``put`` counts them."""
+
+    def __init__(self, index: IndexService, start: int, skip: int) -> None:
+        self.index, self.start, self.skip = index, start, skip
+        self.put = 0
+        self.first = True
+
+    def add(self, batch: Walked) -> None:
+        batch = batch.select(batch.phy >= self.start)
+        hashes, phys, stamps = batch.index_columns()
+        if self.first and len(phys):
+            if self.skip and phys[0] == self.start:   # keys of that message indexed already
+                hashes, phys, stamps = hashes[self.skip:], phys[self.skip:], stamps[self.skip:]
+            self.first = False
+        self.put += self.index.put_hashes(hashes, phys, stamps)
+
+    def below(self, ctx: RecoveryContext, walk_start: int) -> None:
+        """The messages below the main walk's start (from :attr:`start`), which take a walk of their own."""
+        if self.start >= walk_start:
+            return
+        for batch in walk_batches(ctx.commitlog, self.start, ctx.tags_code, Walk(self.start, self.start)):
+            below = batch.phy < walk_start
+            self.add(batch.select(below))
+            if not below.all():
+                break       # the main walk's messages follow
+
+
 def _index_from(ctx: RecoveryContext, start: int, w: Walk, skip: int) -> int:
     """Put the IndexFile entries of the messages from ``start`` on, a walk batch at a time (the
     first ``skip`` keys of the message at ``start`` are indexed already); how many were put.
 
     The messages below the main walk's start take a walk of their own; the main walk's are
     walked again (the commitlog is cut at its end now)."""
-    index = ctx.index
-    assert index is not None
-    put = 0
-    first = True
-
-    def put_batch(batch: Walked) -> None:
-        nonlocal put, first
-        hashes, phys, stamps = batch.index_columns()
-        if first and len(phys):
-            if skip and phys[0] == start:   # keys of that message indexed already
-                hashes, phys, stamps = hashes[skip:], phys[skip:], stamps[skip:]
-            first = False
-        put += index.put_hashes(hashes, phys, stamps)
-
-    if start < w.start:
-        for batch in walk_batches(ctx.commitlog, start, ctx.tags_code, Walk(start, start)):
-            below = batch.phy < w.start
-            put_batch(batch.select(below))
-            if not below.all():
-                break       # the main walk's messages follow
+    assert ctx.index is not None
+    puts = _IndexPut(ctx.index, start, skip)
+    puts.below(ctx, w.start)
     for batch in walk_batches(ctx.commitlog, w.start, ctx.tags_code, Walk(w.start, w.start),
                               past_zeros=ctx.abnormal or ctx.full, counted=False):
-        put_batch(batch.select(batch.phy >= start))
-    return put
+        puts.add(batch)
+    return puts.put
+
+
+def _holds_no_entry(index: IndexService | None) -> bool:
+    """Whether the index holds no entry (none built yet, or its files were lost): then what
+    :func:`_recover_index` decides and does (nothing, or resetting a damaged empty file's header)
+    does not depend on the walk, so it can run before it."""
+    return index is not None and all(not len(f.entries) for f in index.files)
 
 
 def recover(ctx: RecoveryContext) -> list[str]:
@@ -893,10 +917,20 @@ def recover(ctx: RecoveryContext) -> list[str]:
     start = cl.min_offset if ctx.full else _start_offset(ctx)
     w = Walk(start=start, end=start)
     dispatch = _Dispatch(ctx, None)
+    # an index without entries is rebuilt in the same walk (no second walk over the commitlog)
+    puts: _IndexPut | None = None
+    cut = 0
+    if _holds_no_entry(ctx.index):
+        assert ctx.index is not None
+        reindex_from, skip, cut = _recover_index(ctx, w, lines)
+        puts = _IndexPut(ctx.index, reindex_from, skip)
+        puts.below(ctx, start)
     walked = 0
     for batch in walk_batches(cl, start, ctx.tags_code, w, past_zeros=ctx.abnormal or ctx.full):
         walked += len(batch)
         dispatch.add(batch)
+        if puts is not None:
+            puts.add(batch)
     lines.append(f"commitlog: {kind}; walked {walked} messages from {start} to {w.end}")
     for path, pos, length in w.gaps:
         lines.append(
@@ -919,7 +953,10 @@ def recover(ctx: RecoveryContext) -> list[str]:
         rebuild.finish(lines)
     _drop_empty_queue_files(ctx, lines)
 
-    if ctx.index is not None:
+    if puts is not None:
+        if puts.put != cut:
+            lines.append(f"index: rebuilt {puts.put} entries for messages from commitlog offset {puts.start}")
+    elif ctx.index is not None:
         reindex_from, skip, cut = _recover_index(ctx, w, lines)
         put = _index_from(ctx, reindex_from, w, skip)
         if put != cut:

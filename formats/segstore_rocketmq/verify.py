@@ -23,6 +23,7 @@ import numpy as np
 
 from segstore import files, progress
 from segstore.errors import CorruptDataError, SegstoreError
+from segstore.search import Bound, search
 from segstore.store import Problem
 
 from . import batchconsumequeue, timerstore
@@ -62,9 +63,10 @@ def _damage(path: str, view: memoryview, pos: int, base: int) -> str:
     return "expected a message or a BLANK, found zeros before later valid messages"
 
 
-def _verify_commitlog(store, problems: list[Problem], missing: list[Problem]) -> Walk:
+def _verify_commitlog(store, problems: list[Problem], missing: list[Problem]) -> tuple[Walk, _Coverage]:
     """The commitlog's problems into ``problems``; messages lacking a consume-queue entry into
-    ``missing`` (checked a walk batch at a time).  Returns the walk (its end and gaps)."""
+    ``missing`` (checked a walk batch at a time).  Returns the walk (its end and gaps) and what
+    its lockstep confirmed (:class:`_Coverage`)."""
     cl = store.commitlog
     if cl.empty_tail is not None:
         problems.append(Problem(cl.empty_tail, 0, f"expected a commitlog file of {cl.file_size} bytes "
@@ -77,9 +79,9 @@ def _verify_commitlog(store, problems: list[Problem], missing: list[Problem]) ->
                                     "(RocketMQ's MappedFileQueue.load refuses any other), found bytes an "
                                     "older recovery cut (segstore recover moves them to .segstore/cut/)"))
     w = Walk(start=cl.min_offset, end=cl.min_offset)
-    if len(cl.log.segments) == 0:
-        return w
     cover = _Coverage(store)
+    if len(cl.log.segments) == 0:
+        return w, cover
     for batch in walk_batches(cl, cl.min_offset, store.tags_code, w):
         cover.check(batch, missing)
     for path, pos, length in w.gaps:
@@ -101,7 +103,7 @@ def _verify_commitlog(store, problems: list[Problem], missing: list[Problem]) ->
                     f"found {stop - pos} bytes of torn or damaged data",
                 )
             )
-    return w
+    return w, cover
 
 
 def _first_nonzero(file: files.MappedFile, pos: int) -> int | None:
@@ -140,14 +142,54 @@ def _verify_queue_exts(store, problems: list[Problem]) -> None:
 ENTRY_CHUNK = 1 << 16
 
 
+def _mark(bits: np.ndarray, at: np.ndarray) -> None:
+    """Set bits ``at`` of a little-endian bit set (a uint8 array)."""
+    np.bitwise_or.at(bits, at >> 3, np.left_shift(1, at & 7).astype(np.uint8))
+
+
+def _mark_range(bits: np.ndarray, start: int, stop: int) -> None:
+    """Set bits ``start .. stop`` of a little-endian bit set."""
+    if start >= stop:
+        return
+    first, last = start >> 3, (stop - 1) >> 3
+    if first == last:
+        bits[first] |= ((1 << (stop - start)) - 1) << (start & 7)
+        return
+    bits[first] |= (0xFF << (start & 7)) & 0xFF
+    bits[first + 1:last] = 0xFF
+    bits[last] |= (1 << (((stop - 1) & 7) + 1)) - 1
+
+
+def _marked(bits: np.ndarray | None, lo: int, n: int) -> np.ndarray:
+    """Bits ``lo .. lo + n`` of a bit set (``lo`` a multiple of 8) as bools; all false for None."""
+    if bits is None:
+        return np.zeros(n, bool)
+    return np.unpackbits(bits[lo >> 3:(lo + n + 7) >> 3], bitorder="little", count=n).view(bool)
+
+
 class _Coverage:
-    """Whether each walked message that needs a consume-queue entry has one: the entry at its queue
-    offset exists and points at a valid message (or has a missing extension unit, reported with the
-    entry).  Per batch; the queues' files are read where their entries are (no copy of a queue)."""
+    """One pass over the walk, a batch at a time, against the queues and the index (a lockstep).
+
+    Whether each walked message that needs a consume-queue entry has one: the entry at its
+    queue offset exists and points at a valid message (or has a missing extension unit,
+    reported with the entry).  And which consume-queue and IndexFile entries the batch
+    confirms: an entry pointing at a walked message that it describes exactly (topic,
+    queue, offset, size and tags code; an IndexFile entry whose message carries its hash,
+    with sane links) has nothing to report, so the entry checks afterwards decode only the
+    messages of the entries not confirmed (none in a sound store).  The queues' and the
+    index's files are read where the batch's entries are (no copy of a queue); what is kept
+    is one bit per entry.
+    """
 
     def __init__(self, store) -> None:
         self.store = store
         self.layout: dict[tuple[str, int], tuple[np.ndarray, np.ndarray, list]] = {}
+        #: (topic, queue id, consume-queue file number) -> bits of its entries confirmed
+        self.queue_bits: dict[tuple[str, int, int], np.ndarray] = {}
+        index_files = store.index.files if store.index is not None else []
+        #: per index file: bits of its entries (``f.entries``) confirmed
+        self.index_bits: list[np.ndarray] = [np.zeros((len(f.entries) + 7) >> 3, np.uint8)
+                                             for f in index_files]
 
     def _files(self, key: tuple[str, int]):
         got = self.layout.get(key)
@@ -157,7 +199,15 @@ class _Coverage:
                                       np.array([len(s) for s in segs], np.int64), segs)
         return got
 
+    def queue_confirmed(self, key: tuple[str, int], j: int) -> np.ndarray | None:
+        """The bits of consume-queue file ``j`` of queue ``key`` the walk confirmed (None: none)."""
+        return self.queue_bits.get((*key, j))
+
     def check(self, batch: Walked, missing: list[Problem]) -> None:
+        self._check_queues(batch, missing)
+        self._confirm_index(batch)
+
+    def _check_queues(self, batch: Walked, missing: list[Problem]) -> None:
         store = self.store
         if not store.queues:
             # a commitlog-only store (a backup): nothing is inconsistent; readers scan, recover builds them
@@ -170,15 +220,28 @@ class _Coverage:
             mine = mine[~ok[mine]]
             offsets = batch.queue_offset[mine]
             firsts, lens, segs = self._files(key)
+            if self._run_confirmed(key, batch, mine, offsets, firsts, lens, segs):
+                ok[mine] = True
+                continue
             k = np.searchsorted(firsts, offsets, side="right") - 1
             inside = (k >= 0) & (offsets - firsts[np.maximum(k, 0)] < lens[np.maximum(k, 0)])
             phys = np.full(len(mine), -1, np.int64)
             stored = np.zeros(len(mine), np.int64)
+            sizes = np.zeros(len(mine), np.int64)
             for j in np.unique(k[inside]).tolist():
                 sel = inside & (k == j)
                 rows = segs[j].entries[offsets[sel] - firsts[j]]
-                phys[sel], stored[sel] = rows["offset"], rows["tags_code"]
+                phys[sel], stored[sel], sizes[sel] = rows["offset"], rows["tags_code"], rows["size"]
             seen = inside & (phys == batch.phy[mine])     # the entry points at this message (walked)
+            # the entry is exactly this message's (an extension address is checked with its unit later)
+            exact = (seen & (sizes == batch.size[mine]) & (stored == batch.tags_code[mine])
+                     & (stored > EXT_MAX_ADDR))
+            for j in np.unique(k[exact]).tolist():
+                sel = exact & (k == j)
+                bits = self.queue_bits.get((*key, j))
+                if bits is None:
+                    bits = self.queue_bits[(*key, j)] = np.zeros((int(lens[j]) + 7) >> 3, np.uint8)
+                _mark(bits, offsets[sel] - firsts[j])
             other = np.flatnonzero(inside & ~seen)
             if len(other):      # an entry pointing elsewhere: seen if at a valid message
                 _, _, found = messages_at(store.commitlog, phys[other], store.tags_code, {},
@@ -202,11 +265,67 @@ class _Coverage:
                 )
             )
 
+    def _run_confirmed(self, key: tuple[str, int], batch: Walked, mine: np.ndarray, offsets: np.ndarray,
+                       firsts: np.ndarray, lens: np.ndarray, segs: list) -> bool:
+        """The usual case, in slices: the messages ``mine`` hold consecutive queue offsets inside one
+        consume-queue file whose entries are exactly theirs (then all are marked confirmed)."""
+        if not len(mine):
+            return True
+        start = int(offsets[0])
+        if not np.array_equal(offsets, np.arange(start, start + len(mine))):
+            return False
+        j = int(np.searchsorted(firsts, start, side="right")) - 1
+        if j < 0 or start - int(firsts[j]) + len(mine) > int(lens[j]):
+            return False
+        lo = start - int(firsts[j])
+        rows = segs[j].entries[lo:lo + len(mine)]
+        stored = rows["tags_code"]
+        if not (np.array_equal(rows["offset"], batch.phy[mine]) and (stored > EXT_MAX_ADDR).all()
+                and np.array_equal(rows["size"], batch.size[mine])
+                and np.array_equal(stored, batch.tags_code[mine])):
+            return False
+        bits = self.queue_bits.get((*key, j))
+        if bits is None:
+            bits = self.queue_bits[(*key, j)] = np.zeros((int(lens[j]) + 7) >> 3, np.uint8)
+        _mark_range(bits, lo, lo + len(mine))
+        return True
 
-def _verify_queues(store, w: Walk, problems: list[Problem]) -> None:
-    """Every entry against the message at its offset (decoded where it lies), vectorized per
-    :data:`ENTRY_CHUNK` entries; the entries found wrong (and extension addresses, which are few)
-    are then reported one by one."""
+    def _confirm_index(self, batch: Walked) -> None:
+        """Mark the IndexFile entries pointing into the batch's range that hash a key of the walked
+        message they point at, with a time diff >= 0 and a previous entry below their own."""
+        if not self.index_bits or not len(batch):
+            return
+        lo_phy, hi_phy = int(batch.phy[0]), int(batch.phy[-1])
+        for f, bits in zip(self.store.index.files, self.index_bits, strict=True):
+            entries = f.entries
+            if not len(entries):
+                continue
+            column = entries["phy_offset"]
+            lo = search(column, lo_phy, Bound.SMALLEST_UPPER)
+            hi = search(column, hi_phy + 1, Bound.SMALLEST_UPPER, lo)
+            if lo >= hi:
+                continue
+            chunk = entries[lo:hi]
+            phys = chunk["phy_offset"].astype(np.int64)
+            numbers = np.arange(lo + 1, hi + 1)
+            links = (chunk["time_diff"] >= 0) & (chunk["prev"] >= INVALID_INDEX) & (chunk["prev"] < numbers)
+            # the usual case: the entries are the batch's messages' keys, in put order
+            first = int(batch.key_offsets[int(np.searchsorted(batch.phy, phys[0]))])
+            if (first + len(phys) <= len(batch.key_hashes) and links.all()
+                    and np.array_equal(batch.key_hashes[first:first + len(phys)], chunk["hash"])
+                    and np.array_equal(batch.entry_phys(first, first + len(phys)), phys)):
+                _mark_range(bits, lo, hi)
+                continue
+            at, found = batch.find(phys)
+            good = found & links
+            good[good] = batch.carries_hash(at[good], chunk["hash"][good].astype(np.int64))
+            _mark(bits, lo + np.flatnonzero(good))
+
+
+def _verify_queues(store, w: Walk, cover: _Coverage, problems: list[Problem]) -> None:
+    """Every entry the walk did not confirm (``cover``) against the message at its offset (decoded
+    where it lies), vectorized per :data:`ENTRY_CHUNK` entries; the entries found wrong (and
+    extension addresses, which are few) are then reported one by one."""
     topics: dict[str, int] = {}
     for (topic, qid), cq in sorted(store.queues.items()):
         last = cq.log.active
@@ -215,11 +334,15 @@ def _verify_queues(store, w: Walk, problems: list[Problem]) -> None:
                                     "consume-queue file, found none: the broker reads it as an entry at "
                                     "offset 0, size 0 (segstore recover deletes the file)"))
         ext = store.queue_exts.get((topic, qid))
-        for seg in cq.segment_files():
+        for j, seg in enumerate(cq.segment_files()):
             entries = seg.entries
+            confirmed = cover.queue_confirmed((topic, qid), j)
             for lo in range(0, len(entries), ENTRY_CHUNK):
-                _check_entries(store, w, topics, topic, qid, cq, ext, seg, lo, entries[lo:lo + ENTRY_CHUNK],
-                               problems)
+                chunk = entries[lo:lo + ENTRY_CHUNK]
+                todo = np.flatnonzero(~_marked(confirmed, lo, len(chunk)))
+                if len(todo):
+                    _check_entries(store, w, topics, topic, qid, cq, ext, seg, lo + todo, chunk[todo],
+                                   problems)
             at_byte = _first_nonzero(seg.file, len(seg) * CQ_DTYPE.itemsize)
             if at_byte is not None:
                 at_byte -= at_byte % CQ_DTYPE.itemsize
@@ -232,14 +355,13 @@ def _verify_queues(store, w: Walk, problems: list[Problem]) -> None:
                 )
 
 
-def _check_entries(store, w: Walk, topics: dict[str, int], topic: str, qid: int, cq, ext, seg, lo: int,
-                   rows: np.ndarray, problems: list[Problem]) -> None:
-    """Entries ``lo ...`` of one consume-queue file against their messages."""
-    first = seg.first_offset + lo
+def _check_entries(store, w: Walk, topics: dict[str, int], topic: str, qid: int, cq, ext, seg,
+                   slots: np.ndarray, rows: np.ndarray, problems: list[Problem]) -> None:
+    """Entries ``rows`` (in slots ``slots``, ascending) of one consume-queue file against their messages."""
     phys = rows["offset"].astype(np.int64)
     stored = rows["tags_code"].astype(np.int64)
     resolved = np.asarray(store.entry_tags_codes(topic, qid, rows["tags_code"]), np.int64)
-    claimed = first + np.arange(len(rows), dtype=np.int64)
+    claimed = seg.first_offset + slots.astype(np.int64)
     walked, at, found = messages_at(store.commitlog, phys, store.tags_code, topics, w.start, w.end)
     number = topics.get(topic, -1)
     addressed = stored <= EXT_MAX_ADDR
@@ -250,9 +372,9 @@ def _check_entries(store, w: Walk, topics: dict[str, int], topic: str, qid: int,
                 | (walked.tags_code[at[f]] != resolved[f]))
     live = claimed >= cq.min_offset      # older entries expired with their commitlog file (retention)
     for i in np.flatnonzero((~found | wrong | addressed) & live).tolist():
-        pos = (lo + i) * CQ_DTYPE.itemsize
+        pos = int(slots[i]) * CQ_DTYPE.itemsize
         phy, size, tags = int(phys[i]), int(rows["size"][i]), int(resolved[i])
-        expected = f"{topic}/{qid} offset {first + i}"
+        expected = f"{topic}/{qid} offset {int(claimed[i])}"
         m = int(at[i]) if found[i] else None
         if addressed[i]:
             unit = _unit(ext, int(stored[i]))
@@ -274,17 +396,18 @@ def _check_entries(store, w: Walk, topics: dict[str, int], topic: str, qid: int,
             continue
         problems.append(Problem(
             seg.file.path, pos,
-            f"expected ({topic}, {qid}, {first + i}, size {size}, tags code {tags}) at commitlog "
+            f"expected ({topic}, {qid}, {int(claimed[i])}, size {size}, tags code {tags}) at commitlog "
             f"offset {phy}, found ({walked.topics[int(walked.topic[m])]}, {int(walked.queue_id[m])}, "
             f"{int(walked.queue_offset[m])}, size {int(walked.size[m])}, "
             f"tags code {int(walked.tags_code[m])})"))
 
 
-def _verify_index(store, w: Walk, problems: list[Problem]) -> None:
+def _verify_index(store, w: Walk, cover: _Coverage, problems: list[Problem]) -> None:
+    """Every index file's header, slots and the entries the walk did not confirm (``cover``)."""
     index = store.index
     if index is None:
         return
-    for f in index.files:
+    for f, confirmed in zip(index.files, cover.index_bits, strict=True):
         h = f.header
         stored_count = IndexHeader.unpack(f.file.view(0, HEADER.size)).index_count
         if stored_count > f.index_num:
@@ -295,7 +418,10 @@ def _verify_index(store, w: Walk, problems: list[Problem]) -> None:
             )
         entries = f.entries
         for lo in range(0, len(entries), ENTRY_CHUNK):
-            _check_index_entries(store, w, f, lo, entries[lo:lo + ENTRY_CHUNK], problems)
+            chunk = entries[lo:lo + ENTRY_CHUNK]
+            todo = np.flatnonzero(~_marked(confirmed, lo, len(chunk)))
+            if len(todo):
+                _check_index_entries(store, w, f, lo + todo, chunk[todo], problems)
         bad_slots = np.flatnonzero(f.slots >= h.index_count)
         if len(bad_slots):
             s = int(bad_slots[0])
@@ -317,9 +443,11 @@ def _verify_index(store, w: Walk, problems: list[Problem]) -> None:
             )
 
 
-def _check_index_entries(store, w: Walk, f, lo: int, entries: np.ndarray, problems: list[Problem]) -> None:
-    """Entries ``lo ...`` of one index file against the messages they point at."""
-    numbers = np.arange(lo + 1, lo + 1 + len(entries))
+def _check_index_entries(store, w: Walk, f, at_slots: np.ndarray, entries: np.ndarray,
+                         problems: list[Problem]) -> None:
+    """Entries ``entries`` (at ``at_slots`` of ``f.entries``, ascending) against the messages they
+    point at."""
+    numbers = at_slots + 1
     phys = entries["phy_offset"].astype(np.int64)
     hashes = entries["hash"].astype(np.int64)
     diffs, prevs = entries["time_diff"].astype(np.int64), entries["prev"].astype(np.int64)
@@ -368,11 +496,11 @@ def verify_store(store) -> list[Problem]:
     problems: list[Problem] = []
     missing: list[Problem] = []
     with progress.task("verify", len(store.commitlog.log.segments) * store.commitlog.file_size):
-        w = _verify_commitlog(store, problems, missing)
-    _verify_queues(store, w, problems)
+        w, cover = _verify_commitlog(store, problems, missing)
+    _verify_queues(store, w, cover, problems)
     problems.extend(missing)
     _verify_queue_exts(store, problems)
-    _verify_index(store, w, problems)
+    _verify_index(store, w, cover, problems)
     _verify_files(store, problems)
     _verify_5x_files(store, problems)
     _verify_shutdown(store, problems)
