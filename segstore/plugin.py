@@ -76,6 +76,14 @@ class FormatPlugin(abc.ABC):
             store.append_batch([Message.coerce(line) for line in lines])
         return len(lines)
 
+    def conversion(self) -> Any:
+        """This format's side of ``segstore convert``: a ``segstore.convert.interchange.FormatConversion``
+        (the same object on every call).
+
+        :raises UnsupportedOperationError: the format cannot be converted.
+        """
+        raise UnsupportedOperationError(f"{self.name} stores cannot be converted")
+
     def file_kind(self, path: str) -> str | None:
         """What single file of this format ``path`` is (e.g. ``"log"``, ``"index"``), judged from its
         name, its directory and its first bytes; None if it is not one.  Cheap."""

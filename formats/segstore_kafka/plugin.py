@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
@@ -42,6 +43,12 @@ class KafkaFormat(FormatPlugin):
         store = KafkaStore(os.fspath(path), mode, KafkaConfig.from_mapping(config))
         return attach(store, indexes, layout_options)
 
+    def conversion(self) -> Any:
+        """The kafka side of ``segstore convert`` (:class:`.conversion.KafkaConversion`)."""
+        from .conversion import KafkaConversion  # loads segstore.convert only when a conversion runs
+
+        return _conversion(KafkaConversion)
+
     def write_spec(self, path: str, spec: dict[str, Any], config: dict[str, Any]) -> None:
         from .spec import write_spec
 
@@ -59,3 +66,9 @@ class KafkaFormat(FormatPlugin):
         from .dumpfile import dump_file
 
         return dump_file(os.fspath(path), options)
+
+
+@functools.cache
+def _conversion(cls: type) -> Any:
+    """One conversion object per class (it holds no state)."""
+    return cls()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
@@ -40,6 +41,12 @@ class RocketMQFormat(FormatPlugin):
             store.append_batch(lines)
         return len(lines)
 
+    def conversion(self) -> Any:
+        """The rocketmq side of ``segstore convert`` (:class:`.conversion.RocketMQConversion`)."""
+        from .conversion import RocketMQConversion  # loads segstore.convert only when a conversion runs
+
+        return _conversion(RocketMQConversion)
+
     def write_spec(self, path: str, spec: dict[str, Any], config: dict[str, Any]) -> None:
         """Replay ``spec`` into a new store at ``path`` with the spec's config overridden by ``config``.
 
@@ -72,3 +79,9 @@ class RocketMQFormat(FormatPlugin):
         from .dumpfile import dump_file
 
         return dump_file(os.fspath(path), options)
+
+
+@functools.cache
+def _conversion(cls: type) -> Any:
+    """One conversion object per class (it holds no state)."""
+    return cls()
