@@ -64,7 +64,13 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from segstore.columns import HEADER, ROCKETMQ_SCHEMA, TIMESTAMP
 from segstore.convert.interchange import (
+    ENTRY_SCHEMA,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     Entry,
@@ -80,6 +86,7 @@ from segstore.errors import ConversionError, CorruptDataError, InvalidMessageErr
 from segstore.records import CREATE_TIME, LOG_APPEND_TIME, Header
 from segstore.store import Store
 
+from . import columnar
 from .config import TOPIC_MAX_LENGTH
 from .message import (
     IPV4_HOST,
@@ -91,6 +98,8 @@ from .message import (
     NAME_VALUE_SEPARATOR,
     PROPERTY_KEYS,
     PROPERTY_SEPARATOR,
+    SYSFLAG_TRANSACTION_MASK,
+    SYSFLAG_TRANSACTION_PREPARED,
     SYSFLAG_TRANSACTION_ROLLBACK,
     Host,
     RocketMQMessage,
@@ -460,6 +469,184 @@ def _restored_problem(msg: RocketMQMessage, entry: Entry, peer: Peer) -> str | N
     return None if got == want else f"expected the message back as {want}, found {got}"
 
 
+# -- the source side in columns ---------------------------------------------------------------
+
+#: The ``scan_arrow`` columns a columnar conversion reads.
+_SOURCE_COLUMNS = ("key", "value", "topic", "partition", "offset", "bornTimestamp", "storeTimestamp",
+                   "bornHost", "storeHost", "msgId", "physicalOffset", "sysFlag", "flag", "reconsumeTimes",
+                   "preparedTransactionOffset", "magic", "size", "headers")
+_SOURCE_SCHEMA = pa.schema([ROCKETMQ_SCHEMA.field(name) for name in _SOURCE_COLUMNS])
+#: The property separator byte that may end a message's properties (the broker version's style).
+_SEPARATOR_BYTE = PROPERTY_SEPARATOR.encode()[0]
+
+
+class _Numbering:
+    """The next offset in :func:`nonqueued_topic` (numbered over the whole run)."""
+
+    def __init__(self) -> None:
+        self.next = 0
+
+
+def entry_batches(source: Any, options: Options) -> Iterator[pa.RecordBatch]:
+    """:func:`pairs`' entries as ``ENTRY_SCHEMA`` batches, built from the commitlog's columns.
+
+    A batch holding a message written from an entry of the peer (``<peer>.offset``) is mapped
+    message by message (:func:`to_entry` restores them); the others in columns.
+    """
+    numbering = _Numbering()
+    marker = options.peer.name + P_OFFSET
+    wanted = None if options.topics is None else pa.array(options.topics, pa.string())
+    for view, rows in source._region_rows(None, None):
+        batch = columnar.build_batch(view, rows, _SOURCE_SCHEMA)
+        lengths, ends = rows["props_len"], rows["props_pos"] + rows["props_len"] - 1
+        has = lengths > 0
+        trailing = np.zeros(len(lengths), bool)
+        trailing[has] = np.frombuffer(view, np.uint8)[ends[has]] == _SEPARATOR_BYTE
+        keep = None
+        if wanted is not None:
+            keep = pc.is_in(batch.column("topic"), value_set=wanted)
+            chosen = np.asarray(keep.to_numpy(zero_copy_only=False), bool)
+            batch, trailing = batch.filter(keep), trailing[chosen]
+        if not batch.num_rows:
+            continue
+        names = pc.list_flatten(batch.column("headers")).flatten()[0]
+        if pc.any(pc.equal(names, marker)).as_py():
+            msgs = columnar.messages(view, rows)
+            if keep is not None:
+                msgs = [m for m, k in zip(msgs, keep.to_pylist(), strict=True) if k]
+            yield _entries_batch(msgs, options, numbering)
+        else:
+            yield _native_batch(batch, trailing, options, numbering)
+
+
+def _entries_batch(msgs: list[RocketMQMessage], options: Options, numbering: _Numbering) -> pa.RecordBatch:
+    """``ENTRY_SCHEMA`` rows of messages mapped one by one (:func:`to_entry`)."""
+    entries = []
+    for msg in msgs:
+        entry = to_entry(msg, options.peer, timestamp=options.timestamp)
+        if entry.offset < 0:
+            entry.offset = numbering.next
+            numbering.next += 1
+        entries.append(entry)
+    return entries_to_batch(entries, [m.size for m in msgs])
+
+
+def entries_to_batch(entries: list[Entry], sizes: list[int]) -> pa.RecordBatch:
+    """Entries as one ``ENTRY_SCHEMA`` batch (``sizes``: their source bytes)."""
+    columns = {
+        "key": [e.key for e in entries], "value": [e.value for e in entries],
+        "topic": [e.topic for e in entries],
+        "partition": [e.partition for e in entries], "offset": [e.offset for e in entries],
+        "timestamp": pa.array([e.timestamp for e in entries], pa.int64()).cast(TIMESTAMP),
+        "timestampType": [int(e.timestamp_type == LOG_APPEND_TIME) for e in entries],
+        "headers": [[{"key": k, "value": v} for k, v in e.headers] for e in entries],
+        "isTransactional": [e.transactional for e in entries], "isControl": [e.control for e in entries],
+        "producerId": [e.producer_id for e in entries], "producerEpoch": [e.producer_epoch for e in entries],
+        "size": sizes,
+    }
+    return pa.RecordBatch.from_pydict(columns, schema=ENTRY_SCHEMA)
+
+
+def _decimal(values: pa.Array) -> pa.Array:
+    return pc.cast(pc.cast(values, pa.string()), pa.binary())
+
+
+def _constant(text: bytes, n: int) -> pa.Array:
+    return pa.repeat(pa.scalar(text, pa.binary()), n)
+
+
+def _native_batch(batch: pa.RecordBatch, trailing: np.ndarray, options: Options,
+                  numbering: _Numbering) -> pa.RecordBatch:
+    """:func:`to_entry` of native messages, in columns: the ``rmq.*`` headers of every row gathered
+    in the order :func:`to_entry` puts them, then the ``rmq.p.*`` properties."""
+    n = batch.num_rows
+    col = batch.column
+
+    def ints(name: str) -> np.ndarray:
+        return col(name).to_numpy(zero_copy_only=False)
+
+    sys_flag, flag, reconsume = ints("sysFlag"), ints("flag"), ints("reconsumeTimes")
+    prepared, magic = ints("preparedTransactionOffset"), ints("magic")
+    transaction = sys_flag & SYSFLAG_TRANSACTION_MASK
+    queued = (transaction != SYSFLAG_TRANSACTION_PREPARED) & (transaction != SYSFLAG_TRANSACTION_ROLLBACK)
+    born, stored = col("bornTimestamp").cast(pa.int64()), col("storeTimestamp").cast(pa.int64())
+    everyone = np.ones(n, bool)
+    slots: list[tuple[str, pa.Array, np.ndarray]] = [
+        (H_PHYSICAL_OFFSET, _decimal(col("physicalOffset")), everyone),
+        (H_BORN_TIMESTAMP, _decimal(born), everyone),
+        (H_BORN_HOST, col("bornHost").cast(pa.binary()), everyone),
+        (H_STORE_TIMESTAMP, _decimal(stored), everyone),
+        (H_STORE_HOST, col("storeHost").cast(pa.binary()), everyone),
+        (H_FLAG, _decimal(col("flag")), flag != 0),
+        (H_SYS_FLAG, _decimal(col("sysFlag")), sys_flag != 0),
+        (H_RECONSUME_TIMES, _decimal(col("reconsumeTimes")), reconsume != 0),
+        (H_PREPARED_OFFSET, _decimal(col("preparedTransactionOffset")), prepared != 0),
+        (H_MSG_ID, col("msgId").cast(pa.binary()), everyone),
+        (H_MAGIC, _constant(MAGIC_V2_TEXT, n), magic == MESSAGE_MAGIC_V2),
+        (H_TRAILING_SEPARATOR, _constant(TRAILING_TEXT, n), trailing),
+        (H_TOPIC, col("topic").cast(pa.binary()), ~queued),
+        (H_QUEUE_ID, _decimal(col("partition")), ~queued),
+        (H_QUEUE_OFFSET, _decimal(col("offset")), ~queued),
+    ]
+    mask = np.stack([m for _, _, m in slots], axis=1)               # n x slots
+    fixed = mask.sum(axis=1)
+    props = col("headers")
+    prop_offsets = np.asarray(props.offsets.to_numpy(), np.int64)
+    prop_offsets = prop_offsets - prop_offsets[0]
+    counts = fixed + np.diff(prop_offsets)
+    out_offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(counts, out=out_offsets[1:])
+    total = int(out_offsets[-1])
+    n_slots = len(slots)
+    # the pool: slot s's value of row i at s * n + i, then every property value
+    source = np.empty(total, np.int64)
+    rank = np.cumsum(mask, axis=1) - 1
+    row, slot = np.nonzero(mask)                                     # row-major: each row's slots in order
+    source[out_offsets[row] + rank[row, slot]] = slot.astype(np.int64) * n + row
+    items = pc.list_flatten(props)
+    names, values = items.flatten()
+    m = len(names)
+    prop_rows = np.repeat(np.arange(n), np.diff(prop_offsets))
+    within = np.arange(m) - prop_offsets[prop_rows]
+    source[out_offsets[prop_rows] + fixed[prop_rows] + within] = n_slots * n + np.arange(m)
+    value_pool = pa.concat_arrays([*(values_ for _, values_, _ in slots), values.cast(pa.binary())])
+    key_pool = pa.concat_arrays([pa.array([name for name, _, _ in slots], pa.string()),
+                                 pc.binary_join_element_wise(RMQ_PROPERTY_PREFIX, names, "")])
+    key_index = np.where(source < n_slots * n, source // max(n, 1), source - n_slots * n + n_slots)
+    headers = pa.ListArray.from_arrays(
+        pa.array(out_offsets, pa.int32()),
+        pa.StructArray.from_arrays([key_pool.take(pa.array(key_index)), value_pool.take(pa.array(source))],
+                                   fields=list(HEADER)))
+    topics = col("topic")
+    peer = options.peer
+    dictionary = pc.dictionary_encode(topics)
+    escaped = pa.array([escape(name, TOPICS, peer.topics) for name in dictionary.dictionary.to_pylist()],
+                       pa.string())
+    topic = np.asarray(escaped.take(dictionary.indices).to_numpy(zero_copy_only=False), object)
+    partition = ints("partition").astype(np.int32)
+    offset = ints("offset").astype(np.int64)
+    nonqueued = np.flatnonzero(~queued)
+    if len(nonqueued):
+        topic[nonqueued] = nonqueued_topic(peer)
+        partition[nonqueued] = 0
+        offset[nonqueued] = numbering.next + np.arange(len(nonqueued))
+        numbering.next += len(nonqueued)
+    if options.timestamp == "born":
+        timestamp, kind = born, 0
+    elif options.timestamp == "store":
+        timestamp, kind = stored, 1
+    else:
+        raise ConversionError(f"expected a timestamp source of {', '.join(TIMESTAMP_SOURCES)}, "
+                              f"found {options.timestamp!r}")
+    return pa.RecordBatch.from_arrays([
+        col("key"), col("value"), pa.array(topic, pa.string()), pa.array(partition), pa.array(offset),
+        timestamp.cast(TIMESTAMP), pa.array(np.full(n, kind, np.int32)), headers,
+        pa.array(np.zeros(n, bool)), pa.array(np.zeros(n, bool)),
+        pa.array(np.full(n, NO_PRODUCER_ID, np.int64)), pa.array(np.full(n, NO_PRODUCER_EPOCH, np.int16)),
+        pa.array(ints("size").astype(np.int64)),
+    ], schema=ENTRY_SCHEMA)
+
+
 # -- the target side ----------------------------------------------------------------------------
 
 def _append_stored(store: Any, messages: list[RocketMQMessage]) -> None:
@@ -592,6 +779,11 @@ class RocketMQConversion(FormatConversion):
     def streams(self, source: Store, options: Options) -> list[Iterator[Sized]]:
         """One stream: every selected message in commitlog order."""
         return [_sized(source, options)]
+
+    def arrow_streams(self, source: Store, options: Options) -> list[Iterator[pa.RecordBatch]] | None:
+        """One stream of columns (:func:`entry_batches`); None with ``skip_corrupt`` (skipping damage
+        goes message by message, as recovery finds the next valid one)."""
+        return None if options.skip_corrupt else [entry_batches(source, options)]
 
     def round_trip_streams(self, source: Store, options: Options) -> list[Iterator[Sized]]:
         """:meth:`streams`, reporting in ``options.problems`` each message its entry does not give back."""

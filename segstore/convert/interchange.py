@@ -24,6 +24,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
+
+from segstore.columns import CONNECTOR_FIELDS
 from segstore.errors import UnsupportedOperationError
 from segstore.records import CREATE_TIME, Header
 from segstore.store import Store
@@ -90,6 +93,19 @@ class Options:
 #: ``(entry, source bytes)``: what a source stream yields.
 Sized = tuple[Entry, int]
 
+#: :class:`Entry` records as columns (a columnar conversion's batches): the common columns of
+#: :mod:`segstore.columns` (``timestampType`` 0 CreateTime, 1 LogAppendTime), the batch's
+#: producer identity and control flag, and each record's source bytes (``size``).
+ENTRY_SCHEMA = pa.schema([
+    *CONNECTOR_FIELDS,
+    pa.field("isTransactional", pa.bool_(), nullable=False),
+    pa.field("isControl", pa.bool_(), nullable=False),
+    pa.field("producerId", pa.int64(), nullable=False),
+    pa.field("producerEpoch", pa.int16(), nullable=False),
+    pa.field("size", pa.int64(), nullable=False),
+])
+assert len(ENTRY_SCHEMA) == 13
+
 
 class Writer(abc.ABC):
     """Writes entries into a destination store, in batches."""
@@ -97,6 +113,19 @@ class Writer(abc.ABC):
     @abc.abstractmethod
     def add(self, entry: Entry, size: int) -> bool:
         """Buffer ``entry`` (``size`` source bytes); False if the destination holds it already (resume)."""
+
+    @abc.abstractmethod
+    def flush_all(self) -> None:
+        """Write everything buffered."""
+
+
+class ArrowWriter(abc.ABC):
+    """Writes :data:`ENTRY_SCHEMA` batches into a destination store (a columnar conversion)."""
+
+    @abc.abstractmethod
+    def add_batch(self, batch: pa.RecordBatch) -> tuple[int, int, int]:
+        """Buffer or write ``batch``'s rows; returns the rows taken, their source bytes (``size``) and
+        the rows the destination held already (a resumed run)."""
 
     @abc.abstractmethod
     def flush_all(self) -> None:
@@ -133,6 +162,17 @@ class FormatConversion(abc.ABC):
         With ``options.skip_corrupt`` damaged bytes go to ``options.skipped`` and reading
         goes on after them; otherwise they raise :class:`CorruptDataError`.
         """
+
+    def arrow_streams(self, source: Store, options: Options) -> list[Iterator[pa.RecordBatch]] | None:
+        """:meth:`streams` as :data:`ENTRY_SCHEMA` batches (the same entries, the same order), or
+        None where the format reads no columns for these options (then the converter uses
+        :meth:`streams`)."""
+        return None
+
+    def arrow_writer(self, dest: Store, options: Options) -> ArrowWriter | None:
+        """A writer of :data:`ENTRY_SCHEMA` batches into ``dest``, equal to :meth:`writer` in what it
+        writes; None where the format has none."""
+        return None
 
     def round_trip_streams(self, source: Store, options: Options) -> list[Iterator[Sized]]:
         """:meth:`streams` for ``--verify``: a format whose entries carry its records' own fields
@@ -172,5 +212,6 @@ class FormatConversion(abc.ABC):
         return as_dict() if as_dict is not None else {}
 
 
-__all__ = ["NO_PRODUCER_EPOCH", "NO_PRODUCER_ID", "Entry", "FormatConversion", "Options", "Peer", "Sized",
+__all__ = ["ENTRY_SCHEMA", "NO_PRODUCER_EPOCH", "NO_PRODUCER_ID", "ArrowWriter", "Entry", "FormatConversion",
+           "Options", "Peer", "Sized",
            "Verifier", "Writer"]
