@@ -548,11 +548,26 @@ def entries_to_batch(entries: list[Entry], sizes: list[int]) -> pa.RecordBatch:
 
 
 def _decimal(values: pa.Array) -> pa.Array:
-    return pc.cast(pc.cast(values, pa.string()), pa.binary())
+    return pc.cast(values, pa.string())
 
 
 def _constant(text: bytes, n: int) -> pa.Array:
     return pa.repeat(pa.scalar(text, pa.binary()), n)
+
+
+def _pool(arrays: list[pa.Array]) -> tuple[memoryview, np.ndarray, np.ndarray]:
+    """The binary/string ``arrays``' data back to back, with each element's start and length in it."""
+    datas, starts, lengths = [], [], []
+    base = 0
+    for arr in arrays:
+        buffers = arr.buffers()
+        offsets = np.frombuffer(buffers[1], np.int32, len(arr) + 1, arr.offset * 4)
+        data = np.frombuffer(buffers[2], np.uint8) if buffers[2] is not None else np.zeros(0, np.uint8)
+        datas.append(data)
+        starts.append(offsets[:-1].astype(np.int64) + base)
+        lengths.append(np.diff(offsets))
+        base += len(data)
+    return np.concatenate(datas).data, np.concatenate(starts), np.concatenate(lengths).astype(np.int32)
 
 
 def _native_batch(batch: pa.RecordBatch, trailing: np.ndarray, options: Options,
@@ -571,23 +586,25 @@ def _native_batch(batch: pa.RecordBatch, trailing: np.ndarray, options: Options,
     queued = (transaction != SYSFLAG_TRANSACTION_PREPARED) & (transaction != SYSFLAG_TRANSACTION_ROLLBACK)
     born, stored = col("bornTimestamp").cast(pa.int64()), col("storeTimestamp").cast(pa.int64())
     everyone = np.ones(n, bool)
-    slots: list[tuple[str, pa.Array, np.ndarray]] = [
-        (H_PHYSICAL_OFFSET, _decimal(col("physicalOffset")), everyone),
-        (H_BORN_TIMESTAMP, _decimal(born), everyone),
-        (H_BORN_HOST, col("bornHost").cast(pa.binary()), everyone),
-        (H_STORE_TIMESTAMP, _decimal(stored), everyone),
-        (H_STORE_HOST, col("storeHost").cast(pa.binary()), everyone),
-        (H_FLAG, _decimal(col("flag")), flag != 0),
-        (H_SYS_FLAG, _decimal(col("sysFlag")), sys_flag != 0),
-        (H_RECONSUME_TIMES, _decimal(col("reconsumeTimes")), reconsume != 0),
-        (H_PREPARED_OFFSET, _decimal(col("preparedTransactionOffset")), prepared != 0),
-        (H_MSG_ID, col("msgId").cast(pa.binary()), everyone),
-        (H_MAGIC, _constant(MAGIC_V2_TEXT, n), magic == MESSAGE_MAGIC_V2),
-        (H_TRAILING_SEPARATOR, _constant(TRAILING_TEXT, n), trailing),
-        (H_TOPIC, col("topic").cast(pa.binary()), ~queued),
-        (H_QUEUE_ID, _decimal(col("partition")), ~queued),
-        (H_QUEUE_OFFSET, _decimal(col("offset")), ~queued),
+    # (header name, its values for every row (built only when some row has it), which rows have it)
+    slots: list[tuple[str, Any, np.ndarray]] = [
+        (H_PHYSICAL_OFFSET, lambda: _decimal(col("physicalOffset")), everyone),
+        (H_BORN_TIMESTAMP, lambda: _decimal(born), everyone),
+        (H_BORN_HOST, lambda: col("bornHost"), everyone),
+        (H_STORE_TIMESTAMP, lambda: _decimal(stored), everyone),
+        (H_STORE_HOST, lambda: col("storeHost"), everyone),
+        (H_FLAG, lambda: _decimal(col("flag")), flag != 0),
+        (H_SYS_FLAG, lambda: _decimal(col("sysFlag")), sys_flag != 0),
+        (H_RECONSUME_TIMES, lambda: _decimal(col("reconsumeTimes")), reconsume != 0),
+        (H_PREPARED_OFFSET, lambda: _decimal(col("preparedTransactionOffset")), prepared != 0),
+        (H_MSG_ID, lambda: col("msgId"), everyone),
+        (H_MAGIC, lambda: _constant(MAGIC_V2_TEXT, n), magic == MESSAGE_MAGIC_V2),
+        (H_TRAILING_SEPARATOR, lambda: _constant(TRAILING_TEXT, n), trailing),
+        (H_TOPIC, lambda: col("topic"), ~queued),
+        (H_QUEUE_ID, lambda: _decimal(col("partition")), ~queued),
+        (H_QUEUE_OFFSET, lambda: _decimal(col("offset")), ~queued),
     ]
+    slots = [slot for slot in slots if slot[2].any()]
     mask = np.stack([m for _, _, m in slots], axis=1)               # n x slots
     fixed = mask.sum(axis=1)
     props = col("headers")
@@ -598,7 +615,7 @@ def _native_batch(batch: pa.RecordBatch, trailing: np.ndarray, options: Options,
     np.cumsum(counts, out=out_offsets[1:])
     total = int(out_offsets[-1])
     n_slots = len(slots)
-    # the pool: slot s's value of row i at s * n + i, then every property value
+    # where each header comes from: slot s's value of row i is pool entry s * n + i, then the properties
     source = np.empty(total, np.int64)
     rank = np.cumsum(mask, axis=1) - 1
     row, slot = np.nonzero(mask)                                     # row-major: each row's slots in order
@@ -609,14 +626,16 @@ def _native_batch(batch: pa.RecordBatch, trailing: np.ndarray, options: Options,
     prop_rows = np.repeat(np.arange(n), np.diff(prop_offsets))
     within = np.arange(m) - prop_offsets[prop_rows]
     source[out_offsets[prop_rows] + fixed[prop_rows] + within] = n_slots * n + np.arange(m)
-    value_pool = pa.concat_arrays([*(values_ for _, values_, _ in slots), values.cast(pa.binary())])
-    key_pool = pa.concat_arrays([pa.array([name for name, _, _ in slots], pa.string()),
-                                 pc.binary_join_element_wise(RMQ_PROPERTY_PREFIX, names, "")])
+    value_pool, value_starts, value_lengths = _pool([build() for _, build, _ in slots] + [values])
+    key_pool, key_starts, key_lengths = _pool([pa.array([name for name, _, _ in slots], pa.string()),
+                                               pc.binary_join_element_wise(RMQ_PROPERTY_PREFIX, names, "")])
     key_index = np.where(source < n_slots * n, source // max(n, 1), source - n_slots * n + n_slots)
     headers = pa.ListArray.from_arrays(
         pa.array(out_offsets, pa.int32()),
-        pa.StructArray.from_arrays([key_pool.take(pa.array(key_index)), value_pool.take(pa.array(source))],
-                                   fields=list(HEADER)))
+        pa.StructArray.from_arrays(
+            [columnar._variable(pa.string(), key_pool, key_starts[key_index], key_lengths[key_index]),
+             columnar._variable(pa.binary(), value_pool, value_starts[source], value_lengths[source])],
+            fields=list(HEADER)))
     topics = col("topic")
     peer = options.peer
     dictionary = pc.dictionary_encode(topics)
