@@ -257,15 +257,15 @@ def kafka_entry_of(record: Any) -> Entry:
 
 
 def __getattr__(name: str) -> Any:
-    """``_KafkaWriter``/``_RocketMQWriter``: the writer classes of those plugins (the test-suite's
-    interruption hooks patch their ``flush``)."""
+    """``_KafkaWriter``/``_RocketMQWriter``: the classes that write those plugins' destinations in a
+    conversion from the other (the test-suite's interruption hooks patch their ``flush``)."""
     if name in _WRITERS:
         module = registry.get(_WRITERS[name][0]).conversion()
         return getattr(sys.modules[type(module).__module__], _WRITERS[name][1])
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-_WRITERS = {"_KafkaWriter": ("kafka", "KafkaWriter"), "_RocketMQWriter": ("rocketmq", "RocketMQWriter")}
+_WRITERS = {"_KafkaWriter": ("kafka", "KafkaArrowWriter"), "_RocketMQWriter": ("rocketmq", "RocketMQWriter")}
 
 
 # -- the run -----------------------------------------------------------------------------
