@@ -86,7 +86,7 @@ def main() -> None:
         hop_s = best_of(lambda: hop(Path(src)))
         hop_rate = MESSAGES / hop_s
         yardstick = "hop loop (msg/s)"
-        goal = f"goal >= {GOAL}x the hop loop; {MESSAGES} messages"
+        goal = f"goal >= {GOAL}x the hop loop; {MESSAGES} messages; load {os.getloadavg()[0]:.1f}"
         copy_s = best_of(lambda: copy_bytes(os.path.join(src, "commitlog"), nbytes, fresh("copy.bin")))
         for compression in ("none", "zstd"):
             secs = best_of(lambda c=compression: convert(src, fresh("kafka"), to="kafka", compression=c),
