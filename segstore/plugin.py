@@ -10,10 +10,13 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from .errors import UnsupportedOperationError
 from .store import Store
+
+if TYPE_CHECKING:
+    from .convert.interchange import FormatConversion
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,9 +79,8 @@ class FormatPlugin(abc.ABC):
             store.append_batch([Message.coerce(line) for line in lines])
         return len(lines)
 
-    def conversion(self) -> Any:
-        """This format's side of ``segstore convert``: a ``segstore.convert.interchange.FormatConversion``
-        (the same object on every call).
+    def conversion(self) -> FormatConversion:
+        """This format's side of ``segstore convert`` (the same object on every call).
 
         :raises UnsupportedOperationError: the format cannot be converted.
         """

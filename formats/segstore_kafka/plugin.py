@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from segstore import files
 from segstore.plugin import FormatPlugin
+
+if TYPE_CHECKING:
+    from segstore.convert.interchange import FormatConversion
 
 from .checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
 from .logdir import partition_dirs
@@ -43,7 +46,7 @@ class KafkaFormat(FormatPlugin):
         store = KafkaStore(os.fspath(path), mode, KafkaConfig.from_mapping(config))
         return attach(store, indexes, layout_options)
 
-    def conversion(self) -> Any:
+    def conversion(self) -> FormatConversion:
         """The kafka side of ``segstore convert`` (:class:`.conversion.KafkaConversion`)."""
         from .conversion import KafkaConversion  # loads segstore.convert only when a conversion runs
 
@@ -69,6 +72,6 @@ class KafkaFormat(FormatPlugin):
 
 
 @functools.cache
-def _conversion(cls: type) -> Any:
+def _conversion(cls: type[FormatConversion]) -> FormatConversion:
     """One conversion object per class (it holds no state)."""
     return cls()

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from segstore import files
 from segstore.errors import ConversionError
 from segstore.plugin import FormatPlugin
+
+if TYPE_CHECKING:
+    from segstore.convert.interchange import FormatConversion
 
 from .spec import replay
 from .store import RocketMQStore, is_rocketmq_store
@@ -41,7 +44,7 @@ class RocketMQFormat(FormatPlugin):
             store.append_batch(lines)
         return len(lines)
 
-    def conversion(self) -> Any:
+    def conversion(self) -> FormatConversion:
         """The rocketmq side of ``segstore convert`` (:class:`.conversion.RocketMQConversion`)."""
         from .conversion import RocketMQConversion  # loads segstore.convert only when a conversion runs
 
@@ -82,6 +85,6 @@ class RocketMQFormat(FormatPlugin):
 
 
 @functools.cache
-def _conversion(cls: type) -> Any:
+def _conversion(cls: type[FormatConversion]) -> FormatConversion:
     """One conversion object per class (it holds no state)."""
     return cls()

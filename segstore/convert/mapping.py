@@ -31,8 +31,7 @@ def __getattr__(name: str) -> Any:
 
 
 def _side(name: str) -> FormatConversion:
-    side: FormatConversion = registry.get(name).conversion()
-    return side
+    return registry.get(name).conversion()
 
 
 def _peer(name: str) -> Peer:
