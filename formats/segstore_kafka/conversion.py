@@ -37,6 +37,7 @@ from segstore.convert.interchange import (
 from segstore.convert.topicnames import WORD_CHARS, TopicRules
 from segstore.errors import ConversionError, CorruptDataError
 from segstore.records import CREATE_TIME, LOG_APPEND_TIME
+from segstore.search import Bound, search
 from segstore.store import Store
 
 from . import batch as codec
@@ -207,6 +208,7 @@ def _same_batch(a: Entry, b: Entry) -> bool:
 #: A row's batch kind: the columns whose change starts a new batch (:func:`_same_batch`).
 _KIND_COLUMNS = ("timestampType", "isTransactional", "isControl", "producerId", "producerEpoch")
 _LOG_APPEND_TIME_ID = 1
+FIRST_AT_LEAST = Bound.SMALLEST_UPPER
 
 
 class _Pending:
@@ -292,7 +294,7 @@ class KafkaArrowWriter(ArrowWriter):
             self.present[key] = end
             self.next[key] = end
         offsets = data.offsets[rows]
-        held = int(np.searchsorted(offsets, self.present[key]))   # offsets increase: checked below
+        held = search(offsets, self.present[key], FIRST_AT_LEAST)   # offsets increase: checked below
         rows, offsets = rows[held:], offsets[held:]
         n = len(rows)
         if n == 0:
@@ -326,14 +328,14 @@ class KafkaArrowWriter(ArrowWriter):
             # rows i.. join the batch until a flush-before (kind change, bytes past the limit) or a
             # flush-after (a control record, the record count, the byte limit reached)
             end = min(n, i + self.batch_records - pending.count)
-            later = starts[np.searchsorted(starts, i, side="right"):]
-            if len(later):
-                end = min(end, int(later[0]))
+            later = search(starts, i + 1, FIRST_AT_LEAST)
+            if later < len(starts):
+                end = min(end, int(starts[later]))
             if control[i]:
                 end = i + 1
             room = self.batch_bytes - pending.bytes + before
-            past = int(np.searchsorted(cumulative, room, side="right"))     # first row whose sum is > room
-            reach = int(np.searchsorted(cumulative, room, side="left"))     # first row whose sum is >= room
+            past = search(cumulative, room + 1, FIRST_AT_LEAST)      # the first row whose sum is > room
+            reach = search(cumulative, room, FIRST_AT_LEAST)         # the first row whose sum is >= room
             end = min(end, max(past, i + 1), reach + 1)
             nbytes = int(cumulative[end - 1]) - before
             pending.pieces.append((data.columns, rows[i:end]))
