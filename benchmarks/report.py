@@ -20,7 +20,7 @@ TITLES = {
     "rocketmq_index": "RocketMQ key lookups and recovery (issue 3)",
     "kafka_codec": "Kafka codec and lookups (issue 4)",
     "index_layouts": "Index layouts over both logs (issue 5)",
-    "convert": "Conversion (issue 6)",
+    "convert": "Conversion (issues 6 and 10)",
     "spark": "Spark reads (issue 7)",
     "columnar": "RocketMQ reads at disk speed: scan_arrow, verify, recover, dump --json (issue 10)",
     "kafka_columnar": "Kafka columnar reads and dump --json (issue 10)",
@@ -64,6 +64,10 @@ TARGETS = [
      "300 MB budget (ratio: budget / peak)", True, 1.0),
     ("RocketMQ dump --json, multi-GiB store: <= 300 MB anonymous", "rocketmq_memory", "dump --json", None,
      "300 MB budget (ratio: budget / peak)", True, 1.0),
+    ("convert RocketMQ -> Kafka >= 0.2x the hop loop", "convert", "RocketMQ -> Kafka (none)", None,
+     "TOTALSIZE hop loop, same run", True, 0.2),
+    ("convert Kafka -> RocketMQ >= 0.2x the hop loop", "convert", "Kafka -> RocketMQ", None,
+     "TOTALSIZE hop loop, same run", True, 0.2),
 ]
 
 

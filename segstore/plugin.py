@@ -11,7 +11,7 @@ import abc
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from .errors import UnsupportedOperationError
 from .store import Store
@@ -28,6 +28,9 @@ def chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
     while chunk := list(itertools.islice(iterator, size)):
         yield chunk
 
+
+if TYPE_CHECKING:
+    from .convert.interchange import FormatConversion
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +120,13 @@ class FormatPlugin(abc.ABC):
                 store.append_batch([Message.coerce(line) for line in chunk])
                 count += len(chunk)
         return count
+
+    def conversion(self) -> FormatConversion:
+        """This format's side of ``segstore convert`` (the same object on every call).
+
+        :raises UnsupportedOperationError: the format cannot be converted.
+        """
+        raise UnsupportedOperationError(f"{self.name} stores cannot be converted")
 
     def file_kind(self, path: str) -> str | None:
         """What single file of this format ``path`` is (e.g. ``"log"``, ``"index"``), judged from its

@@ -317,17 +317,17 @@ def test_kafka_to_rocketmq_to_kafka_keeps_producer_id_and_epoch_of_every_batch(t
 def test_convert_verify_fails_when_the_mapping_drops_a_kept_field(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """--verify must compare what the docs say is kept, not only what the mapping made."""
-    from segstore.convert import mapping, pipeline
+    from segstore_rocketmq import conversion
 
     src = _idempotent_partition(tmp_path / "src" / "orders-0")
-    real = mapping.kafka_to_rocketmq
+    real = conversion.from_entry
 
-    def lossy(entry, **kwargs):   # the old mapping: producer id/epoch kept for transactions only
-        msg = real(entry, **kwargs)
-        msg.properties.pop(mapping.P_PRODUCER, None)
+    def lossy(entry, peer, **kwargs):   # the old mapping: producer id/epoch kept for transactions only
+        msg = real(entry, peer, **kwargs)
+        msg.properties.pop(peer.name + conversion.P_PRODUCER, None)
         return msg
 
-    monkeypatch.setattr(pipeline, "kafka_to_rocketmq", lossy)
+    monkeypatch.setattr(conversion, "from_entry", lossy)
     with pytest.raises(ConversionError) as info:
         convert(str(src.parent), str(tmp_path / "rmq"), to="rocketmq", verify=True,
                 config={"mappedFileSizeCommitLog": 1 << 20})

@@ -1667,12 +1667,206 @@ init(PyObject *module, PyObject *cls)
     Py_RETURN_NONE;
 }
 
+
+/* ------------------------------------------------------------------------------ */
+/* encode from columns (a conversion's Arrow batches; batch.encode_columns_py is the reference) */
+
+typedef struct {
+    Py_buffer view;
+    int held;
+} Buf;
+
+static int
+get_buf(PyObject *obj, Buf *b, Py_ssize_t itemsize, Py_ssize_t want, const char *what)
+{
+    b->held = 0;
+    if (PyObject_GetBuffer(obj, &b->view, PyBUF_SIMPLE) < 0) {
+        return -1;
+    }
+    b->held = 1;
+    if (want >= 0 && b->view.len < want * itemsize) {
+        PyErr_Format(PyExc_ValueError, "%s of %zd items, found %zd bytes", what, want, b->view.len);
+        return -1;
+    }
+    return 0;
+}
+
+static void
+release_buf(Buf *b)
+{
+    if (b->held) {
+        PyBuffer_Release(&b->view);
+        b->held = 0;
+    }
+}
+
+/* Length of blob i of a column: -1 when null; checked to lie inside its data. */
+static inline int
+column_blob(const uint8_t *valid, const int64_t *offsets, Py_ssize_t data_len, Py_ssize_t i,
+            const uint8_t *data, const uint8_t **p, int64_t *len)
+{
+    if (valid != NULL && !valid[i]) {
+        *p = NULL;
+        *len = NULL_LENGTH;
+        return 0;
+    }
+    int64_t start = offsets[i], end = offsets[i + 1];
+    if (start < 0 || end < start || end > data_len || end - start > INT32_MAX) {
+        PyErr_Format(PyExc_ValueError, "a value offset range inside its data, found [%lld, %lld) of %zd",
+                     (long long)start, (long long)end, data_len);
+        return -1;
+    }
+    *p = data + start;
+    *len = end - start;
+    return 0;
+}
+
+static inline Py_ssize_t
+blob_size(int64_t len)
+{
+    return unsigned_size(zigzag64(len)) + (len > 0 ? len : 0);
+}
+
+static inline uint8_t *
+put_blob(uint8_t *o, const uint8_t *p, int64_t len)
+{
+    o = write_unsigned(o, zigzag64(len));
+    if (len > 0) {
+        memcpy(o, p, (size_t)len);
+        o += len;
+    }
+    return o;
+}
+
+static PyObject *
+encode_columns(PyObject *module, PyObject *args)
+{
+    /* the rows to encode, then the batch's columns: key valid/offsets/data, value valid/offsets/data,
+     * timestamps, the chosen rows' offset deltas, header offsets, header key offsets/data, header
+     * value valid/offsets/data */
+    enum { RW, KV, KO, KD, VV, VO, VD, TS, DL, HO, HKO, HKD, HVV, HVO, HVD, N_COLUMNS };
+    Py_ssize_t rows_n;
+    long long base;
+    PyObject *objs[N_COLUMNS];
+    if (!PyArg_ParseTuple(args, "nLOOOOOOOOOOOOOOO", &rows_n, &base, &objs[0], &objs[1], &objs[2], &objs[3],
+                          &objs[4], &objs[5], &objs[6], &objs[7], &objs[8], &objs[9], &objs[10], &objs[11],
+                          &objs[12], &objs[13], &objs[14])) {
+        return NULL;
+    }
+    Buf b[N_COLUMNS];
+    memset(b, 0, sizeof(b));
+    PyObject *result = NULL;
+    Out o = {NULL, 0, 0};
+    if (get_buf(objs[RW], &b[RW], 8, -1, "rows") < 0) {
+        goto done;
+    }
+    Py_ssize_t n = b[RW].view.len / 8; /* rows chosen */
+    /* rows_n: rows in the batch's columns */
+    if (rows_n < 0 || get_buf(objs[KV], &b[KV], 1, rows_n, "key validity") < 0
+        || get_buf(objs[KO], &b[KO], 8, rows_n + 1, "key offsets") < 0
+        || get_buf(objs[KD], &b[KD], 1, -1, "key data") < 0
+        || get_buf(objs[VV], &b[VV], 1, rows_n, "value validity") < 0
+        || get_buf(objs[VO], &b[VO], 8, rows_n + 1, "value offsets") < 0
+        || get_buf(objs[VD], &b[VD], 1, -1, "value data") < 0
+        || get_buf(objs[TS], &b[TS], 8, rows_n, "timestamps") < 0
+        || get_buf(objs[DL], &b[DL], 8, n, "offset deltas") < 0
+        || get_buf(objs[HO], &b[HO], 8, rows_n + 1, "header offsets") < 0) {
+        goto done;
+    }
+    const int64_t *rw = b[RW].view.buf, *hoff = b[HO].view.buf;
+    Py_ssize_t m = (Py_ssize_t)hoff[rows_n];
+    if (hoff[0] != 0 || m < 0) {
+        PyErr_SetString(PyExc_ValueError, "header offsets from 0");
+        goto done;
+    }
+    if (get_buf(objs[HKO], &b[HKO], 8, m + 1, "header key offsets") < 0
+        || get_buf(objs[HKD], &b[HKD], 1, -1, "header key data") < 0
+        || get_buf(objs[HVV], &b[HVV], 1, m, "header value validity") < 0
+        || get_buf(objs[HVO], &b[HVO], 8, m + 1, "header value offsets") < 0
+        || get_buf(objs[HVD], &b[HVD], 1, -1, "header value data") < 0) {
+        goto done;
+    }
+    const uint8_t *kv = b[KV].view.buf, *vv = b[VV].view.buf, *hvv = b[HVV].view.buf;
+    const int64_t *ko = b[KO].view.buf, *vo = b[VO].view.buf, *ts = b[TS].view.buf, *dl = b[DL].view.buf;
+    const int64_t *hko = b[HKO].view.buf, *hvo = b[HVO].view.buf;
+    const uint8_t *kd = b[KD].view.buf, *vd = b[VD].view.buf, *hkd = b[HKD].view.buf, *hvdp = b[HVD].view.buf;
+    long long max_ts = NO_TIMESTAMP;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        int64_t i = rw[k];
+        if (i < 0 || i >= rows_n) {
+            PyErr_Format(PyExc_ValueError, "rows within the batch's %zd, found %lld", rows_n, (long long)i);
+            goto done;
+        }
+        const uint8_t *kp, *vp;
+        int64_t klen, vlen;
+        if (column_blob(kv, ko, b[KD].view.len, i, kd, &kp, &klen) < 0
+            || column_blob(vv, vo, b[VD].view.len, i, vd, &vp, &vlen) < 0) {
+            goto done;
+        }
+        int64_t h0 = hoff[i], h1 = hoff[i + 1];
+        if (h0 < 0 || h1 < h0 || h1 > m || h1 - h0 > INT32_MAX) {
+            PyErr_SetString(PyExc_ValueError, "header offsets that increase within the headers");
+            goto done;
+        }
+        if (dl[k] < INT32_MIN || dl[k] > INT32_MAX) {
+            PyErr_SetString(PyExc_ValueError, "offset deltas within int32");
+            goto done;
+        }
+        if (ts[i] > max_ts) {
+            max_ts = ts[i];
+        }
+        Py_ssize_t size = 1 + unsigned_size(zigzag64(ts[i] - base)) + unsigned_size(zigzag64(dl[k]))
+                          + blob_size(klen) + blob_size(vlen) + unsigned_size(zigzag64(h1 - h0));
+        for (int64_t h = h0; h < h1; h++) {
+            const uint8_t *p;
+            int64_t klen_h, vlen_h;
+            if (column_blob(NULL, hko, b[HKD].view.len, h, hkd, &p, &klen_h) < 0
+                || column_blob(hvv, hvo, b[HVD].view.len, h, hvdp, &p, &vlen_h) < 0) {
+                goto done;
+            }
+            size += blob_size(klen_h) + blob_size(vlen_h);
+        }
+        if (size > INT32_MAX) {
+            PyErr_SetString(PyExc_ValueError, "records of at most 2**31-1 bytes");
+            goto done;
+        }
+        if (reserve(&o, MAX_VARINT_BYTES + size) < 0) {
+            goto done;
+        }
+        uint8_t *w = write_unsigned(o.data + o.len, zigzag64(size));
+        *w++ = 0; /* attributes */
+        w = write_unsigned(w, zigzag64(ts[i] - base));
+        w = write_unsigned(w, zigzag64(dl[k]));
+        w = put_blob(w, kp, klen);
+        w = put_blob(w, vp, vlen);
+        w = write_unsigned(w, zigzag64(h1 - h0));
+        for (int64_t h = h0; h < h1; h++) {
+            w = put_blob(w, hkd + hko[h], hko[h + 1] - hko[h]);
+            w = put_blob(w, hvdp + hvo[h], hvv[h] ? hvo[h + 1] - hvo[h] : NULL_LENGTH);
+        }
+        o.len = w - o.data;
+    }
+    PyObject *region = PyBytes_FromStringAndSize((const char *)o.data, o.len);
+    if (region != NULL) {
+        result = Py_BuildValue("(NL)", region, max_ts);
+    }
+done:
+    for (int i = 0; i < N_COLUMNS; i++) {
+        release_buf(&b[i]);
+    }
+    PyMem_Free(o.data);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"init", init, METH_O, "init(Record): the slots dataclass decode_records builds."},
     {"decode_records", decode_records, METH_VARARGS,
      "decode_records(region, count, base_offset, base_timestamp, log_append_time, base_sequence) -> list"},
     {"encode_records", encode_records, METH_VARARGS,
      "encode_records(records, offset_deltas) -> (region, base_timestamp, max_timestamp)"},
+    {"encode_columns", encode_columns, METH_VARARGS,
+     "encode_columns(n, base_timestamp, rows, key valid/offsets/data, value valid/offsets/data, timestamps, "
+     "deltas, header offsets, header key offsets/data, header value valid/offsets/data) -> (region, max_ts)"},
     {"crc32c", crc32c_py, METH_VARARGS, "crc32c(data, crc=0) -> int: CRC-32C, as the crc32c package."},
     {"decode_columns", decode_columns, METH_VARARGS,
      "decode_columns(log, pos, end, want, decompress, buffers) -> (stop, pos, counts, need)"},

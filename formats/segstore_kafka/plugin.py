@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from segstore import files
 from segstore.indexes.sparse import OffsetIndex
 from segstore.indexes.timeindex import TimeIndex
 from segstore.plugin import FormatPlugin, NativeIndex
+
+if TYPE_CHECKING:
+    from segstore.convert.interchange import FormatConversion
 
 from .checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
 from .logdir import partition_dirs
@@ -49,6 +53,12 @@ class KafkaFormat(FormatPlugin):
         store = KafkaStore(os.fspath(path), mode, KafkaConfig.from_mapping(config))
         return attach(store, indexes, layout_options)
 
+    def conversion(self) -> FormatConversion:
+        """The kafka side of ``segstore convert`` (:class:`.conversion.KafkaConversion`)."""
+        from .conversion import KafkaConversion  # loads segstore.convert only when a conversion runs
+
+        return _conversion(KafkaConversion)
+
     def write_spec(self, path: str, spec: dict[str, Any], config: dict[str, Any]) -> None:
         from .spec import write_spec
 
@@ -66,3 +76,9 @@ class KafkaFormat(FormatPlugin):
         from .dumpfile import dump_file
 
         return dump_file(os.fspath(path), options)
+
+
+@functools.cache
+def _conversion(cls: type[FormatConversion]) -> FormatConversion:
+    """One conversion object per class (it holds no state)."""
+    return cls()

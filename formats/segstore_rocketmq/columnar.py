@@ -292,6 +292,15 @@ def _gather(view: memoryview, n: int, columns: list[_Variable]) -> None:
             (c.starts, c.lengths, c.items, c.offsets, c.data) for c in columns))
 
 
+def variable_column(kind: pa.DataType, view: memoryview, starts: np.ndarray, lengths: np.ndarray,
+                    valid: np.ndarray | None = None) -> pa.Array:
+    """One binary/string column of the slices ``view[start:start+length]`` (copied into one buffer);
+    ``valid``: the rows that are not null.  For callers outside a walk (conversion)."""
+    column = _Variable(kind, starts, lengths, valid)
+    _gather(view, len(column.lengths), [column])
+    return column.array()
+
+
 def _fixed(kind: pa.DataType, values: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(np.ascontiguousarray(values))])
 

@@ -1,24 +1,42 @@
-"""Format conversion: a RocketMQ store to Kafka partitions and back, lossless and streaming.
+"""Format conversion between any two registered formats (RocketMQ stores, Kafka partitions...),
+lossless and streaming.
 
 ``convert(src, dst, to="kafka")`` is the library call; :mod:`.cli` adds the
-``segstore convert`` subcommand.  The field mapping lives in :mod:`.mapping`, topic
-names in :mod:`.topicnames`, the streaming, resumable, verified run in :mod:`.pipeline`.
-``docs/conversion.md`` documents every rule.  Importing this package (the CLI does, to add
-its subcommand) loads no format plugin; a conversion does.
+``segstore convert`` subcommand.  What a plugin provides is :mod:`.interchange` (each
+format's side, found through the registry: ``FormatPlugin.conversion()``); the field
+mappings live in the plugins, topic names in :mod:`.topicnames`, the streaming,
+resumable, verified run in :mod:`.pipeline`.  ``docs/conversion.md`` documents every
+rule.  Importing this package (the CLI does, to add its subcommand) loads no format
+plugin; a conversion does.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+from segstore.errors import ConfigError
 
 if TYPE_CHECKING:
     from .pipeline import ConversionReport
 
-#: Destination formats, and the Kafka batch compressions a conversion can write.
-TARGETS = ("kafka", "rocketmq")
+#: Batch compressions a target may write (each target's side says which it can).
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
+
+
+def parse_config(pairs: Sequence[str] | None) -> dict[str, str]:
+    """``NAME=VALUE`` strings (``--config``) as a dict; the destination format checks names and values.
+
+    :raises ConfigError: a pair without ``=`` or without a name.
+    """
+    config: dict[str, str] = {}
+    for pair in pairs or ():
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip():
+            raise ConfigError(f"expected --config NAME=VALUE, found {pair!r}")
+        config[name.strip()] = value.strip()
+    return config
 
 
 def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], to: str = "kafka",
@@ -28,10 +46,10 @@ def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], to: str = 
             timestamp: str = "born") -> ConversionReport:
     """Convert the store at ``src`` into a new store of format ``to`` at ``dst``.
 
-    :param to: ``"kafka"`` (``dst`` becomes a log directory of ``TOPIC-PARTITION``
-        directories) or ``"rocketmq"`` (``dst`` becomes a store directory).
+    :param to: a registered format: ``"kafka"`` (``dst`` becomes a log directory of
+        ``TOPIC-PARTITION`` directories), ``"rocketmq"`` (``dst`` becomes a store directory)...
     :param topics: only these source topics (source names); all when None.
-    :param compression: Kafka batch compression (``none gzip snappy lz4 zstd``).
+    :param compression: batch compression, where the target has it (Kafka: ``none gzip snappy lz4 zstd``).
     :param config: the destination format's config names (``segment.bytes``,
         ``mappedFileSizeCommitLog``...).
     :param resume: continue an interrupted conversion into the same ``dst``.
@@ -50,4 +68,4 @@ def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], to: str = 
                force=force, skip_corrupt=skip_corrupt, progress=progress, timestamp=timestamp)
 
 
-__all__ = ["COMPRESSIONS", "TARGETS", "convert"]
+__all__ = ["COMPRESSIONS", "convert", "parse_config"]

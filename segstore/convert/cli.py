@@ -5,15 +5,16 @@ from __future__ import annotations
 import argparse
 from typing import Any, TextIO
 
-from segstore.cli import _parse_config, resolve_store
+from segstore import registry
+from segstore.cli import resolve_store
 
-from . import COMPRESSIONS, TARGETS, convert
+from . import COMPRESSIONS, convert, parse_config
 
 
 def _cmd_convert(args: argparse.Namespace, out: TextIO) -> int:
     resolve_store(args.src, None)  # a missing or unknown source is a usage error (exit 2), said first
     report = convert(args.src, args.dst, to=args.to, topics=args.topic, compression=args.compression,
-                     config=_parse_config(args.config), resume=args.resume, verify=args.verify,
+                     config=parse_config(args.config), resume=args.resume, verify=args.verify,
                      force=args.force, skip_corrupt=args.skip_corrupt, timestamp=args.timestamp)
     for line in report.lines():
         out.write(line + "\n")
@@ -22,13 +23,13 @@ def _cmd_convert(args: argparse.Namespace, out: TextIO) -> int:
 
 def add_cli(subparsers: Any) -> None:
     """Add ``segstore convert SRC DST --to kafka|rocketmq ...`` to the CLI's subparsers."""
-    p = subparsers.add_parser("convert", help="convert a RocketMQ store to Kafka partitions or back")
-    p.add_argument("src", help="source: a RocketMQ store directory or a Kafka log directory")
+    p = subparsers.add_parser("convert", help="convert a store into another format (RocketMQ <-> Kafka...)")
+    p.add_argument("src", help="source: a store of any registered format (RocketMQ store, Kafka log dir...)")
     p.add_argument("dst", help="destination directory (must not exist unless --force or --resume)")
-    p.add_argument("--to", required=True, choices=TARGETS, help="destination format")
+    p.add_argument("--to", required=True, choices=registry.names(), help="destination format")
     p.add_argument("--topic", action="append", metavar="T",
                    help="convert only this source topic (repeatable)")
-    p.add_argument("--compression", default="none", choices=COMPRESSIONS, help="Kafka batch compression")
+    p.add_argument("--compression", default="none", choices=COMPRESSIONS, help="batch compression (Kafka)")
     p.add_argument("--config", action="append", metavar="NAME=VALUE",
                    help="a destination config value, by the broker's own name (repeatable)")
     p.add_argument("--timestamp", default="born", choices=("born", "store"),

@@ -1,5 +1,9 @@
 """The streaming conversion: read a source store in order, map each record, write the destination.
 
+Both formats are reached through the registry: each plugin's ``conversion()`` is
+its side (:class:`segstore.convert.interchange.FormatConversion`), and this module
+speaks only :class:`Entry` records, so any two registered formats convert.
+
 What a run does (``docs/conversion.md`` has the user's view):
 
 1. Detect the source format; refuse an unknown one, a store two plugins claim, a
@@ -7,19 +11,19 @@ What a run does (``docs/conversion.md`` has the user's view):
    ``force``).
 2. Write into a temporary sibling ``.DST.converting`` holding a small journal
    (:data:`JOURNAL_NAME`: the options and the state ``running`` / ``done``).  An
-   interrupted run leaves only that sibling; ``resume`` reopens it, finds how far
-   the destination got (Kafka: each partition's end offset; RocketMQ: the messages
-   in the commitlog) and continues with the next source record.
+   interrupted run leaves only that sibling; ``resume`` reopens it, and the target's
+   writer skips what the destination holds already (Kafka: each partition's end
+   offset; RocketMQ: the messages in the commitlog).
 3. With ``verify``, check the destination's files (``Store.verify``) and re-read
-   every record, comparing it with the source mapped again.
+   every record, comparing it with the source mapped again (the target's verifier).
 4. Rename the sibling into place (an old destination is moved aside first with
    ``force`` and removed once the new one is in place).  The journal stays in the
    result as its provenance; a later conversion back reads the source config from it.
 
-Memory is bounded whatever the store size: RocketMQ -> Kafka keeps at most
-:data:`BATCH_RECORDS` records per partition and :data:`BUFFER_BYTES` in all;
-Kafka -> RocketMQ holds one record per partition in the k-way merge that puts a
-converted RocketMQ store back in commitlog order.
+Memory is bounded whatever the store size: the writers hold bounded buffers (Kafka:
+at most :data:`BATCH_RECORDS` records per partition and 64 MiB in all), and the
+k-way merge that puts streams converted from the target back in its order holds one
+entry per stream.
 
 Not thread-safe: one conversion per destination (the stores' writer locks enforce it).
 """
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import heapq
+import itertools
 import json
 import os
 import sys
@@ -37,26 +42,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from segstore_kafka import batch as kafka_codec
-from segstore_rocketmq.message import Host, RocketMQMessage
-from segstore_rocketmq.recovery import next_valid_message as next_valid_after
-
 from segstore import files, registry
 from segstore.api import open as open_store
-from segstore.errors import ConversionError, CorruptDataError
-from segstore.records import CREATE_TIME, LOG_APPEND_TIME
+from segstore.errors import ConversionError, UnsupportedOperationError
+from segstore.store import Store
 
-from . import COMPRESSIONS, TARGETS
-from .mapping import (
-    TIMESTAMP_SOURCES,
-    KafkaEntry,
-    came_from_kafka,
-    came_from_rocketmq,
-    kafka_to_rocketmq,
-    restore_kafka,
-    restore_rocketmq,
-    rocketmq_to_kafka,
-)
+from . import COMPRESSIONS
+from .interchange import Entry, FormatConversion, Options, Peer, Sized
 
 #: The journal in the temporary directory, kept in the result as its provenance.
 JOURNAL_NAME = "segstore-convert.json"
@@ -65,16 +57,17 @@ STATE_RUNNING = "running"
 STATE_DONE = "done"
 TEMP_SUFFIX = ".converting"
 OLD_SUFFIX = ".replaced"
-#: Records and source bytes per Kafka batch (well under the broker's default max.message.bytes,
-#: 1,048,588, and never more than segment.bytes), and bytes buffered over all partitions
-#: before every buffer is written.
+#: Entries per destination write, by the name a target side gives as its ``batch_setting`` (the
+#: test-suite shrinks them): records per record batch (Kafka), messages per commitlog write (RocketMQ).
 BATCH_RECORDS = 500
-BATCH_BYTES = 512 << 10
-BUFFER_BYTES = 64 << 20
-#: RocketMQ messages per commitlog write.
 ROCKETMQ_BATCH = 1000
-#: Kafka leader epoch written into converted batches (a batch field the conversion does not carry).
-LEADER_EPOCH = 0
+#: Entries between two progress updates.
+PROGRESS_STEP = 500
+#: Convert in Arrow batches where both sides can (False: entry by entry, the reference the columnar
+#: path is tested equal to).
+COLUMNAR = True
+#: Where ``--timestamp`` takes a record's time from, when the source has two (RocketMQ: born, store).
+TIMESTAMP_SOURCES = ("born", "store")
 #: How many verify differences an error lists.
 REPORT_LIMIT = 20
 
@@ -159,248 +152,45 @@ def _source_messages(source: Any) -> int:
                for start, end in [source.offset_range(topic, partition)])
 
 
-# -- source readers ------------------------------------------------------------------
+# -- the source's entries in conversion order --------------------------------------------------
 
-def _rocketmq_messages(source: Any, report: ConversionReport,
-                       skip_corrupt: bool) -> Iterator[RocketMQMessage]:
-    """Every commitlog message in physical order; with ``skip_corrupt`` damaged bytes are
-    reported and reading goes on at the next valid message (found as recovery finds it)."""
-    commitlog = source.commitlog
-    start: int | None = None
-    while True:
-        try:
-            for _, record in commitlog.walk(start):
-                if isinstance(record, RocketMQMessage):
-                    yield record
-        except CorruptDataError as err:
-            if not skip_corrupt:
-                raise
-            report.skipped.append(str(err))
-            start = _next_valid_message(commitlog, err.path, err.pos or 0)
-            if start is not None:
-                continue
-        return
-
-
-def _next_valid_message(commitlog: Any, path: str | None, pos: int) -> int | None:
-    """The physical offset of the first valid message after file position ``pos`` of ``path``."""
-    segments = list(commitlog.log.segments)
-    index = next((i for i, seg in enumerate(segments) if seg.path == path), None)
-    if index is None:
-        return None
-    found = next_valid_after(segments, index, pos)
-    return None if found is None else segments[found[0]].base + found[1]
-
-
-def _kafka_entries(source: Any, topic: str, partition: int, report: ConversionReport,
-                   skip_corrupt: bool) -> Iterator[tuple[KafkaEntry, int]]:
-    """``(record with its batch flags, its encoded size)`` of one partition in offset order; with
-    ``skip_corrupt`` a corrupt batch is reported and reading goes on after it (or, when its
-    length cannot be trusted, at the next segment)."""
-    part = source.partition_of(topic, partition)
-    start = part.log_start_offset
-    for seg in part.segments:
-        pos: int | None = 0
-        while pos is not None:
-            try:
-                for batch in seg.batches(pos):
-                    control = batch.is_control
-                    transactional = batch.is_transactional
-                    # Legacy v0 sets have no timestamp type: their records (timestamp -1) come back as v2
-                    # CreateTime records, the type Kafka itself gives them when it up-converts.
-                    ts_type = LOG_APPEND_TIME if batch.timestamp_type == LOG_APPEND_TIME else CREATE_TIME
-                    pid, epoch = batch.producer_id, batch.producer_epoch
-                    for rec in batch.records():
-                        if rec.offset < start:
-                            continue
-                        yield KafkaEntry(topic=topic, partition=partition, offset=rec.offset,
-                                         timestamp=rec.timestamp, key=rec.key, value=rec.value,
-                                         headers=list(rec.headers), timestamp_type=ts_type,
-                                         transactional=transactional, control=control, producer_id=pid,
-                                         producer_epoch=epoch), rec.size_in_bytes
-                    pos = batch.position + batch.size
-            except CorruptDataError as err:
-                if not skip_corrupt:
-                    raise
-                report.skipped.append(str(err))
-                pos = _after_batch(seg, pos)
-            else:
-                pos = None
-
-
-def _after_batch(seg: Any, pos: int) -> int | None:
-    """The position after the (damaged) batch at ``pos`` if its length field stays inside the
-    segment, else None (the rest of the segment is skipped)."""
-    try:
-        header = kafka_codec.read_batch_header(seg.view(), pos, path=seg.path)
-    except CorruptDataError:
-        return None
-    end = pos + header.size
-    return end if pos < end < seg.size else None
-
-
-def _physical_offset(item: tuple[KafkaEntry, int]) -> int:
-    """The merge key: the ``rmq.physical_offset`` header every record of a converted partition starts with."""
-    entry = item[0]
-    if not came_from_rocketmq(entry.headers):
-        raise ConversionError(f"expected every record of {entry.topic}-{entry.partition} (converted from "
-                              f"RocketMQ) to start with the header rmq.physical_offset, found offset "
-                              f"{entry.offset} without it")
-    try:
-        return int(entry.headers[0][1] or b"")
-    except ValueError as err:
-        raise ConversionError(f"expected a decimal rmq.physical_offset at {entry.topic}-{entry.partition} "
-                              f"offset {entry.offset}, found {entry.headers[0][1]!r}") from err
-
-
-def _kafka_in_order(source: Any, topics: list[str] | None, report: ConversionReport,
-                    skip_corrupt: bool) -> Iterator[tuple[KafkaEntry, int]]:
-    """``(record, size)`` in conversion order: partitions converted from RocketMQ merged back into
-    commitlog order (k-way merge on ``rmq.physical_offset``), then the others partition by partition."""
-    merged: list[Iterator[tuple[KafkaEntry, int]]] = []
-    native: list[Iterator[tuple[KafkaEntry, int]]] = []
-    for topic in source.topics():
-        if topics is not None and topic not in topics:
+def _in_order(source_side: FormatConversion, target_side: FormatConversion, source: Store,
+              options: Options, *, round_trip: bool = False) -> Iterator[Sized]:
+    """The source's entries in conversion order: streams that came from the target merged back into
+    the target's own order (k-way merge on :meth:`FormatConversion.home_position`), then the others
+    stream by stream."""
+    streams = (source_side.round_trip_streams if round_trip else source_side.streams)(source, options)
+    merged: list[Iterator[Sized]] = []
+    native: list[Iterator[Sized]] = []
+    for stream in streams:
+        first = next(stream, None)
+        if first is None:
             continue
-        for partition in source.partitions(topic):
-            entries = _kafka_entries(source, topic, partition, report, skip_corrupt)
-            first = next(entries, None)
-            if first is None:
-                continue
-            chained = _chain(first, entries)
-            (merged if came_from_rocketmq(first[0].headers) else native).append(chained)
+        chained = itertools.chain((first,), stream)
+        (merged if target_side.home_position(first[0]) is not None else native).append(chained)
     if merged:
-        yield from heapq.merge(*merged, key=_physical_offset)
-    for entries in native:
-        yield from entries
+        def position(item: Sized) -> int:
+            found = target_side.home_position(item[0])
+            if found is None:
+                entry = item[0]
+                raise ConversionError(f"expected every record of {entry.topic}-{entry.partition} (converted "
+                                      f"from {target_side.topics.side}) to start with "
+                                      f"{target_side.home_marker}, found offset {entry.offset} without it")
+            return found
+
+        yield from heapq.merge(*merged, key=position)
+    for stream in native:
+        yield from stream
 
 
-def _chain(first: tuple[KafkaEntry, int], rest: Iterator[tuple[KafkaEntry, int]]
-           ) -> Iterator[tuple[KafkaEntry, int]]:
-    yield first
-    yield from rest
-
-
-# -- RocketMQ -> Kafka -----------------------------------------------------------------
-
-class _KafkaWriter:
-    """Buffers entries per partition and appends them as record batches at their own offsets.
-
-    A batch holds entries of one kind (timestamp type, transaction, producer; one
-    store time with LogAppendTime so each record reads back its own time; a control
-    record alone).  Entries at offsets the partition already holds (``resume``) are
-    skipped; an offset below one already written is a :class:`ConversionError`.
-    """
-
-    def __init__(self, dest: Any, compression: str) -> None:
-        self.dest = dest
-        self.compression = compression
-        self.segment_bytes = dest.config.segment_bytes
-        self.batch_bytes = min(BATCH_BYTES, self.segment_bytes)
-        self.buffers: dict[tuple[str, int], list[KafkaEntry]] = {}
-        self.buffer_sizes: dict[tuple[str, int], int] = {}
-        self.buffered = 0
-        self.present: dict[tuple[str, int], int] = {}
-        self.next: dict[tuple[str, int], int] = {}
-
-    def _partition(self, key: tuple[str, int]) -> Any:
-        return self.dest.partition_of(key[0], key[1], create=True)
-
-    def add(self, entry: KafkaEntry, size: int) -> bool:
-        """Buffer ``entry`` (about ``size`` bytes); False if the destination holds it already (resume)."""
-        key = (entry.topic, entry.partition)
-        if key not in self.next:
-            end = self._partition(key).next_offset
-            self.present[key] = end
-            self.next[key] = end
-        if entry.offset < self.present[key]:
-            return False
-        if entry.offset < self.next[key]:
-            raise ConversionError(f"expected offsets to increase in {key[0]}-{key[1]}, found offset "
-                                  f"{entry.offset} after {self.next[key] - 1}")
-        buffer = self.buffers.setdefault(key, [])
-        if buffer and (not _same_batch(buffer[-1], entry)
-                       or self.buffer_sizes[key] + size > self.batch_bytes):
-            self.flush(key)
-            buffer = self.buffers.setdefault(key, [])
-        buffer.append(entry)
-        self.buffer_sizes[key] = self.buffer_sizes.get(key, 0) + size
-        self.buffered += size
-        self.next[key] = entry.offset + 1
-        if entry.control or len(buffer) >= BATCH_RECORDS or self.buffer_sizes[key] >= self.batch_bytes:
-            self.flush(key)
-        elif self.buffered >= BUFFER_BYTES:
-            self.flush_all()
-        return True
-
-    def flush(self, key: tuple[str, int]) -> None:
-        entries = self.buffers.pop(key, None)
-        self.buffered -= self.buffer_sizes.pop(key, 0)
-        if not entries:
-            return
-        self._write(self._partition(key), entries)
-
-    def _write(self, part: Any, entries: list[KafkaEntry]) -> None:
-        """Append ``entries`` as one batch, or as halves while the batch would pass ``segment.bytes``
-        (the buffer limit counts source bytes; the encoded records can be larger)."""
-        base = part.next_offset
-        deltas = [e.offset - base for e in entries]
-        first = entries[0]
-        log_append = first.timestamp_type == LOG_APPEND_TIME
-        data = kafka_codec.encode_batch(
-            [(e.key, e.value, e.timestamp, e.headers) for e in entries], base_offset=base,
-            compression="none" if first.control else self.compression, partition_leader_epoch=LEADER_EPOCH,
-            producer_id=first.producer_id, producer_epoch=first.producer_epoch,
-            is_transactional=first.transactional, is_control=first.control,
-            timestamp_type=first.timestamp_type, log_append_time=first.timestamp if log_append else None,
-            offset_deltas=None if deltas[-1] == len(deltas) - 1 else deltas)
-        if len(data) > self.segment_bytes and len(entries) > 1:
-            half = len(entries) // 2
-            self._write(part, entries[:half])
-            self._write(part, entries[half:])
-            return
-        part.append_encoded(data, now_ms=max(e.timestamp for e in entries))
-
-    def flush_all(self) -> None:
-        for key in list(self.buffers):
-            self.flush(key)
-
-
-def _same_batch(a: KafkaEntry, b: KafkaEntry) -> bool:
-    if (a.timestamp_type, a.transactional, a.control, a.producer_id, a.producer_epoch) != \
-            (b.timestamp_type, b.transactional, b.control, b.producer_id, b.producer_epoch):
-        return False
-    return a.timestamp_type != LOG_APPEND_TIME or a.timestamp == b.timestamp
-
-
-def _rocketmq_pairs(source: Any, topics: list[str] | None, timestamp: str, report: ConversionReport,
-                    skip_corrupt: bool) -> Iterator[tuple[RocketMQMessage, KafkaEntry]]:
-    """``(source message, Kafka entry)`` for each selected source message, in commitlog order;
-    non-queued messages numbered in :data:`NONQUEUED_TOPIC`."""
-    nonqueued = 0
-    for msg in _rocketmq_messages(source, report, skip_corrupt):
-        if topics is not None and msg.topic not in topics:
-            continue
-        entry = rocketmq_to_kafka(msg, timestamp=timestamp)
-        if entry.offset < 0:
-            entry.offset = nonqueued
-            nonqueued += 1
-        yield msg, entry
-
-
-def _rocketmq_entries(source: Any, topics: list[str] | None, timestamp: str, report: ConversionReport,
-                      skip_corrupt: bool) -> Iterator[tuple[KafkaEntry, int]]:
-    """``(Kafka entry, source bytes)`` for each selected source message (:func:`_rocketmq_pairs`)."""
-    for msg, entry in _rocketmq_pairs(source, topics, timestamp, report, skip_corrupt):
-        yield entry, msg.size
-
-
-def _to_kafka(source: Any, dest: Any, options: _Options, report: ConversionReport,
-              progress: _Progress) -> None:
-    writer = _KafkaWriter(dest, options.compression)
+def _convert(source_side: FormatConversion, target_side: FormatConversion, source: Store, dest: Store,
+             reading: Options, writing: Options, report: ConversionReport, progress: _Progress) -> None:
+    if COLUMNAR and _convert_columns(source_side, target_side, source, dest, reading, writing, report,
+                                     progress):
+        return
+    writer = target_side.writer(dest, writing)
     pending_messages = pending_bytes = 0
-    for entry, size in _rocketmq_entries(source, options.topics, options.timestamp, report,
-                                         options.skip_corrupt):
+    for entry, size in _in_order(source_side, target_side, source, reading):
         if writer.add(entry, size):
             report.messages += 1
             report.bytes += size
@@ -408,216 +198,80 @@ def _to_kafka(source: Any, dest: Any, options: _Options, report: ConversionRepor
             pending_bytes += size
         else:
             report.already_present += 1
-        if pending_messages >= BATCH_RECORDS:
+        if pending_messages >= PROGRESS_STEP:
             progress.update(pending_messages, pending_bytes)
             pending_messages = pending_bytes = 0
     writer.flush_all()
     progress.update(pending_messages, pending_bytes)
+    report.skipped.extend(reading.skipped)
 
 
-# -- Kafka -> RocketMQ -----------------------------------------------------------------
-
-def _append_stored(store: Any, messages: list[RocketMQMessage]) -> None:
-    """Append messages exactly as given (topic, queue, properties order, times, hosts, flags),
-    checking each lands at its recorded physical and queue offset.
-
-    ``RocketMQStore.append_batch`` applies the broker's put-time rules to what it is
-    given (delay-level rewrite, HashMap properties order, store clock); a message
-    restored from Kafka was stored once already and is written as it is with
-    ``append_stored``; commitlog placement, consume queues, index, topic configs
-    and flushing stay the store's own.
-
-    :raises ConversionError: the destination placed a message elsewhere than the
-        source had it (another commitlog file size, or a non-empty destination).
-    """
-    # a v2 message (a 5.1+ broker's long topic) is written as v2 again: its magic is part of it
-    expected = [(msg.physical_offset, msg.queue_offset) for msg in messages]
-    results = store.append_stored(messages)
-    for (physical, queue), result in zip(expected, results, strict=True):
-        if (result.position, result.offset) != (physical, queue):
-            raise ConversionError(
-                f"expected {result.topic}/{result.partition} queue offset {queue} at physical offset "
-                f"{physical} as in the source, found queue offset {result.offset} at {result.position} "
-                f"(the destination was not empty, its mappedFileSizeCommitLog differs from the source's, "
-                f"or an earlier message was stored with another size than in the source)",
-                store.path, result.position)
+def _convert_columns(source_side: FormatConversion, target_side: FormatConversion, source: Store,
+                     dest: Store, reading: Options, writing: Options, report: ConversionReport,
+                     progress: _Progress) -> bool:
+    """The conversion in ``ENTRY_SCHEMA`` batches, where the source reads columns and the target writes
+    them, in one stream (several would need the merge back into the target's order); False (nothing
+    done) otherwise."""
+    streams = source_side.arrow_streams(source, reading)
+    if streams is None or len(streams) > 1:
+        return False
+    writer = target_side.arrow_writer(dest, writing)
+    if writer is None:
+        return False
+    for stream in streams:
+        for batch in stream:
+            written, nbytes, present = writer.add_batch(batch)
+            report.already_present += present
+            report.messages += written
+            report.bytes += nbytes
+            progress.update(written, nbytes)
+    writer.flush_all()
+    report.skipped.extend(reading.skipped)
+    return True
 
 
-def _native_item(msg: RocketMQMessage) -> dict[str, Any]:
-    """The ``append_batch`` item for a message made from a native Kafka record (the store
-    applies the broker's put-time conventions: HashMap properties order, host bits)."""
-    return {"topic": msg.topic, "queue_id": msg.queue_id, "body": msg.body, "properties": msg.properties,
-            "born_timestamp": msg.born_timestamp, "born_host": msg.born_host, "store_host": msg.store_host,
-            "store_timestamp": msg.store_timestamp, "sys_flag": msg.sys_flag}
-
-
-class _RocketMQWriter:
-    """Groups messages into commitlog batches: restored ones through :func:`_append_stored`,
-    native ones through the store's ``append_batch``."""
-
-    def __init__(self, dest: Any) -> None:
-        self.dest = dest
-        self.restored: list[RocketMQMessage] = []
-        self.native: list[dict[str, Any]] = []
-
-    def add(self, msg: RocketMQMessage, restored: bool) -> None:
-        if restored:
-            if self.native:
-                self.flush()
-            self.restored.append(msg)
-        else:
-            if self.restored:
-                self.flush()
-            self.native.append(_native_item(msg))
-        if len(self.restored) + len(self.native) >= ROCKETMQ_BATCH:
-            self.flush()
-
-    def flush(self) -> None:
-        if self.restored:
-            _append_stored(self.dest, self.restored)
-            self.restored = []
-        if self.native:
-            self.dest.append_batch(self.native)
-            self.native = []
-
-
-def _rocketmq_from_kafka(source: Any, options: _Options, report: ConversionReport,
-                         store_host: Host) -> Iterator[tuple[RocketMQMessage, bool, int, KafkaEntry]]:
-    """``(message, restored, source bytes, source record)`` in conversion order."""
-    for entry, size in _kafka_in_order(source, options.topics, report, options.skip_corrupt):
-        restored = came_from_rocketmq(entry.headers)
-        yield kafka_to_rocketmq(entry, store_host=store_host), restored, size, entry
-
-
-def _to_rocketmq(source: Any, dest: Any, options: _Options, report: ConversionReport,
-                 progress: _Progress) -> None:
-    present = sum(1 for _ in dest.scan())
-    writer = _RocketMQWriter(dest)
-    store_host = Host.parse(dest.config.storeHost)
-    pending_messages = pending_bytes = 0
-    for index, (msg, restored, size, _) in enumerate(_rocketmq_from_kafka(source, options, report,
-                                                                          store_host)):
-        if index < present:
-            report.already_present += 1
-            continue
-        writer.add(msg, restored)
-        report.messages += 1
-        report.bytes += size
-        pending_messages += 1
-        pending_bytes += size
-        if pending_messages >= ROCKETMQ_BATCH:
-            progress.update(pending_messages, pending_bytes)
-            pending_messages = pending_bytes = 0
-    writer.flush()
-    progress.update(pending_messages, pending_bytes)
-
-
-# -- verification ----------------------------------------------------------------------
-
-def kafka_entry_of(record: Any) -> KafkaEntry:
-    """A record read from a Kafka store as a :class:`KafkaEntry` (what a conversion compares)."""
-    batch = record.batch
-    transactional = batch.is_transactional
-    return KafkaEntry(topic=record.topic, partition=record.partition, offset=record.offset,
-                      timestamp=record.timestamp, key=record.key, value=record.value, headers=record.headers,
-                      timestamp_type=batch.timestamp_type, transactional=transactional,
-                      control=batch.is_control,
-                      producer_id=batch.producer_id, producer_epoch=batch.producer_epoch)
-
-
-def _verify_kafka(source: Any, dest: Any, options: _Options, check: _Progress) -> list[str]:
-    report = ConversionReport("", "", "", "")
-    readers: dict[tuple[str, int], Iterator[Any]] = {}
+def _compare(source_side: FormatConversion, target_side: FormatConversion, source: Store, dest: Store,
+             reading: Options, writing: Options, check: _Progress) -> list[str]:
+    """Every source entry against the destination (the target's verifier), and every native source
+    record against its entry (``options.problems``), up to :data:`REPORT_LIMIT` findings."""
+    verifier = target_side.verifier(dest, writing)
     problems: list[str] = []
-    pairs = _rocketmq_pairs(source, options.topics, options.timestamp, report, options.skip_corrupt)
     n = 0
-    for n, (msg, expected) in enumerate(pairs, 1):
-        if n % BATCH_RECORDS == 0:
-            check.update(BATCH_RECORDS, 0)
-        key = (expected.topic, expected.partition)
-        if key not in readers:
-            readers[key] = dest.read(*key)
-        record = next(readers[key], None)
-        found = None if record is None else kafka_entry_of(record)
-        if found != expected:
-            problems.append(f"{key[0]}-{key[1]} offset {expected.offset}: expected {expected}, found {found}")
-        elif not came_from_kafka(msg):
-            # The record must give back every field of the message (the mapping's inverse),
-            # not only what the mapping made of it.
-            problem = _restored_rocketmq_problem(msg, found)
-            if problem is not None:
-                problems.append(f"{key[0]}-{key[1]} offset {expected.offset}: {problem}")
+    for n, (entry, _) in enumerate(_in_order(source_side, target_side, source, reading, round_trip=True), 1):
+        if n % PROGRESS_STEP == 0:
+            check.update(PROGRESS_STEP, 0)
+        problem = verifier.check(entry)
+        if problem is not None:
+            problems.append(problem)
+        problems.extend(reading.problems)
+        reading.problems.clear()
         if len(problems) >= REPORT_LIMIT:
-            break
-    check.update(n % BATCH_RECORDS, 0)
-    for key, reader in readers.items():
-        extra = next(reader, None)
-        if extra is not None and len(problems) < REPORT_LIMIT:
-            problems.append(f"{key[0]}-{key[1]}: expected no record after the source's, found offset "
-                            f"{extra.offset}")
-    return problems
+            return problems
+    check.update(n % PROGRESS_STEP, 0)
+    return (problems + verifier.rest())[:REPORT_LIMIT]
 
 
-def _message_fields(msg: RocketMQMessage, restored: bool) -> tuple:
-    common = (msg.topic, msg.queue_id, msg.body, msg.flag, msg.sys_flag, msg.born_timestamp, msg.born_host,
-              msg.store_timestamp, msg.store_host, msg.reconsume_times, msg.prepared_transaction_offset)
-    if restored:
-        return (*common, list(msg.properties.items()), msg.physical_offset, msg.queue_offset, msg.magic,
-                msg.trailing_separator)
-    return (*common, sorted(msg.properties.items()))
+def kafka_entry_of(record: Any) -> Entry:
+    """A record read from a Kafka store as an :class:`Entry` (what a conversion compares)."""
+    return registry.get("kafka").conversion().entry_of(record)
 
 
-def _restored_rocketmq_problem(msg: RocketMQMessage, found: KafkaEntry) -> str | None:
-    """What the Kafka record ``found`` gives back differently from the message it was made from."""
-    try:
-        back = restore_rocketmq(found)
-    except ConversionError as err:
-        return str(err)
-    want, got = _message_fields(msg, True), _message_fields(back, True)
-    return None if got == want else f"expected the message back as {want}, found {got}"
+def __getattr__(name: str) -> Any:
+    """``_KafkaWriter``/``_RocketMQWriter``: the classes that write those plugins' destinations in a
+    conversion from the other (the test-suite's interruption hooks patch their ``flush``)."""
+    if name in _WRITERS:
+        module = registry.get(_WRITERS[name][0]).conversion()
+        return getattr(sys.modules[type(module).__module__], _WRITERS[name][1])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _restored_kafka_problem(entry: KafkaEntry, found: RocketMQMessage) -> str | None:
-    """What the RocketMQ message ``found`` gives back differently from the Kafka record it was made from."""
-    try:
-        back = restore_kafka(found)
-    except ConversionError as err:
-        return str(err)
-    return None if back == entry else f"expected the record back as {entry}, found {back}"
-
-
-def _verify_rocketmq(source: Any, dest: Any, options: _Options, check: _Progress) -> list[str]:
-    report = ConversionReport("", "", "", "")
-    store_host = Host.parse(dest.config.storeHost)
-    problems: list[str] = []
-    actual = dest.scan()
-    converted = _rocketmq_from_kafka(source, options, report, store_host)
-    n = 0
-    for n, (expected, restored, _, entry) in enumerate(converted, 1):
-        if n % BATCH_RECORDS == 0:
-            check.update(BATCH_RECORDS, 0)
-        found = next(actual, None)
-        want = _message_fields(expected, restored)
-        got = None if found is None else _message_fields(found, restored)
-        if got != want:
-            problems.append(f"expected {want}, found {got}")
-        elif not restored and found is not None:   # found: got == want, which is never None
-            problem = _restored_kafka_problem(entry, found)
-            if problem is not None:
-                problems.append(f"{entry.topic}-{entry.partition} offset {entry.offset}: {problem}")
-        if len(problems) >= REPORT_LIMIT:
-            break
-    check.update(n % BATCH_RECORDS, 0)
-    extra = next(actual, None)
-    if extra is not None and len(problems) < REPORT_LIMIT:
-        problems.append(f"expected no message after the source's, found one at {extra.physical_offset}")
-    return problems
+_WRITERS = {"_KafkaWriter": ("kafka", "KafkaArrowWriter"), "_RocketMQWriter": ("rocketmq", "RocketMQWriter")}
 
 
 # -- the run -----------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class _Options:
+class _RunOptions:
     to: str
     topics: list[str] | None
     compression: str
@@ -631,6 +285,15 @@ class _Options:
                 "to": self.to, "topics": self.topics, "compression": self.compression,
                 "config": self.config, "timestamp": self.timestamp}
 
+    def sides(self, source_side: FormatConversion, target_side: FormatConversion, source_format: str,
+              ) -> tuple[Options, Options]:
+        """What the source side and the target side are told (each names the other as its peer)."""
+        batch = globals().get(target_side.batch_setting, BATCH_RECORDS)
+        common = {"topics": self.topics, "compression": self.compression, "timestamp": self.timestamp,
+                  "skip_corrupt": self.skip_corrupt, "batch_records": batch}
+        return (Options(peer=Peer(self.to, target_side.topics), **common),
+                Options(peer=Peer(source_format, source_side.topics), **common))
+
 
 def temp_path(dst: str) -> str:
     """The temporary sibling a conversion into ``dst`` writes to."""
@@ -638,13 +301,31 @@ def temp_path(dst: str) -> str:
     return os.path.join(parent, f".{name}{TEMP_SUFFIX}")
 
 
-def _check_options(to: str, compression: str, timestamp: str) -> None:
-    if to not in TARGETS:
-        raise ConversionError(f"expected a target format of {', '.join(TARGETS)}, found {to!r}")
+def _side(name: str, role: str, path: str | None = None) -> FormatConversion:
+    """The conversion side of registered format ``name``.
+
+    :raises ConversionError: no such format, or one that cannot be converted.
+    """
+    if name not in registry.names():
+        raise ConversionError(f"expected a {role} format of {', '.join(registry.names())}, found {name!r}",
+                              path)
+    try:
+        side = registry.get(name).conversion()
+    except UnsupportedOperationError as err:
+        raise ConversionError(f"expected a {role} format that converts, found {name!r} ({err.message})",
+                              path) from err
+    return side
+
+
+def _check_options(target_side: FormatConversion, compression: str, timestamp: str) -> None:
     if compression not in COMPRESSIONS:
         raise ConversionError(f"expected a compression of {', '.join(COMPRESSIONS)}, found {compression!r}")
-    if to == "rocketmq" and compression != "none":
-        raise ConversionError(f"expected no --compression for a RocketMQ destination, found {compression!r}")
+    if compression not in target_side.compressions:
+        if target_side.compressions == ("none",):
+            raise ConversionError(f"expected no --compression for a {target_side.topics.side} destination, "
+                                  f"found {compression!r}")
+        raise ConversionError(f"expected a compression of {', '.join(target_side.compressions)} for a "
+                              f"{target_side.topics.side} destination, found {compression!r}")
     if timestamp not in TIMESTAMP_SOURCES:
         raise ConversionError(f"expected a timestamp source of {', '.join(TIMESTAMP_SOURCES)}, "
                               f"found {timestamp!r}")
@@ -672,7 +353,7 @@ def _local_part(src: str) -> str:
     return urllib.parse.urlparse(src).path if src.lower().startswith("file://") else ""
 
 
-def _prepare(src: str, dst: str, tmp: str, options: _Options, source_format: str, resume: bool,
+def _prepare(src: str, dst: str, tmp: str, options: _RunOptions, source_format: str, resume: bool,
              force: bool) -> dict[str, Any]:
     """Check the destination and create (or, resuming, check) the temporary directory; returns the journal."""
     local, target = _local_part(src), os.path.realpath(dst)
@@ -704,19 +385,13 @@ def _prepare(src: str, dst: str, tmp: str, options: _Options, source_format: str
     return journal
 
 
-def _destination_config(src: str, options: _Options) -> dict[str, Any]:
+def _destination_config(src: str, options: _RunOptions) -> dict[str, Any]:
     """User config over the config recorded when ``src`` itself was converted from ``options.to``."""
     journal = _read_journal(src)
     recorded: dict[str, Any] = {}
     if journal is not None and journal.get("source_format") == options.to:
         recorded = dict(journal.get("source_config") or {})
     return {**recorded, **options.config}
-
-
-def _source_config(source: Any) -> dict[str, Any]:
-    config = getattr(source, "config", None)
-    as_dict = getattr(config, "as_dict", None)
-    return as_dict() if as_dict is not None else {}
 
 
 def _install(tmp: str, dst: str) -> None:
@@ -744,18 +419,18 @@ def run(src: str, dst: str, *, to: str, topics: list[str] | None, compression: s
         resume: bool, verify: bool, force: bool, skip_corrupt: bool, progress: bool | None,
         timestamp: str) -> ConversionReport:
     """Run one conversion (see :func:`segstore.convert.convert`)."""
-    _check_options(to, compression, timestamp)
+    target_side = _side(to, "target")
+    _check_options(target_side, compression, timestamp)
     if not files.is_dir(src):
         raise ConversionError("expected a source store directory, found none", src)
     source_format = registry.detect(src)
-    if source_format not in TARGETS:
-        raise ConversionError(f"expected a source of format {' or '.join(TARGETS)}, "
-                              f"found {source_format!r}", src)
     if source_format == to:
         raise ConversionError(f"expected a source of another format than the target {to!r}, "
                               f"found {to!r}", src)
-    options = _Options(to=to, topics=None if topics is None else sorted(set(topics)), compression=compression,
-                       config=dict(config), timestamp=timestamp, skip_corrupt=skip_corrupt)
+    source_side = _side(source_format, "source", src)
+    options = _RunOptions(to=to, topics=None if topics is None else sorted(set(topics)),
+                          compression=compression, config=dict(config), timestamp=timestamp,
+                          skip_corrupt=skip_corrupt)
     tmp = temp_path(dst)
     journal = _prepare(src, dst, tmp, options, source_format, resume, force)
     report = ConversionReport(src=src, dst=dst, source_format=source_format, target_format=to)
@@ -764,13 +439,11 @@ def run(src: str, dst: str, *, to: str, topics: list[str] | None, compression: s
     try:
         with open_store(src, format=source_format, mode="r") as source:
             bar = _Progress(progress, f"convert {source_format} -> {to}", _source_messages(source))
-            journal["source_config"] = _source_config(source)
+            journal["source_config"] = source_side.source_config(source)
             dest_config = _destination_config(src, options)
             with open_store(tmp, format=to, mode="a", **dest_config) as dest:
-                if to == "kafka":
-                    _to_kafka(source, dest, options, report, bar)
-                else:
-                    _to_rocketmq(source, dest, options, report, bar)
+                reading, writing = options.sides(source_side, target_side, source_format)
+                _convert(source_side, target_side, source, dest, reading, writing, report, bar)
     finally:
         if bar is not None:
             bar.close()
@@ -789,18 +462,19 @@ def run(src: str, dst: str, *, to: str, topics: list[str] | None, compression: s
     return report
 
 
-def _verify(src: str, source_format: str, tmp: str, options: _Options, dest_config: dict[str, Any],
+def _verify(src: str, source_format: str, tmp: str, options: _RunOptions, dest_config: dict[str, Any],
             check: _Progress) -> None:
     """Check the converted files and compare every record with the source.
 
     :raises ConversionError: a finding; the temporary directory is kept for inspection.
     """
+    source_side, target_side = _side(source_format, "source"), _side(options.to, "target")
     with open_store(src, format=source_format, mode="r") as source, \
             open_store(tmp, format=options.to, mode="r", **dest_config) as dest:
         findings = [str(p) for p in dest.verify()][:REPORT_LIMIT]
         if not findings:
-            compare = _verify_kafka if options.to == "kafka" else _verify_rocketmq
-            findings = compare(source, dest, options, check)
+            reading, writing = options.sides(source_side, target_side, source_format)
+            findings = _compare(source_side, target_side, source, dest, reading, writing, check)
     if findings:
         raise ConversionError(f"expected the converted store to match the source, found {len(findings)} "
                               f"difference(s) (kept for inspection): " + "; ".join(findings[:3]), tmp)

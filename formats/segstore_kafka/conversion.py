@@ -1,0 +1,451 @@
+"""Kafka's side of a format conversion (``KafkaFormat.conversion()``).
+
+A Kafka record *is* a conversion :class:`Entry` (the common record with its batch's
+producer identity and control flag), so nothing is mapped: a source partition is
+read as entries in offset order, and entries are written back as record batches at
+their own offsets.  A peer carries its own fields in the headers; Kafka keeps them
+as they are.
+
+What a written batch holds: entries of one kind (timestamp type, transaction,
+producer; one time with LogAppendTime so each record reads back its own time; a
+control record alone), at most ``options.batch_records`` records and
+:data:`BATCH_BYTES` source bytes, within ``segment.bytes``.  Memory stays bounded:
+at most :data:`BUFFER_BYTES` source bytes are buffered over all partitions.
+
+Not thread-safe: one conversion per destination.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from segstore.convert.interchange import (
+    ArrowWriter,
+    Entry,
+    FormatConversion,
+    Options,
+    Peer,
+    Sized,
+    Verifier,
+    Writer,
+)
+from segstore.convert.topicnames import WORD_CHARS, TopicRules
+from segstore.errors import ConversionError, CorruptDataError
+from segstore.records import CREATE_TIME, LOG_APPEND_TIME
+from segstore.search import Bound, search
+from segstore.store import Store
+
+from . import batch as codec
+from .arrowencode import Columns, encode_batch_columns
+from .partition import MAX_TOPIC_LENGTH
+
+#: Kafka topic names (``Topic.validate``): ``[a-zA-Z0-9._-]``, at most 249 characters, not ``.``
+#: or ``..``; a peer's characters Kafka lacks are escaped as ``.XX``.
+TOPICS = TopicRules("Kafka", WORD_CHARS + "._-", "[a-zA-Z0-9._-]", MAX_TOPIC_LENGTH, ".",
+                    frozenset({".", ".."}))
+
+#: Source bytes per batch (well under the broker's default max.message.bytes, 1,048,588, and
+#: never more than segment.bytes), and bytes buffered over all partitions before every buffer
+#: is written.
+BATCH_BYTES = 512 << 10
+BUFFER_BYTES = 64 << 20
+#: Kafka leader epoch written into converted batches (a batch field the conversion does not carry).
+LEADER_EPOCH = 0
+
+
+def entry_of(record: Any) -> Entry:
+    """A record read from a Kafka store (``KafkaStore.read``/``scan``) as an :class:`Entry`."""
+    batch = record.batch
+    return Entry(topic=record.topic, partition=record.partition, offset=record.offset,
+                 timestamp=record.timestamp, key=record.key, value=record.value, headers=record.headers,
+                 timestamp_type=batch.timestamp_type, transactional=batch.is_transactional,
+                 control=batch.is_control, producer_id=batch.producer_id, producer_epoch=batch.producer_epoch)
+
+
+# -- the source side -------------------------------------------------------------------------
+
+def partition_entries(source: Any, topic: str, partition: int, options: Options) -> Iterator[Sized]:
+    """``(record with its batch flags, its encoded size)`` of one partition in offset order; with
+    ``skip_corrupt`` a corrupt batch is reported and reading goes on after it (or, when its
+    length cannot be trusted, at the next segment)."""
+    part = source.partition_of(topic, partition)
+    start = part.log_start_offset
+    for seg in part.segments:
+        pos: int | None = 0
+        while pos is not None:
+            try:
+                for batch in seg.batches(pos):
+                    control = batch.is_control
+                    transactional = batch.is_transactional
+                    # Legacy v0 sets have no timestamp type: their records (timestamp -1) come back as v2
+                    # CreateTime records, the type Kafka itself gives them when it up-converts.
+                    ts_type = LOG_APPEND_TIME if batch.timestamp_type == LOG_APPEND_TIME else CREATE_TIME
+                    pid, epoch = batch.producer_id, batch.producer_epoch
+                    for rec in batch.records():
+                        if rec.offset < start:
+                            continue
+                        yield Entry(topic=topic, partition=partition, offset=rec.offset,
+                                    timestamp=rec.timestamp, key=rec.key, value=rec.value,
+                                    headers=list(rec.headers), timestamp_type=ts_type,
+                                    transactional=transactional, control=control, producer_id=pid,
+                                    producer_epoch=epoch), rec.size_in_bytes
+                    pos = batch.position + batch.size
+            except CorruptDataError as err:
+                if not options.skip_corrupt:
+                    raise
+                options.skipped.append(str(err))
+                pos = _after_batch(seg, pos)
+            else:
+                pos = None
+
+
+def _after_batch(seg: Any, pos: int) -> int | None:
+    """The position after the (damaged) batch at ``pos`` if its length field stays inside the
+    segment, else None (the rest of the segment is skipped)."""
+    try:
+        header = codec.read_batch_header(seg.view(), pos, path=seg.path)
+    except CorruptDataError:
+        return None
+    end = pos + header.size
+    return end if pos < end < seg.size else None
+
+
+# -- the target side ----------------------------------------------------------------------------
+
+class KafkaWriter(Writer):
+    """Buffers entries per partition and appends them as record batches at their own offsets.
+
+    Entries at offsets the partition already holds (``resume``) are skipped; an offset
+    below one already written is a :class:`ConversionError`.
+    """
+
+    def __init__(self, dest: Any, options: Options) -> None:
+        self.dest = dest
+        self.compression = options.compression
+        self.batch_records = options.batch_records
+        self.segment_bytes = dest.config.segment_bytes
+        self.batch_bytes = min(BATCH_BYTES, self.segment_bytes)
+        self.buffers: dict[tuple[str, int], list[Entry]] = {}
+        self.buffer_sizes: dict[tuple[str, int], int] = {}
+        self.buffered = 0
+        self.present: dict[tuple[str, int], int] = {}
+        self.next: dict[tuple[str, int], int] = {}
+
+    def _partition(self, key: tuple[str, int]) -> Any:
+        return self.dest.partition_of(key[0], key[1], create=True)
+
+    def add(self, entry: Entry, size: int) -> bool:
+        key = (entry.topic, entry.partition)
+        if key not in self.next:
+            end = self._partition(key).next_offset
+            self.present[key] = end
+            self.next[key] = end
+        if entry.offset < self.present[key]:
+            return False
+        if entry.offset < self.next[key]:
+            raise ConversionError(f"expected offsets to increase in {key[0]}-{key[1]}, found offset "
+                                  f"{entry.offset} after {self.next[key] - 1}")
+        buffer = self.buffers.setdefault(key, [])
+        if buffer and (not _same_batch(buffer[-1], entry)
+                       or self.buffer_sizes[key] + size > self.batch_bytes):
+            self.flush(key)
+            buffer = self.buffers.setdefault(key, [])
+        buffer.append(entry)
+        self.buffer_sizes[key] = self.buffer_sizes.get(key, 0) + size
+        self.buffered += size
+        self.next[key] = entry.offset + 1
+        if entry.control or len(buffer) >= self.batch_records or self.buffer_sizes[key] >= self.batch_bytes:
+            self.flush(key)
+        elif self.buffered >= BUFFER_BYTES:
+            self.flush_all()
+        return True
+
+    def flush(self, key: tuple[str, int]) -> None:
+        entries = self.buffers.pop(key, None)
+        self.buffered -= self.buffer_sizes.pop(key, 0)
+        if not entries:
+            return
+        self._write(self._partition(key), entries)
+
+    def _write(self, part: Any, entries: list[Entry]) -> None:
+        """Append ``entries`` as one batch, or as halves while the batch would pass ``segment.bytes``
+        (the buffer limit counts source bytes; the encoded records can be larger)."""
+        base = part.next_offset
+        deltas = [e.offset - base for e in entries]
+        first = entries[0]
+        log_append = first.timestamp_type == LOG_APPEND_TIME
+        data = codec.encode_batch(
+            [(e.key, e.value, e.timestamp, e.headers) for e in entries], base_offset=base,
+            compression="none" if first.control else self.compression, partition_leader_epoch=LEADER_EPOCH,
+            producer_id=first.producer_id, producer_epoch=first.producer_epoch,
+            is_transactional=first.transactional, is_control=first.control,
+            timestamp_type=first.timestamp_type, log_append_time=first.timestamp if log_append else None,
+            offset_deltas=None if deltas[-1] == len(deltas) - 1 else deltas)
+        if len(data) > self.segment_bytes and len(entries) > 1:
+            half = len(entries) // 2
+            self._write(part, entries[:half])
+            self._write(part, entries[half:])
+            return
+        part.append_encoded(data, now_ms=max(e.timestamp for e in entries))
+
+    def flush_all(self) -> None:
+        for key in list(self.buffers):
+            self.flush(key)
+
+
+def _same_batch(a: Entry, b: Entry) -> bool:
+    if (a.timestamp_type, a.transactional, a.control, a.producer_id, a.producer_epoch) != \
+            (b.timestamp_type, b.transactional, b.control, b.producer_id, b.producer_epoch):
+        return False
+    return a.timestamp_type != LOG_APPEND_TIME or a.timestamp == b.timestamp
+
+
+#: A row's batch kind: the columns whose change starts a new batch (:func:`_same_batch`).
+_KIND_COLUMNS = ("timestampType", "isTransactional", "isControl", "producerId", "producerEpoch")
+_LOG_APPEND_TIME_ID = 1
+FIRST_AT_LEAST = Bound.SMALLEST_UPPER
+
+
+class _Pending:
+    """A partition's rows not written yet: ``(columns, row indices)`` pieces of one batch kind, their
+    offsets, count and source bytes."""
+
+    __slots__ = ("bytes", "count", "kind", "offsets", "pieces")
+
+    def __init__(self) -> None:
+        self.pieces: list[tuple[Columns, np.ndarray]] = []
+        self.offsets: list[np.ndarray] = []
+        self.count = 0
+        self.bytes = 0
+        self.kind: tuple[Any, ...] = ()
+
+
+class _Batch:
+    """An added ``ENTRY_SCHEMA`` batch as numpy columns (and its encoder's view of the records)."""
+
+    def __init__(self, batch: pa.RecordBatch) -> None:
+        def column(name: str) -> np.ndarray:
+            return batch.column(name).to_numpy(zero_copy_only=False)
+
+        self.offsets = column("offset").astype(np.int64, copy=False)
+        self.sizes = column("size").astype(np.int64, copy=False)
+        self.kinds = [column(name) for name in _KIND_COLUMNS]
+        self.times = batch.column("timestamp").cast(pa.int64()).to_numpy(zero_copy_only=False)
+        self.columns = Columns(batch.column("key"), batch.column("value"), self.times,
+                               batch.column("headers"))
+
+
+class KafkaArrowWriter(ArrowWriter):
+    """:class:`KafkaWriter` for ``ENTRY_SCHEMA`` batches: rows grouped per partition with numpy, cut
+    into record batches by the same rules (one kind per batch, ``options.batch_records`` records,
+    :data:`BATCH_BYTES` source bytes, a control record alone) and encoded from the columns in C,
+    row indices and all (no per-partition copy).
+
+    The one difference: the :data:`BUFFER_BYTES` bound on everything buffered is checked after each
+    added batch instead of after each record (with over 128 partitions buffering nearly full
+    batches, batch boundaries can then differ; the records do not).
+    """
+
+    def __init__(self, dest: Any, options: Options) -> None:
+        self.dest = dest
+        self.compression = options.compression
+        self.batch_records = options.batch_records
+        self.segment_bytes = dest.config.segment_bytes
+        self.batch_bytes = min(BATCH_BYTES, self.segment_bytes)
+        self.pending: dict[tuple[str, int], _Pending] = {}
+        self.buffered = 0
+        self.present: dict[tuple[str, int], int] = {}
+        self.next: dict[tuple[str, int], int] = {}
+
+    def _partition(self, key: tuple[str, int]) -> Any:
+        return self.dest.partition_of(key[0], key[1], create=True)
+
+    def add_batch(self, batch: pa.RecordBatch) -> tuple[int, int, int]:
+        n = batch.num_rows
+        if n == 0:
+            return 0, 0, 0
+        topics = pc.dictionary_encode(batch.column("topic"))
+        codes = topics.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        partitions = batch.column("partition").to_numpy(zero_copy_only=False).astype(np.int64)
+        group = (codes << 32) | partitions
+        order = np.argsort(group, kind="stable")
+        bounds = np.flatnonzero(np.diff(group[order])) + 1
+        names = topics.dictionary.to_pylist()
+        data = _Batch(batch)
+        written = nbytes = present = 0
+        for rows in np.split(order, bounds):
+            first = int(rows[0])
+            taken, size, held = self._add_partition((names[codes[first]], int(partitions[first])), data, rows)
+            written += taken
+            nbytes += size
+            present += held
+        if self.buffered >= BUFFER_BYTES:
+            self.flush_all()
+        return written, nbytes, present
+
+    def _add_partition(self, key: tuple[str, int], data: _Batch, rows: np.ndarray) -> tuple[int, int, int]:
+        if key not in self.next:
+            end = self._partition(key).next_offset
+            self.present[key] = end
+            self.next[key] = end
+        offsets = data.offsets[rows]
+        held = search(offsets, self.present[key], FIRST_AT_LEAST)   # offsets increase: checked below
+        rows, offsets = rows[held:], offsets[held:]
+        n = len(rows)
+        if n == 0:
+            return 0, 0, held
+        previous = np.concatenate(([self.next[key] - 1], offsets))
+        steps = np.diff(previous)
+        if (steps <= 0).any():
+            bad = int(np.flatnonzero(steps <= 0)[0])
+            raise ConversionError(f"expected offsets to increase in {key[0]}-{key[1]}, found offset "
+                                  f"{offsets[bad]} after {previous[bad]}")
+        self.next[key] = int(offsets[-1]) + 1
+        sizes = data.sizes[rows]
+        kinds = [column[rows] for column in data.kinds]
+        times = data.times[rows]
+        log_append = kinds[0] == _LOG_APPEND_TIME_ID
+        change = np.zeros(n, bool)
+        for column in kinds:
+            change[1:] |= column[1:] != column[:-1]
+        change[1:] |= log_append[1:] & (times[1:] != times[:-1])
+        starts = np.flatnonzero(change)
+        control = kinds[2]
+        cumulative = np.cumsum(sizes)
+        i = 0
+        while i < n:
+            kind = (*(column[i].item() for column in kinds), times[i].item() if log_append[i] else None)
+            before = int(cumulative[i - 1]) if i else 0
+            pending = self.pending.setdefault(key, _Pending())
+            if pending.count and (kind != pending.kind or pending.bytes + int(sizes[i]) > self.batch_bytes):
+                self.flush(key)
+                pending = self.pending.setdefault(key, _Pending())
+            # rows i.. join the batch until a flush-before (kind change, bytes past the limit) or a
+            # flush-after (a control record, the record count, the byte limit reached)
+            end = min(n, i + self.batch_records - pending.count)
+            later = search(starts, i + 1, FIRST_AT_LEAST)
+            if later < len(starts):
+                end = min(end, int(starts[later]))
+            if control[i]:
+                end = i + 1
+            room = self.batch_bytes - pending.bytes + before
+            past = search(cumulative, room + 1, FIRST_AT_LEAST)      # the first row whose sum is > room
+            reach = search(cumulative, room, FIRST_AT_LEAST)         # the first row whose sum is >= room
+            end = min(end, max(past, i + 1), reach + 1)
+            nbytes = int(cumulative[end - 1]) - before
+            pending.pieces.append((data.columns, rows[i:end]))
+            pending.offsets.append(offsets[i:end])
+            pending.kind = kind
+            pending.count += end - i
+            pending.bytes += nbytes
+            self.buffered += nbytes
+            if control[end - 1] or pending.count >= self.batch_records or pending.bytes >= self.batch_bytes:
+                self.flush(key)
+            i = end
+        return n, int(cumulative[-1]), held
+
+    def flush(self, key: tuple[str, int]) -> None:
+        pending = self.pending.pop(key, None)
+        if pending is None or not pending.count:
+            return
+        self.buffered -= pending.bytes
+        self._write(self._partition(key), pending.pieces, np.concatenate(pending.offsets), pending.kind)
+
+    def _write(self, part: Any, pieces: list[tuple[Columns, np.ndarray]], offsets: np.ndarray,
+               kind: tuple[Any, ...]) -> None:
+        """Append the rows as one batch, or as halves while the batch would pass ``segment.bytes``."""
+        ts_type, transactional, control, producer_id, producer_epoch, log_append_time = kind
+        log_append = ts_type == _LOG_APPEND_TIME_ID
+        data = encode_batch_columns(
+            pieces, offsets, base_offset=part.next_offset,
+            compression="none" if control else self.compression, partition_leader_epoch=LEADER_EPOCH,
+            producer_id=producer_id, producer_epoch=producer_epoch, is_transactional=bool(transactional),
+            is_control=bool(control), timestamp_type=LOG_APPEND_TIME if log_append else CREATE_TIME,
+            log_append_time=log_append_time)
+        if len(data) > self.segment_bytes and len(offsets) > 1:
+            half = len(offsets) // 2
+            first, second = _split(pieces, half)
+            self._write(part, first, offsets[:half], kind)
+            self._write(part, second, offsets[half:], kind)
+            return
+        now = max(int(columns.timestamps[rows].max()) for columns, rows in pieces if len(rows))
+        part.append_encoded(data, now_ms=now)
+
+    def flush_all(self) -> None:
+        for key in list(self.pending):
+            self.flush(key)
+
+
+def _split(pieces: list[tuple[Columns, np.ndarray]], at: int
+           ) -> tuple[list[tuple[Columns, np.ndarray]], list[tuple[Columns, np.ndarray]]]:
+    """The first ``at`` rows of ``pieces`` and the rest."""
+    first, second = [], []
+    for columns, rows in pieces:
+        if at >= len(rows):
+            first.append((columns, rows))
+        elif at <= 0:
+            second.append((columns, rows))
+        else:
+            first.append((columns, rows[:at]))
+            second.append((columns, rows[at:]))
+        at -= len(rows)
+    return first, second
+
+
+class KafkaVerifier(Verifier):
+    """Each entry against the next record of its partition in the destination."""
+
+    def __init__(self, dest: Any, options: Options) -> None:
+        self.dest = dest
+        self.readers: dict[tuple[str, int], Iterator[Any]] = {}
+
+    def check(self, entry: Entry) -> str | None:
+        key = (entry.topic, entry.partition)
+        if key not in self.readers:
+            self.readers[key] = self.dest.read(*key)
+        record = next(self.readers[key], None)
+        found = None if record is None else entry_of(record)
+        if found != entry:
+            return f"{key[0]}-{key[1]} offset {entry.offset}: expected {entry}, found {found}"
+        return None
+
+    def rest(self) -> list[str]:
+        problems = []
+        for key, reader in self.readers.items():
+            extra = next(reader, None)
+            if extra is not None:
+                problems.append(f"{key[0]}-{key[1]}: expected no record after the source's, found offset "
+                                f"{extra.offset}")
+        return problems
+
+
+class KafkaConversion(FormatConversion):
+    """Kafka's side of a conversion (see the module docstring)."""
+
+    topics = TOPICS
+    compressions = ("none", "gzip", "snappy", "lz4", "zstd")
+
+    def streams(self, source: Store, options: Options) -> list[Iterator[Sized]]:
+        """One stream per selected partition, in offset order."""
+        store: Any = source
+        return [partition_entries(store, topic, partition, options)
+                for topic in store.topics() if options.topics is None or topic in options.topics
+                for partition in store.partitions(topic)]
+
+    def entry_of(self, record: Any, peer: Peer | None = None) -> Entry:
+        """A record read from a Kafka store as its entry (the same whatever the peer)."""
+        return entry_of(record)
+
+    def writer(self, dest: Store, options: Options) -> Writer:
+        return KafkaWriter(dest, options)
+
+    def arrow_writer(self, dest: Store, options: Options) -> ArrowWriter:
+        return KafkaArrowWriter(dest, options)
+
+    def verifier(self, dest: Store, options: Options) -> Verifier:
+        return KafkaVerifier(dest, options)

@@ -1,0 +1,828 @@
+"""RocketMQ's side of a format conversion (``RocketMQFormat.conversion()``).
+
+The converter (:mod:`segstore.convert`) moves :class:`Entry` records between two
+formats; this module says how a RocketMQ message becomes one and back, losslessly,
+whatever the other format (the *peer*, named ``P`` below; ``kafka`` for Kafka).
+``docs/conversion.md`` is the user's table.
+
+A RocketMQ message -> an entry (a *native* message)
+    ==========================  ==============================================
+    topic, queue id             topic (escaped into the peer's names), partition
+    queue offset                offset
+    body                        value
+    first key of ``KEYS``       key (UTF-8; none when ``KEYS`` is absent)
+    born timestamp              timestamp (CreateTime), or the store timestamp
+                                (LogAppendTime) when asked
+    every other field           a header ``rmq.<field>`` (decimal or ``ip:port``); a
+                                trailing 0x02 after the properties (the broker
+                                version's style) as ``rmq.trailing_separator``
+    every property, in order    a header ``rmq.p.<NAME>`` (UTF-8)
+    ==========================  ==============================================
+
+    The first header is always ``rmq.physical_offset``: it marks an entry as one that
+    came from RocketMQ, and it orders the commitlog again on the way back.  Headers
+    for ``flag``, ``sys_flag``, ``reconsume_times``, ``prepared_transaction_offset``
+    are left out when 0.  Prepared and rolled-back transaction messages (which no
+    consume queue points at, and which the broker stores with queue offset 0) go to
+    the reserved topic ``rmq<escape>nonqueued`` (``rmq.nonqueued`` in Kafka),
+    partition 0, one offset each in commitlog order, with ``rmq.topic``,
+    ``rmq.queue_id`` and ``rmq.queue_offset``.
+
+An entry -> a RocketMQ message (a *foreign* entry of peer ``P``)
+    ==========================  ==============================================
+    topic, partition            topic (escaped into RocketMQ's names), queue id = partition
+    offset                      queue offset (dense), and property ``P.offset``
+    key                         ``KEYS`` when it is plain text (UTF-8, no space, no
+                                0x01/0x02), else property ``P.key`` (base64)
+    value                       body; a null value is an empty body and ``P.null_value=1``
+    timestamp                   born and store timestamps; ``P.timestamp_type``
+                                says ``LogAppendTime`` when it was that
+    headers                     property ``P.headers``: JSON ``[[name, base64 | null], ...]``
+    transactional batch         property ``P.txn`` = ``producerId,producerEpoch``
+    other batch with a producer property ``P.producer`` = ``producerId,producerEpoch``
+    control record              a rolled-back transaction message (sysFlag 0xC: in the
+                                commitlog, in no consume queue) with ``P.control=1``
+    ==========================  ==============================================
+
+    ``P.offset`` is always present: it marks a message as one that came from ``P``.
+
+The way back undoes each mapping exactly: an entry whose first header is
+``rmq.physical_offset`` becomes the RocketMQ message it was made from
+(:func:`restore_message`), and a message with a ``P.offset`` property becomes the
+entry it was made from (:func:`restore_entry`).
+
+Pure functions, plus the source stream, writer and verifier the converter drives.
+Not thread-safe: one conversion per destination.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import functools
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from segstore.columns import HEADER, ROCKETMQ_SCHEMA, TIMESTAMP
+from segstore.convert.interchange import (
+    ENTRY_SCHEMA,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    Entry,
+    FormatConversion,
+    Options,
+    Peer,
+    Sized,
+    Verifier,
+    Writer,
+)
+from segstore.convert.topicnames import WORD_CHARS, TopicRules, escape, unescape
+from segstore.errors import ConversionError, CorruptDataError, InvalidMessageError, InvalidTopicError
+from segstore.records import CREATE_TIME, LOG_APPEND_TIME, Header
+from segstore.store import Store
+
+from . import columnar
+from .config import TOPIC_MAX_LENGTH_V2
+from .message import (
+    IPV4_HOST,
+    IPV6_HOST,
+    KEY_SEPARATOR,
+    MESSAGE_MAGIC,
+    MESSAGE_MAGIC_V2,
+    MSG_ID_OFFSET,
+    NAME_VALUE_SEPARATOR,
+    PROPERTY_KEYS,
+    PROPERTY_SEPARATOR,
+    SYSFLAG_TRANSACTION_MASK,
+    SYSFLAG_TRANSACTION_PREPARED,
+    SYSFLAG_TRANSACTION_ROLLBACK,
+    Host,
+    RocketMQMessage,
+    encode_properties,
+)
+from .recovery import next_valid_message as next_valid_after
+from .store import has_queue_entry
+
+#: RocketMQ topic names (``TopicValidator``): ``[%|a-zA-Z0-9_-]``, at most 127 characters; a
+#: peer's characters RocketMQ lacks are escaped as ``%XX``.
+# A stored name may be up to 32767 long (a 5.1+ broker writes a longer topic as a v2 message); the
+# destination store refuses a name its broker version cannot store.
+TOPICS = TopicRules("RocketMQ", WORD_CHARS + "%|_-", "[%|a-zA-Z0-9_-]", TOPIC_MAX_LENGTH_V2, "%")
+
+# -- RocketMQ fields as headers ---------------------------------------------------------
+RMQ_PROPERTY_PREFIX = "rmq.p."
+_PROPERTY_PREFIX_LENGTH = len(RMQ_PROPERTY_PREFIX)
+H_PHYSICAL_OFFSET = "rmq.physical_offset"
+H_BORN_TIMESTAMP = "rmq.born_timestamp"
+H_BORN_HOST = "rmq.born_host"
+H_STORE_TIMESTAMP = "rmq.store_timestamp"
+H_STORE_HOST = "rmq.store_host"
+H_FLAG = "rmq.flag"
+H_SYS_FLAG = "rmq.sys_flag"
+H_RECONSUME_TIMES = "rmq.reconsume_times"
+H_PREPARED_OFFSET = "rmq.prepared_transaction_offset"
+H_MSG_ID = "rmq.msg_id"
+H_QUEUE_OFFSET = "rmq.queue_offset"
+H_TOPIC = "rmq.topic"
+H_QUEUE_ID = "rmq.queue_id"
+H_MAGIC = "rmq.magic"
+H_TRAILING_SEPARATOR = "rmq.trailing_separator"
+
+#: Header value of ``rmq.magic`` for the v2 message layout (v1 is the default).
+MAGIC_V2_TEXT = b"2"
+#: Header value of ``rmq.trailing_separator`` for properties ending in 0x02 (brokers up to
+#: 4.9.0 and from 5.2.0); absent for the 4.9.1-5.1.4 style.
+TRAILING_TEXT = b"1"
+
+# -- a peer's fields as properties (each after ``<peer name>``) ------------------------------
+P_OFFSET = ".offset"
+P_KEY = ".key"
+P_NULL_VALUE = ".null_value"
+P_TIMESTAMP_TYPE = ".timestamp_type"
+P_HEADERS = ".headers"
+P_TXN = ".txn"
+P_PRODUCER = ".producer"
+P_CONTROL = ".control"
+_FLAG_TRUE = "1"
+_KEY_FORBIDDEN = frozenset(KEY_SEPARATOR + NAME_VALUE_SEPARATOR + PROPERTY_SEPARATOR + "\t\n\r\x0b\x0c")
+
+TIMESTAMP_SOURCES = ("born", "store")
+#: Distinct hosts whose text form is cached (hosts repeat across millions of messages).
+HOST_CACHE_SIZE = 4096
+
+
+def nonqueued_topic(peer: Peer) -> str:
+    """The peer topic of the messages no consume queue points at: ``rmq`` + the peer's escape +
+    ``nonqueued`` (``n`` starts no escape, so no escaped RocketMQ name is this name)."""
+    return f"rmq{peer.topics.escape}nonqueued"
+
+
+def is_queued(msg: RocketMQMessage) -> bool:
+    """False for prepared and rolled-back transaction messages, which get no consume-queue entry."""
+    return has_queue_entry(msg.sys_flag)
+
+
+def came_from(msg: RocketMQMessage, peer: Peer) -> bool:
+    """True if ``msg`` was written from an entry of ``peer`` (it has ``<peer>.offset``)."""
+    return peer.name + P_OFFSET in msg.properties
+
+
+def came_from_rocketmq(headers: list[Header]) -> bool:
+    """True if an entry with these headers was made by :func:`to_entry`."""
+    return bool(headers) and headers[0][0] == H_PHYSICAL_OFFSET
+
+
+@functools.lru_cache(maxsize=HOST_CACHE_SIZE)
+def _host_text(host: Host) -> bytes:
+    """``ip:port`` as the broker prints it (cached: a store has few distinct hosts)."""
+    return str(host).encode("ascii")
+
+
+@functools.lru_cache(maxsize=HOST_CACHE_SIZE)
+def _host_prefix(host: Host) -> bytes:
+    """The store-host part of a msgId (IP + int port), cached."""
+    return (IPV6_HOST if host.is_v6 else IPV4_HOST).pack(host.ip, host.port)
+
+
+def msg_id_text(store_host: Host, physical_offset: int) -> bytes:
+    """The msgId as the broker prints it (uppercase hex of store IP, port, physical offset)."""
+    return (_host_prefix(store_host) + MSG_ID_OFFSET.pack(physical_offset)).hex().upper().encode("ascii")
+
+
+@functools.lru_cache(maxsize=HOST_CACHE_SIZE)
+def _parse_host(text: bytes) -> Host:
+    return Host.parse(text.decode("ascii"))
+
+
+# -- RocketMQ -> entry ---------------------------------------------------------------------
+
+def to_entry(msg: RocketMQMessage, peer: Peer, *, timestamp: str = "born") -> Entry:
+    """The entry for a RocketMQ message (a native one, or one written from an entry of ``peer``).
+
+    A non-queued message gets offset -1: the caller numbers :func:`nonqueued_topic`.
+
+    :param timestamp: ``"born"`` (CreateTime) or ``"store"`` (LogAppendTime).
+    :raises InvalidTopicError: the topic has no name in the peer (too long once escaped).
+    :raises ConversionError: a message carrying ``<peer>.*`` properties that do not parse.
+    """
+    if came_from(msg, peer):
+        return restore_entry(msg, peer)
+    headers: list[Header] = [
+        (H_PHYSICAL_OFFSET, b"%d" % msg.physical_offset),
+        (H_BORN_TIMESTAMP, b"%d" % msg.born_timestamp),
+        (H_BORN_HOST, _host_text(msg.born_host)),
+        (H_STORE_TIMESTAMP, b"%d" % msg.store_timestamp),
+        (H_STORE_HOST, _host_text(msg.store_host)),
+    ]
+    if msg.flag:
+        headers.append((H_FLAG, b"%d" % msg.flag))
+    if msg.sys_flag:
+        headers.append((H_SYS_FLAG, b"%d" % msg.sys_flag))
+    if msg.reconsume_times:
+        headers.append((H_RECONSUME_TIMES, b"%d" % msg.reconsume_times))
+    if msg.prepared_transaction_offset:
+        headers.append((H_PREPARED_OFFSET, b"%d" % msg.prepared_transaction_offset))
+    headers.append((H_MSG_ID, msg_id_text(msg.store_host, msg.physical_offset)))
+    if msg.magic == MESSAGE_MAGIC_V2:
+        headers.append((H_MAGIC, MAGIC_V2_TEXT))
+    if msg.trailing_separator:
+        headers.append((H_TRAILING_SEPARATOR, TRAILING_TEXT))
+    if is_queued(msg):
+        topic, partition, offset = escape(msg.topic, TOPICS, peer.topics), msg.queue_id, msg.queue_offset
+    else:
+        topic, partition, offset = nonqueued_topic(peer), 0, -1
+        headers += [(H_TOPIC, msg.topic.encode("utf-8")), (H_QUEUE_ID, b"%d" % msg.queue_id),
+                    (H_QUEUE_OFFSET, b"%d" % msg.queue_offset)]
+    properties = msg.properties
+    headers += [(RMQ_PROPERTY_PREFIX + name, value.encode("utf-8", "surrogatepass"))
+                for name, value in properties.items()]
+    keys = properties.get(PROPERTY_KEYS)
+    key = next((k for k in keys.split(KEY_SEPARATOR) if k), None) if keys else None
+    if timestamp == "born":
+        ts, ts_type = msg.born_timestamp, CREATE_TIME
+    elif timestamp == "store":
+        ts, ts_type = msg.store_timestamp, LOG_APPEND_TIME
+    else:
+        raise ConversionError(f"expected a timestamp source of {', '.join(TIMESTAMP_SOURCES)}, "
+                              f"found {timestamp!r}")
+    return Entry(topic=topic, partition=partition, offset=offset, timestamp=ts,
+                 key=key.encode("utf-8") if key else None, value=msg.body,
+                 headers=headers, timestamp_type=ts_type)
+
+
+def restore_entry(msg: RocketMQMessage, peer: Peer) -> Entry:
+    """The entry of ``peer`` that :func:`from_entry` made ``msg`` from (its exact inverse).
+
+    :raises ConversionError: a ``<peer>.*`` property that does not parse.
+    """
+    props = msg.properties
+    prefix = peer.name
+    try:
+        offset = int(props[prefix + P_OFFSET])
+        if prefix + P_KEY in props:
+            key: bytes | None = base64.b64decode(props[prefix + P_KEY], validate=True)
+        else:
+            key = props[PROPERTY_KEYS].encode("utf-8") if PROPERTY_KEYS in props else None
+        headers = [(str(name), None if value is None else base64.b64decode(value, validate=True))
+                   for name, value in json.loads(props.get(prefix + P_HEADERS, "[]"))]
+        producer = props.get(prefix + P_TXN, props.get(prefix + P_PRODUCER))
+        producer_id, producer_epoch = (int(part) for part in producer.split(",")) if producer is not None \
+            else (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+        topic = unescape(msg.topic, peer.topics, TOPICS)
+    except (ValueError, TypeError, KeyError, binascii.Error, InvalidTopicError) as err:
+        found = {k: v for k, v in props.items() if k.startswith(prefix + ".")}
+        raise ConversionError(f"expected the {prefix}.* properties of a converted {prefix} record, "
+                              f"found {found} ({err})") from err
+    return Entry(
+        topic=topic, partition=msg.queue_id, offset=offset, timestamp=msg.born_timestamp, key=key,
+        value=None if props.get(prefix + P_NULL_VALUE) == _FLAG_TRUE else msg.body, headers=headers,
+        timestamp_type=props.get(prefix + P_TIMESTAMP_TYPE, CREATE_TIME),
+        transactional=prefix + P_TXN in props,
+        control=props.get(prefix + P_CONTROL) == _FLAG_TRUE, producer_id=producer_id,
+        producer_epoch=producer_epoch)
+
+
+# -- entry -> RocketMQ -----------------------------------------------------------------------
+
+def _plain_key(key: bytes) -> str | None:
+    """``key`` as text if ``KEYS`` can carry it unchanged (one token, UTF-8), else None."""
+    try:
+        text = key.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if not text or _KEY_FORBIDDEN.intersection(text):
+        return None
+    return text
+
+
+def from_entry(entry: Entry, peer: Peer, *, store_host: Host) -> RocketMQMessage:
+    """The RocketMQ message for an entry of ``peer`` (a foreign one, or one :func:`to_entry` made).
+
+    A foreign entry gets ``store_host`` as both hosts; the store assigns queue and
+    physical offsets.
+
+    :raises InvalidTopicError: the topic has no RocketMQ name (too long once escaped).
+    :raises ConversionError: ``rmq.*`` headers that do not parse, or headers too large for
+        RocketMQ's 32767-byte properties.
+    """
+    if came_from_rocketmq(entry.headers):
+        return restore_message(entry, peer)
+    prefix = peer.name
+    props: dict[str, str] = {prefix + P_OFFSET: str(entry.offset)}
+    if entry.key is not None:
+        text = _plain_key(entry.key)
+        if text is None:
+            props[prefix + P_KEY] = base64.b64encode(entry.key).decode("ascii")
+        else:
+            props[PROPERTY_KEYS] = text
+    if entry.value is None:
+        props[prefix + P_NULL_VALUE] = _FLAG_TRUE
+    if entry.timestamp_type != CREATE_TIME:
+        props[prefix + P_TIMESTAMP_TYPE] = entry.timestamp_type
+    if entry.headers:
+        props[prefix + P_HEADERS] = json.dumps(
+            [[name, None if value is None else base64.b64encode(value).decode("ascii")]
+             for name, value in entry.headers], separators=(",", ":"), ensure_ascii=False)
+    if entry.transactional:
+        props[prefix + P_TXN] = f"{entry.producer_id},{entry.producer_epoch}"
+    elif (entry.producer_id, entry.producer_epoch) != (NO_PRODUCER_ID, NO_PRODUCER_EPOCH):
+        props[prefix + P_PRODUCER] = f"{entry.producer_id},{entry.producer_epoch}"
+    if entry.control:
+        props[prefix + P_CONTROL] = _FLAG_TRUE
+    try:
+        encode_properties(props)
+    except InvalidMessageError as err:
+        raise ConversionError(f"expected a record RocketMQ properties can carry at {entry.topic}-"
+                              f"{entry.partition} offset {entry.offset}, found {err.message}") from err
+    return RocketMQMessage(
+        topic=escape(entry.topic, peer.topics, TOPICS), queue_id=entry.partition, body=entry.value or b"",
+        properties=props, sys_flag=SYSFLAG_TRANSACTION_ROLLBACK if entry.control else 0,
+        born_timestamp=entry.timestamp, born_host=store_host, store_timestamp=entry.timestamp,
+        store_host=store_host)
+
+
+def restore_message(entry: Entry, peer: Peer) -> RocketMQMessage:
+    """The RocketMQ message :func:`to_entry` made ``entry`` from (its exact inverse).
+
+    ``physical_offset`` and ``queue_offset`` are the source's; the writer checks the
+    destination puts the message at the same place.
+
+    :raises ConversionError: missing or malformed ``rmq.*`` headers.
+    """
+    fields: dict[str, bytes | None] = {}
+    properties: dict[str, str] = {}
+    try:
+        for name, value in entry.headers:
+            if name.startswith(RMQ_PROPERTY_PREFIX):
+                properties[name[_PROPERTY_PREFIX_LENGTH:]] = (value or b"").decode("utf-8", "surrogatepass")
+            else:
+                fields[name] = value
+        if entry.topic == nonqueued_topic(peer):
+            topic = (fields[H_TOPIC] or b"").decode("utf-8")
+            queue_id = int(fields[H_QUEUE_ID] or b"")
+        else:
+            topic, queue_id = unescape(entry.topic, TOPICS, peer.topics), entry.partition
+        optional = fields.get
+        msg = RocketMQMessage(
+            topic=topic, queue_id=queue_id, body=entry.value or b"", properties=properties,
+            flag=int(optional(H_FLAG) or 0), queue_offset=int(optional(H_QUEUE_OFFSET) or entry.offset),
+            physical_offset=int(fields[H_PHYSICAL_OFFSET] or b""), sys_flag=int(optional(H_SYS_FLAG) or 0),
+            born_timestamp=int(fields[H_BORN_TIMESTAMP] or b""),
+            born_host=_parse_host(fields[H_BORN_HOST] or b""),
+            store_timestamp=int(fields[H_STORE_TIMESTAMP] or b""),
+            store_host=_parse_host(fields[H_STORE_HOST] or b""),
+            reconsume_times=int(optional(H_RECONSUME_TIMES) or 0),
+            prepared_transaction_offset=int(optional(H_PREPARED_OFFSET) or 0),
+            magic=MESSAGE_MAGIC_V2 if optional(H_MAGIC) == MAGIC_V2_TEXT else MESSAGE_MAGIC,
+            trailing_separator=optional(H_TRAILING_SEPARATOR) == TRAILING_TEXT)
+    except (ValueError, KeyError, InvalidMessageError, InvalidTopicError) as err:
+        raise ConversionError(f"expected the rmq.* headers of a converted RocketMQ message in "
+                              f"{entry.topic}-{entry.partition} at offset {entry.offset}, found "
+                              f"{[name for name, _ in entry.headers]} ({err!r})") from err
+    return msg
+
+
+# -- the source side -------------------------------------------------------------------------
+
+def _messages(source: Any, options: Options) -> Iterator[RocketMQMessage]:
+    """Every commitlog message in physical order; with ``skip_corrupt`` damaged bytes are
+    reported and reading goes on at the next valid message (found as recovery finds it)."""
+    commitlog = source.commitlog
+    start: int | None = None
+    while True:
+        try:
+            for _, record in commitlog.walk(start):
+                if isinstance(record, RocketMQMessage):
+                    yield record
+        except CorruptDataError as err:
+            if not options.skip_corrupt:
+                raise
+            options.skipped.append(str(err))
+            start = _next_valid_message(commitlog, err.path, err.pos or 0)
+            if start is not None:
+                continue
+        return
+
+
+def _next_valid_message(commitlog: Any, path: str | None, pos: int) -> int | None:
+    """The physical offset of the first valid message after file position ``pos`` of ``path``."""
+    segments = list(commitlog.log.segments)
+    index = next((i for i, seg in enumerate(segments) if seg.path == path), None)
+    if index is None:
+        return None
+    found = next_valid_after(segments, index, pos)
+    return None if found is None else segments[found[0]].base + found[1]
+
+
+def pairs(source: Any, options: Options) -> Iterator[tuple[RocketMQMessage, Entry]]:
+    """``(source message, entry)`` for each selected source message, in commitlog order;
+    non-queued messages numbered in :func:`nonqueued_topic`."""
+    nonqueued = 0
+    topics = options.topics
+    for msg in _messages(source, options):
+        if topics is not None and msg.topic not in topics:
+            continue
+        entry = to_entry(msg, options.peer, timestamp=options.timestamp)
+        if entry.offset < 0:
+            entry.offset = nonqueued
+            nonqueued += 1
+        yield msg, entry
+
+
+def _sized(source: Any, options: Options) -> Iterator[Sized]:
+    for msg, entry in pairs(source, options):
+        yield entry, msg.size
+
+
+def _round_trips(source: Any, options: Options) -> Iterator[Sized]:
+    """:func:`_sized`, checking each native message comes back whole from its entry (``--verify``:
+    the entry must give back every field, not only what the mapping made of it)."""
+    for msg, entry in pairs(source, options):
+        if not came_from(msg, options.peer):
+            problem = _restored_problem(msg, entry, options.peer)
+            if problem is not None:
+                options.problems.append(f"{entry.topic}-{entry.partition} offset {entry.offset}: {problem}")
+        yield entry, msg.size
+
+
+def message_fields(msg: RocketMQMessage, restored: bool) -> tuple:
+    """What a conversion keeps of a message: every field (with properties in order, offsets, magic
+    and style) when restored, the rest (properties as a set) when written from a foreign entry."""
+    common = (msg.topic, msg.queue_id, msg.body, msg.flag, msg.sys_flag, msg.born_timestamp, msg.born_host,
+              msg.store_timestamp, msg.store_host, msg.reconsume_times, msg.prepared_transaction_offset)
+    if restored:
+        return (*common, list(msg.properties.items()), msg.physical_offset, msg.queue_offset, msg.magic,
+                msg.trailing_separator)
+    return (*common, sorted(msg.properties.items()))
+
+
+def _restored_problem(msg: RocketMQMessage, entry: Entry, peer: Peer) -> str | None:
+    """What ``entry`` gives back differently from the message it was made from."""
+    try:
+        back = restore_message(entry, peer)
+    except ConversionError as err:
+        return str(err)
+    want, got = message_fields(msg, True), message_fields(back, True)
+    return None if got == want else f"expected the message back as {want}, found {got}"
+
+
+# -- the source side in columns ---------------------------------------------------------------
+
+#: The ``scan_arrow`` columns a columnar conversion reads.
+_SOURCE_COLUMNS = ("key", "value", "topic", "partition", "offset", "bornTimestamp", "storeTimestamp",
+                   "bornHost", "storeHost", "msgId", "physicalOffset", "sysFlag", "flag", "reconsumeTimes",
+                   "preparedTransactionOffset", "magic", "size", "headers")
+_SOURCE_SCHEMA = pa.schema([ROCKETMQ_SCHEMA.field(name) for name in _SOURCE_COLUMNS])
+#: The property separator byte that may end a message's properties (the broker version's style).
+_SEPARATOR_BYTE = PROPERTY_SEPARATOR.encode()[0]
+
+
+class _Numbering:
+    """The next offset in :func:`nonqueued_topic` (numbered over the whole run)."""
+
+    def __init__(self) -> None:
+        self.next = 0
+
+
+def entry_batches(source: Any, options: Options) -> Iterator[pa.RecordBatch]:
+    """:func:`pairs`' entries as ``ENTRY_SCHEMA`` batches, built from the commitlog's columns.
+
+    A batch holding a message written from an entry of the peer (``<peer>.offset``) is mapped
+    message by message (:func:`to_entry` restores them); the others in columns.
+    """
+    numbering = _Numbering()
+    marker = options.peer.name + P_OFFSET
+    wanted = None if options.topics is None else pa.array(options.topics, pa.string())
+    for view, rows in source._region_rows(None, None):
+        batch = columnar.build_batch(view, rows, _SOURCE_SCHEMA)
+        lengths, ends = rows["props_len"], rows["props_pos"] + rows["props_len"] - 1
+        has = lengths > 0
+        trailing = np.zeros(len(lengths), bool)
+        trailing[has] = np.frombuffer(view, np.uint8)[ends[has]] == _SEPARATOR_BYTE
+        keep = None
+        if wanted is not None:
+            keep = pc.is_in(batch.column("topic"), value_set=wanted)
+            chosen = np.asarray(keep.to_numpy(zero_copy_only=False), bool)
+            batch, trailing = batch.filter(keep), trailing[chosen]
+        if not batch.num_rows:
+            continue
+        names = pc.list_flatten(batch.column("headers")).flatten()[0]
+        if pc.any(pc.equal(names, marker)).as_py():
+            msgs = columnar.messages(view, rows)
+            if keep is not None:
+                msgs = [m for m, k in zip(msgs, keep.to_pylist(), strict=True) if k]
+            yield _entries_batch(msgs, options, numbering)
+        else:
+            yield _native_batch(batch, trailing, options, numbering)
+
+
+def _entries_batch(msgs: list[RocketMQMessage], options: Options, numbering: _Numbering) -> pa.RecordBatch:
+    """``ENTRY_SCHEMA`` rows of messages mapped one by one (:func:`to_entry`)."""
+    entries = []
+    for msg in msgs:
+        entry = to_entry(msg, options.peer, timestamp=options.timestamp)
+        if entry.offset < 0:
+            entry.offset = numbering.next
+            numbering.next += 1
+        entries.append(entry)
+    return entries_to_batch(entries, [m.size for m in msgs])
+
+
+def entries_to_batch(entries: list[Entry], sizes: list[int]) -> pa.RecordBatch:
+    """Entries as one ``ENTRY_SCHEMA`` batch (``sizes``: their source bytes)."""
+    columns = {
+        "key": [e.key for e in entries], "value": [e.value for e in entries],
+        "topic": [e.topic for e in entries],
+        "partition": [e.partition for e in entries], "offset": [e.offset for e in entries],
+        "timestamp": pa.array([e.timestamp for e in entries], pa.int64()).cast(TIMESTAMP),
+        "timestampType": [int(e.timestamp_type == LOG_APPEND_TIME) for e in entries],
+        "headers": [[{"key": k, "value": v} for k, v in e.headers] for e in entries],
+        "isTransactional": [e.transactional for e in entries], "isControl": [e.control for e in entries],
+        "producerId": [e.producer_id for e in entries], "producerEpoch": [e.producer_epoch for e in entries],
+        "size": sizes,
+    }
+    return pa.RecordBatch.from_pydict(columns, schema=ENTRY_SCHEMA)
+
+
+def _decimal(values: pa.Array) -> pa.Array:
+    return pc.cast(values, pa.string())
+
+
+def _constant(text: bytes, n: int) -> pa.Array:
+    return pa.repeat(pa.scalar(text, pa.binary()), n)
+
+
+def _pool(arrays: list[pa.Array]) -> tuple[memoryview, np.ndarray, np.ndarray]:
+    """The binary/string ``arrays``' data back to back, with each element's start and length in it."""
+    datas, starts, lengths = [], [], []
+    base = 0
+    for arr in arrays:
+        buffers = arr.buffers()
+        offsets = np.frombuffer(buffers[1], np.int32, len(arr) + 1, arr.offset * 4)
+        data = np.frombuffer(buffers[2], np.uint8) if buffers[2] is not None else np.zeros(0, np.uint8)
+        datas.append(data)
+        starts.append(offsets[:-1].astype(np.int64) + base)
+        lengths.append(np.diff(offsets))
+        base += len(data)
+    return np.concatenate(datas).data, np.concatenate(starts), np.concatenate(lengths).astype(np.int32)
+
+
+def _native_batch(batch: pa.RecordBatch, trailing: np.ndarray, options: Options,
+                  numbering: _Numbering) -> pa.RecordBatch:
+    """:func:`to_entry` of native messages, in columns: the ``rmq.*`` headers of every row gathered
+    in the order :func:`to_entry` puts them, then the ``rmq.p.*`` properties."""
+    n = batch.num_rows
+    col = batch.column
+
+    def ints(name: str) -> np.ndarray:
+        return col(name).to_numpy(zero_copy_only=False)
+
+    sys_flag, flag, reconsume = ints("sysFlag"), ints("flag"), ints("reconsumeTimes")
+    prepared, magic = ints("preparedTransactionOffset"), ints("magic")
+    transaction = sys_flag & SYSFLAG_TRANSACTION_MASK
+    queued = (transaction != SYSFLAG_TRANSACTION_PREPARED) & (transaction != SYSFLAG_TRANSACTION_ROLLBACK)
+    born, stored = col("bornTimestamp").cast(pa.int64()), col("storeTimestamp").cast(pa.int64())
+    everyone = np.ones(n, bool)
+    # (header name, its values for every row (built only when some row has it), which rows have it)
+    slots: list[tuple[str, Any, np.ndarray]] = [
+        (H_PHYSICAL_OFFSET, lambda: _decimal(col("physicalOffset")), everyone),
+        (H_BORN_TIMESTAMP, lambda: _decimal(born), everyone),
+        (H_BORN_HOST, lambda: col("bornHost"), everyone),
+        (H_STORE_TIMESTAMP, lambda: _decimal(stored), everyone),
+        (H_STORE_HOST, lambda: col("storeHost"), everyone),
+        (H_FLAG, lambda: _decimal(col("flag")), flag != 0),
+        (H_SYS_FLAG, lambda: _decimal(col("sysFlag")), sys_flag != 0),
+        (H_RECONSUME_TIMES, lambda: _decimal(col("reconsumeTimes")), reconsume != 0),
+        (H_PREPARED_OFFSET, lambda: _decimal(col("preparedTransactionOffset")), prepared != 0),
+        (H_MSG_ID, lambda: col("msgId"), everyone),
+        (H_MAGIC, lambda: _constant(MAGIC_V2_TEXT, n), magic == MESSAGE_MAGIC_V2),
+        (H_TRAILING_SEPARATOR, lambda: _constant(TRAILING_TEXT, n), trailing),
+        (H_TOPIC, lambda: col("topic"), ~queued),
+        (H_QUEUE_ID, lambda: _decimal(col("partition")), ~queued),
+        (H_QUEUE_OFFSET, lambda: _decimal(col("offset")), ~queued),
+    ]
+    slots = [slot for slot in slots if slot[2].any()]
+    mask = np.stack([m for _, _, m in slots], axis=1)               # n x slots
+    fixed = mask.sum(axis=1)
+    props = col("headers")
+    prop_offsets = np.asarray(props.offsets.to_numpy(), np.int64)
+    prop_offsets = prop_offsets - prop_offsets[0]
+    counts = fixed + np.diff(prop_offsets)
+    out_offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(counts, out=out_offsets[1:])
+    total = int(out_offsets[-1])
+    n_slots = len(slots)
+    # where each header comes from: slot s's value of row i is pool entry s * n + i, then the properties
+    source = np.empty(total, np.int64)
+    rank = np.cumsum(mask, axis=1) - 1
+    row, slot = np.nonzero(mask)                                     # row-major: each row's slots in order
+    source[out_offsets[row] + rank[row, slot]] = slot.astype(np.int64) * n + row
+    items = pc.list_flatten(props)
+    names, values = items.flatten()
+    m = len(names)
+    prop_rows = np.repeat(np.arange(n), np.diff(prop_offsets))
+    within = np.arange(m) - prop_offsets[prop_rows]
+    source[out_offsets[prop_rows] + fixed[prop_rows] + within] = n_slots * n + np.arange(m)
+    value_pool, value_starts, value_lengths = _pool([build() for _, build, _ in slots] + [values])
+    key_pool, key_starts, key_lengths = _pool([pa.array([name for name, _, _ in slots], pa.string()),
+                                               pc.binary_join_element_wise(RMQ_PROPERTY_PREFIX, names, "")])
+    key_index = np.where(source < n_slots * n, source // max(n, 1), source - n_slots * n + n_slots)
+    headers = pa.ListArray.from_arrays(
+        pa.array(out_offsets, pa.int32()),
+        pa.StructArray.from_arrays(
+            [columnar.variable_column(pa.string(), key_pool, key_starts[key_index], key_lengths[key_index]),
+             columnar.variable_column(pa.binary(), value_pool, value_starts[source], value_lengths[source])],
+            fields=list(HEADER)))
+    topics = col("topic")
+    peer = options.peer
+    dictionary = pc.dictionary_encode(topics)
+    escaped = pa.array([escape(name, TOPICS, peer.topics) for name in dictionary.dictionary.to_pylist()],
+                       pa.string())
+    topic = np.asarray(escaped.take(dictionary.indices).to_numpy(zero_copy_only=False), object)
+    partition = ints("partition").astype(np.int32)
+    offset = ints("offset").astype(np.int64)
+    nonqueued = np.flatnonzero(~queued)
+    if len(nonqueued):
+        topic[nonqueued] = nonqueued_topic(peer)
+        partition[nonqueued] = 0
+        offset[nonqueued] = numbering.next + np.arange(len(nonqueued))
+        numbering.next += len(nonqueued)
+    if options.timestamp == "born":
+        timestamp, kind = born, 0
+    elif options.timestamp == "store":
+        timestamp, kind = stored, 1
+    else:
+        raise ConversionError(f"expected a timestamp source of {', '.join(TIMESTAMP_SOURCES)}, "
+                              f"found {options.timestamp!r}")
+    return pa.RecordBatch.from_arrays([
+        col("key"), col("value"), pa.array(topic, pa.string()), pa.array(partition), pa.array(offset),
+        timestamp.cast(TIMESTAMP), pa.array(np.full(n, kind, np.int32)), headers,
+        pa.array(np.zeros(n, bool)), pa.array(np.zeros(n, bool)),
+        pa.array(np.full(n, NO_PRODUCER_ID, np.int64)), pa.array(np.full(n, NO_PRODUCER_EPOCH, np.int16)),
+        pa.array(ints("size").astype(np.int64)),
+    ], schema=ENTRY_SCHEMA)
+
+
+# -- the target side ----------------------------------------------------------------------------
+
+def _append_stored(store: Any, messages: list[RocketMQMessage]) -> None:
+    """Append messages exactly as given (topic, queue, properties order, times, hosts, flags),
+    checking each lands at its recorded physical and queue offset.
+
+    ``RocketMQStore.append_batch`` applies the broker's put-time rules to what it is
+    given (delay-level rewrite, HashMap properties order, store clock); a message
+    restored from an entry was stored once already and is written as it is with
+    ``append_stored``; commitlog placement, consume queues, index, topic configs
+    and flushing stay the store's own.
+
+    :raises ConversionError: the destination placed a message elsewhere than the
+        source had it (another commitlog file size, or a non-empty destination).
+    """
+    # a v2 message (a 5.1+ broker's long topic) is written as v2 again: its magic is part of it
+    expected = [(msg.physical_offset, msg.queue_offset) for msg in messages]
+    results = store.append_stored(messages)
+    for (physical, queue), result in zip(expected, results, strict=True):
+        if (result.position, result.offset) != (physical, queue):
+            raise ConversionError(
+                f"expected {result.topic}/{result.partition} queue offset {queue} at physical offset "
+                f"{physical} as in the source, found queue offset {result.offset} at {result.position} "
+                f"(the destination was not empty, its mappedFileSizeCommitLog differs from the source's, "
+                f"or an earlier message was stored with another size than in the source)",
+                store.path, result.position)
+
+
+def _native_item(msg: RocketMQMessage) -> dict[str, Any]:
+    """The ``append_batch`` item for a message made from a foreign entry (the store applies the
+    broker's put-time conventions: HashMap properties order, host bits)."""
+    return {"topic": msg.topic, "queue_id": msg.queue_id, "body": msg.body, "properties": msg.properties,
+            "born_timestamp": msg.born_timestamp, "born_host": msg.born_host, "store_host": msg.store_host,
+            "store_timestamp": msg.store_timestamp, "sys_flag": msg.sys_flag}
+
+
+class RocketMQWriter(Writer):
+    """Groups messages into commitlog writes of ``options.batch_records``: restored ones through
+    :func:`_append_stored`, foreign ones through the store's ``append_batch``.
+
+    Resuming, the first entries (as many as the destination holds messages) are skipped.
+    """
+
+    def __init__(self, dest: Any, options: Options) -> None:
+        self.dest = dest
+        self.peer = options.peer
+        self.batch = options.batch_records
+        self.store_host = Host.parse(dest.config.storeHost)
+        self.present = sum(1 for _ in dest.scan())
+        self.seen = 0
+        self.restored: list[RocketMQMessage] = []
+        self.native: list[dict[str, Any]] = []
+
+    def add(self, entry: Entry, size: int) -> bool:
+        self.seen += 1
+        restored = came_from_rocketmq(entry.headers)
+        msg = from_entry(entry, self.peer, store_host=self.store_host)
+        if self.seen <= self.present:
+            return False
+        if restored:
+            if self.native:
+                self.flush()
+            self.restored.append(msg)
+        else:
+            if self.restored:
+                self.flush()
+            self.native.append(_native_item(msg))
+        if len(self.restored) + len(self.native) >= self.batch:
+            self.flush()
+        return True
+
+    def flush(self) -> None:
+        if self.restored:
+            _append_stored(self.dest, self.restored)
+            self.restored = []
+        if self.native:
+            self.dest.append_batch(self.native)
+            self.native = []
+
+    def flush_all(self) -> None:
+        self.flush()
+
+
+class RocketMQVerifier(Verifier):
+    """The destination's messages, in commitlog order, against the messages made from the entries;
+    a message made from a foreign entry must also give that entry back."""
+
+    def __init__(self, dest: Any, options: Options) -> None:
+        self.peer = options.peer
+        self.store_host = Host.parse(dest.config.storeHost)
+        self.actual = dest.scan()
+
+    def check(self, entry: Entry) -> str | None:
+        restored = came_from_rocketmq(entry.headers)
+        expected = from_entry(entry, self.peer, store_host=self.store_host)
+        found = next(self.actual, None)
+        want = message_fields(expected, restored)
+        got = None if found is None else message_fields(found, restored)
+        if got != want:
+            return f"expected {want}, found {got}"
+        if not restored and found is not None:
+            try:
+                back = restore_entry(found, self.peer)
+            except ConversionError as err:
+                return f"{entry.topic}-{entry.partition} offset {entry.offset}: {err}"
+            if back != entry:
+                return (f"{entry.topic}-{entry.partition} offset {entry.offset}: expected the record back "
+                        f"as {entry}, found {back}")
+        return None
+
+    def rest(self) -> list[str]:
+        extra = next(self.actual, None)
+        return [] if extra is None else [f"expected no message after the source's, found one at "
+                                         f"{extra.physical_offset}"]
+
+
+class RocketMQConversion(FormatConversion):
+    """RocketMQ's side of a conversion (see the module docstring)."""
+
+    topics = TOPICS
+    batch_setting = "ROCKETMQ_BATCH"
+    home_marker = f"the header {H_PHYSICAL_OFFSET}"
+
+    def streams(self, source: Store, options: Options) -> list[Iterator[Sized]]:
+        """One stream: every selected message in commitlog order."""
+        return [_sized(source, options)]
+
+    def arrow_streams(self, source: Store, options: Options) -> list[Iterator[pa.RecordBatch]] | None:
+        """One stream of columns (:func:`entry_batches`); None with ``skip_corrupt`` (skipping damage
+        goes message by message, as recovery finds the next valid one)."""
+        return None if options.skip_corrupt else [entry_batches(source, options)]
+
+    def round_trip_streams(self, source: Store, options: Options) -> list[Iterator[Sized]]:
+        """:meth:`streams`, reporting in ``options.problems`` each message its entry does not give back."""
+        return [_round_trips(source, options)]
+
+    def entry_of(self, record: Any, peer: Peer | None = None) -> Entry:
+        """A message read from a RocketMQ store as its entry for ``peer`` (non-queued ones unnumbered)."""
+        if peer is None:
+            raise ConversionError("expected the peer format a RocketMQ message's entry is for, found none")
+        return to_entry(record, peer)
+
+    def home_position(self, entry: Entry) -> int | None:
+        """The ``rmq.physical_offset`` an entry made by :func:`to_entry` starts with."""
+        if not came_from_rocketmq(entry.headers):
+            return None
+        try:
+            return int(entry.headers[0][1] or b"")
+        except ValueError as err:
+            raise ConversionError(f"expected a decimal {H_PHYSICAL_OFFSET} at {entry.topic}-"
+                                  f"{entry.partition} offset {entry.offset}, found {entry.headers[0][1]!r}"
+                                  ) from err
+
+    def writer(self, dest: Store, options: Options) -> Writer:
+        return RocketMQWriter(dest, options)
+
+    def verifier(self, dest: Store, options: Options) -> Verifier:
+        return RocketMQVerifier(dest, options)

@@ -1,0 +1,217 @@
+"""What a format plugin provides to the converter: the interchange record and each side's contract.
+
+A conversion reads the source through its plugin's :class:`FormatConversion` as
+:class:`Entry` records (the common record of :mod:`segstore.records`, plus the
+producer identity and control flag of a log with transactions), and writes them
+through the target plugin's.  The core knows no format: it finds both sides with
+``registry.get(name).conversion()`` and speaks only this module, so any two
+registered formats convert, a third-party one included.
+
+Each plugin keeps what only it knows: how its records carry their own fields in
+an entry's headers so they come back exactly, how it carries a foreign entry's
+fields (prefixed with the peer format's name), its topic-name alphabet
+(:class:`segstore.convert.topicnames.TopicRules`), how it numbers and places the
+records it writes.  A format whose records *are* entries (Kafka) maps nothing.
+
+Pure declarations; thread-safety is each implementation's (one conversion per
+destination).
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from segstore.columns import CONNECTOR_FIELDS
+from segstore.errors import UnsupportedOperationError
+from segstore.records import CREATE_TIME, Header
+from segstore.store import Store
+
+from .topicnames import TopicRules
+
+#: A batch's producer id and epoch when it has none (Kafka's ``RecordBatch.NO_PRODUCER_ID``/``_EPOCH``).
+NO_PRODUCER_ID = NO_PRODUCER_EPOCH = -1
+
+
+@dataclass(slots=True)
+class Entry:
+    """One record in conversion: the common record with what a conversion keeps of its batch.
+
+    ``topic`` is a name of the peer format's alphabet once a source hands the entry over
+    (see :meth:`FormatConversion.entries`).  ``offset`` is absolute (-1 while a source
+    still has to number it).  ``transactional``/``producer_id``/``producer_epoch`` are the
+    producer identity of the record's batch (-1 when it had none); ``control`` marks a
+    record no consumer sees (a transaction marker).
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[Header] = field(default_factory=list)
+    timestamp_type: str = CREATE_TIME
+    transactional: bool = False
+    control: bool = False
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+
+
+@dataclass(frozen=True)
+class Peer:
+    """The other side of a conversion as a plugin sees it: its format name (the prefix of the
+    fields it carries for that format) and its topic-name rules."""
+
+    name: str
+    topics: TopicRules
+
+
+@dataclass
+class Options:
+    """One run's options as both sides see them.
+
+    ``batch_records``: entries per destination write (a record batch, a commitlog write).
+    ``skipped``: where a source reports each corrupt region it skips (``skip_corrupt``);
+    ``problems``: where it reports a record its entry does not give back (``verify``).
+    """
+
+    peer: Peer
+    topics: list[str] | None = None
+    compression: str = "none"
+    timestamp: str = "born"
+    skip_corrupt: bool = False
+    batch_records: int = 500
+    skipped: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+#: ``(entry, source bytes)``: what a source stream yields.
+Sized = tuple[Entry, int]
+
+#: :class:`Entry` records as columns (a columnar conversion's batches): the common columns of
+#: :mod:`segstore.columns` (``timestampType`` 0 CreateTime, 1 LogAppendTime), the batch's
+#: producer identity and control flag, and each record's source bytes (``size``).
+ENTRY_SCHEMA = pa.schema([
+    *CONNECTOR_FIELDS,
+    pa.field("isTransactional", pa.bool_(), nullable=False),
+    pa.field("isControl", pa.bool_(), nullable=False),
+    pa.field("producerId", pa.int64(), nullable=False),
+    pa.field("producerEpoch", pa.int16(), nullable=False),
+    pa.field("size", pa.int64(), nullable=False),
+])
+assert len(ENTRY_SCHEMA) == 13
+
+
+class Writer(abc.ABC):
+    """Writes entries into a destination store, in batches."""
+
+    @abc.abstractmethod
+    def add(self, entry: Entry, size: int) -> bool:
+        """Buffer ``entry`` (``size`` source bytes); False if the destination holds it already (resume)."""
+
+    @abc.abstractmethod
+    def flush_all(self) -> None:
+        """Write everything buffered."""
+
+
+class ArrowWriter(abc.ABC):
+    """Writes :data:`ENTRY_SCHEMA` batches into a destination store (a columnar conversion)."""
+
+    @abc.abstractmethod
+    def add_batch(self, batch: pa.RecordBatch) -> tuple[int, int, int]:
+        """Buffer or write ``batch``'s rows; returns the rows taken, their source bytes (``size``) and
+        the rows the destination held already (a resumed run)."""
+
+    @abc.abstractmethod
+    def flush_all(self) -> None:
+        """Write everything buffered."""
+
+
+class Verifier(abc.ABC):
+    """Compares a converted destination with the source's entries, one by one, in conversion order."""
+
+    @abc.abstractmethod
+    def check(self, entry: Entry) -> str | None:
+        """What the destination holds differently from ``entry``; None when it matches."""
+
+    @abc.abstractmethod
+    def rest(self) -> list[str]:
+        """What the destination holds beyond the source's entries."""
+
+
+class FormatConversion(abc.ABC):
+    """A format's side of a conversion (``FormatPlugin.conversion()``)."""
+
+    #: The format's topic names (escaped into by a peer that lacks some of their characters).
+    topics: TopicRules
+    #: The batch compressions it can write (``--compression``).
+    compressions: tuple[str, ...] = ("none",)
+    #: The converter setting that sizes its writes (``segstore.convert.pipeline.BATCH_RECORDS``...).
+    batch_setting: str = "BATCH_RECORDS"
+
+    @abc.abstractmethod
+    def streams(self, source: Store, options: Options) -> list[Iterator[Sized]]:
+        """The source's entries, one stream per run of records the format keeps in order (a
+        partition, a whole commitlog); topic names already in ``options.peer``'s alphabet.
+
+        With ``options.skip_corrupt`` damaged bytes go to ``options.skipped`` and reading
+        goes on after them; otherwise they raise :class:`CorruptDataError`.
+        """
+
+    def arrow_streams(self, source: Store, options: Options) -> list[Iterator[pa.RecordBatch]] | None:
+        """:meth:`streams` as :data:`ENTRY_SCHEMA` batches (the same entries, the same order), or
+        None where the format reads no columns for these options (then the converter uses
+        :meth:`streams`)."""
+        return None
+
+    def arrow_writer(self, dest: Store, options: Options) -> ArrowWriter | None:
+        """A writer of :data:`ENTRY_SCHEMA` batches into ``dest``, equal to :meth:`writer` in what it
+        writes; None where the format has none."""
+        return None
+
+    def round_trip_streams(self, source: Store, options: Options) -> list[Iterator[Sized]]:
+        """:meth:`streams` for ``--verify``: a format whose entries carry its records' own fields
+        also checks each record comes back whole from its entry (``options.problems``)."""
+        return self.streams(source, options)
+
+    def entry_of(self, record: Any, peer: Peer | None = None) -> Entry:
+        """A record of this format (as its store reads it) as the entry a conversion to ``peer`` makes.
+
+        :raises UnsupportedOperationError: the format does not say.
+        """
+        raise UnsupportedOperationError(f"{type(self).__name__} does not map single records")
+
+    def home_position(self, entry: Entry) -> int | None:
+        """Where ``entry`` lay in a store of this format it was converted from (the converter
+        merges such streams back into that order); None for an entry that did not come from one.
+
+        :raises ConversionError: a position that does not parse.
+        """
+        return None
+
+    #: What marks an entry that came from this format (named in errors).
+    home_marker: str = ""
+
+    @abc.abstractmethod
+    def writer(self, dest: Store, options: Options) -> Writer:
+        """A writer of entries into ``dest`` (opened for append, possibly holding a resumed run's part)."""
+
+    @abc.abstractmethod
+    def verifier(self, dest: Store, options: Options) -> Verifier:
+        """A verifier of ``dest`` (read-only) against the source's entries."""
+
+    def source_config(self, source: Store) -> dict[str, Any]:
+        """The source's config by the format's own names (kept in the journal for the way back)."""
+        config = getattr(source, "config", None)
+        as_dict: Callable[[], dict[str, Any]] | None = getattr(config, "as_dict", None)
+        return as_dict() if as_dict is not None else {}
+
+
+__all__ = ["ENTRY_SCHEMA", "NO_PRODUCER_EPOCH", "NO_PRODUCER_ID", "ArrowWriter", "Entry", "FormatConversion",
+           "Options", "Peer", "Sized",
+           "Verifier", "Writer"]

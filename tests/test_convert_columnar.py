@@ -1,0 +1,126 @@
+"""The columnar conversion (Arrow batches in, record batches encoded from columns out) equals the
+entry-by-entry conversion, its reference, byte for byte, on hypothesis-generated stores; and the
+Kafka column encoder (C) equals its per-record reference."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from conftest import FIXTURES, ROCKETMQ_FIXTURES
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from segstore_kafka import arrowencode, conversion
+from test_convert_mapping import kafka_batches, rocketmq_items, write_kafka
+
+import segstore
+from segstore.columns import HEADERS
+from segstore.convert import convert, pipeline
+from segstore.convert.pipeline import JOURNAL_NAME
+
+ROCKETMQ_CONFIG = {"maxHashSlotNum": 64, "maxIndexNum": 256, "mappedFileSizeCommitLog": 4096}
+#: Broker versions of the three properties styles (a trailing 0x02 up to 4.9.0 and from 5.2.0).
+VERSIONS = ["4.8.0", "4.9.7", "5.3.0"]
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` but the journal (which records the run's time-free options only, but
+    is the provenance, not the converted data)."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and p.name != JOURNAL_NAME}
+
+
+def both_ways(src: Path, root: Path, **options) -> tuple[dict[str, bytes], dict[str, bytes]]:
+    """The Kafka files the columnar and the entry-by-entry conversions of ``src`` write."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pipeline, "COLUMNAR", True)
+        convert(src, root / "columns", to="kafka", **options)
+        patch.setattr(pipeline, "COLUMNAR", False)
+        convert(src, root / "entries", to="kafka", **options)
+    return tree(root / "columns"), tree(root / "entries")
+
+
+@given(rocketmq_items(), st.sampled_from(VERSIONS), st.sampled_from(["born", "store"]),
+       st.sampled_from([500, 7, 1]), st.sampled_from([512 << 10, 700, 100]),
+       st.sampled_from([None, ["A"], ["%RETRY%g", "b|c"]]), st.sampled_from(["none", "gzip"]))
+@settings(max_examples=25, deadline=None)
+def test_columnar_rocketmq_to_kafka_equals_the_entry_path(tmp_path_factory: pytest.TempPathFactory,
+                                                          items: list[dict], version: str, timestamp: str,
+                                                          batch_records: int, batch_bytes: int,
+                                                          topics: list[str] | None, compression: str) -> None:
+    root = tmp_path_factory.mktemp("columnar")
+    src = root / "src"
+    with segstore.open(src, "rocketmq", "a", rocketmqVersion=version, **ROCKETMQ_CONFIG) as store:
+        store.append_batch(items)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pipeline, "BATCH_RECORDS", batch_records)
+        patch.setattr(conversion, "BATCH_BYTES", batch_bytes)
+        columns, entries = both_ways(src, root, timestamp=timestamp, topics=topics, compression=compression)
+    assert columns == entries
+    if topics is None:
+        assert any(name.endswith(".log") for name in columns)
+
+
+@given(kafka_batches())
+@settings(max_examples=10, deadline=None)
+def test_columnar_conversion_of_a_store_converted_from_kafka(tmp_path_factory: pytest.TempPathFactory,
+                                                            batches: list[dict]) -> None:
+    """Messages that came from Kafka go back to their records (mapped one by one inside the batch)."""
+    root = tmp_path_factory.mktemp("back")
+    write_kafka(root / "k", "orders.v1", 0, batches)
+    convert(root / "k", root / "r", to="rocketmq", config=ROCKETMQ_CONFIG)
+    columns, entries = both_ways(root / "r", root)
+    assert columns == entries
+    assert {name for name in columns if name.endswith(".log")} <= tree(root / "k").keys()
+
+
+@pytest.mark.parametrize("name", ROCKETMQ_FIXTURES)
+def test_columnar_conversion_of_every_rocketmq_fixture(tmp_path: Path, name: str) -> None:
+    columns, entries = both_ways(FIXTURES / "rocketmq" / name / "store", tmp_path)
+    assert columns == entries and any(name.endswith(".log") for name in columns)
+
+
+def test_a_segment_too_small_for_a_batch_splits_it_as_the_entry_path(tmp_path: Path) -> None:
+    src = tmp_path / "rmq"
+    with segstore.open(src, "rocketmq", "a", **ROCKETMQ_CONFIG) as store:
+        store.append_batch([{"topic": "T", "queue_id": 0, "body": bytes(60), "keys": [f"k{i}"], "tags": "x",
+                             "born_timestamp": i, "store_timestamp": i} for i in range(60)])
+    columns, entries = both_ways(src, tmp_path, config={"segment.bytes": 1024})
+    assert columns == entries and sum(name.endswith(".log") for name in columns) > 3
+
+
+# -- the column encoder ------------------------------------------------------------------------
+
+blobs = st.one_of(st.none(), st.binary(max_size=30))
+header_lists = st.one_of(st.none(), st.lists(st.tuples(st.text(max_size=6), blobs), max_size=4))
+
+
+@given(st.lists(st.tuples(blobs, blobs, st.integers(-2**40, 2**40), header_lists), min_size=1, max_size=20),
+       st.data())
+@settings(max_examples=200, deadline=None)
+def test_column_encoder_equals_the_per_record_encoder(rows: list[tuple], data: st.DataObject) -> None:
+    keys, values, times, headers = zip(*rows, strict=True)
+    table = pa.table({"key": pa.array(keys, pa.binary()), "value": pa.array(values, pa.binary()),
+                      "headers": pa.array([None if h is None else [{"key": k, "value": v} for k, v in h]
+                                           for h in headers], HEADERS)})
+    start = data.draw(st.integers(0, len(rows) - 1))
+    sliced = table.slice(start)            # Arrow arrays with an offset into their buffers
+    key, value, header = (sliced.column(name).combine_chunks() for name in ("key", "value", "headers"))
+    columns = arrowencode.Columns(key, value, np.array(times[start:], np.int64), header)
+    picked = np.array(data.draw(st.lists(st.integers(0, len(rows) - start - 1), min_size=1, max_size=10)),
+                      np.int64)
+    deltas = np.array(data.draw(st.lists(st.integers(0, 2**31 - 1), min_size=len(picked),
+                                         max_size=len(picked))), np.int64)
+    base = data.draw(st.integers(-2**40, 2**40))
+    assert columns.region(picked, base, deltas) == columns.region_py(picked, base, deltas)
+
+
+def test_column_encoder_refuses_what_kafka_cannot_carry() -> None:
+    columns = arrowencode.Columns(pa.array([b"k"]), pa.array([b"v"]), np.array([1], np.int64),
+                                  pa.array([[{"key": "h", "value": b"x"}]], HEADERS))
+    with pytest.raises(segstore.errors.InvalidMessageError):
+        columns.region(np.array([0]), 0, np.array([2**31]))
+    with pytest.raises(segstore.errors.InvalidMessageError):
+        columns.region(np.array([1]), 0, np.array([0]))
