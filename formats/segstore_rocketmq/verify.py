@@ -201,7 +201,7 @@ class _Coverage:
 
     def queue_confirmed(self, key: tuple[str, int], j: int) -> np.ndarray | None:
         """The bits of consume-queue file ``j`` of queue ``key`` the walk confirmed (None: none)."""
-        return self.queue_bits.get(key + (j,))
+        return self.queue_bits.get((*key, j))
 
     def check(self, batch: Walked, missing: list[Problem]) -> None:
         self._check_queues(batch, missing)
@@ -238,9 +238,10 @@ class _Coverage:
                      & (stored > EXT_MAX_ADDR))
             for j in np.unique(k[exact]).tolist():
                 sel = exact & (k == j)
-                bits = self.queue_bits.get(key + (j,))
+                slot = (*key, j)
+                bits = self.queue_bits.get(slot)
                 if bits is None:
-                    bits = self.queue_bits[key + (j,)] = np.zeros((int(lens[j]) + 7) >> 3, np.uint8)
+                    bits = self.queue_bits[slot] = np.zeros((int(lens[j]) + 7) >> 3, np.uint8)
                 _mark(bits, offsets[sel] - firsts[j])
             other = np.flatnonzero(inside & ~seen)
             if len(other):      # an entry pointing elsewhere: seen if at a valid message
@@ -284,9 +285,10 @@ class _Coverage:
                 and np.array_equal(rows["size"], batch.size[mine])
                 and np.array_equal(stored, batch.tags_code[mine])):
             return False
-        bits = self.queue_bits.get(key + (j,))
+        slot = (*key, j)
+        bits = self.queue_bits.get(slot)
         if bits is None:
-            bits = self.queue_bits[key + (j,)] = np.zeros((int(lens[j]) + 7) >> 3, np.uint8)
+            bits = self.queue_bits[slot] = np.zeros((int(lens[j]) + 7) >> 3, np.uint8)
         _mark_range(bits, lo, lo + len(mine))
         return True
 
