@@ -23,7 +23,7 @@ import os
 import numpy as np
 
 from segstore import files
-from segstore.errors import CorruptIndexError, OffsetOutOfRangeError, WrongFormatError
+from segstore.errors import CorruptIndexError, OffsetOutOfRangeError, StorageFullError, WrongFormatError
 from segstore.files import MappedFile
 from segstore.index import EntryIndex
 from segstore.log import SegmentedLog
@@ -93,19 +93,28 @@ class ConsumeQueue:
         self._resume_base = 0       # where the first file goes when the queue has none (after truncate)
         #: ``ConsumeQueue.minLogicOffset`` in entries: the first entry not below the commitlog's start
         self.min_logical = 0
+        #: a 0-byte last file a crash left (not loaded; see :meth:`drop_empty_tail`)
+        self.empty_tail: str | None = None
         self._load()
 
     def _new_file(self, base: int) -> ConsumeQueueFile:
         files.make_dirs(self.directory)
-        mapped = MappedFile(os.path.join(self.directory, file_name(base)), self.file_size, create=True)
+        mapped = MappedFile(os.path.join(self.directory, file_name(base)), self.file_size, create=True,
+                            reserve=True)
         return ConsumeQueueFile(mapped, base, 0)
 
     def _load(self) -> None:
         names = files.list_dir(self.directory)
         loaded = []
-        for name in names:
+        for i, name in enumerate(names):
             base = parse_file_name(self.directory, name)
             path = os.path.join(self.directory, name)
+            if i == len(names) - 1 and files.file_size(path) == 0:
+                # A kill between creating the next file and sizing it leaves it empty.  The broker's
+                # MappedFileQueue.doLoad deletes it from 5.1.3 on and refuses to start before (4.9.7:
+                # "length not matched"); it holds nothing: read as absent, a writer's recovery deletes it.
+                self.empty_tail = path
+                continue
             mapped = MappedFile(path, writable=self.writable)
             if mapped.size != self.file_size:
                 size = mapped.size
@@ -220,10 +229,40 @@ class ConsumeQueue:
         for gone in removed:
             files.remove(gone.file.path)
 
+    def reserve(self, count: int) -> list[str]:
+        """Create, blocks reserved, the files that appending ``count`` entries rolls into; the paths
+        created (empty: the caller deletes them if the batch is refused after all, since a file of
+        zeros after a file with free slots would end the queue early for a reader).
+
+        :raises StorageFullError: the disk is full; the files this call created are deleted again.
+        """
+        created: list[str] = []
+        active = self.log.active
+        base = self._resume_base if active is None else active.base + self.file_size
+        end = self.max_offset * CQ_DTYPE.itemsize + count * CQ_DTYPE.itemsize
+        try:
+            while base < end:
+                path = os.path.join(self.directory, file_name(base))
+                if not files.exists(path):
+                    files.make_dirs(self.directory)
+                    MappedFile(path, self.file_size, create=True, reserve=True).close()
+                    created.append(path)
+                base += self.file_size
+        except StorageFullError:
+            for path in created:
+                files.remove(path)
+            raise
+        return created
+
     def drop_empty_tail(self) -> list[str]:
-        """Delete trailing files without a valid first entry (left by a crash, or by an older
-        segstore's recovery); the paths deleted.  The broker would read their slot 0 as an entry."""
+        """Delete trailing files without a valid first entry and a 0-byte last file (left by a crash, or
+        by an older segstore's recovery); the paths deleted.  The broker would read their slot 0 as an
+        entry, and refuses a 0-byte file before 5.1.3."""
         gone = []
+        if self.empty_tail is not None:
+            files.remove(self.empty_tail)
+            gone.append(self.empty_tail)
+            self.empty_tail = None
         active = self.log.active
         while active is not None and len(active) == 0:
             self.truncate(active.first_offset)
