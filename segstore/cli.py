@@ -515,7 +515,7 @@ def cmd_write(args: argparse.Namespace, out: TextIO) -> int:
                 done(count)
             except InvalidMessageError as err:
                 if err.path is None:  # name the input file when the plugin could not
-                    raise InvalidMessageError(err.message, args.input) from err
+                    raise type(err)(err.message, args.input) from err
                 raise
         out.write(f"{args.path}: appended {count} messages\n")
         return EXIT_OK

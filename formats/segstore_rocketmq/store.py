@@ -127,6 +127,8 @@ def _bytes(value: Any) -> bytes:
         return b""
     if isinstance(value, str):
         return value.encode("utf-8")
+    if not isinstance(value, bytes | bytearray | memoryview):   # bytes(5) would be five zeros
+        raise InvalidMessageError(f"expected a body as bytes or str, found {type(value).__name__}")
     return bytes(value)
 
 
