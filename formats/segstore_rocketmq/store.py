@@ -23,7 +23,7 @@ import base64
 import codecs
 import os
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TextIO, cast
 
 import numpy as np
@@ -662,11 +662,26 @@ class RocketMQStore(LifecycleMixin, Store):
             if self.topic_configs.ensure(*key):
                 self._configs_dirty = True
         if self.index is not None:
-            self.index.put_batch([
+            index = self.index
+            self._put_index(lambda: index.put_batch([
                 IndexRequest(m.topic, m.physical_offset, m.store_timestamp,
                              m.properties.get(PROPERTY_UNIQ_KEY), m.properties.get(PROPERTY_KEYS), m.sys_flag)
-                for m in built])
+                for m in built]), start, placement.end)
         return results
+
+    def _put_index(self, put: Callable[[], object], start: int, end: int) -> None:
+        """Run an index put for messages written at ``[start, end)``.
+
+        The index comes after the messages (the broker builds it behind the commitlog, and
+        recovery rebuilds it from there), so a full disk when it needs a new file cannot
+        unwrite them: the error says they are stored.
+        """
+        try:
+            put()
+        except StorageFullError as err:
+            raise StorageFullError(f"{err.message}; the messages at commitlog offsets [{start}, {end}) are "
+                                   "stored, their keys not all indexed (recover rebuilds the index)",
+                                   err.path, err.pos) from err
 
     def _build_checked(self, item: Message | Mapping[str, Any], now: int) -> RocketMQMessage:
         """:meth:`_build`; a value of the wrong kind (``int("x")``...) is an InvalidMessageError."""
@@ -721,7 +736,8 @@ class RocketMQStore(LifecycleMixin, Store):
             if self.topic_configs.ensure(*key):
                 self._configs_dirty = True
         if self.index is not None and len(batch.index):
-            self.index.put_hashes(*batch.index_columns())
+            index = self.index
+            self._put_index(lambda: index.put_hashes(*batch.index_columns()), batch.start, batch.end)
         return batch.results
 
     def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
