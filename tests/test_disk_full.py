@@ -97,8 +97,8 @@ def test_a_batch_refused_for_space_changes_nothing(tmp_path, no_space, plain, ne
         before = (store.commitlog.end, dict(store.next_offsets), snapshot(path))
         no_space["full"] = True
         # 10 x 100-byte messages: 1 more file of 10 entries; 40 x 200 bytes: 2 more commitlog files
-        batch = ([{"topic": "T", "body": b"y" * 10, **extra} for _ in range(10)] if needs.startswith("consume")
-                 else [{"topic": "T", "body": b"y" * 200, **extra} for _ in range(40)])
+        size, count = (10, 10) if needs.startswith("consume") else (200, 40)
+        batch = [{"topic": "T", "body": b"y" * size, **extra} for _ in range(count)]
         with pytest.raises(StorageFullError, match="no space left"):
             store.append_batch(batch)
         store.flush()
