@@ -95,12 +95,18 @@ class ConsumeQueue:
         self.min_logical = 0
         #: a 0-byte last file a crash left (not loaded; see :meth:`drop_empty_tail`)
         self.empty_tail: str | None = None
+        #: files of zeros after a file with free slots (not loaded; see :meth:`_load`)
+        self.unused_tail: list[str] = []
         self._load()
 
     def _new_file(self, base: int) -> ConsumeQueueFile:
         files.make_dirs(self.directory)
-        mapped = MappedFile(os.path.join(self.directory, file_name(base)), self.file_size, create=True,
-                            reserve=True)
+        path = os.path.join(self.directory, file_name(base))
+        # a file a crash left unused (see _load) is written now: no longer one to delete
+        self.unused_tail = [p for p in self.unused_tail if p != path]
+        if self.empty_tail == path:
+            self.empty_tail = None
+        mapped = MappedFile(path, self.file_size, create=True, reserve=True)
         return ConsumeQueueFile(mapped, base, 0)
 
     def _load(self) -> None:
@@ -123,6 +129,13 @@ class ConsumeQueue:
                                         f"(mappedFileSizeConsumeQueue), found {size}", path)
             count = valid_entries(mapped.array(CQ_DTYPE, 0, self.file_size // CQ_DTYPE.itemsize))
             loaded.append(ConsumeQueueFile(mapped, base, count))
+        # Files without an entry after one with free slots: created for a batch (reserve) that a kill
+        # stopped before it wrote.  Nothing is in them; read as absent (the broker's ConsumeQueue.recover
+        # stops at the free slot and truncateDirtyLogicFiles deletes them; so does a writer's recovery).
+        while len(loaded) > 1 and len(loaded[-1]) == 0 and not loaded[-2].is_full:
+            unused = loaded.pop()
+            unused.file.close()
+            self.unused_tail.append(unused.file.path)
         self.log.load(loaded)
 
     # -- offsets -------------------------------------------------------------
@@ -259,10 +272,11 @@ class ConsumeQueue:
         by an older segstore's recovery); the paths deleted.  The broker would read their slot 0 as an
         entry, and refuses a 0-byte file before 5.1.3."""
         gone = []
-        if self.empty_tail is not None:
-            files.remove(self.empty_tail)
-            gone.append(self.empty_tail)
-            self.empty_tail = None
+        leftover = [*self.unused_tail, *([self.empty_tail] if self.empty_tail else [])]
+        for path in sorted(leftover, reverse=True):
+            files.remove(path)
+            gone.append(path)
+        self.unused_tail, self.empty_tail = [], None
         active = self.log.active
         while active is not None and len(active) == 0:
             self.truncate(active.first_offset)
