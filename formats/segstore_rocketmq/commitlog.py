@@ -18,7 +18,7 @@ thread; appends, rolls, truncation and close need the owning store's serialisati
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from segstore import files
@@ -314,8 +314,8 @@ class CommitLog:
         """:func:`place` from :attr:`end`."""
         return place(self.end, sizes, self.file_size)
 
-    def write_batch(self, start: int, chunks: list[bytes], offsets: list[int], blanks: list[tuple[int, int]],
-                    sizes: list[int]) -> list[CommitLogFile]:
+    def write_batch(self, start: int, chunks: Sequence[bytes | bytearray | memoryview], offsets: list[int],
+                    blanks: list[tuple[int, int]], sizes: list[int]) -> list[CommitLogFile]:
         """Write encoded messages placed by :meth:`place` (``start`` is :attr:`end` then).
 
         The chunks of each file are joined and written with one slice assignment.

@@ -249,8 +249,10 @@ class ConsumeQueue:
 
         :raises StorageFullError: the disk is full; the files this call created are deleted again.
         """
-        created: list[str] = []
         active = self.log.active
+        if active is not None and len(active) + count <= active.capacity:
+            return []       # the common case: the active file has room
+        created: list[str] = []
         base = self._resume_base if active is None else active.base + self.file_size
         end = self.max_offset * CQ_DTYPE.itemsize + count * CQ_DTYPE.itemsize
         try:

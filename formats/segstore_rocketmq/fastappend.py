@@ -288,7 +288,7 @@ class PlainBatch(NamedTuple):
     results: list[AppendResult]
     cq_rows: np.ndarray         # CQ_DTYPE, grouped by queue
     queues: list[tuple[tuple[str, int], int, int]]
-    index: memoryview           # int64 columns: hashes, physical offsets, store times
+    index_entries: memoryview   # int64 columns: hashes, physical offsets, store times
     start: int
     end: int
 
@@ -302,8 +302,9 @@ class PlainBatch(NamedTuple):
 
     def index_columns(self) -> tuple[memoryview, memoryview, memoryview]:
         """The key-index entries: (hashes, physical offsets, store times)."""
-        n = len(self.index) // INDEX_COLUMNS
-        return self.index[:n], self.index[n:2 * n], self.index[2 * n:]
+        entries = self.index_entries
+        n = len(entries) // INDEX_COLUMNS
+        return entries[:n], entries[n:2 * n], entries[2 * n:]
 
 
 def encode_batch(store: PlainTarget, items: list, now: int) -> PlainBatch | None:

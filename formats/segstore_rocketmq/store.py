@@ -23,7 +23,7 @@ import base64
 import codecs
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, TextIO, cast
 
 import numpy as np
@@ -143,6 +143,16 @@ def body_preview(body: bytes) -> str:
 
 
 _NO_QUEUE_ENTRY = (SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK)
+
+
+def _index_full(err: StorageFullError, start: int, end: int) -> StorageFullError:
+    """The error of an index put that found the disk full after messages at ``[start, end)`` were written.
+
+    The index comes after the messages (the broker builds it behind the commitlog, and
+    recovery rebuilds it from there), so the messages stay: the error says so.
+    """
+    return StorageFullError(f"{err.message}; the messages at commitlog offsets [{start}, {end}) are stored, "
+                            "their keys not all indexed (recover rebuilds the index)", err.path, err.pos)
 
 
 def has_queue_entry(sys_flag: int) -> bool:
@@ -654,7 +664,7 @@ class RocketMQStore(LifecycleMixin, Store):
             results.append(AppendResult(msg.topic, msg.queue_id, queue_offset, phys, msg.size,
                                         {"msg_id": msg_id(msg.store_host, phys),
                                          "store_timestamp": msg.store_timestamp}))
-        self._reserve(placement.end, {key: len(rows) for key, rows in cq_rows.items()})
+        self._reserve(placement.end, [(key, len(rows)) for key, rows in cq_rows.items()])
         self.commitlog.write_batch(start, encoded, placement.offsets, placement.blanks, sizes)
         next_offsets.update(taken)
         for key, rows in cq_rows.items():
@@ -662,26 +672,15 @@ class RocketMQStore(LifecycleMixin, Store):
             if self.topic_configs.ensure(*key):
                 self._configs_dirty = True
         if self.index is not None:
-            index = self.index
-            self._put_index(lambda: index.put_batch([
-                IndexRequest(m.topic, m.physical_offset, m.store_timestamp,
-                             m.properties.get(PROPERTY_UNIQ_KEY), m.properties.get(PROPERTY_KEYS), m.sys_flag)
-                for m in built]), start, placement.end)
+            try:
+                self.index.put_batch([
+                    IndexRequest(m.topic, m.physical_offset, m.store_timestamp,
+                                 m.properties.get(PROPERTY_UNIQ_KEY), m.properties.get(PROPERTY_KEYS),
+                                 m.sys_flag)
+                    for m in built])
+            except StorageFullError as err:
+                raise _index_full(err, start, placement.end) from err
         return results
-
-    def _put_index(self, put: Callable[[], object], start: int, end: int) -> None:
-        """Run an index put for messages written at ``[start, end)``.
-
-        The index comes after the messages (the broker builds it behind the commitlog, and
-        recovery rebuilds it from there), so a full disk when it needs a new file cannot
-        unwrite them: the error says they are stored.
-        """
-        try:
-            put()
-        except StorageFullError as err:
-            raise StorageFullError(f"{err.message}; the messages at commitlog offsets [{start}, {end}) are "
-                                   "stored, their keys not all indexed (recover rebuilds the index)",
-                                   err.path, err.pos) from err
 
     def _build_checked(self, item: Message | Mapping[str, Any], now: int) -> RocketMQMessage:
         """:meth:`_build`; a value of the wrong kind (``int("x")``...) is an InvalidMessageError."""
@@ -693,7 +692,7 @@ class RocketMQStore(LifecycleMixin, Store):
             raise InvalidMessageError(f"expected RocketMQ message fields of the documented kinds, found "
                                       f"{cut(str(err))}") from err
 
-    def _reserve(self, end: int, counts: Mapping[tuple[str, int], int]) -> None:
+    def _reserve(self, end: int, counts: Iterable[tuple[tuple[str, int], int]]) -> None:
         """Create, blocks reserved, every commitlog and consume-queue file a batch ending at physical
         ``end`` with ``counts`` new entries per queue rolls into, before it writes anything.
 
@@ -703,7 +702,7 @@ class RocketMQStore(LifecycleMixin, Store):
         self.commitlog.reserve(end)
         created: list[str] = []
         try:
-            for key, count in counts.items():
+            for key, count in counts:
                 cq = self.queues.get(key)
                 if cq is None:
                     directory = os.path.join(self.path, CONSUMEQUEUE_DIR, key[0], str(key[1]))
@@ -722,7 +721,7 @@ class RocketMQStore(LifecycleMixin, Store):
         if not batch.results:
             return batch.results
         try:
-            self._reserve(batch.end, {key: count for key, _, count in batch.queues})
+            self._reserve(batch.end, [(key, count) for key, _, count in batch.queues])
         except StorageFullError:
             if batch.data is None:     # encoded into the active file past its end: zeros again
                 self.commitlog.discard_unwritten(batch.end - batch.start)
@@ -735,9 +734,11 @@ class RocketMQStore(LifecycleMixin, Store):
             self._queue(*key).append_array(rows[first:first + count])
             if self.topic_configs.ensure(*key):
                 self._configs_dirty = True
-        if self.index is not None and len(batch.index):
-            index = self.index
-            self._put_index(lambda: index.put_hashes(*batch.index_columns()), batch.start, batch.end)
+        if self.index is not None and len(batch.index_entries):
+            try:
+                self.index.put_hashes(*batch.index_columns())
+            except StorageFullError as err:
+                raise _index_full(err, batch.start, batch.end) from err
         return batch.results
 
     def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
