@@ -125,3 +125,35 @@ def test_a_mapped_file_that_gets_no_blocks_is_not_left_behind(tmp_path, no_space
     with pytest.raises(StorageFullError):
         files.MappedFile(str(tmp_path / "g"), 8192, create=True, reserve=True)
     assert (tmp_path / "g").read_bytes() == b"abc"
+
+
+def test_kafka_leaves_no_torn_batch_when_a_write_finds_the_disk_full(tmp_path, monkeypatch):
+    """``pwrite`` writes part of a batch, then the disk is full: the ``.log`` is cut back to the last
+    whole batch, reads and verify see only acknowledged batches, and appends go on once there is room."""
+    path = str(tmp_path / "k")
+    real = os.pwrite
+    full = {"on": False}
+
+    def pwrite(fd: int, data, pos: int) -> int:
+        if full["on"]:
+            real(fd, bytes(memoryview(data)[:len(data) // 2]), pos)   # half of it reaches the file
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(fd, data, pos)
+
+    monkeypatch.setattr(os, "pwrite", pwrite)
+    with segstore.open(path, format="kafka", mode="a") as store:
+        store.append_batch([{"topic": "t", "partition": 0, "value": b"a%d" % i} for i in range(5)])
+        log = next((tmp_path / "k" / "t-0").glob("*.log"))
+        size = log.stat().st_size
+        full["on"] = True
+        with pytest.raises(StorageFullError):
+            store.append_batch([{"topic": "t", "partition": 0, "value": b"b" * 500} for _ in range(5)])
+        assert log.stat().st_size == size
+        with segstore.open(path, format="kafka", mode="r") as reader:
+            assert [m.value for m in reader.read("t", 0)] == [b"a%d" % i for i in range(5)]
+            assert reader.verify() == []
+        full["on"] = False
+        results = store.append_batch([{"topic": "t", "partition": 0, "value": b"c"}])
+        assert results[0].offset == 5
+    with segstore.open(path, format="kafka", mode="r") as reader:
+        assert [m.value for m in reader.read("t", 0)][-1] == b"c" and reader.verify() == []
