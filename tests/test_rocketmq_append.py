@@ -130,6 +130,12 @@ def test_encode_names_the_field_out_of_range():
     assert (msg.size, msg.sys_flag) == (0, 0)       # left as it was
     with pytest.raises(InvalidMessageError, match="BORNHOST"):
         encode(RocketMQMessage("T", 0, b"x", born_host=Host(b"12345", 1)))
+    with pytest.raises(InvalidMessageError, match="STOREHOST"):
+        encode(RocketMQMessage("T", 0, b"x", store_host="1.2.3.4:5"))     # type: ignore[arg-type]
+    with pytest.raises(InvalidMessageError, match="SYSFLAG"):
+        encode(RocketMQMessage("T", 0, b"x", sys_flag="4"))               # type: ignore[arg-type]
+    with pytest.raises(InvalidTopicError):
+        encode(RocketMQMessage("\ud800", 0, b"x"))
 
 
 # -- the C batch encoder against the reference encoder ---------------------------------

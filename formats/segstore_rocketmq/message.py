@@ -332,7 +332,10 @@ def encode_topic(topic: str, magic: int = MESSAGE_MAGIC) -> bytes:
 
 @lru_cache(maxsize=4096)
 def _topic_field(topic: str, magic: int) -> bytes:
-    data = topic.encode("utf-8", "surrogatepass")
+    try:
+        data = topic.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise InvalidTopicError(f"expected a topic of UTF-8 text, found {cut(topic)}") from err
     if magic == MESSAGE_MAGIC:
         if len(data) > MAX_TOPIC_BYTES_V1:
             raise InvalidTopicError(f"expected a topic of at most {MAX_TOPIC_BYTES_V1} bytes for message "
@@ -365,16 +368,16 @@ def _header_values(msg: RocketMQMessage, crc: int) -> tuple[Any, ...]:
 
 def _field_problem(msg: RocketMQMessage, crc: int) -> str:
     """What in ``msg`` its header cannot hold (checked field by field against :data:`HEADER_FIELDS`)."""
-    values = iter(_header_values(msg, crc))
+    values = iter((msg.size, msg.magic, crc, msg.queue_id, msg.flag, msg.queue_offset, msg.physical_offset,
+                   msg.sys_flag, msg.born_timestamp, msg.born_host, msg.store_timestamp, msg.store_host,
+                   msg.reconsume_times, msg.prepared_transaction_offset, len(msg.body)))
     for name, code in HEADER_FIELDS:
+        value = next(values)
         if code == HOST:
-            ip, port = next(values), next(values)
-            if type(ip) is not bytes or len(ip) not in (4, 16):
-                return f"expected {name} as a 4- or 16-byte IP, found {cut(ip)}"
-            value, code = port, "i"
+            if not isinstance(value, Host) or type(value.ip) is not bytes or len(value.ip) not in (4, 16):
+                return f"expected {name} as a Host of a 4- or 16-byte IP and a port, found {cut(value)}"
+            value, code = value.port, "i"
             name += " port"
-        else:
-            value = next(values)
         lo, hi = _RANGES[code]
         if type(value) is not int:
             return f"expected {name} as an int, found {type(value).__name__} {cut(value)}"
@@ -404,16 +407,18 @@ def encode(msg: RocketMQMessage) -> bytearray:
     if type(body) is not bytes:
         raise InvalidMessageError(f"expected a body as bytes, found {type(body).__name__}")
     old = msg.sys_flag, msg.size
-    if type(msg.sys_flag) is int:
-        msg.sys_flag = (msg.sys_flag & ~SYSFLAG_HOST_MASK) | host_flags(msg.born_host, msg.store_host)
-    msg.size = encoded_size(len(body), len(topic_field), len(properties), msg.sys_flag)
     crc = body_crc(body)
+    parts: list[bytes] | None = None
     try:
-        parts: list[bytes] | None = encode_parts(msg, topic_field, properties, crc)
+        msg.sys_flag = (msg.sys_flag & ~SYSFLAG_HOST_MASK) | host_flags(msg.born_host, msg.store_host)
+        msg.size = encoded_size(len(body), len(topic_field), len(properties), msg.sys_flag)
+        parts = encode_parts(msg, topic_field, properties, crc)
+        # "4s"/"16s" pad or cut an IP of another length without a word: checked here
+        if len(msg.born_host.ip) not in (4, 16) or len(msg.store_host.ip) not in (4, 16):
+            parts = None
     except (struct.error, TypeError, AttributeError):
         parts = None
-    # "4s"/"16s" pad or cut an IP of another length without a word: checked here
-    if parts is None or len(msg.born_host.ip) not in (4, 16) or len(msg.store_host.ip) not in (4, 16):
+    if parts is None:
         msg.sys_flag, msg.size = old
         raise InvalidMessageError(_field_problem(msg, crc))
     msg.body_crc = crc
