@@ -520,7 +520,7 @@ def cmd_write(args: argparse.Namespace, out: TextIO) -> int:
                 count = registry.get(fmt).write_jsonl(args.path, _jsonl_lines(args.input), config)
             except InvalidMessageError as err:
                 if err.path is None:  # name the input file when the plugin could not
-                    raise InvalidMessageError(err.message, args.input) from err
+                    raise type(err)(err.message, args.input) from err
                 raise
         out.write(f"{args.path}: appended {count} messages\n")
         return EXIT_OK

@@ -94,16 +94,16 @@ class ConfigError(SegstoreError, ValueError):
     """A config name is unknown or its value is out of range."""
 
 
-class InvalidTopicError(SegstoreError, ValueError):
+class InvalidMessageError(SegstoreError, ValueError):
+    """A message or record the format cannot represent (bad field values)."""
+
+
+class InvalidTopicError(InvalidMessageError):
     """A topic (or partition directory) name the format does not allow."""
 
 
-class MessageTooLargeError(SegstoreError, ValueError):
+class MessageTooLargeError(InvalidMessageError):
     """A message is larger than the store's ``maxMessageSize`` / segment allows."""
-
-
-class InvalidMessageError(SegstoreError, ValueError):
-    """A message or record the format cannot represent (bad field values)."""
 
 
 class OffsetOutOfRangeError(SegstoreError, IndexError):

@@ -102,7 +102,10 @@ class MappedFile:
     """A fixed-size file mapped into memory.
 
     ``create=True`` makes the file if it is missing, preallocated to ``size`` as a
-    sparse file (``ftruncate``: no disk blocks until written), as the brokers do.
+    sparse file (``ftruncate``: no disk blocks until written), as the brokers do;
+    with ``reserve=True`` the blocks are reserved too (``posix_fallocate``), so a
+    full disk fails here with :class:`StorageFullError` (and leaves no file it
+    made) instead of killing a later write through the map with SIGBUS.
     ``size=None`` maps an existing file at its current length.  Reads are
     zero-copy (:meth:`view`, :meth:`array`); writes go straight into the map and
     are durable after :meth:`flush`.
@@ -117,7 +120,7 @@ class MappedFile:
         return object.__new__(RemoteMappedFile if cls is MappedFile and is_url(path) else cls)
 
     def __init__(self, path: str | os.PathLike[str], size: int | None = None, *, create: bool = False,
-                 writable: bool = False, in_memory: bool = False) -> None:
+                 writable: bool = False, in_memory: bool = False, reserve: bool = False) -> None:
         self.path = os.fspath(path)
         self.writable = writable or create
         # in_memory: read the file once instead of mapping it.  For small read-only files
@@ -131,13 +134,13 @@ class MappedFile:
         with _os_errors(self.path):
             self._fd = _open_regular(self.path, flags)
             try:
-                self._size_to(size)
+                self._size_to(size, reserve)
                 self._map()
             except BaseException:
                 os.close(self._fd)
                 raise
 
-    def _size_to(self, size: int | None) -> None:
+    def _size_to(self, size: int | None, reserve: bool = False) -> None:
         """Take the file's length (``size=None``), or make it ``size`` (writable files only)."""
         actual = os.fstat(self._fd).st_size
         if size is None:
@@ -146,8 +149,25 @@ class MappedFile:
             if not self.writable:
                 raise TruncatedDataError(f"expected a file of {size} bytes, found {actual}", self.path,
                                          actual)
-            os.ftruncate(self._fd, size)
+            if reserve:
+                self._allocate(actual, size)
+            else:
+                os.ftruncate(self._fd, size)
         self.size = size
+
+    def _allocate(self, actual: int, size: int) -> None:
+        """Extend the file to ``size`` with its blocks reserved; on failure leave it as it was
+        (a file this call found empty is removed: a 0-byte file is what a crash leaves)."""
+        try:
+            os.posix_fallocate(self._fd, actual, size - actual)
+        except OSError as err:
+            if err.errno in (errno.EOPNOTSUPP, errno.EINVAL):   # a filesystem without it: sparse
+                os.ftruncate(self._fd, size)
+                return
+            os.ftruncate(self._fd, actual)
+            if actual == 0:
+                os.unlink(self.path)
+            raise
 
     def _map(self) -> None:
         if self.size == 0:
@@ -274,8 +294,12 @@ class AppendFile:
         with _os_errors(self.path, pos):
             view = memoryview(data)
             written = 0
-            while written < view.nbytes:
-                written += os.pwrite(self._fd, view[written:], pos + written)
+            try:
+                while written < view.nbytes:
+                    written += os.pwrite(self._fd, view[written:], pos + written)
+            except OSError:
+                os.ftruncate(self._fd, pos)     # a full disk leaves no part of ``data`` (no torn batch)
+                raise
         self.size = pos + written
         return pos
 
@@ -942,7 +966,7 @@ class RemoteMappedFile(MappedFile):
         return object.__new__(cls)
 
     def __init__(self, path: str, size: int | None = None, *, create: bool = False,
-                 writable: bool = False, in_memory: bool = False) -> None:
+                 writable: bool = False, in_memory: bool = False, reserve: bool = False) -> None:
         self.path = path
         if create or writable:
             raise _read_only(path)

@@ -14,13 +14,16 @@
  *     holds the pure-Python reference).
  *
  * This mirrors encode_plain_py in fastappend.py exactly (same return values, same
- * bytes); see there for what "plain" means and what each returned part holds.
- * Nothing of the store is touched before every item has been checked: a batch
- * that is not plain returns None (the caller takes its general path, which raises
- * the typed errors), an unknown topic returns that topic (the caller validates it
- * and calls again), and only a complete batch updates ``next_offsets``.
+ * bytes; tests/test_rocketmq_speedups.py checks it against that reference and the
+ * reference encoder message.encode, BLANKs included); see there for what "plain"
+ * means and what each returned part holds.  Nothing passed in is changed
+ * (next_offsets is only read; bytes may be written into dest past the data end):
+ * a batch that is not plain returns None (the caller takes its general path,
+ * which raises the typed errors), an unknown topic returns that topic (the caller
+ * validates it and calls again).
  *
- * One stored message (CommitLog.calMsgLength; big-endian):
+ * One stored message (message.HEADER_FIELDS in message.py is the one description;
+ * CommitLog.calMsgLength; big-endian):
  *
  *     TOTALSIZE i4, MAGICCODE i4, BODYCRC i4, QUEUEID i4, FLAG i4, QUEUEOFFSET i8,
  *     PHYSICALOFFSET i8, SYSFLAG i4, BORNTIMESTAMP i8, BORNHOST 4|16 + i4,
@@ -594,7 +597,7 @@ free_queues(Queue *queues, Py_ssize_t n)
 static PyObject *
 encode_plain(PyObject *module, PyObject *args)
 {
-    PyObject *items, *topic_fields, *next_offsets;
+    PyObject *items, *topic_fields, *next_offsets; /* next_offsets: read only */
     int keys_first, with_index, trailing = 0;
     long long store_ts_arg, start, file_size, limit_arg;
     const uint8_t *ip;
@@ -730,6 +733,7 @@ encode_plain(PyObject *module, PyObject *args)
     int64_t last_stamp = INT64_MIN;
     for (Py_ssize_t i = 0; i < n; i++) {
         Msg *m = &msgs[i];
+        /* the BLANK rule, as commitlog.place (the Python one) and tested equal to it */
         if (pos + m->size + END_FILE_MIN_BLANK_LENGTH > file_end) {
             PyObject *blank = Py_BuildValue("(LL)", (long long)pos, (long long)(file_end - pos));
             if (blank == NULL || PyList_Append(blanks, blank) < 0) {
@@ -780,14 +784,6 @@ encode_plain(PyObject *module, PyObject *args)
         }
         PyList_SET_ITEM(results, i, res);
         pos += m->size;
-    }
-    for (Py_ssize_t q = 0; q < n_queues; q++) {
-        PyObject *next = PyLong_FromLongLong(queues[q].base + queues[q].count);
-        if (next == NULL || PyDict_SetItem(next_offsets, queues[q].key, next) < 0) {
-            Py_XDECREF(next);
-            goto done;
-        }
-        Py_DECREF(next);
     }
     ret = Py_BuildValue("(OOOOOOL)", data, blanks, results, cq, queue_list, index, (long long)pos);
 

@@ -134,7 +134,7 @@ class CheckpointFile:
         self.writable = writable
         self._file: files.MappedFile | None = None
         if writable:
-            self._file = files.MappedFile(path, FILE_SIZE, create=True, writable=True)
+            self._file = files.MappedFile(path, FILE_SIZE, create=True, writable=True, reserve=True)
             self.value = Checkpoint.unpack(self._file.view(0, FIELDS.size), path=path)
         elif files.exists(path):
             self.value = Checkpoint.unpack(files.read_bytes(path), path=path)

@@ -18,19 +18,32 @@ thread; appends, rolls, truncation and close need the owning store's serialisati
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from segstore import files
-from segstore.errors import CorruptDataError, OffsetOutOfRangeError, TruncatedDataError, WrongFormatError
+from segstore.errors import (
+    CorruptDataError,
+    OffsetOutOfRangeError,
+    StorageFullError,
+    TruncatedDataError,
+    WrongFormatError,
+)
 from segstore.files import MappedFile
 from segstore.log import SegmentedLog
 
 from .consumequeue import file_name, parse_file_name
-from .message import BLANK_MAGIC, PREFIX, Blank, End, RocketMQMessage, decode
+from .message import (
+    BLANK_MAGIC,
+    END_FILE_MIN_BLANK_LENGTH,
+    PREFIX,
+    Blank,
+    End,
+    RocketMQMessage,
+    blank_record,
+    decode,
+)
 
-#: ``CommitLog.END_FILE_MIN_BLANK_LENGTH``: room always kept for a BLANK record.
-END_FILE_MIN_BLANK_LENGTH = PREFIX.size
 #: The name part of files holding bytes recovery cut (``segstore.files.save_aside``): not commitlog files.
 KEPT_ASIDE = ".cut-"
 assert END_FILE_MIN_BLANK_LENGTH == 8
@@ -85,6 +98,31 @@ class Placement:
 
     offsets: list[int]
     blanks: list[tuple[int, int]]     # (physical offset, size) of each BLANK, in order
+    end: int                          # the physical offset after the batch
+
+
+def place(start: int, sizes: list[int], file_size: int) -> Placement:
+    """Physical offsets for messages of these sizes appended at ``start``: the BLANK rule.
+
+    The broker's rule (``CommitLog.DefaultAppendMessageCallback.doAppend``): a
+    message needs ``size + END_FILE_MIN_BLANK_LENGTH`` bytes left in its file, else
+    a BLANK fills the rest and the message opens the next file.  Sizes must be at
+    most ``file_size - 8`` (the store checks maxMessageSize).  The C batch encoder
+    (``_speedups.encode_plain``) applies the same rule and is tested equal to this.
+    Runtime complexity: ``O(len(sizes))``.
+    """
+    offsets = []
+    blanks = []
+    pos = start
+    file_end = pos - pos % file_size + file_size
+    for size in sizes:
+        if pos + size + END_FILE_MIN_BLANK_LENGTH > file_end:
+            blanks.append((pos, file_end - pos))
+            pos = file_end
+            file_end += file_size
+        offsets.append(pos)
+        pos += size
+    return Placement(offsets, blanks, pos)
 
 
 class CommitLog:
@@ -110,17 +148,41 @@ class CommitLog:
         """Open the file at ``base`` (using a preallocated one if there) and preallocate the next.
 
         Like the broker's ``AllocateMappedFileService``, the next file is created
-        (sparse) ahead of need; a clean :meth:`close` deletes it again.
+        ahead of need; a clean :meth:`close` deletes it again.  Files are created
+        with their blocks reserved (see :meth:`reserve`).
         """
         files.make_dirs(self.directory)
         path = os.path.join(self.directory, file_name(base))
         self._spare.discard(path)
-        mapped = MappedFile(path, self.file_size, create=True)
+        mapped = MappedFile(path, self.file_size, create=True, reserve=True)
         spare = os.path.join(self.directory, file_name(base + self.file_size))
         if not files.exists(spare):
-            MappedFile(spare, self.file_size, create=True).close()
-        self._spare.add(spare)
+            try:
+                MappedFile(spare, self.file_size, create=True, reserve=True).close()
+                self._spare.add(spare)
+            except StorageFullError:
+                pass    # ahead of need: the batch that needs it is refused whole by reserve()
+        else:
+            self._spare.add(spare)
         return CommitLogFile(mapped, base, 0)
+
+    def reserve(self, end: int) -> None:
+        """Create, blocks reserved, every file that appending up to physical ``end`` rolls into.
+
+        Called before a batch writes anything, so that a full disk refuses the batch
+        whole (:class:`StorageFullError`) instead of failing it half-written.  Files
+        created stay as preallocated spares (zeros: the broker and :meth:`_load`
+        take trailing ones as such).  Runtime complexity: ``O(files created)``.
+        """
+        active = self._active
+        base = active.base + self.file_size if active is not None else self.end - self.end % self.file_size
+        while base < end:
+            path = os.path.join(self.directory, file_name(base))
+            if path not in self._spare and not files.exists(path):
+                files.make_dirs(self.directory)
+                MappedFile(path, self.file_size, create=True, reserve=True).close()
+                self._spare.add(path)
+            base += self.file_size
 
     def _load(self) -> None:
         loaded = []
@@ -249,29 +311,11 @@ class CommitLog:
 
     # -- writing -------------------------------------------------------------
     def place(self, sizes: list[int]) -> Placement:
-        """Physical offsets for messages of these sizes appended from :attr:`end`.
+        """:func:`place` from :attr:`end`."""
+        return place(self.end, sizes, self.file_size)
 
-        Applies the broker's rule: a message needs ``size + 8`` bytes left in the
-        file, else a BLANK fills the rest and the message opens the next file.
-        Sizes must be at most ``file_size - 8`` (the store checks maxMessageSize).
-        Runtime complexity: ``O(len(sizes))``.
-        """
-        offsets = []
-        blanks = []
-        pos = self.end
-        file_size = self.file_size
-        file_end = pos - pos % file_size + file_size
-        for size in sizes:
-            if pos + size + END_FILE_MIN_BLANK_LENGTH > file_end:
-                blanks.append((pos, file_end - pos))
-                pos = file_end
-                file_end += file_size
-            offsets.append(pos)
-            pos += size
-        return Placement(offsets, blanks)
-
-    def write_batch(self, start: int, chunks: list[bytes], offsets: list[int], blanks: list[tuple[int, int]],
-                    sizes: list[int]) -> list[CommitLogFile]:
+    def write_batch(self, start: int, chunks: Sequence[bytes | bytearray | memoryview], offsets: list[int],
+                    blanks: list[tuple[int, int]], sizes: list[int]) -> list[CommitLogFile]:
         """Write encoded messages placed by :meth:`place` (``start`` is :attr:`end` then).
 
         The chunks of each file are joined and written with one slice assignment.
@@ -296,7 +340,7 @@ class CommitLog:
             seg.wrote = write_pos + len(data)
             if next_blank is not None and next_blank[0] < file_end:
                 blank_pos, blank_size = next_blank
-                seg.file.write(blank_pos - seg.base, PREFIX.pack(blank_size, BLANK_MAGIC))
+                seg.file.write(blank_pos - seg.base, blank_record(blank_size))
                 seg.wrote = self.file_size
                 next_blank = next(blank_iter, None)
                 pos = file_end
@@ -327,6 +371,13 @@ class CommitLog:
                                         "in place (see unwritten), found none", self.directory)
         active.wrote += n
         self.log.mark_dirty(active)
+
+    def discard_unwritten(self, n: int) -> None:
+        """Zero ``n`` bytes at the data end that :meth:`unwritten` handed out but the batch was refused:
+        a recovery walking past the end must not find messages nobody acknowledged."""
+        active = self._active
+        if active is not None and n > 0:
+            active.file.write(active.wrote, bytes(n))
 
     def _file_at(self, pos: int) -> CommitLogFile:
         active = self._active

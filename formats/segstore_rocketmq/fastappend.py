@@ -1,4 +1,4 @@
-"""The fast path of a RocketMQ batch append: plain messages encoded, placed and indexed in one call.
+"""The fast path of a RocketMQ batch append: plain messages encoded and placed in one call.
 
 A *plain* append item is an exact ``dict`` whose keys are among
 :data:`PLAIN_FIELDS`, with ``topic`` an exact ``str``, ``queue_id`` an ``int`` in
@@ -11,11 +11,14 @@ put-time rules beyond the ones applied here: the properties are ``TAGS`` and
 ``KEYS`` in Java ``HashMap`` order, both hosts are the store host, sysFlag holds
 only the host bits, and the consume-queue tags code is the tag's hash.  Anything
 else (hosts, delay levels, transactions, user properties, :class:`Message`
-objects, an oversized message) goes through the store's general path, which also
-raises the typed errors.
+objects, an oversized or out-of-range field) goes through the store's general
+path, which also raises the typed errors.
 
 :func:`encode_plain` is ``segstore_rocketmq._speedups.encode_plain`` (C) when the
-extension is built, else :func:`encode_plain_py`; both return the same values:
+extension is built, else :func:`encode_plain_py`, which builds each message and
+writes it with the reference encoder (:func:`.message.encode`) and places the batch
+with the one BLANK rule (:func:`.commitlog.place`); the C function is tested equal
+to it byte for byte.  Both return the same values:
 
 - ``None``: an item is not plain;
 - a ``str``: the first item's topic missing from ``topic_fields`` (validate it,
@@ -30,33 +33,35 @@ extension is built, else :func:`encode_plain_py`; both return the same values:
   ``((topic, queue_id), first row, rows)`` per queue in first-appearance order,
   ``index`` three native int64 columns (index hashes, physical offsets, store
   times) of the ``topic#key`` entries in the broker's order, ``end`` the physical
-  offset after the batch.  ``next_offsets`` is then updated; before that nothing
-  is changed.
+  offset after the batch.  Nothing passed in is changed (``next_offsets`` only
+  read: the store advances its queues when it writes the batch).
 
-:func:`append_plain` applies such a batch to a store: one commitlog write per
-file, one consume-queue array per queue, one index put.
+:func:`encode_batch` asks a store (any :class:`PlainTarget`) for what the encoding
+needs and returns a :class:`PlainBatch`; the store writes it.
 
-Thread-safety: pure functions; :func:`append_plain` needs the store's append lock.
+Thread-safety: pure functions; the store serialises its appends.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from itertools import accumulate
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
 from segstore import speedups
+from segstore.errors import InvalidMessageError
 from segstore.store import AppendResult
 
-from .commitlog import END_FILE_MIN_BLANK_LENGTH
+from .commitlog import CommitLog, place
+from .config import BrokerConfig
 from .consumequeue import CQ_DTYPE
 from .indexfile import build_key, index_key_hash
 from .javacompat import hashmap_order, string_hash
 from .message import (
+    END_FILE_MIN_BLANK_LENGTH,
     KEY_SEPARATOR,
-    MAX_PROPERTIES_BYTES,
     NAME_VALUE_SEPARATOR,
     PROPERTY_KEYS,
     PROPERTY_SEPARATOR,
@@ -64,6 +69,9 @@ from .message import (
     Host,
     RocketMQMessage,
     encode,
+    encode_properties,
+    encoded_size,
+    host_flags,
     msg_id,
 )
 
@@ -105,7 +113,7 @@ def _text(value: Any) -> str:
 
 def _plain(item: Any, topic_fields: Mapping[str, bytes], store_ts: int, host: Host,
            limit: int, trailing: bool = False) -> RocketMQMessage | str:
-    """The message of a plain item (size, CRC and host bits set), or its topic if unknown."""
+    """The message of a plain item (its size set, not yet encoded), or its topic if unknown."""
     if type(item) is not dict or not item.keys() <= PLAIN_FIELDS:
         raise _NotPlain
     props = item.get("properties")
@@ -114,10 +122,10 @@ def _plain(item: Any, topic_fields: Mapping[str, bytes], store_ts: int, host: Ho
     topic = item.get("topic")
     if type(topic) is not str:
         raise _NotPlain
-    if topic not in topic_fields:
+    topic_field = topic_fields.get(topic)
+    if topic_field is None:
         return topic
-    queue_id = item.get("queue_id")
-    queue_id = _int(queue_id, 0, 0, INT32_MAX)
+    queue_id = _int(item.get("queue_id"), 0, 0, INT32_MAX)
     body = item.get("body")
     if body is None:
         body = b""
@@ -144,18 +152,20 @@ def _plain(item: Any, topic_fields: Mapping[str, bytes], store_ts: int, host: Ho
     flag = _int(item.get("flag"), 0, INT32_MIN, INT32_MAX)
     if len(produced) > 1 and KEYS_FIRST:
         produced = {PROPERTY_KEYS: produced[PROPERTY_KEYS], PROPERTY_TAGS: produced[PROPERTY_TAGS]}
-    if len(PROPERTY_SEPARATOR.join(f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in produced.items())
-           .encode("utf-8")) + (trailing and bool(produced)) > MAX_PROPERTIES_BYTES:
-        raise _NotPlain
+    try:
+        properties_len = len(encode_properties(produced, trailing))
+    except InvalidMessageError:
+        raise _NotPlain from None
     msg = RocketMQMessage(topic, queue_id, body, produced, flag, born_timestamp=born, born_host=host,
                           store_timestamp=stored, store_host=host, trailing_separator=trailing)
-    msg.size = len(encode(msg))
+    msg.sys_flag = host_flags(host, host)
+    msg.size = encoded_size(len(body), len(topic_field), properties_len, msg.sys_flag)
     if msg.size > limit:
         raise _NotPlain
     return msg
 
 
-def encode_plain_py(items: list, topic_fields: dict[str, bytes], next_offsets: dict[tuple[str, int], int],
+def encode_plain_py(items: list, topic_fields: dict[str, bytes], next_offsets: Mapping[tuple[str, int], int],
                     keys_first: bool, store_ts: int, store_ip: bytes, store_port: int, start: int,
                     file_size: int, limit: int, with_index: bool, dest: Any = None,
                     trailing: bool = False) -> Any:
@@ -191,16 +201,10 @@ def encode_plain_py(items: list, topic_fields: dict[str, bytes], next_offsets: d
     seen = [0] * len(bases)
     cq = np.zeros(len(msgs), dtype=CQ_DTYPE)
     data = bytearray()
-    blanks = []
     results = []
     index: list[tuple[int, int, int]] = []
-    pos = start
-    file_end = pos - pos % file_size + file_size
-    for msg in msgs:
-        if pos + msg.size + END_FILE_MIN_BLANK_LENGTH > file_end:
-            blanks.append((pos, file_end - pos))
-            pos = file_end
-            file_end += file_size
+    placement = place(start, [msg.size for msg in msgs], file_size)
+    for msg, pos in zip(msgs, placement.offsets, strict=True):
         s = slots[(msg.topic, msg.queue_id)]
         msg.queue_offset = bases[s] + seen[s]
         msg.physical_offset = pos
@@ -214,15 +218,13 @@ def encode_plain_py(items: list, topic_fields: dict[str, bytes], next_offsets: d
                          for k in keys.split(KEY_SEPARATOR) if k)
         results.append(AppendResult(msg.topic, msg.queue_id, msg.queue_offset, pos, msg.size,
                                     {"msg_id": msg_id(host, pos), "store_timestamp": msg.store_timestamp}))
-        pos += msg.size
-    for key, s in slots.items():
-        next_offsets[key] = bases[s] + counts[s]
     columns = np.array(index, dtype=np.int64).reshape(-1, INDEX_COLUMNS).T
     encoded: bytearray | None = data    # None: encoded straight into ``dest``
-    if dest is not None and not blanks and len(data) + END_FILE_MIN_BLANK_LENGTH <= len(dest):
+    if dest is not None and not placement.blanks and len(data) + END_FILE_MIN_BLANK_LENGTH <= len(dest):
         dest[:len(data)] = data
         encoded = None
-    return encoded, blanks, results, bytearray(cq.tobytes()), queues, bytearray(columns.tobytes()), pos
+    return (encoded, placement.blanks, results, bytearray(cq.tobytes()), queues, bytearray(columns.tobytes()),
+            placement.end)
 
 
 if _speedups is not None:
@@ -253,22 +255,75 @@ def file_chunks(data: bytearray, start: int, blanks: list[tuple[int, int]]
     return chunks, offsets, [len(c) for c in chunks]
 
 
-def append_plain(store: Any, items: list, now: int) -> list[AppendResult] | None:
-    """Append ``items`` to ``store`` if every one is plain; None (nothing done) otherwise.
+class PlainTarget(Protocol):
+    """What :func:`encode_batch` reads of a store (all read-only here)."""
 
-    The caller holds the append lock.  Runtime complexity: ``O(n)`` in C, then a
-    constant number of Python steps per file, queue and index file touched.
+    @property
+    def commitlog(self) -> CommitLog: ...
+    config: BrokerConfig
+
+    @property
+    def store_host(self) -> Host: ...
+
+    @property
+    def trailing_separator(self) -> bool: ...
+
+    @property
+    def indexed(self) -> bool: ...
+
+    @property
+    def plain_topic_fields(self) -> Mapping[str, bytes]: ...
+
+    @property
+    def next_offsets(self) -> Mapping[tuple[str, int], int]: ...
+
+    def plain_topic_field(self, topic: str) -> bytes | None: ...
+
+
+class PlainBatch(NamedTuple):
+    """An encoded batch of plain messages, placed from ``start`` (see the module docstring)."""
+
+    data: bytearray | None      # None: already in the active file (``written in place``)
+    blanks: list[tuple[int, int]]
+    results: list[AppendResult]
+    cq_rows: np.ndarray         # CQ_DTYPE, grouped by queue
+    queues: list[tuple[tuple[str, int], int, int]]
+    index_entries: memoryview   # int64 columns: hashes, physical offsets, store times
+    start: int
+    end: int
+
+    def write(self, commitlog: CommitLog) -> None:
+        """Write the messages and BLANKs into ``commitlog`` (whose end is still ``start``)."""
+        if self.data is None:                   # encoded straight into the active file
+            commitlog.written_in_place(self.end - self.start)
+        else:
+            chunks, offsets, sizes = file_chunks(self.data, self.start, self.blanks)
+            commitlog.write_batch(self.start, chunks, offsets, self.blanks, sizes)
+
+    def index_columns(self) -> tuple[memoryview, memoryview, memoryview]:
+        """The key-index entries: (hashes, physical offsets, store times)."""
+        entries = self.index_entries
+        n = len(entries) // INDEX_COLUMNS
+        return entries[:n], entries[n:2 * n], entries[2 * n:]
+
+
+def encode_batch(store: PlainTarget, items: list, now: int) -> PlainBatch | None:
+    """``items`` encoded and placed at the end of ``store``'s commitlog if every one is plain; None
+    otherwise.  Changes nothing of the store but (when the batch fits the active file) bytes past
+    its data end, which it does not count as written until the store writes the batch.
+
+    Runtime complexity: ``O(n)`` in C, plus one Python step per topic not seen before.
     """
     commitlog = store.commitlog
     config = store.config
-    host = store._store_host
+    host = store.store_host
     start = commitlog.end
     dest = commitlog.unwritten()
     try:
         while True:
-            out = encode_plain(items, store._plain_topics, store._next_offsets, KEYS_FIRST, now, host.ip,
+            out = encode_plain(items, store.plain_topic_fields, store.next_offsets, KEYS_FIRST, now, host.ip,
                                host.port, start, config.mappedFileSizeCommitLog, config.maxMessageSize,
-                               store.index is not None, dest, store.trailing_separator)
+                               store.indexed, dest, store.trailing_separator)
             if not isinstance(out, str):
                 break
             # raises InvalidTopicError for a topic the broker refuses; None: a v2 topic, which only
@@ -281,21 +336,5 @@ def append_plain(store: Any, items: list, now: int) -> list[AppendResult] | None
     if out is None:
         return None
     data, blanks, results, cq_rows, queues, index, end = out
-    if not results:
-        return results
-    if data is None:                            # encoded straight into the active file
-        commitlog.written_in_place(end - start)
-    else:
-        chunks, offsets, sizes = file_chunks(data, start, blanks)
-        commitlog.write_batch(start, chunks, offsets, blanks, sizes)
-    rows = np.frombuffer(cq_rows, dtype=CQ_DTYPE)
-    for key, first, count in queues:
-        store._queue(*key).append_array(rows[first:first + count])
-        if store.topic_configs.ensure(*key):
-            store._configs_dirty = True
-    if store.index is not None and index:
-        columns = memoryview(index).cast("q")
-        n = len(columns) // INDEX_COLUMNS
-        store.index.put_hashes(columns[:n], columns[n:2 * n], columns[2 * n:])
-    return results
-
+    return PlainBatch(data, blanks, results, np.frombuffer(cq_rows, dtype=CQ_DTYPE), queues,
+                      memoryview(index).cast("q"), start, end)

@@ -44,9 +44,9 @@ import struct
 import zlib
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from segstore.errors import CorruptDataError, InvalidMessageError, InvalidTopicError, TruncatedDataError
+from segstore.errors import CorruptDataError, InvalidMessageError, InvalidTopicError, TruncatedDataError, cut
 
 from .javacompat import java_host
 
@@ -83,38 +83,65 @@ KEY_SEPARATOR = " "
 #: ``[int total size][int magic]``: the start of every record, BLANK included.
 PREFIX = struct.Struct(">ii")
 assert PREFIX.size == 8
-#: The fields before the born host.
-FIXED = struct.Struct(
-    ">i"   # TOTALSIZE
-    "i"    # MAGICCODE
-    "i"    # BODYCRC
-    "i"    # QUEUEID
-    "i"    # FLAG
-    "q"    # QUEUEOFFSET
-    "q"    # PHYSICALOFFSET
-    "i"    # SYSFLAG
-    "q"    # BORNTIMESTAMP
-)
-assert FIXED.size == 48
-QUEUE_OFFSET_POS = struct.calcsize(">iiiii")
-PHYSICAL_OFFSET_POS = struct.calcsize(">iiiiiq")
-SYSFLAG_POS = struct.calcsize(">iiiiiqq")
-assert (QUEUE_OFFSET_POS, PHYSICAL_OFFSET_POS, SYSFLAG_POS) == (20, 28, 36)
+#: The BLANK record that fills the end of a commitlog file: ``[int size to the file's end][int BLANK_MAGIC]``.
+BLANK = PREFIX
+#: A message needs its size plus this much room left in its file (``CommitLog.END_FILE_MIN_BLANK_LENGTH``),
+#: else a BLANK fills the rest of the file and the message opens the next one.
+END_FILE_MIN_BLANK_LENGTH = BLANK.size
 
-IPV4_HOST = struct.Struct(">4si")
-IPV6_HOST = struct.Struct(">16si")
-assert (IPV4_HOST.size, IPV6_HOST.size) == (8, 20)
+#: The one description of the message header, TOTALSIZE to BODYLENGTH: ``(field, struct code)``.
+#: A host is ``4si`` (IPv4) or ``16si`` (IPv6, by its sysFlag bit): :data:`HOST`.
+HOST = "host"
+HEADER_FIELDS: tuple[tuple[str, str], ...] = (
+    ("TOTALSIZE", "i"),
+    ("MAGICCODE", "i"),
+    ("BODYCRC", "i"),
+    ("QUEUEID", "i"),
+    ("FLAG", "i"),
+    ("QUEUEOFFSET", "q"),
+    ("PHYSICALOFFSET", "q"),
+    ("SYSFLAG", "i"),
+    ("BORNTIMESTAMP", "q"),
+    ("BORNHOST", HOST),
+    ("STORETIMESTAMP", "q"),
+    ("STOREHOST", HOST),
+    ("RECONSUMETIMES", "i"),
+    ("PREPAREDTRANSACTIONOFFSET", "q"),
+    ("BODYLENGTH", "i"),
+)
 _HOST_FORMAT = {False: "4si", True: "16si"}
 
 
-def _header(born_v6: bool, store_v6: bool) -> struct.Struct:
-    # FIXED, born host, STORETIMESTAMP, store host, RECONSUMETIMES, PREPAREDTRANSACTIONOFFSET, BODYLENGTH
-    return struct.Struct(">iiiiiqqiq" + _HOST_FORMAT[born_v6] + "q" + _HOST_FORMAT[store_v6] + "iqi")
+def _fields_format(fields: tuple[tuple[str, str], ...], born_v6: bool = False, store_v6: bool = False) -> str:
+    hosts = iter((_HOST_FORMAT[born_v6], _HOST_FORMAT[store_v6]))
+    return ">" + "".join(next(hosts) if code == HOST else code for _, code in fields)
 
+
+def _position(name: str) -> int:
+    """The byte position of a header field before the first host (the same for every host family)."""
+    names = [n for n, _ in HEADER_FIELDS]
+    return struct.calcsize(_fields_format(HEADER_FIELDS[:names.index(name)]))
+
+
+#: The fields before the born host.
+FIXED = struct.Struct(_fields_format(HEADER_FIELDS[:9]))
+assert FIXED.size == 48
+QUEUE_OFFSET_POS = _position("QUEUEOFFSET")
+PHYSICAL_OFFSET_POS = _position("PHYSICALOFFSET")
+SYSFLAG_POS = _position("SYSFLAG")
+assert (QUEUE_OFFSET_POS, PHYSICAL_OFFSET_POS, SYSFLAG_POS) == (20, 28, 36)
+#: QUEUEOFFSET and PHYSICALOFFSET, side by side: what an append fills in once the batch is placed.
+OFFSETS = struct.Struct(">qq")
+assert QUEUE_OFFSET_POS + OFFSETS.size // 2 == PHYSICAL_OFFSET_POS
+
+IPV4_HOST = struct.Struct(">" + _HOST_FORMAT[False])
+IPV6_HOST = struct.Struct(">" + _HOST_FORMAT[True])
+assert (IPV4_HOST.size, IPV6_HOST.size) == (8, 20)
 
 #: Header structs (TOTALSIZE .. BODYLENGTH) keyed by the sysFlag host bits.
 HEADERS: dict[int, struct.Struct] = {
-    (SYSFLAG_BORNHOST_V6 if born else 0) | (SYSFLAG_STOREHOST_V6 if store else 0): _header(born, store)
+    (SYSFLAG_BORNHOST_V6 if born else 0) | (SYSFLAG_STOREHOST_V6 if store else 0):
+        struct.Struct(_fields_format(HEADER_FIELDS, born, store))
     for born in (False, True) for store in (False, True)
 }
 assert HEADERS[0].size == 88 and HEADERS[SYSFLAG_HOST_MASK].size == 112
@@ -125,6 +152,8 @@ BODY_LENGTH = struct.Struct(">i")
 MSG_ID_OFFSET = struct.Struct(">q")
 assert (TOPIC_LENGTH_V1.size, TOPIC_LENGTH_V2.size) == (1, 2)
 assert (PROPERTIES_LENGTH.size, MSG_ID_OFFSET.size) == (2, 8)
+#: The range of each integer struct code of :data:`HEADER_FIELDS`.
+_RANGES = {"i": (-(1 << 31), (1 << 31) - 1), "q": (-(1 << 63), (1 << 63) - 1)}
 
 
 class Host(NamedTuple):
@@ -292,11 +321,21 @@ def decode_properties(data: bytes | memoryview) -> dict[str, str]:
 
 
 def encode_topic(topic: str, magic: int = MESSAGE_MAGIC) -> bytes:
-    """The topic with its length field (1 byte in v1, 2 in v2).
+    """The topic with its length field (1 byte in v1, 2 in v2).  Cached (a store has few topics).
 
     :raises InvalidTopicError: too long for the length field.
     """
-    data = topic.encode("utf-8")
+    if type(topic) is not str:
+        raise InvalidTopicError(f"expected a topic as a string, found {type(topic).__name__}")
+    return _topic_field(topic, magic)
+
+
+@lru_cache(maxsize=4096)
+def _topic_field(topic: str, magic: int) -> bytes:
+    try:
+        data = topic.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise InvalidTopicError(f"expected a topic of UTF-8 text, found {cut(topic)}") from err
     if magic == MESSAGE_MAGIC:
         if len(data) > MAX_TOPIC_BYTES_V1:
             raise InvalidTopicError(f"expected a topic of at most {MAX_TOPIC_BYTES_V1} bytes for message "
@@ -326,34 +365,93 @@ def encoded_size(body_len: int, topic_field_len: int, properties_len: int, sys_f
             + PROPERTIES_LENGTH.size + properties_len)
 
 
-def encode_parts(msg: RocketMQMessage, topic_field: bytes, properties: bytes, crc: int) -> list[bytes]:
-    """The message as a list of byte strings to join (header, body, topic, properties).
-
-    ``msg.sys_flag`` must already carry the host bits of its hosts, and
-    ``msg.size``/``queue_offset``/``physical_offset`` must be final.
-    """
-    header = HEADERS[msg.sys_flag & SYSFLAG_HOST_MASK]
-    return [
-        header.pack(msg.size, msg.magic, crc, msg.queue_id, msg.flag, msg.queue_offset, msg.physical_offset,
-                    msg.sys_flag, msg.born_timestamp, msg.born_host.ip, msg.born_host.port,
-                    msg.store_timestamp, msg.store_host.ip, msg.store_host.port, msg.reconsume_times,
-                    msg.prepared_transaction_offset, len(msg.body)),
-        msg.body, topic_field, PROPERTIES_LENGTH.pack(len(properties)), properties,
-    ]
+def _header_values(msg: RocketMQMessage, crc: int) -> tuple[Any, ...]:
+    """The values of :data:`HEADER_FIELDS` in order (a host is two values: IP, port)."""
+    return (msg.size, msg.magic, crc, msg.queue_id, msg.flag, msg.queue_offset, msg.physical_offset,
+            msg.sys_flag, msg.born_timestamp, msg.born_host.ip, msg.born_host.port, msg.store_timestamp,
+            msg.store_host.ip, msg.store_host.port, msg.reconsume_times, msg.prepared_transaction_offset,
+            len(msg.body))
 
 
-def encode(msg: RocketMQMessage) -> bytes:
-    """The stored bytes of ``msg``; sets ``msg.size``, ``msg.body_crc`` and the host bits of ``sys_flag``.
+def _field_problem(msg: RocketMQMessage, crc: int) -> str:
+    """What in ``msg`` its header cannot hold (checked field by field against :data:`HEADER_FIELDS`)."""
+    values = iter((msg.size, msg.magic, crc, msg.queue_id, msg.flag, msg.queue_offset, msg.physical_offset,
+                   msg.sys_flag, msg.born_timestamp, msg.born_host, msg.store_timestamp, msg.store_host,
+                   msg.reconsume_times, msg.prepared_transaction_offset, len(msg.body)))
+    for name, code in HEADER_FIELDS:
+        value = next(values)
+        if code == HOST:
+            if not isinstance(value, Host) or type(value.ip) is not bytes or len(value.ip) not in (4, 16):
+                return f"expected {name} as a Host of a 4- or 16-byte IP and a port, found {cut(value)}"
+            value, code = value.port, "i"
+            name += " port"
+        lo, hi = _RANGES[code]
+        if type(value) is not int:
+            return f"expected {name} as an int, found {type(value).__name__} {cut(value)}"
+        if not lo <= value <= hi:
+            return f"expected {name} in [{lo}, {hi}], found {cut(value)}"
+    return "expected a message the header can hold, found one it cannot"
 
-    :raises InvalidMessageError: properties the format cannot carry.
+
+def encode(msg: RocketMQMessage) -> bytearray:
+    """The stored bytes of ``msg`` (the reference encoder; every append writes these bytes).
+
+    Sets ``msg.size``, ``msg.body_crc`` and the host bits of ``msg.sys_flag``;
+    QUEUEOFFSET and PHYSICALOFFSET are written as the message says (an append
+    encodes first, then fills them in with :func:`set_offsets`).  A bytearray, so
+    they can be.  Runtime complexity: ``O(size)`` (the CRC and one join).
+
+    :raises InvalidMessageError: a field out of its range (a 32-bit field outside
+        ``[-2**31, 2**31)``, a 64-bit one outside ``[-2**63, 2**63)``, a host of the
+        wrong length, a body that is not bytes) or properties the format cannot
+        carry; nothing of ``msg`` is changed then.  (Which values a store accepts,
+        a queue id >= 0 among them, is the store's policy.)
     :raises InvalidTopicError: a topic too long for its length field.
     """
     topic_field = encode_topic(msg.topic, msg.magic)
     properties = encode_properties(msg.properties, msg.trailing_separator)
-    msg.sys_flag = (msg.sys_flag & ~SYSFLAG_HOST_MASK) | host_flags(msg.born_host, msg.store_host)
-    msg.size = encoded_size(len(msg.body), len(topic_field), len(properties), msg.sys_flag)
-    msg.body_crc = body_crc(msg.body)
-    return b"".join(encode_parts(msg, topic_field, properties, msg.body_crc))
+    body = msg.body
+    if type(body) is not bytes:
+        raise InvalidMessageError(f"expected a body as bytes, found {type(body).__name__}")
+    old = msg.sys_flag, msg.size
+    crc = body_crc(body)
+    parts: list[bytes] | None = None
+    try:
+        msg.sys_flag = (msg.sys_flag & ~SYSFLAG_HOST_MASK) | host_flags(msg.born_host, msg.store_host)
+        msg.size = encoded_size(len(body), len(topic_field), len(properties), msg.sys_flag)
+        parts = encode_parts(msg, topic_field, properties, crc)
+        # "4s"/"16s" pad or cut an IP of another length without a word: checked here
+        if len(msg.born_host.ip) not in (4, 16) or len(msg.store_host.ip) not in (4, 16):
+            parts = None
+    except (struct.error, TypeError, AttributeError):
+        parts = None
+    if parts is None:
+        msg.sys_flag, msg.size = old
+        raise InvalidMessageError(_field_problem(msg, crc))
+    msg.body_crc = crc
+    return bytearray().join(parts)
+
+
+def encode_parts(msg: RocketMQMessage, topic_field: bytes, properties: bytes, crc: int) -> list[bytes]:
+    """The layout of :data:`HEADER_FIELDS` filled from ``msg`` as it is, then body, topic, properties.
+
+    The layer under :func:`encode`, which checks the fields and computes size and
+    CRC first; alone only for tests that store what an append would refuse.
+
+    :raises struct.error: a field out of its range.
+    """
+    return [HEADERS[msg.sys_flag & SYSFLAG_HOST_MASK].pack(*_header_values(msg, crc)), msg.body, topic_field,
+            PROPERTIES_LENGTH.pack(len(properties)), properties]
+
+
+def set_offsets(data: bytearray, queue_offset: int, physical_offset: int, at: int = 0) -> None:
+    """Fill in QUEUEOFFSET and PHYSICALOFFSET of the encoded message at ``data[at:]``."""
+    OFFSETS.pack_into(data, at + QUEUE_OFFSET_POS, queue_offset, physical_offset)
+
+
+def blank_record(size: int) -> bytes:
+    """The BLANK record filling the last ``size`` bytes of a commitlog file."""
+    return BLANK.pack(size, BLANK_MAGIC)
 
 
 def _read_host(buf: memoryview, pos: int, v6: bool) -> tuple[Host, int]:

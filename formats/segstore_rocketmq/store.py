@@ -23,7 +23,6 @@ import base64
 import codecs
 import os
 import time
-import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, TextIO, cast
 
@@ -41,8 +40,10 @@ from segstore.errors import (
     NotFoundError,
     OffsetOutOfRangeError,
     SegstoreError,
+    StorageFullError,
     StoreClosedError,
     UnsupportedOperationError,
+    cut,
 )
 from segstore.records import CREATE_TIME, Message
 from segstore.store import AppendResult, Store
@@ -56,36 +57,31 @@ from .config import SCHEDULE_TOPIC, BrokerConfig, validate_topic
 from .consumequeue import CQ_DTYPE, ConsumeQueue, parse_file_name
 from .consumequeue_ext import EXT_DIR, ConsumeQueueExt
 from .consumequeue_ext import MAX_ADDR as EXT_MAX_ADDR
-from .fastappend import append_plain
+from .fastappend import PlainBatch, encode_batch
 from .indexfile import IndexRequest, IndexService, geometry_on_disk
 from .javacompat import hashmap_order, string_hash
 from .lifecycle import LifecycleMixin
 from .message import (
-    BODY_CRC_MASK,
-    HEADERS,
     KEY_SEPARATOR,
     MESSAGE_MAGIC,
     OFFSET_MSG_ID_LENGTHS,
-    PROPERTIES_LENGTH,
     PROPERTY_DELAY,
     PROPERTY_KEYS,
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_KEY,
-    SYSFLAG_HOST_MASK,
     SYSFLAG_TRANSACTION_COMMIT,
     SYSFLAG_TRANSACTION_MASK,
     SYSFLAG_TRANSACTION_PREPARED,
     SYSFLAG_TRANSACTION_ROLLBACK,
     Host,
     RocketMQMessage,
-    encode_parts,
-    encode_properties,
+    encode,
     encode_topic,
-    host_flags,
     magic_for,
     msg_id,
+    set_offsets,
 )
 from .query import SCAN_NOTE
 from .topicconfig import TOPIC_GROUP_SEPARATOR, ConsumerOffsets, TopicConfigs, read_delay_offsets
@@ -135,6 +131,8 @@ def _bytes(value: Any) -> bytes:
         return b""
     if isinstance(value, str):
         return value.encode("utf-8")
+    if not isinstance(value, bytes | bytearray | memoryview):   # bytes(5) would be five zeros
+        raise InvalidMessageError(f"expected a body as bytes or str, found {type(value).__name__}")
     return bytes(value)
 
 
@@ -149,6 +147,16 @@ def body_preview(body: bytes) -> str:
 
 
 _NO_QUEUE_ENTRY = (SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK)
+
+
+def _index_full(err: StorageFullError, start: int, end: int) -> StorageFullError:
+    """The error of an index put that found the disk full after messages at ``[start, end)`` were written.
+
+    The index comes after the messages (the broker builds it behind the commitlog, and
+    recovery rebuilds it from there), so the messages stay: the error says so.
+    """
+    return StorageFullError(f"{err.message}; the messages at commitlog offsets [{start}, {end}) are stored, "
+                            "their keys not all indexed (recover rebuilds the index)", err.path, err.pos)
 
 
 def has_queue_entry(sys_flag: int) -> bool:
@@ -229,7 +237,6 @@ class RocketMQStore(LifecycleMixin, Store):
         self._valid_topics: set[str] = set()
         self._host_cache: dict[str, Host] = {}
         self._order_cache: dict[tuple[str, ...], tuple[str, ...]] = {}
-        self._topic_fields: dict[str, bytes] = {}
         self._plain_topics: dict[str, bytes] = {}     # validated topics' fields (.fastappend)
         self._tags_codes: dict[str, int] = {}
         self._trailing_separator: bool | None = None    # the properties style, found at first append
@@ -425,7 +432,7 @@ class RocketMQStore(LifecycleMixin, Store):
         return fields
 
     def plain_topic_field(self, topic: str) -> bytes | None:
-        """Validate ``topic`` and keep its encoded field for :func:`.fastappend.append_plain`; None for
+        """Validate ``topic`` and keep its encoded field for :func:`.fastappend.encode_batch`; None for
         a topic stored as v2 messages (the fast path writes v1 only: the general path takes those).
 
         :raises InvalidTopicError: a topic the broker refuses.
@@ -435,6 +442,26 @@ class RocketMQStore(LifecycleMixin, Store):
             return None
         field = self._plain_topics[topic] = encode_topic(topic, MESSAGE_MAGIC)
         return field
+
+    @property
+    def plain_topic_fields(self) -> Mapping[str, bytes]:
+        """The encoded fields of the topics :meth:`plain_topic_field` validated (read by .fastappend)."""
+        return self._plain_topics
+
+    @property
+    def next_offsets(self) -> Mapping[tuple[str, int], int]:
+        """Each queue's next offset: where the next message's QUEUEOFFSET is taken from."""
+        return self._next_offsets
+
+    @property
+    def store_host(self) -> Host:
+        """``storeHost``: the STOREHOST (and default BORNHOST) of appended messages."""
+        return self._store_host
+
+    @property
+    def indexed(self) -> bool:
+        """Whether appends put ``topic#key`` entries into the key index (``messageIndexEnable``)."""
+        return self.index is not None
 
     def _host(self, value: Any, default: Host) -> Host:
         if value is None:
@@ -574,61 +601,58 @@ class RocketMQStore(LifecycleMixin, Store):
         """Append messages in order (the caller holds the flusher's lock): one commitlog write per
         file touched, one array per queue.
 
-        Every message is validated and encoded before the first byte is written, so
-        a rejected batch writes nothing.  ``as_stored``: the items are finished
+        Every message is built, checked and encoded (:func:`.message.encode`) before
+        any queue offset is taken or any byte written, and the files the batch rolls
+        into are created (blocks reserved) before it writes, so a refused batch
+        changes nothing.  ``as_stored``: the items are finished
         :class:`RocketMQMessage` records written as they are (no put-time rules).
 
         :raises InvalidTopicError: a topic the broker refuses.
         :raises MessageTooLargeError: a message above ``maxMessageSize`` (or a commitlog file).
-        :raises InvalidMessageError: a field the format cannot carry.
+        :raises InvalidMessageError: a field the format cannot carry (both are ones too).
+        :raises StorageFullError: the disk is full (nothing of the batch written).
         """
         self._check_writable()
         now = self._clock()
         if not as_stored:
             messages = messages if type(messages) is list else list(messages)
-            results = append_plain(self, messages, now)
-            if results is not None:
-                return results
+            batch = encode_batch(self, messages, now)
+            if batch is not None:
+                return self._write_plain(batch)
         # cast: with ``as_stored`` the items are finished RocketMQMessage records (append_stored).
         built = (cast("list[RocketMQMessage]", list(messages)) if as_stored
-                 else [self._build(item, now) for item in messages])
+                 else [self._build_checked(item, now) for item in messages])
         if not built:
             return []
         limit = min(self.config.maxMessageSize,
                     self.config.mappedFileSizeCommitLog - END_FILE_MIN_BLANK_LENGTH)
         encoded = []
-        sizes = []
-        topic_fields = self._topic_fields
-        crc32 = zlib.crc32
         for msg in built:
-            topic_field = topic_fields.get(msg.topic)
-            if topic_field is None:
-                topic_field = topic_fields[msg.topic] = encode_topic(msg.topic, msg.magic)
-            properties = encode_properties(msg.properties, msg.trailing_separator)
-            msg.sys_flag = sys_flag = (msg.sys_flag & ~SYSFLAG_HOST_MASK) | host_flags(msg.born_host,
-                                                                                       msg.store_host)
-            msg.size = size = (HEADERS[sys_flag & SYSFLAG_HOST_MASK].size + len(msg.body) + len(topic_field)
-                               + PROPERTIES_LENGTH.size + len(properties))
-            if size > limit:
+            if type(msg.queue_id) is not int or msg.queue_id < 0:     # a directory name: never "-1"
+                raise InvalidMessageError(f"expected a queue id >= 0, found {cut(msg.queue_id)}")
+            msg.queue_offset = msg.physical_offset = 0     # filled in once placed (set_offsets)
+            data = encode(msg)
+            if msg.size > limit:
                 raise MessageTooLargeError(f"expected a message of at most {limit} bytes (maxMessageSize "
-                                           f"{self.config.maxMessageSize}), found {size}",
+                                           f"{self.config.maxMessageSize}), found {msg.size}",
                                            os.path.join(self.path, COMMITLOG_DIR), self.commitlog.end)
-            msg.body_crc = crc32(msg.body) & BODY_CRC_MASK
-            encoded.append((topic_field, properties))
-            sizes.append(size)
+            encoded.append(data)
+        # Every message is valid: place the batch and take queue offsets (kept aside until written).
         start = self.commitlog.end
+        sizes = [msg.size for msg in built]
         placement = self.commitlog.place(sizes)
-        chunks = []
         cq_rows: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
+        taken: dict[tuple[str, int], int] = {}
         results = []
         next_offsets = self._next_offsets
         tags_codes = self._tags_codes
-        for msg, (topic_field, properties), phys in zip(built, encoded, placement.offsets, strict=True):
+        for msg, data, phys in zip(built, encoded, placement.offsets, strict=True):
             key = (msg.topic, msg.queue_id)
-            msg.physical_offset = phys
             if has_queue_entry(msg.sys_flag):
-                msg.queue_offset = next_offsets.get(key, 0)
-                next_offsets[key] = msg.queue_offset + 1
+                queue_offset = taken.get(key)
+                if queue_offset is None:
+                    queue_offset = next_offsets.get(key, 0)
+                taken[key] = queue_offset + 1
                 tags = msg.properties.get(PROPERTY_TAGS)
                 if msg.topic == SCHEDULE_TOPIC:
                     code = self.tags_code(msg)
@@ -643,22 +667,88 @@ class RocketMQStore(LifecycleMixin, Store):
                     code = cached
                 cq_rows.setdefault(key, []).append((phys, msg.size, code))
             else:
-                msg.queue_offset = 0
-            chunks.append(b"".join(encode_parts(msg, topic_field, properties, msg.body_crc)))
-            results.append(AppendResult(msg.topic, msg.queue_id, msg.queue_offset, phys, msg.size,
+                queue_offset = 0
+            msg.queue_offset, msg.physical_offset = queue_offset, phys
+            set_offsets(data, queue_offset, phys)
+            results.append(AppendResult(msg.topic, msg.queue_id, queue_offset, phys, msg.size,
                                         {"msg_id": msg_id(msg.store_host, phys),
                                          "store_timestamp": msg.store_timestamp}))
-        self.commitlog.write_batch(start, chunks, placement.offsets, placement.blanks, sizes)
+        self._reserve(placement.end, [(key, len(rows)) for key, rows in cq_rows.items()])
+        self.commitlog.write_batch(start, encoded, placement.offsets, placement.blanks, sizes)
+        next_offsets.update(taken)
         for key, rows in cq_rows.items():
             self._queue(*key).append_array(np.array(rows, dtype=CQ_DTYPE))
             if self.topic_configs.ensure(*key):
                 self._configs_dirty = True
         if self.index is not None:
-            self.index.put_batch([
-                IndexRequest(m.topic, m.physical_offset, m.store_timestamp,
-                             m.properties.get(PROPERTY_UNIQ_KEY), m.properties.get(PROPERTY_KEYS), m.sys_flag)
-                for m in built])
+            try:
+                self.index.put_batch([
+                    IndexRequest(m.topic, m.physical_offset, m.store_timestamp,
+                                 m.properties.get(PROPERTY_UNIQ_KEY), m.properties.get(PROPERTY_KEYS),
+                                 m.sys_flag)
+                    for m in built])
+            except StorageFullError as err:
+                raise _index_full(err, start, placement.end) from err
         return results
+
+    def _build_checked(self, item: Message | Mapping[str, Any], now: int) -> RocketMQMessage:
+        """:meth:`_build`; a value of the wrong kind (``int("x")``...) is an InvalidMessageError."""
+        try:
+            return self._build(item, now)
+        except SegstoreError:
+            raise
+        except (TypeError, ValueError, AttributeError, OverflowError, UnicodeError) as err:
+            raise InvalidMessageError(f"expected RocketMQ message fields of the documented kinds, found "
+                                      f"{cut(str(err))}") from err
+
+    def _reserve(self, end: int, counts: Iterable[tuple[tuple[str, int], int]]) -> None:
+        """Create, blocks reserved, every commitlog and consume-queue file a batch ending at physical
+        ``end`` with ``counts`` new entries per queue rolls into, before it writes anything.
+
+        :raises StorageFullError: the disk is full; the consume-queue files made here are deleted
+            again (commitlog files stay as preallocated spares, which hold nothing).
+        """
+        self.commitlog.reserve(end)
+        created: list[str] = []
+        try:
+            for key, count in counts:
+                cq = self.queues.get(key)
+                if cq is None:
+                    directory = os.path.join(self.path, CONSUMEQUEUE_DIR, key[0], str(key[1]))
+                    cq = ConsumeQueue(directory, key[0], key[1], self.config.consume_queue_file_size,
+                                      writable=True)
+                    self.queues[key] = cq
+                created += cq.reserve(count)
+        except StorageFullError:
+            for path in created:
+                files.remove(path)
+            raise
+
+    def _write_plain(self, batch: PlainBatch) -> list[AppendResult]:
+        """Write a batch :func:`.fastappend.encode_batch` encoded (its queue offsets start at
+        :attr:`next_offsets`): commitlog, queues, index."""
+        if not batch.results:
+            return batch.results
+        try:
+            self._reserve(batch.end, [(key, count) for key, _, count in batch.queues])
+        except StorageFullError:
+            if batch.data is None:     # encoded into the active file past its end: zeros again
+                self.commitlog.discard_unwritten(batch.end - batch.start)
+            raise
+        batch.write(self.commitlog)
+        rows = batch.cq_rows
+        next_offsets = self._next_offsets
+        for key, first, count in batch.queues:
+            next_offsets[key] = next_offsets.get(key, 0) + count
+            self._queue(*key).append_array(rows[first:first + count])
+            if self.topic_configs.ensure(*key):
+                self._configs_dirty = True
+        if self.index is not None and len(batch.index_entries):
+            try:
+                self.index.put_hashes(*batch.index_columns())
+            except StorageFullError as err:
+                raise _index_full(err, batch.start, batch.end) from err
+        return batch.results
 
     def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         """Commit a consumer group's next offset for a queue to ``config/consumerOffset.json``.

@@ -330,6 +330,11 @@ def _verify_queues(store, w: Walk, cover: _Coverage, problems: list[Problem]) ->
     extension addresses, which are few) are then reported one by one."""
     topics: dict[str, int] = {}
     for (topic, qid), cq in sorted(store.queues.items()):
+        if cq.empty_tail is not None:
+            problems.append(Problem(cq.empty_tail, 0, f"expected a consume-queue file of {cq.file_size} "
+                                    "bytes (mappedFileSizeConsumeQueue), found 0: a crash left it empty and "
+                                    "RocketMQ before 5.1.3 refuses to start on it (segstore recover deletes "
+                                    "it)"))
         last = cq.log.active
         if last is not None and len(last) == 0:
             problems.append(Problem(last.file.path, 0, "expected an entry in slot 0 of the last "

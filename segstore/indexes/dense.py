@@ -27,7 +27,7 @@ import os
 import numpy as np
 
 from segstore import files
-from segstore.errors import CorruptIndexError, OffsetOutOfRangeError, WrongFormatError
+from segstore.errors import CorruptIndexError, OffsetOutOfRangeError, StorageFullError, WrongFormatError
 from segstore.files import MappedFile
 from segstore.index import EntryIndex
 from segstore.log import SegmentedLog
@@ -97,19 +97,34 @@ class ConsumeQueue:
         self._resume_base = 0       # where the first file goes when the queue has none (after truncate)
         #: ``ConsumeQueue.minLogicOffset`` in entries: the first entry not below the commitlog's start
         self.min_logical = 0
+        #: a 0-byte last file a crash left (not loaded; see :meth:`drop_empty_tail`)
+        self.empty_tail: str | None = None
+        #: files of zeros after a file with free slots (not loaded; see :meth:`_load`)
+        self.unused_tail: list[str] = []
         self._load()
 
     def _new_file(self, base: int) -> ConsumeQueueFile:
         files.make_dirs(self.directory)
-        mapped = MappedFile(os.path.join(self.directory, file_name(base)), self.file_size, create=True)
+        path = os.path.join(self.directory, file_name(base))
+        # a file a crash left unused (see _load) is written now: no longer one to delete
+        self.unused_tail = [p for p in self.unused_tail if p != path]
+        if self.empty_tail == path:
+            self.empty_tail = None
+        mapped = MappedFile(path, self.file_size, create=True, reserve=True)
         return ConsumeQueueFile(mapped, base, 0)
 
     def _load(self) -> None:
         names = files.list_dir(self.directory)
         loaded = []
-        for name in names:
+        for i, name in enumerate(names):
             base = parse_file_name(self.directory, name)
             path = os.path.join(self.directory, name)
+            if i == len(names) - 1 and files.file_size(path) == 0:
+                # A kill between creating the next file and sizing it leaves it empty.  The broker's
+                # MappedFileQueue.doLoad deletes it from 5.1.3 on and refuses to start before (4.9.7:
+                # "length not matched"); it holds nothing: read as absent, a writer's recovery deletes it.
+                self.empty_tail = path
+                continue
             mapped = MappedFile(path, writable=self.writable)
             if mapped.size != self.file_size:
                 size = mapped.size
@@ -118,6 +133,13 @@ class ConsumeQueue:
                                         f"(mappedFileSizeConsumeQueue), found {size}", path)
             count = valid_entries(mapped.array(CQ_DTYPE, 0, self.file_size // CQ_DTYPE.itemsize))
             loaded.append(ConsumeQueueFile(mapped, base, count))
+        # Files without an entry after one with free slots: created for a batch (reserve) that a kill
+        # stopped before it wrote.  Nothing is in them; read as absent (the broker's ConsumeQueue.recover
+        # stops at the free slot and truncateDirtyLogicFiles deletes them; so does a writer's recovery).
+        while len(loaded) > 1 and len(loaded[-1]) == 0 and not loaded[-2].is_full:
+            unused = loaded.pop()
+            unused.file.close()
+            self.unused_tail.append(unused.file.path)
         self.log.load(loaded)
 
     # -- offsets -------------------------------------------------------------
@@ -224,10 +246,43 @@ class ConsumeQueue:
         for gone in removed:
             files.remove(gone.file.path)
 
+    def reserve(self, count: int) -> list[str]:
+        """Create, blocks reserved, the files that appending ``count`` entries rolls into; the paths
+        created (empty: the caller deletes them if the batch is refused after all, since a file of
+        zeros after a file with free slots would end the queue early for a reader).
+
+        :raises StorageFullError: the disk is full; the files this call created are deleted again.
+        """
+        active = self.log.active
+        if active is not None and len(active) + count <= active.capacity:
+            return []       # the common case: the active file has room
+        created: list[str] = []
+        base = self._resume_base if active is None else active.base + self.file_size
+        end = self.max_offset * CQ_DTYPE.itemsize + count * CQ_DTYPE.itemsize
+        try:
+            while base < end:
+                path = os.path.join(self.directory, file_name(base))
+                if not files.exists(path):
+                    files.make_dirs(self.directory)
+                    MappedFile(path, self.file_size, create=True, reserve=True).close()
+                    created.append(path)
+                base += self.file_size
+        except StorageFullError:
+            for path in created:
+                files.remove(path)
+            raise
+        return created
+
     def drop_empty_tail(self) -> list[str]:
-        """Delete trailing files without a valid first entry (left by a crash, or by an older
-        segstore's recovery); the paths deleted.  The broker would read their slot 0 as an entry."""
+        """Delete trailing files without a valid first entry and a 0-byte last file (left by a crash, or
+        by an older segstore's recovery); the paths deleted.  The broker would read their slot 0 as an
+        entry, and refuses a 0-byte file before 5.1.3."""
         gone = []
+        leftover = [*self.unused_tail, *([self.empty_tail] if self.empty_tail else [])]
+        for path in sorted(leftover, reverse=True):
+            files.remove(path)
+            gone.append(path)
+        self.unused_tail, self.empty_tail = [], None
         active = self.log.active
         while active is not None and len(active) == 0:
             self.truncate(active.first_offset)

@@ -290,7 +290,8 @@ class IndexFile:
         As the broker does, the begin/end fields are written at once and the
         counts with the first key put (an unused file's indexCount stays 0 on disk).
         """
-        mapped = files.MappedFile(path, file_size(slot_num, index_num), create=True, writable=True)
+        mapped = files.MappedFile(path, file_size(slot_num, index_num), create=True, writable=True,
+                                  reserve=True)  # a full disk: StorageFullError here, not SIGBUS in a put
         index = cls(mapped, slot_num, index_num)
         header = index.header
         if end_phy_offset > 0:

@@ -154,7 +154,7 @@ class KafkaIndex(EntryIndex):
                 raise CorruptIndexError(
                     f"expected segment.index.bytes of at least one {entry_size}-byte entry, "
                     f"found {max_index_size}", path)
-            return cls(MappedFile(path, capacity_bytes, create=True), base_offset, 0)
+            return cls(MappedFile(path, capacity_bytes, create=True, reserve=True), base_offset, 0)
         # Read-only: a snapshot, not a map; a writer trims its active index on roll and
         # close, and a reader touching a map past the new end dies of SIGBUS.
         mapped = MappedFile(path, writable=writable, in_memory=not writable)

@@ -1,0 +1,234 @@
+"""The RocketMQ append path: refused appends change nothing (issue 15), one encoder (issue 11 item 4).
+
+- Every example of issue 15's "a refused append corrupts the store" and the other
+  out-of-range, too-long and hostile values raise :class:`InvalidMessageError` before
+  any queue offset, file or byte is taken, single and in a batch.
+- The C batch encoder writes exactly what the reference encoder (:func:`message.encode`)
+  writes for the same message, and places BLANKs by the one rule (:func:`commitlog.place`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from segstore_rocketmq import fastappend
+from segstore_rocketmq.commitlog import place
+from segstore_rocketmq.message import (
+    BLANK,
+    BLANK_MAGIC,
+    END_FILE_MIN_BLANK_LENGTH,
+    MESSAGE_MAGIC,
+    MESSAGE_MAGIC_V2,
+    Blank,
+    Host,
+    RocketMQMessage,
+    blank_record,
+    decode,
+    encode,
+    encode_topic,
+)
+from segstore_rocketmq.store import RocketMQStore
+
+from segstore.errors import InvalidMessageError, InvalidTopicError, MessageTooLargeError
+
+SMALL = {"mappedFileSizeCommitLog": 4096, "mappedFileSizeConsumeQueue": 200, "maxMessageSize": 1024,
+         "maxHashSlotNum": 8, "maxIndexNum": 32}
+
+
+def snapshot(path: Path) -> dict[str, str]:
+    """Every file under ``path`` with the digest of its bytes."""
+    out = {}
+    for root, _, names in os.walk(path):
+        for name in names:
+            full = os.path.join(root, name)
+            with open(full, "rb") as f:
+                out[os.path.relpath(full, path)] = hashlib.sha256(f.read()).hexdigest()
+    return out
+
+
+#: Issue 15 ("A refused append corrupts the store") and more of its kind: (fields, error).
+BAD = [
+    ({"flag": 2**40}, InvalidMessageError),
+    ({"born_timestamp": 2**70}, InvalidMessageError),
+    ({"queue_id": 2**31}, InvalidMessageError),
+    ({"queue_id": -1}, InvalidMessageError),
+    ({"store_timestamp": -(2**63) - 1}, InvalidMessageError),
+    ({"reconsume_times": 2**31}, InvalidMessageError),
+    ({"prepared_transaction_offset": 2**63}, InvalidMessageError),
+    ({"sys_flag": 2**32}, InvalidMessageError),
+    ({"flag": "x"}, InvalidMessageError),
+    ({"delay_level": "soon"}, InvalidMessageError),
+    ({"born_host": "1.2.3.4:99999"}, InvalidMessageError),
+    ({"store_host": "nowhere"}, InvalidMessageError),
+    ({"body": 5}, InvalidMessageError),
+    ({"body": bytes(2000)}, MessageTooLargeError),                       # > maxMessageSize 1024
+    ({"properties": {"p": "v" * 40000}}, InvalidMessageError),          # > a short's 32767 bytes
+    ({"properties": {"p": "v" * 1000}}, MessageTooLargeError),           # > maxMessageSize
+    ({"keys": ["k" * 2000]}, MessageTooLargeError),
+    ({"tags": "a\x01b"}, InvalidMessageError),
+    ({"topic": "T" * 128}, InvalidTopicError),                            # > 127 characters
+    ({"topic": "../x"}, InvalidTopicError),
+    ({"topic": "a/b"}, InvalidTopicError),
+    ({"topic": ".."}, InvalidTopicError),
+    ({"topic": ""}, InvalidTopicError),
+    ({"topic": "a\x00b"}, InvalidTopicError),
+    ({"topic": "ünï"}, InvalidTopicError),
+    ({"topic": 5}, InvalidTopicError),
+    ({"topic": None}, InvalidTopicError),
+]
+
+
+@pytest.mark.parametrize("as_batch", [False, True], ids=["single", "batch"])
+@pytest.mark.parametrize(("fields", "error"), BAD, ids=[repr(f)[:40] for f, _ in BAD])
+def test_a_refused_append_changes_nothing(tmp_path, fields, error, as_batch):
+    path = tmp_path / "s"
+    with RocketMQStore(str(path), "a", SMALL, clock=lambda: 1_700_000_000_000) as store:
+        store.append_batch([{"topic": "T", "queue_id": q, "body": b"before", "keys": "k"} for q in (0, 1)])
+        store.flush()
+        before = (store.commitlog.end, dict(store.next_offsets), snapshot(path))
+        bad = {"topic": "T", "body": b"bad", **fields}
+        with pytest.raises(error) as caught:
+            if as_batch:
+                store.append_batch([{"topic": "T", "body": b"good"}, {"topic": "T", "queue_id": 1}, bad])
+            else:
+                store.append(bad)
+        assert isinstance(caught.value, InvalidMessageError)
+        store.flush()
+        assert (store.commitlog.end, dict(store.next_offsets), snapshot(path)) == before
+        after = store.append_batch([{"topic": "T", "queue_id": q, "body": b"after"} for q in (0, 1)])
+        assert [r.offset for r in after] == [1, 1]      # no gap where the refused ones were
+        assert store.verify() == []
+    with RocketMQStore(str(path), "r", SMALL) as store:
+        assert [m.body for m in store.read("T", 0)] == [b"before", b"after"]
+        assert store.verify() == []
+
+
+def test_stored_messages_keep_their_magic_and_refuse_a_negative_queue(tmp_path):
+    """append_stored writes a v2 message (2-byte topic length) as v2, and never makes queue -1."""
+    v2 = RocketMQMessage("T2", 0, b"v2 body", {"a": "b"}, magic=MESSAGE_MAGIC_V2, store_timestamp=5)
+    with RocketMQStore(str(tmp_path / "s"), "a", SMALL) as store:
+        [result] = store.append_stored([v2])
+        with pytest.raises(InvalidMessageError):
+            store.append_stored([RocketMQMessage("T2", -1, b"x")])
+        assert not os.path.exists(tmp_path / "s" / "consumequeue" / "T2" / "-1")
+        back = store.message_at(result.position)
+        assert (back.magic, back.topic, back.body, back.properties) == (MESSAGE_MAGIC_V2, "T2", b"v2 body",
+                                                                        {"a": "b"})
+        assert store.verify() == []
+
+
+def test_encode_names_the_field_out_of_range():
+    msg = RocketMQMessage("T", 0, b"x", flag=2**40)
+    with pytest.raises(InvalidMessageError, match="FLAG"):
+        encode(msg)
+    assert (msg.size, msg.sys_flag) == (0, 0)       # left as it was
+    with pytest.raises(InvalidMessageError, match="BORNHOST"):
+        encode(RocketMQMessage("T", 0, b"x", born_host=Host(b"12345", 1)))
+    with pytest.raises(InvalidMessageError, match="STOREHOST"):
+        encode(RocketMQMessage("T", 0, b"x", store_host="1.2.3.4:5"))     # type: ignore[arg-type]
+    with pytest.raises(InvalidMessageError, match="SYSFLAG"):
+        encode(RocketMQMessage("T", 0, b"x", sys_flag="4"))               # type: ignore[arg-type]
+    with pytest.raises(InvalidTopicError):
+        encode(RocketMQMessage("\ud800", 0, b"x"))
+
+
+# -- the C batch encoder against the reference encoder ---------------------------------
+
+IPV4 = (bytes([10, 0, 0, 7]), 10911)
+IPV6 = (bytes(range(16)), 65535)
+TOPICS = ["T", "Topic-1", "a_b%c"]
+text = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x01\x02"),
+               max_size=10)
+item = st.fixed_dictionaries(
+    {"topic": st.sampled_from(TOPICS)},
+    optional={
+        "queue_id": st.integers(0, 3),
+        "body": st.binary(max_size=200),
+        "tags": text,
+        "keys": st.one_of(text, st.lists(text, max_size=3)),
+        "born_timestamp": st.integers(-(2**63), 2**63 - 1),
+        "store_timestamp": st.integers(0, 2**62),
+        "flag": st.integers(-(2**31), 2**31 - 1),
+    },
+)
+
+
+def reference(it: dict, host: Host, store_ts: int, trailing: bool) -> RocketMQMessage:
+    """The message a plain item stands for, built field by field (properties in the broker's order)."""
+    props = {}
+    keys = it.get("keys")       # a non-empty list is a KEYS property, even of one empty key (as _build)
+    has_keys = bool(keys)
+    keys = " ".join(keys) if isinstance(keys, list) else keys
+    if fastappend.KEYS_FIRST and has_keys:
+        props["KEYS"] = keys
+    if it.get("tags"):
+        props["TAGS"] = it["tags"]
+    if not fastappend.KEYS_FIRST and has_keys:
+        props["KEYS"] = keys
+    stored = it.get("store_timestamp", store_ts)
+    return RocketMQMessage(it["topic"], it.get("queue_id", 0), it.get("body", b""), props, it.get("flag", 0),
+                           born_timestamp=it.get("born_timestamp", stored), born_host=host,
+                           store_timestamp=stored, store_host=host, trailing_separator=trailing)
+
+
+@pytest.mark.skipif(fastappend._speedups is None, reason="segstore_rocketmq._speedups not built")
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(items=st.lists(item, max_size=10), v6=st.booleans(), trailing=st.booleans(),
+       file_size=st.sampled_from([300, 1000, 1 << 20]), start_in_file=st.integers(0, 292))  # 8 left at least
+def test_c_writes_what_the_reference_encoder_writes(items, v6, trailing, file_size, start_in_file):
+    """Both property styles (a trailing 0x02 or not), both host families, BLANKs at file ends."""
+    ip, port = IPV6 if v6 else IPV4
+    host = Host(ip, port)
+    store_ts = 1_700_000_000_123
+    start = 2 * file_size + start_in_file
+    fields = {t: encode_topic(t, MESSAGE_MAGIC) for t in TOPICS}
+    out = fastappend._speedups.encode_plain(items, fields, {}, fastappend.KEYS_FIRST, store_ts, ip, port,
+                                            start, file_size, 4 << 20, False, None, trailing)
+    if out is None:     # a message too large for the file: the general path's case
+        room = file_size - END_FILE_MIN_BLANK_LENGTH
+        assert any(len(encode(reference(it, host, store_ts, trailing))) > room for it in items)
+        return
+    data, blanks, results, _, _, _, end = out
+    msgs = [reference(it, host, store_ts, trailing) for it in items]
+    sizes = [len(encode(m)) for m in msgs]
+    placement = place(start, sizes, file_size)
+    assert blanks == placement.blanks and end == placement.end
+    assert [r.position for r in results] == placement.offsets
+    # lay the reference bytes out as the files would hold them: messages and BLANKs
+    want = bytearray()
+    pos = start
+    blank_at = dict(placement.blanks)
+    for msg, phys, result in zip(msgs, placement.offsets, results, strict=True):
+        if pos in blank_at:
+            want += blank_record(blank_at[pos])
+            pos = phys
+        msg.queue_offset, msg.physical_offset = result.offset, phys
+        want += encode(msg)
+        pos = phys + msg.size
+    got = bytearray()
+    done = 0
+    pos = start
+    for blank_pos, blank_size in blanks:   # data holds the messages only: the BLANKs go between files
+        got += data[done:done + blank_pos - pos] + BLANK.pack(blank_size, BLANK_MAGIC)
+        done += blank_pos - pos
+        pos = blank_pos + blank_size
+    got += data[done:]
+    assert got == want
+    for (blank_pos, blank_size) in blanks:
+        assert (blank_pos + blank_size) % file_size == 0 and blank_size >= END_FILE_MIN_BLANK_LENGTH
+        assert decode(blank_record(blank_size)) == Blank(blank_size)
+
+
+def test_the_blank_rule_leaves_room_for_a_blank():
+    assert place(4000, [88], 4096).blanks == []          # 4000 + 88 + 8 = 4096: just fits
+    placement = place(4001, [88, 88, 8], 4096)
+    assert placement.offsets == [4096, 4184, 4272] and placement.blanks == [(4001, 95)]
+    assert place(0, [4088], 4096).blanks == [] and place(1, [4088], 4096).blanks == [(1, 4095)]
+    assert place(10, [], 4096) == place(10, [], 4096) and place(10, [], 4096).end == 10
+    assert np.array_equal(np.diff(place(0, [100] * 100, 1000).offsets[:9]), [100] * 8)
