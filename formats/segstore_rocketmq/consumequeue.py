@@ -23,12 +23,16 @@ import os
 import numpy as np
 
 from segstore import files
-from segstore.errors import CorruptIndexError, OffsetOutOfRangeError, WrongFormatError
+from segstore.errors import CorruptDataError, CorruptIndexError, OffsetOutOfRangeError
 from segstore.files import MappedFile
 from segstore.index import EntryIndex
 from segstore.log import SegmentedLog
 from segstore.search import Bound, search
 
+#: segstore's own directory at the store root (``segstore.layouts`` keeps its indexes there too)
+SEGSTORE_DIR = ".segstore"
+#: under it, the bytes recovery cut, by the directory they were cut from
+CUT_DIR = "cut"
 CQ_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
 assert CQ_DTYPE.itemsize == 20
 FILE_NAME_DIGITS = 20
@@ -42,10 +46,10 @@ def file_name(base: int) -> str:
 def parse_file_name(directory: str, name: str) -> int:
     """The start offset a 20-digit file name stands for.
 
-    :raises WrongFormatError: the name is not 20 decimal digits.
+    :raises CorruptDataError: the name is not 20 decimal digits (a file the broker's loader refuses).
     """
     if len(name) != FILE_NAME_DIGITS or not name.isdigit():
-        raise WrongFormatError(f"expected file names of {FILE_NAME_DIGITS} digits, found {name!r}",
+        raise CorruptDataError(f"expected file names of {FILE_NAME_DIGITS} digits, found {name!r}",
                                os.path.join(directory, name))
     return int(name)
 
@@ -93,6 +97,8 @@ class ConsumeQueue:
         self._resume_base = 0       # where the first file goes when the queue has none (after truncate)
         #: ``ConsumeQueue.minLogicOffset`` in entries: the first entry not below the commitlog's start
         self.min_logical = 0
+        #: what loading for writing did to files of the wrong length (recovery lines)
+        self.repairs: list[str] = []
         self._load()
 
     def _new_file(self, base: int) -> ConsumeQueueFile:
@@ -109,12 +115,30 @@ class ConsumeQueue:
             mapped = MappedFile(path, writable=self.writable)
             if mapped.size != self.file_size:
                 size = mapped.size
-                mapped.close()
-                raise CorruptIndexError(f"expected a consume-queue file of {self.file_size} bytes "
-                                        f"(mappedFileSizeConsumeQueue), found {size}", path)
+                if not self.writable:
+                    mapped.close()
+                    raise CorruptIndexError(f"expected a consume-queue file of {self.file_size} bytes "
+                                            f"(mappedFileSizeConsumeQueue), found {size}: the broker refuses "
+                                            f"to load it; segstore recover resizes it", path)
+                self.repairs.append(self._fix_size(mapped, size))
             count = valid_entries(mapped.array(CQ_DTYPE, 0, self.file_size // CQ_DTYPE.itemsize))
             loaded.append(ConsumeQueueFile(mapped, base, count))
         self.log.load(loaded)
+
+    def _fix_size(self, mapped: MappedFile, size: int) -> str:
+        """Give a file of the wrong length the mapped-file size (``MappedFileQueue.load`` refuses any
+        other); the recovery line.  Bytes past it are kept in ``STORE/.segstore/cut/consumequeue/``
+        first; a short file is extended with zeros, its missing entries rebuilt by the recovery walk."""
+        if size < self.file_size:
+            mapped.resize(self.file_size)
+            return (f"{mapped.path}: extended from {size} to {self.file_size} bytes with zeros "
+                    f"(mappedFileSizeConsumeQueue); entries it lacks are rebuilt from the commitlog")
+        store = os.path.dirname(os.path.dirname(os.path.dirname(os.path.normpath(self.directory))))
+        into = os.path.join(store, SEGSTORE_DIR, CUT_DIR, "consumequeue", self.topic, str(self.queue_id))
+        kept = files.save_aside(mapped.path, self.file_size, mapped.view(self.file_size, size), into=into)
+        mapped.resize(self.file_size)
+        return (f"{mapped.path}:{self.file_size}: cut {size - self.file_size} bytes past the consume-queue "
+                f"file size {self.file_size} (mappedFileSizeConsumeQueue), saved in {kept}")
 
     # -- offsets -------------------------------------------------------------
     @property

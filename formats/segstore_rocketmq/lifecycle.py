@@ -31,6 +31,7 @@ from segstore.errors import (
     InvalidTopicError,
     OffsetOutOfRangeError,
     StoreClosedError,
+    UnrepairedDataError,
     UnsupportedOperationError,
 )
 from segstore.records import Message
@@ -39,6 +40,7 @@ from segstore.store import AppendResult, Problem, QueryRequest
 from .checkpoint import FILE_NAME as CHECKPOINT_FILE
 from .checkpoint import CheckpointFile
 from .config import validate_topic
+from .consumequeue import CUT_DIR, SEGSTORE_DIR
 from .flush import FlushPolicy, FlushService
 from .message import RocketMQMessage
 from .query import SCAN_NOTE, TIME_MAX, query_by_key, scan_by_key
@@ -91,6 +93,7 @@ class _Lifecycle(_StoreHost, Protocol):
     checkpoint: CheckpointFile | None
     recovery_lines: list[str]
     _flusher: FlushService | None
+    _left_damaged: list[tuple[str, int, int]]
 
     def _flushing(self) -> FlushService: ...
     def _recover(self, *, abnormal: bool, full: bool = False) -> list[str]: ...
@@ -113,11 +116,13 @@ class LifecycleMixin:
     checkpoint: CheckpointFile | None
     recovery_lines: list[str]
     _flusher: FlushService | None
+    _left_damaged: list[tuple[str, int, int]]
 
     def _init_lifecycle(self) -> None:
         self.checkpoint = None
         self.recovery_lines = []
         self._flusher = None
+        self._left_damaged = []     # damaged ranges the last recovery left in place (see recover)
 
     def _flushing(self: _Lifecycle) -> FlushService:
         """The flusher of a store opened for append (callers check that first).
@@ -133,7 +138,11 @@ class LifecycleMixin:
         """Recover what the last writer left, mark the store open, start flushing."""
         abort = os.path.join(self.path, ABORT_FILE)
         checkpoint = self.checkpoint = CheckpointFile(os.path.join(self.path, CHECKPOINT_FILE), writable=True)
-        self.recovery_lines = self.commitlog.remove_empty_tail() + self._recover(abnormal=files.exists(abort))
+        resized = [line for q in self.queues.values() for line in q.repairs]
+        if self.index is not None:
+            resized += self.index.set_aside_refused(os.path.join(self.path, SEGSTORE_DIR, CUT_DIR, "index"))
+        self.recovery_lines = (self.commitlog.repairs + resized + self.commitlog.remove_empty_tail()
+                               + self._recover(abnormal=files.exists(abort)))
         self._next_offsets = {key: cq.max_offset for key, cq in self.queues.items()}
         files.touch(abort)
         files.fsync_dir(self.path)
@@ -160,7 +169,9 @@ class LifecycleMixin:
             abnormal,
             full,
         )
-        return recover(ctx)
+        lines = recover(ctx)
+        self._left_damaged = ctx.left
+        return lines
 
     def _flush_durable(self: _Lifecycle) -> None:
         """Flush commitlog, queues and checkpoint through the flusher (under its lock)."""
@@ -237,6 +248,15 @@ class LifecycleMixin:
         with self._flushing().lock, progress.task("recover", self._commitlog_bytes()):
             lines = self._recover(abnormal=False, full=True)
             self._next_offsets = {key: cq.max_offset for key, cq in self.queues.items()}
+        if self._left_damaged:
+            # The broker would stop its walk there and truncate the intact messages after it.
+            path, pos, length = self._left_damaged[0]
+            more = len(self._left_damaged) - 1
+            raise UnrepairedDataError(
+                f"expected messages, found {length} damaged bytes with intact messages after them: "
+                f"left in place, as cutting them would lose those messages"
+                + (f" ({more} more damaged range{'s' if more > 1 else ''})" if more else "")
+                + "; every other repair is done", path, pos, actions=opened + lines)
         return opened + lines
 
     def _commitlog_bytes(self: _Lifecycle) -> int:

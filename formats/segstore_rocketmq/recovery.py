@@ -41,14 +41,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from segstore import files, progress
-from segstore.errors import CorruptDataError, OffsetOutOfRangeError
+from segstore.errors import CorruptDataError, InvalidTopicError, OffsetOutOfRangeError
 from segstore.search import Bound, search
 
 from . import columnar
 from .checkpoint import Checkpoint
 from .commitlog import END_FILE_MIN_BLANK_LENGTH, KEPT_ASIDE, CommitLog, CommitLogFile
-from .config import SCHEDULE_TOPIC
-from .consumequeue import CQ_DTYPE, ConsumeQueue
+from .config import SCHEDULE_TOPIC, validate_topic
+from .consumequeue import CQ_DTYPE, CUT_DIR, SEGSTORE_DIR, ConsumeQueue
 from .consumequeue_ext import MAX_ADDR as EXT_MAX_ADDR
 from .indexfile import IndexFile, IndexService
 from .message import (
@@ -65,10 +65,6 @@ from .message import (
 
 #: A clean shutdown re-checks the last this-many commitlog files (``recoverNormally``).
 NORMAL_RECOVERY_FILES = 3
-#: segstore's own directory at the store root (``segstore.layouts`` keeps its indexes there too)
-SEGSTORE_DIR = ".segstore"
-#: under it, the bytes recovery cut, by the directory they were cut from
-CUT_DIR = "cut"
 #: The first three bytes of both message magics (0xDAA320A7 and 0xDAA320AB), at byte 4 of a message.
 MAGIC_PREFIX = (MESSAGE_MAGIC & 0xFFFFFFFF).to_bytes(4, "big")[:3]
 MAGIC_POS = PREFIX.size // 2
@@ -240,9 +236,9 @@ def messages_at(commitlog: CommitLog, phys: np.ndarray, tags_code: Callable[[Roc
             continue
         while i < stop:
             n = columnar.decode_at(view, sorted_phys[i:stop] - seg.base, len(view), seg.base, rows)
-            misplaced = np.flatnonzero(rows["physical_offset"] != rows["position"])
-            if len(misplaced):      # a copy of a message elsewhere: not one a walk finds
-                n = rows.n = int(misplaced[0])
+            misplaced = columnar.contradicting(rows)
+            if misplaced is not None:      # header contradicts its place (a copy, a damaged field)
+                n = rows.n = misplaced
             if n:
                 parts.append(_walked(view, rows, tags_code, topics))
                 found[i:i + n] = True
@@ -283,6 +279,9 @@ class RecoveryContext:
     tags_code: Callable[[RocketMQMessage], int]
     abnormal: bool
     full: bool = False
+    #: filled by :func:`recover`: the damaged ranges ``(path, pos, length)`` left in place (valid
+    #: messages follow them, so cutting them would lose intact messages)
+    left: list[tuple[str, int, int]] = field(default_factory=list)
 
 
 # -- walking the commitlog -----------------------------------------------------------
@@ -295,7 +294,8 @@ def _valid_at(seg: CommitLogFile, view: memoryview, pos: int) -> RocketMQMessage
     except CorruptDataError:
         return None
     if isinstance(record, RocketMQMessage):
-        return record if record.physical_offset == seg.base + pos else None
+        return record if columnar.contradiction(record.physical_offset, record.queue_id,
+                                                seg.base + pos) is None else None
     if isinstance(record, Blank):
         size = len(view)
         return record if record.size >= END_FILE_MIN_BLANK_LENGTH and pos + record.size == size else None
@@ -342,6 +342,30 @@ def next_valid_message(segs: list[CommitLogFile], i: int, pos: int) -> tuple[int
     return None
 
 
+def _torn_row(view: memoryview, rows: columnar.Rows, topics: dict[str, int]) -> int | None:
+    """The first row a walk must take as damaged though it decodes, or None: its header contradicts
+    where it lies (:func:`.columnar.contradicting`) or names a topic no broker accepts (``../x``
+    would put its queue outside ``consumequeue/``).  ``topics`` gains the batch's topics."""
+    first = columnar.contradicting(rows)
+    n = len(rows) if first is None else first
+    if n:
+        numbers = columnar.topic_codes(view, rows if n == len(rows) else rows.select(slice(0, n)), topics)
+        invalid = [code for name, code in topics.items() if not _valid_topic(name)]
+        if invalid:
+            hits = np.flatnonzero(np.isin(numbers, invalid))
+            if len(hits):
+                first = int(hits[0])
+    return first
+
+
+def _valid_topic(name: str) -> bool:
+    try:
+        validate_topic(name)
+    except InvalidTopicError:
+        return False
+    return True
+
+
 def walk(
     commitlog: CommitLog, start: int, tags_code: Callable[[RocketMQMessage], int], *, past_zeros: bool = True
 ) -> Walk:
@@ -386,9 +410,9 @@ def walk_batches(
                 kept = columnar.Rows(cap)
             rows = kept
             n, stop, status, blank = columnar.decode_region(view, pos, size, size, seg.base, rows)
-            misplaced = np.flatnonzero(rows["physical_offset"] != rows["position"])
-            if len(misplaced):      # a message copied elsewhere (the broker does not check this)
-                n = int(misplaced[0])
+            misplaced = _torn_row(view, rows, topics)
+            if misplaced is not None:   # a copy, a damaged offset, queue id or topic (no CRC covers them)
+                n = misplaced
                 stop = int(rows["position"][n]) - seg.base
                 status = columnar.BAD
                 rows = rows.select(slice(0, n))
@@ -719,9 +743,9 @@ def _first_not_carried(cl: CommitLog, phys: np.ndarray, hashes: np.ndarray) -> i
         view = seg.file.view()
         stop = done + int(np.searchsorted(phys[done:], seg.base + len(view)))
         n = columnar.decode_at(view, phys[done:stop] - seg.base, len(view), seg.base, rows)
-        misplaced = np.flatnonzero(rows["physical_offset"] != rows["position"])
-        if len(misplaced):      # a copy of a message elsewhere: not one the walk found
-            n = rows.n = int(misplaced[0])
+        misplaced = columnar.contradicting(rows)
+        if misplaced is not None:      # header contradicts its place (a copy, a damaged field)
+            n = rows.n = misplaced
         if n:
             counts, own = columnar.index_entries(view, rows)
             offsets = np.zeros(n + 1, np.int64)
@@ -897,6 +921,7 @@ def recover(ctx: RecoveryContext) -> list[str]:
         walked += len(batch)
         dispatch.add(batch)
     lines.append(f"commitlog: {kind}; walked {walked} messages from {start} to {w.end}")
+    ctx.left = list(w.gaps)
     for path, pos, length in w.gaps:
         lines.append(
             f"{path}:{pos}: {length} damaged bytes left in place; the messages after them are intact"

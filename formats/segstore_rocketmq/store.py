@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import codecs
+import itertools
 import os
 import time
 import zlib
@@ -40,7 +41,6 @@ from segstore.errors import (
     MessageTooLargeError,
     NotFoundError,
     OffsetOutOfRangeError,
-    SegstoreError,
     StoreClosedError,
 )
 from segstore.records import CREATE_TIME, Message
@@ -52,7 +52,7 @@ from .checkpoint import FILE_NAME as CHECKPOINT_FILE
 from .checkpoint import FILE_SIZE as CHECKPOINT_SIZE
 from .commitlog import END_FILE_MIN_BLANK_LENGTH, KEPT_ASIDE, CommitLog
 from .config import SCHEDULE_TOPIC, BrokerConfig, validate_topic
-from .consumequeue import CQ_DTYPE, ConsumeQueue, parse_file_name
+from .consumequeue import CQ_DTYPE, FILE_NAME_DIGITS, ConsumeQueue
 from .consumequeue_ext import EXT_DIR, ConsumeQueueExt
 from .consumequeue_ext import MAX_ADDR as EXT_MAX_ADDR
 from .fastappend import append_plain
@@ -155,30 +155,46 @@ def has_queue_entry(sys_flag: int) -> bool:
 _INDEX_GEOMETRY = ("maxHashSlotNum", "maxIndexNum")
 
 
+def _size_from_names(directories: Iterable[str], unit: int = 1) -> int:
+    """The mapped-file size files named by their start offsets were written with, or 0 if unknown.
+
+    Consecutive names differ by exactly that size, whatever a damaged file's length says: the
+    most common difference; with one file per directory, the most common length that is a
+    multiple of ``unit`` (the smallest of equals).
+    """
+    steps: dict[int, int] = {}
+    sizes: dict[int, int] = {}
+    for directory in directories:
+        names = [n for n in files.list_dir(directory) if len(n) == FILE_NAME_DIGITS and n.isdigit()]
+        bases = [int(n) for n in names]
+        for low, high in itertools.pairwise(bases):
+            steps[high - low] = steps.get(high - low, 0) + 1
+        if not steps and names and files.not_regular(os.path.join(directory, names[0])) is None:
+            size = files.file_size(os.path.join(directory, names[0]))
+            if size > 0 and size % unit == 0:
+                sizes[size] = sizes.get(size, 0) + 1
+    counted = steps or sizes
+    return min(counted, key=lambda n: (-counted[n], n)) if counted else 0
+
+
 def _sizes_on_disk(path: str, given: Mapping[str, Any]) -> dict[str, int]:
     """File sizes an existing store was written with, as config values, for those not ``given``.
 
     A store opened without ``mappedFileSizeCommitLog``/``mappedFileSizeConsumeQueue``
-    (or the index geometry) takes them from its first commitlog, consume-queue and
-    index files (the broker needs them configured; a store directory carries them
-    implicitly).
+    (or the index geometry) takes them from its commitlog and consume-queue file names
+    (see :func:`_size_from_names`) and its index files (the broker needs them configured;
+    a store directory carries them implicitly).
     """
     found: dict[str, int] = {}
-    commitlog = os.path.join(path, COMMITLOG_DIR)
-    names = files.list_dir(commitlog) if "mappedFileSizeCommitLog" not in given else []
-    if names:
-        found["mappedFileSizeCommitLog"] = files.file_size(os.path.join(commitlog, names[0]))
+    if "mappedFileSizeCommitLog" not in given:
+        found["mappedFileSizeCommitLog"] = _size_from_names([os.path.join(path, COMMITLOG_DIR)])
     if not all(name in given for name in _INDEX_GEOMETRY):
         found.update(geometry_on_disk(os.path.join(path, INDEX_DIR)))
     root = os.path.join(path, CONSUMEQUEUE_DIR)
-    topics = files.list_dir(root) if "mappedFileSizeConsumeQueue" not in given else []
-    for topic in topics:
-        for qname in files.list_dir(os.path.join(root, topic)):
-            directory = os.path.join(root, topic, qname)
-            cq_names = files.list_dir(directory)
-            if cq_names:
-                found["mappedFileSizeConsumeQueue"] = files.file_size(os.path.join(directory, cq_names[0]))
-                return {k: v for k, v in found.items() if v > 0}
+    if "mappedFileSizeConsumeQueue" not in given:
+        found["mappedFileSizeConsumeQueue"] = _size_from_names(
+            (os.path.join(root, topic, qname) for topic in files.list_dir(root)
+             for qname in files.list_dir(os.path.join(root, topic))), CQ_DTYPE.itemsize)
     return {k: v for k, v in found.items() if v > 0}
 
 
@@ -250,10 +266,13 @@ class RocketMQStore(LifecycleMixin, Store):
             if lock is not None:    # writable
                 files.make_dirs(self.path)
                 lock.acquire()
-            self._commitlog = CommitLog(os.path.join(self.path, COMMITLOG_DIR),
-                                        self.config.mappedFileSizeCommitLog, writable=writable)
+            # Queues before the commitlog: a reader beside a writer then finds every commitlog file
+            # its queue entries point into, however the writer rolled meanwhile (the writer writes
+            # a message before its entry, and creates a file before writing into it).
             self._load_queues(writable)
             self._load_queue_exts()
+            self._commitlog = CommitLog(os.path.join(self.path, COMMITLOG_DIR),
+                                        self.config.mappedFileSizeCommitLog, writable=writable)
             for cq in self.queues.values():  # DefaultMessageStore.recoverTopicQueueTable
                 cq.correct_min_offset(self.commitlog.min_offset)
             self.topic_configs = TopicConfigs(self.path)
@@ -1079,18 +1098,15 @@ class RocketMQStore(LifecycleMixin, Store):
 
 
 def is_rocketmq_store(path: str) -> bool:
-    """A directory with ``commitlog/`` (files named by 20 digits) or ``consumequeue/``, or an empty
-    store: a 4096-byte ``checkpoint`` with ``config/`` or ``lock``."""
+    """A directory with ``commitlog/`` (empty, or holding a file named by 20 digits) or
+    ``consumequeue/``, or an empty store: a 4096-byte ``checkpoint`` with ``config/`` or ``lock``.
+
+    Other names inside ``commitlog/`` do not make it another format's: opening the store
+    refuses them with an error naming each (the broker's loader refuses them too)."""
     commitlog = os.path.join(path, COMMITLOG_DIR)
     if files.is_dir(commitlog):
-        try:
-            for name in files.list_dir(commitlog):
-                if KEPT_ASIDE in name:
-                    continue
-                parse_file_name(commitlog, name)
-        except SegstoreError:
-            return False
-        return True
+        names = [name for name in files.list_dir(commitlog) if KEPT_ASIDE not in name]
+        return not names or any(len(name) == FILE_NAME_DIGITS and name.isdigit() for name in names)
     if files.is_dir(os.path.join(path, CONSUMEQUEUE_DIR)):
         return True
     # A broker that started and stored nothing leaves checkpoint, config/ and lock, no commitlog/.
