@@ -19,9 +19,11 @@ import time
 from pathlib import Path
 
 import damage
+import numpy as np
 import pytest
 from segstore_rocketmq.config import validate_topic
 from segstore_rocketmq.message import BLANK_MAGIC, PREFIX
+from segstore_rocketmq.recovery import _odd
 
 import segstore
 from segstore import cli
@@ -29,7 +31,7 @@ from segstore.errors import InvalidTopicError, SegstoreError, UnrepairedDataErro
 
 FILE_SIZE = 65536       # mappedFileSizeCommitLog of both RocketMQ fixtures
 # Message field positions (MessageDecoder): QUEUEID, QUEUEOFFSET, PHYSICALOFFSET; the body at 88 (v1).
-QUEUEID_POS, PHYSICALOFFSET_POS, BODY_POS = 12, 28, 88
+QUEUEID_POS, QUEUEOFFSET_POS, PHYSICALOFFSET_POS, BODY_POS = 12, 20, 28, 88
 
 
 def _store(tmp_path: Path, name: str = "basic") -> Path:
@@ -229,6 +231,38 @@ def test_a_negative_queue_id_never_creates_a_queue_directory(tmp_path, capsys):
     assert sorted(os.listdir(store / "consumequeue" / victim["topic"])) == ["0", "1", "2", "3"]
     rc, _, err = _cli(capsys, "dump", "--json", str(store))
     assert rc == 1 and "expected a queue id >= 0, found -1" in err     # never served
+
+
+def test_a_damaged_queue_offset_leaves_its_queue_whole(tmp_path, capsys):
+    """Issue 15: a QUEUEOFFSET changed to 999 (no CRC covers it) made recover take the queue for one
+    missing earlier entries, rebuild it from the commitlog, meet the same message again and leave
+    the whole queue empty.  The message is torn; every entry of its queue stays."""
+    store = _store(tmp_path)
+    records = _records(store)
+    victim = records[3]
+    cq = store / "consumequeue" / victim["topic"] / str(victim["queue_id"]) / f"{0:020d}"
+    before = cq.read_bytes()
+    _patch(store, victim["physical_offset"] + QUEUEOFFSET_POS, struct.pack(">q", 999))
+    rc, out, err = _cli(capsys, "recover", str(store))
+    path, pos = _file_of(store, victim["physical_offset"])
+    assert rc == 1 and f"{path}:{pos}: queue offset 999 contradicts its queue's other messages" in out
+    assert f"{path}:{pos}: expected messages" in err
+    assert cq.read_bytes() == before
+    mine = [r for r in records if (r["topic"], r["queue_id"]) == (victim["topic"], victim["queue_id"])]
+    with segstore.open(str(store)) as s:
+        assert s.offset_range(victim["topic"], victim["queue_id"]) == (0, len(mine))
+
+
+@pytest.mark.parametrize(("offsets", "odd"), [
+    ([5, 999, 7], [False, True, False]),
+    ([999, 1, 2], [True, False, False]),
+    ([5, 6, 999, 8], [False, False, True, False]),
+    ([0, 1, 2, 3], [False] * 4),
+    ([3, 4], [False, False]),             # two messages: which one is wrong cannot be told
+    ([5, 6, 7, 999], [False] * 4),        # the last one: nothing after it to tell
+])
+def test_odd_queue_offsets(offsets, odd):
+    assert _odd(np.array(offsets, np.int64)).tolist() == odd
 
 
 def test_a_damaged_topic_name_is_a_data_error_and_never_makes_a_queue_outside_consumequeue(tmp_path, capsys):

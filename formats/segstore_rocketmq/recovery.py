@@ -569,6 +569,8 @@ class _Dispatch:
         self.before: dict[tuple[str, int], tuple[int, int]] = {}  # queue -> (min, max) before dispatch
         self.appended: dict[tuple[str, int], list[int]] = {}  # queue -> [entries appended, first offset]
         self.fixed: dict[tuple[str, int], int] = {}
+        #: (physical offset, size, queue offset) of messages whose QUEUEOFFSET contradicts their queue
+        self.odd: list[tuple[int, int, int]] = []
         self.undo: dict[tuple[str, int], list[tuple[int, np.ndarray]]] = {}  # rewritten entries' old rows
 
     def _undo(self, key: tuple[str, int], q: ConsumeQueue, high: int) -> None:
@@ -604,10 +606,13 @@ class _Dispatch:
             offsets = messages.queue_offset[at]
             end = q.max_offset
             new = offsets >= end
-            if np.array_equal(offsets[new], np.arange(end, end + int(np.count_nonzero(new)))):
+            if np.array_equal(offsets[new], np.arange(end, end + int(np.count_nonzero(new)))) \
+                    and not _odd(offsets).any():
                 append, compare = at[new], at[~new & (offsets >= low) & (offsets < high)]
             else:
-                append, compare, gap = _dispatch_one_by_one(q, messages, at, low, high)
+                append, compare, gap, odd = _dispatch_one_by_one(q, messages, at, low, high)
+                self.odd += zip(messages.phy[odd].tolist(), messages.size[odd].tolist(),
+                                messages.queue_offset[odd].tolist(), strict=True)
                 if gap:
                     self._undo(key, q, high)
                     continue
@@ -639,21 +644,38 @@ class _Dispatch:
         return high > low
 
 
+def _odd(offsets: np.ndarray) -> np.ndarray:
+    """Per message of one queue (in commitlog order), whether its queue offset breaks the sequence its
+    neighbours keep: the next one continues from the previous one (for the first, the next two
+    continue each other and not from it).  QUEUEOFFSET is under no CRC; such a message is torn.
+    The last one is never judged (nothing after it to tell).  ``O(n)``."""
+    odd = np.zeros(len(offsets), bool)
+    if len(offsets) >= 3:
+        odd[0] = (offsets[0] != offsets[1] - 1) & (offsets[2] == offsets[1] + 1)
+        odd[1:-1] = (offsets[2:] == offsets[:-2] + 2) & (offsets[1:-1] != offsets[:-2] + 1)
+    return odd
+
+
 def _dispatch_one_by_one(q: ConsumeQueue, messages: Walked, at: np.ndarray, low: int,
-                         high: int) -> tuple[np.ndarray, np.ndarray, bool]:
-    """The exact per-message rule for one queue's messages ``at``: (to append, to compare, gap found);
-    ``[low, high)`` are the queue's offsets before the dispatch (the ones compared)."""
+                         high: int) -> tuple[np.ndarray, np.ndarray, bool, np.ndarray]:
+    """The exact per-message rule for one queue's messages ``at``: (to append, to compare, gap found,
+    odd ones); ``[low, high)`` are the queue's offsets before the dispatch (the ones compared).
+    An odd message (:func:`_odd`) is neither appended nor compared: one wrong field would otherwise
+    empty its queue, or rewrite another message's entry to point at it."""
     append: list[int] = []
     compare: list[int] = []
-    for i, offset in zip(at.tolist(), messages.queue_offset[at].tolist(), strict=True):
+    odd = _odd(messages.queue_offset[at])
+    for i, offset, bad in zip(at.tolist(), messages.queue_offset[at].tolist(), odd.tolist(), strict=True):
         next_offset = q.max_offset + len(append)
+        if bad:
+            continue
         if offset == next_offset:
             append.append(i)
         elif offset > next_offset:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64), True
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), True, at[odd]
         elif low <= offset < high:
             compare.append(i)
-    return np.array(append, np.int64), np.array(compare, np.int64), False
+    return np.array(append, np.int64), np.array(compare, np.int64), False, at[odd]
 
 
 def _compare_entries(q: ConsumeQueue, messages: Walked, at: np.ndarray,
@@ -928,6 +950,12 @@ def recover(ctx: RecoveryContext) -> list[str]:
         )
     lines.extend(cut_tail(cl, w.end))
 
+    for phy, size, offset in dispatch.odd:
+        seg = cl.log.segment_for(phy)
+        if seg is not None:
+            ctx.left.append((seg.path, phy - seg.base, size))
+            lines.append(f"{seg.path}:{phy - seg.base}: queue offset {offset} contradicts its queue's "
+                         f"other messages; left in place, not dispatched")
     gapped = dispatch.finish(lines)
     _drop_queue_entries_past(ctx, w.end, lines)
     if gapped:

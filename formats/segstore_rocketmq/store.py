@@ -110,6 +110,9 @@ _BODY_PREVIEW = 40
 _CACHE_LIMIT = 4096
 #: Messages formatted at a time by ``dump --json`` (bounds the text held: about 1 KiB each).
 _DUMP_ROWS = 1 << 14
+#: Reads of a record that does not decode past the queues' end before its error (a live writer's).
+_LIVE_RETRIES = 3
+_LIVE_RETRY_S = 0.02
 #: Consume-queue entries read at a time by ``read``.
 _READ_CHUNK = 1024
 
@@ -282,7 +285,7 @@ class RocketMQStore(LifecycleMixin, Store):
             start = max((cq.max_physical_end for cq in self.queues.values()),
                         default=self.commitlog.min_offset)
             if not writable:  # appending recovers first (see .lifecycle)
-                self.commitlog.set_end(self.commitlog.find_end(max(start, self.commitlog.min_offset)))
+                self.commitlog.set_end(self._written_end(max(start, self.commitlog.min_offset)))
             if self.config.messageIndexEnable:
                 self.index = IndexService(os.path.join(self.path, INDEX_DIR), self.config.maxHashSlotNum,
                                           self.config.maxIndexNum, writable=writable)
@@ -292,6 +295,20 @@ class RocketMQStore(LifecycleMixin, Store):
         except BaseException:
             self._release()
             raise
+
+    def _written_end(self, start: int) -> int:
+        """The data end a reader sees, walking from ``start`` (past what the queues cover).
+
+        A writer beside the reader may be copying a message there right now: a record that does
+        not decode is read again after a moment, a few times, before its error is raised (a torn
+        record stays torn; a written one completes within microseconds).
+        """
+        for _ in range(_LIVE_RETRIES - 1):
+            try:
+                return self.commitlog.find_end(start)
+            except CorruptDataError:
+                time.sleep(_LIVE_RETRY_S)
+        return self.commitlog.find_end(start)
 
     @property
     def commitlog(self) -> CommitLog:
