@@ -175,7 +175,8 @@ def test_a_short_middle_commitlog_file_is_named_and_recover_resizes_it_keeping_a
     """Case 317: ``MappedFileQueue.load`` refuses a file whose length is not the mapped-file size,
     and so did every command.  Readers name it; recover extends it, keeps the torn message's bytes
     aside and ends the file with a BLANK (``recoverNormally`` goes on to the next file at a BLANK),
-    so no message of the later files is lost."""
+    so no message of the later files is lost, and exits 1 naming the queue entries of the
+    messages the missing bytes held."""
     store = _store(tmp_path, "abort")
     records = _records(store)
     middle = store / "commitlog" / f"{131072:020d}"
@@ -185,11 +186,16 @@ def test_a_short_middle_commitlog_file_is_named_and_recover_resizes_it_keeping_a
         rc, _, err = _cli(capsys, *command, str(store))
         assert rc == 1 and f"{middle}:{cut_at}: expected a commitlog file of {FILE_SIZE} bytes" in err
         assert "refuses to load it" in err
-    rc, out, _ = _cli(capsys, "recover", str(store))
-    assert rc == 0, out
+    rc, out, err = _cli(capsys, "recover", str(store))
     end = 131072 + cut_at
     torn = next(r for r in records if r["physical_offset"] < end < r["physical_offset"] + r["size"])
     pos = torn["physical_offset"] - 131072
+    lost = [r for r in records if r["physical_offset"] >= torn["physical_offset"]
+            and r["physical_offset"] < 131072 + FILE_SIZE]
+    # the messages the missing bytes held are gone; their queue entries are left, and recover says so
+    assert rc == 1 and f"{middle}:{pos}: expected the file's messages up to {FILE_SIZE} bytes, found them " \
+                       f"lost with its missing bytes; {len(lost)} consume-queue entries point at them" in err
+    assert f"{middle}:{pos}: wrote a BLANK of {FILE_SIZE - pos} bytes" in out
     assert middle.stat().st_size == FILE_SIZE
     assert PREFIX.unpack_from(middle.read_bytes(), pos) == (FILE_SIZE - pos, BLANK_MAGIC)
     kept = store / ".segstore" / "cut" / "commitlog" / f"{middle.name}.cut-{pos}"

@@ -107,6 +107,9 @@ class CommitLog:
         self.empty_tail: str | None = None
         #: what loading for writing did to files of the wrong length (recovery lines; see :meth:`_fix_size`)
         self.repairs: list[str] = []
+        #: ``(path, pos)`` of each file before the last that was short: its bytes from ``pos`` to the
+        #: mapped-file size are gone, with the messages they held
+        self.lost: list[tuple[str, int]] = []
         self._load()
 
     def _new_file(self, base: int) -> CommitLogFile:
@@ -217,6 +220,7 @@ class CommitLog:
                 blank_at = pos
             else:
                 blank_at = size     # other damage first: left in place, the walk reports it
+            self.lost.append((path, size if cut_from is None else cut_from))
             if cut_from is not None:
                 kept = files.save_aside(path, cut_from, view[cut_from:size], into=into)
                 lines.append(f"{path}:{cut_from}: cut {size - cut_from} bytes of a message the file's short "

@@ -25,6 +25,8 @@ import os
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
+import numpy as np
+
 from segstore import files, progress
 from segstore.errors import (
     CorruptDataError,
@@ -98,6 +100,7 @@ class _Lifecycle(_StoreHost, Protocol):
     def _flushing(self) -> FlushService: ...
     def _recover(self, *, abnormal: bool, full: bool = False) -> list[str]: ...
     def _commitlog_bytes(self) -> int: ...
+    def _check_lost_messages(self, actions: list[str]) -> None: ...
     def _append(self, messages: Iterable[Any], *, as_stored: bool) -> list[AppendResult]: ...
     def _message_or_none(self, physical_offset: int) -> RocketMQMessage | None: ...
     def query_by_key(self, topic: str, key: str, *, max_hits: int = 32, begin: int = 0,
@@ -248,6 +251,7 @@ class LifecycleMixin:
         with self._flushing().lock, progress.task("recover", self._commitlog_bytes()):
             lines = self._recover(abnormal=False, full=True)
             self._next_offsets = {key: cq.max_offset for key, cq in self.queues.items()}
+        self._check_lost_messages(opened + lines)
         if self._left_damaged:
             # The broker would stop its walk there and truncate the intact messages after it.
             path, pos, length = self._left_damaged[0]
@@ -258,6 +262,24 @@ class LifecycleMixin:
                 + (f" ({more} more damaged range{'s' if more > 1 else ''})" if more else "")
                 + "; every other repair is done", path, pos, actions=opened + lines)
         return opened + lines
+
+    def _check_lost_messages(self: _Lifecycle, actions: list[str]) -> None:
+        """After a short commitlog file was resized: raise what says that queue entries point at the
+        messages its missing bytes held (their offsets cannot be given back; the broker would serve
+        what lies there now).  ``O(entries)`` in numpy, over the queues' maps."""
+        for path, pos in self.commitlog.lost:
+            base = int(os.path.basename(path))
+            lo, hi = base + pos, base + self.commitlog.file_size
+            hit = [(key, int(np.count_nonzero((seg.entries["offset"] >= lo) & (seg.entries["offset"] < hi))))
+                   for key, q in sorted(self.queues.items()) for seg in q.segment_files()]
+            hit = [(key, n) for key, n in hit if n]
+            if hit:
+                where = ", ".join(f"{t}/{q}: {n}" for (t, q), n in hit[:5])
+                raise UnrepairedDataError(
+                    f"expected the file's messages up to {self.commitlog.file_size} bytes, found them lost "
+                    f"with its missing bytes; {sum(n for _, n in hit)} consume-queue entries point at them "
+                    f"({where}{', ...' if len(hit) > 5 else ''}); every other repair is done",
+                    path, pos, actions=actions)
 
     def _commitlog_bytes(self: _Lifecycle) -> int:
         """Bytes of commitlog files a full walk reads (the total of its progress)."""
