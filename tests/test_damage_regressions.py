@@ -333,6 +333,16 @@ def test_verify_sees_index_file_geometry_header_and_slots(tmp_path, capsys, dama
     assert rc == 1 and f"{first}{where}" in out
 
 
+def test_recover_sets_a_damaged_begin_phy_offset_to_the_first_entrys(tmp_path, capsys):
+    store = _store(tmp_path)
+    first = sorted((store / "index").iterdir())[0]
+    raw = first.read_bytes()
+    first.write_bytes(raw[:16] + struct.pack(">q", 123456) + raw[24:])
+    rc, out, _ = _cli(capsys, "recover", str(store))
+    assert rc == 0 and f"{first}: beginPhyOffset 123456 set to its first entry's, 0" in out
+    assert first.read_bytes() == raw
+
+
 @pytest.mark.parametrize("change", [-100, 100])
 def test_recover_sets_an_index_file_of_the_wrong_size_aside_and_rebuilds_it(tmp_path, capsys, change):
     store = _store(tmp_path)

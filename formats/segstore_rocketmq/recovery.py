@@ -885,6 +885,20 @@ def _recover_index(ctx: RecoveryContext, w: Walk, lines: list[str]) -> tuple[int
     return start, skip, trusted
 
 
+def _fix_begin_offsets(index: IndexService) -> list[str]:
+    """Set each file's ``beginPhyOffset`` to its first entry's (``IndexFile.putKey`` sets it with that
+    entry; no check covers the header); the recovery lines."""
+    lines = []
+    for f in index.files:
+        entries = f.entries
+        if len(entries) and int(entries["phy_offset"][0]) != f.header.begin_phy_offset:
+            lines.append(f"{f.path}: beginPhyOffset {f.header.begin_phy_offset} set to its first entry's, "
+                         f"{int(entries['phy_offset'][0])}")
+            f.header.begin_phy_offset = int(entries["phy_offset"][0])
+            f.write_header()
+    return lines
+
+
 # -- the driver -------------------------------------------------------------------------
 
 
@@ -971,6 +985,7 @@ def recover(ctx: RecoveryContext) -> list[str]:
         put = _index_from(ctx, reindex_from, w, skip)
         if put != cut:
             lines.append(f"index: rebuilt {put} entries for messages from commitlog offset {reindex_from}")
+        lines.extend(_fix_begin_offsets(ctx.index))
     return lines
 
 
