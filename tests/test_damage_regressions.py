@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -298,6 +299,20 @@ def test_a_message_claiming_another_physical_offset_is_never_served(tmp_path, ca
     assert '"physical_offset": -1' not in out
     with segstore.open(str(store)) as s, pytest.raises(SegstoreError, match="claiming offset -1"):
         list(s.read(victim["topic"], victim["queue_id"]))
+
+
+def test_a_conversion_meeting_offsets_that_go_back_names_the_partition(tmp_path, capsys):
+    """Issue 15: ``expected offsets to increase in TOPIC-1, found offset 0 after 62`` named no file."""
+    store = _store(tmp_path)
+    victim = next(r for r in _records(store) if r["queue_offset"] >= 2)
+    _patch(store, victim["physical_offset"] + QUEUEOFFSET_POS, struct.pack(">q", 0))
+    dest = tmp_path / "kafka"
+    rc, _, err = _cli(capsys, "convert", "--to", "kafka", str(store), str(dest))
+    assert rc == 1
+    # the destination partition being written (under the conversion's staging directory)
+    name = f"{victim['topic']}-{victim['queue_id']}"
+    assert re.match(rf"{tmp_path}/\S*kafka\S*/{name}: expected the source's offsets of {name} to increase, "
+                    rf"found offset 0 after {victim['queue_offset'] - 1}\n", err), err
 
 
 # -- consume queues, index files, the preallocated tail --------------------------------------------------
