@@ -21,6 +21,8 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import numpy as np
+
 from segstore import files
 from segstore.errors import CorruptDataError, OffsetOutOfRangeError, TruncatedDataError
 from segstore.files import MappedFile
@@ -185,7 +187,7 @@ class CommitLog:
         try:
             if size > self.file_size:
                 extra = mapped.view(self.file_size, size)
-                if any(extra):
+                if np.frombuffer(extra, np.uint8).any():
                     kept = files.save_aside(path, self.file_size, extra, into=into)
                     lines.append(f"{path}:{self.file_size}: cut {size - self.file_size} bytes past the "
                                  f"commitlog file size {self.file_size} (the broker refuses the file), "
@@ -216,11 +218,12 @@ class CommitLog:
                 blank_at = None     # the file ended in its BLANK already
             elif size - pos < PREFIX.size or PREFIX.unpack_from(view, pos)[0] > size - pos:
                 blank_at = cut_from = pos   # a message the short end tore
-            elif status == columnar.END and not any(view[pos:size]):
+            elif status == columnar.END and not np.frombuffer(view, np.uint8, size - pos, pos).any():
                 blank_at = pos
             else:
                 blank_at = size     # other damage first: left in place, the walk reports it
-            self.lost.append((path, size if cut_from is None else cut_from))
+            if blank_at is not None:
+                self.lost.append((path, size if cut_from is None else cut_from))
             if cut_from is not None:
                 kept = files.save_aside(path, cut_from, view[cut_from:size], into=into)
                 lines.append(f"{path}:{cut_from}: cut {size - cut_from} bytes of a message the file's short "

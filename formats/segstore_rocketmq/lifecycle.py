@@ -270,8 +270,9 @@ class LifecycleMixin:
         for path, pos in self.commitlog.lost:
             base = int(os.path.basename(path))
             lo, hi = base + pos, base + self.commitlog.file_size
-            hit = [(key, int(np.count_nonzero((seg.entries["offset"] >= lo) & (seg.entries["offset"] < hi))))
-                   for key, q in sorted(self.queues.items()) for seg in q.segment_files()]
+            hit = [(key, sum(int(np.count_nonzero((e >= lo) & (e < hi)))
+                             for e in (seg.entries["offset"] for seg in q.segment_files())))
+                   for key, q in sorted(self.queues.items())]
             hit = [(key, n) for key, n in hit if n]
             if hit:
                 where = ", ".join(f"{t}/{q}: {n}" for (t, q), n in hit[:5])
