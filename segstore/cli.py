@@ -29,6 +29,7 @@ from .errors import (
     MissingDependencyError,
     ReadOnlyError,
     SegstoreError,
+    UnrepairedDataError,
     UnsupportedOperationError,
     WrongFormatError,
 )
@@ -304,15 +305,24 @@ def cmd_verify(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_recover(args: argparse.Namespace, out: TextIO) -> int:
+    """Exit 1 when damage remains that recovery cannot cut without losing intact records."""
+    unrepaired: UnrepairedDataError | None = None
     with _open(args, mode="a") as store:
-        lines = store.recover()
+        try:
+            lines = store.recover()
+        except UnrepairedDataError as err:
+            lines, unrepaired = err.actions, err
     if args.json:
-        _json_line({"path": args.path, "actions": lines}, out)
-        return EXIT_OK
-    for line in lines:
-        out.write(f"{line}\n")
-    if not lines:
-        out.write(f"{args.path}: nothing to recover\n")
+        _json_line({"path": args.path, "actions": lines,
+                    **({"unrepaired": str(unrepaired)} if unrepaired else {})}, out)
+    else:
+        for line in lines:
+            out.write(f"{line}\n")
+        if not lines:
+            out.write(f"{args.path}: nothing to recover\n")
+    if unrepaired is not None:
+        sys.stderr.write(f"{unrepaired}\n")
+        return EXIT_DATA
     return EXIT_OK
 
 

@@ -78,6 +78,22 @@ class CorruptIndexError(CorruptDataError):
     """An index file is inconsistent with itself or with the log it indexes."""
 
 
+class UnrepairedDataError(CorruptDataError):
+    """``recover`` did what it could, and damage remains that it cannot cut without losing intact
+    records after it (it keeps every byte it cannot check).
+
+    :param actions: one line per action recovery took (what ``recover`` would have returned).
+    """
+
+    def __init__(self, message: str, path: str | os.PathLike[str] | None = None, pos: int | None = None,
+                 actions: list[str] | None = None) -> None:
+        self.actions = list(actions or [])
+        super().__init__(message, path, pos)
+
+    def __reduce__(self):
+        return (self.__class__, (self.message, self.path, self.pos, self.actions))
+
+
 class WrongFormatError(SegstoreError, ValueError):
     """A path holds another format than the one asked for (or none known)."""
 

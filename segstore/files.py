@@ -525,6 +525,24 @@ def file_size(path: str | os.PathLike[str]) -> int:
         return os.stat(path).st_size
 
 
+def not_regular(path: str | os.PathLike[str]) -> str | None:
+    """What stands at ``path`` when it is not a regular file (symlinks followed): ``"a FIFO"``,
+    ``"a directory"``, ``"a symlink loop"``, ``"a dangling symlink"``, ``"nothing"``...; None for a
+    regular file.  For messages that name what was found where a store file belongs."""
+    path = os.fspath(path)
+    try:
+        st_mode = os.stat(path).st_mode
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            return "a symlink loop"
+        if isinstance(err, FileNotFoundError):
+            return "a dangling symlink" if os.path.islink(path) else "nothing"
+        raise _translate(err, path) from err
+    if stat.S_ISREG(st_mode):
+        return None
+    return next((name for test, name in _KIND_NAMES if test(st_mode)), "no regular file")
+
+
 def mtime_ms(path: str | os.PathLike[str]) -> int:
     """Last modification time in milliseconds (Java's ``File.lastModified``)."""
     path = os.fspath(path)
@@ -1099,6 +1117,8 @@ exists = _url_aware(exists, lambda url: _remote_info(url) is not None)
 is_dir = _url_aware(is_dir, lambda url: (_remote_info(url) or {}).get("type") == "directory")
 is_file = _url_aware(is_file, lambda url: (_remote_info(url) or {}).get("type") == "file")
 file_size = _url_aware(file_size, _remote_file_size)
+not_regular = _url_aware(not_regular, lambda url: None if (_remote_info(url) or {}).get("type") == "file"
+                         else "no regular file")
 list_dir = _url_aware(list_dir, _remote_list_dir)
 write_atomic = _url_aware(write_atomic, _refuse)
 write_bytes = _url_aware(write_bytes, _refuse)

@@ -240,7 +240,11 @@ class Store(abc.ABC):
         """Check every file; an empty list means clean."""
 
     def recover(self) -> list[str]:
-        """Repair what a crash left; returns one line per action taken."""
+        """Repair what a crash left; returns one line per action taken.
+
+        :raises UnrepairedDataError: damage remains that cannot be cut without losing intact
+            records after it; its ``actions`` are the lines of what was done.
+        """
         raise UnsupportedOperationError(f"{self.format} stores do not support recovery", self.path)
 
     def retention(self, *, dry_run: bool = False, **options: Any) -> list[dict[str, Any]]:

@@ -9,8 +9,10 @@ files and one mutation, so any case is reproduced by ``python -m tests.damage --
 process under a 30 s limit and a 2 GiB address space, and its outcome is one of ``OUTCOMES``:
 
     ok         exit 0
-    typed      exit 1 or 2, a ``path:pos:`` (or ``path:``) message on stderr, no traceback
-    untyped    exit 1 or 2 without a message naming a file (a finding, not a crash)
+    typed      exit 1, a ``path:pos:`` (or ``path:``) message on stderr, no traceback
+    usage      exit 2: a usage error, though every command line here is right (a data problem
+               reported as the user's; a finding, asserted like a crash)
+    untyped    exit 1 without a message naming a file (a finding, not a crash)
     traceback  ``Traceback`` on stderr (an error escaped our hierarchy)
     signal     killed by a signal (abort, SIGSEGV, SIGBUS, the address-space limit in C)
     hang       still running after the time limit
@@ -53,8 +55,8 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "compat_fixtures"
 ADDRESS_SPACE = 2 << 30
 TIMEOUT_S = 30.0
-OUTCOMES = ("ok", "typed", "untyped", "traceback", "signal", "hang", "other")
-BAD_OUTCOMES = ("traceback", "signal", "hang")
+OUTCOMES = ("ok", "typed", "usage", "untyped", "traceback", "signal", "hang", "other")
+BAD_OUTCOMES = ("traceback", "signal", "hang", "usage")
 # a message naming its file: "path:pos: ..." or "path: ..." at the start of a stderr line
 _NAMED = re.compile(r"^(?:segstore: )?(?:error: )?/\S*?:(?:\d+:)?\s", re.MULTILINE)
 _INT32 = struct.Struct(">i")
@@ -131,6 +133,8 @@ def classify(rc: int | None, stderr: str, stdout: str = "") -> str:
     if rc == 0:
         return "ok"
     if rc in (1, 2):
+        if rc == 2:
+            return "usage"
         return "typed" if _NAMED.search(stderr) or _NAMED.search(stdout) else "untyped"
     return "other"
 
@@ -528,15 +532,15 @@ def summary(results: list[Result], seed: int, elapsed: float, jobs: int) -> str:
         counts = collections.Counter(run.command for _, run in runs if run.outcome == outcome)
         row = " | ".join(str(counts[c]) for c in commands)
         lines.append(f"| {outcome} | {row} | {sum(counts.values())} |")
-    lines += ["", "| file kind | cases | runs | typed | ok | untyped | traceback | signal | hang "
+    lines += ["", "| file kind | cases | runs | typed | ok | usage | untyped | traceback | signal | hang "
               "| recover findings |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     kinds = sorted({res.case.kind for res in results})
     for kind in kinds:
         mine = [res for res in results if res.case.kind == kind]
         c = collections.Counter(run.outcome for res in mine for run in res.runs)
         lines.append(f"| {kind} | {len(mine)} | {sum(c.values())} | {c['typed']} | {c['ok']} | "
-                     f"{c['untyped']} | "
+                     f"{c['usage']} | {c['untyped']} | "
                      f"{c['traceback']} | {c['signal']} | {c['hang']} | "
                      f"{sum(len(r.findings) for r in mine)} |")
     silent = [res for res in results if res.silent]
@@ -544,7 +548,8 @@ def summary(results: list[Result], seed: int, elapsed: float, jobs: int) -> str:
               "store lacks (reported, not asserted): "
               + ", ".join(f"{r.case.number} ({r.case.kind} {r.case.mutation})" for r in silent[:50])]
     failing = [res for res in results if res.bad()]
-    lines += ["", f"{len(failing)} case(s) with a traceback, signal, hang or recover finding:", ""]
+    lines += ["", f"{len(failing)} case(s) with a traceback, signal, hang, usage exit or recover finding:",
+              ""]
     for res in failing[:200]:
         c = res.case
         lines.append(f"- case {c.number} ({c.fmt}/{c.source} {c.target} [{c.kind}] {c.mutation} {c.detail}); "

@@ -139,14 +139,18 @@ def test_checkpoint_damage_is_named(store_dir):
         assert [str(p) for p in store.verify()] == [f"{path}:1000: expected zeros after byte 40, found 0xff"]
 
 
-def test_cut_files_raise_typed_errors(store_dir):
+def test_cut_files_raise_typed_errors_and_opening_to_append_resizes_them(store_dir):
     path = os.path.join(store_dir, "commitlog", f"{0:020d}")
     data = files.read_bytes(path)
     files.write_atomic(path, data[:5000])
     with pytest.raises(SegstoreError) as err:
-        with _open(store_dir, "a"):
+        with _open(store_dir):
             pass
     assert path in str(err.value)
+    # MappedFileQueue.load refuses the file; a writer (recovery) extends it, keeping every byte
+    with _open(store_dir, "a") as store:
+        assert any(line.startswith(f"{path}: extended from 5000") for line in store.recovery_lines)
+    assert files.read_bytes(path)[:4900] == data[:4900]
 
 
 @pytest.mark.parametrize("seed", range(12))

@@ -148,8 +148,9 @@ class KafkaWriter(Writer):
         if entry.offset < self.present[key]:
             return False
         if entry.offset < self.next[key]:
-            raise ConversionError(f"expected offsets to increase in {key[0]}-{key[1]}, found offset "
-                                  f"{entry.offset} after {self.next[key] - 1}")
+            raise ConversionError(f"expected the source's offsets of {key[0]}-{key[1]} to increase, found "
+                                  f"offset {entry.offset} after {self.next[key] - 1}",
+                                  self._partition(key).path)
         buffer = self.buffers.setdefault(key, [])
         if buffer and (not _same_batch(buffer[-1], entry)
                        or self.buffer_sizes[key] + size > self.batch_bytes):

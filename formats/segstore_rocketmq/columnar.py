@@ -242,6 +242,24 @@ def decode_at(view: memoryview, positions: np.ndarray, limit: int, base: int, ro
     return decode_at_py(view, positions, limit, base, rows, strict)
 
 
+def contradicting(rows: Rows) -> int | None:
+    """The first row whose header contradicts where it lies, or None: a PHYSICALOFFSET other than its
+    position, or a negative QUEUEID (no broker stores one).  No CRC covers these fields, so a
+    damaged one decodes: such a message is torn, never served, dispatched or indexed.  ``O(rows)``."""
+    bad = np.flatnonzero((rows["physical_offset"] != rows["position"]) | (rows["queue_id"] < 0))
+    return int(bad[0]) if len(bad) else None
+
+
+def contradiction(physical_offset: int, queue_id: int, position: int) -> str | None:
+    """What :func:`contradicting` finds wrong with a message stored at ``position``, or None."""
+    if physical_offset != position:
+        return (f"expected a message stored at physical offset {position}, "
+                f"found one claiming offset {physical_offset}")
+    if queue_id < 0:
+        return f"expected a queue id >= 0, found {queue_id}"
+    return None
+
+
 def raise_bad(view: memoryview, pos: int, limit: int, path: str | None, strict: bool = True) -> None:
     """Raise the typed error :func:`.message.decode` gives for the record at ``pos`` (one :data:`BAD`).
 
@@ -558,6 +576,13 @@ def walk_file(view: memoryview, pos: int, limit: int, base: int, file_size: int,
         else:
             rows = kept
         n, pos, status, blank = decode_region(view, pos, chunk, limit, base, rows, strict)
+        wrong = contradicting(rows)
+        if wrong is not None:
+            at = int(rows["position"][wrong])
+            why = contradiction(int(rows["physical_offset"][wrong]), int(rows["queue_id"][wrong]), at)
+            if wrong:
+                yield rows.select(slice(0, wrong))
+            raise CorruptDataError(str(why), path, at - base)
         if n:
             yield rows
         if status == BAD:

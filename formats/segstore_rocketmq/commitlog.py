@@ -21,17 +21,19 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from segstore import files
 from segstore.errors import (
     CorruptDataError,
     OffsetOutOfRangeError,
     StorageFullError,
     TruncatedDataError,
-    WrongFormatError,
 )
 from segstore.files import MappedFile
 from segstore.log import SegmentedLog
 
+from . import columnar
 from .consumequeue import file_name, parse_file_name
 from .message import (
     BLANK_MAGIC,
@@ -142,6 +144,11 @@ class CommitLog:
         self._active: CommitLogFile | None = None     # self.log.active, kept at each change (hot path)
         #: a 0-byte last file a crash left (not loaded; see :meth:`remove_empty_tail`)
         self.empty_tail: str | None = None
+        #: what loading for writing did to files of the wrong length (recovery lines; see :meth:`_fix_size`)
+        self.repairs: list[str] = []
+        #: ``(path, pos)`` of each file before the last that was short: its bytes from ``pos`` to the
+        #: mapped-file size are gone, with the messages they held
+        self.lost: list[tuple[str, int]] = []
         self._load()
 
     def _new_file(self, base: int) -> CommitLogFile:
@@ -190,6 +197,10 @@ class CommitLog:
         for i, name in enumerate(names):
             base = parse_file_name(self.directory, name)
             path = os.path.join(self.directory, name)
+            found = files.not_regular(path)
+            if found is not None:
+                raise CorruptDataError(f"expected a commitlog file of {self.file_size} bytes "
+                                       f"(mappedFileSizeCommitLog), found {found}", path)
             size = files.file_size(path)
             if size == 0 and i == len(names) - 1:
                 # A broker killed while creating its next file leaves it empty: RocketMQ 5.1.3+
@@ -197,15 +208,17 @@ class CommitLog:
                 # loading there.  It holds nothing: read as absent; a writer's recovery removes it.
                 self.empty_tail = path
                 continue
-            if size < self.file_size:
-                raise TruncatedDataError(f"expected a commitlog file of {self.file_size} bytes "
-                                         f"(mappedFileSizeCommitLog), found {size}", path, size)
-            if size > self.file_size:
-                raise WrongFormatError(f"expected a commitlog file of {self.file_size} bytes "
-                                       f"(mappedFileSizeCommitLog), found {size}", path)
             if base % self.file_size:
-                raise WrongFormatError(f"expected a commitlog file name that is a multiple of "
+                raise CorruptDataError(f"expected a commitlog file name that is a multiple of "
                                        f"{self.file_size}, found {name}", path)
+            if size != self.file_size:
+                if not self.writable:
+                    error = TruncatedDataError if size < self.file_size else CorruptDataError
+                    raise error(f"expected a commitlog file of {self.file_size} bytes "
+                                f"(mappedFileSizeCommitLog), found {size}: the broker refuses to load it "
+                                f"(MappedFileQueue.load); segstore recover resizes it, keeping every message",
+                                path, min(size, self.file_size))
+                self.repairs += self._fix_size(path, base, size, last=i == len(names) - 1)
             # Every file but the last is full; the last one's end is set by set_end().
             loaded.append(CommitLogFile(MappedFile(path, writable=self.writable), base, self.file_size))
         # Trailing files with nothing written are the allocator's preallocation, not data.
@@ -215,6 +228,81 @@ class CommitLog:
             spare.close()
         self.log.load(loaded)
         self._active = self.log.active
+
+    def _fix_size(self, path: str, base: int, size: int, *, last: bool) -> list[str]:
+        """Give a file of the wrong length the mapped-file size, as the broker's loader needs
+        (``MappedFileQueue.load`` refuses any other length); the recovery lines saying what was done.
+
+        Bytes past the size cannot belong to the commitlog (no message spans two files): they
+        are kept in the recovery directory and cut.  A short file is extended with zeros; a
+        file before the last must then end in a BLANK, or the broker's recovery walk would stop
+        in it and truncate every later file: the BLANK goes where the file's messages end,
+        after the bytes of a message the short end tore (kept aside first), or at the short end
+        when other damage comes first (left in place for the recovery walk to report).
+        """
+        from .recovery import aside_dir
+
+        into = aside_dir(self.directory)
+        mapped = MappedFile(path, writable=True)
+        lines = []
+        try:
+            if size > self.file_size:
+                extra = mapped.view(self.file_size, size)
+                if np.frombuffer(extra, np.uint8).any():
+                    kept = files.save_aside(path, self.file_size, extra, into=into)
+                    lines.append(f"{path}:{self.file_size}: cut {size - self.file_size} bytes past the "
+                                 f"commitlog file size {self.file_size} (the broker refuses the file), "
+                                 f"saved in {kept}")
+                else:
+                    lines.append(f"{path}:{self.file_size}: cut {size - self.file_size} zero bytes past the "
+                                 f"commitlog file size {self.file_size} (the broker refuses the file)")
+                del extra
+                mapped.resize(self.file_size)
+                return lines
+            mapped.resize(self.file_size)
+            lines.append(f"{path}: extended from {size} to {self.file_size} bytes with zeros "
+                         f"(mappedFileSizeCommitLog; the broker refuses a file of another size)")
+            if last:
+                return lines    # the recovery walk ends the data (and cuts a torn message) there
+            view = mapped.view(0, size)
+            rows = columnar.Rows(max(1, min(columnar.BATCH_ROWS, size // columnar.MIN_MESSAGE_SIZE + 1)))
+            pos, status, blank = 0, columnar.DONE, 0
+            while pos < size:
+                n, pos, status, blank = columnar.decode_region(view, pos, size, size, base, rows)
+                if status != columnar.DONE or n == 0:
+                    break
+            cut_from: int | None = None
+            blank_at: int | None
+            if pos >= size:
+                blank_at = size
+            elif status == columnar.BLANK and pos + blank == self.file_size:
+                blank_at = None     # the file ended in its BLANK already
+            elif size - pos < PREFIX.size or PREFIX.unpack_from(view, pos)[0] > size - pos:
+                blank_at = cut_from = pos   # a message the short end tore
+            elif status == columnar.END and not np.frombuffer(view, np.uint8, size - pos, pos).any():
+                blank_at = pos
+            else:
+                blank_at = size     # other damage first: left in place, the walk reports it
+            if blank_at is not None:
+                self.lost.append((path, size if cut_from is None else cut_from))
+            if cut_from is not None:
+                kept = files.save_aside(path, cut_from, view[cut_from:size], into=into)
+                lines.append(f"{path}:{cut_from}: cut {size - cut_from} bytes of a message the file's short "
+                             f"end tore, saved in {kept}")
+            del view
+            if blank_at is not None:
+                if blank_at > self.file_size - END_FILE_MIN_BLANK_LENGTH:
+                    raise CorruptDataError(f"expected room for a BLANK ending the file, found "
+                                           f"{self.file_size - blank_at} bytes", path, blank_at)
+                if cut_from is not None:
+                    mapped.write(cut_from, bytes(size - cut_from))
+                mapped.write(blank_at, PREFIX.pack(self.file_size - blank_at, BLANK_MAGIC))
+                lines.append(f"{path}:{blank_at}: wrote a BLANK of {self.file_size - blank_at} bytes: the "
+                             f"file ends there as a full file does, so the broker's walk goes on to the next")
+            mapped.flush()
+        finally:
+            mapped.close()
+        return lines
 
     def remove_empty_tail(self) -> list[str]:
         """Delete the 0-byte last file a crash left (as RocketMQ 5.x's ``MappedFileQueue.doLoad`` does);
@@ -272,6 +360,9 @@ class CommitLog:
         if not isinstance(record, RocketMQMessage):
             raise CorruptDataError(f"expected a message at physical offset {offset}, found {record!r}",
                                    seg.path, pos)
+        wrong = columnar.contradiction(record.physical_offset, record.queue_id, offset)
+        if wrong is not None:
+            raise CorruptDataError(wrong, seg.path, pos)
         return record
 
     def walk(self, start: int | None = None, *, check_crc: bool = True,

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from segstore.errors import ConfigError, InvalidTopicError
+from segstore.errors import ConfigError, InvalidTopicError, cut
 
 #: ``ConsumeQueue.CQ_STORE_UNIT_SIZE``.
 CQ_UNIT_SIZE = 20
@@ -57,7 +57,7 @@ def validate_topic(topic: object, max_length: int = TOPIC_MAX_LENGTH) -> str:
         raise InvalidTopicError(f"expected a topic of at most {max_length} characters, "
                                 f"found {len(topic)}")
     if not _TOPIC_PATTERN.fullmatch(topic):
-        raise InvalidTopicError(f"expected a topic of the characters [%|a-zA-Z0-9_-], found {topic!r}")
+        raise InvalidTopicError(f"expected a topic of the characters [%|a-zA-Z0-9_-], found {cut(topic)}")
     return topic
 
 

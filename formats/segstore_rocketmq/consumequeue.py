@@ -7,6 +7,8 @@ that keeps a dense index); RocketMQ declares them as its native ``queue`` files
 names them for the plugin's code.
 """
 
+import os
+
 from segstore.indexes.dense import (
     CQ_DTYPE,
     FILE_NAME_DIGITS,
@@ -17,12 +19,26 @@ from segstore.indexes.dense import (
     valid_entries,
 )
 
+#: segstore's own directory at the store root (``segstore.layouts`` keeps its indexes there too)
+SEGSTORE_DIR = ".segstore"
+#: under it, the bytes recovery cut, by the directory they were cut from
+CUT_DIR = "cut"
+
+
+def queue_cut_dir(store: str, topic: str, queue_id: int) -> str:
+    """Where a writer keeps the bytes it cuts off consume-queue files of ``topic``/``queue_id``."""
+    return os.path.join(store, SEGSTORE_DIR, CUT_DIR, "consumequeue", topic, str(queue_id))
+
+
 __all__ = [
     "CQ_DTYPE",
+    "CUT_DIR",
     "FILE_NAME_DIGITS",
+    "SEGSTORE_DIR",
     "ConsumeQueue",
     "ConsumeQueueFile",
     "file_name",
     "parse_file_name",
+    "queue_cut_dir",
     "valid_entries",
 ]

@@ -25,12 +25,15 @@ import os
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
+import numpy as np
+
 from segstore import files, progress
 from segstore.errors import (
     CorruptDataError,
     InvalidTopicError,
     OffsetOutOfRangeError,
     StoreClosedError,
+    UnrepairedDataError,
     UnsupportedOperationError,
 )
 from segstore.records import Message
@@ -39,6 +42,7 @@ from segstore.store import AppendResult, Problem, QueryRequest
 from .checkpoint import FILE_NAME as CHECKPOINT_FILE
 from .checkpoint import CheckpointFile
 from .config import TOPIC_MAX_LENGTH_V2, validate_topic
+from .consumequeue import CUT_DIR, SEGSTORE_DIR
 from .flush import FlushPolicy, FlushService
 from .message import RocketMQMessage
 from .query import SCAN_NOTE, TIME_MAX, query_by_key, scan_by_key
@@ -91,10 +95,12 @@ class _Lifecycle(_StoreHost, Protocol):
     checkpoint: CheckpointFile | None
     recovery_lines: list[str]
     _flusher: FlushService | None
+    _left_damaged: list[tuple[str, int, int]]
 
     def _flushing(self) -> FlushService: ...
     def _recover(self, *, abnormal: bool, full: bool = False) -> list[str]: ...
     def _commitlog_bytes(self) -> int: ...
+    def _check_lost_messages(self, actions: list[str]) -> None: ...
     def _append(self, messages: Iterable[Any], *, as_stored: bool) -> list[AppendResult]: ...
     def _message_or_none(self, physical_offset: int) -> RocketMQMessage | None: ...
     def query_by_key(self, topic: str, key: str, *, max_hits: int = 32, begin: int = 0,
@@ -113,11 +119,13 @@ class LifecycleMixin:
     checkpoint: CheckpointFile | None
     recovery_lines: list[str]
     _flusher: FlushService | None
+    _left_damaged: list[tuple[str, int, int]]
 
     def _init_lifecycle(self) -> None:
         self.checkpoint = None
         self.recovery_lines = []
         self._flusher = None
+        self._left_damaged = []     # damaged ranges the last recovery left in place (see recover)
 
     def _flushing(self: _Lifecycle) -> FlushService:
         """The flusher of a store opened for append (callers check that first).
@@ -133,7 +141,11 @@ class LifecycleMixin:
         """Recover what the last writer left, mark the store open, start flushing."""
         abort = os.path.join(self.path, ABORT_FILE)
         checkpoint = self.checkpoint = CheckpointFile(os.path.join(self.path, CHECKPOINT_FILE), writable=True)
-        self.recovery_lines = self.commitlog.remove_empty_tail() + self._recover(abnormal=files.exists(abort))
+        resized = [line for q in self.queues.values() for line in q.repairs]
+        if self.index is not None:
+            resized += self.index.set_aside_refused(os.path.join(self.path, SEGSTORE_DIR, CUT_DIR, "index"))
+        self.recovery_lines = (self.commitlog.repairs + resized + self.commitlog.remove_empty_tail()
+                               + self._recover(abnormal=files.exists(abort)))
         self._next_offsets = {key: cq.max_offset for key, cq in self.queues.items()}
         files.touch(abort)
         files.fsync_dir(self.path)
@@ -161,7 +173,9 @@ class LifecycleMixin:
             full,
             confirm_offset=self.config.is_5x,
         )
-        return recover(ctx)
+        lines = recover(ctx)
+        self._left_damaged = ctx.left
+        return lines
 
     def _flush_durable(self: _Lifecycle) -> None:
         """Flush commitlog, queues and checkpoint through the flusher (under its lock)."""
@@ -238,7 +252,36 @@ class LifecycleMixin:
         with self._flushing().lock, progress.task("recover", self._commitlog_bytes()):
             lines = self._recover(abnormal=False, full=True)
             self._next_offsets = {key: cq.max_offset for key, cq in self.queues.items()}
+        self._check_lost_messages(opened + lines)
+        if self._left_damaged:
+            # The broker would stop its walk there and truncate the intact messages after it.
+            path, pos, length = self._left_damaged[0]
+            more = len(self._left_damaged) - 1
+            raise UnrepairedDataError(
+                f"expected messages, found {length} damaged bytes with intact messages after them: "
+                f"left in place, as cutting them would lose those messages"
+                + (f" ({more} more damaged range{'s' if more > 1 else ''})" if more else "")
+                + "; every other repair is done", path, pos, actions=opened + lines)
         return opened + lines
+
+    def _check_lost_messages(self: _Lifecycle, actions: list[str]) -> None:
+        """After a short commitlog file was resized: raise what says that queue entries point at the
+        messages its missing bytes held (their offsets cannot be given back; the broker would serve
+        what lies there now).  ``O(entries)`` in numpy, over the queues' maps."""
+        for path, pos in self.commitlog.lost:
+            base = int(os.path.basename(path))
+            lo, hi = base + pos, base + self.commitlog.file_size
+            hit = [(key, sum(int(np.count_nonzero((e >= lo) & (e < hi)))
+                             for e in (seg.entries["offset"] for seg in q.segment_files())))
+                   for key, q in sorted(self.queues.items())]
+            hit = [(key, n) for key, n in hit if n]
+            if hit:
+                where = ", ".join(f"{t}/{q}: {n}" for (t, q), n in hit[:5])
+                raise UnrepairedDataError(
+                    f"expected the file's messages up to {self.commitlog.file_size} bytes, found them lost "
+                    f"with its missing bytes; {sum(n for _, n in hit)} consume-queue entries point at them "
+                    f"({where}{', ...' if len(hit) > 5 else ''}); every other repair is done",
+                    path, pos, actions=actions)
 
     def _commitlog_bytes(self: _Lifecycle) -> int:
         """Bytes of commitlog files a full walk reads (the total of its progress)."""

@@ -41,14 +41,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from segstore import files, progress
-from segstore.errors import CorruptDataError, OffsetOutOfRangeError
+from segstore.errors import CorruptDataError, InvalidTopicError, OffsetOutOfRangeError
 from segstore.search import Bound, first_true, search
 
 from . import columnar
 from .checkpoint import Checkpoint
 from .commitlog import END_FILE_MIN_BLANK_LENGTH, KEPT_ASIDE, CommitLog, CommitLogFile
-from .config import SCHEDULE_TOPIC
-from .consumequeue import CQ_DTYPE, ConsumeQueue
+from .config import SCHEDULE_TOPIC, validate_topic
+from .consumequeue import CQ_DTYPE, CUT_DIR, SEGSTORE_DIR, ConsumeQueue
 from .consumequeue_ext import MAX_ADDR as EXT_MAX_ADDR
 from .indexfile import IndexFile, IndexService
 from .message import (
@@ -65,10 +65,6 @@ from .message import (
 
 #: A clean shutdown re-checks the last this-many commitlog files (``recoverNormally``).
 NORMAL_RECOVERY_FILES = 3
-#: segstore's own directory at the store root (``segstore.layouts`` keeps its indexes there too)
-SEGSTORE_DIR = ".segstore"
-#: under it, the bytes recovery cut, by the directory they were cut from
-CUT_DIR = "cut"
 #: The first three bytes of both message magics (0xDAA320A7 and 0xDAA320AB), at byte 4 of a message.
 MAGIC_PREFIX = (MESSAGE_MAGIC & 0xFFFFFFFF).to_bytes(4, "big")[:3]
 MAGIC_POS = PREFIX.size // 2
@@ -244,9 +240,9 @@ def messages_at(commitlog: CommitLog, phys: np.ndarray, tags_code: Callable[[Roc
             continue
         while i < stop:
             n = columnar.decode_at(view, sorted_phys[i:stop] - seg.base, len(view), seg.base, rows)
-            misplaced = np.flatnonzero(rows["physical_offset"] != rows["position"])
-            if len(misplaced):      # a copy of a message elsewhere: not one a walk finds
-                n = rows.n = int(misplaced[0])
+            misplaced = columnar.contradicting(rows)
+            if misplaced is not None:      # header contradicts its place (a copy, a damaged field)
+                n = rows.n = misplaced
             if n:
                 parts.append(_walked(view, rows, tags_code, topics))
                 found[i:i + n] = True
@@ -290,6 +286,9 @@ class RecoveryContext:
     full: bool = False
     #: a 5.x store: the checkpoint's ``confirmPhyOffset`` becomes the last valid message's offset
     confirm_offset: bool = False
+    #: filled by :func:`recover`: the damaged ranges ``(path, pos, length)`` left in place (valid
+    #: messages follow them, so cutting them would lose intact messages)
+    left: list[tuple[str, int, int]] = field(default_factory=list)
 
 
 # -- walking the commitlog -----------------------------------------------------------
@@ -302,7 +301,8 @@ def _valid_at(seg: CommitLogFile, view: memoryview, pos: int) -> RocketMQMessage
     except CorruptDataError:
         return None
     if isinstance(record, RocketMQMessage):
-        return record if record.physical_offset == seg.base + pos else None
+        return record if columnar.contradiction(record.physical_offset, record.queue_id,
+                                                seg.base + pos) is None else None
     if isinstance(record, Blank):
         size = len(view)
         return record if record.size >= END_FILE_MIN_BLANK_LENGTH and pos + record.size == size else None
@@ -349,6 +349,30 @@ def next_valid_message(segs: list[CommitLogFile], i: int, pos: int) -> tuple[int
     return None
 
 
+def _torn_row(view: memoryview, rows: columnar.Rows, topics: dict[str, int]) -> int | None:
+    """The first row a walk must take as damaged though it decodes, or None: its header contradicts
+    where it lies (:func:`.columnar.contradicting`) or names a topic no broker accepts (``../x``
+    would put its queue outside ``consumequeue/``).  ``topics`` gains the batch's topics."""
+    first = columnar.contradicting(rows)
+    n = len(rows) if first is None else first
+    if n:
+        numbers = columnar.topic_codes(view, rows if n == len(rows) else rows.select(slice(0, n)), topics)
+        invalid = [code for name, code in topics.items() if not _valid_topic(name)]
+        if invalid:
+            hits = np.flatnonzero(np.isin(numbers, invalid))
+            if len(hits):
+                first = int(hits[0])
+    return first
+
+
+def _valid_topic(name: str) -> bool:
+    try:
+        validate_topic(name)
+    except InvalidTopicError:
+        return False
+    return True
+
+
 def walk(
     commitlog: CommitLog, start: int, tags_code: Callable[[RocketMQMessage], int], *, past_zeros: bool = True
 ) -> Walk:
@@ -393,9 +417,9 @@ def walk_batches(
                 kept = columnar.Rows(cap)
             rows = kept
             n, stop, status, blank = columnar.decode_region(view, pos, size, size, seg.base, rows)
-            misplaced = np.flatnonzero(rows["physical_offset"] != rows["position"])
-            if len(misplaced):      # a message copied elsewhere (the broker does not check this)
-                n = int(misplaced[0])
+            misplaced = _torn_row(view, rows, topics)
+            if misplaced is not None:   # a copy, a damaged offset, queue id or topic (no CRC covers them)
+                n = misplaced
                 stop = int(rows["position"][n]) - seg.base
                 status = columnar.BAD
                 rows = rows.select(slice(0, n))
@@ -553,6 +577,8 @@ class _Dispatch:
         self.before: dict[tuple[str, int], tuple[int, int]] = {}  # queue -> (min, max) before dispatch
         self.appended: dict[tuple[str, int], list[int]] = {}  # queue -> [entries appended, first offset]
         self.fixed: dict[tuple[str, int], int] = {}
+        #: (physical offset, size, queue offset) of messages whose QUEUEOFFSET contradicts their queue
+        self.odd: list[tuple[int, int, int]] = []
         self.undo: dict[tuple[str, int], list[tuple[int, np.ndarray]]] = {}  # rewritten entries' old rows
 
     def _undo(self, key: tuple[str, int], q: ConsumeQueue, high: int) -> None:
@@ -588,10 +614,13 @@ class _Dispatch:
             offsets = messages.queue_offset[at]
             end = q.max_offset
             new = offsets >= end
-            if np.array_equal(offsets[new], np.arange(end, end + int(np.count_nonzero(new)))):
+            if np.array_equal(offsets[new], np.arange(end, end + int(np.count_nonzero(new)))) \
+                    and not _odd(offsets).any():
                 append, compare = at[new], at[~new & (offsets >= low) & (offsets < high)]
             else:
-                append, compare, gap = _dispatch_one_by_one(q, messages, at, low, high)
+                append, compare, gap, odd = _dispatch_one_by_one(q, messages, at, low, high)
+                self.odd += zip(messages.phy[odd].tolist(), messages.size[odd].tolist(),
+                                messages.queue_offset[odd].tolist(), strict=True)
                 if gap:
                     self._undo(key, q, high)
                     continue
@@ -623,21 +652,38 @@ class _Dispatch:
         return high > low
 
 
+def _odd(offsets: np.ndarray) -> np.ndarray:
+    """Per message of one queue (in commitlog order), whether its queue offset breaks the sequence its
+    neighbours keep: the next one continues from the previous one (for the first, the next two
+    continue each other and not from it).  QUEUEOFFSET is under no CRC; such a message is torn.
+    The last one is never judged (nothing after it to tell).  ``O(n)``."""
+    odd = np.zeros(len(offsets), bool)
+    if len(offsets) >= 3:
+        odd[0] = (offsets[0] != offsets[1] - 1) & (offsets[2] == offsets[1] + 1)
+        odd[1:-1] = (offsets[2:] == offsets[:-2] + 2) & (offsets[1:-1] != offsets[:-2] + 1)
+    return odd
+
+
 def _dispatch_one_by_one(q: ConsumeQueue, messages: Walked, at: np.ndarray, low: int,
-                         high: int) -> tuple[np.ndarray, np.ndarray, bool]:
-    """The exact per-message rule for one queue's messages ``at``: (to append, to compare, gap found);
-    ``[low, high)`` are the queue's offsets before the dispatch (the ones compared)."""
+                         high: int) -> tuple[np.ndarray, np.ndarray, bool, np.ndarray]:
+    """The exact per-message rule for one queue's messages ``at``: (to append, to compare, gap found,
+    odd ones); ``[low, high)`` are the queue's offsets before the dispatch (the ones compared).
+    An odd message (:func:`_odd`) is neither appended nor compared: one wrong field would otherwise
+    empty its queue, or rewrite another message's entry to point at it."""
     append: list[int] = []
     compare: list[int] = []
-    for i, offset in zip(at.tolist(), messages.queue_offset[at].tolist(), strict=True):
+    odd = _odd(messages.queue_offset[at])
+    for i, offset, bad in zip(at.tolist(), messages.queue_offset[at].tolist(), odd.tolist(), strict=True):
         next_offset = q.max_offset + len(append)
+        if bad:
+            continue
         if offset == next_offset:
             append.append(i)
         elif offset > next_offset:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64), True
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), True, at[odd]
         elif low <= offset < high:
             compare.append(i)
-    return np.array(append, np.int64), np.array(compare, np.int64), False
+    return np.array(append, np.int64), np.array(compare, np.int64), False, at[odd]
 
 
 def _compare_entries(q: ConsumeQueue, messages: Walked, at: np.ndarray,
@@ -724,9 +770,9 @@ def _first_not_carried(cl: CommitLog, phys: np.ndarray, hashes: np.ndarray) -> i
         view = seg.file.view()
         stop = done + int(np.searchsorted(phys[done:], seg.base + len(view)))
         n = columnar.decode_at(view, phys[done:stop] - seg.base, len(view), seg.base, rows)
-        misplaced = np.flatnonzero(rows["physical_offset"] != rows["position"])
-        if len(misplaced):      # a copy of a message elsewhere: not one the walk found
-            n = rows.n = int(misplaced[0])
+        misplaced = columnar.contradicting(rows)
+        if misplaced is not None:      # header contradicts its place (a copy, a damaged field)
+            n = rows.n = misplaced
         if n:
             counts, own, _ = columnar.index_entries(view, rows)
             offsets = np.zeros(n + 1, np.int64)
@@ -844,6 +890,20 @@ def _recover_index(ctx: RecoveryContext, w: Walk, lines: list[str]) -> tuple[int
     return start, skip, trusted
 
 
+def _fix_begin_offsets(index: IndexService) -> list[str]:
+    """Set each file's ``beginPhyOffset`` to its first entry's (``IndexFile.putKey`` sets it with that
+    entry; no check covers the header); the recovery lines."""
+    lines = []
+    for f in index.files:
+        entries = f.entries
+        if len(entries) and int(entries["phy_offset"][0]) != f.header.begin_phy_offset:
+            lines.append(f"{f.path}: beginPhyOffset {f.header.begin_phy_offset} set to its first entry's, "
+                         f"{int(entries['phy_offset'][0])}")
+            f.header.begin_phy_offset = int(entries["phy_offset"][0])
+            f.write_header()
+    return lines
+
+
 # -- the driver -------------------------------------------------------------------------
 
 
@@ -932,6 +992,7 @@ def recover(ctx: RecoveryContext) -> list[str]:
         if puts is not None:
             puts.add(batch)
     lines.append(f"commitlog: {kind}; walked {walked} messages from {start} to {w.end}")
+    ctx.left = list(w.gaps)
     for path, pos, length in w.gaps:
         lines.append(
             f"{path}:{pos}: {length} damaged bytes left in place; the messages after them are intact"
@@ -943,6 +1004,12 @@ def recover(ctx: RecoveryContext) -> list[str]:
         # StoreCheckpoint.flush writes as confirmPhyOffset
         ctx.checkpoint.confirm_phy_offset = w.last
 
+    for phy, size, offset in dispatch.odd:
+        seg = cl.log.segment_for(phy)
+        if seg is not None:
+            ctx.left.append((seg.path, phy - seg.base, size))
+            lines.append(f"{seg.path}:{phy - seg.base}: queue offset {offset} contradicts its queue's "
+                         f"other messages; left in place, not dispatched")
     gapped = dispatch.finish(lines)
     _drop_queue_entries_past(ctx, w.end, lines)
     if gapped:
@@ -961,6 +1028,7 @@ def recover(ctx: RecoveryContext) -> list[str]:
         put = _index_from(ctx, reindex_from, w, skip)
         if put != cut:
             lines.append(f"index: rebuilt {put} entries for messages from commitlog offset {reindex_from}")
+        lines.extend(_fix_begin_offsets(ctx.index))
     return lines
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import codecs
+import itertools
 import os
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -54,7 +55,7 @@ from .checkpoint import FILE_NAME as CHECKPOINT_FILE
 from .checkpoint import FILE_SIZE as CHECKPOINT_SIZE
 from .commitlog import END_FILE_MIN_BLANK_LENGTH, KEPT_ASIDE, CommitLog
 from .config import SCHEDULE_TOPIC, BrokerConfig, validate_topic
-from .consumequeue import CQ_DTYPE, ConsumeQueue, parse_file_name
+from .consumequeue import CQ_DTYPE, FILE_NAME_DIGITS, ConsumeQueue, queue_cut_dir
 from .consumequeue_ext import EXT_DIR, ConsumeQueueExt
 from .consumequeue_ext import MAX_ADDR as EXT_MAX_ADDR
 from .fastappend import PlainBatch, encode_batch
@@ -110,6 +111,9 @@ _BODY_PREVIEW = 40
 _CACHE_LIMIT = 4096
 #: Messages formatted at a time by ``dump --json`` (bounds the text held: about 1 KiB each).
 _DUMP_ROWS = 1 << 14
+#: Reads of a record that does not decode past the queues' end before its error (a live writer's).
+_LIVE_RETRIES = 3
+_LIVE_RETRY_S = 0.02
 #: Consume-queue entries read at a time by ``read``.
 _READ_CHUNK = 1024
 
@@ -167,30 +171,46 @@ def has_queue_entry(sys_flag: int) -> bool:
 _INDEX_GEOMETRY = ("maxHashSlotNum", "maxIndexNum")
 
 
+def _size_from_names(directories: Iterable[str], unit: int = 1) -> int:
+    """The mapped-file size files named by their start offsets were written with, or 0 if unknown.
+
+    Consecutive names differ by exactly that size, whatever a damaged file's length says: the
+    most common difference; with one file per directory, the most common length that is a
+    multiple of ``unit`` (the smallest of equals).
+    """
+    steps: dict[int, int] = {}
+    sizes: dict[int, int] = {}
+    for directory in directories:
+        names = [n for n in files.list_dir(directory) if len(n) == FILE_NAME_DIGITS and n.isdigit()]
+        bases = [int(n) for n in names]
+        for low, high in itertools.pairwise(bases):
+            steps[high - low] = steps.get(high - low, 0) + 1
+        if not steps and names and files.not_regular(os.path.join(directory, names[0])) is None:
+            size = files.file_size(os.path.join(directory, names[0]))
+            if size > 0 and size % unit == 0:
+                sizes[size] = sizes.get(size, 0) + 1
+    counted = steps or sizes
+    return min(counted, key=lambda n: (-counted[n], n)) if counted else 0
+
+
 def _sizes_on_disk(path: str, given: Mapping[str, Any]) -> dict[str, int]:
     """File sizes an existing store was written with, as config values, for those not ``given``.
 
     A store opened without ``mappedFileSizeCommitLog``/``mappedFileSizeConsumeQueue``
-    (or the index geometry) takes them from its first commitlog, consume-queue and
-    index files (the broker needs them configured; a store directory carries them
-    implicitly).
+    (or the index geometry) takes them from its commitlog and consume-queue file names
+    (see :func:`_size_from_names`) and its index files (the broker needs them configured;
+    a store directory carries them implicitly).
     """
     found: dict[str, int] = {}
-    commitlog = os.path.join(path, COMMITLOG_DIR)
-    names = files.list_dir(commitlog) if "mappedFileSizeCommitLog" not in given else []
-    if names:
-        found["mappedFileSizeCommitLog"] = files.file_size(os.path.join(commitlog, names[0]))
+    if "mappedFileSizeCommitLog" not in given:
+        found["mappedFileSizeCommitLog"] = _size_from_names([os.path.join(path, COMMITLOG_DIR)])
     if not all(name in given for name in _INDEX_GEOMETRY):
         found.update(geometry_on_disk(os.path.join(path, INDEX_DIR)))
     root = os.path.join(path, CONSUMEQUEUE_DIR)
-    topics = files.list_dir(root) if "mappedFileSizeConsumeQueue" not in given else []
-    for topic in topics:
-        for qname in files.list_dir(os.path.join(root, topic)):
-            directory = os.path.join(root, topic, qname)
-            cq_names = files.list_dir(directory)
-            if cq_names:
-                found["mappedFileSizeConsumeQueue"] = files.file_size(os.path.join(directory, cq_names[0]))
-                return {k: v for k, v in found.items() if v > 0}
+    if "mappedFileSizeConsumeQueue" not in given:
+        found["mappedFileSizeConsumeQueue"] = _size_from_names(
+            (os.path.join(root, topic, qname) for topic in files.list_dir(root)
+             for qname in files.list_dir(os.path.join(root, topic))), CQ_DTYPE.itemsize)
     return {k: v for k, v in found.items() if v > 0}
 
 
@@ -261,10 +281,13 @@ class RocketMQStore(LifecycleMixin, Store):
             if lock is not None:    # writable
                 files.make_dirs(self.path)
                 lock.acquire()
-            self._commitlog = CommitLog(os.path.join(self.path, COMMITLOG_DIR),
-                                        self.config.mappedFileSizeCommitLog, writable=writable)
+            # Queues before the commitlog: a reader beside a writer then finds every commitlog file
+            # its queue entries point into, however the writer rolled meanwhile (the writer writes
+            # a message before its entry, and creates a file before writing into it).
             self._load_queues(writable)
             self._load_queue_exts()
+            self._commitlog = CommitLog(os.path.join(self.path, COMMITLOG_DIR),
+                                        self.config.mappedFileSizeCommitLog, writable=writable)
             for cq in self.queues.values():  # DefaultMessageStore.recoverTopicQueueTable
                 cq.correct_min_offset(self.commitlog.min_offset)
             self.topic_configs = TopicConfigs(self.path)
@@ -274,7 +297,7 @@ class RocketMQStore(LifecycleMixin, Store):
             start = max((cq.max_physical_end for cq in self.queues.values()),
                         default=self.commitlog.min_offset)
             if not writable:  # appending recovers first (see .lifecycle)
-                self.commitlog.set_end(self.commitlog.find_end(max(start, self.commitlog.min_offset)))
+                self.commitlog.set_end(self._written_end(max(start, self.commitlog.min_offset)))
             if self.config.messageIndexEnable:
                 self.index = IndexService(os.path.join(self.path, INDEX_DIR), self.config.maxHashSlotNum,
                                           self.config.maxIndexNum, writable=writable)
@@ -284,6 +307,20 @@ class RocketMQStore(LifecycleMixin, Store):
         except BaseException:
             self._release()
             raise
+
+    def _written_end(self, start: int) -> int:
+        """The data end a reader sees, walking from ``start`` (past what the queues cover).
+
+        A writer beside the reader may be copying a message there right now: a record that does
+        not decode is read again after a moment, a few times, before its error is raised (a torn
+        record stays torn; a written one completes within microseconds).
+        """
+        for _ in range(_LIVE_RETRIES - 1):
+            try:
+                return self.commitlog.find_end(start)
+            except CorruptDataError:
+                time.sleep(_LIVE_RETRY_S)
+        return self.commitlog.find_end(start)
 
     @property
     def commitlog(self) -> CommitLog:
@@ -301,7 +338,8 @@ class RocketMQStore(LifecycleMixin, Store):
                     raise CorruptDataError(f"expected queue directories named by queue id, found {qname!r}",
                                            directory)
                 self.queues[(topic, int(qname))] = ConsumeQueue(
-                    directory, topic, int(qname), self.config.consume_queue_file_size, writable=writable)
+                    directory, topic, int(qname), self.config.consume_queue_file_size, writable=writable,
+                    cut_dir=queue_cut_dir(self.path, topic, int(qname)))
 
     def _load_queue_exts(self) -> None:
         root = os.path.join(self.path, EXT_DIR)
@@ -337,7 +375,8 @@ class RocketMQStore(LifecycleMixin, Store):
         cq = self.queues.get((topic, queue_id))
         if cq is None:
             directory = os.path.join(self.path, CONSUMEQUEUE_DIR, topic, str(queue_id))
-            cq = ConsumeQueue(directory, topic, queue_id, self.config.consume_queue_file_size, writable=True)
+            cq = ConsumeQueue(directory, topic, queue_id, self.config.consume_queue_file_size, writable=True,
+                              cut_dir=queue_cut_dir(self.path, topic, queue_id))
             self.queues[(topic, queue_id)] = cq
         return cq
 
@@ -716,7 +755,7 @@ class RocketMQStore(LifecycleMixin, Store):
                 if cq is None:
                     directory = os.path.join(self.path, CONSUMEQUEUE_DIR, key[0], str(key[1]))
                     cq = ConsumeQueue(directory, key[0], key[1], self.config.consume_queue_file_size,
-                                      writable=True)
+                                      writable=True, cut_dir=queue_cut_dir(self.path, *key))
                     self.queues[key] = cq
                 created += cq.reserve(count)
         except StorageFullError:
@@ -1254,18 +1293,15 @@ class RocketMQStore(LifecycleMixin, Store):
 
 
 def is_rocketmq_store(path: str) -> bool:
-    """A directory with ``commitlog/`` (files named by 20 digits) or ``consumequeue/``, or an empty
-    store: a 4096-byte ``checkpoint`` with ``config/`` or ``lock``."""
+    """A directory with ``commitlog/`` (empty, or holding a file named by 20 digits) or
+    ``consumequeue/``, or an empty store: a 4096-byte ``checkpoint`` with ``config/`` or ``lock``.
+
+    Other names inside ``commitlog/`` do not make it another format's: opening the store
+    refuses them with an error naming each (the broker's loader refuses them too)."""
     commitlog = os.path.join(path, COMMITLOG_DIR)
     if files.is_dir(commitlog):
-        try:
-            for name in files.list_dir(commitlog):
-                if KEPT_ASIDE in name:
-                    continue
-                parse_file_name(commitlog, name)
-        except SegstoreError:
-            return False
-        return True
+        names = [name for name in files.list_dir(commitlog) if KEPT_ASIDE not in name]
+        return not names or any(len(name) == FILE_NAME_DIGITS and name.isdigit() for name in names)
     if files.is_dir(os.path.join(path, CONSUMEQUEUE_DIR)):
         return True
     # A broker that started and stored nothing leaves checkpoint, config/ and lock, no commitlog/.

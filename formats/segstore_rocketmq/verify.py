@@ -18,18 +18,20 @@ complexity: ``O(commitlog bytes + entries)``; read-only, thread-safe with reader
 from __future__ import annotations
 
 import os
+import struct
 
 import numpy as np
 
 from segstore import files, progress
-from segstore.errors import CorruptDataError, SegstoreError
+from segstore.errors import CorruptDataError, InvalidTopicError, SegstoreError
 from segstore.search import Bound, search
 from segstore.store import Problem
 
-from . import batchconsumequeue, timerstore
+from . import batchconsumequeue, columnar, timerstore
 from .checkpoint import FILE_NAME as CHECKPOINT_FILE
 from .checkpoint import check as check_checkpoint
 from .commitlog import KEPT_ASIDE
+from .config import validate_topic
 from .consumequeue import CQ_DTYPE
 from .consumequeue_ext import MAX_ADDR as EXT_MAX_ADDR
 from .consumequeue_ext import real_offset
@@ -43,6 +45,8 @@ CONFIG_DIR = "config"
 #: where the tags code sits in a consume-queue entry (after the long offset and int size)
 # ignore: numpy types ``fields`` as optional; a structured dtype always has it.
 ENTRY_TAGS_POS = CQ_DTYPE.fields["tags_code"][1]  # type: ignore[index]
+#: where beginPhyOffset sits in an IndexFile header (after the two timestamps)
+BEGIN_PHY_POS = struct.calcsize(">qq")
 
 
 def _damage(path: str, view: memoryview, pos: int, base: int) -> str:
@@ -52,10 +56,13 @@ def _damage(path: str, view: memoryview, pos: int, base: int) -> str:
     except CorruptDataError as err:
         return err.message
     if isinstance(record, RocketMQMessage):
-        return (
-            f"expected a message stored at physical offset {base + pos}, "
-            f"found one claiming offset {record.physical_offset}"
-        )
+        why = columnar.contradiction(record.physical_offset, record.queue_id, base + pos)
+        if why is None:     # the walk refused its topic
+            try:
+                validate_topic(record.topic)
+            except InvalidTopicError as err:
+                return err.message
+        return str(why)
     if isinstance(record, Blank):
         left = len(view) - pos
         return f"expected a BLANK reaching the end of the file ({left} bytes), found size {record.size}"
@@ -224,7 +231,10 @@ class _Coverage:
                 ok[mine] = True
                 continue
             k = np.searchsorted(firsts, offsets, side="right") - 1
-            inside = (k >= 0) & (offsets - firsts[np.maximum(k, 0)] < lens[np.maximum(k, 0)])
+            if len(firsts):
+                inside = (k >= 0) & (offsets - firsts[np.maximum(k, 0)] < lens[np.maximum(k, 0)])
+            else:       # a queue without files (emptied for a rebuild): no entry at all
+                inside = np.zeros(len(k), bool)
             phys = np.full(len(mine), -1, np.int64)
             stored = np.zeros(len(mine), np.int64)
             sizes = np.zeros(len(mine), np.int64)
@@ -414,6 +424,8 @@ def _verify_index(store, w: Walk, cover: _Coverage, problems: list[Problem]) -> 
     index = store.index
     if index is None:
         return
+    for path, message in index.refused:
+        problems.append(Problem(path, None, message))
     for f, confirmed in zip(index.files, cover.index_bits, strict=True):
         h = f.header
         stored_count = IndexHeader.unpack(f.file.view(0, HEADER.size)).index_count
@@ -439,6 +451,11 @@ def _verify_index(store, w: Walk, cover: _Coverage, problems: list[Problem]) -> 
                     f"expected slot {s} to hold an entry below {h.index_count}, found {int(f.slots[s])}",
                 )
             )
+        if len(entries) and int(entries["phy_offset"][0]) != h.begin_phy_offset:
+            # IndexFile.putKey sets beginPhyOffset with the file's first entry
+            first = int(entries["phy_offset"][0])
+            problems.append(Problem(f.path, BEGIN_PHY_POS, f"expected beginPhyOffset {first} (the first "
+                                                           f"entry's), found {h.begin_phy_offset}"))
         if len(entries) and int(entries["phy_offset"][-1]) != h.end_phy_offset:
             problems.append(
                 Problem(

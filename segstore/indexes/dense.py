@@ -27,7 +27,7 @@ import os
 import numpy as np
 
 from segstore import files
-from segstore.errors import CorruptIndexError, OffsetOutOfRangeError, StorageFullError, WrongFormatError
+from segstore.errors import CorruptDataError, CorruptIndexError, OffsetOutOfRangeError, StorageFullError
 from segstore.files import MappedFile
 from segstore.index import EntryIndex
 from segstore.log import SegmentedLog
@@ -46,10 +46,10 @@ def file_name(base: int) -> str:
 def parse_file_name(directory: str, name: str) -> int:
     """The start offset a 20-digit file name stands for.
 
-    :raises WrongFormatError: the name is not 20 decimal digits.
+    :raises CorruptDataError: the name is not 20 decimal digits (a file the broker's loader refuses).
     """
     if len(name) != FILE_NAME_DIGITS or not name.isdigit():
-        raise WrongFormatError(f"expected file names of {FILE_NAME_DIGITS} digits, found {name!r}",
+        raise CorruptDataError(f"expected file names of {FILE_NAME_DIGITS} digits, found {name!r}",
                                os.path.join(directory, name))
     return int(name)
 
@@ -84,7 +84,7 @@ class ConsumeQueue:
     """
 
     def __init__(self, directory: str, topic: str, queue_id: int, file_size: int, *,
-                 writable: bool = False) -> None:
+                 writable: bool = False, cut_dir: str | None = None) -> None:
         if file_size % CQ_DTYPE.itemsize:
             raise CorruptIndexError(f"expected a consume-queue file size that is a multiple of "
                                     f"{CQ_DTYPE.itemsize}, found {file_size}", directory)
@@ -101,6 +101,11 @@ class ConsumeQueue:
         self.empty_tail: str | None = None
         #: files of zeros after a file with free slots (not loaded; see :meth:`_load`)
         self.unused_tail: list[str] = []
+        #: where a writer keeps the bytes it cuts off a file that is too long (None: such a file
+        #: is refused, as when reading)
+        self.cut_dir = cut_dir
+        #: what loading for writing did to files of the wrong length (recovery lines)
+        self.repairs: list[str] = []
         self._load()
 
     def _new_file(self, base: int) -> ConsumeQueueFile:
@@ -128,9 +133,12 @@ class ConsumeQueue:
             mapped = MappedFile(path, writable=self.writable)
             if mapped.size != self.file_size:
                 size = mapped.size
-                mapped.close()
-                raise CorruptIndexError(f"expected a consume-queue file of {self.file_size} bytes "
-                                        f"(mappedFileSizeConsumeQueue), found {size}", path)
+                if not self.writable or self.cut_dir is None:
+                    mapped.close()
+                    raise CorruptIndexError(f"expected a consume-queue file of {self.file_size} bytes "
+                                            f"(mappedFileSizeConsumeQueue), found {size}: the broker refuses "
+                                            f"to load it; segstore recover resizes it", path)
+                self.repairs.append(self._fix_size(mapped, size, self.cut_dir))
             count = valid_entries(mapped.array(CQ_DTYPE, 0, self.file_size // CQ_DTYPE.itemsize))
             loaded.append(ConsumeQueueFile(mapped, base, count))
         # Files without an entry after one with free slots: created for a batch (reserve) that a kill
@@ -141,6 +149,19 @@ class ConsumeQueue:
             unused.file.close()
             self.unused_tail.append(unused.file.path)
         self.log.load(loaded)
+
+    def _fix_size(self, mapped: MappedFile, size: int, cut_dir: str) -> str:
+        """Give a file of the wrong length the mapped-file size (``MappedFileQueue.load`` refuses any
+        other); the recovery line.  Bytes past it are kept in ``cut_dir`` first; a short file is
+        extended with zeros, its missing entries rebuilt by the recovery walk."""
+        if size < self.file_size:
+            mapped.resize(self.file_size)
+            return (f"{mapped.path}: extended from {size} to {self.file_size} bytes with zeros "
+                    f"(mappedFileSizeConsumeQueue); entries it lacks are rebuilt from the commitlog")
+        kept = files.save_aside(mapped.path, self.file_size, mapped.view(self.file_size, size), into=cut_dir)
+        mapped.resize(self.file_size)
+        return (f"{mapped.path}:{self.file_size}: cut {size - self.file_size} bytes past the consume-queue "
+                f"file size {self.file_size} (mappedFileSizeConsumeQueue), saved in {kept}")
 
     # -- offsets -------------------------------------------------------------
     @property

@@ -555,6 +555,9 @@ class IndexService:
         self.clock = clock
         self.on_file_full = on_file_full
         self.files: list[IndexFile] = []
+        #: ``(path, error message)`` of each file :meth:`load` could not open (wrong size): left out of
+        #: queries, reported by verify, set aside and rebuilt by recovery (:meth:`set_aside_refused`)
+        self.refused: list[tuple[str, str]] = []
 
     def load(self) -> list[str]:
         """Open every index file; returns the names of files that could not be opened (wrong size)."""
@@ -565,9 +568,31 @@ class IndexService:
             path = os.path.join(self.directory, name)
             try:
                 self.files.append(IndexFile.open(path, self.slot_num, self.index_num, writable=self.writable))
-            except CorruptIndexError:
+            except CorruptIndexError as err:
                 bad.append(name)
+                self.refused.append((path, err.message))
         return bad
+
+    def set_aside_refused(self, into: str) -> list[str]:
+        """Move the first refused file and every later one into ``into`` (a directory the broker never
+        lists), so that recovery rebuilds their entries from the commitlog; the recovery lines.
+        Later files go too: the index must stay in commitlog order, and they are rebuilt with it."""
+        if not self.refused:
+            return []
+        first = min(path for path, _ in self.refused)
+        for f in [f for f in self.files if f.path > first]:
+            f.close()
+            self.files.remove(f)
+        lines = []
+        for name in files.list_dir(self.directory):
+            path = os.path.join(self.directory, name)
+            if len(name) == FILE_NAME_LENGTH and name.isdigit() and path >= first:
+                files.make_dirs(into)
+                files.rename(path, os.path.join(into, name))
+                why = dict(self.refused).get(path, "after a refused file")
+                lines.append(f"{path}: moved to {into} ({why}); its entries are rebuilt from the commitlog")
+        self.refused = []
+        return lines
 
     @property
     def last(self) -> IndexFile | None:
