@@ -55,9 +55,19 @@ def test_find_on_kafka_returns_records_with_that_key(tmp_path):
         ] == window
 
 
-def test_find_on_kafka_without_a_key_index_says_how_to_build_one():
-    with segstore.open(KAFKA) as store, pytest.raises(NotFoundError, match="index build"):
-        store.find("topic", "key-14")
+def test_find_on_kafka_without_a_key_index_scans_the_key_column_to_the_same_answer(tmp_path):
+    part = _kafka_with_key_index(tmp_path)
+    calls = [("key-14", {}), (b"key-14", {"max_hits": 1}), ("key-3", {"partition": 0}), ("nope", {})]
+    with segstore.open(part) as indexed, segstore.open(KAFKA) as scanned:
+        assert "key" in indexed.indexes and scanned.indexes is None
+        for key, options in calls:
+            want = [(r.partition, r.offset) for r in indexed.find("topic", key, **options)]
+            assert [(r.partition, r.offset) for r in scanned.find("topic", key, **options)] == want
+        hits = scanned.find("topic", "key-14")
+        first = hits[0].timestamp
+        assert [r.offset for r in scanned.find("topic", "key-14", begin=first, end=first)] == [
+            r.offset for r in hits if r.timestamp == first]
+        assert scanned.find("topic", "key-14", partition=7) == scanned.find("other", "key-14") == []
 
 
 @pytest.mark.parametrize("path,topic", [(ROCKETMQ, "TopicA"), (KAFKA, "topic")], ids=["rocketmq", "kafka"])
