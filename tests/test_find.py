@@ -10,7 +10,6 @@ from conftest import FIXTURES, copy_writable
 
 import segstore
 from segstore import cli
-from segstore.errors import NotFoundError
 
 ROCKETMQ = FIXTURES / "rocketmq" / "basic" / "store"
 KAFKA = FIXTURES / "kafka" / "uncompressed" / "topic-0"

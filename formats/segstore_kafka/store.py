@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 from segstore import files, progress
 from segstore.columns import KAFKA_SCHEMA, project
 from segstore.errors import (
+    CorruptDataError,
     CorruptIndexError,
     InvalidTopicError,
     NotFoundError,
@@ -77,18 +78,46 @@ class _CommittedFilter:
         self.aborted: set[int] = set()
         self.next = 0
 
-    def keeps(self, batch: codec.RecordBatch) -> bool:
+    def keeps(self, batch: codec.RecordBatch, control_type: str | None = None) -> bool:
+        """Whether the consumer is given ``batch``; ``control_type``: a control batch's type when the
+        caller decoded it already (``batch`` then need not hold its records)."""
         if batch.producer_id != codec.NO_PRODUCER_ID:      # Kafka's hasProducerId
             pending = self.pending
             while self.next < len(pending) and pending[self.next].first_offset <= batch.last_offset:
                 self.aborted.add(pending[self.next].producer_id)
                 self.next += 1
             if batch.is_control:
-                if batch.control_type() == "ABORT":
+                if (control_type or batch.control_type()) == "ABORT":
                     self.aborted.discard(batch.producer_id)
             elif batch.is_transactional and batch.producer_id in self.aborted:
                 return False
         return not batch.is_control
+
+
+#: The columns :func:`_control_types` reads.
+_CONTROL_COLUMNS = project(KAFKA_SCHEMA, ["key", "value"])
+
+
+def _control_types(chunk: columnar.Chunk, batches: list[codec.RecordBatch]) -> list[str | None]:
+    """Each decoded batch's control type (None for a data batch), from its first record's key and
+    value in the chunk (``batches`` hold no records).
+
+    :raises CorruptDataError: a control batch whose record is not a control record.
+    """
+    if not any(b.is_control for b in batches):
+        return [None] * len(batches)
+    table = columnar.to_arrow(chunk, _CONTROL_COLUMNS, topic="", partition=0, segment=0)
+    keys, values = table.column("key"), table.column("value")
+    types: list[str | None] = []
+    for batch, first in zip(batches, chunk.batches["first_row"].tolist(), strict=True):
+        if not batch.is_control:
+            types.append(None)
+            continue
+        try:
+            types.append(codec.parse_control_record(keys[first].as_py(), values[first].as_py())[0])
+        except ValueError as err:
+            raise CorruptDataError(str(err), None, batch.position) from err
+    return types
 
 
 def _committed(part: Partition, batches: Iterable[codec.RecordBatch],
@@ -584,7 +613,8 @@ class KafkaStore(Store):
                     chunk, prefix, [jsonlib.dumps(b.timestamp_type) for b in batches],
                     [f', "batch": {jsonlib.dumps(batch_json(b))}}}\n' for b in batches])
                 if keeps is not None:
-                    kept = np.array([keeps(b) for b in batches], dtype=bool)
+                    kept = np.array([keeps(b, kind) for b, kind in
+                                     zip(batches, _control_types(chunk, batches), strict=True)], dtype=bool)
                     if not kept.all():
                         # a record is one line (JSON escapes newlines): keep the kept batches' lines
                         per_row = np.repeat(kept, np.diff(rows["first_row"], append=chunk.rows))
@@ -692,7 +722,7 @@ class KafkaStore(Store):
         if request.isolation == READ_COMMITTED:
             records = [r for r in records if self._committed_record(r)]
         lines = [DumpLine(f"{r.topic}/{r.partition} offset {r.offset} timestamp {r.timestamp} "
-                          f"key {request.key}", self.to_json(r)) for r in records]
+                          f"key {request.key}", self.to_json(cast(KafkaRecord, r))) for r in records]
         return QueryResult(records=records, lines=lines, found=bool(records))
 
     def _committed_record(self, record: Record) -> bool:

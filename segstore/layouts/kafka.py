@@ -32,6 +32,7 @@ from segstore_rocketmq.indexfile import IndexRequest, IndexService, build_key, i
 
 from segstore import files
 from segstore.errors import CorruptIndexError
+from segstore.records import Record
 from segstore.store import Problem
 
 from .base import INDEX_ROOT, ExtraLayout, IndexT, Layout, Stream, StreamIndex
@@ -56,7 +57,7 @@ class OffsetLayout(Layout):
     format = "kafka"
     answers = frozenset({"offset"})
 
-    def read_at(self, stream: Stream, offset: int) -> KafkaRecord | None:
+    def read_at(self, stream: Stream, offset: int) -> Record | None:
         """Segment floor, binary search of its ``.index``, then a hop over batch headers."""
         if not self._check_range(stream, offset):
             return None
@@ -342,7 +343,7 @@ class QueueLayout(_ExtraPartitionLayout[QueueStreamIndex]):
     answers = frozenset({"offset"})
     stream_class = QueueStreamIndex
 
-    def read_at(self, stream: Stream, offset: int) -> KafkaRecord | None:
+    def read_at(self, stream: Stream, offset: int) -> Record | None:
         if not self._check_range(stream, offset):
             return None
         return self._index(stream).read_at(offset)

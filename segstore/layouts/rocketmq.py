@@ -42,6 +42,7 @@ from segstore_rocketmq.store import INDEX_DIR, RocketMQStore, has_queue_entry
 
 from segstore import files
 from segstore.errors import CorruptDataError, NotFoundError, OffsetOutOfRangeError, UnsupportedOperationError
+from segstore.records import Record
 from segstore.search import Bound
 from segstore.store import Problem, Store
 
@@ -105,7 +106,7 @@ class QueueLayout(Layout):
     format = "rocketmq"
     answers = frozenset({"offset"})
 
-    def read_at(self, stream: Stream, offset: int) -> RocketMQMessage | None:
+    def read_at(self, stream: Stream, offset: int) -> Record | None:
         """One consume-queue entry, one commitlog read.  ``O(log files)``."""
         if not self._check_range(stream, offset):
             return None
@@ -406,7 +407,7 @@ class OffsetLayout(_ExtraQueueLayout[OffsetStreamIndex]):
     answers = frozenset({"offset"})
     stream_class = OffsetStreamIndex
 
-    def read_at(self, stream: Stream, offset: int) -> RocketMQMessage | None:
+    def read_at(self, stream: Stream, offset: int) -> Record | None:
         if not self._check_range(stream, offset):
             return None
         return self._index(stream).read_at(offset)
