@@ -92,7 +92,8 @@ def test_kafka_query_key_read_committed_leaves_out_aborted_hits():
     key = aborted_only.decode()
     plain = run_process("query", PART, "--key", key, "--json")
     assert plain.returncode == 0, plain.stderr
-    assert [obj["offset"] for obj in _json_lines(plain.stdout)] == [o for o in every if keys[o] == aborted_only]
+    hits = [o for o in every if keys[o] == aborted_only]
+    assert [obj["offset"] for obj in _json_lines(plain.stdout)] == hits
     done = run_process("query", PART, "--key", key, "--json", "--isolation", "read_committed")
     assert (done.returncode, done.stdout) == (1, "")
     assert f"no record with key {key!r}" in done.stderr
