@@ -10,6 +10,7 @@ from conftest import FIXTURES, copy_writable
 
 import segstore
 from segstore import cli
+from segstore.errors import NotFoundError
 
 ROCKETMQ = FIXTURES / "rocketmq" / "basic" / "store"
 KAFKA = FIXTURES / "kafka" / "uncompressed" / "topic-0"
@@ -87,3 +88,10 @@ def test_offset_for_time_is_the_first_offset_at_or_after_the_time(path, topic):
                 o for o, t in zip(offsets, times, strict=True) if t >= target
             )
         assert store.offset_for_time(topic, partition, max(times) + 1) is None
+        assert store.offset_for_time(topic, partition, min(times) - 1) == start
+
+
+@pytest.mark.parametrize("path,topic", [(ROCKETMQ, "TopicA"), (KAFKA, "topic")], ids=["rocketmq", "kafka"])
+def test_offset_for_time_of_a_partition_the_store_lacks_is_not_found(path, topic):
+    with segstore.open(path) as store, pytest.raises(NotFoundError):
+        store.offset_for_time(topic, 99, 0)

@@ -457,6 +457,13 @@ class KafkaStore(Store):
         return part.log_start_offset, part.next_offset
 
     def offset_for_time(self, topic: str, partition: int, timestamp: int) -> int | None:
+        """:meth:`Store.offset_for_time` by the ``.timeindex`` (``ListOffsets``): the first offset whose
+        record timestamp is at or after ``timestamp``; ``O(log n)`` index reads and one segment hop.
+
+        :raises NotFoundError: the store holds no such partition.
+        """
+        if (topic, partition) not in self._partitions():
+            raise NotFoundError(f"expected a partition {topic}-{partition}, found none", self.path)
         found = self.partition_of(topic, partition).offset_for_time(timestamp)
         return None if found is None else found.offset
 
