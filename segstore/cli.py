@@ -167,7 +167,7 @@ def _print_lines(lines: Iterable[DumpLine], as_json: bool, out: TextIO) -> int:
 _UTF8 = frozenset({"utf-8"})
 
 
-def _write_blocks(blocks: Iterable[bytes], out: TextIO) -> None:
+def _write_blocks(blocks: Iterable[bytes | memoryview], out: TextIO) -> None:
     """Write blocks of UTF-8 text: to ``out``'s binary buffer when it has one whose encoding is
     UTF-8 (no decode and encode again; what was written as text before is flushed first), else
     decoded into ``out``."""

@@ -325,9 +325,11 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def dump_json(self, *, topic: str | None = None, partition: int | None = None,
-                  isolation: str = READ_UNCOMMITTED) -> Iterator[bytes]:
+                  isolation: str = READ_UNCOMMITTED) -> Iterator[bytes | memoryview]:
         """The ``dump --json`` lines: blocks of UTF-8 text, one :meth:`to_json` object a line, built
-        a batch of records at a time (memory bounded by the batch, not the store).
+        a batch of records at a time (memory bounded by the batch, not the store).  A block may be
+        a view of a buffer the next block reuses: write it out (or ``bytes()`` it) before asking
+        for the next.
 
         ``isolation``: :data:`READ_COMMITTED` leaves out what a read_committed consumer never
         sees, where the format has transactions.

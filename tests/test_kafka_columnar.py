@@ -356,7 +356,7 @@ def test_scan_arrow_over_a_log_dir_partitions_offsets_and_ranges(tmp_path, accel
 def test_dump_json_lines_are_json_dumps_of_to_json(tmp_path, accelerator) -> None:
     path = _log_dir(tmp_path)
     with segstore.open(path) as store:
-        dumped = b"".join(store.dump_json()).decode("ascii")
+        dumped = b"".join(bytes(block) for block in store.dump_json()).decode("ascii")
         expected = "".join(json.dumps(store.to_json(r)) + "\n" for r in store.scan())
     assert dumped == expected
     with open(tmp_path / "dump.txt", "w", encoding="utf-8") as text, segstore.open(path) as store:

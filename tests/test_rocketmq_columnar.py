@@ -398,7 +398,8 @@ def test_dump_json_in_c_equals_the_message_by_message_dump(monkeypatch, topic, p
             if not accelerated:
                 monkeypatch.setattr(columnar, "_speedups", None)
             with RocketMQStore(str(ROOT / name / "store"), "r") as store:
-                outs.append(b"".join(store.dump_json(topic=topic, partition=partition)))
+                blocks = store.dump_json(topic=topic, partition=partition)
+                outs.append(b"".join(bytes(block) for block in blocks))
         monkeypatch.undo()
         assert outs[0] == outs[1] and outs[0]
 

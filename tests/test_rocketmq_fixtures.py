@@ -49,7 +49,7 @@ def lines(name: str, kind: str) -> list[dict]:
 
 def dumped(name: str) -> list[dict]:
     with RocketMQStore(str(ROOT / name / "store"), "r") as store:
-        text = b"".join(store.dump_json()).decode("utf-8")
+        text = b"".join(bytes(block) for block in store.dump_json()).decode("utf-8")
     return [json.loads(line) for line in text.splitlines()]
 
 

@@ -603,7 +603,7 @@ class KafkaStore(Store):
             raise CorruptIndexError(message, path, pos)
 
     def dump_json(self, *, topic: str | None = None, partition: int | None = None,
-                  isolation: str = READ_UNCOMMITTED) -> Iterator[bytes]:
+                  isolation: str = READ_UNCOMMITTED) -> Iterator[bytes | memoryview]:
         """``dump --json`` lines (ASCII), a decoded chunk at a time in C where built: byte for byte
         ``json.dumps(self.to_json(record))`` for each record of :meth:`scan` (``scan(isolation=...)``).
         ``O(bytes read)``."""

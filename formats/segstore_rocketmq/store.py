@@ -936,12 +936,13 @@ class RocketMQStore(LifecycleMixin, Store):
         }
 
     def dump_json(self, *, topic: str | None = None, partition: int | None = None,
-                  isolation: str = READ_UNCOMMITTED) -> Iterator[bytes]:
+                  isolation: str = READ_UNCOMMITTED) -> Iterator[bytes | memoryview]:
         """``dump --json`` lines (UTF-8) in commitlog order, :data:`JSON_KEYS` objects (with an ``ext``
         object for a message a ``consumequeue_ext`` unit describes), a batch of messages at a time
         in C where built.  ``read_committed`` leaves out what no consumer is given: prepared and
         rolled-back transaction messages, which no consume queue points at (:func:`has_queue_entry`).
-        ``O(bytes read)``."""
+        The C path's blocks are views of one reused buffer (valid until the next block is
+        asked for).  ``O(bytes read)``."""
         import json as jsonlib
 
         self._check_open()
@@ -961,7 +962,7 @@ class RocketMQStore(LifecycleMixin, Store):
                         rows = rows.select(keep)
                         if not len(rows):
                             continue
-                yield bytes(writer.lines(view, rows, self._tags_codes_of(view, rows)))
+                yield writer.lines(view, rows, self._tags_codes_of(view, rows))
             return
         for msg in self.scan():
             if topic is not None and msg.topic != topic:
