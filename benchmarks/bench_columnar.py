@@ -144,8 +144,9 @@ def child(op: str, store: Path, messages: int) -> dict:
         with segstore.open(str(store), "rocketmq", "a") as s:
             count = sum(len(q) for q in [range(*s.offset_range("BenchTopic", i)) for i in range(QUEUES)])
     elif op == "dump":
-        with segstore.open(str(store), "rocketmq", "r") as s, open(os.devnull, "w", encoding="utf-8") as out:
-            s.dump(out, json=True)
+        with segstore.open(str(store), "rocketmq", "r") as s, open(os.devnull, "wb") as out:
+            for block in s.dump_json():
+                out.write(block)
         count = messages
     seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     return {"op": op, "seconds": seconds, "cpu": cpu, "count": count, "anon_mb": peak.stop() / 1024}

@@ -6,8 +6,9 @@
 
 from .api import open
 from .errors import SegstoreError
-from .records import Message
-from .store import AppendResult, Problem, QueryRequest, Store
+from .records import Message, Record
+from .store import AppendResult, DumpLine, Problem, QueryRequest, QueryResult, Store
 
-__all__ = ["AppendResult", "Message", "Problem", "QueryRequest", "SegstoreError", "Store", "open"]
+__all__ = ["AppendResult", "DumpLine", "Message", "Problem", "QueryRequest", "QueryResult", "Record",
+           "SegstoreError", "Store", "open"]
 __version__ = "0.1.0"

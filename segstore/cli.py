@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import codecs
 import inspect
 import json
 import os
@@ -34,7 +35,16 @@ from .errors import (
     WrongFormatError,
 )
 from .plugin import FileDumpOptions
-from .store import QUERY_ALL, Problem, QueryRequest
+from .records import Record
+from .store import (
+    ISOLATION_LEVELS,
+    QUERY_ALL,
+    READ_UNCOMMITTED,
+    DumpLine,
+    Problem,
+    QueryRequest,
+    Store,
+)
 
 EXIT_OK, EXIT_DATA, EXIT_USAGE = 0, 1, 2
 #: What a query that matched nothing exits with (a data answer, not a usage problem).
@@ -122,20 +132,58 @@ def time_ms(text: str) -> int:
     return (when - _EPOCH) // timedelta(milliseconds=1)  # exact integers, no float rounding
 
 
-def _print_records(store: Any, records: Iterable[Any], as_json: bool, out: TextIO) -> int:
+def _print_records(store: Store, records: Iterable[Record], as_json: bool, out: TextIO) -> int:
     """One line a record: its ``dump --json`` object, or the format's one-line form; returns the count."""
-    one_line = getattr(store, "dump_one", None)
     count = 0
     for record in records:
-        if as_json or one_line is None:
-            out.write(json.dumps(store.to_json(record), ensure_ascii=False) + "\n")
+        if as_json:
+            _json_object(store.to_json(record), out)
         else:
-            one_line(record, out)
+            out.write(store.describe(record) + "\n")
         count += 1
     return count
 
 
-def _reads_tags(store: Any) -> bool:
+def _json_object(obj: Any, out: TextIO) -> None:
+    """One record's (or answer's) JSON object a line, as ``dump --json`` writes records."""
+    out.write(json.dumps(obj, ensure_ascii=False) + "\n")
+
+
+def _print_lines(lines: Iterable[DumpLine], as_json: bool, out: TextIO) -> int:
+    """A plugin's answer lines: the text of each, or (``as_json``) the JSON object of each line that
+    has one; returns how many lines were printed."""
+    count = 0
+    for line in lines:
+        if not as_json:
+            out.write(line.text + "\n")
+        elif line.json:
+            _json_object(line.data, out)
+        else:
+            continue
+        count += 1
+    return count
+
+
+#: Encodings (by codecs' names) that write UTF-8 text as the same bytes.
+_UTF8 = frozenset({"utf-8"})
+
+
+def _write_blocks(blocks: Iterable[bytes | memoryview], out: TextIO) -> None:
+    """Write blocks of UTF-8 text: to ``out``'s binary buffer when it has one whose encoding is
+    UTF-8 (no decode and encode again; what was written as text before is flushed first), else
+    decoded into ``out``."""
+    raw = getattr(out, "buffer", None)
+    encoding = getattr(out, "encoding", None)
+    if raw is not None and encoding is not None and codecs.lookup(encoding).name in _UTF8:
+        out.flush()
+        for block in blocks:
+            raw.write(block)
+        return
+    for block in blocks:
+        out.write(str(block, "utf-8", "surrogatepass"))
+
+
+def _reads_tags(store: Store) -> bool:
     return "tag" in inspect.signature(store.read).parameters
 
 
@@ -250,13 +298,20 @@ def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
                          "(name the .log / .index / ... files)")
     args.path = args.paths[0]
     with _open(args) as store:
+        isolation = args.isolation
         if args.tag is not None:
             if args.index:
                 raise UsageError("--tag and --index do not go together")
+            # the consume queues --tag reads hold no transaction a read_committed consumer skips
             _print_records(store, _tagged(store, args.topic, _partition(args), args.tag), args.json, out)
             return EXIT_OK
-        store.dump(out, json=args.json, topic=args.topic, partition=_partition(args),
-                   index=args.index)
+        if args.json:   # the records only: --index dumps the index files as text
+            _write_blocks(store.dump_json(topic=args.topic, partition=_partition(args), isolation=isolation),
+                          out)
+            return EXIT_OK
+        # Index problems go to stdout with the rest: they belong to the index dump they follow.
+        _print_lines(store.dump(topic=args.topic, partition=_partition(args), index=args.index,
+                                isolation=isolation), False, out)
     return EXIT_OK
 
 
@@ -326,22 +381,6 @@ def cmd_recover(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
-class _LineCounter:
-    """A text sink that counts the lines written to it and passes them on (or drops them)."""
-
-    def __init__(self, out: TextIO | None) -> None:
-        self.out = out
-        self.lines = 0
-
-    def write(self, text: str) -> int:
-        self.lines += text.count("\n")
-        return self.out.write(text) if self.out is not None else len(text)
-
-    def flush(self) -> None:
-        if self.out is not None:
-            self.out.flush()
-
-
 def _no_hit_message(request: QueryRequest) -> str:
     where = f"{request.topic or '*'}/{'*' if request.partition is None else request.partition}"
     if request.key is not None:
@@ -363,9 +402,9 @@ def _query_msg_id(args: argparse.Namespace, out: TextIO) -> int:
             _print_records(store, [found], args.json, out)
             return EXIT_OK
         if args.topic is not None:
-            request = QueryRequest(topic=args.topic, key=args.msg_id, json=args.json)
-            sink = _LineCounter(out)
-            if store.query(request, sink) == EXIT_OK:
+            result = store.query(QueryRequest(topic=args.topic, key=args.msg_id))
+            _print_lines(result.lines, args.json, out)
+            if result.found:
                 return EXIT_OK
     where = "" if args.topic is not None else " (pass --topic to look it up as a client msgId / UNIQ_KEY)"
     sys.stderr.write(f"segstore query: no message with msgId {args.msg_id}{where}\n")
@@ -400,25 +439,24 @@ def cmd_query(args: argparse.Namespace, out: TextIO) -> int:
         raise UsageError(f"--max expects a positive number, found {args.max}")
     request = QueryRequest(topic=args.topic, partition=_partition(args), key=args.key, offset=args.offset,
                            count=args.count, timestamp=args.timestamp, begin=args.begin, end=args.end,
-                           max=args.max if args.max is not None else QUERY_ALL, json=args.json)
+                           max=args.max if args.max is not None else QUERY_ALL, isolation=args.isolation)
     if not asked:
         raise UsageError("query needs one of --key, --offset, --timestamp or --msg-id")
     with _open(args) as store:
-        sink = _LineCounter(out)
-        code = store.query(request, sink)
+        result = store.query(request)
+        printed = _print_lines(result.lines, args.json, out)
         for note in getattr(store, "notes", ()):    # where the answer came from (stderr: --json stays JSON)
             sys.stderr.write(f"{args.path}: {note}\n")
-        if code == EXIT_NO_HITS and sink.lines == 0:
+        if not result.found and printed == 0:
             sys.stderr.write(f"segstore query: {_no_hit_message(request)}\n")
-        elif request.key is not None and args.max is not None and code == EXIT_OK:
-            # Key queries print one line a hit; count them all to say how many --max left out.
-            total = _LineCounter(None)
-            request.max, request.json = QUERY_ALL, True
-            store.query(request, total)
-            if total.lines > sink.lines:
-                sys.stderr.write(f"segstore query: {sink.lines} of {total.lines} hits shown (the newest; "
-                                 f"--max {args.max}), {total.lines - sink.lines} left out\n")
-    return code
+        elif request.key is not None and args.max is not None and result.found:
+            # Count every hit to say how many --max left out.
+            request.max = QUERY_ALL
+            total, shown = len(store.query(request).records), len(result.records)
+            if total > shown:
+                sys.stderr.write(f"segstore query: {shown} of {total} hits shown (the newest; "
+                                 f"--max {args.max}), {total - shown} left out\n")
+    return EXIT_OK if result.found else EXIT_NO_HITS
 
 
 _PROGRESS_STEP = 1 << 20  # report reading progress a MiB at a time, not a line at a time
@@ -595,6 +633,14 @@ def _json_flag(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--json", action="store_true", help=f"{what} (stdout holds JSON only)")
 
 
+def _isolation_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--isolation", choices=ISOLATION_LEVELS, default=READ_UNCOMMITTED,
+                   help="as a Kafka consumer's isolation.level: read_uncommitted (default) shows every "
+                        "stored record; read_committed hides what a read_committed consumer is not given "
+                        "(Kafka: transaction markers and aborted transactions; RocketMQ: prepared and "
+                        "rolled-back transaction messages)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="segstore", description=__doc__.splitlines()[0],
                                      epilog="exit codes: 0 ok, 1 data problem or no match, 2 usage")
@@ -615,6 +661,7 @@ def build_parser() -> argparse.ArgumentParser:
     _selectors(p)
     _json_flag(p, "one dump object a line")
     p.add_argument("--tag", help="only messages whose TAGS equal this (RocketMQ), queue by queue")
+    _isolation_flag(p)
     p.add_argument("--index", action="store_true",
                    help="also dump the index files (Kafka .index/.timeindex/.txnindex; RocketMQ consume "
                         "queues and IndexFiles) and check them against the log")
@@ -676,6 +723,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tag", help="with --offset: the next --count messages whose TAGS equal this (RocketMQ)")
     p.add_argument("--max", type=int, default=None,
                    help="at most this many key hits, the newest (default: all); says how many were left out")
+    _isolation_flag(p)
     _json_flag(p, "one dump object a line")
     p.set_defaults(func=cmd_query)
 

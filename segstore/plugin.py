@@ -10,11 +10,13 @@ from __future__ import annotations
 import abc
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from .errors import UnsupportedOperationError
-from .store import Store
+from .store import DumpLine, Store
+
+__all__ = ["WRITE_CHUNK", "DumpLine", "FileDumpOptions", "FormatPlugin", "chunks"]
 
 #: Messages :meth:`FormatPlugin.write_jsonl` appends at a time (memory is bounded by this, not the input).
 WRITE_CHUNK = 4096
@@ -31,20 +33,6 @@ def chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
 
 if TYPE_CHECKING:
     from .convert.interchange import FormatConversion
-
-
-@dataclass(frozen=True, slots=True)
-class DumpLine:
-    """One line of ``segstore dump FILE``: ``text`` for a terminal, ``data`` for ``--json``.
-
-    A ``problem`` line (an index entry that disagrees with the log, torn bytes, a bad CRC)
-    goes to stderr and makes the command exit 1, as ``kafka-dump-log`` reports mismatches
-    after the dump.
-    """
-
-    text: str
-    data: dict[str, Any] = field(default_factory=dict)
-    problem: bool = False
 
 
 @dataclass(slots=True)

@@ -3,14 +3,37 @@
 A RocketMQ message and a Kafka record differ in almost every field; what a user
 of either wants first is the same: where it is (topic, partition, offset), when
 (timestamp), and what (key, value, headers).  :class:`Message` is that common
-view.  Formats keep their own richer record classes and convert with
-``Store.to_common``; appends accept a :class:`Message` (or a mapping with its
-field names) in every format.
+view.  Appends accept a :class:`Message` (or a mapping with its field names) in
+every format.
+
+What reads return is a :class:`Record`: the one public record type of every
+format.  Its common fields (:data:`COMMON_FIELDS`) mean the same in every format,
+in the library, in Spark's columns (:mod:`segstore.columns`) and in conversion;
+``extras`` holds the format's own fields.  Each format's record class is a
+:class:`Record` (so ``read()``/``scan()``/``find()`` hand out the decoded record
+itself, no copy), and keeps its own attributes beside the common ones.
+
+Keys, the same everywhere (``docs/records.md``):
+
+- Kafka: ``key`` is the record key, bytes as stored (None for a null key);
+  ``keys`` is ``[key]`` as text (UTF-8; bytes that are not UTF-8 are kept as
+  ``surrogateescape`` characters, so ``k.encode("utf-8", "surrogateescape")`` is the
+  key again), ``[]`` for a null key.
+- RocketMQ: ``keys`` is the ``KEYS`` property split on spaces, empty tokens
+  dropped (the broker's ``MessageConst.KEY_SEPARATOR`` and ``IndexService.buildIndex``);
+  ``key`` is the first of them as UTF-8 (None when there is none).
+
+``Store.find(topic, key)`` matches a record when ``key`` is its Kafka key (bytes
+equal) or one of its RocketMQ ``keys`` or its ``UNIQ_KEY`` (client msgId), which
+is what the broker's IndexFiles hold.
 """
 
 from __future__ import annotations
 
+import abc
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 from .errors import InvalidMessageError
 
@@ -18,6 +41,83 @@ CREATE_TIME = "CreateTime"
 LOG_APPEND_TIME = "LogAppendTime"
 
 Header = tuple[str, "bytes | None"]
+
+#: The fields every :class:`Record` has, whatever its format.
+COMMON_FIELDS = ("topic", "partition", "offset", "timestamp", "timestamp_type", "key", "keys", "value",
+                 "headers")
+
+
+class Record(abc.ABC):
+    """One stored record, as every format's reads return it.
+
+    ``partition``: the Kafka partition or RocketMQ queue id; ``offset``: the absolute
+    offset in it (RocketMQ queue offset); ``timestamp``: ms since the epoch (Kafka the
+    record's timestamp, RocketMQ the born timestamp); ``timestamp_type``:
+    :data:`CREATE_TIME` or :data:`LOG_APPEND_TIME`; ``key``/``keys``: see the module;
+    ``value``: the payload (RocketMQ the body); ``headers``: Kafka's headers, RocketMQ's
+    properties (values UTF-8).  ``extras``: the format's own fields by name (what its
+    ``dump --json`` objects add).  Formats implement the fields as attributes or
+    properties; records are read-only views.
+    """
+
+    __slots__ = ()
+
+    topic: str
+
+    @property
+    @abc.abstractmethod
+    def partition(self) -> int:
+        """Kafka partition, RocketMQ queue id."""
+
+    @property
+    @abc.abstractmethod
+    def offset(self) -> int:
+        """Absolute offset in the partition / queue."""
+
+    @property
+    @abc.abstractmethod
+    def timestamp(self) -> int:
+        """Milliseconds since the epoch."""
+
+    @property
+    @abc.abstractmethod
+    def timestamp_type(self) -> str:
+        """:data:`CREATE_TIME` or :data:`LOG_APPEND_TIME`."""
+
+    @property
+    @abc.abstractmethod
+    def key(self) -> bytes | None:
+        """The key (RocketMQ: the first ``KEYS`` token, UTF-8)."""
+
+    @property
+    @abc.abstractmethod
+    def keys(self) -> list[str]:
+        """Every key as text (RocketMQ: the ``KEYS`` tokens; Kafka: the key, if any)."""
+
+    @property
+    @abc.abstractmethod
+    def value(self) -> bytes | None:
+        """The payload."""
+
+    @property
+    @abc.abstractmethod
+    def headers(self) -> list[Header]:
+        """Kafka headers, RocketMQ properties, in order."""
+
+    @property
+    @abc.abstractmethod
+    def extras(self) -> Mapping[str, Any]:
+        """The format's own fields by name."""
+
+    def to_message(self) -> Message:
+        """The record as a :class:`Message` (what an append takes)."""
+        return Message(topic=self.topic, value=self.value, key=self.key, partition=self.partition,
+                       offset=self.offset, timestamp=self.timestamp, headers=self.headers,
+                       timestamp_type=self.timestamp_type)
+
+    def common(self) -> dict[str, Any]:
+        """The :data:`COMMON_FIELDS` by name."""
+        return {name: getattr(self, name) for name in COMMON_FIELDS}
 
 
 @dataclass(slots=True)

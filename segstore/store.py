@@ -12,10 +12,10 @@ import abc
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from .errors import ReadOnlyError, StoreClosedError, UnsupportedOperationError
-from .records import Message
+from .errors import ConfigError, ReadOnlyError, StoreClosedError, UnsupportedOperationError
+from .records import Message, Record
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -56,6 +56,38 @@ class AppendResult:
 #: ``QueryRequest.max`` for "every hit": key queries have no silent cap.
 QUERY_ALL = 2**63 - 1
 
+#: Isolation levels, as Kafka consumers' ``isolation.level``: every stored record, or what a
+#: read_committed consumer is given (no records of aborted transactions, no transaction markers).
+READ_UNCOMMITTED = "read_uncommitted"
+READ_COMMITTED = "read_committed"
+ISOLATION_LEVELS = (READ_UNCOMMITTED, READ_COMMITTED)
+
+
+def check_isolation(level: str) -> str:
+    """``level`` if it is one of :data:`ISOLATION_LEVELS`.
+
+    :raises ConfigError: any other value.
+    """
+    if level not in ISOLATION_LEVELS:
+        raise ConfigError(f"isolation must be {' or '.join(ISOLATION_LEVELS)}, found {level!r}")
+    return level
+
+
+@dataclass(frozen=True, slots=True)
+class DumpLine:
+    """One line of a dump or a query answer: ``text`` for a terminal, ``data`` for ``--json``.
+
+    A ``problem`` line (an index entry that disagrees with the log, torn bytes, a bad CRC)
+    reports a finding rather than content.  ``json=False`` marks a line only the
+    human-readable output shows (a heading, a batch header).  The CLI decides where each
+    goes and what the exit code is.
+    """
+
+    text: str
+    data: dict[str, Any] = field(default_factory=dict)
+    problem: bool = False
+    json: bool = True
+
 
 @dataclass(slots=True)
 class QueryRequest:
@@ -73,7 +105,23 @@ class QueryRequest:
     begin: int | None = None
     end: int | None = None
     max: int = QUERY_ALL
-    json: bool = False
+    isolation: str = READ_UNCOMMITTED
+
+
+@dataclass(slots=True)
+class QueryResult:
+    """The answer to a :class:`QueryRequest`.
+
+    ``records``: the records found, in the order shown; ``offset``: the answer of a lookup
+    by time that yields an offset rather than records (RocketMQ); ``lines``: how the CLI
+    shows the answer (each line's ``text``, or its ``data`` as one JSON object);
+    ``found``: whether anything matched (the CLI exits 1 when not).
+    """
+
+    records: list[Record] = field(default_factory=list)
+    lines: list[DumpLine] = field(default_factory=list)
+    found: bool = False
+    offset: int | None = None
 
 
 #: a concrete store class (``with KafkaStore(...) as store`` gives a ``KafkaStore``)
@@ -148,8 +196,8 @@ class Store(abc.ABC):
 
     # -- reading -----------------------------------------------------------
     @abc.abstractmethod
-    def scan(self) -> Iterator[Any]:
-        """Every record in physical (log) order, as the format's record class."""
+    def scan(self) -> Iterator[Record]:
+        """Every record in physical (log) order (each a :class:`Record` of the format's class)."""
 
     def scan_arrow(self, columns: Iterable[str] | None = None, *, topic: str | None = None,
                    partition: int | None = None, offset: int = 0, start: int | None = None,
@@ -165,7 +213,7 @@ class Store(abc.ABC):
         raise UnsupportedOperationError(f"{self.format} stores do not support columnar reads", self.path)
 
     @abc.abstractmethod
-    def read(self, topic: str, partition: int, offset: int = 0, count: int | None = None) -> Iterator[Any]:
+    def read(self, topic: str, partition: int, offset: int = 0, count: int | None = None) -> Iterator[Record]:
         """Records of one queue/partition from an absolute offset, in offset order."""
 
     @abc.abstractmethod
@@ -181,11 +229,15 @@ class Store(abc.ABC):
         """``(start, end)``: the first offset held and one past the last."""
 
     def offset_for_time(self, topic: str, partition: int, timestamp: int) -> int | None:
-        """The first offset whose timestamp is at or after ``timestamp`` (None: none).
+        """The first offset of ``topic``/``partition`` whose timestamp is at or after ``timestamp``
+        (ms since the epoch); None when every record is older.  The same call on every format.
 
-        The timestamp is the one the format indexes by time: Kafka's record timestamp as its
-        ``.timeindex`` keeps it (``ListOffsets`` semantics), RocketMQ's store timestamp (the
-        broker's ``getOffsetInQueueByTime``).  ``O(log n)`` index reads.
+        The timestamp is the one the format's broker looks offsets up by: Kafka's record
+        timestamp as its ``.timeindex`` keeps it (``ListOffsets``), RocketMQ's store timestamp
+        (``getOffsetInQueueByTime``; the born timestamp, ``Record.timestamp``, is the producer's
+        clock and is not indexed).  ``O(log n)`` index reads.
+
+        :raises NotFoundError: no such partition / queue.
         """
         raise UnsupportedOperationError(f"{self.format} stores do not support lookups by time", self.path)
 
@@ -195,19 +247,17 @@ class Store(abc.ABC):
         raise UnsupportedOperationError(f"{self.format} stores do not list their segments", self.path)
 
     def find(self, topic: str, key: str | bytes, *, partition: int | None = None, begin: int | None = None,
-             end: int | None = None, max_hits: int | None = None) -> list[Any]:
+             end: int | None = None, max_hits: int | None = None) -> list[Record]:
         """The records of ``topic`` carrying ``key``, the same call on every format.
 
         Key semantics are those of ``segstore query --key``, Spark and conversion: Kafka the record key
         (bytes equal); RocketMQ any ``KEYS`` token or the ``UNIQ_KEY`` (a str key is UTF-8).  ``partition``
         narrows to one partition / queue; ``begin``/``end`` (ms, inclusive) keep records whose common
-        timestamp (:meth:`to_common`) lies in the window; ``max_hits`` keeps the newest per partition.
-        Returned as the format's records, in partition then offset order.  Lookups go through the
-        ``key`` index layout (see :mod:`segstore.layouts`): RocketMQ's own IndexFiles, Kafka's extra key
-        index (built by ``segstore index build PATH --index key``) plus a scan of the tail it does not
-        cover yet.
-
-        :raises NotFoundError: a Kafka store without a key index (the message says how to build one).
+        timestamp (``Record.timestamp``) lies in the window; ``max_hits`` keeps the newest per partition.
+        Returned in partition then offset order.  Lookups go through the ``key`` index layout (see
+        :mod:`segstore.layouts`): RocketMQ's own IndexFiles, Kafka's extra key index (built by
+        ``segstore index build PATH --index key``) plus a scan of the tail it does not cover yet; a
+        format may answer without an index (Kafka scans the key column, ``O(bytes of the topic)``).
         """
         from .layouts import find_records
 
@@ -217,18 +267,23 @@ class Store(abc.ABC):
                              max_hits=None if begin is not None or end is not None else max_hits)
         if begin is not None or end is not None:
             low, high = begin if begin is not None else -(2**63), end if end is not None else 2**63 - 1
-            found = [r for r in found if low <= self.to_common(r).timestamp <= high]
+            found = [r for r in found if low <= r.timestamp <= high]
             if max_hits is not None:
                 found = _newest_per_partition(self, found, max_hits)
         return found
 
-    @abc.abstractmethod
-    def to_common(self, record: Any) -> Message:
-        """The record in the common model."""
+    def to_common(self, record: Record) -> Message:
+        """The record as a :class:`Message` (``record.to_message()``)."""
+        return record.to_message()
 
     @abc.abstractmethod
     def to_json(self, record: Any) -> dict[str, Any]:
         """The record as one ``dump --json`` object."""
+
+    def describe(self, record: Any) -> str:
+        """The record as one human-readable line (``segstore query`` without ``--json``)."""
+        return (f"{record.topic}/{record.partition}@{record.offset} timestamp={record.timestamp} "
+                f"key={record.key!r}")
 
     # -- tooling -----------------------------------------------------------
     @abc.abstractmethod
@@ -263,24 +318,43 @@ class Store(abc.ABC):
         raise UnsupportedOperationError(f"{self.format} stores do not support compaction", self.path)
 
     @abc.abstractmethod
-    def dump(self, out: TextIO, *, json: bool = False, topic: str | None = None,
-             partition: int | None = None, **options: Any) -> None:
-        """Write the human-readable (or ``--json``: one object a line) dump."""
+    def dump(self, *, topic: str | None = None, partition: int | None = None, index: bool = False,
+             isolation: str = READ_UNCOMMITTED) -> Iterator[DumpLine]:
+        """The human-readable dump, line by line, lazily: every record (of ``topic`` /
+        ``partition`` when given) in log order, in the format's own layout; with ``index`` the
+        index files too and the problems found checking them (``problem`` lines).
+
+        ``isolation`` as :meth:`dump_json`.
+        """
+
+    @abc.abstractmethod
+    def dump_json(self, *, topic: str | None = None, partition: int | None = None,
+                  isolation: str = READ_UNCOMMITTED) -> Iterator[bytes | memoryview]:
+        """The ``dump --json`` lines: blocks of UTF-8 text, one :meth:`to_json` object a line, built
+        a batch of records at a time (memory bounded by the batch, not the store).  A block may be
+        a view of a buffer the next block reuses: write it out (or ``bytes()`` it) before asking
+        for the next.
+
+        ``isolation``: :data:`READ_COMMITTED` leaves out what a read_committed consumer never
+        sees, where the format has transactions.
+
+        :raises ConfigError: an unknown isolation level.
+        :raises UnsupportedOperationError: an isolation level the format cannot apply.
+        """
 
     def consumer_progress(self) -> list[dict[str, Any]]:
         """Per consumer group, topic and queue/partition: ``committed_offset``, ``max_offset``, ``lag``."""
         raise UnsupportedOperationError(f"{self.format} stores do not keep consumer offsets segstore reads",
                                         self.path)
 
-    def query(self, request: QueryRequest, out: TextIO) -> int:
-        """Answer ``segstore query``: writes one line (``request.json``: one JSON object) per hit and
-        nothing else; returns the exit code, 1 when nothing matched (the CLI says so on stderr)."""
+    def query(self, request: QueryRequest) -> QueryResult:
+        """Answer ``segstore query``: the records (or offset) found and how to show them."""
         raise UnsupportedOperationError(f"{self.format} stores do not support queries", self.path)
 
 
-def _newest_per_partition(store: Store, records: list[Any], max_hits: int) -> list[Any]:
+def _newest_per_partition(store: Store, records: list[Record], max_hits: int) -> list[Record]:
     """The last ``max_hits`` of each partition's run in ``records`` (partition then offset order)."""
-    runs: dict[int, list[Any]] = {}
+    runs: dict[int, list[Record]] = {}
     for record in records:
-        runs.setdefault(store.to_common(record).partition, []).append(record)
+        runs.setdefault(record.partition, []).append(record)
     return [r for run in runs.values() for r in (run[-max_hits:] if max_hits else [])]

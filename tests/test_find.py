@@ -55,9 +55,19 @@ def test_find_on_kafka_returns_records_with_that_key(tmp_path):
         ] == window
 
 
-def test_find_on_kafka_without_a_key_index_says_how_to_build_one():
-    with segstore.open(KAFKA) as store, pytest.raises(NotFoundError, match="index build"):
-        store.find("topic", "key-14")
+def test_find_on_kafka_without_a_key_index_scans_the_key_column_to_the_same_answer(tmp_path):
+    part = _kafka_with_key_index(tmp_path)
+    calls = [("key-14", {}), (b"key-14", {"max_hits": 1}), ("key-3", {"partition": 0}), ("nope", {})]
+    with segstore.open(part) as indexed, segstore.open(KAFKA) as scanned:
+        assert "key" in indexed.indexes and scanned.indexes is None
+        for key, options in calls:
+            want = [(r.partition, r.offset) for r in indexed.find("topic", key, **options)]
+            assert [(r.partition, r.offset) for r in scanned.find("topic", key, **options)] == want
+        hits = scanned.find("topic", "key-14")
+        first = hits[0].timestamp
+        assert [r.offset for r in scanned.find("topic", "key-14", begin=first, end=first)] == [
+            r.offset for r in hits if r.timestamp == first]
+        assert scanned.find("topic", "key-14", partition=7) == scanned.find("other", "key-14") == []
 
 
 @pytest.mark.parametrize("path,topic", [(ROCKETMQ, "TopicA"), (KAFKA, "topic")], ids=["rocketmq", "kafka"])
@@ -78,3 +88,10 @@ def test_offset_for_time_is_the_first_offset_at_or_after_the_time(path, topic):
                 o for o, t in zip(offsets, times, strict=True) if t >= target
             )
         assert store.offset_for_time(topic, partition, max(times) + 1) is None
+        assert store.offset_for_time(topic, partition, min(times) - 1) == start
+
+
+@pytest.mark.parametrize("path,topic", [(ROCKETMQ, "TopicA"), (KAFKA, "topic")], ids=["rocketmq", "kafka"])
+def test_offset_for_time_of_a_partition_the_store_lacks_is_not_found(path, topic):
+    with segstore.open(path) as store, pytest.raises(NotFoundError):
+        store.offset_for_time(topic, 99, 0)

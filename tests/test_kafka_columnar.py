@@ -11,7 +11,6 @@ kafka-python's legacy builder.
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import struct
 from pathlib import Path
@@ -28,6 +27,7 @@ from segstore_kafka import batch as codec
 from segstore_kafka import columnar, compression
 
 import segstore
+from segstore import cli
 from segstore.columns import KAFKA_SCHEMA, project
 from segstore.errors import ConfigError, NotFoundError, SegstoreError
 
@@ -355,14 +355,13 @@ def test_scan_arrow_over_a_log_dir_partitions_offsets_and_ranges(tmp_path, accel
 
 def test_dump_json_lines_are_json_dumps_of_to_json(tmp_path, accelerator) -> None:
     path = _log_dir(tmp_path)
-    out = io.StringIO()
     with segstore.open(path) as store:
-        store.dump(out, json=True)
+        dumped = b"".join(bytes(block) for block in store.dump_json()).decode("ascii")
         expected = "".join(json.dumps(store.to_json(r)) + "\n" for r in store.scan())
-    assert out.getvalue() == expected
+    assert dumped == expected
     with open(tmp_path / "dump.txt", "w", encoding="utf-8") as text, segstore.open(path) as store:
         text.write("before\n")   # text written before the dump's bytes keeps its place
-        store.dump(text, json=True)
+        cli._write_blocks(store.dump_json(), text)
         text.write("after\n")
     assert (tmp_path / "dump.txt").read_text() == "before\n" + expected + "after\n"
 

@@ -11,7 +11,6 @@ fixtures and on damaged stores (same typed error, same position).
 from __future__ import annotations
 
 import base64
-import io
 import json
 import re
 import shutil
@@ -42,7 +41,7 @@ from segstore_rocketmq.message import (
 )
 from segstore_rocketmq.store import RocketMQStore
 
-from segstore import files
+from segstore import cli, files
 from segstore.columns import ROCKETMQ_SCHEMA
 from segstore.errors import ConfigError, CorruptDataError, NotFoundError, UnrepairedDataError
 
@@ -433,10 +432,9 @@ def test_dump_json_in_c_equals_the_message_by_message_dump(monkeypatch, topic, p
         for accelerated in (True, False):
             if not accelerated:
                 monkeypatch.setattr(columnar, "_speedups", None)
-            buf = io.StringIO()
             with RocketMQStore(str(ROOT / name / "store"), "r") as store:
-                store.dump(buf, json=True, topic=topic, partition=partition)
-            outs.append(buf.getvalue())
+                blocks = store.dump_json(topic=topic, partition=partition)
+                outs.append(b"".join(bytes(block) for block in blocks))
         monkeypatch.undo()
         assert outs[0] == outs[1] and outs[0]
 
@@ -558,7 +556,7 @@ def test_dump_json_to_a_utf8_file_writes_the_same_bytes(tmp_path, monkeypatch):
         path = tmp_path / f"dump{accelerated}.jsonl"
         with open(path, "w", encoding="utf-8") as out, RocketMQStore(str(ROOT / "basic" / "store"), "r") as s:
             out.write("first\n")
-            s.dump(out, json=True)
+            cli._write_blocks(s.dump_json(), out)
             out.write("last\n")
         outs.append(path.read_bytes())
     assert outs[0] == outs[1] and outs[0].startswith(b"first\n{") and outs[0].endswith(b"}\nlast\n")

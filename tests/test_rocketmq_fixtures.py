@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import base64
-import io
 import json
 import os
 from pathlib import Path
@@ -49,10 +48,9 @@ def lines(name: str, kind: str) -> list[dict]:
 
 
 def dumped(name: str) -> list[dict]:
-    buf = io.StringIO()
     with RocketMQStore(str(ROOT / name / "store"), "r") as store:
-        store.dump(buf, json=True)
-    return [json.loads(line) for line in buf.getvalue().splitlines()]
+        text = b"".join(bytes(block) for block in store.dump_json()).decode("utf-8")
+    return [json.loads(line) for line in text.splitlines()]
 
 
 @pytest.fixture(scope="module", params=ROCKETMQ_FIXTURES)

@@ -12,30 +12,41 @@ Thread-safety: not thread-safe (see :class:`segstore.store.Store`).
 from __future__ import annotations
 
 import base64
-import codecs
 import json as jsonlib
 import os
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, TextIO
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from segstore import files, progress
 from segstore.columns import KAFKA_SCHEMA, project
 from segstore.errors import (
-    ConfigError,
+    CorruptDataError,
     CorruptIndexError,
     InvalidTopicError,
     NotFoundError,
     UnsupportedOperationError,
 )
 from segstore.files import BrokerLock, DirectoryLock
-from segstore.records import Message
+from segstore.records import Message, Record
 from segstore.search import Bound, search
-from segstore.store import AppendResult, Problem, QueryRequest, Store
+from segstore.store import (
+    ISOLATION_LEVELS,
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    AppendResult,
+    DumpLine,
+    Problem,
+    QueryRequest,
+    QueryResult,
+    Store,
+    check_isolation,
+)
 
 from . import batch as codec
 from . import columnar, compaction, transactions
@@ -47,21 +58,13 @@ from .txnindex import AbortedTxn
 #: The lock file a Kafka broker keeps in each log dir while it runs (LogManager.LockFileName).
 BROKER_LOCK_FILE = ".lock"
 
-#: ``isolation.level`` of Kafka consumers: what :meth:`KafkaStore.read` yields.
-READ_UNCOMMITTED = "read_uncommitted"
-READ_COMMITTED = "read_committed"
-ISOLATION_LEVELS = (READ_UNCOMMITTED, READ_COMMITTED)
+#: ``isolation.level`` of Kafka consumers: what :meth:`KafkaStore.read` yields (the core's names).
+__all__ = ["ISOLATION_LEVELS", "READ_COMMITTED", "READ_UNCOMMITTED", "KafkaRecord", "KafkaStore"]
 
 
-def _isolation(level: str) -> str:
-    if level not in ISOLATION_LEVELS:
-        raise ConfigError(f"isolation must be {' or '.join(ISOLATION_LEVELS)}, found {level!r}")
-    return level
-
-
-def _committed(part: Partition, batches: Iterable[codec.RecordBatch],
-               start: int) -> Iterator[codec.RecordBatch]:
-    """The batches a read_committed consumer keeps, fetching from ``start``.
+class _CommittedFilter:
+    """Which batches a read_committed consumer keeps, fetching from ``start``, asked batch by batch
+    in log order.
 
     As the consumer's ``CompletedFetch`` does with the aborted transactions the
     broker sends with a fetch: a producer becomes aborted once a batch reaches its
@@ -69,21 +72,59 @@ def _committed(part: Partition, batches: Iterable[codec.RecordBatch],
     its ABORT marker, and control batches are never returned.  Decided per batch,
     not per record.
     """
-    pending = part.aborted_transactions(start, part.next_offset)   # by first offset
-    aborted: set[int] = set()
-    i = 0
-    for batch in batches:
+
+    def __init__(self, part: Partition, start: int) -> None:
+        self.pending = part.aborted_transactions(start, part.next_offset)   # by first offset
+        self.aborted: set[int] = set()
+        self.next = 0
+
+    def keeps(self, batch: codec.RecordBatch, control_type: str | None = None) -> bool:
+        """Whether the consumer is given ``batch``; ``control_type``: a control batch's type when the
+        caller decoded it already (``batch`` then need not hold its records)."""
         if batch.producer_id != codec.NO_PRODUCER_ID:      # Kafka's hasProducerId
-            while i < len(pending) and pending[i].first_offset <= batch.last_offset:
-                aborted.add(pending[i].producer_id)
-                i += 1
+            pending = self.pending
+            while self.next < len(pending) and pending[self.next].first_offset <= batch.last_offset:
+                self.aborted.add(pending[self.next].producer_id)
+                self.next += 1
             if batch.is_control:
-                if batch.control_type() == "ABORT":
-                    aborted.discard(batch.producer_id)
-            elif batch.is_transactional and batch.producer_id in aborted:
-                continue
+                if (control_type or batch.control_type()) == "ABORT":
+                    self.aborted.discard(batch.producer_id)
+            elif batch.is_transactional and batch.producer_id in self.aborted:
+                return False
+        return not batch.is_control
+
+
+#: The columns :func:`_control_types` reads.
+_CONTROL_COLUMNS = project(KAFKA_SCHEMA, ["key", "value"])
+
+
+def _control_types(chunk: columnar.Chunk, batches: list[codec.RecordBatch]) -> list[str | None]:
+    """Each decoded batch's control type (None for a data batch), from its first record's key and
+    value in the chunk (``batches`` hold no records).
+
+    :raises CorruptDataError: a control batch whose record is not a control record.
+    """
+    if not any(b.is_control for b in batches):
+        return [None] * len(batches)
+    table = columnar.to_arrow(chunk, _CONTROL_COLUMNS, topic="", partition=0, segment=0)
+    keys, values = table.column("key"), table.column("value")
+    types: list[str | None] = []
+    for batch, first in zip(batches, chunk.batches["first_row"].tolist(), strict=True):
         if not batch.is_control:
-            yield batch
+            types.append(None)
+            continue
+        try:
+            types.append(codec.parse_control_record(keys[first].as_py(), values[first].as_py())[0])
+        except ValueError as err:
+            raise CorruptDataError(str(err), None, batch.position) from err
+    return types
+
+
+def _committed(part: Partition, batches: Iterable[codec.RecordBatch],
+               start: int) -> Iterator[codec.RecordBatch]:
+    """The batches a read_committed consumer keeps, fetching from ``start`` (:class:`_CommittedFilter`)."""
+    keeps = _CommittedFilter(part, start).keeps
+    return (batch for batch in batches if keeps(batch))
 
 
 #: The columns :func:`_committed_rows` reads.
@@ -121,11 +162,12 @@ def _b64(data: bytes | None) -> str | None:
 
 
 @dataclass(frozen=True, slots=True)
-class KafkaRecord:
-    """One record with its batch, topic and partition."""
+class KafkaRecord(Record):
+    """One record with its batch, topic and partition: a :class:`segstore.records.Record` whose
+    ``extras`` are the batch's fields (``dump --json``'s ``batch`` object)."""
 
     topic: str
-    partition: int
+    partition: int = field()    # a field, not the default: Record declares ``partition`` as a property
     batch: codec.RecordBatch
     record: codec.Record
 
@@ -138,8 +180,18 @@ class KafkaRecord:
         return self.record.timestamp
 
     @property
+    def timestamp_type(self) -> str:
+        return self.batch.timestamp_type
+
+    @property
     def key(self) -> bytes | None:
         return self.record.key
+
+    @property
+    def keys(self) -> list[str]:
+        """``[key]`` as text (``surrogateescape`` for bytes that are not UTF-8); ``[]`` for a null key."""
+        key = self.record.key
+        return [] if key is None else [bytes(key).decode("utf-8", "surrogateescape")]
 
     @property
     def value(self) -> bytes | None:
@@ -148,6 +200,10 @@ class KafkaRecord:
     @property
     def headers(self) -> list[tuple[str, bytes | None]]:
         return list(self.record.headers)
+
+    @property
+    def extras(self) -> Mapping[str, Any]:
+        return batch_json(self.batch)
 
 
 def batch_json(batch: codec.RecordBatch) -> dict[str, Any]:
@@ -182,21 +238,6 @@ def record_line(batch: codec.RecordBatch, record: codec.Record) -> str:
     if batch.is_control:
         line += f" endTxnMarker: {batch.control_type()}"
     return line
-
-
-#: Encodings (by codecs' names) that write ASCII text as the same bytes.
-_ASCII_SUPERSETS = frozenset({"utf-8", "ascii", "latin-1", "iso8859-1", "iso8859-15", "cp1252"})
-
-
-def _ascii_writer(out: TextIO) -> Callable[[bytes], Any]:
-    """Write ASCII bytes to ``out``: to its binary buffer when it has one whose encoding keeps ASCII
-    as it is (no copy into a str and back; what was written as text before is flushed first)."""
-    raw = getattr(out, "buffer", None)
-    encoding = getattr(out, "encoding", None)
-    if raw is not None and encoding is not None and codecs.lookup(encoding).name in _ASCII_SUPERSETS:
-        out.flush()
-        return raw.write
-    return lambda block: out.write(block.decode("ascii"))
 
 
 class KafkaStore(Store):
@@ -320,7 +361,7 @@ class KafkaStore(Store):
     def _records(self, part: Partition, start: int | None,
                  isolation: str = READ_UNCOMMITTED) -> Iterator[KafkaRecord]:
         batches = part.batches(start)
-        if _isolation(isolation) == READ_COMMITTED:
+        if check_isolation(isolation) == READ_COMMITTED:
             batches = _committed(part, batches, part.log_start_offset if start is None else start)
         for batch in batches:
             for record in batch.records():
@@ -375,7 +416,7 @@ class KafkaStore(Store):
         """
         self._check_open()
         schema = project(KAFKA_SCHEMA, columns)
-        committed = _isolation(isolation) == READ_COMMITTED
+        committed = check_isolation(isolation) == READ_COMMITTED
         built = schema
         if committed:   # the columns that decide what a read_committed consumer sees
             missing = [name for name in _TXN_COLUMNS if name not in schema.names]
@@ -416,6 +457,13 @@ class KafkaStore(Store):
         return part.log_start_offset, part.next_offset
 
     def offset_for_time(self, topic: str, partition: int, timestamp: int) -> int | None:
+        """:meth:`Store.offset_for_time` by the ``.timeindex`` (``ListOffsets``): the first offset whose
+        record timestamp is at or after ``timestamp``; ``O(log n)`` index reads and one segment hop.
+
+        :raises NotFoundError: the store holds no such partition.
+        """
+        if (topic, partition) not in self._partitions():
+            raise NotFoundError(f"expected a partition {topic}-{partition}, found none", self.path)
         found = self.partition_of(topic, partition).offset_for_time(timestamp)
         return None if found is None else found.offset
 
@@ -461,11 +509,6 @@ class KafkaStore(Store):
             end = segs[i + 1].base if i + 1 < len(segs) else part.next_offset
             out.append({"start_offset": seg.base, "end_offset": end, "bytes": seg.size, "path": seg.path})
         return out
-
-    def to_common(self, record: KafkaRecord) -> Message:
-        return Message(topic=record.topic, partition=record.partition, offset=record.offset,
-                       timestamp=record.timestamp, key=record.key, value=record.value,
-                       headers=record.headers, timestamp_type=record.batch.timestamp_type)
 
     def to_json(self, record: KafkaRecord) -> dict[str, Any]:
         return {"topic": record.topic, "partition": record.partition, "offset": record.offset,
@@ -555,65 +598,136 @@ class KafkaStore(Store):
         return compaction.compact(self, now_ms=now_ms, dry_run=dry_run, topic=topic, partition=partition,
                                   dedupe_buffer_size=dedupe_buffer_size)
 
-    def dump(self, out: TextIO, *, json: bool = False, topic: str | None = None,
-             partition: int | None = None, **options: Any) -> None:
-        """Records (kafka-dump-log lines, or ``--json``); with ``index=True`` the index files too and
-        their checks against the log.
+    def _selected(self, topic: str | None, partition: int | None) -> Iterator[tuple[str, int, Partition]]:
+        for (t, p), part in self._partitions().items():
+            if (topic is None or t == topic) and (partition is None or p == partition):
+                yield t, p, part
+
+    def dump(self, *, topic: str | None = None, partition: int | None = None, index: bool = False,
+             isolation: str = READ_UNCOMMITTED) -> Iterator[DumpLine]:
+        """kafka-dump-log lines, segment by segment: a heading, then each batch line and its record
+        lines; with ``index`` each segment's index entries, then what :meth:`verify` finds (``problem``
+        lines).  ``read_committed`` leaves out control batches and the batches of aborted
+        transactions (:class:`_CommittedFilter`).
 
         :raises CorruptIndexError: with ``index=True``, after everything else was dumped, for the
             first index file that could not be read (so it could not be dumped).
         """
         self._check_open()
+        committed = check_isolation(isolation) == READ_COMMITTED
         unreadable: list[tuple[str, int | None, str]] = []
-        for (t, p), part in self._partitions().items():
-            if (topic is not None and t != topic) or (partition is not None and p != partition):
-                continue
-            if json:
-                write = _ascii_writer(out)
-                prefix = f'{{"topic": {jsonlib.dumps(t)}, "partition": {p}, "offset": '
-                for _seg, chunk in part.column_chunks(columnar.WANT_KEY | columnar.WANT_VALUE |
-                                                      columnar.WANT_HEADERS):
-                    batches = [columnar.record_batch(row) for row in chunk.batches.tolist()]
-                    write(columnar.json_lines(
-                        chunk, prefix, [jsonlib.dumps(b.timestamp_type) for b in batches],
-                        [f', "batch": {jsonlib.dumps(batch_json(b))}}}\n' for b in batches]))
-                continue
+        for _t, _p, part in self._selected(topic, partition):
+            keeps = _CommittedFilter(part, part.log_start_offset).keeps if committed else None
             for seg in part.segments:
-                out.write(f"Dumping {seg.path}\nLog starting offset: {seg.base}\n")
+                yield DumpLine(f"Dumping {seg.path}", json=False)
+                yield DumpLine(f"Log starting offset: {seg.base}", json=False)
                 for batch in seg.batches():
-                    out.write(batch_line(batch) + "\n")
+                    if keeps is not None and not keeps(batch):
+                        continue
+                    yield DumpLine(batch_line(batch), json=False)
                     for rec in batch.records():
-                        out.write(record_line(batch, rec) + "\n")
-                if options.get("index"):
-                    self._dump_indexes(seg, out)
-            if options.get("index"):
+                        yield DumpLine(record_line(batch, rec), json=False)
+                if index:
+                    yield from self._dump_indexes(seg)
+            if index:
                 for path, pos, message in part.verify():
-                    out.write(f"{Problem(path, pos, message)}\n")
+                    yield DumpLine(str(Problem(path, pos, message)),
+                                   {"path": path, "pos": pos, "message": message}, problem=True)
                 unreadable += part.index_problems
         if unreadable:
             path, pos, message = unreadable[0]
             raise CorruptIndexError(message, path, pos)
 
-    @staticmethod
-    def _dump_indexes(seg: Any, out: TextIO) -> None:
-        out.write(f"Dumping {seg.offset_index.path}\n")
-        for offset, position in seg.offset_index.pairs():
-            out.write(f"offset: {offset} position: {position}\n")
-        out.write(f"Dumping {seg.time_index.path}\n")
-        for timestamp, offset in seg.time_index.pairs():
-            out.write(f"timestamp: {timestamp} offset: {offset}\n")
-        for txn in seg.txn_index.all():
-            out.write(f"producerId: {txn.producer_id} firstOffset: {txn.first_offset} "
-                      f"lastOffset: {txn.last_offset} lastStableOffset: {txn.last_stable_offset}\n")
-
-    def query(self, request: QueryRequest, out: TextIO) -> int:
-        """``--offset N`` (the batch holding it, then ``--count`` records), ``--timestamp MS``, or ``--key K``
-        (from the extra key index, see ``segstore.layouts``)."""
+    def dump_json(self, *, topic: str | None = None, partition: int | None = None,
+                  isolation: str = READ_UNCOMMITTED) -> Iterator[bytes | memoryview]:
+        """``dump --json`` lines (ASCII), a decoded chunk at a time in C where built: byte for byte
+        ``json.dumps(self.to_json(record))`` for each record of :meth:`scan` (``scan(isolation=...)``).
+        ``O(bytes read)``."""
         self._check_open()
-        if request.key is not None:  # key lookups: the extra key index (segstore.layouts)
-            from segstore.layouts import query_key
+        committed = check_isolation(isolation) == READ_COMMITTED
+        for t, p, part in self._selected(topic, partition):
+            prefix = f'{{"topic": {jsonlib.dumps(t)}, "partition": {p}, "offset": '
+            keeps = _CommittedFilter(part, part.log_start_offset).keeps if committed else None
+            for _seg, chunk in part.column_chunks(columnar.WANT_KEY | columnar.WANT_VALUE |
+                                                  columnar.WANT_HEADERS):
+                rows = chunk.batches
+                batches = [columnar.record_batch(row) for row in rows.tolist()]
+                lines = columnar.json_lines(
+                    chunk, prefix, [jsonlib.dumps(b.timestamp_type) for b in batches],
+                    [f', "batch": {jsonlib.dumps(batch_json(b))}}}\n' for b in batches])
+                if keeps is not None:
+                    kept = np.array([keeps(b, kind) for b, kind in
+                                     zip(batches, _control_types(chunk, batches), strict=True)], dtype=bool)
+                    if not kept.all():
+                        # a record is one line (JSON escapes newlines): keep the kept batches' lines
+                        per_row = np.repeat(kept, np.diff(rows["first_row"], append=chunk.rows))
+                        split = np.array(lines.split(b"\n")[:-1], dtype=object)[per_row]
+                        lines = b"".join(line + b"\n" for line in split.tolist())
+                if lines:
+                    yield lines
 
-            return query_key(self, request, out)
+    @staticmethod
+    def _dump_indexes(seg: Any) -> Iterator[DumpLine]:
+        yield DumpLine(f"Dumping {seg.offset_index.path}", json=False)
+        for offset, position in seg.offset_index.pairs():
+            yield DumpLine(f"offset: {offset} position: {position}", json=False)
+        yield DumpLine(f"Dumping {seg.time_index.path}", json=False)
+        for timestamp, offset in seg.time_index.pairs():
+            yield DumpLine(f"timestamp: {timestamp} offset: {offset}", json=False)
+        for txn in seg.txn_index.all():
+            yield DumpLine(f"producerId: {txn.producer_id} firstOffset: {txn.first_offset} "
+                           f"lastOffset: {txn.last_offset} lastStableOffset: {txn.last_stable_offset}",
+                           json=False)
+
+    def find(self, topic: str, key: str | bytes, *, partition: int | None = None, begin: int | None = None,
+             end: int | None = None, max_hits: int | None = None) -> list[Record]:
+        """:meth:`Store.find`: through the extra key index when the partitions have one
+        (``segstore index build PATH --index key``), else by scanning the key column of each
+        partition (:meth:`scan_arrow`, in C where built): ``O(bytes of the topic's logs)``.
+        A topic or partition the store does not hold has no records: ``[]``.
+        """
+        self._check_open()
+        if self._has_key_index():
+            return super().find(topic, key, partition=partition, begin=begin, end=end, max_hits=max_hits)
+        raw = key.encode("utf-8") if isinstance(key, str) else bytes(key)
+        found: list[Record] = []
+        for _t, p, part in self._selected(topic, partition):
+            offsets: list[int] = []
+            for batch in self.scan_arrow(["key", "offset", "timestamp"], topic=topic, partition=p):
+                keep = pc.equal(batch.column("key"), pa.scalar(raw, pa.binary()))
+                if begin is not None:
+                    keep = pc.and_(keep, pc.greater_equal(batch.column("timestamp").cast(pa.int64()), begin))
+                if end is not None:
+                    keep = pc.and_(keep, pc.less_equal(batch.column("timestamp").cast(pa.int64()), end))
+                offsets += batch.column("offset").filter(pc.fill_null(keep, False)).to_pylist()
+            if max_hits is not None:
+                offsets = offsets[len(offsets) - max_hits:] if max_hits else []
+            found += [self._record_at(part, offset) for offset in offsets]
+        return found
+
+    def _has_key_index(self) -> bool:
+        """Whether the extra key index layout is attached or on disk (``segstore.layouts``)."""
+        if self.indexes is not None and "key" in self.indexes:
+            return True
+        from segstore.layouts import present_layouts
+
+        return "key" in present_layouts(self)
+
+    def _record_at(self, part: Partition, offset: int) -> KafkaRecord:
+        record = next(self.read(part.topic, part.partition, offset, 1), None)
+        if record is None or record.offset != offset:
+            raise NotFoundError(f"expected a record at offset {offset} of {part.topic}-{part.partition}, "
+                                "found none", self.path)
+        return record
+
+    def query(self, request: QueryRequest) -> QueryResult:
+        """``--offset N`` (the batch holding it, then ``--count`` records), ``--timestamp MS`` (the same
+        from the first offset at or after it), or ``--key K`` (:meth:`find`; each hit one line).
+        ``request.isolation`` as :meth:`read`."""
+        self._check_open()
+        isolation = check_isolation(request.isolation)
+        if request.key is not None:
+            return self._query_key(request)
         parts = self._partitions()
         if request.topic is None and len(parts) == 1:
             topic, partition = next(iter(parts))
@@ -624,20 +738,42 @@ class KafkaStore(Store):
         if request.timestamp is not None:
             found = part.offset_for_time(request.timestamp)
             if found is None:
-                return 1
+                return QueryResult()
             offset = found.offset
         if offset is None:
-            out.write("the kafka format answers --offset and --timestamp\n")
-            return 2
-        records = list(self.read(topic, partition, offset, request.count))
+            raise UnsupportedOperationError("expected --key, --offset or --timestamp in a Kafka query, "
+                                            "found none", self.path)
+        records = list(self.read(topic, partition, offset, request.count, isolation=isolation))
         if not records:
-            return 1
-        if not request.json:
-            out.write(batch_line(records[0].batch) + "\n")
-        for record in records:
-            out.write((jsonlib.dumps(self.to_json(record)) if request.json
-                       else record_line(record.batch, record.record)) + "\n")
-        return 0
+            return QueryResult()
+        lines = [DumpLine(batch_line(records[0].batch), json=False)]
+        lines += [DumpLine(record_line(r.batch, r.record), self.to_json(r)) for r in records]
+        return QueryResult(records=list(records), lines=lines, found=True)
+
+    def _query_key(self, request: QueryRequest) -> QueryResult:
+        """Key hits, newest ``request.max`` per partition, oldest first; one line each."""
+        assert request.key is not None
+        topics = [request.topic] if request.topic is not None else self.topics()
+        records: list[Record] = []
+        for topic in topics:
+            partitions = ([request.partition] if request.partition is not None
+                          and request.partition in self.partitions(topic) else
+                          [] if request.partition is not None else [None])
+            for partition in partitions:
+                records += self.find(topic, request.key, partition=partition, begin=request.begin,
+                                     end=request.end, max_hits=request.max)
+        if request.isolation == READ_COMMITTED:
+            records = [r for r in records if self._committed_record(r)]
+        lines = [DumpLine(f"{r.topic}/{r.partition} offset {r.offset} timestamp {r.timestamp} "
+                          f"key {request.key}", self.to_json(cast(KafkaRecord, r))) for r in records]
+        return QueryResult(records=records, lines=lines, found=bool(records))
+
+    def _committed_record(self, record: Record) -> bool:
+        """Whether a read_committed consumer fetching from ``record``'s offset is given it."""
+        assert isinstance(record, KafkaRecord)
+        part = self.partition_of(record.topic, record.partition)
+        first = next(self._records(part, record.offset, READ_COMMITTED), None)
+        return first is not None and first.offset == record.offset
 
     # -- lifecycle ----------------------------------------------------------------
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,

@@ -106,7 +106,7 @@ from .message import (
     encode_properties,
 )
 from .recovery import next_valid_message as next_valid_after
-from .store import has_queue_entry
+from .message import has_queue_entry
 
 #: RocketMQ topic names (``TopicValidator``): ``[%|a-zA-Z0-9_-]``, at most 127 characters; a
 #: peer's characters RocketMQ lacks are escaped as ``%XX``.

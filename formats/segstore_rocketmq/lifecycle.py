@@ -20,10 +20,9 @@ lock (and share syncs); everything else is as thread-safe as the store.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -37,14 +36,22 @@ from segstore.errors import (
     UnsupportedOperationError,
 )
 from segstore.records import Message
-from segstore.store import AppendResult, Problem, QueryRequest
+from segstore.store import (
+    READ_COMMITTED,
+    AppendResult,
+    DumpLine,
+    Problem,
+    QueryRequest,
+    QueryResult,
+    check_isolation,
+)
 
 from .checkpoint import FILE_NAME as CHECKPOINT_FILE
 from .checkpoint import CheckpointFile
 from .config import TOPIC_MAX_LENGTH_V2, validate_topic
 from .consumequeue import CUT_DIR, SEGSTORE_DIR
 from .flush import FlushPolicy, FlushService
-from .message import RocketMQMessage
+from .message import RocketMQMessage, has_queue_entry
 from .query import SCAN_NOTE, TIME_MAX, query_by_key, scan_by_key
 from .recovery import RecoveryContext, recover
 
@@ -57,8 +64,6 @@ if TYPE_CHECKING:
     from .indexfile import IndexService
 
 ABORT_FILE = "abort"
-EXIT_OK = 0
-EXIT_NOT_FOUND = 1
 
 
 class _StoreHost(Protocol):
@@ -105,8 +110,8 @@ class _Lifecycle(_StoreHost, Protocol):
     def _message_or_none(self, physical_offset: int) -> RocketMQMessage | None: ...
     def query_by_key(self, topic: str, key: str, *, max_hits: int = 32, begin: int = 0,
                      end: int = TIME_MAX) -> list[RocketMQMessage]: ...
-    def _print(self, found: list[RocketMQMessage], as_json: bool, out: TextIO) -> None: ...
-    def dump_one(self, record: RocketMQMessage, out: TextIO) -> None: ...
+    def _hits(self, found: list[RocketMQMessage]) -> QueryResult: ...
+    def describe(self, record: RocketMQMessage) -> str: ...
 
 
 class LifecycleMixin:
@@ -315,12 +320,18 @@ class LifecycleMixin:
             self.index, topic, key, self._message_or_none, max_hits=max_hits, begin=begin, end=end
         )
 
-    def query(self: _Lifecycle, request: QueryRequest, out: TextIO) -> int:
+    def query(self: _Lifecycle, request: QueryRequest) -> QueryResult:
         """``segstore query``: by key, by queue offset, or the queue offset for a time.
+
+        ``request.isolation``: ``read_committed`` leaves out key hits no consumer is given
+        (prepared and rolled-back transaction messages, which the IndexFiles hold but no consume
+        queue does); offset and time queries go through the consume queues, which hold only what
+        consumers are given, so both levels answer them alike.
 
         :raises InvalidTopicError: no topic given (every RocketMQ query names one).
         """
         self._check_open()
+        committed = check_isolation(request.isolation) == READ_COMMITTED
         if request.topic is None:
             raise InvalidTopicError("expected --topic for a RocketMQ query, found none", self.path)
         validate_topic(request.topic, TOPIC_MAX_LENGTH_V2)   # v2 messages hold long topics
@@ -332,43 +343,35 @@ class LifecycleMixin:
                 begin=request.begin if request.begin is not None else 0,
                 end=request.end if request.end is not None else TIME_MAX,
             )
-            self._print(found, request.json, out)
-            return EXIT_OK if found else EXIT_NOT_FOUND
+            if committed:
+                found = [msg for msg in found if has_queue_entry(msg.sys_flag)]
+            return self._hits(found)
         queue = request.partition if request.partition is not None else 0
         if request.timestamp is not None:
             offset = self.offset_for_time(request.topic, queue, request.timestamp)
-            if request.json:
-                answer = {"topic": request.topic, "queue_id": queue, "timestamp": request.timestamp,
-                          "offset": offset}
-                out.write(json.dumps(answer) + "\n")
-            elif offset is None:
-                out.write(f"{request.topic}/{queue}: no message stored at or after {request.timestamp} "
-                          f"(the queue ends at offset {self.offset_range(request.topic, queue)[1]})\n")
+            answer = {"topic": request.topic, "queue_id": queue, "timestamp": request.timestamp,
+                      "offset": offset}
+            if offset is None:
+                text = (f"{request.topic}/{queue}: no message stored at or after {request.timestamp} "
+                        f"(the queue ends at offset {self.offset_range(request.topic, queue)[1]})")
             else:
-                out.write(f"{request.topic}/{queue}: offset {offset} is the first stored at or after "
-                          f"{request.timestamp}\n")
-            return EXIT_OK if offset is not None else EXIT_NOT_FOUND
+                text = (f"{request.topic}/{queue}: offset {offset} is the first stored at or after "
+                        f"{request.timestamp}")
+            return QueryResult(lines=[DumpLine(text, answer)], found=offset is not None, offset=offset)
         if request.offset is None:
             raise UnsupportedOperationError("expected --key, --offset or --timestamp in a RocketMQ query, "
                                             "found none", self.path)
-        found = list(self.read(request.topic, queue, request.offset, request.count))
-        self._print(found, request.json, out)
-        return EXIT_OK if found else EXIT_NOT_FOUND
+        return self._hits(list(self.read(request.topic, queue, request.offset, request.count)))
 
-    def _print(self: _Lifecycle, found: list[RocketMQMessage], as_json: bool, out: TextIO) -> None:
-        for record in found:
-            if as_json:
-                out.write(json.dumps(self.to_json(record), ensure_ascii=False) + "\n")
-            else:
-                self.dump_one(record, out)
+    def _hits(self: _Lifecycle, found: list[RocketMQMessage]) -> QueryResult:
+        lines = [DumpLine(self.describe(m), self.to_json(m)) for m in found]
+        return QueryResult(records=list(found), lines=lines, found=bool(found))
 
-    def dump_one(self: _Lifecycle, record: RocketMQMessage, out: TextIO) -> None:
+    def describe(self: _Lifecycle, record: RocketMQMessage) -> str:
         """One human-readable line for a message."""
-        out.write(
-            f"{record.topic}/{record.queue_id}@{record.queue_offset} phy={record.physical_offset} "
-            f"size={record.size} store={record.store_timestamp} keys={record.keys} "
-            f"tags={record.tags} msgId={record.msg_id}\n"
-        )
+        return (f"{record.topic}/{record.queue_id}@{record.queue_offset} phy={record.physical_offset} "
+                f"size={record.size} store={record.store_timestamp} keys={record.keys} "
+                f"tags={record.tags} msgId={record.msg_id}")
 
     # -- verify -----------------------------------------------------------------------------
     def verify(self: _Lifecycle) -> list[Problem]:

@@ -42,11 +42,13 @@ from __future__ import annotations
 import ipaddress
 import struct
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, NamedTuple
 
 from segstore.errors import CorruptDataError, InvalidMessageError, InvalidTopicError, TruncatedDataError, cut
+from segstore.records import CREATE_TIME, Header, Record
 
 from .javacompat import java_host
 
@@ -210,8 +212,10 @@ END = End()
 
 
 @dataclass(slots=True)
-class RocketMQMessage:
-    """One commitlog message with every stored field.
+class RocketMQMessage(Record):
+    """One commitlog message with every stored field, and the common :class:`segstore.records.Record`
+    fields over them: ``partition`` the queue id, ``offset`` the queue offset, ``timestamp`` the born
+    timestamp, ``key`` the first ``KEYS`` token, ``value`` the body, ``headers`` the properties.
 
     ``properties`` keeps the stored order (encoding writes them in dict order).
     ``magic`` is :data:`MESSAGE_MAGIC` or :data:`MESSAGE_MAGIC_V2`.
@@ -243,12 +247,64 @@ class RocketMQMessage:
 
     @property
     def keys(self) -> list[str]:
+        """The ``KEYS`` property split on spaces, empty tokens dropped (as the broker indexes them)."""
         raw = self.properties.get(PROPERTY_KEYS)
         return [k for k in raw.split(KEY_SEPARATOR) if k] if raw else []
 
     @property
     def msg_id(self) -> str:
         return msg_id(self.store_host, self.physical_offset)
+
+    # -- the common record (segstore.records.Record) --------------------------------------------
+    @property
+    def partition(self) -> int:
+        return self.queue_id
+
+    @property
+    def offset(self) -> int:
+        return self.queue_offset
+
+    @property
+    def timestamp(self) -> int:
+        return self.born_timestamp
+
+    @property
+    def timestamp_type(self) -> str:
+        return CREATE_TIME
+
+    @property
+    def key(self) -> bytes | None:
+        keys = self.keys
+        return keys[0].encode("utf-8", "surrogatepass") if keys else None
+
+    @property
+    def value(self) -> bytes:
+        return self.body
+
+    @property
+    def headers(self) -> list[Header]:
+        return [(k, v.encode("utf-8", "surrogatepass")) for k, v in self.properties.items()]
+
+    @property
+    def extras(self) -> Mapping[str, Any]:
+        """The RocketMQ fields: those of a ``dump --json`` object beyond the common ones."""
+        return {"physical_offset": self.physical_offset, "size": self.size, "body_crc": self.body_crc,
+                "flag": self.flag, "sys_flag": self.sys_flag, "born_timestamp": self.born_timestamp,
+                "born_host": str(self.born_host), "store_timestamp": self.store_timestamp,
+                "store_host": str(self.store_host), "reconsume_times": self.reconsume_times,
+                "prepared_transaction_offset": self.prepared_transaction_offset,
+                "properties": dict(self.properties), "tags": self.tags, "msg_id": self.msg_id,
+                "magic": self.magic}
+
+
+#: The transaction types of messages no consume queue holds (``CommitLogDispatcherBuildConsumeQueue``):
+#: prepared and rolled-back ones, which no consumer is given.
+NO_QUEUE_ENTRY = (SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK)
+
+
+def has_queue_entry(sys_flag: int) -> bool:
+    """Whether the broker writes a consume-queue entry (not for prepared/rollback transactions)."""
+    return sys_flag & SYSFLAG_TRANSACTION_MASK not in NO_QUEUE_ENTRY
 
 
 def body_crc(body: bytes) -> int:

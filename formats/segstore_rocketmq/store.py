@@ -20,12 +20,11 @@ Reads in another process (``mode="r"``) see what was appended up to its open.
 from __future__ import annotations
 
 import base64
-import codecs
 import itertools
 import os
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, TextIO, cast
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -46,8 +45,8 @@ from segstore.errors import (
     UnsupportedOperationError,
     cut,
 )
-from segstore.records import CREATE_TIME, Message
-from segstore.store import AppendResult, Store
+from segstore.records import Message
+from segstore.store import READ_COMMITTED, READ_UNCOMMITTED, AppendResult, DumpLine, Store, check_isolation
 
 from . import batchconsumequeue, columnar, timerstore
 from . import retention as retention_rules
@@ -65,6 +64,7 @@ from .lifecycle import LifecycleMixin
 from .message import (
     KEY_SEPARATOR,
     MESSAGE_MAGIC,
+    NO_QUEUE_ENTRY,
     OFFSET_MSG_ID_LENGTHS,
     PROPERTY_DELAY,
     PROPERTY_KEYS,
@@ -74,12 +74,11 @@ from .message import (
     PROPERTY_UNIQ_KEY,
     SYSFLAG_TRANSACTION_COMMIT,
     SYSFLAG_TRANSACTION_MASK,
-    SYSFLAG_TRANSACTION_PREPARED,
-    SYSFLAG_TRANSACTION_ROLLBACK,
     Host,
     RocketMQMessage,
     encode,
     encode_topic,
+    has_queue_entry,
     magic_for,
     msg_id,
     set_offsets,
@@ -150,9 +149,6 @@ def body_preview(body: bytes) -> str:
     return repr(text[:_BODY_PREVIEW]) + ("..." if len(text) > _BODY_PREVIEW else "")
 
 
-_NO_QUEUE_ENTRY = (SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK)
-
-
 def _index_full(err: StorageFullError, start: int, end: int) -> StorageFullError:
     """The error of an index put that found the disk full after messages at ``[start, end)`` were written.
 
@@ -161,11 +157,6 @@ def _index_full(err: StorageFullError, start: int, end: int) -> StorageFullError
     """
     return StorageFullError(f"{err.message}; the messages at commitlog offsets [{start}, {end}) are stored, "
                             "their keys not all indexed (recover rebuilds the index)", err.path, err.pos)
-
-
-def has_queue_entry(sys_flag: int) -> bool:
-    """Whether the broker writes a consume-queue entry (not for prepared/rollback transactions)."""
-    return sys_flag & SYSFLAG_TRANSACTION_MASK not in _NO_QUEUE_ENTRY
 
 
 _INDEX_GEOMETRY = ("maxHashSlotNum", "maxIndexNum")
@@ -1132,15 +1123,6 @@ class RocketMQStore(LifecycleMixin, Store):
                 for seg in cq.segment_files()]
 
     # -- records ------------------------------------------------------------
-    def to_common(self, record: RocketMQMessage) -> Message:
-        """The common record: the first ``KEYS`` token is the key (as Spark's ``key`` column and the
-        conversion to Kafka have it; every token stays in ``record.keys``), properties are headers."""
-        keys = record.keys
-        return Message(topic=record.topic, value=record.body, key=keys[0].encode("utf-8") if keys else None,
-                       partition=record.queue_id, offset=record.queue_offset, timestamp=record.born_timestamp,
-                       headers=[(k, v.encode("utf-8")) for k, v in record.properties.items()],
-                       timestamp_type=CREATE_TIME)
-
     def to_json(self, record: RocketMQMessage) -> dict[str, Any]:
         return {
             "topic": record.topic, "queue_id": record.queue_id, "queue_offset": record.queue_offset,
@@ -1154,79 +1136,92 @@ class RocketMQStore(LifecycleMixin, Store):
             "msg_id": record.msg_id,
         }
 
-    def dump(self, out: TextIO, *, json: bool = False, topic: str | None = None,
-             partition: int | None = None, **options: Any) -> None:
-        """One line per message in commitlog order (``json``: one :data:`JSON_KEYS` object a line).
-
-        ``index=True`` (human-readable only): then every consume-queue entry of the selected
-        queues and every IndexFile header and entry, and what :meth:`verify` finds.
-        """
+    def dump_json(self, *, topic: str | None = None, partition: int | None = None,
+                  isolation: str = READ_UNCOMMITTED) -> Iterator[bytes | memoryview]:
+        """``dump --json`` lines (UTF-8) in commitlog order, :data:`JSON_KEYS` objects (with an ``ext``
+        object for a message a ``consumequeue_ext`` unit describes), a batch of messages at a time
+        in C where built.  ``read_committed`` leaves out what no consumer is given: prepared and
+        rolled-back transaction messages, which no consume queue points at (:func:`has_queue_entry`).
+        The C path's blocks are views of one reused buffer (valid until the next block is
+        asked for).  ``O(bytes read)``."""
         import json as jsonlib
 
-        ext_units = self._ext_units_by_physical_offset() if json else {}
-        if json and columnar._speedups is not None and not ext_units:   # in C, a batch at a time
-            # a UTF-8 text stream takes the lines as bytes (no decode and encode again)
-            raw = getattr(out, "buffer", None)
-            if raw is not None and codecs.lookup(getattr(out, "encoding", None) or "ascii").name != "utf-8":
-                raw = None
+        self._check_open()
+        committed = check_isolation(isolation) == READ_COMMITTED
+        ext_units = self._ext_units_by_physical_offset()
+        if columnar._speedups is not None and not ext_units:   # in C, a batch at a time
             writer = columnar.JsonWriter()
             for view, rows in self._region_rows(None, None, _DUMP_ROWS, reuse=True):
-                if topic is not None or partition is not None:
+                if topic is not None or partition is not None or committed:
                     keep = (columnar.topic_is(view, rows, topic) if topic is not None
                             else np.ones(len(rows), bool))
                     if partition is not None:
                         keep &= rows["queue_id"] == partition
+                    if committed:
+                        keep &= ~np.isin(rows["sys_flag"] & SYSFLAG_TRANSACTION_MASK, NO_QUEUE_ENTRY)
                     if not keep.all():
                         rows = rows.select(keep)
                         if not len(rows):
                             continue
-                lines = writer.lines(view, rows, self._tags_codes_of(view, rows))
-                if raw is not None:
-                    out.flush()
-                    raw.write(lines)
-                else:
-                    out.write(str(lines, "utf-8", "surrogatepass"))
+                yield writer.lines(view, rows, self._tags_codes_of(view, rows))
             return
         for msg in self.scan():
             if topic is not None and msg.topic != topic:
                 continue
             if partition is not None and msg.queue_id != partition:
                 continue
-            if json:
-                record = self.to_json(msg)
-                unit = ext_units.get(msg.physical_offset)
-                if unit is not None:
-                    address, ext = unit
-                    record["ext"] = {"address": address, "tags_code": ext.tags_code,
-                                     "store_timestamp": ext.store_timestamp, "bitmap": ext.bitmap.hex()}
-                out.write(jsonlib.dumps(record, ensure_ascii=False) + "\n")
+            if committed and not has_queue_entry(msg.sys_flag):
                 continue
-            out.write(f"{msg.physical_offset:>12}  {msg.topic}/{msg.queue_id}@{msg.queue_offset}  "
-                      f"size={msg.size} born={msg.born_timestamp} stored={msg.store_timestamp} "
-                      f"keys={','.join(msg.keys) or '-'} tags={msg.tags or '-'} "
-                      f"body={body_preview(msg.body)}\n")
-        if options.get("index") and not json:
-            self._dump_indexes(out, topic, partition)
+            record = self.to_json(msg)
+            unit = ext_units.get(msg.physical_offset)
+            if unit is not None:
+                address, ext = unit
+                record["ext"] = {"address": address, "tags_code": ext.tags_code,
+                                 "store_timestamp": ext.store_timestamp, "bitmap": ext.bitmap.hex()}
+            yield (jsonlib.dumps(record, ensure_ascii=False) + "\n").encode("utf-8", "surrogatepass")
 
-    def _dump_indexes(self, out: TextIO, topic: str | None, partition: int | None) -> None:
+    def dump(self, *, topic: str | None = None, partition: int | None = None, index: bool = False,
+             isolation: str = READ_UNCOMMITTED) -> Iterator[DumpLine]:
+        """One line per message in commitlog order (``read_committed`` as :meth:`dump_json`); with
+        ``index`` then every consume-queue entry of the selected queues, every IndexFile header and
+        entry, and what :meth:`verify` finds (``problem`` lines)."""
+        self._check_open()
+        committed = check_isolation(isolation) == READ_COMMITTED
+        for msg in self.scan():
+            if topic is not None and msg.topic != topic:
+                continue
+            if partition is not None and msg.queue_id != partition:
+                continue
+            if committed and not has_queue_entry(msg.sys_flag):
+                continue
+            yield DumpLine(f"{msg.physical_offset:>12}  {msg.topic}/{msg.queue_id}@{msg.queue_offset}  "
+                           f"size={msg.size} born={msg.born_timestamp} stored={msg.store_timestamp} "
+                           f"keys={','.join(msg.keys) or '-'} tags={msg.tags or '-'} "
+                           f"body={body_preview(msg.body)}", json=False)
+        if index:
+            yield from self._dump_indexes(topic, partition)
+
+    def _dump_indexes(self, topic: str | None, partition: int | None) -> Iterator[DumpLine]:
         for (t, q), cq in sorted(self.queues.items()):
             if (topic is not None and t != topic) or (partition is not None and q != partition):
                 continue
-            out.write(f"Dumping {cq.directory} (offsets {cq.min_offset}..{cq.max_offset})\n")
+            yield DumpLine(f"Dumping {cq.directory} (offsets {cq.min_offset}..{cq.max_offset})", json=False)
             for number, entry in enumerate(cq.entries(cq.min_offset), cq.min_offset):
-                out.write(f"offset: {number} commitlogOffset: {int(entry['offset'])} "
-                          f"size: {int(entry['size'])} tagsCode: {int(entry['tags_code'])}\n")
+                yield DumpLine(f"offset: {number} commitlogOffset: {int(entry['offset'])} "
+                               f"size: {int(entry['size'])} tagsCode: {int(entry['tags_code'])}", json=False)
         for index_file in self.index.files if self.index is not None else ():
             h = index_file.header
-            out.write(f"Dumping {index_file.path}\nbeginTimestamp: {h.begin_timestamp} endTimestamp: "
-                      f"{h.end_timestamp} beginPhyOffset: {h.begin_phy_offset} endPhyOffset: "
-                      f"{h.end_phy_offset} hashSlotCount: {h.hash_slot_count} indexCount: {h.index_count}\n")
+            yield DumpLine(f"Dumping {index_file.path}", json=False)
+            yield DumpLine(f"beginTimestamp: {h.begin_timestamp} endTimestamp: {h.end_timestamp} "
+                           f"beginPhyOffset: {h.begin_phy_offset} endPhyOffset: {h.end_phy_offset} "
+                           f"hashSlotCount: {h.hash_slot_count} indexCount: {h.index_count}", json=False)
             for number, entry in enumerate(index_file.entries, 1):
-                out.write(f"entry: {number} keyHash: {int(entry['hash'])} commitlogOffset: "
-                          f"{int(entry['phy_offset'])} timeDiff: {int(entry['time_diff'])} "
-                          f"prevIndex: {int(entry['prev'])}\n")
+                yield DumpLine(f"entry: {number} keyHash: {int(entry['hash'])} commitlogOffset: "
+                               f"{int(entry['phy_offset'])} timeDiff: {int(entry['time_diff'])} "
+                               f"prevIndex: {int(entry['prev'])}", json=False)
         for problem in self.verify():
-            out.write(f"{problem}\n")
+            yield DumpLine(str(problem), {"path": problem.path, "pos": problem.pos,
+                                          "message": problem.message}, problem=True)
 
     def _ext_units_by_physical_offset(self) -> dict[int, tuple[int, Any]]:
         """Physical offset -> ``(address, unit)`` for every consume-queue entry that points into

@@ -27,23 +27,22 @@ broker and loadable by it.
 The hooks a store calls: :func:`split_options` and :func:`attach` when it is
 opened (the plugin's ``open``), ``store.indexes.append()`` after each append,
 ``flush()``/``close()``/``abandon()`` with its own, ``offset_for_time`` through
-``store.indexes`` when a time layout is attached, and :func:`query_key` for
-``query --key`` where the key index is an extra one.
+``store.indexes`` when a time layout is attached, and :func:`find_records` for
+``Store.find`` (``query --key``).
 
 Thread-safety: as the owning store.
 """
 
 from __future__ import annotations
 
-import json as jsonlib
 import os
 from collections.abc import Iterable, Mapping
-from typing import Any, TextIO, cast
+from typing import Any, cast
 
 from segstore import files, registry
 from segstore.errors import NotFoundError, UnsupportedOperationError
 from segstore.logview import LogView
-from segstore.store import Problem, QueryRequest, Store, StoreT
+from segstore.store import Problem, Store, StoreT
 
 from .base import INDEX_ROOT, ExtraLayout, Layout, Stream, option_names, parse_options
 from .key import KeyLayout
@@ -226,42 +225,6 @@ def attach(store: StoreT, indexes: Iterable[str] | None = None,
         store.close()
         raise
     return store
-
-
-def query_key(store: Store, request: QueryRequest, out: TextIO) -> int:
-    """``segstore query PATH --key K [--max N] [--json]`` from the key index (Kafka: the extra one).
-
-    Prints the matching records (``dump --json`` objects with ``--json``), oldest
-    first, one line a hit;
-    exit code 1 (and nothing written) when none match.
-    """
-    if request.key is None:
-        raise UnsupportedOperationError("expected a key query (--key), found none", store.path)
-    attached = store.indexes
-    owned = None
-    if attached is not None and "key" in attached:
-        layout = attached["key"]
-    else:
-        layout = owned = layout_class("key", store.format)(store, parse_options({}), writable=False)
-    try:
-        streams = layout.streams()
-        if request.topic is not None:
-            streams = [s for s in streams if s.topic == request.topic
-                       and (request.partition is None or s.partition == request.partition)]
-        found = 0
-        key = request.key.encode("utf-8")
-        for stream in streams:
-            for offset in layout.find_key(stream, key, request.max):
-                record = layout_record(store, stream, offset)
-                found += 1
-                if request.json:
-                    out.write(jsonlib.dumps(store.to_json(record)) + "\n")
-                else:
-                    out.write(f"{stream} offset {offset} timestamp {record.timestamp} key {request.key}\n")
-    finally:
-        if owned is not None:
-            owned.close()
-    return 0 if found else 1
 
 
 def find_records(store: Store, topic: str, key: bytes, *, partition: int | None = None,
