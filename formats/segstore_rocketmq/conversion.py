@@ -104,9 +104,9 @@ from .message import (
     Host,
     RocketMQMessage,
     encode_properties,
+    has_queue_entry,
 )
 from .recovery import next_valid_message as next_valid_after
-from .message import has_queue_entry
 
 #: RocketMQ topic names (``TopicValidator``): ``[%|a-zA-Z0-9_-]``, at most 127 characters; a
 #: peer's characters RocketMQ lacks are escaped as ``%XX``.
