@@ -317,17 +317,20 @@ class Store(abc.ABC):
         """Compact the logs as the broker's cleaner does; one result dict per log touched."""
         raise UnsupportedOperationError(f"{self.format} stores do not support compaction", self.path)
 
-    @abc.abstractmethod
     def dump(self, *, topic: str | None = None, partition: int | None = None, index: bool = False,
              isolation: str = READ_UNCOMMITTED) -> Iterator[DumpLine]:
         """The human-readable dump, line by line, lazily: every record (of ``topic`` /
         ``partition`` when given) in log order, in the format's own layout; with ``index`` the
         index files too and the problems found checking them (``problem`` lines).
 
-        ``isolation`` as :meth:`dump_json`.
+        ``isolation`` as :meth:`dump_json`.  This default (for plugins without a layout of their
+        own) is one line a record from :meth:`scan`: ``O(records)`` in Python; the built-in
+        formats override it with their columnar dumps.
         """
+        for record in self._dump_records(topic, partition, isolation):
+            yield DumpLine(f"{record.topic}/{record.partition} offset {record.offset} "
+                           f"timestamp {record.timestamp}", self.to_json(record))
 
-    @abc.abstractmethod
     def dump_json(self, *, topic: str | None = None, partition: int | None = None,
                   isolation: str = READ_UNCOMMITTED) -> Iterator[bytes | memoryview]:
         """The ``dump --json`` lines: blocks of UTF-8 text, one :meth:`to_json` object a line, built
@@ -336,11 +339,26 @@ class Store(abc.ABC):
         for the next.
 
         ``isolation``: :data:`READ_COMMITTED` leaves out what a read_committed consumer never
-        sees, where the format has transactions.
+        sees, where the format has transactions.  The default (for plugins without a columnar
+        dump) is a block a record from :meth:`scan` and :meth:`to_json`.
 
         :raises ConfigError: an unknown isolation level.
         :raises UnsupportedOperationError: an isolation level the format cannot apply.
         """
+        import json
+
+        for record in self._dump_records(topic, partition, isolation):
+            yield (json.dumps(self.to_json(record), ensure_ascii=False) + "\n").encode("utf-8")
+
+    def _dump_records(self, topic: str | None, partition: int | None, isolation: str) -> Iterator[Any]:
+        if check_isolation(isolation) != READ_UNCOMMITTED:
+            raise UnsupportedOperationError(f"{self.format} stores have no transactions to hide "
+                                            f"({isolation})", self.path)
+        for record in self.scan():
+            if topic is not None and record.topic != topic:
+                continue
+            if partition is None or record.partition == partition:
+                yield record
 
     def consumer_progress(self) -> list[dict[str, Any]]:
         """Per consumer group, topic and queue/partition: ``committed_offset``, ``max_offset``, ``lag``."""

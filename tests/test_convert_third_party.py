@@ -10,7 +10,7 @@ import json
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import pytest
 from conftest import FIXTURES
@@ -103,10 +103,6 @@ class EntriesStore(Store):
 
     def verify(self) -> list[Problem]:
         return []
-
-    def dump(self, out: TextIO, *, json: bool = False, topic: str | None = None,
-             partition: int | None = None) -> None:
-        raise UnsupportedOperationError("no dump")
 
 
 class EntriesWriter(Writer):

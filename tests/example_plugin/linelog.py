@@ -30,7 +30,7 @@ import struct
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -307,12 +307,6 @@ class LineLogStore(Store):
         if self.indexes is not None:
             problems.extend(self.indexes.verify())
         return problems
-
-    def dump(self, out: TextIO, *, json: bool = False, topic: str | None = None,
-             partition: int | None = None, **options: Any) -> None:
-        for record in self.scan():
-            out.write(f"{record.topic}/{record.partition} offset {record.offset} "
-                      f"timestamp {record.timestamp}\n")
 
 
 def _batch(rows: list[LineRecord], schema: pa.Schema) -> pa.RecordBatch:
