@@ -36,6 +36,8 @@ from __future__ import annotations
 
 import argparse
 import collections
+import concurrent.futures
+import concurrent.futures.process
 import json
 import multiprocessing
 import os
@@ -510,13 +512,23 @@ def run_many(seed: int, numbers: list[int], jobs: int, workdir: Path, progress=N
             if progress:
                 progress(results[-1])
         return results
+    # A process pool that raises when a worker dies (multiprocessing.Pool replaces the worker and
+    # waits forever for its lost task); the cases a dead pool did not finish run here, one by one.
     ctx = multiprocessing.get_context("fork")
     results = []
-    with ctx.Pool(jobs) as pool:
-        for result in pool.imap_unordered(_work, work):
-            results.append(result)
-            if progress:
-                progress(result)
+    try:
+        with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=ctx) as pool:
+            for future in concurrent.futures.as_completed([pool.submit(_work, item) for item in work]):
+                results.append(future.result())
+                if progress:
+                    progress(results[-1])
+    except concurrent.futures.process.BrokenProcessPool:
+        done = {res.case.number for res in results}
+        for item in work:
+            if item[1] not in done:
+                results.append(_work(item))
+                if progress:
+                    progress(results[-1])
     return sorted(results, key=lambda r: r.case.number)
 
 

@@ -68,7 +68,7 @@ def test_write_and_index_build_show_bars(tmp_path, monkeypatch):
     code, _, err = on_terminal(monkeypatch, "write", tmp_path / "t-0", "--input", lines, "--format", "kafka")
     assert code == 0, err
     assert any("100%" in b for b in _bars(err, "append to kafka"))
-    assert any("100%" in b for b in _bars(err, "read in.jsonl"))
+    assert any("100%" in b for b in _bars(err, "check in.jsonl"))
     part = copy_writable(KAFKA, tmp_path / "topic-0")
     code, _, err = on_terminal(monkeypatch, "index", "build", part, "--index", "key")
     assert code == 0, err

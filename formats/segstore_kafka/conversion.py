@@ -304,8 +304,8 @@ class KafkaArrowWriter(ArrowWriter):
         steps = np.diff(previous)
         if (steps <= 0).any():
             bad = int(np.flatnonzero(steps <= 0)[0])
-            raise ConversionError(f"expected offsets to increase in {key[0]}-{key[1]}, found offset "
-                                  f"{offsets[bad]} after {previous[bad]}")
+            raise ConversionError(f"expected the source's offsets of {key[0]}-{key[1]} to increase, found "
+                                  f"offset {offsets[bad]} after {previous[bad]}", self._partition(key).path)
         self.next[key] = int(offsets[-1]) + 1
         sizes = data.sizes[rows]
         kinds = [column[rows] for column in data.kinds]

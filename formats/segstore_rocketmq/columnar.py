@@ -25,11 +25,12 @@ arrays out) and thread-safe; the C loops release the GIL.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
 
+from segstore import speedups
 from segstore.columns import HEADER, ROCKETMQ_SCHEMA, TIMESTAMP
 from segstore.errors import CorruptDataError, SegstoreError
 
@@ -52,10 +53,8 @@ from .message import (
     decode,
 )
 
-try:
-    from . import _speedups  # type: ignore[attr-defined]  # a C extension: mypy has no module to read
-except ImportError:  # no C compiler at install: the Python reference below
-    _speedups = None
+# Built without a C compiler (or SEGSTORE_PURE_PYTHON=1): the Python reference below.
+_speedups: Any = speedups.load("segstore_rocketmq._speedups")   # a C extension: no types to read
 
 #: The decoded columns (``Cols`` in ``_speedups.c``): int64 and int32 fields, in this order, one
 #: row of a block each; ``*_pos`` are view positions, ``position`` the physical offset (view position + base).

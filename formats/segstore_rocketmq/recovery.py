@@ -47,7 +47,7 @@ from segstore.search import Bound, first_true, search
 from . import columnar
 from .checkpoint import Checkpoint
 from .commitlog import END_FILE_MIN_BLANK_LENGTH, KEPT_ASIDE, CommitLog, CommitLogFile
-from .config import SCHEDULE_TOPIC, validate_topic
+from .config import SCHEDULE_TOPIC, TOPIC_MAX_LENGTH_V2, validate_topic
 from .consumequeue import CQ_DTYPE, CUT_DIR, SEGSTORE_DIR, ConsumeQueue
 from .consumequeue_ext import MAX_ADDR as EXT_MAX_ADDR
 from .indexfile import IndexFile, IndexService
@@ -367,7 +367,7 @@ def _torn_row(view: memoryview, rows: columnar.Rows, topics: dict[str, int]) -> 
 
 def _valid_topic(name: str) -> bool:
     try:
-        validate_topic(name)
+        validate_topic(name, TOPIC_MAX_LENGTH_V2)   # a stored topic: v2 messages hold long ones
     except InvalidTopicError:
         return False
     return True

@@ -31,7 +31,7 @@ from . import batchconsumequeue, columnar, timerstore
 from .checkpoint import FILE_NAME as CHECKPOINT_FILE
 from .checkpoint import check as check_checkpoint
 from .commitlog import KEPT_ASIDE
-from .config import validate_topic
+from .config import TOPIC_MAX_LENGTH_V2, validate_topic
 from .consumequeue import CQ_DTYPE
 from .consumequeue_ext import MAX_ADDR as EXT_MAX_ADDR
 from .consumequeue_ext import real_offset
@@ -59,7 +59,7 @@ def _damage(path: str, view: memoryview, pos: int, base: int) -> str:
         why = columnar.contradiction(record.physical_offset, record.queue_id, base + pos)
         if why is None:     # the walk refused its topic
             try:
-                validate_topic(record.topic)
+                validate_topic(record.topic, TOPIC_MAX_LENGTH_V2)
             except InvalidTopicError as err:
                 return err.message
         return str(why)
