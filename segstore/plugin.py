@@ -10,13 +10,10 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from .errors import UnsupportedOperationError
 from .store import Store
-
-if TYPE_CHECKING:
-    from .convert.interchange import FormatConversion
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,13 +76,6 @@ class FormatPlugin(abc.ABC):
             store.append_batch([Message.coerce(line) for line in lines])
         return len(lines)
 
-    def conversion(self) -> FormatConversion:
-        """This format's side of ``segstore convert`` (the same object on every call).
-
-        :raises UnsupportedOperationError: the format cannot be converted.
-        """
-        raise UnsupportedOperationError(f"{self.name} stores cannot be converted")
-
     def file_kind(self, path: str) -> str | None:
         """What single file of this format ``path`` is (e.g. ``"log"``, ``"index"``), judged from its
         name, its directory and its first bytes; None if it is not one.  Cheap."""
@@ -98,3 +88,11 @@ class FormatPlugin(abc.ABC):
             :class:`DumpLine` s with ``problem=True``).
         """
         raise UnsupportedOperationError(f"{self.name} files cannot be dumped one by one", path)
+
+    def conversion(self) -> Any:
+        """This format's side of ``segstore convert``: a ``segstore.convert.interchange.FormatConversion``
+        (the same object on every call).
+
+        :raises UnsupportedOperationError: the format cannot be converted.
+        """
+        raise UnsupportedOperationError(f"{self.name} stores cannot be converted")

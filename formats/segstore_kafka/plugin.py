@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import functools
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from segstore import files
 from segstore.plugin import FormatPlugin
-
-if TYPE_CHECKING:
-    from segstore.convert.interchange import FormatConversion
 
 from .checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
 from .logdir import partition_dirs
@@ -46,12 +42,6 @@ class KafkaFormat(FormatPlugin):
         store = KafkaStore(os.fspath(path), mode, KafkaConfig.from_mapping(config))
         return attach(store, indexes, layout_options)
 
-    def conversion(self) -> FormatConversion:
-        """The kafka side of ``segstore convert`` (:class:`.conversion.KafkaConversion`)."""
-        from .conversion import KafkaConversion  # loads segstore.convert only when a conversion runs
-
-        return _conversion(KafkaConversion)
-
     def write_spec(self, path: str, spec: dict[str, Any], config: dict[str, Any]) -> None:
         from .spec import write_spec
 
@@ -70,8 +60,8 @@ class KafkaFormat(FormatPlugin):
 
         return dump_file(os.fspath(path), options)
 
+    def conversion(self) -> Any:
+        """The Kafka side of ``segstore convert`` (one shared :class:`.conversion.KafkaConversion`)."""
+        from .conversion import KafkaConversion  # loads segstore.convert only when a conversion runs
 
-@functools.cache
-def _conversion(cls: type[FormatConversion]) -> FormatConversion:
-    """One conversion object per class (it holds no state)."""
-    return cls()
+        return KafkaConversion.shared()
