@@ -11,7 +11,7 @@ import abc
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from .errors import UnsupportedOperationError
 from .store import DumpLine, Store
@@ -30,9 +30,6 @@ def chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
     while chunk := list(itertools.islice(iterator, size)):
         yield chunk
 
-
-if TYPE_CHECKING:
-    from .convert.interchange import FormatConversion
 
 
 @dataclass(slots=True)
@@ -109,13 +106,6 @@ class FormatPlugin(abc.ABC):
                 count += len(chunk)
         return count
 
-    def conversion(self) -> FormatConversion:
-        """This format's side of ``segstore convert`` (the same object on every call).
-
-        :raises UnsupportedOperationError: the format cannot be converted.
-        """
-        raise UnsupportedOperationError(f"{self.name} stores cannot be converted")
-
     def file_kind(self, path: str) -> str | None:
         """What single file of this format ``path`` is (e.g. ``"log"``, ``"index"``), judged from its
         name, its directory and its first bytes; None if it is not one.  Cheap."""
@@ -128,3 +118,11 @@ class FormatPlugin(abc.ABC):
             :class:`DumpLine` s with ``problem=True``).
         """
         raise UnsupportedOperationError(f"{self.name} files cannot be dumped one by one", path)
+
+    def conversion(self) -> Any:
+        """This format's side of ``segstore convert``: a ``segstore.convert.interchange.FormatConversion``
+        (the same object on every call).
+
+        :raises UnsupportedOperationError: the format cannot be converted.
+        """
+        raise UnsupportedOperationError(f"{self.name} stores cannot be converted")

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import functools
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from segstore import files
 from segstore.indexes.sparse import OffsetIndex
 from segstore.indexes.timeindex import TimeIndex
 from segstore.plugin import FormatPlugin, NativeIndex
-
-if TYPE_CHECKING:
-    from segstore.convert.interchange import FormatConversion
 
 from .checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
 from .logdir import partition_dirs
@@ -53,12 +49,6 @@ class KafkaFormat(FormatPlugin):
         store = KafkaStore(os.fspath(path), mode, KafkaConfig.from_mapping(config))
         return attach(store, indexes, layout_options)
 
-    def conversion(self) -> FormatConversion:
-        """The kafka side of ``segstore convert`` (:class:`.conversion.KafkaConversion`)."""
-        from .conversion import KafkaConversion  # loads segstore.convert only when a conversion runs
-
-        return _conversion(KafkaConversion)
-
     def write_spec(self, path: str, spec: dict[str, Any], config: dict[str, Any]) -> None:
         from .spec import write_spec
 
@@ -77,8 +67,8 @@ class KafkaFormat(FormatPlugin):
 
         return dump_file(os.fspath(path), options)
 
+    def conversion(self) -> Any:
+        """The Kafka side of ``segstore convert`` (one shared :class:`.conversion.KafkaConversion`)."""
+        from .conversion import KafkaConversion  # loads segstore.convert only when a conversion runs
 
-@functools.cache
-def _conversion(cls: type[FormatConversion]) -> FormatConversion:
-    """One conversion object per class (it holds no state)."""
-    return cls()
+        return KafkaConversion.shared()

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import functools
 import os
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from segstore import files
 from segstore.errors import ConversionError
 from segstore.indexes.dense import ConsumeQueue
 from segstore.indexes.keyhash import IndexService
 from segstore.plugin import WRITE_CHUNK, FormatPlugin, NativeIndex, chunks
-
-if TYPE_CHECKING:
-    from segstore.convert.interchange import FormatConversion
 
 from .spec import replay
 from .store import RocketMQStore, is_rocketmq_store
@@ -54,12 +50,6 @@ class RocketMQFormat(FormatPlugin):
                 count += len(chunk)
         return count
 
-    def conversion(self) -> FormatConversion:
-        """The rocketmq side of ``segstore convert`` (:class:`.conversion.RocketMQConversion`)."""
-        from .conversion import RocketMQConversion  # loads segstore.convert only when a conversion runs
-
-        return _conversion(RocketMQConversion)
-
     def write_spec(self, path: str, spec: dict[str, Any], config: dict[str, Any]) -> None:
         """Replay ``spec`` into a new store at ``path`` with the spec's config overridden by ``config``.
 
@@ -93,8 +83,8 @@ class RocketMQFormat(FormatPlugin):
 
         return dump_file(os.fspath(path), options)
 
+    def conversion(self) -> Any:
+        """The RocketMQ side of ``segstore convert`` (one shared :class:`.conversion.RocketMQConversion`)."""
+        from .conversion import RocketMQConversion  # loads segstore.convert only when a conversion runs
 
-@functools.cache
-def _conversion(cls: type[FormatConversion]) -> FormatConversion:
-    """One conversion object per class (it holds no state)."""
-    return cls()
+        return RocketMQConversion.shared()

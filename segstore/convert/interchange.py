@@ -144,6 +144,9 @@ class Verifier(abc.ABC):
         """What the destination holds beyond the source's entries."""
 
 
+_SHARED: dict[type, FormatConversion] = {}
+
+
 class FormatConversion(abc.ABC):
     """A format's side of a conversion (``FormatPlugin.conversion()``)."""
 
@@ -204,6 +207,14 @@ class FormatConversion(abc.ABC):
     @abc.abstractmethod
     def verifier(self, dest: Store, options: Options) -> Verifier:
         """A verifier of ``dest`` (read-only) against the source's entries."""
+
+    @classmethod
+    def shared(cls) -> FormatConversion:
+        """One object of this class for every caller (a side holds no state between runs)."""
+        found = _SHARED.get(cls)
+        if found is None:
+            found = _SHARED[cls] = cls()
+        return found
 
     def source_config(self, source: Store) -> dict[str, Any]:
         """The source's config by the format's own names (kept in the journal for the way back)."""

@@ -31,7 +31,8 @@ def __getattr__(name: str) -> Any:
 
 
 def _side(name: str) -> FormatConversion:
-    return registry.get(name).conversion()
+    side: FormatConversion = registry.get(name).conversion()
+    return side
 
 
 def _peer(name: str) -> Peer:

@@ -310,7 +310,7 @@ def _side(name: str, role: str, path: str | None = None) -> FormatConversion:
         raise ConversionError(f"expected a {role} format of {', '.join(registry.names())}, found {name!r}",
                               path)
     try:
-        side = registry.get(name).conversion()
+        side: FormatConversion = registry.get(name).conversion()
     except UnsupportedOperationError as err:
         raise ConversionError(f"expected a {role} format that converts, found {name!r} ({err.message})",
                               path) from err
