@@ -740,8 +740,13 @@ class RocketMQStore(LifecycleMixin, Store):
         """
         self.commitlog.reserve(end)
         created: list[str] = []
+        per_file = self.config.consume_queue_file_size // CQ_DTYPE.itemsize
+        next_offsets = self._next_offsets
         try:
             for key, count in counts:
+                first = next_offsets.get(key, 0)
+                if first % per_file and (first + count - 1) // per_file == first // per_file:
+                    continue    # within the file holding the queue's last entry: nothing to create
                 cq = self.queues.get(key)
                 if cq is None:
                     directory = os.path.join(self.path, CONSUMEQUEUE_DIR, key[0], str(key[1]))
