@@ -797,8 +797,11 @@ class RocketMQConversion(FormatConversion):
 
     def arrow_streams(self, source: Store, options: Options) -> list[Iterator[pa.RecordBatch]] | None:
         """One stream of columns (:func:`entry_batches`); None with ``skip_corrupt`` (skipping damage
-        goes message by message, as recovery finds the next valid one)."""
-        return None if options.skip_corrupt else [entry_batches(source, options)]
+        goes message by message, as recovery finds the next valid one) or without the C accelerator
+        (the header columns are gathered in C; the per-entry path is the pure-Python one)."""
+        if options.skip_corrupt or columnar._speedups is None:
+            return None
+        return [entry_batches(source, options)]
 
     def round_trip_streams(self, source: Store, options: Options) -> list[Iterator[Sized]]:
         """:meth:`streams`, reporting in ``options.problems`` each message its entry does not give back."""
