@@ -10,6 +10,7 @@ UnifiedLog.append (aborted transactions to .txnindex); clients/.../consumer/inte
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 from pathlib import Path
@@ -162,3 +163,38 @@ def test_compacting_the_brokers_transactional_log(tmp_path: Path) -> None:
         records = MemoryRecords(log.read_bytes())
         while records.has_next():
             assert records.next_batch().validate_crc()
+
+
+def test_every_read_committed_path_ends_at_the_last_stable_offset(tmp_path: Path) -> None:
+    """A transaction still open holds back everything from its first offset (``UnifiedLog.lastStableOffset``,
+    ``Partition.fetchRecords`` with ``FetchIsolation.TXN_COMMITTED``): read, scan, scan_arrow, dump and
+    dump --json agree, before and after the commit."""
+    logs = tmp_path / "logs"
+    with KafkaStore(str(logs), "a", clock=Clock()) as store:
+        store.append({"topic": "a", "partition": 0, "value": b"before"})
+        with pytest.raises(RuntimeError), store.transaction(7, 0) as txn:
+            txn.append_batch([{"topic": "a", "partition": 0, "value": b"aborted"}])
+            raise RuntimeError("aborts the transaction")
+        open_txn = store.transaction(7, 1)
+        open_txn.append_batch([{"topic": "a", "partition": 0, "value": b"open"}])
+        store.append({"topic": "a", "partition": 0, "value": b"after"})
+
+        def views() -> list[list[bytes]]:
+            read = [r.value for r in store.read("a", 0, isolation="read_committed")]
+            scan = [r.value for r in store.scan(isolation="read_committed")]
+            arrow = [v for b in store.scan_arrow(["value"], isolation="read_committed")
+                     for v in b.column("value").to_pylist()]
+            dumped = [json.loads(line)["value"] for chunk in store.dump_json(isolation="read_committed")
+                      for line in bytes(chunk).decode().splitlines()]
+            texts = [line.text for line in store.dump(isolation="read_committed")]
+            records = [t for t in texts if t.startswith("| offset:")]
+            return [read, scan, arrow, [base64.b64decode(v) for v in dumped], [b"x"] * len(records)]
+
+        read, scan, arrow, dumped, records = views()
+        assert read == scan == arrow == dumped == [b"before"]
+        assert len(records) == 1
+        assert [r.value for r in store.read_committed("a", 0)] == read
+        open_txn.commit()
+        read, scan, arrow, dumped, records = views()
+        assert read == scan == arrow == dumped == [b"before", b"open", b"after"]
+        assert len(records) == 3

@@ -66,21 +66,28 @@ class _CommittedFilter:
     """Which batches a read_committed consumer keeps, fetching from ``start``, asked batch by batch
     in log order.
 
-    As the consumer's ``CompletedFetch`` does with the aborted transactions the
-    broker sends with a fetch: a producer becomes aborted once a batch reaches its
-    aborted transaction's first offset, its transactional batches are dropped until
-    its ABORT marker, and control batches are never returned.  Decided per batch,
+    As the broker's read_committed fetch and the consumer's ``CompletedFetch`` do: the
+    broker returns nothing from the last stable offset on
+    (:func:`transactions.last_stable_offset`, from the producer state the log
+    implies) and sends the aborted transactions of the fetched range; a producer
+    becomes aborted once a batch reaches its aborted transaction's first offset, its
+    transactional batches are dropped until its ABORT marker, and control batches
+    are never returned.  Decided per batch,
     not per record.
     """
 
     def __init__(self, part: Partition, start: int) -> None:
-        self.pending = part.aborted_transactions(start, part.next_offset)   # by first offset
+        self.lso = transactions.last_stable_offset(part)
+        self.pending = part.aborted_transactions(start, self.lso)   # by first offset
         self.aborted: set[int] = set()
         self.next = 0
 
     def keeps(self, batch: codec.RecordBatch, control_type: str | None = None) -> bool:
         """Whether the consumer is given ``batch``; ``control_type``: a control batch's type when the
-        caller decoded it already (``batch`` then need not hold its records)."""
+        caller decoded it already (``batch`` then need not hold its records).  Nothing from the last
+        stable offset on (a read_committed fetch ends there)."""
+        if batch.base_offset >= self.lso:
+            return False
         if batch.producer_id != codec.NO_PRODUCER_ID:      # Kafka's hasProducerId
             pending = self.pending
             while self.next < len(pending) and pending[self.next].first_offset <= batch.last_offset:
@@ -131,18 +138,19 @@ def _committed(part: Partition, batches: Iterable[codec.RecordBatch],
 _TXN_COLUMNS = ("offset", "producerId", "isTransactional", "isControl")
 
 
-def _committed_rows(batch: pa.RecordBatch, aborted: list[AbortedTxn]) -> pa.RecordBatch:
+def _committed_rows(batch: pa.RecordBatch, aborted: list[AbortedTxn], lso: int) -> pa.RecordBatch:
     """The rows of a columnar ``batch`` (with :data:`_TXN_COLUMNS`) a read_committed consumer keeps.
 
-    The per-row form of :func:`_committed`: a record is dropped when it is a control
-    record, or transactional with the producer id of an aborted transaction (``aborted``,
-    ordered by first offset, from the ``.txnindex``) whose offsets ``[first offset,
-    ABORT marker]`` hold it; the consumer drops exactly these, since its aborted set
-    gains a producer at the transaction's first batch and loses it at the marker.
+    The per-row form of :func:`_committed`: a record is dropped when it is at or
+    past the last stable offset ``lso``, a control record, or transactional with
+    the producer id of an aborted transaction (``aborted``, ordered by first
+    offset, from the ``.txnindex``) whose offsets ``[first offset, ABORT marker]``
+    hold it; the consumer drops exactly these, since its aborted set gains a
+    producer at the transaction's first batch and loses it at the marker.
     ``O(rows x aborted transactions overlapping the batch)``, vectorized per transaction.
     """
     offsets = batch.column("offset").to_numpy()
-    keep = ~batch.column("isControl").to_numpy(zero_copy_only=False)
+    keep = ~batch.column("isControl").to_numpy(zero_copy_only=False) & (offsets < lso)
     if len(offsets) and aborted:
         low, high = offsets[0], offsets[-1]
         producers = batch.column("producerId").to_numpy()
@@ -381,9 +389,10 @@ class KafkaStore(Store):
         ``isolation`` is the consumer's ``isolation.level``: ``"read_uncommitted"``
         (default) yields every stored record, transaction markers included;
         ``"read_committed"`` yields what a read_committed consumer is given: no
-        records of aborted transactions (found through the ``.txnindex`` files) and
-        no control records.  Transactions still open at the log's end are not held
-        back (the last stable offset lives in the broker's producer state, not in files).
+        records of aborted transactions (found through the ``.txnindex`` files), no
+        control records, and nothing from the last stable offset on (the first offset
+        of a transaction still open, capped by the high watermark, from the producer
+        state the log implies as ``ProducerStateManager`` loads it).
 
         :raises ConfigError: an unknown isolation level.
         """
@@ -433,7 +442,8 @@ class KafkaStore(Store):
             dropping = not ranged and target > 0
             chunks = part.column_chunks(want, offset=offset if ranged else (target if dropping else None),
                                         start=start, end=end)
-            aborted = part.aborted_transactions(target, part.next_offset) if committed else []
+            lso = transactions.last_stable_offset(part) if committed else part.next_offset
+            aborted = part.aborted_transactions(target, lso) if committed else []
             for seg, chunk in chunks:
                 first = 0
                 if dropping:  # rows of the first batch below the offset asked for
@@ -443,7 +453,7 @@ class KafkaStore(Store):
                     batch = columnar.to_arrow(chunk, built, topic=t, partition=p, segment=seg.base)
                     batch = batch.slice(first)
                     if committed:
-                        batch = _committed_rows(batch, aborted).select(schema.names)
+                        batch = _committed_rows(batch, aborted, lso).select(schema.names)
                     yield batch
 
     def topics(self) -> list[str]:
@@ -572,20 +582,8 @@ class KafkaStore(Store):
 
     def read_committed(self, topic: str, partition: int, offset: int = 0,
                        count: int | None = None) -> Iterator[KafkaRecord]:
-        """:meth:`read` as a ``read_committed`` consumer sees it: up to the last stable offset, markers and
-        aborted transactions hidden."""
-        self._check_open()
-        part = self.partition_of(topic, partition)
-        start = max(offset, part.log_start_offset)
-        n = 0
-        for batch in transactions.committed_batches(part, start):
-            for record in batch.records():
-                if record.offset < start:
-                    continue
-                if count is not None and n >= count:
-                    return
-                n += 1
-                yield KafkaRecord(part.topic, part.partition, batch, record)
+        """``read(..., isolation="read_committed")``."""
+        return self.read(topic, partition, offset, count, isolation=READ_COMMITTED)
 
     def compact(self, *, dry_run: bool = False, now_ms: int | None = None, topic: str | None = None,
                 partition: int | None = None, dedupe_buffer_size: int = compaction.DEDUPE_BUFFER_SIZE,

@@ -26,7 +26,7 @@ Thread-safety: not thread-safe; one transaction at a time per producer id.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 from segstore.errors import InvalidMessageError, StoreClosedError
@@ -34,7 +34,7 @@ from segstore.records import Message
 from segstore.store import AppendResult
 
 from . import batch as codec
-from .compaction import aborted_between, producer_state
+from .compaction import producer_state
 from .partition import Partition
 from .retention import high_watermark
 
@@ -147,21 +147,3 @@ def last_stable_offset(part: Partition) -> int:
     _, open_first = producer_state(part, part.clock())
     hw = high_watermark(part)
     return hw if open_first is None else min(open_first, hw)
-
-
-def committed_batches(part: Partition, start: int) -> Iterator[codec.RecordBatch]:
-    """Batches a ``read_committed`` consumer sees from ``start``: below the last stable offset, no control
-    batches, no batch of an aborted transaction."""
-    lso = last_stable_offset(part)
-    aborted: dict[int, list[tuple[int, int]]] = {}
-    for txn in aborted_between(part, start, lso):
-        aborted.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
-    for batch in part.batches(start):
-        if batch.base_offset >= lso:
-            return
-        if batch.is_control:
-            continue
-        if batch.is_transactional and any(first <= batch.base_offset <= last
-                                          for first, last in aborted.get(batch.producer_id, ())):
-            continue
-        yield batch
