@@ -551,7 +551,11 @@ def cmd_write(args: argparse.Namespace, out: TextIO) -> int:
             raise UsageError("expected an empty or missing directory to write a spec into, found one with "
                              f"{len(files.list_dir(args.path))} entries", args.path)
         merged = {**spec.get("config", {}), **config}
-        with _CleanUpOnFailure(args.path):
+        items = spec.get("messages", spec.get("batches")) if isinstance(spec, dict) else None
+        unit = "msg" if isinstance(spec, dict) and "messages" in spec else "batch"
+        with _CleanUpOnFailure(args.path), \
+                progress.task(f"write {fmt} from {os.path.basename(args.spec)}",
+                              len(items) if isinstance(items, list) else None, unit):
             registry.get(fmt).write_spec(args.path, spec, merged)
         out.write(f"{args.path}: wrote {fmt} store from {args.spec}\n")
         return EXIT_OK

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -73,6 +74,18 @@ def test_write_and_index_build_show_bars(tmp_path, monkeypatch):
     code, _, err = on_terminal(monkeypatch, "index", "build", part, "--index", "key")
     assert code == 0, err
     assert any("100%" in b for b in _bars(err, "index build key"))
+
+
+@pytest.mark.parametrize("fixture", [KAFKA.parent, ROCKETMQ.parent], ids=["kafka", "rocketmq"])
+def test_write_spec_shows_a_bar_that_reaches_the_specs_total(tmp_path, monkeypatch, fixture):
+    spec = json.loads((fixture / "spec.json").read_text())
+    total = len(spec.get("messages", spec.get("batches", [])))
+    target = tmp_path / ("topic-0" if "batches" in spec else "store")
+    code, _, err = on_terminal(monkeypatch, "write", target, "--spec", fixture / "spec.json")
+    assert code == 0, err
+    bars = _bars(err, f"write {'kafka' if 'batches' in spec else 'rocketmq'} from spec.json")
+    done = re.compile(rf"\b{total}(\.0)?/{total}(\.0)? ")  # tqdm's unit_scale writes 53 as 53.0
+    assert any("100%" in b and done.search(b) for b in bars), bars
 
 
 def test_no_bar_with_json_or_when_not_on_a_terminal(tmp_path, monkeypatch, capsys):

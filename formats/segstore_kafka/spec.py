@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+from segstore import progress
 from segstore.errors import InvalidMessageError
 
 from .partition import KafkaConfig, Partition, parse_partition_dir
@@ -47,8 +48,13 @@ class SpecClock:
         return self.now
 
 
+#: Spec batches between two reports to the open :func:`progress.task` (a batch a unit).
+_PROGRESS_EVERY = 256
+
+
 def replay(part: Partition, spec: dict[str, Any], clock: SpecClock) -> None:
-    """Append every batch of ``spec`` to ``part``, moving ``clock`` by each ``advance_time_ms``.
+    """Append every batch of ``spec`` to ``part``, moving ``clock`` by each ``advance_time_ms``;
+    progress is reported in batches.
 
     A spec ``start_offset`` makes an empty log start there (the first segment is named
     from it); appending a spec with one to a log that holds records is refused.
@@ -56,7 +62,11 @@ def replay(part: Partition, spec: dict[str, Any], clock: SpecClock) -> None:
     start = int(spec.get("start_offset", 0))
     if start != part.next_offset:
         part.start_at(start)
+    reported = 0
     for i, batch in enumerate(spec["batches"]):
+        if i - reported >= _PROGRESS_EVERY:
+            progress.advance(i - reported)
+            reported = i
         clock.now += int(batch.get("advance_time_ms", 0))
         if "control" in batch:
             part.append_control(batch["control"], producer_id=batch["producer_id"],
@@ -72,6 +82,7 @@ def replay(part: Partition, spec: dict[str, Any], clock: SpecClock) -> None:
                             base_sequence=batch.get("base_sequence", -1),
                             transactional=bool(batch.get("transactional", False)),
                             leader_epoch=batch.get("leader_epoch", spec.get("leader_epoch")))
+    progress.advance(len(spec["batches"]) - reported)
 
 
 def write_spec(path: str, spec: dict[str, Any], config: dict[str, Any]) -> None:

@@ -13,7 +13,9 @@ import base64
 from collections.abc import Mapping
 from typing import Any
 
+from segstore import progress
 from segstore.errors import InvalidMessageError
+from segstore.plugin import WRITE_CHUNK, chunks
 
 #: spec field name -> append field name (those that only change name).
 _RENAMED = {
@@ -50,7 +52,11 @@ def append_item(message: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def replay(store: Any, spec: Mapping[str, Any]) -> int:
-    """Append every message of ``spec`` to an open store, in order, as one batch; returns the count."""
-    items = [append_item(m) for m in spec.get("messages", [])]
-    store.append_batch(items)
-    return len(items)
+    """Append every message of ``spec`` to an open store, in order, :data:`WRITE_CHUNK` messages a batch
+    (reported to the open :func:`progress.task`, a message a unit); returns the count."""
+    count = 0
+    for chunk in chunks(spec.get("messages", []), WRITE_CHUNK):
+        store.append_batch([append_item(m) for m in chunk])
+        count += len(chunk)
+        progress.advance(len(chunk))
+    return count
