@@ -1804,31 +1804,30 @@ known_properties(const uint8_t *p, int32_t len, Known out[N_KNOWN])
         out[k].value = NULL;
         out[k].len = -1;
     }
-    const uint8_t *item = p, *sep = NULL, *e = p + len;
-    for (const uint8_t *q = p; q <= e; q++) {
-        if (q < e && *q != PROPERTY_SEPARATOR) {
-            if (*q == NAME_VALUE_SEPARATOR && sep == NULL) {
-                sep = q;
-            }
-            continue;
-        }
-        if (sep != NULL) {     /* the item item[0:q], its name ending at sep */
-            ptrdiff_t name_len = sep - item;
-            int k = -1;
-            if (name_len == PROPERTY_NAME_LEN && memcmp(item, "TAGS", PROPERTY_NAME_LEN) == 0) {
+    /* an item at a time (memchr finds its end): only an item whose name is one of the three can
+       matter, and its name ends at its first NAME_VALUE_SEPARATOR, so the name's bytes and the
+       separator after them tell it */
+    for (int32_t item = 0; item <= len;) {
+        const uint8_t *q = memchr(p + item, PROPERTY_SEPARATOR, (size_t)(len - item));
+        int32_t end = q ? (int32_t)(q - p) : len, item_len = end - item, name_len = 0;
+        const uint8_t *it = p + item;
+        int k = -1;
+        if (item_len > PROPERTY_NAME_LEN && it[PROPERTY_NAME_LEN] == NAME_VALUE_SEPARATOR) {
+            if (memcmp(it, "TAGS", PROPERTY_NAME_LEN) == 0) {
                 k = P_TAGS;
-            } else if (name_len == PROPERTY_NAME_LEN && memcmp(item, "KEYS", PROPERTY_NAME_LEN) == 0) {
+            } else if (memcmp(it, "KEYS", PROPERTY_NAME_LEN) == 0) {
                 k = P_KEYS;
-            } else if (name_len == 8 && memcmp(item, "UNIQ_KEY", 8) == 0) {
-                k = P_UNIQ_KEY;
             }
-            if (k >= 0) {
-                out[k].value = sep + 1;
-                out[k].len = (int32_t)(q - sep - 1);
-            }
+            name_len = PROPERTY_NAME_LEN;
+        } else if (item_len > 8 && it[8] == NAME_VALUE_SEPARATOR && memcmp(it, "UNIQ_KEY", 8) == 0) {
+            k = P_UNIQ_KEY;
+            name_len = 8;
         }
-        item = q + 1;
-        sep = NULL;
+        if (k >= 0) {
+            out[k].value = it + name_len + 1;
+            out[k].len = item_len - name_len - 1;
+        }
+        item = end + 1;
     }
 }
 
@@ -1966,6 +1965,125 @@ index_entries(PyObject *module, PyObject *args)
         return NULL;
     }
     return PyLong_FromSsize_t(total);
+}
+
+/* FNV-1a of s[0:n]: the hash of a topic in topic_codes' table. */
+static inline uint32_t
+fnv1a(const uint8_t *s, int32_t n)
+{
+    uint32_t h = 2166136261u;
+    for (int32_t i = 0; i < n; i++) {
+        h = (h ^ s[i]) * 16777619u;
+    }
+    return h;
+}
+
+/*
+ * topic_codes(view, topic_pos, topic_len, codes) -> list of first rows
+ *
+ * Number the rows' topics view[topic_pos[i]:+topic_len[i]] 0, 1, ... in order of first
+ * appearance into codes (n int32); returns, for each number, the first row holding it.  A
+ * topic equal to the previous row's takes its number after one comparison (a batch mostly holds
+ * one topic, or runs of one); others are found in a hash table built at the first change.
+ * Every slice is bounds-checked.  Releases the GIL.
+ */
+static PyObject *
+topic_codes(PyObject *module, PyObject *args)
+{
+    Py_buffer view, tpos, tlen, codes;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*", &view, &tpos, &tlen, &codes)) {
+        return NULL;
+    }
+    Py_ssize_t n = tlen.len / (Py_ssize_t)sizeof(int32_t);
+    const int64_t *tp = tpos.buf;
+    const int32_t *tl = tlen.buf;
+    int32_t *out = codes.buf;
+    const uint8_t *d = view.buf;
+    PyObject *ret = NULL;
+    int ok = tpos.len == n * 8 && codes.len >= n * 4 && n < INT32_MAX;
+    Py_ssize_t *firsts = ok ? PyMem_RawMalloc((size_t)(n > 0 ? n : 1) * sizeof(Py_ssize_t)) : NULL;
+    int32_t *table = NULL;      /* numbers by hash, open addressing; -1: free */
+    size_t mask = 0;
+    int32_t k = 0, last = -1;
+    if (ok && firsts == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
+        if (tp[i] < 0 || tl[i] < 0 || tp[i] + tl[i] > view.len) {
+            ok = 0;
+            break;
+        }
+        const uint8_t *t = d + tp[i];
+        if (last >= 0 && tl[firsts[last]] == tl[i] && memcmp(d + tp[firsts[last]], t, (size_t)tl[i]) == 0) {
+            out[i] = last;
+            continue;
+        }
+        if (k > 0 && table == NULL) {       /* a second topic: index the numbers so far (one) */
+            size_t size = 16;
+            while (size < 2 * (size_t)n) {
+                size <<= 1;
+            }
+            table = malloc(size * sizeof(int32_t));
+            if (table == NULL) {
+                ok = -1;
+                break;
+            }
+            memset(table, 0xFF, size * sizeof(int32_t));
+            mask = size - 1;
+            for (int32_t j = 0; j < k; j++) {
+                size_t h = fnv1a(d + tp[firsts[j]], tl[firsts[j]]) & mask;
+                while (table[h] >= 0) {
+                    h = (h + 1) & mask;
+                }
+                table[h] = j;
+            }
+        }
+        int32_t found = -1;
+        size_t h = 0;
+        if (table != NULL) {
+            h = fnv1a(t, tl[i]) & mask;
+            for (; table[h] >= 0; h = (h + 1) & mask) {
+                Py_ssize_t f = firsts[table[h]];
+                if (tl[f] == tl[i] && memcmp(d + tp[f], t, (size_t)tl[i]) == 0) {
+                    found = table[h];
+                    break;
+                }
+            }
+        }
+        if (found < 0) {
+            found = k;
+            firsts[k++] = i;
+            if (table != NULL) {
+                table[h] = found;
+            }
+        }
+        out[i] = last = found;
+    }
+    Py_END_ALLOW_THREADS
+    if (ok < 0) {
+        PyErr_NoMemory();
+    } else if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "expected topics inside the view and an output of n rows");
+    } else if ((ret = PyList_New(k)) != NULL) {
+        for (int32_t j = 0; j < k; j++) {
+            PyObject *v = PyLong_FromSsize_t(firsts[j]);
+            if (v == NULL) {
+                Py_CLEAR(ret);
+                break;
+            }
+            PyList_SET_ITEM(ret, j, v);
+        }
+    }
+done:
+    free(table);
+    PyMem_RawFree(firsts);
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&tpos);
+    PyBuffer_Release(&tlen);
+    PyBuffer_Release(&codes);
+    return ret;
 }
 
 /* ------------------------------------------------------------------------------ */
@@ -2220,6 +2338,8 @@ static PyMethodDef methods[] = {
     {"tags_hashes", tags_hashes, METH_VARARGS, "tags_hashes(view, props_pos, props_len, out): TAGS hashes."},
     {"index_entries", index_entries, METH_VARARGS,
      "index_entries(view, topic_pos, topic_len, props_pos, props_len, sys_flag, counts, hashes, tags) -> total"},
+    {"topic_codes", topic_codes, METH_VARARGS,
+     "topic_codes(view, topic_pos, topic_len, codes) -> first rows: the rows' topics numbered by first appearance"},
     {"json_lines", json_lines, METH_VARARGS,
      "json_lines(view, i8, i4, u8, n, tags_codes, ..., out) -> bytes written, or -(bytes needed)"},
     {"format_hosts", format_hosts, METH_VARARGS, "format_hosts(i8, i4, u8, n, which, offsets, out) -> bytes used"},

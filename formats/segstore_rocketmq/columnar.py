@@ -653,33 +653,19 @@ def index_entries(view: memoryview, rows: Rows) -> tuple[np.ndarray, np.ndarray,
 def topic_codes(view: memoryview, rows: Rows, codes: dict[str, int]) -> np.ndarray:
     """Per row, its topic's number in ``codes`` (topic -> number; new topics are added), int32.
 
-    The topics are gathered into one matrix and told apart with numpy (``np.unique``
-    of its rows; one comparison when the batch holds one topic, the usual case).
+    The C path numbers the batch's topics where they lie (``_speedups.topic_codes``: one
+    comparison per row while the topic stays the same) and decodes each distinct topic once.
     """
     n = len(rows)
     if _speedups is None:
         return np.array([codes.setdefault(m.topic, len(codes)) for m in messages(view, rows)], np.int32)
     if not n:
         return np.zeros(0, np.int32)
-    lengths = rows["topic_len"]
-    width = int(lengths.max())
-    offsets = pooled(n + 1, np.int32)
-    data = pooled(int(lengths.sum(dtype=np.int64)), np.uint8)
-    _speedups.gather(view, rows["topic_pos"], lengths, offsets, data)
-    # one row per message: the topic zero-padded, then its length (so "a" and "a\0" differ)
-    matrix = np.zeros((n, width + 2), np.uint8)
-    if (lengths == width).all():
-        matrix[:, :width] = data.reshape(n, width)
-    else:
-        row_of = np.repeat(np.arange(n), lengths)
-        matrix[row_of, np.arange(len(data)) - offsets[row_of]] = data
-    matrix[:, width] = lengths >> 8
-    matrix[:, width + 1] = lengths & 0xFF
-    if (matrix == matrix[0]).all():
-        first, inverse = np.zeros(1, np.intp), np.zeros(n, np.intp)
-    else:
-        keys = matrix.view(np.dtype((np.void, width + 2))).ravel()
-        _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-    numbers = np.array([codes.setdefault(bytes(matrix[i, :size]).decode("utf-8"), len(codes))
-                        for i, size in zip(first.tolist(), lengths[first].tolist(), strict=True)], np.int32)
-    return numbers[inverse.ravel()]
+    local = pooled(n, np.int32)
+    positions, lengths = rows["topic_pos"], rows["topic_len"]
+    firsts = _speedups.topic_codes(view, positions, lengths, local)
+    view = memoryview(view)
+    places = zip(positions[firsts].tolist(), lengths[firsts].tolist(), strict=True)
+    numbers = np.array([codes.setdefault(bytes(view[p:p + size]).decode("utf-8"), len(codes))
+                        for p, size in places], np.int32)
+    return numbers[local]
