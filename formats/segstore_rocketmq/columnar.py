@@ -323,8 +323,8 @@ def _fixed(kind: pa.DataType, values: np.ndarray) -> pa.Array:
 
 
 class _Properties:
-    """The rows' properties split once (``_speedups.split_properties``), for every column that needs
-    them: each ``*_column`` is a :class:`_Variable` to gather."""
+    """The rows' properties split once (``_speedups.split_properties``): where each item, TAGS value
+    and KEYS token lies in the view (what :class:`JsonWriter` formats)."""
 
     def __init__(self, view: memoryview, rows: Rows) -> None:
         n = len(rows)
@@ -347,27 +347,38 @@ class _Properties:
         self.values, self.value_lens = values[:items], value_lens[:items]
         self.tokens, self.token_lens = tokens[:count], token_lens[:count]
 
-    def names_column(self) -> _Variable:
-        return _Variable(pa.string(), self.names, self.name_lens, items=self.item_offsets)
 
-    def values_column(self) -> _Variable:
-        return _Variable(pa.binary(), self.values, self.value_lens, items=self.item_offsets)
+def _strings(kind: pa.DataType, count: int, offsets: np.ndarray, data: np.ndarray,
+             valid: np.ndarray | None = None, nulls: int = 0) -> pa.Array:
+    """A binary/string array of ``count`` values over ``offsets`` and the used part of ``data``."""
+    bitmap = pa.py_buffer(np.packbits(valid[:count].view(bool), bitorder="little")) if nulls else None
+    return pa.Array.from_buffers(kind, count, [bitmap, pa.py_buffer(offsets[:count + 1]),
+                                               pa.py_buffer(data[:int(offsets[count])])], null_count=nulls)
 
-    def tokens_column(self) -> _Variable:
-        return _Variable(pa.string(), self.tokens, self.token_lens, items=self.token_offsets)
 
-    def tags_column(self) -> _Variable:
-        return _Variable(pa.string(), self.tags, self.tags_lens, self.tags_lens >= 0)
+class _PropertyColumns:
+    """The rows' property columns, split and copied in one C pass (``_speedups.property_columns``):
+    ``names`` and ``values`` (every row's items in order, ``item_offsets`` per row), ``tags``,
+    ``tokens`` (the KEYS tokens, ``token_offsets`` per row) and ``key`` (each row's first token)."""
 
-    def first_tokens(self) -> _Variable:
-        """Each row's first KEYS token as binary, null without one."""
-        first = self.token_offsets[:-1]
-        has = self.token_offsets[1:] > first
-        if not len(self.tokens):
-            return _Variable(pa.binary(), np.zeros(len(has), np.int64), np.zeros(len(has), np.int32), has)
-        at = np.minimum(first, len(self.tokens) - 1)
-        lengths = np.where(has, self.token_lens[at], 0).astype(np.int32)
-        return _Variable(pa.binary(), self.tokens[at], lengths, has)
+    def __init__(self, view: memoryview, rows: Rows) -> None:
+        n = len(rows)
+        lengths = rows["props_len"]
+        total = int(lengths.sum(dtype=np.int64))
+        cap = total // 2 + n + 1        # items or tokens at most (each takes a byte and a separator)
+        self.item_offsets, self.token_offsets = pooled(n + 1, np.int32), pooled(n + 1, np.int32)
+        names, values, tokens = (pooled(cap + 1, np.int32) for _ in range(3))
+        tags, keys = pooled(n + 1, np.int32), pooled(n + 1, np.int32)
+        data = [pooled(total, np.uint8) for _ in range(5)]
+        tag_valid, key_valid = pooled(n, np.uint8), pooled(n, np.uint8)
+        items, count, tag_nulls, key_nulls = _speedups.property_columns(
+            view, rows["props_pos"], lengths, self.item_offsets, names, data[0], values, data[1], tags,
+            data[2], tag_valid, self.token_offsets, tokens, data[3], keys, data[4], key_valid)
+        self.names = _strings(pa.string(), items, names, data[0])
+        self.values = _strings(pa.binary(), items, values, data[1])
+        self.tags = _strings(pa.string(), n, tags, data[2], tag_valid, tag_nulls)
+        self.tokens = _strings(pa.string(), count, tokens, data[3])
+        self.key = _strings(pa.binary(), n, keys, data[4], key_valid, key_nulls)
 
 
 def _host_texts(rows: Rows, which: int) -> tuple[np.ndarray, np.ndarray]:
@@ -426,24 +437,17 @@ _PROPERTY_COLUMNS = frozenset({"key", "tags", "keys", "properties", "headers"})
 def _build_c(view: memoryview, rows: Rows, schema: pa.Schema) -> list[pa.Array]:
     n = len(rows)
     wanted = set(schema.names)
-    p = _Properties(view, rows) if wanted & _PROPERTY_COLUMNS else None
-    # the variable columns, gathered in one pass over the batch's messages
+    p = _PropertyColumns(view, rows) if wanted & _PROPERTY_COLUMNS else None
+    # the body and topic columns, gathered in one pass over the batch's messages
     var: dict[str, _Variable] = {}
     if "value" in wanted:
         var["value"] = _Variable(pa.binary(), rows["body_pos"], rows["body_len"])
     if "topic" in wanted:
         var["topic"] = _Variable(pa.string(), rows["topic_pos"], rows["topic_len"])
-    if p is not None:
-        if "key" in wanted:
-            var["key"] = p.first_tokens()
-        if "tags" in wanted:
-            var["tags"] = p.tags_column()
-        if "keys" in wanted:
-            var["tokens"] = p.tokens_column()
-        if wanted & {"properties", "headers"}:
-            var["names"], var["values"] = p.names_column(), p.values_column()
     _gather(view, n, list(var.values()))
     built = {name: column.array() for name, column in var.items()}
+    if p is not None:
+        built.update(key=p.key, tags=p.tags)
 
     columns = []
     for field in schema:
@@ -457,14 +461,14 @@ def _build_c(view: memoryview, rows: Rows, schema: pa.Schema) -> list[pa.Array]:
             column = _fixed(pa.int32(), np.zeros(n, np.int32))
         elif name == "keys":
             assert p is not None
-            column = pa.ListArray.from_arrays(_fixed(pa.int32(), p.token_offsets), built["tokens"])
+            column = pa.ListArray.from_arrays(_fixed(pa.int32(), p.token_offsets), p.tokens)
         elif name == "properties":
             assert p is not None
-            column = pa.MapArray.from_arrays(_fixed(pa.int32(), p.item_offsets), built["names"],
-                                             built["values"].view(pa.string()))
+            column = pa.MapArray.from_arrays(_fixed(pa.int32(), p.item_offsets), p.names,
+                                             p.values.view(pa.string()))
         elif name == "headers":
             assert p is not None
-            items = pa.StructArray.from_arrays([built["names"], built["values"]], fields=list(HEADER))
+            items = pa.StructArray.from_arrays([p.names, p.values], fields=list(HEADER))
             column = pa.ListArray.from_arrays(_fixed(pa.int32(), p.item_offsets), items)
         elif name in _HOST_COLUMNS:
             column = _host_column(rows, _HOST_COLUMNS[name])
