@@ -1814,6 +1814,14 @@ property_columns(PyObject *module, PyObject *args)
 
 static const char HEX_UPPER[] = "0123456789ABCDEF";
 static const char HEX_LOWER[] = "0123456789abcdef";
+/* Each byte as two uppercase hex digits (a msgId's physical offset: 8 lookups, not 16 digit steps). */
+static const char HEX_PAIRS[] =
+    "000102030405060708090A0B0C0D0E0F101112131415161718191A1B1C1D1E1F202122232425262728292A2B2C2D2E2F"
+    "303132333435363738393A3B3C3D3E3F404142434445464748494A4B4C4D4E4F505152535455565758595A5B5C5D5E5F"
+    "606162636465666768696A6B6C6D6E6F707172737475767778797A7B7C7D7E7F808182838485868788898A8B8C8D8E8F"
+    "909192939495969798999A9B9C9D9E9FA0A1A2A3A4A5A6A7A8A9AAABACADAEAFB0B1B2B3B4B5B6B7B8B9BABBBCBDBEBF"
+    "C0C1C2C3C4C5C6C7C8C9CACBCCCDCECFD0D1D2D3D4D5D6D7D8D9DADBDCDDDEDFE0E1E2E3E4E5E6E7E8E9EAEBECEDEEEF"
+    "F0F1F2F3F4F5F6F7F8F9FAFBFCFDFEFF";
 
 static uint8_t *
 put_decimal(uint8_t *o, int64_t v)
@@ -1893,8 +1901,9 @@ format_hosts(PyObject *module, PyObject *args)
                 }
             }
             uint64_t u = (uint64_t)phys[i];
-            for (int shift = 60; shift >= 0; shift -= 4) {
-                *o++ = (uint8_t)HEX_UPPER[(u >> shift) & 15];
+            for (int shift = 56; shift >= 0; shift -= 8) {
+                memcpy(o, HEX_PAIRS + 2 * ((u >> shift) & 0xFF), 2);
+                o += 2;
             }
         } else if (i > 0 && port == ports[i - 1] && v6 == ((flags[i - 1] & v6_bit) != 0) &&
                    memcmp(ip, ip - IPV6_LEN, IPV6_LEN) == 0) {
