@@ -1687,6 +1687,74 @@ out_put(OutColumn *o, const uint8_t *s, Py_ssize_t n)
     return 1;
 }
 
+/* A message's items while property_columns splits it (grown as needed, reused from row to row). */
+typedef struct {
+    PropItem *items;
+    Py_ssize_t m, cap;
+} ItemList;
+
+/* Whether a[0:n] == b[0:n]; property names are short, so mostly without a call. */
+static inline int
+same_bytes(const uint8_t *a, const uint8_t *b, int32_t n)
+{
+    if (n == PROPERTY_NAME_LEN) {
+        uint32_t x, y;
+        memcpy(&x, a, 4);
+        memcpy(&y, b, 4);
+        return x == y;
+    }
+    return memcmp(a, b, (size_t)n) == 0;
+}
+
+/* Add the item d[item:end] whose name ends at sep to l: a name seen already takes the value in
+   its first place (message.decode_properties keeps the last value).  0 when out of memory. */
+static inline int
+take_item(ItemList *l, const uint8_t *d, int64_t item, int64_t sep, int64_t end)
+{
+    int32_t nl = (int32_t)(sep - item);
+    Py_ssize_t k = 0;
+    while (k < l->m && !(l->items[k].name_len == nl && same_bytes(d + l->items[k].name, d + item, nl))) {
+        k++;
+    }
+    if (k == l->m) {
+        if (l->m == l->cap) {
+            Py_ssize_t grown = l->cap ? 2 * l->cap : 16;
+            PropItem *more = realloc(l->items, (size_t)grown * sizeof(PropItem));
+            if (more == NULL) {
+                return 0;
+            }
+            l->items = more;
+            l->cap = grown;
+        }
+        l->items[k].name = item;
+        l->items[k].name_len = nl;
+        l->m++;
+    }
+    l->items[k].value = sep + 1;
+    l->items[k].value_len = (int32_t)(end - sep - 1);
+    return 1;
+}
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#define HAVE_SEPARATOR_MASKS 1
+/* Bit k of *ones and *twos: whether p[k] is NAME_VALUE_SEPARATOR or PROPERTY_SEPARATOR, k < 64
+   (p[0:64] must lie inside the view). */
+static inline void
+separator_masks(const uint8_t *p, uint64_t *ones, uint64_t *twos)
+{
+    const __m128i c1 = _mm_set1_epi8(NAME_VALUE_SEPARATOR), c2 = _mm_set1_epi8(PROPERTY_SEPARATOR);
+    uint64_t a = 0, b = 0;
+    for (int k = 0; k < 4; k++) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(p + 16 * k));
+        a |= (uint64_t)(uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v, c1)) << (16 * k);
+        b |= (uint64_t)(uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v, c2)) << (16 * k);
+    }
+    *ones = a;
+    *twos = b;
+}
+#endif
+
 /*
  * property_columns(view, starts, lengths, item_offsets, names, name_data, values, value_data,
  *                  tags, tag_data, tag_valid, token_offsets, tokens, token_data, keys, key_data,
@@ -1722,8 +1790,8 @@ property_columns(PyObject *module, PyObject *args)
     int ok = b[1].len == n * 8 && b[3].len >= (n + 1) * 4 && b[11].len >= (n + 1) * 4 && b[10].len >= n &&
              b[16].len >= n && tags.off_cap >= n + 1 && keys.off_cap >= n + 1 && names.off_cap >= 1 &&
              values.off_cap >= 1 && tokens.off_cap >= 1;
-    Py_ssize_t tag_nulls = 0, key_nulls = 0, scratch_cap = 0;
-    PropItem *scratch = NULL;
+    Py_ssize_t tag_nulls = 0, key_nulls = 0;
+    ItemList items = {NULL, 0, 0};
     Py_BEGIN_ALLOW_THREADS
     if (ok) {
         item_off[0] = token_off[0] = 0;
@@ -1738,34 +1806,43 @@ property_columns(PyObject *module, PyObject *args)
         if (i + PREFETCH_AHEAD < n) {
             PREFETCH(d, b[0].len, starts[i + PREFETCH_AHEAD]);
         }
-        Py_ssize_t m = 0;       /* the message's items, a repeated name in its first place */
-        int64_t p = s, item, sep, item_end;
-        while (lens[i] > 0 && next_item(d, &p, e, &item, &sep, &item_end)) {
-            if (sep >= 0) {
-                int32_t nl = (int32_t)(sep - item);
-                Py_ssize_t k = 0;
-                while (k < m && !(scratch[k].name_len == nl && memcmp(d + scratch[k].name, d + item, (size_t)nl) == 0)) {
-                    k++;
+        items.m = 0;        /* the message's items, a repeated name in its first place */
+#ifdef HAVE_SEPARATOR_MASKS
+        if (lens[i] < 64 && s + 64 <= b[0].len) {     /* the usual short properties: no call */
+            uint64_t ones, twos, len = (uint64_t)lens[i];
+            separator_masks(d + s, &ones, &twos);
+            uint64_t inside = (1ull << len) - 1;
+            ones &= inside;
+            twos = (twos & inside) | (1ull << len);     /* the end closes the last item */
+            for (uint64_t a = 0; len > 0;) {
+                uint64_t from_a = ~((1ull << a) - 1);
+                uint64_t end = (uint64_t)__builtin_ctzll(twos & from_a);
+                uint64_t seps = ones & from_a & ((1ull << end) - 1);
+                if (seps && !take_item(&items, d, s + (int64_t)a, s + __builtin_ctzll(seps), s + (int64_t)end)) {
+                    ok = -1;
+                    break;
                 }
-                if (k == m) {
-                    if (m == scratch_cap) {
-                        Py_ssize_t grown = scratch_cap ? 2 * scratch_cap : 16;
-                        PropItem *more = realloc(scratch, (size_t)grown * sizeof(PropItem));
-                        if (more == NULL) {
-                            ok = -1;
-                            break;
-                        }
-                        scratch = more;
-                        scratch_cap = grown;
-                    }
-                    scratch[m].name = item;
-                    scratch[m].name_len = nl;
-                    m++;
+                if (end >= len) {
+                    break;
                 }
-                scratch[k].value = sep + 1;
-                scratch[k].value_len = (int32_t)(item_end - sep - 1);
+                a = end + 1;
+            }
+        } else
+#endif
+        {
+            int64_t p = s, item, sep, item_end;
+            while (lens[i] > 0 && next_item(d, &p, e, &item, &sep, &item_end)) {
+                if (sep >= 0 && !take_item(&items, d, item, sep, item_end)) {
+                    ok = -1;
+                    break;
+                }
             }
         }
+        if (ok < 0) {
+            break;
+        }
+        PropItem *scratch = items.items;
+        Py_ssize_t m = items.m;
         const PropItem *tag = NULL, *key_list = NULL;
         for (Py_ssize_t k = 0; ok > 0 && k < m; k++) {
             const PropItem *it = &scratch[k];
@@ -1774,9 +1851,9 @@ property_columns(PyObject *module, PyObject *args)
                 break;
             }
             if (it->name_len == PROPERTY_NAME_LEN) {
-                if (memcmp(d + it->name, "TAGS", PROPERTY_NAME_LEN) == 0) {
+                if (same_bytes(d + it->name, (const uint8_t *)"TAGS", PROPERTY_NAME_LEN)) {
                     tag = it;
-                } else if (memcmp(d + it->name, "KEYS", PROPERTY_NAME_LEN) == 0) {
+                } else if (same_bytes(d + it->name, (const uint8_t *)"KEYS", PROPERTY_NAME_LEN)) {
                     key_list = it;
                 }
             }
@@ -1817,7 +1894,7 @@ property_columns(PyObject *module, PyObject *args)
         }
     }
     Py_END_ALLOW_THREADS
-    free(scratch);
+    free(items.items);
     for (int k = 0; k < 17; k++) {
         PyBuffer_Release(&b[k]);
     }
