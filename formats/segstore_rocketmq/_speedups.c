@@ -1944,10 +1944,14 @@ put_decimal(uint8_t *o, int64_t v)
  * One string for each of the first n rows of the column blocks: which 0 the born
  * host, 1 the store host, as Host.__str__ ("a.b.c.d:port", "[x:x:x:x:x:x:x:x]:port"
  * as Java prints IPv6), 2 the msgId (uppercase hex of store IP, int port, long
- * physical offset).  offsets: n + 1 int32; out: at least HOST_TEXT_MAX bytes per
- * row.  A host equal to the previous row's is copied (stores hold few hosts).
+ * physical offset).  offsets: n + 1 int32; out: at least the longest text each row's
+ * kind can take (HOST_TEXT_V4 or HOST_TEXT_V6 for a host, MSG_ID_V4 or MSG_ID_V6 for a msgId:
+ * columnar.host_text_bound).  A host equal to the previous row's is copied (stores hold few hosts).
  */
-#define HOST_TEXT_MAX 64
+#define HOST_TEXT_V4 27     /* "255.255.255.255:-2147483648" */
+#define HOST_TEXT_V6 53     /* "[ffff:...:ffff]:-2147483648" */
+#define MSG_ID_V4 32
+#define MSG_ID_V6 56
 static PyObject *
 format_hosts(PyObject *module, PyObject *args)
 {
@@ -1962,7 +1966,7 @@ format_hosts(PyObject *module, PyObject *args)
     if (!cols_init(&c, &i8, &i4, &u8)) {
         goto done;
     }
-    if (n < 0 || n > c.cap || offsets.len < (n + 1) * 4 || out.len < n * HOST_TEXT_MAX || which < 0 || which > 2) {
+    if (n < 0 || n > c.cap || offsets.len < (n + 1) * 4 || which < 0 || which > 2) {
         PyErr_SetString(PyExc_ValueError, "expected n <= capacity, which in 0..2 and outputs of n rows");
         goto done;
     }
@@ -1973,6 +1977,15 @@ format_hosts(PyObject *module, PyObject *args)
     const int32_t *ports = c.i4[born ? C_BORN_PORT : C_STORE_PORT], *flags = c.i4[C_SYS_FLAG];
     const int64_t *phys = c.i8[C_PHYSICAL_OFFSET];
     int32_t v6_bit = born ? SYSFLAG_BORNHOST_V6 : SYSFLAG_STOREHOST_V6;
+    Py_ssize_t need = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int v6 = (flags[i] & v6_bit) != 0;
+        need += which == 2 ? (v6 ? MSG_ID_V6 : MSG_ID_V4) : (v6 ? HOST_TEXT_V6 : HOST_TEXT_V4);
+    }
+    if (out.len < need) {
+        PyErr_SetString(PyExc_ValueError, "expected an output holding the longest text of every row");
+        goto done;
+    }
     off[0] = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         const uint8_t *ip = ips + i * IPV6_LEN;

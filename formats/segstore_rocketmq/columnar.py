@@ -45,7 +45,9 @@ from .message import (
     PROPERTIES_LENGTH,
     PROPERTY_KEYS,
     PROPERTY_UNIQ_KEY,
+    SYSFLAG_BORNHOST_V6,
     SYSFLAG_HOST_MASK,
+    SYSFLAG_STOREHOST_V6,
     TOPIC_LENGTH_V1,
     TOPIC_LENGTH_V2,
     RocketMQMessage,
@@ -141,9 +143,10 @@ class Rows:
 DONE, BLANK, END, BAD = range(4)
 #: Bytes a message takes at least (``message.HEADERS[0]``): bounds the rows a region can hold.
 MIN_MESSAGE_SIZE = HEADERS[0].size
-#: The longest host or msgId text (``HOST_TEXT_MAX`` in C): "[8 groups]:-2147483648".
-HOST_TEXT_MAX = 64
 BORN_HOST, STORE_HOST, MSG_ID = range(3)
+#: The longest host or msgId text of an IPv4 and an IPv6 row (``HOST_TEXT_V4``... in C): hosts
+#: "255.255.255.255:-2147483648" and "[8 groups]:-2147483648", msgIds 32 and 56 hex digits.
+HOST_TEXT_LONGEST = {BORN_HOST: (27, 53), STORE_HOST: (27, 53), MSG_ID: (32, 56)}
 _HOST_COLUMNS = {"bornHost": BORN_HOST, "storeHost": STORE_HOST, "msgId": MSG_ID}
 
 
@@ -383,11 +386,20 @@ class _PropertyColumns:
         self.key = _strings(pa.binary(), n, keys, data[4], key_valid, key_nulls)
 
 
+def host_text_bound(rows: Rows, which: int) -> int:
+    """Bytes that the rows' born host, store host or msgId texts take at most (IPv6 ones are longer).
+    The buffer is no larger than needed: its pages are fresh memory every batch."""
+    v4, v6 = HOST_TEXT_LONGEST[which]
+    bit = SYSFLAG_BORNHOST_V6 if which == BORN_HOST else SYSFLAG_STOREHOST_V6
+    wide = int(np.count_nonzero(rows["sys_flag"] & bit))
+    return (len(rows) - wide) * v4 + wide * v6
+
+
 def _host_texts(rows: Rows, which: int) -> tuple[np.ndarray, np.ndarray]:
     """The rows' born host, store host or msgId texts (``_speedups.format_hosts``): offsets and data."""
     n = len(rows)
     offsets = pooled(n + 1, np.int32)
-    data = pooled(n * HOST_TEXT_MAX, np.uint8)
+    data = pooled(host_text_bound(rows, which), np.uint8)
     used = _speedups.format_hosts(rows.i8, rows.i4, rows.u8, n, which, offsets, data)
     return offsets, data[:used]
 
