@@ -428,6 +428,14 @@ def test_batches_are_bounded_and_cover_every_file(tmp_path, accel):
     assert all(0 < b.num_rows <= 7 for b in batches) and len(files) > 1
 
 
+def test_batches_kept_by_the_caller_keep_their_values(accel):
+    # the scan decodes every batch into the same rows: what a batch holds must be its own copy
+    with RocketMQStore(str(ROOT / "abort" / "store"), "r") as store:
+        small = pa.Table.from_batches(list(store.scan_arrow(batch_rows=3)), schema=ROCKETMQ_SCHEMA)
+        whole = pa.Table.from_batches(list(store.scan_arrow(batch_rows=1 << 20)), schema=ROCKETMQ_SCHEMA)
+    assert small.num_rows > 3 and small.equals(whole)
+
+
 @needs_c
 def test_many_properties_and_keys_take_the_sure_bound(accel):
     keys = " ".join(f"k{i}" for i in range(300))
