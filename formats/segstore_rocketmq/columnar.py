@@ -16,7 +16,8 @@ reference decoding through :mod:`.message` (kept equal by the tests):
    :data:`segstore.columns.ROCKETMQ_SCHEMA` (projected): fixed columns are the
    rows' fields, variable columns are gathered out of the map into one data
    buffer each (a copy: an Arrow buffer over the map would pin the mmap open),
-   properties are split on 0x01/0x02 in C, hosts and msgIds are formatted in C.
+   the property columns are split on 0x01/0x02 and copied in one C pass, hosts
+   and msgIds are formatted in C.
 
 The C path runs no Python per message.  Both functions are pure (buffers in,
 arrays out) and thread-safe; the C loops release the GIL.
@@ -276,7 +277,7 @@ def raise_bad(view: memoryview, pos: int, limit: int, path: str | None, strict: 
 # -- step 2: columns --------------------------------------------------------------------------
 
 
-#: Rows whose bytes are copied into every variable column before the next rows (see
+#: Rows whose bytes are copied into every gathered column (body, topic) before the next rows (see
 #: ``_speedups.gather_columns``): about 0.5 MB of 230-byte messages, which stays in the L2 cache.
 GATHER_CHUNK = 2048
 
