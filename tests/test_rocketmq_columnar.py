@@ -198,6 +198,53 @@ def test_gather_columns_refuses_slices_outside_the_view_and_uncovered_items():
             columnar._speedups.gather_columns(view, 2, 1, specs)
 
 
+def _property_outputs(n: int, total: int, cap: int) -> list[np.ndarray]:
+    """property_columns' outputs after the view, starts and lengths, of the given sizes."""
+    def off(k):
+        return np.empty(k, np.int32)
+
+    def data():
+        return np.empty(total, np.uint8)
+
+    return [off(n + 1), off(cap), data(), off(cap), data(), off(n + 1), data(), np.empty(n, np.uint8),
+            off(n + 1), off(cap), data(), off(n + 1), data(), np.empty(n, np.uint8)]
+
+
+@needs_c
+def test_property_columns_refuse_properties_outside_the_view_and_small_outputs():
+    props = b"TAGS\x01a\x02KEYS\x01k1 k2\x02"
+    view = memoryview(props + bytes(64))
+    starts, lengths = np.array([0], np.int64), np.array([len(props)], np.int32)
+    outs = _property_outputs(1, len(props), len(props))
+    assert columnar._speedups.property_columns(view, starts, lengths, *outs) == (2, 2, 0, 0)
+    assert bytes(outs[2][:outs[1][2]]) == b"TAGSKEYS" and bytes(outs[12][:outs[11][1]]) == b"k1"
+    for bad_starts, bad_lengths, bad_outs in [
+            (np.array([len(view) - 4], np.int64), lengths, outs),             # past the view's end
+            (np.array([-1], np.int64), lengths, outs),                        # before its start
+            (starts, lengths, _property_outputs(1, 3, len(props))),           # data outputs too small
+            (starts, lengths, _property_outputs(1, len(props), 1))]:          # item offsets too small
+        with pytest.raises(ValueError):
+            columnar._speedups.property_columns(view, bad_starts, bad_lengths, *bad_outs)
+
+
+@needs_c
+@given(st.lists(st.integers(0, 299), min_size=1, max_size=600), st.integers(0, 2))
+def test_c_topic_codes_number_many_topics_by_first_appearance(picks, width):
+    # many distinct topics, in any order: the hash table, its probing and the previous-row shortcut
+    names = [f"topic-{k:0{width}d}".encode() for k in range(300)]
+    data = b"".join(names)
+    where = np.cumsum([0] + [len(n) for n in names])
+    positions = np.array([where[k] for k in picks], np.int64)
+    lengths = np.array([len(names[k]) for k in picks], np.int32)
+    codes = np.empty(len(picks), np.int32)
+    firsts = columnar._speedups.topic_codes(memoryview(data), positions, lengths, codes)
+    numbering: dict[int, int] = {}
+    assert codes.tolist() == [numbering.setdefault(k, len(numbering)) for k in picks]
+    assert [picks[f] for f in firsts] == list(numbering)
+    with pytest.raises(ValueError):
+        columnar._speedups.topic_codes(memoryview(data), positions + len(data), lengths, codes)
+
+
 @needs_c
 @given(region(), st.booleans())
 def test_bad_status_is_exactly_where_message_decode_raises(data, strict):
@@ -379,6 +426,14 @@ def test_batches_are_bounded_and_cover_every_file(tmp_path, accel):
         files = {m // store.commitlog.file_size for m in want}
     assert [p for b in batches for p in b.column(0).to_pylist()] == want
     assert all(0 < b.num_rows <= 7 for b in batches) and len(files) > 1
+
+
+def test_batches_kept_by_the_caller_keep_their_values(accel):
+    # the scan decodes every batch into the same rows: what a batch holds must be its own copy
+    with RocketMQStore(str(ROOT / "abort" / "store"), "r") as store:
+        small = pa.Table.from_batches(list(store.scan_arrow(batch_rows=3)), schema=ROCKETMQ_SCHEMA)
+        whole = pa.Table.from_batches(list(store.scan_arrow(batch_rows=1 << 20)), schema=ROCKETMQ_SCHEMA)
+    assert small.num_rows > 3 and small.equals(whole)
 
 
 @needs_c

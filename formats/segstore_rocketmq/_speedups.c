@@ -1303,6 +1303,19 @@ done:
 }
 
 /*
+ * The columns are filled a row at a time from bytes spread over the map (a message's topic or
+ * properties every few hundred bytes), and the next rows' bytes are mostly not in the cache yet:
+ * asking for those PREFETCH_AHEAD rows ahead overlaps their loads with this row's work.  A
+ * prefetch never faults; the position is still kept inside the view.
+ */
+#define PREFETCH_AHEAD 8
+#if defined(__GNUC__)
+#define PREFETCH(base, len, at) do { if ((at) >= 0 && (at) < (len)) __builtin_prefetch((base) + (at)); } while (0)
+#else
+#define PREFETCH(base, len, at) do { } while (0)
+#endif
+
+/*
  * Copy n bytes (short ones, as a message's topic, property or key mostly are) without a call:
  * two overlapping loads and stores of the widest size that fits, memcpy beyond 32 bytes.  Reads
  * and writes only src[0:n] and dst[0:n].
@@ -1466,6 +1479,9 @@ gather_columns(PyObject *module, PyObject *args)
                 uint8_t *o = spec->out.buf;
                 Py_ssize_t at = spec->at, cap = spec->out.len;
                 for (Py_ssize_t i = i0; i < i1; i++) {
+                    if (i + PREFETCH_AHEAD < i1) {
+                        PREFETCH(d, view.len, s[i + PREFETCH_AHEAD]);
+                    }
                     if (l[i] > 0) {
                         if (s[i] < 0 || s[i] + l[i] > view.len || at + l[i] > cap || at + l[i] > INT32_MAX) {
                             ok = 0;
@@ -1624,8 +1640,284 @@ split_properties(PyObject *module, PyObject *args)
     return Py_BuildValue("nn", items, tokens);
 }
 
+/*
+ * The next item of properties s[0:e] from *p: its name s[*item:*sep] and value s[*sep + 1:*end] (the
+ * name ends at the item's first NAME_VALUE_SEPARATOR; *sep is -1 when it has none, and then it is
+ * no item), *p moved past its PROPERTY_SEPARATOR.  0 when no item starts at *p (*p > e).  Items
+ * are short: glibc's memchr finds a byte in one vector compare, faster than a loop over them.
+ */
+static inline int
+next_item(const uint8_t *s, int64_t *p, int64_t e, int64_t *item, int64_t *sep, int64_t *end)
+{
+    if (*p > e) {
+        return 0;
+    }
+    const uint8_t *q = memchr(s + *p, PROPERTY_SEPARATOR, (size_t)(e - *p));
+    *item = *p;
+    *end = q ? q - s : e;
+    const uint8_t *x = memchr(s + *p, NAME_VALUE_SEPARATOR, (size_t)(*end - *p));
+    *sep = x ? x - s : -1;
+    *p = *end + 1;
+    return 1;
+}
+
+/* One property item of a message while property_columns splits it: view positions and lengths. */
+typedef struct {
+    int64_t name, value;
+    int32_t name_len, value_len;
+} PropItem;
+
+/* An output column of property_columns: int32 offsets (one more than its values) and data. */
+typedef struct {
+    int32_t *off;
+    uint8_t *data;
+    Py_ssize_t count, off_cap, at, cap;
+} OutColumn;
+
+/* Append s[0:n] as the next value of o; 0 when o is full. */
+static inline int
+out_put(OutColumn *o, const uint8_t *s, Py_ssize_t n)
+{
+    if (o->count + 1 >= o->off_cap || o->at + n > o->cap) {
+        return 0;
+    }
+    copy_short(o->data + o->at, s, (size_t)n);
+    o->at += n;
+    o->off[++o->count] = (int32_t)o->at;
+    return 1;
+}
+
+/* A message's items while property_columns splits it (grown as needed, reused from row to row). */
+typedef struct {
+    PropItem *items;
+    Py_ssize_t m, cap;
+} ItemList;
+
+/* Whether a[0:n] == b[0:n]; property names are short, so mostly without a call. */
+static inline int
+same_bytes(const uint8_t *a, const uint8_t *b, int32_t n)
+{
+    if (n == PROPERTY_NAME_LEN) {
+        uint32_t x, y;
+        memcpy(&x, a, 4);
+        memcpy(&y, b, 4);
+        return x == y;
+    }
+    return memcmp(a, b, (size_t)n) == 0;
+}
+
+/* Add the item d[item:end] whose name ends at sep to l: a name seen already takes the value in
+   its first place (message.decode_properties keeps the last value).  0 when out of memory. */
+static inline int
+take_item(ItemList *l, const uint8_t *d, int64_t item, int64_t sep, int64_t end)
+{
+    int32_t nl = (int32_t)(sep - item);
+    Py_ssize_t k = 0;
+    while (k < l->m && !(l->items[k].name_len == nl && same_bytes(d + l->items[k].name, d + item, nl))) {
+        k++;
+    }
+    if (k == l->m) {
+        if (l->m == l->cap) {
+            Py_ssize_t grown = l->cap ? 2 * l->cap : 16;
+            PropItem *more = realloc(l->items, (size_t)grown * sizeof(PropItem));
+            if (more == NULL) {
+                return 0;
+            }
+            l->items = more;
+            l->cap = grown;
+        }
+        l->items[k].name = item;
+        l->items[k].name_len = nl;
+        l->m++;
+    }
+    l->items[k].value = sep + 1;
+    l->items[k].value_len = (int32_t)(end - sep - 1);
+    return 1;
+}
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#define HAVE_SEPARATOR_MASKS 1
+/* Bit k of *ones and *twos: whether p[k] is NAME_VALUE_SEPARATOR or PROPERTY_SEPARATOR, k < 64
+   (p[0:64] must lie inside the view). */
+static inline void
+separator_masks(const uint8_t *p, uint64_t *ones, uint64_t *twos)
+{
+    const __m128i c1 = _mm_set1_epi8(NAME_VALUE_SEPARATOR), c2 = _mm_set1_epi8(PROPERTY_SEPARATOR);
+    uint64_t a = 0, b = 0;
+    for (int k = 0; k < 4; k++) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(p + 16 * k));
+        a |= (uint64_t)(uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v, c1)) << (16 * k);
+        b |= (uint64_t)(uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v, c2)) << (16 * k);
+    }
+    *ones = a;
+    *twos = b;
+}
+#endif
+
+/*
+ * property_columns(view, starts, lengths, item_offsets, names, name_data, values, value_data,
+ *                  tags, tag_data, tag_valid, token_offsets, tokens, token_data, keys, key_data,
+ *                  key_valid) -> (items, tokens, tag_nulls, key_nulls)
+ *
+ * The property columns of n messages in one pass over their properties strings
+ * view[starts[i]:+lengths[i]], split as split_properties splits them, their bytes copied while
+ * they are in the cache: names/name_data and values/value_data (int32 offsets, items + 1, and
+ * bytes: every message's items in order, item_offsets n + 1 delimiting each message's), tags
+ * (offsets n + 1; tag_valid 0 for a message without TAGS), the non-empty KEYS tokens
+ * (token_offsets n + 1 delimiting each message's in tokens/token_data) and keys, each message's
+ * first token (key_valid 0 without one).  Data outputs of sum(lengths) bytes and offsets of
+ * sum(lengths) // 2 + n + 1 always do (ValueError when an output is too small).  Releases the GIL.
+ */
+static PyObject *
+property_columns(PyObject *module, PyObject *args)
+{
+    Py_buffer b[17];
+    if (!PyArg_ParseTuple(args, "y*y*y*w*w*w*w*w*w*w*w*w*w*w*w*w*w*", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5],
+                          &b[6], &b[7], &b[8], &b[9], &b[10], &b[11], &b[12], &b[13], &b[14], &b[15], &b[16])) {
+        return NULL;
+    }
+    const uint8_t *d = b[0].buf;
+    const int64_t *starts = b[1].buf;
+    const int32_t *lens = b[2].buf;
+    int32_t *item_off = b[3].buf, *token_off = b[11].buf;
+    uint8_t *tag_valid = b[10].buf, *key_valid = b[16].buf;
+    Py_ssize_t n = b[2].len / (Py_ssize_t)sizeof(int32_t);
+#define OUT_COLUMN(k) {b[k].buf, b[(k) + 1].buf, 0, b[k].len / (Py_ssize_t)sizeof(int32_t), 0, b[(k) + 1].len}
+    OutColumn names = OUT_COLUMN(4), values = OUT_COLUMN(6), tags = OUT_COLUMN(8), tokens = OUT_COLUMN(12),
+              keys = OUT_COLUMN(14);
+#undef OUT_COLUMN
+    int ok = b[1].len == n * 8 && b[3].len >= (n + 1) * 4 && b[11].len >= (n + 1) * 4 && b[10].len >= n &&
+             b[16].len >= n && tags.off_cap >= n + 1 && keys.off_cap >= n + 1 && names.off_cap >= 1 &&
+             values.off_cap >= 1 && tokens.off_cap >= 1;
+    Py_ssize_t tag_nulls = 0, key_nulls = 0;
+    ItemList items = {NULL, 0, 0};
+    Py_BEGIN_ALLOW_THREADS
+    if (ok) {
+        item_off[0] = token_off[0] = 0;
+        names.off[0] = values.off[0] = tags.off[0] = tokens.off[0] = keys.off[0] = 0;
+    }
+    for (Py_ssize_t i = 0; ok > 0 && i < n; i++) {
+        int64_t s = starts[i], e = s + lens[i];
+        if (s < 0 || lens[i] < 0 || e > b[0].len) {
+            ok = 0;
+            break;
+        }
+        if (i + PREFETCH_AHEAD < n) {
+            PREFETCH(d, b[0].len, starts[i + PREFETCH_AHEAD]);
+        }
+        items.m = 0;        /* the message's items, a repeated name in its first place */
+#ifdef HAVE_SEPARATOR_MASKS
+        if (lens[i] < 64 && s + 64 <= b[0].len) {     /* the usual short properties: no call */
+            uint64_t ones, twos, len = (uint64_t)lens[i];
+            separator_masks(d + s, &ones, &twos);
+            uint64_t inside = (1ull << len) - 1;
+            ones &= inside;
+            twos = (twos & inside) | (1ull << len);     /* the end closes the last item */
+            for (uint64_t a = 0; len > 0;) {
+                uint64_t from_a = ~((1ull << a) - 1);
+                uint64_t end = (uint64_t)__builtin_ctzll(twos & from_a);
+                uint64_t seps = ones & from_a & ((1ull << end) - 1);
+                if (seps && !take_item(&items, d, s + (int64_t)a, s + __builtin_ctzll(seps), s + (int64_t)end)) {
+                    ok = -1;
+                    break;
+                }
+                if (end >= len) {
+                    break;
+                }
+                a = end + 1;
+            }
+        } else
+#endif
+        {
+            int64_t p = s, item, sep, item_end;
+            while (lens[i] > 0 && next_item(d, &p, e, &item, &sep, &item_end)) {
+                if (sep >= 0 && !take_item(&items, d, item, sep, item_end)) {
+                    ok = -1;
+                    break;
+                }
+            }
+        }
+        if (ok < 0) {
+            break;
+        }
+        PropItem *scratch = items.items;
+        Py_ssize_t m = items.m;
+        const PropItem *tag = NULL, *key_list = NULL;
+        for (Py_ssize_t k = 0; ok > 0 && k < m; k++) {
+            const PropItem *it = &scratch[k];
+            if (!out_put(&names, d + it->name, it->name_len) || !out_put(&values, d + it->value, it->value_len)) {
+                ok = 0;
+                break;
+            }
+            if (it->name_len == PROPERTY_NAME_LEN) {
+                if (same_bytes(d + it->name, (const uint8_t *)"TAGS", PROPERTY_NAME_LEN)) {
+                    tag = it;
+                } else if (same_bytes(d + it->name, (const uint8_t *)"KEYS", PROPERTY_NAME_LEN)) {
+                    key_list = it;
+                }
+            }
+        }
+        if (ok <= 0) {
+            break;
+        }
+        item_off[i + 1] = (int32_t)names.count;
+        tag_valid[i] = tag != NULL;
+        if (!out_put(&tags, tag ? d + tag->value : d, tag ? tag->value_len : 0)) {
+            ok = 0;
+            break;
+        }
+        tag_nulls += tag == NULL;
+        Py_ssize_t first = tokens.count;
+        if (key_list != NULL) {
+            int64_t t = key_list->value, te = t + key_list->value_len;
+            while (t < te) {
+                int64_t tok_end = t;
+                while (tok_end < te && d[tok_end] != KEY_SEPARATOR) {
+                    tok_end++;
+                }
+                if (tok_end > t && !out_put(&tokens, d + t, tok_end - t)) {
+                    ok = 0;
+                    break;
+                }
+                t = tok_end + 1;
+            }
+        }
+        token_off[i + 1] = (int32_t)tokens.count;
+        int has_key = tokens.count > first;
+        key_valid[i] = (uint8_t)has_key;
+        key_nulls += !has_key;
+        if (ok <= 0 || !out_put(&keys, has_key ? tokens.data + tokens.off[first] : d,
+                                has_key ? tokens.off[first + 1] - tokens.off[first] : 0)) {
+            ok = ok < 0 ? ok : 0;
+            break;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    free(items.items);
+    for (int k = 0; k < 17; k++) {
+        PyBuffer_Release(&b[k]);
+    }
+    if (ok < 0) {
+        return PyErr_NoMemory();
+    }
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "expected properties inside the view and outputs of the documented sizes");
+        return NULL;
+    }
+    return Py_BuildValue("nnnn", names.count, tokens.count, tag_nulls, key_nulls);
+}
+
 static const char HEX_UPPER[] = "0123456789ABCDEF";
 static const char HEX_LOWER[] = "0123456789abcdef";
+/* Each byte as two uppercase hex digits (a msgId's physical offset: 8 lookups, not 16 digit steps). */
+static const char HEX_PAIRS[] =
+    "000102030405060708090A0B0C0D0E0F101112131415161718191A1B1C1D1E1F202122232425262728292A2B2C2D2E2F"
+    "303132333435363738393A3B3C3D3E3F404142434445464748494A4B4C4D4E4F505152535455565758595A5B5C5D5E5F"
+    "606162636465666768696A6B6C6D6E6F707172737475767778797A7B7C7D7E7F808182838485868788898A8B8C8D8E8F"
+    "909192939495969798999A9B9C9D9E9FA0A1A2A3A4A5A6A7A8A9AAABACADAEAFB0B1B2B3B4B5B6B7B8B9BABBBCBDBEBF"
+    "C0C1C2C3C4C5C6C7C8C9CACBCCCDCECFD0D1D2D3D4D5D6D7D8D9DADBDCDDDEDFE0E1E2E3E4E5E6E7E8E9EAEBECEDEEEF"
+    "F0F1F2F3F4F5F6F7F8F9FAFBFCFDFEFF";
 
 static uint8_t *
 put_decimal(uint8_t *o, int64_t v)
@@ -1652,10 +1944,14 @@ put_decimal(uint8_t *o, int64_t v)
  * One string for each of the first n rows of the column blocks: which 0 the born
  * host, 1 the store host, as Host.__str__ ("a.b.c.d:port", "[x:x:x:x:x:x:x:x]:port"
  * as Java prints IPv6), 2 the msgId (uppercase hex of store IP, int port, long
- * physical offset).  offsets: n + 1 int32; out: at least HOST_TEXT_MAX bytes per
- * row.  A host equal to the previous row's is copied (stores hold few hosts).
+ * physical offset).  offsets: n + 1 int32; out: at least the longest text each row's
+ * kind can take (HOST_TEXT_V4 or HOST_TEXT_V6 for a host, MSG_ID_V4 or MSG_ID_V6 for a msgId:
+ * columnar.host_text_bound).  A host equal to the previous row's is copied (stores hold few hosts).
  */
-#define HOST_TEXT_MAX 64
+#define HOST_TEXT_V4 27     /* "255.255.255.255:-2147483648" */
+#define HOST_TEXT_V6 53     /* "[ffff:...:ffff]:-2147483648" */
+#define MSG_ID_V4 32
+#define MSG_ID_V6 56
 static PyObject *
 format_hosts(PyObject *module, PyObject *args)
 {
@@ -1670,7 +1966,7 @@ format_hosts(PyObject *module, PyObject *args)
     if (!cols_init(&c, &i8, &i4, &u8)) {
         goto done;
     }
-    if (n < 0 || n > c.cap || offsets.len < (n + 1) * 4 || out.len < n * HOST_TEXT_MAX || which < 0 || which > 2) {
+    if (n < 0 || n > c.cap || offsets.len < (n + 1) * 4 || which < 0 || which > 2) {
         PyErr_SetString(PyExc_ValueError, "expected n <= capacity, which in 0..2 and outputs of n rows");
         goto done;
     }
@@ -1681,6 +1977,15 @@ format_hosts(PyObject *module, PyObject *args)
     const int32_t *ports = c.i4[born ? C_BORN_PORT : C_STORE_PORT], *flags = c.i4[C_SYS_FLAG];
     const int64_t *phys = c.i8[C_PHYSICAL_OFFSET];
     int32_t v6_bit = born ? SYSFLAG_BORNHOST_V6 : SYSFLAG_STOREHOST_V6;
+    Py_ssize_t need = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int v6 = (flags[i] & v6_bit) != 0;
+        need += which == 2 ? (v6 ? MSG_ID_V6 : MSG_ID_V4) : (v6 ? HOST_TEXT_V6 : HOST_TEXT_V4);
+    }
+    if (out.len < need) {
+        PyErr_SetString(PyExc_ValueError, "expected an output holding the longest text of every row");
+        goto done;
+    }
     off[0] = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         const uint8_t *ip = ips + i * IPV6_LEN;
@@ -1705,8 +2010,9 @@ format_hosts(PyObject *module, PyObject *args)
                 }
             }
             uint64_t u = (uint64_t)phys[i];
-            for (int shift = 60; shift >= 0; shift -= 4) {
-                *o++ = (uint8_t)HEX_UPPER[(u >> shift) & 15];
+            for (int shift = 56; shift >= 0; shift -= 8) {
+                memcpy(o, HEX_PAIRS + 2 * ((u >> shift) & 0xFF), 2);
+                o += 2;
             }
         } else if (i > 0 && port == ports[i - 1] && v6 == ((flags[i - 1] & v6_bit) != 0) &&
                    memcmp(ip, ip - IPV6_LEN, IPV6_LEN) == 0) {
@@ -1804,31 +2110,30 @@ known_properties(const uint8_t *p, int32_t len, Known out[N_KNOWN])
         out[k].value = NULL;
         out[k].len = -1;
     }
-    const uint8_t *item = p, *sep = NULL, *e = p + len;
-    for (const uint8_t *q = p; q <= e; q++) {
-        if (q < e && *q != PROPERTY_SEPARATOR) {
-            if (*q == NAME_VALUE_SEPARATOR && sep == NULL) {
-                sep = q;
-            }
-            continue;
-        }
-        if (sep != NULL) {     /* the item item[0:q], its name ending at sep */
-            ptrdiff_t name_len = sep - item;
-            int k = -1;
-            if (name_len == PROPERTY_NAME_LEN && memcmp(item, "TAGS", PROPERTY_NAME_LEN) == 0) {
+    /* an item at a time (memchr finds its end): only an item whose name is one of the three can
+       matter, and its name ends at its first NAME_VALUE_SEPARATOR, so the name's bytes and the
+       separator after them tell it */
+    for (int32_t item = 0; item <= len;) {
+        const uint8_t *q = memchr(p + item, PROPERTY_SEPARATOR, (size_t)(len - item));
+        int32_t end = q ? (int32_t)(q - p) : len, item_len = end - item, name_len = 0;
+        const uint8_t *it = p + item;
+        int k = -1;
+        if (item_len > PROPERTY_NAME_LEN && it[PROPERTY_NAME_LEN] == NAME_VALUE_SEPARATOR) {
+            if (memcmp(it, "TAGS", PROPERTY_NAME_LEN) == 0) {
                 k = P_TAGS;
-            } else if (name_len == PROPERTY_NAME_LEN && memcmp(item, "KEYS", PROPERTY_NAME_LEN) == 0) {
+            } else if (memcmp(it, "KEYS", PROPERTY_NAME_LEN) == 0) {
                 k = P_KEYS;
-            } else if (name_len == 8 && memcmp(item, "UNIQ_KEY", 8) == 0) {
-                k = P_UNIQ_KEY;
             }
-            if (k >= 0) {
-                out[k].value = sep + 1;
-                out[k].len = (int32_t)(q - sep - 1);
-            }
+            name_len = PROPERTY_NAME_LEN;
+        } else if (item_len > 8 && it[8] == NAME_VALUE_SEPARATOR && memcmp(it, "UNIQ_KEY", 8) == 0) {
+            k = P_UNIQ_KEY;
+            name_len = 8;
         }
-        item = q + 1;
-        sep = NULL;
+        if (k >= 0) {
+            out[k].value = it + name_len + 1;
+            out[k].len = item_len - name_len - 1;
+        }
+        item = end + 1;
     }
 }
 
@@ -1855,6 +2160,9 @@ tags_hashes(PyObject *module, PyObject *args)
         if (ps[i] < 0 || ls[i] < 0 || ps[i] + ls[i] > view.len) {
             ok = 0;
             break;
+        }
+        if (i + PREFETCH_AHEAD < n) {
+            PREFETCH((const uint8_t *)view.buf, view.len, ps[i + PREFETCH_AHEAD]);
         }
         Known known[N_KNOWN];
         known_properties((const uint8_t *)view.buf + ps[i], ls[i], known);
@@ -1913,6 +2221,9 @@ index_entries(PyObject *module, PyObject *args)
             ok = 0;
             break;
         }
+        if (i + PREFETCH_AHEAD < n) {
+            PREFETCH(d, view.len, pp[i + PREFETCH_AHEAD]);
+        }
         cnt[i] = 0;
         Known known[N_KNOWN];
         known_properties(d + pp[i], pl[i], known);
@@ -1966,6 +2277,128 @@ index_entries(PyObject *module, PyObject *args)
         return NULL;
     }
     return PyLong_FromSsize_t(total);
+}
+
+/* FNV-1a of s[0:n]: the hash of a topic in topic_codes' table. */
+static inline uint32_t
+fnv1a(const uint8_t *s, int32_t n)
+{
+    uint32_t h = 2166136261u;
+    for (int32_t i = 0; i < n; i++) {
+        h = (h ^ s[i]) * 16777619u;
+    }
+    return h;
+}
+
+/*
+ * topic_codes(view, topic_pos, topic_len, codes) -> list of first rows
+ *
+ * Number the rows' topics view[topic_pos[i]:+topic_len[i]] 0, 1, ... in order of first
+ * appearance into codes (n int32); returns, for each number, the first row holding it.  A
+ * topic equal to the previous row's takes its number after one comparison (a batch mostly holds
+ * one topic, or runs of one); others are found in a hash table built at the first change.
+ * Every slice is bounds-checked.  Releases the GIL.
+ */
+static PyObject *
+topic_codes(PyObject *module, PyObject *args)
+{
+    Py_buffer view, tpos, tlen, codes;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*", &view, &tpos, &tlen, &codes)) {
+        return NULL;
+    }
+    Py_ssize_t n = tlen.len / (Py_ssize_t)sizeof(int32_t);
+    const int64_t *tp = tpos.buf;
+    const int32_t *tl = tlen.buf;
+    int32_t *out = codes.buf;
+    const uint8_t *d = view.buf;
+    PyObject *ret = NULL;
+    int ok = tpos.len == n * 8 && codes.len >= n * 4 && n < INT32_MAX;
+    Py_ssize_t *firsts = ok ? PyMem_RawMalloc((size_t)(n > 0 ? n : 1) * sizeof(Py_ssize_t)) : NULL;
+    int32_t *table = NULL;      /* numbers by hash, open addressing; -1: free */
+    size_t mask = 0;
+    int32_t k = 0, last = -1;
+    if (ok && firsts == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
+        if (tp[i] < 0 || tl[i] < 0 || tp[i] + tl[i] > view.len) {
+            ok = 0;
+            break;
+        }
+        if (i + PREFETCH_AHEAD < n) {
+            PREFETCH(d, view.len, tp[i + PREFETCH_AHEAD]);
+        }
+        const uint8_t *t = d + tp[i];
+        if (last >= 0 && tl[firsts[last]] == tl[i] && memcmp(d + tp[firsts[last]], t, (size_t)tl[i]) == 0) {
+            out[i] = last;
+            continue;
+        }
+        if (k > 0 && table == NULL) {       /* a second topic: index the numbers so far (one) */
+            size_t size = 16;
+            while (size < 2 * (size_t)n) {
+                size <<= 1;
+            }
+            table = malloc(size * sizeof(int32_t));
+            if (table == NULL) {
+                ok = -1;
+                break;
+            }
+            memset(table, 0xFF, size * sizeof(int32_t));
+            mask = size - 1;
+            for (int32_t j = 0; j < k; j++) {
+                size_t h = fnv1a(d + tp[firsts[j]], tl[firsts[j]]) & mask;
+                while (table[h] >= 0) {
+                    h = (h + 1) & mask;
+                }
+                table[h] = j;
+            }
+        }
+        int32_t found = -1;
+        size_t h = 0;
+        if (table != NULL) {
+            h = fnv1a(t, tl[i]) & mask;
+            for (; table[h] >= 0; h = (h + 1) & mask) {
+                Py_ssize_t f = firsts[table[h]];
+                if (tl[f] == tl[i] && memcmp(d + tp[f], t, (size_t)tl[i]) == 0) {
+                    found = table[h];
+                    break;
+                }
+            }
+        }
+        if (found < 0) {
+            found = k;
+            firsts[k++] = i;
+            if (table != NULL) {
+                table[h] = found;
+            }
+        }
+        out[i] = last = found;
+    }
+    Py_END_ALLOW_THREADS
+    if (ok < 0) {
+        PyErr_NoMemory();
+    } else if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "expected topics inside the view and an output of n rows");
+    } else if ((ret = PyList_New(k)) != NULL) {
+        for (int32_t j = 0; j < k; j++) {
+            PyObject *v = PyLong_FromSsize_t(firsts[j]);
+            if (v == NULL) {
+                Py_CLEAR(ret);
+                break;
+            }
+            PyList_SET_ITEM(ret, j, v);
+        }
+    }
+done:
+    free(table);
+    PyMem_RawFree(firsts);
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&tpos);
+    PyBuffer_Release(&tlen);
+    PyBuffer_Release(&codes);
+    return ret;
 }
 
 /* ------------------------------------------------------------------------------ */
@@ -2217,9 +2650,15 @@ static PyMethodDef methods[] = {
     {"split_properties", split_properties, METH_VARARGS,
      "split_properties(view, starts, lengths, item_offsets, names, name_lens, values, value_lens, tags, "
      "tags_lens, token_offsets, tokens, token_lens) -> (items, tokens)"},
+    {"property_columns", property_columns, METH_VARARGS,
+     "property_columns(view, starts, lengths, item_offsets, names, name_data, values, value_data, tags, tag_data, "
+     "tag_valid, token_offsets, tokens, token_data, keys, key_data, key_valid) -> (items, tokens, tag_nulls, "
+     "key_nulls)"},
     {"tags_hashes", tags_hashes, METH_VARARGS, "tags_hashes(view, props_pos, props_len, out): TAGS hashes."},
     {"index_entries", index_entries, METH_VARARGS,
      "index_entries(view, topic_pos, topic_len, props_pos, props_len, sys_flag, counts, hashes, tags) -> total"},
+    {"topic_codes", topic_codes, METH_VARARGS,
+     "topic_codes(view, topic_pos, topic_len, codes) -> first rows: the rows' topics numbered by first appearance"},
     {"json_lines", json_lines, METH_VARARGS,
      "json_lines(view, i8, i4, u8, n, tags_codes, ..., out) -> bytes written, or -(bytes needed)"},
     {"format_hosts", format_hosts, METH_VARARGS, "format_hosts(i8, i4, u8, n, which, offsets, out) -> bytes used"},

@@ -16,7 +16,8 @@ reference decoding through :mod:`.message` (kept equal by the tests):
    :data:`segstore.columns.ROCKETMQ_SCHEMA` (projected): fixed columns are the
    rows' fields, variable columns are gathered out of the map into one data
    buffer each (a copy: an Arrow buffer over the map would pin the mmap open),
-   properties are split on 0x01/0x02 in C, hosts and msgIds are formatted in C.
+   the property columns are split on 0x01/0x02 and copied in one C pass, hosts
+   and msgIds are formatted in C.
 
 The C path runs no Python per message.  Both functions are pure (buffers in,
 arrays out) and thread-safe; the C loops release the GIL.
@@ -45,7 +46,9 @@ from .message import (
     PROPERTIES_LENGTH,
     PROPERTY_KEYS,
     PROPERTY_UNIQ_KEY,
+    SYSFLAG_BORNHOST_V6,
     SYSFLAG_HOST_MASK,
+    SYSFLAG_STOREHOST_V6,
     TOPIC_LENGTH_V1,
     TOPIC_LENGTH_V2,
     RocketMQMessage,
@@ -77,6 +80,8 @@ def pooled(shape: int | tuple[int, ...], dtype: type | np.dtype) -> np.ndarray:
     to the system.  The pool (mimalloc or jemalloc) keeps freed memory for the next batch.
     """
     dtype = np.dtype(dtype)
+    if isinstance(shape, int):      # the usual case (per column per batch): no np.prod, no reshape
+        return np.frombuffer(pa.allocate_buffer(shape * dtype.itemsize), dtype, shape)
     count = int(np.prod(shape))
     return np.frombuffer(pa.allocate_buffer(count * dtype.itemsize), dtype, count).reshape(shape)
 
@@ -139,9 +144,10 @@ class Rows:
 DONE, BLANK, END, BAD = range(4)
 #: Bytes a message takes at least (``message.HEADERS[0]``): bounds the rows a region can hold.
 MIN_MESSAGE_SIZE = HEADERS[0].size
-#: The longest host or msgId text (``HOST_TEXT_MAX`` in C): "[8 groups]:-2147483648".
-HOST_TEXT_MAX = 64
 BORN_HOST, STORE_HOST, MSG_ID = range(3)
+#: The longest host or msgId text of an IPv4 and an IPv6 row (``HOST_TEXT_V4``... in C): hosts
+#: "255.255.255.255:-2147483648" and "[8 groups]:-2147483648", msgIds 32 and 56 hex digits.
+HOST_TEXT_LONGEST = {BORN_HOST: (27, 53), STORE_HOST: (27, 53), MSG_ID: (32, 56)}
 _HOST_COLUMNS = {"bornHost": BORN_HOST, "storeHost": STORE_HOST, "msgId": MSG_ID}
 
 
@@ -271,7 +277,7 @@ def raise_bad(view: memoryview, pos: int, limit: int, path: str | None, strict: 
 # -- step 2: columns --------------------------------------------------------------------------
 
 
-#: Rows whose bytes are copied into every variable column before the next rows (see
+#: Rows whose bytes are copied into every gathered column (body, topic) before the next rows (see
 #: ``_speedups.gather_columns``): about 0.5 MB of 230-byte messages, which stays in the L2 cache.
 GATHER_CHUNK = 2048
 
@@ -323,8 +329,8 @@ def _fixed(kind: pa.DataType, values: np.ndarray) -> pa.Array:
 
 
 class _Properties:
-    """The rows' properties split once (``_speedups.split_properties``), for every column that needs
-    them: each ``*_column`` is a :class:`_Variable` to gather."""
+    """The rows' properties split once (``_speedups.split_properties``): where each item, TAGS value
+    and KEYS token lies in the view (what :class:`JsonWriter` formats)."""
 
     def __init__(self, view: memoryview, rows: Rows) -> None:
         n = len(rows)
@@ -347,34 +353,54 @@ class _Properties:
         self.values, self.value_lens = values[:items], value_lens[:items]
         self.tokens, self.token_lens = tokens[:count], token_lens[:count]
 
-    def names_column(self) -> _Variable:
-        return _Variable(pa.string(), self.names, self.name_lens, items=self.item_offsets)
 
-    def values_column(self) -> _Variable:
-        return _Variable(pa.binary(), self.values, self.value_lens, items=self.item_offsets)
+def _strings(kind: pa.DataType, count: int, offsets: np.ndarray, data: np.ndarray,
+             valid: np.ndarray | None = None, nulls: int = 0) -> pa.Array:
+    """A binary/string array of ``count`` values over ``offsets`` and the used part of ``data``."""
+    bitmap = pa.py_buffer(np.packbits(valid[:count].view(bool), bitorder="little")) if nulls else None
+    return pa.Array.from_buffers(kind, count, [bitmap, pa.py_buffer(offsets[:count + 1]),
+                                               pa.py_buffer(data[:int(offsets[count])])], null_count=nulls)
 
-    def tokens_column(self) -> _Variable:
-        return _Variable(pa.string(), self.tokens, self.token_lens, items=self.token_offsets)
 
-    def tags_column(self) -> _Variable:
-        return _Variable(pa.string(), self.tags, self.tags_lens, self.tags_lens >= 0)
+class _PropertyColumns:
+    """The rows' property columns, split and copied in one C pass (``_speedups.property_columns``):
+    ``names`` and ``values`` (every row's items in order, ``item_offsets`` per row), ``tags``,
+    ``tokens`` (the KEYS tokens, ``token_offsets`` per row) and ``key`` (each row's first token)."""
 
-    def first_tokens(self) -> _Variable:
-        """Each row's first KEYS token as binary, null without one."""
-        first = self.token_offsets[:-1]
-        has = self.token_offsets[1:] > first
-        if not len(self.tokens):
-            return _Variable(pa.binary(), np.zeros(len(has), np.int64), np.zeros(len(has), np.int32), has)
-        at = np.minimum(first, len(self.tokens) - 1)
-        lengths = np.where(has, self.token_lens[at], 0).astype(np.int32)
-        return _Variable(pa.binary(), self.tokens[at], lengths, has)
+    def __init__(self, view: memoryview, rows: Rows) -> None:
+        n = len(rows)
+        lengths = rows["props_len"]
+        total = int(lengths.sum(dtype=np.int64))
+        cap = total // 2 + n + 1        # items or tokens at most (each takes a byte and a separator)
+        self.item_offsets, self.token_offsets = pooled(n + 1, np.int32), pooled(n + 1, np.int32)
+        names, values, tokens = (pooled(cap + 1, np.int32) for _ in range(3))
+        tags, keys = pooled(n + 1, np.int32), pooled(n + 1, np.int32)
+        data = [pooled(total, np.uint8) for _ in range(5)]
+        tag_valid, key_valid = pooled(n, np.uint8), pooled(n, np.uint8)
+        items, count, tag_nulls, key_nulls = _speedups.property_columns(
+            view, rows["props_pos"], lengths, self.item_offsets, names, data[0], values, data[1], tags,
+            data[2], tag_valid, self.token_offsets, tokens, data[3], keys, data[4], key_valid)
+        self.names = _strings(pa.string(), items, names, data[0])
+        self.values = _strings(pa.binary(), items, values, data[1])
+        self.tags = _strings(pa.string(), n, tags, data[2], tag_valid, tag_nulls)
+        self.tokens = _strings(pa.string(), count, tokens, data[3])
+        self.key = _strings(pa.binary(), n, keys, data[4], key_valid, key_nulls)
+
+
+def host_text_bound(rows: Rows, which: int) -> int:
+    """Bytes that the rows' born host, store host or msgId texts take at most (IPv6 ones are longer).
+    The buffer is no larger than needed: its pages are fresh memory every batch."""
+    v4, v6 = HOST_TEXT_LONGEST[which]
+    bit = SYSFLAG_BORNHOST_V6 if which == BORN_HOST else SYSFLAG_STOREHOST_V6
+    wide = int(np.count_nonzero(rows["sys_flag"] & bit))
+    return (len(rows) - wide) * v4 + wide * v6
 
 
 def _host_texts(rows: Rows, which: int) -> tuple[np.ndarray, np.ndarray]:
     """The rows' born host, store host or msgId texts (``_speedups.format_hosts``): offsets and data."""
     n = len(rows)
     offsets = pooled(n + 1, np.int32)
-    data = pooled(n * HOST_TEXT_MAX, np.uint8)
+    data = pooled(host_text_bound(rows, which), np.uint8)
     used = _speedups.format_hosts(rows.i8, rows.i4, rows.u8, n, which, offsets, data)
     return offsets, data[:used]
 
@@ -426,24 +452,17 @@ _PROPERTY_COLUMNS = frozenset({"key", "tags", "keys", "properties", "headers"})
 def _build_c(view: memoryview, rows: Rows, schema: pa.Schema) -> list[pa.Array]:
     n = len(rows)
     wanted = set(schema.names)
-    p = _Properties(view, rows) if wanted & _PROPERTY_COLUMNS else None
-    # the variable columns, gathered in one pass over the batch's messages
+    p = _PropertyColumns(view, rows) if wanted & _PROPERTY_COLUMNS else None
+    # the body and topic columns, gathered in one pass over the batch's messages
     var: dict[str, _Variable] = {}
     if "value" in wanted:
         var["value"] = _Variable(pa.binary(), rows["body_pos"], rows["body_len"])
     if "topic" in wanted:
         var["topic"] = _Variable(pa.string(), rows["topic_pos"], rows["topic_len"])
-    if p is not None:
-        if "key" in wanted:
-            var["key"] = p.first_tokens()
-        if "tags" in wanted:
-            var["tags"] = p.tags_column()
-        if "keys" in wanted:
-            var["tokens"] = p.tokens_column()
-        if wanted & {"properties", "headers"}:
-            var["names"], var["values"] = p.names_column(), p.values_column()
     _gather(view, n, list(var.values()))
     built = {name: column.array() for name, column in var.items()}
+    if p is not None:
+        built.update(key=p.key, tags=p.tags)
 
     columns = []
     for field in schema:
@@ -457,14 +476,14 @@ def _build_c(view: memoryview, rows: Rows, schema: pa.Schema) -> list[pa.Array]:
             column = _fixed(pa.int32(), np.zeros(n, np.int32))
         elif name == "keys":
             assert p is not None
-            column = pa.ListArray.from_arrays(_fixed(pa.int32(), p.token_offsets), built["tokens"])
+            column = pa.ListArray.from_arrays(_fixed(pa.int32(), p.token_offsets), p.tokens)
         elif name == "properties":
             assert p is not None
-            column = pa.MapArray.from_arrays(_fixed(pa.int32(), p.item_offsets), built["names"],
-                                             built["values"].view(pa.string()))
+            column = pa.MapArray.from_arrays(_fixed(pa.int32(), p.item_offsets), p.names,
+                                             p.values.view(pa.string()))
         elif name == "headers":
             assert p is not None
-            items = pa.StructArray.from_arrays([built["names"], built["values"]], fields=list(HEADER))
+            items = pa.StructArray.from_arrays([p.names, p.values], fields=list(HEADER))
             column = pa.ListArray.from_arrays(_fixed(pa.int32(), p.item_offsets), items)
         elif name in _HOST_COLUMNS:
             column = _host_column(rows, _HOST_COLUMNS[name])
@@ -549,6 +568,12 @@ def rows_of(batch_rows: int) -> Rows:
 #: Arrow's 2 GiB int32 offsets; a batch ends after the message crossing it).
 BATCH_ROWS = 1 << 16
 BATCH_BYTES = 64 << 20
+#: Rows per ``scan_arrow`` batch by default.  A batch's columns are new memory (the caller may keep
+#: them); the smaller the batch, the more of a dropped batch's memory the pool hands to the next one
+#: instead of fresh pages the kernel must zero.  Measured over 1M messages: 64k-row batches faulted
+#: in 144 MB of huge pages (system time up to the C decode's own), 16k-row ones 66 MB, for ~0.3 ms
+#: more Python per batch.
+SCAN_BATCH_ROWS = 1 << 14
 
 
 def walk_file(view: memoryview, pos: int, limit: int, base: int, file_size: int, path: str | None, *,
@@ -653,33 +678,19 @@ def index_entries(view: memoryview, rows: Rows) -> tuple[np.ndarray, np.ndarray,
 def topic_codes(view: memoryview, rows: Rows, codes: dict[str, int]) -> np.ndarray:
     """Per row, its topic's number in ``codes`` (topic -> number; new topics are added), int32.
 
-    The topics are gathered into one matrix and told apart with numpy (``np.unique``
-    of its rows; one comparison when the batch holds one topic, the usual case).
+    The C path numbers the batch's topics where they lie (``_speedups.topic_codes``: one
+    comparison per row while the topic stays the same) and decodes each distinct topic once.
     """
     n = len(rows)
     if _speedups is None:
         return np.array([codes.setdefault(m.topic, len(codes)) for m in messages(view, rows)], np.int32)
     if not n:
         return np.zeros(0, np.int32)
-    lengths = rows["topic_len"]
-    width = int(lengths.max())
-    offsets = pooled(n + 1, np.int32)
-    data = pooled(int(lengths.sum(dtype=np.int64)), np.uint8)
-    _speedups.gather(view, rows["topic_pos"], lengths, offsets, data)
-    # one row per message: the topic zero-padded, then its length (so "a" and "a\0" differ)
-    matrix = np.zeros((n, width + 2), np.uint8)
-    if (lengths == width).all():
-        matrix[:, :width] = data.reshape(n, width)
-    else:
-        row_of = np.repeat(np.arange(n), lengths)
-        matrix[row_of, np.arange(len(data)) - offsets[row_of]] = data
-    matrix[:, width] = lengths >> 8
-    matrix[:, width + 1] = lengths & 0xFF
-    if (matrix == matrix[0]).all():
-        first, inverse = np.zeros(1, np.intp), np.zeros(n, np.intp)
-    else:
-        keys = matrix.view(np.dtype((np.void, width + 2))).ravel()
-        _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-    numbers = np.array([codes.setdefault(bytes(matrix[i, :size]).decode("utf-8"), len(codes))
-                        for i, size in zip(first.tolist(), lengths[first].tolist(), strict=True)], np.int32)
-    return numbers[inverse.ravel()]
+    local = pooled(n, np.int32)
+    positions, lengths = rows["topic_pos"], rows["topic_len"]
+    firsts = _speedups.topic_codes(view, positions, lengths, local)
+    view = memoryview(view)
+    places = zip(positions[firsts].tolist(), lengths[firsts].tolist(), strict=True)
+    numbers = np.array([codes.setdefault(bytes(view[p:p + size]).decode("utf-8"), len(codes))
+                        for p, size in places], np.int32)
+    return numbers[local]

@@ -852,7 +852,8 @@ class RocketMQStore(LifecycleMixin, Store):
 
     def scan_arrow(self, columns: Iterable[str] | None = None, *, topic: str | None = None,
                    partition: int | None = None, offset: int = 0, start: int | None = None,
-                   end: int | None = None, batch_rows: int = columnar.BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+                   end: int | None = None,
+                   batch_rows: int = columnar.SCAN_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
         """The messages as batches of :data:`segstore.columns.ROCKETMQ_SCHEMA` (see ``Store.scan_arrow``).
 
         With no arguments: every commitlog message in physical order (as :meth:`scan`).
