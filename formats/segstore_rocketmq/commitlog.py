@@ -191,6 +191,12 @@ class CommitLog:
                 self._spare.add(path)
             base += self.file_size
 
+    def fits(self, end: int) -> bool:
+        """Whether appending up to physical ``end`` stays within the active file (then
+        :meth:`reserve` has nothing to create).  ``O(1)``."""
+        active = self._active
+        return active is not None and end <= active.base + self.file_size
+
     def _load(self) -> None:
         loaded = []
         names = [name for name in files.list_dir(self.directory) if KEPT_ASIDE not in name]

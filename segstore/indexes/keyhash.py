@@ -372,8 +372,8 @@ class IndexFile:
         k = min(room, len(hashes))
         if k <= 0:
             return 0
-        if _speedups is not None:
-            return self._put_c(_speedups, hashes[:k], phy_offsets[:k], store_timestamps[:k])
+        if _speedups is not None:    # puts as many as fit (k), the columns passed whole: no slices
+            return self._put_c(_speedups, hashes, phy_offsets, store_timestamps)
         hashes = np.asarray(hashes[:k], dtype=np.int64)
         phys = np.asarray(phy_offsets[:k], dtype=np.int64)
         stamps = np.asarray(store_timestamps[:k], dtype=np.int64)
@@ -670,11 +670,11 @@ class IndexService:
     def _put_all(self, current: IndexFile, hashes: Sequence[int] | Int64s, phys: Int64s,
                  stamps: Int64s) -> int:
         """Put every entry from ``current`` on, opening new files as they fill."""
-        done = 0
-        while done < len(phys):
+        n = len(phys)
+        done = current.put(hashes, phys, stamps)
+        while done < n:
+            current = self._new_file()
             done += current.put(hashes[done:], phys[done:], stamps[done:])
-            if done < len(phys):
-                current = self._new_file()
         return done
 
     def query(self, topic: str, key: str, begin: int = 0, end: int = 2**63 - 1) -> Iterator[int]:
