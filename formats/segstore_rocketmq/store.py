@@ -45,6 +45,7 @@ from segstore.errors import (
     UnsupportedOperationError,
     cut,
 )
+from segstore.logview import Positions
 from segstore.records import Message
 from segstore.store import READ_COMMITTED, READ_UNCOMMITTED, AppendResult, DumpLine, Store, check_isolation
 
@@ -116,6 +117,8 @@ _LIVE_RETRIES = 3
 _LIVE_RETRY_S = 0.02
 #: Consume-queue entries read at a time by ``read``.
 _READ_CHUNK = 1024
+#: consume-queue entries per chunk of ``positions`` (1.3 MB read, three int64 columns out)
+_POSITIONS_CHUNK = 1 << 16
 
 
 def _now_ms() -> int:
@@ -995,6 +998,25 @@ class RocketMQStore(LifecycleMixin, Store):
                     and record.queue_offset >= offset:
                 return record if record.queue_offset == offset else None
         return None
+
+    def positions(self, topic: str, partition: int, offset: int = 0) -> Iterator[Positions]:
+        """The queue's ``(queue offsets, physical offsets, sizes)`` from ``offset`` on (the first held at
+        or after it), straight from its consume-queue entries: no message is decoded or checked
+        (``verify`` checks the entries against the commitlog; :meth:`scan_arrow` checks each).
+        Chunks of :data:`_POSITIONS_CHUNK` entries.
+
+        :raises NotFoundError: no such queue.
+        """
+        self._check_open()
+        cq = self._queue_view(topic, partition)
+        position = max(offset, cq.min_offset)
+        while True:
+            entries = cq.entries(position, _POSITIONS_CHUNK)
+            if not len(entries):
+                return
+            yield (np.arange(position, position + len(entries), dtype=np.int64),
+                   entries["offset"].astype(np.int64), entries["size"].astype(np.int64))
+            position += len(entries)
 
     def position_bases(self, topic: str, partition: int, positions: np.ndarray) -> np.ndarray:
         """The commitlog file start of each physical offset."""
