@@ -2,7 +2,9 @@
  * segstore_rocketmq._speedups: the RocketMQ append of a batch of plain messages, in one call.
  *
  * encode_plain(items, topic_fields, next_offsets, keys_first, store_ts, store_ip, store_port,
- *              start, file_size, limit, with_index, dest[, trailing])
+ *              start, file_size, limit, with_index, dest[, trailing[, dest_start]])
+ *     dest: None or a writable buffer whose byte dest_start is physical offset start (a mapped
+ *     commitlog file: its unwritten rest is where an in-place batch goes)
  *     trailing: end the properties with 0x02 (brokers up to 4.9.0 and from 5.2.0;
  *     MessageDecoder.messageProperties2String of that version)
  *     -> None | str | (data, blanks, results, cq_rows, queues, index_arrays, end)
@@ -605,9 +607,10 @@ encode_plain(PyObject *module, PyObject *args)
     int port;
     PyObject *dest_obj;
     Py_buffer dest = {0};
-    if (!PyArg_ParseTuple(args, "O!O!O!pLy#iLLLpO|p", &PyList_Type, &items, &PyDict_Type, &topic_fields,
+    Py_ssize_t dest_start = 0;
+    if (!PyArg_ParseTuple(args, "O!O!O!pLy#iLLLpO|pn", &PyList_Type, &items, &PyDict_Type, &topic_fields,
                           &PyDict_Type, &next_offsets, &keys_first, &store_ts_arg, &ip, &ip_len, &port,
-                          &start, &file_size, &limit_arg, &with_index, &dest_obj, &trailing)) {
+                          &start, &file_size, &limit_arg, &with_index, &dest_obj, &trailing, &dest_start)) {
         return NULL;
     }
     if (result_type == NULL) {
@@ -621,6 +624,16 @@ encode_plain(PyObject *module, PyObject *args)
     if (dest_obj != Py_None && PyObject_GetBuffer(dest_obj, &dest, PyBUF_WRITABLE) < 0) {
         return NULL;
     }
+    if (dest_start < 0 || (dest_obj != Py_None && dest_start > dest.len)) {
+        PyErr_SetString(PyExc_ValueError, "expected dest_start within dest");
+        if (dest_obj != Py_None) {
+            PyBuffer_Release(&dest);
+        }
+        return NULL;
+    }
+    /* where the batch may go in place: dest from dest_start on */
+    uint8_t *dest_buf = dest.buf != NULL ? (uint8_t *)dest.buf + dest_start : NULL;
+    Py_ssize_t dest_len = dest.buf != NULL ? dest.len - dest_start : 0;
     Py_ssize_t in_place = 0; /* bytes written into dest, zeroed again if the call fails */
     Py_ssize_t n = PyList_GET_SIZE(items);
     int32_t sys_flag = ip_len == IPV6_LEN ? (SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6) : 0;
@@ -713,7 +726,7 @@ encode_plain(PyObject *module, PyObject *args)
         row += queues[q].count;
     }
     /* in place: dest given and the batch needs no BLANK (the last message leaves 8 bytes in the file) */
-    int to_dest = dest.buf != NULL && total + END_FILE_MIN_BLANK_LENGTH <= dest.len &&
+    int to_dest = dest_buf != NULL && total + END_FILE_MIN_BLANK_LENGTH <= dest_len &&
                   start + total + END_FILE_MIN_BLANK_LENGTH <= start - start % file_size + file_size;
     data = to_dest ? Py_NewRef(Py_None) : PyByteArray_FromStringAndSize(NULL, total);
     cq = PyByteArray_FromStringAndSize(NULL, n * CQ_ROW_SIZE);
@@ -723,7 +736,7 @@ encode_plain(PyObject *module, PyObject *args)
     if (data == NULL || cq == NULL || index == NULL || blanks == NULL || results == NULL) {
         goto done;
     }
-    uint8_t *out = to_dest ? (uint8_t *)dest.buf : (uint8_t *)PyByteArray_AS_STRING(data);
+    uint8_t *out = to_dest ? dest_buf : (uint8_t *)PyByteArray_AS_STRING(data);
     in_place = to_dest ? total : 0;
     uint8_t *rows = (uint8_t *)PyByteArray_AS_STRING(cq);
     int64_t *idx = (int64_t *)PyByteArray_AS_STRING(index);
@@ -789,7 +802,7 @@ encode_plain(PyObject *module, PyObject *args)
 
 done:
     if (ret == NULL && in_place > 0) {
-        memset(dest.buf, 0, (size_t)in_place); /* a failed call leaves no message past the data end */
+        memset(dest_buf, 0, (size_t)in_place); /* a failed call leaves no message past the data end */
     }
     if (dest.buf != NULL) {
         PyBuffer_Release(&dest);
@@ -2205,7 +2218,8 @@ static PyMethodDef methods[] = {
     {"init", init, METH_O, "init(AppendResult): the slots dataclass encode_plain builds."},
     {"encode_plain", encode_plain, METH_VARARGS,
      "encode_plain(items, topic_fields, next_offsets, keys_first, store_ts, store_ip, store_port, start, "
-     "file_size, limit, with_index, dest) -> None | str | (data, blanks, results, cq_rows, queues, index, end)"},
+     "file_size, limit, with_index, dest[, trailing[, dest_start]]) -> None | str | (data, blanks, results, "
+     "cq_rows, queues, index, end)"},
     {"index_put", index_put, METH_VARARGS,
      "index_put(head, slots, entries, slot_num, header, hashes, phys, stamps) -> (header, count)"},
     {"decode_region", decode_region, METH_VARARGS,

@@ -25,8 +25,9 @@ to it byte for byte.  Both return the same values:
   add its encoded field, call again);
 - otherwise ``(data, blanks, results, cq_rows, queues, index, end)``:
   ``data`` every message's bytes back to back (a bytearray; None when they were
-  written into ``dest``, a writable buffer starting at ``start``, which happens
-  when it is given and the batch fits in it with no BLANK), ``blanks`` the
+  written into ``dest``, a writable buffer whose byte ``dest_start`` is physical
+  offset ``start``, which happens when it is given and the batch fits in it with
+  no BLANK), ``blanks`` the
   ``(physical offset, size)`` BLANK records placed before the messages that open
   a new file, ``results`` one :class:`AppendResult` per item, ``cq_rows`` the
   consume-queue entries (:data:`CQ_DTYPE`) grouped by queue, ``queues`` one
@@ -168,7 +169,7 @@ def _plain(item: Any, topic_fields: Mapping[str, bytes], store_ts: int, host: Ho
 def encode_plain_py(items: list, topic_fields: dict[str, bytes], next_offsets: Mapping[tuple[str, int], int],
                     keys_first: bool, store_ts: int, store_ip: bytes, store_port: int, start: int,
                     file_size: int, limit: int, with_index: bool, dest: Any = None,
-                    trailing: bool = False) -> Any:
+                    trailing: bool = False, dest_start: int = 0) -> Any:
     """The pure-Python reference of the C ``encode_plain`` (see the module docstring)."""
     if keys_first != KEYS_FIRST:
         raise ValueError(f"expected keys_first={KEYS_FIRST} (Java HashMap order), found {keys_first}")
@@ -220,8 +221,11 @@ def encode_plain_py(items: list, topic_fields: dict[str, bytes], next_offsets: M
                                     {"msg_id": msg_id(host, pos), "store_timestamp": msg.store_timestamp}))
     columns = np.array(index, dtype=np.int64).reshape(-1, INDEX_COLUMNS).T
     encoded: bytearray | None = data    # None: encoded straight into ``dest``
-    if dest is not None and not placement.blanks and len(data) + END_FILE_MIN_BLANK_LENGTH <= len(dest):
-        dest[:len(data)] = data
+    if not 0 <= dest_start <= (dest_start if dest is None else len(dest)):
+        raise ValueError("expected dest_start within dest")
+    if dest is not None and not placement.blanks and \
+            len(data) + END_FILE_MIN_BLANK_LENGTH <= len(dest) - dest_start:
+        dest[dest_start:dest_start + len(data)] = data
         encoded = None
     return (encoded, placement.blanks, results, bytearray(cq.tobytes()), queues, bytearray(columns.tobytes()),
             placement.end)
@@ -326,21 +330,18 @@ def encode_batch(store: PlainTarget, items: list, now: int) -> PlainBatch | None
     config = store.config
     host = store.store_host
     start = commitlog.end
-    dest = commitlog.unwritten()
-    try:
-        while True:
-            out = encode_plain(items, store.plain_topic_fields, store.next_offsets, KEYS_FIRST, now, host.ip,
-                               host.port, start, config.mappedFileSizeCommitLog, config.maxMessageSize,
-                               store.indexed, dest, store.trailing_separator)
-            if not isinstance(out, str):
-                break
-            # raises InvalidTopicError for a topic the broker refuses; None: a v2 topic, which only
-            # the general path writes
-            if store.plain_topic_field(out) is None:
-                return None
-    finally:
-        if dest is not None:
-            dest.release()
+    # the active file's map and the data end in it: encode_plain holds the buffer only while it runs
+    dest, dest_start = commitlog.unwritten_map()
+    while True:
+        out = encode_plain(items, store.plain_topic_fields, store.next_offsets, KEYS_FIRST, now, host.ip,
+                           host.port, start, config.mappedFileSizeCommitLog, config.maxMessageSize,
+                           store.indexed, dest, store.trailing_separator, dest_start)
+        if not isinstance(out, str):
+            break
+        # raises InvalidTopicError for a topic the broker refuses; None: a v2 topic, which only
+        # the general path writes
+        if store.plain_topic_field(out) is None:
+            return None
     if out is None:
         return None
     return _new_batch(PlainBatch, (*out, start))
