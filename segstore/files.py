@@ -200,6 +200,15 @@ class MappedFile:
             return memoryview(b"")
         return memoryview(self._require_map())[start:end]
 
+    def buffer(self) -> mmap.mmap:
+        """The map itself: a buffer over the whole file (writable if the file is), for a C function
+        that copies into it during one call and keeps no reference (a view kept would stop
+        :meth:`close` and :meth:`resize`; a buffer taken during a call is released at its end).
+
+        :raises StoreClosedError: the file is closed, or empty (no map).
+        """
+        return self._require_map()
+
     def array(self, dtype: Any, start: int = 0, count: int = -1) -> np.ndarray:
         """``count`` items of ``dtype`` from byte ``start``, viewing the map (no copy)."""
         if self.size == 0:

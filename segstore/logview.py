@@ -12,6 +12,9 @@ store implements it, mostly with what a :class:`segstore.store.Store` has anyway
   :mod:`segstore.columns` schema in offset order.  The columns the core relies on
   are ``offset``, ``position`` and ``size`` (where the record lies in the log),
   ``timestamp`` / :attr:`time_column`, ``key`` and ``headers``;
+- **where each record lies**: :meth:`positions`, the ``offset``, ``position`` and
+  ``size`` of the stream's records without decoding them where the format keeps a
+  dense index of its own (a RocketMQ consume queue), else :func:`scan_positions`;
 - **record access**: :meth:`read` by offset, and :meth:`record_at` from a log
   position an index entry gave;
 - **the common record** (:meth:`to_common`) of what :meth:`read` returns;
@@ -38,6 +41,10 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from .records import Message
+
+
+#: One chunk of :meth:`LogView.positions`: int64 ``(offsets, positions, sizes)`` of equal length.
+Positions = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 @runtime_checkable
@@ -70,6 +77,18 @@ class LogView(Protocol):
                    partition: int | None = None, offset: int = 0) -> Iterator[pa.RecordBatch]:
         """With ``topic`` and ``partition``: that stream's records from ``offset`` on, in offset order,
         as batches of the format's :mod:`segstore.columns` schema projected to ``columns``."""
+        ...
+
+    def positions(self, topic: str, partition: int, offset: int = 0) -> Iterator[Positions]:
+        """Where the stream's records lie, from ``offset`` on (the first at or after it), in offset
+        order: chunks of int64 ``(offsets, positions, sizes)``, the values of :meth:`scan_arrow`'s
+        ``offset``, ``position`` and ``size`` columns.
+
+        A format that keeps a dense per-record index (a RocketMQ consume queue) reads it and
+        decodes no record: the entries are taken as that index holds them, as the broker's own
+        reader takes them (``verify`` checks them against the log).  Any other answers
+        :func:`scan_positions`.  Memory: one chunk.
+        """
         ...
 
     def read(self, topic: str, partition: int, offset: int = 0, count: int | None = None) -> Iterator[Any]:
@@ -133,6 +152,33 @@ def stream_batches(view: LogView, topic: str, partition: int, start: int, end: i
             yield batch.slice(0, search(offsets, end, Bound.SMALLEST_UPPER))
             return
         yield batch
+
+
+def scan_positions(view: LogView, topic: str, partition: int, offset: int = 0) -> Iterator[Positions]:
+    """:meth:`LogView.positions` through :meth:`LogView.scan_arrow` (each record decoded): the
+    answer of a format with no dense per-record index of its own."""
+    for batch in view.scan_arrow(["offset", "position", "size"], topic=topic, partition=partition,
+                                 offset=offset):
+        if batch.num_rows:
+            yield (int64_column(batch, "offset"), int64_column(batch, "position"),
+                   int64_column(batch, "size"))
+
+
+def stream_positions(view: LogView, topic: str, partition: int, start: int,
+                     end: int) -> Iterator[Positions]:
+    """:meth:`LogView.positions` of one stream cut to offsets ``[start, end)``.  Memory: one chunk."""
+    if start >= end:
+        return
+    for offsets, positions, sizes in view.positions(topic, partition, start):
+        if not len(offsets):
+            continue
+        if offsets[0] >= end:
+            return
+        if offsets[-1] >= end:
+            cut = search(offsets, end, Bound.SMALLEST_UPPER)
+            yield offsets[:cut], positions[:cut], sizes[:cut]
+            return
+        yield offsets, positions, sizes
 
 
 def int64_column(batch: pa.RecordBatch, name: str) -> np.ndarray:

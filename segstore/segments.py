@@ -23,27 +23,34 @@ S = TypeVar("S")
 class SegmentMap(Generic[S]):
     """Segments ordered by base offset (absolute offsets only)."""
 
-    __slots__ = ("_map",)
+    __slots__ = ("_last", "_map")
 
     def __init__(self) -> None:
         self._map: SortedDict = SortedDict()
+        # the last segment, kept at each mutation: every append asks for it (SortedDict.peekitem
+        # costs about a microsecond of Python per call)
+        self._last: S | None = None
 
     def add(self, base: int, segment: S) -> None:
         """Insert (or replace) the segment starting at ``base``.  ``O(log(n))``."""
         self._map[base] = segment
+        self._last = self._map.peekitem(-1)[1]
 
     def remove(self, base: int) -> S:
         """Remove and return the segment starting at ``base``.  ``O(log(n))``.
 
         :raises KeyError: no segment starts there.
         """
-        return self._map.pop(base)
+        segment = self._map.pop(base)
+        self._last = self._map.peekitem(-1)[1] if self._map else None
+        return segment
 
     def get(self, base: int) -> S | None:
         return self._map.get(base)
 
     def clear(self) -> None:
         self._map.clear()
+        self._last = None
 
     def floor(self, offset: int) -> S | None:
         """The segment with the greatest base ``<= offset`` (the one that can hold it).  ``O(log(n))``."""
@@ -80,8 +87,8 @@ class SegmentMap(Generic[S]):
 
     @property
     def active(self) -> S | None:
-        """The last segment (the one appended to), or None when empty."""
-        return self._map.peekitem(-1)[1] if self._map else None
+        """The last segment (the one appended to), or None when empty.  ``O(1)``."""
+        return self._last
 
     @property
     def first(self) -> S | None:

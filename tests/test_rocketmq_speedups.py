@@ -65,15 +65,16 @@ def batch(draw) -> list[dict]:
 
 
 def both(items, topic_fields, next_offsets, host, start, file_size, limit, with_index, dest_size,
-         trailing=False):
+         trailing=False, dest_start=0):
     """encode_plain of the C extension and of the Python reference, each on its own copies
-    (``trailing``: the properties style of brokers up to 4.9.0 and from 5.2.0)."""
+    (``trailing``: the properties style of brokers up to 4.9.0 and from 5.2.0; ``dest_start``: where
+    ``start`` lies in the destination buffer, as the data end in a mapped file)."""
     out = []
     for fn in (fastappend._speedups.encode_plain, encode_plain_py):
         offsets = dict(next_offsets)
-        dest = None if dest_size is None else bytearray(dest_size)
+        dest = None if dest_size is None else bytearray(dest_start + dest_size)
         res = fn(copy.deepcopy(items), dict(topic_fields), offsets, KEYS_FIRST, 1_700_000_000_123, host[0],
-                 host[1], start, file_size, limit, with_index, dest, trailing)
+                 host[1], start, file_size, limit, with_index, dest, trailing, dest_start)
         out.append((res, offsets, dest))
     return out
 
@@ -85,15 +86,20 @@ def both(items, topic_fields, next_offsets, host, start, file_size, limit, with_
                                max_size=6),
        v6=st.booleans(), file_size=st.sampled_from([256, 700, 4096, 1 << 30]),
        start_in_file=st.integers(0, 4096), limit=st.sampled_from([150, 400, 4 << 20]),
-       with_index=st.booleans(), in_place=st.booleans(), trailing=st.booleans())
+       with_index=st.booleans(), in_place=st.booleans(), trailing=st.booleans(),
+       dest_start=st.sampled_from([0, 1, 37, 4096]))
 def test_c_equals_python(items, known, offsets, v6, file_size, start_in_file, limit, with_index, in_place,
-                         trailing):
+                         trailing, dest_start):
     topic_fields = {t: encode_topic(t, MESSAGE_MAGIC) for t in known}
     start = 3 * file_size + min(start_in_file, file_size - 1)
     dest_size = min(file_size - start % file_size, 3000) if in_place else None   # a map's unwritten rest
     c, py = both(items, topic_fields, offsets, IPV6 if v6 else IPV4, start, file_size, limit, with_index,
-                 dest_size, trailing)
+                 dest_size, trailing, dest_start if in_place else 0)
     assert c == py
+    res, _, dest = c
+    if isinstance(res, tuple) and res[0] is None and res[2]:     # written in place: from dest_start on
+        assert not any(dest[:dest_start])
+        assert int.from_bytes(dest[dest_start:dest_start + 4], "big") == res[2][0].size
 
 
 def test_plain_items_take_the_fast_path():

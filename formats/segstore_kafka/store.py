@@ -33,6 +33,7 @@ from segstore.errors import (
     UnsupportedOperationError,
 )
 from segstore.files import BrokerLock, DirectoryLock
+from segstore.logview import Positions, scan_positions
 from segstore.records import Message, Record
 from segstore.search import Bound, search
 from segstore.store import (
@@ -481,7 +482,7 @@ class KafkaStore(Store):
     #: time lookups go by the record timestamp, as the .timeindex and ListOffsets
     time_column = "timestamp"
     #: transaction markers are records but carry no data: never indexed by key
-    control_column = "isControl"
+    control_column: str | None = "isControl"
 
     def record_at(self, topic: str, partition: int, offset: int, position: int) -> KafkaRecord | None:
         """The record at or after ``offset``, decoding the batch at file ``position`` of the segment
@@ -497,6 +498,11 @@ class KafkaStore(Store):
                     if record.offset >= offset:
                         return KafkaRecord(part.topic, part.partition, batch, record)
         return next(self.read(topic, partition, offset, 1), None)
+
+    def positions(self, topic: str, partition: int, offset: int = 0) -> Iterator[Positions]:
+        """:func:`~segstore.logview.scan_positions`: Kafka keeps no per-record index (the ``.index``
+        is sparse), so the batches are decoded."""
+        return scan_positions(self, topic, partition, offset)
 
     def position_bases(self, topic: str, partition: int, positions: np.ndarray) -> np.ndarray:
         """Zeros: ``position`` is a file position in its segment already."""

@@ -2,7 +2,9 @@
  * segstore_rocketmq._speedups: the RocketMQ append of a batch of plain messages, in one call.
  *
  * encode_plain(items, topic_fields, next_offsets, keys_first, store_ts, store_ip, store_port,
- *              start, file_size, limit, with_index, dest[, trailing])
+ *              start, file_size, limit, with_index, dest[, trailing[, dest_start]])
+ *     dest: None or a writable buffer whose byte dest_start is physical offset start (a mapped
+ *     commitlog file: its unwritten rest is where an in-place batch goes)
  *     trailing: end the properties with 0x02 (brokers up to 4.9.0 and from 5.2.0;
  *     MessageDecoder.messageProperties2String of that version)
  *     -> None | str | (data, blanks, results, cq_rows, queues, index_arrays, end)
@@ -594,8 +596,41 @@ free_queues(Queue *queues, Py_ssize_t n)
     PyMem_Free(queues);
 }
 
+/* Argument conversions of encode_plain (called once per append: PyArg_ParseTuple's format walk was
+ * a tenth of a single append's instructions).  Each returns 0, or -1 with an exception set. */
+static int
+arg_ll(PyObject *o, long long *out)
+{
+    *out = PyLong_AsLongLong(o);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+static int
+arg_bool(PyObject *o, int *out)
+{
+    *out = PyObject_IsTrue(o);
+    return *out < 0 ? -1 : 0;
+}
+
+static int
+arg_int(PyObject *o, int *out)
+{
+    long v = PyLong_AsLong(o);
+    if (v == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (v < INT_MIN || v > INT_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "signed integer is greater than maximum");
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+#define ENCODE_PLAIN_ARGS 12 /* then trailing and dest_start, optional */
+
 static PyObject *
-encode_plain(PyObject *module, PyObject *args)
+encode_plain(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *items, *topic_fields, *next_offsets; /* next_offsets: read only */
     int keys_first, with_index, trailing = 0;
@@ -605,10 +640,36 @@ encode_plain(PyObject *module, PyObject *args)
     int port;
     PyObject *dest_obj;
     Py_buffer dest = {0};
-    if (!PyArg_ParseTuple(args, "O!O!O!pLy#iLLLpO|p", &PyList_Type, &items, &PyDict_Type, &topic_fields,
-                          &PyDict_Type, &next_offsets, &keys_first, &store_ts_arg, &ip, &ip_len, &port,
-                          &start, &file_size, &limit_arg, &with_index, &dest_obj, &trailing)) {
+    Py_ssize_t dest_start = 0;
+    if (nargs < ENCODE_PLAIN_ARGS || nargs > ENCODE_PLAIN_ARGS + 2) {
+        PyErr_Format(PyExc_TypeError, "encode_plain() takes %d to %d arguments (%zd given)", ENCODE_PLAIN_ARGS,
+                     ENCODE_PLAIN_ARGS + 2, nargs);
         return NULL;
+    }
+    items = args[0];
+    topic_fields = args[1];
+    next_offsets = args[2];
+    if (!PyList_Check(items) || !PyDict_Check(topic_fields) || !PyDict_Check(next_offsets)) {
+        PyErr_SetString(PyExc_TypeError, "expected items a list, topic_fields and next_offsets dicts");
+        return NULL;
+    }
+    if (!PyBytes_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError, "expected store_ip as bytes");
+        return NULL;
+    }
+    ip = (const uint8_t *)PyBytes_AS_STRING(args[5]);
+    ip_len = PyBytes_GET_SIZE(args[5]);
+    dest_obj = args[11];
+    if (arg_bool(args[3], &keys_first) < 0 || arg_ll(args[4], &store_ts_arg) < 0 || arg_int(args[6], &port) < 0 ||
+        arg_ll(args[7], &start) < 0 || arg_ll(args[8], &file_size) < 0 || arg_ll(args[9], &limit_arg) < 0 ||
+        arg_bool(args[10], &with_index) < 0 || (nargs > 12 && arg_bool(args[12], &trailing) < 0)) {
+        return NULL;
+    }
+    if (nargs > 13) {
+        dest_start = PyNumber_AsSsize_t(args[13], PyExc_OverflowError);
+        if (dest_start == -1 && PyErr_Occurred()) {
+            return NULL;
+        }
     }
     if (result_type == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "init(AppendResult) was not called");
@@ -621,6 +682,16 @@ encode_plain(PyObject *module, PyObject *args)
     if (dest_obj != Py_None && PyObject_GetBuffer(dest_obj, &dest, PyBUF_WRITABLE) < 0) {
         return NULL;
     }
+    if (dest_start < 0 || (dest_obj != Py_None && dest_start > dest.len)) {
+        PyErr_SetString(PyExc_ValueError, "expected dest_start within dest");
+        if (dest_obj != Py_None) {
+            PyBuffer_Release(&dest);
+        }
+        return NULL;
+    }
+    /* where the batch may go in place: dest from dest_start on */
+    uint8_t *dest_buf = dest.buf != NULL ? (uint8_t *)dest.buf + dest_start : NULL;
+    Py_ssize_t dest_len = dest.buf != NULL ? dest.len - dest_start : 0;
     Py_ssize_t in_place = 0; /* bytes written into dest, zeroed again if the call fails */
     Py_ssize_t n = PyList_GET_SIZE(items);
     int32_t sys_flag = ip_len == IPV6_LEN ? (SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6) : 0;
@@ -713,7 +784,7 @@ encode_plain(PyObject *module, PyObject *args)
         row += queues[q].count;
     }
     /* in place: dest given and the batch needs no BLANK (the last message leaves 8 bytes in the file) */
-    int to_dest = dest.buf != NULL && total + END_FILE_MIN_BLANK_LENGTH <= dest.len &&
+    int to_dest = dest_buf != NULL && total + END_FILE_MIN_BLANK_LENGTH <= dest_len &&
                   start + total + END_FILE_MIN_BLANK_LENGTH <= start - start % file_size + file_size;
     data = to_dest ? Py_NewRef(Py_None) : PyByteArray_FromStringAndSize(NULL, total);
     cq = PyByteArray_FromStringAndSize(NULL, n * CQ_ROW_SIZE);
@@ -723,7 +794,7 @@ encode_plain(PyObject *module, PyObject *args)
     if (data == NULL || cq == NULL || index == NULL || blanks == NULL || results == NULL) {
         goto done;
     }
-    uint8_t *out = to_dest ? (uint8_t *)dest.buf : (uint8_t *)PyByteArray_AS_STRING(data);
+    uint8_t *out = to_dest ? dest_buf : (uint8_t *)PyByteArray_AS_STRING(data);
     in_place = to_dest ? total : 0;
     uint8_t *rows = (uint8_t *)PyByteArray_AS_STRING(cq);
     int64_t *idx = (int64_t *)PyByteArray_AS_STRING(index);
@@ -785,11 +856,15 @@ encode_plain(PyObject *module, PyObject *args)
         PyList_SET_ITEM(results, i, res);
         pos += m->size;
     }
-    ret = Py_BuildValue("(OOOOOOL)", data, blanks, results, cq, queue_list, index, (long long)pos);
+    PyObject *end = PyLong_FromLongLong(pos);
+    if (end != NULL) {
+        ret = PyTuple_Pack(7, data, blanks, results, cq, queue_list, index, end);
+        Py_DECREF(end);
+    }
 
 done:
     if (ret == NULL && in_place > 0) {
-        memset(dest.buf, 0, (size_t)in_place); /* a failed call leaves no message past the data end */
+        memset(dest_buf, 0, (size_t)in_place); /* a failed call leaves no message past the data end */
     }
     if (dest.buf != NULL) {
         PyBuffer_Release(&dest);
@@ -841,16 +916,37 @@ get_i32(const uint8_t *p)
  * then pointing at it.  Returns the header after and how many were put.
  */
 static PyObject *
-index_put(PyObject *module, PyObject *args)
+index_put(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    Py_buffer head, slots, entries, hashes, phys, stamps;
+    /* arguments converted by hand (once per append: PyArg_ParseTuple's format walk cost more than the put) */
+    Py_buffer head = {0}, slots = {0}, entries = {0}, hashes = {0}, phys = {0}, stamps = {0};
     Py_ssize_t slot_num;
     long long h[N_HEADER];
     PyObject *ret = NULL;
-    if (!PyArg_ParseTuple(args, "w*w*w*n(LLLLLL)y*y*y*", &head, &slots, &entries, &slot_num, &h[H_BEGIN_TS],
-                          &h[H_END_TS], &h[H_BEGIN_PHY], &h[H_END_PHY], &h[H_SLOT_COUNT], &h[H_INDEX_COUNT],
-                          &hashes, &phys, &stamps)) {
+    if (nargs != 8) {
+        PyErr_Format(PyExc_TypeError, "index_put() takes 8 arguments (%zd given)", nargs);
         return NULL;
+    }
+    if (!PyTuple_Check(args[4]) || PyTuple_GET_SIZE(args[4]) != N_HEADER) {
+        PyErr_SetString(PyExc_TypeError, "expected the header as a tuple of 6 ints");
+        return NULL;
+    }
+    slot_num = PyNumber_AsSsize_t(args[3], PyExc_OverflowError);
+    if (slot_num == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    for (int i = 0; i < N_HEADER; i++) {
+        if (arg_ll(PyTuple_GET_ITEM(args[4], i), &h[i]) < 0) {
+            return NULL;
+        }
+    }
+    if (PyObject_GetBuffer(args[0], &head, PyBUF_WRITABLE) < 0 ||
+        PyObject_GetBuffer(args[1], &slots, PyBUF_WRITABLE) < 0 ||
+        PyObject_GetBuffer(args[2], &entries, PyBUF_WRITABLE) < 0 ||
+        PyObject_GetBuffer(args[5], &hashes, PyBUF_SIMPLE) < 0 ||
+        PyObject_GetBuffer(args[6], &phys, PyBUF_SIMPLE) < 0 ||
+        PyObject_GetBuffer(args[7], &stamps, PyBUF_SIMPLE) < 0) {
+        goto done;
     }
     Py_ssize_t n = hashes.len / (Py_ssize_t)sizeof(int64_t);
     Py_ssize_t index_num = entries.len / INDEX_ENTRY_SIZE;
@@ -902,8 +998,24 @@ index_put(PyObject *module, PyObject *args)
     }
     p = put_i32(p, (int32_t)h[H_SLOT_COUNT]);
     put_i32(p, (int32_t)h[H_INDEX_COUNT]);
-    ret = Py_BuildValue("(LLLLLL)n", h[H_BEGIN_TS], h[H_END_TS], h[H_BEGIN_PHY], h[H_END_PHY],
-                        h[H_SLOT_COUNT], h[H_INDEX_COUNT], put);
+    PyObject *fields = PyTuple_New(N_HEADER);
+    if (fields == NULL) {
+        goto done;
+    }
+    for (int i = 0; i < N_HEADER; i++) {
+        PyObject *v = PyLong_FromLongLong(h[i]);
+        if (v == NULL) {
+            Py_DECREF(fields);
+            goto done;
+        }
+        PyTuple_SET_ITEM(fields, i, v);
+    }
+    PyObject *count = PyLong_FromSsize_t(put);
+    if (count != NULL) {
+        ret = PyTuple_Pack(2, fields, count);
+        Py_DECREF(count);
+    }
+    Py_DECREF(fields);
 done:
     PyBuffer_Release(&head);
     PyBuffer_Release(&slots);
@@ -2636,10 +2748,11 @@ init(PyObject *module, PyObject *cls)
 
 static PyMethodDef methods[] = {
     {"init", init, METH_O, "init(AppendResult): the slots dataclass encode_plain builds."},
-    {"encode_plain", encode_plain, METH_VARARGS,
+    {"encode_plain", (PyCFunction)(void (*)(void))encode_plain, METH_FASTCALL,
      "encode_plain(items, topic_fields, next_offsets, keys_first, store_ts, store_ip, store_port, start, "
-     "file_size, limit, with_index, dest) -> None | str | (data, blanks, results, cq_rows, queues, index, end)"},
-    {"index_put", index_put, METH_VARARGS,
+     "file_size, limit, with_index, dest[, trailing[, dest_start]]) -> None | str | (data, blanks, results, "
+     "cq_rows, queues, index, end)"},
+    {"index_put", (PyCFunction)(void (*)(void))index_put, METH_FASTCALL,
      "index_put(head, slots, entries, slot_num, header, hashes, phys, stamps) -> (header, count)"},
     {"decode_region", decode_region, METH_VARARGS,
      "decode_region(view, pos, stop, limit, base, i8, i4, u8, strict) -> (n, pos, status, blank_size)"},

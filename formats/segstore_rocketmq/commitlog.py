@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -45,6 +46,9 @@ from .message import (
     blank_record,
     decode,
 )
+
+if TYPE_CHECKING:
+    import mmap
 
 #: The name part of files holding bytes recovery cut (``segstore.files.save_aside``): not commitlog files.
 KEPT_ASIDE = ".cut-"
@@ -191,6 +195,12 @@ class CommitLog:
                 self._spare.add(path)
             base += self.file_size
 
+    def fits(self, end: int) -> bool:
+        """Whether appending up to physical ``end`` stays within the active file (then
+        :meth:`reserve` has nothing to create).  ``O(1)``."""
+        active = self._active
+        return active is not None and end <= active.base + self.file_size
+
     def _load(self) -> None:
         loaded = []
         names = [name for name in files.list_dir(self.directory) if KEPT_ASIDE not in name]
@@ -324,7 +334,7 @@ class CommitLog:
     def end(self) -> int:
         """The physical offset the next message goes to (end of the written bytes)."""
         active = self._active
-        return active.end if active is not None else 0
+        return active.base + active.wrote if active is not None else 0     # asked twice per append
 
     def set_end(self, offset: int) -> None:
         """Declare the written end (after a walk or recovery); later files must not exist."""
@@ -442,29 +452,30 @@ class CommitLog:
             i = j
         return touched
 
-    def unwritten(self) -> memoryview | None:
-        """A writable view of the active file from the data end to the file's end, for encoding in place.
+    def unwritten_map(self) -> tuple[mmap.mmap | None, int]:
+        """The active file's writable map and the data end in it, for encoding in place: bytes from
+        there to the file's end are unwritten.  ``(None, 0)`` when there is no active file or it is
+        full.
 
-        None when there is no active file or it is full.  The caller releases the
-        view before anything closes the file, and reports what it wrote with
-        :meth:`written_in_place`.
+        The map is a buffer for a call that copies into it and keeps no reference (the store
+        holds its lock meanwhile); what it wrote is reported with :meth:`written_in_place`.
         """
         active = self._active
         if active is None or active.wrote >= self.file_size:
-            return None
-        return active.file.view(active.wrote, self.file_size)
+            return None, 0
+        return active.file.buffer(), active.wrote
 
     def written_in_place(self, n: int) -> None:
-        """Account ``n`` bytes written at the data end through :meth:`unwritten` (no BLANK among them)."""
+        """Account ``n`` bytes written at the data end through :meth:`unwritten_map` (no BLANK among them)."""
         active = self._active
         if active is None:
             raise OffsetOutOfRangeError(f"expected an active commitlog file to account {n} bytes written "
-                                        "in place (see unwritten), found none", self.directory)
+                                        "in place (see unwritten_map), found none", self.directory)
         active.wrote += n
         self.log.mark_dirty(active)
 
     def discard_unwritten(self, n: int) -> None:
-        """Zero ``n`` bytes at the data end that :meth:`unwritten` handed out but the batch was refused:
+        """Zero ``n`` bytes at the data end that :meth:`unwritten_map` handed out but the batch was refused:
         a recovery walking past the end must not find messages nobody acknowledged."""
         active = self._active
         if active is not None and n > 0:

@@ -25,8 +25,9 @@ to it byte for byte.  Both return the same values:
   add its encoded field, call again);
 - otherwise ``(data, blanks, results, cq_rows, queues, index, end)``:
   ``data`` every message's bytes back to back (a bytearray; None when they were
-  written into ``dest``, a writable buffer starting at ``start``, which happens
-  when it is given and the batch fits in it with no BLANK), ``blanks`` the
+  written into ``dest``, a writable buffer whose byte ``dest_start`` is physical
+  offset ``start``, which happens when it is given and the batch fits in it with
+  no BLANK), ``blanks`` the
   ``(physical offset, size)`` BLANK records placed before the messages that open
   a new file, ``results`` one :class:`AppendResult` per item, ``cq_rows`` the
   consume-queue entries (:data:`CQ_DTYPE`) grouped by queue, ``queues`` one
@@ -168,7 +169,7 @@ def _plain(item: Any, topic_fields: Mapping[str, bytes], store_ts: int, host: Ho
 def encode_plain_py(items: list, topic_fields: dict[str, bytes], next_offsets: Mapping[tuple[str, int], int],
                     keys_first: bool, store_ts: int, store_ip: bytes, store_port: int, start: int,
                     file_size: int, limit: int, with_index: bool, dest: Any = None,
-                    trailing: bool = False) -> Any:
+                    trailing: bool = False, dest_start: int = 0) -> Any:
     """The pure-Python reference of the C ``encode_plain`` (see the module docstring)."""
     if keys_first != KEYS_FIRST:
         raise ValueError(f"expected keys_first={KEYS_FIRST} (Java HashMap order), found {keys_first}")
@@ -220,8 +221,11 @@ def encode_plain_py(items: list, topic_fields: dict[str, bytes], next_offsets: M
                                     {"msg_id": msg_id(host, pos), "store_timestamp": msg.store_timestamp}))
     columns = np.array(index, dtype=np.int64).reshape(-1, INDEX_COLUMNS).T
     encoded: bytearray | None = data    # None: encoded straight into ``dest``
-    if dest is not None and not placement.blanks and len(data) + END_FILE_MIN_BLANK_LENGTH <= len(dest):
-        dest[:len(data)] = data
+    if not 0 <= dest_start <= (dest_start if dest is None else len(dest)):
+        raise ValueError("expected dest_start within dest")
+    if dest is not None and not placement.blanks and \
+            len(data) + END_FILE_MIN_BLANK_LENGTH <= len(dest) - dest_start:
+        dest[dest_start:dest_start + len(data)] = data
         encoded = None
     return (encoded, placement.blanks, results, bytearray(cq.tobytes()), queues, bytearray(columns.tobytes()),
             placement.end)
@@ -281,16 +285,21 @@ class PlainTarget(Protocol):
 
 
 class PlainBatch(NamedTuple):
-    """An encoded batch of plain messages, placed from ``start`` (see the module docstring)."""
+    """An encoded batch of plain messages, placed from ``start`` (see the module docstring).
+
+    The fields are :func:`encode_plain`'s return values in its order, then ``start``: a batch is
+    that tuple, taken as it is (a single append is about 10 us of Python; a copy into numpy
+    arrays or a constructor call per batch is a measurable part of it).
+    """
 
     data: bytearray | None      # None: already in the active file (``written in place``)
     blanks: list[tuple[int, int]]
     results: list[AppendResult]
-    cq_rows: np.ndarray         # CQ_DTYPE, grouped by queue
+    cq_rows: bytearray          # packed CQ_DTYPE rows, grouped by queue (see ``queues``)
     queues: list[tuple[tuple[str, int], int, int]]
-    index_entries: memoryview   # int64 columns: hashes, physical offsets, store times
-    start: int
+    index_entries: bytearray    # three native int64 columns: hashes, physical offsets, store times
     end: int
+    start: int
 
     def write(self, commitlog: CommitLog) -> None:
         """Write the messages and BLANKs into ``commitlog`` (whose end is still ``start``)."""
@@ -301,10 +310,13 @@ class PlainBatch(NamedTuple):
             commitlog.write_batch(self.start, chunks, offsets, self.blanks, sizes)
 
     def index_columns(self) -> tuple[memoryview, memoryview, memoryview]:
-        """The key-index entries: (hashes, physical offsets, store times)."""
-        entries = self.index_entries
+        """The key-index entries: (hashes, physical offsets, store times), ``q`` memoryviews."""
+        entries = memoryview(self.index_entries).cast("q")
         n = len(entries) // INDEX_COLUMNS
         return entries[:n], entries[n:2 * n], entries[2 * n:]
+
+
+_new_batch = tuple.__new__     # PlainBatch from encode_plain's tuple without a Python-level __new__
 
 
 def encode_batch(store: PlainTarget, items: list, now: int) -> PlainBatch | None:
@@ -318,23 +330,18 @@ def encode_batch(store: PlainTarget, items: list, now: int) -> PlainBatch | None
     config = store.config
     host = store.store_host
     start = commitlog.end
-    dest = commitlog.unwritten()
-    try:
-        while True:
-            out = encode_plain(items, store.plain_topic_fields, store.next_offsets, KEYS_FIRST, now, host.ip,
-                               host.port, start, config.mappedFileSizeCommitLog, config.maxMessageSize,
-                               store.indexed, dest, store.trailing_separator)
-            if not isinstance(out, str):
-                break
-            # raises InvalidTopicError for a topic the broker refuses; None: a v2 topic, which only
-            # the general path writes
-            if store.plain_topic_field(out) is None:
-                return None
-    finally:
-        if dest is not None:
-            dest.release()
+    # the active file's map and the data end in it: encode_plain holds the buffer only while it runs
+    dest, dest_start = commitlog.unwritten_map()
+    while True:
+        out = encode_plain(items, store.plain_topic_fields, store.next_offsets, KEYS_FIRST, now, host.ip,
+                           host.port, start, config.mappedFileSizeCommitLog, config.maxMessageSize,
+                           store.indexed, dest, store.trailing_separator, dest_start)
+        if not isinstance(out, str):
+            break
+        # raises InvalidTopicError for a topic the broker refuses; None: a v2 topic, which only
+        # the general path writes
+        if store.plain_topic_field(out) is None:
+            return None
     if out is None:
         return None
-    data, blanks, results, cq_rows, queues, index, end = out
-    return PlainBatch(data, blanks, results, np.frombuffer(cq_rows, dtype=CQ_DTYPE), queues,
-                      memoryview(index).cast("q"), start, end)
+    return _new_batch(PlainBatch, (*out, start))

@@ -211,6 +211,10 @@ class LifecycleMixin:
             self.checkpoint = None
 
     # -- appending --------------------------------------------------------------------
+    def append(self: _Lifecycle, message: Message | Mapping[str, Any]) -> AppendResult:
+        """Append one message; returns where it landed (:meth:`append_batch` of one)."""
+        return self._append([message], as_stored=False)[0]
+
     def append_batch(self: _Lifecycle, messages: Iterable[Message | Mapping[str, Any]]) -> list[AppendResult]:
         """Append messages in order; in ``SYNC_FLUSH`` returns once they are durable.
 
@@ -231,9 +235,11 @@ class LifecycleMixin:
         return self._append(messages, as_stored=True)
 
     def _append(self: _Lifecycle, messages: Iterable[Any], *, as_stored: bool) -> list[AppendResult]:
-        self._check_writable()
-        flusher = self._flushing()
-        with flusher.lock:
+        flusher = self._flusher
+        if flusher is None:     # read-only or closed: the error that says which
+            self._check_writable()
+            flusher = self._flushing()
+        with flusher.lock:      # _append_locked checks again under the lock
             results = self._append_locked(messages, as_stored=as_stored)
             if self.indexes is not None:  # extra index layouts (segstore.layouts)
                 self.indexes.append()

@@ -45,6 +45,7 @@ from segstore.errors import (
     UnsupportedOperationError,
     cut,
 )
+from segstore.logview import Positions
 from segstore.records import Message
 from segstore.store import READ_COMMITTED, READ_UNCOMMITTED, AppendResult, DumpLine, Store, check_isolation
 
@@ -108,6 +109,7 @@ JSON_KEYS = ("topic", "queue_id", "queue_offset", "physical_offset", "size", "bo
 _BODY_PREVIEW = 40
 #: Bound of each per-store memo (topics validated, hosts parsed, property orders, tag hashes).
 _CACHE_LIMIT = 4096
+CQ_ROW = CQ_DTYPE.itemsize
 #: Messages formatted at a time by ``dump --json`` (bounds the text held: about 1 KiB each).
 _DUMP_ROWS = 1 << 14
 #: Reads of a record that does not decode past the queues' end before its error (a live writer's).
@@ -115,6 +117,8 @@ _LIVE_RETRIES = 3
 _LIVE_RETRY_S = 0.02
 #: Consume-queue entries read at a time by ``read``.
 _READ_CHUNK = 1024
+#: consume-queue entries per chunk of ``positions`` (1.3 MB read, three int64 columns out)
+_POSITIONS_CHUNK = 1 << 16
 
 
 def _now_ms() -> int:
@@ -250,6 +254,7 @@ class RocketMQStore(LifecycleMixin, Store):
         self._order_cache: dict[tuple[str, ...], tuple[str, ...]] = {}
         self._plain_topics: dict[str, bytes] = {}     # validated topics' fields (.fastappend)
         self._tags_codes: dict[str, int] = {}
+        self._cq_per_file = self.config.consume_queue_file_size // CQ_DTYPE.itemsize   # entries per file
         self._trailing_separator: bool | None = None    # the properties style, found at first append
         self._scanned: dict[tuple[str, int], ScannedQueue] | None = None
         #: what a reader should know about where answers came from (see :data:`SCAN_NOTE`)
@@ -703,7 +708,7 @@ class RocketMQStore(LifecycleMixin, Store):
             results.append(AppendResult(msg.topic, msg.queue_id, queue_offset, phys, msg.size,
                                         {"msg_id": msg_id(msg.store_host, phys),
                                          "store_timestamp": msg.store_timestamp}))
-        self._reserve(placement.end, [(key, len(rows)) for key, rows in cq_rows.items()])
+        self._reserve(placement.end, [(key, 0, len(rows)) for key, rows in cq_rows.items()])
         self.commitlog.write_batch(start, encoded, placement.offsets, placement.blanks, sizes)
         next_offsets.update(taken)
         for key, rows in cq_rows.items():
@@ -731,19 +736,20 @@ class RocketMQStore(LifecycleMixin, Store):
             raise InvalidMessageError(f"expected RocketMQ message fields of the documented kinds, found "
                                       f"{cut(str(err))}") from err
 
-    def _reserve(self, end: int, counts: Iterable[tuple[tuple[str, int], int]]) -> None:
+    def _reserve(self, end: int, queues: Iterable[tuple[tuple[str, int], int, int]]) -> None:
         """Create, blocks reserved, every commitlog and consume-queue file a batch ending at physical
-        ``end`` with ``counts`` new entries per queue rolls into, before it writes anything.
+        ``end`` rolls into, before it writes anything; ``queues``: ``(key, _, count)``, ``count`` new
+        entries per queue (the form of :attr:`.fastappend.PlainBatch.queues`).
 
         :raises StorageFullError: the disk is full; the consume-queue files made here are deleted
             again (commitlog files stay as preallocated spares, which hold nothing).
         """
         self.commitlog.reserve(end)
         created: list[str] = []
-        per_file = self.config.consume_queue_file_size // CQ_DTYPE.itemsize
+        per_file = self._cq_per_file
         next_offsets = self._next_offsets
         try:
-            for key, count in counts:
+            for key, _, count in queues:
                 first = next_offsets.get(key, 0)
                 if first % per_file and (first + count - 1) // per_file == first // per_file:
                     continue    # within the file holding the queue's last entry: nothing to create
@@ -761,29 +767,51 @@ class RocketMQStore(LifecycleMixin, Store):
 
     def _write_plain(self, batch: PlainBatch) -> list[AppendResult]:
         """Write a batch :func:`.fastappend.encode_batch` encoded (its queue offsets start at
-        :attr:`next_offsets`): commitlog, queues, index."""
-        if not batch.results:
-            return batch.results
-        try:
-            self._reserve(batch.end, [(key, count) for key, _, count in batch.queues])
-        except StorageFullError:
-            if batch.data is None:     # encoded into the active file past its end: zeros again
-                self.commitlog.discard_unwritten(batch.end - batch.start)
-            raise
-        batch.write(self.commitlog)
-        rows = batch.cq_rows
+        :attr:`next_offsets`): commitlog, queues, index.
+
+        The hot path of every append (a single one included): the checks that nothing needs
+        reserving are made inline, and the rows go to the queues as the bytes they are.
+        """
+        results = batch.results
+        if not results:
+            return results
+        queues = batch.queues
         next_offsets = self._next_offsets
-        for key, first, count in batch.queues:
+        per_file = self._cq_per_file
+        commitlog = self.commitlog
+        # what _reserve would find: every queue within the file of its last entry, the batch within
+        # the active commitlog file (checked again by commitlog.reserve)
+        reserve = not commitlog.fits(batch.end)
+        if not reserve:
+            for key, _, count in queues:
+                first = next_offsets.get(key, 0)
+                if not first % per_file or (first + count - 1) // per_file != first // per_file:
+                    reserve = True
+                    break
+        if reserve:
+            try:
+                self._reserve(batch.end, queues)
+            except StorageFullError:
+                if batch.data is None:     # encoded into the active file past its end: zeros again
+                    commitlog.discard_unwritten(batch.end - batch.start)
+                raise
+        batch.write(commitlog)
+        rows = memoryview(batch.cq_rows)
+        by_key = self.queues
+        for key, first, count in queues:
             next_offsets[key] = next_offsets.get(key, 0) + count
-            self._queue(*key).append_array(rows[first:first + count])
+            cq = by_key.get(key)
+            if cq is None:
+                cq = self._queue(*key)
+            cq.append_packed(rows[first * CQ_ROW:(first + count) * CQ_ROW])
             if self.topic_configs.ensure(*key):
                 self._configs_dirty = True
-        if self.index is not None and len(batch.index_entries):
+        if self.index is not None and batch.index_entries:
             try:
                 self.index.put_hashes(*batch.index_columns())
             except StorageFullError as err:
                 raise _index_full(err, batch.start, batch.end) from err
-        return batch.results
+        return results
 
     def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         """Commit a consumer group's next offset for a queue to ``config/consumerOffset.json``.
@@ -971,6 +999,25 @@ class RocketMQStore(LifecycleMixin, Store):
                     and record.queue_offset >= offset:
                 return record if record.queue_offset == offset else None
         return None
+
+    def positions(self, topic: str, partition: int, offset: int = 0) -> Iterator[Positions]:
+        """The queue's ``(queue offsets, physical offsets, sizes)`` from ``offset`` on (the first held at
+        or after it), straight from its consume-queue entries: no message is decoded or checked
+        (``verify`` checks the entries against the commitlog; :meth:`scan_arrow` checks each).
+        Chunks of :data:`_POSITIONS_CHUNK` entries.
+
+        :raises NotFoundError: no such queue.
+        """
+        self._check_open()
+        cq = self._queue_view(topic, partition)
+        position = max(offset, cq.min_offset)
+        while True:
+            entries = cq.entries(position, _POSITIONS_CHUNK)
+            if not len(entries):
+                return
+            yield (np.arange(position, position + len(entries), dtype=np.int64),
+                   entries["offset"].astype(np.int64), entries["size"].astype(np.int64))
+            position += len(entries)
 
     def position_bases(self, topic: str, partition: int, positions: np.ndarray) -> np.ndarray:
         """The commitlog file start of each physical offset."""

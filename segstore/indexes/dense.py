@@ -247,6 +247,17 @@ class ConsumeQueue:
             self.log.mark_dirty(active)
             done += take
 
+    def append_packed(self, data: bytes | bytearray | memoryview) -> None:
+        """Append entries given as their 20-byte :data:`CQ_DTYPE` bytes (a memoryview of bytes), as
+        :meth:`append_array` does; into the active file with no array built when they fit there.
+        Runtime complexity: ``O(len(data))``.
+        """
+        active = self.log.active
+        if active is not None and active.append_packed(data):
+            self.log.mark_dirty(active)
+            return
+        self.append_array(np.frombuffer(data, dtype=CQ_DTYPE))
+
     def truncate(self, offset: int) -> None:
         """Keep logical offsets below ``offset``; files left without an entry are deleted.
 

@@ -372,8 +372,8 @@ class IndexFile:
         k = min(room, len(hashes))
         if k <= 0:
             return 0
-        if _speedups is not None:
-            return self._put_c(_speedups, hashes[:k], phy_offsets[:k], store_timestamps[:k])
+        if _speedups is not None:    # puts as many as fit (k), the columns passed whole: no slices
+            return self._put_c(_speedups, hashes, phy_offsets, store_timestamps)
         hashes = np.asarray(hashes[:k], dtype=np.int64)
         phys = np.asarray(phy_offsets[:k], dtype=np.int64)
         stamps = np.asarray(store_timestamps[:k], dtype=np.int64)
@@ -428,11 +428,17 @@ class IndexFile:
         """:meth:`put` in C (``_speedups.index_put``): the entries one at a time as :meth:`_put_each`, then
         the header, written into the map as :meth:`write_header` does."""
         header = self.header
+        # the columns of a RocketMQ append ("q" memoryviews of the C encoder's output) pass as they are
+        if not (type(hashes) is memoryview and hashes.format == "q" and type(phy_offsets) is memoryview
+                and phy_offsets.format == "q" and type(store_timestamps) is memoryview
+                and store_timestamps.format == "q"):
+            hashes, phy_offsets, store_timestamps = (
+                _int64s(hashes), _int64s(phy_offsets), _int64s(store_timestamps))
         fields, put = c.index_put(
             self.head, self.slots, self.entries_all, self.slot_num,
             (header.begin_timestamp, header.end_timestamp, header.begin_phy_offset, header.end_phy_offset,
              header.hash_slot_count, header.index_count),
-            _int64s(hashes), _int64s(phy_offsets), _int64s(store_timestamps))
+            hashes, phy_offsets, store_timestamps)
         (header.begin_timestamp, header.end_timestamp, header.begin_phy_offset, header.end_phy_offset,
          header.hash_slot_count, header.index_count) = fields
         return put
@@ -617,7 +623,7 @@ class IndexService:
         return created
 
     def _writable_file(self) -> IndexFile:
-        last = self.last
+        last = self.files[-1] if self.files else None      # not .last: once per append
         return last if last is not None and not last.is_full else self._new_file()
 
     def put_batch(self, requests: Sequence[IndexRequest], skip_keys: int = 0) -> int:
@@ -670,11 +676,11 @@ class IndexService:
     def _put_all(self, current: IndexFile, hashes: Sequence[int] | Int64s, phys: Int64s,
                  stamps: Int64s) -> int:
         """Put every entry from ``current`` on, opening new files as they fill."""
-        done = 0
-        while done < len(phys):
+        n = len(phys)
+        done = current.put(hashes, phys, stamps)
+        while done < n:
+            current = self._new_file()
             done += current.put(hashes[done:], phys[done:], stamps[done:])
-            if done < len(phys):
-                current = self._new_file()
         return done
 
     def query(self, topic: str, key: str, begin: int = 0, end: int = 2**63 - 1) -> Iterator[int]:

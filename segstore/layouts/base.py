@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar, cast
 
@@ -47,7 +47,7 @@ import numpy as np
 
 from segstore import files, progress
 from segstore.errors import ConfigError, CorruptDataError, NotFoundError, UnsupportedOperationError
-from segstore.logview import LogView, int64_column, stream_batches
+from segstore.logview import LogView, Positions, int64_column, stream_batches, stream_positions
 from segstore.store import Problem, Store
 
 INDEX_ROOT = ".segstore"
@@ -277,6 +277,11 @@ class StreamIndex:
     def batches(self, start: int, end: int, columns: list[str]) -> Any:
         """The stream's ``scan_arrow`` batches of offsets ``[start, end)`` (``offset`` first)."""
         return stream_batches(self.store, self.stream.topic, self.stream.partition, start, end, columns)
+
+    def positions(self, start: int, end: int) -> Iterator[Positions]:
+        """The stream's ``(offsets, positions, sizes)`` of offsets ``[start, end)``, chunk by chunk
+        (:meth:`LogView.positions`: no record decoded where the format keeps a dense index)."""
+        return stream_positions(self.store, self.stream.topic, self.stream.partition, start, end)
 
     def columns(self, start: int, end: int, names: list[str]) -> dict[str, np.ndarray]:
         """int64 columns ``names`` of offsets ``[start, end)`` (``offset`` always), concatenated.

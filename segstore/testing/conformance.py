@@ -223,6 +223,14 @@ class StoreTests:
                     offsets = [o for b in batches for o in b.column("offset").to_pylist()]
                     assert offsets == list(range(start, end))
                     positions = [p for b in batches for p in b.column("position").to_pylist()]
+                    sizes = [n for b in batches for n in b.column("size").to_pylist()]
+                    # positions(): the same placements, from any offset on, in chunks of equal columns
+                    for first in (start, (start + end) // 2, end):
+                        chunks = list(store.positions(topic, part, first))
+                        assert all(len(o) == len(p) == len(n) for o, p, n in chunks)
+                        got = [[int(v) for chunk in chunks for v in chunk[i]] for i in range(3)]
+                        cut = first - start
+                        assert got == [offsets[cut:], positions[cut:], sizes[cut:]]
                     for offset, position in list(zip(offsets, positions, strict=True))[::7]:
                         record = store.record_at(topic, part, offset, position)
                         assert record is not None and store.to_common(record).offset == offset

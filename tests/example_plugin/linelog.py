@@ -38,6 +38,7 @@ import pyarrow as pa
 from segstore import files
 from segstore.columns import COMMON_SCHEMA, project
 from segstore.errors import CorruptDataError, InvalidTopicError, UnsupportedOperationError
+from segstore.logview import Positions, scan_positions
 from segstore.plugin import FormatPlugin
 from segstore.records import CREATE_TIME, Header, Message
 from segstore.store import AppendResult, Problem, Store
@@ -271,6 +272,9 @@ class LineLogStore(Store):
     def record_at(self, topic: str, partition: int, offset: int, position: int) -> LineRecord | None:
         """The record at ``offset`` (this store keeps every position in memory: the hint is not needed)."""
         return next(self.read(topic, partition, offset, 1), None)
+
+    def positions(self, topic: str, partition: int, offset: int = 0) -> Iterator[Positions]:
+        return scan_positions(self, topic, partition, offset)    # no index of its own: a scan
 
     def position_bases(self, topic: str, partition: int, positions: np.ndarray) -> np.ndarray:
         return np.zeros(len(positions), dtype=np.int64)     # one file per stream
