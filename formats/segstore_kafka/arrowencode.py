@@ -66,7 +66,7 @@ class Columns:
     any of its rows (the buffers are the batch's own where Arrow's layout allows)."""
 
     def __init__(self, key: pa.Array, value: pa.Array, timestamps: np.ndarray, headers: pa.Array) -> None:
-        self.arrays = (key, value, headers)
+        self.arrays: tuple[pa.Array, ...] = (key, value, headers)
         self.n = len(key)
         self.timestamps = np.ascontiguousarray(timestamps, np.int64)
         self._laid: tuple | None = None
@@ -117,6 +117,7 @@ class Columns:
         :raises InvalidMessageError: a field Kafka cannot encode.
         """
         kv, ko, kd, vv, vo, vd, ts, ho, hko, hkd, hvv, hvo, hvd = self._layout()
+        assert _speedups is not None        # callers check native()
         squeeze = None if codec == NONE else functools.partial(compress, codec)
         try:
             return _speedups.encode_batch(self.n, base_timestamp, np.ascontiguousarray(rows, np.int64), kv,

@@ -762,7 +762,7 @@ class RocketMQStore(LifecycleMixin, Store):
     def _write_plain(self, batch: PlainBatch) -> list[AppendResult]:
         """Write a batch :func:`.fastappend.encode_batch` encoded (its queue offsets start at
         :attr:`next_offsets`): commitlog, queues, index."""
-        if not batch.results:
+        if batch.end == batch.start:
             return batch.results
         try:
             self._reserve(batch.end, [(key, count) for key, _, count in batch.queues])
