@@ -15,6 +15,9 @@ import pytest
 from conftest import FIXTURES, copy_writable
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from segstore_kafka.conversion import KafkaArrowWriter, KafkaWriter
+from segstore_rocketmq.arrowwrite import RocketMQArrowWriter
+from segstore_rocketmq.conversion import RocketMQWriter
 
 import segstore
 from segstore.convert import convert, pipeline
@@ -38,18 +41,22 @@ class Interrupt(Exception):
     """Stands for a crash or Ctrl-C in the middle of a run."""
 
 
-def interrupt_after(monkeypatch: pytest.MonkeyPatch, cls: type, calls: int) -> None:
-    """Make ``cls.flush`` raise after ``calls`` flushes (the writes so far stay on disk)."""
-    original = cls.flush
+#: The writers of each target format (entry by entry, and in columns), whichever a run takes.
+WRITERS = {"kafka": (KafkaWriter, KafkaArrowWriter), "rocketmq": (RocketMQWriter, RocketMQArrowWriter)}
+
+
+def interrupt_after(monkeypatch: pytest.MonkeyPatch, to: str, calls: int) -> None:
+    """Make the ``flush`` of the writers into ``to`` raise after ``calls`` flushes in all (the writes
+    so far stay on disk)."""
     seen = [0]
+    for cls in WRITERS[to]:
+        def flush(self, *args, original=cls.flush):
+            seen[0] += 1
+            if seen[0] > calls:
+                raise Interrupt
+            return original(self, *args)
 
-    def flush(self, *args):
-        seen[0] += 1
-        if seen[0] > calls:
-            raise Interrupt
-        return original(self, *args)
-
-    monkeypatch.setattr(cls, "flush", flush)
+        monkeypatch.setattr(cls, "flush", flush)
 
 
 # -- bad input -----------------------------------------------------------------------
@@ -149,7 +156,7 @@ def test_interrupted_rocketmq_to_kafka_resumes(tmp_path: Path, monkeypatch: pyte
     out = tmp_path / "out"
     monkeypatch.setattr(pipeline, "BATCH_RECORDS", 7)
     with monkeypatch.context() as patch:
-        interrupt_after(patch, pipeline._KafkaWriter, 20)
+        interrupt_after(patch, "kafka", 20)
         with pytest.raises(Interrupt):
             convert(BASIC, out, to="kafka")
     assert not out.exists()
@@ -169,7 +176,7 @@ def test_interrupted_kafka_to_rocketmq_resumes(tmp_path: Path, monkeypatch: pyte
     out = tmp_path / "out"
     monkeypatch.setattr(pipeline, "ROCKETMQ_BATCH", 10)
     with monkeypatch.context() as patch:
-        interrupt_after(patch, pipeline._RocketMQWriter, 5)
+        interrupt_after(patch, "rocketmq", 5)
         with pytest.raises(Interrupt):
             convert(KAFKA_TXN, out, to="rocketmq", config=ROCKETMQ_CONFIG)
     assert not out.exists()
@@ -257,16 +264,19 @@ def test_progress_bar_only_when_asked_or_on_a_terminal(tmp_path: Path,
 KILL_SCRIPT = """
 import json, os, signal, sys
 from segstore.convert import convert, pipeline
-writer = pipeline._KafkaWriter if sys.argv[3] == "kafka" else pipeline._RocketMQWriter
+from segstore_kafka.conversion import KafkaArrowWriter, KafkaWriter
+from segstore_rocketmq.arrowwrite import RocketMQArrowWriter
+from segstore_rocketmq.conversion import RocketMQWriter
+writers = (KafkaWriter, KafkaArrowWriter) if sys.argv[3] == "kafka" else (RocketMQWriter, RocketMQArrowWriter)
 pipeline.BATCH_RECORDS = pipeline.ROCKETMQ_BATCH = 5
-original = writer.flush
 calls = [0]
-def flush(self, *args):
-    calls[0] += 1
-    if calls[0] > 12:
-        os.kill(os.getpid(), signal.SIGKILL)
-    return original(self, *args)
-writer.flush = flush
+for writer in writers:
+    def flush(self, *args, original=writer.flush):
+        calls[0] += 1
+        if calls[0] > 12:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return original(self, *args)
+    writer.flush = flush
 convert(sys.argv[1], sys.argv[2], to=sys.argv[3], config=json.loads(sys.argv[4]))
 """
 
@@ -384,14 +394,13 @@ def clean_conversions(tmp_path_factory: pytest.TempPathFactory) -> CleanRuns:
 def test_resume_after_an_interruption_at_any_point(tmp_path_factory: pytest.TempPathFactory,
                                                    clean_conversions: CleanRuns, to: str,
                                                    flushes: int) -> None:
-    src, writer, config = ((BASIC, pipeline._KafkaWriter, {}) if to == "kafka"
-                           else (KAFKA_TXN, pipeline._RocketMQWriter, ROCKETMQ_CONFIG))
+    src, config = (BASIC, {}) if to == "kafka" else (KAFKA_TXN, ROCKETMQ_CONFIG)
     out = tmp_path_factory.mktemp("resume") / "out"
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(pipeline, "BATCH_RECORDS", 7)
         patch.setattr(pipeline, "ROCKETMQ_BATCH", 3)
         with pytest.MonkeyPatch.context() as crash:
-            interrupt_after(crash, writer, flushes)
+            interrupt_after(crash, to, flushes)
             try:
                 convert(src, out, to=to, config=config)
                 interrupted = False

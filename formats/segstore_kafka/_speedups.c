@@ -1738,25 +1738,16 @@ put_blob(uint8_t *o, const uint8_t *p, int64_t len)
     return o;
 }
 
-static PyObject *
-encode_columns(PyObject *module, PyObject *args)
+/* The columns' objects in encode_columns' argument order, after (n, base_timestamp): */
+enum { RW, KV, KO, KD, VV, VO, VD, TS, DL, HO, HKO, HKD, HVV, HVO, HVD, N_COLUMNS };
+
+/* Append the records region of the chosen rows to ``o``; *max_ts: their largest timestamp. */
+static int
+columns_region(PyObject *objs[N_COLUMNS], Py_ssize_t rows_n, long long base, Out *o, long long *max_ts_out)
 {
-    /* the rows to encode, then the batch's columns: key valid/offsets/data, value valid/offsets/data,
-     * timestamps, the chosen rows' offset deltas, header offsets, header key offsets/data, header
-     * value valid/offsets/data */
-    enum { RW, KV, KO, KD, VV, VO, VD, TS, DL, HO, HKO, HKD, HVV, HVO, HVD, N_COLUMNS };
-    Py_ssize_t rows_n;
-    long long base;
-    PyObject *objs[N_COLUMNS];
-    if (!PyArg_ParseTuple(args, "nLOOOOOOOOOOOOOOO", &rows_n, &base, &objs[0], &objs[1], &objs[2], &objs[3],
-                          &objs[4], &objs[5], &objs[6], &objs[7], &objs[8], &objs[9], &objs[10], &objs[11],
-                          &objs[12], &objs[13], &objs[14])) {
-        return NULL;
-    }
     Buf b[N_COLUMNS];
     memset(b, 0, sizeof(b));
-    PyObject *result = NULL;
-    Out o = {NULL, 0, 0};
+    int rc = -1;
     if (get_buf(objs[RW], &b[RW], 8, -1, "rows") < 0) {
         goto done;
     }
@@ -1812,10 +1803,16 @@ encode_columns(PyObject *module, PyObject *args)
             PyErr_SetString(PyExc_ValueError, "offset deltas within int32");
             goto done;
         }
+        long long ts_delta;
+        if (__builtin_sub_overflow((long long)ts[i], base, &ts_delta)) {
+            PyErr_Format(PyExc_ValueError, "varlong must fit in int64, found a timestamp delta of %lld - %lld",
+                         (long long)ts[i], base);
+            goto done;
+        }
         if (ts[i] > max_ts) {
             max_ts = ts[i];
         }
-        Py_ssize_t size = 1 + unsigned_size(zigzag64(ts[i] - base)) + unsigned_size(zigzag64(dl[k]))
+        Py_ssize_t size = 1 + unsigned_size(zigzag64(ts_delta)) + unsigned_size(zigzag64(dl[k]))
                           + blob_size(klen) + blob_size(vlen) + unsigned_size(zigzag64(h1 - h0));
         for (int64_t h = h0; h < h1; h++) {
             const uint8_t *p;
@@ -1830,12 +1827,12 @@ encode_columns(PyObject *module, PyObject *args)
             PyErr_SetString(PyExc_ValueError, "records of at most 2**31-1 bytes");
             goto done;
         }
-        if (reserve(&o, MAX_VARINT_BYTES + size) < 0) {
+        if (reserve(o, MAX_VARINT_BYTES + size) < 0) {
             goto done;
         }
-        uint8_t *w = write_unsigned(o.data + o.len, zigzag64(size));
+        uint8_t *w = write_unsigned(o->data + o->len, zigzag64(size));
         *w++ = 0; /* attributes */
-        w = write_unsigned(w, zigzag64(ts[i] - base));
+        w = write_unsigned(w, zigzag64(ts_delta));
         w = write_unsigned(w, zigzag64(dl[k]));
         w = put_blob(w, kp, klen);
         w = put_blob(w, vp, vlen);
@@ -1844,16 +1841,153 @@ encode_columns(PyObject *module, PyObject *args)
             w = put_blob(w, hkd + hko[h], hko[h + 1] - hko[h]);
             w = put_blob(w, hvdp + hvo[h], hvv[h] ? hvo[h + 1] - hvo[h] : NULL_LENGTH);
         }
-        o.len = w - o.data;
+        o->len = w - o->data;
     }
-    PyObject *region = PyBytes_FromStringAndSize((const char *)o.data, o.len);
-    if (region != NULL) {
-        result = Py_BuildValue("(NL)", region, max_ts);
-    }
+    *max_ts_out = max_ts;
+    rc = 0;
 done:
     for (int i = 0; i < N_COLUMNS; i++) {
         release_buf(&b[i]);
     }
+    return rc;
+}
+
+static PyObject *
+encode_columns(PyObject *module, PyObject *args)
+{
+    Py_ssize_t rows_n;
+    long long base;
+    PyObject *objs[N_COLUMNS];
+    if (!PyArg_ParseTuple(args, "nLOOOOOOOOOOOOOOO", &rows_n, &base, &objs[0], &objs[1], &objs[2], &objs[3],
+                          &objs[4], &objs[5], &objs[6], &objs[7], &objs[8], &objs[9], &objs[10], &objs[11],
+                          &objs[12], &objs[13], &objs[14])) {
+        return NULL;
+    }
+    Out o = {NULL, 0, 0};
+    long long max_ts;
+    PyObject *result = NULL;
+    if (columns_region(objs, rows_n, base, &o, &max_ts) == 0) {
+        PyObject *region = PyBytes_FromStringAndSize((const char *)o.data, o.len);
+        if (region != NULL) {
+            result = Py_BuildValue("(NL)", region, max_ts);
+        }
+    }
+    PyMem_Free(o.data);
+    return result;
+}
+
+/* The RecordBatch v2 header (batch.HEADER), big-endian, written at p[0:61]. */
+enum {
+    H_BASE_OFFSET = 0, H_LENGTH = 8, H_LEADER_EPOCH = 12, H_MAGIC = 16, H_CRC = 17, H_ATTRIBUTES = 21,
+    H_LAST_DELTA = 23, H_BASE_TS = 27, H_MAX_TS = 35, H_PRODUCER_ID = 43, H_PRODUCER_EPOCH = 51,
+    H_BASE_SEQUENCE = 53, H_COUNT = 57, HEADER_SIZE = 61, LENGTH_BASE = 12,
+};
+
+static inline void
+put_be(uint8_t *p, uint64_t v, int n)
+{
+    for (int i = n - 1; i >= 0; i--) {
+        p[i] = (uint8_t)v;
+        v >>= 8;
+    }
+}
+
+/* encode_batch(n, base_timestamp, <the 15 columns of encode_columns>, header, compress) -> bytes
+ *
+ * One whole RecordBatch v2 of the chosen rows: their records region (as encode_columns), the
+ * header and its CRC-32C, and, when ``compress`` is not None, the region replaced by
+ * ``compress(region)`` first (compression.py's codec, called once).  ``header`` is
+ * (base_offset, leader_epoch, attributes, last_offset_delta, max_timestamp or None for the rows'
+ * largest, producer_id, producer_epoch, base_sequence); base_timestamp is the header's too.  The
+ * caller checks the header fields' ranges (batch._build's typed errors). */
+static PyObject *
+encode_batch(PyObject *module, PyObject *args)
+{
+    Py_ssize_t rows_n;
+    long long base;
+    PyObject *objs[N_COLUMNS], *header, *compress;
+    if (!PyArg_ParseTuple(args, "nLOOOOOOOOOOOOOOOOO", &rows_n, &base, &objs[0], &objs[1], &objs[2], &objs[3],
+                          &objs[4], &objs[5], &objs[6], &objs[7], &objs[8], &objs[9], &objs[10], &objs[11],
+                          &objs[12], &objs[13], &objs[14], &header, &compress)) {
+        return NULL;
+    }
+    long long base_offset, last_delta, producer_id;
+    int leader_epoch, attributes, producer_epoch, base_sequence;
+    PyObject *max_obj;
+    if (!PyArg_ParseTuple(header, "LiiLOLii", &base_offset, &leader_epoch, &attributes, &last_delta, &max_obj,
+                          &producer_id, &producer_epoch, &base_sequence)) {
+        return NULL;
+    }
+    Out o = {NULL, 0, 0};
+    PyObject *result = NULL, *region = NULL, *body = NULL;
+    if (reserve(&o, HEADER_SIZE) < 0) {
+        return NULL;
+    }
+    o.len = HEADER_SIZE;
+    long long max_ts;
+    if (columns_region(objs, rows_n, base, &o, &max_ts) < 0) {
+        goto done;
+    }
+    Py_ssize_t count;
+    {
+        Py_buffer rows;
+        if (PyObject_GetBuffer(objs[RW], &rows, PyBUF_SIMPLE) < 0) {
+            goto done;
+        }
+        count = rows.len / 8;
+        PyBuffer_Release(&rows);
+    }
+    if (max_obj != Py_None) {
+        max_ts = PyLong_AsLongLong(max_obj);
+        if (max_ts == -1 && PyErr_Occurred()) {
+            goto done;
+        }
+    }
+    const uint8_t *payload = o.data + HEADER_SIZE;
+    Py_ssize_t payload_len = o.len - HEADER_SIZE;
+    if (compress != Py_None) {
+        region = PyBytes_FromStringAndSize((const char *)payload, payload_len);
+        if (region == NULL) {
+            goto done;
+        }
+        body = PyObject_CallOneArg(compress, region);
+        if (body == NULL) {
+            goto done;
+        }
+        if (!PyBytes_Check(body)) {
+            PyErr_SetString(PyExc_TypeError, "compress() returning bytes");
+            goto done;
+        }
+        payload = (const uint8_t *)PyBytes_AS_STRING(body);
+        payload_len = PyBytes_GET_SIZE(body);
+    }
+    if (payload_len > INT32_MAX - (HEADER_SIZE - LENGTH_BASE)) {
+        PyErr_SetString(PyExc_ValueError, "a batch of at most 2**31-1 bytes");
+        goto done;
+    }
+    result = PyBytes_FromStringAndSize(NULL, HEADER_SIZE + payload_len);
+    if (result == NULL) {
+        goto done;
+    }
+    uint8_t *p = (uint8_t *)PyBytes_AS_STRING(result);
+    put_be(p + H_BASE_OFFSET, (uint64_t)base_offset, 8);
+    put_be(p + H_LENGTH, (uint64_t)(HEADER_SIZE - LENGTH_BASE + payload_len), 4);
+    put_be(p + H_LEADER_EPOCH, (uint64_t)(int64_t)leader_epoch, 4);
+    p[H_MAGIC] = 2;
+    put_be(p + H_ATTRIBUTES, (uint64_t)(int64_t)attributes, 2);
+    put_be(p + H_LAST_DELTA, (uint64_t)last_delta, 4);
+    put_be(p + H_BASE_TS, (uint64_t)base, 8);
+    put_be(p + H_MAX_TS, (uint64_t)max_ts, 8);
+    put_be(p + H_PRODUCER_ID, (uint64_t)producer_id, 8);
+    put_be(p + H_PRODUCER_EPOCH, (uint64_t)(int64_t)producer_epoch, 2);
+    put_be(p + H_BASE_SEQUENCE, (uint64_t)(int64_t)base_sequence, 4);
+    put_be(p + H_COUNT, (uint64_t)count, 4);
+    memcpy(p + HEADER_SIZE, payload, (size_t)payload_len);
+    uint32_t crc = crc32c(0, p + H_ATTRIBUTES, HEADER_SIZE + payload_len - H_ATTRIBUTES);
+    put_be(p + H_CRC, crc, 4);
+done:
+    Py_XDECREF(region);
+    Py_XDECREF(body);
     PyMem_Free(o.data);
     return result;
 }
@@ -1867,6 +2001,8 @@ static PyMethodDef methods[] = {
     {"encode_columns", encode_columns, METH_VARARGS,
      "encode_columns(n, base_timestamp, rows, key valid/offsets/data, value valid/offsets/data, timestamps, "
      "deltas, header offsets, header key offsets/data, header value valid/offsets/data) -> (region, max_ts)"},
+    {"encode_batch", encode_batch, METH_VARARGS,
+     "encode_batch(n, base_timestamp, <encode_columns' columns>, header, compress) -> one whole batch"},
     {"crc32c", crc32c_py, METH_VARARGS, "crc32c(data, crc=0) -> int: CRC-32C, as the crc32c package."},
     {"decode_columns", decode_columns, METH_VARARGS,
      "decode_columns(log, pos, end, want, decompress, buffers) -> (stop, pos, counts, need)"},

@@ -7,12 +7,17 @@ int64 milliseconds, absolute ``offset`` int64, ``headers``
 region is encoded in one C pass over the Arrow buffers
 (``segstore_kafka._speedups.encode_columns``), else by :func:`encode_region_py`, the
 reference, which hands the rows to the per-record encoder; the two are tested equal.
-The batch header, CRC and compression are ``batch.encode_batch``'s own.
+A batch whose rows come from one column set is encoded whole in one C call
+(``_speedups.encode_batch``: records, then the codec over them, then header and
+CRC-32C); otherwise the header, CRC and compression are ``batch._build``'s.  Both
+give ``batch.encode_batch``'s bytes (tested equal with hypothesis).
 
 Pure (columns in, bytes out); thread-safe.  ``O(bytes)``.
 """
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 import pyarrow as pa
@@ -23,6 +28,7 @@ from segstore.errors import InvalidMessageError
 from segstore.records import LOG_APPEND_TIME
 
 from . import batch as codec
+from .compression import NONE, codec_id, compress
 
 _speedups = speedups.load("segstore_kafka._speedups")
 
@@ -60,10 +66,21 @@ class Columns:
     any of its rows (the buffers are the batch's own where Arrow's layout allows)."""
 
     def __init__(self, key: pa.Array, value: pa.Array, timestamps: np.ndarray, headers: pa.Array) -> None:
-        self.arrays = (key, value, headers)
+        self.arrays: tuple[pa.Array, ...] = (key, value, headers)
         self.n = len(key)
         self.timestamps = np.ascontiguousarray(timestamps, np.int64)
         self._laid: tuple | None = None
+
+    @classmethod
+    def of_buffers(cls, n: int, layout: tuple) -> Columns:
+        """Columns of ``n`` rows given as the encoder's buffers (:meth:`_layout`'s tuple: validity as
+        one uint8 per row, int64 offsets from 0), e.g. a decoded chunk's; encoded by C only."""
+        columns = cls.__new__(cls)
+        columns.arrays = ()
+        columns.n = n
+        columns.timestamps = layout[6]
+        columns._laid = layout
+        return columns
 
     def _layout(self) -> tuple:
         if self._laid is None:
@@ -93,9 +110,27 @@ class Columns:
             raise InvalidMessageError(f"expected records Kafka can encode, found: {err}") from err
         return region, top
 
+    def batch(self, rows: np.ndarray, base_timestamp: int, deltas: np.ndarray, header: tuple,
+              codec: int) -> bytes:
+        """One whole batch of ``rows`` in one C call (see :func:`header_fields` for ``header``).
+
+        :raises InvalidMessageError: a field Kafka cannot encode.
+        """
+        kv, ko, kd, vv, vo, vd, ts, ho, hko, hkd, hvv, hvo, hvd = self._layout()
+        assert _speedups is not None        # callers check native()
+        squeeze = None if codec == NONE else functools.partial(compress, codec)
+        try:
+            return _speedups.encode_batch(self.n, base_timestamp, np.ascontiguousarray(rows, np.int64), kv,
+                                          ko, kd, vv, vo, vd, ts, np.ascontiguousarray(deltas, np.int64), ho,
+                                          hko, hkd, hvv, hvo, hvd, header, squeeze)
+        except ValueError as err:
+            raise InvalidMessageError(f"expected records Kafka can encode, found: {err}") from err
+
     def region_py(self, rows: np.ndarray, base_timestamp: int, deltas: np.ndarray) -> tuple[bytes, int]:
         """The reference of :meth:`region`: the rows as tuples through the per-record encoder."""
         key, value, headers = self.arrays
+        if len(rows) and not 0 <= int(rows.min()) <= int(rows.max()) < self.n:
+            raise InvalidMessageError(f"expected rows within the batch's {self.n}, found {rows.tolist()}")
         take = pa.array(rows, pa.int64())
         records = [(k, v, t, [(item["key"], item["value"]) for item in h or ()])
                    for k, v, t, h in zip(key.take(take).to_pylist(), value.take(take).to_pylist(),
@@ -132,6 +167,16 @@ def encode_batch_columns(pieces: list[tuple[Columns, np.ndarray]], offsets: np.n
     first_columns, first_rows = next((c, r) for c, r in pieces if len(r))
     base_timestamp = int(first_columns.timestamps[first_rows[0]])
     deltas = np.asarray(offsets, np.int64) - base_offset
+    whole = [(c, r) for c, r in pieces if len(r)]
+    if _speedups is not None and len(whole) == 1:
+        codec_number = codec_id(compression)
+        header = header_fields(
+            base_offset=base_offset, partition_leader_epoch=partition_leader_epoch,
+            attributes=codec.attributes(codec_number, log_append=log_append,
+                                        is_transactional=is_transactional, is_control=is_control),
+            last_offset_delta=int(deltas[-1]), max_timestamp=log_append_time if log_append else None,
+            producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=codec.NO_SEQUENCE)
+        return first_columns.batch(first_rows, base_timestamp, deltas, header, codec_number)
     regions = []
     max_timestamp = codec.NO_TIMESTAMP
     done = 0
@@ -148,3 +193,45 @@ def encode_batch_columns(pieces: list[tuple[Columns, np.ndarray]], offsets: np.n
                         partition_leader_epoch=partition_leader_epoch, producer_id=producer_id,
                         producer_epoch=producer_epoch, base_sequence=codec.NO_SEQUENCE,
                         is_transactional=is_transactional, is_control=is_control, log_append=log_append)
+
+
+def header_fields(*, base_offset: int, partition_leader_epoch: int, attributes: int, last_offset_delta: int,
+                  max_timestamp: int | None, producer_id: int, producer_epoch: int, base_sequence: int,
+                  ) -> tuple:
+    """The ``header`` tuple of ``_speedups.encode_batch`` (None: the rows' largest timestamp), its
+    fields range-checked as ``batch._build`` checks them.
+
+    :raises InvalidMessageError: a field out of range.
+    """
+    check = codec.check_header_ranges
+    check(base_offset=base_offset, partition_leader_epoch=partition_leader_epoch, producer_id=producer_id,
+          producer_epoch=producer_epoch, base_sequence=base_sequence)
+    return (base_offset, partition_leader_epoch, attributes, last_offset_delta, max_timestamp, producer_id,
+            producer_epoch, base_sequence)
+
+
+def encode_retained(columns: Columns, batch: codec.RecordBatch, rows: np.ndarray, offsets: np.ndarray, *,
+                    delete_horizon_ms: int = codec.NO_TIMESTAMP) -> bytes:
+    """``batch.encode_retained_batch`` of ``batch``'s kept ``rows`` of ``columns`` (their absolute
+    ``offsets``), in one C call; the same bytes (tested equal).
+
+    :raises InvalidMessageError: a field Kafka cannot encode.
+    """
+    has_horizon = delete_horizon_ms != codec.NO_TIMESTAMP
+    log_append = batch.timestamp_type == LOG_APPEND_TIME
+    base_timestamp = delete_horizon_ms if has_horizon else int(columns.timestamps[rows[0]])
+    header = header_fields(
+        base_offset=batch.base_offset, partition_leader_epoch=batch.partition_leader_epoch,
+        attributes=codec.attributes(codec_id(batch.compression), log_append=log_append,
+                                    is_transactional=batch.is_transactional, is_control=batch.is_control,
+                                    delete_horizon=has_horizon),
+        last_offset_delta=batch.last_offset - batch.base_offset,
+        max_timestamp=batch.max_timestamp if log_append else None, producer_id=batch.producer_id,
+        producer_epoch=batch.producer_epoch, base_sequence=batch.base_sequence)
+    return columns.batch(rows, base_timestamp, np.asarray(offsets, np.int64) - batch.base_offset, header,
+                         codec_id(batch.compression))
+
+
+def native() -> bool:
+    """Whether the C encoder is there (``SEGSTORE_PURE_PYTHON=1`` or no compiler: the Python codec)."""
+    return _speedups is not None

@@ -622,29 +622,45 @@ def _check_range(name: str, value: int, low: int, high: int) -> int:
     return value
 
 
+def attributes(codec: int, *, log_append: bool, is_transactional: bool, is_control: bool,
+               delete_horizon: bool = False) -> int:
+    """A v2 batch's attributes field: the codec id and the flags."""
+    value = codec
+    if delete_horizon:
+        value |= DELETE_HORIZON_FLAG
+    if log_append:
+        value |= TIMESTAMP_TYPE_FLAG
+    if is_transactional:
+        value |= TRANSACTIONAL_FLAG
+    if is_control:
+        value |= CONTROL_FLAG
+    return value
+
+
+def check_header_ranges(*, base_offset: int, partition_leader_epoch: int, producer_id: int,
+                        producer_epoch: int, base_sequence: int) -> None:
+    """:raises InvalidMessageError: a header field outside its type's range."""
+    _check_range("base_offset", base_offset, 0, INT64_MAX)
+    _check_range("partition_leader_epoch", partition_leader_epoch, INT32_MIN, INT32_MAX)
+    _check_range("producer_id", producer_id, INT64_MIN, INT64_MAX)
+    _check_range("producer_epoch", producer_epoch, _INT16_MIN, _INT16_MAX)
+    _check_range("base_sequence", base_sequence, INT32_MIN, INT32_MAX)
+
+
 def _build(region: bytes, *, record_count: int, base_offset: int, last_offset_delta: int,
            base_timestamp: int, max_timestamp: int, compression: str | int, partition_leader_epoch: int,
            producer_id: int, producer_epoch: int, base_sequence: int, is_transactional: bool,
            is_control: bool, log_append: bool, delete_horizon: bool = False) -> bytes:
     codec = codec_id(compression)
     body = compress(codec, region) if codec != NONE else region
-    attributes = codec
-    if delete_horizon:
-        attributes |= DELETE_HORIZON_FLAG
-    if log_append:
-        attributes |= TIMESTAMP_TYPE_FLAG
-    if is_transactional:
-        attributes |= TRANSACTIONAL_FLAG
-    if is_control:
-        attributes |= CONTROL_FLAG
+    flags = attributes(codec, log_append=log_append, is_transactional=is_transactional, is_control=is_control,
+                       delete_horizon=delete_horizon)
+    check_header_ranges(base_offset=base_offset, partition_leader_epoch=partition_leader_epoch,
+                        producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence)
     length = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(body)
-    header = HEADER.pack(
-        _check_range("base_offset", base_offset, 0, INT64_MAX), length,
-        _check_range("partition_leader_epoch", partition_leader_epoch, INT32_MIN, INT32_MAX), MAGIC_V2, 0,
-        attributes, last_offset_delta, base_timestamp, max_timestamp,
-        _check_range("producer_id", producer_id, INT64_MIN, INT64_MAX),
-        _check_range("producer_epoch", producer_epoch, _INT16_MIN, _INT16_MAX),
-        _check_range("base_sequence", base_sequence, INT32_MIN, INT32_MAX), record_count)
+    header = HEADER.pack(base_offset, length, partition_leader_epoch, MAGIC_V2, 0, flags, last_offset_delta,
+                         base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence,
+                         record_count)
     crc = crc32c.crc32c(header[ATTRIBUTES_OFFSET:])
     crc = crc32c.crc32c(body, crc)
     return b"".join((header[:CRC_OFFSET], CRC_FIELD.pack(crc), header[ATTRIBUTES_OFFSET:], body))

@@ -39,7 +39,8 @@ Sources (apache/kafka 3.8.0): ``core/src/main/scala/kafka/log/LogCleaner.scala``
 Both sides read column chunks (:func:`.columnar.decode`) and decide per row with numpy: keys are
 hashed and looked up a chunk at a time, batches kept whole are copied as they are, and a batch
 that loses records (or gains a delete horizon) is re-encoded by the codec from the rows it keeps
-(the records it drops are never built; the encoder is Python per kept record).  Producer state
+(the records it drops are never built; one C call encodes each such batch from the chunk's
+buffers, ``arrowencode.encode_retained``, the Python codec without the accelerator).  Producer state
 is summarised per chunk with numpy.  Transactional and control batches go through the
 transaction state machine one by one.
 
@@ -59,8 +60,8 @@ import numpy as np
 from segstore import files
 from segstore.errors import CorruptDataError, UnsupportedOperationError
 
+from . import arrowencode, columnar
 from . import batch as codec
-from . import columnar
 from .checkpoints import read_offsets, write_offsets
 from .loader import CLEANED_SUFFIX, SWAP_SUFFIX
 from .offsetindex import OFFSET_ENTRY
@@ -502,6 +503,20 @@ def _records(chunk: columnar.Chunk, rows: np.ndarray, has_key: np.ndarray,
     return out
 
 
+def _chunk_columns(chunk: columnar.Chunk, has_key: np.ndarray, has_value: np.ndarray) -> arrowencode.Columns:
+    """A chunk's rows as the C batch encoder's columns (offsets widened, validity one byte a row)."""
+    b, rows = chunk.buffers, chunk.rows
+    header_at = b["header_offsets"][:rows + 1].astype(np.int64)     # from 0 in a chunk
+    headers = int(header_at[-1])
+    hvalue_valid = np.unpackbits(b["hvalue_valid"], count=headers, bitorder="little")
+    return arrowencode.Columns.of_buffers(rows, (
+        has_key.view(np.uint8), b["key_offsets"][:rows + 1].astype(np.int64), b["key_data"],
+        has_value.view(np.uint8), b["value_offsets"][:rows + 1].astype(np.int64), b["value_data"],
+        np.ascontiguousarray(b["timestamp"][:rows], np.int64), header_at,
+        b["hkey_offsets"][:headers + 1].astype(np.int64), b["hkey_data"], hvalue_valid,
+        b["hvalue_offsets"][:headers + 1].astype(np.int64), b["hvalue_data"]))
+
+
 # What the filter does with each batch of a chunk.
 DROP, RAW, REWRITE, EMPTY = 0, 1, 2, 3
 
@@ -639,6 +654,7 @@ class _Filter:
         self.result.records_read += rows
         self.result.records_kept += int(kept[action != DROP].sum())
         pieces: dict[int, bytes] = {}
+        encoder = None
         for i in np.flatnonzero(action >= REWRITE).tolist():
             header = columnar.record_batch(batches[i].tolist())
             if action[i] == EMPTY:
@@ -647,8 +663,13 @@ class _Filter:
             first = int(batches["first_row"][i])
             kept_rows = np.flatnonzero(keep[first:first + int(total[i])]) + first
             new_horizon = self.now + self.retention if set_horizon[i] else int(horizon[i])
-            pieces[i] = codec.encode_retained_batch(header, _records(chunk, kept_rows, has_key, has_value),
-                                                    delete_horizon_ms=new_horizon)
+            if arrowencode.native():
+                encoder = encoder or _chunk_columns(chunk, has_key, has_value)
+                pieces[i] = arrowencode.encode_retained(encoder, header, kept_rows, offset[kept_rows],
+                                                        delete_horizon_ms=new_horizon)
+            else:
+                pieces[i] = codec.encode_retained_batch(
+                    header, _records(chunk, kept_rows, has_key, has_value), delete_horizon_ms=new_horizon)
         return action, max_offset, pieces
 
 

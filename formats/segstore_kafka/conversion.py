@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from segstore.convert.interchange import (
+    ENTRY_SCHEMA,
     ArrowWriter,
     Entry,
     FormatConversion,
@@ -104,6 +105,29 @@ def partition_entries(source: Any, topic: str, partition: int, options: Options)
                 pos = None
 
 
+#: The ``scan_arrow`` columns an entry batch is made of (all of ``ENTRY_SCHEMA`` but ``size``, which is
+#: the source batch's ``size`` on its first row).
+_ENTRY_COLUMNS = [name for name in ENTRY_SCHEMA.names if name != "size"]
+
+
+def partition_batches(source: Any, topic: str, partition: int) -> Iterator[pa.RecordBatch]:
+    """:func:`partition_entries` as ``ENTRY_SCHEMA`` batches, from the partition's columns
+    (``scan_arrow``).  A row's ``size`` is its batch's bytes on the batch's first row and 0 on the
+    others (so the sizes add up to the log bytes read); a legacy record's timestamp type is
+    CreateTime, as in :func:`partition_entries`."""
+    for batch in source.scan_arrow([*_ENTRY_COLUMNS, "baseOffset", "size"], topic=topic, partition=partition):
+        n = batch.num_rows
+        if not n:
+            continue
+        bases = batch.column("baseOffset").to_numpy()
+        first = np.ones(n, bool)
+        first[1:] = bases[1:] != bases[:-1]
+        size = np.where(first, batch.column("size").to_numpy(), 0).astype(np.int64)
+        kind = pc.equal(batch.column("timestampType"), _LOG_APPEND_TIME_ID).cast(pa.int32())
+        columns = [kind if name == "timestampType" else batch.column(name) for name in _ENTRY_COLUMNS]
+        yield pa.RecordBatch.from_arrays([*columns, pa.array(size)], schema=ENTRY_SCHEMA)
+
+
 def _after_batch(seg: Any, pos: int) -> int | None:
     """The position after the (damaged) batch at ``pos`` if its length field stays inside the
     segment, else None (the rest of the segment is skipped)."""
@@ -117,12 +141,10 @@ def _after_batch(seg: Any, pos: int) -> int | None:
 
 # -- the target side ----------------------------------------------------------------------------
 
-class KafkaWriter(Writer):
-    """Buffers entries per partition and appends them as record batches at their own offsets.
-
-    Entries at offsets the partition already holds (``resume``) are skipped; an offset
-    below one already written is a :class:`ConversionError`.
-    """
+class _PartitionTarget:
+    """What both Kafka writers keep: the batch limits, and per partition the end offset it held
+    when the run started (``present``: a resumed run skips what is there) and the next offset
+    expected (``next``)."""
 
     def __init__(self, dest: Any, options: Options) -> None:
         self.dest = dest
@@ -130,8 +152,6 @@ class KafkaWriter(Writer):
         self.batch_records = options.batch_records
         self.segment_bytes = dest.config.segment_bytes
         self.batch_bytes = min(BATCH_BYTES, self.segment_bytes)
-        self.buffers: dict[tuple[str, int], list[Entry]] = {}
-        self.buffer_sizes: dict[tuple[str, int], int] = {}
         self.buffered = 0
         self.present: dict[tuple[str, int], int] = {}
         self.next: dict[tuple[str, int], int] = {}
@@ -139,12 +159,29 @@ class KafkaWriter(Writer):
     def _partition(self, key: tuple[str, int]) -> Any:
         return self.dest.partition_of(key[0], key[1], create=True)
 
-    def add(self, entry: Entry, size: int) -> bool:
-        key = (entry.topic, entry.partition)
+    def _start(self, key: tuple[str, int]) -> None:
+        """Note the partition's end offset the first time ``key`` is written."""
         if key not in self.next:
             end = self._partition(key).next_offset
             self.present[key] = end
             self.next[key] = end
+
+
+class KafkaWriter(_PartitionTarget, Writer):
+    """Buffers entries per partition and appends them as record batches at their own offsets.
+
+    Entries at offsets the partition already holds (``resume``) are skipped; an offset
+    below one already written is a :class:`ConversionError`.
+    """
+
+    def __init__(self, dest: Any, options: Options) -> None:
+        super().__init__(dest, options)
+        self.buffers: dict[tuple[str, int], list[Entry]] = {}
+        self.buffer_sizes: dict[tuple[str, int], int] = {}
+
+    def add(self, entry: Entry, size: int) -> bool:
+        key = (entry.topic, entry.partition)
+        self._start(key)
         if entry.offset < self.present[key]:
             return False
         if entry.offset < self.next[key]:
@@ -241,7 +278,7 @@ class _Batch:
                                batch.column("headers"))
 
 
-class KafkaArrowWriter(ArrowWriter):
+class KafkaArrowWriter(_PartitionTarget, ArrowWriter):
     """:class:`KafkaWriter` for ``ENTRY_SCHEMA`` batches: rows grouped per partition with numpy, cut
     into record batches by the same rules (one kind per batch, ``options.batch_records`` records,
     :data:`BATCH_BYTES` source bytes, a control record alone) and encoded from the columns in C,
@@ -253,18 +290,8 @@ class KafkaArrowWriter(ArrowWriter):
     """
 
     def __init__(self, dest: Any, options: Options) -> None:
-        self.dest = dest
-        self.compression = options.compression
-        self.batch_records = options.batch_records
-        self.segment_bytes = dest.config.segment_bytes
-        self.batch_bytes = min(BATCH_BYTES, self.segment_bytes)
+        super().__init__(dest, options)
         self.pending: dict[tuple[str, int], _Pending] = {}
-        self.buffered = 0
-        self.present: dict[tuple[str, int], int] = {}
-        self.next: dict[tuple[str, int], int] = {}
-
-    def _partition(self, key: tuple[str, int]) -> Any:
-        return self.dest.partition_of(key[0], key[1], create=True)
 
     def add_batch(self, batch: pa.RecordBatch) -> tuple[int, int, int]:
         n = batch.num_rows
@@ -290,10 +317,7 @@ class KafkaArrowWriter(ArrowWriter):
         return written, nbytes, present
 
     def _add_partition(self, key: tuple[str, int], data: _Batch, rows: np.ndarray) -> tuple[int, int, int]:
-        if key not in self.next:
-            end = self._partition(key).next_offset
-            self.present[key] = end
-            self.next[key] = end
+        self._start(key)
         offsets = data.offsets[rows]
         held = search(offsets, self.present[key], FIRST_AT_LEAST)   # offsets increase: checked below
         rows, offsets = rows[held:], offsets[held:]
@@ -435,6 +459,16 @@ class KafkaConversion(FormatConversion):
         """One stream per selected partition, in offset order."""
         store: Any = source
         return [partition_entries(store, topic, partition, options)
+                for topic in store.topics() if options.topics is None or topic in options.topics
+                for partition in store.partitions(topic)]
+
+    def arrow_streams(self, source: Store, options: Options) -> list[Iterator[pa.RecordBatch]] | None:
+        """:meth:`streams` in columns (:func:`partition_batches`); None with ``skip_corrupt`` (skipping
+        damage goes batch by batch, :func:`partition_entries`)."""
+        if options.skip_corrupt:
+            return None
+        store: Any = source
+        return [partition_batches(store, topic, partition)
                 for topic in store.topics() if options.topics is None or topic in options.topics
                 for partition in store.partitions(topic)]
 

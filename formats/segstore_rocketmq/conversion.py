@@ -73,6 +73,7 @@ from segstore.convert.interchange import (
     ENTRY_SCHEMA,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
+    ArrowWriter,
     Entry,
     FormatConversion,
     Options,
@@ -711,12 +712,13 @@ class RocketMQWriter(Writer):
     Resuming, the first entries (as many as the destination holds messages) are skipped.
     """
 
-    def __init__(self, dest: Any, options: Options) -> None:
+    def __init__(self, dest: Any, options: Options, *, present: int | None = None) -> None:
+        """``present``: the entries to skip (None: as many as ``dest`` holds messages)."""
         self.dest = dest
         self.peer = options.peer
         self.batch = options.batch_records
         self.store_host = Host.parse(dest.config.storeHost)
-        self.present = sum(1 for _ in dest.scan())
+        self.present = sum(1 for _ in dest.scan()) if present is None else present
         self.seen = 0
         self.restored: list[RocketMQMessage] = []
         self.native: list[dict[str, Any]] = []
@@ -824,8 +826,44 @@ class RocketMQConversion(FormatConversion):
                                   f"{entry.partition} offset {entry.offset}, found {entry.headers[0][1]!r}"
                                   ) from err
 
+    def home_positions(self, batch: pa.RecordBatch) -> np.ndarray:
+        """:meth:`home_position` of each row, in columns (-1: not made by :func:`to_entry`)."""
+        n = batch.num_rows
+        out = np.full(n, -1, np.int64)
+        if not n:
+            return out
+        headers = batch.column("headers")
+        counts = pc.fill_null(pc.list_value_length(headers), 0).to_numpy().astype(np.int64)
+        has = np.flatnonzero(counts > 0)
+        if not len(has):
+            return out
+        items = pc.list_flatten(headers)
+        firsts = pa.array((np.cumsum(counts) - counts)[has])
+        keys, values = items.field("key").take(firsts), items.field("value").take(firsts)
+        marked = pc.equal(keys, pa.scalar(H_PHYSICAL_OFFSET, pa.string())).to_numpy(zero_copy_only=False)
+        rows, texts = has[marked], values.filter(pa.array(marked))
+        try:
+            out[rows] = pc.cast(texts.cast(pa.string()), pa.int64()).to_numpy()
+        except (pa.ArrowInvalid, TypeError):     # what int() makes of them, or its error
+            for row, text in zip(rows.tolist(), texts.to_pylist(), strict=True):
+                entry = batch.slice(row, 1).to_pylist()[0]
+                try:
+                    out[row] = int(text or b"")
+                except ValueError as err:
+                    raise ConversionError(f"expected a decimal {H_PHYSICAL_OFFSET} at {entry['topic']}-"
+                                          f"{entry['partition']} offset {entry['offset']}, found {text!r}"
+                                          ) from err
+        return out
+
     def writer(self, dest: Store, options: Options) -> Writer:
         return RocketMQWriter(dest, options)
+
+    def arrow_writer(self, dest: Store, options: Options) -> ArrowWriter | None:
+        """:class:`.arrowwrite.RocketMQArrowWriter`; None without the C accelerator (the entry path is
+        then the pure-Python one)."""
+        from . import arrowwrite  # imported here: it builds on this module
+
+        return arrowwrite.RocketMQArrowWriter(dest, options) if arrowwrite.available() else None
 
     def verifier(self, dest: Store, options: Options) -> Verifier:
         return RocketMQVerifier(dest, options)

@@ -28,6 +28,7 @@ import numpy as np
 
 from segstore import files, progress
 from segstore.errors import (
+    ConversionError,
     CorruptDataError,
     InvalidTopicError,
     OffsetOutOfRangeError,
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
     from .commitlog import CommitLog
     from .config import BrokerConfig
     from .consumequeue import ConsumeQueue
+    from .fastappend import PlainBatch
     from .indexfile import IndexService
 
 ABORT_FILE = "abort"
@@ -85,6 +87,7 @@ class _StoreHost(Protocol):
     def _check_open(self) -> None: ...
     def _check_writable(self) -> None: ...
     def _append_locked(self, messages: Iterable[Any], *, as_stored: bool = False) -> list[AppendResult]: ...
+    def _write_plain(self, batch: PlainBatch) -> list[AppendResult]: ...
     def scan(self) -> Iterator[RocketMQMessage]: ...
     def read(self, topic: str, partition: int, offset: int = 0,
              count: int | None = None) -> Iterator[RocketMQMessage]: ...
@@ -233,6 +236,33 @@ class LifecycleMixin:
         Used to restore a converted store byte for byte.
         """
         return self._append(messages, as_stored=True)
+
+    def append_placed(self: _Lifecycle, batch: PlainBatch, last_store_timestamp: int, count: int) -> None:
+        """Write ``count`` messages the caller encoded and placed at the commitlog's end, with their
+        consume-queue rows and index entries (a conversion restoring messages in columns,
+        ``arrowwrite``): as :meth:`append_stored` writes them, without an :class:`AppendResult`
+        each.  In ``SYNC_FLUSH`` returns once they are durable.
+
+        :raises ConversionError: the batch was placed at another position than the commitlog's end.
+        """
+        self._check_writable()
+        flusher = self._flushing()
+        with flusher.lock:
+            if batch.start != self.commitlog.end:
+                raise ConversionError(f"expected a batch placed at the commitlog end {self.commitlog.end}, "
+                                      f"found one at {batch.start}", self.path, batch.start)
+            self._write_plain(batch)
+            if self.index is not None and count and not len(batch.index_entries):
+                # the broker opens the IndexFile for every message it dispatches, keys or not
+                # (IndexService.buildIndex -> retryGetAndCreateIndexFile), as put_batch does
+                self.index._writable_file()
+            if self.indexes is not None:  # extra index layouts (segstore.layouts)
+                self.indexes.append()
+            end = self.commitlog.end
+            if count:
+                flusher.appended(end, last_store_timestamp, count)
+        if count:
+            flusher.wait_durable(end)
 
     def _append(self: _Lifecycle, messages: Iterable[Any], *, as_stored: bool) -> list[AppendResult]:
         flusher = self._flusher

@@ -773,7 +773,7 @@ class RocketMQStore(LifecycleMixin, Store):
         reserving are made inline, and the rows go to the queues as the bytes they are.
         """
         results = batch.results
-        if not results:
+        if batch.end == batch.start:    # nothing encoded (a conversion's batch carries no results)
             return results
         queues = batch.queues
         next_offsets = self._next_offsets

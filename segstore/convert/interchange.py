@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from segstore.columns import CONNECTOR_FIELDS
@@ -196,6 +197,15 @@ class FormatConversion(abc.ABC):
         :raises ConversionError: a position that does not parse.
         """
         return None
+
+    def home_positions(self, batch: pa.RecordBatch) -> np.ndarray | None:
+        """:meth:`home_position` of each row of an :data:`ENTRY_SCHEMA` batch (int64, -1 for a row that
+        did not come from this format); None where the format cannot say in columns (the converter
+        then goes entry by entry).  A format without :attr:`home_marker` has no such rows.
+
+        :raises ConversionError: a position that does not parse.
+        """
+        return np.full(batch.num_rows, -1, np.int64) if not self.home_marker else None
 
     #: What marks an entry that came from this format (named in errors).
     home_marker: str = ""

@@ -42,13 +42,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+import numpy as np
+import pyarrow as pa
+
 from segstore import files, registry
 from segstore.api import open as open_store
 from segstore.errors import ConversionError, UnsupportedOperationError
 from segstore.store import Store
 
 from . import COMPRESSIONS
-from .interchange import Entry, FormatConversion, Options, Peer, Sized
+from .interchange import ENTRY_SCHEMA, Entry, FormatConversion, Options, Peer, Sized
 
 #: The journal in the temporary directory, kept in the result as its provenance.
 JOURNAL_NAME = "segstore-convert.json"
@@ -209,25 +212,118 @@ def _convert(source_side: FormatConversion, target_side: FormatConversion, sourc
 def _convert_columns(source_side: FormatConversion, target_side: FormatConversion, source: Store,
                      dest: Store, reading: Options, writing: Options, report: ConversionReport,
                      progress: _Progress) -> bool:
-    """The conversion in ``ENTRY_SCHEMA`` batches, where the source reads columns and the target writes
-    them, in one stream (several would need the merge back into the target's order); False (nothing
-    done) otherwise."""
+    """The conversion in ``ENTRY_SCHEMA`` batches, where the source reads columns, the target writes
+    them and says in columns where rows that came from it lay (:func:`_batches_in_order`); False
+    (nothing done) otherwise."""
+    if target_side.home_positions(pa.RecordBatch.from_pylist([], schema=ENTRY_SCHEMA)) is None:
+        return False
     streams = source_side.arrow_streams(source, reading)
-    if streams is None or len(streams) > 1:
+    if streams is None:
         return False
     writer = target_side.arrow_writer(dest, writing)
     if writer is None:
         return False
-    for stream in streams:
-        for batch in stream:
-            written, nbytes, present = writer.add_batch(batch)
-            report.already_present += present
-            report.messages += written
-            report.bytes += nbytes
-            progress.update(written, nbytes)
+    for batch in _batches_in_order(streams, target_side):
+        written, nbytes, present = writer.add_batch(batch)
+        report.already_present += present
+        report.messages += written
+        report.bytes += nbytes
+        progress.update(written, nbytes)
     writer.flush_all()
     report.skipped.extend(reading.skipped)
     return True
+
+
+class _Cursor:
+    """A stream of batches, the rows of its current batch not yet taken (``at``) and their home
+    positions in the target."""
+
+    def __init__(self, stream: Iterator[pa.RecordBatch], target_side: FormatConversion) -> None:
+        self.stream = stream
+        self.target_side = target_side
+        self.batch: pa.RecordBatch | None = None
+        self.positions = np.zeros(0, np.int64)
+        self.at = 0
+        self.last = -1
+        self.next()
+
+    def next(self) -> bool:
+        """Move to the stream's next non-empty batch; False at its end."""
+        for batch in self.stream:
+            if batch.num_rows:
+                self.batch, self.at = batch, 0
+                positions = self.target_side.home_positions(batch)
+                assert positions is not None        # _convert_columns checked the target says
+                self.positions = positions
+                return True
+        self.batch = None
+        return False
+
+    def check_home(self) -> None:
+        """Every row of the batch came from the target, in increasing positions (what the merge needs).
+
+        :raises ConversionError: a row without the target's marker, or positions going back.
+        """
+        assert self.batch is not None
+        positions = self.positions
+        bad = np.flatnonzero(positions < 0)
+        if len(bad):
+            row = self.batch.slice(int(bad[0]), 1).to_pylist()[0]
+            side = self.target_side
+            raise ConversionError(f"expected every record of {row['topic']}-{row['partition']} (converted "
+                                  f"from {side.topics.side}) to start with {side.home_marker}, found "
+                                  f"offset {row['offset']} without it")
+        steps = np.diff(positions, prepend=self.last)
+        if (steps < 0).any():
+            row = self.batch.slice(int(np.flatnonzero(steps < 0)[0]), 1).to_pylist()[0]
+            raise ConversionError(f"expected the records of {row['topic']}-{row['partition']} in the "
+                                  f"order they had in the {self.target_side.topics.side} store they came "
+                                  f"from, found offset {row['offset']} out of it")
+        self.last = int(positions[-1])
+
+
+def _batches_in_order(streams: list[Iterator[pa.RecordBatch]], target_side: FormatConversion,
+                      ) -> Iterator[pa.RecordBatch]:
+    """:func:`_in_order` in batches: streams whose first row came from the target merged back into
+    the target's order, a batch of each stream at a time (rows of equal position in stream order,
+    as ``heapq.merge``), then the other streams one after another.  Memory: one batch per stream."""
+    merged: list[_Cursor] = []
+    native: list[_Cursor] = []
+    for stream in streams:
+        cursor = _Cursor(stream, target_side)
+        if cursor.batch is not None:
+            (merged if cursor.positions[0] >= 0 else native).append(cursor)
+    for cursor in merged:
+        cursor.check_home()
+    while merged:
+        bound = min(int(cursor.positions[-1]) for cursor in merged)
+        pieces: list[pa.RecordBatch] = []
+        keys: list[np.ndarray] = []
+        for cursor in merged:
+            stop = int(np.searchsorted(cursor.positions, bound, side="right"))
+            if stop > cursor.at:
+                assert cursor.batch is not None
+                pieces.append(cursor.batch.slice(cursor.at, stop - cursor.at))
+                keys.append(cursor.positions[cursor.at:stop])
+                cursor.at = stop
+        left = []
+        for cursor in merged:
+            if cursor.at < len(cursor.positions):
+                left.append(cursor)
+            elif cursor.next():
+                cursor.check_home()
+                left.append(cursor)
+        merged = left
+        if len(pieces) == 1:
+            yield pieces[0]
+            continue
+        order = np.argsort(np.concatenate(keys), kind="stable")
+        table = pa.Table.from_batches(pieces, schema=ENTRY_SCHEMA)
+        yield from table.take(order).combine_chunks().to_batches()
+    for cursor in native:
+        assert cursor.batch is not None
+        yield cursor.batch
+        yield from cursor.stream
 
 
 def _compare(source_side: FormatConversion, target_side: FormatConversion, source: Store, dest: Store,
@@ -254,18 +350,6 @@ def _compare(source_side: FormatConversion, target_side: FormatConversion, sourc
 def kafka_entry_of(record: Any) -> Entry:
     """A record read from a Kafka store as an :class:`Entry` (what a conversion compares)."""
     return registry.get("kafka").conversion().entry_of(record)
-
-
-def __getattr__(name: str) -> Any:
-    """``_KafkaWriter``/``_RocketMQWriter``: the classes that write those plugins' destinations in a
-    conversion from the other (the test-suite's interruption hooks patch their ``flush``)."""
-    if name in _WRITERS:
-        module = registry.get(_WRITERS[name][0]).conversion()
-        return getattr(sys.modules[type(module).__module__], _WRITERS[name][1])
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-_WRITERS = {"_KafkaWriter": ("kafka", "KafkaArrowWriter"), "_RocketMQWriter": ("rocketmq", "RocketMQWriter")}
 
 
 # -- the run -----------------------------------------------------------------------------

@@ -1,0 +1,583 @@
+"""Restore RocketMQ messages from a conversion's columns: the columnar write path of a Kafka (or any
+peer) store converted back into the RocketMQ store it came from.
+
+An ``ENTRY_SCHEMA`` row whose first header is ``rmq.physical_offset`` carries every field of the
+RocketMQ message it was made from (``conversion.to_entry``); ``conversion.restore_message`` reads
+them back entry by entry.  Here a run of such rows is restored at once: the ``rmq.*`` headers are
+read as columns (numpy/Arrow), the messages encoded into one buffer in commitlog layout (header
+as :data:`MESSAGE_HEADER`, body, topic, properties; body CRCs in C, ``_speedups.body_crcs``),
+their placement, queue offsets, consume-queue rows and IndexFile entries computed with numpy and
+the read side's C (``tags_hashes``, ``index_entries``), and the batch written through the
+store's batch append (:meth:`LifecycleMixin.append_placed`).
+
+The rows this path does not take go to the entry-by-entry writer, the reference, which writes
+them or raises its typed error: :func:`restored_fields` returns None for a run holding any row
+with a v2 message, an IPv6 host, a delay message (``SCHEDULE_TOPIC_XXXX``), a header that does
+not parse or repeats, a property the format cannot carry; :func:`encode` for one whose size or
+placement differs from the source's.  The two are tested equal byte for byte.
+
+Needs the C accelerator (``arrow_writer`` is None without it).  Pure functions over columns;
+not thread-safe (one conversion per destination).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from segstore import speedups
+from segstore.convert.interchange import ArrowWriter, Entry, Options, Peer
+from segstore.convert.topicnames import unescape
+from segstore.errors import InvalidTopicError
+from segstore.records import CREATE_TIME, LOG_APPEND_TIME
+
+from .config import SCHEDULE_TOPIC
+from .consumequeue import CQ_DTYPE
+from .conversion import (
+    H_BORN_HOST,
+    H_BORN_TIMESTAMP,
+    H_FLAG,
+    H_MAGIC,
+    H_PHYSICAL_OFFSET,
+    H_PREPARED_OFFSET,
+    H_QUEUE_ID,
+    H_QUEUE_OFFSET,
+    H_RECONSUME_TIMES,
+    H_STORE_HOST,
+    H_STORE_TIMESTAMP,
+    H_SYS_FLAG,
+    H_TOPIC,
+    H_TRAILING_SEPARATOR,
+    RMQ_PROPERTY_PREFIX,
+    TOPICS,
+    TRAILING_TEXT,
+    RocketMQWriter,
+    nonqueued_topic,
+)
+from .fastappend import INDEX_COLUMNS, PlainBatch
+from .message import (
+    END_FILE_MIN_BLANK_LENGTH,
+    HEADERS,
+    MAX_PROPERTIES_BYTES,
+    MAX_TOPIC_BYTES_V1,
+    MESSAGE_MAGIC,
+    NO_QUEUE_ENTRY,
+    SYSFLAG_HOST_MASK,
+    SYSFLAG_TRANSACTION_MASK,
+    Host,
+)
+
+_speedups = speedups.load("segstore_rocketmq._speedups")
+
+#: A v1 message's header with IPv4 hosts (``message.HEADER_FIELDS``), big-endian, as numpy writes it.
+MESSAGE_HEADER = np.dtype([
+    ("total_size", ">i4"), ("magic", ">i4"), ("body_crc", ">i4"), ("queue_id", ">i4"), ("flag", ">i4"),
+    ("queue_offset", ">i8"), ("physical_offset", ">i8"), ("sys_flag", ">i4"), ("born_timestamp", ">i8"),
+    ("born_ip", "S4"), ("born_port", ">i4"), ("store_timestamp", ">i8"), ("store_ip", "S4"),
+    ("store_port", ">i4"), ("reconsume_times", ">i4"), ("prepared_transaction_offset", ">i8"),
+    ("body_length", ">i4"),
+])
+assert MESSAGE_HEADER.itemsize == HEADERS[0].size == 88
+#: The topic length (v1: one byte) and the properties length (two bytes) before their fields.
+TOPIC_LENGTH = np.dtype(">i1")
+PROPERTIES_LENGTH = np.dtype(">i2")
+#: Slices per message in the gather: header, body, topic field, properties length, properties.
+_PIECES = 5
+
+#: Below this many rows a run with a row this path declines goes to the entry path whole (above,
+#: it is halved until the declined rows are found).
+SPLIT_ROWS = 32
+
+_INT32 = (-(1 << 31), (1 << 31) - 1)
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def available() -> bool:
+    """Whether the C functions this path needs are built."""
+    return _speedups is not None
+
+
+@dataclass
+class Restored:
+    """The messages of a run of restored rows, as columns (one entry per row)."""
+
+    topics: list[str]               # distinct topics, by topic_code
+    topic_code: np.ndarray          # int32
+    queue_id: np.ndarray            # int64 (checked within int32)
+    queue_offset: np.ndarray        # int64: the source's
+    physical_offset: np.ndarray     # int64: the source's
+    flag: np.ndarray
+    sys_flag: np.ndarray
+    reconsume_times: np.ndarray
+    prepared_transaction_offset: np.ndarray
+    born_timestamp: np.ndarray
+    store_timestamp: np.ndarray
+    born_ip: np.ndarray             # S4
+    born_port: np.ndarray
+    store_ip: np.ndarray
+    store_port: np.ndarray
+    body: pa.Array                  # binary, nulls as empty
+    properties: pa.Array            # binary, encoded (``message.encode_properties``)
+
+
+def _ints(values: pa.Array, bounds: tuple[int, int]) -> np.ndarray | None:
+    """Decimal header values as int64 within ``bounds``; None if one does not parse the way ``int()``
+    surely reads it (then the reference path decides)."""
+    if values.null_count:
+        return None
+    try:
+        parsed = pc.cast(values.cast(pa.string()), pa.int64()).to_numpy()
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    if len(parsed) and (parsed.min() < bounds[0] or parsed.max() > bounds[1]):
+        return None
+    return parsed
+
+
+def _hosts(values: pa.Array) -> tuple[np.ndarray, np.ndarray] | None:
+    """``ip:port`` header values as (S4 IPs, ports); None for one that is not IPv4 or does not parse."""
+    if values.null_count:
+        return None
+    encoded = pc.dictionary_encode(values)
+    ips, ports = [], []
+    for text in encoded.dictionary.to_pylist():
+        try:
+            host = Host.parse(text.decode("ascii"))
+        except (ValueError, UnicodeDecodeError):
+            return None
+        if host.is_v6:
+            return None
+        ips.append(host.ip)
+        ports.append(host.port)
+    codes = encoded.indices.to_numpy(zero_copy_only=False)
+    return np.array(ips, "S4")[codes], np.array(ports, np.int64)[codes]
+
+
+def restored_fields(batch: pa.RecordBatch, peer: Peer) -> Restored | None:
+    """The messages ``conversion.restore_message`` makes of ``batch``'s rows (every one made by
+    ``to_entry``), in columns; None when a row needs the reference path (see the module docstring).
+    """
+    n = batch.num_rows
+    headers = batch.column("headers")
+    counts = pc.fill_null(pc.list_value_length(headers), 0).to_numpy().astype(np.int64)
+    items = pc.list_flatten(headers)
+    keys, values = items.field("key"), items.field("value")
+    row_of = np.repeat(np.arange(n), counts)
+    encoded = pc.dictionary_encode(keys)
+    dictionary = encoded.dictionary.to_pylist()
+    codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    code_of = {name: code for code, name in enumerate(dictionary)}
+
+    def field(name: str) -> Any:
+        """(rows having it, its values); None when absent everywhere; False when a row repeats it."""
+        code = code_of.get(name)
+        if code is None:
+            return None
+        mask = codes == code
+        rows = row_of[mask]
+        if len(rows) > 1 and (np.diff(rows) == 0).any():
+            return False
+        return rows, values.filter(pa.array(mask))
+
+    def required(name: str, bounds: tuple[int, int]) -> np.ndarray | None:
+        found = field(name)
+        if not found or len(found[0]) != n:
+            return None
+        return _ints(found[1], bounds)
+
+    def optional(name: str, bounds: tuple[int, int], default: np.ndarray) -> np.ndarray | None:
+        found = field(name)
+        if found is None:
+            return default
+        if found is False:
+            return None
+        parsed = _ints(found[1], bounds)
+        if parsed is None:
+            return None
+        out = default.copy()
+        out[found[0]] = parsed
+        return out
+
+    zeros = np.zeros(n, np.int64)
+    physical = required(H_PHYSICAL_OFFSET, _INT64)
+    born = required(H_BORN_TIMESTAMP, _INT64)
+    stored = required(H_STORE_TIMESTAMP, _INT64)
+    flag = optional(H_FLAG, _INT32, zeros)
+    sys_flag = optional(H_SYS_FLAG, _INT32, zeros)
+    reconsume = optional(H_RECONSUME_TIMES, _INT32, zeros)
+    prepared = optional(H_PREPARED_OFFSET, _INT64, zeros)
+    offsets = batch.column("offset").to_numpy().astype(np.int64)
+    queue_offset = optional(H_QUEUE_OFFSET, _INT64, offsets)
+    if (physical is None or born is None or stored is None or flag is None or sys_flag is None
+            or reconsume is None or prepared is None or queue_offset is None):
+        return None
+    if field(H_MAGIC) is not None:        # v2 messages (any rmq.magic header): the reference path
+        return None
+    hosts = []
+    for name in (H_BORN_HOST, H_STORE_HOST):
+        found = field(name)
+        if not found or len(found[0]) != n:
+            return None
+        parsed = _hosts(found[1])
+        if parsed is None:
+            return None
+        hosts.append(parsed)
+    trailing = np.zeros(n, bool)
+    found = field(H_TRAILING_SEPARATOR)
+    if found is False:
+        return None
+    if found:
+        trailing[found[0]] = pc.equal(found[1], pa.scalar(TRAILING_TEXT, pa.binary())).to_numpy(
+            zero_copy_only=False)
+
+    # topic and queue: the reserved topic's rows carry theirs in headers, the others are escaped names
+    topic_column = batch.column("topic")
+    queue_id = batch.column("partition").to_numpy().astype(np.int64)
+    topics: list[str] = []
+    topic_code = np.zeros(n, np.int32)
+    by_name: dict[str, int] = {}
+    entry_topics = pc.dictionary_encode(topic_column)
+    entry_codes = entry_topics.indices.to_numpy(zero_copy_only=False)
+    nonqueued = nonqueued_topic(peer)
+    for code, name in enumerate(entry_topics.dictionary.to_pylist()):
+        rows = entry_codes == code
+        if name == nonqueued:
+            found_topic, found_queue = field(H_TOPIC), field(H_QUEUE_ID)
+            if not found_topic or not found_queue:
+                return None
+            need = np.flatnonzero(rows)
+            if not (np.isin(need, found_topic[0]).all() and np.isin(need, found_queue[0]).all()):
+                return None
+            queues = _ints(found_queue[1], _INT32)
+            if queues is None or found_topic[1].null_count:
+                return None
+            try:
+                texts = [value.decode("utf-8") for value in found_topic[1].to_pylist()]
+            except UnicodeDecodeError:
+                return None
+            at_topic = {int(r): t for r, t in zip(found_topic[0].tolist(), texts, strict=True)}
+            at_queue = dict(zip(found_queue[0].tolist(), queues.tolist(), strict=True))
+            for r in need.tolist():
+                topic_code[r] = by_name.setdefault(at_topic[r], len(by_name))
+                queue_id[r] = at_queue[r]
+            continue
+        try:
+            topic = unescape(name, TOPICS, peer.topics)
+        except InvalidTopicError:
+            return None
+        topic_code[rows] = by_name.setdefault(topic, len(by_name))
+    topics = list(by_name)
+    if any(t == SCHEDULE_TOPIC or len(t.encode("utf-8")) > MAX_TOPIC_BYTES_V1 for t in topics):
+        return None
+    if queue_id.min() < 0 or queue_id.max() > _INT32[1]:
+        return None
+
+    properties = _properties(n, row_of, codes, dictionary, keys, values, trailing, RMQ_PROPERTY_PREFIX)
+    if properties is None:
+        return None
+    body = pc.fill_null(batch.column("value"), pa.scalar(b"", pa.binary()))
+    return Restored(topics, topic_code, queue_id, queue_offset, physical, flag, sys_flag, reconsume, prepared,
+                    born, stored, hosts[0][0], hosts[0][1], hosts[1][0], hosts[1][1], body, properties)
+
+
+def _properties(n: int, row_of: np.ndarray, codes: np.ndarray, dictionary: list[str], keys: pa.Array,
+                values: pa.Array, trailing: np.ndarray, prefix: str) -> pa.Array | None:
+    """Each row's ``rmq.p.*`` headers as encoded properties (``NAME 0x01 VALUE`` joined by 0x02, a
+    trailing 0x02 where the style has it); None for a repeated name, a value that is not UTF-8 or
+    holds a separator, or properties over 32767 bytes."""
+    is_property = np.array([name.startswith(prefix) for name in dictionary], bool)
+    mask = is_property[codes] if len(dictionary) else np.zeros(len(codes), bool)
+    rows = row_of[mask]
+    pair = rows * max(len(dictionary), 1) + codes[mask]
+    if len(np.unique(pair)) != len(pair):
+        return None
+    stripped = pa.array([name[len(prefix):] if name.startswith(prefix) else "" for name in dictionary],
+                        pa.string())
+    chosen = pa.array(mask)
+    names = stripped.take(pa.array(codes[mask]))
+    try:
+        texts = pc.fill_null(values.filter(chosen), pa.scalar(b"", pa.binary())).cast(pa.string())
+    except pa.ArrowInvalid:
+        return None
+    pairs = pc.binary_join_element_wise(names, texts, "\x01")
+    per_row = np.bincount(rows, minlength=n)
+    list_offsets = np.zeros(n + 1, np.int32)
+    np.cumsum(per_row, out=list_offsets[1:])
+    joined = pc.binary_join(pa.ListArray.from_arrays(pa.array(list_offsets), pairs), "\x02")
+    ones = pc.count_substring(joined, "\x01").to_numpy()
+    twos = pc.count_substring(joined, "\x02").to_numpy()
+    if ((ones != per_row) | (twos != np.maximum(per_row - 1, 0))).any():
+        return None
+    if trailing.any():
+        tail = pc.binary_join_element_wise(joined, pa.scalar(""), "\x02")
+        joined = pc.if_else(pa.array(trailing & (per_row > 0)), tail, joined)
+    encoded = joined.cast(pa.binary())
+    if len(encoded) and pc.max(pc.binary_length(encoded)).as_py() > MAX_PROPERTIES_BYTES:
+        return None
+    return encoded
+
+
+def _slices(arr: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(data, int64 starts, int32 lengths) of a binary array with no nulls."""
+    buffers = arr.buffers()
+    n = len(arr)
+    offsets = np.frombuffer(buffers[1], np.int32, n + 1, arr.offset * 4).astype(np.int64)
+    data = np.frombuffer(buffers[2], np.uint8) if buffers[2] is not None else np.zeros(0, np.uint8)
+    return data, offsets[:-1], np.diff(offsets).astype(np.int32)
+
+
+def encode(store: Any, msgs: Restored, start: int) -> tuple[PlainBatch, int] | None:
+    """The messages encoded and placed at ``start`` (the commitlog end) as the store's batch append
+    writes them, with their consume-queue rows and index entries, and the last store timestamp;
+    None when a message would not land where the source had it (its physical or queue offset), or
+    is too large: the reference path raises the error then."""
+    c = _speedups
+    assert c is not None        # arrow_writer is None without it
+    config = store.config
+    file_size = config.mappedFileSizeCommitLog
+    n = len(msgs.queue_id)
+    body_data, body_starts, body_lengths = _slices(msgs.body)
+    prop_data, prop_starts, prop_lengths = _slices(msgs.properties)
+    topic_bytes = [t.encode("utf-8") for t in msgs.topics]
+    topic_lengths = np.array([len(t) for t in topic_bytes], np.int32)[msgs.topic_code]
+    sizes = (MESSAGE_HEADER.itemsize + body_lengths.astype(np.int64) + TOPIC_LENGTH.itemsize + topic_lengths
+             + PROPERTIES_LENGTH.itemsize + prop_lengths)
+    limit = min(config.maxMessageSize, file_size - END_FILE_MIN_BLANK_LENGTH)
+    if sizes.max() > limit:
+        return None
+    blanks = _placement(start, msgs.physical_offset, sizes, file_size)
+    if blanks is None:
+        return None
+    queued = ~np.isin(msgs.sys_flag & SYSFLAG_TRANSACTION_MASK, list(NO_QUEUE_ENTRY))
+    if (msgs.queue_offset[~queued] != 0).any():     # the store writes 0 there
+        return None
+    queues = _queues(store, msgs, queued)
+    if queues is None:
+        return None
+
+    crcs = np.empty(n, np.int32)
+    c.body_crcs(body_data, body_starts, body_lengths, crcs)
+    head = np.zeros(n, MESSAGE_HEADER)
+    sys_flag = msgs.sys_flag & ~SYSFLAG_HOST_MASK           # IPv4 hosts: no host bits
+    for name, column in (("total_size", sizes), ("magic", np.full(n, MESSAGE_MAGIC)), ("body_crc", crcs),
+                         ("queue_id", msgs.queue_id), ("flag", msgs.flag),
+                         ("queue_offset", np.where(queued, msgs.queue_offset, 0)),
+                         ("physical_offset", msgs.physical_offset), ("sys_flag", sys_flag),
+                         ("born_timestamp", msgs.born_timestamp), ("born_ip", msgs.born_ip),
+                         ("born_port", msgs.born_port), ("store_timestamp", msgs.store_timestamp),
+                         ("store_ip", msgs.store_ip), ("store_port", msgs.store_port),
+                         ("reconsume_times", msgs.reconsume_times),
+                         ("prepared_transaction_offset", msgs.prepared_transaction_offset),
+                         ("body_length", body_lengths)):
+        head[name] = column
+    topic_fields = b"".join(bytes([len(t)]) + t for t in topic_bytes)
+    topic_at = np.zeros(len(topic_bytes), np.int64)
+    np.cumsum([1 + len(t) for t in topic_bytes[:-1]], out=topic_at[1:])
+    prop_length_field = prop_lengths.astype(PROPERTIES_LENGTH)
+    # one pool, the slices of every message in layout order, gathered in C
+    parts = [head.view(np.uint8), body_data, np.frombuffer(topic_fields, np.uint8),
+             prop_length_field.view(np.uint8), prop_data]
+    bases = np.cumsum([0] + [len(p) for p in parts[:-1]])
+    pool = np.concatenate(parts)
+    starts = np.stack([bases[0] + np.arange(n, dtype=np.int64) * MESSAGE_HEADER.itemsize,
+                       bases[1] + body_starts, bases[2] + topic_at[msgs.topic_code],
+                       bases[3] + np.arange(n, dtype=np.int64) * PROPERTIES_LENGTH.itemsize,
+                       bases[4] + prop_starts], axis=1).ravel()
+    lengths = np.stack([np.full(n, MESSAGE_HEADER.itemsize, np.int32), body_lengths,
+                        (topic_lengths + TOPIC_LENGTH.itemsize).astype(np.int32),
+                        np.full(n, PROPERTIES_LENGTH.itemsize, np.int32), prop_lengths], axis=1).ravel()
+    data = bytearray(int(sizes.sum()))
+    c.gather(pool, np.ascontiguousarray(starts), np.ascontiguousarray(lengths),
+                     np.empty(_PIECES * n + 1, np.int32), data)
+
+    # where each message's topic and properties lie in ``data`` (what the read side's C takes)
+    at = np.zeros(n, np.int64)
+    np.cumsum(sizes[:-1], out=at[1:])
+    topic_pos = at + MESSAGE_HEADER.itemsize + body_lengths + TOPIC_LENGTH.itemsize
+    props_pos = topic_pos + topic_lengths + PROPERTIES_LENGTH.itemsize
+    flags32 = sys_flag.astype(np.int32)
+    tags = np.empty(n, np.int64)
+    index = np.zeros(0, np.int64)
+    if store.index is not None:
+        entry_counts = np.empty(n, np.int32)
+        hashes = np.empty(int(prop_lengths.sum(dtype=np.int64)) // 2 + n + 1, np.int64)
+        total = c.index_entries(data, topic_pos, topic_lengths, props_pos, prop_lengths, flags32,
+                                        entry_counts, hashes, tags)
+        index = np.concatenate([hashes[:total], np.repeat(msgs.physical_offset, entry_counts),
+                                np.repeat(msgs.store_timestamp, entry_counts)])
+    else:
+        c.tags_hashes(data, props_pos, prop_lengths, tags)
+    order, groups = queues
+    cq = np.zeros(len(order), CQ_DTYPE)
+    cq["offset"], cq["size"], cq["tags_code"] = msgs.physical_offset[order], sizes[order], tags[order]
+    assert len(index) % INDEX_COLUMNS == 0
+    end = int(msgs.physical_offset[-1] + sizes[-1])
+    return (PlainBatch(data=data, blanks=blanks, results=[], cq_rows=bytearray(cq.tobytes()), queues=groups,
+                       index_entries=bytearray(index.tobytes()), end=end, start=start),
+            int(msgs.store_timestamp[-1]))
+
+
+def _placement(start: int, physical: np.ndarray, sizes: np.ndarray, file_size: int
+               ) -> list[tuple[int, int]] | None:
+    """The BLANKs ``commitlog.place`` puts before messages of ``sizes`` appended at ``start``, if it
+    puts them at ``physical``; None otherwise.  (A message goes where the last one ended if it fits
+    with ``END_FILE_MIN_BLANK_LENGTH`` to spare in that file, else at the next file's start after a
+    BLANK.)"""
+    before = np.concatenate(([start], physical[:-1] + sizes[:-1]))
+    file_end = before - before % file_size + file_size
+    fits = before + sizes + END_FILE_MIN_BLANK_LENGTH <= file_end
+    expected = np.where(fits, before, file_end)
+    if not np.array_equal(expected, physical):
+        return None
+    moved = np.flatnonzero(~fits)
+    return [(int(before[i]), int(file_end[i] - before[i])) for i in moved.tolist()]
+
+
+def _queues(store: Any, msgs: Restored, queued: np.ndarray
+            ) -> tuple[np.ndarray, list[tuple[tuple[str, int], int, int]]] | None:
+    """The queued rows grouped by queue in first-appearance order (row order within each) and
+    ``((topic, queue), first, count)`` per queue, if their source queue offsets follow each queue's
+    next offset in the store; None otherwise."""
+    rows = np.flatnonzero(queued)
+    key = msgs.topic_code[rows].astype(np.int64) << 32 | msgs.queue_id[rows]
+    unique, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    rank_of = np.empty(len(unique), np.int64)
+    rank_of[np.argsort(first, kind="stable")] = np.arange(len(unique))
+    group = rank_of[inverse]
+    order = np.argsort(group, kind="stable")
+    counts = np.bincount(group, minlength=len(unique))
+    starts = np.zeros(len(unique), np.int64)
+    np.cumsum(counts[:-1], out=starts[1:])
+    groups = []
+    bases = np.empty(len(unique), np.int64)
+    next_offsets = store.next_offsets
+    for g, row in enumerate(rows[first[np.argsort(first, kind="stable")]].tolist()):
+        queue = (msgs.topics[msgs.topic_code[row]], int(msgs.queue_id[row]))
+        bases[g] = next_offsets.get(queue, 0)
+        groups.append((queue, int(starts[g]), int(counts[g])))
+    expected = bases[group[order]] + np.arange(len(order)) - starts[group[order]]
+    if not np.array_equal(msgs.queue_offset[rows[order]], expected):
+        return None
+    return rows[order], groups
+
+
+def _sliced(msgs: Restored, start: int, stop: int) -> Restored:
+    """Rows ``[start, stop)`` of ``msgs``."""
+    cut = slice(start, stop)
+    return Restored(msgs.topics, msgs.topic_code[cut], msgs.queue_id[cut], msgs.queue_offset[cut],
+                    msgs.physical_offset[cut], msgs.flag[cut], msgs.sys_flag[cut], msgs.reconsume_times[cut],
+                    msgs.prepared_transaction_offset[cut], msgs.born_timestamp[cut],
+                    msgs.store_timestamp[cut], msgs.born_ip[cut], msgs.born_port[cut], msgs.store_ip[cut],
+                    msgs.store_port[cut],
+                    msgs.body.slice(start, stop - start), msgs.properties.slice(start, stop - start))
+
+
+def restored_rows(batch: pa.RecordBatch) -> np.ndarray:
+    """Per row of an ``ENTRY_SCHEMA`` batch, whether its first header is ``rmq.physical_offset`` (it
+    was made by ``to_entry``: ``conversion.came_from_rocketmq``)."""
+    headers = batch.column("headers")
+    counts = pc.fill_null(pc.list_value_length(headers), 0).to_numpy().astype(np.int64)
+    has = counts > 0
+    out = np.zeros(batch.num_rows, bool)
+    if has.any():
+        firsts = (np.cumsum(counts) - counts)[has]
+        keys = pc.list_flatten(headers).field("key").take(pa.array(firsts))
+        out[has] = pc.equal(keys, pa.scalar(H_PHYSICAL_OFFSET, pa.string())).to_numpy(zero_copy_only=False)
+    return out
+
+
+def batch_entries(batch: pa.RecordBatch) -> list[tuple[Entry, int]]:
+    """The rows of an ``ENTRY_SCHEMA`` batch as ``(entry, size)`` (the entry-by-entry path's input)."""
+    column = batch.column
+    headers = [[(h["key"], h["value"]) for h in row or ()] for row in column("headers").to_pylist()]
+    kinds = [LOG_APPEND_TIME if k == 1 else CREATE_TIME for k in column("timestampType").to_pylist()]
+    rows = zip(column("topic").to_pylist(), column("partition").to_pylist(), column("offset").to_pylist(),
+               column("timestamp").cast(pa.int64()).to_pylist(), column("key").to_pylist(),
+               column("value").to_pylist(), headers, kinds, column("isTransactional").to_pylist(),
+               column("isControl").to_pylist(), column("producerId").to_pylist(),
+               column("producerEpoch").to_pylist(), column("size").to_pylist(), strict=True)
+    return [(Entry(topic=t, partition=p, offset=o, timestamp=ts, key=k, value=v, headers=h,
+                   timestamp_type=kind, transactional=txn, control=ctl, producer_id=pid,
+                   producer_epoch=epoch), size)
+            for t, p, o, ts, k, v, h, kind, txn, ctl, pid, epoch, size in rows]
+
+
+class RocketMQArrowWriter(ArrowWriter):
+    """:class:`RocketMQWriter` for ``ENTRY_SCHEMA`` batches: runs of restored rows (converted from
+    RocketMQ) go through :func:`restored_fields` and :func:`encode` into the store's batch append,
+    ``options.batch_records`` messages a write; everything else, and a run this path declines,
+    through a :class:`RocketMQWriter` entry by entry (which raises the typed errors).  The same
+    bytes as :class:`RocketMQWriter` (tested).
+
+    Resuming, the first rows (as many as the destination holds messages) are skipped.
+    """
+
+    def __init__(self, dest: Any, options: Options) -> None:
+        self.dest = dest
+        self.peer = options.peer
+        self.batch = max(options.batch_records, 1)
+        self.present = sum(b.num_rows for b in dest.scan_arrow(["physicalOffset"]))
+        self.seen = 0
+        self.entries = RocketMQWriter(dest, options, present=0)
+        self.pending: list[tuple[pa.RecordBatch, Restored | None, int, int]] = []
+        self.pending_rows = 0
+
+    def add_batch(self, batch: pa.RecordBatch) -> tuple[int, int, int]:
+        held = min(max(self.present - self.seen, 0), batch.num_rows)
+        self.seen += batch.num_rows
+        batch = batch.slice(held)
+        n = batch.num_rows
+        if not n:
+            return 0, 0, held
+        restored = restored_rows(batch)
+        bounds = [0, *(np.flatnonzero(np.diff(restored)) + 1).tolist(), n]
+        for start, stop in itertools.pairwise(bounds):
+            piece = batch.slice(start, stop - start)
+            if restored[start]:
+                if self.entries.restored or self.entries.native:
+                    self.entries.flush()
+                self._add_restored(piece)
+            else:
+                if self.pending:
+                    self.flush()
+                for entry, size in batch_entries(piece):
+                    self.entries.add(entry, size)
+        return n, int(pc.sum(batch.column("size")).as_py() or 0), held
+
+    def _add_restored(self, piece: pa.RecordBatch) -> None:
+        fields = restored_fields(piece, self.peer)
+        n, at = piece.num_rows, 0
+        if fields is None and n > SPLIT_ROWS:     # the rows this path declines, found by halves
+            self._add_restored(piece.slice(0, n // 2))
+            self._add_restored(piece.slice(n // 2))
+            return
+        while at < n:
+            take = min(n - at, self.batch - self.pending_rows)
+            self.pending.append((piece, fields, at, at + take))
+            self.pending_rows += take
+            at += take
+            if self.pending_rows >= self.batch:
+                self.flush()
+
+    def flush(self) -> None:
+        """Write the restored rows pending (each run in columns, or entry by entry if declined)."""
+        pending, self.pending, self.pending_rows = self.pending, [], 0
+        for piece, fields, start, stop in pending:
+            placed = None
+            if fields is not None:
+                placed = encode(self.dest, _sliced(fields, start, stop), self.dest.commitlog.end)
+            if placed is None:
+                for entry, size in batch_entries(piece.slice(start, stop - start)):
+                    self.entries.add(entry, size)
+                self.entries.flush()
+            else:
+                self.dest.append_placed(placed[0], placed[1], stop - start)
+
+    def flush_all(self) -> None:
+        self.flush()
+        self.entries.flush_all()
