@@ -159,7 +159,8 @@ def read_slices(partition: InputPartition, schema: StructType,
                 first = _offset_index(offsets, start)
                 stop = _offset_index(offsets, end)
                 batch = batch.slice(first, max(0, stop - first))
-                if skip_control:
+                # a filter copies every column: only where the batch holds a transaction marker
+                if skip_control and pc.any(batch.column("isControl")).as_py():
                     batch = batch.filter(pc.invert(batch.column("isControl")))
                 if batch.num_rows:
                     spark_batch = to_spark_batch(batch, target)
@@ -523,6 +524,8 @@ class SegstoreDataSource(DataSource):
     default_min_partitions: ClassVar[int] = 1
     filter_pushdown: ClassVar[bool] = False
     local_staging: ClassVar[str | None] = None
+    #: the store's format, once ``schema`` (or a reader) detected it
+    detected_format: str | None = None
 
     @classmethod
     def name(cls) -> str:
@@ -548,7 +551,12 @@ class SegstoreDataSource(DataSource):
         return options
 
     def _format(self, options: ReadOptions) -> str:
+        # schema() ran in another Python worker, but Spark pickles this object after it and
+        # plans with that copy: the format it detected saves the planner opening the store again
+        if self.detected_format is not None:
+            return self.detected_format
         with open_store(options.path, options.format, options.config) as store:
+            self.detected_format = store.format
             return store.format
 
     def schema(self) -> StructType:
