@@ -232,7 +232,8 @@ def test_kafka_column_reads_fetch_byte_ranges_of_a_segment(s3, tmp_path, monkeyp
     body = bytes(range(256)) * 4
     with segstore.open(str(local), "kafka", mode="a", **{"segment.bytes": 64 * 1024 * 1024}) as store:
         for i in range(40):
-            store.append_batch([{"topic": "t", "value": body, "key": f"{i}-{j}".encode()} for j in range(100)])
+            store.append_batch([{"topic": "t", "value": body, "key": f"{i}-{j}".encode()}
+                                for j in range(100)])
     prefix = f"{BUCKET}/ranges/kafka-columns/t-0"
     s3["fs"].put(str(local), prefix, recursive=True)
     [log_bytes] = [v for k, v in s3["fs"].du(prefix, total=False).items() if k.endswith(".log")]
