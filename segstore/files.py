@@ -317,6 +317,19 @@ class AppendFile:
         with _os_errors(self.path, pos):
             return os.pread(self._fd, n, pos)
 
+    #: False: :meth:`window` is the whole mapping; True on a remote file (ranges fetched)
+    remote = False
+
+    def window(self, start: int, end: int) -> memoryview:
+        """A view of the whole file in which at least bytes ``[start, end)`` are the file's.
+
+        What a reader that knows the byte range it needs asks for instead of
+        :meth:`view`, which fetches a remote file whole.  Here (a local file) it is
+        :meth:`view`: the mapping, nothing read until touched.  Positions are the
+        file's and the view's length is the file's size in both cases.
+        """
+        return self.view()
+
     def view(self) -> memoryview:
         """The whole current content, mapped read-only (zero-copy)."""
         if self.size == 0:
@@ -970,6 +983,21 @@ class _RemoteBytes:
             return memoryview(parts[0])[start - base:end - base]
         return memoryview(b"".join(parts))[start - base:end - base]
 
+    def window(self, start: int, end: int) -> memoryview:
+        """A view of the whole file in which only bytes ``[start, end)`` are fetched (by blocks).
+
+        The other bytes read as zeros: they are in a zeroed buffer of the file's size whose
+        pages are never touched (the operating system lends them lazily), so the cost is the
+        range's.  Positions and length are the file's, as in :meth:`view`.
+        """
+        start, end = max(0, start), min(end, self.size)
+        if self._whole is not None:
+            return memoryview(self._whole)
+        buf = np.zeros(self.size, dtype=np.uint8)
+        if end > start:
+            buf[start:end] = np.frombuffer(self.view(start, end), dtype=np.uint8)
+        return memoryview(buf)
+
     def _block(self, i: int) -> bytes:
         key = (self.url, self.size, i)
         block = _blocks.get(key)
@@ -1058,6 +1086,11 @@ class RemoteAppendFile(AppendFile):
 
     def read(self, pos: int, n: int) -> bytes:
         return bytes(self._remote.view(pos, pos + n))
+
+    remote = True
+
+    def window(self, start: int, end: int) -> memoryview:
+        return self._remote.window(start, end)
 
     def view(self) -> memoryview:
         return self._remote.view(0, self.size)

@@ -217,6 +217,50 @@ def test_one_record_read_fetches_ranges_not_files(s3, tmp_path, monkeypatch):
     assert read <= max(logs.values()) < sum(logs.values()) // 4
 
 
+def test_kafka_column_reads_fetch_byte_ranges_of_a_segment(s3, tmp_path, monkeypatch):
+    """One 4 MB Kafka segment: a columnar read from an offset in its middle, stopped after a
+    batch (as a Spark slice stops), fetches the index and a window of blocks around that
+    offset, not the segment; a whole scan through windows equals the local one."""
+    from segstore.spark.datasource import read_slices
+    from segstore.spark.options import parse_read_options
+    from segstore.spark.planning import SegstoreInputPartition, Slice
+    from segstore.spark.schema import spark_schema
+
+    monkeypatch.setattr(files, "REMOTE_BLOCK_SIZE", 64 * 1024)
+    files._blocks.clear()
+    local = tmp_path / "kafka" / "t-0"
+    body = bytes(range(256)) * 4
+    with segstore.open(str(local), "kafka", mode="a", **{"segment.bytes": 64 * 1024 * 1024}) as store:
+        for i in range(40):
+            store.append_batch([{"topic": "t", "value": body, "key": f"{i}-{j}".encode()}
+                                for j in range(100)])
+    prefix = f"{BUCKET}/ranges/kafka-columns/t-0"
+    s3["fs"].put(str(local), prefix, recursive=True)
+    [log_bytes] = [v for k, v in s3["fs"].du(prefix, total=False).items() if k.endswith(".log")]
+    assert log_bytes > 4_000_000
+    url = f"s3://{prefix}"
+    with segstore.open(url, storage_options=s3["options"]) as remote, segstore.open(str(local)) as here:
+        opened = _fetched()
+        batch = next(iter(remote.scan_arrow(["offset", "value"], topic="t", partition=0, offset=2000)))
+        read = _fetched() - opened
+        assert batch.column("offset")[0].as_py() == 2000 and batch.column("value")[0].as_py() == body
+        # the window (2 blocks to the next batch the index names, unaligned: 3), the block of the
+        # header walk that finds offset 2000, maybe the next block, and the index file; not the log
+        index_bytes = sum(v for k, v in s3["fs"].du(prefix, total=False).items() if k.endswith(".index"))
+        assert read <= 5 * files.REMOTE_BLOCK_SIZE + index_bytes < log_bytes // 4
+        whole = pa.Table.from_batches(list(remote.scan_arrow(topic="t", partition=0, offset=1234)))
+        assert whole.equals(pa.Table.from_batches(list(here.scan_arrow(topic="t", partition=0, offset=1234))))
+    # a Spark slice in the middle of the segment: about its own bytes
+    files._blocks.clear()
+    schema = spark_schema("kafka", include_headers=False)
+    options = parse_read_options({"path": url, "storageOptions": json.dumps(s3["options"])})
+    part = SegstoreInputPartition(0, url, "kafka", options.config, (Slice("t", 0, 1500, 1600, 0),))
+    before = _fetched()
+    rows = sum(b.num_rows for b in read_slices(part, schema, options))
+    assert rows == 100
+    assert _fetched() - before < log_bytes // 4
+
+
 def test_block_cache_serves_repeated_reads(s3):
     url = f"s3://{BUCKET}/rocketmq/basic"
     with segstore.open(url, storage_options=s3["options"], **ROCKETMQ_CONFIG) as store:

@@ -287,33 +287,41 @@ def test_read_options_connector_values():
 
 # -- planning -----------------------------------------------------------------------------
 
-def test_plan_one_input_partition_per_segment_when_segments_fit():
+def test_plan_fills_partitions_to_the_target_across_segments():
     store = _store()
     ranges = planning.resolve_ranges(store, _opts(topics="A"))
     result = planning.plan(ranges, max_bytes=10_000)
-    assert len(result.partitions) == 6
-    assert [[(s.start, s.end) for s in p] for p in result.partitions[:3]] == [[(0, 100)], [(100, 200)],
-                                                                              [(200, 250)]]
+    # 50 KB in 5 partitions of 10 KB: A/0's last segment (5 KB) shares one with A/1's first half
+    assert [[(s.partition, s.start, s.end) for s in p] for p in result.partitions] == [
+        [(0, 0, 100)], [(0, 100, 200)], [(0, 200, 250), (1, 0, 50)], [(1, 50, 150)], [(1, 150, 250)]]
     _covers(result, ranges)
 
 
-def test_plan_packs_small_segments_and_splits_large_ones():
+def test_plan_cuts_segments_where_a_partition_is_full():
     store = _store()
     ranges = planning.resolve_ranges(store, _opts())
     result = planning.plan(ranges, max_bytes=25_000)
     _covers(result, ranges)
     sizes = [sum(s.bytes for s in p) for p in result.partitions]
-    assert max(sizes) <= 25_000
-    # B/3 (100 KB) is cut in 4; A's two 25 KB partitions are packed whole
-    assert sum(1 for p in result.partitions if p[0].topic == "B" and p[0].partition == 3) == 4
-    assert [(s.start, s.end) for s in result.partitions[0]] == [(0, 250)]
+    # 151 KB in 7 partitions of 21,571 bytes give or take a 100-byte message
+    assert len(sizes) == 7 and max(sizes) - min(sizes) <= 100 and sum(sizes) == 151_000
+    assert sum(1 for p in result.partitions for s in p if (s.topic, s.partition) == ("B", 3)) == 5
+
+
+def test_plan_partitions_come_in_waves_of_the_parallelism():
+    store = _store()
+    ranges = planning.resolve_ranges(store, _opts())
+    # 151 KB, 40 KB at most each, 2 cores: 4 partitions (2 waves of 2), not 3 (a straggler wave)
+    result = planning.plan(ranges, max_bytes=40_000, min_partitions=2)
+    assert len(result.partitions) == 4
+    _covers(result, ranges)
 
 
 def test_plan_min_partitions_lowers_the_target():
     store = _store()
     ranges = planning.resolve_ranges(store, _opts(topics="A"))
     result = planning.plan(ranges, max_bytes=1 << 30, min_partitions=8)
-    assert len(result.partitions) >= 8
+    assert len(result.partitions) == 8
     _covers(result, ranges)
 
 
@@ -343,8 +351,11 @@ def test_plan_covers_every_offset_once_and_balances(sizes, max_bytes, min_parts,
     target = min(max_bytes, -(-result.bytes // min_parts))
     for p in result.partitions:
         size = sum(s.bytes for s in p)
-        # a partition exceeds the target only when it holds a single message
-        assert size <= target or sum(s.end - s.start for s in p) == 1
+        # a partition exceeds the target by at most one message (100 bytes here)
+        assert size <= target + store.message_bytes
+    # a multiple of the parallelism whenever there are enough messages to cut
+    if sum(r.end - r.start for r in ranges) >= 4 * len(result.partitions):
+        assert len(result.partitions) % min_parts == 0
 
 
 # -- streaming limits ---------------------------------------------------------------------

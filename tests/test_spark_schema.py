@@ -89,3 +89,26 @@ def test_rocketmq_slices_of_several_queues_in_one_task():
 def test_schema_choice():
     assert spark_schema("rocketmq") is ROCKETMQ_SCHEMA and spark_schema("kafka") is KAFKA_SCHEMA
     assert "headers" not in spark_schema("kafka", include_headers=False).fieldNames()
+
+
+def test_the_format_schema_detected_travels_to_the_planner(monkeypatch):
+    """Spark pickles the source after ``schema()`` and plans with that copy: its reader takes the
+    detected format instead of opening the store a second time to detect it again."""
+    import pickle
+
+    from segstore.spark import datasource
+
+    source = datasource.SegstoreDataSource({"path": str(KAFKA_TXN)})
+    assert source.schema().fieldNames() == spark_schema("kafka", include_headers=False).fieldNames()
+    planner_copy = pickle.loads(pickle.dumps(source))
+
+    def no_open(*args, **kwargs):
+        raise AssertionError("the store was opened again to detect its format")
+
+    monkeypatch.setattr(datasource, "open_store", no_open)
+    reader = planner_copy.reader(planner_copy.schema())
+    assert reader.format == "kafka"
+    # a fresh source (a user-given schema: Spark never calls schema()) still detects it
+    monkeypatch.undo()
+    fresh = datasource.SegstoreDataSource({"path": str(ROCKETMQ_STORE)})
+    assert fresh.reader(ROCKETMQ_SCHEMA).format == "rocketmq"

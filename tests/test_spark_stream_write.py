@@ -160,21 +160,29 @@ def test_rocketmq_fixture_copied_to_kafka_through_spark(spark, tmp_path):  # noq
         assert [{"key": k, "value": v} for k, v in m.headers] == row["headers"]
 
 
-def _staging_now() -> set[str]:
-    root = os.path.join(tempfile.gettempdir(), "segstore-staging")
-    return set(os.listdir(root)) if os.path.isdir(root) else set()
+def _register(spark, name: str, **settings):  # noqa: F811
+    """Register the source as ``register`` would for a session like ``settings`` describes, under its
+    own name, so that the session's ``segstore`` stays as it is."""
+    from segstore.spark.datasource import SegstoreDataSource
+
+    source = SegstoreDataSource.configured(**settings)
+    source.name = classmethod(lambda cls: name)
+    spark.dataSource.register(source)
+    return name
 
 
 @pytest.fixture
 def cluster_source(spark):  # noqa: F811
-    """The source as registered on a cluster session (not local: staging beside the broker's dirs),
-    under its own name so that the session's ``segstore`` stays as it is."""
-    from segstore.spark.datasource import SegstoreDataSource
+    """The source as registered on a cluster session (not local: staging beside the broker's dirs)."""
+    return _register(spark, "segstore_cluster", local_master=False)
 
-    source = SegstoreDataSource.configured(local_master=False)
-    source.name = classmethod(lambda cls: "segstore_cluster")
-    spark.dataSource.register(source)
-    return "segstore_cluster"
+
+@pytest.fixture
+def local_staging(spark, tmp_path):  # noqa: F811
+    """The source as registered on a local session, staging under this test's own root (not the shared
+    ``$TMPDIR/segstore-staging``, which concurrent test runs use); returns (name, root)."""
+    root = tmp_path / "local-staging"
+    return _register(spark, "segstore_local", local_master=True, local_staging=str(root)), root
 
 
 def _failing_frame(spark):  # noqa: F811
@@ -189,37 +197,47 @@ def _failing_frame(spark):  # noqa: F811
     return spark.range(0, 20, numPartitions=4).select(explode_on_13("id").alias("value"))
 
 
-@pytest.mark.parametrize("source", ["segstore", "cluster"])
+@pytest.mark.parametrize("source", ["local", "cluster"])
 def test_kafka_partition_dir_write_leaves_the_log_dir_as_kafka_loads_it(spark, tmp_path, source,  # noqa: F811
                                                                         request):
     # Kafka's LogManager loads every directory of a log dir as TOPIC-N (UnifiedLog.parseTopicPartitionName)
     # and takes the log dir offline for one it cannot parse: nothing may appear there, even for a while.
-    name = request.getfixturevalue("cluster_source") if source == "cluster" else "segstore"
-    logs = tmp_path / "kafka-logs"
+    data = tmp_path / "data"
+    if source == "local":
+        name, staging = request.getfixturevalue("local_staging")
+    else:     # beside the log dir, hidden (staging_root)
+        name, staging = request.getfixturevalue("cluster_source"), data / ".kafka-logs.segstore-staging"
+    logs = data / "kafka-logs"
     part = logs / "orders-0"
     with segstore.open(str(part), format="kafka", mode="a") as store:
         store.append_batch([segstore.Message(topic="orders", value=b"before")])
-    before = _staging_now()
     spark.createDataFrame([(f"v{i}",) for i in range(30)], "value string").repartition(3) \
         .write.format(name).option("topic", "orders").mode("append").save(str(part))
     assert len(_library_values(part, "orders", 0)) == 31
-    assert os.listdir(logs) == ["orders-0"] and os.listdir(tmp_path) == ["kafka-logs"]
+    assert os.listdir(logs) == ["orders-0"] and os.listdir(data) == ["kafka-logs"]
+    assert not staging.exists()          # this test's staging root: gone once its job committed
     with pytest.raises(Exception, match="task fails on row 13"):
         _failing_frame(spark).write.format(name).option("topic", "orders").mode("append").save(str(part))
     assert len(_library_values(part, "orders", 0)) == 31
-    assert os.listdir(logs) == ["orders-0"] and os.listdir(tmp_path) == ["kafka-logs"]
-    assert _staging_now() <= before      # the local staging root holds nothing of these jobs
+    assert os.listdir(logs) == ["orders-0"] and os.listdir(data) == ["kafka-logs"]
+    assert not staging.exists()          # and once its failed job aborted
 
 
 def test_staging_root_is_outside_broker_directories(tmp_path):
-    from segstore.spark.datasource import staging_root
+    from segstore.spark.datasource import SegstoreDataSource, staging_root
     from segstore.spark.options import parse_write_options
 
-    def root(path, local=False, **options):
-        return staging_root(parse_write_options({"path": str(path), **options}), local=local)
+    def root(path, local_root=None, **options):
+        return staging_root(parse_write_options({"path": str(path), **options}), local_root=local_root)
 
     assert root(tmp_path / "kafka-logs" / "orders-0") == str(tmp_path / ".kafka-logs.segstore-staging")
     assert root(tmp_path / "kafka-logs") == str(tmp_path / ".kafka-logs.segstore-staging")
     assert root(tmp_path / "store") == str(tmp_path / ".store.segstore-staging")
-    assert root(tmp_path / "store", local=True) == os.path.join(tempfile.gettempdir(), "segstore-staging")
-    assert root(tmp_path / "store", stagingDir=str(tmp_path / "s")) == str(tmp_path / "s")
+    assert root(tmp_path / "store", local_root=str(tmp_path / "l")) == str(tmp_path / "l")
+    assert root(tmp_path / "store", local_root=str(tmp_path / "l"), stagingDir=str(tmp_path / "s")) \
+        == str(tmp_path / "s")
+    # what register() records for a local session, and nothing for a cluster
+    assert SegstoreDataSource.configured(local_master=True).local_staging \
+        == os.path.join(tempfile.gettempdir(), "segstore-staging")
+    cluster = SegstoreDataSource.configured(local_master=False, local_staging=str(tmp_path))
+    assert cluster.local_staging is None

@@ -55,6 +55,9 @@ assert HEADER.unpack(bytes(range(HEADER.size)))[H_MAGIC] == codec.MAGIC_OFFSET
 V2_MIN_LENGTH = codec.RECORD_BATCH_OVERHEAD - codec.LOG_OVERHEAD
 
 
+#: Blocks (``files.REMOTE_BLOCK_SIZE``) a remote log is fetched in per window of a column read.
+REMOTE_WINDOW_BLOCKS = 2
+
 def header_fields(view: memoryview, pos: int, path: str) -> tuple:
     """The ``batch.HEADER`` fields of the batch at ``view[pos]``, without CRC check or records.
 
@@ -229,7 +232,39 @@ class LogSegment:
         ``start`` must be a batch boundary (:meth:`batch_at_or_after`).  ``O(bytes)``, memory bounded
         by the chunk capacity.
         """
+        if self.log.remote:
+            return self._remote_column_chunks(want, start, end)
         return columnar.decode(self.log.view(), path=self.path, start=start, end=end, want=want)
+
+    def _remote_column_chunks(self, want: int, start: int, end: int | None) -> Iterator[columnar.Chunk]:
+        """:meth:`column_chunks` of a remote log: by byte-range windows, never the whole file.
+
+        Each window ends at a batch start the offset index names (or the log's end), so no
+        batch is cut; a window whose decode fails where the index was wrong is read again
+        from its last whole batch to the log's end, which raises the log's own error if any.
+        """
+        size = self.log.size
+        stop = size if end is None else min(end, size)
+        positions = self.offset_index.columns()["position"]
+        pos = start
+        while pos < stop:
+            reach = min(stop, pos + REMOTE_WINDOW_BLOCKS * files.REMOTE_BLOCK_SIZE)
+            i = int(np.searchsorted(positions, reach, side="left"))
+            window_end = int(positions[i]) if i < len(positions) else size
+            last = pos
+            try:
+                for chunk in columnar.decode(self.log.window(pos, window_end), path=self.path, start=pos,
+                                             end=min(window_end, stop), want=want):
+                    batches = chunk.batches
+                    last = int(batches["position"][-1] + batches["size"][-1])
+                    yield chunk
+            except SegstoreError:
+                if window_end >= size:
+                    raise
+                yield from columnar.decode(self.log.window(last, size), path=self.path, start=last, end=stop,
+                                           want=want)
+                return
+            pos = window_end
 
     def batch_at_or_after(self, position: int) -> int:
         """The position of the first batch starting at or after byte ``position`` (the log size if none).
@@ -240,9 +275,8 @@ class LogSegment:
         columns = self.offset_index.columns()
         slot = search(columns["position"], position, Bound.LARGEST_LOWER)
         pos = int(columns["position"][slot]) if slot >= 0 else 0
-        view = self.log.view()
-        while pos < min(position, len(view)):
-            pos += header_fields(view, pos, self.path)[H_LENGTH] + codec.LOG_OVERHEAD
+        while pos < min(position, self.log.size):
+            pos += header_fields(self._batch_view(pos), pos, self.path)[H_LENGTH] + codec.LOG_OVERHEAD
         return pos
 
     def check_log(self, expected_offset: int | None
@@ -309,12 +343,23 @@ class LogSegment:
             return (err.path or self.path, pos if err.pos is None else err.pos, err.message)
         return None
 
+    def _batch_view(self, pos: int) -> memoryview:
+        """The log as a view (positions the file's) holding the header of the batch at ``pos``: the
+        map locally; remotely only that header is fetched (a legacy entry whole: its last offset
+        may lie in a compressed inner set)."""
+        if not self.log.remote:
+            return self.log.view()
+        view = self.log.window(pos, pos + HEADER.size)
+        if len(view) > pos + codec.MAGIC_OFFSET and view[pos + codec.MAGIC_OFFSET] < codec.MAGIC_V2:
+            length = codec.ENTRY_PREFIX.unpack_from(view, pos)[1]
+            view = self.log.window(pos, pos + codec.LOG_OVERHEAD + max(0, length))
+        return view
+
     def headers(self, start: int = 0) -> Iterator[codec.RecordBatch]:
         """Batch headers only (no CRC, no record decode) from byte ``start``: cheap hops."""
-        buf = self.log.view()
-        pos, end = start, len(buf)
+        pos, end = start, self.log.size
         while pos < end:
-            header = codec.read_batch_header(buf, pos, path=self.path)
+            header = codec.read_batch_header(self._batch_view(pos), pos, path=self.path)
             yield header
             pos += header.size
 
@@ -405,11 +450,10 @@ class LogSegment:
         position = self.offset_index.lookup_position(offset)
         if position < start:
             position = start
-        view = self.log.view()
-        end = len(view)
+        end = self.log.size
         path = self.log.path
         while position < end:
-            fields = header_fields(view, position, path)
+            fields = header_fields(self._batch_view(position), position, path)
             size = fields[H_LENGTH] + codec.LOG_OVERHEAD
             last = fields[H_BASE_OFFSET] + fields[H_LAST_OFFSET_DELTA]
             if last >= offset:

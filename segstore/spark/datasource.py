@@ -58,7 +58,7 @@ from pyspark.sql.types import (
 )
 
 from .. import api, files
-from ..errors import ConfigError, SegstoreError
+from ..errors import ConfigError, NotFoundError, SegstoreError
 from ..records import Message
 from ..search import Bound, search
 from ..store import Store
@@ -159,7 +159,8 @@ def read_slices(partition: InputPartition, schema: StructType,
                 first = _offset_index(offsets, start)
                 stop = _offset_index(offsets, end)
                 batch = batch.slice(first, max(0, stop - first))
-                if skip_control:
+                # a filter copies every column: only where the batch holds a transaction marker
+                if skip_control and pc.any(batch.column("isControl")).as_py():
                     batch = batch.filter(pc.invert(batch.column("isControl")))
                 if batch.num_rows:
                     spark_batch = to_spark_batch(batch, target)
@@ -398,7 +399,12 @@ def staged_messages(table: pa.Table, options: WriteOptions) -> Iterator[Message]
 _KAFKA_PARTITION_DIR = re.compile(r"^.+-\d+$")
 
 
-def staging_root(options: WriteOptions, *, local: bool) -> str:
+def local_staging_root() -> str:
+    """Where a ``local[...]`` session stages writes by default: ``$TMPDIR/segstore-staging``."""
+    return os.path.join(tempfile.gettempdir(), "segstore-staging")
+
+
+def staging_root(options: WriteOptions, *, local_root: str | None) -> str:
     """Where write tasks stage their rows: never inside a directory a broker loads.
 
     A Kafka broker loads every subdirectory of a log dir as a partition and takes the
@@ -406,7 +412,8 @@ def staging_root(options: WriteOptions, *, local: bool) -> str:
     nothing may go beside a partition directory.  In order:
 
     - the ``stagingDir`` option;
-    - ``local``: the system temporary directory, which the local executors share;
+    - ``local_root`` (a ``local[...]`` session: :func:`local_staging_root`, in the
+      system temporary directory, which the local executors share);
     - else beside the broker's top directory, hidden: for ``/d/kafka-logs/t-0`` (a
       ``TOPIC-N`` directory) ``/d/.kafka-logs.segstore-staging``, for ``/d/store``
       ``/d/.store.segstore-staging``: on the store's filesystem, which the
@@ -414,8 +421,8 @@ def staging_root(options: WriteOptions, *, local: bool) -> str:
     """
     if options.staging_dir:
         return options.staging_dir
-    if local:
-        return os.path.join(tempfile.gettempdir(), "segstore-staging")
+    if local_root:
+        return local_root
     top = os.path.abspath(options.path)
     if _KAFKA_PARTITION_DIR.match(os.path.basename(top)):
         top = os.path.dirname(top)
@@ -434,14 +441,21 @@ class SegstoreWriter(DataSourceArrowWriter):
     """
 
     def __init__(self, options: WriteOptions, schema: StructType, job_id: str, *,
-                 local: bool = False) -> None:
+                 local_root: str | None = None) -> None:
         self.options = options
         self.schema = schema
-        self.root = staging_root(options, local=local)
+        self.root = staging_root(options, local_root=local_root)
         self.job_dir = os.path.join(self.root, job_id)
         # Made here, on the driver, and never by a task: a task Spark has not stopped yet when
         # the job fails must not bring the directory back after ``abort`` removed it.
-        files.make_dirs(self.job_dir)
+        for attempt in range(3):
+            try:
+                files.make_dirs(self.job_dir)
+                break
+            except NotFoundError:
+                # another job's _clean removed the shared root between our making it and our job dir
+                if attempt == 2:
+                    raise
 
     def _clean(self) -> None:
         for attempt in range(3):
@@ -503,13 +517,15 @@ class SegstoreDataSource(DataSource):
       absent (the session's default parallelism, so that every core gets work);
     - ``filter_pushdown``: whether readers take Spark's filters to prune their plan,
       only on a Spark that keeps a pushdown's plan with its one scan;
-    - ``local_master``: the session runs ``local[...]``, so writers stage in the
-      system temporary directory.
+    - ``local_staging``: the session runs ``local[...]``: where its writers stage
+      (:func:`local_staging_root`, unless given); None on a cluster.
     """
 
     default_min_partitions: ClassVar[int] = 1
     filter_pushdown: ClassVar[bool] = False
-    local_master: ClassVar[bool] = False
+    local_staging: ClassVar[str | None] = None
+    #: the store's format, once ``schema`` (or a reader) detected it
+    detected_format: str | None = None
 
     @classmethod
     def name(cls) -> str:
@@ -517,10 +533,15 @@ class SegstoreDataSource(DataSource):
 
     @classmethod
     def configured(cls, *, parallelism: int = 1, filter_pushdown: bool = False,
-                   local_master: bool = False) -> type[SegstoreDataSource]:
-        """A subclass carrying what :func:`segstore.spark.register` found out about the session."""
+                   local_master: bool = False, local_staging: str | None = None) -> type[SegstoreDataSource]:
+        """A subclass carrying what :func:`segstore.spark.register` found out about the session.
+
+        ``local_staging`` (where a local session's writers stage) defaults to
+        :func:`local_staging_root` when ``local_master``; it is ignored otherwise.
+        """
+        staging = (local_staging or local_staging_root()) if local_master else None
         return type(cls.__name__, (cls,), {"default_min_partitions": max(1, parallelism),
-                                           "filter_pushdown": filter_pushdown, "local_master": local_master,
+                                           "filter_pushdown": filter_pushdown, "local_staging": staging,
                                            "__module__": cls.__module__, "__doc__": cls.__doc__})
 
     def _read_options(self, *, streaming: bool = False) -> ReadOptions:
@@ -530,7 +551,12 @@ class SegstoreDataSource(DataSource):
         return options
 
     def _format(self, options: ReadOptions) -> str:
+        # schema() ran in another Python worker, but Spark pickles this object after it and
+        # plans with that copy: the format it detected saves the planner opening the store again
+        if self.detected_format is not None:
+            return self.detected_format
         with open_store(options.path, options.format, options.config) as store:
+            self.detected_format = store.format
             return store.format
 
     def schema(self) -> StructType:
@@ -551,7 +577,7 @@ class SegstoreDataSource(DataSource):
         if overwrite:
             raise ConfigError("segstore stores are append-only: use .mode(\"append\")", options.path)
         check_write_schema(schema, options)
-        return SegstoreWriter(options, schema, uuid.uuid4().hex, local=self.local_master)
+        return SegstoreWriter(options, schema, uuid.uuid4().hex, local_root=self.local_staging)
 
 
 __all__ = ["NAME", "PushdownReader", "SegstoreDataSource", "SegstoreReader", "SegstoreStreamReader",

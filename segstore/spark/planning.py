@@ -10,10 +10,10 @@ Three pure steps, each testable without Spark:
    offset ranges, time lookups and ``segment_infos`` and yields one
    :class:`PartitionRange` (absolute ``[start, end)`` plus its segments) per
    topic partition left after pruning.
-3. :func:`plan` cuts the ranges into :class:`Slice` pieces at segment
-   boundaries, drops segments outside the ranges, splits segments larger than
-   the target size by offsets and packs consecutive small pieces together, so
-   every input partition holds about the same number of bytes.  Input
+3. :func:`plan` drops segments outside the ranges and fills input partitions
+   with the rest in order, each to the same number of bytes, cutting a segment
+   by offsets where a partition is full; the number of partitions is a multiple
+   of the cluster's parallelism, so no wave of tasks leaves a core idle.  Input
    partitions carry paths and offsets only; executors open the store themselves.
 
 Complexity: O(P + S) for P topic partitions and S segments (plus the pieces
@@ -379,8 +379,8 @@ class Plan:
     bytes: int = 0
 
 
-def _pieces(rng: PartitionRange, target: int) -> Iterable[Slice]:
-    """Slices of one range: one per overlapping segment, larger ones cut to ~target bytes."""
+def _pieces(rng: PartitionRange) -> Iterable[Slice]:
+    """One slice per segment overlapping the range, clipped to it, its bytes in proportion."""
     segments = rng.segments or (SegmentInfo(rng.start, rng.end, rng.end - rng.start),)
     for seg in segments:
         start = max(seg.start_offset, rng.start)
@@ -389,49 +389,71 @@ def _pieces(rng: PartitionRange, target: int) -> Iterable[Slice]:
             continue
         span = seg.end_offset - seg.start_offset
         size = math.ceil(seg.bytes * (end - start) / span) if span > 0 else seg.bytes
-        # offsets per piece: as many as fit in the target (at least one), spread evenly
-        fit = max(1, (target * (end - start)) // size) if size else end - start
-        count = math.ceil((end - start) / fit)
-        for i in range(count):
-            lo = start + (end - start) * i // count
-            hi = start + (end - start) * (i + 1) // count
-            yield Slice(rng.topic, rng.partition, lo, hi, math.ceil(size * (hi - lo) / (end - start)))
+        yield Slice(rng.topic, rng.partition, start, end, size)
 
 
 def _overlaps(rng: PartitionRange, seg: SegmentInfo) -> bool:
     return seg.start_offset < rng.end and seg.end_offset > rng.start
 
 
-def plan(ranges: Sequence[PartitionRange], *, max_bytes: int, min_partitions: int = 1) -> Plan:
-    """Pack the ranges into input partitions of about equal bytes.
+def _add(slices: list[Slice], piece: Slice) -> None:
+    """Append ``piece``, merged into the last slice when it continues its offsets."""
+    last = slices[-1] if slices else None
+    continues = last is not None and (last.topic, last.partition, last.end) == (piece.topic, piece.partition,
+                                                                              piece.start)
+    if last is not None and continues:
+        slices[-1] = Slice(last.topic, last.partition, last.start, piece.end, last.bytes + piece.bytes)
+    else:
+        slices.append(piece)
 
-    The target size is ``max_bytes``, lowered so that there are at least
-    ``min_partitions`` when the data allows.  Pieces stay in (topic, partition,
-    offset) order; a piece that follows its predecessor's offsets in the same
-    input partition is merged into one slice.
+
+def plan(ranges: Sequence[PartitionRange], *, max_bytes: int, min_partitions: int = 1) -> Plan:
+    """Cut the ranges into input partitions of equal bytes, in a multiple of ``min_partitions``.
+
+    ``min_partitions`` is the cluster's parallelism (or the ``minPartitions`` option):
+    the partition count is the smallest multiple of it whose partitions hold at most
+    ``max_bytes``, so every wave of tasks keeps every core busy and no wave ends with a
+    straggler.  Partitions are filled to the same size in (topic, partition, offset)
+    order, cutting a segment by offsets where a partition's end falls inside it (bytes
+    per offset taken as even within a segment), so sizes differ by at most a message
+    (more only where one message is larger than a partition); a piece that continues
+    its predecessor's offsets in the same partition is merged into one slice.
     """
     result = Plan()
+    pieces: list[Slice] = []
     for rng in ranges:
         result.segments_total += len(rng.segments)
         result.segments_read += sum(1 for s in rng.segments if _overlaps(rng, s))
-    total = sum(p.bytes for rng in ranges for p in _pieces(rng, max_bytes))
-    target = max(1, min(max_bytes, math.ceil(total / min_partitions)))
+        pieces.extend(_pieces(rng))
+    total = sum(p.bytes for p in pieces)
+    wave = max(1, min_partitions)
+    parts = wave * max(1, math.ceil(total / (max(1, max_bytes) * wave)))
+    # partition k ends where the bytes so far reach k/parts of the total (cumulative, so that
+    # rounding to whole messages never leaves a sliver of a partition at the end)
+    k, filled = 1, 0
+    boundary = math.ceil(total * k / parts)
     current: list[Slice] = []
-    current_bytes = 0
-    for rng in ranges:
-        for piece in _pieces(rng, target):
-            if current and current_bytes + piece.bytes > target:
-                result.partitions.append(current)
-                current, current_bytes = [], 0
-            last = current[-1] if current else None
-            if last is not None and (last.topic, last.partition, last.end) == (piece.topic, piece.partition,
-                                                                               piece.start):
-                current[-1] = Slice(last.topic, last.partition, last.start, piece.end,
-                                    last.bytes + piece.bytes)
-            else:
-                current.append(piece)
-            current_bytes += piece.bytes
-            result.bytes += piece.bytes
+    for piece in pieces:
+        result.bytes += piece.bytes
+        while piece.start < piece.end:
+            if filled + piece.bytes <= boundary:
+                _add(current, piece)
+                filled += piece.bytes
+                break
+            count = piece.end - piece.start
+            # the offsets nearest to the boundary (bytes per offset even within a segment)
+            take = min(count, round(max(0, boundary - filled) * count / piece.bytes))
+            if take == 0 and not current:
+                take = 1                                  # one message larger than a partition
+            if take:
+                head = math.ceil(piece.bytes * take / count)
+                _add(current, Slice(piece.topic, piece.partition, piece.start, piece.start + take, head))
+                filled += head
+                piece = Slice(piece.topic, piece.partition, piece.start + take, piece.end, piece.bytes - head)
+            result.partitions.append(current)
+            current = []
+            k += 1
+            boundary = math.ceil(total * k / parts)
     if current:
         result.partitions.append(current)
     return result
