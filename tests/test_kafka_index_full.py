@@ -101,8 +101,9 @@ os._exit(0)   # as a SIGKILL leaves it: nothing trimmed, nothing closed
 
 
 def test_a_segment_grown_across_reopens_then_killed_reopens_and_rolls(tmp_path: Path) -> None:
-    """Six sessions of 3 appends (one timestamp: only the offset index fills), each reopen starting bytesSinceLastIndexEntry at 0 (LogSegment.java),
-    then a killed one: LogSegment.recover rebuilds more entries than the 8 the offset index holds.
+    """Six sessions of 3 appends (one timestamp: only the offset index fills), each reopen starting
+    bytesSinceLastIndexEntry at 0 (LogSegment.java), then a killed one: LogSegment.recover rebuilds more
+    entries than the 8 the offset index holds.
     Before the fix every later open for appending failed (``CorruptIndexError: ...index:64: index full``);
     now recovery keeps the indexes sparse, says so, and the next append rolls (shouldRoll: index full)."""
     config = {"segment.index.bytes": 64, "index.interval.bytes": 256}
