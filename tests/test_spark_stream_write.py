@@ -161,8 +161,24 @@ def test_rocketmq_fixture_copied_to_kafka_through_spark(spark, tmp_path):  # noq
 
 
 def _staging_now() -> set[str]:
+    """The jobs staged under the local staging root: the session's own ``TMPDIR`` (``spark`` fixture),
+    never the shared ``/tmp/segstore-staging``, which another test run may be writing to."""
     root = os.path.join(tempfile.gettempdir(), "segstore-staging")
+    assert tempfile.gettempdir() != "/tmp", "the spark fixture gives the run a temporary directory of its own"
     return set(os.listdir(root)) if os.path.isdir(root) else set()
+
+
+def _worker_tempdir(spark) -> str:  # noqa: F811
+    """The temporary directory a Python worker of the session sees."""
+    from pyspark.sql import functions as F
+
+    @F.udf("string")
+    def tempdir(_):
+        import tempfile
+
+        return tempfile.gettempdir()
+
+    return spark.range(1).select(tempdir("id")).first()[0]
 
 
 @pytest.fixture
@@ -200,6 +216,7 @@ def test_kafka_partition_dir_write_leaves_the_log_dir_as_kafka_loads_it(spark, t
     with segstore.open(str(part), format="kafka", mode="a") as store:
         store.append_batch([segstore.Message(topic="orders", value=b"before")])
     before = _staging_now()
+    assert _worker_tempdir(spark) == tempfile.gettempdir()     # the jobs stage where _staging_now looks
     spark.createDataFrame([(f"v{i}",) for i in range(30)], "value string").repartition(3) \
         .write.format(name).option("topic", "orders").mode("append").save(str(part))
     assert len(_library_values(part, "orders", 0)) == 31
@@ -208,7 +225,7 @@ def test_kafka_partition_dir_write_leaves_the_log_dir_as_kafka_loads_it(spark, t
         _failing_frame(spark).write.format(name).option("topic", "orders").mode("append").save(str(part))
     assert len(_library_values(part, "orders", 0)) == 31
     assert os.listdir(logs) == ["orders-0"] and os.listdir(tmp_path) == ["kafka-logs"]
-    assert _staging_now() <= before      # the local staging root holds nothing of these jobs
+    assert _staging_now() == before == set()     # the local staging root holds nothing of these jobs
 
 
 def test_staging_root_is_outside_broker_directories(tmp_path):
