@@ -25,9 +25,9 @@ import segstore
 CONFIGS = {
     "rocketmq": {"mappedFileSizeCommitLog": 8192, "mappedFileSizeConsumeQueue": 200, "maxHashSlotNum": 16,
                  "maxIndexNum": 40, "flushIntervalCommitLog": 5, "flushIntervalConsumeQueue": 10},
-    # segment.index.bytes 1024: rolls by size, not by a full index (a kill during a roll forced by a full
-    # time index leaves a segment whose recovery overfills it: see docs/reliability.md)
-    "kafka": {"segment.bytes": 4096, "segment.index.bytes": 1024, "index.interval.bytes": 256},
+    # segment.index.bytes 64: the time index (5 slots) and offset index (8) fill before segment.bytes, so
+    # kills land in rolls forced by a full index and in recoveries that rebuild more entries than fit
+    "kafka": {"segment.bytes": 4096, "segment.index.bytes": 64, "index.interval.bytes": 256},
 }
 TOPICS = {"rocketmq": "Crash", "kafka": "crash"}
 QUEUES = {"rocketmq": 2, "kafka": 1}

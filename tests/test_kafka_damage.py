@@ -108,9 +108,11 @@ def test_a_snappy_length_of_0xffffffff_is_a_typed_error_not_an_abort(tmp_path: P
     (the codec allocated the declared length) while verify said clean."""
     part, log, position = _partition_with(tmp_path, _snappy_lying_length)
     proc = _run(command[0], str(part), *command[1:])
-    if command[0] in ("info", "recover"):     # neither decodes records: the batch is whole, its CRC holds
+    if command[0] == "info":     # decodes no records: the batch is whole, its CRC holds
         assert proc.returncode == 0, proc.stderr
         return
+    # recover keeps the batch (its CRC holds: Kafka's LogSegment.recover checks no more) and, since
+    # verify still finds it, exits 1 naming it (issue 15: exit 0 only when clean afterwards)
     # query: from offset 0, 1000 records run into the bad batch
     _assert_typed(proc, log, f":{position + RECORD_BATCH_OVERHEAD}:", "at most")
 

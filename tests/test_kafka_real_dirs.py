@@ -43,6 +43,7 @@ from segstore.errors import (
     CorruptDataError,
     OffsetOutOfRangeError,
     StoreLockedError,
+    UnrepairedDataError,
 )
 
 UNCOMPRESSED = FIXTURES / "kafka" / "uncompressed"
@@ -245,7 +246,9 @@ def test_recover_starts_at_the_log_dirs_recovery_point(tmp_path: Path) -> None:
     data[7] ^= 0x04                     # slot 0 points into the middle of a batch
     first.write_bytes(bytes(data))
     with segstore.open(log_dir, "kafka", mode="a") as store:
-        store.recover()
+        with pytest.raises(UnrepairedDataError) as left:      # recover says what it left (issue 15)
+            store.recover()
+    assert left.value.path == str(first) and left.value.pos == 0
     assert first.read_bytes() == bytes(data)
     part2 = copy_writable(UNCOMPRESSED / "topic-0", tmp_path / "alone" / "topic-0")
     (part2 / first.name).write_bytes(bytes(data))

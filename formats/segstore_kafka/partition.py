@@ -343,6 +343,9 @@ class Partition:
     @staticmethod
     def _describe(seg: LogSegment, result: RecoverResult) -> str:
         line = f"{seg.path}: rebuilt indexes over {result.valid_bytes} valid bytes"
+        if result.index_full_at is not None:
+            line += (f" (full at position {result.index_full_at}: segment.index.bytes="
+                     f"{seg.max_index_size}; later batches unindexed, the next append rolls)")
         if result.truncated_bytes:
             line += (f"; cut {result.truncated_bytes} bytes at {result.valid_bytes} "
                      f"(kept in {result.saved_to})")

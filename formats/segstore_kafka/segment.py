@@ -111,6 +111,8 @@ class RecoverResult:
     truncated_bytes: int
     saved_to: str | None
     error: str | None
+    #: the position of the first batch the rebuilt indexes had no room for (None: all had)
+    index_full_at: int | None = None
 
 
 class TransactionTracker:
@@ -502,13 +504,21 @@ class LogSegment:
         buf = self.log.view()
         valid, error = codec.valid_prefix(buf, path=self.path)
         last_entry = 0
+        full_at: int | None = None
         for batch in codec.iter_batches(buf[:valid], path=self.path, check_crc=False):
             if batch.max_timestamp > self._max_ts.timestamp:
                 self._max_ts = TimestampOffset(batch.max_timestamp, batch.last_offset)
-            if batch.position - last_entry > self.index_interval_bytes:
-                self.offset_index.append_entry(batch.last_offset, batch.position)
-                self.time_index.maybe_append(self._max_ts.timestamp, self._max_ts.offset)
-                last_entry = batch.position
+            if batch.position - last_entry > self.index_interval_bytes and full_at is None:
+                if self.offset_index.is_full or self.time_index.is_full:
+                    # Kafka 3.8's recover() appends here unchecked and throws on a full index: a log
+                    # grown after a reopen (bytesSinceLastIndexEntry starts at 0) needs more entries
+                    # than the writer made.  The indexes are sparse, so the rest of the segment goes
+                    # unindexed (lookups walk it) and the next append rolls (shouldRoll: index full).
+                    full_at = batch.position
+                else:
+                    self.offset_index.append_entry(batch.last_offset, batch.position)
+                    self.time_index.maybe_append(self._max_ts.timestamp, self._max_ts.offset)
+                    last_entry = batch.position
             if on_batch is not None:
                 on_batch(batch)
         del buf
@@ -521,7 +531,7 @@ class LogSegment:
         self.time_index.maybe_append(self._max_ts.timestamp, self._max_ts.offset, skip_full_check=True)
         self.time_index.trim()
         self.bytes_since_last_index_entry = 0
-        return RecoverResult(valid, truncated, saved, str(error) if error is not None else None)
+        return RecoverResult(valid, truncated, saved, str(error) if error is not None else None, full_at)
 
     def check_tail(self) -> CorruptDataError | None:
         """Walk the headers from the last index entry: None if they end exactly at the end of the log."""

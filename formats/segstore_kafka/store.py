@@ -30,6 +30,7 @@ from segstore.errors import (
     CorruptIndexError,
     InvalidTopicError,
     NotFoundError,
+    UnrepairedDataError,
     UnsupportedOperationError,
 )
 from segstore.files import BrokerLock, DirectoryLock
@@ -552,11 +553,31 @@ class KafkaStore(Store):
             return [Problem(path, pos, message) for part in parts for path, pos, message in part.verify()]
 
     def recover(self) -> list[str]:
+        """Recover every partition (Kafka 3.8 ``LogLoader.recoverLog``), then verify them.
+
+        Kafka leaves segments below the recovery point as they are, and what a recovery
+        cannot cut (damage there, a damaged checkpoint) stays: recover says so by
+        raising instead of returning as if the store were clean.  ``O(store bytes)``.
+
+        :raises UnrepairedDataError: a partition still has problems after recovery; its
+            ``actions`` are the lines of what was done, its position the first problem.
+        """
         self._check_writable()
         points = self._dir.recovery_points if self._dir is not None else {}
         parts = self._partitions()
-        with progress.task("recover", sum(s.size for part in parts.values() for s in part.segments)):
-            return [line for key, part in parts.items() for line in part.recover(points.get(key, 0))]
+        total = sum(s.size for part in parts.values() for s in part.segments)
+        with progress.task("recover", total):
+            lines = [line for key, part in parts.items() for line in part.recover(points.get(key, 0))]
+        with progress.task("verify", sum(s.size for part in parts.values() for s in part.segments)):
+            left = [problem for part in parts.values() for problem in part.verify()]
+        if left:
+            path, pos, message = left[0]
+            more = len(left) - 1
+            raise UnrepairedDataError(
+                f"{message}; left by recovery (below the recovery point, or in a file it does not repair)"
+                + (f" ({more} more problem{'s' if more > 1 else ''}, see verify)" if more else "")
+                + "; every other repair is done", path, pos, actions=lines)
+        return lines
 
     # -- retention, DeleteRecords, compaction (retention.py, compaction.py) ------------
     def retention(self, *, dry_run: bool = False, now_ms: int | None = None, topic: str | None = None,
