@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -23,29 +21,14 @@ FIXTURES = ROOT / "compat_fixtures"
 
 
 @pytest.fixture(scope="session")
-def spark(tmp_path_factory):
-    """The local SparkSession shared by every Spark test (segstore source registered).
-
-    Its JVM and Python workers, and this process, take a temporary directory of this run's
-    own (``TMPDIR``): local write jobs stage under it (``staging_root``), and the tests that
-    look there must not see the jobs of a test run going on beside this one.
-    """
+def spark():
+    """The local SparkSession shared by every Spark test (segstore source registered)."""
     pytest.importorskip("pyspark")
     from segstore.spark import local_session
 
-    private = str(tmp_path_factory.mktemp("tmpdir"))
-    saved_env, saved_tempdir = os.environ.get("TMPDIR"), tempfile.tempdir
-    os.environ["TMPDIR"] = tempfile.tempdir = private   # the JVM and its workers inherit the environment
-    try:
-        session = local_session("segstore-tests", cores=2)
-        yield session
-        session.stop()
-    finally:
-        tempfile.tempdir = saved_tempdir
-        if saved_env is None:
-            os.environ.pop("TMPDIR", None)
-        else:
-            os.environ["TMPDIR"] = saved_env
+    session = local_session("segstore-tests", cores=2)
+    yield session
+    session.stop()
 
 
 def fixture_config(store_path: Path) -> dict[str, Any]:
