@@ -356,8 +356,11 @@ class _Properties:
 
 def _strings(kind: pa.DataType, count: int, offsets: np.ndarray, data: np.ndarray,
              valid: np.ndarray | None = None, nulls: int = 0) -> pa.Array:
-    """A binary/string array of ``count`` values over ``offsets`` and the used part of ``data``."""
-    bitmap = pa.py_buffer(np.packbits(valid[:count].view(bool), bitorder="little")) if nulls else None
+    """A binary/string array of ``count`` values over ``offsets`` and the used part of ``data``;
+    ``valid`` (uint8, one per value) is read only when ``nulls``."""
+    bitmap = None
+    if nulls and valid is not None:
+        bitmap = pa.py_buffer(np.packbits(valid[:count].view(bool), bitorder="little"))
     return pa.Array.from_buffers(kind, count, [bitmap, pa.py_buffer(offsets[:count + 1]),
                                                pa.py_buffer(data[:int(offsets[count])])], null_count=nulls)
 
