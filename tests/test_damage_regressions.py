@@ -27,8 +27,8 @@ from segstore_rocketmq.message import BLANK_MAGIC, PREFIX
 from segstore_rocketmq.recovery import _odd
 
 import segstore
-from segstore import cli
-from segstore.errors import InvalidTopicError, SegstoreError, UnrepairedDataError
+from segstore import cli, files
+from segstore.errors import CorruptDataError, InvalidTopicError, SegstoreError, UnrepairedDataError
 
 FILE_SIZE = 65536       # mappedFileSizeCommitLog of both RocketMQ fixtures
 # Message field positions (MessageDecoder): QUEUEID, QUEUEOFFSET, PHYSICALOFFSET; the body at 88 (v1).
@@ -409,6 +409,28 @@ _WRITER = textwrap.dedent("""
 
 def _body(j: int) -> bytes:
     return b"m%d-" % j * (1 + j % 7)
+
+
+def test_a_commitlog_file_gone_since_the_listing_is_nothing_to_a_reader(tmp_path, monkeypatch):
+    """A writer's close deletes its preallocated spare: a reader that listed ``commitlog/`` just before
+    finds the name gone (the rolling-writer test below met it once in a full run).  Nothing is there
+    to read: the reader goes on; a writer, which holds the lock, still calls it what it is."""
+    store = str(tmp_path / "s")
+    sizes = {"mappedFileSizeCommitLog": 16384, "mappedFileSizeConsumeQueue": 400}
+    with segstore.open(store, format="rocketmq", mode="a", **sizes) as s:
+        s.append_batch([{"topic": "T", "body": _body(j)} for j in range(200)])
+    listed = files.list_dir
+    gone = f"{16384 * 61:020d}"     # past every file: where the spare of a later roll would be
+
+    def with_gone(path):
+        names = listed(path)
+        return [*names, gone] if os.path.basename(path) == "commitlog" else names
+
+    monkeypatch.setattr(files, "list_dir", with_gone)
+    with segstore.open(store, format="rocketmq", **sizes) as s:
+        assert [m.body for m in s.read("T", 0)] == [_body(j) for j in range(200)]
+    with pytest.raises(CorruptDataError, match="found nothing"):
+        segstore.open(store, format="rocketmq", mode="a", **sizes)
 
 
 def test_readers_beside_a_rolling_writer_see_a_consistent_prefix(tmp_path):

@@ -27,6 +27,7 @@ import numpy as np
 from segstore import files
 from segstore.errors import (
     CorruptDataError,
+    NotFoundError,
     OffsetOutOfRangeError,
     StorageFullError,
     TruncatedDataError,
@@ -208,10 +209,19 @@ class CommitLog:
             base = parse_file_name(self.directory, name)
             path = os.path.join(self.directory, name)
             found = files.not_regular(path)
+            if found == "nothing" and not self.writable:
+                # gone since the listing: a reader beside a writer whose close deleted its spare
+                # (or whose retention deleted an old file); it holds nothing to read
+                continue
             if found is not None:
                 raise CorruptDataError(f"expected a commitlog file of {self.file_size} bytes "
                                        f"(mappedFileSizeCommitLog), found {found}", path)
-            size = files.file_size(path)
+            try:
+                size = files.file_size(path)
+            except NotFoundError:
+                if self.writable:
+                    raise
+                continue    # gone since the look above (as there)
             if size == 0 and i == len(names) - 1:
                 # A broker killed while creating its next file leaves it empty: RocketMQ 5.1.3+
                 # (MappedFileQueue.doLoad) deletes it, 4.5.1-5.1.2 refuse to start, 4.2-4.4 stop
@@ -230,7 +240,13 @@ class CommitLog:
                                 path, min(size, self.file_size))
                 self.repairs += self._fix_size(path, base, size, last=i == len(names) - 1)
             # Every file but the last is full; the last one's end is set by set_end().
-            loaded.append(CommitLogFile(MappedFile(path, writable=self.writable), base, self.file_size))
+            try:
+                mapped = MappedFile(path, writable=self.writable)
+            except NotFoundError:
+                if self.writable:
+                    raise
+                continue    # gone since the look above (as there)
+            loaded.append(CommitLogFile(mapped, base, self.file_size))
         # Trailing files with nothing written are the allocator's preallocation, not data.
         while loaded and not any(loaded[-1].file.view(0, PREFIX.size)):
             spare = loaded.pop()
