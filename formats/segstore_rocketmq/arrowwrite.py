@@ -293,8 +293,12 @@ def _properties(n: int, row_of: np.ndarray, codes: np.ndarray, dictionary: list[
     is_property = np.array([name.startswith(prefix) for name in dictionary], bool)
     mask = is_property[codes] if len(dictionary) else np.zeros(len(codes), bool)
     rows = row_of[mask]
+    cells = n * max(len(dictionary), 1)
     pair = rows * max(len(dictionary), 1) + codes[mask]
-    if len(np.unique(pair)) != len(pair):
+    # a name twice in a row: counted in a table of rows x names where that is small (a sort costs more)
+    repeated = (np.bincount(pair, minlength=cells).max(initial=0) > 1 if cells <= 1 << 22
+                else len(np.unique(pair)) != len(pair))
+    if repeated:
         return None
     stripped = pa.array([name[len(prefix):] if name.startswith(prefix) else "" for name in dictionary],
                         pa.string())
