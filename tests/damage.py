@@ -406,6 +406,9 @@ class Result:
         """The case's failures: bad outcomes and recover findings, one line each."""
         lines = [f"{r.command}: {r.outcome} (rc {r.rc}): {_tail(r.stderr)}" for r in self.runs
                  if r.outcome in BAD_OUTCOMES]
+        # recover exits 0 only over a store that is clean afterwards (exit 1 names what it left)
+        lines += [f"recover: exit 0, then dump {r.outcome} (rc {r.rc}): {_tail(r.stderr)}" for r in self.runs
+                  if r.command == "dump-after-recover" and r.outcome != "ok"]
         return lines + [f"recover: {f}" for f in self.findings]
 
 

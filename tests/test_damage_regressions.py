@@ -463,3 +463,24 @@ def test_readers_beside_a_rolling_writer_see_a_consistent_prefix(tmp_path):
     finally:
         writer.kill()
     assert reads >= 10 and seen > 100
+
+
+# -- recover exits 0 only over a store that reads (seed 20261124, case 68) -----------------------------
+
+
+def test_recover_exit_0_means_the_store_dumps_after_it(tmp_path):
+    """Seed 20261124 case 68: a bit flipped at byte 341 of the lz4 partition's segment 160, below the
+    log dir's recovery point.  Kafka 3.8's ``LogLoader.recoverLog`` leaves segments below it alone,
+    and recover did too, exiting 0; ``dump --json`` after it then failed on the batch's CRC (the
+    long run's one unexplained ``dump-after-recover``).  Now recover exits 1 naming the batch, and the
+    harness counts an exit 0 followed by a failing dump as a finding."""
+    result = damage.run_case(20261124, 68, tmp_path, commands=("verify", "recover"))
+    case = result.case
+    assert (case.fmt, case.source, case.target, case.mutation) == \
+        ("kafka", "lz4", "topic-0/00000000000000000160.log", "bitflip")
+    runs = {run.command: run for run in result.runs}
+    assert runs["recover"].rc == 1 and runs["recover"].outcome == "typed"
+    assert "00000000000000000160.log:267: " in runs["recover"].stderr
+    assert "left by recovery" in runs["recover"].stderr
+    assert "dump-after-recover" not in runs
+    assert not result.bad()

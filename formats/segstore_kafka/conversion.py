@@ -76,11 +76,13 @@ def partition_entries(source: Any, topic: str, partition: int, options: Options)
     length cannot be trusted, at the next segment)."""
     part = source.partition_of(topic, partition)
     start = part.log_start_offset
+    expected: int | None = None     # what verify and reads check: no CRC covers the base offset
     for seg in part.segments:
         pos: int | None = 0
         while pos is not None:
             try:
                 for batch in seg.batches(pos):
+                    expected = _in_order(batch, expected)
                     control = batch.is_control
                     transactional = batch.is_transactional
                     # Legacy v0 sets have no timestamp type: their records (timestamp -1) come back as v2
@@ -126,6 +128,18 @@ def partition_batches(source: Any, topic: str, partition: int) -> Iterator[pa.Re
         kind = pc.equal(batch.column("timestampType"), _LOG_APPEND_TIME_ID).cast(pa.int32())
         columns = [kind if name == "timestampType" else batch.column(name) for name in _ENTRY_COLUMNS]
         yield pa.RecordBatch.from_arrays([*columns, pa.array(size)], schema=ENTRY_SCHEMA)
+
+
+def _in_order(batch: codec.RecordBatch, expected: int | None) -> int:
+    """The offset the batch after ``batch`` must reach; raises what verify and reads report when
+    ``batch`` goes back below ``expected`` (no CRC covers the base offset).
+
+    :raises CorruptDataError: naming the batch's file and position.
+    """
+    if expected is not None and batch.base_offset < expected:
+        raise CorruptDataError(f"expected offsets from {expected}, found a batch at {batch.base_offset}",
+                               batch.path, batch.position)
+    return batch.last_offset + 1
 
 
 def _after_batch(seg: Any, pos: int) -> int | None:

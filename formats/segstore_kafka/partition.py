@@ -28,6 +28,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields
 from typing import Any
 
+import numpy as np
+
 from segstore import files, progress
 from segstore.errors import (
     ConfigError,
@@ -524,9 +526,21 @@ class Partition:
     def batches(self, start_offset: int | None = None) -> Iterator[codec.RecordBatch]:
         """Batches holding offsets ``>= start_offset`` (all when None), in offset order, CRC checked.
 
+        A batch whose base offset is below the end of the one before it (what ``verify`` reports:
+        no CRC covers the base offset) raises :class:`CorruptDataError` naming its file and position.
+
         The first batch is found by :meth:`translate_offset`; later segments are
         only looked up once the first one is read to its end.
         """
+        expected: int | None = None
+        for batch in self._batches(start_offset):
+            if expected is not None and batch.base_offset < expected:
+                raise CorruptDataError(f"expected offsets from {expected}, found a batch at "
+                                       f"{batch.base_offset}", batch.path, batch.position)
+            expected = batch.last_offset + 1
+            yield batch
+
+    def _batches(self, start_offset: int | None) -> Iterator[codec.RecordBatch]:
         if start_offset is None:
             for seg in self.segments:
                 yield from seg.batches()
@@ -541,6 +555,34 @@ class Partition:
             yield from later.batches()
             later = self.log.segments.higher(later.base)
 
+    @staticmethod
+    def _in_order(chunks: Iterator[tuple[LogSegment, columnar.Chunk]], want: int
+                  ) -> Iterator[tuple[LogSegment, columnar.Chunk]]:
+        """``chunks``, stopped with the error ``verify`` reports at the first batch whose base offset
+        is below the end of the batch before it (no CRC covers the base offset: a damaged one decodes).
+        The batches of its chunk before it are served first (decoded again up to it).  ``O(batches)``."""
+        expected: int | None = None
+        for seg, chunk in chunks:
+            batches = chunk.batches
+            if not len(batches):
+                yield seg, chunk
+                continue
+            firsts = batches["base_offset"].astype(np.int64)
+            lasts = firsts + batches["last_offset_delta"]
+            floors = np.concatenate(([np.iinfo(np.int64).min if expected is None else expected],
+                                     lasts[:-1] + 1))
+            bad = np.flatnonzero(firsts < floors)
+            if len(bad):
+                i = int(bad[0])
+                position = int(batches["position"][i])
+                if i:
+                    for before in seg.column_chunks(want, int(batches["position"][0]), position):
+                        yield seg, before
+                raise CorruptDataError(f"expected offsets from {int(floors[i])}, found a batch at "
+                                       f"{int(firsts[i])}", seg.path, position)
+            expected = int(lasts[-1]) + 1
+            yield seg, chunk
+
     def column_chunks(self, want: int, *, offset: int | None = None, start: int | None = None,
                       end: int | None = None) -> Iterator[tuple[LogSegment, columnar.Chunk]]:
         """Column chunks of the log in log order, each with its segment (CRC checked, records decoded).
@@ -550,7 +592,14 @@ class Partition:
         Else with ``offset``: from the batch holding it (found through the offset index; its
         rows below ``offset`` are the caller's to drop).  Else every segment whole.
         ``want`` is :func:`columnar.want_flags` of the columns to build.
+
+        :raises CorruptDataError: a bad batch, or one whose base offset goes back (what ``verify``
+            reports), after the batches before it.
         """
+        return self._in_order(self._column_chunks(want, offset=offset, start=start, end=end), want)
+
+    def _column_chunks(self, want: int, *, offset: int | None, start: int | None,
+                       end: int | None) -> Iterator[tuple[LogSegment, columnar.Chunk]]:
         segments = self.log.segments
         if start is not None or end is not None:
             seg = (segments.floor(offset) if offset is not None else None) or segments.first

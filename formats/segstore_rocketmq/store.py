@@ -872,10 +872,19 @@ class RocketMQStore(LifecycleMixin, Store):
 
     # -- reading -------------------------------------------------------------
     def scan(self) -> Iterator[RocketMQMessage]:
-        """Every commitlog message in physical order (transactions included), BLANKs skipped."""
+        """Every commitlog message in physical order (transactions included), BLANKs skipped.
+
+        :raises CorruptDataError: a damaged message, or one whose header contradicts its position
+            (a PHYSICALOFFSET other than it, a negative QUEUEID: what verify calls torn), as
+            :meth:`dump`, :meth:`scan_arrow` and :meth:`read` raise it.
+        """
         self._check_open()
-        for _, record in self.commitlog.walk():
+        for offset, record in self.commitlog.walk():
             if isinstance(record, RocketMQMessage):
+                if record.physical_offset != offset or record.queue_id < 0:
+                    seg = self.commitlog.file_for(offset)
+                    raise CorruptDataError(str(columnar.contradiction(record.physical_offset, record.queue_id,
+                                                                      offset)), seg.path, offset - seg.base)
                 yield record
 
     def scan_arrow(self, columns: Iterable[str] | None = None, *, topic: str | None = None,
@@ -962,6 +971,7 @@ class RocketMQStore(LifecycleMixin, Store):
             rows = columnar.Rows(cut)
             n = columnar.decode_at(view, phys - seg.base, len(view), seg.base, rows)
             wrong = ((rows["size"] != sizes[:n]) | (rows["queue_id"] != partition)
+                     | (rows["queue_offset"] != position + np.arange(n))
                      | ~columnar.topic_is(view, rows, topic))
             bad = int(np.argmax(wrong)) if wrong.any() else n
             if bad:
@@ -976,7 +986,8 @@ class RocketMQStore(LifecycleMixin, Store):
         seg = self.commitlog.file_for(phys)
         raise CorruptDataError(
             f"expected a {topic}/{partition} message of {size} bytes (queue offset {queue_offset}), "
-            f"found a {msg.topic}/{msg.queue_id} message of {msg.size} bytes", seg.path, phys - seg.base)
+            f"found a {msg.topic}/{msg.queue_id} message of {msg.size} bytes "
+            f"(queue offset {msg.queue_offset})", seg.path, phys - seg.base)
 
     def message_at(self, physical_offset: int) -> RocketMQMessage:
         """The message at a commitlog offset."""
@@ -1106,6 +1117,8 @@ class RocketMQStore(LifecycleMixin, Store):
         """
         self._check_open()
         cq = self._queue_view(topic, partition)
+        # a consume queue's entry n points at the message whose QUEUEOFFSET is n (verify checks it)
+        checks_offsets = isinstance(cq, ConsumeQueue)
         code = string_hash(tag) if tag is not None else None
         returned = 0
         position = offset
@@ -1119,11 +1132,13 @@ class RocketMQStore(LifecycleMixin, Store):
             for i in slots:
                 phys, size = phys_col[i], size_col[i]
                 msg = self.commitlog.read(phys)
-                if msg.size != size or msg.topic != topic or msg.queue_id != partition:
+                if (msg.size != size or msg.topic != topic or msg.queue_id != partition
+                        or (checks_offsets and msg.queue_offset != position + i)):
                     raise CorruptDataError(
                         f"expected a {topic}/{partition} message of {size} bytes "
                         f"(queue offset {position + i}), "
-                        f"found a {msg.topic}/{msg.queue_id} message of {msg.size} bytes",
+                        f"found a {msg.topic}/{msg.queue_id} message of {msg.size} bytes "
+                        f"(queue offset {msg.queue_offset})",
                         self.commitlog.file_for(phys).path, phys % self.commitlog.file_size)
                 if tag is not None and msg.tags != tag:
                     continue
