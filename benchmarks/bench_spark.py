@@ -38,6 +38,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import segstore
@@ -151,13 +152,12 @@ def main() -> None:
                   flush=True)
             columns = spark_schema(format_name, include_headers=False).fieldNames()   # what load() reads
             expected = (args.messages, args.messages * BODY)
-            scan_s, scan_cpu, got_scan = measure(lambda p=path, c=columns: scan_query(p, c), args.repeat,
+            scan_s, scan_cpu, got_scan = measure(partial(scan_query, path, columns), args.repeat,
                                                  process_cpu_seconds)
-            value_s, value_cpu, got_value = measure(lambda p=path: scan_query(p, ["value"]), args.repeat,
+            value_s, value_cpu, got_value = measure(partial(scan_query, path, ["value"]), args.repeat,
                                                     process_cpu_seconds)
-            floor_s, floor_cpu, _ = measure(lambda p=small: spark_query(spark, p), args.repeat,
-                                            tree_cpu_seconds)
-            spark_s, spark_cpu, got_spark = measure(lambda p=path: spark_query(spark, p), args.repeat,
+            floor_s, floor_cpu, _ = measure(partial(spark_query, spark, small), args.repeat, tree_cpu_seconds)
+            spark_s, spark_cpu, got_spark = measure(partial(spark_query, spark, path), args.repeat,
                                                     tree_cpu_seconds)
             if not got_scan == got_value == got_spark == expected:
                 raise SystemExit(f"expected {expected}, scan {got_scan}, value scan {got_value}, "

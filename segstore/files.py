@@ -996,7 +996,7 @@ class _RemoteBytes:
         buf = np.zeros(self.size, dtype=np.uint8)
         if end > start:
             buf[start:end] = np.frombuffer(self.view(start, end), dtype=np.uint8)
-        return memoryview(buf)
+        return memoryview(buf.data)
 
     def _block(self, i: int) -> bytes:
         key = (self.url, self.size, i)

@@ -424,6 +424,12 @@ def test_remote_views_equal_local_views(data, ranges, block):
             local.close()
             assert bytes(remote.view()) == data
             assert files.AppendFile(path.as_uri()).read(5, 100) == data[5:105]
+            # a window: the file's length and positions, the range's bytes (the rest is not fetched)
+            appended = files.AppendFile(path.as_uri())
+            for start, end in ranges:
+                window = appended.window(start, end)
+                assert len(window) == len(data) and bytes(window[start:end]) == data[start:end]
+            appended.close()
             remote.close()
         finally:
             files.REMOTE_BLOCK_SIZE = saved
