@@ -5,13 +5,25 @@ compiler is available the install still succeeds and segstore_kafka.batch /
 segstore_rocketmq.fastappend use their pure-Python loops (same results, slower).
 """
 
+import hashlib
+from pathlib import Path
+
 from setuptools import Extension, setup
+
+
+def source_hash(path: str) -> tuple[str, str]:
+    """The macro that stamps a build with its C source (``segstore.speedups.source_hash``), so that a
+    module built from other source than what sits beside it is found stale at import."""
+    digest = hashlib.sha256(Path(__file__).parent.joinpath(path).read_bytes()).hexdigest()[:16]
+    return ("SEGSTORE_SOURCE_HASH", f'"{digest}"')
+
 
 setup(
     ext_modules=[
         Extension(
             "segstore_kafka._speedups",
             ["formats/segstore_kafka/_speedups.c"],
+            define_macros=[source_hash("formats/segstore_kafka/_speedups.c")],
             extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter",
                                 "-Wno-missing-field-initializers"],
             optional=True,
@@ -19,6 +31,7 @@ setup(
         Extension(
             "segstore_rocketmq._speedups",
             ["formats/segstore_rocketmq/_speedups.c"],
+            define_macros=[source_hash("formats/segstore_rocketmq/_speedups.c")],
             libraries=["z"],
             extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter",
                                 "-Wno-missing-field-initializers"],

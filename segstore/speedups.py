@@ -5,11 +5,15 @@ and then runs its pure-Python reference code (same results, slower).  Setting th
 environment variable ``SEGSTORE_PURE_PYTHON=1`` forces the pure-Python paths (the
 test-suite and benchmarks compare both); a module that was built but fails to import,
 or was never built, is reported once per process with a :class:`RuntimeWarning`
-rather than silently costing several times the run time.
+rather than silently costing several times the run time.  So is a stale build: a module
+whose ``SOURCE_HASH`` (stamped by setup.py) is not the hash of the ``.c`` file beside it
+(a checkout updated without rebuilding), whose functions may take other arguments than
+the Python code now passes.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import os
 import warnings
@@ -39,12 +43,38 @@ def load(name: str) -> ModuleType | None:
     if pure_python():
         return None
     try:
-        return importlib.import_module(name)
+        module = importlib.import_module(name)
+        why = stale(module)
     except ImportError as err:
-        if name not in missing:
-            missing[name] = str(err)
-            warnings.warn(f"{name}: the C accelerator is not available ({err}); the pure-Python code runs "
-                          "instead (same results, several times slower). Reinstall with a C compiler "
-                          f"(`pip install .`), or set {PURE_PYTHON_ENV}=1 to choose the pure-Python code "
-                          "without this warning", SpeedupsWarning, stacklevel=2)
+        module, why = None, str(err)
+    if why is None:
+        return module
+    if name not in missing:
+        missing[name] = why
+        warnings.warn(f"{name}: the C accelerator is not available ({why}); the pure-Python code runs "
+                      "instead (same results, several times slower). Reinstall with a C compiler "
+                      f"(`pip install .`), or set {PURE_PYTHON_ENV}=1 to choose the pure-Python code "
+                      "without this warning", SpeedupsWarning, stacklevel=2)
+    return None
+
+
+def source_hash(data: bytes) -> str:
+    """What setup.py stamps a build with: the first 16 hex digits of the C source's SHA-256."""
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def stale(module: ModuleType) -> str | None:
+    """Why ``module`` was built from other source than the ``.c`` file beside it; None when it was
+    not, or when no source sits beside it (an installed wheel) or the build was not stamped."""
+    source = os.path.splitext(os.path.splitext(module.__file__ or "")[0])[0] + ".c"
+    if not os.path.isfile(source):
         return None
+    built = getattr(module, "SOURCE_HASH", None)
+    if built == "":
+        return None
+    with open(source, "rb") as f:
+        current = source_hash(f.read())
+    if built != current:
+        return (f"{module.__file__} was built from other source than {source} ({built or 'no stamp'}, "
+                f"now {current}): a stale build, rebuild it")
+    return None

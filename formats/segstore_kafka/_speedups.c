@@ -2016,6 +2016,10 @@ static struct PyModuleDef module_def = {
     "C loops of the Kafka RecordBatch v2 record codec (see batch.py for the reference).", -1, methods,
 };
 
+#ifndef SEGSTORE_SOURCE_HASH
+#define SEGSTORE_SOURCE_HASH ""    /* built without setup.py: not checked */
+#endif
+
 PyMODINIT_FUNC
 PyInit__speedups(void)
 {
@@ -2027,5 +2031,11 @@ PyInit__speedups(void)
         return NULL;
     }
     crc32c_init();
-    return PyModule_Create(&module_def);
+    PyObject *module = PyModule_Create(&module_def);
+    /* the hash of the source this was built from (setup.py): segstore.speedups refuses a stale build */
+    if (module != NULL && PyModule_AddStringConstant(module, "SOURCE_HASH", SEGSTORE_SOURCE_HASH) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
 }

@@ -2824,6 +2824,10 @@ static struct PyModuleDef module_def = {
     "The RocketMQ batch append and IndexFile put (see fastappend.py and indexfile.py for the references).", -1, methods,
 };
 
+#ifndef SEGSTORE_SOURCE_HASH
+#define SEGSTORE_SOURCE_HASH ""    /* built without setup.py: not checked */
+#endif
+
 PyMODINIT_FUNC
 PyInit__speedups(void)
 {
@@ -2839,5 +2843,11 @@ PyInit__speedups(void)
     if (!str_msg_id || !str_store_timestamp || !long_zero) {
         return NULL;
     }
-    return PyModule_Create(&module_def);
+    PyObject *module = PyModule_Create(&module_def);
+    /* the hash of the source this was built from (setup.py): segstore.speedups refuses a stale build */
+    if (module != NULL && PyModule_AddStringConstant(module, "SOURCE_HASH", SEGSTORE_SOURCE_HASH) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
 }

@@ -1,0 +1,68 @@
+"""A C accelerator built from other source than the ``.c`` beside it is refused at import.
+
+A checkout updated without rebuilding keeps the old ``_speedups*.so``, whose functions may check
+their arguments differently from what the new Python passes (a ``ValueError`` traceback in the
+middle of a dump).  setup.py stamps each build with the hash of its source
+(``SOURCE_HASH``); :func:`segstore.speedups.load` compares it with the source beside the module
+and runs the pure-Python paths, warning once, when they differ.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import uuid
+import warnings
+
+import pytest
+
+from segstore import speedups
+
+
+def _package(tmp_path, stamp: str | None, source: bytes | None, name: str):
+    pkg = tmp_path / name
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    body = "" if stamp is None else f"SOURCE_HASH = {stamp!r}\n"
+    (pkg / "_speedups.py").write_text(body + "def f():\n    return 1\n")
+    if source is not None:
+        (pkg / "_speedups.c").write_bytes(source)
+    return f"{name}._speedups"
+
+
+@pytest.mark.parametrize(("stamp", "source", "loads"), [
+    (speedups.source_hash(b"int f(void) { return 1; }\n"), b"int f(void) { return 1; }\n", True),
+    (speedups.source_hash(b"int f(void) { return 0; }\n"), b"int f(void) { return 1; }\n", False),
+    (None, b"int f(void) { return 1; }\n", False),        # built before builds were stamped
+    ("", b"int f(void) { return 1; }\n", True),           # built without setup.py: not checked
+    ("0123456789abcdef", None, True),                     # no source beside it (an installed wheel)
+], ids=["fresh", "stale", "unstamped", "unchecked", "no-source"])
+def test_load_refuses_a_build_of_other_source(tmp_path, monkeypatch, stamp, source, loads):
+    name = _package(tmp_path, stamp, source, f"stalecase_{uuid.uuid4().hex[:12]}")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    monkeypatch.delenv(speedups.PURE_PYTHON_ENV, raising=False)
+    monkeypatch.setattr(speedups, "missing", {})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        module = speedups.load(name)
+        again = speedups.load(name)
+    if loads:
+        assert module is importlib.import_module(name) and again is module
+        assert not caught
+    else:
+        assert module is None and again is None
+        assert len(caught) == 1 and caught[0].category is speedups.SpeedupsWarning   # once per module
+        assert "stale build" in str(caught[0].message)
+        assert "stale build" in speedups.missing[name]
+    sys.modules.pop(name, None)
+
+
+@pytest.mark.parametrize("name", ["segstore_kafka._speedups", "segstore_rocketmq._speedups"])
+def test_the_built_accelerators_are_stamped_with_their_own_source(name):
+    try:
+        module = importlib.import_module(name)
+    except ImportError:
+        pytest.skip(f"{name} not built")
+    assert module.SOURCE_HASH != ""
+    assert speedups.stale(module) is None
