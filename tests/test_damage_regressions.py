@@ -484,3 +484,26 @@ def test_recover_exit_0_means_the_store_dumps_after_it(tmp_path):
     assert "left by recovery" in runs["recover"].stderr
     assert "dump-after-recover" not in runs
     assert not result.bad()
+
+
+@pytest.mark.parametrize("name", ["abort", "basic"])
+def test_a_queue_entry_past_the_last_commitlog_file_is_not_the_data_end(tmp_path, capsys, name):
+    """Seed 20261125 case 65: random bytes over a consume-queue entry of the ``abort`` store gave it a
+    physical offset far past the last commitlog file.  A reader took the queues' highest end as where
+    to start looking for the data end, declared the commitlog written up to there, and dump --json
+    and convert died in the C walk (``ValueError``).  The log is the truth: reads see every message
+    of the pristine store, verify names the entry (exit 1)."""
+    store = _store(tmp_path, name)
+    before = _records(store)
+    queue = store / "consumequeue" / "TopicA" / "1" / f"{0:020d}"
+    data = bytearray(queue.read_bytes())
+    entries = np.frombuffer(bytes(data), dtype=">i8,>i4,>i8")
+    last = int(np.flatnonzero(entries["f1"] > 0)[-1])        # the queue's last entry: its end is the max
+    data[20 * last:20 * last + 8] = (5815764116506727).to_bytes(8, "big")     # the case's bogus offset
+    queue.write_bytes(bytes(data))
+    assert _records(store) == before
+    rc, out, err = _cli(capsys, "verify", str(store))
+    assert rc == 1
+    assert f"{queue}:{20 * last}:" in out + err
+    rc, _out, err = _cli(capsys, "convert", str(store), str(tmp_path / "k"), "--to", "kafka")
+    assert rc in (0, 1) and "Traceback" not in err

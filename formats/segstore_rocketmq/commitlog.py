@@ -357,6 +357,10 @@ class CommitLog:
         active = self.log.segment_for(offset)
         if active is None:
             return
+        if offset - active.base > self.file_size:   # never a written end past its file's bytes
+            raise CorruptDataError(f"expected a data end within {active.path} (at most "
+                                   f"{active.base + self.file_size}), found {offset}", active.path,
+                                   self.file_size)
         active.wrote = offset - active.base
         for seg in self.log.segments.values(offset):
             if seg.base > offset:

@@ -290,8 +290,13 @@ class RocketMQStore(LifecycleMixin, Store):
             self.consumer_offsets = ConsumerOffsets(self.path)
             self._configs_dirty = False
             self._next_offsets = {key: cq.max_offset for key, cq in self.queues.items()}
-            start = max((cq.max_physical_end for cq in self.queues.values()),
-                        default=self.commitlog.min_offset)
+            # A queue entry past the commitlog's last file is damage (the queues were listed before
+            # the commitlog, so a writer's newer file is listed): the log is the truth, a reader
+            # walks it from what the other queues cover, and verify reports the entry.
+            last = self.commitlog.log.active
+            files_end = last.base + self.commitlog.file_size if last is not None else 0
+            start = max((end for end in (cq.max_physical_end for cq in self.queues.values())
+                         if end <= files_end), default=self.commitlog.min_offset)
             if not writable:  # appending recovers first (see .lifecycle)
                 self.commitlog.set_end(self._written_end(max(start, self.commitlog.min_offset)))
             if self.config.messageIndexEnable:
