@@ -100,14 +100,8 @@ os._exit(0)   # as a SIGKILL leaves it: nothing trimmed, nothing closed
 """
 
 
-def test_a_segment_grown_across_reopens_then_killed_reopens_and_rolls(tmp_path: Path) -> None:
-    """Six sessions of 3 appends (one timestamp: only the offset index fills), each reopen starting
-    bytesSinceLastIndexEntry at 0 (LogSegment.java), then a killed one: LogSegment.recover rebuilds more
-    entries than the 8 the offset index holds.
-    Before the fix every later open for appending failed (``CorruptIndexError: ...index:64: index full``);
-    now recovery keeps the indexes sparse, says so, and the next append rolls (shouldRoll: index full)."""
-    config = {"segment.index.bytes": 64, "index.interval.bytes": 256}
-    store = tmp_path / "k"
+def _grown_across_reopens_then_killed(store: Path, config: dict) -> int:
+    """Six sessions of 3 appends into one segment, then a writer killed after 3 more; the record count."""
     n = 0
     for _ in range(6):
         with segstore.open(store, format="kafka", mode="a", **config) as s:
@@ -116,7 +110,18 @@ def test_a_segment_grown_across_reopens_then_killed_reopens_and_rolls(tmp_path: 
                 n += 1
     code = _KILLED_WRITER.format(config=config, t0=T0)
     subprocess.run([sys.executable, "-c", code, str(store), "3"], env=ENV, check=True, timeout=60)
-    n += 3
+    return n + 3
+
+
+def test_a_segment_grown_across_reopens_then_killed_reopens_and_rolls(tmp_path: Path) -> None:
+    """Six sessions of 3 appends (one timestamp: only the offset index fills), each reopen starting
+    bytesSinceLastIndexEntry at 0 (LogSegment.java), then a killed one: LogSegment.recover rebuilds more
+    entries than the 8 the offset index holds.
+    Before the fix every later open for appending failed (``CorruptIndexError: ...index:64: index full``);
+    now recovery keeps the indexes sparse, says so, and the next append rolls (shouldRoll: index full)."""
+    config = {"segment.index.bytes": 64, "index.interval.bytes": 256}
+    store = tmp_path / "k"
+    n = _grown_across_reopens_then_killed(store, config)
     partition = store / "t-0"
     assert _sizes(partition, ".index") == [64]            # left untrimmed by the kill
     # the rebuild needs more than 8 entries: recovery (LogSegment.recover) counts from the log's start
@@ -141,15 +146,7 @@ def test_cli_recover_with_the_topics_index_size_keeps_the_indexes_sparse(tmp_pat
     where the indexes filled, every record kept; a second recover finds nothing to do."""
     config = {"segment.index.bytes": 64, "index.interval.bytes": 256}
     store = tmp_path / "k"
-    n = 0
-    for _ in range(6):
-        with segstore.open(store, format="kafka", mode="a", **config) as s:
-            for _ in range(3):
-                s.append({"topic": "t", "partition": 0, "value": b"v" * 150, "timestamp": T0})
-                n += 1
-    code = _KILLED_WRITER.format(config=config, t0=T0)
-    subprocess.run([sys.executable, "-c", code, str(store), "3"], env=ENV, check=True, timeout=60)
-    n += 3
+    n = _grown_across_reopens_then_killed(store, config)
     args = ["--config", "segment.index.bytes=64", "--config", "index.interval.bytes=256"]
     recover = _cli("recover", str(store), *args)
     assert recover.returncode == 0, recover.stdout + recover.stderr
