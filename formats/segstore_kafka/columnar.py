@@ -113,9 +113,9 @@ class Capacity:
     batches: int = 4096
     key: int = 1 << 20
     value: int = 4 << 20
-    headers: int = 16384
-    hkey: int = 256 << 10
-    hvalue: int = 1 << 20
+    headers: int = 1 << 17
+    hkey: int = 2 << 20
+    hvalue: int = 4 << 20
 
     def grown(self, need: int) -> Capacity:
         """Four times the buffers the C loop found short (``need`` is its mask)."""

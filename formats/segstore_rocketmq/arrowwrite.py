@@ -332,7 +332,10 @@ def _slices(arr: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     n = len(arr)
     offsets = np.frombuffer(buffers[1], np.int32, n + 1, arr.offset * 4).astype(np.int64)
     data = np.frombuffer(buffers[2], np.uint8) if buffers[2] is not None else np.zeros(0, np.uint8)
-    return data, offsets[:-1], np.diff(offsets).astype(np.int32)
+    # only the slice's own bytes: ``arr`` may be a slice of a large batch, and callers copy ``data``
+    low = int(offsets[0]) if n else 0
+    data = data[low:int(offsets[-1])] if n else data[:0]
+    return data, offsets[:-1] - low, np.diff(offsets).astype(np.int32)
 
 
 def encode(store: Any, msgs: Restored, start: int) -> tuple[PlainBatch, int] | None:
