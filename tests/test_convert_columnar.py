@@ -256,3 +256,32 @@ def test_every_rocketmq_fixture_comes_back_through_the_columnar_restore(tmp_path
     assert columns == entries and any(k.startswith("commitlog") for k in columns)
     if name == "basic" and arrowwrite.available():
         assert sum(PLACED) > 100      # restored in columns (its IPv6 hosts go the entry path)
+
+
+@pytest.mark.skipif(not arrowwrite.available(), reason="the columnar restore needs the C accelerator")
+def test_merged_streams_are_reordered_after_restoring_their_columns(tmp_path: Path) -> None:
+    """Queues interleaved in the commitlog come back from their Kafka partitions as one merged batch
+    and its order (``ArrowWriter.add_rows``): the RocketMQ writer restores the columns as they are and
+    reorders the messages it made (``_taken``), byte for byte as the entry path."""
+    src = tmp_path / "rmq"
+    with segstore.open(src, "rocketmq", "a", **ROCKETMQ_CONFIG) as store:
+        store.append_batch([{"topic": f"T{i % 3}", "queue_id": i % 2, "body": bytes([i]) * (i % 17),
+                             "keys": [f"k{i}"], "tags": "x", "born_timestamp": i, "store_timestamp": i}
+                            for i in range(90)])
+    convert(src, tmp_path / "k", to="kafka")
+    orders: list[np.ndarray] = []
+    real = arrowwrite._taken
+
+    def taken(msgs, order):
+        orders.append(order.copy())
+        return real(msgs, order)
+
+    PLACED.clear()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(arrowwrite, "_taken", taken)
+        columns, entries = both_ways_back(tmp_path / "k", tmp_path, config=ROCKETMQ_CONFIG)
+    assert columns == entries
+    assert sum(PLACED) == 90        # every message restored in columns, none declined
+    assert orders and any((np.diff(order) != 1).any() for order in orders)
+    assert {k: v for k, v in columns.items() if k.startswith(("commitlog", "consumequeue"))} == \
+        {k: v for k, v in rocketmq_tree(src).items() if k.startswith(("commitlog", "consumequeue"))}

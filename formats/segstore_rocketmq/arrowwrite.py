@@ -484,6 +484,17 @@ def _sliced(msgs: Restored, start: int, stop: int) -> Restored:
                     msgs.body.slice(start, stop - start), msgs.properties.slice(start, stop - start))
 
 
+def _taken(msgs: Restored, order: np.ndarray) -> Restored:
+    """The rows of ``msgs`` in the order ``order``."""
+    rows = pa.array(order)
+    return Restored(msgs.topics, msgs.topic_code[order], msgs.queue_id[order], msgs.queue_offset[order],
+                    msgs.physical_offset[order], msgs.flag[order], msgs.sys_flag[order],
+                    msgs.reconsume_times[order], msgs.prepared_transaction_offset[order],
+                    msgs.born_timestamp[order], msgs.store_timestamp[order], msgs.born_ip[order],
+                    msgs.born_port[order], msgs.store_ip[order], msgs.store_port[order],
+                    msgs.body.take(rows), msgs.properties.take(rows))
+
+
 def restored_rows(batch: pa.RecordBatch) -> np.ndarray:
     """Per row of an ``ENTRY_SCHEMA`` batch, whether its first header is ``rmq.physical_offset`` (it
     was made by ``to_entry``: ``conversion.came_from_rocketmq``)."""
@@ -531,7 +542,8 @@ class RocketMQArrowWriter(ArrowWriter):
         self.present = sum(b.num_rows for b in dest.scan_arrow(["physicalOffset"]))
         self.seen = 0
         self.entries = RocketMQWriter(dest, options, present=0)
-        self.pending: list[tuple[pa.RecordBatch, Restored | None, int, int]] = []
+        # (rows, their order in it or None, their restored messages (in that order) or None, start, stop)
+        self.pending: list[tuple[pa.RecordBatch, np.ndarray | None, Restored | None, int, int]] = []
         self.pending_rows = 0
 
     def add_batch(self, batch: pa.RecordBatch) -> tuple[int, int, int]:
@@ -556,16 +568,39 @@ class RocketMQArrowWriter(ArrowWriter):
                     self.entries.add(entry, size)
         return n, int(pc.sum(batch.column("size")).as_py() or 0), held
 
+    def add_rows(self, batch: pa.RecordBatch, order: np.ndarray) -> tuple[int, int, int]:
+        """:meth:`add_batch` of the rows in ``order``: when every row is restored and this path takes
+        them all, the columns are parsed as they are and only the restored messages reordered (a
+        merge's order costs a take of the bodies, not of every header); otherwise the rows are
+        taken first.  ``O(rows + header bytes)``."""
+        n = len(order)
+        if self.present > self.seen or not n or not restored_rows(batch).all():
+            return self.add_batch(batch.take(pa.array(order)))
+        fields = restored_fields(batch, self.peer)
+        if fields is None:
+            return self.add_batch(batch.take(pa.array(order)))
+        self.seen += n
+        if self.entries.restored or self.entries.native:
+            self.entries.flush()
+        self._pend(batch, order, _taken(fields, order))
+        return n, int(pc.sum(batch.column("size")).as_py() or 0), 0
+
     def _add_restored(self, piece: pa.RecordBatch) -> None:
         fields = restored_fields(piece, self.peer)
-        n, at = piece.num_rows, 0
+        n = piece.num_rows
         if fields is None and n > SPLIT_ROWS:     # the rows this path declines, found by halves
             self._add_restored(piece.slice(0, n // 2))
             self._add_restored(piece.slice(n // 2))
             return
+        self._pend(piece, None, fields)
+
+    def _pend(self, piece: pa.RecordBatch, order: np.ndarray | None, fields: Restored | None) -> None:
+        """Queue the rows of ``piece`` (in ``order`` when given) for :meth:`flush`, writing whenever
+        ``batch`` rows are pending."""
+        n, at = (piece.num_rows if order is None else len(order)), 0
         while at < n:
             take = min(n - at, self.batch - self.pending_rows)
-            self.pending.append((piece, fields, at, at + take))
+            self.pending.append((piece, order, fields, at, at + take))
             self.pending_rows += take
             at += take
             if self.pending_rows >= self.batch:
@@ -574,12 +609,14 @@ class RocketMQArrowWriter(ArrowWriter):
     def flush(self) -> None:
         """Write the restored rows pending (each run in columns, or entry by entry if declined)."""
         pending, self.pending, self.pending_rows = self.pending, [], 0
-        for piece, fields, start, stop in pending:
+        for piece, order, fields, start, stop in pending:
             placed = None
             if fields is not None:
                 placed = encode(self.dest, _sliced(fields, start, stop), self.dest.commitlog.end)
             if placed is None:
-                for entry, size in batch_entries(piece.slice(start, stop - start)):
+                rows = (piece.slice(start, stop - start) if order is None
+                        else piece.take(pa.array(order[start:stop])))
+                for entry, size in batch_entries(rows):
                     self.entries.add(entry, size)
                 self.entries.flush()
             else:

@@ -128,6 +128,12 @@ class ArrowWriter(abc.ABC):
         """Buffer or write ``batch``'s rows; returns the rows taken, their source bytes (``size``) and
         the rows the destination held already (a resumed run)."""
 
+    def add_rows(self, batch: pa.RecordBatch, order: np.ndarray) -> tuple[int, int, int]:
+        """:meth:`add_batch` of ``batch``'s rows in the order ``order`` (int64 row numbers, each row
+        once): what a merge of several streams gives.  This default takes the rows (a copy of every
+        column); a writer that parses its columns first overrides it to reorder only what it made."""
+        return self.add_batch(batch.take(pa.array(order)))
+
     @abc.abstractmethod
     def flush_all(self) -> None:
         """Write everything buffered."""
