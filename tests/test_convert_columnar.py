@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from conftest import FIXTURES, ROCKETMQ_FIXTURES
 from hypothesis import given, settings
@@ -236,6 +237,37 @@ def test_columnar_kafka_to_rocketmq_restores_as_the_entry_path(tmp_path_factory:
     source = rocketmq_tree(src)
     assert {k: v for k, v in columns.items() if k.startswith(("commitlog", "consumequeue"))} == \
         {k: v for k, v in source.items() if k.startswith(("commitlog", "consumequeue"))}
+
+
+def test_writes_of_a_conversion_to_rocketmq_are_bounded_in_bytes(tmp_path: Path) -> None:
+    """A commitlog write holds at most ``WRITE_BYTES`` of bodies (but at least one message) whatever
+    ``ROCKETMQ_BATCH`` allows, on both paths, with the same bytes as one write for everything."""
+    from segstore_rocketmq import conversion as rocketmq_conversion
+
+    src = tmp_path / "src"
+    with segstore.open(src, "rocketmq", "a", **ROCKETMQ_CONFIG) as store:
+        store.append_batch([{"topic": f"T{i % 2}", "queue_id": 0, "body": bytes([i]) * (40 + i % 50),
+                             "keys": [f"k{i}"], "born_timestamp": i, "store_timestamp": i}
+                            for i in range(60)])
+    convert(src, tmp_path / "k", to="kafka")
+    writes: list[int] = []
+    real = arrowwrite.encode
+
+    def counted(store, msgs, start):
+        writes.append(int(pc.sum(pc.binary_length(msgs.body)).as_py()))
+        return real(store, msgs, start)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(rocketmq_conversion, "WRITE_BYTES", 300)
+        patch.setattr(arrowwrite, "WRITE_BYTES", 300)
+        patch.setattr(pipeline, "ROCKETMQ_BATCH", 1000)
+        patch.setattr(arrowwrite, "encode", counted)
+        columns, entries = both_ways_back(tmp_path / "k", tmp_path / "small", config=ROCKETMQ_CONFIG)
+    assert columns == entries
+    assert {k: v for k, v in columns.items() if k.startswith(("commitlog", "consumequeue"))} == \
+        {k: v for k, v in rocketmq_tree(src).items() if k.startswith(("commitlog", "consumequeue"))}
+    if arrowwrite.available():
+        assert len(writes) > 10 and max(writes) <= 300
 
 
 @given(kafka_batches())

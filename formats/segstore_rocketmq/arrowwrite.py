@@ -56,6 +56,7 @@ from .conversion import (
     RMQ_PROPERTY_PREFIX,
     TOPICS,
     TRAILING_TEXT,
+    WRITE_BYTES,
     RocketMQWriter,
     nonqueued_topic,
 )
@@ -544,7 +545,7 @@ class RocketMQArrowWriter(ArrowWriter):
         self.entries = RocketMQWriter(dest, options, present=0)
         # (rows, their order in it or None, their restored messages (in that order) or None, start, stop)
         self.pending: list[tuple[pa.RecordBatch, np.ndarray | None, Restored | None, int, int]] = []
-        self.pending_rows = 0
+        self.pending_rows = self.pending_bytes = 0
 
     def add_batch(self, batch: pa.RecordBatch) -> tuple[int, int, int]:
         held = min(max(self.present - self.seen, 0), batch.num_rows)
@@ -596,19 +597,24 @@ class RocketMQArrowWriter(ArrowWriter):
 
     def _pend(self, piece: pa.RecordBatch, order: np.ndarray | None, fields: Restored | None) -> None:
         """Queue the rows of ``piece`` (in ``order`` when given) for :meth:`flush`, writing whenever
-        ``batch`` rows are pending."""
-        n, at = (piece.num_rows if order is None else len(order)), 0
+        ``batch`` rows or ``WRITE_BYTES`` of bodies are pending."""
+        lengths = pc.fill_null(pc.binary_length(piece.column("value")), 0).to_numpy(zero_copy_only=False)
+        ends = np.cumsum(lengths if order is None else lengths[order], dtype=np.int64)
+        n, at = len(ends), 0
         while at < n:
-            take = min(n - at, self.batch - self.pending_rows)
+            before = int(ends[at - 1]) if at else 0
+            fits = int(np.searchsorted(ends, before + WRITE_BYTES - self.pending_bytes, side="right")) - at
+            take = max(1, min(n - at, self.batch - self.pending_rows, fits))
             self.pending.append((piece, order, fields, at, at + take))
             self.pending_rows += take
+            self.pending_bytes += int(ends[at + take - 1]) - before
             at += take
-            if self.pending_rows >= self.batch:
+            if self.pending_rows >= self.batch or self.pending_bytes >= WRITE_BYTES:
                 self.flush()
 
     def flush(self) -> None:
         """Write the restored rows pending (each run in columns, or entry by entry if declined)."""
-        pending, self.pending, self.pending_rows = self.pending, [], 0
+        pending, self.pending, self.pending_rows, self.pending_bytes = self.pending, [], 0, 0
         for piece, order, fields, start, stop in pending:
             placed = None
             if fields is not None:

@@ -116,6 +116,9 @@ from .recovery import next_valid_message as next_valid_after
 TOPICS = TopicRules("RocketMQ", WORD_CHARS + "%|_-", "[%|a-zA-Z0-9_-]", TOPIC_MAX_LENGTH_V2, "%")
 
 # -- RocketMQ fields as headers ---------------------------------------------------------
+#: Most body bytes one commitlog write of a conversion holds (with ``options.batch_records``
+#: messages): what bounds a writer's memory whatever the message sizes.
+WRITE_BYTES = 32 << 20
 RMQ_PROPERTY_PREFIX = "rmq.p."
 _PROPERTY_PREFIX_LENGTH = len(RMQ_PROPERTY_PREFIX)
 H_PHYSICAL_OFFSET = "rmq.physical_offset"
@@ -722,6 +725,7 @@ class RocketMQWriter(Writer):
         self.seen = 0
         self.restored: list[RocketMQMessage] = []
         self.native: list[dict[str, Any]] = []
+        self.pending_bytes = 0
 
     def add(self, entry: Entry, size: int) -> bool:
         self.seen += 1
@@ -737,11 +741,13 @@ class RocketMQWriter(Writer):
             if self.restored:
                 self.flush()
             self.native.append(_native_item(msg))
-        if len(self.restored) + len(self.native) >= self.batch:
+        self.pending_bytes += len(msg.body)
+        if len(self.restored) + len(self.native) >= self.batch or self.pending_bytes >= WRITE_BYTES:
             self.flush()
         return True
 
     def flush(self) -> None:
+        self.pending_bytes = 0
         if self.restored:
             _append_stored(self.dest, self.restored)
             self.restored = []

@@ -63,7 +63,7 @@ OLD_SUFFIX = ".replaced"
 #: Entries per destination write, by the name a target side gives as its ``batch_setting`` (the
 #: test-suite shrinks them): records per record batch (Kafka), messages per commitlog write (RocketMQ).
 BATCH_RECORDS = 500
-ROCKETMQ_BATCH = 1000
+ROCKETMQ_BATCH = 8192
 #: Entries between two progress updates.
 PROGRESS_STEP = 500
 #: Convert in Arrow batches where both sides can (False: entry by entry, the reference the columnar
