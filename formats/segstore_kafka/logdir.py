@@ -125,20 +125,31 @@ class LogDir:
         """Close every partition (each trims its active indexes and flushes its files once), then
         write the checkpoints (everything they record is durable by then).
 
-        Partitions close in :data:`CLOSE_THREADS` threads: a close is mostly ``fsync``, which
-        releases the GIL, and the filesystem commits many files' syncs together; closing them one
-        after another waited for a journal commit per file.  The first error is raised once every
-        partition is closed.
+        A writable directory's partitions close in :data:`CLOSE_THREADS` threads: a close is mostly
+        ``fsync``, which releases the GIL, and the filesystem commits many files' syncs together;
+        closing them one after another waited for a journal commit per file.  Partitions no thread
+        took (one could not start: a capped address space) close in this thread.  The first error
+        is raised once every partition is closed.
         """
         parts = list(self.partitions.values())
-        if len(parts) > 1:
-            with ThreadPoolExecutor(min(CLOSE_THREADS, len(parts))) as pool:
-                errors = [err for err in pool.map(_close_partition, parts) if err is not None]
-            if errors:
-                raise errors[0]
-        else:
-            for part in parts:
-                part.close()
+        outcomes: list[tuple[BaseException | None] | None] = [None] * len(parts)
+
+        def close(i: int) -> None:
+            outcomes[i] = (_close_partition(parts[i]),)
+
+        if self.writable and len(parts) > 1:       # a read-only close syncs nothing
+            try:
+                with ThreadPoolExecutor(min(CLOSE_THREADS, len(parts))) as pool:
+                    for i in range(len(parts)):
+                        pool.submit(close, i)
+            except RuntimeError:    # a thread could not start (a capped address space): see below
+                pass
+        for i, outcome in enumerate(outcomes):     # what no thread closed closes here
+            if outcome is None:
+                close(i)
+        errors = [outcome[0] for outcome in outcomes if outcome is not None and outcome[0] is not None]
+        if errors:
+            raise errors[0]
         if self.writable:
             self.write_checkpoints()
 
