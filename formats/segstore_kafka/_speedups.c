@@ -463,6 +463,7 @@ fail:
 typedef struct {
     uint8_t *data;
     Py_ssize_t len, cap;
+    PyObject *bytes;    /* when set, data is this bytes object's buffer (grown with _PyBytes_Resize) */
 } Out;
 
 static int
@@ -478,6 +479,15 @@ reserve(Out *o, Py_ssize_t extra)
             return -1;
         }
         cap *= 2;
+    }
+    if (o->bytes != NULL) {
+        if (_PyBytes_Resize(&o->bytes, cap) < 0) {
+            o->data = NULL;
+            return -1;
+        }
+        o->data = (uint8_t *)PyBytes_AS_STRING(o->bytes);
+        o->cap = cap;
+        return 0;
     }
     uint8_t *grown = PyMem_Realloc(o->data, cap);
     if (grown == NULL) {
@@ -1900,6 +1910,60 @@ put_be(uint8_t *p, uint64_t v, int n)
  * (base_offset, leader_epoch, attributes, last_offset_delta, max_timestamp or None for the rows'
  * largest, producer_id, producer_epoch, base_sequence); base_timestamp is the header's too.  The
  * caller checks the header fields' ranges (batch._build's typed errors). */
+/*
+ * An upper bound of the records region columns_region writes for these columns (0 when a buffer
+ * is not what columns_region checks for: it then reports the error itself).  Per record at most
+ * 36 bytes of varints and attributes besides its key, value and header bytes, and 10 per header.
+ */
+static Py_ssize_t
+region_bound(PyObject *objs[N_COLUMNS], Py_ssize_t rows_n)
+{
+    Py_buffer rw, ko, vo, ho, hko, hvo;
+    PyObject *which[6] = {objs[RW], objs[KO], objs[VO], objs[HO], objs[HKO], objs[HVO]};
+    Py_buffer *views[6] = {&rw, &ko, &vo, &ho, &hko, &hvo};
+    int got = 0;
+    Py_ssize_t bound = 0;
+    for (; got < 6; got++) {
+        if (PyObject_GetBuffer(which[got], views[got], PyBUF_SIMPLE) < 0) {
+            PyErr_Clear();
+            goto done;
+        }
+    }
+    if (rows_n < 0 || ko.len < (rows_n + 1) * 8 || vo.len < (rows_n + 1) * 8 || ho.len < (rows_n + 1) * 8) {
+        goto done;
+    }
+    const int64_t *r = rw.buf, *k = ko.buf, *v = vo.buf, *h = ho.buf, *hk = hko.buf, *hv = hvo.buf;
+    Py_ssize_t n = rw.len / 8, m = hko.len / 8 - 1;
+    if (m < 0 || hvo.len / 8 - 1 < m) {
+        goto done;
+    }
+    int64_t total = 0;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        int64_t i = r[j];
+        if (i < 0 || i >= rows_n) {
+            total = 0;
+            break;
+        }
+        int64_t h0 = h[i], h1 = h[i + 1];
+        if (h0 < 0 || h1 < h0 || h1 > m) {
+            total = 0;
+            break;
+        }
+        total += 36 + (k[i + 1] - k[i]) + (v[i + 1] - v[i]) + (hk[h1] - hk[h0]) + (hv[h1] - hv[h0])
+                 + 10 * (h1 - h0);
+        if (total < 0 || total > INT32_MAX) {
+            total = 0;
+            break;
+        }
+    }
+    bound = (Py_ssize_t)total;
+done:
+    for (int i = 0; i < got; i++) {
+        PyBuffer_Release(views[i]);
+    }
+    return bound;
+}
+
 static PyObject *
 encode_batch(PyObject *module, PyObject *args)
 {
@@ -1918,10 +1982,21 @@ encode_batch(PyObject *module, PyObject *args)
                           &producer_id, &producer_epoch, &base_sequence)) {
         return NULL;
     }
-    Out o = {NULL, 0, 0};
+    Out o = {NULL, 0, 0, NULL};
     PyObject *result = NULL, *region = NULL, *body = NULL;
+    int in_bytes = compress == Py_None;
+    if (in_bytes) {
+        /* uncompressed: the records are written straight into the batch's bytes, sized once */
+        Py_ssize_t bound = region_bound(objs, rows_n);
+        o.bytes = PyBytes_FromStringAndSize(NULL, HEADER_SIZE + (bound > 0 ? bound : 4096));
+        if (o.bytes == NULL) {
+            return NULL;
+        }
+        o.data = (uint8_t *)PyBytes_AS_STRING(o.bytes);
+        o.cap = PyBytes_GET_SIZE(o.bytes);
+    }
     if (reserve(&o, HEADER_SIZE) < 0) {
-        return NULL;
+        goto done;
     }
     o.len = HEADER_SIZE;
     long long max_ts;
@@ -1965,9 +2040,18 @@ encode_batch(PyObject *module, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "a batch of at most 2**31-1 bytes");
         goto done;
     }
-    result = PyBytes_FromStringAndSize(NULL, HEADER_SIZE + payload_len);
-    if (result == NULL) {
-        goto done;
+    if (in_bytes) {
+        if (_PyBytes_Resize(&o.bytes, o.len) < 0) {
+            goto done;
+        }
+        result = o.bytes;
+        o.bytes = NULL;
+    } else {
+        result = PyBytes_FromStringAndSize(NULL, HEADER_SIZE + payload_len);
+        if (result == NULL) {
+            goto done;
+        }
+        memcpy(PyBytes_AS_STRING(result) + HEADER_SIZE, payload, (size_t)payload_len);
     }
     uint8_t *p = (uint8_t *)PyBytes_AS_STRING(result);
     put_be(p + H_BASE_OFFSET, (uint64_t)base_offset, 8);
@@ -1982,13 +2066,16 @@ encode_batch(PyObject *module, PyObject *args)
     put_be(p + H_PRODUCER_EPOCH, (uint64_t)(int64_t)producer_epoch, 2);
     put_be(p + H_BASE_SEQUENCE, (uint64_t)(int64_t)base_sequence, 4);
     put_be(p + H_COUNT, (uint64_t)count, 4);
-    memcpy(p + HEADER_SIZE, payload, (size_t)payload_len);
     uint32_t crc = crc32c(0, p + H_ATTRIBUTES, HEADER_SIZE + payload_len - H_ATTRIBUTES);
     put_be(p + H_CRC, crc, 4);
 done:
     Py_XDECREF(region);
     Py_XDECREF(body);
-    PyMem_Free(o.data);
+    if (in_bytes) {
+        Py_XDECREF(o.bytes);    /* NULL once it became the result (or a resize failed and freed it) */
+    } else {
+        PyMem_Free(o.data);
+    }
     return result;
 }
 

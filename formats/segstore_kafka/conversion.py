@@ -169,9 +169,15 @@ class _PartitionTarget:
         self.buffered = 0
         self.present: dict[tuple[str, int], int] = {}
         self.next: dict[tuple[str, int], int] = {}
+        self.parts: dict[tuple[str, int], Any] = {}
 
     def _partition(self, key: tuple[str, int]) -> Any:
-        return self.dest.partition_of(key[0], key[1], create=True)
+        """The destination partition (created on first use; looked up once per run: a lookup
+        checks the topic name, and it is asked for at every batch written)."""
+        part = self.parts.get(key)
+        if part is None:
+            part = self.parts[key] = self.dest.partition_of(key[0], key[1], create=True)
+        return part
 
     def _start(self, key: tuple[str, int]) -> None:
         """Note the partition's end offset the first time ``key`` is written."""

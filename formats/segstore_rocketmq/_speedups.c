@@ -2786,6 +2786,240 @@ init(PyObject *module, PyObject *cls)
     Py_RETURN_NONE;
 }
 
+/*
+ * header_lists(n, slots, props) -> (list_offsets, key_offsets, keys, value_offsets, values)
+ *
+ * The list<struct<key, value>> column of n rows whose row i holds, in order, one item per slot s
+ * whose mask takes row i (mask None: every row) -- key the slot's name, value its row i -- then
+ * row i's properties, each keyed prefix + name.  A slot is (name, kind, a, b, mask):
+ *   kind 0: a is n int64, the value their decimal text;
+ *   kind 1: a is n + 1 int32 offsets into the bytes b (an Arrow string/binary array's buffers);
+ *   kind 2: a is the one value of every row (bytes).
+ * props is (prefix, rows, name_offsets, names, value_offsets, values): rows n + 1 int64 item
+ * offsets (row i holds items rows[i] to rows[i + 1]), the others Arrow buffers as for kind 1.
+ * Returns the five buffers of the result (int32 offsets), as bytes.  Every offset is checked
+ * against its buffer.  The fills run without the GIL.
+ */
+#define MAX_HEADER_SLOTS 32
+typedef struct {
+    Py_buffer name, a, b, mask;
+    int kind, has_b, has_mask;
+} HeaderSlot;
+
+static int
+decimal_text(int64_t v, char *out)
+{
+    char tmp[24];
+    int len = 0;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do {
+        tmp[len++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    int at = 0;
+    if (v < 0) {
+        out[at++] = '-';
+    }
+    while (len) {
+        out[at++] = tmp[--len];
+    }
+    return at;
+}
+
+static int
+decimal_length(int64_t v)
+{
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    int len = 1 + (v < 0);
+    while (u >= 10) {
+        u /= 10;
+        len++;
+    }
+    return len;
+}
+
+static int
+span_ok(const int32_t *off, Py_ssize_t count, Py_ssize_t data_len)
+{
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (off[i] < 0 || off[i + 1] < off[i] || off[i + 1] > data_len) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static PyObject *
+header_lists(PyObject *module, PyObject *args)
+{
+    Py_ssize_t n;
+    PyObject *slots, *props;
+    if (!PyArg_ParseTuple(args, "nO!O!", &n, &PyTuple_Type, &slots, &PyTuple_Type, &props)) {
+        return NULL;
+    }
+    HeaderSlot h[MAX_HEADER_SLOTS];
+    Py_ssize_t count = 0, want = PyTuple_GET_SIZE(slots);
+    Py_buffer prefix, rows, name_off, names, value_off, values;
+    int have_props = 0, ok = n >= 0 && want <= MAX_HEADER_SLOTS;
+    PyObject *out[5] = {NULL, NULL, NULL, NULL, NULL}, *ret = NULL;
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "expected n >= 0 and at most 32 slots");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(props, "y*y*y*y*y*y*", &prefix, &rows, &name_off, &names, &value_off, &values)) {
+        return NULL;
+    }
+    have_props = 1;
+    for (; ok && count < want; count++) {
+        PyObject *spec = PyTuple_GET_ITEM(slots, count), *b, *mask;
+        HeaderSlot *s = &h[count];
+        if (!PyTuple_Check(spec) || !PyArg_ParseTuple(spec, "y*iy*OO", &s->name, &s->kind, &s->a, &b, &mask)) {
+            ok = 0;
+            break;
+        }
+        s->has_b = b != Py_None && PyObject_GetBuffer(b, &s->b, PyBUF_SIMPLE) == 0;
+        s->has_mask = mask != Py_None && PyObject_GetBuffer(mask, &s->mask, PyBUF_SIMPLE) == 0;
+        if (PyErr_Occurred() || (s->has_mask && s->mask.len != n) ||
+            (s->kind == 0 && s->a.len != n * 8) ||
+            (s->kind == 1 && (!s->has_b || s->a.len != (n + 1) * 4 || !span_ok(s->a.buf, n, s->b.len))) ||
+            s->kind < 0 || s->kind > 2) {
+            count++;
+            ok = 0;
+            break;
+        }
+    }
+    const int64_t *row_items = rows.buf;
+    Py_ssize_t m = 0;
+    if (ok) {
+        ok = rows.len == (n + 1) * 8 && row_items[0] >= 0;
+        for (Py_ssize_t i = 0; ok && i < n; i++) {
+            ok = row_items[i + 1] >= row_items[i];
+        }
+        m = ok ? row_items[n] : 0;
+        ok = ok && name_off.len >= (m + 1) * 4 && value_off.len >= (m + 1) * 4 &&
+             span_ok(name_off.buf, m, names.len) && span_ok(value_off.buf, m, values.len);
+    }
+    /* sizes: items, key bytes, value bytes */
+    int64_t items = 0, key_bytes = 0, value_bytes = 0;
+    if (ok) {
+        for (Py_ssize_t k = 0; k < count; k++) {
+            HeaderSlot *s = &h[k];
+            const uint8_t *mk = s->has_mask ? s->mask.buf : NULL;
+            int64_t rows_with = 0, bytes = 0;
+            for (Py_ssize_t i = 0; i < n; i++) {
+                if (mk && !mk[i]) {
+                    continue;
+                }
+                rows_with++;
+                if (s->kind == 0) {
+                    bytes += decimal_length(((const int64_t *)s->a.buf)[i]);
+                } else if (s->kind == 1) {
+                    const int32_t *o = s->a.buf;
+                    bytes += o[i + 1] - o[i];
+                } else {
+                    bytes += s->a.len;
+                }
+            }
+            items += rows_with;
+            key_bytes += rows_with * s->name.len;
+            value_bytes += bytes;
+        }
+        const int32_t *no = name_off.buf, *vo = value_off.buf;
+        int64_t i0 = row_items[0];
+        items += m - i0;
+        key_bytes += (int64_t)(m - i0) * prefix.len + (no[m] - no[i0]);
+        value_bytes += vo[m] - vo[i0];
+        if (items > INT32_MAX || key_bytes > INT32_MAX || value_bytes > INT32_MAX) {
+            PyErr_SetString(PyExc_OverflowError, "expected header columns under 2 GiB");
+            ok = 0;
+        }
+    } else if (!PyErr_Occurred()) {
+        PyErr_SetString(PyExc_ValueError, "expected slots of n rows and offsets inside their buffers");
+    }
+    if (ok) {
+        out[0] = PyBytes_FromStringAndSize(NULL, (n + 1) * 4);
+        out[1] = PyBytes_FromStringAndSize(NULL, (items + 1) * 4);
+        out[2] = PyBytes_FromStringAndSize(NULL, key_bytes);
+        out[3] = PyBytes_FromStringAndSize(NULL, (items + 1) * 4);
+        out[4] = PyBytes_FromStringAndSize(NULL, value_bytes);
+        ok = out[0] && out[1] && out[2] && out[3] && out[4];
+    }
+    if (ok) {
+        int32_t *lo = (int32_t *)PyBytes_AS_STRING(out[0]);
+        int32_t *ko = (int32_t *)PyBytes_AS_STRING(out[1]);
+        uint8_t *kd = (uint8_t *)PyBytes_AS_STRING(out[2]);
+        int32_t *vo_out = (int32_t *)PyBytes_AS_STRING(out[3]);
+        uint8_t *vd = (uint8_t *)PyBytes_AS_STRING(out[4]);
+        const int32_t *no = name_off.buf, *vo = value_off.buf;
+        const uint8_t *nd = names.buf, *vdata = values.buf;
+        Py_BEGIN_ALLOW_THREADS
+        int32_t item = 0, kat = 0, vat = 0;
+        lo[0] = 0;
+        ko[0] = 0;
+        vo_out[0] = 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            for (Py_ssize_t k = 0; k < count; k++) {
+                HeaderSlot *s = &h[k];
+                if (s->has_mask && !((const uint8_t *)s->mask.buf)[i]) {
+                    continue;
+                }
+                memcpy(kd + kat, s->name.buf, (size_t)s->name.len);
+                kat += (int32_t)s->name.len;
+                if (s->kind == 0) {
+                    vat += decimal_text(((const int64_t *)s->a.buf)[i], (char *)vd + vat);
+                } else if (s->kind == 1) {
+                    const int32_t *o = s->a.buf;
+                    int32_t len = o[i + 1] - o[i];
+                    copy_short(vd + vat, (const uint8_t *)s->b.buf + o[i], (size_t)len);
+                    vat += len;
+                } else {
+                    memcpy(vd + vat, s->a.buf, (size_t)s->a.len);
+                    vat += (int32_t)s->a.len;
+                }
+                item++;
+                ko[item] = kat;
+                vo_out[item] = vat;
+            }
+            for (int64_t j = row_items[i]; j < row_items[i + 1]; j++) {
+                memcpy(kd + kat, prefix.buf, (size_t)prefix.len);
+                kat += (int32_t)prefix.len;
+                copy_short(kd + kat, nd + no[j], (size_t)(no[j + 1] - no[j]));
+                kat += no[j + 1] - no[j];
+                copy_short(vd + vat, vdata + vo[j], (size_t)(vo[j + 1] - vo[j]));
+                vat += vo[j + 1] - vo[j];
+                item++;
+                ko[item] = kat;
+                vo_out[item] = vat;
+            }
+            lo[i + 1] = item;
+        }
+        Py_END_ALLOW_THREADS
+        ret = PyTuple_Pack(5, out[0], out[1], out[2], out[3], out[4]);
+    }
+    for (int k = 0; k < 5; k++) {
+        Py_XDECREF(out[k]);
+    }
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyBuffer_Release(&h[k].name);
+        PyBuffer_Release(&h[k].a);
+        if (h[k].has_b) {
+            PyBuffer_Release(&h[k].b);
+        }
+        if (h[k].has_mask) {
+            PyBuffer_Release(&h[k].mask);
+        }
+    }
+    if (have_props) {
+        PyBuffer_Release(&prefix);
+        PyBuffer_Release(&rows);
+        PyBuffer_Release(&name_off);
+        PyBuffer_Release(&names);
+        PyBuffer_Release(&value_off);
+        PyBuffer_Release(&values);
+    }
+    return ret;
+}
+
 static PyMethodDef methods[] = {
     {"init", init, METH_O, "init(AppendResult): the slots dataclass encode_plain builds."},
     {"encode_plain", (PyCFunction)(void (*)(void))encode_plain, METH_FASTCALL,
@@ -2815,6 +3049,8 @@ static PyMethodDef methods[] = {
      "topic_codes(view, topic_pos, topic_len, codes) -> first rows: the rows' topics numbered by first appearance"},
     {"json_lines", json_lines, METH_VARARGS,
      "json_lines(view, i8, i4, u8, n, tags_codes, ..., out) -> bytes written, or -(bytes needed)"},
+    {"header_lists", header_lists, METH_VARARGS,
+     "header_lists(n, slots, props) -> the five buffers of a list<struct<key, value>> column"},
     {"format_hosts", format_hosts, METH_VARARGS, "format_hosts(i8, i4, u8, n, which, offsets, out) -> bytes used"},
     {NULL, NULL, 0, NULL},
 };

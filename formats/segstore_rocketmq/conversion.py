@@ -576,6 +576,85 @@ def _pool(arrays: list[pa.Array]) -> tuple[memoryview, np.ndarray, np.ndarray]:
     return np.concatenate(datas).data, np.concatenate(starts), np.concatenate(lengths).astype(np.int32)
 
 
+def _text_values(values: pa.Array | bytes, n: int) -> pa.Array:
+    """A header slot's values as text: ints in decimal, one text repeated, a text column as it is."""
+    if isinstance(values, bytes):
+        return _constant(values, n)
+    if pa.types.is_integer(values.type):
+        return _decimal(values)
+    return values
+
+
+def _header_lists(n: int, slots: list[tuple[str, pa.Array | bytes, np.ndarray]], prop_offsets: np.ndarray,
+                  names: pa.Array, values: pa.Array) -> pa.Array:
+    """The ``headers`` column: each row's ``slots`` it has (name, its value) in order, then its
+    properties (``rmq.p.`` + name, value; row i's are items ``prop_offsets[i]:prop_offsets[i + 1]``).
+    Numpy gathers; :func:`_header_lists_c` is the same in one C pass."""
+    mask = np.stack([m for _, _, m in slots], axis=1)               # n x slots
+    fixed = mask.sum(axis=1)
+    counts = fixed + np.diff(prop_offsets)
+    out_offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(counts, out=out_offsets[1:])
+    total = int(out_offsets[-1])
+    n_slots = len(slots)
+    # where each header comes from: slot s's value of row i is pool entry s * n + i, then the properties
+    source = np.empty(total, np.int64)
+    rank = np.cumsum(mask, axis=1) - 1
+    row, slot = np.nonzero(mask)                                     # row-major: each row's slots in order
+    source[out_offsets[row] + rank[row, slot]] = slot.astype(np.int64) * n + row
+    m = len(names)
+    prop_rows = np.repeat(np.arange(n), np.diff(prop_offsets))
+    within = np.arange(m) - prop_offsets[prop_rows]
+    source[out_offsets[prop_rows] + fixed[prop_rows] + within] = n_slots * n + np.arange(m)
+    value_pool, value_starts, value_lengths = _pool([_text_values(v, n) for _, v, _ in slots] + [values])
+    key_pool, key_starts, key_lengths = _pool([pa.array([name for name, _, _ in slots], pa.string()),
+                                               pc.binary_join_element_wise(RMQ_PROPERTY_PREFIX, names, "")])
+    key_index = np.where(source < n_slots * n, source // max(n, 1), source - n_slots * n + n_slots)
+    return pa.ListArray.from_arrays(
+        pa.array(out_offsets, pa.int32()),
+        pa.StructArray.from_arrays(
+            [columnar.variable_column(pa.string(), key_pool, key_starts[key_index], key_lengths[key_index]),
+             columnar.variable_column(pa.binary(), value_pool, value_starts[source], value_lengths[source])],
+            fields=list(HEADER)))
+
+
+def _text_buffers(arr: pa.Array) -> tuple[np.ndarray, Any]:
+    """A string/binary array's ``length + 1`` int32 offsets and its data buffer."""
+    buffers = arr.buffers()
+    offsets = np.frombuffer(buffers[1], np.int32, len(arr) + 1, arr.offset * 4)
+    return offsets, buffers[2] if buffers[2] is not None else b""
+
+
+def _header_lists_c(n: int, slots: list[tuple[str, pa.Array | bytes, np.ndarray]], prop_offsets: np.ndarray,
+                    names: pa.Array, values: pa.Array) -> pa.Array | None:
+    """:func:`_header_lists` in one pass of the C accelerator (``header_lists``); None without it or
+    with a null in any column it reads (the numpy path keeps those)."""
+    speedups = columnar._speedups
+    if speedups is None or names.null_count or values.null_count:
+        return None
+    specs = []
+    for name, column, mask in slots:
+        has = None if mask.all() else np.ascontiguousarray(mask, np.uint8)
+        if isinstance(column, bytes):
+            specs.append((name.encode(), 2, column, None, has))
+        elif column.null_count:
+            return None
+        elif pa.types.is_integer(column.type):
+            specs.append((name.encode(), 0, np.ascontiguousarray(column.to_numpy(), np.int64), None, has))
+        else:
+            specs.append((name.encode(), 1, *_text_buffers(column), has))
+    buffers = speedups.header_lists(n, tuple(specs), (RMQ_PROPERTY_PREFIX.encode(), prop_offsets,
+                                                      *_text_buffers(names), *_text_buffers(values)))
+    lists, key_offsets, keys, value_offsets, texts = (pa.py_buffer(b) for b in buffers)
+    items = len(value_offsets) // 4 - 1
+    return pa.ListArray.from_arrays(
+        pa.Array.from_buffers(pa.int32(), n + 1, [None, lists]),
+        pa.StructArray.from_arrays(
+            [pa.Array.from_buffers(pa.string(), items, [None, key_offsets, keys]),
+             pa.Array.from_buffers(pa.binary(), items, [None, value_offsets, texts])],
+            fields=list(HEADER)))
+
+
 def _native_batch(batch: pa.RecordBatch, trailing: np.ndarray, options: Options,
                   numbering: _Numbering) -> pa.RecordBatch:
     """:func:`to_entry` of native messages, in columns: the ``rmq.*`` headers of every row gathered
@@ -592,67 +671,44 @@ def _native_batch(batch: pa.RecordBatch, trailing: np.ndarray, options: Options,
     queued = (transaction != SYSFLAG_TRANSACTION_PREPARED) & (transaction != SYSFLAG_TRANSACTION_ROLLBACK)
     born, stored = col("bornTimestamp").cast(pa.int64()), col("storeTimestamp").cast(pa.int64())
     everyone = np.ones(n, bool)
-    # (header name, its values for every row (built only when some row has it), which rows have it)
-    slots: list[tuple[str, Any, np.ndarray]] = [
-        (H_PHYSICAL_OFFSET, lambda: _decimal(col("physicalOffset")), everyone),
-        (H_BORN_TIMESTAMP, lambda: _decimal(born), everyone),
-        (H_BORN_HOST, lambda: col("bornHost"), everyone),
-        (H_STORE_TIMESTAMP, lambda: _decimal(stored), everyone),
-        (H_STORE_HOST, lambda: col("storeHost"), everyone),
-        (H_FLAG, lambda: _decimal(col("flag")), flag != 0),
-        (H_SYS_FLAG, lambda: _decimal(col("sysFlag")), sys_flag != 0),
-        (H_RECONSUME_TIMES, lambda: _decimal(col("reconsumeTimes")), reconsume != 0),
-        (H_PREPARED_OFFSET, lambda: _decimal(col("preparedTransactionOffset")), prepared != 0),
-        (H_MSG_ID, lambda: col("msgId"), everyone),
-        (H_MAGIC, lambda: _constant(MAGIC_V2_TEXT, n), magic == MESSAGE_MAGIC_V2),
-        (H_TRAILING_SEPARATOR, lambda: _constant(TRAILING_TEXT, n), trailing),
-        (H_TOPIC, lambda: col("topic"), ~queued),
-        (H_QUEUE_ID, lambda: _decimal(col("partition")), ~queued),
-        (H_QUEUE_OFFSET, lambda: _decimal(col("offset")), ~queued),
+    # (header name, its values for every row: an int column written in decimal, a text column or one
+    # text for all, which rows have it)
+    slots: list[tuple[str, pa.Array | bytes, np.ndarray]] = [
+        (H_PHYSICAL_OFFSET, col("physicalOffset"), everyone),
+        (H_BORN_TIMESTAMP, born, everyone),
+        (H_BORN_HOST, col("bornHost"), everyone),
+        (H_STORE_TIMESTAMP, stored, everyone),
+        (H_STORE_HOST, col("storeHost"), everyone),
+        (H_FLAG, col("flag"), flag != 0),
+        (H_SYS_FLAG, col("sysFlag"), sys_flag != 0),
+        (H_RECONSUME_TIMES, col("reconsumeTimes"), reconsume != 0),
+        (H_PREPARED_OFFSET, col("preparedTransactionOffset"), prepared != 0),
+        (H_MSG_ID, col("msgId"), everyone),
+        (H_MAGIC, MAGIC_V2_TEXT, magic == MESSAGE_MAGIC_V2),
+        (H_TRAILING_SEPARATOR, TRAILING_TEXT, trailing),
+        (H_TOPIC, col("topic"), ~queued),
+        (H_QUEUE_ID, col("partition"), ~queued),
+        (H_QUEUE_OFFSET, col("offset"), ~queued),
     ]
     slots = [slot for slot in slots if slot[2].any()]
-    mask = np.stack([m for _, _, m in slots], axis=1)               # n x slots
-    fixed = mask.sum(axis=1)
     props = col("headers")
     prop_offsets = np.asarray(props.offsets.to_numpy(), np.int64)
     prop_offsets = prop_offsets - prop_offsets[0]
-    counts = fixed + np.diff(prop_offsets)
-    out_offsets = np.zeros(n + 1, np.int64)
-    np.cumsum(counts, out=out_offsets[1:])
-    total = int(out_offsets[-1])
-    n_slots = len(slots)
-    # where each header comes from: slot s's value of row i is pool entry s * n + i, then the properties
-    source = np.empty(total, np.int64)
-    rank = np.cumsum(mask, axis=1) - 1
-    row, slot = np.nonzero(mask)                                     # row-major: each row's slots in order
-    source[out_offsets[row] + rank[row, slot]] = slot.astype(np.int64) * n + row
-    items = pc.list_flatten(props)
-    names, values = items.flatten()
-    m = len(names)
-    prop_rows = np.repeat(np.arange(n), np.diff(prop_offsets))
-    within = np.arange(m) - prop_offsets[prop_rows]
-    source[out_offsets[prop_rows] + fixed[prop_rows] + within] = n_slots * n + np.arange(m)
-    value_pool, value_starts, value_lengths = _pool([build() for _, build, _ in slots] + [values])
-    key_pool, key_starts, key_lengths = _pool([pa.array([name for name, _, _ in slots], pa.string()),
-                                               pc.binary_join_element_wise(RMQ_PROPERTY_PREFIX, names, "")])
-    key_index = np.where(source < n_slots * n, source // max(n, 1), source - n_slots * n + n_slots)
-    headers = pa.ListArray.from_arrays(
-        pa.array(out_offsets, pa.int32()),
-        pa.StructArray.from_arrays(
-            [columnar.variable_column(pa.string(), key_pool, key_starts[key_index], key_lengths[key_index]),
-             columnar.variable_column(pa.binary(), value_pool, value_starts[source], value_lengths[source])],
-            fields=list(HEADER)))
+    names, values = pc.list_flatten(props).flatten()
+    headers = _header_lists_c(n, slots, prop_offsets, names, values)
+    if headers is None:
+        headers = _header_lists(n, slots, prop_offsets, names, values)
     topics = col("topic")
     peer = options.peer
     dictionary = pc.dictionary_encode(topics)
     escaped = pa.array([escape(name, TOPICS, peer.topics) for name in dictionary.dictionary.to_pylist()],
                        pa.string())
-    topic = np.asarray(escaped.take(dictionary.indices).to_numpy(zero_copy_only=False), object)
+    topic = escaped.take(dictionary.indices)
     partition = ints("partition").astype(np.int32)
     offset = ints("offset").astype(np.int64)
     nonqueued = np.flatnonzero(~queued)
     if len(nonqueued):
-        topic[nonqueued] = nonqueued_topic(peer)
+        topic = pc.if_else(pa.array(~queued), pa.scalar(nonqueued_topic(peer), pa.string()), topic)
         partition[nonqueued] = 0
         offset[nonqueued] = numbering.next + np.arange(len(nonqueued))
         numbering.next += len(nonqueued)
@@ -664,7 +720,7 @@ def _native_batch(batch: pa.RecordBatch, trailing: np.ndarray, options: Options,
         raise ConversionError(f"expected a timestamp source of {', '.join(TIMESTAMP_SOURCES)}, "
                               f"found {options.timestamp!r}")
     return pa.RecordBatch.from_arrays([
-        col("key"), col("value"), pa.array(topic, pa.string()), pa.array(partition), pa.array(offset),
+        col("key"), col("value"), topic, pa.array(partition), pa.array(offset),
         timestamp.cast(TIMESTAMP), pa.array(np.full(n, kind, np.int32)), headers,
         pa.array(np.zeros(n, bool)), pa.array(np.zeros(n, bool)),
         pa.array(np.full(n, NO_PRODUCER_ID, np.int64)), pa.array(np.full(n, NO_PRODUCER_EPOCH, np.int16)),
