@@ -242,8 +242,13 @@ class MappedFile:
     def flush(self, start: int = 0, end: int | None = None) -> None:
         """Make bytes ``[start, end)`` durable (``msync`` of the pages they touch; ``fdatasync`` when
         they are the whole file, which lets other threads run meanwhile: ``mmap.flush`` holds the GIL,
-        so files closed in parallel would be flushed one after another)."""
-        if self._mm is None or not self.writable:
+        so files closed in parallel would be flushed one after another).  An empty file (no map) is
+        ``fdatasync``\ ed too: its length, a truncation to 0, must reach the disk as well."""
+        if not self.writable or self._fd < 0:
+            return
+        if self._mm is None:
+            with _os_errors(self.path, 0):
+                os.fdatasync(self._fd)
             return
         end = self.size if end is None else min(end, self.size)
         if end <= start:

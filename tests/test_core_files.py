@@ -151,3 +151,20 @@ def test_iter_lines_refuses_a_line_longer_than_the_limit(tmp_path):
     with pytest.raises(errors.MessageTooLargeError) as info:
         list(files.iter_lines(path, chunk=8, max_line=50))
     assert (info.value.path, info.value.pos) == (str(path), 3)
+
+
+def test_flush_reaches_the_disk_for_an_empty_file_and_a_whole_one(monkeypatch, tmp_path):
+    """A file resized to 0 (a Kafka index trimmed on close) has no map, yet its flush still
+    ``fdatasync``\\ s it: the truncation is part of what must be durable."""
+    synced: list[int] = []
+    real = os.fdatasync
+    monkeypatch.setattr(files.os, "fdatasync", lambda fd: (synced.append(fd), real(fd))[1])
+    f = files.MappedFile(tmp_path / "x.index", 4096, create=True)
+    f.write(0, b"abc")
+    f.flush()
+    assert len(synced) == 1
+    f.resize(0)
+    f.flush()
+    assert len(synced) == 2
+    f.close()
+    assert (tmp_path / "x.index").stat().st_size == 0
