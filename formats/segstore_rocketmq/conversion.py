@@ -632,7 +632,8 @@ def _header_lists_c(n: int, slots: list[tuple[str, pa.Array | bytes, np.ndarray]
     speedups = columnar._speedups
     if speedups is None or names.null_count or values.null_count:
         return None
-    specs = []
+    # (header name, kind, its one or two buffers, the rows having it or None for all)
+    specs: list[tuple[bytes, int, Any, Any, np.ndarray | None]] = []
     for name, column, mask in slots:
         has = None if mask.all() else np.ascontiguousarray(mask, np.uint8)
         if isinstance(column, bytes):
