@@ -243,7 +243,7 @@ class MappedFile:
         """Make bytes ``[start, end)`` durable (``msync`` of the pages they touch; ``fdatasync`` when
         they are the whole file, which lets other threads run meanwhile: ``mmap.flush`` holds the GIL,
         so files closed in parallel would be flushed one after another).  An empty file (no map) is
-        ``fdatasync``\ ed too: its length, a truncation to 0, must reach the disk as well."""
+        synced too (``fdatasync``): its length, a truncation to 0, must reach the disk as well."""
         if not self.writable or self._fd < 0:
             return
         if self._mm is None:
