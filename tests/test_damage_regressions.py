@@ -507,3 +507,39 @@ def test_a_queue_entry_past_the_last_commitlog_file_is_not_the_data_end(tmp_path
     assert f"{queue}:{20 * last}:" in out + err
     rc, _out, err = _cli(capsys, "convert", str(store), str(tmp_path / "k"), "--to", "kafka")
     assert rc in (0, 1) and "Traceback" not in err
+
+
+def test_a_reader_of_a_killed_writers_store_sees_the_prefix_before_a_torn_last_message(tmp_path):
+    """Crash suite, seed 20261127: a writer killed mid-copy of a message left its first bytes and
+    zeros after them, and a reader's open raised CorruptDataError (the store was "unopenable"
+    until an append opened it).  A torn last write ends the data for a reader, as recovery cuts
+    it; a record followed by other bytes is still an error."""
+    import segstore as api
+    from segstore.errors import CorruptDataError
+
+    cfg = {"mappedFileSizeCommitLog": 8192, "mappedFileSizeConsumeQueue": 200}
+    store_dir = tmp_path / "s"
+    with api.open(store_dir, "rocketmq", "a", **cfg) as s:
+        results = s.append_batch([{"topic": "T", "queue_id": i % 2, "body": bytes([65 + i % 26]) * 100}
+                                  for i in range(30)])
+    last = results[-1]
+    name = store_dir / "commitlog" / f"{last.position - last.position % 8192:020d}"
+    data = bytearray(name.read_bytes())
+    pos = last.position % 8192
+    torn = bytearray(data)
+    torn[pos + 40:pos + last.size] = bytes(last.size - 40)        # only the first 40 bytes written
+    name.write_bytes(torn)
+    queue = store_dir / "consumequeue" / "T" / str(last.partition) / f"{last.offset // 10 * 200:020d}"
+    entries = bytearray(queue.read_bytes())
+    at = last.offset % 10 * 20
+    entries[at:at + 20] = bytes(20)                                 # killed before its queue entry
+    queue.write_bytes(entries)
+    (store_dir / "abort").write_bytes(b"")
+    with api.open(store_dir, "rocketmq", "r", **cfg) as s:
+        assert s.commitlog.end == last.position
+        assert len(list(s.scan())) == 29
+    garbage = bytearray(torn)
+    garbage[pos + last.size + 10] = 7                               # bytes after it: not a torn tail
+    name.write_bytes(garbage)
+    with pytest.raises(CorruptDataError), api.open(store_dir, "rocketmq", "r", **cfg) as s:
+        pass

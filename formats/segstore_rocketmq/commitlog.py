@@ -423,12 +423,39 @@ class CommitLog:
             if limit is not None and seg.base + file_end >= limit:
                 return
 
-    def find_end(self, start: int) -> int:
-        """The data end, walking from a known message boundary ``start`` to the first unwritten space."""
+    def find_end(self, start: int, *, torn_tail: bool = False) -> int:
+        """The data end, walking from a known message boundary ``start`` to the first unwritten space.
+
+        ``torn_tail``: a record that does not decode but is a torn last write (:meth:`torn_at`) ends
+        the data there instead of raising (a reader of a store whose writer was killed mid-copy sees
+        the prefix; recovery cuts the tail when the store is next opened for appending).
+        """
         end = start
-        for offset, record in self.walk(start, stop_at_end=False):
-            end = offset + record.size      # a message's size, or a BLANK's: to the end of its file
+        try:
+            for offset, record in self.walk(start, stop_at_end=False):
+                end = offset + record.size      # a message's size, or a BLANK's: to the end of its file
+        except CorruptDataError:
+            if not (torn_tail and self.torn_at(end)):
+                raise
         return end
+
+    def torn_at(self, offset: int) -> bool:
+        """Whether the record at ``offset`` is a torn last write: a length that fits in its file, the
+        bytes written up to some point of the record and zeros from there to the end of the file, and
+        nothing in any later file.  ``O(bytes after offset)``."""
+        seg = self.file_for(offset)
+        pos = offset - seg.base
+        head = seg.file.view(pos, min(pos + PREFIX.size, seg.file.size))
+        if len(head) < PREFIX.size:
+            return False
+        total, _ = PREFIX.unpack_from(head)
+        if not PREFIX.size < total <= self.file_size - pos:
+            return False
+        record = np.frombuffer(seg.file.view(pos, pos + total), np.uint8)
+        if record[-1] or np.frombuffer(seg.file.view(pos + total, seg.file.size), np.uint8).any():
+            return False
+        return not any(np.frombuffer(later.file.view(0, later.file.size), np.uint8).any()
+                       for later in self.log.segments.values(seg.base + 1) if later.base > seg.base)
 
     # -- writing -------------------------------------------------------------
     def place(self, sizes: list[int]) -> Placement:

@@ -321,7 +321,7 @@ class RocketMQStore(LifecycleMixin, Store):
                 return self.commitlog.find_end(start)
             except CorruptDataError:
                 time.sleep(_LIVE_RETRY_S)
-        return self.commitlog.find_end(start)
+        return self.commitlog.find_end(start, torn_tail=True)
 
     @property
     def commitlog(self) -> CommitLog:
