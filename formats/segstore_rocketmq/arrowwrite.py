@@ -22,6 +22,7 @@ not thread-safe (one conversion per destination).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass
 from typing import Any
@@ -474,26 +475,26 @@ def _queues(store: Any, msgs: Restored, queued: np.ndarray
     return rows[order], groups
 
 
+def _rows(msgs: Restored, index: Any, arrow: Any) -> Restored:
+    """``msgs`` with ``index`` applied to its numpy columns and ``arrow`` to its Arrow ones."""
+    columns = {}
+    for field in dataclasses.fields(Restored):
+        value = getattr(msgs, field.name)
+        if field.name != "topics":          # the distinct topics: not a column
+            value = arrow(value) if isinstance(value, pa.Array) else value[index]
+        columns[field.name] = value
+    return Restored(**columns)
+
+
 def _sliced(msgs: Restored, start: int, stop: int) -> Restored:
     """Rows ``[start, stop)`` of ``msgs``."""
-    cut = slice(start, stop)
-    return Restored(msgs.topics, msgs.topic_code[cut], msgs.queue_id[cut], msgs.queue_offset[cut],
-                    msgs.physical_offset[cut], msgs.flag[cut], msgs.sys_flag[cut], msgs.reconsume_times[cut],
-                    msgs.prepared_transaction_offset[cut], msgs.born_timestamp[cut],
-                    msgs.store_timestamp[cut], msgs.born_ip[cut], msgs.born_port[cut], msgs.store_ip[cut],
-                    msgs.store_port[cut],
-                    msgs.body.slice(start, stop - start), msgs.properties.slice(start, stop - start))
+    return _rows(msgs, slice(start, stop), lambda column: column.slice(start, stop - start))
 
 
 def _taken(msgs: Restored, order: np.ndarray) -> Restored:
     """The rows of ``msgs`` in the order ``order``."""
     rows = pa.array(order)
-    return Restored(msgs.topics, msgs.topic_code[order], msgs.queue_id[order], msgs.queue_offset[order],
-                    msgs.physical_offset[order], msgs.flag[order], msgs.sys_flag[order],
-                    msgs.reconsume_times[order], msgs.prepared_transaction_offset[order],
-                    msgs.born_timestamp[order], msgs.store_timestamp[order], msgs.born_ip[order],
-                    msgs.born_port[order], msgs.store_ip[order], msgs.store_port[order],
-                    msgs.body.take(rows), msgs.properties.take(rows))
+    return _rows(msgs, order, lambda column: column.take(rows))
 
 
 def restored_rows(batch: pa.RecordBatch) -> np.ndarray:

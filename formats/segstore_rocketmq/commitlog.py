@@ -451,8 +451,7 @@ class CommitLog:
         total, _ = PREFIX.unpack_from(head)
         if not PREFIX.size < total <= self.file_size - pos:
             return False
-        record = np.frombuffer(seg.file.view(pos, pos + total), np.uint8)
-        if record[-1] or np.frombuffer(seg.file.view(pos + total, seg.file.size), np.uint8).any():
+        if np.frombuffer(seg.file.view(pos + total - 1, seg.file.size), np.uint8).any():  # last byte on
             return False
         return not any(np.frombuffer(later.file.view(0, later.file.size), np.uint8).any()
                        for later in self.log.segments.values(seg.base + 1) if later.base > seg.base)
