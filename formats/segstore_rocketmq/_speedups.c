@@ -3020,6 +3020,276 @@ header_lists(PyObject *module, PyObject *args)
     return ret;
 }
 
+/*
+ * The rmq.* headers restore_headers reads, in the order of its names tuple: decimal ints (the first
+ * RH_INTS; flag, sysFlag and reconsumeTimes within int32), the two IPv4 hosts, rmq.magic (v2: the
+ * reference path), rmq.trailing_separator, and the reserved topic's rmq.topic and rmq.queue_id.
+ */
+enum {
+    RH_PHYSICAL, RH_BORN_TIMESTAMP, RH_STORE_TIMESTAMP, RH_FLAG, RH_SYS_FLAG, RH_RECONSUME, RH_PREPARED,
+    RH_QUEUE_OFFSET, RH_INTS, RH_BORN_HOST = RH_INTS, RH_STORE_HOST, RH_MAGIC, RH_TRAILING, RH_TOPIC,
+    RH_QUEUE_ID, RH_FIELDS
+};
+#define RH_REQUIRED ((1u << RH_PHYSICAL) | (1u << RH_BORN_TIMESTAMP) | (1u << RH_STORE_TIMESTAMP) | \
+                     (1u << RH_BORN_HOST) | (1u << RH_STORE_HOST))
+/* Why restore_headers declined a run (the reference path then decides): its status, 0 for none. */
+enum {
+    RH_OK, RH_MISSING, RH_REPEATED, RH_BAD_INT, RH_BAD_HOST, RH_V2, RH_NULL, RH_BAD_PROPERTY, RH_TOO_LONG,
+};
+
+/* s[0:n] as int() reads a plain decimal ('-'? ASCII digits, as Arrow's cast to int64 takes them)
+   within [lo, hi]; 0 for anything else. */
+static int
+parse_decimal(const uint8_t *s, int32_t n, int64_t lo, int64_t hi, int64_t *out)
+{
+    const int negative = n > 0 && s[0] == '-';
+    int32_t k = negative;
+    if (n - k < 1) {
+        return 0;
+    }
+    while (n - k > 1 && s[k] == '0') {     /* leading zeros: at most 19 digits left fit in a uint64 */
+        k++;
+    }
+    if (n - k > 19) {
+        return 0;
+    }
+    uint64_t u = 0;
+    for (int32_t i = k; i < n; i++) {
+        unsigned digit = (unsigned)s[i] - '0';
+        if (digit > 9) {
+            return 0;
+        }
+        u = u * 10 + digit;
+    }
+    int64_t v;
+    if (negative) {
+        if (u > (uint64_t)INT64_MAX + 1) {
+            return 0;
+        }
+        v = u == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)u;
+    } else {
+        if (u > (uint64_t)INT64_MAX) {
+            return 0;
+        }
+        v = (int64_t)u;
+    }
+    if (v < lo || v > hi) {
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+/* s[0:n] as Host.parse reads "a.b.c.d:port" (octets without leading zeros, as ipaddress wants them;
+   a port of digits in 0..65535); 0 for anything else, IPv6 included. */
+static int
+parse_ipv4_host(const uint8_t *s, int32_t n, uint8_t ip[IPV4_LEN], int64_t *port)
+{
+    int32_t colon = n - 1;
+    while (colon >= 0 && s[colon] != ':') {
+        colon--;
+    }
+    if (colon < 0) {
+        return 0;
+    }
+    int32_t k = 0;
+    for (int o = 0; o < IPV4_LEN; o++) {
+        int32_t first = k;
+        unsigned v = 0;
+        while (k < colon && k - first < 3 && s[k] >= '0' && s[k] <= '9') {
+            v = v * 10 + (unsigned)(s[k] - '0');
+            k++;
+        }
+        if (k == first || v > 255 || (k - first > 1 && s[first] == '0')) {
+            return 0;
+        }
+        ip[o] = (uint8_t)v;
+        if (o < IPV4_LEN - 1) {
+            if (k >= colon || s[k] != '.') {
+                return 0;
+            }
+            k++;
+        }
+    }
+    int64_t p;
+    if (k != colon || n - colon - 1 > 9 || !parse_decimal(s + colon + 1, n - colon - 1, 0, 0xFFFF, &p) ||
+        s[colon + 1] == '-') {
+        return 0;
+    }
+    *port = p;
+    return 1;
+}
+
+/*
+ * restore_headers(item_offsets, key_offsets, keys, value_offsets, values, value_valid, names, prefix,
+ *                 trailing_text, ints, ips, ports, trailing, places, prop_offsets, prop_data)
+ *     -> (status, prop_bytes, topic_repeated, queue_repeated)
+ *
+ * The RocketMQ fields of n rows of a conversion's header lists (row i's headers are items
+ * item_offsets[i]:item_offsets[i + 1]; keys and values as int32 Arrow offsets and data; value_valid
+ * one byte per item, empty for no nulls), in one pass: the rmq.* headers named by names
+ * (RH_FIELDS texts in the enum's order) parsed into ints (RH_INTS rows of n int64, the defaults
+ * left where a row lacks an optional one), ips (born then store, n x 4 bytes each), ports (2 x n)
+ * and trailing (n bytes); places (2 x n int64) the item of each row's rmq.topic and rmq.queue_id or
+ * -1; and each row's prefix+NAME headers encoded as its properties (NAME 0x01 VALUE joined by 0x02,
+ * a 0x02 after the last where trailing; a null value as empty) into prop_offsets (n + 1 int32) and
+ * prop_data (room for keys + values + 2 per item).  status RH_OK, or why the run needs the
+ * reference path: a required header missing, a header repeated, an int or host that does not
+ * parse, rmq.magic, a null value, a property name repeated or not UTF-8 or with a separator, or
+ * properties over MAX_PROPERTIES_BYTES.  ValueError for outputs of other sizes.  O(items), but a
+ * row's property names are compared pairwise.  Releases the GIL.
+ */
+static PyObject *
+restore_headers(PyObject *module, PyObject *args)
+{
+    Py_buffer b[15];
+    PyObject *names;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*O!y*y*w*w*w*w*w*w*w*", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5],
+                          &PyTuple_Type, &names, &b[6], &b[7], &b[8], &b[9], &b[10], &b[11], &b[12], &b[13],
+                          &b[14])) {
+        return NULL;
+    }
+    const int64_t *rows = b[0].buf;
+    const int32_t *ko = b[1].buf, *vo = b[3].buf;
+    const uint8_t *kd = b[2].buf, *vd = b[4].buf, *valid = b[5].buf, *prefix = b[6].buf, *trail = b[7].buf;
+    int64_t *ints = b[8].buf, *ports = b[10].buf, *places = b[12].buf;
+    uint8_t *ips = b[9].buf, *trailing = b[11].buf, *pd = b[14].buf;
+    int32_t *po = b[13].buf;
+    Py_ssize_t n = b[11].len, items = b[1].len / 4 - 1, plen = b[6].len, tlen = b[7].len, cap = b[14].len;
+    const uint8_t *name[RH_FIELDS];
+    Py_ssize_t name_len[RH_FIELDS];
+    int ok = PyTuple_GET_SIZE(names) == RH_FIELDS && b[0].len == (n + 1) * 8 && items >= 0 &&
+             b[3].len == b[1].len && (b[5].len == 0 || b[5].len == items) && b[8].len == RH_INTS * n * 8 &&
+             b[9].len == 2 * n * IPV4_LEN && b[10].len == 2 * n * 8 && b[12].len == 2 * n * 8 &&
+             b[13].len == (n + 1) * 4;
+    for (int f = 0; ok && f < RH_FIELDS; f++) {
+        PyObject *text = PyTuple_GET_ITEM(names, f);
+        ok = PyBytes_Check(text);
+        if (ok) {
+            name[f] = (const uint8_t *)PyBytes_AS_STRING(text);
+            name_len[f] = PyBytes_GET_SIZE(text);
+        }
+    }
+    if (ok && n > 0) {
+        ok = rows[0] >= 0 && rows[n] <= items && span_ok(ko, items, b[2].len) && span_ok(vo, items, b[4].len);
+        for (Py_ssize_t i = 0; ok && i < n; i++) {
+            ok = rows[i + 1] >= rows[i];
+        }
+    }
+    if (!ok) {
+        for (int k = 0; k < 15; k++) {
+            PyBuffer_Release(&b[k]);
+        }
+        PyErr_SetString(PyExc_ValueError, "expected header lists inside their buffers and outputs of the documented sizes");
+        return NULL;
+    }
+    static const int64_t lo[RH_INTS] = {INT64_MIN, INT64_MIN, INT64_MIN, INT32_MIN, INT32_MIN, INT32_MIN,
+                                        INT64_MIN, INT64_MIN};
+    static const int64_t hi[RH_INTS] = {INT64_MAX, INT64_MAX, INT64_MAX, INT32_MAX, INT32_MAX, INT32_MAX,
+                                        INT64_MAX, INT64_MAX};
+    int status = RH_OK, topic_repeated = 0, queue_repeated = 0;
+    Py_ssize_t at = 0;
+    Py_BEGIN_ALLOW_THREADS
+    po[0] = 0;
+    for (Py_ssize_t i = 0; status == RH_OK && i < n; i++) {
+        uint32_t seen = 0;
+        Py_ssize_t start = at;
+        int props = 0;
+        places[i] = places[n + i] = -1;
+        trailing[i] = 0;
+        for (int64_t j = rows[i]; status == RH_OK && j < rows[i + 1]; j++) {
+            const uint8_t *key = kd + ko[j], *value = vd + vo[j];
+            int32_t kl = ko[j + 1] - ko[j], vl = vo[j + 1] - vo[j];
+            int null = b[5].len && !valid[j];
+            if (kl >= plen && memcmp(key, prefix, (size_t)plen) == 0) {
+                const uint8_t *pn = key + plen;
+                int32_t nl = kl - (int32_t)plen;
+                for (int64_t e = rows[i]; e < j; e++) {       /* the same name earlier in the row */
+                    if (ko[e + 1] - ko[e] == kl && memcmp(kd + ko[e], key, (size_t)kl) == 0) {
+                        status = RH_BAD_PROPERTY;
+                        break;
+                    }
+                }
+                if (null) {
+                    vl = 0;
+                }
+                if (status != RH_OK || !valid_utf8(pn, nl, 0) || !valid_utf8(value, vl, 0) ||
+                    memchr(pn, NAME_VALUE_SEPARATOR, (size_t)nl) || memchr(pn, PROPERTY_SEPARATOR, (size_t)nl) ||
+                    memchr(value, NAME_VALUE_SEPARATOR, (size_t)vl) ||
+                    memchr(value, PROPERTY_SEPARATOR, (size_t)vl)) {
+                    status = RH_BAD_PROPERTY;
+                    break;
+                }
+                if ((at - start) + (props > 0) + nl + 1 + vl > MAX_PROPERTIES_BYTES || at + 2 + nl + vl > cap) {
+                    status = RH_TOO_LONG;
+                    break;
+                }
+                if (props++) {
+                    pd[at++] = PROPERTY_SEPARATOR;
+                }
+                memcpy(pd + at, pn, (size_t)nl);
+                at += nl;
+                pd[at++] = NAME_VALUE_SEPARATOR;
+                memcpy(pd + at, value, (size_t)vl);
+                at += vl;
+                continue;
+            }
+            int f = 0;
+            while (f < RH_FIELDS && !(name_len[f] == kl && memcmp(name[f], key, (size_t)kl) == 0)) {
+                f++;
+            }
+            if (f == RH_FIELDS) {
+                continue;       /* rmq.msg_id (derived from the store) or another peer's header */
+            }
+            if (seen & (1u << f)) {
+                if (f == RH_TOPIC || f == RH_QUEUE_ID) {
+                    *(f == RH_TOPIC ? &topic_repeated : &queue_repeated) = 1;
+                    continue;
+                }
+                status = RH_REPEATED;
+                break;
+            }
+            seen |= 1u << f;
+            if (f == RH_TOPIC || f == RH_QUEUE_ID) {
+                places[(f == RH_QUEUE_ID) * n + i] = j;
+                continue;
+            }
+            if (f == RH_MAGIC) {
+                status = RH_V2;
+            } else if (null) {
+                status = RH_NULL;
+            } else if (f < RH_INTS) {
+                if (!parse_decimal(value, vl, lo[f], hi[f], &ints[f * n + i])) {
+                    status = RH_BAD_INT;
+                }
+            } else if (f == RH_BORN_HOST || f == RH_STORE_HOST) {
+                int h = f == RH_STORE_HOST;
+                if (!parse_ipv4_host(value, vl, ips + (h * n + i) * IPV4_LEN, &ports[h * n + i])) {
+                    status = RH_BAD_HOST;
+                }
+            } else {        /* RH_TRAILING */
+                trailing[i] = vl == tlen && memcmp(value, trail, (size_t)tlen) == 0;
+            }
+        }
+        if (status == RH_OK && (seen & RH_REQUIRED) != RH_REQUIRED) {
+            status = RH_MISSING;
+        }
+        if (status == RH_OK && props && trailing[i]) {
+            if (at - start + 1 > MAX_PROPERTIES_BYTES || at + 1 > cap) {
+                status = RH_TOO_LONG;
+            } else {
+                pd[at++] = PROPERTY_SEPARATOR;
+            }
+        }
+        po[i + 1] = (int32_t)at;
+    }
+    Py_END_ALLOW_THREADS
+    for (int k = 0; k < 15; k++) {
+        PyBuffer_Release(&b[k]);
+    }
+    return Py_BuildValue("inii", status, at, topic_repeated, queue_repeated);
+}
+
 static PyMethodDef methods[] = {
     {"init", init, METH_O, "init(AppendResult): the slots dataclass encode_plain builds."},
     {"encode_plain", (PyCFunction)(void (*)(void))encode_plain, METH_FASTCALL,
@@ -3052,6 +3322,10 @@ static PyMethodDef methods[] = {
     {"header_lists", header_lists, METH_VARARGS,
      "header_lists(n, slots, props) -> the five buffers of a list<struct<key, value>> column"},
     {"format_hosts", format_hosts, METH_VARARGS, "format_hosts(i8, i4, u8, n, which, offsets, out) -> bytes used"},
+    {"restore_headers", restore_headers, METH_VARARGS,
+     "restore_headers(item_offsets, key_offsets, keys, value_offsets, values, value_valid, names, prefix, "
+     "trailing_text, ints, ips, ports, trailing, places, prop_offsets, prop_data) -> (status, prop_bytes, "
+     "topic_repeated, queue_repeated)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -60,6 +60,7 @@ from .conversion import (
     WRITE_BYTES,
     RocketMQWriter,
     nonqueued_topic,
+    text_buffers,
 )
 from .fastappend import INDEX_COLUMNS, PlainBatch
 from .message import (
@@ -160,10 +161,127 @@ def _hosts(values: pa.Array) -> tuple[np.ndarray, np.ndarray] | None:
     return np.array(ips, "S4")[codes], np.array(ports, np.int64)[codes]
 
 
+#: The ``rmq.*`` headers ``_speedups.restore_headers`` reads, in its order (``RH_*`` in the C).
+_RESTORE_NAMES = tuple(name.encode() for name in (
+    H_PHYSICAL_OFFSET, H_BORN_TIMESTAMP, H_STORE_TIMESTAMP, H_FLAG, H_SYS_FLAG, H_RECONSUME_TIMES,
+    H_PREPARED_OFFSET, H_QUEUE_OFFSET, H_BORN_HOST, H_STORE_HOST, H_MAGIC, H_TRAILING_SEPARATOR, H_TOPIC,
+    H_QUEUE_ID))
+#: ``restore_headers``' decimal ints, in its order: the first of :data:`_RESTORE_NAMES`.
+_RESTORE_INTS = 8
+
+#: A header's rows and values (:func:`_topics` looks them up): None when no row has it, False when a
+#: row has it twice.
+Found = tuple[np.ndarray, pa.Array] | None | bool
+
+
 def restored_fields(batch: pa.RecordBatch, peer: Peer) -> Restored | None:
     """The messages ``conversion.restore_message`` makes of ``batch``'s rows (every one made by
     ``to_entry``), in columns; None when a row needs the reference path (see the module docstring).
+
+    The headers are read in one C pass (``_speedups.restore_headers``); :func:`restored_fields_arrow`
+    is the same in Arrow compute, the reference (tested equal).  ``O(headers)``.
     """
+    n = batch.num_rows
+    headers = batch.column("headers")
+    if headers.null_count:
+        headers = pc.fill_null(headers, pa.scalar([], headers.type))
+    rows = np.asarray(headers.offsets.to_numpy(), np.int64)
+    rows = rows - rows[0] if n else np.zeros(1, np.int64)
+    items = pc.list_flatten(headers)
+    keys, values = items.field("key"), items.field("value")
+    if keys.null_count:
+        return None
+    key_offsets, key_data = text_buffers(keys)
+    value_offsets, value_data = text_buffers(values)
+    valid = b"" if not values.null_count else \
+        np.asarray(values.is_valid().to_numpy(zero_copy_only=False), np.uint8)
+    ints = np.zeros((_RESTORE_INTS, n), np.int64)
+    ints[7] = batch.column("offset").to_numpy().astype(np.int64)       # rmq.queue_offset's default
+    ips = np.zeros((2, n, 4), np.uint8)
+    ports = np.zeros((2, n), np.int64)
+    trailing = np.zeros(n, np.uint8)
+    places = np.zeros((2, n), np.int64)
+    prop_offsets = np.zeros(n + 1, np.int32)
+    room = (int(key_offsets[-1]) - int(key_offsets[0]) + int(value_offsets[-1]) - int(value_offsets[0])
+            + 2 * len(keys) + 1)
+    prop_data = np.empty(room, np.uint8)
+    status, used, topic_repeated, queue_repeated = _speedups.restore_headers(
+        rows, key_offsets, key_data, value_offsets, value_data, valid, _RESTORE_NAMES,
+        RMQ_PROPERTY_PREFIX.encode(), TRAILING_TEXT, ints, ips, ports, trailing, places, prop_offsets,
+        prop_data)
+    if status:
+        return None
+
+    def found(place: np.ndarray, repeated: bool) -> Found:
+        if repeated:
+            return False
+        having = np.flatnonzero(place >= 0)
+        return (having, values.take(pa.array(place[having]))) if len(having) else None
+
+    def field(name: str) -> Found:
+        queue = name == H_QUEUE_ID
+        return found(places[int(queue)], queue_repeated if queue else topic_repeated)
+
+    topics = _topics(batch, peer, field)
+    if topics is None:
+        return None
+    properties = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(prop_offsets),
+                                                         pa.py_buffer(prop_data[:used])])
+    body = pc.fill_null(batch.column("value"), pa.scalar(b"", pa.binary()))
+    ip = ips.reshape(2, n * 4).view("S4")
+    return Restored(topics[0], topics[1], topics[2], ints[7], ints[0], ints[3], ints[4], ints[5], ints[6],
+                    ints[1], ints[2], ip[0], ports[0], ip[1], ports[1], body, properties)
+
+
+def _topics(batch: pa.RecordBatch, peer: Peer, field: Any) -> tuple[list[str], np.ndarray, np.ndarray] | None:
+    """(topics, topic_code, queue_id) of the rows: the reserved topic's rows carry theirs in the
+    ``rmq.topic`` and ``rmq.queue_id`` headers (``field(name)``: :data:`Found`), the others are
+    escaped names; None when a row needs the reference path."""
+    n = batch.num_rows
+    topic_column = batch.column("topic")
+    queue_id = batch.column("partition").to_numpy().astype(np.int64)
+    topic_code = np.zeros(n, np.int32)
+    by_name: dict[str, int] = {}
+    entry_topics = pc.dictionary_encode(topic_column)
+    entry_codes = entry_topics.indices.to_numpy(zero_copy_only=False)
+    nonqueued = nonqueued_topic(peer)
+    for code, name in enumerate(entry_topics.dictionary.to_pylist()):
+        rows = entry_codes == code
+        if name == nonqueued:
+            found_topic, found_queue = field(H_TOPIC), field(H_QUEUE_ID)
+            if not found_topic or not found_queue:
+                return None
+            need = np.flatnonzero(rows)
+            if not (np.isin(need, found_topic[0]).all() and np.isin(need, found_queue[0]).all()):
+                return None
+            queues = _ints(found_queue[1], _INT32)
+            if queues is None or found_topic[1].null_count:
+                return None
+            try:
+                texts = [value.decode("utf-8") for value in found_topic[1].to_pylist()]
+            except UnicodeDecodeError:
+                return None
+            at_topic = {int(r): t for r, t in zip(found_topic[0].tolist(), texts, strict=True)}
+            at_queue = dict(zip(found_queue[0].tolist(), queues.tolist(), strict=True))
+            for r in need.tolist():
+                topic_code[r] = by_name.setdefault(at_topic[r], len(by_name))
+                queue_id[r] = at_queue[r]
+            continue
+        try:
+            topic = unescape(name, TOPICS, peer.topics)
+        except InvalidTopicError:
+            return None
+        topic_code[rows] = by_name.setdefault(topic, len(by_name))
+    topics = list(by_name)
+    if any(t == SCHEDULE_TOPIC or len(t.encode("utf-8")) > MAX_TOPIC_BYTES_V1 for t in topics):
+        return None
+    if n and (queue_id.min() < 0 or queue_id.max() > _INT32[1]):
+        return None
+    return topics, topic_code, queue_id
+
+
+def restored_fields_arrow(batch: pa.RecordBatch, peer: Peer) -> Restored | None:
+    """:func:`restored_fields` in Arrow compute and numpy: the reference the C pass is tested against."""
     n = batch.num_rows
     headers = batch.column("headers")
     counts = pc.fill_null(pc.list_value_length(headers), 0).to_numpy().astype(np.int64)
@@ -237,53 +355,14 @@ def restored_fields(batch: pa.RecordBatch, peer: Peer) -> Restored | None:
         trailing[found[0]] = pc.equal(found[1], pa.scalar(TRAILING_TEXT, pa.binary())).to_numpy(
             zero_copy_only=False)
 
-    # topic and queue: the reserved topic's rows carry theirs in headers, the others are escaped names
-    topic_column = batch.column("topic")
-    queue_id = batch.column("partition").to_numpy().astype(np.int64)
-    topics: list[str] = []
-    topic_code = np.zeros(n, np.int32)
-    by_name: dict[str, int] = {}
-    entry_topics = pc.dictionary_encode(topic_column)
-    entry_codes = entry_topics.indices.to_numpy(zero_copy_only=False)
-    nonqueued = nonqueued_topic(peer)
-    for code, name in enumerate(entry_topics.dictionary.to_pylist()):
-        rows = entry_codes == code
-        if name == nonqueued:
-            found_topic, found_queue = field(H_TOPIC), field(H_QUEUE_ID)
-            if not found_topic or not found_queue:
-                return None
-            need = np.flatnonzero(rows)
-            if not (np.isin(need, found_topic[0]).all() and np.isin(need, found_queue[0]).all()):
-                return None
-            queues = _ints(found_queue[1], _INT32)
-            if queues is None or found_topic[1].null_count:
-                return None
-            try:
-                texts = [value.decode("utf-8") for value in found_topic[1].to_pylist()]
-            except UnicodeDecodeError:
-                return None
-            at_topic = {int(r): t for r, t in zip(found_topic[0].tolist(), texts, strict=True)}
-            at_queue = dict(zip(found_queue[0].tolist(), queues.tolist(), strict=True))
-            for r in need.tolist():
-                topic_code[r] = by_name.setdefault(at_topic[r], len(by_name))
-                queue_id[r] = at_queue[r]
-            continue
-        try:
-            topic = unescape(name, TOPICS, peer.topics)
-        except InvalidTopicError:
-            return None
-        topic_code[rows] = by_name.setdefault(topic, len(by_name))
-    topics = list(by_name)
-    if any(t == SCHEDULE_TOPIC or len(t.encode("utf-8")) > MAX_TOPIC_BYTES_V1 for t in topics):
+    topics = _topics(batch, peer, field)
+    if topics is None:
         return None
-    if queue_id.min() < 0 or queue_id.max() > _INT32[1]:
-        return None
-
     properties = _properties(n, row_of, codes, dictionary, keys, values, trailing, RMQ_PROPERTY_PREFIX)
     if properties is None:
         return None
     body = pc.fill_null(batch.column("value"), pa.scalar(b"", pa.binary()))
-    return Restored(topics, topic_code, queue_id, queue_offset, physical, flag, sys_flag, reconsume, prepared,
+    return Restored(*topics, queue_offset, physical, flag, sys_flag, reconsume, prepared,
                     born, stored, hosts[0][0], hosts[0][1], hosts[1][0], hosts[1][1], body, properties)
 
 

@@ -618,7 +618,7 @@ def _header_lists(n: int, slots: list[tuple[str, pa.Array | bytes, np.ndarray]],
             fields=list(HEADER)))
 
 
-def _text_buffers(arr: pa.Array) -> tuple[np.ndarray, Any]:
+def text_buffers(arr: pa.Array) -> tuple[np.ndarray, Any]:
     """A string/binary array's ``length + 1`` int32 offsets and its data buffer."""
     buffers = arr.buffers()
     offsets = np.frombuffer(buffers[1], np.int32, len(arr) + 1, arr.offset * 4)
@@ -643,9 +643,9 @@ def _header_lists_c(n: int, slots: list[tuple[str, pa.Array | bytes, np.ndarray]
         elif pa.types.is_integer(column.type):
             specs.append((name.encode(), 0, np.ascontiguousarray(column.to_numpy(), np.int64), None, has))
         else:
-            specs.append((name.encode(), 1, *_text_buffers(column), has))
+            specs.append((name.encode(), 1, *text_buffers(column), has))
     buffers = speedups.header_lists(n, tuple(specs), (RMQ_PROPERTY_PREFIX.encode(), prop_offsets,
-                                                      *_text_buffers(names), *_text_buffers(values)))
+                                                      *text_buffers(names), *text_buffers(values)))
     lists, key_offsets, keys, value_offsets, texts = (pa.py_buffer(b) for b in buffers)
     items = len(value_offsets) // 4 - 1
     return pa.ListArray.from_arrays(

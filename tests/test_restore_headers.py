@@ -1,0 +1,162 @@
+"""The C pass that reads a conversion's ``rmq.*`` headers back into RocketMQ fields
+(``arrowwrite.restored_fields``, ``_speedups.restore_headers``) against its Arrow-compute reference
+(``restored_fields_arrow``), on hypothesis-generated header lists with hostile values.
+
+The C pass may decline a run the reference takes (a port ``int()`` reads but is not plain digits):
+a declined run goes to the entry-by-entry writer, which decides.  It must never take a run the
+reference declines, must give the same fields wherever it takes one, and must take every run
+that ``to_entry`` could have made.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from segstore_rocketmq import arrowwrite
+from segstore_rocketmq import conversion as rmq
+
+from segstore.convert.interchange import ENTRY_SCHEMA
+from segstore.convert.mapping import _peer
+
+pytestmark = pytest.mark.skipif(not arrowwrite.available(), reason="the columnar restore needs the C accelerator")
+
+PEER = _peer("kafka")
+NONQUEUED = rmq.nonqueued_topic(PEER)
+
+#: Values each kind of header may be given instead of a good one.
+HOSTILE_INTS = ["", "-", "+5", " 5", "5 ", "1_0", "05", "-0", "0" * 25 + "7", "9223372036854775807",
+                "9223372036854775808", "-9223372036854775808", "-9223372036854775809", "2147483647",
+                "2147483648", "-2147483649", "x", "٣", "99999999999999999999"]
+HOSTILE_HOSTS = ["01.2.3.4:5", "1.2.3.4:65535", "1.2.3.4:65536", "1.2.3.4:-1", "1.2.3.4:+80", "1.2.3.4: 80",
+                 "1.2.3.4:0080", "[::1]:5", "[1.2.3.4]:5", "1.2.3.4", "1.2.3:5", "1.2.3.4.5:6", "256.1.1.1:1",
+                 "a.b.c.d:1", "1.2.3.4:", ":80", "1..3.4:5", "0.0.0.0:0", "255.255.255.255:7"]
+HOSTILE_TEXTS = [b"", b"a\x01b", b"a\x02b", b"\xff", b"\xed\xa0\x80", "é".encode(), b"x" * 40_000]
+
+
+@st.composite
+def rows(draw: st.DrawFn, damage: bool = True) -> tuple[str, list[tuple[str, bytes | None]]]:
+    """One entry's topic and headers, as ``to_entry`` makes them, then maybe damaged."""
+    ints = st.integers(-(1 << 63), (1 << 63) - 1)
+    small = st.integers(-(1 << 31), (1 << 31) - 1)
+    host = st.builds(lambda ip, port: f"{'.'.join(map(str, ip))}:{port}",
+                     st.lists(st.integers(0, 255), min_size=4, max_size=4), st.integers(0, 65535))
+    headers: list[tuple[str, bytes | None]] = [
+        (rmq.H_PHYSICAL_OFFSET, str(draw(ints)).encode()),
+        (rmq.H_BORN_TIMESTAMP, str(draw(ints)).encode()),
+        (rmq.H_BORN_HOST, draw(host).encode()),
+        (rmq.H_STORE_TIMESTAMP, str(draw(ints)).encode()),
+        (rmq.H_STORE_HOST, draw(host).encode()),
+    ]
+    for name in (rmq.H_FLAG, rmq.H_SYS_FLAG, rmq.H_RECONSUME_TIMES):
+        if draw(st.booleans()):
+            headers.append((name, str(draw(small)).encode()))
+    for name in (rmq.H_PREPARED_OFFSET, rmq.H_QUEUE_OFFSET):
+        if draw(st.booleans()):
+            headers.append((name, str(draw(ints)).encode()))
+    headers.append((rmq.H_MSG_ID, b"C0A8000100002A9F0000000000000000"))
+    if draw(st.booleans()):
+        headers.append((rmq.H_TRAILING_SEPARATOR, rmq.TRAILING_TEXT))
+    topic = draw(st.sampled_from(["T", "T", "orders", NONQUEUED]))
+    if topic == NONQUEUED or draw(st.integers(0, 5)) == 0:
+        headers.append((rmq.H_TOPIC, draw(st.sampled_from([b"T", b"%RETRY%g", "é".encode()]))))
+        headers.append((rmq.H_QUEUE_ID, str(draw(st.integers(0, 7))).encode()))
+    names = draw(st.lists(st.text(st.characters(codec="utf-8", exclude_characters="\x01\x02"), max_size=6),
+                          max_size=4, unique=True))
+    for name in names:
+        headers.append((rmq.RMQ_PROPERTY_PREFIX + name,
+                        draw(st.text(st.characters(codec="utf-8", exclude_characters="\x01\x02"),
+                                     max_size=8)).encode()))
+    for _ in range(draw(st.integers(0, 2)) if damage else 0):
+        headers = draw(damaged(headers))
+    return topic, headers
+
+
+def damaged(headers: list[tuple[str, bytes | None]]) -> st.SearchStrategy:
+    """``headers`` with one thing wrong (or not quite wrong)."""
+    at = st.integers(0, len(headers) - 1)
+    int_names = (rmq.H_PHYSICAL_OFFSET, rmq.H_BORN_TIMESTAMP, rmq.H_STORE_TIMESTAMP, rmq.H_FLAG, rmq.H_SYS_FLAG,
+                 rmq.H_RECONSUME_TIMES, rmq.H_PREPARED_OFFSET, rmq.H_QUEUE_OFFSET, rmq.H_QUEUE_ID)
+
+    def replace(i: int, value: bytes | None) -> list[tuple[str, bytes | None]]:
+        return [*headers[:i], (headers[i][0], value), *headers[i + 1:]]
+
+    def value_for(i: int) -> st.SearchStrategy:
+        name = headers[i][0]
+        if name in int_names:
+            return st.sampled_from(HOSTILE_INTS).map(str.encode)
+        if name in (rmq.H_BORN_HOST, rmq.H_STORE_HOST):
+            return st.sampled_from(HOSTILE_HOSTS).map(str.encode)
+        return st.sampled_from(HOSTILE_TEXTS)
+
+    return st.one_of(
+        at.flatmap(lambda i: value_for(i).map(lambda v: replace(i, v))),
+        at.map(lambda i: replace(i, None)),                                         # a null value
+        at.map(lambda i: [*headers, headers[i]]),                                   # a header twice
+        at.map(lambda i: headers[:i] + headers[i + 1:]),                            # one missing
+        st.just([*headers, (rmq.H_MAGIC, rmq.MAGIC_V2_TEXT)]),
+        st.just([*headers, (rmq.H_TRAILING_SEPARATOR, b"0")]),
+        st.just([*headers, ("user-header", b"v")]),
+        st.just([*headers, (rmq.RMQ_PROPERTY_PREFIX, b"empty name")]),
+        st.sampled_from(HOSTILE_TEXTS).map(lambda v: [*headers, (rmq.RMQ_PROPERTY_PREFIX + "P", v)]),
+        st.just([*headers, *[(f"{rmq.RMQ_PROPERTY_PREFIX}k{i}", b"v" * 200) for i in range(170)]]),
+    )
+
+
+def batch_of(drawn: list[tuple[str, list[tuple[str, bytes | None]]]], offsets: list[int]) -> pa.RecordBatch:
+    n = len(drawn)
+    return pa.RecordBatch.from_pydict({
+        "key": [None] * n, "value": [b"body"] * n, "topic": [t for t, _ in drawn],
+        "partition": [i % 3 for i in range(n)], "offset": offsets,
+        "timestamp": pa.array([0] * n, pa.int64()).cast(ENTRY_SCHEMA.field("timestamp").type),
+        "timestampType": [0] * n, "headers": [[{"key": k, "value": v} for k, v in h] for _, h in drawn],
+        "isTransactional": [False] * n, "isControl": [False] * n, "producerId": [-1] * n,
+        "producerEpoch": [-1] * n, "size": [1] * n,
+    }, schema=ENTRY_SCHEMA)
+
+
+def same(a: arrowwrite.Restored, b: arrowwrite.Restored) -> bool:
+    differ = []
+    for field in dataclasses.fields(arrowwrite.Restored):
+        x, y = getattr(a, field.name), getattr(b, field.name)
+        if isinstance(x, pa.Array):
+            if not x.equals(y):
+                differ.append((field.name, x, y))
+        elif isinstance(x, np.ndarray):
+            if x.tolist() != np.asarray(y).tolist():
+                differ.append((field.name, x.tolist(), np.asarray(y).tolist()))
+        elif x != y:
+            differ.append((field.name, x, y))
+    assert not differ
+    return True
+
+
+@given(st.lists(rows(), min_size=1, max_size=6), st.data())
+@settings(max_examples=300, deadline=None)
+def test_restore_headers_takes_what_the_reference_takes_and_gives_its_fields(drawn, data) -> None:
+    offsets = data.draw(st.lists(st.integers(0, 1 << 40), min_size=len(drawn), max_size=len(drawn)))
+    batch = batch_of(drawn, offsets)
+    expected = arrowwrite.restored_fields_arrow(batch, PEER)
+    found = arrowwrite.restored_fields(batch, PEER)
+    if expected is None:
+        assert found is None
+    elif found is not None:
+        assert same(found, expected)
+    # one slice of the batch too (the columns' offsets into their buffers)
+    if len(drawn) > 2:
+        piece = batch.slice(1, len(drawn) - 2)
+        expected, found = arrowwrite.restored_fields_arrow(piece, PEER), arrowwrite.restored_fields(piece, PEER)
+        assert (found is None) if expected is None else (found is None or same(found, expected))
+
+
+@given(st.lists(rows(damage=False), min_size=1, max_size=6))
+@settings(max_examples=100, deadline=None)
+def test_restore_headers_takes_every_run_to_entry_can_make(drawn) -> None:
+    """Undamaged headers: both take the run, with the same fields."""
+    batch = batch_of(drawn, list(range(len(drawn))))
+    expected, found = arrowwrite.restored_fields_arrow(batch, PEER), arrowwrite.restored_fields(batch, PEER)
+    assert expected is not None and found is not None and same(found, expected)
