@@ -23,7 +23,8 @@ from segstore_rocketmq import conversion as rmq
 from segstore.convert.interchange import ENTRY_SCHEMA
 from segstore.convert.mapping import _peer
 
-pytestmark = pytest.mark.skipif(not arrowwrite.available(), reason="the columnar restore needs the C accelerator")
+pytestmark = pytest.mark.skipif(not arrowwrite.available(),
+                                reason="the columnar restore needs the C accelerator")
 
 PEER = _peer("kafka")
 NONQUEUED = rmq.nonqueued_topic(PEER)
@@ -79,8 +80,9 @@ def rows(draw: st.DrawFn, damage: bool = True) -> tuple[str, list[tuple[str, byt
 def damaged(headers: list[tuple[str, bytes | None]]) -> st.SearchStrategy:
     """``headers`` with one thing wrong (or not quite wrong)."""
     at = st.integers(0, len(headers) - 1)
-    int_names = (rmq.H_PHYSICAL_OFFSET, rmq.H_BORN_TIMESTAMP, rmq.H_STORE_TIMESTAMP, rmq.H_FLAG, rmq.H_SYS_FLAG,
-                 rmq.H_RECONSUME_TIMES, rmq.H_PREPARED_OFFSET, rmq.H_QUEUE_OFFSET, rmq.H_QUEUE_ID)
+    int_names = (rmq.H_PHYSICAL_OFFSET, rmq.H_BORN_TIMESTAMP, rmq.H_STORE_TIMESTAMP, rmq.H_FLAG,
+                 rmq.H_SYS_FLAG, rmq.H_RECONSUME_TIMES, rmq.H_PREPARED_OFFSET, rmq.H_QUEUE_OFFSET,
+                 rmq.H_QUEUE_ID)
 
     def replace(i: int, value: bytes | None) -> list[tuple[str, bytes | None]]:
         return [*headers[:i], (headers[i][0], value), *headers[i + 1:]]
@@ -149,7 +151,8 @@ def test_restore_headers_takes_what_the_reference_takes_and_gives_its_fields(dra
     # one slice of the batch too (the columns' offsets into their buffers)
     if len(drawn) > 2:
         piece = batch.slice(1, len(drawn) - 2)
-        expected, found = arrowwrite.restored_fields_arrow(piece, PEER), arrowwrite.restored_fields(piece, PEER)
+        expected = arrowwrite.restored_fields_arrow(piece, PEER)
+        found = arrowwrite.restored_fields(piece, PEER)
         assert (found is None) if expected is None else (found is None or same(found, expected))
 
 

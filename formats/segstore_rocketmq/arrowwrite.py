@@ -181,6 +181,7 @@ def restored_fields(batch: pa.RecordBatch, peer: Peer) -> Restored | None:
     The headers are read in one C pass (``_speedups.restore_headers``); :func:`restored_fields_arrow`
     is the same in Arrow compute, the reference (tested equal).  ``O(headers)``.
     """
+    assert _speedups is not None        # the writer exists only with the accelerator (available())
     n = batch.num_rows
     headers = batch.column("headers")
     if headers.null_count:
