@@ -125,9 +125,9 @@ def same(a: arrowwrite.Restored, b: arrowwrite.Restored) -> bool:
     differ = []
     for field in dataclasses.fields(arrowwrite.Restored):
         x, y = getattr(a, field.name), getattr(b, field.name)
-        if isinstance(x, pa.Array):
-            if not x.equals(y):
-                differ.append((field.name, x, y))
+        if isinstance(x, arrowwrite.Slices):
+            if x.to_pylist() != y.to_pylist():
+                differ.append((field.name, x.to_pylist(), y.to_pylist()))
         elif isinstance(x, np.ndarray):
             if x.tolist() != np.asarray(y).tolist():
                 differ.append((field.name, x.tolist(), np.asarray(y).tolist()))

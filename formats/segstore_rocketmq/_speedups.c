@@ -1552,6 +1552,68 @@ gather(PyObject *module, PyObject *args)
     Py_RETURN_NONE;
 }
 
+#define MAX_GATHER_PARTS 8
+
+/*
+ * gather_parts(parts, starts, lengths, out) -> bytes written
+ *
+ * Rows of k = len(parts) slices each: slice j of every row is parts[j][starts[r * k + j]:+lengths[r * k + j]]
+ * (int64 starts, int32 lengths; lengths <= 0 copy nothing), copied one after another into out: the
+ * pieces of a message in layout order, each from its own column, with no pool of them all first.
+ * Every slice is bounds-checked (ValueError).  Releases the GIL.
+ */
+static PyObject *
+gather_parts(PyObject *module, PyObject *args)
+{
+    PyObject *parts;
+    Py_buffer starts, lengths, out, part[MAX_GATHER_PARTS];
+    if (!PyArg_ParseTuple(args, "O!y*y*w*", &PyTuple_Type, &parts, &starts, &lengths, &out)) {
+        return NULL;
+    }
+    Py_ssize_t k = PyTuple_GET_SIZE(parts), got = 0;
+    int ok = k > 0 && k <= MAX_GATHER_PARTS;
+    for (; ok && got < k; got++) {
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(parts, got), &part[got], PyBUF_SIMPLE) < 0) {
+            ok = -1;
+            break;
+        }
+    }
+    Py_ssize_t m = lengths.len / (Py_ssize_t)sizeof(int32_t), at = 0;
+    const int64_t *s = starts.buf;
+    const int32_t *l = lengths.buf;
+    uint8_t *o = out.buf;
+    if (ok > 0) {
+        ok = starts.len == m * (Py_ssize_t)sizeof(int64_t) && m % k == 0;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; ok > 0 && i < m; i++) {
+        if (l[i] > 0) {
+            const Py_buffer *p = &part[i % k];
+            if (s[i] < 0 || s[i] + l[i] > p->len || at + l[i] > out.len) {
+                ok = 0;
+                break;
+            }
+            copy_short(o + at, (const uint8_t *)p->buf + s[i], (size_t)l[i]);
+            at += l[i];
+        }
+    }
+    Py_END_ALLOW_THREADS
+    for (Py_ssize_t j = 0; j < got; j++) {
+        PyBuffer_Release(&part[j]);
+    }
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&lengths);
+    PyBuffer_Release(&out);
+    if (ok < 0) {
+        return NULL;
+    }
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "expected 1 to 8 parts, slices inside them and an output large enough");
+        return NULL;
+    }
+    return PyLong_FromSsize_t(at);
+}
+
 #define MAX_GATHER_SPECS 16
 
 /*
@@ -3303,6 +3365,8 @@ static PyMethodDef methods[] = {
     {"decode_at", decode_at, METH_VARARGS, "decode_at(view, positions, limit, base, i8, i4, u8, strict) -> n"},
     {"body_crcs", body_crcs, METH_VARARGS, "body_crcs(view, starts, lengths, out): stored body CRCs."},
     {"gather", gather, METH_VARARGS, "gather(view, starts, lengths, offsets, out): the slices one after another."},
+    {"gather_parts", gather_parts, METH_VARARGS,
+     "gather_parts(parts, starts, lengths, out) -> bytes written: rows of one slice from each part."},
     {"gather_columns", gather_columns, METH_VARARGS,
      "gather_columns(view, rows, chunk, specs): several gathers, a chunk of rows at a time through all."},
     {"split_properties", split_properties, METH_VARARGS,

@@ -106,6 +106,40 @@ def available() -> bool:
 
 
 @dataclass
+class Slices:
+    """A binary column as ``data`` (any buffer) with each row's int64 ``starts`` and int32 ``lengths``
+    in it: rows are sliced or reordered without copying a byte (:func:`encode` gathers them once)."""
+
+    data: Any
+    starts: np.ndarray
+    lengths: np.ndarray
+
+    @classmethod
+    def of(cls, arr: pa.Array) -> Slices:
+        """The rows of a binary array (a null as empty); no copy."""
+        buffers = arr.buffers()
+        n = len(arr)
+        offsets = np.frombuffer(buffers[1], np.int32, n + 1, arr.offset * 4) if n else np.zeros(1, np.int32)
+        data = buffers[2] if buffers[2] is not None else b""
+        lengths = np.diff(offsets)
+        if arr.null_count:
+            lengths[~np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), bool)] = 0
+        return cls(data, offsets[:-1].astype(np.int64), lengths)
+
+    def __getitem__(self, index: Any) -> Slices:
+        return Slices(self.data, self.starts[index], self.lengths[index])
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def to_pylist(self) -> list[bytes]:
+        """The rows as bytes (tests)."""
+        view = memoryview(self.data).cast("B")
+        rows = zip(self.starts.tolist(), self.lengths.tolist(), strict=True)
+        return [bytes(view[start:start + n]) for start, n in rows]
+
+
+@dataclass
 class Restored:
     """The messages of a run of restored rows, as columns (one entry per row)."""
 
@@ -124,8 +158,8 @@ class Restored:
     born_port: np.ndarray
     store_ip: np.ndarray
     store_port: np.ndarray
-    body: pa.Array                  # binary, nulls as empty
-    properties: pa.Array            # binary, encoded (``message.encode_properties``)
+    body: Slices                    # nulls as empty
+    properties: Slices              # encoded (``message.encode_properties``)
 
 
 def _ints(values: pa.Array, bounds: tuple[int, int]) -> np.ndarray | None:
@@ -226,9 +260,8 @@ def restored_fields(batch: pa.RecordBatch, peer: Peer) -> Restored | None:
     topics = _topics(batch, peer, field)
     if topics is None:
         return None
-    properties = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(prop_offsets),
-                                                         pa.py_buffer(prop_data[:used])])
-    body = pc.fill_null(batch.column("value"), pa.scalar(b"", pa.binary()))
+    properties = Slices(prop_data[:used], prop_offsets[:-1].astype(np.int64), np.diff(prop_offsets))
+    body = Slices.of(batch.column("value"))
     ip = ips.reshape(2, n * 4).view("S4")
     return Restored(topics[0], topics[1], topics[2], ints[7], ints[0], ints[3], ints[4], ints[5], ints[6],
                     ints[1], ints[2], ip[0], ports[0], ip[1], ports[1], body, properties)
@@ -362,9 +395,10 @@ def restored_fields_arrow(batch: pa.RecordBatch, peer: Peer) -> Restored | None:
     properties = _properties(n, row_of, codes, dictionary, keys, values, trailing, RMQ_PROPERTY_PREFIX)
     if properties is None:
         return None
-    body = pc.fill_null(batch.column("value"), pa.scalar(b"", pa.binary()))
+    body = Slices.of(pc.fill_null(batch.column("value"), pa.scalar(b"", pa.binary())))
     return Restored(*topics, queue_offset, physical, flag, sys_flag, reconsume, prepared,
-                    born, stored, hosts[0][0], hosts[0][1], hosts[1][0], hosts[1][1], body, properties)
+                    born, stored, hosts[0][0], hosts[0][1], hosts[1][0], hosts[1][1], body,
+                    Slices.of(properties))
 
 
 def _properties(n: int, row_of: np.ndarray, codes: np.ndarray, dictionary: list[str], keys: pa.Array,
@@ -408,18 +442,6 @@ def _properties(n: int, row_of: np.ndarray, codes: np.ndarray, dictionary: list[
     return encoded
 
 
-def _slices(arr: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(data, int64 starts, int32 lengths) of a binary array with no nulls."""
-    buffers = arr.buffers()
-    n = len(arr)
-    offsets = np.frombuffer(buffers[1], np.int32, n + 1, arr.offset * 4).astype(np.int64)
-    data = np.frombuffer(buffers[2], np.uint8) if buffers[2] is not None else np.zeros(0, np.uint8)
-    # only the slice's own bytes: ``arr`` may be a slice of a large batch, and callers copy ``data``
-    low = int(offsets[0]) if n else 0
-    data = data[low:int(offsets[-1])] if n else data[:0]
-    return data, offsets[:-1] - low, np.diff(offsets).astype(np.int32)
-
-
 def encode(store: Any, msgs: Restored, start: int) -> tuple[PlainBatch, int] | None:
     """The messages encoded and placed at ``start`` (the commitlog end) as the store's batch append
     writes them, with their consume-queue rows and index entries, and the last store timestamp;
@@ -430,8 +452,9 @@ def encode(store: Any, msgs: Restored, start: int) -> tuple[PlainBatch, int] | N
     config = store.config
     file_size = config.mappedFileSizeCommitLog
     n = len(msgs.queue_id)
-    body_data, body_starts, body_lengths = _slices(msgs.body)
-    prop_data, prop_starts, prop_lengths = _slices(msgs.properties)
+    body, props = msgs.body, msgs.properties
+    body_data, body_starts, body_lengths = body.data, body.starts, body.lengths
+    prop_data, prop_starts, prop_lengths = props.data, props.starts, props.lengths
     topic_bytes = [t.encode("utf-8") for t in msgs.topics]
     topic_lengths = np.array([len(t) for t in topic_bytes], np.int32)[msgs.topic_code]
     sizes = (MESSAGE_HEADER.itemsize + body_lengths.astype(np.int64) + TOPIC_LENGTH.itemsize + topic_lengths
@@ -468,21 +491,17 @@ def encode(store: Any, msgs: Restored, start: int) -> tuple[PlainBatch, int] | N
     topic_at = np.zeros(len(topic_bytes), np.int64)
     np.cumsum([1 + len(t) for t in topic_bytes[:-1]], out=topic_at[1:])
     prop_length_field = prop_lengths.astype(PROPERTIES_LENGTH)
-    # one pool, the slices of every message in layout order, gathered in C
-    parts = [head.view(np.uint8), body_data, np.frombuffer(topic_fields, np.uint8),
-             prop_length_field.view(np.uint8), prop_data]
-    bases = np.cumsum([0] + [len(p) for p in parts[:-1]])
-    pool = np.concatenate(parts)
-    starts = np.stack([bases[0] + np.arange(n, dtype=np.int64) * MESSAGE_HEADER.itemsize,
-                       bases[1] + body_starts, bases[2] + topic_at[msgs.topic_code],
-                       bases[3] + np.arange(n, dtype=np.int64) * PROPERTIES_LENGTH.itemsize,
-                       bases[4] + prop_starts], axis=1).ravel()
+    # each message's slices in layout order, each from its own column, gathered in C
+    parts = (head, body_data, topic_fields, prop_length_field, prop_data)
+    starts = np.stack([np.arange(n, dtype=np.int64) * MESSAGE_HEADER.itemsize, body_starts,
+                       topic_at[msgs.topic_code], np.arange(n, dtype=np.int64) * PROPERTIES_LENGTH.itemsize,
+                       prop_starts], axis=1).ravel()
     lengths = np.stack([np.full(n, MESSAGE_HEADER.itemsize, np.int32), body_lengths,
                         (topic_lengths + TOPIC_LENGTH.itemsize).astype(np.int32),
                         np.full(n, PROPERTIES_LENGTH.itemsize, np.int32), prop_lengths], axis=1).ravel()
+    assert len(parts) == _PIECES
     data = bytearray(int(sizes.sum()))
-    c.gather(pool, np.ascontiguousarray(starts), np.ascontiguousarray(lengths),
-                     np.empty(_PIECES * n + 1, np.int32), data)
+    c.gather_parts(parts, starts, lengths, data)
 
     # where each message's topic and properties lie in ``data`` (what the read side's C takes)
     at = np.zeros(n, np.int64)
@@ -555,26 +574,20 @@ def _queues(store: Any, msgs: Restored, queued: np.ndarray
     return rows[order], groups
 
 
-def _rows(msgs: Restored, index: Any, arrow: Any) -> Restored:
-    """``msgs`` with ``index`` applied to its numpy columns and ``arrow`` to its Arrow ones."""
-    columns = {}
-    for field in dataclasses.fields(Restored):
-        value = getattr(msgs, field.name)
-        if field.name != "topics":          # the distinct topics: not a column
-            value = arrow(value) if isinstance(value, pa.Array) else value[index]
-        columns[field.name] = value
-    return Restored(**columns)
+def _rows(msgs: Restored, index: Any) -> Restored:
+    """``msgs`` with ``index`` (a slice or row numbers) applied to every column; no bytes copied."""
+    return Restored(**{field.name: getattr(msgs, field.name) if field.name == "topics"   # not a column
+                       else getattr(msgs, field.name)[index] for field in dataclasses.fields(Restored)})
 
 
 def _sliced(msgs: Restored, start: int, stop: int) -> Restored:
     """Rows ``[start, stop)`` of ``msgs``."""
-    return _rows(msgs, slice(start, stop), lambda column: column.slice(start, stop - start))
+    return _rows(msgs, slice(start, stop))
 
 
 def _taken(msgs: Restored, order: np.ndarray) -> Restored:
     """The rows of ``msgs`` in the order ``order``."""
-    rows = pa.array(order)
-    return _rows(msgs, order, lambda column: column.take(rows))
+    return _rows(msgs, order)
 
 
 def restored_rows(batch: pa.RecordBatch) -> np.ndarray:
