@@ -25,14 +25,14 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from segstore import speedups
-from segstore.convert.interchange import ArrowWriter, Entry, Options, Peer
+from segstore.convert.interchange import ENTRY_SCHEMA, ArrowWriter, Entry, Options, Peer, add_taken
 from segstore.convert.topicnames import unescape
 from segstore.errors import InvalidTopicError
 from segstore.records import CREATE_TIME, LOG_APPEND_TIME
@@ -128,6 +128,20 @@ class Slices:
 
     def __getitem__(self, index: Any) -> Slices:
         return Slices(self.data, self.starts[index], self.lengths[index])
+
+    @classmethod
+    def concat(cls, columns: list[Slices]) -> Slices:
+        """The rows of ``columns`` one after another, the bytes they span copied into one buffer."""
+        datas, starts = [], []
+        base = 0
+        for column in columns:
+            low = int(column.starts.min()) if len(column) else 0
+            high = int((column.starts + column.lengths).max()) if len(column) else 0
+            datas.append(np.frombuffer(column.data, np.uint8)[low:high])
+            starts.append(column.starts - low + base)
+            base += high - low
+        return cls(np.concatenate(datas), np.concatenate(starts),
+                   np.concatenate([column.lengths for column in columns]))
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -580,6 +594,25 @@ def _rows(msgs: Restored, index: Any) -> Restored:
                        else getattr(msgs, field.name)[index] for field in dataclasses.fields(Restored)})
 
 
+def _concat(parts: list[Restored]) -> Restored:
+    """The rows of ``parts`` one after another (their topics numbered again; the bodies and
+    properties copied once into one buffer each)."""
+    if len(parts) == 1:
+        return parts[0]
+    numbers: dict[str, int] = {}
+    codes = []
+    for part in parts:
+        renumber = np.array([numbers.setdefault(topic, len(numbers)) for topic in part.topics], np.int32)
+        codes.append(renumber[part.topic_code] if len(renumber) else part.topic_code)
+    columns: dict[str, Any] = {"topics": list(numbers), "topic_code": np.concatenate(codes)}
+    for field in dataclasses.fields(Restored):
+        if field.name not in columns:
+            values = [getattr(part, field.name) for part in parts]
+            joined = Slices.concat(values) if isinstance(values[0], Slices) else np.concatenate(values)
+            columns[field.name] = joined
+    return Restored(**columns)
+
+
 def _sliced(msgs: Restored, start: int, stop: int) -> Restored:
     """Rows ``[start, stop)`` of ``msgs``."""
     return _rows(msgs, slice(start, stop))
@@ -637,8 +670,9 @@ class RocketMQArrowWriter(ArrowWriter):
         self.present = sum(b.num_rows for b in dest.scan_arrow(["physicalOffset"]))
         self.seen = 0
         self.entries = RocketMQWriter(dest, options, present=0)
-        # (rows, their order in it or None, their restored messages (in that order) or None, start, stop)
-        self.pending: list[tuple[pa.RecordBatch, np.ndarray | None, Restored | None, int, int]] = []
+        # (pieces, the order of their rows or None for one piece as it is, their restored messages (in
+        # that order) or None, start, stop)
+        self.pending: list[tuple[list[pa.RecordBatch], np.ndarray | None, Restored | None, int, int]] = []
         self.pending_rows = self.pending_bytes = 0
 
     def add_batch(self, batch: pa.RecordBatch) -> tuple[int, int, int]:
@@ -663,22 +697,22 @@ class RocketMQArrowWriter(ArrowWriter):
                     self.entries.add(entry, size)
         return n, int(pc.sum(batch.column("size")).as_py() or 0), held
 
-    def add_rows(self, batch: pa.RecordBatch, order: np.ndarray) -> tuple[int, int, int]:
-        """:meth:`add_batch` of the rows in ``order``: when every row is restored and this path takes
-        them all, the columns are parsed as they are and only the restored messages reordered (a
-        merge's order costs a take of the bodies, not of every header); otherwise the rows are
-        taken first.  ``O(rows + header bytes)``."""
+    def add_rows(self, pieces: list[pa.RecordBatch], order: np.ndarray) -> tuple[int, int, int]:
+        """:meth:`add_batch` of the rows of ``pieces`` in ``order``: when every row is restored and this
+        path takes them all, each piece's columns are parsed as they are and only the restored
+        messages reordered (a merge's order costs a copy of the bodies and properties, not of every
+        header); otherwise the rows are taken first.  ``O(rows + header bytes)``."""
         n = len(order)
-        if self.present > self.seen or not n or not restored_rows(batch).all():
-            return self.add_batch(batch.take(pa.array(order)))
-        fields = restored_fields(batch, self.peer)
-        if fields is None:
-            return self.add_batch(batch.take(pa.array(order)))
+        if self.present > self.seen or not n or not all(restored_rows(piece).all() for piece in pieces):
+            return add_taken(self, pieces, order)
+        parts = [restored_fields(piece, self.peer) for piece in pieces]
+        if any(part is None for part in parts):
+            return add_taken(self, pieces, order)
         self.seen += n
         if self.entries.restored or self.entries.native:
             self.entries.flush()
-        self._pend(batch, order, _taken(fields, order))
-        return n, int(pc.sum(batch.column("size")).as_py() or 0), 0
+        self._pend(pieces, order, _taken(_concat(cast("list[Restored]", parts)), order))
+        return n, sum(int(pc.sum(piece.column("size")).as_py() or 0) for piece in pieces), 0
 
     def _add_restored(self, piece: pa.RecordBatch) -> None:
         fields = restored_fields(piece, self.peer)
@@ -687,19 +721,23 @@ class RocketMQArrowWriter(ArrowWriter):
             self._add_restored(piece.slice(0, n // 2))
             self._add_restored(piece.slice(n // 2))
             return
-        self._pend(piece, None, fields)
+        self._pend([piece], None, fields)
 
-    def _pend(self, piece: pa.RecordBatch, order: np.ndarray | None, fields: Restored | None) -> None:
-        """Queue the rows of ``piece`` (in ``order`` when given) for :meth:`flush`, writing whenever
-        ``batch`` rows or ``WRITE_BYTES`` of bodies are pending."""
-        lengths = pc.fill_null(pc.binary_length(piece.column("value")), 0).to_numpy(zero_copy_only=False)
-        ends = np.cumsum(lengths if order is None else lengths[order], dtype=np.int64)
+    def _pend(self, pieces: list[pa.RecordBatch], order: np.ndarray | None, fields: Restored | None) -> None:
+        """Queue the rows of ``pieces`` (one piece as it is, or their rows in ``order``) for
+        :meth:`flush`, writing whenever ``batch`` rows or ``WRITE_BYTES`` of bodies are pending."""
+        if fields is not None:
+            lengths = fields.body.lengths               # in the rows' order already
+        else:
+            lengths = pc.fill_null(pc.binary_length(pieces[0].column("value")), 0).to_numpy(
+                zero_copy_only=False)
+        ends = np.cumsum(lengths, dtype=np.int64)
         n, at = len(ends), 0
         while at < n:
             before = int(ends[at - 1]) if at else 0
             fits = int(np.searchsorted(ends, before + WRITE_BYTES - self.pending_bytes, side="right")) - at
             take = max(1, min(n - at, self.batch - self.pending_rows, fits))
-            self.pending.append((piece, order, fields, at, at + take))
+            self.pending.append((pieces, order, fields, at, at + take))
             self.pending_rows += take
             self.pending_bytes += int(ends[at + take - 1]) - before
             at += take
@@ -709,15 +747,19 @@ class RocketMQArrowWriter(ArrowWriter):
     def flush(self) -> None:
         """Write the restored rows pending (each run in columns, or entry by entry if declined)."""
         pending, self.pending, self.pending_rows, self.pending_bytes = self.pending, [], 0, 0
-        for piece, order, fields, start, stop in pending:
+        for pieces, order, fields, start, stop in pending:
             placed = None
             if fields is not None:
                 placed = encode(self.dest, _sliced(fields, start, stop), self.dest.commitlog.end)
             if placed is None:
-                rows = (piece.slice(start, stop - start) if order is None
-                        else piece.take(pa.array(order[start:stop])))
-                for entry, size in batch_entries(rows):
-                    self.entries.add(entry, size)
+                if order is None:
+                    rows = [pieces[0].slice(start, stop - start)]
+                else:
+                    rows = pa.Table.from_batches(pieces, schema=ENTRY_SCHEMA).take(
+                        pa.array(order[start:stop])).to_batches()
+                for batch in rows:
+                    for entry, size in batch_entries(batch):
+                        self.entries.add(entry, size)
                 self.entries.flush()
             else:
                 self.dest.append_placed(placed[0], placed[1], stop - start)

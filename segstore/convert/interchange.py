@@ -120,6 +120,17 @@ class Writer(abc.ABC):
         """Write everything buffered."""
 
 
+def add_taken(writer: ArrowWriter, pieces: list[pa.RecordBatch], order: np.ndarray) -> tuple[int, int, int]:
+    """``writer.add_batch`` of the rows of ``pieces`` taken in ``order`` (batch by batch where a
+    column passes Arrow's 2 GiB of offsets)."""
+    taken = pa.Table.from_batches(pieces, schema=ENTRY_SCHEMA).take(pa.array(order))
+    written = nbytes = present = 0
+    for batch in taken.to_batches():
+        w, b, p = writer.add_batch(batch)
+        written, nbytes, present = written + w, nbytes + b, present + p
+    return written, nbytes, present
+
+
 class ArrowWriter(abc.ABC):
     """Writes :data:`ENTRY_SCHEMA` batches into a destination store (a columnar conversion)."""
 
@@ -128,11 +139,12 @@ class ArrowWriter(abc.ABC):
         """Buffer or write ``batch``'s rows; returns the rows taken, their source bytes (``size``) and
         the rows the destination held already (a resumed run)."""
 
-    def add_rows(self, batch: pa.RecordBatch, order: np.ndarray) -> tuple[int, int, int]:
-        """:meth:`add_batch` of ``batch``'s rows in the order ``order`` (int64 row numbers, each row
-        once): what a merge of several streams gives.  This default takes the rows (a copy of every
-        column); a writer that parses its columns first overrides it to reorder only what it made."""
-        return self.add_batch(batch.take(pa.array(order)))
+    def add_rows(self, pieces: list[pa.RecordBatch], order: np.ndarray) -> tuple[int, int, int]:
+        """:meth:`add_batch` of the rows of ``pieces`` (one after another) in the order ``order``
+        (int64 row numbers, each row once): what a merge of several streams gives.  This default
+        takes the rows (a copy of every column); a writer that parses its columns first overrides it
+        to reorder only what it made."""
+        return add_taken(self, pieces, order)
 
     @abc.abstractmethod
     def flush_all(self) -> None:

@@ -223,9 +223,9 @@ def _convert_columns(source_side: FormatConversion, target_side: FormatConversio
     writer = target_side.arrow_writer(dest, writing)
     if writer is None:
         return False
-    for batch, order in _batches_in_order(streams, target_side):
-        written, nbytes, present = (writer.add_batch(batch) if order is None
-                                    else writer.add_rows(batch, order))
+    for pieces, order in _batches_in_order(streams, target_side):
+        written, nbytes, present = (writer.add_batch(pieces[0]) if order is None
+                                    else writer.add_rows(pieces, order))
         report.already_present += present
         report.messages += written
         report.bytes += nbytes
@@ -284,12 +284,13 @@ class _Cursor:
 
 
 def _batches_in_order(streams: list[Iterator[pa.RecordBatch]], target_side: FormatConversion,
-                      ) -> Iterator[tuple[pa.RecordBatch, np.ndarray | None]]:
+                      ) -> Iterator[tuple[list[pa.RecordBatch], np.ndarray | None]]:
     """:func:`_in_order` in batches: streams whose first row came from the target merged back into
     the target's order, a batch of each stream at a time (rows of equal position in stream order,
-    as ``heapq.merge``), then the other streams one after another.  Each item is a batch and the
-    order of its rows (None: as they are): a merge gives its pieces concatenated and the order, and
-    the writer reorders (:meth:`ArrowWriter.add_rows`; taking every column here would copy each
+    as ``heapq.merge``), then the other streams one after another.  Each item is a list of batches
+    and the order of their rows (row numbers over the list's batches one after another; None: one
+    batch, as it is): a merge gives its pieces as they are and the order, and the writer reorders
+    (:meth:`ArrowWriter.add_rows`; concatenating or taking every column here would copy each
     header of every row once more).  Memory: one batch per stream."""
     merged: list[_Cursor] = []
     native: list[_Cursor] = []
@@ -319,21 +320,14 @@ def _batches_in_order(streams: list[Iterator[pa.RecordBatch]], target_side: Form
                 left.append(cursor)
         merged = left
         if len(pieces) == 1:
-            yield pieces[0], None
+            yield pieces, None
             continue
-        order = np.argsort(np.concatenate(keys), kind="stable")
-        table = pa.Table.from_batches(pieces, schema=ENTRY_SCHEMA).combine_chunks()
-        combined = table.to_batches()
-        if len(combined) == 1:
-            yield combined[0], order
-        else:       # a column over Arrow's 2 GiB offsets stays in chunks: reorder here
-            for batch in table.take(order).to_batches():
-                yield batch, None
+        yield pieces, np.argsort(np.concatenate(keys), kind="stable")
     for cursor in native:
         assert cursor.batch is not None
-        yield cursor.batch, None
+        yield [cursor.batch], None
         for batch in cursor.stream:
-            yield batch, None
+            yield [batch], None
 
 
 def _compare(source_side: FormatConversion, target_side: FormatConversion, source: Store, dest: Store,
