@@ -59,11 +59,16 @@ static Py_ssize_t field_offset[N_FIELDS];
 enum { VARINT_OK = 0, VARINT_SHORT = 1, VARINT_BAD = 2 };
 
 /* Unsigned 7-bit groups at buf[*pos], at most max_bytes of them, not past end. */
-static int
+static inline int
 read_unsigned(const uint8_t *buf, Py_ssize_t end, Py_ssize_t *pos, int max_bytes, uint64_t *out)
 {
     uint64_t raw = 0;
     Py_ssize_t p = *pos;
+    if (p < end && buf[p] < 0x80) {     /* one byte: header lengths, deltas of small batches */
+        *pos = p + 1;
+        *out = buf[p];
+        return VARINT_OK;
+    }
     for (int i = 0; i < max_bytes; i++) {
         if (p >= end) {
             return VARINT_SHORT;
@@ -82,7 +87,7 @@ read_unsigned(const uint8_t *buf, Py_ssize_t end, Py_ssize_t *pos, int max_bytes
     return VARINT_BAD; /* max_bytes bytes, the last still saying "more follows" */
 }
 
-static int
+static inline int
 read_varlong(const uint8_t *buf, Py_ssize_t end, Py_ssize_t *pos, int64_t *out)
 {
     uint64_t raw;
@@ -93,7 +98,7 @@ read_varlong(const uint8_t *buf, Py_ssize_t end, Py_ssize_t *pos, int64_t *out)
     return rc;
 }
 
-static int
+static inline int
 read_varint(const uint8_t *buf, Py_ssize_t end, Py_ssize_t *pos, int32_t *out)
 {
     uint64_t raw;
@@ -1046,12 +1051,54 @@ be64(const uint8_t *p)
     return ((uint64_t)be32(p) << 32) | be32(p + 4);
 }
 
+/*
+ * Copy n bytes (short ones, as header keys and values mostly are) without a call: two overlapping
+ * loads and stores of the widest size that fits, memcpy beyond 32 bytes.  Reads and writes only
+ * src[0:n] and dst[0:n].
+ */
+static inline void
+copy_short(uint8_t *dst, const uint8_t *src, size_t n)
+{
+    if (n > 32) {
+        memcpy(dst, src, n);
+    } else if (n >= 16) {
+        uint64_t a[2], b[2];
+        memcpy(a, src, 16);
+        memcpy(b, src + n - 16, 16);
+        memcpy(dst, a, 16);
+        memcpy(dst + n - 16, b, 16);
+    } else if (n >= 8) {
+        uint64_t a, b;
+        memcpy(&a, src, 8);
+        memcpy(&b, src + n - 8, 8);
+        memcpy(dst, &a, 8);
+        memcpy(dst + n - 8, &b, 8);
+    } else if (n >= 4) {
+        uint32_t a, b;
+        memcpy(&a, src, 4);
+        memcpy(&b, src + n - 4, 4);
+        memcpy(dst, &a, 4);
+        memcpy(dst + n - 4, &b, 4);
+    } else if (n) {
+        dst[0] = src[0];
+        dst[n / 2] = src[n / 2];
+        dst[n - 1] = src[n - 1];
+    }
+}
+
+#define ASCII_MASK 0x8080808080808080ull
+
 /* Strict UTF-8 as Python decodes it (RFC 3629: no overlongs, surrogates or > U+10FFFF). */
-static int
+static inline int
 valid_utf8(const uint8_t *s, Py_ssize_t n)
 {
     Py_ssize_t i = 0;
     while (i < n) {
+        uint64_t word;
+        if (n - i >= 8 && (memcpy(&word, s + i, 8), (word & ASCII_MASK) == 0)) {   /* 8 ASCII bytes */
+            i += 8;
+            continue;
+        }
         uint8_t b = s[i];
         if (b < 0x80) {
             i++;
@@ -1172,12 +1219,12 @@ decode_column_records(const uint8_t *buf, Py_ssize_t end, const BatchRow *batch,
                     *need |= NEED_HVALUE;
                     return REC_FULL;
                 }
-                memcpy(c->hkey_data + c->n.hkey, body + hkey_at, hkey_len);
+                copy_short(c->hkey_data + c->n.hkey, body + hkey_at, (size_t)hkey_len);
                 c->n.hkey += hkey_len;
                 c->hkey_off[hi + 1] = (int32_t)c->n.hkey;
                 set_bit(c->hvalue_valid, hi, hvalue_len >= 0);
                 if (hvalue_len >= 0) {
-                    memcpy(c->hvalue_data + c->n.hvalue, body + hvalue_at, hvalue_len);
+                    copy_short(c->hvalue_data + c->n.hvalue, body + hvalue_at, (size_t)hvalue_len);
                     c->n.hvalue += hvalue_len;
                 } else {
                     c->n.hvalue_nulls++;
