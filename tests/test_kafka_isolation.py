@@ -99,3 +99,35 @@ def test_scan_arrow_read_committed_equals_the_consumers_view():
     plain = FIXTURES / "kafka" / "uncompressed" / "topic-0"
     with segstore.open(str(plain)) as store:
         assert _arrow_offsets(store, isolation="read_committed") == [r.offset for r in store.scan()]
+
+
+def test_the_first_open_transaction_is_remembered_until_the_log_changes(tmp_path, monkeypatch):
+    """``transactions.first_open_offset`` walks the batch headers once per state of the segments: a
+    second read_committed read does not walk again, an append of an open transaction and its commit
+    are both seen."""
+    from segstore_kafka import transactions
+
+    walks = []
+    real = transactions.producer_state
+
+    def counted(part, now_ms):
+        walks.append(part.next_offset)
+        return real(part, now_ms)
+
+    monkeypatch.setattr(transactions, "producer_state", counted)
+    message = {"topic": "T", "partition": 0, "key": b"k", "value": b"v"}
+    with segstore.open(str(tmp_path / "k"), "kafka", "a") as store:
+        store.append_batch([message] * 3)
+
+        def committed() -> list[int]:
+            return [r.offset for r in store.read("T", 0, isolation="read_committed")]
+
+        assert committed() == committed() == [0, 1, 2]
+        assert walks == [3]
+        txn = store.transaction(7, 0)
+        txn.append_batch([message] * 2)                     # offsets 3, 4: open
+        store.append_batch([message])                       # offset 5, after the open transaction
+        assert committed() == [0, 1, 2] and walks == [3, 6]
+        txn.commit()                                        # the marker at 6
+        assert committed() == [0, 1, 2, 3, 4, 5] and walks == [3, 6, 7]
+        assert committed() == [0, 1, 2, 3, 4, 5] and walks == [3, 6, 7]

@@ -236,6 +236,8 @@ class Partition:
         self.log: SegmentedLog[LogSegment] = SegmentedLog(self._new_segment)
         self.epochs = LeaderEpochCache.load(os.path.join(path, LEADER_EPOCH_CHECKPOINT))
         self._txns: TransactionTracker | None = None
+        #: ``transactions.first_open_offset``'s last answer and the segments it holds for
+        self.open_transactions: tuple[tuple[Any, ...], int | None] | None = None
         bases = segment_bases(path)
         opened: list[LogSegment] = []
         try:
