@@ -515,3 +515,33 @@ def test_reopen_puts_the_keys_a_crash_left_out_of_a_message_spanning_the_roll(tm
     assert _index_bytes(store_dir) != written
     _append(store_dir, [], [])
     assert _index_bytes(store_dir) == written
+
+
+@pytest.mark.parametrize("how", ["append", "append_batch", "append_stored"])
+def test_a_message_without_keys_opens_the_index_file_as_the_broker_does(tmp_path, how):
+    """RocketMQ 4.9.7 ``CommitLogDispatcherBuildIndex.dispatch`` -> ``IndexService.buildIndex`` calls
+    ``retryGetAndCreateIndexFile`` for every dispatched message, keys or not: the first message of a
+    store makes an IndexFile (no entries) even without keys; ``messageIndexEnable=false`` none."""
+    import segstore
+
+    message = {"topic": "T", "queue_id": 0, "body": b"x"}
+    with segstore.open(str(tmp_path / "source"), "rocketmq", "a", messageIndexEnable=False) as source:
+        source.append(message)
+        stored = list(source.read("T", 0))
+    for enabled in (True, False):
+        path = tmp_path / f"{how}-{enabled}"
+        with segstore.open(str(path), "rocketmq", "a", messageIndexEnable=enabled) as store:
+            if how == "append":
+                store.append(message)
+            elif how == "append_batch":
+                store.append_batch([message, message])
+            else:
+                store.append_stored(stored)
+        names = os.listdir(path / "index") if (path / "index").exists() else []
+        assert len(names) == (1 if enabled else 0), names
+        if enabled:
+            geometry = keyhash.geometry_on_disk(str(path / "index"))
+            index = keyhash.IndexFile.open(str(path / "index" / names[0]), geometry["maxHashSlotNum"],
+                                           geometry["maxIndexNum"])
+            assert index.count == 0
+            index.close()

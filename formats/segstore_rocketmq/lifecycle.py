@@ -252,10 +252,6 @@ class LifecycleMixin:
                 raise ConversionError(f"expected a batch placed at the commitlog end {self.commitlog.end}, "
                                       f"found one at {batch.start}", self.path, batch.start)
             self._write_plain(batch)
-            if self.index is not None and count and not len(batch.index_entries):
-                # the broker opens the IndexFile for every message it dispatches, keys or not
-                # (IndexService.buildIndex -> retryGetAndCreateIndexFile), as put_batch does
-                self.index._writable_file()
             if self.indexes is not None:  # extra index layouts (segstore.layouts)
                 self.indexes.append()
             end = self.commitlog.end

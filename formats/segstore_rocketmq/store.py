@@ -811,9 +811,15 @@ class RocketMQStore(LifecycleMixin, Store):
             cq.append_packed(rows[first * CQ_ROW:(first + count) * CQ_ROW])
             if self.topic_configs.ensure(*key):
                 self._configs_dirty = True
-        if self.index is not None and batch.index_entries:
+        if self.index is not None:
+            # the broker opens the IndexFile for every message it dispatches, keys or not
+            # (CommitLogDispatcherBuildIndex -> IndexService.buildIndex -> retryGetAndCreateIndexFile),
+            # as put_batch does
             try:
-                self.index.put_hashes(*batch.index_columns())
+                if batch.index_entries:
+                    self.index.put_hashes(*batch.index_columns())
+                else:
+                    self.index._writable_file()
             except StorageFullError as err:
                 raise _index_full(err, batch.start, batch.end) from err
         return results
