@@ -10,11 +10,16 @@ from pathlib import Path
 
 from setuptools import Extension, setup
 
+ROOT = Path(__file__).parent
+#: The header of helpers both accelerators include (segstore/speedups_common.h).
+COMMON_HEADER = ROOT / "segstore" / "speedups_common.h"
+
 
 def source_hash(path: str) -> tuple[str, str]:
-    """The macro that stamps a build with its C source (``segstore.speedups.source_hash``), so that a
-    module built from other source than what sits beside it is found stale at import."""
-    digest = hashlib.sha256(Path(__file__).parent.joinpath(path).read_bytes()).hexdigest()[:16]
+    """The macro that stamps a build with its C source and the shared header
+    (``segstore.speedups.source_hash``), so that a module built from other source than what sits
+    beside it is found stale at import."""
+    digest = hashlib.sha256(ROOT.joinpath(path).read_bytes() + COMMON_HEADER.read_bytes()).hexdigest()[:16]
     return ("SEGSTORE_SOURCE_HASH", f'"{digest}"')
 
 
@@ -24,6 +29,8 @@ setup(
             "segstore_kafka._speedups",
             ["formats/segstore_kafka/_speedups.c"],
             define_macros=[source_hash("formats/segstore_kafka/_speedups.c")],
+            include_dirs=["segstore"],
+            depends=["segstore/speedups_common.h"],
             extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter",
                                 "-Wno-missing-field-initializers"],
             optional=True,
@@ -32,6 +39,8 @@ setup(
             "segstore_rocketmq._speedups",
             ["formats/segstore_rocketmq/_speedups.c"],
             define_macros=[source_hash("formats/segstore_rocketmq/_speedups.c")],
+            include_dirs=["segstore"],
+            depends=["segstore/speedups_common.h"],
             libraries=["z"],
             extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter",
                                 "-Wno-missing-field-initializers"],

@@ -58,8 +58,13 @@ def load(name: str) -> ModuleType | None:
     return None
 
 
+#: The helpers every accelerator includes: part of each build's source (setup.py hashes it too).
+COMMON_HEADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "speedups_common.h")
+
+
 def source_hash(data: bytes) -> str:
-    """What setup.py stamps a build with: the first 16 hex digits of the C source's SHA-256."""
+    """What setup.py stamps a build with: the first 16 hex digits of the SHA-256 of the C source
+    followed by :data:`COMMON_HEADER`."""
     return hashlib.sha256(data).hexdigest()[:16]
 
 
@@ -73,7 +78,11 @@ def stale(module: ModuleType) -> str | None:
     if built == "":
         return None
     with open(source, "rb") as f:
-        current = source_hash(f.read())
+        data = f.read()
+    if os.path.isfile(COMMON_HEADER) and b'#include "speedups_common.h"' in data:
+        with open(COMMON_HEADER, "rb") as f:
+            data += f.read()
+    current = source_hash(data)
     if built != current:
         return (f"{module.__file__} was built from other source than {source} ({built or 'no stamp'}, "
                 f"now {current}): a stale build, rebuild it")

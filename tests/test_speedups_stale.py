@@ -66,3 +66,22 @@ def test_the_built_accelerators_are_stamped_with_their_own_source(name):
         pytest.skip(f"{name} not built")
     assert module.SOURCE_HASH != ""
     assert speedups.stale(module) is None
+
+
+def test_the_shared_header_is_part_of_a_builds_source(tmp_path, monkeypatch):
+    """A ``.c`` that includes ``speedups_common.h`` is stamped with the hash of both (setup.py): a
+    build whose stamp covers only the ``.c`` is stale, as after an edit of the header alone."""
+    source = b'#include "speedups_common.h"\nint f(void) { return 1; }\n'
+    with open(speedups.COMMON_HEADER, "rb") as f:
+        header = f.read()
+    stamps = ((speedups.source_hash(source + header), True), (speedups.source_hash(source), False))
+    for stamp, loads in stamps:
+        name = _package(tmp_path, stamp, source, f"stalecase_{uuid.uuid4().hex[:12]}")
+        monkeypatch.syspath_prepend(str(tmp_path))
+        importlib.invalidate_caches()
+        monkeypatch.delenv(speedups.PURE_PYTHON_ENV, raising=False)
+        monkeypatch.setattr(speedups, "missing", {})
+        with warnings.catch_warnings(record=True):
+            warnings.simplefilter("always")
+            assert (speedups.load(name) is not None) == loads
+        sys.modules.pop(name, None)

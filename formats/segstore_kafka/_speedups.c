@@ -36,6 +36,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "speedups_common.h"
+
 #define MAX_VARINT_BYTES 5
 #define MAX_VARLONG_BYTES 10
 #define NULL_LENGTH (-1)
@@ -1050,43 +1052,6 @@ be64(const uint8_t *p)
 {
     return ((uint64_t)be32(p) << 32) | be32(p + 4);
 }
-
-/*
- * Copy n bytes (short ones, as header keys and values mostly are) without a call: two overlapping
- * loads and stores of the widest size that fits, memcpy beyond 32 bytes.  Reads and writes only
- * src[0:n] and dst[0:n].
- */
-static inline void
-copy_short(uint8_t *dst, const uint8_t *src, size_t n)
-{
-    if (n > 32) {
-        memcpy(dst, src, n);
-    } else if (n >= 16) {
-        uint64_t a[2], b[2];
-        memcpy(a, src, 16);
-        memcpy(b, src + n - 16, 16);
-        memcpy(dst, a, 16);
-        memcpy(dst + n - 16, b, 16);
-    } else if (n >= 8) {
-        uint64_t a, b;
-        memcpy(&a, src, 8);
-        memcpy(&b, src + n - 8, 8);
-        memcpy(dst, &a, 8);
-        memcpy(dst + n - 8, &b, 8);
-    } else if (n >= 4) {
-        uint32_t a, b;
-        memcpy(&a, src, 4);
-        memcpy(&b, src + n - 4, 4);
-        memcpy(dst, &a, 4);
-        memcpy(dst + n - 4, &b, 4);
-    } else if (n) {
-        dst[0] = src[0];
-        dst[n / 2] = src[n / 2];
-        dst[n - 1] = src[n - 1];
-    }
-}
-
-#define ASCII_MASK 0x8080808080808080ull
 
 /* Strict UTF-8 as Python decodes it (RFC 3629: no overlongs, surrogates or > U+10FFFF). */
 static inline int

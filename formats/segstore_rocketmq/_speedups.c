@@ -43,6 +43,8 @@
 #include <structmember.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "speedups_common.h"
 #include <zlib.h>
 
 #define MESSAGE_MAGIC ((int32_t)0xDAA320A7)
@@ -1184,8 +1186,6 @@ body_crcs(PyObject *module, PyObject *args)
     Py_RETURN_NONE;
 }
 
-#define ASCII_MASK 0x8080808080808080ull
-
 /* Whether s[0:n] is UTF-8 as Python's strict decoder accepts it (surrogates too with allow_surrogates). */
 static int
 valid_utf8(const uint8_t *s, Py_ssize_t n, int allow_surrogates)
@@ -1466,41 +1466,6 @@ done:
 #else
 #define PREFETCH(base, len, at) do { } while (0)
 #endif
-
-/*
- * Copy n bytes (short ones, as a message's topic, property or key mostly are) without a call:
- * two overlapping loads and stores of the widest size that fits, memcpy beyond 32 bytes.  Reads
- * and writes only src[0:n] and dst[0:n].
- */
-static inline void
-copy_short(uint8_t *dst, const uint8_t *src, size_t n)
-{
-    if (n > 32) {
-        memcpy(dst, src, n);
-    } else if (n >= 16) {
-        uint64_t a[2], b[2];
-        memcpy(a, src, 16);
-        memcpy(b, src + n - 16, 16);
-        memcpy(dst, a, 16);
-        memcpy(dst + n - 16, b, 16);
-    } else if (n >= 8) {
-        uint64_t a, b;
-        memcpy(&a, src, 8);
-        memcpy(&b, src + n - 8, 8);
-        memcpy(dst, &a, 8);
-        memcpy(dst + n - 8, &b, 8);
-    } else if (n >= 4) {
-        uint32_t a, b;
-        memcpy(&a, src, 4);
-        memcpy(&b, src + n - 4, 4);
-        memcpy(dst, &a, 4);
-        memcpy(dst + n - 4, &b, 4);
-    } else if (n) {
-        dst[0] = src[0];
-        dst[n / 2] = src[n / 2];
-        dst[n - 1] = src[n - 1];
-    }
-}
 
 /*
  * gather(view, starts, lengths, offsets, out) -> None
