@@ -3247,7 +3247,8 @@ restore_headers(PyObject *module, PyObject *args)
                     status = RH_BAD_PROPERTY;
                     break;
                 }
-                if ((at - start) + (props > 0) + nl + 1 + vl > MAX_PROPERTIES_BYTES || at + 2 + nl + vl > cap) {
+                if ((at - start) + (props > 0) + nl + 1 + vl > MAX_PROPERTIES_BYTES || at + 2 + nl + vl > cap ||
+                    at + 2 + nl + vl > INT32_MAX) {     /* prop_offsets are int32 */
                     status = RH_TOO_LONG;
                     break;
                 }
@@ -3302,7 +3303,7 @@ restore_headers(PyObject *module, PyObject *args)
             status = RH_MISSING;
         }
         if (status == RH_OK && props && trailing[i]) {
-            if (at - start + 1 > MAX_PROPERTIES_BYTES || at + 1 > cap) {
+            if (at - start + 1 > MAX_PROPERTIES_BYTES || at + 1 > cap || at + 1 > INT32_MAX) {
                 status = RH_TOO_LONG;
             } else {
                 pd[at++] = PROPERTY_SEPARATOR;
