@@ -1724,7 +1724,7 @@ release_buf(Buf *b)
 
 /* Length of blob i of a column: -1 when null; checked to lie inside its data. */
 static inline int
-column_blob(const uint8_t *valid, const int64_t *offsets, Py_ssize_t data_len, Py_ssize_t i,
+column_blob(const uint8_t *valid, const int32_t *offsets, Py_ssize_t data_len, Py_ssize_t i,
             const uint8_t *data, const uint8_t **p, int64_t *len)
 {
     if (valid != NULL && !valid[i]) {
@@ -1776,32 +1776,33 @@ columns_region(PyObject *objs[N_COLUMNS], Py_ssize_t rows_n, long long base, Out
     Py_ssize_t n = b[RW].view.len / 8; /* rows chosen */
     /* rows_n: rows in the batch's columns */
     if (rows_n < 0 || get_buf(objs[KV], &b[KV], 1, rows_n, "key validity") < 0
-        || get_buf(objs[KO], &b[KO], 8, rows_n + 1, "key offsets") < 0
+        || get_buf(objs[KO], &b[KO], 4, rows_n + 1, "key offsets") < 0
         || get_buf(objs[KD], &b[KD], 1, -1, "key data") < 0
         || get_buf(objs[VV], &b[VV], 1, rows_n, "value validity") < 0
-        || get_buf(objs[VO], &b[VO], 8, rows_n + 1, "value offsets") < 0
+        || get_buf(objs[VO], &b[VO], 4, rows_n + 1, "value offsets") < 0
         || get_buf(objs[VD], &b[VD], 1, -1, "value data") < 0
         || get_buf(objs[TS], &b[TS], 8, rows_n, "timestamps") < 0
         || get_buf(objs[DL], &b[DL], 8, n, "offset deltas") < 0
-        || get_buf(objs[HO], &b[HO], 8, rows_n + 1, "header offsets") < 0) {
+        || get_buf(objs[HO], &b[HO], 4, rows_n + 1, "header offsets") < 0) {
         goto done;
     }
-    const int64_t *rw = b[RW].view.buf, *hoff = b[HO].view.buf;
+    const int64_t *rw = b[RW].view.buf;
+    const int32_t *hoff = b[HO].view.buf;
     Py_ssize_t m = (Py_ssize_t)hoff[rows_n];
     if (hoff[0] != 0 || m < 0) {
         PyErr_SetString(PyExc_ValueError, "header offsets from 0");
         goto done;
     }
-    if (get_buf(objs[HKO], &b[HKO], 8, m + 1, "header key offsets") < 0
+    if (get_buf(objs[HKO], &b[HKO], 4, m + 1, "header key offsets") < 0
         || get_buf(objs[HKD], &b[HKD], 1, -1, "header key data") < 0
         || get_buf(objs[HVV], &b[HVV], 1, m, "header value validity") < 0
-        || get_buf(objs[HVO], &b[HVO], 8, m + 1, "header value offsets") < 0
+        || get_buf(objs[HVO], &b[HVO], 4, m + 1, "header value offsets") < 0
         || get_buf(objs[HVD], &b[HVD], 1, -1, "header value data") < 0) {
         goto done;
     }
     const uint8_t *kv = b[KV].view.buf, *vv = b[VV].view.buf, *hvv = b[HVV].view.buf;
-    const int64_t *ko = b[KO].view.buf, *vo = b[VO].view.buf, *ts = b[TS].view.buf, *dl = b[DL].view.buf;
-    const int64_t *hko = b[HKO].view.buf, *hvo = b[HVO].view.buf;
+    const int64_t *ts = b[TS].view.buf, *dl = b[DL].view.buf;
+    const int32_t *ko = b[KO].view.buf, *vo = b[VO].view.buf, *hko = b[HKO].view.buf, *hvo = b[HVO].view.buf;
     const uint8_t *kd = b[KD].view.buf, *vd = b[VD].view.buf, *hkd = b[HKD].view.buf, *hvdp = b[HVD].view.buf;
     long long max_ts = NO_TIMESTAMP;
     for (Py_ssize_t k = 0; k < n; k++) {
@@ -1860,8 +1861,8 @@ columns_region(PyObject *objs[N_COLUMNS], Py_ssize_t rows_n, long long base, Out
         w = put_blob(w, vp, vlen);
         w = write_unsigned(w, zigzag64(h1 - h0));
         for (int64_t h = h0; h < h1; h++) {
-            w = put_blob(w, hkd + hko[h], hko[h + 1] - hko[h]);
-            w = put_blob(w, hvdp + hvo[h], hvv[h] ? hvo[h + 1] - hvo[h] : NULL_LENGTH);
+            w = put_blob(w, hkd + hko[h], (int64_t)hko[h + 1] - hko[h]);
+            w = put_blob(w, hvdp + hvo[h], hvv[h] ? (int64_t)hvo[h + 1] - hvo[h] : NULL_LENGTH);
         }
         o->len = w - o->data;
     }
@@ -1874,6 +1875,16 @@ done:
     return rc;
 }
 
+/*
+ * encode_columns(n, base_timestamp, rows, key valid/offsets/data, value valid/offsets/data, timestamps,
+ *                deltas, header offsets, header key offsets/data, header value valid/offsets/data)
+ *     -> (region, max_ts)
+ *
+ * The records region of the chosen rows (int64 row numbers into the n rows of the columns) at
+ * these int64 offset deltas.  Offsets are int32 as Arrow keeps them (the data buffers' own, no
+ * widened copy): key, value and header key/value offsets into their data, header offsets per
+ * row from 0; validity one byte per value.
+ */
 static PyObject *
 encode_columns(PyObject *module, PyObject *args)
 {
@@ -1941,12 +1952,13 @@ region_bound(PyObject *objs[N_COLUMNS], Py_ssize_t rows_n)
             goto done;
         }
     }
-    if (rows_n < 0 || ko.len < (rows_n + 1) * 8 || vo.len < (rows_n + 1) * 8 || ho.len < (rows_n + 1) * 8) {
+    if (rows_n < 0 || ko.len < (rows_n + 1) * 4 || vo.len < (rows_n + 1) * 4 || ho.len < (rows_n + 1) * 4) {
         goto done;
     }
-    const int64_t *r = rw.buf, *k = ko.buf, *v = vo.buf, *h = ho.buf, *hk = hko.buf, *hv = hvo.buf;
-    Py_ssize_t n = rw.len / 8, m = hko.len / 8 - 1;
-    if (m < 0 || hvo.len / 8 - 1 < m) {
+    const int64_t *r = rw.buf;
+    const int32_t *k = ko.buf, *v = vo.buf, *h = ho.buf, *hk = hko.buf, *hv = hvo.buf;
+    Py_ssize_t n = rw.len / 8, m = hko.len / 4 - 1;
+    if (m < 0 || hvo.len / 4 - 1 < m) {
         goto done;
     }
     int64_t total = 0;
@@ -1961,8 +1973,8 @@ region_bound(PyObject *objs[N_COLUMNS], Py_ssize_t rows_n)
             total = 0;
             break;
         }
-        total += 36 + (k[i + 1] - k[i]) + (v[i + 1] - v[i]) + (hk[h1] - hk[h0]) + (hv[h1] - hv[h0])
-                 + 10 * (h1 - h0);
+        total += 36 + ((int64_t)k[i + 1] - k[i]) + ((int64_t)v[i + 1] - v[i]) + ((int64_t)hk[h1] - hk[h0])
+                 + ((int64_t)hv[h1] - hv[h0]) + 10 * (h1 - h0);
         if (total < 0 || total > INT32_MAX) {
             total = 0;
             break;

@@ -36,26 +36,27 @@ _EMPTY = np.zeros(0, np.uint8)
 
 
 def _binary(arr: pa.Array) -> tuple[np.ndarray, np.ndarray, pa.Buffer | np.ndarray]:
-    """``(valid as uint8, int64 offsets into data from 0 at the array's start, data)`` of a binary array."""
+    """``(valid as uint8, int32 offsets into data, data)`` of a binary array (the offsets and data
+    are the array's own buffers: no copy)."""
     arr = arr.cast(pa.binary()) if arr.type != pa.binary() else arr
     n = len(arr)
     valid = np.ones(n, np.uint8) if arr.null_count == 0 else \
         np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=np.uint8)
     buffers = arr.buffers()
     if buffers[1] is None:
-        return valid, np.zeros(n + 1, np.int64), _EMPTY
-    offsets = np.frombuffer(buffers[1], np.int32, n + 1, arr.offset * 4).astype(np.int64)
+        return valid, np.zeros(n + 1, np.int32), _EMPTY
+    offsets = np.frombuffer(buffers[1], np.int32, n + 1, arr.offset * 4)
     data = buffers[2] if buffers[2] is not None else _EMPTY
     return valid, offsets, data
 
 
 def _headers(headers: pa.Array) -> tuple[np.ndarray, pa.Array, pa.Array]:
-    """``(int64 per-row offsets from 0, header keys, header values)`` of a list<struct> column."""
+    """``(int32 per-row offsets from 0, header keys, header values)`` of a list<struct> column."""
     n = len(headers)
     if headers.null_count:
         headers = pc.fill_null(headers, pa.scalar([], headers.type))
-    offsets = np.asarray(headers.offsets.to_numpy(), dtype=np.int64)
-    offsets = offsets - offsets[0] if n else np.zeros(1, np.int64)
+    offsets = np.asarray(headers.offsets.to_numpy(), dtype=np.int32)
+    offsets = offsets - offsets[0] if n else np.zeros(1, np.int32)
     items = pc.list_flatten(headers)
     keys, values = items.flatten()
     return offsets, keys, values
@@ -74,7 +75,7 @@ class Columns:
     @classmethod
     def of_buffers(cls, n: int, layout: tuple) -> Columns:
         """Columns of ``n`` rows given as the encoder's buffers (:meth:`_layout`'s tuple: validity as
-        one uint8 per row, int64 offsets from 0), e.g. a decoded chunk's; encoded by C only."""
+        one uint8 per row, int32 offsets), e.g. a decoded chunk's; encoded by C only."""
         columns = cls.__new__(cls)
         columns.arrays = ()
         columns.n = n

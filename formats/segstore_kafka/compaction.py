@@ -504,17 +504,18 @@ def _records(chunk: columnar.Chunk, rows: np.ndarray, has_key: np.ndarray,
 
 
 def _chunk_columns(chunk: columnar.Chunk, has_key: np.ndarray, has_value: np.ndarray) -> arrowencode.Columns:
-    """A chunk's rows as the C batch encoder's columns (offsets widened, validity one byte a row)."""
+    """A chunk's rows as the C batch encoder's columns (its int32 offsets as they are, validity one
+    byte a row)."""
     b, rows = chunk.buffers, chunk.rows
-    header_at = b["header_offsets"][:rows + 1].astype(np.int64)     # from 0 in a chunk
+    header_at = b["header_offsets"][:rows + 1]     # from 0 in a chunk
     headers = int(header_at[-1])
     hvalue_valid = np.unpackbits(b["hvalue_valid"], count=headers, bitorder="little")
     return arrowencode.Columns.of_buffers(rows, (
-        has_key.view(np.uint8), b["key_offsets"][:rows + 1].astype(np.int64), b["key_data"],
-        has_value.view(np.uint8), b["value_offsets"][:rows + 1].astype(np.int64), b["value_data"],
+        has_key.view(np.uint8), b["key_offsets"][:rows + 1], b["key_data"],
+        has_value.view(np.uint8), b["value_offsets"][:rows + 1], b["value_data"],
         np.ascontiguousarray(b["timestamp"][:rows], np.int64), header_at,
-        b["hkey_offsets"][:headers + 1].astype(np.int64), b["hkey_data"], hvalue_valid,
-        b["hvalue_offsets"][:headers + 1].astype(np.int64), b["hvalue_data"]))
+        b["hkey_offsets"][:headers + 1], b["hkey_data"], hvalue_valid,
+        b["hvalue_offsets"][:headers + 1], b["hvalue_data"]))
 
 
 # What the filter does with each batch of a chunk.
