@@ -36,7 +36,9 @@ HOSTILE_INTS = ["", "-", "+5", " 5", "5 ", "1_0", "05", "-0", "0" * 25 + "7", "9
 HOSTILE_HOSTS = ["01.2.3.4:5", "1.2.3.4:65535", "1.2.3.4:65536", "1.2.3.4:-1", "1.2.3.4:+80", "1.2.3.4: 80",
                  "1.2.3.4:0080", "[::1]:5", "[1.2.3.4]:5", "1.2.3.4", "1.2.3:5", "1.2.3.4.5:6", "256.1.1.1:1",
                  "a.b.c.d:1", "1.2.3.4:", ":80", "1..3.4:5", "0.0.0.0:0", "255.255.255.255:7"]
-HOSTILE_TEXTS = [b"", b"a\x01b", b"a\x02b", b"\xff", b"\xed\xa0\x80", "é".encode(), b"x" * 40_000]
+HOSTILE_TEXTS = [b"", b"a\x01b", b"a\x02b", b"\xff", b"\xed\xa0\x80", "é".encode(), b"x" * 40_000,
+                 b"abcdefg\x02hij", b"12345678\x01", b"abcdefgh\x00ijk", "ééé\x02".encode(),
+                 "abcdefgé\x01".encode(), b"abcdefgh\xc3"]
 
 
 @st.composite
@@ -163,3 +165,31 @@ def test_restore_headers_takes_every_run_to_entry_can_make(drawn) -> None:
     batch = batch_of(drawn, list(range(len(drawn))))
     expected, found = arrowwrite.restored_fields_arrow(batch, PEER), arrowwrite.restored_fields(batch, PEER)
     assert expected is not None and found is not None and same(found, expected)
+
+
+def _decodes(text: bytes) -> bool:
+    try:
+        text.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+#: (where, text): every hostile text as a value, and as a name where it is a string (a header key is).
+PROPERTY_CASES = [("value", t) for t in HOSTILE_TEXTS] + [("name", t) for t in HOSTILE_TEXTS if _decodes(t)]
+
+
+@pytest.mark.parametrize(("where", "text"), PROPERTY_CASES, ids=range(len(PROPERTY_CASES)))
+def test_each_hostile_property_text_as_the_reference(where: str, text: bytes) -> None:
+    """Every hostile text as a property's name or value, beside a good property in a row of good
+    headers: the C pass declines exactly when the reference does, and otherwise gives its
+    properties."""
+    name, value = (text.decode("utf-8"), b"v") if where == "name" else ("P", text)
+    good = [(rmq.H_PHYSICAL_OFFSET, b"0"), (rmq.H_BORN_TIMESTAMP, b"1"), (rmq.H_BORN_HOST, b"1.2.3.4:5"),
+            (rmq.H_STORE_TIMESTAMP, b"2"), (rmq.H_STORE_HOST, b"1.2.3.4:5"),
+            (rmq.RMQ_PROPERTY_PREFIX + "A", b"a")]
+    batch = batch_of([("T", [*good, (rmq.RMQ_PROPERTY_PREFIX + name, value)])], [0])
+    expected, found = arrowwrite.restored_fields_arrow(batch, PEER), arrowwrite.restored_fields(batch, PEER)
+    assert (expected is None) == (found is None)
+    if found is not None:
+        assert same(found, expected)

@@ -3064,6 +3064,56 @@ enum {
     RH_OK, RH_MISSING, RH_REPEATED, RH_BAD_INT, RH_BAD_HOST, RH_V2, RH_NULL, RH_BAD_PROPERTY, RH_TOO_LONG,
 };
 
+/* Whether a[0:n] == b[0:n], in word loads and no call (header names: mostly 10-31 bytes). */
+static inline int
+same_text(const uint8_t *a, const uint8_t *b, Py_ssize_t n)
+{
+    if (n >= 8) {
+        uint64_t x, y;
+        for (Py_ssize_t k = 0; k + 8 <= n; k += 8) {
+            memcpy(&x, a + k, 8);
+            memcpy(&y, b + k, 8);
+            if (x != y) {
+                return 0;
+            }
+        }
+        memcpy(&x, a + n - 8, 8);
+        memcpy(&y, b + n - 8, 8);
+        return x == y;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (a[k] != b[k]) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Bytes below 3 (the property separators 0x01 and 0x02, or a zero) in a word of ASCII bytes. */
+#define HAS_BELOW_3(w) (((w) - 0x0303030303030303ull) & ~(w) & ASCII_MASK)
+
+/* Whether s[0:n] is UTF-8 (no surrogates: Arrow's string check) without either property
+   separator: a property name or value restore_headers can write.  ASCII words take one test. */
+static inline int
+property_text(const uint8_t *s, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        if ((w & ASCII_MASK) || HAS_BELOW_3(w)) {
+            break;
+        }
+    }
+    for (; i < n && s[i] < 0x80; i++) {
+        if (s[i] == NAME_VALUE_SEPARATOR || s[i] == PROPERTY_SEPARATOR) {
+            return 0;
+        }
+    }
+    return i == n || (valid_utf8(s + i, n - i, 0) && !memchr(s + i, NAME_VALUE_SEPARATOR, (size_t)(n - i)) &&
+                      !memchr(s + i, PROPERTY_SEPARATOR, (size_t)(n - i)));
+}
+
 /* s[0:n] as int() reads a plain decimal ('-'? ASCII digits, as Arrow's cast to int64 takes them)
    within [lo, hi]; 0 for anything else. */
 static int
@@ -3228,11 +3278,11 @@ restore_headers(PyObject *module, PyObject *args)
             const uint8_t *key = kd + ko[j], *value = vd + vo[j];
             int32_t kl = ko[j + 1] - ko[j], vl = vo[j + 1] - vo[j];
             int null = b[5].len && !valid[j];
-            if (kl >= plen && memcmp(key, prefix, (size_t)plen) == 0) {
+            if (kl >= plen && same_text(key, prefix, plen)) {
                 const uint8_t *pn = key + plen;
                 int32_t nl = kl - (int32_t)plen;
                 for (int64_t e = rows[i]; e < j; e++) {       /* the same name earlier in the row */
-                    if (ko[e + 1] - ko[e] == kl && memcmp(kd + ko[e], key, (size_t)kl) == 0) {
+                    if (ko[e + 1] - ko[e] == kl && same_text(kd + ko[e], key, kl)) {
                         status = RH_BAD_PROPERTY;
                         break;
                     }
@@ -3240,10 +3290,7 @@ restore_headers(PyObject *module, PyObject *args)
                 if (null) {
                     vl = 0;
                 }
-                if (status != RH_OK || !valid_utf8(pn, nl, 0) || !valid_utf8(value, vl, 0) ||
-                    memchr(pn, NAME_VALUE_SEPARATOR, (size_t)nl) || memchr(pn, PROPERTY_SEPARATOR, (size_t)nl) ||
-                    memchr(value, NAME_VALUE_SEPARATOR, (size_t)vl) ||
-                    memchr(value, PROPERTY_SEPARATOR, (size_t)vl)) {
+                if (status != RH_OK || !property_text(pn, nl) || !property_text(value, vl)) {
                     status = RH_BAD_PROPERTY;
                     break;
                 }
@@ -3255,15 +3302,15 @@ restore_headers(PyObject *module, PyObject *args)
                 if (props++) {
                     pd[at++] = PROPERTY_SEPARATOR;
                 }
-                memcpy(pd + at, pn, (size_t)nl);
+                copy_short(pd + at, pn, (size_t)nl);
                 at += nl;
                 pd[at++] = NAME_VALUE_SEPARATOR;
-                memcpy(pd + at, value, (size_t)vl);
+                copy_short(pd + at, value, (size_t)vl);
                 at += vl;
                 continue;
             }
             int f = 0;
-            while (f < RH_FIELDS && !(name_len[f] == kl && memcmp(name[f], key, (size_t)kl) == 0)) {
+            while (f < RH_FIELDS && !(name_len[f] == kl && same_text(name[f], key, kl))) {
                 f++;
             }
             if (f == RH_FIELDS) {
