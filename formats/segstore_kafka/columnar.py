@@ -53,7 +53,7 @@ import numpy as np
 import pyarrow as pa
 
 from segstore import speedups
-from segstore.columns import HEADER, HEADERS, KAFKA_SCHEMA, TIMESTAMP
+from segstore.columns import HEADER, HEADERS, KAFKA_SCHEMA, TIMESTAMP, pooled
 from segstore.errors import CorruptDataError, SegstoreError
 
 from . import batch as codec
@@ -144,27 +144,29 @@ def _bits(flags: np.ndarray) -> np.ndarray:
 
 
 def _allocate(cap: Capacity, want: int) -> dict[str, np.ndarray]:
-    """Fresh buffers for one chunk: each yielded chunk owns its memory (Arrow arrays point into it)."""
+    """Fresh buffers for one chunk: each yielded chunk owns its memory (Arrow arrays point into it),
+    taken from an Arrow pool (:func:`segstore.columns.pooled`: freed chunks' memory is reused
+    instead of mapped and zeroed afresh)."""
     empty_i32 = np.zeros(1, np.int32)
     empty_u8 = np.zeros(1, np.uint8)
 
     def offsets(n: int, wanted: bool) -> np.ndarray:
-        return np.empty(n + 1, np.int32) if wanted else empty_i32
+        return pooled(n + 1, np.int32) if wanted else empty_i32
 
     def bytes_(n: int, wanted: bool) -> np.ndarray:
-        return np.empty(n, np.uint8) if wanted else empty_u8
+        return pooled(n, np.uint8) if wanted else empty_u8
 
     rows = cap.rows
     key, value, headers = bool(want & WANT_KEY), bool(want & WANT_VALUE), bool(want & WANT_HEADERS)
     return {
-        "batches": np.empty(cap.batches, BATCH_DTYPE),
-        "offset": np.empty(rows, np.int64), "timestamp": np.empty(rows, np.int64),
-        "sequence": np.empty(rows, np.int32), "row_batch": np.empty(rows, np.int32),
+        "batches": pooled(cap.batches, BATCH_DTYPE),
+        "offset": pooled(rows, np.int64), "timestamp": pooled(rows, np.int64),
+        "sequence": pooled(rows, np.int32), "row_batch": pooled(rows, np.int32),
         "key_offsets": offsets(rows, key), "key_valid": bytes_(rows // 8 + 1, key),
         "key_data": bytes_(cap.key, key),
         "value_offsets": offsets(rows, value), "value_valid": bytes_(rows // 8 + 1, value),
         "value_data": bytes_(cap.value, value),
-        "header_offsets": np.empty(rows + 1, np.int32),
+        "header_offsets": pooled(rows + 1, np.int32),
         "hkey_offsets": offsets(cap.headers, headers), "hkey_data": bytes_(cap.hkey, headers),
         "hvalue_offsets": offsets(cap.headers, headers),
         "hvalue_valid": bytes_(cap.headers // 8 + 1, headers),

@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 
 from segstore import speedups
-from segstore.columns import HEADER, ROCKETMQ_SCHEMA, TIMESTAMP
+from segstore.columns import HEADER, ROCKETMQ_SCHEMA, TIMESTAMP, pooled
 from segstore.errors import CorruptDataError, SegstoreError
 
 from .indexfile import IndexRequest, index_key_hashes, index_keys
@@ -69,36 +69,6 @@ I4_FIELDS = ("size", "magic", "body_crc", "queue_id", "flag", "sys_flag", "born_
 U8_PER_ROW = 16 + 16 + 1
 _I8 = {name: k for k, name in enumerate(I8_FIELDS)}
 _I4 = {name: k for k, name in enumerate(I4_FIELDS)}
-
-
-def _batch_pool() -> pa.MemoryPool:
-    """Arrow's jemalloc pool where pyarrow has it, else its default pool (:func:`pooled`)."""
-    try:
-        return pa.jemalloc_memory_pool()
-    except NotImplementedError:     # a pyarrow built without jemalloc (macOS, Windows)
-        return pa.default_memory_pool()
-
-
-_POOL = _batch_pool()
-
-
-def pooled(shape: int | tuple[int, ...], dtype: type | np.dtype) -> np.ndarray:
-    """An uninitialized array in an Arrow memory pool (``np.empty`` in the pool).
-
-    Every batch's columns are new memory; taken with ``np.empty`` from glibc, a batch's
-    megabytes are mapped afresh and zeroed by the kernel page by page (a page fault each:
-    that cost as much as copying the messages into them), as glibc gives big freed blocks back
-    to the system.  An Arrow pool keeps freed memory for the next batch.  jemalloc rather than
-    Arrow's default mimalloc: mimalloc's first megabytes of a process cost 0.06-0.1 s to get
-    (a one-shot ``verify`` or ``dump`` pays them on every run; jemalloc 0.01 s), and a 1M-message
-    ``scan_arrow`` peaked at 62 MB of anonymous memory with mimalloc, 26 MB with jemalloc.
-    """
-    dtype = np.dtype(dtype)
-    if isinstance(shape, int):      # the usual case (per column per batch): no np.prod, no reshape
-        return np.frombuffer(pa.allocate_buffer(shape * dtype.itemsize, memory_pool=_POOL), dtype, shape)
-    count = int(np.prod(shape))
-    return np.frombuffer(pa.allocate_buffer(count * dtype.itemsize, memory_pool=_POOL), dtype,
-                         count).reshape(shape)
 
 
 class Rows:
