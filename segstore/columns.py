@@ -34,6 +34,7 @@ thread-safe.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -117,6 +118,17 @@ def project(schema: pa.Schema, columns: Iterable[str] | None) -> pa.Schema:
 
 
 # -- buffers of the columnar decoders -------------------------------------------------------
+
+def binary_buffers(arr: pa.Array) -> tuple[np.ndarray, Any]:
+    """A binary or string array's ``len(arr) + 1`` int32 offsets into its data buffer, and that
+    buffer (``b""`` when it has none): the array's own memory, no copy (its slice offset applied).
+    An array with no offsets buffer (one built from buffers with none) gives zeros."""
+    buffers = arr.buffers()
+    data = buffers[2] if buffers[2] is not None else b""
+    if buffers[1] is None:
+        return np.zeros(len(arr) + 1, np.int32), data
+    return np.frombuffer(buffers[1], np.int32, len(arr) + 1, arr.offset * 4), data
+
 
 def _batch_pool() -> pa.MemoryPool:
     """Arrow's jemalloc pool where pyarrow has it, else its default pool (:func:`pooled`)."""

@@ -18,12 +18,14 @@ Pure (columns in, bytes out); thread-safe.  ``O(bytes)``.
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from segstore import speedups
+from segstore.columns import binary_buffers
 from segstore.errors import InvalidMessageError
 from segstore.records import LOG_APPEND_TIME
 
@@ -32,22 +34,15 @@ from .compression import NONE, codec_id, compress
 
 _speedups = speedups.load("segstore_kafka._speedups")
 
-_EMPTY = np.zeros(0, np.uint8)
 
-
-def _binary(arr: pa.Array) -> tuple[np.ndarray, np.ndarray, pa.Buffer | np.ndarray]:
+def _binary(arr: pa.Array) -> tuple[np.ndarray, np.ndarray, Any]:
     """``(valid as uint8, int32 offsets into data, data)`` of a binary array (the offsets and data
     are the array's own buffers: no copy)."""
     arr = arr.cast(pa.binary()) if arr.type != pa.binary() else arr
     n = len(arr)
     valid = np.ones(n, np.uint8) if arr.null_count == 0 else \
         np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=np.uint8)
-    buffers = arr.buffers()
-    if buffers[1] is None:
-        return valid, np.zeros(n + 1, np.int32), _EMPTY
-    offsets = np.frombuffer(buffers[1], np.int32, n + 1, arr.offset * 4)
-    data = buffers[2] if buffers[2] is not None else _EMPTY
-    return valid, offsets, data
+    return (valid, *binary_buffers(arr))
 
 
 def _headers(headers: pa.Array) -> tuple[np.ndarray, pa.Array, pa.Array]:

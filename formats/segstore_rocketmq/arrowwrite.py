@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from segstore import speedups
+from segstore.columns import binary_buffers
 from segstore.convert.interchange import ENTRY_SCHEMA, ArrowWriter, Entry, Options, Peer, add_taken
 from segstore.convert.topicnames import unescape
 from segstore.errors import InvalidTopicError
@@ -60,7 +61,6 @@ from .conversion import (
     WRITE_BYTES,
     RocketMQWriter,
     nonqueued_topic,
-    text_buffers,
 )
 from .fastappend import INDEX_COLUMNS, PlainBatch
 from .message import (
@@ -117,10 +117,7 @@ class Slices:
     @classmethod
     def of(cls, arr: pa.Array) -> Slices:
         """The rows of a binary array (a null as empty); no copy."""
-        buffers = arr.buffers()
-        n = len(arr)
-        offsets = np.frombuffer(buffers[1], np.int32, n + 1, arr.offset * 4) if n else np.zeros(1, np.int32)
-        data = buffers[2] if buffers[2] is not None else b""
+        offsets, data = binary_buffers(arr)
         lengths = np.diff(offsets)
         if arr.null_count:
             lengths[~np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), bool)] = 0
@@ -240,8 +237,8 @@ def restored_fields(batch: pa.RecordBatch, peer: Peer) -> Restored | None:
     keys, values = items.field("key"), items.field("value")
     if keys.null_count:
         return None
-    key_offsets, key_data = text_buffers(keys)
-    value_offsets, value_data = text_buffers(values)
+    key_offsets, key_data = binary_buffers(keys)
+    value_offsets, value_data = binary_buffers(values)
     valid = b"" if not values.null_count else \
         np.asarray(values.is_valid().to_numpy(zero_copy_only=False), np.uint8)
     ints = np.zeros((_RESTORE_INTS, n), np.int64)

@@ -68,7 +68,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from segstore.columns import HEADER, ROCKETMQ_SCHEMA, TIMESTAMP
+from segstore.columns import HEADER, ROCKETMQ_SCHEMA, TIMESTAMP, binary_buffers
 from segstore.convert.interchange import (
     ENTRY_SCHEMA,
     NO_PRODUCER_EPOCH,
@@ -566,9 +566,8 @@ def _pool(arrays: list[pa.Array]) -> tuple[memoryview, np.ndarray, np.ndarray]:
     datas, starts, lengths = [], [], []
     base = 0
     for arr in arrays:
-        buffers = arr.buffers()
-        offsets = np.frombuffer(buffers[1], np.int32, len(arr) + 1, arr.offset * 4)
-        data = np.frombuffer(buffers[2], np.uint8) if buffers[2] is not None else np.zeros(0, np.uint8)
+        offsets, buffer = binary_buffers(arr)
+        data = np.frombuffer(buffer, np.uint8)
         datas.append(data)
         starts.append(offsets[:-1].astype(np.int64) + base)
         lengths.append(np.diff(offsets))
@@ -618,13 +617,6 @@ def _header_lists(n: int, slots: list[tuple[str, pa.Array | bytes, np.ndarray]],
             fields=list(HEADER)))
 
 
-def text_buffers(arr: pa.Array) -> tuple[np.ndarray, Any]:
-    """A string/binary array's ``length + 1`` int32 offsets and its data buffer."""
-    buffers = arr.buffers()
-    offsets = np.frombuffer(buffers[1], np.int32, len(arr) + 1, arr.offset * 4)
-    return offsets, buffers[2] if buffers[2] is not None else b""
-
-
 def _header_lists_c(n: int, slots: list[tuple[str, pa.Array | bytes, np.ndarray]], prop_offsets: np.ndarray,
                     names: pa.Array, values: pa.Array) -> pa.Array | None:
     """:func:`_header_lists` in one pass of the C accelerator (``header_lists``); None without it or
@@ -643,9 +635,9 @@ def _header_lists_c(n: int, slots: list[tuple[str, pa.Array | bytes, np.ndarray]
         elif pa.types.is_integer(column.type):
             specs.append((name.encode(), 0, np.ascontiguousarray(column.to_numpy(), np.int64), None, has))
         else:
-            specs.append((name.encode(), 1, *text_buffers(column), has))
+            specs.append((name.encode(), 1, *binary_buffers(column), has))
     buffers = speedups.header_lists(n, tuple(specs), (RMQ_PROPERTY_PREFIX.encode(), prop_offsets,
-                                                      *text_buffers(names), *text_buffers(values)))
+                                                      *binary_buffers(names), *binary_buffers(values)))
     lists, key_offsets, keys, value_offsets, texts = (pa.py_buffer(b) for b in buffers)
     items = len(value_offsets) // 4 - 1
     return pa.ListArray.from_arrays(

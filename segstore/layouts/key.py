@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from segstore import files
+from segstore.columns import binary_buffers
 from segstore.errors import CorruptIndexError
 from segstore.indexes.javahash import string_hash, unit_hashes
 from segstore.indexes.keyhash import TOPIC_KEY_SEPARATOR, IndexService, abs_hashes
@@ -49,10 +50,9 @@ def key_hashes(topic: str, values: pa.Array) -> np.ndarray:
     n = len(values)
     if not n:
         return np.zeros(0, dtype=np.int64)
-    buffers = values.buffers()
-    offsets = np.frombuffer(buffers[1], dtype=np.int32, count=n + 1,
-                            offset=values.offset * 4).astype(np.int64)
-    data = np.zeros(0, dtype=np.uint8) if buffers[2] is None else np.frombuffer(buffers[2], dtype=np.uint8)
+    offsets32, buffer = binary_buffers(values)
+    offsets = offsets32.astype(np.int64)
+    data = np.frombuffer(buffer, dtype=np.uint8)
     units = data[offsets[0]:offsets[-1]]
     lengths = np.diff(offsets)
     prefix = string_hash(f"{topic}{TOPIC_KEY_SEPARATOR}") & _UINT32
