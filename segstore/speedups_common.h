@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <string.h>
 
+/* Included after Python.h (Py_ssize_t). */
+
 /* The high bit of each byte of a word: none set, eight ASCII bytes (the UTF-8 checks' fast step). */
 #define ASCII_MASK 0x8080808080808080ull
 
@@ -45,6 +47,87 @@ copy_short(uint8_t *dst, const uint8_t *src, size_t n)
         dst[n / 2] = src[n / 2];
         dst[n - 1] = src[n - 1];
     }
+}
+
+/* Whether a[0:n] == b[0:n], in word loads and no call (names: mostly a few to 31 bytes). */
+static inline int
+same_text(const uint8_t *a, const uint8_t *b, Py_ssize_t n)
+{
+    if (n >= 8) {
+        uint64_t x, y;
+        for (Py_ssize_t k = 0; k + 8 <= n; k += 8) {
+            memcpy(&x, a + k, 8);
+            memcpy(&y, b + k, 8);
+            if (x != y) {
+                return 0;
+            }
+        }
+        memcpy(&x, a + n - 8, 8);
+        memcpy(&y, b + n - 8, 8);
+        return x == y;
+    }
+    if (n >= 4) {
+        uint32_t x, y, u, v;
+        memcpy(&x, a, 4);
+        memcpy(&y, b, 4);
+        memcpy(&u, a + n - 4, 4);
+        memcpy(&v, b + n - 4, 4);
+        return x == y && u == v;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (a[k] != b[k]) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Whether s[0:n] is UTF-8 as Python's strict decoder accepts it (surrogates too with allow_surrogates). */
+static inline int
+valid_utf8(const uint8_t *s, Py_ssize_t n, int allow_surrogates)
+{
+    Py_ssize_t i = 0;
+    while (i < n) {
+        uint64_t word;
+        if (n - i >= 8 && (memcpy(&word, s + i, 8), (word & ASCII_MASK) == 0)) {   /* 8 ASCII bytes */
+            i += 8;
+            continue;
+        }
+        uint8_t c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        int len;
+        uint32_t cp;
+        if (c >= 0xC2 && c <= 0xDF) {
+            len = 2;
+            cp = c & 0x1F;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            len = 3;
+            cp = c & 0x0F;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            len = 4;
+            cp = c & 0x07;
+        } else {
+            return 0;
+        }
+        if (n - i < len) {
+            return 0;
+        }
+        for (int k = 1; k < len; k++) {
+            if ((s[i + k] & 0xC0) != 0x80) {
+                return 0;
+            }
+            cp = (cp << 6) | (s[i + k] & 0x3F);
+        }
+        if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
+            (!allow_surrogates && cp >= 0xD800 && cp <= 0xDFFF)) {
+            return 0;
+        }
+        i += len;
+    }
+    return 1;
 }
 
 #endif

@@ -1053,59 +1053,6 @@ be64(const uint8_t *p)
     return ((uint64_t)be32(p) << 32) | be32(p + 4);
 }
 
-/* Strict UTF-8 as Python decodes it (RFC 3629: no overlongs, surrogates or > U+10FFFF). */
-static inline int
-valid_utf8(const uint8_t *s, Py_ssize_t n)
-{
-    Py_ssize_t i = 0;
-    while (i < n) {
-        uint64_t word;
-        if (n - i >= 8 && (memcpy(&word, s + i, 8), (word & ASCII_MASK) == 0)) {   /* 8 ASCII bytes */
-            i += 8;
-            continue;
-        }
-        uint8_t b = s[i];
-        if (b < 0x80) {
-            i++;
-            continue;
-        }
-        int more;
-        uint8_t lo = 0x80, hi = 0xBF;
-        if (b >= 0xC2 && b <= 0xDF) {
-            more = 1;
-        } else if (b >= 0xE0 && b <= 0xEF) {
-            more = 2;
-            if (b == 0xE0) {
-                lo = 0xA0;
-            } else if (b == 0xED) {
-                hi = 0x9F;
-            }
-        } else if (b >= 0xF0 && b <= 0xF4) {
-            more = 3;
-            if (b == 0xF0) {
-                lo = 0x90;
-            } else if (b == 0xF4) {
-                hi = 0x8F;
-            }
-        } else {
-            return 0;
-        }
-        if (n - i - 1 < more) {
-            return 0;
-        }
-        if (s[i + 1] < lo || s[i + 1] > hi) {
-            return 0;
-        }
-        for (int k = 2; k <= more; k++) {
-            if (s[i + k] < 0x80 || s[i + k] > 0xBF) {
-                return 0;
-            }
-        }
-        i += more + 1;
-    }
-    return 1;
-}
-
 /* A blob (length varint, bytes) at body[pos]: -1 when bad, else 0 with its start and length (< 0: null). */
 static inline int
 col_blob(const uint8_t *body, Py_ssize_t end, Py_ssize_t *pos, Py_ssize_t *start, int32_t *length)
@@ -1171,7 +1118,7 @@ decode_column_records(const uint8_t *buf, Py_ssize_t end, const BatchRow *batch,
             }
             hkey_at = bp;
             bp += hkey_len;
-            if (!valid_utf8(body + hkey_at, hkey_len) || col_blob(body, length, &bp, &hvalue_at, &hvalue_len) < 0) {
+            if (!valid_utf8(body + hkey_at, hkey_len, 0) || col_blob(body, length, &bp, &hvalue_at, &hvalue_len) < 0) {
                 return REC_DECLINE;
             }
             if (want & WANT_HEADERS) {
@@ -1605,7 +1552,7 @@ json_lines(PyObject *module, PyObject *args)
                  b64_bound(c.value_off[r + 1] - c.value_off[r]);
         for (int32_t h = c.header_off[r]; h < c.header_off[r + 1]; h++) {
             if (!within(c.hkey_off, h, c.cap.hkey) || !within(c.hvalue_off, h, c.cap.hvalue) ||
-                !valid_utf8(c.hkey_data + c.hkey_off[h], c.hkey_off[h + 1] - c.hkey_off[h])) {
+                !valid_utf8(c.hkey_data + c.hkey_off[h], c.hkey_off[h + 1] - c.hkey_off[h], 0)) {
                 PyErr_SetString(PyExc_ValueError, "header offsets within the buffers, UTF-8 keys");
                 goto done;
             }

@@ -1186,54 +1186,6 @@ body_crcs(PyObject *module, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* Whether s[0:n] is UTF-8 as Python's strict decoder accepts it (surrogates too with allow_surrogates). */
-static int
-valid_utf8(const uint8_t *s, Py_ssize_t n, int allow_surrogates)
-{
-    Py_ssize_t i = 0;
-    while (i < n) {
-        uint64_t word;
-        if (n - i >= 8 && (memcpy(&word, s + i, 8), (word & ASCII_MASK) == 0)) {   /* 8 ASCII bytes */
-            i += 8;
-            continue;
-        }
-        uint8_t c = s[i];
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        int len;
-        uint32_t cp;
-        if (c >= 0xC2 && c <= 0xDF) {
-            len = 2;
-            cp = c & 0x1F;
-        } else if (c >= 0xE0 && c <= 0xEF) {
-            len = 3;
-            cp = c & 0x0F;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            len = 4;
-            cp = c & 0x07;
-        } else {
-            return 0;
-        }
-        if (n - i < len) {
-            return 0;
-        }
-        for (int k = 1; k < len; k++) {
-            if ((s[i + k] & 0xC0) != 0x80) {
-                return 0;
-            }
-            cp = (cp << 6) | (s[i + k] & 0x3F);
-        }
-        if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
-            (!allow_surrogates && cp >= 0xD800 && cp <= 0xDFFF)) {
-            return 0;
-        }
-        i += len;
-    }
-    return 1;
-}
-
 /*
  * Decode the message at d = view + pos (left bytes to the limit) into row n of c;
  * 0 when message.decode would raise (with check_crc = strict).  Row n may be
@@ -1872,19 +1824,6 @@ typedef struct {
     Py_ssize_t m, cap;
 } ItemList;
 
-/* Whether a[0:n] == b[0:n]; property names are short, so mostly without a call. */
-static inline int
-same_bytes(const uint8_t *a, const uint8_t *b, int32_t n)
-{
-    if (n == PROPERTY_NAME_LEN) {
-        uint32_t x, y;
-        memcpy(&x, a, 4);
-        memcpy(&y, b, 4);
-        return x == y;
-    }
-    return memcmp(a, b, (size_t)n) == 0;
-}
-
 /* Add the item d[item:end] whose name ends at sep to l: a name seen already takes the value in
    its first place (message.decode_properties keeps the last value).  0 when out of memory. */
 static inline int
@@ -1892,7 +1831,7 @@ take_item(ItemList *l, const uint8_t *d, int64_t item, int64_t sep, int64_t end)
 {
     int32_t nl = (int32_t)(sep - item);
     Py_ssize_t k = 0;
-    while (k < l->m && !(l->items[k].name_len == nl && same_bytes(d + l->items[k].name, d + item, nl))) {
+    while (k < l->m && !(l->items[k].name_len == nl && same_text(d + l->items[k].name, d + item, nl))) {
         k++;
     }
     if (k == l->m) {
@@ -2030,9 +1969,9 @@ property_columns(PyObject *module, PyObject *args)
                 break;
             }
             if (it->name_len == PROPERTY_NAME_LEN) {
-                if (same_bytes(d + it->name, (const uint8_t *)"TAGS", PROPERTY_NAME_LEN)) {
+                if (same_text(d + it->name, (const uint8_t *)"TAGS", PROPERTY_NAME_LEN)) {
                     tag = it;
-                } else if (same_bytes(d + it->name, (const uint8_t *)"KEYS", PROPERTY_NAME_LEN)) {
+                } else if (same_text(d + it->name, (const uint8_t *)"KEYS", PROPERTY_NAME_LEN)) {
                     key_list = it;
                 }
             }
@@ -3063,31 +3002,6 @@ enum {
 enum {
     RH_OK, RH_MISSING, RH_REPEATED, RH_BAD_INT, RH_BAD_HOST, RH_V2, RH_NULL, RH_BAD_PROPERTY, RH_TOO_LONG,
 };
-
-/* Whether a[0:n] == b[0:n], in word loads and no call (header names: mostly 10-31 bytes). */
-static inline int
-same_text(const uint8_t *a, const uint8_t *b, Py_ssize_t n)
-{
-    if (n >= 8) {
-        uint64_t x, y;
-        for (Py_ssize_t k = 0; k + 8 <= n; k += 8) {
-            memcpy(&x, a + k, 8);
-            memcpy(&y, b + k, 8);
-            if (x != y) {
-                return 0;
-            }
-        }
-        memcpy(&x, a + n - 8, 8);
-        memcpy(&y, b + n - 8, 8);
-        return x == y;
-    }
-    for (Py_ssize_t k = 0; k < n; k++) {
-        if (a[k] != b[k]) {
-            return 0;
-        }
-    }
-    return 1;
-}
 
 /* Bytes below 3 (the property separators 0x01 and 0x02, or a zero) in a word of ASCII bytes. */
 #define HAS_BELOW_3(w) (((w) - 0x0303030303030303ull) & ~(w) & ASCII_MASK)
