@@ -19,6 +19,15 @@ settings.register_profile("dev", deadline=None, suppress_health_check=[HealthChe
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 
+def is_utf8(data: bytes) -> bool:
+    """Whether ``data`` decodes as UTF-8 (a text a string column or a header key can hold)."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def copy_writable(src: Path, dst: Path) -> Path:
     """Copy a fixture tree so a test may modify it (the originals are read-only)."""
     shutil.copytree(src, dst, copy_function=shutil.copyfile)

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, KAFKA_FIXTURES, copy_writable
+from conftest import FIXTURES, KAFKA_FIXTURES, copy_writable, is_utf8
 
 import segstore
 from segstore import cli
@@ -88,7 +88,7 @@ def test_kafka_query_by_key_prints_dump_json(tmp_path: Path) -> None:
     assert code == 0
     records = [json.loads(line) for line in dump.splitlines()]
     raw_keys = {base64.b64decode(r["key"]) for r in records if r["key"] is not None}
-    keys = sorted(k.decode() for k in raw_keys if _is_utf8(k))
+    keys = sorted(k.decode() for k in raw_keys if is_utf8(k))
     assert keys
     # without a key index the key column is scanned; with one the index answers: the same records
     for indexed in (False, True):
@@ -103,12 +103,6 @@ def test_kafka_query_by_key_prints_dump_json(tmp_path: Path) -> None:
         assert run("query", str(path), "--key", "no-such-key")[0] == 1
 
 
-def _is_utf8(data: bytes) -> bool:
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 def test_rocketmq_time_lookups_use_the_sparse_index(tmp_path: Path) -> None:

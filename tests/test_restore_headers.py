@@ -15,6 +15,7 @@ import dataclasses
 import numpy as np
 import pyarrow as pa
 import pytest
+from conftest import is_utf8
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from segstore_rocketmq import arrowwrite
@@ -167,16 +168,8 @@ def test_restore_headers_takes_every_run_to_entry_can_make(drawn) -> None:
     assert expected is not None and found is not None and same(found, expected)
 
 
-def _decodes(text: bytes) -> bool:
-    try:
-        text.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
-
-
 #: (where, text): every hostile text as a value, and as a name where it is a string (a header key is).
-PROPERTY_CASES = [("value", t) for t in HOSTILE_TEXTS] + [("name", t) for t in HOSTILE_TEXTS if _decodes(t)]
+PROPERTY_CASES = [("value", t) for t in HOSTILE_TEXTS] + [("name", t) for t in HOSTILE_TEXTS if is_utf8(t)]
 
 
 @pytest.mark.parametrize(("where", "text"), PROPERTY_CASES, ids=range(len(PROPERTY_CASES)))
