@@ -471,14 +471,32 @@ typedef struct {
     uint8_t *data;
     Py_ssize_t len, cap;
     PyObject *bytes;    /* when set, data is this bytes object's buffer (grown with _PyBytes_Resize) */
+    PyThreadState *released;    /* when set, the GIL is released: reserve takes it back to grow */
 } Out;
 
-static int
+static int grow(Out *o, Py_ssize_t extra);
+
+static inline int
 reserve(Out *o, Py_ssize_t extra)
 {
     if (o->len + extra <= o->cap) {
         return 0;
     }
+    if (o->released == NULL) {
+        return grow(o, extra);
+    }
+    PyEval_RestoreThread(o->released);
+    o->released = NULL;
+    int rc = grow(o, extra);
+    if (rc == 0) {
+        o->released = PyEval_SaveThread();
+    }
+    return rc;      /* -1: the GIL held, the error set */
+}
+
+static int
+grow(Out *o, Py_ssize_t extra)
+{
     Py_ssize_t cap = o->cap ? o->cap : 4096;
     while (cap < o->len + extra) {
         if (cap > PY_SSIZE_T_MAX / 2) {
@@ -1207,10 +1225,26 @@ decode_column_records(const uint8_t *buf, Py_ssize_t end, const BatchRow *batch,
 #define MAX_CODEC 4
 #define TIMESTAMP_TYPE_FLAG 0x08
 
-/* One batch at log[pos]: REC_OK (added, *size set), REC_DECLINE, REC_FULL, or -1 (exception set). */
+/* The GIL taken back from *released (when released) and given up again. */
+static inline void
+take_gil(PyThreadState **released)
+{
+    PyEval_RestoreThread(*released);
+    *released = NULL;
+}
+
+static inline void
+drop_gil(PyThreadState **released)
+{
+    *released = PyEval_SaveThread();
+}
+
+/* One batch at log[pos]: REC_OK (added, *size set), REC_DECLINE, REC_FULL, or -1 (exception set).
+ * Called without the GIL (*released): it is taken only around the decompress call, and held on
+ * return when -1. */
 static int
 decode_column_batch(const uint8_t *log, Py_ssize_t log_len, Py_ssize_t pos, PyObject *decompress, Cols *c,
-                    Py_ssize_t *size, int *need)
+                    Py_ssize_t *size, int *need, PyThreadState **released)
 {
     Py_ssize_t remaining = log_len - pos;
     if (remaining < 17) {
@@ -1255,6 +1289,7 @@ decode_column_batch(const uint8_t *log, Py_ssize_t log_len, Py_ssize_t pos, PyOb
     PyObject *inflated = NULL;
     Py_buffer inflated_view;
     if (codec != 0) {
+        take_gil(released);
         PyObject *view = PyMemoryView_FromMemory((char *)region, region_len, PyBUF_READ);
         if (view == NULL) {
             return -1;
@@ -1264,6 +1299,7 @@ decode_column_batch(const uint8_t *log, Py_ssize_t log_len, Py_ssize_t pos, PyOb
         if (inflated == NULL) {
             if (PyErr_ExceptionMatches(PyExc_Exception)) {
                 PyErr_Clear(); /* the reference path raises it again, typed */
+                drop_gil(released);
                 return REC_DECLINE;
             }
             return -1;
@@ -1272,6 +1308,7 @@ decode_column_batch(const uint8_t *log, Py_ssize_t log_len, Py_ssize_t pos, PyOb
             Py_DECREF(inflated);
             return -1;
         }
+        drop_gil(released);     /* inflated is held: its bytes stay while the records are read */
         region = inflated_view.buf;
         region_len = inflated_view.len;
     }
@@ -1293,8 +1330,10 @@ decode_column_batch(const uint8_t *log, Py_ssize_t log_len, Py_ssize_t pos, PyOb
         }
     }
     if (inflated != NULL) {
+        take_gil(released);
         PyBuffer_Release(&inflated_view);
         Py_DECREF(inflated);
+        drop_gil(released);
     }
     return rc;
 }
@@ -1320,10 +1359,14 @@ decode_columns(PyObject *module, PyObject *args)
         end = log.len;
     }
     int status = STOP_END, need = 0;
+    /* The walk holds no Python object but a compressed batch's inflated bytes (the GIL taken
+     * back for the decompress call): another thread runs meanwhile (segstore.overlap). */
+    PyThreadState *released;
+    drop_gil(&released);
     while (pos < end) {
         Py_ssize_t size = 0;
-        int rc = decode_column_batch(log.buf, log.len, pos, decompress, &c, &size, &need);
-        if (rc < 0) {
+        int rc = decode_column_batch(log.buf, log.len, pos, decompress, &c, &size, &need, &released);
+        if (rc < 0) {       /* the GIL held */
             release_cols(&c);
             PyBuffer_Release(&log);
             return NULL;
@@ -1338,6 +1381,7 @@ decode_columns(PyObject *module, PyObject *args)
         }
         pos += size;
     }
+    take_gil(&released);
     release_cols(&c);
     PyBuffer_Release(&log);
     Counts *n = &c.n;
@@ -1669,7 +1713,8 @@ release_buf(Buf *b)
     }
 }
 
-/* Length of blob i of a column: -1 when null; checked to lie inside its data. */
+/* Length of blob i of a column: -1 when null; checked to lie inside its data (-1 returned when
+ * not, no Python error set: the caller may not hold the GIL; blob_error says it). */
 static inline int
 column_blob(const uint8_t *valid, const int32_t *offsets, Py_ssize_t data_len, Py_ssize_t i,
             const uint8_t *data, const uint8_t **p, int64_t *len)
@@ -1681,13 +1726,18 @@ column_blob(const uint8_t *valid, const int32_t *offsets, Py_ssize_t data_len, P
     }
     int64_t start = offsets[i], end = offsets[i + 1];
     if (start < 0 || end < start || end > data_len || end - start > INT32_MAX) {
-        PyErr_Format(PyExc_ValueError, "a value offset range inside its data, found [%lld, %lld) of %zd",
-                     (long long)start, (long long)end, data_len);
         return -1;
     }
     *p = data + start;
     *len = end - start;
     return 0;
+}
+
+static void
+blob_error(const int32_t *offsets, Py_ssize_t data_len, Py_ssize_t i)
+{
+    PyErr_Format(PyExc_ValueError, "a value offset range inside its data, found [%lld, %lld) of %zd",
+                 (long long)offsets[i], (long long)offsets[i + 1], data_len);
 }
 
 static inline Py_ssize_t
@@ -1752,29 +1802,43 @@ columns_region(PyObject *objs[N_COLUMNS], Py_ssize_t rows_n, long long base, Out
     const int32_t *ko = b[KO].view.buf, *vo = b[VO].view.buf, *hko = b[HKO].view.buf, *hvo = b[HVO].view.buf;
     const uint8_t *kd = b[KD].view.buf, *vd = b[VD].view.buf, *hkd = b[HKD].view.buf, *hvdp = b[HVD].view.buf;
     long long max_ts = NO_TIMESTAMP;
+    /* The walk holds no Python object: the GIL is released (a conversion reads its next batch
+     * meanwhile; segstore.overlap), taken back to grow o or to say an error. */
+#define HOLD_GIL() do { PyEval_RestoreThread(o->released); o->released = NULL; } while (0)
+    o->released = PyEval_SaveThread();
     for (Py_ssize_t k = 0; k < n; k++) {
         int64_t i = rw[k];
         if (i < 0 || i >= rows_n) {
+            HOLD_GIL();
             PyErr_Format(PyExc_ValueError, "rows within the batch's %zd, found %lld", rows_n, (long long)i);
             goto done;
         }
         const uint8_t *kp, *vp;
         int64_t klen, vlen;
-        if (column_blob(kv, ko, b[KD].view.len, i, kd, &kp, &klen) < 0
-            || column_blob(vv, vo, b[VD].view.len, i, vd, &vp, &vlen) < 0) {
+        if (column_blob(kv, ko, b[KD].view.len, i, kd, &kp, &klen) < 0) {
+            HOLD_GIL();
+            blob_error(ko, b[KD].view.len, i);
+            goto done;
+        }
+        if (column_blob(vv, vo, b[VD].view.len, i, vd, &vp, &vlen) < 0) {
+            HOLD_GIL();
+            blob_error(vo, b[VD].view.len, i);
             goto done;
         }
         int64_t h0 = hoff[i], h1 = hoff[i + 1];
         if (h0 < 0 || h1 < h0 || h1 > m || h1 - h0 > INT32_MAX) {
+            HOLD_GIL();
             PyErr_SetString(PyExc_ValueError, "header offsets that increase within the headers");
             goto done;
         }
         if (dl[k] < INT32_MIN || dl[k] > INT32_MAX) {
+            HOLD_GIL();
             PyErr_SetString(PyExc_ValueError, "offset deltas within int32");
             goto done;
         }
         long long ts_delta;
         if (__builtin_sub_overflow((long long)ts[i], base, &ts_delta)) {
+            HOLD_GIL();
             PyErr_Format(PyExc_ValueError, "varlong must fit in int64, found a timestamp delta of %lld - %lld",
                          (long long)ts[i], base);
             goto done;
@@ -1787,18 +1851,25 @@ columns_region(PyObject *objs[N_COLUMNS], Py_ssize_t rows_n, long long base, Out
         for (int64_t h = h0; h < h1; h++) {
             const uint8_t *p;
             int64_t klen_h, vlen_h;
-            if (column_blob(NULL, hko, b[HKD].view.len, h, hkd, &p, &klen_h) < 0
-                || column_blob(hvv, hvo, b[HVD].view.len, h, hvdp, &p, &vlen_h) < 0) {
+            if (column_blob(NULL, hko, b[HKD].view.len, h, hkd, &p, &klen_h) < 0) {
+                HOLD_GIL();
+                blob_error(hko, b[HKD].view.len, h);
+                goto done;
+            }
+            if (column_blob(hvv, hvo, b[HVD].view.len, h, hvdp, &p, &vlen_h) < 0) {
+                HOLD_GIL();
+                blob_error(hvo, b[HVD].view.len, h);
                 goto done;
             }
             size += blob_size(klen_h) + blob_size(vlen_h);
         }
         if (size > INT32_MAX) {
+            HOLD_GIL();
             PyErr_SetString(PyExc_ValueError, "records of at most 2**31-1 bytes");
             goto done;
         }
         if (reserve(o, MAX_VARINT_BYTES + size) < 0) {
-            goto done;
+            goto done;      /* the GIL taken back */
         }
         uint8_t *w = write_unsigned(o->data + o->len, zigzag64(size));
         *w++ = 0; /* attributes */
@@ -1813,6 +1884,8 @@ columns_region(PyObject *objs[N_COLUMNS], Py_ssize_t rows_n, long long base, Out
         }
         o->len = w - o->data;
     }
+    HOLD_GIL();
+#undef HOLD_GIL
     *max_ts_out = max_ts;
     rc = 0;
 done:
@@ -2037,7 +2110,10 @@ encode_batch(PyObject *module, PyObject *args)
     put_be(p + H_PRODUCER_EPOCH, (uint64_t)(int64_t)producer_epoch, 2);
     put_be(p + H_BASE_SEQUENCE, (uint64_t)(int64_t)base_sequence, 4);
     put_be(p + H_COUNT, (uint64_t)count, 4);
-    uint32_t crc = crc32c(0, p + H_ATTRIBUTES, HEADER_SIZE + payload_len - H_ATTRIBUTES);
+    uint32_t crc;
+    Py_BEGIN_ALLOW_THREADS
+    crc = crc32c(0, p + H_ATTRIBUTES, HEADER_SIZE + payload_len - H_ATTRIBUTES);
+    Py_END_ALLOW_THREADS
     put_be(p + H_CRC, crc, 4);
 done:
     Py_XDECREF(region);

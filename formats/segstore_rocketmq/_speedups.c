@@ -2105,6 +2105,7 @@ format_hosts(PyObject *module, PyObject *args)
         goto done;
     }
     off[0] = 0;
+    Py_BEGIN_ALLOW_THREADS      /* plain C over buffers held until done: another scan step may run */
     for (Py_ssize_t i = 0; i < n; i++) {
         const uint8_t *ip = ips + i * IPV6_LEN;
         int32_t port = ports[i];
@@ -2165,6 +2166,7 @@ format_hosts(PyObject *module, PyObject *args)
         }
         off[i + 1] = (int32_t)(o - o0);
     }
+    Py_END_ALLOW_THREADS
     ret = PyLong_FromSsize_t(o - o0);
 done:
     PyBuffer_Release(&i8);

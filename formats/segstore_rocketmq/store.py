@@ -46,6 +46,7 @@ from segstore.errors import (
     cut,
 )
 from segstore.logview import Positions
+from segstore.overlap import overlapped
 from segstore.records import Message
 from segstore.store import READ_COMMITTED, READ_UNCOMMITTED, AppendResult, DumpLine, Store, check_isolation
 
@@ -925,8 +926,9 @@ class RocketMQStore(LifecycleMixin, Store):
                                   "found both")
             yield from self._scan_queue(schema, topic, partition, offset, batch_rows)
             return
-        for view, rows in self._region_rows(start, end, batch_rows):
-            yield columnar.build_batch(view, rows, schema)
+        # the walk of the next region overlaps the build of this one (segstore.overlap)
+        yield from overlapped(self._region_rows(start, end, batch_rows),
+                              lambda region: columnar.build_batch(*region, schema))
 
     def _region_rows(self, start: int | None, end: int | None, batch_rows: int = columnar.BATCH_ROWS, *,
                      reuse: bool = False) -> Iterator[tuple[memoryview, columnar.Rows]]:

@@ -48,6 +48,7 @@ import pyarrow as pa
 from segstore import files, registry
 from segstore.api import open as open_store
 from segstore.errors import ConversionError, UnsupportedOperationError
+from segstore.overlap import overlapped
 from segstore.store import Store
 
 from . import COMPRESSIONS
@@ -223,9 +224,12 @@ def _convert_columns(source_side: FormatConversion, target_side: FormatConversio
     writer = target_side.arrow_writer(dest, writing)
     if writer is None:
         return False
-    for pieces, order in _batches_in_order(streams, target_side):
-        written, nbytes, present = (writer.add_batch(pieces[0]) if order is None
-                                    else writer.add_rows(pieces, order))
+    def write(item: tuple[list[pa.RecordBatch], np.ndarray | None]) -> tuple[int, int, int]:
+        pieces, order = item
+        return writer.add_batch(pieces[0]) if order is None else writer.add_rows(pieces, order)
+
+    # the source reads (and the merge orders) its next batch while the target writes this one
+    for written, nbytes, present in overlapped(_batches_in_order(streams, target_side), write):
         report.already_present += present
         report.messages += written
         report.bytes += nbytes

@@ -1,0 +1,86 @@
+"""Two steps of a columnar read run at once: the next region decoded while this one is built.
+
+A columnar read is a chain: walk a region of the log into rows (C, the GIL released), then
+build the batch the caller gets from them (C again, with some Python between).  The two
+touch different memory (each region gets its own rows) and read the same mapped bytes, so
+:func:`overlapped` runs the walk of region ``k + 1`` in a worker thread while this thread
+builds batch ``k``: on a machine with a free core a scan costs about its longer step instead
+of their sum.
+
+No worker runs while the generator is suspended: each step waits for the worker before it
+yields, so the caller sees the single-threaded order of events (a store it closes or
+truncates between two batches is never being read by a worker), and an error the walk
+raises comes after the batches before it, as it would single-threaded.  The steps run in
+a process-wide pool (one thread per core at most); a step never waits on another step,
+so scans from many threads share the pool without deadlock.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TypeVar
+
+T = TypeVar("T")
+U = TypeVar("U")
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:      # no affinity on this platform (macOS, Windows)
+        return os.cpu_count() or 1
+
+
+#: Whether to overlap: there is a second core, and ``SEGSTORE_OVERLAP=0`` does not turn it off
+#: (a process that wants one core, or a benchmark of one thread's work).
+ENABLED = _cores() > 1 and os.environ.get("SEGSTORE_OVERLAP", "1") != "0"
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+_END = object()
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=min(32, os.cpu_count() or 2),
+                                       thread_name_prefix="segstore-overlap")
+        return _pool
+
+
+def overlapped(source: Iterator[T], build: Callable[[T], U]) -> Iterator[U]:
+    """``build(item)`` for each item of ``source``, in order (``source`` closed with the generator);
+    ``next(source)`` for the following item runs in a worker thread while ``build`` runs on this
+    one (when :data:`ENABLED`).
+
+    ``source`` must not share mutable state with ``build``'s item (a walk that reuses one rows
+    buffer for every region cannot be overlapped).  Thread-safety: as ``source`` and ``build``;
+    the worker has finished whenever this generator yields, raises or is closed.
+    """
+    ahead: Future | None = None
+    try:
+        if not ENABLED:
+            for item in source:
+                yield build(item)
+            return
+        pool = _executor()
+        ahead = pool.submit(next, source, _END)
+        while True:
+            item = ahead.result()       # the walk's error, if any, after every batch before it
+            if item is _END:
+                return
+            ahead = pool.submit(next, source, _END)
+            try:
+                batch = build(item)
+            finally:
+                ahead.exception()       # wait, without raising: the worker is done before we go on
+            yield batch
+    finally:
+        if ahead is not None:
+            ahead.exception()
+        close = getattr(source, "close", None)
+        if close is not None:
+            close()

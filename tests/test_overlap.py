@@ -1,0 +1,213 @@
+"""segstore.overlap: a columnar read's next walk overlapped with this batch's build.
+
+The helper's promises (order, errors after the batches before them, no worker running while
+the generator is suspended, the source closed with it), and the C passes that now run without
+the GIL (Kafka's record decode around the decompress call, its column encoder, the host texts)
+giving from many threads at once what they give from one.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import crc32c
+import numpy as np
+import pyarrow as pa
+import pytest
+from conftest import FIXTURES
+from segstore_kafka import batch as codec
+from segstore_kafka import columnar as kafka_columnar
+from segstore_kafka import compression
+from segstore_kafka.arrowencode import Columns
+
+import segstore
+from segstore import overlap, speedups
+from segstore.columns import KAFKA_SCHEMA
+from segstore.convert import convert
+from segstore.errors import CorruptDataError, InvalidMessageError
+
+
+class _Source:
+    """Items 0..n-1, then maybe an error; records whether a step runs and on which thread."""
+
+    def __init__(self, n: int, fail_at: int | None = None) -> None:
+        self.n, self.fail_at = n, fail_at
+        self.running = threading.Event()
+        self.threads: set[int] = set()
+        self.closed = False
+        self.i = 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> int:
+        self.running.set()
+        try:
+            self.threads.add(threading.get_ident())
+            if self.i == self.fail_at:
+                raise CorruptDataError("expected an item, found damage", "src", self.i)
+            if self.i >= self.n:
+                raise StopIteration
+            self.i += 1
+            return self.i - 1
+        finally:
+            self.running.clear()
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.fixture(params=[True, False], ids=["overlapped", "sequential"])
+def enabled(request, monkeypatch):
+    monkeypatch.setattr(overlap, "ENABLED", request.param)
+    return request.param
+
+
+def test_items_come_in_order_and_no_step_runs_while_suspended(enabled) -> None:
+    src = _Source(50)
+    got = []
+    for item in overlap.overlapped(src, lambda i: i * 10):
+        assert not src.running.is_set()         # the worker finished before the yield
+        got.append(item)
+    assert got == [i * 10 for i in range(50)]
+    assert (threading.get_ident() not in src.threads) == enabled
+
+
+def test_an_error_of_the_source_comes_after_the_items_before_it(enabled) -> None:
+    src = _Source(50, fail_at=7)
+    got = []
+    with pytest.raises(CorruptDataError) as err:
+        for item in overlap.overlapped(src, lambda i: i):
+            got.append(item)
+    assert got == list(range(7)) and err.value.pos == 7
+
+
+def test_an_error_of_the_build_waits_for_the_worker_and_closes_the_source(enabled) -> None:
+    src = _Source(50)
+
+    def build(i: int) -> int:
+        if i == 3:
+            raise InvalidMessageError("expected a buildable item, found 3")
+        return i
+
+    with pytest.raises(InvalidMessageError):
+        list(overlap.overlapped(src, build))
+    assert not src.running.is_set() and src.closed
+
+
+def test_stopping_early_closes_the_source(enabled) -> None:
+    src = _Source(50)
+    it = overlap.overlapped(src, lambda i: i)
+    assert [next(it), next(it)] == [0, 1]
+    it.close()
+    assert src.closed and not src.running.is_set()
+    assert src.i <= 3          # at most the one item read ahead
+
+
+# -- the RocketMQ scan and the conversions, overlapped and not ------------------------------
+
+def test_scan_arrow_gives_the_same_batches_overlapped_or_not(monkeypatch, tmp_path) -> None:
+    path = str(tmp_path / "s")
+    with segstore.open(path, "rocketmq", "a") as store:
+        store.append_batch([{"topic": f"T{i % 3}", "queue_id": i % 2, "body": bytes([i % 251]) * (i % 300),
+                             "keys": [f"k{i}"], "tags": "t", "properties": {"p": str(i)}}
+                            for i in range(5000)])
+    tables = []
+    for on in (False, True):
+        monkeypatch.setattr(overlap, "ENABLED", on)
+        with segstore.open(path, "rocketmq", "r") as store:
+            tables.append(pa.Table.from_batches(list(store.scan_arrow(batch_rows=700))))
+    assert tables[0].num_rows == 5000 and tables[0].equals(tables[1])
+
+
+#: Files that hold the time of the run: topics.json's dataVersion, the conversion's own record.
+_TIMED = ("lock", "checkpoint", "topics.json", "segstore-convert.json")
+
+
+def _tree(root) -> dict[str, bytes]:
+    """Every file's bytes but :data:`_TIMED`; IndexFiles (named by the time) by their order."""
+    files = [p for p in sorted(root.rglob("*"))
+             if p.is_file() and ".segstore" not in p.parts and p.name not in _TIMED]
+    index = [p for p in files if p.parent.name == "index"]
+    named = {str(p.relative_to(root)): p.read_bytes() for p in files if p not in index}
+    return named | {f"index/#{i}": p.read_bytes() for i, p in enumerate(index)}
+
+
+@pytest.mark.parametrize("compression_name", ["none", "zstd"])
+def test_a_conversion_writes_the_same_bytes_overlapped_or_not(monkeypatch, tmp_path, compression_name):
+    src = FIXTURES / "rocketmq" / "basic" / "store"
+    out = {}
+    for on in (False, True):
+        monkeypatch.setattr(overlap, "ENABLED", on)
+        kafka, back = tmp_path / f"k{on}", tmp_path / f"b{on}"
+        convert(src, kafka, to="kafka", compression=compression_name)
+        convert(kafka, back, to="rocketmq")
+        out[on] = (_tree(kafka), _tree(back))
+    for on_side, off_side in zip(out[True], out[False], strict=True):
+        assert on_side and on_side.keys() == off_side.keys()
+        assert [name for name in on_side if on_side[name] != off_side[name]] == []
+
+
+# -- the C passes without the GIL, from many threads ---------------------------------------
+
+needs_c = pytest.mark.skipif(speedups.load("segstore_kafka._speedups") is None, reason="no C accelerator")
+
+
+def _kafka_log() -> bytes:
+    """Batches of every codec, then one whose compressed bytes are damaged (CRC fixed): the C
+    decode declines it after the decompress call fails, the reference raises its typed error."""
+    parts, offset = [], 0
+    for round_ in range(6):
+        for name in compression.COMPRESSION_NAMES:
+            records = [(f"k{offset + i}".encode(), bytes([round_]) * (i * 7), 1_700_000_000_000 + i,
+                        [("h", b"v" * i)]) for i in range(40)]
+            parts.append(codec.encode_batch(records, base_offset=offset, compression=name))
+            offset += 40
+    damaged = bytearray(codec.encode_batch([(b"x", b"y" * 500, 1_700_000_000_000)], base_offset=offset,
+                                           compression="zstd"))
+    damaged[codec.HEADER.size + 4:codec.HEADER.size + 12] = b"\xff" * 8
+    struct.pack_into(">I", damaged, codec.CRC_OFFSET, crc32c.crc32c(bytes(damaged[codec.ATTRIBUTES_OFFSET:])))
+    return b"".join(parts) + bytes(damaged)
+
+
+def _decoded(buf: bytes) -> tuple[list, tuple | None]:
+    batches, error = [], None
+    try:
+        for chunk in kafka_columnar.decode(buf, path="seg.log", accelerated=True):
+            batches.append(kafka_columnar.to_arrow(chunk, KAFKA_SCHEMA, topic="t", partition=0, segment=0))
+    except CorruptDataError as err:
+        error = (err.message, err.pos)
+    return pa.Table.from_batches(batches, schema=KAFKA_SCHEMA).to_pylist(), error
+
+
+@needs_c
+def test_kafka_decode_from_many_threads_equals_one_thread() -> None:
+    buf = _kafka_log()
+    want = _decoded(buf)
+    assert len(want[0]) == 6 * len(compression.COMPRESSION_NAMES) * 40 and want[1] is not None
+    with ThreadPoolExecutor(4) as pool:
+        assert all(got == want for got in pool.map(lambda _: _decoded(buf), range(16)))
+
+
+@needs_c
+def test_kafka_encode_from_many_threads_and_its_errors_with_the_gil_given_back() -> None:
+    n = 300
+    columns = Columns(pa.array([f"k{i}".encode() for i in range(n)], pa.binary()),
+                      pa.array([bytes(i % 50) for i in range(n)], pa.binary()),
+                      np.arange(n, dtype=np.int64) + 1_700_000_000_000,
+                      pa.array([[{"key": "h", "value": b"v" * (i % 9)}] for i in range(n)],
+                               pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))))
+    rows, deltas = np.arange(n), np.arange(n)
+    want = columns.region(rows, 1_700_000_000_000, deltas)
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda _: columns.region(rows, 1_700_000_000_000, deltas), range(32)))
+    assert all(g == want for g in got)
+    bad = [(np.array([0, n]), deltas[:2], 1_700_000_000_000, "rows within the batch's"),
+           (rows, np.full(n, 2**40), 1_700_000_000_000, "offset deltas within int32"),
+           (rows, deltas, -2**63, "varlong must fit in int64")]
+    for chosen, d, base, why in bad:     # each raised after the GIL is taken back (else a fatal error)
+        with pytest.raises(InvalidMessageError, match=why):
+            columns.region(chosen, base, d)
+    assert columns.region(rows, 1_700_000_000_000, deltas) == want
