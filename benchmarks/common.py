@@ -43,15 +43,18 @@ def machine() -> dict[str, Any]:
             "platform": platform.platform()}
 
 
-def best_of(fn: Callable[[], Any], repeat: int = 3, warmup: int = 1) -> float:
-    """Median wall time in seconds of ``repeat`` runs after ``warmup`` runs."""
-    for _ in range(warmup):
-        fn()
+def best_of(fn: Callable[[], Any], repeat: int = 3, warmup: int = 1,
+            setup: Callable[[], Any] | None = None) -> float:
+    """Median wall time in seconds of ``repeat`` runs after ``warmup`` runs; ``setup`` runs before
+    each, untimed (removing what the last run wrote)."""
     times = []
-    for _ in range(repeat):
+    for i in range(warmup + repeat):
+        if setup is not None:
+            setup()
         t0 = time.perf_counter()
         fn()
-        times.append(time.perf_counter() - t0)
+        if i >= warmup:
+            times.append(time.perf_counter() - t0)
     return statistics.median(times)
 
 
