@@ -211,3 +211,21 @@ def test_kafka_encode_from_many_threads_and_its_errors_with_the_gil_given_back()
         with pytest.raises(InvalidMessageError, match=why):
             columns.region(chosen, base, d)
     assert columns.region(rows, 1_700_000_000_000, deltas) == want
+
+
+def test_a_merge_in_small_items_writes_the_same_bytes(monkeypatch, tmp_path) -> None:
+    """Kafka -> RocketMQ merges the partitions back into commitlog order; items of at most
+    ``MERGE_ROWS`` rows (each parsed by the writer's ``prepare`` on the worker) give the bytes
+    one item of every row gives."""
+    from segstore.convert import pipeline
+
+    kafka = tmp_path / "k"
+    convert(FIXTURES / "rocketmq" / "basic" / "store", kafka, to="kafka")
+    trees = []
+    for rows in (1 << 20, 7):
+        monkeypatch.setattr(pipeline, "MERGE_ROWS", rows)
+        back = tmp_path / f"b{rows}"
+        convert(kafka, back, to="rocketmq")
+        trees.append(_tree(back))
+    assert trees[0] and trees[0].keys() == trees[1].keys()
+    assert [name for name in trees[0] if trees[0][name] != trees[1][name]] == []

@@ -694,21 +694,33 @@ class RocketMQArrowWriter(ArrowWriter):
                     self.entries.add(entry, size)
         return n, int(pc.sum(batch.column("size")).as_py() or 0), held
 
-    def add_rows(self, pieces: list[pa.RecordBatch], order: np.ndarray) -> tuple[int, int, int]:
-        """:meth:`add_batch` of the rows of ``pieces`` in ``order``: when every row is restored and this
-        path takes them all, each piece's columns are parsed as they are and only the restored
-        messages reordered (a merge's order costs a copy of the bodies and properties, not of every
-        header); otherwise the rows are taken first.  ``O(rows + header bytes)``."""
-        n = len(order)
-        if self.present > self.seen or not n or not all(restored_rows(piece).all() for piece in pieces):
-            return add_taken(self, pieces, order)
+    def prepare(self, pieces: list[pa.RecordBatch], order: np.ndarray) -> Restored | None:
+        """The restored messages of the rows of ``pieces`` in ``order`` (each piece's columns parsed
+        as they are, then only the restored messages reordered: a merge's order costs a copy of
+        the bodies and properties, not of every header); None when a row is not restored or this
+        path declines one.  Reads only the peer: safe beside a write.  ``O(rows + header bytes)``."""
+        if not len(order) or not all(restored_rows(piece).all() for piece in pieces):
+            return None
         parts = [restored_fields(piece, self.peer) for piece in pieces]
         if any(part is None for part in parts):
+            return None
+        return _taken(_concat(cast("list[Restored]", parts)), order)
+
+    def add_rows(self, pieces: list[pa.RecordBatch], order: np.ndarray,
+                 prepared: Restored | None = None) -> tuple[int, int, int]:
+        """:meth:`add_batch` of the rows of ``pieces`` in ``order``: through :meth:`prepare` (its
+        result given or made here) when this path takes every row, else the rows taken first."""
+        n = len(order)
+        if self.present > self.seen or not n:
             return add_taken(self, pieces, order)
+        if prepared is None:
+            prepared = self.prepare(pieces, order)
+            if prepared is None:
+                return add_taken(self, pieces, order)
         self.seen += n
         if self.entries.restored or self.entries.native:
             self.entries.flush()
-        self._pend(pieces, order, _taken(_concat(cast("list[Restored]", parts)), order))
+        self._pend(pieces, order, prepared)
         return n, sum(int(pc.sum(piece.column("size")).as_py() or 0) for piece in pieces), 0
 
     def _add_restored(self, piece: pa.RecordBatch) -> None:

@@ -139,11 +139,19 @@ class ArrowWriter(abc.ABC):
         """Buffer or write ``batch``'s rows; returns the rows taken, their source bytes (``size``) and
         the rows the destination held already (a resumed run)."""
 
-    def add_rows(self, pieces: list[pa.RecordBatch], order: np.ndarray) -> tuple[int, int, int]:
+    def prepare(self, pieces: list[pa.RecordBatch], order: np.ndarray) -> Any:
+        """What :meth:`add_rows` would first make of these rows without the destination (their
+        columns parsed and reordered), for it to take as ``prepared``; None when nothing (this
+        default).  It must not touch the destination or change the writer: a conversion calls it
+        on another thread while the writer writes the rows before (``segstore.overlap``)."""
+        return None
+
+    def add_rows(self, pieces: list[pa.RecordBatch], order: np.ndarray,
+                 prepared: Any = None) -> tuple[int, int, int]:
         """:meth:`add_batch` of the rows of ``pieces`` (one after another) in the order ``order``
-        (int64 row numbers, each row once): what a merge of several streams gives.  This default
-        takes the rows (a copy of every column); a writer that parses its columns first overrides it
-        to reorder only what it made."""
+        (int64 row numbers, each row once): what a merge of several streams gives; ``prepared``:
+        what :meth:`prepare` gave for them.  This default takes the rows (a copy of every column);
+        a writer that parses its columns first overrides it to reorder only what it made."""
         return add_taken(self, pieces, order)
 
     @abc.abstractmethod

@@ -70,6 +70,8 @@ PROGRESS_STEP = 500
 #: Convert in Arrow batches where both sides can (False: entry by entry, the reference the columnar
 #: path is tested equal to).
 COLUMNAR = True
+#: Rows of a merged item (:func:`_batches_in_order`) at most.
+MERGE_ROWS = 1 << 16
 #: Where ``--timestamp`` takes a record's time from, when the source has two (RocketMQ: born, store).
 TIMESTAMP_SOURCES = ("born", "store")
 #: How many verify differences an error lists.
@@ -224,12 +226,17 @@ def _convert_columns(source_side: FormatConversion, target_side: FormatConversio
     writer = target_side.arrow_writer(dest, writing)
     if writer is None:
         return False
-    def write(item: tuple[list[pa.RecordBatch], np.ndarray | None]) -> tuple[int, int, int]:
-        pieces, order = item
-        return writer.add_batch(pieces[0]) if order is None else writer.add_rows(pieces, order)
+    def prepared() -> Iterator[tuple[list[pa.RecordBatch], np.ndarray | None, Any]]:
+        for pieces, order in _batches_in_order(streams, target_side):
+            yield pieces, order, None if order is None else writer.prepare(pieces, order)
 
-    # the source reads (and the merge orders) its next batch while the target writes this one
-    for written, nbytes, present in overlapped(_batches_in_order(streams, target_side), write):
+    def write(item: tuple[list[pa.RecordBatch], np.ndarray | None, Any]) -> tuple[int, int, int]:
+        pieces, order, made = item
+        return writer.add_batch(pieces[0]) if order is None else writer.add_rows(pieces, order, made)
+
+    # the source reads its next batch (the merge orders it, the target parses it) while the target
+    # writes this one
+    for written, nbytes, present in overlapped(prepared(), write):
         report.already_present += present
         report.messages += written
         report.bytes += nbytes
@@ -306,6 +313,12 @@ def _batches_in_order(streams: list[Iterator[pa.RecordBatch]], target_side: Form
         cursor.check_home()
     while merged:
         bound = min(int(cursor.positions[-1]) for cursor in merged)
+        ends = [int(np.searchsorted(c.positions, bound, side="right")) for c in merged]
+        if sum(ends) - sum(c.at for c in merged) > MERGE_ROWS:
+            # at most MERGE_ROWS rows an item: the writer's work comes in even steps to overlap
+            # the source's reading with (segstore.overlap), and an item's memory stays bounded
+            waiting = np.concatenate([c.positions[c.at:end] for c, end in zip(merged, ends, strict=True)])
+            bound = int(np.partition(waiting, MERGE_ROWS - 1)[MERGE_ROWS - 1])
         pieces: list[pa.RecordBatch] = []
         keys: list[np.ndarray] = []
         for cursor in merged:
