@@ -38,16 +38,20 @@ def _cores() -> int:
 ENABLED = _cores() > 1 and os.environ.get("SEGSTORE_OVERLAP", "1") != "0"
 
 _pool: ThreadPoolExecutor | None = None
+_pool_pid = 0
 _pool_lock = threading.Lock()
 _END = object()
 
 
 def _executor() -> ThreadPoolExecutor:
-    global _pool
+    """The process's pool; a new one in a forked child (its parent's threads are not there, and a
+    pool that believes it has idle workers would never run a step)."""
+    global _pool, _pool_pid
     with _pool_lock:
-        if _pool is None:
+        if _pool is None or _pool_pid != os.getpid():
             _pool = ThreadPoolExecutor(max_workers=min(32, os.cpu_count() or 2),
                                        thread_name_prefix="segstore-overlap")
+            _pool_pid = os.getpid()
         return _pool
 
 

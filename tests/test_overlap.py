@@ -8,8 +8,11 @@ giving from many threads at once what they give from one.
 
 from __future__ import annotations
 
+import os
+import signal
 import struct
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import crc32c
@@ -229,3 +232,27 @@ def test_a_merge_in_small_items_writes_the_same_bytes(monkeypatch, tmp_path) -> 
         trees.append(_tree(back))
     assert trees[0] and trees[0].keys() == trees[1].keys()
     assert [name for name in trees[0] if trees[0][name] != trees[1][name]] == []
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_a_forked_child_overlaps_with_its_own_pool(monkeypatch) -> None:
+    """A child forked after the parent overlapped (its pool's threads left behind) still runs
+    every step: the pool is made again in the child, where reusing the parent's would hang."""
+    monkeypatch.setattr(overlap, "ENABLED", True)
+    assert list(overlap.overlapped(iter(range(5)), lambda i: i)) == list(range(5))
+    pid = os.fork()
+    if pid == 0:                                        # the child: exit 0 only when every item came
+        signal.alarm(20)
+        ok = list(overlap.overlapped(iter(range(5)), lambda i: i + 1)) == list(range(1, 6))
+        os._exit(0 if ok else 1)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail("the forked child hung in overlapped()")
+    assert os.waitstatus_to_exitcode(status) == 0
