@@ -38,21 +38,28 @@ def _cores() -> int:
 ENABLED = _cores() > 1 and os.environ.get("SEGSTORE_OVERLAP", "1") != "0"
 
 _pool: ThreadPoolExecutor | None = None
-_pool_pid = 0
 _pool_lock = threading.Lock()
 _END = object()
 
 
 def _executor() -> ThreadPoolExecutor:
-    """The process's pool; a new one in a forked child (its parent's threads are not there, and a
-    pool that believes it has idle workers would never run a step)."""
-    global _pool, _pool_pid
     with _pool_lock:
-        if _pool is None or _pool_pid != os.getpid():
+        global _pool
+        if _pool is None:
             _pool = ThreadPoolExecutor(max_workers=min(32, os.cpu_count() or 2),
                                        thread_name_prefix="segstore-overlap")
-            _pool_pid = os.getpid()
         return _pool
+
+
+def _forget_pool() -> None:
+    """In a forked child: the parent's pool threads are not there (a pool that counted one idle
+    would never run a step), and its lock may have been held by one of them."""
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
 
 
 def overlapped(source: Iterator[T], build: Callable[[T], U]) -> Iterator[U]:
