@@ -16,6 +16,7 @@ thread writes disjoint byte ranges (the mmap is shared memory); ``resize`` and
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import fcntl
 import functools
@@ -24,6 +25,7 @@ import os
 import re
 import shutil
 import stat
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
@@ -46,6 +48,25 @@ from .errors import (
 )
 
 PAGE_SIZE = mmap.PAGESIZE
+#: Appended bytes after which :meth:`AppendFile.append` starts their writeback (see there).
+WRITEBACK_BYTES = 8 << 20
+_SYNC_FILE_RANGE_WRITE = 2      # <linux/fs.h>: start writing the dirty pages of the range, no wait
+
+
+def _writeback_starter() -> Any:
+    """libc's ``sync_file_range`` (Linux; ``os`` has none), or None where there is none."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).sync_file_range
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_sync_file_range = _writeback_starter()
 _FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT}
 
 
@@ -330,6 +351,14 @@ class AppendFile:
                 os.ftruncate(self._fd, pos)     # a full disk leaves no part of ``data`` (no torn batch)
                 raise
         self.size = pos + written
+        if _sync_file_range is not None and pos // WRITEBACK_BYTES != self.size // WRITEBACK_BYTES:
+            # Start writing back each whole WRITEBACK_BYTES appended (no wait; the GIL released):
+            # the kernel would otherwise hold every page dirty until the close's fsync, which
+            # then waited for all of them (0.3 s of a 1M-message conversion's 375 MB), while the
+            # disk sat idle during the appends.  Advisory: the fsync still decides durability.
+            start = pos // WRITEBACK_BYTES * WRITEBACK_BYTES
+            _sync_file_range(self._fd, start, self.size // WRITEBACK_BYTES * WRITEBACK_BYTES - start,
+                             _SYNC_FILE_RANGE_WRITE)
         return pos
 
     def read(self, pos: int, n: int) -> bytes:

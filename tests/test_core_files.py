@@ -168,3 +168,27 @@ def test_flush_reaches_the_disk_for_an_empty_file_and_a_whole_one(monkeypatch, t
     assert len(synced) == 2
     f.close()
     assert (tmp_path / "x.index").stat().st_size == 0
+
+
+def test_appends_start_the_writeback_of_each_whole_chunk_and_nothing_else(monkeypatch, tmp_path):
+    """Every WRITEBACK_BYTES appended have their writeback started once, the whole chunks an
+    append completes and no more; the bytes are the file's either way."""
+    started = []
+    monkeypatch.setattr(files, "WRITEBACK_BYTES", 1000)
+    monkeypatch.setattr(files, "_sync_file_range", lambda fd, at, n, flags: started.append((at, n, flags)))
+    f = files.AppendFile(tmp_path / "a.log", create=True)
+    sizes = [300, 300, 300, 300, 2500, 1, 599]          # ends 300 600 900 1200 3700 3701 4300
+    for i, n in enumerate(sizes):
+        f.append(bytes([i]) * n)
+    f.close()
+    assert started == [(0, 1000, 2), (1000, 2000, 2), (3000, 1000, 2)]
+    assert (tmp_path / "a.log").read_bytes() == b"".join(bytes([i]) * n for i, n in enumerate(sizes))
+
+
+@pytest.mark.skipif(files._sync_file_range is None, reason="no sync_file_range here")
+def test_the_writeback_start_is_linux_sync_file_range(tmp_path):
+    f = files.AppendFile(tmp_path / "b.log", create=True)
+    f.append(b"x" * (files.WRITEBACK_BYTES + 5))
+    assert files._sync_file_range(f._fd, 0, files.WRITEBACK_BYTES, 2) == 0
+    f.close()
+    assert os.path.getsize(tmp_path / "b.log") == files.WRITEBACK_BYTES + 5
