@@ -67,6 +67,23 @@ def _writeback_starter() -> Any:
 
 
 _sync_file_range = _writeback_starter()
+
+
+def _start_writeback(fd: int, before: int, after: int) -> None:
+    """Start (no wait; the GIL released) the writeback of the whole :data:`WRITEBACK_BYTES`
+    chunks of a file that appending bytes ``[before, after)`` completed.
+
+    The kernel would otherwise hold every appended page dirty until the close's fsync (far
+    below its dirty-background threshold), which then waited for all of them (0.3 s of a
+    1M-message conversion's 375 MB) while the disk sat idle during the appends.  Advisory:
+    the fsync still decides durability; errors are the fsync's to report.
+    """
+    if _sync_file_range is not None and before // WRITEBACK_BYTES != after // WRITEBACK_BYTES:
+        start = before // WRITEBACK_BYTES * WRITEBACK_BYTES
+        end = after // WRITEBACK_BYTES * WRITEBACK_BYTES
+        _sync_file_range(fd, start, end - start, _SYNC_FILE_RANGE_WRITE)
+
+
 _FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT}
 
 
@@ -260,6 +277,12 @@ class MappedFile:
             while written < n:
                 written += os.pwrite(self._fd, view[written:], pos + written)
 
+    def appended(self, before: int, after: int) -> None:
+        """Bytes ``[before, after)`` were just written after those before them (a log written
+        front to back, as the commitlog): their writeback starts as :meth:`AppendFile.append`'s."""
+        if self.writable and self._fd >= 0:
+            _start_writeback(self._fd, before, after)
+
     def flush(self, start: int = 0, end: int | None = None) -> None:
         """Make bytes ``[start, end)`` durable (``msync`` of the pages they touch; ``fdatasync`` when
         they are the whole file, which lets other threads run meanwhile: ``mmap.flush`` holds the GIL,
@@ -351,14 +374,7 @@ class AppendFile:
                 os.ftruncate(self._fd, pos)     # a full disk leaves no part of ``data`` (no torn batch)
                 raise
         self.size = pos + written
-        if _sync_file_range is not None and pos // WRITEBACK_BYTES != self.size // WRITEBACK_BYTES:
-            # Start writing back each whole WRITEBACK_BYTES appended (no wait; the GIL released):
-            # the kernel would otherwise hold every page dirty until the close's fsync, which
-            # then waited for all of them (0.3 s of a 1M-message conversion's 375 MB), while the
-            # disk sat idle during the appends.  Advisory: the fsync still decides durability.
-            start = pos // WRITEBACK_BYTES * WRITEBACK_BYTES
-            _sync_file_range(self._fd, start, self.size // WRITEBACK_BYTES * WRITEBACK_BYTES - start,
-                             _SYNC_FILE_RANGE_WRITE)
+        _start_writeback(self._fd, pos, self.size)
         return pos
 
     def read(self, pos: int, n: int) -> bytes:

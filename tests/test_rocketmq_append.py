@@ -232,3 +232,35 @@ def test_the_blank_rule_leaves_room_for_a_blank():
     assert place(0, [4088], 4096).blanks == [] and place(1, [4088], 4096).blanks == [(1, 4095)]
     assert place(10, [], 4096) == place(10, [], 4096) and place(10, [], 4096).end == 10
     assert np.array_equal(np.diff(place(0, [100] * 100, 1000).offsets[:9]), [100] * 8)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="names a descriptor's file through /proc")
+@pytest.mark.parametrize("single", [False, True], ids=["batch", "single"])
+def test_commitlog_appends_start_the_writeback_of_each_whole_chunk(monkeypatch, tmp_path, single):
+    """Every append path writes through ``CommitLog.write_batch``, which starts the writeback of
+    each whole ``files.WRITEBACK_BYTES`` of a commitlog file as the appends complete it, once,
+    and of nothing else (its consume queues and IndexFile are not appended front to back)."""
+    from segstore import files
+
+    started = []
+    monkeypatch.setattr(files, "WRITEBACK_BYTES", 4096)
+    monkeypatch.setattr(files, "_sync_file_range",
+                        lambda fd, at, n, flags: started.append((os.readlink(f"/proc/self/fd/{fd}"), at, n)))
+    with RocketMQStore(str(tmp_path / "s"), "a", {"mappedFileSizeCommitLog": 64 << 10}) as store:
+        messages = [{"topic": "T", "queue_id": i % 3, "body": bytes([i % 256]) * (50 + i % 700),
+                     "keys": [f"k{i}"]} for i in range(300)]
+        if single:
+            for m in messages:
+                store.append(m)
+        else:
+            for at in range(0, len(messages), 37):
+                store.append_batch(messages[at:at + 37])
+        by_path = {seg.path: seg for seg in store.commitlog.log.segments.values()}
+        assert len(by_path) >= 2 and {path for path, _, _ in started} <= set(by_path)
+        for path, seg in by_path.items():
+            ranges = sorted((at, n) for p, at, n in started if p == path)
+            covered = 0
+            for at, n in ranges:
+                assert at == covered and n > 0 and n % 4096 == 0
+                covered += n
+            assert covered == seg.wrote // 4096 * 4096

@@ -493,6 +493,7 @@ class CommitLog:
                 pos = file_end
             else:
                 pos = offsets[j - 1] + sizes[j - 1] if j > i else pos
+            seg.file.appended(write_pos, seg.wrote)
             self.log.mark_dirty(seg)
             touched.append(seg)
             i = j
@@ -518,6 +519,7 @@ class CommitLog:
             raise OffsetOutOfRangeError(f"expected an active commitlog file to account {n} bytes written "
                                         "in place (see unwritten_map), found none", self.directory)
         active.wrote += n
+        active.file.appended(active.wrote - n, active.wrote)
         self.log.mark_dirty(active)
 
     def discard_unwritten(self, n: int) -> None:
