@@ -26,6 +26,7 @@ from typing import TypeVar
 T = TypeVar("T")
 U = TypeVar("U")
 
+
 def _cores() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -43,8 +44,8 @@ _END = object()
 
 
 def _executor() -> ThreadPoolExecutor:
+    global _pool
     with _pool_lock:
-        global _pool
         if _pool is None:
             _pool = ThreadPoolExecutor(max_workers=min(32, os.cpu_count() or 2),
                                        thread_name_prefix="segstore-overlap")

@@ -226,6 +226,7 @@ def _convert_columns(source_side: FormatConversion, target_side: FormatConversio
     writer = target_side.arrow_writer(dest, writing)
     if writer is None:
         return False
+
     def prepared() -> Iterator[tuple[list[pa.RecordBatch], np.ndarray | None, Any]]:
         for pieces, order in _batches_in_order(streams, target_side):
             yield pieces, order, None if order is None else writer.prepare(pieces, order)
