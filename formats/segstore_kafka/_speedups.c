@@ -1713,11 +1713,13 @@ release_buf(Buf *b)
     }
 }
 
-/* Length of blob i of a column: -1 when null; checked to lie inside its data (-1 returned when
- * not, no Python error set: the caller may not hold the GIL; blob_error says it). */
+static void blob_error(const int32_t *offsets, Py_ssize_t data_len, Py_ssize_t i);
+
+/* Length of blob i of a column: -1 when null; checked to lie inside its data (else -1, the GIL
+ * taken back from *released first when the caller gave it up, and the error set). */
 static inline int
 column_blob(const uint8_t *valid, const int32_t *offsets, Py_ssize_t data_len, Py_ssize_t i,
-            const uint8_t *data, const uint8_t **p, int64_t *len)
+            const uint8_t *data, const uint8_t **p, int64_t *len, PyThreadState **released)
 {
     if (valid != NULL && !valid[i]) {
         *p = NULL;
@@ -1726,6 +1728,11 @@ column_blob(const uint8_t *valid, const int32_t *offsets, Py_ssize_t data_len, P
     }
     int64_t start = offsets[i], end = offsets[i + 1];
     if (start < 0 || end < start || end > data_len || end - start > INT32_MAX) {
+        if (*released != NULL) {
+            PyEval_RestoreThread(*released);
+            *released = NULL;
+        }
+        blob_error(offsets, data_len, i);
         return -1;
     }
     *p = data + start;
@@ -1815,15 +1822,9 @@ columns_region(PyObject *objs[N_COLUMNS], Py_ssize_t rows_n, long long base, Out
         }
         const uint8_t *kp, *vp;
         int64_t klen, vlen;
-        if (column_blob(kv, ko, b[KD].view.len, i, kd, &kp, &klen) < 0) {
-            HOLD_GIL();
-            blob_error(ko, b[KD].view.len, i);
-            goto done;
-        }
-        if (column_blob(vv, vo, b[VD].view.len, i, vd, &vp, &vlen) < 0) {
-            HOLD_GIL();
-            blob_error(vo, b[VD].view.len, i);
-            goto done;
+        if (column_blob(kv, ko, b[KD].view.len, i, kd, &kp, &klen, &o->released) < 0
+            || column_blob(vv, vo, b[VD].view.len, i, vd, &vp, &vlen, &o->released) < 0) {
+            goto done;      /* the GIL taken back */
         }
         int64_t h0 = hoff[i], h1 = hoff[i + 1];
         if (h0 < 0 || h1 < h0 || h1 > m || h1 - h0 > INT32_MAX) {
@@ -1851,15 +1852,9 @@ columns_region(PyObject *objs[N_COLUMNS], Py_ssize_t rows_n, long long base, Out
         for (int64_t h = h0; h < h1; h++) {
             const uint8_t *p;
             int64_t klen_h, vlen_h;
-            if (column_blob(NULL, hko, b[HKD].view.len, h, hkd, &p, &klen_h) < 0) {
-                HOLD_GIL();
-                blob_error(hko, b[HKD].view.len, h);
-                goto done;
-            }
-            if (column_blob(hvv, hvo, b[HVD].view.len, h, hvdp, &p, &vlen_h) < 0) {
-                HOLD_GIL();
-                blob_error(hvo, b[HVD].view.len, h);
-                goto done;
+            if (column_blob(NULL, hko, b[HKD].view.len, h, hkd, &p, &klen_h, &o->released) < 0
+                || column_blob(hvv, hvo, b[HVD].view.len, h, hvdp, &p, &vlen_h, &o->released) < 0) {
+                goto done;  /* the GIL taken back */
             }
             size += blob_size(klen_h) + blob_size(vlen_h);
         }
