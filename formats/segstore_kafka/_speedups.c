@@ -467,6 +467,21 @@ fail:
 /* ------------------------------------------------------------------------------ */
 /* encode */
 
+/* A C pass that gives up the GIL keeps its thread state in *released (NULL while it holds the
+ * GIL): take_gil takes the GIL back from it, drop_gil gives the GIL up into it. */
+static inline void
+take_gil(PyThreadState **released)
+{
+    PyEval_RestoreThread(*released);
+    *released = NULL;
+}
+
+static inline void
+drop_gil(PyThreadState **released)
+{
+    *released = PyEval_SaveThread();
+}
+
 typedef struct {
     uint8_t *data;
     Py_ssize_t len, cap;
@@ -485,11 +500,10 @@ reserve(Out *o, Py_ssize_t extra)
     if (o->released == NULL) {
         return grow(o, extra);
     }
-    PyEval_RestoreThread(o->released);
-    o->released = NULL;
+    take_gil(&o->released);
     int rc = grow(o, extra);
     if (rc == 0) {
-        o->released = PyEval_SaveThread();
+        drop_gil(&o->released);
     }
     return rc;      /* -1: the GIL held, the error set */
 }
@@ -1225,20 +1239,6 @@ decode_column_records(const uint8_t *buf, Py_ssize_t end, const BatchRow *batch,
 #define MAX_CODEC 4
 #define TIMESTAMP_TYPE_FLAG 0x08
 
-/* The GIL taken back from *released (when released) and given up again. */
-static inline void
-take_gil(PyThreadState **released)
-{
-    PyEval_RestoreThread(*released);
-    *released = NULL;
-}
-
-static inline void
-drop_gil(PyThreadState **released)
-{
-    *released = PyEval_SaveThread();
-}
-
 /* One batch at log[pos]: REC_OK (added, *size set), REC_DECLINE, REC_FULL, or -1 (exception set).
  * Called without the GIL (*released): it is taken only around the decompress call, and held on
  * return when -1. */
@@ -1713,7 +1713,12 @@ release_buf(Buf *b)
     }
 }
 
-static void blob_error(const int32_t *offsets, Py_ssize_t data_len, Py_ssize_t i);
+static void
+blob_error(const int32_t *offsets, Py_ssize_t data_len, Py_ssize_t i)
+{
+    PyErr_Format(PyExc_ValueError, "a value offset range inside its data, found [%lld, %lld) of %zd",
+                 (long long)offsets[i], (long long)offsets[i + 1], data_len);
+}
 
 /* Length of blob i of a column: -1 when null; checked to lie inside its data (else -1, the GIL
  * taken back from *released first when the caller gave it up, and the error set). */
@@ -1729,8 +1734,7 @@ column_blob(const uint8_t *valid, const int32_t *offsets, Py_ssize_t data_len, P
     int64_t start = offsets[i], end = offsets[i + 1];
     if (start < 0 || end < start || end > data_len || end - start > INT32_MAX) {
         if (*released != NULL) {
-            PyEval_RestoreThread(*released);
-            *released = NULL;
+            take_gil(released);
         }
         blob_error(offsets, data_len, i);
         return -1;
@@ -1738,13 +1742,6 @@ column_blob(const uint8_t *valid, const int32_t *offsets, Py_ssize_t data_len, P
     *p = data + start;
     *len = end - start;
     return 0;
-}
-
-static void
-blob_error(const int32_t *offsets, Py_ssize_t data_len, Py_ssize_t i)
-{
-    PyErr_Format(PyExc_ValueError, "a value offset range inside its data, found [%lld, %lld) of %zd",
-                 (long long)offsets[i], (long long)offsets[i + 1], data_len);
 }
 
 static inline Py_ssize_t
@@ -1811,12 +1808,11 @@ columns_region(PyObject *objs[N_COLUMNS], Py_ssize_t rows_n, long long base, Out
     long long max_ts = NO_TIMESTAMP;
     /* The walk holds no Python object: the GIL is released (a conversion reads its next batch
      * meanwhile; segstore.overlap), taken back to grow o or to say an error. */
-#define HOLD_GIL() do { PyEval_RestoreThread(o->released); o->released = NULL; } while (0)
-    o->released = PyEval_SaveThread();
+    drop_gil(&o->released);
     for (Py_ssize_t k = 0; k < n; k++) {
         int64_t i = rw[k];
         if (i < 0 || i >= rows_n) {
-            HOLD_GIL();
+            take_gil(&o->released);
             PyErr_Format(PyExc_ValueError, "rows within the batch's %zd, found %lld", rows_n, (long long)i);
             goto done;
         }
@@ -1828,18 +1824,18 @@ columns_region(PyObject *objs[N_COLUMNS], Py_ssize_t rows_n, long long base, Out
         }
         int64_t h0 = hoff[i], h1 = hoff[i + 1];
         if (h0 < 0 || h1 < h0 || h1 > m || h1 - h0 > INT32_MAX) {
-            HOLD_GIL();
+            take_gil(&o->released);
             PyErr_SetString(PyExc_ValueError, "header offsets that increase within the headers");
             goto done;
         }
         if (dl[k] < INT32_MIN || dl[k] > INT32_MAX) {
-            HOLD_GIL();
+            take_gil(&o->released);
             PyErr_SetString(PyExc_ValueError, "offset deltas within int32");
             goto done;
         }
         long long ts_delta;
         if (__builtin_sub_overflow((long long)ts[i], base, &ts_delta)) {
-            HOLD_GIL();
+            take_gil(&o->released);
             PyErr_Format(PyExc_ValueError, "varlong must fit in int64, found a timestamp delta of %lld - %lld",
                          (long long)ts[i], base);
             goto done;
@@ -1859,7 +1855,7 @@ columns_region(PyObject *objs[N_COLUMNS], Py_ssize_t rows_n, long long base, Out
             size += blob_size(klen_h) + blob_size(vlen_h);
         }
         if (size > INT32_MAX) {
-            HOLD_GIL();
+            take_gil(&o->released);
             PyErr_SetString(PyExc_ValueError, "records of at most 2**31-1 bytes");
             goto done;
         }
@@ -1879,8 +1875,7 @@ columns_region(PyObject *objs[N_COLUMNS], Py_ssize_t rows_n, long long base, Out
         }
         o->len = w - o->data;
     }
-    HOLD_GIL();
-#undef HOLD_GIL
+    take_gil(&o->released);
     *max_ts_out = max_ts;
     rc = 0;
 done:
