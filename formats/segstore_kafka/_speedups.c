@@ -1755,7 +1755,7 @@ put_blob(uint8_t *o, const uint8_t *p, int64_t len)
 {
     o = write_unsigned(o, zigzag64(len));
     if (len > 0) {
-        memcpy(o, p, (size_t)len);
+        copy_short(o, p, (size_t)len);
         o += len;
     }
     return o;

@@ -2931,7 +2931,7 @@ header_lists(PyObject *module, PyObject *args)
                 if (s->has_mask && !((const uint8_t *)s->mask.buf)[i]) {
                     continue;
                 }
-                memcpy(kd + kat, s->name.buf, (size_t)s->name.len);
+                copy_short(kd + kat, s->name.buf, (size_t)s->name.len);
                 kat += (int32_t)s->name.len;
                 if (s->kind == 0) {
                     vat += decimal_text(((const int64_t *)s->a.buf)[i], (char *)vd + vat);
@@ -2941,7 +2941,7 @@ header_lists(PyObject *module, PyObject *args)
                     copy_short(vd + vat, (const uint8_t *)s->b.buf + o[i], (size_t)len);
                     vat += len;
                 } else {
-                    memcpy(vd + vat, s->a.buf, (size_t)s->a.len);
+                    copy_short(vd + vat, s->a.buf, (size_t)s->a.len);
                     vat += (int32_t)s->a.len;
                 }
                 item++;
@@ -2949,7 +2949,7 @@ header_lists(PyObject *module, PyObject *args)
                 vo_out[item] = vat;
             }
             for (int64_t j = row_items[i]; j < row_items[i + 1]; j++) {
-                memcpy(kd + kat, prefix.buf, (size_t)prefix.len);
+                copy_short(kd + kat, prefix.buf, (size_t)prefix.len);
                 kat += (int32_t)prefix.len;
                 copy_short(kd + kat, nd + no[j], (size_t)(no[j + 1] - no[j]));
                 kat += no[j + 1] - no[j];
