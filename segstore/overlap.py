@@ -13,6 +13,9 @@ truncates between two batches is never being read by a worker), and an error the
 raises comes after the batches before it, as it would single-threaded.  The steps run in
 a process-wide pool (one thread per core at most); a step never waits on another step,
 so scans from many threads share the pool without deadlock.
+
+:func:`in_halves` is the same pool for a writer: a list of independent steps (record batches
+queued for encoding) split in two, one half on a pool thread while this thread runs the other.
 """
 
 from __future__ import annotations
@@ -96,3 +99,29 @@ def overlapped(source: Iterator[T], build: Callable[[T], U]) -> Iterator[U]:
         close = getattr(source, "close", None)
         if close is not None:
             close()
+
+
+def in_halves(fn: Callable[[T], U], items: list[T], weights: list[int]) -> list[U]:
+    """``[fn(item) for item in items]``: this thread runs the shortest run of first items that holds
+    half of their total weight (leaving one at least), a pool thread the rest meanwhile (when
+    :data:`ENABLED` and there are two items or more).  For independent steps that are mostly C
+    releasing the GIL (encoding the record batches a write has queued).
+
+    ``fn`` must be safe to call from two threads at once on different items.  An exception of
+    either half is raised here once both halves are done (the first half's first); the pool
+    thread has finished whenever this returns or raises.  ``O(len(items))`` besides ``fn``.
+    """
+    if not ENABLED or len(items) < 2:
+        return [fn(item) for item in items]
+    half, total, middle = 0, sum(weights), len(items) - 1
+    for i, w in enumerate(weights):
+        half += w
+        if 2 * half >= total:
+            middle = min(i + 1, middle)
+            break
+    later = _executor().submit(lambda: [fn(item) for item in items[middle:]])
+    try:
+        first = [fn(item) for item in items[:middle]]
+    finally:
+        later.exception()       # wait, without raising: the pool thread is done before we go on
+    return first + later.result()

@@ -153,6 +153,64 @@ def test_a_conversion_writes_the_same_bytes_overlapped_or_not(monkeypatch, tmp_p
         assert [name for name in on_side if on_side[name] != off_side[name]] == []
 
 
+# -- in_halves: queued independent steps on two threads -------------------------------------
+
+@pytest.mark.parametrize("n", [0, 1, 2, 5, 17])
+def test_in_halves_gives_every_result_in_order(enabled, n) -> None:
+    weights = [(i * 7) % 5 + 1 for i in range(n)]
+    threads: dict[int, int] = {}
+
+    def step(i: int) -> int:
+        threads[i] = threading.get_ident()
+        time.sleep(0.001)
+        return i * i
+
+    assert overlap.in_halves(step, list(range(n)), weights) == [i * i for i in range(n)]
+    here = threading.get_ident()
+    # here: the shortest run of items holding half the weight, leaving the pool one at least
+    middle = n
+    if enabled and n >= 2:
+        middle = min(n - 1, next(i + 1 for i in range(n) if 2 * sum(weights[:i + 1]) >= sum(weights)))
+    assert [threads[i] == here for i in range(n)] == [i < middle for i in range(n)]
+
+
+def test_in_halves_raises_the_first_error_in_order_once_both_halves_are_done(enabled) -> None:
+    running, ran = [0], []
+
+    def step(i: int) -> int:
+        running[0] += 1
+        try:
+            time.sleep(0.02 if i >= 3 else 0)
+            ran.append(i)
+            if i in (1, 4):
+                raise InvalidMessageError(f"expected a good item, found {i}")
+            return i
+        finally:
+            running[0] -= 1
+
+    with pytest.raises(InvalidMessageError, match="found 1"):
+        overlap.in_halves(step, list(range(6)), [1] * 6)
+    assert running[0] == 0
+    # one thread stops at the first error; with two, the second half ran up to its own
+    assert sorted(ran) == ([0, 1, 3, 4] if enabled else [0, 1])
+
+
+def test_a_conversion_in_many_small_batches_writes_the_same_bytes(monkeypatch, tmp_path) -> None:
+    """RocketMQ -> Kafka with 5 records a batch: every added batch queues dozens of record batches
+    over several partitions, encoded half on a pool thread; the same bytes as one thread."""
+    from segstore.convert import pipeline
+
+    monkeypatch.setattr(pipeline, "BATCH_RECORDS", 5)
+    trees = []
+    for on in (False, True):
+        monkeypatch.setattr(overlap, "ENABLED", on)
+        kafka = tmp_path / f"k{on}"
+        convert(FIXTURES / "rocketmq" / "basic" / "store", kafka, to="kafka", compression="lz4")
+        trees.append(_tree(kafka))
+    assert trees[0] and trees[0].keys() == trees[1].keys()
+    assert [name for name in trees[0] if trees[0][name] != trees[1][name]] == []
+
+
 # -- the C passes without the GIL, from many threads ---------------------------------------
 
 needs_c = pytest.mark.skipif(speedups.load("segstore_kafka._speedups") is None, reason="no C accelerator")

@@ -78,6 +78,11 @@ class Columns:
         columns._laid = layout
         return columns
 
+    def lay_out(self) -> None:
+        """Lay the buffers out now (they are laid out on first use otherwise: once, if two threads
+        encode rows of these columns, only when this ran first)."""
+        self._layout()
+
     def _layout(self) -> tuple:
         if self._laid is None:
             key, value, headers = self.arrays

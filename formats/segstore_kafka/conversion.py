@@ -36,7 +36,8 @@ from segstore.convert.interchange import (
     Writer,
 )
 from segstore.convert.topicnames import WORD_CHARS, TopicRules
-from segstore.errors import ConversionError, CorruptDataError
+from segstore.errors import ConversionError, CorruptDataError, SegstoreError
+from segstore.overlap import in_halves
 from segstore.records import CREATE_TIME, LOG_APPEND_TIME
 from segstore.search import Bound, search
 from segstore.store import Store
@@ -307,11 +308,18 @@ class KafkaArrowWriter(_PartitionTarget, ArrowWriter):
     The one difference: the :data:`BUFFER_BYTES` bound on everything buffered is checked after each
     added batch instead of after each record (with over 128 partitions buffering nearly full
     batches, batch boundaries can then differ; the records do not).
+
+    The batches an added batch completes are queued, then encoded together, half of them on a pool
+    thread (:func:`segstore.overlap.in_halves`; the C encoder and the codecs release the GIL), and
+    appended in order: a batch's base offset is known before it is encoded (the one after the last
+    offset queued for its partition), so only the appends need the partition.
     """
 
     def __init__(self, dest: Any, options: Options) -> None:
         super().__init__(dest, options)
         self.pending: dict[tuple[str, int], _Pending] = {}
+        self.queued: list[tuple[tuple[str, int], list[tuple[Columns, np.ndarray]], np.ndarray,
+                                tuple[Any, ...]]] = []
 
     def add_batch(self, batch: pa.RecordBatch) -> tuple[int, int, int]:
         n = batch.num_rows
@@ -334,6 +342,7 @@ class KafkaArrowWriter(_PartitionTarget, ArrowWriter):
             present += held
         if self.buffered >= BUFFER_BYTES:
             self.flush_all()
+        self._write_queued()
         return written, nbytes, present
 
     def _add_partition(self, key: tuple[str, int], data: _Batch, rows: np.ndarray) -> tuple[int, int, int]:
@@ -395,28 +404,63 @@ class KafkaArrowWriter(_PartitionTarget, ArrowWriter):
         return n, int(cumulative[-1]), held
 
     def flush(self, key: tuple[str, int]) -> None:
+        """Queue the partition's pending rows as one batch (:meth:`_write_queued` writes it)."""
         pending = self.pending.pop(key, None)
         if pending is None or not pending.count:
             return
         self.buffered -= pending.bytes
-        self._write(self._partition(key), pending.pieces, np.concatenate(pending.offsets), pending.kind)
+        self.queued.append((key, pending.pieces, np.concatenate(pending.offsets), pending.kind))
 
-    def _write(self, part: Any, pieces: list[tuple[Columns, np.ndarray]], offsets: np.ndarray,
-               kind: tuple[Any, ...]) -> None:
-        """Append the rows as one batch, or as halves while the batch would pass ``segment.bytes``."""
+    def _write_queued(self) -> None:
+        """Encode the queued batches (two threads) and append them in order.  An encoding error is
+        raised after the batches before it are appended, as one thread would."""
+        queued, self.queued = self.queued, []
+        if not queued:
+            return
+        planned: list[tuple[Any, list[tuple[Columns, np.ndarray]], np.ndarray, tuple[Any, ...], int]] = []
+        bases: dict[tuple[str, int], int] = {}
+        for key, pieces, offsets, kind in queued:
+            part = self._partition(key)
+            base = bases.get(key, part.next_offset)
+            bases[key] = int(offsets[-1]) + 1
+            planned.append((part, pieces, offsets, kind, base))
+            for columns, _ in pieces:
+                columns.lay_out()       # here, not once per thread
+
+        def encode(job: tuple) -> tuple[bytes | None, SegstoreError | None]:
+            _, pieces, offsets, kind, base = job
+            try:
+                return self._encode(pieces, offsets, kind, base), None
+            except SegstoreError as err:
+                return None, err
+
+        encoded = in_halves(encode, planned, [len(offsets) for _, _, offsets, _, _ in planned])
+        for (part, pieces, offsets, kind, _), (data, error) in zip(planned, encoded, strict=True):
+            if error is not None:
+                raise error
+            assert data is not None
+            self._append(part, pieces, offsets, kind, data)
+
+    def _encode(self, pieces: list[tuple[Columns, np.ndarray]], offsets: np.ndarray, kind: tuple[Any, ...],
+                base: int) -> bytes:
+        """The rows as one batch at base offset ``base``.  Thread-safe (columns laid out already)."""
         ts_type, transactional, control, producer_id, producer_epoch, log_append_time = kind
         log_append = ts_type == _LOG_APPEND_TIME_ID
-        data = encode_batch_columns(
-            pieces, offsets, base_offset=part.next_offset,
+        return encode_batch_columns(
+            pieces, offsets, base_offset=base,
             compression="none" if control else self.compression, partition_leader_epoch=LEADER_EPOCH,
             producer_id=producer_id, producer_epoch=producer_epoch, is_transactional=bool(transactional),
             is_control=bool(control), timestamp_type=LOG_APPEND_TIME if log_append else CREATE_TIME,
             log_append_time=log_append_time)
+
+    def _append(self, part: Any, pieces: list[tuple[Columns, np.ndarray]], offsets: np.ndarray,
+                kind: tuple[Any, ...], data: bytes) -> None:
+        """Append the rows' batch ``data``, or the rows as halves while their batch would pass
+        ``segment.bytes``."""
         if len(data) > self.segment_bytes and len(offsets) > 1:
             half = len(offsets) // 2
-            first, second = _split(pieces, half)
-            self._write(part, first, offsets[:half], kind)
-            self._write(part, second, offsets[half:], kind)
+            for rows, at in zip(_split(pieces, half), (offsets[:half], offsets[half:]), strict=True):
+                self._append(part, rows, at, kind, self._encode(rows, at, kind, part.next_offset))
             return
         now = max(int(columns.timestamps[rows].max()) for columns, rows in pieces if len(rows))
         part.append_encoded(data, now_ms=now)
@@ -424,6 +468,7 @@ class KafkaArrowWriter(_PartitionTarget, ArrowWriter):
     def flush_all(self) -> None:
         for key in list(self.pending):
             self.flush(key)
+        self._write_queued()
 
 
 def _split(pieces: list[tuple[Columns, np.ndarray]], at: int
