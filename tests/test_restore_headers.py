@@ -186,3 +186,30 @@ def test_each_hostile_property_text_as_the_reference(where: str, text: bytes) ->
     assert (expected is None) == (found is None)
     if found is not None:
         assert same(found, expected)
+
+
+def _positions(batch: pa.RecordBatch, way) -> tuple[str, object]:
+    try:
+        return "ok", way(batch).tolist()
+    except rmq.ConversionError as err:
+        return "error", str(err)
+
+
+@given(st.lists(rows(), min_size=1, max_size=6), st.data())
+@settings(max_examples=300, deadline=None)
+def test_first_headers_gives_what_the_arrow_reference_gives(drawn, data) -> None:
+    """The merge's home positions and the writer's restored rows (one C pass, ``first_headers``)
+    against their Arrow references, on damaged header lists (the physical offset missing, null,
+    not plain decimal), rows with no headers or a null list, and a slice of the batch."""
+    kinds = data.draw(st.lists(st.sampled_from(["as drawn", "as drawn", "empty", "null"]),
+                               min_size=len(drawn), max_size=len(drawn)))
+    batch = batch_of(drawn, list(range(len(drawn))))
+    headers = [None if kind == "null" else [] if kind == "empty" else row
+               for kind, row in zip(kinds, batch.column("headers").to_pylist(), strict=True)]
+    batch = batch.set_column(ENTRY_SCHEMA.get_field_index("headers"), ENTRY_SCHEMA.field("headers"),
+                             pa.array(headers, ENTRY_SCHEMA.field("headers").type))
+    conversion = rmq.RocketMQConversion()
+    pieces = [batch] + ([batch.slice(1, len(drawn) - 2)] if len(drawn) > 2 else [])
+    for piece in pieces:
+        assert arrowwrite.restored_rows(piece).tolist() == arrowwrite.restored_rows_arrow(piece).tolist()
+        assert _positions(piece, conversion.home_positions) == _positions(piece, rmq.home_positions_arrow)

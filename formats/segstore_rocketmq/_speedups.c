@@ -3132,6 +3132,67 @@ parse_ipv4_host(const uint8_t *s, int32_t n, uint8_t ip[IPV4_LEN], int64_t *port
  * properties over MAX_PROPERTIES_BYTES.  ValueError for outputs of other sizes.  O(items), but a
  * row's property names are compared pairwise.  Releases the GIL.
  */
+/*
+ * first_headers(rows, key_offsets, keys, value_offsets, values, valid, name, marked, numbers) -> int
+ *
+ * Per row of a list<struct<key, value>> column (rows: n + 1 int64 item offsets from 0; the items'
+ * Arrow buffers, int32 offsets; valid: b"" or one byte per item), whether its first header is
+ * keyed ``name`` (marked[i], uint8) and that header's value as a plain decimal int64 (numbers[i];
+ * -1 for a row not marked).  Returns how many marked rows hold a value that is not a plain decimal
+ * in int64 (null included): their numbers[i] is -1 and the caller reads them as int() does.  The
+ * walk runs without the GIL.  O(rows).
+ */
+static PyObject *
+first_headers(PyObject *module, PyObject *args)
+{
+    Py_buffer b[9];
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*w*w*", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5], &b[6], &b[7],
+                          &b[8])) {
+        return NULL;
+    }
+    const int64_t *rows = b[0].buf;
+    const int32_t *ko = b[1].buf, *vo = b[3].buf;
+    const uint8_t *kd = b[2].buf, *vd = b[4].buf, *valid = b[5].buf, *name = b[6].buf;
+    uint8_t *marked = b[7].buf;
+    int64_t *numbers = b[8].buf;
+    Py_ssize_t n = b[7].len, items = b[1].len / 4 - 1, name_len = b[6].len;
+    int ok = b[0].len == (n + 1) * 8 && b[8].len == n * 8 && items >= 0 && b[3].len == b[1].len &&
+             (b[5].len == 0 || b[5].len == items) && rows[0] >= 0 && rows[n] <= items;
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
+        ok = rows[i + 1] >= rows[i];
+    }
+    Py_ssize_t unread = 0;
+    if (ok) {
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; ok && i < n; i++) {
+            int64_t j = rows[i];
+            marked[i] = 0;
+            numbers[i] = -1;
+            if (j == rows[i + 1]) {
+                continue;
+            }
+            /* only each row's first item is read: only its offsets are checked */
+            ok = ko[j] >= 0 && ko[j + 1] >= ko[j] && ko[j + 1] <= b[2].len && vo[j] >= 0 && vo[j + 1] >= vo[j] &&
+                 vo[j + 1] <= b[4].len;
+            marked[i] = ok && ko[j + 1] - ko[j] == name_len && same_text(kd + ko[j], name, name_len);
+            if (marked[i] && ((b[5].len && !valid[j]) ||
+                              !parse_decimal(vd + vo[j], vo[j + 1] - vo[j], INT64_MIN, INT64_MAX, &numbers[i]))) {
+                numbers[i] = -1;
+                unread++;
+            }
+        }
+        Py_END_ALLOW_THREADS
+    }
+    for (int k = 0; k < 9; k++) {
+        PyBuffer_Release(&b[k]);
+    }
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "expected header lists inside their buffers and outputs of n rows");
+        return NULL;
+    }
+    return PyLong_FromSsize_t(unread);
+}
+
 static PyObject *
 restore_headers(PyObject *module, PyObject *args)
 {
@@ -3315,6 +3376,9 @@ static PyMethodDef methods[] = {
     {"header_lists", header_lists, METH_VARARGS,
      "header_lists(n, slots, props) -> the five buffers of a list<struct<key, value>> column"},
     {"format_hosts", format_hosts, METH_VARARGS, "format_hosts(i8, i4, u8, n, which, offsets, out) -> bytes used"},
+    {"first_headers", first_headers, METH_VARARGS,
+     "first_headers(rows, key_offsets, keys, value_offsets, values, valid, name, marked, numbers) -> "
+     "rows whose value is not a plain decimal"},
     {"restore_headers", restore_headers, METH_VARARGS,
      "restore_headers(item_offsets, key_offsets, keys, value_offsets, values, value_valid, names, prefix, "
      "trailing_text, ints, ips, ports, trailing, places, prop_offsets, prop_data) -> (status, prop_bytes, "

@@ -60,6 +60,7 @@ from .conversion import (
     TRAILING_TEXT,
     WRITE_BYTES,
     RocketMQWriter,
+    first_headers,
     nonqueued_topic,
 )
 from .fastappend import INDEX_COLUMNS, PlainBatch
@@ -622,7 +623,14 @@ def _taken(msgs: Restored, order: np.ndarray) -> Restored:
 
 def restored_rows(batch: pa.RecordBatch) -> np.ndarray:
     """Per row of an ``ENTRY_SCHEMA`` batch, whether its first header is ``rmq.physical_offset`` (it
-    was made by ``to_entry``: ``conversion.came_from_rocketmq``)."""
+    was made by ``to_entry``: ``conversion.came_from_rocketmq``).  One C pass
+    (:func:`.conversion.first_headers`), else :func:`restored_rows_arrow`."""
+    found = first_headers(batch, H_PHYSICAL_OFFSET)
+    return restored_rows_arrow(batch) if found is None else found[0]
+
+
+def restored_rows_arrow(batch: pa.RecordBatch) -> np.ndarray:
+    """:func:`restored_rows` in Arrow compute: the reference of the C pass."""
     headers = batch.column("headers")
     counts = pc.fill_null(pc.list_value_length(headers), 0).to_numpy().astype(np.int64)
     has = counts > 0
