@@ -76,3 +76,18 @@ def test_c_header_lists_refuse_offsets_outside_their_buffers() -> None:
         speedups.header_lists(1, (), (b"rmq.p.", np.array([0, 1], np.int64), empty, b"", empty, b""))
     with pytest.raises(ValueError, match="offsets inside their buffers"):
         speedups.header_lists(2, ((b"rmq.x", 0, np.zeros(1, np.int64), None, None),), props)
+
+
+def test_c_header_lists_write_ints_as_str_at_every_length() -> None:
+    """The decimal texts at each digit count's edges (the length comes from the bit length and
+    one comparison, the digits two at a time): ``str()`` of every one."""
+    edges = [0, 1, -1, 2**63 - 1, -2**63, -2**63 + 1]
+    for digits in range(1, 19):
+        edges += [10**digits - 1, 10**digits, 10**digits + 1, -(10**digits - 1), -(10**digits)]
+    edges += [2**k for k in range(63)] + [-(2**k) for k in range(63)]
+    n = len(edges)
+    slots = [("rmq.n", pa.array(edges, pa.int64()), np.ones(n, bool))]
+    empty = pa.array([], pa.string())
+    built = conversion._header_lists_c(n, slots, np.zeros(n + 1, np.int64), empty, empty.cast(pa.binary()))
+    assert built is not None
+    assert [row[0]["value"] for row in built.to_pylist()] == [str(v).encode() for v in edges]

@@ -2774,34 +2774,52 @@ typedef struct {
     int kind, has_b, has_mask;
 } HeaderSlot;
 
-static int
-decimal_text(int64_t v, char *out)
-{
-    char tmp[24];
-    int len = 0;
-    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    do {
-        tmp[len++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    int at = 0;
-    if (v < 0) {
-        out[at++] = '-';
-    }
-    while (len) {
-        out[at++] = tmp[--len];
-    }
-    return at;
-}
+/* "00" to "99": two digits of a decimal text at a time. */
+static const char DIGIT_PAIRS[] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
 
-static int
+static const uint64_t POWERS_OF_TEN[20] = {
+    1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull, 1000000ull, 10000000ull, 100000000ull,
+    1000000000ull, 10000000000ull, 100000000000ull, 1000000000000ull, 10000000000000ull,
+    100000000000000ull, 1000000000000000ull, 10000000000000000ull, 100000000000000000ull,
+    1000000000000000000ull, 10000000000000000000ull,
+};
+
+/* The length of str(v): its digits from its bit length (bits * log10(2), then one comparison). */
+static inline int
 decimal_length(int64_t v)
 {
     uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    int len = 1 + (v < 0);
-    while (u >= 10) {
-        u /= 10;
-        len++;
+    if (u == 0) {
+        return 1;
+    }
+    int t = ((64 - __builtin_clzll(u)) * 1233) >> 12;
+    return t + (u >= POWERS_OF_TEN[t]) + (v < 0);
+}
+
+/* str(v) written at out (decimal_length(v) bytes), two digits at a time from the end. */
+static inline int
+decimal_text(int64_t v, char *out)
+{
+    int len = decimal_length(v);
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    char *p = out + len;
+    while (u >= 100) {
+        unsigned pair = (unsigned)(u % 100);
+        u /= 100;
+        p -= 2;
+        memcpy(p, DIGIT_PAIRS + 2 * pair, 2);
+    }
+    if (u >= 10) {
+        p -= 2;
+        memcpy(p, DIGIT_PAIRS + 2 * u, 2);
+    } else {
+        *--p = (char)('0' + u);
+    }
+    if (v < 0) {
+        out[0] = '-';
     }
     return len;
 }
