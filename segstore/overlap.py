@@ -14,17 +14,18 @@ raises comes after the batches before it, as it would single-threaded.  The step
 a process-wide pool (one thread per core at most); a step never waits on another step,
 so scans from many threads share the pool without deadlock.
 
-:func:`in_halves` is the same pool for a writer: a list of independent steps (record batches
-queued for encoding) split in two, one half on a pool thread while this thread runs the other.
+:func:`shared` is the same pool for a writer: a list of independent steps (record batches queued
+for encoding) that this thread and a pool thread take in turn.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -101,27 +102,38 @@ def overlapped(source: Iterator[T], build: Callable[[T], U]) -> Iterator[U]:
             close()
 
 
-def in_halves(fn: Callable[[T], U], items: list[T], weights: list[int]) -> list[U]:
-    """``[fn(item) for item in items]``: this thread runs the shortest run of first items that holds
-    half of their total weight (leaving one at least), a pool thread the rest meanwhile (when
-    :data:`ENABLED` and there are two items or more).  For independent steps that are mostly C
-    releasing the GIL (encoding the record batches a write has queued).
+def shared(fn: Callable[[T], U], items: list[T]) -> list[U]:
+    """``[fn(item) for item in items]``, this thread and a pool thread taking the next item in turn
+    (when :data:`ENABLED` and there are two items or more): for independent steps that are mostly
+    C releasing the GIL (encoding the record batches a write has queued).  Whichever thread is
+    freer takes more (the pool thread may share its core with the other step of an overlap).
 
-    ``fn`` must be safe to call from two threads at once on different items.  An exception of
-    either half is raised here once both halves are done (the first half's first); the pool
-    thread has finished whenever this returns or raises.  ``O(len(items))`` besides ``fn``.
+    ``fn`` must be safe to call from two threads at once on different items.  A thread stops at
+    the first exception it gets; the one of the earliest item is raised here once both threads are
+    done (items after it may have run).  The pool thread has finished whenever this returns or
+    raises.  ``O(len(items))`` besides ``fn``.
     """
     if not ENABLED or len(items) < 2:
         return [fn(item) for item in items]
-    half, total, middle = 0, sum(weights), len(items) - 1
-    for i, w in enumerate(weights):
-        half += w
-        if 2 * half >= total:
-            middle = min(i + 1, middle)
-            break
-    later = _executor().submit(lambda: [fn(item) for item in items[middle:]])
+    results: list[Any] = [None] * len(items)
+    errors: dict[int, BaseException] = {}
+    turns = itertools.count()           # next() of a count is atomic: each item is taken once
+
+    def take() -> None:
+        for i in turns:
+            if i >= len(items) or errors:
+                return
+            try:
+                results[i] = fn(items[i])
+            except BaseException as err:
+                errors[i] = err
+                return
+
+    helper = _executor().submit(take)
     try:
-        first = [fn(item) for item in items[:middle]]
+        take()
     finally:
-        later.exception()       # wait, without raising: the pool thread is done before we go on
-    return first + later.result()
+        helper.exception()      # wait, without raising: the pool thread is done before we go on
+    if errors:
+        raise errors[min(errors)]
+    return results

@@ -37,7 +37,7 @@ from segstore.convert.interchange import (
 )
 from segstore.convert.topicnames import WORD_CHARS, TopicRules
 from segstore.errors import ConversionError, CorruptDataError, SegstoreError
-from segstore.overlap import in_halves
+from segstore.overlap import shared
 from segstore.records import CREATE_TIME, LOG_APPEND_TIME
 from segstore.search import Bound, search
 from segstore.store import Store
@@ -309,8 +309,8 @@ class KafkaArrowWriter(_PartitionTarget, ArrowWriter):
     added batch instead of after each record (with over 128 partitions buffering nearly full
     batches, batch boundaries can then differ; the records do not).
 
-    The batches an added batch completes are queued, then encoded together, half of them on a pool
-    thread (:func:`segstore.overlap.in_halves`; the C encoder and the codecs release the GIL), and
+    The batches an added batch completes are queued, then encoded together by this thread and a
+    pool thread (:func:`segstore.overlap.shared`; the C encoder and the codecs release the GIL), and
     appended in order: a batch's base offset is known before it is encoded (the one after the last
     offset queued for its partition), so only the appends need the partition.
     """
@@ -434,7 +434,7 @@ class KafkaArrowWriter(_PartitionTarget, ArrowWriter):
             except SegstoreError as err:
                 return None, err
 
-        encoded = in_halves(encode, planned, [len(offsets) for _, _, offsets, _, _ in planned])
+        encoded = shared(encode, planned)
         for (part, pieces, offsets, kind, _), (data, error) in zip(planned, encoded, strict=True):
             if error is not None:
                 raise error
