@@ -104,8 +104,12 @@ def targets(results: dict[str, dict]) -> str:
         else:
             ratio = r["value"] / anchor if higher else anchor / r["value"]
         met = "yes" if ratio is not None and ratio >= goal else "no"
+        # a ratio just under its goal would read as the goal with two decimals: a third one then
+        shown = ""
+        if ratio is not None:
+            shown = f"{ratio:.3f}x" if ratio < goal <= round(ratio, 2) else f"{ratio:.2f}x"
         out.append(f"| {label} | {anchor_label} | {fmt(r['value'])} {r['unit']} | "
-                   f"{ratio:.2f}x | >= {goal:g}x | {met} |")
+                   f"{shown} | >= {goal:g}x | {met} |")
     return "\n".join(out)
 
 
