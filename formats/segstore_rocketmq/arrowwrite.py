@@ -61,6 +61,7 @@ from .conversion import (
     WRITE_BYTES,
     RocketMQWriter,
     first_headers,
+    header_items,
     nonqueued_topic,
 )
 from .fastappend import INDEX_COLUMNS, PlainBatch
@@ -229,19 +230,11 @@ def restored_fields(batch: pa.RecordBatch, peer: Peer) -> Restored | None:
     """
     assert _speedups is not None        # the writer exists only with the accelerator (available())
     n = batch.num_rows
-    headers = batch.column("headers")
-    if headers.null_count:
-        headers = pc.fill_null(headers, pa.scalar([], headers.type))
-    rows = np.asarray(headers.offsets.to_numpy(), np.int64)
-    rows = rows - rows[0] if n else np.zeros(1, np.int64)
-    items = pc.list_flatten(headers)
-    keys, values = items.field("key"), items.field("value")
+    rows, keys, values, valid = header_items(batch)
     if keys.null_count:
         return None
     key_offsets, key_data = binary_buffers(keys)
     value_offsets, value_data = binary_buffers(values)
-    valid = b"" if not values.null_count else \
-        np.asarray(values.is_valid().to_numpy(zero_copy_only=False), np.uint8)
     ints = np.zeros((_RESTORE_INTS, n), np.int64)
     ints[7] = batch.column("offset").to_numpy().astype(np.int64)       # rmq.queue_offset's default
     ips = np.zeros((2, n, 4), np.uint8)

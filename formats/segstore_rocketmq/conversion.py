@@ -915,6 +915,23 @@ def _first_items(headers: pa.Array) -> np.ndarray:
     return offsets[:-1] - offsets[0]
 
 
+def header_items(batch: pa.RecordBatch) -> tuple[np.ndarray, pa.Array, pa.Array, Any]:
+    """The ``headers`` column of an ``ENTRY_SCHEMA`` batch as the C passes read it: each row's
+    first item (n + 1 int64 offsets from 0; a null list has none), the items' keys and values
+    (Arrow arrays, one item after another) and the values' validity (``b""`` when none is null,
+    else one uint8 per item).  No copy of the keys or values."""
+    headers = batch.column("headers")
+    if headers.null_count:
+        headers = pc.fill_null(headers, pa.scalar([], headers.type))
+    rows = np.asarray(headers.offsets.to_numpy(), np.int64)
+    rows = rows - rows[0] if batch.num_rows else np.zeros(1, np.int64)
+    items = pc.list_flatten(headers)
+    values = items.field("value")
+    valid = b"" if not values.null_count else \
+        np.asarray(values.is_valid().to_numpy(zero_copy_only=False), np.uint8)
+    return rows, items.field("key"), values, valid
+
+
 def first_headers(batch: pa.RecordBatch, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """Per row of an ``ENTRY_SCHEMA`` batch: whether its first header is keyed ``name``, that
     header's value as a plain decimal int64 (-1 where it is not one or the row is not marked),
@@ -924,15 +941,7 @@ def first_headers(batch: pa.RecordBatch, name: str) -> tuple[np.ndarray, np.ndar
     if speedups is None:
         return None
     n = batch.num_rows
-    headers = batch.column("headers")
-    if headers.null_count:
-        headers = pc.fill_null(headers, pa.scalar([], headers.type))
-    rows = np.asarray(headers.offsets.to_numpy(), np.int64)
-    rows = rows - rows[0] if n else np.zeros(1, np.int64)
-    items = pc.list_flatten(headers)
-    keys, values = items.field("key"), items.field("value")
-    valid = b"" if not values.null_count else \
-        np.asarray(values.is_valid().to_numpy(zero_copy_only=False), np.uint8)
+    rows, keys, values, valid = header_items(batch)
     marked = np.zeros(n, np.uint8)
     numbers = np.empty(n, np.int64)
     unread = speedups.first_headers(rows, *binary_buffers(keys), *binary_buffers(values), valid,
