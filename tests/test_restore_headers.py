@@ -213,3 +213,27 @@ def test_first_headers_gives_what_the_arrow_reference_gives(drawn, data) -> None
     for piece in pieces:
         assert arrowwrite.restored_rows(piece).tolist() == arrowwrite.restored_rows_arrow(piece).tolist()
         assert _positions(piece, conversion.home_positions) == _positions(piece, rmq.home_positions_arrow)
+
+
+@pytest.mark.parametrize("text", [b"99999999999999999999", b"-9223372036854775809", b"9223372036854775808",
+                                  b"x", b"", None, b"9223372036854775807", b" +12 ", b"1_000"])
+def test_a_home_position_int_reads_or_is_refused_alike_by_entry_and_columns(text) -> None:
+    """``rmq.physical_offset`` as ``int()`` reads it within int64, else a ConversionError naming the
+    record, entry by entry and in columns (a text past int64 once escaped as an OverflowError)."""
+    batch = batch_of([("T", [(rmq.H_PHYSICAL_OFFSET, text), (rmq.H_BORN_TIMESTAMP, b"1")])], [7])
+    conversion = rmq.RocketMQConversion()
+    entry = rmq.Entry(key=None, value=b"body", topic="T", partition=0, offset=7, timestamp=0,
+                      headers=[(rmq.H_PHYSICAL_OFFSET, text), (rmq.H_BORN_TIMESTAMP, b"1")])
+    ways = (lambda: conversion.home_positions(batch).tolist(),
+            lambda: rmq.home_positions_arrow(batch).tolist(),
+            lambda: [conversion.home_position(entry)])
+    try:
+        expected = int(text or b"")
+    except ValueError:
+        expected = None
+    for way in ways:
+        if expected is not None and -(1 << 63) <= expected < (1 << 63):
+            assert way() == [expected]
+        else:
+            with pytest.raises(rmq.ConversionError, match=r"within int64 at T-0 offset 7"):
+                way()

@@ -874,12 +874,12 @@ class RocketMQConversion(FormatConversion):
         """The ``rmq.physical_offset`` an entry made by :func:`to_entry` starts with."""
         if not came_from_rocketmq(entry.headers):
             return None
-        try:
-            return int(entry.headers[0][1] or b"")
-        except ValueError as err:
-            raise ConversionError(f"expected a decimal {H_PHYSICAL_OFFSET} at {entry.topic}-"
-                                  f"{entry.partition} offset {entry.offset}, found {entry.headers[0][1]!r}"
-                                  ) from err
+        text = entry.headers[0][1]
+        value = _decimal_int64(text)
+        if value is None:
+            raise ConversionError(f"expected a decimal {H_PHYSICAL_OFFSET} within int64 at {entry.topic}-"
+                                  f"{entry.partition} offset {entry.offset}, found {text!r}")
+        return value
 
     def home_positions(self, batch: pa.RecordBatch) -> np.ndarray:
         """:meth:`home_position` of each row, in columns (-1: not made by :func:`to_entry`).
@@ -975,10 +975,20 @@ def home_positions_arrow(batch: pa.RecordBatch) -> np.ndarray:
 
 
 def _home_int(batch: pa.RecordBatch, row: int, text: bytes | None) -> int:
-    """``int()`` of a row's ``rmq.physical_offset`` text, or the error naming the row."""
-    try:
-        return int(text or b"")
-    except ValueError as err:
+    """``int()`` of a row's ``rmq.physical_offset`` text, or the error naming the row (also for a
+    number no commitlog position can be: past int64)."""
+    value = _decimal_int64(text)
+    if value is None:
         entry = batch.slice(row, 1).to_pylist()[0]
-        raise ConversionError(f"expected a decimal {H_PHYSICAL_OFFSET} at {entry['topic']}-"
-                              f"{entry['partition']} offset {entry['offset']}, found {text!r}") from err
+        raise ConversionError(f"expected a decimal {H_PHYSICAL_OFFSET} within int64 at {entry['topic']}-"
+                              f"{entry['partition']} offset {entry['offset']}, found {text!r}")
+    return value
+
+
+def _decimal_int64(text: bytes | None) -> int | None:
+    """``int(text)`` when it reads one within int64 (a commitlog position can be no other), else None."""
+    try:
+        value = int(text or b"")
+    except ValueError:
+        return None
+    return value if -(1 << 63) <= value < (1 << 63) else None
