@@ -111,7 +111,8 @@ def shared(fn: Callable[[T], U], items: list[T]) -> list[U]:
     ``fn`` must be safe to call from two threads at once on different items.  A thread stops at
     the first exception it gets; the one of the earliest item is raised here once both threads are
     done (items after it may have run).  The pool thread has finished whenever this returns or
-    raises.  ``O(len(items))`` besides ``fn``.
+    raises, and it never waits for one to be free: called from a pool thread too (every one busy),
+    this thread runs all the items.  ``O(len(items))`` besides ``fn``.
     """
     if not ENABLED or len(items) < 2:
         return [fn(item) for item in items]
@@ -133,7 +134,10 @@ def shared(fn: Callable[[T], U], items: list[T]) -> list[U]:
     try:
         take()
     finally:
-        helper.exception()      # wait, without raising: the pool thread is done before we go on
+        # a helper not started yet (every pool thread busy, maybe with steps calling this) is
+        # cancelled, not waited for: the items are done; a started one is waited for
+        if not helper.cancel():
+            helper.exception()
     if errors:
         raise errors[min(errors)]
     return results

@@ -193,6 +193,22 @@ def test_shared_raises_the_earliest_error_once_both_threads_are_done(enabled) ->
     assert 1 in ran and (sorted(ran) == [0, 1] if not enabled else len(ran) <= 4)
 
 
+def test_shared_from_every_pool_thread_at_once_never_waits_for_a_free_one(monkeypatch) -> None:
+    """Steps on every pool thread calling shared: their helpers cannot start (no thread is free);
+    each step runs its items itself instead of waiting for a helper that would never come."""
+    monkeypatch.setattr(overlap, "ENABLED", True)
+    pool = overlap._executor()
+    workers = pool._max_workers
+    started = threading.Barrier(workers, timeout=10)
+
+    def step(k: int) -> list[int]:
+        started.wait()          # every pool thread busy with a step
+        return overlap.shared(lambda i: i + k, list(range(5)))
+
+    steps = [pool.submit(step, k) for k in range(workers)]
+    assert [s.result(timeout=20) for s in steps] == [[i + k for i in range(5)] for k in range(workers)]
+
+
 def test_a_conversion_in_many_small_batches_writes_the_same_bytes(monkeypatch, tmp_path) -> None:
     """RocketMQ -> Kafka with 5 records a batch: every added batch queues dozens of record batches
     over several partitions, encoded by two threads; the same bytes as one thread."""
