@@ -12,10 +12,11 @@ run in a fresh child process, :data:`REPEAT` rounds of the hop loop and each con
 (wall clock and CPU seconds).  A child imports the modules the conversion needs and converts a
 small store both ways before its clock starts: the interpreter's start-up and one-time imports
 (pyarrow imports pandas on its first array, ~0.5 s), which issue 10 subtracts from CLI figures.
-Until 2026-11-24 this benchmark ran everything in one process, each figure the median of 3 runs
-after an untimed one; there the hop loop ran 1.7-2x faster than in a fresh process (a file mapped
-again by the same process is walked faster: ~0.06 s against 0.08-0.10 s per 64 MiB file here),
-much more than a conversion gained, so the yardstick measured a warmed loop the CLI never runs.
+Before ``8ee6a80`` (2026-11-23) this benchmark ran everything in one process, each figure the
+median of 3 runs after an untimed one; there the hop loop ran 1.7-2x faster than in a fresh
+process (a file mapped again by the same process is walked faster: ~0.06 s against 0.08-0.10 s
+per 64 MiB file here), much more than a conversion gained, so the yardstick measured a warmed
+loop the CLI never runs.
 Also in MB/s of source message bytes against a plain copy of the same bytes (the used part of
 the commitlog for RocketMQ, the whole log directory for Kafka), timed in this process.
 
