@@ -963,6 +963,9 @@ index_put(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     uint8_t *entry_table = entries.buf;
     const int64_t *hs = hashes.buf, *ps = phys.buf, *ts = stamps.buf;
     Py_ssize_t put = 0;
+    /* the buffers held pin the IndexFile's map: the puts run without the GIL (a conversion's
+       reading thread runs meanwhile; a first write into a page of the map can fault for long) */
+    Py_BEGIN_ALLOW_THREADS
     for (; put < n && h[H_INDEX_COUNT] < index_num; put++) {
         int64_t number = h[H_INDEX_COUNT];
         int64_t slot = hs[put] % slot_num;
@@ -994,6 +997,7 @@ index_put(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         h[H_END_PHY] = ps[put];
         h[H_END_TS] = stamp;
     }
+    Py_END_ALLOW_THREADS
     uint8_t *p = head.buf;
     for (int i = H_BEGIN_TS; i <= H_END_PHY; i++) {
         p = put_i64(p, h[i]);
@@ -2335,6 +2339,8 @@ index_entries(PyObject *module, PyObject *args)
     const uint8_t *last_topic = NULL;
     int32_t last_topic_len = -1;
     uint32_t prefix = 0;
+    /* no Python object inside: a conversion's reading thread runs meanwhile */
+    Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; ok && total >= 0 && i < n; i++) {
         if (tp[i] < 0 || tl[i] < 0 || tp[i] + tl[i] > view.len || pp[i] < 0 || pl[i] < 0 ||
             pp[i] + pl[i] > view.len) {
@@ -2383,6 +2389,7 @@ index_entries(PyObject *module, PyObject *args)
             t = tok_end + 1;
         }
     }
+    Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
     PyBuffer_Release(&tpos);
     PyBuffer_Release(&tlen);
