@@ -237,3 +237,20 @@ def test_a_home_position_int_reads_or_is_refused_alike_by_entry_and_columns(text
         else:
             with pytest.raises(rmq.ConversionError, match=r"within int64 at T-0 offset 7"):
                 way()
+
+
+def test_home_positions_read_the_item_after_a_null_list_that_keeps_a_range() -> None:
+    """A null headers list may keep a non-empty range of items in Arrow; the C pass and its
+    int() fallback must read the same (the next row's own) first item."""
+    struct = ENTRY_SCHEMA.field("headers").type.value_type
+    items = pa.array([{"key": rmq.H_PHYSICAL_OFFSET, "value": b"11"},     # under the null list
+                      {"key": rmq.H_PHYSICAL_OFFSET, "value": b"+5"},     # int() reads it, C does not
+                      {"key": rmq.H_PHYSICAL_OFFSET, "value": b"12"}], struct)
+    headers = pa.ListArray.from_arrays(pa.array([0, 1, 2, 3], pa.int32()), items,
+                                       mask=pa.array([True, False, False]))
+    assert headers.null_count == 1 and headers.offsets.to_pylist() == [0, 1, 2, 3]
+    batch = batch_of([("T", []), ("T", []), ("T", [])], [0, 1, 2])
+    batch = batch.set_column(ENTRY_SCHEMA.get_field_index("headers"), ENTRY_SCHEMA.field("headers"), headers)
+    assert rmq.RocketMQConversion().home_positions(batch).tolist() == [-1, 5, 12]
+    assert rmq.home_positions_arrow(batch).tolist() == [-1, 5, 12]
+    assert arrowwrite.restored_rows(batch).tolist() == arrowwrite.restored_rows_arrow(batch).tolist()

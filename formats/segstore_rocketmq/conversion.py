@@ -889,8 +889,7 @@ class RocketMQConversion(FormatConversion):
             return home_positions_arrow(batch)
         _, out, unread = found
         if len(unread):
-            values = pc.list_flatten(batch.column("headers")).field("value")
-            firsts = _first_items(batch.column("headers"))
+            firsts, _, values, _ = header_items(batch)     # the items the C pass read
             for row in unread.tolist():
                 out[row] = _home_int(batch, row, values[int(firsts[row])].as_py())
         return out
@@ -907,12 +906,6 @@ class RocketMQConversion(FormatConversion):
 
     def verifier(self, dest: Store, options: Options) -> Verifier:
         return RocketMQVerifier(dest, options)
-
-
-def _first_items(headers: pa.Array) -> np.ndarray:
-    """Each row's first item in ``pc.list_flatten(headers)`` (its header count is 0 or more)."""
-    offsets = np.asarray(headers.offsets.to_numpy(), np.int64)
-    return offsets[:-1] - offsets[0]
 
 
 def header_items(batch: pa.RecordBatch) -> tuple[np.ndarray, pa.Array, pa.Array, Any]:
