@@ -877,8 +877,7 @@ class RocketMQConversion(FormatConversion):
         text = entry.headers[0][1]
         value = _decimal_int64(text)
         if value is None:
-            raise ConversionError(f"expected a decimal {H_PHYSICAL_OFFSET} within int64 at {entry.topic}-"
-                                  f"{entry.partition} offset {entry.offset}, found {text!r}")
+            raise _home_error(entry.topic, entry.partition, entry.offset, text)
         return value
 
     def home_positions(self, batch: pa.RecordBatch) -> np.ndarray:
@@ -973,9 +972,14 @@ def _home_int(batch: pa.RecordBatch, row: int, text: bytes | None) -> int:
     value = _decimal_int64(text)
     if value is None:
         entry = batch.slice(row, 1).to_pylist()[0]
-        raise ConversionError(f"expected a decimal {H_PHYSICAL_OFFSET} within int64 at {entry['topic']}-"
-                              f"{entry['partition']} offset {entry['offset']}, found {text!r}")
+        raise _home_error(entry["topic"], entry["partition"], entry["offset"], text)
     return value
+
+
+def _home_error(topic: str, partition: int, offset: int, text: bytes | None) -> ConversionError:
+    """The error of a record whose ``rmq.physical_offset`` is no commitlog position."""
+    return ConversionError(f"expected a decimal {H_PHYSICAL_OFFSET} within int64 at {topic}-{partition} "
+                           f"offset {offset}, found {text!r}")
 
 
 def _decimal_int64(text: bytes | None) -> int | None:
