@@ -96,6 +96,7 @@ COUNTS = ("batches", "rows", "key", "value", "headers", "hkey", "hvalue",
 STOP_END, STOP_FULL, STOP_DECLINE = 0, 1, 2
 WANT_KEY, WANT_VALUE, WANT_HEADERS = 1, 2, 4
 _NEED = {"batches": 1, "rows": 2, "key": 4, "value": 8, "headers": 16, "hkey": 32, "hvalue": 64}
+_DATA = ("key", "value", "hkey", "hvalue")
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 #: The columns whose values the decoder must copy; the rest come from fixed-width buffers.
@@ -116,6 +117,19 @@ class Capacity:
     headers: int = 1 << 17
     hkey: int = 2 << 20
     hvalue: int = 4 << 20
+
+    @classmethod
+    def for_rows(cls, rows: int) -> Capacity:
+        """The default capacity scaled to chunks of ``rows`` rows (at least one; the data buffers in
+        proportion, at least 4 KiB each): a reader that holds chunks of many streams at once keeps
+        each small.  A batch bigger than that still comes whole (:meth:`grown`)."""
+        default = cls()
+        rows = max(1, min(rows, default.rows))
+        if rows == default.rows:
+            return default
+        return cls(rows=rows, **{name: max(4096 if name in _DATA else 1,
+                                           getattr(default, name) * rows // default.rows)
+                                 for name in ("batches", "key", "value", "headers", "hkey", "hvalue")})
 
     def grown(self, need: int) -> Capacity:
         """Four times the buffers the C loop found short (``need`` is its mask)."""

@@ -586,34 +586,37 @@ class Partition:
             yield seg, chunk
 
     def column_chunks(self, want: int, *, offset: int | None = None, start: int | None = None,
-                      end: int | None = None) -> Iterator[tuple[LogSegment, columnar.Chunk]]:
+                      end: int | None = None, capacity: columnar.Capacity | None = None,
+                      ) -> Iterator[tuple[LogSegment, columnar.Chunk]]:
         """Column chunks of the log in log order, each with its segment (CRC checked, records decoded).
 
         With ``start``/``end``: the batches whose position lies in ``[start, end)`` of the
         segment holding ``offset`` (the first segment when ``offset`` is None or below it).
         Else with ``offset``: from the batch holding it (found through the offset index; its
         rows below ``offset`` are the caller's to drop).  Else every segment whole.
-        ``want`` is :func:`columnar.want_flags` of the columns to build.
+        ``want`` is :func:`columnar.want_flags` of the columns to build; ``capacity`` bounds each
+        chunk (the default :class:`columnar.Capacity` when None).
 
         :raises CorruptDataError: a bad batch, or one whose base offset goes back (what ``verify``
             reports), after the batches before it.
         """
-        return self._in_order(self._column_chunks(want, offset=offset, start=start, end=end), want)
+        chunks = self._column_chunks(want, offset=offset, start=start, end=end, capacity=capacity)
+        return self._in_order(chunks, want)
 
-    def _column_chunks(self, want: int, *, offset: int | None, start: int | None,
-                       end: int | None) -> Iterator[tuple[LogSegment, columnar.Chunk]]:
+    def _column_chunks(self, want: int, *, offset: int | None, start: int | None, end: int | None,
+                       capacity: columnar.Capacity | None) -> Iterator[tuple[LogSegment, columnar.Chunk]]:
         segments = self.log.segments
         if start is not None or end is not None:
             seg = (segments.floor(offset) if offset is not None else None) or segments.first
             if seg is None:
                 return
             first = seg.batch_at_or_after(start or 0)
-            for chunk in seg.column_chunks(want, first, end):
+            for chunk in seg.column_chunks(want, first, end, capacity):
                 yield seg, chunk
             return
         if offset is None:
             for seg in self.segments:
-                for chunk in seg.column_chunks(want):
+                for chunk in seg.column_chunks(want, capacity=capacity):
                     yield seg, chunk
             return
         found = self.translate_offset(offset)
@@ -622,7 +625,7 @@ class Partition:
         seg, where = found
         position = where.position
         while seg is not None:
-            for chunk in seg.column_chunks(want, position):
+            for chunk in seg.column_chunks(want, position, capacity=capacity):
                 yield seg, chunk
             seg = segments.higher(seg.base)
             position = 0

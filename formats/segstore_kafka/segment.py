@@ -228,17 +228,20 @@ class LogSegment:
         """Batches from byte ``start`` to the end of the log, positions absolute in the file."""
         return codec.iter_batches(self.log.view(), path=self.path, check_crc=check_crc, start=start)
 
-    def column_chunks(self, want: int, start: int = 0, end: int | None = None) -> Iterator[columnar.Chunk]:
+    def column_chunks(self, want: int, start: int = 0, end: int | None = None,
+                      capacity: columnar.Capacity | None = None) -> Iterator[columnar.Chunk]:
         """The batches starting in ``[start, end)`` of the log, decoded into column chunks (CRC checked).
 
         ``start`` must be a batch boundary (:meth:`batch_at_or_after`).  ``O(bytes)``, memory bounded
-        by the chunk capacity.
+        by the chunk ``capacity`` (the default :class:`columnar.Capacity` when None).
         """
         if self.log.remote:
-            return self._remote_column_chunks(want, start, end)
-        return columnar.decode(self.log.view(), path=self.path, start=start, end=end, want=want)
+            return self._remote_column_chunks(want, start, end, capacity)
+        return columnar.decode(self.log.view(), path=self.path, start=start, end=end, want=want,
+                               capacity=capacity)
 
-    def _remote_column_chunks(self, want: int, start: int, end: int | None) -> Iterator[columnar.Chunk]:
+    def _remote_column_chunks(self, want: int, start: int, end: int | None,
+                              capacity: columnar.Capacity | None) -> Iterator[columnar.Chunk]:
         """:meth:`column_chunks` of a remote log: by byte-range windows, never the whole file.
 
         Each window ends at a batch start the offset index names (or the log's end), so no
@@ -256,7 +259,7 @@ class LogSegment:
             last = pos
             try:
                 for chunk in columnar.decode(self.log.window(pos, window_end), path=self.path, start=pos,
-                                             end=min(window_end, stop), want=want):
+                                             end=min(window_end, stop), want=want, capacity=capacity):
                     batches = chunk.batches
                     last = int(batches["position"][-1] + batches["size"][-1])
                     yield chunk
@@ -264,7 +267,7 @@ class LogSegment:
                 if window_end >= size:
                     raise
                 yield from columnar.decode(self.log.window(last, size), path=self.path, start=last, end=stop,
-                                           want=want)
+                                           want=want, capacity=capacity)
                 return
             pos = window_end
 

@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 from segstore import files, progress
 from segstore.columns import KAFKA_SCHEMA, project
 from segstore.errors import (
+    ConfigError,
     CorruptDataError,
     CorruptIndexError,
     InvalidTopicError,
@@ -407,7 +408,8 @@ class KafkaStore(Store):
 
     def scan_arrow(self, columns: Iterable[str] | None = None, *, topic: str | None = None,
                    partition: int | None = None, offset: int = 0, start: int | None = None,
-                   end: int | None = None, isolation: str = READ_UNCOMMITTED) -> Iterator[pa.RecordBatch]:
+                   end: int | None = None, isolation: str = READ_UNCOMMITTED,
+                   batch_rows: int | None = None) -> Iterator[pa.RecordBatch]:
         """Record batches of :data:`segstore.columns.KAFKA_SCHEMA` (or its ``columns`` projection).
 
         Partitions (those of ``topic`` and/or ``partition`` when given) in (topic,
@@ -416,16 +418,20 @@ class KafkaStore(Store):
         batches whose file position lies in ``[start, end)`` of the segment holding
         ``offset`` (its first segment by default).  Control records are kept
         (``isControl``).  A batch holds at most one chunk of one segment
-        (:class:`columnar.Capacity`), so memory does not grow with the log.
+        (:class:`columnar.Capacity`), so memory does not grow with the log; ``batch_rows``
+        makes the chunks smaller (about that many rows each, the data buffers in proportion;
+        a single Kafka batch with more records still comes whole).
         ``O(bytes read)``, decoded in C where built.  ``isolation`` as in
         :meth:`read`: ``"read_committed"`` drops control records and the records
         of aborted transactions (:func:`_committed_rows`); a batch may then be empty.
 
         :raises NotFoundError: ``topic`` and ``partition`` name no partition.
         :raises CorruptDataError: a bad batch (after the rows before it).
-        :raises ConfigError: an unknown isolation level.
+        :raises ConfigError: an unknown isolation level, or ``batch_rows`` below 1.
         """
         self._check_open()
+        if batch_rows is not None and batch_rows < 1:
+            raise ConfigError(f"expected batch_rows of at least 1, found {batch_rows}")
         schema = project(KAFKA_SCHEMA, columns)
         committed = check_isolation(isolation) == READ_COMMITTED
         built = schema
@@ -439,11 +445,12 @@ class KafkaStore(Store):
             parts = {key: part for key, part in self._partitions().items()
                      if (topic is None or key[0] == topic) and (partition is None or key[1] == partition)}
         ranged = start is not None or end is not None
+        capacity = None if batch_rows is None else columnar.Capacity.for_rows(batch_rows)
         for (t, p), part in parts.items():
             target = max(offset, part.log_start_offset)
             dropping = not ranged and target > 0
             chunks = part.column_chunks(want, offset=offset if ranged else (target if dropping else None),
-                                        start=start, end=end)
+                                        start=start, end=end, capacity=capacity)
             lso = transactions.last_stable_offset(part) if committed else part.next_offset
             aborted = part.aborted_transactions(target, lso) if committed else []
             for seg, chunk in chunks:
