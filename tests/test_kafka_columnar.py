@@ -353,6 +353,45 @@ def test_scan_arrow_over_a_log_dir_partitions_offsets_and_ranges(tmp_path, accel
             list(store.scan_arrow(["nope"]))
 
 
+def test_scan_arrow_batch_rows_cuts_smaller_batches_of_the_same_rows(tmp_path, accelerator) -> None:
+    path = tmp_path / "logs"
+    with segstore.open(path, format="kafka", mode="a") as store:
+        for i in range(40):     # record batches of 1-7 records
+            store.append_batch([{"topic": "t", "partition": 0, "key": None, "value": b"v%d" % i,
+                                 "headers": [("h", b"x" * j)]} for j in range(1 + i % 7)])
+    with segstore.open(path) as store:
+        whole = _arrow_rows(store.scan_arrow())
+        assert len(whole) == sum(1 + i % 7 for i in range(40))
+        for rows in (1, 5, 64):
+            batches = list(store.scan_arrow(topic="t", partition=0, batch_rows=rows))
+            assert _arrow_rows(batches) == whole
+            # a chunk holds whole record batches (of 7 records at most): at most one more than fits
+            assert max(batch.num_rows for batch in batches) <= rows + 6
+            assert len(batches) >= len(whole) // (rows + 6)
+        with pytest.raises(ConfigError, match="batch_rows of at least 1, found 0"):
+            list(store.scan_arrow(batch_rows=0))
+
+
+def test_capacity_for_rows_scales_the_buffers_and_keeps_the_default_at_its_rows() -> None:
+    default = columnar.Capacity()
+    assert columnar.Capacity.for_rows(default.rows) == default
+    assert columnar.Capacity.for_rows(10 * default.rows) == default
+    half = columnar.Capacity.for_rows(default.rows // 2)
+    assert (half.rows, half.value, half.hkey, half.headers) == \
+        (default.rows // 2, default.value // 2, default.hkey // 2, default.headers // 2)
+    tiny = columnar.Capacity.for_rows(0)
+    assert tiny.rows == 1 and tiny.batches >= 1 and min(tiny.key, tiny.value, tiny.hkey, tiny.hvalue) == 4096
+
+
+def test_conversion_streams_share_their_rows() -> None:
+    from segstore_kafka import conversion
+
+    assert conversion.stream_rows(1) == conversion.STREAM_ROWS
+    assert conversion.stream_rows(16) == conversion.STREAM_ROWS // 16
+    assert conversion.stream_rows(100_000) == conversion.MIN_STREAM_ROWS
+    assert conversion.stream_rows(0) == conversion.STREAM_ROWS
+
+
 def test_dump_json_lines_are_json_dumps_of_to_json(tmp_path, accelerator) -> None:
     path = _log_dir(tmp_path)
     with segstore.open(path) as store:
