@@ -323,3 +323,80 @@ def test_merged_streams_are_reordered_after_restoring_their_columns(tmp_path: Pa
     assert orders and any((np.diff(order) != 1).any() for order in orders)
     assert {k: v for k, v in columns.items() if k.startswith(("commitlog", "consumequeue"))} == \
         {k: v for k, v in rocketmq_tree(src).items() if k.startswith(("commitlog", "consumequeue"))}
+
+
+@pytest.mark.skipif(not arrowwrite.available(), reason="the columnar restore needs the C accelerator")
+@pytest.mark.parametrize("stream_rows", [1, 5])
+def test_merged_streams_of_small_batches_come_back_byte_for_byte(tmp_path: Path, stream_rows: int) -> None:
+    """The merge back into RocketMQ's order reads each partition in batches of the rows its streams
+    share (``conversion.stream_rows``; here a few rows, so a record batch is cut from the next one
+    between batches), with the same bytes as the entry path and as the source."""
+    src = tmp_path / "rmq"
+    with segstore.open(src, "rocketmq", "a", **ROCKETMQ_CONFIG) as store:
+        store.append_batch([{"topic": f"T{i % 3}", "queue_id": i % 4, "body": bytes([i]) * (i % 13),
+                             "keys": [f"k{i}"], "tags": "x", "born_timestamp": i, "store_timestamp": i}
+                            for i in range(120)])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pipeline, "BATCH_RECORDS", 3)       # record batches of 3: many per partition
+        convert(src, tmp_path / "k", to="kafka")
+    sizes: list[int] = []
+    real = conversion.partition_batches
+
+    def partition_batches(source, topic, partition, batch_rows=None):
+        for batch in real(source, topic, partition, batch_rows):
+            sizes.append(batch.num_rows)
+            yield batch
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(conversion, "STREAM_ROWS", stream_rows * 12)     # 12 partitions
+        patch.setattr(conversion, "MIN_STREAM_ROWS", 1)
+        patch.setattr(conversion, "partition_batches", partition_batches)
+        columns, entries = both_ways_back(tmp_path / "k", tmp_path, config=ROCKETMQ_CONFIG)
+    assert columns == entries
+    assert max(sizes) <= stream_rows + 2 and len(sizes) >= 120 // (stream_rows + 2)
+    assert {k: v for k, v in columns.items() if k.startswith(("commitlog", "consumequeue"))} == \
+        {k: v for k, v in rocketmq_tree(src).items() if k.startswith(("commitlog", "consumequeue"))}
+
+
+def _records(root: Path) -> list[tuple]:
+    with segstore.open(root) as store:
+        return sorted((r.topic, r.partition, r.offset, r.key, r.value, list(r.headers), r.timestamp)
+                      for r in store.scan())
+
+
+@pytest.mark.skipif(not arrowwrite.available(), reason="RocketMQ reads columns for a conversion only with C")
+@pytest.mark.parametrize("pinned", [3, 10**9])
+def test_pending_rows_of_many_partitions_hold_on_to_few_added_batches(tmp_path: Path, pinned: int) -> None:
+    """A Kafka writer's pending rows keep their added batches alive: with many partitions each waiting
+    for more rows, everything is written once they hold on to more than ``PINNED_BATCHES`` (batch
+    boundaries change, the records do not)."""
+    from segstore_rocketmq import conversion as rocketmq_conversion
+
+    src = tmp_path / "rmq"
+    with segstore.open(src, "rocketmq", "a", **ROCKETMQ_CONFIG) as store:
+        store.append_batch([{"topic": "T", "queue_id": i % 24, "body": bytes([i % 256]) * 9,
+                             "keys": [f"k{i}"], "born_timestamp": i, "store_timestamp": i}
+                            for i in range(400)])
+    held: list[int] = []
+    real = conversion.KafkaArrowWriter.add_batch
+
+    def add_batch(self, batch):
+        out = real(self, batch)
+        held.append(self._pinned())
+        return out
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(rocketmq_conversion, "SOURCE_BATCH_ROWS", 16)   # 16 messages over 24 partitions
+        patch.setattr(conversion, "PINNED_BATCHES", pinned)
+        patch.setattr(conversion.KafkaArrowWriter, "add_batch", add_batch)
+        convert(src, tmp_path / "columns", to="kafka")
+    patch_free = tmp_path / "entries"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pipeline, "COLUMNAR", False)
+        convert(src, patch_free, to="kafka")
+    assert _records(tmp_path / "columns") == _records(patch_free)
+    assert len(held) >= 25         # a batch ends at a commitlog file's end too
+    if pinned == 3:
+        assert max(held) <= 3
+    else:                   # the case the bound is for: without it, every batch stays held
+        assert max(held) > 10
