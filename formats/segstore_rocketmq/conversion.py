@@ -119,6 +119,11 @@ TOPICS = TopicRules("RocketMQ", WORD_CHARS + "%|_-", "[%|a-zA-Z0-9_-]", TOPIC_MA
 #: Most body bytes one commitlog write of a conversion holds (with ``options.batch_records``
 #: messages): what bounds a writer's memory whatever the message sizes.
 WRITE_BYTES = 32 << 20
+#: Messages of a batch the source side reads (:func:`entry_batches`).  A writer's pending rows and the
+#: steps in flight keep several alive (a row holds its whole batch): 1M messages into Kafka peaked at
+#: 310 MB of anonymous memory (355 MB with zstd) with 64k-message batches, 169 MB (171 MB) with 32k,
+#: for 4-8% more time.
+SOURCE_BATCH_ROWS = 1 << 15
 RMQ_PROPERTY_PREFIX = "rmq.p."
 _PROPERTY_PREFIX_LENGTH = len(RMQ_PROPERTY_PREFIX)
 H_PHYSICAL_OFFSET = "rmq.physical_offset"
@@ -502,7 +507,7 @@ def entry_batches(source: Any, options: Options) -> Iterator[pa.RecordBatch]:
     numbering = _Numbering()
     marker = options.peer.name + P_OFFSET
     wanted = None if options.topics is None else pa.array(options.topics, pa.string())
-    for view, rows in source._region_rows(None, None):
+    for view, rows in source._region_rows(None, None, SOURCE_BATCH_ROWS):
         batch = columnar.build_batch(view, rows, _SOURCE_SCHEMA)
         lengths, ends = rows["props_len"], rows["props_pos"] + rows["props_len"] - 1
         has = lengths > 0
