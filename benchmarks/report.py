@@ -68,6 +68,12 @@ TARGETS = [
      "TOTALSIZE hop loop, same run", True, 0.2),
     ("convert Kafka -> RocketMQ >= 0.2x the hop loop", "convert", "Kafka -> RocketMQ", None,
      "TOTALSIZE hop loop, same run", True, 0.2),
+    ("convert RocketMQ -> Kafka, 1M messages: <= 300 MB anonymous", "convert",
+     "RocketMQ -> Kafka (none) memory", None, "300 MB budget (ratio: budget / peak)", True, 1.0),
+    ("convert RocketMQ -> Kafka (zstd), 1M messages: <= 300 MB anonymous", "convert",
+     "RocketMQ -> Kafka (zstd) memory", None, "300 MB budget (ratio: budget / peak)", True, 1.0),
+    ("convert Kafka -> RocketMQ, 1M messages: <= 300 MB anonymous", "convert", "Kafka -> RocketMQ memory",
+     None, "300 MB budget (ratio: budget / peak)", True, 1.0),
 ]
 
 
