@@ -258,6 +258,7 @@ class _Cursor:
         self.target_side = target_side
         self.batch: pa.RecordBatch | None = None
         self.positions = np.zeros(0, np.int64)
+        self.top = -1           # the batch's last position
         self.at = 0
         self.last = -1
         self.next()
@@ -270,6 +271,7 @@ class _Cursor:
                 positions = self.target_side.home_positions(batch)
                 assert positions is not None        # _convert_columns checked the target says
                 self.positions = positions
+                self.top = int(positions[-1])
                 return True
         self.batch = None
         return False
@@ -315,17 +317,19 @@ def _batches_in_order(streams: list[Iterator[pa.RecordBatch]], target_side: Form
     for cursor in merged:
         cursor.check_home()
     while merged:
-        bound = min(int(cursor.positions[-1]) for cursor in merged)
-        ends = [int(np.searchsorted(c.positions, bound, side="right")) for c in merged]
+        # a step costs O(streams) of Python (with hundreds of partitions, as many steps as their
+        # batches): the positions' own searchsorted, each stream's end found once
+        bound = min(cursor.top for cursor in merged)
+        ends = [int(c.positions.searchsorted(bound, "right")) for c in merged]
         if sum(ends) - sum(c.at for c in merged) > MERGE_ROWS:
             # at most MERGE_ROWS rows an item: the writer's work comes in even steps to overlap
             # the source's reading with (segstore.overlap), and an item's memory stays bounded
             waiting = np.concatenate([c.positions[c.at:end] for c, end in zip(merged, ends, strict=True)])
             bound = int(np.partition(waiting, MERGE_ROWS - 1)[MERGE_ROWS - 1])
+            ends = [int(c.positions.searchsorted(bound, "right")) for c in merged]
         pieces: list[pa.RecordBatch] = []
         keys: list[np.ndarray] = []
-        for cursor in merged:
-            stop = int(np.searchsorted(cursor.positions, bound, side="right"))
+        for cursor, stop in zip(merged, ends, strict=True):
             if stop > cursor.at:
                 assert cursor.batch is not None
                 pieces.append(cursor.batch.slice(cursor.at, stop - cursor.at))
