@@ -72,7 +72,7 @@ PROGRESS_STEP = 500
 #: Convert in Arrow batches where both sides can (False: entry by entry, the reference the columnar
 #: path is tested equal to).
 COLUMNAR = True
-#: Rows of a merged item (:func:`_batches_in_order`) at most.
+#: Rows of a merged item (:func:`_batches_in_order`) at most (at least half of it but the last).
 MERGE_ROWS = 1 << 16
 #: Where ``--timestamp`` takes a record's time from, when the source has two (RocketMQ: born, store).
 TIMESTAMP_SOURCES = ("born", "store")
@@ -303,7 +303,8 @@ def _batches_in_order(streams: list[Iterator[pa.RecordBatch]], target_side: Form
                       ) -> Iterator[tuple[list[pa.RecordBatch], np.ndarray | None]]:
     """:func:`_in_order` in batches: streams whose first row came from the target merged back into
     the target's order, a batch of each stream at a time (rows of equal position in stream order,
-    as ``heapq.merge``), then the other streams one after another.  Each item is a list of batches
+    as ``heapq.merge``), in items of ``MERGE_ROWS / 2`` to ``MERGE_ROWS`` rows but the last, then
+    the other streams one after another.  Each item is a list of batches
     and the order of their rows (row numbers over the list's batches one after another; None: one
     batch, as it is): a merge gives its pieces as they are and the order, and the writer reorders
     (:meth:`ArrowWriter.add_rows`; concatenating or taking every column here would copy each
@@ -317,32 +318,39 @@ def _batches_in_order(streams: list[Iterator[pa.RecordBatch]], target_side: Form
     for cursor in merged:
         cursor.check_home()
     while merged:
-        # a step costs O(streams) of Python (with hundreds of partitions, as many steps as their
-        # batches): the positions' own searchsorted, each stream's end found once
-        bound = min(cursor.top for cursor in merged)
-        ends = [int(c.positions.searchsorted(bound, "right")) for c in merged]
-        if sum(ends) - sum(c.at for c in merged) > MERGE_ROWS:
-            # at most MERGE_ROWS rows an item: the writer's work comes in even steps to overlap
-            # the source's reading with (segstore.overlap), and an item's memory stays bounded
-            waiting = np.concatenate([c.positions[c.at:end] for c, end in zip(merged, ends, strict=True)])
-            bound = int(np.partition(waiting, MERGE_ROWS - 1)[MERGE_ROWS - 1])
-            ends = [int(c.positions.searchsorted(bound, "right")) for c in merged]
         pieces: list[pa.RecordBatch] = []
         keys: list[np.ndarray] = []
-        for cursor, stop in zip(merged, ends, strict=True):
-            if stop > cursor.at:
-                assert cursor.batch is not None
-                pieces.append(cursor.batch.slice(cursor.at, stop - cursor.at))
-                keys.append(cursor.positions[cursor.at:stop])
-                cursor.at = stop
-        left = []
-        for cursor in merged:
-            if cursor.at < len(cursor.positions):
-                left.append(cursor)
-            elif cursor.next():
-                cursor.check_home()
-                left.append(cursor)
-        merged = left
+        taken = 0
+        # steps until the item holds half of MERGE_ROWS (a stream's batch ending early does not end
+        # the item: the writer's per-item work stays per 32k-64k rows however small the batches)
+        while merged and taken < MERGE_ROWS // 2:
+            # a step costs O(streams) of Python (with hundreds of partitions, as many steps as their
+            # batches): the positions' own searchsorted, each stream's end found once
+            bound = min(cursor.top for cursor in merged)
+            ends = [int(c.positions.searchsorted(bound, "right")) for c in merged]
+            room = MERGE_ROWS - taken
+            if sum(ends) - sum(c.at for c in merged) > room:
+                # at most MERGE_ROWS rows an item: the writer's work comes in even steps to overlap
+                # the source's reading with (segstore.overlap), and an item's memory stays bounded
+                waiting = np.concatenate([c.positions[c.at:end] for c, end in zip(merged, ends, strict=True)])
+                bound = int(np.partition(waiting, room - 1)[room - 1])
+                ends = [int(c.positions.searchsorted(bound, "right")) for c in merged]
+            # positions past the steps before (their bounds): one stable sort orders the item
+            for cursor, stop in zip(merged, ends, strict=True):
+                if stop > cursor.at:
+                    assert cursor.batch is not None
+                    pieces.append(cursor.batch.slice(cursor.at, stop - cursor.at))
+                    keys.append(cursor.positions[cursor.at:stop])
+                    taken += stop - cursor.at
+                    cursor.at = stop
+            left = []
+            for cursor in merged:
+                if cursor.at < len(cursor.positions):
+                    left.append(cursor)
+                elif cursor.next():
+                    cursor.check_home()
+                    left.append(cursor)
+            merged = left
         if len(pieces) == 1:
             yield pieces, None
             continue
