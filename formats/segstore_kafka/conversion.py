@@ -58,8 +58,9 @@ BATCH_BYTES = 512 << 10
 BUFFER_BYTES = 64 << 20
 #: Rows of the batches of all the source's streams together (:meth:`KafkaConversion.arrow_streams`):
 #: a merge back into RocketMQ's order holds a batch of every stream, and the rows of one or two more
-#: in the steps after it.  1M messages in 16 partitions: 241-248 MB of anonymous memory at the peak
-#: with 8k-row batches, 314 MB with the decoder's 16k (and 10-13% more time).
+#: in the steps after it.  1M messages in 16 partitions: 236-248 MB of anonymous memory at the peak
+#: with 8k-row batches, 314 MB with the decoder's 16k (no slower since a merged item goes on past a
+#: batch's end: ``pipeline._batches_in_order``).
 STREAM_ROWS = 1 << 17
 #: Rows of a stream's batches at least, however many streams (a record batch with more comes whole).
 MIN_STREAM_ROWS = 256

@@ -121,8 +121,8 @@ TOPICS = TopicRules("RocketMQ", WORD_CHARS + "%|_-", "[%|a-zA-Z0-9_-]", TOPIC_MA
 WRITE_BYTES = 32 << 20
 #: Messages of a batch the source side reads (:func:`entry_batches`).  A writer's pending rows and the
 #: steps in flight keep several alive (a row holds its whole batch): 1M messages into Kafka peaked at
-#: 310 MB of anonymous memory (355 MB with zstd) with 64k-message batches, 169 MB (171 MB) with 32k,
-#: for 4-8% more time.
+#: 310 MB of anonymous memory (355 MB with zstd) with 64k-message batches, 152-179 MB (163-197 MB)
+#: with 32k, for 4-8% more time.
 SOURCE_BATCH_ROWS = 1 << 15
 RMQ_PROPERTY_PREFIX = "rmq.p."
 _PROPERTY_PREFIX_LENGTH = len(RMQ_PROPERTY_PREFIX)

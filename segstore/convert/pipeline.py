@@ -304,9 +304,9 @@ def _batches_in_order(streams: list[Iterator[pa.RecordBatch]], target_side: Form
     """:func:`_in_order` in batches: streams whose first row came from the target merged back into
     the target's order, a batch of each stream at a time (rows of equal position in stream order,
     as ``heapq.merge``), in items of ``MERGE_ROWS / 2`` to ``MERGE_ROWS`` rows but the last, then
-    the other streams one after another.  Each item is a list of batches
-    and the order of their rows (row numbers over the list's batches one after another; None: one
-    batch, as it is): a merge gives its pieces as they are and the order, and the writer reorders
+    the other streams one after another.  Each item is a list of batches and the order of their
+    rows (row numbers over the list's batches one after another; None: one batch, as it is): a
+    merge gives its pieces as they are and the order, and the writer reorders
     (:meth:`ArrowWriter.add_rows`; concatenating or taking every column here would copy each
     header of every row once more).  Memory: one batch per stream."""
     merged: list[_Cursor] = []
