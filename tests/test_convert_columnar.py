@@ -329,7 +329,7 @@ def test_merged_streams_are_reordered_after_restoring_their_columns(tmp_path: Pa
 @pytest.mark.parametrize("stream_rows", [1, 5])
 def test_merged_streams_of_small_batches_come_back_byte_for_byte(tmp_path: Path, stream_rows: int) -> None:
     """The merge back into RocketMQ's order reads each partition in batches of the rows its streams
-    share (``conversion.stream_rows``; here a few rows, so a record batch is cut from the next one
+    share (``pipeline.read_rows``; here a few rows, so a record batch is cut from the next one
     between batches), with the same bytes as the entry path and as the source."""
     src = tmp_path / "rmq"
     with segstore.open(src, "rocketmq", "a", **ROCKETMQ_CONFIG) as store:
@@ -348,8 +348,8 @@ def test_merged_streams_of_small_batches_come_back_byte_for_byte(tmp_path: Path,
             yield batch
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(conversion, "STREAM_ROWS", stream_rows * 12)     # 12 partitions
-        patch.setattr(conversion, "MIN_STREAM_ROWS", 1)
+        patch.setattr(pipeline, "MERGE_READ_ROWS", stream_rows * 12)     # 12 partitions
+        patch.setattr(pipeline, "MIN_READ_ROWS", 1)
         patch.setattr(conversion, "partition_batches", partition_batches)
         columns, entries = both_ways_back(tmp_path / "k", tmp_path, config=ROCKETMQ_CONFIG)
     assert columns == entries
@@ -400,3 +400,51 @@ def test_pending_rows_of_many_partitions_hold_on_to_few_added_batches(tmp_path: 
         assert max(held) <= 3
     else:                   # the case the bound is for: without it, every batch stays held
         assert max(held) > 10
+
+
+def test_merged_streams_share_their_rows() -> None:
+    assert pipeline.read_rows(1) == pipeline.MERGE_READ_ROWS
+    assert pipeline.read_rows(16) == pipeline.MERGE_READ_ROWS // 16
+    assert pipeline.read_rows(100_000) == pipeline.MIN_READ_ROWS
+    assert pipeline.read_rows(0) == pipeline.MERGE_READ_ROWS
+
+
+def test_native_partitions_are_read_whole_one_at_a_time(tmp_path: Path) -> None:
+    """Kafka partitions that did not come from RocketMQ are not merged: after their first small
+    batch told so, each is read again from its start in the decoder's own batches when its turn
+    comes, one partition at a time (holding a first batch of every partition would grow with them)."""
+    src = tmp_path / "k"
+    for partition in range(6):
+        write_kafka(src, "native", partition,
+                    [{"records": [(b"k%d" % i, b"v" * (i % 30), [("h", b"x")]) for i in range(40)], "gap": 0,
+                      "log_append": False, "compression": "none", "transactional": False}] * 5)
+    active: list[int] = [0]
+    most: dict[object, int] = {}
+    sizes: dict[object, list[int]] = {}
+    real = conversion.partition_batches
+
+    def partition_batches(source, topic, partition, batch_rows=None):
+        key = "probe" if batch_rows is not None else "whole"
+        started = False
+        try:
+            for batch in real(source, topic, partition, batch_rows):
+                if not started and key == "whole":
+                    started = True
+                    active[0] += 1
+                    most["whole"] = max(most.get("whole", 0), active[0])
+                sizes.setdefault(key, []).append(batch.num_rows)
+                yield batch
+        finally:
+            if started:
+                active[0] -= 1
+
+    PLACED.clear()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pipeline, "MERGE_READ_ROWS", 6 * 3)
+        patch.setattr(pipeline, "MIN_READ_ROWS", 1)
+        patch.setattr(conversion, "partition_batches", partition_batches)
+        columns, entries = both_ways_back(src, tmp_path, config=ROCKETMQ_CONFIG)
+    assert columns == entries
+    assert len(sizes["probe"]) == 6 and max(sizes["probe"]) == 40     # a record batch comes whole
+    assert sum(sizes["whole"]) == 6 * 200 and max(sizes["whole"]) == 200
+    assert most["whole"] == 1

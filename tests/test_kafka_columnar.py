@@ -383,15 +383,6 @@ def test_capacity_for_rows_scales_the_buffers_and_keeps_the_default_at_its_rows(
     assert tiny.rows == 1 and tiny.batches >= 1 and min(tiny.key, tiny.value, tiny.hkey, tiny.hvalue) == 4096
 
 
-def test_conversion_streams_share_their_rows() -> None:
-    from segstore_kafka import conversion
-
-    assert conversion.stream_rows(1) == conversion.STREAM_ROWS
-    assert conversion.stream_rows(16) == conversion.STREAM_ROWS // 16
-    assert conversion.stream_rows(100_000) == conversion.MIN_STREAM_ROWS
-    assert conversion.stream_rows(0) == conversion.STREAM_ROWS
-
-
 def test_dump_json_lines_are_json_dumps_of_to_json(tmp_path, accelerator) -> None:
     path = _log_dir(tmp_path)
     with segstore.open(path) as store:

@@ -56,14 +56,6 @@ TOPICS = TopicRules("Kafka", WORD_CHARS + "._-", "[a-zA-Z0-9._-]", MAX_TOPIC_LEN
 #: is written.
 BATCH_BYTES = 512 << 10
 BUFFER_BYTES = 64 << 20
-#: Rows of the batches of all the source's streams together (:meth:`KafkaConversion.arrow_streams`):
-#: a merge back into RocketMQ's order holds a batch of every stream, and the rows of one or two more
-#: in the steps after it.  1M messages in 16 partitions: 236-248 MB of anonymous memory at the peak
-#: with 8k-row batches, 314 MB with the decoder's 16k (no slower since a merged item goes on past a
-#: batch's end: ``pipeline._batches_in_order``).
-STREAM_ROWS = 1 << 17
-#: Rows of a stream's batches at least, however many streams (a record batch with more comes whole).
-MIN_STREAM_ROWS = 256
 #: Added batches the partitions' pending rows may hold on to (a pending row keeps its whole batch
 #: alive) before every partition's rows are written: with many partitions each waiting for more rows,
 #: 1M messages over 1,024 of them peaked at 404 MB of anonymous memory without this bound.
@@ -123,13 +115,6 @@ def partition_entries(source: Any, topic: str, partition: int, options: Options)
 #: The ``scan_arrow`` columns an entry batch is made of (all of ``ENTRY_SCHEMA`` but ``size``, which is
 #: the source batch's ``size`` on its first row).
 _ENTRY_COLUMNS = [name for name in ENTRY_SCHEMA.names if name != "size"]
-
-
-def stream_rows(streams: int) -> int:
-    """Rows a batch of each of ``streams`` streams read at once: :data:`STREAM_ROWS` shared, at least
-    :data:`MIN_STREAM_ROWS`.  Past 512 partitions, memory grows with them: a merge holds about a
-    record batch of every one."""
-    return max(MIN_STREAM_ROWS, STREAM_ROWS // max(1, streams))
 
 
 def partition_batches(source: Any, topic: str, partition: int,
@@ -554,17 +539,15 @@ class KafkaConversion(FormatConversion):
                 for partition in store.partitions(topic)]
 
     def arrow_streams(self, source: Store, options: Options) -> list[Iterator[pa.RecordBatch]] | None:
-        """:meth:`streams` in columns (:func:`partition_batches`); None with ``skip_corrupt`` (skipping
-        damage goes batch by batch, :func:`partition_entries`).  The converter may hold a batch of
-        every stream at once (the merge of partitions that came from RocketMQ), so the streams'
-        batches share :data:`STREAM_ROWS` rows (:func:`stream_rows`)."""
+        """:meth:`streams` in columns (:func:`partition_batches`, ``options.read_rows`` rows a batch
+        at most but for a bigger record batch); None with ``skip_corrupt`` (skipping damage goes
+        batch by batch, :func:`partition_entries`)."""
         if options.skip_corrupt:
             return None
         store: Any = source
-        keys = [(topic, partition) for topic in store.topics()
-                if options.topics is None or topic in options.topics for partition in store.partitions(topic)]
-        rows = stream_rows(len(keys))
-        return [partition_batches(store, topic, partition, rows) for topic, partition in keys]
+        return [partition_batches(store, topic, partition, options.read_rows)
+                for topic in store.topics() if options.topics is None or topic in options.topics
+                for partition in store.partitions(topic)]
 
     def entry_of(self, record: Any, peer: Peer | None = None) -> Entry:
         """A record read from a Kafka store as its entry (the same whatever the peer)."""

@@ -77,6 +77,8 @@ class Options:
     """One run's options as both sides see them.
 
     ``batch_records``: entries per destination write (a record batch, a commitlog write).
+    ``read_rows``: rows of a source's :meth:`FormatConversion.arrow_streams` batch at most (the
+    converter holds a batch of every stream it merges); None: the format's own size.
     ``skipped``: where a source reports each corrupt region it skips (``skip_corrupt``);
     ``problems``: where it reports a record its entry does not give back (``verify``).
     """
@@ -87,6 +89,7 @@ class Options:
     timestamp: str = "born"
     skip_corrupt: bool = False
     batch_records: int = 500
+    read_rows: int | None = None
     skipped: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 

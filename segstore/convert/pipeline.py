@@ -41,7 +41,7 @@ import sys
 import time
 import urllib.parse
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -74,6 +74,13 @@ PROGRESS_STEP = 500
 COLUMNAR = True
 #: Rows of a merged item (:func:`_batches_in_order`) at most (at least half of it but the last).
 MERGE_ROWS = 1 << 16
+#: Rows of the batches of all merged streams together (``Options.read_rows`` of each: a merge holds
+#: a batch of every stream it merges, and the rows of one or two more in the items after it), and
+#: of one stream's at least.  1M messages from 16 Kafka partitions: 236-248 MB of anonymous memory
+#: at the peak with 8k-row batches, 314 MB with the decoder's 16k; past 512 partitions memory
+#: grows with them, by about a record batch each.
+MERGE_READ_ROWS = 1 << 17
+MIN_READ_ROWS = 256
 #: Where ``--timestamp`` takes a record's time from, when the source has two (RocketMQ: born, store).
 TIMESTAMP_SOURCES = ("born", "store")
 #: How many verify differences an error lists.
@@ -228,9 +235,12 @@ def _convert_columns(source_side: FormatConversion, target_side: FormatConversio
     writer = target_side.arrow_writer(dest, writing)
     if writer is None:
         return False
+    probes = None
+    if target_side.home_marker:     # streams that came from the target are merged: read them small
+        probes = source_side.arrow_streams(source, replace(reading, read_rows=read_rows(len(streams))))
 
     def prepared() -> Iterator[tuple[list[pa.RecordBatch], np.ndarray | None, Any]]:
-        for pieces, order in _batches_in_order(streams, target_side):
+        for pieces, order in _batches_in_order(streams, target_side, probes):
             yield pieces, order, None if order is None else writer.prepare(pieces, order)
 
     def write(item: tuple[list[pa.RecordBatch], np.ndarray | None, Any]) -> tuple[int, int, int]:
@@ -247,6 +257,12 @@ def _convert_columns(source_side: FormatConversion, target_side: FormatConversio
     writer.flush_all()
     report.skipped.extend(reading.skipped)
     return True
+
+
+def read_rows(streams: int) -> int:
+    """Rows a batch of each of ``streams`` merged streams: :data:`MERGE_READ_ROWS` shared, at least
+    :data:`MIN_READ_ROWS`."""
+    return max(MIN_READ_ROWS, MERGE_READ_ROWS // max(1, streams))
 
 
 class _Cursor:
@@ -300,6 +316,7 @@ class _Cursor:
 
 
 def _batches_in_order(streams: list[Iterator[pa.RecordBatch]], target_side: FormatConversion,
+                      probes: list[Iterator[pa.RecordBatch]] | None = None,
                       ) -> Iterator[tuple[list[pa.RecordBatch], np.ndarray | None]]:
     """:func:`_in_order` in batches: streams whose first row came from the target merged back into
     the target's order, a batch of each stream at a time (rows of equal position in stream order,
@@ -308,13 +325,29 @@ def _batches_in_order(streams: list[Iterator[pa.RecordBatch]], target_side: Form
     rows (row numbers over the list's batches one after another; None: one batch, as it is): a
     merge gives its pieces as they are and the order, and the writer reorders
     (:meth:`ArrowWriter.add_rows`; concatenating or taking every column here would copy each
-    header of every row once more).  Memory: one batch per stream."""
+    header of every row once more).
+
+    ``probes``: the same streams read in small batches (``Options.read_rows``), or None.  A stream
+    is told merged or native by its first batch, read from its probe: a merged stream goes on in
+    the probe's batches, a native one is read again from ``streams`` when its turn comes.  Memory:
+    a small batch per merged stream, and one native stream at a time (without probes, every
+    native stream's first batch is held until its turn)."""
     merged: list[_Cursor] = []
-    native: list[_Cursor] = []
-    for stream in streams:
-        cursor = _Cursor(stream, target_side)
-        if cursor.batch is not None:
-            (merged if cursor.positions[0] >= 0 else native).append(cursor)
+    native: list[_Cursor | Iterator[pa.RecordBatch]] = []
+    for i, stream in enumerate(streams):
+        probe = stream if probes is None else probes[i]
+        cursor = _Cursor(probe, target_side)
+        if cursor.batch is None:
+            continue
+        if cursor.positions[0] >= 0:
+            merged.append(cursor)
+        elif probes is None:
+            native.append(cursor)
+        else:
+            close = getattr(probe, "close", None)
+            if close is not None:
+                close()
+            native.append(stream)
     for cursor in merged:
         cursor.check_home()
     while merged:
@@ -355,11 +388,13 @@ def _batches_in_order(streams: list[Iterator[pa.RecordBatch]], target_side: Form
             yield pieces, None
             continue
         yield pieces, np.argsort(np.concatenate(keys), kind="stable")
-    for cursor in native:
-        assert cursor.batch is not None
-        yield [cursor.batch], None
-        for batch in cursor.stream:
-            yield [batch], None
+    for turn in native:
+        if isinstance(turn, _Cursor):
+            assert turn.batch is not None
+            yield [turn.batch], None
+            turn = turn.stream
+        for later in turn:
+            yield [later], None
 
 
 def _compare(source_side: FormatConversion, target_side: FormatConversion, source: Store, dest: Store,
