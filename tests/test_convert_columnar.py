@@ -409,6 +409,7 @@ def test_merged_streams_share_their_rows() -> None:
     assert pipeline.read_rows(0) == pipeline.MERGE_READ_ROWS
 
 
+@pytest.mark.skipif(not arrowwrite.available(), reason="the columnar restore needs the C accelerator")
 def test_native_partitions_are_read_whole_one_at_a_time(tmp_path: Path) -> None:
     """Kafka partitions that did not come from RocketMQ are not merged: after their first small
     batch told so, each is read again from its start in the decoder's own batches when its turn
