@@ -23,9 +23,9 @@ What a run does (``docs/conversion.md`` has the user's view):
 Memory is bounded whatever the store size: the writers hold bounded buffers (Kafka:
 at most :data:`BATCH_RECORDS` records per partition and 64 MiB in all), and the
 k-way merge that puts streams converted from the target back in its order holds one
-entry (columns: one batch) per stream; a source side shares the rows of its streams'
-batches (Kafka: ``STREAM_ROWS``), so that memory grows with the partitions only past
-a few hundred of them, by about a record batch each.
+entry per stream (columns: one batch of :data:`MERGE_READ_ROWS` rows shared among the merged
+streams, so that memory grows with the partitions only past a few hundred of them, by about
+a record batch each; the other streams are read one at a time).
 
 Not thread-safe: one conversion per destination (the stores' writer locks enforce it).
 """
