@@ -23,8 +23,8 @@ What a run does (``docs/conversion.md`` has the user's view):
 Memory is bounded whatever the store size: the writers hold bounded buffers (Kafka:
 at most :data:`BATCH_RECORDS` records per partition and 64 MiB in all), and the
 k-way merge that puts streams converted from the target back in its order holds one
-entry per stream (columns: one batch of :data:`MERGE_READ_ROWS` rows shared among the merged
-streams, so that memory grows with the partitions only past a few hundred of them, by about
+entry per stream (columns: one batch of :data:`MERGE_READ_ROWS` rows shared among the streams
+that may be merged, so that memory grows with the partitions only past a few hundred of them, by about
 a record batch each; the other streams are read one at a time).
 
 Not thread-safe: one conversion per destination (the stores' writer locks enforce it).
@@ -237,6 +237,7 @@ def _convert_columns(source_side: FormatConversion, target_side: FormatConversio
         return False
     probes = None
     if target_side.home_marker:     # streams that came from the target are merged: read them small
+        # (shared among all the streams: which are merged only their first batches tell)
         probes = source_side.arrow_streams(source, replace(reading, read_rows=read_rows(len(streams))))
 
     def prepared() -> Iterator[tuple[list[pa.RecordBatch], np.ndarray | None, Any]]:
@@ -260,8 +261,8 @@ def _convert_columns(source_side: FormatConversion, target_side: FormatConversio
 
 
 def read_rows(streams: int) -> int:
-    """Rows a batch of each of ``streams`` merged streams: :data:`MERGE_READ_ROWS` shared, at least
-    :data:`MIN_READ_ROWS`."""
+    """Rows a batch of each of ``streams`` streams that may be merged: :data:`MERGE_READ_ROWS`
+    shared, at least :data:`MIN_READ_ROWS`."""
     return max(MIN_READ_ROWS, MERGE_READ_ROWS // max(1, streams))
 
 
