@@ -3367,6 +3367,283 @@ restore_headers(PyObject *module, PyObject *args)
     return Py_BuildValue("inii", status, at, topic_repeated, queue_repeated);
 }
 
+/*
+ * The properties from_entry (conversion.py) gives a record of a peer's own (not one converted from
+ * RocketMQ), fields NP_* in its insertion order; the store writes them in Java HashMap order, which
+ * depends only on which fields a row has (``orders``: NP_ORDERS rows of NP_FIELDS field numbers, by
+ * the bit mask of the row's fields, 0xFF past its last).
+ */
+enum {
+    NP_OFFSET, NP_KEYS, NP_KEY, NP_NULL_VALUE, NP_TIMESTAMP_TYPE, NP_HEADERS, NP_TXN, NP_PRODUCER, NP_CONTROL,
+    NP_FIELDS
+};
+#define NP_ORDERS (1 << NP_FIELDS)
+/* Why native_properties declined a run (the entry path then decides): its status, 0 for none. */
+enum { NP_OK, NP_TOO_LONG, NP_BAD_TEXT, NP_NO_ROOM };
+
+static const char BASE64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/* base64.b64encode(s[0:n]) at out (padded): 4 * ((n + 2) / 3) bytes. */
+static Py_ssize_t
+base64_text(const uint8_t *s, Py_ssize_t n, uint8_t *out)
+{
+    uint8_t *o = out;
+    Py_ssize_t i = 0;
+    for (; i + 3 <= n; i += 3) {
+        uint32_t v = (uint32_t)s[i] << 16 | (uint32_t)s[i + 1] << 8 | s[i + 2];
+        *o++ = BASE64[v >> 18];
+        *o++ = BASE64[(v >> 12) & 63];
+        *o++ = BASE64[(v >> 6) & 63];
+        *o++ = BASE64[v & 63];
+    }
+    if (n - i == 1) {
+        uint32_t v = (uint32_t)s[i] << 16;
+        *o++ = BASE64[v >> 18];
+        *o++ = BASE64[(v >> 12) & 63];
+        *o++ = '=';
+        *o++ = '=';
+    } else if (n - i == 2) {
+        uint32_t v = (uint32_t)s[i] << 16 | (uint32_t)s[i + 1] << 8;
+        *o++ = BASE64[v >> 18];
+        *o++ = BASE64[(v >> 12) & 63];
+        *o++ = BASE64[(v >> 6) & 63];
+        *o++ = '=';
+    }
+    return o - out;
+}
+
+/* s[0:n] (UTF-8) as json.dumps(ensure_ascii=False) writes a string's inside: '"' and '\' escaped,
+   \b \f \n \r \t by name, the other bytes below 0x20 as \u00xx, everything else as it is.  At
+   most 6 * n bytes. */
+static Py_ssize_t
+json_text(const uint8_t *s, Py_ssize_t n, uint8_t *out)
+{
+    static const char HEX[] = "0123456789abcdef";
+    uint8_t *o = out;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint8_t c = s[i];
+        if (c >= 0x20 && c != '"' && c != '\\') {
+            *o++ = c;
+            continue;
+        }
+        *o++ = '\\';
+        switch (c) {
+        case '"': *o++ = '"'; break;
+        case '\\': *o++ = '\\'; break;
+        case '\b': *o++ = 'b'; break;
+        case '\f': *o++ = 'f'; break;
+        case '\n': *o++ = 'n'; break;
+        case '\r': *o++ = 'r'; break;
+        case '\t': *o++ = 't'; break;
+        default:
+            memcpy(o, "u00", 3);
+            o[3] = (uint8_t)HEX[c >> 4];
+            o[4] = (uint8_t)HEX[c & 15];
+            o += 5;
+        }
+    }
+    return o - out;
+}
+
+/* Whether a record key goes into KEYS as it is (conversion._plain_key): UTF-8, not empty, none of
+   the key separator ' ', 0x01, 0x02, \t \n \v \f \r. */
+static int
+plain_record_key(const uint8_t *s, Py_ssize_t n)
+{
+    if (n == 0 || !valid_utf8(s, n, 0)) {
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint8_t c = s[i];
+        if (c == ' ' || c == NAME_VALUE_SEPARATOR || c == PROPERTY_SEPARATOR || (c >= '\t' && c <= '\r')) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/*
+ * native_properties(offsets, key_offsets, key_data, key_valid, null_value, log_append, item_rows,
+ *                   hk_offsets, hk_data, hv_offsets, hv_data, hv_valid, txn, control, producers, names,
+ *                   orders, log_append_text, trailing, prop_offsets, prop_data) -> (status, used, row)
+ *
+ * The encoded properties of n records of a peer's own (conversion.from_entry, then the store's
+ * HashMap order and the version's trailing 0x02), in one pass: offsets int64[n]; the keys as Arrow
+ * binary (int32 offsets, data, key_valid b"" or uint8[n]); null_value, log_append, txn, control
+ * uint8[n]; item_rows int64[n + 1], each row's header items; the items' names (hk_*) and values
+ * (hv_*, hv_valid b"" or uint8[items]); producers int64[2n] (ids, then epochs); names the NP_FIELDS
+ * property names; orders (see NP_ORDERS); log_append_text the timestamp type's text.  Written into
+ * prop_offsets (int32[n + 1]) and prop_data.  status NP_OK, or why the run needs the entry path (row
+ * the first such): properties of MAX_PROPERTIES_BYTES or more, a header name not UTF-8, or
+ * prop_data too small.  ValueError for inputs of other sizes.  O(bytes).  Releases the GIL.
+ */
+static PyObject *
+native_properties(PyObject *module, PyObject *args)
+{
+    enum { NB = 19 };
+    Py_buffer b[NB];
+    PyObject *names;
+    int trailing;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*O!y*y*pw*w*", &b[0], &b[1], &b[2], &b[3], &b[4],
+                          &b[5], &b[6], &b[7], &b[8], &b[9], &b[10], &b[11], &b[12], &b[13], &b[14], &PyTuple_Type,
+                          &names, &b[15], &b[16], &trailing, &b[17], &b[18])) {
+        return NULL;
+    }
+    const int64_t *offsets = b[0].buf, *rows = b[6].buf, *producers = b[14].buf;
+    const int32_t *ko = b[1].buf, *hko = b[7].buf, *hvo = b[9].buf;
+    const uint8_t *kd = b[2].buf, *kvalid = b[3].buf, *null_value = b[4].buf, *log_append = b[5].buf,
+                  *hkd = b[8].buf, *hvd = b[10].buf, *hvalid = b[11].buf, *txn = b[12].buf, *control = b[13].buf,
+                  *orders = b[15].buf, *lat = b[16].buf;
+    int32_t *po = b[17].buf;
+    uint8_t *pd = b[18].buf;
+    Py_ssize_t n = b[0].len / 8, items = b[7].len / 4 - 1, cap = b[18].len, lat_len = b[16].len;
+    const uint8_t *name[NP_FIELDS];
+    Py_ssize_t name_len[NP_FIELDS], names_total = 0;
+    int ok = PyTuple_GET_SIZE(names) == NP_FIELDS && b[0].len == n * 8 && b[1].len == (n + 1) * 4 &&
+             (b[3].len == 0 || b[3].len == n) && b[4].len == n && b[5].len == n && b[6].len == (n + 1) * 8 &&
+             items >= 0 && b[9].len == b[7].len && (b[11].len == 0 || b[11].len == items) && b[12].len == n &&
+             b[13].len == n && b[14].len == 2 * n * 8 && b[15].len == NP_ORDERS * NP_FIELDS &&
+             b[17].len == (n + 1) * 4;
+    for (int f = 0; ok && f < NP_FIELDS; f++) {
+        PyObject *text = PyTuple_GET_ITEM(names, f);
+        ok = PyBytes_Check(text);
+        if (ok) {
+            name[f] = (const uint8_t *)PyBytes_AS_STRING(text);
+            name_len[f] = PyBytes_GET_SIZE(text);
+            names_total += name_len[f];
+        }
+    }
+    if (ok) {
+        ok = span_ok(ko, n, b[2].len) && span_ok(hko, items, b[8].len) && span_ok(hvo, items, b[10].len) &&
+             (n == 0 || (rows[0] >= 0 && rows[n] <= items));
+        for (Py_ssize_t i = 0; ok && i < n; i++) {
+            ok = rows[i + 1] >= rows[i];
+        }
+    }
+    if (!ok) {
+        for (int k = 0; k < NB; k++) {
+            PyBuffer_Release(&b[k]);
+        }
+        PyErr_SetString(PyExc_ValueError, "expected record columns inside their buffers and outputs of n rows");
+        return NULL;
+    }
+    int status = NP_OK;
+    Py_ssize_t at = 0, i = 0;
+    Py_BEGIN_ALLOW_THREADS
+    po[0] = 0;
+    for (; i < n; i++) {
+        const uint8_t *key = kd + ko[i];
+        Py_ssize_t kl = ko[i + 1] - ko[i];
+        int has_key = !b[3].len || kvalid[i];
+        int64_t first = rows[i], last = rows[i + 1];
+        unsigned mask = 1u << NP_OFFSET;
+        if (has_key) {
+            mask |= 1u << (plain_record_key(key, kl) ? NP_KEYS : NP_KEY);
+        }
+        mask |= (unsigned)(null_value[i] != 0) << NP_NULL_VALUE | (unsigned)(log_append[i] != 0) << NP_TIMESTAMP_TYPE |
+                (unsigned)(last > first) << NP_HEADERS | (unsigned)(control[i] != 0) << NP_CONTROL;
+        if (txn[i]) {
+            mask |= 1u << NP_TXN;
+        } else if (producers[i] != -1 || producers[n + i] != -1) {
+            mask |= 1u << NP_PRODUCER;
+        }
+        /* the most this row can take: names, separators, numbers, the key as base64 (4/3 + 4), each
+           header's name escaped (6x) and value as base64 */
+        Py_ssize_t bound = names_total + 2 * NP_FIELDS + 20 + 2 * kl + 4 + lat_len + 41 + 1 + 2;
+        for (int64_t j = first; j < last; j++) {
+            bound += 6 * (Py_ssize_t)(hko[j + 1] - hko[j]) + 2 * (Py_ssize_t)(hvo[j + 1] - hvo[j]) + 16;
+        }
+        if (at + bound > cap) {
+            status = NP_NO_ROOM;
+            break;
+        }
+        Py_ssize_t start = at;
+        const uint8_t *order = orders + (Py_ssize_t)mask * NP_FIELDS;
+        for (int k = 0; k < NP_FIELDS && order[k] != 0xFF; k++) {
+            int f = order[k];
+            if (k) {
+                pd[at++] = PROPERTY_SEPARATOR;
+            }
+            memcpy(pd + at, name[f], (size_t)name_len[f]);
+            at += name_len[f];
+            pd[at++] = NAME_VALUE_SEPARATOR;
+            switch (f) {
+            case NP_OFFSET:
+                at += decimal_text(offsets[i], (char *)pd + at);
+                break;
+            case NP_KEYS:
+                memcpy(pd + at, key, (size_t)kl);
+                at += kl;
+                break;
+            case NP_KEY:
+                at += base64_text(key, kl, pd + at);
+                break;
+            case NP_NULL_VALUE:
+            case NP_CONTROL:
+                pd[at++] = '1';
+                break;
+            case NP_TIMESTAMP_TYPE:
+                memcpy(pd + at, lat, (size_t)lat_len);
+                at += lat_len;
+                break;
+            case NP_HEADERS:
+                pd[at++] = '[';
+                for (int64_t j = first; j < last; j++) {
+                    const uint8_t *hn = hkd + hko[j];
+                    Py_ssize_t hl = hko[j + 1] - hko[j];
+                    if (!valid_utf8(hn, hl, 0)) {
+                        status = NP_BAD_TEXT;
+                        break;
+                    }
+                    if (j > first) {
+                        pd[at++] = ',';
+                    }
+                    memcpy(pd + at, "[\"", 2);
+                    at += 2;
+                    at += json_text(hn, hl, pd + at);
+                    memcpy(pd + at, "\",", 2);
+                    at += 2;
+                    if (b[11].len && !hvalid[j]) {
+                        memcpy(pd + at, "null", 4);
+                        at += 4;
+                    } else {
+                        pd[at++] = '"';
+                        at += base64_text(hvd + hvo[j], hvo[j + 1] - hvo[j], pd + at);
+                        pd[at++] = '"';
+                    }
+                    pd[at++] = ']';
+                }
+                pd[at++] = ']';
+                break;
+            default:        /* NP_TXN, NP_PRODUCER */
+                at += decimal_text(producers[i], (char *)pd + at);
+                pd[at++] = ',';
+                at += decimal_text(producers[n + i], (char *)pd + at);
+            }
+            if (status != NP_OK) {
+                break;
+            }
+        }
+        if (status != NP_OK) {
+            break;
+        }
+        if (trailing) {
+            pd[at++] = PROPERTY_SEPARATOR;
+        }
+        /* the entry path decides the last byte's case (from_entry checks without the trailing 0x02) */
+        if (at - start >= MAX_PROPERTIES_BYTES) {
+            status = NP_TOO_LONG;
+            break;
+        }
+        po[i + 1] = (int32_t)at;
+    }
+    Py_END_ALLOW_THREADS
+    for (int k = 0; k < NB; k++) {
+        PyBuffer_Release(&b[k]);
+    }
+    return Py_BuildValue("inn", status, at, status == NP_OK ? (Py_ssize_t)-1 : i);
+}
+
 static PyMethodDef methods[] = {
     {"init", init, METH_O, "init(AppendResult): the slots dataclass encode_plain builds."},
     {"encode_plain", (PyCFunction)(void (*)(void))encode_plain, METH_FASTCALL,
@@ -3408,6 +3685,10 @@ static PyMethodDef methods[] = {
      "restore_headers(item_offsets, key_offsets, keys, value_offsets, values, value_valid, names, prefix, "
      "trailing_text, ints, ips, ports, trailing, places, prop_offsets, prop_data) -> (status, prop_bytes, "
      "topic_repeated, queue_repeated)"},
+    {"native_properties", native_properties, METH_VARARGS,
+     "native_properties(offsets, key_offsets, key_data, key_valid, null_value, log_append, item_rows, hk_offsets, "
+     "hk_data, hv_offsets, hv_data, hv_valid, txn, control, producers, names, orders, log_append_text, trailing, "
+     "prop_offsets, prop_data) -> (status, used, row)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -10,7 +10,13 @@ their placement, queue offsets, consume-queue rows and IndexFile entries compute
 the read side's C (``tags_hashes``, ``index_entries``), and the batch written through the
 store's batch append (:meth:`LifecycleMixin.append_placed`).
 
-The rows this path does not take go to the entry-by-entry writer, the reference, which writes
+A peer's own records (a native Kafka store's) are written the same way: :func:`native_fields`
+makes the properties ``conversion.from_entry`` gives them in one C pass
+(``_speedups.native_properties``: ``<peer>.offset``, ``KEYS`` or the key in base64, the headers as
+JSON with base64 values, ... in the store's Java HashMap order), :func:`assign` places them as the
+store's append would (physical offsets, each queue's next offsets).
+
+The rows these paths do not take go to the entry-by-entry writer, the reference, which writes
 them or raises its typed error: :func:`restored_fields` returns None for a run holding any row
 with a v2 message, an IPv6 host, a delay message (``SCHEDULE_TOPIC_XXXX``), a header that does
 not parse or repeats, a property the format cannot carry; :func:`encode` for one whose size or
@@ -23,6 +29,7 @@ not thread-safe (one conversion per destination).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 from dataclasses import dataclass
 from typing import Any, cast
@@ -34,7 +41,7 @@ import pyarrow.compute as pc
 from segstore import speedups
 from segstore.columns import binary_buffers
 from segstore.convert.interchange import ENTRY_SCHEMA, ArrowWriter, Entry, Options, Peer, add_taken
-from segstore.convert.topicnames import unescape
+from segstore.convert.topicnames import escape, unescape
 from segstore.errors import InvalidTopicError
 from segstore.records import CREATE_TIME, LOG_APPEND_TIME
 
@@ -55,16 +62,26 @@ from .conversion import (
     H_SYS_FLAG,
     H_TOPIC,
     H_TRAILING_SEPARATOR,
+    P_CONTROL,
+    P_HEADERS,
+    P_KEY,
+    P_NULL_VALUE,
+    P_OFFSET,
+    P_PRODUCER,
+    P_TIMESTAMP_TYPE,
+    P_TXN,
     RMQ_PROPERTY_PREFIX,
     TOPICS,
     TRAILING_TEXT,
     WRITE_BYTES,
     RocketMQWriter,
     first_headers,
+    from_entry,
     header_items,
     nonqueued_topic,
 )
 from .fastappend import INDEX_COLUMNS, PlainBatch
+from .javacompat import hashmap_order
 from .message import (
     END_FILE_MIN_BLANK_LENGTH,
     HEADERS,
@@ -72,9 +89,12 @@ from .message import (
     MAX_TOPIC_BYTES_V1,
     MESSAGE_MAGIC,
     NO_QUEUE_ENTRY,
+    PROPERTY_KEYS,
     SYSFLAG_HOST_MASK,
     SYSFLAG_TRANSACTION_MASK,
+    SYSFLAG_TRANSACTION_ROLLBACK,
     Host,
+    encode_properties,
 )
 
 _speedups = speedups.load("segstore_rocketmq._speedups")
@@ -447,6 +467,171 @@ def _properties(n: int, row_of: np.ndarray, codes: np.ndarray, dictionary: list[
     return encoded
 
 
+def native_names(peer: Peer) -> tuple[str, ...]:
+    """The properties :func:`.conversion.from_entry` gives a record of ``peer``'s own, in the order it
+    puts them (``NP_*`` in the C: each row has ``<peer>.offset``, at most one of ``KEYS`` and
+    ``<peer>.key``, and at most one of ``<peer>.txn`` and ``<peer>.producer``)."""
+    prefix = peer.name
+    return (prefix + P_OFFSET, PROPERTY_KEYS, prefix + P_KEY, prefix + P_NULL_VALUE,
+            prefix + P_TIMESTAMP_TYPE, prefix + P_HEADERS, prefix + P_TXN, prefix + P_PRODUCER,
+            prefix + P_CONTROL)
+
+
+@functools.lru_cache(maxsize=8)
+def native_orders(names: tuple[str, ...]) -> bytes:
+    """For each set of :func:`native_names` (bit ``f`` for field ``f``), the field numbers in the
+    order the store writes them: Java HashMap's order of the names put in ``from_entry``'s order
+    (``RocketMQStore._ordered``), 0xFF after the last.  Cached per peer."""
+    fields = len(names)
+    table = np.full((1 << fields, fields), 0xFF, np.uint8)
+    for mask in range(1, 1 << fields):
+        present = [names[f] for f in range(fields) if mask >> f & 1]
+        order = hashmap_order(present)
+        table[mask, :len(order)] = [names.index(name) for name in order]
+    return table.tobytes()
+
+
+def native_fields(batch: pa.RecordBatch, peer: Peer, store: Any) -> Restored | None:
+    """The messages ``store``'s append makes of ``batch``'s rows (records of ``peer``'s own, none made by
+    ``to_entry``; :func:`.conversion.from_entry`), in columns, their queue and physical offsets 0
+    (:func:`assign` places them); None when a row needs the entry path: a topic RocketMQ refuses or
+    writes as v2, a store host in IPv6, a null timestamp, properties of 32767 bytes or more, a
+    header name that is not UTF-8.
+
+    The properties are encoded in one C pass (``_speedups.native_properties``), tested equal to
+    :func:`native_properties_reference`.  ``O(rows + key and header bytes)``; reads ``store``'s
+    topics and host (validated topics are added to its cache of plain topics).
+    """
+    assert _speedups is not None        # the writer exists only with the accelerator (available())
+    n = batch.num_rows
+    host = store.store_host
+    column = batch.column
+    if host.is_v6 or column("timestamp").null_count:
+        return None
+    topics: list[str] = []
+    entry_topics = pc.dictionary_encode(column("topic"))
+    codes = np.empty(len(entry_topics.dictionary), np.int32)
+    for code, name in enumerate(entry_topics.dictionary.to_pylist()):
+        try:
+            topic = escape(name, peer.topics, TOPICS)
+            if topic == SCHEDULE_TOPIC or store.plain_topic_field(topic) is None:
+                return None
+        except InvalidTopicError:
+            return None
+        if topic not in topics:
+            topics.append(topic)
+        codes[code] = topics.index(topic)
+    topic_code = codes[entry_topics.indices.to_numpy(zero_copy_only=False)] if n else np.zeros(0, np.int32)
+    queue_id = column("partition").to_numpy().astype(np.int64)
+    if n and queue_id.min() < 0:
+        return None
+
+    key = column("key")
+    key_offsets, key_data = binary_buffers(key)
+    key_valid = b"" if not key.null_count else \
+        np.asarray(key.is_valid().to_numpy(zero_copy_only=False), np.uint8)
+    value = column("value")
+    null_value = np.asarray(value.is_null().to_numpy(zero_copy_only=False), np.uint8)
+    log_append = (column("timestampType").to_numpy() == 1).astype(np.uint8)
+    rows, header_keys, header_values, header_valid = header_items(batch)
+    if header_keys.null_count:
+        return None
+    hk_offsets, hk_data = binary_buffers(header_keys)
+    hv_offsets, hv_data = binary_buffers(header_values)
+    control = np.asarray(column("isControl").to_numpy(zero_copy_only=False), np.uint8)
+    producers = np.concatenate([column("producerId").to_numpy().astype(np.int64),
+                                column("producerEpoch").to_numpy().astype(np.int64)])
+    names = native_names(peer)
+    encoded_names = tuple(name.encode("utf-8") for name in names)
+    log_append_text = LOG_APPEND_TIME.encode()
+    # the C pass's bound of every row, summed
+    room = (n * (sum(map(len, encoded_names)) + 2 * len(names) + len(log_append_text) + 75)
+            + 2 * (int(key_offsets[-1]) - int(key_offsets[0]))
+            + 6 * (int(hk_offsets[-1]) - int(hk_offsets[0])) + 2 * (int(hv_offsets[-1]) - int(hv_offsets[0]))
+            + 16 * len(header_keys) + 1)
+    prop_offsets = np.zeros(n + 1, np.int32)
+    prop_data = np.empty(room, np.uint8)
+    status, used, _ = _speedups.native_properties(
+        column("offset").to_numpy().astype(np.int64), key_offsets, key_data, key_valid, null_value,
+        log_append, rows, hk_offsets, hk_data, hv_offsets, hv_data, header_valid,
+        np.asarray(column("isTransactional").to_numpy(zero_copy_only=False), np.uint8), control, producers,
+        encoded_names, native_orders(names), log_append_text, store.trailing_separator, prop_offsets,
+        prop_data)
+    if status:
+        return None
+    stamps = column("timestamp").cast(pa.int64()).to_numpy().astype(np.int64)
+    zeros = np.zeros(n, np.int64)
+    ip = np.full(n, host.ip, "S4")
+    port = np.full(n, host.port, np.int64)
+    return Restored(topics, topic_code, queue_id, zeros, zeros.copy(), zeros.copy(),
+                    np.where(control.astype(bool), SYSFLAG_TRANSACTION_ROLLBACK, 0).astype(np.int64),
+                    zeros.copy(), zeros.copy(), stamps, stamps, ip, port, ip, port, Slices.of(value),
+                    Slices(prop_data[:used], prop_offsets[:-1].astype(np.int64), np.diff(prop_offsets)))
+
+
+def native_properties_reference(batch: pa.RecordBatch, peer: Peer, store: Any) -> list[bytes]:
+    """Each row's properties as the entry path stores them (``from_entry``, the store's HashMap
+    order, its trailing 0x02 style): the reference of :func:`native_fields`' C pass (tests)."""
+    out = []
+    for entry, _ in batch_entries(batch):
+        props = from_entry(entry, peer, store_host=store.store_host).properties
+        ordered = {name: props[name] for name in hashmap_order(props)}
+        out.append(encode_properties(ordered, store.trailing_separator))
+    return out
+
+
+def _sizes(msgs: Restored) -> tuple[np.ndarray, list[bytes], np.ndarray]:
+    """Each message's stored size, the topics encoded, and each message's topic length."""
+    topic_bytes = [t.encode("utf-8") for t in msgs.topics]
+    topic_lengths = np.array([len(t) for t in topic_bytes], np.int32)[msgs.topic_code]
+    sizes = (MESSAGE_HEADER.itemsize + msgs.body.lengths.astype(np.int64) + TOPIC_LENGTH.itemsize
+             + topic_lengths + PROPERTIES_LENGTH.itemsize + msgs.properties.lengths)
+    return sizes, topic_bytes, topic_lengths
+
+
+def _queued(msgs: Restored) -> np.ndarray:
+    """Whether each message gets a consume-queue entry (not a prepared or rolled-back one)."""
+    return ~np.isin(msgs.sys_flag & SYSFLAG_TRANSACTION_MASK, list(NO_QUEUE_ENTRY))
+
+
+def assign(store: Any, msgs: Restored, start: int) -> Restored | None:
+    """``msgs`` with the physical offsets the store's append gives them from ``start`` (a BLANK
+    before one that does not fit its file with ``END_FILE_MIN_BLANK_LENGTH`` to spare) and the
+    queue offsets it takes (each queue's next offset on, in row order; 0 for a message without a
+    queue entry); None when one is larger than a message may be (the entry path raises then).
+    ``O(rows)`` plus a step per file rolled into and a dictionary look-up per queue."""
+    config = store.config
+    file_size = config.mappedFileSizeCommitLog
+    sizes = _sizes(msgs)[0]
+    n = len(sizes)
+    if n and sizes.max() > min(config.maxMessageSize, file_size - END_FILE_MIN_BLANK_LENGTH):
+        return None
+    physical = np.empty(n, np.int64)
+    at, i = start, 0
+    while i < n:
+        ends = at + np.cumsum(sizes[i:])
+        fits = ends + END_FILE_MIN_BLANK_LENGTH <= at - at % file_size + file_size
+        k = n - i if fits.all() else int(np.argmin(fits))
+        physical[i:i + k] = ends[:k] - sizes[i:i + k]
+        i += k
+        at = at - at % file_size + file_size        # the next message opens the next file
+    queue_offset = np.zeros(n, np.int64)
+    rows = np.flatnonzero(_queued(msgs))
+    if len(rows):
+        key = msgs.topic_code[rows].astype(np.int64) << 32 | msgs.queue_id[rows]
+        unique, inverse = np.unique(key, return_inverse=True)
+        order = np.argsort(inverse, kind="stable")
+        firsts = np.zeros(len(unique), np.int64)
+        np.cumsum(np.bincount(inverse, minlength=len(unique))[:-1], out=firsts[1:])
+        rank = np.empty(len(rows), np.int64)
+        rank[order] = np.arange(len(rows)) - firsts[inverse[order]]
+        next_offsets = store.next_offsets
+        bases = np.array([next_offsets.get((msgs.topics[int(k) >> 32], int(k) & 0xFFFFFFFF), 0)
+                          for k in unique.tolist()], np.int64)
+        queue_offset[rows] = bases[inverse] + rank
+    return dataclasses.replace(msgs, physical_offset=physical, queue_offset=queue_offset)
+
+
 def encode(store: Any, msgs: Restored, start: int) -> tuple[PlainBatch, int] | None:
     """The messages encoded and placed at ``start`` (the commitlog end) as the store's batch append
     writes them, with their consume-queue rows and index entries, and the last store timestamp;
@@ -460,17 +645,14 @@ def encode(store: Any, msgs: Restored, start: int) -> tuple[PlainBatch, int] | N
     body, props = msgs.body, msgs.properties
     body_data, body_starts, body_lengths = body.data, body.starts, body.lengths
     prop_data, prop_starts, prop_lengths = props.data, props.starts, props.lengths
-    topic_bytes = [t.encode("utf-8") for t in msgs.topics]
-    topic_lengths = np.array([len(t) for t in topic_bytes], np.int32)[msgs.topic_code]
-    sizes = (MESSAGE_HEADER.itemsize + body_lengths.astype(np.int64) + TOPIC_LENGTH.itemsize + topic_lengths
-             + PROPERTIES_LENGTH.itemsize + prop_lengths)
+    sizes, topic_bytes, topic_lengths = _sizes(msgs)
     limit = min(config.maxMessageSize, file_size - END_FILE_MIN_BLANK_LENGTH)
     if sizes.max() > limit:
         return None
     blanks = _placement(start, msgs.physical_offset, sizes, file_size)
     if blanks is None:
         return None
-    queued = ~np.isin(msgs.sys_flag & SYSFLAG_TRANSACTION_MASK, list(NO_QUEUE_ENTRY))
+    queued = _queued(msgs)
     if (msgs.queue_offset[~queued] != 0).any():     # the store writes 0 there
         return None
     queues = _queues(store, msgs, queued)
@@ -653,10 +835,11 @@ def batch_entries(batch: pa.RecordBatch) -> list[tuple[Entry, int]]:
 
 class RocketMQArrowWriter(ArrowWriter):
     """:class:`RocketMQWriter` for ``ENTRY_SCHEMA`` batches: runs of restored rows (converted from
-    RocketMQ) go through :func:`restored_fields` and :func:`encode` into the store's batch append,
-    ``options.batch_records`` messages a write; everything else, and a run this path declines,
-    through a :class:`RocketMQWriter` entry by entry (which raises the typed errors).  The same
-    bytes as :class:`RocketMQWriter` (tested).
+    RocketMQ) go through :func:`restored_fields`, runs of the peer's own records through
+    :func:`native_fields` and :func:`assign`, both through :func:`encode` into the store's batch
+    append, ``options.batch_records`` messages a write; a run these paths decline goes through a
+    :class:`RocketMQWriter` entry by entry (which raises the typed errors).  The same bytes as
+    :class:`RocketMQWriter` (tested).
 
     Resuming, the first rows (as many as the destination holds messages) are skipped.
     """
@@ -668,9 +851,10 @@ class RocketMQArrowWriter(ArrowWriter):
         self.present = sum(b.num_rows for b in dest.scan_arrow(["physicalOffset"]))
         self.seen = 0
         self.entries = RocketMQWriter(dest, options, present=0)
-        # (pieces, the order of their rows or None for one piece as it is, their restored messages (in
-        # that order) or None, start, stop)
-        self.pending: list[tuple[list[pa.RecordBatch], np.ndarray | None, Restored | None, int, int]] = []
+        # (pieces, the order of their rows or None for one piece as it is, their messages (in that order)
+        # or None, start, stop, whether they are a peer's own records still to be placed)
+        self.pending: list[tuple[list[pa.RecordBatch], np.ndarray | None, Restored | None, int, int,
+                                 bool]] = []
         self.pending_rows = self.pending_bytes = 0
 
     def add_batch(self, batch: pa.RecordBatch) -> tuple[int, int, int]:
@@ -689,10 +873,9 @@ class RocketMQArrowWriter(ArrowWriter):
                     self.entries.flush()
                 self._add_restored(piece)
             else:
-                if self.pending:
-                    self.flush()
-                for entry, size in batch_entries(piece):
-                    self.entries.add(entry, size)
+                if self.entries.restored or self.entries.native:
+                    self.entries.flush()
+                self._add_native(piece)
         return n, int(pc.sum(batch.column("size")).as_py() or 0), held
 
     def prepare(self, pieces: list[pa.RecordBatch], order: np.ndarray) -> Restored | None:
@@ -733,9 +916,20 @@ class RocketMQArrowWriter(ArrowWriter):
             return
         self._pend([piece], None, fields)
 
-    def _pend(self, pieces: list[pa.RecordBatch], order: np.ndarray | None, fields: Restored | None) -> None:
+    def _add_native(self, piece: pa.RecordBatch) -> None:
+        fields = native_fields(piece, self.peer, self.dest)
+        n = piece.num_rows
+        if fields is None and n > SPLIT_ROWS:     # the rows this path declines, found by halves
+            self._add_native(piece.slice(0, n // 2))
+            self._add_native(piece.slice(n // 2))
+            return
+        self._pend([piece], None, fields, native=True)
+
+    def _pend(self, pieces: list[pa.RecordBatch], order: np.ndarray | None, fields: Restored | None,
+              native: bool = False) -> None:
         """Queue the rows of ``pieces`` (one piece as it is, or their rows in ``order``) for
-        :meth:`flush`, writing whenever ``batch`` rows or ``WRITE_BYTES`` of bodies are pending."""
+        :meth:`flush`, writing whenever ``batch`` rows or ``WRITE_BYTES`` of bodies are pending;
+        ``native``: ``fields`` still to be placed (:func:`assign`), records of the peer's own."""
         if fields is not None:
             lengths = fields.body.lengths               # in the rows' order already
         else:
@@ -747,7 +941,7 @@ class RocketMQArrowWriter(ArrowWriter):
             before = int(ends[at - 1]) if at else 0
             fits = int(np.searchsorted(ends, before + WRITE_BYTES - self.pending_bytes, side="right")) - at
             take = max(1, min(n - at, self.batch - self.pending_rows, fits))
-            self.pending.append((pieces, order, fields, at, at + take))
+            self.pending.append((pieces, order, fields, at, at + take, native))
             self.pending_rows += take
             self.pending_bytes += int(ends[at + take - 1]) - before
             at += take
@@ -755,12 +949,16 @@ class RocketMQArrowWriter(ArrowWriter):
                 self.flush()
 
     def flush(self) -> None:
-        """Write the restored rows pending (each run in columns, or entry by entry if declined)."""
+        """Write the rows pending (each run in columns, or entry by entry if declined)."""
         pending, self.pending, self.pending_rows, self.pending_bytes = self.pending, [], 0, 0
-        for pieces, order, fields, start, stop in pending:
+        for pieces, order, fields, start, stop, native in pending:
             placed = None
-            if fields is not None:
-                placed = encode(self.dest, _sliced(fields, start, stop), self.dest.commitlog.end)
+            end = self.dest.commitlog.end
+            msgs = None if fields is None else _sliced(fields, start, stop)
+            if msgs is not None and native:
+                msgs = assign(self.dest, msgs, end)
+            if msgs is not None:
+                placed = encode(self.dest, msgs, end)
             if placed is None:
                 if order is None:
                     rows = [pieces[0].slice(start, stop - start)]
