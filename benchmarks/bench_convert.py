@@ -22,6 +22,10 @@ the commitlog for RocketMQ, the whole log directory for Kafka), timed in this pr
 conversion's peak anonymous memory above the child's start (``RssAnon`` sampled every 5 ms, as
 ``bench_columnar``; the largest of the runs) against issue 10's budget of 300 MB.
 
+Kafka -> RocketMQ is timed twice: the RocketMQ store's conversion back (its records restore
+RocketMQ's messages) and a Kafka store of as many records of Kafka's own (``make_kafka_store``),
+which become messages with ``kafka.*`` properties.
+
 Run: ``bash scripts/bench.sh convert``.
 """
 
@@ -57,9 +61,13 @@ BUDGET_MB = 300
 #: Rounds of the hop loop and of each conversion (medians reported).
 REPEAT = int(os.environ.get("BENCH_CONVERT_REPEAT", "5"))
 #: The conversions timed: (row name, source directory under the root, target format, compression).
+#: ``kafka`` is the RocketMQ store converted (its records restore RocketMQ's messages); ``native``
+#: a Kafka store of as many records written by segstore's Kafka append (its own records, which
+#: become messages with ``kafka.*`` properties).
 CONVERSIONS = (("RocketMQ -> Kafka (none)", "rmq", "kafka", "none"),
                ("RocketMQ -> Kafka (zstd)", "rmq", "kafka", "zstd"),
-               ("Kafka -> RocketMQ", "kafka", "rocketmq", None))
+               ("Kafka -> RocketMQ", "kafka", "rocketmq", None),
+               ("native Kafka -> RocketMQ", "native", "rocketmq", None))
 
 
 def make_store(path: str, seed: int = 11) -> int:
@@ -75,6 +83,21 @@ def make_store(path: str, seed: int = 11) -> int:
                  "born_timestamp": 1_700_000_000_000 + i, "store_timestamp": 1_700_000_000_500 + i}
                 for i in range(start, min(start + APPEND_BATCH, MESSAGES))])
         return store.commitlog.end
+
+
+def make_kafka_store(path: str, seed: int = 13) -> None:
+    """A Kafka store of :data:`MESSAGES` records over the same 4 topics of 4 partitions: a
+    100-byte value, a key, a header each, appended by segstore's Kafka writer."""
+    rng = random.Random(seed)
+    words = [rng.randbytes(6).hex().encode() for _ in range(64)]
+    with segstore.open(path, "kafka", "a") as store:
+        for start in range(0, MESSAGES, APPEND_BATCH):
+            store.append_batch([
+                {"topic": f"Topic{i % TOPICS}", "partition": (i // TOPICS) % QUEUES,
+                 "value": b"".join(rng.choice(words) for _ in range(9))[:BODY_SIZE],
+                 "key": b"order-%d" % i, "headers": [("trace", b"t%d" % (i % 97))],
+                 "timestamp": 1_700_000_000_000 + i}
+                for i in range(start, min(start + APPEND_BATCH, MESSAGES))])
 
 
 def copy_bytes(src_dir: str, nbytes: int, dst: str) -> None:
@@ -145,6 +168,8 @@ def main() -> None:
         convert(src, os.path.join(root, "kafka"), to="kafka")
         kafka = os.path.join(root, "kafka")
         kafka_mb = dir_bytes(kafka) / 1e6
+        make_kafka_store(os.path.join(root, "native"))
+        native_mb = dir_bytes(os.path.join(root, "native")) / 1e6
         run_child("hop", root)                                  # warm the page cache
         hops: list[dict] = []
         runs: dict[int, list[dict]] = {i: [] for i in range(len(CONVERSIONS))}
@@ -168,6 +193,9 @@ def main() -> None:
                          setup=lambda: fresh("copy.bin"))
         copy_k = best_of(lambda: shutil.copytree(kafka, os.path.join(root, "kafka-copy")),
                          setup=lambda: fresh("kafka-copy"))
+        native = os.path.join(root, "native")
+        copy_n = best_of(lambda: shutil.copytree(native, os.path.join(root, "native-copy")),
+                         setup=lambda: fresh("native-copy"))
         for i, (name, source, _, _) in enumerate(CONVERSIONS):
             secs = statistics.median(r["seconds"] for r in runs[i])
             cpu = statistics.median(r["cpu"] for r in runs[i])
@@ -176,7 +204,8 @@ def main() -> None:
                             f"{REPEAT} runs, each in a fresh process; {MESSAGES} messages; load {load:.1f}",
                        goal=GOAL, load=load, cpu_ratio=hop_cpu / cpu, cpu_s=cpu, hop_cpu_s=hop_cpu,
                        repeat=REPEAT)
-            source_mb, copy_rate = (mb, mb / copy_s) if source == "rmq" else (kafka_mb, kafka_mb / copy_k)
+            source_mb, copy_rate = {"rmq": (mb, mb / copy_s), "kafka": (kafka_mb, kafka_mb / copy_k),
+                                    "native": (native_mb, native_mb / copy_n)}[source]
             report.add(f"{name} bytes", source_mb / secs, "MB/s", baseline="plain copy MB/s",
                        baseline_value=copy_rate)
             anon = max(r["anon_mb"] for r in runs[i])

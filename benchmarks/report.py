@@ -74,6 +74,10 @@ TARGETS = [
      "RocketMQ -> Kafka (zstd) memory", None, "300 MB budget (ratio: budget / peak)", True, 1.0),
     ("convert Kafka -> RocketMQ, 1M messages: <= 300 MB anonymous", "convert", "Kafka -> RocketMQ memory",
      None, "300 MB budget (ratio: budget / peak)", True, 1.0),
+    ("convert native Kafka -> RocketMQ >= 0.2x the hop loop", "convert", "native Kafka -> RocketMQ", None,
+     "TOTALSIZE hop loop, same run", True, 0.2),
+    ("convert native Kafka -> RocketMQ, 1M records: <= 300 MB anonymous", "convert",
+     "native Kafka -> RocketMQ memory", None, "300 MB budget (ratio: budget / peak)", True, 1.0),
 ]
 
 
