@@ -191,3 +191,18 @@ def test_headers_are_json_with_base64_values(tmp_path: Path) -> None:
     assert json.loads(pairs[b"kafka.headers"]) == [['q"\\\n\x01', "AP8="], ["\u00e9", None]]
     assert pairs[b"kafka.key"] == b"YSBi"          # "a b": a space, which KEYS cannot carry
     assert pairs[b"kafka.null_value"] == b"1" and pairs[b"kafka.offset"] == b"3"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("length", [127, 128, 249])
+def test_long_topics_go_as_the_entry_path(tmp_path: Path, version: str, length: int) -> None:
+    """A Kafka topic of up to 249 characters: written as v1 where it fits a one-byte topic
+    length, else left to the entry path (v2 on 5.x brokers, refused before): the same files or
+    the same error."""
+    records = [Entry(topic="t" * length, partition=1, offset=i, timestamp=i, key=b"k", value=b"v")
+               for i in range(3)]
+    batch = entries_to_batch(records, [1] * len(records))
+    results = [_write(tmp_path / str(columns), version, batch, columns, 2, maxMessageSize=8000,
+                      mappedFileSizeCommitLog=1 << 16) for columns in (True, False)]
+    assert results[0] == results[1]
+    assert rocketmq_tree(tmp_path / "True") == rocketmq_tree(tmp_path / "False")
