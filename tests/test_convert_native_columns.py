@@ -9,11 +9,12 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES, KAFKA_FIXTURES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from segstore_rocketmq import arrowwrite
 from segstore_rocketmq.conversion import RocketMQWriter, entries_to_batch
-from test_convert_columnar import VERSIONS, rocketmq_tree
+from test_convert_columnar import PLACED, VERSIONS, both_ways_back, rocketmq_tree
 
 import segstore
 from segstore.convert.interchange import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, Entry, Options, Peer
@@ -206,3 +207,16 @@ def test_long_topics_go_as_the_entry_path(tmp_path: Path, version: str, length: 
                       mappedFileSizeCommitLog=1 << 16) for columns in (True, False)]
     assert results[0] == results[1]
     assert rocketmq_tree(tmp_path / "True") == rocketmq_tree(tmp_path / "False")
+
+
+@pytest.mark.parametrize("name", KAFKA_FIXTURES)
+def test_every_kafka_fixture_goes_into_rocketmq_in_columns(tmp_path: Path, name: str) -> None:
+    """The broker-written Kafka 3.8 fixtures (every codec, transactions and their markers,
+    LogAppendTime) into RocketMQ: the columnar path writes every record, byte for byte as the
+    entry path."""
+    source = FIXTURES / "kafka" / name
+    source = next((p for p in (source / "logdir", source / "store") if p.is_dir()), source)
+    PLACED.clear()
+    columns, entries = both_ways_back(source, tmp_path, config=CONFIG)
+    assert columns == entries and any(k.startswith("commitlog") for k in columns)
+    assert sum(PLACED) > 0
