@@ -14,6 +14,7 @@ page cache, so a cold index is not paged in for a tail read.
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -31,6 +32,13 @@ class Bound(enum.Enum):
 
 
 _LARGEST_LOWER = Bound.LARGEST_LOWER
+
+
+@functools.lru_cache(maxsize=64)
+def _int_range(dtype: np.dtype) -> tuple[int, int]:
+    """An integer dtype's smallest and largest value (``np.iinfo`` costs more than a short search)."""
+    info = np.iinfo(dtype)
+    return int(info.min), int(info.max)
 
 
 def search(keys: np.ndarray, target: int | float, bound: Bound, lo: int = 0, hi: int | None = None) -> int:
@@ -55,10 +63,10 @@ def search(keys: np.ndarray, target: int | float, bound: Bound, lo: int = 0, hi:
     if dtype.kind in "iu" and isinstance(target, int):
         # A Python int target makes searchsorted cast the whole column to int64 first:
         # give it the column's own scalar type (out-of-range targets answer directly).
-        info = np.iinfo(dtype)
-        if target > info.max:
+        smallest, largest = _int_range(dtype)
+        if target > largest:
             return hi - 1 if right else hi
-        if target < info.min:
+        if target < smallest:
             return lo - 1 if right else lo
         target = dtype.type(target)
     warm = max(1, WARM_BYTES // (dtype.itemsize or 8))

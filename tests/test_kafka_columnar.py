@@ -441,3 +441,36 @@ def test_verify_walks_every_batch_decoding_records_and_goes_on_after_a_bad_one(t
     assert [(p.path, p.pos) for p in problems] == [
         (str(seg_path), bad_records + codec.HEADER.size), (str(seg_path), bad_crc + codec.CRC_OFFSET)]
     assert "record 0 of" in problems[0].message and "CRC-32C" in problems[1].message
+
+
+@pytest.mark.parametrize("batches", [[[0, 1, 1]], [[0, 2, 1, 3]], [[0, 1], [1, 2]], [[4, 5], [5]],
+                                     [[0, 1, 2], [3, 4, 4]]])
+def test_the_column_writer_refuses_offsets_that_do_not_increase_as_the_entry_writer(
+        tmp_path: Path, batches: list[list[int]]) -> None:
+    """Offsets of a partition that do not increase, within an added batch or from one to the next:
+    the same ConversionError (which offset after which) from both Kafka writers, and the rows
+    before it as the entry writer leaves them."""
+    from segstore_kafka.conversion import KafkaArrowWriter, KafkaWriter
+    from segstore_rocketmq.conversion import entries_to_batch
+
+    from segstore.convert.interchange import Entry, Options, Peer
+    from segstore.convert.mapping import _side
+    from segstore.errors import ConversionError
+
+    options = Options(peer=Peer("rocketmq", _side("rocketmq").topics), batch_records=2)
+    errors = []
+    for columns in (True, False):
+        with segstore.open(tmp_path / str(columns), "kafka", "a") as store:
+            writer = KafkaArrowWriter(store, options) if columns else KafkaWriter(store, options)
+            with pytest.raises(ConversionError) as caught:
+                for offsets in batches:
+                    records = [Entry(topic="t", partition=0, offset=o, timestamp=o, key=None,
+                                     value=b"v%d" % o) for o in offsets]
+                    if columns:
+                        writer.add_batch(entries_to_batch(records, [10] * len(records)))
+                    else:
+                        for record in records:
+                            writer.add(record, 10)
+                writer.flush_all()
+            errors.append(str(caught.value).split(": ", 1)[-1])
+    assert errors[0] == errors[1] and "to increase" in errors[0]

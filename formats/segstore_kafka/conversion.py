@@ -17,8 +17,9 @@ Not thread-safe: one conversion per destination.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import pyarrow as pa
@@ -291,18 +292,44 @@ class _Pending:
 
 
 class _Batch:
-    """An added ``ENTRY_SCHEMA`` batch as numpy columns (and its encoder's view of the records)."""
+    """An added ``ENTRY_SCHEMA`` batch as numpy columns (and its encoder's view of the records), its
+    rows sorted by partition (``order``, stable; partition ``g`` is ``order[edges[g]:edges[g + 1]]``).
 
-    def __init__(self, batch: pa.RecordBatch) -> None:
+    What every partition's cut needs is computed here once for the whole batch, so that a partition
+    takes slices of it (a batch of many partitions holds few rows of each).  ``O(rows)``.
+    """
+
+    def __init__(self, batch: pa.RecordBatch, order: np.ndarray, edges: np.ndarray) -> None:
         def column(name: str) -> np.ndarray:
             return batch.column(name).to_numpy(zero_copy_only=False)
 
-        self.offsets = column("offset").astype(np.int64, copy=False)
-        self.sizes = column("size").astype(np.int64, copy=False)
-        self.kinds = [column(name) for name in _KIND_COLUMNS]
-        self.times = batch.column("timestamp").cast(pa.int64()).to_numpy(zero_copy_only=False)
-        self.columns = Columns(batch.column("key"), batch.column("value"), self.times,
-                               batch.column("headers"))
+        times = batch.column("timestamp").cast(pa.int64()).to_numpy(zero_copy_only=False)
+        self.columns = Columns(batch.column("key"), batch.column("value"), times, batch.column("headers"))
+        self.order = order
+        self.edges = edges
+        # sorted by partition from here on
+        self.offsets = column("offset").astype(np.int64, copy=False)[order]
+        self.kinds = [column(name)[order] for name in _KIND_COLUMNS]
+        self.times = times[order]
+        self.log_append = self.kinds[0] == _LOG_APPEND_TIME_ID
+        # the rows whose batch kind differs from the row before in their partition
+        change = np.zeros(len(order), bool)
+        for kind in self.kinds:
+            change[1:] |= kind[1:] != kind[:-1]
+        change[1:] |= self.log_append[1:] & (self.times[1:] != self.times[:-1])
+        change[edges[:-1]] = False
+        self.starts = np.flatnonzero(change)
+        # source bytes up to and including each row, over the whole batch
+        self.cumulative = np.cumsum(column("size").astype(np.int64, copy=False)[order])
+        # the rows whose offset does not increase from the row before in their partition
+        steps = np.ones(len(order), bool)
+        steps[1:] = self.offsets[1:] > self.offsets[:-1]
+        steps[edges[:-1]] = True
+        self.unordered = np.flatnonzero(~steps)
+
+    def bytes_before(self, i: int) -> int:
+        """The source bytes of the sorted rows before ``i``."""
+        return int(self.cumulative[i - 1]) if i else 0
 
 
 class KafkaArrowWriter(_PartitionTarget, ArrowWriter):
@@ -337,13 +364,15 @@ class KafkaArrowWriter(_PartitionTarget, ArrowWriter):
         partitions = batch.column("partition").to_numpy(zero_copy_only=False).astype(np.int64)
         group = (codes << 32) | partitions
         order = np.argsort(group, kind="stable")
-        bounds = np.flatnonzero(np.diff(group[order])) + 1
+        edges = np.concatenate(([0], np.flatnonzero(np.diff(group[order])) + 1, [n]))
         names = topics.dictionary.to_pylist()
-        data = _Batch(batch)
+        data = _Batch(batch, order, edges)
         written = nbytes = present = 0
-        for rows in np.split(order, bounds):
-            first = int(rows[0])
-            taken, size, held = self._add_partition((names[codes[first]], int(partitions[first])), data, rows)
+        bounds = edges.tolist()
+        for lo, hi in itertools.pairwise(bounds):
+            first = int(order[lo])
+            key = (names[codes[first]], int(partitions[first]))
+            taken, size, held = self._add_partition(key, data, lo, hi)
             written += taken
             nbytes += size
             present += held
@@ -356,54 +385,49 @@ class KafkaArrowWriter(_PartitionTarget, ArrowWriter):
         """How many added batches the pending rows hold on to."""
         return len({id(columns) for pending in self.pending.values() for columns, _ in pending.pieces})
 
-    def _add_partition(self, key: tuple[str, int], data: _Batch, rows: np.ndarray) -> tuple[int, int, int]:
+    def _add_partition(self, key: tuple[str, int], data: _Batch, lo: int, hi: int
+                       ) -> tuple[int, int, int]:
+        """Add the sorted rows ``lo:hi`` of ``data`` (one partition's, in source order): held rows
+        skipped, the rest cut into record batches.  ``O(log rows)`` a batch cut, plus slices."""
         self._start(key)
-        offsets = data.offsets[rows]
-        held = search(offsets, self.present[key], FIRST_AT_LEAST)   # offsets increase: checked below
-        rows, offsets = rows[held:], offsets[held:]
-        n = len(rows)
-        if n == 0:
+        offsets = data.offsets
+        # offsets increase: checked below for the rows not held
+        start = search(offsets, self.present[key], FIRST_AT_LEAST, lo, hi)
+        held = start - lo
+        if start == hi:
             return 0, 0, held
-        previous = np.concatenate(([self.next[key] - 1], offsets))
-        steps = np.diff(previous)
-        if (steps <= 0).any():
-            bad = int(np.flatnonzero(steps <= 0)[0])
-            raise ConversionError(f"expected the source's offsets of {key[0]}-{key[1]} to increase, found "
-                                  f"offset {offsets[bad]} after {previous[bad]}", self._partition(key).path)
-        self.next[key] = int(offsets[-1]) + 1
-        sizes = data.sizes[rows]
-        kinds = [column[rows] for column in data.kinds]
-        times = data.times[rows]
-        log_append = kinds[0] == _LOG_APPEND_TIME_ID
-        change = np.zeros(n, bool)
-        for column in kinds:
-            change[1:] |= column[1:] != column[:-1]
-        change[1:] |= log_append[1:] & (times[1:] != times[:-1])
-        starts = np.flatnonzero(change)
-        control = kinds[2]
-        cumulative = np.cumsum(sizes)
-        i = 0
-        while i < n:
+        bad = search(data.unordered, start + 1, FIRST_AT_LEAST)
+        if int(offsets[start]) < self.next[key]:
+            self._unordered(key, int(offsets[start]), self.next[key] - 1)
+        if bad < len(data.unordered) and data.unordered[bad] < hi:
+            row = int(data.unordered[bad])
+            self._unordered(key, int(offsets[row]), int(offsets[row - 1]))
+        self.next[key] = int(offsets[hi - 1]) + 1
+        kinds, times, log_append, control = data.kinds, data.times, data.log_append, data.kinds[2]
+        cumulative = data.cumulative
+        i = start
+        while i < hi:
             kind = (*(column[i].item() for column in kinds), times[i].item() if log_append[i] else None)
-            before = int(cumulative[i - 1]) if i else 0
+            before = data.bytes_before(i)
             pending = self.pending.setdefault(key, _Pending())
-            if pending.count and (kind != pending.kind or pending.bytes + int(sizes[i]) > self.batch_bytes):
+            size = int(cumulative[i]) - before
+            if pending.count and (kind != pending.kind or pending.bytes + size > self.batch_bytes):
                 self.flush(key)
                 pending = self.pending.setdefault(key, _Pending())
             # rows i.. join the batch until a flush-before (kind change, bytes past the limit) or a
             # flush-after (a control record, the record count, the byte limit reached)
-            end = min(n, i + self.batch_records - pending.count)
-            later = search(starts, i + 1, FIRST_AT_LEAST)
-            if later < len(starts):
-                end = min(end, int(starts[later]))
+            end = min(hi, i + self.batch_records - pending.count)
+            later = search(data.starts, i + 1, FIRST_AT_LEAST)
+            if later < len(data.starts):
+                end = min(end, int(data.starts[later]))
             if control[i]:
                 end = i + 1
             room = self.batch_bytes - pending.bytes + before
-            past = search(cumulative, room + 1, FIRST_AT_LEAST)      # the first row whose sum is > room
-            reach = search(cumulative, room, FIRST_AT_LEAST)         # the first row whose sum is >= room
+            past = search(cumulative, room + 1, FIRST_AT_LEAST, start, hi)   # the first row past room
+            reach = search(cumulative, room, FIRST_AT_LEAST, start, hi)      # the first row reaching it
             end = min(end, max(past, i + 1), reach + 1)
             nbytes = int(cumulative[end - 1]) - before
-            pending.pieces.append((data.columns, rows[i:end]))
+            pending.pieces.append((data.columns, data.order[i:end]))
             pending.offsets.append(offsets[i:end])
             pending.kind = kind
             pending.count += end - i
@@ -412,7 +436,11 @@ class KafkaArrowWriter(_PartitionTarget, ArrowWriter):
             if control[end - 1] or pending.count >= self.batch_records or pending.bytes >= self.batch_bytes:
                 self.flush(key)
             i = end
-        return n, int(cumulative[-1]), held
+        return hi - start, int(cumulative[hi - 1]) - data.bytes_before(start), held
+
+    def _unordered(self, key: tuple[str, int], offset: int, after: int) -> NoReturn:
+        raise ConversionError(f"expected the source's offsets of {key[0]}-{key[1]} to increase, found "
+                              f"offset {offset} after {after}", self._partition(key).path)
 
     def flush(self, key: tuple[str, int]) -> None:
         """Queue the partition's pending rows as one batch (:meth:`_write_queued` writes it)."""
