@@ -491,12 +491,17 @@ def native_orders(names: tuple[str, ...]) -> bytes:
     return table.tobytes()
 
 
+#: The columns a row needs to go through :func:`native_fields` (a null one goes entry by entry).
+_NEVER_NULL = ("topic", "partition", "offset", "timestamp", "timestampType", "isTransactional", "isControl",
+               "producerId", "producerEpoch")
+
+
 def native_fields(batch: pa.RecordBatch, peer: Peer, store: Any) -> Restored | None:
     """The messages ``store``'s append makes of ``batch``'s rows (records of ``peer``'s own, none made by
     ``to_entry``; :func:`.conversion.from_entry`), in columns, their queue and physical offsets 0
     (:func:`assign` places them); None when a row needs the entry path: a topic RocketMQ refuses or
-    writes as v2, a store host in IPv6, a null timestamp, properties of 32767 bytes or more, a
-    header name that is not UTF-8.
+    writes as v2, a store host in IPv6, a null in a column of :data:`_NEVER_NULL`, properties of
+    32767 bytes or more, a header name that is not UTF-8.
 
     The properties are encoded in one C pass (``_speedups.native_properties``), tested equal to
     :func:`native_properties_reference`.  ``O(rows + key and header bytes)``; reads ``store``'s
@@ -506,7 +511,7 @@ def native_fields(batch: pa.RecordBatch, peer: Peer, store: Any) -> Restored | N
     n = batch.num_rows
     host = store.store_host
     column = batch.column
-    if host.is_v6 or column("timestamp").null_count:
+    if host.is_v6 or any(column(name).null_count for name in _NEVER_NULL):
         return None
     topics: list[str] = []
     entry_topics = pc.dictionary_encode(column("topic"))
@@ -919,7 +924,7 @@ class RocketMQArrowWriter(ArrowWriter):
     def _add_native(self, piece: pa.RecordBatch) -> None:
         fields = native_fields(piece, self.peer, self.dest)
         n = piece.num_rows
-        if fields is None and n > SPLIT_ROWS:     # the rows this path declines, found by halves
+        if fields is None and n > SPLIT_ROWS and not self.dest.store_host.is_v6:   # declined rows, by halves
             self._add_native(piece.slice(0, n // 2))
             self._add_native(piece.slice(n // 2))
             return
