@@ -449,3 +449,27 @@ def test_native_partitions_are_read_whole_one_at_a_time(tmp_path: Path) -> None:
     assert len(sizes["probe"]) == 6 and max(sizes["probe"]) == 40     # a record batch comes whole
     assert sum(sizes["whole"]) == 6 * 200 and max(sizes["whole"]) == 200
     assert most["whole"] == 1
+
+
+@pytest.mark.parametrize("stream_rows", [None, 3])
+def test_a_merged_partition_with_a_record_of_its_own_is_refused(tmp_path: Path,
+                                                                stream_rows: int | None) -> None:
+    """A Kafka copy of a RocketMQ store whose partition then took a record of Kafka's own: the merge
+    back into commitlog order cannot place it, a typed error naming the partition and offset (in
+    a batch read after the first too)."""
+    from segstore.errors import ConversionError
+
+    src = tmp_path / "src"
+    with segstore.open(src, "rocketmq", "a", **ROCKETMQ_CONFIG) as store:
+        store.append_batch([{"topic": "T", "queue_id": i % 3, "body": b"b%d" % i, "born_timestamp": i,
+                             "store_timestamp": i} for i in range(30)])
+    convert(src, tmp_path / "k", to="kafka")
+    with segstore.open(tmp_path / "k", "kafka", "a") as store:
+        store.append_batch([{"topic": "T", "partition": 1, "value": b"own", "timestamp": 99}])
+    with pytest.MonkeyPatch.context() as patch:
+        if stream_rows is not None:
+            patch.setattr(pipeline, "MERGE_READ_ROWS", 3 * stream_rows)
+            patch.setattr(pipeline, "MIN_READ_ROWS", 1)
+        with pytest.raises(ConversionError, match=r"T-1 \(converted from RocketMQ\) to start with .*"
+                                                  r"found offset 10 without it"):
+            convert(tmp_path / "k", tmp_path / "back", to="rocketmq", config=ROCKETMQ_CONFIG)

@@ -260,6 +260,10 @@ def _convert_columns(source_side: FormatConversion, target_side: FormatConversio
     return True
 
 
+#: A merged stream's position once it has ended (above every position).
+_DONE = np.iinfo(np.int64).max
+
+
 def read_rows(streams: int) -> int:
     """Rows a batch of each of ``streams`` streams that may be merged: :data:`MERGE_READ_ROWS`
     shared, at least :data:`MIN_READ_ROWS`."""
@@ -351,40 +355,49 @@ def _batches_in_order(streams: list[Iterator[pa.RecordBatch]], target_side: Form
             native.append(stream)
     for cursor in merged:
         cursor.check_home()
-    while merged:
+    # per stream: its batch's last position and its first position not taken (_DONE once ended);
+    # a step looks at the streams holding rows up to its bound only (with hundreds of partitions
+    # a step takes rows of a few: the others cost one numpy comparison, not a Python step each)
+    tops = np.array([cursor.top for cursor in merged], np.int64)
+    heads = np.array([int(cursor.positions[0]) for cursor in merged], np.int64)
+    live = len(merged)
+    while live:
         pieces: list[pa.RecordBatch] = []
         keys: list[np.ndarray] = []
         taken = 0
         # steps until the item holds half of MERGE_ROWS (a stream's batch ending early does not end
         # the item: the writer's per-item work stays per 32k-64k rows however small the batches)
-        while merged and taken < MERGE_ROWS // 2:
-            # a step costs O(streams) of Python (with hundreds of partitions, as many steps as their
-            # batches): the positions' own searchsorted, each stream's end found once
-            bound = min(cursor.top for cursor in merged)
-            ends = [int(c.positions.searchsorted(bound, "right")) for c in merged]
+        while live and taken < MERGE_ROWS // 2:
+            bound = int(tops.min())
+            active = np.flatnonzero(heads <= bound).tolist()      # in stream order
+            ends = [int(merged[i].positions.searchsorted(bound, "right")) for i in active]
             room = MERGE_ROWS - taken
-            if sum(ends) - sum(c.at for c in merged) > room:
+            if sum(ends) - sum(merged[i].at for i in active) > room:
                 # at most MERGE_ROWS rows an item: the writer's work comes in even steps to overlap
                 # the source's reading with (segstore.overlap), and an item's memory stays bounded
-                waiting = np.concatenate([c.positions[c.at:end] for c, end in zip(merged, ends, strict=True)])
+                waiting = np.concatenate([merged[i].positions[merged[i].at:end]
+                                          for i, end in zip(active, ends, strict=True)])
                 bound = int(np.partition(waiting, room - 1)[room - 1])
-                ends = [int(c.positions.searchsorted(bound, "right")) for c in merged]
+                ends = [int(merged[i].positions.searchsorted(bound, "right")) for i in active]
             # positions past the steps before (their bounds): one stable sort orders the item
-            for cursor, stop in zip(merged, ends, strict=True):
+            for i, stop in zip(active, ends, strict=True):
+                cursor = merged[i]
                 if stop > cursor.at:
                     assert cursor.batch is not None
                     pieces.append(cursor.batch.slice(cursor.at, stop - cursor.at))
                     keys.append(cursor.positions[cursor.at:stop])
                     taken += stop - cursor.at
                     cursor.at = stop
-            left = []
-            for cursor in merged:
+            for i in active:
+                cursor = merged[i]
                 if cursor.at < len(cursor.positions):
-                    left.append(cursor)
+                    heads[i] = cursor.positions[cursor.at]
                 elif cursor.next():
                     cursor.check_home()
-                    left.append(cursor)
-            merged = left
+                    tops[i], heads[i] = cursor.top, cursor.positions[0]
+                else:
+                    tops[i] = heads[i] = _DONE
+                    live -= 1
         if len(pieces) == 1:
             yield pieces, None
             continue
