@@ -327,10 +327,14 @@ def test_merged_streams_are_reordered_after_restoring_their_columns(tmp_path: Pa
 
 @pytest.mark.skipif(not arrowwrite.available(), reason="the columnar restore needs the C accelerator")
 @pytest.mark.parametrize("stream_rows", [1, 5])
-def test_merged_streams_of_small_batches_come_back_byte_for_byte(tmp_path: Path, stream_rows: int) -> None:
+@pytest.mark.parametrize("combine", [False, True])
+def test_merged_streams_of_small_batches_come_back_byte_for_byte(tmp_path: Path, stream_rows: int,
+                                                                 combine: bool) -> None:
     """The merge back into RocketMQ's order reads each partition in batches of the rows its streams
     share (``pipeline.read_rows``; here a few rows, so a record batch is cut from the next one
-    between batches), with the same bytes as the entry path and as the source."""
+    between batches), with the same bytes as the entry path and as the source; ``combine``: the
+    writer parses each merged item's pieces as one batch (``COMBINE_PIECES``, as for hundreds of
+    partitions)."""
     src = tmp_path / "rmq"
     with segstore.open(src, "rocketmq", "a", **ROCKETMQ_CONFIG) as store:
         store.append_batch([{"topic": f"T{i % 3}", "queue_id": i % 4, "body": bytes([i]) * (i % 13),
@@ -347,13 +351,23 @@ def test_merged_streams_of_small_batches_come_back_byte_for_byte(tmp_path: Path,
             sizes.append(batch.num_rows)
             yield batch
 
+    parsed: list[int] = []
+    real_fields = arrowwrite.restored_fields
+
+    def restored_fields(batch, peer):
+        parsed.append(batch.num_rows)
+        return real_fields(batch, peer)
+
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(pipeline, "MERGE_READ_ROWS", stream_rows * 12)     # 12 partitions
         patch.setattr(pipeline, "MIN_READ_ROWS", 1)
         patch.setattr(conversion, "partition_batches", partition_batches)
+        patch.setattr(arrowwrite, "restored_fields", restored_fields)
+        patch.setattr(arrowwrite, "COMBINE_PIECES", 1 if combine else 1 << 30)
         columns, entries = both_ways_back(tmp_path / "k", tmp_path, config=ROCKETMQ_CONFIG)
     assert columns == entries
     assert max(sizes) <= stream_rows + 2 and len(sizes) >= 120 // (stream_rows + 2)
+    assert (max(parsed) > stream_rows + 2) == combine
     assert {k: v for k, v in columns.items() if k.startswith(("commitlog", "consumequeue"))} == \
         {k: v for k, v in rocketmq_tree(src).items() if k.startswith(("commitlog", "consumequeue"))}
 
