@@ -487,3 +487,32 @@ def test_a_merged_partition_with_a_record_of_its_own_is_refused(tmp_path: Path,
         with pytest.raises(ConversionError, match=r"T-1 \(converted from RocketMQ\) to start with .*"
                                                   r"found offset 10 without it"):
             convert(tmp_path / "k", tmp_path / "back", to="rocketmq", config=ROCKETMQ_CONFIG)
+
+
+@pytest.mark.skipif(not arrowwrite.available(), reason="the columnar restore needs the C accelerator")
+def test_writes_touching_many_queues_grow_and_write_the_same_bytes(tmp_path: Path) -> None:
+    """A write that touched ``MANY_QUEUES`` queues makes the next ones hold ``ROWS_PER_QUEUE`` rows
+    a queue (fewer consume-queue appends), with the same bytes as the entry path and the source."""
+    src = tmp_path / "rmq"
+    queues = 70
+    with segstore.open(src, "rocketmq", "a", **ROCKETMQ_CONFIG) as store:
+        store.append_batch([{"topic": "T", "queue_id": i % queues, "body": bytes([i % 256]) * (i % 7),
+                             "keys": [f"k{i}"], "born_timestamp": i, "store_timestamp": i}
+                            for i in range(queues * 12)])
+    convert(src, tmp_path / "k", to="kafka")
+    writes: list[int] = []
+    real = arrowwrite.encode
+
+    def counted(store, msgs, start):
+        writes.append(len(msgs.queue_id))
+        return real(store, msgs, start)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pipeline, "ROCKETMQ_BATCH", 80)
+        patch.setattr(arrowwrite, "ROWS_PER_QUEUE", 4)
+        patch.setattr(arrowwrite, "encode", counted)
+        columns, entries = both_ways_back(tmp_path / "k", tmp_path, config=ROCKETMQ_CONFIG)
+    assert columns == entries
+    assert {k: v for k, v in columns.items() if k.startswith(("commitlog", "consumequeue"))} == \
+        {k: v for k, v in rocketmq_tree(src).items() if k.startswith(("commitlog", "consumequeue"))}
+    assert writes[0] == 80 and max(writes) == 4 * queues
