@@ -14,6 +14,36 @@
 /* The high bit of each byte of a word: none set, eight ASCII bytes (the UTF-8 checks' fast step). */
 #define ASCII_MASK 0x8080808080808080ull
 
+static const char BASE64_ALPHABET[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/* base64.b64encode(s[0:n]) at o, padded: 4 * ((n + 2) / 3) bytes.  Returns the end. */
+static inline uint8_t *
+put_base64(uint8_t *o, const uint8_t *s, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    for (; i + 3 <= n; i += 3) {
+        uint32_t v = ((uint32_t)s[i] << 16) | ((uint32_t)s[i + 1] << 8) | s[i + 2];
+        *o++ = (uint8_t)BASE64_ALPHABET[v >> 18];
+        *o++ = (uint8_t)BASE64_ALPHABET[(v >> 12) & 63];
+        *o++ = (uint8_t)BASE64_ALPHABET[(v >> 6) & 63];
+        *o++ = (uint8_t)BASE64_ALPHABET[v & 63];
+    }
+    if (n - i == 1) {
+        uint32_t v = (uint32_t)s[i] << 16;
+        *o++ = (uint8_t)BASE64_ALPHABET[v >> 18];
+        *o++ = (uint8_t)BASE64_ALPHABET[(v >> 12) & 63];
+        *o++ = '=';
+        *o++ = '=';
+    } else if (n - i == 2) {
+        uint32_t v = ((uint32_t)s[i] << 16) | ((uint32_t)s[i + 1] << 8);
+        *o++ = (uint8_t)BASE64_ALPHABET[v >> 18];
+        *o++ = (uint8_t)BASE64_ALPHABET[(v >> 12) & 63];
+        *o++ = (uint8_t)BASE64_ALPHABET[(v >> 6) & 63];
+        *o++ = '=';
+    }
+    return o;
+}
+
 /*
  * Copy n bytes (short ones, as topics, property names, keys and header values mostly are) without
  * a call: two overlapping loads and stores of the widest size that fits, memcpy beyond 32 bytes.

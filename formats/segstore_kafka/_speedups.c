@@ -1403,7 +1403,6 @@ decode_columns(PyObject *module, PyObject *args)
  * caller formatted once per partition and per batch.
  */
 
-static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 /* The writers below write at w, which the caller sized by the bounds of json_lines' first pass. */
 
@@ -1450,27 +1449,7 @@ put_b64(uint8_t *w, const uint8_t *p, Py_ssize_t n, int valid)
         return PUT_LITERAL(w, "null");
     }
     *w++ = '"';
-    Py_ssize_t i = 0;
-    for (; i + 3 <= n; i += 3) {
-        uint32_t v = ((uint32_t)p[i] << 16) | ((uint32_t)p[i + 1] << 8) | p[i + 2];
-        *w++ = B64[v >> 18];
-        *w++ = B64[(v >> 12) & 63];
-        *w++ = B64[(v >> 6) & 63];
-        *w++ = B64[v & 63];
-    }
-    if (n - i == 1) {
-        uint32_t v = (uint32_t)p[i] << 16;
-        *w++ = B64[v >> 18];
-        *w++ = B64[(v >> 12) & 63];
-        *w++ = '=';
-        *w++ = '=';
-    } else if (n - i == 2) {
-        uint32_t v = ((uint32_t)p[i] << 16) | ((uint32_t)p[i + 1] << 8);
-        *w++ = B64[v >> 18];
-        *w++ = B64[(v >> 12) & 63];
-        *w++ = B64[(v >> 6) & 63];
-        *w++ = '=';
-    }
+    w = put_base64(w, p, n);
     *w++ = '"';
     return w;
 }

@@ -2531,7 +2531,6 @@ done:
 /* ------------------------------------------------------------------------------ */
 /* dump --json */
 
-static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 static inline uint8_t *
 put_text_n(uint8_t *o, const char *s, size_t n)
@@ -2674,28 +2673,7 @@ json_lines(PyObject *module, PyObject *args)
         o = put_field_int(o, ", \"reconsume_times\": ", i4[C_RECONSUME][i]);
         o = put_field_int(o, ", \"prepared_transaction_offset\": ", i8[C_PREPARED][i]);
         o = put_text(o, ", \"body\": \"");
-        const uint8_t *s = d + i8[C_BODY_POS][i];
-        Py_ssize_t len = i4[C_BODY_LEN][i], k = 0;
-        for (; k + 3 <= len; k += 3) {
-            uint32_t v = ((uint32_t)s[k] << 16) | ((uint32_t)s[k + 1] << 8) | s[k + 2];
-            *o++ = (uint8_t)B64[v >> 18];
-            *o++ = (uint8_t)B64[(v >> 12) & 63];
-            *o++ = (uint8_t)B64[(v >> 6) & 63];
-            *o++ = (uint8_t)B64[v & 63];
-        }
-        if (len - k == 1) {
-            uint32_t v = (uint32_t)s[k] << 16;
-            *o++ = (uint8_t)B64[v >> 18];
-            *o++ = (uint8_t)B64[(v >> 12) & 63];
-            *o++ = '=';
-            *o++ = '=';
-        } else if (len - k == 2) {
-            uint32_t v = ((uint32_t)s[k] << 16) | ((uint32_t)s[k + 1] << 8);
-            *o++ = (uint8_t)B64[v >> 18];
-            *o++ = (uint8_t)B64[(v >> 12) & 63];
-            *o++ = (uint8_t)B64[(v >> 6) & 63];
-            *o++ = '=';
-        }
+        o = put_base64(o, d + i8[C_BODY_POS][i], i4[C_BODY_LEN][i]);
         o = put_text(o, "\", \"properties\": {");
         for (int32_t k2 = item_off[i]; k2 < item_off[i + 1]; k2++) {
             if (k2 > item_off[i]) {
@@ -3381,70 +3359,6 @@ enum {
 /* Why native_properties declined a run (the entry path then decides): its status, 0 for none. */
 enum { NP_OK, NP_TOO_LONG, NP_BAD_TEXT, NP_NO_ROOM };
 
-static const char BASE64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-/* base64.b64encode(s[0:n]) at out (padded): 4 * ((n + 2) / 3) bytes. */
-static Py_ssize_t
-base64_text(const uint8_t *s, Py_ssize_t n, uint8_t *out)
-{
-    uint8_t *o = out;
-    Py_ssize_t i = 0;
-    for (; i + 3 <= n; i += 3) {
-        uint32_t v = (uint32_t)s[i] << 16 | (uint32_t)s[i + 1] << 8 | s[i + 2];
-        *o++ = BASE64[v >> 18];
-        *o++ = BASE64[(v >> 12) & 63];
-        *o++ = BASE64[(v >> 6) & 63];
-        *o++ = BASE64[v & 63];
-    }
-    if (n - i == 1) {
-        uint32_t v = (uint32_t)s[i] << 16;
-        *o++ = BASE64[v >> 18];
-        *o++ = BASE64[(v >> 12) & 63];
-        *o++ = '=';
-        *o++ = '=';
-    } else if (n - i == 2) {
-        uint32_t v = (uint32_t)s[i] << 16 | (uint32_t)s[i + 1] << 8;
-        *o++ = BASE64[v >> 18];
-        *o++ = BASE64[(v >> 12) & 63];
-        *o++ = BASE64[(v >> 6) & 63];
-        *o++ = '=';
-    }
-    return o - out;
-}
-
-/* s[0:n] (UTF-8) as json.dumps(ensure_ascii=False) writes a string's inside: '"' and '\' escaped,
-   \b \f \n \r \t by name, the other bytes below 0x20 as \u00xx, everything else as it is.  At
-   most 6 * n bytes. */
-static Py_ssize_t
-json_text(const uint8_t *s, Py_ssize_t n, uint8_t *out)
-{
-    static const char HEX[] = "0123456789abcdef";
-    uint8_t *o = out;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        uint8_t c = s[i];
-        if (c >= 0x20 && c != '"' && c != '\\') {
-            *o++ = c;
-            continue;
-        }
-        *o++ = '\\';
-        switch (c) {
-        case '"': *o++ = '"'; break;
-        case '\\': *o++ = '\\'; break;
-        case '\b': *o++ = 'b'; break;
-        case '\f': *o++ = 'f'; break;
-        case '\n': *o++ = 'n'; break;
-        case '\r': *o++ = 'r'; break;
-        case '\t': *o++ = 't'; break;
-        default:
-            memcpy(o, "u00", 3);
-            o[3] = (uint8_t)HEX[c >> 4];
-            o[4] = (uint8_t)HEX[c & 15];
-            o += 5;
-        }
-    }
-    return o - out;
-}
-
 /* Whether a record key goes into KEYS as it is (conversion._plain_key): UTF-8, not empty, none of
    the key separator ' ', 0x01, 0x02, \t \n \v \f \r. */
 static int
@@ -3576,7 +3490,7 @@ native_properties(PyObject *module, PyObject *args)
                 at += kl;
                 break;
             case NP_KEY:
-                at += base64_text(key, kl, pd + at);
+                at = put_base64(pd + at, key, kl) - pd;
                 break;
             case NP_NULL_VALUE:
             case NP_CONTROL:
@@ -3598,20 +3512,18 @@ native_properties(PyObject *module, PyObject *args)
                     if (j > first) {
                         pd[at++] = ',';
                     }
-                    memcpy(pd + at, "[\"", 2);
-                    at += 2;
-                    at += json_text(hn, hl, pd + at);
-                    memcpy(pd + at, "\",", 2);
-                    at += 2;
+                    uint8_t *o = put_json_string(pd + at + 1, hn, hl);     /* ["name", */
+                    pd[at] = '[';
+                    *o++ = ',';
                     if (b[11].len && !hvalid[j]) {
-                        memcpy(pd + at, "null", 4);
-                        at += 4;
+                        o = put_text(o, "null");
                     } else {
-                        pd[at++] = '"';
-                        at += base64_text(hvd + hvo[j], hvo[j + 1] - hvo[j], pd + at);
-                        pd[at++] = '"';
+                        *o++ = '"';
+                        o = put_base64(o, hvd + hvo[j], hvo[j + 1] - hvo[j]);
+                        *o++ = '"';
                     }
-                    pd[at++] = ']';
+                    *o++ = ']';
+                    at = o - pd;
                 }
                 pd[at++] = ']';
                 break;
