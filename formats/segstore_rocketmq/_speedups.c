@@ -2991,6 +2991,24 @@ header_lists(PyObject *module, PyObject *args)
     return ret;
 }
 
+/* The count bytes objects of the tuple names, each as a pointer and a length; 0 if names is not that. */
+static int
+texts_of(PyObject *names, Py_ssize_t count, const uint8_t **text, Py_ssize_t *len)
+{
+    if (PyTuple_GET_SIZE(names) != count) {
+        return 0;
+    }
+    for (Py_ssize_t f = 0; f < count; f++) {
+        PyObject *item = PyTuple_GET_ITEM(names, f);
+        if (!PyBytes_Check(item)) {
+            return 0;
+        }
+        text[f] = (const uint8_t *)PyBytes_AS_STRING(item);
+        len[f] = PyBytes_GET_SIZE(item);
+    }
+    return 1;
+}
+
 /*
  * The rmq.* headers restore_headers reads, in the order of its names tuple: decimal ints (the first
  * RH_INTS; flag, sysFlag and reconsumeTimes within int32), the two IPv4 hosts, rmq.magic (v2: the
@@ -3215,18 +3233,10 @@ restore_headers(PyObject *module, PyObject *args)
     Py_ssize_t n = b[11].len, items = b[1].len / 4 - 1, plen = b[6].len, tlen = b[7].len, cap = b[14].len;
     const uint8_t *name[RH_FIELDS];
     Py_ssize_t name_len[RH_FIELDS];
-    int ok = PyTuple_GET_SIZE(names) == RH_FIELDS && b[0].len == (n + 1) * 8 && items >= 0 &&
+    int ok = texts_of(names, RH_FIELDS, name, name_len) && b[0].len == (n + 1) * 8 && items >= 0 &&
              b[3].len == b[1].len && (b[5].len == 0 || b[5].len == items) && b[8].len == RH_INTS * n * 8 &&
              b[9].len == 2 * n * IPV4_LEN && b[10].len == 2 * n * 8 && b[12].len == 2 * n * 8 &&
              b[13].len == (n + 1) * 4;
-    for (int f = 0; ok && f < RH_FIELDS; f++) {
-        PyObject *text = PyTuple_GET_ITEM(names, f);
-        ok = PyBytes_Check(text);
-        if (ok) {
-            name[f] = (const uint8_t *)PyBytes_AS_STRING(text);
-            name_len[f] = PyBytes_GET_SIZE(text);
-        }
-    }
     if (ok && n > 0) {
         ok = rows[0] >= 0 && rows[n] <= items && span_ok(ko, items, b[2].len) && span_ok(vo, items, b[4].len);
         for (Py_ssize_t i = 0; ok && i < n; i++) {
@@ -3413,19 +3423,13 @@ native_properties(PyObject *module, PyObject *args)
     Py_ssize_t n = b[0].len / 8, items = b[7].len / 4 - 1, cap = b[18].len, lat_len = b[16].len;
     const uint8_t *name[NP_FIELDS];
     Py_ssize_t name_len[NP_FIELDS], names_total = 0;
-    int ok = PyTuple_GET_SIZE(names) == NP_FIELDS && b[0].len == n * 8 && b[1].len == (n + 1) * 4 &&
+    int ok = texts_of(names, NP_FIELDS, name, name_len) && b[0].len == n * 8 && b[1].len == (n + 1) * 4 &&
              (b[3].len == 0 || b[3].len == n) && b[4].len == n && b[5].len == n && b[6].len == (n + 1) * 8 &&
              items >= 0 && b[9].len == b[7].len && (b[11].len == 0 || b[11].len == items) && b[12].len == n &&
              b[13].len == n && b[14].len == 2 * n * 8 && b[15].len == NP_ORDERS * NP_FIELDS &&
              b[17].len == (n + 1) * 4;
     for (int f = 0; ok && f < NP_FIELDS; f++) {
-        PyObject *text = PyTuple_GET_ITEM(names, f);
-        ok = PyBytes_Check(text);
-        if (ok) {
-            name[f] = (const uint8_t *)PyBytes_AS_STRING(text);
-            name_len[f] = PyBytes_GET_SIZE(text);
-            names_total += name_len[f];
-        }
+        names_total += name_len[f];
     }
     if (ok) {
         ok = span_ok(ko, n, b[2].len) && span_ok(hko, items, b[8].len) && span_ok(hvo, items, b[10].len) &&
