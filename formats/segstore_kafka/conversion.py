@@ -306,7 +306,6 @@ class _Batch:
         times = batch.column("timestamp").cast(pa.int64()).to_numpy(zero_copy_only=False)
         self.columns = Columns(batch.column("key"), batch.column("value"), times, batch.column("headers"))
         self.order = order
-        self.edges = edges
         # sorted by partition from here on
         self.offsets = column("offset").astype(np.int64, copy=False)[order]
         self.kinds = [column(name)[order] for name in _KIND_COLUMNS]
