@@ -495,7 +495,8 @@ def test_writes_touching_many_queues_grow_and_write_the_same_bytes(tmp_path: Pat
     a queue (fewer consume-queue appends), with the same bytes as the entry path and the source."""
     src = tmp_path / "rmq"
     queues = 70
-    with segstore.open(src, "rocketmq", "a", **ROCKETMQ_CONFIG) as store:
+    config = {**ROCKETMQ_CONFIG, "mappedFileSizeConsumeQueue": 400}    # 20 entries a file, not 6 MB
+    with segstore.open(src, "rocketmq", "a", **config) as store:
         store.append_batch([{"topic": "T", "queue_id": i % queues, "body": bytes([i % 256]) * (i % 7),
                              "keys": [f"k{i}"], "born_timestamp": i, "store_timestamp": i}
                             for i in range(queues * 12)])
@@ -511,7 +512,7 @@ def test_writes_touching_many_queues_grow_and_write_the_same_bytes(tmp_path: Pat
         patch.setattr(pipeline, "ROCKETMQ_BATCH", 80)
         patch.setattr(arrowwrite, "ROWS_PER_QUEUE", 4)
         patch.setattr(arrowwrite, "encode", counted)
-        columns, entries = both_ways_back(tmp_path / "k", tmp_path, config=ROCKETMQ_CONFIG)
+        columns, entries = both_ways_back(tmp_path / "k", tmp_path, config=config)
     assert columns == entries
     assert {k: v for k, v in columns.items() if k.startswith(("commitlog", "consumequeue"))} == \
         {k: v for k, v in rocketmq_tree(src).items() if k.startswith(("commitlog", "consumequeue"))}
