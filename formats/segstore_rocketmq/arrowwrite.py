@@ -615,9 +615,9 @@ def _queued(msgs: Restored) -> np.ndarray:
 def assign(store: Any, msgs: Restored, start: int) -> Restored | None:
     """``msgs`` with the physical offsets the store's append gives them from ``start`` (a BLANK
     before one that does not fit its file with ``END_FILE_MIN_BLANK_LENGTH`` to spare) and the
-    queue offsets it takes (each queue's next offset on, in row order; 0 for a message without a
-    queue entry); None when one is larger than a message may be (the entry path raises then).
-    ``O(rows)`` plus a step per file rolled into and a dictionary look-up per queue."""
+    queue offsets it takes (:func:`_queue_plan`; 0 for a message without a queue entry); None when
+    one is larger than a message may be (the entry path raises then).  ``O(rows log rows)`` plus a
+    step per file rolled into and a dictionary look-up per queue."""
     config = store.config
     file_size = config.mappedFileSizeCommitLog
     sizes = _sizes(msgs)[0]
@@ -634,19 +634,8 @@ def assign(store: Any, msgs: Restored, start: int) -> Restored | None:
         i += k
         at = at - at % file_size + file_size        # the next message opens the next file
     queue_offset = np.zeros(n, np.int64)
-    rows = np.flatnonzero(_queued(msgs))
-    if len(rows):
-        key = msgs.topic_code[rows].astype(np.int64) << 32 | msgs.queue_id[rows]
-        unique, inverse = np.unique(key, return_inverse=True)
-        order = np.argsort(inverse, kind="stable")
-        firsts = np.zeros(len(unique), np.int64)
-        np.cumsum(np.bincount(inverse, minlength=len(unique))[:-1], out=firsts[1:])
-        rank = np.empty(len(rows), np.int64)
-        rank[order] = np.arange(len(rows)) - firsts[inverse[order]]
-        next_offsets = store.next_offsets
-        bases = np.array([next_offsets.get((msgs.topics[int(k) >> 32], int(k) & 0xFFFFFFFF), 0)
-                          for k in unique.tolist()], np.int64)
-        queue_offset[rows] = bases[inverse] + rank
+    rows, _, offsets = _queue_plan(store, msgs, _queued(msgs))
+    queue_offset[rows] = offsets
     return dataclasses.replace(msgs, physical_offset=physical, queue_offset=queue_offset)
 
 
@@ -751,11 +740,12 @@ def _placement(start: int, physical: np.ndarray, sizes: np.ndarray, file_size: i
     return [(int(before[i]), int(file_end[i] - before[i])) for i in moved.tolist()]
 
 
-def _queues(store: Any, msgs: Restored, queued: np.ndarray
-            ) -> tuple[np.ndarray, list[tuple[tuple[str, int], int, int]]] | None:
-    """The queued rows grouped by queue in first-appearance order (row order within each) and
-    ``((topic, queue), first, count)`` per queue, if their source queue offsets follow each queue's
-    next offset in the store; None otherwise."""
+def _queue_plan(store: Any, msgs: Restored, queued: np.ndarray
+                ) -> tuple[np.ndarray, list[tuple[tuple[str, int], int, int]], np.ndarray]:
+    """The queued rows grouped by queue in first-appearance order (row order within each),
+    ``((topic, queue), first, count)`` per queue, and the queue offsets the store's append gives
+    those rows in that order (each queue's next offset on).  ``O(rows log rows)`` plus a dictionary
+    look-up per queue."""
     rows = np.flatnonzero(queued)
     key = msgs.topic_code[rows].astype(np.int64) << 32 | msgs.queue_id[rows]
     unique, first, inverse = np.unique(key, return_index=True, return_inverse=True)
@@ -773,10 +763,18 @@ def _queues(store: Any, msgs: Restored, queued: np.ndarray
         queue = (msgs.topics[msgs.topic_code[row]], int(msgs.queue_id[row]))
         bases[g] = next_offsets.get(queue, 0)
         groups.append((queue, int(starts[g]), int(counts[g])))
-    expected = bases[group[order]] + np.arange(len(order)) - starts[group[order]]
-    if not np.array_equal(msgs.queue_offset[rows[order]], expected):
+    offsets = bases[group[order]] + np.arange(len(order)) - starts[group[order]]
+    return rows[order], groups, offsets
+
+
+def _queues(store: Any, msgs: Restored, queued: np.ndarray
+            ) -> tuple[np.ndarray, list[tuple[tuple[str, int], int, int]]] | None:
+    """:func:`_queue_plan`'s rows and queues, if the rows' source queue offsets are the ones the
+    store gives them; None otherwise."""
+    rows, groups, offsets = _queue_plan(store, msgs, queued)
+    if not np.array_equal(msgs.queue_offset[rows], offsets):
         return None
-    return rows[order], groups
+    return rows, groups
 
 
 def _rows(msgs: Restored, index: Any) -> Restored:
