@@ -1403,7 +1403,6 @@ decode_columns(PyObject *module, PyObject *args)
  * caller formatted once per partition and per batch.
  */
 
-
 /* The writers below write at w, which the caller sized by the bounds of json_lines' first pass. */
 
 static inline uint8_t *

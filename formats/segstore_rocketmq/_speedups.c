@@ -2531,7 +2531,6 @@ done:
 /* ------------------------------------------------------------------------------ */
 /* dump --json */
 
-
 static inline uint8_t *
 put_text_n(uint8_t *o, const char *s, size_t n)
 {
@@ -3389,7 +3388,7 @@ plain_record_key(const uint8_t *s, Py_ssize_t n)
 /*
  * native_properties(offsets, key_offsets, key_data, key_valid, null_value, log_append, item_rows,
  *                   hk_offsets, hk_data, hv_offsets, hv_data, hv_valid, txn, control, producers, names,
- *                   orders, log_append_text, trailing, prop_offsets, prop_data) -> (status, used, row)
+ *                   orders, log_append_text, trailing, prop_offsets, prop_data) -> (status, used)
  *
  * The encoded properties of n records of a peer's own (conversion.from_entry, then the store's
  * HashMap order and the version's trailing 0x02), in one pass: offsets int64[n]; the keys as Arrow
@@ -3397,8 +3396,8 @@ plain_record_key(const uint8_t *s, Py_ssize_t n)
  * uint8[n]; item_rows int64[n + 1], each row's header items; the items' names (hk_*) and values
  * (hv_*, hv_valid b"" or uint8[items]); producers int64[2n] (ids, then epochs); names the NP_FIELDS
  * property names; orders (see NP_ORDERS); log_append_text the timestamp type's text.  Written into
- * prop_offsets (int32[n + 1]) and prop_data.  status NP_OK, or why the run needs the entry path (row
- * the first such): properties of MAX_PROPERTIES_BYTES or more, a header name not UTF-8, or
+ * prop_offsets (int32[n + 1]) and prop_data (used bytes of it).  status NP_OK, or why the run needs
+ * the entry path: properties of MAX_PROPERTIES_BYTES or more, a header name not UTF-8, or
  * prop_data too small.  ValueError for inputs of other sizes.  O(bytes).  Releases the GIL.
  */
 static PyObject *
@@ -3446,10 +3445,10 @@ native_properties(PyObject *module, PyObject *args)
         return NULL;
     }
     int status = NP_OK;
-    Py_ssize_t at = 0, i = 0;
+    Py_ssize_t at = 0;
     Py_BEGIN_ALLOW_THREADS
     po[0] = 0;
-    for (; i < n; i++) {
+    for (Py_ssize_t i = 0; i < n; i++) {
         const uint8_t *key = kd + ko[i];
         Py_ssize_t kl = ko[i + 1] - ko[i];
         int has_key = !b[3].len || kvalid[i];
@@ -3557,7 +3556,7 @@ native_properties(PyObject *module, PyObject *args)
     for (int k = 0; k < NB; k++) {
         PyBuffer_Release(&b[k]);
     }
-    return Py_BuildValue("inn", status, at, status == NP_OK ? (Py_ssize_t)-1 : i);
+    return Py_BuildValue("in", status, at);
 }
 
 static PyMethodDef methods[] = {
@@ -3604,7 +3603,7 @@ static PyMethodDef methods[] = {
     {"native_properties", native_properties, METH_VARARGS,
      "native_properties(offsets, key_offsets, key_data, key_valid, null_value, log_append, item_rows, hk_offsets, "
      "hk_data, hv_offsets, hv_data, hv_valid, txn, control, producers, names, orders, log_append_text, trailing, "
-     "prop_offsets, prop_data) -> (status, used, row)"},
+     "prop_offsets, prop_data) -> (status, used)"},
     {NULL, NULL, 0, NULL},
 };
 

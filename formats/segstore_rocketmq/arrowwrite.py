@@ -569,7 +569,7 @@ def native_fields(batch: pa.RecordBatch, peer: Peer, store: Any) -> Restored | N
             + 16 * len(header_keys) + 1)
     prop_offsets = np.zeros(n + 1, np.int32)
     prop_data = np.empty(room, np.uint8)
-    status, used, _ = _speedups.native_properties(
+    status, used = _speedups.native_properties(
         column("offset").to_numpy().astype(np.int64), key_offsets, key_data, key_valid, null_value,
         log_append, rows, hk_offsets, hk_data, hv_offsets, hv_data, header_valid,
         np.asarray(column("isTransactional").to_numpy(zero_copy_only=False), np.uint8), control, producers,
