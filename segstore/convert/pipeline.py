@@ -279,7 +279,6 @@ class _Cursor:
         self.target_side = target_side
         self.batch: pa.RecordBatch | None = None
         self.positions = np.zeros(0, np.int64)
-        self.top = -1           # the batch's last position
         self.at = 0
         self.last = -1
         self.next()
@@ -292,7 +291,6 @@ class _Cursor:
                 positions = self.target_side.home_positions(batch)
                 assert positions is not None        # _convert_columns checked the target says
                 self.positions = positions
-                self.top = int(positions[-1])
                 return True
         self.batch = None
         return False
@@ -358,7 +356,7 @@ def _batches_in_order(streams: list[Iterator[pa.RecordBatch]], target_side: Form
     # per stream: its batch's last position and its first position not taken (_DONE once ended);
     # a step looks at the streams holding rows up to its bound only (with hundreds of partitions
     # a step takes rows of a few: the others cost one numpy comparison, not a Python step each)
-    tops = np.array([cursor.top for cursor in merged], np.int64)
+    tops = np.array([int(cursor.positions[-1]) for cursor in merged], np.int64)
     heads = np.array([int(cursor.positions[0]) for cursor in merged], np.int64)
     live = len(merged)
     while live:
@@ -394,7 +392,7 @@ def _batches_in_order(streams: list[Iterator[pa.RecordBatch]], target_side: Form
                     heads[i] = cursor.positions[cursor.at]
                 elif cursor.next():
                     cursor.check_home()
-                    tops[i], heads[i] = cursor.top, cursor.positions[0]
+                    tops[i], heads[i] = cursor.positions[-1], cursor.positions[0]
                 else:
                     tops[i] = heads[i] = _DONE
                     live -= 1
