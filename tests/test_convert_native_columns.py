@@ -168,16 +168,11 @@ def test_an_ipv6_store_host_goes_the_entry_path(tmp_path: Path) -> None:
     records = [Entry(topic="t", partition=0, offset=i, timestamp=i, key=b"k%d" % i, value=b"v",
                      headers=[("a", b"1")]) for i in range(5)]
     batch = entries_to_batch(records, [1] * len(records))
-    assert arrowwrite.native_fields(batch, PEER, _FakeHost()) is None
+    with _store(tmp_path / "v6", "4.9.7", storeHost="[::1]:10911") as store:
+        assert arrowwrite.native_fields(batch, PEER, store) is None
     for columns in (True, False):
         assert _write(tmp_path / str(columns), "4.9.7", batch, columns, 3, storeHost="[::1]:10911") is None
     assert rocketmq_tree(tmp_path / "True") == rocketmq_tree(tmp_path / "False")
-
-
-class _FakeHost:
-    """What ``native_fields`` reads first of a store: an IPv6 store host."""
-
-    store_host = type("H", (), {"is_v6": True})()
 
 
 def test_headers_are_json_with_base64_values(tmp_path: Path) -> None:
