@@ -168,8 +168,9 @@ def main() -> None:
         convert(src, os.path.join(root, "kafka"), to="kafka")
         kafka = os.path.join(root, "kafka")
         kafka_mb = dir_bytes(kafka) / 1e6
-        make_kafka_store(os.path.join(root, "native"))
-        native_mb = dir_bytes(os.path.join(root, "native")) / 1e6
+        native = os.path.join(root, "native")
+        make_kafka_store(native)
+        native_mb = dir_bytes(native) / 1e6
         run_child("hop", root)                                  # warm the page cache
         hops: list[dict] = []
         runs: dict[int, list[dict]] = {i: [] for i in range(len(CONVERSIONS))}
@@ -193,7 +194,6 @@ def main() -> None:
                          setup=lambda: fresh("copy.bin"))
         copy_k = best_of(lambda: shutil.copytree(kafka, os.path.join(root, "kafka-copy")),
                          setup=lambda: fresh("kafka-copy"))
-        native = os.path.join(root, "native")
         copy_n = best_of(lambda: shutil.copytree(native, os.path.join(root, "native-copy")),
                          setup=lambda: fresh("native-copy"))
         for i, (name, source, _, _) in enumerate(CONVERSIONS):
