@@ -16,10 +16,15 @@ so scans from many threads share the pool without deadlock.
 
 :func:`shared` is the same pool for a writer: a list of independent steps (record batches queued
 for encoding) that this thread and a pool thread take in turn.
+
+:func:`pipelined` is the looser chain of a conversion: its source runs in a thread of its own, up
+to a bounded number of items ahead, also while the consumer holds an item (a conversion's reading
+costs unevenly from item to item, its writing evenly: a queued item evens them out).
 """
 
 from __future__ import annotations
 
+import collections
 import itertools
 import os
 import threading
@@ -141,3 +146,85 @@ def shared(fn: Callable[[T], U], items: list[T]) -> list[U]:
     if errors:
         raise errors[min(errors)]
     return results
+
+
+class _Raised:
+    """An exception the source of :func:`pipelined` raised, queued after the items before it."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+def pipelined(source: Iterator[T], build: Callable[[T], U], ahead: int = 1,
+              name: str = "segstore-pipeline") -> Iterator[U]:
+    """``build(item)`` for each item of ``source``, in order (``source`` closed with the generator),
+    ``next(source)`` running in a thread of its own (when :data:`ENABLED`): it makes the next item
+    while ``build`` runs and while the caller holds a result, and waits once ``ahead`` made items
+    are queued.  Up to ``ahead + 2`` items are alive at once (one built, ``ahead`` queued, one made).
+
+    Unlike :func:`overlapped`, the source goes on while this generator is suspended: for a source
+    whose reading does not depend on what the caller does between items (a conversion, whose
+    stores only it uses).  Its thread is not one of the pool's, since it waits for room in the
+    queue (a pool step never waits for anything but other steps), and its own steps may use the
+    pool (a scan's :func:`overlapped`).
+
+    An exception the source raises is raised here after the items before it.  Closing the generator,
+    or an exception of ``build``, stops the thread after the step it is in and waits for it; then
+    ``source`` is closed on this thread.  Thread-safety: ``source`` runs on one thread, ``build``
+    on the caller's; they must not share mutable state.
+    """
+    if not ENABLED:
+        try:
+            for item in source:
+                yield build(item)
+        finally:
+            close = getattr(source, "close", None)
+            if close is not None:
+                close()
+        return
+    made: collections.deque[Any] = collections.deque()
+    ready = threading.Condition()
+    stop = False
+
+    def produce() -> None:
+        while True:
+            try:
+                item: Any = next(source)
+            except StopIteration:
+                item = _END
+            except BaseException as err:        # raised on the caller's thread, in its place
+                item = _Raised(err)
+            with ready:
+                while len(made) >= ahead and not stop:
+                    ready.wait()
+                if stop:
+                    return
+                made.append(item)
+                ready.notify_all()
+            if item is _END or isinstance(item, _Raised):
+                return
+
+    thread = threading.Thread(target=produce, name=name, daemon=True)
+    thread.start()
+    try:
+        while True:
+            with ready:
+                while not made:
+                    ready.wait()
+                item = made.popleft()
+                ready.notify_all()
+            if item is _END:
+                return
+            if isinstance(item, _Raised):
+                raise item.error
+            yield build(item)
+    finally:
+        with ready:
+            stop = True
+            ready.notify_all()
+        thread.join()
+        close = getattr(source, "close", None)
+        if close is not None:
+            close()

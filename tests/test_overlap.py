@@ -1,7 +1,8 @@
 """segstore.overlap: a columnar read's next walk overlapped with this batch's build.
 
-The helper's promises (order, errors after the batches before them, no worker running while
-the generator is suspended, the source closed with it), and the C passes that now run without
+The helpers' promises (order, errors after the batches before them, no worker running while
+:func:`overlapped` is suspended, :func:`pipelined`'s reader bounded and on a thread of its own,
+the source closed with either), and the C passes that now run without
 the GIL (Kafka's record decode around the decompress call, its column encoder, the host texts)
 giving from many threads at once what they give from one.
 """
@@ -107,6 +108,83 @@ def test_stopping_early_closes_the_source(enabled) -> None:
     it.close()
     assert src.closed and not src.running.is_set()
     assert src.i <= 3          # at most the one item read ahead
+
+
+# -- pipelined: the source a bounded number of items ahead, on a thread of its own ------------
+
+@pytest.mark.parametrize("ahead", [1, 3])
+def test_pipelined_gives_every_item_in_order_from_its_own_thread(enabled, ahead) -> None:
+    src = _Source(50)
+    got = list(overlap.pipelined(src, lambda i: i * 10, ahead=ahead))
+    assert got == [i * 10 for i in range(50)] and src.closed
+    assert (threading.get_ident() not in src.threads) == enabled
+    pool = {t.ident for t in threading.enumerate() if t.name.startswith("segstore-overlap")}
+    assert not src.threads & pool           # not a pool thread: it waits for room
+
+
+@pytest.mark.parametrize("ahead", [1, 2, 4])
+def test_pipelined_reads_ahead_while_the_caller_holds_an_item_but_no_further(ahead) -> None:
+    src = _Source(50)
+    it = overlap.pipelined(src, lambda i: i, ahead=ahead)
+    assert next(it) == 0
+    deadline = time.monotonic() + 5
+    while src.i < 1 + ahead + 1 and time.monotonic() < deadline:    # made while we hold item 0
+        time.sleep(0.005)
+    time.sleep(0.05)
+    assert src.i == 1 + ahead + 1       # ahead queued, one made and waiting for room
+    assert list(it) == list(range(1, 50))
+
+
+def test_pipelined_raises_the_source_error_after_the_items_before_it(enabled) -> None:
+    src = _Source(50, fail_at=7)
+    got = []
+    with pytest.raises(CorruptDataError) as err:
+        for item in overlap.pipelined(src, lambda i: i):
+            got.append(item)
+    assert got == list(range(7)) and err.value.pos == 7 and src.closed
+
+
+def test_pipelined_build_error_stops_and_joins_the_reader_then_closes_the_source(enabled) -> None:
+    src = _Source(10_000)
+
+    def build(i: int) -> int:
+        if i == 3:
+            raise InvalidMessageError("expected a buildable item, found 3")
+        return i
+
+    before = threading.active_count()
+    with pytest.raises(InvalidMessageError):
+        list(overlap.pipelined(src, build))
+    assert src.closed and not src.running.is_set() and src.i <= 6
+    assert threading.active_count() == before       # the reading thread is gone
+
+
+def test_pipelined_closed_early_stops_its_reader(enabled) -> None:
+    src = _Source(10_000)
+    it = overlap.pipelined(src, lambda i: i)
+    assert [next(it), next(it)] == [0, 1]
+    it.close()
+    assert src.closed and not src.running.is_set() and src.i <= 4
+    assert not [t for t in threading.enumerate() if t.name == "segstore-pipeline"]
+
+
+def test_pipelined_readers_of_many_callers_never_take_the_pool(monkeypatch) -> None:
+    """Conversions at once, one per core and more: each reader uses the pool (a scan's overlapped)
+    while it waits for room; were readers pool steps, they would hold every pool thread and the
+    scans' steps would never run."""
+    monkeypatch.setattr(overlap, "ENABLED", True)
+
+    def reader(k: int):
+        for i in range(20):
+            yield sum(overlap.overlapped(iter(range(i)), lambda j: j + k))
+
+    def consume(k: int) -> list[int]:
+        return list(overlap.pipelined(reader(k), lambda v: v))
+
+    n = 2 * (os.cpu_count() or 2) + 2
+    with ThreadPoolExecutor(n) as callers:
+        results = list(callers.map(consume, range(n), timeout=60))
+    assert results == [[sum(j + k for j in range(i)) for i in range(20)] for k in range(n)]
 
 
 # -- the RocketMQ scan and the conversions, overlapped and not ------------------------------

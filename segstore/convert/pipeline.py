@@ -50,7 +50,7 @@ import pyarrow as pa
 from segstore import files, registry
 from segstore.api import open as open_store
 from segstore.errors import ConversionError, UnsupportedOperationError
-from segstore.overlap import overlapped
+from segstore.overlap import pipelined
 from segstore.store import Store
 
 from . import COMPRESSIONS
@@ -248,9 +248,10 @@ def _convert_columns(source_side: FormatConversion, target_side: FormatConversio
         pieces, order, made = item
         return writer.add_batch(pieces[0]) if order is None else writer.add_rows(pieces, order, made)
 
-    # the source reads its next batch (the merge orders it, the target parses it) while the target
-    # writes this one
-    for written, nbytes, present in overlapped(prepared(), write):
+    # the source reads its next items (the merge orders them, the target parses them) while the
+    # target writes this one: an item whose merge read every stream's next batch costs the reading
+    # thread several times one that took rows already read, and the item queued evens that out
+    for written, nbytes, present in pipelined(prepared(), write, name="segstore-convert-read"):
         report.already_present += present
         report.messages += written
         report.bytes += nbytes
