@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any, TextIO
 
-from . import files, progress, registry
+from . import allocator, files, progress, registry
 from .api import open as open_store
 from .errors import (
     ConfigError,
@@ -804,5 +804,13 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         return EXIT_OK
 
 
+def command() -> int:
+    """The ``segstore`` executable: :func:`main` in a process whose allocator keeps freed memory for
+    the next batch (:func:`segstore.allocator.retain`: a one-shot command over a big store gains
+    from it, and nothing else in the process would rather give memory back)."""
+    allocator.retain()
+    return main()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(command())
