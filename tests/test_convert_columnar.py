@@ -326,6 +326,41 @@ def test_merged_streams_are_reordered_after_restoring_their_columns(tmp_path: Pa
 
 
 @pytest.mark.skipif(not arrowwrite.available(), reason="the columnar restore needs the C accelerator")
+def test_a_merged_run_placed_elsewhere_raises_as_the_entry_path_without_its_entries(tmp_path: Path) -> None:
+    """Merged rows are prepared on the reading thread and the conversion lets go of their entries;
+    when the destination would place them elsewhere than the source had them (another
+    ``mappedFileSizeCommitLog``), the writer appends the prepared messages as they are, which
+    raises the entry path's error, at the same message."""
+    from segstore.errors import ConversionError
+
+    src = tmp_path / "rmq"
+    with segstore.open(src, "rocketmq", "a", **ROCKETMQ_CONFIG) as store:
+        store.append_batch([{"topic": f"T{i % 3}", "queue_id": i % 2, "body": bytes([i]) * (30 + i % 17),
+                             "keys": [f"k{i}"], "born_timestamp": i, "store_timestamp": i}
+                            for i in range(120)])
+    convert(src, tmp_path / "k", to="kafka")
+    other = {**ROCKETMQ_CONFIG, "mappedFileSizeCommitLog": 8192}
+    prepared: list[object] = []
+    real = arrowwrite.RocketMQArrowWriter.prepare
+
+    def watched(self, pieces, order):
+        made = real(self, pieces, order)
+        prepared.append(made)
+        return made
+
+    errors = {}
+    for columnar in (True, False):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(pipeline, "COLUMNAR", columnar)
+            patch.setattr(arrowwrite.RocketMQArrowWriter, "prepare", watched)
+            with pytest.raises(ConversionError, match="as in the source") as err:
+                convert(tmp_path / "k", tmp_path / f"{columnar}" / "back", to="rocketmq", config=other)
+            errors[columnar] = str(err.value).replace(str(tmp_path / f"{columnar}"), "")
+    assert prepared and all(isinstance(p, arrowwrite.Prepared) for p in prepared)
+    assert errors[True] == errors[False]
+
+
+@pytest.mark.skipif(not arrowwrite.available(), reason="the columnar restore needs the C accelerator")
 @pytest.mark.parametrize("stream_rows", [1, 5])
 @pytest.mark.parametrize("combine", [False, True])
 def test_merged_streams_of_small_batches_come_back_byte_for_byte(tmp_path: Path, stream_rows: int,

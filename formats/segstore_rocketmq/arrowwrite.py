@@ -75,6 +75,7 @@ from .conversion import (
     TRAILING_TEXT,
     WRITE_BYTES,
     RocketMQWriter,
+    _append_stored,
     first_headers,
     from_entry,
     header_items,
@@ -94,6 +95,8 @@ from .message import (
     SYSFLAG_TRANSACTION_MASK,
     SYSFLAG_TRANSACTION_ROLLBACK,
     Host,
+    RocketMQMessage,
+    decode_properties,
     encode_properties,
 )
 
@@ -812,6 +815,45 @@ def _taken(msgs: Restored, order: np.ndarray) -> Restored:
     return _rows(msgs, order)
 
 
+def restored_messages(msgs: Restored) -> list[RocketMQMessage]:
+    """The messages of ``msgs`` as objects, the bytes ``restore_message`` gives their entries (tested
+    equal): what a run :func:`encode` declines is appended as (``conversion._append_stored``, which
+    raises the typed error).  ``O(rows)`` Python."""
+    def texts(column: Slices) -> list[bytes]:
+        data = np.frombuffer(column.data, np.uint8) if len(column) else np.zeros(0, np.uint8)
+        return [data[start:start + n].tobytes()
+                for start, n in zip(column.starts.tolist(), column.lengths.tolist(), strict=True)]
+
+    def hosts(ips: np.ndarray, ports: np.ndarray) -> list[Host]:
+        octets = np.ascontiguousarray(ips).view(np.uint8).reshape(-1, 4)
+        return [Host(row.tobytes(), port) for row, port in zip(octets, ports.tolist(), strict=True)]
+
+    properties = texts(msgs.properties)
+    return [RocketMQMessage(topic=msgs.topics[code], queue_id=queue_id, body=body,
+                            properties=decode_properties(props), flag=flag, queue_offset=queue_offset,
+                            physical_offset=physical, sys_flag=sys_flag, born_timestamp=born,
+                            born_host=born_host, store_timestamp=stored, store_host=store_host,
+                            reconsume_times=reconsume, prepared_transaction_offset=prepared,
+                            trailing_separator=props.endswith(b"\x02"))
+            for (code, queue_id, body, props, flag, queue_offset, physical, sys_flag, born, born_host, stored,
+                 store_host, reconsume, prepared)
+            in zip(msgs.topic_code.tolist(), msgs.queue_id.tolist(), texts(msgs.body), properties,
+                   msgs.flag.tolist(), msgs.queue_offset.tolist(), msgs.physical_offset.tolist(),
+                   msgs.sys_flag.tolist(), msgs.born_timestamp.tolist(), hosts(msgs.born_ip, msgs.born_port),
+                   msgs.store_timestamp.tolist(), hosts(msgs.store_ip, msgs.store_port),
+                   msgs.reconsume_times.tolist(), msgs.prepared_transaction_offset.tolist(), strict=True)]
+
+
+@dataclass
+class Prepared:
+    """:meth:`RocketMQArrowWriter.prepare`'s result: the rows' messages in their order and their
+    source bytes, all :meth:`~RocketMQArrowWriter.add_rows` needs (not the source's batches, which
+    a conversion then lets go of while the rows wait to be written)."""
+
+    messages: Restored
+    nbytes: int
+
+
 def restored_rows(batch: pa.RecordBatch) -> np.ndarray:
     """Per row of an ``ENTRY_SCHEMA`` batch, whether its first header is ``rmq.physical_offset`` (it
     was made by ``to_entry``: ``conversion.came_from_rocketmq``).  One C pass
@@ -868,8 +910,9 @@ class RocketMQArrowWriter(ArrowWriter):
         self.seen = 0
         self.entries = RocketMQWriter(dest, options, present=0)
         # (pieces, the order of their rows or None for one piece as it is, their messages (in that order)
-        # or None, start, stop, whether they are a peer's own records still to be placed)
-        self.pending: list[tuple[list[pa.RecordBatch], np.ndarray | None, Restored | None, int, int,
+        # or None, start, stop, whether they are a peer's own records still to be placed); pieces None:
+        # the messages alone (prepared)
+        self.pending: list[tuple[list[pa.RecordBatch] | None, np.ndarray | None, Restored | None, int, int,
                                  bool]] = []
         self.pending_rows = self.pending_bytes = 0
 
@@ -894,11 +937,15 @@ class RocketMQArrowWriter(ArrowWriter):
                 self._add_native(piece)
         return n, int(pc.sum(batch.column("size")).as_py() or 0), held
 
-    def prepare(self, pieces: list[pa.RecordBatch], order: np.ndarray) -> Restored | None:
+    def prepare(self, pieces: list[pa.RecordBatch], order: np.ndarray) -> Prepared | None:
         """The restored messages of the rows of ``pieces`` in ``order`` (each piece's columns parsed
         as they are, then only the restored messages reordered: a merge's order costs a copy of
-        the bodies and properties, not of every header); None when a row is not restored or this
-        path declines one.  Reads only the peer: safe beside a write.  ``O(rows + header bytes)``."""
+        the bodies and properties, not of every header), which stand for the rows on their own;
+        None when a row is not restored or this path declines one, and in a resumed run (whose
+        first rows are skipped, by rows).  Reads only the peer and ``present``, which no write
+        changes: safe beside a write.  ``O(rows + header bytes)``."""
+        if self.present:
+            return None
         if len(pieces) > COMBINE_PIECES and len(order) < COMBINE_ROWS * len(pieces):
             # many small pieces (a merge of hundreds of partitions): one copy of their columns costs
             # less than the C pass's fixed cost once per piece
@@ -908,24 +955,27 @@ class RocketMQArrowWriter(ArrowWriter):
         parts = [restored_fields(piece, self.peer) for piece in pieces]
         if any(part is None for part in parts):
             return None
-        return _taken(_concat(cast("list[Restored]", parts)), order)
+        nbytes = sum(int(pc.sum(piece.column("size")).as_py() or 0) for piece in pieces)
+        return Prepared(_taken(_concat(cast("list[Restored]", parts)), order), nbytes)
 
-    def add_rows(self, pieces: list[pa.RecordBatch], order: np.ndarray,
-                 prepared: Restored | None = None) -> tuple[int, int, int]:
+    def add_rows(self, pieces: list[pa.RecordBatch] | None, order: np.ndarray,
+                 prepared: Prepared | None = None) -> tuple[int, int, int]:
         """:meth:`add_batch` of the rows of ``pieces`` in ``order``: through :meth:`prepare` (its
-        result given or made here) when this path takes every row, else the rows taken first."""
+        result given, then ``pieces`` may be None, or made here) when this path takes every row,
+        else the rows taken first."""
         n = len(order)
-        if self.present > self.seen or not n:
-            return add_taken(self, pieces, order)
         if prepared is None:
+            assert pieces is not None
+            if self.present > self.seen or not n:
+                return add_taken(self, pieces, order)
             prepared = self.prepare(pieces, order)
             if prepared is None:
                 return add_taken(self, pieces, order)
         self.seen += n
         if self.entries.restored or self.entries.native:
             self.entries.flush()
-        self._pend(pieces, order, prepared)
-        return n, sum(int(pc.sum(piece.column("size")).as_py() or 0) for piece in pieces), 0
+        self._pend(None, None, prepared.messages)
+        return n, prepared.nbytes, 0
 
     def _add_restored(self, piece: pa.RecordBatch) -> None:
         fields = restored_fields(piece, self.peer)
@@ -945,14 +995,16 @@ class RocketMQArrowWriter(ArrowWriter):
             return
         self._pend([piece], None, fields, native=True)
 
-    def _pend(self, pieces: list[pa.RecordBatch], order: np.ndarray | None, fields: Restored | None,
+    def _pend(self, pieces: list[pa.RecordBatch] | None, order: np.ndarray | None, fields: Restored | None,
               native: bool = False) -> None:
-        """Queue the rows of ``pieces`` (one piece as it is, or their rows in ``order``) for
-        :meth:`flush`, writing whenever ``batch`` rows or ``WRITE_BYTES`` of bodies are pending;
-        ``native``: ``fields`` still to be placed (:func:`assign`), records of the peer's own."""
+        """Queue the rows of ``pieces`` (one piece as it is, or their rows in ``order``; None: the rows
+        are ``fields``, restored messages, alone) for :meth:`flush`, writing whenever ``batch`` rows or
+        ``WRITE_BYTES`` of bodies are pending; ``native``: ``fields`` still to be placed
+        (:func:`assign`), records of the peer's own."""
         if fields is not None:
             lengths = fields.body.lengths               # in the rows' order already
         else:
+            assert pieces is not None
             lengths = pc.fill_null(pc.binary_length(pieces[0].column("value")), 0).to_numpy(
                 zero_copy_only=False)
         ends = np.cumsum(lengths, dtype=np.int64)
@@ -979,7 +1031,11 @@ class RocketMQArrowWriter(ArrowWriter):
                 msgs = assign(self.dest, msgs, end)
             if msgs is not None:
                 placed = encode(self.dest, msgs, end)
-            if placed is None:
+            if placed is None and pieces is None:
+                assert msgs is not None and not native
+                _append_stored(self.dest, restored_messages(msgs))      # as the entry path would
+            elif placed is None:
+                assert pieces is not None
                 if order is None:
                     rows = [pieces[0].slice(start, stop - start)]
                 else:

@@ -144,17 +144,21 @@ class ArrowWriter(abc.ABC):
 
     def prepare(self, pieces: list[pa.RecordBatch], order: np.ndarray) -> Any:
         """What :meth:`add_rows` would first make of these rows without the destination (their
-        columns parsed and reordered), for it to take as ``prepared``; None when nothing (this
-        default).  It must not touch the destination or change the writer: a conversion calls it
-        on another thread while the writer writes the rows before (``segstore.overlap``)."""
+        columns parsed and reordered), for it to take as ``prepared`` instead of the rows: all it
+        needs of them, since a conversion then lets go of ``pieces`` (and of the source batches
+        they are slices of) while the rows wait to be written; None when nothing (this default).
+        It must not touch the destination or change the writer: a conversion calls it on another
+        thread while the writer writes the rows before (``segstore.overlap.pipelined``)."""
         return None
 
-    def add_rows(self, pieces: list[pa.RecordBatch], order: np.ndarray,
+    def add_rows(self, pieces: list[pa.RecordBatch] | None, order: np.ndarray,
                  prepared: Any = None) -> tuple[int, int, int]:
         """:meth:`add_batch` of the rows of ``pieces`` (one after another) in the order ``order``
         (int64 row numbers, each row once): what a merge of several streams gives; ``prepared``:
-        what :meth:`prepare` gave for them.  This default takes the rows (a copy of every column);
-        a writer that parses its columns first overrides it to reorder only what it made."""
+        what :meth:`prepare` gave for them, and then ``pieces`` is None.  This default takes the
+        rows (a copy of every column); a writer that parses its columns first overrides it to
+        reorder only what it made."""
+        assert pieces is not None       # (this default's prepare gives nothing)
         return add_taken(self, pieces, order)
 
     @abc.abstractmethod

@@ -240,13 +240,20 @@ def _convert_columns(source_side: FormatConversion, target_side: FormatConversio
         # (shared among all the streams: which are merged only their first batches tell)
         probes = source_side.arrow_streams(source, replace(reading, read_rows=read_rows(len(streams))))
 
-    def prepared() -> Iterator[tuple[list[pa.RecordBatch], np.ndarray | None, Any]]:
+    def prepared() -> Iterator[tuple[list[pa.RecordBatch] | None, np.ndarray | None, Any]]:
         for pieces, order in _batches_in_order(streams, target_side, probes):
-            yield pieces, order, None if order is None else writer.prepare(pieces, order)
+            made = None if order is None else writer.prepare(pieces, order)
+            # prepared rows stand alone: the item lets go of the source's batches, so that the
+            # items queued hold only what the writer made of them (with a writer slower than the
+            # reading, the queue is full: each item held two rounds of every stream's batches)
+            yield (pieces if made is None else None), order, made
 
-    def write(item: tuple[list[pa.RecordBatch], np.ndarray | None, Any]) -> tuple[int, int, int]:
+    def write(item: tuple[list[pa.RecordBatch] | None, np.ndarray | None, Any]) -> tuple[int, int, int]:
         pieces, order, made = item
-        return writer.add_batch(pieces[0]) if order is None else writer.add_rows(pieces, order, made)
+        if order is None:
+            assert pieces is not None
+            return writer.add_batch(pieces[0])
+        return writer.add_rows(pieces, order, made)
 
     # the source reads its next items (the merge orders them, the target parses them) while the
     # target writes this one: an item whose merge read every stream's next batch costs the reading
