@@ -274,3 +274,19 @@ def test_restored_messages_are_the_bytes_restore_message_gives_their_entries(dra
     expected = [rmq.restore_message(entries[i], PEER) for i in order.tolist()]
     assert [rmq_message.encode(m) for m in made] == [rmq_message.encode(m) for m in expected]
     assert [(m.topic, m.queue_id) for m in made] == [(m.topic, m.queue_id) for m in expected]
+
+
+@pytest.mark.parametrize("repeat", [None, 2, 31, 32, 38])
+def test_a_repeated_property_name_is_found_among_many(repeat) -> None:
+    """The C pass looks for a repeated property name among the row's first 32 properties and, past
+    them, among all its headers: either way it declines exactly as the reference does."""
+    good = [(rmq.H_PHYSICAL_OFFSET, b"0"), (rmq.H_BORN_TIMESTAMP, b"1"), (rmq.H_BORN_HOST, b"1.2.3.4:5"),
+            (rmq.H_STORE_TIMESTAMP, b"2"), (rmq.H_STORE_HOST, b"1.2.3.4:5")]
+    props = [(f"{rmq.RMQ_PROPERTY_PREFIX}p{k}", b"v") for k in range(40)]
+    if repeat is not None:
+        props.append(props[repeat])
+    rows_ = [("T", good + props), ("T", list(reversed(good + props))), ("T", good)]
+    batch = batch_of(rows_, [0, 1, 2])
+    expected, found = arrowwrite.restored_fields_arrow(batch, PEER), arrowwrite.restored_fields(batch, PEER)
+    assert (expected is None) == (repeat is not None)
+    assert (found is None) if expected is None else same(found, expected)

@@ -3020,6 +3020,9 @@ enum {
 };
 #define RH_REQUIRED ((1u << RH_PHYSICAL) | (1u << RH_BORN_TIMESTAMP) | (1u << RH_STORE_TIMESTAMP) | \
                      (1u << RH_BORN_HOST) | (1u << RH_STORE_HOST))
+/* Header positions in a row whose field restore_headers guesses from the row before; the property
+ * headers of a row it keeps to look for a repeated name among (past them: every header before). */
+enum { RH_GUESSES = 64, RH_ROW_PROPERTIES = 32 };
 /* Why restore_headers declined a run (the reference path then decides): its status, 0 for none. */
 enum {
     RH_OK, RH_MISSING, RH_REPEATED, RH_BAD_INT, RH_BAD_HOST, RH_V2, RH_NULL, RH_BAD_PROPERTY, RH_TOO_LONG,
@@ -3255,26 +3258,49 @@ restore_headers(PyObject *module, PyObject *args)
                                         INT64_MAX, INT64_MAX};
     int status = RH_OK, topic_repeated = 0, queue_repeated = 0;
     Py_ssize_t at = 0;
+    /* The field each header position held in the row before (RH_FIELDS: none): rows that to_entry
+     * made list their headers in one order, so the guess spares the search through the names. */
+    uint8_t guess[RH_GUESSES];
+    memset(guess, RH_FIELDS, sizeof(guess));
     Py_BEGIN_ALLOW_THREADS
     po[0] = 0;
     for (Py_ssize_t i = 0; status == RH_OK && i < n; i++) {
         uint32_t seen = 0;
         Py_ssize_t start = at;
         int props = 0;
+        int64_t prop_items[RH_ROW_PROPERTIES];   /* this row's property headers so far (the first ones) */
         places[i] = places[n + i] = -1;
         trailing[i] = 0;
         for (int64_t j = rows[i]; status == RH_OK && j < rows[i + 1]; j++) {
             const uint8_t *key = kd + ko[j], *value = vd + vo[j];
             int32_t kl = ko[j + 1] - ko[j], vl = vo[j + 1] - vo[j];
             int null = b[5].len && !valid[j];
+            int64_t position = j - rows[i];
             if (kl >= plen && same_text(key, prefix, plen)) {
                 const uint8_t *pn = key + plen;
                 int32_t nl = kl - (int32_t)plen;
-                for (int64_t e = rows[i]; e < j; e++) {       /* the same name earlier in the row */
-                    if (ko[e + 1] - ko[e] == kl && same_text(kd + ko[e], key, kl)) {
-                        status = RH_BAD_PROPERTY;
-                        break;
+                /* the same name earlier in the row: only a property can have it (its prefix) */
+                if (props <= RH_ROW_PROPERTIES) {
+                    for (int e = 0; e < props; e++) {
+                        int64_t p = prop_items[e];
+                        if (ko[p + 1] - ko[p] == kl && same_text(kd + ko[p], key, kl)) {
+                            status = RH_BAD_PROPERTY;
+                            break;
+                        }
                     }
+                } else {
+                    for (int64_t e = rows[i]; e < j; e++) {
+                        if (ko[e + 1] - ko[e] == kl && same_text(kd + ko[e], key, kl)) {
+                            status = RH_BAD_PROPERTY;
+                            break;
+                        }
+                    }
+                }
+                if (props < RH_ROW_PROPERTIES) {
+                    prop_items[props] = j;
+                }
+                if (position < RH_GUESSES) {
+                    guess[position] = RH_FIELDS;
                 }
                 if (null) {
                     vl = 0;
@@ -3298,9 +3324,15 @@ restore_headers(PyObject *module, PyObject *args)
                 at += vl;
                 continue;
             }
-            int f = 0;
-            while (f < RH_FIELDS && !(name_len[f] == kl && same_text(name[f], key, kl))) {
-                f++;
+            int f = position < RH_GUESSES ? guess[position] : RH_FIELDS;
+            if (f == RH_FIELDS || !(name_len[f] == kl && same_text(name[f], key, kl))) {
+                f = 0;
+                while (f < RH_FIELDS && !(name_len[f] == kl && same_text(name[f], key, kl))) {
+                    f++;
+                }
+                if (position < RH_GUESSES) {
+                    guess[position] = (uint8_t)f;
+                }
             }
             if (f == RH_FIELDS) {
                 continue;       /* rmq.msg_id (derived from the store) or another peer's header */
