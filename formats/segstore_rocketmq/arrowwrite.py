@@ -941,21 +941,20 @@ class RocketMQArrowWriter(ArrowWriter):
         """The restored messages of the rows of ``pieces`` in ``order`` (each piece's columns parsed
         as they are, then only the restored messages reordered: a merge's order costs a copy of
         the bodies and properties, not of every header), which stand for the rows on their own;
-        None when a row is not restored or this path declines one, and in a resumed run (whose
-        first rows are skipped, by rows).  Reads only the peer and ``present``, which no write
-        changes: safe beside a write.  ``O(rows + header bytes)``."""
-        if self.present:
+        None when this path declines a row, and in a resumed run (whose first rows are skipped, by
+        rows).  Every row is restored (``ArrowWriter.add_rows``: the merge checked each starts with
+        ``rmq.physical_offset``).  Reads only the peer and ``present``, which no write changes: safe
+        beside a write.  ``O(rows + header bytes)``."""
+        if self.present or not len(order):
             return None
         if len(pieces) > COMBINE_PIECES and len(order) < COMBINE_ROWS * len(pieces):
             # many small pieces (a merge of hundreds of partitions): one copy of their columns costs
             # less than the C pass's fixed cost once per piece
             pieces = pa.Table.from_batches(pieces).combine_chunks().to_batches()
-        if not len(order) or not all(restored_rows(piece).all() for piece in pieces):
-            return None
         parts = [restored_fields(piece, self.peer) for piece in pieces]
         if any(part is None for part in parts):
             return None
-        nbytes = sum(int(pc.sum(piece.column("size")).as_py() or 0) for piece in pieces)
+        nbytes = sum(int(piece.column("size").to_numpy().sum()) for piece in pieces)
         return Prepared(_taken(_concat(cast("list[Restored]", parts)), order), nbytes)
 
     def add_rows(self, pieces: list[pa.RecordBatch] | None, order: np.ndarray,

@@ -154,7 +154,8 @@ class ArrowWriter(abc.ABC):
     def add_rows(self, pieces: list[pa.RecordBatch] | None, order: np.ndarray,
                  prepared: Any = None) -> tuple[int, int, int]:
         """:meth:`add_batch` of the rows of ``pieces`` (one after another) in the order ``order``
-        (int64 row numbers, each row once): what a merge of several streams gives; ``prepared``:
+        (int64 row numbers, each row once): what a merge of several streams gives, streams that
+        came from this format (each row starts with its ``home_marker``: the merge checked); ``prepared``:
         what :meth:`prepare` gave for them, and then ``pieces`` is None.  This default takes the
         rows (a copy of every column); a writer that parses its columns first overrides it to
         reorder only what it made."""
