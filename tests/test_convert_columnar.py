@@ -429,8 +429,8 @@ def test_pending_rows_of_many_partitions_hold_on_to_few_added_batches(tmp_path: 
     held: list[int] = []
     real = conversion.KafkaArrowWriter.add_batch
 
-    def add_batch(self, batch):
-        out = real(self, batch)
+    def add_batch(self, batch, prepared=None):
+        out = real(self, batch, prepared)
         held.append(self._pinned())
         return out
 

@@ -17,6 +17,7 @@ Not thread-safe: one conversion per destination.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Iterator
 from typing import Any, NoReturn
@@ -37,7 +38,7 @@ from segstore.convert.interchange import (
     Writer,
 )
 from segstore.convert.topicnames import WORD_CHARS, TopicRules
-from segstore.errors import ConversionError, CorruptDataError, SegstoreError
+from segstore.errors import ConversionError, CorruptDataError, InvalidMessageError, SegstoreError
 from segstore.overlap import shared
 from segstore.records import CREATE_TIME, LOG_APPEND_TIME
 from segstore.search import Bound, search
@@ -299,9 +300,13 @@ class _Batch:
     takes slices of it (a batch of many partitions holds few rows of each).  ``O(rows)``.
     """
 
-    def __init__(self, batch: pa.RecordBatch, order: np.ndarray, edges: np.ndarray) -> None:
+    def __init__(self, batch: pa.RecordBatch, order: np.ndarray, edges: np.ndarray,
+                 keys: list[tuple[str, int]]) -> None:
         def column(name: str) -> np.ndarray:
             return batch.column(name).to_numpy(zero_copy_only=False)
+
+        self.edges = edges
+        self.keys = keys        # each partition's (topic, partition), in the sorted order
 
         times = batch.column("timestamp").cast(pa.int64()).to_numpy(zero_copy_only=False)
         self.columns = Columns(batch.column("key"), batch.column("value"), times, batch.column("headers"))
@@ -325,6 +330,22 @@ class _Batch:
         steps[1:] = self.offsets[1:] > self.offsets[:-1]
         steps[edges[:-1]] = True
         self.unordered = np.flatnonzero(~steps)
+
+    @classmethod
+    def grouped(cls, batch: pa.RecordBatch) -> _Batch:
+        """``batch`` (at least one row) sorted by (topic, partition), stably."""
+        n = batch.num_rows
+        topics = pc.dictionary_encode(batch.column("topic"))
+        codes = topics.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        partitions = batch.column("partition").to_numpy(zero_copy_only=False).astype(np.int64)
+        group = (codes << 32) | partitions
+        order = np.argsort(group, kind="stable")
+        edges = np.concatenate(([0], np.flatnonzero(np.diff(group[order])) + 1, [n]))
+        names = topics.dictionary.to_pylist()
+        firsts = order[edges[:-1]]
+        keys = [(names[code], partition)
+                for code, partition in zip(codes[firsts].tolist(), partitions[firsts].tolist(), strict=True)]
+        return cls(batch, order, edges, keys)
 
     def bytes_before(self, i: int) -> int:
         """The source bytes of the sorted rows before ``i``."""
@@ -354,23 +375,23 @@ class KafkaArrowWriter(_PartitionTarget, ArrowWriter):
         self.queued: list[tuple[tuple[str, int], list[tuple[Columns, np.ndarray]], np.ndarray,
                                 tuple[Any, ...]]] = []
 
-    def add_batch(self, batch: pa.RecordBatch) -> tuple[int, int, int]:
-        n = batch.num_rows
-        if n == 0:
+    def prepare(self, pieces: list[pa.RecordBatch], order: np.ndarray | None) -> _Batch | None:
+        """A batch as it comes (``order`` None) grouped by partition (:class:`_Batch`, its columns
+        laid out for the encoder), for :meth:`add_batch`; None for a merge's rows (this writer takes
+        them as a copy: ``add_taken``).  Reads only the batch: safe beside a write."""
+        if order is not None or len(pieces) != 1 or not pieces[0].num_rows:
+            return None
+        data = _Batch.grouped(pieces[0])
+        with contextlib.suppress(InvalidMessageError):     # raised where the rows are encoded
+            data.columns.lay_out()
+        return data
+
+    def add_batch(self, batch: pa.RecordBatch, prepared: _Batch | None = None) -> tuple[int, int, int]:
+        if batch.num_rows == 0:
             return 0, 0, 0
-        topics = pc.dictionary_encode(batch.column("topic"))
-        codes = topics.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-        partitions = batch.column("partition").to_numpy(zero_copy_only=False).astype(np.int64)
-        group = (codes << 32) | partitions
-        order = np.argsort(group, kind="stable")
-        edges = np.concatenate(([0], np.flatnonzero(np.diff(group[order])) + 1, [n]))
-        names = topics.dictionary.to_pylist()
-        data = _Batch(batch, order, edges)
+        data = prepared if prepared is not None else _Batch.grouped(batch)
         written = nbytes = present = 0
-        bounds = edges.tolist()
-        for lo, hi in itertools.pairwise(bounds):
-            first = int(order[lo])
-            key = (names[codes[first]], int(partitions[first]))
+        for key, (lo, hi) in zip(data.keys, itertools.pairwise(data.edges.tolist()), strict=True):
             taken, size, held = self._add_partition(key, data, lo, hi)
             written += taken
             nbytes += size

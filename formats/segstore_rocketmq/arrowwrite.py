@@ -919,7 +919,7 @@ class RocketMQArrowWriter(ArrowWriter):
                                  bool]] = []
         self.pending_rows = self.pending_bytes = 0
 
-    def add_batch(self, batch: pa.RecordBatch) -> tuple[int, int, int]:
+    def add_batch(self, batch: pa.RecordBatch, prepared: Any = None) -> tuple[int, int, int]:
         held = min(max(self.present - self.seen, 0), batch.num_rows)
         self.seen += batch.num_rows
         batch = batch.slice(held)
@@ -940,7 +940,7 @@ class RocketMQArrowWriter(ArrowWriter):
                 self._add_native(piece)
         return n, int(pc.sum(batch.column("size")).as_py() or 0), held
 
-    def prepare(self, pieces: list[pa.RecordBatch], order: np.ndarray) -> Prepared | None:
+    def prepare(self, pieces: list[pa.RecordBatch], order: np.ndarray | None) -> Prepared | None:
         """The restored messages of the rows of ``pieces`` in ``order`` (each piece's columns parsed
         as they are, then only the restored messages reordered: a merge's order costs a copy of
         the bodies and properties, not of every header), which stand for the rows on their own;
@@ -948,7 +948,7 @@ class RocketMQArrowWriter(ArrowWriter):
         rows).  Every row is restored (``ArrowWriter.add_rows``: the merge checked each starts with
         ``rmq.physical_offset``).  Reads only the peer and ``present``, which no write changes: safe
         beside a write.  ``O(rows + header bytes)``."""
-        if self.present or not len(order):
+        if order is None or self.present or not len(order):
             return None
         if len(pieces) > COMBINE_PIECES and len(order) < COMBINE_ROWS * len(pieces):
             # many small pieces (a merge of hundreds of partitions): one copy of their columns costs

@@ -138,17 +138,19 @@ class ArrowWriter(abc.ABC):
     """Writes :data:`ENTRY_SCHEMA` batches into a destination store (a columnar conversion)."""
 
     @abc.abstractmethod
-    def add_batch(self, batch: pa.RecordBatch) -> tuple[int, int, int]:
+    def add_batch(self, batch: pa.RecordBatch, prepared: Any = None) -> tuple[int, int, int]:
         """Buffer or write ``batch``'s rows; returns the rows taken, their source bytes (``size``) and
-        the rows the destination held already (a resumed run)."""
+        the rows the destination held already (a resumed run).  ``prepared``: what :meth:`prepare`
+        gave for the batch (``order`` None), or None."""
 
-    def prepare(self, pieces: list[pa.RecordBatch], order: np.ndarray) -> Any:
-        """What :meth:`add_rows` would first make of these rows without the destination (their
-        columns parsed and reordered), for it to take as ``prepared`` instead of the rows: all it
-        needs of them, since a conversion then lets go of ``pieces`` (and of the source batches
-        they are slices of) while the rows wait to be written; None when nothing (this default).
-        It must not touch the destination or change the writer: a conversion calls it on another
-        thread while the writer writes the rows before (``segstore.overlap.pipelined``)."""
+    def prepare(self, pieces: list[pa.RecordBatch], order: np.ndarray | None) -> Any:
+        """What :meth:`add_rows` (or, for one batch as it is, ``order`` None, :meth:`add_batch`)
+        would first make of these rows without the destination (their columns parsed, grouped or
+        reordered), for it to take as ``prepared``; None when nothing (this default).  For merged
+        rows it stands for them alone: a conversion then lets go of ``pieces`` (and of the source
+        batches they are slices of) while the rows wait to be written.  It must not touch the
+        destination or change the writer: a conversion calls it on another thread while the writer
+        writes the rows before (``segstore.overlap.pipelined``)."""
         return None
 
     def add_rows(self, pieces: list[pa.RecordBatch] | None, order: np.ndarray,

@@ -242,17 +242,17 @@ def _convert_columns(source_side: FormatConversion, target_side: FormatConversio
 
     def prepared() -> Iterator[tuple[list[pa.RecordBatch] | None, np.ndarray | None, Any]]:
         for pieces, order in _batches_in_order(streams, target_side, probes):
-            made = None if order is None else writer.prepare(pieces, order)
-            # prepared rows stand alone: the item lets go of the source's batches, so that the
-            # items queued hold only what the writer made of them (with a writer slower than the
-            # reading, the queue is full: each item held two rounds of every stream's batches)
-            yield (pieces if made is None else None), order, made
+            made = writer.prepare(pieces, order)
+            # prepared merged rows stand alone: the item lets go of the source's batches, so that
+            # the items queued hold only what the writer made of them (with a writer slower than
+            # the reading, the queue is full: each item held two rounds of every stream's batches)
+            yield (pieces if made is None or order is None else None), order, made
 
     def write(item: tuple[list[pa.RecordBatch] | None, np.ndarray | None, Any]) -> tuple[int, int, int]:
         pieces, order, made = item
         if order is None:
             assert pieces is not None
-            return writer.add_batch(pieces[0])
+            return writer.add_batch(pieces[0], made)
         return writer.add_rows(pieces, order, made)
 
     # the source reads its next items (the merge orders them, the target parses them) while the
