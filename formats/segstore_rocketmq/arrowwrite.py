@@ -846,13 +846,14 @@ def restored_messages(msgs: Restored) -> list[RocketMQMessage]:
 
 @dataclass
 class Prepared:
-    """:meth:`RocketMQArrowWriter.prepare`'s result: the rows' messages (in the pieces' order), the
-    order to write them in and their source bytes, all :meth:`~RocketMQArrowWriter.add_rows`
-    needs (not the source's batches, which a conversion then lets go of while the rows wait to be
-    written).  The writer reorders them (``_taken``): the reading thread is the one a conversion
-    back from Kafka waits for."""
+    """:meth:`RocketMQArrowWriter.prepare`'s result: the rows' messages, each piece's parsed on its
+    own, the order to write them in and their source bytes, all
+    :meth:`~RocketMQArrowWriter.add_rows` needs (not the source's batches, which a conversion then
+    lets go of while the rows wait to be written: a piece's messages keep only its bodies' buffer
+    of the source, the rest is their own).  The writer joins and reorders them (``_concat``,
+    ``_taken``): the reading thread is the one a conversion back from Kafka waits for."""
 
-    messages: Restored
+    parts: list[Restored]
     order: np.ndarray
     nbytes: int
 
@@ -958,7 +959,7 @@ class RocketMQArrowWriter(ArrowWriter):
         if any(part is None for part in parts):
             return None
         nbytes = sum(int(piece.column("size").to_numpy().sum()) for piece in pieces)
-        return Prepared(_concat(cast("list[Restored]", parts)), order, nbytes)
+        return Prepared(cast("list[Restored]", parts), order, nbytes)
 
     def add_rows(self, pieces: list[pa.RecordBatch] | None, order: np.ndarray,
                  prepared: Prepared | None = None) -> tuple[int, int, int]:
@@ -976,7 +977,7 @@ class RocketMQArrowWriter(ArrowWriter):
         self.seen += n
         if self.entries.restored or self.entries.native:
             self.entries.flush()
-        self._pend(None, None, _taken(prepared.messages, prepared.order))
+        self._pend(None, None, _taken(_concat(prepared.parts), prepared.order))
         return n, prepared.nbytes, 0
 
     def _add_restored(self, piece: pa.RecordBatch) -> None:
