@@ -290,3 +290,32 @@ def test_a_repeated_property_name_is_found_among_many(repeat) -> None:
     expected, found = arrowwrite.restored_fields_arrow(batch, PEER), arrowwrite.restored_fields(batch, PEER)
     assert (expected is None) == (repeat is not None)
     assert (found is None) if expected is None else same(found, expected)
+
+
+@pytest.mark.parametrize("length", [8, 9, 15, 16, 17, 18, 19, 20])
+def test_decimals_of_every_length_read_as_int_reads_them(length) -> None:
+    """A byte just outside '0'..'9' (or far outside it) anywhere in a decimal makes the C parse
+    decline, as the reference does, and every plain decimal of each length, up to and past
+    int64's 19 digits, reads as int() reads it."""
+    good = [(rmq.H_BORN_TIMESTAMP, b"1"), (rmq.H_BORN_HOST, b"1.2.3.4:5"), (rmq.H_STORE_TIMESTAMP, b"2"),
+            (rmq.H_STORE_HOST, b"1.2.3.4:5")]
+    digits = [bytes(48 + (7 * i + length) % 10 for i in range(length)), b"9" * length,
+              b"1" + b"0" * (length - 1)]
+    rows_ = [("T", [(rmq.H_PHYSICAL_OFFSET, text), *good]) for text in digits]
+    rows_ += [("T", [(rmq.H_PHYSICAL_OFFSET, b"-" + text), *good]) for text in digits]
+    for pos in range(length):
+        for bad in (0x2F, 0x3A, 0x00, 0x20, 0x7F, 0xB0, 0xFA, 0xFF):
+            text = bytearray(digits[0])
+            text[pos] = bad
+            rows_.append(("T", [(rmq.H_PHYSICAL_OFFSET, bytes(text)), *good]))
+    for row in rows_:
+        batch = batch_of([row], [0])
+        expected = arrowwrite.restored_fields_arrow(batch, PEER)
+        found = arrowwrite.restored_fields(batch, PEER)
+        if expected is None:
+            assert found is None, row
+        else:
+            assert found is not None and same(found, expected), row
+    taken = [row for row in rows_ if arrowwrite.restored_fields_arrow(batch_of([row], [0]), PEER) is not None]
+    within = [-(1 << 63) <= sign * int(text) < (1 << 63) for text in digits for sign in (1, -1)]
+    assert len(taken) == sum(within)
