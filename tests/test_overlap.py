@@ -88,16 +88,16 @@ def test_an_error_of_the_source_comes_after_the_items_before_it(enabled) -> None
     assert got == list(range(7)) and err.value.pos == 7
 
 
+def _build_fails_at_3(i: int) -> int:
+    if i == 3:
+        raise InvalidMessageError("expected a buildable item, found 3")
+    return i
+
+
 def test_an_error_of_the_build_waits_for_the_worker_and_closes_the_source(enabled) -> None:
     src = _Source(50)
-
-    def build(i: int) -> int:
-        if i == 3:
-            raise InvalidMessageError("expected a buildable item, found 3")
-        return i
-
     with pytest.raises(InvalidMessageError):
-        list(overlap.overlapped(src, build))
+        list(overlap.overlapped(src, _build_fails_at_3))
     assert not src.running.is_set() and src.closed
 
 
@@ -146,15 +146,9 @@ def test_pipelined_raises_the_source_error_after_the_items_before_it(enabled) ->
 
 def test_pipelined_build_error_stops_and_joins_the_reader_then_closes_the_source(enabled) -> None:
     src = _Source(10_000)
-
-    def build(i: int) -> int:
-        if i == 3:
-            raise InvalidMessageError("expected a buildable item, found 3")
-        return i
-
     before = threading.active_count()
     with pytest.raises(InvalidMessageError):
-        list(overlap.pipelined(src, build))
+        list(overlap.pipelined(src, _build_fails_at_3))
     assert src.closed and not src.running.is_set() and src.i <= 6
     assert threading.active_count() == before       # the reading thread is gone
 
