@@ -942,8 +942,8 @@ class RocketMQArrowWriter(ArrowWriter):
         return n, int(pc.sum(batch.column("size")).as_py() or 0), held
 
     def prepare(self, pieces: list[pa.RecordBatch], order: np.ndarray | None) -> Prepared | None:
-        """The restored messages of the rows of ``pieces`` in ``order`` (each piece's columns parsed
-        as they are, then only the restored messages reordered: a merge's order costs a copy of
+        """The restored messages of the rows of ``pieces`` (each piece's columns parsed as they are;
+        :meth:`add_rows` joins them and puts them in ``order``: a merge's order costs a copy of
         the bodies and properties, not of every header), which stand for the rows on their own;
         None when this path declines a row, and in a resumed run (whose first rows are skipped, by
         rows).  Every row is restored (``ArrowWriter.add_rows``: the merge checked each starts with
