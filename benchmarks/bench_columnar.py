@@ -126,6 +126,11 @@ def hop(store: Path) -> int:
     return count - (len(os.listdir(store / "commitlog")) - 1)   # the BLANK closing each full file
 
 
+#: Conversion children (``bench_rocketmq_memory``): op -> (source, target format, destination),
+#: the source and the destination siblings of the store (``store`` is the RocketMQ one).
+CONVERSIONS = {"convert-kafka": ("store", "kafka", "kafka"), "convert-back": ("kafka", "rocketmq", "back")}
+
+
 def child(op: str, store: Path, messages: int) -> dict:
     # imports are the interpreter's start-up, not the operation (segstore.open imports the layouts lazily)
     import pyarrow  # noqa: F401
@@ -157,6 +162,14 @@ def child(op: str, store: Path, messages: int) -> dict:
             for block in s.dump_json():
                 out.write(block)
         count = messages
+    elif op in CONVERSIONS:
+        # as the segstore command converts (its allocator setting), into a sibling of the store
+        source, to, target = CONVERSIONS[op]
+        from segstore import allocator
+        from segstore.convert import convert
+        allocator.retain()
+        done = convert(str(store.parent / source), str(store.parent / target), to=to)
+        count = done.messages
     seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     return {"op": op, "seconds": seconds, "cpu": cpu, "count": count, "anon_mb": peak.stop() / 1024}
 

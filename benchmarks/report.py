@@ -24,7 +24,8 @@ TITLES = {
     "spark": "Spark reads (issue 7)",
     "columnar": "RocketMQ reads at disk speed: scan_arrow, verify, recover, dump --json (issue 10)",
     "kafka_columnar": "Kafka columnar reads and dump --json (issue 10)",
-    "rocketmq_memory": "RocketMQ memory on a multi-GiB store: verify, recover, dump --json (issue 10)",
+    "rocketmq_memory": ("RocketMQ memory on a multi-GiB store: verify, recover, dump --json, convert both "
+                        "ways (issue 10)"),
 }
 
 #: (target, benchmark, operation prefix, anchor figure, anchor label, higher is better, goal ratio)
@@ -64,6 +65,10 @@ TARGETS = [
      "300 MB budget (ratio: budget / peak)", True, 1.0),
     ("RocketMQ dump --json, multi-GiB store: <= 300 MB anonymous", "rocketmq_memory", "dump --json", None,
      "300 MB budget (ratio: budget / peak)", True, 1.0),
+    ("convert RocketMQ -> Kafka, multi-GiB store: <= 300 MB anonymous", "rocketmq_memory",
+     "convert RocketMQ -> Kafka", None, "300 MB budget (ratio: budget / peak)", True, 1.0),
+    ("convert Kafka -> RocketMQ, multi-GiB store: <= 300 MB anonymous", "rocketmq_memory",
+     "convert Kafka -> RocketMQ", None, "300 MB budget (ratio: budget / peak)", True, 1.0),
     ("convert RocketMQ -> Kafka >= 0.2x the hop loop", "convert", "RocketMQ -> Kafka (none)", None,
      "TOTALSIZE hop loop, same run", True, 0.2),
     ("convert Kafka -> RocketMQ >= 0.2x the hop loop", "convert", "Kafka -> RocketMQ", None,
