@@ -964,8 +964,8 @@ class RocketMQArrowWriter(ArrowWriter):
     def add_rows(self, pieces: list[pa.RecordBatch] | None, order: np.ndarray,
                  prepared: Prepared | None = None) -> tuple[int, int, int]:
         """:meth:`add_batch` of the rows of ``pieces`` in ``order``: through :meth:`prepare` (its
-        result given, then ``pieces`` may be None, or made here) when this path takes every row,
-        else the rows taken first."""
+        result given, then ``pieces`` may be None, or made here; its parts are taken from it) when
+        this path takes every row, else the rows taken first."""
         n = len(order)
         if prepared is None:
             assert pieces is not None
@@ -977,7 +977,12 @@ class RocketMQArrowWriter(ArrowWriter):
         self.seen += n
         if self.entries.restored or self.entries.native:
             self.entries.flush()
-        self._pend(None, None, _taken(_concat(prepared.parts), prepared.order))
+        # the joined messages stand for the parts from here: let go of them (and of the source's
+        # bodies they keep) before the writes, not once the item has been written
+        parts, prepared.parts = prepared.parts, []
+        msgs = _taken(_concat(parts), prepared.order)
+        del parts
+        self._pend(None, None, msgs)
         return n, prepared.nbytes, 0
 
     def _add_restored(self, piece: pa.RecordBatch) -> None:
