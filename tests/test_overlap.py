@@ -79,13 +79,14 @@ def test_items_come_in_order_and_no_step_runs_while_suspended(enabled) -> None:
     assert (threading.get_ident() not in src.threads) == enabled
 
 
-def test_an_error_of_the_source_comes_after_the_items_before_it(enabled) -> None:
+@pytest.mark.parametrize("helper", [overlap.overlapped, overlap.pipelined], ids=["overlapped", "pipelined"])
+def test_an_error_of_the_source_comes_after_the_items_before_it(enabled, helper) -> None:
     src = _Source(50, fail_at=7)
     got = []
     with pytest.raises(CorruptDataError) as err:
-        for item in overlap.overlapped(src, lambda i: i):
+        for item in helper(src, lambda i: i):
             got.append(item)
-    assert got == list(range(7)) and err.value.pos == 7
+    assert got == list(range(7)) and err.value.pos == 7 and src.closed
 
 
 def _build_fails_at_3(i: int) -> int:
@@ -133,15 +134,6 @@ def test_pipelined_reads_ahead_while_the_caller_holds_an_item_but_no_further(ahe
     time.sleep(0.05)
     assert src.i == 1 + ahead + 1       # ahead queued, one made and waiting for room
     assert list(it) == list(range(1, 50))
-
-
-def test_pipelined_raises_the_source_error_after_the_items_before_it(enabled) -> None:
-    src = _Source(50, fail_at=7)
-    got = []
-    with pytest.raises(CorruptDataError) as err:
-        for item in overlap.pipelined(src, lambda i: i):
-            got.append(item)
-    assert got == list(range(7)) and err.value.pos == 7 and src.closed
 
 
 def test_pipelined_build_error_stops_and_joins_the_reader_then_closes_the_source(enabled) -> None:
