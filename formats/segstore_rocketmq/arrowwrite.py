@@ -40,7 +40,7 @@ import pyarrow.compute as pc
 
 from segstore import speedups
 from segstore.columns import binary_buffers
-from segstore.convert.interchange import ENTRY_SCHEMA, ArrowWriter, Entry, Options, Peer, add_taken
+from segstore.convert.interchange import ArrowWriter, Entry, Options, Peer, add_taken
 from segstore.convert.topicnames import escape, unescape
 from segstore.errors import InvalidTopicError
 from segstore.records import CREATE_TIME, LOG_APPEND_TIME
@@ -913,11 +913,9 @@ class RocketMQArrowWriter(ArrowWriter):
         self.present = sum(b.num_rows for b in dest.scan_arrow(["physicalOffset"]))
         self.seen = 0
         self.entries = RocketMQWriter(dest, options, present=0)
-        # (pieces, the order of their rows or None for one piece as it is, their messages (in that order)
-        # or None, start, stop, whether they are a peer's own records still to be placed); pieces None:
-        # the messages alone (prepared)
-        self.pending: list[tuple[list[pa.RecordBatch] | None, np.ndarray | None, Restored | None, int, int,
-                                 bool]] = []
+        # (the piece, its messages or None, start, stop, whether they are a peer's own records still to
+        # be placed); piece None: the messages alone (prepared)
+        self.pending: list[tuple[pa.RecordBatch | None, Restored | None, int, int, bool]] = []
         self.pending_rows = self.pending_bytes = 0
 
     def add_batch(self, batch: pa.RecordBatch, prepared: Any = None) -> tuple[int, int, int]:
@@ -982,7 +980,7 @@ class RocketMQArrowWriter(ArrowWriter):
         parts, prepared.parts = prepared.parts, []
         msgs = _taken(_concat(parts), prepared.order)
         del parts
-        self._pend(None, None, msgs)
+        self._pend(None, msgs)
         return n, prepared.nbytes, 0
 
     def _add_restored(self, piece: pa.RecordBatch) -> None:
@@ -992,7 +990,7 @@ class RocketMQArrowWriter(ArrowWriter):
             self._add_restored(piece.slice(0, n // 2))
             self._add_restored(piece.slice(n // 2))
             return
-        self._pend([piece], None, fields)
+        self._pend(piece, fields)
 
     def _add_native(self, piece: pa.RecordBatch) -> None:
         fields = native_fields(piece, self.peer, self.dest)
@@ -1001,27 +999,24 @@ class RocketMQArrowWriter(ArrowWriter):
             self._add_native(piece.slice(0, n // 2))
             self._add_native(piece.slice(n // 2))
             return
-        self._pend([piece], None, fields, native=True)
+        self._pend(piece, fields, native=True)
 
-    def _pend(self, pieces: list[pa.RecordBatch] | None, order: np.ndarray | None, fields: Restored | None,
-              native: bool = False) -> None:
-        """Queue the rows of ``pieces`` (one piece as it is, or their rows in ``order``; None: the rows
-        are ``fields``, restored messages, alone) for :meth:`flush`, writing whenever ``batch`` rows or
-        ``WRITE_BYTES`` of bodies are pending; ``native``: ``fields`` still to be placed
-        (:func:`assign`), records of the peer's own."""
+    def _pend(self, piece: pa.RecordBatch | None, fields: Restored | None, native: bool = False) -> None:
+        """Queue the rows of ``piece`` (None: the rows are ``fields``, restored messages, alone) for
+        :meth:`flush`, writing whenever ``batch`` rows or ``WRITE_BYTES`` of bodies are pending;
+        ``native``: ``fields`` still to be placed (:func:`assign`), records of the peer's own."""
         if fields is not None:
             lengths = fields.body.lengths               # in the rows' order already
         else:
-            assert pieces is not None
-            lengths = pc.fill_null(pc.binary_length(pieces[0].column("value")), 0).to_numpy(
-                zero_copy_only=False)
+            assert piece is not None
+            lengths = pc.fill_null(pc.binary_length(piece.column("value")), 0).to_numpy(zero_copy_only=False)
         ends = np.cumsum(lengths, dtype=np.int64)
         n, at = len(ends), 0
         while at < n:
             before = int(ends[at - 1]) if at else 0
             fits = int(np.searchsorted(ends, before + WRITE_BYTES - self.pending_bytes, side="right")) - at
             take = max(1, min(n - at, self.batch - self.pending_rows, fits))
-            self.pending.append((pieces, order, fields, at, at + take, native))
+            self.pending.append((piece, fields, at, at + take, native))
             self.pending_rows += take
             self.pending_bytes += int(ends[at + take - 1]) - before
             at += take
@@ -1031,7 +1026,7 @@ class RocketMQArrowWriter(ArrowWriter):
     def flush(self) -> None:
         """Write the rows pending (each run in columns, or entry by entry if declined)."""
         pending, self.pending, self.pending_rows, self.pending_bytes = self.pending, [], 0, 0
-        for pieces, order, fields, start, stop, native in pending:
+        for piece, fields, start, stop, native in pending:
             placed = None
             end = self.dest.commitlog.end
             msgs = None if fields is None else _sliced(fields, start, stop)
@@ -1039,19 +1034,13 @@ class RocketMQArrowWriter(ArrowWriter):
                 msgs = assign(self.dest, msgs, end)
             if msgs is not None:
                 placed = encode(self.dest, msgs, end)
-            if placed is None and pieces is None:
+            if placed is None and piece is None:
                 assert msgs is not None and not native
                 _append_stored(self.dest, restored_messages(msgs))      # as the entry path would
             elif placed is None:
-                assert pieces is not None
-                if order is None:
-                    rows = [pieces[0].slice(start, stop - start)]
-                else:
-                    rows = pa.Table.from_batches(pieces, schema=ENTRY_SCHEMA).take(
-                        pa.array(order[start:stop])).to_batches()
-                for batch in rows:
-                    for entry, size in batch_entries(batch):
-                        self.entries.add(entry, size)
+                assert piece is not None
+                for entry, size in batch_entries(piece.slice(start, stop - start)):
+                    self.entries.add(entry, size)
                 self.entries.flush()
             else:
                 self.dest.append_placed(placed[0], placed[1], stop - start)
