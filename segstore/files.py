@@ -664,6 +664,29 @@ def list_dir(path: str | os.PathLike[str]) -> list[str]:
         raise _translate(err, path) from err
 
 
+def shared_map(path: str | os.PathLike[str], size: int) -> mmap.mmap:
+    """A new file of ``size`` bytes (mode 0600), its blocks reserved, mapped shared and writable.
+
+    For memory another process maps as well (the Spark reader's batch ring, in
+    ``/dev/shm``): reserving first makes a full filesystem an error here rather than
+    SIGBUS at a later write.  The caller removes the file when done.
+
+    :raises StorageFullError: no room for ``size`` bytes.
+    :raises StorageIOError: the file exists already, or another OS error.
+    """
+    path = os.fspath(path)
+    with _os_errors(path):
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        try:
+            os.posix_fallocate(fd, 0, size)
+            return mmap.mmap(fd, size)
+        except BaseException:
+            os.unlink(path)
+            raise
+        finally:
+            os.close(fd)
+
+
 def make_dirs(path: str | os.PathLike[str]) -> None:
     path = os.fspath(path)
     with _os_errors(path):

@@ -31,6 +31,25 @@ def spark():
     session.stop()
 
 
+#: The source's two batch readers: the columnar JVM reader (``segstore/spark/java``) and PySpark's
+#: Python data source (``segstore.spark.datasource``), chosen per read with ``.option("reader", ...)``.
+READERS = ("jvm", "python")
+
+
+@pytest.fixture(params=READERS)
+def reader(request, spark):
+    """Each batch reader in turn; the JVM reader's jar must be on the test session's classpath."""
+    from segstore.spark import jvm_source_loaded
+
+    assert jvm_source_loaded(spark), "local_session() should have built and loaded the JVM reader's jar"
+    return request.param
+
+
+def source(spark, reader):
+    """``spark.read.format("segstore")`` reading with ``reader`` (``jvm`` or ``python``)."""
+    return spark.read.format("segstore").option("reader", reader)
+
+
 def fixture_config(store_path: Path) -> dict[str, Any]:
     """The broker config a fixture was written with (spec.json next to the store), for ``segstore.open``."""
     spec = store_path.parent / "spec.json"

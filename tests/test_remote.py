@@ -21,7 +21,7 @@ import pytest
 from conftest import FIXTURES, KAFKA_FIXTURES
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from spark_support import fixture_config, library_rows, sort_rows, spark, spark_rows  # noqa: F401
+from spark_support import fixture_config, library_rows, reader, sort_rows, source, spark, spark_rows  # noqa: F401
 
 import segstore
 from segstore import cli, files
@@ -372,11 +372,11 @@ def test_storage_options_env_must_be_json(monkeypatch):
 
 @pytest.mark.spark
 @pytest.mark.parametrize(("name", "local", "url"), [STORES[0], STORES[-1]], ids=[STORES[0][0], STORES[-1][0]])
-def test_spark_reads_through_url(s3, spark, name, local, url):  # noqa: F811
+def test_spark_reads_through_url(s3, spark, reader, name, local, url):  # noqa: F811
     config = fixture_config(local)
     # the executors' processes get the credentials with the options, not from this process's environment
     options = {**s3["options"], "key": "testing", "secret": "testing"}
-    df = (spark.read.format("segstore").option("config", json.dumps(config))
+    df = (source(spark, reader).option("config", json.dumps(config))
           .option("storageOptions", json.dumps(options)).option("minPartitions", "2")
           .option("includeHeaders", "true").load(url))
     expected = sort_rows(library_rows(local, config))

@@ -9,20 +9,30 @@ from datetime import timezone
 
 import pytest
 from conftest import KAFKA_FIXTURES, ROCKETMQ_FIXTURES
-from spark_support import FIXTURES, fixture_config, library_rows, sort_rows, spark, spark_rows  # noqa: F401
+from spark_support import (  # noqa: F401
+    FIXTURES,
+    fixture_config,
+    library_rows,
+    reader,
+    sort_rows,
+    source,
+    spark,
+    spark_rows,
+)
 
 import segstore
 
 pytestmark = pytest.mark.spark
 
 
-def _load(spark, path, config, **options):  # noqa: F811
-    """A DataFrame of the store with the headers column (``includeHeaders``), as the library rows have."""
+def _load(spark, reader, path, config, **options):  # noqa: F811
+    """A DataFrame of the store read by ``reader``, with the headers column (``includeHeaders``), as
+    the library rows have."""
     options.setdefault("includeHeaders", "true")
-    reader = spark.read.format("segstore").option("config", json.dumps(config))
+    frame = source(spark, reader).option("config", json.dumps(config))
     for name, value in options.items():
-        reader = reader.option(name, value)
-    return reader.load(str(path))
+        frame = frame.option(name, value)
+    return frame.load(str(path))
 
 
 @pytest.fixture(scope="module")
@@ -41,11 +51,11 @@ def rocketmq_stores(tmp_path_factory):
 
 
 @pytest.mark.parametrize("name", ROCKETMQ_FIXTURES)
-def test_rocketmq_fixture_rows_equal_library(spark, rocketmq_stores, name):  # noqa: F811
+def test_rocketmq_fixture_rows_equal_library(spark, reader, rocketmq_stores, name):  # noqa: F811
     path = rocketmq_stores[name]
     config = fixture_config(path)
     expected = sort_rows(library_rows(path, config))
-    df = _load(spark, path, config)
+    df = _load(spark, reader, path, config)
     assert df.schema.fieldNames()[:8] == ["key", "value", "topic", "partition", "offset", "timestamp",
                                           "timestampType", "headers"]
     got = spark_rows(df)
@@ -54,40 +64,40 @@ def test_rocketmq_fixture_rows_equal_library(spark, rocketmq_stores, name):  # n
 
 
 @pytest.mark.parametrize("name", KAFKA_FIXTURES)
-def test_kafka_fixture_rows_equal_library(spark, name):  # noqa: F811
+def test_kafka_fixture_rows_equal_library(spark, reader, name):  # noqa: F811
     path = FIXTURES / "kafka" / name / "topic-0"
     config = fixture_config(path)
     expected = sort_rows(library_rows(path, config))
-    got = spark_rows(_load(spark, path, config))
+    got = spark_rows(_load(spark, reader, path, config))
     assert len(got) == len(expected) > 0
     assert got == expected
 
 
-def test_kafka_control_records_on_request(spark):  # noqa: F811
+def test_kafka_control_records_on_request(spark, reader):  # noqa: F811
     path = FIXTURES / "kafka" / "txn" / "topic-0"
     config = fixture_config(path)
     expected = sort_rows(library_rows(path, config, include_control=True))
-    got = spark_rows(_load(spark, path, config, includeControlRecords="true", format="kafka"))
+    got = spark_rows(_load(spark, reader, path, config, includeControlRecords="true", format="kafka"))
     assert len(got) == len(expected) > len(library_rows(path, config))
     assert got == expected
 
 
-def test_forced_format_and_missing_store_are_reported(spark, tmp_path):  # noqa: F811
+def test_forced_format_and_missing_store_are_reported(spark, reader, tmp_path):  # noqa: F811
     kafka_dir = FIXTURES / "kafka" / "txn" / "topic-0"
     with pytest.raises(Exception, match="expected a RocketMQ store"):
-        _load(spark, kafka_dir, {}, format="rocketmq").schema  # noqa: B018
+        _load(spark, reader, kafka_dir, {}, format="rocketmq").schema  # noqa: B018
     with pytest.raises(Exception, match="nothing: expected a store directory to read, found no such file"):
-        _load(spark, tmp_path / "nothing", {}).schema  # noqa: B018
+        _load(spark, reader, tmp_path / "nothing", {}).schema  # noqa: B018
     (tmp_path / "empty").mkdir()
     with pytest.raises(Exception, match="not a store of any known format"):
-        _load(spark, tmp_path / "empty", {}).schema  # noqa: B018
+        _load(spark, reader, tmp_path / "empty", {}).schema  # noqa: B018
 
 
 def _planned(df) -> int:
     return df.rdd.getNumPartitions()
 
 
-def test_assign_and_offsets_prune_planning_rocketmq(spark, rocketmq_stores):  # noqa: F811
+def test_assign_and_offsets_prune_planning_rocketmq(spark, reader, rocketmq_stores):  # noqa: F811
     path = rocketmq_stores["basic"]
     config = fixture_config(path)
     with segstore.open(str(path), **config) as store:
@@ -96,11 +106,11 @@ def test_assign_and_offsets_prune_planning_rocketmq(spark, rocketmq_stores):  # 
     target = max(f["bytes"] for f in files)
     assert len(files) >= 2 and target < sum(f["bytes"] for f in files[-2:])
     sizing = {"maxBytesPerPartition": str(target), "minPartitions": "1"}
-    all_parts = _planned(_load(spark, path, config, **sizing))
-    one_topic = _load(spark, path, config, subscribe="TopicA", **sizing)
-    one_queue = _load(spark, path, config, assign='{"TopicA": [2]}', **sizing)
+    all_parts = _planned(_load(spark, reader, path, config, **sizing))
+    one_topic = _load(spark, reader, path, config, subscribe="TopicA", **sizing)
+    one_queue = _load(spark, reader, path, config, assign='{"TopicA": [2]}', **sizing)
     start = files[-1]["start_offset"]
-    tail = _load(spark, path, config, assign='{"TopicA": [2]}',
+    tail = _load(spark, reader, path, config, assign='{"TopicA": [2]}',
                  startingOffsets=json.dumps({"TopicA": {"2": start}}), **sizing)
     assert _planned(one_topic) < all_parts
     assert _planned(one_queue) == len(files) < _planned(one_topic)
@@ -110,7 +120,7 @@ def test_assign_and_offsets_prune_planning_rocketmq(spark, rocketmq_stores):  # 
     assert got == {(r["partition"], r["offset"]) for r in library if r["topic"] == "TopicA"
                    and r["partition"] == 2 and r["offset"] >= start}
     assert one_queue.count() == sum(r["topic"] == "TopicA" and r["partition"] == 2 for r in library)
-    pattern = _load(spark, path, config, subscribePattern="Topic[AB]")
+    pattern = _load(spark, reader, path, config, subscribePattern="Topic[AB]")
     assert pattern.count() == sum(r["topic"] in ("TopicA", "TopicB") for r in library)
 
 
@@ -131,19 +141,21 @@ def test_pushdown_reader_prunes_its_plan(rocketmq_stores):
     plain = SegstoreReader(options, "rocketmq", schema)
     assert "pushFilters" not in vars(SegstoreReader)     # Spark pushes nothing to the plain reader
     assert len(plain.partitions()) > 1
-    reader = PushdownReader(options, "rocketmq", schema)
-    everything = len(reader.partitions())
+    pushing = PushdownReader(options, "rocketmq", schema)
+    everything = len(pushing.partitions())
     filters = [EqualTo(("topic",), "TopicB"), EqualTo(("partition",), 0), GreaterThanOrEqual(("offset",), 3)]
-    assert reader.pushFilters(filters) == []
-    parts = reader.partitions()
+    assert pushing.pushFilters(filters) == []
+    parts = pushing.partitions()
     assert 0 < len(parts) < everything
-    offsets = sorted(o for p in parts for b in reader.read(p) for o in b.column("offset").to_pylist())
+    offsets = sorted(o for p in parts for b in pushing.read(p) for o in b.column("offset").to_pylist())
     assert offsets == sorted(r["offset"] for r in library
                              if r["topic"] == "TopicB" and r["partition"] == 0 and r["offset"] >= 3)
-    assert reader.pushFilters([]) == [] and len(reader.partitions()) == everything     # nothing kept
+    assert pushing.pushFilters([]) == [] and len(pushing.partitions()) == everything     # nothing kept
 
 
-def test_pushdown_only_where_spark_keeps_it_per_scan(spark):  # noqa: F811
+def test_pushdown_only_where_spark_keeps_it_per_scan(spark, reader):  # noqa: F811
+    """The Python reader prunes by pushed filters only where Spark keeps the plan per scan; the
+    JVM reader's scan builder is made per scan (SupportsPushDownFilters), so it always prunes."""
     from segstore.spark import pushdown_is_per_scan
 
     provider = spark.sparkContext._jvm.java.lang.Class.forName(
@@ -151,42 +163,44 @@ def test_pushdown_only_where_spark_keeps_it_per_scan(spark):  # noqa: F811
     shared = any(m.getName() == "setReadInfo" for m in provider.getMethods())
     assert pushdown_is_per_scan(spark) is (not shared)
     path = FIXTURES / "kafka" / "uncompressed" / "topic-0"
-    df = _load(spark, path, fixture_config(path), minPartitions="1",
+    df = _load(spark, reader, path, fixture_config(path), minPartitions="1",
                maxBytesPerPartition=str(fixture_config(path)["segment.bytes"]))
     tail = df.filter("offset >= 295")
     assert tail.count() == 5
-    if shared:      # e.g. Spark 4.3: the plan is not pruned, Spark filters the rows
+    if reader == "python" and shared:      # e.g. Spark 4.3: the plan is not pruned, Spark filters the rows
         assert _planned(tail) == _planned(df)
     else:
         assert _planned(tail) == 1
 
 
-def test_time_options_prune_kafka_segments(spark):  # noqa: F811
+def test_time_options_prune_kafka_segments(spark, reader):  # noqa: F811
     path = FIXTURES / "kafka" / "uncompressed" / "topic-0"
     config = fixture_config(path)
     library = library_rows(path, config)
     sizing = {"maxBytesPerPartition": str(config["segment.bytes"]), "minPartitions": "1"}
-    segments = _planned(_load(spark, path, config, **sizing))
+    segments = _planned(_load(spark, reader, path, config, **sizing))
     # partitions are filled to segment.bytes each: as many as the logs' bytes need
     log_bytes = sum(p.stat().st_size for p in path.glob("*.log"))
     assert segments == -(-log_bytes // config["segment.bytes"]) > 1
     cut = library[len(library) * 3 // 4]["timestamp"].replace(tzinfo=timezone.utc)
     ms = int(cut.timestamp() * 1000)
-    late = _load(spark, path, config, startingOffsetsByTimestamp=json.dumps({"topic": {"0": ms}}), **sizing)
+    late = _load(spark, reader, path, config, startingOffsetsByTimestamp=json.dumps({"topic": {"0": ms}}),
+                 **sizing)
     assert _planned(late) < segments
     with segstore.open(str(path), **config) as store:
         first = store.offset_for_time("topic", 0, ms)
     assert sorted(r.offset for r in late.select("offset").collect()) == \
         [r["offset"] for r in library if r["offset"] >= first]
-    early = _load(spark, path, config, endingOffsetsByTimestamp=json.dumps({"topic": {"0": ms}}), **sizing)
+    early = _load(spark, reader, path, config, endingOffsetsByTimestamp=json.dumps({"topic": {"0": ms}}),
+                  **sizing)
     assert early.count() == first - library[0]["offset"]
 
 
-def test_options_offsets_and_timestamps(spark, rocketmq_stores):  # noqa: F811
+def test_options_offsets_and_timestamps(spark, reader, rocketmq_stores):  # noqa: F811
     path = rocketmq_stores["basic"]
     config = fixture_config(path)
     library = library_rows(path, config)
-    df = _load(spark, path, config, topics="TopicA",
+    df = _load(spark, reader, path, config, topics="TopicA",
                startingOffsets=json.dumps({"TopicA": {"0": 10}}),
                endingOffsets=json.dumps({"TopicA": {"0": 20, "1": 5}}))
     got = {(r.partition, r.offset) for r in df.select("partition", "offset").collect()}
@@ -198,43 +212,44 @@ def test_options_offsets_and_timestamps(spark, rocketmq_stores):  # noqa: F811
     stamps = sorted(r["storeTimestamp"] for r in library if r["topic"] == "TopicA")
     middle = stamps[len(stamps) // 2]
     ms = int(middle.replace(tzinfo=timezone.utc).timestamp() * 1000)
-    after = _load(spark, path, config, topics="TopicA", startingTimestamp=str(ms))
+    after = _load(spark, reader, path, config, topics="TopicA", startingTimestamp=str(ms))
     assert after.count() == sum(1 for s in stamps if s >= middle)
-    assert _load(spark, path, config, topics="NoSuchTopic").collect() == []
+    assert _load(spark, reader, path, config, topics="NoSuchTopic").collect() == []
 
 
-def test_headers_column_only_with_include_headers(spark):  # noqa: F811
+def test_headers_column_only_with_include_headers(spark, reader):  # noqa: F811
     path = FIXTURES / "kafka" / "uncompressed" / "topic-0"
     config = fixture_config(path)
-    plain = spark.read.format("segstore").option("config", json.dumps(config)).load(str(path))
+    plain = source(spark, reader).option("config", json.dumps(config)).load(str(path))
     assert plain.schema.fieldNames() == ["key", "value", "topic", "partition", "offset", "timestamp",
                                          "timestampType"]
     expected = sort_rows(library_rows(path, config))
     assert [r.asDict() for r in plain.orderBy("offset").collect()] == \
         [{k: v for k, v in r.items() if k != "headers"} for r in expected]
     rocketmq = FIXTURES / "rocketmq" / "basic" / "store"
-    assert "headers" not in spark.read.format("segstore").load(str(rocketmq)).schema.fieldNames()
-    assert "headers" in _load(spark, rocketmq, {}).schema.fieldNames()
+    assert "headers" not in source(spark, reader).load(str(rocketmq)).schema.fieldNames()
+    assert "headers" in _load(spark, reader, rocketmq, {}).schema.fieldNames()
 
 
-def test_read_committed_hides_aborted_transactions(spark):  # noqa: F811
+def test_read_committed_hides_aborted_transactions(spark, reader):  # noqa: F811
     path = FIXTURES / "kafka" / "txn" / "topic-0"
     config = fixture_config(path)
     with segstore.open(str(path), **config) as store:
         committed = [r.offset for r in store.read("topic", 0, isolation="read_committed")]
         uncommitted = [r.offset for r in store.read("topic", 0) if not r.batch.is_control]
     assert len(committed) < len(uncommitted)
-    df = _load(spark, path, config, **{"kafka.isolation.level": "read_committed", "minPartitions": "3"})
+    df = _load(spark, reader, path, config,
+               **{"kafka.isolation.level": "read_committed", "minPartitions": "3"})
     assert sorted(r.offset for r in df.select("offset").collect()) == committed
-    df = _load(spark, path, config, **{"kafka.isolation.level": "read_uncommitted"})
+    df = _load(spark, reader, path, config, **{"kafka.isolation.level": "read_uncommitted"})
     assert sorted(r.offset for r in df.select("offset").collect()) == uncommitted
     # RocketMQ queues hold committed messages only: both levels read the same rows
     rocketmq = FIXTURES / "rocketmq" / "basic" / "store"
-    assert _load(spark, rocketmq, {}, **{"kafka.isolation.level": "read_committed"}).count() == \
+    assert _load(spark, reader, rocketmq, {}, **{"kafka.isolation.level": "read_committed"}).count() == \
         len(library_rows(rocketmq, {}))
 
 
-def test_fail_on_data_loss(spark, tmp_path):  # noqa: F811
+def test_fail_on_data_loss(spark, reader, tmp_path):  # noqa: F811
     path = tmp_path / "logs"
     config = {"segment.bytes": 1024, "retention.bytes": 2048}
     with segstore.open(str(path), format="kafka", mode="a", **config) as store:
@@ -244,9 +259,9 @@ def test_fail_on_data_loss(spark, tmp_path):  # noqa: F811
     assert low > 0    # retention deleted the first segments
     asked = json.dumps({"t": {"0": 0}})
     with pytest.raises(Exception, match=rf"t-0 from offset 0.*from {low} on.*failOnDataLoss=false") as err:
-        _load(spark, path, {}, startingOffsets=asked).count()
+        _load(spark, reader, path, {}, startingOffsets=asked).count()
     assert "--" not in str(err.value).split("\n")[0]
-    skipped = _load(spark, path, {}, startingOffsets=asked, failOnDataLoss="false")
+    skipped = _load(spark, reader, path, {}, startingOffsets=asked, failOnDataLoss="false")
     assert sorted(r.offset for r in skipped.select("offset").collect()) == list(range(low, high))
 
 
@@ -257,17 +272,17 @@ def test_fail_on_data_loss(spark, tmp_path):  # noqa: F811
     ("subscribeTopics", "x", "unknown option"),
     ("minOffsetsPerTrigger", "5", "maxOffsetsPerTrigger"),
 ])
-def test_connector_options_that_make_no_sense_offline_are_refused(spark, option, value, message):  # noqa: F811
+def test_connector_options_that_make_no_sense_offline_are_refused(spark, reader, option, value, message):  # noqa: F811
     path = FIXTURES / "kafka" / "uncompressed" / "topic-0"
     with pytest.raises(Exception, match=re.escape(message)):
-        spark.read.format("segstore").option(option, value).load(str(path)).count()
+        source(spark, reader).option(option, value).load(str(path)).count()
 
 
-def test_errors_name_options_not_cli_flags(spark, tmp_path):  # noqa: F811
+def test_errors_name_options_not_cli_flags(spark, reader, tmp_path):  # noqa: F811
     (tmp_path / "junk").mkdir()
     (tmp_path / "junk" / "file.bin").write_bytes(b"not a store")
     with pytest.raises(Exception) as err:
-        spark.read.format("segstore").load(str(tmp_path / "junk")).count()
+        source(spark, reader).load(str(tmp_path / "junk")).count()
     text = str(err.value)
     assert "not a store of any known format" in text
     assert '.option("format", NAME)' in text and "--format" not in text

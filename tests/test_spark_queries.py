@@ -14,7 +14,7 @@ import json
 from datetime import timezone
 
 import pytest
-from spark_support import FIXTURES, fixture_config, library_rows, spark  # noqa: F401
+from spark_support import FIXTURES, fixture_config, library_rows, reader, source, spark  # noqa: F401
 
 pytestmark = pytest.mark.spark
 
@@ -49,13 +49,13 @@ def _queries(rows, time_column):
 
 
 @pytest.mark.parametrize("format_name", sorted(STORES))
-def test_one_dataframe_and_one_view_answer_every_query(spark, format_name):  # noqa: F811
+def test_one_dataframe_and_one_view_answer_every_query(spark, reader, format_name):  # noqa: F811
     path, time_column = STORES[format_name]
     config = fixture_config(path)
     rows = library_rows(path, config)
     queries = _queries(rows, time_column)
-    df = spark.read.format("segstore").option("config", json.dumps(config)).load(str(path))
-    view = f"segstore_{format_name}"
+    df = source(spark, reader).option("config", json.dumps(config)).load(str(path))
+    view = f"segstore_{format_name}_{reader}"
     df.createOrReplaceTempView(view)
     sql = spark.sql
 

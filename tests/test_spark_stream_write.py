@@ -7,7 +7,7 @@ import os
 import tempfile
 
 import pytest
-from spark_support import FIXTURES, fixture_config, library_rows, spark, utc  # noqa: F401
+from spark_support import FIXTURES, fixture_config, library_rows, reader, source, spark, utc  # noqa: F401
 
 import segstore
 
@@ -140,18 +140,18 @@ def test_stream_running_query_sees_appends_once(spark, tmp_path):  # noqa: F811
         query.stop()
 
 
-def test_rocketmq_fixture_copied_to_kafka_through_spark(spark, tmp_path):  # noqa: F811
-    source = FIXTURES / "rocketmq" / "basic" / "store"
-    config = fixture_config(source)
+def test_rocketmq_fixture_copied_to_kafka_through_spark(spark, reader, tmp_path):  # noqa: F811
+    store = FIXTURES / "rocketmq" / "basic" / "store"
+    config = fixture_config(store)
     target = tmp_path / "kafka"
-    df = spark.read.format("segstore").option("config", json.dumps(config)).option("includeHeaders", "true") \
-        .load(str(source))
+    df = source(spark, reader).option("config", json.dumps(config)).option("includeHeaders", "true") \
+        .load(str(store))
     df.select("key", "value", "topic", "partition", "timestamp", "headers") \
         .write.format("segstore").option("format", "kafka").mode("append").save(str(target))
-    expected = library_rows(source, config)
-    with segstore.open(str(target)) as store:
-        got = [store.to_common(r)
-               for t in store.topics() for p in store.partitions(t) for r in store.read(t, p)]
+    expected = library_rows(store, config)
+    with segstore.open(str(target)) as copied:
+        got = [copied.to_common(r)
+               for t in copied.topics() for p in copied.partitions(t) for r in copied.read(t, p)]
     assert len(got) == len(expected)
     by_place = {(m.topic, m.partition, m.offset): m for m in got}
     for row in expected:     # queue offsets start at 0 in the fixture: Kafka offsets equal them

@@ -24,7 +24,8 @@ except ImportError as err:
     raise MissingDependencyError(
         f"segstore.spark needs {err.name!r}: install it with `pip install 'segstore[spark]'`") from err
 
-from .datasource import NAME, SegstoreDataSource
+from . import jvm
+from .datasource import NAME, PYTHON_NAME, SegstoreDataSource
 from .schema import KAFKA_SCHEMA, ROCKETMQ_SCHEMA, spark_schema
 
 #: The SQL setting that lets Spark hand filters to a Python data source's ``pushFilters``.
@@ -75,8 +76,25 @@ def register(spark: Any) -> None:
     pushdown = pushdown_is_per_scan(spark)
     if pushdown:
         spark.conf.set(PUSHDOWN_CONF, "true")
+    name = PYTHON_NAME if jvm_source_loaded(spark) else NAME
+    if name == NAME:
+        jvm.notice("the JVM reader's jar is not on this session's classpath")
     spark.dataSource.register(SegstoreDataSource.configured(parallelism=parallelism, filter_pushdown=pushdown,
-                                                            local_master=local))
+                                                            local_master=local, name=name))
+
+
+def jvm_source_loaded(spark: Any) -> bool:
+    """Whether the session's JVM has the columnar ``segstore`` source (its jar on the classpath).
+
+    Where it has, it answers ``format("segstore")`` and the Python data source registers
+    as ``segstore-python`` beside it (Spark refuses a second source of one name).
+    False when the JVM cannot be asked (Spark Connect).
+    """
+    context = getattr(spark, "sparkContext", None)
+    java = getattr(context, "_jvm", None) if context is not None else None
+    if java is None:
+        return False
+    return bool(java.org.apache.spark.util.Utils.classIsLoadable(jvm.SOURCE_CLASS))
 
 
 def local_session(app_name: str = "segstore", cores: int = 2, **conf: str) -> Any:
@@ -101,6 +119,10 @@ def local_session(app_name: str = "segstore", cores: int = 2, **conf: str) -> An
         "spark.sql.session.timeZone": "UTC",
         **conf,
     }
+    jar = jvm.session_jar()
+    if jar is not None:
+        given = settings.get("spark.jars", "")
+        settings["spark.jars"] = f"{given},{jar}" if given else str(jar)
     builder = SparkSession.builder.master(f"local[{cores}]").appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)
@@ -109,5 +131,15 @@ def local_session(app_name: str = "segstore", cores: int = 2, **conf: str) -> An
     return spark
 
 
-__all__ = ["KAFKA_SCHEMA", "NAME", "ROCKETMQ_SCHEMA", "SegstoreDataSource", "local_session",
-           "pushdown_is_per_scan", "register", "spark_schema"]
+__all__ = [
+    "KAFKA_SCHEMA",
+    "NAME",
+    "PYTHON_NAME",
+    "ROCKETMQ_SCHEMA",
+    "SegstoreDataSource",
+    "jvm_source_loaded",
+    "local_session",
+    "pushdown_is_per_scan",
+    "register",
+    "spark_schema",
+]

@@ -63,10 +63,20 @@ from ..records import Message
 from ..search import Bound, search
 from ..store import Store
 from . import planning
-from .options import READ_UNCOMMITTED, ReadOptions, WriteOptions, parse_read_options, parse_write_options
+from .options import (
+    READ_UNCOMMITTED,
+    READER_JVM,
+    ReadOptions,
+    WriteOptions,
+    parse_read_options,
+    parse_write_options,
+)
 from .schema import HEADER_TYPE, KAFKA, ROCKETMQ, arrow_schema, spark_schema
 
 NAME = "segstore"
+#: The Python data source's name where the columnar JVM source holds ``segstore`` (which
+#: then hands it writes, streams and ``reader=python`` reads).
+PYTHON_NAME = "segstore-python"
 
 #: Rows appended to the store per ``append_batch`` call when committing a write.
 COMMIT_CHUNK_ROWS = 10_000
@@ -114,6 +124,8 @@ def _offset_index(offsets: pa.Array, bound: int) -> int:
 def to_spark_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
     """A columnar batch as the batch Spark requires: ``target``'s columns, in its order and
     types (millisecond timestamps cast to microseconds; list and map fields renamed)."""
+    if not len(target):
+        return batch.select([])      # no column asked (a count): the rows stay, as a batch of none
     arrays = []
     for field in target:
         column = batch.column(field.name)
@@ -521,6 +533,7 @@ class SegstoreDataSource(DataSource):
       (:func:`local_staging_root`, unless given); None on a cluster.
     """
 
+    registered_name: ClassVar[str] = NAME
     default_min_partitions: ClassVar[int] = 1
     filter_pushdown: ClassVar[bool] = False
     local_staging: ClassVar[str | None] = None
@@ -529,18 +542,21 @@ class SegstoreDataSource(DataSource):
 
     @classmethod
     def name(cls) -> str:
-        return NAME
+        return cls.registered_name
 
     @classmethod
     def configured(cls, *, parallelism: int = 1, filter_pushdown: bool = False,
-                   local_master: bool = False, local_staging: str | None = None) -> type[SegstoreDataSource]:
+                   local_master: bool = False, local_staging: str | None = None,
+                   name: str = NAME) -> type[SegstoreDataSource]:
         """A subclass carrying what :func:`segstore.spark.register` found out about the session.
 
         ``local_staging`` (where a local session's writers stage) defaults to
         :func:`local_staging_root` when ``local_master``; it is ignored otherwise.
+        ``name`` is the name it registers under (:data:`PYTHON_NAME` beside the JVM source).
         """
         staging = (local_staging or local_staging_root()) if local_master else None
-        return type(cls.__name__, (cls,), {"default_min_partitions": max(1, parallelism),
+        return type(cls.__name__, (cls,), {"registered_name": name,
+                                           "default_min_partitions": max(1, parallelism),
                                            "filter_pushdown": filter_pushdown, "local_staging": staging,
                                            "__module__": cls.__module__, "__doc__": cls.__doc__})
 
@@ -565,6 +581,10 @@ class SegstoreDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         options = self._read_options()
+        if options.reader == READER_JVM:
+            raise ConfigError("option reader=jvm: the columnar JVM reader is not on this session's "
+                              "classpath; `python -m segstore.spark.jvm` builds its jar and prints the path "
+                              "to pass as spark.jars (local_session() does this itself)", options.path)
         reader_class = PushdownReader if self.filter_pushdown else SegstoreReader
         return reader_class(options, self._format(options), schema)
 
@@ -580,5 +600,5 @@ class SegstoreDataSource(DataSource):
         return SegstoreWriter(options, schema, uuid.uuid4().hex, local_root=self.local_staging)
 
 
-__all__ = ["NAME", "PushdownReader", "SegstoreDataSource", "SegstoreReader", "SegstoreStreamReader",
-           "SegstoreWriter"]
+__all__ = ["NAME", "PYTHON_NAME", "PushdownReader", "SegstoreDataSource", "SegstoreReader",
+           "SegstoreStreamReader", "SegstoreWriter"]

@@ -29,6 +29,8 @@ Reading (docs/spark.md has the full table, with the connector's options this sou
 ``maxBytesPerPartition``               planner: target bytes of one input partition (default 64 MiB)
 ``maxRecordsPerBatch``                 reader: rows per Arrow batch (default 10000)
 ``config``                             JSON object of the store's own config names (for ``segstore.open``)
+``reader``                             ``jvm`` (the columnar JVM reader, the default where its jar is on
+                                       the session's classpath) or ``python`` (PySpark's Python data source)
 ``storageOptions``                     JSON object of fsspec storage options for a URL path
                                        (``s3://``, ``s3a://``, ``hdfs://``, ``file://``): credentials,
                                        ``client_kwargs``...; travels to the executors with each partition
@@ -59,6 +61,9 @@ _NAMED = {"earliest": EARLIEST, "latest": LATEST}
 
 READ_UNCOMMITTED = "read_uncommitted"
 READ_COMMITTED = "read_committed"
+#: ``reader``: which side of the source reads batches (segstore/spark/java or this package).
+READER_JVM = "jvm"
+READER_PYTHON = "python"
 #: ``startingOffsetsByTimestampStrategy``: what a start time past a partition's last record gives.
 STRATEGY_ERROR = "error"
 STRATEGY_LATEST = "latest"
@@ -113,6 +118,7 @@ class ReadOptions:
     max_records_per_batch: int = DEFAULT_MAX_RECORDS_PER_BATCH
     include_control_records: bool = False
     config: tuple[tuple[str, str], ...] = ()
+    reader: str | None = None             # None: the JVM reader where its jar is loaded
 
     def selects_topic(self, topic: str) -> bool:
         """Whether ``subscribe`` / ``subscribePattern`` / ``assign`` let ``topic`` be read."""
@@ -148,7 +154,7 @@ _READ_NAMES = {"path", "format", "topics", "subscribe", "subscribepattern", "ass
                "endingoffsetsbytimestamp", "startingoffsetsbytimestampstrategy", "failondataloss",
                "includeheaders", "kafka.isolation.level", "maxoffsetspertrigger", "maxbytesperpartition",
                "minpartitions", "maxrecordsperbatch", "includecontrolrecords", "config",
-               "storageoptions"}
+               "storageoptions", "reader"}
 #: Options of Spark's Kafka connector that talk to a running cluster: nothing to do offline.
 _CLUSTER_NAMES = {"groupidprefix", "kafkaconsumer.polltimeoutms", "fetchoffset.numretries",
                   "fetchoffset.retryintervalms"}
@@ -351,6 +357,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
         max_records_per_batch=_int(opts, "maxRecordsPerBatch", minimum=1) or DEFAULT_MAX_RECORDS_PER_BATCH,
         include_control_records=_bool(opts, "includeControlRecords"),
         config=_config(opts) + _storage_options(opts),
+        reader=_choice(opts, "reader", (READER_JVM, READER_PYTHON), READER_JVM) if "reader" in opts else None,
     )
 
 

@@ -1,0 +1,174 @@
+"""What the columnar JVM side of the ``segstore`` source asks of Python: schema, pushdown, plan, read.
+
+The JVM side (``segstore/spark/java``) decodes no format: each request here runs the
+same planner and the same ``Store.scan_arrow`` as PySpark's Python data source
+(:mod:`.datasource`), in a warm worker process (:mod:`.worker`).  Requests and answers
+are JSON objects; :func:`read` answers with Arrow record batches of exactly the
+columns asked, in Spark's types (timestamps in microseconds), which the JVM hands to
+Spark as they are.
+
+- ``schema``: ``{"options"}`` -> ``{"schema": Spark schema JSON, "format"}``;
+- ``pushdown``: ``{"options", "filters"}`` -> ``{"exact": [indexes]}``, the filters
+  the planner applies exactly (Spark need not evaluate them again);
+- ``plan``: ``{"options", "schema", "filters", "parallelism"}`` ->
+  ``{"partitions": [spec, ...]}`` (one per Spark task; ``spec`` goes back in ``read``);
+- ``read``: ``{"partition": spec, "schema"}`` -> Arrow batches.
+
+Driver requests cost one store open each (planning opens it again, as the Python
+source does); reads are ``O(records)`` in Arrow and C.  Not thread-safe: one request
+at a time per process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator, Mapping
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    LessThan,
+    LessThanOrEqual,
+)
+from pyspark.sql.types import StructType
+
+from ..errors import ConfigError
+from . import planning
+from .datasource import TIME_COLUMNS, open_store, read_slices
+from .options import ReadOptions, parse_read_options
+from .schema import arrow_schema, spark_schema
+
+_COMPARISONS: dict[str, type[Filter]] = {
+    "EqualTo": EqualTo, "GreaterThan": GreaterThan, "GreaterThanOrEqual": GreaterThanOrEqual,
+    "LessThan": LessThan, "LessThanOrEqual": LessThanOrEqual,
+}
+
+#: Rows per batch handed to the JVM unless ``maxRecordsPerBatch`` says otherwise.
+JVM_MAX_RECORDS_PER_BATCH = 1 << 16
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+#: Formats detected per (path, format option, config) in this process: the driver asks
+#: ``pushdown`` and ``plan`` of the same store in turn, and detecting opens it.
+_formats: dict[tuple[str, str | None, tuple[tuple[str, str], ...]], str] = {}
+
+
+def _format(options: ReadOptions) -> str:
+    key = (options.path, options.format, options.config)
+    found = _formats.get(key)
+    if found is None:
+        with open_store(options.path, options.format, options.config) as store:
+            found = _formats[key] = store.format
+        if len(_formats) > 64:
+            _formats.pop(next(iter(_formats)))
+    return found
+
+
+def _literal(node: Mapping[str, Any]) -> Any:
+    kind, value = node["type"], node["value"]
+    if kind == "string":
+        return str(value)
+    if kind == "int":
+        return int(value)
+    if kind == "timestamp":
+        return _EPOCH + timedelta(microseconds=int(value))
+    if kind == "timestamp_ntz":
+        # no zone: never a time bound (the planner takes zoned times only)
+        return _EPOCH.replace(tzinfo=None) + timedelta(microseconds=int(value))
+    raise ConfigError(f"expected a literal of type string, int or timestamp, found {kind!r}")
+
+
+def filters_from_json(nodes: list[Mapping[str, Any]]) -> list[Filter]:
+    """Spark's pushed comparisons (as the JVM side writes them) as PySpark's filter objects."""
+    result: list[Filter] = []
+    for node in nodes:
+        attribute = (str(node["attribute"]),)
+        if node["kind"] == "In":
+            result.append(In(attribute, tuple(_literal(v) for v in node["values"])))
+        else:
+            comparison: Any = _COMPARISONS[node["kind"]]      # each takes (attribute, value)
+            result.append(comparison(attribute, _literal(node["value"])))
+    return result
+
+
+def schema(request: Mapping[str, Any]) -> dict[str, Any]:
+    """The store's Spark schema (``includeHeaders`` as given) and its format."""
+    options = parse_read_options(request["options"])
+    format_name = _format(options)
+    return {"schema": spark_schema(format_name, include_headers=options.include_headers).json(),
+            "format": format_name}
+
+
+def pushdown(request: Mapping[str, Any]) -> dict[str, Any]:
+    """Which of the filters the planner applies exactly (by index)."""
+    options = parse_read_options(request["options"])
+    filters = filters_from_json(request["filters"])
+    _, remaining = planning.pushdown(filters, time_column=TIME_COLUMNS.get(_format(options)))
+    left = {id(f) for f in remaining}
+    return {"exact": [i for i, f in enumerate(filters) if id(f) not in left]}
+
+
+def check_read_schema(requested: StructType, format_name: str) -> None:
+    """Refuse a user-given schema naming a column the store lacks or giving one another type.
+
+    :raises ConfigError: naming the column, the type found and the type expected.
+    """
+    known = {f.name: f.dataType for f in spark_schema(format_name, include_headers=True).fields}
+    for field in requested.fields:
+        expected = known.get(field.name)
+        if expected is None:
+            raise ConfigError(f"the schema names column {field.name!r}, which a {format_name} store does not "
+                              f"have; its columns are {', '.join(known)}")
+        if expected != field.dataType:
+            raise ConfigError(f"the schema gives column {field.name} type {field.dataType.simpleString()}, "
+                              f"expected {expected.simpleString()}")
+
+
+def plan(request: Mapping[str, Any]) -> dict[str, Any]:
+    """The read's input partitions, pruned by the pushed filters, in a multiple of ``parallelism``.
+
+    :raises SegstoreError: as the Python source's planning (unknown options, offsets lost...).
+    """
+    options = parse_read_options(request["options"])
+    if options.min_partitions is None:
+        options = dataclasses.replace(options, min_partitions=max(1, int(request.get("parallelism") or 1)))
+    format_name = _format(options)
+    check_read_schema(StructType.fromJson(json.loads(request["schema"])), format_name)
+    pruning, _ = planning.pushdown(filters_from_json(request.get("filters") or []),
+                                   time_column=TIME_COLUMNS.get(format_name))
+    with open_store(options.path, format_name, options.config) as store:
+        ranges = planning.resolve_ranges(store, options, pruning)
+    result = planning.plan(ranges, max_bytes=options.max_bytes_per_partition,
+                           min_partitions=options.min_partitions or 1)
+    return {"partitions": [
+        {"index": i, "path": options.path, "format": format_name, "config": [list(c) for c in options.config],
+         "slices": [[s.topic, s.partition, s.start, s.end, s.bytes] for s in slices],
+         "options": dict(request["options"])}
+        for i, slices in enumerate(result.partitions)]}
+
+
+def read(request: Mapping[str, Any]) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+    """The Arrow schema of the batches, and the batches of one planned partition's columns.
+
+    The batches are produced lazily; errors (a store that changed since planning, a
+    corrupt record) are raised by the iterator, at their position in the read.
+    """
+    spec = request["partition"]
+    options = parse_read_options(spec["options"])
+    if "maxrecordsperbatch" not in {name.lower() for name in spec["options"]}:
+        # Spark takes the store's own batches whole here: no Python per row in between, and
+        # each batch costs a frame and a load however few rows it has
+        options = dataclasses.replace(options, max_records_per_batch=JVM_MAX_RECORDS_PER_BATCH)
+    columns = StructType.fromJson(json.loads(request["schema"]))
+    partition = planning.SegstoreInputPartition(
+        int(spec["index"]), str(spec["path"]), str(spec["format"]),
+        tuple((str(k), str(v)) for k, v in spec["config"]),
+        tuple(planning.Slice(str(t), int(p), int(a), int(b), int(n)) for t, p, a, b, n in spec["slices"]))
+    return arrow_schema(columns), read_slices(partition, columns, options)

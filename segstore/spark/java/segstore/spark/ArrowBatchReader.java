@@ -1,0 +1,182 @@
+package segstore.spark;
+
+import java.io.ByteArrayInputStream;
+import java.io.IOException;
+import java.nio.ByteOrder;
+import java.nio.channels.Channels;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+
+import org.apache.arrow.flatbuf.Message;
+import org.apache.arrow.flatbuf.MessageHeader;
+import org.apache.arrow.memory.ArrowBuf;
+import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.memory.RootAllocator;
+import org.apache.arrow.vector.VectorLoader;
+import org.apache.arrow.vector.VectorSchemaRoot;
+import org.apache.arrow.vector.ipc.ReadChannel;
+import org.apache.arrow.vector.ipc.message.ArrowRecordBatch;
+import org.apache.arrow.vector.ipc.message.MessageSerializer;
+import org.apache.arrow.vector.types.pojo.Schema;
+import org.apache.spark.sql.connector.read.PartitionReader;
+import org.apache.spark.sql.vectorized.ColumnVector;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
+
+/**
+ * Reads one partition as Spark {@link ColumnarBatch}es over Arrow buffers: a worker runs
+ * {@code store.scan_arrow} over the partition's slices for exactly the pruned columns and puts
+ * each record batch in its shared-memory ring ({@link SharedRing}), where the JVM uses it as it
+ * lies, or (no ring) sends it inline over the socket. A batch is valid until the next call of
+ * {@link #next()}, which releases its place in the ring.
+ *
+ * <p>The connection goes back to the pool only after the worker's closing frame; a reader closed
+ * early (a LIMIT, a killed task) closes it instead, and the worker's child exits.
+ */
+final class ArrowBatchReader implements PartitionReader<ColumnarBatch> {
+    /** The one root of every Arrow buffer of this JVM's readers (rings included: vectors take slices). */
+    static final BufferAllocator ROOT = new RootAllocator(Long.MAX_VALUE);
+    private static final int CONTINUATION = 0xFFFFFFFF;
+
+    private final PythonWorkers workers;
+    private final WorkerConnection connection;
+    private final BufferAllocator allocator;
+    private SharedRing ring;
+    private VectorSchemaRoot root;
+    private VectorLoader loader;
+    private ColumnVector[] columns;
+    private ColumnarBatch batch;
+    private boolean holdsRingBatch;
+    private boolean finished;
+
+    ArrowBatchReader(PythonWorkers workers, String partition, String schema) {
+        this.workers = workers;
+        this.allocator = ROOT.newChildAllocator("segstore-partition", 0, Long.MAX_VALUE);
+        WorkerConnection opened = null;
+        try {
+            opened = workers.borrow();
+            ObjectNode request = WorkerConnection.MAPPER.createObjectNode();
+            request.put("op", "read");
+            request.set("partition", WorkerConnection.MAPPER.readTree(partition));
+            request.put("schema", schema);
+            opened.send(request);
+            byte kind = opened.readKind();
+            if (kind != WorkerConnection.RING_READ) {
+                opened.readBody(kind);      // throws the worker's error
+                throw new IOException("segstore worker: expected record batches, found an answer");
+            }
+            JsonNode header = WorkerConnection.MAPPER.readTree(opened.readSized());
+            ring = opened.ring(header.path("ring").asText(null), header.path("size").asLong());
+            Schema arrowSchema = MessageSerializer.deserializeSchema(
+                    new ReadChannel(Channels.newChannel(new ByteArrayInputStream(opened.readSized()))));
+            root = VectorSchemaRoot.create(arrowSchema, allocator);
+            loader = new VectorLoader(root);
+            columns = ArrowVectors.wrap(root.getFieldVectors());
+            batch = new ColumnarBatch(columns);
+        } catch (SegstoreException e) {
+            this.connection = opened;
+            finish(true);
+            throw e;
+        } catch (IOException | RuntimeException e) {
+            this.connection = opened;
+            finish(false);
+            throw new SegstoreException("segstore worker failed to read a partition: " + e, e);
+        }
+        this.connection = opened;
+    }
+
+    @Override
+    public boolean next() throws IOException {
+        if (finished) {
+            return false;
+        }
+        if (holdsRingBatch) {
+            connection.release();          // Spark is done with the batch get() returned
+            holdsRingBatch = false;
+        }
+        byte kind = connection.readKind();
+        if (kind == WorkerConnection.RING_BATCH) {
+            long position = connection.readNumber(8);
+            long length = connection.readNumber(8);
+            if (ring == null) {
+                throw new IOException("segstore worker: expected inline batches, found one in a ring it never announced");
+            }
+            load(ring.slice(position, length));
+            holdsRingBatch = true;
+            return true;
+        }
+        if (kind == WorkerConnection.INLINE_BATCH) {
+            long length = connection.readNumber(4);
+            try (ArrowBuf inline = allocator.buffer(length)) {
+                connection.readInto(inline.nioBuffer(0, (int) length));
+                load(inline);
+            }
+            return true;
+        }
+        finished = true;
+        connection.readBody(kind);    // the closing frame: ok, or the worker's error
+        return false;
+    }
+
+    /** Load the record batch message in {@code message} (continuation, metadata, body) into the root. */
+    private void load(ArrowBuf message) throws IOException {
+        long at = 0;
+        int metadataLength = message.getInt(0);
+        at += 4;
+        if (metadataLength == CONTINUATION) {
+            metadataLength = message.getInt(4);
+            at += 4;
+        }
+        if (metadataLength <= 0 || at + metadataLength > message.capacity()) {
+            throw new IOException("segstore worker: expected an Arrow message, found metadata of " + metadataLength
+                    + " bytes in a message of " + message.capacity());
+        }
+        Message metadata = Message.getRootAsMessage(message.nioBuffer(at, metadataLength).order(ByteOrder.LITTLE_ENDIAN));
+        if (metadata.headerType() != MessageHeader.RecordBatch) {
+            throw new IOException("segstore worker: expected a record batch message, found header type "
+                    + metadata.headerType());
+        }
+        long bodyStart = at + metadataLength;
+        if (bodyStart + metadata.bodyLength() > message.capacity()) {
+            throw new IOException("segstore worker: expected a record batch body of " + metadata.bodyLength()
+                    + " bytes, found " + (message.capacity() - bodyStart));
+        }
+        ArrowBuf body = message.slice(bodyStart, metadata.bodyLength());
+        body.getReferenceManager().retain();     // deserializeRecordBatch releases one reference of the body
+        try (ArrowRecordBatch records = MessageSerializer.deserializeRecordBatch(metadata, body)) {
+            loader.load(records);
+        }
+        ArrowVectors.refresh(columns);
+        batch.setNumRows(root.getRowCount());
+    }
+
+    @Override
+    public ColumnarBatch get() {
+        return batch;
+    }
+
+    @Override
+    public void close() {
+        boolean clean = finished;
+        finished = true;
+        finish(clean);
+    }
+
+    private void finish(boolean clean) {
+        try {
+            if (root != null) {
+                root.close();
+                root = null;
+            }
+        } finally {
+            allocator.close();
+            if (connection != null) {
+                if (clean) {
+                    workers.giveBack(connection);
+                } else {
+                    PythonWorkers.closeQuietly(connection);
+                }
+            }
+        }
+    }
+}

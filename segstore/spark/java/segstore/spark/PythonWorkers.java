@@ -1,0 +1,178 @@
+package segstore.spark;
+
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+
+import com.fasterxml.jackson.databind.JsonNode;
+
+import org.apache.spark.SparkConf;
+import org.apache.spark.SparkEnv;
+
+/**
+ * The segstore Python workers of this JVM: one warm fork server per Python executable
+ * ({@code python -m segstore.spark.worker}) and a pool of connections to its children.
+ *
+ * <p>The server imports segstore, pyarrow and the format plugins once; each new connection
+ * is served by a child forked from it (a few milliseconds, no new interpreter), and a
+ * connection whose read ended cleanly goes back to the pool, so later tasks reuse its child.
+ * The server exits when this JVM does (it watches its stdin, which only this JVM holds).
+ *
+ * <p>Thread-safe: tasks of one executor borrow and return connections concurrently.
+ */
+final class PythonWorkers {
+    private static final Map<String, PythonWorkers> BY_EXECUTABLE = new ConcurrentHashMap<>();
+    /** Idle connections kept per server; more are closed (their children exit). */
+    private static final int MAX_IDLE = Math.max(4, Runtime.getRuntime().availableProcessors() * 2);
+
+    private final String executable;
+    private final Process process;
+    private final Path socket;
+    private final ArrayDeque<WorkerConnection> idle = new ArrayDeque<>();
+
+    private PythonWorkers(String executable) throws IOException {
+        this.executable = executable;
+        List<String> command = new ArrayList<>(List.of(executable, "-m", "segstore.spark.worker"));
+        ProcessBuilder builder = new ProcessBuilder(command);
+        builder.redirectError(ProcessBuilder.Redirect.INHERIT);
+        SparkConf conf = SparkEnv.get() != null ? SparkEnv.get().conf() : null;
+        if (conf != null) {
+            // what Spark gives its own Python workers on executors
+            for (scala.Tuple2<String, String> entry : conf.getAllWithPrefix("spark.executorEnv.")) {
+                builder.environment().put(entry._1(), entry._2());
+            }
+        }
+        process = builder.start();
+        BufferedReader out = new BufferedReader(new InputStreamReader(process.getInputStream(),
+                StandardCharsets.UTF_8));
+        String line = out.readLine();
+        if (line == null) {
+            int status;
+            try {
+                status = process.waitFor();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                status = -1;
+            }
+            throw new IOException("segstore's Python worker (" + executable + " -m segstore.spark.worker) "
+                    + "exited with status " + status + " before it was ready; its error is above in the "
+                    + "log. The executors' Python must have segstore installed (pip install "
+                    + "'segstore[spark]'); spark.pyspark.python or PYSPARK_PYTHON names it");
+        }
+        JsonNode hello = WorkerConnection.MAPPER.readTree(line);
+        socket = Path.of(hello.path("socket").asText());
+        Runtime.getRuntime().addShutdownHook(new Thread(process::destroy, "segstore-workers-stop"));
+    }
+
+    /** The Python executable of this process's role: the driver's on the driver, else the executors'. */
+    static String executable(boolean driver) {
+        SparkConf conf = SparkEnv.get() != null ? SparkEnv.get().conf() : null;
+        List<String> candidates = new ArrayList<>();
+        if (driver) {
+            candidates.add(conf == null ? null : conf.get("spark.pyspark.driver.python", null));
+            candidates.add(System.getenv("PYSPARK_DRIVER_PYTHON"));
+        }
+        candidates.add(conf == null ? null : conf.get("spark.pyspark.python", null));
+        candidates.add(System.getenv("PYSPARK_PYTHON"));
+        for (String candidate : candidates) {
+            if (candidate != null && !candidate.isEmpty()) {
+                return candidate;
+            }
+        }
+        return "python3";
+    }
+
+    /** The workers of {@code executable}, started on first use (and again if the server died). */
+    static PythonWorkers of(String executable) {
+        return BY_EXECUTABLE.compute(executable, (name, current) -> {
+            if (current != null && current.process.isAlive()) {
+                return current;
+            }
+            if (current != null) {
+                current.closeIdle();
+            }
+            try {
+                return new PythonWorkers(name);
+            } catch (IOException e) {
+                throw new SegstoreException("could not start segstore's Python worker " + name + ": "
+                        + e.getMessage(), e);
+            }
+        });
+    }
+
+    /** A connection to a worker child: an idle one, or a new one (the server forks its child). */
+    WorkerConnection borrow() throws IOException {
+        synchronized (idle) {
+            while (!idle.isEmpty()) {
+                WorkerConnection connection = idle.pop();
+                if (connection.isOpen()) {
+                    return connection;
+                }
+            }
+        }
+        return new WorkerConnection(socket);
+    }
+
+    /** Return a connection whose last exchange ended cleanly; it serves the next borrower. */
+    void giveBack(WorkerConnection connection) {
+        synchronized (idle) {
+            if (idle.size() < MAX_IDLE && process.isAlive()) {
+                idle.push(connection);
+                return;
+            }
+        }
+        closeQuietly(connection);
+    }
+
+    /** One JSON exchange on a pooled connection (driver calls: schema, pushdown, plan). */
+    JsonNode call(JsonNode request) {
+        WorkerConnection connection;
+        try {
+            connection = borrow();
+        } catch (IOException e) {
+            throw new SegstoreException("could not reach segstore's Python worker " + executable + ": "
+                    + e.getMessage(), e);
+        }
+        boolean clean = false;
+        try {
+            JsonNode answer = connection.call(request);
+            clean = true;
+            return answer;
+        } catch (SegstoreException e) {
+            clean = true;       // an error reply ends the exchange cleanly
+            throw e;
+        } catch (IOException e) {
+            throw new SegstoreException("segstore's Python worker failed: " + e.getMessage(), e);
+        } finally {
+            if (clean) {
+                giveBack(connection);
+            } else {
+                closeQuietly(connection);
+            }
+        }
+    }
+
+    private void closeIdle() {
+        synchronized (idle) {
+            for (WorkerConnection connection : idle) {
+                closeQuietly(connection);
+            }
+            idle.clear();
+        }
+    }
+
+    static void closeQuietly(WorkerConnection connection) {
+        try {
+            connection.close();
+        } catch (IOException ignored) {
+            // the child exits when it sees the connection gone; nothing else to release
+        }
+    }
+}

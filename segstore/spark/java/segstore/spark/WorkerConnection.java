@@ -1,0 +1,159 @@
+package segstore.spark;
+
+import java.io.Closeable;
+import java.io.EOFException;
+import java.io.IOException;
+import java.net.StandardProtocolFamily;
+import java.net.UnixDomainSocketAddress;
+import java.nio.ByteBuffer;
+import java.nio.channels.SocketChannel;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+
+/**
+ * One connection to a segstore Python worker (a child of the fork server, see
+ * {@code segstore/spark/worker.py}, which owns the frame layout).
+ *
+ * <pre>
+ * request:  u32 length (big-endian) | JSON object, UTF-8
+ * reply:    u8 kind | ...
+ *   'J'  u32 length | JSON answer
+ *   'E'  u32 length | JSON {"type": error class, "message": text}
+ *   'M'  u32 length | JSON {"ring", "size"} | u32 length | Arrow IPC schema message, then batches:
+ *   'B'  u64 position | u64 length: a record batch message in the ring;  'I' u32 length | one inline
+ *   and a closing 'J' or 'E'; the JVM sends 'R' for each 'B' batch it is done with, in order.
+ * </pre>
+ *
+ * The connection keeps the ring its worker child announced mapped ({@link SharedRing}) until it
+ * closes. Not thread-safe: one task (or one driver call) uses a connection at a time.
+ */
+final class WorkerConnection implements Closeable {
+    static final byte JSON = 'J';
+    static final byte ERROR = 'E';
+    static final byte RING_READ = 'M';
+    static final byte RING_BATCH = 'B';
+    static final byte INLINE_BATCH = 'I';
+    private static final byte RELEASE = 'R';
+
+    static final ObjectMapper MAPPER = new ObjectMapper();
+
+    private final SocketChannel channel;
+    private final ByteBuffer scratch = ByteBuffer.allocate(16);
+    private SharedRing ring;
+
+    WorkerConnection(Path socket) throws IOException {
+        channel = SocketChannel.open(StandardProtocolFamily.UNIX);
+        try {
+            channel.connect(UnixDomainSocketAddress.of(socket));
+        } catch (IOException e) {
+            channel.close();
+            throw e;
+        }
+    }
+
+    /** Send one request. */
+    void send(JsonNode request) throws IOException {
+        byte[] body = MAPPER.writeValueAsBytes(request);
+        ByteBuffer frame = ByteBuffer.allocate(4 + body.length);
+        frame.putInt(body.length).put(body).flip();
+        while (frame.hasRemaining()) {
+            channel.write(frame);
+        }
+    }
+
+    /** The kind byte of the next reply. */
+    byte readKind() throws IOException {
+        return (byte) readNumber(1);
+    }
+
+    /** A big-endian unsigned number of 1, 4 or 8 bytes. */
+    long readNumber(int bytes) throws IOException {
+        scratch.clear().limit(bytes);
+        readFully(scratch);
+        return bytes == 1 ? scratch.get(0) & 0xff : bytes == 4 ? scratch.getInt(0) & 0xffffffffL : scratch.getLong(0);
+    }
+
+    /** The body of a frame whose u32 length comes next. */
+    byte[] readSized() throws IOException {
+        long size = readNumber(4);
+        if (size > Integer.MAX_VALUE - 8) {
+            throw new IOException("segstore worker: expected a frame length, found " + size);
+        }
+        ByteBuffer body = ByteBuffer.allocate((int) size);
+        readFully(body);
+        return body.array();
+    }
+
+    /** Fill {@code target} from the connection (an inline batch). */
+    void readInto(ByteBuffer target) throws IOException {
+        readFully(target);
+    }
+
+    /** Tell the worker child the JVM is done with its oldest ring batch. */
+    void release() throws IOException {
+        ByteBuffer one = ByteBuffer.wrap(new byte[] {RELEASE});
+        while (one.hasRemaining()) {
+            channel.write(one);
+        }
+    }
+
+    /** The ring at {@code path} mapped (kept while the child announces the same one), or null. */
+    SharedRing ring(String path, long size) throws IOException {
+        if (path == null) {
+            return null;
+        }
+        if (ring == null || !ring.path.equals(path) || ring.size != size) {
+            if (ring != null) {
+                ring.close();
+            }
+            ring = new SharedRing(path, size);
+        }
+        return ring;
+    }
+
+    /** The JSON body of a 'J' or 'E' frame whose kind byte was read; an 'E' frame is thrown. */
+    JsonNode readBody(byte kind) throws IOException {
+        JsonNode node = MAPPER.readTree(new String(readSized(), StandardCharsets.UTF_8));
+        if (kind == ERROR) {
+            throw SegstoreException.fromWorker(node);
+        }
+        if (kind != JSON) {
+            throw new IOException("segstore worker: expected a reply frame, found kind " + kind);
+        }
+        return node;
+    }
+
+    /** One whole request/reply exchange answered by JSON. */
+    JsonNode call(JsonNode request) throws IOException {
+        send(request);
+        return readBody(readKind());
+    }
+
+    private void readFully(ByteBuffer buffer) throws IOException {
+        while (buffer.hasRemaining()) {
+            if (channel.read(buffer) < 0) {
+                throw new EOFException("segstore worker closed the connection");
+            }
+        }
+        buffer.flip();
+    }
+
+    boolean isOpen() {
+        return channel.isOpen();
+    }
+
+    @Override
+    public void close() throws IOException {
+        try {
+            channel.close();
+        } finally {
+            if (ring != null) {
+                ring.close();
+                ring = null;
+            }
+        }
+    }
+}

@@ -1,0 +1,367 @@
+"""The Python workers of the columnar JVM reader: a fork server (``python -m segstore.spark.worker``).
+
+The JVM side (``segstore/spark/java``, ``PythonWorkers``) starts one server per
+executor JVM and Python executable.  The server imports segstore, pyarrow, PySpark's
+types and the format plugins once, listens on a Unix socket in a private directory
+(mode 0700) and prints ``{"socket": PATH, "pid": N}`` as its first line on stdout.
+Each connection is served by a child forked from it: no interpreter starts per task,
+and the JVM keeps connections (so children) for later tasks.  The server exits, and
+stops its children, when its stdin closes (only the JVM holds it: the JVM is gone).
+
+Frames on a connection (integers big-endian)::
+
+    request  u32 length | JSON object (UTF-8): {"op": "schema"|"pushdown"|"plan"|"read", ...}
+    reply    u8 kind | ...
+      'J'  u32 length | JSON answer
+      'E'  u32 length | JSON {"type": error class name, "message": text}
+      'M'  u32 length | JSON {"ring": PATH or null, "size": N} | u32 length | Arrow IPC schema message,
+           then the batches, each one frame, then one 'J' or 'E' frame:
+      'B'  u64 position | u64 length: an Arrow IPC record batch message at that place of the ring
+      'I'  u32 length | an Arrow IPC record batch message (inline: no ring, or a batch larger than it)
+    to the worker during a read
+      'R'  the JVM is done with the oldest 'B' batch it has not released yet
+
+The ring is a file in shared memory (``/dev/shm``) of the connection's child, which
+the JVM maps read-only once: a batch is copied once, by the worker, into the ring,
+and the JVM hands Spark the Arrow buffers where they lie.  The worker writes ahead
+while the ring has room and waits for an 'R' when it has none.  Where no ring can be
+made (no ``/dev/shm``, or it is full) every batch goes inline.
+
+A child serves one request at a time, in order, until the JVM closes the connection;
+a read cut short by the JVM (a closed socket) ends the child.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import struct
+import sys
+import tempfile
+import traceback
+from collections.abc import Callable, Mapping
+from typing import Any, BinaryIO, cast
+
+_LENGTH = struct.Struct(">I")
+assert _LENGTH.size == 4
+_KIND_JSON = b"J"
+_KIND_ERROR = b"E"
+_KIND_RING_READ = b"M"
+_KIND_RING_BATCH = b"B"
+_KIND_INLINE_BATCH = b"I"
+_KIND_RELEASE = b"R"
+_RING_BATCH = struct.Struct(">QQ")
+assert _RING_BATCH.size == 16
+
+#: Bytes of a child's ring: room for a few dozen batches of the reader's default size.
+RING_SIZE = 32 << 20
+#: Ring places are aligned as Arrow aligns buffers.
+_ALIGN = 64
+#: Where rings go: shared memory, so the JVM's mapping and the child's are the same pages.
+SHARED_MEMORY = "/dev/shm"
+
+#: Bytes the kernel may hold of a read's batches in flight (both ends): a whole batch or two.
+_SOCKET_BUFFER = 4 << 20
+#: A Unix socket path is at most 107 bytes on Linux.
+_MAX_SOCKET_PATH = 100
+
+
+def _handlers() -> Mapping[str, Callable[[Mapping[str, Any]], Any]]:
+    from . import bridge
+
+    return {"schema": bridge.schema, "pushdown": bridge.pushdown, "plan": bridge.plan}
+
+
+def _read_exactly(stream: BinaryIO, size: int) -> bytes | None:
+    data = stream.read(size)
+    if not data:
+        return None
+    if len(data) != size:
+        raise EOFError(f"expected {size} bytes of a request, found {len(data)}")
+    return data
+
+
+def _frame(out: BinaryIO, kind: bytes, answer: Any) -> None:
+    body = json.dumps(answer, separators=(",", ":")).encode("utf-8")
+    out.write(kind + _LENGTH.pack(len(body)) + body)
+
+
+def _error(err: BaseException) -> dict[str, str]:
+    from ..errors import SegstoreError
+
+    if isinstance(err, SegstoreError):
+        return {"type": type(err).__name__, "message": str(err)}
+    # not the library's: a bug or an environment problem; the JVM log shows where it came from
+    text = "".join(traceback.format_exception(err)).rstrip()
+    return {"type": type(err).__name__, "message": f"{err}\n{text}"}
+
+
+class Ring:
+    """The child's batch ring: places handed out in order, released in the same order.
+
+    Not thread-safe (one child, one read at a time).
+    """
+
+    def __init__(self, path: str, size: int) -> None:
+        from .. import files
+
+        self.path = path
+        self.size = size
+        self.map = files.shared_map(path, size)
+        self.view = memoryview(self.map)
+        self.head = 0
+        self.used: collections.deque[tuple[int, int]] = collections.deque()
+
+    def reset(self) -> None:
+        """Every place free (a new read: the JVM closed the last read's batches)."""
+        self.head = 0
+        self.used.clear()
+
+    def place(self, size: int) -> int | None:
+        """The start of ``size`` free bytes, or None until the oldest place is released."""
+        if not self.used:
+            self.head = 0
+            return 0 if size <= self.size else None
+        oldest = self.used[0][0]
+        if self.head > oldest:
+            if self.head + size <= self.size:
+                return self.head
+            return 0 if size <= oldest else None
+        return self.head if self.head + size <= oldest else None
+
+    def take(self, start: int, size: int) -> None:
+        end = start + size
+        self.used.append((start, end))
+        self.head = end
+
+    def release(self) -> None:
+        self.used.popleft()
+
+
+def _ring(directory: str | None) -> Ring | None:
+    """A ring in shared memory for this child, or None where none can be made (batches go inline)."""
+    if directory is None:
+        return None
+    from ..errors import SegstoreError
+
+    try:
+        return Ring(os.path.join(directory, f"ring-{os.getpid()}"), RING_SIZE)
+    except SegstoreError:
+        return None
+
+
+def _aligned(size: int) -> int:
+    return -(-size // _ALIGN) * _ALIGN
+
+
+def _take_release(inp: BinaryIO) -> None:
+    kind = inp.read(1)
+    if kind != _KIND_RELEASE:
+        raise EOFError(f"expected a release ('R') from the JVM, found {kind!r}")
+
+
+def _put(batch: Any, schema: Any, ring: Ring, inp: BinaryIO, out: BinaryIO) -> bool:
+    """Write ``batch`` into the ring, waiting for releases while it has no room; announce it.
+
+    False where the batch does not fit even an empty ring.
+    """
+    import pyarrow as pa
+
+    # written as a one-batch stream: the schema message, the batch message, the end marker
+    size = _aligned(schema.serialize().size + pa.ipc.get_record_batch_size(batch) + 16)
+    if size > ring.size:
+        return False
+    start = ring.place(size)
+    while start is None:
+        out.flush()                       # the JVM must see every batch before it can release one
+        _take_release(inp)
+        ring.release()
+        start = ring.place(size)
+    sink = pa.FixedSizeBufferWriter(pa.py_buffer(ring.view[start:start + size]))
+    with pa.ipc.new_stream(sink, schema) as writer:
+        writer.write_batch(batch)
+        written = sink.tell()
+    length = pa.ipc.get_record_batch_size(batch)
+    ring.take(start, size)
+    out.write(_KIND_RING_BATCH + _RING_BATCH.pack(start + written - length, length))
+    out.flush()
+    return True
+
+
+def _read(request: Mapping[str, Any], inp: BinaryIO, out: BinaryIO, ring: Ring | None) -> None:
+    from . import bridge
+
+    try:
+        schema, batches = bridge.read(request)
+    except Exception as err:      # a partition the worker cannot even start: no batches
+        _frame(out, _KIND_ERROR, _error(err))
+        return
+    header = json.dumps({"ring": ring.path if ring else None, "size": ring.size if ring else 0}).encode()
+    message = schema.serialize()
+    out.write(_KIND_RING_READ + _LENGTH.pack(len(header)) + header + _LENGTH.pack(message.size))
+    out.write(message)
+    if ring is not None:
+        ring.reset()
+    try:
+        for batch in batches:
+            if ring is None or not _put(batch, schema, ring, inp, out):
+                inline = batch.serialize()
+                out.write(_KIND_INLINE_BATCH + _LENGTH.pack(inline.size))
+                out.write(inline)
+                out.flush()
+    except (BrokenPipeError, ConnectionResetError, EOFError):
+        raise
+    except Exception as err:      # ends the read; the closing frame carries the error
+        _frame(out, _KIND_ERROR, _error(err))
+    else:
+        _frame(out, _KIND_JSON, {})
+    if ring is not None:
+        # The JVM releases every ring batch it took before it reads the closing frame: take
+        # those releases now, so that the next request starts at a request.
+        out.flush()
+        while ring.used:
+            _take_release(inp)
+            ring.release()
+
+
+def serve(connection: socket.socket, ring_directory: str | None = None) -> None:
+    """Answer requests on ``connection`` until the other end closes it.
+
+    Reads put their batches in a ring in ``ring_directory`` (made at the first read),
+    else inline.
+    """
+    handlers = _handlers()
+    ring: Ring | None = None
+    ring_tried = False
+    connection.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _SOCKET_BUFFER)
+    inp = cast(BinaryIO, connection.makefile("rb"))
+    out = cast(BinaryIO, connection.makefile("wb", buffering=1 << 16))
+    try:
+        while True:
+            header = _read_exactly(inp, _LENGTH.size)
+            if header is None:
+                return
+            body = _read_exactly(inp, _LENGTH.unpack(header)[0])
+            if body is None:
+                return
+            request = json.loads(body)
+            op = request.get("op")
+            if op == "read":
+                if not ring_tried:
+                    ring, ring_tried = _ring(ring_directory), True
+                _read(request, inp, out, ring)
+            else:
+                handler = handlers.get(op)
+                if handler is None:
+                    message = f"expected a request op of schema, pushdown, plan or read, found {op!r}"
+                    _frame(out, _KIND_ERROR, {"type": "ValueError", "message": message})
+                else:
+                    try:
+                        answer = handler(request)
+                    except Exception as err:
+                        _frame(out, _KIND_ERROR, _error(err))
+                    else:
+                        _frame(out, _KIND_JSON, answer)
+            out.flush()
+    except (BrokenPipeError, ConnectionResetError, EOFError):
+        return              # the JVM closed the connection (a task cut short, or the JVM gone)
+    finally:
+        if ring is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(ring.path)
+
+
+def _warm() -> None:
+    """Import what every request needs, once, before any child is forked."""
+    import pyarrow.compute
+    import pyarrow.ipc  # noqa: F401
+
+    from .. import registry
+    from . import bridge  # noqa: F401
+
+    for name in registry.names():
+        registry.get(name)
+
+
+def _socket_directory() -> str:
+    directory = tempfile.mkdtemp(prefix="segstore-worker-")
+    if len(os.path.join(directory, "socket")) > _MAX_SOCKET_PATH:
+        shutil.rmtree(directory)
+        directory = tempfile.mkdtemp(prefix="segstore-worker-", dir="/tmp")
+    return directory
+
+
+def _ring_directory() -> str | None:
+    """A private directory in shared memory for the children's rings, or None where there is none."""
+    if not os.path.isdir(SHARED_MEMORY) or not os.access(SHARED_MEMORY, os.W_OK):
+        return None
+    return tempfile.mkdtemp(prefix="segstore-rings-", dir=SHARED_MEMORY)
+
+
+def _child(server: socket.socket, connection: socket.socket, ring_directory: str | None) -> None:
+    server.close()
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    status = 0
+    try:
+        serve(connection, ring_directory)
+    except BaseException:
+        traceback.print_exc()
+        status = 1
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(status)
+
+
+def main() -> None:
+    """Run the fork server until stdin closes."""
+    _warm()
+    directory = _socket_directory()
+    path = os.path.join(directory, "socket")
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(128)
+    rings = _ring_directory()
+    children: set[int] = set()
+    sys.stdout.write(json.dumps({"socket": path, "pid": os.getpid()}) + "\n")
+    sys.stdout.flush()
+    stdin = sys.stdin.fileno()
+    try:
+        while True:
+            readable, _, _ = select.select([server, stdin], [], [], 1.0)
+            if stdin in readable and not os.read(stdin, 4096):
+                return
+            if server in readable:
+                connection, _ = server.accept()
+                pid = os.fork()
+                if pid == 0:
+                    _child(server, connection, rings)
+                connection.close()
+                children.add(pid)
+            for pid in list(children):
+                done, _ = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    children.discard(pid)
+    finally:
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        server.close()
+        shutil.rmtree(directory, ignore_errors=True)
+        if rings is not None:
+            shutil.rmtree(rings, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
