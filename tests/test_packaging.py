@@ -19,7 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 #: What the tests read besides the packages: the suite and its helpers, the broker fixtures, the
 #: docs the tests check, and the scripts of the README's two commands.
-NEEDED = ("tests", "compat_fixtures", "docs", "scripts", "benchmarks")
+NEEDED = ("tests", "compat_fixtures", "docs", "scripts", "benchmarks", "segstore/spark/java")
 
 
 @pytest.fixture(scope="module")
