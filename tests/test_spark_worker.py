@@ -1,0 +1,315 @@
+"""The Python side of the columnar JVM reader, without Spark's JVM: the worker's frames, its ring,
+the planner requests (segstore/spark/worker.py, segstore/spark/bridge.py).
+
+A small client here speaks the frames as ``segstore/spark/java`` does (``WorkerConnection``,
+``ArrowBatchReader``): it reads ring batches from its own mapping of the worker's ring file,
+releases each before asking for the next, and checks every answer against the library's
+``scan_arrow`` of the same store.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import socket
+import struct
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from spark_support import FIXTURES, fixture_config
+
+import segstore
+
+pyspark = pytest.importorskip("pyspark")
+
+from segstore.errors import CorruptDataError  # noqa: E402
+from segstore.spark import bridge, worker  # noqa: E402
+from segstore.spark.schema import spark_schema  # noqa: E402
+
+KAFKA = FIXTURES / "kafka" / "uncompressed" / "topic-0"
+ROCKETMQ = FIXTURES / "rocketmq" / "basic" / "store"
+
+
+class Client:
+    """The JVM's side of one connection, in Python."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.inp = sock.makefile("rb")
+        self.ring: tuple[str, mmap.mmap] | None = None
+
+    def send(self, request: dict[str, Any]) -> None:
+        body = json.dumps(request).encode()
+        self.sock.sendall(struct.pack(">I", len(body)) + body)
+
+    def sized(self) -> bytes:
+        (size,) = struct.unpack(">I", self.inp.read(4))
+        return self.inp.read(size)
+
+    def call(self, request: dict[str, Any]) -> tuple[bytes, Any]:
+        self.send(request)
+        kind = self.inp.read(1)
+        return kind, json.loads(self.sized())
+
+    def read(self, partition: dict[str, Any], schema: str) -> tuple[list[pa.RecordBatch], list[str], Any]:
+        """The batches of one partition, how each came ('B' ring or 'I' inline), and the closing frame."""
+        self.send({"op": "read", "partition": partition, "schema": schema})
+        kind = self.inp.read(1)
+        if kind == b"E":
+            return [], [], ("E", json.loads(self.sized()))
+        assert kind == b"M"
+        header = json.loads(self.sized())
+        arrow_schema = pa.ipc.read_schema(pa.py_buffer(self.sized()))
+        if header["ring"] is not None and (self.ring is None or self.ring[0] != header["ring"]):
+            with open(header["ring"], "rb") as f:
+                self.ring = (header["ring"], mmap.mmap(f.fileno(), header["size"], prot=mmap.PROT_READ))
+        batches, ways = [], []
+        holding = False
+        while True:
+            if holding:
+                self.sock.sendall(b"R")      # done with the batch before asking for the next
+                holding = False
+            kind = self.inp.read(1)
+            if kind == b"B":
+                position, length = struct.unpack(">QQ", self.inp.read(16))
+                assert self.ring is not None
+                message = bytes(self.ring[1][position:position + length])
+                holding = True
+            elif kind == b"I":
+                message = self.sized()
+            else:
+                closing = json.loads(self.sized())
+                return batches, ways, (kind.decode(), closing)
+            batches.append(pa.ipc.read_record_batch(pa.py_buffer(message), arrow_schema))
+            ways.append(kind.decode())
+
+
+@pytest.fixture
+def serving(tmp_path):
+    """A child's ``serve`` on one end of a socket pair (in a thread), rings in ``tmp_path``."""
+    threads = []
+
+    def start(ring_directory: str | None = str(tmp_path)) -> Client:
+        ours, theirs = socket.socketpair()
+        thread = threading.Thread(target=worker.serve, args=(theirs, ring_directory), daemon=True)
+        thread.start()
+        threads.append((thread, ours, theirs))
+        return Client(ours)
+
+    yield start
+    for thread, ours, theirs in threads:
+        ours.close()
+        thread.join(10)
+        theirs.close()
+
+
+def _schema(columns: list[str], format_name: str = "kafka") -> str:
+    full = spark_schema(format_name, include_headers=True)
+    return pyspark.sql.types.StructType([full[c] for c in columns]).json()
+
+
+def _plan(client: Client, path: Path, **options: str) -> list[dict[str, Any]]:
+    config = json.dumps(fixture_config(path))
+    kind, answer = client.call({"op": "plan", "options": {"path": str(path), "config": config, **options},
+                                "schema": _schema([]), "filters": [], "parallelism": 2})
+    assert kind == b"J", answer
+    return answer["partitions"]
+
+
+def _place(row: dict[str, Any]) -> tuple[str, int, int]:
+    return row["topic"], row["partition"], row["offset"]
+
+
+def _rows(batches: list[pa.RecordBatch]) -> list[dict[str, Any]]:
+    return [row for b in batches for row in b.to_pylist()]
+
+
+def _library(path: Path, columns: list[str]) -> pa.Table:
+    """The columns of every topic partition as the library scans it (what a consumer reads)."""
+    with segstore.open(str(path), **fixture_config(path)) as store:
+        batches = [b for t in store.topics() for p in store.partitions(t)
+                   for b in store.scan_arrow(list(dict.fromkeys([*columns, "offset"])), topic=t, partition=p)]
+    return pa.Table.from_batches(batches).select(columns)
+
+
+@pytest.mark.parametrize("columns", [["value"], ["key", "value", "topic", "partition", "offset"], []])
+def test_read_gives_the_library_columns_in_the_ring(serving, columns):
+    client = serving()
+    parts = _plan(client, KAFKA, minPartitions="3", maxRecordsPerBatch="7")
+    assert len(parts) == 3
+    got, ways = [], set()
+    for part in parts:
+        batches, how, closing = client.read(part, _schema(columns))
+        assert closing == ("J", {})
+        got.extend(batches)
+        ways.update(how)
+    assert ways == {"B"}
+    assert all(b.num_rows <= 7 for b in got)
+    expected = _library(KAFKA, columns or ["offset"])
+    assert sum(b.num_rows for b in got) == expected.num_rows > 0
+    if columns:      # a count's batches carry no column, only their rows
+        assert _rows(got) == expected.to_pylist()
+    else:
+        assert all(b.num_columns == 0 for b in got)
+
+
+def test_a_small_ring_wraps_and_waits_for_releases(serving, monkeypatch):
+    """A ring of a few batches: the worker writes ahead, waits for the client's releases, wraps
+    around, and a batch larger than the whole ring goes inline."""
+    monkeypatch.setattr(worker, "RING_SIZE", 64 << 10)
+    client = serving()
+    parts = _plan(client, ROCKETMQ, minPartitions="1")
+    columns = ["value", "topic", "partition", "offset", "properties", "keys"]
+    small, how_small, big, how_big = [], [], [], []
+    for part in parts:
+        batches, how, closing = client.read(part | {"options": part["options"] | {"maxRecordsPerBatch": "5"}},
+                                            _schema(columns, "rocketmq"))
+        assert closing == ("J", {})
+        small += batches
+        how_small += how
+        batches, how, closing = client.read(part, _schema(columns, "rocketmq"))
+        assert closing == ("J", {})
+        big += batches
+        how_big += how
+    assert set(how_small) == {"B"}
+    # more ring batches than the ring holds: it wrapped, after releases
+    assert sum(worker._aligned(b.nbytes) for b in small) > 2 * (64 << 10)
+    assert "I" in how_big          # a batch larger than the whole ring went inline
+    expected = sorted(_library(ROCKETMQ, columns).to_pylist(), key=_place)
+    assert sorted(_rows(small), key=_place) == sorted(_rows(big), key=_place) == expected
+
+
+def test_without_shared_memory_every_batch_goes_inline(serving):
+    client = serving(ring_directory=None)
+    parts = _plan(client, KAFKA, minPartitions="1")
+    batches, ways, closing = client.read(parts[0], _schema(["value", "offset"]))
+    assert closing == ("J", {}) and set(ways) == {"I"}
+    assert _rows(batches) == _library(KAFKA, ["value", "offset"]).to_pylist()
+
+
+def test_an_error_in_the_middle_closes_the_read_and_the_connection_serves_on(serving, monkeypatch):
+    client = serving()
+    parts = _plan(client, KAFKA, minPartitions="1")
+    real = bridge.read
+
+    def failing(request):
+        schema, batches = real(request)
+
+        def some_then_fail():
+            yield next(iter(batches))
+            raise CorruptDataError("expected a record batch, found garbage", "seg.log", 1234)
+        return schema, some_then_fail()
+
+    monkeypatch.setattr(bridge, "read", failing)
+    batches, _, closing = client.read(parts[0], _schema(["offset"]))
+    assert len(batches) == 1
+    assert closing == ("E", {"type": "CorruptDataError",
+                             "message": "seg.log:1234: expected a record batch, found garbage"})
+    monkeypatch.setattr(bridge, "read", real)
+    batches, _, closing = client.read(parts[0], _schema(["offset"]))
+    assert closing == ("J", {}) and sum(b.num_rows for b in batches) == _library(KAFKA, ["offset"]).num_rows
+
+
+def test_requests_that_fail_answer_an_error_frame(serving, tmp_path):
+    client = serving()
+    kind, answer = client.call({"op": "schema", "options": {"path": str(tmp_path / "nothing")}})
+    assert kind == b"E" and answer["type"] == "NotFoundError" and "nothing" in answer["message"]
+    kind, answer = client.call({"op": "teleport"})
+    assert kind == b"E" and "found 'teleport'" in answer["message"]
+    kind, answer = client.call({"op": "plan", "options": {"path": str(KAFKA)}, "filters": [],
+                                "parallelism": 1,
+                                "schema": '{"type":"struct","fields":[{"name":"tags","type":"string",'
+                                          '"nullable":true,"metadata":{}}]}'})
+    assert kind == b"E" and answer["type"] == "ConfigError" and "'tags'" in answer["message"]
+    missing = _plan(client, KAFKA, minPartitions="1")[0] | {"path": str(tmp_path / "gone")}
+    batches, _, closing = client.read(missing, _schema(["offset"]))
+    assert batches == [] and closing[0] == "E" and closing[1]["type"] == "NotFoundError"
+    kind, answer = client.call({"op": "schema", "options": {"path": str(KAFKA)}})      # still in step
+    assert kind == b"J" and answer["format"] == "kafka"
+
+
+def test_pushdown_answers_what_the_planner_applies_exactly():
+    options = {"path": str(ROCKETMQ)}
+    filters = [
+        {"kind": "EqualTo", "attribute": "topic", "value": {"type": "string", "value": "TopicA"}},
+        {"kind": "In", "attribute": "partition", "values": [{"type": "int", "value": 1}]},
+        {"kind": "GreaterThanOrEqual", "attribute": "offset", "value": {"type": "int", "value": 3}},
+        # a lower bound on store time prunes, but Spark checks it again
+        {"kind": "GreaterThan", "attribute": "storeTimestamp",
+         "value": {"type": "timestamp", "value": 1_700_000_000_000_000}},
+        {"kind": "EqualTo", "attribute": "tags", "value": {"type": "string", "value": "x"}},
+    ]
+    assert bridge.pushdown({"options": options, "filters": filters}) == {"exact": [0, 1, 2]}
+    parts = bridge.plan({"options": options | {"minPartitions": "1"}, "schema": _schema([], "rocketmq"),
+                         "filters": filters[:3], "parallelism": 1})["partitions"]
+    assert {(t, p) for part in parts for t, p, *_ in part["slices"]} == {("TopicA", 1)}
+    assert min(start for part in parts for _, _, start, *_ in part["slices"]) == 3
+
+
+def test_a_given_schema_must_name_the_store_columns_with_their_types():
+    types = pyspark.sql.types
+
+    def schema(*fields):
+        return types.StructType([types.StructField(name, kind) for name, kind in fields])
+
+    bridge.check_read_schema(schema(("value", types.BinaryType()), ("offset", types.LongType())), "kafka")
+    with pytest.raises(segstore.errors.ConfigError, match="type string, expected binary"):
+        bridge.check_read_schema(schema(("value", types.StringType())), "kafka")
+    with pytest.raises(segstore.errors.ConfigError, match=r"'msgId'.*kafka store"):
+        bridge.check_read_schema(schema(("msgId", types.StringType())), "kafka")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 300), st.booleans()), max_size=60))
+def test_ring_places_never_overlap_a_batch_the_jvm_still_holds(steps):
+    """Model check of the ring's bookkeeping: every place handed out lies inside the ring and off
+    every place not yet released; a place is refused only while some batch is held."""
+    ring = worker.Ring.__new__(worker.Ring)
+    ring.size, ring.head = 1000, 0
+    ring.used = __import__("collections").deque()
+    for size, release in steps:
+        if release and ring.used:
+            ring.release()
+        start = ring.place(size)
+        if start is None:
+            assert ring.used
+            continue
+        assert 0 <= start and start + size <= ring.size
+        assert all(start + size <= a or b <= start for a, b in ring.used)
+        ring.take(start, size)
+
+
+def test_fork_server_serves_children_and_cleans_up_when_the_jvm_goes(tmp_path):
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    process = subprocess.Popen([sys.executable, "-m", "segstore.spark.worker"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, env=env)
+    try:
+        hello = json.loads(process.stdout.readline())
+        assert hello["pid"] == process.pid and Path(hello["socket"]).exists()
+        clients = []
+        for _ in range(2):       # each connection has a child of its own
+            sock = socket.socket(socket.AF_UNIX)
+            sock.connect(hello["socket"])
+            clients.append(Client(sock))
+        parts = _plan(clients[0], KAFKA, minPartitions="1")
+        batches, _, closing = clients[1].read(parts[0], _schema(["offset"]))
+        assert closing == ("J", {}) and sum(b.num_rows for b in batches) > 0
+        ring = clients[1].ring[0] if clients[1].ring else None
+        for client in clients:
+            client.sock.close()
+        process.stdin.close()            # the JVM is gone
+        assert process.wait(30) == 0
+        assert not Path(hello["socket"]).parent.exists()
+        if ring is not None:
+            assert not Path(ring).parent.exists()
+    finally:
+        if process.poll() is None:
+            process.kill()
