@@ -1,44 +1,43 @@
-"""Spark read throughput against the library's single-process scan, same store, same run.
+"""Spark reads of segstore stores against Spark's own Parquet reader on the same rows, same session.
 
-For each format, a store of ``--messages`` (default 1,000,000) messages with
-100-byte values over 8 partitions is written with the library.  "Read" is one
-query that must touch every row: the row count and the sum of the value lengths.
+For each format, a store of ``--messages`` (default 4,000,000) messages with 100-byte
+values over 8 partitions (queues) is written with the library, and the same rows (the
+store's ``scan_arrow`` in Spark's types: the source's default columns, timestamps in
+microseconds) are written once as uncompressed Parquet with pyarrow, one file per
+partition.  One ``local_session()`` (``local[--cores]``) then runs, interleaved so that
+neither side profits from the other's JIT warm-up:
 
-- Spark: ``spark.read.format("segstore").load(path)`` on ``local[cores]`` (the
-  default columns, as a user loads it), then
-  ``df.agg(count(*), sum(length(value))).collect()``.  Spark cannot prune the
-  columns of a Python data source (PySpark 4.3 has no column pruning for them), so
-  its tasks build every column of the schema, hand them to the JVM as Arrow
-  batches and the JVM turns each row into an ``UnsafeRow``.
-- baseline, same work: one Python process runs ``store.scan_arrow`` over the same
-  columns and computes the same count and sum with Arrow compute.
-- baseline, value only: the same process reading only the ``value`` column (what a
-  user without Spark would do for this query); reported, not the target's ratio.
-- Spark's floor: the same query on a 16-message store of the format, i.e. what a
-  query costs Spark before it reads anything (job scheduling, the planner's Python
-  worker, task launch, the Python workers' per-task setup).
+- ``count(*), sum(length(value))`` on ``spark.read.format("segstore").load(path)`` (the
+  columnar JVM reader) and on ``spark.read.parquet``;
+- every column of the Kafka connector's schema: count, sums of key and value lengths,
+  max offset, sum of partition, max timestamp, sum of timestampType;
+- pruning: the first query on the default schema against ``.schema("value binary")``;
+- the fixed cost of a query: the first query on a 16-message store against Parquet's
+  16 rows;
+- for context, the first query through PySpark's Python data source (``reader=python``),
+  once.
 
-Every measurement is the median of ``--repeat`` runs after one warm-up run (JVM
-JIT, Python workers started and their imports done, page cache filled).  Wall and
-CPU seconds are both reported, with the 1-minute load average: the CPU seconds of
-Spark are those of the whole process tree (driver, JVM, Python workers), the
-scan's those of its process; on a shared machine CPU time is the steadier figure.
-The goal is a Spark/baseline ratio >= 1.2 on 2 cores.  Not run by the tests.
+Each figure is the median of ``--repeat`` runs after ``--warmup`` rounds (JVM JIT, Python
+workers started, page cache filled); answers must equal the library's and Parquet's.
+CPU seconds are those of the whole process tree (driver, JVM, Python workers).  A sampler
+records the peak anonymous memory (``RssAnon``) of each segstore Python worker.
+Goals (issue 27): both queries >= 1.0x Parquet; default schema <= 1.1x the time of
+``value binary``; 16 messages <= 1.5x Parquet's 16 rows; workers < 300 MB each.
+Not run by the tests.
 
-Run: ``bash scripts/bench.sh spark`` or ``python -m benchmarks.bench_spark --messages 200000``.
+Run: ``bash scripts/bench.sh spark`` or ``python -m benchmarks.bench_spark --messages 1000000``.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
 import statistics
 import tempfile
+import threading
 import time
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 import segstore
@@ -47,8 +46,13 @@ from .common import Report
 
 PARTITIONS = 8
 BODY = 100
-BATCH = 2_000
+BATCH = 4_000
 FLOOR_MESSAGES = 16
+
+GOAL_QUERY = 1.0
+GOAL_PRUNING = 1.1
+GOAL_FIXED = 1.5
+GOAL_WORKER_MB = 300
 
 
 def build(path: str, format_name: str, count: int) -> None:
@@ -61,9 +65,27 @@ def build(path: str, format_name: str, count: int) -> None:
                                 for i in range(start, min(start + BATCH, count))])
 
 
+def write_parquet(store_path: str, out: str) -> None:
+    """The store's rows in the source's default columns and Spark's types, one Parquet file per partition."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from segstore.spark.datasource import to_spark_batch
+    from segstore.spark.schema import arrow_schema, spark_schema
+
+    os.makedirs(out)
+    with segstore.open(store_path) as store:
+        target = arrow_schema(spark_schema(store.format, include_headers=False))
+        for topic in store.topics():
+            for partition in store.partitions(topic):
+                batches = [to_spark_batch(b, target)
+                           for b in store.scan_arrow(target.names, topic=topic, partition=partition)]
+                pq.write_table(pa.Table.from_batches(batches, schema=target),
+                               os.path.join(out, f"part-{topic}-{partition}.parquet"), compression="none")
+
+
 def tree_cpu_seconds(root: int | None = None) -> float:
-    """User + system CPU seconds of a process and all its descendants (reaped ones included),
-    from ``/proc``: the driver, Spark's JVM and its Python workers."""
+    """User + system CPU seconds of a process and all its descendants (reaped ones included)."""
     root = root or os.getpid()
     tick = os.sysconf("SC_CLK_TCK")
     children: dict[int, list[int]] = {}
@@ -75,9 +97,8 @@ def tree_cpu_seconds(root: int | None = None) -> float:
             with open(f"/proc/{name}/stat") as f:
                 stat = f.read()
         except OSError:
-            continue            # exited meanwhile
+            continue
         fields = stat[stat.rfind(")") + 2:].split()
-        # fields[1] is the parent pid; [11:15] utime, stime, cutime, cstime
         children.setdefault(int(fields[1]), []).append(int(name))
         times[int(name)] = sum(int(x) for x in fields[11:15])
     total, stack = times.get(root, 0), [root]
@@ -88,103 +109,167 @@ def tree_cpu_seconds(root: int | None = None) -> float:
     return total / tick
 
 
-def process_cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+class WorkerMemory:
+    """Samples the anonymous memory of every segstore Python worker process; keeps each one's peak."""
+
+    def __init__(self, interval: float = 0.05) -> None:
+        self.peaks: dict[int, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(interval,), daemon=True)
+
+    def __enter__(self) -> WorkerMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self, interval: float) -> None:
+        while not self._stop.wait(interval):
+            for name in os.listdir("/proc"):
+                if not name.isdigit():
+                    continue
+                try:
+                    with open(f"/proc/{name}/cmdline", "rb") as f:
+                        if b"segstore.spark.worker" not in f.read():
+                            continue
+                    with open(f"/proc/{name}/status") as f:
+                        for line in f:
+                            if line.startswith("RssAnon:"):
+                                kb = int(line.split()[1])
+                                self.peaks[int(name)] = max(self.peaks.get(int(name), 0), kb * 1024)
+                except OSError:
+                    continue
 
 
-def measure(fn: Callable[[], Any], repeat: int, cpu: Callable[[], float]) -> tuple[float, float, Any]:
-    """Median wall and CPU seconds of ``repeat`` runs of ``fn`` after one warm-up run, and its result."""
-    result = fn()
-    walls, cpus = [], []
-    for _ in range(repeat):
-        c0, t0 = cpu(), time.perf_counter()
-        got = fn()
-        walls.append(time.perf_counter() - t0)
-        cpus.append(cpu() - c0)
-        if got != result:
-            raise SystemExit(f"runs disagree: {result} then {got}")
-    return statistics.median(walls), statistics.median(cpus), result
-
-
-def scan_query(path: str, columns: list[str]) -> tuple[int, int]:
-    """The query in one process: rows and the sum of value lengths over ``scan_arrow(columns)``."""
-    import pyarrow.compute as pc
-
-    rows = total = 0
-    with segstore.open(path) as store:
-        for batch in store.scan_arrow(columns):
-            rows += batch.num_rows
-            total += pc.sum(pc.binary_length(batch.column("value"))).as_py() or 0
-    return rows, total
-
-
-def spark_query(spark: Any, path: str) -> tuple[int, int]:
+def value_query(df: Any) -> tuple[int, ...]:
     from pyspark.sql import functions as F
 
-    df = spark.read.format("segstore").load(path)
     row = df.agg(F.count("*"), F.sum(F.length("value"))).collect()[0]
-    return int(row[0]), int(row[1] or 0)
+    return tuple(int(x or 0) for x in row)
+
+
+def every_column_query(df: Any) -> tuple[Any, ...]:
+    from pyspark.sql import functions as F
+
+    row = df.agg(F.count("*"), F.sum(F.length("key")), F.sum(F.length("value")), F.max("offset"),
+                 F.sum("partition"), F.max("timestamp"), F.sum("timestampType")).collect()[0]
+    return tuple(row)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--messages", type=int, default=1_000_000)
-    parser.add_argument("--cores", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--messages", type=int, default=4_000_000)
+    parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--formats", default="rocketmq,kafka")
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--formats", default="kafka,rocketmq")
     args = parser.parse_args()
 
-    from segstore.spark import local_session
-    from segstore.spark.schema import spark_schema
+    from segstore.spark import jvm_source_loaded, local_session
 
     spark = local_session("segstore-bench", cores=args.cores)
+    if not jvm_source_loaded(spark):
+        raise SystemExit("the JVM reader's jar is not on the session's classpath (no javac?)")
     report = Report("spark")
     root = tempfile.mkdtemp(prefix="segstore-bench-spark-")
     try:
         for format_name in args.formats.split(","):
-            path = os.path.join(root, format_name)
-            small = os.path.join(root, f"{format_name}-small")
-            t0 = time.perf_counter()
-            build(path, format_name, args.messages)
-            build(small, format_name, FLOOR_MESSAGES)
-            print(f"{format_name}: wrote {args.messages:,} messages in {time.perf_counter() - t0:.1f} s",
-                  flush=True)
-            columns = spark_schema(format_name, include_headers=False).fieldNames()   # what load() reads
-            expected = (args.messages, args.messages * BODY)
-            scan_s, scan_cpu, got_scan = measure(partial(scan_query, path, columns), args.repeat,
-                                                 process_cpu_seconds)
-            value_s, value_cpu, got_value = measure(partial(scan_query, path, ["value"]), args.repeat,
-                                                    process_cpu_seconds)
-            floor_s, floor_cpu, _ = measure(partial(spark_query, spark, small), args.repeat, tree_cpu_seconds)
-            spark_s, spark_cpu, got_spark = measure(partial(spark_query, spark, path), args.repeat,
-                                                    tree_cpu_seconds)
-            if not got_scan == got_value == got_spark == expected:
-                raise SystemExit(f"expected {expected}, scan {got_scan}, value scan {got_value}, "
-                                 f"Spark {got_spark}")
-            load = os.getloadavg()[0]
-            parts = spark.read.format("segstore").load(path).rdd.getNumPartitions()
-            label = f"{format_name}: count + sum(length(value)), {args.messages:,} msgs"
-            report.add(f"{label}, Spark local[{args.cores}]", args.messages / spark_s, "msg/s",
-                       baseline=f"scan_arrow of the {len(columns)} columns, 1 process",
-                       baseline_value=args.messages / scan_s,
-                       note=(f"wall Spark {spark_s:.2f} s / scan {scan_s:.2f} s; CPU Spark {spark_cpu:.2f} s "
-                             f"/ scan {scan_cpu:.2f} s; {parts} input partitions; load {load:.1f}"),
-                       spark_s=spark_s, spark_cpu_s=spark_cpu, scan_s=scan_s, scan_cpu_s=scan_cpu,
-                       partitions=parts, load=load)
-            report.add(f"{label}, Spark local[{args.cores}]", args.messages / spark_s, "msg/s",
-                       baseline="scan_arrow of value only, 1 process", baseline_value=args.messages / value_s,
-                       note=f"wall value scan {value_s:.2f} s, CPU {value_cpu:.2f} s",
-                       value_scan_s=value_s, value_scan_cpu_s=value_cpu)
-            report.add(f"{format_name}: the same query on {FLOOR_MESSAGES} msgs, Spark local[{args.cores}] "
-                       f"(the fixed cost of a query)", floor_s, "s",
-                       note=f"CPU {floor_cpu:.2f} s; the whole {args.messages:,}-message scan takes "
-                            f"{scan_s:.2f} s", floor_s=floor_s, floor_cpu_s=floor_cpu)
-            shutil.rmtree(path, ignore_errors=True)
+            run_format(spark, report, root, format_name, args)
     finally:
         shutil.rmtree(root, ignore_errors=True)
         spark.stop()
     report.save()
+
+
+def run_format(spark: Any, report: Report, root: str, format_name: str, args: argparse.Namespace) -> None:
+    path, small = os.path.join(root, format_name), os.path.join(root, f"{format_name}-small")
+    parquet, small_parquet = f"{path}.parquet", f"{small}.parquet"
+    t0 = time.perf_counter()
+    build(path, format_name, args.messages)
+    build(small, format_name, FLOOR_MESSAGES)
+    write_parquet(path, parquet)
+    write_parquet(small, small_parquet)
+    print(f"{format_name}: wrote {args.messages:,} messages and their Parquet in {time.perf_counter() - t0:.1f} s",
+          flush=True)
+
+    def segstore_df(where: str, schema: str | None = None, reader: str | None = None) -> Any:
+        frame = spark.read.format("segstore")
+        if schema:
+            frame = frame.schema(schema)
+        if reader:
+            frame = frame.option("reader", reader)
+        return frame.load(where)
+
+    cases: dict[str, Callable[[], Any]] = {
+        "value/segstore": lambda: value_query(segstore_df(path)),
+        "value/parquet": lambda: value_query(spark.read.parquet(parquet)),
+        "value/segstore value binary": lambda: value_query(segstore_df(path, "value binary")),
+        "all/segstore": lambda: every_column_query(segstore_df(path)),
+        "all/parquet": lambda: every_column_query(spark.read.parquet(parquet)),
+        "small/segstore": lambda: value_query(segstore_df(small)),
+        "small/parquet": lambda: value_query(spark.read.parquet(small_parquet)),
+    }
+    walls: dict[str, list[float]] = {name: [] for name in cases}
+    cpus: dict[str, list[float]] = {name: [] for name in cases}
+    answers: dict[str, Any] = {}
+    with WorkerMemory() as memory:
+        for round_ in range(args.warmup + args.repeat):
+            for name, case in cases.items():
+                c0, w0 = tree_cpu_seconds(), time.perf_counter()
+                answer = case()
+                wall, cpu = time.perf_counter() - w0, tree_cpu_seconds() - c0
+                if answers.setdefault(name, answer) != answer:
+                    raise SystemExit(f"{name}: runs disagree: {answers[name]} then {answer}")
+                if round_ >= args.warmup:
+                    walls[name].append(wall)
+                    cpus[name].append(cpu)
+        w0 = time.perf_counter()
+        python_answer = value_query(segstore_df(path, reader="python"))
+        python_wall = time.perf_counter() - w0
+    expected = (args.messages, args.messages * BODY)
+    for name in ("value/segstore", "value/parquet", "value/segstore value binary"):
+        if answers[name] != expected:
+            raise SystemExit(f"{name}: expected {expected}, found {answers[name]}")
+    if python_answer != expected:
+        raise SystemExit(f"reader=python: expected {expected}, found {python_answer}")
+    if answers["all/segstore"] != answers["all/parquet"]:
+        raise SystemExit(f"every column: segstore {answers['all/segstore']} != Parquet {answers['all/parquet']}")
+    if not answers["small/segstore"] == answers["small/parquet"] == (FLOOR_MESSAGES, FLOOR_MESSAGES * BODY):
+        raise SystemExit(f"16 messages: segstore {answers['small/segstore']}, Parquet {answers['small/parquet']}")
+
+    wall = {name: statistics.median(v) for name, v in walls.items()}
+    cpu = {name: statistics.median(v) for name, v in cpus.items()}
+    load = os.getloadavg()[0]
+    parts = segstore_df(path).rdd.getNumPartitions()
+    label = f"{format_name}, {args.messages:,} msgs, local[{args.cores}]"
+    for query, text in (("value", "count(*), sum(length(value))"), ("all", "every Kafka connector column")):
+        seg, pq = f"{query}/segstore", f"{query}/parquet"
+        report.add(f"{label}: {text}", args.messages / wall[seg], "msg/s", baseline="Spark Parquet reader",
+                   baseline_value=args.messages / wall[pq],
+                   note=(f"goal >= {GOAL_QUERY}x; wall {wall[seg]:.3f} s / Parquet {wall[pq]:.3f} s; CPU "
+                         f"{cpu[seg]:.2f} s / {cpu[pq]:.2f} s; {parts} input partitions; load {load:.1f}"),
+                   wall_s=wall[seg], parquet_wall_s=wall[pq], cpu_s=cpu[seg], parquet_cpu_s=cpu[pq],
+                   goal=GOAL_QUERY, load=load)
+    pruned = wall["value/segstore value binary"]
+    report.add(f"{label}: default schema against .schema(\"value binary\") (pruning)", wall["value/segstore"],
+               "s", baseline="value binary", baseline_value=pruned, higher_is_better=True,
+               note=f"goal <= {GOAL_PRUNING}x the time; value binary {pruned:.3f} s", goal=GOAL_PRUNING)
+    report.add(f"{format_name}, {FLOOR_MESSAGES} msgs, local[{args.cores}]: the fixed cost of a query",
+               wall["small/segstore"], "s", baseline="Spark Parquet reader, 16 rows",
+               baseline_value=wall["small/parquet"], higher_is_better=True,
+               note=f"goal <= {GOAL_FIXED}x the time; Parquet {wall['small/parquet']:.3f} s", goal=GOAL_FIXED)
+    peak = max(memory.peaks.values(), default=0) / 1e6
+    report.add(f"{label}: peak anonymous memory of a Python worker", peak, "MB",
+               note=f"goal < {GOAL_WORKER_MB} MB; {len(memory.peaks)} worker processes sampled",
+               goal=GOAL_WORKER_MB)
+    report.add(f"{label}: count(*), sum(length(value)) through PySpark's Python data source (reader=python)",
+               args.messages / python_wall, "msg/s", baseline="the JVM reader",
+               baseline_value=args.messages / wall["value/segstore"],
+               note=f"one run after the others: {python_wall:.2f} s", wall_s=python_wall)
+    for where in (path, small, parquet, small_parquet):
+        shutil.rmtree(where, ignore_errors=True)
 
 
 if __name__ == "__main__":
