@@ -152,6 +152,7 @@ def test_read_gives_the_library_columns_in_the_ring(serving, columns):
         got.extend(batches)
         ways.update(how)
     assert ways == {"B"}
+    assert client.ring is not None and not Path(client.ring[0]).exists()   # mapped, then its name went
     assert all(b.num_rows <= 7 for b in got)
     expected = _library(KAFKA, columns or ["offset"])
     assert sum(b.num_rows for b in got) == expected.num_rows > 0

@@ -117,6 +117,14 @@ class Ring:
         self.view = memoryview(self.map)
         self.head = 0
         self.used: collections.deque[tuple[int, int]] = collections.deque()
+        self.unlinked = False
+
+    def unlink(self) -> None:
+        """Remove the ring's file name (the mappings stay); once."""
+        if not self.unlinked:
+            self.unlinked = True
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
 
     def reset(self) -> None:
         """Every place free (a new read: the JVM closed the last read's batches)."""
@@ -228,6 +236,9 @@ def _read(request: Mapping[str, Any], inp: BinaryIO, out: BinaryIO, ring: Ring |
         while ring.used:
             _take_release(inp)
             ring.release()
+        # The JVM maps the ring when it reads a read's header, so it holds it now: the name can
+        # go, and a worker killed later leaves nothing in shared memory.
+        ring.unlink()
 
 
 def serve(connection: socket.socket, ring_directory: str | None = None) -> None:
@@ -273,8 +284,7 @@ def serve(connection: socket.socket, ring_directory: str | None = None) -> None:
         return              # the JVM closed the connection (a task cut short, or the JVM gone)
     finally:
         if ring is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(ring.path)
+            ring.unlink()
 
 
 def _warm() -> None:
