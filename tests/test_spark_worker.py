@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import mmap
 import os
+import signal
 import socket
 import struct
 import subprocess
@@ -274,7 +275,7 @@ def test_ring_places_never_overlap_a_batch_the_jvm_still_holds(steps):
     """Model check of the ring's bookkeeping: every place handed out lies inside the ring and off
     every place not yet released; a place is refused only while some batch is held."""
     ring = worker.Ring.__new__(worker.Ring)
-    ring.size, ring.head = 1000, 0
+    ring.size, ring.head, ring.unlinked = 1000, 0, True      # no file behind this one
     ring.used = __import__("collections").deque()
     for size, release in steps:
         if release and ring.used:
@@ -288,7 +289,9 @@ def test_ring_places_never_overlap_a_batch_the_jvm_still_holds(steps):
         ring.take(start, size)
 
 
-def test_fork_server_serves_children_and_cleans_up_when_the_jvm_goes(tmp_path):
+@pytest.mark.parametrize("ending", ["stdin closed", "SIGTERM"])
+def test_fork_server_serves_children_and_cleans_up_when_the_jvm_goes(tmp_path, ending):
+    """The JVM going closes the server's stdin; its shutdown hook also sends SIGTERM."""
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     process = subprocess.Popen([sys.executable, "-m", "segstore.spark.worker"], stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, env=env)
@@ -306,8 +309,12 @@ def test_fork_server_serves_children_and_cleans_up_when_the_jvm_goes(tmp_path):
         ring = clients[1].ring[0] if clients[1].ring else None
         for client in clients:
             client.sock.close()
-        process.stdin.close()            # the JVM is gone
-        assert process.wait(30) == 0
+        if ending == "SIGTERM":
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(30) == 128 + signal.SIGTERM
+        else:
+            process.stdin.close()
+            assert process.wait(30) == 0
         assert not Path(hello["socket"]).parent.exists()
         if ring is not None:
             assert not Path(ring).parent.exists()

@@ -149,7 +149,11 @@ class Ring:
         self.head = end
 
     def release(self) -> None:
+        """The JVM is done with the oldest place.  A release also proves the JVM has mapped the
+        ring (it releases only batches it read there), so the file's name goes at the first:
+        a worker killed later leaves nothing in shared memory."""
         self.used.popleft()
+        self.unlink()
 
 
 def _ring(directory: str | None) -> Ring | None:
@@ -236,9 +240,6 @@ def _read(request: Mapping[str, Any], inp: BinaryIO, out: BinaryIO, ring: Ring |
         while ring.used:
             _take_release(inp)
             ring.release()
-        # The JVM maps the ring when it reads a read's header, so it holds it now: the name can
-        # go, and a worker killed later leaves nothing in shared memory.
-        ring.unlink()
 
 
 def serve(connection: socket.socket, ring_directory: str | None = None) -> None:
@@ -332,8 +333,13 @@ def _child(server: socket.socket, connection: socket.socket, ring_directory: str
             os._exit(status)
 
 
+def _exit_on_signal(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)       # unwinds main's cleanup of the socket and ring directories
+
+
 def main() -> None:
-    """Run the fork server until stdin closes."""
+    """Run the fork server until stdin closes (or SIGTERM: the JVM's shutdown hook sends it)."""
+    signal.signal(signal.SIGTERM, _exit_on_signal)
     _warm()
     directory = _socket_directory()
     path = os.path.join(directory, "socket")
