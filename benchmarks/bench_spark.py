@@ -191,7 +191,8 @@ def run_format(spark: Any, report: Report, root: str, format_name: str, args: ar
     build(small, format_name, FLOOR_MESSAGES)
     write_parquet(path, parquet)
     write_parquet(small, small_parquet)
-    print(f"{format_name}: wrote {args.messages:,} messages and their Parquet in {time.perf_counter() - t0:.1f} s",
+    took = time.perf_counter() - t0
+    print(f"{format_name}: wrote {args.messages:,} messages and their Parquet in {took:.1f} s",
           flush=True)
 
     def segstore_df(where: str, schema: str | None = None, reader: str | None = None) -> Any:
@@ -235,9 +236,12 @@ def run_format(spark: Any, report: Report, root: str, format_name: str, args: ar
     if python_answer != expected:
         raise SystemExit(f"reader=python: expected {expected}, found {python_answer}")
     if answers["all/segstore"] != answers["all/parquet"]:
-        raise SystemExit(f"every column: segstore {answers['all/segstore']} != Parquet {answers['all/parquet']}")
-    if not answers["small/segstore"] == answers["small/parquet"] == (FLOOR_MESSAGES, FLOOR_MESSAGES * BODY):
-        raise SystemExit(f"16 messages: segstore {answers['small/segstore']}, Parquet {answers['small/parquet']}")
+        raise SystemExit(f"every column: segstore {answers['all/segstore']}, "
+                         f"Parquet {answers['all/parquet']}")
+    small_answer = (FLOOR_MESSAGES, FLOOR_MESSAGES * BODY)
+    if not answers["small/segstore"] == answers["small/parquet"] == small_answer:
+        raise SystemExit(f"16 messages: segstore {answers['small/segstore']}, "
+                         f"Parquet {answers['small/parquet']}")
 
     wall = {name: statistics.median(v) for name, v in walls.items()}
     cpu = {name: statistics.median(v) for name, v in cpus.items()}
