@@ -81,13 +81,14 @@ def _append(path, format_name, start, count, partitions=2):
                             for i in range(start, start + count)])
 
 
-def _run_available(spark, path, checkpoint, batches):  # noqa: F811
+def _run_available(spark, reader, path, checkpoint, batches):  # noqa: F811
     """Run the stream until it has read what the store holds now, then stop it."""
 
     def collect(df, batch_id):
         batches.append((batch_id, [r.value for r in df.select("value").collect()]))
 
-    stream = (spark.readStream.format("segstore").option("startingOffsets", "earliest")
+    stream = (spark.readStream.format("segstore").option("reader", reader)
+              .option("startingOffsets", "earliest")
               .option("maxOffsetsPerTrigger", "12").load(str(path)))
     query = (stream.writeStream.foreachBatch(collect).trigger(availableNow=True)
              .option("checkpointLocation", str(checkpoint)).start())
@@ -96,26 +97,26 @@ def _run_available(spark, path, checkpoint, batches):  # noqa: F811
 
 
 @pytest.mark.parametrize("format_name", ["kafka", "rocketmq"])
-def test_stream_tails_a_live_store_exactly_once(spark, tmp_path, format_name):  # noqa: F811
+def test_stream_tails_a_live_store_exactly_once(spark, reader, tmp_path, format_name):  # noqa: F811
     path = tmp_path / "live"
     _append(path, format_name, 0, 30)
     batches: list[tuple[int, list[bytes]]] = []
-    _run_available(spark, path, tmp_path / "checkpoint", batches)
+    _run_available(spark, reader, path, tmp_path / "checkpoint", batches)
     first = [v for _, b in batches for v in b]
     assert sorted(first) == sorted(f"m{i}".encode() for i in range(30))
     assert max(len(b) for _, b in batches) <= 12 and len(batches) >= 3      # maxOffsetsPerTrigger
     seen = len(batches)
     _append(path, format_name, 30, 25, partitions=3)   # the writer also adds a new partition
-    _run_available(spark, path, tmp_path / "checkpoint", batches)
+    _run_available(spark, reader, path, tmp_path / "checkpoint", batches)
     new = [v for _, b in batches[seen:] for v in b]
     assert sorted(new) == sorted(f"m{i}".encode() for i in range(30, 55))
     ids = [i for i, _ in batches]
     assert ids == list(range(len(ids)))          # the restarted query resumed from its checkpoint
-    _run_available(spark, path, tmp_path / "checkpoint", batches)
+    _run_available(spark, reader, path, tmp_path / "checkpoint", batches)
     assert len(batches) == len(ids)              # nothing new: no batch at all
 
 
-def test_stream_running_query_sees_appends_once(spark, tmp_path):  # noqa: F811
+def test_stream_running_query_sees_appends_once(spark, reader, tmp_path):  # noqa: F811
     # RocketMQ readers tolerate a writer appending while they open the store (see docs/spark.md
     # for the Kafka plugin's index trimming), so this query keeps polling while we append.
     path = tmp_path / "live"
@@ -125,7 +126,8 @@ def test_stream_running_query_sees_appends_once(spark, tmp_path):  # noqa: F811
     def collect(df, batch_id):
         batches.append([r.value for r in df.select("value").collect()])
 
-    query = (spark.readStream.format("segstore").option("startingOffsets", "latest").load(str(path))
+    query = (spark.readStream.format("segstore").option("reader", reader).option("startingOffsets", "latest")
+             .load(str(path))
              .writeStream.foreachBatch(collect).option("checkpointLocation", str(tmp_path / "ckpt")).start())
     try:
         query.processAllAvailable()

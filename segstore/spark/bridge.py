@@ -12,7 +12,11 @@ Spark as they are.
   the planner applies exactly (Spark need not evaluate them again);
 - ``plan``: ``{"options", "schema", "filters", "parallelism"}`` ->
   ``{"partitions": [spec, ...]}`` (one per Spark task; ``spec`` goes back in ``read``);
-- ``read``: ``{"partition": spec, "schema"}`` -> Arrow batches.
+- ``read``: ``{"partition": spec, "schema"}`` -> Arrow batches;
+- streams (``{"options", "parallelism", "availableNow"}`` and): ``stream_initial``,
+  ``stream_snapshot``, ``stream_latest`` (``"start"``, ``"maxRows"``) -> ``{"offsets"}``
+  (``{topic: {partition: next offset}}``), ``stream_plan`` (``"start"``, ``"end"``) ->
+  ``{"partitions"}``: :class:`.datasource.SegstoreStreamReader`'s answers.
 
 Driver requests cost one store open each (planning opens it again, as the Python
 source does); reads are ``O(records)`` in Arrow and C.  Not thread-safe: one request
@@ -34,14 +38,16 @@ from pyspark.sql.datasource import (
     GreaterThan,
     GreaterThanOrEqual,
     In,
+    InputPartition,
     LessThan,
     LessThanOrEqual,
 )
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from pyspark.sql.types import StructType
 
 from ..errors import ConfigError
 from . import planning
-from .datasource import TIME_COLUMNS, open_store, read_slices
+from .datasource import TIME_COLUMNS, SegstoreStreamReader, open_store, read_slices
 from .options import ReadOptions, parse_read_options
 from .schema import arrow_schema, spark_schema
 
@@ -147,11 +153,53 @@ def plan(request: Mapping[str, Any]) -> dict[str, Any]:
         ranges = planning.resolve_ranges(store, options, pruning)
     result = planning.plan(ranges, max_bytes=options.max_bytes_per_partition,
                            min_partitions=options.min_partitions or 1)
-    return {"partitions": [
-        {"index": i, "path": options.path, "format": format_name, "config": [list(c) for c in options.config],
-         "slices": [[s.topic, s.partition, s.start, s.end, s.bytes] for s in slices],
-         "options": dict(request["options"])}
-        for i, slices in enumerate(result.partitions)]}
+    return {"partitions": [_spec(p, request["options"])
+                           for p in planning.input_partitions(result, options, format_name)]}
+
+
+def _spec(partition: InputPartition, options: Mapping[str, str]) -> dict[str, Any]:
+    """An input partition as JSON for the JVM side, which hands it back in ``read``."""
+    assert isinstance(partition, planning.SegstoreInputPartition)
+    return {"index": partition.index, "path": partition.path, "format": partition.format,
+            "config": [list(c) for c in partition.config],
+            "slices": [[s.topic, s.partition, s.start, s.end, s.bytes] for s in partition.slices],
+            "options": dict(options)}
+
+
+def _stream(request: Mapping[str, Any]) -> SegstoreStreamReader:
+    options = parse_read_options(request["options"], streaming=True)
+    if options.min_partitions is None:
+        options = dataclasses.replace(options, min_partitions=max(1, int(request.get("parallelism") or 1)))
+    format_name = _format(options)
+    reader = SegstoreStreamReader(options, format_name, spark_schema(format_name,
+                                                                     include_headers=options.include_headers))
+    reader.available_now = request.get("availableNow")
+    return reader
+
+
+def stream_initial(request: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"offsets"}``: where a new stream starts (``startingOffsets``...), per partition."""
+    return {"offsets": _stream(request).initialOffset()}
+
+
+def stream_snapshot(request: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"offsets"}``: the store's ends now, where an ``availableNow`` query stops."""
+    reader = _stream(request)
+    reader.prepareForTriggerAvailableNow()
+    return {"offsets": reader.available_now}
+
+
+def stream_latest(request: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"offsets"}``: the end of the next micro-batch from ``start`` within ``maxRows`` (or all)."""
+    rows = request.get("maxRows")
+    limit = ReadAllAvailable() if rows is None else ReadMaxRows(int(rows))
+    return {"offsets": _stream(request).latestOffset(request["start"], limit)}
+
+
+def stream_plan(request: Mapping[str, Any]) -> dict[str, Any]:
+    """The input partitions of the micro-batch ``[start, end)``, as :func:`plan` gives them."""
+    partitions = _stream(request).partitions(request["start"], request["end"])
+    return {"partitions": [_spec(p, request["options"]) for p in partitions]}
 
 
 def read(request: Mapping[str, Any]) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:

@@ -10,7 +10,7 @@ stops its children, when its stdin closes (only the JVM holds it: the JVM is gon
 
 Frames on a connection (integers big-endian)::
 
-    request  u32 length | JSON object (UTF-8): {"op": "schema"|"pushdown"|"plan"|"read", ...}
+    request  u32 length | JSON object (UTF-8): {"op": "schema"|"pushdown"|"plan"|"read"|"stream_...", ...}
     reply    u8 kind | ...
       'J'  u32 length | JSON answer
       'E'  u32 length | JSON {"type": error class name, "message": text}
@@ -75,7 +75,9 @@ _MAX_SOCKET_PATH = 100
 def _handlers() -> Mapping[str, Callable[[Mapping[str, Any]], Any]]:
     from . import bridge
 
-    return {"schema": bridge.schema, "pushdown": bridge.pushdown, "plan": bridge.plan}
+    return {"schema": bridge.schema, "pushdown": bridge.pushdown, "plan": bridge.plan,
+            "stream_initial": bridge.stream_initial, "stream_snapshot": bridge.stream_snapshot,
+            "stream_latest": bridge.stream_latest, "stream_plan": bridge.stream_plan}
 
 
 def _read_exactly(stream: BinaryIO, size: int) -> bytes | None:
@@ -271,7 +273,7 @@ def serve(connection: socket.socket, ring_directory: str | None = None) -> None:
             else:
                 handler = handlers.get(op)
                 if handler is None:
-                    message = f"expected a request op of schema, pushdown, plan or read, found {op!r}"
+                    message = f"expected a request op of {', '.join([*handlers, 'read'])}, found {op!r}"
                     _frame(out, _KIND_ERROR, {"type": "ValueError", "message": message})
                 else:
                     try:

@@ -4,7 +4,6 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 
-import org.apache.spark.sql.connector.catalog.SupportsRead;
 import org.apache.spark.sql.connector.read.Batch;
 import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
@@ -24,16 +23,14 @@ final class SegstoreScan implements Scan, Batch {
     private final StructType required;
     private final CaseInsensitiveStringMap options;
     private final ArrayNode filters;
-    private final SegstoreTable table;
     private InputPartition[] partitions;
 
     SegstoreScan(StructType tableSchema, StructType required, CaseInsensitiveStringMap options,
-                 ArrayNode filters, SegstoreTable table) {
+                 ArrayNode filters) {
         this.tableSchema = tableSchema;
         this.required = required;
         this.options = options;
         this.filters = filters;
-        this.table = table;
     }
 
     @Override
@@ -53,9 +50,7 @@ final class SegstoreScan implements Scan, Batch {
 
     @Override
     public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
-        // streams are planned and read by segstore's Python data source (full rows, per micro-batch)
-        Scan scan = ((SupportsRead) table.python()).newScanBuilder(options).build();
-        return scan.toMicroBatchStream(checkpointLocation);
+        return new SegstoreStream(required, options);
     }
 
     @Override

@@ -22,15 +22,13 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 final class SegstoreScanBuilder implements SupportsPushDownFilters, SupportsPushDownRequiredColumns {
     private final StructType tableSchema;
     private final CaseInsensitiveStringMap options;
-    private final SegstoreTable table;
     private StructType required;
     private Filter[] pushed = new Filter[0];
     private final ArrayNode pushedJson = WorkerConnection.MAPPER.createArrayNode();
 
-    SegstoreScanBuilder(StructType tableSchema, CaseInsensitiveStringMap options, SegstoreTable table) {
+    SegstoreScanBuilder(StructType tableSchema, CaseInsensitiveStringMap options) {
         this.tableSchema = tableSchema;
         this.options = options;
-        this.table = table;
         this.required = tableSchema;
     }
 
@@ -88,6 +86,6 @@ final class SegstoreScanBuilder implements SupportsPushDownFilters, SupportsPush
 
     @Override
     public Scan build() {
-        return new SegstoreScan(tableSchema, required, options, pushedJson.deepCopy(), table);
+        return new SegstoreScan(tableSchema, required, options, pushedJson.deepCopy());
     }
 }

@@ -17,7 +17,7 @@ import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
- * A segstore store as a Spark table: batch reads are columnar here; writes, streams and reads
+ * A segstore store as a Spark table: batch and stream reads are columnar here; writes and reads
  * with {@code .option("reader", "python")} go to segstore's Python data source, registered by
  * {@code segstore.spark.register(spark)} under the same name (created only when one of them is
  * asked for, since creating it starts one of Spark's own Python workers).
@@ -64,7 +64,7 @@ final class SegstoreTable implements SupportsRead, SupportsWrite {
         if (!reader.equalsIgnoreCase("jvm")) {
             throw new SegstoreException("ConfigError", "option reader must be jvm or python, found " + reader);
         }
-        return new SegstoreScanBuilder(schema, withoutReader(options), this);
+        return new SegstoreScanBuilder(schema, withoutReader(options));
     }
 
     @Override
@@ -72,14 +72,14 @@ final class SegstoreTable implements SupportsRead, SupportsWrite {
         return ((SupportsWrite) python()).newWriteBuilder(info);
     }
 
-    /** The Python data source's table of the same schema (streams and writes go there). */
+    /** The Python data source's table of the same schema (writes go there). */
     synchronized Table python() {
         if (python == null) {
             boolean registered = org.apache.spark.sql.classic.SparkSession.active().sessionState()
                     .dataSourceManager().dataSourceExists(PYTHON_NAME);
             if (!registered) {
                 throw new SegstoreException("ConfigError", "segstore's Python data source is not registered in "
-                        + "this session, and writes, streams and option reader=python need it: call "
+                        + "this session, and writes and option reader=python need it: call "
                         + "segstore.spark.register(spark) first (local_session() does)");
             }
             PythonDataSourceV2 provider = new PythonDataSourceV2();
