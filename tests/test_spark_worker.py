@@ -321,3 +321,25 @@ def test_fork_server_serves_children_and_cleans_up_when_the_jvm_goes(tmp_path, e
     finally:
         if process.poll() is None:
             process.kill()
+
+
+def test_tasks_of_one_plan_share_the_store_a_new_plan_opens_it_again(monkeypatch):
+    """A worker child keeps the store an earlier task of the same plan opened (its mappings stay
+    faulted in); the next plan (another query, the next micro-batch) sees the store as it is then."""
+    monkeypatch.setattr(bridge, "_kept", None)
+    options = {"path": str(KAFKA), "config": json.dumps(fixture_config(KAFKA)), "minPartitions": "2"}
+    request = {"options": options, "schema": _schema([]), "filters": [], "parallelism": 2}
+    first, second = bridge.plan(request)["partitions"], bridge.plan(request)["partitions"]
+    assert len(first) == 2 and first[0]["plan"] == first[1]["plan"] != second[0]["plan"]
+
+    def read(spec):
+        _, batches = bridge.read({"partition": spec, "schema": _schema(["offset"])})
+        rows = sum(b.num_rows for b in batches)
+        assert bridge._kept is not None
+        return bridge._kept[1], rows
+
+    store, rows = read(first[0])
+    again, more = read(first[1])
+    assert again is store and rows + more == _library(KAFKA, ["offset"]).num_rows
+    fresh, _ = read(second[0])
+    assert fresh is not store and store.closed

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import uuid
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -46,6 +47,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from pyspark.sql.types import StructType
 
 from ..errors import ConfigError
+from ..store import Store
 from . import planning
 from .datasource import TIME_COLUMNS, SegstoreStreamReader, open_store, read_slices
 from .options import ReadOptions, parse_read_options
@@ -153,17 +155,47 @@ def plan(request: Mapping[str, Any]) -> dict[str, Any]:
         ranges = planning.resolve_ranges(store, options, pruning)
     result = planning.plan(ranges, max_bytes=options.max_bytes_per_partition,
                            min_partitions=options.min_partitions or 1)
-    return {"partitions": [_spec(p, request["options"])
+    plan_id = uuid.uuid4().hex
+    return {"partitions": [_spec(p, request["options"], plan_id)
                            for p in planning.input_partitions(result, options, format_name)]}
 
 
-def _spec(partition: InputPartition, options: Mapping[str, str]) -> dict[str, Any]:
+def _spec(partition: InputPartition, options: Mapping[str, str], plan: str) -> dict[str, Any]:
     """An input partition as JSON for the JVM side, which hands it back in ``read``."""
     assert isinstance(partition, planning.SegstoreInputPartition)
     return {"index": partition.index, "path": partition.path, "format": partition.format,
             "config": [list(c) for c in partition.config],
             "slices": [[s.topic, s.partition, s.start, s.end, s.bytes] for s in partition.slices],
-            "options": dict(options)}
+            "options": dict(options), "plan": plan}
+
+
+#: The store the last read of this process opened, kept for the next read of the same plan:
+#: ``(plan id, path, format, config)`` and the store.
+_kept: tuple[tuple[Any, ...], Store] | None = None
+
+
+def _plan_store(partition: planning.SegstoreInputPartition, plan: str | None) -> Store | None:
+    """The store to read a partition of ``plan`` from: the one an earlier task of the same plan
+    opened in this process, else a new one (closing the one kept for another plan).
+
+    Every task of a plan was planned from the same state of the store and opens it after the
+    plan was made, so a store one task opened serves the others as well as a fresh one; it
+    keeps its mapped files and their page tables (a RocketMQ queue's messages lie all over the
+    commitlog: each new mapping faulted the whole file in again) and saves the open.  A new
+    plan (another query, the next micro-batch) opens afresh.  None: no plan id, open per read.
+    """
+    global _kept
+    if plan is None:
+        return None
+    key = (plan, partition.path, partition.format, partition.config)
+    if _kept is not None and _kept[0] == key:
+        return _kept[1]
+    if _kept is not None:
+        _kept[1].close()
+        _kept = None
+    store = open_store(partition.path, partition.format, partition.config)
+    _kept = (key, store)
+    return store
 
 
 def _stream(request: Mapping[str, Any]) -> SegstoreStreamReader:
@@ -199,7 +231,8 @@ def stream_latest(request: Mapping[str, Any]) -> dict[str, Any]:
 def stream_plan(request: Mapping[str, Any]) -> dict[str, Any]:
     """The input partitions of the micro-batch ``[start, end)``, as :func:`plan` gives them."""
     partitions = _stream(request).partitions(request["start"], request["end"])
-    return {"partitions": [_spec(p, request["options"]) for p in partitions]}
+    plan_id = uuid.uuid4().hex
+    return {"partitions": [_spec(p, request["options"], plan_id) for p in partitions]}
 
 
 def read(request: Mapping[str, Any]) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
@@ -219,4 +252,5 @@ def read(request: Mapping[str, Any]) -> tuple[pa.Schema, Iterator[pa.RecordBatch
         int(spec["index"]), str(spec["path"]), str(spec["format"]),
         tuple((str(k), str(v)) for k, v in spec["config"]),
         tuple(planning.Slice(str(t), int(p), int(a), int(b), int(n)) for t, p, a, b, n in spec["slices"]))
-    return arrow_schema(columns), read_slices(partition, columns, options)
+    store = _plan_store(partition, spec.get("plan"))
+    return arrow_schema(columns), read_slices(partition, columns, options, store)

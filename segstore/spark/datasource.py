@@ -134,10 +134,11 @@ def to_spark_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
 
 
 def read_slices(partition: InputPartition, schema: StructType,
-                options: ReadOptions) -> Iterator[pa.RecordBatch]:
+                options: ReadOptions, store: Store | None = None) -> Iterator[pa.RecordBatch]:
     """Read one input partition: each slice ``[start, end)`` through ``store.scan_arrow``.
 
-    Runs on an executor; opens the store read-only by path.  The store's columnar
+    Runs on an executor; opens the store read-only by path (or reads ``store``, opened
+    read-only by the caller after the plan was made, and leaves it open).  The store's columnar
     batches go to Spark as they are, cut at the slice's ends by a binary search on
     their ``offset`` column, cast to Spark's Arrow types, and sliced to at most
     ``maxRecordsPerBatch`` rows.  Kafka control records are dropped by a mask unless
@@ -151,35 +152,43 @@ def read_slices(partition: InputPartition, schema: StructType,
         if type(partition) is InputPartition and partition.value is None:
             return      # Spark's stand-in task when the plan has no partitions: no rows
         raise TypeError(f"expected a SegstoreInputPartition, found {type(partition).__name__}")
+    if store is None:
+        with open_store(partition.path, partition.format, partition.config) as opened:
+            yield from _read_slices(partition, schema, options, opened)
+    else:
+        yield from _read_slices(partition, schema, options, store)
+
+
+def _read_slices(partition: planning.SegstoreInputPartition, schema: StructType, options: ReadOptions,
+                 store: Store) -> Iterator[pa.RecordBatch]:
     max_rows = options.max_records_per_batch
     target = arrow_schema(schema)
-    with open_store(partition.path, partition.format, partition.config) as store:
-        kafka = store.format == KAFKA
-        skip_control = kafka and not options.include_control_records   # transaction markers
-        columns = list(target.names)
-        for extra_column in ("offset", *(("isControl",) if skip_control else ())):
-            if extra_column not in columns:
-                columns.append(extra_column)
-        extra = {"isolation": options.isolation} if kafka and options.isolation != READ_UNCOMMITTED else {}
-        # Any: the format's own read options (Kafka's isolation) are not in Store.scan_arrow's signature
-        reader: Any = store
-        for piece in partition.slices:
-            start, end = piece.start, piece.end
-            for batch in reader.scan_arrow(columns, topic=piece.topic, partition=piece.partition,
-                                           offset=start, **extra):
-                offsets = batch.column("offset")
-                first = _offset_index(offsets, start)
-                stop = _offset_index(offsets, end)
-                batch = batch.slice(first, max(0, stop - first))
-                # a filter copies every column: only where the batch holds a transaction marker
-                if skip_control and pc.any(batch.column("isControl")).as_py():
-                    batch = batch.filter(pc.invert(batch.column("isControl")))
-                if batch.num_rows:
-                    spark_batch = to_spark_batch(batch, target)
-                    for at in range(0, spark_batch.num_rows, max_rows):
-                        yield spark_batch.slice(at, max_rows)
-                if stop < len(offsets):
-                    break       # the slice ends inside this batch
+    kafka = store.format == KAFKA
+    skip_control = kafka and not options.include_control_records   # transaction markers
+    columns = list(target.names)
+    for extra_column in ("offset", *(("isControl",) if skip_control else ())):
+        if extra_column not in columns:
+            columns.append(extra_column)
+    extra = {"isolation": options.isolation} if kafka and options.isolation != READ_UNCOMMITTED else {}
+    # Any: the format's own read options (Kafka's isolation) are not in Store.scan_arrow's signature
+    reader: Any = store
+    for piece in partition.slices:
+        start, end = piece.start, piece.end
+        for batch in reader.scan_arrow(columns, topic=piece.topic, partition=piece.partition,
+                                       offset=start, **extra):
+            offsets = batch.column("offset")
+            first = _offset_index(offsets, start)
+            stop = _offset_index(offsets, end)
+            batch = batch.slice(first, max(0, stop - first))
+            # a filter copies every column: only where the batch holds a transaction marker
+            if skip_control and pc.any(batch.column("isControl")).as_py():
+                batch = batch.filter(pc.invert(batch.column("isControl")))
+            if batch.num_rows:
+                spark_batch = to_spark_batch(batch, target)
+                for at in range(0, spark_batch.num_rows, max_rows):
+                    yield spark_batch.slice(at, max_rows)
+            if stop < len(offsets):
+                break       # the slice ends inside this batch
 
 
 #: The column whose lower bounds ``offset_for_time`` answers: Kafka looks up record
