@@ -444,11 +444,15 @@ def cmd_query(args: argparse.Namespace, out: TextIO) -> int:
         raise UsageError("query needs one of --key, --offset, --timestamp or --msg-id")
     with _open(args) as store:
         result = store.query(request)
-        printed = _print_lines(result.lines, args.json, out)
+        if result.found:
+            _print_lines(result.lines, args.json, out)
         for note in getattr(store, "notes", ()):    # where the answer came from (stderr: --json stays JSON)
             sys.stderr.write(f"{args.path}: {note}\n")
-        if not result.found and printed == 0:
-            sys.stderr.write(f"segstore query: {_no_hit_message(request)}\n")
+        if not result.found:
+            # Like grep: nothing on stdout; the format's own words for the miss (where it has some) on stderr.
+            said = [line.text for line in result.lines if not line.problem]
+            for text in said or [_no_hit_message(request)]:
+                sys.stderr.write(f"segstore query: {text}\n")
         elif request.key is not None and args.max is not None and result.found:
             # Count every hit to say how many --max left out.
             request.max = QUERY_ALL
