@@ -28,6 +28,7 @@ from .errors import (
     InvalidMessageError,
     InvalidTopicError,
     MissingDependencyError,
+    NotFoundError,
     ReadOnlyError,
     SegstoreError,
     UnrepairedDataError,
@@ -183,6 +184,63 @@ def _write_blocks(blocks: Iterable[bytes | memoryview], out: TextIO) -> None:
         out.write(str(block, "utf-8", "surrogatepass"))
 
 
+def _listing(noun: str, names: Sequence[object], limit: int = 20) -> str:
+    """``noun``s ``names`` for a message: ``topics a, b`` (the first ``limit``, then how many more)."""
+    if not names:
+        return f"no {noun}s"
+    shown = ", ".join(str(name) for name in names[:limit])
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    return f"{noun}s {shown}{more}"
+
+
+def _number_ranges(numbers: Iterable[int]) -> str:
+    """``0-3, 17``: sorted numbers with runs of consecutive ones as ranges."""
+    runs: list[list[int]] = []
+    for number in sorted(set(numbers)):
+        if runs and number == runs[-1][1] + 1:
+            runs[-1][1] = number
+        else:
+            runs.append([number, number])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def _partition_flag(args: argparse.Namespace) -> str:
+    """The selector the user gave for a queue / partition, in their words."""
+    return "--queue" if args.queue is not None else "--partition"
+
+
+def _missing_selection(store: Store, args: argparse.Namespace) -> NotFoundError | None:
+    """What ``--topic``/``--queue``/``--partition`` name that ``store`` does not hold; None when it holds them."""
+    topics = store.topics()
+    if args.topic is not None and args.topic not in topics:
+        return NotFoundError(f"expected a topic named {args.topic!r}, found {_listing('topic', topics)}",
+                             store.path)
+    partition = _partition(args)
+    if partition is None:
+        return None
+    chosen = [args.topic] if args.topic is not None else topics
+    held = {p for t in chosen for p in store.partitions(t)}
+    if partition in held:
+        return None
+    flag = _partition_flag(args)
+    where = f"topic {args.topic!r}" if args.topic is not None else "any topic"
+    found = f"{flag[2:]}s {_number_ranges(held)}" if held else f"no {flag[2:]}s"
+    return NotFoundError(f"expected {flag} {partition} in {where}, found {found}", store.path)
+
+
+class _Counted:
+    """Blocks passed through, counting their bytes (whether a dump wrote anything)."""
+
+    def __init__(self, blocks: Iterable[bytes | memoryview]) -> None:
+        self.blocks = blocks
+        self.bytes = 0
+
+    def __iter__(self) -> Iterator[bytes | memoryview]:
+        for block in self.blocks:
+            self.bytes += len(block)
+            yield block
+
+
 def _reads_tags(store: Store) -> bool:
     return "tag" in inspect.signature(store.read).parameters
 
@@ -299,19 +357,35 @@ def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
     args.path = args.paths[0]
     with _open(args) as store:
         isolation = args.isolation
+        # What the selectors name is checked once nothing was printed: a RocketMQ commitlog can hold
+        # messages of a topic no consume queue lists (prepared transactions), which dump shows.  The
+        # index dump shows the store-wide IndexFiles whatever the topic, so it is checked first.
+        missing = _missing_selection(store, args) if args.index else None
+        if missing is not None:
+            raise missing
         if args.tag is not None:
             if args.index:
                 raise UsageError("--tag and --index do not go together")
             # the consume queues --tag reads hold no transaction a read_committed consumer skips
-            _print_records(store, _tagged(store, args.topic, _partition(args), args.tag), args.json, out)
-            return EXIT_OK
+            if _print_records(store, _tagged(store, args.topic, _partition(args), args.tag), args.json, out):
+                return EXIT_OK
+            missing = _missing_selection(store, args)
+            if missing is not None:
+                raise missing
+            where = f"{args.topic or '*'}/{'*' if _partition(args) is None else _partition(args)}"
+            sys.stderr.write(f"segstore dump: {where}: no message tagged {args.tag!r}\n")
+            return EXIT_NO_HITS
         if args.json:   # the records only: --index dumps the index files as text
-            _write_blocks(store.dump_json(topic=args.topic, partition=_partition(args), isolation=isolation),
-                          out)
-            return EXIT_OK
-        # Index problems go to stdout with the rest: they belong to the index dump they follow.
-        _print_lines(store.dump(topic=args.topic, partition=_partition(args), index=args.index,
-                                isolation=isolation), False, out)
+            blocks = _Counted(store.dump_json(topic=args.topic, partition=_partition(args), isolation=isolation))
+            _write_blocks(blocks, out)
+            printed = blocks.bytes
+        else:
+            # Index problems go to stdout with the rest: they belong to the index dump they follow.
+            printed = _print_lines(store.dump(topic=args.topic, partition=_partition(args), index=args.index,
+                                              isolation=isolation), False, out)
+        missing = None if printed else _missing_selection(store, args)
+    if missing is not None:
+        raise missing
     return EXIT_OK
 
 
@@ -587,6 +661,10 @@ def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
     with _open(args) as store:
         rows = store.consumer_progress()
     if args.group is not None:
+        groups = sorted({row["group"] for row in rows})
+        if args.group not in groups:
+            raise NotFoundError(f"expected consumer group {args.group!r}, found {_listing('group', groups)}",
+                                args.path)
         rows = [row for row in rows if row["group"] == args.group]
     if args.json:
         _json_line(rows, out)

@@ -59,3 +59,70 @@ def test_the_rocketmq_time_lookup_says_where_the_queue_ends_on_stderr(capsys):
                    "(the queue ends at offset 45)\n")
     code, out, _ = run(capsys, "query", BASIC, "--topic", "TopicA", "--queue", "0", "--timestamp", "0", "--json")
     assert code == 0 and json.loads(out)["offset"] == 0
+
+
+# -- item 7: a selector naming what the store does not hold ------------------------------------------
+
+TYPO_DUMPS = [
+    (BASIC, ["--topic", "NoTopic"], "expected a topic named 'NoTopic', found topics SCHEDULE_TOPIC_XXXX, "
+                                    "TopicA, TopicB"),
+    (BASIC, ["--topic", "TopicA", "--queue", "5"], "expected --queue 5 in topic 'TopicA', found queues 0-3"),
+    (BASIC, ["--queue", "99"], "expected --queue 99 in any topic, found queues 0-3, 17"),
+    (KAFKA_PART, ["--partition", "5"], "expected --partition 5 in any topic, found partitions 0"),
+    (KAFKA_PART, ["--topic", "NoTopic"], "expected a topic named 'NoTopic', found topics topic"),
+]
+
+
+@pytest.mark.parametrize("extra", [[], ["--json"], ["--index"]], ids=["text", "json", "index"])
+@pytest.mark.parametrize(("store", "argv", "said"), TYPO_DUMPS,
+                         ids=[f"{s.parent.name}:{' '.join(a)}" for s, a, _ in TYPO_DUMPS])
+def test_dump_of_a_topic_or_partition_the_store_does_not_hold_says_so(capsys, store, argv, said, extra):
+    if extra == ["--json"] and store is KAFKA_PART and "--partition" not in argv:
+        extra = ["--json", "--isolation", "read_committed"]   # the committed C path filters too
+    code, out, err = run(capsys, "dump", store, *argv, *extra)
+    assert (code, out) == (1, "")
+    assert err == f"{store}: {said}\n"
+
+
+def test_dump_of_a_held_but_empty_selection_is_not_an_error(tmp_path, capsys):
+    empty = tmp_path / "empty-0"
+    empty.mkdir()
+    (empty / "00000000000000000000.log").write_bytes(b"")
+    code, out, err = run(capsys, "dump", empty, "--topic", "empty", "--partition", "0")
+    assert (code, err) == (0, "")
+    assert run(capsys, "dump", empty, "--topic", "empty", "--partition", "0", "--json") == (0, "", "")
+
+
+def test_dump_tag_that_matches_nothing_says_so_on_stderr(capsys):
+    code, out, err = run(capsys, "dump", BASIC, "--topic", "TopicA", "--tag", "NoSuchTag")
+    assert (code, out) == (1, "")
+    assert err == "segstore dump: TopicA/*: no message tagged 'NoSuchTag'\n"
+    code, out, _ = run(capsys, "dump", BASIC, "--topic", "TopicA", "--queue", "0", "--tag", "TagA")
+    assert code == 0 and out
+
+
+def _with_consumer_offsets(tmp_path: Path) -> Path:
+    store = copy_writable(BASIC, tmp_path / "store")
+    (store / "config" / "consumerOffset.json").write_text(
+        '{\n\t"offsetTable":{\n\t\t"TopicA@billing":{0:4,1:3\n\t\t}\n\t}\n}')
+    return store
+
+
+def test_consumers_of_a_group_that_committed_nothing_says_so(tmp_path, capsys):
+    store = _with_consumer_offsets(tmp_path)
+    code, out, _ = run(capsys, "consumers", store, "--group", "billing")
+    assert code == 0 and "billing" in out
+    for extra in ([], ["--json"]):
+        code, out, err = run(capsys, "consumers", store, "--group", "nogroup", *extra)
+        assert (code, out) == (1, "")
+        assert err == f"{store}: expected consumer group 'nogroup', found groups billing\n"
+
+
+@pytest.mark.parametrize(("source", "to"), [(BASIC, "kafka"), (KAFKA_PART, "rocketmq")],
+                         ids=["rocketmq-to-kafka", "kafka-to-rocketmq"])
+def test_convert_of_a_topic_the_source_does_not_hold_creates_nothing(tmp_path, capsys, source, to):
+    dst = tmp_path / "dst"
+    code, out, err = run(capsys, "convert", source, dst, "--to", to, "--topic", "NoSuchTopic")
+    assert (code, out) == (1, "")
+    assert "expected source topics" in err and "'NoSuchTopic'" in err and "0 messages" not in err
+    assert os.listdir(tmp_path) == []

@@ -49,7 +49,7 @@ import pyarrow as pa
 
 from segstore import files, registry
 from segstore.api import open as open_store
-from segstore.errors import ConversionError, UnsupportedOperationError
+from segstore.errors import ConversionError, NotFoundError, UnsupportedOperationError
 from segstore.overlap import pipelined
 from segstore.store import Store
 
@@ -560,6 +560,20 @@ def _prepare(src: str, dst: str, tmp: str, options: _RunOptions, source_format: 
     return journal
 
 
+def _check_topics(src: str, source_format: str, topics: list[str]) -> None:
+    """Refuse a selection naming topics the source does not hold, before anything is created.
+
+    :raises NotFoundError: names them, and the topics the source holds.
+    """
+    with open_store(src, format=source_format, mode="r") as source:
+        held = source.topics()
+    missing = [topic for topic in topics if topic not in held]
+    if missing:
+        shown = ", ".join(held[:20]) + (f" and {len(held) - 20} more" if len(held) > 20 else "")
+        raise NotFoundError(f"expected source topics named {', '.join(map(repr, missing))}, found "
+                            f"{'topics ' + shown if held else 'no topics'}", src)
+
+
 def _destination_config(src: str, options: _RunOptions) -> dict[str, Any]:
     """User config over the config recorded when ``src`` itself was converted from ``options.to``."""
     journal = _read_journal(src)
@@ -606,6 +620,8 @@ def run(src: str, dst: str, *, to: str, topics: list[str] | None, compression: s
     options = _RunOptions(to=to, topics=None if topics is None else sorted(set(topics)),
                           compression=compression, config=dict(config), timestamp=timestamp,
                           skip_corrupt=skip_corrupt)
+    if options.topics is not None:
+        _check_topics(src, source_format, options.topics)
     tmp = temp_path(dst)
     journal = _prepare(src, dst, tmp, options, source_format, resume, force)
     report = ConversionReport(src=src, dst=dst, source_format=source_format, target_format=to)
