@@ -126,3 +126,29 @@ def test_convert_of_a_topic_the_source_does_not_hold_creates_nothing(tmp_path, c
     assert (code, out) == (1, "")
     assert "expected source topics" in err and "'NoSuchTopic'" in err and "0 messages" not in err
     assert os.listdir(tmp_path) == []
+
+
+# -- item 8: a conversion refused before it started leaves nothing -----------------------------------
+
+@pytest.mark.parametrize(("source", "to", "typo", "fixed"), [
+    (BASIC, "kafka", "segment.bytez=1048576", "segment.bytes=1048576"),
+    (KAFKA_PART, "rocketmq", "mappedFileSizeCommitLg=262144", "mappedFileSizeCommitLog=262144"),
+], ids=["to-kafka", "to-rocketmq"])
+def test_a_config_typo_leaves_no_interrupted_conversion_behind(tmp_path, capsys, source, to, typo, fixed):
+    dst = tmp_path / "dst"
+    code, out, err = run(capsys, "convert", source, dst, "--to", to, "--config", typo)
+    assert (code, out) == (2, "")
+    assert typo.split("=")[0] in err
+    assert os.listdir(tmp_path) == []          # no dst, no .dst.converting with state "running"
+    code, out, err = run(capsys, "convert", source, dst, "--to", to, "--config", fixed)
+    assert code == 0, err
+    assert os.listdir(tmp_path) == ["dst"]
+
+
+def test_a_library_conversion_refused_before_it_started_leaves_nothing(tmp_path):
+    from segstore.convert import convert
+    from segstore.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="segment.bytez"):
+        convert(BASIC, tmp_path / "dst", to="kafka", config={"segment.bytez": 1})
+    assert os.listdir(tmp_path) == []

@@ -627,6 +627,7 @@ def run(src: str, dst: str, *, to: str, topics: list[str] | None, compression: s
     report = ConversionReport(src=src, dst=dst, source_format=source_format, target_format=to)
     started = time.perf_counter()
     bar = None
+    converting = False
     try:
         with open_store(src, format=source_format, mode="r") as source:
             bar = _Progress(progress, f"convert {source_format} -> {to}", _source_messages(source))
@@ -634,7 +635,14 @@ def run(src: str, dst: str, *, to: str, topics: list[str] | None, compression: s
             dest_config = _destination_config(src, options)
             with open_store(tmp, format=to, mode="a", **dest_config) as dest:
                 reading, writing = options.sides(source_side, target_side, source_format)
+                converting = True
                 _convert(source_side, target_side, source, dest, reading, writing, report, bar)
+    except BaseException:
+        if not converting and not resume:
+            # Refused before it started (a config name the target does not know, an unreadable
+            # source): nothing was converted, so no interrupted run is left to resume or force.
+            _remove(tmp)
+        raise
     finally:
         if bar is not None:
             bar.close()
