@@ -317,18 +317,24 @@ def _dump_files(args: argparse.Namespace, out: TextIO) -> int:
     options = _file_options(args)
     plan = [(path, *_file_plugin(path, args.format)) for path in args.paths]  # every name checked first
     problems = 0
+    notes: list[str] = []   # kafka-dump-log prints its remarks once every file is dumped
     for path, plugin, kind in plan:
         if not args.json:
             out.write(f"Dumping {path}\n")
         for line in plugin.dump_file(path, options):
             if args.json:
-                _json_line({"file": path, "format": plugin.name, "file_kind": kind, **line.data,
-                            **({"problem": True, "message": line.text} if line.problem else {})}, out)
+                if line.json:
+                    _json_line({"file": path, "format": plugin.name, "file_kind": kind, **line.data,
+                                **({"problem": True, "message": line.text} if line.problem else {})}, out)
+            elif line.note:
+                notes.append(line.text)
             elif line.problem:
                 sys.stderr.write(line.text + "\n")
             else:
                 out.write(line.text + "\n")
             problems += line.problem
+    for text in notes:
+        sys.stderr.write(text + "\n")
     return EXIT_DATA if problems else EXIT_OK
 
 

@@ -78,15 +78,17 @@ class DumpLine:
     """One line of a dump or a query answer: ``text`` for a terminal, ``data`` for ``--json``.
 
     A ``problem`` line (an index entry that disagrees with the log, torn bytes, a bad CRC)
-    reports a finding rather than content.  ``json=False`` marks a line only the
-    human-readable output shows (a heading, a batch header).  The CLI decides where each
-    goes and what the exit code is.
+    reports a finding rather than content.  A ``note`` line remarks on the content without it
+    being a problem (kafka-dump-log's non-consecutive offsets, which a compacted log has by
+    design).  ``json=False`` marks a line only the human-readable output shows (a heading, a
+    batch header).  The CLI decides where each goes and what the exit code is.
     """
 
     text: str
     data: dict[str, Any] = field(default_factory=dict)
     problem: bool = False
     json: bool = True
+    note: bool = False
 
 
 @dataclass(slots=True)
