@@ -778,8 +778,13 @@ class KafkaStore(Store):
         records = list(self.read(topic, partition, offset, request.count, isolation=isolation))
         if not records:
             return QueryResult()
-        lines = [DumpLine(batch_line(records[0].batch), json=False)]
-        lines += [DumpLine(record_line(r.batch, r.record), self.to_json(r)) for r in records]
+        lines = []
+        batch = None
+        for record in records:   # each batch's header over its own records, as kafka-dump-log prints them
+            if record.batch is not batch:
+                batch = record.batch
+                lines.append(DumpLine(batch_line(batch), json=False))
+            lines.append(DumpLine(record_line(batch, record.record), self.to_json(record)))
         return QueryResult(records=list(records), lines=lines, found=True)
 
     def _query_key(self, request: QueryRequest) -> QueryResult:
