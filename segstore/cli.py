@@ -360,6 +360,10 @@ def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
     if given:
         raise UsageError(f"{', '.join(given)}: dumping single files only "
                          "(name the .log / .index / ... files)")
+    if args.json and args.index:
+        raise UsageError("expected --json or --index, found both: a store's index entries are dumped as text "
+                         "(leave out --json), or as JSON file by file (segstore dump FILE... --json with its "
+                         ".index/.timeindex/.txnindex, consume-queue or IndexFile files)")
     args.path = args.paths[0]
     with _open(args) as store:
         isolation = args.isolation
@@ -381,7 +385,7 @@ def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
             where = f"{args.topic or '*'}/{'*' if _partition(args) is None else _partition(args)}"
             sys.stderr.write(f"segstore dump: {where}: no message tagged {args.tag!r}\n")
             return EXIT_NO_HITS
-        if args.json:   # the records only: --index dumps the index files as text
+        if args.json:
             blocks = _Counted(store.dump_json(topic=args.topic, partition=_partition(args), isolation=isolation))
             _write_blocks(blocks, out)
             printed = blocks.bytes
@@ -405,6 +409,21 @@ def cmd_info(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
+def human(value: Any) -> str:
+    """A value of a plugin's answer as text for people: lists joined by ``, `` (a list of lists by
+    ``; ``, its items by spaces), maps as ``k=v, ...``, None as ``-``; never a Python repr."""
+    if value is None:
+        return "-"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={human(v)}" for k, v in value.items())
+    if isinstance(value, list | tuple):
+        if any(isinstance(item, list | tuple) for item in value):
+            return "; ".join(" ".join(human(v) for v in item) if isinstance(item, list | tuple) else human(item)
+                             for item in value)
+        return ", ".join(human(item) for item in value) if value else "-"
+    return str(value)
+
+
 def _print_info(info: dict[str, Any], out: TextIO, indent: str = "") -> None:
     """Every field, nested maps indented and lists of maps one ``- k=v, ...`` line per item (never cut)."""
     for key, value in info.items():
@@ -414,9 +433,9 @@ def _print_info(info: dict[str, Any], out: TextIO, indent: str = "") -> None:
         elif isinstance(value, list) and value and isinstance(value[0], dict):
             out.write(f"{indent}{key}:\n")
             for item in value:
-                out.write(f"{indent}  - " + ", ".join(f"{k}={v}" for k, v in item.items()) + "\n")
+                out.write(f"{indent}  - {human(item)}\n")
         else:
-            out.write(f"{indent}{key}: {value}\n")
+            out.write(f"{indent}{key}: {human(value)}\n")
 
 
 def _problem_json(problem: Problem | str) -> dict[str, Any]:
@@ -869,6 +888,35 @@ def progress_sink(args: argparse.Namespace, out: TextIO) -> progress.Sink:
     return progress.TqdmSink(sys.stderr)
 
 
+#: What the library advises in its own terms, and what a command-line user does instead.
+_READERS = "reading commands such as segstore dump, info, query and verify work meanwhile"
+_LIBRARY_ADVICE = (
+    ("; open it with mode='r' to read", f"; wait for it to finish ({_READERS})"),
+    (", or open with mode='r' to read", f" ({_READERS})"),
+    ("remote stores are read-only: open them with mode='r'", "remote stores are read-only: only the reading "
+                                                             "commands take a URL"),
+)
+_FORMAT_ADVICE = ("; pass --format to say which it should be", "; pass --format")
+
+
+def cli_words(err: SegstoreError, args: argparse.Namespace) -> SegstoreError:
+    """``err`` with the library's advice put in the command line's terms: no ``mode='r'``, and no
+    ``--format`` for a command that has no such option (``convert``)."""
+    message = err.message
+    if message.startswith("expected mode='r' for a URL"):
+        message = (f"expected a local path for segstore {args.command}, found a URL (remote stores are "
+                   "read-only: only the reading commands take a URL)")
+    for library, cli in _LIBRARY_ADVICE:
+        message = message.replace(library, cli)
+    parser = getattr(args, "_parser", None)
+    if parser is not None and "--format" not in parser._option_string_actions:  # argparse: no public way
+        for advice in _FORMAT_ADVICE:
+            message = message.replace(advice, "")
+    if message == err.message:
+        return err
+    return type(err)(message, err.path, err.pos)
+
+
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     """Run the command line; returns the exit code."""
     out = out or sys.stdout
@@ -880,13 +928,13 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         with progress.reporting(progress_sink(args, out)):
             return args.func(args, out)
     except UsageError as err:
-        sys.stderr.write(f"segstore {args.command}: {err}\n")
+        sys.stderr.write(f"segstore {args.command}: {cli_words(err, args)}\n")
         return EXIT_USAGE
     except _USAGE_ERRORS as err:
-        sys.stderr.write(f"{err}\n")
+        sys.stderr.write(f"{cli_words(err, args)}\n")
         return EXIT_USAGE
     except SegstoreError as err:
-        sys.stderr.write(f"{err}\n")
+        sys.stderr.write(f"{cli_words(err, args)}\n")
         return EXIT_DATA
     except BrokenPipeError:
         return EXIT_OK

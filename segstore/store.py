@@ -9,6 +9,7 @@ says so: share one between threads only behind a lock.
 from __future__ import annotations
 
 import abc
+import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -284,8 +285,12 @@ class Store(abc.ABC):
 
     def describe(self, record: Any) -> str:
         """The record as one human-readable line (``segstore query`` without ``--json``)."""
-        return (f"{record.topic}/{record.partition}@{record.offset} timestamp={record.timestamp} "
-                f"key={record.key!r}")
+        line = f"{record.topic}/{record.partition}@{record.offset} timestamp={record.timestamp}"
+        if record.key is None:
+            return line
+        key = record.key.decode("utf-8", "backslashreplace")
+        quoted = not key or any(c.isspace() or c == '"' for c in key)
+        return f"{line} key={json.dumps(key, ensure_ascii=False) if quoted else key}"
 
     # -- tooling -----------------------------------------------------------
     @abc.abstractmethod

@@ -20,6 +20,7 @@ lock (and share syncs); everything else is as thread-safe as the store.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
@@ -66,6 +67,14 @@ if TYPE_CHECKING:
     from .indexfile import IndexService
 
 ABORT_FILE = "abort"
+
+
+def _word(text: str) -> str:
+    """``text`` as one word of a ``name=value`` line: as it is, or JSON-quoted when it holds spaces or
+    quotes (or is empty)."""
+    if text and not any(c.isspace() or c == '"' for c in text):
+        return text
+    return json.dumps(text, ensure_ascii=False)
 
 
 class _StoreHost(Protocol):
@@ -400,10 +409,15 @@ class LifecycleMixin:
         return QueryResult(records=list(found), lines=lines, found=bool(found))
 
     def describe(self: _Lifecycle, record: RocketMQMessage) -> str:
-        """One human-readable line for a message."""
-        return (f"{record.topic}/{record.queue_id}@{record.queue_offset} phy={record.physical_offset} "
-                f"size={record.size} store={record.store_timestamp} keys={record.keys} "
-                f"tags={record.tags} msgId={record.msg_id}")
+        """One human-readable line for a message: ``keys`` as the KEYS property writes them (space
+        separated) and ``tags``, each quoted when it holds a space, left out when the message has none."""
+        keys = " ".join(record.keys)
+        return " ".join([
+            f"{record.topic}/{record.queue_id}@{record.queue_offset} phy={record.physical_offset} "
+            f"size={record.size} store={record.store_timestamp}",
+            *([f"keys={_word(keys)}"] if keys else []),
+            *([f"tags={_word(record.tags)}"] if record.tags else []),
+            f"msgId={record.msg_id}"])
 
     # -- verify -----------------------------------------------------------------------------
     def verify(self: _Lifecycle) -> list[Problem]:
