@@ -827,13 +827,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--count", type=int, default=1, help="with --offset: this many messages (default 1)")
     p.add_argument("--timestamp", type=time_ms, help="the first offset stored at or after this time "
                                                      "(ms since the epoch, or ISO-8601; UTC if no offset)")
-    p.add_argument("--begin", type=time_ms, help="key query window start (ms or ISO-8601)")
-    p.add_argument("--end", type=time_ms, help="key query window end (ms or ISO-8601)")
+    p.add_argument("--begin", type=time_ms,
+                   help="key query window start, inclusive (ms or ISO-8601), of the time the broker looks keys "
+                        "up by: RocketMQ the store time as its IndexFile keeps it (whole seconds after the "
+                        "file's first entry), Kafka the record timestamp")
+    p.add_argument("--end", type=time_ms, help="key query window end, inclusive (ms or ISO-8601)")
     p.add_argument("--msg-id", help="RocketMQ msgId: the offset msgId (store host + commitlog offset), or "
                                     "with --topic a client msgId (UNIQ_KEY), as mqadmin queryMsgById")
     p.add_argument("--tag", help="with --offset: the next --count messages whose TAGS equal this (RocketMQ)")
     p.add_argument("--max", type=int, default=None,
-                   help="at most this many key hits, the newest (default: all); says how many were left out")
+                   help="at most this many key hits in all (not per queue), the newest (default: all); says "
+                        "how many were left out")
     _isolation_flag(p)
     _json_flag(p, "one dump object a line")
     p.set_defaults(func=cmd_query)

@@ -49,6 +49,7 @@ from segstore.store import (
     QueryResult,
     Store,
     check_isolation,
+    newest_hits,
 )
 
 from . import batch as codec
@@ -722,20 +723,24 @@ class KafkaStore(Store):
         if self._has_key_index():
             return super().find(topic, key, partition=partition, begin=begin, end=end, max_hits=max_hits)
         raw = key.encode("utf-8") if isinstance(key, str) else bytes(key)
-        found: list[Record] = []
+        hits: list[tuple[int, int, int]] = []     # (timestamp, partition, offset): picked before any is read
+        parts: dict[int, Partition] = {}
         for _t, p, part in self._selected(topic, partition):
-            offsets: list[int] = []
+            parts[p] = part
             for batch in self.scan_arrow(["key", "offset", "timestamp"], topic=topic, partition=p):
+                stamps = batch.column("timestamp").cast(pa.int64())
                 keep = pc.equal(batch.column("key"), pa.scalar(raw, pa.binary()))
                 if begin is not None:
-                    keep = pc.and_(keep, pc.greater_equal(batch.column("timestamp").cast(pa.int64()), begin))
+                    keep = pc.and_(keep, pc.greater_equal(stamps, begin))
                 if end is not None:
-                    keep = pc.and_(keep, pc.less_equal(batch.column("timestamp").cast(pa.int64()), end))
-                offsets += batch.column("offset").filter(pc.fill_null(keep, False)).to_pylist()
-            if max_hits is not None:
-                offsets = offsets[len(offsets) - max_hits:] if max_hits else []
-            found += [self._record_at(part, offset) for offset in offsets]
-        return found
+                    keep = pc.and_(keep, pc.less_equal(stamps, end))
+                keep = pc.fill_null(keep, False)
+                hits += [(t, p, o) for t, o in zip(stamps.filter(keep).to_pylist(),
+                                                    batch.column("offset").filter(keep).to_pylist(), strict=True)]
+        if max_hits is not None:   # the newest in all, as Store.find and newest_hits pick them
+            hits = sorted(hits)
+            hits = hits[len(hits) - max_hits:] if max_hits > 0 else []
+        return [self._record_at(parts[p], o) for _t, p, o in sorted(hits, key=lambda hit: hit[1:])]
 
     def _has_key_index(self) -> bool:
         """Whether the extra key index layout is attached or on disk (``segstore.layouts``)."""
@@ -788,19 +793,21 @@ class KafkaStore(Store):
         return QueryResult(records=list(records), lines=lines, found=True)
 
     def _query_key(self, request: QueryRequest) -> QueryResult:
-        """Key hits, newest ``request.max`` per partition, oldest first; one line each."""
+        """Key hits as :meth:`find` answers them (of every topic when none is given): the newest
+        ``request.max`` in all, of what the isolation level shows, in topic, partition and offset order;
+        one line each."""
         assert request.key is not None
         topics = [request.topic] if request.topic is not None else self.topics()
         records: list[Record] = []
         for topic in topics:
-            partitions = ([request.partition] if request.partition is not None
-                          and request.partition in self.partitions(topic) else
-                          [] if request.partition is not None else [None])
-            for partition in partitions:
-                records += self.find(topic, request.key, partition=partition, begin=request.begin,
-                                     end=request.end, max_hits=request.max)
+            if request.partition is None or request.partition in self.partitions(topic):
+                records += self.find(topic, request.key, partition=request.partition, begin=request.begin,
+                                     end=request.end)
         if request.isolation == READ_COMMITTED:
             records = [r for r in records if self._committed_record(r)]
+        if request.max < len(records):   # kept in topic, partition, offset order
+            chosen = {id(r) for r in newest_hits(records, request.max)}
+            records = [r for r in records if id(r) in chosen]
         lines = [DumpLine(f"{r.topic}/{r.partition} offset {r.offset} timestamp {r.timestamp} "
                           f"key {request.key}", self.to_json(cast(KafkaRecord, r))) for r in records]
         return QueryResult(records=records, lines=lines, found=bool(records))

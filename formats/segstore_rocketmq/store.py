@@ -85,14 +85,12 @@ from .message import (
     msg_id,
     set_offsets,
 )
-from .query import SCAN_NOTE
+from .query import NO_HIT_LIMIT, SCAN_NOTE
 from .topicconfig import TOPIC_GROUP_SEPARATOR, ConsumerOffsets, TopicConfigs, read_delay_offsets
 
 COMMITLOG_DIR = "commitlog"
 CONSUMEQUEUE_DIR = "consumequeue"
 INDEX_DIR = "index"
-#: No cap on key hits (the broker caps at maxMsgsNumBatch; the caller caps here).
-NO_HIT_LIMIT = 2**31 - 1
 LOCK_FILE = "lock"
 LOCK_CONTENT = b"lock"
 
