@@ -21,10 +21,11 @@ from .errors import OffsetOutOfRangeError
 #: ``name: value``.  Kafka retention and delete-records (per partition), RocketMQ retention (per
 #: store), Kafka compaction (per partition).
 _KNOWN = frozenset({
-    "topic", "partition", "queue_id", "dry_run", "high_watermark", "log_start_offset_before", "log_start_offset",
-    "rolled_at", "removed_files", "deleted_segments", "min_offset_before", "min_offset", "commitlog_files",
-    "consume_queue_files", "index_files", "runs", "triggers", "first_dirty_offset", "first_uncleanable_offset",
-    "end_offset", "groups", "records_read", "records_kept", "bytes_before", "bytes_after", "passes", "map_full",
+    "topic", "partition", "queue_id", "dry_run", "high_watermark", "log_start_offset_before",
+    "log_start_offset", "rolled_at", "removed_files", "deleted_segments", "min_offset_before", "min_offset",
+    "commitlog_files", "consume_queue_files", "index_files", "runs", "triggers", "first_dirty_offset",
+    "first_uncleanable_offset", "end_offset", "groups", "records_read", "records_kept", "bytes_before",
+    "bytes_after", "passes", "map_full",
 })
 
 
@@ -82,7 +83,8 @@ def _changes(result: dict[str, Any]) -> list[str]:
     return phrases
 
 
-def _print_results(command: str, results: list[dict[str, Any]], out: TextIO, as_json: bool, path: str) -> None:
+def _print_results(command: str, results: list[dict[str, Any]], out: TextIO, as_json: bool,
+                   path: str) -> None:
     """``--json``: every result, one object a line.  Text: one line for each result that changes
     something (what, in words), then one summary line; results that change nothing are only counted."""
     if as_json:

@@ -57,7 +57,8 @@ def test_the_rocketmq_time_lookup_says_where_the_queue_ends_on_stderr(capsys):
     assert (code, out) == (1, "")
     assert err == (f"segstore query: TopicA/0: no message stored at or after {FUTURE} "
                    "(the queue ends at offset 45)\n")
-    code, out, _ = run(capsys, "query", BASIC, "--topic", "TopicA", "--queue", "0", "--timestamp", "0", "--json")
+    code, out, _ = run(capsys, "query", BASIC, "--topic", "TopicA", "--queue", "0", "--timestamp", "0",
+                       "--json")
     assert code == 0 and json.loads(out)["offset"] == 0
 
 
@@ -88,7 +89,7 @@ def test_dump_of_a_held_but_empty_selection_is_not_an_error(tmp_path, capsys):
     empty = tmp_path / "empty-0"
     empty.mkdir()
     (empty / "00000000000000000000.log").write_bytes(b"")
-    code, out, err = run(capsys, "dump", empty, "--topic", "empty", "--partition", "0")
+    code, _, err = run(capsys, "dump", empty, "--topic", "empty", "--partition", "0")
     assert (code, err) == (0, "")
     assert run(capsys, "dump", empty, "--topic", "empty", "--partition", "0", "--json") == (0, "", "")
 
@@ -149,6 +150,6 @@ def test_a_library_conversion_refused_before_it_started_leaves_nothing(tmp_path)
     from segstore.convert import convert
     from segstore.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="segment.bytez"):
+    with pytest.raises(ConfigError, match=r"segment\.bytez"):
         convert(BASIC, tmp_path / "dst", to="kafka", config={"segment.bytez": 1})
     assert os.listdir(tmp_path) == []

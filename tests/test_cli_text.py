@@ -38,7 +38,8 @@ def _no_reprs(text: str) -> None:
 # -- one-line messages and info -----------------------------------------------------------------
 
 def test_rocketmq_message_lines_are_human_text(capsys):
-    code, out, _ = run(capsys, "query", BASIC, "--topic", "TopicA", "--queue", "0", "--offset", "0", "--count", "2")
+    code, out, _ = run(capsys, "query", BASIC, "--topic", "TopicA", "--queue", "0", "--offset", "0",
+                       "--count", "2")
     assert code == 0
     _no_reprs(out)
     first, second = out.splitlines()

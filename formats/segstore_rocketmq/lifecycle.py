@@ -124,7 +124,8 @@ class _Lifecycle(_StoreHost, Protocol):
                      end: int = TIME_MAX) -> list[RocketMQMessage]: ...
     def _hits(self, found: list[RocketMQMessage]) -> QueryResult: ...
     def _key_hits(self, topic: str, key: str | bytes, partition: int | None, begin: int | None,
-                  end: int | None, max_hits: int | None, *, committed: bool = False) -> list[RocketMQMessage]: ...
+                  end: int | None, max_hits: int | None, *,
+                  committed: bool = False) -> list[RocketMQMessage]: ...
     def describe(self, record: RocketMQMessage) -> str: ...
 
 
@@ -373,7 +374,9 @@ class LifecycleMixin:
         collisions are checked against the commitlog.  Returned in queue then offset order (``segstore
         query --key`` shows the same hits in commitlog order, as the broker returns them)."""
         hits = self._key_hits(topic, key, partition, begin, end, max_hits)
-        return sorted(hits, key=lambda m: (m.queue_id, m.queue_offset, m.physical_offset))
+        ordered: list[RocketMQMessage] = sorted(hits, key=lambda m: (m.queue_id, m.queue_offset,
+                                                                     m.physical_offset))
+        return list(ordered)
 
     def _key_hits(self: _Lifecycle, topic: str, key: str | bytes, partition: int | None, begin: int | None,
                   end: int | None, max_hits: int | None, *, committed: bool = False) -> list[RocketMQMessage]:
