@@ -210,7 +210,7 @@ def _partition_flag(args: argparse.Namespace) -> str:
 
 
 def _missing_selection(store: Store, args: argparse.Namespace) -> NotFoundError | None:
-    """What ``--topic``/``--queue``/``--partition`` name that ``store`` does not hold; None when it holds them."""
+    """What ``--topic``/``--queue``/``--partition`` name that ``store`` does not hold (None: it has all)."""
     topics = store.topics()
     if args.topic is not None and args.topic not in topics:
         return NotFoundError(f"expected a topic named {args.topic!r}, found {_listing('topic', topics)}",
@@ -386,7 +386,8 @@ def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
             sys.stderr.write(f"segstore dump: {where}: no message tagged {args.tag!r}\n")
             return EXIT_NO_HITS
         if args.json:
-            blocks = _Counted(store.dump_json(topic=args.topic, partition=_partition(args), isolation=isolation))
+            blocks = _Counted(store.dump_json(topic=args.topic, partition=_partition(args),
+                                              isolation=isolation))
             _write_blocks(blocks, out)
             printed = blocks.bytes
         else:
@@ -418,8 +419,8 @@ def human(value: Any) -> str:
         return ", ".join(f"{k}={human(v)}" for k, v in value.items())
     if isinstance(value, list | tuple):
         if any(isinstance(item, list | tuple) for item in value):
-            return "; ".join(" ".join(human(v) for v in item) if isinstance(item, list | tuple) else human(item)
-                             for item in value)
+            return "; ".join(" ".join(human(v) for v in item) if isinstance(item, list | tuple)
+                             else human(item) for item in value)
         return ", ".join(human(item) for item in value) if value else "-"
     return str(value)
 
@@ -565,8 +566,9 @@ def cmd_query(args: argparse.Namespace, out: TextIO) -> int:
 _PROGRESS_STEP = 1 << 20  # report reading progress a MiB at a time, not a line at a time
 
 
-def _jsonl_lines(path: str) -> Iterator[dict[str, Any]]:
-    """The JSON objects of a JSON-lines file (blank lines skipped), streamed: memory holds one line.
+def _jsonl_lines(path: str, shown: str) -> Iterator[tuple[int, int, dict[str, Any]]]:
+    """``(line number, byte position, object)`` for each JSON object of a JSON-lines file (blank lines
+    skipped), streamed: memory holds one line.  ``shown`` names the file in errors.
 
     Reports progress in bytes to the open :func:`progress.task`.
 
@@ -585,11 +587,11 @@ def _jsonl_lines(path: str) -> Iterator[dict[str, Any]]:
         except (ValueError, RecursionError) as err:
             raise InvalidMessageError(f"line {number}: expected a JSON object, found invalid JSON "
                                       f"({getattr(err, 'msg', err)} at column {getattr(err, 'colno', '?')})",
-                                      path, start) from err
+                                      shown, start) from err
         if not isinstance(obj, dict):
             raise InvalidMessageError(f"line {number}: expected a JSON object, found {type(obj).__name__}",
-                                      path, start)
-        yield obj
+                                      shown, start)
+        yield number, start, obj
     progress.advance(end - reported)
 
 
@@ -663,23 +665,47 @@ def cmd_write(args: argparse.Namespace, out: TextIO) -> int:
         out.write(f"{args.path}: wrote {fmt} store from {args.spec}\n")
         return EXIT_OK
     if args.input:
-        # Two streamed passes, so memory stays at one line and a bad line anywhere still writes
-        # nothing: the first only checks that every line is a JSON object.
-        size = files.file_size(args.input)
-        with progress.task(f"check {os.path.basename(args.input)}", size):
-            for _ in _jsonl_lines(args.input):
-                pass
-        fmt = _target_format(args.path, args.format, "rocketmq")
-        with _CleanUpOnFailure(args.path), progress.task(f"append to {fmt}", size):
-            try:
-                count = registry.get(fmt).write_jsonl(args.path, _jsonl_lines(args.input), config)
-            except InvalidMessageError as err:
-                if err.path is None:  # name the input file when the plugin could not
-                    raise type(err)(err.message, args.input) from err
-                raise
-        out.write(f"{args.path}: appended {count} messages\n")
-        return EXIT_OK
+        if args.input != "-":
+            return _write_input(args, args.input, config, out)
+        with files.spooled(sys.stdin.buffer) as path:   # read twice: a pipe is read once, into a file
+            return _write_input(args, path, config, out, shown="<stdin>")
     raise UsageError("write needs --spec SPEC.json or --input FILE.jsonl")
+
+
+def _write_input(args: argparse.Namespace, path: str, config: dict[str, Any], out: TextIO,
+                 shown: str | None = None) -> int:
+    """``write --input``: two streamed passes, so memory stays at one line and a bad line anywhere still
+    writes nothing.  The first checks that every line is a JSON object and finds the ``dump --json``
+    lines and which format wrote them (a new store takes that format); the second appends."""
+    shown = shown or path
+    size = files.file_size(path)
+    dumped: dict[str, tuple[int, int]] = {}    # format -> (line number, byte position) of its first dump line
+    with progress.task(f"check {os.path.basename(shown)}", size):
+        for number, pos, obj in _jsonl_lines(path, shown):
+            claims = [name for name in registry.names() if registry.get(name).reads_dump_line(obj)]
+            if len(claims) > 1:
+                raise InvalidMessageError(f"line {number}: expected a message or one format's dump --json "
+                                          f"object, found one with fields of {' and '.join(claims)}",
+                                          shown, pos)
+            if claims and claims[0] not in dumped:
+                dumped[claims[0]] = (number, pos)
+    first_dumped = min(dumped, key=dumped.__getitem__, default="rocketmq")
+    fmt = _target_format(args.path, args.format, first_dumped)
+    for other, (number, pos) in dumped.items():
+        if other != fmt:
+            raise InvalidMessageError(f"line {number}: expected messages for a {fmt} store, found a {other} "
+                                      "dump --json line (segstore convert converts a store to another "
+                                      "format)", shown, pos)
+    with _CleanUpOnFailure(args.path), progress.task(f"append to {fmt}", size):
+        try:
+            lines = (obj for _, _, obj in _jsonl_lines(path, shown))
+            count = registry.get(fmt).write_jsonl(args.path, lines, config)
+        except InvalidMessageError as err:
+            if err.path is None:  # name the input file when the plugin could not
+                raise type(err)(err.message, shown) from err
+            raise
+    out.write(f"{args.path}: appended {count} messages\n")
+    return EXIT_OK
 
 
 def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
@@ -750,6 +776,17 @@ def _isolation_flag(p: argparse.ArgumentParser) -> None:
                         "stored record; read_committed hides what a read_committed consumer is not given "
                         "(Kafka: transaction markers and aborted transactions; RocketMQ: prepared and "
                         "rolled-back transaction messages)")
+
+
+#: ``write --help``: what an ``--input`` line may be (docs/cli.md has the whole of it).
+_WRITE_INPUT_LINES = (
+    'input lines (docs/cli.md, "JSON-lines input"): a plain message, {"topic": ..., "value": ..., '
+    '"key": ..., "partition": ..., "headers": [[k, v], ...], "timestamp": ...} or RocketMQ\'s names '
+    "(queue_id, body, tags, keys, properties, ...), strings as UTF-8 text, bodyBase64/valueBase64/"
+    "keyBase64 for binary bytes; or a line of `segstore dump --json`, written back as it was stored "
+    "(bodies base64, Kafka batches with their offsets), so `segstore dump SRC --json | segstore write "
+    "DST --input -` copies a store byte for byte (RocketMQ: give DST the source's --config "
+    "mappedFileSizeCommitLog)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -828,9 +865,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timestamp", type=time_ms, help="the first offset stored at or after this time "
                                                      "(ms since the epoch, or ISO-8601; UTC if no offset)")
     p.add_argument("--begin", type=time_ms,
-                   help="key query window start, inclusive (ms or ISO-8601), of the time the broker looks keys "
-                        "up by: RocketMQ the store time as its IndexFile keeps it (whole seconds after the "
-                        "file's first entry), Kafka the record timestamp")
+                   help="key query window start, inclusive (ms or ISO-8601), of the time the broker looks "
+                        "keys up by: RocketMQ the store time as its IndexFile keeps it (whole seconds after "
+                        "the file's first entry), Kafka the record timestamp")
     p.add_argument("--end", type=time_ms, help="key query window end, inclusive (ms or ISO-8601)")
     p.add_argument("--msg-id", help="RocketMQ msgId: the offset msgId (store host + commitlog offset), or "
                                     "with --topic a client msgId (UNIQ_KEY), as mqadmin queryMsgById")
@@ -842,10 +879,15 @@ def build_parser() -> argparse.ArgumentParser:
     _json_flag(p, "one dump object a line")
     p.set_defaults(func=cmd_query)
 
-    p = sub.add_parser("write", help="write a store from a fixture spec or a JSON-lines file of messages")
+    p = sub.add_parser("write", help="write a store from a fixture spec or a JSON-lines file of messages",
+                       description="Append the messages of a JSON-lines file (--input) to a store, creating "
+                                   "it, or write a store from a compat-fixture spec (--spec).",
+                       epilog=_WRITE_INPUT_LINES)
     _common(p)
     p.add_argument("--spec", help="a compat-fixture spec.json (into a new or empty directory)")
-    p.add_argument("--input", help="a file of one JSON message per line (appended; creates the store)")
+    p.add_argument("--input", metavar="FILE.jsonl",
+                   help="a file of one JSON message per line, or - for stdin (appended; creates the store, "
+                        "of the format of the dump --json lines it holds, else --format, else rocketmq)")
     p.set_defaults(func=cmd_write)
 
     p = sub.add_parser("consumers", help="consumer groups: committed offset, max offset and lag per queue "

@@ -225,7 +225,8 @@ def batch_json(batch: codec.RecordBatch) -> dict[str, Any]:
             "producer_id": batch.producer_id, "producer_epoch": batch.producer_epoch,
             "base_sequence": batch.base_sequence, "partition_leader_epoch": batch.partition_leader_epoch,
             "is_transactional": batch.is_transactional, "is_control": batch.is_control,
-            "max_timestamp": batch.max_timestamp}
+            "max_timestamp": batch.max_timestamp, "base_timestamp": batch.base_timestamp,
+            "delete_horizon_ms": batch.delete_horizon_ms}
 
 
 def batch_line(batch: codec.RecordBatch) -> str:
@@ -368,6 +369,23 @@ class KafkaStore(Store):
         if self.indexes is not None:  # extra index layouts (segstore.layouts)
             self.indexes.append()
         return [r for r in results if r is not None]
+
+    def append_encoded(self, topic: str, partition: int, data: bytes, *, new_segment: bool = False) -> None:
+        """Append one encoded RecordBatch that keeps the offsets it carries (a restored ``dump --json``
+        batch, :mod:`.jsonl`), creating the partition if needed: at or after the log end offset, as a
+        follower appends (``Partition.append_encoded`` with ``keep_offsets``); ``new_segment`` rolls first.
+
+        :raises OffsetOutOfRangeError: the batch lies before the log end offset.
+        :raises InvalidTopicError: a topic or partition Kafka refuses, or another partition than this
+            partition directory's.
+        """
+        self._check_writable()
+        if self._part is None and (topic, partition) not in self._log_dir.partitions:
+            validate_topic(topic, partition)
+        self.partition_of(topic, partition, create=True).append_encoded(data, keep_offsets=True,
+                                                                        new_segment=new_segment)
+        if self.indexes is not None:  # extra index layouts (segstore.layouts)
+            self.indexes.append()
 
     # -- reading ------------------------------------------------------------------
     def _records(self, part: Partition, start: int | None,
@@ -735,8 +753,8 @@ class KafkaStore(Store):
                 if end is not None:
                     keep = pc.and_(keep, pc.less_equal(stamps, end))
                 keep = pc.fill_null(keep, False)
-                hits += [(t, p, o) for t, o in zip(stamps.filter(keep).to_pylist(),
-                                                    batch.column("offset").filter(keep).to_pylist(), strict=True)]
+                offsets = batch.column("offset").filter(keep).to_pylist()
+                hits += [(t, p, o) for t, o in zip(stamps.filter(keep).to_pylist(), offsets, strict=True)]
         if max_hits is not None:   # the newest in all, as Store.find and newest_hits pick them
             hits = sorted(hits)
             hits = hits[len(hits) - max_hits:] if max_hits > 0 else []
