@@ -54,10 +54,11 @@ def _changes(result: dict[str, Any]) -> list[str]:
         span = f", offsets {first}-{last - 1}" if isinstance(first, int) and isinstance(last, int) else ""
         phrases.append(f"{'would delete' if would else 'deleted'} {_count(len(segments), 'segment')}{span} "
                        f"({size} bytes{'; ' + ', '.join(reasons) if reasons else ''})")
+    # removed_files: the files of the deleted segments, counted with them
     kinds = [(key, noun) for key, noun in (("commitlog_files", "commitlog file"),
                                             ("consume_queue_files", "consume-queue file"),
-                                            ("index_files", "index file"), ("removed_files", "other file"))
-             if result.get(key)]
+                                            ("index_files", "index file"), ("removed_files", "file"))
+             if result.get(key) and not (key == "removed_files" and segments)]
     if kinds:
         phrases.append(f"{'would delete' if would else 'deleted'} "
                        + ", ".join(_count(len(result[key]), noun) for key, noun in kinds))
@@ -110,9 +111,9 @@ def _print_results(command: str, results: list[dict[str, Any]], out: TextIO, as_
     if per_partition:
         summary = (f"{_count(changed, unit)} {'would change' if dry_run else 'changed'}, "
                    f"{len(results) - changed} unchanged")
-        out.write(f"{label}: {summary}{'; nothing was deleted' if dry_run else ''}\n")
+        out.write(f"{label}: {summary}{'; nothing was changed' if dry_run else ''}\n")
     elif dry_run:
-        out.write(f"{label}: nothing was deleted\n")
+        out.write(f"{label}: nothing was changed\n")
 
 
 def cmd_retention(args: argparse.Namespace, out: TextIO) -> int:

@@ -78,7 +78,7 @@ def test_retention_prints_what_it_deletes_and_a_summary(tmp_path, capsys):
     assert out.splitlines() == [
         "topic-0: would delete 2 segments, offsets 0-136 (12583 bytes; retention.bytes); "
         "log start offset 0 -> 137",
-        "retention (dry run): 1 partition would change, 0 unchanged; nothing was deleted",
+        "retention (dry run): 1 partition would change, 0 unchanged; nothing was changed",
     ]
     code, out, _ = run(capsys, "retention", logdir, "--config", "retention.bytes=100000000")
     assert code == 0
@@ -93,7 +93,7 @@ def test_delete_records_and_compact_print_human_text(tmp_path, capsys):
     assert out.splitlines() == [
         "topic-0: would delete 1 segment, offsets 0-72 (6521 bytes; log-start-offset); "
         "log start offset 0 -> 100",
-        "delete-records (dry run): 1 partition would change, 0 unchanged; nothing was deleted",
+        "delete-records (dry run): 1 partition would change, 0 unchanged; nothing was changed",
     ]
     code, out, _ = run(capsys, "compact", part, "--config", "cleanup.policy=compact", "--dry-run")
     assert code == 0
