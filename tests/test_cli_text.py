@@ -43,13 +43,16 @@ def test_rocketmq_message_lines_are_human_text(capsys):
     assert code == 0
     _no_reprs(out)
     first, second = out.splitlines()
-    assert first == ("TopicA/0@0 phy=0 size=208 store=1795334929308 keys=\"key-0 shared-0 ключ-0\" tags=TagA "
+    assert first == ("TopicA/0@0 phy=0 size=208 store=1795334929308 keys=key-0,shared-0,ключ-0 tags=TagA "
                      "msgId=7F00000100002A9F0000000000000000")
     assert ' keys=key-8 tags="tag with space" ' in second
     with segstore.open(BASIC) as store:
         plain = next(m for m in store.scan() if not m.keys and m.tags is None)
         line = store.describe(plain)
-    assert "keys=" not in line and "tags=" not in line
+    assert " keys=- tags=- " in line
+    code, out, _ = run(capsys, "dump", BASIC, "--topic", "TopicA", "--queue", "0")
+    _no_reprs(out)
+    assert ' keys=key-8 tags="tag with space" body="' in out and "body='" not in out
 
 
 @pytest.mark.parametrize("store", [BASIC, KAFKA_PART], ids=["rocketmq", "kafka"])

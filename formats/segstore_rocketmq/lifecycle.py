@@ -77,6 +77,12 @@ def _word(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
+def keys_and_tags(msg: RocketMQMessage) -> str:
+    """``keys=a,b tags=T`` for a message's lines (``-`` for none; a value with spaces quoted)."""
+    keys = ",".join(msg.keys)
+    return f"keys={_word(keys) if keys else '-'} tags={_word(msg.tags) if msg.tags else '-'}"
+
+
 class _StoreHost(Protocol):
     """What :class:`LifecycleMixin` needs of the class it is mixed into (``RocketMQStore``)."""
 
@@ -434,15 +440,11 @@ class LifecycleMixin:
         return QueryResult(records=list(found), lines=lines, found=bool(found))
 
     def describe(self: _Lifecycle, record: RocketMQMessage) -> str:
-        """One human-readable line for a message: ``keys`` as the KEYS property writes them (space
-        separated) and ``tags``, each quoted when it holds a space, left out when the message has none."""
-        keys = " ".join(record.keys)
-        return " ".join([
-            f"{record.topic}/{record.queue_id}@{record.queue_offset} phy={record.physical_offset} "
-            f"size={record.size} store={record.store_timestamp}",
-            *([f"keys={_word(keys)}"] if keys else []),
-            *([f"tags={_word(record.tags)}"] if record.tags else []),
-            f"msgId={record.msg_id}"])
+        """One human-readable line for a message; ``keys`` and ``tags`` as ``dump`` shows them
+        (:func:`keys_and_tags`)."""
+        return (f"{record.topic}/{record.queue_id}@{record.queue_offset} phy={record.physical_offset} "
+                f"size={record.size} store={record.store_timestamp} {keys_and_tags(record)} "
+                f"msgId={record.msg_id}")
 
     # -- verify -----------------------------------------------------------------------------
     def verify(self: _Lifecycle) -> list[Problem]:
