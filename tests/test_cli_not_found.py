@@ -153,3 +153,22 @@ def test_a_library_conversion_refused_before_it_started_leaves_nothing(tmp_path)
     with pytest.raises(ConfigError, match=r"segment\.bytez"):
         convert(BASIC, tmp_path / "dst", to="kafka", config={"segment.bytez": 1})
     assert os.listdir(tmp_path) == []
+
+
+def test_a_topic_only_the_commitlog_holds_is_no_typo(tmp_path, capsys):
+    """A prepared transaction message (sysFlag 0x4) has no consume-queue entry, so no queue lists its
+    topic; dump and convert read the commitlog and show it, so naming that topic is not an error."""
+    import segstore
+
+    store = tmp_path / "store"
+    with segstore.open(store, format="rocketmq", mode="a") as writer:
+        writer.append_batch([{"topic": "Half", "queue_id": 0, "body": b"prepared", "sys_flag": 4},
+                             {"topic": "Other", "queue_id": 0, "body": b"plain"}])
+    with segstore.open(store) as reader:
+        assert reader.topics() == ["Other"]
+    code, out, err = run(capsys, "dump", store, "--topic", "Half", "--json")
+    assert code == 0, err
+    assert [json.loads(line)["topic"] for line in out.splitlines()] == ["Half"]
+    code, out, err = run(capsys, "convert", store, tmp_path / "dst", "--to", "kafka", "--topic", "Half")
+    assert code == 0, err
+    assert "1 messages" in out

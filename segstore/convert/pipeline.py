@@ -560,14 +560,14 @@ def _prepare(src: str, dst: str, tmp: str, options: _RunOptions, source_format: 
     return journal
 
 
-def _check_topics(src: str, source_format: str, topics: list[str]) -> None:
+def _check_topics(src: str, source_format: str, source_side: FormatConversion, topics: list[str]) -> None:
     """Refuse a selection naming topics the source does not hold, before anything is created.
 
     :raises NotFoundError: names them, and the topics the source holds.
     """
     with open_store(src, format=source_format, mode="r") as source:
         held = source.topics()
-    missing = [topic for topic in topics if topic not in held]
+        missing = source_side.missing_topics(source, topics)
     if missing:
         shown = ", ".join(held[:20]) + (f" and {len(held) - 20} more" if len(held) > 20 else "")
         raise NotFoundError(f"expected source topics named {', '.join(map(repr, missing))}, found "
@@ -621,7 +621,7 @@ def run(src: str, dst: str, *, to: str, topics: list[str] | None, compression: s
                           compression=compression, config=dict(config), timestamp=timestamp,
                           skip_corrupt=skip_corrupt)
     if options.topics is not None:
-        _check_topics(src, source_format, options.topics)
+        _check_topics(src, source_format, source_side, options.topics)
     tmp = temp_path(dst)
     journal = _prepare(src, dst, tmp, options, source_format, resume, force)
     report = ConversionReport(src=src, dst=dst, source_format=source_format, target_format=to)
