@@ -28,6 +28,7 @@ from .errors import (
     InvalidMessageError,
     InvalidTopicError,
     MissingDependencyError,
+    NotFoundError,
     ReadOnlyError,
     SegstoreError,
     UnrepairedDataError,
@@ -183,6 +184,63 @@ def _write_blocks(blocks: Iterable[bytes | memoryview], out: TextIO) -> None:
         out.write(str(block, "utf-8", "surrogatepass"))
 
 
+def _listing(noun: str, names: Sequence[object], limit: int = 20) -> str:
+    """``noun``s ``names`` for a message: ``topics a, b`` (the first ``limit``, then how many more)."""
+    if not names:
+        return f"no {noun}s"
+    shown = ", ".join(str(name) for name in names[:limit])
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    return f"{noun}s {shown}{more}"
+
+
+def _number_ranges(numbers: Iterable[int]) -> str:
+    """``0-3, 17``: sorted numbers with runs of consecutive ones as ranges."""
+    runs: list[list[int]] = []
+    for number in sorted(set(numbers)):
+        if runs and number == runs[-1][1] + 1:
+            runs[-1][1] = number
+        else:
+            runs.append([number, number])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def _partition_flag(args: argparse.Namespace) -> str:
+    """The selector the user gave for a queue / partition, in their words."""
+    return "--queue" if args.queue is not None else "--partition"
+
+
+def _missing_selection(store: Store, args: argparse.Namespace) -> NotFoundError | None:
+    """What ``--topic``/``--queue``/``--partition`` name that ``store`` does not hold (None: it has all)."""
+    topics = store.topics()
+    if args.topic is not None and args.topic not in topics:
+        return NotFoundError(f"expected a topic named {args.topic!r}, found {_listing('topic', topics)}",
+                             store.path)
+    partition = _partition(args)
+    if partition is None:
+        return None
+    chosen = [args.topic] if args.topic is not None else topics
+    held = {p for t in chosen for p in store.partitions(t)}
+    if partition in held:
+        return None
+    flag = _partition_flag(args)
+    where = f"topic {args.topic!r}" if args.topic is not None else "any topic"
+    found = f"{flag[2:]}s {_number_ranges(held)}" if held else f"no {flag[2:]}s"
+    return NotFoundError(f"expected {flag} {partition} in {where}, found {found}", store.path)
+
+
+class _Counted:
+    """Blocks passed through, counting their bytes (whether a dump wrote anything)."""
+
+    def __init__(self, blocks: Iterable[bytes | memoryview]) -> None:
+        self.blocks = blocks
+        self.bytes = 0
+
+    def __iter__(self) -> Iterator[bytes | memoryview]:
+        for block in self.blocks:
+            self.bytes += len(block)
+            yield block
+
+
 def _reads_tags(store: Store) -> bool:
     return "tag" in inspect.signature(store.read).parameters
 
@@ -259,18 +317,24 @@ def _dump_files(args: argparse.Namespace, out: TextIO) -> int:
     options = _file_options(args)
     plan = [(path, *_file_plugin(path, args.format)) for path in args.paths]  # every name checked first
     problems = 0
+    notes: list[str] = []   # kafka-dump-log prints its remarks once every file is dumped
     for path, plugin, kind in plan:
         if not args.json:
             out.write(f"Dumping {path}\n")
         for line in plugin.dump_file(path, options):
             if args.json:
-                _json_line({"file": path, "format": plugin.name, "file_kind": kind, **line.data,
-                            **({"problem": True, "message": line.text} if line.problem else {})}, out)
+                if line.json:
+                    _json_line({"file": path, "format": plugin.name, "file_kind": kind, **line.data,
+                                **({"problem": True, "message": line.text} if line.problem else {})}, out)
+            elif line.note:
+                notes.append(line.text)
             elif line.problem:
                 sys.stderr.write(line.text + "\n")
             else:
                 out.write(line.text + "\n")
             problems += line.problem
+    for text in notes:
+        sys.stderr.write(text + "\n")
     return EXIT_DATA if problems else EXIT_OK
 
 
@@ -296,22 +360,43 @@ def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
     if given:
         raise UsageError(f"{', '.join(given)}: dumping single files only "
                          "(name the .log / .index / ... files)")
+    if args.json and args.index:
+        raise UsageError("expected --json or --index, found both: a store's index entries are dumped as text "
+                         "(leave out --json), or as JSON file by file (segstore dump FILE... --json with its "
+                         ".index/.timeindex/.txnindex, consume-queue or IndexFile files)")
     args.path = args.paths[0]
     with _open(args) as store:
         isolation = args.isolation
+        # What the selectors name is checked once nothing was printed: a RocketMQ commitlog can hold
+        # messages of a topic no consume queue lists (prepared transactions), which dump shows.  The
+        # index dump shows the store-wide IndexFiles whatever the topic, so it is checked first.
+        missing = _missing_selection(store, args) if args.index else None
+        if missing is not None:
+            raise missing
         if args.tag is not None:
             if args.index:
                 raise UsageError("--tag and --index do not go together")
             # the consume queues --tag reads hold no transaction a read_committed consumer skips
-            _print_records(store, _tagged(store, args.topic, _partition(args), args.tag), args.json, out)
-            return EXIT_OK
-        if args.json:   # the records only: --index dumps the index files as text
-            _write_blocks(store.dump_json(topic=args.topic, partition=_partition(args), isolation=isolation),
-                          out)
-            return EXIT_OK
-        # Index problems go to stdout with the rest: they belong to the index dump they follow.
-        _print_lines(store.dump(topic=args.topic, partition=_partition(args), index=args.index,
-                                isolation=isolation), False, out)
+            if _print_records(store, _tagged(store, args.topic, _partition(args), args.tag), args.json, out):
+                return EXIT_OK
+            missing = _missing_selection(store, args)
+            if missing is not None:
+                raise missing
+            where = f"{args.topic or '*'}/{'*' if _partition(args) is None else _partition(args)}"
+            sys.stderr.write(f"segstore dump: {where}: no message tagged {args.tag!r}\n")
+            return EXIT_NO_HITS
+        if args.json:
+            blocks = _Counted(store.dump_json(topic=args.topic, partition=_partition(args),
+                                              isolation=isolation))
+            _write_blocks(blocks, out)
+            printed = blocks.bytes
+        else:
+            # Index problems go to stdout with the rest: they belong to the index dump they follow.
+            printed = _print_lines(store.dump(topic=args.topic, partition=_partition(args), index=args.index,
+                                              isolation=isolation), False, out)
+        missing = None if printed else _missing_selection(store, args)
+    if missing is not None:
+        raise missing
     return EXIT_OK
 
 
@@ -325,6 +410,21 @@ def cmd_info(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
+def human(value: Any) -> str:
+    """A value of a plugin's answer as text for people: lists joined by ``, `` (a list of lists by
+    ``; ``, its items by spaces), maps as ``k=v, ...``, None as ``-``; never a Python repr."""
+    if value is None:
+        return "-"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={human(v)}" for k, v in value.items())
+    if isinstance(value, list | tuple):
+        if any(isinstance(item, list | tuple) for item in value):
+            return "; ".join(" ".join(human(v) for v in item) if isinstance(item, list | tuple)
+                             else human(item) for item in value)
+        return ", ".join(human(item) for item in value) if value else "-"
+    return str(value)
+
+
 def _print_info(info: dict[str, Any], out: TextIO, indent: str = "") -> None:
     """Every field, nested maps indented and lists of maps one ``- k=v, ...`` line per item (never cut)."""
     for key, value in info.items():
@@ -334,9 +434,9 @@ def _print_info(info: dict[str, Any], out: TextIO, indent: str = "") -> None:
         elif isinstance(value, list) and value and isinstance(value[0], dict):
             out.write(f"{indent}{key}:\n")
             for item in value:
-                out.write(f"{indent}  - " + ", ".join(f"{k}={v}" for k, v in item.items()) + "\n")
+                out.write(f"{indent}  - {human(item)}\n")
         else:
-            out.write(f"{indent}{key}: {value}\n")
+            out.write(f"{indent}{key}: {human(value)}\n")
 
 
 def _problem_json(problem: Problem | str) -> dict[str, Any]:
@@ -444,11 +544,15 @@ def cmd_query(args: argparse.Namespace, out: TextIO) -> int:
         raise UsageError("query needs one of --key, --offset, --timestamp or --msg-id")
     with _open(args) as store:
         result = store.query(request)
-        printed = _print_lines(result.lines, args.json, out)
+        if result.found:
+            _print_lines(result.lines, args.json, out)
         for note in getattr(store, "notes", ()):    # where the answer came from (stderr: --json stays JSON)
             sys.stderr.write(f"{args.path}: {note}\n")
-        if not result.found and printed == 0:
-            sys.stderr.write(f"segstore query: {_no_hit_message(request)}\n")
+        if not result.found:
+            # Like grep: nothing on stdout; the format's own words for the miss (where it has some) on stderr.
+            said = [line.text for line in result.lines if not line.problem]
+            for text in said or [_no_hit_message(request)]:
+                sys.stderr.write(f"segstore query: {text}\n")
         elif request.key is not None and args.max is not None and result.found:
             # Count every hit to say how many --max left out.
             request.max = QUERY_ALL
@@ -462,8 +566,9 @@ def cmd_query(args: argparse.Namespace, out: TextIO) -> int:
 _PROGRESS_STEP = 1 << 20  # report reading progress a MiB at a time, not a line at a time
 
 
-def _jsonl_lines(path: str) -> Iterator[dict[str, Any]]:
-    """The JSON objects of a JSON-lines file (blank lines skipped), streamed: memory holds one line.
+def _jsonl_lines(path: str, shown: str) -> Iterator[tuple[int, int, dict[str, Any]]]:
+    """``(line number, byte position, object)`` for each JSON object of a JSON-lines file (blank lines
+    skipped), streamed: memory holds one line.  ``shown`` names the file in errors.
 
     Reports progress in bytes to the open :func:`progress.task`.
 
@@ -482,11 +587,11 @@ def _jsonl_lines(path: str) -> Iterator[dict[str, Any]]:
         except (ValueError, RecursionError) as err:
             raise InvalidMessageError(f"line {number}: expected a JSON object, found invalid JSON "
                                       f"({getattr(err, 'msg', err)} at column {getattr(err, 'colno', '?')})",
-                                      path, start) from err
+                                      shown, start) from err
         if not isinstance(obj, dict):
             raise InvalidMessageError(f"line {number}: expected a JSON object, found {type(obj).__name__}",
-                                      path, start)
-        yield obj
+                                      shown, start)
+        yield number, start, obj
     progress.advance(end - reported)
 
 
@@ -560,29 +665,57 @@ def cmd_write(args: argparse.Namespace, out: TextIO) -> int:
         out.write(f"{args.path}: wrote {fmt} store from {args.spec}\n")
         return EXIT_OK
     if args.input:
-        # Two streamed passes, so memory stays at one line and a bad line anywhere still writes
-        # nothing: the first only checks that every line is a JSON object.
-        size = files.file_size(args.input)
-        with progress.task(f"check {os.path.basename(args.input)}", size):
-            for _ in _jsonl_lines(args.input):
-                pass
-        fmt = _target_format(args.path, args.format, "rocketmq")
-        with _CleanUpOnFailure(args.path), progress.task(f"append to {fmt}", size):
-            try:
-                count = registry.get(fmt).write_jsonl(args.path, _jsonl_lines(args.input), config)
-            except InvalidMessageError as err:
-                if err.path is None:  # name the input file when the plugin could not
-                    raise type(err)(err.message, args.input) from err
-                raise
-        out.write(f"{args.path}: appended {count} messages\n")
-        return EXIT_OK
+        if args.input != "-":
+            return _write_input(args, args.input, config, out)
+        with files.spooled(sys.stdin.buffer) as path:   # read twice: a pipe is read once, into a file
+            return _write_input(args, path, config, out, shown="<stdin>")
     raise UsageError("write needs --spec SPEC.json or --input FILE.jsonl")
+
+
+def _write_input(args: argparse.Namespace, path: str, config: dict[str, Any], out: TextIO,
+                 shown: str | None = None) -> int:
+    """``write --input``: two streamed passes, so memory stays at one line and a bad line anywhere still
+    writes nothing.  The first checks that every line is a JSON object and finds the ``dump --json``
+    lines and which format wrote them (a new store takes that format); the second appends."""
+    shown = shown or path
+    size = files.file_size(path)
+    dumped: dict[str, tuple[int, int]] = {}    # format -> (line number, byte position) of its first dump line
+    with progress.task(f"check {os.path.basename(shown)}", size):
+        for number, pos, obj in _jsonl_lines(path, shown):
+            claims = [name for name in registry.names() if registry.get(name).reads_dump_line(obj)]
+            if len(claims) > 1:
+                raise InvalidMessageError(f"line {number}: expected a message or one format's dump --json "
+                                          f"object, found one with fields of {' and '.join(claims)}",
+                                          shown, pos)
+            if claims and claims[0] not in dumped:
+                dumped[claims[0]] = (number, pos)
+    first_dumped = min(dumped, key=dumped.__getitem__, default="rocketmq")
+    fmt = _target_format(args.path, args.format, first_dumped)
+    for other, (number, pos) in dumped.items():
+        if other != fmt:
+            raise InvalidMessageError(f"line {number}: expected messages for a {fmt} store, found a {other} "
+                                      "dump --json line (segstore convert converts a store to another "
+                                      "format)", shown, pos)
+    with _CleanUpOnFailure(args.path), progress.task(f"append to {fmt}", size):
+        try:
+            lines = (obj for _, _, obj in _jsonl_lines(path, shown))
+            count = registry.get(fmt).write_jsonl(args.path, lines, config)
+        except InvalidMessageError as err:
+            if err.path is None:  # name the input file when the plugin could not
+                raise type(err)(err.message, shown) from err
+            raise
+    out.write(f"{args.path}: appended {count} messages\n")
+    return EXIT_OK
 
 
 def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
     with _open(args) as store:
         rows = store.consumer_progress()
     if args.group is not None:
+        groups = sorted({row["group"] for row in rows})
+        if args.group not in groups:
+            raise NotFoundError(f"expected consumer group {args.group!r}, found {_listing('group', groups)}",
+                                args.path)
         rows = [row for row in rows if row["group"] == args.group]
     if args.json:
         _json_line(rows, out)
@@ -643,6 +776,17 @@ def _isolation_flag(p: argparse.ArgumentParser) -> None:
                         "stored record; read_committed hides what a read_committed consumer is not given "
                         "(Kafka: transaction markers and aborted transactions; RocketMQ: prepared and "
                         "rolled-back transaction messages)")
+
+
+#: ``write --help``: what an ``--input`` line may be (docs/cli.md has the whole of it).
+_WRITE_INPUT_LINES = (
+    'input lines (docs/cli.md, "JSON-lines input"): a plain message, {"topic": ..., "value": ..., '
+    '"key": ..., "partition": ..., "headers": [[k, v], ...], "timestamp": ...} or RocketMQ\'s names '
+    "(queue_id, body, tags, keys, properties, ...), strings as UTF-8 text, bodyBase64/valueBase64/"
+    "keyBase64 for binary bytes; or a line of `segstore dump --json`, written back as it was stored "
+    "(bodies base64, Kafka batches with their offsets), so `segstore dump SRC --json | segstore write "
+    "DST --input -` copies a store byte for byte (RocketMQ: give DST the source's --config "
+    "mappedFileSizeCommitLog)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -720,21 +864,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--count", type=int, default=1, help="with --offset: this many messages (default 1)")
     p.add_argument("--timestamp", type=time_ms, help="the first offset stored at or after this time "
                                                      "(ms since the epoch, or ISO-8601; UTC if no offset)")
-    p.add_argument("--begin", type=time_ms, help="key query window start (ms or ISO-8601)")
-    p.add_argument("--end", type=time_ms, help="key query window end (ms or ISO-8601)")
+    p.add_argument("--begin", type=time_ms,
+                   help="key query window start, inclusive (ms or ISO-8601), of the time the broker looks "
+                        "keys up by: RocketMQ the store time as its IndexFile keeps it (whole seconds after "
+                        "the file's first entry), Kafka the record timestamp")
+    p.add_argument("--end", type=time_ms, help="key query window end, inclusive (ms or ISO-8601)")
     p.add_argument("--msg-id", help="RocketMQ msgId: the offset msgId (store host + commitlog offset), or "
                                     "with --topic a client msgId (UNIQ_KEY), as mqadmin queryMsgById")
     p.add_argument("--tag", help="with --offset: the next --count messages whose TAGS equal this (RocketMQ)")
     p.add_argument("--max", type=int, default=None,
-                   help="at most this many key hits, the newest (default: all); says how many were left out")
+                   help="at most this many key hits in all (not per queue), the newest (default: all); says "
+                        "how many were left out")
     _isolation_flag(p)
     _json_flag(p, "one dump object a line")
     p.set_defaults(func=cmd_query)
 
-    p = sub.add_parser("write", help="write a store from a fixture spec or a JSON-lines file of messages")
+    p = sub.add_parser("write", help="write a store from a fixture spec or a JSON-lines file of messages",
+                       description="Append the messages of a JSON-lines file (--input) to a store, creating "
+                                   "it, or write a store from a compat-fixture spec (--spec).",
+                       epilog=_WRITE_INPUT_LINES)
     _common(p)
     p.add_argument("--spec", help="a compat-fixture spec.json (into a new or empty directory)")
-    p.add_argument("--input", help="a file of one JSON message per line (appended; creates the store)")
+    p.add_argument("--input", metavar="FILE.jsonl",
+                   help="a file of one JSON message per line, or - for stdin (appended; creates the store, "
+                        "of the format of the dump --json lines it holds, else --format, else rocketmq)")
     p.set_defaults(func=cmd_write)
 
     p = sub.add_parser("consumers", help="consumer groups: committed offset, max offset and lag per queue "
@@ -781,6 +934,35 @@ def progress_sink(args: argparse.Namespace, out: TextIO) -> progress.Sink:
     return progress.TqdmSink(sys.stderr)
 
 
+#: What the library advises in its own terms, and what a command-line user does instead.
+_READERS = "reading commands such as segstore dump, info, query and verify work meanwhile"
+_LIBRARY_ADVICE = (
+    ("; open it with mode='r' to read", f"; wait for it to finish ({_READERS})"),
+    (", or open with mode='r' to read", f" ({_READERS})"),
+    ("remote stores are read-only: open them with mode='r'", "remote stores are read-only: only the reading "
+                                                             "commands take a URL"),
+)
+_FORMAT_ADVICE = ("; pass --format to say which it should be", "; pass --format")
+
+
+def cli_words(err: SegstoreError, args: argparse.Namespace) -> SegstoreError:
+    """``err`` with the library's advice put in the command line's terms: no ``mode='r'``, and no
+    ``--format`` for a command that has no such option (``convert``)."""
+    message = err.message
+    if message.startswith("expected mode='r' for a URL"):
+        message = (f"expected a local path for segstore {args.command}, found a URL (remote stores are "
+                   "read-only: only the reading commands take a URL)")
+    for library, cli in _LIBRARY_ADVICE:
+        message = message.replace(library, cli)
+    parser = getattr(args, "_parser", None)
+    if parser is not None and "--format" not in parser._option_string_actions:  # argparse: no public way
+        for advice in _FORMAT_ADVICE:
+            message = message.replace(advice, "")
+    if message == err.message:
+        return err
+    return type(err)(message, err.path, err.pos)
+
+
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     """Run the command line; returns the exit code."""
     out = out or sys.stdout
@@ -792,13 +974,13 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         with progress.reporting(progress_sink(args, out)):
             return args.func(args, out)
     except UsageError as err:
-        sys.stderr.write(f"segstore {args.command}: {err}\n")
+        sys.stderr.write(f"segstore {args.command}: {cli_words(err, args)}\n")
         return EXIT_USAGE
     except _USAGE_ERRORS as err:
-        sys.stderr.write(f"{err}\n")
+        sys.stderr.write(f"{cli_words(err, args)}\n")
         return EXIT_USAGE
     except SegstoreError as err:
-        sys.stderr.write(f"{err}\n")
+        sys.stderr.write(f"{cli_words(err, args)}\n")
         return EXIT_DATA
     except BrokenPipeError:
         return EXIT_OK

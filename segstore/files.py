@@ -462,6 +462,27 @@ def read_text(path: str | os.PathLike[str]) -> str:
                                os.fspath(path), err.start) from err
 
 
+@contextlib.contextmanager
+def spooled(stream: Any, *, chunk: int = 1 << 20) -> Iterator[str]:
+    """The path of a temporary file holding everything ``stream`` (a binary file object, e.g. stdin)
+    gives, read ``chunk`` bytes at a time; the file is removed on exit.  For input a command reads
+    twice (``segstore write --input -``): a pipe can be read once only.
+
+    :raises StorageFullError: the temporary directory's disk is full.
+    """
+    import tempfile
+
+    fd, path = tempfile.mkstemp(prefix="segstore-input-", suffix=".jsonl")
+    try:
+        with _os_errors(path), os.fdopen(fd, "wb") as out:
+            while data := stream.read(chunk):
+                out.write(data)
+        yield path
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
+
 #: The longest line :func:`iter_lines` hands out: one message, well above any broker's maximum.
 MAX_LINE = 256 << 20
 

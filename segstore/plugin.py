@@ -93,18 +93,27 @@ class FormatPlugin(abc.ABC):
         """Replay a compat-fixture spec into a new store at ``path`` (``segstore write --spec``)."""
 
     def write_jsonl(self, path: str, lines: Iterable[dict[str, Any]], config: dict[str, Any]) -> int:
-        """Append plain message lines (``segstore write --input FILE.jsonl``); returns the count.
+        """Append message lines (``segstore write --input FILE.jsonl``); returns the count.
 
-        ``lines`` is consumed :data:`WRITE_CHUNK` at a time, so memory does not grow with it.
+        Plain lines in the common :class:`segstore.records.Message` names, strings as UTF-8 text and
+        ``valueBase64``/``keyBase64`` as base64 (:func:`segstore.records.decode_base64_fields`).  A
+        format whose ``dump --json`` lines should come back as they were stored overrides this (and
+        :meth:`reads_dump_line`).  ``lines`` is consumed :data:`WRITE_CHUNK` at a time, so memory does
+        not grow with it.
         """
-        from .records import Message
+        from .records import Message, decode_base64_fields
 
         count = 0
         with self.open(path, "a", **config) as store:
             for chunk in chunks(lines, WRITE_CHUNK):
-                store.append_batch([Message.coerce(line) for line in chunk])
+                store.append_batch([Message.coerce(decode_base64_fields(line)) for line in chunk])
                 count += len(chunk)
         return count
+
+    def reads_dump_line(self, obj: Mapping[str, Any]) -> bool:
+        """Whether ``obj`` is an object this format's ``dump --json`` writes, which :meth:`write_jsonl`
+        writes back as it was stored.  Cheap: looks at the field names."""
+        return False
 
     def file_kind(self, path: str) -> str | None:
         """What single file of this format ``path`` is (e.g. ``"log"``, ``"index"``), judged from its

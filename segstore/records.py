@@ -31,6 +31,8 @@ is what the broker's IndexFiles hold.
 from __future__ import annotations
 
 import abc
+import base64
+import binascii
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -118,6 +120,38 @@ class Record(abc.ABC):
     def common(self) -> dict[str, Any]:
         """The :data:`COMMON_FIELDS` by name."""
         return {name: getattr(self, name) for name in COMMON_FIELDS}
+
+
+#: JSON-lines fields (``segstore write --input``) that give bytes as base64, and the field each fills
+#: (``value`` is RocketMQ's body too).
+BASE64_FIELDS = {"valueBase64": "value", "bodyBase64": "value", "keyBase64": "key"}
+#: The fields a base64 field stands in for: one line gives one of them.
+_PLAIN_ALIASES = {"value": ("value", "body"), "key": ("key",)}
+
+
+def decode_base64_fields(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A JSON-lines message with its :data:`BASE64_FIELDS` decoded into the fields they fill (strings in
+    the other fields stay UTF-8 text).
+
+    :raises InvalidMessageError: a value that is not base64, or a line giving a field twice (``body``
+        and ``bodyBase64``).
+    """
+    if BASE64_FIELDS.keys().isdisjoint(obj):
+        return dict(obj)
+    data = dict(obj)
+    for name, target in BASE64_FIELDS.items():
+        if name not in data:
+            continue
+        given = [other for other in (*_PLAIN_ALIASES[target], *BASE64_FIELDS) if other in data
+                 and (other in _PLAIN_ALIASES[target] or BASE64_FIELDS[other] == target)]
+        if len(given) > 1:
+            raise InvalidMessageError(f"expected one of {' or '.join(given)}, found both")
+        raw = data.pop(name)
+        try:
+            data[target] = None if raw is None else base64.b64decode(raw, validate=True)
+        except (binascii.Error, TypeError, ValueError) as err:
+            raise InvalidMessageError(f"expected {name} as base64, found {str(raw)[:40]!r} ({err})") from err
+    return data
 
 
 @dataclass(slots=True)

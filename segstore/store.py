@@ -9,6 +9,7 @@ says so: share one between threads only behind a lock.
 from __future__ import annotations
 
 import abc
+import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -78,15 +79,17 @@ class DumpLine:
     """One line of a dump or a query answer: ``text`` for a terminal, ``data`` for ``--json``.
 
     A ``problem`` line (an index entry that disagrees with the log, torn bytes, a bad CRC)
-    reports a finding rather than content.  ``json=False`` marks a line only the
-    human-readable output shows (a heading, a batch header).  The CLI decides where each
-    goes and what the exit code is.
+    reports a finding rather than content.  A ``note`` line remarks on the content without it
+    being a problem (kafka-dump-log's non-consecutive offsets, which a compacted log has by
+    design).  ``json=False`` marks a line only the human-readable output shows (a heading, a
+    batch header).  The CLI decides where each goes and what the exit code is.
     """
 
     text: str
     data: dict[str, Any] = field(default_factory=dict)
     problem: bool = False
     json: bool = True
+    note: bool = False
 
 
 @dataclass(slots=True)
@@ -248,29 +251,33 @@ class Store(abc.ABC):
 
     def find(self, topic: str, key: str | bytes, *, partition: int | None = None, begin: int | None = None,
              end: int | None = None, max_hits: int | None = None) -> list[Record]:
-        """The records of ``topic`` carrying ``key``, the same call on every format.
+        """The records of ``topic`` carrying ``key``, the same call and the same answer as ``segstore query
+        --key`` on every format.
 
-        Key semantics are those of ``segstore query --key``, Spark and conversion: Kafka the record key
-        (bytes equal); RocketMQ any ``KEYS`` token or the ``UNIQ_KEY`` (a str key is UTF-8).  ``partition``
-        narrows to one partition / queue; ``begin``/``end`` (ms, inclusive) keep records whose common
-        timestamp (``Record.timestamp``) lies in the window; ``max_hits`` keeps the newest per partition.
-        Returned in partition then offset order.  Lookups go through the ``key`` index layout (see
-        :mod:`segstore.layouts`): RocketMQ's own IndexFiles, Kafka's extra key index (built by
-        ``segstore index build PATH --index key``) plus a scan of the tail it does not cover yet; a
-        format may answer without an index (Kafka scans the key column, ``O(bytes of the topic)``).
+        Key semantics are those of Spark and conversion: Kafka the record key (bytes equal); RocketMQ any
+        ``KEYS`` token or the ``UNIQ_KEY`` (a str key is UTF-8).  ``partition`` narrows to one partition /
+        queue.  ``begin``/``end``: milliseconds since the epoch, both inclusive, compared with the time the
+        format's broker looks keys up by: RocketMQ the store time as its IndexFile keeps it (whole seconds
+        after the file's first entry, ``IndexFile.selectPhyOffset``), Kafka the record timestamp (the
+        ``.timeindex`` time; Kafka has no key lookup of its own).  ``max_hits``: at most that many hits
+        in all (not per partition), the newest: RocketMQ the last stored, as the broker's
+        ``queryMessage`` walks its IndexFiles from the newest entry back; Kafka the latest record
+        timestamps (ties: the later partition, then offset).  Returned in partition then offset order.
+
+        Lookups go through the ``key`` index layout (see :mod:`segstore.layouts`): RocketMQ's own
+        IndexFiles, Kafka's extra key index (built by ``segstore index build PATH --index key``) plus a
+        scan of the tail it does not cover yet; a format may answer without an index (Kafka scans the key
+        column, ``O(bytes of the topic)``).  This generic version reads every hit's record: ``O(hits)``.
         """
         from .layouts import find_records
 
         self._check_open()
         raw = key.encode("utf-8") if isinstance(key, str) else bytes(key)
-        found = find_records(self, topic, raw, partition=partition,
-                             max_hits=None if begin is not None or end is not None else max_hits)
+        found = find_records(self, topic, raw, partition=partition)
         if begin is not None or end is not None:
             low, high = begin if begin is not None else -(2**63), end if end is not None else 2**63 - 1
             found = [r for r in found if low <= r.timestamp <= high]
-            if max_hits is not None:
-                found = _newest_per_partition(self, found, max_hits)
-        return found
+        return newest_hits(found, max_hits)
 
     def to_common(self, record: Record) -> Message:
         """The record as a :class:`Message` (``record.to_message()``)."""
@@ -282,8 +289,12 @@ class Store(abc.ABC):
 
     def describe(self, record: Any) -> str:
         """The record as one human-readable line (``segstore query`` without ``--json``)."""
-        return (f"{record.topic}/{record.partition}@{record.offset} timestamp={record.timestamp} "
-                f"key={record.key!r}")
+        line = f"{record.topic}/{record.partition}@{record.offset} timestamp={record.timestamp}"
+        if record.key is None:
+            return line
+        key = record.key.decode("utf-8", "backslashreplace")
+        quoted = not key or any(c.isspace() or c == '"' for c in key)
+        return f"{line} key={json.dumps(key, ensure_ascii=False) if quoted else key}"
 
     # -- tooling -----------------------------------------------------------
     @abc.abstractmethod
@@ -370,9 +381,13 @@ class Store(abc.ABC):
         raise UnsupportedOperationError(f"{self.format} stores do not support queries", self.path)
 
 
-def _newest_per_partition(store: Store, records: list[Record], max_hits: int) -> list[Record]:
-    """The last ``max_hits`` of each partition's run in ``records`` (partition then offset order)."""
-    runs: dict[int, list[Record]] = {}
-    for record in records:
-        runs.setdefault(record.partition, []).append(record)
-    return [r for run in runs.values() for r in (run[-max_hits:] if max_hits else [])]
+def newest_hits(records: list[Record], max_hits: int | None) -> list[Record]:
+    """The ``max_hits`` records of ``records`` with the latest timestamps (ties: the later partition, then
+    offset), in partition then offset order; every record when ``max_hits`` is None.
+
+    Runtime complexity: ``O(n log(n))``.
+    """
+    if max_hits is not None:
+        records = sorted(records, key=lambda r: (r.timestamp, r.partition, r.offset))
+        records = records[len(records) - max_hits:] if max_hits > 0 else []
+    return sorted(records, key=lambda r: (r.partition, r.offset))

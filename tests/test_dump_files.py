@@ -113,6 +113,60 @@ def test_a_torn_log_reports_the_invalid_bytes_and_exits_1(tmp_path, capsys):
     assert "Traceback" not in err
 
 
+def _compacted_consumer_offsets(tmp_path):
+    """A healthy ``__consumer_offsets-0`` whose first segment the log cleaner compacted: group ``g``
+    committed partitions 0-3 of ``orders`` (offsets 0-3), then 0 and 2 again (4, 5), then 0 (6); the
+    cleaner keeps the last commit of each partition: offsets 1, 3, 5, 6."""
+    from segstore_kafka.partition import KafkaConfig, Partition
+
+    part_dir = tmp_path / "__consumer_offsets-0"
+
+    def key(partition: int) -> bytes:   # OffsetCommitKey v1: group, topic, partition
+        return (struct.pack(">h", 1) + struct.pack(">h", 1) + b"g" + struct.pack(">h", 6) + b"orders"
+                + struct.pack(">i", partition))
+
+    def value(offset: int) -> bytes:    # OffsetCommitValue v3: offset, leader epoch, metadata, commit time
+        return struct.pack(">hqih", 3, offset, 0, 0) + struct.pack(">q", 1_700_000_000_000 + offset)
+
+    part = Partition(str(part_dir), KafkaConfig.from_mapping({"cleanup.policy": "compact"}), writable=True,
+                     clock=lambda: 1_700_000_000_000)
+    for n, commits in enumerate([[0, 1, 2, 3], [0, 2], [0]]):
+        part.append_records([(key(p), value(10 * n + p), 1_700_000_000_000 + n, []) for p in commits])
+    part.log.active.on_become_inactive()
+    part.log.roll(part.next_offset).make_appendable()
+    part.append_records([(key(0), value(99), 1_700_000_000_100, [])])
+    part.close()
+    assert cli.main(["compact", str(part_dir), "--config", "cleanup.policy=compact"], io.StringIO()) == 0
+    return part_dir / "00000000000000000000.log"
+
+
+@pytest.mark.parametrize("flags", [["--offsets-decoder"], ["--deep-iteration"],
+                                   ["--deep-iteration", "--json"]])
+def test_a_compacted_segment_has_non_consecutive_offsets_and_that_is_no_damage(tmp_path, capsys, flags):
+    """kafka-dump-log (Kafka 3.8.0 ``DumpLogSegments.dumpLog``) collects each pair of record offsets that do
+    not follow one another and, once every file is dumped, prints on stderr ``Non-consecutive offsets in
+    ABSOLUTE_PATH`` and ``  A is followed by B`` per pair, newest first (the pairs are prepended to a
+    Scala list), then returns normally: exit status 0.  A compacted log has such gaps by design."""
+    log = _compacted_consumer_offsets(tmp_path)
+    assert [r.offset for r in _records_of(log)] == [1, 3, 5, 6]
+    assert run(capsys, "verify", log.parent, "-q")[:2] == (0, "")
+    code, out, err = run(capsys, "dump", log, *flags)
+    assert code == 0, err
+    if "--json" in flags:
+        objects = [json.loads(line) for line in out.splitlines()]
+        assert [o["offset"] for o in objects if o["kind"] == "record"] == [1, 3, 5, 6]
+        note = [o for o in objects if o["kind"] == "non-consecutive"]
+        assert note == [{"file": str(log), "format": "kafka", "file_kind": "log", "kind": "non-consecutive",
+                         "pairs": [[1, 3], [3, 5]]}]
+        assert err == ""
+        return
+    shown = [line.split()[2] for line in out.splitlines() if line.startswith("| offset: ")]
+    assert shown == ["1", "3", "5", "6"]
+    if flags == ["--offsets-decoder"]:
+        assert 'key: {"type":"1","data":{"group":"g","topic":"orders","partition":1}}' in out
+    assert err == f"Non-consecutive offsets in {log.resolve()}\n  3 is followed by 5\n  1 is followed by 3\n"
+
+
 # -- Kafka indexes ------------------------------------------------------------------------------
 
 

@@ -4,6 +4,8 @@ formats (the public API).  Expected answers come from a plain scan of the same s
 from __future__ import annotations
 
 import io
+import json
+import struct
 
 import pytest
 from conftest import FIXTURES, copy_writable
@@ -32,8 +34,10 @@ def test_find_on_rocketmq_returns_every_message_carrying_the_key():
         assert [(m.queue_id, m.queue_offset) for m in found] == sorted(scanned)  # partition, then offset
         one = store.find("TopicA", "shared-0", partition=scanned[0][0])
         assert {m.queue_id for m in one} == {scanned[0][0]}
-        newest = store.find("TopicA", "shared-0", max_hits=1)
-        assert len(newest) == len({q for q, _ in scanned})
+        newest = store.find("TopicA", "shared-0", max_hits=1)   # one hit in all, not one per queue
+        last = max((m for m in store.scan() if m.topic == "TopicA" and "shared-0" in m.keys),
+                   key=lambda m: m.physical_offset)
+        assert [(m.queue_id, m.queue_offset) for m in newest] == [(last.queue_id, last.queue_offset)]
         assert store.find("TopicA", "no-such-key") == []
 
 
@@ -95,3 +99,98 @@ def test_offset_for_time_is_the_first_offset_at_or_after_the_time(path, topic):
 def test_offset_for_time_of_a_partition_the_store_lacks_is_not_found(path, topic):
     with segstore.open(path) as store, pytest.raises(NotFoundError):
         store.offset_for_time(topic, 99, 0)
+
+
+# -- one meaning for key lookups: the library's find and the CLI's query --key ----------------------
+
+#: RocketMQ IndexFile layout (4.9.7 ``IndexHeader``, ``IndexFile``): a 40-byte header (beginTimestamp,
+#: endTimestamp, beginPhyOffset, endPhyOffset, hashSlotCount, indexCount), 4-byte slots, 20-byte entries
+#: (keyHash, phyOffset, timeDiff, prevIndex).
+INDEX_HEADER = struct.Struct(">qqqqii")
+INDEX_ENTRY = struct.Struct(">iqii")
+SLOT_SIZE = 4
+
+
+def _index_times(store_dir, hash_slots: int) -> dict[int, int]:
+    """Per commitlog offset, the time the broker's key lookup compares with ``begin``/``end``, read from
+    the IndexFiles' bytes: ``IndexFile.putKey`` stores ``(storeTimestamp - beginTimestamp) / 1000`` (whole
+    seconds, rounded down) and ``selectPhyOffset`` compares ``beginTimestamp + timeDiff * 1000`` with
+    ``[begin, end]``, both ends inclusive, in milliseconds."""
+    times: dict[int, int] = {}
+    for path in sorted((store_dir / "index").iterdir()):
+        data = path.read_bytes()
+        begin, _, _, _, _, count = INDEX_HEADER.unpack_from(data)   # hashSlotCount: slots used, not the size
+        first = INDEX_HEADER.size + hash_slots * SLOT_SIZE
+        for number in range(1, count):      # entry 0 is never used (invalidIndex)
+            _, phy, diff, _ = INDEX_ENTRY.unpack_from(data, first + number * INDEX_ENTRY.size)
+            times[phy] = begin + diff * 1000
+    return times
+
+
+def _cli_hits(path, *argv) -> list[tuple[int, int]]:
+    """The hits of ``segstore query --key ... --json``, in partition then offset order (RocketMQ prints
+    them in commitlog order, as the broker returns them)."""
+    out = io.StringIO()
+    assert cli.main(["query", str(path), *argv, "--json"], out) == 0
+    return sorted((o.get("queue_id", o.get("partition")), o.get("queue_offset", o.get("offset")))
+                  for o in map(json.loads, out.getvalue().splitlines()))
+
+
+def test_rocketmq_key_lookups_mean_what_the_broker_means_in_the_library_and_the_cli():
+    """One meaning, the broker's (RocketMQ 4.9.7 ``DefaultMessageStore.queryMessage`` over
+    ``IndexService.queryOffset`` and ``IndexFile.selectPhyOffset``): ``begin``/``end`` are milliseconds
+    since the epoch, inclusive, compared with the message's *store* time as its IndexFile keeps it (whole
+    seconds after the file's beginTimestamp); ``max`` counts hits of the whole topic, the newest (the
+    index is walked from its newest entry back).  ``store.find`` and ``segstore query --key`` agree."""
+    config = json.loads((ROCKETMQ.parent / "spec.json").read_text())["config"]
+    index_time = _index_times(ROCKETMQ, config["maxHashSlotNum"])
+    with segstore.open(ROCKETMQ) as store:
+        carrying = sorted((m for m in store.scan() if m.topic == "TopicA" and "shared-0" in m.keys),
+                          key=lambda m: m.physical_offset)
+        # a window opening 1 ms after the first IndexFile begins: the messages that file holds are
+        # stored later than that, but the file keeps their time as its begin (under a second after it)
+        begin = min(index_time[m.physical_offset] for m in carrying) + 1
+        end = max(m.store_timestamp for m in carrying)
+        want = [m for m in carrying if begin <= index_time[m.physical_offset] <= end]
+        assert 0 < len(want) < len([m for m in carrying if begin <= m.store_timestamp <= end])
+        assert not [m for m in carrying if begin <= m.born_timestamp <= end]     # not the born time
+        expected = sorted((m.queue_id, m.queue_offset) for m in want)
+        found = store.find("TopicA", "shared-0", begin=begin, end=end)
+        assert [(m.queue_id, m.queue_offset) for m in found] == expected
+        assert _cli_hits(ROCKETMQ, "--topic", "TopicA", "--key", "shared-0", "--begin", str(begin),
+                         "--end", str(end)) == expected
+        newest = sorted((m.queue_id, m.queue_offset) for m in want[-2:])
+        assert [(m.queue_id, m.queue_offset)
+                for m in store.find("TopicA", "shared-0", begin=begin, end=end, max_hits=2)] == newest
+        assert _cli_hits(ROCKETMQ, "--topic", "TopicA", "--key", "shared-0", "--begin", str(begin),
+                         "--end", str(end), "--max", "2") == newest
+        three = sorted((m.queue_id, m.queue_offset) for m in carrying[-3:])
+        assert [(m.queue_id, m.queue_offset) for m in store.find("TopicA", "shared-0", max_hits=3)] == three
+        assert _cli_hits(ROCKETMQ, "--topic", "TopicA", "--key", "shared-0", "--max", "3") == three
+        one_queue = [m for m in carrying if m.queue_id == carrying[0].queue_id]
+        assert [(m.queue_id, m.queue_offset)
+                for m in store.find("TopicA", "shared-0", partition=carrying[0].queue_id, max_hits=1)] == [
+            (one_queue[-1].queue_id, one_queue[-1].queue_offset)]
+
+
+def test_kafka_key_lookups_count_max_hits_over_the_whole_topic(tmp_path):
+    """Kafka has no broker key lookup: ``begin``/``end`` are the record timestamps (the time its
+    ``.timeindex`` and ListOffsets use), and ``max`` counts hits of the whole topic, the newest by
+    record timestamp (ties: the later partition and offset), in the library and the CLI alike."""
+    logdir = tmp_path / "logs"
+    with segstore.open(logdir, format="kafka", mode="a") as store:
+        store.append_batch([segstore.records.Message("t", b"v%d" % i, key=b"k", partition=i % 3,
+                                                     timestamp=1_700_000_000_000 + i) for i in range(9)])
+    with segstore.open(logdir) as store:
+        every = store.find("t", "k")
+        assert [(r.partition, r.offset) for r in every] == [(p, o) for p in range(3) for o in range(3)]
+        newest = sorted(every, key=lambda r: r.timestamp)[-4:]
+        expected = sorted((r.partition, r.offset) for r in newest)
+        assert [(r.partition, r.offset) for r in store.find("t", "k", max_hits=4)] == expected
+        window = [(r.partition, r.offset) for r in every
+                  if 1_700_000_000_002 <= r.timestamp <= 1_700_000_000_006]
+        assert [(r.partition, r.offset) for r in store.find("t", "k", begin=1_700_000_000_002,
+                                                            end=1_700_000_000_006)] == window
+    assert _cli_hits(logdir, "--topic", "t", "--key", "k", "--max", "4") == expected
+    assert _cli_hits(logdir, "--topic", "t", "--key", "k", "--begin", "1700000000002",
+                     "--end", "1700000000006") == window

@@ -48,7 +48,8 @@ def _expected_json(name: str) -> list[dict]:
                      "producer_epoch": d["producerEpoch"],
                      "base_sequence": d["baseSequence"], "partition_leader_epoch": d["partitionLeaderEpoch"],
                      "is_transactional": d["isTransactional"], "is_control": d["isControl"],
-                     "max_timestamp": d["maxTimestamp"]}
+                     "max_timestamp": d["maxTimestamp"], "base_timestamp": d["baseTimestamp"],
+                     "delete_horizon_ms": d["deleteHorizonMs"]}
             timestamp_type = d["timestampType"]
         elif d["type"] == "record":
             out.append({"topic": "topic", "partition": 0, "offset": d["offset"], "timestamp": d["timestamp"],

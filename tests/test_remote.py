@@ -100,7 +100,8 @@ def _stores() -> list[tuple[str, Path, str]]:
 
 
 STORES = _stores()
-READ_COMMANDS = [["dump", "--json"], ["dump", "--json", "--index"], ["info", "--json"], ["verify", "--json"]]
+# dump --index is text only (--json --index is refused: issue 28, item 12)
+READ_COMMANDS = [["dump", "--json"], ["dump", "--index"], ["info", "--json"], ["verify", "--json"]]
 
 
 @pytest.mark.parametrize("command", READ_COMMANDS, ids=lambda c: "-".join(a.strip("-") for a in c))

@@ -311,13 +311,15 @@ def dump_log(path: str, options: FileDumpOptions, kind: str = "log") -> Iterator
                 problem=True,
             )
     if non_consecutive:
+        # DumpLogSegments prints these after every file, on stderr, by absolute path, each pair prepended
+        # to its list (so newest first), and still exits 0: a compacted log has gaps by design.
         yield DumpLine(
-            f"Non-consecutive offsets in {path}",
+            f"Non-consecutive offsets in {os.path.abspath(path)}",
             {"kind": "non-consecutive", "pairs": non_consecutive},
-            problem=True,
+            note=True,
         )
-        for first, second in non_consecutive:
-            yield DumpLine(f"  {first} is followed by {second}", {}, problem=True)
+        for first, second in reversed(non_consecutive):
+            yield DumpLine(f"  {first} is followed by {second}", note=True, json=False)
 
 
 # -- indexes -------------------------------------------------------------------------------------

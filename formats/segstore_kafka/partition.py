@@ -428,11 +428,24 @@ class Partition:
                                 "without segments", self.path)
         return active
 
-    def append_encoded(self, data: bytes, *, now_ms: int | None = None) -> Appended:
-        """Append one already encoded batch (offsets already assigned from :attr:`next_offset`)."""
+    def append_encoded(self, data: bytes, *, now_ms: int | None = None, keep_offsets: bool = False,
+                       new_segment: bool = False) -> Appended:
+        """Append one already encoded batch (offsets already assigned from :attr:`next_offset`).
+
+        ``keep_offsets``: the batch keeps the offsets it carries, as a follower appends the leader's
+        batches (``UnifiedLog.append`` without assigning offsets): its base offset may lie past the log
+        end offset (a compacted log's gap; an empty log starts there, ``start_at``), never before it.
+        ``new_segment``: the batch begins a new segment (a restored batch that began one in its log).
+        A segment rolled for the batch is named by its base offset (``UnifiedLog.maybeRoll``).
+        """
         header = codec.read_batch_header(data, 0, path=self.path)
-        if header.base_offset != self.next_offset:
-            raise OffsetOutOfRangeError(f"expected a batch at the log end offset {self.next_offset}, "
+        past_end = header.base_offset > self.next_offset
+        if keep_offsets and past_end and not any(s.size for s in self.log.segments):
+            self.start_at(header.base_offset)
+            past_end = False
+        if header.base_offset < self.next_offset or (past_end and not keep_offsets):
+            what = "at or after" if keep_offsets else "at"
+            raise OffsetOutOfRangeError(f"expected a batch {what} the log end offset {self.next_offset}, "
                                         f"found base offset {header.base_offset}", self.path)
         if len(data) > self.config.max_message_bytes:
             raise MessageTooLargeError(f"expected a batch of at most max.message.bytes="
@@ -443,11 +456,11 @@ class Partition:
                                        f"{self.config.segment_bytes} bytes, found {len(data)}", self.path)
         now = self.clock() if now_ms is None else now_ms
         active = self.active_segment()
-        if active.should_roll(batch_size=len(data), max_timestamp=header.max_timestamp,
-                              max_offset=header.last_offset, segment_bytes=self.config.segment_bytes,
-                              segment_ms=self.config.segment_ms, now_ms=now):
+        if (new_segment and active.size) or active.should_roll(
+                batch_size=len(data), max_timestamp=header.max_timestamp, max_offset=header.last_offset,
+                segment_bytes=self.config.segment_bytes, segment_ms=self.config.segment_ms, now_ms=now):
             active.on_become_inactive()
-            active = self.log.roll(self.next_offset)
+            active = self.log.roll(header.base_offset)
             active.make_appendable()
         position = active.append(data, last_offset=header.last_offset, max_timestamp=header.max_timestamp,
                                  offset_of_max_timestamp=header.last_offset)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 from segstore import files
@@ -48,6 +48,20 @@ class KafkaFormat(FormatPlugin):
         indexes, layout_options, config = split_options(config)
         store = KafkaStore(os.fspath(path), mode, KafkaConfig.from_mapping(config))
         return attach(store, indexes, layout_options)
+
+    def write_jsonl(self, path: str, lines: Iterable[dict[str, Any]], config: dict[str, Any]) -> int:
+        """Append message lines (:mod:`.jsonl`): plain ones as new records (``value``/``key`` UTF-8 text,
+        ``valueBase64``/``keyBase64`` binary), and ``dump --json`` lines as the batches they were."""
+        from .jsonl import write_lines
+
+        with self.open(path, "a", **config) as store:
+            return write_lines(store, lines)
+
+    def reads_dump_line(self, obj: Mapping[str, Any]) -> bool:
+        """A Kafka ``dump --json`` object: one with a ``batch`` object."""
+        from .jsonl import is_dump_line
+
+        return is_dump_line(obj)
 
     def write_spec(self, path: str, spec: dict[str, Any], config: dict[str, Any]) -> None:
         from .spec import write_spec

@@ -49,6 +49,7 @@ from segstore.store import (
     QueryResult,
     Store,
     check_isolation,
+    newest_hits,
 )
 
 from . import batch as codec
@@ -224,7 +225,8 @@ def batch_json(batch: codec.RecordBatch) -> dict[str, Any]:
             "producer_id": batch.producer_id, "producer_epoch": batch.producer_epoch,
             "base_sequence": batch.base_sequence, "partition_leader_epoch": batch.partition_leader_epoch,
             "is_transactional": batch.is_transactional, "is_control": batch.is_control,
-            "max_timestamp": batch.max_timestamp}
+            "max_timestamp": batch.max_timestamp, "base_timestamp": batch.base_timestamp,
+            "delete_horizon_ms": batch.delete_horizon_ms}
 
 
 def batch_line(batch: codec.RecordBatch) -> str:
@@ -367,6 +369,23 @@ class KafkaStore(Store):
         if self.indexes is not None:  # extra index layouts (segstore.layouts)
             self.indexes.append()
         return [r for r in results if r is not None]
+
+    def append_encoded(self, topic: str, partition: int, data: bytes, *, new_segment: bool = False) -> None:
+        """Append one encoded RecordBatch that keeps the offsets it carries (a restored ``dump --json``
+        batch, :mod:`.jsonl`), creating the partition if needed: at or after the log end offset, as a
+        follower appends (``Partition.append_encoded`` with ``keep_offsets``); ``new_segment`` rolls first.
+
+        :raises OffsetOutOfRangeError: the batch lies before the log end offset.
+        :raises InvalidTopicError: a topic or partition Kafka refuses, or another partition than this
+            partition directory's.
+        """
+        self._check_writable()
+        if self._part is None and (topic, partition) not in self._log_dir.partitions:
+            validate_topic(topic, partition)
+        self.partition_of(topic, partition, create=True).append_encoded(data, keep_offsets=True,
+                                                                        new_segment=new_segment)
+        if self.indexes is not None:  # extra index layouts (segstore.layouts)
+            self.indexes.append()
 
     # -- reading ------------------------------------------------------------------
     def _records(self, part: Partition, start: int | None,
@@ -722,20 +741,24 @@ class KafkaStore(Store):
         if self._has_key_index():
             return super().find(topic, key, partition=partition, begin=begin, end=end, max_hits=max_hits)
         raw = key.encode("utf-8") if isinstance(key, str) else bytes(key)
-        found: list[Record] = []
+        hits: list[tuple[int, int, int]] = []     # (timestamp, partition, offset): picked before any is read
+        parts: dict[int, Partition] = {}
         for _t, p, part in self._selected(topic, partition):
-            offsets: list[int] = []
+            parts[p] = part
             for batch in self.scan_arrow(["key", "offset", "timestamp"], topic=topic, partition=p):
+                stamps = batch.column("timestamp").cast(pa.int64())
                 keep = pc.equal(batch.column("key"), pa.scalar(raw, pa.binary()))
                 if begin is not None:
-                    keep = pc.and_(keep, pc.greater_equal(batch.column("timestamp").cast(pa.int64()), begin))
+                    keep = pc.and_(keep, pc.greater_equal(stamps, begin))
                 if end is not None:
-                    keep = pc.and_(keep, pc.less_equal(batch.column("timestamp").cast(pa.int64()), end))
-                offsets += batch.column("offset").filter(pc.fill_null(keep, False)).to_pylist()
-            if max_hits is not None:
-                offsets = offsets[len(offsets) - max_hits:] if max_hits else []
-            found += [self._record_at(part, offset) for offset in offsets]
-        return found
+                    keep = pc.and_(keep, pc.less_equal(stamps, end))
+                keep = pc.fill_null(keep, False)
+                offsets = batch.column("offset").filter(keep).to_pylist()
+                hits += [(t, p, o) for t, o in zip(stamps.filter(keep).to_pylist(), offsets, strict=True)]
+        if max_hits is not None:   # the newest in all, as Store.find and newest_hits pick them
+            hits = sorted(hits)
+            hits = hits[len(hits) - max_hits:] if max_hits > 0 else []
+        return [self._record_at(parts[p], o) for _t, p, o in sorted(hits, key=lambda hit: hit[1:])]
 
     def _has_key_index(self) -> bool:
         """Whether the extra key index layout is attached or on disk (``segstore.layouts``)."""
@@ -778,24 +801,31 @@ class KafkaStore(Store):
         records = list(self.read(topic, partition, offset, request.count, isolation=isolation))
         if not records:
             return QueryResult()
-        lines = [DumpLine(batch_line(records[0].batch), json=False)]
-        lines += [DumpLine(record_line(r.batch, r.record), self.to_json(r)) for r in records]
+        lines = []
+        batch = None
+        for record in records:   # each batch's header over its own records, as kafka-dump-log prints them
+            if record.batch is not batch:
+                batch = record.batch
+                lines.append(DumpLine(batch_line(batch), json=False))
+            lines.append(DumpLine(record_line(batch, record.record), self.to_json(record)))
         return QueryResult(records=list(records), lines=lines, found=True)
 
     def _query_key(self, request: QueryRequest) -> QueryResult:
-        """Key hits, newest ``request.max`` per partition, oldest first; one line each."""
+        """Key hits as :meth:`find` answers them (of every topic when none is given): the newest
+        ``request.max`` in all, of what the isolation level shows, in topic, partition and offset order;
+        one line each."""
         assert request.key is not None
         topics = [request.topic] if request.topic is not None else self.topics()
         records: list[Record] = []
         for topic in topics:
-            partitions = ([request.partition] if request.partition is not None
-                          and request.partition in self.partitions(topic) else
-                          [] if request.partition is not None else [None])
-            for partition in partitions:
-                records += self.find(topic, request.key, partition=partition, begin=request.begin,
-                                     end=request.end, max_hits=request.max)
+            if request.partition is None or request.partition in self.partitions(topic):
+                records += self.find(topic, request.key, partition=request.partition, begin=request.begin,
+                                     end=request.end)
         if request.isolation == READ_COMMITTED:
             records = [r for r in records if self._committed_record(r)]
+        if request.max < len(records):   # kept in topic, partition, offset order
+            chosen = {id(r) for r in newest_hits(records, request.max)}
+            records = [r for r in records if id(r) in chosen]
         lines = [DumpLine(f"{r.topic}/{r.partition} offset {r.offset} timestamp {r.timestamp} "
                           f"key {request.key}", self.to_json(cast(KafkaRecord, r))) for r in records]
         return QueryResult(records=records, lines=lines, found=bool(records))

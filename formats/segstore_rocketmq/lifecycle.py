@@ -20,6 +20,7 @@ lock (and share syncs); everything else is as thread-safe as the store.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
@@ -36,7 +37,7 @@ from segstore.errors import (
     UnrepairedDataError,
     UnsupportedOperationError,
 )
-from segstore.records import Message
+from segstore.records import Message, Record
 from segstore.store import (
     READ_COMMITTED,
     AppendResult,
@@ -53,7 +54,7 @@ from .config import TOPIC_MAX_LENGTH_V2, validate_topic
 from .consumequeue import CUT_DIR, SEGSTORE_DIR
 from .flush import FlushPolicy, FlushService
 from .message import RocketMQMessage, has_queue_entry
-from .query import SCAN_NOTE, TIME_MAX, query_by_key, scan_by_key
+from .query import NO_HIT_LIMIT, SCAN_NOTE, TIME_MAX, newest_messages, query_by_key, scan_by_key
 from .recovery import RecoveryContext, recover
 
 if TYPE_CHECKING:
@@ -66,6 +67,20 @@ if TYPE_CHECKING:
     from .indexfile import IndexService
 
 ABORT_FILE = "abort"
+
+
+def _word(text: str) -> str:
+    """``text`` as one word of a ``name=value`` line: as it is, or JSON-quoted when it holds spaces or
+    quotes (or is empty)."""
+    if text and not any(c.isspace() or c == '"' for c in text):
+        return text
+    return json.dumps(text, ensure_ascii=False)
+
+
+def keys_and_tags(msg: RocketMQMessage) -> str:
+    """``keys=a,b tags=T`` for a message's lines (``-`` for none; a value with spaces quoted)."""
+    keys = ",".join(msg.keys)
+    return f"keys={_word(keys) if keys else '-'} tags={_word(msg.tags) if msg.tags else '-'}"
 
 
 class _StoreHost(Protocol):
@@ -114,6 +129,9 @@ class _Lifecycle(_StoreHost, Protocol):
     def query_by_key(self, topic: str, key: str, *, max_hits: int = 32, begin: int = 0,
                      end: int = TIME_MAX) -> list[RocketMQMessage]: ...
     def _hits(self, found: list[RocketMQMessage]) -> QueryResult: ...
+    def _key_hits(self, topic: str, key: str | bytes, partition: int | None, begin: int | None,
+                  end: int | None, max_hits: int | None, *,
+                  committed: bool = False) -> list[RocketMQMessage]: ...
     def describe(self, record: RocketMQMessage) -> str: ...
 
 
@@ -352,6 +370,36 @@ class LifecycleMixin:
             self.index, topic, key, self._message_or_none, max_hits=max_hits, begin=begin, end=end
         )
 
+    def find(self: _Lifecycle, topic: str, key: str | bytes, *, partition: int | None = None,
+             begin: int | None = None, end: int | None = None, max_hits: int | None = None) -> list[Record]:
+        """:meth:`segstore.store.Store.find` as the broker's ``queryMessage`` answers it (RocketMQ 4.9.7
+        ``DefaultMessageStore.queryMessage``, ``IndexService.queryOffset``, ``IndexFile.selectPhyOffset``):
+        ``begin``/``end`` in ms, inclusive, against the store time as each IndexFile keeps it (whole seconds
+        after the file's beginTimestamp; a store without IndexFiles is scanned and compares the store time
+        itself); ``max_hits`` the newest of the whole topic (or ``partition``), the last stored.  Hash
+        collisions are checked against the commitlog.  Returned in queue then offset order (``segstore
+        query --key`` shows the same hits in commitlog order, as the broker returns them)."""
+        hits = self._key_hits(topic, key, partition, begin, end, max_hits)
+        ordered: list[RocketMQMessage] = sorted(hits, key=lambda m: (m.queue_id, m.queue_offset,
+                                                                     m.physical_offset))
+        return list(ordered)
+
+    def _key_hits(self: _Lifecycle, topic: str, key: str | bytes, partition: int | None, begin: int | None,
+                  end: int | None, max_hits: int | None, *, committed: bool = False) -> list[RocketMQMessage]:
+        """:meth:`find`'s hits in commitlog order; ``committed`` leaves out what no consumer is given
+        before ``max_hits`` counts."""
+        self._check_open()
+        if not isinstance(key, str):
+            try:
+                key = bytes(key).decode("utf-8")
+            except UnicodeDecodeError:
+                return []   # the broker's keys are Java strings: no such key is indexed
+        hits = self.query_by_key(topic, key, max_hits=NO_HIT_LIMIT, begin=0 if begin is None else begin,
+                                 end=TIME_MAX if end is None else end)
+        hits = [m for m in hits if (partition is None or m.queue_id == partition)
+                and (not committed or has_queue_entry(m.sys_flag))]
+        return newest_messages(hits, max_hits)
+
     def query(self: _Lifecycle, request: QueryRequest) -> QueryResult:
         """``segstore query``: by key, by queue offset, or the queue offset for a time.
 
@@ -367,17 +415,9 @@ class LifecycleMixin:
         if request.topic is None:
             raise InvalidTopicError("expected --topic for a RocketMQ query, found none", self.path)
         validate_topic(request.topic, TOPIC_MAX_LENGTH_V2)   # v2 messages hold long topics
-        if request.key is not None:
-            found = self.query_by_key(
-                request.topic,
-                request.key,
-                max_hits=request.max,
-                begin=request.begin if request.begin is not None else 0,
-                end=request.end if request.end is not None else TIME_MAX,
-            )
-            if committed:
-                found = [msg for msg in found if has_queue_entry(msg.sys_flag)]
-            return self._hits(found)
+        if request.key is not None:   # what find answers (read_committed: of what consumers are given)
+            return self._hits(self._key_hits(request.topic, request.key, request.partition, request.begin,
+                                             request.end, request.max, committed=committed))
         queue = request.partition if request.partition is not None else 0
         if request.timestamp is not None:
             offset = self.offset_for_time(request.topic, queue, request.timestamp)
@@ -400,10 +440,11 @@ class LifecycleMixin:
         return QueryResult(records=list(found), lines=lines, found=bool(found))
 
     def describe(self: _Lifecycle, record: RocketMQMessage) -> str:
-        """One human-readable line for a message."""
+        """One human-readable line for a message; ``keys`` and ``tags`` as ``dump`` shows them
+        (:func:`keys_and_tags`)."""
         return (f"{record.topic}/{record.queue_id}@{record.queue_offset} phy={record.physical_offset} "
-                f"size={record.size} store={record.store_timestamp} keys={record.keys} "
-                f"tags={record.tags} msgId={record.msg_id}")
+                f"size={record.size} store={record.store_timestamp} {keys_and_tags(record)} "
+                f"msgId={record.msg_id}")
 
     # -- verify -----------------------------------------------------------------------------
     def verify(self: _Lifecycle) -> list[Problem]:

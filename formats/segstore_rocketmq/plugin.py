@@ -10,7 +10,7 @@ from segstore import files
 from segstore.errors import ConversionError
 from segstore.indexes.dense import ConsumeQueue
 from segstore.indexes.keyhash import IndexService
-from segstore.plugin import WRITE_CHUNK, FormatPlugin, NativeIndex, chunks
+from segstore.plugin import FormatPlugin, NativeIndex
 
 from .spec import replay
 from .store import RocketMQStore, is_rocketmq_store
@@ -41,14 +41,19 @@ class RocketMQFormat(FormatPlugin):
         return attach(RocketMQStore(path, mode, config), indexes, layout_options)
 
     def write_jsonl(self, path: str, lines: Iterable[dict[str, Any]], config: dict[str, Any]) -> int:
-        """Append plain message lines: RocketMQ field names (``topic, queue_id, body, tags, keys,
-        properties, ...``) or the common Message names, mixed freely; string bodies are UTF-8."""
-        count = 0
+        """Append message lines (:mod:`.jsonl`): plain ones in RocketMQ field names (``topic, queue_id,
+        body, tags, keys, properties, ...``) or the common Message names, string bodies UTF-8 and
+        ``bodyBase64`` binary; and ``dump --json`` lines, written back as they were stored."""
+        from .jsonl import write_lines
+
         with RocketMQStore(path, "a", config) as store:
-            for chunk in chunks(lines, WRITE_CHUNK):
-                store.append_batch(chunk)
-                count += len(chunk)
-        return count
+            return write_lines(store, lines)
+
+    def reads_dump_line(self, obj: Mapping[str, Any]) -> bool:
+        """A RocketMQ ``dump --json`` object: one with a field only a dump has (``msg_id``, ...)."""
+        from .jsonl import is_dump_line
+
+        return is_dump_line(obj)
 
     def write_spec(self, path: str, spec: dict[str, Any], config: dict[str, Any]) -> None:
         """Replay ``spec`` into a new store at ``path`` with the spec's config overridden by ``config``.

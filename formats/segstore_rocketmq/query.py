@@ -27,6 +27,8 @@ from .message import SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_ROLLBACK, Roc
 
 #: ``MessageStoreConfig.maxMsgsNumBatch``: the broker's cap on hits per key query.
 MAX_MSGS_NUM_BATCH = 64
+#: No cap on key hits (the broker caps at maxMsgsNumBatch; the caller caps here).
+NO_HIT_LIMIT = 2**31 - 1
 TIME_MAX = 2**63 - 1
 #: What a reader of a store without consume queues or index is told (``info``'s ``notes``, the CLI's stderr).
 SCAN_NOTE = ("no consume queues or no index: what they would answer comes from a scan of the commitlog; "
@@ -101,3 +103,11 @@ def offset_in_queue_by_time(
         return when is None or when >= timestamp
 
     return first_true(at_or_after, min_offset, max_offset)
+
+
+def newest_messages(hits: list[RocketMQMessage], max_hits: int | None) -> list[RocketMQMessage]:
+    """The last ``max_hits`` of ``hits`` in commitlog order: the newest, as the broker's ``queryMessage``
+    finds them walking its IndexFiles from the newest entry back (every hit when ``max_hits`` is None)."""
+    if max_hits is None:
+        return hits
+    return hits[len(hits) - max_hits:] if max_hits > 0 else []

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import itertools
+import json
 import os
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -62,7 +63,7 @@ from .consumequeue_ext import MAX_ADDR as EXT_MAX_ADDR
 from .fastappend import PlainBatch, encode_batch
 from .indexfile import IndexRequest, IndexService, geometry_on_disk
 from .javacompat import hashmap_order, string_hash
-from .lifecycle import LifecycleMixin
+from .lifecycle import LifecycleMixin, keys_and_tags
 from .message import (
     KEY_SEPARATOR,
     MESSAGE_MAGIC,
@@ -85,14 +86,12 @@ from .message import (
     msg_id,
     set_offsets,
 )
-from .query import SCAN_NOTE
+from .query import NO_HIT_LIMIT, SCAN_NOTE
 from .topicconfig import TOPIC_GROUP_SEPARATOR, ConsumerOffsets, TopicConfigs, read_delay_offsets
 
 COMMITLOG_DIR = "commitlog"
 CONSUMEQUEUE_DIR = "consumequeue"
 INDEX_DIR = "index"
-#: No cap on key hits (the broker caps at maxMsgsNumBatch; the caller caps here).
-NO_HIT_LIMIT = 2**31 - 1
 LOCK_FILE = "lock"
 LOCK_CONTENT = b"lock"
 
@@ -145,13 +144,14 @@ def _bytes(value: Any) -> bytes:
 
 
 def body_preview(body: bytes) -> str:
-    """A short, printable view of a body: quoted text if UTF-8, else ``0x`` hex; ``...`` when cut."""
+    """A short, printable view of a body: quoted text if UTF-8 (JSON's quoting), else ``0x`` hex;
+    ``...`` when cut."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         cut = body[:_BODY_PREVIEW // 2]
         return "0x" + cut.hex() + ("..." if len(body) > len(cut) else "")
-    return repr(text[:_BODY_PREVIEW]) + ("..." if len(text) > _BODY_PREVIEW else "")
+    return json.dumps(text[:_BODY_PREVIEW], ensure_ascii=False) + ("..." if len(text) > _BODY_PREVIEW else "")
 
 
 def _index_full(err: StorageFullError, start: int, end: int) -> StorageFullError:
@@ -1225,8 +1225,6 @@ class RocketMQStore(LifecycleMixin, Store):
         rolled-back transaction messages, which no consume queue points at (:func:`has_queue_entry`).
         The C path's blocks are views of one reused buffer (valid until the next block is
         asked for).  ``O(bytes read)``."""
-        import json as jsonlib
-
         self._check_open()
         committed = check_isolation(isolation) == READ_COMMITTED
         ext_units = self._ext_units_by_physical_offset()
@@ -1259,7 +1257,7 @@ class RocketMQStore(LifecycleMixin, Store):
                 address, ext = unit
                 record["ext"] = {"address": address, "tags_code": ext.tags_code,
                                  "store_timestamp": ext.store_timestamp, "bitmap": ext.bitmap.hex()}
-            yield (jsonlib.dumps(record, ensure_ascii=False) + "\n").encode("utf-8", "surrogatepass")
+            yield (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8", "surrogatepass")
 
     def dump(self, *, topic: str | None = None, partition: int | None = None, index: bool = False,
              isolation: str = READ_UNCOMMITTED) -> Iterator[DumpLine]:
@@ -1277,8 +1275,7 @@ class RocketMQStore(LifecycleMixin, Store):
                 continue
             yield DumpLine(f"{msg.physical_offset:>12}  {msg.topic}/{msg.queue_id}@{msg.queue_offset}  "
                            f"size={msg.size} born={msg.born_timestamp} stored={msg.store_timestamp} "
-                           f"keys={','.join(msg.keys) or '-'} tags={msg.tags or '-'} "
-                           f"body={body_preview(msg.body)}", json=False)
+                           f"{keys_and_tags(msg)} body={body_preview(msg.body)}", json=False)
         if index:
             yield from self._dump_indexes(topic, partition)
 

@@ -203,6 +203,12 @@ class FormatConversion(abc.ABC):
         goes on after them; otherwise they raise :class:`CorruptDataError`.
         """
 
+    def missing_topics(self, source: Store, names: list[str]) -> list[str]:
+        """The ``names`` (source topic names, ``--topic``) that select nothing of ``source``: by default
+        those its store does not list (``Store.topics``)."""
+        held = set(source.topics())
+        return [name for name in names if name not in held]
+
     def arrow_streams(self, source: Store, options: Options) -> list[Iterator[pa.RecordBatch]] | None:
         """:meth:`streams` as :data:`ENTRY_SCHEMA` batches (the same entries, the same order), or
         None where the format reads no columns for these options (then the converter uses

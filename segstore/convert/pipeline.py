@@ -49,7 +49,7 @@ import pyarrow as pa
 
 from segstore import files, registry
 from segstore.api import open as open_store
-from segstore.errors import ConversionError, UnsupportedOperationError
+from segstore.errors import ConversionError, NotFoundError, UnsupportedOperationError
 from segstore.overlap import pipelined
 from segstore.store import Store
 
@@ -560,6 +560,20 @@ def _prepare(src: str, dst: str, tmp: str, options: _RunOptions, source_format: 
     return journal
 
 
+def _check_topics(src: str, source_format: str, source_side: FormatConversion, topics: list[str]) -> None:
+    """Refuse a selection naming topics the source does not hold, before anything is created.
+
+    :raises NotFoundError: names them, and the topics the source holds.
+    """
+    with open_store(src, format=source_format, mode="r") as source:
+        held = source.topics()
+        missing = source_side.missing_topics(source, topics)
+    if missing:
+        shown = ", ".join(held[:20]) + (f" and {len(held) - 20} more" if len(held) > 20 else "")
+        raise NotFoundError(f"expected source topics named {', '.join(map(repr, missing))}, found "
+                            f"{'topics ' + shown if held else 'no topics'}", src)
+
+
 def _destination_config(src: str, options: _RunOptions) -> dict[str, Any]:
     """User config over the config recorded when ``src`` itself was converted from ``options.to``."""
     journal = _read_journal(src)
@@ -606,11 +620,14 @@ def run(src: str, dst: str, *, to: str, topics: list[str] | None, compression: s
     options = _RunOptions(to=to, topics=None if topics is None else sorted(set(topics)),
                           compression=compression, config=dict(config), timestamp=timestamp,
                           skip_corrupt=skip_corrupt)
+    if options.topics is not None:
+        _check_topics(src, source_format, source_side, options.topics)
     tmp = temp_path(dst)
     journal = _prepare(src, dst, tmp, options, source_format, resume, force)
     report = ConversionReport(src=src, dst=dst, source_format=source_format, target_format=to)
     started = time.perf_counter()
     bar = None
+    converting = False
     try:
         with open_store(src, format=source_format, mode="r") as source:
             bar = _Progress(progress, f"convert {source_format} -> {to}", _source_messages(source))
@@ -618,7 +635,14 @@ def run(src: str, dst: str, *, to: str, topics: list[str] | None, compression: s
             dest_config = _destination_config(src, options)
             with open_store(tmp, format=to, mode="a", **dest_config) as dest:
                 reading, writing = options.sides(source_side, target_side, source_format)
+                converting = True
                 _convert(source_side, target_side, source, dest, reading, writing, report, bar)
+    except BaseException:
+        if not converting and not resume:
+            # Refused before it started (a config name the target does not know, an unreadable
+            # source): nothing was converted, so no interrupted run is left to resume or force.
+            _remove(tmp)
+        raise
     finally:
         if bar is not None:
             bar.close()

@@ -227,10 +227,9 @@ def attach(store: StoreT, indexes: Iterable[str] | None = None,
     return store
 
 
-def find_records(store: Store, topic: str, key: bytes, *, partition: int | None = None,
-                 max_hits: int | None = None) -> list[Any]:
+def find_records(store: Store, topic: str, key: bytes, *, partition: int | None = None) -> list[Any]:
     """The records of ``topic`` (one ``partition`` or all) carrying ``key``, in partition then offset
-    order: the newest ``max_hits`` of each partition.  Through the ``key`` layout attached to the store,
+    order (``Store.find`` picks among them).  Through the ``key`` layout attached to the store,
     else one opened read-only for the lookup (Kafka: segstore's extra key index; RocketMQ: the broker's
     own IndexFiles, through the store)."""
     attached = store.indexes if hasattr(store, "indexes") else None
@@ -243,7 +242,7 @@ def find_records(store: Store, topic: str, key: bytes, *, partition: int | None 
         streams = [s for s in layout.streams() if s.topic == topic
                    and (partition is None or s.partition == partition)]
         return [layout_record(store, stream, offset)
-                for stream in streams for offset in layout.find_key(stream, key, max_hits)]
+                for stream in streams for offset in layout.find_key(stream, key)]
     finally:
         if owned is not None:
             owned.close()

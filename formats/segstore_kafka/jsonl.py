@@ -1,0 +1,197 @@
+"""``segstore write --input FILE.jsonl`` into a Kafka partition or log directory: plain lines and
+``dump --json`` lines.
+
+A **plain line** is a :class:`segstore.records.Message` (``topic, partition, key, value,
+headers, timestamp``); strings are UTF-8 text, ``valueBase64``/``keyBase64`` binary.  Plain
+lines are appended as new records: the log gives them offsets, one batch per partition a
+chunk (``KafkaStore.append_batch``).
+
+A **dump line** is what ``segstore dump --json`` writes for a record (it has a ``batch``
+object); its key, value and header values are base64.  Consecutive lines of one batch
+(same topic, partition and batch base offset) become that batch again, encoded as the
+broker did (``MemoryRecordsBuilder``; the log cleaner's form for a compacted batch,
+``encode_retained_batch``): its base and last offset, producer id, epoch and base
+sequence, leader epoch, transaction and control flags, compression, timestamp type and
+delete horizon, each record at its own offset with its timestamp, key, value and headers.
+The batch keeps its offsets, as a follower appends (at or after the log end offset: a
+compacted log's gaps stay, an empty log starts at the first batch), and a batch the dump
+shows at position 0 begins a new segment, as in its source.  So a dump written into an
+empty directory comes back byte for byte: the same ``.log`` files, and the same
+``dump --json``.
+
+What a dump cannot carry: a LogAppendTime batch's records show the batch's append time
+(what a consumer reads), not the create times stored in the batch, so they come back with
+the batch's base timestamp (one-record batches exactly; the other batches' CRCs differ);
+a batch the cleaner emptied (no record to dump) is not restored; and a batch of the old
+message formats (magic 0 or 1) is refused, as segstore writes RecordBatch v2 only.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from segstore.errors import InvalidMessageError
+from segstore.plugin import WRITE_CHUNK
+from segstore.records import LOG_APPEND_TIME, Message, decode_base64_fields
+
+from . import batch as codec
+from .store import KafkaStore
+
+#: The fields of a ``dump --json`` line and of its ``batch`` object (``KafkaStore.to_json``,
+#: ``batch_json``).
+DUMP_FIELDS = frozenset({"topic", "partition", "offset", "timestamp", "timestamp_type", "key", "value",
+                         "headers", "batch"})
+BATCH_FIELDS = frozenset({"base_offset", "last_offset", "position", "size", "crc", "compression", "magic",
+                          "producer_id", "producer_epoch", "base_sequence", "partition_leader_epoch",
+                          "is_transactional", "is_control", "max_timestamp", "base_timestamp",
+                          "delete_horizon_ms"})
+#: Batch fields a dump of an older segstore may lack, and what they were then.
+_OPTIONAL_BATCH = {"base_timestamp": None, "delete_horizon_ms": codec.NO_TIMESTAMP}
+
+
+def is_dump_line(obj: Mapping[str, Any]) -> bool:
+    """Whether ``obj`` is an object ``segstore dump --json`` wrote for a Kafka record."""
+    return "batch" in obj
+
+
+@dataclass(frozen=True, slots=True)
+class _Batch:
+    """The header fields of a dumped batch, as :func:`codec.encode_retained_batch` reads them."""
+
+    base_offset: int
+    last_offset: int
+    timestamp_type: str
+    max_timestamp: int
+    compression: str
+    partition_leader_epoch: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    is_transactional: bool
+    is_control: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Record:
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]]
+
+
+def _b64(value: Any, what: str) -> bytes | None:
+    if value is None:
+        return None
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, TypeError, ValueError) as err:
+        raise InvalidMessageError(f"expected {what} as base64 (or null), found {str(value)[:40]!r} ({err})"
+                                  ) from err
+
+
+def _checked(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The batch object of a dump line whose fields are all there.
+
+    :raises InvalidMessageError: a field missing or unknown, or a batch of the old formats.
+    """
+    batch = obj["batch"]
+    if not isinstance(batch, dict):
+        raise InvalidMessageError(f"expected a dump line's batch as an object, found {batch!r:.60}")
+    unknown = sorted((set(obj) - DUMP_FIELDS) | {f"batch.{k}" for k in set(batch) - BATCH_FIELDS})
+    missing = sorted((DUMP_FIELDS - set(obj)) | {f"batch.{k}" for k in BATCH_FIELDS - set(batch)
+                                                  if k not in _OPTIONAL_BATCH})
+    if unknown or missing:
+        found = f"unknown field(s) {unknown}" if unknown else f"no {missing}"
+        raise InvalidMessageError(f"expected the fields of a Kafka dump --json line {sorted(DUMP_FIELDS)} "
+                                  f"(batch: {sorted(BATCH_FIELDS)}), found {found}")
+    if batch["magic"] != codec.MAGIC_V2:
+        raise InvalidMessageError(f"expected a RecordBatch v2 (magic 2) to write, found magic "
+                                  f"{batch['magic']} at offset {obj['offset']} (segstore writes v2 only: "
+                                  "leave out the line's batch to append its record as a new one)")
+    return {**_OPTIONAL_BATCH, **batch}
+
+
+def _encoded(lines: list[Mapping[str, Any]]) -> bytes:
+    """The batch the dump lines of one batch describe, encoded.
+
+    :raises InvalidMessageError: the lines disagree on their batch, or a field is of the wrong kind.
+    """
+    first = lines[0]
+    batch = _checked(first)
+    kind = first["timestamp_type"]
+    for line in lines[1:]:
+        if line["batch"] != first["batch"] or line["timestamp_type"] != kind:
+            raise InvalidMessageError(f"expected the records of the batch at offset {batch['base_offset']} "
+                                      f"to agree on its fields, found offset {line['offset']} with others")
+    log_append = kind == LOG_APPEND_TIME
+    try:
+        header = _Batch(int(batch["base_offset"]), int(batch["last_offset"]), kind,
+                        int(batch["max_timestamp"]), str(batch["compression"]),
+                        int(batch["partition_leader_epoch"]), int(batch["producer_id"]),
+                        int(batch["producer_epoch"]), int(batch["base_sequence"]),
+                        bool(batch["is_transactional"]), bool(batch["is_control"]))
+        # a LogAppendTime record shows the append time: the create times stored are the batch's to give
+        create_time = batch["base_timestamp"] if log_append and batch["base_timestamp"] is not None else None
+        records = [_Record(int(line["offset"]),
+                           int(line["timestamp"] if create_time is None else create_time),
+                           _b64(line["key"], "a key"), _b64(line["value"], "a value"),
+                           [(str(h["key"]), _b64(h["value"], "a header value")) for h in line["headers"]])
+                   for line in lines]
+        offsets = [r.offset for r in records]
+        if (offsets != sorted(set(offsets)) or offsets[0] < header.base_offset
+                or offsets[-1] > header.last_offset):
+            raise InvalidMessageError(f"expected increasing record offsets within {header.base_offset}.."
+                                      f"{header.last_offset}, found {offsets[:8]}")
+        return codec.encode_retained_batch(header, records,  # type: ignore[arg-type]  # duck-typed batch
+                                           delete_horizon_ms=int(batch["delete_horizon_ms"]))
+    except (TypeError, ValueError, KeyError, AttributeError) as err:
+        raise InvalidMessageError(f"expected a Kafka dump --json line's fields of their kinds, found {err!r}"
+                                  ) from err
+
+
+def write_lines(store: KafkaStore, lines: Iterable[Mapping[str, Any]]) -> int:
+    """Append every line to ``store`` in order: runs of plain lines as new records (:data:`WRITE_CHUNK` at a
+    time), the dump lines of each batch as that batch; returns the count."""
+    count = 0
+    plain: list[Message] = []
+    dumped: list[Mapping[str, Any]] = []
+
+    def write_plain() -> None:
+        if plain:
+            store.append_batch(plain)
+            plain.clear()
+
+    def write_dumped() -> None:
+        if dumped:
+            data = _encoded(dumped)     # every field checked first
+            first = dumped[0]
+            store.append_encoded(first["topic"], first["partition"], data,
+                                 new_segment=first["batch"]["position"] == 0)
+            dumped.clear()
+
+    for obj in lines:
+        if is_dump_line(obj):
+            write_plain()
+            if dumped and _batch_key(obj) != _batch_key(dumped[0]):
+                write_dumped()
+            dumped.append(obj)
+        else:
+            write_dumped()
+            plain.append(Message.coerce(decode_base64_fields(obj)))
+            if len(plain) >= WRITE_CHUNK:
+                write_plain()
+        count += 1
+    write_plain()
+    write_dumped()
+    return count
+
+
+def _batch_key(obj: Mapping[str, Any]) -> tuple[Any, Any, Any]:
+    batch = obj["batch"]
+    base = batch.get("base_offset") if isinstance(batch, dict) else None
+    return obj.get("topic"), obj.get("partition"), base

@@ -1,0 +1,138 @@
+"""``segstore write --input FILE.jsonl`` into a RocketMQ store: plain message lines and ``dump --json`` lines.
+
+A **plain line** is an append item (:data:`.store.APPEND_FIELDS` or the common
+``Message`` names); its strings are UTF-8 text, and ``bodyBase64``/``valueBase64``
+give a binary body as base64 (:func:`segstore.records.decode_base64_fields`).  The
+store applies the broker's put-time rules to it (store clock, HashMap properties
+order, delay levels).
+
+A **dump line** is an object ``segstore dump --json`` writes (:data:`DUMP_FIELDS`);
+it is told from a plain line by the fields only a dump has (:data:`DUMP_ONLY`).  It
+describes a message stored once already, so it is written back as it was stored
+(``append_stored``): topic, queue, body (base64), properties in their stored order,
+flag, sysFlag, born and store times and hosts, reconsume times and the prepared
+transaction offset.  Where it lands is the store's: ``queue_offset``,
+``physical_offset`` and ``msg_id`` (and ``size`` and ``tags_code``) follow from the
+place and the content, so a dump written into an empty store of the same commitlog
+file size comes back byte for byte (the properties' trailing 0x02, which a dump does
+not show, is the store's style: ``rocketmqVersion``).  ``tags``, ``keys`` and
+``body_crc`` repeat what the properties and body say; a line where they disagree
+(an edited dump) is refused rather than half applied.  ``ext`` (a consume-queue
+extension unit) is derived at dispatch and not written.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from segstore.errors import InvalidMessageError
+from segstore.plugin import WRITE_CHUNK
+from segstore.records import decode_base64_fields
+
+from .message import (
+    KEY_SEPARATOR,
+    PROPERTY_KEYS,
+    PROPERTY_TAGS,
+    Host,
+    RocketMQMessage,
+    body_crc,
+    magic_for,
+)
+from .store import JSON_KEYS, RocketMQStore
+
+#: The fields of a ``dump --json`` line (:data:`.store.JSON_KEYS`, and ``ext`` for a message a
+#: consume-queue extension unit describes).
+DUMP_FIELDS = frozenset({*JSON_KEYS, "ext"})
+#: Fields only a dump line has: one of them makes a line a dump line.
+DUMP_ONLY = frozenset({"queue_offset", "physical_offset", "size", "body_crc", "tags_code", "msg_id", "ext"})
+#: Fields a dump line must have to be written back as it was stored.
+_REQUIRED = ("topic", "queue_id", "body", "properties", "flag", "sys_flag", "born_timestamp", "born_host",
+             "store_timestamp", "store_host", "reconsume_times", "prepared_transaction_offset")
+
+
+def is_dump_line(obj: Mapping[str, Any]) -> bool:
+    """Whether ``obj`` is an object ``segstore dump --json`` wrote for a RocketMQ message."""
+    return not DUMP_ONLY.isdisjoint(obj)
+
+
+def stored_message(obj: Mapping[str, Any], store: RocketMQStore) -> RocketMQMessage:
+    """The message a dump line describes, as it was stored (its offsets are the store's to give).
+
+    :raises InvalidMessageError: a field missing, unknown or of the wrong kind, a body that is not
+        base64, or ``tags``/``keys``/``body_crc`` that disagree with the properties and body.
+    """
+    unknown = sorted(set(obj) - DUMP_FIELDS)
+    missing = [name for name in _REQUIRED if name not in obj]
+    if unknown or missing:
+        found = f"unknown field(s) {unknown}" if unknown else f"no {missing}"
+        raise InvalidMessageError(f"expected the fields of a RocketMQ dump --json line "
+                                  f"{sorted(DUMP_FIELDS)}, found {found}")
+    try:
+        body = base64.b64decode(obj["body"], validate=True)
+    except (binascii.Error, TypeError, ValueError) as err:
+        raise InvalidMessageError(f"expected a dump line's body as base64, found {str(obj['body'])[:40]!r} "
+                                  f"({err})") from err
+    properties = obj["properties"]
+    if not isinstance(properties, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                   for k, v in properties.items()):
+        raise InvalidMessageError(f"expected properties as an object of strings, found {properties!r:.60}")
+    _agrees("tags", obj, properties.get(PROPERTY_TAGS))
+    raw_keys = properties.get(PROPERTY_KEYS)
+    _agrees("keys", obj, [k for k in raw_keys.split(KEY_SEPARATOR) if k] if raw_keys else [])
+    _agrees("body_crc", obj, body_crc(body))
+    try:
+        topic, queue_id = obj["topic"], int(obj["queue_id"])
+        if not isinstance(topic, str) or queue_id < 0:
+            raise InvalidMessageError(f"expected a topic name and a queue id >= 0, found {topic!r} and "
+                                      f"{queue_id}")
+        msg = RocketMQMessage(
+            topic=topic, queue_id=queue_id, body=body, properties=dict(properties), flag=int(obj["flag"]),
+            sys_flag=int(obj["sys_flag"]), born_timestamp=int(obj["born_timestamp"]),
+            born_host=Host.parse(obj["born_host"]), store_timestamp=int(obj["store_timestamp"]),
+            store_host=Host.parse(obj["store_host"]), reconsume_times=int(obj["reconsume_times"]),
+            prepared_transaction_offset=int(obj["prepared_transaction_offset"]),
+            magic=magic_for(topic, writes_v2=store.config.writes_v2))
+    except (TypeError, ValueError, AttributeError) as err:
+        raise InvalidMessageError(f"expected a RocketMQ dump --json line's fields of their kinds, found "
+                                  f"{err}") from err
+    msg.trailing_separator = store.trailing_separator
+    return msg
+
+
+def _agrees(name: str, obj: Mapping[str, Any], derived: Any) -> None:
+    if name in obj and obj[name] != derived:
+        raise InvalidMessageError(f"expected {name} {derived!r} as the message's properties and body say, "
+                                  f"found {obj[name]!r} (a dump line's {name} is derived: change the "
+                                  f"properties or body, or leave {name} out)")
+
+
+def write_lines(store: RocketMQStore, lines: Iterable[Mapping[str, Any]]) -> int:
+    """Append every line to ``store`` in order, :data:`WRITE_CHUNK` at a time (runs of dump lines with
+    ``append_stored``, runs of plain lines with ``append_batch``); returns the count."""
+    count = 0
+    for stored, run in _runs(lines, store):
+        if stored:
+            store.append_stored(run)
+        else:
+            store.append_batch(run)
+        count += len(run)
+    return count
+
+
+def _runs(lines: Iterable[Mapping[str, Any]], store: RocketMQStore) -> Iterator[tuple[bool, list[Any]]]:
+    """Consecutive lines of one kind, at most :data:`WRITE_CHUNK` a run: ``(True, stored messages)`` or
+    ``(False, append items)``."""
+    run: list[Any] = []
+    stored = False
+    for obj in lines:
+        kind = is_dump_line(obj)
+        if run and (kind != stored or len(run) >= WRITE_CHUNK):
+            yield stored, run
+            run = []
+        stored = kind
+        run.append(stored_message(obj, store) if kind else decode_base64_fields(obj))
+    if run:
+        yield stored, run

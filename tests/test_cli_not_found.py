@@ -1,0 +1,174 @@
+"""What the command line says when what was asked for is not there (issue 28, items 7, 8 and 10).
+
+A lookup that matches nothing, or a selector naming a topic, partition or group the store
+does not hold, leaves stdout empty, names what is missing on stderr and exits 1 (README: 1
+for not found / data, 2 for usage); nothing is created on disk.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, copy_writable
+
+from segstore import cli
+
+BASIC = FIXTURES / "rocketmq" / "basic" / "store"
+KAFKA_PART = FIXTURES / "kafka" / "uncompressed" / "topic-0"
+FUTURE = "9999999999999"
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, str, str]:
+    out = io.StringIO()
+    code = cli.main([str(a) for a in argv], out)
+    return code, out.getvalue(), capsys.readouterr().err
+
+
+# -- item 10: a lookup that matched nothing prints nothing on stdout --------------------------------
+
+NO_HIT_QUERIES = [
+    (BASIC, ["--topic", "TopicA", "--queue", "0", "--timestamp", FUTURE], "no message stored at or after"),
+    (BASIC, ["--topic", "TopicA", "--queue", "0", "--offset", "999"], "no record at offset 999"),
+    (BASIC, ["--topic", "TopicA", "--key", "no-such-key"], "no record with key 'no-such-key'"),
+    (BASIC, ["--msg-id", "7F0000010000000000000000"], "no message with msgId"),
+    (BASIC, ["--msg-id", "7F0000010000000000000000", "--topic", "TopicA"], "no message with msgId"),
+    (BASIC, ["--topic", "TopicA", "--queue", "0", "--offset", "0", "--tag", "NOTAG"], "no record tagged"),
+    (KAFKA_PART, ["--timestamp", FUTURE], "no record stored at or after timestamp"),
+    (KAFKA_PART, ["--offset", "999"], "no record at offset 999"),
+    (KAFKA_PART, ["--key", "no-such-key"], "no record with key 'no-such-key'"),
+]
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+@pytest.mark.parametrize(("store", "argv", "said"), NO_HIT_QUERIES,
+                         ids=[f"{s.parent.name}:{' '.join(a[-2:])}" for s, a, _ in NO_HIT_QUERIES])
+def test_a_query_that_matched_nothing_leaves_stdout_empty(capsys, store, argv, said, as_json):
+    code, out, err = run(capsys, "query", store, *argv, *(["--json"] if as_json else []))
+    assert (code, out) == (1, "")
+    assert said in err
+
+
+def test_the_rocketmq_time_lookup_says_where_the_queue_ends_on_stderr(capsys):
+    code, out, err = run(capsys, "query", BASIC, "--topic", "TopicA", "--queue", "0", "--timestamp", FUTURE)
+    assert (code, out) == (1, "")
+    assert err == (f"segstore query: TopicA/0: no message stored at or after {FUTURE} "
+                   "(the queue ends at offset 45)\n")
+    code, out, _ = run(capsys, "query", BASIC, "--topic", "TopicA", "--queue", "0", "--timestamp", "0",
+                       "--json")
+    assert code == 0 and json.loads(out)["offset"] == 0
+
+
+# -- item 7: a selector naming what the store does not hold ------------------------------------------
+
+TYPO_DUMPS = [
+    (BASIC, ["--topic", "NoTopic"], "expected a topic named 'NoTopic', found topics SCHEDULE_TOPIC_XXXX, "
+                                    "TopicA, TopicB"),
+    (BASIC, ["--topic", "TopicA", "--queue", "5"], "expected --queue 5 in topic 'TopicA', found queues 0-3"),
+    (BASIC, ["--queue", "99"], "expected --queue 99 in any topic, found queues 0-3, 17"),
+    (KAFKA_PART, ["--partition", "5"], "expected --partition 5 in any topic, found partitions 0"),
+    (KAFKA_PART, ["--topic", "NoTopic"], "expected a topic named 'NoTopic', found topics topic"),
+]
+
+
+@pytest.mark.parametrize("extra", [[], ["--json"], ["--index"]], ids=["text", "json", "index"])
+@pytest.mark.parametrize(("store", "argv", "said"), TYPO_DUMPS,
+                         ids=[f"{s.parent.name}:{' '.join(a)}" for s, a, _ in TYPO_DUMPS])
+def test_dump_of_a_topic_or_partition_the_store_does_not_hold_says_so(capsys, store, argv, said, extra):
+    if extra == ["--json"] and store is KAFKA_PART and "--partition" not in argv:
+        extra = ["--json", "--isolation", "read_committed"]   # the committed C path filters too
+    code, out, err = run(capsys, "dump", store, *argv, *extra)
+    assert (code, out) == (1, "")
+    assert err == f"{store}: {said}\n"
+
+
+def test_dump_of_a_held_but_empty_selection_is_not_an_error(tmp_path, capsys):
+    empty = tmp_path / "empty-0"
+    empty.mkdir()
+    (empty / "00000000000000000000.log").write_bytes(b"")
+    code, _, err = run(capsys, "dump", empty, "--topic", "empty", "--partition", "0")
+    assert (code, err) == (0, "")
+    assert run(capsys, "dump", empty, "--topic", "empty", "--partition", "0", "--json") == (0, "", "")
+
+
+def test_dump_tag_that_matches_nothing_says_so_on_stderr(capsys):
+    code, out, err = run(capsys, "dump", BASIC, "--topic", "TopicA", "--tag", "NoSuchTag")
+    assert (code, out) == (1, "")
+    assert err == "segstore dump: TopicA/*: no message tagged 'NoSuchTag'\n"
+    code, out, _ = run(capsys, "dump", BASIC, "--topic", "TopicA", "--queue", "0", "--tag", "TagA")
+    assert code == 0 and out
+
+
+def _with_consumer_offsets(tmp_path: Path) -> Path:
+    store = copy_writable(BASIC, tmp_path / "store")
+    (store / "config" / "consumerOffset.json").write_text(
+        '{\n\t"offsetTable":{\n\t\t"TopicA@billing":{0:4,1:3\n\t\t}\n\t}\n}')
+    return store
+
+
+def test_consumers_of_a_group_that_committed_nothing_says_so(tmp_path, capsys):
+    store = _with_consumer_offsets(tmp_path)
+    code, out, _ = run(capsys, "consumers", store, "--group", "billing")
+    assert code == 0 and "billing" in out
+    for extra in ([], ["--json"]):
+        code, out, err = run(capsys, "consumers", store, "--group", "nogroup", *extra)
+        assert (code, out) == (1, "")
+        assert err == f"{store}: expected consumer group 'nogroup', found groups billing\n"
+
+
+@pytest.mark.parametrize(("source", "to"), [(BASIC, "kafka"), (KAFKA_PART, "rocketmq")],
+                         ids=["rocketmq-to-kafka", "kafka-to-rocketmq"])
+def test_convert_of_a_topic_the_source_does_not_hold_creates_nothing(tmp_path, capsys, source, to):
+    dst = tmp_path / "dst"
+    code, out, err = run(capsys, "convert", source, dst, "--to", to, "--topic", "NoSuchTopic")
+    assert (code, out) == (1, "")
+    assert "expected source topics" in err and "'NoSuchTopic'" in err and "0 messages" not in err
+    assert os.listdir(tmp_path) == []
+
+
+# -- item 8: a conversion refused before it started leaves nothing -----------------------------------
+
+@pytest.mark.parametrize(("source", "to", "typo", "fixed"), [
+    (BASIC, "kafka", "segment.bytez=1048576", "segment.bytes=1048576"),
+    (KAFKA_PART, "rocketmq", "mappedFileSizeCommitLg=262144", "mappedFileSizeCommitLog=262144"),
+], ids=["to-kafka", "to-rocketmq"])
+def test_a_config_typo_leaves_no_interrupted_conversion_behind(tmp_path, capsys, source, to, typo, fixed):
+    dst = tmp_path / "dst"
+    code, out, err = run(capsys, "convert", source, dst, "--to", to, "--config", typo)
+    assert (code, out) == (2, "")
+    assert typo.split("=")[0] in err
+    assert os.listdir(tmp_path) == []          # no dst, no .dst.converting with state "running"
+    code, out, err = run(capsys, "convert", source, dst, "--to", to, "--config", fixed)
+    assert code == 0, err
+    assert os.listdir(tmp_path) == ["dst"]
+
+
+def test_a_library_conversion_refused_before_it_started_leaves_nothing(tmp_path):
+    from segstore.convert import convert
+    from segstore.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"segment\.bytez"):
+        convert(BASIC, tmp_path / "dst", to="kafka", config={"segment.bytez": 1})
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_topic_only_the_commitlog_holds_is_no_typo(tmp_path, capsys):
+    """A prepared transaction message (sysFlag 0x4) has no consume-queue entry, so no queue lists its
+    topic; dump and convert read the commitlog and show it, so naming that topic is not an error."""
+    import segstore
+
+    store = tmp_path / "store"
+    with segstore.open(store, format="rocketmq", mode="a") as writer:
+        writer.append_batch([{"topic": "Half", "queue_id": 0, "body": b"prepared", "sys_flag": 4},
+                             {"topic": "Other", "queue_id": 0, "body": b"plain"}])
+    with segstore.open(store) as reader:
+        assert reader.topics() == ["Other"]
+    code, out, err = run(capsys, "dump", store, "--topic", "Half", "--json")
+    assert code == 0, err
+    assert [json.loads(line)["topic"] for line in out.splitlines()] == ["Half"]
+    code, out, err = run(capsys, "convert", store, tmp_path / "dst", "--to", "kafka", "--topic", "Half")
+    assert code == 0, err
+    assert "1 messages" in out

@@ -1,0 +1,180 @@
+"""What the command line prints for people (issue 28, item 12): human text, never Python reprs; only
+what changed; advice in the CLI's own terms; every batch header over its own records.
+
+Through the real entry point (``main()`` with captured output).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, copy_writable
+from segstore_kafka import batch as codec
+
+import segstore
+from segstore import cli
+
+BASIC = FIXTURES / "rocketmq" / "basic" / "store"
+KAFKA_PART = FIXTURES / "kafka" / "uncompressed" / "topic-0"
+#: What a Python repr looks like in a line: a list or dict literal, None, a bytes literal.
+REPR = re.compile(r"\[['\[{]|\{'|\bNone\b|=b'|=b\"|=\[\]|'\]")
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, str, str]:
+    out = io.StringIO()
+    code = cli.main([str(a) for a in argv], out)
+    return code, out.getvalue(), capsys.readouterr().err
+
+
+def _no_reprs(text: str) -> None:
+    found = [line for line in text.splitlines() if REPR.search(line)]
+    assert not found, found
+
+
+# -- one-line messages and info -----------------------------------------------------------------
+
+def test_rocketmq_message_lines_are_human_text(capsys):
+    code, out, _ = run(capsys, "query", BASIC, "--topic", "TopicA", "--queue", "0", "--offset", "0",
+                       "--count", "2")
+    assert code == 0
+    _no_reprs(out)
+    first, second = out.splitlines()
+    assert first == ("TopicA/0@0 phy=0 size=208 store=1795334929308 keys=key-0,shared-0,ключ-0 tags=TagA "
+                     "msgId=7F00000100002A9F0000000000000000")
+    assert ' keys=key-8 tags="tag with space" ' in second
+    with segstore.open(BASIC) as store:
+        plain = next(m for m in store.scan() if not m.keys and m.tags is None)
+        line = store.describe(plain)
+    assert " keys=- tags=- " in line
+    code, out, _ = run(capsys, "dump", BASIC, "--topic", "TopicA", "--queue", "0")
+    _no_reprs(out)
+    assert ' keys=key-8 tags="tag with space" body="' in out and "body='" not in out
+
+
+@pytest.mark.parametrize("store", [BASIC, KAFKA_PART], ids=["rocketmq", "kafka"])
+def test_info_lines_are_human_text(capsys, store):
+    code, out, _ = run(capsys, "info", store)
+    assert code == 0
+    _no_reprs(out)
+    if store is BASIC:
+        assert "topics: SCHEDULE_TOPIC_XXXX, TopicA, TopicB\n" in out
+    else:
+        assert "leader_epochs=0 0; 1 123; 3 238" in out
+
+
+# -- retention, delete-records, compact: what changed, then a summary ----------------------------
+
+def test_retention_prints_what_it_deletes_and_a_summary(tmp_path, capsys):
+    logdir = tmp_path / "logs"
+    copy_writable(KAFKA_PART, logdir / "topic-0")
+    copy_writable(KAFKA_PART, logdir / "other-0")
+    code, out, _ = run(capsys, "retention", logdir, "--topic", "topic", "--config", "retention.bytes=8000",
+                       "--dry-run")
+    assert code == 0
+    _no_reprs(out)
+    # segments of 6521, 6062, 6803, 6265 and 1289 bytes: 18940 over the limit, so the first two go
+    # (UnifiedLog.deleteRetentionSizeBreachedSegments: while the excess covers the next segment)
+    assert out.splitlines() == [
+        "topic-0: would delete 2 segments, offsets 0-136 (12583 bytes; retention.bytes); "
+        "log start offset 0 -> 137",
+        "retention (dry run): 1 partition would change, 0 unchanged; nothing was changed",
+    ]
+    code, out, _ = run(capsys, "retention", logdir, "--config", "retention.bytes=100000000")
+    assert code == 0
+    assert out.splitlines() == ["retention: nothing to delete in 2 partitions"]
+
+
+def test_delete_records_and_compact_print_human_text(tmp_path, capsys):
+    part = copy_writable(KAFKA_PART, tmp_path / "topic-0")
+    code, out, _ = run(capsys, "delete-records", part, "--before", "100", "--dry-run")
+    assert code == 0
+    _no_reprs(out)
+    assert out.splitlines() == [
+        "topic-0: would delete 1 segment, offsets 0-72 (6521 bytes; log-start-offset); "
+        "log start offset 0 -> 100",
+        "delete-records (dry run): 1 partition would change, 0 unchanged; nothing was changed",
+    ]
+    code, out, _ = run(capsys, "compact", part, "--config", "cleanup.policy=compact", "--dry-run")
+    assert code == 0
+    _no_reprs(out)
+    assert out.splitlines()[0].startswith("topic-0: would clean offsets 0-288: keep 79 of 289 records, "
+                                          "25651 -> 9343 bytes")
+    assert out.splitlines()[-1].startswith("compact (dry run): 1 partition would change")
+
+
+def test_rocketmq_retention_prints_human_text(tmp_path, capsys):
+    store = copy_writable(BASIC, tmp_path / "store")
+    code, out, _ = run(capsys, "retention", store, "--dry-run", "--now-ms", str(2**62))
+    assert code == 0
+    _no_reprs(out)
+    first = out.splitlines()[0]
+    assert first.startswith(f"{store}: would delete 2 commitlog files, 8 consume-queue files, 1 index file")
+    assert "commitlog min offset 0 -> 524288" in first
+    code, out, _ = run(capsys, "retention", store, "--dry-run")
+    assert out.splitlines() == [f"retention (dry run): nothing to delete in {store}"]
+
+
+# -- advice in the CLI's terms ------------------------------------------------------------------
+
+def test_convert_does_not_suggest_a_format_option_it_lacks(tmp_path, capsys):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "x").write_text("")
+    code, _, err = run(capsys, "convert", tmp_path / "src", tmp_path / "dst", "--to", "kafka")
+    assert code == 2
+    assert "not a store of any known format" in err and "--format" not in err
+    code, _, err = run(capsys, "info", tmp_path / "src")
+    assert code == 2 and "pass --format" in err      # info has --format: the advice stays
+
+
+def test_a_locked_store_is_explained_without_library_words(tmp_path, capsys):
+    store = copy_writable(BASIC, tmp_path / "store")
+    with segstore.open(store, mode="a"):
+        code, _, err = run(capsys, "recover", store)
+    assert code == 1
+    assert "mode=" not in err
+    assert "another writer holds this store's lock" in err and "segstore dump" in err
+
+
+def test_a_url_for_a_writing_command_is_explained_without_library_words(capsys):
+    url = f"file://{BASIC}"
+    code, _, err = run(capsys, "recover", url)
+    assert code == 2
+    assert "mode=" not in err and "read-only" in err
+    code, _, err = run(capsys, "index", "build", url, "--index", "time")
+    assert code == 2
+    assert "mode=" not in err and "read-only" in err
+
+
+# -- dump --json --index, and Kafka batch headers -----------------------------------------------
+
+@pytest.mark.parametrize("store", [BASIC, KAFKA_PART], ids=["rocketmq", "kafka"])
+def test_dump_json_with_index_is_refused_by_name(capsys, store):
+    code, out, err = run(capsys, "dump", store, "--json", "--index")
+    assert (code, out) == (2, "")
+    assert "--index" in err and "--json" in err and "segstore dump" in err
+
+
+def test_a_kafka_offset_query_prints_each_batch_header_over_its_own_records(capsys):
+    log = KAFKA_PART / "00000000000000000000.log"
+    batches = list(codec.iter_batches(log.read_bytes()))
+    first = next(b for b in batches if b.last_offset > b.base_offset)
+    start = first.last_offset - 1   # two records of this batch, then the next batches
+    code, out, _ = run(capsys, "query", KAFKA_PART, "--offset", str(start), "--count", "6")
+    assert code == 0
+    owner = None
+    shown = []
+    for line in out.splitlines():
+        if line.startswith("baseOffset: "):
+            owner = (int(line.split()[1]), int(line.split()[3]))
+        else:
+            offset = int(line.split()[2])
+            assert owner is not None and owner[0] <= offset <= owner[1], (line, owner)
+            shown.append(offset)
+    assert shown == list(range(start, start + 6))
+    assert sum(line.startswith("baseOffset: ") for line in out.splitlines()) >= 2
+    code, out, _ = run(capsys, "query", KAFKA_PART, "--offset", str(start), "--count", "6", "--json")
+    assert [json.loads(line)["offset"] for line in out.splitlines()] == shown
