@@ -705,7 +705,7 @@ class KafkaStore(Store):
                     chunk, prefix, [jsonlib.dumps(b.timestamp_type) for b in batches],
                     [f', "batch": {jsonlib.dumps(batch_json(b))}}}\n' for b in batches])
                 below = 0   # rows of the first batches below the log start
-                if dropping:
+                if dropping and start is not None:
                     below = search(chunk.buffers["offset"][:chunk.rows], start, Bound.SMALLEST_UPPER)
                     dropping = below == chunk.rows
                 kept = None
