@@ -484,6 +484,22 @@ class RocketMQStore(LifecycleMixin, Store):
         field = self._plain_topics[topic] = encode_topic(topic, MESSAGE_MAGIC)
         return field
 
+    def create_queue(self, topic: str, queue_id: int) -> None:
+        """Make an empty queue: its consume-queue directory (which the broker's
+        ``DefaultMessageStore.loadConsumeQueue`` loads with or without files) and its topic's queue
+        count in ``config/topics.json``.  Nothing for a queue the store holds already.
+
+        :raises InvalidTopicError: a topic the broker refuses.
+        :raises InvalidMessageError: a negative queue id.
+        """
+        self._check_writable()
+        validate_topic(topic, self.config.topic_max_length)
+        if type(queue_id) is not int or queue_id < 0:
+            raise InvalidMessageError(f"expected a queue id >= 0, found {cut(queue_id)}")
+        files.make_dirs(self._queue(topic, queue_id).directory)
+        if self.topic_configs.ensure(topic, queue_id):
+            self._configs_dirty = True
+
     @property
     def plain_topic_fields(self) -> Mapping[str, bytes]:
         """The encoded fields of the topics :meth:`plain_topic_field` validated (read by .fastappend)."""
