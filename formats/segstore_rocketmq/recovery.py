@@ -334,22 +334,31 @@ def _next_valid_in_file(seg: CommitLogFile, view: memoryview, pos: int) -> int |
     a time, in the file's data ranges only: its holes are zeros); each is
     confirmed by a full decode with CRC and its stored offset.
     """
-    size = len(view)
-    for start, data_end in files.data_ranges(seg.path, pos + 1, size):
+    for data_start, data_end in seg.file.data_ranges(pos + 1):
+        start = data_start
         while start < data_end:
-            stop = min(size, start + SEARCH_WINDOW + MAGIC_POS + len(MAGIC_PREFIX))
-            if not np.frombuffer(view, dtype=np.uint8, count=stop - start, offset=start).any():
-                start += SEARCH_WINDOW  # unwritten space: nothing to find (no copy)
-                continue
-            chunk = bytes(view[start:stop])
+            # read through the descriptor, inside the data range: a hole read through the map
+            # costs a page (on a full tmpfs, a SIGBUS), and a message reaching into one is torn
+            stop = min(data_end, start + SEARCH_WINDOW + MAGIC_POS + len(MAGIC_PREFIX))
+            chunk = seg.file.pread(start, stop - start)
             at = chunk.find(MAGIC_PREFIX)
             while at >= 0:
                 candidate = start + at - MAGIC_POS
-                if candidate > pos and isinstance(_valid_at(seg, view, candidate), RocketMQMessage):
+                if candidate > pos and _inside(seg, candidate, data_start, data_end) \
+                        and isinstance(_valid_at(seg, view, candidate), RocketMQMessage):
                     return candidate
                 at = chunk.find(MAGIC_PREFIX, at + 1)
             start += SEARCH_WINDOW
     return None
+
+
+def _inside(seg: CommitLogFile, candidate: int, data_start: int, data_end: int) -> bool:
+    """Whether the record whose length field is at ``candidate`` lies within the data range
+    ``[data_start, data_end)`` (read through the descriptor: nothing of a hole through the map)."""
+    if candidate < data_start or candidate + PREFIX.size > data_end:
+        return False
+    total, _ = PREFIX.unpack_from(seg.file.pread(candidate, PREFIX.size))
+    return candidate + total <= data_end
 
 
 def next_valid_message(segs: list[CommitLogFile], i: int, pos: int) -> tuple[int, int] | None:
@@ -473,20 +482,15 @@ def walk_batches(
         advance(commitlog.file_size)  # the last file: its data ends before its end
 
 
-def nonzero_extent(view: memoryview, pos: int, path: str | None = None) -> int:
-    """One past the last non-zero byte at or after ``pos`` (``pos`` if none).
+def nonzero_extent(file: files.MappedFile, pos: int) -> int:
+    """One past the last non-zero byte of ``file`` at or after ``pos`` (``pos`` if none).
 
-    Scans a window at a time (``np.any``), so memory stays bounded on 1 GiB files;
-    with the file's ``path``, only its data ranges (a preallocated file's holes are zeros).
+    Only the file's data ranges are read (a preallocated file's holes are zeros), through its
+    descriptor a window at a time (:meth:`MappedFile.first_nonzero`): memory stays bounded on
+    1 GiB files, and no hole is read through the map (a full tmpfs answers that with SIGBUS).
     """
-    size = len(view)
-    last = pos
-    for start, stop in files.data_ranges(path, pos, size) if path is not None else [(pos, size)]:
-        for lo in range(start, stop, SEARCH_WINDOW):
-            chunk = np.frombuffer(view, dtype=np.uint8, count=min(SEARCH_WINDOW, stop - lo), offset=lo)
-            if chunk.any():
-                last = lo + int(np.flatnonzero(chunk)[-1]) + 1
-    return last
+    last = file.first_nonzero(pos, last=True)
+    return pos if last is None else last
 
 
 def aside_dir(directory: str) -> str:
@@ -522,7 +526,7 @@ def cut_tail(commitlog: CommitLog, end: int) -> list[str]:
             continue
         pos = max(end - seg.base, 0)
         view = seg.file.view()
-        stop = nonzero_extent(view, pos, seg.path)
+        stop = nonzero_extent(seg.file, pos)
         if stop > pos:
             kept = files.save_aside(seg.path, pos, view[pos:stop], into=aside_dir(commitlog.directory))
             lines.append(f"{seg.path}:{pos}: cut {stop - pos} bytes of torn tail, saved in {kept}")

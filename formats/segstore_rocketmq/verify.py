@@ -38,7 +38,7 @@ from .consumequeue_ext import real_offset
 from .indexfile import HEADER, INDEX_COUNT_POS, INVALID_INDEX, IndexHeader
 from .lifecycle import ABORT_FILE
 from .message import Blank, End, RocketMQMessage, decode
-from .recovery import SEARCH_WINDOW, Walk, Walked, messages_at, nonzero_extent, walk_batches
+from .recovery import Walk, Walked, messages_at, nonzero_extent, walk_batches
 from .topicconfig import loads_fastjson
 
 CONFIG_DIR = "config"
@@ -100,7 +100,7 @@ def _verify_commitlog(store, problems: list[Problem], missing: list[Problem]) ->
         if seg.base + cl.file_size <= w.end:
             continue
         pos = max(w.end - seg.base, 0)
-        stop = nonzero_extent(seg.file.view(), pos, seg.path)
+        stop = nonzero_extent(seg.file, pos)
         if stop > pos:
             problems.append(
                 Problem(
@@ -116,14 +116,7 @@ def _verify_commitlog(store, problems: list[Problem], missing: list[Problem]) ->
 def _first_nonzero(file: files.MappedFile, pos: int) -> int | None:
     """The position of the first non-zero byte of ``file`` at or after ``pos`` (None: zeros to the end);
     only the file's data ranges are read (a preallocated file's holes are zeros)."""
-    view = file.view()
-    for lo, hi in files.data_ranges(file.path, pos, len(view)):
-        for start in range(lo, hi, SEARCH_WINDOW):
-            chunk = np.frombuffer(view, np.uint8, min(SEARCH_WINDOW, hi - start), start)
-            hits = np.flatnonzero(chunk)
-            if len(hits):
-                return start + int(hits[0])
-    return None
+    return file.first_nonzero(pos)
 
 
 def _unit(ext, address: int):
