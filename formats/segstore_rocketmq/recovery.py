@@ -780,11 +780,14 @@ def _drop_damaged_queues(ctx: RecoveryContext, dispatch: _Dispatch, lines: list[
 INDEX_CHUNK = 1 << 16
 
 
-def _first_not_carried(cl: CommitLog, phys: np.ndarray, hashes: np.ndarray) -> int | None:
+def _first_not_carried(cl: CommitLog, phys: np.ndarray, hashes: np.ndarray,
+                       ordinals: np.ndarray) -> int | None:
     """The first ``i`` where ``phys[i]`` (ascending, inside the walked range) is not the offset of a
-    valid message (magic, lengths, body CRC, stored at its own offset) carrying a key of hash
-    ``hashes[i]``, or None.  The messages are decoded where they lie (:func:`.columnar.decode_at`),
-    so memory is bounded by the chunk, not the store."""
+    valid message (magic, lengths, body CRC, stored at its own offset) whose key number
+    ``ordinals[i]`` (in the broker's put order, ``indexfile.index_keys``) has hash ``hashes[i]``,
+    or None: an entry past the message's last key is one put again (see :func:`_entry_ordinals`).
+    The messages are decoded where they lie (:func:`.columnar.decode_at`), so memory is bounded by
+    the chunk, not the store."""
     done = 0
     rows = columnar.Rows(max(1, len(phys)))
     while done < len(phys):
@@ -801,7 +804,7 @@ def _first_not_carried(cl: CommitLog, phys: np.ndarray, hashes: np.ndarray) -> i
             counts, own, _ = columnar.index_entries(view, rows)
             offsets = np.zeros(n + 1, np.int64)
             np.cumsum(counts, out=offsets[1:])
-            hit = _carries(offsets, own, np.arange(n), hashes[done:done + n])
+            hit = _holds_key(offsets, own, ordinals[done:done + n], hashes[done:done + n])
             if not hit.all():
                 return done + int(np.flatnonzero(~hit)[0])
         if done + n < stop:
@@ -810,15 +813,48 @@ def _first_not_carried(cl: CommitLog, phys: np.ndarray, hashes: np.ndarray) -> i
     return None
 
 
+def _holds_key(key_offsets: np.ndarray, key_hashes: np.ndarray, ordinals: np.ndarray,
+               hashes: np.ndarray) -> np.ndarray:
+    """Whether row ``i``'s key number ``ordinals[i]`` (its keys' hashes
+    ``key_hashes[key_offsets[i]:key_offsets[i + 1]]``) exists and has hash ``hashes[i]``."""
+    counts = key_offsets[1:len(ordinals) + 1] - key_offsets[:len(ordinals)]
+    inside = ordinals < counts
+    hit = np.zeros(len(ordinals), bool)
+    hit[inside] = key_hashes[key_offsets[:len(ordinals)][inside] + ordinals[inside]] == hashes[inside]
+    return hit
+
+
+def _entry_ordinals(phys: np.ndarray, prev_phy: int, prev_ordinal: int) -> np.ndarray:
+    """For each entry of ``phys`` (ascending), its number among the entries of its message: the
+    entries of one message lie together, in the broker's put order, a file's first ones going
+    on from the previous file's (``prev_phy``, the last one's number ``prev_ordinal``).  RocketMQ
+    4.9.7's ``IndexService.buildIndex`` after an abnormal start indexes the message at the last
+    file's ``endPhyOffset`` again (it skips only those below it): its second run of keys numbers
+    past its last key."""
+    n = len(phys)
+    idx = np.arange(n)
+    new_run = np.empty(n, bool)
+    if n:
+        new_run[0] = phys[0] != prev_phy
+        new_run[1:] = phys[1:] != phys[:-1]
+    starts = np.maximum.accumulate(np.where(new_run, idx, 0)) if n else idx
+    ordinals = idx - starts
+    first_new = int(np.argmax(new_run)) if new_run.any() else n
+    ordinals[:first_new] += prev_ordinal + 1
+    return ordinals
+
+
 def _first_bad_entry(cl: CommitLog, index: IndexService, walk_start: int,
                      end: int) -> tuple[int, int] | None:
     """``(file number, entry number)`` of the first index entry that cannot be trusted, or None.
 
     Bad: offsets going backwards, at or past the end, or (from the walk start on)
-    not the offset of a valid message carrying a key with that hash.  Vectorized
-    per :data:`INDEX_CHUNK` entries.
+    not the offset of a valid message whose key at that place in the put order has
+    that hash (so an entry put again after a crash is bad).  Vectorized per
+    :data:`INDEX_CHUNK` entries.
     """
     prev_phy = -1
+    prev_ordinal = -1
     for fi, f in enumerate(index.files):
         entries = f.entries
         for lo in range(0, len(entries), INDEX_CHUNK):
@@ -832,13 +868,14 @@ def _first_bad_entry(cl: CommitLog, index: IndexService, walk_start: int,
             hits = np.flatnonzero(bad)
             first = int(hits[0]) if len(hits) else len(phys)
             # only entries before the first bad one matter: their offsets ascend
+            ordinals = _entry_ordinals(phys, prev_phy, prev_ordinal)
             checked = np.flatnonzero(phys[:first] >= walk_start)
-            k = _first_not_carried(cl, phys[checked], hashes[checked])
+            k = _first_not_carried(cl, phys[checked], hashes[checked], ordinals[checked])
             if k is not None:
                 first = int(checked[k])
             if first < len(phys):
                 return fi, lo + first + 1
-            prev_phy = int(phys[-1])
+            prev_phy, prev_ordinal = int(phys[-1]), int(ordinals[-1])
     return None
 
 
