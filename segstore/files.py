@@ -335,7 +335,7 @@ class MappedFile:
         found = None
         for lo, hi in self.data_ranges(start, end):
             for at in range(lo, hi, SCAN_WINDOW):
-                chunk = np.frombuffer(os.pread(self._fd, min(SCAN_WINDOW, hi - at), at), np.uint8)
+                chunk = np.frombuffer(self.pread(at, min(SCAN_WINDOW, hi - at)), np.uint8)
                 hits = np.flatnonzero(chunk)
                 if len(hits):
                     if not last:
@@ -687,6 +687,8 @@ def _data_ranges_fd(fd: int, start: int, end: int) -> list[tuple[int, int]]:
         if lo >= end:
             break
         hi = min(os.lseek(fd, lo, seek_hole), end)
+        if hi <= pos:           # no progress: not a file system that answers (the whole range)
+            return [(start, end)]
         ranges.append((lo, hi))
         pos = hi
     return ranges
@@ -1191,7 +1193,9 @@ class RemoteMappedFile(MappedFile):
         self.writable = False
         self._in_memory = False
         self._mm = None
-        self._fd = 0
+        self._fd = 0        # not a descriptor: only "open" (>= 0) or "closed" (-1)
+        self._reserving = False
+        self.reserved = 0
         self._remote = _RemoteBytes(path)
         actual = self._remote.size
         if size is not None and actual < size:
@@ -1210,6 +1214,15 @@ class RemoteMappedFile(MappedFile):
 
     def read(self, start: int, n: int) -> bytes:
         return bytes(self.view(start, start + n))
+
+    def pread(self, start: int, n: int) -> bytes:
+        """:meth:`read` (a remote file has no holes to keep away from)."""
+        return self.read(start, max(0, min(n, self.size - start)))
+
+    def data_ranges(self, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
+        """The whole range: a remote file system is not asked where its holes are."""
+        end = self.size if end is None else min(end, self.size)
+        return [(start, end)] if start < end else []
 
     def write(self, pos: int, data: Any) -> None:
         raise _read_only(self.path)
