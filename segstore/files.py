@@ -136,22 +136,39 @@ def _open_regular(path: str, flags: int, mode: int = 0o644) -> int:
     return fd
 
 
+def reserve_step(size: int) -> int:
+    """How far ahead of its writer a reserving file of ``size`` bytes has its blocks reserved: a
+    sixteenth of it, between :data:`RESERVE_STEP_MIN` and :data:`RESERVE_STEP_MAX`, whole pages."""
+    step = min(RESERVE_STEP_MAX, max(RESERVE_STEP_MIN, size // 16))
+    return -(-step // PAGE_SIZE) * PAGE_SIZE
+
+
+#: The bounds of :func:`reserve_step` (a 1 GiB commitlog file reserves 8 MiB at a time, a 6 MB
+#: consume-queue file 368 KiB, a 10 MiB Kafka index 640 KiB; a file under 64 KiB whole).
+RESERVE_STEP_MIN = 64 << 10
+RESERVE_STEP_MAX = 8 << 20
+
+
 class MappedFile:
     """A fixed-size file mapped into memory.
 
     ``create=True`` makes the file if it is missing, preallocated to ``size`` as a
-    sparse file (``ftruncate``: no disk blocks until written), as the brokers do;
-    with ``reserve=True`` the blocks are reserved too (``posix_fallocate``), so a
-    full disk fails here with :class:`StorageFullError` (and leaves no file it
-    made) instead of killing a later write through the map with SIGBUS.
-    ``size=None`` maps an existing file at its current length.  Reads are
+    sparse file (``ftruncate``: no disk blocks until written), as the brokers do.
+    ``reserve=True`` (a writable file) keeps disk blocks reserved (``posix_fallocate``)
+    ahead of its writer, a step (:func:`reserve_step`) at a time: the first step when
+    the file is made, the next ones when :meth:`reserve_to` is asked for bytes past
+    :attr:`reserved`.  So disk use follows the data, and a full disk fails there with
+    :class:`StorageFullError` (a new file that gets no blocks is not left behind)
+    instead of killing a later write through the map with SIGBUS.  A writer that
+    writes through the map (or needs a batch refused whole) calls :meth:`reserve_to`
+    first.  ``size=None`` maps an existing file at its current length.  Reads are
     zero-copy (:meth:`view`, :meth:`array`); writes go through the descriptor into
     the page cache the map shows (visible in it at once) and are durable after :meth:`flush`.
 
     An empty file cannot be mapped; it is represented with no map and size 0.
     """
 
-    __slots__ = ("_fd", "_in_memory", "_mm", "path", "size", "writable")
+    __slots__ = ("_fd", "_in_memory", "_mm", "_reserving", "path", "reserved", "size", "writable")
 
     def __new__(cls, path: Any = None, *args: Any, **kwargs: Any) -> MappedFile:
         # A URL gets the read-only remote file (end of this module) behind the same API.
@@ -165,6 +182,10 @@ class MappedFile:
         # that another process may shrink (a Kafka writer trims its active index on roll
         # and close): touching a map past the new end kills the reader with SIGBUS.
         self._in_memory = in_memory and not self.writable
+        self._reserving = reserve and self.writable
+        #: bytes from the start (or from where :meth:`reserve_to` was first asked to start) with
+        #: their blocks reserved: a writer below it never finds the disk full
+        self.reserved = 0
         flags = os.O_RDWR if self.writable else os.O_RDONLY
         if create:
             flags |= os.O_CREAT
@@ -194,18 +215,46 @@ class MappedFile:
         self.size = size
 
     def _allocate(self, actual: int, size: int) -> None:
-        """Extend the file to ``size`` with its blocks reserved; on failure leave it as it was
-        (a file this call found empty is removed: a 0-byte file is what a crash leaves)."""
+        """Extend the file to ``size`` (sparse), the blocks of its first step reserved; on failure
+        leave it as it was (a file this call found empty is removed: a 0-byte file is what a crash
+        leaves)."""
+        first = min(size, max(actual, reserve_step(size)))
         try:
-            os.posix_fallocate(self._fd, actual, size - actual)
+            os.posix_fallocate(self._fd, 0, first)
         except OSError as err:
             if err.errno in (errno.EOPNOTSUPP, errno.EINVAL):   # a filesystem without it: sparse
+                self._reserving = False
                 os.ftruncate(self._fd, size)
                 return
             os.ftruncate(self._fd, actual)
             if actual == 0:
                 os.unlink(self.path)
             raise
+        os.ftruncate(self._fd, size)
+        self.reserved = first
+
+    def reserve_to(self, end: int, start: int = 0) -> None:
+        """Have the blocks of bytes up to ``end`` reserved before they are written, and a step
+        (:func:`reserve_step`) past it; nothing when they are (``end <= reserved``: ``O(1)``) or
+        the file does not reserve.  ``start``: where the writer writes from, when the file was
+        opened as it was left (what lies before it is written already: not reserved again).
+
+        :raises StorageFullError: the disk is full; the writer must not write past
+            :attr:`reserved` (nothing was reserved by this call).
+        """
+        if end <= self.reserved or not self._reserving:
+            return
+        lo = max(self.reserved, start - start % PAGE_SIZE)
+        hi = min(self.size, -(-(end + reserve_step(self.size)) // PAGE_SIZE) * PAGE_SIZE)
+        if hi > lo:
+            try:
+                os.posix_fallocate(self._fd, lo, hi - lo)
+            except OSError as err:
+                if err.errno in (errno.EOPNOTSUPP, errno.EINVAL):   # a filesystem without it: sparse
+                    self._reserving = False
+                    return
+                raise _translate(err, self.path, lo) from err
+        self.reserved = max(self.reserved, hi)
 
     def _map(self) -> None:
         if self.size == 0:
@@ -258,6 +307,42 @@ class MappedFile:
         mm = self._require_map()
         return mm[start:start + n]
 
+    def pread(self, start: int, n: int) -> bytes:
+        """A copy of ``n`` bytes from ``start`` (fewer at the end of the file) read through the
+        descriptor, not the map: a hole reads as zeros without the file system giving it a page."""
+        with _os_errors(self.path, start):
+            return os.pread(self._fd, max(0, min(n, self.size - start)), start)
+
+    def data_ranges(self, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
+        """The parts of ``[start, end)`` that may hold non-zero bytes (:func:`data_ranges`: all but
+        the file's holes; reserved blocks count as data)."""
+        end = self.size if end is None else min(end, self.size)
+        return _data_ranges_fd(self._fd, start, end) if self._fd >= 0 else []
+
+    def data_end(self) -> int:
+        """Where the file's first hole starts (its size if none): the bytes before it can be read
+        through the map without the file system allocating a page (tmpfs does for a hole, and kills
+        the reader with SIGBUS when it is full)."""
+        ranges = self.data_ranges(0, self.size)
+        return ranges[0][1] if ranges and ranges[0][0] == 0 else 0
+
+    def first_nonzero(self, start: int, end: int | None = None, *, last: bool = False) -> int | None:
+        """The first non-zero byte's position in ``[start, end)`` (``last``: one past the last one),
+        None when they are all zeros.  Reads only the file's data ranges, through the descriptor a
+        window at a time: never a hole through the map (pages a full tmpfs cannot give: SIGBUS) and
+        no more memory than a window, whatever the file size.  ``O(data bytes in the range)``.
+        """
+        found = None
+        for lo, hi in self.data_ranges(start, end):
+            for at in range(lo, hi, SCAN_WINDOW):
+                chunk = np.frombuffer(self.pread(at, min(SCAN_WINDOW, hi - at)), np.uint8)
+                hits = np.flatnonzero(chunk)
+                if len(hits):
+                    if not last:
+                        return at + int(hits[0])
+                    found = at + int(hits[-1]) + 1
+        return found
+
     def write(self, pos: int, data: Any) -> None:
         """Write ``data`` (bytes-like) at ``pos``; it must fit in the file.
 
@@ -305,13 +390,15 @@ class MappedFile:
                 self._mm.flush(aligned, end - aligned)
 
     def resize(self, size: int) -> None:
-        """Truncate or extend the file to ``size`` bytes and map it again."""
+        """Truncate or extend the file to ``size`` bytes and map it again (what it extends by is
+        sparse: reserved by :meth:`reserve_to` when written)."""
         if self._mm is not None:
             self._mm.close()
             self._mm = None
         with _os_errors(self.path, size):
             os.ftruncate(self._fd, size)
         self.size = size
+        self.reserved = min(self.reserved, size)
         self._map()
 
     def close(self) -> None:
@@ -590,28 +677,41 @@ def data_ranges(path: str | os.PathLike[str], start: int, end: int) -> list[tupl
     which count written pages not yet on disk as data); where it cannot tell,
     the whole range.
     """
-    seek_data, seek_hole = getattr(os, "SEEK_DATA", None), getattr(os, "SEEK_HOLE", None)
-    if seek_data is None or seek_hole is None or start >= end or is_url(path):
+    if start >= end or is_url(path):
         return [(start, end)] if start < end else []
-    ranges = []
     with _os_errors(os.fspath(path)):
         fd = _open_regular(os.fspath(path), os.O_RDONLY)
     try:
-        pos = start
-        while pos < end:
-            try:
-                lo = os.lseek(fd, pos, seek_data)
-            except OSError as err:
-                if err.errno == errno.ENXIO:       # only a hole from pos to the end of the file
-                    break
-                return [(start, end)]
-            if lo >= end:
-                break
-            hi = min(os.lseek(fd, lo, seek_hole), end)
-            ranges.append((lo, hi))
-            pos = hi
+        return _data_ranges_fd(fd, start, end)
     finally:
         os.close(fd)
+
+
+#: Bytes :meth:`MappedFile.first_nonzero` reads at a time.
+SCAN_WINDOW = 1 << 20
+
+
+def _data_ranges_fd(fd: int, start: int, end: int) -> list[tuple[int, int]]:
+    """:func:`data_ranges` of an open descriptor."""
+    seek_data, seek_hole = getattr(os, "SEEK_DATA", None), getattr(os, "SEEK_HOLE", None)
+    if seek_data is None or seek_hole is None or start >= end:
+        return [(start, end)] if start < end else []
+    ranges = []
+    pos = start
+    while pos < end:
+        try:
+            lo = os.lseek(fd, pos, seek_data)
+        except OSError as err:
+            if err.errno == errno.ENXIO:       # only a hole from pos to the end of the file
+                break
+            return [(start, end)]
+        if lo >= end:
+            break
+        hi = min(os.lseek(fd, lo, seek_hole), end)
+        if hi <= pos:           # no progress: not a file system that answers (the whole range)
+            return [(start, end)]
+        ranges.append((lo, hi))
+        pos = hi
     return ranges
 
 
@@ -1137,7 +1237,9 @@ class RemoteMappedFile(MappedFile):
         self.writable = False
         self._in_memory = False
         self._mm = None
-        self._fd = 0
+        self._fd = 0        # not a descriptor: only "open" (>= 0) or "closed" (-1)
+        self._reserving = False
+        self.reserved = 0
         self._remote = _RemoteBytes(path)
         actual = self._remote.size
         if size is not None and actual < size:
@@ -1156,6 +1258,15 @@ class RemoteMappedFile(MappedFile):
 
     def read(self, start: int, n: int) -> bytes:
         return bytes(self.view(start, start + n))
+
+    def pread(self, start: int, n: int) -> bytes:
+        """:meth:`read` (a remote file has no holes to keep away from)."""
+        return self.read(start, max(0, min(n, self.size - start)))
+
+    def data_ranges(self, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
+        """The whole range: a remote file system is not asked where its holes are."""
+        end = self.size if end is None else min(end, self.size)
+        return [(start, end)] if start < end else []
 
     def write(self, pos: int, data: Any) -> None:
         raise _read_only(self.path)

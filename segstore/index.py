@@ -79,6 +79,15 @@ class EntryIndex:
             raise IndexError(f"slot {slot} out of range [0, {self._count})")
         return self.entries[slot]
 
+    def reserve(self, n: int = 1) -> None:
+        """Have the blocks of the next ``n`` entries reserved before they are written
+        (:meth:`MappedFile.reserve_to`; a step at a time).  ``O(1)`` when they are.
+
+        :raises StorageFullError: the disk is full.
+        """
+        itemsize = self.DTYPE.itemsize
+        self.file.reserve_to(min(self.file.size, (self._count + n) * itemsize), self._count * itemsize)
+
     def append(self, *fields: Any) -> None:
         """Append one entry (field values in dtype order).  ``O(1)``."""
         self.append_array(np.array([tuple(fields)], dtype=self.DTYPE))

@@ -1,7 +1,9 @@
 """Fill a small filesystem with a store of either format, then read it while the disk is still full.
 
-Usage: python disk_full_writer.py FORMAT STORE_DIR FILLER
-Run by tests/test_disk_full.py on a small tmpfs (in a user and mount namespace).
+Usage: python disk_full_writer.py FORMAT STORE_DIR FILLER [small|large]
+Run by tests/test_disk_full.py on a small tmpfs (in a user and mount namespace).  ``large``: files of
+the sizes the brokers keep that are bigger than the whole filesystem (blocks reserved step by step
+as the writer goes).
 ``FILLER`` is a file taking some of the space; it is deleted after the disk filled,
 so the writer can go on.  Prints one JSON object: what was acknowledged, what the
 errors were, what reads found while the disk was full and after.
@@ -19,6 +21,11 @@ from segstore.errors import SegstoreError, StorageFullError
 ROCKETMQ = {"mappedFileSizeCommitLog": 64 * 1024, "mappedFileSizeConsumeQueue": 4000, "maxHashSlotNum": 64,
             "maxIndexNum": 256, "maxMessageSize": 8192}
 KAFKA = {"segment.bytes": 64 * 1024, "segment.index.bytes": 4096}
+#: each file bigger than the 2 MiB filesystem the test mounts for it (commitlog 8 MiB, an IndexFile of
+#: 1.3 MB, Kafka index files of 4 MiB)
+ROCKETMQ_LARGE = {"mappedFileSizeCommitLog": 8 << 20, "mappedFileSizeConsumeQueue": 1_000_000,
+                  "maxHashSlotNum": 4096, "maxIndexNum": 65536, "maxMessageSize": 8192}
+KAFKA_LARGE = {"segment.bytes": 8 << 20, "segment.index.bytes": 4 << 20}
 
 
 def message(fmt: str, i: int) -> dict:
@@ -49,7 +56,11 @@ def read_all(fmt: str, path: str, config: dict) -> dict:
 
 def main() -> None:
     fmt, path, filler = sys.argv[1:4]
-    config = ROCKETMQ if fmt == "rocketmq" else KAFKA
+    large = sys.argv[4:5] == ["large"]
+    if fmt == "rocketmq":
+        config = ROCKETMQ_LARGE if large else ROCKETMQ
+    else:
+        config = KAFKA_LARGE if large else KAFKA
     acked: list[str] = []
     out: dict = {"errors": []}
     i = 0

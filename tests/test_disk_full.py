@@ -1,11 +1,12 @@
 """A full disk is a typed error, never a signal (issue 15): the RocketMQ writer used to die of SIGBUS.
 
-Files written through a map are created with their blocks reserved
-(``posix_fallocate``, :class:`segstore.files.MappedFile` ``reserve=True``), and a batch
-creates every file it rolls into before it writes a byte, so a full disk refuses the
-batch whole with :class:`StorageFullError`; the store stays readable while the disk is
-full and takes appends again once there is room.  Kafka's ``.log`` is cut back to the
-last whole batch when a write fails (no torn batch).
+Files written through a map keep their blocks reserved ahead of the writer
+(``posix_fallocate``, :class:`segstore.files.MappedFile` ``reserve=True``, :meth:`reserve_to`): a
+step at a time, so that disk use follows the data (issue 28: one message took 1.4 GB), and a batch
+reserves everything it writes into (the files it rolls into, the steps it reaches) before it writes
+a byte, so a full disk refuses the batch whole with :class:`StorageFullError`; the store stays
+readable while the disk is full and takes appends again once there is room.  Kafka's ``.log`` is cut
+back to the last whole batch when a write fails (no torn batch).
 
 Two ways to a full disk: a real one (a 1 MiB tmpfs mounted in a user and mount
 namespace, where the machine allows it), and ``posix_fallocate`` failing with ENOSPC
@@ -41,15 +42,19 @@ def _can_mount_tmpfs(where: Path) -> bool:
     return probe.returncode == 0
 
 
+@pytest.mark.parametrize("sizes", ["small", "large"])
 @pytest.mark.parametrize("fmt", ["rocketmq", "kafka"])
-def test_a_full_tmpfs_is_a_typed_error_and_the_store_stays_readable(tmp_path, fmt):
+def test_a_full_tmpfs_is_a_typed_error_and_the_store_stays_readable(tmp_path, fmt, sizes):
+    """``large``: every file bigger than the filesystem (as the brokers' default sizes are bigger than
+    a small disk): written all the same, its blocks reserved step by step until the disk is full."""
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     if not _can_mount_tmpfs(mnt):
         pytest.skip("no user+mount namespace here to mount a small tmpfs (the ENOSPC tests below still run)")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    script = (f"mount -t tmpfs -o size=1m tmpfs {mnt} && head -c 262144 /dev/zero > {mnt}/filler && "
-              f"exec {sys.executable} {WRITER} {fmt} {mnt}/store {mnt}/filler")
+    size, filler = ("1m", 262144) if sizes == "small" else ("2m", 524288)
+    script = (f"mount -t tmpfs -o size={size} tmpfs {mnt} && head -c {filler} /dev/zero > {mnt}/filler && "
+              f"exec {sys.executable} {WRITER} {fmt} {mnt}/store {mnt}/filler {sizes}")
     proc = subprocess.run(["unshare", "-Urm", "sh", "-c", script], capture_output=True, text=True, env=env,
                           timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]     # a SIGBUS is -7 / "Bus error"
@@ -157,3 +162,83 @@ def test_kafka_leaves_no_torn_batch_when_a_write_finds_the_disk_full(tmp_path, m
         assert results[0].offset == 5
     with segstore.open(path, format="kafka", mode="r") as reader:
         assert [m.value for m in reader.read("t", 0)][-1] == b"c" and reader.verify() == []
+
+
+# -- disk use follows the data (issue 28) ---------------------------------------------------------
+
+def _blocks(path: Path) -> int:
+    """Bytes of disk the files under ``path`` take (allocated blocks, reserved ones included)."""
+    return sum(p.stat().st_blocks * 512 for p in path.rglob("*") if p.is_file())
+
+
+def test_one_message_in_a_new_rocketmq_store_takes_megabytes_not_gigabytes(tmp_path):
+    """The broker's file sizes at its defaults (RocketMQ 4.9.7 ``MessageStoreConfig``: a 1 GiB commitlog
+    file, 300,000-entry consume-queue files, IndexFiles of 5,000,000 slots and 20,000,000 entries), as
+    sparse files, with blocks reserved only a step ahead of what is written: a whole slot table (the
+    broker writes its slots anywhere) and a step of each file."""
+    path = tmp_path / "s"
+    with segstore.open(path, format="rocketmq", mode="a") as store:
+        store.append({"topic": "T", "queue_id": 0, "body": b"x", "keys": ["k"]})
+    sizes = {p.relative_to(path).parts[0]: p.stat().st_size for p in path.rglob("*") if p.is_file()}
+    assert sizes["commitlog"] == 1 << 30 and sizes["consumequeue"] == 6_000_000
+    assert sizes["index"] == 40 + 5_000_000 * 4 + 20_000_000 * 20
+    assert _blocks(path) < 48 << 20       # was 1.4 GB: the slot table (20 MB), a step of the others
+    with segstore.open(path) as store:
+        assert [m.body for m in store.read("T", 0)] == [b"x"] and store.verify() == []
+
+
+def test_one_record_in_a_new_kafka_partition_takes_kilobytes(tmp_path):
+    """Kafka preallocates ``segment.index.bytes`` (10 MiB) for ``.index`` and ``.timeindex`` as sparse
+    files (``AbstractIndex``: ``raf.setLength``); segstore reserves a step of each, not all of it."""
+    path = tmp_path / "k"
+    with segstore.open(path, format="kafka", mode="a") as store:
+        store.append({"topic": "t", "partition": 0, "value": b"x"})
+        part = path / "t-0"
+        assert (part / f"{0:020d}.index").stat().st_size == 10 << 20     # the broker's size while active
+        assert _blocks(part) < 2 << 20
+
+
+@pytest.mark.parametrize("plain", [True, False], ids=["fast path", "general path"])
+@pytest.mark.parametrize("needs", ["commitlog step", "consume-queue step"])
+def test_a_batch_past_the_reserved_step_is_refused_whole(tmp_path, no_space, plain, needs):
+    """A batch that reaches past the blocks reserved in the active file reserves the next step first:
+    a full disk refuses it whole (nothing written, in place or not), and it goes through once there
+    is room."""
+    config = {"mappedFileSizeCommitLog": 16 << 20, "mappedFileSizeConsumeQueue": 20 * 100_000,
+              "maxHashSlotNum": 8, "maxIndexNum": 32}
+    path = tmp_path / "s"
+    extra = {} if plain else {"born_host": "10.0.0.1:9"}
+    with RocketMQStore(str(path), "a", config, clock=lambda: 7) as store:
+        store.append_batch([{"topic": "T", "body": b"x" * 100, **extra} for _ in range(3)])
+        store.flush()
+        before = (store.commitlog.end, dict(store.next_offsets), snapshot(path))
+        no_space["full"] = True
+        # 1 MiB of commitlog (its step: 1 MiB) / 4,000 consume-queue entries (its step: 125,000 bytes)
+        size, count = (16 << 10, 70) if needs.startswith("commitlog") else (1, 7000)
+        batch = [{"topic": "T", "body": b"y" * size, **extra} for _ in range(count)]
+        with pytest.raises(StorageFullError, match="no space left"):
+            store.append_batch(batch)
+        store.flush()
+        assert (store.commitlog.end, dict(store.next_offsets)) == before[:2]
+        assert snapshot(path) == before[2]
+        no_space["full"] = False
+        results = store.append_batch(batch)
+        assert [r.offset for r in results] == list(range(3, 3 + len(batch)))
+        assert store.verify() == []
+
+
+def test_an_index_file_reserves_its_entries_before_it_puts_them(tmp_path, no_space):
+    """IndexFile puts write through the map: the entries' blocks are reserved first, a step at a time;
+    a full disk refuses the put with nothing written."""
+    from segstore.indexes.keyhash import IndexFile
+
+    index = IndexFile.create(str(tmp_path / "i"), 64, 100_000)       # 2 MB of entries, steps of 125 KB
+    index.put(list(range(10)), list(range(10)), [1_700_000_000_000] * 10)
+    no_space["full"] = True
+    count = index.header.index_count
+    with pytest.raises(StorageFullError):
+        index.put(list(range(10_000)), list(range(10, 10_010)), [1_700_000_000_000] * 10_000)
+    assert index.header.index_count == count and index.file.first_nonzero(index.entry_pos(count)) is None
+    no_space["full"] = False
+    assert index.put(list(range(10_000)), list(range(10, 10_010)), [1_700_000_000_000] * 10_000) == 10_000
+    index.close()

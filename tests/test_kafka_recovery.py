@@ -194,3 +194,59 @@ def test_missing_index_files_are_rebuilt(tmp_path: Path) -> None:
         pass
     for suffix in (".index", ".timeindex"):
         assert (part / f"{SEG0}{suffix}").read_bytes() == (tmp_path / f"saved{suffix}").read_bytes()
+
+
+# -- the leader epoch cache: recovery changes the checkpoint only where the broker would -------------
+
+def _compacted_partition(path: Path, checkpoint: str) -> Path:
+    """One segment at base 0 whose records below offset 4 compaction removed (its first batch starts at
+    4, as Kafka's cleaner keeps a batch's base offset) and between 9 and 130; epoch 0 from 4, epoch 1
+    from 130, epoch 2 from 200; ``leader-epoch-checkpoint`` as given."""
+    from segstore_kafka.batch import encode_batch
+
+    path.mkdir(parents=True)
+    batches = [(4, 0, 4), (8, 0, 2), (130, 1, 3), (200, 2, 1)]
+    data = b"".join(encode_batch([(b"k%d" % (base + i), b"v", 1_700_000_000_000 + base + i, [])
+                                  for i in range(count)], base_offset=base, partition_leader_epoch=epoch)
+                    for base, epoch, count in batches)
+    (path / f"{SEG0}.log").write_bytes(data)
+    (path / "leader-epoch-checkpoint").write_text(checkpoint)
+    return path
+
+
+@pytest.mark.parametrize(("checkpoint", "after"), [
+    # the broker's own: epoch 0 from 0 (compaction removed 0-3), 1 from 123 (removed 123-129), 2 from 200
+    ("0\n3\n0 0\n1 123\n2 200\n", "0\n3\n0 0\n1 123\n2 200\n"),
+    # epoch 2's entry never flushed before a crash: the batch of a newer epoch adds it
+    ("0\n2\n0 0\n1 123\n", "0\n3\n0 0\n1 123\n2 200\n"),
+    # none at all: every epoch from its first batch
+    (None, "0\n3\n0 4\n1 130\n2 200\n"),
+])
+def test_recover_keeps_the_leader_epoch_checkpoint_the_broker_keeps(tmp_path: Path, checkpoint: str | None,
+                                                                    after: str) -> None:
+    """Kafka 3.8.0 ``LogSegment.recover`` assigns a batch's epoch to the cache ``LogLoader`` loaded from
+    the checkpoint only when it is newer than the latest (``batch.partitionLeaderEpoch() >
+    cache.latestEpoch()``), and ``LeaderEpochFileCache.assign`` (``isUpdateNeeded``) changes nothing for
+    an entry of the latest epoch with a later start offset: a compacted partition keeps ``0 0`` although
+    its first batch starts at 4."""
+    part = _compacted_partition(tmp_path / "t-0", checkpoint or "")
+    if checkpoint is None:
+        (part / "leader-epoch-checkpoint").unlink()
+    (part / f"{SEG0}.index").unlink(missing_ok=True)
+    with segstore.open(part, format="kafka", mode="a") as store:
+        store.recover()
+        assert store.verify() == []
+    assert (part / "leader-epoch-checkpoint").read_text() == after
+
+
+def test_recover_of_a_healthy_compacted_partition_changes_no_file(tmp_path: Path) -> None:
+    """``segstore recover`` on what a broker left after a clean shutdown (indexes built): byte for byte
+    the same files after."""
+    part = _compacted_partition(tmp_path / "t-0", "0\n3\n0 0\n1 123\n2 200\n")
+    with segstore.open(part, format="kafka", mode="a") as store:   # the indexes, as the broker wrote them
+        store.flush()
+    before = {p.name: p.read_bytes() for p in part.iterdir() if p.is_file()}
+    from segstore.cli import main
+
+    assert main(["recover", str(part)]) == 0
+    assert {p.name: p.read_bytes() for p in part.iterdir() if p.is_file()} == before

@@ -8,6 +8,7 @@ import pytest
 from conftest import FIXTURES
 from segstore_rocketmq.checkpoint import FILE_SIZE, Checkpoint, CheckpointFile, check
 
+import segstore
 from segstore import files
 from segstore.errors import TruncatedDataError
 
@@ -77,7 +78,7 @@ from segstore_rocketmq import recovery as rec  # noqa: E402
 from segstore_rocketmq.commitlog import CommitLog  # noqa: E402
 from segstore_rocketmq.config import DEFAULT_DELAY_LEVELS, SCHEDULE_TOPIC, parse_delay_levels  # noqa: E402
 from segstore_rocketmq.consumequeue import ConsumeQueue  # noqa: E402
-from segstore_rocketmq.indexfile import IndexService  # noqa: E402
+from segstore_rocketmq.indexfile import IndexRequest, IndexService  # noqa: E402
 from segstore_rocketmq.javacompat import string_hash  # noqa: E402
 from segstore_rocketmq.message import RocketMQMessage  # noqa: E402
 
@@ -192,3 +193,97 @@ def test_recovery_matches_the_brokers_recovered_view(tmp_path, name):
         assert files.read_bytes(store / "index" / name_) == files.read_bytes(
             ROCKETMQ / name / "store" / "index" / name_
         )
+
+
+# -- IndexFile entries put twice (issue 28) ------------------------------------------------------------
+
+def _broker_reindexed(store: str, *, delete_last: bool) -> None:
+    """The IndexFiles RocketMQ 4.9.7 leaves after an abnormal start (``DefaultMessageStore.load`` with
+    the ``abort`` file, checked with its store code on the basic fixture torn by 40 bytes):
+    ``IndexService.load(false)`` destroys the files whose ``endTimestamp`` is past the checkpoint's
+    ``indexMsgTimestamp`` (``delete_last``: the basic fixture's second file), and
+    ``recoverAbnormally`` dispatches the walked messages again; ``IndexService.buildIndex`` skips only
+    those *below* the last file's ``endPhyOffset``, so the message at it, whose keys that file already
+    holds, is indexed again (``queryMessage`` then returns ``[367946, 367946]``, or for the last file
+    kept, ``tx-commit`` at 651704 twice)."""
+    config = _config_of("basic")
+    service = IndexService(os.path.join(store, "index"), config["maxHashSlotNum"], config["maxIndexNum"],
+                           writable=True)
+    service.load()
+    if delete_last:
+        gone = service.files.pop()
+        gone.close()
+        os.remove(gone.path)
+    floor = service.files[-1].header.end_phy_offset
+    with segstore.open(store) as reader:
+        requests = [IndexRequest(m.topic, m.physical_offset, m.store_timestamp, m.properties.get("UNIQ_KEY"),
+                                 m.properties.get("KEYS"), m.sys_flag)
+                    for m in reader.scan() if m.physical_offset >= floor]
+    service.put_batch(requests)      # the broker's buildIndex: from the end offset, that message included
+    for f in service.files:
+        f.flush()
+        f.close()
+
+
+def _config_of(name: str) -> dict:
+    with open(ROCKETMQ / name / "spec.json", encoding="utf-8") as f:
+        return json.load(f)["config"]
+
+
+def _entry_pairs(store: str) -> list[tuple[int, int]]:
+    config = _config_of("basic")
+    service = IndexService(os.path.join(store, "index"), config["maxHashSlotNum"], config["maxIndexNum"])
+    service.load()
+    pairs = [(int(h), int(p)) for f in service.files
+             for h, p in zip(f.entries["hash"], f.entries["phy_offset"], strict=True)]
+    for f in service.files:
+        f.close()
+    return pairs
+
+
+@pytest.mark.parametrize("delete_last", [True, False], ids=["file deleted", "file kept"])
+def test_recover_puts_no_key_twice_and_verify_names_a_key_put_twice(tmp_path, delete_last):
+    """A store whose index holds one message's keys twice (what the broker's own abnormal recovery
+    writes, above): ``verify`` names the first entry put again, ``recover`` cuts the index there and
+    rebuilds it from the commitlog, putting each message's keys once (the keys of a message whose
+    keys span two files, 367946, continue in the next file after those the previous one holds), so
+    ``queryMessage`` answers each key once."""
+    store = str(tmp_path / "store")
+    copy_writable(ROCKETMQ / "basic" / "store", store)
+    before = _entry_pairs(store)
+    _broker_reindexed(store, delete_last=delete_last)
+    twice = _entry_pairs(store)
+    assert len(twice) > len(set(twice))
+    with segstore.open(store, format="rocketmq") as reader:
+        problems = reader.verify()
+    assert any("put again" in p.message for p in problems), problems
+    with segstore.open(store, format="rocketmq", mode="a") as writer:
+        writer.recover()
+        assert writer.verify() == []
+        assert [m.physical_offset for m in writer.find("TopicB", "key-189")] == [367946]
+    after = _entry_pairs(store)
+    assert len(after) == len(set(after)) and sorted(after) == sorted(before)
+
+
+@pytest.mark.parametrize("abort", [False, True], ids=["clean", "abort"])
+@pytest.mark.parametrize("torn", [40, 3000])
+def test_recover_of_a_torn_tail_indexes_each_key_once(tmp_path, torn, abort):
+    """The basic fixture with the end of its data zeroed (the issue's 40 and 3000 bytes): after
+    ``recover`` the index holds the broker's entries of every message before the cut, each once
+    (the message at 367946 has two keys in the first file and one in the second)."""
+    store = tmp_path / "store"
+    copy_writable(ROCKETMQ / "basic" / "store", store)
+    before = _entry_pairs(str(store))
+    end, base = 651958, 524288
+    last = store / "commitlog" / f"{base:020d}"
+    data = bytearray(last.read_bytes())
+    data[end - base - torn:end - base] = bytes(torn)
+    last.write_bytes(bytes(data))
+    if abort:
+        (store / "abort").touch()
+    with segstore.open(store, format="rocketmq", mode="a") as writer:
+        cut = writer.commitlog.end
+        assert writer.verify() == []
+    after = _entry_pairs(str(store))
+    assert len(after) == len(set(after))
+    assert after == [(h, p) for h, p in before if p < cut]

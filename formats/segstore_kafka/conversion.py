@@ -30,6 +30,7 @@ from segstore.convert.interchange import (
     ENTRY_SCHEMA,
     ArrowWriter,
     Entry,
+    Extent,
     FormatConversion,
     Options,
     Peer,
@@ -38,7 +39,13 @@ from segstore.convert.interchange import (
     Writer,
 )
 from segstore.convert.topicnames import WORD_CHARS, TopicRules
-from segstore.errors import ConversionError, CorruptDataError, InvalidMessageError, SegstoreError
+from segstore.errors import (
+    ConversionError,
+    CorruptDataError,
+    InvalidMessageError,
+    NotFoundError,
+    SegstoreError,
+)
 from segstore.overlap import shared
 from segstore.records import CREATE_TIME, LOG_APPEND_TIME
 from segstore.search import Bound, search
@@ -600,6 +607,41 @@ class KafkaConversion(FormatConversion):
     def entry_of(self, record: Any, peer: Peer | None = None) -> Entry:
         """A record read from a Kafka store as its entry (the same whatever the peer)."""
         return entry_of(record)
+
+    def extents(self, source: Store, options: Options) -> list[Extent]:
+        """Each selected partition from its log start to its log end (empty ones too)."""
+        store: Any = source
+        return [Extent(topic, partition, *store.offset_range(topic, partition))
+                for topic in store.topics() if options.topics is None or topic in options.topics
+                for partition in store.partitions(topic)]
+
+    def open_streams(self, dest: Store, extents: list[Extent], options: Options) -> None:
+        """Every partition, each starting at its extent's start: an empty one is left as the broker
+        leaves a partition whose records were all deleted (``UnifiedLog.truncateFullyAndStartAt``:
+        one empty segment named by the log start), and the first batch written into one with
+        records starts there (so its log start is the source's, as ``LogLoader`` reads it back)."""
+        store: Any = dest
+        for extent in extents:
+            part = store.partition_of(extent.topic, extent.partition, create=True)
+            if part.next_offset != extent.start and not any(seg.size for seg in part.segments):
+                part.start_at(extent.start)
+
+    def check_streams(self, dest: Store, extents: list[Extent], options: Options) -> list[str]:
+        """Each partition there, from the extent's start (an empty one ending there too)."""
+        store: Any = dest
+        problems = []
+        for extent in extents:
+            name = f"{extent.topic}-{extent.partition}"
+            try:
+                start, end = store.offset_range(extent.topic, extent.partition)
+            except NotFoundError:
+                problems.append(f"{name}: expected the partition (offsets {extent.start} to {extent.end}), "
+                                "found none")
+                continue
+            if start != extent.start or (extent.empty and end != extent.start):
+                problems.append(f"{name}: expected offsets from {extent.start}"
+                                f"{' (empty)' if extent.empty else ''}, found {start} to {end}")
+        return problems
 
     def writer(self, dest: Store, options: Options) -> Writer:
         return KafkaWriter(dest, options)

@@ -297,28 +297,29 @@ class Partition:
         if first is None and segments and segments[-1].check_tail() is not None:
             first = len(segments) - 1
         if first is not None:
-            self.recovered.extend(self._recover_from(first, reset=False))
+            self.recovered.extend(self._recover_from(first, every_line=True))
 
-    def _recover_from(self, first: int, *, reset: bool) -> list[str]:
+    def _recover_from(self, first: int, *, every_line: bool) -> list[str]:
         """Recover segments ``first..`` in order; a segment cut short ends the log there.
 
         The segments after a cut one are kept aside whole (``.log.cut-0``): nothing cut is lost.
+        The leader epoch cache is the one loaded from ``leader-epoch-checkpoint``, as Kafka 3.8's
+        ``LogLoader`` hands it to ``LogSegment.recover``: a batch adds its epoch only when it is newer
+        than the latest (so an entry of the latest epoch that compaction left before the first batch
+        stays, ``LeaderEpochFileCache.isUpdateNeeded``); then the entries at or past the new end go
+        (``truncateFromEnd``).  ``every_line``: a line for each segment recovered (else only cuts).
         """
         segments = self.segments
         tracker = TransactionTracker()
-        if reset:
-            self.epochs.clear()
         for seg in segments[:first]:
             for header in seg.headers():
-                if reset and header.magic >= codec.MAGIC_V2:
-                    self.epochs.assign(header.partition_leader_epoch, header.base_offset)
                 if header.is_transactional:
                     tracker.observe(header)
         lines: list[str] = []
         for n, seg in enumerate(segments[first:], start=first):
             result = seg.recover(self._batch_observer(seg, tracker))
             progress.advance(seg.size)
-            if result.truncated_bytes or not reset:
+            if result.truncated_bytes or every_line:
                 lines.append(self._describe(seg, result))
             if result.truncated_bytes:
                 for later in segments[n + 1:]:
@@ -386,7 +387,7 @@ class Partition:
             expected = after
             first += 1
             progress.advance(seg.size)
-        return lines + self._recover_from(first, reset=True)
+        return lines + self._recover_from(first, every_line=False)
 
     def start_at(self, offset: int) -> None:
         """Make an empty log start at ``offset``: its one segment is named from it, the next

@@ -421,7 +421,14 @@ class LogSegment:
 
     def append(self, data: bytes, *, last_offset: int, max_timestamp: int,
                offset_of_max_timestamp: int) -> int:
-        """Append one batch's bytes; returns its position.  Indexes per Kafka's interval rule."""
+        """Append one batch's bytes; returns its position.  Indexes per Kafka's interval rule.
+
+        The blocks of the index entries it may add are reserved first (the index files are sparse,
+        as Kafka's ``AbstractIndex`` makes them, and reserved a step at a time): a full disk refuses
+        the batch before its bytes are in the log.
+        """
+        self.offset_index.reserve()
+        self.time_index.reserve()
         position = self.log.append(data)
         if position == 0:
             self._rolling_ts = max_timestamp

@@ -229,6 +229,14 @@ def batch_json(batch: codec.RecordBatch) -> dict[str, Any]:
             "delete_horizon_ms": batch.delete_horizon_ms}
 
 
+def _trimmed_start(part: Partition) -> int | None:
+    """The log start where records below it are still stored (DeleteRecords moved it into a batch
+    or past whole segments: ``UnifiedLog.maybeIncrementLogStartOffset`` rewrites nothing), else None
+    (the log starts at its first segment: read every segment whole)."""
+    first = part.log.segments.first
+    return part.log_start_offset if first is not None and part.log_start_offset > first.base else None
+
+
 def batch_line(batch: codec.RecordBatch) -> str:
     """A ``kafka-dump-log`` style batch line."""
     count = batch.record_count
@@ -399,10 +407,12 @@ class KafkaStore(Store):
                     yield KafkaRecord(part.topic, part.partition, batch, record)
 
     def scan(self, *, isolation: str = READ_UNCOMMITTED) -> Iterator[KafkaRecord]:
-        """Every record of every partition.  ``isolation`` as in :meth:`read`."""
+        """Every record of every partition from its log start (what a consumer can fetch: the
+        records of a batch below it stay in the file, ``dump FILE`` shows them).  ``isolation``
+        as in :meth:`read`."""
         self._check_open()
         for part in self._partitions().values():
-            yield from self._records(part, None, isolation)
+            yield from self._records(part, _trimmed_start(part), isolation)
 
     def read(self, topic: str, partition: int, offset: int = 0,
              count: int | None = None, *, isolation: str = READ_UNCOMMITTED) -> Iterator[KafkaRecord]:
@@ -668,16 +678,21 @@ class KafkaStore(Store):
         committed = check_isolation(isolation) == READ_COMMITTED
         unreadable: list[tuple[str, int | None, str]] = []
         for _t, _p, part in self._selected(topic, partition):
-            keeps = _CommittedFilter(part, part.log_start_offset).keeps if committed else None
-            for seg in part.segments:
+            start = part.log_start_offset
+            keeps = _CommittedFilter(part, start).keeps if committed else None
+            segments = part.segments
+            for i, seg in enumerate(segments):
+                if i + 1 < len(segments) and segments[i + 1].base <= start:
+                    continue  # wholly below the log start: the broker's next retention pass deletes it
                 yield DumpLine(f"Dumping {seg.path}", json=False)
                 yield DumpLine(f"Log starting offset: {seg.base}", json=False)
                 for batch in seg.batches():
-                    if keeps is not None and not keeps(batch):
+                    if batch.last_offset < start or (keeps is not None and not keeps(batch)):
                         continue
-                    yield DumpLine(batch_line(batch), json=False)
-                    for rec in batch.records():
-                        yield DumpLine(record_line(batch, rec), json=False)
+                    yield DumpLine(batch_line(batch), json=False)  # the batch as stored, then
+                    for rec in batch.records():                    # the records a consumer gets
+                        if rec.offset >= start:
+                            yield DumpLine(record_line(batch, rec), json=False)
                 if index:
                     yield from self._dump_indexes(seg)
             if index:
@@ -692,28 +707,38 @@ class KafkaStore(Store):
     def dump_json(self, *, topic: str | None = None, partition: int | None = None,
                   isolation: str = READ_UNCOMMITTED) -> Iterator[bytes | memoryview]:
         """``dump --json`` lines (ASCII), a decoded chunk at a time in C where built: byte for byte
-        ``json.dumps(self.to_json(record))`` for each record of :meth:`scan` (``scan(isolation=...)``).
-        ``O(bytes read)``."""
+        ``json.dumps(self.to_json(record))`` for each record of :meth:`scan` (``scan(isolation=...)``),
+        so from each partition's log start.  ``O(bytes read)``."""
         self._check_open()
         committed = check_isolation(isolation) == READ_COMMITTED
         for t, p, part in self._selected(topic, partition):
             prefix = f'{{"topic": {jsonlib.dumps(t)}, "partition": {p}, "offset": '
             keeps = _CommittedFilter(part, part.log_start_offset).keeps if committed else None
+            start = _trimmed_start(part)
+            dropping = start is not None
             for _seg, chunk in part.column_chunks(columnar.WANT_KEY | columnar.WANT_VALUE |
-                                                  columnar.WANT_HEADERS):
+                                                  columnar.WANT_HEADERS, offset=start):
                 rows = chunk.batches
                 batches = [columnar.record_batch(row) for row in rows.tolist()]
                 lines = columnar.json_lines(
                     chunk, prefix, [jsonlib.dumps(b.timestamp_type) for b in batches],
                     [f', "batch": {jsonlib.dumps(batch_json(b))}}}\n' for b in batches])
+                below = 0   # rows of the first batches below the log start
+                if dropping and start is not None:
+                    below = search(chunk.buffers["offset"][:chunk.rows], start, Bound.SMALLEST_UPPER)
+                    dropping = below == chunk.rows
+                kept = None
                 if keeps is not None:
                     kept = np.array([keeps(b, kind) for b, kind in
                                      zip(batches, _control_types(chunk, batches), strict=True)], dtype=bool)
-                    if not kept.all():
-                        # a record is one line (JSON escapes newlines): keep the kept batches' lines
-                        per_row = np.repeat(kept, np.diff(rows["first_row"], append=chunk.rows))
-                        split = np.array(lines.split(b"\n")[:-1], dtype=object)[per_row]
-                        lines = b"".join(line + b"\n" for line in split.tolist())
+                if kept is not None and not kept.all():
+                    # a record is one line (JSON escapes newlines): keep the kept batches' lines
+                    per_row = np.repeat(kept, np.diff(rows["first_row"], append=chunk.rows))
+                    per_row[:below] = False
+                    split = np.array(lines.split(b"\n")[:-1], dtype=object)[per_row]
+                    lines = b"".join(line + b"\n" for line in split.tolist())
+                elif below:
+                    lines = lines.split(b"\n", below)[-1]
                 if lines:
                     yield lines
 

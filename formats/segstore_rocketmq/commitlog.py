@@ -160,8 +160,9 @@ class CommitLog:
         """Open the file at ``base`` (using a preallocated one if there) and preallocate the next.
 
         Like the broker's ``AllocateMappedFileService``, the next file is created
-        ahead of need; a clean :meth:`close` deletes it again.  Files are created
-        with their blocks reserved (see :meth:`reserve`).
+        ahead of need (sparse: its blocks are reserved as it is written); a clean
+        :meth:`close` deletes it again.  Files keep their blocks reserved a step
+        ahead of the data (see :meth:`reserve`).
         """
         files.make_dirs(self.directory)
         path = os.path.join(self.directory, file_name(base))
@@ -170,7 +171,7 @@ class CommitLog:
         spare = os.path.join(self.directory, file_name(base + self.file_size))
         if not files.exists(spare):
             try:
-                MappedFile(spare, self.file_size, create=True, reserve=True).close()
+                MappedFile(spare, self.file_size, create=True).close()
                 self._spare.add(spare)
             except StorageFullError:
                 pass    # ahead of need: the batch that needs it is refused whole by reserve()
@@ -179,28 +180,37 @@ class CommitLog:
         return CommitLogFile(mapped, base, 0)
 
     def reserve(self, end: int) -> None:
-        """Create, blocks reserved, every file that appending up to physical ``end`` rolls into.
+        """Reserve the blocks that appending up to physical ``end`` writes into: the rest of the
+        active file's step (:meth:`MappedFile.reserve_to`) and every file the append rolls into,
+        created (sparse) and reserved up to ``end``.
 
         Called before a batch writes anything, so that a full disk refuses the batch
         whole (:class:`StorageFullError`) instead of failing it half-written.  Files
         created stay as preallocated spares (zeros: the broker and :meth:`_load`
-        take trailing ones as such).  Runtime complexity: ``O(files created)``.
+        take trailing ones as such).  Runtime complexity: ``O(files touched)``.
         """
         active = self._active
-        base = active.base + self.file_size if active is not None else self.end - self.end % self.file_size
+        if active is not None:
+            active.file.reserve_to(min(end - active.base, self.file_size), active.wrote)
+            base = active.base + self.file_size
+        else:
+            base = self.end - self.end % self.file_size
         while base < end:
             path = os.path.join(self.directory, file_name(base))
-            if path not in self._spare and not files.exists(path):
-                files.make_dirs(self.directory)
-                MappedFile(path, self.file_size, create=True, reserve=True).close()
-                self._spare.add(path)
+            files.make_dirs(self.directory)
+            spare = MappedFile(path, self.file_size, create=True, reserve=True)
+            try:
+                spare.reserve_to(min(end - base, self.file_size))
+            finally:
+                spare.close()
+            self._spare.add(path)
             base += self.file_size
 
     def fits(self, end: int) -> bool:
-        """Whether appending up to physical ``end`` stays within the active file (then
-        :meth:`reserve` has nothing to create).  ``O(1)``."""
+        """Whether appending up to physical ``end`` stays within the blocks reserved in the active
+        file (then :meth:`reserve` has nothing to do).  ``O(1)``."""
         active = self._active
-        return active is not None and end <= active.base + self.file_size
+        return active is not None and end <= active.base + min(self.file_size, active.file.reserved)
 
     def _load(self) -> None:
         loaded = []
@@ -241,7 +251,7 @@ class CommitLog:
                 self.repairs += self._fix_size(path, base, size, last=i == len(names) - 1)
             # Every file but the last is full; the last one's end is set by set_end().
             try:
-                mapped = MappedFile(path, writable=self.writable)
+                mapped = MappedFile(path, writable=self.writable, reserve=self.writable)
             except NotFoundError:
                 if self.writable:
                     raise
@@ -451,9 +461,9 @@ class CommitLog:
         total, _ = PREFIX.unpack_from(head)
         if not PREFIX.size < total <= self.file_size - pos:
             return False
-        if np.frombuffer(seg.file.view(pos + total - 1, seg.file.size), np.uint8).any():  # last byte on
+        if seg.file.first_nonzero(pos + total - 1) is not None:  # last byte on (holes are not read)
             return False
-        return not any(np.frombuffer(later.file.view(0, later.file.size), np.uint8).any()
+        return not any(later.file.first_nonzero(0) is not None
                        for later in self.log.segments.values(seg.base + 1) if later.base > seg.base)
 
     # -- writing -------------------------------------------------------------
@@ -508,9 +518,15 @@ class CommitLog:
         holds its lock meanwhile); what it wrote is reported with :meth:`written_in_place`.
         """
         active = self._active
-        if active is None or active.wrote >= self.file_size:
+        if active is None or active.wrote >= active.file.reserved:
             return None, 0
         return active.file.buffer(), active.wrote
+
+    def reserved_end(self) -> int:
+        """Where the blocks reserved in the active file end, in it (0 without one): an in-place
+        encoder writes below it only (past it, a full disk would kill it with SIGBUS)."""
+        active = self._active
+        return 0 if active is None else min(self.file_size, active.file.reserved)
 
     def written_in_place(self, n: int) -> None:
         """Account ``n`` bytes written at the data end through :meth:`unwritten_map` (no BLANK among them)."""

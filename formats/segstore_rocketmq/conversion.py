@@ -75,6 +75,7 @@ from segstore.convert.interchange import (
     NO_PRODUCER_ID,
     ArrowWriter,
     Entry,
+    Extent,
     FormatConversion,
     Options,
     Peer,
@@ -169,6 +170,26 @@ def nonqueued_topic(peer: Peer) -> str:
     """The peer topic of the messages no consume queue points at: ``rmq`` + the peer's escape +
     ``nonqueued`` (``n`` starts no escape, so no escaped RocketMQ name is this name)."""
     return f"rmq{peer.topics.escape}nonqueued"
+
+
+def peer_topic(topic: str, peer: Peer) -> str:
+    """The peer's name of a RocketMQ topic with no message to tell whether it came from the peer:
+    the peer name it was escaped from if it reads as one (``orders%2Ev1`` -> ``orders.v1``), else
+    its own name escaped (``%RETRY%g`` -> ``.25RETRY.25g``).  :func:`queue_topic` is its inverse (a
+    name that reads as an escape both ways, ``x%2E25``, may come back under the other reading)."""
+    try:
+        return unescape(topic, peer.topics, TOPICS)
+    except InvalidTopicError:
+        return escape(topic, TOPICS, peer.topics)
+
+
+def queue_topic(name: str, peer: Peer) -> str:
+    """The RocketMQ topic of a peer's topic ``name`` with no record to tell whether it came from
+    RocketMQ (the inverse of :func:`peer_topic`)."""
+    try:
+        return unescape(name, TOPICS, peer.topics)
+    except InvalidTopicError:
+        return escape(name, peer.topics, TOPICS)
 
 
 def is_queued(msg: RocketMQMessage) -> bool:
@@ -909,6 +930,60 @@ class RocketMQConversion(FormatConversion):
             for row in unread.tolist():
                 out[row] = _home_int(batch, row, values[int(firsts[row])].as_py())
         return out
+
+    def extents(self, source: Store, options: Options) -> list[Extent]:
+        """Each selected queue (every consume-queue directory, empty ones too), named and numbered as
+        its entries are: a queue with messages by its first and last message's entries (a queue written
+        from a peer's entries numbers them as the peer did); an empty one from its min offset, named by
+        :func:`peer_topic`.  ``O(queues)`` message reads."""
+        store: Any = source
+        peer = options.peer
+        out = []
+        for topic in store.topics():
+            if options.topics is not None and topic not in options.topics:
+                continue
+            for queue_id in store.partitions(topic):
+                start, end = store.offset_range(topic, queue_id)
+                first = next(store.read(topic, queue_id, start, 1), None) if end > start else None
+                last = next(store.read(topic, queue_id, end - 1, 1), None) if first is not None else None
+                if first is None or last is None:
+                    out.append(Extent(peer_topic(topic, peer), queue_id, start, start))
+                    continue
+                head, tail = to_entry(first, peer), to_entry(last, peer)
+                out.append(Extent(head.topic, queue_id, head.offset, max(tail.offset + 1, head.offset)))
+        return out
+
+    def open_streams(self, dest: Store, extents: list[Extent], options: Options) -> None:
+        """Each empty stream as an empty queue (``RocketMQStore.create_queue``: its consume-queue
+        directory and topic queue count).  Its start stays behind: no RocketMQ file holds where an
+        empty queue starts.  The broker's way, pre-blank consume-queue entries
+        (``ConsumeQueue.fillPreBlank``, 4.9.7), reads back after a restart as a queue whose last
+        message ends at physical offset 2^31 - 1 (``ConsumeQueue.recover`` sets ``maxPhysicOffset``
+        from the blank entry), and ``putMessagePositionInfo`` then drops the entry of every new
+        message below that; the converter keeps the start in its journal for the way back."""
+        store: Any = dest
+        for extent in extents:
+            if extent.empty and extent.topic != nonqueued_topic(options.peer):
+                store.create_queue(queue_topic(extent.topic, options.peer), extent.partition)
+
+    def check_streams(self, dest: Store, extents: list[Extent], options: Options) -> list[str]:
+        """Each empty stream there as an empty queue (the streams with records are checked message
+        by message)."""
+        store: Any = dest
+        problems = []
+        for extent in extents:
+            if not extent.empty or extent.topic == nonqueued_topic(options.peer):
+                continue
+            topic = queue_topic(extent.topic, options.peer)
+            if extent.partition not in (store.partitions(topic) if topic in store.topics() else []):
+                problems.append(f"{extent.topic}-{extent.partition}: expected an empty queue {topic}/"
+                                f"{extent.partition}, found none")
+                continue
+            start, end = store.offset_range(topic, extent.partition)
+            if end > start:
+                problems.append(f"{extent.topic}-{extent.partition}: expected an empty queue {topic}/"
+                                f"{extent.partition}, found offsets {start} to {end}")
+        return problems
 
     def writer(self, dest: Store, options: Options) -> Writer:
         return RocketMQWriter(dest, options)

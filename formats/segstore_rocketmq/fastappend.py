@@ -330,18 +330,25 @@ def encode_batch(store: PlainTarget, items: list, now: int) -> PlainBatch | None
     config = store.config
     host = store.store_host
     start = commitlog.end
-    # the active file's map and the data end in it: encode_plain holds the buffer only while it runs
-    dest, dest_start = commitlog.unwritten_map()
-    while True:
-        out = encode_plain(items, store.plain_topic_fields, store.next_offsets, KEYS_FIRST, now, host.ip,
-                           host.port, start, config.mappedFileSizeCommitLog, config.maxMessageSize,
-                           store.indexed, dest, store.trailing_separator, dest_start)
-        if not isinstance(out, str):
-            break
-        # raises InvalidTopicError for a topic the broker refuses; None: a v2 topic, which only
-        # the general path writes
-        if store.plain_topic_field(out) is None:
-            return None
+    # the active file's map up to its reserved blocks (in place only there: past them a full disk
+    # would kill the process with SIGBUS) and the data end in it; encode_plain holds the buffer
+    # only while it runs, and the view is released before this returns
+    mapped, dest_start = commitlog.unwritten_map()
+    dest = None if mapped is None else memoryview(mapped)[:commitlog.reserved_end()]
+    try:
+        while True:
+            out = encode_plain(items, store.plain_topic_fields, store.next_offsets, KEYS_FIRST, now, host.ip,
+                               host.port, start, config.mappedFileSizeCommitLog, config.maxMessageSize,
+                               store.indexed, dest, store.trailing_separator, dest_start)
+            if not isinstance(out, str):
+                break
+            # raises InvalidTopicError for a topic the broker refuses; None: a v2 topic, which only
+            # the general path writes
+            if store.plain_topic_field(out) is None:
+                return None
+    finally:
+        if dest is not None:
+            dest.release()
     if out is None:
         return None
     return _new_batch(PlainBatch, (*out, start))

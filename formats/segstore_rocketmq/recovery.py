@@ -334,22 +334,31 @@ def _next_valid_in_file(seg: CommitLogFile, view: memoryview, pos: int) -> int |
     a time, in the file's data ranges only: its holes are zeros); each is
     confirmed by a full decode with CRC and its stored offset.
     """
-    size = len(view)
-    for start, data_end in files.data_ranges(seg.path, pos + 1, size):
+    for data_start, data_end in seg.file.data_ranges(pos + 1):
+        start = data_start
         while start < data_end:
-            stop = min(size, start + SEARCH_WINDOW + MAGIC_POS + len(MAGIC_PREFIX))
-            if not np.frombuffer(view, dtype=np.uint8, count=stop - start, offset=start).any():
-                start += SEARCH_WINDOW  # unwritten space: nothing to find (no copy)
-                continue
-            chunk = bytes(view[start:stop])
+            # read through the descriptor, inside the data range: a hole read through the map
+            # costs a page (on a full tmpfs, a SIGBUS), and a message reaching into one is torn
+            stop = min(data_end, start + SEARCH_WINDOW + MAGIC_POS + len(MAGIC_PREFIX))
+            chunk = seg.file.pread(start, stop - start)
             at = chunk.find(MAGIC_PREFIX)
             while at >= 0:
                 candidate = start + at - MAGIC_POS
-                if candidate > pos and isinstance(_valid_at(seg, view, candidate), RocketMQMessage):
+                if candidate > pos and _inside(seg, candidate, data_start, data_end) \
+                        and isinstance(_valid_at(seg, view, candidate), RocketMQMessage):
                     return candidate
                 at = chunk.find(MAGIC_PREFIX, at + 1)
             start += SEARCH_WINDOW
     return None
+
+
+def _inside(seg: CommitLogFile, candidate: int, data_start: int, data_end: int) -> bool:
+    """Whether the record whose length field is at ``candidate`` lies within the data range
+    ``[data_start, data_end)`` (read through the descriptor: nothing of a hole through the map)."""
+    if candidate < data_start or candidate + PREFIX.size > data_end:
+        return False
+    total, _ = PREFIX.unpack_from(seg.file.pread(candidate, PREFIX.size))
+    return candidate + total <= data_end
 
 
 def next_valid_message(segs: list[CommitLogFile], i: int, pos: int) -> tuple[int, int] | None:
@@ -473,20 +482,15 @@ def walk_batches(
         advance(commitlog.file_size)  # the last file: its data ends before its end
 
 
-def nonzero_extent(view: memoryview, pos: int, path: str | None = None) -> int:
-    """One past the last non-zero byte at or after ``pos`` (``pos`` if none).
+def nonzero_extent(file: files.MappedFile, pos: int) -> int:
+    """One past the last non-zero byte of ``file`` at or after ``pos`` (``pos`` if none).
 
-    Scans a window at a time (``np.any``), so memory stays bounded on 1 GiB files;
-    with the file's ``path``, only its data ranges (a preallocated file's holes are zeros).
+    Only the file's data ranges are read (a preallocated file's holes are zeros), through its
+    descriptor a window at a time (:meth:`MappedFile.first_nonzero`): memory stays bounded on
+    1 GiB files, and no hole is read through the map (a full tmpfs answers that with SIGBUS).
     """
-    size = len(view)
-    last = pos
-    for start, stop in files.data_ranges(path, pos, size) if path is not None else [(pos, size)]:
-        for lo in range(start, stop, SEARCH_WINDOW):
-            chunk = np.frombuffer(view, dtype=np.uint8, count=min(SEARCH_WINDOW, stop - lo), offset=lo)
-            if chunk.any():
-                last = lo + int(np.flatnonzero(chunk)[-1]) + 1
-    return last
+    last = file.first_nonzero(pos, last=True)
+    return pos if last is None else last
 
 
 def aside_dir(directory: str) -> str:
@@ -522,7 +526,7 @@ def cut_tail(commitlog: CommitLog, end: int) -> list[str]:
             continue
         pos = max(end - seg.base, 0)
         view = seg.file.view()
-        stop = nonzero_extent(view, pos, seg.path)
+        stop = nonzero_extent(seg.file, pos)
         if stop > pos:
             kept = files.save_aside(seg.path, pos, view[pos:stop], into=aside_dir(commitlog.directory))
             lines.append(f"{seg.path}:{pos}: cut {stop - pos} bytes of torn tail, saved in {kept}")
@@ -776,11 +780,14 @@ def _drop_damaged_queues(ctx: RecoveryContext, dispatch: _Dispatch, lines: list[
 INDEX_CHUNK = 1 << 16
 
 
-def _first_not_carried(cl: CommitLog, phys: np.ndarray, hashes: np.ndarray) -> int | None:
+def _first_not_carried(cl: CommitLog, phys: np.ndarray, hashes: np.ndarray,
+                       ordinals: np.ndarray) -> int | None:
     """The first ``i`` where ``phys[i]`` (ascending, inside the walked range) is not the offset of a
-    valid message (magic, lengths, body CRC, stored at its own offset) carrying a key of hash
-    ``hashes[i]``, or None.  The messages are decoded where they lie (:func:`.columnar.decode_at`),
-    so memory is bounded by the chunk, not the store."""
+    valid message (magic, lengths, body CRC, stored at its own offset) whose key number
+    ``ordinals[i]`` (in the broker's put order, ``indexfile.index_keys``) has hash ``hashes[i]``,
+    or None: an entry past the message's last key is one put again (see :func:`_entry_ordinals`).
+    The messages are decoded where they lie (:func:`.columnar.decode_at`), so memory is bounded by
+    the chunk, not the store."""
     done = 0
     rows = columnar.Rows(max(1, len(phys)))
     while done < len(phys):
@@ -797,7 +804,7 @@ def _first_not_carried(cl: CommitLog, phys: np.ndarray, hashes: np.ndarray) -> i
             counts, own, _ = columnar.index_entries(view, rows)
             offsets = np.zeros(n + 1, np.int64)
             np.cumsum(counts, out=offsets[1:])
-            hit = _carries(offsets, own, np.arange(n), hashes[done:done + n])
+            hit = _holds_key(offsets, own, ordinals[done:done + n], hashes[done:done + n])
             if not hit.all():
                 return done + int(np.flatnonzero(~hit)[0])
         if done + n < stop:
@@ -806,15 +813,48 @@ def _first_not_carried(cl: CommitLog, phys: np.ndarray, hashes: np.ndarray) -> i
     return None
 
 
+def _holds_key(key_offsets: np.ndarray, key_hashes: np.ndarray, ordinals: np.ndarray,
+               hashes: np.ndarray) -> np.ndarray:
+    """Whether row ``i``'s key number ``ordinals[i]`` (its keys' hashes
+    ``key_hashes[key_offsets[i]:key_offsets[i + 1]]``) exists and has hash ``hashes[i]``."""
+    counts = key_offsets[1:len(ordinals) + 1] - key_offsets[:len(ordinals)]
+    inside = ordinals < counts
+    hit = np.zeros(len(ordinals), bool)
+    hit[inside] = key_hashes[key_offsets[:len(ordinals)][inside] + ordinals[inside]] == hashes[inside]
+    return hit
+
+
+def _entry_ordinals(phys: np.ndarray, prev_phy: int, prev_ordinal: int) -> np.ndarray:
+    """For each entry of ``phys`` (ascending), its number among the entries of its message: the
+    entries of one message lie together, in the broker's put order, a file's first ones going
+    on from the previous file's (``prev_phy``, the last one's number ``prev_ordinal``).  RocketMQ
+    4.9.7's ``IndexService.buildIndex`` after an abnormal start indexes the message at the last
+    file's ``endPhyOffset`` again (it skips only those below it): its second run of keys numbers
+    past its last key."""
+    n = len(phys)
+    idx = np.arange(n)
+    new_run = np.empty(n, bool)
+    if n:
+        new_run[0] = phys[0] != prev_phy
+        new_run[1:] = phys[1:] != phys[:-1]
+    starts = np.maximum.accumulate(np.where(new_run, idx, 0)) if n else idx
+    ordinals = idx - starts
+    first_new = int(np.argmax(new_run)) if new_run.any() else n
+    ordinals[:first_new] += prev_ordinal + 1
+    return ordinals
+
+
 def _first_bad_entry(cl: CommitLog, index: IndexService, walk_start: int,
                      end: int) -> tuple[int, int] | None:
     """``(file number, entry number)`` of the first index entry that cannot be trusted, or None.
 
     Bad: offsets going backwards, at or past the end, or (from the walk start on)
-    not the offset of a valid message carrying a key with that hash.  Vectorized
-    per :data:`INDEX_CHUNK` entries.
+    not the offset of a valid message whose key at that place in the put order has
+    that hash (so an entry put again after a crash is bad).  Vectorized per
+    :data:`INDEX_CHUNK` entries.
     """
     prev_phy = -1
+    prev_ordinal = -1
     for fi, f in enumerate(index.files):
         entries = f.entries
         for lo in range(0, len(entries), INDEX_CHUNK):
@@ -828,13 +868,14 @@ def _first_bad_entry(cl: CommitLog, index: IndexService, walk_start: int,
             hits = np.flatnonzero(bad)
             first = int(hits[0]) if len(hits) else len(phys)
             # only entries before the first bad one matter: their offsets ascend
+            ordinals = _entry_ordinals(phys, prev_phy, prev_ordinal)
             checked = np.flatnonzero(phys[:first] >= walk_start)
-            k = _first_not_carried(cl, phys[checked], hashes[checked])
+            k = _first_not_carried(cl, phys[checked], hashes[checked], ordinals[checked])
             if k is not None:
                 first = int(checked[k])
             if first < len(phys):
                 return fi, lo + first + 1
-            prev_phy = int(phys[-1])
+            prev_phy, prev_ordinal = int(phys[-1]), int(ordinals[-1])
     return None
 
 

@@ -255,7 +255,6 @@ class RocketMQStore(LifecycleMixin, Store):
         self._order_cache: dict[tuple[str, ...], tuple[str, ...]] = {}
         self._plain_topics: dict[str, bytes] = {}     # validated topics' fields (.fastappend)
         self._tags_codes: dict[str, int] = {}
-        self._cq_per_file = self.config.consume_queue_file_size // CQ_DTYPE.itemsize   # entries per file
         self._trailing_separator: bool | None = None    # the properties style, found at first append
         self._scanned: dict[tuple[str, int], ScannedQueue] | None = None
         #: what a reader should know about where answers came from (see :data:`SCAN_NOTE`)
@@ -483,6 +482,22 @@ class RocketMQStore(LifecycleMixin, Store):
             return None
         field = self._plain_topics[topic] = encode_topic(topic, MESSAGE_MAGIC)
         return field
+
+    def create_queue(self, topic: str, queue_id: int) -> None:
+        """Make an empty queue: its consume-queue directory (which the broker's
+        ``DefaultMessageStore.loadConsumeQueue`` loads with or without files) and its topic's queue
+        count in ``config/topics.json``.  Nothing for a queue the store holds already.
+
+        :raises InvalidTopicError: a topic the broker refuses.
+        :raises InvalidMessageError: a negative queue id.
+        """
+        self._check_writable()
+        validate_topic(topic, self.config.topic_max_length)
+        if type(queue_id) is not int or queue_id < 0:
+            raise InvalidMessageError(f"expected a queue id >= 0, found {cut(queue_id)}")
+        files.make_dirs(self._queue(topic, queue_id).directory)
+        if self.topic_configs.ensure(topic, queue_id):
+            self._configs_dirty = True
 
     @property
     def plain_topic_fields(self) -> Mapping[str, bytes]:
@@ -743,8 +758,9 @@ class RocketMQStore(LifecycleMixin, Store):
                                       f"{cut(str(err))}") from err
 
     def _reserve(self, end: int, queues: Iterable[tuple[tuple[str, int], int, int]]) -> None:
-        """Create, blocks reserved, every commitlog and consume-queue file a batch ending at physical
-        ``end`` rolls into, before it writes anything; ``queues``: ``(key, _, count)``, ``count`` new
+        """Reserve the blocks a batch ending at physical ``end`` writes into (the commitlog's and each
+        consume queue's: the next step of the active files, every file it rolls into), before it
+        writes anything; ``queues``: ``(key, _, count)``, ``count`` new
         entries per queue (the form of :attr:`.fastappend.PlainBatch.queues`).
 
         :raises StorageFullError: the disk is full; the consume-queue files made here are deleted
@@ -752,14 +768,11 @@ class RocketMQStore(LifecycleMixin, Store):
         """
         self.commitlog.reserve(end)
         created: list[str] = []
-        per_file = self._cq_per_file
-        next_offsets = self._next_offsets
         try:
             for key, _, count in queues:
-                first = next_offsets.get(key, 0)
-                if first % per_file and (first + count - 1) // per_file == first // per_file:
-                    continue    # within the file holding the queue's last entry: nothing to create
                 cq = self.queues.get(key)
+                if cq is not None and cq.fits(count):
+                    continue    # within the reserved blocks of the queue's active file: nothing to do
                 if cq is None:
                     directory = os.path.join(self.path, CONSUMEQUEUE_DIR, key[0], str(key[1]))
                     cq = ConsumeQueue(directory, key[0], key[1], self.config.consume_queue_file_size,
@@ -783,15 +796,15 @@ class RocketMQStore(LifecycleMixin, Store):
             return results
         queues = batch.queues
         next_offsets = self._next_offsets
-        per_file = self._cq_per_file
         commitlog = self.commitlog
-        # what _reserve would find: every queue within the file of its last entry, the batch within
-        # the active commitlog file (checked again by commitlog.reserve)
+        # what _reserve would find: every queue's entries within the reserved blocks of its active
+        # file, the batch within those of the active commitlog file
         reserve = not commitlog.fits(batch.end)
         if not reserve:
+            by_key = self.queues
             for key, _, count in queues:
-                first = next_offsets.get(key, 0)
-                if not first % per_file or (first + count - 1) // per_file != first // per_file:
+                cq = by_key.get(key)
+                if cq is None or not cq.fits(count):
                     reserve = True
                     break
         if reserve:

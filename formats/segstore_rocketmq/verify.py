@@ -8,7 +8,8 @@
   the message's size, tags code and queue offset; nothing after the first
   invalid slot; every message that needs an entry has one;
 - index files: header counts in range, every entry points at a message carrying
-  a key with that hash, chains go backwards, slots point at used entries;
+  a key with that hash, no message's keys put twice, chains go backwards, slots point
+  at used entries;
 - the checkpoint (:func:`.checkpoint.check`) and the JSON config files.
 
 Problems render as ``path:pos: what was expected, found what``.  Runtime
@@ -35,10 +36,18 @@ from .config import TOPIC_MAX_LENGTH_V2, validate_topic
 from .consumequeue import CQ_DTYPE
 from .consumequeue_ext import MAX_ADDR as EXT_MAX_ADDR
 from .consumequeue_ext import real_offset
-from .indexfile import HEADER, INDEX_COUNT_POS, INVALID_INDEX, IndexHeader
+from .indexfile import (
+    HEADER,
+    INDEX_COUNT_POS,
+    INVALID_INDEX,
+    IndexHeader,
+    IndexRequest,
+    index_key_hash,
+    index_keys,
+)
 from .lifecycle import ABORT_FILE
 from .message import Blank, End, RocketMQMessage, decode
-from .recovery import SEARCH_WINDOW, Walk, Walked, messages_at, nonzero_extent, walk_batches
+from .recovery import Walk, Walked, messages_at, nonzero_extent, walk_batches
 from .topicconfig import loads_fastjson
 
 CONFIG_DIR = "config"
@@ -100,7 +109,7 @@ def _verify_commitlog(store, problems: list[Problem], missing: list[Problem]) ->
         if seg.base + cl.file_size <= w.end:
             continue
         pos = max(w.end - seg.base, 0)
-        stop = nonzero_extent(seg.file.view(), pos, seg.path)
+        stop = nonzero_extent(seg.file, pos)
         if stop > pos:
             problems.append(
                 Problem(
@@ -116,14 +125,7 @@ def _verify_commitlog(store, problems: list[Problem], missing: list[Problem]) ->
 def _first_nonzero(file: files.MappedFile, pos: int) -> int | None:
     """The position of the first non-zero byte of ``file`` at or after ``pos`` (None: zeros to the end);
     only the file's data ranges are read (a preallocated file's holes are zeros)."""
-    view = file.view()
-    for lo, hi in files.data_ranges(file.path, pos, len(view)):
-        for start in range(lo, hi, SEARCH_WINDOW):
-            chunk = np.frombuffer(view, np.uint8, min(SEARCH_WINDOW, hi - start), start)
-            hits = np.flatnonzero(chunk)
-            if len(hits):
-                return start + int(hits[0])
-    return None
+    return file.first_nonzero(pos)
 
 
 def _unit(ext, address: int):
@@ -467,6 +469,55 @@ def _verify_index(store, w: Walk, cover: _Coverage, problems: list[Problem]) -> 
             )
 
 
+def _verify_index_repeats(store, problems: list[Problem]) -> None:
+    """Keys of a message put again: the entries of one message lie together in the broker's put
+    order (``indexfile.index_keys``; a message's keys may go on in the next file), and RocketMQ
+    4.9.7 after an abnormal start indexes the message at the last file's ``endPhyOffset`` again
+    (``IndexService.buildIndex`` skips only the messages below it), so ``queryMessage`` returns it
+    twice.  Only the runs holding a hash twice (rare: a key listed twice in ``KEYS``) read their
+    message.  ``O(entries)`` in numpy, memory bounded by :data:`ENTRY_CHUNK`."""
+    index = store.index
+    if index is None:
+        return
+    carry_phy, carry = -1, np.zeros(0, np.int64)          # the run the entries before ended with
+    for f in index.files:
+        entries = f.entries
+        for lo in range(0, len(entries), ENTRY_CHUNK):
+            chunk = entries[lo:lo + ENTRY_CHUNK]
+            phys, hashes = chunk["phy_offset"].astype(np.int64), chunk["hash"].astype(np.int64)
+            lead = carry if phys[0] == carry_phy else np.zeros(0, np.int64)
+            all_phys = np.concatenate([np.full(len(lead), carry_phy, np.int64), phys])
+            all_hashes = np.concatenate([lead, hashes])
+            order = np.lexsort((all_hashes, all_phys))
+            twice = (np.diff(all_phys[order]) == 0) & (np.diff(all_hashes[order]) == 0)
+            for phy in np.unique(all_phys[order][1:][twice]).tolist():
+                _check_key_run(store, f, lo, phy, all_hashes[all_phys == phy], len(lead) if phy == carry_phy
+                               else 0, int(np.flatnonzero(phys == phy)[0]), problems)
+            tail = hashes[phys == phys[-1]]
+            carry = np.concatenate([lead, tail]) if len(tail) == len(phys) and len(lead) else tail
+            carry_phy = int(phys[-1])
+
+
+def _check_key_run(store, f, lo: int, phy: int, run: np.ndarray, before: int, first: int,
+                   problems: list[Problem]) -> None:
+    """The entries ``run`` of the message at ``phy`` (``before`` of them in earlier files or chunks,
+    the rest from slot ``lo + first`` of ``f.entries``) against its keys in put order."""
+    try:
+        msg = store.commitlog.read(phy)
+    except SegstoreError:
+        return          # the entry checks report an entry that points at no valid message
+    keys = index_keys(IndexRequest(msg.topic, phy, msg.store_timestamp, msg.properties.get("UNIQ_KEY"),
+                                   msg.properties.get("KEYS"), msg.sys_flag))
+    own = np.array([index_key_hash(k) for k in keys], np.int64)
+    wrong = np.flatnonzero(np.concatenate([run[:len(own)] != own[:len(run)],
+                                           np.ones(max(0, len(run) - len(own)), bool)]))
+    if len(wrong) and wrong[0] >= before:
+        n = lo + first + int(wrong[0]) - before + 1
+        problems.append(Problem(f.path, f.entry_pos(n), f"expected the {len(own)} key(s) of the message "
+                                                        f"at {phy} indexed once, found index entry {n} "
+                                                        "put again"))
+
+
 def _check_index_entries(store, w: Walk, f, at_slots: np.ndarray, entries: np.ndarray,
                          problems: list[Problem]) -> None:
     """Entries ``entries`` (at ``at_slots`` of ``f.entries``, ascending) against the messages they
@@ -525,6 +576,7 @@ def verify_store(store) -> list[Problem]:
     problems.extend(missing)
     _verify_queue_exts(store, problems)
     _verify_index(store, w, cover, problems)
+    _verify_index_repeats(store, problems)
     _verify_files(store, problems)
     _verify_5x_files(store, problems)
     _verify_shutdown(store, problems)

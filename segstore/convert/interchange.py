@@ -94,6 +94,24 @@ class Options:
     problems: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Extent:
+    """One stream of a store, whether it holds records or not: offsets ``[start, end)`` as the
+    side's entries number them (``start`` the first a consumer can read: Kafka's log start, a
+    RocketMQ queue's min offset; ``end`` the next one to write), the topic named as the side's
+    entries name it.  An empty stream (``start == end``) has no entry to carry it: a conversion
+    creates it from its extent, so empty partitions and queues, and where they start, are kept."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+    @property
+    def empty(self) -> bool:
+        return self.start >= self.end
+
+
 #: ``(entry, source bytes)``: what a source stream yields.
 Sized = tuple[Entry, int]
 
@@ -268,6 +286,24 @@ class FormatConversion(abc.ABC):
             found = _SHARED[cls] = cls()
         return found
 
+    def extents(self, source: Store, options: Options) -> list[Extent]:
+        """Every selected stream of ``source`` (``options.topics``), empty ones included, named and
+        numbered as :meth:`streams` names and numbers its entries; [] where the format has none to
+        keep (then only the streams that hold records come across)."""
+        return []
+
+    def open_streams(self, dest: Store, extents: list[Extent], options: Options) -> None:
+        """Create in ``dest`` each stream of ``extents`` (the source's, named and numbered as the
+        source's entries are) that its entries will not create: an empty one at its start where the
+        format can hold that.  Called before any entry is written, again when a run resumes: a
+        stream ``dest`` holds already is left as it is.  This default creates none."""
+        return
+
+    def check_streams(self, dest: Store, extents: list[Extent], options: Options) -> list[str]:
+        """What ``dest`` lacks of ``extents`` after a conversion (``--verify``): a stream missing, or
+        starting elsewhere than where :meth:`open_streams` put it; one line each."""
+        return []
+
     def source_config(self, source: Store) -> dict[str, Any]:
         """The source's config by the format's own names (kept in the journal for the way back)."""
         config = getattr(source, "config", None)
@@ -275,6 +311,7 @@ class FormatConversion(abc.ABC):
         return as_dict() if as_dict is not None else {}
 
 
-__all__ = ["ENTRY_SCHEMA", "NO_PRODUCER_EPOCH", "NO_PRODUCER_ID", "ArrowWriter", "Entry", "FormatConversion",
+__all__ = ["ENTRY_SCHEMA", "NO_PRODUCER_EPOCH", "NO_PRODUCER_ID", "ArrowWriter", "Entry", "Extent",
+           "FormatConversion",
            "Options", "Peer", "Sized",
            "Verifier", "Writer"]

@@ -14,8 +14,13 @@ What a run does (``docs/conversion.md`` has the user's view):
    interrupted run leaves only that sibling; ``resume`` reopens it, and the target's
    writer skips what the destination holds already (Kafka: each partition's end
    offset; RocketMQ: the messages in the commitlog).
-3. With ``verify``, check the destination's files (``Store.verify``) and re-read
-   every record, comparing it with the source mapped again (the target's verifier).
+   Before any record, every stream of the source (``FormatConversion.extents``: empty ones
+   too, with where each starts) is created in the destination (``open_streams``), and the
+   journal keeps them (``streams``) for the way back, where the destination cannot hold a
+   start (:func:`_extents`).
+3. With ``verify``, check the destination's files (``Store.verify``), its streams
+   (``check_streams``), and re-read every record, comparing it with the source mapped again
+   (the target's verifier).
 4. Rename the sibling into place (an old destination is moved aside first with
    ``force`` and removed once the new one is in place).  The journal stays in the
    result as its provenance; a later conversion back reads the source config from it.
@@ -54,7 +59,7 @@ from segstore.overlap import pipelined
 from segstore.store import Store
 
 from . import COMPRESSIONS
-from .interchange import ENTRY_SCHEMA, Entry, FormatConversion, Options, Peer, Sized
+from .interchange import ENTRY_SCHEMA, Entry, Extent, FormatConversion, Options, Peer, Sized
 
 #: The journal in the temporary directory, kept in the result as its provenance.
 JOURNAL_NAME = "segstore-convert.json"
@@ -583,6 +588,36 @@ def _destination_config(src: str, options: _RunOptions) -> dict[str, Any]:
     return {**recorded, **options.config}
 
 
+def _extents(source_side: FormatConversion, source: Store, reading: Options, src: str,
+             to: str) -> list[Extent]:
+    """The source's streams (:meth:`FormatConversion.extents`), with where each started in the store
+    of format ``to`` that ``src`` was itself converted from (its journal's ``streams``), where the
+    source's own files cannot hold that: an empty stream takes the recorded end (Kafka: an empty
+    partition's log start), a stream with records the recorded start when it is not past the first
+    record (Kafka: a log start before the first record kept)."""
+    extents = source_side.extents(source, reading)
+    journal = _read_journal(src)
+    if journal is None or journal.get("source_format") != to:
+        return extents
+    recorded: dict[tuple[str, int], tuple[int, int]] = {}
+    for item in journal.get("streams") or []:
+        try:
+            topic, partition, start, end = item
+            recorded[(str(topic), int(partition))] = (int(start), int(end))
+        except (TypeError, ValueError) as err:
+            raise ConversionError(f"expected streams of [topic, partition, start, end] in the conversion "
+                                  f"journal, found {item!r}", os.path.join(src, JOURNAL_NAME)) from err
+    out = []
+    for extent in extents:
+        found = recorded.get((extent.topic, extent.partition))
+        if found is not None and extent.empty:
+            extent = replace(extent, start=found[1], end=found[1])
+        elif found is not None and found[0] <= extent.start:
+            extent = replace(extent, start=found[0])
+        out.append(extent)
+    return out
+
+
 def _install(tmp: str, dst: str) -> None:
     """Rename ``tmp`` to ``dst``; an existing ``dst`` (``force``) is moved aside first, then removed.
 
@@ -633,8 +668,12 @@ def run(src: str, dst: str, *, to: str, topics: list[str] | None, compression: s
             bar = _Progress(progress, f"convert {source_format} -> {to}", _source_messages(source))
             journal["source_config"] = source_side.source_config(source)
             dest_config = _destination_config(src, options)
+            reading, writing = options.sides(source_side, target_side, source_format)
+            extents = _extents(source_side, source, reading, src, to)
+            # for the way back: where each stream started, which the destination may not hold
+            journal["streams"] = [[e.topic, e.partition, e.start, e.end] for e in extents]
             with open_store(tmp, format=to, mode="a", **dest_config) as dest:
-                reading, writing = options.sides(source_side, target_side, source_format)
+                target_side.open_streams(dest, extents, writing)
                 converting = True
                 _convert(source_side, target_side, source, dest, reading, writing, report, bar)
     except BaseException:
@@ -673,6 +712,9 @@ def _verify(src: str, source_format: str, tmp: str, options: _RunOptions, dest_c
         findings = [str(p) for p in dest.verify()][:REPORT_LIMIT]
         if not findings:
             reading, writing = options.sides(source_side, target_side, source_format)
+            extents = _extents(source_side, source, reading, src, options.to)
+            findings = target_side.check_streams(dest, extents, writing)[:REPORT_LIMIT]
+        if not findings:
             findings = _compare(source_side, target_side, source, dest, reading, writing, check)
     if findings:
         raise ConversionError(f"expected the converted store to match the source, found {len(findings)} "

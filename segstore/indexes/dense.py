@@ -146,7 +146,7 @@ class ConsumeQueue:
                 # "length not matched"); it holds nothing: read as absent, a writer's recovery deletes it.
                 self.empty_tail = path
                 continue
-            mapped = MappedFile(path, writable=self.writable)
+            mapped = MappedFile(path, writable=self.writable, reserve=self.writable)
             if mapped.size != self.file_size:
                 size = mapped.size
                 if not self.writable or self.cut_dir is None:
@@ -155,7 +155,10 @@ class ConsumeQueue:
                                             f"(mappedFileSizeConsumeQueue), found {size}: the broker refuses "
                                             f"to load it; segstore recover resizes it", path)
                 self.repairs.append(self._fix_size(mapped, size, self.cut_dir))
-            count = valid_entries(mapped.array(CQ_DTYPE, 0, self.file_size // CQ_DTYPE.itemsize))
+            # the slots before the file's first hole (unwritten, zeros: no entry there), so that a
+            # hole is never read through the map (a full tmpfs answers that with SIGBUS)
+            count = valid_entries(mapped.array(CQ_DTYPE, 0, min(self.file_size, mapped.data_end())
+                                               // CQ_DTYPE.itemsize))
             loaded.append(ConsumeQueueFile(mapped, base, count))
         # Files without an entry after one with free slots: created for a batch (reserve) that a kill
         # stopped before it wrote.  Nothing is in them; read as absent (the broker's ConsumeQueue.recover
@@ -294,26 +297,41 @@ class ConsumeQueue:
         for gone in removed:
             files.remove(gone.file.path)
 
+    def fits(self, count: int) -> bool:
+        """Whether ``count`` more entries go into the active file's reserved blocks (then
+        :meth:`reserve` has nothing to do).  ``O(1)``."""
+        active = self.log.active
+        return (active is not None and len(active) + count <= active.capacity
+                and (len(active) + count) * CQ_DTYPE.itemsize <= active.file.reserved)
+
     def reserve(self, count: int) -> list[str]:
-        """Create, blocks reserved, the files that appending ``count`` entries rolls into; the paths
-        created (empty: the caller deletes them if the batch is refused after all, since a file of
-        zeros after a file with free slots would end the queue early for a reader).
+        """Reserve the blocks that appending ``count`` entries writes into: the active file's next
+        step, and the files the append rolls into, created and reserved as far as it reaches;
+        the paths created (empty: the caller deletes them if the batch is refused after all,
+        since a file of zeros after a file with free slots would end the queue early for a reader).
 
         :raises StorageFullError: the disk is full; the files this call created are deleted again.
         """
         active = self.log.active
-        if active is not None and len(active) + count <= active.capacity:
-            return []       # the common case: the active file has room
+        end = self.max_offset * CQ_DTYPE.itemsize + count * CQ_DTYPE.itemsize
+        if active is not None:
+            active.file.reserve_to(min(end - active.base, self.file_size), len(active) * CQ_DTYPE.itemsize)
+            if len(active) + count <= active.capacity:
+                return []       # the common case: the active file has room
         created: list[str] = []
         base = self._resume_base if active is None else active.base + self.file_size
-        end = self.max_offset * CQ_DTYPE.itemsize + count * CQ_DTYPE.itemsize
         try:
             while base < end:
                 path = os.path.join(self.directory, file_name(base))
-                if not files.exists(path):
-                    files.make_dirs(self.directory)
-                    MappedFile(path, self.file_size, create=True, reserve=True).close()
+                fresh = not files.exists(path)
+                files.make_dirs(self.directory)
+                mapped = MappedFile(path, self.file_size, create=True, reserve=True)
+                if fresh:
                     created.append(path)
+                try:
+                    mapped.reserve_to(min(end - base, self.file_size))
+                finally:
+                    mapped.close()
                 base += self.file_size
         except StorageFullError:
             for path in created:

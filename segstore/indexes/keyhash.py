@@ -291,7 +291,15 @@ class IndexFile:
         counts with the first key put (an unused file's indexCount stays 0 on disk).
         """
         mapped = files.MappedFile(path, file_size(slot_num, index_num), create=True, writable=True,
-                                  reserve=True)  # a full disk: StorageFullError here, not SIGBUS in a put
+                                  reserve=True)
+        try:
+            # the whole slot table (puts write slots anywhere in it, through the map) and a step of
+            # entries: a full disk is a StorageFullError here, not a SIGBUS in a put
+            mapped.reserve_to(HEADER.size + slot_num * SLOT_DTYPE.itemsize + ENTRY_DTYPE.itemsize)
+        except BaseException:
+            mapped.close()
+            files.remove(path)
+            raise
         index = cls(mapped, slot_num, index_num)
         header = index.header
         if end_phy_offset > 0:
@@ -313,7 +321,7 @@ class IndexFile:
 
     @classmethod
     def open(cls, path: str, slot_num: int, index_num: int, *, writable: bool = False) -> IndexFile:
-        return cls(files.MappedFile(path, writable=writable), slot_num, index_num)
+        return cls(files.MappedFile(path, writable=writable, reserve=writable), slot_num, index_num)
 
     @property
     def path(self) -> str:
@@ -372,6 +380,9 @@ class IndexFile:
         k = min(room, len(hashes))
         if k <= 0:
             return 0
+        # the entries' blocks (and, in a file opened as it was left, the slot table's) before they
+        # are written through the map; a full disk: StorageFullError, nothing put
+        self.file.reserve_to(self.entry_pos(self.header.index_count + k))
         if _speedups is not None:    # puts as many as fit (k), the columns passed whole: no slices
             return self._put_c(_speedups, hashes, phy_offsets, store_timestamps)
         hashes = np.asarray(hashes[:k], dtype=np.int64)

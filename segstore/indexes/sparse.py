@@ -77,6 +77,9 @@ class _AbsentFile:
     def flush(self, start: int = 0, end: int | None = None) -> None:
         """Nothing to make durable."""
 
+    def reserve_to(self, end: int, start: int = 0) -> None:
+        """Nothing to reserve."""
+
     def close(self) -> None:
         """Nothing to release."""
 
@@ -157,10 +160,15 @@ class KafkaIndex(EntryIndex):
             return cls(MappedFile(path, capacity_bytes, create=True, reserve=True), base_offset, 0)
         # Read-only: a snapshot, not a map; a writer trims its active index on roll and
         # close, and a reader touching a map past the new end dies of SIGBUS.
-        mapped = MappedFile(path, writable=writable, in_memory=not writable)
+        mapped = MappedFile(path, writable=writable, in_memory=not writable, reserve=writable)
         try:
             check_length(path, mapped.size, entry_size)
-            count, untrimmed = cls.count_valid_entries(mapped.array(cls.DTYPE), path, base_offset)
+            # a writer's map is read up to the file's first hole only (zeros: no entry there; read
+            # through the map, a full tmpfs answers a hole with SIGBUS)
+            slots = mapped.array(cls.DTYPE) if not writable else \
+                mapped.array(cls.DTYPE, 0, mapped.data_end() // entry_size)
+            count, _ = cls.count_valid_entries(slots, path, base_offset)
+            untrimmed = count < mapped.size // entry_size
         except BaseException:
             mapped.close()
             raise

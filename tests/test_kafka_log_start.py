@@ -1,0 +1,101 @@
+"""Records below a Kafka partition's log start offset: every store-level view is a consumer's view.
+
+A consumer never sees them: Kafka 3.8.0 ``core/src/main/scala/kafka/log/UnifiedLog.scala`` ``read``
+(through ``LocalLog.read``) refuses a fetch below ``logStartOffset`` with
+``OffsetOutOfRangeException``, and ``Partition.deleteRecordsOnLeader`` moves the log start into the
+middle of a batch (``maybeIncrementLogStartOffset``) without rewriting it, so the records of that batch
+below the start stay in the file.  ``read``, ``scan_arrow``, Spark and ``convert`` start at the log start;
+``dump PART`` (text and ``--json``) and ``scan`` must too.  ``dump FILE`` is ``kafka-dump-log --files``
+(``core/src/main/scala/kafka/tools/DumpLogSegments.scala``), which prints the file as it is.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from segstore_kafka.checkpoints import write_offsets
+
+import segstore
+from segstore.cli import main
+from segstore.records import Message
+
+
+def _build(logs: Path, *, batches: int = 6, per_batch: int = 10, segment_bytes: int | None = None) -> Path:
+    """``t-0`` of ``batches`` batches of ``per_batch`` records (offsets 0.. in order)."""
+    config = {} if segment_bytes is None else {"segment.bytes": segment_bytes}
+    with segstore.open(logs, format="kafka", mode="a", **config) as store:
+        n = 0
+        for _ in range(batches):
+            store.append_batch([Message("t", f"v{n + i}".encode(), key=f"k{n + i}".encode(), partition=0,
+                                        timestamp=1_700_000_000_000 + n + i) for i in range(per_batch)])
+            n += per_batch
+    return logs / "t-0"
+
+
+def _dump_json_offsets(path: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> list[int]:
+    assert main(["dump", str(path), "--json", *extra]) == 0
+    return [json.loads(line)["offset"] for line in capsys.readouterr().out.splitlines()]
+
+
+def _dump_text_offsets(path: Path, capsys: pytest.CaptureFixture[str]) -> list[int]:
+    assert main(["dump", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    return [int(line.split()[2]) for line in lines if line.startswith("| offset: ")]
+
+
+@pytest.mark.parametrize("where", ["partition", "logdir"])
+def test_store_views_start_at_the_log_start(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                            where: str) -> None:
+    """``delete-records --before 25``: the log start lies inside the batch 20..29."""
+    part = _build(tmp_path / "logs")
+    assert main(["delete-records", str(part), "--before", "25"]) == 0
+    capsys.readouterr()
+    path = part if where == "partition" else tmp_path / "logs"
+    with segstore.open(path) as store:
+        assert store.offset_range("t", 0) == (25, 60)
+        consumer = [r.offset for r in store.read("t", 0)]
+        assert consumer == list(range(25, 60))
+        assert [r.offset for r in store.scan()] == consumer
+        assert [o for b in store.scan_arrow(["offset"]) for o in b.column("offset").to_pylist()] == consumer
+    assert _dump_json_offsets(path, capsys) == consumer
+    assert _dump_json_offsets(path, capsys, "--isolation", "read_committed") == consumer
+    assert _dump_text_offsets(path, capsys) == consumer
+    # the straddling batch keeps its own header (what the file holds), then the records from the start
+    assert main(["dump", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert "baseOffset: 20 lastOffset: 29" in text and "baseOffset: 10 lastOffset: 19" not in text
+
+
+def test_segments_wholly_below_the_log_start_are_not_dumped(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """A log start checkpointed before the segments below it were deleted (a crash between the two, as
+    ``UnifiedLog.deleteLogStartOffsetBreachedSegments`` runs after the checkpoint): the store starts there."""
+    part = _build(tmp_path / "logs", segment_bytes=300)
+    bases = sorted(int(p.name[:20]) for p in part.glob("*.log"))
+    assert len(bases) > 3
+    start = bases[2] + 1
+    write_offsets(str(tmp_path / "logs" / "log-start-offset-checkpoint"), {("t", 0): start})
+    with segstore.open(part) as store:
+        consumer = [r.offset for r in store.read("t", 0)]
+    assert consumer == list(range(start, 60))
+    assert _dump_json_offsets(part, capsys) == consumer
+    assert _dump_text_offsets(part, capsys) == consumer
+    assert main(["dump", str(part)]) == 0
+    dumped = [line for line in capsys.readouterr().out.splitlines() if line.startswith("Dumping ")]
+    assert dumped == [f"Dumping {part / f'{base:020d}.log'}" for base in bases[2:]]
+
+
+def test_dump_file_stays_physical(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``dump FILE`` is kafka-dump-log: every record the file holds, those below the log start too."""
+    part = _build(tmp_path / "logs")
+    assert main(["delete-records", str(part), "--before", "25"]) == 0
+    capsys.readouterr()
+    log = next(iter(sorted(part.glob("*.log"))))
+    assert main(["dump", str(log), "--json", "--print-data-log"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [line["offset"] for line in lines if line["kind"] == "record"] == list(range(60))
+    assert main(["dump", str(log)]) == 0
+    text = capsys.readouterr().out
+    assert "baseOffset: 0 lastOffset: 9" in text and "baseOffset: 20 lastOffset: 29" in text
