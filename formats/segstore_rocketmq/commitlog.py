@@ -54,7 +54,24 @@ if TYPE_CHECKING:
 #: The name part of files holding bytes recovery cut (``segstore.files.save_aside``): not commitlog files.
 KEPT_ASIDE = ".cut-"
 assert END_FILE_MIN_BLANK_LENGTH == 8
+#: Bytes looked at a time when searching a file for data (bounded memory over 1 GiB files).
+SEARCH_WINDOW = 1 << 24
 
+
+def nonzero_extent(view: memoryview, pos: int, path: str | None = None) -> int:
+    """One past the last non-zero byte at or after ``pos`` (``pos`` if none).
+
+    Scans a window at a time (``np.any``), so memory stays bounded on 1 GiB files;
+    with the file's ``path``, only its data ranges (a preallocated file's holes are zeros).
+    """
+    size = len(view)
+    last = pos
+    for start, stop in files.data_ranges(path, pos, size) if path is not None else [(pos, size)]:
+        for lo in range(start, stop, SEARCH_WINDOW):
+            chunk = np.frombuffer(view, dtype=np.uint8, count=min(SEARCH_WINDOW, stop - lo), offset=lo)
+            if chunk.any():
+                last = lo + int(np.flatnonzero(chunk)[-1]) + 1
+    return last
 
 
 def _decode_at(seg: CommitLogFile, pos: int, limit: int, check_crc: bool) -> RocketMQMessage | Blank | End:
@@ -247,8 +264,10 @@ class CommitLog:
                     raise
                 continue    # gone since the look above (as there)
             loaded.append(CommitLogFile(mapped, base, self.file_size))
-        # Trailing files with nothing written are the allocator's preallocation, not data.
-        while loaded and not any(loaded[-1].file.view(0, PREFIX.size)):
+        # Trailing files with nothing written are the allocator's preallocation, not data.  Zeros at a
+        # file's start alone do not make it one: a damaged or power-cut file may hold data after them,
+        # which recovery keeps (a clean close deletes spares).
+        while loaded and nonzero_extent(loaded[-1].file.view(), 0, loaded[-1].path) == 0:
             spare = loaded.pop()
             self._spare.add(spare.path)
             spare.close()
