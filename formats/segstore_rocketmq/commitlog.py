@@ -17,6 +17,7 @@ thread; appends, rolls, truncation and close need the owning store's serialisati
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -168,9 +169,13 @@ class CommitLog:
         self.empty_tail: str | None = None
         #: what loading for writing did to files of the wrong length (recovery lines; see :meth:`_fix_size`)
         self.repairs: list[str] = []
-        #: ``(path, pos)`` of each file before the last that was short: its bytes from ``pos`` to the
-        #: mapped-file size are gone, with the messages they held
-        self.lost: list[tuple[str, int]] = []
+        #: ``(path, pos, end)`` of each range of commitlog bytes that is gone, with the messages it held:
+        #: a file before the last that was short (from ``pos`` to its end, ``end`` the physical offset
+        #: after it), or files missing between two others (``path`` the first missing, ``pos`` 0)
+        self.lost: list[tuple[str, int, int]] = []
+        #: ``(path, start, end)`` of each run of files missing between two others: the physical range
+        #: ``[start, end)`` (the first missing file's path); found at load
+        self.missing: list[tuple[str, int, int]] = []
         self._load()
 
     def _new_file(self, base: int) -> CommitLogFile:
@@ -271,6 +276,15 @@ class CommitLog:
             spare = loaded.pop()
             self._spare.add(spare.path)
             spare.close()
+        for before, after in itertools.pairwise(loaded):
+            if after.base != before.base + self.file_size:
+                # deleted or lost between two others; the broker loads the rest (MappedFileQueue.load
+                # lists what is there) and skips entries pointing into the gap (getMessage finds no
+                # file: MESSAGE_WAS_REMOVING), so readers go on; verify and recover report it
+                start = before.base + self.file_size
+                gone = os.path.join(self.directory, file_name(start))
+                self.missing.append((gone, start, after.base))
+                self.lost.append((gone, 0, after.base))
         self.log.load(loaded)
         self._active = self.log.active
 
@@ -329,7 +343,7 @@ class CommitLog:
             else:
                 blank_at = size     # other damage first: left in place, the walk reports it
             if blank_at is not None:
-                self.lost.append((path, size if cut_from is None else cut_from))
+                self.lost.append((path, size if cut_from is None else cut_from, base + self.file_size))
             if cut_from is not None:
                 kept = files.save_aside(path, cut_from, view[cut_from:size], into=into)
                 lines.append(f"{path}:{cut_from}: cut {size - cut_from} bytes of a message the file's short "

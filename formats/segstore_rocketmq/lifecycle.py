@@ -302,22 +302,28 @@ class LifecycleMixin:
         return opened + lines
 
     def _check_lost_messages(self: _Lifecycle, actions: list[str]) -> None:
-        """After a short commitlog file was resized: raise what says that queue entries point at the
-        messages its missing bytes held (their offsets cannot be given back; the broker would serve
-        what lies there now).  ``O(entries)`` in numpy, over the queues' maps."""
-        for path, pos in self.commitlog.lost:
-            base = int(os.path.basename(path))
-            lo, hi = base + pos, base + self.commitlog.file_size
-            hit = [(key, sum(int(np.count_nonzero((e >= lo) & (e < hi)))
+        """After a short commitlog file was resized, or with files missing between others: raise what
+        says that queue entries point at the messages the missing bytes held (their offsets cannot be
+        given back; the broker would serve what lies there now, or skip them where no file is).
+        ``O(entries)`` in numpy, over the queues' maps."""
+        for path, pos, end in self.commitlog.lost:
+            lo = int(os.path.basename(path)) + pos
+            hit = [(key, sum(int(np.count_nonzero((e >= lo) & (e < end)))
                              for e in (seg.entries["offset"] for seg in q.segment_files())))
                    for key, q in sorted(self.queues.items())]
             hit = [(key, n) for key, n in hit if n]
+            where = ", ".join(f"{t}/{q}: {n}" for (t, q), n in hit[:5])
+            pointing = (f"; {sum(n for _, n in hit)} consume-queue entries point at them "
+                        f"({where}{', ...' if len(hit) > 5 else ''})")
+            if pos == 0 and not files.exists(path):
+                raise UnrepairedDataError(
+                    f"expected commitlog files from physical offset {lo} to {end}, found none: the messages "
+                    f"they held are lost{pointing if hit else ''}; every other repair is done",
+                    path, None, actions=actions)
             if hit:
-                where = ", ".join(f"{t}/{q}: {n}" for (t, q), n in hit[:5])
                 raise UnrepairedDataError(
                     f"expected the file's messages up to {self.commitlog.file_size} bytes, found them lost "
-                    f"with its missing bytes; {sum(n for _, n in hit)} consume-queue entries point at them "
-                    f"({where}{', ...' if len(hit) > 5 else ''}); every other repair is done",
+                    f"with its missing bytes{pointing}; every other repair is done",
                     path, pos, actions=actions)
 
     def _commitlog_bytes(self: _Lifecycle) -> int:

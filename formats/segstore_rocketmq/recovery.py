@@ -776,6 +776,8 @@ def _first_not_carried(cl: CommitLog, phys: np.ndarray, hashes: np.ndarray) -> i
         if seg is None:
             return done
         view = seg.file.view()
+        if phys[done] >= seg.base + len(view):     # past the file's end: in a file that is missing
+            return done
         stop = done + int(np.searchsorted(phys[done:], seg.base + len(view)))
         n = columnar.decode_at(view, phys[done:stop] - seg.base, len(view), seg.base, rows)
         misplaced = columnar.contradicting(rows)
@@ -982,6 +984,15 @@ def recover(ctx: RecoveryContext) -> list[str]:
         _drop_empty_queue_files(ctx, lines)
         return lines
     lines.extend(move_kept_aside(cl))
+    for key, q in sorted(ctx.queues.items()):
+        if q.missing is not None:
+            # a file missing between two others: the entries from it on are rebuilt from the commitlog
+            # (the broker's getMessage skips a missing file's entries: OFFSET_FOUND_NULL, next file)
+            path, offset = q.missing
+            q.truncate(offset)
+            q.missing = None
+            lines.append(f"consumequeue {key[0]}/{key[1]}: {path} missing; entries from queue offset "
+                         f"{offset} on are rebuilt from the commitlog")
     start = cl.min_offset if ctx.full else _start_offset(ctx)
     w = Walk(start=start, end=start)
     dispatch = _Dispatch(ctx, None)

@@ -85,6 +85,10 @@ def _verify_commitlog(store, problems: list[Problem], missing: list[Problem]) ->
                                     f"expected only commitlog files of {cl.file_size} bytes in commitlog/ "
                                     "(RocketMQ's MappedFileQueue.load refuses any other), found bytes an "
                                     "older recovery cut (segstore recover moves them to .segstore/cut/)"))
+    for path, start, end in cl.missing:
+        problems.append(Problem(path, None, f"expected commitlog files from physical offset {start} to {end} "
+                                "(consecutive names differ by the mapped-file size), found none: the "
+                                "messages they held are lost"))
     w = Walk(start=cl.min_offset, end=cl.min_offset)
     cover = _Coverage(store)
     if len(cl.log.segments) == 0:
