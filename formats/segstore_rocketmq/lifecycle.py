@@ -151,7 +151,8 @@ class LifecycleMixin:
         checkpoint = self.checkpoint = CheckpointFile(os.path.join(self.path, CHECKPOINT_FILE), writable=True)
         resized = [line for q in self.queues.values() for line in q.repairs]
         if self.index is not None:
-            resized += self.index.set_aside_refused(os.path.join(self.path, SEGSTORE_DIR, CUT_DIR, "index"))
+            aside = os.path.join(self.path, SEGSTORE_DIR, CUT_DIR, "index")
+            resized += self.index.set_aside_strays(aside) + self.index.set_aside_refused(aside)
         self.recovery_lines = (self.commitlog.repairs + resized + self.commitlog.remove_empty_tail()
                                + self._recover(abnormal=files.exists(abort)))
         self._next_offsets = {key: cq.max_offset for key, cq in self.queues.items()}

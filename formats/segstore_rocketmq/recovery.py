@@ -1005,8 +1005,11 @@ def recover(ctx: RecoveryContext) -> list[str]:
         puts = _IndexPut(ctx.index, reindex_from, skip)
         puts.below(ctx, start)
     walked = 0
+    newest = 0
     for batch in walk_batches(cl, start, ctx.tags_code, w):
         walked += len(batch)
+        if len(batch):
+            newest = max(newest, int(batch.store_timestamp.max()))
         dispatch.add(batch)
         if puts is not None:
             puts.add(batch)
@@ -1017,6 +1020,10 @@ def recover(ctx: RecoveryContext) -> list[str]:
             f"{path}:{pos}: {length} damaged bytes left in place; the messages after them are intact"
         )
     lines.extend(cut_tail(cl, w.end))
+    if ctx.full and newest:
+        # every message walked: a checkpoint time past the newest is damage (see checkpoint.check)
+        for name in ctx.checkpoint.clamp_times(newest):
+            lines.append(f"checkpoint: {name} set to the newest message's store time, {newest}")
     if ctx.confirm_offset and w.last >= 0:
         # CommitLog.recoverNormally/recoverAbnormally (rocketmq-all-5.3.0, not in controller mode):
         # setConfirmOffset(lastValidMsgPhyOffset), the start of the last valid message, which

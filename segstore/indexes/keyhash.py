@@ -564,14 +564,19 @@ class IndexService:
         #: ``(path, error message)`` of each file :meth:`load` could not open (wrong size): left out of
         #: queries, reported by verify, set aside and rebuilt by recovery (:meth:`set_aside_refused`)
         self.refused: list[tuple[str, str]] = []
+        #: paths in the directory not named as index files (17 digits): the broker's
+        #: ``IndexService.load`` opens every file there as one (reported by verify, set aside by
+        #: recovery: :meth:`set_aside_strays`)
+        self.strays: list[str] = []
 
     def load(self) -> list[str]:
         """Open every index file; returns the names of files that could not be opened (wrong size)."""
         bad = []
         for name in files.list_dir(self.directory):
-            if len(name) != FILE_NAME_LENGTH or not name.isdigit():
-                continue
             path = os.path.join(self.directory, name)
+            if len(name) != FILE_NAME_LENGTH or not name.isdigit():
+                self.strays.append(path)
+                continue
             try:
                 self.files.append(IndexFile.open(path, self.slot_num, self.index_num, writable=self.writable))
             except CorruptIndexError as err:
@@ -598,6 +603,23 @@ class IndexService:
                 why = dict(self.refused).get(path, "after a refused file")
                 lines.append(f"{path}: moved to {into} ({why}); its entries are rebuilt from the commitlog")
         self.refused = []
+        return lines
+
+    def set_aside_strays(self, into: str) -> list[str]:
+        """Move what :meth:`load` found in the directory beside the index files into ``into`` (a
+        directory the broker never lists): its ``IndexService.load`` would open each as an index file
+        (a name sorting after the real ones becomes the file it writes to).  The recovery lines."""
+        lines = []
+        for path in self.strays:
+            files.make_dirs(into)
+            target = os.path.join(into, os.path.basename(path))
+            n = 1
+            while files.exists(target):
+                target, n = f"{os.path.join(into, os.path.basename(path))}.{n}", n + 1
+            files.rename(path, target)
+            lines.append(f"{path}: moved to {target}: not an index file (the broker opens every file in "
+                         f"index/ as one)")
+        self.strays = []
         return lines
 
     @property

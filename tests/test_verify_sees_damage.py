@@ -1,0 +1,151 @@
+"""``verify`` exits 1 on damage another command (or the broker) trips on (issue 28, item 11: "Silent
+verify"): each case verified clean before.  RocketMQ 4.9.7 and Kafka 3.8 behaviour is named in each.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+
+import damage
+import pytest
+from segstore_rocketmq.indexfile import ENTRY, HEADER
+
+from segstore import cli
+
+SLOTS = 64                  # maxHashSlotNum of the RocketMQ fixtures
+ENTRIES_AT = HEADER.size + SLOTS * 4
+
+
+def _verify(capsys, store: Path) -> tuple[int, str]:
+    rc = cli.main(["verify", str(store)])
+    got = capsys.readouterr()
+    return rc, got.out + got.err
+
+
+def _index(store: Path) -> Path:
+    return sorted((store / "index").iterdir())[0]
+
+
+def _patch(path: Path, pos: int, data: bytes) -> None:
+    raw = bytearray(path.read_bytes())
+    raw[pos:pos + len(data)] = data
+    path.write_bytes(bytes(raw))
+
+
+def _entry(path: Path, number: int) -> tuple[int, int, int, int]:
+    raw = path.read_bytes()
+    return ENTRY.unpack_from(raw, ENTRIES_AT + number * ENTRY.size)
+
+
+@pytest.fixture
+def rocketmq(tmp_path) -> Path:
+    return damage.make_pristine("rocketmq", "basic", tmp_path / "copy")
+
+
+def test_the_pristine_stores_verify_clean(tmp_path, capsys):
+    for name in ("basic", "abort"):
+        store = damage.make_pristine("rocketmq", name, tmp_path / name)
+        (store / "abort").unlink(missing_ok=True)
+        assert _verify(capsys, store) == (0, f"{store}: ok\n")
+
+
+# -- IndexFile: slots and chains (IndexFile.putKey) ---------------------------------------------------
+
+
+def test_a_slot_pointing_at_an_entry_of_another_slot(rocketmq, capsys):
+    """Slot 3 pointed at the newest entry of the file (a used entry, below indexCount, whose key hashes
+    to another slot): ``queryMessage`` for the keys of slot 3 walks another chain and finds none."""
+    f = _index(rocketmq)
+    count = struct.unpack_from(">i", f.read_bytes(), 36)[0]
+    before = struct.unpack_from(">i", f.read_bytes(), HEADER.size + 3 * 4)[0]
+    _patch(f, HEADER.size + 3 * 4, struct.pack(">i", count - 1))
+    rc, out = _verify(capsys, rocketmq)
+    assert rc == 1
+    assert f"{f}:{HEADER.size + 12}: expected slot 3 to point at entry {before} (the newest hashed to it), " \
+           f"found {count - 1}" in out
+
+
+def test_a_link_to_another_entry(rocketmq, capsys):
+    f = _index(rocketmq)
+    n = next(n for n in range(2, 256) if _entry(f, n)[3] > 1)      # an entry linked to an earlier one
+    key_hash, phy, diff, prev = _entry(f, n)
+    _patch(f, ENTRIES_AT + n * ENTRY.size, ENTRY.pack(key_hash, phy, diff, prev - 1))
+    rc, out = _verify(capsys, rocketmq)
+    assert rc == 1 and f"{f}:{ENTRIES_AT + n * ENTRY.size}: expected index entry {n} to link to entry {prev} " \
+                       f"(the one before it in slot {key_hash % SLOTS}), found {prev - 1}" in out
+
+
+def test_an_offset_below_the_first_commitlog_file_is_not_taken_for_an_expired_entry(tmp_path, capsys):
+    """An entry below the commitlog's first offset is expired (retention deleted its file); a negative
+    one, or one below the entry before it, is damage."""
+    store = damage.make_pristine("rocketmq", "basic", tmp_path / "copy")
+    (store / "commitlog" / f"{0:020d}").unlink()       # the commitlog starts at 262144
+    f = sorted((store / "index").iterdir())[-1]
+    key_hash, phy, diff, prev = _entry(f, 30)
+    assert phy >= 262144
+    _patch(f, ENTRIES_AT + 30 * ENTRY.size, ENTRY.pack(key_hash, -5, diff, prev))
+    rc, out = _verify(capsys, store)
+    assert rc == 1
+    assert f"{f}:{ENTRIES_AT + 30 * ENTRY.size}: expected index entry 30 to point at or after the entry " \
+           f"before it" in out
+    assert "to point at a valid message, found commitlog offset -5" in out
+
+
+def test_begin_and_end_timestamps_of_the_header(rocketmq, capsys):
+    """``isTimeMatched`` picks the files a time-bounded query reads by them."""
+    f = _index(rocketmq)
+    begin, end = struct.unpack_from(">qq", f.read_bytes(), 0)
+    _patch(f, 8, struct.pack(">q", end + 10_000))
+    rc, out = _verify(capsys, rocketmq)
+    assert rc == 1 and f"{f}:8: expected endTimestamp {end} (the store time of the last entry's message), " \
+                       f"found {end + 10_000}" in out
+    _patch(f, 8, struct.pack(">q", end))
+    _patch(f, 0, struct.pack(">q", begin - 1))
+    rc, out = _verify(capsys, rocketmq)
+    assert rc == 1 and f"{f}:0: expected beginTimestamp {begin}" in out
+
+
+def test_a_file_in_index_that_is_not_an_index_file_and_recover_sets_it_aside(rocketmq, capsys):
+    """``IndexService.load`` opens every file of ``index/`` as an index file; ``garbage`` sorts after
+    the real ones and would become the file the broker writes keys into."""
+    stray = rocketmq / "index" / "garbage"
+    stray.write_bytes(b"hello")
+    rc, out = _verify(capsys, rocketmq)
+    assert rc == 1 and f"{stray}: expected only index files named by their creation time (17 digits) in " \
+                       f"index/, found 'garbage'" in out
+    assert cli.main(["recover", str(rocketmq)]) == 0
+    assert f"{stray}: moved to {rocketmq / '.segstore' / 'cut' / 'index' / 'garbage'}" in capsys.readouterr().out
+    assert (rocketmq / ".segstore" / "cut" / "index" / "garbage").read_bytes() == b"hello"
+    assert _verify(capsys, rocketmq)[0] == 0
+
+
+# -- checkpoint (StoreCheckpoint) -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("pos", "name"), [(0, "physicMsgTimestamp"), (8, "logicsMsgTimestamp"),
+                                           (16, "indexMsgTimestamp")])
+def test_a_checkpoint_time_past_every_message(rocketmq, capsys, pos, name):
+    """A time of 2**50 ms: ``recoverAbnormally`` starts at the last file whose first message is older
+    than ``min(physic, logics) - 3 s``, so after a crash the broker would dispatch only the last
+    file again.  ``recover`` sets it to the newest message's store time (what the broker's next
+    flush writes)."""
+    checkpoint = rocketmq / "checkpoint"
+    _patch(checkpoint, pos, struct.pack(">q", 2 ** 50))
+    rc, out = _verify(capsys, rocketmq)
+    assert rc == 1 and f"{checkpoint}:{pos}: expected {name} at most the newest message's store time" in out
+    assert f"found {2 ** 50}" in out
+    assert cli.main(["recover", str(rocketmq)]) == 0
+    assert f"checkpoint: {name} set to the newest message's store time" in capsys.readouterr().out
+    assert _verify(capsys, rocketmq)[0] == 0
+
+
+def test_a_checkpoint_replaced_by_a_symlink_loop(rocketmq, capsys):
+    """``StoreCheckpoint`` opens it with ``RandomAccessFile``: the broker does not start."""
+    checkpoint = rocketmq / "checkpoint"
+    checkpoint.unlink()
+    os.symlink("checkpoint.loop", checkpoint)
+    os.symlink("checkpoint", rocketmq / "checkpoint.loop")
+    rc, out = _verify(capsys, rocketmq)
+    assert rc == 1 and f"{checkpoint}: expected a checkpoint file of 4096 bytes, found a symlink loop" in out
