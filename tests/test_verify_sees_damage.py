@@ -149,3 +149,76 @@ def test_a_checkpoint_replaced_by_a_symlink_loop(rocketmq, capsys):
     os.symlink("checkpoint", rocketmq / "checkpoint.loop")
     rc, out = _verify(capsys, rocketmq)
     assert rc == 1 and f"{checkpoint}: expected a checkpoint file of 4096 bytes, found a symlink loop" in out
+
+
+# -- Kafka (Kafka 3.8: LogManager.loadLogs, LogLoader, LogSegment, CheckpointFile) ----------------------
+
+TOPIC = "topic-0"
+
+
+@pytest.fixture
+def kafka(tmp_path) -> Path:
+    return damage.make_pristine("kafka", "uncompressed", tmp_path / "copy")
+
+
+def test_the_pristine_log_dir_verifies_clean(kafka, capsys):
+    assert _verify(capsys, kafka) == (0, f"{kafka}: ok\n")
+
+
+def test_the_last_offset_index_entry_of_a_closed_segment_pointing_past_the_log(kafka, capsys):
+    """``OffsetIndex.sanityCheck`` looks at the file's length only; a fetch looked up there finds no
+    batch (``FileRecords.searchForOffsetWithSize`` from past the end)."""
+    index = kafka / TOPIC / "00000000000000000073.index"
+    slots = len(index.read_bytes()) // 8
+    _patch(index, (slots - 1) * 8 + 4, struct.pack(">i", 2147483647))
+    rc, out = _verify(capsys, kafka)
+    assert rc == 1 and f"{index}:{(slots - 1) * 8}: expected the entry of slot {slots - 1} to point at a batch " \
+                       f"ending at" in out
+    assert "found no batch at position 2147483647" in out
+
+
+def test_an_empty_time_index_of_a_closed_segment(kafka, capsys):
+    """``LogSegment.readMaxTimestampAndOffsetSoFar`` takes the last entry (``(-1, base)`` when empty):
+    ``retention.ms`` would delete the segment at once and ``fetchOffsetByTimestamp`` pass it by."""
+    index = kafka / TOPIC / "00000000000000000073.timeindex"
+    index.write_bytes(b"")
+    rc, out = _verify(capsys, kafka)
+    assert rc == 1 and f"{index}:0: expected the time index of a closed segment to end at its largest " \
+                       f"timestamp" in out and "found no entry" in out
+
+
+@pytest.mark.parametrize("base", [289, 0], ids=["active", "first"])
+def test_a_deleted_log_file_leaves_orphaned_indexes_and_checkpoints_past_the_end(kafka, capsys, base):
+    """``LogLoader`` deletes an index whose ``.log`` is gone (the segment's records are lost); the
+    recovery point and high watermark past the log end say so too."""
+    (kafka / TOPIC / f"{base:020d}.log").unlink()
+    rc, out = _verify(capsys, kafka)
+    assert rc == 1
+    assert f"{kafka / TOPIC / f'{base:020d}.index'}: expected {base:020d}.log beside {base:020d}.index, " \
+           f"found none" in out
+    if base:
+        assert f"{kafka / 'recovery-point-offset-checkpoint'}: expected the recovery point of topic-0 at most " \
+               f"its log end {base}, found 300" in out
+        assert f"{kafka / 'replication-offset-checkpoint'}: expected the high watermark of topic-0" in out
+
+
+def test_a_partition_directory_renamed_out_of_the_topic_partition_form(kafka, capsys):
+    """``LocalLog.parseTopicPartitionName`` throws on ``topic-x``: ``LogManager.loadLogs`` fails the log
+    directory."""
+    (kafka / TOPIC).rename(kafka / "topic-x")
+    rc, out = _verify(capsys, kafka)
+    assert rc == 1 and f"{kafka / 'topic-x'}: expected partition directories named TOPIC-PARTITION in a log " \
+                       f"directory, found 'topic-x'" in out
+
+
+@pytest.mark.parametrize("digits", [23, 400])
+def test_a_log_start_offset_that_is_no_java_long_is_reported_and_read_as_kafka_does(kafka, capsys, digits):
+    """``CheckpointFile`` parses offsets with ``Long.parseLong``: the line is malformed, and
+    ``LogManager.loadLogs`` reads the file as empty ("resetting to the base offset of the first
+    segment")."""
+    checkpoint = kafka / "log-start-offset-checkpoint"
+    checkpoint.write_text(f"0\n1\ntopic 0 {'9' * digits}\n")
+    rc, out = _verify(capsys, kafka)
+    assert rc == 1 and f"{checkpoint}: expected an integer offset (a Java long), found '999" in out
+    rc = cli.main(["query", "--offset", "0", "--count", "1", "--json", str(kafka / TOPIC)])
+    assert rc == 0 and '"offset": 0' in capsys.readouterr().out
