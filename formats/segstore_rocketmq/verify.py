@@ -40,7 +40,13 @@ from .indexfile import FIRST_ENTRY, HEADER, INDEX_COUNT_POS, INVALID_INDEX, Inde
 from .lifecycle import ABORT_FILE
 from .message import Blank, End, RocketMQMessage, decode
 from .recovery import SEARCH_WINDOW, Walk, Walked, messages_at, nonzero_extent, walk_batches
-from .topicconfig import loads_fastjson
+from .topicconfig import (
+    CONSUMER_OFFSET_FILE,
+    TOPICS_FILE,
+    loads_fastjson,
+    read_consumer_offsets,
+    read_topics,
+)
 
 CONFIG_DIR = "config"
 #: where the tags code sits in a consume-queue entry (after the long offset and int size)
@@ -620,8 +626,11 @@ def _verify_files(store, problems: list[Problem], newest: int | None) -> None:
         if not name.endswith(".json"):
             continue
         cpath = os.path.join(config_dir, name)
+        # the two files the broker's managers read (and segstore rewrites) as their classes do
+        reader = {TOPICS_FILE: read_topics, CONSUMER_OFFSET_FILE: read_consumer_offsets}.get(
+            name, lambda path: loads_fastjson(files.read_text(path), path))
         try:
-            loads_fastjson(files.read_text(cpath), cpath)
+            reader(cpath)
         except SegstoreError as err:
             problems.append(Problem(cpath, err.pos, err.message))
 
