@@ -73,8 +73,9 @@ def test_a_link_to_another_entry(rocketmq, capsys):
     key_hash, phy, diff, prev = _entry(f, n)
     _patch(f, ENTRIES_AT + n * ENTRY.size, ENTRY.pack(key_hash, phy, diff, prev - 1))
     rc, out = _verify(capsys, rocketmq)
-    assert rc == 1 and f"{f}:{ENTRIES_AT + n * ENTRY.size}: expected index entry {n} to link to entry {prev} " \
-                       f"(the one before it in slot {key_hash % SLOTS}), found {prev - 1}" in out
+    expected = (f"{f}:{ENTRIES_AT + n * ENTRY.size}: expected index entry {n} to link to entry {prev} "
+                f"(the one before it in slot {key_hash % SLOTS}), found {prev - 1}")
+    assert rc == 1 and expected in out
 
 
 def test_an_offset_below_the_first_commitlog_file_is_not_taken_for_an_expired_entry(tmp_path, capsys):
@@ -116,7 +117,8 @@ def test_a_file_in_index_that_is_not_an_index_file_and_recover_sets_it_aside(roc
     assert rc == 1 and f"{stray}: expected only index files named by their creation time (17 digits) in " \
                        f"index/, found 'garbage'" in out
     assert cli.main(["recover", str(rocketmq)]) == 0
-    assert f"{stray}: moved to {rocketmq / '.segstore' / 'cut' / 'index' / 'garbage'}" in capsys.readouterr().out
+    aside = rocketmq / ".segstore" / "cut" / "index" / "garbage"
+    assert f"{stray}: moved to {aside}" in capsys.readouterr().out
     assert (rocketmq / ".segstore" / "cut" / "index" / "garbage").read_bytes() == b"hello"
     assert _verify(capsys, rocketmq)[0] == 0
 
@@ -172,8 +174,9 @@ def test_the_last_offset_index_entry_of_a_closed_segment_pointing_past_the_log(k
     slots = len(index.read_bytes()) // 8
     _patch(index, (slots - 1) * 8 + 4, struct.pack(">i", 2147483647))
     rc, out = _verify(capsys, kafka)
-    assert rc == 1 and f"{index}:{(slots - 1) * 8}: expected the entry of slot {slots - 1} to point at a batch " \
-                       f"ending at" in out
+    last = slots - 1
+    expected = f"{index}:{last * 8}: expected the entry of slot {last} to point at a batch ending at"
+    assert rc == 1 and expected in out
     assert "found no batch at position 2147483647" in out
 
 
@@ -197,8 +200,8 @@ def test_a_deleted_log_file_leaves_orphaned_indexes_and_checkpoints_past_the_end
     assert f"{kafka / TOPIC / f'{base:020d}.index'}: expected {base:020d}.log beside {base:020d}.index, " \
            f"found none" in out
     if base:
-        assert f"{kafka / 'recovery-point-offset-checkpoint'}: expected the recovery point of topic-0 at most " \
-               f"its log end {base}, found 300" in out
+        point = kafka / "recovery-point-offset-checkpoint"
+        assert f"{point}: expected the recovery point of topic-0 at most its log end {base}, found 300" in out
         assert f"{kafka / 'replication-offset-checkpoint'}: expected the high watermark of topic-0" in out
 
 
@@ -207,8 +210,8 @@ def test_a_partition_directory_renamed_out_of_the_topic_partition_form(kafka, ca
     directory."""
     (kafka / TOPIC).rename(kafka / "topic-x")
     rc, out = _verify(capsys, kafka)
-    assert rc == 1 and f"{kafka / 'topic-x'}: expected partition directories named TOPIC-PARTITION in a log " \
-                       f"directory, found 'topic-x'" in out
+    expected = f"{kafka / 'topic-x'}: expected partition directories named TOPIC-PARTITION in a log directory"
+    assert rc == 1 and f"{expected}, found 'topic-x'" in out
 
 
 @pytest.mark.parametrize("digits", [23, 400])

@@ -147,6 +147,10 @@ LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 MAX_TOPIC_LENGTH = 249
 
 
+#: partitions are Java ints (``TopicPartition``, the checkpoint files' ``Integer.parseInt``)
+MAX_PARTITION = (1 << 31) - 1
+
+
 def validate_topic(topic: str, partition: int) -> None:
     """Refuse what Kafka refuses: empty, ``.``/``..``, over 249 characters, other than ``[a-zA-Z0-9._-]``.
 
@@ -161,8 +165,11 @@ def validate_topic(topic: str, partition: int) -> None:
                                 f"found {len(topic)}")
     if LEGAL_TOPIC.fullmatch(topic) is None:
         raise InvalidTopicError(f"expected a topic of the characters [a-zA-Z0-9._-], found {cut(topic)}")
-    if partition < 0:
-        raise InvalidTopicError(f"expected a partition >= 0, found {partition}")
+    if not isinstance(partition, int) or isinstance(partition, bool):
+        raise InvalidTopicError(f"expected an integer partition, found {cut(repr(partition))}")
+    if not 0 <= partition <= MAX_PARTITION:
+        raise InvalidTopicError(f"expected a partition from 0 to {MAX_PARTITION} (an int32, as Kafka keeps "
+                                f"it), found {partition}")
 
 
 def parse_partition_dir(path: str) -> tuple[str, int]:
