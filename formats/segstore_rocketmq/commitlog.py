@@ -75,6 +75,17 @@ def nonzero_extent(view: memoryview, pos: int, path: str | None = None) -> int:
     return last
 
 
+def holds_data(view: memoryview, path: str | None = None) -> bool:
+    """Whether a file holds any non-zero byte (only its data ranges are read, a window at a time).
+    Safe on a file a writer beside the reader is writing (``np.any`` only, no counting)."""
+    size = len(view)
+    for start, stop in files.data_ranges(path, 0, size) if path is not None else [(0, size)]:
+        for lo in range(start, stop, SEARCH_WINDOW):
+            if np.frombuffer(view, dtype=np.uint8, count=min(SEARCH_WINDOW, stop - lo), offset=lo).any():
+                return True
+    return False
+
+
 def _decode_at(seg: CommitLogFile, pos: int, limit: int, check_crc: bool) -> RocketMQMessage | Blank | End:
     """The record at ``pos`` of ``seg``, viewing only its own bytes (before ``limit``).
 
@@ -272,7 +283,7 @@ class CommitLog:
         # Trailing files with nothing written are the allocator's preallocation, not data.  Zeros at a
         # file's start alone do not make it one: a damaged or power-cut file may hold data after them,
         # which recovery keeps (a clean close deletes spares).
-        while loaded and nonzero_extent(loaded[-1].file.view(), 0, loaded[-1].path) == 0:
+        while loaded and not holds_data(loaded[-1].file.view(), loaded[-1].path):
             spare = loaded.pop()
             self._spare.add(spare.path)
             spare.close()
