@@ -439,6 +439,18 @@ class CommitLog:
             raise CorruptDataError(wrong, seg.path, pos)
         return record
 
+    def check_gap_before(self, seg: CommitLogFile, start: int) -> None:
+        """Raise when files are missing between the walk's ``start`` and ``seg`` (their messages are
+        lost: a read in commitlog order names them instead of passing over them; verify reports
+        them, recover exits 1 naming them).
+
+        :raises CorruptDataError: naming the first missing file.
+        """
+        for path, gone, end in self.missing:
+            if end == seg.base and gone >= start:
+                raise CorruptDataError(f"expected commitlog files from physical offset {gone} to {end}, "
+                                       "found none: the messages they held are lost", path)
+
     def walk(self, start: int | None = None, *, check_crc: bool = True,
              stop_at_end: bool = True) -> Iterator[tuple[int, RocketMQMessage | Blank]]:
         """``(physical offset, record)`` for every message and BLANK from ``start``, in order.
@@ -449,6 +461,7 @@ class CommitLog:
         start = self.min_offset if start is None else start
         limit = self.end if stop_at_end else None
         for seg in self.log.segments.values(start):
+            self.check_gap_before(seg, start)
             pos = max(start - seg.base, 0)
             file_end = seg.wrote if stop_at_end else seg.file.size
             while pos < file_end:

@@ -947,6 +947,7 @@ class RocketMQStore(LifecycleMixin, Store):
         for seg in cl.log.segments.values(lo):
             if seg.base >= hi:
                 return
+            cl.check_gap_before(seg, lo)
             view = seg.file.view()
             for rows in columnar.walk_file(view, 0, seg.wrote, seg.base, cl.file_size, seg.path,
                                            stop=hi - seg.base, batch_rows=batch_rows, reuse=reuse):
