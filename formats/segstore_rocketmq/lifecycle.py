@@ -299,7 +299,9 @@ class LifecycleMixin:
                 f"expected messages, found {length} damaged bytes with intact messages after them: "
                 f"left in place, as cutting them would lose those messages"
                 + (f" ({more} more damaged range{'s' if more > 1 else ''})" if more else "")
-                + "; every other repair is done", path, pos, actions=opened + lines)
+                + "; every other repair is done (a RocketMQ broker started on the store stops its recovery "
+                "walk at damage in the files it walks and truncates every message after it: read or "
+                "convert them out first)", path, pos, actions=opened + lines)
         return opened + lines
 
     def _check_lost_messages(self: _Lifecycle, actions: list[str]) -> None:
