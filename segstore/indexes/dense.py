@@ -144,6 +144,12 @@ class ConsumeQueue:
         for i, name in enumerate(names):
             base = parse_file_name(self.directory, name)
             path = os.path.join(self.directory, name)
+            found = files.not_regular(path)
+            if found == "nothing" and not self.writable:
+                continue    # gone since the listing (a writer beside the reader truncated the queue)
+            if found is not None:   # a FIFO is never opened (it would block); the broker's load refuses it
+                raise CorruptIndexError(f"expected a consume-queue file of {self.file_size} bytes "
+                                        f"(mappedFileSizeConsumeQueue), found {found}", path)
             if i == len(names) - 1 and files.file_size(path) == 0:
                 # A kill between creating the next file and sizing it leaves it empty.  The broker's
                 # MappedFileQueue.doLoad deletes it from 5.1.3 on and refuses to start before (4.9.7:
