@@ -261,8 +261,10 @@ def messages_at(commitlog: CommitLog, phys: np.ndarray, tags_code: Callable[[Roc
         if stop <= i:       # past the file's end
             i += 1
             continue
+        first = i
+        relative = sorted_phys[first:stop] - seg.base     # once per file: each bad offset below is O(1)
         while i < stop:
-            n = columnar.decode_at(view, sorted_phys[i:stop] - seg.base, len(view), seg.base, rows)
+            n = columnar.decode_at(view, relative[i - first:], len(view), seg.base, rows)
             misplaced = columnar.contradicting(rows)
             if misplaced is not None:      # header contradicts its place (a copy, a damaged field)
                 n = rows.n = misplaced
