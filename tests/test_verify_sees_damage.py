@@ -12,6 +12,7 @@ import damage
 import pytest
 from segstore_rocketmq.indexfile import ENTRY, HEADER
 
+import segstore
 from segstore import cli
 
 SLOTS = 64                  # maxHashSlotNum of the RocketMQ fixtures
@@ -121,6 +122,25 @@ def test_a_file_in_index_that_is_not_an_index_file_and_recover_sets_it_aside(roc
     assert f"{stray}: moved to {aside}" in capsys.readouterr().out
     assert (rocketmq / ".segstore" / "cut" / "index" / "garbage").read_bytes() == b"hello"
     assert _verify(capsys, rocketmq)[0] == 0
+
+
+def test_the_last_index_file_cut_short_is_named_not_the_full_one_before_it(tmp_path, capsys):
+    """Issue 28: an index file cut from 22,040 to 19,640 bytes (100 slots; 1,080 entries, then 960).
+    The geometry of a store opened without it came from the last file, so the full file before it
+    was reported as the wrong size.  A full file (indexCount = maxIndexNum) decides now.  (One file
+    that is not full, cut at an entry boundary, reads as a store configured with fewer entries.)"""
+    store = tmp_path / "store"
+    with segstore.open(str(store), format="rocketmq", mode="a", mappedFileSizeCommitLog=400_000,
+                       maxHashSlotNum=100, maxIndexNum=1080) as s:
+        s.append_batch([{"topic": "T", "queue_id": i % 2, "body": b"x" * 50, "keys": [f"k{i}"]}
+                        for i in range(1500)])
+    first, last = sorted((store / "index").iterdir())
+    assert first.stat().st_size == last.stat().st_size == 22_040
+    last.write_bytes(last.read_bytes()[:19_640])
+    rc, out = _verify(capsys, store)
+    assert rc == 1
+    assert f"{last}: expected an index file of 22040 bytes (100 slots, 1080 entries), found 19640" in out
+    assert str(first) not in out
 
 
 # -- checkpoint (StoreCheckpoint) -----------------------------------------------------------------------

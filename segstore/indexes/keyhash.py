@@ -161,18 +161,31 @@ def geometry_on_disk(directory: str) -> dict[str, int]:
     A file's size is ``40 + 4 * slots + 20 * entries``; of the splits that fit,
     the one whose first and last used entries hold the header's begin and end
     offsets is taken (the broker's 1:4 ratio when several fit or nothing is
-    indexed).  ``{}`` when there is no index file or no split fits.
+    indexed).  A full file (``indexCount`` = ``maxIndexNum``: the broker rolled
+    past it) decides, as its count says how many entries the broker put in it; else
+    the last file.  ``{}`` when there is no index file or no split fits.
+    ``O(files)`` headers read, until the first full one.
     """
     names = [n for n in files.list_dir(directory) if len(n) == FILE_NAME_LENGTH and n.isdigit()]
-    if not names:
-        return {}
-    # Mapped, not read: only the header and the two probed entries are paged in
-    # (a default-sized index file is ~420 MB).
-    mapped = files.MappedFile(os.path.join(directory, names[-1]))
-    try:
-        return geometry_of(mapped.view())
-    finally:
-        mapped.close()
+    last: dict[str, int] = {}
+    for i, name in enumerate(names):
+        path = os.path.join(directory, name)
+        if files.not_regular(path) is not None:
+            continue
+        # Mapped, not read: only the header and the two probed entries are paged in
+        # (a default-sized index file is ~420 MB).
+        mapped = files.MappedFile(path)
+        try:
+            found = geometry_of(mapped.view())
+            count = IndexHeader.unpack(mapped.view(0, HEADER.size)).index_count \
+                if mapped.size >= HEADER.size else 0
+        finally:
+            mapped.close()
+        if found and count == found["maxIndexNum"]:
+            return found        # a full file: a file cut short would hold fewer entries than its count
+        if i == len(names) - 1:
+            last = found
+    return last
 
 
 def geometry_of(data: memoryview) -> dict[str, int]:
