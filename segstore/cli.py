@@ -533,6 +533,9 @@ def cmd_query(args: argparse.Namespace, out: TextIO) -> int:
         if asked != ["msg_id"]:
             raise UsageError("--msg-id goes alone (with --topic for a client msgId)")
         return _query_msg_id(args, out)
+    if args.offset is not None and args.offset < 0:
+        raise UsageError(f"expected an --offset of at least 0 (offsets start at 0), found {args.offset}",
+                         args.path)
     if args.tag is not None:
         return _query_tag(args, out)
     if args.max is not None and args.max < 1:

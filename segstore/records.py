@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from .errors import InvalidMessageError
+from .errors import InvalidMessageError, cut
 
 CREATE_TIME = "CreateTime"
 LOG_APPEND_TIME = "LogAppendTime"
@@ -179,6 +179,7 @@ class Message:
         :raises InvalidMessageError: a field name :class:`Message` does not have, or a required one missing.
         """
         if isinstance(obj, Message):
+            obj.headers = _headers(obj.headers)
             return obj
         data = dict(obj)
         known = [f.name for f in fields(cls)]
@@ -191,8 +192,24 @@ class Message:
         for name in ("key", "value"):
             if isinstance(data.get(name), str):
                 data[name] = data[name].encode("utf-8")
-        data["headers"] = [
-            (k, v.encode("utf-8") if isinstance(v, str) else v)
-            for k, v in (data.get("headers") or [])
-        ]
+        data["headers"] = _headers(data.get("headers"))
         return cls(**data)
+
+
+def _headers(headers: Any) -> list[Header]:
+    """A message's headers as ``(key, value)`` pairs, str values as UTF-8 bytes (None: none).
+
+    :raises InvalidMessageError: not a list or tuple of pairs (a string or a mapping is neither).
+    """
+    if headers is None:
+        return []
+    if not isinstance(headers, (list, tuple)):
+        raise InvalidMessageError(f"expected headers as a list of (key, value) pairs, "
+                                  f"found {cut(repr(headers))}")
+    out = []
+    for i, pair in enumerate(headers):
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+            raise InvalidMessageError(f"expected header {i} as a (key, value) pair, found {cut(repr(pair))}")
+        key, value = pair
+        out.append((key, value.encode("utf-8") if isinstance(value, str) else value))
+    return out

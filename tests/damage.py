@@ -18,7 +18,9 @@ process under a 30 s limit and a 2 GiB address space, and its outcome is one of 
     hang       still running after the time limit
     other      any other exit status
 
-``recover`` is checked further: after it succeeds the store is dumped again, every record
+``recover`` is checked further: it must change or remove no byte of a message file (commitlog, ``.log``)
+without keeping it in a ``NAME.cut-POS`` file (whatever its exit status); after it succeeds the store
+is dumped again, every record
 must equal (as ``dump --json`` prints it) one of the pristine store's records (nothing
 invented), and every record lying wholly before the damaged position must still be there
 (nothing intact lost); damage to a file that holds no messages (an index, a checkpoint,
@@ -53,6 +55,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "compat_fixtures"
 ADDRESS_SPACE = 2 << 30
@@ -70,6 +74,12 @@ SOURCES = [("rocketmq", "basic"), ("rocketmq", "abort"),
            ("kafka", "zstd"), ("kafka", "txn"), ("kafka", "logappendtime")]
 MUTATIONS = ("bitflip", "overwrite", "zero", "truncate", "append", "huge_length", "negative_length",
              "other_format", "empty", "directory", "fifo", "symlink_loop")
+#: Mutations added by issue 28, drawn from a stream of their own (a quarter of the cases) so that every
+#: other case of a seed stays what it was: the file deleted, a 4-byte field set to one of INT32_VALUES
+#: (mostly inside a record's header).
+EXTRA_MUTATIONS = ("delete", "int32")
+EXTRA_SHARE = 0.25
+INT32_VALUES = (-2147483647, 2147483646, 268435456, 2147483647, 0, -1)
 COMMANDS = ("dump", "verify", "info", "query", "library", "convert", "recover")
 
 
@@ -272,6 +282,9 @@ def plan_case(seed: int, number: int, stores: dict[tuple[str, str], Path]) -> Ca
     kind = sorted(by_kind)[rng.randrange(len(by_kind))]
     target = by_kind[kind][rng.randrange(len(by_kind[kind]))]
     mutation = MUTATIONS[rng.randrange(len(MUTATIONS))]
+    extra = random.Random(f"{seed}:{number}:extra")
+    if extra.random() < EXTRA_SHARE:
+        mutation = EXTRA_MUTATIONS[extra.randrange(len(EXTRA_MUTATIONS))]
     return Case(seed, number, fmt, source, target, kind, mutation)
 
 
@@ -282,7 +295,7 @@ def apply_mutation(case: Case, store: Path, records: list[dict], others: dict[st
     data = bytearray(path.read_bytes())
     size = len(data)
     mutation = case.mutation
-    in_place = ("bitflip", "overwrite", "zero", "truncate", "huge_length", "negative_length")
+    in_place = ("bitflip", "overwrite", "zero", "truncate", "huge_length", "negative_length", "int32")
     if size == 0 and mutation in in_place:
         mutation = "append"
     first: int | None = None
@@ -308,17 +321,19 @@ def apply_mutation(case: Case, store: Path, records: list[dict], others: dict[st
         data += extra
         first = size
         case.detail = f"{len(extra)} bytes"
-    elif mutation in ("huge_length", "negative_length"):
+    elif mutation in ("huge_length", "negative_length", "int32"):
         base = int(path.name) if case.kind == "commitlog" else (
             int(path.name.split(".")[0]) if case.kind == "log" else 0)
         starts = [s for s in _record_starts(case.kind, records, base) if s + 4 <= size]
-        if starts and rng.random() < 0.8:  # mostly a real length field, else anywhere
+        if starts and rng.random() < 0.8:  # mostly a real length field (int32: a header field), else anywhere
             pos = starts[rng.randrange(len(starts))]
+            if mutation == "int32":
+                pos += 4 * rng.randrange(22)        # a 4-byte field of the header (88 bytes of a message)
         else:
             pos = rng.randrange(max(1, size - 3))
         pos = min(pos, max(0, size - 4))
         value = rng.choice((0x7FFFFFFF, 0x7FFFFFF0, 1 << 30, 0xFFFFFFF) if mutation == "huge_length"
-                           else (-1, -2, -(1 << 31), -4))
+                           else INT32_VALUES if mutation == "int32" else (-1, -2, -(1 << 31), -4))
         packed = (_INT32_LE if case.kind == "indexfile" and rng.random() < 0.5 else _INT32).pack(value)
         data[pos:pos + 4] = packed[: size - pos]
         first = pos
@@ -334,6 +349,9 @@ def apply_mutation(case: Case, store: Path, records: list[dict], others: dict[st
         case.detail = str(pick.relative_to(other))
     elif mutation == "empty":
         path.write_bytes(b"")
+        first = 0
+    elif mutation == "delete":
+        path.unlink()
         first = 0
     elif mutation in ("directory", "fifo", "symlink_loop"):
         path.unlink()
@@ -374,14 +392,20 @@ def _intact(case: Case, original: list[dict]) -> list[dict]:
     return [r for r in kept if r["batch"]["base_offset"] < base or r["offset"] >= base]
 
 
-def recover_findings(case: Case, original: list[dict], store: str) -> tuple[list[str], Run]:
-    """Dump the store after a successful ``recover``: lost intact records, invented records."""
+def recover_findings(case: Case, original: list[dict], store: str,
+                     served: list[dict] | None = None) -> tuple[list[str], Run]:
+    """Dump the store after a successful ``recover``: lost intact records, invented records.
+
+    ``served``: what ``dump`` printed of the damaged store before recovery (a changed field no
+    check covers, a RocketMQ message's born time or host, is served as it is stored before and
+    after: recover did not invent it; verify's silence on it is counted apart, see :func:`_silent`).
+    """
     rc, after, err = dump_records(store)
     run = Run("dump-after-recover", classify(rc, err), rc, "", err)
     findings = []
     if rc != 0:
         return findings, run
-    known = {_canon(r) for r in original}
+    known = {_canon(r) for r in [*original, *(served or [])]}
     invented = [r for r in after if _canon(r) not in known]
     if invented:
         findings.append(f"invented {len(invented)} record(s), first {_canon(invented[0])[:300]}")
@@ -391,6 +415,46 @@ def recover_findings(case: Case, original: list[dict], store: str) -> tuple[list
         key = "physical_offset" if case.fmt == "rocketmq" else "offset"
         findings.append(f"lost {len(lost)} intact record(s), first at {key} {lost[0][key]}")
     return findings, run
+
+
+_CUT = re.compile(r"(?P<name>.+)\.cut-(?P<pos>\d+)(?:\.\d+)?")
+
+
+def message_files(fmt: str, store: Path) -> dict[str, bytes]:
+    """The bytes of a store's message files (RocketMQ commitlog files, Kafka ``.log`` files) by path
+    relative to the store / log directory."""
+    if fmt == "rocketmq":
+        found = [p for p in (store / "commitlog").glob("*") if re.fullmatch(r"\d{20}", p.name)]
+    else:
+        found = list(store.glob("*/*.log"))
+    return {str(p.relative_to(store)): p.read_bytes() for p in sorted(found)
+            if p.is_file() and not p.is_symlink()}
+
+
+def unkept(fmt: str, before: dict[str, bytes], store: Path) -> list[str]:
+    """The message files whose bytes recovery changed or removed (a non-zero byte before, another
+    after) without keeping them in a ``NAME.cut-POS`` file anywhere under the store: one line each."""
+    cuts: dict[str, list[tuple[int, bytes]]] = collections.defaultdict(list)
+    for p in store.rglob("*.cut-*"):
+        m = _CUT.fullmatch(p.name)
+        if m and p.is_file():
+            cuts[m["name"]].append((int(m["pos"]), p.read_bytes()))
+    lines = []
+    for rel, old in before.items():
+        path = store / rel
+        was = np.frombuffer(old, np.uint8)
+        now = np.zeros(len(old), np.uint8)
+        if path.is_file():
+            data = np.frombuffer(path.read_bytes(), np.uint8)[:len(old)]
+            now[:len(data)] = data
+        kept = np.zeros(len(old), bool)
+        for pos, data in cuts.get(Path(rel).name, []):
+            saved = np.frombuffer(data, np.uint8)[:max(0, len(old) - pos)]
+            kept[pos:pos + len(saved)] |= saved == was[pos:pos + len(saved)]
+        lost = np.flatnonzero((was != now) & (was != 0) & ~kept)
+        if len(lost):
+            lines.append(f"changed {len(lost)} bytes of {rel} from {int(lost[0])} without keeping them")
+    return lines
 
 
 @dataclass
@@ -473,11 +537,17 @@ def run_case(seed: int, number: int, workdir: Path, commands: tuple[str, ...] = 
             planned = Case(**{**case.__dict__})
             apply_mutation(planned, store, original, others)
             case = planned
+            before = message_files(case.fmt, store) if command == "recover" else {}
             rc, out, err = run_command(argv_for(command, case.fmt, str(store), str(here / "converted")))
             run = Run(command, classify(rc, err, out), rc, out, err)
             runs.append(run)
+            if command == "recover":
+                findings += unkept(case.fmt, before, store)
             if command == "recover" and rc == 0:
-                more, after = recover_findings(case, original, str(store))
+                dumped = next((r for r in runs if r.command == "dump" and r.rc == 0), None)
+                served = [json.loads(line) for line in dumped.stdout.splitlines() if line.strip()] \
+                    if dumped is not None else None
+                more, after = recover_findings(case, original, str(store), served)
                 findings += more
                 runs.append(after)
     finally:

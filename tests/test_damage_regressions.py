@@ -543,3 +543,20 @@ def test_a_reader_of_a_killed_writers_store_sees_the_prefix_before_a_torn_last_m
     name.write_bytes(garbage)
     with pytest.raises(CorruptDataError), api.open(store_dir, "rocketmq", "r", **cfg) as s:
         pass
+
+
+# -- issue 28: found by the longer runs ----------------------------------------------------------------
+
+
+def test_a_fifo_in_place_of_a_consume_queue_file_is_named(tmp_path, capsys):
+    """Seed 20261228 case 104: a FIFO in place of the abort store's only ``TopicA/0`` queue file was
+    read as a 0-byte file a crash left (verify said so; ``query --offset 0`` answered "no record")."""
+    store = _store(tmp_path, "abort")
+    target = store / "consumequeue" / "TopicA" / "0" / f"{0:020d}"
+    target.unlink()
+    os.mkfifo(target)
+    for command in (["verify"], ["query", "--topic", "TopicA", "--queue", "0", "--offset", "0"], ["recover"]):
+        rc, _, err = _cli(capsys, *command, str(store))
+        assert rc == 1
+        assert f"{target}: expected a consume-queue file of 640 bytes (mappedFileSizeConsumeQueue), " \
+               "found a FIFO" in err

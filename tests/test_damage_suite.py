@@ -64,7 +64,7 @@ def test_cases_are_reproducible_from_seed_and_number(tmp_path):
     assert len({(c.target, c.mutation) for c in first}) > 20
 
 
-@pytest.mark.parametrize("mutation", damage.MUTATIONS)
+@pytest.mark.parametrize("mutation", damage.MUTATIONS + damage.EXTRA_MUTATIONS)
 def test_each_mutation_changes_the_target(tmp_path, mutation):
     state = damage._pristine(tmp_path)
     store = state["stores"][("kafka", "uncompressed")]
@@ -141,3 +141,35 @@ def test_silent_pass_is_seen_when_verify_is_clean_and_dump_differs():
     assert damage._silent(runs(0, changed), original)
     assert not damage._silent(runs(0, same), original)
     assert not damage._silent(runs(1, changed), original)  # verify saw it
+
+
+def test_recover_check_sees_bytes_changed_without_keeping(tmp_path):
+    """Issue 28: recover deleted a trailing commitlog file holding data and zeroed nothing it kept; the
+    harness now compares every message file before and after recover with what ``.cut-`` files hold."""
+    state = damage._pristine(tmp_path)
+    store = tmp_path / "copy"
+    shutil.copytree(state["stores"][("rocketmq", "abort")], store)
+    before = damage.message_files("rocketmq", store)
+    first = store / "commitlog" / f"{0:020d}"
+    raw = bytearray(first.read_bytes())
+    kept = bytes(raw[100:300])
+    raw[100:300] = bytes(200)
+    first.write_bytes(bytes(raw))
+    assert damage.unkept("rocketmq", before, store) == [
+        f"changed {sum(b != 0 for b in kept)} bytes of commitlog/{first.name} from "
+        f"{100 + next(i for i, b in enumerate(kept) if b)} without keeping them"]
+    aside = store / ".segstore" / "cut" / "commitlog"
+    aside.mkdir(parents=True)
+    (aside / f"{first.name}.cut-100").write_bytes(kept)
+    assert damage.unkept("rocketmq", before, store) == []
+    (store / "commitlog" / f"{196608:020d}").unlink()      # a file holding messages
+    assert damage.unkept("rocketmq", before, store)[0].startswith("changed ")
+
+
+def test_the_extra_mutations_leave_the_other_cases_of_a_seed_as_they_were(tmp_path):
+    state = damage._pristine(tmp_path)
+    cases = [damage.plan_case(20261124, n, state["stores"]) for n in range(200)]
+    extra = [c for c in cases if c.mutation in damage.EXTRA_MUTATIONS]
+    assert 20 < len(extra) < 80 and {c.mutation for c in extra} == set(damage.EXTRA_MUTATIONS)
+    case = cases[68]          # test_damage_regressions.py: test_recover_exit_0_means_the_store_dumps_after_it
+    assert (case.fmt, case.source, case.mutation) == ("kafka", "lz4", "bitflip")

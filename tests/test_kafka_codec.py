@@ -161,7 +161,7 @@ def test_corrupt_codec_streams_name_path_and_position() -> None:
 
 
 def test_unknown_codec() -> None:
-    with pytest.raises(InvalidMessageError, match="compression one of"):
+    with pytest.raises(InvalidMessageError, match="expected a compression of"):
         codec.encode_batch([(b"k", b"v", 1)], base_offset=0, compression="brotli")
 
 

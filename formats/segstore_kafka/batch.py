@@ -695,7 +695,7 @@ def encode_batch(records: Sequence, *, base_offset: int, compression: str | int 
     try:
         region, base_timestamp, max_timestamp = _encode_records(records, offset_deltas)
     except (ValueError, TypeError, OverflowError, AttributeError, BufferError) as err:
-        raise InvalidMessageError(f"records that Kafka can encode, found: {err}") from err
+        raise InvalidMessageError(f"expected records that Kafka can encode, found: {err}") from err
     if log_append:
         max_timestamp = log_append_time
     last_offset_delta = 0
@@ -748,7 +748,7 @@ def encode_retained_batch(batch: RecordBatch, records: Sequence[Record], *,
         region, base_timestamp, max_timestamp = _encode_records_py(
             rows, deltas, delete_horizon_ms if has_horizon else None)
     except (ValueError, TypeError, OverflowError) as err:
-        raise InvalidMessageError(f"records that Kafka can encode, found: {err}") from err
+        raise InvalidMessageError(f"expected records that Kafka can encode, found: {err}") from err
     if log_append:
         max_timestamp = batch.max_timestamp
     return _build(region, record_count=len(rows), base_offset=batch.base_offset,

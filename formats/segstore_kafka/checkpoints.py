@@ -79,11 +79,21 @@ def _parse(path: str, text: str, fields: int) -> list[list[str]]:
     return out
 
 
-def _int(path: str, token: str, what: str) -> int:
-    try:
-        return int(token)
-    except ValueError as err:
-        raise CorruptDataError(f"expected an integer {what}, found {cut(token)}", path) from err
+#: What ``Long.parseLong`` / ``Integer.parseInt`` take: digits with an optional sign (no spaces or
+#: underscores, which Python's ``int`` accepts), in the type's range.
+_JAVA_DIGITS = re.compile(r"[+-]?[0-9]{1,20}")
+JAVA_LONG = (-(1 << 63), (1 << 63) - 1)
+JAVA_INT = (-(1 << 31), (1 << 31) - 1)
+
+
+def _int(path: str, token: str, what: str, java: tuple[int, int] = JAVA_LONG) -> int:
+    """``token`` as Kafka's checkpoint readers parse it (``Long.parseLong``, partitions and epochs
+    ``Integer.parseInt``): anything else is a malformed line (``CheckpointFile``: ``IOException``)."""
+    value = int(token) if _JAVA_DIGITS.fullmatch(token) else None
+    if value is None or not java[0] <= value <= java[1]:
+        kind = "long" if java == JAVA_LONG else "int"
+        raise CorruptDataError(f"expected an integer {what} (a Java {kind}), found {cut(token)}", path)
+    return value
 
 
 def format_checkpoint(lines: list[str]) -> str:
@@ -95,7 +105,7 @@ def read_leader_epochs(path: str) -> list[EpochEntry]:
     """The entries of a ``leader-epoch-checkpoint`` (``[]`` if the file is missing)."""
     if not files.exists(path):
         return []
-    return [EpochEntry(_int(path, e, "epoch"), _int(path, o, "start offset"))
+    return [EpochEntry(_int(path, e, "epoch", JAVA_INT), _int(path, o, "start offset"))
             for e, o in _parse(path, files.read_text(path), 2)]
 
 
@@ -108,7 +118,7 @@ def read_offsets(path: str) -> dict[tuple[str, int], int]:
     """A log-dir offset checkpoint as ``{(topic, partition): offset}`` (``{}`` if missing)."""
     if not files.exists(path):
         return {}
-    return {(t, _int(path, p, "partition")): _int(path, o, "offset")
+    return {(t, _int(path, p, "partition", JAVA_INT)): _int(path, o, "offset")
             for t, p, o in _parse(path, files.read_text(path), 3)}
 
 

@@ -732,11 +732,14 @@ def _clean(part: Partition, omap: OffsetMap, uncleanable: int, now: int, result:
 
 def _swap_in(part: Partition, cleaned: _CleanedSegment, group: list[LogSegment]) -> None:
     """``LocalLog.replaceSegments``: ``.cleaned`` -> ``.swap``; old segments -> ``.deleted`` -> gone;
-    ``.swap`` -> final names."""
+    ``.swap`` -> final names.  Each step renames the ``.log`` first, then the indexes, as
+    ``LogSegment.changeFileSuffixes`` does: a crash once the ``.log`` has its final name leaves
+    index ``.swap`` files alone, which ``LogLoader`` renames; with the indexes renamed first, it
+    took the final ``.timeindex`` for a replaced segment's file and deleted it beside a ``.log.swap``."""
     mtime_ns = os.stat(group[-1].path).st_mtime_ns
     written = cleaned.write(mtime_ns)
     swaps = []
-    for path in reversed(written):
+    for path in written:
         swap = path[:-len(CLEANED_SUFFIX)] + SWAP_SUFFIX
         files.rename(path, swap)
         swaps.append(swap)

@@ -128,7 +128,7 @@ def codec_id(compression: str | int) -> int:
             return compression
     elif compression in COMPRESSION_NAMES:
         return COMPRESSION_NAMES.index(compression)
-    raise InvalidMessageError(f"compression one of {COMPRESSION_NAMES}, found {compression!r}")
+    raise InvalidMessageError(f"expected a compression of {COMPRESSION_NAMES}, found {compression!r}")
 
 
 # ---------------------------------------------------------------------------------
@@ -370,6 +370,10 @@ def decompress(compression: str | int, data, *, path: str = "<memory>", pos: int
     :param limit: the most bytes the stream may inflate to (:data:`MAX_DECOMPRESSED_BYTES`).
     :raises CorruptDataError: the stream does not decode, or inflates past ``limit``.
     """
+    if isinstance(compression, int) and not 0 <= compression < len(COMPRESSION_NAMES):
+        # attributes bits 0-2 of a stored batch: Kafka's CompressionType.forId throws on 5 to 7
+        raise CorruptDataError(f"expected a compression codec id of 0 to {len(COMPRESSION_NAMES) - 1} "
+                               f"({', '.join(COMPRESSION_NAMES)}), found {compression}", path, pos)
     codec = codec_id(compression)
     data = bytes(data)
     if codec == NONE:

@@ -13,10 +13,12 @@ partitions in threads of its own, each partition in one).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from segstore import files
+from segstore.errors import CorruptDataError, cut
 
 from .checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
@@ -25,7 +27,15 @@ from .checkpoints import (
     read_offsets,
     write_offsets,
 )
-from .partition import PARTITION_DIR, KafkaConfig, Partition, now_ms, segment_bases, validate_topic
+from .partition import (
+    PARTITION_DIR,
+    KafkaConfig,
+    Partition,
+    now_ms,
+    orphaned_indexes,
+    segment_bases,
+    validate_topic,
+)
 
 #: Threads that close the partitions of a log directory (:meth:`LogDir.close`).
 CLOSE_THREADS = 16
@@ -49,6 +59,29 @@ def is_partition_dir(path: str) -> bool:
         files.is_dir(os.path.join(path, entry)) for entry in files.list_dir(path))
 
 
+#: Kafka's suffixed partition directories (``LocalLog``: DeleteDirPattern, FutureDirPattern,
+#: StrayDirPattern): ``TOPIC-N.UNIQUEID-delete`` and the like
+_SUFFIXED_DIR = re.compile(r"^(\S+)-(\S+)\.(\S+)-(delete|future|stray)$")
+#: the tiered-storage index cache ``LogManager.loadLogs`` passes over (``RemoteIndexCache.DIR_NAME``)
+REMOTE_INDEX_CACHE = "remote-log-index-cache"
+
+
+def kafka_partition_name(name: str) -> bool:
+    """Whether Kafka 3.8 loads a directory of this name (``LocalLog.parseTopicPartitionName``: a
+    ``-`` before a partition ``Integer.parseInt`` takes, or one of the suffixed forms); any other
+    directory makes ``LogManager.loadLogs`` fail the whole log directory."""
+    if name == REMOTE_INDEX_CACHE:
+        return True
+    if name.endswith(("-delete", "-future", "-stray")):
+        if _SUFFIXED_DIR.match(name) is None:
+            return False
+        name = name[:name.rindex(".")]
+    topic, dash, partition = name.rpartition("-")
+    if not dash or not topic or not partition:
+        return False
+    return re.fullmatch(r"[+-]?[0-9]{1,10}", partition) is not None and -(1 << 31) <= int(partition) < 1 << 31
+
+
 def partition_dirs(path: str) -> list[str]:
     """Names of the partition directories under a log directory, sorted."""
     return [name for name in files.list_dir(path)
@@ -67,8 +100,11 @@ class LogDir:
         self.clock = clock
         if writable:
             files.make_dirs(path)
-        self.recovery_points = read_offsets(os.path.join(path, RECOVERY_POINT_CHECKPOINT))
-        start_offsets = read_offsets(os.path.join(path, LOG_START_OFFSET_CHECKPOINT))
+        #: ``(path, pos, message)`` of what loading read past (verify reports them)
+        self.problems: list[tuple[str, int | None, str]] = []
+        self.recovery_points = self._lenient(RECOVERY_POINT_CHECKPOINT, "resets every recovery point to 0")
+        start_offsets = self._lenient(LOG_START_OFFSET_CHECKPOINT,
+                                      "resets each log start to the base offset of the first segment")
         self.high_watermarks = read_offsets(os.path.join(path, REPLICATION_OFFSET_CHECKPOINT))
         #: the log end of each partition when opened (a partition appended to since is committed to its end)
         self._opened_end: dict[tuple[str, int], int] = {}
@@ -84,6 +120,44 @@ class LogDir:
             for part in self.partitions.values():
                 part.abandon()
             raise
+
+    def _lenient(self, name: str, reset: str) -> dict[tuple[str, int], int]:
+        """A checkpoint ``LogManager.loadLogs`` reads past: a malformed one reads as empty, as there
+        ("Error occurred while reading ... resetting"), and is kept as a problem for verify."""
+        path = os.path.join(self.path, name)
+        try:
+            return read_offsets(path)
+        except CorruptDataError as err:
+            self.problems.append((err.path or path, err.pos, f"{err.message}: Kafka's LogManager {reset}"))
+            return {}
+
+    def layout_problems(self) -> list[tuple[str, int | None, str]]:
+        """What the log directory holds that Kafka's loader refuses or drops: a directory whose name is
+        not a partition's (``LogManager.loadLogs`` fails the log directory), index files whose
+        ``.log`` is gone in a partition no segment is left in (``LogLoader`` deletes them: the records
+        are lost), and checkpoints past a partition's log end (the records below them are gone).
+        ``O(entries of the directory)``."""
+        problems: list[tuple[str, int | None, str]] = list(self.problems)
+        loaded = {part.path for part in self.partitions.values()}
+        for name in files.list_dir(self.path):
+            where = os.path.join(self.path, name)
+            if not files.is_dir(where):
+                continue
+            if not kafka_partition_name(name):
+                problems.append((where, None, "expected partition directories named TOPIC-PARTITION in a log "
+                                 f"directory, found {cut(name)}: Kafka's LogManager.loadLogs fails the log "
+                                 "directory on it (LocalLog.parseTopicPartitionName)"))
+            elif where not in loaded and PARTITION_DIR.match(name):
+                problems += orphaned_indexes(where)
+        for label, name, offsets in (("recovery point", RECOVERY_POINT_CHECKPOINT, self.recovery_points),
+                                     ("high watermark", REPLICATION_OFFSET_CHECKPOINT, self.high_watermarks)):
+            for key, offset in sorted(offsets.items()):
+                part = self.partitions.get(key)
+                if part is not None and offset > part.next_offset:
+                    problems.append((os.path.join(self.path, name), None,
+                                     f"expected the {label} of {key[0]}-{key[1]} at most its log end "
+                                     f"{part.next_offset}, found {offset}: the records below it are gone"))
+        return problems
 
     def partition(self, topic: str, partition: int, *, create: bool = False) -> Partition | None:
         """The partition, created (writable stores only) when ``create``."""

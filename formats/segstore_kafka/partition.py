@@ -147,6 +147,10 @@ LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 MAX_TOPIC_LENGTH = 249
 
 
+#: partitions are Java ints (``TopicPartition``, the checkpoint files' ``Integer.parseInt``)
+MAX_PARTITION = (1 << 31) - 1
+
+
 def validate_topic(topic: str, partition: int) -> None:
     """Refuse what Kafka refuses: empty, ``.``/``..``, over 249 characters, other than ``[a-zA-Z0-9._-]``.
 
@@ -161,8 +165,11 @@ def validate_topic(topic: str, partition: int) -> None:
                                 f"found {len(topic)}")
     if LEGAL_TOPIC.fullmatch(topic) is None:
         raise InvalidTopicError(f"expected a topic of the characters [a-zA-Z0-9._-], found {cut(topic)}")
-    if partition < 0:
-        raise InvalidTopicError(f"expected a partition >= 0, found {partition}")
+    if not isinstance(partition, int) or isinstance(partition, bool):
+        raise InvalidTopicError(f"expected an integer partition, found {cut(repr(partition))}")
+    if not 0 <= partition <= MAX_PARTITION:
+        raise InvalidTopicError(f"expected a partition from 0 to {MAX_PARTITION} (an int32, as Kafka keeps "
+                                f"it), found {partition}")
 
 
 def parse_partition_dir(path: str) -> tuple[str, int]:
@@ -176,6 +183,29 @@ def parse_partition_dir(path: str) -> tuple[str, int]:
         raise InvalidTopicError(f"expected a partition directory named TOPIC-PARTITION, found {cut(name)}",
                                 path)
     return match["topic"], int(match["partition"])
+
+
+#: index files of a segment (``LocalLog.isIndexFile``)
+INDEX_FILE = re.compile(r"^(?P<base>\d{20})\.(index|timeindex|txnindex)$")
+
+
+def orphaned_indexes(path: str) -> list[tuple[str, int | None, str]]:
+    """Index files of a partition directory whose ``.log`` is gone (and not being deleted: a
+    ``.log.deleted`` beside them is Kafka's own deletion half done): Kafka 3.8's
+    ``LogLoader.removeTempFilesAndCollectSwapFiles`` deletes such an orphaned index, and the
+    segment's records are lost."""
+    names = set(files.list_dir(path))
+    problems: list[tuple[str, int | None, str]] = []
+    for name in sorted(names):
+        match = INDEX_FILE.match(name)
+        if match is None:
+            continue
+        log = f"{match['base']}.log"
+        if log not in names and f"{log}.deleted" not in names:
+            problems.append((os.path.join(path, name), None,
+                             f"expected {log} beside {name}, found none: Kafka's LogLoader deletes the "
+                             "orphaned index, and the records of the segment are lost"))
+    return problems
 
 
 def segment_bases(path: str) -> list[int]:
@@ -381,7 +411,7 @@ class Partition:
             progress.advance(seg.size)          # left alone, as Kafka does: done all the same
         while first < len(segments):
             seg = segments[first]
-            problems, after = self._check_segment(seg, expected)
+            problems, after = self._check_segment(seg, expected, closed=seg is not self.log.active)
             if problems or seg.needs_recovery:
                 break
             expected = after
@@ -685,10 +715,11 @@ class Partition:
         a reader found corrupt are reported once and the segment is still checked.
         ``O(partition bytes)``; CRCs and record decoding in C.
         """
-        problems: list[tuple[str, int | None, str]] = list(self.index_problems)
+        problems: list[tuple[str, int | None, str]] = list(self.index_problems) + orphaned_indexes(self.path)
         expected_offset: int | None = None
         for seg in self.segments:
-            found, expected_offset = self._check_segment(seg, expected_offset)
+            found, expected_offset = self._check_segment(seg, expected_offset,
+                                                         closed=seg is not self.log.active)
             problems += found
             if seg.needs_recovery and seg is not self.log.active:
                 problems.append((seg.path, None, "expected trimmed index files, found an index missing "
@@ -697,16 +728,22 @@ class Partition:
         return problems
 
     @staticmethod
-    def _check_segment(seg: LogSegment, expected_offset: int | None
+    def _check_segment(seg: LogSegment, expected_offset: int | None, *, closed: bool
                        ) -> tuple[list[tuple[str, int | None, str]], int | None]:
-        """The problems of one segment's log and offset index, and the offset the next batch must reach."""
-        problems, positions, walked, expected_offset = seg.check_log(expected_offset)
+        """The problems of one segment's log and indexes, and the offset the next batch must reach.
+
+        A closed segment's time index ends at the segment's largest timestamp
+        (``LogSegment.onBecomeInactiveSegment`` appends it): Kafka takes the last entry for it
+        when it reopens the segment (``readMaxTimestampAndOffsetSoFar``), so an empty or short
+        one makes time retention delete the segment early and timestamp lookups pass it by."""
+        problems, positions, walked, expected_offset, largest = seg.check_log(expected_offset)
         # An entry is (largest offset of one append, where the append starts): one batch for a
         # produce, a run of batches for the log cleaner (LogSegment.append of a filtered chunk).
         pairs = seg.offset_index.pairs()
         starts = sorted(positions)
+        whole = walked >= seg.log.size      # the walk reached the end: entries past it point at nothing
         for slot, (offset, position) in enumerate(pairs):
-            if position >= walked:
+            if position >= walked and not whole:
                 continue
             upto = pairs[slot + 1][1] if slot + 1 < len(pairs) else walked
             ends = {positions[p] for p in starts[bisect.bisect_left(starts, position):
@@ -715,6 +752,17 @@ class Partition:
                 problems.append((seg.offset_index.path, slot * OFFSET_ENTRY.itemsize,
                                  f"expected the entry of slot {slot} to point at a batch ending at {offset}, "
                                  f"found {positions.get(position, 'no batch')} at position {position}"))
+        index = seg.time_index
+        # a missing one is what Kafka before 0.10.1 left: Kafka 3.8 makes it empty and goes by the
+        # segment's mtime (LogSegment.largestTimestamp), so only a time index Kafka wrote is checked
+        # (``largest`` comes from v2 batches only: Kafka 0.11 and later)
+        if closed and whole and largest >= 0 and seg.indexes_read and not seg.legacy_time_index \
+                and files.exists(index.path):
+            last = index.last_entry.timestamp if len(index) else None
+            if last is None or last < largest:
+                problems.append((index.path, len(index) * index.entry_size,
+                                 "expected the time index of a closed segment to end at its largest "
+                                 f"timestamp {largest}, found {'no entry' if last is None else last}"))
         return problems, expected_offset
 
     # -- lifecycle ----------------------------------------------------------------

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from segstore import files
-from segstore.errors import ConfigError, OffsetOutOfRangeError
+from segstore.errors import ConfigError, CorruptDataError, OffsetOutOfRangeError
 
 from .checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
@@ -177,8 +177,12 @@ def write_checkpoint_entry(part: Partition, name: str, offset: int | None) -> No
 
 
 def load_log_start(part: Partition) -> None:
-    """Honour ``log-start-offset-checkpoint`` as ``LogLoader`` does: ``max(checkpoint, first base)``."""
-    found = checkpointed(part, LOG_START_OFFSET_CHECKPOINT)
+    """Honour ``log-start-offset-checkpoint`` as ``LogLoader`` does: ``max(checkpoint, first base)``;
+    a malformed one is read past, as ``LogManager.loadLogs`` does (the log start is the first base)."""
+    try:
+        found = checkpointed(part, LOG_START_OFFSET_CHECKPOINT)
+    except CorruptDataError:
+        return
     if found is not None:
         part.log_start_offset = max(part.log_start_offset, found)
 

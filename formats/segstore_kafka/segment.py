@@ -170,6 +170,8 @@ class LogSegment:
         self.time_index: TimeIndex
         #: names of index files that were missing when the segment was opened
         self.missing_indexes: list[str] = []
+        #: the ``.timeindex`` was missing (Kafka before 0.10.1 wrote none): made empty, as Kafka 3.8 does
+        self.legacy_time_index = False
         self._read_indexes = read_indexes or self.writable
         try:
             self.offset_index = self._open_index(OffsetIndex, INDEX_SUFFIX, create)
@@ -182,6 +184,11 @@ class LogSegment:
         self._max_ts: TimestampOffset | None = None
         self._rolling_ts: int | None = None
 
+    @property
+    def indexes_read(self) -> bool:
+        """Whether the offset and time index files were read (a reader passes over a corrupt one)."""
+        return self._read_indexes
+
     def _path(self, suffix: str) -> str:
         return os.path.join(self.directory, file_name(self.base, suffix))
 
@@ -193,6 +200,7 @@ class LogSegment:
             if cls is TimeIndex:
                 # Kafka before 0.10.1 wrote no time index.  Kafka 3.8 makes a missing one empty
                 # (LogSegment.sanityCheck: timeIndex().resize(0)) and recovers nothing for it.
+                self.legacy_time_index = True
                 if not self.writable:
                     return cls.absent(path, self.base)
                 index = cls.open(path, self.base, max_index_size=self.max_index_size, writable=True,
@@ -285,9 +293,9 @@ class LogSegment:
         return pos
 
     def check_log(self, expected_offset: int | None
-                  ) -> tuple[list[tuple[str, int | None, str]], dict[int, int], int, int | None]:
+                  ) -> tuple[list[tuple[str, int | None, str]], dict[int, int], int, int | None, int]:
         """The log's problems for ``verify``: ``(problems, {batch position: last offset}, bytes walked,
-        the offset the next segment must reach)``.
+        the offset the next segment must reach, the largest max timestamp of its v2 batches (-1: none))``.
 
         Every batch's CRC is checked and its records decoded (the columnar decoder,
         C where built, no column copied); a control batch's marker is parsed.  After
@@ -298,6 +306,7 @@ class LogSegment:
         """
         problems: list[tuple[str, int | None, str]] = []
         positions: dict[int, int] = {}
+        largest = NO_TIMESTAMP
         view = self.log.view()
         end = len(view)
         pos = 0
@@ -311,6 +320,10 @@ class LogSegment:
                     control = (batches["magic"] >= codec.MAGIC_V2) & \
                         (batches["attributes"] & codec.CONTROL_FLAG != 0)
                     positions.update(zip(starts, lasts, strict=True))
+                    # v2 batches: Kafka 0.11 and later, which always wrote a time index
+                    stamped = batches["max_timestamp"][batches["magic"] >= codec.MAGIC_V2]
+                    if len(stamped):
+                        largest = max(largest, int(stamped.max()))
                     found: list[tuple[int, int, tuple[str, int | None, str]]] = []
                     previous = [expected_offset, *(last + 1 for last in lasts[:-1])]
                     for i, (first, floor) in enumerate(zip(firsts, previous, strict=True)):
@@ -336,7 +349,7 @@ class LogSegment:
                 problems.append((err.path or self.path, pos if err.pos is None else err.pos, err.message))
                 expected_offset = header.last_offset + 1
                 pos += header.size
-        return problems, positions, pos, expected_offset
+        return problems, positions, pos, expected_offset, largest
 
     def _offset_problem(self, pos: int, expected: int, found: int) -> tuple[str, int, str]:
         return (self.path, pos, f"expected offsets from {expected}, found a batch at {found}")

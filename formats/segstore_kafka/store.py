@@ -585,8 +585,10 @@ class KafkaStore(Store):
     def verify(self) -> list[Problem]:
         self._check_open()
         parts = self._partitions().values()
+        problems = self._dir.layout_problems() if self._dir is not None else []
         with progress.task("verify", sum(s.size for part in parts for s in part.segments)):
-            return [Problem(path, pos, message) for part in parts for path, pos, message in part.verify()]
+            problems += [problem for part in parts for problem in part.verify()]
+        return [Problem(path, pos, message) for path, pos, message in problems]
 
     def recover(self) -> list[str]:
         """Recover every partition (Kafka 3.8 ``LogLoader.recoverLog``), then verify them.

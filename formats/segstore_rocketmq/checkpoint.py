@@ -74,6 +74,18 @@ class Checkpoint:
         )
         return fields + bytes(FILE_SIZE - FIELDS.size)
 
+    def clamp_times(self, newest: int) -> list[str]:
+        """Set the 4.x times later than ``newest`` (the newest message's store time) to it: what the
+        broker's flush writes there next (the store time of the last message it flushed).  The names
+        of the fields changed."""
+        changed = []
+        for name, attr in zip(TIME_FIELDS, ("physic_msg_timestamp", "logics_msg_timestamp",
+                                            "index_msg_timestamp"), strict=True):
+            if getattr(self, attr) > newest:
+                setattr(self, attr, newest)
+                changed.append(name)
+        return changed
+
     @property
     def min_timestamp(self) -> int:
         """``getMinTimestamp``: min(physic, logics) less the 3 s margin, at least 0."""
@@ -85,8 +97,16 @@ class Checkpoint:
         return min(self.min_timestamp, self.index_msg_timestamp)
 
 
-def check(data: bytes | memoryview, *, path: str) -> list[tuple[int, str]]:
-    """Problems of a checkpoint's bytes as ``(pos, message)``: size, negative times, data after the fields."""
+#: the three 4.x fields: store times of messages
+TIME_FIELDS = ("physicMsgTimestamp", "logicsMsgTimestamp", "indexMsgTimestamp")
+
+
+def check(data: bytes | memoryview, *, path: str, newest: int | None = None) -> list[tuple[int, str]]:
+    """Problems of a checkpoint's bytes as ``(pos, message)``: size, negative times, data after the fields,
+    and (with ``newest``, the newest store time of the commitlog's messages) a time later than any
+    message's: each field is the store time of a message the broker flushed, and a later one makes
+    its recovery after a crash start past files whose queue entries it must dispatch again
+    (``recoverAbnormally`` starts at the file whose first message is older than the minimum)."""
     out: list[tuple[int, str]] = []
     if len(data) != FILE_SIZE:
         out.append(
@@ -114,6 +134,9 @@ def check(data: bytes | memoryview, *, path: str) -> list[tuple[int, str]]:
     for i, (name, value) in enumerate(zip(names, values, strict=True)):
         if value < 0:
             out.append((i * 8, f"expected {name} >= 0, found {value}"))
+        elif newest is not None and name in TIME_FIELDS and value > newest:
+            out.append((i * 8, f"expected {name} at most the newest message's store time {newest}, "
+                               f"found {value}"))
     tail = bytes(data[FIELDS.size : FILE_SIZE])
     if any(tail):
         first = next(i for i, b in enumerate(tail) if b)

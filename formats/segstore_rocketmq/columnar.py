@@ -196,7 +196,8 @@ def decode_at_py(view: memoryview, positions: np.ndarray, limit: int, base: int,
                  strict: bool) -> int:
     """The reference of :func:`decode_at`."""
     view = memoryview(view)
-    for n, pos in enumerate(positions.tolist()):
+    for n in range(len(positions)):       # stops at the first bad one: O(rows decoded), not O(positions)
+        pos = int(positions[n])
         msg = _decode_one_py(view, pos, limit, strict) if 0 <= pos <= limit - PREFIX.size else None
         if msg is None:
             rows.n = n

@@ -17,6 +17,7 @@ thread; appends, rolls, truncation and close need the owning store's serialisati
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -54,7 +55,25 @@ if TYPE_CHECKING:
 #: The name part of files holding bytes recovery cut (``segstore.files.save_aside``): not commitlog files.
 KEPT_ASIDE = ".cut-"
 assert END_FILE_MIN_BLANK_LENGTH == 8
+#: Bytes looked at a time when searching a file for data (bounded memory over 1 GiB files).
+SEARCH_WINDOW = 1 << 24
 
+
+def nonzero_extent(file: files.MappedFile, pos: int) -> int:
+    """One past the last non-zero byte of ``file`` at or after ``pos`` (``pos`` if none).
+
+    Only the file's data ranges are read (a preallocated file's holes are zeros), through its
+    descriptor a window at a time (:meth:`MappedFile.first_nonzero`): memory stays bounded on
+    1 GiB files, and no hole is read through the map (a full tmpfs answers that with SIGBUS).
+    """
+    last = file.first_nonzero(pos, last=True)
+    return pos if last is None else last
+
+
+def holds_data(file: files.MappedFile) -> bool:
+    """Whether a file holds any non-zero byte (only its data ranges are read, a window at a time,
+    through the descriptor).  Safe on a file a writer beside the reader is writing."""
+    return file.first_nonzero(0) is not None
 
 
 def _decode_at(seg: CommitLogFile, pos: int, limit: int, check_crc: bool) -> RocketMQMessage | Blank | End:
@@ -151,9 +170,13 @@ class CommitLog:
         self.empty_tail: str | None = None
         #: what loading for writing did to files of the wrong length (recovery lines; see :meth:`_fix_size`)
         self.repairs: list[str] = []
-        #: ``(path, pos)`` of each file before the last that was short: its bytes from ``pos`` to the
-        #: mapped-file size are gone, with the messages they held
-        self.lost: list[tuple[str, int]] = []
+        #: ``(path, pos, end)`` of each range of commitlog bytes that is gone, with the messages it held:
+        #: a file before the last that was short (from ``pos`` to its end, ``end`` the physical offset
+        #: after it), or files missing between two others (``path`` the first missing, ``pos`` 0)
+        self.lost: list[tuple[str, int, int]] = []
+        #: ``(path, start, end)`` of each run of files missing between two others: the physical range
+        #: ``[start, end)`` (the first missing file's path); found at load
+        self.missing: list[tuple[str, int, int]] = []
         self._load()
 
     def _new_file(self, base: int) -> CommitLogFile:
@@ -257,11 +280,22 @@ class CommitLog:
                     raise
                 continue    # gone since the look above (as there)
             loaded.append(CommitLogFile(mapped, base, self.file_size))
-        # Trailing files with nothing written are the allocator's preallocation, not data.
-        while loaded and not any(loaded[-1].file.view(0, PREFIX.size)):
+        # Trailing files with nothing written are the allocator's preallocation, not data.  Zeros at a
+        # file's start alone do not make it one: a damaged or power-cut file may hold data after them,
+        # which recovery keeps (a clean close deletes spares).
+        while loaded and not holds_data(loaded[-1].file):
             spare = loaded.pop()
             self._spare.add(spare.path)
             spare.close()
+        for before, after in itertools.pairwise(loaded):
+            if after.base != before.base + self.file_size:
+                # deleted or lost between two others; the broker loads the rest (MappedFileQueue.load
+                # lists what is there) and skips entries pointing into the gap (getMessage finds no
+                # file: MESSAGE_WAS_REMOVING), so readers go on; verify and recover report it
+                start = before.base + self.file_size
+                gone = os.path.join(self.directory, file_name(start))
+                self.missing.append((gone, start, after.base))
+                self.lost.append((gone, 0, after.base))
         self.log.load(loaded)
         self._active = self.log.active
 
@@ -320,7 +354,7 @@ class CommitLog:
             else:
                 blank_at = size     # other damage first: left in place, the walk reports it
             if blank_at is not None:
-                self.lost.append((path, size if cut_from is None else cut_from))
+                self.lost.append((path, size if cut_from is None else cut_from, base + self.file_size))
             if cut_from is not None:
                 kept = files.save_aside(path, cut_from, view[cut_from:size], into=into)
                 lines.append(f"{path}:{cut_from}: cut {size - cut_from} bytes of a message the file's short "
@@ -405,6 +439,18 @@ class CommitLog:
             raise CorruptDataError(wrong, seg.path, pos)
         return record
 
+    def check_gap_before(self, seg: CommitLogFile, start: int) -> None:
+        """Raise when files are missing between the walk's ``start`` and ``seg`` (their messages are
+        lost: a read in commitlog order names them instead of passing over them; verify reports
+        them, recover exits 1 naming them).
+
+        :raises CorruptDataError: naming the first missing file.
+        """
+        for path, gone, end in self.missing:
+            if end == seg.base and gone >= start:
+                raise CorruptDataError(f"expected commitlog files from physical offset {gone} to {end}, "
+                                       "found none: the messages they held are lost", path)
+
     def walk(self, start: int | None = None, *, check_crc: bool = True,
              stop_at_end: bool = True) -> Iterator[tuple[int, RocketMQMessage | Blank]]:
         """``(physical offset, record)`` for every message and BLANK from ``start``, in order.
@@ -415,6 +461,7 @@ class CommitLog:
         start = self.min_offset if start is None else start
         limit = self.end if stop_at_end else None
         for seg in self.log.segments.values(start):
+            self.check_gap_before(seg, start)
             pos = max(start - seg.base, 0)
             file_end = seg.wrote if stop_at_end else seg.file.size
             while pos < file_end:

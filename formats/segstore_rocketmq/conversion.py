@@ -548,7 +548,26 @@ def entry_batches(source: Any, options: Options) -> Iterator[pa.RecordBatch]:
                 msgs = [m for m, k in zip(msgs, keep.to_pylist(), strict=True) if k]
             yield _entries_batch(msgs, options, numbering)
         else:
-            yield _native_batch(batch, trailing, options, numbering)
+            try:
+                native = _native_batch(batch, trailing, options, numbering)
+            except InvalidTopicError as err:
+                raise _stored_topic_error(source, batch) or err from err
+            yield native
+
+
+def _stored_topic_error(source: Any, batch: pa.RecordBatch) -> CorruptDataError | None:
+    """The error naming the first message of ``batch`` whose stored topic the broker refuses (damage
+    to its bytes: the broker never stores such a name), or None when every topic is one (then it
+    is the peer that has no name for it)."""
+    for i, name in enumerate(batch.column("topic").to_pylist()):
+        try:
+            TOPICS.check(name)
+        except InvalidTopicError as err:
+            phy = batch.column("physicalOffset")[i].as_py()
+            seg = source.commitlog.file_for(phy)
+            return CorruptDataError(f"expected a stored topic the broker accepts, found: {err.message}",
+                                    seg.path, phy - seg.base)
+    return None
 
 
 def _entries_batch(msgs: list[RocketMQMessage], options: Options, numbering: _Numbering) -> pa.RecordBatch:

@@ -169,7 +169,8 @@ class LifecycleMixin:
         checkpoint = self.checkpoint = CheckpointFile(os.path.join(self.path, CHECKPOINT_FILE), writable=True)
         resized = [line for q in self.queues.values() for line in q.repairs]
         if self.index is not None:
-            resized += self.index.set_aside_refused(os.path.join(self.path, SEGSTORE_DIR, CUT_DIR, "index"))
+            aside = os.path.join(self.path, SEGSTORE_DIR, CUT_DIR, "index")
+            resized += self.index.set_aside_strays(aside) + self.index.set_aside_refused(aside)
         self.recovery_lines = (self.commitlog.repairs + resized + self.commitlog.remove_empty_tail()
                                + self._recover(abnormal=files.exists(abort)))
         self._next_offsets = {key: cq.max_offset for key, cq in self.queues.items()}
@@ -316,26 +317,34 @@ class LifecycleMixin:
                 f"expected messages, found {length} damaged bytes with intact messages after them: "
                 f"left in place, as cutting them would lose those messages"
                 + (f" ({more} more damaged range{'s' if more > 1 else ''})" if more else "")
-                + "; every other repair is done", path, pos, actions=opened + lines)
+                + "; every other repair is done (a RocketMQ broker started on the store stops its recovery "
+                "walk at damage in the files it walks and truncates every message after it: read or "
+                "convert them out first)", path, pos, actions=opened + lines)
         return opened + lines
 
     def _check_lost_messages(self: _Lifecycle, actions: list[str]) -> None:
-        """After a short commitlog file was resized: raise what says that queue entries point at the
-        messages its missing bytes held (their offsets cannot be given back; the broker would serve
-        what lies there now).  ``O(entries)`` in numpy, over the queues' maps."""
-        for path, pos in self.commitlog.lost:
-            base = int(os.path.basename(path))
-            lo, hi = base + pos, base + self.commitlog.file_size
-            hit = [(key, sum(int(np.count_nonzero((e >= lo) & (e < hi)))
+        """After a short commitlog file was resized, or with files missing between others: raise what
+        says that queue entries point at the messages the missing bytes held (their offsets cannot be
+        given back; the broker would serve what lies there now, or skip them where no file is).
+        ``O(entries)`` in numpy, over the queues' maps."""
+        for path, pos, end in self.commitlog.lost:
+            lo = int(os.path.basename(path)) + pos
+            hit = [(key, sum(int(np.count_nonzero((e >= lo) & (e < end)))
                              for e in (seg.entries["offset"] for seg in q.segment_files())))
                    for key, q in sorted(self.queues.items())]
             hit = [(key, n) for key, n in hit if n]
+            where = ", ".join(f"{t}/{q}: {n}" for (t, q), n in hit[:5])
+            pointing = (f"; {sum(n for _, n in hit)} consume-queue entries point at them "
+                        f"({where}{', ...' if len(hit) > 5 else ''})")
+            if pos == 0 and not files.exists(path):
+                raise UnrepairedDataError(
+                    f"expected commitlog files from physical offset {lo} to {end}, found none: the messages "
+                    f"they held are lost{pointing if hit else ''}; every other repair is done",
+                    path, None, actions=actions)
             if hit:
-                where = ", ".join(f"{t}/{q}: {n}" for (t, q), n in hit[:5])
                 raise UnrepairedDataError(
                     f"expected the file's messages up to {self.commitlog.file_size} bytes, found them lost "
-                    f"with its missing bytes; {sum(n for _, n in hit)} consume-queue entries point at them "
-                    f"({where}{', ...' if len(hit) > 5 else ''}); every other repair is done",
+                    f"with its missing bytes{pointing}; every other repair is done",
                     path, pos, actions=actions)
 
     def _commitlog_bytes(self: _Lifecycle) -> int:

@@ -14,11 +14,11 @@ What segstore does, and better:
 
 - every message walked is validated (magic, length, body CRC, and its stored
   physical offset equals where it is, which the broker does not check);
-- at a bad message the walk looks for the next valid message (same file, then
-  later files).  If there is one, the damaged bytes are left in place and
-  reported, and nothing after them is lost; only a torn *tail* (no valid message
-  after it) is cut, and the cut bytes are first saved beside the file
-  (:func:`segstore.files.save_aside`);
+- at a bad message, or at zeros, the walk looks for the next valid message (same
+  file, then later files), after a clean shutdown as after a crash.  If there is
+  one, the damaged bytes are left in place and reported, and nothing after them
+  is lost; only a torn *tail* (no valid message after it) is cut, and the cut
+  bytes are first saved (:func:`segstore.files.save_aside`);
 - consume-queue entries of walked messages are checked and rewritten when
   wrong, missing ones appended, and entries at or past the end dropped; a queue
   whose earlier entries are missing is rebuilt from the start of the commitlog;
@@ -46,7 +46,14 @@ from segstore.search import Bound, first_true, search
 
 from . import columnar
 from .checkpoint import Checkpoint
-from .commitlog import END_FILE_MIN_BLANK_LENGTH, KEPT_ASIDE, CommitLog, CommitLogFile
+from .commitlog import (
+    END_FILE_MIN_BLANK_LENGTH,
+    KEPT_ASIDE,
+    SEARCH_WINDOW,
+    CommitLog,
+    CommitLogFile,
+    nonzero_extent,
+)
 from .config import SCHEDULE_TOPIC, TOPIC_MAX_LENGTH_V2, validate_topic
 from .consumequeue import CQ_DTYPE, CUT_DIR, SEGSTORE_DIR, ConsumeQueue
 from .consumequeue_ext import MAX_ADDR as EXT_MAX_ADDR
@@ -68,8 +75,6 @@ NORMAL_RECOVERY_FILES = 3
 #: The first three bytes of both message magics (0xDAA320A7 and 0xDAA320AB), at byte 4 of a message.
 MAGIC_PREFIX = (MESSAGE_MAGIC & 0xFFFFFFFF).to_bytes(4, "big")[:3]
 MAGIC_POS = PREFIX.size // 2
-#: Bytes searched at a time when looking for the next valid message.
-SEARCH_WINDOW = 1 << 24
 
 
 def _carries(key_offsets: np.ndarray, key_hashes: np.ndarray, at: np.ndarray,
@@ -256,8 +261,10 @@ def messages_at(commitlog: CommitLog, phys: np.ndarray, tags_code: Callable[[Roc
         if stop <= i:       # past the file's end
             i += 1
             continue
+        first = i
+        relative = sorted_phys[first:stop] - seg.base     # once per file: each bad offset below is O(1)
         while i < stop:
-            n = columnar.decode_at(view, sorted_phys[i:stop] - seg.base, len(view), seg.base, rows)
+            n = columnar.decode_at(view, relative[i - first:], len(view), seg.base, rows)
             misplaced = columnar.contradicting(rows)
             if misplaced is not None:      # header contradicts its place (a copy, a damaged field)
                 n = rows.n = misplaced
@@ -403,20 +410,18 @@ def _valid_topic(name: str) -> bool:
     return True
 
 
-def walk(
-    commitlog: CommitLog, start: int, tags_code: Callable[[RocketMQMessage], int], *, past_zeros: bool = True
-) -> Walk:
+def walk(commitlog: CommitLog, start: int, tags_code: Callable[[RocketMQMessage], int]) -> Walk:
     """:func:`walk_batches` with every batch's columns kept (``Walk.messages``): memory grows with the
     walk, for callers that need every message at once."""
     result = Walk(start=start, end=start)
-    parts = list(walk_batches(commitlog, start, tags_code, result, past_zeros=past_zeros))
+    parts = list(walk_batches(commitlog, start, tags_code, result))
     result.messages = Walked.concat(parts, parts[-1].topics if parts else [])
     return result
 
 
 def walk_batches(
     commitlog: CommitLog, start: int, tags_code: Callable[[RocketMQMessage], int], result: Walk, *,
-    past_zeros: bool = True, counted: bool = True
+    counted: bool = True
 ) -> Iterator[Walked]:
     """Walk every file from the one holding ``start`` (a message boundary), validating each record;
     yields the valid messages' columns a bounded batch at a time (:data:`.columnar.BATCH_ROWS`) and
@@ -426,9 +431,12 @@ def walk_batches(
 
     Messages are decoded in batches by :func:`.columnar.decode_region` (magic,
     lengths, body CRC) and must be stored at their own physical offset.  After
-    damaged bytes the walk goes on at the next valid message, if any.  With
-    ``past_zeros`` it also looks past unwritten (zero) space for later messages
-    (holes a power loss can leave); without, zeros end the data, as for the broker.
+    damaged bytes, and after zeros (unwritten space a power loss can leave, or damage: zeros
+    over a message's header), the walk goes on at the next valid message, if any: the data
+    ends only where no valid message follows.  The broker's walk ends at the first zeros
+    (``checkMessageAndReturnSize``: magic 0 is an "illegal magic code") and cuts what follows,
+    after a clean shutdown as after a crash; a store cleanly shut down holds nothing after its
+    data end, so looking costs a read of the rest of the last file (its data ranges only).
     Runtime complexity: ``O(bytes walked)`` in C, plus ``O(file size)`` to look past zeros.
     """
     segs = [s for s in commitlog.log.segments if s.base + commitlog.file_size > start]
@@ -468,8 +476,6 @@ def walk_batches(
                 advance(commitlog.file_size)  # a whole commitlog file walked (verify, recover)
                 continue
         # damaged bytes, or the end of the data in this file: is there a valid message later?
-        if status == columnar.END and not past_zeros:
-            break
         nxt = next_valid_message(segs, i, pos)
         if nxt is None:
             break
@@ -480,17 +486,6 @@ def walk_batches(
         i, pos = j, q
     if i < len(segs):
         advance(commitlog.file_size)  # the last file: its data ends before its end
-
-
-def nonzero_extent(file: files.MappedFile, pos: int) -> int:
-    """One past the last non-zero byte of ``file`` at or after ``pos`` (``pos`` if none).
-
-    Only the file's data ranges are read (a preallocated file's holes are zeros), through its
-    descriptor a window at a time (:meth:`MappedFile.first_nonzero`): memory stays bounded on
-    1 GiB files, and no hole is read through the map (a full tmpfs answers that with SIGBUS).
-    """
-    last = file.first_nonzero(pos, last=True)
-    return pos if last is None else last
 
 
 def aside_dir(directory: str) -> str:
@@ -795,6 +790,8 @@ def _first_not_carried(cl: CommitLog, phys: np.ndarray, hashes: np.ndarray,
         if seg is None:
             return done
         view = seg.file.view()
+        if phys[done] >= seg.base + len(view):     # past the file's end: in a file that is missing
+            return done
         stop = done + int(np.searchsorted(phys[done:], seg.base + len(view)))
         n = columnar.decode_at(view, phys[done:stop] - seg.base, len(view), seg.base, rows)
         misplaced = columnar.contradicting(rows)
@@ -1008,8 +1005,7 @@ def _index_from(ctx: RecoveryContext, start: int, w: Walk, skip: int) -> int:
     assert ctx.index is not None
     puts = _IndexPut(ctx.index, start, skip)
     puts.below(ctx, w.start)
-    for batch in walk_batches(ctx.commitlog, w.start, ctx.tags_code, Walk(w.start, w.start),
-                              past_zeros=ctx.abnormal or ctx.full, counted=False):
+    for batch in walk_batches(ctx.commitlog, w.start, ctx.tags_code, Walk(w.start, w.start), counted=False):
         puts.add(batch)
     return puts.put
 
@@ -1036,6 +1032,15 @@ def recover(ctx: RecoveryContext) -> list[str]:
         _drop_empty_queue_files(ctx, lines)
         return lines
     lines.extend(move_kept_aside(cl))
+    for key, q in sorted(ctx.queues.items()):
+        if q.missing is not None:
+            # a file missing between two others: the entries from it on are rebuilt from the commitlog
+            # (the broker's getMessage skips a missing file's entries: OFFSET_FOUND_NULL, next file)
+            path, offset = q.missing
+            q.truncate(offset)
+            q.missing = None
+            lines.append(f"consumequeue {key[0]}/{key[1]}: {path} missing; entries from queue offset "
+                         f"{offset} on are rebuilt from the commitlog")
     start = cl.min_offset if ctx.full else _start_offset(ctx)
     w = Walk(start=start, end=start)
     dispatch = _Dispatch(ctx, None)
@@ -1048,8 +1053,11 @@ def recover(ctx: RecoveryContext) -> list[str]:
         puts = _IndexPut(ctx.index, reindex_from, skip)
         puts.below(ctx, start)
     walked = 0
-    for batch in walk_batches(cl, start, ctx.tags_code, w, past_zeros=ctx.abnormal or ctx.full):
+    newest = 0
+    for batch in walk_batches(cl, start, ctx.tags_code, w):
         walked += len(batch)
+        if len(batch):
+            newest = max(newest, int(batch.store_timestamp.max()))
         dispatch.add(batch)
         if puts is not None:
             puts.add(batch)
@@ -1060,6 +1068,10 @@ def recover(ctx: RecoveryContext) -> list[str]:
             f"{path}:{pos}: {length} damaged bytes left in place; the messages after them are intact"
         )
     lines.extend(cut_tail(cl, w.end))
+    if ctx.full and newest:
+        # every message walked: a checkpoint time past the newest is damage (see checkpoint.check)
+        for name in ctx.checkpoint.clamp_times(newest):
+            lines.append(f"checkpoint: {name} set to the newest message's store time, {newest}")
     if ctx.confirm_offset and w.last >= 0:
         # CommitLog.recoverNormally/recoverAbnormally (rocketmq-all-5.3.0, not in controller mode):
         # setConfirmOffset(lastValidMsgPhyOffset), the start of the last valid message, which

@@ -171,8 +171,10 @@ def _size_from_names(directories: Iterable[str], unit: int = 1) -> int:
     """The mapped-file size files named by their start offsets were written with, or 0 if unknown.
 
     Consecutive names differ by exactly that size, whatever a damaged file's length says: the
-    most common difference; with one file per directory, the most common length that is a
-    multiple of ``unit`` (the smallest of equals).
+    most common difference, unless the files' most common length divides every difference (a
+    missing file makes a difference of two sizes or more; with two files left it is the only
+    one); with one file per directory, the most common length that is a multiple of ``unit``
+    (the smallest of equals).  Lengths are those of the first three files of each directory.
     """
     steps: dict[int, int] = {}
     sizes: dict[int, int] = {}
@@ -181,12 +183,17 @@ def _size_from_names(directories: Iterable[str], unit: int = 1) -> int:
         bases = [int(n) for n in names]
         for low, high in itertools.pairwise(bases):
             steps[high - low] = steps.get(high - low, 0) + 1
-        if not steps and names and files.not_regular(os.path.join(directory, names[0])) is None:
-            size = files.file_size(os.path.join(directory, names[0]))
-            if size > 0 and size % unit == 0:
-                sizes[size] = sizes.get(size, 0) + 1
-    counted = steps or sizes
-    return min(counted, key=lambda n: (-counted[n], n)) if counted else 0
+        for name in names[:3]:      # a few per directory: one stat per queue, not per file
+            path = os.path.join(directory, name)
+            if files.not_regular(path) is None:
+                size = files.file_size(path)
+                if size > 0 and size % unit == 0:
+                    sizes[size] = sizes.get(size, 0) + 1
+    size = min(sizes, key=lambda n: (-sizes[n], n)) if sizes else 0
+    if steps:
+        step = min(steps, key=lambda n: (-steps[n], n))
+        return size if size and all(n % size == 0 for n in steps) else step
+    return size
 
 
 def _sizes_on_disk(path: str, given: Mapping[str, Any]) -> dict[str, int]:
@@ -953,6 +960,7 @@ class RocketMQStore(LifecycleMixin, Store):
         for seg in cl.log.segments.values(lo):
             if seg.base >= hi:
                 return
+            cl.check_gap_before(seg, lo)
             view = seg.file.view()
             for rows in columnar.walk_file(view, 0, seg.wrote, seg.base, cl.file_size, seg.path,
                                            stop=hi - seg.base, batch_rows=batch_rows, reuse=reuse):
@@ -1139,10 +1147,15 @@ class RocketMQStore(LifecycleMixin, Store):
         ``count`` bounds the messages returned.  Entries are read in chunks of
         :data:`_READ_CHUNK`, so memory stays bounded on long queues.
 
+        An ``offset`` below the queue's first (its commitlog files deleted, or lost) reads from the
+        first, as the broker's ``getMessage`` answers ``OFFSET_TOO_SMALL`` with that offset as the
+        next to pull (``nextOffsetCorrection``) and the consumer goes on from there.
+
         :raises CorruptDataError: an entry points at something that is not its message.
         """
         self._check_open()
         cq = self._queue_view(topic, partition)
+        offset = max(offset, cq.min_offset)
         # a consume queue's entry n points at the message whose QUEUEOFFSET is n (verify checks it)
         checks_offsets = isinstance(cq, ConsumeQueue)
         code = string_hash(tag) if tag is not None else None

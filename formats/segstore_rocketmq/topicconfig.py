@@ -27,12 +27,15 @@ fastjson writes integer map keys unquoted (``{0:12}``), which is not JSON;
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from typing import Any
 
+import numpy as np
+
 from segstore import files
-from segstore.errors import CorruptDataError
+from segstore.errors import CorruptDataError, cut
 
 from .javacompat import concurrent_hashmap_order, string_hash
 
@@ -42,7 +45,7 @@ CONSUMER_OFFSET_FILE = "consumerOffset.json"
 BACKUP_SUFFIX = ".bak"
 TOPIC_GROUP_SEPARATOR = "@"
 DEFAULT_PERM = 6                   # PermName.PERM_READ | PERM_WRITE
-_UNQUOTED_INT_KEY = re.compile(r'([{,]\s*)(-?\d+)(\s*:)')
+_UNQUOTED_INT_KEY = re.compile(r'([{,]\s*)(-?\d{1,40})(\s*:)')
 #: marks an unquoted integer key while the text goes through ``json`` (cannot occur in fastjson text)
 _INT_KEY_MARK = "\x00"
 #: the replacement: the key quoted, behind the marker written as a JSON escape (``\u0000``)
@@ -58,21 +61,94 @@ TOPIC_TABLE_CAPACITY = 1024
 NEW_QUEUE_MAP_CAPACITY = 32
 
 
+#: Deepest nesting of objects and arrays parsed (the broker's files nest 4 deep); deeper is refused
+#: before parsing (Python's parser recurses per level).
+MAX_DEPTH = 256
+#: Integer literals longer than this stay text (:class:`RawNumber`): no Java type holds them, and
+#: Python refuses to convert more than 4300 digits.
+MAX_INT_DIGITS = 40
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_JAVA_LONG = (-(1 << 63), (1 << 63) - 1)
+_JAVA_INT = (-(1 << 31), (1 << 31) - 1)
+
+
+class RawNumber(str):
+    """A number literal kept as its text: a float, or an integer too long for any Java type.  Written
+    back as it was read; a field that needs a number refuses it (or truncates a float, as fastjson
+    does) in :func:`java_number`."""
+
+
 def _int_keys(pairs: list[tuple[str, Any]]) -> dict[Any, Any]:
     return {int(k[1:]) if k.startswith(_INT_KEY_MARK) else k: v for k, v in pairs}
 
 
+def _parse_int(text: str) -> int | RawNumber:
+    return int(text) if len(text) <= MAX_INT_DIGITS else RawNumber(text)
+
+
+def _depth(text: str) -> int:
+    """How deep objects and arrays nest in a JSON text (brackets inside strings not counted).  ``O(n)``."""
+    bare = np.frombuffer(_STRING.sub('""', text).encode("utf-8", "surrogatepass"), np.uint8)
+    step = (np.isin(bare, (ord("{"), ord("["))).astype(np.int64)
+            - np.isin(bare, (ord("}"), ord("]"))).astype(np.int64))
+    return int(np.cumsum(step).max()) if len(step) else 0
+
+
 def loads_fastjson(text: str, path: str) -> Any:
     """Parse fastjson output: unquoted integer keys (``{0:12}``) come back as ``int`` keys, quoted
-    ones as ``str``, so :func:`dumps_fastjson` writes each back as it was.
+    ones as ``str``, so :func:`dumps_fastjson` writes each back as it was.  Floats and integers of
+    more than :data:`MAX_INT_DIGITS` digits come back as :class:`RawNumber`.
 
-    :raises CorruptDataError: not parseable, naming ``path`` and the position.
+    :raises CorruptDataError: not parseable, or nested deeper than :data:`MAX_DEPTH`, naming ``path``
+        and the position.
     """
+    depth = _depth(text)
+    if depth > MAX_DEPTH:
+        raise CorruptDataError(f"expected a fastjson document nested at most {MAX_DEPTH} deep, found {depth} "
+                               "levels", path)
     try:
         marked = _UNQUOTED_INT_KEY.sub(_MARK_INT_KEY, text)
-        return json.loads(marked, object_pairs_hook=_int_keys)
+        return json.loads(marked, object_pairs_hook=_int_keys, parse_int=_parse_int, parse_float=RawNumber,
+                          parse_constant=RawNumber)
     except json.JSONDecodeError as err:
         raise CorruptDataError(f"expected a fastjson document, found {err.msg}", path, err.pos) from err
+
+
+def java_number(value: Any, what: str, path: str, *, long: bool = True) -> int:
+    """``value`` as fastjson reads a JSON value into a Java ``long`` (or ``int``) field: an integer in
+    range, a decimal truncated toward zero, a string of such an integer; anything else (a literal no
+    Java type holds, ``1e999``, ``true``, ``"y"``, ``null``) is the ``JSONException`` the broker's
+    ``ConfigManager.load`` fails on.
+
+    :raises CorruptDataError: naming ``path``.
+    """
+    low, high = _JAVA_LONG if long else _JAVA_INT
+    number: int | None = None
+    if isinstance(value, bool):
+        number = None
+    elif isinstance(value, int):
+        number = value
+    elif isinstance(value, str):    # RawNumber, or a quoted string
+        text = value.strip()
+        if re.fullmatch(r"[+-]?\d{1,40}", text):
+            number = int(text)
+        elif isinstance(value, RawNumber) and re.fullmatch(r"-?\d{1,40}(\.\d*)?([eE][+-]?\d{1,3})?", text):
+            as_float = float(text)
+            number = int(as_float) if math.isfinite(as_float) and abs(as_float) < 2.0 ** 64 else None
+    if number is None or not low <= number <= high:
+        kind = "long" if long else "int"
+        raise CorruptDataError(f"expected {what} (a Java {kind}), found {cut(json.dumps(value))}", path)
+    return number
+
+
+def _object(value: Any, what: str, path: str, *, empty_if_null: bool = False) -> dict[Any, Any]:
+    """``value`` where fastjson needs an object: ``null`` (and ``[]`` for a whole document, which
+    fastjson reads as ``null`` too) is nothing when ``empty_if_null``, anything else an error."""
+    if isinstance(value, dict):
+        return value
+    if empty_if_null and (value is None or value == []):
+        return {}
+    raise CorruptDataError(f"expected {what} (a JSON object), found {cut(json.dumps(value))}", path)
 
 
 def dumps_fastjson(value: Any, depth: int = 0) -> str:
@@ -98,6 +174,8 @@ def dumps_fastjson(value: Any, depth: int = 0) -> str:
             return "[]"
         items = [("\n" + "\t" * (depth + 1)) + dumps_fastjson(item, depth + 1) for item in value]
         return "[" + ",".join(items) + "\n" + "\t" * depth + "]"
+    if isinstance(value, RawNumber):
+        return str(value)
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -123,14 +201,10 @@ class TopicConfigs:
         self.counter = 0
         self.timestamp = 0
         if files.exists(self.path):
-            self.document = loads_fastjson(files.read_text(self.path), self.path)
-            loaded = dict(self.document.get("topicConfigTable") or {})
+            self.document, loaded, self.counter, self.timestamp = read_topics(self.path)
             # fastjson parses into a new ConcurrentHashMap(); the manager putAll()s that into its own
             order = concurrent_hashmap_order(list(loaded), [string_hash(n) for n in loaded])
             self.topics = {name: loaded[name] for name in order}
-            version = self.document.get("dataVersion") or {}
-            self.counter = int(version.get("counter", 0))
-            self.timestamp = int(version.get("timestamp", 0))
 
     def ensure(self, topic: str, queue_id: int) -> bool:
         """Record that ``topic`` has queue ``queue_id``; True if that changed anything."""
@@ -178,9 +252,7 @@ class ConsumerOffsets:
         self._loaded: set[str] = set()
         self._capacity: int | None = NEW_TABLE_CAPACITY
         if files.exists(self.path):
-            self.document = loads_fastjson(files.read_text(self.path), self.path)
-            for name, offsets in (self.document.get("offsetTable") or {}).items():
-                self.table[name] = {int(q): int(o) for q, o in offsets.items()}
+            self.document, self.table = read_consumer_offsets(self.path)
             self._loaded = set(self.table)
             self._capacity = None
 
@@ -215,5 +287,60 @@ def read_delay_offsets(store_dir: str) -> dict[int, int]:
     path = os.path.join(store_dir, CONFIG_DIR, DELAY_OFFSET_FILE)
     if not files.exists(path):
         return {}
-    table = loads_fastjson(files.read_text(path), path).get("offsetTable") or {}
-    return {int(level): int(offset) for level, offset in table.items()}
+    document = _object(loads_fastjson(files.read_text(path), path), "a delay-offset document", path,
+                       empty_if_null=True)
+    table = _object(document.get("offsetTable"), "offsetTable", path, empty_if_null=True)
+    return {java_number(level, "a delay level", path, long=False): java_number(offset, "an offset", path)
+            for level, offset in table.items()}
+
+
+#: ``TopicConfig``'s int fields (the others, strings and a boolean, are kept as read)
+_TOPIC_INT_FIELDS = ("readQueueNums", "writeQueueNums", "perm", "topicSysFlag")
+
+
+def read_topics(path: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]], int, int]:
+    """``config/topics.json`` as ``TopicConfigManager.decode`` reads it through fastjson
+    (``TopicConfigSerializeWrapper``; checked with fastjson 1.2.69, RocketMQ 4.9.7's): the
+    document, its topic table, and ``dataVersion``'s counter and timestamp.  ``null`` and ``[]``
+    read as no topics (fastjson gives ``null``, which ``decode`` passes over); a table that is not
+    an object of objects, a queue count that is no Java int, a version field that is no Java long
+    make fastjson throw and the broker's load fail.
+
+    :raises CorruptDataError: naming the file.
+    """
+    document = _object(loads_fastjson(files.read_text(path), path), "a topic config document", path,
+                       empty_if_null=True)
+    table = _object(document.get("topicConfigTable", {}), "topicConfigTable", path)
+    topics: dict[str, dict[str, Any]] = {}
+    for name, entry in table.items():
+        entry = _object(entry, f"the config of topic {cut(name)}", path)
+        for field_name in _TOPIC_INT_FIELDS:
+            if field_name in entry:
+                entry[field_name] = java_number(entry[field_name], f"{field_name} of topic {cut(name)}", path,
+                                                long=False)
+        topics[str(name)] = entry
+    version = _object(document.get("dataVersion", {}), "dataVersion", path, empty_if_null=True)
+    counter = java_number(version.get("counter", 0), "dataVersion.counter", path)
+    timestamp = java_number(version.get("timestamp", 0), "dataVersion.timestamp", path)
+    return document, topics, counter, timestamp
+
+
+def read_consumer_offsets(path: str) -> tuple[dict[str, Any], dict[str, dict[int, int]]]:
+    """``config/consumerOffset.json`` as ``ConsumerOffsetManager.decode`` reads it through fastjson
+    (``ConcurrentMap<String, ConcurrentMap<Integer, Long>>``; checked with fastjson 1.2.69): the
+    document and its table ``topic@group -> queue id -> offset``.  ``null`` and ``[]`` read as no
+    offsets; a queue id that is no Java int or an offset that is no Java long (a decimal is
+    truncated, a numeric string taken) make the broker's load fail.
+
+    :raises CorruptDataError: naming the file.
+    """
+    document = _object(loads_fastjson(files.read_text(path), path), "a consumer offset document", path,
+                       empty_if_null=True)
+    table: dict[str, dict[int, int]] = {}
+    for name, offsets in _object(document.get("offsetTable", {}), "offsetTable", path,
+                                 empty_if_null=True).items():
+        offsets = _object(offsets, f"the offsets of {cut(name)}", path)
+        table[str(name)] = {java_number(q, f"a queue id of {cut(name)}", path, long=False):
+                            java_number(o, f"the offset of {cut(name)} queue {cut(q)}", path)
+                            for q, o in offsets.items()}
+    return document, table

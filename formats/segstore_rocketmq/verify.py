@@ -30,6 +30,7 @@ from segstore.store import Problem
 
 from . import batchconsumequeue, columnar, timerstore
 from .checkpoint import FILE_NAME as CHECKPOINT_FILE
+from .checkpoint import FILE_SIZE as CHECKPOINT_SIZE
 from .checkpoint import check as check_checkpoint
 from .commitlog import KEPT_ASIDE
 from .config import TOPIC_MAX_LENGTH_V2, validate_topic
@@ -37,6 +38,7 @@ from .consumequeue import CQ_DTYPE
 from .consumequeue_ext import MAX_ADDR as EXT_MAX_ADDR
 from .consumequeue_ext import real_offset
 from .indexfile import (
+    FIRST_ENTRY,
     HEADER,
     INDEX_COUNT_POS,
     INVALID_INDEX,
@@ -48,13 +50,20 @@ from .indexfile import (
 from .lifecycle import ABORT_FILE
 from .message import Blank, End, RocketMQMessage, decode
 from .recovery import Walk, Walked, messages_at, nonzero_extent, walk_batches
-from .topicconfig import loads_fastjson
+from .topicconfig import (
+    CONSUMER_OFFSET_FILE,
+    TOPICS_FILE,
+    loads_fastjson,
+    read_consumer_offsets,
+    read_topics,
+)
 
 CONFIG_DIR = "config"
 #: where the tags code sits in a consume-queue entry (after the long offset and int size)
 # ignore: numpy types ``fields`` as optional; a structured dtype always has it.
 ENTRY_TAGS_POS = CQ_DTYPE.fields["tags_code"][1]  # type: ignore[index]
-#: where beginPhyOffset sits in an IndexFile header (after the two timestamps)
+#: where the IndexFile header's fields sit: endTimestamp after beginTimestamp, beginPhyOffset after both
+END_TIME_POS = struct.calcsize(">q")
 BEGIN_PHY_POS = struct.calcsize(">qq")
 
 
@@ -94,12 +103,18 @@ def _verify_commitlog(store, problems: list[Problem], missing: list[Problem]) ->
                                     f"expected only commitlog files of {cl.file_size} bytes in commitlog/ "
                                     "(RocketMQ's MappedFileQueue.load refuses any other), found bytes an "
                                     "older recovery cut (segstore recover moves them to .segstore/cut/)"))
+    for path, start, end in cl.missing:
+        problems.append(Problem(path, None, f"expected commitlog files from physical offset {start} to {end} "
+                                "(consecutive names differ by the mapped-file size), found none: the "
+                                "messages they held are lost"))
     w = Walk(start=cl.min_offset, end=cl.min_offset)
     cover = _Coverage(store)
     if len(cl.log.segments) == 0:
         return w, cover
     for batch in walk_batches(cl, cl.min_offset, store.tags_code, w):
         cover.check(batch, missing)
+        if len(batch):
+            cover.newest = max(cover.newest or 0, int(batch.store_timestamp.max()))
     for path, pos, length in w.gaps:
         seg = next(s for s in cl.log.segments if s.path == path)
         problems.append(
@@ -199,6 +214,8 @@ class _Coverage:
         #: per index file: bits of its entries (``f.entries``) confirmed
         self.index_bits: list[np.ndarray] = [np.zeros((len(f.entries) + 7) >> 3, np.uint8)
                                              for f in index_files]
+        #: the newest store time of the messages walked (None: none)
+        self.newest: int | None = None
 
     def _files(self, key: tuple[str, int]):
         got = self.layout.get(key)
@@ -428,6 +445,13 @@ def _verify_index(store, w: Walk, cover: _Coverage, problems: list[Problem]) -> 
         return
     for path, message in index.refused:
         problems.append(Problem(path, None, message))
+    for path in index.strays:
+        name = os.path.basename(path)
+        problems.append(Problem(path, None, (
+            f"expected only index files named by their creation time (17 digits) in index/, found {name!r}: "
+            "the broker's IndexService.load opens every file there as an index file (segstore recover moves "
+            "it to .segstore/cut/index/)")))
+    prev_phy = -1
     for f, confirmed in zip(index.files, cover.index_bits, strict=True):
         h = f.header
         stored_count = IndexHeader.unpack(f.file.view(0, HEADER.size)).index_count
@@ -453,6 +477,9 @@ def _verify_index(store, w: Walk, cover: _Coverage, problems: list[Problem]) -> 
                     f"expected slot {s} to hold an entry below {h.index_count}, found {int(f.slots[s])}",
                 )
             )
+        _check_chains(f, problems, reported_slots=bad_slots)
+        prev_phy = _check_order(f, prev_phy, problems)
+        _check_header_times(store, w, f, problems)
         if len(entries) and int(entries["phy_offset"][0]) != h.begin_phy_offset:
             # IndexFile.putKey sets beginPhyOffset with the file's first entry
             first = int(entries["phy_offset"][0])
@@ -518,6 +545,93 @@ def _check_key_run(store, f, lo: int, phy: int, run: np.ndarray, before: int, fi
                                                         "put again"))
 
 
+def _check_chains(f, problems: list[Problem], reported_slots: np.ndarray) -> None:
+    """The slots and chains of one index file as the broker's ``IndexFile.putKey`` leaves them: each
+    entry (a hash >= 0: ``abs(String.hashCode)``) links to the newest entry before it whose hash falls
+    in the same slot (``hash % hashSlotNum``; 0 for the first), and each slot points at its newest
+    entry (0: none).  A query walks a slot's chain only: a slot or a link that points elsewhere
+    hides keys from ``queryMessage``.  The first wrong slot and link are reported, with a count.
+    Runtime complexity: ``O(e log e)`` numpy work for ``e`` entries."""
+    entries = f.entries
+    hashes = entries["hash"].astype(np.int64)
+    numbers = np.arange(FIRST_ENTRY, FIRST_ENTRY + len(entries), dtype=np.int64)
+    negative = np.flatnonzero(hashes < 0)
+    if len(negative):
+        n = int(numbers[negative[0]])
+        found = int(hashes[negative[0]])
+        problems.append(Problem(f.path, f.entry_pos(n), f"expected index entry {n} to hold a key hash >= 0 "
+                                                        f"(abs of String.hashCode), found {found}"))
+    slot_of = hashes % f.slot_num
+    order = np.argsort(slot_of, kind="stable")
+    in_slot = slot_of[order]
+    first = np.ones(len(order), bool)
+    first[1:] = in_slot[1:] != in_slot[:-1]
+    chained = np.empty(len(order), np.int64)
+    chained[1:] = numbers[order][:-1]
+    chained[first] = INVALID_INDEX
+    expected_prev = np.empty(len(order), np.int64)
+    expected_prev[order] = chained
+    wrong = np.flatnonzero(entries["prev"].astype(np.int64) != expected_prev)
+    if len(wrong):
+        i = int(wrong[0])
+        n = int(numbers[i])
+        more = f" ({len(wrong) - 1} more)" if len(wrong) > 1 else ""
+        held = int(entries["prev"][i])
+        problems.append(Problem(f.path, f.entry_pos(n),
+                                f"expected index entry {n} to link to entry {int(expected_prev[i])} (the one "
+                                f"before it in slot {int(slot_of[i])}), found {held}{more}"))
+    last = np.ones(len(order), bool)
+    last[:-1] = first[1:]
+    expected_slots = np.zeros(f.slot_num, np.int64)
+    expected_slots[in_slot[last]] = numbers[order][last]
+    wrong = np.flatnonzero(f.slots.astype(np.int64) != expected_slots)
+    wrong = wrong[~np.isin(wrong, reported_slots)]
+    if len(wrong):
+        s = int(wrong[0])
+        more = f" ({len(wrong) - 1} more)" if len(wrong) > 1 else ""
+        problems.append(Problem(f.path, f.slot_pos(s),
+                                f"expected slot {s} to point at entry {int(expected_slots[s])} (the newest "
+                                f"hashed to it), found {int(f.slots[s])}{more}"))
+
+
+def _check_order(f, prev_phy: int, problems: list[Problem]) -> int:
+    """Index entries are put in commitlog order (dispatch order, keys of one message together): the
+    first entry whose offset is below the one before (in this or an earlier file) is reported.
+    Returns the last entry's offset (``prev_phy`` for the next file)."""
+    phys = f.entries["phy_offset"].astype(np.int64)
+    if not len(phys):
+        return prev_phy
+    before = np.empty(len(phys), np.int64)
+    before[0] = prev_phy
+    before[1:] = phys[:-1]
+    down = np.flatnonzero(phys < before)
+    if len(down):
+        n = FIRST_ENTRY + int(down[0])
+        problems.append(Problem(f.path, f.entry_pos(n),
+                                f"expected index entry {n} to point at or after the entry before it "
+                                f"(commitlog offset {int(before[down[0]])}), found {int(phys[down[0]])}"))
+    return int(phys[-1])
+
+
+def _check_header_times(store, w: Walk, f, problems: list[Problem]) -> None:
+    """``beginTimestamp``/``endTimestamp`` are the store times of the first and last entry's messages
+    (``IndexFile.putKey``); the broker picks the files a time-bounded query reads by them
+    (``isTimeMatched``) and computes each entry's time from the begin time."""
+    entries = f.entries
+    if not len(entries):
+        return
+    ends = np.array([entries["phy_offset"][0], entries["phy_offset"][-1]], np.int64)
+    walked, at, found = messages_at(store.commitlog, ends, store.tags_code, {}, w.start, w.end)
+    h = f.header
+    for pos, name, held, i in ((0, "beginTimestamp", h.begin_timestamp, 0),
+                               (END_TIME_POS, "endTimestamp", h.end_timestamp, 1)):
+        stored = int(walked.store_timestamp[at[i]]) if found[i] else held
+        if stored != held:
+            which = "first" if i == 0 else "last"
+            problems.append(Problem(f.path, pos, f"expected {name} {stored} (the store time of the {which} "
+                                                 f"entry's message), found {held}"))
+
+
 def _check_index_entries(store, w: Walk, f, at_slots: np.ndarray, entries: np.ndarray,
                          problems: list[Problem]) -> None:
     """Entries ``entries`` (at ``at_slots`` of ``f.entries``, ascending) against the messages they
@@ -533,7 +647,7 @@ def _check_index_entries(store, w: Walk, f, at_slots: np.ndarray, entries: np.nd
     for i in np.flatnonzero(~carried | links_bad).tolist():
         n, phy, hsh = int(numbers[i]), int(phys[i]), int(hashes[i])
         pos = f.entry_pos(n)
-        if phy < store.commitlog.min_offset:  # expired: its commitlog file was deleted (retention)
+        if 0 <= phy < store.commitlog.min_offset:  # expired: its commitlog file was deleted (retention)
             continue
         if not found[i]:
             problems.append(Problem(f.path, pos, f"expected index entry {n} to point at a valid message, "
@@ -549,19 +663,26 @@ def _check_index_entries(store, w: Walk, f, at_slots: np.ndarray, entries: np.nd
                                                  f"{n}, found {int(diffs[i])} and {int(prevs[i])}"))
 
 
-def _verify_files(store, problems: list[Problem]) -> None:
+def _verify_files(store, problems: list[Problem], newest: int | None) -> None:
     path = os.path.join(store.path, CHECKPOINT_FILE)
-    if files.exists(path):
-        problems.extend(
-            Problem(path, pos, msg) for pos, msg in check_checkpoint(files.read_bytes(path), path=path)
-        )
+    found = files.not_regular(path)
+    if found not in (None, "nothing"):
+        # StoreCheckpoint opens it with RandomAccessFile: the broker does not start
+        problems.append(Problem(path, None, f"expected a checkpoint file of {CHECKPOINT_SIZE} bytes, "
+                                            f"found {found}"))
+    elif files.exists(path):
+        problems.extend(Problem(path, pos, msg) for pos, msg in
+                        check_checkpoint(files.read_bytes(path), path=path, newest=newest))
     config_dir = os.path.join(store.path, CONFIG_DIR)
     for name in files.list_dir(config_dir):
         if not name.endswith(".json"):
             continue
         cpath = os.path.join(config_dir, name)
+        # the two files the broker's managers read (and segstore rewrites) as their classes do
+        reader = {TOPICS_FILE: read_topics, CONSUMER_OFFSET_FILE: read_consumer_offsets}.get(
+            name, lambda path: loads_fastjson(files.read_text(path), path))
         try:
-            loads_fastjson(files.read_text(cpath), cpath)
+            reader(cpath)
         except SegstoreError as err:
             problems.append(Problem(cpath, err.pos, err.message))
 
@@ -577,7 +698,7 @@ def verify_store(store) -> list[Problem]:
     _verify_queue_exts(store, problems)
     _verify_index(store, w, cover, problems)
     _verify_index_repeats(store, problems)
-    _verify_files(store, problems)
+    _verify_files(store, problems, cover.newest)
     _verify_5x_files(store, problems)
     _verify_shutdown(store, problems)
     return problems

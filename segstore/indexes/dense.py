@@ -22,6 +22,7 @@ close need the owning store's serialisation.
 
 from __future__ import annotations
 
+import itertools
 import os
 
 import numpy as np
@@ -122,6 +123,9 @@ class ConsumeQueue:
         self.cut_dir = cut_dir
         #: what loading for writing did to files of the wrong length (recovery lines)
         self.repairs: list[str] = []
+        #: ``(path, offset)`` of the first file missing between two others (deleted or lost) and the
+        #: logical offset of its first entry; None when the files follow each other
+        self.missing: tuple[str, int] | None = None
         self._load()
 
     def _new_file(self, base: int) -> ConsumeQueueFile:
@@ -140,6 +144,12 @@ class ConsumeQueue:
         for i, name in enumerate(names):
             base = parse_file_name(self.directory, name)
             path = os.path.join(self.directory, name)
+            found = files.not_regular(path)
+            if found == "nothing" and not self.writable:
+                continue    # gone since the listing (a writer beside the reader truncated the queue)
+            if found is not None:   # a FIFO is never opened (it would block); the broker's load refuses it
+                raise CorruptIndexError(f"expected a consume-queue file of {self.file_size} bytes "
+                                        f"(mappedFileSizeConsumeQueue), found {found}", path)
             if i == len(names) - 1 and files.file_size(path) == 0:
                 # A kill between creating the next file and sizing it leaves it empty.  The broker's
                 # MappedFileQueue.doLoad deletes it from 5.1.3 on and refuses to start before (4.9.7:
@@ -167,6 +177,11 @@ class ConsumeQueue:
             unused = loaded.pop()
             unused.file.close()
             self.unused_tail.append(unused.file.path)
+        for before, after in itertools.pairwise(loaded):
+            if after.base != before.base + self.file_size:
+                gone = before.base + self.file_size
+                self.missing = (os.path.join(self.directory, file_name(gone)), gone // CQ_DTYPE.itemsize)
+                break
         self.log.load(loaded)
 
     def _fix_size(self, mapped: MappedFile, size: int, cut_dir: str) -> str:

@@ -161,18 +161,31 @@ def geometry_on_disk(directory: str) -> dict[str, int]:
     A file's size is ``40 + 4 * slots + 20 * entries``; of the splits that fit,
     the one whose first and last used entries hold the header's begin and end
     offsets is taken (the broker's 1:4 ratio when several fit or nothing is
-    indexed).  ``{}`` when there is no index file or no split fits.
+    indexed).  A full file (``indexCount`` = ``maxIndexNum``: the broker rolled
+    past it) decides, as its count says how many entries the broker put in it; else
+    the last file.  ``{}`` when there is no index file or no split fits.
+    ``O(files)`` headers read, until the first full one.
     """
     names = [n for n in files.list_dir(directory) if len(n) == FILE_NAME_LENGTH and n.isdigit()]
-    if not names:
-        return {}
-    # Mapped, not read: only the header and the two probed entries are paged in
-    # (a default-sized index file is ~420 MB).
-    mapped = files.MappedFile(os.path.join(directory, names[-1]))
-    try:
-        return geometry_of(mapped.view())
-    finally:
-        mapped.close()
+    last: dict[str, int] = {}
+    for i, name in enumerate(names):
+        path = os.path.join(directory, name)
+        if files.not_regular(path) is not None:
+            continue
+        # Mapped, not read: only the header and the two probed entries are paged in
+        # (a default-sized index file is ~420 MB).
+        mapped = files.MappedFile(path)
+        try:
+            found = geometry_of(mapped.view())
+            count = IndexHeader.unpack(mapped.view(0, HEADER.size)).index_count \
+                if mapped.size >= HEADER.size else 0
+        finally:
+            mapped.close()
+        if found and count == found["maxIndexNum"]:
+            return found        # a full file: a file cut short would hold fewer entries than its count
+        if i == len(names) - 1:
+            last = found
+    return last
 
 
 def geometry_of(data: memoryview) -> dict[str, int]:
@@ -575,14 +588,19 @@ class IndexService:
         #: ``(path, error message)`` of each file :meth:`load` could not open (wrong size): left out of
         #: queries, reported by verify, set aside and rebuilt by recovery (:meth:`set_aside_refused`)
         self.refused: list[tuple[str, str]] = []
+        #: paths in the directory not named as index files (17 digits): the broker's
+        #: ``IndexService.load`` opens every file there as one (reported by verify, set aside by
+        #: recovery: :meth:`set_aside_strays`)
+        self.strays: list[str] = []
 
     def load(self) -> list[str]:
         """Open every index file; returns the names of files that could not be opened (wrong size)."""
         bad = []
         for name in files.list_dir(self.directory):
-            if len(name) != FILE_NAME_LENGTH or not name.isdigit():
-                continue
             path = os.path.join(self.directory, name)
+            if len(name) != FILE_NAME_LENGTH or not name.isdigit():
+                self.strays.append(path)
+                continue
             try:
                 self.files.append(IndexFile.open(path, self.slot_num, self.index_num, writable=self.writable))
             except CorruptIndexError as err:
@@ -609,6 +627,23 @@ class IndexService:
                 why = dict(self.refused).get(path, "after a refused file")
                 lines.append(f"{path}: moved to {into} ({why}); its entries are rebuilt from the commitlog")
         self.refused = []
+        return lines
+
+    def set_aside_strays(self, into: str) -> list[str]:
+        """Move what :meth:`load` found in the directory beside the index files into ``into`` (a
+        directory the broker never lists): its ``IndexService.load`` would open each as an index file
+        (a name sorting after the real ones becomes the file it writes to).  The recovery lines."""
+        lines = []
+        for path in self.strays:
+            files.make_dirs(into)
+            target = os.path.join(into, os.path.basename(path))
+            n = 1
+            while files.exists(target):
+                target, n = f"{os.path.join(into, os.path.basename(path))}.{n}", n + 1
+            files.rename(path, target)
+            lines.append(f"{path}: moved to {target}: not an index file (the broker opens every file in "
+                         f"index/ as one)")
+        self.strays = []
         return lines
 
     @property

@@ -1,0 +1,72 @@
+"""Damaged ``config/topics.json`` and ``config/consumerOffset.json`` (issue 28, item 11: "Tracebacks"):
+every command ended in a Python traceback (``ValueError`` past 4300 digits, ``RecursionError``,
+``AttributeError`` on ``null`` or ``[]``, ``TypeError``).  Now each file is read as the broker's
+managers read it through fastjson 1.2.69 (RocketMQ 4.9.7's; each reading checked with fastjson's
+own ``JSON.parseObject`` into ``TopicConfigSerializeWrapper`` and a ``ConcurrentMap<String,
+ConcurrentMap<Integer, Long>>`` table): where fastjson accepts the text, its reading; where it
+throws (and the broker's ``ConfigManager.load`` fails), a typed error naming the file.
+"""
+
+from __future__ import annotations
+
+import damage
+import pytest
+
+import segstore
+from segstore import cli
+from segstore.errors import CorruptDataError
+
+TOPICS, OFFSETS = "topics.json", "consumerOffset.json"
+DEEP_ARRAY = "[" * 1000 + "]" * 1000
+DEEP_OBJECT = '{"a":' * 1000 + "1" + "}" * 1000
+
+CASES = [
+    # (file, text, what fastjson makes of it: None = it throws; else the topics / offset table read)
+    (TOPICS, '{"topicConfigTable": {}, "x": ' + "9" * 5000 + "}", {}),      # an unknown member: ignored
+    (OFFSETS, '{"offsetTable": {"a@b": {"0": ' + "9" * 5000 + "}}}", None),  # parseLong error
+    (OFFSETS, '{"offsetTable": {"a@b": {"0": ' + "9" * 1_000_000 + "}}}", None),
+    (TOPICS, '{"offsetTable": {"a@b": {"0": ' + "9" * 1_000_000 + "}}}", {}),
+    (OFFSETS, '{"offsetTable": {"TopicA@g": {"0": 1e999}}}', None),
+    (TOPICS, '{"topicConfigTable": {"A": {"topicName": "A", "readQueueNums": 1e999}}}', None),
+    (TOPICS, DEEP_ARRAY, None),
+    (OFFSETS, DEEP_OBJECT, None),             # fastjson passes over it; refused as too deep, typed
+    (TOPICS, "null", {}),
+    (OFFSETS, "null", {}),
+    (TOPICS, "[]", {}),
+    (OFFSETS, "[]", {}),
+    (TOPICS, '{"topicConfigTable": 5}', None),
+    (OFFSETS, '{"topicConfigTable": 5}', {}),
+    (OFFSETS, '{"offsetTable": 5}', None),
+    (OFFSETS, '{"offsetTable": {"a@b": {"x": "y"}}}', None),               # parseInt error
+    (TOPICS, '{"offsetTable": {"a@b": {"x": "y"}}}', {}),
+    (OFFSETS, '{"offsetTable": {"a@b": {"0": "17", "1": 2.9}}}', {"a@b": {0: 17, 1: 2}}),
+    (OFFSETS, '{"offsetTable": {"a@b": {"2147483648": 1}}}', None),
+    (OFFSETS, '{"offsetTable": {"a@b": null}}', None),
+    (TOPICS, '{"topicConfigTable": {"A": {"topicName": "A", "readQueueNums": "4"}}}', {"A": 4}),
+    (TOPICS, '{"topicConfigTable": {}, "dataVersion": {"counter": "x"}}', None),
+]
+
+
+@pytest.mark.parametrize(("name", "text", "expected"), CASES,
+                         ids=[f"{n}-{t[:30]}-{i}" for i, (n, t, _) in enumerate(CASES)])
+def test_config_json_is_read_as_fastjson_reads_it_or_refused_naming_the_file(tmp_path, capsys, name, text,
+                                                                            expected):
+    store = damage.make_pristine("rocketmq", "basic", tmp_path / "copy")
+    path = store / "config" / name
+    path.write_text(text)
+    if expected is None:
+        with pytest.raises(CorruptDataError) as caught:
+            segstore.open(str(store))
+        assert caught.value.path == str(path)
+        rc = cli.main(["verify", str(store)])
+        got = capsys.readouterr()
+        assert rc == 1 and f"{path}: expected " in got.out + got.err and "Traceback" not in got.err
+        return
+    with segstore.open(str(store)) as s:
+        if name == OFFSETS:
+            assert s.consumer_offsets.table == expected
+        else:
+            assert {t: c.get("readQueueNums") for t, c in s.topic_configs.topics.items()} == \
+                {t: n for t, n in expected.items()}
+    assert cli.main(["dump", "--json", str(store)]) == 0
+    capsys.readouterr()

@@ -1,0 +1,103 @@
+"""The right kind of error, naming the file (issue 28, item 11: "Wrong kind of error" and "Hostile
+input"): exit 1 with ``path:pos`` for damaged data, exit 2 for the user's mistakes, the typed
+segstore errors from the library, never ``ValueError``/``TypeError`` from deep inside.
+"""
+
+from __future__ import annotations
+
+import base64
+import struct
+from pathlib import Path
+
+import crc32c
+import damage
+import pytest
+
+import segstore
+from segstore import cli
+from segstore.errors import CorruptDataError, InvalidMessageError, InvalidTopicError
+
+BODY_POS = 88                     # a v1 message's body (MessageDecoder)
+ATTRIBUTES = struct.calcsize(">qiibI")     # a RecordBatch's attributes (after the CRC)
+
+
+def _cli(capsys, *argv: object) -> tuple[int, str, str]:
+    rc = cli.main([str(a) for a in argv])
+    got = capsys.readouterr()
+    return rc, got.out, got.err
+
+
+@pytest.mark.parametrize("byte", [0x00, ord("/"), ord(" ")])
+def test_convert_names_a_damaged_topic_byte_as_data(tmp_path, capsys, byte):
+    """The first byte of a stored topic changed to one no topic holds: exit 2 ("expected a RocketMQ topic
+    name ..."), as if the user had typed it; the broker never stores such a name, so it is damage at
+    the message (exit 1, ``path:pos``), as verify and recover take it."""
+    store = damage.make_pristine("rocketmq", "basic", tmp_path / "copy")
+    victim = damage.dump_records(str(store))[1][3]
+    body = base64.b64decode(victim["body"])
+    first = store / "commitlog" / f"{0:020d}"
+    raw = bytearray(first.read_bytes())
+    raw[victim["physical_offset"] + BODY_POS + len(body) + 1] = byte       # after the topic length
+    first.write_bytes(bytes(raw))
+    rc, _, err = _cli(capsys, "convert", "--to", "kafka", store, tmp_path / "out")
+    assert rc == 1
+    assert f"{first}:{victim['physical_offset']}: expected a stored topic the broker accepts" in err
+
+
+@pytest.fixture
+def codec_6(tmp_path) -> Path:
+    """The first batch of a Kafka log with codec id 6 in its attributes (CRC recomputed: the damage is
+    the value, not the checksum)."""
+    logdir = damage.make_pristine("kafka", "uncompressed", tmp_path / "copy")
+    log = logdir / "topic-0" / f"{0:020d}.log"
+    raw = bytearray(log.read_bytes())
+    size = struct.unpack_from(">i", raw, 8)[0] + 12
+    raw[ATTRIBUTES:ATTRIBUTES + 2] = struct.pack(">h", 6)
+    raw[ATTRIBUTES - 4:ATTRIBUTES] = struct.pack(">I", crc32c.crc32c(bytes(raw[ATTRIBUTES:size])))
+    log.write_bytes(bytes(raw))
+    return logdir
+
+
+@pytest.mark.parametrize("command", [["dump", "--json"], ["verify"], ["query", "--offset", "0"]])
+def test_a_batch_of_compression_6_names_the_file(codec_6, capsys, command):
+    """Kafka's ``CompressionType.forId`` throws on ids 5 to 7; the error named no file."""
+    rc, out, err = _cli(capsys, *command, codec_6)
+    log = codec_6 / "topic-0" / f"{0:020d}.log"
+    expected = f"{log}:61: expected a compression codec id of 0 to 4 (none, gzip, snappy, lz4, zstd), found 6"
+    assert rc == 1 and expected in out + err
+    with segstore.open(str(codec_6)) as s, pytest.raises(CorruptDataError) as caught:
+        list(s.scan())
+    assert caught.value.path == str(log)
+
+
+@pytest.mark.parametrize("fmt", ["kafka", "rocketmq"])
+def test_query_offset_minus_one_is_the_users_mistake_and_names_the_store(tmp_path, capsys, fmt):
+    store = damage.make_pristine(fmt, "basic" if fmt == "rocketmq" else "uncompressed", tmp_path / "copy")
+    where = ["--topic", "TopicA", "--queue", "0"] if fmt == "rocketmq" else []
+    rc, out, err = _cli(capsys, "query", *where, "--offset", "-1", store)
+    assert rc == 2 and out == ""
+    assert f"{store}: expected an --offset of at least 0 (offsets start at 0), found -1" in err
+
+
+@pytest.mark.parametrize("headers", [[("a", b"1", "extra")], 5, ["ab"], {"a": b"1"}, "ab"],
+                         ids=["triple", "int", "string-pair", "dict", "string"])
+def test_kafka_append_with_headers_that_are_not_pairs(tmp_path, headers):
+    """``ValueError``/``TypeError`` escaped, and ``["ab"]`` was stored as the header ``a`` = ``b``."""
+    with segstore.open(str(tmp_path / "logs"), format="kafka", mode="a") as s, \
+            pytest.raises(InvalidMessageError, match="expected header"):
+        s.append({"topic": "t", "value": b"x", "headers": headers})
+    assert not (tmp_path / "logs" / "t-0").exists()          # refused before anything was written
+
+
+@pytest.mark.parametrize("partition", [2 ** 40, 2 ** 31, -1, "3"])
+def test_kafka_partitions_are_int32(tmp_path, partition):
+    """A partition of 2**40 was stored as ``t-1099511627776``; every later open of the log dir then
+    failed on its checkpoint line (``Integer.parseInt``)."""
+    logs = tmp_path / "logs"
+    with segstore.open(str(logs), format="kafka", mode="a") as s, pytest.raises(InvalidTopicError):
+        s.append({"topic": "t", "partition": partition, "value": b"x"})
+    assert not [p for p in logs.iterdir() if p.is_dir()]
+    with segstore.open(str(logs), format="kafka", mode="a") as s:
+        assert s.append({"topic": "t", "partition": 2 ** 31 - 1, "value": b"x"}).partition == 2 ** 31 - 1
+    with segstore.open(str(logs)) as s:
+        assert [m.value for m in s.read("t", 2 ** 31 - 1)] == [b"x"]

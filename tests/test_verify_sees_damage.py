@@ -1,0 +1,247 @@
+"""``verify`` exits 1 on damage another command (or the broker) trips on (issue 28, item 11: "Silent
+verify"): each case verified clean before.  RocketMQ 4.9.7 and Kafka 3.8 behaviour is named in each.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+
+import damage
+import pytest
+from segstore_rocketmq.indexfile import ENTRY, HEADER
+
+import segstore
+from segstore import cli
+
+SLOTS = 64                  # maxHashSlotNum of the RocketMQ fixtures
+ENTRIES_AT = HEADER.size + SLOTS * 4
+
+
+def _verify(capsys, store: Path) -> tuple[int, str]:
+    rc = cli.main(["verify", str(store)])
+    got = capsys.readouterr()
+    return rc, got.out + got.err
+
+
+def _index(store: Path) -> Path:
+    return sorted((store / "index").iterdir())[0]
+
+
+def _patch(path: Path, pos: int, data: bytes) -> None:
+    raw = bytearray(path.read_bytes())
+    raw[pos:pos + len(data)] = data
+    path.write_bytes(bytes(raw))
+
+
+def _entry(path: Path, number: int) -> tuple[int, int, int, int]:
+    raw = path.read_bytes()
+    return ENTRY.unpack_from(raw, ENTRIES_AT + number * ENTRY.size)
+
+
+@pytest.fixture
+def rocketmq(tmp_path) -> Path:
+    return damage.make_pristine("rocketmq", "basic", tmp_path / "copy")
+
+
+def test_the_pristine_stores_verify_clean(tmp_path, capsys):
+    for name in ("basic", "abort"):
+        store = damage.make_pristine("rocketmq", name, tmp_path / name)
+        (store / "abort").unlink(missing_ok=True)
+        assert _verify(capsys, store) == (0, f"{store}: ok\n")
+
+
+# -- IndexFile: slots and chains (IndexFile.putKey) ---------------------------------------------------
+
+
+def test_a_slot_pointing_at_an_entry_of_another_slot(rocketmq, capsys):
+    """Slot 3 pointed at the newest entry of the file (a used entry, below indexCount, whose key hashes
+    to another slot): ``queryMessage`` for the keys of slot 3 walks another chain and finds none."""
+    f = _index(rocketmq)
+    count = struct.unpack_from(">i", f.read_bytes(), 36)[0]
+    before = struct.unpack_from(">i", f.read_bytes(), HEADER.size + 3 * 4)[0]
+    _patch(f, HEADER.size + 3 * 4, struct.pack(">i", count - 1))
+    rc, out = _verify(capsys, rocketmq)
+    assert rc == 1
+    assert f"{f}:{HEADER.size + 12}: expected slot 3 to point at entry {before} (the newest hashed to it), " \
+           f"found {count - 1}" in out
+
+
+def test_a_link_to_another_entry(rocketmq, capsys):
+    f = _index(rocketmq)
+    n = next(n for n in range(2, 256) if _entry(f, n)[3] > 1)      # an entry linked to an earlier one
+    key_hash, phy, diff, prev = _entry(f, n)
+    _patch(f, ENTRIES_AT + n * ENTRY.size, ENTRY.pack(key_hash, phy, diff, prev - 1))
+    rc, out = _verify(capsys, rocketmq)
+    expected = (f"{f}:{ENTRIES_AT + n * ENTRY.size}: expected index entry {n} to link to entry {prev} "
+                f"(the one before it in slot {key_hash % SLOTS}), found {prev - 1}")
+    assert rc == 1 and expected in out
+
+
+def test_an_offset_below_the_first_commitlog_file_is_not_taken_for_an_expired_entry(tmp_path, capsys):
+    """An entry below the commitlog's first offset is expired (retention deleted its file); a negative
+    one, or one below the entry before it, is damage."""
+    store = damage.make_pristine("rocketmq", "basic", tmp_path / "copy")
+    (store / "commitlog" / f"{0:020d}").unlink()       # the commitlog starts at 262144
+    f = sorted((store / "index").iterdir())[-1]
+    key_hash, phy, diff, prev = _entry(f, 30)
+    assert phy >= 262144
+    _patch(f, ENTRIES_AT + 30 * ENTRY.size, ENTRY.pack(key_hash, -5, diff, prev))
+    rc, out = _verify(capsys, store)
+    assert rc == 1
+    assert f"{f}:{ENTRIES_AT + 30 * ENTRY.size}: expected index entry 30 to point at or after the entry " \
+           f"before it" in out
+    assert "to point at a valid message, found commitlog offset -5" in out
+
+
+def test_begin_and_end_timestamps_of_the_header(rocketmq, capsys):
+    """``isTimeMatched`` picks the files a time-bounded query reads by them."""
+    f = _index(rocketmq)
+    begin, end = struct.unpack_from(">qq", f.read_bytes(), 0)
+    _patch(f, 8, struct.pack(">q", end + 10_000))
+    rc, out = _verify(capsys, rocketmq)
+    assert rc == 1 and f"{f}:8: expected endTimestamp {end} (the store time of the last entry's message), " \
+                       f"found {end + 10_000}" in out
+    _patch(f, 8, struct.pack(">q", end))
+    _patch(f, 0, struct.pack(">q", begin - 1))
+    rc, out = _verify(capsys, rocketmq)
+    assert rc == 1 and f"{f}:0: expected beginTimestamp {begin}" in out
+
+
+def test_a_file_in_index_that_is_not_an_index_file_and_recover_sets_it_aside(rocketmq, capsys):
+    """``IndexService.load`` opens every file of ``index/`` as an index file; ``garbage`` sorts after
+    the real ones and would become the file the broker writes keys into."""
+    stray = rocketmq / "index" / "garbage"
+    stray.write_bytes(b"hello")
+    rc, out = _verify(capsys, rocketmq)
+    assert rc == 1 and f"{stray}: expected only index files named by their creation time (17 digits) in " \
+                       f"index/, found 'garbage'" in out
+    assert cli.main(["recover", str(rocketmq)]) == 0
+    aside = rocketmq / ".segstore" / "cut" / "index" / "garbage"
+    assert f"{stray}: moved to {aside}" in capsys.readouterr().out
+    assert (rocketmq / ".segstore" / "cut" / "index" / "garbage").read_bytes() == b"hello"
+    assert _verify(capsys, rocketmq)[0] == 0
+
+
+def test_the_last_index_file_cut_short_is_named_not_the_full_one_before_it(tmp_path, capsys):
+    """Issue 28: an index file cut from 22,040 to 19,640 bytes (100 slots; 1,080 entries, then 960).
+    The geometry of a store opened without it came from the last file, so the full file before it
+    was reported as the wrong size.  A full file (indexCount = maxIndexNum) decides now.  (One file
+    that is not full, cut at an entry boundary, reads as a store configured with fewer entries.)"""
+    store = tmp_path / "store"
+    with segstore.open(str(store), format="rocketmq", mode="a", mappedFileSizeCommitLog=400_000,
+                       maxHashSlotNum=100, maxIndexNum=1080) as s:
+        s.append_batch([{"topic": "T", "queue_id": i % 2, "body": b"x" * 50, "keys": [f"k{i}"]}
+                        for i in range(1500)])
+    first, last = sorted((store / "index").iterdir())
+    assert first.stat().st_size == last.stat().st_size == 22_040
+    last.write_bytes(last.read_bytes()[:19_640])
+    rc, out = _verify(capsys, store)
+    assert rc == 1
+    assert f"{last}: expected an index file of 22040 bytes (100 slots, 1080 entries), found 19640" in out
+    assert str(first) not in out
+
+
+# -- checkpoint (StoreCheckpoint) -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("pos", "name"), [(0, "physicMsgTimestamp"), (8, "logicsMsgTimestamp"),
+                                           (16, "indexMsgTimestamp")])
+def test_a_checkpoint_time_past_every_message(rocketmq, capsys, pos, name):
+    """A time of 2**50 ms: ``recoverAbnormally`` starts at the last file whose first message is older
+    than ``min(physic, logics) - 3 s``, so after a crash the broker would dispatch only the last
+    file again.  ``recover`` sets it to the newest message's store time (what the broker's next
+    flush writes)."""
+    checkpoint = rocketmq / "checkpoint"
+    _patch(checkpoint, pos, struct.pack(">q", 2 ** 50))
+    rc, out = _verify(capsys, rocketmq)
+    assert rc == 1 and f"{checkpoint}:{pos}: expected {name} at most the newest message's store time" in out
+    assert f"found {2 ** 50}" in out
+    assert cli.main(["recover", str(rocketmq)]) == 0
+    assert f"checkpoint: {name} set to the newest message's store time" in capsys.readouterr().out
+    assert _verify(capsys, rocketmq)[0] == 0
+
+
+def test_a_checkpoint_replaced_by_a_symlink_loop(rocketmq, capsys):
+    """``StoreCheckpoint`` opens it with ``RandomAccessFile``: the broker does not start."""
+    checkpoint = rocketmq / "checkpoint"
+    checkpoint.unlink()
+    os.symlink("checkpoint.loop", checkpoint)
+    os.symlink("checkpoint", rocketmq / "checkpoint.loop")
+    rc, out = _verify(capsys, rocketmq)
+    assert rc == 1 and f"{checkpoint}: expected a checkpoint file of 4096 bytes, found a symlink loop" in out
+
+
+# -- Kafka (Kafka 3.8: LogManager.loadLogs, LogLoader, LogSegment, CheckpointFile) ----------------------
+
+TOPIC = "topic-0"
+
+
+@pytest.fixture
+def kafka(tmp_path) -> Path:
+    return damage.make_pristine("kafka", "uncompressed", tmp_path / "copy")
+
+
+def test_the_pristine_log_dir_verifies_clean(kafka, capsys):
+    assert _verify(capsys, kafka) == (0, f"{kafka}: ok\n")
+
+
+def test_the_last_offset_index_entry_of_a_closed_segment_pointing_past_the_log(kafka, capsys):
+    """``OffsetIndex.sanityCheck`` looks at the file's length only; a fetch looked up there finds no
+    batch (``FileRecords.searchForOffsetWithSize`` from past the end)."""
+    index = kafka / TOPIC / "00000000000000000073.index"
+    slots = len(index.read_bytes()) // 8
+    _patch(index, (slots - 1) * 8 + 4, struct.pack(">i", 2147483647))
+    rc, out = _verify(capsys, kafka)
+    last = slots - 1
+    expected = f"{index}:{last * 8}: expected the entry of slot {last} to point at a batch ending at"
+    assert rc == 1 and expected in out
+    assert "found no batch at position 2147483647" in out
+
+
+def test_an_empty_time_index_of_a_closed_segment(kafka, capsys):
+    """``LogSegment.readMaxTimestampAndOffsetSoFar`` takes the last entry (``(-1, base)`` when empty):
+    ``retention.ms`` would delete the segment at once and ``fetchOffsetByTimestamp`` pass it by."""
+    index = kafka / TOPIC / "00000000000000000073.timeindex"
+    index.write_bytes(b"")
+    rc, out = _verify(capsys, kafka)
+    assert rc == 1 and f"{index}:0: expected the time index of a closed segment to end at its largest " \
+                       f"timestamp" in out and "found no entry" in out
+
+
+@pytest.mark.parametrize("base", [289, 0], ids=["active", "first"])
+def test_a_deleted_log_file_leaves_orphaned_indexes_and_checkpoints_past_the_end(kafka, capsys, base):
+    """``LogLoader`` deletes an index whose ``.log`` is gone (the segment's records are lost); the
+    recovery point and high watermark past the log end say so too."""
+    (kafka / TOPIC / f"{base:020d}.log").unlink()
+    rc, out = _verify(capsys, kafka)
+    assert rc == 1
+    assert f"{kafka / TOPIC / f'{base:020d}.index'}: expected {base:020d}.log beside {base:020d}.index, " \
+           f"found none" in out
+    if base:
+        point = kafka / "recovery-point-offset-checkpoint"
+        assert f"{point}: expected the recovery point of topic-0 at most its log end {base}, found 300" in out
+        assert f"{kafka / 'replication-offset-checkpoint'}: expected the high watermark of topic-0" in out
+
+
+def test_a_partition_directory_renamed_out_of_the_topic_partition_form(kafka, capsys):
+    """``LocalLog.parseTopicPartitionName`` throws on ``topic-x``: ``LogManager.loadLogs`` fails the log
+    directory."""
+    (kafka / TOPIC).rename(kafka / "topic-x")
+    rc, out = _verify(capsys, kafka)
+    expected = f"{kafka / 'topic-x'}: expected partition directories named TOPIC-PARTITION in a log directory"
+    assert rc == 1 and f"{expected}, found 'topic-x'" in out
+
+
+@pytest.mark.parametrize("digits", [23, 400])
+def test_a_log_start_offset_that_is_no_java_long_is_reported_and_read_as_kafka_does(kafka, capsys, digits):
+    """``CheckpointFile`` parses offsets with ``Long.parseLong``: the line is malformed, and
+    ``LogManager.loadLogs`` reads the file as empty ("resetting to the base offset of the first
+    segment")."""
+    checkpoint = kafka / "log-start-offset-checkpoint"
+    checkpoint.write_text(f"0\n1\ntopic 0 {'9' * digits}\n")
+    rc, out = _verify(capsys, kafka)
+    assert rc == 1 and f"{checkpoint}: expected an integer offset (a Java long), found '999" in out
+    rc = cli.main(["query", "--offset", "0", "--count", "1", "--json", str(kafka / TOPIC)])
+    assert rc == 0 and '"offset": 0' in capsys.readouterr().out
