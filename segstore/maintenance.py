@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any, TextIO
 
 from .cli import EXIT_OK, UsageError, _common, _open, _partition, _selectors
@@ -25,8 +26,15 @@ def _print_results(results: list[dict[str, Any]], out: TextIO, as_json: bool) ->
             out.write(", ".join(f"{k}={v}" for k, v in result.items()) + "\n")
 
 
+def _config_notes(store: Any, args: argparse.Namespace) -> None:
+    """Say on stderr where ``--config`` overrides what the store's files set for a topic."""
+    for line in store.config_notes(args.topic):
+        sys.stderr.write(f"segstore {args.command}: {line}\n")
+
+
 def cmd_retention(args: argparse.Namespace, out: TextIO) -> int:
     with _open(args, mode="r" if args.dry_run else "a") as store:
+        _config_notes(store, args)
         results = store.retention(dry_run=args.dry_run, now_ms=args.now_ms, topic=args.topic,
                                   partition=_partition(args))
     _print_results(results, out, args.json)
@@ -35,6 +43,7 @@ def cmd_retention(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_delete_records(args: argparse.Namespace, out: TextIO) -> int:
     with _open(args, mode="r" if args.dry_run else "a") as store:
+        _config_notes(store, args)
         try:
             results = store.delete_records(args.before, dry_run=args.dry_run, topic=args.topic,
                                            partition=_partition(args))
@@ -46,6 +55,7 @@ def cmd_delete_records(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_compact(args: argparse.Namespace, out: TextIO) -> int:
     with _open(args, mode="r" if args.dry_run else "a") as store:
+        _config_notes(store, args)
         results = store.compact(dry_run=args.dry_run, now_ms=args.now_ms, topic=args.topic,
                                 partition=_partition(args), dedupe_buffer_size=args.dedupe_buffer_size)
     _print_results(results, out, args.json)

@@ -317,6 +317,11 @@ class Store(abc.ABC):
         """Compact the logs as the broker's cleaner does; one result dict per log touched."""
         raise UnsupportedOperationError(f"{self.format} stores do not support compaction", self.path)
 
+    def config_notes(self, topic: str | None = None) -> list[str]:
+        """Lines about the config the store uses for ``topic`` (every topic when None): where a value
+        given by the caller overrides one the store's own files set, or a file's value was not applied."""
+        return []
+
     def dump(self, *, topic: str | None = None, partition: int | None = None, index: bool = False,
              isolation: str = READ_UNCOMMITTED) -> Iterator[DumpLine]:
         """The human-readable dump, line by line, lazily: every record (of ``topic`` /
