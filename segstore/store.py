@@ -20,6 +20,7 @@ from .records import Message, Record
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from .consumers import ConsumerGroups
     from .layouts import IndexSet
 
 
@@ -365,9 +366,18 @@ class Store(abc.ABC):
             if partition is None or record.partition == partition:
                 yield record
 
-    def consumer_progress(self) -> list[dict[str, Any]]:
-        """Per consumer group, topic and queue/partition: ``committed_offset``, ``max_offset``, ``lag``."""
+    def consumer_groups(self, group: str | None = None, *, now_ms: int | None = None,
+                        **options: Any) -> ConsumerGroups:
+        """Consumer groups' committed offsets, one :class:`~segstore.consumers.ConsumerOffset` per group and
+        partition (queue), as ``kafka-consumer-groups --describe`` lists them; only ``group``'s when given
+        (no rows: no such group).  ``now_ms``: when offsets are judged expired, where the format expires
+        them; ``options`` are the format's own."""
         raise UnsupportedOperationError(f"{self.format} stores do not keep consumer offsets segstore reads",
+                                        self.path)
+
+    def transaction_states(self, transactional_id: str | None = None) -> list[dict[str, Any]]:
+        """The transaction coordinator's state per transactional id, where the format keeps one."""
+        raise UnsupportedOperationError(f"{self.format} stores keep no transaction coordinator state",
                                         self.path)
 
     def query(self, request: QueryRequest) -> QueryResult:

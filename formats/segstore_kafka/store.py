@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 
 from segstore import files, progress
 from segstore.columns import KAFKA_SCHEMA, project
+from segstore.consumers import ConsumerGroups
 from segstore.errors import (
     ConfigError,
     CorruptDataError,
@@ -53,8 +54,10 @@ from segstore.store import (
 )
 
 from . import batch as codec
-from . import columnar, compaction, kraft, transactions
+from . import columnar, compaction, groups, kraft, transactions, txnstate
 from . import retention as retention_rules
+from .coordinator import COLUMNS as COORDINATOR_COLUMNS
+from .coordinator import CoordinatorLog
 from .logdir import LogDir, is_partition_dir
 from .partition import KafkaConfig, Partition, now_ms, parse_partition_dir, validate_topic
 from .properties import PARTITION_METADATA, read_partition_metadata
@@ -677,6 +680,57 @@ class KafkaStore(Store):
         self._check_open()
         topics = {t for t, _ in self._partitions() if topic is None or t == topic}
         return self.topic_configs.notes(topics)
+
+    # -- the coordinators' logs (groups.py, txnstate.py) ------------------------------------
+    def _coordinator_logs(self, topic: str, pending_key: Callable[[bytes], bool] | None,
+                          notes: list[str]) -> dict[int, CoordinatorLog]:
+        """Each partition of an internal topic loaded from its log start (a read that fails part way keeps
+        what came before it and says so in ``notes``)."""
+        logs: dict[int, CoordinatorLog] = {}
+        for (t, p), _part in self._partitions().items():
+            if t != topic:
+                continue
+            log = logs[p] = CoordinatorLog(pending_key)
+            try:
+                for batch in self.scan_arrow(COORDINATOR_COLUMNS.names, topic=t, partition=p):
+                    log.add(batch)
+            except SegstoreError as err:
+                notes.append(f"{t}-{p}: loaded up to a record it could not read ({err})")
+        return logs
+
+    def consumer_groups(self, group: str | None = None, *, now_ms: int | None = None,
+                        **options: Any) -> ConsumerGroups:
+        """:meth:`Store.consumer_groups` from ``__consumer_offsets`` as the group coordinator loads it
+        (:mod:`.groups`): offsets expired at ``now_ms`` (default: the newest record's time in the topic)
+        after ``offsets_retention_ms`` (default 7 days, ``offsets.retention.minutes``); log end offsets
+        are the high watermarks of the partitions this store holds.  ``O(records of __consumer_offsets)``,
+        Python per distinct key (:mod:`.coordinator`).
+        """
+        self._check_open()
+        notes: list[str] = []
+        logs = self._coordinator_logs(groups.OFFSETS_TOPIC, groups.is_offset_commit, notes)
+        if not logs:
+            notes.append(f"no {groups.OFFSETS_TOPIC} partition here: no consumer group committed offsets")
+        parts = self._partitions()
+
+        def log_end(topic: str, partition: int) -> int | None:
+            part = parts.get((topic, partition))
+            return None if part is None else retention_rules.high_watermark(part)
+
+        names = {t.topic_id: name for name, t in self.metadata.topics.items()} if self.metadata else {}
+        retention_ms = int(options.get("offsets_retention_ms", groups.DEFAULT_OFFSETS_RETENTION_MS))
+        found = groups.consumer_groups(logs, log_end=log_end, topic_names=names, now_ms=now_ms,
+                                       retention_ms=retention_ms, group=group)
+        found.notes[:0] = notes
+        return found
+
+    def transaction_states(self, transactional_id: str | None = None) -> list[dict[str, Any]]:
+        """:meth:`Store.transaction_states` from ``__transaction_state`` (:mod:`.txnstate`)."""
+        self._check_open()
+        notes: list[str] = []
+        found = txnstate.transaction_states(self._coordinator_logs(txnstate.TRANSACTION_TOPIC, None, notes),
+                                            transactional_id)
+        return found + [{"transactional_id": None, "error": note} for note in notes]
 
     # -- transactions (transactions.py) ---------------------------------------------------
     def transaction(self, producer_id: int, producer_epoch: int = 0, *,
