@@ -24,6 +24,7 @@ except ImportError as err:
     raise MissingDependencyError(
         f"segstore.spark needs {err.name!r}: install it with `pip install 'segstore[spark]'`") from err
 
+from .consumers import CONSUMERS_NAME, ConsumersDataSource
 from .datasource import NAME, SegstoreDataSource
 from .schema import KAFKA_SCHEMA, ROCKETMQ_SCHEMA, spark_schema
 
@@ -61,7 +62,8 @@ def pushdown_is_per_scan(spark: Any) -> bool:
 
 
 def register(spark: Any) -> None:
-    """Register the ``segstore`` data source with ``spark``.
+    """Register the ``segstore`` data source (and ``segstore_consumers``, consumer groups as a table) with
+    ``spark``.
 
     Reads are planned into at least as many input partitions as the session's
     default parallelism (``minPartitions`` overrides it per read).  Filters Spark
@@ -77,6 +79,7 @@ def register(spark: Any) -> None:
         spark.conf.set(PUSHDOWN_CONF, "true")
     spark.dataSource.register(SegstoreDataSource.configured(parallelism=parallelism, filter_pushdown=pushdown,
                                                             local_master=local))
+    spark.dataSource.register(ConsumersDataSource)
 
 
 def local_session(app_name: str = "segstore", cores: int = 2, **conf: str) -> Any:
@@ -109,5 +112,6 @@ def local_session(app_name: str = "segstore", cores: int = 2, **conf: str) -> An
     return spark
 
 
-__all__ = ["KAFKA_SCHEMA", "NAME", "ROCKETMQ_SCHEMA", "SegstoreDataSource", "local_session",
+__all__ = ["CONSUMERS_NAME", "KAFKA_SCHEMA", "NAME", "ROCKETMQ_SCHEMA", "ConsumersDataSource",
+           "SegstoreDataSource", "local_session",
            "pushdown_is_per_scan", "register", "spark_schema"]
