@@ -1355,7 +1355,11 @@ class RocketMQStore(LifecycleMixin, Store):
                    "files": len(cq.segment_files()) if isinstance(cq, ConsumeQueue) else 0}
                   for (t, q), cq in sorted(self._queue_views().items())]
         commitlog_files = [{"path": seg.path, "size": seg.file.size} for seg in self.commitlog.log.segments]
-        return {"format": self.format, "path": self.path, "topics": self.topics(), "queues": queues,
+        stored: dict[str, int] = {}
+        for topic, _queue in self._queue_views():
+            stored[topic] = stored.get(topic, 0) + 1
+        return {"format": self.format, "path": self.path, "topics": self.topics(),
+                "topic_configs": self.topic_configs.summary(stored), "queues": queues,
                 "commitlog": {"min_offset": self.commitlog.min_offset, "max_offset": self.commitlog.end,
                               "files": commitlog_files},
                 "config": self.config.as_dict(), "delay_offsets": read_delay_offsets(self.path),

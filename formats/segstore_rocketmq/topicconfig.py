@@ -58,6 +58,16 @@ TOPIC_TABLE_CAPACITY = 1024
 NEW_QUEUE_MAP_CAPACITY = 32
 
 
+#: ``PermName`` (rocketmq-all-4.9.7 common/constant): the permission bits of a topic.
+PERM_READ, PERM_WRITE, PERM_INHERIT = 4, 2, 1
+
+
+def perm_text(perm: int) -> str:
+    """``PermName.perm2String``: ``R``, ``W``, ``X`` (inherit) or ``-`` in three places (``RW-`` for 6)."""
+    return "".join(letter if perm & bit == bit else "-"
+                   for letter, bit in (("R", PERM_READ), ("W", PERM_WRITE), ("X", PERM_INHERIT)))
+
+
 def _int_keys(pairs: list[tuple[str, Any]]) -> dict[Any, Any]:
     return {int(k[1:]) if k.startswith(_INT_KEY_MARK) else k: v for k, v in pairs}
 
@@ -131,6 +141,20 @@ class TopicConfigs:
             version = self.document.get("dataVersion") or {}
             self.counter = int(version.get("counter", 0))
             self.timestamp = int(version.get("timestamp", 0))
+
+    def summary(self, stored: dict[str, int]) -> dict[str, dict[str, Any]]:
+        """Per topic of ``topics.json`` (by name): queue counts, permission (``perm2String``), order, system
+        flag, and ``queues_stored``: how many consume queues the store holds for it (``stored``)."""
+        out = {}
+        for name in sorted(self.topics):
+            entry = self.topics[name] if isinstance(self.topics[name], dict) else {}
+            perm = entry.get("perm", DEFAULT_PERM)
+            out[name] = {"read_queue_nums": entry.get("readQueueNums"),
+                         "write_queue_nums": entry.get("writeQueueNums"),
+                         "perm": perm_text(perm) if isinstance(perm, int) else str(perm),
+                         "order": entry.get("order"), "topic_sys_flag": entry.get("topicSysFlag"),
+                         "queues_stored": stored.get(name, 0)}
+        return out
 
     def ensure(self, topic: str, queue_id: int) -> bool:
         """Record that ``topic`` has queue ``queue_id``; True if that changed anything."""
