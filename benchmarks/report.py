@@ -24,7 +24,8 @@ TITLES = {
     "spark": "Spark reads",
     "columnar": "RocketMQ reads at disk speed: scan_arrow, verify, recover, dump --json",
     "kafka_columnar": "Kafka columnar reads and dump --json",
-    "rocketmq_memory": "RocketMQ memory on a multi-GiB store: verify, recover, dump --json, convert both ways",
+    "rocketmq_memory": ("RocketMQ memory on a multi-GiB store: verify, recover, dump --json, convert both "
+                        "ways"),
 }
 
 #: (target, benchmark, operation prefix, anchor figure, anchor label, higher is better, goal ratio)
