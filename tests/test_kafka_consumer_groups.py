@@ -28,6 +28,8 @@ import struct
 from pathlib import Path
 
 from conftest import FIXTURES, copy_writable
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kafka_messages import group_metadata, offset_commit, versioned
 from segstore_kafka import internal_topics as it
 
@@ -262,3 +264,56 @@ def test_the_consumers_of_a_copy_are_the_consumers_of_the_original(tmp_path, cap
     copy = copy_writable(FIXTURES / "real" / "kraft-confluent-7.5.1", tmp_path / "logs")
     assert _run(capsys, "consumers", copy, "--json")[1] == \
         _run(capsys, "consumers", FIXTURES / "real" / "kraft-confluent-7.5.1", "--json")[1]
+
+
+# -- whatever the bytes, a count and a name, never a crash ----------------------------------------------
+
+
+def _batch(rows):
+    import pyarrow as pa
+    from segstore_kafka.coordinator import COLUMNS
+
+    n = len(rows)
+    columns = {"offset": list(range(n)), "key": [k for k, _, _ in rows], "value": [v for _, v, _ in rows],
+               "timestamp": [T0] * n, "baseOffset": list(range(n)), "isControl": [c for _, _, c in rows],
+               "isTransactional": [c for _, _, c in rows], "producerId": [1] * n}
+    return pa.RecordBatch.from_pydict(columns, schema=COLUMNS)
+
+
+_keys = st.one_of(st.binary(max_size=40), st.tuples(st.integers(-2, 20), st.binary(max_size=40)).map(
+    lambda kv: struct.pack(">h", kv[0]) + kv[1]), st.none())
+
+
+#: Whole records of each kind, which the draws below cut short, mix and mark transactional.
+_VALID = [offset_commit("g", "t", 0, 5, commit_ms=T0), offset_commit("g", "t", 0, None),
+          offset_commit("g", "t", 1, 2, expire_ms=T0 + 1),
+          group_metadata("g", members=[{"memberId": "m", "clientId": "c", "clientHost": "h", "topics": ["t"],
+                                        "assigned": {"t": [0]}}]),
+          group_metadata("g", tombstone=True),
+          _kip848(3, {"groupId": "k"}, {"epoch": 2}),
+          _kip848(5, {"groupId": "k", "memberId": "m"}, {
+              "instanceId": None, "rackId": None, "clientId": "c", "clientHost": "h",
+              "subscribedTopicNames": ["t"], "subscribedTopicRegex": None, "rebalanceTimeoutMs": 1,
+              "serverAssignor": None}),
+          _kip848(8, {"groupId": "k", "memberId": "m"}, {
+              "memberEpoch": 1, "previousMemberEpoch": 0, "state": 1,
+              "assignedPartitions": [{"topicId": ORDERS_ID, "partitions": [0]}],
+              "partitionsPendingRevocation": []})]
+_records_drawn = st.one_of(
+    st.tuples(_keys, st.one_of(st.none(), st.binary(max_size=60))),
+    st.sampled_from(_VALID),
+    st.tuples(st.sampled_from(_VALID), st.integers(0, 40)).map(
+        lambda rc: (rc[0][0], None if rc[0][1] is None else rc[0][1][:rc[1]])))
+
+
+@settings(max_examples=200)
+@given(rows=st.lists(st.tuples(_records_drawn, st.booleans()).map(lambda r: (*r[0], r[1])), max_size=12))
+def test_any_records_load_or_are_named(rows):
+    from segstore_kafka import groups
+    from segstore_kafka.coordinator import CoordinatorLog
+
+    log = CoordinatorLog(groups.is_offset_commit)
+    log.add(_batch(rows))
+    found = groups.consumer_groups({0: log}, log_end=lambda topic, partition: None, now_ms=T0)
+    assert all(isinstance(note, str) for note in found.notes)
+    assert all(row.group is not None for row in found.rows)

@@ -248,4 +248,11 @@ def test_retention_on_the_real_kraft_dir_skips_compacted_topics_because_its_file
     offsets = [r for name, r in results.items() if name.startswith("__consumer_offsets")]
     assert len(offsets) == 50 and all(r["deleted_segments"] == [] for r in offsets)
     assert "skipped" in results["__cluster_metadata-0"]
+    # what the partitions use comes from the metadata log's ConfigRecords of __consumer_offsets
+    with segstore.open(logs) as store:
+        own = store.topic_configs.for_topic("__consumer_offsets")
+        assert own.from_files == {"cleanup.policy": "compact", "compression.type": "producer",
+                                  "segment.bytes": "104857600"}
+        assert store.partition_of("__consumer_offsets", 14).config.segment_bytes == 104857600
+        assert store.partition_of("delivery-create-request", 0).config.cleanup_policy == "delete"
     shutil.rmtree(logs)
