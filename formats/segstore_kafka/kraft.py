@@ -317,8 +317,9 @@ class MetadataImage:
                        pc.greater_equal(batch.column("offset"), pa.scalar(from_offset, pa.int64())))
         no_op = pc.equal(pc.binary_slice(values, 0, len(_NO_OP_PREFIX)),
                          pa.scalar(_NO_OP_PREFIX, pa.binary()))
-        no_ops = pc.and_(keep, pc.fill_null(no_op, False))
-        self.counts[metadata_type_name(NO_OP)] += pc.sum(no_ops).as_py() or 0
+        dropped = pc.sum(pc.and_(keep, pc.fill_null(no_op, False))).as_py()
+        if dropped:
+            self.counts[metadata_type_name(NO_OP)] += dropped
         rest = batch.filter(pc.and_(keep, pc.invert(pc.fill_null(no_op, False))))
         for offset, value in zip(rest.column("offset").to_pylist(), rest.column("value").to_pylist(),
                                  strict=True):
