@@ -218,7 +218,7 @@ def main() -> None:
             report.add(f"{name} memory", anon, "MB anonymous", baseline="budget (MB)",
                        baseline_value=BUDGET_MB, higher_is_better=False,
                        note=f"peak above the start (imports and a small conversion done), largest of "
-                            f"{REPEAT} runs; issue 10: <= {BUDGET_MB} MB")
+                            f"{REPEAT} runs; budget: <= {BUDGET_MB} MB")
     finally:
         shutil.rmtree(root, ignore_errors=True)
     report.save()

@@ -22,6 +22,7 @@ from typing import Any, TextIO
 
 from . import allocator, files, progress, registry
 from .api import open as open_store
+from .consumers import COLUMNS as CONSUMER_COLUMNS
 from .errors import (
     ConfigError,
     FormatNotFoundError,
@@ -709,26 +710,83 @@ def _write_input(args: argparse.Namespace, path: str, config: dict[str, Any], ou
             raise
     out.write(f"{args.path}: appended {count} messages\n")
     return EXIT_OK
+#: ``kafka-consumer-groups --describe``'s columns, then the group's state.
+CONSUMER_HEADER = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID",
+                   "HOST", "CLIENT-ID", "STATE")
+#: ``ConsumerGroupCommand.printOffsetFormat``: the least widths of its columns.
+_CONSUMER_WIDTHS = (15, 15, 10, 15, 15, 15, 15, 15, 15, 0)
+#: What ``ConsumerGroupCommand.shouldPrintMemberState`` says on stderr of a group in these states.
+_STATE_NOTES = {"Empty": "Consumer group '{}' has no active members.",
+                "PreparingRebalance": "Warning: Consumer group '{}' is rebalancing.",
+                "CompletingRebalance": "Warning: Consumer group '{}' is rebalancing.",
+                "Assigning": "Warning: Consumer group '{}' is rebalancing.",
+                "Reconciling": "Warning: Consumer group '{}' is rebalancing."}
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], widths: Sequence[int], out: TextIO) -> None:
+    """Left-aligned columns at least ``widths`` wide, one space apart, as the Kafka tools print them."""
+    sizes = [max([least, len(name), *(len(row[i]) for row in rows)])
+             for i, (name, least) in enumerate(zip(header, widths, strict=True))]
+    for line in (header, *rows):
+        out.write(" ".join(cell.ljust(size) for cell, size in zip(line, sizes, strict=True)).rstrip() + "\n")
+
+
+def _cell(value: Any) -> str:
+    """A table cell: ``-`` for a value not known (``ConsumerGroupCommand.MISSING_COLUMN_VALUE``)."""
+    return "-" if value is None else str(value)
 
 
 def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
+    options = ({} if args.offsets_retention_minutes is None
+               else {"offsets_retention_ms": args.offsets_retention_minutes * 60_000})
     with _open(args) as store:
-        rows = store.consumer_progress()
-    if args.group is not None:
-        groups = sorted({row["group"] for row in rows})
-        if args.group not in groups:
-            raise NotFoundError(f"expected consumer group {args.group!r}, found {_listing('group', groups)}",
-                                args.path)
-        rows = [row for row in rows if row["group"] == args.group]
+        found = store.consumer_groups(args.group, now_ms=args.now_ms, **options)
+    for note in found.notes:
+        sys.stderr.write(f"segstore consumers: {args.path}: {note}\n")
+    if args.group is not None and not found.rows:
+        sys.stderr.write(f"segstore consumers: {args.path}: no consumer group {args.group!r}\n")
+        return EXIT_DATA
     if args.json:
-        _json_line(rows, out)
+        _json_line([row.to_dict() for row in found.rows], out)
         return EXIT_OK
-    header = ("group", "topic", "queue_id", "committed_offset", "max_offset", "lag")
-    table = [header] + [tuple("-" if row[k] is None else str(row[k]) for k in header) for row in rows]
-    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
-    for line in table:
-        cells = (cell.ljust(width) for cell, width in zip(line, widths, strict=True))
-        out.write("  ".join(cells).rstrip() + "\n")
+    for n, group in enumerate(found.groups()):
+        rows = [row for row in found.rows if row.group == group]
+        note = _STATE_NOTES.get(rows[0].state or "")
+        if note is not None:
+            sys.stderr.write(note.format(group) + "\n")
+        cells = [tuple(_cell(getattr(row, name)) for name in CONSUMER_COLUMNS) for row in rows
+                 if row.topic is not None]
+        if n:
+            out.write("\n")
+        _table(CONSUMER_HEADER, cells, _CONSUMER_WIDTHS, out)
+    return EXIT_OK
+
+
+#: ``kafka-transactions describe``'s columns (the coordinator as the ``__transaction_state`` partition).
+TRANSACTION_HEADER = ("TransactionalId", "CoordinatorPartition", "ProducerId", "ProducerEpoch",
+                      "TransactionState", "TransactionTimeoutMs", "CurrentTransactionStartTimeMs",
+                      "LastUpdateTimeMs", "TopicPartitions")
+_TRANSACTION_FIELDS = ("transactional_id", "coordinator_partition", "producer_id", "producer_epoch", "state",
+                       "timeout_ms", "start_timestamp", "last_update_timestamp", "partitions")
+
+
+def cmd_transactions(args: argparse.Namespace, out: TextIO) -> int:
+    with _open(args) as store:
+        states = store.transaction_states(args.transactional_id)
+    errors = [s for s in states if "error" in s]
+    states = [s for s in states if "error" not in s]
+    for state in errors:
+        sys.stderr.write(f"segstore transactions: {args.path}: {state['error']}\n")
+    if args.transactional_id is not None and not states:
+        sys.stderr.write(f"segstore transactions: {args.path}: no transactional id "
+                         f"{args.transactional_id!r}\n")
+        return EXIT_DATA
+    if args.json:
+        _json_line(states, out)
+        return EXIT_OK
+    rows = [tuple(",".join(s[f]) if f == "partitions" else str(s[f]) for f in _TRANSACTION_FIELDS)
+            for s in states]
+    _table(TRANSACTION_HEADER, rows, [0] * len(TRANSACTION_HEADER), out)
     return EXIT_OK
 
 
@@ -893,12 +951,27 @@ def build_parser() -> argparse.ArgumentParser:
                         "of the format of the dump --json lines it holds, else --format, else rocketmq)")
     p.set_defaults(func=cmd_write)
 
-    p = sub.add_parser("consumers", help="consumer groups: committed offset, max offset and lag per queue "
-                                         "(RocketMQ config/consumerOffset.json)")
+    p = sub.add_parser("consumers", help="consumer groups: committed offset, log end offset, lag and state "
+                                         "per partition (queue), as kafka-consumer-groups --describe (Kafka "
+                                         "__consumer_offsets; RocketMQ config/consumerOffset.json)")
     _common(p)
-    p.add_argument("--group", help="only this consumer group")
-    _json_flag(p, "one JSON list of {group, topic, queue_id, committed_offset, max_offset, lag}")
+    p.add_argument("--group", help="only this consumer group (exit 1 when there is none)")
+    p.add_argument("--now-ms", type=time_ms, metavar="TIME",
+                   help="Kafka: judge offset expiry at this time (ms or ISO-8601; default: the newest "
+                        "record's time in __consumer_offsets)")
+    p.add_argument("--offsets-retention-minutes", type=int, metavar="N",
+                   help="Kafka: the broker's offsets.retention.minutes (default 10080, 7 days)")
+    _json_flag(p, "one JSON list of {group, topic, partition, committed_offset, log_end_offset, lag, "
+                  "consumer_id, host, client_id, state, extras}")
     p.set_defaults(func=cmd_consumers)
+
+    p = sub.add_parser("transactions", help="Kafka transactional ids from __transaction_state: producer id "
+                                            "and epoch, state, partitions, as kafka-transactions describe")
+    _common(p)
+    p.add_argument("--transactional-id", help="only this transactional id (exit 1 when there is none)")
+    _json_flag(p, "one JSON list of {transactional_id, producer_id, producer_epoch, state, timeout_ms, "
+                  "start_timestamp, last_update_timestamp, partitions, coordinator_partition}")
+    p.set_defaults(func=cmd_transactions)
 
     p = sub.add_parser("formats", help="the installed format plugins: name, description, where from")
     _json_flag(p, "one JSON list")

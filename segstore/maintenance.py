@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any, TextIO
 
 from .cli import EXIT_OK, UsageError, _common, _open, _partition, _selectors, human
@@ -116,8 +117,15 @@ def _print_results(command: str, results: list[dict[str, Any]], out: TextIO, as_
         out.write(f"{label}: nothing was changed\n")
 
 
+def _config_notes(store: Any, args: argparse.Namespace) -> None:
+    """Say on stderr where ``--config`` overrides what the store's files set for a topic."""
+    for line in store.config_notes(args.topic):
+        sys.stderr.write(f"segstore {args.command}: {line}\n")
+
+
 def cmd_retention(args: argparse.Namespace, out: TextIO) -> int:
     with _open(args, mode="r" if args.dry_run else "a") as store:
+        _config_notes(store, args)
         results = store.retention(dry_run=args.dry_run, now_ms=args.now_ms, topic=args.topic,
                                   partition=_partition(args))
     _print_results("retention", results, out, args.json, args.path)
@@ -126,6 +134,7 @@ def cmd_retention(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_delete_records(args: argparse.Namespace, out: TextIO) -> int:
     with _open(args, mode="r" if args.dry_run else "a") as store:
+        _config_notes(store, args)
         try:
             results = store.delete_records(args.before, dry_run=args.dry_run, topic=args.topic,
                                            partition=_partition(args))
@@ -137,6 +146,7 @@ def cmd_delete_records(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_compact(args: argparse.Namespace, out: TextIO) -> int:
     with _open(args, mode="r" if args.dry_run else "a") as store:
+        _config_notes(store, args)
         results = store.compact(dry_run=args.dry_run, now_ms=args.now_ms, topic=args.topic,
                                 partition=_partition(args), dedupe_buffer_size=args.dedupe_buffer_size)
     _print_results("compact", results, out, args.json, args.path)

@@ -21,6 +21,7 @@ from .records import Message, Record
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from .consumers import ConsumerGroups
     from .layouts import IndexSet
 
 
@@ -328,6 +329,11 @@ class Store(abc.ABC):
         """Compact the logs as the broker's cleaner does; one result dict per log touched."""
         raise UnsupportedOperationError(f"{self.format} stores do not support compaction", self.path)
 
+    def config_notes(self, topic: str | None = None) -> list[str]:
+        """Lines about the config the store uses for ``topic`` (every topic when None): where a value
+        given by the caller overrides one the store's own files set, or a file's value was not applied."""
+        return []
+
     def dump(self, *, topic: str | None = None, partition: int | None = None, index: bool = False,
              isolation: str = READ_UNCOMMITTED) -> Iterator[DumpLine]:
         """The human-readable dump, line by line, lazily: every record (of ``topic`` /
@@ -371,9 +377,18 @@ class Store(abc.ABC):
             if partition is None or record.partition == partition:
                 yield record
 
-    def consumer_progress(self) -> list[dict[str, Any]]:
-        """Per consumer group, topic and queue/partition: ``committed_offset``, ``max_offset``, ``lag``."""
+    def consumer_groups(self, group: str | None = None, *, now_ms: int | None = None,
+                        **options: Any) -> ConsumerGroups:
+        """Consumer groups' committed offsets, one :class:`~segstore.consumers.ConsumerOffset` per group and
+        partition (queue), as ``kafka-consumer-groups --describe`` lists them; only ``group``'s when given
+        (no rows: no such group).  ``now_ms``: when offsets are judged expired, where the format expires
+        them; ``options`` are the format's own."""
         raise UnsupportedOperationError(f"{self.format} stores do not keep consumer offsets segstore reads",
+                                        self.path)
+
+    def transaction_states(self, transactional_id: str | None = None) -> list[dict[str, Any]]:
+        """The transaction coordinator's state per transactional id, where the format keeps one."""
+        raise UnsupportedOperationError(f"{self.format} stores keep no transaction coordinator state",
                                         self.path)
 
     def query(self, request: QueryRequest) -> QueryResult:

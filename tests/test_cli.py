@@ -463,17 +463,26 @@ def test_consumers_lists_committed_max_and_lag_per_queue(tmp_path, capsys):
         store.commit_offset("g2", "U", 0, 3)
     code, out, _ = run(capsys, "consumers", path, "--json")
     assert code == 0
+    none = {"consumer_id": None, "host": None, "client_id": None, "state": None, "extras": {}}
     assert json.loads(out) == [
-        {"group": "g1", "topic": "T", "queue_id": 0, "committed_offset": 2, "max_offset": 5, "lag": 3},
-        {"group": "g1", "topic": "T", "queue_id": 1, "committed_offset": None, "max_offset": 5, "lag": None},
-        {"group": "g2", "topic": "U", "queue_id": 0, "committed_offset": 3, "max_offset": 3, "lag": 0},
+        {"group": "g1", "topic": "T", "partition": 0, "committed_offset": 2, "log_end_offset": 5, "lag": 3,
+         **none},
+        {"group": "g1", "topic": "T", "partition": 1, "committed_offset": None, "log_end_offset": 5,
+         "lag": None, **none},
+        {"group": "g2", "topic": "U", "partition": 0, "committed_offset": 3, "log_end_offset": 3, "lag": 0,
+         **none},
     ]
     code, out, _ = run(capsys, "consumers", path, "--group", "g1")
-    assert out.splitlines() == ["group  topic  queue_id  committed_offset  max_offset  lag",
-                                "g1     T      0         2                 5           3",
-                                "g1     T      1         -                 5           -"]
-    code, _, err = run(capsys, "consumers", KAFKA_PART)
-    assert code == 2 and "kafka stores do not keep consumer offsets" in err
+    assert [line.split() for line in out.splitlines()] == [
+        ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
+         "CLIENT-ID", "STATE"],
+        ["g1", "T", "0", "2", "5", "3", "-", "-", "-", "-"],
+        ["g1", "T", "1", "-", "5", "-", "-", "-", "-", "-"]]
+    code, out, err = run(capsys, "consumers", path, "--group", "nogroup")
+    assert (code, out) == (1, "") and "no consumer group 'nogroup'" in err
+    # a Kafka partition of another topic: no __consumer_offsets, no groups, and it says so
+    code, out, err = run(capsys, "consumers", KAFKA_PART)
+    assert (code, out) == (0, "") and "no __consumer_offsets partition here" in err
 
 
 def test_tag_filters_dump_and_offset_queries(capsys):

@@ -73,7 +73,8 @@ def _kafka38_log_dir(root: Path, empty: str) -> Path:
             (empty_part / f"{0:020d}{suffix}").write_bytes(b"")
         (empty_part / "leader-epoch-checkpoint").write_text(empty)
         (empty_part / "partition.metadata").write_text("version: 0\ntopic_id: 7wJ7cYtBQ0ecqWnKyd2ZOQ\n")
-    (log_dir / "topic-0" / "partition.metadata").write_text("version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA\n")
+    # a topic id the broker can read (PartitionMetadataReadBuffer refuses the zero id)
+    (log_dir / "topic-0" / "partition.metadata").write_text("version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ\n")
     for name in ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
                  "replication-offset-checkpoint", "cleaner-offset-checkpoint"):
         (log_dir / name).write_text(empty)

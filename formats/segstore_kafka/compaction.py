@@ -77,6 +77,7 @@ from .segment import (
     file_name,
 )
 from .timeindex import TIME_ENTRY
+from .topicconfig import is_log_managed
 from .txnindex import AbortedTxn, TransactionIndex
 
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
@@ -756,9 +757,33 @@ def _swap_in(part: Partition, cleaned: _CleanedSegment, group: list[LogSegment])
 def compact(store: Any, *, now_ms: int | None = None, dry_run: bool = False, topic: str | None = None,
             partition: int | None = None,
             dedupe_buffer_size: int = DEDUPE_BUFFER_SIZE) -> list[dict[str, Any]]:
-    """:func:`compact_partition` over every (selected) partition of a store opened for appends."""
+    """:func:`compact_partition` over every (selected) partition of a store opened for appends.
+
+    Left alone, with the reason in the result: the KRaft metadata log (the cleaner never runs on it),
+    and a topic whose ``cleanup.policy`` is known without ``compact``: from the command line, or for a
+    topic the files describe (its ConfigRecord, else the broker default ``delete``; :mod:`.topicconfig`).
+    A topic nothing says anything of is compacted as asked."""
     parts = store._partitions()
-    return [compact_partition(p, now_ms=now_ms, dry_run=dry_run,
-                              dedupe_buffer_size=dedupe_buffer_size).to_dict()
-            for (t, n), p in parts.items()
-            if (topic is None or t == topic) and (partition is None or n == partition)]
+    results = []
+    for (t, n), p in parts.items():
+        if (topic is not None and t != topic) or (partition is not None and n != partition):
+            continue
+        reason = _not_compacted(store, p)
+        if reason is not None:
+            results.append({"topic": t, "partition": n, "skipped": reason})
+            continue
+        results.append(compact_partition(p, now_ms=now_ms, dry_run=dry_run,
+                                         dedupe_buffer_size=dedupe_buffer_size).to_dict())
+    return results
+
+
+def _not_compacted(store: Any, part: Partition) -> str | None:
+    """Why the cleaner leaves ``part`` alone, or None."""
+    if not is_log_managed(part.topic):
+        return "the KRaft metadata log: the log cleaner never runs on it"
+    configs = getattr(store, "topic_configs", None)
+    known = configs is not None and (configs.for_topic(part.topic).described
+                                     or "cleanup_policy" in configs.explicit)
+    if known and "compact" not in part.config.cleanup_policy.split(","):
+        return f"cleanup.policy={part.config.cleanup_policy}: the log cleaner does not compact this topic"
+    return None

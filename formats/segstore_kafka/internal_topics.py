@@ -463,7 +463,7 @@ def decode_offsets(
         value_data, _ = read(schemas[1], value_body, value_version, path=path, base_pos=pos + VERSION_SIZE)
         if value_data.get("protocolType") == "consumer":
             for member in value_data.get("members") or ():
-                _consumer_protocol(member)
+                decode_consumer_protocol(member)
         return key_text, _json({"version": str(value_version), "data": value_data})
     except CorruptDataError as err:
         return f"Error at offset {offset}, skipping. {err.message}", None
@@ -510,7 +510,7 @@ ASSIGNMENT = Schema(
 )
 
 
-def _consumer_protocol(member: dict[str, Any]) -> None:
+def decode_consumer_protocol(member: dict[str, Any]) -> None:
     """Replace a consumer group member's subscription and assignment bytes by their decoded form, keeping
     the bytes where they do not decode (as ``DumpLogSegments`` does)."""
     for name, schema in (("subscription", SUBSCRIPTION), ("assignment", ASSIGNMENT)):

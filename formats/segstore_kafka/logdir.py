@@ -33,6 +33,7 @@ from .partition import (
     Partition,
     now_ms,
     orphaned_indexes,
+    parse_partition_dir,
     segment_bases,
     validate_topic,
 )
@@ -48,6 +49,13 @@ def _close_partition(part: Partition) -> BaseException | None:
     except BaseException as err:
         return err
     return None
+
+
+def _same(config: KafkaConfig) -> Callable[[str], KafkaConfig]:
+    """One config for every topic."""
+    def config_for(topic: str) -> KafkaConfig:
+        return config
+    return config_for
 
 
 def is_partition_dir(path: str) -> bool:
@@ -90,12 +98,16 @@ def partition_dirs(path: str) -> list[str]:
 
 
 class LogDir:
-    """The partitions of one log directory and its checkpoint files."""
+    """The partitions of one log directory and its checkpoint files.
 
-    def __init__(self, path: str, config: KafkaConfig, *, writable: bool = False,
-                 clock: Callable[[], int] = now_ms) -> None:
+    :param config: every partition's config, or (a callable) each topic's own
+        (:meth:`.topicconfig.TopicConfigs.config_for`).
+    """
+
+    def __init__(self, path: str, config: KafkaConfig | Callable[[str], KafkaConfig], *,
+                 writable: bool = False, clock: Callable[[], int] = now_ms) -> None:
         self.path = path
-        self.config = config
+        self.config_for: Callable[[str], KafkaConfig] = config if callable(config) else _same(config)
         self.writable = writable
         self.clock = clock
         if writable:
@@ -111,7 +123,9 @@ class LogDir:
         self.partitions: dict[tuple[str, int], Partition] = {}
         try:
             for name in partition_dirs(path):
-                part = Partition(os.path.join(path, name), config, writable=writable, clock=clock)
+                topic, _ = parse_partition_dir(name)
+                part = Partition(os.path.join(path, name), self.config_for(topic), writable=writable,
+                                 clock=clock)
                 key = (part.topic, part.partition)
                 part.log_start_offset = max(part.log_start_offset, start_offsets.get(key, 0))
                 self.partitions[key] = part
@@ -164,7 +178,7 @@ class LogDir:
         part = self.partitions.get((topic, partition))
         if part is None and create:
             validate_topic(topic, partition)
-            part = Partition(os.path.join(self.path, f"{topic}-{partition}"), self.config,
+            part = Partition(os.path.join(self.path, f"{topic}-{partition}"), self.config_for(topic),
                              writable=True, clock=self.clock)
             self.partitions[(topic, partition)] = part
         return part

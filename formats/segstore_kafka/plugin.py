@@ -46,7 +46,7 @@ class KafkaFormat(FormatPlugin):
         from segstore.layouts import attach, split_options
 
         indexes, layout_options, config = split_options(config)
-        store = KafkaStore(os.fspath(path), mode, KafkaConfig.from_mapping(config))
+        store = KafkaStore(os.fspath(path), mode, KafkaConfig.from_mapping(config), explicit=list(config))
         return attach(store, indexes, layout_options)
 
     def write_jsonl(self, path: str, lines: Iterable[dict[str, Any]], config: dict[str, Any]) -> int:

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from segstore import files
-from segstore.errors import ConfigError, CorruptDataError, OffsetOutOfRangeError
+from segstore.errors import ConfigError, CorruptDataError, InvalidTopicError, OffsetOutOfRangeError
 
 from .checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
@@ -56,6 +56,7 @@ from .checkpoints import (
 from .loader import DELETED_SUFFIX
 from .partition import Partition
 from .segment import NO_TIMESTAMP, SUFFIXES, LogSegment, file_name
+from .topicconfig import INTERNAL_TOPICS, is_log_managed
 
 #: ``DeleteRecordsRequest.HIGH_WATERMARK``
 HIGH_WATERMARK = -1
@@ -217,9 +218,13 @@ class RetentionResult:
     dry_run: bool
     #: files removed (after their ``.deleted`` rename)
     removed_files: list[str] = field(default_factory=list)
+    #: why the partition was left alone (None: the rules ran)
+    skipped: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"topic": self.topic, "partition": self.partition, "high_watermark": self.high_watermark,
+        skipped = {} if self.skipped is None else {"skipped": self.skipped}
+        return {"topic": self.topic, "partition": self.partition, **skipped,
+                "high_watermark": self.high_watermark,
                 "log_start_offset_before": self.log_start_offset_before,
                 "log_start_offset": self.log_start_offset, "rolled_at": self.rolled_at,
                 "dry_run": self.dry_run, "removed_files": list(self.removed_files),
@@ -323,15 +328,49 @@ def _partitions(store: Any, topic: str | None, partition: int | None) -> list[Pa
             if (topic is None or t == topic) and (partition is None or n == partition)]
 
 
+#: What the retention and DeleteRecords results say of the KRaft metadata log.
+METADATA_LOG_SKIPPED = ("the KRaft metadata log: the quorum deletes its segments below its snapshots, the "
+                        "log manager's retention never runs on it")
+
+
+def _left_alone(part: Partition) -> RetentionResult:
+    """A result saying the partition was not touched, and why."""
+    reason = (METADATA_LOG_SKIPPED if not is_log_managed(part.topic)
+              else f"internal topic: {_internal_refusal(part.topic)}")
+    return RetentionResult(part.topic, part.partition, high_watermark(part), part.log_start_offset,
+                           part.log_start_offset, [], None, True, skipped=reason)
+
+
+def _internal_refusal(topic: str) -> str:
+    """``ReplicaManager.deleteRecordsOnLocalLog``'s answer for an internal topic."""
+    return f"Cannot delete records of internal topic {topic} (the broker answers InvalidTopicException)"
+
+
 def retention(store: Any, *, now_ms: int | None = None, dry_run: bool = False, topic: str | None = None,
               partition: int | None = None) -> list[dict[str, Any]]:
-    """:func:`delete_old_segments` over every (selected) partition of a store opened for appends."""
-    return [delete_old_segments(p, now_ms=now_ms, dry_run=dry_run).to_dict()
+    """:func:`delete_old_segments` over every (selected) partition of a store opened for appends; the
+    KRaft metadata log is left alone (its result says why)."""
+    return [(delete_old_segments(p, now_ms=now_ms, dry_run=dry_run) if is_log_managed(p.topic)
+             else _left_alone(p)).to_dict()
             for p in _partitions(store, topic, partition)]
 
 
 def delete_records_in(store: Any, before: int, *, dry_run: bool = False, topic: str | None = None,
                       partition: int | None = None) -> list[dict[str, Any]]:
-    """:func:`delete_records` over every (selected) partition of a store opened for appends."""
-    return [delete_records(p, before, dry_run=dry_run).to_dict()
-            for p in _partitions(store, topic, partition)]
+    """:func:`delete_records` over every (selected) partition of a store opened for appends.
+
+    An internal topic (and the KRaft metadata log) is refused as the broker refuses it: named (by
+    ``topic``, or as the store's one partition), the call raises before anything changes; met in a
+    whole log directory, it is left alone and its result says why.
+
+    :raises InvalidTopicError: ``topic`` names an internal topic, or the store is one's partition.
+    """
+    parts = _partitions(store, topic, partition)
+    named = topic is not None or getattr(store, "single", False)
+    for part in parts:
+        if named and (part.topic in INTERNAL_TOPICS or not is_log_managed(part.topic)):
+            reason = (_internal_refusal(part.topic) if part.topic in INTERNAL_TOPICS
+                      else f"{part.topic} is no topic DeleteRecords reaches ({METADATA_LOG_SKIPPED})")
+            raise InvalidTopicError(reason, part.path)
+    return [(_left_alone(p) if p.topic in INTERNAL_TOPICS or not is_log_managed(p.topic)
+             else delete_records(p, before, dry_run=dry_run)).to_dict() for p in parts]

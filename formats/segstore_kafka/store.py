@@ -14,10 +14,10 @@ from __future__ import annotations
 import base64
 import json as jsonlib
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import pyarrow as pa
@@ -25,12 +25,14 @@ import pyarrow.compute as pc
 
 from segstore import files, progress
 from segstore.columns import KAFKA_SCHEMA, project
+from segstore.consumers import ConsumerGroups
 from segstore.errors import (
     ConfigError,
     CorruptDataError,
     CorruptIndexError,
     InvalidTopicError,
     NotFoundError,
+    SegstoreError,
     UnrepairedDataError,
     UnsupportedOperationError,
 )
@@ -53,11 +55,17 @@ from segstore.store import (
 )
 
 from . import batch as codec
-from . import columnar, compaction, transactions
+from . import columnar, compaction, groups, kraft, transactions, txnstate
 from . import retention as retention_rules
+from .coordinator import COLUMNS as COORDINATOR_COLUMNS
+from .coordinator import CoordinatorLog
 from .logdir import LogDir, is_partition_dir
-from .partition import KafkaConfig, Partition, now_ms, validate_topic
+from .partition import KafkaConfig, Partition, now_ms, parse_partition_dir, validate_topic
+from .properties import PARTITION_METADATA, read_partition_metadata
+from .topicconfig import TopicConfigs
 from .txnindex import AbortedTxn
+
+_T = TypeVar("_T")
 
 #: The lock file a Kafka broker keeps in each log dir while it runs (LogManager.LockFileName).
 BROKER_LOCK_FILE = ".lock"
@@ -267,13 +275,23 @@ class KafkaStore(Store):
     format = "kafka"
 
     def __init__(self, path: str, mode: str = "r", config: KafkaConfig | None = None, *,
-                 clock: Callable[[], int] = now_ms) -> None:
+                 explicit: Collection[str] = (), clock: Callable[[], int] = now_ms) -> None:
+        """:param explicit: the config names the caller gave (they override each topic's own config in
+        the metadata log, :mod:`.topicconfig`)."""
         super().__init__(path, mode)
         self.config = config or KafkaConfig()
         writable = mode == "a"
         if not writable and not files.is_dir(path):
             raise NotFoundError("expected a Kafka partition or log directory, found nothing", path)
         self.single = is_partition_dir(path)
+        #: the log directory: the store's path, or a partition directory's parent
+        self.log_dir_path = os.path.dirname(os.path.normpath(path)) if self.single else path
+        #: problems met reading the cluster's files (meta.properties, the metadata log) for verify
+        self._cluster_problems: list[Problem] = []
+        self.metadata = self._load(kraft.load_image, "the metadata log")
+        self.identity = self._load(kraft.node_identity, "meta.properties")
+        self.topic_configs = TopicConfigs(self.config, explicit, self.metadata,
+                                          self.identity.node_id if self.identity is not None else None)
         # Writers lock directories, never files: each partition locks its own directory (so
         # two writers on one partition collide whichever directory they opened) and a log
         # directory store also locks the log directory (its checkpoints, new partitions).
@@ -298,15 +316,25 @@ class KafkaStore(Store):
                     raise
         try:
             if self.single:
-                self._part: Partition | None = Partition(path, self.config, writable=writable, clock=clock)
+                topic_config = self.topic_configs.config_for(parse_partition_dir(path)[0])
+                self._part: Partition | None = Partition(path, topic_config, writable=writable, clock=clock)
                 retention_rules.load_log_start(self._part)  # the parent log dir's checkpoint
                 self._dir: LogDir | None = None
             else:
                 self._part = None
-                self._dir = LogDir(path, self.config, writable=writable, clock=clock)
+                self._dir = LogDir(path, self.topic_configs.config_for, writable=writable, clock=clock)
         except BaseException:
             self._release_locks()
             raise
+
+    def _load(self, reader: Callable[[str], _T], what: str) -> _T | None:
+        """``reader(log dir)``; a file it cannot read is a verify problem, not a failure to open."""
+        try:
+            return reader(self.log_dir_path)
+        except SegstoreError as err:
+            self._cluster_problems.append(Problem(err.path or self.log_dir_path, err.pos,
+                                                  f"{what} not read: {err.message}"))
+            return None
 
     # -- partitions ---------------------------------------------------------------
     @property
@@ -572,23 +600,64 @@ class KafkaStore(Store):
 
     # -- tooling ------------------------------------------------------------------
     def info(self) -> dict[str, Any]:
+        """Partitions (offsets, segments, sizes, leader epochs, the ``partition.metadata`` topic id); for a
+        log directory with ``meta.properties`` or a metadata log also ``cluster`` (cluster id, node id,
+        ``metadata.version``, brokers, records replayed) and ``topics`` (each topic's id, partition
+        count and non-default configs, as the metadata log says)."""
         self._check_open()
         parts = []
         for (topic, partition), part in self._partitions().items():
-            parts.append({"topic": topic, "partition": partition, "start_offset": part.log_start_offset,
-                          "end_offset": part.next_offset, "segments": len(part.segments),
-                          "bytes": sum(s.size for s in part.segments),
+            parts.append({"topic": topic, "partition": partition, "topic_id": self._topic_id_file(part)[0],
+                          "start_offset": part.log_start_offset, "end_offset": part.next_offset,
+                          "segments": len(part.segments), "bytes": sum(s.size for s in part.segments),
                           "leader_epochs": [list(e) for e in part.epochs.entries]})
-        return {"format": self.format, "path": self.path,
-                "layout": "partition" if self.single else "log-dir", "partitions": parts}
+        info: dict[str, Any] = {"format": self.format, "path": self.path,
+                                "layout": "partition" if self.single else "log-dir"}
+        if self.identity is not None or self.metadata is not None:
+            identity = self.identity
+            info["cluster"] = {"cluster_id": identity.cluster_id if identity else None,
+                               "node_id": identity.node_id if identity else None,
+                               **(self.metadata.summary() if self.metadata is not None else {})}
+        if self.metadata is not None:
+            info["topics"] = {name: {"id": t.topic_id, "partitions": len(t.partitions),
+                                     "configs": self.metadata.topic_configs(name)}
+                              for name, t in sorted(self.metadata.topics.items())}
+        info["partitions"] = parts
+        return info
+
+    @staticmethod
+    def _topic_id_file(part: Partition) -> tuple[str | None, Problem | None]:
+        """The topic id of a partition's ``partition.metadata`` (None: absent or unreadable, the problem)."""
+        try:
+            return read_partition_metadata(part.path), None
+        except SegstoreError as err:
+            return None, Problem(err.path or part.path, err.pos, err.message)
 
     def verify(self) -> list[Problem]:
+        """Every partition's files (:meth:`Partition.verify`), then the cluster's: ``meta.properties`` and
+        the metadata log read, each of its records decoded, and each ``partition.metadata`` topic id
+        equal to the id the metadata log gives the topic (the broker refuses to load a partition whose
+        id differs: ``UnifiedLog.assignTopicId``, ``InconsistentTopicIdException``)."""
         self._check_open()
         parts = self._partitions().values()
         problems = self._dir.layout_problems() if self._dir is not None else []
         with progress.task("verify", sum(s.size for part in parts for s in part.segments)):
             problems += [problem for part in parts for problem in part.verify()]
-        return [Problem(path, pos, message) for path, pos, message in problems]
+        found = [Problem(path, pos, message) for path, pos, message in problems]
+        found += self._cluster_problems
+        if self.metadata is not None:
+            found += [Problem(self.metadata.partition_dir, None, line) for line in self.metadata.problems]
+        ids = self.topic_configs.topic_ids()
+        for part in parts:
+            topic_id, problem = self._topic_id_file(part)
+            if problem is not None:
+                found.append(problem)
+            expected = ids.get(part.topic)
+            if topic_id is not None and expected is not None and topic_id != expected:
+                found.append(Problem(os.path.join(part.path, PARTITION_METADATA), 0,
+                                     f"expected topic id {expected} (the metadata log's id of {part.topic}), "
+                                     f"found {topic_id}"))
+        return found
 
     def recover(self) -> list[str]:
         """Recover every partition (Kafka 3.8 ``LogLoader.recoverLog``), then verify them.
@@ -635,6 +704,64 @@ class KafkaStore(Store):
         self._check_open()
         return retention_rules.delete_records_in(self, before, dry_run=dry_run, topic=topic,
                                                  partition=partition)
+
+    def config_notes(self, topic: str | None = None) -> list[str]:
+        """:meth:`Store.config_notes`: the command line's configs that override what the metadata log
+        sets for a topic, the metadata log's values not applied (:mod:`.topicconfig`)."""
+        self._check_open()
+        topics = {t for t, _ in self._partitions() if topic is None or t == topic}
+        return self.topic_configs.notes(topics)
+
+    # -- the coordinators' logs (groups.py, txnstate.py) ------------------------------------
+    def _coordinator_logs(self, topic: str, pending_key: Callable[[bytes], bool] | None,
+                          notes: list[str]) -> dict[int, CoordinatorLog]:
+        """Each partition of an internal topic loaded from its log start (a read that fails part way keeps
+        what came before it and says so in ``notes``)."""
+        logs: dict[int, CoordinatorLog] = {}
+        for (t, p), _part in self._partitions().items():
+            if t != topic:
+                continue
+            log = logs[p] = CoordinatorLog(pending_key)
+            try:
+                for batch in self.scan_arrow(COORDINATOR_COLUMNS.names, topic=t, partition=p):
+                    log.add(batch)
+            except SegstoreError as err:
+                notes.append(f"{t}-{p}: loaded up to a record it could not read ({err})")
+        return logs
+
+    def consumer_groups(self, group: str | None = None, *, now_ms: int | None = None,
+                        **options: Any) -> ConsumerGroups:
+        """:meth:`Store.consumer_groups` from ``__consumer_offsets`` as the group coordinator loads it
+        (:mod:`.groups`): offsets expired at ``now_ms`` (default: the newest record's time in the topic)
+        after ``offsets_retention_ms`` (default 7 days, ``offsets.retention.minutes``); log end offsets
+        are the high watermarks of the partitions this store holds.  ``O(records of __consumer_offsets)``,
+        Python per distinct key (:mod:`.coordinator`).
+        """
+        self._check_open()
+        notes: list[str] = []
+        logs = self._coordinator_logs(groups.OFFSETS_TOPIC, groups.is_offset_commit, notes)
+        if not logs:
+            notes.append(f"no {groups.OFFSETS_TOPIC} partition here: no consumer group committed offsets")
+        parts = self._partitions()
+
+        def log_end(topic: str, partition: int) -> int | None:
+            part = parts.get((topic, partition))
+            return None if part is None else retention_rules.high_watermark(part)
+
+        names = {t.topic_id: name for name, t in self.metadata.topics.items()} if self.metadata else {}
+        retention_ms = int(options.get("offsets_retention_ms", groups.DEFAULT_OFFSETS_RETENTION_MS))
+        found = groups.consumer_groups(logs, log_end=log_end, topic_names=names, now_ms=now_ms,
+                                       retention_ms=retention_ms, group=group)
+        found.notes[:0] = notes
+        return found
+
+    def transaction_states(self, transactional_id: str | None = None) -> list[dict[str, Any]]:
+        """:meth:`Store.transaction_states` from ``__transaction_state`` (:mod:`.txnstate`)."""
+        self._check_open()
+        notes: list[str] = []
+        found = txnstate.transaction_states(self._coordinator_logs(txnstate.TRANSACTION_TOPIC, None, notes),
+                                            transactional_id)
+        return found + [{"transactional_id": None, "error": note} for note in notes]
 
     # -- transactions (transactions.py) ---------------------------------------------------
     def transaction(self, producer_id: int, producer_epoch: int = 0, *,

@@ -32,6 +32,7 @@ import pyarrow as pa
 
 from segstore import files
 from segstore.columns import ROCKETMQ_SCHEMA, project
+from segstore.consumers import ConsumerGroups, ConsumerOffset
 from segstore.errors import (
     ConfigError,
     CorruptDataError,
@@ -863,24 +864,30 @@ class RocketMQStore(LifecycleMixin, Store):
         self._check_open()
         return self.consumer_offsets.get(topic, group, queue_id)
 
-    def consumer_progress(self) -> list[dict[str, Any]]:
-        """Per consumer group, topic and queue: the committed offset, the queue's max offset and the lag
-        (``mqadmin consumerProgress``'s Consumer Offset, Broker Offset and Diff), sorted.
+    def consumer_groups(self, group: str | None = None, *, now_ms: int | None = None,
+                        **options: Any) -> ConsumerGroups:
+        """Per consumer group, topic and queue: the committed offset (``config/consumerOffset.json``), the
+        queue's max offset and the lag (``mqadmin consumerProgress``'s Consumer Offset, Broker Offset and
+        Diff), by group, topic and queue.  Only ``group``'s when given.
 
         Every queue of a topic a group committed to is listed; ``committed_offset`` and ``lag`` are
-        None for a queue the group never committed.
+        None for a queue the group never committed.  The files keep no members or group states (the
+        broker holds those in memory): those columns are None.  ``now_ms`` is not used (RocketMQ offsets
+        do not expire).
         """
         self._check_open()
         rows = []
-        for name, offsets in sorted(self.consumer_offsets.table.items()):
-            topic, _, group = name.partition(TOPIC_GROUP_SEPARATOR)
+        for name, offsets in sorted(self.consumer_offsets.table.items(),
+                                    key=lambda item: item[0].partition(TOPIC_GROUP_SEPARATOR)[::-1]):
+            topic, _, group_name = name.partition(TOPIC_GROUP_SEPARATOR)
+            if group is not None and group_name != group:
+                continue
             for queue_id in sorted(set(offsets) | set(self.partitions(topic))):
                 max_offset = self.offset_range(topic, queue_id)[1] if (topic, queue_id) in self.queues else 0
                 committed = offsets.get(queue_id)
-                rows.append({"group": group, "topic": topic, "queue_id": queue_id,
-                             "committed_offset": committed, "max_offset": max_offset,
-                             "lag": None if committed is None else max(max_offset - committed, 0)})
-        return rows
+                rows.append(ConsumerOffset(group_name, topic, queue_id, committed, max_offset,
+                                           None if committed is None else max(max_offset - committed, 0)))
+        return ConsumerGroups(rows)
 
     def find_msg_id(self, msg_id: str) -> RocketMQMessage | None:
         """The message whose offset msgId (``MessageDecoder.createMessageId``: store host address, port,
@@ -1371,7 +1378,11 @@ class RocketMQStore(LifecycleMixin, Store):
                    "files": len(cq.segment_files()) if isinstance(cq, ConsumeQueue) else 0}
                   for (t, q), cq in sorted(self._queue_views().items())]
         commitlog_files = [{"path": seg.path, "size": seg.file.size} for seg in self.commitlog.log.segments]
-        return {"format": self.format, "path": self.path, "topics": self.topics(), "queues": queues,
+        stored: dict[str, int] = {}
+        for topic, _queue in self._queue_views():
+            stored[topic] = stored.get(topic, 0) + 1
+        return {"format": self.format, "path": self.path, "topics": self.topics(),
+                "topic_configs": self.topic_configs.summary(stored), "queues": queues,
                 "commitlog": {"min_offset": self.commitlog.min_offset, "max_offset": self.commitlog.end,
                               "files": commitlog_files},
                 "config": self.config.as_dict(), "delay_offsets": read_delay_offsets(self.path),

@@ -76,6 +76,14 @@ class RawNumber(str):
     """A number literal kept as its text: a float, or an integer too long for any Java type.  Written
     back as it was read; a field that needs a number refuses it (or truncates a float, as fastjson
     does) in :func:`java_number`."""
+#: ``PermName`` (rocketmq-all-4.9.7 common/constant): the permission bits of a topic.
+PERM_READ, PERM_WRITE, PERM_INHERIT = 4, 2, 1
+
+
+def perm_text(perm: int) -> str:
+    """``PermName.perm2String``: ``R``, ``W``, ``X`` (inherit) or ``-`` in three places (``RW-`` for 6)."""
+    return "".join(letter if perm & bit == bit else "-"
+                   for letter, bit in (("R", PERM_READ), ("W", PERM_WRITE), ("X", PERM_INHERIT)))
 
 
 def _int_keys(pairs: list[tuple[str, Any]]) -> dict[Any, Any]:
@@ -205,6 +213,20 @@ class TopicConfigs:
             # fastjson parses into a new ConcurrentHashMap(); the manager putAll()s that into its own
             order = concurrent_hashmap_order(list(loaded), [string_hash(n) for n in loaded])
             self.topics = {name: loaded[name] for name in order}
+
+    def summary(self, stored: dict[str, int]) -> dict[str, dict[str, Any]]:
+        """Per topic of ``topics.json`` (by name): queue counts, permission (``perm2String``), order, system
+        flag, and ``queues_stored``: how many consume queues the store holds for it (``stored``)."""
+        out = {}
+        for name in sorted(self.topics):
+            entry = self.topics[name] if isinstance(self.topics[name], dict) else {}
+            perm = entry.get("perm", DEFAULT_PERM)
+            out[name] = {"read_queue_nums": entry.get("readQueueNums"),
+                         "write_queue_nums": entry.get("writeQueueNums"),
+                         "perm": perm_text(perm) if isinstance(perm, int) else str(perm),
+                         "order": entry.get("order"), "topic_sys_flag": entry.get("topicSysFlag"),
+                         "queues_stored": stored.get(name, 0)}
+        return out
 
     def ensure(self, topic: str, queue_id: int) -> bool:
         """Record that ``topic`` has queue ``queue_id``; True if that changed anything."""

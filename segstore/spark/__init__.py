@@ -25,6 +25,7 @@ except ImportError as err:
         f"segstore.spark needs {err.name!r}: install it with `pip install 'segstore[spark]'`") from err
 
 from . import jvm
+from .consumers import CONSUMERS_NAME, ConsumersDataSource
 from .datasource import NAME, PYTHON_NAME, SegstoreDataSource
 from .schema import KAFKA_SCHEMA, ROCKETMQ_SCHEMA, spark_schema
 
@@ -62,7 +63,8 @@ def pushdown_is_per_scan(spark: Any) -> bool:
 
 
 def register(spark: Any) -> None:
-    """Register the ``segstore`` data source with ``spark``.
+    """Register the ``segstore`` data source (and ``segstore_consumers``, consumer groups as a table) with
+    ``spark``.
 
     Reads are planned into at least as many input partitions as the session's
     default parallelism (``minPartitions`` overrides it per read).  Filters Spark
@@ -81,6 +83,7 @@ def register(spark: Any) -> None:
         jvm.notice("the JVM reader's jar is not on this session's classpath")
     spark.dataSource.register(SegstoreDataSource.configured(parallelism=parallelism, filter_pushdown=pushdown,
                                                             local_master=local, name=name))
+    spark.dataSource.register(ConsumersDataSource)
 
 
 def jvm_source_loaded(spark: Any) -> bool:
@@ -132,10 +135,12 @@ def local_session(app_name: str = "segstore", cores: int = 2, **conf: str) -> An
 
 
 __all__ = [
+    "CONSUMERS_NAME",
     "KAFKA_SCHEMA",
     "NAME",
     "PYTHON_NAME",
     "ROCKETMQ_SCHEMA",
+    "ConsumersDataSource",
     "SegstoreDataSource",
     "jvm_source_loaded",
     "local_session",

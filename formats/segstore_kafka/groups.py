@@ -1,0 +1,359 @@
+"""Consumer groups as the group coordinator loads them from ``__consumer_offsets``, described as
+``kafka-consumer-groups --describe`` describes them.
+
+The latest record per key (:mod:`.coordinator`) gives, by record type (the key's
+version; group-coordinator ``CoordinatorRecordType``, Kafka 4.0):
+
+- 0, 1 ``OffsetCommit``: a group's committed offset of a topic partition;
+- 2 ``GroupMetadata``: a classic group (protocol type and name, generation, leader, the
+  members with their subscription and assignment); loaded ``Stable`` with members,
+  ``Empty`` without (``GroupMetadataManager.readGroupMessageValue``).  A group that only
+  committed offsets (a "simple" consumer) is loaded ``Empty`` with no protocol type;
+- 3..8 the KIP-848 consumer groups (``ConsumerGroup*``): the group epoch, members
+  (client, host, subscribed topics), the target assignment epoch and each member's
+  current assignment (topic ids, named through the group's partition metadata record
+  or the KRaft metadata image); the state is ``ConsumerGroup.maybeUpdateGroupState``'s
+  (Kafka 3.8.0): ``Empty`` without members, ``Assigning`` while the group epoch is past
+  the target assignment epoch, ``Reconciling`` while a member is not ``STABLE`` at it,
+  else ``Stable``;
+- 9..16 (share groups, consumer-group regular expressions) and any other type: counted
+  and named, not read.  So is a value of a version the schemas here do not define.
+
+Offsets expire as the broker's offset cleanup expires them at a given time
+(``GroupMetadata.removeExpiredOffsets``, Kafka 3.8.0): an ``Empty`` group's offsets once
+``offsets.retention.minutes`` passed since it became empty (else since the commit), a
+``Stable`` consumer group's offsets of topics no member subscribes to once that passed
+since the commit, a simple group's likewise; a v1 commit's own expire timestamp wins.
+An ``Empty`` group left with no offsets is ``Dead`` and gone.
+
+Rows (``ConsumerGroupCommand.collectGroupsOffsets``): each member with partitions
+assigned, most partitions first, its partitions by number; then the committed
+partitions no member holds, without member columns.  Log end offsets are the high
+watermarks of the partitions this log directory holds (others are unknown, ``-``).
+
+Pure apart from the caller's column batches; not thread-safe.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from segstore.consumers import ConsumerGroups, ConsumerOffset, lag
+from segstore.errors import CorruptDataError
+
+from . import internal_topics as it
+from .coordinator import SHORT_KEY, CoordinatorLog, key_version
+from .schema import Schema, read, read_int16
+
+OFFSETS_TOPIC = "__consumer_offsets"
+#: ``offsets.retention.minutes`` (Kafka's default, 7 days) in ms.
+DEFAULT_OFFSETS_RETENTION_MS = 7 * 24 * 60 * 60 * 1000
+#: ``CoordinatorRecordType``: key version -> record type.
+RECORD_TYPES = {
+    0: "OffsetCommit", 1: "OffsetCommit", 2: "GroupMetadata", 3: "ConsumerGroupMetadata",
+    4: "ConsumerGroupPartitionMetadata", 5: "ConsumerGroupMemberMetadata",
+    6: "ConsumerGroupTargetAssignmentMetadata", 7: "ConsumerGroupTargetAssignmentMember",
+    8: "ConsumerGroupCurrentMemberAssignment", 9: "ShareGroupPartitionMetadata",
+    10: "ShareGroupMemberMetadata", 11: "ShareGroupMetadata", 12: "ShareGroupTargetAssignmentMetadata",
+    13: "ShareGroupTargetAssignmentMember",
+    14: "ShareGroupCurrentMemberAssignment", 15: "ShareGroupStatePartitionMetadata",
+    16: "ConsumerGroupRegularExpression",
+}
+OFFSET_COMMIT_VERSIONS = (0, 1)
+GROUP_METADATA = 2
+(CONSUMER_GROUP_METADATA, PARTITION_METADATA, MEMBER_METADATA, TARGET_ASSIGNMENT_METADATA,
+ TARGET_ASSIGNMENT_MEMBER, CURRENT_MEMBER_ASSIGNMENT) = range(3, 9)
+CONSUMER_PROTOCOL = "consumer"
+#: ``MemberState.STABLE``
+MEMBER_STABLE = 0
+EMPTY, STABLE, ASSIGNING, RECONCILING = "Empty", "Stable", "Assigning", "Reconciling"
+
+
+def record_type(version: int) -> str:
+    if version == SHORT_KEY:
+        return "keys shorter than their version"
+    return RECORD_TYPES.get(version, f"unknown record type {version}")
+
+
+def is_offset_commit(key: bytes) -> bool:
+    """An offset commit's key (what a transactional batch holds back until its COMMIT marker)."""
+    return key_version(key) in OFFSET_COMMIT_VERSIONS
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    """One committed offset (``OffsetAndMetadata``)."""
+
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_ms: int
+    expire_ms: int | None
+
+
+@dataclass(slots=True)
+class Member:
+    member_id: str
+    client_id: str
+    host: str
+    #: the topics it subscribes to (None: not known)
+    subscribed: list[str] | None
+    #: its assigned partitions, as (topic, partition)
+    assigned: list[tuple[str, int]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Group:
+    """One group as the coordinator holds it after loading."""
+
+    group_id: str
+    #: "classic" (JoinGroup protocol) or "consumer" (KIP-848)
+    kind: str
+    protocol_type: str | None
+    protocol: str | None
+    #: the classic generation, or the consumer group's epoch
+    generation: int
+    state: str
+    current_state_ms: int | None
+    members: list[Member] = field(default_factory=list)
+    offsets: dict[tuple[str, int], Commit] = field(default_factory=dict)
+    #: the ``__consumer_offsets`` partition it lives in
+    coordinator_partition: int = 0
+
+    def subscribed_topics(self) -> set[str] | None:
+        """``GroupMetadata.computeSubscribedTopics``: the members' topics; None when one's are unknown."""
+        topics: set[str] = set()
+        for member in self.members:
+            if member.subscribed is None:
+                return None
+            topics.update(member.subscribed)
+        return topics
+
+    def expire(self, now_ms: int, retention_ms: int) -> int:
+        """``GroupMetadata.removeExpiredOffsets`` (a KIP-848 group: ``OffsetMetadataManager``'s rule);
+        returns how many offsets expired."""
+        subscribed: set[str] = set()
+        base: Callable[[Commit], int] = _commit_time
+        if self.kind == "consumer":
+            # OffsetMetadataManager.cleanupExpiredOffsets: a KIP-848 group's offsets of the topics no member
+            # subscribes to, by commit time, whatever its state
+            subscribed = self.subscribed_topics() or set()
+        elif self.protocol_type is not None and self.state == EMPTY:
+            state_ms = self.current_state_ms
+            if state_ms is not None:
+                base = _at(state_ms)
+        elif self.protocol_type == CONSUMER_PROTOCOL and self.state == STABLE:
+            known = self.subscribed_topics()
+            if known is None:
+                return 0
+            subscribed = known
+        elif self.protocol_type is not None:
+            return 0
+        expired = [tp for tp, commit in self.offsets.items()
+                   if tp[0] not in subscribed and (now_ms >= commit.expire_ms if commit.expire_ms is not None
+                                                   else now_ms - base(commit) >= retention_ms)]
+        for tp in expired:
+            del self.offsets[tp]
+        return len(expired)
+
+
+def _commit_time(commit: Commit) -> int:
+    return commit.commit_ms
+
+
+def _at(ms: int) -> Callable[[Commit], int]:
+    return lambda commit: ms
+
+
+class _Reader:
+    """Decodes the records a partition ends with, counting by name what it cannot read."""
+
+    def __init__(self, notes: Counter[str]) -> None:
+        self.notes = notes
+
+    def decode(self, key: bytes, value: bytes | None, schemas: tuple[Schema, Schema]) \
+            -> tuple[dict[str, Any], dict[str, Any] | None] | None:
+        version = key_version(key)
+        try:
+            key_data, _ = read(schemas[0], memoryview(key)[2:], version)
+        except CorruptDataError:
+            self.notes[f"{schemas[0].name} keys that do not decode"] += 1
+            return None
+        if value is None:
+            return key_data, None
+        try:
+            value_version = read_int16(value, 0)
+            value_data, _ = read(schemas[1], memoryview(value)[2:], value_version)
+        except CorruptDataError:
+            low, high = schemas[1].valid_versions()
+            version_text = f"v{read_int16(value, 0)}" if len(value) >= 2 else "without a version"
+            self.notes[f"{schemas[1].name} {version_text} (this reader knows v{low}-{high})"] += 1
+            return None
+        return key_data, value_data
+
+
+def load_partition(log: CoordinatorLog, partition: int, notes: Counter[str],
+                   topic_names: Mapping[str, str]) -> dict[str, Group]:
+    """The groups of one ``__consumer_offsets`` partition, from its loaded log (before expiry)."""
+    reader = _Reader(notes)
+    offsets: dict[str, dict[tuple[str, int], Commit]] = {}
+    classic: dict[str, Group] = {}
+    consumer: dict[str, dict[int, list[tuple[dict[str, Any], dict[str, Any]]]]] = {}
+    for key, latest in log.final().items():
+        version = key_version(key)
+        if version in OFFSET_COMMIT_VERSIONS:
+            decoded = reader.decode(key, latest.value, (it.OFFSET_COMMIT_KEY, it.OFFSET_COMMIT_VALUE))
+            if decoded is None:
+                continue
+            k, v = decoded
+            if v is None:
+                continue
+            expire = v.get("expireTimestamp", -1)
+            offsets.setdefault(k["group"], {})[(k["topic"], k["partition"])] = Commit(
+                v["offset"], v.get("leaderEpoch", -1), v["metadata"], v["commitTimestamp"],
+                None if expire == -1 else expire)
+        elif version == GROUP_METADATA:
+            decoded = reader.decode(key, latest.value, (it.GROUP_METADATA_KEY, it.GROUP_METADATA_VALUE))
+            if decoded is not None and decoded[1] is not None:
+                classic[decoded[0]["group"]] = _classic_group(decoded[0]["group"], decoded[1], partition)
+        elif version in it.CONSUMER_GROUP_RECORDS:
+            decoded = reader.decode(key, latest.value, it.CONSUMER_GROUP_RECORDS[version])
+            if decoded is not None and decoded[1] is not None:
+                group_records = consumer.setdefault(decoded[0]["groupId"], {})
+                group_records.setdefault(version, []).append((decoded[0], decoded[1]))
+    groups = dict(classic)
+    for group_id, records in consumer.items():
+        built = _consumer_group(group_id, records, partition, topic_names)
+        if built is not None:
+            groups[group_id] = built
+    for group_id, commits in offsets.items():
+        group = groups.get(group_id)
+        if group is None:     # offsets only: a simple consumer's group, loaded Empty
+            group = groups[group_id] = Group(group_id, "classic", None, None, 0, EMPTY, None,
+                                             coordinator_partition=partition)
+        group.offsets.update(commits)
+    return groups
+
+
+def _classic_group(group_id: str, value: dict[str, Any], partition: int) -> Group:
+    members = []
+    for m in value.get("members") or ():
+        if value.get("protocolType") == CONSUMER_PROTOCOL:
+            it.decode_consumer_protocol(m)
+        subscription, assignment = m.get("subscription"), m.get("assignment")
+        subscribed = list(subscription["topics"]) if isinstance(subscription, dict) else None
+        assigned = ([(p["topic"], n) for p in assignment["assignedPartitions"] for n in p["partitions"]]
+                    if isinstance(assignment, dict) else [])
+        members.append(Member(m["memberId"], m["clientId"], m["clientHost"], subscribed, assigned))
+    state_ms = value.get("currentStateTimestamp", -1)
+    return Group(group_id, "classic", value["protocolType"] or None, value["protocol"], value["generation"],
+                 STABLE if members else EMPTY, None if state_ms == -1 else state_ms, members,
+                 coordinator_partition=partition)
+
+
+def _consumer_group(group_id: str, records: dict[int, list[tuple[dict[str, Any], dict[str, Any]]]],
+                    partition: int, topic_names: Mapping[str, str]) -> Group | None:
+    """A KIP-848 group from its live records; None without a group metadata record (no group)."""
+    metadata = records.get(CONSUMER_GROUP_METADATA)
+    if not metadata:
+        return None
+    epoch = metadata[0][1]["epoch"]
+    names = dict(topic_names)
+    for _, value in records.get(PARTITION_METADATA, ()):
+        names.update({t["topicId"]: t["topicName"] for t in value["topics"]})
+    target = records.get(TARGET_ASSIGNMENT_METADATA)
+    target_epoch = target[0][1]["assignmentEpoch"] if target else -1
+    current = {k["memberId"]: v for k, v in records.get(CURRENT_MEMBER_ASSIGNMENT, ())}
+    members, reconciled, assignors = [], True, set()
+    for k, v in sorted(records.get(MEMBER_METADATA, ()), key=lambda kv: kv[0]["memberId"]):
+        assignment = current.get(k["memberId"], {})
+        assigned = [(names.get(t["topicId"], t["topicId"]), n)
+                    for t in assignment.get("assignedPartitions", ()) for n in t["partitions"]]
+        members.append(Member(k["memberId"], v["clientId"], v["clientHost"], list(v["subscribedTopicNames"]),
+                              assigned))
+        reconciled &= (assignment.get("state") == MEMBER_STABLE
+                       and assignment.get("memberEpoch") == target_epoch)
+        if v.get("serverAssignor"):
+            assignors.add(v["serverAssignor"])
+    if not members:
+        state = EMPTY
+    elif epoch > target_epoch:
+        state = ASSIGNING
+    else:
+        state = STABLE if reconciled else RECONCILING
+    return Group(group_id, "consumer", CONSUMER_PROTOCOL, ",".join(sorted(assignors)) or None, epoch, state,
+                 None, members, coordinator_partition=partition)
+
+
+def describe(groups: Mapping[str, Group], log_end: Callable[[str, int], int | None]) -> list[ConsumerOffset]:
+    """``kafka-consumer-groups --describe`` rows of every group, by group id (see the module docstring)."""
+    rows: list[ConsumerOffset] = []
+    for group_id in sorted(groups):
+        group = groups[group_id]
+        extras = {"kind": group.kind, "protocol_type": group.protocol_type, "protocol": group.protocol,
+                  "generation": group.generation, "members": len(group.members),
+                  "coordinator_partition": group.coordinator_partition}
+
+        def row(topic: str, partition: int, member: Member | None, group: Group = group,
+                extras: dict[str, Any] = extras) -> ConsumerOffset:
+            commit = group.offsets.get((topic, partition))
+            end = log_end(topic, partition)
+            offset = commit.offset if commit is not None else None
+            own = {} if commit is None else {"leader_epoch": commit.leader_epoch, "metadata": commit.metadata,
+                                              "commit_timestamp": commit.commit_ms,
+                                              "expire_timestamp": commit.expire_ms}
+            return ConsumerOffset(group.group_id, topic, partition, offset, end, lag(offset, end),
+                                  member.member_id if member else None, member.host if member else None,
+                                  member.client_id if member else None, group.state, {**extras, **own})
+
+        assigned: set[tuple[str, int]] = set()
+        for member in sorted((m for m in group.members if m.assigned), key=lambda m: -len(m.assigned)):
+            for topic, partition in sorted(member.assigned, key=lambda tp: (tp[1], tp[0])):
+                assigned.add((topic, partition))
+                rows.append(row(topic, partition, member))
+        rest = sorted((tp for tp in group.offsets if tp not in assigned), key=lambda tp: (tp[1], tp[0]))
+        rows.extend(row(topic, partition, None) for topic, partition in rest)
+        if not assigned and not rest:
+            rows.append(ConsumerOffset(group.group_id, None, None, None, None, None, state=group.state,
+                                       extras=extras))
+    return rows
+
+
+def consumer_groups(logs: Mapping[int, CoordinatorLog], *, log_end: Callable[[str, int], int | None],
+                    topic_names: Mapping[str, str] | None = None, now_ms: int | None = None,
+                    retention_ms: int = DEFAULT_OFFSETS_RETENTION_MS,
+                    group: str | None = None) -> ConsumerGroups:
+    """Every live group of the loaded ``__consumer_offsets`` partitions (``logs``: partition -> its log),
+    offsets expired at ``now_ms`` (by default the newest record's timestamp: the files' own time)."""
+    notes: Counter[str] = Counter()
+    groups: dict[str, Group] = {}
+    newest = max((log.max_timestamp for log in logs.values()), default=-1)
+    now = newest if now_ms is None else now_ms
+    for partition in sorted(logs):
+        log = logs[partition]
+        groups.update(load_partition(log, partition, notes, topic_names or {}))
+        for version, count in log.key_versions.items():
+            if version not in OFFSET_COMMIT_VERSIONS and version != GROUP_METADATA \
+                    and version not in it.CONSUMER_GROUP_RECORDS:
+                notes[f"{record_type(version)} records (not read)"] += count
+        if log.keyless:
+            notes["records without a key (the broker stops loading there)"] += log.keyless
+        if log.open_transactions():
+            notes["producers with transactional offset commits still pending (not shown)"] += \
+                log.open_transactions()
+    expired = 0
+    for group_id in list(groups):
+        expired += groups[group_id].expire(now, retention_ms)
+        if groups[group_id].state == EMPTY and not groups[group_id].offsets:
+            del groups[group_id]          # Dead
+    if group is not None:
+        groups = {group: groups[group]} if group in groups else {}
+    lines = [f"{what}: {count}" if count else what for what, count in sorted(notes.items())]
+    if expired:
+        minutes = retention_ms // 60000
+        lines.append(f"offsets expired at {now} (offsets.retention.minutes={minutes}): {expired}")
+    return ConsumerGroups(describe(groups, log_end), lines, now)
+

@@ -1,0 +1,122 @@
+"""A log directory's identity files: ``meta.properties`` and each partition's ``partition.metadata``.
+
+Layouts (UTF-8 text, Kafka 3.8.0)::
+
+    meta.properties      (metadata/.../properties/MetaProperties.java; java.util.Properties text)
+        #comment lines            '#' or '!' first
+        version=1                 0: a ZooKeeper broker's (broker.id), 1: a KRaft node's (node.id)
+        cluster.id=EpwKlK0lR6qKZW0cGwZz8w
+        node.id=1                 (version 1) / broker.id=1 (version 0)
+        directory.id=...          (3.7+)
+
+    partition.metadata   (storage/.../checkpoint/PartitionMetadataReadBuffer.java)
+        version: 0                the first line: two whitespace-separated tokens, version >= 0
+        topic_id: cp-NpW6vRj6q1bIA5SUr8g   the topic id (Uuid.toString: URL-safe base64, no padding)
+
+Pure parsers over text; :func:`read_meta_properties` and :func:`read_partition_metadata` read the
+file through :mod:`segstore.files`.  A file that is not what the broker reads raises
+:class:`segstore.errors.CorruptDataError` naming the file and the byte of the bad line.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import re
+
+from segstore import files
+from segstore.errors import CorruptDataError, cut
+
+META_PROPERTIES = "meta.properties"
+PARTITION_METADATA = "partition.metadata"
+#: ``Uuid.ZERO_UUID`` as text: the reader refuses it as a topic id.
+ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
+_WHITE_SPACES = re.compile(r"\s+")
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """``java.util.Properties.load`` for the plain ``key=value`` / ``key: value`` / ``key value`` lines
+    Kafka writes: comment lines (``#``, ``!``) and blank lines skipped, the key ending at the first
+    unescaped ``=``, ``:`` or white space, a backslash before one of them (or at a line's end, joining
+    the next line) kept out of the text."""
+    out: dict[str, str] = {}
+    logical: list[str] = []
+    for raw in text.splitlines():
+        line = raw.lstrip(" \t\f")
+        if not logical and (not line or line[0] in "#!"):
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            logical.append(line[:-1])
+            continue
+        logical.append(line)
+        entry, logical = "".join(logical), []
+        key_chars: list[str] = []
+        i = 0
+        while i < len(entry):
+            char = entry[i]
+            if char == "\\" and i + 1 < len(entry):
+                key_chars.append(entry[i + 1])
+                i += 2
+                continue
+            if char in "=: \t\f":
+                break
+            key_chars.append(char)
+            i += 1
+        rest = entry[i:].lstrip(" \t\f")
+        if rest[:1] in ("=", ":"):
+            rest = rest[1:].lstrip(" \t\f")
+        out["".join(key_chars)] = rest.replace("\\\\", "\\")
+    return out
+
+
+def read_meta_properties(log_dir: str) -> dict[str, str] | None:
+    """The log directory's ``meta.properties`` as a dict (None when the file is absent)."""
+    path = os.path.join(log_dir, META_PROPERTIES)
+    if not files.is_file(path):
+        return None
+    return parse_properties(files.read_text(path))
+
+
+def topic_id_bytes(text: str) -> bytes | None:
+    """The 16 bytes of a topic id written as ``Uuid.toString`` does, None when it is not one."""
+    if len(text) != 22:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(text + "==")
+    except (binascii.Error, ValueError):
+        return None
+    return raw if len(raw) == 16 else None
+
+
+def parse_partition_metadata(text: str, path: str = "<memory>") -> str:
+    """The topic id a ``partition.metadata`` holds, read as ``PartitionMetadataReadBuffer.read`` reads it.
+
+    :raises CorruptDataError: a malformed line, a version below 0, or a topic id that is not one
+        (or is the zero id).
+    """
+    lines = text.split("\n")
+    version_fields = _WHITE_SPACES.split(lines[0].strip()) if lines else []
+    if len(version_fields) != 2 or not re.fullmatch(r"[+-]?\d{1,10}", version_fields[1]):
+        raise CorruptDataError(f"expected a line 'version: N', found {cut(lines[0] if lines else '')!r}",
+                               path, 0)
+    if int(version_fields[1]) < 0:
+        raise CorruptDataError(f"expected partition metadata version 0 or later, found {version_fields[1]}",
+                               path, 0)
+    second = lines[1] if len(lines) > 1 else ""
+    pos = len(lines[0]) + 1
+    id_fields = _WHITE_SPACES.split(second.strip())
+    if len(id_fields) != 2 or topic_id_bytes(id_fields[1]) is None:
+        raise CorruptDataError(f"expected a line 'topic_id: ID' with a 22-character topic id, found "
+                               f"{cut(second)!r}", path, pos)
+    if id_fields[1] == ZERO_UUID:
+        raise CorruptDataError("expected a topic id other than the zero id, found it", path, pos)
+    return id_fields[1]
+
+
+def read_partition_metadata(partition_dir: str) -> str | None:
+    """The topic id in a partition directory's ``partition.metadata`` (None when the file is absent)."""
+    path = os.path.join(partition_dir, PARTITION_METADATA)
+    if not files.is_file(path):
+        return None
+    return parse_partition_metadata(files.read_text(path), path)

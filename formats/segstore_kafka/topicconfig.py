@@ -1,0 +1,190 @@
+"""Each topic's own config: what the log directory's files say, under what the command line says.
+
+A KRaft log directory holds every topic's non-default configs in its metadata log
+(``ConfigRecord``, replayed by :mod:`.kraft`); segstore applies those it knows
+(:class:`.partition.KafkaConfig`'s names: ``cleanup.policy``, ``retention.*``,
+``segment.*``...) to that topic's partitions.  A name given on the command line
+(``--config``, or ``segstore.open(..., **config)``) wins over the files and is reported
+as overriding them.  Two topics are compacted whatever is set (the broker creates them
+with ``cleanup.policy=compact``: ``GroupCoordinator.offsetsTopicConfigs``,
+``TransactionStateManager.transactionTopicConfigs``): ``__consumer_offsets`` and
+``__transaction_state``.  The internal topics (``org.apache.kafka.common.internals.Topic``,
+``INTERNAL_TOPICS``) refuse DeleteRecords, and ``__cluster_metadata`` is no log the log
+manager owns at all: retention, compaction and DeleteRecords leave it alone
+(``KafkaMetadataLog`` deletes its segments below its snapshots itself).
+
+Pure: configs in, configs out.  Thread-safe once built.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+
+from segstore.errors import ConfigError
+
+from .kraft import BROKER_RESOURCE, METADATA_TOPIC, MetadataImage
+from .partition import KafkaConfig
+
+#: Topics the broker always compacts.
+COMPACTED_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+#: ``Topic.INTERNAL_TOPICS`` (Kafka 4.0 adds ``__share_group_state``): DeleteRecords refuses them.
+INTERNAL_TOPICS = COMPACTED_INTERNAL_TOPICS | {"__share_group_state"}
+COMPACT = "compact"
+METADATA_LOG_SOURCE = "the metadata log"
+_HOURS, _MINUTES = 3_600_000, 60_000
+#: Topic config -> the broker configs that give its default, first set wins, with the factor to ms
+#: (server-common ``ServerTopicConfigSynonyms.ALL_TOPIC_CONFIG_SYNONYMS``, for the names segstore uses).
+BROKER_SYNONYMS: dict[str, tuple[tuple[str, int], ...]] = {
+    "segment.bytes": (("log.segment.bytes", 1),),
+    "segment.ms": (("log.roll.ms", 1), ("log.roll.hours", _HOURS)),
+    "segment.index.bytes": (("log.index.size.max.bytes", 1),),
+    "retention.bytes": (("log.retention.bytes", 1),),
+    "retention.ms": (("log.retention.ms", 1), ("log.retention.minutes", _MINUTES),
+                     ("log.retention.hours", _HOURS)),
+    "max.message.bytes": (("message.max.bytes", 1),),
+    "index.interval.bytes": (("log.index.interval.bytes", 1),),
+    "delete.retention.ms": (("log.cleaner.delete.retention.ms", 1),),
+    "min.compaction.lag.ms": (("log.cleaner.min.compaction.lag.ms", 1),),
+    "cleanup.policy": (("log.cleanup.policy", 1),),
+    "compression.type": (("compression.type", 1),),
+    "message.timestamp.type": (("log.message.timestamp.type", 1),),
+}
+
+
+def field_name(name: str) -> str:
+    """A config name as :class:`KafkaConfig` spells it (``segment.bytes`` -> ``segment_bytes``)."""
+    return name.strip().replace(".", "_")
+
+
+def dotted(name: str) -> str:
+    return name.replace("_", ".")
+
+
+KNOWN = frozenset(f.name for f in dataclasses.fields(KafkaConfig))
+
+
+def is_log_managed(topic: str) -> bool:
+    """Whether the broker's log manager owns the topic's logs (every topic but the KRaft metadata log)."""
+    return topic != METADATA_TOPIC
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfig:
+    """The config a topic's partitions use, and where its values came from."""
+
+    config: KafkaConfig
+    #: config name (dotted) -> value: what the files set and segstore applied
+    from_files: dict[str, str] = field(default_factory=dict)
+    #: config name -> (what the files say, what the command line says): the command line won
+    overridden: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: what was not applied, and why
+    notes: tuple[str, ...] = ()
+    #: the files describe the topic (the metadata log holds it, or the broker always compacts it): its
+    #: ``cleanup.policy`` is known, set or the default
+    described: bool = False
+
+
+class TopicConfigs:
+    """Per topic: the command line's config over the files' (see the module docstring).
+
+    :param base: the config parsed from the command line (defaults elsewhere).
+    :param explicit: the names the command line gave (either spelling).
+    :param image: the metadata image, None without a metadata log.
+    :param node_id: this node's id (``meta.properties``): its own dynamic broker configs apply.
+    """
+
+    def __init__(self, base: KafkaConfig, explicit: Collection[str] = (),
+                 image: MetadataImage | None = None, node_id: int | None = None) -> None:
+        self.base = base
+        self.node_id = node_id
+        self.explicit = frozenset(field_name(n) for n in explicit)
+        self.image = image
+        self._cache: dict[str, TopicConfig] = {}
+
+    def config_for(self, topic: str) -> KafkaConfig:
+        return self.for_topic(topic).config
+
+    def for_topic(self, topic: str) -> TopicConfig:
+        found = self._cache.get(topic)
+        if found is None:
+            found = self._cache[topic] = self._build(topic)
+        return found
+
+    def _build(self, topic: str) -> TopicConfig:
+        described = topic in COMPACTED_INTERNAL_TOPICS
+        files: dict[str, str] = {}
+        if self.image is not None and self.image.topic(topic) is not None:
+            files = {**self._broker_defaults(), **self.image.topic_configs(topic)}
+            described = True
+        if topic in COMPACTED_INTERNAL_TOPICS and COMPACT not in files.get("cleanup.policy", "").split(","):
+            files["cleanup.policy"] = COMPACT
+        values: dict[str, object] = {}
+        applied: dict[str, str] = {}
+        overridden: dict[str, tuple[str, str]] = {}
+        notes: list[str] = []
+        for name, value in sorted(files.items()):
+            attr = field_name(name)
+            if attr not in KNOWN:
+                continue
+            if attr in self.explicit:
+                given = str(getattr(self.base, attr))
+                if attr == "cleanup_policy" and topic in COMPACTED_INTERNAL_TOPICS and given != COMPACT:
+                    notes.append(f"{topic} is always compacted: --config cleanup.policy={given} "
+                                 "does not apply")
+                else:
+                    overridden[name] = (value, given)
+                    continue
+            try:
+                parsed = KafkaConfig.from_mapping({name: value})
+            except ConfigError as err:
+                notes.append(f"{topic}: {name}={value} from {METADATA_LOG_SOURCE} not applied "
+                             f"({err.message})")
+                continue
+            values[attr] = getattr(parsed, attr)
+            applied[name] = value
+        config = dataclasses.replace(self.base, **values)  # type: ignore[arg-type]  # names checked above
+        try:
+            config._validate()
+        except ConfigError as err:
+            return TopicConfig(self.base, {}, {}, (*notes, f"{topic}: the configs of {METADATA_LOG_SOURCE} "
+                                                          f"not applied ({err.message})"), described)
+        return TopicConfig(config, applied, overridden, tuple(notes), described)
+
+    def _broker_defaults(self) -> dict[str, str]:
+        """The topic configs the metadata log's dynamic broker configs give every topic: this node's
+        (``ConfigRecord`` of the broker resource named by its id) over the cluster default's (the
+        broker resource named ""), each by its first synonym that is set (``ServerTopicConfigSynonyms``)."""
+        if self.image is None:
+            return {}
+        layers = [self.image.configs.get((BROKER_RESOURCE, "")) or {}]
+        if self.node_id is not None:
+            layers.append(self.image.configs.get((BROKER_RESOURCE, str(self.node_id))) or {})
+        out: dict[str, str] = {}
+        for layer in layers:
+            for name, synonyms in BROKER_SYNONYMS.items():
+                for synonym, factor in synonyms:
+                    value = layer.get(synonym)
+                    if value is not None:
+                        out[name] = (value if factor == 1 or not value.lstrip("-").isdigit()
+                                     else str(int(value) * factor))
+                        break
+        return out
+
+    def notes(self, topics: Collection[str]) -> list[str]:
+        """One line per config of these topics that the command line overrode or that was not applied."""
+        lines = []
+        for topic in sorted(topics):
+            found = self.for_topic(topic)
+            for name, (value, given) in found.overridden.items():
+                source = METADATA_LOG_SOURCE if topic not in COMPACTED_INTERNAL_TOPICS else "the topic"
+                lines.append(f"{topic}: --config {name}={given} overrides {name}={value} of {source}")
+            lines.extend(found.notes)
+        return lines
+
+    def topic_ids(self) -> Mapping[str, str]:
+        """Topic name -> id, as the metadata log says (empty without one)."""
+        if self.image is None:
+            return {}
+        return {name: t.topic_id for name, t in self.image.topics.items()}

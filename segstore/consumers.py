@@ -1,0 +1,95 @@
+"""Consumer groups' committed offsets: one record type for every format (``Store.consumer_groups``).
+
+A :class:`ConsumerOffset` is one row of ``kafka-consumer-groups --describe``: a group, a
+topic partition (RocketMQ: a queue) it consumes, the offset it committed there, the
+log end offset and the lag between them, the member it is assigned to, and the group's
+state.  Each format fills what its files keep (a RocketMQ store keeps no members or
+states: ``None``); ``extras`` carries the format's own fields (Kafka: the commit's
+metadata and timestamps, the group's protocol and generation).
+
+:func:`to_arrow` gives the rows as an Arrow table of :data:`CONSUMER_SCHEMA` (what the
+Spark source ``segstore_consumers`` reads).  Pure and thread-safe.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+#: The columns, in ``kafka-consumer-groups --describe``'s order, then the group's state.
+COLUMNS = ("group", "topic", "partition", "committed_offset", "log_end_offset", "lag", "consumer_id", "host",
+           "client_id", "state")
+
+CONSUMER_SCHEMA = pa.schema([
+    pa.field("group", pa.string(), nullable=False),
+    pa.field("topic", pa.string()),
+    pa.field("partition", pa.int32()),
+    pa.field("committed_offset", pa.int64()),
+    pa.field("log_end_offset", pa.int64()),
+    pa.field("lag", pa.int64()),
+    pa.field("consumer_id", pa.string()),
+    pa.field("host", pa.string()),
+    pa.field("client_id", pa.string()),
+    pa.field("state", pa.string()),
+    pa.field("extras", pa.string()),      # the format's own fields, as one JSON object
+])
+
+
+def lag(committed: int | None, log_end: int | None) -> int | None:
+    """``ConsumerGroupCommand.getLag``: the log end minus the committed offset when both are known (a
+    committed offset of -1 is none)."""
+    if committed is None or committed == -1 or log_end is None:
+        return None
+    return log_end - committed
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerOffset:
+    """One partition (RocketMQ queue) of one consumer group; see the module docstring.
+
+    ``topic`` and ``partition`` are None on the one row of a group that has neither a
+    committed offset nor an assigned partition (so that every live group is listed).
+    """
+
+    group: str
+    topic: str | None
+    partition: int | None
+    committed_offset: int | None
+    log_end_offset: int | None
+    lag: int | None
+    consumer_id: str | None = None
+    host: str | None = None
+    client_id: str | None = None
+    state: str | None = None
+    extras: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The row as a JSON object: the columns, then ``extras``."""
+        return {**{name: getattr(self, name) for name in COLUMNS}, "extras": dict(self.extras)}
+
+
+@dataclass(slots=True)
+class ConsumerGroups:
+    """What ``Store.consumer_groups`` answers: the rows, and what the reader could not apply."""
+
+    rows: list[ConsumerOffset] = field(default_factory=list)
+    #: one line each: records of types or versions not read (named and counted), open transactions...
+    notes: list[str] = field(default_factory=list)
+    #: the time offset expiry was judged at (ms), where the format expires offsets
+    as_of_ms: int | None = None
+
+    def groups(self) -> list[str]:
+        """The groups listed, sorted."""
+        return sorted({row.group for row in self.rows})
+
+
+def to_arrow(rows: Iterable[ConsumerOffset]) -> pa.Table:
+    """The rows as a table of :data:`CONSUMER_SCHEMA` (``extras`` as JSON text)."""
+    rows = list(rows)
+    columns: dict[str, list[Any]] = {name: [getattr(row, name) for row in rows] for name in COLUMNS}
+    columns["extras"] = [json.dumps(dict(row.extras), sort_keys=True) for row in rows]
+    return pa.Table.from_pydict(columns, schema=CONSUMER_SCHEMA)

@@ -1,0 +1,226 @@
+"""Test support: an encoder for Kafka's generated-message encoding, and writers of internal-topic logs.
+
+The encoder is written here, independently of :mod:`segstore_kafka.schema` (the reader), from the same
+rules (``clients/.../common/protocol/Writable``, ``ByteBufferAccessor``, ``MessageUtil``; the generated
+``write`` methods of ``MessageGenerator``): non-flexible versions write int16/int32 lengths, flexible
+versions unsigned-varint ``length + 1`` and, after the fields of the message and of every nested struct,
+the tagged fields in tag order (count, then tag, size, bytes each), a field written there only where it
+differs from its default.  Fields are given in the reader's JSON form (names with a lower-case first
+letter, uuids as ``Uuid.toString`` text, bytes as base64).
+
+The writers build what a broker leaves: ``__cluster_metadata-0`` batches of metadata records
+(``MetadataRecordSerde``: frame version 1, apiKey, version, the record; no key), KRaft snapshot files,
+and ``__consumer_offsets`` / ``__transaction_state`` records (int16 version + struct, key and value).
+"""
+
+from __future__ import annotations
+
+import base64
+import struct
+from collections.abc import Iterable
+from typing import Any
+
+from segstore_kafka import batch as codec
+from segstore_kafka import internal_topics as it
+from segstore_kafka import schema
+from segstore_kafka.varint import encode_unsigned_varint as uvarint
+
+_FIXED = {"int8": ">b", "int16": ">h", "uint16": ">H", "int32": ">i", "int64": ">q", "float64": ">d"}
+
+
+def _uuid(text: str) -> bytes:
+    raw = base64.urlsafe_b64decode(text + "==")
+    assert len(raw) == 16
+    return raw
+
+
+def _length(n: int, flexible: bool, wide: bool) -> bytes:
+    if flexible:
+        return uvarint(n + 1)
+    return struct.pack(">i" if wide else ">h", n)
+
+
+def _scalar(kind: str, value: Any, flexible: bool) -> bytes:
+    if kind in _FIXED:
+        return struct.pack(_FIXED[kind], value)
+    if kind == "bool":
+        return b"\x01" if value else b"\x00"
+    if kind == "uuid":
+        return _uuid(value)
+    if kind == "string":
+        if value is None:
+            return _length(-1, flexible, False)
+        raw = value.encode("utf-8")
+        return _length(len(raw), flexible, False) + raw
+    if kind in ("bytes", "records"):
+        if value is None:
+            return _length(-1, flexible, True)
+        raw = base64.b64decode(value)
+        return _length(len(raw), flexible, True) + raw
+    raise ValueError(kind)
+
+
+def _value(f: schema.Field, value: Any, version: int, flexible: bool) -> bytes:
+    if f.type.startswith("[]"):
+        if value is None:
+            return _length(-1, flexible, True)
+        out = [_length(len(value), flexible, True)]
+        for item in value:
+            out.append(_struct(f.fields, item, version, flexible) if f.fields
+                       else _scalar(f.type[2:], item, flexible))
+        return b"".join(out)
+    return _scalar(f.type, value, flexible)
+
+
+def _in(version: int, text: str) -> bool:
+    low, high = schema.versions(text)
+    return low <= version <= high
+
+
+def _struct(fields: Iterable[schema.Field], data: dict[str, Any], version: int, flexible: bool) -> bytes:
+    body: list[bytes] = []
+    tagged: list[tuple[int, bytes]] = []
+    for f in fields:
+        if not _in(version, f.versions):
+            continue
+        value = data[f.json_name]
+        if f.tag is not None and _in(version, f.tagged):
+            if value != f.default:          # a tagged field is written only when not its default
+                tagged.append((f.tag, _value(f, value, version, flexible)))
+            continue
+        if f.tag is not None and not flexible:
+            continue
+        body.append(_value(f, value, version, flexible))
+    if flexible:
+        body.append(uvarint(len(tagged)))
+        for tag, raw in sorted(tagged):
+            body.append(uvarint(tag) + uvarint(len(raw)) + raw)
+    return b"".join(body)
+
+
+def encode(s: schema.Schema, data: dict[str, Any], version: int) -> bytes:
+    """The bytes of one ``s`` message of ``version`` holding ``data`` (the reader's JSON form)."""
+    return _struct(s.fields, data, version, s.is_flexible(version))
+
+
+# -- __cluster_metadata -------------------------------------------------------------------------
+
+#: Each decoded metadata record type and the Kafka 3.8.0 schema file it follows.
+METADATA_SCHEMA_FILES = {
+    s.name: f"metadata/src/main/resources/common/metadata/{s.name}.json" for s in it.METADATA_RECORDS.values()
+}
+BEGIN_TRANSACTION, END_TRANSACTION, ABORT_TRANSACTION = 23, 24, 25
+
+
+def metadata_value(name: str, data: dict[str, Any], version: int = 0) -> bytes:
+    """A metadata record value (``MetadataRecordSerde``): frame version 1, apiKey, version, the record."""
+    s = next(s for s in it.METADATA_RECORDS.values() if s.name == name)
+    assert s.api_key is not None
+    frame = uvarint(it.METADATA_FRAME_VERSION) + uvarint(s.api_key) + uvarint(version)
+    return frame + encode(s, data, version)
+
+
+def marker_value(api_key: int) -> bytes:
+    """A Begin/End/AbortTransactionRecord (KIP-868) with no fields set: frame, apiKey, version 0, no tags."""
+    return uvarint(it.METADATA_FRAME_VERSION) + uvarint(api_key) + uvarint(0) + uvarint(0)
+
+
+def topic(name: str, topic_id: str) -> bytes:
+    return metadata_value("TopicRecord", {"name": name, "topicId": topic_id})
+
+
+def partition(topic_id: str, partition_id: int, replicas: list[int], leader: int | None = None) -> bytes:
+    return metadata_value("PartitionRecord", {
+        "partitionId": partition_id, "topicId": topic_id, "replicas": replicas, "isr": replicas,
+        "removingReplicas": [], "addingReplicas": [], "leader": replicas[0] if leader is None else leader,
+        "leaderRecoveryState": 0, "leaderEpoch": 0, "partitionEpoch": 0})
+
+
+def config(resource: str, name: str, value: str | None, resource_type: int = 2) -> bytes:
+    return metadata_value("ConfigRecord", {"resourceType": resource_type, "resourceName": resource,
+                                           "name": name, "value": value})
+
+
+def feature(name: str, level: int) -> bytes:
+    return metadata_value("FeatureLevelRecord", {"name": name, "featureLevel": level})
+
+
+def remove_topic(topic_id: str) -> bytes:
+    return metadata_value("RemoveTopicRecord", {"topicId": topic_id})
+
+
+def no_op() -> bytes:
+    return metadata_value("NoOpRecord", {})
+
+
+def snapshot_bytes(values: list[bytes], *, timestamp: int = 1_700_000_000_000) -> bytes:
+    """A KRaft snapshot file's batches: the records at offsets 0.. in one batch (the header and footer
+    control records a real snapshot carries are control batches the replay skips; one is written first)."""
+    header = codec.encode_batch([(b"\x00\x00\x00\x04", b"\x00\x00\x00\x00" + b"\x00" * 8, timestamp, [])],
+                                base_offset=0, is_control=True)
+    return header + codec.encode_batch([(None, v, timestamp, []) for v in values], base_offset=1)
+
+
+# -- __consumer_offsets / __transaction_state ---------------------------------------------------
+
+def versioned(s: schema.Schema, version: int, data: dict[str, Any]) -> bytes:
+    """An int16 version, then the struct (a coordinator record's key or value)."""
+    return struct.pack(">h", version) + encode(s, data, version)
+
+
+def offset_commit(group: str, topic: str, partition: int, offset: int | None, *, commit_ms: int = 0,
+                  expire_ms: int | None = None, metadata: str = "", leader_epoch: int = -1,
+                  value_version: int = 3) -> tuple[bytes, bytes | None]:
+    """``OffsetCommitKey`` v1 and ``OffsetCommitValue`` (v1 with an expire timestamp; None: a tombstone)."""
+    key = versioned(it.OFFSET_COMMIT_KEY, 1, {"group": group, "topic": topic, "partition": partition})
+    if offset is None:
+        return key, None
+    if expire_ms is not None:
+        value_version = 1
+    data = {"offset": offset, "leaderEpoch": leader_epoch, "metadata": metadata, "commitTimestamp": commit_ms,
+            "expireTimestamp": -1 if expire_ms is None else expire_ms}
+    return key, versioned(it.OFFSET_COMMIT_VALUE, value_version, data)
+
+
+def subscription(topics: list[str]) -> str:
+    data = {"topics": topics, "userData": None, "ownedPartitions": [], "generationId": -1, "rackId": None}
+    return base64.b64encode(versioned(it.SUBSCRIPTION, 1, data)).decode()
+
+
+def assignment(parts: dict[str, list[int]]) -> str:
+    data = {"assignedPartitions": [{"topic": t, "partitions": p} for t, p in parts.items()], "userData": None}
+    return base64.b64encode(versioned(it.ASSIGNMENT, 1, data)).decode()
+
+
+def group_metadata(group: str, *, generation: int = 1, protocol: str | None = "range",
+                   members: list[dict[str, Any]] | None = None, state_ms: int = -1,
+                   protocol_type: str = "consumer", tombstone: bool = False) -> tuple[bytes, bytes | None]:
+    """``GroupMetadataKey`` and ``GroupMetadataValue`` v3 (None: a tombstone).  ``members``: dicts with
+    ``memberId``, ``clientId``, ``clientHost``, ``topics`` (subscribed) and ``assigned``
+    (topic -> partitions)."""
+    key = versioned(it.GROUP_METADATA_KEY, 2, {"group": group})
+    if tombstone:
+        return key, None
+    rows = []
+    for m in members or []:
+        rows.append({"memberId": m["memberId"], "groupInstanceId": None, "clientId": m["clientId"],
+                     "clientHost": m["clientHost"], "rebalanceTimeout": 300000, "sessionTimeout": 45000,
+                     "subscription": subscription(m["topics"]), "assignment": assignment(m["assigned"])})
+    leader = rows[0]["memberId"] if rows else None
+    data = {"protocolType": protocol_type, "generation": generation, "protocol": protocol if rows else None,
+            "leader": leader, "currentStateTimestamp": state_ms, "members": rows}
+    return key, versioned(it.GROUP_METADATA_VALUE, 3, data)
+
+
+def transaction(txn_id: str, *, producer_id: int, epoch: int = 0, state: str = "Ongoing",
+                partitions: dict[str, list[int]] | None = None, timeout_ms: int = 60000, start_ms: int = 0,
+                update_ms: int = 0, tombstone: bool = False) -> tuple[bytes, bytes | None]:
+    """``TransactionLogKey`` v0 and ``TransactionLogValue`` v0 (None: a tombstone)."""
+    key = versioned(it.TRANSACTION_LOG_KEY, 0, {"transactionalId": txn_id})
+    if tombstone:
+        return key, None
+    data = {"producerId": producer_id, "producerEpoch": epoch, "transactionTimeoutMs": timeout_ms,
+            "transactionStatus": it.TRANSACTION_STATES.index(state),
+            "transactionPartitions": [{"topic": t, "partitionIds": p} for t, p in (partitions or {}).items()],
+            "transactionLastUpdateTimestampMs": update_ms, "transactionStartTimestampMs": start_ms}
+    return key, versioned(it.TRANSACTION_LOG_VALUE, 0, data)

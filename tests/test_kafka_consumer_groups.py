@@ -1,0 +1,319 @@
+"""Consumer groups offline: ``segstore consumers`` on a Kafka log dir gives what ``kafka-consumer-groups
+--describe`` would give once the group coordinator has loaded ``__consumer_offsets``.
+
+The expected values are derived by hand from Kafka's rules (apache/kafka 3.8.0):
+- core/src/main/scala/kafka/coordinator/group/GroupMetadataManager.scala ``doLoadGroupsAndOffsets``: the
+  log read from its start; per key the latest record wins and a tombstone deletes it; offset commits in
+  transactional batches wait for their producer's COMMIT marker, which applies each unless the key holds a
+  commit of a later batch (``CommitRecordMetadataAndOffset.olderThan``), and are dropped by ABORT;
+  ``readGroupMessageValue``: a group with members loads Stable, without Empty; groups with offsets only
+  load Empty without a protocol type;
+- core/.../coordinator/group/GroupMetadata.scala ``removeExpiredOffsets``: an Empty group's offsets expire
+  ``offsets.retention.minutes`` after it became Empty (``currentStateTimestamp``), a Stable consumer
+  group's only for topics no member subscribes to, a simple group's after the commit, and a v1 commit's
+  own ``expireTimestamp`` wins; ``cleanupGroupMetadata``: an Empty group without offsets is Dead;
+- group-coordinator/.../consumer/ConsumerGroup.java ``maybeUpdateGroupState`` and
+  ConsumerGroupMember.java ``isReconciledTo`` (KIP-848 groups);
+- tools/.../consumer/group/ConsumerGroupCommand.java ``collectGroupsOffsets``, ``printOffsets``,
+  ``getLag``: members with partitions, most partitions first, partitions by number, then the committed
+  partitions no member holds with ``-`` member columns; LAG = LOG-END-OFFSET - CURRENT-OFFSET.
+The records are written from the group-coordinator message schemas (OffsetCommitKey/Value.json,
+GroupMetadataKey/Value.json, ConsumerGroup*Key/Value.json) by ``kafka_messages``.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+from conftest import FIXTURES, copy_writable
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kafka_messages import group_metadata, offset_commit, versioned
+from segstore_kafka import internal_topics as it
+
+import segstore
+from segstore.cli import main
+from segstore.records import Message
+
+DAY = 24 * 3600 * 1000
+T0 = 1_700_000_000_000
+NOW = T0 + 10 * DAY
+ORDERS_ID = "AAAAAAAAAAAAAAAAAAAAEQ"
+OFFSETS = "__consumer_offsets"
+
+
+def _records(store, pairs, *, timestamp: int = T0, partition: int = 0) -> None:
+    """One batch of ``__consumer_offsets`` records (key, value) in one partition."""
+    store.append_batch([Message(OFFSETS, value, key=key, partition=partition, timestamp=timestamp)
+                        for key, value in pairs])
+
+
+def _kip848(record_type: int, key: dict, value: dict | None) -> tuple[bytes, bytes | None]:
+    key_schema, value_schema = it.CONSUMER_GROUP_RECORDS[record_type]
+    encoded = None if value is None else versioned(value_schema, 0, value)
+    return versioned(key_schema, record_type, key), encoded
+
+
+def build(log_dir: Path) -> None:
+    """The log dir the tests read: ``orders`` (partitions of 10 and 7 records), ``payments`` (4), and the
+    group commits the module docstring's rules turn into the expected rows below."""
+    with segstore.open(log_dir, format="kafka", mode="a", **{"segment.bytes": 700}) as store:
+        store.append_batch([Message("orders", b"o", partition=0, timestamp=T0) for _ in range(10)])
+        store.append_batch([Message("orders", b"o", partition=1, timestamp=T0) for _ in range(7)])
+        store.append_batch([Message("payments", b"p", timestamp=T0) for _ in range(4)])
+        members = [
+            {"memberId": "m1", "clientId": "c1", "clientHost": "/10.0.0.1", "topics": ["orders"],
+             "assigned": {"orders": [1, 0]}},
+            {"memberId": "m2", "clientId": "c2", "clientHost": "/10.0.0.2", "topics": ["payments"],
+             "assigned": {"payments": [0]}},
+        ]
+        # live: a Stable consumer group; the latest commit wins; an unsubscribed topic's old commit expires
+        _records(store, [group_metadata("live", generation=3, members=members, state_ms=T0),
+                         offset_commit("live", "orders", 0, 3, commit_ms=T0),
+                         offset_commit("live", "old", 0, 4, commit_ms=T0 + 3 * DAY)])
+        _records(store, [offset_commit("live", "orders", 0, 5, commit_ms=T0 + 9 * DAY),
+                         offset_commit("live", "orders", 1, 7, commit_ms=T0 + 9 * DAY),
+                         offset_commit("live", "payments", 0, 2, commit_ms=T0 + DAY)])
+        # gone: deleted (DeleteGroups writes an offset tombstone and a group tombstone)
+        _records(store, [group_metadata("gone", generation=1), offset_commit("gone", "orders", 0, 1)])
+        _records(store, [offset_commit("gone", "orders", 0, None), group_metadata("gone", tombstone=True)])
+        # idle: Empty since T0 + 3 days, so its recent commit expires with it; recent: Empty since T0 + 5 days
+        _records(store, [group_metadata("idle", generation=2, state_ms=T0 + 3 * DAY),
+                         offset_commit("idle", "orders", 0, 2, commit_ms=T0 + 9 * DAY),
+                         group_metadata("recent", generation=4, state_ms=T0 + 5 * DAY),
+                         offset_commit("recent", "orders", 1, 6, commit_ms=T0 + DAY)])
+        # simple: offsets only; legacy: v1 commits whose own expire timestamps decide
+        _records(store, [offset_commit("simple", "payments", 0, 1, commit_ms=T0 + 8 * DAY),
+                         offset_commit("legacy", "orders", 0, 1, commit_ms=T0 + 9 * DAY,
+                                       expire_ms=T0 + 9 * DAY),
+                         offset_commit("legacy2", "orders", 0, 1, commit_ms=T0, expire_ms=T0 + 11 * DAY)])
+        # txn: TxnOffsetCommit batches
+        t7 = store.transaction(7)
+        t7.append_batch([Message(OFFSETS, v, key=k, timestamp=T0 + 9 * DAY) for k, v in (
+            offset_commit("txn", "orders", 0, 9, commit_ms=T0 + 9 * DAY),
+            offset_commit("txn", "payments", 0, 3, commit_ms=T0 + 9 * DAY))])
+        _records(store, [offset_commit("txn", "orders", 0, 8, commit_ms=T0 + 9 * DAY)])  # a later batch
+        t7.commit(timestamp=T0 + 9 * DAY)
+        t8 = store.transaction(8)
+        t8.append_batch([Message(OFFSETS, v, key=k, timestamp=T0) for k, v in (
+            offset_commit("txn", "orders", 1, 4, commit_ms=T0 + 9 * DAY),)])
+        t8.abort(timestamp=T0)
+        t9 = store.transaction(9)       # never ended: pending, not visible
+        t9.append_batch([Message(OFFSETS, v, key=k, timestamp=T0) for k, v in (
+            offset_commit("txn", "orders", 1, 6, commit_ms=T0 + 9 * DAY),)])
+        # kip848: a KIP-848 consumer group, Stable: its member reconciled to the target assignment epoch
+        _records(store, [
+            _kip848(3, {"groupId": "kip848"}, {"epoch": 5}),
+            _kip848(4, {"groupId": "kip848"}, {"topics": [{"topicId": ORDERS_ID, "topicName": "orders",
+                                                           "numPartitions": 2, "partitionMetadata": []}]}),
+            _kip848(5, {"groupId": "kip848", "memberId": "ma"}, {
+                "instanceId": None, "rackId": None, "clientId": "ca", "clientHost": "/10.0.0.9",
+                "subscribedTopicNames": ["orders"], "subscribedTopicRegex": None, "rebalanceTimeoutMs": 1000,
+                "serverAssignor": "uniform"}),
+            _kip848(6, {"groupId": "kip848"}, {"assignmentEpoch": 5}),
+            _kip848(8, {"groupId": "kip848", "memberId": "ma"}, {
+                "memberEpoch": 5, "previousMemberEpoch": 4, "state": 0,
+                "assignedPartitions": [{"topicId": ORDERS_ID, "partitions": [1]}],
+                "partitionsPendingRevocation": []}),
+            offset_commit("kip848", "orders", 1, 6, commit_ms=T0 + 9 * DAY),
+        ])
+        # records this reader cannot read: a newer record type, a newer value version
+        _records(store, [(struct.pack(">hh", 17, 0), b"\x00\x00"),
+                         (offset_commit("future", "orders", 0, 1)[0], struct.pack(">h", 9) + b"\x00" * 8)])
+
+
+def _expected() -> list[list[str]]:
+    """GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID STATE, by group."""
+    return [
+        ["kip848", "orders", "1", "6", "7", "1", "ma", "/10.0.0.9", "ca", "Stable"],
+        ["legacy2", "orders", "0", "1", "10", "9", "-", "-", "-", "Empty"],
+        ["live", "orders", "0", "5", "10", "5", "m1", "/10.0.0.1", "c1", "Stable"],
+        ["live", "orders", "1", "7", "7", "0", "m1", "/10.0.0.1", "c1", "Stable"],
+        ["live", "payments", "0", "2", "4", "2", "m2", "/10.0.0.2", "c2", "Stable"],
+        ["recent", "orders", "1", "6", "7", "1", "-", "-", "-", "Empty"],
+        ["simple", "payments", "0", "1", "4", "3", "-", "-", "-", "Empty"],
+        ["txn", "orders", "0", "8", "10", "2", "-", "-", "-", "Empty"],
+        ["txn", "payments", "0", "3", "4", "1", "-", "-", "-", "Empty"],
+    ]
+
+
+def _run(capsys, *argv) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _table(out: str) -> list[list[str]]:
+    return [line.split() for line in out.splitlines() if line and not line.startswith("GROUP ")]
+
+
+def test_consumers_describe_the_groups_as_the_coordinator_loads_them(tmp_path, capsys):
+    logs = tmp_path / "logs"
+    build(logs)
+    code, out, err = _run(capsys, "consumers", logs, "--now-ms", NOW)
+    assert code == 0, err
+    assert _table(out) == _expected()
+    # the header as kafka-consumer-groups prints it, one table per group
+    assert out.splitlines()[0].split() == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET",
+                                           "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID", "STATE"]
+    # what could not be read is counted and named, and what is still pending said
+    assert "unknown record type 17 records (not read): 1" in err
+    assert "OffsetCommitValue v9 (this reader knows v0-4): 1" in err
+    assert "transactional offset commits still pending (not shown): 1" in err
+    assert "Consumer group 'simple' has no active members." in err
+
+
+def test_json_rows_carry_the_commit_and_group_fields(tmp_path, capsys):
+    logs = tmp_path / "logs"
+    build(logs)
+    code, out, _ = _run(capsys, "consumers", logs, "--now-ms", NOW, "--group", "live", "--json")
+    assert code == 0
+    rows = json.loads(out)
+    fields = ("topic", "partition", "committed_offset", "log_end_offset", "lag", "consumer_id")
+    assert [tuple(r[f] for f in fields) for r in rows] == [
+        ("orders", 0, 5, 10, 5, "m1"), ("orders", 1, 7, 7, 0, "m1"), ("payments", 0, 2, 4, 2, "m2")]
+    assert rows[0]["extras"]["generation"] == 3 and rows[0]["extras"]["protocol"] == "range"
+    assert rows[0]["extras"]["commit_timestamp"] == T0 + 9 * DAY
+    assert _run(capsys, "consumers", logs, "--group", "gone")[0] == 1     # deleted: no such group
+    # the library answers the same
+    with segstore.open(logs) as store:
+        found = store.consumer_groups("live", now_ms=NOW)
+    assert [r.to_dict() for r in found.rows] == rows
+
+
+def test_expiry_follows_the_clock_and_the_retention(tmp_path, capsys):
+    logs = tmp_path / "logs"
+    build(logs)
+    # the files' own time (the newest record, T0 + 9 days): idle's and live's old offsets are 6 days old
+    code, out, _ = _run(capsys, "consumers", logs)
+    assert code == 0 and ["idle", "orders", "0", "2", "10", "8", "-", "-", "-", "Empty"] in _table(out)
+    assert ["live", "old", "0", "4", "-", "-", "-", "-", "-", "Stable"] in _table(out)
+    # a retention of 30 days at NOW keeps them all
+    code, out, _ = _run(capsys, "consumers", logs, "--now-ms", NOW, "--offsets-retention-minutes",
+                        30 * 24 * 60)
+    groups = {row[0] for row in _table(out)}
+    assert groups >= {"idle", "legacy2"} and "legacy" not in groups
+
+
+def test_a_compacted_offsets_topic_describes_the_same(tmp_path, capsys):
+    """The log cleaner keeps each key's latest record (and tombstones until their horizon): a compacted
+    ``__consumer_offsets`` loads to the same groups."""
+    logs = tmp_path / "logs"
+    build(logs)
+    part = logs / f"{OFFSETS}-0"
+    assert len(list(part.glob("*.log"))) > 3
+    before = _run(capsys, "consumers", logs, "--now-ms", NOW, "--json")[1]
+    records = sum(1 for _ in segstore.open(part).scan())
+    code, out, _ = _run(capsys, "compact", part, "--now-ms", NOW, "--json")
+    assert code == 0 and json.loads(out)["records_kept"] < records
+    assert _run(capsys, "verify", part)[0] == 0
+    assert _run(capsys, "consumers", logs, "--now-ms", NOW, "--json")[1] == before
+
+
+def test_the_real_kraft_dirs_groups(capsys):
+    """Three classic groups a Confluent 7.5.1 node committed for: each Empty (its last GroupMetadata has no
+    members), each committed offset as its last OffsetCommit; log end offsets where this node holds the
+    partition (delivery-create-request-0, payment-create-response-0: 0), else unknown."""
+    code, out, err = _run(capsys, "consumers", FIXTURES / "real" / "kraft-confluent-7.5.1")
+    assert code == 0, err
+    assert _table(out) == [
+        ["delivery-group", "delivery-create-request", "0", "0", "0", "0", "-", "-", "-", "Empty"],
+        ["order-group", "delivery-create-response", "0", "0", "-", "-", "-", "-", "-", "Empty"],
+        ["order-group", "payment-create-response", "0", "0", "0", "0", "-", "-", "-", "Empty"],
+        ["order-group", "payment-failed", "0", "0", "-", "-", "-", "-", "-", "Empty"],
+        ["payment-group", "payment-create-request", "0", "1", "-", "-", "-", "-", "-", "Empty"],
+    ]
+
+
+def test_transactions_from_the_transaction_log(tmp_path, capsys):
+    """TransactionStateManager.loadTransactionMetadata: the latest value per transactional id, tombstones
+    delete; an Empty transaction's partitions are not kept (TransactionLog.readTxnRecordValue)."""
+    from kafka_messages import transaction
+
+    logs = tmp_path / "logs"
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        store.append_batch([Message("__transaction_state", v, key=k, timestamp=T0) for k, v in (
+            transaction("app-1", producer_id=1000, state="Ongoing", partitions={"orders": [0, 1]},
+                        start_ms=T0, update_ms=T0),
+            transaction("app-1", producer_id=1000, epoch=1, state="CompleteCommit",
+                        partitions={"orders": [0]}, start_ms=T0, update_ms=T0 + 5),
+            transaction("app-2", producer_id=1001, state="Empty", partitions={"orders": [0]}),
+            transaction("app-3", producer_id=1002, state="Ongoing"),
+            transaction("app-3", producer_id=1002, tombstone=True),
+        )])
+    code, out, _ = _run(capsys, "transactions", logs, "--json")
+    assert code == 0
+    assert json.loads(out) == [
+        {"transactional_id": "app-1", "producer_id": 1000, "producer_epoch": 1, "state": "CompleteCommit",
+         "timeout_ms": 60000, "start_timestamp": T0, "last_update_timestamp": T0 + 5,
+         "partitions": ["orders-0"], "coordinator_partition": 0},
+        {"transactional_id": "app-2", "producer_id": 1001, "producer_epoch": 0, "state": "Empty",
+         "timeout_ms": 60000, "start_timestamp": 0, "last_update_timestamp": 0, "partitions": [],
+         "coordinator_partition": 0},
+    ]
+    code, out, _ = _run(capsys, "transactions", logs)
+    assert out.splitlines()[1].split() == ["app-1", "0", "1000", "1", "CompleteCommit", "60000", str(T0),
+                                           str(T0 + 5), "orders-0"]
+    assert _run(capsys, "transactions", logs, "--transactional-id", "app-3")[0] == 1
+
+
+def test_the_consumers_of_a_copy_are_the_consumers_of_the_original(tmp_path, capsys):
+    """Reading never writes: the real dir's answer does not depend on where it lies."""
+    copy = copy_writable(FIXTURES / "real" / "kraft-confluent-7.5.1", tmp_path / "logs")
+    assert _run(capsys, "consumers", copy, "--json")[1] == \
+        _run(capsys, "consumers", FIXTURES / "real" / "kraft-confluent-7.5.1", "--json")[1]
+
+
+# -- whatever the bytes, a count and a name, never a crash ----------------------------------------------
+
+
+def _batch(rows):
+    import pyarrow as pa
+    from segstore_kafka.coordinator import COLUMNS
+
+    n = len(rows)
+    columns = {"offset": list(range(n)), "key": [k for k, _, _ in rows], "value": [v for _, v, _ in rows],
+               "timestamp": [T0] * n, "baseOffset": list(range(n)), "isControl": [c for _, _, c in rows],
+               "isTransactional": [c for _, _, c in rows], "producerId": [1] * n}
+    return pa.RecordBatch.from_pydict(columns, schema=COLUMNS)
+
+
+_keys = st.one_of(st.binary(max_size=40), st.tuples(st.integers(-2, 20), st.binary(max_size=40)).map(
+    lambda kv: struct.pack(">h", kv[0]) + kv[1]), st.none())
+
+
+#: Whole records of each kind, which the draws below cut short, mix and mark transactional.
+_VALID = [offset_commit("g", "t", 0, 5, commit_ms=T0), offset_commit("g", "t", 0, None),
+          offset_commit("g", "t", 1, 2, expire_ms=T0 + 1),
+          group_metadata("g", members=[{"memberId": "m", "clientId": "c", "clientHost": "h", "topics": ["t"],
+                                        "assigned": {"t": [0]}}]),
+          group_metadata("g", tombstone=True),
+          _kip848(3, {"groupId": "k"}, {"epoch": 2}),
+          _kip848(5, {"groupId": "k", "memberId": "m"}, {
+              "instanceId": None, "rackId": None, "clientId": "c", "clientHost": "h",
+              "subscribedTopicNames": ["t"], "subscribedTopicRegex": None, "rebalanceTimeoutMs": 1,
+              "serverAssignor": None}),
+          _kip848(8, {"groupId": "k", "memberId": "m"}, {
+              "memberEpoch": 1, "previousMemberEpoch": 0, "state": 1,
+              "assignedPartitions": [{"topicId": ORDERS_ID, "partitions": [0]}],
+              "partitionsPendingRevocation": []})]
+_records_drawn = st.one_of(
+    st.tuples(_keys, st.one_of(st.none(), st.binary(max_size=60))),
+    st.sampled_from(_VALID),
+    st.tuples(st.sampled_from(_VALID), st.integers(0, 40)).map(
+        lambda rc: (rc[0][0], None if rc[0][1] is None else rc[0][1][:rc[1]])))
+
+
+@settings(max_examples=200)
+@given(rows=st.lists(st.tuples(_records_drawn, st.booleans()).map(lambda r: (*r[0], r[1])), max_size=12))
+def test_any_records_load_or_are_named(rows):
+    from segstore_kafka import groups
+    from segstore_kafka.coordinator import CoordinatorLog
+
+    log = CoordinatorLog(groups.is_offset_commit)
+    log.add(_batch(rows))
+    found = groups.consumer_groups({0: log}, log_end=lambda topic, partition: None, now_ms=T0)
+    assert all(isinstance(note, str) for note in found.notes)
+    assert all(row.group is not None for row in found.rows)

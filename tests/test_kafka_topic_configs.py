@@ -1,0 +1,258 @@
+"""Each topic's own config from the log directory's files: retention, compaction, DeleteRecords and verify
+use what the KRaft metadata log says of a topic, under what the command line says.
+
+Sources (apache/kafka 3.8.0):
+- core/.../coordinator/group/GroupCoordinator.scala ``offsetsTopicConfigs`` and
+  coordinator/transaction/TransactionStateManager.scala ``transactionTopicConfigs``: both internal
+  topics are created with ``cleanup.policy=compact``;
+- core/.../log/UnifiedLog.scala ``deleteOldSegments``: without ``delete`` in the policy only the
+  log-start pass runs (a compacted topic never loses segments to retention.ms / retention.bytes);
+- core/.../server/ReplicaManager.scala ``deleteRecordsOnLocalLog``: ``Topic.isInternal`` topics answer
+  InvalidTopicException("Cannot delete records of internal topic ...");
+- raft/.../KafkaMetadataLog.scala: the metadata log deletes its own segments below its snapshots; the
+  log manager never runs retention or the cleaner on it;
+- core/.../log/UnifiedLog.scala ``assignTopicId``: a ``partition.metadata`` id other than the
+  metadata's is an InconsistentTopicIdException (the broker does not load the partition).
+The metadata logs are written from the record schemas of metadata/src/main/resources/common/metadata/
+(TopicRecord.json, PartitionRecord.json, ConfigRecord.json) by ``kafka_messages``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+from conftest import FIXTURES, copy_writable
+from kafka_messages import config, partition, topic
+from test_kafka_metadata import write_metadata_log
+
+import segstore
+from segstore.cli import main
+from segstore.records import Message
+
+T0 = 1_700_000_000_000
+ORDERS_ID = "AAAAAAAAAAAAAAAAAAAAEQ"
+TABLE_ID = "AAAAAAAAAAAAAAAAAAAAIg"
+REAL = FIXTURES / "real" / "kraft-confluent-7.5.1"
+
+
+def _fill(log_dir: Path, topics: list[str], *, segments: int = 3) -> None:
+    """Each topic's partition 0 with ``segments`` segments of old records (timestamps T0...)."""
+    with segstore.open(log_dir, format="kafka", mode="a", **{"segment.bytes": 200}) as store:
+        for n in range(segments * 2):
+            store.append_batch([Message(t, b"v" * 60, key=f"k{n}".encode(), timestamp=T0 + n)
+                                for t in topics])
+
+
+def _bases(part: Path) -> list[int]:
+    return sorted(int(p.name[:20]) for p in part.glob("*.log"))
+
+
+def _run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _results(out: str) -> dict[str, dict]:
+    return {f"{r['topic']}-{r['partition']}": r for r in map(json.loads, out.splitlines())}
+
+
+# -- item: retention never deletes a compacted topic's segments ----------------------------------------
+
+def test_retention_never_deletes_segments_of_the_internal_compacted_topics(tmp_path, capsys):
+    logs = tmp_path / "logs"
+    _fill(logs, ["__consumer_offsets", "__transaction_state", "orders"])
+    before = {name: _bases(logs / f"{name}-0") for name in ("__consumer_offsets", "__transaction_state")}
+    assert all(len(b) >= 3 for b in before.values())
+    args = ["retention", str(logs), "--config", "retention.ms=1000", "--now-ms", str(T0 + 10**9), "--json"]
+    code, out, _ = _run(capsys, *args, "--dry-run")
+    assert code == 0
+    planned = _results(out)
+    assert planned["__consumer_offsets-0"]["deleted_segments"] == []
+    assert planned["__transaction_state-0"]["deleted_segments"] == []
+    assert planned["orders-0"]["deleted_segments"]          # a delete-policy topic does lose them
+    code, out, _ = _run(capsys, *args)
+    assert code == 0 and _results(out)["__consumer_offsets-0"]["deleted_segments"] == []
+    assert {name: _bases(logs / f"{name}-0") for name in before} == before
+
+
+def test_a_command_line_cleanup_policy_does_not_make_the_internal_topics_deletable(tmp_path, capsys):
+    logs = tmp_path / "logs"
+    _fill(logs, ["__consumer_offsets"])
+    before = _bases(logs / "__consumer_offsets-0")
+    code, out, err = _run(capsys, "retention", str(logs), "--config", "cleanup.policy=delete",
+                          "--config", "retention.ms=1000", "--now-ms", str(T0 + 10**9), "--json")
+    assert code == 0 and _results(out)["__consumer_offsets-0"]["deleted_segments"] == []
+    assert "__consumer_offsets is always compacted" in err
+    assert _bases(logs / "__consumer_offsets-0") == before
+
+
+def test_delete_records_refuses_an_internal_topic_as_the_broker_does(tmp_path, capsys):
+    logs = tmp_path / "logs"
+    _fill(logs, ["__consumer_offsets", "orders"])
+    before = _bases(logs / "__consumer_offsets-0")
+    code, _, err = _run(capsys, "delete-records", str(logs / "__consumer_offsets-0"), "--before", "2")
+    assert code == 2 and "Cannot delete records of internal topic __consumer_offsets" in err
+    code, _, err = _run(capsys, "delete-records", str(logs), "--topic", "__consumer_offsets", "--before", "2")
+    assert code == 2 and "internal topic" in err
+    # a log-dir-wide run changes the other topics and says why the internal one is left
+    code, out, _ = _run(capsys, "delete-records", str(logs), "--before", "2", "--json")
+    assert code == 0
+    results = _results(out)
+    assert "internal topic" in results["__consumer_offsets-0"]["skipped"]
+    assert results["orders-0"]["log_start_offset"] == 2
+    assert _bases(logs / "__consumer_offsets-0") == before
+    with segstore.open(logs / "__consumer_offsets-0") as store:
+        assert store.offset_range("__consumer_offsets", 0)[0] == 0
+
+
+# -- the metadata log's ConfigRecords ---------------------------------------------------------------
+
+def _kraft_dir(tmp_path: Path) -> Path:
+    """A KRaft log dir: ``table`` compacted and ``orders`` retained for 1 s by the metadata log."""
+    logs = tmp_path / "logs"
+    _fill(logs, ["orders", "table"])
+    write_metadata_log(logs, [
+        topic("orders", ORDERS_ID), partition(ORDERS_ID, 0, [1]), config("orders", "retention.ms", "1000"),
+        topic("table", TABLE_ID), partition(TABLE_ID, 0, [1]), config("table", "cleanup.policy", "compact"),
+    ])
+    for name, topic_id in (("orders", ORDERS_ID), ("table", TABLE_ID)):
+        (logs / f"{name}-0" / "partition.metadata").write_text(f"version: 0\ntopic_id: {topic_id}\n")
+    return logs
+
+
+def test_retention_uses_each_topics_own_config_from_the_metadata_log(tmp_path, capsys):
+    logs = _kraft_dir(tmp_path)
+    code, out, _ = _run(capsys, "retention", str(logs), "--now-ms", str(T0 + 10**9), "--json", "--dry-run")
+    assert code == 0
+    results = _results(out)
+    assert results["orders-0"]["deleted_segments"]                 # retention.ms=1000 from its ConfigRecord
+    assert results["table-0"]["deleted_segments"] == []           # compact, from its ConfigRecord
+    assert "KRaft metadata log" in results["__cluster_metadata-0"]["skipped"]
+    # the command line overrides the file, and says so
+    code, out, err = _run(capsys, "retention", str(logs), "--topic", "orders", "--config", "retention.ms=-1",
+                          "--now-ms", str(T0 + 10**9), "--json", "--dry-run")
+    assert code == 0 and _results(out)["orders-0"]["deleted_segments"] == []
+    assert "orders: --config retention.ms=-1 overrides retention.ms=1000 of the metadata log" in err
+
+
+def test_the_metadata_logs_dynamic_broker_defaults_apply_under_a_topics_own(tmp_path, capsys):
+    """DynamicBrokerConfig: this node's dynamic config over the cluster default's, each topic config by its
+    first synonym set (ServerTopicConfigSynonyms: retention.ms <- log.retention.ms, .minutes, .hours)."""
+    logs = _kraft_dir(tmp_path)
+    _fill(logs, ["plain"])
+    write_metadata_log(logs, [topic("plain", "AAAAAAAAAAAAAAAAAAAAMw"),
+                              config("", "log.retention.hours", "1000", resource_type=4),
+                              config("1", "log.retention.minutes", "1", resource_type=4)])
+    (logs / "meta.properties").write_text("version=1\ncluster.id=abc\nnode.id=1\n")
+    code, out, _ = _run(capsys, "retention", str(logs), "--now-ms", str(T0 + 10**9), "--json", "--dry-run")
+    results = _results(out)
+    assert code == 0 and results["plain-0"]["deleted_segments"]          # node 1: 1 minute
+    assert results["table-0"]["deleted_segments"] == []                 # still compacted
+    (logs / "meta.properties").write_text("version=1\ncluster.id=abc\nnode.id=2\n")
+    code, out, _ = _run(capsys, "retention", str(logs), "--now-ms", str(T0 + 10**9), "--json", "--dry-run")
+    assert code == 0 and _results(out)["plain-0"]["deleted_segments"] == []   # the cluster's 1000 hours
+
+
+def test_compact_leaves_a_delete_policy_topic_and_the_metadata_log_alone(tmp_path, capsys):
+    logs = _kraft_dir(tmp_path)
+    code, out, _ = _run(capsys, "compact", str(logs), "--json", "--dry-run")
+    assert code == 0
+    results = _results(out)
+    assert "cleanup.policy=delete" in results["orders-0"]["skipped"]
+    assert "KRaft metadata log" in results["__cluster_metadata-0"]["skipped"]
+    assert "skipped" not in results["table-0"] and results["table-0"]["first_uncleanable_offset"] > 0
+
+
+def test_info_shows_each_topics_id_and_configs(tmp_path, capsys):
+    logs = _kraft_dir(tmp_path)
+    code, out, _ = _run(capsys, "info", str(logs), "--json")
+    assert code == 0
+    info = json.loads(out)
+    assert info["topics"] == {
+        "orders": {"id": ORDERS_ID, "partitions": 1, "configs": {"retention.ms": "1000"}},
+        "table": {"id": TABLE_ID, "partitions": 1, "configs": {"cleanup.policy": "compact"}}}
+    by_name = {p["topic"]: p for p in info["partitions"]}
+    assert by_name["orders"]["topic_id"] == ORDERS_ID
+
+
+def test_verify_finds_a_partition_metadata_id_the_metadata_log_disagrees_with(tmp_path, capsys):
+    logs = _kraft_dir(tmp_path)
+    assert _run(capsys, "verify", str(logs))[0] == 0
+    (logs / "orders-0" / "partition.metadata").write_text(f"version: 0\ntopic_id: {TABLE_ID}\n")
+    code, out, _ = _run(capsys, "verify", str(logs))
+    assert code == 1
+    assert (f"orders-0/partition.metadata:0: expected topic id {ORDERS_ID} (the metadata log's id of "
+            f"orders), found {TABLE_ID}") in out
+    (logs / "orders-0" / "partition.metadata").write_text("version: 0\ntopic_id: nonsense\n")
+    code, out, _ = _run(capsys, "verify", str(logs))
+    assert code == 1 and "expected a line 'topic_id: ID'" in out
+
+
+# -- the real KRaft log dir ----------------------------------------------------------------------------
+
+def test_the_real_kraft_dirs_info_shows_what_its_metadata_log_says(capsys):
+    code, out, _ = _run(capsys, "info", str(REAL), "--json")
+    assert code == 0
+    info = json.loads(out)
+    cluster = info["cluster"]
+    # meta.properties: cluster.id, node.id; bootstrap and metadata log: metadata.version 11 (3.5-IV2)
+    assert (cluster["cluster_id"], cluster["node_id"]) == ("EpwKlK0lR6qKZW0cGwZz8w", 1)
+    assert (cluster["metadata_version"], cluster["metadata_version_level"]) == ("3.5-IV2", 11)
+    assert cluster["snapshot"] == "00000000000000028869-0000000189.checkpoint"
+    assert cluster["metadata_offset"] == 30637 and cluster["records_not_read"] == 0
+    topics = info["topics"]
+    assert sorted(topics) == ["__consumer_offsets", "delivery-create-request", "delivery-create-response",
+                              "payment-create-request", "payment-create-response", "payment-failed"]
+    assert topics["__consumer_offsets"] == {
+        "id": "crCKTd0wTl6bQClKBtax4Q", "partitions": 50,
+        "configs": {"compression.type": "producer", "cleanup.policy": "compact",
+                    "segment.bytes": "104857600"}}
+    # the ids each partition.metadata holds, which the broker checked against the metadata log
+    for part in info["partitions"]:
+        if part["topic"] != "__cluster_metadata":
+            assert part["topic_id"] == topics[part["topic"]]["id"]
+    assert _run(capsys, "verify", str(REAL))[0] == 0
+
+
+def test_the_real_kraft_dirs_snapshot_and_log_tail_give_the_image_a_full_replay_gives(tmp_path):
+    """The snapshot at 28,869 holds the image the broker built from records 0..28,868; replaying the whole
+    log (still there: its log start is 0) must end in the same topics, partition epochs, configs, brokers."""
+    from segstore_kafka import kraft
+
+    def view(image):
+        return ({n: (t.topic_id, {p: (s.replicas, s.isr, s.leader, s.leader_epoch, s.partition_epoch)
+                                  for p, s in t.partitions.items()}) for n, t in image.topics.items()},
+                image.configs, image.features, {b: (s.epoch, s.fenced) for b, s in image.brokers.items()},
+                image.next_producer_id)
+
+    with_snapshot = kraft.load_image(str(REAL))
+    copy = copy_writable(REAL, tmp_path / "logs")
+    os.remove(copy / "__cluster_metadata-0" / "00000000000000028869-0000000189.checkpoint")
+    full = kraft.load_image(str(copy))
+    assert with_snapshot is not None and full is not None and full.snapshot is None
+    assert view(with_snapshot) == view(full)
+    assert full.counts["NO_OP_RECORD"] == 26698 and full.counts["PARTITION_CHANGE_RECORD"] == 3664
+
+
+def test_retention_on_the_real_kraft_dir_skips_compacted_topics_because_its_files_say_so(tmp_path, capsys):
+    logs = copy_writable(REAL, tmp_path / "logs")
+    # no --config for __consumer_offsets at all: compact comes from the ConfigRecord (and the broker's rule)
+    code, out, _ = _run(capsys, "retention", str(logs), "--config", "retention.ms=1", "--config",
+                        "retention.bytes=0", "--now-ms", str(2 * T0), "--json", "--dry-run")
+    assert code == 0
+    results = _results(out)
+    offsets = [r for name, r in results.items() if name.startswith("__consumer_offsets")]
+    assert len(offsets) == 50 and all(r["deleted_segments"] == [] for r in offsets)
+    assert "skipped" in results["__cluster_metadata-0"]
+    # what the partitions use comes from the metadata log's ConfigRecords of __consumer_offsets
+    with segstore.open(logs) as store:
+        own = store.topic_configs.for_topic("__consumer_offsets")
+        assert own.from_files == {"cleanup.policy": "compact", "compression.type": "producer",
+                                  "segment.bytes": "104857600"}
+        assert store.partition_of("__consumer_offsets", 14).config.segment_bytes == 104857600
+        assert store.partition_of("delivery-create-request", 0).config.cleanup_policy == "delete"
+    shutil.rmtree(logs)

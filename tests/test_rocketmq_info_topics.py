@@ -1,0 +1,45 @@
+"""RocketMQ ``info`` lists the topics of ``config/topics.json`` (queue counts, permission) beside what the
+consume queues hold.
+
+Sources (rocketmq-all-4.9.7): common/.../TopicConfig.java (readQueueNums, writeQueueNums, perm, order,
+topicSysFlag as TopicConfigManager persists them), common/.../constant/PermName.java (``perm2String``:
+R, W, X for the read 4, write 2 and inherit 1 bits).
+"""
+
+from __future__ import annotations
+
+import json
+
+from segstore_rocketmq.topicconfig import perm_text
+
+import segstore
+from segstore.cli import main
+
+
+def test_perm_text_is_perm2string():
+    assert [perm_text(p) for p in (6, 4, 2, 7, 0, 1, 14)] == ["RW-", "R--", "-W-", "RWX", "---", "--X", "RW-"]
+
+
+def test_info_lists_the_topics_json_topics_without_consume_queues(tmp_path, capsys):
+    store = tmp_path / "store"
+    with segstore.open(store, format="rocketmq", mode="a") as s:
+        s.append_batch([{"topic": "T", "queue_id": q, "body": b"x"} for q in (0, 1)])
+    path = store / "config" / "topics.json"
+    document = json.loads(path.read_text())
+    document["topicConfigTable"]["Idle"] = {"order": False, "perm": 4, "readQueueNums": 8,
+                                            "topicFilterType": "SINGLE_TAG", "topicName": "Idle",
+                                            "topicSysFlag": 0, "writeQueueNums": 16}
+    path.write_text(json.dumps(document))
+    assert main(["info", str(store), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["topics"] == ["T"]                      # what the consume queues hold
+    assert info["topic_configs"] == {
+        "Idle": {"read_queue_nums": 8, "write_queue_nums": 16, "perm": "R--", "order": False,
+                 "topic_sys_flag": 0, "queues_stored": 0},
+        "T": {"read_queue_nums": 2, "write_queue_nums": 2, "perm": "RW-", "order": False, "topic_sys_flag": 0,
+              "queues_stored": 2},
+    }
+    assert main(["info", str(store)]) == 0
+    text = capsys.readouterr().out
+    assert "topic_configs:\n  Idle:\n    read_queue_nums: 8\n    write_queue_nums: 16\n    perm: R--\n" \
+        in text

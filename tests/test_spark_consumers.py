@@ -1,0 +1,41 @@
+"""``spark.read.format("segstore_consumers")``: consumer groups as a table, the rows the library gives."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from spark_support import FIXTURES, spark  # noqa: F401
+
+import segstore
+from segstore.errors import ConfigError
+
+pytestmark = pytest.mark.spark
+
+REAL = FIXTURES / "real" / "kraft-confluent-7.5.1"
+
+
+def test_the_options_are_checked_before_spark_reads():
+    pytest.importorskip("pyspark")
+    from segstore.spark.consumers import parse_consumers_options
+
+    parsed = parse_consumers_options({"path": "/x", "group": "g", "nowMs": "5",
+                                      "offsetsRetentionMinutes": "60"})
+    assert (parsed.path, parsed.group, parsed.now_ms, parsed.retention_minutes) == ("/x", "g", 5, 60)
+    with pytest.raises(ConfigError, match="unknown option"):
+        parse_consumers_options({"path": "/x", "subscribe": "t"})
+    with pytest.raises(ConfigError, match="needs a path"):
+        parse_consumers_options({})
+
+
+def test_a_kafka_log_dirs_groups_read_as_a_table(spark):  # noqa: F811
+    with segstore.open(REAL) as store:
+        expected = [row.to_dict() for row in store.consumer_groups().rows]
+    df = spark.read.format("segstore_consumers").load(str(REAL))
+    got = [row.asDict() for row in df.orderBy("group", "topic", "partition").collect()]
+    for row in got:
+        row["extras"] = json.loads(row["extras"])
+    assert got == expected and len(got) == 5
+    lagging = df.where("group = 'order-group' AND log_end_offset IS NOT NULL").select("topic", "lag")
+    lagging = lagging.collect()
+    assert [(r.topic, r.lag) for r in lagging] == [("payment-create-response", 0)]
