@@ -741,11 +741,12 @@ def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
                else {"offsets_retention_ms": args.offsets_retention_minutes * 60_000})
     with _open(args) as store:
         found = store.consumer_groups(args.group, now_ms=args.now_ms, **options)
+        if args.group is not None and not found.rows:
+            groups = store.consumer_groups(None, now_ms=args.now_ms, **options).groups()
+            raise NotFoundError(f"expected consumer group {args.group!r}, found {_listing('group', groups)}",
+                                args.path)
     for note in found.notes:
         sys.stderr.write(f"segstore consumers: {args.path}: {note}\n")
-    if args.group is not None and not found.rows:
-        sys.stderr.write(f"segstore consumers: {args.path}: no consumer group {args.group!r}\n")
-        return EXIT_DATA
     if args.json:
         _json_line([row.to_dict() for row in found.rows], out)
         return EXIT_OK

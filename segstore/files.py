@@ -333,14 +333,21 @@ class MappedFile:
         no more memory than a window, whatever the file size.  ``O(data bytes in the range)``.
         """
         found = None
+        # Looking for the first: windows from a page, doubling, since data usually starts at once
+        # (a remote file then costs one block, not a window of them).  The last: whole windows.
+        window = SCAN_WINDOW if last else PAGE_SIZE
         for lo, hi in self.data_ranges(start, end):
-            for at in range(lo, hi, SCAN_WINDOW):
-                chunk = np.frombuffer(self.pread(at, min(SCAN_WINDOW, hi - at)), np.uint8)
+            at = lo
+            while at < hi:
+                size = min(window, hi - at)
+                chunk = np.frombuffer(self.pread(at, size), np.uint8)
                 hits = np.flatnonzero(chunk)
                 if len(hits):
                     if not last:
                         return at + int(hits[0])
                     found = at + int(hits[-1]) + 1
+                at += size
+                window = min(window * 2, SCAN_WINDOW)
         return found
 
     def write(self, pos: int, data: Any) -> None:

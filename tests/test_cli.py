@@ -479,7 +479,7 @@ def test_consumers_lists_committed_max_and_lag_per_queue(tmp_path, capsys):
         ["g1", "T", "0", "2", "5", "3", "-", "-", "-", "-"],
         ["g1", "T", "1", "-", "5", "-", "-", "-", "-", "-"]]
     code, out, err = run(capsys, "consumers", path, "--group", "nogroup")
-    assert (code, out) == (1, "") and "no consumer group 'nogroup'" in err
+    assert (code, out) == (1, "") and "expected consumer group 'nogroup', found groups g1, g2" in err
     # a Kafka partition of another topic: no __consumer_offsets, no groups, and it says so
     code, out, err = run(capsys, "consumers", KAFKA_PART)
     assert (code, out) == (0, "") and "no __consumer_offsets partition here" in err

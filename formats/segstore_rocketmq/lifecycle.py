@@ -202,6 +202,8 @@ class LifecycleMixin:
         )
         lines = recover(ctx)
         self._left_damaged = ctx.left
+        if ctx.checkpoint_changed:
+            self.checkpoint.flush()      # a time lowered to the data that is left: safe to write now
         return lines
 
     def _flush_durable(self: _Lifecycle) -> None:

@@ -314,6 +314,8 @@ class RecoveryContext:
     #: filled by :func:`recover`: the damaged ranges ``(path, pos, length)`` left in place (valid
     #: messages follow them, so cutting them would lose intact messages)
     left: list[tuple[str, int, int]] = field(default_factory=list)
+    #: set by :func:`recover` when it changed a checkpoint field (the caller writes the file)
+    checkpoint_changed: bool = False
 
 
 # -- walking the commitlog -----------------------------------------------------------
@@ -1068,9 +1070,13 @@ def recover(ctx: RecoveryContext) -> list[str]:
             f"{path}:{pos}: {length} damaged bytes left in place; the messages after them are intact"
         )
     lines.extend(cut_tail(cl, w.end))
-    if ctx.full and newest:
-        # every message walked: a checkpoint time past the newest is damage (see checkpoint.check)
+    if newest:
+        # the walk reaches the data's end, so it saw the newest message kept (the broker stores
+        # under its put lock, store times follow commitlog order): a checkpoint time past it (a
+        # torn tail's, or damage: see checkpoint.check) would make the broker's next abnormal
+        # recovery start too late
         for name in ctx.checkpoint.clamp_times(newest):
+            ctx.checkpoint_changed = True
             lines.append(f"checkpoint: {name} set to the newest message's store time, {newest}")
     if ctx.confirm_offset and w.last >= 0:
         # CommitLog.recoverNormally/recoverAbnormally (rocketmq-all-5.3.0, not in controller mode):

@@ -38,6 +38,7 @@ from segstore.errors import (
     CorruptDataError,
     CorruptIndexError,
     InvalidMessageError,
+    InvalidTopicError,
     MessageTooLargeError,
     NotFoundError,
     OffsetOutOfRangeError,
@@ -57,7 +58,7 @@ from . import retention as retention_rules
 from .checkpoint import FILE_NAME as CHECKPOINT_FILE
 from .checkpoint import FILE_SIZE as CHECKPOINT_SIZE
 from .commitlog import END_FILE_MIN_BLANK_LENGTH, KEPT_ASIDE, CommitLog
-from .config import SCHEDULE_TOPIC, BrokerConfig, validate_topic
+from .config import SCHEDULE_TOPIC, TOPIC_MAX_LENGTH_V2, BrokerConfig, validate_topic
 from .consumequeue import CQ_DTYPE, FILE_NAME_DIGITS, ConsumeQueue, queue_cut_dir
 from .consumequeue_ext import EXT_DIR, ConsumeQueueExt
 from .consumequeue_ext import MAX_ADDR as EXT_MAX_ADDR
@@ -1025,6 +1026,11 @@ class RocketMQStore(LifecycleMixin, Store):
         """Raise what :meth:`read` raises for the consume-queue entry at ``queue_offset``."""
         msg = self.commitlog.read(phys)
         seg = self.commitlog.file_for(phys)
+        try:
+            validate_topic(msg.topic, TOPIC_MAX_LENGTH_V2)
+        except InvalidTopicError as err:     # damage: the broker never stores such a name
+            raise CorruptDataError(f"expected a stored topic the broker accepts, found: {err.message}",
+                                   seg.path, phys - seg.base) from err
         raise CorruptDataError(
             f"expected a {topic}/{partition} message of {size} bytes (queue offset {queue_offset}), "
             f"found a {msg.topic}/{msg.queue_id} message of {msg.size} bytes "
@@ -1180,12 +1186,7 @@ class RocketMQStore(LifecycleMixin, Store):
                 msg = self.commitlog.read(phys)
                 if (msg.size != size or msg.topic != topic or msg.queue_id != partition
                         or (checks_offsets and msg.queue_offset != position + i)):
-                    raise CorruptDataError(
-                        f"expected a {topic}/{partition} message of {size} bytes "
-                        f"(queue offset {position + i}), "
-                        f"found a {msg.topic}/{msg.queue_id} message of {msg.size} bytes "
-                        f"(queue offset {msg.queue_offset})",
-                        self.commitlog.file_for(phys).path, phys % self.commitlog.file_size)
+                    self._wrong_entry(topic, partition, position + i, phys, size)
                 if tag is not None and msg.tags != tag:
                     continue
                 yield msg
