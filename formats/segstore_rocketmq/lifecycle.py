@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -119,7 +119,9 @@ class _Lifecycle(_StoreHost, Protocol):
     recovery_lines: list[str]
     _flusher: FlushService | None
     _left_damaged: list[tuple[str, int, int]]
+    _append_one: Callable[[Any], AppendResult | None] | None
 
+    def _single_appender(self, flusher: FlushService) -> Callable[[Any], AppendResult | None] | None: ...
     def _flushing(self) -> FlushService: ...
     def _recover(self, *, abnormal: bool, full: bool = False) -> list[str]: ...
     def _commitlog_bytes(self) -> int: ...
@@ -146,11 +148,14 @@ class LifecycleMixin:
     recovery_lines: list[str]
     _flusher: FlushService | None
     _left_damaged: list[tuple[str, int, int]]
+    #: the single append in one C call while open for append (None: the general path only)
+    _append_one: Callable[[Any], AppendResult | None] | None
 
     def _init_lifecycle(self) -> None:
         self.checkpoint = None
         self.recovery_lines = []
         self._flusher = None
+        self._append_one = None
         self._left_damaged = []     # damaged ranges the last recovery left in place (see recover)
 
     def _flushing(self: _Lifecycle) -> FlushService:
@@ -185,6 +190,7 @@ class LifecycleMixin:
         if self.index is not None:
             self.index.on_file_full = flusher.index_file_full
         flusher.start()
+        self._append_one = self._single_appender(flusher)
 
     def _recover(self: _Lifecycle, *, abnormal: bool, full: bool = False) -> list[str]:
         if self.checkpoint is None:
@@ -227,6 +233,7 @@ class LifecycleMixin:
             self._flusher.stop()
 
     def _release_lifecycle(self: _Lifecycle) -> None:
+        self._append_one = None
         if self._flusher is not None:
             self._flusher.stop()
             self._flusher = None
@@ -236,7 +243,16 @@ class LifecycleMixin:
 
     # -- appending --------------------------------------------------------------------
     def append(self: _Lifecycle, message: Message | Mapping[str, Any]) -> AppendResult:
-        """Append one message; returns where it landed (:meth:`append_batch` of one)."""
+        """Append one message; returns where it landed (:meth:`append_batch` of one).
+
+        A plain message (:mod:`.fastappend`) in ``ASYNC_FLUSH`` is one C call (``_append_one``);
+        whatever that path does not take goes through :meth:`append_batch`'s.
+        """
+        one = self._append_one
+        if one is not None:
+            result = one(message)
+            if result is not None:
+                return result
         return self._append([message], as_stored=False)[0]
 
     def append_batch(self: _Lifecycle, messages: Iterable[Message | Mapping[str, Any]]) -> list[AppendResult]:

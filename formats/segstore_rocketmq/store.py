@@ -24,7 +24,7 @@ import itertools
 import json
 import os
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, cast
 
 import numpy as np
@@ -62,7 +62,8 @@ from .config import SCHEDULE_TOPIC, TOPIC_MAX_LENGTH_V2, BrokerConfig, validate_
 from .consumequeue import CQ_DTYPE, FILE_NAME_DIGITS, ConsumeQueue, queue_cut_dir
 from .consumequeue_ext import EXT_DIR, ConsumeQueueExt
 from .consumequeue_ext import MAX_ADDR as EXT_MAX_ADDR
-from .fastappend import PlainBatch, encode_batch
+from .fastappend import PlainBatch, encode_batch, single_appender
+from .flush import FlushService
 from .indexfile import IndexRequest, IndexService, geometry_on_disk
 from .javacompat import hashmap_order, string_hash
 from .lifecycle import LifecycleMixin, keys_and_tags
@@ -507,6 +508,10 @@ class RocketMQStore(LifecycleMixin, Store):
         files.make_dirs(self._queue(topic, queue_id).directory)
         if self.topic_configs.ensure(topic, queue_id):
             self._configs_dirty = True
+
+    def _single_appender(self, flusher: FlushService) -> Callable[[Any], AppendResult | None] | None:
+        """The single append in one C call for this store (:func:`.fastappend.single_appender`)."""
+        return single_appender(self, flusher, _now_ms)
 
     @property
     def plain_topic_fields(self) -> Mapping[str, bytes]:
