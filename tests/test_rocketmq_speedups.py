@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import errno
 import os
 import threading
 import time
@@ -364,3 +365,20 @@ def test_single_append_in_c_stamps_the_wall_clock_and_yields_to_a_held_lock(tmp_
         assert store.append({"topic": "A", "body": b"third"}).offset == 3
     with RocketMQStore(str(tmp_path / "sync"), "a", {**SMALL, "flushDiskType": "SYNC_FLUSH"}) as store:
         assert store._append_one is None                        # an append waits for its sync there
+
+
+@needs_c
+def test_single_append_in_c_without_block_reservation(tmp_path, monkeypatch):
+    """On a filesystem without ``posix_fallocate`` (files reserve no blocks) the C path writes through
+    the descriptors, as the general path does, and the same bytes."""
+    def unsupported(fd, offset, length):
+        raise OSError(errno.EOPNOTSUPP, "not supported")
+    monkeypatch.setattr(os, "posix_fallocate", unsupported)
+    items = [m for b in batches(4) for m in b]
+    taken: list = []
+    in_c = append_each(tmp_path / "c", items, in_c=True, taken=taken, config=MEDIUM)
+    assert len(taken) > len(items) // 2
+    monkeypatch.setattr(fastappend, "encode_plain", encode_plain_py)
+    assert in_c == append_each(tmp_path / "py", items, in_c=False, config=MEDIUM)
+    a, b = store_files(tmp_path / "c"), store_files(tmp_path / "py")
+    assert a.keys() == b.keys() and [k for k in a if a[k] != b[k]] == []
