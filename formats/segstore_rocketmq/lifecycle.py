@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from segstore import files, progress
 from segstore.errors import (
@@ -104,6 +106,8 @@ class _StoreHost(Protocol):
     def _append_locked(self, messages: Iterable[Any], *, as_stored: bool = False) -> list[AppendResult]: ...
     def _write_plain(self, batch: PlainBatch) -> list[AppendResult]: ...
     def scan(self) -> Iterator[RocketMQMessage]: ...
+    @property
+    def trailing_separator(self) -> bool: ...
     def read(self, topic: str, partition: int, offset: int = 0,
              count: int | None = None) -> Iterator[RocketMQMessage]: ...
     def offset_range(self, topic: str, partition: int) -> tuple[int, int]: ...
@@ -127,6 +131,8 @@ class _Lifecycle(_StoreHost, Protocol):
     def _commitlog_bytes(self) -> int: ...
     def _check_lost_messages(self, actions: list[str]) -> None: ...
     def _append(self, messages: Iterable[Any], *, as_stored: bool) -> list[AppendResult]: ...
+    def append_placed(self, batch: PlainBatch, last_store_timestamp: int, count: int) -> None: ...
+    def append_stored(self, messages: Iterable[RocketMQMessage]) -> list[AppendResult]: ...
     def _message_or_none(self, physical_offset: int) -> RocketMQMessage | None: ...
     def query_by_key(self, topic: str, key: str, *, max_hits: int = 32, begin: int = 0,
                      end: int = TIME_MAX) -> list[RocketMQMessage]: ...
@@ -273,6 +279,46 @@ class LifecycleMixin:
         Used to restore a converted store byte for byte.
         """
         return self._append(messages, as_stored=True)
+
+    def append_arrow(self: _Lifecycle, batch: pa.RecordBatch | pa.Table) -> int:
+        """Append the rows of a ``pyarrow.RecordBatch`` or ``Table`` of
+        :data:`segstore.columns.ROCKETMQ_SCHEMA` (what :meth:`scan_arrow` yields) as
+        :meth:`append_stored` appends messages; returns the rows appended.  Which columns make a
+        message and which are derived (and not read): :mod:`.appendarrow`.  The common rows are
+        encoded in columns (C), without a Python object each; the placement is the store's.  A scan
+        of one store appended to an empty one of the same geometry and version scans equal to it.
+
+        Rows are written :data:`.appendarrow.CHUNK_ROWS` at a time (memory stays bounded): a chunk
+        that is refused writes nothing, the chunks before it stay written.  In ``SYNC_FLUSH``
+        returns once they are durable.
+
+        :raises InvalidMessageError: not Arrow data of that schema, or a row the format cannot carry.
+        :raises InvalidTopicError: a topic the broker refuses.
+        :raises MessageTooLargeError: a message above ``maxMessageSize``.
+        """
+        from . import appendarrow, arrowwrite  # the columnar writer's modules load on first use
+
+        self._check_writable()
+        appended = 0
+        for chunk in appendarrow.batches(batch):
+            for topic in pc.unique(chunk.column("topic")).to_pylist():
+                validate_topic(topic, self.config.topic_max_length)
+            trailing = self.trailing_separator
+            written = False
+            if appendarrow.available():
+                msgs = appendarrow.columns(chunk, trailing)
+                if msgs is not None:
+                    with self._flushing().lock:     # placed at the end the lock keeps
+                        start = self.commitlog.end
+                        placed = arrowwrite.assign(self, msgs, start)
+                        encoded = None if placed is None else arrowwrite.encode(self, placed, start)
+                        if encoded is not None:
+                            self.append_placed(encoded[0], encoded[1], chunk.num_rows)
+                            written = True
+            if not written:      # the reference: one message object a row (raises the typed errors)
+                self.append_stored(appendarrow.reference_messages(chunk, trailing))
+            appended += chunk.num_rows
+        return appended
 
     def append_placed(self: _Lifecycle, batch: PlainBatch, last_store_timestamp: int, count: int) -> None:
         """Write ``count`` messages the caller encoded and placed at the commitlog's end, with their
