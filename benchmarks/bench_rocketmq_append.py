@@ -9,6 +9,9 @@ rate over the raw rate.  The Java store's figures (ANCHORS.md) are printed
 beside ours.  The single append is measured twice: as stores do it (one C call,
 ``_speedups.Appender``) and through the general path it replaced (the batch
 encoder for a batch of one), the second row's note giving the first's speedup.
+``append_arrow`` appends the ``scan_arrow`` table of a store holding the same
+messages to an empty store (the scan not timed); its baseline writes the same
+bytes in one ``write`` per 64 Ki rows.
 
 Run: ``bash scripts/bench.sh rocketmq_append`` (``BENCH_APPEND_SCALE=0.05`` for a
 quick check at a twentieth of the messages).
@@ -21,6 +24,9 @@ import shutil
 import tempfile
 import time
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 import segstore
 
 from .common import Report, best_of
@@ -28,6 +34,7 @@ from .common import Report, best_of
 JAVA = {  # ANCHORS.md, msg/s, put returns (async flush), consume queue and index caught up
     ("single", 100): 519_000, ("single", 1024): 309_000,
     ("batch32", 100): 685_000, ("batch32", 1024): 245_000,
+    ("append_arrow", 100): 685_000, ("append_arrow", 1024): 245_000,   # vs putMessages(32)
 }
 SCALE = float(os.environ.get("BENCH_APPEND_SCALE", "1"))
 COUNT = {100: max(1000, int(100_000 * SCALE)), 1024: max(1000, int(50_000 * SCALE))}
@@ -57,6 +64,24 @@ def run_store(msgs: list[dict], batch: int, root: str, *, general: bool = False)
     elapsed = time.perf_counter() - t0
     shutil.rmtree(path)
     return elapsed, total
+
+
+def run_arrow(msgs: list[dict], root: str) -> tuple[float, int]:
+    """``append_arrow`` of the scan of a store holding ``msgs`` into an empty store (the scan not timed)."""
+    source = tempfile.mkdtemp(dir=root)
+    with segstore.open(source, format="rocketmq", mode="a") as store:
+        for i in range(0, len(msgs), 1000):
+            store.append_batch(msgs[i:i + 1000])
+    with segstore.open(source, format="rocketmq") as store:
+        table = pa.Table.from_batches(list(store.scan_arrow()))
+    shutil.rmtree(source)
+    path = tempfile.mkdtemp(dir=root)
+    t0 = time.perf_counter()
+    with segstore.open(path, format="rocketmq", mode="a") as store:
+        store.append_arrow(table)
+    elapsed = time.perf_counter() - t0
+    shutil.rmtree(path)
+    return elapsed, int(pc.sum(table.column("size")).as_py())
 
 
 def run_raw(sizes: list[int], batch: int, root: str) -> float:
@@ -108,6 +133,24 @@ def main() -> None:
                     note += f"; the one C call is {single_rate / rate:.1f}x this"
                 report.add(f"{label} append, {body_size} B body", rate, "msg/s",
                            baseline="raw file write", baseline_value=raw_rate, note=note)
+            timings = []
+            total = 0
+
+            def arrow_run(msgs=msgs, timings=timings) -> None:
+                nonlocal total
+                elapsed, total = run_arrow(msgs, root)
+                timings.append(elapsed)
+
+            best_of(arrow_run, repeat=3, warmup=0)
+            rate = len(msgs) / sorted(timings)[len(timings) // 2]
+            avg = total // len(msgs)
+            raw = best_of(lambda msgs=msgs, avg=avg: run_raw([avg] * len(msgs), 1 << 16, root))
+            raw_rate = len(msgs) / raw
+            java = JAVA[("append_arrow", body_size)]
+            report.add(f"append_arrow, {body_size} B body", rate, "msg/s", baseline="raw file write",
+                       baseline_value=raw_rate,
+                       note=f"{rate * avg / 1e6:.0f} MB/s stored; Java putMessages(32) {java:,} msg/s -> "
+                            f"{rate / java:.2f}x")
     finally:
         shutil.rmtree(root, ignore_errors=True)
     report.save()

@@ -36,6 +36,8 @@ TARGETS = [
      "Java putMessages(32) 245k msg/s", True, 1.0),
     ("single append >= 0.5x Java store, 100 B", "rocketmq_append", "single append, 100 B", 519_000,
      "Java putMessage + CQ + index 519k msg/s", True, 0.5),
+    ("RocketMQ append_arrow >= 1.5x Java putMessages(32), 100 B", "rocketmq_append", "append_arrow, 100 B",
+     685_000, "Java putMessages(32) 685k msg/s", True, 1.5),
     ("Kafka decode >= 10x kafka-python (none)", "kafka_codec", "decode + CRC, none", None,
      "kafka-python, same run", True, 10.0),
     ("Kafka decode >= 10x kafka-python (lz4)", "kafka_codec", "decode + CRC, lz4", None,
