@@ -530,12 +530,6 @@ PyInit__speedups(void)
             return NULL;
         }
     }
-    for (int i = 0; i < N_HEADER; i++) {
-        header_str[i] = PyUnicode_InternFromString(HEADER_NAMES[i]);
-        if (header_str[i] == NULL) {
-            return NULL;
-        }
-    }
     if (PyType_Ready(&AppenderType) < 0) {
         return NULL;
     }

@@ -43,34 +43,135 @@ enum {
     S_SIZE, S_NEXT_OFFSETS, S_TOPICS, S_WRITE_QUEUE_NUMS, S_FILES, S_HEADER, S_INDEX_NUM, S_SLOT_NUM, S_DIRTY,
     S_APPENDED_END, S_LAST_STORE_TS, S_CQ_DIRTY_ENTRIES, S_CQ_LAST_TS, S_ACQUIRE, S_RELEASE, S_APPENDED,
     S_WRITE, S_INDEXES, S_TRAILING, S_PLAIN_TOPICS, S_RESERVING,
-    N_STR
+    S_HEADER_FIELDS,    /* then the IndexHeader fields, N_HEADER of them in the order of H_* */
+    N_STR = S_HEADER_FIELDS + N_HEADER
 };
 static const char *const STR_NAMES[N_STR] = {
     "_active", "wrote", "base", "file", "_mm", "reserved", "queues", "log", "segments", "_last", "_count", "_fd",
     "size", "_next_offsets", "topics", "writeQueueNums", "files", "header", "index_num", "slot_num", "_dirty",
     "_appended_end", "_last_store_ts", "_cq_dirty_entries", "_cq_last_ts", "acquire", "release", "appended",
     "write", "indexes", "_trailing_separator", "_plain_topics", "_reserving",
-};
-static PyObject *str_[N_STR];
-/* IndexHeader's fields in the order of H_* */
-static const char *const HEADER_NAMES[N_HEADER] = {
     "begin_timestamp", "end_timestamp", "begin_phy_offset", "end_phy_offset", "hash_slot_count", "index_count",
 };
-static PyObject *header_str[N_HEADER];
+static PyObject *str_[N_STR];
 
 typedef struct {
     PyObject_HEAD
-    PyObject *store, *commitlog, *flusher, *lock, *index, *clock, *topic_configs, *ip;
+    PyObject *store, *commitlog, *flusher, *acquire, *release, *index, *clock, *topic_configs, *ip;
+    /* acquire, release: the flusher's lock's bound methods */
     int32_t port;
     int keys_first;
     long long file_size, limit, writeback;
 } Appender;
 
+/*
+ * Attribute access (through getattr, half of a call's instructions when measured).  What a call reads
+ * and sets lies in __slots__ members (CommitLogFile, MappedFile, IndexHeader), read and set at their
+ * offset in the object, or in instance dicts (the store, its queues, logs and flusher), read and set in
+ * the dict: which one is found once per (name, type), from the type (a member descriptor, as init()
+ * finds AppendResult's; no data descriptor of that name: the instance dict decides, as getattr's
+ * look-up does).  Anything else (a property, a name the dict lacks) goes through getattr.
+ */
+#define IN_DICT (-2)
+#define SLOT_WAYS 2
+typedef struct {
+    PyTypeObject *type;     /* owned; NULL: free */
+    Py_ssize_t offset;      /* -1: not a writable object member of type */
+} SlotAt;
+static SlotAt slot_at[N_STR][SLOT_WAYS];
+
+static Py_ssize_t
+member_offset(PyTypeObject *type, PyObject *name)
+{
+    PyObject *descr = _PyType_Lookup(type, name);     /* borrowed: what getattr finds on the type */
+    if (descr != NULL && Py_TYPE(descr)->tp_descr_set == NULL) {
+        descr = NULL;       /* a method or class attribute: the instance dict comes first */
+    }
+    Py_XINCREF(descr);
+    Py_ssize_t offset = -1;
+    if (descr == NULL) {
+        return type->tp_dictoffset != 0 ? IN_DICT : -1;
+    }
+    if (Py_IS_TYPE(descr, &PyMemberDescr_Type) && ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX &&
+        !(((PyMemberDescrObject *)descr)->d_member->flags & READONLY)) {
+        offset = ((PyMemberDescrObject *)descr)->d_member->offset;
+    }
+    Py_DECREF(descr);
+    return offset;
+}
+
+/* Where o keeps name: its offset, IN_DICT, or -1 (getattr's business). */
+static Py_ssize_t
+slot_of(PyObject *o, int name)
+{
+    PyTypeObject *t = Py_TYPE(o);
+    for (int w = 0; w < SLOT_WAYS; w++) {
+        SlotAt *at = &slot_at[name][w];
+        if (at->type == t) {
+            return at->offset;
+        }
+        if (at->type == NULL) {
+            at->offset = member_offset(t, str_[name]);
+            at->type = (PyTypeObject *)Py_NewRef(t);
+            return at->offset;
+        }
+    }
+    return -1;
+}
+
+/* getattr(o, str_[name]): a new reference, NULL with the exception set. */
+static PyObject *
+get_attr(PyObject *o, int name)
+{
+    Py_ssize_t offset = slot_of(o, name);
+    if (offset >= 0) {
+        PyObject *v = *(PyObject **)((char *)o + offset);
+        if (v != NULL) {
+            return Py_NewRef(v);
+        }
+    } else if (offset == IN_DICT) {
+        PyObject *dict = PyObject_GenericGetDict(o, NULL);
+        if (dict == NULL) {
+            return NULL;
+        }
+        PyObject *v = PyDict_GetItemWithError(dict, str_[name]);
+        Py_DECREF(dict);
+        if (v != NULL) {
+            return Py_NewRef(v);
+        }
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+    }
+    return PyObject_GetAttr(o, str_[name]);   /* an unset member or missing key raises its AttributeError */
+}
+
+/* setattr(o, str_[name], value): 0, or -1 with the exception set.  Steals nothing. */
+static int
+set_attr(PyObject *o, int name, PyObject *value)
+{
+    Py_ssize_t offset = slot_of(o, name);
+    if (offset >= 0) {
+        Py_XSETREF(*(PyObject **)((char *)o + offset), Py_NewRef(value));
+        return 0;
+    }
+    if (offset == IN_DICT) {
+        PyObject *dict = PyObject_GenericGetDict(o, NULL);
+        if (dict == NULL) {
+            return -1;
+        }
+        int rc = PyDict_SetItem(dict, str_[name], value);
+        Py_DECREF(dict);
+        return rc;
+    }
+    return PyObject_SetAttr(o, str_[name], value);
+}
+
 /* getattr(o, str_[name]) as a long long; 0 ok, -1 error, 1 not an int (not plain). */
 static int
 attr_ll(PyObject *o, int name, long long *out)
 {
-    PyObject *v = PyObject_GetAttr(o, str_[name]);
+    PyObject *v = get_attr(o, name);
     if (v == NULL) {
         return -1;
     }
@@ -88,7 +189,7 @@ attr_ll(PyObject *o, int name, long long *out)
 static int
 reserving(PyObject *mapped)
 {
-    PyObject *v = PyObject_GetAttr(mapped, str_[S_RESERVING]);
+    PyObject *v = get_attr(mapped, S_RESERVING);
     if (v == NULL) {
         return -1;
     }
@@ -122,13 +223,13 @@ write_through(PyObject *mapped, int fd, const uint8_t *data, Py_ssize_t n, long 
 }
 
 static int
-set_ll(PyObject *o, PyObject *name, long long value)
+set_ll(PyObject *o, int name, long long value)
 {
     PyObject *v = PyLong_FromLongLong(value);
     if (v == NULL) {
         return -1;
     }
-    int rc = PyObject_SetAttr(o, name, v);
+    int rc = set_attr(o, name, v);
     Py_DECREF(v);
     return rc;
 }
@@ -137,7 +238,7 @@ set_ll(PyObject *o, PyObject *name, long long value)
 static int
 mark_dirty(PyObject *log, PyObject *seg, long long base)
 {
-    PyObject *dirty = PyObject_GetAttr(log, str_[S_DIRTY]);
+    PyObject *dirty = get_attr(log, S_DIRTY);
     PyObject *key = PyLong_FromLongLong(base);
     int rc = dirty == NULL || key == NULL ? -1 : PyDict_SetItem(dirty, key, seg);
     Py_XDECREF(dirty);
@@ -151,7 +252,8 @@ appender_traverse(Appender *self, visitproc visit, void *arg)
     Py_VISIT(self->store);
     Py_VISIT(self->commitlog);
     Py_VISIT(self->flusher);
-    Py_VISIT(self->lock);
+    Py_VISIT(self->acquire);
+    Py_VISIT(self->release);
     Py_VISIT(self->index);
     Py_VISIT(self->clock);
     Py_VISIT(self->topic_configs);
@@ -165,7 +267,8 @@ appender_clear(Appender *self)
     Py_CLEAR(self->store);
     Py_CLEAR(self->commitlog);
     Py_CLEAR(self->flusher);
-    Py_CLEAR(self->lock);
+    Py_CLEAR(self->acquire);
+    Py_CLEAR(self->release);
     Py_CLEAR(self->index);
     Py_CLEAR(self->clock);
     Py_CLEAR(self->topic_configs);
@@ -204,11 +307,19 @@ appender_init(Appender *self, PyObject *args, PyObject *kwds)
     if (lock == NULL) {
         return -1;
     }
+    PyObject *acquire = PyObject_GetAttr(lock, str_[S_ACQUIRE]);
+    PyObject *release = acquire == NULL ? NULL : PyObject_GetAttr(lock, str_[S_RELEASE]);
+    Py_DECREF(lock);
+    if (release == NULL) {
+        Py_XDECREF(acquire);
+        return -1;
+    }
     appender_clear(self);
     self->store = Py_NewRef(store);
     self->commitlog = Py_NewRef(commitlog);
     self->flusher = Py_NewRef(flusher);
-    self->lock = lock;
+    self->acquire = acquire;
+    self->release = release;
     self->index = Py_NewRef(index);
     self->clock = Py_NewRef(clock);
     self->topic_configs = Py_NewRef(topic_configs);
@@ -241,7 +352,7 @@ index_target_clear(IndexTarget *t)
 static int
 index_target(PyObject *index, Py_ssize_t k, int64_t phys, IndexTarget *t)
 {
-    PyObject *files = PyObject_GetAttr(index, str_[S_FILES]);
+    PyObject *files = get_attr(index, S_FILES);
     if (files == NULL) {
         return -1;
     }
@@ -251,13 +362,13 @@ index_target(PyObject *index, Py_ssize_t k, int64_t phys, IndexTarget *t)
     }
     t->file = Py_NewRef(PyList_GET_ITEM(files, PyList_GET_SIZE(files) - 1));
     Py_DECREF(files);
-    t->header = PyObject_GetAttr(t->file, str_[S_HEADER]);
+    t->header = get_attr(t->file, S_HEADER);
     if (t->header == NULL) {
         return -1;
     }
     int rc;
     for (int i = 0; i < N_HEADER; i++) {
-        PyObject *v = PyObject_GetAttr(t->header, header_str[i]);
+        PyObject *v = get_attr(t->header, S_HEADER_FIELDS + i);
         if (v == NULL) {
             return -1;
         }
@@ -275,7 +386,7 @@ index_target(PyObject *index, Py_ssize_t k, int64_t phys, IndexTarget *t)
     if ((rc = attr_ll(t->file, S_INDEX_NUM, &t->index_num)) || (rc = attr_ll(t->file, S_SLOT_NUM, &t->slot_num))) {
         return rc;
     }
-    PyObject *mapped = PyObject_GetAttr(t->file, str_[S_FILE]);
+    PyObject *mapped = get_attr(t->file, S_FILE);
     if (mapped == NULL) {
         return -1;
     }
@@ -285,7 +396,7 @@ index_target(PyObject *index, Py_ssize_t k, int64_t phys, IndexTarget *t)
         rc = attr_ll(mapped, S_SIZE, &size);
     }
     if (rc == 0) {
-        t->mm = PyObject_GetAttr(mapped, str_[S_MM]);
+        t->mm = get_attr(mapped, S_MM);
         rc = t->mm == NULL ? -1 : 0;
     }
     Py_DECREF(mapped);
@@ -307,7 +418,7 @@ index_target(PyObject *index, Py_ssize_t k, int64_t phys, IndexTarget *t)
 static int
 queue_configured(PyObject *topic_configs, PyObject *topic, int32_t queue_id)
 {
-    PyObject *topics = PyObject_GetAttr(topic_configs, str_[S_TOPICS]);
+    PyObject *topics = get_attr(topic_configs, S_TOPICS);
     if (topics == NULL) {
         return -1;
     }
@@ -341,8 +452,8 @@ append_locked(Appender *self, PyObject *item)
     int rc;
 
     /* extra index layouts and the properties style: the general path's */
-    indexes = PyObject_GetAttr(self->store, str_[S_INDEXES]);
-    trailing_obj = indexes == NULL ? NULL : PyObject_GetAttr(self->store, str_[S_TRAILING]);
+    indexes = get_attr(self->store, S_INDEXES);
+    trailing_obj = indexes == NULL ? NULL : get_attr(self->store, S_TRAILING);
     if (trailing_obj == NULL) {
         goto done;
     }
@@ -375,7 +486,7 @@ append_locked(Appender *self, PyObject *item)
     const uint8_t *ip = (const uint8_t *)PyBytes_AS_STRING(self->ip);
     Py_ssize_t header_size = HEADER_V4 + (ip_len == IPV6_LEN ? 2 * (IPV6_LEN - IPV4_LEN) : 0);
     int32_t sys_flag = ip_len == IPV6_LEN ? (SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6) : 0;
-    topic_fields = PyObject_GetAttr(self->store, str_[S_PLAIN_TOPICS]);
+    topic_fields = get_attr(self->store, S_PLAIN_TOPICS);
     if (topic_fields == NULL) {
         goto done;
     }
@@ -395,7 +506,7 @@ append_locked(Appender *self, PyObject *item)
 
     /* the commitlog: room in the active file's reserved blocks, with 8 bytes to spare (no BLANK) */
     long long wrote, base, reserved;
-    seg = PyObject_GetAttr(self->commitlog, str_[S_ACTIVE]);
+    seg = get_attr(self->commitlog, S_ACTIVE);
     if (seg == NULL) {
         goto done;
     }
@@ -406,7 +517,7 @@ append_locked(Appender *self, PyObject *item)
     if ((rc = attr_ll(seg, S_WROTE, &wrote)) || (rc = attr_ll(seg, S_BASE, &base))) {
         goto not_common;
     }
-    mapped = PyObject_GetAttr(seg, str_[S_FILE]);
+    mapped = get_attr(seg, S_FILE);
     if (mapped == NULL) {
         goto done;
     }
@@ -418,7 +529,7 @@ append_locked(Appender *self, PyObject *item)
     if ((rc = attr_ll(mapped, S_RESERVED, &reserved)) || (rc = attr_ll(mapped, S_FD, &cl_fd))) {
         goto not_common;
     }
-    mm = PyObject_GetAttr(mapped, str_[S_MM]);
+    mm = get_attr(mapped, S_MM);
     if (mm == NULL) {
         goto done;
     }
@@ -433,8 +544,8 @@ append_locked(Appender *self, PyObject *item)
 
     /* the queue: made already, its active file with a reserved slot, its topic config holding it */
     long long count, cq_base, cq_reserved, cq_size, fd;
-    queues = PyObject_GetAttr(self->store, str_[S_QUEUES]);
-    next_offsets = queues == NULL ? NULL : PyObject_GetAttr(self->store, str_[S_NEXT_OFFSETS]);
+    queues = get_attr(self->store, S_QUEUES);
+    next_offsets = queues == NULL ? NULL : get_attr(self->store, S_NEXT_OFFSETS);
     key = next_offsets == NULL ? NULL : PyTuple_Pack(2, m.topic, m.queue_id);
     if (key == NULL) {
         goto done;
@@ -450,12 +561,12 @@ append_locked(Appender *self, PyObject *item)
         }
         goto done;
     }
-    log = PyObject_GetAttr(cq, str_[S_LOG]);
-    PyObject *segments = log == NULL ? NULL : PyObject_GetAttr(log, str_[S_SEGMENTS]);
+    log = get_attr(cq, S_LOG);
+    PyObject *segments = log == NULL ? NULL : get_attr(log, S_SEGMENTS);
     if (segments == NULL) {
         goto done;
     }
-    cq_seg = PyObject_GetAttr(segments, str_[S_LAST]);
+    cq_seg = get_attr(segments, S_LAST);
     Py_DECREF(segments);
     if (cq_seg == NULL) {
         goto done;
@@ -467,7 +578,7 @@ append_locked(Appender *self, PyObject *item)
     if ((rc = attr_ll(cq_seg, S_COUNT, &count)) || (rc = attr_ll(cq_seg, S_BASE, &cq_base))) {
         goto not_common;
     }
-    cq_file = PyObject_GetAttr(cq_seg, str_[S_FILE]);
+    cq_file = get_attr(cq_seg, S_FILE);
     if (cq_file == NULL) {
         goto done;
     }
@@ -538,7 +649,7 @@ append_locked(Appender *self, PyObject *item)
     }
     /* CommitLog.written_in_place */
     long long after = wrote + m.size;
-    if (set_ll(seg, str_[S_WROTE], after) < 0) {
+    if (set_ll(seg, S_WROTE, after) < 0) {
         goto done;
     }
     if (wrote / self->writeback != after / self->writeback) {   /* MappedFile.appended: starts writeback */
@@ -548,7 +659,7 @@ append_locked(Appender *self, PyObject *item)
         }
         Py_DECREF(r);
     }
-    cl_log = PyObject_GetAttr(self->commitlog, str_[S_LOG]);
+    cl_log = get_attr(self->commitlog, S_LOG);
     if (cl_log == NULL || mark_dirty(cl_log, seg, base) < 0) {
         goto done;
     }
@@ -568,7 +679,7 @@ append_locked(Appender *self, PyObject *item)
     if (write_through(cq_file, (int)fd, row, CQ_ROW_SIZE, count * CQ_ROW_SIZE) < 0) {
         goto done;
     }
-    if (set_ll(cq_seg, str_[S_COUNT], count + 1) < 0 || mark_dirty(log, cq_seg, cq_base) < 0) {
+    if (set_ll(cq_seg, S_COUNT, count + 1) < 0 || mark_dirty(log, cq_seg, cq_base) < 0) {
         goto done;
     }
     /* the key index (IndexFile.put) */
@@ -599,7 +710,7 @@ append_locked(Appender *self, PyObject *item)
             index_put_head(b, it.h);
             PyBuffer_Release(&dest);
             for (int i = 0; i < N_HEADER; i++) {
-                if (set_ll(it.header, header_str[i], it.h[i]) < 0) {
+                if (set_ll(it.header, S_HEADER_FIELDS + i, it.h[i]) < 0) {
                     goto done;
                 }
             }
@@ -607,11 +718,11 @@ append_locked(Appender *self, PyObject *item)
     }
     /* FlushService.appended */
     long long dirty_entries;
-    if (set_ll(self->flusher, str_[S_APPENDED_END], pos + m.size) < 0 ||
-        set_ll(self->flusher, str_[S_LAST_STORE_TS], m.store_ts) < 0 ||
+    if (set_ll(self->flusher, S_APPENDED_END, pos + m.size) < 0 ||
+        set_ll(self->flusher, S_LAST_STORE_TS, m.store_ts) < 0 ||
         attr_ll(self->flusher, S_CQ_DIRTY_ENTRIES, &dirty_entries) != 0 ||
-        set_ll(self->flusher, str_[S_CQ_DIRTY_ENTRIES], dirty_entries + 1) < 0 ||
-        set_ll(self->flusher, str_[S_CQ_LAST_TS], m.store_ts) < 0) {
+        set_ll(self->flusher, S_CQ_DIRTY_ENTRIES, dirty_entries + 1) < 0 ||
+        set_ll(self->flusher, S_CQ_LAST_TS, m.store_ts) < 0) {
         if (!PyErr_Occurred()) {
             PyErr_SetString(PyExc_TypeError, "expected FlushService._cq_dirty_entries an int");
         }
@@ -663,7 +774,7 @@ appender_append(Appender *self, PyObject *item)
     }
     /* the flusher's lock, if free at once: a flusher holding it (or another writer) sends the item to
        the general path, which waits for it */
-    PyObject *got = PyObject_CallMethodOneArg(self->lock, str_[S_ACQUIRE], Py_False);
+    PyObject *got = PyObject_CallOneArg(self->acquire, Py_False);
     if (got == NULL) {
         return NULL;
     }
@@ -675,7 +786,7 @@ appender_append(Appender *self, PyObject *item)
     PyObject *ret = append_locked(self, item);
     PyObject *exc_type, *exc_value, *exc_tb;
     PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
-    PyObject *released = PyObject_CallMethodNoArgs(self->lock, str_[S_RELEASE]);
+    PyObject *released = PyObject_CallNoArgs(self->release);
     if (released == NULL) {
         Py_XDECREF(exc_type);
         Py_XDECREF(exc_value);
