@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from segstore import files, progress
+from segstore.arrays import from_numpy, to_numpy
 from segstore.columns import KAFKA_SCHEMA, project
 from segstore.consumers import ConsumerGroups
 from segstore.errors import (
@@ -161,12 +162,12 @@ def _committed_rows(batch: pa.RecordBatch, aborted: list[AbortedTxn], lso: int) 
     producer at the transaction's first batch and loses it at the marker.
     ``O(rows x aborted transactions overlapping the batch)``, vectorized per transaction.
     """
-    offsets = batch.column("offset").to_numpy()
-    keep = ~batch.column("isControl").to_numpy(zero_copy_only=False) & (offsets < lso)
+    offsets = to_numpy(batch.column("offset"), np.int64)
+    keep = ~to_numpy(batch.column("isControl"), np.bool_) & (offsets < lso)
     if len(offsets) and aborted:
         low, high = offsets[0], offsets[-1]
-        producers = batch.column("producerId").to_numpy()
-        transactional = batch.column("isTransactional").to_numpy(zero_copy_only=False)
+        producers = to_numpy(batch.column("producerId"), np.int64)
+        transactional = to_numpy(batch.column("isTransactional"), np.bool_)
         for txn in aborted:
             if txn.first_offset > high:
                 break       # ordered by first offset: no later one reaches this batch
@@ -174,7 +175,7 @@ def _committed_rows(batch: pa.RecordBatch, aborted: list[AbortedTxn], lso: int) 
                 continue
             keep &= ~((producers == txn.producer_id) & transactional
                       & (offsets >= txn.first_offset) & (offsets <= txn.last_offset))
-    return batch.filter(pa.array(keep))
+    return batch.filter(from_numpy(keep))
 
 
 def _b64(data: bytes | None) -> str | None:
