@@ -124,3 +124,44 @@ def test_arrays_match_pyarrows_own_bridges(ints, dtype, cut) -> None:
     assert np.array_equal(arrays.to_numpy(chunked, dtype), chunked.to_numpy())
     stamps = arrays.from_numpy(values.astype(np.int64), TIMESTAMP)
     assert stamps.equals(pa.array(values.astype(np.int64)).cast(TIMESTAMP))
+
+
+_HELP = """
+import contextlib, io, json, sys
+from segstore import cli
+with contextlib.redirect_stdout(io.StringIO()) as out:
+    try:
+        cli.main(sys.argv[1:])
+    except SystemExit as done:
+        code = done.code
+print(json.dumps({"code": code, "text": out.getvalue(),
+                  "loaded": sorted({m.split(".")[0] for m in sys.modules} & {"numpy", "pyarrow", "pandas",
+                                   "segstore_kafka", "segstore_rocketmq"})}))
+"""
+
+
+def test_help_imports_neither_numpy_nor_pyarrow_nor_a_format() -> None:
+    for argv in (["--help"], ["dump", "--help"], ["index", "--help"], ["convert", "--help"]):
+        result = _run(_HELP, *argv)
+        assert result["code"] == 0 and "usage: segstore" in result["text"], argv
+        assert result["loaded"] == [], argv
+
+
+_INFO = """
+import io, json, sys
+from segstore import cli
+code = cli.main(["info", sys.argv[1]], io.StringIO())
+print(json.dumps({"code": code, "loaded": sorted(m for m in sys.modules if m.startswith("segstore_"))}))
+"""
+
+
+def test_info_loads_only_the_store_formats_code(tmp_path) -> None:
+    """Detecting the format reads file names: the other format's store modules stay unloaded."""
+    for path, own, other in ((_kafka(tmp_path / "k"), "segstore_kafka", "segstore_rocketmq"),
+                             (_rocketmq(tmp_path / "r"), "segstore_rocketmq", "segstore_kafka")):
+        result = _run(_INFO, str(path))
+        assert result["code"] == 0
+        assert f"{own}.store" in result["loaded"]
+        # its plugin and what it names files with: no store, no codec, no columns
+        assert {m for m in result["loaded"] if m.startswith(other)} <= \
+            {other, f"{other}.plugin", f"{other}.dirnames", f"{other}.checkpoint", f"{other}.checkpoints"}
