@@ -26,6 +26,7 @@ TITLES = {
     "kafka_columnar": "Kafka columnar reads and dump --json",
     "rocketmq_memory": ("RocketMQ memory on a multi-GiB store: verify, recover, dump --json, convert both "
                         "ways"),
+    "fixed_costs": "Fixed costs: CLI start-up, info on a small store, the first Kafka scan_arrow",
 }
 
 #: (target, benchmark, operation prefix, anchor figure, anchor label, higher is better, goal ratio)
