@@ -314,13 +314,15 @@ class LifecycleMixin:
         """
         self._check_writable()
         opened, self.recovery_lines = self.recovery_lines, []
-        with self._flushing().lock, progress.task("recover", self._commitlog_bytes()):
+        total = self._commitlog_bytes()
+        with self._flushing().lock, progress.task("recover", total) as advance:
             if self._checked_whole is not None and self._checked_whole == self._checked_state():
                 # The recovery at open walked the whole commitlog and checked every queue and index
-                # entry (a store that lost its queues or index, or an abort file before the first
-                # file's messages) and nothing has changed since: the same walk would find what it
-                # left, so the full check is that one.
+                # entry (a store that lost its queues or index, a small store, an abort file before
+                # the first file's messages) and nothing has changed since: the same walk would find
+                # what it left, so the full check is that one.
                 lines = ["commitlog: full check; the recovery at open walked and checked the whole store"]
+                advance(total)
             else:
                 lines = self._recover(abnormal=False, full=True)
             self._next_offsets = {key: cq.max_offset for key, cq in self.queues.items()}
