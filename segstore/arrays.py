@@ -33,6 +33,12 @@ def from_numpy(values: np.ndarray, type_: pa.DataType | None = None) -> pa.Array
     return pa.Array.from_buffers(kind, len(values), [None, data])
 
 
+def binary_scalar(value: bytes) -> pa.Scalar:
+    """``value`` as an Arrow binary scalar (for a compute function's other operand). ``O(len(value))``."""
+    offsets = pa.py_buffer(np.array([0, len(value)], np.int32))
+    return pa.Array.from_buffers(pa.binary(), 1, [None, offsets, pa.py_buffer(value)])[0]
+
+
 def to_numpy(array: pa.Array | pa.ChunkedArray, dtype: np.dtype | type) -> np.ndarray:
     """The values of a fixed-width Arrow ``array`` (numbers or booleans) as ``dtype``
     (the array's own width; a timestamp as int64); nulls read as whatever their slots

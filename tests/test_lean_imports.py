@@ -105,7 +105,10 @@ print(json.dumps(results))
 def test_cli_reads_do_not_import_pandas(tmp_path) -> None:
     paths = (str(_kafka(tmp_path / "k")), str(_rocketmq(tmp_path / "r")))
     for path in paths:   # one interpreter per store, the commands one after another in it
-        argvs = [[*command, path] for command in (["info"], ["dump"], ["dump", "--json"], ["verify"])]
+        argvs = [[*command, path] for command in (["info"], ["dump"], ["dump", "--json"], ["verify"],
+                                                  ["query", "--topic", "t", "--key", "k1"],
+                                                  ["query", "--topic", "t", "--key", "k1", "--begin",
+                                                   "1700000000000"])]
         for result in _run(_CLI, json.dumps(argvs)):
             assert result["code"] == 0 and (result["lines"] > 0 or result["argv"][0] == "verify"), result
             assert result["loaded"] == [], result

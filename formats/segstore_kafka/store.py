@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from segstore import files, progress
-from segstore.arrays import from_numpy, to_numpy
+from segstore.arrays import binary_scalar, from_numpy, to_numpy
 from segstore.columns import KAFKA_SCHEMA, project
 from segstore.consumers import ConsumerGroups
 from segstore.errors import (
@@ -896,21 +896,24 @@ class KafkaStore(Store):
         self._check_open()
         if self._has_key_index():
             return super().find(topic, key, partition=partition, begin=begin, end=end, max_hits=max_hits)
-        raw = key.encode("utf-8") if isinstance(key, str) else bytes(key)
+        # an Arrow scalar built over its buffer: pa.scalar, and a Python operand to a compute
+        # function, go through pyarrow's pandas bridge (see segstore.arrays)
+        wanted = binary_scalar(key.encode("utf-8") if isinstance(key, str) else bytes(key))
         hits: list[tuple[int, int, int]] = []     # (timestamp, partition, offset): picked before any is read
         parts: dict[int, Partition] = {}
         for _t, p, part in self._selected(topic, partition):
             parts[p] = part
             for batch in self.scan_arrow(["key", "offset", "timestamp"], topic=topic, partition=p):
-                stamps = batch.column("timestamp").cast(pa.int64())
-                keep = pc.equal(batch.column("key"), pa.scalar(raw, pa.binary()))
+                equal = pc.equal(batch.column("key"), wanted)     # null where the key is
+                keep = to_numpy(equal, np.bool_) & to_numpy(equal.is_valid(), np.bool_)
+                stamps = to_numpy(batch.column("timestamp").cast(pa.int64()), np.int64)
                 if begin is not None:
-                    keep = pc.and_(keep, pc.greater_equal(stamps, begin))
+                    keep &= stamps >= begin
                 if end is not None:
-                    keep = pc.and_(keep, pc.less_equal(stamps, end))
-                keep = pc.fill_null(keep, False)
-                offsets = batch.column("offset").filter(keep).to_pylist()
-                hits += [(t, p, o) for t, o in zip(stamps.filter(keep).to_pylist(), offsets, strict=True)]
+                    keep &= stamps <= end
+                rows = np.flatnonzero(keep)
+                offsets = to_numpy(batch.column("offset"), np.int64)[rows]
+                hits += [(t, p, o) for t, o in zip(stamps[rows].tolist(), offsets.tolist(), strict=True)]
         if max_hits is not None:   # the newest in all, as Store.find and newest_hits pick them
             hits = sorted(hits)
             hits = hits[len(hits) - max_hits:] if max_hits > 0 else []
