@@ -170,3 +170,9 @@ def test_info_loads_only_the_store_formats_code(tmp_path) -> None:
         # its plugin and what it names files with: no store, no codec, no columns
         assert {m for m in result["loaded"] if m.startswith(other)} <= \
             {other, f"{other}.plugin", f"{other}.dirnames", f"{other}.checkpoint", f"{other}.checkpoints"}
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.binary(max_size=40))
+def test_binary_scalar_equals_pyarrows(value) -> None:
+    assert arrays.binary_scalar(value).equals(pa.scalar(value, pa.binary()))
