@@ -26,6 +26,7 @@ TITLES = {
     "kafka_columnar": "Kafka columnar reads and dump --json",
     "rocketmq_memory": ("RocketMQ memory on a multi-GiB store: verify, recover, dump --json, convert both "
                         "ways"),
+    "fixed_costs": "Fixed costs: CLI start-up, info on a small store, the first Kafka scan_arrow",
 }
 
 #: (target, benchmark, operation prefix, anchor figure, anchor label, higher is better, goal ratio)
@@ -58,6 +59,8 @@ TARGETS = [
      True, 0.5),
     ("RocketMQ recover (queues + IndexFile) >= 0.3x the hop loop", "columnar", "recover", None,
      "TOTALSIZE hop loop, same run", True, 0.3),
+    ("segstore recover (queues + IndexFile lost, plain copy) >= 0.3x the hop loop", "columnar",
+     "segstore recover", None, "TOTALSIZE hop loop, same run", True, 0.3),
     ("RocketMQ dump --json >= 500k msg/s", "columnar", "dump --json", 500_000, "500k msg/s", True, 1.0),
     ("RocketMQ verify, multi-GiB store: <= 300 MB anonymous", "rocketmq_memory", "verify", None,
      "300 MB budget (ratio: budget / peak)", True, 1.0),
