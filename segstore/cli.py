@@ -22,7 +22,6 @@ from typing import Any, TextIO
 
 from . import allocator, files, progress, registry
 from .api import open as open_store
-from .consumers import COLUMNS as CONSUMER_COLUMNS
 from .errors import (
     ConfigError,
     FormatNotFoundError,
@@ -737,6 +736,8 @@ def _cell(value: Any) -> str:
 
 
 def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
+    from .consumers import COLUMNS as CONSUMER_COLUMNS  # pyarrow: not for the other commands
+
     options = ({} if args.offsets_retention_minutes is None
                else {"offsets_retention_ms": args.offsets_retention_minutes * 60_000})
     with _open(args) as store:

@@ -29,9 +29,7 @@ import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from . import jsontext
 from .errors import (
@@ -46,6 +44,9 @@ from .errors import (
     StoreLockedError,
     TruncatedDataError,
 )
+
+if TYPE_CHECKING:   # numpy is imported where an array is made: `segstore --help` needs none
+    import numpy as np
 
 PAGE_SIZE = mmap.PAGESIZE
 #: Appended bytes after which :meth:`AppendFile.append` starts their writeback (see there).
@@ -298,6 +299,8 @@ class MappedFile:
 
     def array(self, dtype: Any, start: int = 0, count: int = -1) -> np.ndarray:
         """``count`` items of ``dtype`` from byte ``start``, viewing the map (no copy)."""
+        import numpy as np
+
         if self.size == 0:
             return np.zeros(0, dtype=dtype)
         return np.frombuffer(self._require_map(), dtype=dtype, count=count, offset=start)
@@ -332,6 +335,8 @@ class MappedFile:
         window at a time: never a hole through the map (pages a full tmpfs cannot give: SIGBUS) and
         no more memory than a window, whatever the file size.  ``O(data bytes in the range)``.
         """
+        import numpy as np
+
         found = None
         # Looking for the first: windows from a page, doubling, since data usually starts at once
         # (a remote file then costs one block, not a window of them).  The last: whole windows.
@@ -1206,6 +1211,8 @@ class _RemoteBytes:
         pages are never touched (the operating system lends them lazily), so the cost is the
         range's.  Positions and length are the file's, as in :meth:`view`.
         """
+        import numpy as np
+
         start, end = max(0, start), min(end, self.size)
         if self._whole is not None:
             return memoryview(self._whole)
@@ -1259,6 +1266,8 @@ class RemoteMappedFile(MappedFile):
         return self._remote.view(start, self.size if end is None else end)
 
     def array(self, dtype: Any, start: int = 0, count: int = -1) -> np.ndarray:
+        import numpy as np
+
         dtype = np.dtype(dtype)
         end = self.size if count < 0 else start + count * dtype.itemsize
         return np.frombuffer(self.view(start, end), dtype=dtype, count=count)

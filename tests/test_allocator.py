@@ -59,3 +59,18 @@ def test_the_command_retains_before_it_runs(monkeypatch, capsys) -> None:
     monkeypatch.setattr(cli, "main", lambda argv=None, out=None: calls.append("main") or 0)
     assert cli.command() == 0
     assert calls == ["retain", "main"]
+
+
+def test_retain_starts_no_process() -> None:
+    """Every ``segstore`` command calls it first: finding the C library by name runs ``ldconfig``
+    (``ctypes.util.find_library``), 0.03 s of a command's start-up; the library is in the process."""
+    code = """
+import subprocess
+def refuse(*args, **kwargs):
+    raise AssertionError("retain started a process")
+subprocess.Popen = refuse
+from segstore import allocator
+print(allocator.retain())
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == str(platform.libc_ver()[0] == "glibc")

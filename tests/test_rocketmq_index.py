@@ -545,3 +545,76 @@ def test_a_message_without_keys_opens_the_index_file_as_the_broker_does(tmp_path
                                            geometry["maxIndexNum"])
             assert index.count == 0
             index.close()
+
+
+def _reference_truncate(f: keyhash.IndexFile, keep: int, end_timestamp: int, start_phy_offset: int = 0,
+                        start_timestamp: int = 0) -> None:
+    """``IndexFile.truncate`` as it was before it became proportional to what it touches: every slot
+    converted and walked back along its chain together (``O(slots * chain depth)``), the whole slot
+    table written back; kept as the reference the faster one must equal byte for byte."""
+    new_count = ix.FIRST_ENTRY + keep
+    old_count = max(f.header.index_count, new_count)
+    slots = f.slots.astype(np.int64)
+    prevs = f.entries_all["prev"].astype(np.int64)
+    slots[(slots < ix.INVALID_INDEX) | (slots >= old_count)] = ix.INVALID_INDEX
+    moving = slots >= new_count
+    while moving.any():
+        current = slots[moving]
+        older = prevs[current]
+        slots[moving] = np.where((older < current) & (older >= ix.INVALID_INDEX), older, ix.INVALID_INDEX)
+        moving = slots >= new_count
+    f.slots[:] = slots
+    f.file.write(f.entry_pos(new_count), bytes((old_count - new_count) * ix.ENTRY_DTYPE.itemsize))
+    header = f.header
+    header.index_count = new_count
+    header.hash_slot_count = int(np.count_nonzero(slots))
+    if keep > 0:
+        header.end_phy_offset = int(f.entries_all[new_count - 1]["phy_offset"])
+        header.end_timestamp = end_timestamp
+    else:
+        header.begin_phy_offset = header.end_phy_offset = start_phy_offset
+        header.begin_timestamp = header.end_timestamp = start_timestamp
+    f.write_header()
+
+
+_INT32 = st.integers(-(2**31), 2**31 - 1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 9), st.integers(2, 24), st.data())
+def test_truncate_equals_the_whole_table_reference(tmp_path_factory, slot_num, index_num, data) -> None:
+    """Byte-identical to :func:`_reference_truncate` on put files and on damaged ones (slots and links
+    pointing anywhere, a count the file does not hold), every ``keep``."""
+    puts = data.draw(st.integers(0, index_num - 1))
+    hashes = data.draw(st.lists(st.integers(0, 2**31 - 1), min_size=puts, max_size=puts))
+    keep = data.draw(st.integers(0, index_num - 1))
+    damage = data.draw(st.lists(st.tuples(st.sampled_from(["slot", "prev", "count"]), st.integers(0, 10**6),
+                                          _INT32), max_size=4))
+    where = tmp_path_factory.mktemp("trunc")
+    path = str(where / "20240101000000000")
+    f = ix.IndexFile.create(path, slot_num, index_num, 4096, 1_700_000_000_000)
+    if puts:
+        f.put(hashes, [4096 + 100 * i for i in range(puts)], [1_700_000_000_000 + 7 * i for i in range(puts)])
+    f.flush()
+    f.close()
+    raw = bytearray(open(path, "rb").read())
+    for kind, at, value in damage:
+        if kind == "slot":
+            pos = ix.HEADER.size + (at % slot_num) * 4
+        elif kind == "prev":
+            pos = ix.HEADER.size + slot_num * 4 + (at % index_num) * ix.ENTRY_DTYPE.itemsize + 16
+        else:
+            pos = ix.INDEX_COUNT_POS
+            value = at % (index_num + 3)
+        raw[pos:pos + 4] = value.to_bytes(4, "big", signed=True)
+    copies = []
+    for name, truncate in (("new", ix.IndexFile.truncate), ("reference", _reference_truncate)):
+        copy = where / name / "20240101000000000"
+        copy.parent.mkdir()
+        copy.write_bytes(raw)
+        g = ix.IndexFile.open(str(copy), slot_num, index_num, writable=True)
+        truncate(g, keep, 1_700_000_009_999, 512, 1_600_000_000_000)
+        g.flush()
+        g.close()
+        copies.append(copy.read_bytes())
+    assert copies[0] == copies[1]

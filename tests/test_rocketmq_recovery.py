@@ -287,3 +287,47 @@ def test_recover_of_a_torn_tail_indexes_each_key_once(tmp_path, torn, abort):
     after = _entry_pairs(str(store))
     assert len(after) == len(set(after))
     assert after == [(h, p) for h, p in before if p < cut]
+
+
+def _walks(monkeypatch) -> list[int]:
+    """Count the commitlog walks recovery makes (each a call of ``walk_batches``)."""
+    from segstore_rocketmq import recovery
+
+    starts: list[int] = []
+    walk = recovery.walk_batches
+
+    def counted(cl, start, *args, **kwargs):
+        starts.append(start)
+        return walk(cl, start, *args, **kwargs)
+
+    monkeypatch.setattr(recovery, "walk_batches", counted)
+    return starts
+
+
+def test_recover_after_an_open_that_rebuilt_everything_walks_once(tmp_path, monkeypatch):
+    """A store that lost its consume queues and IndexFile (abort file left): opening it for append
+    walks the whole commitlog, rebuilding both and checking every entry, so ``recover``'s full check
+    is that walk; until anything changes, after which it walks again."""
+    import shutil
+
+    store = tmp_path / "store"
+    copy_writable(ROCKETMQ / "basic" / "store", store)
+    with segstore.open(store, format="rocketmq") as reader:
+        expected = {(t, q): reader.offset_range(t, q) for t, q in reader.queues}
+    shutil.rmtree(store / "consumequeue")
+    shutil.rmtree(store / "index")
+    (store / "abort").touch()
+    walks = _walks(monkeypatch)
+    with segstore.open(store, format="rocketmq", mode="a") as writer:
+        assert walks == [0]
+        lines = writer.recover()
+        assert walks == [0]
+        assert lines[-1] == "commitlog: full check; the recovery at open walked and checked the whole store"
+        assert any(line.startswith("index: rebuilt") for line in lines)
+        assert {key: writer.offset_range(*key) for key in expected} == expected
+        assert writer.verify() == []
+        writer.append({"topic": "TopicA", "queue_id": 0, "body": b"after"})
+        lines = writer.recover()
+        assert any(line.startswith("commitlog: full check; walked") for line in lines), lines
+        assert len(walks) > 1 and walks[1] == 0
+        assert writer.verify() == []

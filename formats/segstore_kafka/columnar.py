@@ -53,6 +53,7 @@ import numpy as np
 import pyarrow as pa
 
 from segstore import speedups
+from segstore.arrays import from_numpy
 from segstore.columns import HEADER, HEADERS, KAFKA_SCHEMA, TIMESTAMP, pooled
 from segstore.errors import CorruptDataError, SegstoreError
 
@@ -360,7 +361,7 @@ def to_arrow(chunk: Chunk, schema: pa.Schema = KAFKA_SCHEMA, *, topic: str, part
         values = _binary(pa.binary(), nh, b["hvalue_offsets"], b["hvalue_data"], c["hvalue"],
                          b["hvalue_valid"], c["hvalue_nulls"])
         pairs = pa.StructArray.from_arrays([keys, values], fields=list(HEADER))
-        return pa.ListArray.from_arrays(pa.array(b["header_offsets"][:n + 1]), pairs, type=HEADERS)
+        return pa.ListArray.from_arrays(from_numpy(b["header_offsets"][:n + 1]), pairs, type=HEADERS)
 
     build = {
         "key": lambda: _binary(pa.binary(), n, b["key_offsets"], b["key_data"], c["key"], b["key_valid"],
@@ -368,23 +369,23 @@ def to_arrow(chunk: Chunk, schema: pa.Schema = KAFKA_SCHEMA, *, topic: str, part
         "value": lambda: _binary(pa.binary(), n, b["value_offsets"], b["value_data"], c["value"],
                                  b["value_valid"], c["value_nulls"]),
         "topic": lambda: _repeated_string(topic, n),
-        "partition": lambda: pa.array(np.full(n, partition, np.int32)),
-        "offset": lambda: pa.array(b["offset"][:n]),
-        "timestamp": lambda: pa.Array.from_buffers(TIMESTAMP, n, [None, pa.py_buffer(b["timestamp"][:n])]),
-        "timestampType": lambda: pa.array(timestamp_type()),
+        "partition": lambda: from_numpy(np.full(n, partition, np.int32)),
+        "offset": lambda: from_numpy(b["offset"][:n]),
+        "timestamp": lambda: from_numpy(b["timestamp"][:n], TIMESTAMP),
+        "timestampType": lambda: from_numpy(timestamp_type()),
         "headers": headers,
-        "position": lambda: pa.array(per_row("position")),
-        "size": lambda: pa.array(per_row("size")),
-        "baseOffset": lambda: pa.array(per_row("base_offset")),
-        "leaderEpoch": lambda: pa.array(per_row("leader_epoch")),
-        "magic": lambda: pa.array(per_row("magic")),
-        "compression": lambda: pa.array((per_row("attributes") & codec.CODEC_MASK).astype(np.int8)),
-        "isTransactional": lambda: pa.array(v2_flag(codec.TRANSACTIONAL_FLAG)),
-        "isControl": lambda: pa.array(v2_flag(codec.CONTROL_FLAG)),
-        "producerId": lambda: pa.array(per_row("producer_id")),
-        "producerEpoch": lambda: pa.array(per_row("producer_epoch")),
-        "sequence": lambda: pa.array(b["sequence"][:n]),
-        "segment": lambda: pa.array(np.full(n, segment, np.int64)),
+        "position": lambda: from_numpy(per_row("position")),
+        "size": lambda: from_numpy(per_row("size")),
+        "baseOffset": lambda: from_numpy(per_row("base_offset")),
+        "leaderEpoch": lambda: from_numpy(per_row("leader_epoch")),
+        "magic": lambda: from_numpy(per_row("magic")),
+        "compression": lambda: from_numpy((per_row("attributes") & codec.CODEC_MASK).astype(np.int8)),
+        "isTransactional": lambda: from_numpy(v2_flag(codec.TRANSACTIONAL_FLAG)),
+        "isControl": lambda: from_numpy(v2_flag(codec.CONTROL_FLAG)),
+        "producerId": lambda: from_numpy(per_row("producer_id")),
+        "producerEpoch": lambda: from_numpy(per_row("producer_epoch")),
+        "sequence": lambda: from_numpy(b["sequence"][:n]),
+        "segment": lambda: from_numpy(np.full(n, segment, np.int64)),
     }
     return pa.RecordBatch.from_arrays([build[name]() for name in schema.names], schema=schema)
 

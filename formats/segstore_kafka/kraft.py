@@ -46,7 +46,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from segstore import files
 from segstore.columns import KAFKA_SCHEMA, project
@@ -311,6 +310,8 @@ class MetadataImage:
     def replay_rows(self, batch: pa.RecordBatch, *, path: str, from_offset: int = 0) -> None:
         """Apply the metadata records of a column batch (``offset``, ``value``, ``isControl``) from
         ``from_offset`` on: control records and ``NoOpRecord`` values are dropped in Arrow first."""
+        import pyarrow.compute as pc  # pyarrow.compute (0.05 s to import) only where a computation runs
+
         last = int(batch.column("offset")[-1].as_py()) if batch.num_rows else self.last_offset
         values = batch.column("value")
         keep = pc.and_(pc.invert(batch.column("isControl")),

@@ -27,14 +27,13 @@ from .checkpoints import (
     read_offsets,
     write_offsets,
 )
+from .dirnames import PARTITION_DIR, partition_dirs, segment_bases
 from .partition import (
-    PARTITION_DIR,
     KafkaConfig,
     Partition,
     now_ms,
     orphaned_indexes,
     parse_partition_dir,
-    segment_bases,
     validate_topic,
 )
 
@@ -88,13 +87,6 @@ def kafka_partition_name(name: str) -> bool:
     if not dash or not topic or not partition:
         return False
     return re.fullmatch(r"[+-]?[0-9]{1,10}", partition) is not None and -(1 << 31) <= int(partition) < 1 << 31
-
-
-def partition_dirs(path: str) -> list[str]:
-    """Names of the partition directories under a log directory, sorted."""
-    return [name for name in files.list_dir(path)
-            if PARTITION_DIR.match(name) and files.is_dir(os.path.join(path, name))
-            and segment_bases(os.path.join(path, name))]
 
 
 class LogDir:

@@ -46,6 +46,7 @@ from segstore.log import SegmentedLog
 from . import batch as codec
 from . import columnar
 from .checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
+from .dirnames import PARTITION_DIR, segment_bases
 from .loader import complete_interrupted
 from .offsetindex import OFFSET_ENTRY
 from .segment import (
@@ -59,8 +60,6 @@ from .segment import (
 )
 from .txnindex import AbortedTxn
 
-PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
-SEGMENT_LOG = re.compile(r"^(?P<base>\d{20})\.log$")
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -206,11 +205,6 @@ def orphaned_indexes(path: str) -> list[tuple[str, int | None, str]]:
                              f"expected {log} beside {name}, found none: Kafka's LogLoader deletes the "
                              "orphaned index, and the records of the segment are lost"))
     return problems
-
-
-def segment_bases(path: str) -> list[int]:
-    """Base offsets of the ``%020d.log`` files in a directory, sorted."""
-    return sorted(int(m["base"]) for m in map(SEGMENT_LOG.match, files.list_dir(path)) if m)
 
 
 def now_ms() -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from segstore import files
 from segstore.indexes.sparse import OffsetIndex
@@ -12,9 +12,12 @@ from segstore.indexes.timeindex import TimeIndex
 from segstore.plugin import FormatPlugin, NativeIndex
 
 from .checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
-from .logdir import partition_dirs
-from .partition import KafkaConfig, segment_bases
-from .store import KafkaStore
+from .dirnames import partition_dirs, segment_bases
+
+if TYPE_CHECKING:
+    from .store import KafkaStore
+# The store's modules load when a store opens: detect, run on every store a command opens
+# (RocketMQ's too), needs only the names of the files.
 
 #: Files a Kafka log directory holds from the broker's first start, partitions or not.
 LOG_DIR_CHECKPOINTS = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT)
@@ -44,6 +47,9 @@ class KafkaFormat(FormatPlugin):
     def open(self, path: str, mode: str = "r", **config: Any) -> KafkaStore:
         """Open a store; ``indexes=[...]`` and layout options go to ``segstore.layouts`` (extra indexes)."""
         from segstore.layouts import attach, split_options
+
+        from .partition import KafkaConfig
+        from .store import KafkaStore
 
         indexes, layout_options, config = split_options(config)
         store = KafkaStore(os.fspath(path), mode, KafkaConfig.from_mapping(config), explicit=list(config))

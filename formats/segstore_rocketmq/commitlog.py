@@ -38,6 +38,7 @@ from segstore.log import SegmentedLog
 
 from . import columnar
 from .consumequeue import file_name, parse_file_name
+from .dirnames import KEPT_ASIDE
 from .message import (
     BLANK_MAGIC,
     END_FILE_MIN_BLANK_LENGTH,
@@ -52,8 +53,6 @@ from .message import (
 if TYPE_CHECKING:
     import mmap
 
-#: The name part of files holding bytes recovery cut (``segstore.files.save_aside``): not commitlog files.
-KEPT_ASIDE = ".cut-"
 assert END_FILE_MIN_BLANK_LENGTH == 8
 #: Bytes looked at a time when searching a file for data (bounded memory over 1 GiB files).
 SEARCH_WINDOW = 1 << 24

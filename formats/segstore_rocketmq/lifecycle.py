@@ -124,9 +124,11 @@ class _Lifecycle(_StoreHost, Protocol):
     _flusher: FlushService | None
     _left_damaged: list[tuple[str, int, int]]
     _append_one: Callable[[Any], AppendResult | None] | None
+    _checked_whole: tuple[Any, ...] | None
 
     def _single_appender(self, flusher: FlushService) -> Callable[[Any], AppendResult | None] | None: ...
     def _flushing(self) -> FlushService: ...
+    def _checked_state(self) -> tuple[Any, ...]: ...
     def _recover(self, *, abnormal: bool, full: bool = False) -> list[str]: ...
     def _commitlog_bytes(self) -> int: ...
     def _check_lost_messages(self, actions: list[str]) -> None: ...
@@ -156,6 +158,7 @@ class LifecycleMixin:
     _left_damaged: list[tuple[str, int, int]]
     #: the single append in one C call while open for append (None: the general path only)
     _append_one: Callable[[Any], AppendResult | None] | None
+    _checked_whole: tuple[Any, ...] | None
 
     def _init_lifecycle(self) -> None:
         self.checkpoint = None
@@ -163,6 +166,9 @@ class LifecycleMixin:
         self._flusher = None
         self._append_one = None
         self._left_damaged = []     # damaged ranges the last recovery left in place (see recover)
+        #: the store's extent (:meth:`_checked_state`) when a recovery last walked and checked all of
+        #: it with nothing left damaged; None when none did (see recover)
+        self._checked_whole = None
 
     def _flushing(self: _Lifecycle) -> FlushService:
         """The flusher of a store opened for append (callers check that first).
@@ -214,6 +220,7 @@ class LifecycleMixin:
         )
         lines = recover(ctx)
         self._left_damaged = ctx.left
+        self._checked_whole = self._checked_state() if ctx.checked_whole else None
         if ctx.checkpoint_changed:
             self.checkpoint.flush()      # a time lowered to the data that is left: safe to write now
         return lines
@@ -369,8 +376,17 @@ class LifecycleMixin:
         """
         self._check_writable()
         opened, self.recovery_lines = self.recovery_lines, []
-        with self._flushing().lock, progress.task("recover", self._commitlog_bytes()):
-            lines = self._recover(abnormal=False, full=True)
+        total = self._commitlog_bytes()
+        with self._flushing().lock, progress.task("recover", total) as advance:
+            if self._checked_whole is not None and self._checked_whole == self._checked_state():
+                # The recovery at open walked the whole commitlog and checked every queue and index
+                # entry (a store that lost its queues or index, a small store, an abort file before
+                # the first file's messages) and nothing has changed since: the same walk would find
+                # what it left, so the full check is that one.
+                lines = ["commitlog: full check; the recovery at open walked and checked the whole store"]
+                advance(total)
+            else:
+                lines = self._recover(abnormal=False, full=True)
             self._next_offsets = {key: cq.max_offset for key, cq in self.queues.items()}
         self._check_lost_messages(opened + lines)
         if self._left_damaged:
@@ -385,6 +401,14 @@ class LifecycleMixin:
                 "walk at damage in the files it walks and truncates every message after it: read or "
                 "convert them out first)", path, pos, actions=opened + lines)
         return opened + lines
+
+    def _checked_state(self: _Lifecycle) -> tuple[Any, ...]:
+        """What a write or repair changes: the commitlog's extent, each queue's and each index file's
+        entries.  ``O(queues + index files)``."""
+        cl = self.commitlog
+        index = () if self.index is None else tuple((f.path, f.header.index_count) for f in self.index.files)
+        return (cl.min_offset, cl.end, index,
+                tuple((key, q.min_offset, q.max_offset) for key, q in sorted(self.queues.items())))
 
     def _check_lost_messages(self: _Lifecycle, actions: list[str]) -> None:
         """After a short commitlog file was resized, or with files missing between others: raise what

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from segstore import files
 from segstore.errors import ConversionError
@@ -12,8 +12,12 @@ from segstore.indexes.dense import ConsumeQueue
 from segstore.indexes.keyhash import IndexService
 from segstore.plugin import FormatPlugin, NativeIndex
 
-from .spec import replay
-from .store import RocketMQStore, is_rocketmq_store
+from .dirnames import is_rocketmq_store
+
+if TYPE_CHECKING:
+    from .store import RocketMQStore
+# The store's modules load when a store opens: detect, run on every store a command opens
+# (Kafka's too), needs only the names of the files.
 
 #: ``spec.json`` ``shutdown`` values: a clean shutdown, or a halt (files left as a killed broker leaves them).
 SHUTDOWN_CLEAN = "clean"
@@ -37,6 +41,8 @@ class RocketMQFormat(FormatPlugin):
         """Open a store; ``indexes=[...]`` and layout options go to ``segstore.layouts`` (extra indexes)."""
         from segstore.layouts import attach, split_options
 
+        from .store import RocketMQStore
+
         indexes, layout_options, config = split_options(config)
         return attach(RocketMQStore(path, mode, config), indexes, layout_options)
 
@@ -45,6 +51,7 @@ class RocketMQFormat(FormatPlugin):
         body, tags, keys, properties, ...``) or the common Message names, string bodies UTF-8 and
         ``bodyBase64`` binary; and ``dump --json`` lines, written back as they were stored."""
         from .jsonl import write_lines
+        from .store import RocketMQStore
 
         with RocketMQStore(path, "a", config) as store:
             return write_lines(store, lines)
@@ -60,6 +67,9 @@ class RocketMQFormat(FormatPlugin):
 
         :raises ConversionError: ``path`` already holds a store.
         """
+        from .spec import replay
+        from .store import RocketMQStore
+
         if files.exists(path) and files.list_dir(path):
             raise ConversionError("expected an empty or missing directory to write a spec into, "
                                   "found one with files", path)

@@ -316,6 +316,9 @@ class RecoveryContext:
     left: list[tuple[str, int, int]] = field(default_factory=list)
     #: set by :func:`recover` when it changed a checkpoint field (the caller writes the file)
     checkpoint_changed: bool = False
+    #: set by :func:`recover` when its walk was a full check's: from the commitlog's first byte to
+    #: its end, every queue and index entry of it checked, and nothing left damaged or undispatched
+    checked_whole: bool = False
 
 
 # -- walking the commitlog -----------------------------------------------------------
@@ -1091,6 +1094,7 @@ def recover(ctx: RecoveryContext) -> list[str]:
             lines.append(f"{seg.path}:{phy - seg.base}: queue offset {offset} contradicts its queue's "
                          f"other messages; left in place, not dispatched")
     gapped = dispatch.finish(lines)
+    ctx.checked_whole = start == cl.min_offset and not ctx.left and not gapped
     _drop_queue_entries_past(ctx, w.end, lines)
     if gapped:
         _drop_damaged_queues(ctx, dispatch, lines)

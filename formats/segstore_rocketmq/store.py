@@ -55,13 +55,12 @@ from segstore.store import READ_COMMITTED, READ_UNCOMMITTED, AppendResult, DumpL
 
 from . import batchconsumequeue, columnar, timerstore
 from . import retention as retention_rules
-from .checkpoint import FILE_NAME as CHECKPOINT_FILE
-from .checkpoint import FILE_SIZE as CHECKPOINT_SIZE
-from .commitlog import END_FILE_MIN_BLANK_LENGTH, KEPT_ASIDE, CommitLog
+from .commitlog import END_FILE_MIN_BLANK_LENGTH, CommitLog
 from .config import SCHEDULE_TOPIC, TOPIC_MAX_LENGTH_V2, BrokerConfig, validate_topic
 from .consumequeue import CQ_DTYPE, FILE_NAME_DIGITS, ConsumeQueue, queue_cut_dir
 from .consumequeue_ext import EXT_DIR, ConsumeQueueExt
 from .consumequeue_ext import MAX_ADDR as EXT_MAX_ADDR
+from .dirnames import COMMITLOG_DIR, CONSUMEQUEUE_DIR, INDEX_DIR, LOCK_FILE, is_rocketmq_store
 from .fastappend import PlainBatch, encode_batch, single_appender
 from .flush import FlushService
 from .indexfile import IndexRequest, IndexService, geometry_on_disk
@@ -92,10 +91,6 @@ from .message import (
 from .query import NO_HIT_LIMIT, SCAN_NOTE
 from .topicconfig import TOPIC_GROUP_SEPARATOR, ConsumerOffsets, TopicConfigs, read_delay_offsets
 
-COMMITLOG_DIR = "commitlog"
-CONSUMEQUEUE_DIR = "consumequeue"
-INDEX_DIR = "index"
-LOCK_FILE = "lock"
 LOCK_CONTENT = b"lock"
 
 #: Fields an append dict may carry (besides the common Message names).
@@ -1406,21 +1401,3 @@ class RocketMQStore(LifecycleMixin, Store):
         if timerstore.present(self.path):
             out["timer"] = timerstore.info(self.path)
         return out
-
-
-def is_rocketmq_store(path: str) -> bool:
-    """A directory with ``commitlog/`` (empty, or holding a file named by 20 digits) or
-    ``consumequeue/``, or an empty store: a 4096-byte ``checkpoint`` with ``config/`` or ``lock``.
-
-    Other names inside ``commitlog/`` do not make it another format's: opening the store
-    refuses them with an error naming each (the broker's loader refuses them too)."""
-    commitlog = os.path.join(path, COMMITLOG_DIR)
-    if files.is_dir(commitlog):
-        names = [name for name in files.list_dir(commitlog) if KEPT_ASIDE not in name]
-        return not names or any(len(name) == FILE_NAME_DIGITS and name.isdigit() for name in names)
-    if files.is_dir(os.path.join(path, CONSUMEQUEUE_DIR)):
-        return True
-    # A broker that started and stored nothing leaves checkpoint, config/ and lock, no commitlog/.
-    checkpoint = os.path.join(path, CHECKPOINT_FILE)
-    return files.exists(checkpoint) and files.file_size(checkpoint) == CHECKPOINT_SIZE and (
-        files.is_dir(os.path.join(path, "config")) or files.exists(os.path.join(path, LOCK_FILE)))

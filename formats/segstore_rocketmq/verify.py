@@ -32,11 +32,11 @@ from . import batchconsumequeue, columnar, timerstore
 from .checkpoint import FILE_NAME as CHECKPOINT_FILE
 from .checkpoint import FILE_SIZE as CHECKPOINT_SIZE
 from .checkpoint import check as check_checkpoint
-from .commitlog import KEPT_ASIDE
 from .config import TOPIC_MAX_LENGTH_V2, validate_topic
 from .consumequeue import CQ_DTYPE
 from .consumequeue_ext import MAX_ADDR as EXT_MAX_ADDR
 from .consumequeue_ext import real_offset
+from .dirnames import KEPT_ASIDE
 from .indexfile import (
     FIRST_ENTRY,
     HEADER,

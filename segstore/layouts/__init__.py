@@ -37,27 +37,32 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from segstore import files, registry
 from segstore.errors import NotFoundError, UnsupportedOperationError
-from segstore.logview import LogView
 from segstore.store import Problem, Store, StoreT
 
-from .base import INDEX_ROOT, ExtraLayout, Layout, Stream, option_names, parse_options
-from .key import KeyLayout
-from .native import NATIVE_LAYOUTS
-from .offset import OffsetLayout
-from .queue import QueueLayout
-from .time import TimeLayout
+if TYPE_CHECKING:
+    from segstore.logview import LogView
+
+    from .base import ExtraLayout, Layout, Stream
+
+# The layout classes (numpy, pyarrow.compute) load when a store uses a layout: the CLI imports this
+# package to add its ``index`` command, and a store without extra indexes needs none of them.
 
 LAYOUT_NAMES = ("queue", "offset", "time", "key")
 INDEXES_OPTION = "indexes"
 
 
-#: The generic class keeping each layout as an extra index.
-EXTRA_LAYOUTS: dict[str, type[ExtraLayout[Any]]] = {
-    cls.name: cls for cls in (QueueLayout, OffsetLayout, TimeLayout, KeyLayout)}
+def extra_layouts() -> dict[str, type[ExtraLayout[Any]]]:
+    """The generic class keeping each layout as an extra index, by name."""
+    from .key import KeyLayout
+    from .offset import OffsetLayout
+    from .queue import QueueLayout
+    from .time import TimeLayout
+
+    return {cls.name: cls for cls in (QueueLayout, OffsetLayout, TimeLayout, KeyLayout)}
 
 
 def layout_class(name: str, format_name: str) -> type[Layout]:
@@ -71,8 +76,10 @@ def layout_class(name: str, format_name: str) -> type[Layout]:
         raise UnsupportedOperationError(f"expected an index layout ({', '.join(LAYOUT_NAMES)}), "
                                         f"found {name!r}")
     if name in registry.get(format_name).native_indexes:
+        from .native import NATIVE_LAYOUTS
+
         return NATIVE_LAYOUTS[name]
-    return EXTRA_LAYOUTS[name]
+    return extra_layouts()[name]
 
 
 def extra_layout_class(name: str, format_name: str) -> type[ExtraLayout[Any]]:
@@ -80,6 +87,8 @@ def extra_layout_class(name: str, format_name: str) -> type[ExtraLayout[Any]]:
 
     :raises UnsupportedOperationError: an unknown layout, or one native to the format.
     """
+    from .base import ExtraLayout
+
     cls = layout_class(name, format_name)
     if not issubclass(cls, ExtraLayout):
         raise UnsupportedOperationError(f"expected an extra index layout, found {name!r}, "
@@ -93,6 +102,8 @@ def split_options(config: Mapping[str, Any]) -> tuple[list[str] | None, dict[str
     ``indexes`` may be a list of names or a comma-separated string (CLI); None
     when not given (then :func:`attach` keeps the extra indexes found on disk).
     """
+    from .base import option_names
+
     names = option_names()
     layout_options = {k: v for k, v in config.items() if k in names}
     rest = {k: v for k, v in config.items() if k not in names and k != INDEXES_OPTION}
@@ -109,9 +120,11 @@ def present_layouts(store: Store) -> list[str]:
     Without a ``.segstore`` directory (the common case) nothing else is looked at
     or imported.
     """
+    from .base import INDEX_ROOT, ExtraLayout, parse_options
+
     if not hasattr(store, "index_homes"):     # not a LogView: no extra indexes
         return []
-    roots = [os.path.join(home, INDEX_ROOT) for home in cast(LogView, store).index_homes()]
+    roots = [os.path.join(home, INDEX_ROOT) for home in cast("LogView", store).index_homes()]
     if not any(files.is_dir(root) for root in roots):
         return []
     options = parse_options({})
@@ -135,6 +148,8 @@ class IndexSet:
 
     def __init__(self, store: Store, names: Iterable[str], options: Mapping[str, Any] | None = None, *,
                  writable: bool | None = None) -> None:
+        from .base import parse_options
+
         self.store = store
         self.options = parse_options(options or {})
         self.layouts: dict[str, Layout] = {}
@@ -196,12 +211,18 @@ class IndexSet:
                                         f"({', '.join(self.layouts)}), found none", self.store.path)
 
     def read_at(self, topic: str, partition: int, offset: int) -> Any | None:
+        from .base import Stream
+
         return self._answering("offset").read_at(Stream(topic, partition), offset)
 
     def offset_for_time(self, topic: str, partition: int, timestamp: int) -> int | None:
+        from .base import Stream
+
         return self._answering("time").offset_for_time(Stream(topic, partition), timestamp)
 
     def find_key(self, topic: str, partition: int, key: bytes, max_hits: int | None = None) -> list[int]:
+        from .base import Stream
+
         return self._answering("key").find_key(Stream(topic, partition), key, max_hits)
 
 
@@ -232,6 +253,8 @@ def find_records(store: Store, topic: str, key: bytes, *, partition: int | None 
     order (``Store.find`` picks among them).  Through the ``key`` layout attached to the store,
     else one opened read-only for the lookup (Kafka: segstore's extra key index; RocketMQ: the broker's
     own IndexFiles, through the store)."""
+    from .base import parse_options
+
     attached = store.indexes if hasattr(store, "indexes") else None
     owned = None
     if attached is not None and "key" in attached:

@@ -17,7 +17,6 @@ from segstore.api import open as open_store
 from segstore.errors import ConfigError
 
 from . import LAYOUT_NAMES, IndexSet, extra_layout_class, layout_class
-from .base import parse_options
 
 EXIT_OK, EXIT_DATA = 0, 1
 
@@ -82,6 +81,8 @@ def cmd_verify(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_drop(args: argparse.Namespace, out: TextIO) -> int:
+    from .base import parse_options
+
     with _open(args) as store:
         native, extra = _native_and_extra(store, args.index)
         for name in native:

@@ -1,0 +1,42 @@
+"""What a RocketMQ store directory holds by name, and the test for one (the plugin's ``detect``).
+
+``DefaultMessageStore``/``StorePathConfigHelper``: ``commitlog/``, ``consumequeue/``,
+``index/``, ``checkpoint``, ``lock``.  Kept apart from the store so that telling
+whether a directory is RocketMQ's (run for every store a command opens, Kafka's
+too) loads nothing more.  Pure except for the listing.
+"""
+
+from __future__ import annotations
+
+import os
+
+from segstore import files
+from segstore.indexes.dense import FILE_NAME_DIGITS
+
+from .checkpoint import FILE_NAME as CHECKPOINT_FILE
+from .checkpoint import FILE_SIZE as CHECKPOINT_SIZE
+
+COMMITLOG_DIR = "commitlog"
+CONSUMEQUEUE_DIR = "consumequeue"
+INDEX_DIR = "index"
+LOCK_FILE = "lock"
+#: The name part of files holding bytes recovery cut (``segstore.files.save_aside``): not commitlog files.
+KEPT_ASIDE = ".cut-"
+
+
+def is_rocketmq_store(path: str) -> bool:
+    """A directory with ``commitlog/`` (empty, or holding a file named by 20 digits) or
+    ``consumequeue/``, or an empty store: a 4096-byte ``checkpoint`` with ``config/`` or ``lock``.
+
+    Other names inside ``commitlog/`` do not make it another format's: opening the store
+    refuses them with an error naming each (the broker's loader refuses them too)."""
+    commitlog = os.path.join(path, COMMITLOG_DIR)
+    if files.is_dir(commitlog):
+        names = [name for name in files.list_dir(commitlog) if KEPT_ASIDE not in name]
+        return not names or any(len(name) == FILE_NAME_DIGITS and name.isdigit() for name in names)
+    if files.is_dir(os.path.join(path, CONSUMEQUEUE_DIR)):
+        return True
+    # A broker that started and stored nothing leaves checkpoint, config/ and lock, no commitlog/.
+    checkpoint = os.path.join(path, CHECKPOINT_FILE)
+    return files.exists(checkpoint) and files.file_size(checkpoint) == CHECKPOINT_SIZE and (
+        files.is_dir(os.path.join(path, "config")) or files.exists(os.path.join(path, LOCK_FILE)))

@@ -1,0 +1,178 @@
+"""Read paths import only what they use: no pandas behind pyarrow, nothing heavy behind ``--help``.
+
+pyarrow imports pandas (when installed) the first time ``pa.array``, ``pa.scalar`` or
+``Array.to_numpy`` runs in a process (its pandas bridge checks for categoricals and
+initialises its NaT constants): 0.2 s a user waits for on a read that never needs
+pandas.  Each check runs in a fresh interpreter, since the parent's modules are
+already loaded; ``sys.modules`` is the behaviour asserted, not time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import segstore
+from segstore import arrays
+from segstore.columns import TIMESTAMP
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("SEGSTORE_PURE_PYTHON", None)   # the C path: the pure-Python column builders are the
+    # reference the C ones are tested against, built with ``pa.array`` over lists
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "formats"), env.get("PYTHONPATH", "")])
+    return env
+
+
+def _run(code: str, *args: str) -> dict:
+    """Run ``code`` in a fresh interpreter; it prints a JSON object on its last line."""
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=_env(),
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+def _kafka(path: Path) -> Path:
+    """Headers, null keys, two codecs, a transaction and its ABORT marker, two partitions."""
+    with segstore.open(path, format="kafka", mode="a", **{"segment.bytes": 2000}) as store:
+        for i in range(30):
+            store.append_batch([{"topic": "t", "partition": i % 2, "key": b"k%d" % j if j % 3 else None,
+                                 "value": b"v" * (i + j), "timestamp": 1_700_000_000_000 + i,
+                                 "headers": [("h", b"x" * j)] if j % 2 else []} for j in range(1 + i % 4)])
+        part = store.partition_of("t", 0)
+        part.append_records([(b"t", b"txn", 5)], producer_id=9, producer_epoch=0, transactional=True,
+                            compression="zstd")
+        part.append_control("ABORT", producer_id=9, producer_epoch=0, coordinator_epoch=1, timestamp=6)
+        part.append_records([(b"z", b"lz4", 7)] * 5, compression="lz4")
+    return path
+
+
+def _rocketmq(path: Path) -> Path:
+    """Tags, keys, properties, two queues."""
+    with segstore.open(path, format="rocketmq", mode="a") as store:
+        for i in range(40):
+            store.append({"topic": "t", "queue_id": i % 2, "body": b"x" * i, "tags": f"tag{i % 3}",
+                          "keys": [f"k{i}", f"j{i}"], "properties": {"p": str(i)}})
+    return path
+
+
+_LIBRARY = """
+import json, sys
+import segstore
+fmt, path = sys.argv[1], sys.argv[2]
+with segstore.open(path, format=fmt) as store:
+    rows = sum(batch.num_rows for batch in store.scan_arrow())
+    if fmt == "kafka":
+        rows += sum(batch.num_rows for batch in store.scan_arrow(isolation="read_committed"))
+    read = sum(1 for partition in (0, 1) for _ in store.read("t", partition))
+    problems = store.verify()
+print(json.dumps({"rows": rows, "read": read, "problems": len(problems),
+                  "loaded": sorted(m for m in ("pandas",) if m in sys.modules)}))
+"""
+
+
+def test_library_reads_do_not_import_pandas(tmp_path) -> None:
+    for fmt, path in (("kafka", _kafka(tmp_path / "k")), ("rocketmq", _rocketmq(tmp_path / "r"))):
+        result = _run(_LIBRARY, fmt, str(path))
+        assert result["rows"] > 0 and result["read"] > 0 and result["problems"] == 0
+        assert result["loaded"] == [], fmt
+
+
+_CLI = """
+import io, json, sys
+from segstore import cli
+results = []
+for argv in json.loads(sys.argv[1]):
+    out = io.StringIO()
+    code = cli.main(argv, out)
+    results.append({"argv": argv, "code": code, "lines": out.getvalue().count("\\n"),
+                    "loaded": sorted(m for m in ("pandas",) if m in sys.modules)})
+print(json.dumps(results))
+"""
+
+
+def test_cli_reads_do_not_import_pandas(tmp_path) -> None:
+    paths = (str(_kafka(tmp_path / "k")), str(_rocketmq(tmp_path / "r")))
+    for path in paths:   # one interpreter per store, the commands one after another in it
+        argvs = [[*command, path] for command in (["info"], ["dump"], ["dump", "--json"], ["verify"],
+                                                  ["query", "--topic", "t", "--key", "k1"],
+                                                  ["query", "--topic", "t", "--key", "k1", "--begin",
+                                                   "1700000000000"])]
+        for result in _run(_CLI, json.dumps(argvs)):
+            assert result["code"] == 0 and (result["lines"] > 0 or result["argv"][0] == "verify"), result
+            assert result["loaded"] == [], result
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(-2**63, 2**63 - 1), max_size=70), st.sampled_from(
+    [np.int8, np.int16, np.int32, np.int64, np.uint8, np.float64, np.bool_]), st.integers(0, 9))
+def test_arrays_match_pyarrows_own_bridges(ints, dtype, cut) -> None:
+    values = np.array(ints, np.int64).astype(dtype)
+    built = arrays.from_numpy(values)
+    assert built.equals(pa.array(values)) and built.null_count == 0
+    sliced = built.slice(min(cut, len(values)))    # a nonzero offset into the buffers
+    assert np.array_equal(arrays.to_numpy(sliced, dtype), sliced.to_numpy(zero_copy_only=False))
+    chunked = pa.chunked_array([built, sliced], built.type)
+    assert np.array_equal(arrays.to_numpy(chunked, dtype), chunked.to_numpy())
+    stamps = arrays.from_numpy(values.astype(np.int64), TIMESTAMP)
+    assert stamps.equals(pa.array(values.astype(np.int64)).cast(TIMESTAMP))
+
+
+_HELP = """
+import contextlib, io, json, sys
+from segstore import cli
+with contextlib.redirect_stdout(io.StringIO()) as out:
+    try:
+        cli.main(sys.argv[1:])
+    except SystemExit as done:
+        code = done.code
+print(json.dumps({"code": code, "text": out.getvalue(),
+                  "loaded": sorted({m.split(".")[0] for m in sys.modules} & {"numpy", "pyarrow", "pandas",
+                                   "segstore_kafka", "segstore_rocketmq"})}))
+"""
+
+
+def test_help_imports_neither_numpy_nor_pyarrow_nor_a_format() -> None:
+    for argv in (["--help"], ["dump", "--help"], ["index", "--help"], ["convert", "--help"]):
+        result = _run(_HELP, *argv)
+        assert result["code"] == 0 and "usage: segstore" in result["text"], argv
+        assert result["loaded"] == [], argv
+
+
+_INFO = """
+import io, json, sys
+from segstore import cli
+code = cli.main(["info", sys.argv[1]], io.StringIO())
+print(json.dumps({"code": code, "loaded": sorted(m for m in sys.modules
+                                                 if m.startswith("segstore_") or m == "pyarrow.compute")}))
+"""
+
+
+def test_info_loads_only_the_store_formats_code(tmp_path) -> None:
+    """Detecting the format reads file names: the other format's store modules stay unloaded; and
+    pyarrow.compute (0.05 s) loads only where a computation runs."""
+    for path, own, other in ((_kafka(tmp_path / "k"), "segstore_kafka", "segstore_rocketmq"),
+                             (_rocketmq(tmp_path / "r"), "segstore_rocketmq", "segstore_kafka")):
+        result = _run(_INFO, str(path))
+        assert result["code"] == 0
+        assert f"{own}.store" in result["loaded"] and "pyarrow.compute" not in result["loaded"]
+        # its plugin and what it names files with: no store, no codec, no columns
+        assert {m for m in result["loaded"] if m.startswith(other)} <= \
+            {other, f"{other}.plugin", f"{other}.dirnames", f"{other}.checkpoint", f"{other}.checkpoints"}
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.binary(max_size=40))
+def test_binary_scalar_equals_pyarrows(value) -> None:
+    assert arrays.binary_scalar(value).equals(pa.scalar(value, pa.binary()))
