@@ -13,7 +13,7 @@ from segstore_rocketmq import appendarrow
 from segstore_rocketmq.message import SYSFLAG_TRANSACTION_PREPARED
 from segstore_rocketmq.store import RocketMQStore
 
-from segstore.errors import InvalidMessageError, InvalidTopicError
+from segstore.errors import InvalidMessageError, InvalidTopicError, MessageTooLargeError
 
 SMALL = {"mappedFileSizeCommitLog": 4096, "mappedFileSizeConsumeQueue": 400, "maxHashSlotNum": 16,
          "maxIndexNum": 40}
@@ -127,3 +127,22 @@ def test_what_append_arrow_refuses(tmp_path):
             store.append_arrow(source.set_column(source.schema.get_field_index("properties"), "properties",
                                                  props))
         assert store.commitlog.end == 0 and store.append_arrow(source.slice(0, 0)) == 0
+
+
+def test_a_refused_call_writes_nothing(tmp_path, monkeypatch):
+    """Every chunk is checked before the first is written: a row refused in the last chunk leaves the
+    store as it was (the chunks before it included)."""
+    monkeypatch.setattr(appendarrow, "CHUNK_ROWS", 4)
+    source = fill(tmp_path / "a", messages(12)).combine_chunks()
+    props = source.column("properties").to_pylist()
+    props[10] = [("a", "b\x01c")]
+    bad = source.set_column(source.schema.get_field_index("properties"), "properties",
+                            pa.array(props, source.schema.field("properties").type))
+    big = source.set_column(source.schema.get_field_index("value"), "value",
+                            pa.array([b""] * 11 + [bytes(5000)], pa.binary()))
+    with RocketMQStore(str(tmp_path / "b"), "a", SMALL) as store:
+        for table, error in ((bad, InvalidMessageError), (big, MessageTooLargeError)):
+            with pytest.raises(error):
+                store.append_arrow(table)
+            assert store.commitlog.end == 0 and store.topics() == []
+        assert store.append_arrow(source) == 12

@@ -35,6 +35,7 @@ from segstore.errors import InvalidMessageError
 from . import arrowwrite
 from .config import SCHEDULE_TOPIC
 from .message import (
+    END_FILE_MIN_BLANK_LENGTH,
     MAX_PROPERTIES_BYTES,
     MAX_TOPIC_BYTES_V1,
     MESSAGE_MAGIC,
@@ -139,6 +140,14 @@ def columns(batch: pa.RecordBatch, trailing: bool) -> arrowwrite.Restored | None
         ints["preparedTransactionOffset"], _millis(column("bornTimestamp")),
         _millis(column("storeTimestamp")),
         born[0], born[1], stored[0], stored[1], arrowwrite.Slices.of(body), properties)
+
+
+def oversized(msgs: arrowwrite.Restored, config: Any) -> bool:
+    """Whether a message of ``msgs`` is larger than the store takes (``maxMessageSize``, a commitlog
+    file): the reference raises its error then."""
+    sizes = arrowwrite._sizes(msgs)[0]
+    limit = min(config.maxMessageSize, config.mappedFileSizeCommitLog - END_FILE_MIN_BLANK_LENGTH)
+    return bool(len(sizes)) and int(sizes.max()) > limit
 
 
 def reference_messages(batch: pa.RecordBatch, trailing: bool) -> list[RocketMQMessage]:

@@ -135,6 +135,8 @@ class _Lifecycle(_StoreHost, Protocol):
     def _append(self, messages: Iterable[Any], *, as_stored: bool) -> list[AppendResult]: ...
     def append_placed(self, batch: PlainBatch, last_store_timestamp: int, count: int) -> None: ...
     def append_stored(self, messages: Iterable[RocketMQMessage]) -> list[AppendResult]: ...
+    def encode_checked(self, built: Iterable[RocketMQMessage]) -> list[bytearray]: ...
+    def _arrow_columns(self, chunk: pa.RecordBatch, trailing: bool) -> Any: ...
     def _message_or_none(self, physical_offset: int) -> RocketMQMessage | None: ...
     def query_by_key(self, topic: str, key: str, *, max_hits: int = 32, begin: int = 0,
                      end: int = TIME_MAX) -> list[RocketMQMessage]: ...
@@ -295,9 +297,9 @@ class LifecycleMixin:
         encoded in columns (C), without a Python object each; the placement is the store's.  A scan
         of one store appended to an empty one of the same geometry and version scans equal to it.
 
-        Rows are written :data:`.appendarrow.CHUNK_ROWS` at a time (memory stays bounded): a chunk
-        that is refused writes nothing, the chunks before it stay written.  In ``SYNC_FLUSH``
-        returns once they are durable.
+        Rows are written :data:`.appendarrow.CHUNK_ROWS` at a time (memory stays bounded), once every
+        chunk is checked: a refused call writes nothing.  In ``SYNC_FLUSH`` returns once they are
+        durable.
 
         :raises InvalidMessageError: not Arrow data of that schema, or a row the format cannot carry.
         :raises InvalidTopicError: a topic the broker refuses.
@@ -306,26 +308,42 @@ class LifecycleMixin:
         from . import appendarrow, arrowwrite  # the columnar writer's modules load on first use
 
         self._check_writable()
-        appended = 0
-        for chunk in appendarrow.batches(batch):
+        chunks = appendarrow.batches(batch)
+        trailing = self.trailing_separator
+        # checked whole first (each chunk's columns made and dropped again): a refusal writes nothing
+        for chunk in chunks:
             for topic in pc.unique(chunk.column("topic")).to_pylist():
                 validate_topic(topic, self.config.topic_max_length)
-            trailing = self.trailing_separator
+            if self._arrow_columns(chunk, trailing) is None:
+                self.encode_checked(appendarrow.reference_messages(chunk, trailing))
+        appended = 0
+        for chunk in chunks:
             written = False
-            if appendarrow.available():
-                msgs = appendarrow.columns(chunk, trailing)
-                if msgs is not None:
-                    with self._flushing().lock:     # placed at the end the lock keeps
-                        start = self.commitlog.end
-                        placed = arrowwrite.assign(self, msgs, start)
-                        encoded = None if placed is None else arrowwrite.encode(self, placed, start)
-                        if encoded is not None:
-                            self.append_placed(encoded[0], encoded[1], chunk.num_rows)
-                            written = True
-            if not written:      # the reference: one message object a row (raises the typed errors)
+            msgs = self._arrow_columns(chunk, trailing)
+            if msgs is not None:
+                with self._flushing().lock:     # placed at the end the lock keeps
+                    start = self.commitlog.end
+                    placed = arrowwrite.assign(self, msgs, start)
+                    encoded = None if placed is None else arrowwrite.encode(self, placed, start)
+                    if encoded is not None:
+                        self.append_placed(encoded[0], encoded[1], chunk.num_rows)
+                        written = True
+            if not written:      # the reference: one message object a row
                 self.append_stored(appendarrow.reference_messages(chunk, trailing))
             appended += chunk.num_rows
         return appended
+
+    def _arrow_columns(self: _Lifecycle, chunk: pa.RecordBatch, trailing: bool) -> Any:
+        """:func:`.appendarrow.columns` of ``chunk`` if the columnar path is built and takes every row, its
+        messages within the size limit (:func:`.arrowwrite.assign` takes them); None otherwise."""
+        from . import appendarrow
+
+        if not appendarrow.available():
+            return None
+        msgs = appendarrow.columns(chunk, trailing)
+        if msgs is None or appendarrow.oversized(msgs, self.config):
+            return None
+        return msgs
 
     def append_placed(self: _Lifecycle, batch: PlainBatch, last_store_timestamp: int, count: int) -> None:
         """Write ``count`` messages the caller encoded and placed at the commitlog's end, with their

@@ -689,19 +689,7 @@ class RocketMQStore(LifecycleMixin, Store):
                  else [self._build_checked(item, now) for item in messages])
         if not built:
             return []
-        limit = min(self.config.maxMessageSize,
-                    self.config.mappedFileSizeCommitLog - END_FILE_MIN_BLANK_LENGTH)
-        encoded = []
-        for msg in built:
-            if type(msg.queue_id) is not int or msg.queue_id < 0:     # a directory name: never "-1"
-                raise InvalidMessageError(f"expected a queue id >= 0, found {cut(msg.queue_id)}")
-            msg.queue_offset = msg.physical_offset = 0     # filled in once placed (set_offsets)
-            data = encode(msg)
-            if msg.size > limit:
-                raise MessageTooLargeError(f"expected a message of at most {limit} bytes (maxMessageSize "
-                                           f"{self.config.maxMessageSize}), found {msg.size}",
-                                           os.path.join(self.path, COMMITLOG_DIR), self.commitlog.end)
-            encoded.append(data)
+        encoded = self.encode_checked(built)
         # Every message is valid: place the batch and take queue offsets (kept aside until written).
         start = self.commitlog.end
         sizes = [msg.size for msg in built]
@@ -755,6 +743,28 @@ class RocketMQStore(LifecycleMixin, Store):
             except StorageFullError as err:
                 raise _index_full(err, start, placement.end) from err
         return results
+
+    def encode_checked(self, built: Iterable[RocketMQMessage]) -> list[bytearray]:
+        """Each message encoded (:func:`.message.encode`, its size set, its offsets 0 until placed),
+        checked as an append checks it before writing anything.
+
+        :raises InvalidMessageError: a negative queue id, or a field the format cannot carry.
+        :raises MessageTooLargeError: a message above ``maxMessageSize`` (or a commitlog file).
+        """
+        limit = min(self.config.maxMessageSize,
+                    self.config.mappedFileSizeCommitLog - END_FILE_MIN_BLANK_LENGTH)
+        encoded = []
+        for msg in built:
+            if type(msg.queue_id) is not int or msg.queue_id < 0:     # a directory name: never "-1"
+                raise InvalidMessageError(f"expected a queue id >= 0, found {cut(msg.queue_id)}")
+            msg.queue_offset = msg.physical_offset = 0     # filled in once placed (set_offsets)
+            data = encode(msg)
+            if msg.size > limit:
+                raise MessageTooLargeError(f"expected a message of at most {limit} bytes (maxMessageSize "
+                                           f"{self.config.maxMessageSize}), found {msg.size}",
+                                           os.path.join(self.path, COMMITLOG_DIR), self.commitlog.end)
+            encoded.append(data)
+        return encoded
 
     def _build_checked(self, item: Message | Mapping[str, Any], now: int) -> RocketMQMessage:
         """:meth:`_build`; a value of the wrong kind (``int("x")``...) is an InvalidMessageError."""
