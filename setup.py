@@ -15,11 +15,19 @@ ROOT = Path(__file__).parent
 COMMON_HEADER = ROOT / "segstore" / "speedups_common.h"
 
 
+def parts(path: str) -> list[str]:
+    """The files a module's ``_speedups.c`` includes, one per concern: every ``_speedups_*.c`` beside
+    it, sorted (``segstore.speedups.source_files``)."""
+    source = ROOT.joinpath(path)
+    return sorted(str(p.relative_to(ROOT)) for p in source.parent.glob(source.stem + "_*.c"))
+
+
 def source_hash(path: str) -> tuple[str, str]:
-    """The macro that stamps a build with its C source and the shared header
+    """The macro that stamps a build with its C source, the files it includes and the shared header
     (``segstore.speedups.source_hash``), so that a module built from other source than what sits
     beside it is found stale at import."""
-    digest = hashlib.sha256(ROOT.joinpath(path).read_bytes() + COMMON_HEADER.read_bytes()).hexdigest()[:16]
+    data = b"".join(ROOT.joinpath(p).read_bytes() for p in [path, *parts(path)]) + COMMON_HEADER.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()[:16]
     return ("SEGSTORE_SOURCE_HASH", f'"{digest}"')
 
 
@@ -40,7 +48,7 @@ setup(
             ["formats/segstore_rocketmq/_speedups.c"],
             define_macros=[source_hash("formats/segstore_rocketmq/_speedups.c")],
             include_dirs=["segstore"],
-            depends=["segstore/speedups_common.h"],
+            depends=["segstore/speedups_common.h", *parts("formats/segstore_rocketmq/_speedups.c")],
             libraries=["z"],
             extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter",
                                 "-Wno-missing-field-initializers"],

@@ -64,8 +64,17 @@ COMMON_HEADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "speedu
 
 def source_hash(data: bytes) -> str:
     """What setup.py stamps a build with: the first 16 hex digits of the SHA-256 of the C source
-    followed by :data:`COMMON_HEADER`."""
+    (:func:`source_files`, one after another) followed by :data:`COMMON_HEADER`."""
     return hashlib.sha256(data).hexdigest()[:16]
+
+
+def source_files(source: str) -> list[str]:
+    """``source`` (a module's ``_speedups.c``) and the files it includes, one per concern: every
+    ``_speedups_*.c`` beside it, sorted (setup.py hashes the same files in the same order)."""
+    directory, name = os.path.split(source)
+    stem = os.path.splitext(name)[0] + "_"
+    return [source, *sorted(os.path.join(directory, n) for n in os.listdir(directory or ".")
+                            if n.startswith(stem) and n.endswith(".c"))]
 
 
 def stale(module: ModuleType) -> str | None:
@@ -77,8 +86,10 @@ def stale(module: ModuleType) -> str | None:
     built = getattr(module, "SOURCE_HASH", None)
     if built == "":
         return None
-    with open(source, "rb") as f:
-        data = f.read()
+    data = b""
+    for path in source_files(source):
+        with open(path, "rb") as f:
+            data += f.read()
     if os.path.isfile(COMMON_HEADER) and b'#include "speedups_common.h"' in data:
         with open(COMMON_HEADER, "rb") as f:
             data += f.read()

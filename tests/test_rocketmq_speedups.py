@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import copy
+import errno
 import os
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +20,7 @@ from segstore_rocketmq.indexfile import IndexFile
 from segstore_rocketmq.message import MESSAGE_MAGIC, encode_topic
 from segstore_rocketmq.store import RocketMQStore
 
-from segstore.errors import InvalidMessageError, InvalidTopicError, MessageTooLargeError
+from segstore.errors import InvalidMessageError, InvalidTopicError, MessageTooLargeError, SegstoreError
 from segstore.indexes import keyhash
 
 needs_c = pytest.mark.skipif(fastappend._speedups is None, reason="segstore_rocketmq._speedups not built")
@@ -245,3 +248,137 @@ def test_index_put_in_c_equals_the_broker_order_and_numpy(tmp_path_factory, chun
         mp.setattr(keyhash, "_speedups", None)     # the numpy reference
         assert in_c == put_all(tmp, "each", chunks, "each")
         assert in_c == put_all(tmp, "numpy", chunks, "put")
+
+
+# -- the single append in one C call (_speedups.Appender) ---------------------------------
+
+
+def append_each(path: Path, items: list[dict], *, in_c: bool, clock_ms: int = 1_700_000_000_000,
+                taken: list | None = None, config: dict = SMALL) -> list:
+    """``items`` appended one ``append`` each: their results, or the class of the error each raised.
+    ``in_c``: through the C single append where it takes the item (``taken`` counts those);
+    otherwise through the general path with the pure-Python encoder (the reference)."""
+    out: list = []
+    with RocketMQStore(str(path), "a", config, clock=lambda: clock_ms) as store:
+        one = store._append_one
+        assert one is not None
+
+        def counted(item):
+            result = one(item)
+            if result is not None and taken is not None:
+                taken.append(result)
+            return result
+        store._append_one = counted if in_c else None
+        for item in items:
+            try:
+                out.append(store.append(copy.deepcopy(item)))
+            except SegstoreError as err:
+                out.append(type(err))
+        flusher = store._flusher
+        assert flusher is not None and flusher._appended_end == store.commitlog.end
+    return out
+
+
+@st.composite
+def singles(draw) -> list[dict]:
+    """Plain items to a few queues (most to a queue made already: the C path's), a few carrying a field
+    the C path leaves to the general one."""
+    items = draw(st.lists(plain_item, min_size=4, max_size=40))
+    for item in items:
+        if draw(st.integers(0, 3)):
+            item["topic"], item["queue_id"] = draw(st.sampled_from([("T", 0), ("ünï", 1)]))
+    for _ in range(draw(st.integers(0, 3))):
+        name, value = draw(odd_field)
+        items[draw(st.integers(0, len(items) - 1))][name] = value
+    return items
+
+
+#: Files that roll now and then in an example (SMALL ones roll at almost every message, and a file is
+#: rolled into, and reserved, by the general path).
+MEDIUM = {"mappedFileSizeCommitLog": 8192, "mappedFileSizeConsumeQueue": 400, "maxHashSlotNum": 16,
+          "maxIndexNum": 48}
+
+
+@needs_c
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(items=singles())
+def test_single_append_in_c_writes_what_the_python_reference_writes(tmp_path_factory, items):
+    """Same results, same errors and every store file byte for byte (commitlog rolls with BLANKs,
+    consume-queue and IndexFile rolls included) as the general path with the pure-Python encoder."""
+    tmp = tmp_path_factory.mktemp("single")
+    # the queues most items go to, made and their files' blocks reserved (by the general path)
+    warm = [{"topic": t, "queue_id": q, "keys": "w"} for t, q in [("T", 0), ("ünï", 1)] for _ in (1, 2)]
+    items = warm + items
+    in_c = append_each(tmp / "c", items, in_c=True, config=MEDIUM)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fastappend, "encode_plain", encode_plain_py)
+        reference = append_each(tmp / "py", items, in_c=False, config=MEDIUM)
+    assert in_c == reference
+    a, b = store_files(tmp / "c"), store_files(tmp / "py")
+    assert a.keys() == b.keys()
+    assert [k for k in a if a[k] != b[k]] == []
+
+
+@needs_c
+def test_single_append_in_c_takes_the_common_path(tmp_path):
+    """Plain messages to queues that exist go through the C call (all but each queue's first and those
+    that roll a file), and the store reads back, verifies and answers key queries."""
+    items = [m for b in batches(3) for m in b]
+    taken: list = []
+    roomy = {"mappedFileSizeCommitLog": 16 << 10, "mappedFileSizeConsumeQueue": 2000, "maxHashSlotNum": 64,
+             "maxIndexNum": 1000}
+    results = append_each(tmp_path / "s", items, in_c=True, taken=taken, config=roomy)
+    assert len(taken) > len(items) * 3 // 4 and all(r in results for r in taken)
+    with RocketMQStore(str(tmp_path / "s"), "r", roomy) as store:
+        assert store.verify() == []
+        assert [m.body for m in store.read("A", 1)] == [m["body"] for m in items
+                                                        if m["topic"] == "A" and m["queue_id"] == 1]
+        assert [m.queue_offset for m in store.query_by_key("B", f"k{len(items) - 1}")] in ([], [
+            results[-1].offset])
+
+
+@needs_c
+def test_single_append_in_c_stamps_the_wall_clock_and_yields_to_a_held_lock(tmp_path):
+    with RocketMQStore(str(tmp_path / "s"), "a", SMALL) as store:
+        for body in (b"first", b"more"):   # make the queue and reserve blocks (the general path)
+            store.append({"topic": "A", "body": body})
+        before = time.time_ns() // 1_000_000
+        result = store._append_one({"topic": "A", "body": b"second"})
+        assert result is not None and before <= result.extra["store_timestamp"] <= time.time_ns() // 1_000_000
+        end = store.commitlog.end
+        held = threading.Event()
+        done = threading.Event()
+
+        def hold():
+            with store._flusher.lock:
+                held.set()
+                done.wait(10)
+        thread = threading.Thread(target=hold)
+        thread.start()
+        try:
+            held.wait(10)
+            assert store._append_one({"topic": "A", "body": b"third"}) is None   # the general path waits
+            assert store.commitlog.end == end
+        finally:
+            done.set()
+            thread.join()
+        assert store.append({"topic": "A", "body": b"third"}).offset == 3
+    with RocketMQStore(str(tmp_path / "sync"), "a", {**SMALL, "flushDiskType": "SYNC_FLUSH"}) as store:
+        assert store._append_one is None                        # an append waits for its sync there
+
+
+@needs_c
+def test_single_append_in_c_without_block_reservation(tmp_path, monkeypatch):
+    """On a filesystem without ``posix_fallocate`` (files reserve no blocks) the C path writes through
+    the descriptors, as the general path does, and the same bytes."""
+    def unsupported(fd, offset, length):
+        raise OSError(errno.EOPNOTSUPP, "not supported")
+    monkeypatch.setattr(os, "posix_fallocate", unsupported)
+    items = [m for b in batches(4) for m in b]
+    taken: list = []
+    in_c = append_each(tmp_path / "c", items, in_c=True, taken=taken, config=MEDIUM)
+    assert len(taken) > len(items) // 2
+    monkeypatch.setattr(fastappend, "encode_plain", encode_plain_py)
+    assert in_c == append_each(tmp_path / "py", items, in_c=False, config=MEDIUM)
+    a, b = store_files(tmp_path / "c"), store_files(tmp_path / "py")
+    assert a.keys() == b.keys() and [k for k in a if a[k] != b[k]] == []

@@ -85,3 +85,23 @@ def test_the_shared_header_is_part_of_a_builds_source(tmp_path, monkeypatch):
             warnings.simplefilter("always")
             assert (speedups.load(name) is not None) == loads
         sys.modules.pop(name, None)
+
+
+def test_the_files_a_source_includes_are_part_of_a_builds_source(tmp_path, monkeypatch):
+    """A ``_speedups.c`` split by concern includes its ``_speedups_*.c`` beside it: the stamp covers
+    them, in name order (setup.py), so a build from before an edit of one of them is stale."""
+    main, parts = b'#include "_speedups_b.c"\n#include "_speedups_a.c"\n', [b"int a;\n", b"int b;\n"]
+    stamps = ((speedups.source_hash(main + parts[0] + parts[1]), True), (speedups.source_hash(main), False),
+              (speedups.source_hash(main + parts[1] + parts[0]), False))
+    for stamp, loads in stamps:
+        name = _package(tmp_path, stamp, main, f"stalecase_{uuid.uuid4().hex[:12]}")
+        for part, text in zip(("_speedups_a.c", "_speedups_b.c"), parts, strict=True):
+            (tmp_path / name.split(".")[0] / part).write_bytes(text)
+        monkeypatch.syspath_prepend(str(tmp_path))
+        importlib.invalidate_caches()
+        monkeypatch.delenv(speedups.PURE_PYTHON_ENV, raising=False)
+        monkeypatch.setattr(speedups, "missing", {})
+        with warnings.catch_warnings(record=True):
+            warnings.simplefilter("always")
+            assert (speedups.load(name) is not None) == loads
+        sys.modules.pop(name, None)

@@ -45,19 +45,20 @@ Thread-safety: pure functions; the store serialises its appends.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from itertools import accumulate
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, cast
 
 import numpy as np
 
-from segstore import speedups
+from segstore import files, speedups
 from segstore.errors import InvalidMessageError
 from segstore.store import AppendResult
 
 from .commitlog import CommitLog, place
 from .config import BrokerConfig
 from .consumequeue import CQ_DTYPE
+from .flush import ASYNC_FLUSH, FlushService
 from .indexfile import build_key, index_key_hash
 from .javacompat import hashmap_order, string_hash
 from .message import (
@@ -238,6 +239,7 @@ else:
     encode_plain = encode_plain_py
 
 
+
 def file_chunks(data: bytearray, start: int, blanks: list[tuple[int, int]]
                 ) -> tuple[list[memoryview], list[int], list[int]]:
     """``data`` cut where BLANKs open a new file: (chunks, their physical offsets, their sizes).
@@ -352,3 +354,35 @@ def encode_batch(store: PlainTarget, items: list, now: int) -> PlainBatch | None
     if out is None:
         return None
     return _new_batch(PlainBatch, (*out, start))
+
+
+class SingleTarget(PlainTarget, Protocol):
+    """What :func:`single_appender` reads of a store besides a :class:`PlainTarget`'s (the C
+    ``Appender`` reads them again at every call: ``queues``, ``_next_offsets``, ``_plain_topics``,
+    ``_trailing_separator``, ``indexes``)."""
+
+    index: Any
+    topic_configs: Any
+    _clock: Callable[[], int]
+
+
+def single_appender(store: SingleTarget, flusher: FlushService,
+                    wall_clock: Callable[[], int]) -> Callable[[Any], AppendResult | None] | None:
+    """The store's single append in one C call (``_speedups.Appender.append``): an :class:`AppendResult`,
+    or None for an item the common path does not take (nothing changed: the store's general path
+    appends it).  None when there is no C extension, or in ``SYNC_FLUSH`` (an append waits for its
+    sync there: the general path's group commit).  ``wall_clock``: the store's default clock, which
+    the C path reads itself (``time.time_ns() // 10**6``).
+
+    The C function does what :func:`encode_batch` and the store's ``_write_plain`` do for a batch of
+    one, with the same bytes (tests/test_rocketmq_single_append.py holds it equal to the Python
+    path, store files byte for byte).
+    """
+    if _speedups is None or flusher.policy.flush_disk_type != ASYNC_FLUSH:
+        return None
+    host = store.store_host
+    clock = None if store._clock is wall_clock else store._clock
+    appender = _speedups.Appender(store, store.commitlog, flusher, store.index, clock, store.topic_configs,
+                                  host.ip, host.port, KEYS_FIRST, store.config.mappedFileSizeCommitLog,
+                                  store.config.maxMessageSize, files.WRITEBACK_BYTES)
+    return cast("Callable[[Any], AppendResult | None]", appender.append)

@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from segstore import files, progress
 from segstore.errors import (
@@ -104,6 +106,8 @@ class _StoreHost(Protocol):
     def _append_locked(self, messages: Iterable[Any], *, as_stored: bool = False) -> list[AppendResult]: ...
     def _write_plain(self, batch: PlainBatch) -> list[AppendResult]: ...
     def scan(self) -> Iterator[RocketMQMessage]: ...
+    @property
+    def trailing_separator(self) -> bool: ...
     def read(self, topic: str, partition: int, offset: int = 0,
              count: int | None = None) -> Iterator[RocketMQMessage]: ...
     def offset_range(self, topic: str, partition: int) -> tuple[int, int]: ...
@@ -119,14 +123,20 @@ class _Lifecycle(_StoreHost, Protocol):
     recovery_lines: list[str]
     _flusher: FlushService | None
     _left_damaged: list[tuple[str, int, int]]
+    _append_one: Callable[[Any], AppendResult | None] | None
     _checked_whole: tuple[Any, ...] | None
 
+    def _single_appender(self, flusher: FlushService) -> Callable[[Any], AppendResult | None] | None: ...
     def _flushing(self) -> FlushService: ...
     def _checked_state(self) -> tuple[Any, ...]: ...
     def _recover(self, *, abnormal: bool, full: bool = False) -> list[str]: ...
     def _commitlog_bytes(self) -> int: ...
     def _check_lost_messages(self, actions: list[str]) -> None: ...
     def _append(self, messages: Iterable[Any], *, as_stored: bool) -> list[AppendResult]: ...
+    def append_placed(self, batch: PlainBatch, last_store_timestamp: int, count: int) -> None: ...
+    def append_stored(self, messages: Iterable[RocketMQMessage]) -> list[AppendResult]: ...
+    def encode_checked(self, built: Iterable[RocketMQMessage]) -> list[bytearray]: ...
+    def _arrow_columns(self, chunk: pa.RecordBatch, trailing: bool) -> Any: ...
     def _message_or_none(self, physical_offset: int) -> RocketMQMessage | None: ...
     def query_by_key(self, topic: str, key: str, *, max_hits: int = 32, begin: int = 0,
                      end: int = TIME_MAX) -> list[RocketMQMessage]: ...
@@ -148,12 +158,15 @@ class LifecycleMixin:
     recovery_lines: list[str]
     _flusher: FlushService | None
     _left_damaged: list[tuple[str, int, int]]
+    #: the single append in one C call while open for append (None: the general path only)
+    _append_one: Callable[[Any], AppendResult | None] | None
     _checked_whole: tuple[Any, ...] | None
 
     def _init_lifecycle(self) -> None:
         self.checkpoint = None
         self.recovery_lines = []
         self._flusher = None
+        self._append_one = None
         self._left_damaged = []     # damaged ranges the last recovery left in place (see recover)
         #: the store's extent (:meth:`_checked_state`) when a recovery last walked and checked all of
         #: it with nothing left damaged; None when none did (see recover)
@@ -191,6 +204,7 @@ class LifecycleMixin:
         if self.index is not None:
             self.index.on_file_full = flusher.index_file_full
         flusher.start()
+        self._append_one = self._single_appender(flusher)
 
     def _recover(self: _Lifecycle, *, abnormal: bool, full: bool = False) -> list[str]:
         if self.checkpoint is None:
@@ -234,6 +248,7 @@ class LifecycleMixin:
             self._flusher.stop()
 
     def _release_lifecycle(self: _Lifecycle) -> None:
+        self._append_one = None
         if self._flusher is not None:
             self._flusher.stop()
             self._flusher = None
@@ -243,7 +258,16 @@ class LifecycleMixin:
 
     # -- appending --------------------------------------------------------------------
     def append(self: _Lifecycle, message: Message | Mapping[str, Any]) -> AppendResult:
-        """Append one message; returns where it landed (:meth:`append_batch` of one)."""
+        """Append one message; returns where it landed (:meth:`append_batch` of one).
+
+        A plain message (:mod:`.fastappend`) in ``ASYNC_FLUSH`` is one C call (``_append_one``);
+        whatever that path does not take goes through :meth:`append_batch`'s.
+        """
+        one = self._append_one
+        if one is not None:
+            result = one(message)
+            if result is not None:
+                return result
         return self._append([message], as_stored=False)[0]
 
     def append_batch(self: _Lifecycle, messages: Iterable[Message | Mapping[str, Any]]) -> list[AppendResult]:
@@ -264,6 +288,62 @@ class LifecycleMixin:
         Used to restore a converted store byte for byte.
         """
         return self._append(messages, as_stored=True)
+
+    def append_arrow(self: _Lifecycle, batch: pa.RecordBatch | pa.Table) -> int:
+        """Append the rows of a ``pyarrow.RecordBatch`` or ``Table`` of
+        :data:`segstore.columns.ROCKETMQ_SCHEMA` (what :meth:`scan_arrow` yields) as
+        :meth:`append_stored` appends messages; returns the rows appended.  Which columns make a
+        message and which are derived (and not read): :mod:`.appendarrow`.  The common rows are
+        encoded in columns (C), without a Python object each; the placement is the store's.  A scan
+        of one store appended to an empty one of the same geometry and version scans equal to it.
+
+        Rows are written :data:`.appendarrow.CHUNK_ROWS` at a time (memory stays bounded), once every
+        chunk is checked: a refused call writes nothing.  In ``SYNC_FLUSH`` returns once they are
+        durable.
+
+        :raises InvalidMessageError: not Arrow data of that schema, or a row the format cannot carry.
+        :raises InvalidTopicError: a topic the broker refuses.
+        :raises MessageTooLargeError: a message above ``maxMessageSize``.
+        """
+        from . import appendarrow, arrowwrite  # the columnar writer's modules load on first use
+
+        self._check_writable()
+        chunks = appendarrow.batches(batch)
+        trailing = self.trailing_separator
+        # checked whole first (each chunk's columns made and dropped again): a refusal writes nothing
+        for chunk in chunks:
+            for topic in pc.unique(chunk.column("topic")).to_pylist():
+                validate_topic(topic, self.config.topic_max_length)
+            if self._arrow_columns(chunk, trailing) is None:
+                self.encode_checked(appendarrow.reference_messages(chunk, trailing))
+        appended = 0
+        for chunk in chunks:
+            written = False
+            msgs = self._arrow_columns(chunk, trailing)
+            if msgs is not None:
+                with self._flushing().lock:     # placed at the end the lock keeps
+                    start = self.commitlog.end
+                    placed = arrowwrite.assign(self, msgs, start)
+                    encoded = None if placed is None else arrowwrite.encode(self, placed, start)
+                    if encoded is not None:
+                        self.append_placed(encoded[0], encoded[1], chunk.num_rows)
+                        written = True
+            if not written:      # the reference: one message object a row
+                self.append_stored(appendarrow.reference_messages(chunk, trailing))
+            appended += chunk.num_rows
+        return appended
+
+    def _arrow_columns(self: _Lifecycle, chunk: pa.RecordBatch, trailing: bool) -> Any:
+        """:func:`.appendarrow.columns` of ``chunk`` if the columnar path is built and takes every row, its
+        messages within the size limit (:func:`.arrowwrite.assign` takes them); None otherwise."""
+        from . import appendarrow
+
+        if not appendarrow.available():
+            return None
+        msgs = appendarrow.columns(chunk, trailing)
+        if msgs is None or appendarrow.oversized(msgs, self.config):
+            return None
+        return msgs
 
     def append_placed(self: _Lifecycle, batch: PlainBatch, last_store_timestamp: int, count: int) -> None:
         """Write ``count`` messages the caller encoded and placed at the commitlog's end, with their

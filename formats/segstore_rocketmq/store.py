@@ -24,7 +24,7 @@ import itertools
 import json
 import os
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, cast
 
 import numpy as np
@@ -61,7 +61,8 @@ from .consumequeue import CQ_DTYPE, FILE_NAME_DIGITS, ConsumeQueue, queue_cut_di
 from .consumequeue_ext import EXT_DIR, ConsumeQueueExt
 from .consumequeue_ext import MAX_ADDR as EXT_MAX_ADDR
 from .dirnames import COMMITLOG_DIR, CONSUMEQUEUE_DIR, INDEX_DIR, LOCK_FILE, is_rocketmq_store
-from .fastappend import PlainBatch, encode_batch
+from .fastappend import PlainBatch, encode_batch, single_appender
+from .flush import FlushService
 from .indexfile import IndexRequest, IndexService, geometry_on_disk
 from .javacompat import hashmap_order, string_hash
 from .lifecycle import LifecycleMixin, keys_and_tags
@@ -503,6 +504,10 @@ class RocketMQStore(LifecycleMixin, Store):
         if self.topic_configs.ensure(topic, queue_id):
             self._configs_dirty = True
 
+    def _single_appender(self, flusher: FlushService) -> Callable[[Any], AppendResult | None] | None:
+        """The single append in one C call for this store (:func:`.fastappend.single_appender`)."""
+        return single_appender(self, flusher, _now_ms)
+
     @property
     def plain_topic_fields(self) -> Mapping[str, bytes]:
         """The encoded fields of the topics :meth:`plain_topic_field` validated (read by .fastappend)."""
@@ -684,19 +689,7 @@ class RocketMQStore(LifecycleMixin, Store):
                  else [self._build_checked(item, now) for item in messages])
         if not built:
             return []
-        limit = min(self.config.maxMessageSize,
-                    self.config.mappedFileSizeCommitLog - END_FILE_MIN_BLANK_LENGTH)
-        encoded = []
-        for msg in built:
-            if type(msg.queue_id) is not int or msg.queue_id < 0:     # a directory name: never "-1"
-                raise InvalidMessageError(f"expected a queue id >= 0, found {cut(msg.queue_id)}")
-            msg.queue_offset = msg.physical_offset = 0     # filled in once placed (set_offsets)
-            data = encode(msg)
-            if msg.size > limit:
-                raise MessageTooLargeError(f"expected a message of at most {limit} bytes (maxMessageSize "
-                                           f"{self.config.maxMessageSize}), found {msg.size}",
-                                           os.path.join(self.path, COMMITLOG_DIR), self.commitlog.end)
-            encoded.append(data)
+        encoded = self.encode_checked(built)
         # Every message is valid: place the batch and take queue offsets (kept aside until written).
         start = self.commitlog.end
         sizes = [msg.size for msg in built]
@@ -750,6 +743,28 @@ class RocketMQStore(LifecycleMixin, Store):
             except StorageFullError as err:
                 raise _index_full(err, start, placement.end) from err
         return results
+
+    def encode_checked(self, built: Iterable[RocketMQMessage]) -> list[bytearray]:
+        """Each message encoded (:func:`.message.encode`, its size set, its offsets 0 until placed),
+        checked as an append checks it before writing anything.
+
+        :raises InvalidMessageError: a negative queue id, or a field the format cannot carry.
+        :raises MessageTooLargeError: a message above ``maxMessageSize`` (or a commitlog file).
+        """
+        limit = min(self.config.maxMessageSize,
+                    self.config.mappedFileSizeCommitLog - END_FILE_MIN_BLANK_LENGTH)
+        encoded = []
+        for msg in built:
+            if type(msg.queue_id) is not int or msg.queue_id < 0:     # a directory name: never "-1"
+                raise InvalidMessageError(f"expected a queue id >= 0, found {cut(msg.queue_id)}")
+            msg.queue_offset = msg.physical_offset = 0     # filled in once placed (set_offsets)
+            data = encode(msg)
+            if msg.size > limit:
+                raise MessageTooLargeError(f"expected a message of at most {limit} bytes (maxMessageSize "
+                                           f"{self.config.maxMessageSize}), found {msg.size}",
+                                           os.path.join(self.path, COMMITLOG_DIR), self.commitlog.end)
+            encoded.append(data)
+        return encoded
 
     def _build_checked(self, item: Message | Mapping[str, Any], now: int) -> RocketMQMessage:
         """:meth:`_build`; a value of the wrong kind (``int("x")``...) is an InvalidMessageError."""

@@ -1,0 +1,1503 @@
+/*
+ * segstore_rocketmq._speedups: the columnar decode of a mapped commitlog region (columnar.py holds
+ * the Python reference).
+ *
+ * Included by _speedups.c (one translation unit): the layouts, constants and helpers defined
+ * there, and in the files included before this one, are this file's.
+ */
+
+/* ------------------------------------------------------------------------------ */
+/* columnar decode (see columnar.py: the pure-Python reference and the column layout) */
+
+/*
+ * The decoded columns, cap rows each, in three caller-owned blocks (columnar.Rows):
+ * int64 [N_I8][cap], int32 [N_I4][cap], uint8 born_ip [cap][16], store_ip [cap][16],
+ * crc_ok [cap].  *_pos are view positions; position is the view position + base.
+ */
+enum { C_POSITION, C_QUEUE_OFFSET, C_PHYSICAL_OFFSET, C_BORN_TS, C_STORE_TS, C_PREPARED, C_BODY_POS,
+       C_TOPIC_POS, C_PROPS_POS, N_I8 };
+enum { C_SIZE, C_MAGIC, C_BODY_CRC, C_QUEUE_ID, C_FLAG, C_SYS_FLAG, C_BORN_PORT, C_STORE_PORT, C_RECONSUME,
+       C_BODY_LEN, C_TOPIC_LEN, C_PROPS_LEN, N_I4 };
+#define U8_PER_ROW (2 * IPV6_LEN + 1)
+
+typedef struct {
+    int64_t *i8[N_I8];
+    int32_t *i4[N_I4];
+    uint8_t *born_ip, *store_ip, *crc_ok;
+    Py_ssize_t cap;
+} Cols;
+
+/* Point c into the three blocks; 0 (with ValueError set) when their sizes disagree. */
+static int
+cols_init(Cols *c, Py_buffer *i8, Py_buffer *i4, Py_buffer *u8)
+{
+    Py_ssize_t cap = i8->len / (Py_ssize_t)(N_I8 * sizeof(int64_t));
+    if (i8->len != cap * N_I8 * (Py_ssize_t)sizeof(int64_t) || i4->len != cap * N_I4 * (Py_ssize_t)sizeof(int32_t) ||
+        u8->len != cap * U8_PER_ROW) {
+        PyErr_SetString(PyExc_ValueError, "expected column blocks of one capacity (see columnar.Rows)");
+        return 0;
+    }
+    for (int k = 0; k < N_I8; k++) {
+        c->i8[k] = (int64_t *)i8->buf + k * cap;
+    }
+    for (int k = 0; k < N_I4; k++) {
+        c->i4[k] = (int32_t *)i4->buf + k * cap;
+    }
+    c->born_ip = u8->buf;
+    c->store_ip = c->born_ip + cap * IPV6_LEN;
+    c->crc_ok = c->store_ip + cap * IPV6_LEN;
+    c->cap = cap;
+    return 1;
+}
+
+#define MESSAGE_MAGIC_V2 ((int32_t)0xDAA320AB)
+#define PREFIX_SIZE 8
+#define IPV6_EXTRA (IPV6_LEN - IPV4_LEN)
+enum { ST_DONE, ST_BLANK, ST_END, ST_BAD };
+
+static inline int64_t
+get_i64(const uint8_t *p)
+{
+    uint64_t u = 0;
+    for (int i = 0; i < 8; i++) {
+        u = (u << 8) | p[i];
+    }
+    return (int64_t)u;
+}
+
+/*
+ * zlib's CRC-32 (IEEE 802.3, reflected) of a message body: with PCLMULQDQ where the CPU has it
+ * (folding 16 bytes at a time, then a Barrett reduction: Intel's "Fast CRC Computation for Generic
+ * Polynomials Using PCLMULQDQ"), the 0-15 trailing bytes and other CPUs through zlib.
+ */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_CLMUL_CRC 1
+
+__attribute__((target("pclmul,sse4.1"))) static uint32_t
+crc32_clmul(const uint8_t *buf, size_t len)
+{
+    /* x^(128+32) mod P and x^(128-32) mod P (bit-reflected), x^64 mod P, P and floor(x^64 / P) */
+    const __m128i k3k4 = _mm_set_epi64x(0x00ccaa009eLL, 0x01751997d0LL);
+    const __m128i k5 = _mm_set_epi64x(0, 0x0163cd6124LL);
+    const __m128i poly = _mm_set_epi64x(0x01f7011641LL, 0x01db710641LL);
+    const __m128i low32 = _mm_setr_epi32(~0, 0, ~0, 0);
+    __m128i x1 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)buf), _mm_cvtsi32_si128((int)0xFFFFFFFFu));
+    buf += 16;
+    len -= 16;
+    while (len >= 16) {
+        __m128i lo = _mm_clmulepi64_si128(x1, k3k4, 0x00);
+        x1 = _mm_clmulepi64_si128(x1, k3k4, 0x11);
+        x1 = _mm_xor_si128(_mm_xor_si128(x1, lo), _mm_loadu_si128((const __m128i *)buf));
+        buf += 16;
+        len -= 16;
+    }
+    __m128i x2 = _mm_clmulepi64_si128(x1, k3k4, 0x10);
+    x1 = _mm_xor_si128(_mm_srli_si128(x1, 8), x2);
+    x2 = _mm_srli_si128(x1, 4);
+    x1 = _mm_xor_si128(_mm_clmulepi64_si128(_mm_and_si128(x1, low32), k5, 0x00), x2);
+    x2 = _mm_clmulepi64_si128(_mm_and_si128(x1, low32), poly, 0x10);
+    x2 = _mm_clmulepi64_si128(_mm_and_si128(x2, low32), poly, 0x00);
+    x1 = _mm_xor_si128(x1, x2);
+    uint32_t crc = (uint32_t)_mm_extract_epi32(x1, 1);    /* still inverted */
+    const z_crc_t *table = get_crc_table();
+    for (; len; len--) {       /* the 0-15 bytes left, a table lookup each (no call into zlib) */
+        crc = (uint32_t)table[(crc ^ *buf++) & 0xFF] ^ (crc >> 8);
+    }
+    return ~crc;
+}
+#endif
+
+static uint32_t
+body_crc32(const uint8_t *buf, size_t len)
+{
+#ifdef HAVE_CLMUL_CRC
+    static int has_clmul = -1;
+    if (has_clmul < 0) {
+        __builtin_cpu_init();
+        has_clmul = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+    }
+    if (has_clmul && len >= 16 && len <= UINT32_MAX) {
+        return crc32_clmul(buf, len);
+    }
+#endif
+    return (uint32_t)crc32(0L, buf, (uInt)len);
+}
+
+/*
+ * body_crcs(view, starts, lengths, out) -> None
+ *
+ * The stored body CRC (zlib CRC-32 & 0x7FFFFFFF, message.body_crc) of each slice
+ * view[starts[i]:starts[i]+lengths[i]] into out (int32, one per slice): the
+ * columnar restore of converted messages encodes them with it.  Bounds-checked;
+ * releases the GIL.
+ */
+static PyObject *
+body_crcs(PyObject *module, PyObject *args)
+{
+    Py_buffer view, starts, lengths, out;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*", &view, &starts, &lengths, &out)) {
+        return NULL;
+    }
+    Py_ssize_t n = lengths.len / (Py_ssize_t)sizeof(int32_t);
+    const int64_t *s = starts.buf;
+    const int32_t *l = lengths.buf;
+    int32_t *o = out.buf;
+    int ok = starts.len == n * (Py_ssize_t)sizeof(int64_t) && out.len >= n * (Py_ssize_t)sizeof(int32_t);
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
+        if (l[i] < 0 || s[i] < 0 || s[i] + l[i] > view.len) {
+            ok = 0;
+            break;
+        }
+        o[i] = (int32_t)(body_crc32((const uint8_t *)view.buf + s[i], (size_t)l[i]) & 0x7FFFFFFFu);
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&lengths);
+    PyBuffer_Release(&out);
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "expected slices inside the view and an output of n int32");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/*
+ * Decode the message at d = view + pos (left bytes to the limit) into row n of c;
+ * 0 when message.decode would raise (with check_crc = strict).  Row n may be
+ * partly written then: the caller does not count it.
+ */
+static int
+decode_row(const uint8_t *d, Py_ssize_t left, int32_t total, int32_t magic, int strict, Cols *c, Py_ssize_t n,
+           Py_ssize_t pos, int64_t base)
+{
+    if (total < HEADER_V4 || total > left) {
+        return 0;
+    }
+    int32_t sys_flag = get_i32(d + 36);
+    int born6 = (sys_flag & SYSFLAG_BORNHOST_V6) != 0, store6 = (sys_flag & SYSFLAG_STOREHOST_V6) != 0;
+    Py_ssize_t header = HEADER_V4 + (born6 ? IPV6_EXTRA : 0) + (store6 ? IPV6_EXTRA : 0);
+    if (total < header) {
+        return 0;
+    }
+    const uint8_t *p = d + header - 4;
+    int32_t body_len = get_i32(p);
+    Py_ssize_t at = header;
+    if (body_len < 0 || at + body_len > total) {
+        return 0;
+    }
+    Py_ssize_t body_at = at;
+    at += body_len;
+    int32_t topic_len;
+    if (magic == MESSAGE_MAGIC) {
+        if (at + 1 > total) {
+            return 0;
+        }
+        topic_len = (int8_t)d[at];
+        at += 1;
+    } else {
+        if (at + 2 > total) {
+            return 0;
+        }
+        topic_len = (int16_t)((d[at] << 8) | d[at + 1]);
+        at += 2;
+    }
+    if (topic_len < 0 || at + topic_len > total || !valid_utf8(d + at, topic_len, 0)) {
+        return 0;
+    }
+    Py_ssize_t topic_at = at;
+    at += topic_len;
+    if (at + PROPERTIES_LENGTH_SIZE > total) {
+        return 0;
+    }
+    int32_t props_len = (int16_t)((d[at] << 8) | d[at + 1]);
+    at += PROPERTIES_LENGTH_SIZE;
+    if (props_len < 0 || at + props_len != total || !valid_utf8(d + at, props_len, 1)) {
+        return 0;
+    }
+    int32_t stored_crc = get_i32(d + 8);
+    uint8_t crc_ok = (body_crc32(d + body_at, (size_t)body_len) & BODY_CRC_MASK) == (uint32_t)stored_crc;
+    if (strict && !crc_ok) {
+        return 0;
+    }
+    int64_t **i8 = c->i8;
+    int32_t **i4 = c->i4;
+    i8[C_POSITION][n] = base + pos;
+    i8[C_QUEUE_OFFSET][n] = get_i64(d + 20);
+    i8[C_PHYSICAL_OFFSET][n] = get_i64(d + 28);
+    i8[C_BORN_TS][n] = get_i64(d + 40);
+    i8[C_BODY_POS][n] = pos + body_at;
+    i8[C_TOPIC_POS][n] = pos + topic_at;
+    i8[C_PROPS_POS][n] = pos + at;
+    i4[C_SIZE][n] = total;
+    i4[C_MAGIC][n] = magic;
+    i4[C_BODY_CRC][n] = stored_crc;
+    i4[C_QUEUE_ID][n] = get_i32(d + 12);
+    i4[C_FLAG][n] = get_i32(d + 16);
+    i4[C_SYS_FLAG][n] = sys_flag;
+    i4[C_BODY_LEN][n] = body_len;
+    i4[C_TOPIC_LEN][n] = topic_len;
+    i4[C_PROPS_LEN][n] = props_len;
+    c->crc_ok[n] = crc_ok;
+    p = d + 48;
+    uint8_t *ip = c->born_ip + n * IPV6_LEN;
+    int len = born6 ? IPV6_LEN : IPV4_LEN;
+    memcpy(ip, p, (size_t)len);
+    memset(ip + len, 0, (size_t)(IPV6_LEN - len));
+    p += len;
+    i4[C_BORN_PORT][n] = get_i32(p); p += 4;
+    i8[C_STORE_TS][n] = get_i64(p); p += 8;
+    ip = c->store_ip + n * IPV6_LEN;
+    len = store6 ? IPV6_LEN : IPV4_LEN;
+    memcpy(ip, p, (size_t)len);
+    memset(ip + len, 0, (size_t)(IPV6_LEN - len));
+    p += len;
+    i4[C_STORE_PORT][n] = get_i32(p); p += 4;
+    i4[C_RECONSUME][n] = get_i32(p); p += 4;
+    i8[C_PREPARED][n] = get_i64(p);
+    return 1;
+}
+
+/*
+ * decode_region(view, pos, stop, limit, base, i8, i4, u8, strict) -> (n, pos, status, blank_size)
+ *
+ * Walk the records of view[pos:limit] that start before stop, one row each into
+ * the column blocks, until they are full.  status: ST_DONE (stop reached or rows
+ * full), ST_BLANK (a BLANK at pos, blank_size its size), ST_END (unwritten zeros
+ * at pos), ST_BAD (message.decode would raise at pos; strict: a CRC mismatch too,
+ * else it only clears crc_ok).  Never reads outside view[:limit].  Releases the GIL.
+ */
+static PyObject *
+decode_region(PyObject *module, PyObject *args)
+{
+    Py_buffer view, i8, i4, u8;
+    Py_ssize_t pos, stop, limit;
+    long long base;
+    int strict;
+    if (!PyArg_ParseTuple(args, "y*nnnLw*w*w*p", &view, &pos, &stop, &limit, &base, &i8, &i4, &u8, &strict)) {
+        return NULL;
+    }
+    Cols c;
+    PyObject *ret = NULL;
+    if (!cols_init(&c, &i8, &i4, &u8)) {
+        goto done;
+    }
+    if (limit > view.len || pos < 0) {
+        PyErr_SetString(PyExc_ValueError, "expected 0 <= pos and limit <= len(view)");
+        goto done;
+    }
+    const uint8_t *d = view.buf;
+    Py_ssize_t n = 0;
+    int status = ST_DONE;
+    int32_t blank = 0;
+    Py_BEGIN_ALLOW_THREADS
+    while (n < c.cap && pos < stop) {
+        Py_ssize_t left = limit - pos;
+        if (left < PREFIX_SIZE) {
+            status = ST_END;
+            for (Py_ssize_t k = 0; k < left; k++) {
+                if (d[pos + k]) {
+                    status = ST_BAD;
+                }
+            }
+            break;
+        }
+        int32_t total = get_i32(d + pos), magic = get_i32(d + pos + 4);
+        if (magic == BLANK_MAGIC) {
+            status = ST_BLANK;
+            blank = total;
+            break;
+        }
+        if (magic != MESSAGE_MAGIC && magic != MESSAGE_MAGIC_V2) {
+            status = total == 0 && magic == 0 ? ST_END : ST_BAD;
+            break;
+        }
+        if (!decode_row(d + pos, left, total, magic, strict, &c, n, pos, base)) {
+            status = ST_BAD;
+            break;
+        }
+        n++;
+        pos += total;
+    }
+    Py_END_ALLOW_THREADS
+    ret = Py_BuildValue("nnii", n, pos, status, blank);
+done:
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&i8);
+    PyBuffer_Release(&i4);
+    PyBuffer_Release(&u8);
+    return ret;
+}
+
+/*
+ * decode_at(view, positions, limit, base, i8, i4, u8, strict) -> n
+ *
+ * The message at each view position (int64) in turn, one row each, until one is
+ * not a message message.decode accepts (a BLANK, zeros or damage): n <
+ * len(positions) then names it.  Never reads outside view[:limit].  Releases the GIL.
+ */
+static PyObject *
+decode_at(PyObject *module, PyObject *args)
+{
+    Py_buffer view, positions, i8, i4, u8;
+    Py_ssize_t limit;
+    long long base;
+    int strict;
+    if (!PyArg_ParseTuple(args, "y*y*nLw*w*w*p", &view, &positions, &limit, &base, &i8, &i4, &u8, &strict)) {
+        return NULL;
+    }
+    Cols c;
+    PyObject *ret = NULL;
+    if (!cols_init(&c, &i8, &i4, &u8)) {
+        goto done;
+    }
+    Py_ssize_t count = positions.len / (Py_ssize_t)sizeof(int64_t);
+    if (limit > view.len || limit < 0 || c.cap < count || positions.len % (Py_ssize_t)sizeof(int64_t)) {
+        PyErr_SetString(PyExc_ValueError, "expected limit <= len(view), int64 positions and a row for each");
+        goto done;
+    }
+    const uint8_t *d = view.buf;
+    const int64_t *at = positions.buf;
+    Py_ssize_t n = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (; n < count; n++) {
+        int64_t pos = at[n];
+        if (pos < 0 || limit - pos < PREFIX_SIZE) {
+            break;
+        }
+        int32_t total = get_i32(d + pos), magic = get_i32(d + pos + 4);
+        if ((magic != MESSAGE_MAGIC && magic != MESSAGE_MAGIC_V2) ||
+            !decode_row(d + pos, limit - pos, total, magic, strict, &c, n, pos, base)) {
+            break;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    ret = PyLong_FromSsize_t(n);
+done:
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&positions);
+    PyBuffer_Release(&i8);
+    PyBuffer_Release(&i4);
+    PyBuffer_Release(&u8);
+    return ret;
+}
+
+/*
+ * The columns are filled a row at a time from bytes spread over the map (a message's topic or
+ * properties every few hundred bytes), and the next rows' bytes are mostly not in the cache yet:
+ * asking for those PREFETCH_AHEAD rows ahead overlaps their loads with this row's work.  A
+ * prefetch never faults; the position is still kept inside the view.
+ */
+#define PREFETCH_AHEAD 8
+#if defined(__GNUC__)
+#define PREFETCH(base, len, at) do { if ((at) >= 0 && (at) < (len)) __builtin_prefetch((base) + (at)); } while (0)
+#else
+#define PREFETCH(base, len, at) do { } while (0)
+#endif
+
+/*
+ * gather(view, starts, lengths, offsets, out) -> None
+ *
+ * Copy view[starts[i]:starts[i]+lengths[i]] one after another into out, and
+ * their int32 offsets (n + 1) into offsets (int64 starts, int32 lengths;
+ * lengths <= 0 copy nothing).  Every slice is bounds-checked.  Releases the GIL.
+ */
+static PyObject *
+gather(PyObject *module, PyObject *args)
+{
+    Py_buffer view, starts, lengths, offsets, out;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*w*", &view, &starts, &lengths, &offsets, &out)) {
+        return NULL;
+    }
+    Py_ssize_t n = lengths.len / (Py_ssize_t)sizeof(int32_t);
+    const int64_t *s = starts.buf;
+    const int32_t *l = lengths.buf;
+    int32_t *off = offsets.buf;
+    const uint8_t *d = view.buf;
+    uint8_t *o = out.buf;
+    Py_ssize_t at = 0;
+    int ok = starts.len == n * (Py_ssize_t)sizeof(int64_t) && offsets.len >= (n + 1) * (Py_ssize_t)sizeof(int32_t);
+    Py_BEGIN_ALLOW_THREADS
+    if (ok) {
+        off[0] = 0;
+    }
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
+        if (l[i] > 0) {
+            if (s[i] < 0 || s[i] + l[i] > view.len || at + l[i] > out.len || at + l[i] > INT32_MAX) {
+                ok = 0;
+                break;
+            }
+            copy_short(o + at, d + s[i], (size_t)l[i]);
+            at += l[i];
+        }
+        off[i + 1] = (int32_t)at;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&lengths);
+    PyBuffer_Release(&offsets);
+    PyBuffer_Release(&out);
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "expected slices inside the view and outputs large enough");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+#define MAX_GATHER_PARTS 8
+
+/*
+ * gather_parts(parts, starts, lengths, out) -> bytes written
+ *
+ * Rows of k = len(parts) slices each: slice j of every row is parts[j][starts[r * k + j]:+lengths[r * k + j]]
+ * (int64 starts, int32 lengths; lengths <= 0 copy nothing), copied one after another into out: the
+ * pieces of a message in layout order, each from its own column, with no pool of them all first.
+ * Every slice is bounds-checked (ValueError).  Releases the GIL.
+ */
+static PyObject *
+gather_parts(PyObject *module, PyObject *args)
+{
+    PyObject *parts;
+    Py_buffer starts, lengths, out, part[MAX_GATHER_PARTS];
+    if (!PyArg_ParseTuple(args, "O!y*y*w*", &PyTuple_Type, &parts, &starts, &lengths, &out)) {
+        return NULL;
+    }
+    Py_ssize_t k = PyTuple_GET_SIZE(parts), got = 0;
+    int ok = k > 0 && k <= MAX_GATHER_PARTS;
+    for (; ok && got < k; got++) {
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(parts, got), &part[got], PyBUF_SIMPLE) < 0) {
+            ok = -1;
+            break;
+        }
+    }
+    Py_ssize_t m = lengths.len / (Py_ssize_t)sizeof(int32_t), at = 0;
+    const int64_t *s = starts.buf;
+    const int32_t *l = lengths.buf;
+    uint8_t *o = out.buf;
+    if (ok > 0) {
+        ok = starts.len == m * (Py_ssize_t)sizeof(int64_t) && m % k == 0;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; ok > 0 && i < m; i++) {
+        if (l[i] > 0) {
+            const Py_buffer *p = &part[i % k];
+            if (s[i] < 0 || s[i] + l[i] > p->len || at + l[i] > out.len) {
+                ok = 0;
+                break;
+            }
+            copy_short(o + at, (const uint8_t *)p->buf + s[i], (size_t)l[i]);
+            at += l[i];
+        }
+    }
+    Py_END_ALLOW_THREADS
+    for (Py_ssize_t j = 0; j < got; j++) {
+        PyBuffer_Release(&part[j]);
+    }
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&lengths);
+    PyBuffer_Release(&out);
+    if (ok < 0) {
+        return NULL;
+    }
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "expected 1 to 8 parts, slices inside them and an output large enough");
+        return NULL;
+    }
+    return PyLong_FromSsize_t(at);
+}
+
+#define MAX_GATHER_SPECS 16
+
+/*
+ * gather_columns(view, rows, chunk, specs) -> None
+ *
+ * Several gathers at once: specs is a tuple of (starts, lengths, row_items, offsets, out), each
+ * filled as gather fills it; row_items is None for one item per row, else the rows' int32 item
+ * offsets (rows + 1: row r holds items row_items[r] to row_items[r + 1]).  The rows are taken
+ * `chunk` at a time through every spec, so the bytes of a chunk of messages are copied into
+ * all the columns while they are in the cache (a column at a time over a whole batch reads
+ * them from memory again for each column).  Every slice is bounds-checked.  Releases the GIL.
+ */
+typedef struct {
+    Py_buffer starts, lengths, items, offsets, out;
+    int has_items;
+    Py_ssize_t n, at;
+} GatherSpec;
+
+static PyObject *
+gather_columns(PyObject *module, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t rows, chunk;
+    PyObject *specs;
+    if (!PyArg_ParseTuple(args, "y*nnO!", &view, &rows, &chunk, &PyTuple_Type, &specs)) {
+        return NULL;
+    }
+    GatherSpec g[MAX_GATHER_SPECS];
+    Py_ssize_t count = 0, want = PyTuple_GET_SIZE(specs);
+    int ok = want <= MAX_GATHER_SPECS && rows >= 0 && chunk > 0;
+    for (; ok && count < want; count++) {
+        PyObject *spec = PyTuple_GET_ITEM(specs, count), *items;
+        GatherSpec *k = &g[count];
+        if (!PyTuple_Check(spec) ||
+            !PyArg_ParseTuple(spec, "y*y*Ow*w*", &k->starts, &k->lengths, &items, &k->offsets, &k->out)) {
+            ok = 0;
+            break;
+        }
+        k->has_items = items != Py_None;
+        if (k->has_items && PyObject_GetBuffer(items, &k->items, PyBUF_SIMPLE) < 0) {
+            PyBuffer_Release(&k->starts);
+            PyBuffer_Release(&k->lengths);
+            PyBuffer_Release(&k->offsets);
+            PyBuffer_Release(&k->out);
+            ok = 0;
+            break;
+        }
+        k->n = k->lengths.len / (Py_ssize_t)sizeof(int32_t);
+        k->at = 0;
+        if (k->starts.len != k->n * (Py_ssize_t)sizeof(int64_t) ||
+            k->offsets.len < (k->n + 1) * (Py_ssize_t)sizeof(int32_t) ||
+            (k->has_items ? k->items.len < (rows + 1) * (Py_ssize_t)sizeof(int32_t) : k->n != rows)) {
+            count++;
+            ok = 0;
+            break;
+        }
+    }
+    if (ok) {
+        const uint8_t *d = view.buf;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t k = 0; k < count; k++) {
+            ((int32_t *)g[k].offsets.buf)[0] = 0;
+        }
+        for (Py_ssize_t r0 = 0; ok && r0 < rows; r0 += chunk) {
+            Py_ssize_t r1 = r0 + chunk < rows ? r0 + chunk : rows;
+            for (Py_ssize_t k = 0; ok && k < count; k++) {
+                GatherSpec *spec = &g[k];
+                const int32_t *items = spec->has_items ? spec->items.buf : NULL;
+                Py_ssize_t i0 = items ? items[r0] : r0, i1 = items ? items[r1] : r1;
+                if (i0 < 0 || i1 < i0 || i1 > spec->n) {
+                    ok = 0;
+                    break;
+                }
+                const int64_t *s = spec->starts.buf;
+                const int32_t *l = spec->lengths.buf;
+                int32_t *off = spec->offsets.buf;
+                uint8_t *o = spec->out.buf;
+                Py_ssize_t at = spec->at, cap = spec->out.len;
+                for (Py_ssize_t i = i0; i < i1; i++) {
+                    if (i + PREFETCH_AHEAD < i1) {
+                        PREFETCH(d, view.len, s[i + PREFETCH_AHEAD]);
+                    }
+                    if (l[i] > 0) {
+                        if (s[i] < 0 || s[i] + l[i] > view.len || at + l[i] > cap || at + l[i] > INT32_MAX) {
+                            ok = 0;
+                            break;
+                        }
+                        copy_short(o + at, d + s[i], (size_t)l[i]);
+                        at += l[i];
+                    }
+                    off[i + 1] = (int32_t)at;
+                }
+                spec->at = at;
+            }
+        }
+        for (Py_ssize_t k = 0; ok && k < count; k++) {   /* items no row holds: none copied */
+            if (g[k].has_items && ((const int32_t *)g[k].items.buf)[rows] != g[k].n) {
+                ok = 0;
+            }
+        }
+        Py_END_ALLOW_THREADS
+    }
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyBuffer_Release(&g[k].starts);
+        PyBuffer_Release(&g[k].lengths);
+        if (g[k].has_items) {
+            PyBuffer_Release(&g[k].items);
+        }
+        PyBuffer_Release(&g[k].offsets);
+        PyBuffer_Release(&g[k].out);
+    }
+    PyBuffer_Release(&view);
+    if (!ok) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_ValueError, "expected specs of slices inside the view, item offsets "
+                            "covering every item and outputs large enough");
+        }
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/*
+ * split_properties(view, starts, lengths, item_offsets, names, name_lens, values, value_lens,
+ *                  tags, tags_lens, token_offsets, tokens, token_lens) -> (items, tokens)
+ *
+ * (tags_lens is -1 for a message without TAGS; a message's first KEYS token is
+ * tokens[token_offsets[i]] when token_offsets[i + 1] > token_offsets[i].)
+ *
+ * Each properties string view[starts[i]:+lengths[i]] split as message.decode_properties:
+ * items NAME 0x01 VALUE separated by 0x02, items without 0x01 skipped, a repeated
+ * name keeps its first place and takes the last value.  Per message: item_offsets
+ * (n + 1 int32), its TAGS value in tags/tags_lens (-1: none), and the non-empty
+ * space-separated tokens of its KEYS value (token_offsets n + 1).  Items and
+ * tokens are view positions (int64) and lengths (int32).  Returns (-1, -1) when
+ * the item or token outputs are too small (sum(lengths) // 2 + n each always do).
+ */
+static PyObject *
+split_properties(PyObject *module, PyObject *args)
+{
+    Py_buffer b[13];
+    if (!PyArg_ParseTuple(args, "y*y*y*w*w*w*w*w*w*w*w*w*w*", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5], &b[6],
+                          &b[7], &b[8], &b[9], &b[10], &b[11], &b[12])) {
+        return NULL;
+    }
+    const uint8_t *d = b[0].buf;
+    const int64_t *starts = b[1].buf;
+    const int32_t *lens = b[2].buf;
+    int32_t *item_off = b[3].buf, *name_len = b[5].buf, *val_len = b[7].buf, *tags_len = b[9].buf;
+    int64_t *name_pos = b[4].buf, *val_pos = b[6].buf, *tags_pos = b[8].buf, *tok_pos = b[11].buf;
+    int32_t *tok_off = b[10].buf, *tok_len = b[12].buf;
+    Py_ssize_t n = b[2].len / (Py_ssize_t)sizeof(int32_t);
+    Py_ssize_t item_cap = b[5].len / (Py_ssize_t)sizeof(int32_t), tok_cap = b[12].len / (Py_ssize_t)sizeof(int32_t);
+    int ok = b[1].len == n * 8 && b[3].len >= (n + 1) * 4 && b[8].len >= n * 8 && b[9].len >= n * 4 &&
+             b[10].len >= (n + 1) * 4 && b[4].len >= item_cap * 8 && b[6].len >= item_cap * 8 &&
+             b[7].len >= item_cap * 4 && b[11].len >= tok_cap * 8;
+    Py_ssize_t items = 0, tokens = 0;
+    int full = 0;
+    if (ok) {
+        item_off[0] = 0;
+        tok_off[0] = 0;
+    }
+    for (Py_ssize_t i = 0; ok && !full && i < n; i++) {
+        int64_t s = starts[i], e = s + lens[i];
+        if (s < 0 || e > b[0].len || lens[i] < 0) {
+            ok = 0;
+            break;
+        }
+        Py_ssize_t first = items;
+        int64_t p = s;
+        while (!full && lens[i] > 0 && p <= e) {
+            const uint8_t *q = memchr(d + p, PROPERTY_SEPARATOR, (size_t)(e - p));
+            int64_t item_end = q ? q - d : e;
+            const uint8_t *sep = memchr(d + p, NAME_VALUE_SEPARATOR, (size_t)(item_end - p));
+            if (sep) {
+                int64_t nl = sep - (d + p);
+                Py_ssize_t k = first;
+                for (; k < items; k++) {
+                    if (name_len[k] == nl && memcmp(d + name_pos[k], d + p, (size_t)nl) == 0) {
+                        break;
+                    }
+                }
+                if (k == items) {
+                    if (items >= item_cap) {
+                        full = 1;
+                        break;
+                    }
+                    name_pos[k] = p;
+                    name_len[k] = (int32_t)nl;
+                    items++;
+                }
+                val_pos[k] = p + nl + 1;
+                val_len[k] = (int32_t)(item_end - (p + nl + 1));
+            }
+            p = item_end + 1;
+        }
+        item_off[i + 1] = (int32_t)items;
+        tags_pos[i] = 0;
+        tags_len[i] = -1;
+        for (Py_ssize_t k = first; !full && k < items; k++) {
+            if (name_len[k] != PROPERTY_NAME_LEN) {
+                continue;
+            }
+            const uint8_t *nm = d + name_pos[k];
+            if (memcmp(nm, "TAGS", PROPERTY_NAME_LEN) == 0) {
+                tags_pos[i] = val_pos[k];
+                tags_len[i] = val_len[k];
+            } else if (memcmp(nm, "KEYS", PROPERTY_NAME_LEN) == 0) {
+                int64_t t = val_pos[k], te = t + val_len[k];
+                while (!full && t < te) {
+                    const uint8_t *sp = memchr(d + t, KEY_SEPARATOR, (size_t)(te - t));
+                    int64_t tok_end = sp ? sp - d : te;
+                    if (tok_end > t) {
+                        if (tokens >= tok_cap) {
+                            full = 1;
+                            break;
+                        }
+                        tok_pos[tokens] = t;
+                        tok_len[tokens] = (int32_t)(tok_end - t);
+                        tokens++;
+                    }
+                    t = tok_end + 1;
+                }
+            }
+        }
+        tok_off[i + 1] = (int32_t)tokens;
+    }
+    for (int k = 0; k < 13; k++) {
+        PyBuffer_Release(&b[k]);
+    }
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "expected properties inside the view and outputs of the documented sizes");
+        return NULL;
+    }
+    if (full) {
+        return Py_BuildValue("nn", (Py_ssize_t)-1, (Py_ssize_t)-1);
+    }
+    return Py_BuildValue("nn", items, tokens);
+}
+
+/*
+ * The next item of properties s[0:e] from *p: its name s[*item:*sep] and value s[*sep + 1:*end] (the
+ * name ends at the item's first NAME_VALUE_SEPARATOR; *sep is -1 when it has none, and then it is
+ * no item), *p moved past its PROPERTY_SEPARATOR.  0 when no item starts at *p (*p > e).  Items
+ * are short: glibc's memchr finds a byte in one vector compare, faster than a loop over them.
+ */
+static inline int
+next_item(const uint8_t *s, int64_t *p, int64_t e, int64_t *item, int64_t *sep, int64_t *end)
+{
+    if (*p > e) {
+        return 0;
+    }
+    const uint8_t *q = memchr(s + *p, PROPERTY_SEPARATOR, (size_t)(e - *p));
+    *item = *p;
+    *end = q ? q - s : e;
+    const uint8_t *x = memchr(s + *p, NAME_VALUE_SEPARATOR, (size_t)(*end - *p));
+    *sep = x ? x - s : -1;
+    *p = *end + 1;
+    return 1;
+}
+
+/* One property item of a message while property_columns splits it: view positions and lengths. */
+typedef struct {
+    int64_t name, value;
+    int32_t name_len, value_len;
+} PropItem;
+
+/* An output column of property_columns: int32 offsets (one more than its values) and data. */
+typedef struct {
+    int32_t *off;
+    uint8_t *data;
+    Py_ssize_t count, off_cap, at, cap;
+} OutColumn;
+
+/* Append s[0:n] as the next value of o; 0 when o is full. */
+static inline int
+out_put(OutColumn *o, const uint8_t *s, Py_ssize_t n)
+{
+    if (o->count + 1 >= o->off_cap || o->at + n > o->cap) {
+        return 0;
+    }
+    copy_short(o->data + o->at, s, (size_t)n);
+    o->at += n;
+    o->off[++o->count] = (int32_t)o->at;
+    return 1;
+}
+
+/* A message's items while property_columns splits it (grown as needed, reused from row to row). */
+typedef struct {
+    PropItem *items;
+    Py_ssize_t m, cap;
+} ItemList;
+
+/* Add the item d[item:end] whose name ends at sep to l: a name seen already takes the value in
+   its first place (message.decode_properties keeps the last value).  0 when out of memory. */
+static inline int
+take_item(ItemList *l, const uint8_t *d, int64_t item, int64_t sep, int64_t end)
+{
+    int32_t nl = (int32_t)(sep - item);
+    Py_ssize_t k = 0;
+    while (k < l->m && !(l->items[k].name_len == nl && same_text(d + l->items[k].name, d + item, nl))) {
+        k++;
+    }
+    if (k == l->m) {
+        if (l->m == l->cap) {
+            Py_ssize_t grown = l->cap ? 2 * l->cap : 16;
+            PropItem *more = realloc(l->items, (size_t)grown * sizeof(PropItem));
+            if (more == NULL) {
+                return 0;
+            }
+            l->items = more;
+            l->cap = grown;
+        }
+        l->items[k].name = item;
+        l->items[k].name_len = nl;
+        l->m++;
+    }
+    l->items[k].value = sep + 1;
+    l->items[k].value_len = (int32_t)(end - sep - 1);
+    return 1;
+}
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#define HAVE_SEPARATOR_MASKS 1
+/* Bit k of *ones and *twos: whether p[k] is NAME_VALUE_SEPARATOR or PROPERTY_SEPARATOR, k < 64
+   (p[0:64] must lie inside the view). */
+static inline void
+separator_masks(const uint8_t *p, uint64_t *ones, uint64_t *twos)
+{
+    const __m128i c1 = _mm_set1_epi8(NAME_VALUE_SEPARATOR), c2 = _mm_set1_epi8(PROPERTY_SEPARATOR);
+    uint64_t a = 0, b = 0;
+    for (int k = 0; k < 4; k++) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(p + 16 * k));
+        a |= (uint64_t)(uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v, c1)) << (16 * k);
+        b |= (uint64_t)(uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v, c2)) << (16 * k);
+    }
+    *ones = a;
+    *twos = b;
+}
+#endif
+
+/*
+ * property_columns(view, starts, lengths, item_offsets, names, name_data, values, value_data,
+ *                  tags, tag_data, tag_valid, token_offsets, tokens, token_data, keys, key_data,
+ *                  key_valid) -> (items, tokens, tag_nulls, key_nulls)
+ *
+ * The property columns of n messages in one pass over their properties strings
+ * view[starts[i]:+lengths[i]], split as split_properties splits them, their bytes copied while
+ * they are in the cache: names/name_data and values/value_data (int32 offsets, items + 1, and
+ * bytes: every message's items in order, item_offsets n + 1 delimiting each message's), tags
+ * (offsets n + 1; tag_valid 0 for a message without TAGS), the non-empty KEYS tokens
+ * (token_offsets n + 1 delimiting each message's in tokens/token_data) and keys, each message's
+ * first token (key_valid 0 without one).  Data outputs of sum(lengths) bytes and offsets of
+ * sum(lengths) // 2 + n + 1 always do (ValueError when an output is too small).  Releases the GIL.
+ */
+static PyObject *
+property_columns(PyObject *module, PyObject *args)
+{
+    Py_buffer b[17];
+    if (!PyArg_ParseTuple(args, "y*y*y*w*w*w*w*w*w*w*w*w*w*w*w*w*w*", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5],
+                          &b[6], &b[7], &b[8], &b[9], &b[10], &b[11], &b[12], &b[13], &b[14], &b[15], &b[16])) {
+        return NULL;
+    }
+    const uint8_t *d = b[0].buf;
+    const int64_t *starts = b[1].buf;
+    const int32_t *lens = b[2].buf;
+    int32_t *item_off = b[3].buf, *token_off = b[11].buf;
+    uint8_t *tag_valid = b[10].buf, *key_valid = b[16].buf;
+    Py_ssize_t n = b[2].len / (Py_ssize_t)sizeof(int32_t);
+#define OUT_COLUMN(k) {b[k].buf, b[(k) + 1].buf, 0, b[k].len / (Py_ssize_t)sizeof(int32_t), 0, b[(k) + 1].len}
+    OutColumn names = OUT_COLUMN(4), values = OUT_COLUMN(6), tags = OUT_COLUMN(8), tokens = OUT_COLUMN(12),
+              keys = OUT_COLUMN(14);
+#undef OUT_COLUMN
+    int ok = b[1].len == n * 8 && b[3].len >= (n + 1) * 4 && b[11].len >= (n + 1) * 4 && b[10].len >= n &&
+             b[16].len >= n && tags.off_cap >= n + 1 && keys.off_cap >= n + 1 && names.off_cap >= 1 &&
+             values.off_cap >= 1 && tokens.off_cap >= 1;
+    Py_ssize_t tag_nulls = 0, key_nulls = 0;
+    ItemList items = {NULL, 0, 0};
+    Py_BEGIN_ALLOW_THREADS
+    if (ok) {
+        item_off[0] = token_off[0] = 0;
+        names.off[0] = values.off[0] = tags.off[0] = tokens.off[0] = keys.off[0] = 0;
+    }
+    for (Py_ssize_t i = 0; ok > 0 && i < n; i++) {
+        int64_t s = starts[i], e = s + lens[i];
+        if (s < 0 || lens[i] < 0 || e > b[0].len) {
+            ok = 0;
+            break;
+        }
+        if (i + PREFETCH_AHEAD < n) {
+            PREFETCH(d, b[0].len, starts[i + PREFETCH_AHEAD]);
+        }
+        items.m = 0;        /* the message's items, a repeated name in its first place */
+#ifdef HAVE_SEPARATOR_MASKS
+        if (lens[i] < 64 && s + 64 <= b[0].len) {     /* the usual short properties: no call */
+            uint64_t ones, twos, len = (uint64_t)lens[i];
+            separator_masks(d + s, &ones, &twos);
+            uint64_t inside = (1ull << len) - 1;
+            ones &= inside;
+            twos = (twos & inside) | (1ull << len);     /* the end closes the last item */
+            for (uint64_t a = 0; len > 0;) {
+                uint64_t from_a = ~((1ull << a) - 1);
+                uint64_t end = (uint64_t)__builtin_ctzll(twos & from_a);
+                uint64_t seps = ones & from_a & ((1ull << end) - 1);
+                if (seps && !take_item(&items, d, s + (int64_t)a, s + __builtin_ctzll(seps), s + (int64_t)end)) {
+                    ok = -1;
+                    break;
+                }
+                if (end >= len) {
+                    break;
+                }
+                a = end + 1;
+            }
+        } else
+#endif
+        {
+            int64_t p = s, item, sep, item_end;
+            while (lens[i] > 0 && next_item(d, &p, e, &item, &sep, &item_end)) {
+                if (sep >= 0 && !take_item(&items, d, item, sep, item_end)) {
+                    ok = -1;
+                    break;
+                }
+            }
+        }
+        if (ok < 0) {
+            break;
+        }
+        PropItem *scratch = items.items;
+        Py_ssize_t m = items.m;
+        const PropItem *tag = NULL, *key_list = NULL;
+        for (Py_ssize_t k = 0; ok > 0 && k < m; k++) {
+            const PropItem *it = &scratch[k];
+            if (!out_put(&names, d + it->name, it->name_len) || !out_put(&values, d + it->value, it->value_len)) {
+                ok = 0;
+                break;
+            }
+            if (it->name_len == PROPERTY_NAME_LEN) {
+                if (same_text(d + it->name, (const uint8_t *)"TAGS", PROPERTY_NAME_LEN)) {
+                    tag = it;
+                } else if (same_text(d + it->name, (const uint8_t *)"KEYS", PROPERTY_NAME_LEN)) {
+                    key_list = it;
+                }
+            }
+        }
+        if (ok <= 0) {
+            break;
+        }
+        item_off[i + 1] = (int32_t)names.count;
+        tag_valid[i] = tag != NULL;
+        if (!out_put(&tags, tag ? d + tag->value : d, tag ? tag->value_len : 0)) {
+            ok = 0;
+            break;
+        }
+        tag_nulls += tag == NULL;
+        Py_ssize_t first = tokens.count;
+        if (key_list != NULL) {
+            int64_t t = key_list->value, te = t + key_list->value_len;
+            while (t < te) {
+                int64_t tok_end = t;
+                while (tok_end < te && d[tok_end] != KEY_SEPARATOR) {
+                    tok_end++;
+                }
+                if (tok_end > t && !out_put(&tokens, d + t, tok_end - t)) {
+                    ok = 0;
+                    break;
+                }
+                t = tok_end + 1;
+            }
+        }
+        token_off[i + 1] = (int32_t)tokens.count;
+        int has_key = tokens.count > first;
+        key_valid[i] = (uint8_t)has_key;
+        key_nulls += !has_key;
+        if (ok <= 0 || !out_put(&keys, has_key ? tokens.data + tokens.off[first] : d,
+                                has_key ? tokens.off[first + 1] - tokens.off[first] : 0)) {
+            ok = ok < 0 ? ok : 0;
+            break;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    free(items.items);
+    for (int k = 0; k < 17; k++) {
+        PyBuffer_Release(&b[k]);
+    }
+    if (ok < 0) {
+        return PyErr_NoMemory();
+    }
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "expected properties inside the view and outputs of the documented sizes");
+        return NULL;
+    }
+    return Py_BuildValue("nnnn", names.count, tokens.count, tag_nulls, key_nulls);
+}
+
+static const char HEX_UPPER[] = "0123456789ABCDEF";
+static const char HEX_LOWER[] = "0123456789abcdef";
+/* Each byte as two uppercase hex digits (a msgId's physical offset: 8 lookups, not 16 digit steps). */
+static const char HEX_PAIRS[] =
+    "000102030405060708090A0B0C0D0E0F101112131415161718191A1B1C1D1E1F202122232425262728292A2B2C2D2E2F"
+    "303132333435363738393A3B3C3D3E3F404142434445464748494A4B4C4D4E4F505152535455565758595A5B5C5D5E5F"
+    "606162636465666768696A6B6C6D6E6F707172737475767778797A7B7C7D7E7F808182838485868788898A8B8C8D8E8F"
+    "909192939495969798999A9B9C9D9E9FA0A1A2A3A4A5A6A7A8A9AAABACADAEAFB0B1B2B3B4B5B6B7B8B9BABBBCBDBEBF"
+    "C0C1C2C3C4C5C6C7C8C9CACBCCCDCECFD0D1D2D3D4D5D6D7D8D9DADBDCDDDEDFE0E1E2E3E4E5E6E7E8E9EAEBECEDEEEF"
+    "F0F1F2F3F4F5F6F7F8F9FAFBFCFDFEFF";
+
+static uint8_t *
+put_decimal(uint8_t *o, int64_t v)
+{
+    char tmp[24];
+    int k = 0;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do {
+        tmp[k++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0) {
+        *o++ = '-';
+    }
+    while (k) {
+        *o++ = (uint8_t)tmp[--k];
+    }
+    return o;
+}
+
+/*
+ * format_hosts(i8, i4, u8, n, which, offsets, out) -> bytes used
+ *
+ * One string for each of the first n rows of the column blocks: which 0 the born
+ * host, 1 the store host, as Host.__str__ ("a.b.c.d:port", "[x:x:x:x:x:x:x:x]:port"
+ * as Java prints IPv6), 2 the msgId (uppercase hex of store IP, int port, long
+ * physical offset).  offsets: n + 1 int32; out: at least the longest text each row's
+ * kind can take (HOST_TEXT_V4 or HOST_TEXT_V6 for a host, MSG_ID_V4 or MSG_ID_V6 for a msgId:
+ * columnar.host_text_bound).  A host equal to the previous row's is copied (stores hold few hosts).
+ */
+#define HOST_TEXT_V4 27     /* "255.255.255.255:-2147483648" */
+#define HOST_TEXT_V6 53     /* "[ffff:...:ffff]:-2147483648" */
+#define MSG_ID_V4 32
+#define MSG_ID_V6 56
+static PyObject *
+format_hosts(PyObject *module, PyObject *args)
+{
+    Py_buffer i8, i4, u8, offsets, out;
+    Py_ssize_t n;
+    int which;
+    if (!PyArg_ParseTuple(args, "y*y*y*niw*w*", &i8, &i4, &u8, &n, &which, &offsets, &out)) {
+        return NULL;
+    }
+    Cols c;
+    PyObject *ret = NULL;
+    if (!cols_init(&c, &i8, &i4, &u8)) {
+        goto done;
+    }
+    if (n < 0 || n > c.cap || offsets.len < (n + 1) * 4 || which < 0 || which > 2) {
+        PyErr_SetString(PyExc_ValueError, "expected n <= capacity, which in 0..2 and outputs of n rows");
+        goto done;
+    }
+    int32_t *off = offsets.buf;
+    uint8_t *o0 = out.buf, *o = o0;
+    int born = which == 0;
+    const uint8_t *ips = born ? c.born_ip : c.store_ip;
+    const int32_t *ports = c.i4[born ? C_BORN_PORT : C_STORE_PORT], *flags = c.i4[C_SYS_FLAG];
+    const int64_t *phys = c.i8[C_PHYSICAL_OFFSET];
+    int32_t v6_bit = born ? SYSFLAG_BORNHOST_V6 : SYSFLAG_STOREHOST_V6;
+    Py_ssize_t need = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int v6 = (flags[i] & v6_bit) != 0;
+        need += which == 2 ? (v6 ? MSG_ID_V6 : MSG_ID_V4) : (v6 ? HOST_TEXT_V6 : HOST_TEXT_V4);
+    }
+    if (out.len < need) {
+        PyErr_SetString(PyExc_ValueError, "expected an output holding the longest text of every row");
+        goto done;
+    }
+    off[0] = 0;
+    Py_BEGIN_ALLOW_THREADS      /* plain C over buffers held until done: another scan step may run */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const uint8_t *ip = ips + i * IPV6_LEN;
+        int32_t port = ports[i];
+        int v6 = (flags[i] & v6_bit) != 0;
+        if (which == 2) {
+            int len = v6 ? IPV6_LEN : IPV4_LEN;
+            if (i > 0 && port == ports[i - 1] && v6 == ((flags[i - 1] & v6_bit) != 0) &&
+                memcmp(ip, ip - IPV6_LEN, IPV6_LEN) == 0) {
+                memcpy(o, o - (off[i] - off[i - 1]), (size_t)(2 * (len + 4)));   /* same host: same prefix */
+                o += 2 * (len + 4);
+            } else {
+                for (int k = 0; k < len; k++) {
+                    *o++ = (uint8_t)HEX_UPPER[ip[k] >> 4];
+                    *o++ = (uint8_t)HEX_UPPER[ip[k] & 15];
+                }
+                uint8_t p4[4];
+                put_i32(p4, port);
+                for (int k = 0; k < 4; k++) {
+                    *o++ = (uint8_t)HEX_UPPER[p4[k] >> 4];
+                    *o++ = (uint8_t)HEX_UPPER[p4[k] & 15];
+                }
+            }
+            uint64_t u = (uint64_t)phys[i];
+            for (int shift = 56; shift >= 0; shift -= 8) {
+                memcpy(o, HEX_PAIRS + 2 * ((u >> shift) & 0xFF), 2);
+                o += 2;
+            }
+        } else if (i > 0 && port == ports[i - 1] && v6 == ((flags[i - 1] & v6_bit) != 0) &&
+                   memcmp(ip, ip - IPV6_LEN, IPV6_LEN) == 0) {
+            int32_t len = off[i] - off[i - 1];
+            memcpy(o, o - len, (size_t)len);
+            o += len;
+        } else if (v6) {
+            *o++ = '[';
+            for (int g = 0; g < 8; g++) {
+                unsigned v = ((unsigned)ip[2 * g] << 8) | ip[2 * g + 1];
+                int started = 0;
+                for (int shift = 12; shift >= 0; shift -= 4) {
+                    unsigned nib = (v >> shift) & 15;
+                    if (nib || started || shift == 0) {
+                        *o++ = (uint8_t)HEX_LOWER[nib];
+                        started = 1;
+                    }
+                }
+                if (g < 7) {
+                    *o++ = ':';
+                }
+            }
+            *o++ = ']';
+            *o++ = ':';
+            o = put_decimal(o, port);
+        } else {
+            for (int k = 0; k < IPV4_LEN; k++) {
+                o = put_decimal(o, ip[k]);
+                *o++ = k < IPV4_LEN - 1 ? '.' : ':';
+            }
+            o = put_decimal(o, port);
+        }
+        off[i + 1] = (int32_t)(o - o0);
+    }
+    Py_END_ALLOW_THREADS
+    ret = PyLong_FromSsize_t(o - o0);
+done:
+    PyBuffer_Release(&i8);
+    PyBuffer_Release(&i4);
+    PyBuffer_Release(&u8);
+    PyBuffer_Release(&offsets);
+    PyBuffer_Release(&out);
+    return ret;
+}
+
+#define TRANSACTION_TYPE_MASK 0xC
+#define TRANSACTION_ROLLBACK_TYPE 0xC
+
+/* Java String.hashCode continued from h over the UTF-16 code units of UTF-8 s[0:n] (already validated). */
+static uint32_t
+java_hash_utf8(uint32_t h, const uint8_t *s, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    while (i < n) {
+        uint32_t c = s[i], cp;
+        if (c < 0x80) {
+            cp = c;
+            i += 1;
+        } else if (c < 0xE0) {
+            cp = ((c & 0x1F) << 6) | (s[i + 1] & 0x3F);
+            i += 2;
+        } else if (c < 0xF0) {
+            cp = ((c & 0x0F) << 12) | ((uint32_t)(s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F);
+            i += 3;
+        } else {
+            cp = ((c & 0x07) << 18) | ((uint32_t)(s[i + 1] & 0x3F) << 12) | ((uint32_t)(s[i + 2] & 0x3F) << 6) |
+                 (s[i + 3] & 0x3F);
+            i += 4;
+        }
+        if (cp > 0xFFFF) {
+            cp -= 0x10000;
+            h = h * 31u + (0xD800u + (cp >> 10));
+            h = h * 31u + (0xDC00u + (cp & 0x3FF));
+        } else {
+            h = h * 31u + cp;
+        }
+    }
+    return h;
+}
+
+/* The properties decode needs per message: TAGS, KEYS, UNIQ_KEY. */
+enum { P_TAGS, P_KEYS, P_UNIQ_KEY, N_KNOWN };
+typedef struct {
+    const uint8_t *value;
+    int32_t len;        /* -1: none */
+} Known;
+
+/*
+ * TAGS, KEYS and UNIQ_KEY of properties p[0:len] in one pass over the bytes: for each
+ * the value of the last item of that name (message.decode_properties keeps the last), len -1 when none.
+ */
+static void
+known_properties(const uint8_t *p, int32_t len, Known out[N_KNOWN])
+{
+    for (int k = 0; k < N_KNOWN; k++) {
+        out[k].value = NULL;
+        out[k].len = -1;
+    }
+    /* an item at a time (memchr finds its end): only an item whose name is one of the three can
+       matter, and its name ends at its first NAME_VALUE_SEPARATOR, so the name's bytes and the
+       separator after them tell it */
+    for (int32_t item = 0; item <= len;) {
+        const uint8_t *q = memchr(p + item, PROPERTY_SEPARATOR, (size_t)(len - item));
+        int32_t end = q ? (int32_t)(q - p) : len, item_len = end - item, name_len = 0;
+        const uint8_t *it = p + item;
+        int k = -1;
+        if (item_len > PROPERTY_NAME_LEN && it[PROPERTY_NAME_LEN] == NAME_VALUE_SEPARATOR) {
+            if (memcmp(it, "TAGS", PROPERTY_NAME_LEN) == 0) {
+                k = P_TAGS;
+            } else if (memcmp(it, "KEYS", PROPERTY_NAME_LEN) == 0) {
+                k = P_KEYS;
+            }
+            name_len = PROPERTY_NAME_LEN;
+        } else if (item_len > 8 && it[8] == NAME_VALUE_SEPARATOR && memcmp(it, "UNIQ_KEY", 8) == 0) {
+            k = P_UNIQ_KEY;
+            name_len = 8;
+        }
+        if (k >= 0) {
+            out[k].value = it + name_len + 1;
+            out[k].len = item_len - name_len - 1;
+        }
+        item = end + 1;
+    }
+}
+
+/*
+ * tags_hashes(view, props_pos, props_len, out) -> None
+ *
+ * Per message, the Java String.hashCode of its TAGS property (0 without TAGS or
+ * for an empty one): a plain message's consume-queue tags code.  The properties
+ * must have passed decode_region (valid UTF-8).
+ */
+static PyObject *
+tags_hashes(PyObject *module, PyObject *args)
+{
+    Py_buffer view, pos, len, tags;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*", &view, &pos, &len, &tags)) {
+        return NULL;
+    }
+    Py_ssize_t n = len.len / (Py_ssize_t)sizeof(int32_t);
+    const int64_t *ps = pos.buf;
+    const int32_t *ls = len.buf;
+    int64_t *th = tags.buf;
+    int ok = pos.len == n * 8 && tags.len >= n * 8;
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
+        if (ps[i] < 0 || ls[i] < 0 || ps[i] + ls[i] > view.len) {
+            ok = 0;
+            break;
+        }
+        if (i + PREFETCH_AHEAD < n) {
+            PREFETCH((const uint8_t *)view.buf, view.len, ps[i + PREFETCH_AHEAD]);
+        }
+        Known known[N_KNOWN];
+        known_properties((const uint8_t *)view.buf + ps[i], ls[i], known);
+        th[i] = known[P_TAGS].len > 0 ? (int64_t)(int32_t)java_hash_utf8(0, known[P_TAGS].value, known[P_TAGS].len) : 0;
+    }
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&pos);
+    PyBuffer_Release(&len);
+    PyBuffer_Release(&tags);
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "expected properties inside the view and an output of n rows");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/*
+ * index_entries(view, topic_pos, topic_len, props_pos, props_len, sys_flag, counts, hashes, tags) -> total
+ *
+ * tags: each message's TAGS hash as tags_hashes gives it (n int64), found in the same
+ * pass over the properties.
+ *
+ * The IndexFile entries the broker puts for each message (IndexService.buildIndex):
+ * none for a rollback transaction, else topic#UNIQ_KEY (when the property is
+ * there) then topic#token for each non-empty space-separated KEYS token, each as
+ * the index hash abs(String.hashCode), MIN_VALUE -> 0.  counts: entries per
+ * message (n int32); hashes: the entries in order.  Returns -1 when hashes is too
+ * small (sum(props_len) // 2 + n always does).  The fields must have passed
+ * decode_region (valid UTF-8).
+ */
+static PyObject *
+index_entries(PyObject *module, PyObject *args)
+{
+    Py_buffer view, tpos, tlen, ppos, plen, flags, counts, hashes, tags;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*w*w*w*", &view, &tpos, &tlen, &ppos, &plen, &flags, &counts, &hashes,
+                          &tags)) {
+        return NULL;
+    }
+    Py_ssize_t n = tlen.len / (Py_ssize_t)sizeof(int32_t), cap = hashes.len / (Py_ssize_t)sizeof(int64_t);
+    const int64_t *tp = tpos.buf, *pp = ppos.buf;
+    const int32_t *tl = tlen.buf, *pl = plen.buf, *sf = flags.buf;
+    int32_t *cnt = counts.buf;
+    int64_t *out = hashes.buf;
+    const uint8_t *d = view.buf;
+    int64_t *th = tags.buf;
+    int ok = tpos.len == n * 8 && ppos.len == n * 8 && plen.len == n * 4 && flags.len == n * 4 && counts.len >= n * 4 &&
+             tags.len >= n * 8;
+    Py_ssize_t total = 0;
+    /* messages of a batch mostly share their topic: its hash is computed again only when it changes */
+    const uint8_t *last_topic = NULL;
+    int32_t last_topic_len = -1;
+    uint32_t prefix = 0;
+    /* no Python object inside: a conversion's reading thread runs meanwhile */
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; ok && total >= 0 && i < n; i++) {
+        if (tp[i] < 0 || tl[i] < 0 || tp[i] + tl[i] > view.len || pp[i] < 0 || pl[i] < 0 ||
+            pp[i] + pl[i] > view.len) {
+            ok = 0;
+            break;
+        }
+        if (i + PREFETCH_AHEAD < n) {
+            PREFETCH(d, view.len, pp[i + PREFETCH_AHEAD]);
+        }
+        cnt[i] = 0;
+        Known known[N_KNOWN];
+        known_properties(d + pp[i], pl[i], known);
+        th[i] = known[P_TAGS].len > 0 ? (int64_t)(int32_t)java_hash_utf8(0, known[P_TAGS].value, known[P_TAGS].len) : 0;
+        if ((sf[i] & TRANSACTION_TYPE_MASK) == TRANSACTION_ROLLBACK_TYPE) {
+            continue;
+        }
+        if (tl[i] != last_topic_len || memcmp(d + tp[i], last_topic, (size_t)tl[i]) != 0) {
+            last_topic = d + tp[i];
+            last_topic_len = tl[i];
+            prefix = java_hash_utf8(0, last_topic, last_topic_len) * 31u + TOPIC_KEY_SEPARATOR;
+        }
+        const uint8_t *v = known[P_UNIQ_KEY].value;
+        int32_t vl = known[P_UNIQ_KEY].len;
+        if (vl >= 0) {
+            if (total >= cap) {
+                total = -1;
+                break;
+            }
+            out[total++] = index_hash(java_hash_utf8(prefix, v, vl));
+            cnt[i]++;
+        }
+        v = known[P_KEYS].value;
+        vl = known[P_KEYS].len;
+        const uint8_t *t = v, *te = v + (vl > 0 ? vl : 0);
+        while (vl > 0 && t < te) {
+            const uint8_t *sp = memchr(t, KEY_SEPARATOR, (size_t)(te - t));
+            const uint8_t *tok_end = sp ? sp : te;
+            if (tok_end > t) {
+                if (total >= cap) {
+                    total = -1;
+                    break;
+                }
+                out[total++] = index_hash(java_hash_utf8(prefix, t, tok_end - t));
+                cnt[i]++;
+            }
+            t = tok_end + 1;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&tpos);
+    PyBuffer_Release(&tlen);
+    PyBuffer_Release(&ppos);
+    PyBuffer_Release(&plen);
+    PyBuffer_Release(&flags);
+    PyBuffer_Release(&counts);
+    PyBuffer_Release(&hashes);
+    PyBuffer_Release(&tags);
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "expected fields inside the view and outputs of n rows");
+        return NULL;
+    }
+    return PyLong_FromSsize_t(total);
+}
+
+/* FNV-1a of s[0:n]: the hash of a topic in topic_codes' table. */
+static inline uint32_t
+fnv1a(const uint8_t *s, int32_t n)
+{
+    uint32_t h = 2166136261u;
+    for (int32_t i = 0; i < n; i++) {
+        h = (h ^ s[i]) * 16777619u;
+    }
+    return h;
+}
+
+/*
+ * topic_codes(view, topic_pos, topic_len, codes) -> list of first rows
+ *
+ * Number the rows' topics view[topic_pos[i]:+topic_len[i]] 0, 1, ... in order of first
+ * appearance into codes (n int32); returns, for each number, the first row holding it.  A
+ * topic equal to the previous row's takes its number after one comparison (a batch mostly holds
+ * one topic, or runs of one); others are found in a hash table built at the first change.
+ * Every slice is bounds-checked.  Releases the GIL.
+ */
+static PyObject *
+topic_codes(PyObject *module, PyObject *args)
+{
+    Py_buffer view, tpos, tlen, codes;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*", &view, &tpos, &tlen, &codes)) {
+        return NULL;
+    }
+    Py_ssize_t n = tlen.len / (Py_ssize_t)sizeof(int32_t);
+    const int64_t *tp = tpos.buf;
+    const int32_t *tl = tlen.buf;
+    int32_t *out = codes.buf;
+    const uint8_t *d = view.buf;
+    PyObject *ret = NULL;
+    int ok = tpos.len == n * 8 && codes.len >= n * 4 && n < INT32_MAX;
+    Py_ssize_t *firsts = ok ? PyMem_RawMalloc((size_t)(n > 0 ? n : 1) * sizeof(Py_ssize_t)) : NULL;
+    int32_t *table = NULL;      /* numbers by hash, open addressing; -1: free */
+    size_t mask = 0;
+    int32_t k = 0, last = -1;
+    if (ok && firsts == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
+        if (tp[i] < 0 || tl[i] < 0 || tp[i] + tl[i] > view.len) {
+            ok = 0;
+            break;
+        }
+        if (i + PREFETCH_AHEAD < n) {
+            PREFETCH(d, view.len, tp[i + PREFETCH_AHEAD]);
+        }
+        const uint8_t *t = d + tp[i];
+        if (last >= 0 && tl[firsts[last]] == tl[i] && memcmp(d + tp[firsts[last]], t, (size_t)tl[i]) == 0) {
+            out[i] = last;
+            continue;
+        }
+        if (k > 0 && table == NULL) {       /* a second topic: index the numbers so far (one) */
+            size_t size = 16;
+            while (size < 2 * (size_t)n) {
+                size <<= 1;
+            }
+            table = malloc(size * sizeof(int32_t));
+            if (table == NULL) {
+                ok = -1;
+                break;
+            }
+            memset(table, 0xFF, size * sizeof(int32_t));
+            mask = size - 1;
+            for (int32_t j = 0; j < k; j++) {
+                size_t h = fnv1a(d + tp[firsts[j]], tl[firsts[j]]) & mask;
+                while (table[h] >= 0) {
+                    h = (h + 1) & mask;
+                }
+                table[h] = j;
+            }
+        }
+        int32_t found = -1;
+        size_t h = 0;
+        if (table != NULL) {
+            h = fnv1a(t, tl[i]) & mask;
+            for (; table[h] >= 0; h = (h + 1) & mask) {
+                Py_ssize_t f = firsts[table[h]];
+                if (tl[f] == tl[i] && memcmp(d + tp[f], t, (size_t)tl[i]) == 0) {
+                    found = table[h];
+                    break;
+                }
+            }
+        }
+        if (found < 0) {
+            found = k;
+            firsts[k++] = i;
+            if (table != NULL) {
+                table[h] = found;
+            }
+        }
+        out[i] = last = found;
+    }
+    Py_END_ALLOW_THREADS
+    if (ok < 0) {
+        PyErr_NoMemory();
+    } else if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "expected topics inside the view and an output of n rows");
+    } else if ((ret = PyList_New(k)) != NULL) {
+        for (int32_t j = 0; j < k; j++) {
+            PyObject *v = PyLong_FromSsize_t(firsts[j]);
+            if (v == NULL) {
+                Py_CLEAR(ret);
+                break;
+            }
+            PyList_SET_ITEM(ret, j, v);
+        }
+    }
+done:
+    free(table);
+    PyMem_RawFree(firsts);
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&tpos);
+    PyBuffer_Release(&tlen);
+    PyBuffer_Release(&codes);
+    return ret;
+}

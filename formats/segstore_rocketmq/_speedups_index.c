@@ -1,0 +1,171 @@
+/*
+ * segstore_rocketmq._speedups: the IndexFile put, index_put, and the loop the single append shares
+ * (segstore/indexes/keyhash.py holds the Python reference).
+ *
+ * Included by _speedups.c (one translation unit): the layouts, constants and helpers defined
+ * there, and in the files included before this one, are this file's.
+ */
+
+/* ------------------------------------------------------------------------------ */
+/* IndexFile put */
+
+#define INDEX_HEADER_SIZE 40
+#define INDEX_SLOT_SIZE 4
+#define INDEX_ENTRY_SIZE 20
+#define INDEX_INVALID 0
+#define INDEX_FIRST_ENTRY 1
+#define MS_PER_SECOND 1000
+
+enum { H_BEGIN_TS, H_END_TS, H_BEGIN_PHY, H_END_PHY, H_SLOT_COUNT, H_INDEX_COUNT, N_HEADER };
+
+static inline int32_t
+get_i32(const uint8_t *p)
+{
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
+}
+
+/*
+ * Put entries (hs, ps, ts: n native int64 each) while the file has room (index_num entries), each as
+ * IndexFile.putKey: chained to its slot's newest entry (if that is a valid entry number), the slot
+ * then pointing at it; h is the header, updated.  Returns how many were put.  Runs no Python code.
+ */
+static Py_ssize_t
+index_put_entries(long long *h, uint8_t *slot_table, Py_ssize_t slot_num, uint8_t *entry_table,
+                  Py_ssize_t index_num, const int64_t *hs, const int64_t *ps, const int64_t *ts, Py_ssize_t n)
+{
+    Py_ssize_t put = 0;
+    for (; put < n && h[H_INDEX_COUNT] < index_num; put++) {
+        int64_t number = h[H_INDEX_COUNT];
+        int64_t slot = hs[put] % slot_num;
+        if (slot < 0) {
+            slot += slot_num;
+        }
+        uint8_t *slot_at = slot_table + slot * INDEX_SLOT_SIZE;
+        int32_t prev = get_i32(slot_at);
+        if (prev <= INDEX_INVALID || prev > number) {
+            prev = INDEX_INVALID;
+            h[H_SLOT_COUNT]++;
+        }
+        int64_t begin = h[H_BEGIN_TS], stamp = ts[put], diff = 0;
+        if (begin > 0 && stamp > begin) {
+            uint64_t seconds = ((uint64_t)stamp - (uint64_t)begin) / MS_PER_SECOND;
+            diff = seconds > INT32_MAX ? INT32_MAX : (int64_t)seconds;
+        }
+        uint8_t *e = entry_table + number * INDEX_ENTRY_SIZE;
+        e = put_i32(e, (int32_t)hs[put]);
+        e = put_i64(e, ps[put]);
+        e = put_i32(e, (int32_t)diff);
+        put_i32(e, prev);
+        put_i32(slot_at, (int32_t)number);
+        if (number <= INDEX_FIRST_ENTRY) {
+            h[H_BEGIN_PHY] = ps[put];
+            h[H_BEGIN_TS] = stamp;
+        }
+        h[H_INDEX_COUNT] = number + 1;
+        h[H_END_PHY] = ps[put];
+        h[H_END_TS] = stamp;
+    }
+    return put;
+}
+
+/* The 40-byte header h at head (IndexHeader.pack). */
+static void
+index_put_head(uint8_t *head, const long long *h)
+{
+    uint8_t *p = head;
+    for (int i = H_BEGIN_TS; i <= H_END_PHY; i++) {
+        p = put_i64(p, h[i]);
+    }
+    p = put_i32(p, (int32_t)h[H_SLOT_COUNT]);
+    put_i32(p, (int32_t)h[H_INDEX_COUNT]);
+}
+
+/*
+ * index_put(head, slots, entries, slot_num, header, hashes, phys, stamps) -> (header, count)
+ *
+ * head: the file's 40-byte header (writable), rewritten from the header after the
+ * puts (beginTimestamp, endTimestamp, beginPhyOffset, endPhyOffset i8, hashSlotCount,
+ * indexCount i4); slots: the file's slot table (slot_num big-endian int32, writable); entries: its
+ * entry table (index_num entries of 20 bytes: hash i4, phyOffset i8, timeDiff i4,
+ * prevIndex i4); header: (beginTimestamp, endTimestamp, beginPhyOffset,
+ * endPhyOffset, hashSlotCount, indexCount); hashes, phys, stamps: native int64
+ * columns.  Entries are put while the file has room, each as IndexFile.putKey:
+ * chained to its slot's newest entry (if that is a valid entry number), the slot
+ * then pointing at it.  Returns the header after and how many were put.
+ */
+static PyObject *
+index_put(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    /* arguments converted by hand (once per append: PyArg_ParseTuple's format walk cost more than the put) */
+    Py_buffer head = {0}, slots = {0}, entries = {0}, hashes = {0}, phys = {0}, stamps = {0};
+    Py_ssize_t slot_num;
+    long long h[N_HEADER];
+    PyObject *ret = NULL;
+    if (nargs != 8) {
+        PyErr_Format(PyExc_TypeError, "index_put() takes 8 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (!PyTuple_Check(args[4]) || PyTuple_GET_SIZE(args[4]) != N_HEADER) {
+        PyErr_SetString(PyExc_TypeError, "expected the header as a tuple of 6 ints");
+        return NULL;
+    }
+    slot_num = PyNumber_AsSsize_t(args[3], PyExc_OverflowError);
+    if (slot_num == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    for (int i = 0; i < N_HEADER; i++) {
+        if (arg_ll(PyTuple_GET_ITEM(args[4], i), &h[i]) < 0) {
+            return NULL;
+        }
+    }
+    if (PyObject_GetBuffer(args[0], &head, PyBUF_WRITABLE) < 0 ||
+        PyObject_GetBuffer(args[1], &slots, PyBUF_WRITABLE) < 0 ||
+        PyObject_GetBuffer(args[2], &entries, PyBUF_WRITABLE) < 0 ||
+        PyObject_GetBuffer(args[5], &hashes, PyBUF_SIMPLE) < 0 ||
+        PyObject_GetBuffer(args[6], &phys, PyBUF_SIMPLE) < 0 ||
+        PyObject_GetBuffer(args[7], &stamps, PyBUF_SIMPLE) < 0) {
+        goto done;
+    }
+    Py_ssize_t n = hashes.len / (Py_ssize_t)sizeof(int64_t);
+    Py_ssize_t index_num = entries.len / INDEX_ENTRY_SIZE;
+    if (head.len != INDEX_HEADER_SIZE || slot_num <= 0 || slots.len != slot_num * INDEX_SLOT_SIZE ||
+        hashes.len % sizeof(int64_t) ||
+        phys.len != hashes.len || stamps.len != hashes.len || h[H_INDEX_COUNT] < INDEX_FIRST_ENTRY) {
+        PyErr_SetString(PyExc_ValueError, "expected a 40-byte header, slot_num 4-byte slots, equal int64 columns "
+                                          "and indexCount >= 1");
+        goto done;
+    }
+    Py_ssize_t put;
+    /* the buffers held pin the IndexFile's map: the puts run without the GIL (a conversion's
+       reading thread runs meanwhile; a first write into a page of the map can fault for long) */
+    Py_BEGIN_ALLOW_THREADS
+    put = index_put_entries(h, slots.buf, slot_num, entries.buf, index_num, hashes.buf, phys.buf, stamps.buf, n);
+    Py_END_ALLOW_THREADS
+    index_put_head(head.buf, h);
+    PyObject *fields = PyTuple_New(N_HEADER);
+    if (fields == NULL) {
+        goto done;
+    }
+    for (int i = 0; i < N_HEADER; i++) {
+        PyObject *v = PyLong_FromLongLong(h[i]);
+        if (v == NULL) {
+            Py_DECREF(fields);
+            goto done;
+        }
+        PyTuple_SET_ITEM(fields, i, v);
+    }
+    PyObject *count = PyLong_FromSsize_t(put);
+    if (count != NULL) {
+        ret = PyTuple_Pack(2, fields, count);
+        Py_DECREF(count);
+    }
+    Py_DECREF(fields);
+done:
+    PyBuffer_Release(&head);
+    PyBuffer_Release(&slots);
+    PyBuffer_Release(&entries);
+    PyBuffer_Release(&hashes);
+    PyBuffer_Release(&phys);
+    PyBuffer_Release(&stamps);
+    return ret;
+}

@@ -1,0 +1,175 @@
+"""A RocketMQ store's columnar append: rows of :data:`segstore.columns.ROCKETMQ_SCHEMA` (what
+``scan_arrow`` yields) appended as stored messages, a batch at a time.
+
+A row is the message ``append_stored`` would write: ``topic``, ``partition`` (the queue id),
+``value`` (the body; null as empty), ``properties`` (every stored property, in its stored order),
+``bornTimestamp``, ``storeTimestamp``, ``bornHost``, ``storeHost``, ``sysFlag``, ``flag``,
+``reconsumeTimes``, ``preparedTransactionOffset`` and ``magic``.  The other columns (``key``,
+``tags``, ``keys``, ``headers``, ``msgId``, ``bodyCrc``, ``position``, ``size``, ``offset``, ...)
+are derived from those and not read; the placement (physical and queue offsets) is the store's,
+as for any append.  The properties end with 0x02 in the store's style
+(``RocketMQStore.trailing_separator``).  So a scan of one store appended to an empty store of the
+same geometry and version scans equal to it.
+
+The common case (v1 messages with IPv4 hosts, topics other than ``SCHEDULE_TOPIC_XXXX``,
+properties without the separators and within 32767 bytes) is encoded in columns with the
+conversion's columnar writer (:mod:`.arrowwrite`: :func:`~.arrowwrite.assign` places the rows,
+:func:`~.arrowwrite.encode` gathers their bytes, consume-queue rows and IndexFile entries in C) and
+written with ``append_placed``; a batch holding any other row goes through
+:func:`reference_messages` and ``append_stored`` whole, the reference, which also raises the
+typed errors (tested equal byte for byte).
+
+Thread-safety: as the store's appends.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from segstore.errors import InvalidMessageError
+
+from . import arrowwrite
+from .config import SCHEDULE_TOPIC
+from .message import (
+    END_FILE_MIN_BLANK_LENGTH,
+    MAX_PROPERTIES_BYTES,
+    MAX_TOPIC_BYTES_V1,
+    MESSAGE_MAGIC,
+    NAME_VALUE_SEPARATOR,
+    PROPERTY_SEPARATOR,
+    Host,
+    RocketMQMessage,
+)
+
+#: The columns a row's message is made of (see the module docstring).
+COLUMNS = ("topic", "partition", "value", "properties", "bornTimestamp", "storeTimestamp", "bornHost",
+           "storeHost", "sysFlag", "flag", "reconsumeTimes", "preparedTransactionOffset", "magic")
+#: Rows encoded and written at a time (memory stays bounded whatever the batch size).
+CHUNK_ROWS = 1 << 16
+
+_INT32 = (-(1 << 31), (1 << 31) - 1)
+
+
+def batches(data: Any) -> list[pa.RecordBatch]:
+    """``data`` (a RecordBatch or Table) as record batches of at most :data:`CHUNK_ROWS` rows.
+
+    :raises InvalidMessageError: not Arrow data, or a column of :data:`COLUMNS` missing.
+    """
+    if isinstance(data, pa.Table):
+        out = data.to_batches(max_chunksize=CHUNK_ROWS)
+    elif isinstance(data, pa.RecordBatch):
+        out = [data.slice(at, CHUNK_ROWS) for at in range(0, data.num_rows, CHUNK_ROWS)]
+    else:
+        raise InvalidMessageError(f"expected a pyarrow RecordBatch or Table of the segstore.columns "
+                                  f"schema, found {type(data).__name__}")
+    schema = data.schema
+    missing = [name for name in COLUMNS if schema.get_field_index(name) < 0]
+    if missing:
+        raise InvalidMessageError(f"expected the columns {', '.join(COLUMNS)} (segstore.columns."
+                                  f"ROCKETMQ_SCHEMA), found none named {', '.join(missing)}")
+    return [b for b in out if b.num_rows]
+
+
+def _millis(column: pa.Array) -> np.ndarray:
+    return column.cast(pa.int64()).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def _properties(batch: pa.RecordBatch, trailing: bool) -> arrowwrite.Slices | None:
+    """Each row's properties encoded (``message.encode_properties``); None when a name or value holds a
+    separator, or a row's are longer than the format holds (the reference raises then)."""
+    column = batch.column("properties")
+    if column.null_count:
+        column = pc.fill_null(column, pa.scalar([], column.type))
+    offsets = column.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    keys = column.keys.slice(lo, hi - lo).cast(pa.binary())        # the map's own items: not sliced
+    values = column.items.slice(lo, hi - lo).cast(pa.binary())
+    if keys.null_count or values.null_count:
+        return None
+    for part in (keys, values):
+        for separator in (NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR):
+            if pc.any(pc.match_substring(part, separator)).as_py():
+                return None
+    pairs = pc.binary_join_element_wise(keys, values, NAME_VALUE_SEPARATOR.encode())
+    lists = pa.ListArray.from_arrays(pa.array(offsets - lo, pa.int32()), pairs)
+    joined = pc.binary_join(lists, PROPERTY_SEPARATOR.encode())
+    if trailing:
+        ends = pc.if_else(pc.greater(pc.list_value_length(lists), 0), pa.scalar(PROPERTY_SEPARATOR.encode()),
+                          pa.scalar(b""))
+        joined = pc.binary_join_element_wise(joined, ends, b"")
+    slices = arrowwrite.Slices.of(joined)
+    if len(slices) and int(slices.lengths.max()) > MAX_PROPERTIES_BYTES:
+        return None
+    return slices
+
+
+def columns(batch: pa.RecordBatch, trailing: bool) -> arrowwrite.Restored | None:
+    """The rows as :class:`~.arrowwrite.Restored` columns (their offsets the source's, placed again by
+    :func:`~.arrowwrite.assign`); None when a row is not the common case (see the module docstring)."""
+    column = batch.column
+    magic = column("magic").to_numpy(zero_copy_only=False)
+    if (magic != MESSAGE_MAGIC).any():
+        return None
+    topics_encoded = pc.dictionary_encode(column("topic"))
+    topics = topics_encoded.dictionary.to_pylist()
+    if any(t is None or t == SCHEDULE_TOPIC or len(t.encode("utf-8")) > MAX_TOPIC_BYTES_V1 for t in topics):
+        return None
+    hosts = [arrowwrite._hosts(column(name).cast(pa.binary())) for name in ("bornHost", "storeHost")]
+    born, stored = hosts
+    if born is None or stored is None:
+        return None
+    properties = _properties(batch, trailing)
+    if properties is None:
+        return None
+    queue_id = column("partition").to_numpy(zero_copy_only=False).astype(np.int64)
+    if len(queue_id) and (queue_id.min() < 0 or queue_id.max() > _INT32[1]):
+        return None
+    ints = {name: column(name).to_numpy(zero_copy_only=False).astype(np.int64)
+            for name in ("sysFlag", "flag", "reconsumeTimes", "preparedTransactionOffset")}
+    n = batch.num_rows
+    body = column("value")
+    if body.null_count:
+        body = pc.fill_null(body, pa.scalar(b"", pa.binary()))
+    return arrowwrite.Restored(
+        topics, topics_encoded.indices.to_numpy(zero_copy_only=False).astype(np.int32), queue_id,
+        np.zeros(n, np.int64), np.zeros(n, np.int64), ints["flag"], ints["sysFlag"], ints["reconsumeTimes"],
+        ints["preparedTransactionOffset"], _millis(column("bornTimestamp")),
+        _millis(column("storeTimestamp")),
+        born[0], born[1], stored[0], stored[1], arrowwrite.Slices.of(body), properties)
+
+
+def oversized(msgs: arrowwrite.Restored, config: Any) -> bool:
+    """Whether a message of ``msgs`` is larger than the store takes (``maxMessageSize``, a commitlog
+    file): the reference raises its error then."""
+    sizes = arrowwrite._sizes(msgs)[0]
+    limit = min(config.maxMessageSize, config.mappedFileSizeCommitLog - END_FILE_MIN_BLANK_LENGTH)
+    return bool(len(sizes)) and int(sizes.max()) > limit
+
+
+def reference_messages(batch: pa.RecordBatch, trailing: bool) -> list[RocketMQMessage]:
+    """The rows as messages for ``append_stored``, one Python object each: the reference of the
+    columnar path, and the path of the rows it does not take.  ``O(rows)`` Python."""
+    column = batch.column
+    rows = zip(column("topic").to_pylist(), column("partition").to_pylist(), column("value").to_pylist(),
+               column("properties").to_pylist(), _millis(column("bornTimestamp")).tolist(),
+               _millis(column("storeTimestamp")).tolist(), column("bornHost").to_pylist(),
+               column("storeHost").to_pylist(), column("sysFlag").to_pylist(), column("flag").to_pylist(),
+               column("reconsumeTimes").to_pylist(), column("preparedTransactionOffset").to_pylist(),
+               column("magic").to_pylist(), strict=True)
+    return [RocketMQMessage(topic=topic, queue_id=queue_id, body=body or b"", properties=dict(props or ()),
+                            flag=flag, sys_flag=sys_flag, born_timestamp=born,
+                            born_host=Host.parse(born_host), store_timestamp=stored,
+                            store_host=Host.parse(store_host), reconsume_times=reconsume,
+                            prepared_transaction_offset=prepared, magic=magic,
+                            trailing_separator=trailing)
+            for (topic, queue_id, body, props, born, stored, born_host, store_host, sys_flag, flag, reconsume,
+                 prepared, magic) in rows]
+
+
+def available() -> bool:
+    """Whether the columnar path is built (its C functions); without them every row takes the reference."""
+    return arrowwrite.available()

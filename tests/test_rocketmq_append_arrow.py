@@ -1,0 +1,148 @@
+"""RocketMQ ``append_arrow``: the rows ``scan_arrow`` yields appended as stored messages (appendarrow.py)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from segstore_rocketmq import appendarrow
+from segstore_rocketmq.message import SYSFLAG_TRANSACTION_PREPARED
+from segstore_rocketmq.store import RocketMQStore
+
+from segstore.errors import InvalidMessageError, InvalidTopicError, MessageTooLargeError
+
+SMALL = {"mappedFileSizeCommitLog": 4096, "mappedFileSizeConsumeQueue": 400, "maxHashSlotNum": 16,
+         "maxIndexNum": 40}
+needs_c = pytest.mark.skipif(not appendarrow.available(), reason="segstore_rocketmq._speedups not built")
+
+
+def store_files(path: Path) -> dict[str, bytes]:
+    """Every file's bytes but the index files' names (wall-clock times) and config (save times)."""
+    out = {}
+    for dirpath, _, names in os.walk(path):
+        for i, name in enumerate(sorted(names)):
+            rel = os.path.relpath(os.path.join(dirpath, name), path)
+            if not rel.startswith("config"):
+                out[f"index/{i}" if rel.startswith("index") else rel] = Path(dirpath, name).read_bytes()
+    return out
+
+
+def messages(n: int) -> list[dict]:
+    """Messages to a few queues, with user properties, negative flags, a prepared transaction message."""
+    out: list[dict] = [{"topic": ["A", "Bee"][i % 2], "queue_id": i % 3,
+                        "body": bytes([i % 251]) * (i * 7 % 300), "tags": f"t{i % 4}" if i % 5 else None,
+                        "keys": [f"k{i}", f"o{i % 7}"] if i % 3 else None,
+                        "properties": {"user": f"v{i}"} if i % 4 == 0 else None, "born_timestamp": 1_000 + i,
+                        "flag": i - 50} for i in range(n)]
+    out[5]["sys_flag"] = SYSFLAG_TRANSACTION_PREPARED       # stored without a consume-queue entry
+    return out
+
+
+def scanned(path: Path, config: dict = SMALL) -> pa.Table:
+    with RocketMQStore(str(path), "r", config) as store:
+        return pa.Table.from_batches(list(store.scan_arrow()))
+
+
+def fill(path: Path, items: list[dict], config: dict = SMALL) -> pa.Table:
+    with RocketMQStore(str(path), "a", config, clock=lambda: 1_700_000_000_000) as store:
+        for item in items:
+            store.append(item)
+    return scanned(path, config)
+
+
+def copy(source: pa.Table, path: Path, config: dict = SMALL, **kwargs) -> int:
+    with RocketMQStore(str(path), "a", config, clock=lambda: 1) as store:
+        return sum(store.append_arrow(b) for b in source.to_batches(**kwargs))
+
+
+def test_a_scan_appended_to_an_empty_store_scans_equal(tmp_path):
+    source = fill(tmp_path / "a", messages(120))
+    assert copy(source, tmp_path / "b", max_chunksize=17) == source.num_rows == 120
+    assert scanned(tmp_path / "b").equals(source)
+    with RocketMQStore(str(tmp_path / "b"), "r", SMALL) as store:
+        assert store.verify() == []
+        assert [m.body for m in store.query_by_key("Bee", "k7")] == [messages(120)[7]["body"]]
+    assert store_files(tmp_path / "a") == store_files(tmp_path / "b")
+
+
+@needs_c
+def test_the_columnar_path_writes_what_the_reference_writes(tmp_path, monkeypatch):
+    """The rows the columnar path takes (v1, IPv4 hosts) are written by it, byte for byte as the
+    reference (a RocketMQMessage a row through append_stored) writes them; the others by the reference."""
+    items = messages(80)
+    items[9]["born_host"] = "[::1]:7"        # an IPv6 host: its chunk goes to the reference
+    source = fill(tmp_path / "a", items).combine_chunks()     # one batch: chunks of 20 rows below
+    placed = []
+    real = RocketMQStore.append_placed
+    monkeypatch.setattr(RocketMQStore, "append_placed",
+                        lambda self, *args: placed.append(args[2]) or real(self, *args))
+    copy(source, tmp_path / "columns", max_chunksize=20)
+    assert placed == [20, 20, 20]
+    monkeypatch.setattr(appendarrow, "available", lambda: False)
+    copy(source, tmp_path / "reference", max_chunksize=20)
+    assert placed == [20, 20, 20]
+    assert store_files(tmp_path / "columns") == store_files(tmp_path / "reference")
+    assert store_files(tmp_path / "columns") == store_files(tmp_path / "a")
+
+
+plain = st.fixed_dictionaries(
+    {"topic": st.sampled_from(["A", "Ü-b"]), "queue_id": st.integers(0, 2), "body": st.binary(max_size=200)},
+    optional={"tags": st.text(max_size=5), "keys": st.lists(st.text(max_size=4), max_size=3),
+              "properties": st.dictionaries(st.sampled_from(["x", "y", "zz"]), st.text(max_size=6),
+                                            max_size=2),
+              "born_timestamp": st.integers(0, 2**50), "flag": st.integers(-(2**31), 2**31 - 1)})
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(items=st.lists(plain, min_size=1, max_size=40), version=st.sampled_from(["4.9.7", "4.8.0"]))
+def test_scan_append_arrow_round_trip(tmp_path_factory, items, version):
+    tmp = tmp_path_factory.mktemp("arrow")
+    config = {**SMALL, "rocketmqVersion": version}
+    try:
+        source = fill(tmp / "a", items, config)
+    except InvalidMessageError:      # a separator in a property: the store refuses it anyway
+        return
+    copy(source, tmp / "b", config)
+    assert scanned(tmp / "b", config).equals(source)
+    assert store_files(tmp / "a") == store_files(tmp / "b")
+
+
+def test_what_append_arrow_refuses(tmp_path):
+    source = fill(tmp_path / "a", messages(8)).slice(0, 3)
+    with RocketMQStore(str(tmp_path / "b"), "a", SMALL) as store:
+        with pytest.raises(InvalidMessageError):
+            store.append_arrow([{"topic": "A"}])
+        with pytest.raises(InvalidMessageError):
+            store.append_arrow(source.drop_columns(["properties"]))
+        hostile = source.set_column(source.schema.get_field_index("topic"), "topic",
+                                    pa.array(["../x"] * 3, pa.string()))
+        with pytest.raises(InvalidTopicError):
+            store.append_arrow(hostile)
+        props = pa.array([[("a", "b\x02c")]] * 3, pa.map_(pa.string(), pa.string()))
+        with pytest.raises(InvalidMessageError):
+            store.append_arrow(source.set_column(source.schema.get_field_index("properties"), "properties",
+                                                 props))
+        assert store.commitlog.end == 0 and store.append_arrow(source.slice(0, 0)) == 0
+
+
+def test_a_refused_call_writes_nothing(tmp_path, monkeypatch):
+    """Every chunk is checked before the first is written: a row refused in the last chunk leaves the
+    store as it was (the chunks before it included)."""
+    monkeypatch.setattr(appendarrow, "CHUNK_ROWS", 4)
+    source = fill(tmp_path / "a", messages(12)).combine_chunks()
+    props = source.column("properties").to_pylist()
+    props[10] = [("a", "b\x01c")]
+    bad = source.set_column(source.schema.get_field_index("properties"), "properties",
+                            pa.array(props, source.schema.field("properties").type))
+    big = source.set_column(source.schema.get_field_index("value"), "value",
+                            pa.array([b""] * 11 + [bytes(5000)], pa.binary()))
+    with RocketMQStore(str(tmp_path / "b"), "a", SMALL) as store:
+        for table, error in ((bad, InvalidMessageError), (big, MessageTooLargeError)):
+            with pytest.raises(error):
+                store.append_arrow(table)
+            assert store.commitlog.end == 0 and store.topics() == []
+        assert store.append_arrow(source) == 12
