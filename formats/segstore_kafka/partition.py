@@ -43,9 +43,10 @@ from segstore.errors import (
 )
 from segstore.log import SegmentedLog
 
+from . import arrowencode, columnar, dictappend
 from . import batch as codec
-from . import columnar
 from .checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
+from .compression import codec_id
 from .loader import complete_interrupted
 from .offsetindex import OFFSET_ENTRY
 from .segment import (
@@ -522,6 +523,32 @@ class Partition:
             timestamp_type=self.config.message_timestamp_type,
             log_append_time=now if self.log_append_time else None)
         return self.append_encoded(data, now_ms=now)
+
+    def batch_header(self, count: int, now: int) -> tuple[tuple, int]:
+        """``(header, codec id)`` of the next batch of ``count`` records an append writes (as
+        :meth:`append_records` writes them: no producer, the latest leader epoch, the topic's codec and
+        timestamp type), for the C encoders (:func:`.arrowencode.header_fields`).
+
+        :raises InvalidMessageError: a header field out of range.
+        """
+        codec_number = codec_id(self.config.codec)
+        log_append = self.log_append_time
+        header = arrowencode.header_fields(
+            base_offset=self.next_offset, partition_leader_epoch=self.epochs.latest_epoch or 0,
+            attributes=codec.attributes(codec_number, log_append=log_append, is_transactional=False,
+                                        is_control=False),
+            last_offset_delta=count - 1, max_timestamp=now if log_append else None,
+            producer_id=codec.NO_PRODUCER_ID, producer_epoch=codec.NO_PRODUCER_EPOCH,
+            base_sequence=codec.NO_SEQUENCE)
+        return header, codec_number
+
+    def append_plain(self, items: list, rows: bytes, bound: int, now: int) -> Appended:
+        """Append the plain dicts ``items[rows]`` (:mod:`.dictappend`; ``now`` >= 0)
+        as one batch at the log end offset: :meth:`append_records` of the same records, in one C call
+        (``bound``: :func:`.dictappend.plain_groups`' size bound of them)."""
+        header, codec_number = self.batch_header(len(rows) // 8, now)
+        return self.append_encoded(dictappend.encode_plain(items, rows, bound, now, header, codec_number),
+                                   now_ms=now)
 
     def append_control(self, kind: str, *, producer_id: int, producer_epoch: int, coordinator_epoch: int,
                        timestamp: int, leader_epoch: int | None = None) -> Appended:
