@@ -550,6 +550,18 @@ class Partition:
         return self.append_encoded(dictappend.encode_plain(items, rows, bound, now, header, codec_number),
                                    now_ms=now)
 
+    def append_columns(self, columns: arrowencode.Columns, rows: np.ndarray, now: int) -> Appended:
+        """Append ``rows`` of ``columns`` as one batch at the log end offset (:meth:`append_records`'
+        header), encoded in one C call where built (:func:`.arrowencode.encode_batch_columns`)."""
+        base_offset = self.next_offset
+        log_append = self.log_append_time
+        data = arrowencode.encode_batch_columns(
+            [(columns, rows)], base_offset + np.arange(len(rows), dtype=np.int64), base_offset=base_offset,
+            compression=self.config.codec, partition_leader_epoch=self.epochs.latest_epoch or 0,
+            timestamp_type=codec.LOG_APPEND_TIME if log_append else codec.CREATE_TIME,
+            log_append_time=now if log_append else None)
+        return self.append_encoded(data, now_ms=now)
+
     def append_control(self, kind: str, *, producer_id: int, producer_epoch: int, coordinator_epoch: int,
                        timestamp: int, leader_epoch: int | None = None) -> Appended:
         """Append a COMMIT or ABORT marker batch."""

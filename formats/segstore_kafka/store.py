@@ -54,8 +54,18 @@ from segstore.store import (
     newest_hits,
 )
 
+from . import (
+    arrowappend,
+    arrowencode,
+    columnar,
+    compaction,
+    dictappend,
+    groups,
+    kraft,
+    transactions,
+    txnstate,
+)
 from . import batch as codec
-from . import columnar, compaction, dictappend, groups, kraft, transactions, txnstate
 from . import retention as retention_rules
 from .coordinator import COLUMNS as COORDINATOR_COLUMNS
 from .coordinator import CoordinatorLog
@@ -413,6 +423,48 @@ class KafkaStore(Store):
         if self.indexes is not None:  # extra index layouts (segstore.layouts)
             self.indexes.append()
         return results
+
+    def append_arrow(self, batch: pa.RecordBatch | pa.Table) -> int:
+        """Append the rows of a ``pyarrow.RecordBatch`` or ``Table`` of :data:`KAFKA_SCHEMA`'s columns
+        (see :mod:`.arrowappend` for which are used), in order; returns the rows appended.
+
+        Each input batch's rows become, per partition in first-seen order, batches of at most
+        about 1 MiB of records (fewer where ``max.message.bytes`` is smaller; a new batch also
+        where ``baseOffset`` changes, so a scan piped in keeps its batches), each encoded in one C
+        call and appended at the log end offset: what :meth:`append_batch` writes for the same rows
+        when they fit one batch.  Memory is bounded by the batch size, whatever the input's.
+
+        Every column, topic and partition of all the rows is checked before anything is written: a
+        refused call writes nothing and creates no partition.  ``O(bytes)``, no per-row Python.
+
+        :raises InvalidMessageError: a column missing or of the wrong type, a null topic or
+            partition, a null header key, a control record.
+        :raises InvalidTopicError: a topic or partition Kafka refuses, or another partition than this
+            partition directory's.
+        :raises MessageTooLargeError: a record larger than ``max.message.bytes`` (after the rows
+            before its batch).
+        """
+        self._check_writable()
+        batches = batch.to_batches() if isinstance(batch, pa.Table) else [batch]
+        plans = [arrowappend.plan(b) for b in batches if b.num_rows]
+        self._check_partitions(dict.fromkeys((t, p) for plan in plans for t, p, _ in plan.groups))
+        appended = 0
+        for plan in plans:
+            columns: arrowencode.Columns | None = None
+            for topic, partition, rows in plan.groups:
+                part = self.partition_of(topic, partition, create=True)
+                now = part.clock()
+                if columns is None:
+                    columns = plan.columns(now)
+                limit = arrowappend.batch_limit(part.config.max_message_bytes, part.config.segment_bytes,
+                                                part.config.codec != "none")
+                for run in arrowappend.cuts(rows, plan.sizes, plan.batch_ids, limit):
+                    part.append_columns(columns, run, now)
+                    appended += len(run)
+                part.apply_retention()
+        if self.indexes is not None:  # extra index layouts (segstore.layouts)
+            self.indexes.append()
+        return appended
 
     def _check_partitions(self, keys: Iterable[tuple[str, int]]) -> None:
         """:raises InvalidTopicError: a topic or partition Kafka refuses, or another partition than
