@@ -145,3 +145,15 @@ def test_a_partition_directory_takes_only_its_partition(tmp_path):
         assert store.append_arrow(pa.table({"topic": ["t"], "value": [b"1"]})) == 1
     with segstore.open(str(tmp_path / "t-0"), format="kafka") as store, pytest.raises(ReadOnlyError):
         store.append_arrow(pa.table({"topic": ["t"], "value": [b"1"]}))
+
+
+def test_a_null_header_list_has_no_headers(tmp_path):
+    # a null list slot may still span child items (Arrow allows it): they are not its headers
+    items = pa.array([{"key": "a", "value": b"1"}, {"key": "b", "value": b"2"}, {"key": "c", "value": None}],
+                     KAFKA_SCHEMA.field("headers").type.value_type)
+    headers = pa.ListArray.from_arrays(pa.array([0, 1, 2, 3], pa.int32()), items,
+                                       mask=pa.array([False, True, False]))
+    table = pa.table({"topic": ["t"] * 3, "value": [b"x", b"y", b"z"], "headers": headers})
+    with _store(tmp_path / "t-0") as store:
+        store.append_arrow(table)
+        assert [r.headers for r in store.scan()] == [[("a", b"1")], [], [("c", None)]]
