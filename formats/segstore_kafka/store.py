@@ -445,9 +445,14 @@ class KafkaStore(Store):
             before its batch).
         """
         self._check_writable()
-        batches = batch.to_batches() if isinstance(batch, pa.Table) else [batch]
-        plans = [arrowappend.plan(b) for b in batches if b.num_rows]
-        self._check_partitions(dict.fromkeys((t, p) for plan in plans for t, p, _ in plan.groups))
+        batches = [b for b in (batch.to_batches() if isinstance(batch, pa.Table) else [batch]) if b.num_rows]
+        if len(batches) == 1:
+            plans: Iterable[arrowappend.Plan] = [arrowappend.plan(batches[0])]
+            self._check_partitions([(t, p) for plan in plans for t, p, _ in plan.groups])
+        else:   # every batch checked first, each planned again as it is written: memory per batch
+            self._check_partitions(dict.fromkeys((t, p) for b in batches
+                                                 for t, p, _ in arrowappend.plan(b).groups))
+            plans = (arrowappend.plan(b) for b in batches)
         appended = 0
         for plan in plans:
             columns: arrowencode.Columns | None = None
