@@ -7,6 +7,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from segstore_kafka import batch as codec
 from segstore_kafka.arrowappend import batch_limit, cuts
 from segstore_kafka.partition import KafkaConfig
@@ -157,3 +159,29 @@ def test_a_null_header_list_has_no_headers(tmp_path):
     with _store(tmp_path / "t-0") as store:
         store.append_arrow(table)
         assert [r.headers for r in store.scan()] == [[("a", b"1")], [], [("c", None)]]
+
+
+ROW = st.fixed_dictionaries({
+    "topic": st.sampled_from(["t", "u"]), "partition": st.integers(0, 1),
+    "key": st.one_of(st.none(), st.binary(max_size=12)),
+    "value": st.one_of(st.none(), st.binary(max_size=40)),
+    "timestamp": st.one_of(st.none(), st.integers(-3, 2**42)),
+    "headers": st.one_of(st.none(), st.lists(st.fixed_dictionaries(
+        {"key": st.text(max_size=5), "value": st.one_of(st.none(), st.binary(max_size=8))}), max_size=2))})
+ROWS_SCHEMA = pa.schema([KAFKA_SCHEMA.field(name) for name in ("topic", "partition", "key", "value")]
+                        + [pa.field("timestamp", pa.int64()), KAFKA_SCHEMA.field("headers")])
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(ROW, min_size=1, max_size=20), compression=st.sampled_from(["none", "lz4", "zstd"]))
+def test_append_arrow_equals_append_batch_of_the_same_rows(tmp_path_factory, rows, compression):
+    items = [{"topic": r["topic"], "partition": r["partition"], "key": r["key"], "value": r["value"],
+              "timestamp": -1 if r["timestamp"] is None else r["timestamp"],
+              "headers": [(h["key"], h["value"]) for h in r["headers"] or ()]} for r in rows]
+    arrow, dicts = tmp_path_factory.mktemp("arrow"), tmp_path_factory.mktemp("dicts")
+    config = {"compression.type": compression}
+    with _store(arrow, **config) as a, _store(dicts, **config) as d:
+        assert a.append_arrow(pa.Table.from_pylist(rows, schema=ROWS_SCHEMA)) == len(rows)
+        d.append_batch(items)
+        assert _records(a) == _records(d)
+    assert _logs(arrow) == _logs(dicts)
