@@ -2354,7 +2354,7 @@ same_group(const Plain *a, PyObject *topic, long partition)
  * plain_groups(items: list) -> None (an item is not plain) or [(topic, partition, rows, bound)]:
  * one entry per (topic, partition) in first-seen order, ``rows`` the indices of its items (int64
  * bytes, in order), ``bound`` an upper bound of its records region's size (at most 2**31-1 - 61,
- * else None: the general path).  Runs no Python code.
+ * else None: the general path).  Runs no Python code but what the collector may run.
  */
 static PyObject *
 plain_groups(PyObject *module, PyObject *items)
@@ -2377,7 +2377,9 @@ plain_groups(PyObject *module, PyObject *items)
     for (Py_ssize_t i = 0; i < n; i++) {
         Plain p;
         Py_ssize_t bound;
-        if (parse_plain(PyList_GET_ITEM(items, i), &p, &bound) != PLAIN) {
+        /* a key tuple's allocation may run the collector, and a finalizer may change the list: then
+         * the general path takes it (the topics kept in firsts are held by the keys dict) */
+        if (PyList_GET_SIZE(items) != n || parse_plain(PyList_GET_ITEM(items, i), &p, &bound) != PLAIN) {
             out = Py_NewRef(Py_None);
             goto done;
         }
