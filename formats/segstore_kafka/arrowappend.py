@@ -146,13 +146,15 @@ def _header_sizes(headers: pa.Array) -> np.ndarray:
 def _groups(topics: pa.Array, partitions: np.ndarray) -> list[tuple[str, int, np.ndarray]]:
     """Rows by (topic, partition), in first-seen order, each group's rows in order."""
     n = len(topics)
+    first = topics[0].as_py() if n else None
+    if n and (partitions == partitions[0]).all() and pc.all(pc.equal(topics, first)).as_py():
+        # the usual case, one partition: a compare per row instead of hashing every topic
+        return [(first, int(partitions[0]), np.arange(n, dtype=np.int64))]
     encoded = pc.dictionary_encode(topics).combine_chunks() if isinstance(topics, pa.ChunkedArray) \
         else pc.dictionary_encode(topics)
     names = encoded.dictionary.to_pylist()
     codes = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
     keys = codes * (1 << 32) + partitions
-    if n and (keys == keys[0]).all():       # the usual case: one partition
-        return [(names[int(codes[0])], int(partitions[0]), np.arange(n, dtype=np.int64))]
     uniques, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
     order = np.argsort(first, kind="stable")         # groups in first-seen order
     rank = np.empty(len(order), np.int64)
