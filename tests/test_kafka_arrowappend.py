@@ -185,3 +185,15 @@ def test_append_arrow_equals_append_batch_of_the_same_rows(tmp_path_factory, row
         d.append_batch(items)
         assert _records(a) == _records(d)
     assert _logs(arrow) == _logs(dicts)
+
+
+def test_column_types_arrow_spells_differently(tmp_path):
+    table = pa.table({"topic": pa.array(["t", "t"]).dictionary_encode(),
+                      "partition": pa.array([0, 0], pa.int64()),
+                      "key": pa.array(["k", None], pa.large_string()),
+                      "value": pa.array([b"1", b"2"], pa.large_binary()),
+                      "timestamp": pa.array([NOW * 1000 + 999, None], pa.timestamp("us", tz="UTC"))})
+    with _store(tmp_path / "t-0", clock=lambda: NOW + 1) as store:
+        assert store.append_arrow(table) == 2
+        assert [(r.key, r.value, r.timestamp) for r in store.scan()] == [(b"k", b"1", NOW),
+                                                                         (None, b"2", NOW + 1)]

@@ -95,8 +95,8 @@ def _integers(batch: pa.RecordBatch, name: str, default: int | None) -> np.ndarr
     if name not in batch.schema.names:
         return None
     arr = batch.column(name)
-    if pa.types.is_timestamp(arr.type):
-        arr = arr.cast(pa.timestamp("ms", tz=arr.type.tz)).cast(pa.int64())
+    if pa.types.is_timestamp(arr.type):     # Kafka keeps milliseconds: finer units are truncated
+        arr = arr.cast(pa.timestamp("ms", tz=arr.type.tz), safe=False).cast(pa.int64())
     if not pa.types.is_integer(arr.type):
         raise InvalidMessageError(f"expected an integer {name} column, found {arr.type}")
     if arr.null_count:
