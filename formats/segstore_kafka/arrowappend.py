@@ -185,7 +185,10 @@ def plan(batch: pa.RecordBatch) -> Plan:
         raise InvalidMessageError(f"expected a topic in every row, found {topics.null_count} null")
     if pa.types.is_dictionary(topics.type):
         topics = topics.cast(pa.string())
-    if "isControl" in names and pc.any(batch.column("isControl")).as_py():
+    control = batch.column("isControl") if "isControl" in names else None
+    if control is not None and not pa.types.is_boolean(control.type):
+        raise InvalidMessageError(f"expected a bool isControl column, found {control.type}")
+    if control is not None and pc.any(control).as_py():
         raise InvalidMessageError("expected data records, found a control record (a transaction marker: "
                                   "scan with isolation='read_committed' to leave markers out)")
     n = batch.num_rows
