@@ -146,10 +146,10 @@ def _header_sizes(headers: pa.Array) -> np.ndarray:
 def _groups(topics: pa.Array, partitions: np.ndarray) -> list[tuple[str, int, np.ndarray]]:
     """Rows by (topic, partition), in first-seen order, each group's rows in order."""
     n = len(topics)
-    first = str(topics[0].as_py()) if n else ""
-    if n and (partitions == partitions[0]).all() and pc.all(pc.equal(topics, first)).as_py():
+    one = str(topics[0].as_py()) if n else ""
+    if n and (partitions == partitions[0]).all() and pc.all(pc.equal(topics, one)).as_py():
         # the usual case, one partition: a compare per row instead of hashing every topic
-        return [(first, int(partitions[0]), np.arange(n, dtype=np.int64))]
+        return [(one, int(partitions[0]), np.arange(n, dtype=np.int64))]
     encoded = pc.dictionary_encode(topics).combine_chunks() if isinstance(topics, pa.ChunkedArray) \
         else pc.dictionary_encode(topics)
     names = encoded.dictionary.to_pylist()
