@@ -45,7 +45,18 @@ def plain_item(draw) -> dict:
                                            st.sampled_from([-(2**63), 2**63 - 1, -1])))
     if draw(st.booleans()):
         item["headers"] = draw(headers)
+    if draw(st.integers(0, 3)) == 0:   # a Message is plain too
+        return Message(**{**item, "headers": item.get("headers") or [],
+                          "offset": draw(st.integers(-1, 9)), "timestamp_type": "CreateTime"})
     return item
+
+
+def _general(item) -> dict:
+    """``item`` as a dict the general path takes (an ``offset`` field is not plain)."""
+    if isinstance(item, Message):
+        item = {name: getattr(item, name) for name in ("topic", "partition", "key", "value", "timestamp",
+                                                         "headers")}
+    return {**item, "offset": -1}
 
 
 def _native():
@@ -69,7 +80,7 @@ def test_c_equals_the_reference(items, codec_name, log_append, now):
         ours = dictappend.encode_plain(items, rows, bound, now, header, number)
         assert ours == dictappend.encode_plain_py(items, rows, bound, now, header, number)
         # the reference is what the general path encodes: Message.coerce, then the batch encoder
-        msgs = [Message.coerce(items[i]) for i in np.frombuffer(rows, np.int64).tolist()]
+        msgs = [Message.coerce(_general(items[i])) for i in np.frombuffer(rows, np.int64).tolist()]
         assert {(m.topic, m.partition) for m in msgs} == {(topic, partition)}
         assert ours == codec.encode_batch(
             [(m.key, m.value, m.timestamp if m.timestamp >= 0 else now, m.headers) for m in msgs],
@@ -84,8 +95,14 @@ def test_c_equals_the_reference(items, codec_name, log_append, now):
         assert got == want
 
 
+class _Message(Message):
+    __slots__ = ()
+
+
 NOT_PLAIN = [
-    Message("t", b"v"),
+    _Message("t", b"v"),
+    Message("t", 5),
+    Message("t", b"v", timestamp=None),   # type: ignore[arg-type]
     {"topic": "t", "value": b"v", "offset": 3},
     {"topic": "t"},
     {"value": b"v"},
@@ -158,8 +175,7 @@ def test_fast_path_writes_what_the_general_path_writes(tmp_path_factory, calls, 
     config = {"compression.type": codec_name, "message.timestamp.type": timestamp_type}
     fast, general = tmp_path_factory.mktemp("fast"), tmp_path_factory.mktemp("general")
     fast_results = _write(fast, calls, **config)
-    general_results = _write(general, [[Message.coerce(dict(item)) for item in items] for items in calls],
-                             **config)
+    general_results = _write(general, [[_general(item) for item in items] for items in calls], **config)
     assert _files(fast) == _files(general)
     assert fast_results == general_results
 
@@ -191,3 +207,11 @@ def test_general_path_refuses_before_creating_a_partition(tmp_path, bad):
         with pytest.raises(InvalidMessageError):
             store.append_batch([{"topic": "ok", "value": b"1"}, {"topic": "ok", "value": b"2", **bad}])
         assert store.topics() == []
+
+
+def test_messages_are_plain():
+    items = [Message("t", b"v", key="k", partition=1, offset=5, timestamp=7, headers=[("h", "x")]),
+             {"topic": "t", "value": b"w", "partition": 1}]
+    (topic, partition, rows, _), = dictappend.plain_groups(items)
+    assert (topic, partition, np.frombuffer(rows, np.int64).tolist()) == ("t", 1, [0, 1])
+    assert dictappend.plain_groups_py(items) == dictappend.plain_groups(items)

@@ -2171,7 +2171,7 @@ encode_batch(PyObject *module, PyObject *args)
 /* plain dicts: KafkaStore.append_batch's fast path (dictappend.py; its *_py functions are the reference)
  *
  * A plain item is an exact dict whose keys are among topic, partition, key, value, timestamp and
- * headers, with ``topic`` an exact str and ``value`` present, ``partition`` an exact int in
+ * headers (or a Message whose those fields are so; its offset and timestamp_type are not written), with ``topic`` an exact str and ``value`` present, ``partition`` an exact int in
  * [0, 2**31) (absent: 0), ``key``/``value`` None, bytes or a UTF-8 encodable str, ``timestamp`` an
  * exact int within int64 (absent: -1; below 0: the append's time), ``headers`` absent, None or a
  * list/tuple of 2-item lists/tuples of a UTF-8 encodable str and None, bytes or such a str.
@@ -2179,7 +2179,12 @@ encode_batch(PyObject *module, PyObject *args)
  */
 
 static PyObject *str_topic, *str_partition;
-static PyTypeObject *result_type = NULL;
+static PyTypeObject *result_type = NULL, *message_type = NULL;
+/* a Message's slots, in plain_field's order */
+enum { N_MESSAGE_FIELDS = 6 };
+static const char *const MESSAGE_NAMES[N_MESSAGE_FIELDS] = {"topic", "partition", "key", "value", "timestamp",
+                                                            "headers"};
+static Py_ssize_t message_offset[N_MESSAGE_FIELDS];
 enum { R_TOPIC, R_PARTITION, R_OFFSET, R_POSITION, R_SIZE, R_EXTRA, N_RESULT_FIELDS };
 static const char *const RESULT_NAMES[N_RESULT_FIELDS] = {"topic", "partition", "offset", "position", "size",
                                                           "extra"};
@@ -2248,65 +2253,79 @@ blob_bytes(PyObject *obj)
     return (const uint8_t *)PyUnicode_AsUTF8AndSize(obj, NULL);  /* cached by plain_blob */
 }
 
-/* Parse a plain item into *p; *bound: an upper bound of its encoded record's size.  PLAIN or NOT_PLAIN
- * (never an error: the general path says what is wrong). */
+/* One field of a plain item (index as plain_field's) into *p; NOT_PLAIN for a value of another type. */
+static inline int
+plain_value(int field, PyObject *v, Plain *p)
+{
+    int overflow;
+    switch (field) {
+    case 0:
+        if (!PyUnicode_CheckExact(v)) {
+            return NOT_PLAIN;
+        }
+        p->topic = v;
+        return PLAIN;
+    case 1: {
+        if (!PyLong_CheckExact(v)) {
+            return NOT_PLAIN;
+        }
+        long long n = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (overflow || n < 0 || n > INT32_MAX) {
+            return NOT_PLAIN;
+        }
+        p->partition = (long)n;
+        return PLAIN;
+    }
+    case 2:
+        p->key = v;
+        return PLAIN;
+    case 3:
+        p->value = v;
+        return PLAIN;
+    case 4:
+        if (!PyLong_CheckExact(v)) {
+            return NOT_PLAIN;
+        }
+        p->timestamp = PyLong_AsLongLongAndOverflow(v, &overflow);
+        return overflow ? NOT_PLAIN : PLAIN;
+    case 5:
+        p->headers = v;
+        return PLAIN;
+    default:
+        return NOT_PLAIN;
+    }
+}
+
+/* Parse a plain item (an exact dict, or a Message: init_message's class) into *p; *bound: an upper
+ * bound of its encoded record's size.  PLAIN or NOT_PLAIN (never an error: the general path says
+ * what is wrong). */
 static int
 parse_plain(PyObject *item, Plain *p, Py_ssize_t *bound)
 {
-    if (!PyDict_CheckExact(item)) {
-        return NOT_PLAIN;
-    }
     p->topic = NULL;
     p->key = Py_None;
     p->value = NULL;
     p->headers = Py_None;
     p->partition = 0;
     p->timestamp = NO_TIMESTAMP;
-    Py_ssize_t pos = 0;
-    PyObject *name, *v;
-    while (PyDict_Next(item, &pos, &name, &v)) {
-        switch (plain_field(name)) {
-        case 0:
-            if (!PyUnicode_CheckExact(v)) {
+    if (PyDict_CheckExact(item)) {
+        Py_ssize_t pos = 0;
+        PyObject *name, *v;
+        while (PyDict_Next(item, &pos, &name, &v)) {
+            if (plain_value(plain_field(name), v, p) != PLAIN) {
                 return NOT_PLAIN;
             }
-            p->topic = v;
-            break;
-        case 1: {
-            if (!PyLong_CheckExact(v)) {
-                return NOT_PLAIN;
-            }
-            int overflow;
-            long long n = PyLong_AsLongLongAndOverflow(v, &overflow);
-            if (overflow || n < 0 || n > INT32_MAX) {
-                return NOT_PLAIN;
-            }
-            p->partition = (long)n;
-            break;
         }
-        case 2:
-            p->key = v;
-            break;
-        case 3:
-            p->value = v;
-            break;
-        case 4: {
-            if (!PyLong_CheckExact(v)) {
+    } else if (message_type != NULL && Py_IS_TYPE(item, message_type)) {
+        /* a Message's offset and timestamp_type are not written (the log assigns both) */
+        for (int f = 0; f < N_MESSAGE_FIELDS; f++) {
+            PyObject *v = *(PyObject **)((char *)item + message_offset[f]);
+            if (v == NULL || plain_value(f, v, p) != PLAIN) {     /* NULL: a slot never set */
                 return NOT_PLAIN;
             }
-            int overflow;
-            p->timestamp = PyLong_AsLongLongAndOverflow(v, &overflow);
-            if (overflow) {
-                return NOT_PLAIN;
-            }
-            break;
         }
-        case 5:
-            p->headers = v;
-            break;
-        default:
-            return NOT_PLAIN;
-        }
+    } else {
+        return NOT_PLAIN;
     }
     if (p->topic == NULL || p->value == NULL) {
         return NOT_PLAIN;
@@ -2647,6 +2666,19 @@ slot_offsets(PyObject *cls, const char *const *names, int n, Py_ssize_t *offsets
 }
 
 static PyObject *
+init_message(PyObject *module, PyObject *cls)
+{
+    Py_ssize_t offsets[N_MESSAGE_FIELDS];
+    if (slot_offsets(cls, MESSAGE_NAMES, N_MESSAGE_FIELDS, offsets) < 0) {
+        return NULL;
+    }
+    memcpy(message_offset, offsets, sizeof(offsets));
+    Py_INCREF(cls);
+    Py_XSETREF(message_type, (PyTypeObject *)cls);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
 init_results(PyObject *module, PyObject *cls)
 {
     Py_ssize_t offsets[N_RESULT_FIELDS];
@@ -2677,6 +2709,7 @@ static PyMethodDef methods[] = {
     {"plain_results", plain_results, METH_VARARGS,
      "plain_results(results, rows, topic, partition, base_offset, position, size, extra)"},
     {"init_results", init_results, METH_O, "init_results(AppendResult): the slots dataclass of results."},
+    {"init_message", init_message, METH_O, "init_message(Message): the slots dataclass plain items may be."},
     {"crc32c", crc32c_py, METH_VARARGS, "crc32c(data, crc=0) -> int: CRC-32C, as the crc32c package."},
     {"decode_columns", decode_columns, METH_VARARGS,
      "decode_columns(log, pos, end, want, decompress, buffers) -> (stop, pos, counts, need)"},

@@ -7,9 +7,11 @@ A *plain* append item is an exact ``dict`` whose keys are among
 ``int`` within int64 (absent: -1; below 0 the append's time, as
 :meth:`KafkaStore.append_batch` stamps it), ``headers`` absent, None or a
 list/tuple of 2-item lists/tuples of a UTF-8 encodable ``str`` and a key/value-like
-value.  Such an item means exactly what :meth:`segstore.records.Message.coerce`
-makes of it; anything else (a :class:`Message`, another field, another type)
-goes through the store's general path, which raises the typed errors.
+value.  A :class:`Message` (exactly) whose fields are so is plain too (its
+``offset`` and ``timestamp_type`` are not written: the log assigns both).  Such an
+item means exactly what :meth:`segstore.records.Message.coerce` makes of it;
+anything else (another field, another type) goes through the store's general
+path, which raises the typed errors.
 
 Three steps, each one C call over all the items (``segstore_kafka._speedups``)
 or its pure-Python reference here (``SEGSTORE_PURE_PYTHON=1`` or no compiler;
@@ -39,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from segstore import speedups
+from segstore.records import Message
 from segstore.store import AppendResult
 
 from . import batch as codec
@@ -47,6 +50,7 @@ from .compression import NONE, compress
 _speedups = speedups.load("segstore_kafka._speedups")
 if _speedups is not None:
     _speedups.init_results(AppendResult)
+    _speedups.init_message(Message)
 
 #: Keys a plain append dict may carry.
 PLAIN_FIELDS = frozenset({"topic", "partition", "key", "value", "timestamp", "headers"})
@@ -79,10 +83,19 @@ def _blob_len(obj: Any) -> int:
     return size
 
 
-def _plain(item: Any) -> tuple[str, int, int]:
-    """``(topic, partition, size bound)`` of a plain item."""
+def _fields(item: Any) -> dict[str, Any]:
+    """A plain item's fields (those given) as a dict."""
+    if type(item) is Message:
+        return {"topic": item.topic, "partition": item.partition, "key": item.key, "value": item.value,
+                "timestamp": item.timestamp, "headers": item.headers}
     if type(item) is not dict or not item.keys() <= PLAIN_FIELDS or not {"topic", "value"} <= item.keys():
         raise _NotPlain
+    return item
+
+
+def _plain(item: Any) -> tuple[str, int, int]:
+    """``(topic, partition, size bound)`` of a plain item."""
+    item = _fields(item)
     topic, partition = item["topic"], item.get("partition", 0)
     timestamp = item.get("timestamp", -1)
     if type(topic) is not str or type(partition) is not int or not 0 <= partition <= INT32_MAX:
@@ -133,11 +146,11 @@ def encode_plain_py(items: list, rows: bytes, bound: int, now: int, header: tupl
         raise ValueError("now >= 0")
     records = []
     for i in np.frombuffer(rows, np.int64).tolist():
-        item = items[i]
         try:
-            _plain(item)
+            _plain(items[i])
         except _NotPlain:
             raise ValueError("rows of plain items (the items changed?)") from None
+        item = _fields(items[i])
         timestamp = operator.index(item.get("timestamp", -1))
         headers = [(k, _utf8(v)) for k, v in item.get("headers") or ()]
         records.append((_utf8(item.get("key")), _utf8(item["value"]), timestamp if timestamp >= 0 else now,
