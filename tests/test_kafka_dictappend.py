@@ -215,3 +215,14 @@ def test_messages_are_plain():
     (topic, partition, rows, _), = dictappend.plain_groups(items)
     assert (topic, partition, np.frombuffer(rows, np.int64).tolist()) == ("t", 1, [0, 1])
     assert dictappend.plain_groups_py(items) == dictappend.plain_groups(items)
+
+
+@pytest.mark.parametrize(("bad", "error"), [
+    ({"value": "\ud800"}, InvalidMessageError), ({"key": "\ud800"}, InvalidMessageError),
+    ({"headers": [("k", "\ud800")]}, InvalidMessageError), ({"topic": 5}, InvalidTopicError),
+    ({"topic": None}, InvalidTopicError)])
+def test_general_path_refuses_with_typed_errors(tmp_path, bad, error):
+    with segstore.open(str(tmp_path / "logs"), format="kafka", mode="a") as store:
+        with pytest.raises(error):
+            store.append_batch([{"topic": "ok", "value": b"1", **bad}])
+        assert store.topics() == []

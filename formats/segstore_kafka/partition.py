@@ -159,6 +159,8 @@ def validate_topic(topic: str, partition: int) -> None:
 
     :raises InvalidTopicError: with the rule broken.
     """
+    if not isinstance(topic, str):
+        raise InvalidTopicError(f"expected a topic name (str), found {cut(repr(topic))}")
     if not topic or topic in (".", ".."):
         raise InvalidTopicError(f"expected a topic name other than {cut(topic)}")
     if len(topic) > MAX_TOPIC_LENGTH:

@@ -30,6 +30,7 @@ from segstore.errors import (
     ConfigError,
     CorruptDataError,
     CorruptIndexError,
+    InvalidMessageError,
     InvalidTopicError,
     NotFoundError,
     SegstoreError,
@@ -487,7 +488,10 @@ class KafkaStore(Store):
 
     def _append_messages(self, items: list[Message | dict]) -> list[AppendResult]:
         """:meth:`append_batch` of items that are not all plain dicts."""
-        msgs = [Message.coerce(m) for m in items]
+        try:
+            msgs = [Message.coerce(m) for m in items]
+        except UnicodeEncodeError as err:   # a str key or value with a lone surrogate
+            raise InvalidMessageError(f"expected text UTF-8 can encode, found: {err}") from err
         groups: dict[tuple[str, int], list[int]] = {}
         for i, m in enumerate(msgs):
             groups.setdefault((m.topic, m.partition), []).append(i)
