@@ -7,8 +7,8 @@ compressible like real payloads, a timestamp), built once before timing:
   close), codec none, against kafka-python's ``DefaultRecordBatchBuilder`` on the
   same records in batches of 1,000 (append + build, same run; it writes no file).
   Also the same with the C accelerators off (``SEGSTORE_PURE_PYTHON=1``, in a
-  subprocess, on :data:`PURE_RECORDS` records).  Goals: >= 1M rec/s and >= 3x the
-  builder.
+  subprocess, on :data:`PURE_RECORDS` records), as for ``append_arrow, none``.
+  Goals: >= 1M rec/s and >= 3x the builder.
 - ``append_arrow`` of the same records as one Arrow table (chunks of 100,000
   rows), none / lz4 / zstd, against the builder of the same codec, same run; the
   goal is Java's ``MemoryRecordsBuilder`` (``../shared/ANCHORS.md``, batches of
@@ -95,10 +95,10 @@ def kafka_python(dicts: list[dict], compression: str) -> int:
     return size
 
 
-def pure_rate() -> float:
-    """``append_batch`` rec/s with the C accelerators off (run in a subprocess that sets the switch)."""
-    code = ("from benchmarks.bench_kafka_append import measure_dicts; "
-            f"print(measure_dicts({PURE_RECORDS}))")
+def pure_rate(what: str) -> float:
+    """``measure_<what>`` rec/s with the C accelerators off (run in a subprocess that sets the switch)."""
+    code = (f"from benchmarks.bench_kafka_append import measure_{what}; "
+            f"print(measure_{what}({PURE_RECORDS}))")
     env = {**os.environ, "SEGSTORE_PURE_PYTHON": "1"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -110,6 +110,15 @@ def measure_dicts(n: int) -> float:
     target = Target()
     try:
         return n / best_of(lambda: target.append_dicts(dicts), setup=target.reset)
+    finally:
+        target.close()
+
+
+def measure_arrow(n: int) -> float:
+    table = to_table(make_dicts(n))
+    target = Target()
+    try:
+        return n / best_of(lambda: target.append_arrow(table, "none"), setup=target.reset)
     finally:
         target.close()
 
@@ -126,7 +135,7 @@ def main() -> None:
                    baseline="kafka-python DefaultRecordBatchBuilder", baseline_value=RECORDS / t_kp,
                    note=f"{RECORDS:,} records, 9 B keys, 100 B values; open + appends + close")
         t0 = time.perf_counter()
-        rate = pure_rate()
+        rate = pure_rate("dicts")
         report.add("append_batch(1000) of dicts, none, pure Python", rate, "rec/s",
                    baseline="the C path, same run", baseline_value=RECORDS / t_ours,
                    note=f"SEGSTORE_PURE_PYTHON=1, {PURE_RECORDS:,} records "
@@ -137,6 +146,13 @@ def main() -> None:
             report.add(f"append_arrow, {compression}", RECORDS / t_arrow, "rec/s",
                        baseline="kafka-python DefaultRecordBatchBuilder", baseline_value=RECORDS / t_kp,
                        note=f"one {RECORDS:,}-row table in {TABLE_CHUNK:,}-row chunks; open + append + close")
+            if compression == "none":
+                t0 = time.perf_counter()
+                rate = pure_rate("arrow")
+                report.add("append_arrow, none, pure Python", rate, "rec/s", baseline="the C path, same run",
+                           baseline_value=RECORDS / t_arrow,
+                           note=f"SEGSTORE_PURE_PYTHON=1, {PURE_RECORDS:,} records "
+                                f"({time.perf_counter() - t0:.0f} s)")
     finally:
         target.close()
     report.save()
