@@ -398,9 +398,10 @@ class KafkaStore(Store):
         """One RecordBatch per partition touched, in first-seen order; results in input order.
 
         Every topic and partition is checked before anything is written: a refused call
-        writes nothing and creates no partition.  Plain dicts (:mod:`.dictappend`) are grouped,
-        encoded and answered in C, one call per step; anything else goes through
-        :meth:`Message.coerce` and the per-record encoder (the same bytes).
+        writes nothing and creates no partition.  Plain dicts and :class:`Message` s
+        (:mod:`.dictappend`) are grouped, encoded and answered in C, one call per step; anything
+        else goes through :meth:`Message.coerce` and the per-record encoder (the same bytes).
+        The results of one batch share its ``extra`` dict.
         """
         self._check_writable()
         items = messages if type(messages) is list else list(messages)
@@ -433,7 +434,8 @@ class KafkaStore(Store):
         about 1 MiB of records (fewer where ``max.message.bytes`` is smaller; a new batch also
         where ``baseOffset`` changes, so a scan piped in keeps its batches), each encoded in one C
         call and appended at the log end offset: what :meth:`append_batch` writes for the same rows
-        when they fit one batch.  Memory is bounded by the batch size, whatever the input's.
+        when they fit one batch.  Besides the input's own columns and a few int64 per row of one
+        of its batches, memory is bounded by the batch size, whatever the input's.
 
         Every column, topic and partition of all the rows is checked before anything is written: a
         refused call writes nothing and creates no partition.  ``O(bytes)``, no per-row Python.
