@@ -71,15 +71,16 @@ def _native():
        log_append=st.booleans(), now=st.integers(0, 2**62))
 def test_c_equals_the_reference(items, codec_name, log_append, now):
     c = _native()
-    groups = c.plain_groups(items)
+    groups, snapshot = c.plain_groups(items)
     assert groups == dictappend.plain_groups_py(items)
     number = codec_id(codec_name)
     for topic, partition, rows, bound in groups:
         n = len(rows) // 8
         flags = codec.attributes(number, log_append=log_append, is_transactional=False, is_control=False)
         header = (5, 3, flags, n - 1, now if log_append else None, -1, -1, -1)
-        ours = dictappend.encode_plain(items, rows, bound, now, header, number)
+        ours = dictappend.encode_plain(items, rows, bound, now, header, number, snapshot)
         assert ours == dictappend.encode_plain_py(items, rows, bound, now, header, number)
+        assert ours == dictappend.encode_plain(items, rows, bound, now, header, number)     # read again
         # the reference is what the general path encodes: Message.coerce, then the batch encoder
         msgs = [Message.coerce(_general(items[i])) for i in np.frombuffer(rows, np.int64).tolist()]
         assert {(m.topic, m.partition) for m in msgs} == {(topic, partition)}
@@ -132,24 +133,37 @@ def test_other_items_are_left_to_the_general_path(item):
     assert dictappend.plain_groups_py(items) is None
     if dictappend.native():
         assert dictappend._speedups.plain_groups(items) is None
+        assert dictappend.plain_groups(items) is None
 
 
-def test_items_changed_after_grouping_are_refused():
+HEADER = (0, -1, 0, 0, None, -1, -1, -1)
+
+
+def test_items_changed_after_grouping_are_refused_or_as_read():
     c = _native()
-    items = [{"topic": "t", "value": b"v"}]
-    (_, _, rows, bound), = c.plain_groups(items)
-    items[0]["value"] = 5
+    headers = [("h", b"x")]
+    items = [{"topic": "t", "value": b"v", "headers": headers}]
+    ([(_, _, rows, bound)], snapshot) = c.plain_groups(items)
+    want = dictappend.encode_plain_py(items, rows, bound, NOW, HEADER, 0)
+    items[0] = {"topic": "t", "value": 5}
+    with pytest.raises(ValueError, match="plain items"):     # read again: refused
+        dictappend.encode_plain(items, rows, bound, NOW, HEADER, 0)
+    assert dictappend.encode_plain(items, rows, bound, NOW, HEADER, 0, snapshot) == want   # as read
+    headers.append(("k", 5))        # the snapshot holds the headers list: checked again
     with pytest.raises(ValueError, match="plain items"):
-        dictappend.encode_plain(items, rows, bound, NOW, (0, -1, 0, 0, None, -1, -1, -1), 0)
-    items[0] = {"topic": "t", "value": b"x" * 10_000}     # past the bound: the buffer grows
-    assert dictappend.encode_plain(items, rows, bound, NOW, (0, -1, 0, 0, None, -1, -1, -1), 0) == \
-        dictappend.encode_plain_py(items, rows, bound, NOW, (0, -1, 0, 0, None, -1, -1, -1), 0)
+        dictappend.encode_plain(items, rows, bound, NOW, HEADER, 0, snapshot)
+    headers[1] = ("k", b"y" * 10_000)     # past the bound: the buffer grows
+    items[0] = {"topic": "t", "value": b"v", "headers": headers}
+    assert dictappend.encode_plain(items, rows, bound, NOW, HEADER, 0, snapshot) == \
+        dictappend.encode_plain_py(items, rows, bound, NOW, HEADER, 0)
+    with pytest.raises(ValueError, match="plain items"):
+        dictappend.encode_plain(items, np.array([1], np.int64).tobytes(), bound, NOW, HEADER, 0, snapshot)
 
 
 def test_groups_are_in_first_seen_order():
     items = [{"topic": "b", "value": b"1"}, {"topic": "a", "value": b"2", "partition": 1},
              {"topic": "b", "value": b"3", "partition": 0}, {"topic": "a", "value": b"4", "partition": 1}]
-    groups = dictappend.plain_groups(items)
+    groups, _ = dictappend.plain_groups(items)
     assert [(t, p, np.frombuffer(r, np.int64).tolist()) for t, p, r, _ in groups] == \
         [("b", 0, [0, 2]), ("a", 1, [1, 3])]
 
@@ -213,9 +227,9 @@ def test_general_path_refuses_before_creating_a_partition(tmp_path, bad):
 def test_messages_are_plain():
     items = [Message("t", b"v", key="k", partition=1, offset=5, timestamp=7, headers=[("h", "x")]),
              {"topic": "t", "value": b"w", "partition": 1}]
-    (topic, partition, rows, _), = dictappend.plain_groups(items)
+    ([(topic, partition, rows, _)], _) = dictappend.plain_groups(items)
     assert (topic, partition, np.frombuffer(rows, np.int64).tolist()) == ("t", 1, [0, 1])
-    assert dictappend.plain_groups_py(items) == dictappend.plain_groups(items)
+    assert dictappend.plain_groups_py(items) == dictappend.plain_groups(items)[0]
 
 
 @pytest.mark.parametrize(("bad", "error"), [

@@ -2253,6 +2253,34 @@ blob_bytes(PyObject *obj)
     return (const uint8_t *)PyUnicode_AsUTF8AndSize(obj, NULL);  /* cached by plain_blob */
 }
 
+/* Check a plain item's headers (None, or a list/tuple of 2-item lists/tuples of a str and a
+ * key/value-like value); *size grows by their encoded bytes, at most. */
+static int
+plain_headers(PyObject *headers, int64_t *size)
+{
+    if (headers == Py_None) {
+        return PLAIN;
+    }
+    if (!PyList_CheckExact(headers) && !PyTuple_CheckExact(headers)) {
+        return NOT_PLAIN;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(headers);
+    PyObject **pairs = PySequence_Fast_ITEMS(headers);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = pairs[i];
+        if ((!PyList_CheckExact(pair) && !PyTuple_CheckExact(pair)) || PySequence_Fast_GET_SIZE(pair) != 2) {
+            return NOT_PLAIN;
+        }
+        PyObject *hk = PySequence_Fast_GET_ITEM(pair, 0), *hv = PySequence_Fast_GET_ITEM(pair, 1);
+        Py_ssize_t hklen, hvlen;
+        if (!PyUnicode_CheckExact(hk) || plain_blob(hk, &hklen) != PLAIN || plain_blob(hv, &hvlen) != PLAIN) {
+            return NOT_PLAIN;
+        }
+        *size += 2 * MAX_VARINT_BYTES + hklen + (hvlen > 0 ? hvlen : 0);
+    }
+    return PLAIN;
+}
+
 /* One field of a plain item (index as plain_field's) into *p; NOT_PLAIN for a value of another type. */
 static inline int
 plain_value(int field, PyObject *v, Plain *p)
@@ -2337,30 +2365,48 @@ parse_plain(PyObject *item, Plain *p, Py_ssize_t *bound)
     /* length, attributes, timestampDelta, offsetDelta, key and value lengths, header count */
     int64_t size = MAX_VARINT_BYTES + 1 + MAX_VARLONG_BYTES + 3 * MAX_VARINT_BYTES + MAX_VARINT_BYTES
                    + (klen > 0 ? klen : 0) + (vlen > 0 ? vlen : 0);
-    if (p->headers != Py_None) {
-        if (!PyList_CheckExact(p->headers) && !PyTuple_CheckExact(p->headers)) {
-            return NOT_PLAIN;
-        }
-        Py_ssize_t n = PySequence_Fast_GET_SIZE(p->headers);
-        PyObject **pairs = PySequence_Fast_ITEMS(p->headers);
-        for (Py_ssize_t i = 0; i < n; i++) {
-            PyObject *pair = pairs[i];
-            if ((!PyList_CheckExact(pair) && !PyTuple_CheckExact(pair)) || PySequence_Fast_GET_SIZE(pair) != 2) {
-                return NOT_PLAIN;
-            }
-            PyObject *hk = PySequence_Fast_GET_ITEM(pair, 0), *hv = PySequence_Fast_GET_ITEM(pair, 1);
-            Py_ssize_t hklen, hvlen;
-            if (!PyUnicode_CheckExact(hk) || plain_blob(hk, &hklen) != PLAIN || plain_blob(hv, &hvlen) != PLAIN) {
-                return NOT_PLAIN;
-            }
-            size += 2 * MAX_VARINT_BYTES + hklen + (hvlen > 0 ? hvlen : 0);
-        }
+    if (plain_headers(p->headers, &size) != PLAIN) {
+        return NOT_PLAIN;
     }
     if (size > INT32_MAX) {
         return NOT_PLAIN;
     }
     *bound = (Py_ssize_t)size;
     return PLAIN;
+}
+
+/*
+ * What plain_groups read of each item, for encode_plain to write without reading the dicts again:
+ * the topic, key, value and headers held (bytes and str cannot change; the headers, a list, are
+ * checked again as they are written), the partition, timestamp and lengths copied.
+ */
+typedef struct {
+    Py_ssize_t n;
+    Plain items[];
+} Snapshot;
+
+static const char SNAPSHOT_NAME[] = "segstore_kafka._speedups.snapshot";
+
+static void
+snapshot_clear(Snapshot *snap)
+{
+    for (Py_ssize_t i = 0; i < snap->n; i++) {
+        Plain *p = &snap->items[i];
+        Py_DECREF(p->topic);
+        Py_DECREF(p->key);
+        Py_DECREF(p->value);
+        Py_DECREF(p->headers);
+    }
+    PyMem_Free(snap);
+}
+
+static void
+snapshot_free(PyObject *capsule)
+{
+    Snapshot *snap = PyCapsule_GetPointer(capsule, SNAPSHOT_NAME);
+    if (snap != NULL) {
+        snapshot_clear(snap);
+    }
 }
 
 static inline int
@@ -2370,10 +2416,11 @@ same_group(const Plain *a, PyObject *topic, long partition)
 }
 
 /*
- * plain_groups(items: list) -> None (an item is not plain) or [(topic, partition, rows, bound)]:
- * one entry per (topic, partition) in first-seen order, ``rows`` the indices of its items (int64
+ * plain_groups(items: list) -> None (an item is not plain) or ([(topic, partition, rows, bound)],
+ * snapshot): one entry per (topic, partition) in first-seen order, ``rows`` the indices of its items (int64
  * bytes, in order), ``bound`` an upper bound of its records region's size (at most 2**31-1 - 61,
- * else None: the general path).  Runs no Python code but what the collector may run.
+ * else None: the general path); ``snapshot`` what was read of each item (Snapshot, for
+ * encode_plain).  Runs no Python code but what the collector may run.
  */
 static PyObject *
 plain_groups(PyObject *module, PyObject *items)
@@ -2386,9 +2433,13 @@ plain_groups(PyObject *module, PyObject *items)
     int32_t *gid = PyMem_Malloc((n ? n : 1) * sizeof(int32_t));
     Plain *firsts = PyMem_Malloc((n ? n : 1) * sizeof(Plain));    /* each group's first item */
     int64_t *bounds = PyMem_Calloc(n ? n : 1, sizeof(int64_t)), *counts = PyMem_Calloc(n ? n : 1, sizeof(int64_t));
-    PyObject *keys = PyDict_New(), *out = NULL;
+    Snapshot *snap = PyMem_Malloc(sizeof(Snapshot) + (n ? n : 1) * sizeof(Plain));
+    PyObject *keys = PyDict_New(), *out = NULL, *capsule = NULL;
     Py_ssize_t groups = 0;
-    if (gid == NULL || firsts == NULL || bounds == NULL || counts == NULL || keys == NULL) {
+    if (snap != NULL) {
+        snap->n = 0;
+    }
+    if (gid == NULL || firsts == NULL || bounds == NULL || counts == NULL || keys == NULL || snap == NULL) {
         PyErr_NoMemory();
         goto done;
     }
@@ -2402,6 +2453,11 @@ plain_groups(PyObject *module, PyObject *items)
             out = Py_NewRef(Py_None);
             goto done;
         }
+        Py_INCREF(p.topic);
+        Py_INCREF(p.key);
+        Py_INCREF(p.value);
+        Py_INCREF(p.headers);
+        snap->items[snap->n++] = p;     /* held before the allocations below may run the collector */
         int32_t g = last;
         if (g < 0 || !same_group(&firsts[g], p.topic, p.partition)) {
             PyObject *key = Py_BuildValue("(Ol)", p.topic, p.partition);
@@ -2457,7 +2513,17 @@ plain_groups(PyObject *module, PyObject *items)
         PyObject *rows = PyTuple_GET_ITEM(PyList_GET_ITEM(out, g), 2);
         ((int64_t *)PyBytes_AS_STRING(rows))[counts[g]++] = i;
     }
+    capsule = PyCapsule_New(snap, SNAPSHOT_NAME, snapshot_free);
+    if (capsule == NULL) {
+        Py_CLEAR(out);
+        goto done;
+    }
+    snap = NULL;    /* the capsule's */
+    out = Py_BuildValue("(NN)", out, capsule);     /* steals both */
 done:
+    if (snap != NULL) {
+        snapshot_clear(snap);
+    }
     PyMem_Free(gid);
     PyMem_Free(firsts);
     PyMem_Free(bounds);
@@ -2491,19 +2557,28 @@ plain_body_size(const Plain *p, long long ts_delta, Py_ssize_t offset_delta, Py_
 }
 
 /*
- * encode_plain(items, rows, bound, now, header, compress) -> bytes: one RecordBatch v2 of the plain
- * items at ``rows`` (int64 indices, plain_groups'), offset deltas 0, 1, ..., a timestamp below 0
- * being ``now`` (>= 0); ``bound`` plain_groups' size bound (the buffer grows past it if the items
+ * encode_plain(items, snapshot, rows, bound, now, header, compress) -> bytes: one RecordBatch v2 of
+ * the plain items at ``rows`` (int64 indices, plain_groups'), as plain_groups' ``snapshot`` holds
+ * them (None: read from ``items`` again), offset deltas 0, 1, ..., a timestamp below 0 being
+ * ``now`` (>= 0); ``bound`` plain_groups' size bound (the buffer grows past it if the items
  * changed since); ``header`` and ``compress`` as encode_batch's.  ValueError: an item not plain.
  */
 static PyObject *
 encode_plain(PyObject *module, PyObject *args)
 {
-    PyObject *items, *rows_obj, *header, *compress;
+    PyObject *items, *snapshot, *rows_obj, *header, *compress;
     Py_ssize_t bound_arg;
     long long now;
-    if (!PyArg_ParseTuple(args, "O!OnLOO", &PyList_Type, &items, &rows_obj, &bound_arg, &now, &header, &compress)) {
+    if (!PyArg_ParseTuple(args, "O!OOnLOO", &PyList_Type, &items, &snapshot, &rows_obj, &bound_arg, &now, &header,
+                          &compress)) {
         return NULL;
+    }
+    const Snapshot *snap = NULL;
+    if (snapshot != Py_None) {
+        snap = PyCapsule_GetPointer(snapshot, SNAPSHOT_NAME);
+        if (snap == NULL) {
+            return NULL;
+        }
     }
     if (now < 0) {
         PyErr_SetString(PyExc_ValueError, "now >= 0");
@@ -2537,7 +2612,18 @@ encode_plain(PyObject *module, PyObject *args)
     for (Py_ssize_t k = 0; k < count; k++) {
         Plain p;
         Py_ssize_t bound;
-        if (rw[k] < 0 || rw[k] >= n_items || parse_plain(PyList_GET_ITEM(items, rw[k]), &p, &bound) != PLAIN) {
+        int64_t headers_size = 0;
+        int ok;
+        if (snap != NULL) {     /* as read by plain_groups; a headers list may have changed since */
+            ok = rw[k] >= 0 && rw[k] < snap->n;
+            if (ok) {
+                p = snap->items[rw[k]];
+                ok = plain_headers(p.headers, &headers_size) == PLAIN;
+            }
+        } else {
+            ok = rw[k] >= 0 && rw[k] < n_items && parse_plain(PyList_GET_ITEM(items, rw[k]), &p, &bound) == PLAIN;
+        }
+        if (!ok) {
             PyErr_SetString(PyExc_ValueError, "rows of plain items (the items changed?)");
             goto fail;
         }
@@ -2703,9 +2789,9 @@ static PyMethodDef methods[] = {
     {"encode_batch", encode_batch, METH_VARARGS,
      "encode_batch(n, base_timestamp, <encode_columns' columns>, header, compress) -> one whole batch"},
     {"plain_groups", plain_groups, METH_O,
-     "plain_groups(items) -> None or [(topic, partition, rows, bound)]: the plain items by partition"},
+     "plain_groups(items) -> None or ([(topic, partition, rows, bound)], snapshot): plain items by partition"},
     {"encode_plain", encode_plain, METH_VARARGS,
-     "encode_plain(items, rows, bound, now, header, compress) -> one whole batch of those plain items"},
+     "encode_plain(items, snapshot, rows, bound, now, header, compress) -> one whole batch of plain items"},
     {"plain_results", plain_results, METH_VARARGS,
      "plain_results(results, rows, topic, partition, base_offset, position, size, extra)"},
     {"init_results", init_results, METH_O, "init_results(AppendResult): the slots dataclass of results."},

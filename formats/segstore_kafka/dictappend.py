@@ -20,7 +20,8 @@ tested equal to C with hypothesis):
 - :func:`plain_groups`: None when an item is not plain, else one
   ``(topic, partition, rows, bound)`` per partition in first-seen order: ``rows``
   the items' indices (int64), ``bound`` an upper bound of the records' encoded
-  size (None: too large for one batch, the general path decides);
+  size (None: too large for one batch, the general path decides), and a snapshot
+  of what it read (C: the items' fields held, so they are not read twice);
 - :func:`encode_plain`: one RecordBatch v2 of a group's items, byte for byte
   :func:`.batch.encode_batch` of the same records (``header`` as
   :func:`.arrowencode.header_fields`);
@@ -173,24 +174,28 @@ def plain_results_py(results: list, rows: bytes, topic: str, partition: int, bas
         results[i] = AppendResult(topic, partition, base_offset + k, position, size, extra)
 
 
-def plain_groups(items: list) -> list[tuple[str, int, bytes, int | None]] | None:
-    """The plain items by (topic, partition), or None when one is not plain.  ``O(items)``."""
+def plain_groups(items: list) -> tuple[list[tuple[str, int, bytes, int | None]], Any] | None:
+    """``(groups, snapshot)``: the plain items by (topic, partition), and what was read of them for
+    :func:`encode_plain` (None from the reference); None when an item is not plain.  ``O(items)``."""
     if _speedups is None:
-        return plain_groups_py(items)
+        groups = plain_groups_py(items)
+        return None if groups is None else (groups, None)
     return _speedups.plain_groups(items)
 
 
-def encode_plain(items: list, rows: bytes, bound: int, now: int, header: tuple, codec_number: int) -> bytes:
+def encode_plain(items: list, rows: bytes, bound: int, now: int, header: tuple, codec_number: int,
+                 snapshot: Any = None) -> bytes:
     """One batch of the plain ``items`` at ``rows`` (int64 indices), offset deltas 0, 1, ...; a
     timestamp below 0 is ``now`` (at least 0); ``bound`` :func:`plain_groups`' size bound (the
-    buffer's first size).  ``O(bytes)``.
+    buffer's first size); ``snapshot`` its snapshot (the items as it read them: not read again).
+    ``O(bytes)``.
 
     :raises ValueError: an item is not plain (any more), or ``now`` below 0.
     """
     if _speedups is None:
         return encode_plain_py(items, rows, bound, now, header, codec_number)
     squeeze = None if codec_number == NONE else functools.partial(compress, codec_number)
-    return _speedups.encode_plain(items, rows, bound, now, header, squeeze)
+    return _speedups.encode_plain(items, snapshot, rows, bound, now, header, squeeze)
 
 
 def plain_results(results: list, rows: bytes, topic: str, partition: int, base_offset: int, position: int,

@@ -544,13 +544,13 @@ class Partition:
             base_sequence=codec.NO_SEQUENCE)
         return header, codec_number
 
-    def append_plain(self, items: list, rows: bytes, bound: int, now: int) -> Appended:
+    def append_plain(self, items: list, rows: bytes, bound: int, now: int, snapshot: Any = None) -> Appended:
         """Append the plain dicts ``items[rows]`` (:mod:`.dictappend`; ``now`` >= 0)
         as one batch at the log end offset: :meth:`append_records` of the same records, in one C call
-        (``bound``: :func:`.dictappend.plain_groups`' size bound of them)."""
+        (``bound`` and ``snapshot``: :func:`.dictappend.plain_groups`' of them)."""
         header, codec_number = self.batch_header(len(rows) // 8, now)
-        return self.append_encoded(dictappend.encode_plain(items, rows, bound, now, header, codec_number),
-                                   now_ms=now)
+        return self.append_encoded(dictappend.encode_plain(items, rows, bound, now, header, codec_number,
+                                                           snapshot), now_ms=now)
 
     def append_columns(self, columns: arrowencode.Columns, rows: np.ndarray, now: int) -> Appended:
         """Append ``rows`` of ``columns`` as one batch at the log end offset (:meth:`append_records`'

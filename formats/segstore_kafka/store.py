@@ -405,9 +405,10 @@ class KafkaStore(Store):
         """
         self._check_writable()
         items = messages if type(messages) is list else list(messages)
-        groups = dictappend.plain_groups(items)
-        if groups is None or any(bound is None for *_, bound in groups):
+        planned = dictappend.plain_groups(items)
+        if planned is None or any(bound is None for *_, bound in planned[0]):
             return self._append_messages(items)
+        groups, snapshot = planned
         self._check_partitions([(topic, partition) for topic, partition, _, _ in groups])
         results: list[Any] = [None] * len(items)
         for topic, partition, rows, bound in groups:
@@ -418,7 +419,7 @@ class KafkaStore(Store):
                                                    np.frombuffer(rows, np.int64).tolist()], now)
             else:
                 assert bound is not None        # else the general path took the call
-                done = part.append_plain(items, rows, bound, now)
+                done = part.append_plain(items, rows, bound, now, snapshot)
             dictappend.plain_results(results, rows, topic, partition, done.base_offset, done.position,
                                      done.size, {"segment": done.segment})
             part.apply_retention()
