@@ -177,7 +177,7 @@ ROWS_SCHEMA = pa.schema([KAFKA_SCHEMA.field(name) for name in ("topic", "partiti
                         + [pa.field("timestamp", pa.int64()), KAFKA_SCHEMA.field("headers")])
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=st.lists(ROW, min_size=1, max_size=20), compression=st.sampled_from(["none", "lz4", "zstd"]))
 def test_append_arrow_equals_append_batch_of_the_same_rows(tmp_path_factory, rows, compression):
     items = [{"topic": r["topic"], "partition": r["partition"], "key": r["key"], "value": r["value"],

@@ -66,7 +66,7 @@ def _native():
     return dictappend._speedups
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(items=st.lists(plain_item(), max_size=12), codec_name=st.sampled_from(COMPRESSION_NAMES),
        log_append=st.booleans(), now=st.integers(0, 2**62))
 def test_c_equals_the_reference(items, codec_name, log_append, now):
@@ -182,7 +182,7 @@ def _write(path: Path, calls: list[list], **config) -> list[list[AppendResult]]:
         return [store.append_batch(items) for items in calls]
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(calls=st.lists(st.lists(plain_item(), min_size=1, max_size=8), min_size=1, max_size=3),
        codec_name=st.sampled_from(["none", "gzip", "zstd"]),
        timestamp_type=st.sampled_from(["CreateTime", "LogAppendTime"]))
