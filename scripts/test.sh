@@ -24,5 +24,6 @@ if [ $# -eq 0 ]; then
         tests/test_rocketmq_store.py tests/test_kafka_partition.py tests/test_rocketmq_verify.py \
         tests/test_rocketmq_index.py tests/test_kafka_index.py \
         tests/test_convert_*.py tests/test_kafka_compaction.py tests/test_layouts_fixtures.py \
-        tests/test_rocketmq_speedups.py
+        tests/test_rocketmq_speedups.py tests/test_kafka_dictappend.py tests/test_kafka_arrowappend.py \
+        tests/test_rocketmq_append_arrow.py
 fi

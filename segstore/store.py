@@ -198,6 +198,20 @@ class Store(abc.ABC):
     def append_batch(self, messages: Iterable[Message | dict]) -> list[AppendResult]:
         """Append messages in order, as one batch where the format has batches."""
 
+    def append_arrow(self, batch: pa.RecordBatch | pa.Table) -> int:
+        """Append the rows of a ``pyarrow.RecordBatch`` or ``Table`` of :mod:`segstore.columns`' schema
+        (the columns :meth:`scan_arrow` yields: ``topic``, ``partition``, ``key``, ``value``,
+        ``timestamp``, ``headers``; the format says which it needs and which it ignores), in order,
+        encoded from the columns without a Python object per row; returns the rows appended.
+
+        The columnar twin of :meth:`append_batch`: the same validation and typed errors, and a
+        refused call writes nothing.  Memory is bounded by the format's batch size, not by the
+        input's.  A scan piped into an append of another store is the fastest copy there is.
+
+        :raises UnsupportedOperationError: the format has no columnar append.
+        """
+        raise UnsupportedOperationError(f"{self.format} stores do not support columnar appends", self.path)
+
     # -- reading -----------------------------------------------------------
     @abc.abstractmethod
     def scan(self) -> Iterator[Record]:

@@ -709,6 +709,17 @@ def encode_batch(records: Sequence, *, base_offset: int, compression: str | int 
                   is_transactional=is_transactional, is_control=is_control, log_append=log_append)
 
 
+def check_records(records: Sequence) -> None:
+    """Check that :func:`encode_batch` can encode ``records`` (before anything is written).
+
+    :raises InvalidMessageError: a field out of range or of the wrong type.
+    """
+    try:
+        _encode_records(records, None)
+    except (ValueError, TypeError, OverflowError, AttributeError, BufferError) as err:
+        raise InvalidMessageError(f"expected records that Kafka can encode, found: {err}") from err
+
+
 def encode_control_batch(kind: str, *, base_offset: int, producer_id: int, producer_epoch: int,
                          coordinator_epoch: int, timestamp: int,
                          partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH) -> bytes:

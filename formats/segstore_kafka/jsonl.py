@@ -36,7 +36,7 @@ from typing import Any
 
 from segstore.errors import InvalidMessageError
 from segstore.plugin import WRITE_CHUNK
-from segstore.records import LOG_APPEND_TIME, Message, decode_base64_fields
+from segstore.records import LOG_APPEND_TIME, decode_base64_fields
 
 from . import batch as codec
 from .store import KafkaStore
@@ -158,7 +158,7 @@ def write_lines(store: KafkaStore, lines: Iterable[Mapping[str, Any]]) -> int:
     """Append every line to ``store`` in order: runs of plain lines as new records (:data:`WRITE_CHUNK` at a
     time), the dump lines of each batch as that batch; returns the count."""
     count = 0
-    plain: list[Message] = []
+    plain: list[dict[str, Any]] = []    # plain dicts take append_batch's C path, others Message.coerce
     dumped: list[Mapping[str, Any]] = []
 
     def write_plain() -> None:
@@ -182,7 +182,7 @@ def write_lines(store: KafkaStore, lines: Iterable[Mapping[str, Any]]) -> int:
             dumped.append(obj)
         else:
             write_dumped()
-            plain.append(Message.coerce(decode_base64_fields(obj)))
+            plain.append(decode_base64_fields(obj))
             if len(plain) >= WRITE_CHUNK:
                 write_plain()
         count += 1

@@ -43,9 +43,10 @@ from segstore.errors import (
 )
 from segstore.log import SegmentedLog
 
+from . import arrowencode, columnar, dictappend
 from . import batch as codec
-from . import columnar
 from .checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
+from .compression import codec_id
 from .dirnames import PARTITION_DIR, segment_bases
 from .loader import complete_interrupted
 from .offsetindex import OFFSET_ENTRY
@@ -157,6 +158,8 @@ def validate_topic(topic: str, partition: int) -> None:
 
     :raises InvalidTopicError: with the rule broken.
     """
+    if not isinstance(topic, str):
+        raise InvalidTopicError(f"expected a topic name (str), found {cut(repr(topic))}")
     if not topic or topic in (".", ".."):
         raise InvalidTopicError(f"expected a topic name other than {cut(topic)}")
     if len(topic) > MAX_TOPIC_LENGTH:
@@ -515,6 +518,44 @@ class Partition:
             base_sequence=base_sequence, is_transactional=transactional,
             timestamp_type=self.config.message_timestamp_type,
             log_append_time=now if self.log_append_time else None)
+        return self.append_encoded(data, now_ms=now)
+
+    def batch_header(self, count: int, now: int) -> tuple[tuple, int]:
+        """``(header, codec id)`` of the next batch of ``count`` records an append writes (as
+        :meth:`append_records` writes them: no producer, the latest leader epoch, the topic's codec and
+        timestamp type), for the C encoders (:func:`.arrowencode.header_fields`).
+
+        :raises InvalidMessageError: a header field out of range.
+        """
+        codec_number = codec_id(self.config.codec)
+        log_append = self.log_append_time
+        header = arrowencode.header_fields(
+            base_offset=self.next_offset, partition_leader_epoch=self.epochs.latest_epoch or 0,
+            attributes=codec.attributes(codec_number, log_append=log_append, is_transactional=False,
+                                        is_control=False),
+            last_offset_delta=count - 1, max_timestamp=now if log_append else None,
+            producer_id=codec.NO_PRODUCER_ID, producer_epoch=codec.NO_PRODUCER_EPOCH,
+            base_sequence=codec.NO_SEQUENCE)
+        return header, codec_number
+
+    def append_plain(self, items: list, rows: bytes, bound: int, now: int, snapshot: Any = None) -> Appended:
+        """Append the plain dicts ``items[rows]`` (:mod:`.dictappend`; ``now`` >= 0)
+        as one batch at the log end offset: :meth:`append_records` of the same records, in one C call
+        (``bound`` and ``snapshot``: :func:`.dictappend.plain_groups`' of them)."""
+        header, codec_number = self.batch_header(len(rows) // 8, now)
+        return self.append_encoded(dictappend.encode_plain(items, rows, bound, now, header, codec_number,
+                                                           snapshot), now_ms=now)
+
+    def append_columns(self, columns: arrowencode.Columns, rows: np.ndarray, now: int) -> Appended:
+        """Append ``rows`` of ``columns`` as one batch at the log end offset (:meth:`append_records`'
+        header), encoded in one C call where built (:func:`.arrowencode.encode_batch_columns`)."""
+        base_offset = self.next_offset
+        log_append = self.log_append_time
+        data = arrowencode.encode_batch_columns(
+            [(columns, rows)], base_offset + np.arange(len(rows), dtype=np.int64), base_offset=base_offset,
+            compression=self.config.codec, partition_leader_epoch=self.epochs.latest_epoch or 0,
+            timestamp_type=codec.LOG_APPEND_TIME if log_append else codec.CREATE_TIME,
+            log_append_time=now if log_append else None)
         return self.append_encoded(data, now_ms=now)
 
     def append_control(self, kind: str, *, producer_id: int, producer_epoch: int, coordinator_epoch: int,

@@ -30,6 +30,7 @@ from segstore.errors import (
     ConfigError,
     CorruptDataError,
     CorruptIndexError,
+    InvalidMessageError,
     InvalidTopicError,
     NotFoundError,
     SegstoreError,
@@ -54,8 +55,18 @@ from segstore.store import (
     newest_hits,
 )
 
+from . import (
+    arrowappend,
+    arrowencode,
+    columnar,
+    compaction,
+    dictappend,
+    groups,
+    kraft,
+    transactions,
+    txnstate,
+)
 from . import batch as codec
-from . import columnar, compaction, groups, kraft, transactions, txnstate
 from . import retention as retention_rules
 from .coordinator import COLUMNS as COORDINATOR_COLUMNS
 from .coordinator import CoordinatorLog
@@ -175,6 +186,14 @@ def _committed_rows(batch: pa.RecordBatch, aborted: list[AbortedTxn], lso: int) 
             keep &= ~((producers == txn.producer_id) & transactional
                       & (offsets >= txn.first_offset) & (offsets <= txn.last_offset))
     return batch.filter(from_numpy(keep))
+
+
+def _stamp(timestamp: Any, now: int) -> Any:
+    """A message's timestamp as appended: ``now`` for one below 0 or None; what is not an int is
+    left for the encoder to refuse (InvalidMessageError)."""
+    if timestamp is None or (type(timestamp) is int and timestamp < 0):
+        return now
+    return timestamp
 
 
 def _b64(data: bytes | None) -> str | None:
@@ -379,25 +398,114 @@ class KafkaStore(Store):
         """One RecordBatch per partition touched, in first-seen order; results in input order.
 
         Every topic and partition is checked before anything is written: a refused call
-        writes nothing and creates no partition.
+        writes nothing and creates no partition.  Plain dicts and :class:`Message` s
+        (:mod:`.dictappend`) are grouped, encoded and answered in C, one call per step; anything
+        else goes through :meth:`Message.coerce` and the per-record encoder (the same bytes).
+        The results of one batch share its ``extra`` dict.
         """
         self._check_writable()
-        msgs = [Message.coerce(m) for m in messages]
-        groups: dict[tuple[str, int], list[int]] = {}
-        for i, m in enumerate(msgs):
-            groups.setdefault((m.topic, m.partition), []).append(i)
-        for topic, partition in groups:
+        items = messages if type(messages) is list else list(messages)
+        planned = dictappend.plain_groups(items)
+        if planned is None or any(bound is None for *_, bound in planned[0]):
+            return self._append_messages(items)
+        groups, snapshot = planned
+        self._check_partitions([(topic, partition) for topic, partition, _, _ in groups])
+        results: list[Any] = [None] * len(items)
+        for topic, partition, rows, bound in groups:
+            part = self.partition_of(topic, partition, create=True)
+            now = part.clock()
+            if now < 0:     # a clock before 1970 (tests): timestamps below 0 are the general path's
+                done = self._append_records(part, [Message.coerce(items[i]) for i in
+                                                   np.frombuffer(rows, np.int64).tolist()], now)
+            else:
+                assert bound is not None        # else the general path took the call
+                done = part.append_plain(items, rows, bound, now, snapshot)
+            dictappend.plain_results(results, rows, topic, partition, done.base_offset, done.position,
+                                     done.size, {"segment": done.segment})
+            part.apply_retention()
+        if self.indexes is not None:  # extra index layouts (segstore.layouts)
+            self.indexes.append()
+        return results
+
+    def append_arrow(self, batch: pa.RecordBatch | pa.Table) -> int:
+        """Append the rows of a ``pyarrow.RecordBatch`` or ``Table`` of :data:`KAFKA_SCHEMA`'s columns
+        (see :mod:`.arrowappend` for which are used), in order; returns the rows appended.
+
+        Each input batch's rows become, per partition in first-seen order, batches of at most
+        about 1 MiB of records (fewer where ``max.message.bytes`` is smaller; a new batch also
+        where ``baseOffset`` changes, so a scan piped in keeps its batches), each encoded in one C
+        call and appended at the log end offset: what :meth:`append_batch` writes for the same rows
+        when they fit one batch.  Besides the input's own columns and a few int64 per row of one
+        of its batches, memory is bounded by the batch size, whatever the input's.
+
+        Every column, topic and partition of all the rows is checked before anything is written: a
+        refused call writes nothing and creates no partition.  ``O(bytes)``, no per-row Python.
+
+        :raises InvalidMessageError: a column missing or of the wrong type, a null topic or
+            partition, a null header key, a control record.
+        :raises InvalidTopicError: a topic or partition Kafka refuses, or another partition than this
+            partition directory's.
+        :raises MessageTooLargeError: a record larger than ``max.message.bytes`` (after the rows
+            before its batch).
+        """
+        self._check_writable()
+        batches = [b for b in (batch.to_batches() if isinstance(batch, pa.Table) else [batch]) if b.num_rows]
+        if len(batches) == 1:
+            plans: Iterable[arrowappend.Plan] = [arrowappend.plan(batches[0])]
+            self._check_partitions([(t, p) for plan in plans for t, p, _ in plan.groups])
+        else:   # every batch checked first, each planned again as it is written: memory per batch
+            self._check_partitions(dict.fromkeys((t, p) for b in batches
+                                                 for t, p, _ in arrowappend.plan(b).groups))
+            plans = (arrowappend.plan(b) for b in batches)
+        appended = 0
+        for plan in plans:
+            columns: arrowencode.Columns | None = None
+            for topic, partition, rows in plan.groups:
+                part = self.partition_of(topic, partition, create=True)
+                now = part.clock()
+                if columns is None:
+                    columns = plan.columns(now)
+                limit = arrowappend.batch_limit(part.config.max_message_bytes, part.config.segment_bytes,
+                                                part.config.codec != "none")
+                for run in arrowappend.cuts(rows, plan.sizes, plan.batch_ids, limit):
+                    part.append_columns(columns, run, now)
+                    appended += len(run)
+                part.apply_retention()
+        if self.indexes is not None:  # extra index layouts (segstore.layouts)
+            self.indexes.append()
+        return appended
+
+    def _check_partitions(self, keys: Iterable[tuple[str, int]]) -> None:
+        """:raises InvalidTopicError: a topic or partition Kafka refuses, or another partition than
+        this partition directory's."""
+        for topic, partition in keys:
             if self._part is not None:
                 self.partition_of(topic, partition)
             elif (topic, partition) not in self._log_dir.partitions:
                 validate_topic(topic, partition)
+
+    @staticmethod
+    def _append_records(part: Partition, msgs: list[Message], now: int) -> Any:
+        records = [(m.key, m.value, _stamp(m.timestamp, now), m.headers) for m in msgs]
+        return part.append_records(records, now_ms=now)
+
+    def _append_messages(self, items: list[Message | dict]) -> list[AppendResult]:
+        """:meth:`append_batch` of items that are not all plain dicts."""
+        try:
+            msgs = [Message.coerce(m) for m in items]
+        except UnicodeEncodeError as err:   # a str key or value with a lone surrogate
+            raise InvalidMessageError(f"expected text UTF-8 can encode, found: {err}") from err
+        groups: dict[tuple[str, int], list[int]] = {}
+        for i, m in enumerate(msgs):
+            groups.setdefault((m.topic, m.partition), []).append(i)
+        self._check_partitions(groups)
+        # the records' fields too (Message.coerce takes any value): a refused call creates nothing
+        codec.check_records([(m.key, m.value, _stamp(m.timestamp, 0), m.headers) for m in msgs])
         results: list[AppendResult | None] = [None] * len(msgs)
         for (topic, partition), indices in groups.items():
             part = self.partition_of(topic, partition, create=True)
             now = part.clock()
-            records = [(m.key, m.value, m.timestamp if m.timestamp >= 0 else now, m.headers)
-                       for m in (msgs[i] for i in indices)]
-            done = part.append_records(records, now_ms=now)
+            done = self._append_records(part, [msgs[i] for i in indices], now)
             for n, i in enumerate(indices):
                 results[i] = AppendResult(topic, partition, done.base_offset + n, done.position, done.size,
                                           {"segment": done.segment})

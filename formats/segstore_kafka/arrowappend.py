@@ -1,0 +1,228 @@
+"""Plan a columnar append (``KafkaStore.append_arrow``): rows by partition, cut into batches.
+
+The input is a ``pyarrow.RecordBatch`` or ``Table`` of :data:`segstore.columns.KAFKA_SCHEMA`'s
+columns (what ``scan_arrow`` yields; any format's common columns do)::
+
+    topic       string, required, no nulls
+    value       binary or string, required (null: a tombstone)
+    partition   integer, no nulls (absent: 0)
+    key         binary or string (absent: all null)
+    timestamp   timestamp[ms] or integer ms (absent, null or below 0: the append's time)
+    headers     list<struct<key: string, value: binary>> (absent: none)
+    baseOffset  integer: where it changes, a new batch begins (a scan's batches stay whole)
+    isControl   bool: a true row is refused (markers are not data to copy)
+
+Other columns (``offset``, ``position``, the batch fields) are ignored: offsets
+are assigned from each partition's log end, as ``append_batch`` assigns them.
+A partition's rows of one input batch become batches of at most
+:func:`batch_limit` bytes of records (a record larger than that alone in its
+batch), each encoded in one C call (:class:`.arrowencode.Columns`).
+
+Pure (columns in, row plans out); thread-safe.  ``O(rows)`` numpy, no per-row Python.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from segstore.columns import HEADERS
+from segstore.errors import InvalidMessageError
+
+from .arrowencode import Columns
+from .batch import RECORD_BATCH_OVERHEAD
+
+#: One record's bytes besides key, value and headers, at most; one header's besides its bytes.
+RECORD_OVERHEAD = 36
+HEADER_OVERHEAD = 10
+#: The records of one appended batch, at most (uncompressed): large enough that the per-batch
+#: work is noise, small enough that a batch's bytes stay within the cache and memory stays flat.
+MAX_BATCH_BYTES = 1 << 20
+#: Room left for a codec's own overhead on incompressible records (frames, block headers).
+CODEC_SLACK = 1024
+
+
+def batch_limit(max_message_bytes: int, segment_bytes: int, compressed: bool) -> int:
+    """The records bytes (uncompressed, upper bound) of one batch an arrow append writes."""
+    limit = min(max_message_bytes, segment_bytes) - RECORD_BATCH_OVERHEAD
+    if compressed:
+        limit -= CODEC_SLACK + limit // 100
+    return max(1, min(limit, MAX_BATCH_BYTES))
+
+
+@dataclass
+class Plan:
+    """One input batch laid out for appending: its (topic, partition) groups in first-seen order
+    with their rows, each row's size bound, batch boundaries (``baseOffset``) and its columns."""
+
+    groups: list[tuple[str, int, np.ndarray]]
+    sizes: np.ndarray
+    batch_ids: np.ndarray | None
+    key: pa.Array
+    value: pa.Array
+    headers: pa.Array
+    #: the timestamps as given (-1 where null): those below 0 become the append's time
+    timestamps: np.ndarray
+
+    def columns(self, now: int) -> Columns:
+        """The encoder's columns, a timestamp below 0 being ``now``."""
+        stamps = self.timestamps
+        if (stamps < 0).any():
+            stamps = np.where(stamps < 0, now, stamps)
+        return Columns(self.key, self.value, stamps, self.headers)
+
+
+def _binary(batch: pa.RecordBatch, name: str) -> pa.Array:
+    n = batch.num_rows
+    if name not in batch.schema.names:
+        return pa.nulls(n, pa.binary())
+    arr = batch.column(name)
+    if pa.types.is_binary(arr.type):
+        return arr
+    types = pa.types
+    if types.is_string(arr.type) or types.is_large_binary(arr.type) or types.is_large_string(arr.type):
+        return arr.cast(pa.binary())
+    raise InvalidMessageError(f"expected a binary or string {name} column, found {arr.type}")
+
+
+def _integers(batch: pa.RecordBatch, name: str, default: int | None) -> np.ndarray | None:
+    """An integer column as int64 (nulls: ``default``; refused when None); None when absent."""
+    if name not in batch.schema.names:
+        return None
+    arr = batch.column(name)
+    if pa.types.is_timestamp(arr.type):     # Kafka keeps milliseconds: finer units are truncated
+        arr = arr.cast(pa.timestamp("ms", tz=arr.type.tz), safe=False).cast(pa.int64())
+    if not pa.types.is_integer(arr.type):
+        raise InvalidMessageError(f"expected an integer {name} column, found {arr.type}")
+    if arr.null_count:
+        if default is None:
+            raise InvalidMessageError(f"expected a {name} in every row, found {arr.null_count} null")
+        arr = pc.fill_null(arr, default)
+    return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def _headers(batch: pa.RecordBatch) -> pa.Array:
+    if "headers" not in batch.schema.names:
+        return pa.nulls(batch.num_rows, HEADERS)
+    arr = batch.column("headers")
+    if arr.type != HEADERS:
+        try:
+            arr = arr.cast(HEADERS)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
+            raise InvalidMessageError(f"expected headers as {HEADERS}, found {arr.type}") from err
+    return arr
+
+
+def _lengths(arr: pa.Array) -> np.ndarray:
+    """Byte lengths of a binary array's values (0 for nulls) as int64."""
+    lengths = pc.binary_length(arr)
+    if lengths.null_count:
+        lengths = pc.fill_null(lengths, 0)
+    return np.asarray(lengths.to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def _header_sizes(headers: pa.Array) -> np.ndarray:
+    """Each row's header bytes, at most (key and value bytes plus their varints)."""
+    n = len(headers)
+    counts = pc.list_value_length(headers)
+    counts = np.asarray(pc.fill_null(counts, 0).to_numpy(zero_copy_only=False), dtype=np.int64)
+    if not counts.any():
+        return np.zeros(n, np.int64)
+    items = pc.list_flatten(headers)
+    keys, values = items.flatten()
+    if keys.null_count:
+        raise InvalidMessageError("expected header keys, found a null one")
+    per_item = _lengths(keys) + _lengths(values.cast(pa.binary())) + HEADER_OVERHEAD
+    ends = np.cumsum(counts)
+    total = np.concatenate(([0], np.cumsum(per_item)))
+    return total[ends] - total[ends - counts]
+
+
+def _groups(topics: pa.Array, partitions: np.ndarray) -> list[tuple[str, int, np.ndarray]]:
+    """Rows by (topic, partition), in first-seen order, each group's rows in order."""
+    n = len(topics)
+    one = str(topics[0].as_py()) if n else ""
+    if n and (partitions == partitions[0]).all() and pc.all(pc.equal(topics, one)).as_py():
+        # the usual case, one partition: a compare per row instead of hashing every topic
+        return [(one, int(partitions[0]), np.arange(n, dtype=np.int64))]
+    encoded = pc.dictionary_encode(topics).combine_chunks() if isinstance(topics, pa.ChunkedArray) \
+        else pc.dictionary_encode(topics)
+    names = encoded.dictionary.to_pylist()
+    codes = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+    keys = codes * (1 << 32) + partitions
+    uniques, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")         # groups in first-seen order
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order))
+    group_of = rank[inverse.reshape(-1)]
+    rows = np.argsort(group_of, kind="stable")
+    bounds = np.searchsorted(group_of[rows], np.arange(len(order) + 1))
+    return [(names[int(uniques[g] >> 32)], int(uniques[g] & 0xFFFFFFFF), rows[bounds[i]:bounds[i + 1]])
+            for i, g in enumerate(order.tolist())]
+
+
+def plan(batch: pa.RecordBatch) -> Plan:
+    """Lay ``batch`` out for appending.
+
+    :raises InvalidMessageError: a required column missing, a column of the wrong type, a null
+        topic or partition, a partition outside ``[0, 2**31)``, a null header key, a control row.
+    """
+    names = batch.schema.names
+    missing = [name for name in ("topic", "value") if name not in names]
+    if missing:
+        raise InvalidMessageError(f"expected the columns topic and value (those of segstore.columns), "
+                                  f"found {names} (no {missing})")
+    topics = batch.column("topic")
+    if not (pa.types.is_string(topics.type) or pa.types.is_large_string(topics.type)
+            or (pa.types.is_dictionary(topics.type) and pa.types.is_string(topics.type.value_type))):
+        raise InvalidMessageError(f"expected a string topic column, found {topics.type}")
+    if topics.null_count:
+        raise InvalidMessageError(f"expected a topic in every row, found {topics.null_count} null")
+    if pa.types.is_dictionary(topics.type):
+        topics = topics.cast(pa.string())
+    control = batch.column("isControl") if "isControl" in names else None
+    if control is not None and not pa.types.is_boolean(control.type):
+        raise InvalidMessageError(f"expected a bool isControl column, found {control.type}")
+    if control is not None and pc.any(control).as_py():
+        raise InvalidMessageError("expected data records, found a control record (a transaction marker: "
+                                  "scan with isolation='read_committed' to leave markers out)")
+    n = batch.num_rows
+    partitions = _integers(batch, "partition", None)
+    if partitions is None:
+        partitions = np.zeros(n, np.int64)
+    elif n and not (0 <= partitions.min() and partitions.max() < 1 << 31):
+        raise InvalidMessageError(f"expected partitions in [0, 2**31), found {int(partitions.min())} .. "
+                                  f"{int(partitions.max())}")
+    timestamps = _integers(batch, "timestamp", -1)
+    if timestamps is None:
+        timestamps = np.full(n, -1, np.int64)
+    key, value, headers = _binary(batch, "key"), _binary(batch, "value"), _headers(batch)
+    sizes = _lengths(key) + _lengths(value) + _header_sizes(headers) + RECORD_OVERHEAD
+    base_offsets = _integers(batch, "baseOffset", -1)
+    return Plan(_groups(topics, partitions), sizes, base_offsets, key, value, headers, timestamps)
+
+
+def cuts(rows: np.ndarray, sizes: np.ndarray, batch_ids: np.ndarray | None,
+         limit: int) -> Iterator[np.ndarray]:
+    """``rows`` cut into runs of at most ``limit`` bytes of ``sizes`` (a larger row alone), a run
+    ending too where ``batch_ids`` changes.  One step per run (numpy within it)."""
+    n = len(rows)
+    if n == 0:
+        return
+    edges = [0]
+    if batch_ids is not None:
+        ids = batch_ids[rows]
+        edges += (np.flatnonzero(ids[1:] != ids[:-1]) + 1).tolist()
+    edges.append(n)
+    total = np.concatenate(([0], np.cumsum(sizes[rows])))
+    for start, stop in itertools.pairwise(edges):
+        while start < stop:
+            end = int(np.searchsorted(total, total[start] + limit, side="right")) - 1
+            end = min(max(end, start + 1), stop)
+            yield rows[start:end]
+            start = end
