@@ -1,0 +1,95 @@
+"""The Spark writer's columnar commit (Kafka ``append_arrow``) appends what its per-message path does.
+
+No Spark session: ``staged_columns`` and ``staged_messages`` read the staged Arrow table a write
+task leaves (Spark's Arrow types: timestamps in microseconds, strings or binary), and the commit
+appends one or the other.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import segstore
+from segstore.columns import HEADERS
+from segstore.errors import ConfigError
+from segstore.spark.datasource import staged_columns, staged_messages
+from segstore.spark.options import WriteOptions
+
+SPARK_TIMESTAMP = pa.timestamp("us", tz="UTC")
+
+rows = st.lists(st.fixed_dictionaries({
+    "topic": st.sampled_from(["orders", "audit", None]),
+    "partition": st.sampled_from([0, 2, None]),
+    "key": st.one_of(st.none(), st.text(max_size=6)),
+    "value": st.one_of(st.none(), st.binary(max_size=40)),
+    # microseconds: a few before the epoch (the append's time, as -1 ms is), sub-ms remainders
+    "timestamp": st.one_of(st.none(), st.integers(-3_000, 3_000),
+                           st.integers(1_700_000_000_000_000, 1_700_000_100_000_000)),
+    "headers": st.one_of(st.none(), st.lists(st.tuples(st.text(max_size=4), st.binary(max_size=6)),
+                                             max_size=2)),
+}), min_size=1, max_size=30)
+
+
+def staged_table(items: list[dict]) -> pa.Table:
+    return pa.table({
+        "topic": pa.array([i["topic"] for i in items], pa.string()),
+        "partition": pa.array([i["partition"] for i in items], pa.int32()),
+        "key": pa.array([i["key"] for i in items], pa.string()),
+        "value": pa.array([i["value"] for i in items], pa.binary()),
+        "timestamp": pa.array([i["timestamp"] for i in items], pa.int64()).cast(SPARK_TIMESTAMP),
+        "headers": pa.array([None if i["headers"] is None else [{"key": k, "value": v} for k, v in i["headers"]]
+                             for i in items], HEADERS),
+    })
+
+
+def stored(path) -> list[tuple]:
+    with segstore.open(str(path), "kafka") as store:
+        return [(r.topic, r.partition, r.offset, r.key, r.value, list(r.headers), r.timestamp)
+                for topic in store.topics() for p in store.partitions(topic) for r in store.read(topic, p)]
+
+
+@given(rows)
+@settings(max_examples=25, deadline=None)
+def test_columnar_commit_appends_what_the_message_path_does(tmp_path_factory: pytest.TempPathFactory,
+                                                            items: list[dict]) -> None:
+    root = tmp_path_factory.mktemp("write")
+    table = staged_table(items)
+    options = WriteOptions(path=str(root), format="kafka", topic="default-topic", partition=1)
+    columns = staged_columns(table, options)
+    assert columns is not None
+    before = int(time.time() * 1000)
+    with segstore.open(str(root / "columns"), "kafka", "a") as store:
+        store.append_arrow(columns)
+    with segstore.open(str(root / "messages"), "kafka", "a") as store:
+        store.append_batch(list(staged_messages(table, options)))
+    after = int(time.time() * 1000)
+    got, expected = stored(root / "columns"), stored(root / "messages")
+    assert [row[:6] for row in got] == [row[:6] for row in expected]
+    for (*_, ts_got), (*_, ts_expected) in zip(got, expected):
+        if ts_expected >= before:    # no time, or one before the epoch: the append's own clock
+            assert before <= ts_got <= after
+        else:
+            assert ts_got == ts_expected
+
+
+def test_a_null_topic_without_the_option_is_refused_as_the_message_path_refuses_it() -> None:
+    table = staged_table([{"topic": "t", "partition": 0, "key": None, "value": b"a", "timestamp": None,
+                           "headers": None},
+                          {"topic": None, "partition": 0, "key": None, "value": b"b", "timestamp": None,
+                           "headers": None}])
+    options = WriteOptions(path="unused", format="kafka")
+    with pytest.raises(ConfigError) as columnar:
+        staged_columns(table, options)
+    with pytest.raises(ConfigError) as messages:
+        list(staged_messages(table, options))
+    assert str(columnar.value) == str(messages.value)
+
+
+def test_columns_that_do_not_convert_fall_back_to_the_message_path() -> None:
+    table = pa.table({"topic": ["t"], "value": [b"v"], "headers": pa.array([[1, 2]], pa.list_(pa.int64()))})
+    assert staged_columns(table, WriteOptions(path="unused", format="kafka")) is None
