@@ -24,8 +24,8 @@ import itertools
 import json
 import os
 import time
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, cast
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import pyarrow as pa
@@ -49,7 +49,7 @@ from segstore.errors import (
     cut,
 )
 from segstore.logview import Positions
-from segstore.overlap import overlapped
+from segstore.overlap import in_rounds, overlapped, thread_count
 from segstore.records import Message
 from segstore.store import READ_COMMITTED, READ_UNCOMMITTED, AppendResult, DumpLine, Store, check_isolation
 
@@ -57,7 +57,7 @@ from . import batchconsumequeue, columnar, timerstore
 from . import retention as retention_rules
 from .checkpoint import FILE_NAME as CHECKPOINT_FILE
 from .checkpoint import FILE_SIZE as CHECKPOINT_SIZE
-from .commitlog import END_FILE_MIN_BLANK_LENGTH, KEPT_ASIDE, CommitLog
+from .commitlog import END_FILE_MIN_BLANK_LENGTH, KEPT_ASIDE, CommitLog, CommitLogFile
 from .config import SCHEDULE_TOPIC, TOPIC_MAX_LENGTH_V2, BrokerConfig, validate_topic
 from .consumequeue import CQ_DTYPE, FILE_NAME_DIGITS, ConsumeQueue, queue_cut_dir
 from .consumequeue_ext import EXT_DIR, ConsumeQueueExt
@@ -238,6 +238,25 @@ class ScannedQueue:
             raise OffsetOutOfRangeError(f"expected an offset of at least {self.min_offset}, found {start}")
         lo = start - self.min_offset
         return self.rows[lo:] if count is None else self.rows[lo:lo + count]
+
+
+#: Bytes of the commitlog per range of a parallel read (:meth:`RocketMQStore._parallel_regions`): a
+#: few batches' worth, so a round of ranges stays small and the threads finish a round together.
+SPLIT_BYTES = 4 << 20
+
+
+class _Range(NamedTuple):
+    """A byte range of one commitlog file for a parallel read: ``[begin, end)``, file positions, to be
+    moved to the message boundaries next to them (``first``: ``begin`` is the file's start, a boundary;
+    ``last``: ``end`` is where the read stops in this file, kept as it is); ``lo``: the first
+    position the caller asked for (rows before it are dropped)."""
+
+    file: CommitLogFile
+    lo: int
+    begin: int
+    end: int
+    first: bool
+    last: bool
 
 
 class RocketMQStore(LifecycleMixin, Store):
@@ -929,8 +948,8 @@ class RocketMQStore(LifecycleMixin, Store):
 
     def scan_arrow(self, columns: Iterable[str] | None = None, *, topic: str | None = None,
                    partition: int | None = None, offset: int = 0, start: int | None = None,
-                   end: int | None = None,
-                   batch_rows: int = columnar.SCAN_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+                   end: int | None = None, batch_rows: int = columnar.SCAN_BATCH_ROWS,
+                   threads: int | None = None) -> Iterator[pa.RecordBatch]:
         """The messages as batches of :data:`segstore.columns.ROCKETMQ_SCHEMA` (see ``Store.scan_arrow``).
 
         With no arguments: every commitlog message in physical order (as :meth:`scan`).
@@ -941,10 +960,16 @@ class RocketMQStore(LifecycleMixin, Store):
         the start, so a position need not be a message boundary).  A batch holds at most
         ``batch_rows`` messages of one commitlog file.  Runtime complexity: ``O(bytes read)``.
 
+        ``threads`` (default: the cores the process may use) walks the commitlog (not a queue) by
+        byte ranges on that many threads (:meth:`_parallel_regions`): the same messages in the same
+        order and the same error at the same place as one thread, batches cut where the ranges are.
+
         :raises CorruptDataError: a damaged message (the error :meth:`scan`/:meth:`read` raise).
         :raises NotFoundError: no such queue.
+        :raises ConfigError: ``threads`` below 1.
         """
         self._check_open()
+        threads = thread_count(threads)
         schema = project(ROCKETMQ_SCHEMA, columns)
         if (topic is None) != (partition is None):
             raise ConfigError("expected topic and partition together, found only one")
@@ -953,6 +978,11 @@ class RocketMQStore(LifecycleMixin, Store):
                 raise ConfigError("expected a queue (topic, partition) or a byte range (start, end), "
                                   "found both")
             yield from self._scan_queue(schema, topic, partition, offset, batch_rows)
+            return
+        if threads > 1:
+            for batches in self._parallel_regions(start, end, batch_rows, threads,
+                                                  lambda view, rows: columnar.build_batch(view, rows, schema)):
+                yield from batches
             return
         # the walk of the next region overlaps the build of this one (segstore.overlap)
         yield from overlapped(self._region_rows(start, end, batch_rows),
@@ -977,6 +1007,78 @@ class RocketMQStore(LifecycleMixin, Store):
                     if not len(rows):
                         continue
                 yield view, rows
+
+    def _split_ranges(self, start: int | None, end: int | None) -> Iterator[_Range]:
+        """The byte ranges of :meth:`_parallel_regions`, in log order (:class:`_Range`).  Raises the
+        gaps' errors in their place."""
+        cl = self.commitlog
+        lo = cl.min_offset if start is None else max(start, cl.min_offset)
+        hi = cl.end if end is None else min(end, cl.end)
+        for seg in cl.log.segments.values(lo):
+            if seg.base >= hi:
+                return
+            cl.check_gap_before(seg, lo)
+            stop = min(hi - seg.base, seg.wrote)
+            first = max(lo - seg.base, 0)
+            cuts = list(range(first + SPLIT_BYTES, stop, SPLIT_BYTES))
+            for a, b in zip([0, *cuts], [*cuts, max(stop, 0)], strict=True):
+                yield _Range(seg, lo - seg.base, a, b, a == 0, b == max(stop, 0))
+
+    def _parallel_regions(self, start: int | None, end: int | None, batch_rows: int, threads: int,
+                          make: Callable[[memoryview, columnar.Rows], Any]) -> Iterator[list[Any]]:
+        """``make(view, rows)`` of the rows :meth:`_region_rows` walks, on ``threads`` threads: per
+        byte range (:meth:`_split_ranges`) the list of what it made, in log order.
+
+        Each range is walked from the message boundary found next to its start
+        (:func:`.columnar.next_boundary`) up to the one next to its end.  A guess is taken only where
+        the range before it ended (:class:`.columnar.Reach`); one it did not confirm (bytes of a body
+        that look like a header) is walked again from where the walk before ended, and a range
+        after the file's data ended is dropped.  So the rows, and an error raised at its first
+        position after the rows before it, are those of one thread.  ``make`` runs on the walking
+        thread; it must be thread-safe.  Memory: :data:`SPLIT_BYTES` of rows and their results per
+        range, ``2 * threads`` ranges at a time (:func:`segstore.overlap.in_rounds`).
+        """
+        cl = self.commitlog
+
+        def walk(task: _Range, at: int | None = None
+                 ) -> tuple[int, int, columnar.Reach, list[Any], BaseException | None]:
+            seg, lo = task.file, task.lo
+            view = seg.file.view()
+            if at is None:
+                at = 0 if task.first else columnar.next_boundary(view, task.begin, seg.wrote, seg.base)
+            stop = task.end if task.last else columnar.next_boundary(view, task.end, seg.wrote, seg.base)
+            reach = columnar.Reach(at)
+            made: list[Any] = []
+            try:
+                for rows in columnar.walk_file(view, at, seg.wrote, seg.base, cl.file_size, seg.path,
+                                               stop=stop, batch_rows=batch_rows, reach=reach):
+                    if rows["position"][0] < seg.base + lo:
+                        rows = rows.select(rows["position"] >= seg.base + lo)
+                        if not len(rows):
+                            continue
+                    made.append(make(view, rows))
+            except SegstoreError as err:
+                return at, stop, reach, made, err
+            return at, stop, reach, made, None
+
+        current, expected, ended = None, 0, False
+        for task, result, error in in_rounds(self._split_ranges(start, end), walk, threads, 2 * threads):
+            if error is not None:
+                raise error                 # not a data error: a bug or an interrupt, as one thread
+            assert result is not None
+            if task.file is not current:
+                current, expected, ended = task.file, 0, False
+            if ended:
+                continue
+            at, stop, reach, made, failure = result
+            if at != expected:              # a guess the range before did not confirm
+                if expected >= stop:
+                    continue                # the range before walked past this whole range
+                at, stop, reach, made, failure = walk(task, expected)
+            yield made
+            if failure is not None:
+                raise failure
+            expected, ended = reach.pos, reach.ended
 
     def _tags_codes_of(self, view: memoryview, rows: columnar.Rows) -> np.ndarray:
         """Each row's consume-queue tags code (:meth:`tags_code`): the TAGS hashes, in C; delay
