@@ -630,7 +630,8 @@ def walk_file(view: memoryview, pos: int, limit: int, base: int, file_size: int,
 #: The bytes a plausible message header needs: its TOTALSIZE, MAGICCODE ... PHYSICALOFFSET.
 _HEADER_PREFIX = 36
 _PHYSICAL_OFFSET_AT = 28
-_MAGICS = tuple(np.frombuffer(PREFIX.pack(0, magic)[4:], np.uint8) for magic in (MESSAGE_MAGIC, MESSAGE_MAGIC_V2))
+_MAGICS = tuple(np.frombuffer(PREFIX.pack(0, magic)[4:], np.uint8)
+                for magic in (MESSAGE_MAGIC, MESSAGE_MAGIC_V2))
 
 
 def next_boundary(view: memoryview, pos: int, limit: int, base: int) -> int:

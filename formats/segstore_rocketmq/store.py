@@ -980,8 +980,10 @@ class RocketMQStore(LifecycleMixin, Store):
             yield from self._scan_queue(schema, topic, partition, offset, batch_rows)
             return
         if threads > 1:
-            for batches in self._parallel_regions(start, end, batch_rows, threads,
-                                                  lambda view, rows: columnar.build_batch(view, rows, schema)):
+            def build(view: memoryview, rows: columnar.Rows) -> pa.RecordBatch:
+                return columnar.build_batch(view, rows, schema)
+
+            for batches in self._parallel_regions(start, end, batch_rows, threads, build):
                 yield from batches
             return
         # the walk of the next region overlaps the build of this one (segstore.overlap)

@@ -1,0 +1,146 @@
+"""Reads on several threads (``threads=N``) give what one thread gives, byte for byte.
+
+Small stores of several commitlog files / segments and partitions, the split pieces made
+small (``SPLIT_BYTES``) so that files are cut too; each read with threads 1, 2 and 7: the same
+rows in the same order (the batches' IPC bytes, concatenated), and on damaged stores the same
+error (type, file, position) after the same rows.  Where the split guesses a message boundary,
+the guess is made wrong on purpose (Hypothesis): a wrong guess must never show.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from segstore_rocketmq import columnar as rocketmq_columnar
+from segstore_rocketmq import store as rocketmq_store
+
+import segstore
+from segstore import overlap
+from segstore.errors import ConfigError, SegstoreError
+
+THREADS = (1, 2, 7)
+#: commitlog files of 64 KiB: the store below fills about a dozen
+FILE_SIZE = 64 << 10
+
+
+def _messages(n: int, seed: int) -> list[dict]:
+    rnd = random.Random(seed)
+    return [{"topic": f"t{i % 3}", "partition": i % 2, "key": f"k{i}", "tags": f"tag{i % 5}",
+             "value": rnd.randbytes(rnd.randrange(0, 400)), "headers": [("h", str(i).encode())]}
+            for i in range(n)]
+
+
+@pytest.fixture(scope="module")
+def rocketmq_path(tmp_path_factory) -> str:
+    path = str(tmp_path_factory.mktemp("parallel") / "rocketmq")
+    with segstore.open(path, "rocketmq", "a", mappedFileSizeCommitLog=FILE_SIZE) as store:
+        store.append_batch(_messages(2500, 1))
+    return path
+
+
+@pytest.fixture(autouse=True)
+def small_splits(monkeypatch):
+    monkeypatch.setattr(rocketmq_store, "SPLIT_BYTES", 5000)
+
+
+def _ipc(batches) -> bytes:
+    table = pa.Table.from_batches(batches).combine_chunks()
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def _scan(path: str, threads: int, **kwargs) -> tuple[bytes, tuple | None]:
+    """The rows read (as IPC bytes) and the error after them: (type, path, position, message)."""
+    batches: list[pa.RecordBatch] = []
+    error = None
+    with segstore.open(path) as store:
+        try:
+            for batch in store.scan_arrow(threads=threads, **kwargs):
+                batches.append(batch)
+        except SegstoreError as err:
+            error = (type(err), err.path, err.pos, err.message)
+    schema = batches[0].schema if batches else None
+    return (_ipc(batches) if schema else b""), error
+
+
+def _same_for_all_threads(path: str, **kwargs) -> tuple[bytes, tuple | None]:
+    one = _scan(path, 1, **kwargs)
+    for threads in THREADS[1:]:
+        assert _scan(path, threads, **kwargs) == one, f"threads={threads}"
+    return one
+
+
+# -- RocketMQ scan_arrow ---------------------------------------------------------------------
+
+
+def test_rocketmq_scan_arrow_same_rows_for_every_thread_count(rocketmq_path):
+    rows, error = _same_for_all_threads(rocketmq_path)
+    assert error is None
+    assert pa.ipc.open_stream(rows).read_all().num_rows == 2500
+    assert len(os.listdir(os.path.join(rocketmq_path, "commitlog"))) > 5     # the split is real
+
+
+def test_rocketmq_scan_arrow_byte_range_and_projection(rocketmq_path):
+    _same_for_all_threads(rocketmq_path, start=100_000, end=300_000, columns=["position", "value", "topic"])
+    _same_for_all_threads(rocketmq_path, start=FILE_SIZE + 7, end=FILE_SIZE * 2 + 11)
+
+
+def _damaged(src: str, dst: str, offset: int, data: bytes) -> str:
+    shutil.copytree(src, dst)
+    names = sorted(os.listdir(os.path.join(dst, "commitlog")))
+    file_no, pos = divmod(offset, FILE_SIZE)
+    with open(os.path.join(dst, "commitlog", names[file_no]), "r+b") as f:
+        f.seek(pos)
+        f.write(data)
+    return dst
+
+
+@pytest.mark.parametrize("offset,data,raises", [
+    (3 * FILE_SIZE + 20_000, b"\xff\xee", True),        # inside a message (a body CRC or a length)
+    (5 * FILE_SIZE + 9_000, b"\0" * 300, False),         # zeros over a message: its file's data ends
+    (2 * FILE_SIZE + 40_000, b"\x7f\xff\xff\xff", True),  # a length running past the file
+])
+def test_rocketmq_scan_arrow_damage_same_error_same_place(rocketmq_path, tmp_path, offset, data, raises):
+    if not raises:      # at a message's start: zeros there end the file's data, no error
+        with segstore.open(rocketmq_path) as store:
+            positions = pa.Table.from_batches(store.scan_arrow(["position"], threads=1))["position"]
+        offset = min(p for p in positions.to_pylist() if p >= offset)
+    path = _damaged(rocketmq_path, str(tmp_path / "s"), offset, data)
+    rows, error = _same_for_all_threads(path)
+    assert rows != _scan(rocketmq_path, 1)[0]
+    assert (error is not None) == raises
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), split=st.integers(2000, 30_000), threads=st.sampled_from([2, 7]))
+def test_rocketmq_wrong_boundary_guesses_never_show(rocketmq_path, monkeypatch, seed, split, threads):
+    """A guess inside a message (a body holding a header's bytes) is walked over, never taken."""
+    monkeypatch.setattr(rocketmq_store, "SPLIT_BYTES", split)
+    expected = _scan(rocketmq_path, 1)
+    true_boundary = rocketmq_columnar.next_boundary
+
+    def guess(view, pos, limit, base):
+        rnd = random.Random(seed ^ pos)
+        if rnd.random() < 0.5:
+            return true_boundary(view, pos, limit, base)
+        return min(limit, pos + rnd.randrange(0, 600))
+
+    monkeypatch.setattr(rocketmq_columnar, "next_boundary", guess)
+    assert _scan(rocketmq_path, threads) == expected
+
+
+def test_threads_below_one_refused(rocketmq_path):
+    with segstore.open(rocketmq_path) as store, pytest.raises(ConfigError):
+        next(store.scan_arrow(threads=0))
+
+
+def test_default_is_the_cores_the_process_may_use():
+    assert overlap.thread_count(None) == len(os.sched_getaffinity(0))
