@@ -60,7 +60,8 @@ def test_columnar_rocketmq_to_kafka_equals_the_entry_path(tmp_path_factory: pyte
     if topics is not None:   # a --topic the source does not hold is refused (tests/test_cli_not_found.py);
         # the stored topic, not the item's: a delayed message is stored under SCHEDULE_TOPIC_XXXX
         with segstore.open(src, "rocketmq") as store:
-            held = {topic for batch in store.scan_arrow(["topic"]) for topic in batch.column("topic").to_pylist()}
+            held = {topic for batch in store.scan_arrow(["topic"])
+                    for topic in batch.column("topic").to_pylist()}
         topics = [topic for topic in topics if topic in held] or None
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(pipeline, "BATCH_RECORDS", batch_records)

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from segstore_kafka import store as kafka_store
 from segstore_rocketmq import columnar as rocketmq_columnar
 from segstore_rocketmq import store as rocketmq_store
 
@@ -44,9 +45,20 @@ def rocketmq_path(tmp_path_factory) -> str:
     return path
 
 
+@pytest.fixture(scope="module")
+def kafka_path(tmp_path_factory) -> str:
+    path = str(tmp_path_factory.mktemp("parallel") / "kafka")
+    messages = [{k: v for k, v in m.items() if k != "tags"} for m in _messages(3000, 2)]
+    with segstore.open(path, "kafka", "a", **{"segment.bytes": 40_000}) as store:
+        for i in range(0, len(messages), 50):       # batches of 50 records: many batches a segment
+            store.append_batch(messages[i:i + 50])
+    return path
+
+
 @pytest.fixture(autouse=True)
 def small_splits(monkeypatch):
     monkeypatch.setattr(rocketmq_store, "SPLIT_BYTES", 5000)
+    monkeypatch.setattr(kafka_store, "SPLIT_BYTES", 3000)
 
 
 def _ipc(batches) -> bytes:
@@ -137,9 +149,56 @@ def test_rocketmq_wrong_boundary_guesses_never_show(rocketmq_path, monkeypatch, 
     assert _scan(rocketmq_path, threads) == expected
 
 
-def test_threads_below_one_refused(rocketmq_path):
-    with segstore.open(rocketmq_path) as store, pytest.raises(ConfigError):
-        next(store.scan_arrow(threads=0))
+# -- Kafka scan_arrow ------------------------------------------------------------------------
+
+
+def test_kafka_scan_arrow_same_rows_for_every_thread_count(kafka_path):
+    rows, error = _same_for_all_threads(kafka_path)
+    assert error is None
+    assert pa.ipc.open_stream(rows).read_all().num_rows == 3000
+    assert len([n for n in os.listdir(os.path.join(kafka_path, "t1-1")) if n.endswith(".log")]) > 2
+    _same_for_all_threads(kafka_path, topic="t1", partition=1, offset=137, columns=["offset", "value"])
+    _same_for_all_threads(kafka_path, topic="t0", isolation="read_committed")
+
+
+def _kafka_damaged(src: str, dst: str, name: str, pos: int, data: bytes) -> str:
+    shutil.copytree(src, dst)
+    logs = sorted(n for n in os.listdir(os.path.join(dst, name)) if n.endswith(".log"))
+    with open(os.path.join(dst, name, logs[1]), "r+b") as f:
+        f.seek(pos)
+        f.write(data)
+    return dst
+
+
+@pytest.mark.parametrize("pos,data", [(9_000, b"\xff\xee"), (20_011, b"\x7f\xff\xff"), (61, b"\0\0\0\0")])
+def test_kafka_scan_arrow_damage_same_error_same_place(kafka_path, tmp_path, pos, data):
+    path = _kafka_damaged(kafka_path, str(tmp_path / "k"), "t0-0", pos, data)
+    rows, error = _same_for_all_threads(path)
+    assert error is not None and error[1].endswith(".log")
+    assert rows != _scan(kafka_path, 1)[0]
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), threads=st.sampled_from([2, 7]))
+def test_kafka_wrong_index_positions_never_show(kafka_path, monkeypatch, seed, threads):
+    """Cut points that are no batch start (a stale or damaged offset index) are decoded over."""
+    expected = _scan(kafka_path, 1)
+    true_points = kafka_store.split_points
+
+    def points(seg, lo):
+        rnd = random.Random(seed ^ lo ^ seg.base)
+        cuts = sorted({c + rnd.choice([0, 0, 1, 13, -5]) for c in true_points(seg, lo)}
+                      | {rnd.randrange(lo, seg.log.size + 1) for _ in range(3)})
+        return [c for c in cuts if lo < c < seg.log.size]
+
+    monkeypatch.setattr(kafka_store, "split_points", points)
+    assert _scan(kafka_path, threads) == expected
+
+
+def test_threads_below_one_refused(rocketmq_path, kafka_path):
+    for path in (rocketmq_path, kafka_path):
+        with segstore.open(path) as store, pytest.raises(ConfigError):
+            next(store.scan_arrow(threads=0))
 
 
 def test_default_is_the_cores_the_process_may_use():

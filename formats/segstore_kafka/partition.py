@@ -602,7 +602,7 @@ class Partition:
             later = self.log.segments.higher(later.base)
 
     @staticmethod
-    def _in_order(chunks: Iterator[tuple[LogSegment, columnar.Chunk]], want: int
+    def in_order(chunks: Iterator[tuple[LogSegment, columnar.Chunk]], want: int
                   ) -> Iterator[tuple[LogSegment, columnar.Chunk]]:
         """``chunks``, stopped with the error ``verify`` reports at the first batch whose base offset
         is below the end of the batch before it (no CRC covers the base offset: a damaged one decodes).
@@ -645,7 +645,7 @@ class Partition:
             reports), after the batches before it.
         """
         chunks = self._column_chunks(want, offset=offset, start=start, end=end, capacity=capacity)
-        return self._in_order(chunks, want)
+        return self.in_order(chunks, want)
 
     def _column_chunks(self, want: int, *, offset: int | None, start: int | None, end: int | None,
                        capacity: columnar.Capacity | None) -> Iterator[tuple[LogSegment, columnar.Chunk]]:

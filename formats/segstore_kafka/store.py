@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, TypeVar, cast
+from typing import Any, NamedTuple, TypeVar, cast
 
 import numpy as np
 import pyarrow as pa
@@ -38,6 +38,7 @@ from segstore.errors import (
 )
 from segstore.files import BrokerLock, DirectoryLock
 from segstore.logview import Positions, scan_positions
+from segstore.overlap import in_rounds, thread_count
 from segstore.records import Message, Record
 from segstore.search import Bound, search
 from segstore.store import (
@@ -269,6 +270,35 @@ def record_line(batch: codec.RecordBatch, record: codec.Record) -> str:
     return line
 
 
+#: Bytes of a segment per range of a parallel read (:meth:`KafkaStore._parallel_chunks`): a few
+#: chunks' worth, so a round of ranges stays small and the threads finish a round together.
+SPLIT_BYTES = 4 << 20
+
+
+def split_points(seg: Any, lo: int) -> list[int]:
+    """Where to cut segment ``seg``'s log after ``lo`` for a parallel read: about every
+    :data:`SPLIT_BYTES`, at the offset-index position next to it (a batch starts there when the
+    index is right; a wrong one costs a decode again, never a wrong row).  ``O(entries)``."""
+    size = seg.log.size
+    hints = seg.offset_index.columns()["position"].astype(np.int64)
+    wanted = np.arange(lo + SPLIT_BYTES, size, SPLIT_BYTES, dtype=np.int64)
+    if not len(hints) or not len(wanted):
+        return []
+    cuts = np.unique(hints[np.minimum(np.searchsorted(hints, wanted), len(hints) - 1)])
+    return [int(c) for c in cuts[(cuts > lo) & (cuts < size)]]
+
+
+class _Range(NamedTuple):
+    """A byte range ``[begin, end)`` of one segment of the ``partition``-th partition read, cut at
+    offset-index positions (``first``: ``begin`` is where the read starts in this segment)."""
+
+    partition: int
+    segment: Any
+    begin: int
+    end: int
+    first: bool
+
+
 class KafkaStore(Store):
     """A Kafka partition directory or log directory opened for reading (``"r"``) or appending (``"a"``)."""
 
@@ -466,7 +496,7 @@ class KafkaStore(Store):
     def scan_arrow(self, columns: Iterable[str] | None = None, *, topic: str | None = None,
                    partition: int | None = None, offset: int = 0, start: int | None = None,
                    end: int | None = None, isolation: str = READ_UNCOMMITTED,
-                   batch_rows: int | None = None) -> Iterator[pa.RecordBatch]:
+                   batch_rows: int | None = None, threads: int | None = None) -> Iterator[pa.RecordBatch]:
         """Record batches of :data:`segstore.columns.KAFKA_SCHEMA` (or its ``columns`` projection).
 
         Partitions (those of ``topic`` and/or ``partition`` when given) in (topic,
@@ -482,11 +512,17 @@ class KafkaStore(Store):
         :meth:`read`: ``"read_committed"`` drops control records and the records
         of aborted transactions (:func:`_committed_rows`); a batch may then be empty.
 
+        ``threads`` (default: the cores the process may use) decodes the segments, cut into byte
+        ranges at offset-index positions, on that many threads (:meth:`_parallel_chunks`; not with
+        ``start``/``end`` nor for a remote log): the same rows in the same order and the same error
+        at the same place as one thread, batches cut where the ranges are.
+
         :raises NotFoundError: ``topic`` and ``partition`` name no partition.
         :raises CorruptDataError: a bad batch (after the rows before it).
-        :raises ConfigError: an unknown isolation level, or ``batch_rows`` below 1.
+        :raises ConfigError: an unknown isolation level, ``batch_rows`` or ``threads`` below 1.
         """
         self._check_open()
+        threads = thread_count(threads)
         if batch_rows is not None and batch_rows < 1:
             raise ConfigError(f"expected batch_rows of at least 1, found {batch_rows}")
         schema = project(KAFKA_SCHEMA, columns)
@@ -503,11 +539,19 @@ class KafkaStore(Store):
                      if (topic is None or key[0] == topic) and (partition is None or key[1] == partition)}
         ranged = start is not None or end is not None
         capacity = None if batch_rows is None else columnar.Capacity.for_rows(batch_rows)
+        parallel = threads > 1 and not ranged and not any(seg.log.remote for part in parts.values()
+                                                          for seg in part.segments)
+        made: dict[int, tuple[columnar.Chunk, pa.RecordBatch]] = {}
+        if parallel:
+            streams = self._parallel_chunks(parts, offset, want, built, capacity, threads, made)
         for (t, p), part in parts.items():
             target = max(offset, part.log_start_offset)
             dropping = not ranged and target > 0
-            chunks = part.column_chunks(want, offset=offset if ranged else (target if dropping else None),
-                                        start=start, end=end, capacity=capacity)
+            if parallel:
+                chunks = part.in_order(next(streams), want)
+            else:
+                chunks = part.column_chunks(want, offset=offset if ranged else (target if dropping else None),
+                                            start=start, end=end, capacity=capacity)
             lso = transactions.last_stable_offset(part) if committed else part.next_offset
             aborted = part.aborted_transactions(target, lso) if committed else []
             for seg, chunk in chunks:
@@ -516,11 +560,100 @@ class KafkaStore(Store):
                     first = search(chunk.buffers["offset"][:chunk.rows], target, Bound.SMALLEST_UPPER)
                     dropping = first == chunk.rows
                 if first < chunk.rows:
-                    batch = columnar.to_arrow(chunk, built, topic=t, partition=p, segment=seg.base)
+                    chunk_made, batch = made.pop(id(chunk), (None, None))
+                    if chunk_made is not chunk or batch is None:     # a chunk decoded again by in_order
+                        batch = columnar.to_arrow(chunk, built, topic=t, partition=p, segment=seg.base)
                     batch = batch.slice(first)
                     if committed:
                         batch = _committed_rows(batch, aborted, lso).select(schema.names)
                     yield batch
+
+    def _split_ranges(self, parts: dict[tuple[str, int], Partition], offset: int) -> Iterator[_Range]:
+        """The byte ranges of :meth:`_parallel_chunks`, partition by partition in ``parts`` order, each
+        partition's in log order from the batch holding its first offset (:class:`_Range`)."""
+        for number, part in enumerate(parts.values()):
+            target = max(offset, part.log_start_offset)
+            first, position = (part.segments[0], 0) if part.segments else (None, 0)
+            if target > 0:
+                found = part.translate_offset(target)
+                first, position = (found[0], found[1].position) if found is not None else (None, 0)
+            if first is None:
+                continue
+            for seg in part.segments:
+                if seg.base < first.base:
+                    continue
+                lo = position if seg is first else 0
+                cuts = split_points(seg, lo)
+                for a, b in zip([lo, *cuts], [*cuts, seg.log.size], strict=True):
+                    yield _Range(number, seg, a, b, a == lo)
+
+    def _parallel_chunks(self, parts: dict[tuple[str, int], Partition], offset: int, want: int,
+                         built: pa.Schema, capacity: columnar.Capacity | None, threads: int,
+                         made: dict[int, tuple[columnar.Chunk, pa.RecordBatch]]
+                         ) -> Iterator[Iterator[tuple[Any, columnar.Chunk]]]:
+        """Per partition of ``parts`` (in order; the next asked for once the one before is read
+        through), its ``(segment, chunk)`` pairs from the batch holding ``offset``, as
+        ``Partition.column_chunks`` gives them, decoded on ``threads`` threads; each chunk's batch
+        of ``built`` columns is in ``made`` (``id(chunk)``: the chunk and its batch).
+
+        The segments are cut at offset-index positions (a batch starts there when the index is
+        right); a range is taken only where the range before it ended (its last batch's end),
+        else decoded again from there, so the chunks, and a decode error raised after the chunks
+        before it, are those of one thread.  Memory: ``2 * threads`` ranges of about
+        :data:`SPLIT_BYTES` and their batches at a time (:func:`segstore.overlap.in_rounds`).
+        """
+        keys = list(parts)
+
+        def decode(task: _Range, at: int | None = None
+                   ) -> tuple[int, int, list[tuple[columnar.Chunk, pa.RecordBatch]], BaseException | None]:
+            seg = task.segment
+            at = task.begin if at is None else at
+            reach, out = at, []
+            topic, partition = keys[task.partition]
+            try:
+                for chunk in seg.column_chunks(want, at, task.end, capacity):
+                    batches = chunk.batches
+                    reach = int(batches["position"][-1]) + int(batches["size"][-1])
+                    out.append((chunk, columnar.to_arrow(chunk, built, topic=topic, partition=partition,
+                                                         segment=seg.base)))
+            except SegstoreError as err:
+                return at, reach, out, err
+            return at, reach, out, None
+
+        results = in_rounds(self._split_ranges(parts, offset), decode, threads, 2 * threads)
+        pending: list[Any] = []       # a result of the next partition, read ahead
+
+        def partition_chunks(number: int) -> Iterator[tuple[Any, columnar.Chunk]]:
+            segment, expected = None, 0
+            while True:
+                if pending:
+                    task, result, error = pending.pop()
+                else:
+                    try:
+                        task, result, error = next(results)
+                    except StopIteration:
+                        return
+                if task.partition != number:
+                    pending.append((task, result, error))
+                    return
+                if error is not None:
+                    raise error
+                at, reach, out, failure = result
+                if task.segment is not segment or task.first:
+                    segment, expected = task.segment, task.begin
+                if at != expected:      # an index position the range before did not end at
+                    if expected >= task.end:
+                        continue        # the range before decoded past this whole range
+                    at, reach, out, failure = decode(task, expected)
+                for chunk, batch in out:
+                    made[id(chunk)] = (chunk, batch)
+                    yield task.segment, chunk
+                if failure is not None:
+                    raise failure
+                expected = reach
+
+        for number in range(len(keys)):
+            yield partition_chunks(number)
 
     def topics(self) -> list[str]:
         return sorted({t for t, _ in self._partitions()})
