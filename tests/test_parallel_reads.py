@@ -28,6 +28,9 @@ from segstore.errors import ConfigError, SegstoreError
 THREADS = (1, 2, 7)
 #: commitlog files of 64 KiB: the store below fills about a dozen
 FILE_SIZE = 64 << 10
+#: small consume-queue and index files too (copies of the store stay small)
+ROCKETMQ_CONFIG = {"mappedFileSizeCommitLog": FILE_SIZE, "mappedFileSizeConsumeQueue": 20 * 1000,
+                   "maxHashSlotNum": 1024, "maxIndexNum": 4096}
 
 
 def _messages(n: int, seed: int) -> list[dict]:
@@ -40,7 +43,7 @@ def _messages(n: int, seed: int) -> list[dict]:
 @pytest.fixture(scope="module")
 def rocketmq_path(tmp_path_factory) -> str:
     path = str(tmp_path_factory.mktemp("parallel") / "rocketmq")
-    with segstore.open(path, "rocketmq", "a", mappedFileSizeCommitLog=FILE_SIZE) as store:
+    with segstore.open(path, "rocketmq", "a", **ROCKETMQ_CONFIG) as store:
         store.append_batch(_messages(2500, 1))
     return path
 
@@ -203,3 +206,35 @@ def test_threads_below_one_refused(rocketmq_path, kafka_path):
 
 def test_default_is_the_cores_the_process_may_use():
     assert overlap.thread_count(None) == len(os.sched_getaffinity(0))
+
+
+# -- dump --json ------------------------------------------------------------------------------
+
+
+def _dump(path: str, threads: int, **kwargs) -> tuple[bytes, tuple | None]:
+    out, error = [], None
+    with segstore.open(path) as store:
+        try:
+            for block in store.dump_json(threads=threads, **kwargs):
+                out.append(bytes(block))
+        except SegstoreError as err:
+            error = (type(err), err.path, err.pos, err.message)
+    return b"".join(out), error
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"topic": "t1"}, {"partition": 1, "isolation": "read_committed"}])
+def test_dump_json_same_bytes_for_every_thread_count(rocketmq_path, kafka_path, kwargs):
+    for path in (rocketmq_path, kafka_path):
+        one = _dump(path, 1, **kwargs)
+        assert one[1] is None and one[0].count(b"\n") > 100
+        for threads in THREADS[1:]:
+            assert _dump(path, threads, **kwargs) == one
+
+
+def test_dump_json_damage_same_error_same_place(rocketmq_path, kafka_path, tmp_path):
+    for path in (_damaged(rocketmq_path, str(tmp_path / "s"), 3 * FILE_SIZE + 20_000, b"\xff\xee"),
+                 _kafka_damaged(kafka_path, str(tmp_path / "k"), "t1-1", 9_000, b"\xff\xee")):
+        one = _dump(path, 1)
+        assert one[1] is not None
+        for threads in THREADS[1:]:
+            assert _dump(path, threads) == one

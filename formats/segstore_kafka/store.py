@@ -246,6 +246,16 @@ def _trimmed_start(part: Partition) -> int | None:
     return part.log_start_offset if first is not None and part.log_start_offset > first.base else None
 
 
+def _json_chunk(topic: str, partition: int, seg: Any, chunk: columnar.Chunk
+                ) -> tuple[list[codec.RecordBatch], bytes]:
+    """A chunk's batches and its ``dump --json`` lines (``KafkaStore.dump_json``); thread-safe."""
+    prefix = f'{{"topic": {jsonlib.dumps(topic)}, "partition": {partition}, "offset": '
+    batches = [columnar.record_batch(row) for row in chunk.batches.tolist()]
+    lines = columnar.json_lines(chunk, prefix, [jsonlib.dumps(b.timestamp_type) for b in batches],
+                                [f', "batch": {jsonlib.dumps(batch_json(b))}}}\n' for b in batches])
+    return batches, lines
+
+
 def batch_line(batch: codec.RecordBatch) -> str:
     """A ``kafka-dump-log`` style batch line."""
     count = batch.record_count
@@ -541,9 +551,13 @@ class KafkaStore(Store):
         capacity = None if batch_rows is None else columnar.Capacity.for_rows(batch_rows)
         parallel = threads > 1 and not ranged and not any(seg.log.remote for part in parts.values()
                                                           for seg in part.segments)
-        made: dict[int, tuple[columnar.Chunk, pa.RecordBatch]] = {}
+        made: dict[int, tuple[columnar.Chunk, Any]] = {}
         if parallel:
-            streams = self._parallel_chunks(parts, offset, want, built, capacity, threads, made)
+            def build(t: str, p: int, seg: Any, chunk: columnar.Chunk) -> pa.RecordBatch:
+                return columnar.to_arrow(chunk, built, topic=t, partition=p, segment=seg.base)
+
+            starts = [max(offset, part.log_start_offset) or None for part in parts.values()]
+            streams = self._parallel_chunks(parts, starts, want, capacity, threads, build, made)
         for (t, p), part in parts.items():
             target = max(offset, part.log_start_offset)
             dropping = not ranged and target > 0
@@ -568,13 +582,14 @@ class KafkaStore(Store):
                         batch = _committed_rows(batch, aborted, lso).select(schema.names)
                     yield batch
 
-    def _split_ranges(self, parts: dict[tuple[str, int], Partition], offset: int) -> Iterator[_Range]:
+    def _split_ranges(self, parts: dict[tuple[str, int], Partition], starts: list[int | None]
+                      ) -> Iterator[_Range]:
         """The byte ranges of :meth:`_parallel_chunks`, partition by partition in ``parts`` order, each
-        partition's in log order from the batch holding its first offset (:class:`_Range`)."""
-        for number, part in enumerate(parts.values()):
-            target = max(offset, part.log_start_offset)
+        partition's in log order from the batch holding its start offset (None: every segment
+        whole), as ``Partition.column_chunks(offset=...)`` reads them (:class:`_Range`)."""
+        for number, (part, target) in enumerate(zip(parts.values(), starts, strict=True)):
             first, position = (part.segments[0], 0) if part.segments else (None, 0)
-            if target > 0:
+            if target is not None:
                 found = part.translate_offset(target)
                 first, position = (found[0], found[1].position) if found is not None else (None, 0)
             if first is None:
@@ -587,14 +602,17 @@ class KafkaStore(Store):
                 for a, b in zip([lo, *cuts], [*cuts, seg.log.size], strict=True):
                     yield _Range(number, seg, a, b, a == lo)
 
-    def _parallel_chunks(self, parts: dict[tuple[str, int], Partition], offset: int, want: int,
-                         built: pa.Schema, capacity: columnar.Capacity | None, threads: int,
-                         made: dict[int, tuple[columnar.Chunk, pa.RecordBatch]]
+    def _parallel_chunks(self, parts: dict[tuple[str, int], Partition], starts: list[int | None],
+                         want: int, capacity: columnar.Capacity | None, threads: int,
+                         make: Callable[[str, int, Any, columnar.Chunk], Any],
+                         made: dict[int, tuple[columnar.Chunk, Any]]
                          ) -> Iterator[Iterator[tuple[Any, columnar.Chunk]]]:
         """Per partition of ``parts`` (in order; the next asked for once the one before is read
-        through), its ``(segment, chunk)`` pairs from the batch holding ``offset``, as
-        ``Partition.column_chunks`` gives them, decoded on ``threads`` threads; each chunk's batch
-        of ``built`` columns is in ``made`` (``id(chunk)``: the chunk and its batch).
+        through), its ``(segment, chunk)`` pairs from the batch holding its start offset
+        (``starts``, see :meth:`_split_ranges`), as ``Partition.column_chunks`` gives them, decoded
+        on ``threads`` threads; ``make(topic, partition, segment, chunk)`` runs on the decoding
+        thread (it must be thread-safe) and what it made is in ``made`` (``id(chunk)``: the chunk
+        and it).
 
         The segments are cut at offset-index positions (a batch starts there when the index is
         right); a range is taken only where the range before it ended (its last batch's end),
@@ -605,7 +623,7 @@ class KafkaStore(Store):
         keys = list(parts)
 
         def decode(task: _Range, at: int | None = None
-                   ) -> tuple[int, int, list[tuple[columnar.Chunk, pa.RecordBatch]], BaseException | None]:
+                   ) -> tuple[int, int, list[tuple[columnar.Chunk, Any]], BaseException | None]:
             seg = task.segment
             at = task.begin if at is None else at
             reach, out = at, []
@@ -614,13 +632,12 @@ class KafkaStore(Store):
                 for chunk in seg.column_chunks(want, at, task.end, capacity):
                     batches = chunk.batches
                     reach = int(batches["position"][-1]) + int(batches["size"][-1])
-                    out.append((chunk, columnar.to_arrow(chunk, built, topic=topic, partition=partition,
-                                                         segment=seg.base)))
+                    out.append((chunk, make(topic, partition, seg, chunk)))
             except SegstoreError as err:
                 return at, reach, out, err
             return at, reach, out, None
 
-        results = in_rounds(self._split_ranges(parts, offset), decode, threads, 2 * threads)
+        results = in_rounds(self._split_ranges(parts, starts), decode, threads, 2 * threads)
         pending: list[Any] = []       # a result of the next partition, read ahead
 
         def partition_chunks(number: int) -> Iterator[tuple[Any, columnar.Chunk]]:
@@ -967,24 +984,40 @@ class KafkaStore(Store):
             raise CorruptIndexError(message, path, pos)
 
     def dump_json(self, *, topic: str | None = None, partition: int | None = None,
-                  isolation: str = READ_UNCOMMITTED) -> Iterator[bytes | memoryview]:
+                  isolation: str = READ_UNCOMMITTED, threads: int | None = None
+                  ) -> Iterator[bytes | memoryview]:
         """``dump --json`` lines (ASCII), a decoded chunk at a time in C where built: byte for byte
         ``json.dumps(self.to_json(record))`` for each record of :meth:`scan` (``scan(isolation=...)``),
-        so from each partition's log start.  ``O(bytes read)``."""
+        so from each partition's log start.  ``threads`` (default: the cores the process may use)
+        decodes and formats on that many threads as :meth:`scan_arrow` does, the same bytes.
+        ``O(bytes read)``.
+
+        :raises ConfigError: an unknown isolation level, ``threads`` below 1.
+        """
         self._check_open()
         committed = check_isolation(isolation) == READ_COMMITTED
-        for t, p, part in self._selected(topic, partition):
-            prefix = f'{{"topic": {jsonlib.dumps(t)}, "partition": {p}, "offset": '
+        threads = thread_count(threads)
+        want = columnar.WANT_KEY | columnar.WANT_VALUE | columnar.WANT_HEADERS
+        selected = {(t, p): part for t, p, part in self._selected(topic, partition)}
+        made: dict[int, tuple[columnar.Chunk, Any]] = {}
+        if threads > 1 and not any(seg.log.remote for part in selected.values() for seg in part.segments):
+            streams: Iterator[Iterator[tuple[Any, columnar.Chunk]]] | None = self._parallel_chunks(
+                selected, [_trimmed_start(part) for part in selected.values()], want, None, threads,
+                _json_chunk, made)
+        else:
+            streams = None
+        for (t, p), part in selected.items():
             keeps = _CommittedFilter(part, part.log_start_offset).keeps if committed else None
             start = _trimmed_start(part)
             dropping = start is not None
-            for _seg, chunk in part.column_chunks(columnar.WANT_KEY | columnar.WANT_VALUE |
-                                                  columnar.WANT_HEADERS, offset=start):
+            chunks = (part.in_order(next(streams), want) if streams is not None
+                      else part.column_chunks(want, offset=start))
+            for seg, chunk in chunks:
+                chunk_made, done = made.pop(id(chunk), (None, None))
+                if chunk_made is not chunk or done is None:     # not decoded ahead
+                    done = _json_chunk(t, p, seg, chunk)
+                batches, lines = done
                 rows = chunk.batches
-                batches = [columnar.record_batch(row) for row in rows.tolist()]
-                lines = columnar.json_lines(
-                    chunk, prefix, [jsonlib.dumps(b.timestamp_type) for b in batches],
-                    [f', "batch": {jsonlib.dumps(batch_json(b))}}}\n' for b in batches])
                 below = 0   # rows of the first batches below the log start
                 if dropping and start is not None:
                     below = search(chunk.buffers["offset"][:chunk.rows], start, Bound.SMALLEST_UPPER)
