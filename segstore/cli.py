@@ -387,8 +387,10 @@ def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
             sys.stderr.write(f"segstore dump: {where}: no message tagged {args.tag!r}\n")
             return EXIT_NO_HITS
         if args.json:
+            # only when given: a plugin's own dump_json may take no threads
+            threads = {} if args.threads is None else {"threads": args.threads}
             blocks = _Counted(store.dump_json(topic=args.topic, partition=_partition(args),
-                                              isolation=isolation))
+                                              isolation=isolation, **threads))
             _write_blocks(blocks, out)
             printed = blocks.bytes
         else:
@@ -832,6 +834,20 @@ def _json_flag(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--json", action="store_true", help=f"{what} (stdout holds JSON only)")
 
 
+def _thread_count(text: str) -> int:
+    """``--threads N``: a whole number of at least 1 (argparse turns the ValueError into exit 2)."""
+    value = int(text)
+    if value < 1:
+        raise ValueError(text)
+    return value
+
+
+def _threads_flag(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--threads", type=_thread_count, metavar="N",
+                   help=f"{what} on N threads (default: the cores this process may use); the output is "
+                        "the same with any N")
+
+
 def _isolation_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--isolation", choices=ISOLATION_LEVELS, default=READ_UNCOMMITTED,
                    help="as a Kafka consumer's isolation.level: read_uncommitted (default) shows every "
@@ -872,6 +888,7 @@ def build_parser() -> argparse.ArgumentParser:
     _json_flag(p, "one dump object a line")
     p.add_argument("--tag", help="only messages whose TAGS equal this (RocketMQ), queue by queue")
     _isolation_flag(p)
+    _threads_flag(p, "with --json: read and format a store directory")
     p.add_argument("--index", action="store_true",
                    help="also dump the index files (Kafka .index/.timeindex/.txnindex; RocketMQ consume "
                         "queues and IndexFiles) and check them against the log")

@@ -22,7 +22,7 @@ from segstore_rocketmq import columnar as rocketmq_columnar
 from segstore_rocketmq import store as rocketmq_store
 
 import segstore
-from segstore import overlap
+from segstore import cli, overlap
 from segstore.errors import ConfigError, SegstoreError
 
 THREADS = (1, 2, 7)
@@ -238,3 +238,14 @@ def test_dump_json_damage_same_error_same_place(rocketmq_path, kafka_path, tmp_p
         assert one[1] is not None
         for threads in THREADS[1:]:
             assert _dump(path, threads) == one
+
+
+def test_cli_dump_json_threads(rocketmq_path, capsys):
+    outputs = []
+    for threads in ("1", "2", "7"):
+        assert cli.main(["dump", rocketmq_path, "--json", "--threads", threads]) == 0
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0] and outputs.count(outputs[0]) == 3
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["dump", rocketmq_path, "--json", "--threads", "0"])
+    assert exit_.value.code == 2
