@@ -83,6 +83,10 @@ TARGETS = [
      "TOTALSIZE hop loop, same run", True, 0.2),
     ("convert native Kafka -> RocketMQ, 1M records: <= 300 MB anonymous", "convert",
      "native Kafka -> RocketMQ memory", None, "300 MB budget (ratio: budget / peak)", True, 1.0),
+    *((f"{fmt_name} {op}, 2 threads >= 1.8x one, {size} messages", "parallel",
+       f"{fmt_name.lower()} {op}, threads=2, {size} msgs", None, "threads=1, same run", True, 1.8)
+      for size in ("500,000", "4,000,000") for fmt_name in ("RocketMQ", "Kafka")
+      for op in ("scan_arrow", "dump --json", "verify")),
 ]
 
 
