@@ -131,6 +131,16 @@ class Capacity:
                                            getattr(default, name) * rows // default.rows)
                                  for name in ("batches", "key", "value", "headers", "hkey", "hvalue")})
 
+    @classmethod
+    def for_bytes(cls, size: int) -> Capacity:
+        """The default capacity with data buffers of at most ``size`` bytes each (at least 4 KiB): a
+        chunk of a ``size``-byte range of an uncompressed log fits, so a reader of many small ranges
+        at once does not take the default's megabytes for each (more chunks where it does not fit)."""
+        default = cls()
+        size = max(4096, size)
+        return cls(rows=default.rows, batches=default.batches,
+                   **{name: min(getattr(default, name), size) for name in _DATA})
+
     def grown(self, need: int) -> Capacity:
         """Four times the buffers the C loop found short (``need`` is its mask)."""
         return replace(self, **{name: getattr(self, name) * 4 for name, bit in _NEED.items() if need & bit})

@@ -280,9 +280,12 @@ def record_line(batch: codec.RecordBatch, record: codec.Record) -> str:
     return line
 
 
-#: Bytes of a segment per range of a parallel read (:meth:`KafkaStore._parallel_chunks`): a few
-#: chunks' worth, so a round of ranges stays small and the threads finish a round together.
-SPLIT_BYTES = 4 << 20
+#: Bytes of a segment per range of a parallel read (:meth:`KafkaStore._parallel_chunks`), and ranges
+#: per thread in a round: what a round holds stays small enough for the memory pool to hand the next
+#: round the pages of the last (as RocketMQ's ``SPLIT_BYTES``); each range's chunks take data
+#: buffers of its size at most (``Capacity.for_bytes``), not the default's megabytes.
+SPLIT_BYTES = 2 << 20
+PER_ROUND = 1
 
 
 def split_points(seg: Any, lo: int) -> list[int]:
@@ -617,7 +620,7 @@ class KafkaStore(Store):
         The segments are cut at offset-index positions (a batch starts there when the index is
         right); a range is taken only where the range before it ended (its last batch's end),
         else decoded again from there, so the chunks, and a decode error raised after the chunks
-        before it, are those of one thread.  Memory: ``2 * threads`` ranges of about
+        before it, are those of one thread.  Memory: ``PER_ROUND * threads`` ranges of about
         :data:`SPLIT_BYTES` and their batches at a time (:func:`segstore.overlap.in_rounds`).
         """
         keys = list(parts)
@@ -629,7 +632,8 @@ class KafkaStore(Store):
             reach, out = at, []
             topic, partition = keys[task.partition]
             try:
-                for chunk in seg.column_chunks(want, at, task.end, capacity):
+                for chunk in seg.column_chunks(want, at, task.end, capacity or columnar.Capacity.for_bytes(
+                        task.end - at)):
                     batches = chunk.batches
                     reach = int(batches["position"][-1]) + int(batches["size"][-1])
                     out.append((chunk, make(topic, partition, seg, chunk)))
@@ -637,7 +641,7 @@ class KafkaStore(Store):
                 return at, reach, out, err
             return at, reach, out, None
 
-        results = in_rounds(self._split_ranges(parts, starts), decode, threads, 2 * threads)
+        results = in_rounds(self._split_ranges(parts, starts), decode, threads, PER_ROUND * threads)
         pending: list[Any] = []       # a result of the next partition, read ahead
 
         def partition_chunks(number: int) -> Iterator[tuple[Any, columnar.Chunk]]:

@@ -639,9 +639,9 @@ def next_boundary(view: memoryview, pos: int, limit: int, base: int) -> int:
     and a PHYSICALOFFSET equal to the position (``base + p``), the sync mark by which a parallel
     walk splits a file (``limit`` when there is none).  A guess: a body may hold those bytes, so
     a split walk takes a boundary only where the walk before it ended (:class:`Reach`).
-    ``O(bytes searched)`` in numpy, searching a window that doubles from 64 KiB.
+    ``O(bytes searched)`` in numpy, searching a window that doubles from 4 KiB.
     """
-    window = 64 << 10
+    window = 4 << 10
     while pos < limit:
         end = min(limit, pos + window + _HEADER_PREFIX)
         data = np.frombuffer(view[pos:end], np.uint8)
