@@ -166,11 +166,16 @@ def test_kafka_scan_arrow_same_rows_for_every_thread_count(kafka_path):
 
 def _kafka_damaged(src: str, dst: str, name: str, pos: int, data: bytes) -> str:
     shutil.copytree(src, dst)
-    logs = sorted(n for n in os.listdir(os.path.join(dst, name)) if n.endswith(".log"))
-    with open(os.path.join(dst, name, logs[1]), "r+b") as f:
+    return _kafka_damaged_in_place(dst, name, pos, data)
+
+
+def _kafka_damaged_in_place(path: str, name: str, pos: int, data: bytes) -> str:
+    """``data`` written at ``pos`` of the second segment of partition directory ``name``."""
+    logs = sorted(n for n in os.listdir(os.path.join(path, name)) if n.endswith(".log"))
+    with open(os.path.join(path, name, logs[1]), "r+b") as f:
         f.seek(pos)
         f.write(data)
-    return dst
+    return path
 
 
 @pytest.mark.parametrize("pos,data", [(9_000, b"\xff\xee"), (20_011, b"\x7f\xff\xff"), (61, b"\0\0\0\0")])
@@ -249,3 +254,43 @@ def test_cli_dump_json_threads(rocketmq_path, capsys):
     with pytest.raises(SystemExit) as exit_:
         cli.main(["dump", rocketmq_path, "--json", "--threads", "0"])
     assert exit_.value.code == 2
+
+
+# -- verify -----------------------------------------------------------------------------------
+
+
+def _verify(path: str, threads: int) -> list:
+    with segstore.open(path) as store:
+        return [(p.path, p.pos, p.message) for p in store.verify(threads=threads)]
+
+
+@pytest.mark.parametrize("damage", [[], [(9_000, b"\xff\xee")], [(5_000, b"\x01"), (20_011, b"\x7f\xff\xff")],
+                                    [(61, b"\0\0\0\0"), (30_000, b"\xff")]])
+def test_kafka_verify_same_problems_for_every_thread_count(kafka_path, tmp_path, damage):
+    path = str(tmp_path / "k")
+    shutil.copytree(kafka_path, path)
+    for pos, data in damage:
+        _kafka_damaged_in_place(path, "t0-1", pos, data)
+    one = _verify(path, 1)
+    assert bool(one) == bool(damage)
+    for threads in THREADS[1:]:
+        assert _verify(path, threads) == one
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1))
+def test_kafka_verify_wrong_index_positions_never_show(kafka_path, tmp_path_factory, monkeypatch, seed):
+    path = str(tmp_path_factory.mktemp("v") / "k")
+    shutil.copytree(kafka_path, path)
+    _kafka_damaged_in_place(path, "t1-0", 12_345, b"\xfe")
+    expected = _verify(path, 1)
+    true_points = kafka_store.split_points
+
+    def points(seg, lo):
+        rnd = random.Random(seed ^ seg.base)
+        cuts = {c + rnd.choice([0, 3, -7]) for c in true_points(seg, lo)}
+        cuts.add(rnd.randrange(lo, seg.log.size + 1))
+        return sorted(c for c in cuts if lo < c < seg.log.size)
+
+    monkeypatch.setattr(kafka_store, "split_points", points)
+    assert _verify(path, 2) == expected
