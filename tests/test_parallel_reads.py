@@ -19,7 +19,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from segstore_kafka import store as kafka_store
 from segstore_rocketmq import columnar as rocketmq_columnar
-from segstore_rocketmq import store as rocketmq_store
 
 import segstore
 from segstore import cli, overlap
@@ -60,7 +59,7 @@ def kafka_path(tmp_path_factory) -> str:
 
 @pytest.fixture(autouse=True)
 def small_splits(monkeypatch):
-    monkeypatch.setattr(rocketmq_store, "SPLIT_BYTES", 5000)
+    monkeypatch.setattr(rocketmq_columnar, "SPLIT_BYTES", 5000)
     monkeypatch.setattr(kafka_store, "SPLIT_BYTES", 3000)
 
 
@@ -138,7 +137,7 @@ def test_rocketmq_scan_arrow_damage_same_error_same_place(rocketmq_path, tmp_pat
 @given(seed=st.integers(0, 2**32 - 1), split=st.integers(2000, 30_000), threads=st.sampled_from([2, 7]))
 def test_rocketmq_wrong_boundary_guesses_never_show(rocketmq_path, monkeypatch, seed, split, threads):
     """A guess inside a message (a body holding a header's bytes) is walked over, never taken."""
-    monkeypatch.setattr(rocketmq_store, "SPLIT_BYTES", split)
+    monkeypatch.setattr(rocketmq_columnar, "SPLIT_BYTES", split)
     expected = _scan(rocketmq_path, 1)
     true_boundary = rocketmq_columnar.next_boundary
 

@@ -627,6 +627,14 @@ def walk_file(view: memoryview, pos: int, limit: int, base: int, file_size: int,
         reach.ended = True
 
 
+#: Bytes of the commitlog per range of a parallel walk (``RocketMQStore._parallel_regions``,
+#: ``recovery.walk_batches``), and ranges per thread in a round: what a round holds stays small
+#: enough for the memory pool to hand the next round the pages of the last (measured on 200k
+#: messages: 2 MiB, 1 a thread: 10% more CPU than one thread's walk and no page faults; 4 MiB,
+#: 2 a thread: 40% more, 100 times the faults).
+SPLIT_BYTES = 2 << 20
+PER_ROUND = 1
+
 #: The bytes a plausible message header needs: its TOTALSIZE, MAGICCODE ... PHYSICALOFFSET.
 _HEADER_PREFIX = 36
 _PHYSICAL_OFFSET_AT = 28
@@ -637,29 +645,29 @@ _MAGICS = tuple(np.frombuffer(PREFIX.pack(0, magic)[4:], np.uint8)
 def next_boundary(view: memoryview, pos: int, limit: int, base: int) -> int:
     """The first position in ``[pos, limit)`` where a message header plausibly starts: a message magic
     and a PHYSICALOFFSET equal to the position (``base + p``), the sync mark by which a parallel
-    walk splits a file (``limit`` when there is none).  A guess: a body may hold those bytes, so
-    a split walk takes a boundary only where the walk before it ended (:class:`Reach`).
+    walk splits a file; ``limit`` when there is none.  A guess: a body may hold those bytes, so a
+    split walk takes a boundary only where the walk before it ended (:class:`Reach`).
     ``O(bytes searched)`` in numpy, searching a window that doubles from 4 KiB.
     """
     window = 4 << 10
+    size = len(view)
     while pos < limit:
-        end = min(limit, pos + window + _HEADER_PREFIX)
-        data = np.frombuffer(view[pos:end], np.uint8)
-        span = len(data) - _HEADER_PREFIX + 1
-        if span > 0:
-            hits = np.zeros(span, bool)
-            for magic in _MAGICS:
-                hit = data[4:4 + span] == magic[0]
-                for k in range(1, 4):
-                    hit &= data[4 + k:4 + k + span] == magic[k]
-                hits |= hit
-            for at in np.flatnonzero(hits).tolist():
-                field = data[at + _PHYSICAL_OFFSET_AT:at + _PHYSICAL_OFFSET_AT + 8].tobytes()
-                if int.from_bytes(field, "big", signed=True) == base + pos + at:
-                    return pos + at
-            pos += span
-        else:
+        span = min(limit, size - _HEADER_PREFIX + 1) - pos     # where a whole header may start
+        span = min(span, window)
+        if span <= 0:
             return limit
+        data = np.frombuffer(view[pos:pos + span + _HEADER_PREFIX - 1], np.uint8)
+        hits = np.zeros(span, bool)
+        for magic in _MAGICS:
+            hit = data[4:4 + span] == magic[0]
+            for k in range(1, 4):
+                hit &= data[4 + k:4 + k + span] == magic[k]
+            hits |= hit
+        for at in np.flatnonzero(hits).tolist():
+            field = data[at + _PHYSICAL_OFFSET_AT:at + _PHYSICAL_OFFSET_AT + 8].tobytes()
+            if int.from_bytes(field, "big", signed=True) == base + pos + at:
+                return pos + at
+        pos += span
         window *= 2
     return limit
 

@@ -241,24 +241,18 @@ class ScannedQueue:
         return self.rows[lo:] if count is None else self.rows[lo:lo + count]
 
 
-#: Bytes of the commitlog per range of a parallel read (:meth:`RocketMQStore._parallel_regions`), and
-#: ranges per thread in a round: what a round holds stays small enough for the memory pool to hand
-#: the next round the pages of the last (measured on 200k messages: 2 MiB, 1 a thread: 10% more CPU
-#: than one thread's walk and no page faults; 4 MiB, 2 a thread: 40% more, 100 times the faults).
-SPLIT_BYTES = 2 << 20
-PER_ROUND = 1
-
-
 class _Range(NamedTuple):
     """A byte range of one commitlog file for a parallel read: ``[begin, end)``, file positions, to be
-    moved to the message boundaries next to them (``first``: ``begin`` is the file's start, a boundary;
-    ``last``: ``end`` is where the read stops in this file, kept as it is); ``lo``: the first
-    position the caller asked for (rows before it are dropped)."""
+    moved to the message boundaries found after them before ``end`` / ``bound`` (the next range's end)
+    (``first``: ``begin`` is the file's start, a boundary; ``last``: ``end`` is where the read stops
+    in this file, kept as it is); ``lo``: the first position the caller asked for (rows before it
+    are dropped)."""
 
     file: CommitLogFile
     lo: int
     begin: int
     end: int
+    bound: int
     first: bool
     last: bool
 
@@ -1026,9 +1020,10 @@ class RocketMQStore(LifecycleMixin, Store):
             cl.check_gap_before(seg, lo)
             stop = min(hi - seg.base, seg.wrote)
             first = max(lo - seg.base, 0)
-            cuts = list(range(first + SPLIT_BYTES, stop, SPLIT_BYTES))
-            for a, b in zip([0, *cuts], [*cuts, max(stop, 0)], strict=True):
-                yield _Range(seg, lo - seg.base, a, b, a == 0, b == max(stop, 0))
+            cuts = list(range(first + columnar.SPLIT_BYTES, stop, columnar.SPLIT_BYTES))
+            ends = [*cuts, max(stop, 0)]
+            for a, b, bound in zip([0, *cuts], ends, [*ends[1:], max(stop, 0)], strict=True):
+                yield _Range(seg, lo - seg.base, a, b, bound, a == 0, b == max(stop, 0))
 
     def _parallel_regions(self, start: int | None, end: int | None, batch_rows: int, threads: int,
                           make: Callable[[memoryview, columnar.Rows], Any]) -> Iterator[list[Any]]:
@@ -1041,8 +1036,9 @@ class RocketMQStore(LifecycleMixin, Store):
         that look like a header) is walked again from where the walk before ended, and a range
         after the file's data ended is dropped.  So the rows, and an error raised at its first
         position after the rows before it, are those of one thread.  ``make`` runs on the walking
-        thread; it must be thread-safe.  Memory: :data:`SPLIT_BYTES` of rows and their results per
-        range, ``PER_ROUND * threads`` ranges at a time (:func:`segstore.overlap.in_rounds`).
+        thread; it must be thread-safe.  Memory: ``SPLIT_BYTES`` of rows and their results per range,
+        ``PER_ROUND * threads`` ranges at a time (:func:`segstore.overlap.in_rounds`; both in
+        :mod:`.columnar`).
         """
         cl = self.commitlog
 
@@ -1051,8 +1047,8 @@ class RocketMQStore(LifecycleMixin, Store):
             seg, lo = task.file, task.lo
             view = seg.file.view()
             if at is None:
-                at = 0 if task.first else columnar.next_boundary(view, task.begin, seg.wrote, seg.base)
-            stop = task.end if task.last else columnar.next_boundary(view, task.end, seg.wrote, seg.base)
+                at = 0 if task.first else columnar.next_boundary(view, task.begin, task.end, seg.base)
+            stop = task.end if task.last else columnar.next_boundary(view, task.end, task.bound, seg.base)
             reach = columnar.Reach(at)
             made: list[Any] = []
             try:
@@ -1069,7 +1065,7 @@ class RocketMQStore(LifecycleMixin, Store):
 
         current, expected, ended = None, 0, False
         ranges = self._split_ranges(start, end)
-        for task, result, error in in_rounds(ranges, walk, threads, PER_ROUND * threads):
+        for task, result, error in in_rounds(ranges, walk, threads, columnar.PER_ROUND * threads):
             if error is not None:
                 raise error                 # not a data error: a bug or an interrupt, as one thread
             assert result is not None
