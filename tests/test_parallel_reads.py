@@ -293,3 +293,40 @@ def test_kafka_verify_wrong_index_positions_never_show(kafka_path, tmp_path_fact
 
     monkeypatch.setattr(kafka_store, "split_points", points)
     assert _verify(path, 2) == expected
+
+
+@pytest.mark.parametrize("damage", [
+    [],
+    [(3 * FILE_SIZE + 20_000, b"\xff\xee")],                                  # one message
+    [(2 * FILE_SIZE + 9_000, b"\0" * 3000), (5 * FILE_SIZE + 777, b"\x01")],  # zeros, a later flip
+])
+def test_rocketmq_verify_same_problems_for_every_thread_count(rocketmq_path, tmp_path, damage):
+    path = str(tmp_path / "s")
+    shutil.copytree(rocketmq_path, path)
+    names = sorted(os.listdir(os.path.join(path, "commitlog")))
+    for offset, data in damage:
+        file_no, pos = divmod(offset, FILE_SIZE)
+        with open(os.path.join(path, "commitlog", names[file_no]), "r+b") as f:
+            f.seek(pos)
+            f.write(data)
+    one = _verify(path, 1)
+    assert bool(one) == bool(damage)
+    for threads in THREADS[1:]:
+        assert _verify(path, threads) == one
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), split=st.integers(2000, 30_000))
+def test_rocketmq_verify_wrong_boundary_guesses_never_show(rocketmq_path, monkeypatch, seed, split):
+    monkeypatch.setattr(rocketmq_columnar, "SPLIT_BYTES", split)
+    expected = _verify(rocketmq_path, 1)
+    true_boundary = rocketmq_columnar.next_boundary
+
+    def guess(view, pos, limit, base):
+        rnd = random.Random(seed ^ pos)
+        if rnd.random() < 0.5:
+            return true_boundary(view, pos, limit, base)
+        return min(limit, pos + rnd.randrange(600))
+
+    monkeypatch.setattr(rocketmq_columnar, "next_boundary", guess)
+    assert _verify(rocketmq_path, 2) == expected

@@ -37,6 +37,7 @@ from segstore.errors import (
     UnrepairedDataError,
     UnsupportedOperationError,
 )
+from segstore.overlap import thread_count
 from segstore.records import Message, Record
 from segstore.store import (
     READ_COMMITTED,
@@ -458,9 +459,15 @@ class LifecycleMixin:
                 f"msgId={record.msg_id}")
 
     # -- verify -----------------------------------------------------------------------------
-    def verify(self: _Lifecycle) -> list[Problem]:
-        """Check every commitlog message, queue entry, index entry, the checkpoint and config (.verify)."""
+    def verify(self: _Lifecycle, threads: int | None = None) -> list[Problem]:
+        """Check every commitlog message, queue entry, index entry, the checkpoint and config (.verify).
+
+        ``threads`` (default: the cores the process may use) decodes the commitlog by byte ranges on
+        that many threads (``recovery.walk_batches``); the same problems in the same order.
+
+        :raises ConfigError: ``threads`` below 1.
+        """
         from .verify import verify_store
 
         self._check_open()
-        return verify_store(self)
+        return verify_store(self, thread_count(threads))
