@@ -307,7 +307,8 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def verify(self) -> list[Problem]:
-        """Check every file; an empty list means clean."""
+        """Check every file; an empty list means clean.  The built-in formats also take ``threads``
+        (how many threads decode the logs; default: the cores the process may use)."""
 
     def recover(self) -> list[str]:
         """Repair what a crash left; returns one line per action taken.

@@ -330,3 +330,12 @@ def test_rocketmq_verify_wrong_boundary_guesses_never_show(rocketmq_path, monkey
 
     monkeypatch.setattr(rocketmq_columnar, "next_boundary", guess)
     assert _verify(rocketmq_path, 2) == expected
+
+
+def test_cli_verify_threads(kafka_path, tmp_path, capsys):
+    path = _kafka_damaged(kafka_path, str(tmp_path / "k"), "t0-0", 9_000, b"\xff\xee")
+    outputs = []
+    for threads in ("1", "2", "7"):
+        assert cli.main(["verify", path, "--threads", threads]) == 1
+        outputs.append(capsys.readouterr().out)
+    assert ".log:" in outputs[0] and outputs.count(outputs[0]) == 3
