@@ -467,8 +467,13 @@ def cmd_recover(args: argparse.Namespace, out: TextIO) -> int:
     """Exit 1 when damage remains that recovery cannot cut without losing intact records."""
     unrepaired: UnrepairedDataError | None = None
     with _open(args, mode="a") as store:
+        threads = {}
+        if args.threads is not None:
+            if "threads" not in inspect.signature(store.recover).parameters:
+                raise UsageError(f"--threads: {store.format} stores recover on one thread")
+            threads = {"threads": args.threads}
         try:
-            lines = store.recover()
+            lines = store.recover(**threads)
         except UnrepairedDataError as err:
             lines, unrepaired = err.actions, err
     if args.json:
@@ -933,6 +938,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("recover", help="repair what a crash left (torn tails kept aside); say what was done")
     _common(p)
+    _threads_flag(p, "RocketMQ: walk the commitlog of the full check")
     _json_flag(p, 'one object {"path", "actions": [...]}')
     p.set_defaults(func=cmd_recover)
 

@@ -357,3 +357,53 @@ def test_next_boundary_finds_the_next_message(rocketmq_path, where):
             found = rocketmq_columnar.next_boundary(seg.file.view(), pos, seg.wrote, seg.base)
             following = [p - seg.base for p in positions if seg.base + pos <= p < seg.base + seg.wrote]
             assert found == (following[0] if following else seg.wrote)
+
+
+# -- recover ----------------------------------------------------------------------------------
+
+
+def _tree_bytes(path: str) -> dict[str, bytes]:
+    """The bytes of the store's message and index files (an IndexFile by its rank: it is named for
+    the time it was made)."""
+    out = {}
+    for where in ("commitlog", "consumequeue", "index"):
+        for dirpath, _, names in os.walk(os.path.join(path, where)):
+            for rank, name in enumerate(sorted(names)):
+                full = os.path.join(dirpath, name)
+                with open(full, "rb") as f:
+                    out[f"index#{rank}" if where == "index" else os.path.relpath(full, path)] = f.read()
+    return out
+
+
+def _recovered(src: str, dst: str, threads: int, damage: list, monkeypatch) -> tuple:
+    """A copy of ``src`` that lost its queues and IndexFile in a crash (and ``damage``), recovered on
+    ``threads`` threads (at open and by ``recover``): the lines, the error and the files' bytes."""
+    shutil.copytree(src, dst)
+    for name in ("consumequeue", "index"):
+        shutil.rmtree(os.path.join(dst, name))
+    open(os.path.join(dst, "abort"), "wb").close()
+    names = sorted(os.listdir(os.path.join(dst, "commitlog")))
+    for offset, data in damage:
+        file_no, pos = divmod(offset, FILE_SIZE)
+        with open(os.path.join(dst, "commitlog", names[file_no]), "r+b") as f:
+            f.seek(pos)
+            f.write(data)
+    monkeypatch.setattr(overlap, "cores", lambda: threads)     # the recovery at open
+    error = None
+    with segstore.open(dst, "rocketmq", "a", **ROCKETMQ_CONFIG) as store:
+        try:
+            lines = store.recover(threads=threads)
+        except SegstoreError as err:
+            lines, error = getattr(err, "actions", None), (type(err), err.path.replace(dst, "STORE"),
+                                                           err.pos, err.message)
+    lines = [line.replace(dst, "STORE") for line in lines or []]
+    return lines, error, _tree_bytes(dst)
+
+
+@pytest.mark.parametrize("damage", [[], [(5 * FILE_SIZE + 20_000, b"\xff\xee")]])
+def test_rocketmq_recover_same_files_for_every_thread_count(rocketmq_path, tmp_path, monkeypatch, damage):
+    one = _recovered(rocketmq_path, str(tmp_path / "1"), 1, damage, monkeypatch)
+    assert any(name.startswith("consumequeue") for name in one[2]) and "index#0" in one[2]
+    assert (one[1] is not None) == bool(damage)     # damage with intact messages after it stays
+    for threads in THREADS[1:]:
+        assert _recovered(rocketmq_path, str(tmp_path / str(threads)), threads, damage, monkeypatch) == one

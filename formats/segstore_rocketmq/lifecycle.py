@@ -122,7 +122,7 @@ class _Lifecycle(_StoreHost, Protocol):
     _left_damaged: list[tuple[str, int, int]]
 
     def _flushing(self) -> FlushService: ...
-    def _recover(self, *, abnormal: bool, full: bool = False) -> list[str]: ...
+    def _recover(self, *, abnormal: bool, full: bool = False, threads: int | None = None) -> list[str]: ...
     def _commitlog_bytes(self) -> int: ...
     def _check_lost_messages(self, actions: list[str]) -> None: ...
     def _append(self, messages: Iterable[Any], *, as_stored: bool) -> list[AppendResult]: ...
@@ -187,7 +187,8 @@ class LifecycleMixin:
             self.index.on_file_full = flusher.index_file_full
         flusher.start()
 
-    def _recover(self: _Lifecycle, *, abnormal: bool, full: bool = False) -> list[str]:
+    def _recover(self: _Lifecycle, *, abnormal: bool, full: bool = False,
+                 threads: int | None = None) -> list[str]:
         if self.checkpoint is None:
             raise StoreClosedError("expected a store open for append, found it closed", self.path)
         ctx = RecoveryContext(
@@ -200,6 +201,7 @@ class LifecycleMixin:
             abnormal,
             full,
             confirm_offset=self.config.is_5x,
+            threads=thread_count(threads),
         )
         lines = recover(ctx)
         self._left_damaged = ctx.left
@@ -299,17 +301,22 @@ class LifecycleMixin:
         return results
 
     # -- recovery -------------------------------------------------------------------------
-    def recover(self: _Lifecycle) -> list[str]:
+    def recover(self: _Lifecycle, threads: int | None = None) -> list[str]:
         """What recovery did when the store was opened for append, then a full check of the whole store.
 
         The full check walks the whole commitlog and checks every consume-queue
         and index entry of it (the broker only re-checks the last files), repairing
-        what it finds the same way.  Runtime complexity: ``O(store size)``.
+        what it finds the same way.  ``threads`` (default: the cores the process may use)
+        decodes the commitlog on that many threads (the same repairs with any number; the
+        recovery at open uses the default).  Runtime complexity: ``O(store size)``.
+
+        :raises ConfigError: ``threads`` below 1.
         """
+        threads = thread_count(threads)
         self._check_writable()
         opened, self.recovery_lines = self.recovery_lines, []
         with self._flushing().lock, progress.task("recover", self._commitlog_bytes()):
-            lines = self._recover(abnormal=False, full=True)
+            lines = self._recover(abnormal=False, full=True, threads=threads)
             self._next_offsets = {key: cq.max_offset for key, cq in self.queues.items()}
         self._check_lost_messages(opened + lines)
         if self._left_damaged:

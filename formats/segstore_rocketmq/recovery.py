@@ -312,6 +312,8 @@ class RecoveryContext:
     full: bool = False
     #: a 5.x store: the checkpoint's ``confirmPhyOffset`` becomes the last valid message's offset
     confirm_offset: bool = False
+    #: threads the commitlog walk decodes on (:func:`walk_batches`); the same repairs with any number
+    threads: int = 1
     #: filled by :func:`recover`: the damaged ranges ``(path, pos, length)`` left in place (valid
     #: messages follow them, so cutting them would lose intact messages)
     left: list[tuple[str, int, int]] = field(default_factory=list)
@@ -1177,7 +1179,7 @@ def recover(ctx: RecoveryContext) -> list[str]:
         puts.below(ctx, start)
     walked = 0
     newest = 0
-    for batch in walk_batches(cl, start, ctx.tags_code, w):
+    for batch in walk_batches(cl, start, ctx.tags_code, w, threads=ctx.threads):
         walked += len(batch)
         if len(batch):
             newest = max(newest, int(batch.store_timestamp.max()))
@@ -1216,7 +1218,8 @@ def recover(ctx: RecoveryContext) -> list[str]:
     if gapped:
         _drop_damaged_queues(ctx, dispatch, lines)
         rebuild = _Dispatch(ctx, gapped)
-        for batch in walk_batches(cl, cl.min_offset, ctx.tags_code, Walk(cl.min_offset, cl.min_offset)):
+        for batch in walk_batches(cl, cl.min_offset, ctx.tags_code, Walk(cl.min_offset, cl.min_offset),
+                                  threads=ctx.threads):
             rebuild.add(batch)
         rebuild.finish(lines)
     _drop_empty_queue_files(ctx, lines)
