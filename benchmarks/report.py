@@ -87,6 +87,9 @@ TARGETS = [
        f"{fmt_name.lower()} {op}, threads=2, {size} msgs", None, "threads=1, same run", True, 1.8)
       for size in ("500,000", "4,000,000") for fmt_name in ("RocketMQ", "Kafka")
       for op in ("scan_arrow", "dump --json", "verify")),
+    *((f"RocketMQ recover (queues + IndexFile), 2 threads >= 1.5x one, {size} messages", "parallel",
+       f"rocketmq recover, threads=2, {size} msgs", None, "threads=1, same run", True, 1.5)
+      for size in ("500,000", "4,000,000")),
 ]
 
 

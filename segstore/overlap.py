@@ -223,12 +223,19 @@ def _outcome(run: Callable[[T], U], task: T) -> tuple[U | None, BaseException | 
 
 
 def thread_count(threads: int | None) -> int:
-    """``threads`` checked (at least 1), or :func:`cores` when None.
+    """``threads`` checked (at least 1); when None the default: ``$SEGSTORE_THREADS`` when set (as
+    ``OMP_NUM_THREADS``: for what takes no argument, a store's recovery at open), else :func:`cores`.
 
-    :raises ConfigError: ``threads`` below 1.
+    :raises ConfigError: ``threads`` (or ``$SEGSTORE_THREADS``) below 1.
     """
     if threads is None:
-        return cores()
+        given = os.environ.get("SEGSTORE_THREADS")
+        if not given:
+            return cores()
+        try:
+            threads = int(given)
+        except ValueError:
+            raise ConfigError(f"expected SEGSTORE_THREADS to be a whole number, found {given!r}") from None
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ConfigError(f"expected threads of at least 1, found {threads!r}")
     return threads

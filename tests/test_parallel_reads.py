@@ -208,8 +208,15 @@ def test_threads_below_one_refused(rocketmq_path, kafka_path):
             next(store.scan_arrow(threads=0))
 
 
-def test_default_is_the_cores_the_process_may_use():
+def test_default_is_the_cores_the_process_may_use(monkeypatch):
+    monkeypatch.delenv("SEGSTORE_THREADS", raising=False)
     assert overlap.thread_count(None) == len(os.sched_getaffinity(0))
+    monkeypatch.setenv("SEGSTORE_THREADS", "3")
+    assert overlap.thread_count(None) == 3 and overlap.thread_count(5) == 5
+    for bad in ("0", "x"):
+        monkeypatch.setenv("SEGSTORE_THREADS", bad)
+        with pytest.raises(ConfigError):
+            overlap.thread_count(None)
 
 
 # -- dump --json ------------------------------------------------------------------------------
@@ -388,7 +395,7 @@ def _recovered(src: str, dst: str, threads: int, damage: list, monkeypatch) -> t
         with open(os.path.join(dst, "commitlog", names[file_no]), "r+b") as f:
             f.seek(pos)
             f.write(data)
-    monkeypatch.setattr(overlap, "cores", lambda: threads)     # the recovery at open
+    monkeypatch.setenv("SEGSTORE_THREADS", str(threads))     # the recovery at open
     error = None
     with segstore.open(dst, "rocketmq", "a", **ROCKETMQ_CONFIG) as store:
         try:
