@@ -414,3 +414,36 @@ def test_rocketmq_recover_same_files_for_every_thread_count(rocketmq_path, tmp_p
     assert (one[1] is not None) == bool(damage)     # damage with intact messages after it stays
     for threads in THREADS[1:]:
         assert _recovered(rocketmq_path, str(tmp_path / str(threads)), threads, damage, monkeypatch) == one
+
+
+# -- convert ----------------------------------------------------------------------------------
+
+
+def _converted(src: str, dst: str, to: str, threads: int, monkeypatch) -> dict[str, bytes]:
+    """The files a conversion with ``SEGSTORE_THREADS=threads`` writes (names relative to ``dst``)."""
+    from segstore.convert import convert
+
+    monkeypatch.setenv("SEGSTORE_THREADS", str(threads))
+    config = ROCKETMQ_CONFIG if to == "rocketmq" else {"segment.bytes": 40_000}
+    convert(src, dst, to=to, config=config)
+    out = {}
+    for dirpath, _, names in os.walk(dst):
+        for rank, name in enumerate(sorted(names)):
+            full = os.path.join(dirpath, name)
+            rel = os.path.relpath(full, dst)
+            if rel.startswith("index"):         # an IndexFile is named for the time it was made
+                rel = f"index#{rank}"
+            if rel in ("checkpoint", "meta.properties") or rel.endswith(".json"):
+                continue                        # times of the run, ids
+            with open(full, "rb") as f:
+                out[rel] = f.read()
+    return out
+
+
+@pytest.mark.parametrize("to", ["kafka", "rocketmq"])
+def test_convert_same_files_for_every_thread_count(rocketmq_path, kafka_path, tmp_path, monkeypatch, to):
+    src = rocketmq_path if to == "kafka" else kafka_path
+    one = _converted(src, str(tmp_path / "1"), to, 1, monkeypatch)
+    assert len(one) > 3
+    for threads in THREADS[1:]:
+        assert _converted(src, str(tmp_path / str(threads)), to, threads, monkeypatch) == one
