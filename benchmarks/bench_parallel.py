@@ -6,14 +6,16 @@ store (the broker defaults, one topic of 4 queues, 100 B bodies, a tag and 2 key
 a batch, uncompressed, as ``bench_kafka_columnar``), built once under ``bench-data/``.  Per size,
 format and path where the store takes ``threads`` (``scan_arrow`` every column, ``dump --json`` to
 /dev/null, ``verify``, and RocketMQ's recovery of a crash that lost the consume queues and the
-IndexFile, whose recovery at open takes its thread count from ``SEGSTORE_THREADS``),
+IndexFile, whose recovery at open takes its thread count from ``SEGSTORE_THREADS``, and
+``convert`` to the other format, which takes it from there too),
 :data:`REPEAT` rounds each run the path with ``threads=1`` and then with ``threads=N``, every run
 in a fresh child process (the page cache warmed by a first run; imports before the clock starts,
 opening the store timed); the row is the median rate with N threads, its baseline the median with
-one thread, the ratio their quotient.  N is 2 (goals: >= 1.8x, recovery >= 1.5x on 2 cores) and,
-on a machine with more cores, every core too.  ``threads=1`` is the one-thread path as it was,
-which already overlaps a RocketMQ scan's walk with its build on a second core
-(``segstore.overlap.overlapped``): on 2 cores that baseline leaves less than a core to gain.
+one thread, the ratio their quotient.  N is 2 (goals: >= 1.8x, recovery and conversion >= 1.5x
+on 2 cores) and, on a machine with more cores, every core too.  ``threads=1`` is the one-thread
+path as it was, which already overlaps a RocketMQ scan's walk with its build on a second core
+(``segstore.overlap.overlapped``) and a conversion's reading with its writing: on 2 cores that
+baseline leaves less than a core to gain.
 
 Run: ``bash scripts/bench.sh parallel``.
 """
@@ -41,8 +43,8 @@ BODY = bytes(range(100))
 PER_BATCH = 100
 APPEND = 10_000
 #: ratio of threads=2 to threads=1 each path must reach on 2 cores
-GOALS = {"scan_arrow": 1.8, "dump --json": 1.8, "verify": 1.8, "recover": 1.5}
-OPS = ("scan_arrow", "dump --json", "verify", "recover")
+GOALS = {"scan_arrow": 1.8, "dump --json": 1.8, "verify": 1.8, "recover": 1.5, "convert": 1.5}
+OPS = ("scan_arrow", "dump --json", "verify", "recover", "convert")
 
 
 def build(fmt: str, messages: int) -> Path:
@@ -78,6 +80,8 @@ def build(fmt: str, messages: int) -> Path:
 
 def takes_threads(fmt: str, op: str) -> bool:
     """Whether the format's store takes ``threads`` for ``op`` (verify: where it splits its work)."""
+    if op == "convert":         # takes its thread count from SEGSTORE_THREADS
+        return True
     from segstore_kafka.store import KafkaStore
     from segstore_rocketmq.store import RocketMQStore
 
@@ -107,6 +111,18 @@ def child(fmt: str, op: str, store: str, threads: int) -> dict:
 
     t0, cpu0 = time.perf_counter(), time.process_time()
     count = 0
+    if op == "convert":
+        from segstore import allocator
+        from segstore.convert import convert
+
+        os.environ["SEGSTORE_THREADS"] = str(threads)
+        allocator.retain()      # as the segstore command converts
+        target = Path(store).parent / "converted"
+        shutil.rmtree(target, ignore_errors=True)
+        count = convert(store, str(target), to="kafka" if fmt == "rocketmq" else "rocketmq").messages
+        seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+        shutil.rmtree(target, ignore_errors=True)
+        return {"seconds": seconds, "cpu": cpu, "count": count}
     if op == "recover":     # the recovery at open rebuilds the queues and the IndexFile
         os.environ["SEGSTORE_THREADS"] = str(threads)
         with segstore.open(store, fmt, "a") as s:

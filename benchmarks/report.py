@@ -90,6 +90,10 @@ TARGETS = [
     *((f"RocketMQ recover (queues + IndexFile), 2 threads >= 1.5x one, {size} messages", "parallel",
        f"rocketmq recover, threads=2, {size} msgs", None, "threads=1, same run", True, 1.5)
       for size in ("500,000", "4,000,000")),
+    *((f"convert {name}, 2 threads >= 1.5x one, {size} messages", "parallel",
+       f"{source} convert, threads=2, {size} msgs", None, "threads=1, same run", True, 1.5)
+      for size in ("500,000", "4,000,000")
+      for name, source in (("RocketMQ -> Kafka", "rocketmq"), ("Kafka -> RocketMQ", "kafka"))),
 ]
 
 
