@@ -126,6 +126,10 @@ WRITE_BYTES = 32 << 20
 #: 310 MB of anonymous memory (355 MB with zstd) with 64k-message batches, 152-179 MB (163-197 MB)
 #: with 32k, for 4-8% more time.
 SOURCE_BATCH_ROWS = 1 << 15
+#: Threads that build the source's batches at most (:func:`_source_batches`): a round holds a region
+#: of SOURCE_BATCH_ROWS messages and its batch per thread (about 12 MB of 100-byte messages), which
+#: the conversion's memory budget (300 MB) must hold beside its queued items.
+BUILD_THREADS = 4
 RMQ_PROPERTY_PREFIX = "rmq.p."
 _PROPERTY_PREFIX_LENGTH = len(RMQ_PROPERTY_PREFIX)
 H_PHYSICAL_OFFSET = "rmq.physical_offset"
@@ -534,13 +538,14 @@ def _built(view: memoryview, rows: columnar.Rows
 
 def _source_batches(source: Any) -> Iterator[tuple[memoryview, columnar.Rows, pa.RecordBatch, np.ndarray]]:
     """:func:`_built` of the source's commitlog regions in log order, built on the default number of
-    threads (``SEGSTORE_THREADS``, else the cores): the regions walked on this thread, a round of
-    them at a time built at once (:func:`segstore.overlap.in_rounds`).  The batches are those of
-    one thread, cut in the same places (a Kafka target's record batches follow them), which a
-    walk split by byte ranges would not keep.  An error of the walk comes after the batches before it.
+    threads (``SEGSTORE_THREADS``, else the cores; :data:`BUILD_THREADS` at most): the regions
+    walked on this thread, a round of them at a time built at once
+    (:func:`segstore.overlap.in_rounds`).  The batches are those of one thread, cut in the same
+    places (a Kafka target's record batches follow them), which a walk split by byte ranges would
+    not keep.  An error of the walk comes after the batches before it.
     """
     regions = source._region_rows(None, None, SOURCE_BATCH_ROWS)
-    threads = thread_count(None)
+    threads = min(thread_count(None), BUILD_THREADS)
     if threads == 1:
         for view, rows in regions:
             yield _built(view, rows)
