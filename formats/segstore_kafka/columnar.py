@@ -132,13 +132,15 @@ class Capacity:
                                  for name in ("batches", "key", "value", "headers", "hkey", "hvalue")})
 
     @classmethod
-    def for_bytes(cls, size: int) -> Capacity:
-        """The default capacity with data buffers of at most ``size`` bytes each (at least 4 KiB): a
-        chunk of a ``size``-byte range of an uncompressed log fits, so a reader of many small ranges
-        at once does not take the default's megabytes for each (more chunks where it does not fit)."""
+    def for_bytes(cls, size: int, rows: int | None = None) -> Capacity:
+        """A capacity for a ``size``-byte range of a log: data buffers of at most ``size`` bytes each (at
+        least 4 KiB), so a reader of several ranges at once does not take the default's megabytes for
+        each, and ``rows`` rows, by default enough for records of 64 bytes on average (the default's
+        at least), so that the range of an uncompressed log of usual records comes as one chunk, not
+        a full one and a remainder (each chunk costs its batch's Python)."""
         default = cls()
         size = max(4096, size)
-        return cls(rows=default.rows, batches=default.batches,
+        return cls(rows=rows or max(default.rows, size // 64), batches=default.batches,
                    **{name: min(getattr(default, name), size) for name in _DATA})
 
     def grown(self, need: int) -> Capacity:

@@ -1092,8 +1092,12 @@ class KafkaStore(Store):
         selected = {(t, p): part for t, p, part in self._selected(topic, partition)}
         made: dict[int, tuple[columnar.Chunk, Any]] = {}
         if threads > 1 and not any(seg.log.remote for part in selected.values() for seg in part.segments):
+            # chunks of the default's rows: a chunk's lines are one bytes object, which a bigger
+            # chunk makes bigger (200k records, ranges on one thread: 0.20 s of CPU with twice the
+            # rows, 0.13-0.17 s with the default's, as one thread's path)
+            capacity = columnar.Capacity.for_bytes(SPLIT_BYTES, columnar.Capacity().rows)
             streams: Iterator[Iterator[tuple[Any, columnar.Chunk]]] | None = self._parallel_chunks(
-                selected, [_trimmed_start(part) for part in selected.values()], want, None, threads,
+                selected, [_trimmed_start(part) for part in selected.values()], want, capacity, threads,
                 _json_chunk, made)
         else:
             streams = None
