@@ -123,6 +123,17 @@ TARGETS = [
     ("Spark, RocketMQ: a 16-message query <= 1.5x the time of Parquet's", "spark",
      "rocketmq, 16 msgs, local[2]: the fixed cost", None,
      "Spark Parquet reader, 16 rows (speed: its time / ours)", False, 1 / 1.5),
+    *((f"{fmt_name} {op}, 2 threads >= 1.8x one, {size} messages", "parallel",
+       f"{fmt_name.lower()} {op}, threads=2, {size} msgs", None, "threads=1, same run", True, 1.8)
+      for size in ("500,000", "4,000,000") for fmt_name in ("RocketMQ", "Kafka")
+      for op in ("scan_arrow", "dump --json", "verify")),
+    *((f"RocketMQ recover (queues + IndexFile), 2 threads >= 1.5x one, {size} messages", "parallel",
+       f"rocketmq recover, threads=2, {size} msgs", None, "threads=1, same run", True, 1.5)
+      for size in ("500,000", "4,000,000")),
+    *((f"convert {name}, 2 threads >= 1.5x one, {size} messages", "parallel",
+       f"{source} convert, threads=2, {size} msgs", None, "threads=1, same run", True, 1.5)
+      for size in ("500,000", "4,000,000")
+      for name, source in (("RocketMQ -> Kafka", "rocketmq"), ("Kafka -> RocketMQ", "kafka"))),
 ]
 
 

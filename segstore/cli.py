@@ -386,8 +386,10 @@ def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
             sys.stderr.write(f"segstore dump: {where}: no message tagged {args.tag!r}\n")
             return EXIT_NO_HITS
         if args.json:
+            # only when given: a plugin's own dump_json may take no threads
+            threads = {} if args.threads is None else {"threads": args.threads}
             blocks = _Counted(store.dump_json(topic=args.topic, partition=_partition(args),
-                                              isolation=isolation))
+                                              isolation=isolation, **threads))
             _write_blocks(blocks, out)
             printed = blocks.bytes
         else:
@@ -447,7 +449,8 @@ def _problem_json(problem: Problem | str) -> dict[str, Any]:
 
 def cmd_verify(args: argparse.Namespace, out: TextIO) -> int:
     with _open(args) as store:
-        problems = store.verify()
+        # only when given: a plugin's own verify may take no threads
+        problems = store.verify() if args.threads is None else store.verify(threads=args.threads)
     if args.json:
         _json_line({"path": args.path, "ok": not problems,
                     "problems": [_problem_json(p) for p in problems]}, out)
@@ -463,8 +466,13 @@ def cmd_recover(args: argparse.Namespace, out: TextIO) -> int:
     """Exit 1 when damage remains that recovery cannot cut without losing intact records."""
     unrepaired: UnrepairedDataError | None = None
     with _open(args, mode="a") as store:
+        threads = {}
+        if args.threads is not None:
+            if "threads" not in inspect.signature(store.recover).parameters:
+                raise UsageError(f"--threads: {store.format} stores recover on one thread")
+            threads = {"threads": args.threads}
         try:
-            lines = store.recover()
+            lines = store.recover(**threads)
         except UnrepairedDataError as err:
             lines, unrepaired = err.actions, err
     if args.json:
@@ -833,6 +841,20 @@ def _json_flag(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--json", action="store_true", help=f"{what} (stdout holds JSON only)")
 
 
+def _thread_count(text: str) -> int:
+    """``--threads N``: a whole number of at least 1 (argparse turns the ValueError into exit 2)."""
+    value = int(text)
+    if value < 1:
+        raise ValueError(text)
+    return value
+
+
+def _threads_flag(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--threads", type=_thread_count, metavar="N",
+                   help=f"{what} on N threads (default: the cores this process may use); the output is "
+                        "the same with any N")
+
+
 def _isolation_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--isolation", choices=ISOLATION_LEVELS, default=READ_UNCOMMITTED,
                    help="as a Kafka consumer's isolation.level: read_uncommitted (default) shows every "
@@ -873,6 +895,7 @@ def build_parser() -> argparse.ArgumentParser:
     _json_flag(p, "one dump object a line")
     p.add_argument("--tag", help="only messages whose TAGS equal this (RocketMQ), queue by queue")
     _isolation_flag(p)
+    _threads_flag(p, "with --json: read and format a store directory")
     p.add_argument("--index", action="store_true",
                    help="also dump the index files (Kafka .index/.timeindex/.txnindex; RocketMQ consume "
                         "queues and IndexFiles) and check them against the log")
@@ -910,11 +933,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("verify", help="check every file; exit 1 with one path:pos line per problem")
     _common(p)
     p.add_argument("--quiet", "-q", action="store_true", help="print nothing when the store is clean")
+    _threads_flag(p, "decode the logs")
     _json_flag(p, 'one object {"path", "ok", "problems": [{"path", "pos", "message"}]}')
     p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("recover", help="repair what a crash left (torn tails kept aside); say what was done")
     _common(p)
+    _threads_flag(p, "RocketMQ: walk the commitlog of the full check")
     _json_flag(p, 'one object {"path", "actions": [...]}')
     p.set_defaults(func=cmd_recover)
 

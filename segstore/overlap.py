@@ -17,6 +17,9 @@ so scans from many threads share the pool without deadlock.
 :func:`shared` is the same pool for a writer: a list of independent steps (record batches queued
 for encoding) that this thread and a pool thread take in turn.
 
+:func:`in_rounds` splits a read over several pool threads: independent tasks (byte ranges of a log)
+run a round at a time, their results handed back in task order, each with the error it raised.
+
 :func:`pipelined` is the looser chain of a conversion: its source runs in a thread of its own, up
 to a bounded number of items ahead, also while the consumer holds an item (a conversion's reading
 costs unevenly from item to item, its writing evenly: a queued item evens them out).
@@ -32,11 +35,14 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from .errors import ConfigError
+
 T = TypeVar("T")
 U = TypeVar("U")
 
 
-def _cores() -> int:
+def cores() -> int:
+    """The cores this process may run on (its affinity mask): the default number of threads of a read."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:      # no affinity on this platform (macOS, Windows)
@@ -45,7 +51,7 @@ def _cores() -> int:
 
 #: Whether to overlap: there is a second core, and ``SEGSTORE_OVERLAP=0`` does not turn it off
 #: (a process that wants one core, or a benchmark of one thread's work).
-ENABLED = _cores() > 1 and os.environ.get("SEGSTORE_OVERLAP", "1") != "0"
+ENABLED = cores() > 1 and os.environ.get("SEGSTORE_OVERLAP", "1") != "0"
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -146,6 +152,93 @@ def shared(fn: Callable[[T], U], items: list[T]) -> list[U]:
     if errors:
         raise errors[min(errors)]
     return results
+
+
+def _taken_in_turn(fn: Callable[[T], U], items: list[T], threads: int
+                   ) -> list[tuple[U | None, BaseException | None]]:
+    """``(fn(item), None)`` or ``(None, error)`` for each item: this thread and ``threads - 1`` pool
+    threads take the next item in turn; every item runs, whatever the others raise.  Helpers
+    not started once the items are done are cancelled, not waited for (so this never waits for a
+    pool thread to be free: called from a pool thread it runs the items itself)."""
+    outcomes: list[Any] = [None] * len(items)
+    turns = itertools.count()           # next() of a count is atomic: each item is taken once
+
+    def take() -> None:
+        for i in turns:
+            if i >= len(items):
+                return
+            try:
+                outcomes[i] = (fn(items[i]), None)
+            except BaseException as err:
+                outcomes[i] = (None, err)
+
+    helpers = [] if not ENABLED else [_executor().submit(take)
+                                      for _ in range(min(threads, len(items)) - 1)]
+    try:
+        take()
+    finally:
+        for helper in helpers:
+            if not helper.cancel():
+                helper.exception()
+    return outcomes
+
+
+def in_rounds(tasks: Iterator[T], run: Callable[[T], U], threads: int, per_round: int
+              ) -> Iterator[tuple[T, U | None, BaseException | None]]:
+    """``(task, run(task), None)`` or ``(task, None, error)`` for each task of ``tasks``, in task order;
+    the runs of ``per_round`` tasks at a time spread over this thread and ``threads - 1`` pool
+    threads (:func:`_taken_in_turn`).  The caller decides what an error means (a task started at a
+    boundary its predecessor did not confirm is run again; an error is raised at its place).
+
+    As :func:`overlapped`, no task runs while this generator is suspended: a round is done before
+    its first result is yielded.  Memory: the results of one round.  An error ``tasks`` raises
+    comes after the results of the tasks before it.  ``run`` must be safe to call from several
+    threads at once on different tasks; ``tasks`` runs on the caller's thread.
+    """
+    per_round = max(1, per_round)
+    while True:
+        taken: list[T] = []
+        failure: BaseException | None = None
+        try:
+            while len(taken) < per_round:
+                taken.append(next(tasks))
+        except StopIteration:
+            pass
+        except BaseException as err:     # raised after the results of the tasks before it
+            failure = err
+        outcomes = _taken_in_turn(run, taken, threads) if threads > 1 else [_outcome(run, t) for t in taken]
+        for task, (result, error) in zip(taken, outcomes, strict=True):
+            yield task, result, error
+        if failure is not None:
+            raise failure
+        if len(taken) < per_round:
+            return
+
+
+def _outcome(run: Callable[[T], U], task: T) -> tuple[U | None, BaseException | None]:
+    try:
+        return run(task), None
+    except BaseException as err:
+        return None, err
+
+
+def thread_count(threads: int | None) -> int:
+    """``threads`` checked (at least 1); when None the default: ``$SEGSTORE_THREADS`` when set (as
+    ``OMP_NUM_THREADS``: for what takes no argument, a store's recovery at open), else :func:`cores`.
+
+    :raises ConfigError: ``threads`` (or ``$SEGSTORE_THREADS``) below 1.
+    """
+    if threads is None:
+        given = os.environ.get("SEGSTORE_THREADS")
+        if not given:
+            return cores()
+        try:
+            threads = int(given)
+        except ValueError:
+            raise ConfigError(f"expected SEGSTORE_THREADS to be a whole number, found {given!r}") from None
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ConfigError(f"expected threads of at least 1, found {threads!r}")
+    return threads
 
 
 class _Raised:

@@ -219,14 +219,17 @@ class Store(abc.ABC):
 
     def scan_arrow(self, columns: Iterable[str] | None = None, *, topic: str | None = None,
                    partition: int | None = None, offset: int = 0, start: int | None = None,
-                   end: int | None = None) -> Iterator[pa.RecordBatch]:
+                   end: int | None = None, threads: int | None = None) -> Iterator[pa.RecordBatch]:
         """The records as ``pyarrow.RecordBatch`` es of :mod:`segstore.columns`' schema for this format.
 
         With no arguments: every record in log order.  With ``topic`` and
         ``partition``: that queue/partition from absolute ``offset`` on, in offset
         order.  With ``start``/``end``: the records whose log position lies in
         ``[start, end)``.  ``columns`` projects (only those columns are built).
-        Memory is bounded by the batch size, not the store.
+        Memory is bounded by the batch size, not the store.  ``threads``: how many threads a
+        format that splits its reads may use (default: the cores the process may use); the same
+        records in the same order and the same error at the same place with any number (the
+        batches may be cut elsewhere).
         """
         raise UnsupportedOperationError(f"{self.format} stores do not support columnar reads", self.path)
 
@@ -318,7 +321,8 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def verify(self) -> list[Problem]:
-        """Check every file; an empty list means clean."""
+        """Check every file; an empty list means clean.  The built-in formats also take ``threads``
+        (how many threads decode the logs; default: the cores the process may use)."""
 
     def recover(self) -> list[str]:
         """Repair what a crash left; returns one line per action taken.
@@ -363,15 +367,18 @@ class Store(abc.ABC):
                            f"timestamp {record.timestamp}", self.to_json(record))
 
     def dump_json(self, *, topic: str | None = None, partition: int | None = None,
-                  isolation: str = READ_UNCOMMITTED) -> Iterator[bytes | memoryview]:
+                  isolation: str = READ_UNCOMMITTED, threads: int | None = None
+                  ) -> Iterator[bytes | memoryview]:
         """The ``dump --json`` lines: blocks of UTF-8 text, one :meth:`to_json` object a line, built
         a batch of records at a time (memory bounded by the batch, not the store).  A block may be
         a view of a buffer the next block reuses: write it out (or ``bytes()`` it) before asking
         for the next.
 
         ``isolation``: :data:`READ_COMMITTED` leaves out what a read_committed consumer never
-        sees, where the format has transactions.  The default (for plugins without a columnar
-        dump) is a block a record from :meth:`scan` and :meth:`to_json`.
+        sees, where the format has transactions.  ``threads``: how many threads a format that
+        splits its work may use (default: the cores the process may use; the same bytes with
+        any).  The default (for plugins without a columnar dump) is a block a record from
+        :meth:`scan` and :meth:`to_json`, on one thread.
 
         :raises ConfigError: an unknown isolation level.
         :raises UnsupportedOperationError: an isolation level the format cannot apply.

@@ -387,8 +387,8 @@ def test_merged_streams_of_small_batches_come_back_byte_for_byte(tmp_path: Path,
     sizes: list[int] = []
     real = conversion.partition_batches
 
-    def partition_batches(source, topic, partition, batch_rows=None):
-        for batch in real(source, topic, partition, batch_rows):
+    def partition_batches(source, topic, partition, batch_rows=None, threads=None):
+        for batch in real(source, topic, partition, batch_rows, threads):
             sizes.append(batch.num_rows)
             yield batch
 
@@ -479,11 +479,11 @@ def test_native_partitions_are_read_whole_one_at_a_time(tmp_path: Path) -> None:
     sizes: dict[object, list[int]] = {}
     real = conversion.partition_batches
 
-    def partition_batches(source, topic, partition, batch_rows=None):
+    def partition_batches(source, topic, partition, batch_rows=None, threads=None):
         key = "probe" if batch_rows is not None else "whole"
         started = False
         try:
-            for batch in real(source, topic, partition, batch_rows):
+            for batch in real(source, topic, partition, batch_rows, threads):
                 if not started and key == "whole":
                     started = True
                     active[0] += 1

@@ -42,8 +42,8 @@ def staged_table(items: list[dict]) -> pa.Table:
         "key": pa.array([i["key"] for i in items], pa.string()),
         "value": pa.array([i["value"] for i in items], pa.binary()),
         "timestamp": pa.array([i["timestamp"] for i in items], pa.int64()).cast(SPARK_TIMESTAMP),
-        "headers": pa.array([None if i["headers"] is None else [{"key": k, "value": v} for k, v in i["headers"]]
-                             for i in items], HEADERS),
+        "headers": pa.array([None if i["headers"] is None
+                             else [{"key": k, "value": v} for k, v in i["headers"]] for i in items], HEADERS),
     })
 
 
@@ -70,7 +70,7 @@ def test_columnar_commit_appends_what_the_message_path_does(tmp_path_factory: py
     after = int(time.time() * 1000)
     got, expected = stored(root / "columns"), stored(root / "messages")
     assert [row[:6] for row in got] == [row[:6] for row in expected]
-    for (*_, ts_got), (*_, ts_expected) in zip(got, expected):
+    for (*_, ts_got), (*_, ts_expected) in zip(got, expected, strict=True):
         if ts_expected >= before:    # no time, or one before the epoch: the append's own clock
             assert before <= ts_got <= after
         else:

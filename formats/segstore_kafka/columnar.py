@@ -132,6 +132,18 @@ class Capacity:
                                            getattr(default, name) * rows // default.rows)
                                  for name in ("batches", "key", "value", "headers", "hkey", "hvalue")})
 
+    @classmethod
+    def for_bytes(cls, size: int, rows: int | None = None) -> Capacity:
+        """A capacity for a ``size``-byte range of a log: data buffers of at most ``size`` bytes each (at
+        least 4 KiB), so a reader of several ranges at once does not take the default's megabytes for
+        each, and ``rows`` rows, by default enough for records of 64 bytes on average (the default's
+        at least), so that the range of an uncompressed log of usual records comes as one chunk, not
+        a full one and a remainder (each chunk costs its batch's Python)."""
+        default = cls()
+        size = max(4096, size)
+        return cls(rows=rows or max(default.rows, size // 64), batches=default.batches,
+                   **{name: min(getattr(default, name), size) for name in _DATA})
+
     def grown(self, need: int) -> Capacity:
         """Four times the buffers the C loop found short (``need`` is its mask)."""
         return replace(self, **{name: getattr(self, name) * 4 for name, bit in _NEED.items() if need & bit})

@@ -126,14 +126,14 @@ def partition_entries(source: Any, topic: str, partition: int, options: Options)
 _ENTRY_COLUMNS = [name for name in ENTRY_SCHEMA.names if name != "size"]
 
 
-def partition_batches(source: Any, topic: str, partition: int,
-                      batch_rows: int | None = None) -> Iterator[pa.RecordBatch]:
+def partition_batches(source: Any, topic: str, partition: int, batch_rows: int | None = None,
+                      threads: int | None = None) -> Iterator[pa.RecordBatch]:
     """:func:`partition_entries` as ``ENTRY_SCHEMA`` batches, from the partition's columns
-    (``scan_arrow``; ``batch_rows`` as there).  A row's ``size`` is its batch's bytes on the
+    (``scan_arrow``; ``batch_rows`` and ``threads`` as there).  A row's ``size`` is its batch's bytes on the
     batch's first row and 0 on the others (so the sizes add up to the log bytes read); a legacy
     record's timestamp type is CreateTime, as in :func:`partition_entries`."""
     for batch in source.scan_arrow([*_ENTRY_COLUMNS, "baseOffset", "size"], topic=topic, partition=partition,
-                                   batch_rows=batch_rows):
+                                   batch_rows=batch_rows, threads=threads):
         n = batch.num_rows
         if not n:
             continue
@@ -596,13 +596,18 @@ class KafkaConversion(FormatConversion):
     def arrow_streams(self, source: Store, options: Options) -> list[Iterator[pa.RecordBatch]] | None:
         """:meth:`streams` in columns (:func:`partition_batches`, ``options.read_rows`` rows a batch
         at most but for a bigger record batch); None with ``skip_corrupt`` (skipping damage goes
-        batch by batch, :func:`partition_entries`)."""
+        batch by batch, :func:`partition_entries`).  A single stream is read on the default number
+        of threads (``scan_arrow``'s); several on one thread each: the conversion merges them,
+        holding a batch of each, and a stream read on N threads holds a round of N ranges."""
         if options.skip_corrupt:
             return None
         store: Any = source
-        return [partition_batches(store, topic, partition, options.read_rows)
-                for topic in store.topics() if options.topics is None or topic in options.topics
-                for partition in store.partitions(topic)]
+        chosen = [(topic, partition) for topic in store.topics()
+                  if options.topics is None or topic in options.topics
+                  for partition in store.partitions(topic)]
+        threads = None if len(chosen) == 1 else 1
+        return [partition_batches(store, topic, partition, options.read_rows, threads)
+                for topic, partition in chosen]
 
     def entry_of(self, record: Any, peer: Peer | None = None) -> Entry:
         """A record read from a Kafka store as its entry (the same whatever the peer)."""

@@ -53,6 +53,7 @@ from .offsetindex import OFFSET_ENTRY
 from .segment import (
     INDEX_SUFFIX,
     TIME_INDEX_SUFFIX,
+    ChunkSource,
     LogSegment,
     RecoverResult,
     TimestampAndOffset,
@@ -637,7 +638,7 @@ class Partition:
             later = self.log.segments.higher(later.base)
 
     @staticmethod
-    def _in_order(chunks: Iterator[tuple[LogSegment, columnar.Chunk]], want: int
+    def in_order(chunks: Iterator[tuple[LogSegment, columnar.Chunk]], want: int
                   ) -> Iterator[tuple[LogSegment, columnar.Chunk]]:
         """``chunks``, stopped with the error ``verify`` reports at the first batch whose base offset
         is below the end of the batch before it (no CRC covers the base offset: a damaged one decodes).
@@ -680,7 +681,7 @@ class Partition:
             reports), after the batches before it.
         """
         chunks = self._column_chunks(want, offset=offset, start=start, end=end, capacity=capacity)
-        return self._in_order(chunks, want)
+        return self.in_order(chunks, want)
 
     def _column_chunks(self, want: int, *, offset: int | None, start: int | None, end: int | None,
                        capacity: columnar.Capacity | None) -> Iterator[tuple[LogSegment, columnar.Chunk]]:
@@ -738,7 +739,7 @@ class Partition:
                     return found
         return None
 
-    def verify(self) -> list[tuple[str, int | None, str]]:
+    def verify(self, decoded: ChunkSource | None = None) -> list[tuple[str, int | None, str]]:
         """Problems as ``(path, pos, message)``, each independent problem once.
 
         Per segment the batch headers are walked as far as their lengths hold; each
@@ -748,13 +749,14 @@ class Partition:
         Index entries are checked against the batches found; entries past a point
         where the walk had to stop are not (that point is the problem).  Index files
         a reader found corrupt are reported once and the segment is still checked.
+        ``decoded``: where the logs' chunks come from (``LogSegment.check_log``).
         ``O(partition bytes)``; CRCs and record decoding in C.
         """
         problems: list[tuple[str, int | None, str]] = list(self.index_problems) + orphaned_indexes(self.path)
         expected_offset: int | None = None
         for seg in self.segments:
             found, expected_offset = self._check_segment(seg, expected_offset,
-                                                         closed=seg is not self.log.active)
+                                                         closed=seg is not self.log.active, decoded=decoded)
             problems += found
             if seg.needs_recovery and seg is not self.log.active:
                 problems.append((seg.path, None, "expected trimmed index files, found an index missing "
@@ -763,7 +765,8 @@ class Partition:
         return problems
 
     @staticmethod
-    def _check_segment(seg: LogSegment, expected_offset: int | None, *, closed: bool
+    def _check_segment(seg: LogSegment, expected_offset: int | None, *, closed: bool,
+                       decoded: ChunkSource | None = None
                        ) -> tuple[list[tuple[str, int | None, str]], int | None]:
         """The problems of one segment's log and indexes, and the offset the next batch must reach.
 
@@ -771,7 +774,7 @@ class Partition:
         (``LogSegment.onBecomeInactiveSegment`` appends it): Kafka takes the last entry for it
         when it reopens the segment (``readMaxTimestampAndOffsetSoFar``), so an empty or short
         one makes time retention delete the segment early and timestamp lookups pass it by."""
-        problems, positions, walked, expected_offset, largest = seg.check_log(expected_offset)
+        problems, positions, walked, expected_offset, largest = seg.check_log(expected_offset, decoded)
         # An entry is (largest offset of one append, where the append starts): one batch for a
         # produce, a run of batches for the log cleaner (LogSegment.append of a filtered chunk).
         pairs = seg.offset_index.pairs()

@@ -143,6 +143,11 @@ class TransactionTracker:
         return AbortedTxn(pid, first, batch.last_offset, lso)
 
 
+#: ``(segment, pos) -> chunks``: the chunks of the segment's log from batch boundary ``pos`` to its end,
+#: as ``columnar.decode(view, start=pos, want=0)`` gives them (its error after the chunks before it).
+ChunkSource = Callable[["LogSegment", int], Iterator[columnar.Chunk]]
+
+
 class LogSegment:
     """A ``.log`` file and its indexes, starting at absolute offset ``base``.
 
@@ -292,7 +297,7 @@ class LogSegment:
             pos += header_fields(self._batch_view(pos), pos, self.path)[H_LENGTH] + codec.LOG_OVERHEAD
         return pos
 
-    def check_log(self, expected_offset: int | None
+    def check_log(self, expected_offset: int | None, decoded: ChunkSource | None = None
                   ) -> tuple[list[tuple[str, int | None, str]], dict[int, int], int, int | None, int]:
         """The log's problems for ``verify``: ``(problems, {batch position: last offset}, bytes walked,
         the offset the next segment must reach, the largest max timestamp of its v2 batches (-1: none))``.
@@ -302,7 +307,10 @@ class LogSegment:
         a bad batch whose header holds, the walk goes on at its length (as Kafka's
         ``FileLogInputStream`` trusts it); a header that does not hold ends the walk
         there.  A batch below ``expected_offset`` (the last one's end) is a problem.
-        ``O(bytes)``; memory bounded by one chunk (plus the position map).
+        ``decoded``: where the chunks come from (``decoded(segment, pos)``, as
+        ``columnar.decode(view, start=pos, want=0)`` gives them: decoded ahead on other threads);
+        the log decoded here when None.  ``O(bytes)``; memory bounded by one chunk (plus the
+        position map).
         """
         problems: list[tuple[str, int | None, str]] = []
         positions: dict[int, int] = {}
@@ -312,7 +320,9 @@ class LogSegment:
         pos = 0
         while pos < end:
             try:
-                for chunk in columnar.decode(view, path=self.path, start=pos, want=0):
+                chunks = (decoded(self, pos) if decoded is not None
+                          else columnar.decode(view, path=self.path, start=pos, want=0))
+                for chunk in chunks:
                     batches = chunk.batches
                     starts = batches["position"].tolist()
                     firsts = batches["base_offset"].tolist()

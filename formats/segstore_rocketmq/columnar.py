@@ -565,19 +565,35 @@ BATCH_BYTES = 64 << 20
 SCAN_BATCH_ROWS = 1 << 14
 
 
+class Reach:
+    """Where a :func:`walk_file` stopped: ``pos`` (the first record boundary at or after its ``stop``,
+    or where the file's data ends) and ``ended`` (True: a BLANK or unwritten zeros ended the file's
+    data there, so nothing after it in the file is read)."""
+
+    __slots__ = ("ended", "pos")
+
+    def __init__(self, pos: int) -> None:
+        self.pos, self.ended = pos, False
+
+
 def walk_file(view: memoryview, pos: int, limit: int, base: int, file_size: int, path: str | None, *,
               stop: int | None = None, strict: bool = True, batch_rows: int = BATCH_ROWS,
-              batch_bytes: int = BATCH_BYTES, reuse: bool = False) -> Iterator[Rows]:
+              batch_bytes: int = BATCH_BYTES, reuse: bool = False, reach: Reach | None = None
+              ) -> Iterator[Rows]:
     """Rows of the messages of one commitlog file from ``pos`` (a record boundary), as ``CommitLog.walk``
     reads them: up to ``limit`` (its written end), those starting before ``stop``, ending at a BLANK
     (which must reach the end of the file) or unwritten zeros.  Yields new :class:`Rows` of at most
     ``batch_rows`` rows / about ``batch_bytes`` bytes of the log each; with ``reuse``, the same
     rows every time (for a caller done with each before asking for the next: no new memory to fault in).
 
+    ``reach`` (when given) is kept up to date with where the walk stands (:class:`Reach`).
+
     :raises CorruptDataError: a record :func:`.message.decode` refuses (its own typed error and
         position; with ``strict`` a body CRC mismatch too), or a BLANK not reaching the end of the file.
     """
     stop = limit if stop is None else min(stop, limit)
+    reach = reach or Reach(pos)
+    reach.pos = pos
     kept: Rows | None = None
     while pos < stop:
         chunk = min(stop, pos + batch_bytes)
@@ -589,6 +605,7 @@ def walk_file(view: memoryview, pos: int, limit: int, base: int, file_size: int,
         else:
             rows = kept
         n, pos, status, blank = decode_region(view, pos, chunk, limit, base, rows, strict)
+        reach.pos = pos
         wrong = contradicting(rows)
         if wrong is not None:
             at = int(rows["position"][wrong])
@@ -604,7 +621,55 @@ def walk_file(view: memoryview, pos: int, limit: int, base: int, file_size: int,
             raise CorruptDataError(f"expected a BLANK reaching the end of the file ({file_size - pos} "
                                    f"bytes), found size {blank}", path, pos)
         if status in (BLANK, END):
+            reach.ended = True
             return
+    if pos >= limit:
+        reach.ended = True
+
+
+#: Bytes of the commitlog per range of a parallel walk (``RocketMQStore._parallel_regions``,
+#: ``recovery.walk_batches``), and ranges per thread in a round: what a round holds stays small
+#: enough for the memory pool to hand the next round the pages of the last (measured on 200k
+#: messages: 2 MiB, 1 a thread: 10% more CPU than one thread's walk and no page faults; 4 MiB,
+#: 2 a thread: 40% more, 100 times the faults).
+SPLIT_BYTES = 2 << 20
+PER_ROUND = 1
+
+#: The bytes a plausible message header needs: its TOTALSIZE, MAGICCODE ... PHYSICALOFFSET.
+_HEADER_PREFIX = 36
+_PHYSICAL_OFFSET_AT = 28
+_MAGICS = tuple(np.frombuffer(PREFIX.pack(0, magic)[4:], np.uint8)
+                for magic in (MESSAGE_MAGIC, MESSAGE_MAGIC_V2))
+
+
+def next_boundary(view: memoryview, pos: int, limit: int, base: int) -> int:
+    """The first position in ``[pos, limit)`` where a message header plausibly starts: a message magic
+    and a PHYSICALOFFSET equal to the position (``base + p``), the sync mark by which a parallel
+    walk splits a file; ``limit`` when there is none.  A guess: a body may hold those bytes, so a
+    split walk takes a boundary only where the walk before it ended (:class:`Reach`).
+    ``O(bytes searched)`` in numpy, searching a window that doubles from 4 KiB.
+    """
+    window = 4 << 10
+    size = len(view)
+    while pos < limit:
+        span = min(limit, size - _HEADER_PREFIX + 1) - pos     # where a whole header may start
+        span = min(span, window)
+        if span <= 0:
+            return limit
+        data = np.frombuffer(view[pos:pos + span + _HEADER_PREFIX - 1], np.uint8)
+        hits = np.zeros(span, bool)
+        for magic in _MAGICS:
+            hit = data[4:4 + span] == magic[0]
+            for k in range(1, 4):
+                hit &= data[4 + k:4 + k + span] == magic[k]
+            hits |= hit
+        for at in np.flatnonzero(hits).tolist():
+            field = data[at + _PHYSICAL_OFFSET_AT:at + _PHYSICAL_OFFSET_AT + 8].tobytes()
+            if int.from_bytes(field, "big", signed=True) == base + pos + at:
+                return pos + at
+        pos += span
+        window *= 2
+    return limit
 
 
 def topic_is(view: memoryview, rows: Rows, topic: str) -> np.ndarray:

@@ -85,6 +85,7 @@ from segstore.convert.interchange import (
 )
 from segstore.convert.topicnames import WORD_CHARS, TopicRules, escape, unescape
 from segstore.errors import ConversionError, CorruptDataError, InvalidMessageError, InvalidTopicError
+from segstore.overlap import in_rounds, thread_count
 from segstore.records import CREATE_TIME, LOG_APPEND_TIME, Header
 from segstore.store import Store
 
@@ -125,6 +126,10 @@ WRITE_BYTES = 32 << 20
 #: 310 MB of anonymous memory (355 MB with zstd) with 64k-message batches, 152-179 MB (163-197 MB)
 #: with 32k, for 4-8% more time.
 SOURCE_BATCH_ROWS = 1 << 15
+#: Threads that build the source's batches at most (:func:`_source_batches`): a round holds a region
+#: of SOURCE_BATCH_ROWS messages and its batch per thread (about 12 MB of 100-byte messages), which
+#: the conversion's memory budget (300 MB) must hold beside its queued items.
+BUILD_THREADS = 4
 RMQ_PROPERTY_PREFIX = "rmq.p."
 _PROPERTY_PREFIX_LENGTH = len(RMQ_PROPERTY_PREFIX)
 H_PHYSICAL_OFFSET = "rmq.physical_offset"
@@ -519,6 +524,39 @@ class _Numbering:
         self.next = 0
 
 
+def _built(view: memoryview, rows: columnar.Rows
+           ) -> tuple[memoryview, columnar.Rows, pa.RecordBatch, np.ndarray]:
+    """The rows' :data:`_SOURCE_SCHEMA` batch and, per row, whether its properties end in a separator
+    (pure: run on the walking threads)."""
+    batch = columnar.build_batch(view, rows, _SOURCE_SCHEMA)
+    lengths, ends = rows["props_len"], rows["props_pos"] + rows["props_len"] - 1
+    has = lengths > 0
+    trailing = np.zeros(len(lengths), bool)
+    trailing[has] = np.frombuffer(view, np.uint8)[ends[has]] == _SEPARATOR_BYTE
+    return view, rows, batch, trailing
+
+
+def _source_batches(source: Any) -> Iterator[tuple[memoryview, columnar.Rows, pa.RecordBatch, np.ndarray]]:
+    """:func:`_built` of the source's commitlog regions in log order, built on the default number of
+    threads (``SEGSTORE_THREADS``, else the cores; :data:`BUILD_THREADS` at most): the regions
+    walked on this thread, a round of them at a time built at once
+    (:func:`segstore.overlap.in_rounds`).  The batches are those of one thread, cut in the same
+    places (a Kafka target's record batches follow them), which a walk split by byte ranges would
+    not keep.  An error of the walk comes after the batches before it.
+    """
+    regions = source._region_rows(None, None, SOURCE_BATCH_ROWS)
+    threads = min(thread_count(None), BUILD_THREADS)
+    if threads == 1:
+        for view, rows in regions:
+            yield _built(view, rows)
+        return
+    for _, made, error in in_rounds(regions, lambda region: _built(*region), threads, threads):
+        if error is not None:
+            raise error
+        assert made is not None
+        yield made
+
+
 def entry_batches(source: Any, options: Options) -> Iterator[pa.RecordBatch]:
     """:func:`pairs`' entries as ``ENTRY_SCHEMA`` batches, built from the commitlog's columns.
 
@@ -528,12 +566,7 @@ def entry_batches(source: Any, options: Options) -> Iterator[pa.RecordBatch]:
     numbering = _Numbering()
     marker = options.peer.name + P_OFFSET
     wanted = None if options.topics is None else pa.array(options.topics, pa.string())
-    for view, rows in source._region_rows(None, None, SOURCE_BATCH_ROWS):
-        batch = columnar.build_batch(view, rows, _SOURCE_SCHEMA)
-        lengths, ends = rows["props_len"], rows["props_pos"] + rows["props_len"] - 1
-        has = lengths > 0
-        trailing = np.zeros(len(lengths), bool)
-        trailing[has] = np.frombuffer(view, np.uint8)[ends[has]] == _SEPARATOR_BYTE
+    for view, rows, batch, trailing in _source_batches(source):
         keep = None
         if wanted is not None:
             keep = pc.is_in(batch.column("topic"), value_set=wanted)

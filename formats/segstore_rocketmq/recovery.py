@@ -42,6 +42,7 @@ import numpy as np
 
 from segstore import files, progress
 from segstore.errors import CorruptDataError, InvalidTopicError, OffsetOutOfRangeError
+from segstore.overlap import in_rounds
 from segstore.search import Bound, first_true, search
 
 from . import columnar
@@ -311,6 +312,8 @@ class RecoveryContext:
     full: bool = False
     #: a 5.x store: the checkpoint's ``confirmPhyOffset`` becomes the last valid message's offset
     confirm_offset: bool = False
+    #: threads the commitlog walk decodes on (:func:`walk_batches`); the same repairs with any number
+    threads: int = 1
     #: filled by :func:`recover`: the damaged ranges ``(path, pos, length)`` left in place (valid
     #: messages follow them, so cutting them would lose intact messages)
     left: list[tuple[str, int, int]] = field(default_factory=list)
@@ -424,9 +427,135 @@ def walk(commitlog: CommitLog, start: int, tags_code: Callable[[RocketMQMessage]
     return result
 
 
+@dataclass(slots=True)
+class _Step:
+    """One decode of a walk from ``start``: ``n`` rows to ``stop``, the status and a BLANK's size
+    (:func:`.columnar.decode_region`), the rows' columns (``batch``, None without rows; its topic
+    numbers index ``names``)."""
+
+    start: int
+    n: int
+    stop: int
+    status: int
+    blank: int
+    batch: Walked | None
+
+
+def _step(seg: CommitLogFile, view: memoryview, pos: int, stop: int, topics: dict[str, int],
+          tags_code: Callable[[RocketMQMessage], int], kept: list[columnar.Rows]) -> _Step:
+    """Decode the messages of ``seg`` from ``pos`` that start before ``stop`` (at most a batch), as a
+    walk takes them: the rows before a torn one (:func:`_torn_row`, which stops there with
+    :data:`.columnar.BAD`); ``topics`` gains their topics; ``kept`` holds the rows buffer reused."""
+    size = len(view)
+    cap = max(1, min(columnar.BATCH_ROWS, (stop - pos) // columnar.MIN_MESSAGE_SIZE + 1))
+    if not kept or kept[0].cap < cap:
+        kept[:] = [columnar.Rows(cap)]
+    rows = kept[0]
+    n, end, status, blank = columnar.decode_region(view, pos, stop, size, seg.base, rows)
+    misplaced, numbers = _torn_row(view, rows, topics)
+    if misplaced is not None:   # a copy, a damaged offset, queue id or topic (no CRC covers them)
+        n = misplaced
+        end = int(rows["position"][n]) - seg.base
+        status = columnar.BAD
+        rows = rows.select(slice(0, n))
+    batch = _walked(view, rows, tags_code, topics, numbers) if n else None
+    return _Step(pos, n, end, status, blank, batch)
+
+
+@dataclass(slots=True)
+class _Ahead:
+    """A range of a commitlog file walked ahead: from ``at`` (a guessed boundary) to the first
+    message boundary at or after ``stop``, as :func:`_step` steps whose topic numbers index
+    ``names``."""
+
+    file: int
+    at: int
+    stop: int
+    steps: list[_Step]
+    names: list[str]
+
+
+class _WalkAhead:
+    """The steps of :func:`walk_batches`, taken by byte ranges of the files' data on ``threads``
+    threads (:func:`segstore.overlap.in_rounds`), each range from the message boundary found next
+    to its start (:func:`.columnar.next_boundary`).  A step is handed out only where the walk stands
+    at its start; elsewhere (a guess that was no boundary, the walk going on after damage) the
+    walk's own position is decoded here up to the next range's start, so the walk sees what one
+    thread sees.  Past a file's data (:attr:`CommitLogFile.wrote`) the walk decodes here.  Not
+    thread-safe (one walk); memory: one round of ranges and their columns."""
+
+    def __init__(self, segs: list[CommitLogFile], pos: int, threads: int,
+                 tags_code: Callable[[RocketMQMessage], int]) -> None:
+        self.tags_code = tags_code
+        self.results = in_rounds(self._ranges(segs, pos), self._walk, threads, columnar.PER_ROUND * threads)
+        self.head: _Ahead | None = None
+        self.used = 0       # steps of head handed out
+
+    @staticmethod
+    def _ranges(segs: list[CommitLogFile], pos: int
+                ) -> Iterator[tuple[int, CommitLogFile, int, int, int, bool]]:
+        for i, seg in enumerate(segs):
+            lo = pos if i == 0 else 0
+            ends = [*range(lo + columnar.SPLIT_BYTES, seg.wrote, columnar.SPLIT_BYTES), max(seg.wrote, lo)]
+            for a, b, bound in zip([lo, *ends[:-1]], ends, [*ends[1:], ends[-1]], strict=True):
+                yield i, seg, a, b, bound, a == lo
+
+    def _walk(self, task: tuple[int, CommitLogFile, int, int, int, bool]) -> _Ahead:
+        i, seg, a, b, bound, first = task
+        view = seg.file.view()
+        at = a if first else columnar.next_boundary(view, a, b, seg.base)
+        stop = columnar.next_boundary(view, b, bound, seg.base) if b < bound else b
+        topics: dict[str, int] = {}
+        steps: list[_Step] = []
+        kept: list[columnar.Rows] = []
+        pos = at
+        while pos < stop:
+            step = _step(seg, view, pos, stop, topics, self.tags_code, kept)
+            steps.append(step)
+            if step.status != columnar.DONE or not step.n:
+                break
+            pos = step.stop
+        return _Ahead(i, at, stop, steps, list(topics))
+
+    def _next(self, i: int, pos: int) -> _Ahead | None:
+        """The range walked ahead of file ``i`` that ends after ``pos`` (None: none)."""
+        while True:
+            if self.head is None:
+                got = next(self.results, None)
+                if got is None:
+                    return None
+                _, ahead, error = got
+                if error is not None:
+                    raise error
+                self.head, self.used = ahead, 0
+            assert self.head is not None
+            if self.head.file > i:
+                return None
+            if self.head.file == i and self.head.stop > pos:
+                return self.head
+            self.head = None
+
+    def step(self, i: int, seg: CommitLogFile, view: memoryview, pos: int, topics: dict[str, int],
+             kept: list[columnar.Rows]) -> _Step:
+        """The walk's next step of file ``i`` from ``pos`` (topic numbers in ``topics``)."""
+        ahead = self._next(i, pos)
+        if ahead is None:
+            return _step(seg, view, pos, len(view), topics, self.tags_code, kept)
+        while self.used < len(ahead.steps) and ahead.steps[self.used].start < pos:
+            self.used += 1          # steps the walk went past (after damage it goes on further on)
+        if self.used < len(ahead.steps) and ahead.steps[self.used].start == pos:
+            step = ahead.steps[self.used]
+            self.used += 1
+            if step.batch is not None and len(step.batch):
+                numbers = np.array([topics.setdefault(name, len(topics)) for name in ahead.names], np.int32)
+                step.batch.topic = numbers[step.batch.topic]
+            return step
+        return _step(seg, view, pos, ahead.at if ahead.at > pos else ahead.stop, topics, self.tags_code, kept)
+
+
 def walk_batches(
     commitlog: CommitLog, start: int, tags_code: Callable[[RocketMQMessage], int], result: Walk, *,
-    counted: bool = True
+    counted: bool = True, threads: int = 1
 ) -> Iterator[Walked]:
     """Walk every file from the one holding ``start`` (a message boundary), validating each record;
     yields the valid messages' columns a bounded batch at a time (:data:`.columnar.BATCH_ROWS`) and
@@ -442,32 +571,26 @@ def walk_batches(
     (``checkMessageAndReturnSize``: magic 0 is an "illegal magic code") and cuts what follows,
     after a clean shutdown as after a crash; a store cleanly shut down holds nothing after its
     data end, so looking costs a read of the rest of the last file (its data ranges only).
+    ``threads`` above 1 decodes the files' data by byte ranges on that many threads
+    (:class:`_WalkAhead`): the same messages, gaps and end; batches cut elsewhere.
     Runtime complexity: ``O(bytes walked)`` in C, plus ``O(file size)`` to look past zeros.
     """
     segs = [s for s in commitlog.log.segments if s.base + commitlog.file_size > start]
     advance = progress.advance if counted else (lambda _: None)
     topics: dict[str, int] = {}
     i, pos = 0, (start - segs[0].base) if segs else 0
-    kept: columnar.Rows | None = None     # one buffer for every batch: _walked copies what it keeps
+    ahead = _WalkAhead(segs, pos, threads, tags_code) if threads > 1 and segs else None
+    kept: list[columnar.Rows] = []     # one buffer for every batch: _walked copies what it keeps
     while i < len(segs):
         seg = segs[i]
         view = seg.file.view()
         size = len(view)
         status = columnar.END
         if pos < size:
-            cap = max(1, min(columnar.BATCH_ROWS, (size - pos) // columnar.MIN_MESSAGE_SIZE + 1))
-            if kept is None or kept.cap < cap:
-                kept = columnar.Rows(cap)
-            rows = kept
-            n, stop, status, blank = columnar.decode_region(view, pos, size, size, seg.base, rows)
-            misplaced, numbers = _torn_row(view, rows, topics)
-            if misplaced is not None:   # a copy, a damaged offset, queue id or topic (no CRC covers them)
-                n = misplaced
-                stop = int(rows["position"][n]) - seg.base
-                status = columnar.BAD
-                rows = rows.select(slice(0, n))
-            if n:
-                batch = _walked(view, rows, tags_code, topics, numbers)
+            step = (ahead.step(i, seg, view, pos, topics, kept) if ahead is not None
+                    else _step(seg, view, pos, size, topics, tags_code, kept))
+            n, stop, status, blank, batch = step.n, step.stop, step.status, step.blank, step.batch
+            if n and batch is not None:
                 batch.topics = list(topics)
                 pos = stop
                 result.end = seg.base + pos
@@ -1059,7 +1182,7 @@ def recover(ctx: RecoveryContext) -> list[str]:
         puts.below(ctx, start)
     walked = 0
     newest = 0
-    for batch in walk_batches(cl, start, ctx.tags_code, w):
+    for batch in walk_batches(cl, start, ctx.tags_code, w, threads=ctx.threads):
         walked += len(batch)
         if len(batch):
             newest = max(newest, int(batch.store_timestamp.max()))
@@ -1099,7 +1222,8 @@ def recover(ctx: RecoveryContext) -> list[str]:
     if gapped:
         _drop_damaged_queues(ctx, dispatch, lines)
         rebuild = _Dispatch(ctx, gapped)
-        for batch in walk_batches(cl, cl.min_offset, ctx.tags_code, Walk(cl.min_offset, cl.min_offset)):
+        for batch in walk_batches(cl, cl.min_offset, ctx.tags_code, Walk(cl.min_offset, cl.min_offset),
+                                  threads=ctx.threads):
             rebuild.add(batch)
         rebuild.finish(lines)
     _drop_empty_queue_files(ctx, lines)

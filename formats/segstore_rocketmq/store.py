@@ -23,9 +23,10 @@ import base64
 import itertools
 import json
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import pyarrow as pa
@@ -49,13 +50,13 @@ from segstore.errors import (
     cut,
 )
 from segstore.logview import Positions
-from segstore.overlap import overlapped
+from segstore.overlap import in_rounds, overlapped, thread_count
 from segstore.records import Message
 from segstore.store import READ_COMMITTED, READ_UNCOMMITTED, AppendResult, DumpLine, Store, check_isolation
 
 from . import batchconsumequeue, columnar, timerstore
 from . import retention as retention_rules
-from .commitlog import END_FILE_MIN_BLANK_LENGTH, CommitLog
+from .commitlog import END_FILE_MIN_BLANK_LENGTH, CommitLog, CommitLogFile
 from .config import SCHEDULE_TOPIC, TOPIC_MAX_LENGTH_V2, BrokerConfig, validate_topic
 from .consumequeue import CQ_DTYPE, FILE_NAME_DIGITS, ConsumeQueue, queue_cut_dir
 from .consumequeue_ext import EXT_DIR, ConsumeQueueExt
@@ -234,6 +235,22 @@ class ScannedQueue:
             raise OffsetOutOfRangeError(f"expected an offset of at least {self.min_offset}, found {start}")
         lo = start - self.min_offset
         return self.rows[lo:] if count is None else self.rows[lo:lo + count]
+
+
+class _Range(NamedTuple):
+    """A byte range of one commitlog file for a parallel read: ``[begin, end)``, file positions, to be
+    moved to the message boundaries found after them before ``end`` / ``bound`` (the next range's end)
+    (``first``: ``begin`` is the file's start, a boundary; ``last``: ``end`` is where the read stops
+    in this file, kept as it is); ``lo``: the first position the caller asked for (rows before it
+    are dropped)."""
+
+    file: CommitLogFile
+    lo: int
+    begin: int
+    end: int
+    bound: int
+    first: bool
+    last: bool
 
 
 class RocketMQStore(LifecycleMixin, Store):
@@ -939,8 +956,8 @@ class RocketMQStore(LifecycleMixin, Store):
 
     def scan_arrow(self, columns: Iterable[str] | None = None, *, topic: str | None = None,
                    partition: int | None = None, offset: int = 0, start: int | None = None,
-                   end: int | None = None,
-                   batch_rows: int = columnar.SCAN_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+                   end: int | None = None, batch_rows: int = columnar.SCAN_BATCH_ROWS,
+                   threads: int | None = None) -> Iterator[pa.RecordBatch]:
         """The messages as batches of :data:`segstore.columns.ROCKETMQ_SCHEMA` (see ``Store.scan_arrow``).
 
         With no arguments: every commitlog message in physical order (as :meth:`scan`).
@@ -951,10 +968,16 @@ class RocketMQStore(LifecycleMixin, Store):
         the start, so a position need not be a message boundary).  A batch holds at most
         ``batch_rows`` messages of one commitlog file.  Runtime complexity: ``O(bytes read)``.
 
+        ``threads`` (default: the cores the process may use) walks the commitlog (not a queue) by
+        byte ranges on that many threads (:meth:`_parallel_regions`): the same messages in the same
+        order and the same error at the same place as one thread, batches cut where the ranges are.
+
         :raises CorruptDataError: a damaged message (the error :meth:`scan`/:meth:`read` raise).
         :raises NotFoundError: no such queue.
+        :raises ConfigError: ``threads`` below 1.
         """
         self._check_open()
+        threads = thread_count(threads)
         schema = project(ROCKETMQ_SCHEMA, columns)
         if (topic is None) != (partition is None):
             raise ConfigError("expected topic and partition together, found only one")
@@ -963,6 +986,13 @@ class RocketMQStore(LifecycleMixin, Store):
                 raise ConfigError("expected a queue (topic, partition) or a byte range (start, end), "
                                   "found both")
             yield from self._scan_queue(schema, topic, partition, offset, batch_rows)
+            return
+        if threads > 1:
+            def build(view: memoryview, rows: columnar.Rows) -> pa.RecordBatch:
+                return columnar.build_batch(view, rows, schema)
+
+            for batches in self._parallel_regions(start, end, batch_rows, threads, build):
+                yield from batches
             return
         # the walk of the next region overlaps the build of this one (segstore.overlap)
         yield from overlapped(self._region_rows(start, end, batch_rows),
@@ -987,6 +1017,81 @@ class RocketMQStore(LifecycleMixin, Store):
                     if not len(rows):
                         continue
                 yield view, rows
+
+    def _split_ranges(self, start: int | None, end: int | None) -> Iterator[_Range]:
+        """The byte ranges of :meth:`_parallel_regions`, in log order (:class:`_Range`).  Raises the
+        gaps' errors in their place."""
+        cl = self.commitlog
+        lo = cl.min_offset if start is None else max(start, cl.min_offset)
+        hi = cl.end if end is None else min(end, cl.end)
+        for seg in cl.log.segments.values(lo):
+            if seg.base >= hi:
+                return
+            cl.check_gap_before(seg, lo)
+            stop = min(hi - seg.base, seg.wrote)
+            first = max(lo - seg.base, 0)
+            cuts = list(range(first + columnar.SPLIT_BYTES, stop, columnar.SPLIT_BYTES))
+            ends = [*cuts, max(stop, 0)]
+            for a, b, bound in zip([0, *cuts], ends, [*ends[1:], max(stop, 0)], strict=True):
+                yield _Range(seg, lo - seg.base, a, b, bound, a == 0, b == max(stop, 0))
+
+    def _parallel_regions(self, start: int | None, end: int | None, batch_rows: int, threads: int,
+                          make: Callable[[memoryview, columnar.Rows], Any]) -> Iterator[list[Any]]:
+        """``make(view, rows)`` of the rows :meth:`_region_rows` walks, on ``threads`` threads: per
+        byte range (:meth:`_split_ranges`) the list of what it made, in log order.
+
+        Each range is walked from the message boundary found next to its start
+        (:func:`.columnar.next_boundary`) up to the one next to its end.  A guess is taken only where
+        the range before it ended (:class:`.columnar.Reach`); one it did not confirm (bytes of a body
+        that look like a header) is walked again from where the walk before ended, and a range
+        after the file's data ended is dropped.  So the rows, and an error raised at its first
+        position after the rows before it, are those of one thread.  ``make`` runs on the walking
+        thread; it must be thread-safe.  Memory: ``SPLIT_BYTES`` of rows and their results per range,
+        ``PER_ROUND * threads`` ranges at a time (:func:`segstore.overlap.in_rounds`; both in
+        :mod:`.columnar`).
+        """
+        cl = self.commitlog
+
+        def walk(task: _Range, at: int | None = None
+                 ) -> tuple[int, int, columnar.Reach, list[Any], BaseException | None]:
+            seg, lo = task.file, task.lo
+            view = seg.file.view()
+            if at is None:
+                at = 0 if task.first else columnar.next_boundary(view, task.begin, task.end, seg.base)
+            stop = task.end if task.last else columnar.next_boundary(view, task.end, task.bound, seg.base)
+            reach = columnar.Reach(at)
+            made: list[Any] = []
+            try:
+                for rows in columnar.walk_file(view, at, seg.wrote, seg.base, cl.file_size, seg.path,
+                                               stop=stop, batch_rows=batch_rows, reach=reach):
+                    if rows["position"][0] < seg.base + lo:
+                        rows = rows.select(rows["position"] >= seg.base + lo)
+                        if not len(rows):
+                            continue
+                    made.append(make(view, rows))
+            except SegstoreError as err:
+                return at, stop, reach, made, err
+            return at, stop, reach, made, None
+
+        current, expected, ended = None, 0, False
+        ranges = self._split_ranges(start, end)
+        for task, result, error in in_rounds(ranges, walk, threads, columnar.PER_ROUND * threads):
+            if error is not None:
+                raise error                 # not a data error: a bug or an interrupt, as one thread
+            assert result is not None
+            if task.file is not current:
+                current, expected, ended = task.file, 0, False
+            if ended:
+                continue
+            at, stop, reach, made, failure = result
+            if at != expected:              # a guess the range before did not confirm
+                if expected >= stop:
+                    continue                # the range before walked past this whole range
+                at, stop, reach, made, failure = walk(task, expected)
+            yield made
+            if failure is not None:
+                raise failure
+            expected, ended = reach.pos, reach.ended
 
     def _tags_codes_of(self, view: memoryview, rows: columnar.Rows) -> np.ndarray:
         """Each row's consume-queue tags code (:meth:`tags_code`): the TAGS hashes, in C; delay
@@ -1262,19 +1367,26 @@ class RocketMQStore(LifecycleMixin, Store):
         }
 
     def dump_json(self, *, topic: str | None = None, partition: int | None = None,
-                  isolation: str = READ_UNCOMMITTED) -> Iterator[bytes | memoryview]:
+                  isolation: str = READ_UNCOMMITTED, threads: int | None = None
+                  ) -> Iterator[bytes | memoryview]:
         """``dump --json`` lines (UTF-8) in commitlog order, :data:`JSON_KEYS` objects (with an ``ext``
         object for a message a ``consumequeue_ext`` unit describes), a batch of messages at a time
         in C where built.  ``read_committed`` leaves out what no consumer is given: prepared and
         rolled-back transaction messages, which no consume queue points at (:func:`has_queue_entry`).
         The C path's blocks are views of one reused buffer (valid until the next block is
-        asked for).  ``O(bytes read)``."""
+        asked for).  ``threads`` (default: the cores the process may use) walks and formats the
+        commitlog by byte ranges on that many threads (as :meth:`scan_arrow`), the same bytes.
+        ``O(bytes read)``.
+
+        :raises ConfigError: an unknown isolation level, ``threads`` below 1.
+        """
         self._check_open()
         committed = check_isolation(isolation) == READ_COMMITTED
+        threads = thread_count(threads)
         ext_units = self._ext_units_by_physical_offset()
         if columnar._speedups is not None and not ext_units:   # in C, a batch at a time
-            writer = columnar.JsonWriter()
-            for view, rows in self._region_rows(None, None, _DUMP_ROWS, reuse=True):
+
+            def kept(view: memoryview, rows: columnar.Rows) -> columnar.Rows:
                 if topic is not None or partition is not None or committed:
                     keep = (columnar.topic_is(view, rows, topic) if topic is not None
                             else np.ones(len(rows), bool))
@@ -1284,9 +1396,28 @@ class RocketMQStore(LifecycleMixin, Store):
                         keep &= ~np.isin(rows["sys_flag"] & SYSFLAG_TRANSACTION_MASK, NO_QUEUE_ENTRY)
                     if not keep.all():
                         rows = rows.select(keep)
-                        if not len(rows):
-                            continue
-                yield writer.lines(view, rows, self._tags_codes_of(view, rows))
+                return rows
+
+            if threads > 1:
+                writers = threading.local()     # a writer (its buffer) per thread, reused range to range
+
+                def lines(view: memoryview, rows: columnar.Rows) -> bytes:
+                    rows = kept(view, rows)
+                    if not len(rows):
+                        return b""
+                    writer = getattr(writers, "writer", None)
+                    if writer is None:
+                        writer = writers.writer = columnar.JsonWriter()
+                    return bytes(writer.lines(view, rows, self._tags_codes_of(view, rows)))
+
+                for blocks in self._parallel_regions(None, None, _DUMP_ROWS, threads, lines):
+                    yield from (block for block in blocks if block)
+                return
+            writer = columnar.JsonWriter()
+            for view, rows in self._region_rows(None, None, _DUMP_ROWS, reuse=True):
+                rows = kept(view, rows)
+                if len(rows):
+                    yield writer.lines(view, rows, self._tags_codes_of(view, rows))
             return
         for msg in self.scan():
             if topic is not None and msg.topic != topic:

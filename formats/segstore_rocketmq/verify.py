@@ -88,7 +88,8 @@ def _damage(path: str, view: memoryview, pos: int, base: int) -> str:
     return "expected a message or a BLANK, found zeros before later valid messages"
 
 
-def _verify_commitlog(store, problems: list[Problem], missing: list[Problem]) -> tuple[Walk, _Coverage]:
+def _verify_commitlog(store, problems: list[Problem], missing: list[Problem], threads: int = 1
+                      ) -> tuple[Walk, _Coverage]:
     """The commitlog's problems into ``problems``; messages lacking a consume-queue entry into
     ``missing`` (checked a walk batch at a time).  Returns the walk (its end and gaps) and what
     its lockstep confirmed (:class:`_Coverage`)."""
@@ -111,7 +112,7 @@ def _verify_commitlog(store, problems: list[Problem], missing: list[Problem]) ->
     cover = _Coverage(store)
     if len(cl.log.segments) == 0:
         return w, cover
-    for batch in walk_batches(cl, cl.min_offset, store.tags_code, w):
+    for batch in walk_batches(cl, cl.min_offset, store.tags_code, w, threads=threads):
         cover.check(batch, missing)
         if len(batch):
             cover.newest = max(cover.newest or 0, int(batch.store_timestamp.max()))
@@ -687,12 +688,13 @@ def _verify_files(store, problems: list[Problem], newest: int | None) -> None:
             problems.append(Problem(cpath, err.pos, err.message))
 
 
-def verify_store(store) -> list[Problem]:
-    """Every problem found in a :class:`~segstore_rocketmq.store.RocketMQStore` (empty: clean)."""
+def verify_store(store, threads: int = 1) -> list[Problem]:
+    """Every problem found in a :class:`~segstore_rocketmq.store.RocketMQStore` (empty: clean); the
+    commitlog decoded on ``threads`` threads (the same problems with any number)."""
     problems: list[Problem] = []
     missing: list[Problem] = []
     with progress.task("verify", len(store.commitlog.log.segments) * store.commitlog.file_size):
-        w, cover = _verify_commitlog(store, problems, missing)
+        w, cover = _verify_commitlog(store, problems, missing, threads)
     _verify_queues(store, w, cover, problems)
     problems.extend(missing)
     _verify_queue_exts(store, problems)

@@ -1,0 +1,490 @@
+"""Reads on several threads (``threads=N``) give what one thread gives, byte for byte.
+
+Small stores of several commitlog files / segments and partitions, the split pieces made
+small (``SPLIT_BYTES``) so that files are cut too; each read with threads 1, 2 and 7: the same
+rows in the same order (the batches' IPC bytes, concatenated), and on damaged stores the same
+error (type, file, position) after the same rows.  Where the split guesses a message boundary,
+the guess is made wrong on purpose (Hypothesis): a wrong guess must never show.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from segstore_kafka import store as kafka_store
+from segstore_rocketmq import columnar as rocketmq_columnar
+
+import segstore
+from segstore import cli, overlap
+from segstore.errors import ConfigError, SegstoreError
+
+THREADS = (1, 2, 7)
+#: commitlog files of 64 KiB: the store below fills about a dozen
+FILE_SIZE = 64 << 10
+#: small consume-queue and index files too (copies of the store stay small)
+ROCKETMQ_CONFIG = {"mappedFileSizeCommitLog": FILE_SIZE, "mappedFileSizeConsumeQueue": 20 * 1000,
+                   "maxHashSlotNum": 1024, "maxIndexNum": 4096}
+
+
+def _messages(n: int, seed: int) -> list[dict]:
+    rnd = random.Random(seed)
+    return [{"topic": f"t{i % 3}", "partition": i % 2, "key": f"k{i}", "tags": f"tag{i % 5}",
+             "value": rnd.randbytes(rnd.randrange(0, 400)), "headers": [("h", str(i).encode())]}
+            for i in range(n)]
+
+
+@pytest.fixture(scope="module")
+def rocketmq_path(tmp_path_factory) -> str:
+    path = str(tmp_path_factory.mktemp("parallel") / "rocketmq")
+    with segstore.open(path, "rocketmq", "a", **ROCKETMQ_CONFIG) as store:
+        store.append_batch(_messages(2500, 1))
+    return path
+
+
+@pytest.fixture(scope="module")
+def kafka_path(tmp_path_factory) -> str:
+    path = str(tmp_path_factory.mktemp("parallel") / "kafka")
+    messages = [{k: v for k, v in m.items() if k != "tags"} for m in _messages(3000, 2)]
+    with segstore.open(path, "kafka", "a", **{"segment.bytes": 40_000}) as store:
+        for i in range(0, len(messages), 50):       # batches of 50 records: many batches a segment
+            store.append_batch(messages[i:i + 50])
+    return path
+
+
+@pytest.fixture(autouse=True)
+def small_splits(monkeypatch):
+    monkeypatch.setattr(rocketmq_columnar, "SPLIT_BYTES", 5000)
+    monkeypatch.setattr(kafka_store, "SPLIT_BYTES", 3000)
+
+
+def _ipc(batches) -> bytes:
+    table = pa.Table.from_batches(batches).combine_chunks()
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def _scan(path: str, threads: int, **kwargs) -> tuple[bytes, tuple | None]:
+    """The rows read (as IPC bytes) and the error after them: (type, path, position, message)."""
+    batches: list[pa.RecordBatch] = []
+    error = None
+    with segstore.open(path) as store:
+        try:
+            for batch in store.scan_arrow(threads=threads, **kwargs):
+                batches.append(batch)
+        except SegstoreError as err:
+            error = (type(err), err.path, err.pos, err.message)
+    schema = batches[0].schema if batches else None
+    return (_ipc(batches) if schema else b""), error
+
+
+def _same_for_all_threads(path: str, **kwargs) -> tuple[bytes, tuple | None]:
+    one = _scan(path, 1, **kwargs)
+    for threads in THREADS[1:]:
+        assert _scan(path, threads, **kwargs) == one, f"threads={threads}"
+    return one
+
+
+# -- RocketMQ scan_arrow ---------------------------------------------------------------------
+
+
+def test_rocketmq_scan_arrow_same_rows_for_every_thread_count(rocketmq_path):
+    rows, error = _same_for_all_threads(rocketmq_path)
+    assert error is None
+    assert pa.ipc.open_stream(rows).read_all().num_rows == 2500
+    assert len(os.listdir(os.path.join(rocketmq_path, "commitlog"))) > 5     # the split is real
+
+
+def test_rocketmq_scan_arrow_byte_range_and_projection(rocketmq_path):
+    _same_for_all_threads(rocketmq_path, start=100_000, end=300_000, columns=["position", "value", "topic"])
+    _same_for_all_threads(rocketmq_path, start=FILE_SIZE + 7, end=FILE_SIZE * 2 + 11)
+
+
+def _damaged(src: str, dst: str, offset: int, data: bytes) -> str:
+    shutil.copytree(src, dst)
+    names = sorted(os.listdir(os.path.join(dst, "commitlog")))
+    file_no, pos = divmod(offset, FILE_SIZE)
+    with open(os.path.join(dst, "commitlog", names[file_no]), "r+b") as f:
+        f.seek(pos)
+        f.write(data)
+    return dst
+
+
+@pytest.mark.parametrize("offset,data,raises", [
+    (3 * FILE_SIZE + 20_000, b"\xff\xee", True),        # inside a message (a body CRC or a length)
+    (5 * FILE_SIZE + 9_000, b"\0" * 300, False),         # zeros over a message: its file's data ends
+    (2 * FILE_SIZE + 40_000, b"\x7f\xff\xff\xff", True),  # a length running past the file
+])
+def test_rocketmq_scan_arrow_damage_same_error_same_place(rocketmq_path, tmp_path, offset, data, raises):
+    if not raises:      # at a message's start: zeros there end the file's data, no error
+        with segstore.open(rocketmq_path) as store:
+            positions = pa.Table.from_batches(store.scan_arrow(["position"], threads=1))["position"]
+        offset = min(p for p in positions.to_pylist() if p >= offset)
+    path = _damaged(rocketmq_path, str(tmp_path / "s"), offset, data)
+    rows, error = _same_for_all_threads(path)
+    assert rows != _scan(rocketmq_path, 1)[0]
+    assert (error is not None) == raises
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), split=st.integers(2000, 30_000), threads=st.sampled_from([2, 7]))
+def test_rocketmq_wrong_boundary_guesses_never_show(rocketmq_path, monkeypatch, seed, split, threads):
+    """A guess inside a message (a body holding a header's bytes) is walked over, never taken."""
+    monkeypatch.setattr(rocketmq_columnar, "SPLIT_BYTES", split)
+    expected = _scan(rocketmq_path, 1)
+    true_boundary = rocketmq_columnar.next_boundary
+
+    def guess(view, pos, limit, base):
+        rnd = random.Random(seed ^ pos)
+        if rnd.random() < 0.5:
+            return true_boundary(view, pos, limit, base)
+        return min(limit, pos + rnd.randrange(0, 600))
+
+    monkeypatch.setattr(rocketmq_columnar, "next_boundary", guess)
+    assert _scan(rocketmq_path, threads) == expected
+
+
+# -- Kafka scan_arrow ------------------------------------------------------------------------
+
+
+def test_kafka_scan_arrow_same_rows_for_every_thread_count(kafka_path):
+    rows, error = _same_for_all_threads(kafka_path)
+    assert error is None
+    assert pa.ipc.open_stream(rows).read_all().num_rows == 3000
+    assert len([n for n in os.listdir(os.path.join(kafka_path, "t1-1")) if n.endswith(".log")]) > 2
+    _same_for_all_threads(kafka_path, topic="t1", partition=1, offset=137, columns=["offset", "value"])
+    _same_for_all_threads(kafka_path, topic="t0", isolation="read_committed")
+
+
+def _kafka_damaged(src: str, dst: str, name: str, pos: int, data: bytes) -> str:
+    shutil.copytree(src, dst)
+    return _kafka_damaged_in_place(dst, name, pos, data)
+
+
+def _kafka_damaged_in_place(path: str, name: str, pos: int, data: bytes) -> str:
+    """``data`` written at ``pos`` of the second segment of partition directory ``name``."""
+    logs = sorted(n for n in os.listdir(os.path.join(path, name)) if n.endswith(".log"))
+    with open(os.path.join(path, name, logs[1]), "r+b") as f:
+        f.seek(pos)
+        f.write(data)
+    return path
+
+
+@pytest.mark.parametrize("pos,data", [(9_000, b"\xff\xee"), (20_011, b"\x7f\xff\xff"), (61, b"\0\0\0\0")])
+def test_kafka_scan_arrow_damage_same_error_same_place(kafka_path, tmp_path, pos, data):
+    path = _kafka_damaged(kafka_path, str(tmp_path / "k"), "t0-0", pos, data)
+    rows, error = _same_for_all_threads(path)
+    assert error is not None and error[1].endswith(".log")
+    assert rows != _scan(kafka_path, 1)[0]
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), threads=st.sampled_from([2, 7]))
+def test_kafka_wrong_index_positions_never_show(kafka_path, monkeypatch, seed, threads):
+    """Cut points that are no batch start (a stale or damaged offset index) are decoded over."""
+    expected = _scan(kafka_path, 1)
+    true_points = kafka_store.split_points
+
+    def points(seg, lo):
+        rnd = random.Random(seed ^ lo ^ seg.base)
+        cuts = sorted({c + rnd.choice([0, 0, 1, 13, -5]) for c in true_points(seg, lo)}
+                      | {rnd.randrange(lo, seg.log.size + 1) for _ in range(3)})
+        return [c for c in cuts if lo < c < seg.log.size]
+
+    monkeypatch.setattr(kafka_store, "split_points", points)
+    assert _scan(kafka_path, threads) == expected
+
+
+def test_threads_below_one_refused(rocketmq_path, kafka_path):
+    for path in (rocketmq_path, kafka_path):
+        with segstore.open(path) as store, pytest.raises(ConfigError):
+            next(store.scan_arrow(threads=0))
+
+
+def test_default_is_the_cores_the_process_may_use(monkeypatch):
+    monkeypatch.delenv("SEGSTORE_THREADS", raising=False)
+    assert overlap.thread_count(None) == len(os.sched_getaffinity(0))
+    monkeypatch.setenv("SEGSTORE_THREADS", "3")
+    assert overlap.thread_count(None) == 3 and overlap.thread_count(5) == 5
+    for bad in ("0", "x"):
+        monkeypatch.setenv("SEGSTORE_THREADS", bad)
+        with pytest.raises(ConfigError):
+            overlap.thread_count(None)
+
+
+# -- dump --json ------------------------------------------------------------------------------
+
+
+def _dump(path: str, threads: int, **kwargs) -> tuple[bytes, tuple | None]:
+    out, error = [], None
+    with segstore.open(path) as store:
+        try:
+            for block in store.dump_json(threads=threads, **kwargs):
+                out.append(bytes(block))
+        except SegstoreError as err:
+            error = (type(err), err.path, err.pos, err.message)
+    return b"".join(out), error
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"topic": "t1"}, {"partition": 1, "isolation": "read_committed"}])
+def test_dump_json_same_bytes_for_every_thread_count(rocketmq_path, kafka_path, kwargs):
+    for path in (rocketmq_path, kafka_path):
+        one = _dump(path, 1, **kwargs)
+        assert one[1] is None and one[0].count(b"\n") > 100
+        for threads in THREADS[1:]:
+            assert _dump(path, threads, **kwargs) == one
+
+
+def test_dump_json_damage_same_error_same_place(rocketmq_path, kafka_path, tmp_path):
+    for path in (_damaged(rocketmq_path, str(tmp_path / "s"), 3 * FILE_SIZE + 20_000, b"\xff\xee"),
+                 _kafka_damaged(kafka_path, str(tmp_path / "k"), "t1-1", 9_000, b"\xff\xee")):
+        one = _dump(path, 1)
+        assert one[1] is not None
+        for threads in THREADS[1:]:
+            assert _dump(path, threads) == one
+
+
+def test_cli_dump_json_threads(rocketmq_path, capsys):
+    outputs = []
+    for threads in ("1", "2", "7"):
+        assert cli.main(["dump", rocketmq_path, "--json", "--threads", threads]) == 0
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0] and outputs.count(outputs[0]) == 3
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["dump", rocketmq_path, "--json", "--threads", "0"])
+    assert exit_.value.code == 2
+
+
+# -- verify -----------------------------------------------------------------------------------
+
+
+def _verify(path: str, threads: int) -> list:
+    with segstore.open(path) as store:
+        return [(p.path, p.pos, p.message) for p in store.verify(threads=threads)]
+
+
+@pytest.mark.parametrize("damage", [[], [(9_000, b"\xff\xee")], [(5_000, b"\x01"), (20_011, b"\x7f\xff\xff")],
+                                    [(61, b"\0\0\0\0"), (30_000, b"\xff")]])
+def test_kafka_verify_same_problems_for_every_thread_count(kafka_path, tmp_path, damage):
+    path = str(tmp_path / "k")
+    shutil.copytree(kafka_path, path)
+    for pos, data in damage:
+        _kafka_damaged_in_place(path, "t0-1", pos, data)
+    one = _verify(path, 1)
+    assert bool(one) == bool(damage)
+    for threads in THREADS[1:]:
+        assert _verify(path, threads) == one
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1))
+def test_kafka_verify_wrong_index_positions_never_show(kafka_path, tmp_path_factory, monkeypatch, seed):
+    path = str(tmp_path_factory.mktemp("v") / "k")
+    shutil.copytree(kafka_path, path)
+    _kafka_damaged_in_place(path, "t1-0", 12_345, b"\xfe")
+    expected = _verify(path, 1)
+    true_points = kafka_store.split_points
+
+    def points(seg, lo):
+        rnd = random.Random(seed ^ seg.base)
+        cuts = {c + rnd.choice([0, 3, -7]) for c in true_points(seg, lo)}
+        cuts.add(rnd.randrange(lo, seg.log.size + 1))
+        return sorted(c for c in cuts if lo < c < seg.log.size)
+
+    monkeypatch.setattr(kafka_store, "split_points", points)
+    assert _verify(path, 2) == expected
+
+
+@pytest.mark.parametrize("damage", [
+    [],
+    [(3 * FILE_SIZE + 20_000, b"\xff\xee")],                                  # one message
+    [(2 * FILE_SIZE + 9_000, b"\0" * 3000), (5 * FILE_SIZE + 777, b"\x01")],  # zeros, a later flip
+])
+def test_rocketmq_verify_same_problems_for_every_thread_count(rocketmq_path, tmp_path, damage):
+    path = str(tmp_path / "s")
+    shutil.copytree(rocketmq_path, path)
+    names = sorted(os.listdir(os.path.join(path, "commitlog")))
+    for offset, data in damage:
+        file_no, pos = divmod(offset, FILE_SIZE)
+        with open(os.path.join(path, "commitlog", names[file_no]), "r+b") as f:
+            f.seek(pos)
+            f.write(data)
+    one = _verify(path, 1)
+    assert bool(one) == bool(damage)
+    for threads in THREADS[1:]:
+        assert _verify(path, threads) == one
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), split=st.integers(2000, 30_000))
+def test_rocketmq_verify_wrong_boundary_guesses_never_show(rocketmq_path, monkeypatch, seed, split):
+    monkeypatch.setattr(rocketmq_columnar, "SPLIT_BYTES", split)
+    expected = _verify(rocketmq_path, 1)
+    true_boundary = rocketmq_columnar.next_boundary
+
+    def guess(view, pos, limit, base):
+        rnd = random.Random(seed ^ pos)
+        if rnd.random() < 0.5:
+            return true_boundary(view, pos, limit, base)
+        return min(limit, pos + rnd.randrange(600))
+
+    monkeypatch.setattr(rocketmq_columnar, "next_boundary", guess)
+    assert _verify(rocketmq_path, 2) == expected
+
+
+def test_cli_verify_threads(kafka_path, tmp_path, capsys):
+    path = _kafka_damaged(kafka_path, str(tmp_path / "k"), "t0-0", 9_000, b"\xff\xee")
+    outputs = []
+    for threads in ("1", "2", "7"):
+        assert cli.main(["verify", path, "--threads", threads]) == 1
+        outputs.append(capsys.readouterr().out)
+    assert ".log:" in outputs[0] and outputs.count(outputs[0]) == 3
+
+
+@settings(max_examples=10, deadline=None)
+@given(where=st.lists(st.integers(0, 12 * FILE_SIZE), min_size=1, max_size=20))
+def test_next_boundary_finds_the_next_message(rocketmq_path, where):
+    """On a store's files the guess is the next message: bodies of random bytes hold no false mark."""
+    with segstore.open(rocketmq_path) as store:
+        table = pa.Table.from_batches(store.scan_arrow(["position"], threads=1))
+        positions = sorted(table["position"].to_pylist())
+        segs = list(store.commitlog.log.segments)
+        for at in where:
+            seg = segs[min(at // FILE_SIZE, len(segs) - 1)]
+            pos = at - seg.base
+            if not 0 <= pos < seg.wrote:
+                continue
+            found = rocketmq_columnar.next_boundary(seg.file.view(), pos, seg.wrote, seg.base)
+            following = [p - seg.base for p in positions if seg.base + pos <= p < seg.base + seg.wrote]
+            assert found == (following[0] if following else seg.wrote)
+
+
+# -- recover ----------------------------------------------------------------------------------
+
+
+def _tree_bytes(path: str) -> dict[str, bytes]:
+    """The bytes of the store's message and index files (an IndexFile by its rank: it is named for
+    the time it was made)."""
+    out = {}
+    for where in ("commitlog", "consumequeue", "index"):
+        for dirpath, _, names in os.walk(os.path.join(path, where)):
+            for rank, name in enumerate(sorted(names)):
+                full = os.path.join(dirpath, name)
+                with open(full, "rb") as f:
+                    out[f"index#{rank}" if where == "index" else os.path.relpath(full, path)] = f.read()
+    return out
+
+
+def _recovered(src: str, dst: str, threads: int, damage: list, monkeypatch) -> tuple:
+    """A copy of ``src`` that lost its queues and IndexFile in a crash (and ``damage``), recovered on
+    ``threads`` threads (at open and by ``recover``): the lines, the error and the files' bytes."""
+    shutil.copytree(src, dst)
+    for name in ("consumequeue", "index"):
+        shutil.rmtree(os.path.join(dst, name))
+    open(os.path.join(dst, "abort"), "wb").close()
+    names = sorted(os.listdir(os.path.join(dst, "commitlog")))
+    for offset, data in damage:
+        file_no, pos = divmod(offset, FILE_SIZE)
+        with open(os.path.join(dst, "commitlog", names[file_no]), "r+b") as f:
+            f.seek(pos)
+            f.write(data)
+    monkeypatch.setenv("SEGSTORE_THREADS", str(threads))     # the recovery at open
+    error = None
+    with segstore.open(dst, "rocketmq", "a", **ROCKETMQ_CONFIG) as store:
+        try:
+            lines = store.recover(threads=threads)
+        except SegstoreError as err:
+            lines, error = getattr(err, "actions", None), (type(err), err.path.replace(dst, "STORE"),
+                                                           err.pos, err.message)
+    lines = [line.replace(dst, "STORE") for line in lines or []]
+    return lines, error, _tree_bytes(dst)
+
+
+@pytest.mark.parametrize("damage", [[], [(5 * FILE_SIZE + 20_000, b"\xff\xee")]])
+def test_rocketmq_recover_same_files_for_every_thread_count(rocketmq_path, tmp_path, monkeypatch, damage):
+    one = _recovered(rocketmq_path, str(tmp_path / "1"), 1, damage, monkeypatch)
+    assert any(name.startswith("consumequeue") for name in one[2]) and "index#0" in one[2]
+    assert (one[1] is not None) == bool(damage)     # damage with intact messages after it stays
+    for threads in THREADS[1:]:
+        assert _recovered(rocketmq_path, str(tmp_path / str(threads)), threads, damage, monkeypatch) == one
+
+
+# -- convert ----------------------------------------------------------------------------------
+
+
+def _converted(src: str, dst: str, to: str, threads: int, monkeypatch) -> dict[str, bytes]:
+    """The files a conversion with ``SEGSTORE_THREADS=threads`` writes (names relative to ``dst``)."""
+    from segstore.convert import convert
+
+    monkeypatch.setenv("SEGSTORE_THREADS", str(threads))
+    config = ROCKETMQ_CONFIG if to == "rocketmq" else {"segment.bytes": 40_000}
+    convert(src, dst, to=to, config=config)
+    out = {}
+    for dirpath, _, names in os.walk(dst):
+        for rank, name in enumerate(sorted(names)):
+            full = os.path.join(dirpath, name)
+            rel = os.path.relpath(full, dst)
+            if rel.startswith("index"):         # an IndexFile is named for the time it was made
+                rel = f"index#{rank}"
+            if rel in ("checkpoint", "meta.properties") or rel.endswith(".json"):
+                continue                        # times of the run, ids
+            with open(full, "rb") as f:
+                out[rel] = f.read()
+    return out
+
+
+@pytest.mark.parametrize("to", ["kafka", "rocketmq"])
+def test_convert_same_files_for_every_thread_count(rocketmq_path, kafka_path, tmp_path, monkeypatch, to):
+    src = rocketmq_path if to == "kafka" else kafka_path
+    one = _converted(src, str(tmp_path / "1"), to, 1, monkeypatch)
+    assert len(one) > 3
+    for threads in THREADS[1:]:
+        assert _converted(src, str(tmp_path / str(threads)), to, threads, monkeypatch) == one
+
+
+# -- segstore.overlap.in_rounds ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("threads", THREADS)
+def test_in_rounds_order_errors_and_a_failing_source(threads):
+    def tasks():
+        yield from range(10)
+        raise ConfigError("the source's own error")
+
+    def run(i: int) -> int:
+        if i == 4:
+            raise ValueError("four")
+        return i * i
+
+    got, raised = [], None
+    try:
+        for task, result, error in overlap.in_rounds(tasks(), run, threads, 3):
+            got.append((task, result, type(error).__name__ if error else None))
+    except ConfigError as err:
+        raised = err.message
+    assert got == [(i, None if i == 4 else i * i, "ValueError" if i == 4 else None) for i in range(10)]
+    assert raised == "the source's own error"
+
+
+def test_in_rounds_runs_nothing_while_suspended():
+    import threading
+
+    running = threading.Event()
+    done: list[int] = []
+
+    def run(i: int) -> int:
+        running.set()
+        done.append(i)
+        running.clear()
+        return i
+
+    rounds = overlap.in_rounds(iter(range(8)), run, 2, 2)
+    for task, _, _ in rounds:
+        assert not running.is_set() and len(done) == 2 * (task // 2 + 1)
