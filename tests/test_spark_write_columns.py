@@ -93,3 +93,28 @@ def test_a_null_topic_without_the_option_is_refused_as_the_message_path_refuses_
 def test_columns_that_do_not_convert_fall_back_to_the_message_path() -> None:
     table = pa.table({"topic": ["t"], "value": [b"v"], "headers": pa.array([[1, 2]], pa.list_(pa.int64()))})
     assert staged_columns(table, WriteOptions(path="unused", format="kafka")) is None
+
+
+def test_a_spark_task_reads_on_one_thread(tmp_path) -> None:
+    """Spark runs a task per core: a task's scan takes one thread, not the store's default (every core)."""
+    from segstore.spark import planning
+    from segstore.spark.datasource import read_slices
+    from segstore.spark.options import parse_read_options
+    from segstore.spark.schema import spark_schema
+
+    with segstore.open(str(tmp_path / "k"), "kafka", "a") as store:
+        store.append_batch([{"topic": "t", "value": b"v%d" % i} for i in range(5)])
+    asked: list[dict] = []
+    with segstore.open(str(tmp_path / "k"), "kafka") as store:
+        scan_arrow = store.scan_arrow
+
+        def recording(*args, **kwargs):
+            asked.append(kwargs)
+            return scan_arrow(*args, **kwargs)
+
+        store.scan_arrow = recording    # type: ignore[method-assign]
+        partition = planning.SegstoreInputPartition(0, str(tmp_path / "k"), "kafka", (),
+                                                    (planning.Slice("t", 0, 0, 5, 100),))
+        batches = list(read_slices(partition, spark_schema("kafka"), parse_read_options({"path": "x"}), store))
+    assert sum(b.num_rows for b in batches) == 5
+    assert asked and all(kwargs.get("threads") == 1 for kwargs in asked)

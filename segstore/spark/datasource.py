@@ -175,8 +175,10 @@ def _read_slices(partition: planning.SegstoreInputPartition, schema: StructType,
     reader: Any = store
     for piece in partition.slices:
         start, end = piece.start, piece.end
+        # one thread a task: Spark runs a task per core already (a store's default would take every
+        # core in each task and oversubscribe the executor)
         for batch in reader.scan_arrow(columns, topic=piece.topic, partition=piece.partition,
-                                       offset=start, **extra):
+                                       offset=start, threads=1, **extra):
             offsets = batch.column("offset")
             first = _offset_index(offsets, start)
             stop = _offset_index(offsets, end)
