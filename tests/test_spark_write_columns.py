@@ -115,6 +115,7 @@ def test_a_spark_task_reads_on_one_thread(tmp_path) -> None:
         store.scan_arrow = recording    # type: ignore[method-assign]
         partition = planning.SegstoreInputPartition(0, str(tmp_path / "k"), "kafka", (),
                                                     (planning.Slice("t", 0, 0, 5, 100),))
-        batches = list(read_slices(partition, spark_schema("kafka"), parse_read_options({"path": "x"}), store))
+        options = parse_read_options({"path": "x"})
+        batches = list(read_slices(partition, spark_schema("kafka"), options, store))
     assert sum(b.num_rows for b in batches) == 5
     assert asked and all(kwargs.get("threads") == 1 for kwargs in asked)
