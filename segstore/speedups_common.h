@@ -160,4 +160,33 @@ valid_utf8(const uint8_t *s, Py_ssize_t n, int allow_surrogates)
     return 1;
 }
 
+/* Where a slots class keeps its members ``names`` (writable object slots), into offsets: the C paths
+ * that build results set their fields there directly.  Included after structmember.h. */
+static inline int
+slot_offsets(PyObject *cls, const char *const *names, int n, Py_ssize_t *offsets)
+{
+    if (!PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "expected a class");
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        PyObject *descr = PyObject_GetAttrString(cls, names[i]);
+        if (descr == NULL) {
+            return -1;
+        }
+        int ok = Py_IS_TYPE(descr, &PyMemberDescr_Type) &&
+                 ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX &&
+                 !(((PyMemberDescrObject *)descr)->d_member->flags & READONLY);
+        if (ok) {
+            offsets[i] = ((PyMemberDescrObject *)descr)->d_member->offset;
+        }
+        Py_DECREF(descr);
+        if (!ok) {
+            PyErr_Format(PyExc_TypeError, "%s.%s must be a __slots__ member", ((PyTypeObject *)cls)->tp_name, names[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 #endif

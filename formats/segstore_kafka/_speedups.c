@@ -2723,58 +2723,31 @@ plain_results(PyObject *module, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* Where a slots class keeps its members ``names`` (writable object slots), into offsets. */
-static int
-slot_offsets(PyObject *cls, const char *const *names, int n, Py_ssize_t *offsets)
+/* Record slots class ``cls``: its members' offsets into ``offsets_out`` and the class into ``*type_out``. */
+static PyObject *
+take_slots_class(PyObject *cls, const char *const *names, int n, Py_ssize_t *offsets_out,
+                 PyTypeObject **type_out)
 {
-    if (!PyType_Check(cls)) {
-        PyErr_SetString(PyExc_TypeError, "expected a class");
-        return -1;
+    Py_ssize_t offsets[N_MESSAGE_FIELDS > N_RESULT_FIELDS ? N_MESSAGE_FIELDS : N_RESULT_FIELDS];
+    if (slot_offsets(cls, names, n, offsets) < 0) {
+        return NULL;
     }
-    for (int i = 0; i < n; i++) {
-        PyObject *descr = PyObject_GetAttrString(cls, names[i]);
-        if (descr == NULL) {
-            return -1;
-        }
-        int ok = Py_IS_TYPE(descr, &PyMemberDescr_Type) &&
-                 ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX &&
-                 !(((PyMemberDescrObject *)descr)->d_member->flags & READONLY);
-        if (ok) {
-            offsets[i] = ((PyMemberDescrObject *)descr)->d_member->offset;
-        }
-        Py_DECREF(descr);
-        if (!ok) {
-            PyErr_Format(PyExc_TypeError, "%s must be a __slots__ member", names[i]);
-            return -1;
-        }
-    }
-    return 0;
+    memcpy(offsets_out, offsets, (size_t)n * sizeof(Py_ssize_t));
+    Py_INCREF(cls);
+    Py_XSETREF(*type_out, (PyTypeObject *)cls);
+    Py_RETURN_NONE;
 }
 
 static PyObject *
 init_message(PyObject *module, PyObject *cls)
 {
-    Py_ssize_t offsets[N_MESSAGE_FIELDS];
-    if (slot_offsets(cls, MESSAGE_NAMES, N_MESSAGE_FIELDS, offsets) < 0) {
-        return NULL;
-    }
-    memcpy(message_offset, offsets, sizeof(offsets));
-    Py_INCREF(cls);
-    Py_XSETREF(message_type, (PyTypeObject *)cls);
-    Py_RETURN_NONE;
+    return take_slots_class(cls, MESSAGE_NAMES, N_MESSAGE_FIELDS, message_offset, &message_type);
 }
 
 static PyObject *
 init_results(PyObject *module, PyObject *cls)
 {
-    Py_ssize_t offsets[N_RESULT_FIELDS];
-    if (slot_offsets(cls, RESULT_NAMES, N_RESULT_FIELDS, offsets) < 0) {
-        return NULL;
-    }
-    memcpy(result_offset, offsets, sizeof(offsets));
-    Py_INCREF(cls);
-    Py_XSETREF(result_type, (PyTypeObject *)cls);
-    Py_RETURN_NONE;
+    return take_slots_class(cls, RESULT_NAMES, N_RESULT_FIELDS, result_offset, &result_type);
 }
 
 static PyMethodDef methods[] = {

@@ -424,27 +424,9 @@ make_result(PyObject *topic, PyObject *queue_id, int64_t queue_offset, int64_t p
 static PyObject *
 init(PyObject *module, PyObject *cls)
 {
-    if (!PyType_Check(cls)) {
-        PyErr_SetString(PyExc_TypeError, "init() takes the AppendResult class");
-        return NULL;
-    }
     Py_ssize_t offsets[N_RESULT_FIELDS];
-    for (int i = 0; i < N_RESULT_FIELDS; i++) {
-        PyObject *descr = PyObject_GetAttrString(cls, RESULT_FIELDS[i]);
-        if (descr == NULL) {
-            return NULL;
-        }
-        int ok = Py_IS_TYPE(descr, &PyMemberDescr_Type) &&
-                 ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX &&
-                 !(((PyMemberDescrObject *)descr)->d_member->flags & READONLY);
-        if (ok) {
-            offsets[i] = ((PyMemberDescrObject *)descr)->d_member->offset;
-        }
-        Py_DECREF(descr);
-        if (!ok) {
-            PyErr_Format(PyExc_TypeError, "AppendResult.%s must be a __slots__ member", RESULT_FIELDS[i]);
-            return NULL;
-        }
+    if (slot_offsets(cls, RESULT_FIELDS, N_RESULT_FIELDS, offsets) < 0) {
+        return NULL;
     }
     memcpy(result_offset, offsets, sizeof(offsets));
     Py_INCREF(cls);
