@@ -851,8 +851,8 @@ def _thread_count(text: str) -> int:
 
 def _threads_flag(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--threads", type=_thread_count, metavar="N",
-                   help=f"{what} on N threads (default: the cores this process may use); the output is "
-                        "the same with any N")
+                   help=f"{what} on N threads (default: the cores this process may use where it may use 3 "
+                        "or more, else 1); the output is the same with any N")
 
 
 def _isolation_flag(p: argparse.ArgumentParser) -> None:

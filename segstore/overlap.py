@@ -42,7 +42,7 @@ U = TypeVar("U")
 
 
 def cores() -> int:
-    """The cores this process may run on (its affinity mask): the default number of threads of a read."""
+    """The cores this process may run on (its affinity mask)."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:      # no affinity on this platform (macOS, Windows)
@@ -222,16 +222,26 @@ def _outcome(run: Callable[[T], U], task: T) -> tuple[U | None, BaseException | 
         return None, err
 
 
+def default_threads(available: int) -> int:
+    """The threads a read takes by default on ``available`` cores: all of them from 3 cores on,
+    one on 1 or 2.  On 2 cores the one-thread paths already run on both (the walk of the next
+    region beside the build of this one, :func:`overlapped`), and splitting by ranges measured
+    0.78-1.37x of them (benchmarks/bench_parallel.py, 500k and 4M messages): a range split costs
+    1.1-1.6x the CPU, which only more cores pay back."""
+    return available if available > 2 else 1
+
+
 def thread_count(threads: int | None) -> int:
     """``threads`` checked (at least 1); when None the default: ``$SEGSTORE_THREADS`` when set (as
-    ``OMP_NUM_THREADS``: for what takes no argument, a store's recovery at open), else :func:`cores`.
+    ``OMP_NUM_THREADS``: for what takes no argument, a store's recovery at open), else
+    :func:`default_threads` of :func:`cores`.
 
     :raises ConfigError: ``threads`` (or ``$SEGSTORE_THREADS``) below 1.
     """
     if threads is None:
         given = os.environ.get("SEGSTORE_THREADS")
         if not given:
-            return cores()
+            return default_threads(cores())
         try:
             threads = int(given)
         except ValueError:

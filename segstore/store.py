@@ -227,7 +227,7 @@ class Store(abc.ABC):
         order.  With ``start``/``end``: the records whose log position lies in
         ``[start, end)``.  ``columns`` projects (only those columns are built).
         Memory is bounded by the batch size, not the store.  ``threads``: how many threads a
-        format that splits its reads may use (default: the cores the process may use); the same
+        format that splits its reads may use (default: see segstore.overlap.thread_count); the same
         records in the same order and the same error at the same place with any number (the
         batches may be cut elsewhere).
         """
@@ -322,7 +322,7 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def verify(self) -> list[Problem]:
         """Check every file; an empty list means clean.  The built-in formats also take ``threads``
-        (how many threads decode the logs; default: the cores the process may use)."""
+        (how many threads decode the logs; default: see segstore.overlap.thread_count)."""
 
     def recover(self) -> list[str]:
         """Repair what a crash left; returns one line per action taken.
@@ -376,7 +376,7 @@ class Store(abc.ABC):
 
         ``isolation``: :data:`READ_COMMITTED` leaves out what a read_committed consumer never
         sees, where the format has transactions.  ``threads``: how many threads a format that
-        splits its work may use (default: the cores the process may use; the same bytes with
+        splits its work may use (default: see segstore.overlap.thread_count; the same bytes with
         any).  The default (for plugins without a columnar dump) is a block a record from
         :meth:`scan` and :meth:`to_json`, on one thread.
 

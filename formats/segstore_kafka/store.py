@@ -709,7 +709,7 @@ class KafkaStore(Store):
         :meth:`read`: ``"read_committed"`` drops control records and the records
         of aborted transactions (:func:`_committed_rows`); a batch may then be empty.
 
-        ``threads`` (default: the cores the process may use) decodes the segments, cut into byte
+        ``threads`` (default: see segstore.overlap.thread_count) decodes the segments, cut into byte
         ranges at offset-index positions, on that many threads (:meth:`_parallel_chunks`; not with
         ``start``/``end`` nor for a remote log): the same rows in the same order and the same error
         at the same place as one thread, batches cut where the ranges are.
@@ -977,7 +977,7 @@ class KafkaStore(Store):
         equal to the id the metadata log gives the topic (the broker refuses to load a partition whose
         id differs: ``UnifiedLog.assignTopicId``, ``InconsistentTopicIdException``).
 
-        ``threads`` (default: the cores the process may use) decodes the logs (CRCs, records) by byte
+        ``threads`` (default: see segstore.overlap.thread_count) decodes the logs (CRCs, records) by byte
         ranges on that many threads ahead of the checks (:class:`_DecodedAhead`); the same
         problems in the same order with any number.
 
@@ -1187,7 +1187,7 @@ class KafkaStore(Store):
                   ) -> Iterator[bytes | memoryview]:
         """``dump --json`` lines (ASCII), a decoded chunk at a time in C where built: byte for byte
         ``json.dumps(self.to_json(record))`` for each record of :meth:`scan` (``scan(isolation=...)``),
-        so from each partition's log start.  ``threads`` (default: the cores the process may use)
+        so from each partition's log start.  ``threads`` (default: see segstore.overlap.thread_count)
         decodes and formats on that many threads as :meth:`scan_arrow` does, the same bytes.
         ``O(bytes read)``.
 

@@ -394,7 +394,7 @@ class LifecycleMixin:
 
         The full check walks the whole commitlog and checks every consume-queue
         and index entry of it (the broker only re-checks the last files), repairing
-        what it finds the same way.  ``threads`` (default: the cores the process may use)
+        what it finds the same way.  ``threads`` (default: see segstore.overlap.thread_count)
         decodes the commitlog on that many threads (the same repairs with any number; the
         recovery at open uses the default).  Runtime complexity: ``O(store size)``.
 
@@ -574,7 +574,7 @@ class LifecycleMixin:
     def verify(self: _Lifecycle, threads: int | None = None) -> list[Problem]:
         """Check every commitlog message, queue entry, index entry, the checkpoint and config (.verify).
 
-        ``threads`` (default: the cores the process may use) decodes the commitlog by byte ranges on
+        ``threads`` (default: see segstore.overlap.thread_count) decodes the commitlog by byte ranges on
         that many threads (``recovery.walk_batches``); the same problems in the same order.
 
         :raises ConfigError: ``threads`` below 1.

@@ -968,7 +968,7 @@ class RocketMQStore(LifecycleMixin, Store):
         the start, so a position need not be a message boundary).  A batch holds at most
         ``batch_rows`` messages of one commitlog file.  Runtime complexity: ``O(bytes read)``.
 
-        ``threads`` (default: the cores the process may use) walks the commitlog (not a queue) by
+        ``threads`` (default: see segstore.overlap.thread_count) walks the commitlog (not a queue) by
         byte ranges on that many threads (:meth:`_parallel_regions`): the same messages in the same
         order and the same error at the same place as one thread, batches cut where the ranges are.
 
@@ -1374,7 +1374,7 @@ class RocketMQStore(LifecycleMixin, Store):
         in C where built.  ``read_committed`` leaves out what no consumer is given: prepared and
         rolled-back transaction messages, which no consume queue points at (:func:`has_queue_entry`).
         The C path's blocks are views of one reused buffer (valid until the next block is
-        asked for).  ``threads`` (default: the cores the process may use) walks and formats the
+        asked for).  ``threads`` (default: see segstore.overlap.thread_count) walks and formats the
         commitlog by byte ranges on that many threads (as :meth:`scan_arrow`), the same bytes.
         ``O(bytes read)``.
 
