@@ -450,6 +450,18 @@ class CommitLog:
                 raise CorruptDataError(f"expected commitlog files from physical offset {gone} to {end}, "
                                        "found none: the messages they held are lost", path)
 
+    def files_between(self, start: int | None, end: int | None) -> Iterator[tuple[CommitLogFile, int, int]]:
+        """The files holding physical offsets ``[start, end)`` (None: the log's ends), in order, each
+        with that range clamped to the log (``lo``, ``hi``); a gap before a file raises its error
+        (:meth:`check_gap_before`) in its place."""
+        lo = self.min_offset if start is None else max(start, self.min_offset)
+        hi = self.end if end is None else min(end, self.end)
+        for seg in self.log.segments.values(lo):
+            if seg.base >= hi:
+                return
+            self.check_gap_before(seg, lo)
+            yield seg, lo, hi
+
     def walk(self, start: int | None = None, *, check_crc: bool = True,
              stop_at_end: bool = True) -> Iterator[tuple[int, RocketMQMessage | Blank]]:
         """``(physical offset, record)`` for every message and BLANK from ``start``, in order.

@@ -1003,12 +1003,7 @@ class RocketMQStore(LifecycleMixin, Store):
         """The decoded rows of the messages whose physical offset lies in ``[start, end)`` (None: the
         store's ends), with the view of their commitlog file (``reuse``: see ``columnar.walk_file``)."""
         cl = self.commitlog
-        lo = cl.min_offset if start is None else max(start, cl.min_offset)
-        hi = cl.end if end is None else min(end, cl.end)
-        for seg in cl.log.segments.values(lo):
-            if seg.base >= hi:
-                return
-            cl.check_gap_before(seg, lo)
+        for seg, lo, hi in cl.files_between(start, end):
             view = seg.file.view()
             for rows in columnar.walk_file(view, 0, seg.wrote, seg.base, cl.file_size, seg.path,
                                            stop=hi - seg.base, batch_rows=batch_rows, reuse=reuse):
@@ -1021,13 +1016,7 @@ class RocketMQStore(LifecycleMixin, Store):
     def _split_ranges(self, start: int | None, end: int | None) -> Iterator[_Range]:
         """The byte ranges of :meth:`_parallel_regions`, in log order (:class:`_Range`).  Raises the
         gaps' errors in their place."""
-        cl = self.commitlog
-        lo = cl.min_offset if start is None else max(start, cl.min_offset)
-        hi = cl.end if end is None else min(end, cl.end)
-        for seg in cl.log.segments.values(lo):
-            if seg.base >= hi:
-                return
-            cl.check_gap_before(seg, lo)
+        for seg, lo, hi in self.commitlog.files_between(start, end):
             stop = min(hi - seg.base, seg.wrote)
             first = max(lo - seg.base, 0)
             cuts = list(range(first + columnar.SPLIT_BYTES, stop, columnar.SPLIT_BYTES))
