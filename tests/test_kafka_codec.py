@@ -94,6 +94,26 @@ def test_crc32c_known_vector() -> None:
     assert crc32c.crc32c(b"123456789") == 0xE3069283
 
 
+# The C CRC-32C runs three blocks at once and joins them (blocks of 8192 and 256 bytes):
+# lengths around each boundary, then random ones across several rounds.
+CRC_BOUNDARY_LENGTHS = [0, 1, 7, 8, 9, 767, 768, 769, 3 * 8192 - 1, 3 * 8192, 3 * 8192 + 1,
+                        3 * 8192 + 3 * 256 + 7, 2 * 3 * 8192 + 5]
+
+
+@pytest.mark.parametrize("length", CRC_BOUNDARY_LENGTHS)
+def test_c_crc32c_equals_the_reference_at_block_boundaries(length: int) -> None:
+    c = _accelerator()
+    data = random.Random(length).randbytes(length)
+    assert c.crc32c(data) == crc32c.crc32c(data)
+    assert c.crc32c(data, 0x1234_5678) == crc32c.crc32c(data, 0x1234_5678)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.binary(max_size=80_000), st.integers(0, 2**32 - 1))
+def test_c_crc32c_equals_the_reference(data: bytes, start: int) -> None:
+    assert _accelerator().crc32c(data, start) == crc32c.crc32c(data, start)
+
+
 def test_xxh32_matches_liblz4_header_checksums() -> None:
     for block_size in (lz4.frame.BLOCKSIZE_MAX64KB, lz4.frame.BLOCKSIZE_MAX4MB):
         for store_size in (False, True):
