@@ -416,6 +416,45 @@ def test_rocketmq_recover_same_files_for_every_thread_count(rocketmq_path, tmp_p
         assert _recovered(rocketmq_path, str(tmp_path / str(threads)), threads, damage, monkeypatch) == one
 
 
+
+def _kafka_recovered(src: str, dst: str, threads: int, lost_checkpoint: bool) -> tuple:
+    """A copy of ``src`` whose partition t0-1 is damaged, recovered on ``threads`` threads: the
+    lines, the error (type, path, position, message) and every file's bytes.  With the indexes and
+    the recovery-point checkpoint lost every segment is checked and rebuilt (the damage is cut);
+    with both kept, the damage lies below the recovery point and stays (an UnrepairedDataError)."""
+    shutil.copytree(src, dst)
+    if lost_checkpoint:
+        os.remove(os.path.join(dst, "recovery-point-offset-checkpoint"))
+        for dirpath, _, names in os.walk(dst):
+            for name in names:
+                if name.endswith((".index", ".timeindex")):
+                    os.remove(os.path.join(dirpath, name))
+    _kafka_damaged_in_place(dst, "t0-1", 9_000, b"\xff\xee")
+    error = None
+    with segstore.open(dst, "kafka", "a", **{"segment.bytes": 40_000}) as store:
+        try:
+            lines = store.recover(threads=threads)
+        except SegstoreError as err:
+            lines, error = getattr(err, "actions", None), (type(err), err.path.replace(dst, "STORE"),
+                                                           err.pos, err.message)
+    out = {}
+    for dirpath, _, names in os.walk(dst):
+        for name in names:
+            full = os.path.join(dirpath, name)
+            with open(full, "rb") as f:
+                out[os.path.relpath(full, dst)] = f.read()
+    return [line.replace(dst, "STORE") for line in lines or []], error, out
+
+
+@pytest.mark.parametrize("lost_checkpoint", [True, False])
+def test_kafka_recover_same_files_for_every_thread_count(kafka_path, tmp_path, lost_checkpoint):
+    one = _kafka_recovered(kafka_path, str(tmp_path / "1"), 1, lost_checkpoint)
+    assert any(name.endswith(".index") for name in one[2])
+    assert (one[1] is None) == lost_checkpoint
+    assert any(".cut-" in name for name in one[2]) == lost_checkpoint
+    for threads in THREADS[1:]:
+        assert _kafka_recovered(kafka_path, str(tmp_path / str(threads)), threads, lost_checkpoint) == one
+
 # -- convert ----------------------------------------------------------------------------------
 
 
