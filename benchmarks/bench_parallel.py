@@ -82,6 +82,8 @@ def takes_threads(fmt: str, op: str) -> bool:
     """Whether the format's store takes ``threads`` for ``op`` (verify: where it splits its work)."""
     if op == "convert":         # takes its thread count from SEGSTORE_THREADS
         return True
+    if op == "recover" and fmt == "kafka":
+        return False            # a Kafka recovery splits by partitions, and this log dir holds one
     from segstore_kafka.store import KafkaStore
     from segstore_rocketmq.store import RocketMQStore
 
