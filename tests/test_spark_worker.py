@@ -343,3 +343,33 @@ def test_tasks_of_one_plan_share_the_store_a_new_plan_opens_it_again(monkeypatch
     assert again is store and rows + more == _library(KAFKA, ["offset"]).num_rows
     fresh, _ = read(second[0])
     assert fresh is not store and store.closed
+
+
+_READ_IN_A_FRESH_WORKER = """
+import json, sys
+from segstore.spark import bridge, worker
+worker._warm()
+schema = json.dumps(json.loads(sys.argv[2]))
+plan = bridge.plan({"options": {"path": sys.argv[1]}, "schema": schema, "filters": [], "parallelism": 2})
+rows = 0
+for spec in plan["partitions"]:
+    _, batches = bridge.read({"partition": spec, "schema": schema})
+    rows += sum(batch.num_rows for batch in batches)
+print(json.dumps({"rows": rows, "pandas": "pandas" in sys.modules}))
+"""
+
+
+@pytest.mark.parametrize("store", [KAFKA.parent, ROCKETMQ], ids=["kafka", "rocketmq"])
+def test_a_worker_reads_without_importing_pandas(store):
+    """A forked child imports what its reads use only: pandas (behind pyarrow's ``to_numpy``) cost
+    each new child about 0.3 s and tens of MB."""
+    with segstore.open(str(store)) as opened:
+        schema = spark_schema(opened.format, include_headers=False).json()
+    plan = bridge.plan({"options": {"path": str(store)}, "schema": schema, "filters": [], "parallelism": 2})
+    expected = sum(batch.num_rows for spec in plan["partitions"]
+                   for batch in bridge.read({"partition": spec, "schema": schema})[1])
+    assert expected > 0
+    proc = subprocess.run([sys.executable, "-c", _READ_IN_A_FRESH_WORKER, str(store), schema],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.splitlines()[-1]) == {"rows": expected, "pandas": False}

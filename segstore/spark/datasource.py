@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import (
@@ -57,7 +58,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from .. import api, files
+from .. import api, arrays, files
 from ..columns import HEADERS
 from ..errors import ConfigError, NotFoundError, SegstoreError
 from ..records import Message
@@ -119,7 +120,7 @@ def open_store(path: str, format_name: str | None, config: tuple[tuple[str, str]
 
 def _offset_index(offsets: pa.Array, bound: int) -> int:
     """The number of leading rows of a batch with ``offset < bound`` (its offsets ascend)."""
-    return search(offsets.to_numpy(), bound, Bound.SMALLEST_UPPER)
+    return search(arrays.to_numpy(offsets, np.int64), bound, Bound.SMALLEST_UPPER)
 
 
 def to_spark_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
