@@ -1041,7 +1041,10 @@ class KafkaStore(Store):
             # each task carries a copy of this context, so its progress reaches this task's bar
             tasks = [(part, points.get(key, 0), contextvars.copy_context()) for key, part in parts.items()]
             lines: list[str] = []
-            for _, result, error in in_rounds(iter(tasks), _recover_partition, threads, len(tasks)):
+            # one thread: a partition at a time, stopping at the first error, as before threads;
+            # several: every partition in one round (a partition waits for no other)
+            for _, result, error in in_rounds(iter(tasks), _recover_partition, threads,
+                                              1 if threads == 1 else len(tasks)):
                 if error is not None:
                     raise error
                 lines += cast(list[str], result)
