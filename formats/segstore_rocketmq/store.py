@@ -1149,12 +1149,18 @@ class RocketMQStore(LifecycleMixin, Store):
             stop = int((phys[lo:hi] + sizes[lo:hi]).max()) - seg.base
             for rows in columnar.walk_file(view, int(phys[lo]) - seg.base, seg.wrote, seg.base, cl.file_size,
                                            seg.path, stop=stop, batch_rows=batch_rows):
-                found = np.searchsorted(phys, rows["position"])
-                found[found >= len(phys)] = 0
-                hit = np.flatnonzero(phys[found] == rows["position"])
+                # the entries in this region's stretch, looked up among its rows (both ascend)
+                walked = rows["position"]
+                first = lo + int(np.searchsorted(phys[lo:hi], walked[0]))
+                last = lo + int(np.searchsorted(phys[lo:hi], walked[-1], side="right"))
+                if first == last:
+                    continue
+                at = np.searchsorted(walked, phys[first:last])
+                at[at >= len(walked)] = 0
+                met_here = np.flatnonzero(walked[at] == phys[first:last])
+                hit, want = at[met_here], first + met_here
                 if not len(hit):
                     continue
-                want = found[hit]
                 wrong = ((rows["size"][hit] != sizes[want])
                          | (rows["queue_id"][hit] != queue_ids[slots[want]])
                          | (rows["queue_offset"][hit] != offsets[want]))
