@@ -144,7 +144,9 @@ def read_slices(partition: InputPartition, schema: StructType,
     their ``offset`` column, cast to Spark's Arrow types, and sliced to at most
     ``maxRecordsPerBatch`` rows.  Kafka control records are dropped by a mask unless
     ``includeControlRecords``; ``kafka.isolation.level`` goes on as the store's
-    ``isolation``.  No per-record Python: ``O(records)`` in Arrow / C.
+    ``isolation``.  A partition planned in log order (:data:`.planning.ORDER_LOG`, a RocketMQ
+    byte range) reads all its slices in one pass, ``store.scan_arrow(queues=...)``, which keeps
+    exactly their messages.  No per-record Python: ``O(records)`` in Arrow / C.
 
     :raises TypeError: ``partition`` was not planned by this source.
     :raises UnsupportedOperationError: the store's format has no columnar reader.
