@@ -45,7 +45,13 @@ from segstore_rocketmq.store import RocketMQStore
 import segstore
 from segstore import cli, files
 from segstore.columns import ROCKETMQ_SCHEMA
-from segstore.errors import ConfigError, CorruptDataError, NotFoundError, UnrepairedDataError
+from segstore.errors import (
+    ConfigError,
+    CorruptDataError,
+    NotFoundError,
+    OffsetOutOfRangeError,
+    UnrepairedDataError,
+)
 from segstore.records import Message
 
 needs_c = pytest.mark.skipif(columnar._speedups is None, reason="segstore_rocketmq._speedups not built")
@@ -664,6 +670,12 @@ def test_queue_ranges_in_log_order_are_the_queues_rows(name, accel):
             next(store.scan_arrow(queues=queues, start=0))
         with pytest.raises(NotFoundError):
             next(store.scan_arrow(queues=[("Nope", 0, 0, 1)]))
+        # offsets below a queue's first are refused as a queue read refuses them
+        topic, qid, lo, hi = queues[0]
+        with pytest.raises(OffsetOutOfRangeError):
+            next(store.scan_arrow(topic=topic, partition=qid, offset=lo - 1))
+        with pytest.raises(OffsetOutOfRangeError):
+            next(store.scan_arrow(queues=[(topic, qid, lo - 1, hi)]))
 
 
 INTERLEAVED_CONFIG = {"mappedFileSizeCommitLog": 4096, "mappedFileSizeConsumeQueue": 20 * 8}

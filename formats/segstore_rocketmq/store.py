@@ -1107,7 +1107,7 @@ class RocketMQStore(LifecycleMixin, Store):
         """The rows of :meth:`scan_arrow`'s ``queues`` with the view of their commitlog file, in
         commitlog order.
 
-        The ranges' consume-queue entries are read first (clamped to each queue's offsets) and sorted
+        The ranges' consume-queue entries are read first (ends clamped to each queue's) and sorted
         by physical offset; then each commitlog file holding some is walked from its first entry's
         message to the end of its last (files and stretches holding none are not read), and of each
         region's rows those at an entry's position are kept, each checked to be that entry's message
@@ -1123,10 +1123,10 @@ class RocketMQStore(LifecycleMixin, Store):
         parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         for slot, (topic, partition, first, stop) in enumerate(queues):
             cq = self._queue_view(topic, partition)
-            first, stop = max(int(first), cq.min_offset), min(int(stop), cq.max_offset)
+            first, stop = int(first), min(int(stop), cq.max_offset)
             if first >= stop:
                 continue
-            entries = cq.entries(first, stop - first)
+            entries = cq.entries(first, stop - first)     # a start below the queue's: as a queue read
             parts.append((entries["offset"].astype(np.int64), entries["size"].astype(np.int64),
                           np.arange(first, first + len(entries), dtype=np.int64),
                           np.full(len(entries), slot, dtype=np.int64)))
