@@ -728,3 +728,20 @@ def test_a_wrong_queue_entry_raises_what_read_raises_in_log_order(tmp_path, acce
     with RocketMQStore(str(store), "r") as s:
         want = first_error(lambda: list(s.read(topic, qid)))
         assert first_error(lambda: list(s.scan_arrow(queues=[(topic, qid, 0, 10)]))) == want
+
+
+def test_an_entry_pointing_at_another_topics_message_raises_in_log_order(tmp_path, accel):
+    """Same queue id, queue offset and size, another topic: only the topic tells them apart."""
+    path = tmp_path / "store"
+    with segstore.open(str(path), format="rocketmq", mode="a") as store:
+        store.append_batch([Message(topic=topic, partition=0, value=b"v" * 10) for _ in range(3)
+                            for topic in ("A", "B")])
+    cq = path / "consumequeue" / "A" / "0" / "00000000000000000000"
+    other = (path / "consumequeue" / "B" / "0" / "00000000000000000000").read_bytes()
+    data = bytearray(cq.read_bytes())
+    data[20:28] = other[20:28]                     # A's entry 1 points at B's message 1
+    cq.write_bytes(bytes(data))
+    with RocketMQStore(str(path), "r") as s:
+        want = first_error(lambda: list(s.read("A", 0)))
+        assert first_error(lambda: list(s.scan_arrow(topic="A", partition=0))) == want
+        assert first_error(lambda: list(s.scan_arrow(queues=[("A", 0, 0, 3), ("B", 0, 0, 3)]))) == want

@@ -1135,9 +1135,11 @@ class RocketMQStore(LifecycleMixin, Store):
         order = np.argsort(np.concatenate([p[0] for p in parts]), kind="stable")
         phys, sizes, offsets, slots = (np.concatenate([p[k] for p in parts])[order] for k in range(4))
         del parts, order
-        topic_slots: dict[str, list[int]] = {}
-        for slot, (topic, *_) in enumerate(queues):
-            topic_slots.setdefault(topic, []).append(slot)
+        # two entries at one position (a damaged queue): a row is then taken once per entry
+        shared = bool(len(phys) > 1 and (phys[1:] == phys[:-1]).any())
+        # each slot's topic as a number of topic_codes (topics met that no slot names get higher ones)
+        codes: dict[str, int] = {}
+        topic_of = np.array([codes.setdefault(q[0], len(codes)) for q in queues], dtype=np.int32)
         queue_ids = np.array([int(q[1]) for q in queues], dtype=np.int64)
         met = np.zeros(len(phys), dtype=bool)
         cl = self.commitlog
@@ -1164,11 +1166,8 @@ class RocketMQStore(LifecycleMixin, Store):
                 wrong = ((rows["size"][hit] != sizes[want])
                          | (rows["queue_id"][hit] != queue_ids[slots[want]])
                          | (rows["queue_offset"][hit] != offsets[want]))
-                picked = rows if len(hit) == len(rows) else rows.select(hit)
-                for topic, topic_slot in topic_slots.items():
-                    mine = np.isin(slots[want], topic_slot)
-                    wrong[mine] |= ~columnar.topic_is(view, picked.select(mine) if not mine.all() else picked,
-                                                      topic)
+                picked = rows if len(hit) == len(rows) and not shared else rows.select(hit)
+                wrong |= columnar.topic_codes(view, picked, codes) != topic_of[slots[want]]
                 bad = int(np.argmax(wrong)) if wrong.any() else len(hit)
                 met[want[:bad]] = True
                 if bad:
