@@ -450,6 +450,11 @@ def test_log_order_follows_the_fraction_of_the_span_read():
     apart = planning.resolve_ranges(store, _opts(endingOffsets='{"t0": {"0": 50}}',
                                                  startingOffsets='{"t1": {"1": 450}}'))
     assert planning.plan_read(store, apart, max_bytes=10_000).order == planning.ORDER_QUEUE
+    # one queue interleaved with another, holding 55% or 65% of the log: the rule's 60% between
+    for share, order in ((11, planning.ORDER_QUEUE), (13, planning.ORDER_LOG)):
+        mixed = FakeSharedLog([("t0", 0) if i % 20 < share else ("t1", 1) for i in range(400)])
+        ranges = planning.resolve_ranges(mixed, _opts(assign='{"t0": [0]}'))
+        assert planning.plan_read(mixed, ranges, max_bytes=10_000).order == order
 
 
 @settings(max_examples=25, deadline=None)

@@ -485,12 +485,12 @@ def plan(ranges: Sequence[PartitionRange], *, max_bytes: int, min_partitions: in
 #: The least share of the shared log's bytes (between the first and the last message read) that a
 #: read must take for :func:`plan_read` to plan it in log order.  Below it, a task walking its byte
 #: range would mostly decode messages it drops; above it, reading each queue through its consume
-#: queue visits the log out of order, which costs more than the walk.  Measured on one process
-#: (benchmarks/bench_spark.py's store, 8 interleaved queues, the connector's columns): at 1M messages
-#: log order took 0.68x the time of the queue reads for the whole store, 1.2x for half of the queues,
-#: 1.7x for a quarter; at 4M the queue reads cost twice a log pass (1.15 s against 2.3-2.7 s), so the
-#: two meet lower there.  Half is between.
-LOG_ORDER_MIN_FRACTION = 0.5
+#: queue visits the log out of order, which costs more than the walk.  Measured in one process
+#: (benchmarks/bench_spark.py's store, 8 interleaved queues, the connector's columns, two threads),
+#: log order against the queue reads: 4M messages 0.60x the time for every queue, 1.15x for half of
+#: them, 1.8x for a quarter, 3.0x for an eighth; 1M messages 0.68x, 1.2x, 1.7x, 2.7x.  They meet a
+#: little above half.
+LOG_ORDER_MIN_FRACTION = 0.6
 
 
 def plan_read(store: PlanningStore, ranges: Sequence[PartitionRange], *, max_bytes: int,
