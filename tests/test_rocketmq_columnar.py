@@ -11,6 +11,7 @@ fixtures and on damaged stores (same typed error, same position).
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import re
 import shutil
@@ -41,9 +42,17 @@ from segstore_rocketmq.message import (
 )
 from segstore_rocketmq.store import RocketMQStore
 
+import segstore
 from segstore import cli, files
 from segstore.columns import ROCKETMQ_SCHEMA
-from segstore.errors import ConfigError, CorruptDataError, NotFoundError, UnrepairedDataError
+from segstore.errors import (
+    ConfigError,
+    CorruptDataError,
+    NotFoundError,
+    OffsetOutOfRangeError,
+    UnrepairedDataError,
+)
+from segstore.records import Message
 
 needs_c = pytest.mark.skipif(columnar._speedups is None, reason="segstore_rocketmq._speedups not built")
 ROOT = FIXTURES / "rocketmq"
@@ -615,3 +624,124 @@ def test_dump_json_to_a_utf8_file_writes_the_same_bytes(tmp_path, monkeypatch):
             out.write("last\n")
         outs.append(path.read_bytes())
     assert outs[0] == outs[1] and outs[0].startswith(b"first\n{") and outs[0].endswith(b"}\nlast\n")
+
+
+# -- queue ranges in commitlog order ------------------------------------------------------------
+
+QUEUE_COLUMNS = ["topic", "partition", "offset", "position", "value", "properties"]
+
+
+def _queue_rows(store: RocketMQStore, ranges) -> list[dict]:
+    """The rows of each range read through its consume queue, queue after queue."""
+    rows = []
+    for topic, qid, start, end in ranges:
+        for batch in store.scan_arrow(QUEUE_COLUMNS, topic=topic, partition=qid, offset=start):
+            rows += [r for r in batch.to_pylist() if r["offset"] < end]
+    return rows
+
+
+def _log_rows(store: RocketMQStore, ranges, batch_rows: int = columnar.SCAN_BATCH_ROWS) -> list[dict]:
+    rows = [r for b in store.scan_arrow(QUEUE_COLUMNS, queues=ranges, batch_rows=batch_rows)
+            for r in b.to_pylist()]
+    for key in {(r["topic"], r["partition"]) for r in rows}:       # each queue in offset order
+        offsets = [r["offset"] for r in rows if (r["topic"], r["partition"]) == key]
+        assert offsets == sorted(offsets)
+    positions = [r["position"] for r in rows]
+    assert positions == sorted(positions)                         # the commitlog's order
+    return rows
+
+
+def _place(row: dict) -> tuple:
+    return row["topic"], row["partition"], row["offset"]
+
+
+@pytest.mark.parametrize("name", ROCKETMQ_FIXTURES)
+def test_queue_ranges_in_log_order_are_the_queues_rows(name, accel):
+    with RocketMQStore(str(ROOT / name / "store"), "r") as store:
+        queues = [(t, q, *store.offset_range(t, q)) for t in store.topics() for q in store.partitions(t)]
+        some = [(t, q, lo + (hi - lo) // 3, hi - 1) for t, q, lo, hi in queues[::2]]
+        for ranges in (queues, some, queues[-1:], [(t, q, 5, 5) for t, q, *_ in queues]):
+            got = _log_rows(store, ranges, batch_rows=5)
+            assert sorted(got, key=_place) == sorted(_queue_rows(store, ranges), key=_place)
+        # prepared transactional messages lie in the commitlog but in no queue: never read
+        held = sum(hi - lo for *_, lo, hi in queues)
+        assert len(_log_rows(store, queues)) == held < len(list(store.scan()))
+        with pytest.raises(ConfigError):
+            next(store.scan_arrow(queues=queues, start=0))
+        with pytest.raises(NotFoundError):
+            next(store.scan_arrow(queues=[("Nope", 0, 0, 1)]))
+        # offsets below a queue's first are refused as a queue read refuses them
+        topic, qid, lo, hi = queues[0]
+        with pytest.raises(OffsetOutOfRangeError):
+            next(store.scan_arrow(topic=topic, partition=qid, offset=lo - 1))
+        with pytest.raises(OffsetOutOfRangeError):
+            next(store.scan_arrow(queues=[(topic, qid, lo - 1, hi)]))
+
+
+INTERLEAVED_CONFIG = {"mappedFileSizeCommitLog": 4096, "mappedFileSizeConsumeQueue": 20 * 8}
+
+
+@pytest.fixture(scope="module")
+def interleaved(tmp_path_factory) -> Path:
+    """180 messages of three topics of two queues each, interleaved, over 4 KiB commitlog files and
+    consume-queue files of 8 entries."""
+    path = tmp_path_factory.mktemp("interleaved") / "store"
+    with segstore.open(str(path), format="rocketmq", mode="a", **INTERLEAVED_CONFIG) as store:
+        store.append_batch([Message(topic=f"T{i % 3}", partition=i % 2, value=bytes(40 + i % 50))
+                            for i in range(180)])
+    return path
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cuts=st.lists(st.integers(0, 40_000), max_size=6), picks=st.integers(1, 7))
+def test_byte_ranges_cut_anywhere_read_each_queue_message_once(interleaved, cuts, picks):
+    """Cut the commitlog at any byte (inside messages, on file rolls): each piece's queue offsets
+    (``queue_offsets_at``) read in log order give every row of the chosen queues once."""
+    with RocketMQStore(str(interleaved), "r", INTERLEAVED_CONFIG) as store:
+        assert store.commitlog.end > 4 * 4096       # several file rolls
+        queues = [(t, q, *store.offset_range(t, q)) for t in store.topics() for q in store.partitions(t)]
+        chosen = [r for k, r in enumerate(queues) if picks >> (k % 3) & 1]
+        bounds = sorted({0, *cuts, store.commitlog.end})
+        pieces = []
+        for a, b in itertools.pairwise(bounds):
+            ranges = []
+            for topic, qid, lo, hi in chosen:
+                first, stop = store.queue_offsets_at(topic, qid, [a, b])
+                ranges.append((topic, qid, max(first, lo), min(stop, hi)))
+            pieces += _log_rows(store, ranges, batch_rows=4)
+        whole = _queue_rows(store, chosen)
+        assert len(pieces) == len(whole) and sorted(pieces, key=_place) == sorted(whole, key=_place)
+
+
+def test_a_wrong_queue_entry_raises_what_read_raises_in_log_order(tmp_path, accel):
+    store = copy_writable(ROOT / "basic" / "store", tmp_path / "s")
+    cq = next((store / "consumequeue").glob("TopicA/*/0*"))
+    data = bytearray(cq.read_bytes())
+    data[40:48] = data[20:28]                      # entry 2 points at entry 1's message
+    cq.write_bytes(bytes(data))
+    topic, qid = cq.parent.parent.name, int(cq.parent.name)
+    with RocketMQStore(str(store), "r") as s:
+        want = first_error(lambda: list(s.read(topic, qid)))
+        assert first_error(lambda: list(s.scan_arrow(queues=[(topic, qid, 0, 10)]))) == want
+        data[40:48] = (int.from_bytes(data[20:28], "big") + 7).to_bytes(8, "big")   # inside a message
+        cq.write_bytes(bytes(data))
+    with RocketMQStore(str(store), "r") as s:
+        want = first_error(lambda: list(s.read(topic, qid)))
+        assert first_error(lambda: list(s.scan_arrow(queues=[(topic, qid, 0, 10)]))) == want
+
+
+def test_an_entry_pointing_at_another_topics_message_raises_in_log_order(tmp_path, accel):
+    """Same queue id, queue offset and size, another topic: only the topic tells them apart."""
+    path = tmp_path / "store"
+    with segstore.open(str(path), format="rocketmq", mode="a") as store:
+        store.append_batch([Message(topic=topic, partition=0, value=b"v" * 10) for _ in range(3)
+                            for topic in ("A", "B")])
+    cq = path / "consumequeue" / "A" / "0" / "00000000000000000000"
+    other = (path / "consumequeue" / "B" / "0" / "00000000000000000000").read_bytes()
+    data = bytearray(cq.read_bytes())
+    data[20:28] = other[20:28]                     # A's entry 1 points at B's message 1
+    cq.write_bytes(bytes(data))
+    with RocketMQStore(str(path), "r") as s:
+        want = first_error(lambda: list(s.read("A", 0)))
+        assert first_error(lambda: list(s.scan_arrow(topic="A", partition=0))) == want
+        assert first_error(lambda: list(s.scan_arrow(queues=[("A", 0, 0, 3), ("B", 0, 0, 3)]))) == want

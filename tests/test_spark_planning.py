@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import pickle
 import random
@@ -379,3 +380,101 @@ def test_input_partitions_carry_paths_and_offsets_only():
     assert (clone.path, clone.format, clone.config) == ("/store", "kafka", (("x", "1"),))
     assert clone.slices == parts[0].slices
     assert [p.index for p in parts] == list(range(len(parts)))
+
+
+# -- log order (a RocketMQ commitlog shared by every queue) ---------------------------------------
+
+class FakeSharedLog(FakeStore):
+    """Queues interleaved in one log: message ``i`` of the log (100 bytes at ``100 * i``) belongs to
+    ``owners[i]``; one consume-queue file per queue."""
+
+    def __init__(self, owners: list[tuple[str, int]]) -> None:
+        self.positions: dict[tuple[str, int], list[int]] = {}
+        for i, owner in enumerate(owners):
+            self.positions.setdefault(owner, []).append(100 * i)
+        layout: dict[str, dict[int, list[tuple[int, int]]]] = {}
+        for (topic, partition), where in self.positions.items():
+            layout.setdefault(topic, {})[partition] = [(0, len(where))]
+        super().__init__(layout)
+
+    def queue_span(self, topic, partition, start, end):
+        where = self.positions[(topic, partition)]
+        return where[start], where[end - 1] + 100
+
+    def queue_offsets_at(self, topic, partition, positions):
+        return [bisect.bisect_left(self.positions[(topic, partition)], p) for p in positions]
+
+
+def _interleaved(queues: int, messages: int, seed: int = 0) -> FakeSharedLog:
+    rnd = random.Random(seed)
+    return FakeSharedLog([(f"t{q % 2}", q) for q in (rnd.randrange(queues) for _ in range(messages))])
+
+
+def _log_covers(store: FakeSharedLog, result: planning.Plan, ranges) -> None:
+    """Every offset once, and the tasks' messages in disjoint byte ranges, in task order."""
+    _covers(result, ranges)
+    where = store.positions
+    spans = [(min(where[(s.topic, s.partition)][s.start] for s in task),
+              max(where[(s.topic, s.partition)][s.end - 1] for s in task)) for task in result.partitions]
+    assert all(a <= b for a, b in spans)
+    assert all(b1 < a2 for (_, b1), (a2, _) in itertools.pairwise(spans))
+
+
+def test_plan_read_takes_log_order_for_most_of_the_log_and_queues_for_a_small_part():
+    store = _interleaved(8, 4000)
+    everything = planning.resolve_ranges(store, _opts())
+    result = planning.plan_read(store, everything, max_bytes=50_000, min_partitions=2)
+    assert result.order == planning.ORDER_LOG and len(result.partitions) == 8
+    _log_covers(store, result, everything)
+    sizes = [sum(s.bytes for s in task) for task in result.partitions]
+    assert max(sizes) - min(sizes) <= 0.2 * max(sizes)          # random interleaving: about even
+    # a quarter of the queues: their messages are a quarter of the log they lie in
+    quarter = planning.resolve_ranges(store, _opts(assign='{"t0": [0], "t1": [1]}'))
+    assert planning.plan_read(store, quarter, max_bytes=50_000, min_partitions=2) == \
+        planning.plan(quarter, max_bytes=50_000, min_partitions=2)
+    # a store without a shared log (Kafka) is always planned by partitions
+    plain = _store()
+    ranges = planning.resolve_ranges(plain, _opts())
+    assert planning.plan_read(plain, ranges, max_bytes=10_000) == planning.plan(ranges, max_bytes=10_000)
+
+
+def test_log_order_follows_the_fraction_of_the_span_read():
+    # t0/0 holds the first half of the log, t1/1 the second: reading one is all of its own span
+    store = FakeSharedLog([("t0", 0)] * 500 + [("t1", 1)] * 500)
+    one = planning.resolve_ranges(store, _opts(assign='{"t1": [1]}'))
+    assert planning.plan_read(store, one, max_bytes=10_000).order == planning.ORDER_LOG
+    # the last tenth of t0/0 and the first tenth of t1/1: a fifth of the log between them
+    ends = planning.resolve_ranges(store, _opts(startingOffsets='{"t0": {"0": 450}}',
+                                                endingOffsets='{"t1": {"1": 50}}'))
+    assert planning.plan_read(store, ends, max_bytes=10_000).order == planning.ORDER_LOG
+    apart = planning.resolve_ranges(store, _opts(endingOffsets='{"t0": {"0": 50}}',
+                                                 startingOffsets='{"t1": {"1": 450}}'))
+    assert planning.plan_read(store, apart, max_bytes=10_000).order == planning.ORDER_QUEUE
+    # one queue interleaved with another, holding 55% or 65% of the log: the rule's 60% between
+    for share, order in ((11, planning.ORDER_QUEUE), (13, planning.ORDER_LOG)):
+        mixed = FakeSharedLog([("t0", 0) if i % 20 < share else ("t1", 1) for i in range(400)])
+        ranges = planning.resolve_ranges(mixed, _opts(assign='{"t0": [0]}'))
+        assert planning.plan_read(mixed, ranges, max_bytes=10_000).order == order
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 9), st.integers(1, 600), st.integers(0, 2 ** 32), st.integers(1, 30_000),
+       st.integers(1, 5), st.integers(0, 50))
+def test_log_order_plan_covers_every_offset_once(queues, messages, seed, max_bytes, min_parts, offset_min):
+    store = _interleaved(queues, messages, seed)
+    pruning, _ = planning.pushdown([GreaterThanOrEqual(("offset",), offset_min)])
+    ranges = planning.resolve_ranges(store, _opts(), pruning)
+    result = planning.plan_log_order(store, ranges, max_bytes=max_bytes, min_partitions=min_parts)
+    if result is None:
+        return
+    _log_covers(store, result, ranges)
+    assert result.bytes == sum(r.end - r.start for r in ranges) * store.message_bytes
+    assert len(result.partitions) <= min_parts * -(-result.bytes // (max_bytes * min_parts))
+
+
+def test_log_order_travels_with_the_input_partitions():
+    store = _interleaved(4, 400)
+    opts = _opts()
+    result = planning.plan_read(store, planning.resolve_ranges(store, opts), max_bytes=10_000)
+    parts = planning.input_partitions(result, opts, "rocketmq")
+    assert {pickle.loads(pickle.dumps(p)).order for p in parts} == {planning.ORDER_LOG}

@@ -25,7 +25,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, cast
 
 import numpy as np
@@ -52,6 +52,7 @@ from segstore.errors import (
 from segstore.logview import Positions
 from segstore.overlap import in_rounds, overlapped, thread_count
 from segstore.records import Message
+from segstore.search import Bound, search
 from segstore.store import READ_COMMITTED, READ_UNCOMMITTED, AppendResult, DumpLine, Store, check_isolation
 
 from . import batchconsumequeue, columnar, timerstore
@@ -235,6 +236,11 @@ class ScannedQueue:
             raise OffsetOutOfRangeError(f"expected an offset of at least {self.min_offset}, found {start}")
         lo = start - self.min_offset
         return self.rows[lo:] if count is None else self.rows[lo:lo + count]
+
+
+#: A range of one queue's offsets for :meth:`RocketMQStore.scan_arrow`'s ``queues``: ``(topic, queue id,
+#: start, end)``, ``end`` exclusive.
+QueueSlice = tuple[str, int, int, int]
 
 
 class _Range(NamedTuple):
@@ -957,7 +963,8 @@ class RocketMQStore(LifecycleMixin, Store):
     def scan_arrow(self, columns: Iterable[str] | None = None, *, topic: str | None = None,
                    partition: int | None = None, offset: int = 0, start: int | None = None,
                    end: int | None = None, batch_rows: int = columnar.SCAN_BATCH_ROWS,
-                   threads: int | None = None) -> Iterator[pa.RecordBatch]:
+                   threads: int | None = None, queues: Sequence[QueueSlice] | None = None
+                   ) -> Iterator[pa.RecordBatch]:
         """The messages as batches of :data:`segstore.columns.ROCKETMQ_SCHEMA` (see ``Store.scan_arrow``).
 
         With no arguments: every commitlog message in physical order (as :meth:`scan`).
@@ -967,6 +974,12 @@ class RocketMQStore(LifecycleMixin, Store):
         messages whose physical offset lies in ``[start, end)`` (their files are walked from
         the start, so a position need not be a message boundary).  A batch holds at most
         ``batch_rows`` messages of one commitlog file.  Runtime complexity: ``O(bytes read)``.
+
+        With ``queues``, ``(topic, queue id, start, end)`` ranges of queue offsets: the messages those
+        ranges of their consume queues point at, read in commitlog (file) order in one pass over the
+        commitlog files holding them (:meth:`_queue_ranges_rows`), so each queue's in offset order but
+        the queues interleaved as stored.  The same rows as reading each range through its queue, the
+        same checks (each message must be its entry's) and the same error for a wrong entry.
 
         ``threads`` (default: see segstore.overlap.thread_count) walks the commitlog (not a queue) by
         byte ranges on that many threads (:meth:`_parallel_regions`): the same messages in the same
@@ -981,6 +994,13 @@ class RocketMQStore(LifecycleMixin, Store):
         schema = project(ROCKETMQ_SCHEMA, columns)
         if (topic is None) != (partition is None):
             raise ConfigError("expected topic and partition together, found only one")
+        if queues is not None:
+            if topic is not None or start is not None or end is not None:
+                raise ConfigError("expected queue ranges (queues) alone, found a queue (topic, partition) "
+                                  "or a byte range (start, end) too")
+            yield from overlapped(self._queue_ranges_rows(queues, batch_rows),
+                                  lambda region: columnar.build_batch(*region, schema))
+            return
         if topic is not None and partition is not None:     # both or neither (checked above)
             if start is not None or end is not None:
                 raise ConfigError("expected a queue (topic, partition) or a byte range (start, end), "
@@ -1081,6 +1101,127 @@ class RocketMQStore(LifecycleMixin, Store):
             if failure is not None:
                 raise failure
             expected, ended = reach.pos, reach.ended
+
+    def _queue_ranges_rows(self, queues: Sequence[QueueSlice], batch_rows: int
+                           ) -> Iterator[tuple[memoryview, columnar.Rows]]:
+        """The rows of :meth:`scan_arrow`'s ``queues`` with the view of their commitlog file, in
+        commitlog order.
+
+        The ranges' consume-queue entries are read first (ends clamped to each queue's) and sorted
+        by physical offset; then each commitlog file holding some is walked from its first entry's
+        message to the end of its last (files and stretches holding none are not read), and of each
+        region's rows those at an entry's position are kept, each checked to be that entry's message
+        (queue id, queue offset, size and topic, as a queue read checks them).  An entry whose message
+        the walk did not meet (it points inside another message) or that fails the check raises what a
+        queue read raises (:meth:`_wrong_entry`), after the rows before it in commitlog order.
+        Memory: 32 bytes per entry of the ranges, plus one region's rows.  Runtime complexity:
+        ``O(E log E + bytes walked)`` for E entries.
+
+        :raises NotFoundError: a range names no queue of the store.
+        :raises CorruptDataError: a wrong entry, or a message the walk cannot decode.
+        """
+        parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        for slot, (topic, partition, first, stop) in enumerate(queues):
+            cq = self._queue_view(topic, partition)
+            first, stop = int(first), min(int(stop), cq.max_offset)
+            if first >= stop:
+                continue
+            entries = cq.entries(first, stop - first)     # a start below the queue's: as a queue read
+            parts.append((entries["offset"].astype(np.int64), entries["size"].astype(np.int64),
+                          np.arange(first, first + len(entries), dtype=np.int64),
+                          np.full(len(entries), slot, dtype=np.int64)))
+        if not parts:
+            return
+        order = np.argsort(np.concatenate([p[0] for p in parts]), kind="stable")
+        phys, sizes, offsets, slots = (np.concatenate([p[k] for p in parts])[order] for k in range(4))
+        del parts, order
+        # two entries at one position (a damaged queue): a row is then taken once per entry
+        shared = bool(len(phys) > 1 and (phys[1:] == phys[:-1]).any())
+        # each slot's topic as a number of topic_codes (topics met that no slot names get higher ones)
+        codes: dict[str, int] = {}
+        topic_of = np.array([codes.setdefault(q[0], len(codes)) for q in queues], dtype=np.int32)
+        queue_ids = np.array([int(q[1]) for q in queues], dtype=np.int64)
+        met = np.zeros(len(phys), dtype=bool)
+        cl = self.commitlog
+        files_of = phys // cl.file_size
+        starts = np.flatnonzero(np.r_[True, files_of[1:] != files_of[:-1]])
+        for lo, hi in zip(starts.tolist(), [*starts[1:].tolist(), len(phys)], strict=True):
+            seg = cl.file_for(int(phys[lo]))
+            view = seg.file.view()
+            stop = int((phys[lo:hi] + sizes[lo:hi]).max()) - seg.base
+            for rows in columnar.walk_file(view, int(phys[lo]) - seg.base, seg.wrote, seg.base, cl.file_size,
+                                           seg.path, stop=stop, batch_rows=batch_rows):
+                # the entries in this region's stretch, looked up among its rows (both ascend)
+                walked = rows["position"]
+                first = lo + int(np.searchsorted(phys[lo:hi], walked[0]))
+                last = lo + int(np.searchsorted(phys[lo:hi], walked[-1], side="right"))
+                if first == last:
+                    continue
+                at = np.searchsorted(walked, phys[first:last])
+                at[at >= len(walked)] = 0
+                met_here = np.flatnonzero(walked[at] == phys[first:last])
+                hit, want = at[met_here], first + met_here
+                if not len(hit):
+                    continue
+                wrong = ((rows["size"][hit] != sizes[want])
+                         | (rows["queue_id"][hit] != queue_ids[slots[want]])
+                         | (rows["queue_offset"][hit] != offsets[want]))
+                picked = rows if len(hit) == len(rows) and not shared else rows.select(hit)
+                wrong |= columnar.topic_codes(view, picked, codes) != topic_of[slots[want]]
+                bad = int(np.argmax(wrong)) if wrong.any() else len(hit)
+                met[want[:bad]] = True
+                if bad:
+                    yield view, picked if bad == len(hit) else picked.select(slice(0, bad))
+                if bad < len(hit):
+                    self._wrong_queue_entry(queues, phys, sizes, offsets, slots, int(want[bad]))
+        missed = np.flatnonzero(~met)
+        if len(missed):
+            self._wrong_queue_entry(queues, phys, sizes, offsets, slots, int(missed[0]))
+
+    def _wrong_queue_entry(self, queues: Sequence[QueueSlice], phys: np.ndarray, sizes: np.ndarray,
+                           offsets: np.ndarray, slots: np.ndarray, at: int) -> None:
+        topic, partition, *_ = queues[int(slots[at])]
+        self._wrong_entry(topic, int(partition), int(offsets[at]), int(phys[at]), int(sizes[at]))
+
+    def queue_offsets_at(self, topic: str, partition: int, positions: Iterable[int]) -> list[int]:
+        """For each commitlog position, the first offset of the queue whose message starts at or after
+        it (the queue's end where none does): where a byte range of the commitlog starts in the queue.
+        A queue's entries ascend in physical offset, so each is one binary search of its consume-queue
+        files: ``O(files + log entries)``, no message read.
+
+        :raises NotFoundError: no such queue.
+        """
+        self._check_open()
+        cq = self._queue_view(topic, partition)
+        if isinstance(cq, ScannedQueue):
+            columns = [(cq.min_offset, cq.rows["offset"])]
+        else:
+            columns = [(seg.first_offset, seg.entries["offset"]) for seg in cq.segment_files() if len(seg)]
+        answers = []
+        for position in positions:
+            found = cq.max_offset
+            for first, phys in columns:
+                at = search(phys, int(position), Bound.SMALLEST_UPPER)
+                if at < len(phys):
+                    found = first + at
+                    break
+            answers.append(min(max(found, cq.min_offset), cq.max_offset))
+        return answers
+
+    def queue_span(self, topic: str, partition: int, start: int, end: int) -> tuple[int, int]:
+        """The commitlog bytes ``[first, last)`` from the message of queue offset ``start`` to the end of
+        that of ``end - 1`` (offsets clamped to the queue's; ``(0, 0)`` when none is left).  Two
+        consume-queue entries read: ``O(log files)``.
+
+        :raises NotFoundError: no such queue.
+        """
+        self._check_open()
+        cq = self._queue_view(topic, partition)
+        start, end = max(start, cq.min_offset), min(end, cq.max_offset)
+        if start >= end:
+            return 0, 0
+        first, last = cq.entries(start, 1), cq.entries(end - 1, 1)
+        return int(first["offset"][0]), int(last["offset"][0]) + int(last["size"][0])
 
     def _tags_codes_of(self, view: memoryview, rows: columnar.Rows) -> np.ndarray:
         """Each row's consume-queue tags code (:meth:`tags_code`): the TAGS hashes, in C; delay

@@ -153,8 +153,8 @@ def plan(request: Mapping[str, Any]) -> dict[str, Any]:
                                    time_column=TIME_COLUMNS.get(format_name))
     with open_store(options.path, format_name, options.config) as store:
         ranges = planning.resolve_ranges(store, options, pruning)
-    result = planning.plan(ranges, max_bytes=options.max_bytes_per_partition,
-                           min_partitions=options.min_partitions or 1)
+        result = planning.plan_read(store, ranges, max_bytes=options.max_bytes_per_partition,
+                                    min_partitions=options.min_partitions or 1)
     plan_id = uuid.uuid4().hex
     return {"partitions": [_spec(p, request["options"], plan_id)
                            for p in planning.input_partitions(result, options, format_name)]}
@@ -166,7 +166,7 @@ def _spec(partition: InputPartition, options: Mapping[str, str], plan: str) -> d
     return {"index": partition.index, "path": partition.path, "format": partition.format,
             "config": [list(c) for c in partition.config],
             "slices": [[s.topic, s.partition, s.start, s.end, s.bytes] for s in partition.slices],
-            "options": dict(options), "plan": plan}
+            "order": partition.order, "options": dict(options), "plan": plan}
 
 
 #: The store the last read of this process opened, kept for the next read of the same plan:
@@ -251,6 +251,7 @@ def read(request: Mapping[str, Any]) -> tuple[pa.Schema, Iterator[pa.RecordBatch
     partition = planning.SegstoreInputPartition(
         int(spec["index"]), str(spec["path"]), str(spec["format"]),
         tuple((str(k), str(v)) for k, v in spec["config"]),
-        tuple(planning.Slice(str(t), int(p), int(a), int(b), int(n)) for t, p, a, b, n in spec["slices"]))
+        tuple(planning.Slice(str(t), int(p), int(a), int(b), int(n)) for t, p, a, b, n in spec["slices"]),
+        str(spec.get("order", planning.ORDER_QUEUE)))
     store = _plan_store(partition, spec.get("plan"))
     return arrow_schema(columns), read_slices(partition, columns, options, store)

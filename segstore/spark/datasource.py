@@ -145,7 +145,9 @@ def read_slices(partition: InputPartition, schema: StructType,
     their ``offset`` column, cast to Spark's Arrow types, and sliced to at most
     ``maxRecordsPerBatch`` rows.  Kafka control records are dropped by a mask unless
     ``includeControlRecords``; ``kafka.isolation.level`` goes on as the store's
-    ``isolation``.  No per-record Python: ``O(records)`` in Arrow / C.
+    ``isolation``.  A partition planned in log order (:data:`.planning.ORDER_LOG`, a RocketMQ
+    byte range) reads all its slices in one pass, ``store.scan_arrow(queues=...)``, which keeps
+    exactly their messages.  No per-record Python: ``O(records)`` in Arrow / C.
 
     :raises TypeError: ``partition`` was not planned by this source.
     :raises UnsupportedOperationError: the store's format has no columnar reader.
@@ -172,8 +174,19 @@ def _read_slices(partition: planning.SegstoreInputPartition, schema: StructType,
         if extra_column not in columns:
             columns.append(extra_column)
     extra = {"isolation": options.isolation} if kafka and options.isolation != READ_UNCOMMITTED else {}
-    # Any: the format's own read options (Kafka's isolation) are not in Store.scan_arrow's signature
+    # Any: the format's own read options (Kafka's isolation, RocketMQ's queues) are not in
+    # Store.scan_arrow's signature
     reader: Any = store
+    if partition.order == planning.ORDER_LOG:
+        # one pass over the task's byte range of the shared log: the store keeps exactly the slices'
+        # messages (nothing to cut), in log order (each partition's in offset order)
+        queues = [(s.topic, s.partition, s.start, s.end) for s in partition.slices]
+        for batch in reader.scan_arrow(list(target.names) or ["offset"], queues=queues, threads=1):
+            if batch.num_rows:
+                spark_batch = to_spark_batch(batch, target)
+                for at in range(0, spark_batch.num_rows, max_rows):
+                    yield spark_batch.slice(at, max_rows)
+        return
     for piece in partition.slices:
         start, end = piece.start, piece.end
         # one thread a task: Spark runs a task per core already (a store's default would take every
@@ -222,8 +235,8 @@ class SegstoreReader(DataSourceReader):
         """Open the store on the driver and plan the read."""
         with open_store(self.options.path, self.format, self.options.config) as store:
             ranges = planning.resolve_ranges(store, self.options, self.pruning)
-        return planning.plan(ranges, max_bytes=self.options.max_bytes_per_partition,
-                             min_partitions=_min_partitions(self.options))
+            return planning.plan_read(store, ranges, max_bytes=self.options.max_bytes_per_partition,
+                                      min_partitions=_min_partitions(self.options))
 
     def partitions(self) -> list[InputPartition]:
         return planning.input_partitions(self.plan(), self.options, self.format)
