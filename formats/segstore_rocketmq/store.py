@@ -706,6 +706,9 @@ class RocketMQStore(LifecycleMixin, Store):
                  else [self._build_checked(item, now) for item in messages])
         if not built:
             return []
+        if as_stored:   # a topic names consume-queue directories: one the broker refuses is never stored
+            for topic in {msg.topic for msg in built}:
+                validate_topic(topic, TOPIC_MAX_LENGTH_V2)
         encoded = self.encode_checked(built)
         # Every message is valid: place the batch and take queue offsets (kept aside until written).
         start = self.commitlog.end
