@@ -23,6 +23,7 @@ TITLES = {
     "convert": "Conversion",
     "spark": "Spark reads",
     "spark_write": "Spark writes: the segstore writer against an append in one process",
+    "write_input": "write --input of dump --json lines: the columnar route against a message a line",
     "columnar": "RocketMQ reads at disk speed: scan_arrow, verify, recover, dump --json",
     "kafka_columnar": "Kafka columnar reads and dump --json",
     "kafka_append": "Kafka appends: append_batch of dicts, append_arrow",
