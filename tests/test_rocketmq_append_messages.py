@@ -6,10 +6,13 @@ path's typed error.
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from segstore_rocketmq import fastappend
 from segstore_rocketmq import store as store_module
 from segstore_rocketmq.store import RocketMQStore
 from test_rocketmq_append_arrow import SMALL, store_files
@@ -64,3 +67,14 @@ def test_plain_messages_take_the_plain_path(tmp_path, monkeypatch):
         assert [(m.body, m.properties, m.born_timestamp) for m in store.scan()] == \
             [(bytes([i]) * i, {"KEYS": f"k{i}"}, 1_000 + i) for i in range(50)]
     assert written == [1]
+
+
+@pytest.mark.skipif(fastappend._speedups is None, reason="segstore_rocketmq._speedups not built")
+def test_the_c_paths_results_are_not_walked_by_the_collector(tmp_path):
+    """A result the C paths make holds a str, ints and a dict of atomic values (no cycle through it):
+    untracked, live results cost the garbage collector nothing (1 us an append when they were)."""
+    with RocketMQStore(str(tmp_path / "s"), "a", SMALL) as store:
+        single = store.append({"topic": "T", "body": b"x", "keys": ["k"]})
+        batch = store.append_batch([{"topic": "T", "body": b"y"}, {"topic": "T", "queue_id": 1}])
+    assert [gc.is_tracked(r) for r in (single, *batch)] == [False] * 3
+    assert single.extra["msg_id"] and batch[1].offset == 0
