@@ -22,7 +22,7 @@ extension unit) is derived at dispatch and not written.
 
 A run of dump lines is appended in columns (``append_arrow``, the C columnar writer) where
 :func:`dump_columns` takes every line of it as it is: no Python message object a line.  A run
-holding any line it does not take (a field missing or of another kind, a body that is not strict
+holding any line it does not take (a field missing or of another kind, a body that is not
 base64, a value out of its range, derived fields that disagree) goes through
 :func:`stored_message` and ``append_stored``, the reference, which raises the typed errors; both
 write the same bytes (tested).
@@ -184,7 +184,7 @@ def dump_columns(objs: Sequence[Mapping[str, Any]], store: RocketMQStore) -> pa.
     offsets = [0]
     try:
         for obj in objs:
-            body = binascii.a2b_base64(obj["body"], strict_mode=True)    # stricter than the reference's
+            body = base64.b64decode(obj["body"], validate=True)    # as the reference decodes it
             properties = obj["properties"]
             if type(properties) is not dict:
                 return None
