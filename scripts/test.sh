@@ -26,5 +26,6 @@ if [ $# -eq 0 ]; then
         tests/test_rocketmq_index.py tests/test_kafka_index.py \
         tests/test_convert_*.py tests/test_kafka_compaction.py tests/test_layouts_fixtures.py \
         tests/test_rocketmq_speedups.py tests/test_kafka_dictappend.py tests/test_kafka_arrowappend.py \
-        tests/test_rocketmq_append_arrow.py
+        tests/test_rocketmq_append_arrow.py tests/test_rocketmq_append_messages.py \
+        tests/test_rocketmq_write_input_columns.py
 fi

@@ -163,6 +163,24 @@ def test_an_edited_dump_line_that_contradicts_itself_is_refused(tmp_path, capsys
     assert not (tmp_path / "store").exists()
 
 
+@pytest.mark.parametrize("columnar", [True, False])
+@pytest.mark.parametrize("topic", ["../../escape", "bad topic!", ""])
+def test_a_dump_line_with_a_topic_the_broker_refuses_writes_nothing_anywhere(tmp_path, capsys, monkeypatch,
+                                                                            topic, columnar):
+    """A dump line's topic names consume-queue directories: one the broker's TopicValidator refuses
+    (a path out of the store) is refused on either route, and no file is made, inside or outside."""
+    from segstore_rocketmq import jsonl
+
+    monkeypatch.setattr(jsonl, "COLUMNAR", columnar, raising=False)   # both routes, where there are two
+    line = _dump(FIXTURES / "rocketmq" / "basic" / "store")[0]
+    lines = tmp_path / "in.jsonl"
+    lines.write_text(json.dumps({**line, "topic": topic}) + "\n")
+    code, _, err = run(capsys, "write", tmp_path / "store", "--input", lines)
+    assert code == 2    # InvalidTopicError: the CLI's usage errors
+    assert f"{lines}: expected a " in err and "topic" in err
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["in.jsonl"]
+
+
 def test_a_kafka_dump_keeps_its_offsets_and_is_refused_below_the_log_end(tmp_path, capsys):
     source = FIXTURES / "kafka" / "uncompressed" / "topic-0"
     lines = tmp_path / "in.jsonl"

@@ -405,6 +405,12 @@ make_result(PyObject *topic, PyObject *queue_id, int64_t queue_offset, int64_t p
     for (int i = 0; i < N_RESULT_FIELDS; i++) {
         *(PyObject **)((char *)obj + result_offset[i]) = values[i]; /* steals the reference */
     }
+    /* A result refers to a str, ints and its own extra dict of a str and an int, none of which can
+     * refer back to it: it is never part of a cycle, so the collector need not visit it (as CPython
+     * untracks tuples and dicts of atomic values, and as the Kafka plugin's results are).  Tracked,
+     * every live result was walked at each collection, and each append's result made the next
+     * full collection nearer. */
+    PyObject_GC_UnTrack(obj);
     return obj;
 }
 

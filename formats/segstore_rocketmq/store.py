@@ -704,7 +704,7 @@ class RocketMQStore(LifecycleMixin, Store):
         now = self._clock()
         if not as_stored:
             messages = messages if type(messages) is list else list(messages)
-            batch = encode_batch(self, messages, now)
+            batch = encode_batch(self, self._plain_items(messages), now)
             if batch is not None:
                 return self._write_plain(batch)
         # cast: with ``as_stored`` the items are finished RocketMQMessage records (append_stored).
@@ -712,6 +712,9 @@ class RocketMQStore(LifecycleMixin, Store):
                  else [self._build_checked(item, now) for item in messages])
         if not built:
             return []
+        if as_stored:   # a topic names consume-queue directories: one the broker refuses is never stored
+            for topic in {msg.topic for msg in built}:
+                validate_topic(topic, TOPIC_MAX_LENGTH_V2)
         encoded = self.encode_checked(built)
         # Every message is valid: place the batch and take queue offsets (kept aside until written).
         start = self.commitlog.end
@@ -788,6 +791,18 @@ class RocketMQStore(LifecycleMixin, Store):
                                            os.path.join(self.path, COMMITLOG_DIR), self.commitlog.end)
             encoded.append(data)
         return encoded
+
+    def _plain_items(self, items: list[Any]) -> list[Any]:
+        """``items`` with each :class:`Message` as the mapping :meth:`_normalize` makes of it, which
+        the plain path (:func:`.fastappend.encode_batch`) takes where it is plain (no headers): what
+        the general path writes for the Message (it normalizes it the same way).  ``items`` as given
+        where a Message does not normalize (the general path raises its typed error then)."""
+        if not items or not isinstance(items[0], Message):
+            return items
+        try:
+            return [self._normalize(item) if isinstance(item, Message) else item for item in items]
+        except (SegstoreError, TypeError, ValueError, AttributeError, UnicodeError):
+            return items
 
     def _build_checked(self, item: Message | Mapping[str, Any], now: int) -> RocketMQMessage:
         """:meth:`_build`; a value of the wrong kind (``int("x")``...) is an InvalidMessageError."""

@@ -573,7 +573,8 @@ class SegstoreWriter(DataSourceArrowWriter):
                         continue
                     table = pa.ipc.open_stream(pa.py_buffer(files.read_bytes(part.path))).read_all()
                     # Kafka appends columns whole (its append_arrow takes a producer's columns;
-                    # RocketMQ's takes stored messages' and would drop keys and headers)
+                    # RocketMQ's takes stored messages' and would drop keys and headers: its
+                    # append_batch takes the Messages without headers on its plain C path)
                     columns = staged_columns(table, self.options) if store.format == KAFKA else None
                     if columns is not None:
                         store.append_arrow(columns)
