@@ -561,7 +561,9 @@ class SegstoreWriter(DataSourceArrowWriter):
                     out.write_batch(batch)
         rows = sum(b.num_rows for b in batches)
         path = os.path.join(self.job_dir, f"part-{partition_id:05d}-{attempt}.arrow")
-        files.write_atomic(path, sink.getvalue().to_pybytes(), fsync=True)   # fails once the job is aborted
+        # fails once the job is aborted; no fsync: the commit reads the file in this job, and a crash
+        # before the commit ends the job with nothing appended (the store's own writes are durable)
+        files.write_atomic(path, sink.getvalue().to_pybytes(), fsync=False)
         return StagedWrite(partition_id, path, rows)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
