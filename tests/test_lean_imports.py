@@ -9,6 +9,7 @@ already loaded; ``sys.modules`` is the behaviour asserted, not time.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -176,3 +177,30 @@ def test_info_loads_only_the_store_formats_code(tmp_path) -> None:
 @given(st.binary(max_size=40))
 def test_binary_scalar_equals_pyarrows(value) -> None:
     assert arrays.binary_scalar(value).equals(pa.scalar(value, pa.binary()))
+
+
+_INFO_LEAN = """
+import io, json, sys
+from segstore import cli
+out = io.StringIO()
+code = cli.main(["info", *sys.argv[1:]], out)
+print(json.dumps({"code": code, "text": out.getvalue(),
+                  "loaded": sorted({m.split(".")[0] for m in sys.modules} & {"pyarrow", "pandas", "zstandard",
+                                                                            "lz4", "cramjam"})}))
+"""
+
+
+def test_info_on_a_small_store_imports_neither_pyarrow_nor_a_codec(tmp_path) -> None:
+    """``info`` reads file names, consume queues, checkpoints and index headers: no Arrow, no
+    decompression (pyarrow alone is 0.1-0.2 s of a 0.25 s budget).  Its output is the same as in a
+    process that has every module loaded already (this one)."""
+    from segstore import cli
+
+    kafka = _kafka(tmp_path / "k")
+    for args in ([str(_rocketmq(tmp_path / "r"))], ["--json", str(tmp_path / "r")], [str(kafka)],
+                 ["--json", str(kafka / "t-0")]):
+        result = _run(_INFO_LEAN, *args)
+        here = io.StringIO()
+        assert result["code"] == 0 == cli.main(["info", *args], here), args
+        assert result["text"] == here.getvalue() and "topic" in result["text"], args
+        assert result["loaded"] == [], args

@@ -38,17 +38,16 @@ image are decoded one by one.  Not thread-safe.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any
 
 from segstore import files
-from segstore.columns import KAFKA_SCHEMA, project
+from segstore.columns import project
 from segstore.errors import CorruptDataError, SegstoreError
 
 from . import columnar
@@ -56,6 +55,9 @@ from .internal_topics import METADATA_FRAME_VERSION, METADATA_RECORDS, metadata_
 from .partition import KafkaConfig, Partition
 from .properties import read_meta_properties
 from .schema import read, read_uvarint
+
+if TYPE_CHECKING:   # pyarrow loads where a metadata log is replayed (info of a store without one: never)
+    import pyarrow as pa
 
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_PARTITION_DIR = f"{METADATA_TOPIC}-0"
@@ -90,8 +92,15 @@ FENCE_BROKER, UNFENCE_BROKER, REMOVE_TOPIC, FEATURE_LEVEL, PRODUCER_IDS = 7, 8, 
 BROKER_REGISTRATION_CHANGE, NO_OP = 17, 20
 BEGIN_TRANSACTION, END_TRANSACTION, ABORT_TRANSACTION = 23, 24, 25
 
-#: The columns the replay reads.
-_COLUMNS = project(KAFKA_SCHEMA, ["offset", "value", "isControl"])
+
+@functools.cache
+def _columns() -> pa.Schema:
+    """The columns the replay reads."""
+    from segstore.columns import KAFKA_SCHEMA
+
+    return project(KAFKA_SCHEMA, ["offset", "value", "isControl"])
+
+
 #: A metadata value starts with its frame version and apiKey, one varint byte each below 128.
 _NO_OP_PREFIX = bytes([METADATA_FRAME_VERSION, NO_OP])
 
@@ -310,6 +319,7 @@ class MetadataImage:
     def replay_rows(self, batch: pa.RecordBatch, *, path: str, from_offset: int = 0) -> None:
         """Apply the metadata records of a column batch (``offset``, ``value``, ``isControl``) from
         ``from_offset`` on: control records and ``NoOpRecord`` values are dropped in Arrow first."""
+        import pyarrow as pa
         import pyarrow.compute as pc  # pyarrow.compute (0.05 s to import) only where a computation runs
 
         last = int(batch.column("offset")[-1].as_py()) if batch.num_rows else self.last_offset
@@ -365,7 +375,7 @@ def _file_rows(path: str) -> Iterator[pa.RecordBatch]:
     mapped = files.MappedFile(path)
     try:
         for chunk in columnar.decode(mapped.view(), path=path, want=columnar.WANT_VALUE):
-            yield columnar.to_arrow(chunk, _COLUMNS, topic=METADATA_TOPIC, partition=0, segment=0)
+            yield columnar.to_arrow(chunk, _columns(), topic=METADATA_TOPIC, partition=0, segment=0)
     finally:
         mapped.close()
 
@@ -397,7 +407,7 @@ def load_image(log_dir: str) -> MetadataImage | None:
         start = end
     part = Partition(partition_dir, KafkaConfig(), writable=False)
     try:
-        rows = (columnar.to_arrow(chunk, _COLUMNS, topic=METADATA_TOPIC, partition=0, segment=seg.base)
+        rows = (columnar.to_arrow(chunk, _columns(), topic=METADATA_TOPIC, partition=0, segment=seg.base)
                 for seg, chunk in part.column_chunks(columnar.WANT_VALUE))
         replay_batches(image, rows, path=partition_dir, from_offset=start)
     finally:

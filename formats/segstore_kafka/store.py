@@ -12,19 +12,19 @@ Thread-safety: not thread-safe (see :class:`segstore.store.Store`).
 from __future__ import annotations
 
 import base64
+import functools
 import json as jsonlib
 import os
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, NamedTuple, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 import numpy as np
-import pyarrow as pa
 
 from segstore import files, progress
 from segstore.arrays import binary_scalar, from_numpy, to_numpy
-from segstore.columns import KAFKA_SCHEMA, project
+from segstore.columns import project
 from segstore.consumers import ConsumerGroups
 from segstore.errors import (
     ConfigError,
@@ -56,26 +56,20 @@ from segstore.store import (
     newest_hits,
 )
 
-from . import (
-    arrowappend,
-    arrowencode,
-    columnar,
-    compaction,
-    dictappend,
-    groups,
-    kraft,
-    transactions,
-    txnstate,
-)
 from . import batch as codec
+from . import columnar, compaction, kraft, transactions
 from . import retention as retention_rules
-from .coordinator import COLUMNS as COORDINATOR_COLUMNS
-from .coordinator import CoordinatorLog
 from .logdir import LogDir, is_partition_dir
 from .partition import KafkaConfig, Partition, now_ms, parse_partition_dir, validate_topic
 from .properties import PARTITION_METADATA, read_partition_metadata
 from .topicconfig import TopicConfigs
 from .txnindex import AbortedTxn
+
+if TYPE_CHECKING:   # pyarrow, the appenders and the coordinators' logs load where used (info: none)
+    import pyarrow as pa
+
+    from . import arrowappend, arrowencode
+    from .coordinator import CoordinatorLog
 
 _T = TypeVar("_T")
 
@@ -125,8 +119,12 @@ class _CommittedFilter:
         return not batch.is_control
 
 
-#: The columns :func:`_control_types` reads.
-_CONTROL_COLUMNS = project(KAFKA_SCHEMA, ["key", "value"])
+@functools.cache
+def _control_columns() -> pa.Schema:
+    """The columns :func:`_control_types` reads."""
+    from segstore.columns import KAFKA_SCHEMA
+
+    return project(KAFKA_SCHEMA, ["key", "value"])
 
 
 def _control_types(chunk: columnar.Chunk, batches: list[codec.RecordBatch]) -> list[str | None]:
@@ -137,7 +135,7 @@ def _control_types(chunk: columnar.Chunk, batches: list[codec.RecordBatch]) -> l
     """
     if not any(b.is_control for b in batches):
         return [None] * len(batches)
-    table = columnar.to_arrow(chunk, _CONTROL_COLUMNS, topic="", partition=0, segment=0)
+    table = columnar.to_arrow(chunk, _control_columns(), topic="", partition=0, segment=0)
     keys, values = table.column("key"), table.column("value")
     types: list[str | None] = []
     for batch, first in zip(batches, chunk.batches["first_row"].tolist(), strict=True):
@@ -522,6 +520,8 @@ class KafkaStore(Store):
         else goes through :meth:`Message.coerce` and the per-record encoder (the same bytes).
         The results of one batch share its ``extra`` dict.
         """
+        from . import dictappend
+
         self._check_writable()
         items = messages if type(messages) is list else list(messages)
         planned = dictappend.plain_groups(items)
@@ -567,6 +567,10 @@ class KafkaStore(Store):
         :raises MessageTooLargeError: a record larger than ``max.message.bytes`` (after the rows
             before its batch).
         """
+        import pyarrow as pa
+
+        from . import arrowappend
+
         self._check_writable()
         batches = [b for b in (batch.to_batches() if isinstance(batch, pa.Table) else [batch]) if b.num_rows]
         if len(batches) == 1:
@@ -718,6 +722,8 @@ class KafkaStore(Store):
         :raises CorruptDataError: a bad batch (after the rows before it).
         :raises ConfigError: an unknown isolation level, ``batch_rows`` or ``threads`` below 1.
         """
+        from segstore.columns import KAFKA_SCHEMA
+
         self._check_open()
         threads = thread_count(threads)
         if batch_rows is not None and batch_rows < 1:
@@ -1066,13 +1072,15 @@ class KafkaStore(Store):
                           notes: list[str]) -> dict[int, CoordinatorLog]:
         """Each partition of an internal topic loaded from its log start (a read that fails part way keeps
         what came before it and says so in ``notes``)."""
+        from .coordinator import COLUMNS, CoordinatorLog
+
         logs: dict[int, CoordinatorLog] = {}
         for (t, p), _part in self._partitions().items():
             if t != topic:
                 continue
             log = logs[p] = CoordinatorLog(pending_key)
             try:
-                for batch in self.scan_arrow(COORDINATOR_COLUMNS.names, topic=t, partition=p):
+                for batch in self.scan_arrow(COLUMNS.names, topic=t, partition=p):
                     log.add(batch)
             except SegstoreError as err:
                 notes.append(f"{t}-{p}: loaded up to a record it could not read ({err})")
@@ -1086,6 +1094,8 @@ class KafkaStore(Store):
         are the high watermarks of the partitions this store holds.  ``O(records of __consumer_offsets)``,
         Python per distinct key (:mod:`.coordinator`).
         """
+        from . import groups
+
         self._check_open()
         notes: list[str] = []
         logs = self._coordinator_logs(groups.OFFSETS_TOPIC, groups.is_offset_commit, notes)
@@ -1106,6 +1116,8 @@ class KafkaStore(Store):
 
     def transaction_states(self, transactional_id: str | None = None) -> list[dict[str, Any]]:
         """:meth:`Store.transaction_states` from ``__transaction_state`` (:mod:`.txnstate`)."""
+        from . import txnstate
+
         self._check_open()
         notes: list[str] = []
         found = txnstate.transaction_states(self._coordinator_logs(txnstate.TRANSACTION_TOPIC, None, notes),
@@ -1260,6 +1272,7 @@ class KafkaStore(Store):
         partition (:meth:`scan_arrow`, in C where built): ``O(bytes of the topic's logs)``.
         A topic or partition the store does not hold has no records: ``[]``.
         """
+        import pyarrow as pa
         import pyarrow.compute as pc  # pyarrow.compute (0.05 s to import) only where a computation runs
 
         self._check_open()

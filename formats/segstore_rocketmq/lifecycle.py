@@ -26,7 +26,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
-import pyarrow as pa
 
 from segstore import files, progress
 from segstore.errors import (
@@ -60,6 +59,8 @@ from .query import NO_HIT_LIMIT, SCAN_NOTE, TIME_MAX, newest_messages, query_by_
 from .recovery import RecoveryContext, recover
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from segstore.layouts import IndexSet
 
     from .commitlog import CommitLog

@@ -26,13 +26,12 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import numpy as np
-import pyarrow as pa
 
 from segstore import files
-from segstore.columns import ROCKETMQ_SCHEMA, project
+from segstore.columns import project
 from segstore.consumers import ConsumerGroups, ConsumerOffset
 from segstore.errors import (
     ConfigError,
@@ -91,6 +90,9 @@ from .message import (
 )
 from .query import NO_HIT_LIMIT, SCAN_NOTE
 from .topicconfig import TOPIC_GROUP_SEPARATOR, ConsumerOffsets, TopicConfigs, read_delay_offsets
+
+if TYPE_CHECKING:   # pyarrow loads where a column is built (`segstore info` builds none)
+    import pyarrow as pa
 
 LOCK_CONTENT = b"lock"
 
@@ -976,6 +978,8 @@ class RocketMQStore(LifecycleMixin, Store):
         :raises NotFoundError: no such queue.
         :raises ConfigError: ``threads`` below 1.
         """
+        from segstore.columns import ROCKETMQ_SCHEMA
+
         self._check_open()
         threads = thread_count(threads)
         schema = project(ROCKETMQ_SCHEMA, columns)
