@@ -57,9 +57,10 @@ from segstore.store import (
 )
 
 from . import batch as codec
-from . import columnar, compaction, kraft, transactions
+from . import columnar, kraft
 from . import retention as retention_rules
 from .logdir import LogDir, is_partition_dir
+from .offsetmap import DEDUPE_BUFFER_SIZE
 from .partition import KafkaConfig, Partition, now_ms, parse_partition_dir, validate_topic
 from .properties import PARTITION_METADATA, read_partition_metadata
 from .topicconfig import TopicConfigs
@@ -68,7 +69,7 @@ from .txnindex import AbortedTxn
 if TYPE_CHECKING:   # pyarrow, the appenders and the coordinators' logs load where used (info: none)
     import pyarrow as pa
 
-    from . import arrowappend, arrowencode
+    from . import arrowappend, arrowencode, transactions
     from .coordinator import CoordinatorLog
 
 _T = TypeVar("_T")
@@ -95,7 +96,9 @@ class _CommittedFilter:
     """
 
     def __init__(self, part: Partition, start: int) -> None:
-        self.lso = transactions.last_stable_offset(part)
+        from .transactions import last_stable_offset
+
+        self.lso = last_stable_offset(part)
         self.pending = part.aborted_transactions(start, self.lso)   # by first offset
         self.aborted: set[int] = set()
         self.next = 0
@@ -724,6 +727,8 @@ class KafkaStore(Store):
         """
         from segstore.columns import KAFKA_SCHEMA
 
+        from .transactions import last_stable_offset
+
         self._check_open()
         threads = thread_count(threads)
         if batch_rows is not None and batch_rows < 1:
@@ -759,7 +764,7 @@ class KafkaStore(Store):
             else:
                 chunks = part.column_chunks(want, offset=offset if ranged else (target if dropping else None),
                                             start=start, end=end, capacity=capacity)
-            lso = transactions.last_stable_offset(part) if committed else part.next_offset
+            lso = last_stable_offset(part) if committed else part.next_offset
             aborted = part.aborted_transactions(target, lso) if committed else []
             for seg, chunk in chunks:
                 first = 0
@@ -1129,6 +1134,8 @@ class KafkaStore(Store):
                     coordinator_epoch: int = 0) -> transactions.Transaction:
         """A producer's transaction: ``txn.append_batch(...)`` writes transactional batches,
         ``txn.commit()`` / ``txn.abort()`` the markers (a ``with`` block commits, or aborts on error)."""
+        from . import transactions
+
         self._check_writable()
         return transactions.Transaction(self, producer_id, producer_epoch,
                                         coordinator_epoch=coordinator_epoch)
@@ -1139,10 +1146,12 @@ class KafkaStore(Store):
         return self.read(topic, partition, offset, count, isolation=READ_COMMITTED)
 
     def compact(self, *, dry_run: bool = False, now_ms: int | None = None, topic: str | None = None,
-                partition: int | None = None, dedupe_buffer_size: int = compaction.DEDUPE_BUFFER_SIZE,
+                partition: int | None = None, dedupe_buffer_size: int = DEDUPE_BUFFER_SIZE,
                 **options: Any) -> list[dict[str, Any]]:
         """Kafka's log cleaner over each partition (``cleanup.policy=compact`` semantics); the option
         ``dedupe_buffer_size`` is ``log.cleaner.dedupe.buffer.size`` (a full key map cleans in passes)."""
+        from . import compaction
+
         if not dry_run:
             self._check_writable()
         self._check_open()

@@ -61,7 +61,6 @@ from .consumequeue import CQ_DTYPE, FILE_NAME_DIGITS, ConsumeQueue, queue_cut_di
 from .consumequeue_ext import EXT_DIR, ConsumeQueueExt
 from .consumequeue_ext import MAX_ADDR as EXT_MAX_ADDR
 from .dirnames import COMMITLOG_DIR, CONSUMEQUEUE_DIR, INDEX_DIR, LOCK_FILE, is_rocketmq_store
-from .fastappend import PlainBatch, encode_batch, single_appender
 from .flush import FlushService
 from .indexfile import IndexRequest, IndexService, geometry_on_disk
 from .javacompat import hashmap_order, string_hash
@@ -91,8 +90,10 @@ from .message import (
 from .query import NO_HIT_LIMIT, SCAN_NOTE
 from .topicconfig import TOPIC_GROUP_SEPARATOR, ConsumerOffsets, TopicConfigs, read_delay_offsets
 
-if TYPE_CHECKING:   # pyarrow loads where a column is built (`segstore info` builds none)
+if TYPE_CHECKING:   # pyarrow and the appenders load where used (`segstore info` builds and writes nothing)
     import pyarrow as pa
+
+    from .fastappend import PlainBatch
 
 LOCK_CONTENT = b"lock"
 
@@ -525,6 +526,8 @@ class RocketMQStore(LifecycleMixin, Store):
 
     def _single_appender(self, flusher: FlushService) -> Callable[[Any], AppendResult | None] | None:
         """The single append in one C call for this store (:func:`.fastappend.single_appender`)."""
+        from .fastappend import single_appender
+
         return single_appender(self, flusher, _now_ms)
 
     @property
@@ -696,6 +699,8 @@ class RocketMQStore(LifecycleMixin, Store):
         :raises InvalidMessageError: a field the format cannot carry (both are ones too).
         :raises StorageFullError: the disk is full (nothing of the batch written).
         """
+        from .fastappend import encode_batch
+
         self._check_writable()
         now = self._clock()
         if not as_stored:
