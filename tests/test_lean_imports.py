@@ -207,3 +207,22 @@ def test_info_on_a_small_store_imports_no_arrow_codec_checksum_or_pool(tmp_path)
         assert result["code"] == 0 == cli.main(["info", *args], here), args
         assert result["text"] == here.getvalue() and "topic" in result["text"], args
         assert result["loaded"] == [], args
+
+
+_SCAN = """
+import json, sys
+import segstore
+with segstore.open(sys.argv[1], format="kafka") as store:
+    rows = sum(batch.num_rows for batch in store.scan_arrow())
+print(json.dumps({"rows": rows, "loaded": sorted(m for m in sys.modules if m.startswith("segstore_kafka."))}))
+"""
+
+
+def test_first_kafka_scan_loads_no_transaction_compaction_or_kraft_schema_code(tmp_path) -> None:
+    """A read_uncommitted scan needs no last stable offset (.transactions, and the .compaction it
+    imports) and a store without a metadata log no KRaft record schemas (.internal_topics, .schema):
+    modules a first scan in a process used to import (5-10 ms)."""
+    result = _run(_SCAN, str(_kafka(tmp_path / "k")))
+    assert result["rows"] > 0
+    assert not {"segstore_kafka.transactions", "segstore_kafka.compaction", "segstore_kafka.internal_topics",
+                "segstore_kafka.schema"} & set(result["loaded"])

@@ -51,12 +51,12 @@ from segstore.columns import project
 from segstore.errors import CorruptDataError, SegstoreError
 
 from . import columnar
-from .internal_topics import METADATA_FRAME_VERSION, METADATA_RECORDS, metadata_type_name
 from .partition import KafkaConfig, Partition
 from .properties import read_meta_properties
-from .schema import read, read_uvarint
 
-if TYPE_CHECKING:   # pyarrow loads where a metadata log is replayed (info of a store without one: never)
+# pyarrow and the record schemas (.internal_topics, .schema: 5 ms) load where a metadata log is replayed
+# (segstore info or a scan of a store without one: never)
+if TYPE_CHECKING:
     import pyarrow as pa
 
 METADATA_TOPIC = "__cluster_metadata"
@@ -101,8 +101,11 @@ def _columns() -> pa.Schema:
     return project(KAFKA_SCHEMA, ["offset", "value", "isControl"])
 
 
-#: A metadata value starts with its frame version and apiKey, one varint byte each below 128.
-_NO_OP_PREFIX = bytes([METADATA_FRAME_VERSION, NO_OP])
+def _no_op_prefix() -> bytes:
+    """A metadata value starts with its frame version and apiKey, one varint byte each below 128."""
+    from .internal_topics import METADATA_FRAME_VERSION
+
+    return bytes([METADATA_FRAME_VERSION, NO_OP])
 
 
 @dataclass(slots=True)
@@ -151,6 +154,8 @@ class SnapshotInfo:
 
 
 def _check_frame(frame: int, path: str, pos: int) -> None:
+    from .internal_topics import METADATA_FRAME_VERSION
+
     if frame != METADATA_FRAME_VERSION:
         raise CorruptDataError(f"expected metadata frame version {METADATA_FRAME_VERSION}, found {frame}",
                                path, pos)
@@ -209,6 +214,9 @@ class MetadataImage:
 
         A record that does not decode is kept in :attr:`problems` and skipped (the replay goes on).
         """
+        from .internal_topics import METADATA_RECORDS
+        from .schema import read, read_uvarint
+
         self.last_offset = offset
         try:
             frame, at = read_uvarint(value, 0, path=path, base_pos=pos, what="the frame version")
@@ -230,6 +238,8 @@ class MetadataImage:
 
     def _control_or_count(self, api_key: int) -> None:
         """A record without a schema here: the metadata transaction markers, else counted by name."""
+        from .internal_topics import metadata_type_name
+
         name = metadata_type_name(api_key)
         if api_key == BEGIN_TRANSACTION:
             self._pending = []
@@ -246,6 +256,8 @@ class MetadataImage:
 
     def replay(self, api_key: int, data: dict[str, Any]) -> None:
         """Apply one decoded record (``data`` as :func:`.schema.read` gives it)."""
+        from .internal_topics import metadata_type_name
+
         self.counts[metadata_type_name(api_key)] += 1
         if api_key == TOPIC:
             self.topics_by_id[data["topicId"]] = TopicState(data["name"], data["topicId"])
@@ -322,12 +334,16 @@ class MetadataImage:
         import pyarrow as pa
         import pyarrow.compute as pc  # pyarrow.compute (0.05 s to import) only where a computation runs
 
+        from .internal_topics import metadata_type_name
+
+        no_op_prefix = _no_op_prefix()
+
         last = int(batch.column("offset")[-1].as_py()) if batch.num_rows else self.last_offset
         values = batch.column("value")
         keep = pc.and_(pc.invert(batch.column("isControl")),
                        pc.greater_equal(batch.column("offset"), pa.scalar(from_offset, pa.int64())))
-        no_op = pc.equal(pc.binary_slice(values, 0, len(_NO_OP_PREFIX)),
-                         pa.scalar(_NO_OP_PREFIX, pa.binary()))
+        no_op = pc.equal(pc.binary_slice(values, 0, len(no_op_prefix)),
+                         pa.scalar(no_op_prefix, pa.binary()))
         dropped = pc.sum(pc.and_(keep, pc.fill_null(no_op, False))).as_py()
         if dropped:
             self.counts[metadata_type_name(NO_OP)] += dropped

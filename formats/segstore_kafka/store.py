@@ -96,9 +96,7 @@ class _CommittedFilter:
     """
 
     def __init__(self, part: Partition, start: int) -> None:
-        from .transactions import last_stable_offset
-
-        self.lso = last_stable_offset(part)
+        self.lso = _last_stable_offset(part)
         self.pending = part.aborted_transactions(start, self.lso)   # by first offset
         self.aborted: set[int] = set()
         self.next = 0
@@ -120,6 +118,14 @@ class _CommittedFilter:
             elif batch.is_transactional and batch.producer_id in self.aborted:
                 return False
         return not batch.is_control
+
+
+def _last_stable_offset(part: Partition) -> int:
+    """:func:`.transactions.last_stable_offset` (the module, with the producer-state and compaction code it
+    uses, loads where a read_committed read needs it: a read_uncommitted scan never does)."""
+    from .transactions import last_stable_offset
+
+    return last_stable_offset(part)
 
 
 @functools.cache
@@ -727,8 +733,6 @@ class KafkaStore(Store):
         """
         from segstore.columns import KAFKA_SCHEMA
 
-        from .transactions import last_stable_offset
-
         self._check_open()
         threads = thread_count(threads)
         if batch_rows is not None and batch_rows < 1:
@@ -764,7 +768,7 @@ class KafkaStore(Store):
             else:
                 chunks = part.column_chunks(want, offset=offset if ranged else (target if dropping else None),
                                             start=start, end=end, capacity=capacity)
-            lso = last_stable_offset(part) if committed else part.next_offset
+            lso = _last_stable_offset(part) if committed else part.next_offset
             aborted = part.aborted_transactions(target, lso) if committed else []
             for seg, chunk in chunks:
                 first = 0
