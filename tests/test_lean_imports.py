@@ -187,7 +187,8 @@ code = cli.main(["info", *sys.argv[1:]], out)
 print(json.dumps({"code": code, "text": out.getvalue(),
                   "loaded": sorted({m.split(".")[0] for m in sys.modules} & {
                       "pyarrow", "pandas", "zstandard", "lz4", "cramjam", "crc32c", "concurrent"}
-                                   | {"importlib.metadata"} & set(sys.modules))}))
+                                   | {"importlib.metadata"} & set(sys.modules)),
+                  "plugin": sorted(m for m in sys.modules if m.startswith("segstore_"))}))
 """
 
 
@@ -207,6 +208,12 @@ def test_info_on_a_small_store_imports_no_arrow_codec_checksum_or_pool(tmp_path)
         assert result["code"] == 0 == cli.main(["info", *args], here), args
         assert result["text"] == here.getvalue() and "topic" in result["text"], args
         assert result["loaded"] == [], args
+        # what writes, recovers or reads transactions, and a log dir's retention rules: none is read
+        unused = {"segstore_rocketmq.recovery", "segstore_rocketmq.fastappend", "segstore_kafka.transactions",
+                  "segstore_kafka.compaction", "segstore_kafka.internal_topics"}
+        if not args[-1].endswith("t-0"):
+            unused.add("segstore_kafka.retention")
+        assert not unused & set(result["plugin"]), args
 
 
 _SCAN = """

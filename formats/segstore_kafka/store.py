@@ -58,7 +58,6 @@ from segstore.store import (
 
 from . import batch as codec
 from . import columnar, kraft
-from . import retention as retention_rules
 from .logdir import LogDir, is_partition_dir
 from .offsetmap import DEDUPE_BUFFER_SIZE
 from .partition import KafkaConfig, Partition, now_ms, parse_partition_dir, validate_topic
@@ -461,9 +460,11 @@ class KafkaStore(Store):
                     raise
         try:
             if self.single:
+                from .retention import load_log_start  # the retention rules: where a partition dir opens
+
                 topic_config = self.topic_configs.config_for(parse_partition_dir(path)[0])
                 self._part: Partition | None = Partition(path, topic_config, writable=writable, clock=clock)
-                retention_rules.load_log_start(self._part)  # the parent log dir's checkpoint
+                load_log_start(self._part)  # the parent log dir's checkpoint
                 self._dir: LogDir | None = None
             else:
                 self._part = None
@@ -1054,6 +1055,8 @@ class KafkaStore(Store):
     def retention(self, *, dry_run: bool = False, now_ms: int | None = None, topic: str | None = None,
                   partition: int | None = None, **options: Any) -> list[dict[str, Any]]:
         """``retention.bytes``, ``retention.ms`` and the log start, as ``UnifiedLog.deleteOldSegments``."""
+        from . import retention as retention_rules
+
         if not dry_run:
             self._check_writable()
         self._check_open()
@@ -1063,6 +1066,8 @@ class KafkaStore(Store):
     def delete_records(self, before: int, *, dry_run: bool = False, topic: str | None = None,
                        partition: int | None = None, **options: Any) -> list[dict[str, Any]]:
         """Kafka DeleteRecords: the log start moves to ``before`` (-1: the high watermark)."""
+        from . import retention as retention_rules
+
         if not dry_run:
             self._check_writable()
         self._check_open()
@@ -1104,6 +1109,7 @@ class KafkaStore(Store):
         Python per distinct key (:mod:`.coordinator`).
         """
         from . import groups
+        from .retention import high_watermark
 
         self._check_open()
         notes: list[str] = []
@@ -1114,7 +1120,7 @@ class KafkaStore(Store):
 
         def log_end(topic: str, partition: int) -> int | None:
             part = parts.get((topic, partition))
-            return None if part is None else retention_rules.high_watermark(part)
+            return None if part is None else high_watermark(part)
 
         names = {t.topic_id: name for name, t in self.metadata.topics.items()} if self.metadata else {}
         retention_ms = int(options.get("offsets_retention_ms", groups.DEFAULT_OFFSETS_RETENTION_MS))
