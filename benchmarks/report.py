@@ -138,6 +138,12 @@ TARGETS = [
        f"{source} convert, threads=2, {size} msgs", None, "threads=1, same run", True, 1.5)
       for size in ("500,000", "4,000,000")
       for name, source in (("RocketMQ -> Kafka", "rocketmq"), ("Kafka -> RocketMQ", "kafka"))),
+    # issue 31's fixed costs
+    *((f"segstore info, small {name} store <= 0.25 s", "fixed_costs",
+       f"segstore info, small {fmt_name} store", 0.25, "goal 0.25 s wall (speed: 0.25 s / ours)", False, 1.0)
+      for name, fmt_name in (("RocketMQ", "rocketmq"), ("Kafka", "kafka"))),
+    ("first Kafka scan_arrow in a fresh process >= 20x kafka-python", "fixed_costs",
+     "first Kafka scan_arrow in a fresh process", None, "kafka-python, same run", True, 20.0),
 ]
 
 

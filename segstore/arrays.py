@@ -10,22 +10,35 @@ Pure and thread-safe.
 
 from __future__ import annotations
 
-import numpy as np
-import pyarrow as pa
+import functools
+from typing import TYPE_CHECKING
 
-_TYPES = {np.dtype(np.int8): pa.int8(), np.dtype(np.int16): pa.int16(), np.dtype(np.int32): pa.int32(),
-          np.dtype(np.int64): pa.int64(), np.dtype(np.uint8): pa.uint8(), np.dtype(np.uint16): pa.uint16(),
-          np.dtype(np.uint32): pa.uint32(), np.dtype(np.uint64): pa.uint64(),
-          np.dtype(np.float32): pa.float32(), np.dtype(np.float64): pa.float64(),
-          np.dtype(np.bool_): pa.bool_()}
+import numpy as np
+
+if TYPE_CHECKING:   # pyarrow is imported where an array is made: `segstore info` needs none
+    import pyarrow as pa
+
+
+@functools.cache
+def _types() -> dict[np.dtype, pa.DataType]:
+    """The Arrow type of each numpy dtype :func:`from_numpy` takes."""
+    import pyarrow as pa
+
+    return {np.dtype(np.int8): pa.int8(), np.dtype(np.int16): pa.int16(), np.dtype(np.int32): pa.int32(),
+            np.dtype(np.int64): pa.int64(), np.dtype(np.uint8): pa.uint8(), np.dtype(np.uint16): pa.uint16(),
+            np.dtype(np.uint32): pa.uint32(), np.dtype(np.uint64): pa.uint64(),
+            np.dtype(np.float32): pa.float32(), np.dtype(np.float64): pa.float64(),
+            np.dtype(np.bool_): pa.bool_()}
 
 
 def from_numpy(values: np.ndarray, type_: pa.DataType | None = None) -> pa.Array:
     """A non-null Arrow array of the one-dimensional ``values``: the numeric types share their
     memory (``type_``, when given, of the same width: a timestamp over int64), ``bool`` is packed
     into a bitmap.  ``O(1)`` for numbers, ``O(n)`` for booleans."""
+    import pyarrow as pa
+
     values = np.ascontiguousarray(values)
-    kind = type_ if type_ is not None else _TYPES[values.dtype]
+    kind = type_ if type_ is not None else _types()[values.dtype]
     if values.dtype == np.bool_:
         data = pa.py_buffer(np.packbits(values, bitorder="little"))
     else:
@@ -35,6 +48,8 @@ def from_numpy(values: np.ndarray, type_: pa.DataType | None = None) -> pa.Array
 
 def binary_scalar(value: bytes) -> pa.Scalar:
     """``value`` as an Arrow binary scalar (for a compute function's other operand). ``O(len(value))``."""
+    import pyarrow as pa
+
     offsets = pa.py_buffer(np.array([0, len(value)], np.int32))
     return pa.Array.from_buffers(pa.binary(), 1, [None, offsets, pa.py_buffer(value)])[0]
 
@@ -43,6 +58,8 @@ def to_numpy(array: pa.Array | pa.ChunkedArray, dtype: np.dtype | type) -> np.nd
     """The values of a fixed-width Arrow ``array`` (numbers or booleans) as ``dtype``
     (the array's own width; a timestamp as int64); nulls read as whatever their slots
     hold.  A view for numbers, a copy for booleans and chunked arrays."""
+    import pyarrow as pa
+
     if isinstance(array, pa.ChunkedArray):
         parts = [to_numpy(chunk, dtype) for chunk in array.chunks]
         return np.concatenate(parts) if parts else np.zeros(0, dtype)

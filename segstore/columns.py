@@ -33,74 +33,106 @@ thread-safe.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pyarrow as pa
 
 from .errors import ConfigError
 
-TIMESTAMP = pa.timestamp("ms", tz="UTC")
-HEADER = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
-HEADERS = pa.list_(HEADER)
+if TYPE_CHECKING:   # pyarrow is imported where a type or column is made: `segstore info` needs none
+    import pyarrow as pa
 
-#: Spark's Kafka connector columns, in its order.
-CONNECTOR_FIELDS: tuple[pa.Field, ...] = (
-    pa.field("key", pa.binary()),
-    pa.field("value", pa.binary()),
-    pa.field("topic", pa.string(), nullable=False),
-    pa.field("partition", pa.int32(), nullable=False),
-    pa.field("offset", pa.int64(), nullable=False),
-    pa.field("timestamp", TIMESTAMP, nullable=False),
-    pa.field("timestampType", pa.int32(), nullable=False),
-    pa.field("headers", HEADERS),
-)
+    TIMESTAMP: pa.DataType
+    HEADER: pa.DataType
+    HEADERS: pa.DataType
+    #: Spark's Kafka connector columns, in its order.
+    CONNECTOR_FIELDS: tuple[pa.Field, ...]
+    #: Where each row lies in its log.
+    POSITION_FIELDS: tuple[pa.Field, ...]
+    #: A RocketMQ message's own fields (names as the Spark source has them).
+    ROCKETMQ_FIELDS: tuple[pa.Field, ...]
+    #: A Kafka record's batch-level fields, repeated on each of the batch's records.
+    KAFKA_FIELDS: tuple[pa.Field, ...]
+    COMMON_SCHEMA: pa.Schema
+    ROCKETMQ_SCHEMA: pa.Schema
+    KAFKA_SCHEMA: pa.Schema
 
-#: Where each row lies in its log.
-POSITION_FIELDS: tuple[pa.Field, ...] = (
-    pa.field("position", pa.int64(), nullable=False),
-    pa.field("size", pa.int32(), nullable=False),
-)
+_TYPES = ("TIMESTAMP", "HEADER", "HEADERS", "CONNECTOR_FIELDS", "POSITION_FIELDS", "ROCKETMQ_FIELDS",
+          "KAFKA_FIELDS", "COMMON_SCHEMA", "ROCKETMQ_SCHEMA", "KAFKA_SCHEMA")
+_types_lock = threading.Lock()
 
-#: A RocketMQ message's own fields (names as the Spark source has them).
-ROCKETMQ_FIELDS: tuple[pa.Field, ...] = (
-    pa.field("tags", pa.string()),
-    pa.field("keys", pa.list_(pa.string())),
-    pa.field("properties", pa.map_(pa.string(), pa.string())),
-    pa.field("bornTimestamp", TIMESTAMP, nullable=False),
-    pa.field("storeTimestamp", TIMESTAMP, nullable=False),
-    pa.field("bornHost", pa.string(), nullable=False),
-    pa.field("storeHost", pa.string(), nullable=False),
-    pa.field("msgId", pa.string(), nullable=False),
-    pa.field("physicalOffset", pa.int64(), nullable=False),
-    pa.field("sysFlag", pa.int32(), nullable=False),
-    pa.field("flag", pa.int32(), nullable=False),
-    pa.field("reconsumeTimes", pa.int32(), nullable=False),
-    pa.field("bodyCrc", pa.int32(), nullable=False),
-    pa.field("preparedTransactionOffset", pa.int64(), nullable=False),
-    pa.field("magic", pa.int32(), nullable=False),
-)
 
-#: A Kafka record's batch-level fields, repeated on each of the batch's records.
-KAFKA_FIELDS: tuple[pa.Field, ...] = (
-    pa.field("baseOffset", pa.int64(), nullable=False),
-    pa.field("leaderEpoch", pa.int32(), nullable=False),
-    pa.field("magic", pa.int8(), nullable=False),
-    pa.field("compression", pa.int8(), nullable=False),
-    pa.field("isTransactional", pa.bool_(), nullable=False),
-    pa.field("isControl", pa.bool_(), nullable=False),
-    pa.field("producerId", pa.int64(), nullable=False),
-    pa.field("producerEpoch", pa.int16(), nullable=False),
-    pa.field("sequence", pa.int32(), nullable=False),
-    pa.field("segment", pa.int64(), nullable=False),
-)
+def __getattr__(name: str) -> Any:
+    """The Arrow types and schemas above, made on first use (importing pyarrow costs 0.1-0.2 s, which a
+    command that builds no column, such as ``segstore info``, does not pay).  Thread-safe: made once."""
+    if name not in _TYPES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    with _types_lock:
+        if name not in globals():
+            globals().update(_make_types())
+    return globals()[name]
 
-COMMON_SCHEMA = pa.schema(CONNECTOR_FIELDS + POSITION_FIELDS)
-ROCKETMQ_SCHEMA = pa.schema(CONNECTOR_FIELDS + POSITION_FIELDS + ROCKETMQ_FIELDS)
-KAFKA_SCHEMA = pa.schema(CONNECTOR_FIELDS + POSITION_FIELDS + KAFKA_FIELDS)
-assert len(COMMON_SCHEMA) == 10
-assert len(ROCKETMQ_SCHEMA) == 25 and len(KAFKA_SCHEMA) == 20
+
+def _make_types() -> dict[str, Any]:
+    import pyarrow as pa
+
+    timestamp = pa.timestamp("ms", tz="UTC")
+    header = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
+    headers = pa.list_(header)
+    connector = (
+        pa.field("key", pa.binary()),
+        pa.field("value", pa.binary()),
+        pa.field("topic", pa.string(), nullable=False),
+        pa.field("partition", pa.int32(), nullable=False),
+        pa.field("offset", pa.int64(), nullable=False),
+        pa.field("timestamp", timestamp, nullable=False),
+        pa.field("timestampType", pa.int32(), nullable=False),
+        pa.field("headers", headers),
+    )
+    position = (
+        pa.field("position", pa.int64(), nullable=False),
+        pa.field("size", pa.int32(), nullable=False),
+    )
+    rocketmq = (
+        pa.field("tags", pa.string()),
+        pa.field("keys", pa.list_(pa.string())),
+        pa.field("properties", pa.map_(pa.string(), pa.string())),
+        pa.field("bornTimestamp", timestamp, nullable=False),
+        pa.field("storeTimestamp", timestamp, nullable=False),
+        pa.field("bornHost", pa.string(), nullable=False),
+        pa.field("storeHost", pa.string(), nullable=False),
+        pa.field("msgId", pa.string(), nullable=False),
+        pa.field("physicalOffset", pa.int64(), nullable=False),
+        pa.field("sysFlag", pa.int32(), nullable=False),
+        pa.field("flag", pa.int32(), nullable=False),
+        pa.field("reconsumeTimes", pa.int32(), nullable=False),
+        pa.field("bodyCrc", pa.int32(), nullable=False),
+        pa.field("preparedTransactionOffset", pa.int64(), nullable=False),
+        pa.field("magic", pa.int32(), nullable=False),
+    )
+    kafka = (
+        pa.field("baseOffset", pa.int64(), nullable=False),
+        pa.field("leaderEpoch", pa.int32(), nullable=False),
+        pa.field("magic", pa.int8(), nullable=False),
+        pa.field("compression", pa.int8(), nullable=False),
+        pa.field("isTransactional", pa.bool_(), nullable=False),
+        pa.field("isControl", pa.bool_(), nullable=False),
+        pa.field("producerId", pa.int64(), nullable=False),
+        pa.field("producerEpoch", pa.int16(), nullable=False),
+        pa.field("sequence", pa.int32(), nullable=False),
+        pa.field("segment", pa.int64(), nullable=False),
+    )
+    made = {"TIMESTAMP": timestamp, "HEADER": header, "HEADERS": headers, "CONNECTOR_FIELDS": connector,
+            "POSITION_FIELDS": position, "ROCKETMQ_FIELDS": rocketmq, "KAFKA_FIELDS": kafka,
+            "COMMON_SCHEMA": pa.schema(connector + position),
+            "ROCKETMQ_SCHEMA": pa.schema(connector + position + rocketmq),
+            "KAFKA_SCHEMA": pa.schema(connector + position + kafka)}
+    assert len(made["COMMON_SCHEMA"]) == 10
+    assert len(made["ROCKETMQ_SCHEMA"]) == 25 and len(made["KAFKA_SCHEMA"]) == 20
+    assert set(made) == set(_TYPES)
+    return made
 
 
 def project(schema: pa.Schema, columns: Iterable[str] | None) -> pa.Schema:
@@ -114,6 +146,8 @@ def project(schema: pa.Schema, columns: Iterable[str] | None) -> pa.Schema:
     unknown = [name for name in wanted if schema.get_field_index(name) < 0]
     if unknown:
         raise ConfigError(f"expected columns among {', '.join(schema.names)}, found {', '.join(unknown)}")
+    import pyarrow as pa
+
     return pa.schema([schema.field(name) for name in wanted])
 
 
@@ -132,13 +166,15 @@ def binary_buffers(arr: pa.Array) -> tuple[np.ndarray, Any]:
 
 def _batch_pool() -> pa.MemoryPool:
     """Arrow's jemalloc pool where pyarrow has it, else its default pool (:func:`pooled`)."""
+    import pyarrow as pa
+
     try:
         return pa.jemalloc_memory_pool()
     except NotImplementedError:     # a pyarrow built without jemalloc (macOS, Windows)
         return pa.default_memory_pool()
 
 
-_POOL = _batch_pool()
+_pool: pa.MemoryPool | None = None     # the first pooled() call sets it (pyarrow loads there)
 
 
 def pooled(shape: int | tuple[int, ...], dtype: type | np.dtype) -> np.ndarray:
@@ -153,9 +189,14 @@ def pooled(shape: int | tuple[int, ...], dtype: type | np.dtype) -> np.ndarray:
     (a one-shot ``verify`` or ``dump`` pays them on every run; jemalloc 0.01 s), and a 1M-message
     ``scan_arrow`` peaked at 62 MB of anonymous memory with mimalloc, 26 MB with jemalloc.
     """
+    import pyarrow as pa
+
+    global _pool
+    if _pool is None:
+        _pool = _batch_pool()   # one pool of the process: a second thread here gets the same one
     dtype = np.dtype(dtype)
     if isinstance(shape, int):      # the usual case (per column per batch): no np.prod, no reshape
-        return np.frombuffer(pa.allocate_buffer(shape * dtype.itemsize, memory_pool=_POOL), dtype, shape)
+        return np.frombuffer(pa.allocate_buffer(shape * dtype.itemsize, memory_pool=_pool), dtype, shape)
     count = int(np.prod(shape))
-    return np.frombuffer(pa.allocate_buffer(count * dtype.itemsize, memory_pool=_POOL), dtype,
+    return np.frombuffer(pa.allocate_buffer(count * dtype.itemsize, memory_pool=_pool), dtype,
                          count).reshape(shape)

@@ -16,27 +16,39 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
+if TYPE_CHECKING:   # pyarrow is imported where a table is made: `segstore info` needs none
+    import pyarrow as pa
+
+    CONSUMER_SCHEMA: pa.Schema
 
 #: The columns, in ``kafka-consumer-groups --describe``'s order, then the group's state.
 COLUMNS = ("group", "topic", "partition", "committed_offset", "log_end_offset", "lag", "consumer_id", "host",
            "client_id", "state")
 
-CONSUMER_SCHEMA = pa.schema([
-    pa.field("group", pa.string(), nullable=False),
-    pa.field("topic", pa.string()),
-    pa.field("partition", pa.int32()),
-    pa.field("committed_offset", pa.int64()),
-    pa.field("log_end_offset", pa.int64()),
-    pa.field("lag", pa.int64()),
-    pa.field("consumer_id", pa.string()),
-    pa.field("host", pa.string()),
-    pa.field("client_id", pa.string()),
-    pa.field("state", pa.string()),
-    pa.field("extras", pa.string()),      # the format's own fields, as one JSON object
-])
+
+def __getattr__(name: str) -> Any:
+    """:data:`CONSUMER_SCHEMA`, made on first use (with pyarrow)."""
+    if name != "CONSUMER_SCHEMA":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import pyarrow as pa
+
+    schema = pa.schema([
+        pa.field("group", pa.string(), nullable=False),
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("committed_offset", pa.int64()),
+        pa.field("log_end_offset", pa.int64()),
+        pa.field("lag", pa.int64()),
+        pa.field("consumer_id", pa.string()),
+        pa.field("host", pa.string()),
+        pa.field("client_id", pa.string()),
+        pa.field("state", pa.string()),
+        pa.field("extras", pa.string()),      # the format's own fields, as one JSON object
+    ])
+    globals()["CONSUMER_SCHEMA"] = schema   # the same value whichever thread gets here first
+    return schema
 
 
 def lag(committed: int | None, log_end: int | None) -> int | None:
@@ -89,7 +101,9 @@ class ConsumerGroups:
 
 def to_arrow(rows: Iterable[ConsumerOffset]) -> pa.Table:
     """The rows as a table of :data:`CONSUMER_SCHEMA` (``extras`` as JSON text)."""
+    import pyarrow as pa
+
     rows = list(rows)
     columns: dict[str, list[Any]] = {name: [getattr(row, name) for row in rows] for name in COLUMNS}
     columns["extras"] = [json.dumps(dict(row.extras), sort_keys=True) for row in rows]
-    return pa.Table.from_pydict(columns, schema=CONSUMER_SCHEMA)
+    return pa.Table.from_pydict(columns, schema=__getattr__("CONSUMER_SCHEMA"))

@@ -32,10 +32,12 @@ import itertools
 import os
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import ConfigError
+
+if TYPE_CHECKING:   # concurrent.futures (and the logging it imports, 8 ms) loads with the first pool
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -62,6 +64,8 @@ def _executor() -> ThreadPoolExecutor:
     global _pool
     with _pool_lock:
         if _pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
             _pool = ThreadPoolExecutor(max_workers=min(32, os.cpu_count() or 2),
                                        thread_name_prefix="segstore-overlap")
         return _pool

@@ -13,7 +13,6 @@ the Python code now passes.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import os
 import warnings
@@ -65,6 +64,8 @@ COMMON_HEADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "speedu
 def source_hash(data: bytes) -> str:
     """What setup.py stamps a build with: the first 16 hex digits of the SHA-256 of the C source
     (:func:`source_files`, one after another) followed by :data:`COMMON_HEADER`."""
+    import hashlib  # 4 ms (OpenSSL): only a source tree, where the .c files lie beside the builds, hashes
+
     return hashlib.sha256(data).hexdigest()[:16]
 
 

@@ -9,6 +9,7 @@ already loaded; ``sys.modules`` is the behaviour asserted, not time.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -176,3 +177,59 @@ def test_info_loads_only_the_store_formats_code(tmp_path) -> None:
 @given(st.binary(max_size=40))
 def test_binary_scalar_equals_pyarrows(value) -> None:
     assert arrays.binary_scalar(value).equals(pa.scalar(value, pa.binary()))
+
+
+_INFO_LEAN = """
+import io, json, sys
+from segstore import cli
+out = io.StringIO()
+code = cli.main(["info", *sys.argv[1:]], out)
+print(json.dumps({"code": code, "text": out.getvalue(),
+                  "loaded": sorted({m.split(".")[0] for m in sys.modules} & {
+                      "pyarrow", "pandas", "zstandard", "lz4", "cramjam", "crc32c", "concurrent"}
+                                   | {"importlib.metadata"} & set(sys.modules)),
+                  "plugin": sorted(m for m in sys.modules if m.startswith("segstore_"))}))
+"""
+
+
+def test_info_on_a_small_store_imports_no_arrow_codec_checksum_or_pool(tmp_path) -> None:
+    """``info`` reads file names, consume queues, checkpoints and index headers: no Arrow, no codec,
+    no checksum, no thread pool, no importlib.metadata (pyarrow 0.03 s beside numpy, crc32c 0.01 s,
+    the codecs 0.01 s, concurrent.futures with logging 0.008 s, importlib.metadata 0.02 s, of a 0.25 s
+    budget).  Its output is the same as in a
+    process that has every module loaded already (this one)."""
+    from segstore import cli
+
+    kafka = _kafka(tmp_path / "k")
+    for args in ([str(_rocketmq(tmp_path / "r"))], ["--json", str(tmp_path / "r")], [str(kafka)],
+                 ["--json", str(kafka / "t-0")]):
+        result = _run(_INFO_LEAN, *args)
+        here = io.StringIO()
+        assert result["code"] == 0 == cli.main(["info", *args], here), args
+        assert result["text"] == here.getvalue() and "topic" in result["text"], args
+        assert result["loaded"] == [], args
+        # what writes, recovers or reads transactions, and a log dir's retention rules: none is read
+        unused = {"segstore_rocketmq.recovery", "segstore_rocketmq.fastappend", "segstore_kafka.transactions",
+                  "segstore_kafka.compaction", "segstore_kafka.internal_topics"}
+        if not args[-1].endswith("t-0"):
+            unused.add("segstore_kafka.retention")
+        assert not unused & set(result["plugin"]), args
+
+
+_SCAN = """
+import json, sys
+import segstore
+with segstore.open(sys.argv[1], format="kafka") as store:
+    rows = sum(batch.num_rows for batch in store.scan_arrow())
+print(json.dumps({"rows": rows, "loaded": sorted(m for m in sys.modules if m.startswith("segstore_kafka."))}))
+"""
+
+
+def test_first_kafka_scan_loads_no_transaction_compaction_or_kraft_schema_code(tmp_path) -> None:
+    """A read_uncommitted scan needs no last stable offset (.transactions, and the .compaction it
+    imports) and a store without a metadata log no KRaft record schemas (.internal_topics, .schema):
+    modules a first scan in a process used to import (5-10 ms)."""
+    result = _run(_SCAN, str(_kafka(tmp_path / "k")))
+    assert result["rows"] > 0
+    assert not {"segstore_kafka.transactions", "segstore_kafka.compaction", "segstore_kafka.internal_topics",
+                "segstore_kafka.schema"} & set(result["loaded"])

@@ -18,10 +18,9 @@ Pure (columns in, bytes out); thread-safe.  ``O(bytes)``.
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pyarrow as pa
 
 from segstore import speedups
 from segstore.columns import binary_buffers
@@ -31,12 +30,17 @@ from segstore.records import LOG_APPEND_TIME
 from . import batch as codec
 from .compression import NONE, codec_id, compress
 
+if TYPE_CHECKING:   # pyarrow loads where a column is read (compaction's imports of this module need none)
+    import pyarrow as pa
+
 _speedups = speedups.load("segstore_kafka._speedups")
 
 
 def _binary(arr: pa.Array) -> tuple[np.ndarray, np.ndarray, Any]:
     """``(valid as uint8, int32 offsets into data, data)`` of a binary array (the offsets and data
     are the array's own buffers: no copy)."""
+    import pyarrow as pa
+
     arr = arr.cast(pa.binary()) if arr.type != pa.binary() else arr
     n = len(arr)
     valid = np.ones(n, np.uint8) if arr.null_count == 0 else \
@@ -138,6 +142,8 @@ class Columns:
         key, value, headers = self.arrays
         if len(rows) and not 0 <= int(rows.min()) <= int(rows.max()) < self.n:
             raise InvalidMessageError(f"expected rows within the batch's {self.n}, found {rows.tolist()}")
+        import pyarrow as pa
+
         take = pa.array(rows, pa.int64())
         records = [(k, v, t, [(item["key"], item["value"]) for item in h or ()])
                    for k, v, t, h in zip(key.take(take).to_pylist(), value.take(take).to_pylist(),

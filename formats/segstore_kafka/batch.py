@@ -46,8 +46,6 @@ import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-import crc32c
-
 from segstore import speedups
 from segstore.errors import CorruptDataError, InvalidMessageError, SegstoreError, TruncatedDataError
 
@@ -451,7 +449,7 @@ class RecordBatch:
         """The checksum of the batch bytes as stored (CRC-32C for v2, CRC-32 for v0/v1)."""
         if self.magic < MAGIC_V2:
             return legacy.compute_crc(self.data)
-        return crc32c.crc32c(self.data[ATTRIBUTES_OFFSET:])
+        return _crc32c(self.data[ATTRIBUTES_OFFSET:])
 
     def is_valid(self) -> bool:
         """True if the stored CRC matches the bytes."""
@@ -506,6 +504,15 @@ class RecordBatch:
             raise CorruptDataError(str(err), self.path, self.position) from err
 
 
+def _crc32c(data: bytes | memoryview, value: int = 0) -> int:
+    """The CRC-32C (Castagnoli) of ``data``, continuing from ``value``: the ``crc32c`` package's, imported
+    at the first checksum (it reads its own package metadata on import: 10-15 ms that a command reading
+    no batch, such as ``segstore info``, need not pay)."""
+    import crc32c as package
+
+    return int(package.crc32c(data, value))
+
+
 def _read_entry(view: memoryview, pos: int, *, path: str, base_pos: int, check_crc: bool) -> RecordBatch:
     """Decode the entry at ``view[pos]`` (v2 header, or a legacy message) without its records.
 
@@ -540,7 +547,7 @@ def _read_entry(view: memoryview, pos: int, *, path: str, base_pos: int, check_c
     fields: tuple[int, int, int, int, int, int, int, int, int, int, int, int, int] = HEADER.unpack_from(data)
     batch = RecordBatch(*fields, position=at, data=data, path=path)
     if check_crc:
-        computed = crc32c.crc32c(data[ATTRIBUTES_OFFSET:])
+        computed = _crc32c(data[ATTRIBUTES_OFFSET:])
         if computed != batch.crc:
             raise CorruptDataError(f"CRC-32C {batch.crc:#010x} stored in the header, found {computed:#010x} "
                                    f"computed over bytes {ATTRIBUTES_OFFSET}..{size} of the batch",
@@ -661,8 +668,8 @@ def _build(region: bytes, *, record_count: int, base_offset: int, last_offset_de
     header = HEADER.pack(base_offset, length, partition_leader_epoch, MAGIC_V2, 0, flags, last_offset_delta,
                          base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence,
                          record_count)
-    crc = crc32c.crc32c(header[ATTRIBUTES_OFFSET:])
-    crc = crc32c.crc32c(body, crc)
+    crc = _crc32c(header[ATTRIBUTES_OFFSET:])
+    crc = _crc32c(body, crc)
     return b"".join((header[:CRC_OFFSET], CRC_FIELD.pack(crc), header[ATTRIBUTES_OFFSET:], body))
 
 

@@ -47,18 +47,20 @@ import base64
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pyarrow as pa
 
 from segstore import speedups
 from segstore.arrays import from_numpy
-from segstore.columns import HEADER, HEADERS, KAFKA_SCHEMA, TIMESTAMP, pooled
+from segstore.columns import pooled
 from segstore.errors import CorruptDataError, SegstoreError
 
 from . import batch as codec
 from .compression import decompress
+
+if TYPE_CHECKING:   # pyarrow loads where a chunk becomes a record batch (the walk itself needs none)
+    import pyarrow as pa
 
 # The C extension is optional (segstore.speedups warns once when it is missing); the reference
 # below gives the same rows.
@@ -326,6 +328,8 @@ def _decode_reference(view: memoryview, pos: int, end: int, path: str, max_rows:
 
 def _binary(type_: pa.DataType, n: int, offsets: np.ndarray, data: np.ndarray, size: int,
             valid: np.ndarray | None, nulls: int) -> pa.Array:
+    import pyarrow as pa
+
     validity = pa.py_buffer(valid) if nulls else None
     buffers = [validity, pa.py_buffer(offsets[:n + 1]), pa.py_buffer(data[:size])]
     return pa.Array.from_buffers(type_, n, buffers,
@@ -333,18 +337,27 @@ def _binary(type_: pa.DataType, n: int, offsets: np.ndarray, data: np.ndarray, s
 
 
 def _repeated_string(value: str, n: int) -> pa.Array:
+    import pyarrow as pa
+
     encoded = value.encode()
     offsets = np.arange(n + 1, dtype=np.int32) * len(encoded)
     return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(encoded * n)])
 
 
-def to_arrow(chunk: Chunk, schema: pa.Schema = KAFKA_SCHEMA, *, topic: str, partition: int,
+def to_arrow(chunk: Chunk, schema: pa.Schema | None = None, *, topic: str, partition: int,
              segment: int) -> pa.RecordBatch:
-    """The chunk's rows as a record batch of ``schema`` (:data:`KAFKA_SCHEMA` or a projection of it).
+    """The chunk's rows as a record batch of ``schema`` (:data:`KAFKA_SCHEMA`, the default, or a
+    projection of it).
 
     Fixed-width columns wrap the chunk's buffers without copying; batch-level
     columns are gathered per row.  ``O(rows)`` in C (numpy).
     """
+    import pyarrow as pa
+
+    from segstore.columns import HEADER, HEADERS, KAFKA_SCHEMA, TIMESTAMP
+
+    if schema is None:
+        schema = KAFKA_SCHEMA
     b = chunk.buffers
     c = chunk.counts
     n = c["rows"]
@@ -431,6 +444,10 @@ def json_lines(chunk: Chunk, prefix: str, timestamp_types: list[str], tails: lis
         buffers = tuple(chunk.buffers[name] for name in BUFFERS)
         return _speedups.json_lines(prefix.encode(), [t.encode() for t in timestamp_types],
                                     [t.encode() for t in tails], buffers, n, chunk.counts["batches"])
+    import pyarrow as pa
+
+    from segstore.columns import KAFKA_SCHEMA
+
     schema = pa.schema([KAFKA_SCHEMA.field(name) for name in ("offset", "key", "value", "headers")])
     table = to_arrow(chunk, schema, topic="", partition=0, segment=0)
     timestamps = chunk.buffers["timestamp"][:n].tolist()

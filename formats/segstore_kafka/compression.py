@@ -33,18 +33,16 @@ v0 wrote LZ4 frames with a wrong header checksum (computed over the magic too);
 ``decompress(..., legacy_lz4=True)`` accepts those as Kafka does.
 
 Everything here is pure (bytes in, bytes out), C-backed (zlib, cramjam, lz4,
-zstandard) and thread-safe.
+zstandard) and thread-safe.  The codec packages are imported where a stream of theirs is
+made or read (a command that reads no compressed batch, such as ``segstore info``, loads none).
 """
 
 from __future__ import annotations
 
+import functools
 import struct
 import threading
 import zlib
-
-import cramjam
-import lz4.frame
-import zstandard
 
 from segstore.errors import CorruptDataError, InvalidMessageError
 
@@ -143,6 +141,8 @@ def _gzip_compress(data: bytes) -> bytes:
 
 
 def _snappy_compress(data: bytes) -> bytes:
+    import cramjam
+
     parts = [_XERIAL_HEADER_BYTES]
     view = memoryview(data)
     for start in range(0, len(data), XERIAL_BLOCK_SIZE):
@@ -153,6 +153,8 @@ def _snappy_compress(data: bytes) -> bytes:
 
 
 def _lz4_compress(data: bytes) -> bytes:
+    import lz4.frame
+
     return lz4.frame.compress(
         data,
         block_size=lz4.frame.BLOCKSIZE_MAX64KB,
@@ -167,16 +169,23 @@ class _ZstdContexts(threading.local):
     """One zstd compressor and decompressor per thread: they are costly to create and not thread-safe."""
 
     def __init__(self) -> None:
+        import zstandard
+
         self.compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_content_size=False,
                                                    write_checksum=False)
         self.decompressor = zstandard.ZstdDecompressor()
 
 
-_zstd = _ZstdContexts()
+@functools.cache
+def _zstd() -> _ZstdContexts:
+    """The contexts (made on first use: each thread's on its first use in that thread)."""
+    return _ZstdContexts()
 
 
 def _zstd_compress(data: bytes) -> bytes:
-    stream = _zstd.compressor.compressobj()
+    import zstandard
+
+    stream = _zstd().compressor.compressobj()
     return b"".join((stream.compress(data), stream.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK),
                      stream.flush(zstandard.COMPRESSOBJ_FLUSH_FINISH)))
 
@@ -245,6 +254,8 @@ def _raw_snappy_decompress(block: bytes | memoryview, produced: int, limit: int)
     if produced + declared > limit:
         raise _TooLarge(f"a stream inflating to at most {limit} bytes, found a snappy block declaring "
                         f"{declared} bytes after {produced}")
+    import cramjam
+
     return bytes(cramjam.snappy.decompress_raw(block))
 
 
@@ -285,6 +296,8 @@ def _lz4_fix_legacy_checksum(data: bytes) -> bytes:
 
 
 def _lz4_decompress(data: bytes, limit: int, legacy: bool = False) -> bytes:
+    import lz4.frame
+
     if legacy:
         data = _lz4_fix_legacy_checksum(data)
     out = []
@@ -307,7 +320,7 @@ def _lz4_decompress(data: bytes, limit: int, legacy: bool = False) -> bytes:
 
 
 def _zstd_decompress(data: bytes, limit: int) -> bytes:
-    decompressor = _zstd.decompressor
+    decompressor = _zstd().decompressor
     out = []
     produced = 0
     view = memoryview(data)
@@ -382,11 +395,20 @@ def decompress(compression: str | int, data, *, path: str = "<memory>", pos: int
         if codec == LZ4:
             return _lz4_decompress(data, limit, legacy_lz4)
         return _DECOMPRESSORS[codec](data, limit)
-    except (ValueError, RuntimeError, OSError, zlib.error, zstandard.ZstdError,
-            cramjam.DecompressionError) as err:
+    except Exception as err:
+        if not isinstance(err, _codec_errors()):
+            raise
         raise CorruptDataError(
             f"a valid {COMPRESSION_NAMES[codec]} stream of {len(data)} bytes, found: {err}", path, pos
         ) from err
+
+
+def _codec_errors() -> tuple[type[Exception], ...]:
+    """What the codecs raise on a stream that does not decode."""
+    import cramjam
+    import zstandard
+
+    return (ValueError, RuntimeError, OSError, zlib.error, zstandard.ZstdError, cramjam.DecompressionError)
 
 
 _COMPRESSORS = {GZIP: _gzip_compress, SNAPPY: _snappy_compress, LZ4: _lz4_compress, ZSTD: _zstd_compress}

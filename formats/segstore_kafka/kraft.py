@@ -38,24 +38,26 @@ image are decoded one by one.  Not thread-safe.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any
 
 from segstore import files
-from segstore.columns import KAFKA_SCHEMA, project
+from segstore.columns import project
 from segstore.errors import CorruptDataError, SegstoreError
 
 from . import columnar
-from .internal_topics import METADATA_FRAME_VERSION, METADATA_RECORDS, metadata_type_name
 from .partition import KafkaConfig, Partition
 from .properties import read_meta_properties
-from .schema import read, read_uvarint
+
+# pyarrow and the record schemas (.internal_topics, .schema: 5 ms) load where a metadata log is replayed
+# (segstore info or a scan of a store without one: never)
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_PARTITION_DIR = f"{METADATA_TOPIC}-0"
@@ -90,10 +92,20 @@ FENCE_BROKER, UNFENCE_BROKER, REMOVE_TOPIC, FEATURE_LEVEL, PRODUCER_IDS = 7, 8, 
 BROKER_REGISTRATION_CHANGE, NO_OP = 17, 20
 BEGIN_TRANSACTION, END_TRANSACTION, ABORT_TRANSACTION = 23, 24, 25
 
-#: The columns the replay reads.
-_COLUMNS = project(KAFKA_SCHEMA, ["offset", "value", "isControl"])
-#: A metadata value starts with its frame version and apiKey, one varint byte each below 128.
-_NO_OP_PREFIX = bytes([METADATA_FRAME_VERSION, NO_OP])
+
+@functools.cache
+def _columns() -> pa.Schema:
+    """The columns the replay reads."""
+    from segstore.columns import KAFKA_SCHEMA
+
+    return project(KAFKA_SCHEMA, ["offset", "value", "isControl"])
+
+
+def _no_op_prefix() -> bytes:
+    """A metadata value starts with its frame version and apiKey, one varint byte each below 128."""
+    from .internal_topics import METADATA_FRAME_VERSION
+
+    return bytes([METADATA_FRAME_VERSION, NO_OP])
 
 
 @dataclass(slots=True)
@@ -142,6 +154,8 @@ class SnapshotInfo:
 
 
 def _check_frame(frame: int, path: str, pos: int) -> None:
+    from .internal_topics import METADATA_FRAME_VERSION
+
     if frame != METADATA_FRAME_VERSION:
         raise CorruptDataError(f"expected metadata frame version {METADATA_FRAME_VERSION}, found {frame}",
                                path, pos)
@@ -200,6 +214,9 @@ class MetadataImage:
 
         A record that does not decode is kept in :attr:`problems` and skipped (the replay goes on).
         """
+        from .internal_topics import METADATA_RECORDS
+        from .schema import read, read_uvarint
+
         self.last_offset = offset
         try:
             frame, at = read_uvarint(value, 0, path=path, base_pos=pos, what="the frame version")
@@ -221,6 +238,8 @@ class MetadataImage:
 
     def _control_or_count(self, api_key: int) -> None:
         """A record without a schema here: the metadata transaction markers, else counted by name."""
+        from .internal_topics import metadata_type_name
+
         name = metadata_type_name(api_key)
         if api_key == BEGIN_TRANSACTION:
             self._pending = []
@@ -237,6 +256,8 @@ class MetadataImage:
 
     def replay(self, api_key: int, data: dict[str, Any]) -> None:
         """Apply one decoded record (``data`` as :func:`.schema.read` gives it)."""
+        from .internal_topics import metadata_type_name
+
         self.counts[metadata_type_name(api_key)] += 1
         if api_key == TOPIC:
             self.topics_by_id[data["topicId"]] = TopicState(data["name"], data["topicId"])
@@ -310,14 +331,19 @@ class MetadataImage:
     def replay_rows(self, batch: pa.RecordBatch, *, path: str, from_offset: int = 0) -> None:
         """Apply the metadata records of a column batch (``offset``, ``value``, ``isControl``) from
         ``from_offset`` on: control records and ``NoOpRecord`` values are dropped in Arrow first."""
+        import pyarrow as pa
         import pyarrow.compute as pc  # pyarrow.compute (0.05 s to import) only where a computation runs
+
+        from .internal_topics import metadata_type_name
+
+        no_op_prefix = _no_op_prefix()
 
         last = int(batch.column("offset")[-1].as_py()) if batch.num_rows else self.last_offset
         values = batch.column("value")
         keep = pc.and_(pc.invert(batch.column("isControl")),
                        pc.greater_equal(batch.column("offset"), pa.scalar(from_offset, pa.int64())))
-        no_op = pc.equal(pc.binary_slice(values, 0, len(_NO_OP_PREFIX)),
-                         pa.scalar(_NO_OP_PREFIX, pa.binary()))
+        no_op = pc.equal(pc.binary_slice(values, 0, len(no_op_prefix)),
+                         pa.scalar(no_op_prefix, pa.binary()))
         dropped = pc.sum(pc.and_(keep, pc.fill_null(no_op, False))).as_py()
         if dropped:
             self.counts[metadata_type_name(NO_OP)] += dropped
@@ -365,7 +391,7 @@ def _file_rows(path: str) -> Iterator[pa.RecordBatch]:
     mapped = files.MappedFile(path)
     try:
         for chunk in columnar.decode(mapped.view(), path=path, want=columnar.WANT_VALUE):
-            yield columnar.to_arrow(chunk, _COLUMNS, topic=METADATA_TOPIC, partition=0, segment=0)
+            yield columnar.to_arrow(chunk, _columns(), topic=METADATA_TOPIC, partition=0, segment=0)
     finally:
         mapped.close()
 
@@ -397,7 +423,7 @@ def load_image(log_dir: str) -> MetadataImage | None:
         start = end
     part = Partition(partition_dir, KafkaConfig(), writable=False)
     try:
-        rows = (columnar.to_arrow(chunk, _COLUMNS, topic=METADATA_TOPIC, partition=0, segment=seg.base)
+        rows = (columnar.to_arrow(chunk, _columns(), topic=METADATA_TOPIC, partition=0, segment=seg.base)
                 for seg, chunk in part.column_chunks(columnar.WANT_VALUE))
         replay_batches(image, rows, path=partition_dir, from_offset=start)
     finally:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 
 from segstore import files
 from segstore.errors import CorruptDataError, cut
@@ -218,6 +217,8 @@ class LogDir:
             outcomes[i] = (_close_partition(parts[i]),)
 
         if self.writable and len(parts) > 1:       # a read-only close syncs nothing
+            from concurrent.futures import ThreadPoolExecutor  # with logging 8 ms: a reader needs neither
+
             try:
                 with ThreadPoolExecutor(min(CLOSE_THREADS, len(parts))) as pool:
                     for i in range(len(parts)):

@@ -26,7 +26,7 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -43,7 +43,6 @@ from segstore.errors import (
 )
 from segstore.log import SegmentedLog
 
-from . import arrowencode, columnar, dictappend
 from . import batch as codec
 from .checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from .compression import codec_id
@@ -61,6 +60,9 @@ from .segment import (
     file_name,
 )
 from .txnindex import AbortedTxn
+
+if TYPE_CHECKING:   # the Arrow modules load where columns are read or appended (`segstore info` reads none)
+    from . import arrowencode, columnar
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
@@ -528,6 +530,8 @@ class Partition:
 
         :raises InvalidMessageError: a header field out of range.
         """
+        from . import arrowencode
+
         codec_number = codec_id(self.config.codec)
         log_append = self.log_append_time
         header = arrowencode.header_fields(
@@ -543,6 +547,8 @@ class Partition:
         """Append the plain dicts ``items[rows]`` (:mod:`.dictappend`; ``now`` >= 0)
         as one batch at the log end offset: :meth:`append_records` of the same records, in one C call
         (``bound`` and ``snapshot``: :func:`.dictappend.plain_groups`' of them)."""
+        from . import dictappend
+
         header, codec_number = self.batch_header(len(rows) // 8, now)
         return self.append_encoded(dictappend.encode_plain(items, rows, bound, now, header, codec_number,
                                                            snapshot), now_ms=now)
@@ -550,6 +556,8 @@ class Partition:
     def append_columns(self, columns: arrowencode.Columns, rows: np.ndarray, now: int) -> Appended:
         """Append ``rows`` of ``columns`` as one batch at the log end offset (:meth:`append_records`'
         header), encoded in one C call where built (:func:`.arrowencode.encode_batch_columns`)."""
+        from . import arrowencode
+
         base_offset = self.next_offset
         log_append = self.log_append_time
         data = arrowencode.encode_batch_columns(

@@ -13,19 +13,19 @@ from __future__ import annotations
 
 import base64
 import contextvars
+import functools
 import json as jsonlib
 import os
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, NamedTuple, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 import numpy as np
-import pyarrow as pa
 
 from segstore import files, progress
 from segstore.arrays import binary_scalar, from_numpy, to_numpy
-from segstore.columns import KAFKA_SCHEMA, project
+from segstore.columns import project
 from segstore.consumers import ConsumerGroups
 from segstore.errors import (
     ConfigError,
@@ -57,26 +57,20 @@ from segstore.store import (
     newest_hits,
 )
 
-from . import (
-    arrowappend,
-    arrowencode,
-    columnar,
-    compaction,
-    dictappend,
-    groups,
-    kraft,
-    transactions,
-    txnstate,
-)
 from . import batch as codec
-from . import retention as retention_rules
-from .coordinator import COLUMNS as COORDINATOR_COLUMNS
-from .coordinator import CoordinatorLog
+from . import columnar, kraft
 from .logdir import LogDir, is_partition_dir
+from .offsetmap import DEDUPE_BUFFER_SIZE
 from .partition import KafkaConfig, Partition, now_ms, parse_partition_dir, validate_topic
 from .properties import PARTITION_METADATA, read_partition_metadata
 from .topicconfig import TopicConfigs
 from .txnindex import AbortedTxn
+
+if TYPE_CHECKING:   # pyarrow, the appenders and the coordinators' logs load where used (info: none)
+    import pyarrow as pa
+
+    from . import arrowappend, arrowencode, transactions
+    from .coordinator import CoordinatorLog
 
 _T = TypeVar("_T")
 
@@ -102,7 +96,7 @@ class _CommittedFilter:
     """
 
     def __init__(self, part: Partition, start: int) -> None:
-        self.lso = transactions.last_stable_offset(part)
+        self.lso = _last_stable_offset(part)
         self.pending = part.aborted_transactions(start, self.lso)   # by first offset
         self.aborted: set[int] = set()
         self.next = 0
@@ -126,8 +120,20 @@ class _CommittedFilter:
         return not batch.is_control
 
 
-#: The columns :func:`_control_types` reads.
-_CONTROL_COLUMNS = project(KAFKA_SCHEMA, ["key", "value"])
+def _last_stable_offset(part: Partition) -> int:
+    """:func:`.transactions.last_stable_offset` (the module, with the producer-state and compaction code it
+    uses, loads where a read_committed read needs it: a read_uncommitted scan never does)."""
+    from .transactions import last_stable_offset
+
+    return last_stable_offset(part)
+
+
+@functools.cache
+def _control_columns() -> pa.Schema:
+    """The columns :func:`_control_types` reads."""
+    from segstore.columns import KAFKA_SCHEMA
+
+    return project(KAFKA_SCHEMA, ["key", "value"])
 
 
 def _control_types(chunk: columnar.Chunk, batches: list[codec.RecordBatch]) -> list[str | None]:
@@ -138,7 +144,7 @@ def _control_types(chunk: columnar.Chunk, batches: list[codec.RecordBatch]) -> l
     """
     if not any(b.is_control for b in batches):
         return [None] * len(batches)
-    table = columnar.to_arrow(chunk, _CONTROL_COLUMNS, topic="", partition=0, segment=0)
+    table = columnar.to_arrow(chunk, _control_columns(), topic="", partition=0, segment=0)
     keys, values = table.column("key"), table.column("value")
     types: list[str | None] = []
     for batch, first in zip(batches, chunk.batches["first_row"].tolist(), strict=True):
@@ -461,9 +467,11 @@ class KafkaStore(Store):
                     raise
         try:
             if self.single:
+                from .retention import load_log_start  # the retention rules: where a partition dir opens
+
                 topic_config = self.topic_configs.config_for(parse_partition_dir(path)[0])
                 self._part: Partition | None = Partition(path, topic_config, writable=writable, clock=clock)
-                retention_rules.load_log_start(self._part)  # the parent log dir's checkpoint
+                load_log_start(self._part)  # the parent log dir's checkpoint
                 self._dir: LogDir | None = None
             else:
                 self._part = None
@@ -529,6 +537,8 @@ class KafkaStore(Store):
         else goes through :meth:`Message.coerce` and the per-record encoder (the same bytes).
         The results of one batch share its ``extra`` dict.
         """
+        from . import dictappend
+
         self._check_writable()
         items = messages if type(messages) is list else list(messages)
         planned = dictappend.plain_groups(items)
@@ -574,6 +584,10 @@ class KafkaStore(Store):
         :raises MessageTooLargeError: a record larger than ``max.message.bytes`` (after the rows
             before its batch).
         """
+        import pyarrow as pa
+
+        from . import arrowappend
+
         self._check_writable()
         batches = [b for b in (batch.to_batches() if isinstance(batch, pa.Table) else [batch]) if b.num_rows]
         if len(batches) == 1:
@@ -725,6 +739,8 @@ class KafkaStore(Store):
         :raises CorruptDataError: a bad batch (after the rows before it).
         :raises ConfigError: an unknown isolation level, ``batch_rows`` or ``threads`` below 1.
         """
+        from segstore.columns import KAFKA_SCHEMA
+
         self._check_open()
         threads = thread_count(threads)
         if batch_rows is not None and batch_rows < 1:
@@ -760,7 +776,7 @@ class KafkaStore(Store):
             else:
                 chunks = part.column_chunks(want, offset=offset if ranged else (target if dropping else None),
                                             start=start, end=end, capacity=capacity)
-            lso = transactions.last_stable_offset(part) if committed else part.next_offset
+            lso = _last_stable_offset(part) if committed else part.next_offset
             aborted = part.aborted_transactions(target, lso) if committed else []
             for seg, chunk in chunks:
                 first = 0
@@ -1066,6 +1082,8 @@ class KafkaStore(Store):
     def retention(self, *, dry_run: bool = False, now_ms: int | None = None, topic: str | None = None,
                   partition: int | None = None, **options: Any) -> list[dict[str, Any]]:
         """``retention.bytes``, ``retention.ms`` and the log start, as ``UnifiedLog.deleteOldSegments``."""
+        from . import retention as retention_rules
+
         if not dry_run:
             self._check_writable()
         self._check_open()
@@ -1075,6 +1093,8 @@ class KafkaStore(Store):
     def delete_records(self, before: int, *, dry_run: bool = False, topic: str | None = None,
                        partition: int | None = None, **options: Any) -> list[dict[str, Any]]:
         """Kafka DeleteRecords: the log start moves to ``before`` (-1: the high watermark)."""
+        from . import retention as retention_rules
+
         if not dry_run:
             self._check_writable()
         self._check_open()
@@ -1093,13 +1113,15 @@ class KafkaStore(Store):
                           notes: list[str]) -> dict[int, CoordinatorLog]:
         """Each partition of an internal topic loaded from its log start (a read that fails part way keeps
         what came before it and says so in ``notes``)."""
+        from .coordinator import COLUMNS, CoordinatorLog
+
         logs: dict[int, CoordinatorLog] = {}
         for (t, p), _part in self._partitions().items():
             if t != topic:
                 continue
             log = logs[p] = CoordinatorLog(pending_key)
             try:
-                for batch in self.scan_arrow(COORDINATOR_COLUMNS.names, topic=t, partition=p):
+                for batch in self.scan_arrow(COLUMNS.names, topic=t, partition=p):
                     log.add(batch)
             except SegstoreError as err:
                 notes.append(f"{t}-{p}: loaded up to a record it could not read ({err})")
@@ -1113,6 +1135,9 @@ class KafkaStore(Store):
         are the high watermarks of the partitions this store holds.  ``O(records of __consumer_offsets)``,
         Python per distinct key (:mod:`.coordinator`).
         """
+        from . import groups
+        from .retention import high_watermark
+
         self._check_open()
         notes: list[str] = []
         logs = self._coordinator_logs(groups.OFFSETS_TOPIC, groups.is_offset_commit, notes)
@@ -1122,7 +1147,7 @@ class KafkaStore(Store):
 
         def log_end(topic: str, partition: int) -> int | None:
             part = parts.get((topic, partition))
-            return None if part is None else retention_rules.high_watermark(part)
+            return None if part is None else high_watermark(part)
 
         names = {t.topic_id: name for name, t in self.metadata.topics.items()} if self.metadata else {}
         retention_ms = int(options.get("offsets_retention_ms", groups.DEFAULT_OFFSETS_RETENTION_MS))
@@ -1133,6 +1158,8 @@ class KafkaStore(Store):
 
     def transaction_states(self, transactional_id: str | None = None) -> list[dict[str, Any]]:
         """:meth:`Store.transaction_states` from ``__transaction_state`` (:mod:`.txnstate`)."""
+        from . import txnstate
+
         self._check_open()
         notes: list[str] = []
         found = txnstate.transaction_states(self._coordinator_logs(txnstate.TRANSACTION_TOPIC, None, notes),
@@ -1144,6 +1171,8 @@ class KafkaStore(Store):
                     coordinator_epoch: int = 0) -> transactions.Transaction:
         """A producer's transaction: ``txn.append_batch(...)`` writes transactional batches,
         ``txn.commit()`` / ``txn.abort()`` the markers (a ``with`` block commits, or aborts on error)."""
+        from . import transactions
+
         self._check_writable()
         return transactions.Transaction(self, producer_id, producer_epoch,
                                         coordinator_epoch=coordinator_epoch)
@@ -1154,10 +1183,12 @@ class KafkaStore(Store):
         return self.read(topic, partition, offset, count, isolation=READ_COMMITTED)
 
     def compact(self, *, dry_run: bool = False, now_ms: int | None = None, topic: str | None = None,
-                partition: int | None = None, dedupe_buffer_size: int = compaction.DEDUPE_BUFFER_SIZE,
+                partition: int | None = None, dedupe_buffer_size: int = DEDUPE_BUFFER_SIZE,
                 **options: Any) -> list[dict[str, Any]]:
         """Kafka's log cleaner over each partition (``cleanup.policy=compact`` semantics); the option
         ``dedupe_buffer_size`` is ``log.cleaner.dedupe.buffer.size`` (a full key map cleans in passes)."""
+        from . import compaction
+
         if not dry_run:
             self._check_writable()
         self._check_open()
@@ -1287,6 +1318,7 @@ class KafkaStore(Store):
         partition (:meth:`scan_arrow`, in C where built): ``O(bytes of the topic's logs)``.
         A topic or partition the store does not hold has no records: ``[]``.
         """
+        import pyarrow as pa
         import pyarrow.compute as pc  # pyarrow.compute (0.05 s to import) only where a computation runs
 
         self._check_open()

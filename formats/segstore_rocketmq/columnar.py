@@ -25,14 +25,14 @@ arrays out) and thread-safe; the C loops release the GIL.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
-import pyarrow as pa
 
 from segstore import speedups
-from segstore.columns import HEADER, ROCKETMQ_SCHEMA, TIMESTAMP, pooled
+from segstore.columns import pooled
 from segstore.errors import CorruptDataError, SegstoreError
 
 from .indexfile import IndexRequest, index_key_hashes, index_keys
@@ -55,6 +55,9 @@ from .message import (
     body_crc,
     decode,
 )
+
+if TYPE_CHECKING:   # pyarrow loads where rows become columns: the walk itself (a store's open) needs none
+    import pyarrow as pa
 
 # Built without a C compiler (or SEGSTORE_PURE_PYTHON=1): the Python reference below.
 _speedups: Any = speedups.load("segstore_rocketmq._speedups")   # a C extension: no types to read
@@ -285,6 +288,8 @@ class _Variable:
         self.data = pooled(int(used.sum(dtype=np.int64)), np.uint8)
 
     def array(self) -> pa.Array:
+        import pyarrow as pa
+
         n = len(self.lengths)
         bitmap, nulls = None, 0
         if self.valid is not None:
@@ -311,6 +316,8 @@ def variable_column(kind: pa.DataType, view: memoryview, starts: np.ndarray, len
 
 
 def _fixed(kind: pa.DataType, values: np.ndarray) -> pa.Array:
+    import pyarrow as pa
+
     return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(np.ascontiguousarray(values))])
 
 
@@ -342,6 +349,8 @@ class _Properties:
 
 def _strings(kind: pa.DataType, count: int, offsets: np.ndarray, data: np.ndarray,
              valid: np.ndarray | None = None, nulls: int = 0) -> pa.Array:
+    import pyarrow as pa
+
     """A binary/string array of ``count`` values over ``offsets`` and the used part of ``data``;
     ``valid`` (uint8, one per value) is read only when ``nulls``."""
     bitmap = None
@@ -357,6 +366,8 @@ class _PropertyColumns:
     ``tokens`` (the KEYS tokens, ``token_offsets`` per row) and ``key`` (each row's first token)."""
 
     def __init__(self, view: memoryview, rows: Rows) -> None:
+        import pyarrow as pa
+
         n = len(rows)
         lengths = rows["props_len"]
         total = int(lengths.sum(dtype=np.int64))
@@ -395,6 +406,8 @@ def _host_texts(rows: Rows, which: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _host_column(rows: Rows, which: int) -> pa.Array:
+    import pyarrow as pa
+
     offsets, data = _host_texts(rows, which)
     return pa.Array.from_buffers(pa.string(), len(rows), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
@@ -421,17 +434,23 @@ class JsonWriter:
         return self._out.data[:used]
 
 
-#: Columns that are one of the rows' fields: (field, Arrow type).
-_FIXED = {
-    "partition": ("queue_id", pa.int32()), "offset": ("queue_offset", pa.int64()),
-    "timestamp": ("born_timestamp", TIMESTAMP), "position": ("position", pa.int64()),
-    "size": ("size", pa.int32()), "bornTimestamp": ("born_timestamp", TIMESTAMP),
-    "storeTimestamp": ("store_timestamp", TIMESTAMP), "physicalOffset": ("physical_offset", pa.int64()),
-    "sysFlag": ("sys_flag", pa.int32()), "flag": ("flag", pa.int32()),
-    "reconsumeTimes": ("reconsume", pa.int32()),
-    "bodyCrc": ("body_crc", pa.int32()), "preparedTransactionOffset": ("prepared", pa.int64()),
-    "magic": ("magic", pa.int32()),
-}
+@functools.cache
+def _fixed_columns() -> dict[str, tuple[str, pa.DataType]]:
+    """Columns that are one of the rows' fields: (field, Arrow type)."""
+    import pyarrow as pa
+
+    from segstore.columns import TIMESTAMP
+
+    return {
+        "partition": ("queue_id", pa.int32()), "offset": ("queue_offset", pa.int64()),
+        "timestamp": ("born_timestamp", TIMESTAMP), "position": ("position", pa.int64()),
+        "size": ("size", pa.int32()), "bornTimestamp": ("born_timestamp", TIMESTAMP),
+        "storeTimestamp": ("store_timestamp", TIMESTAMP), "physicalOffset": ("physical_offset", pa.int64()),
+        "sysFlag": ("sys_flag", pa.int32()), "flag": ("flag", pa.int32()),
+        "reconsumeTimes": ("reconsume", pa.int32()),
+        "bodyCrc": ("body_crc", pa.int32()), "preparedTransactionOffset": ("prepared", pa.int64()),
+        "magic": ("magic", pa.int32()),
+    }
 
 
 #: Columns built from the split properties.
@@ -439,6 +458,11 @@ _PROPERTY_COLUMNS = frozenset({"key", "tags", "keys", "properties", "headers"})
 
 
 def _build_c(view: memoryview, rows: Rows, schema: pa.Schema) -> list[pa.Array]:
+    import pyarrow as pa
+
+    from segstore.columns import HEADER
+
+    fixed = _fixed_columns()
     n = len(rows)
     wanted = set(schema.names)
     p = _PropertyColumns(view, rows) if wanted & _PROPERTY_COLUMNS else None
@@ -456,8 +480,8 @@ def _build_c(view: memoryview, rows: Rows, schema: pa.Schema) -> list[pa.Array]:
     columns = []
     for field in schema:
         name = field.name
-        if name in _FIXED:
-            source, kind = _FIXED[name]
+        if name in fixed:
+            source, kind = fixed[name]
             column = _fixed(kind, rows[source])
         elif name in ("value", "topic", "key", "tags"):
             column = built[name]
@@ -494,6 +518,8 @@ def messages(view: memoryview, rows: Rows) -> list[RocketMQMessage]:
 
 def _build_py(view: memoryview, rows: Rows, schema: pa.Schema) -> list[pa.Array]:
     """The reference of the column builders: one :func:`.message.decode` per row, ``pa.array`` per column."""
+    import pyarrow as pa
+
     msgs = messages(view, rows)
 
     def raw(text: str) -> bytes:      # properties are decoded with surrogatepass: keep the stored bytes
@@ -538,10 +564,16 @@ def _build_py(view: memoryview, rows: Rows, schema: pa.Schema) -> list[pa.Array]
     return columns
 
 
-def build_batch(view: memoryview, rows: Rows, schema: pa.Schema = ROCKETMQ_SCHEMA) -> pa.RecordBatch:
+def build_batch(view: memoryview, rows: Rows, schema: pa.Schema | None = None) -> pa.RecordBatch:
     """The rows (from :func:`decode_region` over ``view``) as a batch of ``schema`` (a projection of
-    :data:`segstore.columns.ROCKETMQ_SCHEMA`); only its columns are built.  Runtime complexity:
-    ``O(rows + bytes of the variable columns built)``."""
+    :data:`segstore.columns.ROCKETMQ_SCHEMA`; all of it when None); only its columns are built.
+    Runtime complexity: ``O(rows + bytes of the variable columns built)``."""
+    import pyarrow as pa
+
+    if schema is None:
+        from segstore.columns import ROCKETMQ_SCHEMA
+
+        schema = ROCKETMQ_SCHEMA
     build = _build_c if _speedups is not None else _build_py
     return pa.RecordBatch.from_arrays(build(view, rows, schema), schema=schema)
 

@@ -26,7 +26,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
-import pyarrow as pa
 
 from segstore import files, progress
 from segstore.errors import (
@@ -57,9 +56,10 @@ from .consumequeue import CUT_DIR, SEGSTORE_DIR
 from .flush import FlushPolicy, FlushService
 from .message import RocketMQMessage, has_queue_entry
 from .query import NO_HIT_LIMIT, SCAN_NOTE, TIME_MAX, newest_messages, query_by_key, scan_by_key
-from .recovery import RecoveryContext, recover
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from segstore.layouts import IndexSet
 
     from .commitlog import CommitLog
@@ -208,6 +208,8 @@ class LifecycleMixin:
 
     def _recover(self: _Lifecycle, *, abnormal: bool, full: bool = False,
                  threads: int | None = None) -> list[str]:
+        from .recovery import RecoveryContext, recover  # a reader never recovers (the module: 3 ms)
+
         if self.checkpoint is None:
             raise StoreClosedError("expected a store open for append, found it closed", self.path)
         ctx = RecoveryContext(

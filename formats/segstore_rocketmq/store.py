@@ -26,13 +26,12 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import numpy as np
-import pyarrow as pa
 
 from segstore import files
-from segstore.columns import ROCKETMQ_SCHEMA, project
+from segstore.columns import project
 from segstore.consumers import ConsumerGroups, ConsumerOffset
 from segstore.errors import (
     ConfigError,
@@ -63,7 +62,6 @@ from .consumequeue import CQ_DTYPE, FILE_NAME_DIGITS, ConsumeQueue, queue_cut_di
 from .consumequeue_ext import EXT_DIR, ConsumeQueueExt
 from .consumequeue_ext import MAX_ADDR as EXT_MAX_ADDR
 from .dirnames import COMMITLOG_DIR, CONSUMEQUEUE_DIR, INDEX_DIR, LOCK_FILE, is_rocketmq_store
-from .fastappend import PlainBatch, encode_batch, single_appender
 from .flush import FlushService
 from .indexfile import IndexRequest, IndexService, geometry_on_disk
 from .javacompat import hashmap_order, string_hash
@@ -92,6 +90,11 @@ from .message import (
 )
 from .query import NO_HIT_LIMIT, SCAN_NOTE
 from .topicconfig import TOPIC_GROUP_SEPARATOR, ConsumerOffsets, TopicConfigs, read_delay_offsets
+
+if TYPE_CHECKING:   # pyarrow and the appenders load where used (`segstore info` builds and writes nothing)
+    import pyarrow as pa
+
+    from .fastappend import PlainBatch
 
 LOCK_CONTENT = b"lock"
 
@@ -529,6 +532,8 @@ class RocketMQStore(LifecycleMixin, Store):
 
     def _single_appender(self, flusher: FlushService) -> Callable[[Any], AppendResult | None] | None:
         """The single append in one C call for this store (:func:`.fastappend.single_appender`)."""
+        from .fastappend import single_appender
+
         return single_appender(self, flusher, _now_ms)
 
     @property
@@ -700,6 +705,8 @@ class RocketMQStore(LifecycleMixin, Store):
         :raises InvalidMessageError: a field the format cannot carry (both are ones too).
         :raises StorageFullError: the disk is full (nothing of the batch written).
         """
+        from .fastappend import encode_batch
+
         self._check_writable()
         now = self._clock()
         if not as_stored:
@@ -1004,6 +1011,8 @@ class RocketMQStore(LifecycleMixin, Store):
         :raises NotFoundError: no such queue.
         :raises ConfigError: ``threads`` below 1.
         """
+        from segstore.columns import ROCKETMQ_SCHEMA
+
         self._check_open()
         threads = thread_count(threads)
         schema = project(ROCKETMQ_SCHEMA, columns)
