@@ -100,8 +100,6 @@ def _scan(group: str) -> list[Declared] | None:
     seen: set[str] = set()
     found: list[Declared] = []
     for entry in sys.path:
-        if not isinstance(entry, str):
-            return None         # a path object someone put there: importlib.metadata takes those too
         root = entry or "."
         if root.lower().endswith(".egg"):
             return None

@@ -69,8 +69,6 @@ def test_zips_and_other_finders_are_left_to_importlib_metadata(tmp_path, monkeyp
         def find_distributions(context: object = None) -> list:
             return []
 
-    monkeypatch.setattr(sys, "path", [tmp_path])     # not a str
-    assert registry._scan(registry.GROUP) is None
     monkeypatch.setattr(sys, "path", [str(tmp_path)])
     monkeypatch.setattr(sys, "meta_path", [*sys.meta_path, Finder])
     assert registry._scan(registry.GROUP) is None
