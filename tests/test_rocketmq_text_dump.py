@@ -27,9 +27,9 @@ ROOT = FIXTURES / "rocketmq"
 
 #: Characters a key or tag may hold: every kind of str.isspace() space, quotes, escapes, many-byte ones.
 SPACES = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u200a\u2028\u2029\u202f\u205f\u3000"
-word = st.text(alphabet=st.one_of(st.sampled_from(SPACES + '"\\\x00\x7fa,é✓😀\u2030\u200b'),
-                                  st.characters(blacklist_categories=("Cs",), blacklist_characters="\x01\x02")),
-               max_size=6)
+word = st.text(alphabet=st.one_of(
+    st.sampled_from(SPACES + '"\\\x00\x7fa,é✓😀\u2030\u200b'),
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\x01\x02")), max_size=6)
 body = st.one_of(
     st.binary(max_size=50),                                          # mostly not UTF-8
     st.text(st.characters(blacklist_categories=("Cs",)), max_size=60).map(str.encode),  # UTF-8, long or not
@@ -42,7 +42,8 @@ body = st.one_of(
 @st.composite
 def stored(draw, pos: int) -> bytes:
     """One message as stored at view position ``pos``, with KEYS and TAGS that may need quoting."""
-    msg = RocketMQMessage(topic=draw(st.sampled_from(["T", "TopicA", "ünï"])), queue_id=draw(st.integers(0, 3)),
+    msg = RocketMQMessage(topic=draw(st.sampled_from(["T", "TopicA", "ünï"])),
+                          queue_id=draw(st.integers(0, 3)),
                           body=draw(body), queue_offset=draw(st.integers(0, 2**40)), physical_offset=pos,
                           born_timestamp=draw(st.integers(-(2**63), 2**63 - 1)),
                           store_timestamp=draw(st.integers(0, 2**42)))
@@ -79,7 +80,8 @@ def test_c_text_lines_equal_the_python_lines_of_each_message(slots, data):
 
 def one_message(tags: str | None, keys: str | None, payload: bytes = b"x") -> bytes:
     msg = RocketMQMessage(topic="T", queue_id=0, body=payload)
-    items = ([f"TAGS\x01{tags}"] if tags is not None else []) + ([f"KEYS\x01{keys}"] if keys is not None else [])
+    items = [f"TAGS\x01{tags}"] if tags is not None else []
+    items += [f"KEYS\x01{keys}"] if keys is not None else []
     props = "\x02".join(items).encode()
     topic_field = encode_topic("T")
     msg.size = encoded_size(len(payload), len(topic_field), len(props), 0)
@@ -136,7 +138,8 @@ def test_dump_text_equals_the_message_by_message_dump(topic, partition, isolatio
 
 def test_read_committed_text_dump_leaves_out_the_fixture_transactions():
     path = ROOT / "basic" / "store"
-    assert len(python_dump(path, isolation="read_committed").splitlines()) < len(python_dump(path).splitlines())
+    committed = python_dump(path, isolation="read_committed").splitlines()
+    assert len(committed) < len(python_dump(path).splitlines())
 
 
 @pytest.mark.parametrize("argv", [[], ["--index"], ["--topic", "TopicA", "--threads", "2"],
