@@ -76,7 +76,8 @@ def main() -> None:
             texts.append(run_child(fmt, op, store))
         lines = {r["count"] for r in jsons}
         if len(lines) != 1 or min(lines) < MESSAGES:
-            raise SystemExit(f"{fmt} dump --json wrote {sorted(lines)} lines, expected one count >= {MESSAGES}")
+            raise SystemExit(f"{fmt} dump --json wrote {sorted(lines)} lines, "
+                             f"expected one count >= {MESSAGES}")
         if len({r["count"] for r in texts}) != 1 or min(r["count"] for r in texts) < MESSAGES:
             raise SystemExit(f"{fmt} {row} wrote {sorted({r['count'] for r in texts})} lines, "
                              f"expected one count >= {MESSAGES}")
