@@ -426,6 +426,7 @@ def text_lines(chunk: Chunk, heads: list[bytes | None], timestamp_types: list[by
     record from offset ``start`` on, with the batch's timestamp type and ``tail`` (a control
     batch's ``endTxnMarker``).  ``O(rows)``.  Needs the C accelerator (without it the caller
     formats record by record)."""
+    assert _speedups is not None, "text_lines needs the C accelerator"
     buffers = tuple(chunk.buffers[name] for name in BUFFERS)
     return _speedups.text_lines(heads, timestamp_types, tails, buffers, chunk.rows, chunk.counts["batches"],
                                 start)
