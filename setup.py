@@ -38,7 +38,7 @@ setup(
             ["formats/segstore_kafka/_speedups.c"],
             define_macros=[source_hash("formats/segstore_kafka/_speedups.c")],
             include_dirs=["segstore"],
-            depends=["segstore/speedups_common.h"],
+            depends=["segstore/speedups_common.h", *parts("formats/segstore_kafka/_speedups.c")],
             extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter",
                                 "-Wno-missing-field-initializers"],
             optional=True,

@@ -385,17 +385,17 @@ def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
             where = f"{args.topic or '*'}/{'*' if _partition(args) is None else _partition(args)}"
             sys.stderr.write(f"segstore dump: {where}: no message tagged {args.tag!r}\n")
             return EXIT_NO_HITS
+        # only when given: a plugin's own dump_json / dump_text may take no threads
+        threads = {} if args.threads is None else {"threads": args.threads}
         if args.json:
-            # only when given: a plugin's own dump_json may take no threads
-            threads = {} if args.threads is None else {"threads": args.threads}
             blocks = _Counted(store.dump_json(topic=args.topic, partition=_partition(args),
                                               isolation=isolation, **threads))
-            _write_blocks(blocks, out)
-            printed = blocks.bytes
         else:
             # Index problems go to stdout with the rest: they belong to the index dump they follow.
-            printed = _print_lines(store.dump(topic=args.topic, partition=_partition(args), index=args.index,
-                                              isolation=isolation), False, out)
+            blocks = _Counted(store.dump_text(topic=args.topic, partition=_partition(args), index=args.index,
+                                              isolation=isolation, **threads))
+        _write_blocks(blocks, out)
+        printed = blocks.bytes
         missing = None if printed else _missing_selection(store, args)
     if missing is not None:
         raise missing
@@ -935,7 +935,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     _json_flag(p, "one dump object a line")
     p.add_argument("--tag", help="only messages whose TAGS equal this (RocketMQ), queue by queue")
     _isolation_flag(p)
-    _threads_flag(p, "with --json: read and format a store directory")
+    _threads_flag(p, "read and format a store directory")
     p.add_argument("--index", action="store_true",
                    help="also dump the index files (Kafka .index/.timeindex/.txnindex; RocketMQ consume "
                         "queues and IndexFiles) and check them against the log")

@@ -388,6 +388,19 @@ class Store(abc.ABC):
         for record in self._dump_records(topic, partition, isolation):
             yield (json.dumps(self.to_json(record), ensure_ascii=False) + "\n").encode("utf-8")
 
+    def dump_text(self, *, topic: str | None = None, partition: int | None = None, index: bool = False,
+                  isolation: str = READ_UNCOMMITTED, threads: int | None = None
+                  ) -> Iterator[bytes | memoryview]:
+        """:meth:`dump`'s lines (every one's ``text``, each ending in a newline) as blocks of UTF-8
+        text, what the CLI's text dump writes; blocks may be views of a reused buffer, as
+        :meth:`dump_json`'s.  ``threads`` as :meth:`dump_json`.  This default is a block a line of
+        :meth:`dump`; a format with a batch formatter overrides it (the same bytes).
+
+        :raises ConfigError: an unknown isolation level.
+        """
+        for line in self.dump(topic=topic, partition=partition, index=index, isolation=isolation):
+            yield line.text.encode("utf-8", "surrogatepass") + b"\n"
+
     def _dump_records(self, topic: str | None, partition: int | None, isolation: str) -> Iterator[Any]:
         if check_isolation(isolation) != READ_UNCOMMITTED:
             raise UnsupportedOperationError(f"{self.format} stores have no transactions to hide "

@@ -11,6 +11,8 @@
  *     the column buffers of columnar.py (see there and the section below).
  * json_lines(prefix, timestamp_types, tails, buffers, n_rows, n_batches) -> bytes: the
  *     dump --json lines of those buffers (ASCII).
+ * text_lines(heads, timestamp_types, tails, buffers, n_rows, n_batches, start) -> bytes: the text
+ *     dump's batch and record lines of those buffers (_speedups_text.c).
  * encode_columns / encode_batch: a records region / a whole batch from Arrow column buffers
  *     (arrowencode.py).
  * plain_groups / encode_plain / plain_results / init_results(AppendResult): append_batch of
@@ -1708,6 +1710,8 @@ done:
     return result;
 }
 
+#include "_speedups_text.c"
+
 /* ------------------------------------------------------------------------------ */
 /* init */
 
@@ -2854,6 +2858,8 @@ static PyMethodDef methods[] = {
      "decode_columns(log, pos, end, want, decompress, buffers) -> (stop, pos, counts, need)"},
     {"json_lines", json_lines, METH_VARARGS,
      "json_lines(prefix, timestamp_types, tails, buffers, n_rows, n_batches) -> bytes"},
+    {"text_lines", text_lines, METH_VARARGS,
+     "text_lines(heads, timestamp_types, tails, buffers, n_rows, n_batches, start) -> bytes"},
     {NULL, NULL, 0, NULL},
 };
 

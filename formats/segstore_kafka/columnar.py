@@ -432,6 +432,19 @@ def _b64(blob: bytes | None) -> str | None:
     return None if blob is None else base64.b64encode(blob).decode("ascii")
 
 
+def text_lines(chunk: Chunk, heads: list[bytes | None], timestamp_types: list[bytes], tails: list[bytes],
+               start: int) -> bytes:
+    """The text dump's lines of a chunk (UTF-8) in C: per batch its ``head`` (its batch line and a
+    newline; None leaves the batch and its records out), then a ``record_line`` (store.py) per
+    record from offset ``start`` on, with the batch's timestamp type and ``tail`` (a control
+    batch's ``endTxnMarker``).  ``O(rows)``.  Needs the C accelerator (without it the caller
+    formats record by record)."""
+    assert _speedups is not None, "text_lines needs the C accelerator"
+    buffers = tuple(chunk.buffers[name] for name in BUFFERS)
+    return _speedups.text_lines(heads, timestamp_types, tails, buffers, chunk.rows, chunk.counts["batches"],
+                                start)
+
+
 def json_lines(chunk: Chunk, prefix: str, timestamp_types: list[str], tails: list[str]) -> bytes:
     """One JSON line per row (ASCII): ``prefix`` + offset, timestamp, the row's batch's timestamp type
     (JSON), key, value, headers, then its batch's ``tail`` (JSON that closes the object).

@@ -7,6 +7,7 @@
  *   _speedups_single.c   Appender: the single append in one call (fastappend.single_appender)
  *   _speedups_decode.c   the columnar decode of a mapped commitlog region (columnar.py)
  *   _speedups_json.c     json_lines: the lines of dump --json (columnar.py)
+ *   _speedups_text.c     text_lines: the message lines of the text dump (columnar.py)
  *   _speedups_restore.c  a conversion's columns back into messages (arrowwrite.py, conversion.py)
  *
  * This file holds what they share (the message layout below, constants, the append's parse
@@ -422,6 +423,7 @@ make_result(PyObject *topic, PyObject *queue_id, int64_t queue_offset, int64_t p
 #include "_speedups_single.c"
 #include "_speedups_decode.c"
 #include "_speedups_json.c"
+#include "_speedups_text.c"
 #include "_speedups_restore.c"
 
 /* ------------------------------------------------------------------------------ */
@@ -469,6 +471,8 @@ static PyMethodDef methods[] = {
      "index_entries(view, topic_pos, topic_len, props_pos, props_len, sys_flag, counts, hashes, tags) -> total"},
     {"topic_codes", topic_codes, METH_VARARGS,
      "topic_codes(view, topic_pos, topic_len, codes) -> first rows: the rows' topics numbered by first appearance"},
+    {"text_lines", text_lines, METH_VARARGS,
+     "text_lines(view, i8, i4, u8, n, tags, tags_lens, token_offsets, tokens, token_lens, out) -> n"},
     {"json_lines", json_lines, METH_VARARGS,
      "json_lines(view, i8, i4, u8, n, tags_codes, ..., out) -> bytes written, or -(bytes needed)"},
     {"header_lists", header_lists, METH_VARARGS,

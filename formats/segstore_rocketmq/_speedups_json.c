@@ -18,11 +18,10 @@ put_text_n(uint8_t *o, const char *s, size_t n)
 /* A string literal, its length known at compile time. */
 #define put_text(o, lit) put_text_n((o), (lit), sizeof(lit) - 1)
 
-/* s[0:n] as a JSON string as json.dumps(ensure_ascii=False) writes it. */
+/* s[0:n] between the quotes of a JSON string as json.dumps(ensure_ascii=False) writes it. */
 static uint8_t *
-put_json_string(uint8_t *o, const uint8_t *s, Py_ssize_t n)
+put_json_chars(uint8_t *o, const uint8_t *s, Py_ssize_t n)
 {
-    *o++ = '"';
     for (Py_ssize_t i = 0; i < n; i++) {
         uint8_t c = s[i];
         if (c >= 0x20 && c != '"' && c != '\\') {
@@ -44,6 +43,15 @@ put_json_string(uint8_t *o, const uint8_t *s, Py_ssize_t n)
             *o++ = (uint8_t)HEX_LOWER[c & 15];
         }
     }
+    return o;
+}
+
+/* s[0:n] as a JSON string as json.dumps(ensure_ascii=False) writes it. */
+static uint8_t *
+put_json_string(uint8_t *o, const uint8_t *s, Py_ssize_t n)
+{
+    *o++ = '"';
+    o = put_json_chars(o, s, n);
     *o++ = '"';
     return o;
 }

@@ -157,6 +157,28 @@ def body_preview(body: bytes) -> str:
     return json.dumps(text[:_BODY_PREVIEW], ensure_ascii=False) + ("..." if len(text) > _BODY_PREVIEW else "")
 
 
+def _selected(view: memoryview, rows: columnar.Rows, topic: str | None, partition: int | None,
+              committed: bool) -> columnar.Rows:
+    """The rows of ``topic`` / queue ``partition`` (None: any), without (``committed``) the
+    transaction messages no consume queue points at (:func:`has_queue_entry`); numpy masks."""
+    if topic is None and partition is None and not committed:
+        return rows
+    keep = columnar.topic_is(view, rows, topic) if topic is not None else np.ones(len(rows), bool)
+    if partition is not None:
+        keep &= rows["queue_id"] == partition
+    if committed:
+        keep &= ~np.isin(rows["sys_flag"] & SYSFLAG_TRANSACTION_MASK, NO_QUEUE_ENTRY)
+    return rows if keep.all() else rows.select(keep)
+
+
+def message_line(msg: RocketMQMessage) -> str:
+    """A message's line of the text dump (:meth:`RocketMQStore.dump`; the reference of
+    ``columnar.TextWriter``)."""
+    return (f"{msg.physical_offset:>12}  {msg.topic}/{msg.queue_id}@{msg.queue_offset}  "
+            f"size={msg.size} born={msg.born_timestamp} stored={msg.store_timestamp} "
+            f"{keys_and_tags(msg)} body={body_preview(msg.body)}")
+
+
 def _index_full(err: StorageFullError, start: int, end: int) -> StorageFullError:
     """The error of an index put that found the disk full after messages at ``[start, end)`` were written.
 
@@ -1541,16 +1563,7 @@ class RocketMQStore(LifecycleMixin, Store):
         if columnar._speedups is not None and not ext_units:   # in C, a batch at a time
 
             def kept(view: memoryview, rows: columnar.Rows) -> columnar.Rows:
-                if topic is not None or partition is not None or committed:
-                    keep = (columnar.topic_is(view, rows, topic) if topic is not None
-                            else np.ones(len(rows), bool))
-                    if partition is not None:
-                        keep &= rows["queue_id"] == partition
-                    if committed:
-                        keep &= ~np.isin(rows["sys_flag"] & SYSFLAG_TRANSACTION_MASK, NO_QUEUE_ENTRY)
-                    if not keep.all():
-                        rows = rows.select(keep)
-                return rows
+                return _selected(view, rows, topic, partition, committed)
 
             if threads > 1:
                 writers = threading.local()     # a writer (its buffer) per thread, reused range to range
@@ -1588,6 +1601,47 @@ class RocketMQStore(LifecycleMixin, Store):
                                  "store_timestamp": ext.store_timestamp, "bitmap": ext.bitmap.hex()}
             yield (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8", "surrogatepass")
 
+    def dump_text(self, *, topic: str | None = None, partition: int | None = None, index: bool = False,
+                  isolation: str = READ_UNCOMMITTED, threads: int | None = None
+                  ) -> Iterator[bytes | memoryview]:
+        """:meth:`dump`'s lines as blocks of UTF-8 text, each line ending in a newline: the message
+        lines a batch of messages at a time in C where built (filtered as :meth:`dump_json`, the
+        same bytes as :meth:`dump`'s Python loop), then (``index``) the index lines.  The C path's
+        blocks are views of one reused buffer (valid until the next block is asked for).
+        ``threads`` as :meth:`dump_json`.  ``O(bytes read)``.
+
+        :raises ConfigError: an unknown isolation level, ``threads`` below 1.
+        """
+        self._check_open()
+        committed = check_isolation(isolation) == READ_COMMITTED
+        threads = thread_count(threads)
+        if columnar._speedups is None:
+            yield from super().dump_text(topic=topic, partition=partition, index=index, isolation=isolation)
+            return
+        if threads > 1:
+            writers = threading.local()     # a writer (its buffer) per thread, reused range to range
+
+            def lines(view: memoryview, rows: columnar.Rows) -> bytes:
+                rows = _selected(view, rows, topic, partition, committed)
+                if not len(rows):
+                    return b""
+                writer = getattr(writers, "writer", None)
+                if writer is None:
+                    writer = writers.writer = columnar.TextWriter()
+                return bytes(writer.lines(view, rows))
+
+            for blocks in self._parallel_regions(None, None, _DUMP_ROWS, threads, lines):
+                yield from (block for block in blocks if block)
+        else:
+            writer = columnar.TextWriter()
+            for view, rows in self._region_rows(None, None, _DUMP_ROWS, reuse=True):
+                rows = _selected(view, rows, topic, partition, committed)
+                if len(rows):
+                    yield writer.lines(view, rows)
+        if index:
+            yield from (line.text.encode("utf-8", "surrogatepass") + b"\n"
+                        for line in self._dump_indexes(topic, partition))
+
     def dump(self, *, topic: str | None = None, partition: int | None = None, index: bool = False,
              isolation: str = READ_UNCOMMITTED) -> Iterator[DumpLine]:
         """One line per message in commitlog order (``read_committed`` as :meth:`dump_json`); with
@@ -1602,9 +1656,7 @@ class RocketMQStore(LifecycleMixin, Store):
                 continue
             if committed and not has_queue_entry(msg.sys_flag):
                 continue
-            yield DumpLine(f"{msg.physical_offset:>12}  {msg.topic}/{msg.queue_id}@{msg.queue_offset}  "
-                           f"size={msg.size} born={msg.born_timestamp} stored={msg.store_timestamp} "
-                           f"{keys_and_tags(msg)} body={body_preview(msg.body)}", json=False)
+            yield DumpLine(message_line(msg), json=False)
         if index:
             yield from self._dump_indexes(topic, partition)
 

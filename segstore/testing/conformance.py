@@ -210,6 +210,18 @@ class StoreTests:
         with self.open(path, "r") as store:
             assert store.verify() == []
 
+    def test_dump_text_is_the_dump_lines(self, path: str) -> None:
+        # what the CLI's text dump writes (dump_text, a format's batch path) is dump's lines
+        messages = sample_messages(16, 120, self.topics)
+        self.write(path, messages)
+        topic, partition = messages[0].topic, messages[0].partition
+        with self.open(path, "r") as store:
+            for where in ({}, {"topic": topic, "partition": partition}, {"index": True}):
+                want = "".join(line.text + "\n" for line in store.dump(**where))
+                got = b"".join(bytes(block) for block in store.dump_text(**where))
+                assert got.decode("utf-8", "surrogatepass") == want
+                assert want
+
     # -- LogView and the index layouts: what the core's generic code needs of every store --------
     def test_store_is_a_log_view(self, path: str) -> None:
         self.write(path, sample_messages(15, 50, self.topics))

@@ -1,0 +1,152 @@
+"""The Kafka text dump in C (issue 31): ``KafkaStore.dump_text`` writes the bytes of the pure-Python
+reference, ``KafkaStore.dump`` (kafka-dump-log lines: ``batch_line`` per batch, ``record_line`` per
+record from the log start on, ``endTxnMarker`` on a control batch's record).
+
+Generated segments (every codec, null keys and values, headers, LogAppendTime, compacted offsets,
+transactional and control batches, legacy v0/v1 entries) against the per-batch decode; the broker
+fixtures and a log dir with rolled segments, an aborted transaction and a moved log start
+through both isolation levels and ``--index``; the command line with and without the accelerator.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, KAFKA_FIXTURES
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kafka.record.legacy_records import LegacyRecordBatchBuilder
+from segstore_kafka import batch as codec
+from segstore_kafka import columnar, compression
+from segstore_kafka.store import KafkaStore, _text_chunk, batch_line, record_line
+
+import segstore
+from segstore import cli
+
+needs_c = pytest.mark.skipif(columnar._speedups is None, reason="segstore_kafka._speedups not built")
+
+header_keys = st.one_of(st.text(max_size=6), st.sampled_from(["é", "\x00\"\\", "\U0001f600", "a, b", "]"]))
+header = st.tuples(header_keys, st.one_of(st.none(), st.binary(max_size=4)))
+records_strategy = st.lists(
+    st.tuples(st.one_of(st.none(), st.binary(max_size=20)), st.one_of(st.none(), st.binary(max_size=30)),
+              st.integers(0, 2**41), st.lists(header, max_size=3)),
+    max_size=8)
+
+
+def legacy_entry(magic: int, codec_id: int, count: int, first_offset: int) -> bytes:
+    """A legacy v0/v1 message set as kafka-python writes it (a wrapper stamped with its last offset)."""
+    builder = LegacyRecordBatchBuilder(magic, codec_id, 1 << 20)
+    for i in range(count):
+        builder.append(i if codec_id and magic == 1 else first_offset + i,
+                       1_600_000_000_000 + i if magic else None, b"k%d" % i if i % 2 else None, b"v" * i)
+    buf = bytearray(builder.build())
+    if codec_id:
+        struct.pack_into(">q", buf, 0, first_offset + count - 1)
+    return bytes(buf)
+
+
+@st.composite
+def segment(draw) -> bytes:
+    entries, offset = [], draw(st.sampled_from([0, 5, 2**40]))
+    for _ in range(draw(st.integers(1, 5))):
+        kind = draw(st.sampled_from(["v2", "v2", "v2", "control", "legacy"]))
+        if kind == "legacy":
+            count = draw(st.integers(1, 4))
+            magic, codec_id = draw(st.sampled_from([0, 1])), draw(st.sampled_from([0, 1, 2]))
+            entries.append(legacy_entry(magic, codec_id, count, offset))
+            offset += count
+        elif kind == "control":
+            entries.append(codec.encode_control_batch(draw(st.sampled_from(["COMMIT", "ABORT"])),
+                                                      base_offset=offset, producer_id=7, producer_epoch=1,
+                                                      coordinator_epoch=3, timestamp=1_700_000_000_000))
+            offset += 1
+        else:
+            records = draw(records_strategy)
+            log_append = draw(st.booleans())
+            deltas = [3 * i for i in range(len(records))] if draw(st.booleans()) else None
+            entries.append(codec.encode_batch(
+                records, base_offset=offset, compression=draw(st.sampled_from(compression.COMPRESSION_NAMES)),
+                producer_id=draw(st.sampled_from([-1, 42])), producer_epoch=draw(st.sampled_from([-1, 2])),
+                is_transactional=draw(st.booleans()),
+                timestamp_type=codec.LOG_APPEND_TIME if log_append else codec.CREATE_TIME,
+                log_append_time=1_650_000_000_000 if log_append else None, offset_deltas=deltas))
+            offset += (deltas[-1] + 1) if deltas else max(len(records), 1)
+    return b"".join(entries)
+
+
+def reference(buf: bytes, start: int) -> str:
+    """KafkaStore.dump's loop over one segment's batches, from log start ``start``."""
+    out = []
+    for batch in codec.iter_batches(memoryview(buf), path="seg.log"):
+        if batch.last_offset < start:
+            continue
+        out.append(batch_line(batch) + "\n")
+        out += [record_line(batch, rec) + "\n" for rec in batch.records() if rec.offset >= start]
+    return "".join(out)
+
+
+@needs_c
+@settings(max_examples=100, deadline=None)
+@given(segment(), st.integers(0, 40), st.sampled_from([None, columnar.Capacity(rows=3, batches=2)]))
+def test_c_text_lines_equal_the_batch_by_batch_lines(buf, skip, capacity):
+    first = next(codec.iter_batches(memoryview(buf), path="seg.log")).base_offset
+    chunks = columnar.decode(buf, path="seg.log", capacity=capacity,
+                             want=columnar.WANT_KEY | columnar.WANT_VALUE | columnar.WANT_HEADERS)
+    got = b"".join(_text_chunk(chunk, first + skip, None) for chunk in chunks)
+    assert got.decode() == reference(buf, first + skip)
+
+
+def python_dump(path, **selection) -> bytes:
+    with KafkaStore(str(path), "r") as store:
+        return "".join(line.text + "\n" for line in store.dump(**selection)).encode()
+
+
+def log_dir(tmp_path: Path) -> Path:
+    """Two topics in small segments (rolls, index entries), headers, an aborted transaction, the log
+    start of one partition moved into a batch."""
+    path = tmp_path / "logs"
+    with segstore.open(path, format="kafka", mode="a", **{"segment.bytes": 1000,
+                                                          "index.interval.bytes": 200}) as store:
+        for i in range(40):
+            store.append_batch([{"topic": topic, "partition": i % 2, "key": b"k%d" % j if j % 3 else None,
+                                 "value": b"v" * (i + j), "timestamp": 1_700_000_000_000 + i,
+                                 "headers": [("h\u00e9\"", b"x"), ("z", None)] if j % 2 else []}
+                                for topic in ("a", "b") for j in range(1 + i % 4)])
+        part = store.partition_of("a", 0)
+        part.append_records([(b"t", b"txn", 5)], producer_id=9, producer_epoch=0, transactional=True,
+                            compression="zstd")
+        part.append_control("ABORT", producer_id=9, producer_epoch=0, coordinator_epoch=1, timestamp=6)
+        part.append_records([(b"z", b"lz4", 7)] * 5, compression="lz4")
+        store.delete_records(31, topic="b", partition=1)
+    return path
+
+
+@needs_c
+@pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
+@pytest.mark.parametrize("index", [False, True])
+def test_dump_text_equals_the_record_by_record_dump(tmp_path, isolation, index):
+    stores = [FIXTURES / "kafka" / name for name in KAFKA_FIXTURES] + [log_dir(tmp_path)]
+    for path in stores:
+        for topic, partition in ((None, None), ("b", 1)):
+            selection = {"topic": topic, "partition": partition, "isolation": isolation, "index": index}
+            expected = python_dump(path, **selection)
+            with KafkaStore(str(path), "r") as store:
+                got = b"".join(bytes(block) for block in store.dump_text(**selection))
+            assert got == expected, (path, topic)
+    assert b"endTxnMarker: ABORT" in python_dump(stores[-1], isolation="read_uncommitted", index=index)
+    assert b"Log starting offset" in expected
+
+
+@pytest.mark.parametrize("argv", [[], ["--index"], ["--isolation", "read_committed"]])
+@pytest.mark.parametrize("accelerated", [True, False])
+def test_cli_text_dump_prints_the_reference_lines(monkeypatch, argv, accelerated):
+    if not accelerated:
+        monkeypatch.setattr(columnar, "_speedups", None)
+    path = FIXTURES / "kafka" / "txn"
+    out = io.StringIO()
+    assert cli.main(["dump", str(path), *argv], out) == 0
+    isolation = argv[1] if "--isolation" in argv else "read_uncommitted"
+    assert out.getvalue().encode() == python_dump(path, index="--index" in argv, isolation=isolation)
