@@ -1715,35 +1715,31 @@ done:
 /* ------------------------------------------------------------------------------ */
 /* init */
 
+/* Slots class ``cls`` (at most MAX_SLOT_FIELDS ``names``): its members' offsets into ``offsets_out``
+ * and the class into ``*type_out``; both left as they were where it is not one. */
+#define MAX_SLOT_FIELDS 8
+static PyObject *
+take_slots_class(PyObject *cls, const char *const *names, int n, Py_ssize_t *offsets_out,
+                 PyTypeObject **type_out)
+{
+    Py_ssize_t offsets[MAX_SLOT_FIELDS];
+    if (n > MAX_SLOT_FIELDS) {
+        PyErr_Format(PyExc_SystemError, "take_slots_class: %d fields, room for %d", n, MAX_SLOT_FIELDS);
+        return NULL;
+    }
+    if (slot_offsets(cls, names, n, offsets) < 0) {
+        return NULL;
+    }
+    memcpy(offsets_out, offsets, (size_t)n * sizeof(Py_ssize_t));
+    Py_INCREF(cls);
+    Py_XSETREF(*type_out, (PyTypeObject *)cls);
+    Py_RETURN_NONE;
+}
+
 static PyObject *
 init(PyObject *module, PyObject *cls)
 {
-    if (!PyType_Check(cls)) {
-        PyErr_SetString(PyExc_TypeError, "init() takes the Record class");
-        return NULL;
-    }
-    Py_ssize_t offsets[N_FIELDS];
-    for (int i = 0; i < N_FIELDS; i++) {
-        PyObject *descr = PyObject_GetAttrString(cls, FIELD_NAMES[i]);
-        if (descr == NULL) {
-            return NULL;
-        }
-        int ok = Py_IS_TYPE(descr, &PyMemberDescr_Type) &&
-                 ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX &&
-                 !(((PyMemberDescrObject *)descr)->d_member->flags & READONLY);
-        if (ok) {
-            offsets[i] = ((PyMemberDescrObject *)descr)->d_member->offset;
-        }
-        Py_DECREF(descr);
-        if (!ok) {
-            PyErr_Format(PyExc_TypeError, "Record.%s must be a __slots__ member", FIELD_NAMES[i]);
-            return NULL;
-        }
-    }
-    memcpy(field_offset, offsets, sizeof(offsets));
-    Py_INCREF(cls);
-    Py_XSETREF(record_type, (PyTypeObject *)cls);
-    Py_RETURN_NONE;
+    return take_slots_class(cls, FIELD_NAMES, N_FIELDS, field_offset, &record_type);
 }
 
 
@@ -2807,20 +2803,6 @@ plain_results(PyObject *module, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* Record slots class ``cls``: its members' offsets into ``offsets_out`` and the class into ``*type_out``. */
-static PyObject *
-take_slots_class(PyObject *cls, const char *const *names, int n, Py_ssize_t *offsets_out,
-                 PyTypeObject **type_out)
-{
-    Py_ssize_t offsets[N_MESSAGE_FIELDS > N_RESULT_FIELDS ? N_MESSAGE_FIELDS : N_RESULT_FIELDS];
-    if (slot_offsets(cls, names, n, offsets) < 0) {
-        return NULL;
-    }
-    memcpy(offsets_out, offsets, (size_t)n * sizeof(Py_ssize_t));
-    Py_INCREF(cls);
-    Py_XSETREF(*type_out, (PyTypeObject *)cls);
-    Py_RETURN_NONE;
-}
 
 static PyObject *
 init_message(PyObject *module, PyObject *cls)
