@@ -71,8 +71,10 @@ if TYPE_CHECKING:   # pyarrow, the appenders and the coordinators' logs load whe
 
     from . import arrowappend, arrowencode, transactions
     from .coordinator import CoordinatorLog
+    from .segment import LogSegment
 
 _T = TypeVar("_T")
+_D = TypeVar("_D")
 
 #: The lock file a Kafka broker keeps in each log dir while it runs (LogManager.LockFileName).
 BROKER_LOCK_FILE = ".lock"
@@ -1229,35 +1231,17 @@ class KafkaStore(Store):
         :raises CorruptIndexError: with ``index=True``, after everything else was dumped, for the
             first index file that could not be read (so it could not be dumped).
         """
-        self._check_open()
-        committed = check_isolation(isolation) == READ_COMMITTED
-        unreadable: list[tuple[str, int | None, str]] = []
-        for _t, _p, part in self._selected(topic, partition):
-            start = part.log_start_offset
-            keeps = _CommittedFilter(part, start).keeps if committed else None
-            segments = part.segments
-            for i, seg in enumerate(segments):
-                if i + 1 < len(segments) and segments[i + 1].base <= start:
-                    continue  # wholly below the log start: the broker's next retention pass deletes it
-                yield DumpLine(f"Dumping {seg.path}", json=False)
-                yield DumpLine(f"Log starting offset: {seg.base}", json=False)
-                for batch in seg.batches():
-                    if batch.last_offset < start or (keeps is not None and not keeps(batch)):
-                        continue
-                    yield DumpLine(batch_line(batch), json=False)  # the batch as stored, then
-                    for rec in batch.records():                    # the records a consumer gets
-                        if rec.offset >= start:
-                            yield DumpLine(record_line(batch, rec), json=False)
-                if index:
-                    yield from self._dump_indexes(seg)
-            if index:
-                for path, pos, message in part.verify():
-                    yield DumpLine(str(Problem(path, pos, message)),
-                                   {"path": path, "pos": pos, "message": message}, problem=True)
-                unreadable += part.index_problems
-        if unreadable:
-            path, pos, message = unreadable[0]
-            raise CorruptIndexError(message, path, pos)
+
+        def records(seg: LogSegment, start: int, keeps: Callable[..., bool] | None) -> Iterator[DumpLine]:
+            for batch in seg.batches():
+                if batch.last_offset < start or (keeps is not None and not keeps(batch)):
+                    continue
+                yield DumpLine(batch_line(batch), json=False)  # the batch as stored, then
+                for rec in batch.records():                    # the records a consumer gets
+                    if rec.offset >= start:
+                        yield DumpLine(record_line(batch, rec), json=False)
+
+        return self._dump_walk(topic, partition, index, isolation, records, lambda line: line)
 
     def dump_text(self, *, topic: str | None = None, partition: int | None = None, index: bool = False,
                   isolation: str = READ_UNCOMMITTED, threads: int | None = None
@@ -1271,11 +1255,27 @@ class KafkaStore(Store):
         :raises CorruptIndexError: as :meth:`dump`.
         """
         if columnar._speedups is None:
-            yield from super().dump_text(topic=topic, partition=partition, index=index, isolation=isolation)
-            return
+            return super().dump_text(topic=topic, partition=partition, index=index, isolation=isolation)
+        want = columnar.WANT_KEY | columnar.WANT_VALUE | columnar.WANT_HEADERS
+
+        def records(seg: LogSegment, start: int, keeps: Callable[..., bool] | None) -> Iterator[bytes]:
+            for chunk in seg.column_chunks(want):
+                lines = _text_chunk(chunk, start, keeps)
+                if lines:
+                    yield lines
+
+        return self._dump_walk(topic, partition, index, isolation, records,
+                               lambda line: _text(line.text + "\n"))
+
+    def _dump_walk(self, topic: str | None, partition: int | None, index: bool, isolation: str,
+                   records: Callable[[LogSegment, int, Callable[..., bool] | None], Iterator[_D]],
+                   line: Callable[[DumpLine], _D]) -> Iterator[_D]:
+        """The walk :meth:`dump` and :meth:`dump_text` share: per selected partition from its log
+        start, each segment's heading, ``records(segment, log start, read_committed filter or None)``,
+        with ``index`` the segment's index lines, then the partition's problems; every line not a
+        record's made by ``line``.  Lazy: nothing is checked or read before the first item is asked."""
         self._check_open()
         committed = check_isolation(isolation) == READ_COMMITTED
-        want = columnar.WANT_KEY | columnar.WANT_VALUE | columnar.WANT_HEADERS
         unreadable: list[tuple[str, int | None, str]] = []
         for _t, _p, part in self._selected(topic, partition):
             start = part.log_start_offset
@@ -1283,16 +1283,16 @@ class KafkaStore(Store):
             segments = part.segments
             for i, seg in enumerate(segments):
                 if i + 1 < len(segments) and segments[i + 1].base <= start:
-                    continue  # as dump: wholly below the log start
-                yield _text(f"Dumping {seg.path}\nLog starting offset: {seg.base}\n")
-                for chunk in seg.column_chunks(want):
-                    lines = _text_chunk(chunk, start, keeps)
-                    if lines:
-                        yield lines
+                    continue  # wholly below the log start: the broker's next retention pass deletes it
+                yield line(DumpLine(f"Dumping {seg.path}", json=False))
+                yield line(DumpLine(f"Log starting offset: {seg.base}", json=False))
+                yield from records(seg, start, keeps)
                 if index:
-                    yield from (_text(line.text + "\n") for line in self._dump_indexes(seg))
+                    yield from map(line, self._dump_indexes(seg))
             if index:
-                yield from (_text(f"{Problem(path, pos, message)}\n") for path, pos, message in part.verify())
+                for path, pos, message in part.verify():
+                    yield line(DumpLine(str(Problem(path, pos, message)),
+                                        {"path": path, "pos": pos, "message": message}, problem=True))
                 unreadable += part.index_problems
         if unreadable:
             path, pos, message = unreadable[0]
