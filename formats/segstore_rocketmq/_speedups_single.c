@@ -674,9 +674,30 @@ append_locked(Appender *self, PyObject *item)
         goto done;
     }
     Py_DECREF(next_value);
-    /* through the descriptor, as files.MappedFile.write: a page of the queue not written yet costs
-       no write fault (measured: no faster through the map) */
-    if (write_through(cq_file, (int)fd, row, CQ_ROW_SIZE, count * CQ_ROW_SIZE) < 0) {
+    /* in place within the queue file's reserved blocks, as the commitlog: a pwrite of 20 bytes cost
+       about 1 us on ext4 (the inode's time updated through the journal on every call), 70% of a
+       single append, against 0.04 us through the map; a file that reserves none is written
+       through its descriptor (files.MappedFile.write) */
+    if (cq_reserving) {
+        PyObject *cq_mm = get_attr(cq_file, S_MM);
+        if (cq_mm == NULL) {
+            goto done;
+        }
+        int got = cq_mm == Py_None ? -1 : PyObject_GetBuffer(cq_mm, &dest, PyBUF_WRITABLE);
+        Py_DECREF(cq_mm);
+        if (got < 0) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_ValueError, "expected the consume-queue file to be mapped");
+            }
+            goto done;
+        }
+        if (dest.len < (count + 1) * CQ_ROW_SIZE) {
+            PyErr_SetString(PyExc_ValueError, "expected the consume-queue map to hold the reserved blocks");
+            goto done;
+        }
+        memcpy((uint8_t *)dest.buf + count * CQ_ROW_SIZE, row, CQ_ROW_SIZE);
+        PyBuffer_Release(&dest);
+    } else if (write_through(cq_file, (int)fd, row, CQ_ROW_SIZE, count * CQ_ROW_SIZE) < 0) {
         goto done;
     }
     if (set_ll(cq_seg, S_COUNT, count + 1) < 0 || mark_dirty(log, cq_seg, cq_base) < 0) {
