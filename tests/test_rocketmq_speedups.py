@@ -181,9 +181,12 @@ def batches(seed: int) -> list[list[dict]]:
     return out
 
 
-def write(path: Path, seed: int, clock_ms: int = 1_700_000_000_000) -> list:
+def write(path: Path, seed: int, clock_ms: int = 1_700_000_000_000, *, in_c: bool = True) -> list:
+    """``in_c``: the C batch append where it takes a batch (else the Python batch path)."""
     results = []
     with RocketMQStore(str(path), "a", SMALL, clock=lambda: clock_ms) as store:
+        if not in_c:
+            store._append_many = None
         for batch in batches(seed):
             results += store.append_batch(batch)
         results.append(store.append({"topic": "A", "body": b"single", "keys": "one two"}))
@@ -195,7 +198,7 @@ def test_fast_path_writes_what_the_general_path_writes(tmp_path, monkeypatch, se
     fast = write(tmp_path / "fast", seed)
     # the store imports the fast encoder where it appends: patched where it lives
     monkeypatch.setattr(fastappend, "encode_batch", lambda store, items, now: None)
-    general = write(tmp_path / "general", seed)
+    general = write(tmp_path / "general", seed, in_c=False)
     assert fast == general
     a, b = store_files(tmp_path / "fast"), store_files(tmp_path / "general")
     assert a.keys() == b.keys() and len([k for k in a if k.startswith("commitlog")]) > 2
@@ -380,5 +383,152 @@ def test_single_append_in_c_without_block_reservation(tmp_path, monkeypatch):
     assert len(taken) > len(items) // 2
     monkeypatch.setattr(fastappend, "encode_plain", encode_plain_py)
     assert in_c == append_each(tmp_path / "py", items, in_c=False, config=MEDIUM)
+    a, b = store_files(tmp_path / "c"), store_files(tmp_path / "py")
+    assert a.keys() == b.keys() and [k for k in a if a[k] != b[k]] == []
+
+
+# -- the batch append in one C call (_speedups.Appender.append_batch) ----------------------------
+
+
+def append_batches(path: Path, batches: list[list[dict]], *, in_c: bool, clock_ms: int = 1_700_000_000_000,
+                   taken: list | None = None, config: dict = MEDIUM) -> list:
+    """Each batch appended with one ``append_batch``: its results, or the class of the error it raised.
+    ``in_c``: through the C batch append where it takes the batch (``taken`` collects those batches'
+    results); otherwise through the general path with the pure-Python encoder (the reference)."""
+    out: list = []
+    with RocketMQStore(str(path), "a", config, clock=lambda: clock_ms) as store:
+        many = store._append_many
+        assert many is not None
+
+        def counted(items):
+            results = many(items)
+            if results is not None and taken is not None:
+                taken.append(results)
+            return results
+        store._append_many = counted if in_c else None
+        for batch in batches:
+            try:
+                out.append(store.append_batch(copy.deepcopy(batch)))
+            except SegstoreError as err:
+                out.append(type(err))
+        flusher = store._flusher
+        assert flusher is not None and flusher._appended_end == store.commitlog.end
+    return out
+
+
+#: Files that roll now and then in a run of batches.
+BATCH_FILES = {"mappedFileSizeCommitLog": 32 << 10, "mappedFileSizeConsumeQueue": 1000, "maxHashSlotNum": 16,
+               "maxIndexNum": 300}
+#: Queues made (and their files' blocks reserved) before the batches: more than the C path finds by a scan.
+WARM_QUEUES = [("T", q) for q in range(18)] + [("Topic-1", 1)]
+
+
+@st.composite
+def batch_runs(draw) -> list[list[dict]]:
+    """Batches of plain items, most to queues made already (the C path's), now and then one carrying a
+    field the C path leaves to the general one; a few batches spread over many queues."""
+    out = []
+    for _ in range(draw(st.integers(1, 6))):
+        items = draw(st.lists(plain_item, max_size=12))
+        spread = draw(st.booleans())
+        made = st.sampled_from(WARM_QUEUES if spread else WARM_QUEUES[:2])
+        if draw(st.integers(0, 3)):     # all to queues made already, else as drawn
+            for item in items:
+                item["topic"], item["queue_id"] = draw(made)
+        if items and not draw(st.integers(0, 3)):
+            name, value = draw(odd_field)
+            items[draw(st.integers(0, len(items) - 1))][name] = value
+        out.append(items)
+    return out
+
+
+def warm_batch() -> list[dict]:
+    """Makes the queues of WARM_QUEUES (a second one reserves their files' blocks)."""
+    return [{"topic": t, "queue_id": q, "keys": "w"} for t, q in WARM_QUEUES]
+
+
+@needs_c
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(runs=batch_runs())
+def test_batch_append_in_c_writes_what_the_python_reference_writes(tmp_path_factory, runs):
+    """Same results, same errors and every store file byte for byte (rolls of commitlog, consume-queue
+    and IndexFile files included: the general path's) as the general path with the pure-Python encoder."""
+    tmp = tmp_path_factory.mktemp("batch")
+    runs = [warm_batch(), warm_batch(), *runs]
+    in_c = append_batches(tmp / "c", runs, in_c=True, config=BATCH_FILES)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fastappend, "encode_plain", encode_plain_py)
+        reference = append_batches(tmp / "py", runs, in_c=False, config=BATCH_FILES)
+    assert in_c == reference
+    a, b = store_files(tmp / "c"), store_files(tmp / "py")
+    assert a.keys() == b.keys()
+    assert [k for k in a if a[k] != b[k]] == []
+
+
+@needs_c
+def test_batch_append_in_c_takes_the_common_path(tmp_path):
+    """Batches of plain messages to queues that exist go through the C call (all but those that roll a
+    file or reserve blocks), several queues a batch, more than it finds by a scan in one; the store reads
+    back, verifies and answers key queries."""
+    roomy = {"mappedFileSizeCommitLog": 64 << 10, "mappedFileSizeConsumeQueue": 4000, "maxHashSlotNum": 64,
+             "maxIndexNum": 4000}
+    spread = [{"topic": t, "queue_id": q, "body": b"spread", "keys": [f"s{q}"]}
+              for t, q in reversed(WARM_QUEUES)]
+    runs = [warm_batch(), warm_batch(), *([{**m, "topic": "T"} for m in b] for b in batches(5)), spread * 2]
+    taken: list = []
+    results = append_batches(tmp_path / "s", runs, in_c=True, taken=taken, config=roomy)
+    assert taken == results[2:]
+    with RocketMQStore(str(tmp_path / "s"), "r", roomy) as store:
+        assert store.verify() == []
+        assert [m.body for m in store.read("T", 17)] == [b"", b"", b"spread", b"spread"]
+        assert sorted(m.queue_offset for m in store.query_by_key("T", "s17")) == [2, 3]
+        assert [m.body for m in store.read("T", 1)] == [m.get("body", b"") for b in runs for m in b
+                                                        if m["queue_id"] == 1 and m["topic"] == "T"]
+
+
+@needs_c
+def test_batch_append_in_c_yields_to_a_held_lock_and_leaves_other_items(tmp_path):
+    with RocketMQStore(str(tmp_path / "s"), "a", SMALL) as store:
+        for body in (b"first", b"more"):   # make the queue and reserve blocks (the general path)
+            store.append_batch([{"topic": "A", "body": body}])
+        many = store._append_many
+        assert many([{"topic": "A", "body": b"x"}, {"topic": "A", "body": b"y"}]) is not None
+        end = store.commitlog.end
+        for items in ([], ({"topic": "A"},), [{"topic": "A"}, {"topic": "A", "delay_level": 1}],
+                      [{"topic": "A"}, {"topic": "B"}], [{"topic": "A", "queue_id": 1}]):
+            assert many(items) is None and store.commitlog.end == end    # nothing written
+        held = threading.Event()
+        done = threading.Event()
+
+        def hold():
+            with store._flusher.lock:
+                held.set()
+                done.wait(10)
+        thread = threading.Thread(target=hold)
+        thread.start()
+        try:
+            held.wait(10)
+            assert many([{"topic": "A", "body": b"z"}]) is None       # the general path waits
+            assert store.commitlog.end == end
+        finally:
+            done.set()
+            thread.join()
+        assert [r.offset for r in store.append_batch([{"topic": "A"}, {"topic": "B"}])] == [4, 0]
+
+
+@needs_c
+def test_batch_append_in_c_without_block_reservation(tmp_path, monkeypatch):
+    """On a filesystem without ``posix_fallocate`` the C batch append writes through the descriptors, as
+    the general path does, and the same bytes."""
+    def unsupported(fd, offset, length):
+        raise OSError(errno.EOPNOTSUPP, "not supported")
+    monkeypatch.setattr(os, "posix_fallocate", unsupported)
+    items = [{**m, "topic": "T"} for b in batches(7) for m in b]
+    runs = [warm_batch(), warm_batch(), *(items[i:i + 5] for i in range(0, len(items), 5))]
+    taken: list = []
+    in_c = append_batches(tmp_path / "c", runs, in_c=True, taken=taken)
+    assert len(taken) > len(runs) // 4     # the rest roll a file (MEDIUM's are small)
+    monkeypatch.setattr(fastappend, "encode_plain", encode_plain_py)
+    assert in_c == append_batches(tmp_path / "py", runs, in_c=False)
     a, b = store_files(tmp_path / "c"), store_files(tmp_path / "py")
     assert a.keys() == b.keys() and [k for k in a if a[k] != b[k]] == []

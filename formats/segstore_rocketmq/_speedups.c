@@ -4,7 +4,7 @@
  *
  *   _speedups_encode.c   encode_plain: the batch append of plain messages (fastappend.py)
  *   _speedups_index.c    index_put: IndexFile entries put as the broker's putKey does (keyhash.py)
- *   _speedups_single.c   Appender: the single append in one call (fastappend.single_appender)
+ *   _speedups_single.c   Appender: the single and batch append in one call (fastappend.appender)
  *   _speedups_decode.c   the columnar decode of a mapped commitlog region (columnar.py)
  *   _speedups_json.c     json_lines: the lines of dump --json (columnar.py)
  *   _speedups_text.c     text_lines: the message lines of the text dump (columnar.py)
@@ -94,6 +94,7 @@ typedef struct {
     int64_t born_ts, store_ts;
     int32_t flag, queue_id_value;
     Py_ssize_t size, props_len, slot;
+    int64_t phys, queue_offset;    /* where the single and batch append (Appender) place it */
     int trailing;          /* the properties end with PROPERTY_SEPARATOR (counted in props_len) */
 } Msg;
 

@@ -1,35 +1,38 @@
 /*
- * segstore_rocketmq._speedups: the single append in one call, Appender (fastappend.single_appender).
+ * segstore_rocketmq._speedups: the common appends in one call each, Appender (fastappend.appender).
  *
  * Included by _speedups.c (one translation unit): the layouts, constants and helpers defined
  * there, and in the files included before this one, are this file's.
  */
 
 /* ------------------------------------------------------------------------------ */
-/* the single append: Appender */
+/* the single and batch append: Appender */
 
 /*
  * Appender(store, commitlog, flusher, index, clock, topic_configs, store_ip, store_port, keys_first, file_size,
  *          limit, writeback)
  * .append(item) -> AppendResult | None
+ * .append_batch(items) -> [AppendResult] | None     (items: a list)
  *
- * What RocketMQStore.append does for one plain item (see encode_plain; the same parse and the same
- * bytes), in one call: the message encoded into the active commitlog file's map at the data end, its
- * consume-queue entry written at the queue's end (pwrite, as files.MappedFile.write), its IndexFile
- * entries put (index_put's loop), and what the Python path updates afterwards set on the Python
- * objects themselves: CommitLogFile.wrote, each log's dirty set, ConsumeQueueFile._count,
- * store._next_offsets, the IndexFile header, the flusher's bookkeeping (FlushService.appended).
- * Nothing is cached between calls: every position is read from those objects at each call, so any
- * Python path may run between two calls.
+ * What RocketMQStore.append and append_batch do for plain items (see encode_plain; the same parse and
+ * the same bytes), in one call: the messages encoded into the active commitlog file's map at the data
+ * end, each queue's entries written at its end, the IndexFile entries put (index_put's loop), all
+ * through the files' maps within their reserved blocks (through the descriptors, as files.MappedFile.write,
+ * where a file reserves none), and what the Python path updates afterwards set on the Python objects
+ * themselves: CommitLogFile.wrote, each log's dirty set, ConsumeQueueFile._count, store._next_offsets,
+ * the IndexFile header, the flusher's bookkeeping (FlushService.appended).  Nothing is cached between
+ * calls: every position is read from those objects at each call, so any Python path may run between
+ * two calls.
  *
  * None, nothing changed, for anything the common path does not hold and the store's general path
- * (store._append) does: an item that is not plain or of a topic not validated yet, the flusher's lock
- * held by another thread, a message that does not fit in the reserved blocks of the active commitlog
- * file with 8 bytes to spare (a roll, a BLANK, a reservation), a queue not yet made or whose active file
- * has no reserved room, a topic config to extend, IndexFile entries that need a new file or a
- * reservation, extra index layouts (store.indexes), the properties style not yet known.
+ * (store._append) does, for any item of a batch: an item that is not plain or of a topic not validated
+ * yet, the flusher's lock held by another thread, messages that do not fit in the reserved blocks of
+ * the active commitlog file with 8 bytes to spare (a roll, a BLANK, a reservation), a queue not yet
+ * made or whose active file has no reserved room for its entries, a topic config to extend, IndexFile
+ * entries that need a new file or a reservation, extra index layouts (store.indexes), the properties
+ * style not yet known, an empty batch.
  *
- * store._clock is called for the store time unless clock is None (then the wall clock,
+ * store._clock is called once a call for the store time unless clock is None (then the wall clock,
  * time.time_ns() // 10**6).  Holds the GIL throughout, and the flusher's lock while it writes.
  */
 #include <time.h>
@@ -438,17 +441,81 @@ queue_configured(PyObject *topic_configs, PyObject *topic, int32_t queue_id)
     return rc;
 }
 
-/* The append under the lock: the result, Py_None (not the common path) or NULL (error). */
+/* One queue a call appends to: what the checks found of it, and where its messages' rows go. */
+typedef struct {
+    PyObject *key;      /* (topic, queue_id), owned */
+    PyObject *topic;    /* borrowed from the item that named it first */
+    int32_t queue_id;
+    PyObject *log;      /* the queue's SegmentedLog, owned */
+    PyObject *seg;      /* its active ConsumeQueueFile, owned */
+    PyObject *file;     /* that file's MappedFile, owned */
+    long long count, base, fd, next;    /* entries in the active file, its base, its descriptor; the next offset */
+    int reserving;
+    Py_ssize_t n, row, seen;    /* the call's messages to it, the first of their rows, rows made */
+} Target;
+
+/* Items handled without allocating (a single append, a small batch): their messages, queues and rows. */
+#define STACK_ITEMS 32
+/* Queues found by a scan of those seen; past this many, through a dict of their keys. */
+#define QUEUE_SCAN 16
+
+/* The index of m's queue among qs[0, nq) (a scan, or slots once there are more than QUEUE_SCAN), or -1
+   (not among them); -2 on an error. */
+static Py_ssize_t
+find_target(const Target *qs, Py_ssize_t nq, PyObject *slots, const Msg *m)
+{
+    if (slots == NULL) {
+        for (Py_ssize_t q = nq - 1; q >= 0; q--) {  /* the latest first: a batch runs to one queue at a time */
+            if (qs[q].queue_id == m->queue_id_value &&
+                (qs[q].topic == m->topic || PyUnicode_Compare(qs[q].topic, m->topic) == 0)) {
+                return q;
+            }
+        }
+        return -1;
+    }
+    PyObject *key = PyTuple_Pack(2, m->topic, m->queue_id);
+    if (key == NULL) {
+        return -2;
+    }
+    PyObject *slot = PyDict_GetItemWithError(slots, key);
+    Py_DECREF(key);
+    if (slot == NULL) {
+        return PyErr_Occurred() ? -2 : -1;
+    }
+    return PyLong_AsSsize_t(slot);
+}
+
+static int
+add_slot(PyObject *slots, PyObject *key, Py_ssize_t q)
+{
+    PyObject *slot = PyLong_FromSsize_t(q);
+    int rc = slot == NULL ? -1 : PyDict_SetItem(slots, key, slot);
+    Py_XDECREF(slot);
+    return rc;
+}
+
+/*
+ * The append of items[0, n) under the lock, in one go: every item parsed, every file's room checked,
+ * every object returned made before a byte is written.  The result (many: the list of them), Py_None
+ * (not the common path: nothing changed) or NULL (an error).
+ */
 static PyObject *
-append_locked(Appender *self, PyObject *item)
+append_items(Appender *self, PyObject *const *items, Py_ssize_t n, int many)
 {
     PyObject *ret = NULL, *topic_fields = NULL, *seg = NULL, *mapped = NULL, *mm = NULL, *queues = NULL,
-             *key = NULL, *log = NULL, *cq_seg = NULL, *cq_file = NULL, *next_offsets = NULL, *cl_log = NULL,
-             *indexes = NULL, *trailing_obj = NULL;
+             *next_offsets = NULL, *cl_log = NULL, *indexes = NULL, *trailing_obj = NULL, *slots = NULL,
+             *out = NULL, *stamp = NULL;
     IndexTarget it = {0};
+    Msg msg_stack[STACK_ITEMS];
+    Target target_stack[STACK_ITEMS];
+    uint8_t row_stack[STACK_ITEMS * CQ_ROW_SIZE];
     int64_t idx_stack[3 * INDEX_STACK_ENTRIES];
+    Msg *msgs = msg_stack;
+    Target *qs = target_stack;
+    uint8_t *rows = row_stack, *data = NULL;
     int64_t *idx = idx_stack;
     Py_buffer dest = {0};
+    Py_ssize_t nq = 0;
     int rc;
 
     /* extra index layouts and the properties style: the general path's */
@@ -457,7 +524,7 @@ append_locked(Appender *self, PyObject *item)
     if (trailing_obj == NULL) {
         goto done;
     }
-    if (indexes != Py_None || !PyBool_Check(trailing_obj)) {
+    if (indexes != Py_None || !PyBool_Check(trailing_obj) || n <= 0) {
         ret = Py_NewRef(Py_None);
         goto done;
     }
@@ -494,14 +561,62 @@ append_locked(Appender *self, PyObject *item)
         ret = Py_NewRef(Py_None);
         goto done;
     }
-    Msg m;
-    rc = parse_item(item, topic_fields, now, header_size, (Py_ssize_t)self->limit, trailing_obj == Py_True, &m);
-    if (rc < 0) {
-        goto done;
+    if (n > STACK_ITEMS) {
+        msgs = PyMem_Malloc((size_t)n * sizeof(Msg));
+        qs = PyMem_Malloc((size_t)n * sizeof(Target));
+        rows = PyMem_Malloc((size_t)n * CQ_ROW_SIZE);
+        if (msgs == NULL || qs == NULL || rows == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
     }
-    if (rc) {
-        ret = Py_NewRef(Py_None);
-        goto done;
+
+    /* every item parsed (plain, of a validated topic), its queue found, the sizes summed */
+    Py_ssize_t total = 0, k = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Msg *m = &msgs[i];
+        rc = parse_item(items[i], topic_fields, now, header_size, (Py_ssize_t)self->limit,
+                        trailing_obj == Py_True, m);
+        if (rc < 0) {
+            goto done;
+        }
+        if (rc) {
+            ret = Py_NewRef(Py_None);
+            goto done;
+        }
+        Py_ssize_t q = find_target(qs, nq, slots, m);
+        if (q == -2) {
+            goto done;
+        }
+        if (q < 0) {
+            Target *t = &qs[nq];
+            memset(t, 0, sizeof(Target));
+            q = nq++;
+            t->topic = m->topic;
+            t->queue_id = m->queue_id_value;
+            t->key = PyTuple_Pack(2, m->topic, m->queue_id);
+            if (t->key == NULL) {
+                goto done;
+            }
+            if (slots == NULL && nq > QUEUE_SCAN) {
+                if ((slots = PyDict_New()) == NULL) {
+                    goto done;
+                }
+                for (Py_ssize_t j = 0; j < nq; j++) {
+                    if (add_slot(slots, qs[j].key, j) < 0) {
+                        goto done;
+                    }
+                }
+            } else if (slots != NULL && add_slot(slots, t->key, q) < 0) {
+                goto done;
+            }
+        }
+        m->slot = q;
+        qs[q].n++;
+        total += m->size;
+        if (self->index != Py_None) {
+            k += index_tokens(m);
+        }
     }
 
     /* the commitlog: room in the active file's reserved blocks, with 8 bytes to spare (no BLANK) */
@@ -536,85 +651,91 @@ append_locked(Appender *self, PyObject *item)
     /* in place within the reserved blocks (CommitLog.unwritten_map); a file that reserves none is
        written through its descriptor (CommitLog.write_batch) */
     long long room = cl_reserving && reserved < self->file_size ? reserved : self->file_size;
-    if (mm == Py_None || cl_fd < 0 || wrote < 0 || wrote + m.size + END_FILE_MIN_BLANK_LENGTH > room) {
+    if (mm == Py_None || cl_fd < 0 || wrote < 0 || wrote + total + END_FILE_MIN_BLANK_LENGTH > room) {
         ret = Py_NewRef(Py_None);
         goto done;
     }
-    int64_t pos = base + wrote;
+    int64_t start = base + wrote;
 
-    /* the queue: made already, its active file with a reserved slot, its topic config holding it */
-    long long count, cq_base, cq_reserved, cq_size, fd;
+    /* each queue: made already, its active file with reserved slots for its entries, its topic config
+       holding it */
     queues = get_attr(self->store, S_QUEUES);
     next_offsets = queues == NULL ? NULL : get_attr(self->store, S_NEXT_OFFSETS);
-    key = next_offsets == NULL ? NULL : PyTuple_Pack(2, m.topic, m.queue_id);
-    if (key == NULL) {
+    if (next_offsets == NULL) {
         goto done;
     }
     if (!PyDict_CheckExact(queues) || !PyDict_CheckExact(next_offsets)) {
         ret = Py_NewRef(Py_None);
         goto done;
     }
-    PyObject *cq = PyDict_GetItemWithError(queues, key);
-    if (cq == NULL) {
-        if (!PyErr_Occurred()) {
-            ret = Py_NewRef(Py_None);
+    Py_ssize_t row = 0;
+    for (Py_ssize_t q = 0; q < nq; q++) {
+        Target *t = &qs[q];
+        t->row = row;
+        row += t->n;
+        PyObject *cq = PyDict_GetItemWithError(queues, t->key);
+        if (cq == NULL) {
+            if (!PyErr_Occurred()) {
+                ret = Py_NewRef(Py_None);
+            }
+            goto done;
         }
-        goto done;
-    }
-    log = get_attr(cq, S_LOG);
-    PyObject *segments = log == NULL ? NULL : get_attr(log, S_SEGMENTS);
-    if (segments == NULL) {
-        goto done;
-    }
-    cq_seg = get_attr(segments, S_LAST);
-    Py_DECREF(segments);
-    if (cq_seg == NULL) {
-        goto done;
-    }
-    if (cq_seg == Py_None) {
-        ret = Py_NewRef(Py_None);
-        goto done;
-    }
-    if ((rc = attr_ll(cq_seg, S_COUNT, &count)) || (rc = attr_ll(cq_seg, S_BASE, &cq_base))) {
-        goto not_common;
-    }
-    cq_file = get_attr(cq_seg, S_FILE);
-    if (cq_file == NULL) {
-        goto done;
-    }
-    if ((rc = attr_ll(cq_file, S_RESERVED, &cq_reserved)) || (rc = attr_ll(cq_file, S_SIZE, &cq_size)) ||
-        (rc = attr_ll(cq_file, S_FD, &fd))) {
-        goto not_common;
-    }
-    int cq_reserving = reserving(cq_file);
-    if (cq_reserving < 0) {
-        goto done;
-    }
-    if (count < 0 || fd < 0 || (count + 1) * CQ_ROW_SIZE > cq_size ||
-        (cq_reserving && (count + 1) * CQ_ROW_SIZE > cq_reserved)) {
-        ret = Py_NewRef(Py_None);
-        goto done;
-    }
-    if ((rc = queue_configured(self->topic_configs, m.topic, m.queue_id_value))) {
-        goto not_common;
-    }
-    int64_t queue_offset = 0;
-    PyObject *next = PyDict_GetItemWithError(next_offsets, key);
-    if (next == NULL && PyErr_Occurred()) {
-        goto done;
-    }
-    if (next != NULL && (rc = plain_int(next, 0, 0, INT64_MAX, &queue_offset))) {
-        goto not_common;
+        t->log = get_attr(cq, S_LOG);
+        PyObject *segments = t->log == NULL ? NULL : get_attr(t->log, S_SEGMENTS);
+        if (segments == NULL) {
+            goto done;
+        }
+        t->seg = get_attr(segments, S_LAST);
+        Py_DECREF(segments);
+        if (t->seg == NULL) {
+            goto done;
+        }
+        if (t->seg == Py_None) {
+            ret = Py_NewRef(Py_None);
+            goto done;
+        }
+        if ((rc = attr_ll(t->seg, S_COUNT, &t->count)) || (rc = attr_ll(t->seg, S_BASE, &t->base))) {
+            goto not_common;
+        }
+        t->file = get_attr(t->seg, S_FILE);
+        if (t->file == NULL) {
+            goto done;
+        }
+        long long cq_reserved, cq_size;
+        if ((rc = attr_ll(t->file, S_RESERVED, &cq_reserved)) || (rc = attr_ll(t->file, S_SIZE, &cq_size)) ||
+            (rc = attr_ll(t->file, S_FD, &t->fd))) {
+            goto not_common;
+        }
+        t->reserving = reserving(t->file);
+        if (t->reserving < 0) {
+            goto done;
+        }
+        long long end = (t->count + t->n) * CQ_ROW_SIZE;
+        if (t->count < 0 || t->fd < 0 || end > cq_size || (t->reserving && end > cq_reserved)) {
+            ret = Py_NewRef(Py_None);
+            goto done;
+        }
+        if ((rc = queue_configured(self->topic_configs, t->topic, t->queue_id))) {
+            goto not_common;
+        }
+        PyObject *next = PyDict_GetItemWithError(next_offsets, t->key);
+        if (next == NULL && PyErr_Occurred()) {
+            goto done;
+        }
+        int64_t value = 0;
+        if (next != NULL && (rc = plain_int(next, 0, 0, INT64_MAX - n, &value))) {
+            goto not_common;
+        }
+        t->next = value;
     }
 
-    /* the IndexFile: the message's entries fit the last file's reserved entries */
-    Py_ssize_t k = self->index != Py_None && m.keys != NULL ? index_tokens(&m) : 0;
+    /* the IndexFile: the messages' entries fit the last file's reserved entries */
     if (self->index != Py_None) {
-        if ((rc = index_target(self->index, k, pos, &it))) {
+        if ((rc = index_target(self->index, k, start, &it))) {
             goto not_common;
         }
         if (k > INDEX_STACK_ENTRIES) {
-            idx = PyMem_Malloc(3 * k * sizeof(int64_t));
+            idx = PyMem_Malloc(3 * (size_t)k * sizeof(int64_t));
             if (idx == NULL) {
                 PyErr_NoMemory();
                 goto done;
@@ -622,33 +743,88 @@ append_locked(Appender *self, PyObject *item)
         }
     }
 
-    /* every check passed: write the message */
+    /* every check passed: the results first (nothing is written unless every one is made) */
+    if (many && (out = PyList_New(n)) == NULL) {
+        goto done;
+    }
+    int64_t pos = start, last_stamp = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Msg *m = &msgs[i];
+        Target *t = &qs[m->slot];
+        m->phys = pos;
+        m->queue_offset = t->next + t->seen++;
+        pos += m->size;
+        if (stamp == NULL || m->store_ts != last_stamp) {
+            Py_XSETREF(stamp, PyLong_FromLongLong(m->store_ts));
+            if (stamp == NULL) {
+                goto done;
+            }
+            last_stamp = m->store_ts;
+        }
+        PyObject *id = msg_id(ip, ip_len, self->port, m->phys);
+        PyObject *res = id == NULL ? NULL : make_result(m->topic, m->queue_id, m->queue_offset, m->phys, m->size,
+                                                        id, stamp);
+        Py_XDECREF(id);
+        if (res == NULL) {
+            goto done;
+        }
+        if (many) {
+            PyList_SET_ITEM(out, i, res);
+        } else {
+            out = res;
+        }
+    }
+
+    /* the messages, their queue rows and index entries */
+    uint8_t *at;
     if (cl_reserving) {
         if (PyObject_GetBuffer(mm, &dest, PyBUF_WRITABLE) < 0) {
             goto done;
         }
-        if (dest.len < wrote + m.size) {
+        if (dest.len < wrote + total) {
             PyErr_SetString(PyExc_ValueError, "expected the commitlog map to hold the reserved blocks");
             goto done;
         }
-        put_message((uint8_t *)dest.buf + wrote, &m, queue_offset, pos, sys_flag, ip, ip_len, self->port,
-                    self->keys_first);
-        PyBuffer_Release(&dest);
+        at = (uint8_t *)dest.buf + wrote;
     } else {
-        uint8_t *data = PyMem_Malloc((size_t)m.size);
+        at = data = PyMem_Malloc((size_t)total);
         if (data == NULL) {
             PyErr_NoMemory();
             goto done;
         }
-        put_message(data, &m, queue_offset, pos, sys_flag, ip, ip_len, self->port, self->keys_first);
-        rc = write_through(mapped, (int)cl_fd, data, m.size, wrote);
-        PyMem_Free(data);
-        if (rc < 0) {
-            goto done;
+    }
+    IndexOut iout = {idx, idx + k, idx + 2 * k, 0};
+    for (Py_ssize_t q = 0; q < nq; q++) {
+        qs[q].seen = 0;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Msg *m = &msgs[i];
+        Target *t = &qs[m->slot];
+        at = put_message(at, m, m->queue_offset, m->phys, sys_flag, ip, ip_len, self->port, self->keys_first);
+        uint8_t *r = rows + (t->row + t->seen++) * CQ_ROW_SIZE;
+        r = put_i64(r, m->phys);
+        r = put_i32(r, (int32_t)m->size);
+        put_i64(r, m->tags != NULL ? (int32_t)java_hash(0, m->tags, 0, PyUnicode_GET_LENGTH(m->tags)) : 0);
+        if (self->index != Py_None && m->keys != NULL) {
+            uint32_t prefix = java_hash(0, m->topic, 0, PyUnicode_GET_LENGTH(m->topic)) * 31u + TOPIC_KEY_SEPARATOR;
+            if (PyUnicode_CheckExact(m->keys)) {
+                index_string(&iout, prefix, m->keys, m->phys, m->store_ts);
+            } else {
+                Py_ssize_t nk = PySequence_Fast_GET_SIZE(m->keys);
+                PyObject **ks = PySequence_Fast_ITEMS(m->keys);
+                for (Py_ssize_t j = 0; j < nk; j++) {
+                    index_string(&iout, prefix, ks[j], m->phys, m->store_ts);
+                }
+            }
         }
     }
+    if (cl_reserving) {
+        PyBuffer_Release(&dest);
+    } else if (write_through(mapped, (int)cl_fd, data, total, wrote) < 0) {
+        goto done;
+    }
     /* CommitLog.written_in_place */
-    long long after = wrote + m.size;
+    long long after = wrote + total;
     if (set_ll(seg, S_WROTE, after) < 0) {
         goto done;
     }
@@ -663,99 +839,81 @@ append_locked(Appender *self, PyObject *item)
     if (cl_log == NULL || mark_dirty(cl_log, seg, base) < 0) {
         goto done;
     }
-    /* the queue's entry (ConsumeQueue.append_packed), its next offset */
-    uint8_t row[CQ_ROW_SIZE];
-    uint8_t *r = put_i64(row, pos);
-    r = put_i32(r, (int32_t)m.size);
-    put_i64(r, m.tags != NULL ? (int32_t)java_hash(0, m.tags, 0, PyUnicode_GET_LENGTH(m.tags)) : 0);
-    PyObject *next_value = PyLong_FromLongLong(queue_offset + 1);
-    if (next_value == NULL || PyDict_SetItem(next_offsets, key, next_value) < 0) {
-        Py_XDECREF(next_value);
-        goto done;
-    }
-    Py_DECREF(next_value);
-    /* in place within the queue file's reserved blocks, as the commitlog: a pwrite of 20 bytes cost
-       about 1 us on ext4 (the inode's time updated through the journal on every call), 70% of a
-       single append, against 0.04 us through the map; a file that reserves none is written
-       through its descriptor (files.MappedFile.write) */
-    if (cq_reserving) {
-        PyObject *cq_mm = get_attr(cq_file, S_MM);
-        if (cq_mm == NULL) {
+    /* each queue's entries (ConsumeQueue.append_packed), its next offset: in place within the queue
+       file's reserved blocks, as the commitlog (a pwrite of 20 bytes cost about 1 us on ext4, the
+       inode's time updated through the journal on every call, against 0.04 us through the map); a
+       file that reserves none through its descriptor (files.MappedFile.write) */
+    for (Py_ssize_t q = 0; q < nq; q++) {
+        Target *t = &qs[q];
+        PyObject *next_value = PyLong_FromLongLong(t->next + t->n);
+        if (next_value == NULL || PyDict_SetItem(next_offsets, t->key, next_value) < 0) {
+            Py_XDECREF(next_value);
             goto done;
         }
-        int got = cq_mm == Py_None ? -1 : PyObject_GetBuffer(cq_mm, &dest, PyBUF_WRITABLE);
-        Py_DECREF(cq_mm);
-        if (got < 0) {
-            if (!PyErr_Occurred()) {
-                PyErr_SetString(PyExc_ValueError, "expected the consume-queue file to be mapped");
+        Py_DECREF(next_value);
+        const uint8_t *from = rows + t->row * CQ_ROW_SIZE;
+        Py_ssize_t len = t->n * CQ_ROW_SIZE;
+        if (t->reserving) {
+            PyObject *cq_mm = get_attr(t->file, S_MM);
+            if (cq_mm == NULL) {
+                goto done;
             }
+            int got = cq_mm == Py_None ? -1 : PyObject_GetBuffer(cq_mm, &dest, PyBUF_WRITABLE);
+            Py_DECREF(cq_mm);
+            if (got < 0) {
+                if (!PyErr_Occurred()) {
+                    PyErr_SetString(PyExc_ValueError, "expected the consume-queue file to be mapped");
+                }
+                goto done;
+            }
+            if (dest.len < t->count * CQ_ROW_SIZE + len) {
+                PyErr_SetString(PyExc_ValueError, "expected the consume-queue map to hold the reserved blocks");
+                goto done;
+            }
+            memcpy((uint8_t *)dest.buf + t->count * CQ_ROW_SIZE, from, (size_t)len);
+            PyBuffer_Release(&dest);
+        } else if (write_through(t->file, (int)t->fd, from, len, t->count * CQ_ROW_SIZE) < 0) {
             goto done;
         }
-        if (dest.len < (count + 1) * CQ_ROW_SIZE) {
-            PyErr_SetString(PyExc_ValueError, "expected the consume-queue map to hold the reserved blocks");
+        if (set_ll(t->seg, S_COUNT, t->count + t->n) < 0 || mark_dirty(t->log, t->seg, t->base) < 0) {
             goto done;
         }
-        memcpy((uint8_t *)dest.buf + count * CQ_ROW_SIZE, row, CQ_ROW_SIZE);
-        PyBuffer_Release(&dest);
-    } else if (write_through(cq_file, (int)fd, row, CQ_ROW_SIZE, count * CQ_ROW_SIZE) < 0) {
-        goto done;
-    }
-    if (set_ll(cq_seg, S_COUNT, count + 1) < 0 || mark_dirty(log, cq_seg, cq_base) < 0) {
-        goto done;
     }
     /* the key index (IndexFile.put) */
-    if (self->index != Py_None) {
-        if (k > 0) {
-            uint32_t prefix = java_hash(0, m.topic, 0, PyUnicode_GET_LENGTH(m.topic)) * 31u + TOPIC_KEY_SEPARATOR;
-            IndexOut iout = {idx, idx + k, idx + 2 * k, 0};
-            if (PyUnicode_CheckExact(m.keys)) {
-                index_string(&iout, prefix, m.keys, pos, m.store_ts);
-            } else {
-                Py_ssize_t nk = PySequence_Fast_GET_SIZE(m.keys);
-                PyObject **ks = PySequence_Fast_ITEMS(m.keys);
-                for (Py_ssize_t j = 0; j < nk; j++) {
-                    index_string(&iout, prefix, ks[j], pos, m.store_ts);
-                }
-            }
-            if (PyObject_GetBuffer(it.mm, &dest, PyBUF_WRITABLE) < 0) {
+    if (k > 0) {
+        if (PyObject_GetBuffer(it.mm, &dest, PyBUF_WRITABLE) < 0) {
+            goto done;
+        }
+        long long entries_at = INDEX_HEADER_SIZE + it.slot_num * INDEX_SLOT_SIZE;
+        if (dest.len < entries_at + it.index_num * INDEX_ENTRY_SIZE) {
+            PyErr_SetString(PyExc_ValueError, "expected the IndexFile map to hold its slots and entries");
+            goto done;
+        }
+        uint8_t *b = dest.buf;
+        index_put_entries(it.h, b + INDEX_HEADER_SIZE, (Py_ssize_t)it.slot_num, b + entries_at,
+                          (Py_ssize_t)it.index_num, idx, idx + k, idx + 2 * k, k);
+        index_put_head(b, it.h);
+        PyBuffer_Release(&dest);
+        for (int i = 0; i < N_HEADER; i++) {
+            if (set_ll(it.header, S_HEADER_FIELDS + i, it.h[i]) < 0) {
                 goto done;
-            }
-            long long entries_at = INDEX_HEADER_SIZE + it.slot_num * INDEX_SLOT_SIZE;
-            if (dest.len < entries_at + it.index_num * INDEX_ENTRY_SIZE) {
-                PyErr_SetString(PyExc_ValueError, "expected the IndexFile map to hold its slots and entries");
-                goto done;
-            }
-            uint8_t *b = dest.buf;
-            index_put_entries(it.h, b + INDEX_HEADER_SIZE, (Py_ssize_t)it.slot_num, b + entries_at,
-                              (Py_ssize_t)it.index_num, idx, idx + k, idx + 2 * k, k);
-            index_put_head(b, it.h);
-            PyBuffer_Release(&dest);
-            for (int i = 0; i < N_HEADER; i++) {
-                if (set_ll(it.header, S_HEADER_FIELDS + i, it.h[i]) < 0) {
-                    goto done;
-                }
             }
         }
     }
     /* FlushService.appended */
     long long dirty_entries;
-    if (set_ll(self->flusher, S_APPENDED_END, pos + m.size) < 0 ||
-        set_ll(self->flusher, S_LAST_STORE_TS, m.store_ts) < 0 ||
+    if (set_ll(self->flusher, S_APPENDED_END, pos) < 0 ||
+        set_ll(self->flusher, S_LAST_STORE_TS, last_stamp) < 0 ||
         attr_ll(self->flusher, S_CQ_DIRTY_ENTRIES, &dirty_entries) != 0 ||
-        set_ll(self->flusher, S_CQ_DIRTY_ENTRIES, dirty_entries + 1) < 0 ||
-        set_ll(self->flusher, S_CQ_LAST_TS, m.store_ts) < 0) {
+        set_ll(self->flusher, S_CQ_DIRTY_ENTRIES, dirty_entries + n) < 0 ||
+        set_ll(self->flusher, S_CQ_LAST_TS, last_stamp) < 0) {
         if (!PyErr_Occurred()) {
             PyErr_SetString(PyExc_TypeError, "expected FlushService._cq_dirty_entries an int");
         }
         goto done;
     }
-    PyObject *stamp = PyLong_FromLongLong(m.store_ts);
-    PyObject *id = stamp == NULL ? NULL : msg_id(ip, ip_len, self->port, pos);
-    if (id != NULL) {
-        ret = make_result(m.topic, m.queue_id, queue_offset, pos, m.size, id, stamp);
-    }
-    Py_XDECREF(id);
-    Py_XDECREF(stamp);
+    ret = out;
+    out = NULL;
     goto done;
 
 not_common:
@@ -769,7 +927,26 @@ done:
     if (idx != idx_stack) {
         PyMem_Free(idx);
     }
+    PyMem_Free(data);
+    for (Py_ssize_t q = 0; q < nq; q++) {
+        Py_XDECREF(qs[q].key);
+        Py_XDECREF(qs[q].log);
+        Py_XDECREF(qs[q].seg);
+        Py_XDECREF(qs[q].file);
+    }
+    if (msgs != msg_stack) {
+        PyMem_Free(msgs);
+    }
+    if (qs != target_stack) {
+        PyMem_Free(qs);
+    }
+    if (rows != row_stack) {
+        PyMem_Free(rows);
+    }
     index_target_clear(&it);
+    Py_XDECREF(out);
+    Py_XDECREF(stamp);
+    Py_XDECREF(slots);
     Py_XDECREF(indexes);
     Py_XDECREF(trailing_obj);
     Py_XDECREF(topic_fields);
@@ -777,24 +954,20 @@ done:
     Py_XDECREF(mapped);
     Py_XDECREF(mm);
     Py_XDECREF(queues);
-    Py_XDECREF(key);
-    Py_XDECREF(log);
-    Py_XDECREF(cq_seg);
-    Py_XDECREF(cq_file);
     Py_XDECREF(next_offsets);
     Py_XDECREF(cl_log);
     return ret;
 }
 
+/* append_items(items, n, many) holding the flusher's lock, if it is free at once: a flusher holding it
+   (or another writer) sends the items to the general path, which waits for it (Py_None). */
 static PyObject *
-appender_append(Appender *self, PyObject *item)
+append_holding_lock(Appender *self, PyObject *const *items, Py_ssize_t n, int many)
 {
     if (self->store == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Appender not initialised");
         return NULL;
     }
-    /* the flusher's lock, if free at once: a flusher holding it (or another writer) sends the item to
-       the general path, which waits for it */
     PyObject *got = PyObject_CallOneArg(self->acquire, Py_False);
     if (got == NULL) {
         return NULL;
@@ -804,7 +977,7 @@ appender_append(Appender *self, PyObject *item)
     if (taken <= 0) {
         return taken < 0 ? NULL : Py_NewRef(Py_None);
     }
-    PyObject *ret = append_locked(self, item);
+    PyObject *ret = append_items(self, items, n, many);
     PyObject *exc_type, *exc_value, *exc_tb;
     PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
     PyObject *released = PyObject_CallNoArgs(self->release);
@@ -820,9 +993,28 @@ appender_append(Appender *self, PyObject *item)
     return ret;
 }
 
+static PyObject *
+appender_append(Appender *self, PyObject *item)
+{
+    return append_holding_lock(self, &item, 1, 0);
+}
+
+static PyObject *
+appender_append_batch(Appender *self, PyObject *items)
+{
+    if (!PyList_CheckExact(items)) {
+        Py_RETURN_NONE;     /* the general path takes any iterable */
+    }
+    /* the list is the caller's: no Python code runs while the call reads it (no item is replaced) */
+    return append_holding_lock(self, PySequence_Fast_ITEMS(items), PyList_GET_SIZE(items), 1);
+}
+
 static PyMethodDef appender_methods[] = {
     {"append", (PyCFunction)appender_append, METH_O,
      "append(item) -> AppendResult, or None: not the common path (nothing changed; take the general one)."},
+    {"append_batch", (PyCFunction)appender_append_batch, METH_O,
+     "append_batch(items) -> [AppendResult], or None: not the common path for every item (nothing changed; "
+     "take the general one)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -831,7 +1023,7 @@ static PyTypeObject AppenderType = {
     .tp_name = "segstore_rocketmq._speedups.Appender",
     .tp_basicsize = sizeof(Appender),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "The single append of a RocketMQ store in one call (see the comment above it in _speedups.c).",
+    .tp_doc = "The single and batch append of a RocketMQ store in one call (see the comment atop _speedups_single.c).",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)appender_init,
     .tp_dealloc = (destructor)appender_dealloc,

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from itertools import accumulate
-from typing import Any, NamedTuple, Protocol, cast
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
@@ -356,33 +356,33 @@ def encode_batch(store: PlainTarget, items: list, now: int) -> PlainBatch | None
     return _new_batch(PlainBatch, (*out, start))
 
 
-class SingleTarget(PlainTarget, Protocol):
-    """What :func:`single_appender` reads of a store besides a :class:`PlainTarget`'s (the C
-    ``Appender`` reads them again at every call: ``queues``, ``_next_offsets``, ``_plain_topics``,
-    ``_trailing_separator``, ``indexes``)."""
+class AppenderTarget(PlainTarget, Protocol):
+    """What :func:`appender` reads of a store besides a :class:`PlainTarget`'s (the C ``Appender`` reads
+    them again at every call: ``queues``, ``_next_offsets``, ``_plain_topics``, ``_trailing_separator``,
+    ``indexes``)."""
 
     index: Any
     topic_configs: Any
     _clock: Callable[[], int]
 
 
-def single_appender(store: SingleTarget, flusher: FlushService,
-                    wall_clock: Callable[[], int]) -> Callable[[Any], AppendResult | None] | None:
-    """The store's single append in one C call (``_speedups.Appender.append``): an :class:`AppendResult`,
-    or None for an item the common path does not take (nothing changed: the store's general path
-    appends it).  None when there is no C extension, or in ``SYNC_FLUSH`` (an append waits for its
+def appender(store: AppenderTarget, flusher: FlushService, wall_clock: Callable[[], int]) -> Any:
+    """The store's common appends in one C call each (``_speedups.Appender``): ``append(item)`` returns an
+    :class:`AppendResult`, ``append_batch(items)`` (a list) their list, or None where the common path
+    does not take the item or every item of the batch (nothing changed: the store's general path
+    appends them).  None when there is no C extension, or in ``SYNC_FLUSH`` (an append waits for its
     sync there: the general path's group commit).  ``wall_clock``: the store's default clock, which
     the C path reads itself (``time.time_ns() // 10**6``).
 
-    The C function does what :func:`encode_batch` and the store's ``_write_plain`` do for a batch of
-    one, with the same bytes (tests/test_rocketmq_single_append.py holds it equal to the Python
-    path, store files byte for byte).
+    A call does what :func:`encode_batch` and the store's ``_write_plain`` do for the same items, with
+    the same bytes (tests/test_rocketmq_speedups.py holds it equal to the pure-Python path, store files
+    byte for byte), writing the messages, their consume-queue entries and index entries through the
+    files' maps within their reserved blocks.
     """
     if _speedups is None or flusher.policy.flush_disk_type != ASYNC_FLUSH:
         return None
     host = store.store_host
     clock = None if store._clock is wall_clock else store._clock
-    appender = _speedups.Appender(store, store.commitlog, flusher, store.index, clock, store.topic_configs,
-                                  host.ip, host.port, KEYS_FIRST, store.config.mappedFileSizeCommitLog,
-                                  store.config.maxMessageSize, files.WRITEBACK_BYTES)
-    return cast("Callable[[Any], AppendResult | None]", appender.append)
+    return _speedups.Appender(store, store.commitlog, flusher, store.index, clock, store.topic_configs,
+                              host.ip, host.port, KEYS_FIRST, store.config.mappedFileSizeCommitLog,
+                              store.config.maxMessageSize, files.WRITEBACK_BYTES)

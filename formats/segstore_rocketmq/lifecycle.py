@@ -124,9 +124,10 @@ class _Lifecycle(_StoreHost, Protocol):
     _flusher: FlushService | None
     _left_damaged: list[tuple[str, int, int]]
     _append_one: Callable[[Any], AppendResult | None] | None
+    _append_many: Callable[[Any], list[AppendResult] | None] | None
     _checked_whole: tuple[Any, ...] | None
 
-    def _single_appender(self, flusher: FlushService) -> Callable[[Any], AppendResult | None] | None: ...
+    def _appender(self, flusher: FlushService) -> Any: ...
     def _flushing(self) -> FlushService: ...
     def _checked_state(self) -> tuple[Any, ...]: ...
     def _recover(self, *, abnormal: bool, full: bool = False, threads: int | None = None) -> list[str]: ...
@@ -160,6 +161,8 @@ class LifecycleMixin:
     _left_damaged: list[tuple[str, int, int]]
     #: the single append in one C call while open for append (None: the general path only)
     _append_one: Callable[[Any], AppendResult | None] | None
+    #: the batch append of a list in one C call while open for append (None: the general path only)
+    _append_many: Callable[[Any], list[AppendResult] | None] | None
     _checked_whole: tuple[Any, ...] | None
 
     def _init_lifecycle(self) -> None:
@@ -167,6 +170,7 @@ class LifecycleMixin:
         self.recovery_lines = []
         self._flusher = None
         self._append_one = None
+        self._append_many = None
         self._left_damaged = []     # damaged ranges the last recovery left in place (see recover)
         #: the store's extent (:meth:`_checked_state`) when a recovery last walked and checked all of
         #: it with nothing left damaged; None when none did (see recover)
@@ -204,7 +208,9 @@ class LifecycleMixin:
         if self.index is not None:
             self.index.on_file_full = flusher.index_file_full
         flusher.start()
-        self._append_one = self._single_appender(flusher)
+        appender = self._appender(flusher)
+        if appender is not None:
+            self._append_one, self._append_many = appender.append, appender.append_batch
 
     def _recover(self: _Lifecycle, *, abnormal: bool, full: bool = False,
                  threads: int | None = None) -> list[str]:
@@ -252,7 +258,7 @@ class LifecycleMixin:
             self._flusher.stop()
 
     def _release_lifecycle(self: _Lifecycle) -> None:
-        self._append_one = None
+        self._append_one = self._append_many = None
         if self._flusher is not None:
             self._flusher.stop()
             self._flusher = None
@@ -278,8 +284,15 @@ class LifecycleMixin:
         """Append messages in order; in ``SYNC_FLUSH`` returns once they are durable.
 
         Several threads may append at once: appends are serialised, and writers
-        waiting for durability share one sync (group commit).
+        waiting for durability share one sync (group commit).  A list of plain messages
+        (:mod:`.fastappend`) in ``ASYNC_FLUSH`` is one C call (``_append_many``) where every file
+        has room for it; anything else goes through the general path.
         """
+        many = self._append_many
+        if many is not None:
+            results = many(messages)
+            if results is not None:
+                return results
         return self._append(messages, as_stored=False)
 
     def append_stored(self: _Lifecycle, messages: Iterable[RocketMQMessage]) -> list[AppendResult]:

@@ -552,11 +552,11 @@ class RocketMQStore(LifecycleMixin, Store):
         if self.topic_configs.ensure(topic, queue_id):
             self._configs_dirty = True
 
-    def _single_appender(self, flusher: FlushService) -> Callable[[Any], AppendResult | None] | None:
-        """The single append in one C call for this store (:func:`.fastappend.single_appender`)."""
-        from .fastappend import single_appender
+    def _appender(self, flusher: FlushService) -> Any:
+        """The C appends of this store (:func:`.fastappend.appender`), None where there are none."""
+        from .fastappend import appender
 
-        return single_appender(self, flusher, _now_ms)
+        return appender(self, flusher, _now_ms)
 
     @property
     def plain_topic_fields(self) -> Mapping[str, bytes]:
