@@ -69,6 +69,8 @@ if TYPE_CHECKING:
     from .indexfile import IndexService
 
 ABORT_FILE = "abort"
+#: A chunk whose columns append_arrow makes again for writing (not kept from its check).
+_MAKE_AGAIN = object()
 
 
 def _word(text: str) -> str:
@@ -329,16 +331,23 @@ class LifecycleMixin:
         self._check_writable()
         chunks = appendarrow.batches(batch)
         trailing = self.trailing_separator
-        # checked whole first (each chunk's columns made and dropped again): a refusal writes nothing
+        # checked whole first: a refusal writes nothing.  The columns the check makes are kept for the
+        # writing pass while they hold CHUNK_ROWS rows in all (memory stays bounded), made again past that.
+        kept: list[Any] = []
+        rows = 0
         for chunk in chunks:
             for topic in pc.unique(chunk.column("topic")).to_pylist():
                 validate_topic(topic, self.config.topic_max_length)
-            if self._arrow_columns(chunk, trailing) is None:
-                self.encode_checked(appendarrow.reference_messages(chunk, trailing))
-        appended = 0
-        for chunk in chunks:
-            written = False
             msgs = self._arrow_columns(chunk, trailing)
+            if msgs is None:
+                self.encode_checked(appendarrow.reference_messages(chunk, trailing))
+            rows += chunk.num_rows
+            kept.append(msgs if rows <= appendarrow.CHUNK_ROWS else _MAKE_AGAIN)
+        appended = 0
+        for chunk, msgs in zip(chunks, kept, strict=True):
+            written = False
+            if msgs is _MAKE_AGAIN:
+                msgs = self._arrow_columns(chunk, trailing)
             if msgs is not None:
                 with self._flushing().lock:     # placed at the end the lock keeps
                     start = self.commitlog.end
