@@ -66,65 +66,6 @@ get_i64(const uint8_t *p)
 }
 
 /*
- * zlib's CRC-32 (IEEE 802.3, reflected) of a message body: with PCLMULQDQ where the CPU has it
- * (folding 16 bytes at a time, then a Barrett reduction: Intel's "Fast CRC Computation for Generic
- * Polynomials Using PCLMULQDQ"), the 0-15 trailing bytes and other CPUs through zlib.
- */
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define HAVE_CLMUL_CRC 1
-
-__attribute__((target("pclmul,sse4.1"))) static uint32_t
-crc32_clmul(const uint8_t *buf, size_t len)
-{
-    /* x^(128+32) mod P and x^(128-32) mod P (bit-reflected), x^64 mod P, P and floor(x^64 / P) */
-    const __m128i k3k4 = _mm_set_epi64x(0x00ccaa009eLL, 0x01751997d0LL);
-    const __m128i k5 = _mm_set_epi64x(0, 0x0163cd6124LL);
-    const __m128i poly = _mm_set_epi64x(0x01f7011641LL, 0x01db710641LL);
-    const __m128i low32 = _mm_setr_epi32(~0, 0, ~0, 0);
-    __m128i x1 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)buf), _mm_cvtsi32_si128((int)0xFFFFFFFFu));
-    buf += 16;
-    len -= 16;
-    while (len >= 16) {
-        __m128i lo = _mm_clmulepi64_si128(x1, k3k4, 0x00);
-        x1 = _mm_clmulepi64_si128(x1, k3k4, 0x11);
-        x1 = _mm_xor_si128(_mm_xor_si128(x1, lo), _mm_loadu_si128((const __m128i *)buf));
-        buf += 16;
-        len -= 16;
-    }
-    __m128i x2 = _mm_clmulepi64_si128(x1, k3k4, 0x10);
-    x1 = _mm_xor_si128(_mm_srli_si128(x1, 8), x2);
-    x2 = _mm_srli_si128(x1, 4);
-    x1 = _mm_xor_si128(_mm_clmulepi64_si128(_mm_and_si128(x1, low32), k5, 0x00), x2);
-    x2 = _mm_clmulepi64_si128(_mm_and_si128(x1, low32), poly, 0x10);
-    x2 = _mm_clmulepi64_si128(_mm_and_si128(x2, low32), poly, 0x00);
-    x1 = _mm_xor_si128(x1, x2);
-    uint32_t crc = (uint32_t)_mm_extract_epi32(x1, 1);    /* still inverted */
-    const z_crc_t *table = get_crc_table();
-    for (; len; len--) {       /* the 0-15 bytes left, a table lookup each (no call into zlib) */
-        crc = (uint32_t)table[(crc ^ *buf++) & 0xFF] ^ (crc >> 8);
-    }
-    return ~crc;
-}
-#endif
-
-static uint32_t
-body_crc32(const uint8_t *buf, size_t len)
-{
-#ifdef HAVE_CLMUL_CRC
-    static int has_clmul = -1;
-    if (has_clmul < 0) {
-        __builtin_cpu_init();
-        has_clmul = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
-    }
-    if (has_clmul && len >= 16 && len <= UINT32_MAX) {
-        return crc32_clmul(buf, len);
-    }
-#endif
-    return (uint32_t)crc32(0L, buf, (uInt)len);
-}
-
-/*
  * body_crcs(view, starts, lengths, out) -> None
  *
  * The stored body CRC (zlib CRC-32 & 0x7FFFFFFF, message.body_crc) of each slice

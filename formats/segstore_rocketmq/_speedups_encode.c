@@ -139,15 +139,7 @@ static uint8_t *
 put_message(uint8_t *p, const Msg *m, int64_t queue_offset, int64_t phys, int32_t sys_flag,
             const uint8_t *ip, Py_ssize_t ip_len, int32_t port, int keys_first)
 {
-    uint32_t crc = (uint32_t)crc32(0L, Z_NULL, 0);
-    const uint8_t *body = (const uint8_t *)m->body;
-    Py_ssize_t left = m->body_len;
-    while (left > 0) { /* zlib takes uInt lengths */
-        uInt chunk = left > (Py_ssize_t)UINT32_MAX ? UINT32_MAX : (uInt)left;
-        crc = (uint32_t)crc32(crc, body, chunk);
-        body += chunk;
-        left -= chunk;
-    }
+    uint32_t crc = body_crc32((const uint8_t *)m->body, (size_t)m->body_len);
     p = put_i32(p, (int32_t)m->size);
     p = put_i32(p, MESSAGE_MAGIC);
     p = put_i32(p, (int32_t)(crc & BODY_CRC_MASK));
