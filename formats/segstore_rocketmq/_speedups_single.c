@@ -452,6 +452,8 @@ typedef struct {
     long long count, base, fd, next;    /* entries in the active file, its base, its descriptor; the next offset */
     int reserving;
     Py_ssize_t n, row, seen;    /* the call's messages to it, the first of their rows, rows made */
+    uint32_t prefix;    /* the Java hash of "topic#" (its index keys' start), once prefixed */
+    int prefixed;
 } Target;
 
 /* Items handled without allocating (a single append, a small batch): their messages, queues and rows. */
@@ -806,7 +808,11 @@ append_items(Appender *self, PyObject *const *items, Py_ssize_t n, int many)
         r = put_i32(r, (int32_t)m->size);
         put_i64(r, m->tags != NULL ? (int32_t)java_hash(0, m->tags, 0, PyUnicode_GET_LENGTH(m->tags)) : 0);
         if (self->index != Py_None && m->keys != NULL) {
-            uint32_t prefix = java_hash(0, m->topic, 0, PyUnicode_GET_LENGTH(m->topic)) * 31u + TOPIC_KEY_SEPARATOR;
+            if (!t->prefixed) {
+                t->prefix = java_hash(0, m->topic, 0, PyUnicode_GET_LENGTH(m->topic)) * 31u + TOPIC_KEY_SEPARATOR;
+                t->prefixed = 1;
+            }
+            uint32_t prefix = t->prefix;
             if (PyUnicode_CheckExact(m->keys)) {
                 index_string(&iout, prefix, m->keys, m->phys, m->store_ts);
             } else {
