@@ -340,7 +340,7 @@ typedef struct {
     PyObject *file;    /* the IndexFile, owned */
     PyObject *header;  /* its IndexHeader, owned */
     PyObject *mm;      /* its MappedFile's map, owned */
-    long long h[N_HEADER], index_num, slot_num;
+    long long h[N_HEADER], was[N_HEADER], index_num, slot_num;    /* was: h as read */
 } IndexTarget;
 
 static void
@@ -377,7 +377,7 @@ index_target(PyObject *index, Py_ssize_t k, int64_t phys, IndexTarget *t)
         }
         rc = 1;
         if (PyLong_CheckExact(v)) {
-            t->h[i] = PyLong_AsLongLong(v);
+            t->h[i] = t->was[i] = PyLong_AsLongLong(v);
             rc = t->h[i] == -1 && PyErr_Occurred() ? -1 : 0;
         }
         Py_DECREF(v);
@@ -900,8 +900,8 @@ append_items(Appender *self, PyObject *const *items, Py_ssize_t n, int many)
                           (Py_ssize_t)it.index_num, idx, idx + k, idx + 2 * k, k);
         index_put_head(b, it.h);
         PyBuffer_Release(&dest);
-        for (int i = 0; i < N_HEADER; i++) {
-            if (set_ll(it.header, S_HEADER_FIELDS + i, it.h[i]) < 0) {
+        for (int i = 0; i < N_HEADER; i++) {   /* the fields that changed (begin_* seldom do) */
+            if (it.h[i] != it.was[i] && set_ll(it.header, S_HEADER_FIELDS + i, it.h[i]) < 0) {
                 goto done;
             }
         }
@@ -909,10 +909,10 @@ append_items(Appender *self, PyObject *const *items, Py_ssize_t n, int many)
     /* FlushService.appended */
     long long dirty_entries;
     if (set_ll(self->flusher, S_APPENDED_END, pos) < 0 ||
-        set_ll(self->flusher, S_LAST_STORE_TS, last_stamp) < 0 ||
+        set_attr(self->flusher, S_LAST_STORE_TS, stamp) < 0 ||      /* stamp: the last message's */
         attr_ll(self->flusher, S_CQ_DIRTY_ENTRIES, &dirty_entries) != 0 ||
         set_ll(self->flusher, S_CQ_DIRTY_ENTRIES, dirty_entries + n) < 0 ||
-        set_ll(self->flusher, S_CQ_LAST_TS, last_stamp) < 0) {
+        set_attr(self->flusher, S_CQ_LAST_TS, stamp) < 0) {
         if (!PyErr_Occurred()) {
             PyErr_SetString(PyExc_TypeError, "expected FlushService._cq_dirty_entries an int");
         }
