@@ -367,7 +367,7 @@ def test_single_append_in_c_stamps_the_wall_clock_and_yields_to_a_held_lock(tmp_
             thread.join()
         assert store.append({"topic": "A", "body": b"third"}).offset == 3
     with RocketMQStore(str(tmp_path / "sync"), "a", {**SMALL, "flushDiskType": "SYNC_FLUSH"}) as store:
-        assert store._append_one is None                        # an append waits for its sync there
+        assert store._append_one is None and store._append_many is None    # an append waits for its sync
 
 
 @needs_c
