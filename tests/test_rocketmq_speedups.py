@@ -478,6 +478,11 @@ def test_batch_append_in_c_takes_the_common_path(tmp_path):
     taken: list = []
     results = append_batches(tmp_path / "s", runs, in_c=True, taken=taken, config=roomy)
     assert taken == results[2:]
+    with pytest.MonkeyPatch.context() as mp:     # the batches over 19 queues too: the same bytes
+        mp.setattr(fastappend, "encode_plain", encode_plain_py)
+        assert append_batches(tmp_path / "py", runs, in_c=False, config=roomy) == results
+    a, b = store_files(tmp_path / "s"), store_files(tmp_path / "py")
+    assert a.keys() == b.keys() and [k for k in a if a[k] != b[k]] == []
     with RocketMQStore(str(tmp_path / "s"), "r", roomy) as store:
         assert store.verify() == []
         assert [m.body for m in store.read("T", 17)] == [b"", b"", b"spread", b"spread"]
