@@ -146,6 +146,13 @@ java_hash(uint32_t h, PyObject *s, Py_ssize_t from, Py_ssize_t to)
 {
     int kind = PyUnicode_KIND(s);
     const void *data = PyUnicode_DATA(s);
+    if (kind == PyUnicode_1BYTE_KIND) {     /* Latin-1 (tags, keys, topics mostly): one code unit each */
+        const Py_UCS1 *p = data;
+        for (Py_ssize_t i = from; i < to; i++) {
+            h = h * 31u + p[i];
+        }
+        return h;
+    }
     for (Py_ssize_t i = from; i < to; i++) {
         Py_UCS4 ch = PyUnicode_READ(kind, data, i);
         if (ch > 0xFFFF) {
@@ -308,6 +315,25 @@ index_string(IndexOut *out, uint32_t prefix, PyObject *s, int64_t phys, int64_t 
     int kind = PyUnicode_KIND(s);
     const void *data = PyUnicode_DATA(s);
     Py_ssize_t from = 0;
+    if (kind == PyUnicode_1BYTE_KIND) {     /* the tokens' hashes made as they are walked */
+        const Py_UCS1 *p = data;
+        uint32_t h = prefix;
+        for (Py_ssize_t i = 0; i <= n; i++) {
+            if (i == n || p[i] == KEY_SEPARATOR) {
+                if (i > from) {
+                    out->hashes[out->n] = index_hash(h);
+                    out->phys[out->n] = phys;
+                    out->stamps[out->n] = stamp;
+                    out->n++;
+                }
+                from = i + 1;
+                h = prefix;
+            } else {
+                h = h * 31u + p[i];
+            }
+        }
+        return;
+    }
     for (Py_ssize_t i = 0; i <= n; i++) {
         if (i == n || PyUnicode_READ(kind, data, i) == KEY_SEPARATOR) {
             if (i > from) {
@@ -329,6 +355,15 @@ count_tokens(PyObject *s)
     int kind = PyUnicode_KIND(s);
     const void *data = PyUnicode_DATA(s);
     int in_token = 0;
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *p = data;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int sep = p[i] == KEY_SEPARATOR;
+            count += !sep && !in_token;
+            in_token = !sep;
+        }
+        return count;
+    }
     for (Py_ssize_t i = 0; i < n; i++) {
         int sep = PyUnicode_READ(kind, data, i) == KEY_SEPARATOR;
         if (!sep && !in_token) {

@@ -799,6 +799,8 @@ append_items(Appender *self, PyObject *const *items, Py_ssize_t n, int many)
     for (Py_ssize_t q = 0; q < nq; q++) {
         qs[q].seen = 0;
     }
+    PyObject *last_tags = NULL;     /* the tags code of the last tags object hashed (a batch's repeat) */
+    int64_t tags_code = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         Msg *m = &msgs[i];
         Target *t = &qs[m->slot];
@@ -806,7 +808,11 @@ append_items(Appender *self, PyObject *const *items, Py_ssize_t n, int many)
         uint8_t *r = rows + (t->row + t->seen++) * CQ_ROW_SIZE;
         r = put_i64(r, m->phys);
         r = put_i32(r, (int32_t)m->size);
-        put_i64(r, m->tags != NULL ? (int32_t)java_hash(0, m->tags, 0, PyUnicode_GET_LENGTH(m->tags)) : 0);
+        if (m->tags != last_tags) {
+            last_tags = m->tags;
+            tags_code = m->tags != NULL ? (int32_t)java_hash(0, m->tags, 0, PyUnicode_GET_LENGTH(m->tags)) : 0;
+        }
+        put_i64(r, tags_code);
         if (self->index != Py_None && m->keys != NULL) {
             if (!t->prefixed) {
                 t->prefix = java_hash(0, m->topic, 0, PyUnicode_GET_LENGTH(m->topic)) * 31u + TOPIC_KEY_SEPARATOR;
