@@ -26,7 +26,6 @@ import numpy as np
 from segstore import files, progress
 from segstore.arrays import binary_scalar, from_numpy, to_numpy
 from segstore.columns import project
-from segstore.consumers import ConsumerGroups
 from segstore.errors import (
     ConfigError,
     CorruptDataError,
@@ -68,6 +67,8 @@ from .txnindex import AbortedTxn
 
 if TYPE_CHECKING:   # pyarrow, the appenders and the coordinators' logs load where used (info: none)
     import pyarrow as pa
+
+    from segstore.consumers import ConsumerGroups
 
     from . import arrowappend, arrowencode, transactions
     from .coordinator import CoordinatorLog

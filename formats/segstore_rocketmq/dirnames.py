@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 
 from segstore import files
-from segstore.indexes.dense import FILE_NAME_DIGITS
 
 from .checkpoint import FILE_NAME as CHECKPOINT_FILE
 from .checkpoint import FILE_SIZE as CHECKPOINT_SIZE
@@ -20,6 +19,10 @@ COMMITLOG_DIR = "commitlog"
 CONSUMEQUEUE_DIR = "consumequeue"
 INDEX_DIR = "index"
 LOCK_FILE = "lock"
+#: ``UtilAll.offset2FileName``: a commitlog (or consume-queue) file is named by its first byte's offset in
+#: 20 digits, as the core's segment files are (``segstore.indexes.dense.FILE_NAME_DIGITS``, not imported
+#: here: telling a Kafka store from a RocketMQ one would load the core's dense index).
+FILE_NAME_DIGITS = 20
 #: The name part of files holding bytes recovery cut (``segstore.files.save_aside``): not commitlog files.
 KEPT_ASIDE = ".cut-"
 

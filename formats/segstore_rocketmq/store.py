@@ -32,7 +32,6 @@ import numpy as np
 
 from segstore import files
 from segstore.columns import project
-from segstore.consumers import ConsumerGroups, ConsumerOffset
 from segstore.errors import (
     ConfigError,
     CorruptDataError,
@@ -55,7 +54,6 @@ from segstore.search import Bound, search
 from segstore.store import READ_COMMITTED, READ_UNCOMMITTED, AppendResult, DumpLine, Store, check_isolation
 
 from . import batchconsumequeue, columnar, timerstore
-from . import retention as retention_rules
 from .commitlog import END_FILE_MIN_BLANK_LENGTH, CommitLog, CommitLogFile
 from .config import SCHEDULE_TOPIC, TOPIC_MAX_LENGTH_V2, BrokerConfig, validate_topic
 from .consumequeue import CQ_DTYPE, FILE_NAME_DIGITS, ConsumeQueue, queue_cut_dir
@@ -93,6 +91,8 @@ from .topicconfig import TOPIC_GROUP_SEPARATOR, ConsumerOffsets, TopicConfigs, r
 
 if TYPE_CHECKING:   # pyarrow and the appenders load where used (`segstore info` builds and writes nothing)
     import pyarrow as pa
+
+    from segstore.consumers import ConsumerGroups
 
     from .fastappend import PlainBatch
 
@@ -953,6 +953,8 @@ class RocketMQStore(LifecycleMixin, Store):
         broker holds those in memory): those columns are None.  ``now_ms`` is not used (RocketMQ offsets
         do not expire).
         """
+        from segstore.consumers import ConsumerGroups, ConsumerOffset  # its dataclasses: not for `info`
+
         self._check_open()
         rows = []
         for name, offsets in sorted(self.consumer_offsets.table.items(),
@@ -1706,6 +1708,8 @@ class RocketMQStore(LifecycleMixin, Store):
                   partition: int | None = None, disk_ratio: Any = None,
                   **options: Any) -> list[dict[str, Any]]:
         """The broker's clean-up: expired commitlog files, then the queue and index files below them."""
+        from . import retention as retention_rules  # its result dataclass: not for `info`
+
         if topic is not None or partition is not None:
             raise ConfigError("expected no --topic/--queue: RocketMQ retention is store-wide "
                               "(one commitlog holds every queue)", self.path)
