@@ -60,7 +60,6 @@ from .consumequeue import CQ_DTYPE, FILE_NAME_DIGITS, ConsumeQueue, queue_cut_di
 from .consumequeue_ext import EXT_DIR, ConsumeQueueExt
 from .consumequeue_ext import MAX_ADDR as EXT_MAX_ADDR
 from .dirnames import COMMITLOG_DIR, CONSUMEQUEUE_DIR, INDEX_DIR, LOCK_FILE, is_rocketmq_store
-from .flush import FlushService
 from .indexfile import IndexRequest, IndexService, geometry_on_disk
 from .javacompat import hashmap_order, string_hash
 from .lifecycle import LifecycleMixin, keys_and_tags
@@ -95,6 +94,7 @@ if TYPE_CHECKING:   # pyarrow and the appenders load where used (`segstore info`
     from segstore.consumers import ConsumerGroups
 
     from .fastappend import PlainBatch
+    from .flush import FlushService
 
 LOCK_CONTENT = b"lock"
 
