@@ -215,19 +215,21 @@ def test_info_on_a_small_store_imports_no_arrow_codec_checksum_or_pool(tmp_path)
 
 
 def test_info_on_a_small_store_loads_no_consumer_retention_or_other_format_index_code(tmp_path) -> None:
-    """``info`` lists no consumer groups, applies no retention rule and flushes nothing, and detecting
+    """``info`` lists no consumer groups, applies no retention rule, flushes nothing and uses no index
+    layout (a store without extra indexes needs only the layouts' option names), and detecting
     the format asks the other format's plugin only whether it recognises the files: none of those modules
     (their dataclasses and the other format's index classes, several ms of a 0.25 s budget) load.
     numpy does, and must: opening a store maps its consume queues and index files as arrays."""
     kafka = _kafka(tmp_path / "k")
     cases = ((str(_rocketmq(tmp_path / "r")), {"segstore_rocketmq.retention", "segstore_rocketmq.flush",
-                                                "segstore.indexes.sparse", "segstore.indexes.timeindex"}),
+                                                "segstore.indexes.sparse", "segstore.indexes.timeindex",
+                                                "segstore.logview"}),
              (str(kafka), {"segstore.indexes.dense", "segstore.indexes.keyhash"}),
              (str(kafka / "t-0"), {"segstore.indexes.dense", "segstore.indexes.keyhash"}))
     for path, unused in cases:
         result = _run(_INFO_LEAN, path)
         assert result["code"] == 0 and "topic" in result["text"], path
-        assert not ({"segstore.consumers"} | unused) & set(result["segstore"]), path
+        assert not ({"segstore.consumers", "segstore.layouts.base"} | unused) & set(result["segstore"]), path
 
 
 def test_native_indexes_import_their_entry_types_on_lookup() -> None:

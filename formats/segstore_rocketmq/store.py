@@ -47,7 +47,6 @@ from segstore.errors import (
     UnsupportedOperationError,
     cut,
 )
-from segstore.logview import Positions
 from segstore.overlap import in_rounds, overlapped, thread_count
 from segstore.records import Message
 from segstore.search import Bound, search
@@ -92,6 +91,7 @@ if TYPE_CHECKING:   # pyarrow and the appenders load where used (`segstore info`
     import pyarrow as pa
 
     from segstore.consumers import ConsumerGroups
+    from segstore.logview import Positions
 
     from .fastappend import PlainBatch
     from .flush import FlushService
