@@ -208,9 +208,7 @@ def test_info_on_a_small_store_imports_no_arrow_codec_checksum_or_pool(tmp_path)
         assert result["loaded"] == [], args
         # what writes, recovers or reads transactions, and a log dir's retention rules: none is read
         unused = {"segstore_rocketmq.recovery", "segstore_rocketmq.fastappend", "segstore_kafka.transactions",
-                  "segstore_kafka.compaction", "segstore_kafka.internal_topics"}
-        if not args[-1].endswith("t-0"):
-            unused.add("segstore_kafka.retention")
+                  "segstore_kafka.compaction", "segstore_kafka.internal_topics", "segstore_kafka.retention"}
         assert not unused & set(result["segstore"]), args
 
 
@@ -266,11 +264,15 @@ print(json.dumps({"rows": rows, "loaded": sorted(m for m in sys.modules if m.sta
 """
 
 
-def test_first_kafka_scan_loads_no_transaction_compaction_or_kraft_schema_code(tmp_path) -> None:
+def test_first_kafka_scan_loads_no_transaction_compaction_retention_or_kraft_schema_code(tmp_path) -> None:
     """A read_uncommitted scan needs no last stable offset (.transactions, and the .compaction it
-    imports) and a store without a metadata log no KRaft record schemas (.internal_topics, .schema):
-    modules a first scan in a process used to import (5-10 ms)."""
-    result = _run(_SCAN, str(_kafka(tmp_path / "k")))
-    assert result["rows"] > 0
-    assert not {"segstore_kafka.transactions", "segstore_kafka.compaction", "segstore_kafka.internal_topics",
-                "segstore_kafka.schema"} & set(result["loaded"])
+    imports), a store without a metadata log no KRaft record schemas (.internal_topics, .schema), and
+    opening a partition directory only its log start from the log dir's checkpoint, no retention rule
+    (.retention's dataclasses): modules a first scan in a process used to import (5-10 ms)."""
+    kafka = _kafka(tmp_path / "k")
+    for path in (kafka, kafka / "t-0"):
+        result = _run(_SCAN, str(path))
+        assert result["rows"] > 0
+        unused = {"segstore_kafka.transactions", "segstore_kafka.compaction", "segstore_kafka.schema",
+                  "segstore_kafka.internal_topics", "segstore_kafka.retention"}
+        assert not unused & set(result["loaded"]), path

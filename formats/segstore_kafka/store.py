@@ -58,7 +58,7 @@ from segstore.store import (
 
 from . import batch as codec
 from . import columnar, kraft
-from .logdir import LogDir, is_partition_dir
+from .logdir import LogDir, high_watermark, is_partition_dir, load_log_start
 from .offsetmap import DEDUPE_BUFFER_SIZE
 from .partition import KafkaConfig, Partition, now_ms, parse_partition_dir, validate_topic
 from .properties import PARTITION_METADATA, read_partition_metadata
@@ -489,8 +489,6 @@ class KafkaStore(Store):
                     raise
         try:
             if self.single:
-                from .retention import load_log_start  # the retention rules: where a partition dir opens
-
                 topic_config = self.topic_configs.config_for(parse_partition_dir(path)[0])
                 self._part: Partition | None = Partition(path, topic_config, writable=writable, clock=clock)
                 load_log_start(self._part)  # the parent log dir's checkpoint
@@ -1158,7 +1156,6 @@ class KafkaStore(Store):
         Python per distinct key (:mod:`.coordinator`).
         """
         from . import groups
-        from .retention import high_watermark
 
         self._check_open()
         notes: list[str] = []
