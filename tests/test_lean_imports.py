@@ -213,15 +213,17 @@ def test_info_on_a_small_store_imports_no_arrow_codec_checksum_or_pool(tmp_path)
 
 
 def test_info_on_a_small_store_loads_no_consumer_retention_or_other_format_index_code(tmp_path) -> None:
-    """``info`` lists no consumer groups, applies no retention rule, flushes nothing and uses no index
-    layout (a store without extra indexes needs only the layouts' option names), and detecting
+    """``info`` lists no consumer groups, applies no retention rule, flushes nothing, uses no index
+    layout (a store without extra indexes needs only the layouts' option names) and reads no 5.x
+    batch consume queue or timer store where the store has none, and detecting
     the format asks the other format's plugin only whether it recognises the files: none of those modules
     (their dataclasses and the other format's index classes, several ms of a 0.25 s budget) load.
     numpy does, and must: opening a store maps its consume queues and index files as arrays."""
     kafka = _kafka(tmp_path / "k")
     cases = ((str(_rocketmq(tmp_path / "r")), {"segstore_rocketmq.retention", "segstore_rocketmq.flush",
                                                 "segstore.indexes.sparse", "segstore.indexes.timeindex",
-                                                "segstore.logview"}),
+                                                "segstore.logview", "segstore_rocketmq.batchconsumequeue",
+                                                "segstore_rocketmq.timerstore"}),
              (str(kafka), {"segstore.indexes.dense", "segstore.indexes.keyhash"}),
              (str(kafka / "t-0"), {"segstore.indexes.dense", "segstore.indexes.keyhash"}))
     for path, unused in cases:

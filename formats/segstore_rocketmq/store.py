@@ -52,13 +52,21 @@ from segstore.records import Message
 from segstore.search import Bound, search
 from segstore.store import READ_COMMITTED, READ_UNCOMMITTED, AppendResult, DumpLine, Store, check_isolation
 
-from . import batchconsumequeue, columnar, timerstore
+from . import columnar
 from .commitlog import END_FILE_MIN_BLANK_LENGTH, CommitLog, CommitLogFile
 from .config import SCHEDULE_TOPIC, TOPIC_MAX_LENGTH_V2, BrokerConfig, validate_topic
 from .consumequeue import CQ_DTYPE, FILE_NAME_DIGITS, ConsumeQueue, queue_cut_dir
 from .consumequeue_ext import EXT_DIR, ConsumeQueueExt
 from .consumequeue_ext import MAX_ADDR as EXT_MAX_ADDR
-from .dirnames import COMMITLOG_DIR, CONSUMEQUEUE_DIR, INDEX_DIR, LOCK_FILE, is_rocketmq_store
+from .dirnames import (
+    BCQ_DIR,
+    COMMITLOG_DIR,
+    CONSUMEQUEUE_DIR,
+    INDEX_DIR,
+    LOCK_FILE,
+    has_timer_store,
+    is_rocketmq_store,
+)
 from .indexfile import IndexRequest, IndexService, geometry_on_disk
 from .javacompat import hashmap_order, string_hash
 from .lifecycle import LifecycleMixin, keys_and_tags
@@ -1742,13 +1750,19 @@ class RocketMQStore(LifecycleMixin, Store):
                 **({"notes": list(self.notes)} if self.notes else {})}
 
     def _info_5x(self) -> dict[str, Any]:
-        """5.x files, where the store has them: batch consume queues and the timer store."""
+        """5.x files, where the store has them: batch consume queues and the timer store (the modules that
+        read them load only where their files are)."""
         out: dict[str, Any] = {}
-        batch = batchconsumequeue.load(self.path)
-        if batch:
-            out["batch_queues"] = [{"topic": t, "queue_id": q, "min_offset": b.min_offset,
-                                    "max_offset": b.max_offset, "files": len(b.files)}
-                                   for (t, q), b in sorted(batch.items())]
-        if timerstore.present(self.path):
+        if files.is_dir(os.path.join(self.path, BCQ_DIR)):
+            from . import batchconsumequeue
+
+            batch = batchconsumequeue.load(self.path)
+            if batch:
+                out["batch_queues"] = [{"topic": t, "queue_id": q, "min_offset": b.min_offset,
+                                        "max_offset": b.max_offset, "files": len(b.files)}
+                                       for (t, q), b in sorted(batch.items())]
+        if has_timer_store(self.path):
+            from . import timerstore
+
             out["timer"] = timerstore.info(self.path)
         return out
