@@ -896,18 +896,24 @@ class _Unbuilt:
 
 
 class _OnlyCommand:
-    """The subcommands of a command line that names ``command``: each is registered (its name and help,
-    so usage and errors read as with all of them built), only ``command``'s arguments are made (making
-    the thirty commands' parsers was 10-15 ms of a 0.25 s ``segstore info``)."""
+    """The subcommands of a command line that names ``command``: each is registered (its name, aliases
+    and help, so usage and errors read as with all of them built), only ``command``'s parser is made:
+    argparse makes the others' through :meth:`make`, which gives an :class:`_Unbuilt` (making the
+    commands' parsers and their arguments was 10-15 ms of a 0.25 s ``segstore info``, the empty
+    parsers of the other commands alone 3-5 ms)."""
 
-    def __init__(self, sub: Any, command: str) -> None:
-        self._sub, self._command = sub, command
+    def __init__(self, command: str) -> None:
+        self._command = command
+        self._building = False
+        self.sub: Any = None    # the subparsers action, whose parser_class is :meth:`make`
+
+    def make(self, **kwargs: Any) -> Any:
+        """The ``parser_class`` argparse makes each subcommand's parser with."""
+        return argparse.ArgumentParser(**kwargs) if self._building else _Unbuilt()
 
     def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
-        parser = self._sub.add_parser(name, **kwargs)
-        if name == self._command or self._command in kwargs.get("aliases", ()):
-            return cast(argparse.ArgumentParser, parser)
-        return cast(argparse.ArgumentParser, _Unbuilt())
+        self._building = name == self._command or self._command in kwargs.get("aliases", ())
+        return cast(argparse.ArgumentParser, self.sub.add_parser(name, **kwargs))
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -916,9 +922,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="segstore", description=__doc__.splitlines()[0],
                                      epilog="exit codes: 0 ok, 1 data problem or no match, 2 usage")
     parser.add_argument("--version", action=_VersionAction)
-    sub: Any = parser.add_subparsers(dest="command", required=True)
-    if command is not None:
-        sub = _OnlyCommand(sub, command)
+    sub: Any
+    if command is None:
+        sub = parser.add_subparsers(dest="command", required=True)
+    else:
+        sub = _OnlyCommand(command)
+        sub.sub = parser.add_subparsers(dest="command", required=True, parser_class=sub.make)
 
     p = sub.add_parser("dump", help="print every message of a store (human-readable, or --json one object a "
                                     "line), or single store files as kafka-dump-log --files does")
@@ -1063,7 +1072,8 @@ def _remember_parsers(parser: argparse.ArgumentParser) -> None:
     for action in parser._actions:  # argparse has no public way to walk its subparsers
         if isinstance(action, argparse._SubParsersAction):
             for child in action.choices.values():
-                _remember_parsers(child)
+                if isinstance(child, argparse.ArgumentParser):   # not a command this run leaves unbuilt
+                    _remember_parsers(child)
 
 
 def progress_sink(args: argparse.Namespace, out: TextIO) -> progress.Sink:

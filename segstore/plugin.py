@@ -8,6 +8,7 @@ files themselves: they go through :mod:`segstore.files`.
 from __future__ import annotations
 
 import abc
+import importlib
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from typing import Any, ClassVar, TypeVar
 from .errors import UnsupportedOperationError
 from .store import DumpLine, Store
 
-__all__ = ["WRITE_CHUNK", "DumpLine", "FileDumpOptions", "FormatPlugin", "chunks"]
+__all__ = ["WRITE_CHUNK", "DumpLine", "FileDumpOptions", "FormatPlugin", "NativeIndexes", "chunks"]
 
 #: Messages :meth:`FormatPlugin.write_jsonl` appends at a time (memory is bounded by this, not the input).
 WRITE_CHUNK = 4096
@@ -64,6 +65,38 @@ class NativeIndex:
 
     entries: type
     files: str
+
+
+class NativeIndexes(Mapping[str, NativeIndex]):
+    """A plugin's :attr:`FormatPlugin.native_indexes` whose entry types are named ``"module:Class"``
+    and imported on the first lookup of their index, not with the plugin: detecting a store's format
+    asks every plugin, and the other format's index modules (their classes and dataclasses) are not
+    what a command on this store uses.  Membership and iteration import nothing.
+
+    Thread-safety: two threads looking one index up at once may both import it; both get equal values.
+    """
+
+    def __init__(self, **named: tuple[str, str]) -> None:
+        """``name=("module:Class", files)`` for each index, ``files`` as :class:`NativeIndex` has it."""
+        self._named = named
+        self._made: dict[str, NativeIndex] = {}
+
+    def __getitem__(self, name: str) -> NativeIndex:
+        made = self._made.get(name)
+        if made is None:
+            where, files = self._named[name]
+            module, _, attr = where.partition(":")
+            made = self._made[name] = NativeIndex(getattr(importlib.import_module(module), attr), files)
+        return made
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._named
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._named)
+
+    def __len__(self) -> int:
+        return len(self._named)
 
 
 class FormatPlugin(abc.ABC):

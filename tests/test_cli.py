@@ -276,6 +276,20 @@ def test_formats_lists_every_plugin_with_its_origin(capsys):
     assert out.count("entry point") == 2
 
 
+@pytest.mark.parametrize("argv", [["info"], ["info", "-h"], ["info", "--bogus", "x"], ["nosuch", "x"],
+                                  ["dump", "--format"], ["index", "build"], ["index", "verify", "-h"],
+                                  ["convert"], ["verify", "--threads", "x", "p"]])
+def test_a_command_lines_usage_errors_and_help_read_as_with_every_parser_built(argv, capsys):
+    """main builds only the named command's parser (the others are registered by name and help):
+    what argparse prints and exits with is what the parser with every command built gives."""
+    seen = []
+    for parser in (cli.build_parser(argv[0]), cli.build_parser()):
+        with pytest.raises(SystemExit) as done:
+            parser.parse_args(argv)
+        seen.append((done.value.code, capsys.readouterr()))
+    assert seen[0] == seen[1] and seen[0][1].out + seen[0][1].err
+
+
 def test_a_bad_flag_prints_that_commands_usage():
     done = run_process("dump", "--bogus", BASIC)
     assert done.returncode == 2

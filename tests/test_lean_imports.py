@@ -187,7 +187,7 @@ code = cli.main(["info", *sys.argv[1:]], out)
 print(json.dumps({"code": code, "text": out.getvalue(),
                   "loaded": sorted({m.split(".")[0] for m in sys.modules} & {
                       "pyarrow", "pandas", "zstandard", "lz4", "cramjam", "crc32c", "concurrent"}),
-                  "plugin": sorted(m for m in sys.modules if m.startswith("segstore_"))}))
+                  "segstore": sorted(m for m in sys.modules if m.startswith("segstore"))}))
 """
 
 
@@ -208,10 +208,53 @@ def test_info_on_a_small_store_imports_no_arrow_codec_checksum_or_pool(tmp_path)
         assert result["loaded"] == [], args
         # what writes, recovers or reads transactions, and a log dir's retention rules: none is read
         unused = {"segstore_rocketmq.recovery", "segstore_rocketmq.fastappend", "segstore_kafka.transactions",
-                  "segstore_kafka.compaction", "segstore_kafka.internal_topics"}
-        if not args[-1].endswith("t-0"):
-            unused.add("segstore_kafka.retention")
-        assert not unused & set(result["plugin"]), args
+                  "segstore_kafka.compaction", "segstore_kafka.internal_topics", "segstore_kafka.retention"}
+        assert not unused & set(result["segstore"]), args
+
+
+def test_info_on_a_small_store_loads_no_consumer_retention_or_other_format_index_code(tmp_path) -> None:
+    """``info`` lists no consumer groups, applies no retention rule, flushes nothing, uses no index
+    layout (a store without extra indexes needs only the layouts' option names) and reads no 5.x
+    batch consume queue or timer store where the store has none, and detecting
+    the format asks the other format's plugin only whether it recognises the files: none of those modules
+    (their dataclasses and the other format's index classes, several ms of a 0.25 s budget) load.
+    numpy does, and must: opening a store maps its consume queues and index files as arrays."""
+    kafka = _kafka(tmp_path / "k")
+    cases = ((str(_rocketmq(tmp_path / "r")), {"segstore_rocketmq.retention", "segstore_rocketmq.flush",
+                                                "segstore.indexes.sparse", "segstore.indexes.timeindex",
+                                                "segstore.logview", "segstore_rocketmq.batchconsumequeue",
+                                                "segstore_rocketmq.timerstore"}),
+             (str(kafka), {"segstore.indexes.dense", "segstore.indexes.keyhash"}),
+             (str(kafka / "t-0"), {"segstore.indexes.dense", "segstore.indexes.keyhash"}))
+    for path, unused in cases:
+        result = _run(_INFO_LEAN, path)
+        assert result["code"] == 0 and "topic" in result["text"], path
+        assert not ({"segstore.consumers", "segstore.layouts.base"} | unused) & set(result["segstore"]), path
+
+
+def test_native_indexes_import_their_entry_types_on_lookup() -> None:
+    """What the plugins' lazy :class:`NativeIndexes` give is what naming the classes gave; the RocketMQ
+    file-name width ``detect`` uses is the core's."""
+    from segstore_kafka.plugin import KafkaFormat
+    from segstore_rocketmq import dirnames
+    from segstore_rocketmq.plugin import RocketMQFormat
+
+    from segstore.indexes import dense
+    from segstore.indexes.keyhash import IndexService
+    from segstore.indexes.sparse import OffsetIndex
+    from segstore.indexes.timeindex import TimeIndex
+    from segstore.plugin import NativeIndex
+
+    assert dict(RocketMQFormat.native_indexes) == {
+        "queue": NativeIndex(dense.ConsumeQueue,
+                             "consumequeue/TOPIC/QUEUEID/%020d (first entry's byte offset)"),
+        "key": NativeIndex(IndexService, "index/yyyyMMddHHmmssSSS (local creation time)")}
+    assert dict(KafkaFormat.native_indexes) == {
+        "offset": NativeIndex(OffsetIndex, "TOPIC-N/%020d.index (base offset of the segment)"),
+        "time": NativeIndex(TimeIndex, "TOPIC-N/%020d.timeindex (base offset of the segment)")}
+    assert "queue" in RocketMQFormat.native_indexes and "offset" not in RocketMQFormat.native_indexes
+    assert list(KafkaFormat.native_indexes) == ["offset", "time"] and len(KafkaFormat.native_indexes) == 2
+    assert dirnames.FILE_NAME_DIGITS == dense.FILE_NAME_DIGITS
 
 
 _SCAN = """
@@ -223,11 +266,15 @@ print(json.dumps({"rows": rows, "loaded": sorted(m for m in sys.modules if m.sta
 """
 
 
-def test_first_kafka_scan_loads_no_transaction_compaction_or_kraft_schema_code(tmp_path) -> None:
+def test_first_kafka_scan_loads_no_transaction_compaction_retention_or_kraft_schema_code(tmp_path) -> None:
     """A read_uncommitted scan needs no last stable offset (.transactions, and the .compaction it
-    imports) and a store without a metadata log no KRaft record schemas (.internal_topics, .schema):
-    modules a first scan in a process used to import (5-10 ms)."""
-    result = _run(_SCAN, str(_kafka(tmp_path / "k")))
-    assert result["rows"] > 0
-    assert not {"segstore_kafka.transactions", "segstore_kafka.compaction", "segstore_kafka.internal_topics",
-                "segstore_kafka.schema"} & set(result["loaded"])
+    imports), a store without a metadata log no KRaft record schemas (.internal_topics, .schema), and
+    opening a partition directory only its log start from the log dir's checkpoint, no retention rule
+    (.retention's dataclasses): modules a first scan in a process used to import (5-10 ms)."""
+    kafka = _kafka(tmp_path / "k")
+    for path in (kafka, kafka / "t-0"):
+        result = _run(_SCAN, str(path))
+        assert result["rows"] > 0
+        unused = {"segstore_kafka.transactions", "segstore_kafka.compaction", "segstore_kafka.schema",
+                  "segstore_kafka.internal_topics", "segstore_kafka.retention"}
+        assert not unused & set(result["loaded"]), path

@@ -69,3 +69,19 @@ def test_fixture_tests_run_from_the_sdist(sdist_tree: Path) -> None:
                          cwd=sdist_tree, env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     assert " passed" in run.stdout
+
+
+def test_an_installed_package_holds_no_c_source(sdist_tree: Path, tmp_path: Path) -> None:
+    """What a wheel installs from the sdist (``build_py``: the packages and their data) holds py.typed
+    and the Spark source's Java files but none of the accelerators' C sources, which the sdist keeps
+    to build them: beside an installed build, each command's import would hash them to find a stale
+    build (:func:`segstore.speedups.stale`: OpenSSL's hashlib and 0.3 MB read, 3-5 ms a command)."""
+    subprocess.run([sys.executable, "setup.py", "-q", "build_py", "--build-lib", str(tmp_path / "lib")],
+                   cwd=sdist_tree, check=True, capture_output=True, timeout=120)
+    lib = tmp_path / "lib"
+    installed = {p.relative_to(lib).as_posix() for p in lib.rglob("*") if p.is_file()}
+    assert [name for name in installed if name.endswith((".c", ".h"))] == []
+    assert {"segstore/py.typed", "segstore_kafka/py.typed", "segstore_rocketmq/py.typed",
+            "segstore_kafka/batch.py", "segstore/spark/java/segstore/spark/SegstoreTable.java"} <= installed
+    assert (sdist_tree / "formats/segstore_kafka/_speedups.c").is_file()
+    assert (sdist_tree / "segstore/speedups_common.h").is_file()

@@ -64,10 +64,11 @@ from . import arrowencode, columnar
 from . import batch as codec
 from .checkpoints import read_offsets, write_offsets
 from .loader import CLEANED_SUFFIX, SWAP_SUFFIX
+from .logdir import high_watermark, log_dir_of
 from .offsetindex import OFFSET_ENTRY
 from .offsetmap import DEDUPE_BUFFER_SIZE, OffsetMap, md5_digests
 from .partition import Partition
-from .retention import delete_segment_files, high_watermark, log_dir_of
+from .retention import delete_segment_files
 from .segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,

@@ -237,3 +237,48 @@ class LogDir:
     def abandon(self) -> None:
         for part in self.partitions.values():
             part.abandon()
+
+
+# -- a partition's entries in its log directory's checkpoints (opening a partition directory reads
+# its log start there; retention, compaction and transactions its high watermark) -------------
+
+def log_dir_of(part: Partition) -> str:
+    """The log directory holding a partition's checkpoints: the partition directory's parent."""
+    return os.path.dirname(os.path.abspath(part.path))
+
+
+def checkpointed(part: Partition, name: str) -> int | None:
+    """This partition's entry in the log-dir checkpoint ``name`` (None when absent)."""
+    return read_offsets(os.path.join(log_dir_of(part), name)).get((part.topic, part.partition))
+
+
+def write_checkpoint_entry(part: Partition, name: str, offset: int | None) -> None:
+    """Set (or, with None, drop) this partition's entry in a log-dir checkpoint; other entries are kept."""
+    path = os.path.join(log_dir_of(part), name)
+    offsets = read_offsets(path)
+    key = (part.topic, part.partition)
+    if offset is None:
+        if key not in offsets:
+            return
+        offsets.pop(key)
+    else:
+        offsets[key] = offset
+    write_offsets(path, offsets)
+
+
+def load_log_start(part: Partition) -> None:
+    """Honour ``log-start-offset-checkpoint`` as ``LogLoader`` does: ``max(checkpoint, first base)``;
+    a malformed one is read past, as ``LogManager.loadLogs`` does (the log start is the first base)."""
+    try:
+        found = checkpointed(part, LOG_START_OFFSET_CHECKPOINT)
+    except CorruptDataError:
+        return
+    if found is not None:
+        part.log_start_offset = max(part.log_start_offset, found)
+
+
+def high_watermark(part: Partition) -> int:
+    """The partition's high watermark: ``replication-offset-checkpoint`` clamped, else the log end."""
+    found = checkpointed(part, REPLICATION_OFFSET_CHECKPOINT)
+    hw = part.next_offset if found is None else found
+    return min(max(hw, part.log_start_offset), part.next_offset)

@@ -7,9 +7,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from segstore import files
-from segstore.indexes.sparse import OffsetIndex
-from segstore.indexes.timeindex import TimeIndex
-from segstore.plugin import FormatPlugin, NativeIndex
+from segstore.plugin import FormatPlugin, NativeIndex, NativeIndexes
 
 from .checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
 from .dirnames import partition_dirs, segment_bases
@@ -28,10 +26,10 @@ class KafkaFormat(FormatPlugin):
 
     name = "kafka"
     description = "Apache Kafka partition directories and log directories (RecordBatch v2, v0/v1 read)"
-    native_indexes: ClassVar[Mapping[str, NativeIndex]] = {
-        "offset": NativeIndex(OffsetIndex, "TOPIC-N/%020d.index (base offset of the segment)"),
-        "time": NativeIndex(TimeIndex, "TOPIC-N/%020d.timeindex (base offset of the segment)"),
-    }
+    native_indexes: ClassVar[Mapping[str, NativeIndex]] = NativeIndexes(
+        offset=("segstore.indexes.sparse:OffsetIndex", "TOPIC-N/%020d.index (base offset of the segment)"),
+        time=("segstore.indexes.timeindex:TimeIndex", "TOPIC-N/%020d.timeindex (base offset of the segment)"),
+    )
 
     def detect(self, path: str) -> bool:
         """A directory with ``%020d.log`` files, a directory of ``TOPIC-N`` directories holding them,

@@ -45,15 +45,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from segstore import files
-from segstore.errors import ConfigError, CorruptDataError, InvalidTopicError, OffsetOutOfRangeError
+from segstore.errors import ConfigError, InvalidTopicError, OffsetOutOfRangeError
 
-from .checkpoints import (
-    LOG_START_OFFSET_CHECKPOINT,
-    REPLICATION_OFFSET_CHECKPOINT,
-    read_offsets,
-    write_offsets,
-)
+from .checkpoints import LOG_START_OFFSET_CHECKPOINT
 from .loader import DELETED_SUFFIX
+from .logdir import high_watermark, write_checkpoint_entry
 from .partition import Partition
 from .segment import NO_TIMESTAMP, SUFFIXES, LogSegment, file_name
 from .topicconfig import INTERNAL_TOPICS, is_log_managed
@@ -152,48 +148,6 @@ def plan_deletions(segments: list[SegmentInfo], *, log_start_offset: int, log_en
 
 
 # -- the log-dir checkpoints ----------------------------------------------------
-
-def log_dir_of(part: Partition) -> str:
-    """The log directory holding a partition's checkpoints: the partition directory's parent."""
-    return os.path.dirname(os.path.abspath(part.path))
-
-
-def checkpointed(part: Partition, name: str) -> int | None:
-    """This partition's entry in the log-dir checkpoint ``name`` (None when absent)."""
-    return read_offsets(os.path.join(log_dir_of(part), name)).get((part.topic, part.partition))
-
-
-def write_checkpoint_entry(part: Partition, name: str, offset: int | None) -> None:
-    """Set (or, with None, drop) this partition's entry in a log-dir checkpoint; other entries are kept."""
-    path = os.path.join(log_dir_of(part), name)
-    offsets = read_offsets(path)
-    key = (part.topic, part.partition)
-    if offset is None:
-        if key not in offsets:
-            return
-        offsets.pop(key)
-    else:
-        offsets[key] = offset
-    write_offsets(path, offsets)
-
-
-def load_log_start(part: Partition) -> None:
-    """Honour ``log-start-offset-checkpoint`` as ``LogLoader`` does: ``max(checkpoint, first base)``;
-    a malformed one is read past, as ``LogManager.loadLogs`` does (the log start is the first base)."""
-    try:
-        found = checkpointed(part, LOG_START_OFFSET_CHECKPOINT)
-    except CorruptDataError:
-        return
-    if found is not None:
-        part.log_start_offset = max(part.log_start_offset, found)
-
-
-def high_watermark(part: Partition) -> int:
-    """The partition's high watermark: ``replication-offset-checkpoint`` clamped, else the log end."""
-    found = checkpointed(part, REPLICATION_OFFSET_CHECKPOINT)
-    hw = part.next_offset if found is None else found
-    return min(max(hw, part.log_start_offset), part.next_offset)
-
 
 def _write_log_start(part: Partition) -> None:
     # LogManager.checkpointLogStartOffsetsInDir: an entry only where the log start is past the first base.

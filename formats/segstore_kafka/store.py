@@ -26,7 +26,6 @@ import numpy as np
 from segstore import files, progress
 from segstore.arrays import binary_scalar, from_numpy, to_numpy
 from segstore.columns import project
-from segstore.consumers import ConsumerGroups
 from segstore.errors import (
     ConfigError,
     CorruptDataError,
@@ -59,7 +58,7 @@ from segstore.store import (
 
 from . import batch as codec
 from . import columnar, kraft
-from .logdir import LogDir, is_partition_dir
+from .logdir import LogDir, high_watermark, is_partition_dir, load_log_start
 from .offsetmap import DEDUPE_BUFFER_SIZE
 from .partition import KafkaConfig, Partition, now_ms, parse_partition_dir, validate_topic
 from .properties import PARTITION_METADATA, read_partition_metadata
@@ -68,6 +67,8 @@ from .txnindex import AbortedTxn
 
 if TYPE_CHECKING:   # pyarrow, the appenders and the coordinators' logs load where used (info: none)
     import pyarrow as pa
+
+    from segstore.consumers import ConsumerGroups
 
     from . import arrowappend, arrowencode, transactions
     from .coordinator import CoordinatorLog
@@ -488,8 +489,6 @@ class KafkaStore(Store):
                     raise
         try:
             if self.single:
-                from .retention import load_log_start  # the retention rules: where a partition dir opens
-
                 topic_config = self.topic_configs.config_for(parse_partition_dir(path)[0])
                 self._part: Partition | None = Partition(path, topic_config, writable=writable, clock=clock)
                 load_log_start(self._part)  # the parent log dir's checkpoint
@@ -1157,7 +1156,6 @@ class KafkaStore(Store):
         Python per distinct key (:mod:`.coordinator`).
         """
         from . import groups
-        from .retention import high_watermark
 
         self._check_open()
         notes: list[str] = []

@@ -35,8 +35,8 @@ from segstore.store import AppendResult
 
 from . import batch as codec
 from .compaction import producer_state
+from .logdir import high_watermark
 from .partition import Partition
-from .retention import high_watermark
 
 INT32_MAX = 2**31 - 1
 

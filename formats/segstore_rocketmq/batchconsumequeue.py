@@ -40,7 +40,8 @@ from segstore.errors import CorruptDataError
 from segstore.plugin import DumpLine
 from segstore.store import Problem
 
-BCQ_DIR = "batchconsumequeue"
+from .dirnames import BCQ_DIR
+
 BCQ_UNIT = np.dtype([
     ("offset", ">i8"),
     ("size", ">i4"),

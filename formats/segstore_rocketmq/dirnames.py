@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 
 from segstore import files
-from segstore.indexes.dense import FILE_NAME_DIGITS
 
 from .checkpoint import FILE_NAME as CHECKPOINT_FILE
 from .checkpoint import FILE_SIZE as CHECKPOINT_SIZE
@@ -20,6 +19,18 @@ COMMITLOG_DIR = "commitlog"
 CONSUMEQUEUE_DIR = "consumequeue"
 INDEX_DIR = "index"
 LOCK_FILE = "lock"
+#: ``UtilAll.offset2FileName``: a commitlog (or consume-queue) file is named by its first byte's offset in
+#: 20 digits, as the core's segment files are (``segstore.indexes.dense.FILE_NAME_DIGITS``, not imported
+#: here: telling a Kafka store from a RocketMQ one would load the core's dense index).
+FILE_NAME_DIGITS = 20
+#: RocketMQ 5.x (``rocketmq-all-5.3.0``) files, each there only where a broker wrote it: the batch consume
+#: queues (``BatchConsumeQueue``, :mod:`.batchconsumequeue`) and the timer store (``TimerMessageStore``,
+#: :mod:`.timerstore`).  ``info`` looks for these names before it loads the modules that read them.
+BCQ_DIR = "batchconsumequeue"
+TIMERLOG_DIR = "timerlog"
+TIMERWHEEL_FILE = "timerwheel"
+TIMERCHECK_FILE = os.path.join("config", "timercheck")
+TIMERMETRICS_FILE = os.path.join("config", "timermetrics")
 #: The name part of files holding bytes recovery cut (``segstore.files.save_aside``): not commitlog files.
 KEPT_ASIDE = ".cut-"
 
@@ -40,3 +51,9 @@ def is_rocketmq_store(path: str) -> bool:
     checkpoint = os.path.join(path, CHECKPOINT_FILE)
     return files.exists(checkpoint) and files.file_size(checkpoint) == CHECKPOINT_SIZE and (
         files.is_dir(os.path.join(path, "config")) or files.exists(os.path.join(path, LOCK_FILE)))
+
+
+def has_timer_store(path: str) -> bool:
+    """Whether a store has any timer file."""
+    return any(files.exists(os.path.join(path, name))
+               for name in (TIMERLOG_DIR, TIMERWHEEL_FILE, TIMERCHECK_FILE, TIMERMETRICS_FILE))

@@ -53,7 +53,6 @@ from .checkpoint import FILE_NAME as CHECKPOINT_FILE
 from .checkpoint import CheckpointFile
 from .config import TOPIC_MAX_LENGTH_V2, validate_topic
 from .consumequeue import CUT_DIR, SEGSTORE_DIR
-from .flush import FlushPolicy, FlushService
 from .message import RocketMQMessage, has_queue_entry
 from .query import NO_HIT_LIMIT, SCAN_NOTE, TIME_MAX, newest_messages, query_by_key, scan_by_key
 
@@ -66,6 +65,7 @@ if TYPE_CHECKING:
     from .config import BrokerConfig
     from .consumequeue import ConsumeQueue
     from .fastappend import PlainBatch
+    from .flush import FlushService
     from .indexfile import IndexService
 
 ABORT_FILE = "abort"
@@ -190,6 +190,8 @@ class LifecycleMixin:
     # -- open / close ----------------------------------------------------------------
     def _open_for_append(self: _Lifecycle) -> None:
         """Recover what the last writer left, mark the store open, start flushing."""
+        from .flush import FlushPolicy, FlushService  # the writer's thread and policy: not for reading
+
         abort = os.path.join(self.path, ABORT_FILE)
         checkpoint = self.checkpoint = CheckpointFile(os.path.join(self.path, CHECKPOINT_FILE), writable=True)
         resized = [line for q in self.queues.values() for line in q.repairs]

@@ -8,9 +8,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from segstore import files
 from segstore.errors import ConversionError
-from segstore.indexes.dense import ConsumeQueue
-from segstore.indexes.keyhash import IndexService
-from segstore.plugin import FormatPlugin, NativeIndex
+from segstore.plugin import FormatPlugin, NativeIndex, NativeIndexes
 
 from .dirnames import is_rocketmq_store
 
@@ -28,10 +26,11 @@ class RocketMQFormat(FormatPlugin):
 
     name = "rocketmq"
     description = "Apache RocketMQ broker store directory (commitlog/, consumequeue/, index/)"
-    native_indexes: ClassVar[Mapping[str, NativeIndex]] = {
-        "queue": NativeIndex(ConsumeQueue, "consumequeue/TOPIC/QUEUEID/%020d (first entry's byte offset)"),
-        "key": NativeIndex(IndexService, "index/yyyyMMddHHmmssSSS (local creation time)"),
-    }
+    native_indexes: ClassVar[Mapping[str, NativeIndex]] = NativeIndexes(
+        queue=("segstore.indexes.dense:ConsumeQueue",
+               "consumequeue/TOPIC/QUEUEID/%020d (first entry's byte offset)"),
+        key=("segstore.indexes.keyhash:IndexService", "index/yyyyMMddHHmmssSSS (local creation time)"),
+    )
 
     def detect(self, path: str) -> bool:
         """A directory holding ``commitlog/`` (20-digit file names) or ``consumequeue/``."""

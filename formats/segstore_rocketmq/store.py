@@ -32,7 +32,6 @@ import numpy as np
 
 from segstore import files
 from segstore.columns import project
-from segstore.consumers import ConsumerGroups, ConsumerOffset
 from segstore.errors import (
     ConfigError,
     CorruptDataError,
@@ -48,21 +47,26 @@ from segstore.errors import (
     UnsupportedOperationError,
     cut,
 )
-from segstore.logview import Positions
 from segstore.overlap import in_rounds, overlapped, thread_count
 from segstore.records import Message
 from segstore.search import Bound, search
 from segstore.store import READ_COMMITTED, READ_UNCOMMITTED, AppendResult, DumpLine, Store, check_isolation
 
-from . import batchconsumequeue, columnar, timerstore
-from . import retention as retention_rules
+from . import columnar
 from .commitlog import END_FILE_MIN_BLANK_LENGTH, CommitLog, CommitLogFile
 from .config import SCHEDULE_TOPIC, TOPIC_MAX_LENGTH_V2, BrokerConfig, validate_topic
 from .consumequeue import CQ_DTYPE, FILE_NAME_DIGITS, ConsumeQueue, queue_cut_dir
 from .consumequeue_ext import EXT_DIR, ConsumeQueueExt
 from .consumequeue_ext import MAX_ADDR as EXT_MAX_ADDR
-from .dirnames import COMMITLOG_DIR, CONSUMEQUEUE_DIR, INDEX_DIR, LOCK_FILE, is_rocketmq_store
-from .flush import FlushService
+from .dirnames import (
+    BCQ_DIR,
+    COMMITLOG_DIR,
+    CONSUMEQUEUE_DIR,
+    INDEX_DIR,
+    LOCK_FILE,
+    has_timer_store,
+    is_rocketmq_store,
+)
 from .indexfile import IndexRequest, IndexService, geometry_on_disk
 from .javacompat import hashmap_order, string_hash
 from .lifecycle import LifecycleMixin, keys_and_tags
@@ -94,7 +98,11 @@ from .topicconfig import TOPIC_GROUP_SEPARATOR, ConsumerOffsets, TopicConfigs, r
 if TYPE_CHECKING:   # pyarrow and the appenders load where used (`segstore info` builds and writes nothing)
     import pyarrow as pa
 
+    from segstore.consumers import ConsumerGroups
+    from segstore.logview import Positions
+
     from .fastappend import PlainBatch
+    from .flush import FlushService
 
 LOCK_CONTENT = b"lock"
 
@@ -953,6 +961,8 @@ class RocketMQStore(LifecycleMixin, Store):
         broker holds those in memory): those columns are None.  ``now_ms`` is not used (RocketMQ offsets
         do not expire).
         """
+        from segstore.consumers import ConsumerGroups, ConsumerOffset  # its dataclasses: not for `info`
+
         self._check_open()
         rows = []
         for name, offsets in sorted(self.consumer_offsets.table.items(),
@@ -1706,6 +1716,8 @@ class RocketMQStore(LifecycleMixin, Store):
                   partition: int | None = None, disk_ratio: Any = None,
                   **options: Any) -> list[dict[str, Any]]:
         """The broker's clean-up: expired commitlog files, then the queue and index files below them."""
+        from . import retention as retention_rules  # its result dataclass: not for `info`
+
         if topic is not None or partition is not None:
             raise ConfigError("expected no --topic/--queue: RocketMQ retention is store-wide "
                               "(one commitlog holds every queue)", self.path)
@@ -1738,13 +1750,19 @@ class RocketMQStore(LifecycleMixin, Store):
                 **({"notes": list(self.notes)} if self.notes else {})}
 
     def _info_5x(self) -> dict[str, Any]:
-        """5.x files, where the store has them: batch consume queues and the timer store."""
+        """5.x files, where the store has them: batch consume queues and the timer store (the modules that
+        read them load only where their files are)."""
         out: dict[str, Any] = {}
-        batch = batchconsumequeue.load(self.path)
-        if batch:
-            out["batch_queues"] = [{"topic": t, "queue_id": q, "min_offset": b.min_offset,
-                                    "max_offset": b.max_offset, "files": len(b.files)}
-                                   for (t, q), b in sorted(batch.items())]
-        if timerstore.present(self.path):
+        if files.is_dir(os.path.join(self.path, BCQ_DIR)):
+            from . import batchconsumequeue
+
+            batch = batchconsumequeue.load(self.path)
+            if batch:
+                out["batch_queues"] = [{"topic": t, "queue_id": q, "min_offset": b.min_offset,
+                                        "max_offset": b.max_offset, "files": len(b.files)}
+                                       for (t, q), b in sorted(batch.items())]
+        if has_timer_store(self.path):
+            from . import timerstore
+
             out["timer"] = timerstore.info(self.path)
         return out

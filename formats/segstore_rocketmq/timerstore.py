@@ -39,12 +39,8 @@ from segstore.errors import CorruptDataError, SegstoreError
 from segstore.plugin import DumpLine
 from segstore.store import Problem
 
+from .dirnames import TIMERCHECK_FILE, TIMERLOG_DIR, TIMERMETRICS_FILE, TIMERWHEEL_FILE
 from .topicconfig import loads_fastjson
-
-TIMERLOG_DIR = "timerlog"
-TIMERWHEEL_FILE = "timerwheel"
-TIMERCHECK_FILE = os.path.join("config", "timercheck")
-TIMERMETRICS_FILE = os.path.join("config", "timermetrics")
 
 #: ``TimerMessageStore.doEnqueue``: one unit of ``timerlog/``
 UNIT = np.dtype([
@@ -278,12 +274,6 @@ def read_metrics(path: str) -> dict[str, Any]:
 
 
 # -- a store's timer files ---------------------------------------------------------------------
-
-def present(store_dir: str) -> bool:
-    """Whether a store has any timer file."""
-    return any(files.exists(os.path.join(store_dir, name))
-               for name in (TIMERLOG_DIR, TIMERWHEEL_FILE, TIMERCHECK_FILE, TIMERMETRICS_FILE))
-
 
 def info(store_dir: str) -> dict[str, Any]:
     """What ``segstore info`` shows of the timer store: units, used slots, checkpoint, metrics."""

@@ -102,7 +102,7 @@ def split_options(config: Mapping[str, Any]) -> tuple[list[str] | None, dict[str
     ``indexes`` may be a list of names or a comma-separated string (CLI); None
     when not given (then :func:`attach` keeps the extra indexes found on disk).
     """
-    from .base import option_names
+    from .options import option_names
 
     names = option_names()
     layout_options = {k: v for k, v in config.items() if k in names}
@@ -120,13 +120,14 @@ def present_layouts(store: Store) -> list[str]:
     Without a ``.segstore`` directory (the common case) nothing else is looked at
     or imported.
     """
-    from .base import INDEX_ROOT, ExtraLayout, parse_options
+    from .options import INDEX_ROOT, parse_options
 
     if not hasattr(store, "index_homes"):     # not a LogView: no extra indexes
         return []
     roots = [os.path.join(home, INDEX_ROOT) for home in cast("LogView", store).index_homes()]
     if not any(files.is_dir(root) for root in roots):
         return []
+    from .base import ExtraLayout
     options = parse_options({})
     found = []
     for name in LAYOUT_NAMES:
@@ -142,13 +143,13 @@ class IndexSet:
 
     :param store: the open store.
     :param names: layout names; native ones only add lookups.
-    :param options: layout options (see :data:`segstore.layouts.base.DEFAULT_OPTIONS`).
+    :param options: layout options (see :data:`segstore.layouts.options.DEFAULT_OPTIONS`).
     :param writable: write the extra layouts' files (default: the store's mode is ``"a"``).
     """
 
     def __init__(self, store: Store, names: Iterable[str], options: Mapping[str, Any] | None = None, *,
                  writable: bool | None = None) -> None:
-        from .base import parse_options
+        from .options import parse_options
 
         self.store = store
         self.options = parse_options(options or {})
@@ -253,7 +254,7 @@ def find_records(store: Store, topic: str, key: bytes, *, partition: int | None 
     order (``Store.find`` picks among them).  Through the ``key`` layout attached to the store,
     else one opened read-only for the lookup (Kafka: segstore's extra key index; RocketMQ: the broker's
     own IndexFiles, through the store)."""
-    from .base import parse_options
+    from .options import parse_options
 
     attached = store.indexes if hasattr(store, "indexes") else None
     owned = None

@@ -1,4 +1,5 @@
-"""What every index layout shares: streams, options, the state file and the catch-up protocol.
+"""What every index layout shares: streams, the state file and the catch-up protocol (the options
+and :data:`~.options.INDEX_ROOT`: :mod:`.options`).
 
 A *stream* is one RocketMQ queue, one Kafka partition, one stream of any
 format: the unit an index covers.  An index layout is either *native* to a
@@ -46,29 +47,14 @@ from typing import Any, ClassVar, Generic, TypeVar, cast
 import numpy as np
 
 from segstore import files, progress
-from segstore.errors import ConfigError, CorruptDataError, NotFoundError, UnsupportedOperationError
+from segstore.errors import CorruptDataError, NotFoundError, UnsupportedOperationError
 from segstore.logview import LogView, Positions, int64_column, stream_batches, stream_positions
 from segstore.store import Problem, Store
 
-INDEX_ROOT = ".segstore"
+from .options import INDEX_ROOT
+
 STATE_FILE = "state.json"
 STATE_VERSION = 1
-
-#: Layout options (passed to ``segstore.open`` beside the format's config), with defaults.
-DEFAULT_OPTIONS: dict[str, Any] = {
-    # sparse layouts: one entry per this many bytes of the stream's messages (Kafka index.interval.bytes)
-    "layout.interval.bytes": 4096,
-    # sparse layouts: bytes preallocated per index file (Kafka segment.index.bytes)
-    "layout.index.bytes": 10 * 1024 * 1024,
-    # dense layout: bytes per file (RocketMQ mappedFileSizeConsumeQueue: 300,000 entries)
-    "layout.queue.file.bytes": 300_000 * 20,
-    # key layout: header names whose values are indexed as keys too (comma-separated)
-    "key.index.headers": "",
-    # key layout: hash slots and entries per IndexFile
-    "key.index.slots": 1 << 17,
-    "key.index.entries": 1 << 19,
-}
-_INT_OPTIONS = frozenset(k for k, v in DEFAULT_OPTIONS.items() if isinstance(v, int))
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -80,33 +66,6 @@ class Stream:
 
     def __str__(self) -> str:
         return f"{self.topic}/{self.partition}"
-
-
-def parse_options(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """Layout options with defaults; names may use ``_`` for ``.``; values may be CLI strings.
-
-    :raises ConfigError: an unknown name or a value that is not a positive integer.
-    """
-    out = dict(DEFAULT_OPTIONS)
-    for raw_name, value in raw.items():
-        name = raw_name.replace("_", ".")
-        if name not in DEFAULT_OPTIONS:
-            raise ConfigError(f"expected an index layout option ({', '.join(sorted(DEFAULT_OPTIONS))}), "
-                              f"found {raw_name!r}")
-        if name in _INT_OPTIONS:
-            try:
-                value = int(value)
-            except (TypeError, ValueError) as err:
-                raise ConfigError(f"expected an integer for {raw_name}, found {value!r}") from err
-            if value <= 0:
-                raise ConfigError(f"expected a positive {raw_name}, found {value}")
-        out[name] = value
-    return out
-
-
-def option_names() -> frozenset[str]:
-    """Every layout option name, in both spellings (``key.index.headers``, ``key_index_headers``)."""
-    return frozenset(DEFAULT_OPTIONS) | frozenset(n.replace(".", "_") for n in DEFAULT_OPTIONS)
 
 
 def sparse_points(sizes: np.ndarray, file_bytes: int, interval: int) -> np.ndarray:

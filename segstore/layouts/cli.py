@@ -81,7 +81,7 @@ def cmd_verify(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_drop(args: argparse.Namespace, out: TextIO) -> int:
-    from .base import parse_options
+    from .options import parse_options
 
     with _open(args) as store:
         native, extra = _native_and_extra(store, args.index)

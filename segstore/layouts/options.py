@@ -1,0 +1,58 @@
+"""The index layouts' options and where their files live: what opening any store asks (is an option
+a layout's or the format's? are there extra indexes?), kept apart from :mod:`.base` so that a store
+without extra indexes loads no layout code.
+
+Thread-safety: pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from segstore.errors import ConfigError
+
+#: The directory extra indexes live in, in each of a store's index homes (see :mod:`.base`).
+INDEX_ROOT = ".segstore"
+#: Layout options (passed to ``segstore.open`` beside the format's config), with defaults.
+DEFAULT_OPTIONS: dict[str, Any] = {
+    # sparse layouts: one entry per this many bytes of the stream's messages (Kafka index.interval.bytes)
+    "layout.interval.bytes": 4096,
+    # sparse layouts: bytes preallocated per index file (Kafka segment.index.bytes)
+    "layout.index.bytes": 10 * 1024 * 1024,
+    # dense layout: bytes per file (RocketMQ mappedFileSizeConsumeQueue: 300,000 entries)
+    "layout.queue.file.bytes": 300_000 * 20,
+    # key layout: header names whose values are indexed as keys too (comma-separated)
+    "key.index.headers": "",
+    # key layout: hash slots and entries per IndexFile
+    "key.index.slots": 1 << 17,
+    "key.index.entries": 1 << 19,
+}
+_INT_OPTIONS = frozenset(k for k, v in DEFAULT_OPTIONS.items() if isinstance(v, int))
+
+
+def parse_options(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """Layout options with defaults; names may use ``_`` for ``.``; values may be CLI strings.
+
+    :raises ConfigError: an unknown name or a value that is not a positive integer.
+    """
+    out = dict(DEFAULT_OPTIONS)
+    for raw_name, value in raw.items():
+        name = raw_name.replace("_", ".")
+        if name not in DEFAULT_OPTIONS:
+            raise ConfigError(f"expected an index layout option ({', '.join(sorted(DEFAULT_OPTIONS))}), "
+                              f"found {raw_name!r}")
+        if name in _INT_OPTIONS:
+            try:
+                value = int(value)
+            except (TypeError, ValueError) as err:
+                raise ConfigError(f"expected an integer for {raw_name}, found {value!r}") from err
+            if value <= 0:
+                raise ConfigError(f"expected a positive {raw_name}, found {value}")
+        out[name] = value
+    return out
+
+
+def option_names() -> frozenset[str]:
+    """Every layout option name, in both spellings (``key.index.headers``, ``key_index_headers``)."""
+    return frozenset(DEFAULT_OPTIONS) | frozenset(n.replace(".", "_") for n in DEFAULT_OPTIONS)
