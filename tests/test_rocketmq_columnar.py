@@ -713,6 +713,56 @@ def test_byte_ranges_cut_anywhere_read_each_queue_message_once(interleaved, cuts
         assert len(pieces) == len(whole) and sorted(pieces, key=_place) == sorted(whole, key=_place)
 
 
+#: How match_entries' generated entries differ from the message at their place (none, a position inside
+#: the message, its size, its queue offset, the slot of another queue id of its topic, the slot of its
+#: queue id in another topic: slots are sorted, three topics of two queues each).
+ENTRY_AS_IS, ENTRY_INSIDE, ENTRY_SIZE, ENTRY_OFFSET, ENTRY_QUEUE, ENTRY_TOPIC = range(6)
+
+
+@needs_c
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(picks=st.lists(st.tuples(st.integers(0, 180), st.sampled_from([ENTRY_AS_IS] * 6 + [*range(1, 6)])),
+                      max_size=40),
+       window=st.tuples(st.integers(0, 60), st.integers(1, 60)))
+def test_match_entries_in_c_is_the_reference(interleaved, monkeypatch, picks, window):
+    """Entries at, inside, or wrong for a walk's messages (sizes, queue offsets, another queue, two at
+    one place): the C merge gives the reference's hits, first wrong entry, identity and met entries."""
+    with RocketMQStore(str(interleaved), "r", INTERLEAVED_CONFIG) as store:
+        seg = store.commitlog.file_for(4096)
+        view = seg.file.view()
+        walked = next(columnar.walk_file(view, 0, seg.wrote, seg.base, store.commitlog.file_size, seg.path))
+        skip, count = window
+        rows = walked.select(slice(min(skip, len(walked) - 1), skip + count))    # entries lie around them
+        slots = sorted((t, q) for t in store.topics() for q in store.partitions(t))
+        topics = [bytes(memoryview(view)[p:p + n]).decode()
+                  for p, n in zip(walked["topic_pos"], walked["topic_len"], strict=True)]
+        entries = []
+        for pick, how in sorted(picks or [(0, ENTRY_AS_IS)]):
+            k = min(pick, len(walked) - 1)
+            slot = slots.index((topics[k], int(walked["queue_id"][k])))
+            entries.append((int(walked["position"][k]) + 7 * (how == ENTRY_INSIDE),
+                            int(walked["size"][k]) + (how == ENTRY_SIZE),
+                            int(walked["queue_offset"][k]) + (how == ENTRY_OFFSET),
+                            (slot ^ 1 if how == ENTRY_QUEUE else (slot + 2) % len(slots) if how == ENTRY_TOPIC
+                             else slot)))
+        entries.sort(key=lambda entry: entry[0])       # as a read sorts them: by position
+        names = [t.encode() for t, _ in slots]
+        table = columnar.QueueEntries(*(np.array(column, np.int64) for column in zip(*entries, strict=True)),
+                                      np.array([q for _, q in slots], np.int64),
+                                      np.cumsum([0, *map(len, names)], dtype=np.int64), b"".join(names))
+        first = int(np.searchsorted(table.phys, rows["position"][0]))
+        last = int(np.searchsorted(table.phys, rows["position"][-1], side="right"))
+        results = []
+        for python in (False, True):
+            with monkeypatch.context() as patch:      # undone before the next example
+                if python:
+                    patch.setattr(columnar, "_speedups", None)
+                met = np.zeros(len(entries), bool)
+                hits, wrong, identity = columnar.match_entries(view, rows, table, first, last, met)
+            results.append((hits.tolist(), wrong, identity, met.tolist()))
+    assert results[0] == results[1]
+
+
 def test_a_wrong_queue_entry_raises_what_read_raises_in_log_order(tmp_path, accel):
     store = copy_writable(ROOT / "basic" / "store", tmp_path / "s")
     cq = next((store / "consumequeue").glob("TopicA/*/0*"))

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import numpy as np
 
@@ -741,6 +741,64 @@ def topic_is(view: memoryview, rows: Rows, topic: str) -> np.ndarray:
                      np.empty(len(starts) + 1, np.int32), data)
     same[same] = (data.reshape(len(starts), len(wanted)) == np.frombuffer(wanted, np.uint8)).all(axis=1)
     return same
+
+
+class QueueEntries(NamedTuple):
+    """Consume-queue entries sorted by position, each of a slot (a queue range of a read), as
+    :func:`match_entries` checks a walk's rows against them: per entry (int64) its position ``phys``,
+    message ``sizes``, queue ``offsets`` and ``slots``; per slot its ``queue_ids`` (int64) and topic,
+    ``topic_data[topic_offsets[slot]:topic_offsets[slot + 1]]`` (UTF-8)."""
+
+    phys: np.ndarray
+    sizes: np.ndarray
+    offsets: np.ndarray
+    slots: np.ndarray
+    queue_ids: np.ndarray
+    topic_offsets: np.ndarray
+    topic_data: bytes
+
+
+def match_entries_py(view: memoryview, rows: Rows, entries: QueueEntries, first: int, last: int,
+                     met: np.ndarray) -> tuple[np.ndarray, int, bool]:
+    """The reference of :func:`match_entries` (numpy, a Python comparison per matched row's topic)."""
+    phys, sizes, offsets, slots, queue_ids, topic_offsets, topic_data = entries
+    walked = rows["position"]
+    at = np.searchsorted(walked, phys[first:last])
+    at[at >= len(walked)] = 0
+    met_here = np.flatnonzero(walked[at] == phys[first:last])
+    hit, want = at[met_here], first + met_here
+    wrong = ((rows["size"][hit] != sizes[want]) | (rows["queue_id"][hit] != queue_ids[slots[want]])
+             | (rows["queue_offset"][hit] != offsets[want]))
+    view = memoryview(view)
+    for k, (row, slot) in enumerate(zip(hit.tolist(), slots[want].tolist(), strict=True)):
+        start, length = int(rows["topic_pos"][row]), int(rows["topic_len"][row])
+        topic = topic_data[topic_offsets[slot]:topic_offsets[slot + 1]]
+        wrong[k] |= bytes(view[start:start + length]) != topic
+    bad = int(np.argmax(wrong)) if wrong.any() else len(hit)
+    met[want[:bad]] = True
+    hits = hit[:bad].astype(np.int64)
+    identity = bad == len(walked) and bool((hits == np.arange(bad)).all())
+    return hits, int(want[bad]) if bad < len(hit) else -1, identity
+
+
+def match_entries(view: memoryview, rows: Rows, entries: QueueEntries, first: int, last: int,
+                  met: np.ndarray) -> tuple[np.ndarray, int, bool]:
+    """Match the entries ``first:last`` (:class:`QueueEntries`) with a walk's ``rows`` over ``view``
+    (both ascend in position): an entry at a row's position must be that row's message (its size, its
+    queue offset, its slot's queue id and topic); an entry at no row's position is passed over (unmet).
+    Returns ``(hits, wrong, identity)``: the row of each matched entry in entry order up to the first
+    that fails the check, that entry (-1: none), and whether the hits are every row once in order (the
+    rows need no selection); sets ``met[j]`` (bool) for each matched entry before ``wrong``.
+    ``O(rows + entries)`` in C (one merge of the two ascending lists).
+    """
+    if _speedups is None:
+        return match_entries_py(view, rows, entries, first, last, met)
+    hits = pooled(max(0, last - first), np.int64)
+    count, wrong, identity = _speedups.match_entries(
+        view, rows["position"], rows["size"], rows["queue_id"], rows["queue_offset"], rows["topic_pos"],
+        rows["topic_len"], entries.phys, entries.sizes, entries.offsets, entries.slots, first, last,
+        entries.queue_ids, entries.topic_offsets, entries.topic_data, met, hits)
+    return hits[:count], wrong, identity
 
 
 # -- what the consume queues and the IndexFile need ------------------------------------------

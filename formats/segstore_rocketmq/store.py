@@ -1181,12 +1181,11 @@ class RocketMQStore(LifecycleMixin, Store):
         order = np.argsort(np.concatenate([p[0] for p in parts]), kind="stable")
         phys, sizes, offsets, slots = (np.concatenate([p[k] for p in parts])[order] for k in range(4))
         del parts, order
-        # two entries at one position (a damaged queue): a row is then taken once per entry
-        shared = bool(len(phys) > 1 and (phys[1:] == phys[:-1]).any())
-        # each slot's topic as a number of topic_codes (topics met that no slot names get higher ones)
-        codes: dict[str, int] = {}
-        topic_of = np.array([codes.setdefault(q[0], len(codes)) for q in queues], dtype=np.int32)
-        queue_ids = np.array([int(q[1]) for q in queues], dtype=np.int64)
+        # each slot's queue id and topic (UTF-8, one after another), as match_entries checks rows against them
+        names = [str(q[0]).encode("utf-8") for q in queues]
+        queue_ids = np.array([int(q[1]) for q in queues], np.int64)
+        table = columnar.QueueEntries(phys, sizes, offsets, slots, queue_ids,
+                                      np.cumsum([0, *map(len, names)], dtype=np.int64), b"".join(names))
         met = np.zeros(len(phys), dtype=bool)
         cl = self.commitlog
         files_of = phys // cl.file_size
@@ -1197,29 +1196,17 @@ class RocketMQStore(LifecycleMixin, Store):
             stop = int((phys[lo:hi] + sizes[lo:hi]).max()) - seg.base
             for rows in columnar.walk_file(view, int(phys[lo]) - seg.base, seg.wrote, seg.base, cl.file_size,
                                            seg.path, stop=stop, batch_rows=batch_rows):
-                # the entries in this region's stretch, looked up among its rows (both ascend)
+                # the entries in this region's stretch, matched with its rows (both ascend)
                 walked = rows["position"]
                 first = lo + int(np.searchsorted(phys[lo:hi], walked[0]))
                 last = lo + int(np.searchsorted(phys[lo:hi], walked[-1], side="right"))
                 if first == last:
                     continue
-                at = np.searchsorted(walked, phys[first:last])
-                at[at >= len(walked)] = 0
-                met_here = np.flatnonzero(walked[at] == phys[first:last])
-                hit, want = at[met_here], first + met_here
-                if not len(hit):
-                    continue
-                wrong = ((rows["size"][hit] != sizes[want])
-                         | (rows["queue_id"][hit] != queue_ids[slots[want]])
-                         | (rows["queue_offset"][hit] != offsets[want]))
-                picked = rows if len(hit) == len(rows) and not shared else rows.select(hit)
-                wrong |= columnar.topic_codes(view, picked, codes) != topic_of[slots[want]]
-                bad = int(np.argmax(wrong)) if wrong.any() else len(hit)
-                met[want[:bad]] = True
-                if bad:
-                    yield view, picked if bad == len(hit) else picked.select(slice(0, bad))
-                if bad < len(hit):
-                    self._wrong_queue_entry(queues, phys, sizes, offsets, slots, int(want[bad]))
+                hits, wrong, identity = columnar.match_entries(view, rows, table, first, last, met)
+                if len(hits):
+                    yield view, rows if identity else rows.select(hits)
+                if wrong >= 0:
+                    self._wrong_queue_entry(queues, phys, sizes, offsets, slots, wrong)
         missed = np.flatnonzero(~met)
         if len(missed):
             self._wrong_queue_entry(queues, phys, sizes, offsets, slots, int(missed[0]))
