@@ -347,6 +347,7 @@ def test_tasks_of_one_plan_share_the_store_a_new_plan_opens_it_again(monkeypatch
 
 _READ_IN_A_FRESH_WORKER = """
 import json, sys
+from segstore import overlap
 from segstore.spark import bridge, worker
 worker._warm()
 schema = json.dumps(json.loads(sys.argv[2]))
@@ -355,14 +356,15 @@ rows = 0
 for spec in plan["partitions"]:
     _, batches = bridge.read({"partition": spec, "schema": schema})
     rows += sum(batch.num_rows for batch in batches)
-print(json.dumps({"rows": rows, "pandas": "pandas" in sys.modules}))
+print(json.dumps({"rows": rows, "pandas": "pandas" in sys.modules, "threads": overlap._pool is not None}))
 """
 
 
 @pytest.mark.parametrize("store", [KAFKA.parent, ROCKETMQ], ids=["kafka", "rocketmq"])
-def test_a_worker_reads_without_importing_pandas(store):
+def test_a_worker_reads_without_importing_pandas_on_one_thread(store):
     """A forked child imports what its reads use only: pandas (behind pyarrow's ``to_numpy``) cost
-    each new child about 0.3 s and tens of MB."""
+    each new child about 0.3 s and tens of MB.  It reads on its own thread alone (no overlap pool):
+    Spark runs a task per core already, and a second thread per worker only competes with them."""
     with segstore.open(str(store)) as opened:
         schema = spark_schema(opened.format, include_headers=False).json()
     plan = bridge.plan({"options": {"path": str(store)}, "schema": schema, "filters": [], "parallelism": 2})
@@ -372,4 +374,4 @@ def test_a_worker_reads_without_importing_pandas(store):
     proc = subprocess.run([sys.executable, "-c", _READ_IN_A_FRESH_WORKER, str(store), schema],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout.splitlines()[-1]) == {"rows": expected, "pandas": False}
+    assert json.loads(proc.stdout.splitlines()[-1]) == {"rows": expected, "pandas": False, "threads": False}
