@@ -736,19 +736,20 @@ def test_match_entries_in_c_is_the_reference(interleaved, monkeypatch, picks, wi
         slots = sorted((t, q) for t in store.topics() for q in store.partitions(t))
         topics = [bytes(memoryview(view)[p:p + n]).decode()
                   for p, n in zip(walked["topic_pos"], walked["topic_len"], strict=True)]
-        entries = []
-        for pick, how in sorted(picks or [(0, ENTRY_AS_IS)]):
+        entries = []      # (slot, queue offset, position, size) each, one range per entry
+        for pick, how in picks or [(0, ENTRY_AS_IS)]:
             k = min(pick, len(walked) - 1)
             slot = slots.index((topics[k], int(walked["queue_id"][k])))
-            entries.append((int(walked["position"][k]) + 7 * (how == ENTRY_INSIDE),
-                            int(walked["size"][k]) + (how == ENTRY_SIZE),
-                            int(walked["queue_offset"][k]) + (how == ENTRY_OFFSET),
-                            (slot ^ 1 if how == ENTRY_QUEUE else (slot + 2) % len(slots) if how == ENTRY_TOPIC
-                             else slot)))
-        entries.sort(key=lambda entry: entry[0])       # as a read sorts them: by position
+            entries.append(((slot ^ 1 if how == ENTRY_QUEUE else (slot + 2) % len(slots) if how == ENTRY_TOPIC
+                             else slot), int(walked["queue_offset"][k]) + (how == ENTRY_OFFSET),
+                            int(walked["position"][k]) + 7 * (how == ENTRY_INSIDE),
+                            int(walked["size"][k]) + (how == ENTRY_SIZE)))
+        part_slots, part_firsts, positions, sizes = (np.array(c, np.int64)
+                                                     for c in zip(*entries, strict=True))
+        order = np.argsort(positions, kind="stable")     # as a read sorts them: by position
         names = [t.encode() for t, _ in slots]
-        table = columnar.QueueEntries(*(np.array(column, np.int64) for column in zip(*entries, strict=True)),
-                                      np.array([q for _, q in slots], np.int64),
+        table = columnar.QueueEntries(positions[order], order, sizes, np.arange(len(entries) + 1), part_slots,
+                                      part_firsts, np.array([q for _, q in slots], np.int64),
                                       np.cumsum([0, *map(len, names)], dtype=np.int64), b"".join(names))
         first = int(np.searchsorted(table.phys, rows["position"][0]))
         last = int(np.searchsorted(table.phys, rows["position"][-1], side="right"))

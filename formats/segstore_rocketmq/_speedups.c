@@ -472,8 +472,9 @@ static PyMethodDef methods[] = {
     {"topic_codes", topic_codes, METH_VARARGS,
      "topic_codes(view, topic_pos, topic_len, codes) -> first rows: the rows' topics numbered by first appearance"},
     {"match_entries", match_entries, METH_VARARGS,
-     "match_entries(view, position, size, queue_id, queue_offset, topic_pos, topic_len, phys, sizes, offsets, "
-     "slots, first, last, queue_ids, topic_offsets, topic_data, met, hits) -> (count, wrong, identity)"},
+     "match_entries(view, position, size, queue_id, queue_offset, topic_pos, topic_len, phys, order, sizes, "
+     "bounds, part_slots, part_firsts, first, last, queue_ids, topic_offsets, topic_data, met, hits) -> "
+     "(count, wrong, identity)"},
     {"text_lines", text_lines, METH_VARARGS,
      "text_lines(view, i8, i4, u8, n, tags, tags_lens, token_offsets, tokens, token_lens, out) -> n"},
     {"json_lines", json_lines, METH_VARARGS,

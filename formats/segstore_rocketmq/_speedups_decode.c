@@ -1503,38 +1503,43 @@ done:
 }
 
 /*
- * match_entries(view, position, size, queue_id, queue_offset, topic_pos, topic_len, phys, sizes, offsets,
- *               slots, first, last, queue_ids, topic_offsets, topic_data, met, hits) -> (count, wrong, identity)
+ * match_entries(view, position, size, queue_id, queue_offset, topic_pos, topic_len, phys, order, sizes, bounds,
+ *               part_slots, part_firsts, first, last, queue_ids, topic_offsets, topic_data, met, hits)
+ *     -> (count, wrong, identity)
  *
- * The consume-queue entries phys[first:last] (ascending, with their sizes, queue offsets and slots:
- * int64) matched against a walk's rows (position ascending; size, queue_id int32, queue_offset int64,
- * topic_pos int64, topic_len int32): each entry at a row's position must be that row's message (its
- * size, its slot's queue id queue_ids[slot], its queue offset, its slot's topic
+ * The consume-queue entries phys[first:last] (ascending) matched against a walk's rows (position
+ * ascending; size, queue_id int32, queue_offset int64, topic_pos int64, topic_len int32).  Entry j is
+ * the order[j]-th of the ranges' entries one range after another: range r holds those from bounds[r]
+ * to bounds[r + 1], of slot part_slots[r] from queue offset part_firsts[r] on; sizes[order[j]] is its
+ * message size (all int64).  Each entry at a row's position must be that row's message (its size, its
+ * slot's queue id queue_ids[slot], its queue offset, its slot's topic
  * topic_data[topic_offsets[slot]:topic_offsets[slot + 1]]).  An entry at no row's position is passed
  * over (the caller finds it unmet).  Row indexes of the matched entries go to hits in entry order and
  * met[j] is set for each, up to the first entry that fails the check: count is how many, wrong that
  * entry (-1: none), identity whether hits are exactly 0 .. n-1 (every row, once, in order).  One
- * merge of both ascending lists: O(rows + entries).  Releases the GIL.
+ * merge of both ascending lists: O(rows + entries log ranges).  Releases the GIL.
  */
 static PyObject *
 match_entries(PyObject *module, PyObject *args)
 {
-    Py_buffer view, pos, size, qid, qoff, tpos, tlen, phys, sizes, offsets, slots, qids, toff, tdata, met, hits;
+    Py_buffer view, pos, size, qid, qoff, tpos, tlen, phys, order, sizes, bounds, pslots, pfirsts, qids, toff,
+        tdata, met, hits;
     Py_ssize_t first, last;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*y*y*y*nny*y*y*w*w*", &view, &pos, &size, &qid, &qoff, &tpos,
-                          &tlen, &phys, &sizes, &offsets, &slots, &first, &last, &qids, &toff, &tdata, &met,
-                          &hits)) {
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*y*y*y*y*y*nny*y*y*w*w*", &view, &pos, &size, &qid, &qoff, &tpos,
+                          &tlen, &phys, &order, &sizes, &bounds, &pslots, &pfirsts, &first, &last, &qids, &toff,
+                          &tdata, &met, &hits)) {
         return NULL;
     }
-    Py_ssize_t n = pos.len / 8, entries = phys.len / 8, nslots = qids.len / 8;
-    const int64_t *p = pos.buf, *qo = qoff.buf, *tp = tpos.buf, *ep = phys.buf, *es = sizes.buf,
-                  *eo = offsets.buf, *el = slots.buf, *sq = qids.buf, *to = toff.buf;
+    Py_ssize_t n = pos.len / 8, entries = phys.len / 8, nslots = qids.len / 8, nparts = pslots.len / 8;
+    const int64_t *p = pos.buf, *qo = qoff.buf, *tp = tpos.buf, *ep = phys.buf, *eo = order.buf, *es = sizes.buf,
+                  *pb = bounds.buf, *ps = pslots.buf, *pf = pfirsts.buf, *sq = qids.buf, *to = toff.buf;
     const int32_t *sz = size.buf, *qi = qid.buf, *tl = tlen.buf;
     const uint8_t *d = view.buf, *td = tdata.buf;
     uint8_t *m = met.buf;
     int64_t *h = hits.buf;
     int ok = size.len == n * 4 && qid.len == n * 4 && qoff.len == n * 8 && tpos.len == n * 8 && tlen.len == n * 4
-             && sizes.len == entries * 8 && offsets.len == entries * 8 && slots.len == entries * 8
+             && order.len == entries * 8 && sizes.len == entries * 8 && bounds.len == (nparts + 1) * 8
+             && pfirsts.len == nparts * 8 && nparts > 0 && pb[0] == 0 && pb[nparts] == entries
              && toff.len == (nslots + 1) * 8 && met.len >= entries && 0 <= first && first <= last
              && last <= entries && hits.len >= (last - first) * 8;
     Py_ssize_t count = 0, wrong = -1;
@@ -1552,13 +1557,23 @@ match_entries(PyObject *module, PyObject *args)
         if (p[i] != at) {
             continue;           /* inside a message, or past the walk: unmet */
         }
-        int64_t s = el[j];
-        if (s < 0 || s >= nslots || to[s] < 0 || to[s] > to[s + 1] || to[s + 1] > tdata.len || tp[i] < 0
-            || tl[i] < 0 || tp[i] + tl[i] > view.len) {
+        int64_t o = eo[j];
+        Py_ssize_t lo = 0, hi = nparts;         /* the range holding entry o: bounds[lo] <= o < bounds[lo + 1] */
+        while (hi - lo > 1) {
+            Py_ssize_t mid = lo + (hi - lo) / 2;
+            if (pb[mid] <= o) {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        int64_t s = ps[lo];
+        if (o < 0 || o >= entries || s < 0 || s >= nslots || to[s] < 0 || to[s] > to[s + 1] || to[s + 1] > tdata.len
+            || tp[i] < 0 || tl[i] < 0 || tp[i] + tl[i] > view.len) {
             ok = 0;
             break;
         }
-        if (sz[i] != es[j] || qi[i] != sq[s] || qo[i] != eo[j] || tl[i] != to[s + 1] - to[s]
+        if (sz[i] != es[o] || qi[i] != sq[s] || qo[i] != pf[lo] + (o - pb[lo]) || tl[i] != to[s + 1] - to[s]
             || memcmp(d + tp[i], td + to[s], (size_t)tl[i]) != 0) {
             wrong = j;
             break;
@@ -1570,26 +1585,15 @@ match_entries(PyObject *module, PyObject *args)
     Py_END_ALLOW_THREADS
     PyObject *ret = NULL;
     if (!ok) {
-        PyErr_SetString(PyExc_ValueError, "expected rows and entries of matching lengths, slots and topics "
-                                          "inside their tables, and room for the hits");
+        PyErr_SetString(PyExc_ValueError, "expected rows and entries of matching lengths, ranges, slots and "
+                                          "topics inside their tables, and room for the hits");
     } else {
         ret = Py_BuildValue("nnO", count, wrong, identity && count == n ? Py_True : Py_False);
     }
-    PyBuffer_Release(&view);
-    PyBuffer_Release(&pos);
-    PyBuffer_Release(&size);
-    PyBuffer_Release(&qid);
-    PyBuffer_Release(&qoff);
-    PyBuffer_Release(&tpos);
-    PyBuffer_Release(&tlen);
-    PyBuffer_Release(&phys);
-    PyBuffer_Release(&sizes);
-    PyBuffer_Release(&offsets);
-    PyBuffer_Release(&slots);
-    PyBuffer_Release(&qids);
-    PyBuffer_Release(&toff);
-    PyBuffer_Release(&tdata);
-    PyBuffer_Release(&met);
-    PyBuffer_Release(&hits);
+    Py_buffer *held[] = {&view, &pos, &size, &qid, &qoff, &tpos, &tlen, &phys, &order, &sizes, &bounds, &pslots,
+                         &pfirsts, &qids, &toff, &tdata, &met, &hits};
+    for (size_t k = 0; k < sizeof(held) / sizeof(held[0]); k++) {
+        PyBuffer_Release(held[k]);
+    }
     return ret;
 }

@@ -744,33 +744,45 @@ def topic_is(view: memoryview, rows: Rows, topic: str) -> np.ndarray:
 
 
 class QueueEntries(NamedTuple):
-    """Consume-queue entries sorted by position, each of a slot (a queue range of a read), as
-    :func:`match_entries` checks a walk's rows against them: per entry (int64) its position ``phys``,
-    message ``sizes``, queue ``offsets`` and ``slots``; per slot its ``queue_ids`` (int64) and topic,
-    ``topic_data[topic_offsets[slot]:topic_offsets[slot + 1]]`` (UTF-8)."""
+    """The consume-queue entries of a read's queue ranges, sorted by position, as :func:`match_entries`
+    checks a walk's rows against them.  ``phys``: the positions, ascending; ``order``: each one's index
+    among the ranges' entries one range after another, where range ``r`` holds those from ``bounds[r]``
+    to ``bounds[r + 1]``, of slot ``part_slots[r]`` (the read's ``queues`` index) from queue offset
+    ``part_firsts[r]`` on; ``sizes``: their message sizes in that order (all int64).  Per slot its
+    ``queue_ids`` (int64) and topic ``topic_data[topic_offsets[slot]:topic_offsets[slot + 1]]`` (UTF-8).
+    No per-entry queue offset or slot is stored: 24 bytes per entry."""
 
     phys: np.ndarray
+    order: np.ndarray
     sizes: np.ndarray
-    offsets: np.ndarray
-    slots: np.ndarray
+    bounds: np.ndarray
+    part_slots: np.ndarray
+    part_firsts: np.ndarray
     queue_ids: np.ndarray
     topic_offsets: np.ndarray
     topic_data: bytes
+
+    def columns(self, at: np.ndarray | slice) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The message sizes, queue offsets and slots of the sorted entries ``at``."""
+        order = self.order[at]
+        part = np.searchsorted(self.bounds, order, side="right") - 1
+        return self.sizes[order], self.part_firsts[part] + order - self.bounds[part], self.part_slots[part]
 
 
 def match_entries_py(view: memoryview, rows: Rows, entries: QueueEntries, first: int, last: int,
                      met: np.ndarray) -> tuple[np.ndarray, int, bool]:
     """The reference of :func:`match_entries` (numpy, a Python comparison per matched row's topic)."""
-    phys, sizes, offsets, slots, queue_ids, topic_offsets, topic_data = entries
+    phys, topic_offsets, topic_data = entries.phys, entries.topic_offsets, entries.topic_data
     walked = rows["position"]
     at = np.searchsorted(walked, phys[first:last])
     at[at >= len(walked)] = 0
     met_here = np.flatnonzero(walked[at] == phys[first:last])
     hit, want = at[met_here], first + met_here
-    wrong = ((rows["size"][hit] != sizes[want]) | (rows["queue_id"][hit] != queue_ids[slots[want]])
-             | (rows["queue_offset"][hit] != offsets[want]))
+    sizes, offsets, slots = entries.columns(want)
+    wrong = ((rows["size"][hit] != sizes) | (rows["queue_id"][hit] != entries.queue_ids[slots])
+             | (rows["queue_offset"][hit] != offsets))
     view = memoryview(view)
-    for k, (row, slot) in enumerate(zip(hit.tolist(), slots[want].tolist(), strict=True)):
+    for k, (row, slot) in enumerate(zip(hit.tolist(), slots.tolist(), strict=True)):
         start, length = int(rows["topic_pos"][row]), int(rows["topic_len"][row])
         topic = topic_data[topic_offsets[slot]:topic_offsets[slot + 1]]
         wrong[k] |= bytes(view[start:start + length]) != topic
@@ -796,8 +808,9 @@ def match_entries(view: memoryview, rows: Rows, entries: QueueEntries, first: in
     hits = pooled(max(0, last - first), np.int64)
     count, wrong, identity = _speedups.match_entries(
         view, rows["position"], rows["size"], rows["queue_id"], rows["queue_offset"], rows["topic_pos"],
-        rows["topic_len"], entries.phys, entries.sizes, entries.offsets, entries.slots, first, last,
-        entries.queue_ids, entries.topic_offsets, entries.topic_data, met, hits)
+        rows["topic_len"], entries.phys, entries.order, entries.sizes, entries.bounds, entries.part_slots,
+        entries.part_firsts, first, last, entries.queue_ids, entries.topic_offsets, entries.topic_data, met,
+        hits)
     return hits[:count], wrong, identity
 
 

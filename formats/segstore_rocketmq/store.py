@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 import numpy as np
 
 from segstore import files
-from segstore.columns import project
+from segstore.columns import pooled, project
 from segstore.consumers import ConsumerGroups, ConsumerOffset
 from segstore.errors import (
     ConfigError,
@@ -1166,34 +1166,42 @@ class RocketMQStore(LifecycleMixin, Store):
         :raises NotFoundError: a range names no queue of the store.
         :raises CorruptDataError: a wrong entry, or a message the walk cannot decode.
         """
-        parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        parts: list[tuple[int, int, np.ndarray]] = []
         for slot, (topic, partition, first, stop) in enumerate(queues):
             cq = self._queue_view(topic, partition)
             first, stop = int(first), min(int(stop), cq.max_offset)
             if first >= stop:
                 continue
-            entries = cq.entries(first, stop - first)     # a start below the queue's: as a queue read
-            parts.append((entries["offset"].astype(np.int64), entries["size"].astype(np.int64),
-                          np.arange(first, first + len(entries), dtype=np.int64),
-                          np.full(len(entries), slot, dtype=np.int64)))
+            # a start below the queue's: as a queue read
+            parts.append((slot, first, cq.entries(first, stop - first)))
         if not parts:
             return
-        order = np.argsort(np.concatenate([p[0] for p in parts]), kind="stable")
-        phys, sizes, offsets, slots = (np.concatenate([p[k] for p in parts])[order] for k in range(4))
-        del parts, order
+        # the entries one range after another, then sorted by position (in the pool: a read's entries
+        # are megabytes, which fresh memory would fault in page by page on every read)
+        bounds = np.cumsum([0, *(len(e) for *_, e in parts)], dtype=np.int64)
+        positions, sizes = pooled(int(bounds[-1]), np.int64), pooled(int(bounds[-1]), np.int64)
+        for (_, _, entries), lo, hi in zip(parts, bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+            positions[lo:hi], sizes[lo:hi] = entries["offset"], entries["size"]
+        order = np.argsort(positions, kind="stable")
+        phys = np.take(positions, order, out=pooled(len(order), np.int64))
         # each slot's queue id and topic (UTF-8, one after another), as match_entries checks rows against them
         names = [str(q[0]).encode("utf-8") for q in queues]
-        queue_ids = np.array([int(q[1]) for q in queues], np.int64)
-        table = columnar.QueueEntries(phys, sizes, offsets, slots, queue_ids,
-                                      np.cumsum([0, *map(len, names)], dtype=np.int64), b"".join(names))
-        met = np.zeros(len(phys), dtype=bool)
+        table = columnar.QueueEntries(
+            phys, order, sizes, bounds, np.array([p[0] for p in parts], np.int64),
+            np.array([p[1] for p in parts], np.int64), np.array([int(q[1]) for q in queues], np.int64),
+            np.cumsum([0, *map(len, names)], dtype=np.int64), b"".join(names))
+        del parts, positions     # order and sizes stay (the table's)
+        met = pooled(len(phys), np.bool_)
+        met.fill(False)
         cl = self.commitlog
-        files_of = phys // cl.file_size
-        starts = np.flatnonzero(np.r_[True, files_of[1:] != files_of[:-1]])
-        for lo, hi in zip(starts.tolist(), [*starts[1:].tolist(), len(phys)], strict=True):
+        hi = 0
+        while hi < len(phys):       # the entries of each commitlog file in turn
+            lo = hi
+            hi = int(np.searchsorted(phys, (int(phys[lo]) // cl.file_size + 1) * cl.file_size))
             seg = cl.file_for(int(phys[lo]))
             view = seg.file.view()
-            stop = int((phys[lo:hi] + sizes[lo:hi]).max()) - seg.base
+            ends = np.take(sizes, order[lo:hi], out=pooled(hi - lo, np.int64))
+            stop = int(np.add(ends, phys[lo:hi], out=ends).max()) - seg.base
             for rows in columnar.walk_file(view, int(phys[lo]) - seg.base, seg.wrote, seg.base, cl.file_size,
                                            seg.path, stop=stop, batch_rows=batch_rows):
                 # the entries in this region's stretch, matched with its rows (both ascend)
@@ -1206,15 +1214,15 @@ class RocketMQStore(LifecycleMixin, Store):
                 if len(hits):
                     yield view, rows if identity else rows.select(hits)
                 if wrong >= 0:
-                    self._wrong_queue_entry(queues, phys, sizes, offsets, slots, wrong)
+                    self._wrong_queue_entry(queues, table, wrong)
         missed = np.flatnonzero(~met)
         if len(missed):
-            self._wrong_queue_entry(queues, phys, sizes, offsets, slots, int(missed[0]))
+            self._wrong_queue_entry(queues, table, int(missed[0]))
 
-    def _wrong_queue_entry(self, queues: Sequence[QueueSlice], phys: np.ndarray, sizes: np.ndarray,
-                           offsets: np.ndarray, slots: np.ndarray, at: int) -> None:
-        topic, partition, *_ = queues[int(slots[at])]
-        self._wrong_entry(topic, int(partition), int(offsets[at]), int(phys[at]), int(sizes[at]))
+    def _wrong_queue_entry(self, queues: Sequence[QueueSlice], table: columnar.QueueEntries, at: int) -> None:
+        sizes, offsets, slots = table.columns(slice(at, at + 1))
+        topic, partition, *_ = queues[int(slots[0])]
+        self._wrong_entry(topic, int(partition), int(offsets[0]), int(table.phys[at]), int(sizes[0]))
 
     def queue_offsets_at(self, topic: str, partition: int, positions: Iterable[int]) -> list[int]:
         """For each commitlog position, the first offset of the queue whose message starts at or after
