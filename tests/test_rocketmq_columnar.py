@@ -713,6 +713,22 @@ def test_byte_ranges_cut_anywhere_read_each_queue_message_once(interleaved, cuts
         assert len(pieces) == len(whole) and sorted(pieces, key=_place) == sorted(whole, key=_place)
 
 
+def test_entry_parts_are_the_entries_file_by_file(interleaved):
+    """``entry_parts``: the entries ``entries`` copies, as views of each consume-queue file's entries."""
+    with RocketMQStore(str(interleaved), "r", INTERLEAVED_CONFIG) as store:
+        cq = store.queues[("T0", 0)]
+        low, high = store.offset_range("T0", 0)
+        for start, count in ((low, None), (low + 3, 9), (high - 1, 5), (high, 2)):
+            parts = cq.entry_parts(start, count)
+            whole = cq.entries(start, count)
+            files = {seg.first_offset for seg in cq.segment_files()
+                     if seg.first_offset < start + len(whole) and start < seg.first_offset + len(seg)}
+            assert len(parts) == len(files)
+            assert np.array_equal(np.concatenate(parts) if parts else whole[:0], whole)
+            assert all(not part.flags.owndata for part in parts)
+        assert len(cq.entry_parts(low)) > 1           # files of 8 entries
+
+
 #: How match_entries' generated entries differ from the message at their place (none, a position inside
 #: the message, its size, its queue offset, the slot of another queue id of its topic, the slot of its
 #: queue id in another topic: slots are sorted, three topics of two queues each).

@@ -262,6 +262,10 @@ class ScannedQueue:
         lo = start - self.min_offset
         return self.rows[lo:] if count is None else self.rows[lo:lo + count]
 
+    def entry_parts(self, start: int, count: int | None = None) -> list[np.ndarray]:
+        """:meth:`entries` as one part (the rows are in memory already)."""
+        return [self.entries(start, count)]
+
 
 #: A range of one queue's offsets for :meth:`RocketMQStore.scan_arrow`'s ``queues``: ``(topic, queue id,
 #: start, end)``, ``end`` exclusive.
@@ -1166,22 +1170,25 @@ class RocketMQStore(LifecycleMixin, Store):
         :raises NotFoundError: a range names no queue of the store.
         :raises CorruptDataError: a wrong entry, or a message the walk cannot decode.
         """
-        parts: list[tuple[int, int, np.ndarray]] = []
+        parts: list[tuple[int, int, list[np.ndarray]]] = []
         for slot, (topic, partition, first, stop) in enumerate(queues):
             cq = self._queue_view(topic, partition)
             first, stop = int(first), min(int(stop), cq.max_offset)
             if first >= stop:
                 continue
             # a start below the queue's: as a queue read
-            parts.append((slot, first, cq.entries(first, stop - first)))
+            parts.append((slot, first, cq.entry_parts(first, stop - first)))
         if not parts:
             return
-        # the entries one range after another, then sorted by position (in the pool: a read's entries
-        # are megabytes, which fresh memory would fault in page by page on every read)
-        bounds = np.cumsum([0, *(len(e) for *_, e in parts)], dtype=np.int64)
+        # the entries one range after another, then sorted by position (in the pool, read from the
+        # mapped queue files: a read's entries are megabytes, which fresh memory would fault in page
+        # by page on every read)
+        bounds = np.cumsum([0, *(sum(map(len, pieces)) for *_, pieces in parts)], dtype=np.int64)
         positions, sizes = pooled(int(bounds[-1]), np.int64), pooled(int(bounds[-1]), np.int64)
-        for (_, _, entries), lo, hi in zip(parts, bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-            positions[lo:hi], sizes[lo:hi] = entries["offset"], entries["size"]
+        at = 0
+        for piece in (piece for *_, pieces in parts for piece in pieces):
+            positions[at:at + len(piece)], sizes[at:at + len(piece)] = piece["offset"], piece["size"]
+            at += len(piece)
         order = np.argsort(positions, kind="stable")
         phys = np.take(positions, order, out=pooled(len(order), np.int64))
         # each slot's queue id and topic (UTF-8, one after another), as match_entries checks rows against them
