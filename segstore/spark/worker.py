@@ -310,8 +310,13 @@ def _warm() -> None:
 
     One thread: Spark runs a task per core and each task's worker shares its core with the task
     (which takes the batches), so an overlap thread per worker (:mod:`segstore.overlap`) adds no core,
-    only a hand-off per batch (5-10% more CPU per read, measured without Spark).
+    only a hand-off per batch (5-10% more CPU per read, measured without Spark).  What is imported
+    then is frozen out of the garbage collector's sight (``gc.freeze``): its full collections walked
+    every object of pyarrow, numpy and PySpark again, about 3% of a read's CPU, and in a forked child
+    they wrote to the parent's pages (copies of them).
     """
+    import gc
+
     import pyarrow.compute
     import pyarrow.ipc  # noqa: F401
 
@@ -322,6 +327,8 @@ def _warm() -> None:
 
     for name in registry.names():
         registry.get(name)
+    gc.collect()
+    gc.freeze()
 
 
 def _socket_directory() -> str:
