@@ -1574,7 +1574,7 @@ match_entries(PyObject *module, PyObject *args)
             break;
         }
         if (sz[i] != es[o] || qi[i] != sq[s] || qo[i] != pf[lo] + (o - pb[lo]) || tl[i] != to[s + 1] - to[s]
-            || memcmp(d + tp[i], td + to[s], (size_t)tl[i]) != 0) {
+            || !same_text(d + tp[i], td + to[s], tl[i])) {
             wrong = j;
             break;
         }
