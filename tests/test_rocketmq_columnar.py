@@ -44,7 +44,7 @@ from segstore_rocketmq.store import RocketMQStore
 
 import segstore
 from segstore import cli, files
-from segstore.columns import ROCKETMQ_SCHEMA
+from segstore.columns import ROCKETMQ_SCHEMA, project
 from segstore.errors import (
     ConfigError,
     CorruptDataError,
@@ -170,6 +170,22 @@ def test_c_region_decode_equals_the_message_py_reference(data, strict):
             columnar._speedups = saved
         assert c_codes.tolist() == py_codes.tolist() == c_tags.tolist() == py_tags.tolist()
         assert (c_counts.tolist(), c_hashes.tolist()) == (py_counts.tolist(), py_hashes.tolist())
+
+
+@needs_c
+@settings(max_examples=30)
+@given(region())
+def test_a_projection_of_property_columns_builds_the_full_batch_columns(data):
+    """A batch of some property columns (the keys alone skip copying every property) holds the
+    columns the full batch holds."""
+    view, c, _, rows, _ = both_decode(data, False)
+    if not c[0]:
+        return
+    whole = columnar.build_batch(view, rows)
+    for wanted in (["key"], ["key", "value", "keys"], ["key", "tags"], ["properties"], ["key", "headers"]):
+        part = columnar.build_batch(view, rows, project(ROCKETMQ_SCHEMA, wanted))
+        for name in wanted:
+            assert part.column(name).equals(whole.column(name)), (wanted, name)
 
 
 @needs_c

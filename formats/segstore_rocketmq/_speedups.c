@@ -464,7 +464,8 @@ static PyMethodDef methods[] = {
      "tags_lens, token_offsets, tokens, token_lens) -> (items, tokens)"},
     {"property_columns", property_columns, METH_VARARGS,
      "property_columns(view, starts, lengths, item_offsets, names, name_data, values, value_data, tags, tag_data, "
-     "tag_valid, token_offsets, tokens, token_data, keys, key_data, key_valid) -> (items, tokens, tag_nulls, "
+     "tag_valid, token_offsets, tokens, token_data, keys, key_data, key_valid[, items_and_tags]) -> (items, tokens, "
+     "tag_nulls, "
      "key_nulls)"},
     {"tags_hashes", tags_hashes, METH_VARARGS, "tags_hashes(view, props_pos, props_len, out): TAGS hashes."},
     {"index_entries", index_entries, METH_VARARGS,

@@ -854,7 +854,7 @@ separator_masks(const uint8_t *p, uint64_t *ones, uint64_t *twos)
 /*
  * property_columns(view, starts, lengths, item_offsets, names, name_data, values, value_data,
  *                  tags, tag_data, tag_valid, token_offsets, tokens, token_data, keys, key_data,
- *                  key_valid) -> (items, tokens, tag_nulls, key_nulls)
+ *                  key_valid[, items_and_tags]) -> (items, tokens, tag_nulls, key_nulls)
  *
  * The property columns of n messages in one pass over their properties strings
  * view[starts[i]:+lengths[i]], split as split_properties splits them, their bytes copied while
@@ -863,14 +863,18 @@ separator_masks(const uint8_t *p, uint64_t *ones, uint64_t *twos)
  * (offsets n + 1; tag_valid 0 for a message without TAGS), the non-empty KEYS tokens
  * (token_offsets n + 1 delimiting each message's in tokens/token_data) and keys, each message's
  * first token (key_valid 0 without one).  Data outputs of sum(lengths) bytes and offsets of
- * sum(lengths) // 2 + n + 1 always do (ValueError when an output is too small).  Releases the GIL.
+ * sum(lengths) // 2 + n + 1 always do (ValueError when an output is too small).  With
+ * items_and_tags false only the KEYS tokens and keys are written (items counts none; names, values
+ * and tags are left as they are): a read of the key column alone.  Releases the GIL.
  */
 static PyObject *
 property_columns(PyObject *module, PyObject *args)
 {
     Py_buffer b[17];
-    if (!PyArg_ParseTuple(args, "y*y*y*w*w*w*w*w*w*w*w*w*w*w*w*w*w*", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5],
-                          &b[6], &b[7], &b[8], &b[9], &b[10], &b[11], &b[12], &b[13], &b[14], &b[15], &b[16])) {
+    int all = 1;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*w*w*w*w*w*w*w*w*w*w*w*w*w*|p", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5],
+                          &b[6], &b[7], &b[8], &b[9], &b[10], &b[11], &b[12], &b[13], &b[14], &b[15], &b[16],
+                          &all)) {
         return NULL;
     }
     const uint8_t *d = b[0].buf;
@@ -942,7 +946,8 @@ property_columns(PyObject *module, PyObject *args)
         const PropItem *tag = NULL, *key_list = NULL;
         for (Py_ssize_t k = 0; ok > 0 && k < m; k++) {
             const PropItem *it = &scratch[k];
-            if (!out_put(&names, d + it->name, it->name_len) || !out_put(&values, d + it->value, it->value_len)) {
+            if (all && (!out_put(&names, d + it->name, it->name_len)
+                        || !out_put(&values, d + it->value, it->value_len))) {
                 ok = 0;
                 break;
             }
@@ -959,7 +964,7 @@ property_columns(PyObject *module, PyObject *args)
         }
         item_off[i + 1] = (int32_t)names.count;
         tag_valid[i] = tag != NULL;
-        if (!out_put(&tags, tag ? d + tag->value : d, tag ? tag->value_len : 0)) {
+        if (all && !out_put(&tags, tag ? d + tag->value : d, tag ? tag->value_len : 0)) {
             ok = 0;
             break;
         }

@@ -363,9 +363,11 @@ def _strings(kind: pa.DataType, count: int, offsets: np.ndarray, data: np.ndarra
 class _PropertyColumns:
     """The rows' property columns, split and copied in one C pass (``_speedups.property_columns``):
     ``names`` and ``values`` (every row's items in order, ``item_offsets`` per row), ``tags``,
-    ``tokens`` (the KEYS tokens, ``token_offsets`` per row) and ``key`` (each row's first token)."""
+    ``tokens`` (the KEYS tokens, ``token_offsets`` per row) and ``key`` (each row's first token).
+    ``keys_only``: only ``tokens`` and ``key`` are made (the others stay None), for a batch that
+    wants no other property column: no copy of every property's name and value."""
 
-    def __init__(self, view: memoryview, rows: Rows) -> None:
+    def __init__(self, view: memoryview, rows: Rows, keys_only: bool = False) -> None:
         import pyarrow as pa
 
         n = len(rows)
@@ -379,10 +381,14 @@ class _PropertyColumns:
         tag_valid, key_valid = pooled(n, np.uint8), pooled(n, np.uint8)
         items, count, tag_nulls, key_nulls = _speedups.property_columns(
             view, rows["props_pos"], lengths, self.item_offsets, names, data[0], values, data[1], tags,
-            data[2], tag_valid, self.token_offsets, tokens, data[3], keys, data[4], key_valid)
-        self.names = _strings(pa.string(), items, names, data[0])
-        self.values = _strings(pa.binary(), items, values, data[1])
-        self.tags = _strings(pa.string(), n, tags, data[2], tag_valid, tag_nulls)
+            data[2], tag_valid, self.token_offsets, tokens, data[3], keys, data[4], key_valid, not keys_only)
+        self.names: pa.Array | None = None
+        self.values: pa.Array | None = None
+        self.tags: pa.Array | None = None
+        if not keys_only:
+            self.names = _strings(pa.string(), items, names, data[0])
+            self.values = _strings(pa.binary(), items, values, data[1])
+            self.tags = _strings(pa.string(), n, tags, data[2], tag_valid, tag_nulls)
         self.tokens = _strings(pa.string(), count, tokens, data[3])
         self.key = _strings(pa.binary(), n, keys, data[4], key_valid, key_nulls)
 
@@ -486,7 +492,8 @@ def _build_c(view: memoryview, rows: Rows, schema: pa.Schema) -> list[pa.Array]:
     fixed = _fixed_columns()
     n = len(rows)
     wanted = set(schema.names)
-    p = _PropertyColumns(view, rows) if wanted & _PROPERTY_COLUMNS else None
+    p = _PropertyColumns(view, rows, keys_only=not wanted & {"tags", "properties", "headers"}) \
+        if wanted & _PROPERTY_COLUMNS else None
     # the body and topic columns, gathered in one pass over the batch's messages
     var: dict[str, _Variable] = {}
     if "value" in wanted:
@@ -496,7 +503,9 @@ def _build_c(view: memoryview, rows: Rows, schema: pa.Schema) -> list[pa.Array]:
     _gather(view, n, list(var.values()))
     built = {name: column.array() for name, column in var.items()}
     if p is not None:
-        built.update(key=p.key, tags=p.tags)
+        built["key"] = p.key
+        if p.tags is not None:
+            built["tags"] = p.tags
 
     columns = []
     for field in schema:
@@ -512,11 +521,11 @@ def _build_c(view: memoryview, rows: Rows, schema: pa.Schema) -> list[pa.Array]:
             assert p is not None
             column = pa.ListArray.from_arrays(_fixed(pa.int32(), p.token_offsets), p.tokens)
         elif name == "properties":
-            assert p is not None
+            assert p is not None and p.names is not None and p.values is not None
             column = pa.MapArray.from_arrays(_fixed(pa.int32(), p.item_offsets), p.names,
                                              p.values.view(pa.string()))
         elif name == "headers":
-            assert p is not None
+            assert p is not None and p.names is not None and p.values is not None
             items = pa.StructArray.from_arrays([p.names, p.values], fields=list(HEADER))
             column = pa.ListArray.from_arrays(_fixed(pa.int32(), p.item_offsets), items)
         elif name in _HOST_COLUMNS:
