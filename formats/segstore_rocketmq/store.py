@@ -1164,8 +1164,11 @@ class RocketMQStore(LifecycleMixin, Store):
         (queue id, queue offset, size and topic, as a queue read checks them).  An entry whose message
         the walk did not meet (it points inside another message) or that fails the check raises what a
         queue read raises (:meth:`_wrong_entry`), after the rows before it in commitlog order.
-        Memory: 32 bytes per entry of the ranges, plus one region's rows.  Runtime complexity:
-        ``O(E log E + bytes walked)`` for E entries.
+        Memory: 25 bytes per entry of the ranges (:class:`.columnar.QueueEntries`' positions, order and
+        sizes, and a flag; the entries are read where the queue files are mapped), 8 more while they
+        are sorted, plus one region's rows.  Runtime complexity: ``O(E log E + bytes walked)`` for E
+        entries; the checks are one C merge of each region's rows with its entries
+        (:func:`.columnar.match_entries`).
 
         :raises NotFoundError: a range names no queue of the store.
         :raises CorruptDataError: a wrong entry, or a message the walk cannot decode.
