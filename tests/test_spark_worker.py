@@ -209,6 +209,26 @@ def test_releases_the_jvm_has_sent_are_taken_before_a_batch_is_placed(tmp_path):
     ring.unlink()
 
 
+def test_releases_are_looked_for_on_a_descriptor_past_select_s_limit(tmp_path):
+    """A child reading a store of many queue files holds more than 1024 descriptors: looking for a
+    release waiting there must not fail (select refuses such a descriptor)."""
+    resource = pytest.importorskip("resource")
+    if resource.getrlimit(resource.RLIMIT_NOFILE)[0] <= 1500:
+        pytest.skip("fewer than 1500 descriptors allowed")
+    ring = worker.Ring(str(tmp_path / "ring"), 1 << 20)
+    batch = pa.RecordBatch.from_arrays([pa.array([b"x" * 100] * 50)], names=["value"])
+    ours, theirs = socket.socketpair()
+    low = theirs.detach()
+    os.dup2(low, 1500)
+    os.close(low)
+    with ours, socket.socket(fileno=1500) as high, high.makefile("rb") as inp, high.makefile("wb") as out:
+        for _ in range(2):
+            assert worker._put(batch, batch.schema, ring, inp, out)
+            ours.sendall(worker._KIND_RELEASE)
+        assert worker._put(batch, batch.schema, ring, inp, out) and ring.used[-1][0] == 0
+    ring.unlink()
+
+
 def test_without_shared_memory_every_batch_goes_inline(serving):
     client = serving(ring_directory=None)
     parts = _plan(client, KAFKA, minPartitions="1")

@@ -181,12 +181,17 @@ def _take_release(inp: BinaryIO) -> None:
 
 
 def _release_waiting(inp: BinaryIO) -> bool:
-    """Whether the JVM has sent something (a release) that can be read without waiting."""
+    """Whether the JVM has sent something (a release) that can be read without waiting.
+
+    A poll, not a select: a child reading a store of many queue files holds descriptors past
+    select's limit (1024)."""
     try:
         fd = inp.fileno()
     except (OSError, ValueError):       # not a socket (io.UnsupportedOperation is both)
         return False
-    return bool(select.select([fd], [], [], 0)[0])
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 def _put(batch: Any, schema: Any, ring: Ring, inp: BinaryIO, out: BinaryIO) -> bool:
