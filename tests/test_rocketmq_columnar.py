@@ -745,6 +745,23 @@ def test_entry_parts_are_the_entries_file_by_file(interleaved):
         assert len(cq.entry_parts(low)) > 1           # files of 8 entries
 
 
+@needs_c
+@settings(max_examples=40)
+@given(st.lists(st.lists(st.integers(0, 30), max_size=12), max_size=6), st.booleans())
+def test_entry_order_merges_ascending_ranges_as_the_stable_sort_orders_them(ranges, sort_them):
+    """Ranges (a read's queue ranges) each ascending, with ties within and across them: the merge is
+    numpy's stable argsort; a range that descends (a damaged queue) is sorted instead, to the same end."""
+    if sort_them:
+        ranges = [sorted(r) for r in ranges]
+    positions = np.array([p for r in ranges for p in r], np.int64)
+    bounds = np.cumsum([0, *map(len, ranges)], dtype=np.int64)
+    expected = np.argsort(positions, kind="stable")
+    assert columnar.entry_order(positions, bounds).tolist() == expected.tolist()
+    order = np.empty(len(positions), np.int64)
+    ascending = all(r == sorted(r) for r in ranges)
+    assert columnar._speedups.merge_order(positions, bounds, order) is ascending
+
+
 #: How match_entries' generated entries differ from the message at their place (none, a position inside
 #: the message, its size, its queue offset, the slot of another queue id of its topic, the slot of its
 #: queue id in another topic: slots are sorted, three topics of two queues each).

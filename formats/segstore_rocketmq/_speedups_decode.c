@@ -1602,3 +1602,103 @@ match_entries(PyObject *module, PyObject *args)
     }
     return ret;
 }
+
+/*
+ * merge_order(positions, bounds, order) -> bool
+ *
+ * The order that sorts positions (int64) stably, into order (int64, as many), where positions is
+ * ranges one after another (range r from bounds[r] to bounds[r + 1], int64) each ascending (a queue's
+ * entries): a merge of the ranges by a heap of their heads, ties to the lower range (so the order
+ * numpy's stable argsort gives).  False, order unspecified, where a range descends somewhere (a
+ * damaged queue: the caller sorts).  O(n log ranges), no memory but the heap.  Releases the GIL.
+ */
+static PyObject *
+merge_order(PyObject *module, PyObject *args)
+{
+    Py_buffer pos, bounds, order;
+    if (!PyArg_ParseTuple(args, "y*y*w*", &pos, &bounds, &order)) {
+        return NULL;
+    }
+    Py_ssize_t n = pos.len / 8, parts = bounds.len / 8 - 1;
+    const int64_t *p = pos.buf, *b = bounds.buf;
+    int64_t *o = order.buf;
+    int ok = parts >= 0 && order.len == n * 8 && (parts == 0 ? n == 0 : b[0] == 0 && b[parts] == n);
+    for (Py_ssize_t r = 0; ok && r < parts; r++) {
+        ok = b[r] <= b[r + 1];
+    }
+    int ascending = 1;
+    Py_ssize_t *heap = ok ? PyMem_RawMalloc((size_t)(parts > 0 ? parts : 1) * sizeof(Py_ssize_t)) : NULL;
+    Py_ssize_t *at = ok ? PyMem_RawMalloc((size_t)(parts > 0 ? parts : 1) * sizeof(Py_ssize_t)) : NULL;
+    if (ok && (heap == NULL || at == NULL)) {
+        PyMem_RawFree(heap);
+        PyMem_RawFree(at);
+        PyBuffer_Release(&pos);
+        PyBuffer_Release(&bounds);
+        PyBuffer_Release(&order);
+        return PyErr_NoMemory();
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t r = 0; ok && ascending && r < parts; r++) {
+        for (Py_ssize_t k = b[r] + 1; k < b[r + 1]; k++) {
+            if (p[k] < p[k - 1]) {
+                ascending = 0;
+                break;
+            }
+        }
+    }
+/* whether range x's head goes before range y's: the smaller position, ties to the lower range */
+#define BEFORE(x, y) (p[at[x]] < p[at[y]] || (p[at[x]] == p[at[y]] && (x) < (y)))
+    if (ok && ascending) {
+        Py_ssize_t size = 0;
+        for (Py_ssize_t r = 0; r < parts; r++) {
+            if (b[r] == b[r + 1]) {
+                continue;
+            }
+            at[r] = b[r];
+            Py_ssize_t k = size++;          /* sift up */
+            while (k > 0 && BEFORE(r, heap[(k - 1) / 2])) {
+                heap[k] = heap[(k - 1) / 2];
+                k = (k - 1) / 2;
+            }
+            heap[k] = r;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_ssize_t r = heap[0];
+            o[i] = at[r]++;
+            if (at[r] == b[r + 1]) {        /* range done: the last one takes its place */
+                r = heap[--size];
+            }
+            Py_ssize_t k = 0;               /* sift down */
+            while (size > 0) {
+                Py_ssize_t c = 2 * k + 1;
+                if (c >= size) {
+                    break;
+                }
+                if (c + 1 < size && BEFORE(heap[c + 1], heap[c])) {
+                    c++;
+                }
+                if (!BEFORE(heap[c], r)) {
+                    break;
+                }
+                heap[k] = heap[c];
+                k = c;
+            }
+            if (size > 0) {
+                heap[k] = r;
+            }
+        }
+    }
+#undef BEFORE
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(heap);
+    PyMem_RawFree(at);
+    PyBuffer_Release(&pos);
+    PyBuffer_Release(&bounds);
+    PyBuffer_Release(&order);
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "expected ascending bounds from 0 to the positions' count and an "
+                                          "order of as many");
+        return NULL;
+    }
+    return PyBool_FromLong(ascending);
+}

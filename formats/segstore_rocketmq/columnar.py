@@ -778,6 +778,18 @@ class QueueEntries(NamedTuple):
         return self.sizes[order], self.part_firsts[part] + order - self.bounds[part], self.part_slots[part]
 
 
+def entry_order(positions: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """The order that sorts ``positions`` (int64) stably, numpy's stable argsort's: where they are ranges
+    one after another (range ``r`` from ``bounds[r]`` to ``bounds[r + 1]``), each ascending as a queue's
+    entries do, a C merge of the ranges into the Arrow pool (no sort, no fresh memory to fault in:
+    ``O(n log ranges)``); else (a damaged queue, or no C) the sort."""
+    if _speedups is not None:
+        order = pooled(len(positions), np.int64)
+        if _speedups.merge_order(positions, np.ascontiguousarray(bounds, dtype=np.int64), order):
+            return order
+    return np.argsort(positions, kind="stable")
+
+
 def match_entries_py(view: memoryview, rows: Rows, entries: QueueEntries, first: int, last: int,
                      met: np.ndarray) -> tuple[np.ndarray, int, bool]:
     """The reference of :func:`match_entries` (numpy, a Python comparison per matched row's topic)."""

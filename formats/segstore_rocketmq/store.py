@@ -1192,7 +1192,7 @@ class RocketMQStore(LifecycleMixin, Store):
         for piece in (piece for *_, pieces in parts for piece in pieces):
             positions[at:at + len(piece)], sizes[at:at + len(piece)] = piece["offset"], piece["size"]
             at += len(piece)
-        order = np.argsort(positions, kind="stable")
+        order = columnar.entry_order(positions, bounds)
         phys = np.take(positions, order, out=pooled(len(order), np.int64))
         # each slot's queue id and topic (UTF-8, one after another), as match_entries checks rows against them
         names = [str(q[0]).encode("utf-8") for q in queues]
