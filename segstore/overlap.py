@@ -57,6 +57,14 @@ ENABLED = cores() > 1 and os.environ.get("SEGSTORE_OVERLAP", "1") != "0"
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
+
+
+def single_threaded() -> None:
+    """Run every step on the calling thread from now on, in this process (:data:`ENABLED` off): for a
+    process whose cores are taken by others already (a Spark executor's Python worker: Spark runs a
+    task per core, and a second thread per worker competes with them and costs a hand-off per step)."""
+    global ENABLED
+    ENABLED = False
 _END = object()
 
 

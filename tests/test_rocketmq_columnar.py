@@ -44,7 +44,7 @@ from segstore_rocketmq.store import RocketMQStore
 
 import segstore
 from segstore import cli, files
-from segstore.columns import ROCKETMQ_SCHEMA
+from segstore.columns import ROCKETMQ_SCHEMA, project
 from segstore.errors import (
     ConfigError,
     CorruptDataError,
@@ -170,6 +170,22 @@ def test_c_region_decode_equals_the_message_py_reference(data, strict):
             columnar._speedups = saved
         assert c_codes.tolist() == py_codes.tolist() == c_tags.tolist() == py_tags.tolist()
         assert (c_counts.tolist(), c_hashes.tolist()) == (py_counts.tolist(), py_hashes.tolist())
+
+
+@needs_c
+@settings(max_examples=30)
+@given(region())
+def test_a_projection_of_property_columns_builds_the_full_batch_columns(data):
+    """A batch of some property columns (the keys alone skip copying every property) holds the
+    columns the full batch holds."""
+    view, c, _, rows, _ = both_decode(data, False)
+    if not c[0]:
+        return
+    whole = columnar.build_batch(view, rows)
+    for wanted in (["key"], ["key", "value", "keys"], ["key", "tags"], ["properties"], ["key", "headers"]):
+        part = columnar.build_batch(view, rows, project(ROCKETMQ_SCHEMA, wanted))
+        for name in wanted:
+            assert part.column(name).equals(whole.column(name)), (wanted, name)
 
 
 @needs_c
@@ -711,6 +727,90 @@ def test_byte_ranges_cut_anywhere_read_each_queue_message_once(interleaved, cuts
             pieces += _log_rows(store, ranges, batch_rows=4)
         whole = _queue_rows(store, chosen)
         assert len(pieces) == len(whole) and sorted(pieces, key=_place) == sorted(whole, key=_place)
+
+
+def test_entry_parts_are_the_entries_file_by_file(interleaved):
+    """``entry_parts``: the entries ``entries`` copies, as views of each consume-queue file's entries."""
+    with RocketMQStore(str(interleaved), "r", INTERLEAVED_CONFIG) as store:
+        cq = store.queues[("T0", 0)]
+        low, high = store.offset_range("T0", 0)
+        for start, count in ((low, None), (low + 3, 9), (high - 1, 5), (high, 2)):
+            parts = cq.entry_parts(start, count)
+            whole = cq.entries(start, count)
+            files = {seg.first_offset for seg in cq.segment_files()
+                     if seg.first_offset < start + len(whole) and start < seg.first_offset + len(seg)}
+            assert len(parts) == len(files)
+            assert np.array_equal(np.concatenate(parts) if parts else whole[:0], whole)
+            assert all(not part.flags.owndata for part in parts)
+        assert len(cq.entry_parts(low)) > 1           # files of 8 entries
+
+
+@needs_c
+@settings(max_examples=40)
+@given(st.lists(st.lists(st.integers(0, 30), max_size=12), max_size=6), st.booleans())
+def test_entry_order_merges_ascending_ranges_as_the_stable_sort_orders_them(ranges, sort_them):
+    """Ranges (a read's queue ranges) each ascending, with ties within and across them: the merge is
+    numpy's stable argsort; a range that descends (a damaged queue) is sorted instead, to the same end."""
+    if sort_them:
+        ranges = [sorted(r) for r in ranges]
+    positions = np.array([p for r in ranges for p in r], np.int64)
+    bounds = np.cumsum([0, *map(len, ranges)], dtype=np.int64)
+    expected = np.argsort(positions, kind="stable")
+    assert columnar.entry_order(positions, bounds).tolist() == expected.tolist()
+    order = np.empty(len(positions), np.int64)
+    ascending = all(r == sorted(r) for r in ranges)
+    assert columnar._speedups.merge_order(positions, bounds, order) is ascending
+
+
+#: How match_entries' generated entries differ from the message at their place (none, a position inside
+#: the message, its size, its queue offset, the slot of another queue id of its topic, the slot of its
+#: queue id in another topic: slots are sorted, three topics of two queues each).
+ENTRY_AS_IS, ENTRY_INSIDE, ENTRY_SIZE, ENTRY_OFFSET, ENTRY_QUEUE, ENTRY_TOPIC = range(6)
+
+
+@needs_c
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(picks=st.lists(st.tuples(st.integers(0, 180), st.sampled_from([ENTRY_AS_IS] * 6 + [*range(1, 6)])),
+                      max_size=40),
+       window=st.tuples(st.integers(0, 60), st.integers(1, 60)))
+def test_match_entries_in_c_is_the_reference(interleaved, monkeypatch, picks, window):
+    """Entries at, inside, or wrong for a walk's messages (sizes, queue offsets, another queue, two at
+    one place): the C merge gives the reference's hits, first wrong entry, identity and met entries."""
+    with RocketMQStore(str(interleaved), "r", INTERLEAVED_CONFIG) as store:
+        seg = store.commitlog.file_for(4096)
+        view = seg.file.view()
+        walked = next(columnar.walk_file(view, 0, seg.wrote, seg.base, store.commitlog.file_size, seg.path))
+        skip, count = window
+        rows = walked.select(slice(min(skip, len(walked) - 1), skip + count))    # entries lie around them
+        slots = sorted((t, q) for t in store.topics() for q in store.partitions(t))
+        topics = [bytes(memoryview(view)[p:p + n]).decode()
+                  for p, n in zip(walked["topic_pos"], walked["topic_len"], strict=True)]
+        entries = []      # (slot, queue offset, position, size) each, one range per entry
+        for pick, how in picks or [(0, ENTRY_AS_IS)]:
+            k = min(pick, len(walked) - 1)
+            slot = slots.index((topics[k], int(walked["queue_id"][k])))
+            entries.append(((slot ^ 1 if how == ENTRY_QUEUE else (slot + 2) % len(slots) if how == ENTRY_TOPIC
+                             else slot), int(walked["queue_offset"][k]) + (how == ENTRY_OFFSET),
+                            int(walked["position"][k]) + 7 * (how == ENTRY_INSIDE),
+                            int(walked["size"][k]) + (how == ENTRY_SIZE)))
+        part_slots, part_firsts, positions, sizes = (np.array(c, np.int64)
+                                                     for c in zip(*entries, strict=True))
+        order = np.argsort(positions, kind="stable")     # as a read sorts them: by position
+        names = [t.encode() for t, _ in slots]
+        table = columnar.QueueEntries(positions[order], order, sizes, np.arange(len(entries) + 1), part_slots,
+                                      part_firsts, np.array([q for _, q in slots], np.int64),
+                                      np.cumsum([0, *map(len, names)], dtype=np.int64), b"".join(names))
+        first = int(np.searchsorted(table.phys, rows["position"][0]))
+        last = int(np.searchsorted(table.phys, rows["position"][-1], side="right"))
+        results = []
+        for python in (False, True):
+            with monkeypatch.context() as patch:      # undone before the next example
+                if python:
+                    patch.setattr(columnar, "_speedups", None)
+                met = np.zeros(len(entries), bool)
+                hits, wrong, identity = columnar.match_entries(view, rows, table, first, last, met)
+            results.append((hits.tolist(), wrong, identity, met.tolist()))
+    assert results[0] == results[1]
 
 
 def test_a_wrong_queue_entry_raises_what_read_raises_in_log_order(tmp_path, accel):

@@ -566,13 +566,20 @@ static PyMethodDef methods[] = {
      "tags_lens, token_offsets, tokens, token_lens) -> (items, tokens)"},
     {"property_columns", property_columns, METH_VARARGS,
      "property_columns(view, starts, lengths, item_offsets, names, name_data, values, value_data, tags, tag_data, "
-     "tag_valid, token_offsets, tokens, token_data, keys, key_data, key_valid) -> (items, tokens, tag_nulls, "
+     "tag_valid, token_offsets, tokens, token_data, keys, key_data, key_valid[, items_and_tags]) -> (items, tokens, "
+     "tag_nulls, "
      "key_nulls)"},
     {"tags_hashes", tags_hashes, METH_VARARGS, "tags_hashes(view, props_pos, props_len, out): TAGS hashes."},
     {"index_entries", index_entries, METH_VARARGS,
      "index_entries(view, topic_pos, topic_len, props_pos, props_len, sys_flag, counts, hashes, tags) -> total"},
     {"topic_codes", topic_codes, METH_VARARGS,
      "topic_codes(view, topic_pos, topic_len, codes) -> first rows: the rows' topics numbered by first appearance"},
+    {"merge_order", merge_order, METH_VARARGS,
+     "merge_order(positions, bounds, order) -> bool: the stable sorting order of ascending ranges, merged"},
+    {"match_entries", match_entries, METH_VARARGS,
+     "match_entries(view, position, size, queue_id, queue_offset, topic_pos, topic_len, phys, order, sizes, "
+     "bounds, part_slots, part_firsts, first, last, queue_ids, topic_offsets, topic_data, met, hits) -> "
+     "(count, wrong, identity)"},
     {"text_lines", text_lines, METH_VARARGS,
      "text_lines(view, i8, i4, u8, n, tags, tags_lens, token_offsets, tokens, token_lens, out) -> n"},
     {"json_lines", json_lines, METH_VARARGS,

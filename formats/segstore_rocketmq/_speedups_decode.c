@@ -795,7 +795,7 @@ separator_masks(const uint8_t *p, uint64_t *ones, uint64_t *twos)
 /*
  * property_columns(view, starts, lengths, item_offsets, names, name_data, values, value_data,
  *                  tags, tag_data, tag_valid, token_offsets, tokens, token_data, keys, key_data,
- *                  key_valid) -> (items, tokens, tag_nulls, key_nulls)
+ *                  key_valid[, items_and_tags]) -> (items, tokens, tag_nulls, key_nulls)
  *
  * The property columns of n messages in one pass over their properties strings
  * view[starts[i]:+lengths[i]], split as split_properties splits them, their bytes copied while
@@ -804,14 +804,18 @@ separator_masks(const uint8_t *p, uint64_t *ones, uint64_t *twos)
  * (offsets n + 1; tag_valid 0 for a message without TAGS), the non-empty KEYS tokens
  * (token_offsets n + 1 delimiting each message's in tokens/token_data) and keys, each message's
  * first token (key_valid 0 without one).  Data outputs of sum(lengths) bytes and offsets of
- * sum(lengths) // 2 + n + 1 always do (ValueError when an output is too small).  Releases the GIL.
+ * sum(lengths) // 2 + n + 1 always do (ValueError when an output is too small).  With
+ * items_and_tags false only the KEYS tokens and keys are written (items counts none; names, values
+ * and tags are left as they are): a read of the key column alone.  Releases the GIL.
  */
 static PyObject *
 property_columns(PyObject *module, PyObject *args)
 {
     Py_buffer b[17];
-    if (!PyArg_ParseTuple(args, "y*y*y*w*w*w*w*w*w*w*w*w*w*w*w*w*w*", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5],
-                          &b[6], &b[7], &b[8], &b[9], &b[10], &b[11], &b[12], &b[13], &b[14], &b[15], &b[16])) {
+    int all = 1;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*w*w*w*w*w*w*w*w*w*w*w*w*w*|p", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5],
+                          &b[6], &b[7], &b[8], &b[9], &b[10], &b[11], &b[12], &b[13], &b[14], &b[15], &b[16],
+                          &all)) {
         return NULL;
     }
     const uint8_t *d = b[0].buf;
@@ -883,7 +887,8 @@ property_columns(PyObject *module, PyObject *args)
         const PropItem *tag = NULL, *key_list = NULL;
         for (Py_ssize_t k = 0; ok > 0 && k < m; k++) {
             const PropItem *it = &scratch[k];
-            if (!out_put(&names, d + it->name, it->name_len) || !out_put(&values, d + it->value, it->value_len)) {
+            if (all && (!out_put(&names, d + it->name, it->name_len)
+                        || !out_put(&values, d + it->value, it->value_len))) {
                 ok = 0;
                 break;
             }
@@ -900,7 +905,7 @@ property_columns(PyObject *module, PyObject *args)
         }
         item_off[i + 1] = (int32_t)names.count;
         tag_valid[i] = tag != NULL;
-        if (!out_put(&tags, tag ? d + tag->value : d, tag ? tag->value_len : 0)) {
+        if (all && !out_put(&tags, tag ? d + tag->value : d, tag ? tag->value_len : 0)) {
             ok = 0;
             break;
         }
@@ -1441,4 +1446,200 @@ done:
     PyBuffer_Release(&tlen);
     PyBuffer_Release(&codes);
     return ret;
+}
+
+/*
+ * match_entries(view, position, size, queue_id, queue_offset, topic_pos, topic_len, phys, order, sizes, bounds,
+ *               part_slots, part_firsts, first, last, queue_ids, topic_offsets, topic_data, met, hits)
+ *     -> (count, wrong, identity)
+ *
+ * The consume-queue entries phys[first:last] (ascending) matched against a walk's rows (position
+ * ascending; size, queue_id int32, queue_offset int64, topic_pos int64, topic_len int32).  Entry j is
+ * the order[j]-th of the ranges' entries one range after another: range r holds those from bounds[r]
+ * to bounds[r + 1], of slot part_slots[r] from queue offset part_firsts[r] on; sizes[order[j]] is its
+ * message size (all int64).  Each entry at a row's position must be that row's message (its size, its
+ * slot's queue id queue_ids[slot], its queue offset, its slot's topic
+ * topic_data[topic_offsets[slot]:topic_offsets[slot + 1]]).  An entry at no row's position is passed
+ * over (the caller finds it unmet).  Row indexes of the matched entries go to hits in entry order and
+ * met[j] is set for each, up to the first entry that fails the check: count is how many, wrong that
+ * entry (-1: none), identity whether hits are exactly 0 .. n-1 (every row, once, in order).  One
+ * merge of both ascending lists: O(rows + entries log ranges).  Releases the GIL.
+ */
+static PyObject *
+match_entries(PyObject *module, PyObject *args)
+{
+    Py_buffer view, pos, size, qid, qoff, tpos, tlen, phys, order, sizes, bounds, pslots, pfirsts, qids, toff,
+        tdata, met, hits;
+    Py_ssize_t first, last;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*y*y*y*y*y*nny*y*y*w*w*", &view, &pos, &size, &qid, &qoff, &tpos,
+                          &tlen, &phys, &order, &sizes, &bounds, &pslots, &pfirsts, &first, &last, &qids, &toff,
+                          &tdata, &met, &hits)) {
+        return NULL;
+    }
+    Py_ssize_t n = pos.len / 8, entries = phys.len / 8, nslots = qids.len / 8, nparts = pslots.len / 8;
+    const int64_t *p = pos.buf, *qo = qoff.buf, *tp = tpos.buf, *ep = phys.buf, *eo = order.buf, *es = sizes.buf,
+                  *pb = bounds.buf, *ps = pslots.buf, *pf = pfirsts.buf, *sq = qids.buf, *to = toff.buf;
+    const int32_t *sz = size.buf, *qi = qid.buf, *tl = tlen.buf;
+    const uint8_t *d = view.buf, *td = tdata.buf;
+    uint8_t *m = met.buf;
+    int64_t *h = hits.buf;
+    int ok = size.len == n * 4 && qid.len == n * 4 && qoff.len == n * 8 && tpos.len == n * 8 && tlen.len == n * 4
+             && order.len == entries * 8 && sizes.len == entries * 8 && bounds.len == (nparts + 1) * 8
+             && pfirsts.len == nparts * 8 && nparts > 0 && pb[0] == 0 && pb[nparts] == entries
+             && toff.len == (nslots + 1) * 8 && met.len >= entries && 0 <= first && first <= last
+             && last <= entries && hits.len >= (last - first) * 8;
+    Py_ssize_t count = 0, wrong = -1;
+    int identity = 1;
+    Py_BEGIN_ALLOW_THREADS
+    Py_ssize_t i = 0;
+    for (Py_ssize_t j = first; ok && j < last; j++) {
+        int64_t at = ep[j];
+        while (i < n && p[i] < at) {
+            i++;
+        }
+        if (i == n) {
+            break;
+        }
+        if (p[i] != at) {
+            continue;           /* inside a message, or past the walk: unmet */
+        }
+        int64_t o = eo[j];
+        Py_ssize_t lo = 0, hi = nparts;         /* the range holding entry o: bounds[lo] <= o < bounds[lo + 1] */
+        while (hi - lo > 1) {
+            Py_ssize_t mid = lo + (hi - lo) / 2;
+            if (pb[mid] <= o) {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        int64_t s = ps[lo];
+        if (o < 0 || o >= entries || s < 0 || s >= nslots || to[s] < 0 || to[s] > to[s + 1] || to[s + 1] > tdata.len
+            || tp[i] < 0 || tl[i] < 0 || tp[i] + tl[i] > view.len) {
+            ok = 0;
+            break;
+        }
+        if (sz[i] != es[o] || qi[i] != sq[s] || qo[i] != pf[lo] + (o - pb[lo]) || tl[i] != to[s + 1] - to[s]
+            || !same_text(d + tp[i], td + to[s], tl[i])) {
+            wrong = j;
+            break;
+        }
+        m[j] = 1;
+        identity &= count == i;
+        h[count++] = i;
+    }
+    Py_END_ALLOW_THREADS
+    PyObject *ret = NULL;
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "expected rows and entries of matching lengths, ranges, slots and "
+                                          "topics inside their tables, and room for the hits");
+    } else {
+        ret = Py_BuildValue("nnO", count, wrong, identity && count == n ? Py_True : Py_False);
+    }
+    Py_buffer *held[] = {&view, &pos, &size, &qid, &qoff, &tpos, &tlen, &phys, &order, &sizes, &bounds, &pslots,
+                         &pfirsts, &qids, &toff, &tdata, &met, &hits};
+    for (size_t k = 0; k < sizeof(held) / sizeof(held[0]); k++) {
+        PyBuffer_Release(held[k]);
+    }
+    return ret;
+}
+
+/*
+ * merge_order(positions, bounds, order) -> bool
+ *
+ * The order that sorts positions (int64) stably, into order (int64, as many), where positions is
+ * ranges one after another (range r from bounds[r] to bounds[r + 1], int64) each ascending (a queue's
+ * entries): a merge of the ranges by a heap of their heads, ties to the lower range (so the order
+ * numpy's stable argsort gives).  False, order unspecified, where a range descends somewhere (a
+ * damaged queue: the caller sorts).  O(n log ranges), no memory but the heap.  Releases the GIL.
+ */
+static PyObject *
+merge_order(PyObject *module, PyObject *args)
+{
+    Py_buffer pos, bounds, order;
+    if (!PyArg_ParseTuple(args, "y*y*w*", &pos, &bounds, &order)) {
+        return NULL;
+    }
+    Py_ssize_t n = pos.len / 8, parts = bounds.len / 8 - 1;
+    const int64_t *p = pos.buf, *b = bounds.buf;
+    int64_t *o = order.buf;
+    int ok = parts >= 0 && order.len == n * 8 && (parts == 0 ? n == 0 : b[0] == 0 && b[parts] == n);
+    for (Py_ssize_t r = 0; ok && r < parts; r++) {
+        ok = b[r] <= b[r + 1];
+    }
+    int ascending = 1;
+    Py_ssize_t *heap = ok ? PyMem_RawMalloc((size_t)(parts > 0 ? parts : 1) * sizeof(Py_ssize_t)) : NULL;
+    Py_ssize_t *at = ok ? PyMem_RawMalloc((size_t)(parts > 0 ? parts : 1) * sizeof(Py_ssize_t)) : NULL;
+    if (ok && (heap == NULL || at == NULL)) {
+        PyMem_RawFree(heap);
+        PyMem_RawFree(at);
+        PyBuffer_Release(&pos);
+        PyBuffer_Release(&bounds);
+        PyBuffer_Release(&order);
+        return PyErr_NoMemory();
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t r = 0; ok && ascending && r < parts; r++) {
+        for (Py_ssize_t k = b[r] + 1; k < b[r + 1]; k++) {
+            if (p[k] < p[k - 1]) {
+                ascending = 0;
+                break;
+            }
+        }
+    }
+/* whether range x's head goes before range y's: the smaller position, ties to the lower range */
+#define BEFORE(x, y) (p[at[x]] < p[at[y]] || (p[at[x]] == p[at[y]] && (x) < (y)))
+    if (ok && ascending) {
+        Py_ssize_t size = 0;
+        for (Py_ssize_t r = 0; r < parts; r++) {
+            if (b[r] == b[r + 1]) {
+                continue;
+            }
+            at[r] = b[r];
+            Py_ssize_t k = size++;          /* sift up */
+            while (k > 0 && BEFORE(r, heap[(k - 1) / 2])) {
+                heap[k] = heap[(k - 1) / 2];
+                k = (k - 1) / 2;
+            }
+            heap[k] = r;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_ssize_t r = heap[0];
+            o[i] = at[r]++;
+            if (at[r] == b[r + 1]) {        /* range done: the last one takes its place */
+                r = heap[--size];
+            }
+            Py_ssize_t k = 0;               /* sift down */
+            while (size > 0) {
+                Py_ssize_t c = 2 * k + 1;
+                if (c >= size) {
+                    break;
+                }
+                if (c + 1 < size && BEFORE(heap[c + 1], heap[c])) {
+                    c++;
+                }
+                if (!BEFORE(heap[c], r)) {
+                    break;
+                }
+                heap[k] = heap[c];
+                k = c;
+            }
+            if (size > 0) {
+                heap[k] = r;
+            }
+        }
+    }
+#undef BEFORE
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(heap);
+    PyMem_RawFree(at);
+    PyBuffer_Release(&pos);
+    PyBuffer_Release(&bounds);
+    PyBuffer_Release(&order);
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "expected ascending bounds from 0 to the positions' count and an "
+                                          "order of as many");
+        return NULL;
+    }
+    return PyBool_FromLong(ascending);
 }

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import numpy as np
 
@@ -363,9 +363,11 @@ def _strings(kind: pa.DataType, count: int, offsets: np.ndarray, data: np.ndarra
 class _PropertyColumns:
     """The rows' property columns, split and copied in one C pass (``_speedups.property_columns``):
     ``names`` and ``values`` (every row's items in order, ``item_offsets`` per row), ``tags``,
-    ``tokens`` (the KEYS tokens, ``token_offsets`` per row) and ``key`` (each row's first token)."""
+    ``tokens`` (the KEYS tokens, ``token_offsets`` per row) and ``key`` (each row's first token).
+    ``keys_only``: only ``tokens`` and ``key`` are made (the others stay None), for a batch that
+    wants no other property column: no copy of every property's name and value."""
 
-    def __init__(self, view: memoryview, rows: Rows) -> None:
+    def __init__(self, view: memoryview, rows: Rows, keys_only: bool = False) -> None:
         import pyarrow as pa
 
         n = len(rows)
@@ -379,10 +381,14 @@ class _PropertyColumns:
         tag_valid, key_valid = pooled(n, np.uint8), pooled(n, np.uint8)
         items, count, tag_nulls, key_nulls = _speedups.property_columns(
             view, rows["props_pos"], lengths, self.item_offsets, names, data[0], values, data[1], tags,
-            data[2], tag_valid, self.token_offsets, tokens, data[3], keys, data[4], key_valid)
-        self.names = _strings(pa.string(), items, names, data[0])
-        self.values = _strings(pa.binary(), items, values, data[1])
-        self.tags = _strings(pa.string(), n, tags, data[2], tag_valid, tag_nulls)
+            data[2], tag_valid, self.token_offsets, tokens, data[3], keys, data[4], key_valid, not keys_only)
+        self.names: pa.Array | None = None
+        self.values: pa.Array | None = None
+        self.tags: pa.Array | None = None
+        if not keys_only:
+            self.names = _strings(pa.string(), items, names, data[0])
+            self.values = _strings(pa.binary(), items, values, data[1])
+            self.tags = _strings(pa.string(), n, tags, data[2], tag_valid, tag_nulls)
         self.tokens = _strings(pa.string(), count, tokens, data[3])
         self.key = _strings(pa.binary(), n, keys, data[4], key_valid, key_nulls)
 
@@ -486,7 +492,8 @@ def _build_c(view: memoryview, rows: Rows, schema: pa.Schema) -> list[pa.Array]:
     fixed = _fixed_columns()
     n = len(rows)
     wanted = set(schema.names)
-    p = _PropertyColumns(view, rows) if wanted & _PROPERTY_COLUMNS else None
+    p = _PropertyColumns(view, rows, keys_only=not wanted & {"tags", "properties", "headers"}) \
+        if wanted & _PROPERTY_COLUMNS else None
     # the body and topic columns, gathered in one pass over the batch's messages
     var: dict[str, _Variable] = {}
     if "value" in wanted:
@@ -496,7 +503,9 @@ def _build_c(view: memoryview, rows: Rows, schema: pa.Schema) -> list[pa.Array]:
     _gather(view, n, list(var.values()))
     built = {name: column.array() for name, column in var.items()}
     if p is not None:
-        built.update(key=p.key, tags=p.tags)
+        built["key"] = p.key
+        if p.tags is not None:
+            built["tags"] = p.tags
 
     columns = []
     for field in schema:
@@ -512,11 +521,11 @@ def _build_c(view: memoryview, rows: Rows, schema: pa.Schema) -> list[pa.Array]:
             assert p is not None
             column = pa.ListArray.from_arrays(_fixed(pa.int32(), p.token_offsets), p.tokens)
         elif name == "properties":
-            assert p is not None
+            assert p is not None and p.names is not None and p.values is not None
             column = pa.MapArray.from_arrays(_fixed(pa.int32(), p.item_offsets), p.names,
                                              p.values.view(pa.string()))
         elif name == "headers":
-            assert p is not None
+            assert p is not None and p.names is not None and p.values is not None
             items = pa.StructArray.from_arrays([p.names, p.values], fields=list(HEADER))
             column = pa.ListArray.from_arrays(_fixed(pa.int32(), p.item_offsets), items)
         elif name in _HOST_COLUMNS:
@@ -741,6 +750,89 @@ def topic_is(view: memoryview, rows: Rows, topic: str) -> np.ndarray:
                      np.empty(len(starts) + 1, np.int32), data)
     same[same] = (data.reshape(len(starts), len(wanted)) == np.frombuffer(wanted, np.uint8)).all(axis=1)
     return same
+
+
+class QueueEntries(NamedTuple):
+    """The consume-queue entries of a read's queue ranges, sorted by position, as :func:`match_entries`
+    checks a walk's rows against them.  ``phys``: the positions, ascending; ``order``: each one's index
+    among the ranges' entries one range after another, where range ``r`` holds those from ``bounds[r]``
+    to ``bounds[r + 1]``, of slot ``part_slots[r]`` (the read's ``queues`` index) from queue offset
+    ``part_firsts[r]`` on; ``sizes``: their message sizes in that order (all int64).  Per slot its
+    ``queue_ids`` (int64) and topic ``topic_data[topic_offsets[slot]:topic_offsets[slot + 1]]`` (UTF-8).
+    No per-entry queue offset or slot is stored: 24 bytes per entry."""
+
+    phys: np.ndarray
+    order: np.ndarray
+    sizes: np.ndarray
+    bounds: np.ndarray
+    part_slots: np.ndarray
+    part_firsts: np.ndarray
+    queue_ids: np.ndarray
+    topic_offsets: np.ndarray
+    topic_data: bytes
+
+    def columns(self, at: np.ndarray | slice) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The message sizes, queue offsets and slots of the sorted entries ``at``."""
+        order = self.order[at]
+        part = np.searchsorted(self.bounds, order, side="right") - 1
+        return self.sizes[order], self.part_firsts[part] + order - self.bounds[part], self.part_slots[part]
+
+
+def entry_order(positions: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """The order that sorts ``positions`` (int64) stably, numpy's stable argsort's: where they are ranges
+    one after another (range ``r`` from ``bounds[r]`` to ``bounds[r + 1]``), each ascending as a queue's
+    entries do, a C merge of the ranges into the Arrow pool (no sort, no fresh memory to fault in:
+    ``O(n log ranges)``); else (a damaged queue, or no C) the sort."""
+    if _speedups is not None:
+        order = pooled(len(positions), np.int64)
+        if _speedups.merge_order(positions, np.ascontiguousarray(bounds, dtype=np.int64), order):
+            return order
+    return np.argsort(positions, kind="stable")
+
+
+def match_entries_py(view: memoryview, rows: Rows, entries: QueueEntries, first: int, last: int,
+                     met: np.ndarray) -> tuple[np.ndarray, int, bool]:
+    """The reference of :func:`match_entries` (numpy, a Python comparison per matched row's topic)."""
+    phys, topic_offsets, topic_data = entries.phys, entries.topic_offsets, entries.topic_data
+    walked = rows["position"]
+    at = np.searchsorted(walked, phys[first:last])
+    at[at >= len(walked)] = 0
+    met_here = np.flatnonzero(walked[at] == phys[first:last])
+    hit, want = at[met_here], first + met_here
+    sizes, offsets, slots = entries.columns(want)
+    wrong = ((rows["size"][hit] != sizes) | (rows["queue_id"][hit] != entries.queue_ids[slots])
+             | (rows["queue_offset"][hit] != offsets))
+    view = memoryview(view)
+    for k, (row, slot) in enumerate(zip(hit.tolist(), slots.tolist(), strict=True)):
+        start, length = int(rows["topic_pos"][row]), int(rows["topic_len"][row])
+        topic = topic_data[topic_offsets[slot]:topic_offsets[slot + 1]]
+        wrong[k] |= bytes(view[start:start + length]) != topic
+    bad = int(np.argmax(wrong)) if wrong.any() else len(hit)
+    met[want[:bad]] = True
+    hits = hit[:bad].astype(np.int64)
+    identity = bad == len(walked) and bool((hits == np.arange(bad)).all())
+    return hits, int(want[bad]) if bad < len(hit) else -1, identity
+
+
+def match_entries(view: memoryview, rows: Rows, entries: QueueEntries, first: int, last: int,
+                  met: np.ndarray) -> tuple[np.ndarray, int, bool]:
+    """Match the entries ``first:last`` (:class:`QueueEntries`) with a walk's ``rows`` over ``view``
+    (both ascend in position): an entry at a row's position must be that row's message (its size, its
+    queue offset, its slot's queue id and topic); an entry at no row's position is passed over (unmet).
+    Returns ``(hits, wrong, identity)``: the row of each matched entry in entry order up to the first
+    that fails the check, that entry (-1: none), and whether the hits are every row once in order (the
+    rows need no selection); sets ``met[j]`` (bool) for each matched entry before ``wrong``.
+    ``O(rows + entries)`` in C (one merge of the two ascending lists).
+    """
+    if _speedups is None:
+        return match_entries_py(view, rows, entries, first, last, met)
+    hits = pooled(max(0, last - first), np.int64)
+    count, wrong, identity = _speedups.match_entries(
+        view, rows["position"], rows["size"], rows["queue_id"], rows["queue_offset"], rows["topic_pos"],
+        rows["topic_len"], entries.phys, entries.order, entries.sizes, entries.bounds, entries.part_slots,
+        entries.part_firsts, first, last, entries.queue_ids, entries.topic_offsets, entries.topic_data, met,
+        hits)
+    return hits[:count], wrong, identity
 
 
 # -- what the consume queues and the IndexFile need ------------------------------------------

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 import numpy as np
 
 from segstore import files
-from segstore.columns import project
+from segstore.columns import pooled, project
 from segstore.errors import (
     ConfigError,
     CorruptDataError,
@@ -269,6 +269,10 @@ class ScannedQueue:
             raise OffsetOutOfRangeError(f"expected an offset of at least {self.min_offset}, found {start}")
         lo = start - self.min_offset
         return self.rows[lo:] if count is None else self.rows[lo:lo + count]
+
+    def entry_parts(self, start: int, count: int | None = None) -> list[np.ndarray]:
+        """:meth:`entries` as one part (the rows are in memory already)."""
+        return [self.entries(start, count)]
 
 
 #: A range of one queue's offsets for :meth:`RocketMQStore.scan_arrow`'s ``queues``: ``(topic, queue id,
@@ -1170,74 +1174,75 @@ class RocketMQStore(LifecycleMixin, Store):
         (queue id, queue offset, size and topic, as a queue read checks them).  An entry whose message
         the walk did not meet (it points inside another message) or that fails the check raises what a
         queue read raises (:meth:`_wrong_entry`), after the rows before it in commitlog order.
-        Memory: 32 bytes per entry of the ranges, plus one region's rows.  Runtime complexity:
-        ``O(E log E + bytes walked)`` for E entries.
+        Memory: 25 bytes per entry of the ranges (:class:`.columnar.QueueEntries`' positions, order and
+        sizes, and a flag; the entries are read where the queue files are mapped), 8 more while they
+        are sorted, plus one region's rows.  Runtime complexity: ``O(E log E + bytes walked)`` for E
+        entries; the checks are one C merge of each region's rows with its entries
+        (:func:`.columnar.match_entries`).
 
         :raises NotFoundError: a range names no queue of the store.
         :raises CorruptDataError: a wrong entry, or a message the walk cannot decode.
         """
-        parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        parts: list[tuple[int, int, list[np.ndarray]]] = []
         for slot, (topic, partition, first, stop) in enumerate(queues):
             cq = self._queue_view(topic, partition)
             first, stop = int(first), min(int(stop), cq.max_offset)
             if first >= stop:
                 continue
-            entries = cq.entries(first, stop - first)     # a start below the queue's: as a queue read
-            parts.append((entries["offset"].astype(np.int64), entries["size"].astype(np.int64),
-                          np.arange(first, first + len(entries), dtype=np.int64),
-                          np.full(len(entries), slot, dtype=np.int64)))
+            # a start below the queue's: as a queue read
+            parts.append((slot, first, cq.entry_parts(first, stop - first)))
         if not parts:
             return
-        order = np.argsort(np.concatenate([p[0] for p in parts]), kind="stable")
-        phys, sizes, offsets, slots = (np.concatenate([p[k] for p in parts])[order] for k in range(4))
-        del parts, order
-        # two entries at one position (a damaged queue): a row is then taken once per entry
-        shared = bool(len(phys) > 1 and (phys[1:] == phys[:-1]).any())
-        # each slot's topic as a number of topic_codes (topics met that no slot names get higher ones)
-        codes: dict[str, int] = {}
-        topic_of = np.array([codes.setdefault(q[0], len(codes)) for q in queues], dtype=np.int32)
-        queue_ids = np.array([int(q[1]) for q in queues], dtype=np.int64)
-        met = np.zeros(len(phys), dtype=bool)
+        # the entries one range after another, then sorted by position (in the pool, read from the
+        # mapped queue files: a read's entries are megabytes, which fresh memory would fault in page
+        # by page on every read)
+        bounds = np.cumsum([0, *(sum(map(len, pieces)) for *_, pieces in parts)], dtype=np.int64)
+        positions, sizes = pooled(int(bounds[-1]), np.int64), pooled(int(bounds[-1]), np.int64)
+        at = 0
+        for piece in (piece for *_, pieces in parts for piece in pieces):
+            positions[at:at + len(piece)], sizes[at:at + len(piece)] = piece["offset"], piece["size"]
+            at += len(piece)
+        order = columnar.entry_order(positions, bounds)
+        phys = np.take(positions, order, out=pooled(len(order), np.int64))
+        # each slot's queue id and topic (UTF-8, one after another), as match_entries checks rows against them
+        names = [str(q[0]).encode("utf-8") for q in queues]
+        table = columnar.QueueEntries(
+            phys, order, sizes, bounds, np.array([p[0] for p in parts], np.int64),
+            np.array([p[1] for p in parts], np.int64), np.array([int(q[1]) for q in queues], np.int64),
+            np.cumsum([0, *map(len, names)], dtype=np.int64), b"".join(names))
+        del parts, positions     # order and sizes stay (the table's)
+        met = pooled(len(phys), np.bool_)
+        met.fill(False)
         cl = self.commitlog
-        files_of = phys // cl.file_size
-        starts = np.flatnonzero(np.r_[True, files_of[1:] != files_of[:-1]])
-        for lo, hi in zip(starts.tolist(), [*starts[1:].tolist(), len(phys)], strict=True):
+        hi = 0
+        while hi < len(phys):       # the entries of each commitlog file in turn
+            lo = hi
+            hi = int(np.searchsorted(phys, (int(phys[lo]) // cl.file_size + 1) * cl.file_size))
             seg = cl.file_for(int(phys[lo]))
             view = seg.file.view()
-            stop = int((phys[lo:hi] + sizes[lo:hi]).max()) - seg.base
+            ends = np.take(sizes, order[lo:hi], out=pooled(hi - lo, np.int64))
+            stop = int(np.add(ends, phys[lo:hi], out=ends).max()) - seg.base
             for rows in columnar.walk_file(view, int(phys[lo]) - seg.base, seg.wrote, seg.base, cl.file_size,
                                            seg.path, stop=stop, batch_rows=batch_rows):
-                # the entries in this region's stretch, looked up among its rows (both ascend)
+                # the entries in this region's stretch, matched with its rows (both ascend)
                 walked = rows["position"]
                 first = lo + int(np.searchsorted(phys[lo:hi], walked[0]))
                 last = lo + int(np.searchsorted(phys[lo:hi], walked[-1], side="right"))
                 if first == last:
                     continue
-                at = np.searchsorted(walked, phys[first:last])
-                at[at >= len(walked)] = 0
-                met_here = np.flatnonzero(walked[at] == phys[first:last])
-                hit, want = at[met_here], first + met_here
-                if not len(hit):
-                    continue
-                wrong = ((rows["size"][hit] != sizes[want])
-                         | (rows["queue_id"][hit] != queue_ids[slots[want]])
-                         | (rows["queue_offset"][hit] != offsets[want]))
-                picked = rows if len(hit) == len(rows) and not shared else rows.select(hit)
-                wrong |= columnar.topic_codes(view, picked, codes) != topic_of[slots[want]]
-                bad = int(np.argmax(wrong)) if wrong.any() else len(hit)
-                met[want[:bad]] = True
-                if bad:
-                    yield view, picked if bad == len(hit) else picked.select(slice(0, bad))
-                if bad < len(hit):
-                    self._wrong_queue_entry(queues, phys, sizes, offsets, slots, int(want[bad]))
+                hits, wrong, identity = columnar.match_entries(view, rows, table, first, last, met)
+                if len(hits):
+                    yield view, rows if identity else rows.select(hits)
+                if wrong >= 0:
+                    self._wrong_queue_entry(queues, table, wrong)
         missed = np.flatnonzero(~met)
         if len(missed):
-            self._wrong_queue_entry(queues, phys, sizes, offsets, slots, int(missed[0]))
+            self._wrong_queue_entry(queues, table, int(missed[0]))
 
-    def _wrong_queue_entry(self, queues: Sequence[QueueSlice], phys: np.ndarray, sizes: np.ndarray,
-                           offsets: np.ndarray, slots: np.ndarray, at: int) -> None:
-        topic, partition, *_ = queues[int(slots[at])]
-        self._wrong_entry(topic, int(partition), int(offsets[at]), int(phys[at]), int(sizes[at]))
+    def _wrong_queue_entry(self, queues: Sequence[QueueSlice], table: columnar.QueueEntries, at: int) -> None:
+        sizes, offsets, slots = table.columns(slice(at, at + 1))
+        topic, partition, *_ = queues[int(slots[0])]
+        self._wrong_entry(topic, int(partition), int(offsets[0]), int(table.phys[at]), int(sizes[0]))
 
     def queue_offsets_at(self, topic: str, partition: int, positions: Iterable[int]) -> list[int]:
         """For each commitlog position, the first offset of the queue whose message starts at or after

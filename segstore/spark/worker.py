@@ -180,9 +180,26 @@ def _take_release(inp: BinaryIO) -> None:
         raise EOFError(f"expected a release ('R') from the JVM, found {kind!r}")
 
 
+def _release_waiting(inp: BinaryIO) -> bool:
+    """Whether the JVM has sent something (a release) that can be read without waiting.
+
+    A poll, not a select: a child reading a store of many queue files holds descriptors past
+    select's limit (1024)."""
+    try:
+        fd = inp.fileno()
+    except (OSError, ValueError):       # not a socket (io.UnsupportedOperation is both)
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(0))
+
+
 def _put(batch: Any, schema: Any, ring: Ring, inp: BinaryIO, out: BinaryIO) -> bool:
     """Write ``batch`` into the ring, waiting for releases while it has no room; announce it.
 
+    The releases the JVM has sent already are taken first: when it keeps up, the ring is empty
+    again and the batch goes to its start, into memory still in the caches (a lap of the whole
+    ring writes 32 MB of memory the caches lost: twice the cost of the copy).
     False where the batch does not fit even an empty ring.
     """
     import pyarrow as pa
@@ -191,6 +208,9 @@ def _put(batch: Any, schema: Any, ring: Ring, inp: BinaryIO, out: BinaryIO) -> b
     size = _aligned(schema.serialize().size + pa.ipc.get_record_batch_size(batch) + 16)
     if size > ring.size:
         return False
+    while ring.used and _release_waiting(inp):
+        _take_release(inp)
+        ring.release()
     start = ring.place(size)
     while start is None:
         out.flush()                       # the JVM must see every batch before it can release one
@@ -291,15 +311,29 @@ def serve(connection: socket.socket, ring_directory: str | None = None) -> None:
 
 
 def _warm() -> None:
-    """Import what every request needs, once, before any child is forked."""
+    """Import what every request needs, once, before any child is forked; reads run on one thread.
+
+    One thread: Spark runs a task per core and each task's worker shares its core with the task
+    (which takes the batches), so an overlap thread per worker (:mod:`segstore.overlap`) adds no core,
+    only a hand-off per batch (5-10% more CPU per read, measured without Spark).  What is imported
+    then is frozen out of the garbage collector's sight (``gc.freeze``): its full collections walked
+    every object of pyarrow, numpy and PySpark again, about 3% of a read's CPU, and in a forked child
+    they wrote to the parent's pages (copies of them).
+    """
+    import gc
+
     import pyarrow.compute
     import pyarrow.ipc  # noqa: F401
 
-    from .. import registry
+    from .. import overlap, registry
     from . import bridge  # noqa: F401
+
+    overlap.single_threaded()
 
     for name in registry.names():
         registry.get(name)
+    gc.collect()
+    gc.freeze()
 
 
 def _socket_directory() -> str:
