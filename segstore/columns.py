@@ -200,3 +200,31 @@ def pooled(shape: int | tuple[int, ...], dtype: type | np.dtype) -> np.ndarray:
     count = int(np.prod(shape))
     return np.frombuffer(pa.allocate_buffer(count * dtype.itemsize, memory_pool=_pool), dtype,
                          count).reshape(shape)
+
+
+#: Alignment of each array :func:`pooled_together` carves (Arrow's buffer alignment).
+ALIGN = 64
+
+
+def pooled_together(shapes: Sequence[tuple[int, type | np.dtype]]) -> list[np.ndarray]:
+    """Uninitialized 1-d arrays of ``(length, dtype)`` each, carved (``ALIGN``-aligned) from one
+    buffer of the pool :func:`pooled` takes from: the columns of one decoded chunk.  Thread-safe.
+
+    One allocation instead of one per column: ``pa.allocate_buffer`` gives up the GIL, and a thread
+    that gives it up while another decodes waits for it back behind that thread's Python (a 4M-record
+    Kafka ``verify`` on two threads spent 0.16 s of 0.19 s so in 17 allocations a chunk).  The
+    arrays keep the whole buffer alive while any of them lives (a chunk's columns live together).
+    """
+    import pyarrow as pa
+
+    global _pool
+    if _pool is None:
+        _pool = _batch_pool()
+    dtypes = [np.dtype(dtype) for _, dtype in shapes]
+    starts, total = [], 0
+    for (length, _), dtype in zip(shapes, dtypes, strict=True):
+        starts.append(total)
+        total += -(-length * dtype.itemsize // ALIGN) * ALIGN
+    block = pa.allocate_buffer(max(total, 1), memory_pool=_pool)
+    return [np.frombuffer(block, dtype, length, start)
+            for (length, _), dtype, start in zip(shapes, dtypes, starts, strict=True)]

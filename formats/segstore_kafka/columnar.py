@@ -53,7 +53,7 @@ import numpy as np
 
 from segstore import speedups
 from segstore.arrays import from_numpy
-from segstore.columns import pooled
+from segstore.columns import pooled_together
 from segstore.errors import CorruptDataError, SegstoreError
 
 from . import batch as codec
@@ -174,33 +174,29 @@ def _bits(flags: np.ndarray) -> np.ndarray:
 
 def _allocate(cap: Capacity, want: int) -> dict[str, np.ndarray]:
     """Fresh buffers for one chunk: each yielded chunk owns its memory (Arrow arrays point into it),
-    taken from an Arrow pool (:func:`segstore.columns.pooled`: freed chunks' memory is reused
-    instead of mapped and zeroed afresh)."""
-    empty_i32 = np.zeros(1, np.int32)
-    empty_u8 = np.zeros(1, np.uint8)
-
-    def offsets(n: int, wanted: bool) -> np.ndarray:
-        return pooled(n + 1, np.int32) if wanted else empty_i32
-
-    def bytes_(n: int, wanted: bool) -> np.ndarray:
-        return pooled(n, np.uint8) if wanted else empty_u8
-
+    carved from one buffer of an Arrow pool (:func:`segstore.columns.pooled_together`: freed chunks'
+    memory is reused instead of mapped and zeroed afresh, and a chunk costs one allocation)."""
     rows = cap.rows
     key, value, headers = bool(want & WANT_KEY), bool(want & WANT_VALUE), bool(want & WANT_HEADERS)
-    return {
-        "batches": pooled(cap.batches, BATCH_DTYPE),
-        "offset": pooled(rows, np.int64), "timestamp": pooled(rows, np.int64),
-        "sequence": pooled(rows, np.int32), "row_batch": pooled(rows, np.int32),
-        "key_offsets": offsets(rows, key), "key_valid": bytes_(rows // 8 + 1, key),
-        "key_data": bytes_(cap.key, key),
-        "value_offsets": offsets(rows, value), "value_valid": bytes_(rows // 8 + 1, value),
-        "value_data": bytes_(cap.value, value),
-        "header_offsets": pooled(rows + 1, np.int32),
-        "hkey_offsets": offsets(cap.headers, headers), "hkey_data": bytes_(cap.hkey, headers),
-        "hvalue_offsets": offsets(cap.headers, headers),
-        "hvalue_valid": bytes_(cap.headers // 8 + 1, headers),
-        "hvalue_data": bytes_(cap.hvalue, headers),
-    }
+    i32, u8 = np.int32, np.uint8
+    shapes: dict[str, tuple[int, type | np.dtype]] = {
+        "batches": (cap.batches, BATCH_DTYPE),
+        "offset": (rows, np.int64), "timestamp": (rows, np.int64),
+        "sequence": (rows, i32), "row_batch": (rows, i32), "header_offsets": (rows + 1, i32)}
+    if key:
+        shapes.update(key_offsets=(rows + 1, i32), key_valid=(rows // 8 + 1, u8), key_data=(cap.key, u8))
+    if value:
+        shapes.update(value_offsets=(rows + 1, i32), value_valid=(rows // 8 + 1, u8),
+                      value_data=(cap.value, u8))
+    if headers:
+        shapes.update(hkey_offsets=(cap.headers, i32), hkey_data=(cap.hkey, u8),
+                      hvalue_offsets=(cap.headers, i32), hvalue_valid=(cap.headers // 8 + 1, u8),
+                      hvalue_data=(cap.hvalue, u8))
+    buffers = dict(zip(shapes, pooled_together(list(shapes.values())), strict=True))
+    for name in BUFFERS:        # a column not wanted: a one-item placeholder the C loop leaves alone
+        if name not in buffers:
+            buffers[name] = np.zeros(1, u8 if name.endswith(("_data", "_valid")) else i32)
+    return buffers
 
 
 def _inflater(path: str):
