@@ -529,6 +529,54 @@ def test_in_rounds_runs_nothing_while_suspended():
         assert not running.is_set() and len(done) == 2 * (task // 2 + 1)
 
 
+@pytest.mark.parametrize("threads", THREADS)
+def test_ahead_order_errors_and_a_failing_source(threads):
+    def tasks():
+        yield from range(10)
+        raise ConfigError("the source's own error")
+
+    def run(i: int) -> int:
+        if i == 4:
+            raise ValueError("four")
+        return i * i
+
+    got, raised = [], None
+    try:
+        for task, result, error in overlap.ahead(tasks(), run, threads, 3):
+            got.append((task, result, type(error).__name__ if error else None))
+    except ConfigError as err:
+        raised = err.message
+    assert got == [(i, None if i == 4 else i * i, "ValueError" if i == 4 else None) for i in range(10)]
+    assert raised == "the source's own error"
+
+
+@pytest.mark.parametrize("threads", (2, 7))
+def test_ahead_runs_within_its_window_and_nothing_once_closed(threads):
+    import threading
+
+    lock = threading.Lock()
+    started: list[int] = []
+    handed = [0]
+
+    def run(i: int) -> int:
+        with lock:
+            started.append(i)
+            # never more than the window past the result the caller holds
+            assert i < handed[0] + max(4, threads) + 1
+        return i
+
+    results = overlap.ahead(iter(range(100)), run, threads, 4)
+    for task, result, _ in results:
+        handed[0] = task + 1
+        assert result == task
+        if task == 10:
+            break
+    results.close()
+    seen = len(started)
+    assert sorted(started) == list(range(seen)) and seen <= 11 + max(4, threads)
+    assert [t.name for t in threading.enumerate()].count("segstore-ahead") == 0
+
+
 def test_the_default_thread_count_splits_only_from_three_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     """On 2 cores the one-thread path already uses both (benchmarks/bench_parallel.py: the split
     measured 0.78-1.37x of it), so the default splits only where there are more."""

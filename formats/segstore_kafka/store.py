@@ -40,7 +40,7 @@ from segstore.errors import (
 )
 from segstore.files import BrokerLock, DirectoryLock
 from segstore.logview import Positions, scan_positions
-from segstore.overlap import in_rounds, thread_count
+from segstore.overlap import ahead, in_rounds, thread_count
 from segstore.records import Message, Record
 from segstore.search import Bound, search
 from segstore.store import (
@@ -333,6 +333,8 @@ def record_line(batch: codec.RecordBatch, record: codec.Record) -> str:
 #: buffers of its size at most (``Capacity.for_bytes``), not the default's megabytes.
 SPLIT_BYTES = 2 << 20
 PER_ROUND = 1
+#: Ranges a thread of a verify's decoding may be ahead of the checks (:class:`_DecodedAhead`).
+AHEAD = 3
 
 
 def split_points(seg: Any, lo: int) -> list[int]:
@@ -373,14 +375,20 @@ class _DecodedAhead:
     A range's chunks are handed out where the walk stands at the range's start; elsewhere (a
     position no batch starts at, the walk going on after a bad batch) the walk's own position is
     decoded here up to the range's end, so what ``check_log`` sees is what one thread decodes.
-    A segment whose ranges were not decoded ahead is decoded here.  Not thread-safe (one verify);
-    memory: one round of ranges (``PER_ROUND * threads``).
+    A segment whose ranges were not decoded ahead is decoded here.  The ranges are decoded on
+    ``threads`` threads of their own while the checks run (:func:`segstore.overlap.ahead`), until
+    :meth:`close`, which the caller must call before the store can change.  Not thread-safe (one
+    verify); memory: :data:`AHEAD` ranges a thread.
     """
 
     def __init__(self, segments: list[Any], threads: int) -> None:
         self.order = {id(seg): number for number, seg in enumerate(segments)}
-        self.results = in_rounds(self._ranges(segments), self._decode, threads, PER_ROUND * threads)
+        self.results = ahead(self._ranges(segments), self._decode, threads, AHEAD * threads)
         self.head: Any = None
+
+    def close(self) -> None:
+        """Stop decoding ahead (waits for the ranges being decoded)."""
+        self.results.close()
 
     @staticmethod
     def _ranges(segments: list[Any]) -> Iterator[_Range]:
@@ -1034,8 +1042,12 @@ class KafkaStore(Store):
         segments = [seg for part in parts for seg in part.segments]
         local = not any(seg.log.remote for seg in segments)
         decoded = _DecodedAhead(segments, threads) if threads > 1 and local else None
-        with progress.task("verify", sum(s.size for s in segments)):
-            problems += [problem for part in parts for problem in part.verify(decoded)]
+        try:
+            with progress.task("verify", sum(s.size for s in segments)):
+                problems += [problem for part in parts for problem in part.verify(decoded)]
+        finally:
+            if decoded is not None:
+                decoded.close()
         found = [Problem(path, pos, message) for path, pos, message in problems]
         found += self._cluster_problems
         if self.metadata is not None:
@@ -1088,8 +1100,12 @@ class KafkaStore(Store):
         segments = [seg for part in parts.values() for seg in part.segments]
         local = not any(seg.log.remote for seg in segments)
         decoded = _DecodedAhead(segments, threads) if threads > 1 and local else None
-        with progress.task("verify", sum(s.size for s in segments)):
-            left = [problem for part in parts.values() for problem in part.verify(decoded)]
+        try:
+            with progress.task("verify", sum(s.size for s in segments)):
+                left = [problem for part in parts.values() for problem in part.verify(decoded)]
+        finally:
+            if decoded is not None:
+                decoded.close()
         if left:
             path, pos, message = left[0]
             more = len(left) - 1
