@@ -159,6 +159,34 @@ def test_c_columns_equal_the_reference_on_good_damaged_and_torn_segments(buf, sm
     assert _outcome(buf, accelerated=True, capacity=capacity) == reference
 
 
+@needs_c
+@settings(max_examples=100, deadline=None)
+@given(counts=st.lists(st.integers(0, 40), max_size=30), seed=st.integers(0, 2**32 - 1))
+def test_c_spread_runs_equal_np_repeat(counts, seed) -> None:
+    rng = np.random.default_rng(seed)
+    per_batch = np.array(counts, np.int64)
+    n = len(counts)
+    batches = np.zeros(n, columnar.BATCH_DTYPE)
+    batches["position"] = rng.integers(0, 2**62, n)
+    columns = [rng.integers(-2**62, 2**62, n), rng.integers(-2**30, 2**30, n).astype(np.int32),
+               rng.integers(-99, 99, n).astype(np.int16), rng.integers(0, 2, n).astype(np.bool_),
+               rng.integers(-99, 99, n).astype(np.int8), batches["position"]]     # the last strided
+    got = columnar.spread_runs(columns, per_batch)
+    expected = columnar.spread_runs(columns, per_batch, accelerated=False)
+    for a, b in zip(got, expected, strict=True):
+        assert a.dtype == b.dtype and a.tolist() == b.tolist()
+
+
+@needs_c
+def test_c_spread_runs_refuses_sizes_that_do_not_fit() -> None:
+    target = np.zeros(3, np.int64)
+    with pytest.raises(ValueError, match="expected 2 source and 4 target items"):
+        columnar._speedups.spread_runs(np.array([1, 3], np.int64), ((np.zeros(2, np.int64), target, 8),))
+    with pytest.raises(ValueError, match="run lengths of at least 0"):
+        columnar._speedups.spread_runs(np.array([-1], np.int64), ((np.zeros(1, np.int64), target, 8),))
+    assert target.tolist() == [0, 0, 0]
+
+
 @settings(max_examples=150, deadline=None)
 @given(buf=segments())
 def test_rows_say_what_the_per_message_decode_says(buf) -> None:

@@ -1711,6 +1711,7 @@ done:
 }
 
 #include "_speedups_text.c"
+#include "_speedups_spread.c"
 
 /* ------------------------------------------------------------------------------ */
 /* init */
@@ -2840,6 +2841,8 @@ static PyMethodDef methods[] = {
      "decode_columns(log, pos, end, want, decompress, buffers) -> (stop, pos, counts, need)"},
     {"json_lines", json_lines, METH_VARARGS,
      "json_lines(prefix, timestamp_types, tails, buffers, n_rows, n_batches) -> bytes"},
+    {"spread_runs", spread_runs, METH_VARARGS,
+     "spread_runs(counts, ((source, target, itemsize), ...)): each source item counts[i] times in target"},
     {"text_lines", text_lines, METH_VARARGS,
      "text_lines(heads, timestamp_types, tails, buffers, n_rows, n_batches, start) -> bytes"},
     {NULL, NULL, 0, NULL},
