@@ -411,6 +411,26 @@ def test_capacity_for_rows_scales_the_buffers_and_keeps_the_default_at_its_rows(
     assert tiny.rows == 1 and tiny.batches >= 1 and min(tiny.key, tiny.value, tiny.hkey, tiny.hvalue) == 4096
 
 
+@needs_c
+def test_c_json_lines_refuses_buffers_that_do_not_hold_together(tmp_path) -> None:
+    """The checks run before any byte is written (the passes without the GIL): a clear error."""
+    log = next(Path(_log_dir(tmp_path), "a-0").glob("*.log")).read_bytes()
+    chunk = next(columnar.decode(log))
+    n, nb = chunk.rows, chunk.counts["batches"]
+    types, tails = [b'"CreateTime"'] * nb, [b"}\n"] * nb
+
+    def lines(types=types) -> bytes:
+        return columnar._speedups.json_lines(b'{"offset": ', types, tails,
+                                             tuple(chunk.buffers[name] for name in columnar.BUFFERS), n, nb)
+
+    assert lines().count(b"\n") == n
+    with pytest.raises(TypeError, match="timestamp types and tails as bytes"):
+        lines(["CreateTime"] * nb)
+    chunk.buffers["row_batch"][n - 1] = nb       # a row of a batch past the chunk's
+    with pytest.raises(ValueError, match="row batches and offsets within the buffers"):
+        lines()
+
+
 def test_dump_json_lines_are_json_dumps_of_to_json(tmp_path, accelerator) -> None:
     path = _log_dir(tmp_path)
     with segstore.open(path) as store:
