@@ -23,6 +23,9 @@ run a round at a time, their results handed back in task order, each with the er
 :func:`ahead` is the same split for a caller that consumes the results inside one call of its own
 (a ``verify``): the tasks run ahead of it, also while it handles a result, up to a window.
 
+:func:`beside` runs one independent step on a thread of its own while the caller goes on (the
+index checks of a ``verify`` beside its commitlog walk).
+
 :func:`pipelined` is the looser chain of a conversion: its source runs in a thread of its own, up
 to a bounded number of items ahead, also while the consumer holds an item (a conversion's reading
 costs unevenly from item to item, its writing evenly: a queued item evens them out).
@@ -35,7 +38,7 @@ import itertools
 import os
 import threading
 from collections.abc import Callable, Generator, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .errors import ConfigError
 
@@ -298,6 +301,33 @@ def ahead(tasks: Iterator[T], run: Callable[[T], U], threads: int, window: int
             lock.notify_all()
         for worker in workers:
             worker.join()
+
+
+def beside(fn: Callable[[], U]) -> Callable[[], U]:
+    """Start ``fn()`` on a thread of its own and return a function that waits for it: its result, or
+    the exception it raised.  For a step that shares no mutable state with what the caller does
+    meanwhile and is mostly C releasing the GIL (numpy over an index file); the caller must call the
+    returned function (also on its own errors) before what ``fn`` reads can change.  Not a pool
+    thread: it may run as long as it needs without holding one of the pool's."""
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append((fn(), None))
+        except BaseException as err:
+            outcome.append((None, err))
+
+    thread = threading.Thread(target=run, name="segstore-beside", daemon=True)
+    thread.start()
+
+    def wait() -> U:
+        thread.join()
+        result, error = outcome[0]
+        if error is not None:
+            raise error
+        return cast(U, result)
+
+    return wait
 
 
 def _outcome(run: Callable[[T], U], task: T) -> tuple[U | None, BaseException | None]:

@@ -322,6 +322,24 @@ def test_rocketmq_verify_same_problems_for_every_thread_count(rocketmq_path, tmp
         assert _verify(path, threads) == one
 
 
+def test_rocketmq_verify_index_problems_same_for_every_thread_count(rocketmq_path, tmp_path):
+    """The index files' chains and slots are checked beside the walk with several threads: the same
+    problems at the same places."""
+    path = str(tmp_path / "s")
+    shutil.copytree(rocketmq_path, path)
+    index = os.path.join(path, "index", sorted(os.listdir(os.path.join(path, "index")))[0])
+    slots = ROCKETMQ_CONFIG["maxHashSlotNum"]
+    with open(index, "r+b") as f:
+        f.seek(40 + 4 * 7)                      # a slot pointing at the wrong entry
+        f.write((3).to_bytes(4, "big"))
+        f.seek(40 + 4 * slots + 20 * 5 + 16)    # entry 5's link
+        f.write((4000).to_bytes(4, "big"))
+    one = _verify(path, 1)
+    assert any("to link to entry" in str(p) for p in one) and any("to point at entry" in str(p) for p in one)
+    for threads in THREADS[1:]:
+        assert _verify(path, threads) == one
+
+
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32 - 1), split=st.integers(2000, 30_000))
 def test_rocketmq_verify_wrong_boundary_guesses_never_show(rocketmq_path, monkeypatch, seed, split):
