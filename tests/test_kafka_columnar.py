@@ -522,3 +522,28 @@ def test_the_column_writer_refuses_offsets_that_do_not_increase_as_the_entry_wri
                 writer.flush_all()
             errors.append(str(caught.value).split(": ", 1)[-1])
     assert errors[0] == errors[1] and "to increase" in errors[0]
+
+
+def _ints(bits: int, signed: bool = True):
+    return st.integers(-2**(bits - 1), 2**(bits - 1) - 1) if signed else st.integers(0, 2**bits - 1)
+
+
+@settings(max_examples=100, deadline=None)
+@given(rows=st.lists(st.tuples(_ints(63), _ints(40, False), _ints(63), _ints(63), _ints(63), _ints(32),
+                               _ints(31, False), _ints(32), _ints(32), _ints(31, False), _ints(32, False),
+                               _ints(16), _ints(16), st.integers(0, 2)), max_size=20))
+def test_dump_json_batch_tails_are_json_dumps_of_batch_json(rows) -> None:
+    """``dump --json``'s batch objects from the batch columns: ``json.dumps(batch_json(batch))``, whatever
+    the magic, flags (transactional, control, delete horizon, timestamp type) and codec."""
+    from segstore_kafka.store import batch_json, batch_tails
+
+    array = np.zeros(len(rows), columnar.BATCH_DTYPE)
+    for i, (base, position, base_ts, max_ts, pid, delta, size, epoch, seq, count, crc, attributes, pepoch,
+            magic) in enumerate(rows):
+        attributes = attributes & ~0x07 | (abs(attributes) % 5)     # a codec Kafka has
+        array[i] = (base, position, base_ts, max_ts, pid, delta, size, epoch, seq, count, crc, 0, attributes,
+                    pepoch, magic, b"")
+    types, tails = batch_tails(array)
+    batches = [columnar.record_batch(row) for row in array.tolist()]
+    assert types == [json.dumps(b.timestamp_type) for b in batches]
+    assert tails == [f', "batch": {json.dumps(batch_json(b))}}}\n' for b in batches]
