@@ -376,7 +376,8 @@ def to_arrow(chunk: Chunk, schema: pa.Schema | None = None, *, topic: str, parti
     batches = chunk.batches
     attributes = batches["attributes"]
     v2 = batches["magic"] >= codec.MAGIC_V2
-    # the batch-level columns, per batch: written out per row together (:func:`spread_runs`)
+    # the batch-level columns (and the chunk's partition and segment), per batch: written out per row
+    # together (:func:`spread_runs`: the GIL given up)
     per_batch: dict[str, Callable[[], np.ndarray]] = {
         "position": lambda: batches["position"], "size": lambda: batches["size"],
         "baseOffset": lambda: batches["base_offset"], "leaderEpoch": lambda: batches["leader_epoch"],
@@ -387,6 +388,8 @@ def to_arrow(chunk: Chunk, schema: pa.Schema | None = None, *, topic: str, parti
         "producerId": lambda: batches["producer_id"], "producerEpoch": lambda: batches["producer_epoch"],
         "timestampType": lambda: np.where(batches["magic"] == 0, -1,
                                           attributes & codec.TIMESTAMP_TYPE_FLAG != 0).astype(np.int32),
+        "partition": lambda: np.full(len(batches), partition, np.int32),
+        "segment": lambda: np.full(len(batches), segment, np.int64),
     }
     wanted = [name for name in schema.names if name in per_batch]
     rows_per_batch = np.diff(batches["first_row"], append=n).astype(np.int64)
@@ -407,7 +410,7 @@ def to_arrow(chunk: Chunk, schema: pa.Schema | None = None, *, topic: str, parti
         "value": lambda: _binary(pa.binary(), n, b["value_offsets"], b["value_data"], c["value"],
                                  b["value_valid"], c["value_nulls"]),
         "topic": lambda: _repeated_string(topic, n),
-        "partition": lambda: from_numpy(np.full(n, partition, np.int32)),
+        "partition": lambda: from_numpy(per_row["partition"]),
         "offset": lambda: from_numpy(b["offset"][:n]),
         "timestamp": lambda: from_numpy(b["timestamp"][:n], TIMESTAMP),
         "timestampType": lambda: from_numpy(per_row["timestampType"]),
@@ -423,7 +426,7 @@ def to_arrow(chunk: Chunk, schema: pa.Schema | None = None, *, topic: str, parti
         "producerId": lambda: from_numpy(per_row["producerId"]),
         "producerEpoch": lambda: from_numpy(per_row["producerEpoch"]),
         "sequence": lambda: from_numpy(b["sequence"][:n]),
-        "segment": lambda: from_numpy(np.full(n, segment, np.int64)),
+        "segment": lambda: from_numpy(per_row["segment"]),
     }
     return pa.RecordBatch.from_arrays([build[name]() for name in schema.names], schema=schema)
 
