@@ -1,21 +1,23 @@
 """Reads on several threads (issue 31): each read path with ``threads=N`` against itself with ``threads=1``.
 
-Two stores per size (:data:`SIZES`, ``BENCH_PARALLEL_MESSAGES`` to change them): a RocketMQ
-store (the broker defaults, one topic of 4 queues, 100 B bodies, a tag and 2 keys each, as
-``bench_columnar``) and a Kafka log dir (one partition, 100 records of 10 B keys and 100 B values
-a batch, uncompressed, as ``bench_kafka_columnar``), built once under ``bench-data/``.  Per size,
+Two stores per size (:data:`SIZES`, ``BENCH_PARALLEL_MESSAGES`` to change them): a RocketMQ store
+(the broker defaults, one topic of 4 queues, 100 B bodies, a tag and 2 keys each, as
+``bench_columnar``) and a Kafka log dir (one partition, 100 records of 10 B keys and 100 B values a
+batch, uncompressed, as ``bench_kafka_columnar``), built once under ``bench-data/``. Per size,
 format and path where the store takes ``threads`` (``scan_arrow`` every column, ``dump --json`` to
 /dev/null, ``verify``, and RocketMQ's recovery of a crash that lost the consume queues and the
-IndexFile, whose recovery at open takes its thread count from ``SEGSTORE_THREADS``, and
-``convert`` to the other format, which takes it from there too),
-:data:`REPEAT` rounds each run the path with ``threads=1`` and then with ``threads=N``, every run
-in a fresh child process (the page cache warmed by a first run; imports before the clock starts,
-opening the store timed); the row is the median rate with N threads, its baseline the median with
-one thread, the ratio their quotient.  N is 2 (goals: >= 1.8x, recovery and conversion >= 1.5x
-on 2 cores) and, on a machine with more cores, every core too.  ``threads=1`` is the one-thread
-path as it was, which already overlaps a RocketMQ scan's walk with its build on a second core
-(``segstore.overlap.overlapped``) and a conversion's reading with its writing: on 2 cores that
-baseline leaves less than a core to gain.
+IndexFile, whose recovery at open takes its thread count from ``SEGSTORE_THREADS``, and ``convert``
+to the other format, which takes it from there too), :data:`REPEAT` rounds each run the path with
+``threads=1`` and then with ``threads=N``, every run in a fresh child process (the page cache warmed
+by a first run; the process warmed by the same path with the same thread count over a store of
+:data:`WARM` messages before the clock starts, so that the row times the work and not the imports,
+the memory pool's first megabytes or the thread pool's start, which ``bench_fixed_costs`` measures
+and which at 500,000 messages took 0.1-0.15 s of a 0.3 s ``verify``; opening the store timed); the
+row is the median rate with N threads, its baseline the median with one thread, the ratio their
+quotient. N is 2 (goals: >= 1.8x, recovery and conversion >= 1.5x on 2 cores) and, on a machine with
+more cores, every core too. ``threads=1`` is the one-thread path as it was, which already overlaps a
+RocketMQ scan's walk with its build on a second core (``segstore.overlap.overlapped``) and a
+conversion's reading with its writing: on 2 cores that baseline leaves less than a core to gain.
 
 Run: ``bash scripts/bench.sh parallel``.
 """
@@ -42,6 +44,8 @@ QUEUES = 4
 BODY = bytes(range(100))
 PER_BATCH = 100
 APPEND = 10_000
+#: messages of the store each child runs its path over before the clock starts
+WARM = 2_000
 #: ratio of threads=2 to threads=1 each path must reach on 2 cores
 GOALS = {"scan_arrow": 1.8, "dump --json": 1.8, "verify": 1.8, "recover": 1.5, "convert": 1.5}
 OPS = ("scan_arrow", "dump --json", "verify", "recover", "convert")
@@ -105,31 +109,40 @@ def crashed_copy(store: Path) -> Path:
     return copy
 
 
-def child(fmt: str, op: str, store: str, threads: int) -> dict:
+def child(fmt: str, op: str, store: str, threads: int, warm: str) -> dict:
     import pyarrow  # noqa: F401  (the interpreter's start-up, not the operation)
 
     import segstore
-    segstore.registry.get(fmt)
+    from segstore import allocator
 
+    segstore.registry.get(fmt)
+    # as the segstore command runs every command: freed heap memory kept for the next batch (without
+    # it each dump --json block is fresh pages: 670k page faults a 4M-record Kafka dump, 5k with it)
+    allocator.retain()
+    run_op(fmt, op, warm, threads)      # imports, the memory pool, the thread pool: not the work
     t0, cpu0 = time.perf_counter(), time.process_time()
+    count = run_op(fmt, op, store, threads)
+    return {"seconds": time.perf_counter() - t0, "cpu": time.process_time() - cpu0, "count": count}
+
+
+def run_op(fmt: str, op: str, store: str, threads: int) -> int:
+    """Run ``op`` over ``store`` with ``threads``: the messages it saw (-1: verify, which counts none)."""
+    import segstore
+
     count = 0
     if op == "convert":
-        from segstore import allocator
         from segstore.convert import convert
 
         os.environ["SEGSTORE_THREADS"] = str(threads)
-        allocator.retain()      # as the segstore command converts
         target = Path(store).parent / "converted"
         shutil.rmtree(target, ignore_errors=True)
         count = convert(store, str(target), to="kafka" if fmt == "rocketmq" else "rocketmq").messages
-        seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
-        shutil.rmtree(target, ignore_errors=True)
-        return {"seconds": seconds, "cpu": cpu, "count": count}
+        shutil.rmtree(target, ignore_errors=True)   # (timed: a few ms)
+        return count
     if op == "recover":     # the recovery at open rebuilds the queues and the IndexFile
         os.environ["SEGSTORE_THREADS"] = str(threads)
         with segstore.open(store, fmt, "a") as s:
-            count = sum(len(range(*s.offset_range("BenchTopic", i))) for i in range(QUEUES))
-        return {"seconds": time.perf_counter() - t0, "cpu": time.process_time() - cpu0, "count": count}
+            return sum(len(range(*s.offset_range("BenchTopic", i))) for i in range(QUEUES))
     with segstore.open(store, fmt, "r") as s:
         if op == "scan_arrow":
             count = sum(batch.num_rows for batch in s.scan_arrow(threads=threads))
@@ -143,12 +156,12 @@ def child(fmt: str, op: str, store: str, threads: int) -> dict:
             if problems:
                 raise SystemExit(f"verify found {len(problems)} problems: {problems[:3]}")
             count = -1
-    return {"seconds": time.perf_counter() - t0, "cpu": time.process_time() - cpu0, "count": count}
+    return count
 
 
-def run_child(fmt: str, op: str, store: Path, threads: int) -> dict:
+def run_child(fmt: str, op: str, store: Path, threads: int, warm: Path) -> dict:
     out = subprocess.run([sys.executable, "-m", "benchmarks.bench_parallel", "--child", fmt, op, str(store),
-                          str(threads)], capture_output=True, text=True,
+                          str(threads), str(warm)], capture_output=True, text=True,
                          cwd=Path(__file__).resolve().parent.parent)
     if out.returncode:
         raise SystemExit(f"{fmt} {op} threads={threads} failed:\n{out.stderr}")
@@ -156,8 +169,8 @@ def run_child(fmt: str, op: str, store: Path, threads: int) -> dict:
 
 
 def main() -> None:
-    if len(sys.argv) == 6 and sys.argv[1] == "--child":
-        print(json.dumps(child(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))))
+    if len(sys.argv) == 7 and sys.argv[1] == "--child":
+        print(json.dumps(child(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), sys.argv[6])))
         return
     report = Report("parallel")
     cores = len(os.sched_getaffinity(0))
@@ -165,7 +178,8 @@ def main() -> None:
     for messages in SIZES:
         for fmt in ("rocketmq", "kafka"):
             store = build(fmt, messages)
-            run_child(fmt, "scan_arrow", store, 1)           # warm the page cache
+            small = build(fmt, WARM)
+            run_child(fmt, "scan_arrow", store, 1, small)    # warm the page cache
             for op in OPS:
                 if not takes_threads(fmt, op):
                     continue
@@ -173,8 +187,11 @@ def main() -> None:
                     ones, manys = [], []
                     for _ in range(REPEAT):
                         for threads, runs in ((1, ones), (n, manys)):
-                            runs.append(run_child(fmt, op, crashed_copy(store) if op == "recover" else store,
-                                                  threads))
+                            if op == "recover":     # each a crash's copy, the warm-up's too
+                                target, warm = crashed_copy(store), crashed_copy(small)
+                            else:
+                                target, warm = store, small
+                            runs.append(run_child(fmt, op, target, threads, warm))
                     for result in (*ones, *manys):
                         if result["count"] not in (-1, messages):
                             raise SystemExit(f"{fmt} {op} saw {result['count']} messages, "
@@ -189,7 +206,8 @@ def main() -> None:
                                note=f"{goal}; CPU time {cpu:.2f}x threads=1's; medians of {REPEAT} runs; "
                                     f"{cores} cores", threads=n, messages=messages, cores=cores,
                                goal=GOALS[op] if n == 2 else None)
-            shutil.rmtree(store.parent / "crashed", ignore_errors=True)
+            for built in (store, small):
+                shutil.rmtree(built.parent / "crashed", ignore_errors=True)
     report.save()
 
 

@@ -20,6 +20,12 @@ for encoding) that this thread and a pool thread take in turn.
 :func:`in_rounds` splits a read over several pool threads: independent tasks (byte ranges of a log)
 run a round at a time, their results handed back in task order, each with the error it raised.
 
+:func:`ahead` is the same split for a caller that consumes the results inside one call of its own
+(a ``verify``): the tasks run ahead of it, also while it handles a result, up to a window.
+
+:func:`beside` runs one independent step on a thread of its own while the caller goes on (the
+index checks of a ``verify`` beside its commitlog walk).
+
 :func:`pipelined` is the looser chain of a conversion: its source runs in a thread of its own, up
 to a bounded number of items ahead, also while the consumer holds an item (a conversion's reading
 costs unevenly from item to item, its writing evenly: a queued item evens them out).
@@ -31,8 +37,8 @@ import collections
 import itertools
 import os
 import threading
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable, Generator, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .errors import ConfigError
 
@@ -225,6 +231,111 @@ def in_rounds(tasks: Iterator[T], run: Callable[[T], U], threads: int, per_round
             raise failure
         if len(taken) < per_round:
             return
+
+
+def ahead(tasks: Iterator[T], run: Callable[[T], U], threads: int, window: int
+          ) -> Generator[tuple[T, U | None, BaseException | None], None, None]:
+    """``(task, run(task), None)`` or ``(task, None, error)`` for each task of ``tasks``, in task order,
+    as :func:`in_rounds` gives them; but ``threads`` threads of their own take the next task as soon
+    as they are free, up to ``window`` tasks past the one the caller has (no round to wait for), also
+    while this generator is suspended.
+
+    For a caller that consumes the generator inside one call of its own and closes it before it
+    returns (or lets it end): closing waits for the running tasks and stops the threads, so nothing
+    runs once the call is done.  ``tasks`` is advanced by the threads, one at a time (under a lock);
+    an error it raises comes after the results of the tasks before it.  ``run`` must be safe to call
+    from several threads at once on different tasks.  Memory: ``window`` results.
+    """
+    if not ENABLED or threads < 2:
+        for task in tasks:
+            yield (task, *_outcome(run, task))
+        return
+    window = max(window, threads)
+    lock = threading.Condition()
+    done: dict[int, tuple[T, Any, BaseException | None]] = {}
+    taken = 0           # tasks taken from ``tasks`` (the next one's number)
+    handed = 0          # results handed to the caller
+    end: int | None = None      # the number of tasks, once ``tasks`` ended
+    failure: BaseException | None = None
+    stop = False
+
+    def work() -> None:
+        nonlocal taken, end, failure
+        while True:
+            with lock:
+                while not stop and end is None and taken - handed >= window:
+                    lock.wait()
+                if stop or end is not None:
+                    return
+                number = taken
+                try:
+                    task = next(tasks)
+                except StopIteration:
+                    end = number
+                    lock.notify_all()
+                    return
+                except BaseException as err:    # raised after the results of the tasks before it
+                    end, failure = number, err
+                    lock.notify_all()
+                    return
+                taken += 1
+            try:
+                outcome: tuple[T, Any, BaseException | None] = (task, run(task), None)
+            except BaseException as err:
+                outcome = (task, None, err)
+            with lock:
+                done[number] = outcome
+                lock.notify_all()
+
+    workers = [threading.Thread(target=work, name="segstore-ahead", daemon=True) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    try:
+        while True:
+            with lock:
+                while handed not in done and (end is None or handed < end):
+                    lock.wait()
+                if handed not in done:
+                    if failure is not None:
+                        raise failure
+                    return
+                outcome = done.pop(handed)
+                handed += 1
+                lock.notify_all()
+            yield outcome
+    finally:
+        with lock:
+            stop = True
+            lock.notify_all()
+        for worker in workers:
+            worker.join()
+
+
+def beside(fn: Callable[[], U]) -> Callable[[], U]:
+    """Start ``fn()`` on a thread of its own and return a function that waits for it: its result, or
+    the exception it raised.  For a step that shares no mutable state with what the caller does
+    meanwhile and is mostly C releasing the GIL (numpy over an index file); the caller must call the
+    returned function (also on its own errors) before what ``fn`` reads can change.  Not a pool
+    thread: it may run as long as it needs without holding one of the pool's."""
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append((fn(), None))
+        except BaseException as err:
+            outcome.append((None, err))
+
+    thread = threading.Thread(target=run, name="segstore-beside", daemon=True)
+    thread.start()
+
+    def wait() -> U:
+        thread.join()
+        result, error = outcome[0]
+        if error is not None:
+            raise error
+        return cast(U, result)
+
+    return wait
 
 
 def _outcome(run: Callable[[T], U], task: T) -> tuple[U | None, BaseException | None]:

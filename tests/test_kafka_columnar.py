@@ -159,6 +159,34 @@ def test_c_columns_equal_the_reference_on_good_damaged_and_torn_segments(buf, sm
     assert _outcome(buf, accelerated=True, capacity=capacity) == reference
 
 
+@needs_c
+@settings(max_examples=100, deadline=None)
+@given(counts=st.lists(st.integers(0, 40), max_size=30), seed=st.integers(0, 2**32 - 1))
+def test_c_spread_runs_equal_np_repeat(counts, seed) -> None:
+    rng = np.random.default_rng(seed)
+    per_batch = np.array(counts, np.int64)
+    n = len(counts)
+    batches = np.zeros(n, columnar.BATCH_DTYPE)
+    batches["position"] = rng.integers(0, 2**62, n)
+    columns = [rng.integers(-2**62, 2**62, n), rng.integers(-2**30, 2**30, n).astype(np.int32),
+               rng.integers(-99, 99, n).astype(np.int16), rng.integers(0, 2, n).astype(np.bool_),
+               rng.integers(-99, 99, n).astype(np.int8), batches["position"]]     # the last strided
+    got = columnar.spread_runs(columns, per_batch)
+    expected = columnar.spread_runs(columns, per_batch, accelerated=False)
+    for a, b in zip(got, expected, strict=True):
+        assert a.dtype == b.dtype and a.tolist() == b.tolist()
+
+
+@needs_c
+def test_c_spread_runs_refuses_sizes_that_do_not_fit() -> None:
+    target = np.zeros(3, np.int64)
+    with pytest.raises(ValueError, match="expected 2 source and 4 target items"):
+        columnar._speedups.spread_runs(np.array([1, 3], np.int64), ((np.zeros(2, np.int64), target, 8),))
+    with pytest.raises(ValueError, match="run lengths of at least 0"):
+        columnar._speedups.spread_runs(np.array([-1], np.int64), ((np.zeros(1, np.int64), target, 8),))
+    assert target.tolist() == [0, 0, 0]
+
+
 @settings(max_examples=150, deadline=None)
 @given(buf=segments())
 def test_rows_say_what_the_per_message_decode_says(buf) -> None:
@@ -383,6 +411,26 @@ def test_capacity_for_rows_scales_the_buffers_and_keeps_the_default_at_its_rows(
     assert tiny.rows == 1 and tiny.batches >= 1 and min(tiny.key, tiny.value, tiny.hkey, tiny.hvalue) == 4096
 
 
+@needs_c
+def test_c_json_lines_refuses_buffers_that_do_not_hold_together(tmp_path) -> None:
+    """The checks run before any byte is written (the passes without the GIL): a clear error."""
+    log = next(Path(_log_dir(tmp_path), "a-0").glob("*.log")).read_bytes()
+    chunk = next(columnar.decode(log))
+    n, nb = chunk.rows, chunk.counts["batches"]
+    types, tails = [b'"CreateTime"'] * nb, [b"}\n"] * nb
+
+    def lines(types=types) -> bytes:
+        return columnar._speedups.json_lines(b'{"offset": ', types, tails,
+                                             tuple(chunk.buffers[name] for name in columnar.BUFFERS), n, nb)
+
+    assert lines().count(b"\n") == n
+    with pytest.raises(TypeError, match="timestamp types and tails as bytes"):
+        lines(["CreateTime"] * nb)
+    chunk.buffers["row_batch"][n - 1] = nb       # a row of a batch past the chunk's
+    with pytest.raises(ValueError, match="row batches and offsets within the buffers"):
+        lines()
+
+
 def test_dump_json_lines_are_json_dumps_of_to_json(tmp_path, accelerator) -> None:
     path = _log_dir(tmp_path)
     with segstore.open(path) as store:
@@ -474,3 +522,28 @@ def test_the_column_writer_refuses_offsets_that_do_not_increase_as_the_entry_wri
                 writer.flush_all()
             errors.append(str(caught.value).split(": ", 1)[-1])
     assert errors[0] == errors[1] and "to increase" in errors[0]
+
+
+def _ints(bits: int, signed: bool = True):
+    return st.integers(-2**(bits - 1), 2**(bits - 1) - 1) if signed else st.integers(0, 2**bits - 1)
+
+
+@settings(max_examples=100, deadline=None)
+@given(rows=st.lists(st.tuples(_ints(63), _ints(40, False), _ints(63), _ints(63), _ints(63), _ints(32),
+                               _ints(31, False), _ints(32), _ints(32), _ints(31, False), _ints(32, False),
+                               _ints(16), _ints(16), st.integers(0, 2)), max_size=20))
+def test_dump_json_batch_tails_are_json_dumps_of_batch_json(rows) -> None:
+    """``dump --json``'s batch objects from the batch columns: ``json.dumps(batch_json(batch))``, whatever
+    the magic, flags (transactional, control, delete horizon, timestamp type) and codec."""
+    from segstore_kafka.store import batch_json, batch_tails
+
+    array = np.zeros(len(rows), columnar.BATCH_DTYPE)
+    for i, (base, position, base_ts, max_ts, pid, delta, size, epoch, seq, count, crc, attributes, pepoch,
+            magic) in enumerate(rows):
+        attributes = attributes & ~0x07 | (abs(attributes) % 5)     # a codec Kafka has
+        array[i] = (base, position, base_ts, max_ts, pid, delta, size, epoch, seq, count, crc, 0, attributes,
+                    pepoch, magic, b"")
+    types, tails = batch_tails(array)
+    batches = [columnar.record_batch(row) for row in array.tolist()]
+    assert types == [json.dumps(b.timestamp_type) for b in batches]
+    assert tails == [f', "batch": {json.dumps(batch_json(b))}}}\n' for b in batches]

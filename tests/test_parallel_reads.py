@@ -322,6 +322,24 @@ def test_rocketmq_verify_same_problems_for_every_thread_count(rocketmq_path, tmp
         assert _verify(path, threads) == one
 
 
+def test_rocketmq_verify_index_problems_same_for_every_thread_count(rocketmq_path, tmp_path):
+    """The index files' chains and slots are checked beside the walk with several threads: the same
+    problems at the same places."""
+    path = str(tmp_path / "s")
+    shutil.copytree(rocketmq_path, path)
+    index = os.path.join(path, "index", sorted(os.listdir(os.path.join(path, "index")))[0])
+    slots = ROCKETMQ_CONFIG["maxHashSlotNum"]
+    with open(index, "r+b") as f:
+        f.seek(40 + 4 * 7)                      # a slot pointing at the wrong entry
+        f.write((3).to_bytes(4, "big"))
+        f.seek(40 + 4 * slots + 20 * 5 + 16)    # entry 5's link
+        f.write((4000).to_bytes(4, "big"))
+    one = _verify(path, 1)
+    assert any("to link to entry" in str(p) for p in one) and any("to point at entry" in str(p) for p in one)
+    for threads in THREADS[1:]:
+        assert _verify(path, threads) == one
+
+
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32 - 1), split=st.integers(2000, 30_000))
 def test_rocketmq_verify_wrong_boundary_guesses_never_show(rocketmq_path, monkeypatch, seed, split):
@@ -527,6 +545,54 @@ def test_in_rounds_runs_nothing_while_suspended():
     rounds = overlap.in_rounds(iter(range(8)), run, 2, 2)
     for task, _, _ in rounds:
         assert not running.is_set() and len(done) == 2 * (task // 2 + 1)
+
+
+@pytest.mark.parametrize("threads", THREADS)
+def test_ahead_order_errors_and_a_failing_source(threads):
+    def tasks():
+        yield from range(10)
+        raise ConfigError("the source's own error")
+
+    def run(i: int) -> int:
+        if i == 4:
+            raise ValueError("four")
+        return i * i
+
+    got, raised = [], None
+    try:
+        for task, result, error in overlap.ahead(tasks(), run, threads, 3):
+            got.append((task, result, type(error).__name__ if error else None))
+    except ConfigError as err:
+        raised = err.message
+    assert got == [(i, None if i == 4 else i * i, "ValueError" if i == 4 else None) for i in range(10)]
+    assert raised == "the source's own error"
+
+
+@pytest.mark.parametrize("threads", (2, 7))
+def test_ahead_runs_within_its_window_and_nothing_once_closed(threads):
+    import threading
+
+    lock = threading.Lock()
+    started: list[int] = []
+    handed = [0]
+
+    def run(i: int) -> int:
+        with lock:
+            started.append(i)
+            # never more than the window past the result the caller holds
+            assert i < handed[0] + max(4, threads) + 1
+        return i
+
+    results = overlap.ahead(iter(range(100)), run, threads, 4)
+    for task, result, _ in results:
+        handed[0] = task + 1
+        assert result == task
+        if task == 10:
+            break
+    results.close()
+    seen = len(started)
+    assert sorted(started) == list(range(seen)) and seen <= 11 + max(4, threads)
+    assert [t.name for t in threading.enumerate()].count("segstore-ahead") == 0
 
 
 def test_the_default_thread_count_splits_only_from_three_cores(monkeypatch: pytest.MonkeyPatch) -> None:

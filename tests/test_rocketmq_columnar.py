@@ -505,6 +505,22 @@ def test_c_json_lines_equal_json_dumps_of_each_message(data):
     assert str(lines, "utf-8", "surrogatepass") == expected
 
 
+@needs_c
+def test_c_json_lines_refuses_rows_outside_the_view():
+    """The checks run before a byte is written (both passes without the GIL): a clear error."""
+    name = next(iter(ROCKETMQ_FIXTURES))
+    view = memoryview(next((ROOT / name / "store" / "commitlog").iterdir()).read_bytes())
+    rows = columnar.rows_of(16)
+    columnar.decode_region(view, 0, len(view), len(view), 0, rows, False)
+    assert len(rows)
+    writer = columnar.JsonWriter()
+    codes = columnar.tags_hashes(view, rows)
+    assert writer.lines(view, rows, codes).nbytes
+    rows["body_pos"][0] = len(view)
+    with pytest.raises(ValueError, match="expected slices inside the view"):
+        writer.lines(view, rows, codes)
+
+
 @pytest.mark.parametrize(("topic", "partition"), [(None, None), ("TopicA", None), (None, 1), ("TopicB", 2)])
 def test_dump_json_in_c_equals_the_message_by_message_dump(monkeypatch, topic, partition):
     for name in ROCKETMQ_FIXTURES:

@@ -1611,6 +1611,12 @@ within(const int32_t *offsets, Py_ssize_t i, Py_ssize_t size)
 static const char K_TIMESTAMP[] = ", \"timestamp\": ", K_TYPE[] = ", \"timestamp_type\": ", K_KEY[] = ", \"key\": ",
                   K_VALUE[] = ", \"value\": ", K_HEADERS[] = ", \"headers\": [", K_HKEY[] = "{\"key\": ";
 
+/* A run of bytes json_lines copies (a Python bytes object's, read without the GIL). */
+typedef struct {
+    const char *data;
+    Py_ssize_t len;
+} Slice;
+
 static PyObject *
 json_lines(PyObject *module, PyObject *args)
 {
@@ -1625,6 +1631,7 @@ json_lines(PyObject *module, PyObject *args)
     memset(&c, 0, sizeof(c));
     c.want = WANT_KEY | WANT_VALUE | WANT_HEADERS;
     PyObject *result = NULL;
+    Slice *per_batch = NULL;    /* each batch's timestamp type, then its tail: read without the GIL */
     if (get_cols(buffers, &c, 0) < 0) {
         PyBuffer_Release(&prefix);
         return NULL;
@@ -1634,56 +1641,73 @@ json_lines(PyObject *module, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "row and batch counts within the buffers and the per-batch lists");
         goto done;
     }
+    per_batch = PyMem_Malloc(sizeof(Slice) * 2 * (size_t)(n_batches ? n_batches : 1));
+    if (per_batch == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
     for (Py_ssize_t b = 0; b < n_batches; b++) {
-        if (!PyBytes_Check(PyList_GET_ITEM(types, b)) || !PyBytes_Check(PyList_GET_ITEM(tails, b))) {
+        PyObject *type = PyList_GET_ITEM(types, b), *tail = PyList_GET_ITEM(tails, b);
+        if (!PyBytes_Check(type) || !PyBytes_Check(tail)) {
             PyErr_SetString(PyExc_TypeError, "timestamp types and tails as bytes");
             goto done;
         }
+        /* the lists hold the bytes (immutable) until this returns, whatever another thread does */
+        per_batch[2 * b] = (Slice){PyBytes_AS_STRING(type), PyBytes_GET_SIZE(type)};
+        per_batch[2 * b + 1] = (Slice){PyBytes_AS_STRING(tail), PyBytes_GET_SIZE(tail)};
     }
     Py_ssize_t n_headers = n_rows ? c.header_off[n_rows] : 0;
     if (n_headers > c.cap.headers) {
         PyErr_SetString(PyExc_ValueError, "header counts within the buffers");
         goto done;
     }
-    /* First pass: check every slice and bound the output, so the second writes without checks. */
+    /* First pass: check every slice and bound the output, so the second writes without checks.
+     * Both passes touch no Python object: another thread runs meanwhile (several dump threads). */
     Py_ssize_t bound = 0;
-    for (Py_ssize_t r = 0; r < n_rows; r++) {
+    const char *bad = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t r = 0; r < n_rows && bad == NULL; r++) {
         int32_t b = c.row_batch[r];
         if (b < 0 || b >= n_batches || !within(c.key_off, r, c.cap.key) || !within(c.value_off, r, c.cap.value) ||
             !within(c.header_off, r, n_headers)) {
-            PyErr_SetString(PyExc_ValueError, "row batches and offsets within the buffers");
-            goto done;
+            bad = "row batches and offsets within the buffers";
+            break;
         }
         bound += prefix.len + 2 * INT_BOUND + sizeof(K_TIMESTAMP) + sizeof(K_TYPE) + sizeof(K_KEY) +
-                 sizeof(K_VALUE) + sizeof(K_HEADERS) + 1 + PyBytes_GET_SIZE(PyList_GET_ITEM(types, b)) +
-                 PyBytes_GET_SIZE(PyList_GET_ITEM(tails, b)) + b64_bound(c.key_off[r + 1] - c.key_off[r]) +
-                 b64_bound(c.value_off[r + 1] - c.value_off[r]);
+                 sizeof(K_VALUE) + sizeof(K_HEADERS) + 1 + per_batch[2 * b].len + per_batch[2 * b + 1].len +
+                 b64_bound(c.key_off[r + 1] - c.key_off[r]) + b64_bound(c.value_off[r + 1] - c.value_off[r]);
         for (int32_t h = c.header_off[r]; h < c.header_off[r + 1]; h++) {
             if (!within(c.hkey_off, h, c.cap.hkey) || !within(c.hvalue_off, h, c.cap.hvalue) ||
                 !valid_utf8(c.hkey_data + c.hkey_off[h], c.hkey_off[h + 1] - c.hkey_off[h], 0)) {
-                PyErr_SetString(PyExc_ValueError, "header offsets within the buffers, UTF-8 keys");
-                goto done;
+                bad = "header offsets within the buffers, UTF-8 keys";
+                break;
             }
             bound += 2 + sizeof(K_HKEY) + 2 + 6 * (Py_ssize_t)(c.hkey_off[h + 1] - c.hkey_off[h]) +
                      sizeof(K_VALUE) + b64_bound(c.hvalue_off[h + 1] - c.hvalue_off[h]) + 1;
         }
     }
-    /* Written straight into the bytes returned (ASCII: json.dumps escapes the rest), then shrunk. */
+    Py_END_ALLOW_THREADS
+    if (bad != NULL) {
+        PyErr_SetString(PyExc_ValueError, bad);
+        goto done;
+    }
+    /* Written straight into the bytes returned (ASCII: json.dumps escapes the rest), then shrunk;
+     * no other thread sees it before it is returned. */
     result = PyBytes_FromStringAndSize(NULL, bound);
     if (result == NULL) {
         goto done;
     }
     uint8_t *start = (uint8_t *)PyBytes_AS_STRING(result);
     uint8_t *w = start;
+    Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t r = 0; r < n_rows; r++) {
         int32_t b = c.row_batch[r];
-        PyObject *type = PyList_GET_ITEM(types, b), *tail = PyList_GET_ITEM(tails, b);
         w = put(w, prefix.buf, prefix.len);
         w = put_int(w, c.offset[r]);
         w = PUT_LITERAL(w, K_TIMESTAMP);
         w = put_int(w, c.timestamp[r]);
         w = PUT_LITERAL(w, K_TYPE);
-        w = put(w, PyBytes_AS_STRING(type), PyBytes_GET_SIZE(type));
+        w = put(w, per_batch[2 * b].data, per_batch[2 * b].len);
         w = PUT_LITERAL(w, K_KEY);
         w = put_b64(w, c.key_data + c.key_off[r], c.key_off[r + 1] - c.key_off[r], bit(c.key_valid, r));
         w = PUT_LITERAL(w, K_VALUE);
@@ -1701,16 +1725,19 @@ json_lines(PyObject *module, PyObject *args)
             *w++ = '}';
         }
         *w++ = ']';
-        w = put(w, PyBytes_AS_STRING(tail), PyBytes_GET_SIZE(tail));
+        w = put(w, per_batch[2 * b + 1].data, per_batch[2 * b + 1].len);
     }
+    Py_END_ALLOW_THREADS
     _PyBytes_Resize(&result, w - start); /* on failure it clears result and sets the error */
 done:
+    PyMem_Free(per_batch);
     release_cols(&c);
     PyBuffer_Release(&prefix);
     return result;
 }
 
 #include "_speedups_text.c"
+#include "_speedups_spread.c"
 
 /* ------------------------------------------------------------------------------ */
 /* init */
@@ -2840,6 +2867,8 @@ static PyMethodDef methods[] = {
      "decode_columns(log, pos, end, want, decompress, buffers) -> (stop, pos, counts, need)"},
     {"json_lines", json_lines, METH_VARARGS,
      "json_lines(prefix, timestamp_types, tails, buffers, n_rows, n_batches) -> bytes"},
+    {"spread_runs", spread_runs, METH_VARARGS,
+     "spread_runs(counts, ((source, target, itemsize), ...)): each source item counts[i] times in target"},
     {"text_lines", text_lines, METH_VARARGS,
      "text_lines(heads, timestamp_types, tails, buffers, n_rows, n_batches, start) -> bytes"},
     {NULL, NULL, 0, NULL},

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -53,7 +53,7 @@ import numpy as np
 
 from segstore import speedups
 from segstore.arrays import from_numpy
-from segstore.columns import pooled
+from segstore.columns import pooled_together
 from segstore.errors import CorruptDataError, SegstoreError
 
 from . import batch as codec
@@ -174,33 +174,29 @@ def _bits(flags: np.ndarray) -> np.ndarray:
 
 def _allocate(cap: Capacity, want: int) -> dict[str, np.ndarray]:
     """Fresh buffers for one chunk: each yielded chunk owns its memory (Arrow arrays point into it),
-    taken from an Arrow pool (:func:`segstore.columns.pooled`: freed chunks' memory is reused
-    instead of mapped and zeroed afresh)."""
-    empty_i32 = np.zeros(1, np.int32)
-    empty_u8 = np.zeros(1, np.uint8)
-
-    def offsets(n: int, wanted: bool) -> np.ndarray:
-        return pooled(n + 1, np.int32) if wanted else empty_i32
-
-    def bytes_(n: int, wanted: bool) -> np.ndarray:
-        return pooled(n, np.uint8) if wanted else empty_u8
-
+    carved from one buffer of an Arrow pool (:func:`segstore.columns.pooled_together`: freed chunks'
+    memory is reused instead of mapped and zeroed afresh, and a chunk costs one allocation)."""
     rows = cap.rows
     key, value, headers = bool(want & WANT_KEY), bool(want & WANT_VALUE), bool(want & WANT_HEADERS)
-    return {
-        "batches": pooled(cap.batches, BATCH_DTYPE),
-        "offset": pooled(rows, np.int64), "timestamp": pooled(rows, np.int64),
-        "sequence": pooled(rows, np.int32), "row_batch": pooled(rows, np.int32),
-        "key_offsets": offsets(rows, key), "key_valid": bytes_(rows // 8 + 1, key),
-        "key_data": bytes_(cap.key, key),
-        "value_offsets": offsets(rows, value), "value_valid": bytes_(rows // 8 + 1, value),
-        "value_data": bytes_(cap.value, value),
-        "header_offsets": pooled(rows + 1, np.int32),
-        "hkey_offsets": offsets(cap.headers, headers), "hkey_data": bytes_(cap.hkey, headers),
-        "hvalue_offsets": offsets(cap.headers, headers),
-        "hvalue_valid": bytes_(cap.headers // 8 + 1, headers),
-        "hvalue_data": bytes_(cap.hvalue, headers),
-    }
+    i32, u8 = np.int32, np.uint8
+    shapes: dict[str, tuple[int, type | np.dtype]] = {
+        "batches": (cap.batches, BATCH_DTYPE),
+        "offset": (rows, np.int64), "timestamp": (rows, np.int64),
+        "sequence": (rows, i32), "row_batch": (rows, i32), "header_offsets": (rows + 1, i32)}
+    if key:
+        shapes.update(key_offsets=(rows + 1, i32), key_valid=(rows // 8 + 1, u8), key_data=(cap.key, u8))
+    if value:
+        shapes.update(value_offsets=(rows + 1, i32), value_valid=(rows // 8 + 1, u8),
+                      value_data=(cap.value, u8))
+    if headers:
+        shapes.update(hkey_offsets=(cap.headers, i32), hkey_data=(cap.hkey, u8),
+                      hvalue_offsets=(cap.headers, i32), hvalue_valid=(cap.headers // 8 + 1, u8),
+                      hvalue_data=(cap.hvalue, u8))
+    buffers = dict(zip(shapes, pooled_together(list(shapes.values())), strict=True))
+    for name in BUFFERS:        # a column not wanted: a one-item placeholder the C loop leaves alone
+        if name not in buffers:
+            buffers[name] = np.zeros(1, u8 if name.endswith(("_data", "_valid")) else i32)
+    return buffers
 
 
 def _inflater(path: str):
@@ -344,6 +340,22 @@ def _repeated_string(value: str, n: int) -> pa.Array:
     return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(encoded * n)])
 
 
+def spread_runs(columns: list[np.ndarray], counts: np.ndarray, accelerated: bool = True) -> list[np.ndarray]:
+    """``np.repeat(column, counts)`` for each column (one value per batch; ``counts``: int64 rows per
+    batch), into one pool allocation; the C loop, where built, gives up the GIL
+    for it (np.repeat holds it: on several threads half a scan's work went one thread at a time).
+    ``O(rows)`` per column."""
+    c = _speedups if accelerated else None
+    if c is None:
+        return [np.repeat(column, counts) for column in columns]
+    sources = [np.ascontiguousarray(column) for column in columns]
+    rows = int(counts.sum())
+    targets = pooled_together([(rows, source.dtype) for source in sources])
+    c.spread_runs(counts, tuple((source, target, source.dtype.itemsize)
+                                for source, target in zip(sources, targets, strict=True)))
+    return targets
+
+
 def to_arrow(chunk: Chunk, schema: pa.Schema | None = None, *, topic: str, partition: int,
              segment: int) -> pa.RecordBatch:
     """The chunk's rows as a record batch of ``schema`` (:data:`KAFKA_SCHEMA`, the default, or a
@@ -362,23 +374,27 @@ def to_arrow(chunk: Chunk, schema: pa.Schema | None = None, *, topic: str, parti
     c = chunk.counts
     n = c["rows"]
     batches = chunk.batches
-    # Rows per batch: batch-level columns are runs, which np.repeat writes ~6x faster than a gather.
-    rows_per_batch = np.diff(batches["first_row"], append=n)
-    gathered: dict[str, np.ndarray] = {}
-
-    def per_row(field: str) -> np.ndarray:
-        column = gathered.get(field)
-        if column is None:
-            column = gathered[field] = np.repeat(batches[field], rows_per_batch)
-        return column
-
-    def v2_flag(flag: int) -> np.ndarray:
-        return (per_row("magic") >= codec.MAGIC_V2) & (per_row("attributes") & flag != 0)
-
-    def timestamp_type() -> np.ndarray:
-        magic = per_row("magic")
-        log_append = per_row("attributes") & codec.TIMESTAMP_TYPE_FLAG != 0
-        return np.where(magic == 0, -1, log_append.astype(np.int32)).astype(np.int32)
+    attributes = batches["attributes"]
+    v2 = batches["magic"] >= codec.MAGIC_V2
+    # the batch-level columns (and the chunk's partition and segment), per batch: written out per row
+    # together (:func:`spread_runs`: the GIL given up)
+    per_batch: dict[str, Callable[[], np.ndarray]] = {
+        "position": lambda: batches["position"], "size": lambda: batches["size"],
+        "baseOffset": lambda: batches["base_offset"], "leaderEpoch": lambda: batches["leader_epoch"],
+        "magic": lambda: batches["magic"],
+        "compression": lambda: (attributes & codec.CODEC_MASK).astype(np.int8),
+        "isTransactional": lambda: v2 & (attributes & codec.TRANSACTIONAL_FLAG != 0),
+        "isControl": lambda: v2 & (attributes & codec.CONTROL_FLAG != 0),
+        "producerId": lambda: batches["producer_id"], "producerEpoch": lambda: batches["producer_epoch"],
+        "timestampType": lambda: np.where(batches["magic"] == 0, -1,
+                                          attributes & codec.TIMESTAMP_TYPE_FLAG != 0).astype(np.int32),
+        "partition": lambda: np.full(len(batches), partition, np.int32),
+        "segment": lambda: np.full(len(batches), segment, np.int64),
+    }
+    wanted = [name for name in schema.names if name in per_batch]
+    rows_per_batch = np.diff(batches["first_row"], append=n).astype(np.int64)
+    per_row = dict(zip(wanted, spread_runs([per_batch[name]() for name in wanted], rows_per_batch),
+                       strict=True))
 
     def headers() -> pa.Array:
         nh = c["headers"]
@@ -394,23 +410,23 @@ def to_arrow(chunk: Chunk, schema: pa.Schema | None = None, *, topic: str, parti
         "value": lambda: _binary(pa.binary(), n, b["value_offsets"], b["value_data"], c["value"],
                                  b["value_valid"], c["value_nulls"]),
         "topic": lambda: _repeated_string(topic, n),
-        "partition": lambda: from_numpy(np.full(n, partition, np.int32)),
+        "partition": lambda: from_numpy(per_row["partition"]),
         "offset": lambda: from_numpy(b["offset"][:n]),
         "timestamp": lambda: from_numpy(b["timestamp"][:n], TIMESTAMP),
-        "timestampType": lambda: from_numpy(timestamp_type()),
+        "timestampType": lambda: from_numpy(per_row["timestampType"]),
         "headers": headers,
-        "position": lambda: from_numpy(per_row("position")),
-        "size": lambda: from_numpy(per_row("size")),
-        "baseOffset": lambda: from_numpy(per_row("base_offset")),
-        "leaderEpoch": lambda: from_numpy(per_row("leader_epoch")),
-        "magic": lambda: from_numpy(per_row("magic")),
-        "compression": lambda: from_numpy((per_row("attributes") & codec.CODEC_MASK).astype(np.int8)),
-        "isTransactional": lambda: from_numpy(v2_flag(codec.TRANSACTIONAL_FLAG)),
-        "isControl": lambda: from_numpy(v2_flag(codec.CONTROL_FLAG)),
-        "producerId": lambda: from_numpy(per_row("producer_id")),
-        "producerEpoch": lambda: from_numpy(per_row("producer_epoch")),
+        "position": lambda: from_numpy(per_row["position"]),
+        "size": lambda: from_numpy(per_row["size"]),
+        "baseOffset": lambda: from_numpy(per_row["baseOffset"]),
+        "leaderEpoch": lambda: from_numpy(per_row["leaderEpoch"]),
+        "magic": lambda: from_numpy(per_row["magic"]),
+        "compression": lambda: from_numpy(per_row["compression"]),
+        "isTransactional": lambda: from_numpy(per_row["isTransactional"]),
+        "isControl": lambda: from_numpy(per_row["isControl"]),
+        "producerId": lambda: from_numpy(per_row["producerId"]),
+        "producerEpoch": lambda: from_numpy(per_row["producerEpoch"]),
         "sequence": lambda: from_numpy(b["sequence"][:n]),
-        "segment": lambda: from_numpy(np.full(n, segment, np.int64)),
+        "segment": lambda: from_numpy(per_row["segment"]),
     }
     return pa.RecordBatch.from_arrays([build[name]() for name in schema.names], schema=schema)
 

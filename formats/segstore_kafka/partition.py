@@ -229,6 +229,70 @@ class Appended:
     log_append_time: int | None
 
 
+
+#: Most (entry, batch) pairs :func:`stray_entries` compares at once; more (an index whose positions
+#: jump back and forth, each entry then spanning much of the log) go through the per-entry loop.
+MAX_PAIRS = 1 << 22
+
+
+def stray_entries(base_offset: int, relative: np.ndarray, index_positions: np.ndarray, starts: np.ndarray,
+                  lasts: np.ndarray, walked: int, whole: bool) -> list[tuple[int, int, int, int | None]]:
+    """The offset-index entries that do not point at their batches, as ``(slot, offset, position, the
+    last offset of the batch at that position or None)``, in slot order.
+
+    An entry is (largest offset of one append, where the append starts): one batch for a produce, a
+    run of batches for the log cleaner (``LogSegment.append`` of a filtered chunk), so it must name a
+    batch's position and the last offset of one of the batches from there to the next entry's
+    position (the walk's end for the last).  Entries at or past ``walked`` are not checked unless the
+    walk was ``whole``.  ``starts`` (rising) and ``lasts``: the batches the walk found.  ``O((entries +
+    batches) log batches)`` in numpy; :func:`stray_entries_reference` is the same per entry.
+    """
+    n = len(relative)
+    if not n:
+        return []
+    relative = relative.astype(np.int64)
+    positions = index_positions.astype(np.int64)
+    if not (0 <= base_offset <= np.iinfo(np.int64).max - (1 << 32)):    # an offset numpy cannot add
+        return stray_entries_reference(base_offset, relative, positions, starts, lasts, walked, whole)
+    offsets = relative + base_offset
+    upto = np.append(positions[1:], walked)
+    lo = np.searchsorted(starts, positions, "left")
+    hi = np.maximum(np.searchsorted(starts, upto, "left"), lo)
+    spans = hi - lo
+    if int(spans.sum()) > MAX_PAIRS:
+        return stray_entries_reference(base_offset, relative, positions, starts, lasts, walked, whole)
+    at = np.minimum(lo, max(len(starts) - 1, 0))
+    named = (lo < len(starts)) & (starts[at] == positions) if len(starts) else np.zeros(n, np.bool_)
+    # each entry's span of batches laid end to end: which of them ends at the entry's offset
+    slot_of = np.repeat(np.arange(n), spans)
+    batch_of = np.arange(len(slot_of)) - np.repeat(np.cumsum(spans) - spans, spans) + np.repeat(lo, spans)
+    ends_there = np.zeros(n, np.bool_)
+    ends_there[slot_of[lasts[batch_of] == offsets[slot_of]]] = True
+    checked = np.ones(n, np.bool_) if whole else positions < walked
+    bad = np.flatnonzero(checked & ~(named & ends_there))
+    return [(slot, int(offsets[slot]), int(positions[slot]), int(lasts[at[slot]]) if named[slot] else None)
+            for slot in bad.tolist()]
+
+
+def stray_entries_reference(base_offset: int, relative: np.ndarray, index_positions: np.ndarray,
+                            starts: np.ndarray, lasts: np.ndarray, walked: int, whole: bool
+                            ) -> list[tuple[int, int, int, int | None]]:
+    """:func:`stray_entries` one entry at a time (Python ints: any base offset; any spans)."""
+    ends = dict(zip(starts.tolist(), lasts.tolist(), strict=True))
+    batch_starts = starts.tolist()
+    pairs = [(base_offset + r, p) for r, p in zip(relative.tolist(), index_positions.tolist(), strict=True)]
+    out: list[tuple[int, int, int, int | None]] = []
+    for slot, (offset, position) in enumerate(pairs):
+        if position >= walked and not whole:
+            continue
+        upto = pairs[slot + 1][1] if slot + 1 < len(pairs) else walked
+        there = {ends[p] for p in batch_starts[bisect.bisect_left(batch_starts, position):
+                                               bisect.bisect_left(batch_starts, upto)]}
+        if position not in ends or offset not in there:
+            out.append((slot, offset, position, ends.get(position)))
+    return out
+
+
 class Partition:
     """One partition directory.
 
@@ -782,22 +846,15 @@ class Partition:
         (``LogSegment.onBecomeInactiveSegment`` appends it): Kafka takes the last entry for it
         when it reopens the segment (``readMaxTimestampAndOffsetSoFar``), so an empty or short
         one makes time retention delete the segment early and timestamp lookups pass it by."""
-        problems, positions, walked, expected_offset, largest = seg.check_log(expected_offset, decoded)
-        # An entry is (largest offset of one append, where the append starts): one batch for a
-        # produce, a run of batches for the log cleaner (LogSegment.append of a filtered chunk).
-        pairs = seg.offset_index.pairs()
-        starts = sorted(positions)
+        problems, starts, lasts, walked, expected_offset, largest = seg.check_log(expected_offset, decoded)
+        entries = seg.offset_index
         whole = walked >= seg.log.size      # the walk reached the end: entries past it point at nothing
-        for slot, (offset, position) in enumerate(pairs):
-            if position >= walked and not whole:
-                continue
-            upto = pairs[slot + 1][1] if slot + 1 < len(pairs) else walked
-            ends = {positions[p] for p in starts[bisect.bisect_left(starts, position):
-                                                 bisect.bisect_left(starts, upto)]}
-            if position not in positions or offset not in ends:
-                problems.append((seg.offset_index.path, slot * OFFSET_ENTRY.itemsize,
-                                 f"expected the entry of slot {slot} to point at a batch ending at {offset}, "
-                                 f"found {positions.get(position, 'no batch')} at position {position}"))
+        columns = entries.columns()
+        for slot, offset, position, found in stray_entries(entries.base_offset, columns["relative_offset"],
+                                                           columns["position"], starts, lasts, walked, whole):
+            problems.append((entries.path, slot * OFFSET_ENTRY.itemsize,
+                             f"expected the entry of slot {slot} to point at a batch ending at {offset}, "
+                             f"found {'no batch' if found is None else found} at position {position}"))
         index = seg.time_index
         # a missing one is what Kafka before 0.10.1 left: Kafka 3.8 makes it empty and goes by the
         # segment's mtime (LogSegment.largestTimestamp), so only a time index Kafka wrote is checked

@@ -298,9 +298,10 @@ class LogSegment:
         return pos
 
     def check_log(self, expected_offset: int | None, decoded: ChunkSource | None = None
-                  ) -> tuple[list[tuple[str, int | None, str]], dict[int, int], int, int | None, int]:
-        """The log's problems for ``verify``: ``(problems, {batch position: last offset}, bytes walked,
-        the offset the next segment must reach, the largest max timestamp of its v2 batches (-1: none))``.
+                  ) -> tuple[list[tuple[str, int | None, str]], np.ndarray, np.ndarray, int, int | None, int]:
+        """The log's problems for ``verify``: ``(problems, batch positions, their last offsets, bytes
+        walked, the offset the next segment must reach, the largest max timestamp of its v2 batches
+        (-1: none))``; the positions (int64) rise strictly (the walk only goes forward).
 
         Every batch's CRC is checked and its records decoded (the columnar decoder,
         C where built, no column copied); a control batch's marker is parsed.  After
@@ -309,11 +310,12 @@ class LogSegment:
         there.  A batch below ``expected_offset`` (the last one's end) is a problem.
         ``decoded``: where the chunks come from (``decoded(segment, pos)``, as
         ``columnar.decode(view, start=pos, want=0)`` gives them: decoded ahead on other threads);
-        the log decoded here when None.  ``O(bytes)``; memory bounded by one chunk (plus the
-        position map).
+        the log decoded here when None.  ``O(bytes)``, per chunk numpy (no Python per batch but
+        for the problems); memory bounded by one chunk (plus two int64 per batch).
         """
         problems: list[tuple[str, int | None, str]] = []
-        positions: dict[int, int] = {}
+        starts: list[np.ndarray] = []
+        ends: list[np.ndarray] = []
         largest = NO_TIMESTAMP
         view = self.log.view()
         end = len(view)
@@ -324,28 +326,32 @@ class LogSegment:
                           else columnar.decode(view, path=self.path, start=pos, want=0))
                 for chunk in chunks:
                     batches = chunk.batches
-                    starts = batches["position"].tolist()
-                    firsts = batches["base_offset"].tolist()
-                    lasts = (batches["base_offset"] + batches["last_offset_delta"]).tolist()
-                    control = (batches["magic"] >= codec.MAGIC_V2) & \
-                        (batches["attributes"] & codec.CONTROL_FLAG != 0)
-                    positions.update(zip(starts, lasts, strict=True))
+                    positions = batches["position"].astype(np.int64)
+                    firsts = batches["base_offset"].astype(np.int64)
+                    lasts = firsts + batches["last_offset_delta"]
+                    starts.append(positions)
+                    ends.append(lasts)
+                    v2 = batches["magic"] >= codec.MAGIC_V2
                     # v2 batches: Kafka 0.11 and later, which always wrote a time index
-                    stamped = batches["max_timestamp"][batches["magic"] >= codec.MAGIC_V2]
+                    stamped = batches["max_timestamp"][v2]
                     if len(stamped):
                         largest = max(largest, int(stamped.max()))
                     found: list[tuple[int, int, tuple[str, int | None, str]]] = []
-                    previous = [expected_offset, *(last + 1 for last in lasts[:-1])]
-                    for i, (first, floor) in enumerate(zip(firsts, previous, strict=True)):
-                        if floor is not None and first < floor:
-                            found.append((starts[i], 0, self._offset_problem(starts[i], floor, first)))
+                    # each batch starts above the last one's end (the first above expected_offset)
+                    if expected_offset is not None and int(firsts[0]) < expected_offset:
+                        at = int(positions[0])
+                        found.append((at, 0, self._offset_problem(at, expected_offset, int(firsts[0]))))
+                    for i in (np.flatnonzero(firsts[1:] <= lasts[:-1]) + 1).tolist():
+                        at = int(positions[i])
+                        found.append((at, 0, self._offset_problem(at, int(lasts[i - 1]) + 1, int(firsts[i]))))
+                    control = v2 & (batches["attributes"] & codec.CONTROL_FLAG != 0)
                     for i in np.flatnonzero(control).tolist():
-                        problem = self._control_problem(view, starts[i])
+                        problem = self._control_problem(view, int(positions[i]))
                         if problem is not None:
-                            found.append((starts[i], 1, problem))
+                            found.append((int(positions[i]), 1, problem))
                     problems += [problem for _pos, _kind, problem in sorted(found)]
-                    expected_offset = lasts[-1] + 1
-                    pos = starts[-1] + int(batches["size"][-1])
+                    expected_offset = int(lasts[-1]) + 1
+                    pos = int(positions[-1]) + int(batches["size"][-1])
                 pos = end
             except SegstoreError as err:
                 try:
@@ -353,13 +359,16 @@ class LogSegment:
                 except CorruptDataError:  # the header itself: what the decoder said, and the walk ends
                     problems.append((err.path or self.path, pos if err.pos is None else err.pos, err.message))
                     break
-                positions[pos] = header.last_offset
+                starts.append(np.array([pos], np.int64))
+                ends.append(np.array([header.last_offset], np.int64))
                 if expected_offset is not None and header.base_offset < expected_offset:
                     problems.append(self._offset_problem(pos, expected_offset, header.base_offset))
                 problems.append((err.path or self.path, pos if err.pos is None else err.pos, err.message))
                 expected_offset = header.last_offset + 1
                 pos += header.size
-        return problems, positions, pos, expected_offset, largest
+        empty = [np.zeros(0, np.int64)]
+        return (problems, np.concatenate(starts or empty), np.concatenate(ends or empty), pos,
+                expected_offset, largest)
 
     def _offset_problem(self, pos: int, expected: int, found: int) -> tuple[str, int, str]:
         return (self.path, pos, f"expected offsets from {expected}, found a batch at {found}")

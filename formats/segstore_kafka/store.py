@@ -39,7 +39,7 @@ from segstore.errors import (
 )
 from segstore.files import BrokerLock, DirectoryLock
 from segstore.logview import Positions, scan_positions
-from segstore.overlap import in_rounds, thread_count
+from segstore.overlap import ahead, in_rounds, thread_count
 from segstore.records import Message, Record
 from segstore.search import Bound, search
 from segstore.store import (
@@ -275,14 +275,47 @@ def _trimmed_start(part: Partition) -> int | None:
     return part.log_start_offset if first is not None and part.log_start_offset > first.base else None
 
 
-def _json_chunk(topic: str, partition: int, seg: Any, chunk: columnar.Chunk
-                ) -> tuple[list[codec.RecordBatch], bytes]:
-    """A chunk's batches and its ``dump --json`` lines (``KafkaStore.dump_json``); thread-safe."""
+#: :func:`batch_json` as ``json.dumps`` writes it, for the ``%`` of one batch's values (its keys in order)
+_BATCH_JSON = ('{"base_offset": %d, "last_offset": %d, "position": %d, "size": %d, "crc": %d, '
+               '"compression": %s, "magic": %d, "producer_id": %d, "producer_epoch": %d, '
+               '"base_sequence": %d, "partition_leader_epoch": %d, "is_transactional": %s, '
+               '"is_control": %s, "max_timestamp": %d, "base_timestamp": %d, "delete_horizon_ms": %d}')
+_JSON_COMPRESSION = tuple(jsonlib.dumps(name) for name in codec.COMPRESSION_NAMES)
+_JSON_BOOL = ("false", "true")
+#: a batch's timestamp type (``RecordBatch.timestamp_type``) as JSON: magic 0, create time, log append time
+_JSON_STAMP_TYPES = tuple(jsonlib.dumps(name) for name in ("NoTimestampType", codec.CREATE_TIME,
+                                                           codec.LOG_APPEND_TIME))
+
+
+def _json_chunk(topic: str, partition: int, seg: Any, chunk: columnar.Chunk) -> bytes:
+    """A chunk's ``dump --json`` lines (``KafkaStore.dump_json``); thread-safe."""
     prefix = f'{{"topic": {jsonlib.dumps(topic)}, "partition": {partition}, "offset": '
-    batches = [columnar.record_batch(row) for row in chunk.batches.tolist()]
-    lines = columnar.json_lines(chunk, prefix, [jsonlib.dumps(b.timestamp_type) for b in batches],
-                                [f', "batch": {jsonlib.dumps(batch_json(b))}}}\n' for b in batches])
-    return batches, lines
+    stamp_types, tails = batch_tails(chunk.batches)
+    return columnar.json_lines(chunk, prefix, stamp_types, tails)
+
+
+def batch_tails(rows: np.ndarray) -> tuple[list[str], list[str]]:
+    """Per batch (``columnar.BATCH_DTYPE`` rows) the JSON of its timestamp type and the tail of its
+    records' ``dump --json`` lines: ``, "batch": `` + ``json.dumps(batch_json(batch))`` + ``}``, from the
+    batch columns (a ``%`` a batch, not a RecordBatch and a dict: this is the part of a dump that holds
+    the GIL).  ``O(batches)``."""
+    attributes, magic = rows["attributes"].astype(np.int64), rows["magic"].astype(np.int64)
+    v2 = magic >= codec.MAGIC_V2
+    stamp_types = np.where(magic == 0, 0, np.where(attributes & codec.TIMESTAMP_TYPE_FLAG, 2, 1)).tolist()
+    base_timestamps = rows["base_timestamp"]
+    horizon = np.where(v2 & (attributes & codec.DELETE_HORIZON_FLAG != 0), base_timestamps,
+                       codec.NO_TIMESTAMP)
+    bases = rows["base_offset"].tolist()
+    lasts = [base + delta for base, delta in zip(bases, rows["last_offset_delta"].tolist(), strict=True)]
+    columns = (bases, lasts, rows["position"].tolist(), rows["size"].tolist(), rows["crc"].tolist(),
+               [_JSON_COMPRESSION[c] for c in (attributes & codec.CODEC_MASK).tolist()], magic.tolist(),
+               rows["producer_id"].tolist(), rows["producer_epoch"].tolist(), rows["base_sequence"].tolist(),
+               rows["leader_epoch"].tolist(),
+               [_JSON_BOOL[x] for x in (v2 & (attributes & codec.TRANSACTIONAL_FLAG != 0)).tolist()],
+               [_JSON_BOOL[x] for x in (v2 & (attributes & codec.CONTROL_FLAG != 0)).tolist()],
+               rows["max_timestamp"].tolist(), base_timestamps.tolist(), horizon.tolist())
+    return ([_JSON_STAMP_TYPES[t] for t in stamp_types],
+            [f', "batch": {_BATCH_JSON % values}}}\n' for values in zip(*columns, strict=True)])
 
 
 def _text(line: str) -> bytes:
@@ -334,6 +367,8 @@ def record_line(batch: codec.RecordBatch, record: codec.Record) -> str:
 #: buffers of its size at most (``Capacity.for_bytes``), not the default's megabytes.
 SPLIT_BYTES = 2 << 20
 PER_ROUND = 1
+#: Ranges a thread of a verify's decoding may be ahead of the checks (:class:`_DecodedAhead`).
+AHEAD = 3
 
 
 def split_points(seg: Any, lo: int) -> list[int]:
@@ -374,14 +409,20 @@ class _DecodedAhead:
     A range's chunks are handed out where the walk stands at the range's start; elsewhere (a
     position no batch starts at, the walk going on after a bad batch) the walk's own position is
     decoded here up to the range's end, so what ``check_log`` sees is what one thread decodes.
-    A segment whose ranges were not decoded ahead is decoded here.  Not thread-safe (one verify);
-    memory: one round of ranges (``PER_ROUND * threads``).
+    A segment whose ranges were not decoded ahead is decoded here.  The ranges are decoded on
+    ``threads`` threads of their own while the checks run (:func:`segstore.overlap.ahead`), until
+    :meth:`close`, which the caller must call before the store can change.  Not thread-safe (one
+    verify); memory: :data:`AHEAD` ranges a thread.
     """
 
     def __init__(self, segments: list[Any], threads: int) -> None:
         self.order = {id(seg): number for number, seg in enumerate(segments)}
-        self.results = in_rounds(self._ranges(segments), self._decode, threads, PER_ROUND * threads)
+        self.results = ahead(self._ranges(segments), self._decode, threads, AHEAD * threads)
         self.head: Any = None
+
+    def close(self) -> None:
+        """Stop decoding ahead (waits for the ranges being decoded)."""
+        self.results.close()
 
     @staticmethod
     def _ranges(segments: list[Any]) -> Iterator[_Range]:
@@ -1033,8 +1074,12 @@ class KafkaStore(Store):
         segments = [seg for part in parts for seg in part.segments]
         local = not any(seg.log.remote for seg in segments)
         decoded = _DecodedAhead(segments, threads) if threads > 1 and local else None
-        with progress.task("verify", sum(s.size for s in segments)):
-            problems += [problem for part in parts for problem in part.verify(decoded)]
+        try:
+            with progress.task("verify", sum(s.size for s in segments)):
+                problems += [problem for part in parts for problem in part.verify(decoded)]
+        finally:
+            if decoded is not None:
+                decoded.close()
         found = [Problem(path, pos, message) for path, pos, message in problems]
         found += self._cluster_problems
         if self.metadata is not None:
@@ -1087,8 +1132,12 @@ class KafkaStore(Store):
         segments = [seg for part in parts.values() for seg in part.segments]
         local = not any(seg.log.remote for seg in segments)
         decoded = _DecodedAhead(segments, threads) if threads > 1 and local else None
-        with progress.task("verify", sum(s.size for s in segments)):
-            left = [problem for part in parts.values() for problem in part.verify(decoded)]
+        try:
+            with progress.task("verify", sum(s.size for s in segments)):
+                left = [problem for part in parts.values() for problem in part.verify(decoded)]
+        finally:
+            if decoded is not None:
+                decoded.close()
         if left:
             path, pos, message = left[0]
             more = len(left) - 1
@@ -1330,10 +1379,9 @@ class KafkaStore(Store):
             chunks = (part.in_order(next(streams), want) if streams is not None
                       else part.column_chunks(want, offset=start))
             for seg, chunk in chunks:
-                chunk_made, done = made.pop(id(chunk), (None, None))
-                if chunk_made is not chunk or done is None:     # not decoded ahead
-                    done = _json_chunk(t, p, seg, chunk)
-                batches, lines = done
+                chunk_made, lines = made.pop(id(chunk), (None, None))
+                if chunk_made is not chunk or lines is None:     # not decoded ahead
+                    lines = _json_chunk(t, p, seg, chunk)
                 rows = chunk.batches
                 below = 0   # rows of the first batches below the log start
                 if dropping and start is not None:
@@ -1341,6 +1389,7 @@ class KafkaStore(Store):
                     dropping = below == chunk.rows
                 kept = None
                 if keeps is not None:
+                    batches = [columnar.record_batch(row) for row in rows.tolist()]
                     kept = np.array([keeps(b, kind) for b, kind in
                                      zip(batches, _control_types(chunk, batches), strict=True)], dtype=bool)
                 if kept is not None and not kept.all():

@@ -103,42 +103,40 @@ json_lines(PyObject *module, PyObject *args)
     const int32_t *tags_lens = b[TAGS_LENS].buf, *tok_off = b[TOK_OFF].buf, *tok_lens = b[TOK_LENS].buf;
     const int32_t *host_off[3] = {b[BORN_OFF].buf, b[STORE_OFF].buf, b[ID_OFF].buf};
     const uint8_t *host_data[3] = {b[BORN].buf, b[STORE].buf, b[IDS].buf};
-    /* every slice must lie in the view and every item/token index in its column */
+    /* every slice must lie in the view and every item/token index in its column; the checks and the
+     * writing touch only the buffers held here: another thread runs meanwhile (several dump threads,
+     * each with its own out) */
     Py_ssize_t items = b[NAME_LENS].len / 4, ntoks = b[TOK_LENS].len / 4;
     int64_t bound = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
+    const char *bad = NULL;
+    uint8_t *o0 = b[OUT].buf, *o = o0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n && bad == NULL; i++) {
         if (i8[C_BODY_POS][i] < 0 || i8[C_BODY_POS][i] + i4[C_BODY_LEN][i] > b[V].len || i8[C_TOPIC_POS][i] < 0 ||
             i8[C_TOPIC_POS][i] + i4[C_TOPIC_LEN][i] > b[V].len || item_off[i + 1] > items || tok_off[i + 1] > ntoks ||
             item_off[i] > item_off[i + 1] || tok_off[i] > tok_off[i + 1] ||
             (tags_lens[i] > 0 && tags[i] + tags_lens[i] > b[V].len)) {
-            PyErr_SetString(PyExc_ValueError, "expected slices inside the view and item indexes inside their columns");
-            goto done;
+            bad = "expected slices inside the view and item indexes inside their columns";
+            break;
         }
         bound += 768 + 4 * ((int64_t)i4[C_BODY_LEN][i] / 3 + 1) + 6 * (int64_t)i4[C_TOPIC_LEN][i] +
                  24 * (int64_t)i4[C_PROPS_LEN][i] + 16 * (int64_t)(tok_off[i + 1] - tok_off[i]);
     }
-    for (Py_ssize_t k = 0; k < items; k++) {
+    for (Py_ssize_t k = 0; k < items && bad == NULL; k++) {
         if (names[k] < 0 || names[k] + name_lens[k] > b[V].len || values[k] < 0 ||
             values[k] + value_lens[k] > b[V].len) {
-            PyErr_SetString(PyExc_ValueError, "expected properties inside the view");
-            goto done;
+            bad = "expected properties inside the view";
         }
     }
-    for (Py_ssize_t k = 0; k < ntoks; k++) {
+    for (Py_ssize_t k = 0; k < ntoks && bad == NULL; k++) {
         if (toks[k] < 0 || toks[k] + tok_lens[k] > b[V].len) {
-            PyErr_SetString(PyExc_ValueError, "expected tokens inside the view");
-            goto done;
+            bad = "expected tokens inside the view";
         }
     }
     for (int h = 0; h < 3; h++) {
         bound += host_off[h][n];
     }
-    if (bound > b[OUT].len) {
-        ret = PyLong_FromLongLong(-(long long)bound);
-        goto done;
-    }
-    uint8_t *o0 = b[OUT].buf, *o = o0;
-    for (Py_ssize_t i = 0; i < n; i++) {
+    for (Py_ssize_t i = 0; i < n && bad == NULL && bound <= b[OUT].len; i++) {
         o = put_text(o, "{\"topic\": ");
         o = put_json_string(o, d + i8[C_TOPIC_POS][i], i4[C_TOPIC_LEN][i]);
         o = put_field_int(o, ", \"queue_id\": ", i4[C_QUEUE_ID][i]);
@@ -180,6 +178,15 @@ json_lines(PyObject *module, PyObject *args)
         o = put_text(o, ", \"msg_id\": ");
         o = put_json_string(o, host_data[2] + host_off[2][i], host_off[2][i + 1] - host_off[2][i]);
         o = put_text(o, "}\n");
+    }
+    Py_END_ALLOW_THREADS
+    if (bad != NULL) {
+        PyErr_SetString(PyExc_ValueError, bad);
+        goto done;
+    }
+    if (bound > b[OUT].len) {
+        ret = PyLong_FromLongLong(-(long long)bound);
+        goto done;
     }
     ret = PyLong_FromSsize_t(o - o0);
 done:

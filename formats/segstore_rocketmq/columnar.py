@@ -420,7 +420,8 @@ def _host_column(rows: Rows, which: int) -> pa.Array:
 
 class JsonWriter:
     """Formats rows as ``dump --json`` lines (``store.JSON_KEYS``, as ``json.dumps(..., ensure_ascii=False)``
-    writes them, each ending in a newline) in C, into one buffer reused from batch to batch."""
+    writes them, each ending in a newline) in C, into one buffer reused from batch to batch.  One writer
+    per thread (the C loop gives up the GIL while it writes)."""
 
     def __init__(self) -> None:
         self._out = np.empty(0, np.uint8)

@@ -18,12 +18,13 @@ complexity: ``O(commitlog bytes + entries)``; read-only, thread-safe with reader
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 
 import numpy as np
 
-from segstore import files, progress
+from segstore import files, overlap, progress
 from segstore.errors import CorruptDataError, InvalidTopicError, SegstoreError
 from segstore.search import Bound, search
 from segstore.store import Problem
@@ -439,8 +440,31 @@ def _check_entries(store, w: Walk, topics: dict[str, int], topic: str, qid: int,
             f"tags code {int(walked.tags_code[m])})"))
 
 
-def _verify_index(store, w: Walk, cover: _Coverage, problems: list[Problem]) -> None:
-    """Every index file's header, slots and the entries the walk did not confirm (``cover``)."""
+def _index_structure(store) -> tuple[list[list[Problem]], list[Problem]]:
+    """Each index file's slot and chain problems (:func:`_check_chains`), and the keys put again
+    (:func:`_verify_index_repeats`): the checks of the index files alone.  Thread-safe (reads)."""
+    index = store.index
+    if index is None:
+        return [], []
+    chains = []
+    for f in index.files:
+        found: list[Problem] = []
+        _check_chains(f, found, reported_slots=_bad_slots(f))
+        chains.append(found)
+    repeats: list[Problem] = []
+    _verify_index_repeats(store, repeats)
+    return chains, repeats
+
+
+def _bad_slots(f) -> np.ndarray:
+    """The slots of index file ``f`` that point past its entries."""
+    return np.flatnonzero(f.slots >= f.header.index_count)
+
+
+def _verify_index(store, w: Walk, cover: _Coverage, problems: list[Problem], chains: list[list[Problem]]
+                  ) -> None:
+    """Every index file's header, slots and the entries the walk did not confirm (``cover``); each
+    file's chain problems (``chains``, :func:`_index_structure`) at their place."""
     index = store.index
     if index is None:
         return
@@ -453,7 +477,7 @@ def _verify_index(store, w: Walk, cover: _Coverage, problems: list[Problem]) -> 
             "the broker's IndexService.load opens every file there as an index file (segstore recover moves "
             "it to .segstore/cut/index/)")))
     prev_phy = -1
-    for f, confirmed in zip(index.files, cover.index_bits, strict=True):
+    for f, confirmed, chained in zip(index.files, cover.index_bits, chains, strict=True):
         h = f.header
         stored_count = IndexHeader.unpack(f.file.view(0, HEADER.size)).index_count
         if stored_count > f.index_num:
@@ -468,7 +492,7 @@ def _verify_index(store, w: Walk, cover: _Coverage, problems: list[Problem]) -> 
             todo = np.flatnonzero(~_marked(confirmed, lo, len(chunk)))
             if len(todo):
                 _check_index_entries(store, w, f, lo + todo, chunk[todo], problems)
-        bad_slots = np.flatnonzero(f.slots >= h.index_count)
+        bad_slots = _bad_slots(f)
         if len(bad_slots):
             s = int(bad_slots[0])
             problems.append(
@@ -478,7 +502,7 @@ def _verify_index(store, w: Walk, cover: _Coverage, problems: list[Problem]) -> 
                     f"expected slot {s} to hold an entry below {h.index_count}, found {int(f.slots[s])}",
                 )
             )
-        _check_chains(f, problems, reported_slots=bad_slots)
+        problems.extend(chained)
         prev_phy = _check_order(f, prev_phy, problems)
         _check_header_times(store, w, f, problems)
         if len(entries) and int(entries["phy_offset"][0]) != h.begin_phy_offset:
@@ -693,13 +717,23 @@ def verify_store(store, threads: int = 1) -> list[Problem]:
     commitlog decoded on ``threads`` threads (the same problems with any number)."""
     problems: list[Problem] = []
     missing: list[Problem] = []
-    with progress.task("verify", len(store.commitlog.log.segments) * store.commitlog.file_size):
-        w, cover = _verify_commitlog(store, problems, missing, threads)
-    _verify_queues(store, w, cover, problems)
-    problems.extend(missing)
-    _verify_queue_exts(store, problems)
-    _verify_index(store, w, cover, problems)
-    _verify_index_repeats(store, problems)
+    # the index files' own structure (chains, slots, keys put again) needs no walk: with several
+    # threads it is checked beside the walk (numpy over the files, mostly without the GIL)
+    structure = overlap.beside(lambda: _index_structure(store)) if threads > 1 else None
+    try:
+        with progress.task("verify", len(store.commitlog.log.segments) * store.commitlog.file_size):
+            w, cover = _verify_commitlog(store, problems, missing, threads)
+        _verify_queues(store, w, cover, problems)
+        problems.extend(missing)
+        _verify_queue_exts(store, problems)
+    except BaseException:
+        if structure is not None:
+            with contextlib.suppress(BaseException):    # done before the store can change; this error first
+                structure()
+        raise
+    chains, repeats = structure() if structure is not None else _index_structure(store)
+    _verify_index(store, w, cover, problems, chains)
+    problems.extend(repeats)
     _verify_files(store, problems, cover.newest)
     _verify_5x_files(store, problems)
     _verify_shutdown(store, problems)
