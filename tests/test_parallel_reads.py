@@ -506,11 +506,14 @@ def test_convert_same_files_for_every_thread_count(rocketmq_path, kafka_path, tm
         assert _converted(src, str(tmp_path / str(threads)), to, threads, monkeypatch) == one
 
 
-# -- segstore.overlap.in_rounds ---------------------------------------------------------------
+# -- segstore.overlap.in_rounds and ahead -----------------------------------------------------------
 
 
 @pytest.mark.parametrize("threads", THREADS)
-def test_in_rounds_order_errors_and_a_failing_source(threads):
+@pytest.mark.parametrize("runner", ["in_rounds", "ahead"])
+def test_order_errors_and_a_failing_source(threads, runner):
+    """overlap.in_rounds and overlap.ahead: results in task order, a task's error beside its task,
+    the source's own error raised after the tasks before it."""
     def tasks():
         yield from range(10)
         raise ConfigError("the source's own error")
@@ -522,7 +525,7 @@ def test_in_rounds_order_errors_and_a_failing_source(threads):
 
     got, raised = [], None
     try:
-        for task, result, error in overlap.in_rounds(tasks(), run, threads, 3):
+        for task, result, error in getattr(overlap, runner)(tasks(), run, threads, 3):
             got.append((task, result, type(error).__name__ if error else None))
     except ConfigError as err:
         raised = err.message
@@ -545,27 +548,6 @@ def test_in_rounds_runs_nothing_while_suspended():
     rounds = overlap.in_rounds(iter(range(8)), run, 2, 2)
     for task, _, _ in rounds:
         assert not running.is_set() and len(done) == 2 * (task // 2 + 1)
-
-
-@pytest.mark.parametrize("threads", THREADS)
-def test_ahead_order_errors_and_a_failing_source(threads):
-    def tasks():
-        yield from range(10)
-        raise ConfigError("the source's own error")
-
-    def run(i: int) -> int:
-        if i == 4:
-            raise ValueError("four")
-        return i * i
-
-    got, raised = [], None
-    try:
-        for task, result, error in overlap.ahead(tasks(), run, threads, 3):
-            got.append((task, result, type(error).__name__ if error else None))
-    except ConfigError as err:
-        raised = err.message
-    assert got == [(i, None if i == 4 else i * i, "ValueError" if i == 4 else None) for i in range(10)]
-    assert raised == "the source's own error"
 
 
 @pytest.mark.parametrize("threads", (2, 7))

@@ -256,30 +256,53 @@ def test_index_put_in_c_equals_the_broker_order_and_numpy(tmp_path_factory, chun
 # -- the single append in one C call (_speedups.Appender) ---------------------------------
 
 
-def append_each(path: Path, items: list[dict], *, in_c: bool, clock_ms: int = 1_700_000_000_000,
-                taken: list | None = None, config: dict = SMALL) -> list:
-    """``items`` appended one ``append`` each: their results, or the class of the error each raised.
-    ``in_c``: through the C single append where it takes the item (``taken`` counts those);
-    otherwise through the general path with the pure-Python encoder (the reference)."""
+def append_through(path: Path, calls: list, *, fast: str, append: str, in_c: bool, clock_ms: int,
+                   taken: list | None, config: dict) -> list:
+    """Each of ``calls`` passed to the store's ``append`` method (``append`` or ``append_batch``): its
+    result, or the class of the error it raised.  ``in_c``: through the C call the store keeps in
+    attribute ``fast`` where it takes the call (``taken`` collects those results); otherwise through
+    the general path with the pure-Python encoder (the reference)."""
     out: list = []
     with RocketMQStore(str(path), "a", config, clock=lambda: clock_ms) as store:
-        one = store._append_one
-        assert one is not None
+        c_call = getattr(store, fast)
+        assert c_call is not None
 
-        def counted(item):
-            result = one(item)
+        def counted(arg):
+            result = c_call(arg)
             if result is not None and taken is not None:
                 taken.append(result)
             return result
-        store._append_one = counted if in_c else None
-        for item in items:
+        setattr(store, fast, counted if in_c else None)
+        method = getattr(store, append)
+        for arg in calls:
             try:
-                out.append(store.append(copy.deepcopy(item)))
+                out.append(method(copy.deepcopy(arg)))
             except SegstoreError as err:
                 out.append(type(err))
         flusher = store._flusher
         assert flusher is not None and flusher._appended_end == store.commitlog.end
     return out
+
+
+def append_each(path: Path, items: list[dict], *, in_c: bool, clock_ms: int = 1_700_000_000_000,
+                taken: list | None = None, config: dict = SMALL) -> list:
+    """``items`` appended one ``append`` each (:func:`append_through`, the C single append)."""
+    return append_through(path, items, fast="_append_one", append="append", in_c=in_c, clock_ms=clock_ms,
+                          taken=taken, config=config)
+
+
+def assert_c_writes_the_reference(tmp: Path, append_with, calls: list, config: dict) -> None:
+    """``append_with`` (:func:`append_each` or :func:`append_batches`) gives the same results and errors
+    through the C call as through the general path with the pure-Python encoder, and leaves every store
+    file byte for byte the same."""
+    in_c = append_with(tmp / "c", calls, in_c=True, config=config)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fastappend, "encode_plain", encode_plain_py)
+        reference = append_with(tmp / "py", calls, in_c=False, config=config)
+    assert in_c == reference
+    a, b = store_files(tmp / "c"), store_files(tmp / "py")
+    assert a.keys() == b.keys()
+    assert [k for k in a if a[k] != b[k]] == []
 
 
 @st.composite
@@ -312,14 +335,7 @@ def test_single_append_in_c_writes_what_the_python_reference_writes(tmp_path_fac
     # the queues most items go to, made and their files' blocks reserved (by the general path)
     warm = [{"topic": t, "queue_id": q, "keys": "w"} for t, q in [("T", 0), ("ünï", 1)] for _ in (1, 2)]
     items = warm + items
-    in_c = append_each(tmp / "c", items, in_c=True, config=MEDIUM)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(fastappend, "encode_plain", encode_plain_py)
-        reference = append_each(tmp / "py", items, in_c=False, config=MEDIUM)
-    assert in_c == reference
-    a, b = store_files(tmp / "c"), store_files(tmp / "py")
-    assert a.keys() == b.keys()
-    assert [k for k in a if a[k] != b[k]] == []
+    assert_c_writes_the_reference(tmp, append_each, items, MEDIUM)
 
 
 @needs_c
@@ -392,28 +408,9 @@ def test_single_append_in_c_without_block_reservation(tmp_path, monkeypatch):
 
 def append_batches(path: Path, batches: list[list[dict]], *, in_c: bool, clock_ms: int = 1_700_000_000_000,
                    taken: list | None = None, config: dict = MEDIUM) -> list:
-    """Each batch appended with one ``append_batch``: its results, or the class of the error it raised.
-    ``in_c``: through the C batch append where it takes the batch (``taken`` collects those batches'
-    results); otherwise through the general path with the pure-Python encoder (the reference)."""
-    out: list = []
-    with RocketMQStore(str(path), "a", config, clock=lambda: clock_ms) as store:
-        many = store._append_many
-        assert many is not None
-
-        def counted(items):
-            results = many(items)
-            if results is not None and taken is not None:
-                taken.append(results)
-            return results
-        store._append_many = counted if in_c else None
-        for batch in batches:
-            try:
-                out.append(store.append_batch(copy.deepcopy(batch)))
-            except SegstoreError as err:
-                out.append(type(err))
-        flusher = store._flusher
-        assert flusher is not None and flusher._appended_end == store.commitlog.end
-    return out
+    """Each batch appended with one ``append_batch`` (:func:`append_through`, the C batch append)."""
+    return append_through(path, batches, fast="_append_many", append="append_batch", in_c=in_c,
+                          clock_ms=clock_ms, taken=taken, config=config)
 
 
 #: Files that roll now and then in a run of batches.
@@ -455,14 +452,7 @@ def test_batch_append_in_c_writes_what_the_python_reference_writes(tmp_path_fact
     and IndexFile files included: the general path's) as the general path with the pure-Python encoder."""
     tmp = tmp_path_factory.mktemp("batch")
     runs = [warm_batch(), warm_batch(), *runs]
-    in_c = append_batches(tmp / "c", runs, in_c=True, config=BATCH_FILES)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(fastappend, "encode_plain", encode_plain_py)
-        reference = append_batches(tmp / "py", runs, in_c=False, config=BATCH_FILES)
-    assert in_c == reference
-    a, b = store_files(tmp / "c"), store_files(tmp / "py")
-    assert a.keys() == b.keys()
-    assert [k for k in a if a[k] != b[k]] == []
+    assert_c_writes_the_reference(tmp, append_batches, runs, BATCH_FILES)
 
 
 @needs_c
