@@ -71,6 +71,8 @@ def single_threaded() -> None:
     task per core, and a second thread per worker competes with them and costs a hand-off per step)."""
     global ENABLED
     ENABLED = False
+
+
 _END = object()
 
 
