@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import errno
 import os
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -291,11 +293,41 @@ def append_each(path: Path, items: list[dict], *, in_c: bool, clock_ms: int = 1_
                           taken=taken, config=config)
 
 
-def assert_c_writes_the_reference(tmp: Path, append_with, calls: list, config: dict) -> None:
+@contextlib.contextmanager
+def flusher_lock_held(store: RocketMQStore) -> Iterator[None]:
+    """The store's flusher lock held by another thread for the body of the ``with``."""
+    held = threading.Event()
+    done = threading.Event()
+
+    def hold():
+        with store._flusher.lock:
+            held.set()
+            done.wait(10)
+    thread = threading.Thread(target=hold)
+    thread.start()
+    try:
+        held.wait(10)
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+@pytest.fixture
+def no_block_reservation(monkeypatch):
+    """A filesystem without ``posix_fallocate``: files reserve no blocks, writers write through the
+    descriptors."""
+    def unsupported(fd, offset, length):
+        raise OSError(errno.EOPNOTSUPP, "not supported")
+    monkeypatch.setattr(os, "posix_fallocate", unsupported)
+
+
+def assert_c_writes_the_reference(tmp: Path, append_with, calls: list, config: dict,
+                                  taken: list | None = None) -> None:
     """``append_with`` (:func:`append_each` or :func:`append_batches`) gives the same results and errors
     through the C call as through the general path with the pure-Python encoder, and leaves every store
-    file byte for byte the same."""
-    in_c = append_with(tmp / "c", calls, in_c=True, config=config)
+    file byte for byte the same.  ``taken`` collects what the C call took."""
+    in_c = append_with(tmp / "c", calls, in_c=True, config=config, taken=taken)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(fastappend, "encode_plain", encode_plain_py)
         reference = append_with(tmp / "py", calls, in_c=False, config=config)
@@ -365,42 +397,22 @@ def test_single_append_in_c_stamps_the_wall_clock_and_yields_to_a_held_lock(tmp_
         result = store._append_one({"topic": "A", "body": b"second"})
         assert result is not None and before <= result.extra["store_timestamp"] <= time.time_ns() // 1_000_000
         end = store.commitlog.end
-        held = threading.Event()
-        done = threading.Event()
-
-        def hold():
-            with store._flusher.lock:
-                held.set()
-                done.wait(10)
-        thread = threading.Thread(target=hold)
-        thread.start()
-        try:
-            held.wait(10)
+        with flusher_lock_held(store):
             assert store._append_one({"topic": "A", "body": b"third"}) is None   # the general path waits
             assert store.commitlog.end == end
-        finally:
-            done.set()
-            thread.join()
         assert store.append({"topic": "A", "body": b"third"}).offset == 3
     with RocketMQStore(str(tmp_path / "sync"), "a", {**SMALL, "flushDiskType": "SYNC_FLUSH"}) as store:
         assert store._append_one is None and store._append_many is None    # an append waits for its sync
 
 
 @needs_c
-def test_single_append_in_c_without_block_reservation(tmp_path, monkeypatch):
+def test_single_append_in_c_without_block_reservation(tmp_path, no_block_reservation):
     """On a filesystem without ``posix_fallocate`` (files reserve no blocks) the C path writes through
     the descriptors, as the general path does, and the same bytes."""
-    def unsupported(fd, offset, length):
-        raise OSError(errno.EOPNOTSUPP, "not supported")
-    monkeypatch.setattr(os, "posix_fallocate", unsupported)
     items = [m for b in batches(4) for m in b]
     taken: list = []
-    in_c = append_each(tmp_path / "c", items, in_c=True, taken=taken, config=MEDIUM)
+    assert_c_writes_the_reference(tmp_path, append_each, items, MEDIUM, taken)
     assert len(taken) > len(items) // 2
-    monkeypatch.setattr(fastappend, "encode_plain", encode_plain_py)
-    assert in_c == append_each(tmp_path / "py", items, in_c=False, config=MEDIUM)
-    a, b = store_files(tmp_path / "c"), store_files(tmp_path / "py")
-    assert a.keys() == b.keys() and [k for k in a if a[k] != b[k]] == []
 
 
 # -- the batch append in one C call (_speedups.Appender.append_batch) ----------------------------
@@ -492,38 +504,18 @@ def test_batch_append_in_c_yields_to_a_held_lock_and_leaves_other_items(tmp_path
         for items in ([], ({"topic": "A"},), [{"topic": "A"}, {"topic": "A", "delay_level": 1}],
                       [{"topic": "A"}, {"topic": "B"}], [{"topic": "A", "queue_id": 1}]):
             assert many(items) is None and store.commitlog.end == end    # nothing written
-        held = threading.Event()
-        done = threading.Event()
-
-        def hold():
-            with store._flusher.lock:
-                held.set()
-                done.wait(10)
-        thread = threading.Thread(target=hold)
-        thread.start()
-        try:
-            held.wait(10)
+        with flusher_lock_held(store):
             assert many([{"topic": "A", "body": b"z"}]) is None       # the general path waits
             assert store.commitlog.end == end
-        finally:
-            done.set()
-            thread.join()
         assert [r.offset for r in store.append_batch([{"topic": "A"}, {"topic": "B"}])] == [4, 0]
 
 
 @needs_c
-def test_batch_append_in_c_without_block_reservation(tmp_path, monkeypatch):
+def test_batch_append_in_c_without_block_reservation(tmp_path, no_block_reservation):
     """On a filesystem without ``posix_fallocate`` the C batch append writes through the descriptors, as
     the general path does, and the same bytes."""
-    def unsupported(fd, offset, length):
-        raise OSError(errno.EOPNOTSUPP, "not supported")
-    monkeypatch.setattr(os, "posix_fallocate", unsupported)
     items = [{**m, "topic": "T"} for b in batches(7) for m in b]
     runs = [warm_batch(), warm_batch(), *(items[i:i + 5] for i in range(0, len(items), 5))]
     taken: list = []
-    in_c = append_batches(tmp_path / "c", runs, in_c=True, taken=taken)
+    assert_c_writes_the_reference(tmp_path, append_batches, runs, MEDIUM, taken)
     assert len(taken) > len(runs) // 4     # the rest roll a file (MEDIUM's are small)
-    monkeypatch.setattr(fastappend, "encode_plain", encode_plain_py)
-    assert in_c == append_batches(tmp_path / "py", runs, in_c=False)
-    a, b = store_files(tmp_path / "c"), store_files(tmp_path / "py")
-    assert a.keys() == b.keys() and [k for k in a if a[k] != b[k]] == []
