@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -26,6 +28,31 @@ def is_utf8(data: bytes) -> bool:
     except UnicodeDecodeError:
         return False
     return True
+
+
+def kafka_log_dir(path: Path, rounds: int, headers: Callable[[int], list],
+                  after: Callable[[Any], None] | None = None) -> Path:
+    """A Kafka log dir at ``path``: two topics (``a``, ``b``) of two partitions in 1000-byte segments
+    (many rolls, an index entry every 200 bytes); ``rounds`` batches of 1-4 records each (a key on two
+    records of three, ``headers(j)`` on record ``j`` when odd), then on ``a-0`` an aborted zstd
+    transaction and an lz4 batch; ``after(store)`` last, the store still open."""
+    import segstore
+
+    with segstore.open(path, format="kafka", mode="a", **{"segment.bytes": 1000,
+                                                          "index.interval.bytes": 200}) as store:
+        for i in range(rounds):
+            store.append_batch([{"topic": topic, "partition": i % 2, "key": b"k%d" % j if j % 3 else None,
+                                 "value": b"v" * (i + j), "timestamp": 1_700_000_000_000 + i,
+                                 "headers": headers(j) if j % 2 else []}
+                                for topic in ("a", "b") for j in range(1 + i % 4)])
+        part = store.partition_of("a", 0)
+        part.append_records([(b"t", b"txn", 5)], producer_id=9, producer_epoch=0, transactional=True,
+                            compression="zstd")
+        part.append_control("ABORT", producer_id=9, producer_epoch=0, coordinator_epoch=1, timestamp=6)
+        part.append_records([(b"z", b"lz4", 7)] * 5, compression="lz4")
+        if after is not None:
+            after(store)
+    return path
 
 
 def copy_writable(src: Path, dst: Path) -> Path:

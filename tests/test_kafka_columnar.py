@@ -19,7 +19,7 @@ import crc32c
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import FIXTURES, KAFKA_FIXTURES
+from conftest import FIXTURES, KAFKA_FIXTURES, kafka_log_dir
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
@@ -335,20 +335,7 @@ def test_scan_arrow_reads_the_fixtures_as_scan_does(name, accelerator) -> None:
 
 def _log_dir(tmp_path: Path) -> Path:
     """Two topics, small segments (many rolls and index entries), headers, transactions, compression."""
-    path = tmp_path / "logs"
-    with segstore.open(path, format="kafka", mode="a", **{"segment.bytes": 1000,
-                                                          "index.interval.bytes": 200}) as store:
-        for i in range(60):
-            store.append_batch([{"topic": topic, "partition": i % 2, "key": b"k%d" % j if j % 3 else None,
-                                 "value": b"v" * (i + j), "timestamp": 1_700_000_000_000 + i,
-                                 "headers": [("h\u00e9\"", b"x" * j)] if j % 2 else []}
-                                for topic in ("a", "b") for j in range(1 + i % 4)])
-        part = store.partition_of("a", 0)
-        part.append_records([(b"t", b"txn", 5)], producer_id=9, producer_epoch=0, transactional=True,
-                            compression="zstd")
-        part.append_control("ABORT", producer_id=9, producer_epoch=0, coordinator_epoch=1, timestamp=6)
-        part.append_records([(b"z", b"lz4", 7)] * 5, compression="lz4")
-    return path
+    return kafka_log_dir(tmp_path / "logs", 60, lambda j: [("h\u00e9\"", b"x" * j)])
 
 
 def test_scan_arrow_over_a_log_dir_partitions_offsets_and_ranges(tmp_path, accelerator) -> None:

@@ -15,7 +15,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, KAFKA_FIXTURES
+from conftest import FIXTURES, KAFKA_FIXTURES, kafka_log_dir
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
@@ -23,7 +23,6 @@ from segstore_kafka import batch as codec
 from segstore_kafka import columnar, compression
 from segstore_kafka.store import KafkaStore, _text_chunk, batch_line, record_line
 
-import segstore
 from segstore import cli
 
 needs_c = pytest.mark.skipif(columnar._speedups is None, reason="segstore_kafka._speedups not built")
@@ -107,21 +106,8 @@ def python_dump(path, **selection) -> bytes:
 def log_dir(tmp_path: Path) -> Path:
     """Two topics in small segments (rolls, index entries), headers, an aborted transaction, the log
     start of one partition moved into a batch."""
-    path = tmp_path / "logs"
-    with segstore.open(path, format="kafka", mode="a", **{"segment.bytes": 1000,
-                                                          "index.interval.bytes": 200}) as store:
-        for i in range(40):
-            store.append_batch([{"topic": topic, "partition": i % 2, "key": b"k%d" % j if j % 3 else None,
-                                 "value": b"v" * (i + j), "timestamp": 1_700_000_000_000 + i,
-                                 "headers": [("h\u00e9\"", b"x"), ("z", None)] if j % 2 else []}
-                                for topic in ("a", "b") for j in range(1 + i % 4)])
-        part = store.partition_of("a", 0)
-        part.append_records([(b"t", b"txn", 5)], producer_id=9, producer_epoch=0, transactional=True,
-                            compression="zstd")
-        part.append_control("ABORT", producer_id=9, producer_epoch=0, coordinator_epoch=1, timestamp=6)
-        part.append_records([(b"z", b"lz4", 7)] * 5, compression="lz4")
-        store.delete_records(31, topic="b", partition=1)
-    return path
+    return kafka_log_dir(tmp_path / "logs", 40, lambda j: [("h\u00e9\"", b"x"), ("z", None)],
+                         after=lambda store: store.delete_records(31, topic="b", partition=1))
 
 
 @needs_c
