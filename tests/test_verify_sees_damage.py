@@ -9,11 +9,16 @@ import struct
 from pathlib import Path
 
 import damage
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from segstore_rocketmq import verify
 from segstore_rocketmq.indexfile import ENTRY, HEADER
 
 import segstore
 from segstore import cli
+from segstore.indexes.keyhash import ENTRY_DTYPE, SLOT_DTYPE
 
 SLOTS = 64                  # maxHashSlotNum of the RocketMQ fixtures
 ENTRIES_AT = HEADER.size + SLOTS * 4
@@ -77,6 +82,49 @@ def test_a_link_to_another_entry(rocketmq, capsys):
     expected = (f"{f}:{ENTRIES_AT + n * ENTRY.size}: expected index entry {n} to link to entry {prev} "
                 f"(the one before it in slot {key_hash % SLOTS}), found {prev - 1}")
     assert rc == 1 and expected in out
+
+
+@pytest.mark.skipif(verify._speedups is None, reason="the C accelerator is not built (pure-Python pass)")
+@settings(max_examples=60, deadline=None)
+@given(slot_num=st.integers(1, 9), data=st.data())
+def test_the_c_chain_facts_equal_the_reference(slot_num, data):
+    """``_speedups.index_chains`` finds what the numpy reference finds, on chains built as
+    ``IndexFile.putKey`` builds them and then damaged anywhere (hashes of either sign, links, slots
+    past ``indexCount``)."""
+    hashes = data.draw(st.lists(st.integers(-2**31, 2**31 - 1), max_size=40))
+    entries = np.zeros(len(hashes), ENTRY_DTYPE)
+    slots = np.zeros(slot_num, SLOT_DTYPE)
+    for i, h in enumerate(hashes):                  # as putKey chains them
+        entries[i] = (h, 100 + i, 0, slots[h % slot_num])
+        slots[h % slot_num] = 1 + i
+    for _ in range(data.draw(st.integers(0, 3))):
+        if len(entries) and data.draw(st.booleans()):
+            entries["prev"][data.draw(st.integers(0, len(entries) - 1))] = data.draw(st.integers(-3, 50))
+        else:
+            slots[data.draw(st.integers(0, slot_num - 1))] = data.draw(st.integers(-3, 50))
+    index_count = data.draw(st.integers(1, 50))
+    assert verify.chain_facts(entries, slots, index_count) == \
+        verify._chain_facts_reference(entries, slots, index_count)
+
+
+@settings(max_examples=80, deadline=None)
+@given(runs=st.lists(st.tuples(st.integers(0, 3), st.lists(st.integers(0, 4), min_size=1, max_size=11)),
+                     min_size=1, max_size=12), shuffle=st.booleans(), data=st.data())
+def test_keys_put_twice_found_by_shifts_as_by_sorting(runs, shuffle, data):
+    """``_put_twice`` compares each entry with the few before it where the entries are in put order
+    (runs of one message, some longer than ``SHIFTED_RUN``) and sorts otherwise: the same offsets as
+    the sort finds, either way."""
+    phys, hashes, phy = [], [], 0
+    for gap, run in runs:
+        phy += gap                                  # gap 0: the run goes on the message before
+        phys += [phy] * len(run)
+        hashes += run
+    phys_a, hashes_a = np.array(phys, np.int64), np.array(hashes, np.int64)
+    if shuffle:
+        order = np.array(data.draw(st.permutations(range(len(phys)))), np.int64)
+        phys_a, hashes_a = phys_a[order], hashes_a[order]
+    assert verify._put_twice(phys_a, hashes_a).tolist() == \
+        verify._put_twice_sorted(phys_a, hashes_a).tolist()
 
 
 def test_an_offset_below_the_first_commitlog_file_is_not_taken_for_an_expired_entry(tmp_path, capsys):

@@ -3,7 +3,8 @@
  * per concern, each with a pure-Python reference it is tested equal to:
  *
  *   _speedups_encode.c   encode_plain: the batch append of plain messages (fastappend.py)
- *   _speedups_index.c    index_put: IndexFile entries put as the broker's putKey does (keyhash.py)
+ *   _speedups_index.c    index_put: IndexFile entries put as the broker's putKey does (keyhash.py);
+ *                        index_chains: the slots and links verify expects of them
  *   _speedups_single.c   Appender: the single and batch append in one call (fastappend.appender)
  *   _speedups_decode.c   the columnar decode of a mapped commitlog region (columnar.py)
  *   _speedups_json.c     json_lines: the lines of dump --json (columnar.py)
@@ -552,6 +553,9 @@ static PyMethodDef methods[] = {
      "cq_rows, queues, index, end)"},
     {"index_put", (PyCFunction)(void (*)(void))index_put, METH_FASTCALL,
      "index_put(head, slots, entries, slot_num, header, hashes, phys, stamps) -> (header, count)"},
+    {"index_chains", index_chains, METH_VARARGS,
+     "index_chains(entries, slots, index_count) -> (negative, wrong links, first, expected, wrong slots, first, "
+     "expected): the IndexFile chains as verify checks them"},
     {"decode_region", decode_region, METH_VARARGS,
      "decode_region(view, pos, stop, limit, base, i8, i4, u8, strict) -> (n, pos, status, blank_size)"},
     {"decode_at", decode_at, METH_VARARGS, "decode_at(view, positions, limit, base, i8, i4, u8, strict) -> n"},

@@ -1,6 +1,7 @@
 /*
  * segstore_rocketmq._speedups: the IndexFile put, index_put, and the loop the single append shares
- * (segstore/indexes/keyhash.py holds the Python reference).
+ * (segstore/indexes/keyhash.py holds the Python reference); index_chains, the slots and links
+ * verify expects of a file (verify.py's _chain_facts_reference).
  *
  * Included by _speedups.c (one translation unit): the layouts, constants and helpers defined
  * there, and in the files included before this one, are this file's.
@@ -167,5 +168,90 @@ done:
     PyBuffer_Release(&hashes);
     PyBuffer_Release(&phys);
     PyBuffer_Release(&stamps);
+    return ret;
+}
+
+/* ------------------------------------------------------------------------------ */
+/* IndexFile chains, as verify checks them */
+
+enum { C_NEGATIVE, C_WRONG_LINKS, C_FIRST_LINK, C_EXPECTED_LINK, C_WRONG_SLOTS, C_FIRST_SLOT, C_EXPECTED_SLOT,
+       N_CHAIN_FACTS };
+
+/*
+ * The chain facts of n entries (20 bytes each, as in the entry table) over slot_num slots (big-endian
+ * int32): each entry should link to the newest entry before it whose hash falls in its slot
+ * (hash % slot_num, made >= 0; INDEX_INVALID for the first), and each slot hold its newest entry
+ * (INDEX_INVALID: none); slots holding index_count or more are skipped (verify reports them
+ * apart).  last: slot_num zeroed int32, the scratch.  facts: see the enum; -1 where none.  O(n +
+ * slot_num), runs no Python code.
+ */
+static void
+index_chain_facts(const uint8_t *entries, Py_ssize_t n, const uint8_t *slots, Py_ssize_t slot_num,
+                  long long index_count, int32_t *last, long long *facts)
+{
+    for (int i = 0; i < N_CHAIN_FACTS; i++) {
+        facts[i] = -1;
+    }
+    facts[C_WRONG_LINKS] = facts[C_WRONG_SLOTS] = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const uint8_t *e = entries + i * INDEX_ENTRY_SIZE;
+        int64_t hash = get_i32(e);
+        if (hash < 0 && facts[C_NEGATIVE] < 0) {
+            facts[C_NEGATIVE] = i;
+        }
+        int64_t slot = hash % slot_num;
+        if (slot < 0) {
+            slot += slot_num;
+        }
+        int32_t expected = last[slot];
+        if (get_i32(e + 16) != expected && facts[C_WRONG_LINKS]++ == 0) {
+            facts[C_FIRST_LINK] = i;
+            facts[C_EXPECTED_LINK] = expected;
+        }
+        last[slot] = (int32_t)(INDEX_FIRST_ENTRY + i);
+    }
+    for (Py_ssize_t s = 0; s < slot_num; s++) {
+        int32_t held = get_i32(slots + s * INDEX_SLOT_SIZE);
+        if (held != last[s] && held < index_count && facts[C_WRONG_SLOTS]++ == 0) {
+            facts[C_FIRST_SLOT] = s;
+            facts[C_EXPECTED_SLOT] = last[s];
+        }
+    }
+}
+
+/*
+ * index_chains(entries, slots, index_count) -> (first negative hash, wrong links, first wrong link,
+ * its expected link, wrong slots, first wrong slot, its expected entry), -1 where none; entries and
+ * slots as in index_put.  The GIL is released meanwhile.
+ */
+static PyObject *
+index_chains(PyObject *module, PyObject *args)
+{
+    Py_buffer entries = {0}, slots = {0};
+    long long index_count, facts[N_CHAIN_FACTS];
+    PyObject *ret = NULL;
+    if (!PyArg_ParseTuple(args, "y*y*L", &entries, &slots, &index_count)) {
+        return NULL;
+    }
+    Py_ssize_t n = entries.len / INDEX_ENTRY_SIZE, slot_num = slots.len / INDEX_SLOT_SIZE;
+    if (entries.len % INDEX_ENTRY_SIZE || slots.len % INDEX_SLOT_SIZE || slot_num == 0 ||
+        n > (Py_ssize_t)INT32_MAX - INDEX_FIRST_ENTRY) {
+        PyErr_SetString(PyExc_ValueError, "expected 20-byte entries, at least one 4-byte slot and fewer than "
+                                          "2^31 - 1 entries");
+        goto done;
+    }
+    int32_t *last = PyMem_RawCalloc((size_t)slot_num, sizeof(int32_t));
+    if (last == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    index_chain_facts(entries.buf, n, slots.buf, slot_num, index_count, last, facts);
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(last);
+    ret = Py_BuildValue("(LLLLLLL)", facts[0], facts[1], facts[2], facts[3], facts[4], facts[5], facts[6]);
+done:
+    PyBuffer_Release(&entries);
+    PyBuffer_Release(&slots);
     return ret;
 }
