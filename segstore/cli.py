@@ -1144,8 +1144,11 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
 def command() -> int:
     """The ``segstore`` executable: :func:`main` in a process whose allocator keeps freed memory for
     the next batch (:func:`segstore.allocator.retain`: a one-shot command over a big store gains
-    from it, and nothing else in the process would rather give memory back)."""
+    from it, and nothing else in the process would rather give memory back), and numpy's BLAS on one
+    thread (``OPENBLAS_NUM_THREADS``, unless set: segstore does no linear algebra, and OpenBLAS's
+    pool, started when numpy loads, spins about 0.1 s of another core's time in every command)."""
     allocator.retain()
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     return main()
 
 

@@ -173,6 +173,32 @@ def test_info_loads_only_the_store_formats_code(tmp_path) -> None:
             {other, f"{other}.plugin", f"{other}.dirnames", f"{other}.checkpoint", f"{other}.checkpoints"}
 
 
+_COMMAND = """
+import json, os, sys
+from segstore import cli
+before = "numpy" in sys.modules
+sys.argv = ["segstore", "info", sys.argv[1]]
+code = cli.command()
+print(json.dumps({"code": code, "numpy_before": before, "numpy_after": "numpy" in sys.modules,
+                  "blas": os.environ.get("OPENBLAS_NUM_THREADS")}))
+"""
+
+
+def test_the_command_asks_for_one_blas_thread_before_numpy_loads(tmp_path) -> None:
+    """numpy's OpenBLAS reads ``OPENBLAS_NUM_THREADS`` when numpy loads, so the command sets it
+    first; a value the user set stays."""
+    store = str(_rocketmq(tmp_path / "r"))
+    env = _env()
+    env.pop("OPENBLAS_NUM_THREADS", None)
+    out = subprocess.run([sys.executable, "-c", _COMMAND, store], capture_output=True, text=True, env=env,
+                         check=True)
+    result = json.loads(out.stdout.splitlines()[-1])
+    assert result == {"code": 0, "numpy_before": False, "numpy_after": True, "blas": "1"}
+    out = subprocess.run([sys.executable, "-c", _COMMAND, store], capture_output=True, text=True,
+                         env={**env, "OPENBLAS_NUM_THREADS": "3"}, check=True)
+    assert json.loads(out.stdout.splitlines()[-1])["blas"] == "3"
+
+
 @settings(max_examples=20, deadline=None)
 @given(st.binary(max_size=40))
 def test_binary_scalar_equals_pyarrows(value) -> None:
