@@ -44,6 +44,31 @@ put_base64(uint8_t *o, const uint8_t *s, Py_ssize_t n)
     return o;
 }
 
+/* The longest decimal of an int64: "-9223372036854775808". */
+#define DECIMAL_BOUND 20
+
+static const char HEX_LOWER[] = "0123456789abcdef";
+
+/* v in decimal at o, as str(v) writes it (at most DECIMAL_BOUND bytes).  Returns the end. */
+static inline uint8_t *
+put_decimal(uint8_t *o, int64_t v)
+{
+    char tmp[DECIMAL_BOUND];
+    int k = 0;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do {
+        tmp[k++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0) {
+        *o++ = '-';
+    }
+    while (k) {
+        *o++ = (uint8_t)tmp[--k];
+    }
+    return o;
+}
+
 /*
  * Copy n bytes (short ones, as topics, property names, keys and header values mostly are) without
  * a call: two overlapping loads and stores of the widest size that fits, memcpy beyond 32 bytes.

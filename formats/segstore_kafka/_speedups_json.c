@@ -30,27 +30,6 @@ put(uint8_t *w, const void *p, Py_ssize_t n)
 }
 
 #define PUT_LITERAL(w, s) put((w), (s), sizeof(s) - 1)
-#define INT_BOUND 20 /* "-9223372036854775808" */
-
-static uint8_t *
-put_int(uint8_t *w, int64_t v)
-{
-    char tmp[INT_BOUND];
-    int n = 0;
-    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    do {
-        tmp[n++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    if (v < 0) {
-        *w++ = '-';
-    }
-    while (n) {
-        *w++ = (uint8_t)tmp[--n];
-    }
-    return w;
-}
-
 static inline Py_ssize_t
 b64_bound(Py_ssize_t n)
 {
@@ -70,17 +49,15 @@ put_b64(uint8_t *w, const uint8_t *p, Py_ssize_t n, int valid)
     return w;
 }
 
-static const char HEX[] = "0123456789abcdef";
-
 static uint8_t *
 put_u_escape(uint8_t *w, uint32_t unit)
 {
     *w++ = '\\';
     *w++ = 'u';
-    *w++ = (uint8_t)HEX[(unit >> 12) & 15];
-    *w++ = (uint8_t)HEX[(unit >> 8) & 15];
-    *w++ = (uint8_t)HEX[(unit >> 4) & 15];
-    *w++ = (uint8_t)HEX[unit & 15];
+    *w++ = (uint8_t)HEX_LOWER[(unit >> 12) & 15];
+    *w++ = (uint8_t)HEX_LOWER[(unit >> 8) & 15];
+    *w++ = (uint8_t)HEX_LOWER[(unit >> 4) & 15];
+    *w++ = (uint8_t)HEX_LOWER[unit & 15];
     return w;
 }
 
@@ -204,7 +181,7 @@ json_lines(PyObject *module, PyObject *args)
             bad = "row batches and offsets within the buffers";
             break;
         }
-        bound += prefix.len + 2 * INT_BOUND + sizeof(K_TIMESTAMP) + sizeof(K_TYPE) + sizeof(K_KEY) +
+        bound += prefix.len + 2 * DECIMAL_BOUND + sizeof(K_TIMESTAMP) + sizeof(K_TYPE) + sizeof(K_KEY) +
                  sizeof(K_VALUE) + sizeof(K_HEADERS) + 1 + per_batch[2 * b].len + per_batch[2 * b + 1].len +
                  b64_bound(c.key_off[r + 1] - c.key_off[r]) + b64_bound(c.value_off[r + 1] - c.value_off[r]);
         for (int32_t h = c.header_off[r]; h < c.header_off[r + 1]; h++) {
@@ -234,9 +211,9 @@ json_lines(PyObject *module, PyObject *args)
     for (Py_ssize_t r = 0; r < n_rows; r++) {
         int32_t b = c.row_batch[r];
         w = put(w, prefix.buf, prefix.len);
-        w = put_int(w, c.offset[r]);
+        w = put_decimal(w, c.offset[r]);
         w = PUT_LITERAL(w, K_TIMESTAMP);
-        w = put_int(w, c.timestamp[r]);
+        w = put_decimal(w, c.timestamp[r]);
         w = PUT_LITERAL(w, K_TYPE);
         w = put(w, per_batch[2 * b].data, per_batch[2 * b].len);
         w = PUT_LITERAL(w, K_KEY);

@@ -1,8 +1,8 @@
 /*
  * segstore_kafka._speedups: the record lines of the text dump (columnar.text_lines).
  *
- * Included by _speedups.c after json_lines (one translation unit): Cols, get_cols, put, put_int,
- * within are its.  The pure-Python reference is KafkaStore.dump (store.py: batch_line, record_line).
+ * Included by _speedups.c after json_lines (one translation unit): Cols, get_cols, put,
+ * within are its (put_decimal is speedups_common.h's).  The pure-Python reference is KafkaStore.dump (store.py: batch_line, record_line).
  */
 
 static const char T_OFFSET[] = "| offset: ", T_KEY[] = " keySize: ", T_VALUE[] = " valueSize: ",
@@ -66,7 +66,7 @@ text_lines(PyObject *module, PyObject *args)
             PyErr_SetString(PyExc_ValueError, "row batches in order and offsets within the buffers");
             goto done;
         }
-        bound += 4 * INT_BOUND + sizeof(T_OFFSET) + sizeof(T_KEY) + sizeof(T_VALUE) + sizeof(T_HEADERS) + 8 +
+        bound += 4 * DECIMAL_BOUND + sizeof(T_OFFSET) + sizeof(T_KEY) + sizeof(T_VALUE) + sizeof(T_HEADERS) + 8 +
                  PyBytes_GET_SIZE(PyList_GET_ITEM(types, b)) + PyBytes_GET_SIZE(PyList_GET_ITEM(tails, b));
         for (int32_t h = c.header_off[r]; h < c.header_off[r + 1]; h++) {
             if (!within(c.hkey_off, h, c.cap.hkey)) {
@@ -100,15 +100,15 @@ text_lines(PyObject *module, PyObject *args)
                 continue;
             }
             w = PUT_LITERAL(w, T_OFFSET);
-            w = put_int(w, c.offset[r]);
+            w = put_decimal(w, c.offset[r]);
             *w++ = ' ';
             w = put(w, PyBytes_AS_STRING(type), PyBytes_GET_SIZE(type));
             w = PUT_LITERAL(w, ": ");
-            w = put_int(w, c.timestamp[r]);
+            w = put_decimal(w, c.timestamp[r]);
             w = PUT_LITERAL(w, T_KEY);
-            w = put_int(w, bit(c.key_valid, r) ? c.key_off[r + 1] - c.key_off[r] : -1);
+            w = put_decimal(w, bit(c.key_valid, r) ? c.key_off[r + 1] - c.key_off[r] : -1);
             w = PUT_LITERAL(w, T_VALUE);
-            w = put_int(w, bit(c.value_valid, r) ? c.value_off[r + 1] - c.value_off[r] : -1);
+            w = put_decimal(w, bit(c.value_valid, r) ? c.value_off[r + 1] - c.value_off[r] : -1);
             w = PUT_LITERAL(w, T_HEADERS);
             for (int32_t h = c.header_off[r]; h < c.header_off[r + 1]; h++) {
                 if (h > c.header_off[r]) {

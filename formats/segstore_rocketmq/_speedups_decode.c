@@ -951,7 +951,6 @@ property_columns(PyObject *module, PyObject *args)
 }
 
 static const char HEX_UPPER[] = "0123456789ABCDEF";
-static const char HEX_LOWER[] = "0123456789abcdef";
 /* Each byte as two uppercase hex digits (a msgId's physical offset: 8 lookups, not 16 digit steps). */
 static const char HEX_PAIRS[] =
     "000102030405060708090A0B0C0D0E0F101112131415161718191A1B1C1D1E1F202122232425262728292A2B2C2D2E2F"
@@ -960,25 +959,6 @@ static const char HEX_PAIRS[] =
     "909192939495969798999A9B9C9D9E9FA0A1A2A3A4A5A6A7A8A9AAABACADAEAFB0B1B2B3B4B5B6B7B8B9BABBBCBDBEBF"
     "C0C1C2C3C4C5C6C7C8C9CACBCCCDCECFD0D1D2D3D4D5D6D7D8D9DADBDCDDDEDFE0E1E2E3E4E5E6E7E8E9EAEBECEDEEEF"
     "F0F1F2F3F4F5F6F7F8F9FAFBFCFDFEFF";
-
-static uint8_t *
-put_decimal(uint8_t *o, int64_t v)
-{
-    char tmp[24];
-    int k = 0;
-    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    do {
-        tmp[k++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    if (v < 0) {
-        *o++ = '-';
-    }
-    while (k) {
-        *o++ = (uint8_t)tmp[--k];
-    }
-    return o;
-}
 
 /*
  * format_hosts(i8, i4, u8, n, which, offsets, out) -> bytes used
