@@ -626,7 +626,7 @@ def iter_lines(path: str | os.PathLike[str], *, chunk: int = 1 << 20,
         yield pos, b"".join(parts)
 
 
-def write_atomic(path: str | os.PathLike[str], data: bytes | str, *, fsync: bool = True) -> None:
+def write_atomic(path: str | os.PathLike[str], data: bytes | memoryview | str, *, fsync: bool = True) -> None:
     """Replace ``path`` with ``data`` atomically: write ``path.tmp``, fsync, rename, fsync the dir.
 
     A crash leaves either the old or the new content, never a mix.
