@@ -282,6 +282,44 @@ def test_bad_status_is_exactly_where_message_decode_raises(data, strict):
         assert not err.value.message.startswith("expected a message, found")   # decode itself refused it
 
 
+@st.composite
+def long_run(draw) -> tuple[bytes, list[int]]:
+    """8-30 messages of 0-70 byte bodies (the C checks CRCs eight rows at a time, four bodies of 16
+    bytes or more together), one of them sometimes with a wrong CRC; and their positions."""
+    data, positions = b"", []
+    count = draw(st.integers(8, 30))
+    wrong = draw(st.integers(0, count))        # count: none wrong
+    for k in range(count):
+        body = draw(st.binary(min_size=16 if draw(st.integers(0, 5)) else 0, max_size=70))
+        msg = RocketMQMessage(topic="T", queue_id=0, body=body, queue_offset=k, physical_offset=len(data),
+                              born_host=Host(b"\x7f\0\0\1", 1), store_host=Host(b"\x7f\0\0\1", 2))
+        topic_field = encode_topic(msg.topic, MESSAGE_MAGIC)
+        msg.size = encoded_size(len(body), len(topic_field), 0, msg.sys_flag)
+        crc = body_crc(body) ^ (1 if k == wrong else 0)
+        positions.append(len(data))
+        data += b"".join(encode_parts(msg, topic_field, b"", crc))
+    return data, positions
+
+
+@needs_c
+@settings(max_examples=40)
+@given(long_run(), st.booleans(), st.sampled_from([5, 8, 64]))
+def test_c_crc_checks_of_long_runs_equal_the_reference(run, strict, cap):
+    data, positions = run
+    view = memoryview(data)
+    rows_c, rows_py = columnar.rows_of(cap), columnar.rows_of(cap)
+    c = columnar._speedups.decode_region(view, 0, len(data), len(data), 1000, rows_c.i8, rows_c.i4, rows_c.u8,
+                                         strict)
+    rows_c.n = c[0]
+    assert c == columnar.decode_region_py(view, 0, len(data), len(data), 1000, rows_py, strict)
+    assert rows_c.equals(rows_py)
+    at = np.array(positions, dtype=np.int64)
+    rows_c, rows_py = columnar.rows_of(len(at)), columnar.rows_of(len(at))
+    rows_c.n = columnar._speedups.decode_at(view, at, len(data), 0, rows_c.i8, rows_c.i4, rows_c.u8, strict)
+    assert rows_c.n == columnar.decode_at_py(view, at, len(data), 0, rows_py, strict)
+    assert rows_c.equals(rows_py)
+
+
 @needs_c
 @given(region(), st.lists(st.integers(-3, 400), max_size=8), st.booleans())
 def test_c_decode_at_equals_the_reference(data, positions, strict):

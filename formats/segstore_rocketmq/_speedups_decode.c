@@ -106,12 +106,12 @@ body_crcs(PyObject *module, PyObject *args)
 }
 
 /*
- * Decode the message at d = view + pos (left bytes to the limit) into row n of c;
- * 0 when message.decode would raise (with check_crc = strict).  Row n may be
+ * Decode the message at d = view + pos (left bytes to the limit) into row n of c, all but crc_ok
+ * (check_crcs fills it); 0 when message.decode would raise for its layout.  Row n may be
  * partly written then: the caller does not count it.
  */
 static int
-decode_row(const uint8_t *d, Py_ssize_t left, int32_t total, int32_t magic, int strict, Cols *c, Py_ssize_t n,
+decode_row(const uint8_t *d, Py_ssize_t left, int32_t total, int32_t magic, Cols *c, Py_ssize_t n,
            Py_ssize_t pos, int64_t base)
 {
     if (total < HEADER_V4 || total > left) {
@@ -159,10 +159,6 @@ decode_row(const uint8_t *d, Py_ssize_t left, int32_t total, int32_t magic, int 
         return 0;
     }
     int32_t stored_crc = get_i32(d + 8);
-    uint8_t crc_ok = (body_crc32(d + body_at, (size_t)body_len) & BODY_CRC_MASK) == (uint32_t)stored_crc;
-    if (strict && !crc_ok) {
-        return 0;
-    }
     int64_t **i8 = c->i8;
     int32_t **i4 = c->i4;
     i8[C_POSITION][n] = base + pos;
@@ -181,7 +177,6 @@ decode_row(const uint8_t *d, Py_ssize_t left, int32_t total, int32_t magic, int 
     i4[C_BODY_LEN][n] = body_len;
     i4[C_TOPIC_LEN][n] = topic_len;
     i4[C_PROPS_LEN][n] = props_len;
-    c->crc_ok[n] = crc_ok;
     p = d + 48;
     uint8_t *ip = c->born_ip + n * IPV6_LEN;
     int len = born6 ? IPV6_LEN : IPV4_LEN;
@@ -199,6 +194,44 @@ decode_row(const uint8_t *d, Py_ssize_t left, int32_t total, int32_t magic, int 
     i4[C_RECONSUME][n] = get_i32(p); p += 4;
     i8[C_PREPARED][n] = get_i64(p);
     return 1;
+}
+
+/*
+ * crc_ok of rows [from, n) of c: each body's CRC (view d) against its stored one.  The first row
+ * whose CRC does not match, or n: with check_crc = strict, message.decode raises there.  Four bodies
+ * at a time where they are long enough (crc32_clmul_4: one body's folds wait on each other); the
+ * callers check every CHECK_ROWS rows, while the bodies are still in the cache.
+ */
+#define CHECK_ROWS 8
+
+static Py_ssize_t
+check_crcs(const uint8_t *d, Cols *c, Py_ssize_t from, Py_ssize_t n)
+{
+    const int64_t *at = c->i8[C_BODY_POS];
+    const int32_t *len = c->i4[C_BODY_LEN], *stored = c->i4[C_BODY_CRC];
+    Py_ssize_t i = from;
+#ifdef HAVE_CLMUL_CRC
+    if (clmul_usable()) {
+        for (; i + 4 <= n; i += 4) {
+            if (len[i] < 16 || len[i + 1] < 16 || len[i + 2] < 16 || len[i + 3] < 16) {
+                break;
+            }
+            const uint8_t *bufs[4] = {d + at[i], d + at[i + 1], d + at[i + 2], d + at[i + 3]};
+            const size_t lens[4] = {(size_t)len[i], (size_t)len[i + 1], (size_t)len[i + 2], (size_t)len[i + 3]};
+            uint32_t crcs[4];
+            crc32_clmul_4(bufs, lens, crcs);
+            for (int k = 0; k < 4; k++) {
+                c->crc_ok[i + k] = (crcs[k] & BODY_CRC_MASK) == (uint32_t)stored[i + k];
+            }
+        }
+    }
+#endif
+    for (; i < n; i++) {
+        c->crc_ok[i] = (body_crc32(d + at[i], (size_t)len[i]) & BODY_CRC_MASK) == (uint32_t)stored[i];
+    }
+    for (i = from; i < n && c->crc_ok[i]; i++) {
+    }
+    return i;
 }
 
 /*
@@ -233,6 +266,7 @@ decode_region(PyObject *module, PyObject *args)
     Py_ssize_t n = 0;
     int status = ST_DONE;
     int32_t blank = 0;
+    Py_ssize_t checked = 0, bad = 0;
     Py_BEGIN_ALLOW_THREADS
     while (n < c.cap && pos < stop) {
         Py_ssize_t left = limit - pos;
@@ -255,12 +289,27 @@ decode_region(PyObject *module, PyObject *args)
             status = total == 0 && magic == 0 ? ST_END : ST_BAD;
             break;
         }
-        if (!decode_row(d + pos, left, total, magic, strict, &c, n, pos, base)) {
+        if (!decode_row(d + pos, left, total, magic, &c, n, pos, base)) {
             status = ST_BAD;
             break;
         }
         n++;
         pos += total;
+        if (n - checked == CHECK_ROWS) {
+            if ((bad = check_crcs(d, &c, checked, n)) < n && strict) {
+                break;
+            }
+            checked = n;
+        }
+    }
+    if (checked < n) {
+        bad = check_crcs(d, &c, checked, n);
+    }
+    if (strict && bad < n) {        /* the rows before it decoded: message.decode raises at it first */
+        n = bad;
+        pos = (Py_ssize_t)(c.i8[C_POSITION][bad] - base);
+        status = ST_BAD;
+        blank = 0;
     }
     Py_END_ALLOW_THREADS
     ret = Py_BuildValue("nnii", n, pos, status, blank);
@@ -301,7 +350,7 @@ decode_at(PyObject *module, PyObject *args)
     }
     const uint8_t *d = view.buf;
     const int64_t *at = positions.buf;
-    Py_ssize_t n = 0;
+    Py_ssize_t n = 0, checked = 0, bad = 0;
     Py_BEGIN_ALLOW_THREADS
     for (; n < count; n++) {
         int64_t pos = at[n];
@@ -310,9 +359,21 @@ decode_at(PyObject *module, PyObject *args)
         }
         int32_t total = get_i32(d + pos), magic = get_i32(d + pos + 4);
         if ((magic != MESSAGE_MAGIC && magic != MESSAGE_MAGIC_V2) ||
-            !decode_row(d + pos, limit - pos, total, magic, strict, &c, n, pos, base)) {
+            !decode_row(d + pos, limit - pos, total, magic, &c, n, pos, base)) {
             break;
         }
+        if (n + 1 - checked == CHECK_ROWS) {
+            if ((bad = check_crcs(d, &c, checked, n + 1)) <= n && strict) {
+                break;
+            }
+            checked = n + 1;
+        }
+    }
+    if (checked < n) {
+        bad = check_crcs(d, &c, checked, n);
+    }
+    if (strict && bad < n) {
+        n = bad;
     }
     Py_END_ALLOW_THREADS
     ret = PyLong_FromSsize_t(n);
