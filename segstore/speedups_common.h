@@ -142,6 +142,17 @@ static inline int
 valid_utf8(const uint8_t *s, Py_ssize_t n, int allow_surrogates)
 {
     Py_ssize_t i = 0;
+    if (n >= 8) {       /* all ASCII (the common case): one OR over the words, the last overlapping */
+        uint64_t acc = 0, word;
+        for (Py_ssize_t k = 0; k + 8 <= n; k += 8) {
+            memcpy(&word, s + k, 8);
+            acc |= word;
+        }
+        memcpy(&word, s + n - 8, 8);
+        if (((acc | word) & ASCII_MASK) == 0) {
+            return 1;
+        }
+    }
     while (i < n) {
         uint64_t word;
         if (n - i >= 8 && (memcpy(&word, s + i, 8), (word & ASCII_MASK) == 0)) {   /* 8 ASCII bytes */
