@@ -25,6 +25,14 @@ get_i32(const uint8_t *p)
     return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
 }
 
+/* The slot of a key hash: hash % slot_num made >= 0 (Python's %, which keyhash.py uses). */
+static inline int64_t
+slot_of_hash(int64_t hash, Py_ssize_t slot_num)
+{
+    int64_t slot = hash % slot_num;
+    return slot < 0 ? slot + slot_num : slot;
+}
+
 /*
  * Put entries (hs, ps, ts: n native int64 each) while the file has room (index_num entries), each as
  * IndexFile.putKey: chained to its slot's newest entry (if that is a valid entry number), the slot
@@ -37,10 +45,7 @@ index_put_entries(long long *h, uint8_t *slot_table, Py_ssize_t slot_num, uint8_
     Py_ssize_t put = 0;
     for (; put < n && h[H_INDEX_COUNT] < index_num; put++) {
         int64_t number = h[H_INDEX_COUNT];
-        int64_t slot = hs[put] % slot_num;
-        if (slot < 0) {
-            slot += slot_num;
-        }
+        int64_t slot = slot_of_hash(hs[put], slot_num);
         uint8_t *slot_at = slot_table + slot * INDEX_SLOT_SIZE;
         int32_t prev = get_i32(slot_at);
         if (prev <= INDEX_INVALID || prev > number) {
@@ -174,8 +179,10 @@ done:
 /* ------------------------------------------------------------------------------ */
 /* IndexFile chains, as verify checks them */
 
-enum { C_NEGATIVE, C_WRONG_LINKS, C_FIRST_LINK, C_EXPECTED_LINK, C_WRONG_SLOTS, C_FIRST_SLOT, C_EXPECTED_SLOT,
-       N_CHAIN_FACTS };
+enum {
+    CHAIN_NEGATIVE, CHAIN_WRONG_LINKS, CHAIN_FIRST_LINK, CHAIN_EXPECTED_LINK, CHAIN_WRONG_SLOTS, CHAIN_FIRST_SLOT,
+    CHAIN_EXPECTED_SLOT, N_CHAIN_FACTS
+};
 
 /*
  * The chain facts of n entries (20 bytes each, as in the entry table) over slot_num slots (big-endian
@@ -192,29 +199,26 @@ index_chain_facts(const uint8_t *entries, Py_ssize_t n, const uint8_t *slots, Py
     for (int i = 0; i < N_CHAIN_FACTS; i++) {
         facts[i] = -1;
     }
-    facts[C_WRONG_LINKS] = facts[C_WRONG_SLOTS] = 0;
+    facts[CHAIN_WRONG_LINKS] = facts[CHAIN_WRONG_SLOTS] = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         const uint8_t *e = entries + i * INDEX_ENTRY_SIZE;
         int64_t hash = get_i32(e);
-        if (hash < 0 && facts[C_NEGATIVE] < 0) {
-            facts[C_NEGATIVE] = i;
+        if (hash < 0 && facts[CHAIN_NEGATIVE] < 0) {
+            facts[CHAIN_NEGATIVE] = i;
         }
-        int64_t slot = hash % slot_num;
-        if (slot < 0) {
-            slot += slot_num;
-        }
+        int64_t slot = slot_of_hash(hash, slot_num);
         int32_t expected = last[slot];
-        if (get_i32(e + 16) != expected && facts[C_WRONG_LINKS]++ == 0) {
-            facts[C_FIRST_LINK] = i;
-            facts[C_EXPECTED_LINK] = expected;
+        if (get_i32(e + 16) != expected && facts[CHAIN_WRONG_LINKS]++ == 0) {
+            facts[CHAIN_FIRST_LINK] = i;
+            facts[CHAIN_EXPECTED_LINK] = expected;
         }
         last[slot] = (int32_t)(INDEX_FIRST_ENTRY + i);
     }
     for (Py_ssize_t s = 0; s < slot_num; s++) {
         int32_t held = get_i32(slots + s * INDEX_SLOT_SIZE);
-        if (held != last[s] && held < index_count && facts[C_WRONG_SLOTS]++ == 0) {
-            facts[C_FIRST_SLOT] = s;
-            facts[C_EXPECTED_SLOT] = last[s];
+        if (held != last[s] && held < index_count && facts[CHAIN_WRONG_SLOTS]++ == 0) {
+            facts[CHAIN_FIRST_SLOT] = s;
+            facts[CHAIN_EXPECTED_SLOT] = last[s];
         }
     }
 }
