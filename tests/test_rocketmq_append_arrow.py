@@ -146,3 +146,32 @@ def test_a_refused_call_writes_nothing(tmp_path, monkeypatch):
                 store.append_arrow(table)
             assert store.commitlog.end == 0 and store.topics() == []
         assert store.append_arrow(source) == 12
+
+
+PROPERTY_MAP = pa.map_(pa.string(), pa.string())
+property_rows = st.lists(st.one_of(
+    st.none(),
+    st.lists(st.tuples(st.text(st.sampled_from("ab\x01\x02é"), max_size=4),
+                       st.one_of(st.none(), st.text(st.sampled_from("xy\x01\x02ü"), max_size=5))),
+             max_size=4)), max_size=12)
+
+
+@needs_c
+@settings(max_examples=200, deadline=None)
+@given(rows=property_rows, trailing=st.booleans(), cut=st.integers(0, 3), long=st.booleans())
+def test_the_properties_join_in_c_equals_its_reference(rows, trailing, cut, long):
+    """_speedups.join_properties (appendarrow._properties) against the pyarrow reference: sliced
+    columns, null rows and values, separators, rows over the properties limit."""
+    if long and rows:
+        rows[0] = [("big", "v" * 32_767)]
+    batch = pa.RecordBatch.from_arrays([pa.array(rows, PROPERTY_MAP)], ["properties"])
+    batch = batch.slice(min(cut, batch.num_rows))
+    got = appendarrow._properties(batch, trailing)
+    want = appendarrow._properties_reference(batch, trailing)
+    assert (got is None) == (want is None)
+    if got is not None and want is not None:
+        def texts(s):
+            return [bytes(memoryview(s.data)[a:a + n]) for a, n in zip(s.starts.tolist(), s.lengths.tolist(),
+                                                                          strict=True)]
+        assert texts(got) == texts(want)
+        assert len(got.starts) == batch.num_rows

@@ -663,6 +663,9 @@ static PyMethodDef methods[] = {
      "restore_headers(item_offsets, key_offsets, keys, value_offsets, values, value_valid, names, prefix, "
      "trailing_text, ints, ips, ports, trailing, places, prop_offsets, prop_data) -> (status, prop_bytes, "
      "topic_repeated, queue_repeated)"},
+    {"join_properties", join_properties, METH_VARARGS,
+     "join_properties(list_offsets, name_offsets, names, value_offsets, values, trailing, limit) -> "
+     "(data, offsets) | None: a map column's rows as stored properties."},
     {"native_properties", native_properties, METH_VARARGS,
      "native_properties(offsets, key_offsets, key_data, key_valid, null_value, log_append, item_rows, hk_offsets, "
      "hk_data, hv_offsets, hv_data, hv_valid, txn, control, producers, names, orders, log_append_text, trailing, "

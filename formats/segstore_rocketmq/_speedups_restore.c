@@ -858,3 +858,121 @@ native_properties(PyObject *module, PyObject *args)
     }
     return Py_BuildValue("in", status, at);
 }
+
+/* Whether s[0..n) holds a property separator (0x01 or 0x02). */
+static int
+has_separator(const uint8_t *s, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if ((uint8_t)(s[i] - 1) < 2) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/*
+ * join_properties(list_offsets, name_offsets, names, value_offsets, values, trailing, limit)
+ *     -> (data, offsets) | None
+ *
+ * The stored properties of the n rows of a map column (appendarrow._properties_reference is the
+ * reference): row i's items list_offsets[i] to list_offsets[i + 1] (int32[n + 1]) as NAME 0x01
+ * VALUE, joined by 0x02, and a trailing 0x02 after a non-empty row's when trailing.  The names and
+ * values are Arrow binary buffers (int32 offsets[items + 1], data).  data holds the rows one after
+ * another and offsets (int32[n + 1], as bytes) where each starts.  None when a name or value holds
+ * 0x01 or 0x02, or a row is longer than limit bytes (the reference path then decides).  ValueError
+ * for offsets outside their buffers.  O(bytes); the passes run without the GIL.
+ */
+static PyObject *
+join_properties(PyObject *module, PyObject *args)
+{
+    Py_buffer lo_b, no_b, nd_b, vo_b, vd_b;
+    int trailing;
+    Py_ssize_t limit;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*pn", &lo_b, &no_b, &nd_b, &vo_b, &vd_b, &trailing, &limit)) {
+        return NULL;
+    }
+    const int32_t *lo = lo_b.buf, *no = no_b.buf, *vo = vo_b.buf;
+    const uint8_t *nd = nd_b.buf, *vd = vd_b.buf;
+    Py_ssize_t n = lo_b.len / 4 - 1, items = no_b.len / 4 - 1;
+    PyObject *result = NULL, *data = NULL, *offsets = NULL;
+    int ok = n >= 0 && lo_b.len == (n + 1) * 4 && items >= 0 && no_b.len % 4 == 0 && vo_b.len == no_b.len &&
+             span_ok(no, items, nd_b.len) && span_ok(vo, items, vd_b.len);
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
+        ok = lo[i] >= 0 && lo[i + 1] >= lo[i] && lo[i + 1] <= items;
+    }
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "expected list offsets into the items and item offsets inside their data");
+        goto done;
+    }
+    /* pass 1: check each name and value, size each row */
+    int declined = 0;
+    Py_ssize_t total = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n && !declined; i++) {
+        int32_t first = lo[i], last = lo[i + 1];
+        Py_ssize_t row = 0;
+        for (int32_t j = first; j < last; j++) {
+            Py_ssize_t nl = no[j + 1] - no[j], vl = vo[j + 1] - vo[j];
+            if (has_separator(nd + no[j], nl) || has_separator(vd + vo[j], vl)) {
+                declined = 1;
+                break;
+            }
+            row += nl + 1 + vl + 1;         /* NAME 0x01 VALUE 0x02 */
+        }
+        if (last > first && !trailing) {
+            row--;                          /* no 0x02 after the last pair */
+        }
+        if (row > limit) {
+            declined = 1;
+        }
+        total += row;
+    }
+    if (total > INT32_MAX) {
+        declined = 1;                       /* the offsets are int32 */
+    }
+    Py_END_ALLOW_THREADS
+    if (declined) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    data = PyBytes_FromStringAndSize(NULL, total);
+    offsets = PyBytes_FromStringAndSize(NULL, (n + 1) * 4);
+    if (data == NULL || offsets == NULL) {
+        goto done;
+    }
+    uint8_t *out = (uint8_t *)PyBytes_AS_STRING(data);
+    int32_t *starts = (int32_t *)PyBytes_AS_STRING(offsets);
+    /* pass 2: write the rows */
+    Py_BEGIN_ALLOW_THREADS
+    Py_ssize_t at = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        starts[i] = (int32_t)at;
+        for (int32_t j = lo[i]; j < lo[i + 1]; j++) {
+            Py_ssize_t nl = no[j + 1] - no[j], vl = vo[j + 1] - vo[j];
+            if (j > lo[i]) {
+                out[at++] = PROPERTY_SEPARATOR;
+            }
+            memcpy(out + at, nd + no[j], (size_t)nl);
+            at += nl;
+            out[at++] = NAME_VALUE_SEPARATOR;
+            memcpy(out + at, vd + vo[j], (size_t)vl);
+            at += vl;
+        }
+        if (trailing && lo[i + 1] > lo[i]) {
+            out[at++] = PROPERTY_SEPARATOR;
+        }
+    }
+    starts[n] = (int32_t)at;
+    Py_END_ALLOW_THREADS
+    result = PyTuple_Pack(2, data, offsets);
+done:
+    Py_XDECREF(data);
+    Py_XDECREF(offsets);
+    PyBuffer_Release(&lo_b);
+    PyBuffer_Release(&no_b);
+    PyBuffer_Release(&nd_b);
+    PyBuffer_Release(&vo_b);
+    PyBuffer_Release(&vd_b);
+    return result;
+}

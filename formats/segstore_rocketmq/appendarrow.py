@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from segstore.columns import binary_buffers
 from segstore.errors import InvalidMessageError
 
 from . import arrowwrite
@@ -78,12 +79,37 @@ def _millis(column: pa.Array) -> np.ndarray:
     return column.cast(pa.int64()).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
-def _properties(batch: pa.RecordBatch, trailing: bool) -> arrowwrite.Slices | None:
-    """Each row's properties encoded (``message.encode_properties``); None when a name or value holds a
-    separator, or a row's are longer than the format holds (the reference raises then)."""
+def _map_column(batch: pa.RecordBatch) -> pa.MapArray:
     column = batch.column("properties")
     if column.null_count:
         column = pc.fill_null(column, pa.scalar([], column.type))
+    return column
+
+
+def _properties(batch: pa.RecordBatch, trailing: bool) -> arrowwrite.Slices | None:
+    """Each row's properties encoded (``message.encode_properties``); None when a name or value holds a
+    separator or is null, or a row's are longer than the format holds (the reference raises then).
+    One C pass (``_speedups.join_properties``), tested equal to :func:`_properties_reference`."""
+    assert arrowwrite._speedups is not None     # the columnar path exists only with the accelerator
+    column = _map_column(batch)
+    offsets = column.offsets.to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    if column.items.slice(lo, hi - lo).null_count:      # the map's own items: not sliced
+        return None
+    name_offsets, names = binary_buffers(column.keys)
+    value_offsets, values = binary_buffers(column.items)
+    joined = arrowwrite._speedups.join_properties(offsets, name_offsets, names, value_offsets, values,
+                                                  trailing, MAX_PROPERTIES_BYTES)
+    if joined is None:
+        return None
+    data, offsets = joined
+    starts = np.frombuffer(offsets, np.int32)
+    return arrowwrite.Slices(data, starts[:-1].astype(np.int64), np.diff(starts))
+
+
+def _properties_reference(batch: pa.RecordBatch, trailing: bool) -> arrowwrite.Slices | None:
+    """:func:`_properties` in Arrow's compute functions: the reference of its C pass."""
+    column = _map_column(batch)
     offsets = column.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
     lo, hi = int(offsets[0]), int(offsets[-1])
     keys = column.keys.slice(lo, hi - lo).cast(pa.binary())        # the map's own items: not sliced
