@@ -5,7 +5,12 @@ Rows as ``bench_kafka_append``'s: 9-byte keys, 100-byte values, a timestamp, ove
 :data:`PARTITIONS` partitions of one topic, written once as Parquet (one file per
 :data:`FILES`); Spark reads that Parquet and appends it to an empty store
 (``local[--cores]``: read, stage an Arrow file per task, commit), and the baseline opens an
-empty store in this process and appends the same rows, read from the same Parquet, whole:
+empty store in this process and appends the same rows, read from the same Parquet, whole.
+Both of the source's writers are timed: the JVM side's (the default: each task turns its rows
+into Arrow in its JVM and writes its file) and PySpark's Python data source's
+(``.option("writer", "python")``: the rows go to a Python worker per task as Arrow batches);
+the commit is the same Python append for both.
+
 
 - Kafka: ``KafkaStore.append_arrow`` of the table (goal: Spark >= 0.5x of it);
 - RocketMQ: ``append_batch`` of the rows as dicts, 1,000 a call (its ``append_arrow`` takes a
@@ -61,10 +66,10 @@ def write_parquet(path: str, rows: int) -> None:
         }), os.path.join(path, f"part-{f:03d}.parquet"), compression="none")
 
 
-def spark_write(spark: Any, parquet: str, target: str, format_name: str) -> float:
+def spark_write(spark: Any, parquet: str, target: str, format_name: str, writer: str) -> float:
     t0 = time.perf_counter()
-    (spark.read.parquet(parquet).write.format("segstore").option("format", format_name).mode("append")
-     .save(target))
+    (spark.read.parquet(parquet).write.format("segstore").option("writer", writer)
+     .option("format", format_name).mode("append").save(target))
     return time.perf_counter() - t0
 
 
@@ -104,22 +109,24 @@ def main() -> None:
         parquet = os.path.join(root, "rows.parquet")
         write_parquet(parquet, args.rows)
         for format_name in args.formats.split(","):
-            times: dict[str, list[float]] = {"spark": [], "local": []}
+            times: dict[str, list[float]] = {"jvm": [], "python": [], "local": []}
             for attempt in range(args.repeat + 1):      # the first: warm-up, not counted
-                for side in ("spark", "local"):
+                for side in times:
                     target = os.path.join(root, f"{format_name}_{side}_{attempt}")   # not TOPIC-N
-                    took = (spark_write(spark, parquet, target, format_name) if side == "spark"
-                            else in_process(parquet, target, format_name))
+                    took = (in_process(parquet, target, format_name) if side == "local"
+                            else spark_write(spark, parquet, target, format_name, side))
                     if attempt:
                         times[side].append(took)
                     shutil.rmtree(target, ignore_errors=True)
-            t_spark, t_local = min(times["spark"]), min(times["local"])
+            t_local = min(times["local"])
             baseline = ("append_arrow, one process" if format_name == "kafka"
                         else "append_batch(1000) of dicts, one process")
-            report.add(f"Spark writer, {format_name}, {args.rows:,} rows", args.rows / t_spark, "rows/s",
-                       baseline=baseline, baseline_value=args.rows / t_local,
-                       note=f"local[{args.cores}], {FILES} Parquet files in, {PARTITIONS} partitions, "
-                            f"100 B values; Parquet read on both sides; best of {args.repeat}")
+            for writer, label in (("jvm", ""), ("python", " (writer=python)")):
+                rate = args.rows / min(times[writer])
+                report.add(f"Spark writer{label}, {format_name}, {args.rows:,} rows", rate,
+                           "rows/s", baseline=baseline, baseline_value=args.rows / t_local,
+                           note=f"local[{args.cores}], {FILES} Parquet files in, {PARTITIONS} partitions, "
+                                f"100 B values; Parquet read on both sides; best of {args.repeat}")
     finally:
         shutil.rmtree(root, ignore_errors=True)
         spark.stop()

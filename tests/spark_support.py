@@ -45,6 +45,20 @@ def reader(request, spark):
     return request.param
 
 
+#: Where a batch write's tasks stage their rows: the JVM side (``SegstoreBatchWrite``) or PySpark's
+#: Python data source (``segstore.spark.datasource.SegstoreWriter``); the commit is Python's either way.
+WRITERS = ("jvm", "python")
+
+
+@pytest.fixture(params=WRITERS)
+def writer(request, spark):
+    """Each batch writer in turn (``.option("writer", ...)``)."""
+    from segstore.spark import jvm_source_loaded
+
+    assert jvm_source_loaded(spark), "local_session() should have built and loaded the JVM side's jar"
+    return request.param
+
+
 def source(spark, reader):
     """``spark.read.format("segstore")`` reading with ``reader`` (``jvm`` or ``python``)."""
     return spark.read.format("segstore").option("reader", reader)

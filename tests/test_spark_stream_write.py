@@ -7,7 +7,16 @@ import os
 import tempfile
 
 import pytest
-from spark_support import FIXTURES, fixture_config, library_rows, reader, source, spark, utc  # noqa: F401
+from spark_support import (  # noqa: F401
+    FIXTURES,
+    fixture_config,
+    library_rows,
+    reader,
+    source,
+    spark,
+    utc,
+    writer,
+)
 
 import segstore
 
@@ -22,12 +31,13 @@ def _library_values(path, topic, partition):
 
 
 @pytest.mark.parametrize("format_name", ["rocketmq", "kafka"])
-def test_write_appends_in_dataframe_order(spark, tmp_path, format_name):  # noqa: F811
+def test_write_appends_in_dataframe_order(spark, writer, tmp_path, format_name):  # noqa: F811
     path = tmp_path / "store"
     rows = [(f"v{i}".encode(), f"k{i}", "orders", i % 2, [("h", f"{i}".encode())]) for i in range(40)]
     schema = f"value binary, key string, topic string, partition int, headers {HEADERS}"
     df = spark.createDataFrame(rows, schema)
-    df.coalesce(3).write.format("segstore").option("format", format_name).mode("append").save(str(path))
+    df.coalesce(3).write.format("segstore").option("writer", writer).option("format", format_name) \
+        .mode("append").save(str(path))
     for partition in (0, 1):
         got = _library_values(path, "orders", partition)
         expected = [r for r in rows if r[3] == partition]
@@ -38,12 +48,33 @@ def test_write_appends_in_dataframe_order(spark, tmp_path, format_name):  # noqa
             assert [m.headers for m in got] == [r[4] for r in expected]
     assert os.listdir(tmp_path) == ["store"]      # nothing staged beside the store
     # a second job appends after the first
-    spark.createDataFrame([("more",)], "value string").write.format("segstore").option("topic", "orders") \
-        .mode("append").save(str(path))
+    spark.createDataFrame([("more",)], "value string").write.format("segstore").option("writer", writer) \
+        .option("topic", "orders").mode("append").save(str(path))
     assert _library_values(path, "orders", 0)[-1].value == b"more"
 
 
-def test_write_failure_leaves_store_untouched(spark, tmp_path):  # noqa: F811
+def test_a_batch_write_is_staged_by_the_jvm_side_unless_told(spark, tmp_path):  # noqa: F811
+    """``format("segstore")`` stages in the JVM by default: it takes ``writer=jvm``, which the Python data
+    source alone refuses; ``writer=python`` goes to the Python data source."""
+    path = str(tmp_path / "store")
+    frame = spark.createDataFrame([(f"v{i}", i) for i in range(10)], "value string, timestamp_ms long") \
+        .selectExpr("value", "timestamp_millis(timestamp_ms) AS timestamp").repartition(2)
+    frame.write.format("segstore").option("topic", "t").mode("append").save(path)
+    frame.write.format("segstore").option("writer", "jvm").option("topic", "t").mode("append").save(path)
+    frame.write.format("segstore").option("writer", "python").option("topic", "t").mode("append").save(path)
+    with pytest.raises(Exception, match="writer=jvm: the JVM side of the source is not on this session"):
+        frame.write.format(_register(spark, "segstore_python_only")).option("writer", "jvm") \
+            .option("topic", "t").mode("append").save(path)
+    with pytest.raises(Exception, match="option writer must be jvm or python, found jvn"):
+        frame.write.format("segstore").option("writer", "jvn").option("topic", "t").mode("append").save(path)
+    got = _library_values(path, "t", 0)
+    # every job's rows, their times as given (ms)
+    assert sorted(m.value for m in got) == sorted([f"v{i}".encode() for i in range(10)] * 3)
+    assert sorted(m.timestamp for m in got) == sorted(list(range(10)) * 3)
+    assert os.listdir(tmp_path) == ["store"]
+
+
+def test_write_failure_leaves_store_untouched(spark, writer, tmp_path):  # noqa: F811
     from pyspark.sql import functions as F
 
     path = tmp_path / "store"
@@ -58,21 +89,25 @@ def test_write_failure_leaves_store_untouched(spark, tmp_path):  # noqa: F811
 
     df = spark.range(0, 20, numPartitions=4).select(explode_on_13("id").alias("value"))
     with pytest.raises(Exception, match="task fails on row 13"):
-        df.write.format("segstore").option("topic", "t").mode("append").save(str(path))
+        df.write.format("segstore").option("writer", writer).option("topic", "t").mode("append") \
+            .save(str(path))
     assert [m.value for m in _library_values(path, "t", 0)] == [b"before"]
     assert os.listdir(tmp_path) == ["store"]
 
 
-def test_write_refuses_bad_frames(spark, tmp_path):  # noqa: F811
+def test_write_refuses_bad_frames(spark, writer, tmp_path):  # noqa: F811
     path = str(tmp_path / "store")
+
+    def write(schema):
+        return spark.createDataFrame([("x",)], schema).write.format("segstore").option("writer", writer)
+
     with pytest.raises(Exception, match="value column"):
-        spark.createDataFrame([("x",)], "payload string").write.format("segstore").option("topic", "t") \
-            .mode("append").save(path)
+        write("payload string").option("topic", "t").mode("append").save(path)
     with pytest.raises(Exception, match="topic"):
-        spark.createDataFrame([("x",)], "value string").write.format("segstore").mode("append").save(path)
+        write("value string").mode("append").save(path)
     with pytest.raises(Exception, match="append-only"):
-        spark.createDataFrame([("x",)], "value string").write.format("segstore").option("topic", "t") \
-            .mode("overwrite").save(path)
+        write("value string").option("topic", "t").mode("overwrite").save(path)
+    assert not os.path.exists(path)
 
 
 def _append(path, format_name, start, count, partitions=2):

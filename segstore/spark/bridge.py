@@ -1,4 +1,4 @@
-"""What the columnar JVM side of the ``segstore`` source asks of Python: schema, pushdown, plan, read.
+"""What the JVM side of the ``segstore`` source asks of Python: schema, pushdown, plan, read, write.
 
 The JVM side (``segstore/spark/java``) decodes no format: each request here runs the
 same planner and the same ``Store.scan_arrow`` as PySpark's Python data source
@@ -17,6 +17,10 @@ Spark as they are.
   ``stream_snapshot``, ``stream_latest`` (``"start"``, ``"maxRows"``) -> ``{"offsets"}``
   (``{topic: {partition: next offset}}``), ``stream_plan`` (``"start"``, ``"end"``) ->
   ``{"partitions"}``: :class:`.datasource.SegstoreStreamReader`'s answers.
+- batch writes (the JVM side's writer; its tasks stage Arrow files themselves):
+  ``write_begin`` (``{"options", "schema", "overwrite", "local"}`` -> ``{"root", "jobDir"}``),
+  ``write_commit`` (``{"options", "root", "jobDir", "staged"}``) and ``write_abort``
+  (``{"options", "root", "jobDir"}``) -> ``{}``: :class:`.datasource.StagedJob`'s.
 
 Driver requests cost one store open each (planning opens it again, as the Python
 source does); reads are ``O(records)`` in Arrow and C.  Not thread-safe: one request
@@ -49,8 +53,18 @@ from pyspark.sql.types import StructType
 from ..errors import ConfigError
 from ..store import Store
 from . import planning
-from .datasource import TIME_COLUMNS, SegstoreStreamReader, open_store, read_slices
-from .options import ReadOptions, parse_read_options
+from .datasource import (
+    TIME_COLUMNS,
+    SegstoreStreamReader,
+    StagedJob,
+    StagedWrite,
+    check_append_mode,
+    check_write_schema,
+    local_staging_root,
+    open_store,
+    read_slices,
+)
+from .options import ReadOptions, parse_read_options, parse_write_options
 from .schema import arrow_schema, spark_schema
 
 _COMPARISONS: dict[str, type[Filter]] = {
@@ -233,6 +247,35 @@ def stream_plan(request: Mapping[str, Any]) -> dict[str, Any]:
     partitions = _stream(request).partitions(request["start"], request["end"])
     plan_id = uuid.uuid4().hex
     return {"partitions": [_spec(p, request["options"], plan_id) for p in partitions]}
+
+
+def _job(request: Mapping[str, Any]) -> StagedJob:
+    return StagedJob(parse_write_options(request["options"]), str(request["root"]), str(request["jobDir"]))
+
+
+def write_begin(request: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"root", "jobDir"}``: a batch write's staging, made after the checks the Python data source's
+    ``writer`` makes (append mode, the frame's columns); ``local``: the session runs ``local[...]``
+    (stage in :func:`.datasource.local_staging_root`)."""
+    options = parse_write_options(request["options"])
+    check_append_mode(options, bool(request.get("overwrite")))
+    check_write_schema(StructType.fromJson(json.loads(request["schema"])), options)
+    job = StagedJob.start(options, uuid.uuid4().hex,
+                          local_root=local_staging_root() if request.get("local") else None)
+    return {"root": job.root, "jobDir": job.job_dir}
+
+
+def write_commit(request: Mapping[str, Any]) -> dict[str, Any]:
+    """Append the files the tasks staged (``staged``: ``[partition, path, rows]`` each) to the store, in
+    partition order, then remove the staging (:meth:`.datasource.StagedJob.commit`)."""
+    _job(request).commit([StagedWrite(int(p), str(path), int(rows)) for p, path, rows in request["staged"]])
+    return {}
+
+
+def write_abort(request: Mapping[str, Any]) -> dict[str, Any]:
+    """Remove a failed job's staging; the store is not touched."""
+    _job(request).clean()
+    return {}
 
 
 def read(request: Mapping[str, Any]) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:

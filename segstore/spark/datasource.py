@@ -509,35 +509,39 @@ def staging_root(options: WriteOptions, *, local_root: str | None) -> str:
     return os.path.join(os.path.dirname(top), f".{os.path.basename(top)}{STAGING_SUFFIX}")
 
 
-class SegstoreWriter(DataSourceArrowWriter):
-    """Batch writer: tasks stage Arrow files; the driver appends them in partition order.
+@dataclass(frozen=True)
+class StagedJob:
+    """One write job's staging: ``root`` (:func:`staging_root`) and the job's directory in it.
 
-    The driver makes ``STAGING/JOB/`` (``STAGING`` from :func:`staging_root`); a task's
-    ``write`` puts its rows in ``part-PPPPP-A.arrow`` there (atomic write); ``commit`` (run only when every
-    task succeeded) opens the store for append, appends the staged rows partition by
-    partition, then deletes the job's directory and ``STAGING`` if nothing else is in
-    it; ``abort`` only deletes them.  The store is never touched by a job that fails.
-    The staging directory must be visible to the driver and every executor.
+    Write tasks put their rows in ``part-PPPPP-A.arrow`` files there (:func:`staged_name`);
+    :meth:`commit` appends them to the store in partition order, :meth:`clean` removes them.
+    Both write paths stage so: PySpark's Python data source (:class:`SegstoreWriter`) and the
+    JVM side's writer, whose driver calls :mod:`.bridge`'s ``write_*`` requests.
     """
 
-    def __init__(self, options: WriteOptions, schema: StructType, job_id: str, *,
-                 local_root: str | None = None) -> None:
-        self.options = options
-        self.schema = schema
-        self.root = staging_root(options, local_root=local_root)
-        self.job_dir = os.path.join(self.root, job_id)
-        # Made here, on the driver, and never by a task: a task Spark has not stopped yet when
-        # the job fails must not bring the directory back after ``abort`` removed it.
+    options: WriteOptions
+    root: str
+    job_dir: str
+
+    @classmethod
+    def start(cls, options: WriteOptions, job_id: str, *, local_root: str | None) -> StagedJob:
+        """A new job: its directory made, here, on the driver, and never by a task: a task Spark has
+        not stopped yet when the job fails must not bring the directory back after ``abort``
+        removed it."""
+        root = staging_root(options, local_root=local_root)
+        job = cls(options, root, os.path.join(root, job_id))
         for attempt in range(3):
             try:
-                files.make_dirs(self.job_dir)
+                files.make_dirs(job.job_dir)
                 break
             except NotFoundError:
-                # another job's _clean removed the shared root between our making it and our job dir
+                # another job's clean removed the shared root between our making it and our job dir
                 if attempt == 2:
                     raise
+        return job
 
-    def _clean(self) -> None:
+    def clean(self) -> None:
+        """Remove the job's directory, and the root if nothing else is in it."""
         for attempt in range(3):
             try:
                 files.remove_tree(self.job_dir)
@@ -546,6 +550,71 @@ class SegstoreWriter(DataSourceArrowWriter):
                 if attempt == 2:   # a late task kept writing into it
                     raise
         files.remove_dir_if_empty(self.root)     # other jobs may still be staging there
+
+    def commit(self, staged: list[StagedWrite]) -> None:
+        """Append every staged file to the store, in partition order, then :meth:`clean`."""
+        try:
+            with open_store(self.options.path, self.options.format, self.options.config, mode="a") as store:
+                for part in sorted(staged, key=lambda m: m.partition_id):
+                    if part.rows:
+                        self._append(store, part)
+        finally:
+            self.clean()
+
+    def _append(self, store: Store, part: StagedWrite) -> None:
+        table = pa.ipc.open_stream(pa.py_buffer(files.read_bytes(part.path))).read_all()
+        # Kafka appends columns whole (its append_arrow takes a producer's columns; RocketMQ's takes
+        # stored messages' and would drop keys and headers: its append_batch takes the Messages
+        # without headers on its plain C path)
+        columns = staged_columns(table, self.options) if store.format == KAFKA else None
+        if columns is not None:
+            store.append_arrow(columns)
+            return
+        chunk: list[Message] = []
+        for message in staged_messages(table, self.options):
+            chunk.append(message)
+            if len(chunk) >= COMMIT_CHUNK_ROWS:
+                store.append_batch(chunk)
+                chunk = []
+        if chunk:
+            store.append_batch(chunk)
+
+
+def staged_name(partition_id: int, attempt: int) -> str:
+    """The file a write task stages its rows in, in its job's directory."""
+    return f"part-{partition_id:05d}-{attempt}.arrow"
+
+
+def check_append_mode(options: WriteOptions, overwrite: bool) -> None:
+    """:raises ConfigError: ``overwrite`` (stores are append-only)."""
+    if overwrite:
+        raise ConfigError("segstore stores are append-only: use .mode(\"append\")", options.path)
+
+
+class SegstoreWriter(DataSourceArrowWriter):
+    """Batch writer: tasks stage Arrow files; the driver appends them in partition order.
+
+    The driver makes the job's staging directory (:meth:`StagedJob.start`); a task's ``write``
+    puts its rows in a file there (atomic write); ``commit`` (run only when every task succeeded)
+    appends the staged rows partition by partition, then deletes the job's directory and the
+    staging root if nothing else is in it; ``abort`` only deletes them.  The store is never
+    touched by a job that fails.  The staging directory must be visible to the driver and every
+    executor.
+    """
+
+    def __init__(self, options: WriteOptions, schema: StructType, job_id: str, *,
+                 local_root: str | None = None) -> None:
+        self.options = options
+        self.schema = schema
+        self.job = StagedJob.start(options, job_id, local_root=local_root)
+
+    @property
+    def root(self) -> str:
+        return self.job.root
+
+    @property
+    def job_dir(self) -> str:
+        return self.job.job_dir
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedWrite:
         from pyspark import TaskContext
@@ -566,40 +635,17 @@ class SegstoreWriter(DataSourceArrowWriter):
             rows += batch.num_rows
         if out is not None:
             out.close()
-        path = os.path.join(self.job_dir, f"part-{partition_id:05d}-{attempt}.arrow")
+        path = os.path.join(self.job_dir, staged_name(partition_id, attempt))
         # fails once the job is aborted; no fsync: the commit reads the file in this job, and a crash
         # before the commit ends the job with nothing appended (the store's own writes are durable)
         files.write_atomic(path, memoryview(sink.getvalue()), fsync=False)
         return StagedWrite(partition_id, path, rows)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        staged = sorted((m for m in messages if isinstance(m, StagedWrite)), key=lambda m: m.partition_id)
-        try:
-            with open_store(self.options.path, self.options.format, self.options.config, mode="a") as store:
-                for part in staged:
-                    if not part.rows:
-                        continue
-                    table = pa.ipc.open_stream(pa.py_buffer(files.read_bytes(part.path))).read_all()
-                    # Kafka appends columns whole (its append_arrow takes a producer's columns;
-                    # RocketMQ's takes stored messages' and would drop keys and headers: its
-                    # append_batch takes the Messages without headers on its plain C path)
-                    columns = staged_columns(table, self.options) if store.format == KAFKA else None
-                    if columns is not None:
-                        store.append_arrow(columns)
-                        continue
-                    chunk: list[Message] = []
-                    for message in staged_messages(table, self.options):
-                        chunk.append(message)
-                        if len(chunk) >= COMMIT_CHUNK_ROWS:
-                            store.append_batch(chunk)
-                            chunk = []
-                    if chunk:
-                        store.append_batch(chunk)
-        finally:
-            self._clean()
+        self.job.commit([m for m in messages if isinstance(m, StagedWrite)])
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        self._clean()
+        self.job.clean()
 
 
 class SegstoreDataSource(DataSource):
@@ -677,11 +723,14 @@ class SegstoreDataSource(DataSource):
 
     def writer(self, schema: StructType, overwrite: bool) -> SegstoreWriter:
         options = parse_write_options(self.options)
-        if overwrite:
-            raise ConfigError("segstore stores are append-only: use .mode(\"append\")", options.path)
+        if options.writer == READER_JVM:
+            raise ConfigError("option writer=jvm: the JVM side of the source is not on this session's "
+                              "classpath; `python -m segstore.spark.jvm` builds its jar and prints the path "
+                              "to pass as spark.jars (local_session() does this itself)", options.path)
+        check_append_mode(options, overwrite)
         check_write_schema(schema, options)
         return SegstoreWriter(options, schema, uuid.uuid4().hex, local_root=self.local_staging)
 
 
 __all__ = ["NAME", "PYTHON_NAME", "PushdownReader", "SegstoreDataSource", "SegstoreReader",
-           "SegstoreStreamReader", "SegstoreWriter"]
+           "SegstoreStreamReader", "SegstoreWriter", "StagedJob"]

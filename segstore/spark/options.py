@@ -61,7 +61,8 @@ _NAMED = {"earliest": EARLIEST, "latest": LATEST}
 
 READ_UNCOMMITTED = "read_uncommitted"
 READ_COMMITTED = "read_committed"
-#: ``reader``: which side of the source reads batches (segstore/spark/java or this package).
+#: ``reader``: which side of the source reads batches (segstore/spark/java or this package);
+#: ``writer``: which stages a batch write's rows (the commit is this package's either way).
 READER_JVM = "jvm"
 READER_PYTHON = "python"
 #: ``startingOffsetsByTimestampStrategy``: what a start time past a partition's last record gives.
@@ -147,6 +148,8 @@ class WriteOptions:
     partition: int = 0
     staging_dir: str | None = None
     config: tuple[tuple[str, str], ...] = ()
+    #: ``writer``: which side of the source stages a batch write's rows (None: not given)
+    writer: str | None = None
 
 
 _READ_NAMES = {"path", "format", "topics", "subscribe", "subscribepattern", "assign", "startingoffsets",
@@ -165,7 +168,7 @@ _NOT_IMPLEMENTED = {
     "maxtriggerdelay": _MIN_ADMISSION,
     "maxrecordsperpartition": "input partitions are planned by bytes; use maxBytesPerPartition",
 }
-_WRITE_NAMES = {"path", "format", "topic", "partition", "stagingdir", "config"}
+_WRITE_NAMES = {"path", "format", "topic", "partition", "stagingdir", "config", "writer"}
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -398,4 +401,5 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         partition=_int(opts, "partition", minimum=0) or 0,
         staging_dir=opts.get("stagingdir") or None,
         config=_config(opts),
+        writer=_choice(opts, "writer", (READER_JVM, READER_PYTHON), READER_JVM) if "writer" in opts else None,
     )

@@ -77,7 +77,9 @@ def _handlers() -> Mapping[str, Callable[[Mapping[str, Any]], Any]]:
 
     return {"schema": bridge.schema, "pushdown": bridge.pushdown, "plan": bridge.plan,
             "stream_initial": bridge.stream_initial, "stream_snapshot": bridge.stream_snapshot,
-            "stream_latest": bridge.stream_latest, "stream_plan": bridge.stream_plan}
+            "stream_latest": bridge.stream_latest, "stream_plan": bridge.stream_plan,
+            "write_begin": bridge.write_begin, "write_commit": bridge.write_commit,
+            "write_abort": bridge.write_abort}
 
 
 def _read_exactly(stream: BinaryIO, size: int) -> bytes | None:

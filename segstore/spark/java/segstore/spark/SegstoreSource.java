@@ -19,8 +19,10 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * <p>It decodes no format. The driver asks segstore's Python planner (a warm worker, see
  * {@link PythonWorkers}) for the schema and the input partitions; each task asks a worker on its
  * executor for the pruned columns of its partition as Arrow record batches, which Spark reads as
- * they are ({@link ArrowBatchReader}); streams too ({@link SegstoreStream}). Writes go to
- * segstore's Python data source, which {@code segstore.spark.register(spark)} registers beside it.
+ * they are ({@link ArrowBatchReader}); streams too ({@link SegstoreStream}). A batch write's tasks
+ * stage Arrow files and the driver's Python appends them ({@link SegstoreBatchWrite}). Streaming
+ * writes go to segstore's Python data source, which {@code segstore.spark.register(spark)}
+ * registers beside it.
  */
 public final class SegstoreSource implements TableProvider, DataSourceRegister {
     static final String NAME = "segstore";

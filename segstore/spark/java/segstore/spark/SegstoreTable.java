@@ -17,13 +17,16 @@ import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
- * A segstore store as a Spark table: batch and stream reads are columnar here; writes and reads
- * with {@code .option("reader", "python")} go to segstore's Python data source, registered by
+ * A segstore store as a Spark table: batch and stream reads are columnar here, batch writes are
+ * staged here ({@link SegstoreWriteBuilder}); streaming writes, and reads and writes with
+ * {@code .option("reader", "python")} / {@code .option("writer", "python")}, go to segstore's
+ * Python data source, registered by
  * {@code segstore.spark.register(spark)} under the same name (created only when one of them is
  * asked for, since creating it starts one of Spark's own Python workers).
  */
 final class SegstoreTable implements SupportsRead, SupportsWrite {
     static final String READER_OPTION = "reader";
+    static final String WRITER_OPTION = "writer";
     /** The name segstore.spark.register gives the Python data source beside this one. */
     static final String PYTHON_NAME = "segstore-python";
 
@@ -69,17 +72,25 @@ final class SegstoreTable implements SupportsRead, SupportsWrite {
 
     @Override
     public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
-        return ((SupportsWrite) python()).newWriteBuilder(info);
+        String writer = info.options().getOrDefault(WRITER_OPTION, "jvm");
+        if (writer.equalsIgnoreCase("python")) {
+            return ((SupportsWrite) python()).newWriteBuilder(info);
+        }
+        if (!writer.equalsIgnoreCase("jvm")) {
+            throw new SegstoreException("ConfigError", "option writer must be jvm or python, found " + writer);
+        }
+        return new SegstoreWriteBuilder(this, info);
     }
 
-    /** The Python data source's table of the same schema (writes go there). */
+    /** The Python data source's table of the same schema (streaming writes go there). */
     synchronized Table python() {
         if (python == null) {
             boolean registered = org.apache.spark.sql.classic.SparkSession.active().sessionState()
                     .dataSourceManager().dataSourceExists(PYTHON_NAME);
             if (!registered) {
                 throw new SegstoreException("ConfigError", "segstore's Python data source is not registered in "
-                        + "this session, and writes and option reader=python need it: call "
+                        + "this session, and streaming writes and the options reader=python and writer=python "
+                        + "need it: call "
                         + "segstore.spark.register(spark) first (local_session() does)");
             }
             PythonDataSourceV2 provider = new PythonDataSourceV2();
