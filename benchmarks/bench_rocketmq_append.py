@@ -19,7 +19,8 @@ store already open, from the first append until the last returns (in ASYNC_FLUSH
 the consume queue and IndexFile are written by then, as the anchor's "caught up").
 The store's ``close`` (a flush of everything to disk) is timed apart and its median
 is in each row's note, with the rate that counting it too gives: the anchors'
-Java figures count no shutdown.  Each row is the median of three runs.
+Java figures count no shutdown.  Each row is the median of five runs (runs on this VM swing
+with page-cache writeback).
 
 Run: ``bash scripts/bench.sh rocketmq_append`` (``BENCH_APPEND_SCALE=0.05`` for a
 quick check at a twentieth of the messages).
@@ -110,7 +111,7 @@ def scanned(msgs: list[dict], root: str) -> pa.Table:
     return table
 
 
-def medians(run: Callable[[], tuple[float, float, int]], repeat: int = 3) -> tuple[float, float, int]:
+def medians(run: Callable[[], tuple[float, float, int]], repeat: int = 5) -> tuple[float, float, int]:
     """Median append and close seconds of ``repeat`` runs after one warm-up run, and the bytes."""
     run()
     runs = [run() for _ in range(repeat)]
