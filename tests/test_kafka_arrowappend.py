@@ -10,7 +10,6 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from segstore_kafka import arrowappend
 from segstore_kafka import batch as codec
 from segstore_kafka.arrowappend import batch_limit, cuts
 from segstore_kafka.partition import KafkaConfig
@@ -98,22 +97,6 @@ def test_batches_stay_within_max_message_bytes(tmp_path):
         big = pa.table({"topic": ["t"], "value": [np.random.default_rng(1).bytes(5000)]})  # incompressible
         with pytest.raises(MessageTooLargeError):
             store.append_arrow(big)
-
-
-@settings(max_examples=80, deadline=None)
-@given(st.lists(st.integers(0, 40), max_size=60), st.integers(1, 45))
-def test_a_few_groups_found_one_by_one_as_by_sorting(draws, distinct):
-    """``_few_groups`` (a pass a group) gives ``_sorted_groups``' groups, first-seen order and rows,
-    and leaves tables over more than ``FEW_GROUPS`` groups to it."""
-    keys = np.array([(d % distinct) * (1 << 32) + d % 7 for d in draws], np.int64)
-    sorted_ = arrowappend._sorted_groups(keys)
-    few = arrowappend._few_groups(keys)
-    if len(sorted_[0]) > arrowappend.FEW_GROUPS:
-        assert few is None
-    else:
-        assert few is not None
-        for got, want in zip(few, sorted_, strict=True):
-            assert got.tolist() == want.tolist()
 
 
 def test_cuts_respect_the_limit_and_the_batch_boundaries():

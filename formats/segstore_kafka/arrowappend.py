@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from segstore import grouping
 from segstore.columns import HEADERS
 from segstore.errors import InvalidMessageError
 
@@ -158,53 +159,9 @@ def _groups(topics: pa.Array, partitions: np.ndarray) -> list[tuple[str, int, np
     names = encoded.dictionary.to_pylist()
     codes = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
     keys = codes * (1 << 32) + partitions
-    grouped = _few_groups(keys)
-    uniques, rows, bounds = grouped if grouped is not None else _sorted_groups(keys)
+    uniques, rows, bounds = grouping.groups(keys)
     return [(names[int(key >> 32)], int(key & 0xFFFFFFFF), rows[bounds[i]:bounds[i + 1]])
             for i, key in enumerate(uniques.tolist())]
-
-
-#: The most groups :func:`_few_groups` finds one by one (more: :func:`_sorted_groups`).
-FEW_GROUPS = 32
-
-
-def _few_groups(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """:func:`_sorted_groups` for a table over a few partitions (the usual): each group found by its
-    first row among those left, its rows marked, then the rows ordered by a radix sort of their
-    group numbers (one byte each).  ``O(n * groups)`` vectorised passes against the sort's
-    ``O(n log n)``; None where there are more than :data:`FEW_GROUPS` groups."""
-    if not len(keys):
-        return _sorted_groups(keys)
-    left = np.ones(len(keys), bool)
-    group_of = np.zeros(len(keys), np.uint8)
-    uniques: list[int] = []
-    while len(uniques) < FEW_GROUPS:
-        first = int(np.argmax(left))
-        if not left[first]:
-            break
-        mine = keys == keys[first]
-        group_of[mine] = len(uniques)
-        left &= ~mine
-        uniques.append(int(keys[first]))
-    else:
-        if left.any():
-            return None
-    rows = np.argsort(group_of, kind="stable")       # a radix sort for one-byte keys
-    bounds = np.concatenate(([0], np.cumsum(np.bincount(group_of, minlength=len(uniques)))))
-    return np.array(uniques, np.int64), rows, bounds
-
-
-def _sorted_groups(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The distinct ``keys`` in first-seen order, the rows grouped by them in that order (each
-    group's rows ascending) and where each group starts in them (and the end): by sorting."""
-    uniques, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-    order = np.argsort(first, kind="stable")         # groups in first-seen order
-    rank = np.empty(len(order), np.int64)
-    rank[order] = np.arange(len(order))
-    group_of = rank[inverse.reshape(-1)]
-    rows = np.argsort(group_of, kind="stable")
-    bounds = np.searchsorted(group_of[rows], np.arange(len(order) + 1))
-    return uniques[order], rows, bounds
 
 
 def plan(batch: pa.RecordBatch) -> Plan:

@@ -38,7 +38,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from segstore import speedups
+from segstore import grouping, speedups
 from segstore.columns import binary_buffers
 from segstore.convert.interchange import ArrowWriter, Entry, Options, Peer, add_taken
 from segstore.convert.topicnames import escape, unescape
@@ -747,26 +747,22 @@ def _queue_plan(store: Any, msgs: Restored, queued: np.ndarray
                 ) -> tuple[np.ndarray, list[tuple[tuple[str, int], int, int]], np.ndarray]:
     """The queued rows grouped by queue in first-appearance order (row order within each),
     ``((topic, queue), first, count)`` per queue, and the queue offsets the store's append gives
-    those rows in that order (each queue's next offset on).  ``O(rows log rows)`` plus a dictionary
+    those rows in that order (each queue's next offset on).  ``O(rows)`` passes a queue up to
+    :data:`segstore.grouping.FEW_GROUPS` queues, ``O(rows log rows)`` past them, plus a dictionary
     look-up per queue."""
     rows = np.flatnonzero(queued)
     key = msgs.topic_code[rows].astype(np.int64) << 32 | msgs.queue_id[rows]
-    unique, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    rank_of = np.empty(len(unique), np.int64)
-    rank_of[np.argsort(first, kind="stable")] = np.arange(len(unique))
-    group = rank_of[inverse]
-    order = np.argsort(group, kind="stable")
-    counts = np.bincount(group, minlength=len(unique))
-    starts = np.zeros(len(unique), np.int64)
-    np.cumsum(counts[:-1], out=starts[1:])
+    uniques, order, bounds = grouping.groups(key)
+    starts, counts = bounds[:-1], np.diff(bounds)
     groups = []
-    bases = np.empty(len(unique), np.int64)
+    bases = np.empty(len(uniques), np.int64)
     next_offsets = store.next_offsets
-    for g, row in enumerate(rows[first[np.argsort(first, kind="stable")]].tolist()):
+    for g, row in enumerate(rows[order[starts]].tolist()):
         queue = (msgs.topics[msgs.topic_code[row]], int(msgs.queue_id[row]))
         bases[g] = next_offsets.get(queue, 0)
         groups.append((queue, int(starts[g]), int(counts[g])))
-    offsets = bases[group[order]] + np.arange(len(order)) - starts[group[order]]
+    group = np.repeat(np.arange(len(uniques)), counts)
+    offsets = bases[group] + np.arange(len(order)) - starts[group]
     return rows[order], groups, offsets
 
 

@@ -1,0 +1,36 @@
+"""segstore.grouping: rows grouped by key, first-seen order, as a dict of lists groups them."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from segstore import grouping
+
+
+def by_dict(keys: list[int]) -> dict[int, list[int]]:
+    out: dict[int, list[int]] = {}
+    for row, key in enumerate(keys):
+        out.setdefault(key, []).append(row)
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.integers(0, 40), max_size=80), st.integers(1, 45))
+def test_groups_are_the_rows_of_each_key_in_first_seen_order(draws, distinct):
+    """Both ways (a pass a group up to FEW_GROUPS groups, a sort past them) give what a dict of
+    lists gives; few_groups leaves more than FEW_GROUPS groups to the sort."""
+    keys = [(d % distinct) * (1 << 32) + d % 7 for d in draws]
+    want = by_dict(keys)
+    array = np.array(keys, np.int64)
+    few = grouping.few_groups(array)
+    assert (few is None) == (len(want) > grouping.FEW_GROUPS)
+    for found in (grouping.groups(array), grouping.sorted_groups(array), few):
+        if found is None:
+            continue
+        uniques, rows, bounds = found
+        assert uniques.tolist() == list(want)
+        assert bounds.tolist()[0] == 0 and bounds.tolist()[-1] == len(keys)
+        got = {key: rows[bounds[i]:bounds[i + 1]].tolist() for i, key in enumerate(uniques.tolist())}
+        assert got == want
