@@ -278,3 +278,43 @@ def test_staging_root_is_outside_broker_directories(tmp_path):
         == os.path.join(tempfile.gettempdir(), "segstore-staging")
     cluster = SegstoreDataSource.configured(local_master=False, local_staging=str(tmp_path))
     assert cluster.local_staging is None
+
+
+@pytest.mark.parametrize("format_name", ["kafka", "rocketmq"])
+def test_both_writers_store_the_same_rows(spark, tmp_path, format_name):  # noqa: F811
+    """The JVM side's staging and the Python data source's store the same records: nulls in every
+    nullable column, strings and binary, more rows than one staged Arrow batch holds (65,536), and
+    an empty frame, which appends nothing.  Records in the same order: the frame's partitions in order."""
+    from pyspark.sql import functions as F
+
+    rows = 70_000
+    i = F.col("id")
+    text = i.cast("string")
+
+    def unless(every, column):
+        return F.when(i % every == 0, None).otherwise(column)
+
+    # one task of more rows than a staged batch holds, two small ones
+    big, small = spark.range(0, rows - 100, numPartitions=1), spark.range(rows - 100, rows, numPartitions=2)
+    frame = big.union(small).select(
+        unless(5, F.concat(F.lit("k"), text)).alias("key"),
+        unless(7, text.cast("binary")).alias("value"),
+        F.lit("t").alias("topic"),
+        unless(3, (i % 2).cast("int")).alias("partition"),
+        F.timestamp_millis(i + 1_700_000_000_000).alias("timestamp"),
+        unless(4, F.array(F.struct(F.lit("h").alias("key"), text.cast("binary").alias("value"))))
+        .alias("headers"))
+    got = {}
+    for side in ("jvm", "python"):
+        path = tmp_path / side
+        for df in (frame, frame.limit(0)):
+            df.write.format("segstore").option("writer", side).option("format", format_name) \
+                .option("partition", "1").mode("append").save(str(path))
+        with segstore.open(str(path)) as store:
+            got[side] = [(m.partition, m.offset, m.key, m.value, m.timestamp,
+                          m.headers if format_name == "kafka" else None)
+                         for p in store.partitions("t") for m in map(store.to_common, store.read("t", p))]
+    assert len(got["jvm"]) == rows
+    assert got["jvm"] == got["python"]
+    assert sorted(m[3] or b"" for m in got["jvm"]) == sorted(b"" if i % 7 == 0 else str(i).encode()
+                                                               for i in range(rows))
