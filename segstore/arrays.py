@@ -46,6 +46,13 @@ def from_numpy(values: np.ndarray, type_: pa.DataType | None = None) -> pa.Array
     return pa.Array.from_buffers(kind, len(values), [None, data])
 
 
+def empty_batch(schema: pa.Schema) -> pa.RecordBatch:
+    """A record batch of no rows of ``schema`` (``RecordBatch.from_pylist([])`` imports pandas)."""
+    import pyarrow as pa
+
+    return pa.RecordBatch.from_arrays([pa.nulls(0, field.type) for field in schema], schema=schema)
+
+
 def binary_scalar(value: bytes) -> pa.Scalar:
     """``value`` as an Arrow binary scalar (for a compute function's other operand). ``O(len(value))``."""
     import pyarrow as pa

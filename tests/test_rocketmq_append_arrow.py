@@ -175,3 +175,22 @@ def test_the_properties_join_in_c_equals_its_reference(rows, trailing, cut, long
                                                                           strict=True)]
         assert texts(got) == texts(want)
         assert len(got.starts) == batch.num_rows
+
+
+def test_integer_columns_of_other_widths_append_the_same(tmp_path):
+    """The integer columns may come in any integer type (a frame's int64 partition, a uint8 count);
+    one that is not integers is refused, naming the column."""
+    source = fill(tmp_path / "a", messages(30))
+    widened = source
+    for name, kind in (("partition", pa.int64()), ("magic", pa.int64()), ("flag", pa.int64()),
+                       ("sysFlag", pa.int16()), ("reconsumeTimes", pa.uint8())):
+        at = widened.schema.get_field_index(name)
+        widened = widened.set_column(at, name, widened.column(name).cast(kind))
+    copy(widened, tmp_path / "b")
+    assert store_files(tmp_path / "b") == store_files(tmp_path / "a")
+    texts = source.set_column(source.schema.get_field_index("flag"), "flag",
+                              pa.array(["x"] * source.num_rows, pa.string()))
+    with RocketMQStore(str(tmp_path / "c"), "a", SMALL) as store:
+        with pytest.raises(InvalidMessageError, match="integers in column flag"):
+            store.append_arrow(texts)
+        assert store.commitlog.end == 0

@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from segstore import arrays
 from segstore.columns import binary_buffers
 from segstore.errors import InvalidMessageError
 
@@ -75,8 +76,22 @@ def batches(data: Any) -> list[pa.RecordBatch]:
     return [b for b in out if b.num_rows]
 
 
+def _ints(column: pa.Array, name: str) -> np.ndarray:
+    """An integer column's values as int64 (a copy), whatever its width; through the buffers
+    (``Array.to_numpy`` imports pandas).
+
+    :raises InvalidMessageError: a column that does not convert to integers."""
+    if not pa.types.is_integer(column.type):
+        try:
+            column = column.cast(pa.int64())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
+            raise InvalidMessageError(f"expected integers in column {name}, found {column.type}") from err
+    kind = "int" if pa.types.is_signed_integer(column.type) else "uint"
+    return arrays.to_numpy(column, np.dtype(f"{kind}{column.type.bit_width}")).astype(np.int64)
+
+
 def _millis(column: pa.Array) -> np.ndarray:
-    return column.cast(pa.int64()).to_numpy(zero_copy_only=False).astype(np.int64)
+    return arrays.to_numpy(column.cast(pa.int64()), np.int64).copy()
 
 
 def _map_column(batch: pa.RecordBatch) -> pa.MapArray:
@@ -92,7 +107,7 @@ def _properties(batch: pa.RecordBatch, trailing: bool) -> arrowwrite.Slices | No
     One C pass (``_speedups.join_properties``), tested equal to :func:`_properties_reference`."""
     assert arrowwrite._speedups is not None     # the columnar path exists only with the accelerator
     column = _map_column(batch)
-    offsets = column.offsets.to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
+    offsets = arrays.to_numpy(column.offsets, np.int32)
     lo, hi = int(offsets[0]), int(offsets[-1])
     if column.items.slice(lo, hi - lo).null_count:      # the map's own items: not sliced
         return None
@@ -110,7 +125,7 @@ def _properties(batch: pa.RecordBatch, trailing: bool) -> arrowwrite.Slices | No
 def _properties_reference(batch: pa.RecordBatch, trailing: bool) -> arrowwrite.Slices | None:
     """:func:`_properties` in Arrow's compute functions: the reference of its C pass."""
     column = _map_column(batch)
-    offsets = column.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
+    offsets = arrays.to_numpy(column.offsets, np.int32).astype(np.int64)
     lo, hi = int(offsets[0]), int(offsets[-1])
     keys = column.keys.slice(lo, hi - lo).cast(pa.binary())        # the map's own items: not sliced
     values = column.items.slice(lo, hi - lo).cast(pa.binary())
@@ -137,7 +152,7 @@ def columns(batch: pa.RecordBatch, trailing: bool) -> arrowwrite.Restored | None
     """The rows as :class:`~.arrowwrite.Restored` columns (their offsets the source's, placed again by
     :func:`~.arrowwrite.assign`); None when a row is not the common case (see the module docstring)."""
     column = batch.column
-    magic = column("magic").to_numpy(zero_copy_only=False)
+    magic = _ints(column("magic"), "magic")
     if (magic != MESSAGE_MAGIC).any():
         return None
     topics_encoded = pc.dictionary_encode(column("topic"))
@@ -151,17 +166,17 @@ def columns(batch: pa.RecordBatch, trailing: bool) -> arrowwrite.Restored | None
     properties = _properties(batch, trailing)
     if properties is None:
         return None
-    queue_id = column("partition").to_numpy(zero_copy_only=False).astype(np.int64)
+    queue_id = _ints(column("partition"), "partition")
     if len(queue_id) and (queue_id.min() < 0 or queue_id.max() > _INT32[1]):
         return None
-    ints = {name: column(name).to_numpy(zero_copy_only=False).astype(np.int64)
+    ints = {name: _ints(column(name), name)
             for name in ("sysFlag", "flag", "reconsumeTimes", "preparedTransactionOffset")}
     n = batch.num_rows
     body = column("value")
     if body.null_count:
         body = pc.fill_null(body, pa.scalar(b"", pa.binary()))
     return arrowwrite.Restored(
-        topics, topics_encoded.indices.to_numpy(zero_copy_only=False).astype(np.int32), queue_id,
+        topics, _ints(topics_encoded.indices, "topic").astype(np.int32), queue_id,
         np.zeros(n, np.int64), np.zeros(n, np.int64), ints["flag"], ints["sysFlag"], ints["reconsumeTimes"],
         ints["preparedTransactionOffset"], _millis(column("bornTimestamp")),
         _millis(column("storeTimestamp")),

@@ -38,7 +38,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from segstore import grouping, speedups
+from segstore import arrays, grouping, speedups
 from segstore.columns import binary_buffers
 from segstore.convert.interchange import ArrowWriter, Entry, Options, Peer, add_taken
 from segstore.convert.topicnames import escape, unescape
@@ -240,7 +240,7 @@ def _hosts(values: pa.Array) -> tuple[np.ndarray, np.ndarray] | None:
             return None
         ips.append(host.ip)
         ports.append(host.port)
-    codes = encoded.indices.to_numpy(zero_copy_only=False)
+    codes = arrays.to_numpy(encoded.indices, np.int32)
     return np.array(ips, "S4")[codes], np.array(ports, np.int64)[codes]
 
 

@@ -52,7 +52,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import pyarrow as pa
 
-from segstore import files, registry
+from segstore import arrays, files, registry
 from segstore.api import open as open_store
 from segstore.errors import ConversionError, NotFoundError, UnsupportedOperationError
 from segstore.overlap import pipelined
@@ -232,7 +232,7 @@ def _convert_columns(source_side: FormatConversion, target_side: FormatConversio
     """The conversion in ``ENTRY_SCHEMA`` batches, where the source reads columns, the target writes
     them and says in columns where rows that came from it lay (:func:`_batches_in_order`); False
     (nothing done) otherwise."""
-    if target_side.home_positions(pa.RecordBatch.from_pylist([], schema=ENTRY_SCHEMA)) is None:
+    if target_side.home_positions(arrays.empty_batch(ENTRY_SCHEMA)) is None:
         return False
     streams = source_side.arrow_streams(source, reading)
     if streams is None:
