@@ -240,7 +240,7 @@ else:
 
 
 
-def file_chunks(data: bytearray, start: int, blanks: list[tuple[int, int]]
+def file_chunks(data: bytearray | memoryview, start: int, blanks: list[tuple[int, int]]
                 ) -> tuple[list[memoryview], list[int], list[int]]:
     """``data`` cut where BLANKs open a new file: (chunks, their physical offsets, their sizes).
 
@@ -294,12 +294,12 @@ class PlainBatch(NamedTuple):
     arrays or a constructor call per batch is a measurable part of it).
     """
 
-    data: bytearray | None      # None: already in the active file (``written in place``)
+    data: bytearray | memoryview | None     # None: already in the active file (``written in place``)
     blanks: list[tuple[int, int]]
     results: list[AppendResult]
-    cq_rows: bytearray          # packed CQ_DTYPE rows, grouped by queue (see ``queues``)
+    cq_rows: bytearray | memoryview     # packed CQ_DTYPE rows, grouped by queue (see ``queues``)
     queues: list[tuple[tuple[str, int], int, int]]
-    index_entries: bytearray    # three native int64 columns: hashes, physical offsets, store times
+    index_entries: bytearray | memoryview   # three native int64 columns: hashes, physical offsets, times
     end: int
     start: int
 
