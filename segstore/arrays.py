@@ -11,6 +11,7 @@ Pure and thread-safe.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -44,6 +45,71 @@ def from_numpy(values: np.ndarray, type_: pa.DataType | None = None) -> pa.Array
     else:
         data = pa.py_buffer(values)
     return pa.Array.from_buffers(kind, len(values), [None, data])
+
+
+def int64s(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """An integer (or timestamp) array's values as a new int64 array, whatever its width and sign;
+    nulls read as whatever their slots hold.  ``O(n)``."""
+    return natural(array).astype(np.int64)
+
+
+def numpy_type(kind: pa.DataType) -> np.dtype:
+    """numpy's dtype of the same kind and width as the fixed-width Arrow type ``kind`` (int64 for
+    timestamps, dates and durations: their counts)."""
+    import pyarrow as pa
+
+    if pa.types.is_boolean(kind):
+        return np.dtype(np.bool_)
+    if pa.types.is_integer(kind):
+        return np.dtype(f"{'int' if pa.types.is_signed_integer(kind) else 'uint'}{kind.bit_width}")
+    if pa.types.is_floating(kind):
+        return np.dtype(f"float{kind.bit_width}")
+    return np.dtype(np.int64)
+
+
+def natural(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A fixed-width array's values in :func:`numpy_type` of its type (``int32`` for int32, ``bool``
+    for booleans, ``int64`` for timestamps): what ``Array.to_numpy`` gives, through the buffers.  A
+    view for numbers, a copy for booleans and chunked arrays."""
+    return to_numpy(array, numpy_type(array.type))
+
+
+def empty_list(list_type: pa.DataType) -> pa.Scalar:
+    """The empty list (or map) scalar of ``list_type`` (``pa.scalar([], ...)`` imports pandas)."""
+    import pyarrow as pa
+
+    offsets = pa.py_buffer(np.zeros(2, np.int32))
+    child = pa.nulls(0, list_type.value_type if not pa.types.is_map(list_type)
+                     else pa.struct([list_type.key_field, list_type.item_field]))
+    return pa.Array.from_buffers(list_type, 1, [None, offsets], children=[child])[0]
+
+
+def number(value: int | float, kind: pa.DataType) -> pa.Scalar:
+    """``value`` as an Arrow scalar of the numeric type ``kind`` (``pa.scalar`` of a Python number
+    goes through the pandas bridge)."""
+    return from_numpy(np.array([value], numpy_type(kind)), kind)[0]
+
+
+def string_scalar(value: str) -> pa.Scalar:
+    """``value`` as an Arrow string scalar, as :func:`binary_scalar`. ``O(len(value))``."""
+    import pyarrow as pa
+
+    return binary_scalar(value.encode("utf-8")).cast(pa.string())
+
+
+def texts(values: Sequence[str | bytes], type_: pa.DataType | None = None) -> pa.Array:
+    """A non-null Arrow string (``str`` values) or binary (``bytes``) array of ``values``, built from
+    one joined buffer and its offsets (``pa.array`` of a list goes through the pandas bridge).
+    ``type_`` overrides the type (string or binary).  ``O(total length)``."""
+    import pyarrow as pa
+
+    encoded = [v.encode("utf-8") if isinstance(v, str) else v for v in values]
+    offsets = np.zeros(len(encoded) + 1, np.int32)
+    np.cumsum([len(v) for v in encoded], out=offsets[1:])
+    kind = type_ if type_ is not None else (
+        pa.string() if not values or isinstance(values[0], str) else pa.binary())
+    data = pa.py_buffer(b"".join(encoded))
+    return pa.Array.from_buffers(kind, len(encoded), [None, pa.py_buffer(offsets), data])
 
 
 def empty_batch(schema: pa.Schema) -> pa.RecordBatch:

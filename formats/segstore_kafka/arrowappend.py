@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from segstore import grouping
+from segstore import arrays, grouping
 from segstore.columns import HEADERS
 from segstore.errors import InvalidMessageError
 
@@ -103,8 +103,8 @@ def _integers(batch: pa.RecordBatch, name: str, default: int | None) -> np.ndarr
     if arr.null_count:
         if default is None:
             raise InvalidMessageError(f"expected a {name} in every row, found {arr.null_count} null")
-        arr = pc.fill_null(arr, default)
-    return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=np.int64)
+        arr = pc.fill_null(arr, arrays.number(default, arr.type))
+    return arrays.int64s(arr)
 
 
 def _headers(batch: pa.RecordBatch) -> pa.Array:
@@ -124,8 +124,8 @@ def _lengths(arr: pa.Array) -> np.ndarray:
     import pyarrow.compute as pc  # pyarrow.compute (0.05 s to import) only where a computation runs
     lengths = pc.binary_length(arr)
     if lengths.null_count:
-        lengths = pc.fill_null(lengths, 0)
-    return np.asarray(lengths.to_numpy(zero_copy_only=False), dtype=np.int64)
+        lengths = pc.fill_null(lengths, arrays.number(0, lengths.type))
+    return arrays.int64s(lengths)
 
 
 def _header_sizes(headers: pa.Array) -> np.ndarray:
@@ -133,7 +133,7 @@ def _header_sizes(headers: pa.Array) -> np.ndarray:
     import pyarrow.compute as pc  # pyarrow.compute (0.05 s to import) only where a computation runs
     n = len(headers)
     counts = pc.list_value_length(headers)
-    counts = np.asarray(pc.fill_null(counts, 0).to_numpy(zero_copy_only=False), dtype=np.int64)
+    counts = arrays.int64s(pc.fill_null(counts, arrays.number(0, counts.type)))
     if not counts.any():
         return np.zeros(n, np.int64)
     items = pc.list_flatten(headers)
@@ -151,13 +151,14 @@ def _groups(topics: pa.Array, partitions: np.ndarray) -> list[tuple[str, int, np
     import pyarrow.compute as pc  # pyarrow.compute (0.05 s to import) only where a computation runs
     n = len(topics)
     one = str(topics[0].as_py()) if n else ""
-    if n and (partitions == partitions[0]).all() and pc.all(pc.equal(topics, one)).as_py():
+    if n and (partitions == partitions[0]).all() \
+            and pc.all(pc.equal(topics, arrays.string_scalar(one))).as_py():
         # the usual case, one partition: a compare per row instead of hashing every topic
         return [(one, int(partitions[0]), np.arange(n, dtype=np.int64))]
     encoded = pc.dictionary_encode(topics).combine_chunks() if isinstance(topics, pa.ChunkedArray) \
         else pc.dictionary_encode(topics)
     names = encoded.dictionary.to_pylist()
-    codes = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+    codes = arrays.int64s(encoded.indices)
     keys = codes * (1 << 32) + partitions
     uniques, rows, bounds = grouping.groups(keys)
     return [(names[int(key >> 32)], int(key & 0xFFFFFFFF), rows[bounds[i]:bounds[i + 1]])

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from segstore import speedups
+from segstore import arrays, speedups
 from segstore.columns import binary_buffers
 from segstore.errors import InvalidMessageError
 from segstore.records import LOG_APPEND_TIME
@@ -43,8 +43,7 @@ def _binary(arr: pa.Array) -> tuple[np.ndarray, np.ndarray, Any]:
 
     arr = arr.cast(pa.binary()) if arr.type != pa.binary() else arr
     n = len(arr)
-    valid = np.ones(n, np.uint8) if arr.null_count == 0 else \
-        np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=np.uint8)
+    valid = np.ones(n, np.uint8) if arr.null_count == 0 else arrays.natural(arr.is_valid()).view(np.uint8)
     return (valid, *binary_buffers(arr))
 
 
@@ -56,11 +55,12 @@ def _headers(headers: pa.Array) -> tuple[np.ndarray, pa.Array, pa.Array]:
     if headers.null_count:
         # a null list has no headers; list_flatten skips what lies under it (filling the nulls with
         # empty lists instead cost 3 us a row)
-        lengths = pc.fill_null(pc.list_value_length(headers), 0).to_numpy(zero_copy_only=False)
+        counts = pc.list_value_length(headers)
+        lengths = arrays.natural(pc.fill_null(counts, arrays.number(0, counts.type)))
         offsets = np.zeros(n + 1, np.int32)
         np.cumsum(lengths, out=offsets[1:])
     else:
-        offsets = np.asarray(headers.offsets.to_numpy(), dtype=np.int32)
+        offsets = arrays.to_numpy(headers.offsets, np.int32)
         offsets = offsets - offsets[0] if n else np.zeros(1, np.int32)
     items = pc.list_flatten(headers)
     keys, values = items.flatten()

@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from segstore import arrays
 from segstore.convert.interchange import (
     ENTRY_SCHEMA,
     ArrowWriter,
@@ -137,13 +138,14 @@ def partition_batches(source: Any, topic: str, partition: int, batch_rows: int |
         n = batch.num_rows
         if not n:
             continue
-        bases = batch.column("baseOffset").to_numpy()
+        bases = arrays.natural(batch.column("baseOffset"))
         first = np.ones(n, bool)
         first[1:] = bases[1:] != bases[:-1]
-        size = np.where(first, batch.column("size").to_numpy(), 0).astype(np.int64)
-        kind = pc.equal(batch.column("timestampType"), _LOG_APPEND_TIME_ID).cast(pa.int32())
+        size = np.where(first, arrays.int64s(batch.column("size")), 0).astype(np.int64)
+        log_append = arrays.number(_LOG_APPEND_TIME_ID, pa.int32())
+        kind = pc.equal(batch.column("timestampType"), log_append).cast(pa.int32())
         columns = [kind if name == "timestampType" else batch.column(name) for name in _ENTRY_COLUMNS]
-        yield pa.RecordBatch.from_arrays([*columns, pa.array(size)], schema=ENTRY_SCHEMA)
+        yield pa.RecordBatch.from_arrays([*columns, arrays.from_numpy(size)], schema=ENTRY_SCHEMA)
 
 
 def _in_order(batch: codec.RecordBatch, expected: int | None) -> int:
@@ -310,12 +312,12 @@ class _Batch:
     def __init__(self, batch: pa.RecordBatch, order: np.ndarray, edges: np.ndarray,
                  keys: list[tuple[str, int]]) -> None:
         def column(name: str) -> np.ndarray:
-            return batch.column(name).to_numpy(zero_copy_only=False)
+            return arrays.natural(batch.column(name))
 
         self.edges = edges
         self.keys = keys        # each partition's (topic, partition), in the sorted order
 
-        times = batch.column("timestamp").cast(pa.int64()).to_numpy(zero_copy_only=False)
+        times = arrays.int64s(batch.column("timestamp"))
         self.columns = Columns(batch.column("key"), batch.column("value"), times, batch.column("headers"))
         self.order = order
         # sorted by partition from here on
@@ -343,8 +345,8 @@ class _Batch:
         """``batch`` (at least one row) sorted by (topic, partition), stably."""
         n = batch.num_rows
         topics = pc.dictionary_encode(batch.column("topic"))
-        codes = topics.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-        partitions = batch.column("partition").to_numpy(zero_copy_only=False).astype(np.int64)
+        codes = arrays.int64s(topics.indices)
+        partitions = arrays.int64s(batch.column("partition"))
         group = (codes << 32) | partitions
         order = np.argsort(group, kind="stable")
         edges = np.concatenate(([0], np.flatnonzero(np.diff(group[order])) + 1, [n]))

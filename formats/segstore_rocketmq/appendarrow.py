@@ -86,8 +86,7 @@ def _ints(column: pa.Array, name: str) -> np.ndarray:
             column = column.cast(pa.int64())
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
             raise InvalidMessageError(f"expected integers in column {name}, found {column.type}") from err
-    kind = "int" if pa.types.is_signed_integer(column.type) else "uint"
-    return arrays.to_numpy(column, np.dtype(f"{kind}{column.type.bit_width}")).astype(np.int64)
+    return arrays.int64s(column)
 
 
 def _millis(column: pa.Array) -> np.ndarray:
@@ -97,7 +96,7 @@ def _millis(column: pa.Array) -> np.ndarray:
 def _map_column(batch: pa.RecordBatch) -> pa.MapArray:
     column = batch.column("properties")
     if column.null_count:
-        column = pc.fill_null(column, pa.scalar([], column.type))
+        column = pc.fill_null(column, arrays.empty_list(column.type))
     return column
 
 

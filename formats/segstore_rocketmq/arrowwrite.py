@@ -542,26 +542,24 @@ def native_fields(batch: pa.RecordBatch, peer: Peer, store: Any) -> Restored | N
         if topic not in topics:
             topics.append(topic)
         codes[code] = topics.index(topic)
-    topic_code = codes[entry_topics.indices.to_numpy(zero_copy_only=False)] if n else np.zeros(0, np.int32)
-    queue_id = column("partition").to_numpy().astype(np.int64)
+    topic_code = codes[arrays.natural(entry_topics.indices)] if n else np.zeros(0, np.int32)
+    queue_id = arrays.int64s(column("partition"))
     if n and queue_id.min() < 0:
         return None
 
     key = column("key")
     key_offsets, key_data = binary_buffers(key)
-    key_valid = b"" if not key.null_count else \
-        np.asarray(key.is_valid().to_numpy(zero_copy_only=False), np.uint8)
+    key_valid = b"" if not key.null_count else arrays.natural(key.is_valid()).view(np.uint8)
     value = column("value")
-    null_value = np.asarray(value.is_null().to_numpy(zero_copy_only=False), np.uint8)
-    log_append = (column("timestampType").to_numpy() == 1).astype(np.uint8)
+    null_value = arrays.natural(value.is_null()).view(np.uint8)
+    log_append = (arrays.natural(column("timestampType")) == 1).astype(np.uint8)
     rows, header_keys, header_values, header_valid = header_items(batch)
     if header_keys.null_count:
         return None
     hk_offsets, hk_data = binary_buffers(header_keys)
     hv_offsets, hv_data = binary_buffers(header_values)
-    control = np.asarray(column("isControl").to_numpy(zero_copy_only=False), np.uint8)
-    producers = np.concatenate([column("producerId").to_numpy().astype(np.int64),
-                                column("producerEpoch").to_numpy().astype(np.int64)])
+    control = arrays.natural(column("isControl")).view(np.uint8)
+    producers = np.concatenate([arrays.int64s(column("producerId")), arrays.int64s(column("producerEpoch"))])
     names = native_names(peer)
     encoded_names = tuple(name.encode("utf-8") for name in names)
     log_append_text = LOG_APPEND_TIME.encode()
@@ -573,14 +571,14 @@ def native_fields(batch: pa.RecordBatch, peer: Peer, store: Any) -> Restored | N
     prop_offsets = np.zeros(n + 1, np.int32)
     prop_data = np.empty(room, np.uint8)
     status, used = _speedups.native_properties(
-        column("offset").to_numpy().astype(np.int64), key_offsets, key_data, key_valid, null_value,
+        arrays.int64s(column("offset")), key_offsets, key_data, key_valid, null_value,
         log_append, rows, hk_offsets, hk_data, hv_offsets, hv_data, header_valid,
-        np.asarray(column("isTransactional").to_numpy(zero_copy_only=False), np.uint8), control, producers,
+        arrays.natural(column("isTransactional")).view(np.uint8), control, producers,
         encoded_names, native_orders(names), log_append_text, store.trailing_separator, prop_offsets,
         prop_data)
     if status:
         return None
-    stamps = column("timestamp").cast(pa.int64()).to_numpy().astype(np.int64)
+    stamps = arrays.int64s(column("timestamp"))
     zeros = np.zeros(n, np.int64)
     ip = np.full(n, host.ip, "S4")
     port = np.full(n, host.port, np.int64)

@@ -68,6 +68,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from segstore import arrays
 from segstore.columns import HEADER, ROCKETMQ_SCHEMA, TIMESTAMP, binary_buffers
 from segstore.convert.interchange import (
     ENTRY_SCHEMA,
@@ -565,17 +566,17 @@ def entry_batches(source: Any, options: Options) -> Iterator[pa.RecordBatch]:
     """
     numbering = _Numbering()
     marker = options.peer.name + P_OFFSET
-    wanted = None if options.topics is None else pa.array(options.topics, pa.string())
+    wanted = None if options.topics is None else arrays.texts(list(options.topics), pa.string())
     for view, rows, batch, trailing in _source_batches(source):
         keep = None
         if wanted is not None:
             keep = pc.is_in(batch.column("topic"), value_set=wanted)
-            chosen = np.asarray(keep.to_numpy(zero_copy_only=False), bool)
+            chosen = arrays.to_numpy(keep, np.bool_)
             batch, trailing = batch.filter(keep), trailing[chosen]
         if not batch.num_rows:
             continue
         names = pc.list_flatten(batch.column("headers")).flatten()[0]
-        if pc.any(pc.equal(names, marker)).as_py():
+        if pc.any(pc.equal(names, arrays.string_scalar(marker))).as_py():
             msgs = columnar.messages(view, rows)
             if keep is not None:
                 msgs = [m for m, k in zip(msgs, keep.to_pylist(), strict=True) if k]
@@ -636,14 +637,14 @@ def _decimal(values: pa.Array) -> pa.Array:
 
 
 def _constant(text: bytes, n: int) -> pa.Array:
-    return pa.repeat(pa.scalar(text, pa.binary()), n)
+    return pa.repeat(arrays.binary_scalar(text), n)
 
 
-def _pool(arrays: list[pa.Array]) -> tuple[memoryview, np.ndarray, np.ndarray]:
-    """The binary/string ``arrays``' data back to back, with each element's start and length in it."""
+def _pool(columns: list[pa.Array]) -> tuple[memoryview, np.ndarray, np.ndarray]:
+    """The binary/string ``columns``' data back to back, with each element's start and length in it."""
     datas, starts, lengths = [], [], []
     base = 0
-    for arr in arrays:
+    for arr in columns:
         offsets, buffer = binary_buffers(arr)
         data = np.frombuffer(buffer, np.uint8)
         datas.append(data)
@@ -711,7 +712,7 @@ def _header_lists_c(n: int, slots: list[tuple[str, pa.Array | bytes, np.ndarray]
         elif column.null_count:
             return None
         elif pa.types.is_integer(column.type):
-            specs.append((name.encode(), 0, np.ascontiguousarray(column.to_numpy(), np.int64), None, has))
+            specs.append((name.encode(), 0, arrays.int64s(column), None, has))
         else:
             specs.append((name.encode(), 1, *binary_buffers(column), has))
     buffers = speedups.header_lists(n, tuple(specs), (RMQ_PROPERTY_PREFIX.encode(), prop_offsets,
@@ -734,7 +735,7 @@ def _native_batch(batch: pa.RecordBatch, trailing: np.ndarray, options: Options,
     col = batch.column
 
     def ints(name: str) -> np.ndarray:
-        return col(name).to_numpy(zero_copy_only=False)
+        return arrays.int64s(col(name))
 
     sys_flag, flag, reconsume = ints("sysFlag"), ints("flag"), ints("reconsumeTimes")
     prepared, magic = ints("preparedTransactionOffset"), ints("magic")
@@ -763,7 +764,7 @@ def _native_batch(batch: pa.RecordBatch, trailing: np.ndarray, options: Options,
     ]
     slots = [slot for slot in slots if slot[2].any()]
     props = col("headers")
-    prop_offsets = np.asarray(props.offsets.to_numpy(), np.int64)
+    prop_offsets = arrays.int64s(props.offsets)
     prop_offsets = prop_offsets - prop_offsets[0]
     names, values = pc.list_flatten(props).flatten()
     headers = _header_lists_c(n, slots, prop_offsets, names, values)
@@ -772,14 +773,14 @@ def _native_batch(batch: pa.RecordBatch, trailing: np.ndarray, options: Options,
     topics = col("topic")
     peer = options.peer
     dictionary = pc.dictionary_encode(topics)
-    escaped = pa.array([escape(name, TOPICS, peer.topics) for name in dictionary.dictionary.to_pylist()],
-                       pa.string())
+    escaped = arrays.texts([escape(name, TOPICS, peer.topics) for name in dictionary.dictionary.to_pylist()],
+                           pa.string())
     topic = escaped.take(dictionary.indices)
     partition = ints("partition").astype(np.int32)
     offset = ints("offset").astype(np.int64)
     nonqueued = np.flatnonzero(~queued)
     if len(nonqueued):
-        topic = pc.if_else(pa.array(~queued), pa.scalar(nonqueued_topic(peer), pa.string()), topic)
+        topic = pc.if_else(arrays.from_numpy(~queued), arrays.string_scalar(nonqueued_topic(peer)), topic)
         partition[nonqueued] = 0
         offset[nonqueued] = numbering.next + np.arange(len(nonqueued))
         numbering.next += len(nonqueued)
@@ -791,11 +792,11 @@ def _native_batch(batch: pa.RecordBatch, trailing: np.ndarray, options: Options,
         raise ConversionError(f"expected a timestamp source of {', '.join(TIMESTAMP_SOURCES)}, "
                               f"found {options.timestamp!r}")
     return pa.RecordBatch.from_arrays([
-        col("key"), col("value"), topic, pa.array(partition), pa.array(offset),
-        timestamp.cast(TIMESTAMP), pa.array(np.full(n, kind, np.int32)), headers,
-        pa.array(np.zeros(n, bool)), pa.array(np.zeros(n, bool)),
-        pa.array(np.full(n, NO_PRODUCER_ID, np.int64)), pa.array(np.full(n, NO_PRODUCER_EPOCH, np.int16)),
-        pa.array(ints("size").astype(np.int64)),
+        col("key"), col("value"), topic, arrays.from_numpy(partition), arrays.from_numpy(offset),
+        timestamp.cast(TIMESTAMP), arrays.from_numpy(np.full(n, kind, np.int32)), headers,
+        arrays.from_numpy(np.zeros(n, bool)), arrays.from_numpy(np.zeros(n, bool)),
+        arrays.from_numpy(np.full(n, NO_PRODUCER_ID, np.int64)),
+        arrays.from_numpy(np.full(n, NO_PRODUCER_EPOCH, np.int16)), arrays.from_numpy(ints("size")),
     ], schema=ENTRY_SCHEMA)
 
 
@@ -1058,13 +1059,12 @@ def header_items(batch: pa.RecordBatch) -> tuple[np.ndarray, pa.Array, pa.Array,
     else one uint8 per item).  No copy of the keys or values."""
     headers = batch.column("headers")
     if headers.null_count:
-        headers = pc.fill_null(headers, pa.scalar([], headers.type))
-    rows = np.asarray(headers.offsets.to_numpy(), np.int64)
+        headers = pc.fill_null(headers, arrays.empty_list(headers.type))
+    rows = arrays.int64s(headers.offsets)
     rows = rows - rows[0] if batch.num_rows else np.zeros(1, np.int64)
     items = pc.list_flatten(headers)
     values = items.field("value")
-    valid = b"" if not values.null_count else \
-        np.asarray(values.is_valid().to_numpy(zero_copy_only=False), np.uint8)
+    valid = b"" if not values.null_count else arrays.to_numpy(values.is_valid(), np.bool_).view(np.uint8)
     return rows, items.field("key"), values, valid
 
 
