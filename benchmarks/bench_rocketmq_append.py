@@ -34,6 +34,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -58,22 +59,14 @@ def messages(n: int, body_size: int) -> list[dict]:
             for i in range(n)]
 
 
-def run_store(msgs: list[dict], batch: int, root: str, *, general: bool = False) -> tuple[float, float, int]:
-    """Seconds of the appends, seconds of the ``close`` after them, and the bytes stored.
-    ``general``: appends through the general path (the C single and batch appends switched off)."""
+def timed(root: str, append: Callable[[Any], int]) -> tuple[float, float, int]:
+    """Seconds of ``append(store)`` on a new store opened for append before the clock, seconds of
+    its ``close`` after, and what ``append`` returned (the bytes stored)."""
     path = tempfile.mkdtemp(dir=root)
-    total = 0
     store = segstore.open(path, format="rocketmq", mode="a")
     try:
-        if general:
-            store._append_one = store._append_many = None
         t0 = time.perf_counter()
-        if batch == 1:
-            for m in msgs:
-                total += store.append(m).size
-        else:
-            for i in range(0, len(msgs), batch):
-                total += sum(r.size for r in store.append_batch(msgs[i:i + batch]))
+        total = append(store)
         elapsed = time.perf_counter() - t0
     finally:
         t1 = time.perf_counter()
@@ -83,20 +76,28 @@ def run_store(msgs: list[dict], batch: int, root: str, *, general: bool = False)
     return elapsed, closing, total
 
 
+def run_store(msgs: list[dict], batch: int, root: str, *, general: bool = False) -> tuple[float, float, int]:
+    """:func:`timed` appends of ``msgs``, ``batch`` a call. ``general``: through the general path
+    (the C single and batch appends switched off)."""
+    def append(store: Any) -> int:
+        if general:
+            store._append_one = store._append_many = None
+        if batch == 1:
+            return sum(store.append(m).size for m in msgs)
+        return sum(r.size for i in range(0, len(msgs), batch) for r in store.append_batch(msgs[i:i + batch]))
+
+    return timed(root, append)
+
+
 def run_arrow(table: pa.Table, root: str) -> tuple[float, float, int]:
-    """``append_arrow`` of ``table`` into an empty store: as :func:`run_store`."""
-    path = tempfile.mkdtemp(dir=root)
-    store = segstore.open(path, format="rocketmq", mode="a")
-    try:
-        t0 = time.perf_counter()
+    """:func:`timed` ``append_arrow`` of ``table``."""
+    size = int(pc.sum(table.column("size")).as_py())
+
+    def append(store: Any) -> int:
         store.append_arrow(table)
-        elapsed = time.perf_counter() - t0
-    finally:
-        t1 = time.perf_counter()
-        store.close()
-        closing = time.perf_counter() - t1
-    shutil.rmtree(path)
-    return elapsed, closing, int(pc.sum(table.column("size")).as_py())
+        return size
+
+    return timed(root, append)
 
 
 def scanned(msgs: list[dict], root: str) -> pa.Table:
