@@ -179,7 +179,7 @@ def test_the_properties_join_in_c_equals_its_reference(rows, trailing, cut, long
 
 def test_integer_columns_of_other_widths_append_the_same(tmp_path):
     """The integer columns may come in any integer type (a frame's int64 partition, a uint8 count);
-    one that is not integers is refused, naming the column."""
+    one that is not integers is refused with a typed error naming the column."""
     source = fill(tmp_path / "a", messages(30))
     widened = source
     for name, kind in (("partition", pa.int64()), ("magic", pa.int64()), ("flag", pa.int64()),
@@ -191,6 +191,7 @@ def test_integer_columns_of_other_widths_append_the_same(tmp_path):
     texts = source.set_column(source.schema.get_field_index("flag"), "flag",
                               pa.array(["x"] * source.num_rows, pa.string()))
     with RocketMQStore(str(tmp_path / "c"), "a", SMALL) as store:
-        with pytest.raises(InvalidMessageError, match="integers in column flag"):
+        # the columnar path's words, or the reference path's (no accelerator): the column named either way
+        with pytest.raises(InvalidMessageError, match=r"(?i)flag"):
             store.append_arrow(texts)
         assert store.commitlog.end == 0
