@@ -90,7 +90,7 @@ def _ints(column: pa.Array, name: str) -> np.ndarray:
 
 
 def _millis(column: pa.Array) -> np.ndarray:
-    return arrays.to_numpy(column.cast(pa.int64()), np.int64).copy()
+    return arrays.int64s(column.cast(pa.int64()))     # the cast refuses what is not a time or a number
 
 
 def _map_column(batch: pa.RecordBatch) -> pa.MapArray:
@@ -124,7 +124,7 @@ def _properties(batch: pa.RecordBatch, trailing: bool) -> arrowwrite.Slices | No
 def _properties_reference(batch: pa.RecordBatch, trailing: bool) -> arrowwrite.Slices | None:
     """:func:`_properties` in Arrow's compute functions: the reference of its C pass."""
     column = _map_column(batch)
-    offsets = arrays.to_numpy(column.offsets, np.int32).astype(np.int64)
+    offsets = arrays.int64s(column.offsets)
     lo, hi = int(offsets[0]), int(offsets[-1])
     keys = column.keys.slice(lo, hi - lo).cast(pa.binary())        # the map's own items: not sliced
     values = column.items.slice(lo, hi - lo).cast(pa.binary())
@@ -173,7 +173,7 @@ def columns(batch: pa.RecordBatch, trailing: bool) -> arrowwrite.Restored | None
     n = batch.num_rows
     body = column("value")
     if body.null_count:
-        body = pc.fill_null(body, pa.scalar(b"", pa.binary()))
+        body = pc.fill_null(body, arrays.binary_scalar(b""))
     return arrowwrite.Restored(
         topics, _ints(topics_encoded.indices, "topic").astype(np.int32), queue_id,
         np.zeros(n, np.int64), np.zeros(n, np.int64), ints["flag"], ints["sysFlag"], ints["reconsumeTimes"],
