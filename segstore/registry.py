@@ -9,8 +9,9 @@ Two plugins claiming one name is an error, never a silent choice.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib.metadata import EntryPoint, entry_points
+from typing import Any
 
+from . import entrypoints
 from .errors import (
     FormatNotFoundError,
     MissingDependencyError,
@@ -22,15 +23,15 @@ from .plugin import FormatPlugin
 
 GROUP = "segstore.formats"
 
-_entry_points: dict[str, EntryPoint] | None = None
+_entry_points: dict[str, Any] | None = None
 _loaded: dict[str, FormatPlugin] = {}
 
 
-def _listed() -> dict[str, EntryPoint]:
+def _listed() -> dict[str, Any]:
     global _entry_points
     if _entry_points is None:
-        found: dict[str, EntryPoint] = {}
-        for ep in entry_points(group=GROUP):
+        found: dict[str, Any] = {}
+        for ep in entrypoints.group(GROUP):
             other = found.get(ep.name)
             if other is not None and other.value != ep.value:
                 raise SegstoreError(f"two plugins claim the format name {ep.name!r}: "
@@ -64,9 +65,16 @@ def available() -> list[Listed]:
             plugin = _loaded[name]
             rows.append(Listed(name, f"{type(plugin).__module__}:{type(plugin).__qualname__}", None))
             continue
-        dist = getattr(ep, "dist", None)
-        rows.append(Listed(name, ep.value, f"{dist.name} {dist.version}" if dist is not None else None))
+        rows.append(Listed(name, ep.value, _distribution(ep)))
     return rows
+
+
+def _distribution(ep: Any) -> str | None:
+    """``name version`` of the package declaring ``ep`` (ours, or ``importlib.metadata``'s)."""
+    if isinstance(ep, entrypoints.EntryPoint):
+        return ep.distribution
+    dist = getattr(ep, "dist", None)
+    return f"{dist.name} {dist.version}" if dist is not None else None
 
 
 def register(plugin: FormatPlugin) -> None:
