@@ -453,26 +453,32 @@ def staged_columns(table: pa.Table, options: WriteOptions) -> pa.Table | None:
             if options.topic is None:
                 first = 0 if topic is None else pc.index(pc.is_null(topic), True).as_py()
                 raise ConfigError(f"row {first} has a null topic and no topic option is set")
-            topic = (pa.repeat(options.topic, rows) if topic is None
-                     else pc.fill_null(topic.cast(pa.string()), options.topic))
+            # the options' values as Arrow scalars made from buffers: pa.scalar / pa.repeat of a
+            # Python value go through pyarrow's pandas bridge (0.2 s of imports, once a driver worker)
+            default_topic = arrays.string_scalar(options.topic)
+            topic = (pa.repeat(default_topic, rows) if topic is None
+                     else pc.fill_null(topic.cast(pa.string()), default_topic))
         partition = column("partition")
-        partition = (pa.repeat(pa.scalar(options.partition, pa.int32()), rows) if partition is None
-                     else pc.fill_null(partition.cast(pa.int32()), pa.scalar(options.partition, pa.int32())))
-        arrays: dict[str, Any] = {"topic": topic, "partition": partition}
+        default_partition = arrays.number(options.partition, pa.int32())
+        partition = (pa.repeat(default_partition, rows) if partition is None
+                     else pc.fill_null(partition.cast(pa.int32()), default_partition))
+        out: dict[str, Any] = {"topic": topic, "partition": partition}
         for name in ("key", "value"):
             values = column(name)
-            arrays[name] = pa.nulls(rows, pa.binary()) if values is None else values.cast(pa.binary())
+            out[name] = pa.nulls(rows, pa.binary()) if values is None else values.cast(pa.binary())
         micros = column("timestamp")
         if micros is not None:
             micros = micros.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
             # floor to ms as staged_messages does; below 0 means "the append's time" either way
-            arrays["timestamp"] = pc.if_else(pc.less(micros, 0), -1, pc.divide(micros, _MICROS_PER_MILLI))
+            millis = pc.divide(micros, arrays.number(_MICROS_PER_MILLI, pa.int64()))
+            out["timestamp"] = pc.if_else(pc.less(micros, arrays.number(0, pa.int64())),
+                                          arrays.number(-1, pa.int64()), millis)
         headers = column("headers")
         if headers is not None:
-            arrays["headers"] = headers.cast(HEADERS)
+            out["headers"] = headers.cast(HEADERS)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return None
-    return pa.table(arrays)
+    return pa.table(out)
 
 
 #: A directory name Kafka gives a partition: ``TOPIC-N``.
