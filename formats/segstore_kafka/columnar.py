@@ -392,7 +392,12 @@ def to_arrow(chunk: Chunk, schema: pa.Schema | None = None, *, topic: str, parti
         "segment": lambda: np.full(len(batches), segment, np.int64),
     }
     wanted = [name for name in schema.names if name in per_batch]
-    rows_per_batch = np.diff(batches["first_row"], append=n).astype(np.int64)
+    # rows of each batch: the next batch's first row less its own (np.diff with append= is 70 us a chunk)
+    first_rows = batches["first_row"]
+    rows_per_batch = np.empty(len(first_rows), np.int64)
+    np.subtract(first_rows[1:], first_rows[:-1], out=rows_per_batch[:-1])
+    if len(first_rows):
+        rows_per_batch[-1] = n - first_rows[-1]
     per_row = dict(zip(wanted, spread_runs([per_batch[name]() for name in wanted], rows_per_batch),
                        strict=True))
 
