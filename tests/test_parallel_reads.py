@@ -192,9 +192,9 @@ def test_kafka_wrong_index_positions_never_show(kafka_path, monkeypatch, seed, t
     expected = _scan(kafka_path, 1)
     true_points = kafka_store.split_points
 
-    def points(seg, lo):
+    def points(seg, lo, step=None):
         rnd = random.Random(seed ^ lo ^ seg.base)
-        cuts = sorted({c + rnd.choice([0, 0, 1, 13, -5]) for c in true_points(seg, lo)}
+        cuts = sorted({c + rnd.choice([0, 0, 1, 13, -5]) for c in true_points(seg, lo, step)}
                       | {rnd.randrange(lo, seg.log.size + 1) for _ in range(3)})
         return [c for c in cuts if lo < c < seg.log.size]
 
@@ -292,9 +292,9 @@ def test_kafka_verify_wrong_index_positions_never_show(kafka_path, tmp_path_fact
     expected = _verify(path, 1)
     true_points = kafka_store.split_points
 
-    def points(seg, lo):
+    def points(seg, lo, step=None):
         rnd = random.Random(seed ^ seg.base)
-        cuts = {c + rnd.choice([0, 3, -7]) for c in true_points(seg, lo)}
+        cuts = {c + rnd.choice([0, 3, -7]) for c in true_points(seg, lo, step)}
         cuts.add(rnd.randrange(lo, seg.log.size + 1))
         return sorted(c for c in cuts if lo < c < seg.log.size)
 
