@@ -9,6 +9,7 @@
  *   _speedups_json.c         json_lines: the dump --json lines of those buffers
  *   _speedups_text.c         text_lines: the text dump's lines of those buffers
  *   _speedups_spread.c       the per-batch columns written out once per row
+ *   _speedups_arrow.c        export_chunk: a decoded chunk's columns as one Arrow record batch
  *   _speedups_arrowencode.c  encode_columns / encode_batch: records and batches from Arrow columns
  *   _speedups_dicts.c        append_batch of plain dicts
  *
@@ -171,6 +172,7 @@ write_unsigned(uint8_t *out, uint64_t raw)
 #include "_speedups_json.c"
 #include "_speedups_text.c"
 #include "_speedups_spread.c"
+#include "_speedups_arrow.c"
 
 /* ------------------------------------------------------------------------------ */
 /* init */
@@ -232,6 +234,10 @@ static PyMethodDef methods[] = {
      "json_lines(prefix, timestamp_types, tails, buffers, n_rows, n_batches) -> bytes"},
     {"spread_runs", spread_runs, METH_VARARGS,
      "spread_runs(counts, ((source, target, itemsize), ...)): each source item counts[i] times in target"},
+    {"export_chunk", export_chunk, METH_VARARGS,
+     "export_chunk(codes, counts, buffers, scratch, topic, partition, segment) -> address of an ArrowArray"},
+    {"release_export", release_export, METH_O,
+     "release_export(address): release an ArrowArray export_chunk made that was not imported"},
     {"text_lines", text_lines, METH_VARARGS,
      "text_lines(heads, timestamp_types, tails, buffers, n_rows, n_batches, start) -> bytes"},
     {NULL, NULL, 0, NULL},

@@ -47,7 +47,7 @@ import base64
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -356,13 +356,83 @@ def spread_runs(columns: list[np.ndarray], counts: np.ndarray, accelerated: bool
     return targets
 
 
+#: Bytes a row takes in ``export_chunk``'s scratch for each column written out there (by
+#: ``KAFKA_SCHEMA`` column name; the topic's text comes on top): the batch-level columns, the
+#: chunk's partition and segment, the topic's offsets.  Bit-packed columns take a byte (a bound).
+_SCRATCH_ROW_BYTES = {"topic": 4, "partition": 4, "timestampType": 4, "position": 8, "size": 4,
+                      "baseOffset": 8, "leaderEpoch": 4, "magic": 1, "compression": 1, "isTransactional": 1,
+                      "isControl": 1, "producerId": 8, "producerEpoch": 2, "segment": 8}
+
+
+class _Export(NamedTuple):
+    """What ``export_chunk`` needs of a schema, worked out once per schema object."""
+
+    schema: pa.Schema      # kept: its id is the key
+    codes: bytes | None    # the columns' places in KAFKA_SCHEMA; None: not KAFKA_SCHEMA's columns
+    row_bytes: int         # scratch per row (:data:`_SCRATCH_ROW_BYTES`)
+    topic: bool            # the topic column is asked for (its text per row in scratch)
+
+
+#: by ``id(schema)``: the schemas of a process are few (the projections scans ask for)
+_exports: dict[int, _Export] = {}
+
+
+def export_codes(schema: pa.Schema) -> bytes | None:
+    """``schema``'s columns as ``export_chunk`` numbers them (their places in ``KAFKA_SCHEMA``), or
+    None where a column is not one of ``KAFKA_SCHEMA``'s, of its type, or comes twice."""
+    return _export_of(schema).codes
+
+
+def _export_of(schema: pa.Schema) -> _Export:
+    found = _exports.get(id(schema))
+    if found is not None and found.schema is schema:
+        return found
+    from segstore.columns import KAFKA_SCHEMA
+
+    names = KAFKA_SCHEMA.names
+    ok = len(schema) > 0 and len(set(schema.names)) == len(schema.names) and all(
+        field.name in names and field.type == KAFKA_SCHEMA.field(field.name).type
+        and field.nullable == KAFKA_SCHEMA.field(field.name).nullable for field in schema)
+    found = _Export(schema, bytes(names.index(name) for name in schema.names) if ok else None,
+                    sum(_SCRATCH_ROW_BYTES.get(name, 0) for name in schema.names), "topic" in schema.names)
+    if len(_exports) >= 64:
+        _exports.clear()
+    _exports[id(schema)] = found
+    return found
+
+
+def _exported(chunk: Chunk, export: _Export, topic: str, partition: int, segment: int) -> pa.RecordBatch:
+    """:func:`to_arrow` by ``export_chunk``: the columns laid out in C over the chunk's buffers (the
+    batch-level ones written out per row into one pool buffer) and imported by pyarrow in one call."""
+    import pyarrow as pa
+
+    c = chunk.counts
+    n = c["rows"]
+    encoded = topic.encode("utf-8")
+    [scratch] = pooled_together([(export.row_bytes * n + (len(encoded) * n if export.topic else 0)
+                                  + 64 * (len(export.codes or b"") + 2), np.uint8)])
+    b = chunk.buffers
+    assert _speedups is not None
+    address = _speedups.export_chunk(
+        export.codes, (n, c["batches"], c["key"], c["value"], c["headers"], c["hkey"], c["hvalue"],
+                       c["key_nulls"], c["value_nulls"], c["hvalue_nulls"]),
+        tuple([b[name] for name in BUFFERS]), scratch, encoded, partition, segment)
+    try:
+        return pa.RecordBatch._import_from_c(address, export.schema)
+    finally:
+        _speedups.release_export(address)   # the struct freed; released too where the import failed
+
+
 def to_arrow(chunk: Chunk, schema: pa.Schema | None = None, *, topic: str, partition: int,
-             segment: int) -> pa.RecordBatch:
+             segment: int, accelerated: bool = True) -> pa.RecordBatch:
     """The chunk's rows as a record batch of ``schema`` (:data:`KAFKA_SCHEMA`, the default, or a
     projection of it).
 
     Fixed-width columns wrap the chunk's buffers without copying; batch-level
-    columns are gathered per row.  ``O(rows)`` in C (numpy).
+    columns are gathered per row.  ``O(rows)`` in C: where the accelerator is built (and
+    ``accelerated``), every column is laid out in one C call and handed to pyarrow through the
+    Arrow C data interface (:func:`_exported`); else the reference below, a pyarrow call a column
+    and numpy.  Thread-safety: as the chunk (read only).
     """
     import pyarrow as pa
 
@@ -370,6 +440,10 @@ def to_arrow(chunk: Chunk, schema: pa.Schema | None = None, *, topic: str, parti
 
     if schema is None:
         schema = KAFKA_SCHEMA
+    if accelerated and _speedups is not None and chunk.counts["rows"]:
+        export = _export_of(schema)
+        if export.codes is not None:
+            return _exported(chunk, export, topic, partition, segment)
     b = chunk.buffers
     c = chunk.counts
     n = c["rows"]
