@@ -135,7 +135,10 @@ def run_op(fmt: str, op: str, store: str, threads: int) -> int:
 
         os.environ["SEGSTORE_THREADS"] = str(threads)
         target = Path(store).parent / "converted"
-        shutil.rmtree(target, ignore_errors=True)
+        # a run stopped mid-conversion leaves its staging beside the target, which the next run's
+        # convert refuses (as the CLI would without --force): this benchmark always starts over
+        for leftover in (target, target.parent / f".{target.name}.converting"):
+            shutil.rmtree(leftover, ignore_errors=True)
         count = convert(store, str(target), to="kafka" if fmt == "rocketmq" else "rocketmq").messages
         shutil.rmtree(target, ignore_errors=True)   # (timed: a few ms)
         return count
