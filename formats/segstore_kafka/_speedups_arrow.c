@@ -217,6 +217,24 @@ export_spread(int kind, const BatchRow *batch, Py_ssize_t nb, int64_t n, void *o
     }
 }
 
+/* One value of ``width`` bytes (the chunk's partition or segment) for each of ``n`` rows, written
+ * into scratch as array ``i``: 0, or -1 where scratch is short.  Inlined with a constant width, the
+ * copy is a plain store. */
+static inline int
+export_constant(ChunkExport *ex, int i, int64_t n, const void *value, int width, char *scratch,
+                Py_ssize_t cap, Py_ssize_t *at)
+{
+    char *out = export_take(scratch, cap, at, n * width);
+    if (out == NULL) {
+        return -1;
+    }
+    for (int64_t r = 0; r < n; r++) {
+        memcpy(out + r * width, value, (size_t)width);
+    }
+    export_fixed(ex, i, n, out);
+    return 0;
+}
+
 static PyObject *
 export_chunk(PyObject *module, PyObject *args)
 {
@@ -330,28 +348,12 @@ export_chunk(PyObject *module, PyObject *args)
             export_binary(ex, i, n, 0, NULL, offsets, data);
             break;
         }
-        case EK_PARTITION: {
-            int32_t *out = (int32_t *)export_take(scratch, cap, &at, n * 4);
-            if (out == NULL) {
-                short_scratch = 1;
-                break;
-            }
-            for (int64_t r = 0; r < n; r++) {
-                out[r] = partition;
-            }
-            export_fixed(ex, i, n, out);
+        case EK_PARTITION:
+            short_scratch = export_constant(ex, i, n, &partition, 4, scratch, cap, &at) < 0;
             break;
-        }
         case EK_SEGMENT: {
-            int64_t *out = (int64_t *)export_take(scratch, cap, &at, n * 8);
-            if (out == NULL) {
-                short_scratch = 1;
-                break;
-            }
-            for (int64_t r = 0; r < n; r++) {
-                out[r] = segment;
-            }
-            export_fixed(ex, i, n, out);
+            int64_t segment64 = segment;
+            short_scratch = export_constant(ex, i, n, &segment64, 8, scratch, cap, &at) < 0;
             break;
         }
         case EK_HEADERS: {

@@ -466,7 +466,7 @@ def to_arrow(chunk: Chunk, schema: pa.Schema | None = None, *, topic: str, parti
         "segment": lambda: np.full(len(batches), segment, np.int64),
     }
     wanted = [name for name in schema.names if name in per_batch]
-    # rows of each batch: the next batch's first row less its own (np.diff with append= is 70 us a chunk)
+    # rows of each batch: the next batch's first row less its own (np.diff with append= took 20 us a chunk)
     first_rows = batches["first_row"]
     rows_per_batch = np.empty(len(first_rows), np.int64)
     np.subtract(first_rows[1:], first_rows[:-1], out=rows_per_batch[:-1])
