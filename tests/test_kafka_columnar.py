@@ -281,8 +281,9 @@ def test_c_export_refuses_counts_outside_the_buffers() -> None:
               c["key_nulls"], c["value_nulls"], c["hvalue_nulls"])
     codes = columnar.export_codes(KAFKA_SCHEMA)
     too_many = (len(chunk.buffers["offset"]) + 1, *counts[1:])
-    with pytest.raises(ValueError, match="within its buffers"):
-        columnar._speedups.export_chunk(codes, too_many, buffers, scratch, b"t", 0, 0)
+    for rows in (too_many[0], 1 << 61, -1):     # past the buffers, past what a size can hold, negative
+        with pytest.raises(ValueError, match="within its buffers"):
+            columnar._speedups.export_chunk(codes, (rows, *counts[1:]), buffers, scratch, b"t", 0, 0)
     with pytest.raises(ValueError, match="within its buffers"):
         huge_values = (*counts[:3], 1 << 40, *counts[4:])
         columnar._speedups.export_chunk(codes, huge_values, buffers, scratch, b"t", 0, 0)

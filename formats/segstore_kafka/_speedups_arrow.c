@@ -282,7 +282,8 @@ export_chunk(PyObject *module, PyObject *args)
     ex->nviews = N_BUFFERS + 1;
     Py_buffer *v = ex->views;
     /* every count inside its buffer: what Arrow is handed must lie in memory the views hold */
-    if (n < 0 || nb < 0 || nh < 0 || nb * (Py_ssize_t)sizeof(BatchRow) > v[B_BATCHES].len ||
+    if (n < 0 || nb < 0 || nh < 0 || n > (PY_SSIZE_T_MAX >> 4) || nh > (PY_SSIZE_T_MAX >> 4) ||
+        nb > (PY_SSIZE_T_MAX >> 8) || nb * (Py_ssize_t)sizeof(BatchRow) > v[B_BATCHES].len ||
         n * 8 > v[B_OFFSET].len || n * 8 > v[B_TIMESTAMP].len || n * 4 > v[B_SEQUENCE].len ||
         (n + 1) * 4 > v[B_HEADER_OFFSETS].len) {
         PyErr_SetString(PyExc_ValueError, "expected the chunk's counts within its buffers");
