@@ -236,6 +236,8 @@ static PyMethodDef methods[] = {
      "spread_runs(counts, ((source, target, itemsize), ...)): each source item counts[i] times in target"},
     {"export_chunk", export_chunk, METH_VARARGS,
      "export_chunk(codes, counts, buffers, scratch, topic, partition, segment) -> address of an ArrowArray"},
+    {"export_scratch", export_scratch, METH_VARARGS,
+     "export_scratch(codes, rows, topic_len) -> the scratch bytes export_chunk needs for those columns"},
     {"release_export", release_export, METH_O,
      "release_export(address): release an ArrowArray export_chunk made that was not imported"},
     {"text_lines", text_lines, METH_VARARGS,

@@ -13,8 +13,9 @@
  * (arrow/c/abi.h, the layout below); pyarrow imports them (RecordBatch._import_from_c) in one
  * call.  The chunk's buffers are shared, not copied (the export holds a view of each until Arrow
  * releases the batch); the batch-level columns, written out once per row, and the topic column go
- * into ``scratch``, a buffer the caller took from the pool (columnar.export_bytes sizes it).
+ * into ``scratch``, a buffer the caller took from the pool, of the size export_scratch gives.
  *
+ * export_scratch(codes, rows, topic_len) -> int: the scratch bytes export_chunk needs.
  * export_chunk(codes, counts, buffers, scratch, topic, partition, segment) -> int
  *     codes: bytes, the KAFKA_SCHEMA column numbers (EK_* below) in the batch's column order;
  *     counts: (rows, batches, key, value, headers, hkey, hvalue, key_nulls, value_nulls,
@@ -143,10 +144,65 @@ export_take(char *base, Py_ssize_t cap, Py_ssize_t *at, Py_ssize_t size)
     return base + start;
 }
 
+/* Bytes a row of column ``kind`` takes in scratch: 1-8 for a column written out per row, -1 for a
+ * bit-packed one, 0 for one over the chunk's own buffers (the topic's are export_scratch's). */
+static int
+export_width(int kind)
+{
+    switch (kind) {
+    case EK_POSITION: case EK_BASE_OFFSET: case EK_PRODUCER_ID: case EK_SEGMENT: return 8;
+    case EK_SIZE: case EK_LEADER_EPOCH: case EK_TIMESTAMP_TYPE: case EK_PARTITION: return 4;
+    case EK_PRODUCER_EPOCH: return 2;
+    case EK_MAGIC: case EK_COMPRESSION: return 1;
+    case EK_TRANSACTIONAL: case EK_CONTROL: return -1;
+    default: return 0;
+    }
+}
+
+/* The bytes column ``kind`` takes from scratch for ``n`` rows (each take aligned: at most
+ * EXPORT_ALIGN - 1 more), or -1 where that overflows. */
+static Py_ssize_t
+export_column_scratch(int kind, int64_t n, Py_ssize_t topic_len)
+{
+    if (n < 0 || n > (PY_SSIZE_T_MAX >> 4) || topic_len < 0 || (topic_len && n > PY_SSIZE_T_MAX / 2 / topic_len)) {
+        return -1;
+    }
+    if (kind == EK_TOPIC) {     /* offsets, then the text once a row */
+        return (n + 1) * 4 + EXPORT_ALIGN + n * topic_len + EXPORT_ALIGN;
+    }
+    int width = export_width(kind);
+    return width > 0 ? n * width + EXPORT_ALIGN : width < 0 ? (n + 7) / 8 + EXPORT_ALIGN : 0;
+}
+
+/* export_scratch(codes, rows, topic_len) -> int: the scratch export_chunk needs for those columns. */
+static PyObject *
+export_scratch(PyObject *module, PyObject *args)
+{
+    Py_buffer codes;
+    long long n;
+    Py_ssize_t topic_len;
+    if (!PyArg_ParseTuple(args, "y*Ln", &codes, &n, &topic_len)) {
+        return NULL;
+    }
+    Py_ssize_t total = 0;
+    for (Py_ssize_t c = 0; c < codes.len; c++) {
+        Py_ssize_t size = export_column_scratch(((const uint8_t *)codes.buf)[c], n, topic_len);
+        if (size < 0 || size > PY_SSIZE_T_MAX / 2 - total) {
+            PyBuffer_Release(&codes);
+            PyErr_SetString(PyExc_ValueError, "expected a chunk's scratch to fit in a size");
+            return NULL;
+        }
+        total += size;
+    }
+    PyBuffer_Release(&codes);
+    return PyLong_FromSsize_t(total);
+}
+
 /* The per-row values of batch-level column ``kind`` into ``out``, batch by batch. */
 static void
 export_spread(int kind, const BatchRow *batch, Py_ssize_t nb, int64_t n, void *out)
 {
+    int width = export_width(kind);
     for (Py_ssize_t i = 0; i < nb; i++) {
         const BatchRow *b = &batch[i];
         int64_t lo = b->first_row, hi = i + 1 < nb ? batch[i + 1].first_row : n;
@@ -160,25 +216,22 @@ export_spread(int kind, const BatchRow *batch, Py_ssize_t nb, int64_t n, void *o
         int32_t v32 = 0;
         int16_t v16 = 0;
         int8_t v8 = 0;
-        int width = 8, bit = -1;
+        int bit = 0;
         switch (kind) {
         case EK_POSITION: v64 = b->position; break;
         case EK_BASE_OFFSET: v64 = b->base_offset; break;
         case EK_PRODUCER_ID: v64 = b->producer_id; break;
-        case EK_SIZE: v32 = b->size; width = 4; break;
-        case EK_LEADER_EPOCH: v32 = b->leader_epoch; width = 4; break;
-        case EK_TIMESTAMP_TYPE:
-            v32 = b->magic == 0 ? -1 : (b->attributes & TIMESTAMP_TYPE_FLAG) != 0;
-            width = 4;
-            break;
-        case EK_PRODUCER_EPOCH: v16 = b->producer_epoch; width = 2; break;
-        case EK_MAGIC: v8 = b->magic; width = 1; break;
-        case EK_COMPRESSION: v8 = (int8_t)(b->attributes & CODEC_MASK); width = 1; break;
-        case EK_TRANSACTIONAL: bit = b->magic >= 2 && (b->attributes & EXPORT_ATTR_TRANSACTIONAL); width = 0; break;
-        case EK_CONTROL: bit = b->magic >= 2 && (b->attributes & EXPORT_ATTR_CONTROL); width = 0; break;
+        case EK_SIZE: v32 = b->size; break;
+        case EK_LEADER_EPOCH: v32 = b->leader_epoch; break;
+        case EK_TIMESTAMP_TYPE: v32 = b->magic == 0 ? -1 : (b->attributes & TIMESTAMP_TYPE_FLAG) != 0; break;
+        case EK_PRODUCER_EPOCH: v16 = b->producer_epoch; break;
+        case EK_MAGIC: v8 = b->magic; break;
+        case EK_COMPRESSION: v8 = (int8_t)(b->attributes & CODEC_MASK); break;
+        case EK_TRANSACTIONAL: bit = b->magic >= 2 && (b->attributes & EXPORT_ATTR_TRANSACTIONAL); break;
+        case EK_CONTROL: bit = b->magic >= 2 && (b->attributes & EXPORT_ATTR_CONTROL); break;
         default: return;
         }
-        /* the width chosen once a batch, then a plain store loop the compiler vectorises */
+        /* a plain store loop per width, which the compiler vectorises */
         switch (width) {
         case 8: {
             int64_t *o = (int64_t *)out;
@@ -379,17 +432,14 @@ export_chunk(PyObject *module, PyObject *args)
             break;
         }
         default: {      /* a batch-level column, written out per row */
-            int width = kind == EK_TRANSACTIONAL || kind == EK_CONTROL ? 0
-                      : kind == EK_MAGIC || kind == EK_COMPRESSION ? 1
-                      : kind == EK_PRODUCER_EPOCH ? 2
-                      : kind == EK_SIZE || kind == EK_LEADER_EPOCH || kind == EK_TIMESTAMP_TYPE ? 4 : 8;
-            Py_ssize_t size = width ? n * width : (n + 7) / 8;
+            int width = export_width(kind);
+            Py_ssize_t size = width > 0 ? n * width : (n + 7) / 8;
             char *out = export_take(scratch, cap, &at, size);
             if (out == NULL) {
                 short_scratch = 1;
                 break;
             }
-            if (!width) {
+            if (width < 0) {
                 memset(out, 0, (size_t)size);
             }
             export_spread(kind, batch, nb, n, out);

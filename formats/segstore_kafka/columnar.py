@@ -356,21 +356,11 @@ def spread_runs(columns: list[np.ndarray], counts: np.ndarray, accelerated: bool
     return targets
 
 
-#: Bytes a row takes in ``export_chunk``'s scratch for each column written out there (by
-#: ``KAFKA_SCHEMA`` column name; the topic's text comes on top): the batch-level columns, the
-#: chunk's partition and segment, the topic's offsets.  Bit-packed columns take a byte (a bound).
-_SCRATCH_ROW_BYTES = {"topic": 4, "partition": 4, "timestampType": 4, "position": 8, "size": 4,
-                      "baseOffset": 8, "leaderEpoch": 4, "magic": 1, "compression": 1, "isTransactional": 1,
-                      "isControl": 1, "producerId": 8, "producerEpoch": 2, "segment": 8}
-
-
 class _Export(NamedTuple):
     """What ``export_chunk`` needs of a schema, worked out once per schema object."""
 
     schema: pa.Schema      # kept: its id is the key
     codes: bytes | None    # the columns' places in KAFKA_SCHEMA; None: not KAFKA_SCHEMA's columns
-    row_bytes: int         # scratch per row (:data:`_SCRATCH_ROW_BYTES`)
-    topic: bool            # the topic column is asked for (its text per row in scratch)
 
 
 #: by ``id(schema)``: the schemas of a process are few (the projections scans ask for)
@@ -393,8 +383,7 @@ def _export_of(schema: pa.Schema) -> _Export:
     ok = len(schema) > 0 and len(set(schema.names)) == len(schema.names) and all(
         field.name in names and field.type == KAFKA_SCHEMA.field(field.name).type
         and field.nullable == KAFKA_SCHEMA.field(field.name).nullable for field in schema)
-    found = _Export(schema, bytes(names.index(name) for name in schema.names) if ok else None,
-                    sum(_SCRATCH_ROW_BYTES.get(name, 0) for name in schema.names), "topic" in schema.names)
+    found = _Export(schema, bytes(names.index(name) for name in schema.names) if ok else None)
     if len(_exports) >= 64:
         _exports.clear()
     _exports[id(schema)] = found
@@ -409,10 +398,9 @@ def _exported(chunk: Chunk, export: _Export, topic: str, partition: int, segment
     c = chunk.counts
     n = c["rows"]
     encoded = topic.encode("utf-8")
-    [scratch] = pooled_together([(export.row_bytes * n + (len(encoded) * n if export.topic else 0)
-                                  + 64 * (len(export.codes or b"") + 2), np.uint8)])
+    assert _speedups is not None and export.codes is not None
+    [scratch] = pooled_together([(_speedups.export_scratch(export.codes, n, len(encoded)), np.uint8)])
     b = chunk.buffers
-    assert _speedups is not None
     address = _speedups.export_chunk(
         export.codes, (n, c["batches"], c["key"], c["value"], c["headers"], c["hkey"], c["hvalue"],
                        c["key_nulls"], c["value_nulls"], c["hvalue_nulls"]),
