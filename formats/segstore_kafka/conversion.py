@@ -133,6 +133,7 @@ def partition_batches(source: Any, topic: str, partition: int, batch_rows: int |
     (``scan_arrow``; ``batch_rows`` and ``threads`` as there).  A row's ``size`` is its batch's bytes on the
     batch's first row and 0 on the others (so the sizes add up to the log bytes read); a legacy
     record's timestamp type is CreateTime, as in :func:`partition_entries`."""
+    log_append = arrays.number(_LOG_APPEND_TIME_ID, pa.int32())
     for batch in source.scan_arrow([*_ENTRY_COLUMNS, "baseOffset", "size"], topic=topic, partition=partition,
                                    batch_rows=batch_rows, threads=threads):
         n = batch.num_rows
@@ -141,8 +142,7 @@ def partition_batches(source: Any, topic: str, partition: int, batch_rows: int |
         bases = arrays.natural(batch.column("baseOffset"))
         first = np.ones(n, bool)
         first[1:] = bases[1:] != bases[:-1]
-        size = np.where(first, arrays.int64s(batch.column("size")), 0).astype(np.int64)
-        log_append = arrays.number(_LOG_APPEND_TIME_ID, pa.int32())
+        size = np.where(first, arrays.int64s(batch.column("size")), 0)     # int64 already
         kind = pc.equal(batch.column("timestampType"), log_append).cast(pa.int32())
         columns = [kind if name == "timestampType" else batch.column(name) for name in _ENTRY_COLUMNS]
         yield pa.RecordBatch.from_arrays([*columns, arrays.from_numpy(size)], schema=ENTRY_SCHEMA)
