@@ -39,6 +39,9 @@ class EntryIndex:
     """
 
     DTYPE: ClassVar[np.dtype]
+    # members, not dict entries: a format's C append (RocketMQ's Appender) reads and sets them
+    # on every call; anything else a subclass or a test sets goes in the dict
+    __slots__ = ("__dict__", "_count", "file")
 
     def __init__(self, file: MappedFile, entries: int) -> None:
         self.file = file

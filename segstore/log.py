@@ -39,6 +39,8 @@ class SegmentedLog(Generic[S]):
     :param factory: makes a new, empty segment starting at a base offset.
     """
 
+    __slots__ = ("__dict__", "_dirty", "_factory", "segments")   # read by the C appends on every call
+
     def __init__(self, factory: Callable[[int], S]) -> None:
         self.segments: SegmentMap[S] = SegmentMap()
         self._factory = factory

@@ -158,6 +158,8 @@ class CommitLog:
     :param writable: map the files for writing (new files are created on roll).
     """
 
+    __slots__ = ("__dict__", "_active", "log")     # read by the C appends on every call
+
     def __init__(self, directory: str, file_size: int, *, writable: bool = False) -> None:
         self.directory = directory
         self.file_size = file_size

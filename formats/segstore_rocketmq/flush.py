@@ -81,6 +81,9 @@ class FlushService:
     :param now_ms: a monotonic clock in milliseconds (for the intervals).
     """
 
+    # read and set by the C appends on every call (FlushService.appended's bookkeeping)
+    __slots__ = ("__dict__", "_appended_end", "_cq_dirty_entries", "_cq_last_ts", "_last_store_ts", "lock")
+
     def __init__(
         self,
         commitlog: CommitLog,

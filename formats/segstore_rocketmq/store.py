@@ -304,10 +304,13 @@ class RocketMQStore(LifecycleMixin, Store):
     """
 
     format = "rocketmq"
+    # members, not dict entries: the C appends (.fastappend) read them on every call
+    __slots__ = ("_next_offsets", "_plain_topics", "_trailing_separator", "indexes", "queues")
 
     def __init__(self, path: str, mode: str = "r", config: Mapping[str, Any] | BrokerConfig | None = None,
                  *, clock: Any = None) -> None:
         super().__init__(os.fspath(path), mode)
+        self.indexes = None     # the member hides Store.indexes, the class default
         if not isinstance(config, BrokerConfig):
             given = dict(config or {})
             config = BrokerConfig.from_mapping({**_sizes_on_disk(self.path, given), **given})

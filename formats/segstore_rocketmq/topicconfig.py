@@ -202,6 +202,8 @@ class TopicConfigs:
     ``new ConcurrentHashMap<>(1024)`` (filled from the file through fastjson's map).
     """
 
+    __slots__ = ("__dict__", "topics")     # read by the C appends on every call
+
     def __init__(self, store_dir: str) -> None:
         self.path = os.path.join(store_dir, CONFIG_DIR, TOPICS_FILE)
         self.document: dict[str, Any] = {}

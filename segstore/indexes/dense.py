@@ -81,6 +81,7 @@ class ConsumeQueueFile(EntryIndex):
     """One consume-queue file: an :class:`EntryIndex` of :data:`CQ_DTYPE` starting at byte ``base``."""
 
     DTYPE = CQ_DTYPE
+    __slots__ = ("base",)   # read by the C appends on every call
 
     def __init__(self, file: MappedFile, base: int, entries: int) -> None:
         super().__init__(file, entries)
@@ -99,6 +100,8 @@ class ConsumeQueue:
     :param file_size: bytes per file (a multiple of 20).
     :param writable: open the files for writing (and create the directory on first append).
     """
+
+    __slots__ = ("__dict__", "log")    # read by the C appends on every call
 
     def __init__(self, directory: str, topic: str, queue_id: int, file_size: int, *,
                  writable: bool = False, cut_dir: str | None = None) -> None:

@@ -265,6 +265,9 @@ class IndexFile:
     exclusive access.
     """
 
+    # read by the C appends on every call; the dict holds the cached views
+    __slots__ = ("__dict__", "file", "head", "header", "index_num", "slot_num")
+
     def __init__(self, file: files.MappedFile, slot_num: int, index_num: int) -> None:
         expected = file_size(slot_num, index_num)
         if file.size != expected:
@@ -578,6 +581,8 @@ class IndexService:
     :param clock: milliseconds since the epoch, used to name new files.
     Thread-safety: one writer; queries may run concurrently with it.
     """
+
+    __slots__ = ("__dict__", "files")      # read by the C appends on every call
 
     def __init__(
         self,
