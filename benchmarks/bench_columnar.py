@@ -136,6 +136,11 @@ CONVERSIONS = {"convert-kafka": ("store", "kafka", "kafka"), "convert-back": ("k
 
 
 def child(op: str, store: Path, messages: int) -> dict:
+    if op in CONVERSIONS:
+        # as the segstore command converts: its allocator setting, Arrow's pool's included, which
+        # takes its options when pyarrow loads (so before the import below)
+        from segstore import allocator
+        allocator.retain()
     # imports are the interpreter's start-up, not the operation (segstore.open imports the layouts lazily)
     import pyarrow  # noqa: F401
     import segstore_rocketmq.store  # noqa: F401
@@ -167,11 +172,9 @@ def child(op: str, store: Path, messages: int) -> dict:
                 out.write(block)
         count = messages
     elif op in CONVERSIONS:
-        # as the segstore command converts (its allocator setting), into a sibling of the store
+        # into a sibling of the store (the allocator set up as the command does, above)
         source, to, target = CONVERSIONS[op]
-        from segstore import allocator
         from segstore.convert import convert
-        allocator.retain()
         done = convert(str(store.parent / source), str(store.parent / target), to=to)
         count = done.messages
     seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0

@@ -110,15 +110,17 @@ def crashed_copy(store: Path) -> Path:
 
 
 def child(fmt: str, op: str, store: str, threads: int, warm: str) -> dict:
+    from segstore import allocator
+
+    # as the segstore command runs every command: freed heap memory kept for the next batch (without
+    # it each dump --json block is fresh pages: 670k page faults a 4M-record Kafka dump, 5k with it),
+    # Arrow's pool's too, which takes its options when pyarrow loads (so before the import below)
+    allocator.retain()
     import pyarrow  # noqa: F401  (the interpreter's start-up, not the operation)
 
     import segstore
-    from segstore import allocator
 
     segstore.registry.get(fmt)
-    # as the segstore command runs every command: freed heap memory kept for the next batch (without
-    # it each dump --json block is fresh pages: 670k page faults a 4M-record Kafka dump, 5k with it)
-    allocator.retain()
     run_op(fmt, op, warm, threads)      # imports, the memory pool, the thread pool: not the work
     t0, cpu0 = time.perf_counter(), time.process_time()
     count = run_op(fmt, op, store, threads)
