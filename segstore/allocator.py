@@ -1,5 +1,5 @@
-"""Keep freed heap memory for the next batch: glibc's ``malloc`` tuned for a process that converts,
-scans or recovers big stores.
+"""Keep freed heap memory for the next batch: glibc's ``malloc`` and Arrow's memory pool tuned for a
+process that converts, scans or recovers big stores.
 
 A columnar read or conversion allocates and frees buffers of a few MB per batch (numpy columns,
 encoded record batches, gathered messages).  By default glibc hands memory at the top of a heap
@@ -11,14 +11,15 @@ free memory at the top of each heap (and to serve blocks below :data:`MMAP_THRES
 heaps, which it then reuses, rather than from a mapping of their own each time).
 
 Arrow's jemalloc pool (where the columnar decoders' buffers come from, :mod:`segstore.columns`)
-does the same on its own: pyarrow configures it to purge each freed extent of a large
-allocation at once (``oversize_threshold:0``: all of them go to jemalloc's arena for huge ones,
-whose pages are given back when freed), so a read that holds several chunks at a time takes
-fresh pages for each new one.  A conversion from Kafka merges its sixteen partitions' streams
-that way: 101k page faults per 1M records in the decoder, 0.50 of 0.55 s of it (2026-11-29).
-:func:`retain` also asks that pool (:data:`ARROW_POOL_CONF`, through ``JE_ARROW_MALLOC_CONF``, which
-jemalloc reads when it starts: only where pyarrow has not loaded yet, and only if unset) to give
-such pages back lazily, as ``MADV_FREE``: the kernel takes them when it needs memory, and until
+gives freed pages back on its own terms: pyarrow starts it with ``oversize_threshold:0``,
+``dirty_decay_ms:1000`` and ``muzzy_decay_ms:1000``, and a block freed and taken again a second
+later faults its pages in again.  A read that holds one chunk at a time reuses its memory before
+that; a conversion from Kafka, which merges its sixteen partitions' streams holding a chunk of
+each, did not: 101k page faults per 1M records in the decoder, which took 0.50 s (2026-11-29;
+decays of 30 s changed nothing there, only turning the decay off did).  :func:`retain` also asks
+that pool (:data:`ARROW_POOL_CONF`, through ``JE_ARROW_MALLOC_CONF``, which jemalloc reads when it
+starts: only where pyarrow has not loaded yet, and only if unset) never to force freed pages back:
+they are given back lazily (``MADV_FREE``; the kernel takes them when it needs memory), and until
 then a new chunk reuses them without a fault (the same conversion: 32k faults, 0.31 s).  Resident
 memory counts the lazily freed pages until the kernel takes them (10-20 MB more at the peak of a
 1M-message conversion).
@@ -81,4 +82,3 @@ def _is_glibc() -> bool:
     except (ValueError, OSError, AttributeError):   # not a name this platform knows, or no confstr
         return False
     return (version or "").startswith("glibc ")
-
