@@ -106,8 +106,9 @@ member_offset(PyTypeObject *type, PyObject *name)
     return offset;
 }
 
-/* Where o keeps name: its offset, IN_DICT, or -1 (getattr's business). */
-static Py_ssize_t
+/* Where o keeps name: its offset, IN_DICT, or -1 (getattr's business).  Inlined into its callers: it
+   runs about forty times a call, and the first way almost always answers. */
+static inline __attribute__((always_inline)) Py_ssize_t
 slot_of(PyObject *o, int name)
 {
     PyTypeObject *t = Py_TYPE(o);
@@ -126,7 +127,7 @@ slot_of(PyObject *o, int name)
 }
 
 /* getattr(o, str_[name]): a new reference, NULL with the exception set. */
-static PyObject *
+static inline PyObject *
 get_attr(PyObject *o, int name)
 {
     Py_ssize_t offset = slot_of(o, name);
