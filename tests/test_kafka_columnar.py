@@ -274,12 +274,9 @@ def test_c_export_refuses_counts_outside_the_buffers() -> None:
     recs = [(b"k", b"v", 1000, [])] * 10
     [chunk] = list(columnar.decode(codec.encode_batch(recs, base_offset=0), path="seg.log",
                                    want=columnar.want_flags(KAFKA_SCHEMA.names)))
-    c = chunk.counts
-    buffers = tuple(chunk.buffers[name] for name in columnar.BUFFERS)
+    counts, buffers = columnar._export_args(chunk)
     scratch = np.zeros(1 << 16, np.uint8)
-    counts = (c["rows"], c["batches"], c["key"], c["value"], c["headers"], c["hkey"], c["hvalue"],
-              c["key_nulls"], c["value_nulls"], c["hvalue_nulls"])
-    codes = columnar.export_codes(KAFKA_SCHEMA)
+    codes = columnar._export_of(KAFKA_SCHEMA).codes
     too_many = (len(chunk.buffers["offset"]) + 1, *counts[1:])
     for rows in (too_many[0], 1 << 61, -1):     # past the buffers, past what a size can hold, negative
         with pytest.raises(ValueError, match="within its buffers"):

@@ -48,7 +48,7 @@ struct ArrowArray {
 };
 #endif
 
-/* KAFKA_SCHEMA's columns, in its order (columnar.export_codes numbers them so). */
+/* KAFKA_SCHEMA's columns, in its order (columnar._export_of numbers them so). */
 enum {
     EK_KEY, EK_VALUE, EK_TOPIC, EK_PARTITION, EK_OFFSET, EK_TIMESTAMP, EK_TIMESTAMP_TYPE, EK_HEADERS,
     EK_POSITION, EK_SIZE, EK_BASE_OFFSET, EK_LEADER_EPOCH, EK_MAGIC, EK_COMPRESSION, EK_TRANSACTIONAL,

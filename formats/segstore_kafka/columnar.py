@@ -367,13 +367,10 @@ class _Export(NamedTuple):
 _exports: dict[int, _Export] = {}
 
 
-def export_codes(schema: pa.Schema) -> bytes | None:
-    """``schema``'s columns as ``export_chunk`` numbers them (their places in ``KAFKA_SCHEMA``), or
-    None where a column is not one of ``KAFKA_SCHEMA``'s, of its type, or comes twice."""
-    return _export_of(schema).codes
-
-
 def _export_of(schema: pa.Schema) -> _Export:
+    """``schema``'s :class:`_Export`: its columns as ``export_chunk`` numbers them (their places in
+    ``KAFKA_SCHEMA``), or None where a column is not one of ``KAFKA_SCHEMA``'s, of its type, or comes
+    twice."""
     found = _exports.get(id(schema))
     if found is not None and found.schema is schema:
         return found
@@ -390,21 +387,24 @@ def _export_of(schema: pa.Schema) -> _Export:
     return found
 
 
+def _export_args(chunk: Chunk) -> tuple[tuple[int, ...], tuple[np.ndarray, ...]]:
+    """The ``counts`` and ``buffers`` arguments of ``export_chunk`` for ``chunk``."""
+    c = chunk.counts
+    return ((c["rows"], c["batches"], c["key"], c["value"], c["headers"], c["hkey"], c["hvalue"],
+             c["key_nulls"], c["value_nulls"], c["hvalue_nulls"]),
+            tuple([chunk.buffers[name] for name in BUFFERS]))
+
+
 def _exported(chunk: Chunk, export: _Export, topic: str, partition: int, segment: int) -> pa.RecordBatch:
     """:func:`to_arrow` by ``export_chunk``: the columns laid out in C over the chunk's buffers (the
     batch-level ones written out per row into one pool buffer) and imported by pyarrow in one call."""
     import pyarrow as pa
 
-    c = chunk.counts
-    n = c["rows"]
     encoded = topic.encode("utf-8")
     assert _speedups is not None and export.codes is not None
-    [scratch] = pooled_together([(_speedups.export_scratch(export.codes, n, len(encoded)), np.uint8)])
-    b = chunk.buffers
-    address = _speedups.export_chunk(
-        export.codes, (n, c["batches"], c["key"], c["value"], c["headers"], c["hkey"], c["hvalue"],
-                       c["key_nulls"], c["value_nulls"], c["hvalue_nulls"]),
-        tuple([b[name] for name in BUFFERS]), scratch, encoded, partition, segment)
+    counts, buffers = _export_args(chunk)
+    [scratch] = pooled_together([(_speedups.export_scratch(export.codes, counts[0], len(encoded)), np.uint8)])
+    address = _speedups.export_chunk(export.codes, counts, buffers, scratch, encoded, partition, segment)
     try:
         return pa.RecordBatch._import_from_c(address, export.schema)
     finally:
