@@ -656,6 +656,7 @@ def cmd_write(args: argparse.Namespace, out: TextIO) -> int:
     if args.spec and args.input:
         raise UsageError("write takes --spec or --input, not both")
     if args.spec:
+        _require_input_file(args.spec, "a JSON spec file")
         try:
             spec = json.loads(files.read_text(args.spec))
         except ValueError as err:
@@ -676,11 +677,28 @@ def cmd_write(args: argparse.Namespace, out: TextIO) -> int:
         out.write(f"{args.path}: wrote {fmt} store from {args.spec}\n")
         return EXIT_OK
     if args.input:
-        if args.input != "-":
-            return _write_input(args, args.input, config, out)
-        with files.spooled(sys.stdin.buffer) as path:   # read twice: a pipe is read once, into a file
-            return _write_input(args, path, config, out, shown="<stdin>")
+        if args.input == "-":
+            with files.spooled(sys.stdin.buffer) as path:   # read twice: a pipe is read once, into a file
+                return _write_input(args, path, config, out, shown="<stdin>")
+        if files.not_regular(args.input) == "a FIFO":        # --input <(cmd): a pipe too
+            with files.spooled_file(args.input) as path:
+                return _write_input(args, path, config, out, shown=args.input)
+        _require_input_file(args.input, "a JSON-lines file")
+        return _write_input(args, args.input, config, out)
     raise UsageError("write needs --spec SPEC.json or --input FILE.jsonl")
+
+
+def _require_input_file(path: str, what: str) -> None:
+    """``write --spec``/``--input`` names a file to read: a missing one, or a directory, is a usage
+    problem (exit 2, as a missing store path is), found before anything is created.
+
+    :raises UsageError: nothing, or no regular file, at ``path``.
+    """
+    found = files.not_regular(path)
+    if found == "nothing":
+        raise UsageError(f"expected {what}, found no such file or directory", path)
+    if found is not None:
+        raise UsageError(f"expected {what}, found {found}", path)
 
 
 def _write_input(args: argparse.Namespace, path: str, config: dict[str, Any], out: TextIO,

@@ -94,7 +94,8 @@ def _translate(err: OSError, path: str, pos: int | None = None) -> SegstoreError
     if err.errno in _FULL_ERRNOS:
         return StorageFullError(f"no space left on the device ({what})", path, pos)
     if isinstance(err, FileNotFoundError):
-        return NotFoundError(f"no such file or directory ({what})", path, pos)
+        return NotFoundError("expected an existing file or directory, found no such file or directory", path,
+                             pos)
     return StorageIOError(what, path, pos)
 
 
@@ -580,6 +581,21 @@ def spooled(stream: Any, *, chunk: int = 1 << 20) -> Iterator[str]:
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
+
+
+@contextlib.contextmanager
+def spooled_file(path: str | os.PathLike[str]) -> Iterator[str]:
+    """:func:`spooled` of what the file at ``path`` gives: for a FIFO (``--input <(cmd)``), which, as a
+    pipe, can be read once only.
+
+    :raises NotFoundError: nothing at ``path``.
+    :raises StorageFullError: the temporary directory's disk is full.
+    """
+    path = os.fspath(path)
+    with _os_errors(path):
+        stream = open(path, "rb")       # closed below, after the copy
+    with stream, spooled(stream) as copy:
+        yield copy
 
 
 #: The longest line :func:`iter_lines` hands out: one message, well above any broker's maximum.

@@ -171,6 +171,47 @@ def test_write_input_into_a_store_of_another_format_is_refused(tmp_path, capsys)
     assert "expected a kafka store, found a rocketmq store" in err
 
 
+@pytest.mark.parametrize("flag", ["--input", "--spec"])
+@pytest.mark.parametrize("given", ["missing", "directory"])
+def test_write_from_a_missing_file_or_a_directory_is_a_usage_error_and_creates_nothing(tmp_path, capsys,
+                                                                                       flag, given):
+    source = tmp_path / "in"
+    if given == "directory":
+        source.mkdir()
+    code, out, err = run(capsys, "write", tmp_path / "new", flag, source)
+    assert code == 2 and out == ""
+    what = "a JSON-lines file" if flag == "--input" else "a JSON spec file"
+    found = "no such file or directory" if given == "missing" else "a directory"
+    assert f"{source}: expected {what}, found {found}" in err
+    assert not (tmp_path / "new").exists()
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_write_input_reads_a_fifo_as_it_reads_a_pipe(tmp_path, capsys):
+    """``--input <(cmd)``: the lines come through a FIFO, which can be read once only (the command reads
+    its input twice: it checks every line before it appends any)."""
+    import threading
+
+    fifo = tmp_path / "lines"
+    os.mkfifo(fifo)
+    lines = "".join(json.dumps({"topic": "T", "body": f"m{i}"}) + "\n" for i in range(3))
+
+    def feed() -> None:
+        with open(fifo, "w") as f:
+            f.write(lines)
+
+    feeder = threading.Thread(target=feed, daemon=True)   # never blocks the exit if the command fails
+    feeder.start()
+    try:
+        code, out, err = run(capsys, "write", tmp_path / "store", "--input", fifo)
+    finally:
+        feeder.join(timeout=30)
+    assert code == 0, err
+    assert "appended 3 messages" in out
+    with segstore.open(tmp_path / "store") as store:
+        assert [m.body for m in store.scan()] == [b"m0", b"m1", b"m2"]
+
+
 # -- 2. bad input files: typed errors naming file and line, never a traceback ----------
 
 @pytest.mark.parametrize(("text", "line", "what"), [
