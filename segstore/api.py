@@ -27,10 +27,13 @@ def open(path: str | os.PathLike[str], format: str | None = None, mode: str = "r
         Without them ``$SEGSTORE_STORAGE_OPTIONS`` and the filesystem's own defaults (AWS
         environment variables...) apply.  URLs open read-only (``mode="r"``).
     :raises ReadOnlyError: ``mode="a"`` on a URL.
+    :raises ConfigError: a mode other than ``"r"`` and ``"a"``.
     :param config: the format's own config names (RocketMQ's ``mappedFileSizeCommitLog``...;
         Kafka's ``segment.bytes`` passed as ``**{"segment.bytes": n}`` or ``segment_bytes=n``).
     """
     path = os.fspath(path)
+    if mode not in ("r", "a"):      # before anything is looked at or created
+        raise ConfigError(f"expected mode 'r' (read) or 'a' (append), found {mode!r}", path)
     if files.is_url(path):
         if mode != "r":
             raise ReadOnlyError(f"expected mode='r' for a URL, found mode={mode!r} "

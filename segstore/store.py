@@ -145,7 +145,7 @@ class Store(abc.ABC):
 
     def __init__(self, path: str, mode: str) -> None:
         if mode not in ("r", "a"):
-            raise ValueError(f"mode must be 'r' or 'a', not {mode!r}")
+            raise ConfigError(f"expected mode 'r' (read) or 'a' (append), found {mode!r}", path)
         self.path = path
         self.mode = mode
         self._closed = False

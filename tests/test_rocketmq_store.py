@@ -6,6 +6,7 @@ import itertools
 import json
 import os
 import random
+import re
 import shutil
 from pathlib import Path
 from typing import ClassVar
@@ -285,6 +286,19 @@ def test_read_only_open_writes_nothing(tmp_path):
     with RocketMQStore(str(store), "r") as s, pytest.raises(ReadOnlyError):
         s.append({"topic": "T", "body": b"x"})
     assert {p: p.stat().st_mtime_ns for p in store.rglob("*")} == stamp
+
+
+@pytest.mark.parametrize("mode", ["w", "x", "rw", ""])
+def test_an_unknown_mode_is_a_config_error_and_creates_nothing(tmp_path, mode):
+    """``segstore.open`` (and a store class opened directly) takes "r" and "a" only: another mode is
+    refused with the hierarchy's ConfigError (a ValueError too) before a file is looked at or made."""
+    target = tmp_path / "new"
+    expected = re.escape(f"expected mode 'r' (read) or 'a' (append), found {mode!r}")
+    with pytest.raises(ConfigError, match=expected):
+        segstore.open(target, mode=mode)
+    with pytest.raises(ValueError):
+        RocketMQStore(str(target), mode)
+    assert not target.exists()
 
 
 def test_segment_infos_cover_the_queue(tmp_path):
