@@ -14,6 +14,7 @@ jump straight to the byte.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from typing import Any
 
 #: Characters of a value from a file that an error message shows (a value may be a megabyte long).
@@ -38,6 +39,24 @@ def cut(value: Any, limit: int = MAX_SHOWN) -> str:
     if len(text) <= limit:
         return text
     return f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """``" (did you mean 'X'?)"`` for the name of ``known`` closest to ``name``, else ``""``: for the
+    messages that refuse an unknown config or option name (a typo names what was meant).  Closest: the
+    same name but for case and separators (``.``, ``_``, ``-``), else the most alike by
+    ``difflib`` (a ratio of at least 0.75).  ``O(len(known))`` comparisons."""
+    def key(text: str) -> str:
+        return text.lower().replace(".", "").replace("_", "").replace("-", "")
+
+    names = {key(k): k for k in sorted(known)}
+    wanted = key(name)
+    if wanted in names:
+        return f" (did you mean {names[wanted]!r}?)"
+    import difflib  # only when a name is refused: the command's start-up does not pay for it
+
+    close = difflib.get_close_matches(wanted, list(names), n=1, cutoff=0.75)
+    return f" (did you mean {names[close[0]]!r}?)" if close else ""
 
 
 class SegstoreError(Exception):

@@ -12,6 +12,7 @@ from pathlib import Path
 import crc32c
 import damage
 import pytest
+from conftest import FIXTURES
 
 import segstore
 from segstore import cli
@@ -101,3 +102,47 @@ def test_kafka_partitions_are_int32(tmp_path, partition):
         assert s.append({"topic": "t", "partition": 2 ** 31 - 1, "value": b"x"}).partition == 2 ** 31 - 1
     with segstore.open(str(logs)) as s:
         assert [m.value for m in s.read("t", 2 ** 31 - 1)] == [b"x"]
+
+
+# -- a refused name names what was meant ------------------------------------------------
+
+@pytest.mark.parametrize(("name", "known", "meant"), [
+    ("mappedFileSizeCommitlog", ["mappedFileSizeCommitLog", "maxMessageSize"], "mappedFileSizeCommitLog"),
+    ("retention_ms", ["retention.ms", "retention.bytes"], "retention.ms"),        # separators
+    ("retention.msec", ["retention.ms", "segment.ms"], "retention.ms"),           # a typo
+    ("startingoffset", ["startingoffsets", "endingoffsets"], "startingoffsets"),
+    ("zzz", ["retention.ms", "segment.ms"], None),                               # nothing alike
+])
+def test_did_you_mean_names_the_closest_known_name_or_nothing(name, known, meant):
+    from segstore.errors import did_you_mean
+
+    assert did_you_mean(name, known) == (f" (did you mean {meant!r}?)" if meant else "")
+
+
+def test_a_config_name_typo_on_the_command_line_says_which_name_was_meant(capsys):
+    rc, out, err = _cli(capsys, "info", FIXTURES / "rocketmq" / "basic" / "store",
+                        "--config", "mappedFileSizeCommitlog=4096")
+    assert rc == 2 and out == ""
+    assert "found 'mappedFileSizeCommitlog' (did you mean 'mappedFileSizeCommitLog'?)" in err
+
+
+@pytest.mark.parametrize(("config", "meant"), [({"retention.msec": "5"}, "retention.ms"),
+                                                ({"segmentbytes": "1024"}, "segment.bytes")])
+def test_a_kafka_topic_config_typo_says_which_name_was_meant(config, meant):
+    from segstore_kafka.partition import KafkaConfig
+
+    from segstore.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=rf"\(did you mean '{meant}'\?\)"):
+        KafkaConfig.from_mapping(config)
+
+
+def test_a_spark_option_typo_says_which_option_was_meant():
+    from segstore.errors import ConfigError
+    from segstore.spark.options import parse_read_options, parse_write_options
+
+    meant = r"unknown option\(s\) startingoffset \(did you mean 'startingoffsets'\?\)"
+    with pytest.raises(ConfigError, match=meant):
+        parse_read_options({"path": "/s", "startingOffset": "earliest"})
+    with pytest.raises(ConfigError, match=r"stagedir \(did you mean 'stagingdir'\?\)"):
+        parse_write_options({"path": "/s", "stageDir": "/tmp"})

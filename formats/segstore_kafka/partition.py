@@ -40,6 +40,7 @@ from segstore.errors import (
     OffsetOutOfRangeError,
     ReadOnlyError,
     cut,
+    did_you_mean,
 )
 from segstore.log import SegmentedLog
 
@@ -106,7 +107,8 @@ class KafkaConfig:
             name = raw_name.replace(".", "_")
             if name not in known:
                 dotted = ", ".join(sorted(n.replace("_", ".") for n in known))
-                raise ConfigError(f"expected a Kafka topic config name ({dotted}), found {cut(raw_name)}")
+                raise ConfigError(f"expected a Kafka topic config name ({dotted}), found {cut(raw_name)}"
+                                  f"{did_you_mean(str(raw_name), (n.replace('_', '.') for n in known))}")
             if isinstance(known[name].default, int):
                 try:
                     values[name] = int(raw)

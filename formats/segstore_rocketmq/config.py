@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from segstore.errors import ConfigError, InvalidTopicError, cut
+from segstore.errors import ConfigError, InvalidTopicError, cut, did_you_mean
 
 #: ``ConsumeQueue.CQ_STORE_UNIT_SIZE``.
 CQ_UNIT_SIZE = 20
@@ -184,7 +184,7 @@ class BrokerConfig:
         for name, value in (config or {}).items():
             if name not in known:
                 raise ConfigError(f"expected one of the RocketMQ config names {sorted(known)}, "
-                                  f"found {name!r}")
+                                  f"found {cut(name)}{did_you_mean(str(name), known)}")
             try:
                 values[name] = _PARSERS[name](value)
             except (TypeError, ValueError) as err:

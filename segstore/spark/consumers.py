@@ -29,7 +29,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 from ..consumers import CONSUMER_SCHEMA, to_arrow
-from ..errors import ConfigError
+from ..errors import ConfigError, did_you_mean
 from .datasource import open_store, to_spark_batch
 from .options import _config, _int, _lower, _storage_options
 
@@ -73,7 +73,9 @@ def parse_consumers_options(options: Mapping[str, str]) -> ConsumersOptions:
     opts = _lower(options)
     unknown = sorted(set(opts) - _NAMES)
     if unknown:
-        raise ConfigError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(_NAMES))}")
+        named = ", ".join(name + did_you_mean(name, _NAMES) for name in unknown)
+        raise ConfigError(f"unknown option(s) {named}; "
+                          f"known: {', '.join(sorted(_NAMES))}")
     path = opts.get("path")
     if not path:
         raise ConfigError(f'{CONSUMERS_NAME} needs a path: spark.read.format("{CONSUMERS_NAME}").load(PATH)')

@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import jsontext
-from ..errors import ConfigError, ReadOnlyError
+from ..errors import ConfigError, ReadOnlyError, did_you_mean
 from ..files import is_url
 
 EARLIEST = -2
@@ -244,7 +244,9 @@ def _refuse_unknown(opts: dict[str, str]) -> None:
             raise ConfigError(f"option {name} is not supported: {_NOT_IMPLEMENTED[name]}")
     unknown = sorted(set(opts) - _READ_NAMES)
     if unknown:
-        raise ConfigError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(_READ_NAMES))}")
+        named = ", ".join(name + did_you_mean(name, _READ_NAMES) for name in unknown)
+        raise ConfigError(f"unknown option(s) {named}; "
+                          f"known: {', '.join(sorted(_READ_NAMES))}")
 
 
 def _json_object(text: str, name: str, what: str) -> dict[str, Any]:
@@ -386,7 +388,8 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     opts = _lower(options)
     unknown = sorted(set(opts) - _WRITE_NAMES)
     if unknown:
-        raise ConfigError(f"unknown writer option(s) {', '.join(unknown)}; "
+        named = ", ".join(name + did_you_mean(name, _WRITE_NAMES) for name in unknown)
+        raise ConfigError(f"unknown writer option(s) {named}; "
                           f"known: {', '.join(sorted(_WRITE_NAMES))}")
     path = opts.get("path")
     if not path:
