@@ -430,7 +430,9 @@ def human(value: Any) -> str:
 def _print_info(info: dict[str, Any], out: TextIO, indent: str = "") -> None:
     """Every field, nested maps indented and lists of maps one ``- k=v, ...`` line per item (never cut)."""
     for key, value in info.items():
-        if isinstance(value, dict):
+        if isinstance(value, dict) and not value:
+            out.write(f"{indent}{key}: -\n")       # a map with nothing in it (a topic with no configs)
+        elif isinstance(value, dict):
             out.write(f"{indent}{key}:\n")
             _print_info(value, out, indent + "  ")
         elif isinstance(value, list) and value and isinstance(value[0], dict):

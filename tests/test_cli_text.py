@@ -66,6 +66,19 @@ def test_info_lines_are_human_text(capsys, store):
         assert "leader_epochs=0 0; 1 123; 3 238" in out
 
 
+def test_an_empty_map_in_info_prints_a_dash_not_a_dangling_key():
+    """A KRaft topic without configs (``configs: {}``) reads ``configs: -``, as None does, not a bare
+    ``configs:`` that reads as the start of a nested block with nothing under it."""
+    out = io.StringIO()
+    compacted = {"partitions": 50, "configs": {"cleanup.policy": "compact"}}
+    cli._print_info({"topics": {"orders": {"partitions": 1, "configs": {}}, "__consumer_offsets": compacted},
+                     "replay_stopped": None}, out)
+    assert out.getvalue() == ("topics:\n  orders:\n    partitions: 1\n    configs: -\n"
+                              "  __consumer_offsets:\n    partitions: 50\n"
+                              "    configs:\n      cleanup.policy: compact\n"
+                              "replay_stopped: -\n")
+
+
 # -- retention, delete-records, compact: what changed, then a summary ----------------------------
 
 def test_retention_prints_what_it_deletes_and_a_summary(tmp_path, capsys):
