@@ -556,12 +556,22 @@ def cmd_query(args: argparse.Namespace, out: TextIO) -> int:
     if not asked:
         raise UsageError("query needs one of --key, --offset, --timestamp or --msg-id")
     with _open(args) as store:
-        result = store.query(request)
+        try:
+            result = store.query(request)
+        except NotFoundError:
+            # the selectors in the user's words, with what the store holds ("found partitions 0, 2")
+            missing = _missing_selection(store, args)
+            if missing is not None:
+                raise missing from None
+            raise
         if result.found:
             _print_lines(result.lines, args.json, out)
         for note in getattr(store, "notes", ()):    # where the answer came from (stderr: --json stays JSON)
             sys.stderr.write(f"{args.path}: {note}\n")
         if not result.found:
+            missing = _missing_selection(store, args)   # a miss because the selectors name nothing held
+            if missing is not None:
+                raise missing
             # Like grep: nothing on stdout; the format's own words for the miss (where it has some) on stderr.
             said = [line.text for line in result.lines if not line.problem]
             for text in said or [_no_hit_message(request)]:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, copy_writable
 
+import segstore
 from segstore import cli
 
 BASIC = FIXTURES / "rocketmq" / "basic" / "store"
@@ -81,6 +82,37 @@ def test_dump_of_a_topic_or_partition_the_store_does_not_hold_says_so(capsys, st
     if extra == ["--json"] and store is KAFKA_PART and "--partition" not in argv:
         extra = ["--json", "--isolation", "read_committed"]   # the committed C path filters too
     code, out, err = run(capsys, "dump", store, *argv, *extra)
+    assert (code, out) == (1, "")
+    assert err == f"{store}: {said}\n"
+
+
+QUEUE_5 = "expected --queue 5 in topic 'TopicA', found queues 0-3"
+TYPO_QUERIES = [
+    (BASIC, ["--topic", "NoTopic", "--queue", "0", "--offset", "0"],
+     "expected a topic named 'NoTopic', found topics SCHEDULE_TOPIC_XXXX, TopicA, TopicB"),
+    (BASIC, ["--topic", "TopicA", "--queue", "5", "--offset", "0"], QUEUE_5),
+    (BASIC, ["--topic", "TopicA", "--queue", "5", "--timestamp", "0"], QUEUE_5),
+    ("log-dir", ["--topic", "orders", "--partition", "1", "--offset", "0"],
+     "expected --partition 1 in topic 'orders', found partitions 0, 2"),
+    ("log-dir", ["--topic", "orders", "--partition", "1", "--key", "k"],
+     "expected --partition 1 in topic 'orders', found partitions 0, 2"),
+    ("log-dir", ["--topic", "order", "--partition", "0", "--timestamp", "0"],
+     "expected a topic named 'order', found topics orders"),
+]
+
+
+@pytest.mark.parametrize(("store", "argv", "said"), TYPO_QUERIES,
+                         ids=[f"{getattr(s, 'parent', Path(s)).name}:{' '.join(a)}" for s, a, _ in
+                              TYPO_QUERIES])
+def test_a_query_of_a_selection_the_store_lacks_says_what_it_holds(tmp_path, capsys, store, argv, said):
+    """A query names what the store holds, as dump does, instead of the format's bare "found none"
+    (an offset or time lookup) or a miss (a key lookup of a partition that is not there)."""
+    if store == "log-dir":      # a Kafka log directory of partitions orders-0 and orders-2
+        store = tmp_path / "logs"
+        with segstore.open(store, "kafka", "a") as kafka:
+            kafka.append_batch([{"topic": "orders", "partition": 0, "key": b"k", "value": b"v"},
+                                {"topic": "orders", "partition": 2, "value": b"w"}])
+    code, out, err = run(capsys, "query", store, *argv)
     assert (code, out) == (1, "")
     assert err == f"{store}: {said}\n"
 
