@@ -8,7 +8,7 @@ from typing import Any
 
 from . import files, jsontext, registry
 from .errors import ConfigError, NotFoundError, ReadOnlyError
-from .store import Store
+from .store import Store, check_mode
 
 
 def open(path: str | os.PathLike[str], format: str | None = None, mode: str = "r", *,
@@ -32,8 +32,7 @@ def open(path: str | os.PathLike[str], format: str | None = None, mode: str = "r
         Kafka's ``segment.bytes`` passed as ``**{"segment.bytes": n}`` or ``segment_bytes=n``).
     """
     path = os.fspath(path)
-    if mode not in ("r", "a"):      # before anything is looked at or created
-        raise ConfigError(f"expected mode 'r' (read) or 'a' (append), found {mode!r}", path)
+    check_mode(mode, path)      # before anything is looked at or created
     if files.is_url(path):
         if mode != "r":
             raise ReadOnlyError(f"expected mode='r' for a URL, found mode={mode!r} "

@@ -132,6 +132,15 @@ class QueryResult:
 StoreT = TypeVar("StoreT", bound="Store")
 
 
+def check_mode(mode: str, path: str) -> None:
+    """Refuse a store mode other than ``"r"`` (read) and ``"a"`` (append).
+
+    :raises ConfigError: naming the mode found.
+    """
+    if mode not in ("r", "a"):
+        raise ConfigError(f"expected mode 'r' (read) or 'a' (append), found {mode!r}", path)
+
+
 class Store(abc.ABC):
     """An open message-log store of one format.
 
@@ -144,8 +153,7 @@ class Store(abc.ABC):
     indexes: IndexSet | None = None
 
     def __init__(self, path: str, mode: str) -> None:
-        if mode not in ("r", "a"):
-            raise ConfigError(f"expected mode 'r' (read) or 'a' (append), found {mode!r}", path)
+        check_mode(mode, path)
         self.path = path
         self.mode = mode
         self._closed = False
