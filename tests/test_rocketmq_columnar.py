@@ -321,6 +321,20 @@ def test_c_crc_checks_of_long_runs_equal_the_reference(run, strict, cap):
 
 
 @needs_c
+def test_c_body_crcs_equal_zlib_for_every_tail_length():
+    # the C CRC folds 16 bytes at a time and takes the 0-15 left 4 then 1 at a time: every length
+    # up to 300 at unaligned starts, each against zlib's
+    rng = np.random.default_rng(7)
+    data = rng.integers(0, 256, 4096, dtype=np.uint8).tobytes()
+    starts = np.arange(1, 3000, 41, dtype=np.int64)
+    for length in range(301):
+        lengths = np.full(len(starts), length, dtype=np.int32)
+        out = np.zeros(len(starts), dtype=np.int32)
+        columnar._speedups.body_crcs(data, starts, lengths, out)
+        assert out.tolist() == [body_crc(data[s:s + length]) for s in starts.tolist()], length
+
+
+@needs_c
 @given(region(), st.lists(st.integers(-3, 400), max_size=8), st.booleans())
 def test_c_decode_at_equals_the_reference(data, positions, strict):
     view = memoryview(data)
