@@ -26,7 +26,7 @@ arrays out) and thread-safe; the C loops release the GIL.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import numpy as np
@@ -73,6 +73,35 @@ U8_PER_ROW = 16 + 16 + 1
 _I8 = {name: k for k, name in enumerate(I8_FIELDS)}
 _I4 = {name: k for k, name in enumerate(I4_FIELDS)}
 
+#: The groups of fields a decode may leave out (``fill``; ``FILL_*`` in ``_speedups_decode.c``):
+#: a batch built for a projection decodes only those its columns read.  Every decode fills the
+#: others (position, offsets, size, body CRC, queue id, sys flag, where the body and topic lie,
+#: crc_ok): what every read checks.
+FILL_TIMES, FILL_PROPS, FILL_HOSTS, FILL_REST = 1, 2, 4, 8
+FILL_ALL = FILL_TIMES | FILL_PROPS | FILL_HOSTS | FILL_REST
+_FIELD_GROUP = {"born_timestamp": FILL_TIMES, "store_timestamp": FILL_TIMES,
+                "props_pos": FILL_PROPS, "props_len": FILL_PROPS,
+                "born_ip": FILL_HOSTS, "store_ip": FILL_HOSTS,
+                "born_port": FILL_HOSTS, "store_port": FILL_HOSTS,
+                "magic": FILL_REST, "flag": FILL_REST, "reconsume": FILL_REST, "prepared": FILL_REST}
+#: The groups each column of :data:`segstore.columns.ROCKETMQ_SCHEMA` is built from (none: only
+#: fields every decode fills).  A column not named here takes them all.
+_COLUMN_GROUPS = {"topic": 0, "partition": 0, "offset": 0, "value": 0, "timestampType": 0, "position": 0,
+                  "size": 0, "physicalOffset": 0, "sysFlag": 0, "bodyCrc": 0,
+                  "timestamp": FILL_TIMES, "bornTimestamp": FILL_TIMES, "storeTimestamp": FILL_TIMES,
+                  "key": FILL_PROPS, "tags": FILL_PROPS, "keys": FILL_PROPS, "properties": FILL_PROPS,
+                  "headers": FILL_PROPS, "flag": FILL_REST, "reconsumeTimes": FILL_REST,
+                  "preparedTransactionOffset": FILL_REST, "magic": FILL_REST,
+                  "bornHost": FILL_HOSTS, "storeHost": FILL_HOSTS, "msgId": FILL_HOSTS}
+
+
+def fill_for(names: Iterable[str]) -> int:
+    """The ``fill`` groups a decode must fill for a batch of the columns ``names``."""
+    fill = 0
+    for name in names:
+        fill |= _COLUMN_GROUPS.get(name, FILL_ALL)
+    return fill
+
 
 class Rows:
     """Decoded messages as columns: three blocks of ``cap`` rows, the first ``n`` filled.
@@ -83,11 +112,14 @@ class Rows:
     new rows for every batch.
     """
 
-    __slots__ = ("cap", "i4", "i8", "n", "u8")
+    __slots__ = ("cap", "filled", "i4", "i8", "n", "u8")
 
     def __init__(self, cap: int) -> None:
         self.cap = cap
         self.n = 0
+        #: the groups of fields the last decode filled (``FILL_*``); the others hold whatever the
+        #: memory held, and reading one raises
+        self.filled = FILL_ALL
         self.i8 = pooled((len(I8_FIELDS), cap), np.int64)
         self.i4 = pooled((len(I4_FIELDS), cap), np.int32)
         self.u8 = pooled(U8_PER_ROW * cap, np.uint8)
@@ -96,6 +128,9 @@ class Rows:
         return self.n
 
     def __getitem__(self, name: str) -> np.ndarray:
+        group = _FIELD_GROUP.get(name, 0)
+        if group and not self.filled & group:
+            raise LookupError(f"{name}: not decoded (the rows were decoded for a projection without it)")
         k = _I8.get(name)
         if k is not None:
             return self.i8[k, :self.n]
@@ -116,15 +151,25 @@ class Rows:
         picked = np.arange(self.n)[index]
         out = Rows(len(picked))
         out.n = len(picked)
+        out.filled = self.filled
         out.i8[:] = self.i8[:, picked]
         out.i4[:] = self.i4[:, picked]
-        for name in ("born_ip", "store_ip", "crc_ok"):
-            out[name][:] = self[name][picked]
+        cap, m = self.cap, out.n
+        for k in (0, 1):                # born_ip, store_ip: copied as they are, filled or not
+            out.u8[16 * m * k:16 * m * (k + 1)].reshape(m, 16)[:] = \
+                self.u8[16 * cap * k:16 * cap * (k + 1)].reshape(cap, 16)[picked]
+        out["crc_ok"][:] = self["crc_ok"][picked]
         return out
 
+    def require(self, groups: int) -> None:
+        """Raise unless the last decode filled ``groups`` (for a reader of the blocks themselves)."""
+        if groups & ~self.filled:
+            raise LookupError(f"expected rows decoded with fill {groups}, found {self.filled}")
+
     def equals(self, other: Rows) -> bool:
-        """Same filled rows, field for field."""
-        names = (*I8_FIELDS, *I4_FIELDS, "born_ip", "store_ip", "crc_ok")
+        """Same filled rows, field for field (those both decodes filled)."""
+        names = [name for name in (*I8_FIELDS, *I4_FIELDS, "born_ip", "store_ip", "crc_ok")
+                 if not _FIELD_GROUP.get(name, 0) & ~(self.filled & other.filled)]
         return self.n == other.n and all(np.array_equal(self[name], other[name]) for name in names)
 
 
@@ -211,28 +256,34 @@ def decode_at_py(view: memoryview, positions: np.ndarray, limit: int, base: int,
 
 
 def decode_region(view: memoryview, pos: int, stop: int, limit: int, base: int, rows: Rows,
-                  strict: bool = True) -> tuple[int, int, int, int]:
+                  strict: bool = True, fill: int = FILL_ALL) -> tuple[int, int, int, int]:
     """Decode the records of ``view[pos:limit]`` starting before ``stop`` into ``rows``.
 
     Returns ``(n, pos, status, blank_size)``: rows filled, where the walk stopped,
     why (:data:`DONE`, :data:`BLANK`, :data:`END`, :data:`BAD`) and a BLANK's size.
-    ``strict``: a body CRC mismatch is :data:`BAD`; else it clears ``crc_ok``.
-    Runtime complexity: ``O(bytes walked)``.
+    ``strict``: a body CRC mismatch is :data:`BAD`; else it clears ``crc_ok``.  ``fill``: the
+    groups of fields to fill besides those every decode fills (:func:`fill_for`; the same records
+    are decoded and checked whatever it is).  Runtime complexity: ``O(bytes walked)``.
     """
     if _speedups is not None:
-        result = _speedups.decode_region(view, pos, stop, limit, base, rows.i8, rows.i4, rows.u8, strict)
-        rows.n = result[0]
+        result = _speedups.decode_region(view, pos, stop, limit, base, rows.i8, rows.i4, rows.u8, strict,
+                                         fill)
+        rows.n, rows.filled = result[0], fill
         return result
+    rows.filled = FILL_ALL
     return decode_region_py(view, pos, stop, limit, base, rows, strict)
 
 
 def decode_at(view: memoryview, positions: np.ndarray, limit: int, base: int, rows: Rows,
-              strict: bool = True) -> int:
-    """Decode the message at each view position (int64) into ``rows``; returns how many before a bad one."""
+              strict: bool = True, fill: int = FILL_ALL) -> int:
+    """Decode the message at each view position (int64) into ``rows``; returns how many before a bad
+    one.  ``fill``: as :func:`decode_region`'s."""
     positions = np.ascontiguousarray(positions, dtype=np.int64)
     if _speedups is not None:
-        rows.n = _speedups.decode_at(view, positions, limit, base, rows.i8, rows.i4, rows.u8, strict)
+        rows.n = _speedups.decode_at(view, positions, limit, base, rows.i8, rows.i4, rows.u8, strict, fill)
+        rows.filled = fill
         return rows.n
+    rows.filled = FILL_ALL
     return decode_at_py(view, positions, limit, base, rows, strict)
 
 
@@ -407,6 +458,7 @@ def _host_texts(rows: Rows, which: int) -> tuple[np.ndarray, np.ndarray]:
     n = len(rows)
     offsets = pooled(n + 1, np.int32)
     data = pooled(host_text_bound(rows, which), np.uint8)
+    rows.require(FILL_HOSTS)
     used = _speedups.format_hosts(rows.i8, rows.i4, rows.u8, n, which, offsets, data)
     return offsets, data[:used]
 
@@ -429,6 +481,7 @@ class JsonWriter:
     def lines(self, view: memoryview, rows: Rows, tags_codes: np.ndarray) -> memoryview:
         """The rows' lines (valid until the next call); ``tags_codes``: each row's consume-queue tags code.
         Needs the C accelerator (without it the caller formats message by message)."""
+        rows.require(FILL_ALL)
         p = _Properties(view, rows)
         hosts = [part for which in (BORN_HOST, STORE_HOST, MSG_ID) for part in _host_texts(rows, which)]
         args = (view, rows.i8, rows.i4, rows.u8, len(rows), np.ascontiguousarray(tags_codes, dtype=np.int64),
@@ -452,6 +505,7 @@ class TextWriter:
         """The rows' lines (valid until the next call).  Needs the C accelerator (without it the
         caller formats message by message).  ``O(bytes of the rows' bodies)`` (a body is checked
         for UTF-8 whole, as its preview decodes it)."""
+        rows.require(FILL_ALL)
         p = _Properties(view, rows)
         args = (view, rows.i8, rows.i4, rows.u8, len(rows), p.tags, p.tags_lens, p.token_offsets, p.tokens,
                 p.token_lens)
@@ -641,15 +695,16 @@ class Reach:
 
 def walk_file(view: memoryview, pos: int, limit: int, base: int, file_size: int, path: str | None, *,
               stop: int | None = None, strict: bool = True, batch_rows: int = BATCH_ROWS,
-              batch_bytes: int = BATCH_BYTES, reuse: bool = False, reach: Reach | None = None
-              ) -> Iterator[Rows]:
+              batch_bytes: int = BATCH_BYTES, reuse: bool = False, reach: Reach | None = None,
+              fill: int = FILL_ALL) -> Iterator[Rows]:
     """Rows of the messages of one commitlog file from ``pos`` (a record boundary), as ``CommitLog.walk``
     reads them: up to ``limit`` (its written end), those starting before ``stop``, ending at a BLANK
     (which must reach the end of the file) or unwritten zeros.  Yields new :class:`Rows` of at most
     ``batch_rows`` rows / about ``batch_bytes`` bytes of the log each; with ``reuse``, the same
     rows every time (for a caller done with each before asking for the next: no new memory to fault in).
 
-    ``reach`` (when given) is kept up to date with where the walk stands (:class:`Reach`).
+    ``reach`` (when given) is kept up to date with where the walk stands (:class:`Reach`).  ``fill``:
+    the groups of fields decoded (:func:`decode_region`).
 
     :raises CorruptDataError: a record :func:`.message.decode` refuses (its own typed error and
         position; with ``strict`` a body CRC mismatch too), or a BLANK not reaching the end of the file.
@@ -667,7 +722,7 @@ def walk_file(view: memoryview, pos: int, limit: int, base: int, file_size: int,
                 kept = rows
         else:
             rows = kept
-        n, pos, status, blank = decode_region(view, pos, chunk, limit, base, rows, strict)
+        n, pos, status, blank = decode_region(view, pos, chunk, limit, base, rows, strict, fill)
         reach.pos = pos
         wrong = contradicting(rows)
         if wrong is not None:

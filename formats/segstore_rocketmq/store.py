@@ -1055,41 +1055,44 @@ class RocketMQStore(LifecycleMixin, Store):
         self._check_open()
         threads = thread_count(threads)
         schema = project(ROCKETMQ_SCHEMA, columns)
+        fill = columnar.fill_for(schema.names)      # only the fields its columns are built from
         if (topic is None) != (partition is None):
             raise ConfigError("expected topic and partition together, found only one")
         if queues is not None:
             if topic is not None or start is not None or end is not None:
                 raise ConfigError("expected queue ranges (queues) alone, found a queue (topic, partition) "
                                   "or a byte range (start, end) too")
-            yield from overlapped(self._queue_ranges_rows(queues, batch_rows),
+            yield from overlapped(self._queue_ranges_rows(queues, batch_rows, fill),
                                   lambda region: columnar.build_batch(*region, schema))
             return
         if topic is not None and partition is not None:     # both or neither (checked above)
             if start is not None or end is not None:
                 raise ConfigError("expected a queue (topic, partition) or a byte range (start, end), "
                                   "found both")
-            yield from self._scan_queue(schema, topic, partition, offset, batch_rows)
+            yield from self._scan_queue(schema, topic, partition, offset, batch_rows, fill)
             return
         if threads > 1:
             def build(view: memoryview, rows: columnar.Rows) -> pa.RecordBatch:
                 return columnar.build_batch(view, rows, schema)
 
-            for batches in self._parallel_regions(start, end, batch_rows, threads, build):
+            for batches in self._parallel_regions(start, end, batch_rows, threads, build, fill):
                 yield from batches
             return
         # the walk of the next region overlaps the build of this one (segstore.overlap)
-        yield from overlapped(self._region_rows(start, end, batch_rows),
+        yield from overlapped(self._region_rows(start, end, batch_rows, fill=fill),
                               lambda region: columnar.build_batch(*region, schema))
 
     def _region_rows(self, start: int | None, end: int | None, batch_rows: int = columnar.BATCH_ROWS, *,
-                     reuse: bool = False) -> Iterator[tuple[memoryview, columnar.Rows]]:
+                     reuse: bool = False, fill: int = columnar.FILL_ALL
+                     ) -> Iterator[tuple[memoryview, columnar.Rows]]:
         """The decoded rows of the messages whose physical offset lies in ``[start, end)`` (None: the
-        store's ends), with the view of their commitlog file (``reuse``: see ``columnar.walk_file``)."""
+        store's ends), with the view of their commitlog file (``reuse``, ``fill``: see
+        ``columnar.walk_file``)."""
         cl = self.commitlog
         for seg, lo, hi in cl.files_between(start, end):
             view = seg.file.view()
             for rows in columnar.walk_file(view, 0, seg.wrote, seg.base, cl.file_size, seg.path,
-                                           stop=hi - seg.base, batch_rows=batch_rows, reuse=reuse):
+                                           stop=hi - seg.base, batch_rows=batch_rows, reuse=reuse, fill=fill):
                 if rows["position"][0] < lo:
                     rows = rows.select(rows["position"] >= lo)
                     if not len(rows):
@@ -1108,9 +1111,10 @@ class RocketMQStore(LifecycleMixin, Store):
                 yield _Range(seg, lo - seg.base, a, b, bound, a == 0, b == max(stop, 0))
 
     def _parallel_regions(self, start: int | None, end: int | None, batch_rows: int, threads: int,
-                          make: Callable[[memoryview, columnar.Rows], Any]) -> Iterator[list[Any]]:
-        """``make(view, rows)`` of the rows :meth:`_region_rows` walks, on ``threads`` threads: per
-        byte range (:meth:`_split_ranges`) the list of what it made, in log order.
+                          make: Callable[[memoryview, columnar.Rows], Any], fill: int = columnar.FILL_ALL
+                          ) -> Iterator[list[Any]]:
+        """``make(view, rows)`` of the rows :meth:`_region_rows` walks (decoding ``fill``), on ``threads``
+        threads: per byte range (:meth:`_split_ranges`) the list of what it made, in log order.
 
         Each range is walked from the message boundary found next to its start
         (:func:`.columnar.next_boundary`) up to the one next to its end.  A guess is taken only where
@@ -1135,7 +1139,7 @@ class RocketMQStore(LifecycleMixin, Store):
             made: list[Any] = []
             try:
                 for rows in columnar.walk_file(view, at, seg.wrote, seg.base, cl.file_size, seg.path,
-                                               stop=stop, batch_rows=batch_rows, reach=reach):
+                                               stop=stop, batch_rows=batch_rows, reach=reach, fill=fill):
                     if rows["position"][0] < seg.base + lo:
                         rows = rows.select(rows["position"] >= seg.base + lo)
                         if not len(rows):
@@ -1165,7 +1169,7 @@ class RocketMQStore(LifecycleMixin, Store):
                 raise failure
             expected, ended = reach.pos, reach.ended
 
-    def _queue_ranges_rows(self, queues: Sequence[QueueSlice], batch_rows: int
+    def _queue_ranges_rows(self, queues: Sequence[QueueSlice], batch_rows: int, fill: int = columnar.FILL_ALL
                            ) -> Iterator[tuple[memoryview, columnar.Rows]]:
         """The rows of :meth:`scan_arrow`'s ``queues`` with the view of their commitlog file, in
         commitlog order.
@@ -1226,7 +1230,7 @@ class RocketMQStore(LifecycleMixin, Store):
             ends = np.take(sizes, order[lo:hi], out=pooled(hi - lo, np.int64))
             stop = int(np.add(ends, phys[lo:hi], out=ends).max()) - seg.base
             for rows in columnar.walk_file(view, int(phys[lo]) - seg.base, seg.wrote, seg.base, cl.file_size,
-                                           seg.path, stop=stop, batch_rows=batch_rows):
+                                           seg.path, stop=stop, batch_rows=batch_rows, fill=fill):
                 # the entries in this region's stretch, matched with its rows (both ascend)
                 walked = rows["position"]
                 first = lo + int(np.searchsorted(phys[lo:hi], walked[0]))
@@ -1297,7 +1301,7 @@ class RocketMQStore(LifecycleMixin, Store):
         return codes
 
     def _scan_queue(self, schema: pa.Schema, topic: str, partition: int, offset: int,
-                    batch_rows: int) -> Iterator[pa.RecordBatch]:
+                    batch_rows: int, fill: int = columnar.FILL_ALL) -> Iterator[pa.RecordBatch]:
         cq = self.queues.get((topic, partition))
         if cq is None:
             raise NotFoundError(f"expected a consume queue for {topic}/{partition}, found none", self.path)
@@ -1320,7 +1324,7 @@ class RocketMQStore(LifecycleMixin, Store):
             seg = cl.file_for(int(phys[0]))
             view = seg.file.view()
             rows = columnar.Rows(cut)
-            n = columnar.decode_at(view, phys - seg.base, len(view), seg.base, rows)
+            n = columnar.decode_at(view, phys - seg.base, len(view), seg.base, rows, fill=fill)
             wrong = ((rows["size"] != sizes[:n]) | (rows["queue_id"] != partition)
                      | (rows["queue_offset"] != position + np.arange(n))
                      | ~columnar.topic_is(view, rows, topic))
