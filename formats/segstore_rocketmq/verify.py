@@ -771,6 +771,8 @@ def verify_store(store, threads: int = 1) -> list[Problem]:
     commitlog decoded on ``threads`` threads (the same problems with any number)."""
     problems: list[Problem] = []
     missing: list[Problem] = []
+    for cq in store.queues.values():    # a reader's open took the early files of each queue as full
+        cq.count_every_file()
     # the index files' own structure (chains, slots, keys put again) needs no walk: with several
     # threads it is checked beside the walk (numpy over the files, mostly without the GIL)
     structure = overlap.beside(lambda: _index_structure(store)) if threads > 1 else None
