@@ -29,9 +29,9 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 from ..consumers import CONSUMER_SCHEMA, to_arrow
-from ..errors import ConfigError, did_you_mean
+from ..errors import ConfigError
 from .datasource import open_store, to_spark_batch
-from .options import _config, _int, _lower, _storage_options
+from .options import _check_known, _config, _int, _lower, _storage_options
 
 CONSUMERS_NAME = "segstore_consumers"
 _NAMES = {"path", "format", "group", "nowms", "offsetsretentionminutes", "config", "storageoptions"}
@@ -71,11 +71,7 @@ def parse_consumers_options(options: Mapping[str, str]) -> ConsumersOptions:
     :raises ConfigError: no path, an unknown option, or a number that is not one.
     """
     opts = _lower(options)
-    unknown = sorted(set(opts) - _NAMES)
-    if unknown:
-        named = ", ".join(name + did_you_mean(name, _NAMES) for name in unknown)
-        raise ConfigError(f"unknown option(s) {named}; "
-                          f"known: {', '.join(sorted(_NAMES))}")
+    _check_known(opts, _NAMES, "option")
     path = opts.get("path")
     if not path:
         raise ConfigError(f'{CONSUMERS_NAME} needs a path: spark.read.format("{CONSUMERS_NAME}").load(PATH)')

@@ -242,11 +242,19 @@ def _refuse_unknown(opts: dict[str, str]) -> None:
                               'spark.read.format("segstore").load(PATH)')
         if name in _NOT_IMPLEMENTED:
             raise ConfigError(f"option {name} is not supported: {_NOT_IMPLEMENTED[name]}")
-    unknown = sorted(set(opts) - _READ_NAMES)
+    _check_known(opts, _READ_NAMES, "option")
+
+
+def _check_known(opts: Mapping[str, str], known: frozenset[str] | set[str], what: str) -> None:
+    """Raise for the names of ``opts`` (lower-cased) that ``known`` lacks: each with the known name it
+    was likely meant to be, then every known name.
+
+    :raises ConfigError: an unknown name.
+    """
+    unknown = sorted(set(opts) - known)
     if unknown:
-        named = ", ".join(name + did_you_mean(name, _READ_NAMES) for name in unknown)
-        raise ConfigError(f"unknown option(s) {named}; "
-                          f"known: {', '.join(sorted(_READ_NAMES))}")
+        named = ", ".join(name + did_you_mean(name, known) for name in unknown)
+        raise ConfigError(f"unknown {what}(s) {named}; known: {', '.join(sorted(known))}")
 
 
 def _json_object(text: str, name: str, what: str) -> dict[str, Any]:
@@ -386,11 +394,7 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     :raises ConfigError: an unknown option name or a malformed value.
     """
     opts = _lower(options)
-    unknown = sorted(set(opts) - _WRITE_NAMES)
-    if unknown:
-        named = ", ".join(name + did_you_mean(name, _WRITE_NAMES) for name in unknown)
-        raise ConfigError(f"unknown writer option(s) {named}; "
-                          f"known: {', '.join(sorted(_WRITE_NAMES))}")
+    _check_known(opts, _WRITE_NAMES, "writer option")
     path = opts.get("path")
     if not path:
         raise ConfigError('a path is required: df.write.format("segstore").save(PATH)')
