@@ -6,7 +6,9 @@ reference decoding through :mod:`.message` (kept equal by the tests):
 1. :func:`decode_region` walks the records of ``view[pos:limit]`` that start
    before ``stop`` and fills one :data:`ROW_DTYPE` row per message: the fixed
    fields, the hosts as raw bytes, where the body, topic and properties lie in
-   the view, and whether the body CRC matches.  It stops at a BLANK, at
+   the view, and whether the body CRC matches (with a ``fill`` mask, only the
+   groups of fields a projection's columns are built from: :func:`fill_for`;
+   every record is decoded and checked the same).  It stops at a BLANK, at
    unwritten zeros, at the first record :func:`.message.decode` refuses (the
    caller re-decodes that one record with :func:`.message.decode` for the typed
    error, so both paths raise the same error at the same position) or when the
