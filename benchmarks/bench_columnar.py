@@ -44,7 +44,7 @@ import threading
 import time
 from pathlib import Path
 
-from .common import Report
+from .common import Report, command_env
 
 MESSAGES = int(os.environ.get("BENCH_COLUMNAR_MESSAGES", "1000000"))
 BODY_SIZE = 100
@@ -184,7 +184,8 @@ def child(op: str, store: Path, messages: int) -> dict:
 def run_child(op: str, store: Path, messages: int = MESSAGES) -> dict:
     out = subprocess.run([sys.executable, "-m", "benchmarks.bench_columnar", "--child", op, str(store),
                           str(messages)],
-                         capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
+                         capture_output=True, text=True, env=command_env(),
+                         cwd=Path(__file__).resolve().parent.parent)
     if out.returncode:
         raise SystemExit(f"{op} failed:\n{out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])

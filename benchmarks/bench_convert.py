@@ -50,7 +50,7 @@ from segstore import allocator
 from segstore.convert import convert
 
 from .bench_columnar import _Peak, hop
-from .common import Report, best_of
+from .common import Report, best_of, command_env
 
 MESSAGES = int(os.environ.get("BENCH_CONVERT_MESSAGES", "1000000"))
 BODY_SIZE = 100
@@ -152,7 +152,8 @@ def child(op: str, root: str) -> dict:
 def run_child(op: str, root: str) -> dict:
     shutil.rmtree(os.path.join(root, "out"), ignore_errors=True)     # the last run's output: untimed
     out = subprocess.run([sys.executable, "-m", "benchmarks.bench_convert", "--child", op, root],
-                         capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
+                         capture_output=True, text=True, env=command_env(),
+                         cwd=Path(__file__).resolve().parent.parent)
     if out.returncode:
         raise SystemExit(f"{op} failed:\n{out.stderr}")
     result = json.loads(out.stdout.strip().splitlines()[-1])

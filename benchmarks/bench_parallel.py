@@ -8,7 +8,8 @@ format and path where the store takes ``threads`` (``scan_arrow`` every column, 
 /dev/null, ``verify``, and RocketMQ's recovery of a crash that lost the consume queues and the
 IndexFile, whose recovery at open takes its thread count from ``SEGSTORE_THREADS``, and ``convert``
 to the other format, which takes it from there too), :data:`REPEAT` rounds each run the path with
-``threads=1`` and then with ``threads=N``, every run in a fresh child process (the page cache warmed
+``threads=1`` and then with ``threads=N``, every run in a fresh child process started as the
+``segstore`` command runs (``common.command_env``: numpy's BLAS on one thread; the page cache warmed
 by a first run; the process warmed by the same path with the same thread count over a store of
 :data:`WARM` messages before the clock starts, so that the row times the work and not the imports,
 the memory pool's first megabytes or the thread pool's start, which ``bench_fixed_costs`` measures
@@ -35,7 +36,7 @@ import sys
 import time
 from pathlib import Path
 
-from .common import Report
+from .common import Report, command_env
 
 SIZES = [int(n) for n in os.environ.get("BENCH_PARALLEL_MESSAGES", "500000,4000000").split(",")]
 REPEAT = int(os.environ.get("BENCH_PARALLEL_REPEAT", "3"))
@@ -166,7 +167,7 @@ def run_op(fmt: str, op: str, store: str, threads: int) -> int:
 
 def run_child(fmt: str, op: str, store: Path, threads: int, warm: Path) -> dict:
     out = subprocess.run([sys.executable, "-m", "benchmarks.bench_parallel", "--child", fmt, op, str(store),
-                          str(threads), str(warm)], capture_output=True, text=True,
+                          str(threads), str(warm)], capture_output=True, text=True, env=command_env(),
                          cwd=Path(__file__).resolve().parent.parent)
     if out.returncode:
         raise SystemExit(f"{fmt} {op} threads={threads} failed:\n{out.stderr}")
