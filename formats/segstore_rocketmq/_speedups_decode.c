@@ -267,13 +267,15 @@ check_crcs(const uint8_t *d, Cols *c, Py_ssize_t from, Py_ssize_t n)
 #endif
 
 /*
- * decode_region(view, pos, stop, limit, base, i8, i4, u8, strict, fill=FILL_ALL) -> (n, pos, status, blank_size)
+ * decode_region(view, pos, stop, limit, base, i8, i4, u8, strict, fill=FILL_ALL)
+ *     -> (n, pos, status, blank_size)
  *
  * Walk the records of view[pos:limit] that start before stop, one row each into
- * the column blocks (the fields fill names, see decode_row), until they are full.  status: ST_DONE (stop reached or rows
- * full), ST_BLANK (a BLANK at pos, blank_size its size), ST_END (unwritten zeros
- * at pos), ST_BAD (message.decode would raise at pos; strict: a CRC mismatch too,
- * else it only clears crc_ok).  Never reads outside view[:limit].  Releases the GIL.
+ * the column blocks (the fields fill names, see decode_row), until they are full.
+ * status: ST_DONE (stop reached or rows full), ST_BLANK (a BLANK at pos, blank_size
+ * its size), ST_END (unwritten zeros at pos), ST_BAD (message.decode would raise at
+ * pos; strict: a CRC mismatch too, else it only clears crc_ok).  Never reads outside
+ * view[:limit].  Releases the GIL.
  */
 static PyObject *
 decode_region(PyObject *module, PyObject *args)
