@@ -57,6 +57,7 @@ BAD = [
     ({"flag": 2**40}, InvalidMessageError),
     ({"born_timestamp": 2**70}, InvalidMessageError),
     ({"queue_id": 2**31}, InvalidMessageError),
+    ({"queue_id": 2**31 - 1}, InvalidMessageError),      # its queue count overflows topics.json's int
     ({"queue_id": -1}, InvalidMessageError),
     ({"store_timestamp": -(2**63) - 1}, InvalidMessageError),
     ({"reconsume_times": 2**31}, InvalidMessageError),
@@ -264,3 +265,31 @@ def test_commitlog_appends_start_the_writeback_of_each_whole_chunk(monkeypatch, 
                 assert at == covered and n > 0 and n % 4096 == 0
                 covered += n
             assert covered == seg.wrote // 4096 * 4096
+
+
+def test_the_highest_queue_id_keeps_topics_json_loadable_and_the_next_is_refused_on_every_path(tmp_path):
+    """QUEUEID is an int, but a topic's queue count (id + 1) is a Java int in config/topics.json,
+    which TopicConfigManager's fastjson load refuses past 2147483647 (segstore's reader too)."""
+    import pyarrow as pa
+
+    import segstore
+
+    path = tmp_path / "s"
+    with RocketMQStore(str(path), "a", SMALL) as store:
+        store.append({"topic": "T", "queue_id": 2**31 - 2, "body": b"highest"})
+        store.flush()
+        before = snapshot(path)
+        row = next(store.scan_arrow())
+        table = pa.Table.from_batches([row.set_column(row.schema.get_field_index("partition"), "partition",
+                                                      pa.array([2**31 - 1], pa.int32()))])
+        for append in (lambda: store.append({"topic": "T", "queue_id": 2**31 - 1}),
+                       lambda: store.append_batch([{"topic": "T", "queue_id": 2**31 - 1}]),
+                       lambda: store.append_arrow(table),
+                       lambda: store.create_queue("T", 2**31 - 1)):
+            with pytest.raises(InvalidMessageError, match="queue id in \\[0, 2147483646\\]"):
+                append()
+        assert snapshot(path) == before
+    with segstore.open(str(path), "rocketmq", "r", **SMALL) as reader:
+        assert reader.topic_configs.topics["T"]["writeQueueNums"] == 2**31 - 1
+        assert reader.verify() == []
+        assert [m.body for m in reader.read("T", 2**31 - 2, 0)] == [b"highest"]

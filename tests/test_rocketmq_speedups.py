@@ -129,6 +129,7 @@ def test_plain_items_take_the_fast_path():
     {"topic": "T", "tags": "a\x01"},
     {"topic": "T", "body": bytearray(b"x")},
     {"topic": "T", "queue_id": -1},
+    {"topic": "T", "queue_id": 2**31 - 1},
     {"topic": "T", "body": bytes(5000)},
 ])
 def test_other_items_are_left_to_the_general_path(item):

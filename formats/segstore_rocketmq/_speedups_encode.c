@@ -65,7 +65,9 @@ parse_item(PyObject *item, PyObject *topic_fields, int64_t store_ts, Py_ssize_t 
     if (qid == NULL || qid == Py_None) {
         qid = long_zero; /* `queue_id or 0` */
     }
-    if ((rc = plain_int(qid, 0, 0, INT32_MAX, &x))) {
+    /* at most 2147483646: the topic's queue count (id + 1) is a Java int in config/topics.json
+     * (message.MAX_QUEUE_ID); anything else goes the Python way, which raises the typed error */
+    if ((rc = plain_int(qid, 0, 0, INT32_MAX - 1, &x))) {
         return rc;
     }
     m->queue_id = qid;

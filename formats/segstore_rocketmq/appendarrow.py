@@ -39,6 +39,7 @@ from .config import SCHEDULE_TOPIC
 from .message import (
     END_FILE_MIN_BLANK_LENGTH,
     MAX_PROPERTIES_BYTES,
+    MAX_QUEUE_ID,
     MAX_TOPIC_BYTES_V1,
     MESSAGE_MAGIC,
     NAME_VALUE_SEPARATOR,
@@ -166,7 +167,7 @@ def columns(batch: pa.RecordBatch, trailing: bool) -> arrowwrite.Restored | None
     if properties is None:
         return None
     queue_id = _ints(column("partition"), "partition")
-    if len(queue_id) and (queue_id.min() < 0 or queue_id.max() > _INT32[1]):
+    if len(queue_id) and (queue_id.min() < 0 or queue_id.max() > MAX_QUEUE_ID):
         return None
     ints = {name: _ints(column(name), name)
             for name in ("sysFlag", "flag", "reconsumeTimes", "preparedTransactionOffset")}

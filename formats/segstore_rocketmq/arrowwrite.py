@@ -87,6 +87,7 @@ from .message import (
     END_FILE_MIN_BLANK_LENGTH,
     HEADERS,
     MAX_PROPERTIES_BYTES,
+    MAX_QUEUE_ID,
     MAX_TOPIC_BYTES_V1,
     MESSAGE_MAGIC,
     NO_QUEUE_ENTRY,
@@ -350,7 +351,7 @@ def _topics(batch: pa.RecordBatch, peer: Peer, field: Any) -> tuple[list[str], n
     topics = list(by_name)
     if any(t == SCHEDULE_TOPIC or len(t.encode("utf-8")) > MAX_TOPIC_BYTES_V1 for t in topics):
         return None
-    if n and (queue_id.min() < 0 or queue_id.max() > _INT32[1]):
+    if n and (queue_id.min() < 0 or queue_id.max() > MAX_QUEUE_ID):
         return None
     return topics, topic_code, queue_id
 
@@ -544,7 +545,7 @@ def native_fields(batch: pa.RecordBatch, peer: Peer, store: Any) -> Restored | N
         codes[code] = topics.index(topic)
     topic_code = codes[arrays.natural(entry_topics.indices)] if n else np.zeros(0, np.int32)
     queue_id = arrays.int64s(column("partition"))
-    if n and queue_id.min() < 0:
+    if n and (queue_id.min() < 0 or queue_id.max() > MAX_QUEUE_ID):
         return None
 
     key = column("key")

@@ -2,7 +2,7 @@
 
 A *plain* append item is an exact ``dict`` whose keys are among
 :data:`PLAIN_FIELDS`, with ``topic`` an exact ``str``, ``queue_id`` an ``int`` in
-``[0, 2**31)`` (or absent/None), ``body`` ``bytes`` (or absent/None), ``tags`` a
+``[0, MAX_QUEUE_ID]`` (or absent/None), ``body`` ``bytes`` (or absent/None), ``tags`` a
 ``str``, ``keys`` a ``str`` or a list/tuple of ``str`` (text without the property
 separators 0x01/0x02, UTF-8 encodable), ``born_timestamp``/``store_timestamp``
 64-bit ``int``, ``flag`` a 32-bit ``int``, ``properties`` absent, None or ``{}``,
@@ -64,6 +64,7 @@ from .javacompat import hashmap_order, string_hash
 from .message import (
     END_FILE_MIN_BLANK_LENGTH,
     KEY_SEPARATOR,
+    MAX_QUEUE_ID,
     NAME_VALUE_SEPARATOR,
     PROPERTY_KEYS,
     PROPERTY_SEPARATOR,
@@ -127,7 +128,7 @@ def _plain(item: Any, topic_fields: Mapping[str, bytes], store_ts: int, host: Ho
     topic_field = topic_fields.get(topic)
     if topic_field is None:
         return topic
-    queue_id = _int(item.get("queue_id"), 0, 0, INT32_MAX)
+    queue_id = _int(item.get("queue_id"), 0, 0, MAX_QUEUE_ID)
     body = item.get("body")
     if body is None:
         body = b""

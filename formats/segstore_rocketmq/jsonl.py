@@ -42,6 +42,7 @@ from segstore.records import decode_base64_fields
 from .config import validate_topic
 from .message import (
     KEY_SEPARATOR,
+    MAX_QUEUE_ID,
     PROPERTY_KEYS,
     PROPERTY_TAGS,
     Host,
@@ -96,9 +97,9 @@ def stored_message(obj: Mapping[str, Any], store: RocketMQStore) -> RocketMQMess
     _agrees("body_crc", obj, body_crc(body))
     try:
         topic, queue_id = obj["topic"], int(obj["queue_id"])
-        if not isinstance(topic, str) or queue_id < 0:
-            raise InvalidMessageError(f"expected a topic name and a queue id >= 0, found {topic!r} and "
-                                      f"{queue_id}")
+        if not isinstance(topic, str) or not 0 <= queue_id <= MAX_QUEUE_ID:
+            raise InvalidMessageError(f"expected a topic name and a queue id in [0, {MAX_QUEUE_ID}], found "
+                                      f"{topic!r} and {queue_id}")
         msg = RocketMQMessage(
             topic=topic, queue_id=queue_id, body=body, properties=dict(properties), flag=int(obj["flag"]),
             sys_flag=int(obj["sys_flag"]), born_timestamp=int(obj["born_timestamp"]),

@@ -73,6 +73,11 @@ PROPERTY_SEPARATOR = "\x02"
 PROPERTY_SEPARATOR_BYTE = 0x02
 MAX_PROPERTIES_BYTES = 0x7FFF     # the length is a signed short
 MAX_TOPIC_BYTES_V1 = 0x7F         # the length is a signed byte
+#: The highest queue id a store takes.  QUEUEID is an int, but the topic's queue count, queue id + 1,
+#: goes to ``readQueueNums``/``writeQueueNums`` in ``config/topics.json``, Java ints too: with
+#: 2147483647 the count overflows and the broker's ``TopicConfigManager`` load (fastjson) refuses
+#: the file.
+MAX_QUEUE_ID = 0x7FFFFFFE
 
 PROPERTY_KEYS = "KEYS"
 PROPERTY_TAGS = "TAGS"

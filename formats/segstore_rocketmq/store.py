@@ -72,6 +72,7 @@ from .javacompat import hashmap_order, string_hash
 from .lifecycle import LifecycleMixin, keys_and_tags
 from .message import (
     KEY_SEPARATOR,
+    MAX_QUEUE_ID,
     MESSAGE_MAGIC,
     NO_QUEUE_ENTRY,
     OFFSET_MSG_ID_LENGTHS,
@@ -294,6 +295,12 @@ class _Range(NamedTuple):
     bound: int
     first: bool
     last: bool
+
+
+def _queue_id_error(queue_id: object) -> InvalidMessageError:
+    """The error for a queue id a store does not take (see :data:`.message.MAX_QUEUE_ID`)."""
+    return InvalidMessageError(f"expected a queue id in [0, {MAX_QUEUE_ID}] (its topic's queue count, the "
+                               f"id + 1, is a Java int in config/topics.json), found {cut(queue_id)}")
 
 
 class RocketMQStore(LifecycleMixin, Store):
@@ -561,8 +568,8 @@ class RocketMQStore(LifecycleMixin, Store):
         """
         self._check_writable()
         validate_topic(topic, self.config.topic_max_length)
-        if type(queue_id) is not int or queue_id < 0:
-            raise InvalidMessageError(f"expected a queue id >= 0, found {cut(queue_id)}")
+        if type(queue_id) is not int or not 0 <= queue_id <= MAX_QUEUE_ID:
+            raise _queue_id_error(queue_id)
         files.make_dirs(self._queue(topic, queue_id).directory)
         if self.topic_configs.ensure(topic, queue_id):
             self._configs_dirty = True
@@ -657,10 +664,10 @@ class RocketMQStore(LifecycleMixin, Store):
             if len(self._valid_topics) < _CACHE_LIMIT:
                 self._valid_topics.add(topic)
         queue_id = get("queue_id") or 0
-        if type(queue_id) is not int or queue_id < 0:
+        if type(queue_id) is not int or not 0 <= queue_id <= MAX_QUEUE_ID:
             queue_id = int(queue_id)
-            if queue_id < 0:
-                raise InvalidMessageError(f"expected a queue id >= 0, found {queue_id}")
+            if not 0 <= queue_id <= MAX_QUEUE_ID:
+                raise _queue_id_error(queue_id)
         # The producer's map: TAGS, KEYS (Message constructor), user properties, in put order.
         produced: dict[str, str] = {}
         tags = get("tags")
@@ -825,8 +832,8 @@ class RocketMQStore(LifecycleMixin, Store):
                     self.config.mappedFileSizeCommitLog - END_FILE_MIN_BLANK_LENGTH)
         encoded = []
         for msg in built:
-            if type(msg.queue_id) is not int or msg.queue_id < 0:     # a directory name: never "-1"
-                raise InvalidMessageError(f"expected a queue id >= 0, found {cut(msg.queue_id)}")
+            if type(msg.queue_id) is not int or not 0 <= msg.queue_id <= MAX_QUEUE_ID:    # a directory name
+                raise _queue_id_error(msg.queue_id)
             msg.queue_offset = msg.physical_offset = 0     # filled in once placed (set_offsets)
             data = encode(msg)
             if msg.size > limit:
