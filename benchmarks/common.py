@@ -24,12 +24,14 @@ RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
 def command_env() -> dict[str, str]:
-    """The environment of a child process that runs an operation as the ``segstore`` command runs it.
-    The command (``segstore.cli.command``) puts numpy's OpenBLAS on one thread before numpy loads
-    (unless the caller set it); a child started without it has OpenBLAS's pool spin on the other
-    core for its first ~0.1 s, while the child's clock runs (15-30 ms of CPU in a 500k-record
-    Kafka scan_arrow child, and a second thread of segstore's own competing with it)."""
-    return {**os.environ, "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", "1")}
+    """The environment of a child process that runs an operation as the ``segstore`` command runs it:
+    ``segstore.cli.COMMAND_ENV`` where the caller sets none of it (numpy's OpenBLAS on one thread
+    before numpy loads; a child started without it has OpenBLAS's pool spin on the other core for
+    its first ~0.1 s, while the child's clock runs: 15-30 ms of CPU in a 500k-record Kafka
+    scan_arrow child, and a second thread of segstore's own competing with it)."""
+    from segstore.cli import COMMAND_ENV
+
+    return {**COMMAND_ENV, **os.environ}
 
 
 def machine() -> dict[str, Any]:

@@ -1171,14 +1171,20 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         return EXIT_OK
 
 
+#: What :func:`command` puts in its environment unless it is set: numpy's BLAS on one thread
+#: (segstore does no linear algebra, and OpenBLAS's pool, started when numpy loads, spins about
+#: 0.1 s of another core's time in every command).  Benchmarks start their children with it.
+COMMAND_ENV = {"OPENBLAS_NUM_THREADS": "1"}
+
+
 def command() -> int:
     """The ``segstore`` executable: :func:`main` in a process whose allocator keeps freed memory for
     the next batch (:func:`segstore.allocator.retain`: a one-shot command over a big store gains
-    from it, and nothing else in the process would rather give memory back), and numpy's BLAS on one
-    thread (``OPENBLAS_NUM_THREADS``, unless set: segstore does no linear algebra, and OpenBLAS's
-    pool, started when numpy loads, spins about 0.1 s of another core's time in every command)."""
+    from it, and nothing else in the process would rather give memory back), with
+    :data:`COMMAND_ENV`."""
     allocator.retain()
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    for name, value in COMMAND_ENV.items():
+        os.environ.setdefault(name, value)
     return main()
 
 
