@@ -183,10 +183,6 @@ decode_row(const uint8_t *d, Py_ssize_t left, int32_t total, int32_t magic, Cols
         i8[C_PROPS_POS][n] = pos + at;
         i4[C_PROPS_LEN][n] = props_len;
     }
-    if (fill & FILL_REST) {
-        i4[C_MAGIC][n] = magic;
-        i4[C_FLAG][n] = get_i32(d + 16);
-    }
     /* after the born host: the born port, the store timestamp, the store host, the store port,
      * the reconsume times and the prepared transaction offset */
     p = d + 48 + (born6 ? IPV6_LEN : IPV4_LEN);
@@ -208,6 +204,8 @@ decode_row(const uint8_t *d, Py_ssize_t left, int32_t total, int32_t magic, Cols
         i4[C_STORE_PORT][n] = get_i32(after);
     }
     if (fill & FILL_REST) {
+        i4[C_MAGIC][n] = magic;
+        i4[C_FLAG][n] = get_i32(d + 16);
         i4[C_RECONSUME][n] = get_i32(after + 4);
         i8[C_PREPARED][n] = get_i64(after + 8);
     }

@@ -54,8 +54,6 @@ COLUMNS = ("topic", "partition", "value", "properties", "bornTimestamp", "storeT
 #: Rows encoded and written at a time (memory stays bounded whatever the batch size).
 CHUNK_ROWS = 1 << 16
 
-_INT32 = (-(1 << 31), (1 << 31) - 1)
-
 
 def batches(data: Any) -> list[pa.RecordBatch]:
     """``data`` (a RecordBatch or Table) as record batches of at most :data:`CHUNK_ROWS` rows.

@@ -141,6 +141,8 @@ class ConsumeQueue:
         #: ``(path, offset)`` of the first file missing between two others (deleted or lost) and the
         #: logical offset of its first entry; None when the files follow each other
         self.missing: tuple[str, int] | None = None
+        #: the files a reader's open took as full without counting their slots (see COUNTED_FILES)
+        self._taken_full: list[ConsumeQueueFile] = []
         self._load()
 
     def _new_file(self, base: int) -> ConsumeQueueFile:
@@ -183,14 +185,14 @@ class ConsumeQueue:
             # the slots before the file's first hole (unwritten, zeros: no entry there), so that a
             # hole is never read through the map (a full tmpfs answers that with SIGBUS)
             slots = mapped.array(CQ_DTYPE, 0, min(self.file_size, mapped.data_end()) // CQ_DTYPE.itemsize)
-            if self.writable or i >= len(names) - COUNTED_FILES or not _full(slots, self.file_size):
-                count = valid_entries(slots)
-            else:
-                # a reader takes an earlier file whose last slot is an entry as full, as the broker
-                # does: counting every slot of every file made each open O(entries of the store)
-                # (14 ms of a 4M-message store's 19 ms); a writer's recovery and verify count them all
-                count = len(slots)
-            loaded.append(ConsumeQueueFile(mapped, base, count))
+            # a reader takes an earlier file whose last slot is an entry as full, as the broker does:
+            # counting every slot of every file made each open O(entries of the store) (14 ms of a
+            # 4M-message store's 19 ms); a writer's recovery and verify count them all
+            taken_full = (not self.writable and i < len(names) - COUNTED_FILES
+                          and _full(slots, self.file_size))
+            loaded.append(ConsumeQueueFile(mapped, base, len(slots) if taken_full else valid_entries(slots)))
+            if taken_full:
+                self._taken_full.append(loaded[-1])
         # Files without an entry after one with free slots: created for a batch (reserve) that a kill
         # stopped before it wrote.  Nothing is in them; read as absent (the broker's ConsumeQueue.recover
         # stops at the free slot and truncateDirtyLogicFiles deletes them; so does a writer's recovery).
@@ -206,13 +208,13 @@ class ConsumeQueue:
         self.log.load(loaded)
 
     def count_every_file(self) -> None:
-        """Count the entries of every file slot by slot (:func:`valid_entries`), also those a reader's
-        open took as full (see :data:`COUNTED_FILES`): what :meth:`_load` gives a writer.  For a check
-        of the files themselves (verify).  ``O(entries)``; not thread-safe (no reader of this queue
-        may run meanwhile)."""
-        for seg in self.log.segments:
-            if seg.is_full:
-                seg._count = valid_entries(seg.entries)
+        """Count slot by slot (:func:`valid_entries`) the entries of the files a reader's open took as
+        full (see :data:`COUNTED_FILES`), so that every file's count is what :meth:`_load` gives a
+        writer.  For a check of the files themselves (verify).  ``O(entries of those files)``; not
+        thread-safe (no reader of this queue may run meanwhile)."""
+        for seg in self._taken_full:
+            seg._count = valid_entries(seg.entries)
+        self._taken_full.clear()
 
     def _fix_size(self, mapped: MappedFile, size: int, cut_dir: str) -> str:
         """Give a file of the wrong length the mapped-file size (``MappedFileQueue.load`` refuses any

@@ -48,6 +48,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -245,7 +246,7 @@ def _refuse_unknown(opts: dict[str, str]) -> None:
     _check_known(opts, _READ_NAMES, "option")
 
 
-def _check_known(opts: Mapping[str, str], known: frozenset[str] | set[str], what: str) -> None:
+def _check_known(opts: Mapping[str, str], known: AbstractSet[str], what: str) -> None:
     """Raise for the names of ``opts`` (lower-cased) that ``known`` lacks: each with the known name it
     was likely meant to be, then every known name.
 
