@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import mmap
 import os
+import shutil
 import signal
 import socket
 import struct
@@ -31,6 +32,7 @@ import segstore
 
 pyspark = pytest.importorskip("pyspark")
 
+from segstore import files  # noqa: E402
 from segstore.errors import CorruptDataError  # noqa: E402
 from segstore.spark import bridge, worker  # noqa: E402
 from segstore.spark.schema import spark_schema  # noqa: E402
@@ -385,9 +387,48 @@ def test_tasks_of_one_plan_share_the_store_a_new_plan_opens_it_again(monkeypatch
     assert fresh is not store and store.closed
 
 
+@pytest.mark.parametrize("format_name", ["kafka", "rocketmq"])
+def test_a_new_plan_reads_on_the_maps_kept_and_none_of_a_store_written_anew(monkeypatch, tmp_path,
+                                                                            format_name):
+    """The worker keeps its read-only maps across plans (``worker._warm``): a second query's plan opens
+    the store again on the same maps (no page faulted in again); a store deleted and written anew at the
+    same path is read as it is now, and the maps of the files that went are dropped."""
+    monkeypatch.setattr(bridge, "_kept", None)
+    files.keep_read_maps()
+    path = tmp_path / "store"
+
+    def write(count):
+        with segstore.open(str(path), mode="a", format=format_name) as store:
+            store.append_batch([{"topic": "t", "partition": i % 2, "value": b"%d-%d" % (count, i)}
+                                for i in range(count)])
+
+    schema = _schema(["value"], format_name)
+
+    def query():
+        request = {"options": {"path": str(path)}, "schema": schema, "filters": [], "parallelism": 2}
+        plan = bridge.plan(request)
+        return sorted(v for spec in plan["partitions"]
+                      for batch in bridge.read({"partition": spec, "schema": schema})[1]
+                      for v in batch.column("value").to_pylist())
+
+    try:
+        write(40)
+        assert query() == sorted(b"40-%d" % i for i in range(40))
+        maps = [kept.map for kept in files._kept_maps.maps.values()]
+        assert maps and query() == sorted(b"40-%d" % i for i in range(40))
+        assert [kept.map for kept in files._kept_maps.maps.values()] == maps      # the same maps again
+        bridge._kept[1].close()
+        shutil.rmtree(path)
+        write(25)
+        assert query() == sorted(b"25-%d" % i for i in range(25))
+        assert all(mm.closed for mm in maps)
+    finally:
+        files.stop_keeping_read_maps()
+
+
 _READ_IN_A_FRESH_WORKER = """
 import gc, json, sys
-from segstore import overlap
+from segstore import files, overlap
 from segstore.spark import bridge, worker
 worker._warm()
 schema = json.dumps(json.loads(sys.argv[2]))
@@ -397,7 +438,7 @@ for spec in plan["partitions"]:
     _, batches = bridge.read({"partition": spec, "schema": schema})
     rows += sum(batch.num_rows for batch in batches)
 print(json.dumps({"rows": rows, "pandas": "pandas" in sys.modules, "threads": overlap._pool is not None,
-                  "frozen": gc.get_freeze_count() > 10000}))
+                  "frozen": gc.get_freeze_count() > 10000, "maps kept": len(files._kept_maps.maps) > 0}))
 """
 
 
@@ -418,4 +459,4 @@ def test_a_worker_reads_without_importing_pandas_on_one_thread(store):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout.splitlines()[-1]) == {"rows": expected, "pandas": False, "threads": False,
-                                                        "frozen": True}
+                                                        "frozen": True, "maps kept": True}

@@ -321,16 +321,22 @@ def _warm() -> None:
     then is frozen out of the garbage collector's sight (``gc.freeze``): its full collections walked
     every object of pyarrow, numpy and PySpark again, about 3% of a read's CPU, and in a forked child
     they wrote to the parent's pages (copies of them).
+
+    Read-only maps are kept across store opens (``files.keep_read_maps``): every query plans anew
+    and opens the store again, and each new map of a file faulted every page the query read into
+    its page tables once more (0.04-0.05 s of a worker's CPU per query on the benchmark's 4M
+    messages, 10-20% of it); the bridge drops the maps of files gone at each new plan.
     """
     import gc
 
     import pyarrow.compute
     import pyarrow.ipc  # noqa: F401
 
-    from .. import overlap, registry
+    from .. import files, overlap, registry
     from . import bridge  # noqa: F401
 
     overlap.single_threaded()
+    files.keep_read_maps()
 
     for name in registry.names():
         registry.get(name)
