@@ -26,13 +26,13 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from spark_support import FIXTURES, fixture_config
+from spark_support import FIXTURES, fixture_config, spark  # noqa: F401
 
 import segstore
 
 pyspark = pytest.importorskip("pyspark")
 
-from segstore import files  # noqa: E402
+from segstore import allocator, files  # noqa: E402
 from segstore.errors import CorruptDataError  # noqa: E402
 from segstore.spark import bridge, worker  # noqa: E402
 from segstore.spark.schema import spark_schema  # noqa: E402
@@ -460,3 +460,34 @@ def test_a_worker_reads_without_importing_pandas_on_one_thread(store):
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout.splitlines()[-1]) == {"rows": expected, "pandas": False, "threads": False,
                                                         "frozen": True, "maps kept": True}
+
+
+def test_the_jvm_names_the_allocator_s_arrow_pool_options():
+    """``PythonWorkers.java`` starts the server with :data:`segstore.allocator.ARROW_POOL_CONF` (pyarrow
+    loads before any of the worker's code runs, and jemalloc reads its options then): one value."""
+    source = (Path(worker.__file__).parent / "java" / "segstore" / "spark" / "PythonWorkers.java").read_text()
+    assert f'ARROW_POOL_ENV = "{allocator.ARROW_POOL_ENV}";' in source
+    assert f'ARROW_POOL_CONF = "{allocator.ARROW_POOL_CONF}";' in source
+
+
+def test_a_worker_started_by_the_jvm_keeps_freed_memory(spark):  # noqa: F811
+    """The server the JVM starts has Arrow's pool options in its environment (a task's consume-queue
+    entries were fresh pages on every read); not inherited from this process, which sets none."""
+    assert allocator.ARROW_POOL_ENV not in os.environ
+    frame = spark.read.format("segstore").option("reader", "jvm").load(str(ROCKETMQ))
+    assert frame.count() > 0
+    jvm = spark.sparkContext._gateway.proc.pid
+    servers = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
+            stat = Path(f"/proc/{name}/stat").read_text()
+            environ = Path(f"/proc/{name}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"segstore.spark.worker" in cmdline and int(stat[stat.rfind(")") + 2:].split()[1]) == jvm:
+            servers.append(environ)
+    assert servers and all(f"{allocator.ARROW_POOL_ENV}={allocator.ARROW_POOL_CONF}".encode() in environ
+                           for environ in servers)

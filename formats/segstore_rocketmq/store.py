@@ -1217,7 +1217,9 @@ class RocketMQStore(LifecycleMixin, Store):
             positions[at:at + len(piece)], sizes[at:at + len(piece)] = piece["offset"], piece["size"]
             at += len(piece)
         order = columnar.entry_order(positions, bounds)
-        phys = np.take(positions, order, out=pooled(len(order), np.int64))
+        # mode='clip': order is a permutation (in bounds), and numpy's default ('raise') buffers ``out``
+        # in a temporary array as large (fresh memory for a task's megabytes: 0.01 s per million entries)
+        phys = np.take(positions, order, out=pooled(len(order), np.int64), mode="clip")
         # each slot's queue id and topic (UTF-8, one after another), as match_entries checks rows against them
         names = [str(q[0]).encode("utf-8") for q in queues]
         table = columnar.QueueEntries(
@@ -1234,7 +1236,7 @@ class RocketMQStore(LifecycleMixin, Store):
             hi = int(np.searchsorted(phys, (int(phys[lo]) // cl.file_size + 1) * cl.file_size))
             seg = cl.file_for(int(phys[lo]))
             view = seg.file.view()
-            ends = np.take(sizes, order[lo:hi], out=pooled(hi - lo, np.int64))
+            ends = np.take(sizes, order[lo:hi], out=pooled(hi - lo, np.int64), mode="clip")
             stop = int(np.add(ends, phys[lo:hi], out=ends).max()) - seg.base
             for rows in columnar.walk_file(view, int(phys[lo]) - seg.base, seg.wrote, seg.base, cl.file_size,
                                            seg.path, stop=stop, batch_rows=batch_rows, fill=fill):

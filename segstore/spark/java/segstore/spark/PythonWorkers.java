@@ -32,6 +32,10 @@ final class PythonWorkers {
     /** Idle connections kept per server; more are closed (their children exit). */
     private static final int MAX_IDLE = Math.max(4, Runtime.getRuntime().availableProcessors() * 2);
 
+    /** segstore.allocator.ARROW_POOL_ENV and ARROW_POOL_CONF (a test keeps them equal). */
+    static final String ARROW_POOL_ENV = "JE_ARROW_MALLOC_CONF";
+    static final String ARROW_POOL_CONF = "muzzy_decay_ms:-1";
+
     private final String executable;
     private final Process process;
     private final Path socket;
@@ -42,6 +46,11 @@ final class PythonWorkers {
         List<String> command = new ArrayList<>(List.of(executable, "-m", "segstore.spark.worker"));
         ProcessBuilder builder = new ProcessBuilder(command);
         builder.redirectError(ProcessBuilder.Redirect.INHERIT);
+        // segstore.allocator.ARROW_POOL_CONF, where the environment sets no options of its own:
+        // Arrow's jemalloc pool keeps the pages a batch freed for the next one instead of giving
+        // them back (a task's consume-queue entries, megabytes, faulted in page by page each time).
+        // jemalloc reads it when pyarrow loads, before any of the worker's own code runs.
+        builder.environment().putIfAbsent(ARROW_POOL_ENV, ARROW_POOL_CONF);
         SparkConf conf = SparkEnv.get() != null ? SparkEnv.get().conf() : null;
         if (conf != null) {
             // what Spark gives its own Python workers on executors
