@@ -26,7 +26,7 @@ Reading (docs/spark.md has the full table, with the connector's options this sou
 ``maxOffsetsPerTrigger``               streaming: at most this many offsets per micro-batch (all partitions)
 ``minPartitions``                      planner: split further until at least this many input partitions
                                        (default: the session's default parallelism, recorded by ``register``)
-``maxBytesPerPartition``               planner: target bytes of one input partition (default 64 MiB)
+``maxBytesPerPartition``               planner: target bytes of one input partition (default 256 MiB)
 ``maxRecordsPerBatch``                 reader: rows per Arrow batch (default 10000)
 ``config``                             JSON object of the store's own config names (for ``segstore.open``)
 ``reader``                             ``jvm`` (the columnar JVM reader, the default where its jar is on
@@ -70,7 +70,8 @@ READER_PYTHON = "python"
 STRATEGY_ERROR = "error"
 STRATEGY_LATEST = "latest"
 
-DEFAULT_MAX_BYTES_PER_PARTITION = 64 * 1024 * 1024
+#: Fewer, larger tasks: each costs Spark a launch and its shuffle files (docs/spark.md, Options).
+DEFAULT_MAX_BYTES_PER_PARTITION = 256 * 1024 * 1024
 DEFAULT_MAX_RECORDS_PER_BATCH = 10_000
 
 #: Per topic, per partition: an absolute offset, or EARLIEST / LATEST.
