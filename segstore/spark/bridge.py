@@ -50,7 +50,6 @@ from pyspark.sql.datasource import (
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from pyspark.sql.types import StructType
 
-from .. import files
 from ..errors import ConfigError
 from ..store import Store
 from . import planning
@@ -166,7 +165,7 @@ def plan(request: Mapping[str, Any]) -> dict[str, Any]:
     check_read_schema(StructType.fromJson(json.loads(request["schema"])), format_name)
     pruning, _ = planning.pushdown(filters_from_json(request.get("filters") or []),
                                    time_column=TIME_COLUMNS.get(format_name))
-    with _open_afresh(options.path, format_name, options.config) as store:
+    with open_store(options.path, format_name, options.config) as store:
         ranges = planning.resolve_ranges(store, options, pruning)
         result = planning.plan_read(store, ranges, max_bytes=options.max_bytes_per_partition,
                                     min_partitions=options.min_partitions or 1)
@@ -196,9 +195,8 @@ def _plan_store(partition: planning.SegstoreInputPartition, plan: str | None) ->
     Every task of a plan was planned from the same state of the store and opens it after the
     plan was made, so a store one task opened serves the others as well as a fresh one, and
     saves the open.  A new plan (another query, the next micro-batch) opens afresh, on the maps
-    the worker kept of the files still there (``files.keep_read_maps``: a RocketMQ queue's
-    messages lie all over the commitlog, and each new map faulted the whole file in again).
-    None: no plan id, open per read.
+    the worker keeps (``worker._warm``: a RocketMQ queue's messages lie all over the commitlog,
+    and each new map faulted the whole file in again).  None: no plan id, open per read.
     """
     global _kept
     if plan is None:
@@ -209,16 +207,9 @@ def _plan_store(partition: planning.SegstoreInputPartition, plan: str | None) ->
     if _kept is not None:
         _kept[1].close()
         _kept = None
-    store = _open_afresh(partition.path, partition.format, partition.config)
+    store = open_store(partition.path, partition.format, partition.config)
     _kept = (key, store)
     return store
-
-
-def _open_afresh(path: str, format_name: str, config: tuple[tuple[str, str], ...]) -> Store:
-    """``open_store`` for a new plan, after dropping the maps kept of files deleted, replaced or shrunk
-    since (the worker keeps its read-only maps across opens: ``worker._warm``)."""
-    files.forget_changed_maps()
-    return open_store(path, format_name, config)
 
 
 def _stream(request: Mapping[str, Any]) -> SegstoreStreamReader:

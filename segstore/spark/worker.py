@@ -270,8 +270,11 @@ def serve(connection: socket.socket, ring_directory: str | None = None) -> None:
     """Answer requests on ``connection`` until the other end closes it.
 
     Reads put their batches in a ring in ``ring_directory`` (made at the first read),
-    else inline.
+    else inline.  Before each request the maps kept of files since deleted, replaced or shrunk
+    are dropped (``files.forget_changed_maps``; nothing where maps are not kept).
     """
+    from .. import files
+
     handlers = _handlers()
     ring: Ring | None = None
     ring_tried = False
@@ -287,6 +290,9 @@ def serve(connection: socket.socket, ring_directory: str | None = None) -> None:
             if body is None:
                 return
             request = json.loads(body)
+            # the maps kept (_warm) of files deleted, replaced or shrunk since the last request go:
+            # a kept map of a deleted segment would keep its disk space
+            files.forget_changed_maps()
             op = request.get("op")
             if op == "read":
                 if not ring_tried:
@@ -325,7 +331,7 @@ def _warm() -> None:
     Read-only maps are kept across store opens (``files.keep_read_maps``): every query plans anew
     and opens the store again, and each new map of a file faulted every page the query read into
     its page tables once more (0.04-0.05 s of a worker's CPU per query on the benchmark's 4M
-    messages, 10-20% of it); the bridge drops the maps of files gone at each new plan.
+    messages, 10-20% of it); :func:`serve` drops the maps of files gone before each request.
     """
     import gc
 
