@@ -175,6 +175,32 @@ def _batch_pool() -> pa.MemoryPool:
 
 
 _pool: pa.MemoryPool | None = None     # the first pooled() call sets it (pyarrow loads there)
+#: Where pooled() and pooled_together() take their big blocks first (set_arena); None: the pool only.
+_arena: Any = None
+
+
+def set_arena(arena: Any) -> None:
+    """From now on, in this process, :func:`pooled` and :func:`pooled_together` take each block of at
+    least ``arena.min_block`` bytes from ``arena`` (``arena.take(nbytes)``: a writable buffer whose
+    memory goes back when it and every view of it are gone, or None when the arena has no room; the
+    pool serves then).  For a Spark worker child, whose arena is shared memory its JVM maps
+    (``segstore.spark.arena``): the columns a decoder fills are there already.  None: the pool
+    only.  The arena is used from one thread (a worker child reads on one)."""
+    global _arena
+    _arena = arena
+
+
+def _allocate(nbytes: int) -> Any:
+    """A writable buffer of ``nbytes``: from the arena where one is set, has room and the block is big
+    enough for it (:func:`set_arena`), else from the pool."""
+    import pyarrow as pa
+
+    arena = _arena
+    if arena is not None and nbytes >= arena.min_block:
+        block = arena.take(nbytes)
+        if block is not None:
+            return block
+    return pa.allocate_buffer(nbytes, memory_pool=_pool)
 
 
 def pooled(shape: int | tuple[int, ...], dtype: type | np.dtype) -> np.ndarray:
@@ -188,18 +214,16 @@ def pooled(shape: int | tuple[int, ...], dtype: type | np.dtype) -> np.ndarray:
     Arrow's default mimalloc: mimalloc's first megabytes of a process cost 0.06-0.1 s to get
     (a one-shot ``verify`` or ``dump`` pays them on every run; jemalloc 0.01 s), and a 1M-message
     ``scan_arrow`` peaked at 62 MB of anonymous memory with mimalloc, 26 MB with jemalloc.
+    Big blocks come from the arena instead where one is set (:func:`set_arena`).
     """
-    import pyarrow as pa
-
     global _pool
     if _pool is None:
         _pool = _batch_pool()   # one pool of the process: a second thread here gets the same one
     dtype = np.dtype(dtype)
     if isinstance(shape, int):      # the usual case (per column per batch): no np.prod, no reshape
-        return np.frombuffer(pa.allocate_buffer(shape * dtype.itemsize, memory_pool=_pool), dtype, shape)
+        return np.frombuffer(_allocate(shape * dtype.itemsize), dtype, shape)
     count = int(np.prod(shape))
-    return np.frombuffer(pa.allocate_buffer(count * dtype.itemsize, memory_pool=_pool), dtype,
-                         count).reshape(shape)
+    return np.frombuffer(_allocate(count * dtype.itemsize), dtype, count).reshape(shape)
 
 
 #: Alignment of each array :func:`pooled_together` carves (Arrow's buffer alignment).
@@ -222,8 +246,6 @@ def pooled_together(shapes: Sequence[tuple[int, type | np.dtype]]) -> list[np.nd
     The arrays keep their whole buffer alive while any of them lives (a chunk's columns live
     together).
     """
-    import pyarrow as pa
-
     global _pool
     if _pool is None:
         _pool = _batch_pool()
@@ -237,6 +259,6 @@ def pooled_together(shapes: Sequence[tuple[int, type | np.dtype]]) -> list[np.nd
             blocks.append(0)
         places.append((len(blocks) - 1, blocks[-1]))
         blocks[-1] += size
-    buffers = [pa.allocate_buffer(max(total, 1), memory_pool=_pool) for total in blocks]
+    buffers = [_allocate(max(total, 1)) for total in blocks]
     return [np.frombuffer(buffers[block], dtype, length, start)
             for (length, _), dtype, (block, start) in zip(shapes, dtypes, places, strict=True)]

@@ -48,6 +48,7 @@ class Client:
         self.sock = sock
         self.inp = sock.makefile("rb")
         self.ring: tuple[str, mmap.mmap] | None = None
+        self.arena: tuple[str, mmap.mmap] | None = None
 
     def send(self, request: dict[str, Any]) -> None:
         body = json.dumps(request).encode()
@@ -62,8 +63,34 @@ class Client:
         kind = self.inp.read(1)
         return kind, json.loads(self.sized())
 
+    def in_place(self, body: bytes, arrow_schema: pa.Schema) -> pa.RecordBatch:
+        """An 'A' frame's batch, rebuilt (copied) from the buffers' places in the arena, as the JVM
+        loads it: field nodes, then (position, length) per buffer, Arrow IPC's order."""
+        rows, nodes, count = struct.unpack_from(">qii", body)
+        numbers = struct.unpack_from(f">{2 * (nodes + count)}q", body, 16)
+        assert len(body) == 16 + 16 * (nodes + count) and self.arena is not None
+        assert nodes == len(arrow_schema)
+        places = iter(zip(numbers[2 * nodes::2], numbers[2 * nodes + 1::2], strict=True))
+        columns = []
+        for k, field in enumerate(arrow_schema):
+            length, nulls = numbers[2 * k], numbers[2 * k + 1]
+            width = 3 if pa.types.is_binary(field.type) or pa.types.is_string(field.type) else 2
+            buffers = []
+            for _ in range(width):
+                at, size = next(places)
+                assert 0 <= at and at + size <= len(self.arena[1])
+                buffers.append(pa.py_buffer(bytes(self.arena[1][at:at + size])) if size else None)
+            columns.append(pa.Array.from_buffers(field.type, length, buffers, null_count=nulls))
+        assert next(places, None) is None
+        if not columns:     # a count's batch: rows and no column
+            return pa.RecordBatch.from_struct_array(pa.array([{}] * rows, type=pa.struct([])))
+        batch = pa.RecordBatch.from_arrays(columns, schema=arrow_schema)
+        assert batch.num_rows == rows
+        return batch
+
     def read(self, partition: dict[str, Any], schema: str) -> tuple[list[pa.RecordBatch], list[str], Any]:
-        """The batches of one partition, how each came ('B' ring or 'I' inline), and the closing frame."""
+        """The batches of one partition, how each came ('B' ring, 'A' arena or 'I' inline), and the
+        closing frame."""
         self.send({"op": "read", "partition": partition, "schema": schema})
         kind = self.inp.read(1)
         if kind == b"E":
@@ -74,6 +101,10 @@ class Client:
         if header["ring"] is not None and (self.ring is None or self.ring[0] != header["ring"]):
             with open(header["ring"], "rb") as f:
                 self.ring = (header["ring"], mmap.mmap(f.fileno(), header["size"], prot=mmap.PROT_READ))
+        if header.get("arena") is not None and (self.arena is None or self.arena[0] != header["arena"]):
+            with open(header["arena"], "rb") as f:
+                mapped = mmap.mmap(f.fileno(), header["arenaSize"], prot=mmap.PROT_READ)
+                self.arena = (header["arena"], mapped)
         batches, ways = [], []
         holding = False
         while True:
@@ -86,6 +117,11 @@ class Client:
                 assert self.ring is not None
                 message = bytes(self.ring[1][position:position + length])
                 holding = True
+            elif kind == b"A":
+                batches.append(self.in_place(self.sized(), arrow_schema))
+                ways.append("A")
+                holding = True
+                continue
             elif kind == b"I":
                 message = self.sized()
             else:
@@ -318,7 +354,7 @@ def test_ring_places_never_overlap_a_batch_the_jvm_still_holds(steps):
     every place not yet released; a place is refused only while some batch is held."""
     ring = worker.Ring.__new__(worker.Ring)
     ring.size, ring.head, ring.unlinked = 1000, 0, True      # no file behind this one
-    ring.used = __import__("collections").deque()
+    ring.used, ring.held = __import__("collections").deque(), __import__("collections").deque()
     for size, release in steps:
         if release and ring.used:
             ring.release()
@@ -329,6 +365,59 @@ def test_ring_places_never_overlap_a_batch_the_jvm_still_holds(steps):
         assert 0 <= start and start + size <= ring.size
         assert all(start + size <= a or b <= start for a, b in ring.used)
         ring.take(start, size)
+
+
+@pytest.fixture
+def fork_server(tmp_path):
+    """The fork server as the JVM starts it (its children keep their decoders' buffers in an arena)."""
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    process = subprocess.Popen([sys.executable, "-m", "segstore.spark.worker"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, env=env)
+    hello = json.loads(process.stdout.readline())
+
+    def connect() -> Client:
+        sock = socket.socket(socket.AF_UNIX)
+        sock.connect(hello["socket"])
+        return Client(sock)
+
+    yield connect
+    process.stdin.close()
+    try:
+        process.wait(30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+
+@pytest.mark.parametrize("store, columns, ways", [
+    (KAFKA, ["value"], {"A"}),
+    (KAFKA, ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"], {"A"}),
+    (KAFKA, [], {"A"}),
+    (KAFKA, ["offset", "headers"], {"B"}),                     # a nested column: through the ring
+    (ROCKETMQ, ["key", "value", "topic", "partition", "offset", "timestamp", "bornHost", "msgId"], {"A"}),
+    (ROCKETMQ, ["offset", "keys", "properties"], {"B"}),
+], ids=["kafka-value", "kafka-flat", "kafka-count", "kafka-nested", "rocketmq-flat", "rocketmq-nested"])
+def test_a_forked_child_sends_flat_batches_where_they_lie_in_its_arena(fork_server, store, columns, ways):
+    """A child's decoders make their big buffers in its arena, and a batch of flat columns goes as the
+    places of its buffers there ('A'), the JVM reading them in place; nested columns go through the
+    ring.  Either way the rows are the library's, batch after batch over several partitions (blocks
+    given back and taken again), and the arena's name is gone once the JVM mapped it."""
+    client = fork_server()
+    format_name = "kafka" if store == KAFKA else "rocketmq"
+    parts = _plan(client, store, minPartitions="3", maxRecordsPerBatch="5")
+    got, how = [], set()
+    for part in parts:
+        batches, came, closing = client.read(part, _schema(columns, format_name))
+        assert closing == ("J", {})
+        got.extend(batches)
+        how.update(came)
+    assert how == ways
+    expected = _library(store, columns or ["offset"])
+    assert sum(b.num_rows for b in got) == expected.num_rows > 0
+    if columns:
+        assert sorted(map(repr, _rows(got))) == sorted(map(repr, expected.to_pylist()))
+    if "A" in ways:
+        assert client.arena is not None and not Path(client.arena[0]).exists()
 
 
 @pytest.mark.parametrize("ending", ["stdin closed", "SIGTERM"])

@@ -17,13 +17,18 @@ Frames on a connection (integers big-endian)::
       'M'  u32 length | JSON {"ring": PATH or null, "size": N} | u32 length | Arrow IPC schema message,
            then the batches, each one frame, then one 'J' or 'E' frame:
       'B'  u64 position | u64 length: an Arrow IPC record batch message at that place of the ring
+      'A'  u32 length | i64 rows | i32 nodes | i32 buffers | per node i64 length, i64 null count |
+           per buffer i64 position, i64 length: a record batch whose buffers lie in the arena
+           (``segstore.spark.arena``; Arrow IPC's field nodes and buffers, in its order)
       'I'  u32 length | an Arrow IPC record batch message (inline: no ring, or a batch larger than it)
     to the worker during a read
-      'R'  the JVM is done with the oldest 'B' batch it has not released yet
+      'R'  the JVM is done with the oldest 'B' or 'A' batch it has not released yet
 
 The ring is a file in shared memory (``/dev/shm``) of the connection's child, which
 the JVM maps read-only once: a batch is copied once, by the worker, into the ring,
-and the JVM hands Spark the Arrow buffers where they lie.  The worker writes ahead
+and the JVM hands Spark the Arrow buffers where they lie.  Beside it the child has an
+arena (``segstore.spark.arena``), shared memory where its decoders make their big column
+buffers: a batch of flat columns is announced where its buffers lie ('A'), uncopied.  The worker writes ahead
 while the ring has room and waits for an 'R' when it has none.  Where no ring can be
 made (no ``/dev/shm``, or it is full) every batch goes inline.
 
@@ -54,6 +59,7 @@ _KIND_JSON = b"J"
 _KIND_ERROR = b"E"
 _KIND_RING_READ = b"M"
 _KIND_RING_BATCH = b"B"
+_KIND_ARENA_BATCH = b"A"
 _KIND_INLINE_BATCH = b"I"
 _KIND_RELEASE = b"R"
 _RING_BATCH = struct.Struct(">QQ")
@@ -61,6 +67,10 @@ assert _RING_BATCH.size == 16
 
 #: Bytes of a child's ring: room for a few dozen batches of the reader's default size.
 RING_SIZE = 32 << 20
+#: Bytes of a child's arena: the batches the JVM holds and the decoders' big buffers meanwhile; a block
+#: it has no room for comes from Arrow's pool (a batch in such blocks goes through the ring).  32, 64
+#: and 128 MiB read the benchmark's stores at the same CPU: as much as the ring, committed (reserved).
+ARENA_SIZE = 32 << 20
 #: Ring places are aligned as Arrow aligns buffers.
 _ALIGN = 64
 #: Where rings go: shared memory, so the JVM's mapping and the child's are the same pages.
@@ -121,19 +131,27 @@ class Ring:
         self.view = memoryview(self.map)
         self.head = 0
         self.used: collections.deque[tuple[int, int]] = collections.deque()
+        #: every batch the JVM holds, oldest first: None for a ring place, else what an arena batch keeps
+        self.held: collections.deque[Any] = collections.deque()
+        #: the arena beside the ring (its name goes with the ring's)
+        self.arena: Any = None
         self.unlinked = False
 
     def unlink(self) -> None:
-        """Remove the ring's file name (the mappings stay); once."""
+        """Remove the ring's file name, and the arena's (the mappings stay); once."""
         if not self.unlinked:
             self.unlinked = True
             with contextlib.suppress(OSError):
                 os.unlink(self.path)
+            if self.arena is not None:
+                with contextlib.suppress(Exception):
+                    self.arena.unlink()
 
     def reset(self) -> None:
         """Every place free (a new read: the JVM closed the last read's batches)."""
         self.head = 0
         self.used.clear()
+        self.held.clear()
 
     def place(self, size: int) -> int | None:
         """The start of ``size`` free bytes, or None until the oldest place is released."""
@@ -150,26 +168,45 @@ class Ring:
     def take(self, start: int, size: int) -> None:
         end = start + size
         self.used.append((start, end))
+        self.held.append(None)
         self.head = end
 
+    def hold(self, keep: Any) -> None:
+        """An arena batch the JVM reads in place: ``keep`` (the batch, the copies made for it) stays
+        referenced, so its blocks stay its own, until the JVM releases it."""
+        self.held.append(keep)
+
     def release(self) -> None:
-        """The JVM is done with the oldest place.  A release also proves the JVM has mapped the
-        ring (it releases only batches it read there), so the file's name goes at the first:
-        a worker killed later leaves nothing in shared memory."""
-        self.used.popleft()
+        """The JVM is done with the oldest batch it holds.  A release also proves the JVM has mapped
+        the ring and the arena (it maps both before it reads a batch), so their files' names go at
+        the first: a worker killed later leaves nothing in shared memory."""
+        if self.held.popleft() is None:
+            self.used.popleft()
         self.unlink()
 
 
-def _ring(directory: str | None) -> Ring | None:
-    """A ring in shared memory for this child, or None where none can be made (batches go inline)."""
+def _ring(directory: str | None, arena: bool) -> Ring | None:
+    """A ring in shared memory for this child, with (``arena``) an arena beside it where one can be made
+    (the decoders' big buffers are made there from then on, process-wide: ``columns.set_arena``), or
+    None where no ring can be made (batches go inline)."""
     if directory is None:
         return None
+    from .. import columns
     from ..errors import SegstoreError
+    from .arena import Arena
 
     try:
-        return Ring(os.path.join(directory, f"ring-{os.getpid()}"), RING_SIZE)
+        ring = Ring(os.path.join(directory, f"ring-{os.getpid()}"), RING_SIZE)
     except SegstoreError:
         return None
+    if not arena:
+        return ring
+    try:
+        ring.arena = Arena(os.path.join(directory, f"arena-{os.getpid()}"), ARENA_SIZE)
+    except SegstoreError:
+        return ring                 # no room in shared memory for it: every batch through the ring
+    columns.set_arena(ring.arena)
+    return ring
 
 
 def _aligned(size: int) -> int:
@@ -210,7 +247,7 @@ def _put(batch: Any, schema: Any, ring: Ring, inp: BinaryIO, out: BinaryIO) -> b
     size = _aligned(schema.serialize().size + pa.ipc.get_record_batch_size(batch) + 16)
     if size > ring.size:
         return False
-    while ring.used and _release_waiting(inp):
+    while ring.held and _release_waiting(inp):
         _take_release(inp)
         ring.release()
     start = ring.place(size)
@@ -230,6 +267,81 @@ def _put(batch: Any, schema: Any, ring: Ring, inp: BinaryIO, out: BinaryIO) -> b
     return True
 
 
+def _arena_layout(batch: Any, arena: Any) -> tuple[list[int], list[Any]] | None:
+    """The 'A' frame's numbers of ``batch`` (field nodes, then buffer places) and the copies made for
+    it in the arena (the parts of its buffers that lie elsewhere: small ones, or those made in Arrow's
+    pool); None where a column is not flat (the ring's IPC writer handles those) or the arena has no
+    room for a copy.  A sliced column (``maxRecordsPerBatch``) is sent as the window of its buffers its
+    rows take (a binary column's offsets then start above 0, which Arrow's readers take as they are;
+    nulls that do not start on a byte are shifted into a copy of their own)."""
+    import ctypes
+
+    import numpy as np
+    import pyarrow as pa
+
+    numbers: list[int] = []
+    places: list[int] = []
+    copies: list[Any] = []
+
+    def place(buffer: Any, start: int, size: int) -> bool:
+        at = arena.offset_of(buffer.address + start, size)
+        if at is None:
+            block = arena.take(size)
+            if block is None:
+                return False
+            ctypes.memmove(block, buffer.address + start, size)
+            copies.append(block)
+            at = ctypes.addressof(block) - arena.address
+        places.extend((at, size))
+        return True
+
+    for column in batch.columns:
+        kind, first, rows = column.type, column.offset, len(column)
+        variable = pa.types.is_binary(kind) or pa.types.is_string(kind)
+        fixed = pa.types.is_int32(kind) or pa.types.is_int64(kind) or (pa.types.is_timestamp(kind)
+                                                                       and kind.unit == "us")
+        if not (variable or fixed):
+            return None     # nested columns go in the ring, whose IPC writer flattens them
+        numbers.extend((rows, column.null_count))
+        validity, *data = column.buffers()
+        if not column.null_count or validity is None:
+            places.extend((0, 0))
+        else:
+            if first % 8:   # a slice's nulls not starting on a byte: its bits shifted to the start
+                bits = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")[first:first + rows]
+                validity, first_byte = pa.py_buffer(np.packbits(bits, bitorder="little")), 0
+            else:
+                first_byte = first // 8
+            if not place(validity, first_byte, (rows + 7) // 8):
+                return None
+        if variable:
+            values = data[1] if data[1] is not None else pa.py_buffer(b"")
+            ok = place(data[0], 4 * first, 4 * (rows + 1)) and place(values, 0, values.size)
+        else:
+            ok = place(data[0], first * kind.bit_width // 8, rows * kind.bit_width // 8)
+        if not ok:
+            return None
+    return [*numbers, *places], copies
+
+
+def _put_in_arena(batch: Any, ring: Ring, inp: BinaryIO, out: BinaryIO) -> bool:
+    """Announce ``batch`` where its buffers lie in the arena ('A'), held until the JVM releases it;
+    False where it cannot go so (:func:`_arena_layout`: the caller puts it in the ring)."""
+    layout = _arena_layout(batch, ring.arena)
+    if layout is None:
+        return False
+    numbers, copies = layout
+    while ring.held and _release_waiting(inp):
+        _take_release(inp)
+        ring.release()
+    buffers = len(numbers) // 2 - batch.num_columns       # (length, nulls) per column, then places
+    body = struct.pack(f">qii{len(numbers)}q", batch.num_rows, batch.num_columns, buffers, *numbers)
+    ring.hold((batch, copies))
+    out.write(_KIND_ARENA_BATCH + _LENGTH.pack(len(body)) + body)
+    out.flush()
+    return True
+
+
 def _read(request: Mapping[str, Any], inp: BinaryIO, out: BinaryIO, ring: Ring | None) -> None:
     from . import bridge
 
@@ -238,7 +350,10 @@ def _read(request: Mapping[str, Any], inp: BinaryIO, out: BinaryIO, ring: Ring |
     except Exception as err:      # a partition the worker cannot even start: no batches
         _frame(out, _KIND_ERROR, _error(err))
         return
-    header = json.dumps({"ring": ring.path if ring else None, "size": ring.size if ring else 0}).encode()
+    arena = ring.arena if ring is not None else None
+    header = json.dumps({"ring": ring.path if ring else None, "size": ring.size if ring else 0,
+                         "arena": arena.path if arena else None,
+                         "arenaSize": arena.size if arena else 0}).encode()
     message = schema.serialize()
     out.write(_KIND_RING_READ + _LENGTH.pack(len(header)) + header + _LENGTH.pack(message.size))
     out.write(message)
@@ -246,7 +361,8 @@ def _read(request: Mapping[str, Any], inp: BinaryIO, out: BinaryIO, ring: Ring |
         ring.reset()
     try:
         for batch in batches:
-            if ring is None or not _put(batch, schema, ring, inp, out):
+            if ring is None or not ((arena is not None and _put_in_arena(batch, ring, inp, out))
+                                    or _put(batch, schema, ring, inp, out)):
                 inline = batch.serialize()
                 out.write(_KIND_INLINE_BATCH + _LENGTH.pack(inline.size))
                 out.write(inline)
@@ -261,16 +377,18 @@ def _read(request: Mapping[str, Any], inp: BinaryIO, out: BinaryIO, ring: Ring |
         # The JVM releases every ring batch it took before it reads the closing frame: take
         # those releases now, so that the next request starts at a request.
         out.flush()
-        while ring.used:
+        while ring.held:
             _take_release(inp)
             ring.release()
 
 
-def serve(connection: socket.socket, ring_directory: str | None = None) -> None:
+def serve(connection: socket.socket, ring_directory: str | None = None, *, arena: bool = False) -> None:
     """Answer requests on ``connection`` until the other end closes it.
 
     Reads put their batches in a ring in ``ring_directory`` (made at the first read),
-    else inline.  Before each request the maps kept of files since deleted, replaced or shrunk
+    else inline; with ``arena`` (a forked child: the process is the connection's alone) the
+    decoders make their big buffers in an arena beside the ring and batches of flat columns are
+    announced where they lie.  Before each request the maps kept of files since deleted, replaced or shrunk
     are dropped (``files.forget_changed_maps``; nothing where maps are not kept).
     """
     from .. import files
@@ -296,7 +414,7 @@ def serve(connection: socket.socket, ring_directory: str | None = None) -> None:
             op = request.get("op")
             if op == "read":
                 if not ring_tried:
-                    ring, ring_tried = _ring(ring_directory), True
+                    ring, ring_tried = _ring(ring_directory, arena), True
                 _read(request, inp, out, ring)
             else:
                 handler = handlers.get(op)
@@ -371,7 +489,7 @@ def _child(server: socket.socket, connection: socket.socket, ring_directory: str
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     status = 0
     try:
-        serve(connection, ring_directory)
+        serve(connection, ring_directory, arena=True)
     except BaseException:
         traceback.print_exc()
         status = 1

@@ -2,8 +2,11 @@ package segstore.spark;
 
 import java.io.ByteArrayInputStream;
 import java.io.IOException;
+import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.channels.Channels;
+import java.util.ArrayList;
+import java.util.List;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
@@ -16,6 +19,7 @@ import org.apache.arrow.memory.RootAllocator;
 import org.apache.arrow.vector.VectorLoader;
 import org.apache.arrow.vector.VectorSchemaRoot;
 import org.apache.arrow.vector.ipc.ReadChannel;
+import org.apache.arrow.vector.ipc.message.ArrowFieldNode;
 import org.apache.arrow.vector.ipc.message.ArrowRecordBatch;
 import org.apache.arrow.vector.ipc.message.MessageSerializer;
 import org.apache.arrow.vector.types.pojo.Schema;
@@ -25,10 +29,11 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
 
 /**
  * Reads one partition as Spark {@link ColumnarBatch}es over Arrow buffers: a worker runs
- * {@code store.scan_arrow} over the partition's slices for exactly the pruned columns and puts
- * each record batch in its shared-memory ring ({@link SharedRing}), where the JVM uses it as it
- * lies, or (no ring) sends it inline over the socket. A batch is valid until the next call of
- * {@link #next()}, which releases its place in the ring.
+ * {@code store.scan_arrow} over the partition's slices for exactly the pruned columns; a batch of
+ * flat columns comes as the places of its buffers in the child's arena, where its decoders made
+ * them, any other is written into its ring (both shared memory, {@link SharedRing}), and the JVM
+ * uses the buffers as they lie; with neither, batches come inline over the socket. A batch is
+ * valid until the next call of {@link #next()}, which releases it to the worker.
  *
  * <p>The connection goes back to the pool only after the worker's closing frame; a reader closed
  * early (a LIMIT, a killed task) closes it instead, and the worker's child exits.
@@ -42,6 +47,7 @@ final class ArrowBatchReader implements PartitionReader<ColumnarBatch> {
     private final WorkerConnection connection;
     private final BufferAllocator allocator;
     private SharedRing ring;
+    private SharedRing arena;
     private VectorSchemaRoot root;
     private VectorLoader loader;
     private ColumnVector[] columns;
@@ -67,6 +73,7 @@ final class ArrowBatchReader implements PartitionReader<ColumnarBatch> {
             }
             JsonNode header = WorkerConnection.MAPPER.readTree(opened.readSized());
             ring = opened.ring(header.path("ring").asText(null), header.path("size").asLong());
+            arena = opened.arena(header.path("arena").asText(null), header.path("arenaSize").asLong());
             Schema arrowSchema = MessageSerializer.deserializeSchema(
                     new ReadChannel(Channels.newChannel(new ByteArrayInputStream(opened.readSized()))));
             root = VectorSchemaRoot.create(arrowSchema, allocator);
@@ -102,6 +109,14 @@ final class ArrowBatchReader implements PartitionReader<ColumnarBatch> {
                 throw new IOException("segstore worker: expected inline batches, found one in a ring it never announced");
             }
             load(ring.slice(position, length));
+            holdsRingBatch = true;
+            return true;
+        }
+        if (kind == WorkerConnection.ARENA_BATCH) {
+            if (arena == null) {
+                throw new IOException("segstore worker: expected no batch in an arena it never announced");
+            }
+            loadInPlace(ByteBuffer.wrap(connection.readSized()));
             holdsRingBatch = true;
             return true;
         }
@@ -144,6 +159,35 @@ final class ArrowBatchReader implements PartitionReader<ColumnarBatch> {
         ArrowBuf body = message.slice(bodyStart, metadata.bodyLength());
         body.getReferenceManager().retain();     // deserializeRecordBatch releases one reference of the body
         try (ArrowRecordBatch records = MessageSerializer.deserializeRecordBatch(metadata, body)) {
+            loader.load(records);
+        }
+        ArrowVectors.refresh(columns);
+        batch.setNumRows(root.getRowCount());
+    }
+
+    /**
+     * Load a batch whose buffers lie in the arena: {@code frame} holds its row count, its field nodes
+     * (length, null count) and its buffers' places (position, length), in Arrow IPC's order; each
+     * place is checked to lie inside the arena.
+     */
+    private void loadInPlace(ByteBuffer frame) throws IOException {
+        long rows = frame.getLong();
+        int nodeCount = frame.getInt();
+        int bufferCount = frame.getInt();
+        if (rows < 0 || rows > Integer.MAX_VALUE || nodeCount < 0 || bufferCount < 0
+                || frame.remaining() != 16L * (nodeCount + (long) bufferCount)) {
+            throw new IOException("segstore worker: expected an arena batch of " + nodeCount + " nodes and "
+                    + bufferCount + " buffers, found " + frame.remaining() + " bytes of them");
+        }
+        List<ArrowFieldNode> nodes = new ArrayList<>(nodeCount);
+        for (int i = 0; i < nodeCount; i++) {
+            nodes.add(new ArrowFieldNode(frame.getLong(), frame.getLong()));
+        }
+        List<ArrowBuf> buffers = new ArrayList<>(bufferCount);
+        for (int i = 0; i < bufferCount; i++) {
+            buffers.add(arena.slice(frame.getLong(), frame.getLong()));
+        }
+        try (ArrowRecordBatch records = new ArrowRecordBatch((int) rows, nodes, buffers)) {
             loader.load(records);
         }
         ArrowVectors.refresh(columns);

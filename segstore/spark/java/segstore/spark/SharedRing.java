@@ -13,8 +13,9 @@ import org.apache.arrow.memory.ForeignAllocation;
 import org.apache.arrow.memory.util.MemoryUtil;
 
 /**
- * A worker child's batch ring, mapped read-only: the child writes each record batch into it
- * once, and the batches' Arrow buffers are slices of this mapping (no copy on the JVM side).
+ * A worker child's batch ring or arena, mapped read-only: the child writes each record batch into
+ * the ring once, or makes its columns' buffers in the arena, and the batches' Arrow buffers are
+ * slices of this mapping (no copy on the JVM side).
  *
  * <p>Unmapped on {@link #close()} only when no vector holds a slice any more; otherwise the
  * mapping is left to the garbage collector, so a late reader can never touch unmapped memory.

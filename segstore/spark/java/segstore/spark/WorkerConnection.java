@@ -23,18 +23,21 @@ import com.fasterxml.jackson.databind.ObjectMapper;
  *   'J'  u32 length | JSON answer
  *   'E'  u32 length | JSON {"type": error class, "message": text}
  *   'M'  u32 length | JSON {"ring", "size"} | u32 length | Arrow IPC schema message, then batches:
- *   'B'  u64 position | u64 length: a record batch message in the ring;  'I' u32 length | one inline
- *   and a closing 'J' or 'E'; the JVM sends 'R' for each 'B' batch it is done with, in order.
+ *   'B'  u64 position | u64 length: a record batch message in the ring;  'I' u32 length | one inline;
+ *   'A'  u32 length | i64 rows | i32 nodes | i32 buffers | (i64 length, i64 nulls) per node |
+ *        (i64 position, i64 length) per buffer: a record batch whose buffers lie in the arena
+ *   and a closing 'J' or 'E'; the JVM sends 'R' for each 'B' or 'A' batch it is done with, in order.
  * </pre>
  *
- * The connection keeps the ring its worker child announced mapped ({@link SharedRing}) until it
- * closes. Not thread-safe: one task (or one driver call) uses a connection at a time.
+ * The connection keeps the ring and the arena its worker child announced mapped ({@link SharedRing})
+ * until it closes. Not thread-safe: one task (or one driver call) uses a connection at a time.
  */
 final class WorkerConnection implements Closeable {
     static final byte JSON = 'J';
     static final byte ERROR = 'E';
     static final byte RING_READ = 'M';
     static final byte RING_BATCH = 'B';
+    static final byte ARENA_BATCH = 'A';
     static final byte INLINE_BATCH = 'I';
     private static final byte RELEASE = 'R';
 
@@ -43,6 +46,7 @@ final class WorkerConnection implements Closeable {
     private final SocketChannel channel;
     private final ByteBuffer scratch = ByteBuffer.allocate(16);
     private SharedRing ring;
+    private SharedRing arena;
 
     WorkerConnection(Path socket) throws IOException {
         channel = SocketChannel.open(StandardProtocolFamily.UNIX);
@@ -114,6 +118,20 @@ final class WorkerConnection implements Closeable {
         return ring;
     }
 
+    /** The arena at {@code path} mapped (kept while the child announces the same one), or null. */
+    SharedRing arena(String path, long size) throws IOException {
+        if (path == null) {
+            return null;
+        }
+        if (arena == null || !arena.path.equals(path) || arena.size != size) {
+            if (arena != null) {
+                arena.close();
+            }
+            arena = new SharedRing(path, size);
+        }
+        return arena;
+    }
+
     /** The JSON body of a 'J' or 'E' frame whose kind byte was read; an 'E' frame is thrown. */
     JsonNode readBody(byte kind) throws IOException {
         JsonNode node = MAPPER.readTree(new String(readSized(), StandardCharsets.UTF_8));
@@ -153,6 +171,10 @@ final class WorkerConnection implements Closeable {
             if (ring != null) {
                 ring.close();
                 ring = null;
+            }
+            if (arena != null) {
+                arena.close();
+                arena = null;
             }
         }
     }
