@@ -18,9 +18,13 @@ neither side profits from the other's JIT warm-up:
   once.
 
 Each figure is the median of ``--repeat`` runs after ``--warmup`` rounds (JVM JIT, Python
-workers started, page cache filled); answers must equal the library's and Parquet's.
+workers started, page cache filled); answers must equal the library's and Parquet's.  Six
+warm-up rounds (42 queries): HotSpot's compilers take about a core through a session's first
+~30 queries (Spark's own planner code), on either reader, and three rounds left the measured
+runs in it (the pruning rows, the same work twice, swung 0.97-1.17x over four runs).
 CPU seconds are those of the whole process tree (driver, JVM, Python workers).  A sampler
-records the peak anonymous memory (``RssAnon``) of each segstore Python worker.
+records the peak anonymous memory (``RssAnon``) of each segstore Python worker, and the shared
+memory (``RssShmem``: its ring and arena) it maps.
 Goals (issue 27): both queries >= 1.0x Parquet; default schema <= 1.1x the time of
 ``value binary``; 16 messages <= 1.5x Parquet's 16 rows; workers < 300 MB each.
 Not run by the tests.
@@ -166,7 +170,7 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=4_000_000)
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=6)
     parser.add_argument("--formats", default="kafka,rocketmq")
     args = parser.parse_args()
 
