@@ -62,7 +62,7 @@ class Arena:
     def __init__(self, path: str, size: int) -> None:
         self.path = path
         self.size = size
-        self.map: mmap.mmap | None = files.shared_map(path, size)
+        self.map: mmap.mmap = files.shared_map(path, size)     # mapped while the child lives
         self._anchor: Any = ctypes.c_char.from_buffer(self.map)    # holds the map's address
         self.address = ctypes.addressof(self._anchor)
         #: free blocks as (start, size), by start, none adjacent to another
@@ -78,8 +78,6 @@ class Arena:
         """A writable ``ctypes`` array of at least ``nbytes`` (a whole number of ``SIZE_STEP``, starting
         on one: more than Arrow's 64-byte alignment) in the arena (the block goes back when the array
         and every view of it are gone), or None where no free block is big enough.  ``O(free blocks)``."""
-        if self.map is None:
-            return None
         self._merge_given_back()
         size = _block_size(nbytes)
         for k, free in enumerate(self._sizes):
