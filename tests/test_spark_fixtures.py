@@ -286,3 +286,22 @@ def test_errors_name_options_not_cli_flags(spark, reader, tmp_path):  # noqa: F8
     text = str(err.value)
     assert "not a store of any known format" in text
     assert '.option("format", NAME)' in text and "--format" not in text
+
+
+@pytest.mark.parametrize("name", [*KAFKA_FIXTURES, "rocketmq-basic"])
+def test_batches_cut_small_read_in_place_equal_library(spark, name):  # noqa: F811
+    """Flat columns cut into batches of 3 rows (``maxRecordsPerBatch``) reach the JVM reader as windows
+    of the buffers in the worker's arena (offsets starting above 0, nulls not starting on a byte
+    shifted into a copy): the rows are still the library's."""
+    if name == "rocketmq-basic":
+        path = FIXTURES / "rocketmq" / "basic" / "store"
+    else:
+        path = FIXTURES / "kafka" / name / "topic-0"
+    config = fixture_config(path)
+    expected = [{k: v for k, v in row.items() if k != "headers"}
+                for row in sort_rows(library_rows(path, config))]
+    frame = (spark.read.format("segstore").option("reader", "jvm").option("config", json.dumps(config))
+             .option("maxRecordsPerBatch", "3").load(str(path)))
+    got = [row.asDict() for row in frame.orderBy("topic", "partition", "offset").collect()]
+    assert "headers" not in frame.columns and len(got) == len(expected) > 0
+    assert got == expected
