@@ -579,3 +579,22 @@ def test_a_worker_started_by_the_jvm_keeps_freed_memory(spark):  # noqa: F811
             servers.append(environ)
     assert servers and all(f"{allocator.ARROW_POOL_ENV}={allocator.ARROW_POOL_CONF}".encode() in environ
                            for environ in servers)
+
+
+def test_a_child_makes_an_arena_only_where_shared_memory_is_plentiful(tmp_path, monkeypatch):
+    """In a small ``/dev/shm`` (Docker's 64 MiB) an arena would take the room other children's rings
+    need; there a child keeps to its ring, and the decoders to Arrow's pool."""
+    from segstore import columns
+
+    monkeypatch.setattr(worker, "ARENA_ROOM", 1 << 62)
+    ring = worker._ring(str(tmp_path), True)
+    assert ring is not None and ring.arena is None and columns._arena is None
+    ring.unlink()
+    monkeypatch.setattr(worker, "ARENA_ROOM", 0)
+    try:
+        ring = worker._ring(str(tmp_path), True)
+        assert ring is not None and ring.arena is not None and columns._arena is ring.arena
+        ring.unlink()
+        assert not any(tmp_path.iterdir())      # both names gone with the ring's
+    finally:
+        columns.set_arena(None)

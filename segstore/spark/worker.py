@@ -71,6 +71,8 @@ RING_SIZE = 32 << 20
 #: it has no room for comes from Arrow's pool (a batch in such blocks goes through the ring).  32, 64
 #: and 128 MiB read the benchmark's stores at the same CPU: as much as the ring, committed (reserved).
 ARENA_SIZE = 32 << 20
+#: Free shared memory a child needs to make an arena: room for it and for other children's rings.
+ARENA_ROOM = 8 * ARENA_SIZE
 #: Ring places are aligned as Arrow aligns buffers.
 _ALIGN = 64
 #: Where rings go: shared memory, so the JVM's mapping and the child's are the same pages.
@@ -191,7 +193,7 @@ def _ring(directory: str | None, arena: bool) -> Ring | None:
     None where no ring can be made (batches go inline)."""
     if directory is None:
         return None
-    from .. import columns
+    from .. import columns, files
     from ..errors import SegstoreError
     from .arena import Arena
 
@@ -202,6 +204,10 @@ def _ring(directory: str | None, arena: bool) -> Ring | None:
     if not arena:
         return ring
     try:
+        # only where shared memory is plentiful: in a small /dev/shm (Docker's 64 MiB) an arena would
+        # take the room the other children's rings need, and a batch without a ring goes inline
+        if files.disk_space(directory)[2] < ARENA_ROOM:
+            return ring
         ring.arena = Arena(os.path.join(directory, f"arena-{os.getpid()}"), ARENA_SIZE)
     except SegstoreError:
         return ring                 # no room in shared memory for it: every batch through the ring
