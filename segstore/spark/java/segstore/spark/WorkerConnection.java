@@ -109,12 +109,7 @@ final class WorkerConnection implements Closeable {
         if (path == null) {
             return null;
         }
-        if (ring == null || !ring.path.equals(path) || ring.size != size) {
-            if (ring != null) {
-                ring.close();
-            }
-            ring = new SharedRing(path, size);
-        }
+        ring = remap(ring, path, size);
         return ring;
     }
 
@@ -123,14 +118,21 @@ final class WorkerConnection implements Closeable {
         if (path == null) {
             return null;
         }
-        if (arena == null || !arena.path.equals(path) || arena.size != size) {
-            if (arena != null) {
-                arena.close();
-            }
-            arena = new SharedRing(path, size);
-        }
+        arena = remap(arena, path, size);
         return arena;
     }
+
+    /** {@code current} where it maps {@code path} at {@code size}, else a new mapping (closing it). */
+    private static SharedRing remap(SharedRing current, String path, long size) throws IOException {
+        if (current != null && current.path.equals(path) && current.size == size) {
+            return current;
+        }
+        if (current != null) {
+            current.close();
+        }
+        return new SharedRing(path, size);
+    }
+
 
     /** The JSON body of a 'J' or 'E' frame whose kind byte was read; an 'E' frame is thrown. */
     JsonNode readBody(byte kind) throws IOException {
