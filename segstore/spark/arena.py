@@ -112,7 +112,7 @@ class Arena:
         return at if 0 <= at and at + size <= self.size else None
 
     def free_bytes(self) -> int:
-        """Bytes in free blocks (those given back counted once merged: call after a take)."""
+        """Bytes in free blocks, those given back since the last take included."""
         self._merge_given_back()
         return sum(self._sizes)
 

@@ -219,10 +219,18 @@ def _aligned(size: int) -> int:
     return -(-size // _ALIGN) * _ALIGN
 
 
-def _take_release(inp: BinaryIO) -> None:
+def _take_release(inp: BinaryIO, ring: Ring) -> None:
+    """Wait for the JVM's next release and free the oldest batch it held."""
     kind = inp.read(1)
     if kind != _KIND_RELEASE:
         raise EOFError(f"expected a release ('R') from the JVM, found {kind!r}")
+    ring.release()
+
+
+def _take_sent_releases(inp: BinaryIO, ring: Ring) -> None:
+    """Free the batches the JVM has released already, without waiting."""
+    while ring.held and _release_waiting(inp):
+        _take_release(inp, ring)
 
 
 def _release_waiting(inp: BinaryIO) -> bool:
@@ -253,14 +261,11 @@ def _put(batch: Any, schema: Any, ring: Ring, inp: BinaryIO, out: BinaryIO) -> b
     size = _aligned(schema.serialize().size + pa.ipc.get_record_batch_size(batch) + 16)
     if size > ring.size:
         return False
-    while ring.held and _release_waiting(inp):
-        _take_release(inp)
-        ring.release()
+    _take_sent_releases(inp, ring)
     start = ring.place(size)
     while start is None:
         out.flush()                       # the JVM must see every batch before it can release one
-        _take_release(inp)
-        ring.release()
+        _take_release(inp, ring)
         start = ring.place(size)
     sink = pa.FixedSizeBufferWriter(pa.py_buffer(ring.view[start:start + size]))
     with pa.ipc.new_stream(sink, schema) as writer:
@@ -337,9 +342,7 @@ def _put_in_arena(batch: Any, ring: Ring, inp: BinaryIO, out: BinaryIO) -> bool:
     if layout is None:
         return False
     numbers, copies = layout
-    while ring.held and _release_waiting(inp):
-        _take_release(inp)
-        ring.release()
+    _take_sent_releases(inp, ring)
     buffers = len(numbers) // 2 - batch.num_columns       # (length, nulls) per column, then places
     body = struct.pack(f">qii{len(numbers)}q", batch.num_rows, batch.num_columns, buffers, *numbers)
     ring.hold((batch, copies))
@@ -384,8 +387,7 @@ def _read(request: Mapping[str, Any], inp: BinaryIO, out: BinaryIO, ring: Ring |
         # those releases now, so that the next request starts at a request.
         out.flush()
         while ring.held:
-            _take_release(inp)
-            ring.release()
+            _take_release(inp, ring)
 
 
 def serve(connection: socket.socket, ring_directory: str | None = None, *, arena: bool = False) -> None:
