@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from segstore_rocketmq import indexfile as ix
 from segstore_rocketmq import message as msgcodec
+from segstore_rocketmq import verify
 from segstore_rocketmq.javacompat import string_hash
 from segstore_rocketmq.query import query_by_key
 
@@ -347,6 +348,31 @@ def test_truncate_restores_slots_along_chains(tmp_path):
     f.close()
 
 
+def test_truncate_walks_back_slots_of_a_put_killed_before_its_header(tmp_path):
+    """A writer killed inside ``put`` leaves the batch's entries and slots written and the header's
+    count before them (``put`` writes the header last).  Recovery keeps the counted entries: each slot
+    the batch moved goes back along its chain to the newest counted entry of its slot (CI once cut
+    such a slot to 0, and the next put linked entry 14 to 0 instead of entry 3)."""
+    f = ix.IndexFile.create(str(tmp_path / "20240101000000000"), 3, 32)
+    hashes = np.array([0, 1, 3, 4, 6, 7, 9], dtype=np.int64)  # slots 0,1,0,1,0,1,0
+    phys = np.arange(7, dtype=np.int64) * 100
+    stamps = 1_700_000_000_000 + phys
+    f.put(hashes[:4], phys[:4], stamps[:4])
+    slots_before, header_before = f.slots.copy(), f.header.pack()
+    f.put(hashes[4:], phys[4:], stamps[4:])
+    f.close()
+    with open(tmp_path / "20240101000000000", "r+b") as raw:
+        raw.write(header_before)             # the kill: the second batch's header never written
+    f = ix.IndexFile.open(str(tmp_path / "20240101000000000"), 3, 32, writable=True)
+    assert f.header.index_count == 5 and (f.slots > 4).any()
+    f.truncate(4, int(stamps[3]))
+    assert f.slots.tolist() == slots_before.tolist()
+    f.put(hashes[4:], phys[4:], stamps[4:])     # put again, as recovery does: entry 5 links to entry 3
+    assert verify.chain_facts(f.entries, f.slots, f.header.index_count) == (-1, 0, -1, -1, 0, -1, -1)
+    assert int(f.entries_all[5]["prev"]) == 3
+    f.close()
+
+
 # -- through the store and the CLI ------------------------------------------------------
 
 
@@ -556,7 +582,7 @@ def _reference_truncate(f: keyhash.IndexFile, keep: int, end_timestamp: int, sta
     old_count = max(f.header.index_count, new_count)
     slots = f.slots.astype(np.int64)
     prevs = f.entries_all["prev"].astype(np.int64)
-    slots[(slots < ix.INVALID_INDEX) | (slots >= old_count)] = ix.INVALID_INDEX
+    slots[(slots < ix.INVALID_INDEX) | (slots >= f.index_num)] = ix.INVALID_INDEX
     moving = slots >= new_count
     while moving.any():
         current = slots[moving]

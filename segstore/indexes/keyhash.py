@@ -526,8 +526,10 @@ class IndexFile:
         nonzero = int(np.count_nonzero(unsigned))
         if len(touched):
             slots = unsigned[touched].astype(np.int64)
-            # a slot outside the entries written (damage) points nowhere
-            slots[slots >= old_count] = INVALID_INDEX
+            # A slot past the header's count is a put cut short: a batch writes its entries and slots
+            # before the header, so its chain runs back through entries written but not counted.  Only
+            # a slot outside the file's entries (damage) points nowhere.
+            slots[slots >= self.index_num] = INVALID_INDEX
             prevs = self.entries_all["prev"]
             moving = np.flatnonzero(slots >= new_count)
             while len(moving):
