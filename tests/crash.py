@@ -9,7 +9,9 @@ after it).  ``phase`` is the writer's last word before the kill (an approximatio
 where it landed: the writer goes on while the signal is on its way).  After every kill the
 store is opened read-only in this process and:
 
-- it opens and reads (a store left that cannot be opened is ``unopenable``);
+- it opens and reads (a store left that cannot be opened is ``unopenable``; only a directory the
+  first writer was killed making, nothing acknowledged and no file yet that makes it a store, may
+  hold no store);
 - what it holds is exactly messages ``0..n-1`` in order (``not prefix`` otherwise);
 - every acknowledged message is among them (``lost`` counts those missing).
 
@@ -41,7 +43,7 @@ import time
 from pathlib import Path
 
 import segstore
-from segstore.errors import SegstoreError
+from segstore.errors import NotFoundError, SegstoreError
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -89,8 +91,9 @@ def _final_check(fmt: str, path: str) -> list[str]:
     return problems
 
 
-def _one_kill(fmt: str, path: str, rng: random.Random, seed: int) -> dict:
-    """Start a writer, kill it, check the store; the kill's record."""
+def _one_kill(fmt: str, path: str, rng: random.Random, seed: int, made: bool) -> dict:
+    """Start a writer, kill it, check the store; the kill's record (``made``: an earlier kill left a
+    store at ``path``; ``store`` in the record: this one did)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent), str(HERE.parent / "formats"),
                                                        *sys.path]))
     proc = subprocess.Popen([sys.executable, str(WRITER), fmt, path, str(seed)], stdout=subprocess.PIPE,
@@ -147,8 +150,12 @@ def _one_kill(fmt: str, path: str, rng: random.Random, seed: int) -> dict:
     try:
         bodies = _read(fmt, path) if os.path.exists(path) else []    # killed before it made the store
     except SegstoreError as exc:
-        record.update(outcome="unopenable", detail=f"{type(exc).__name__}: {exc}")
-        return record
+        if made or acked or not isinstance(exc, NotFoundError):
+            record.update(outcome="unopenable", detail=f"{type(exc).__name__}: {exc}")
+            return record
+        bodies = []     # killed while making the store, before the file that makes it one
+    else:
+        record["store"] = os.path.exists(path)
     if bodies != [body(i) for i in range(len(bodies))]:
         at = next(i for i, b in enumerate(bodies) if b != body(i))
         record.update(outcome="not prefix", detail=f"message {at} of {len(bodies)} is {bodies[at][:20]!r}")
@@ -169,14 +176,15 @@ def run_job(args: tuple[str, int, int, int, str | None]) -> list[dict]:
         for k in range(kills):
             if k % rotate == 0:
                 if path:
-                    records[-1]["final"] = _final_check(fmt, path)
+                    _finish(records[-1], fmt, path, keep, f"{fmt}-{seed}-{k - 1}")
                 path = os.path.join(tmp, f"store{k // rotate}")
             before = os.path.join(tmp, "before")
             if keep:
                 shutil.rmtree(before, ignore_errors=True)
                 if os.path.exists(path):
                     shutil.copytree(path, before)
-            records.append(_one_kill(fmt, path, rng, rng.randrange(1 << 30)))
+            made = any(r.get("store") for r in records[k - k % rotate:])
+            records.append(_one_kill(fmt, path, rng, rng.randrange(1 << 30), made))
             if keep and records[-1]["outcome"] != "ok" and os.path.exists(path):
                 where = os.path.join(keep, f"{fmt}-{seed}-{k}")
                 shutil.copytree(path, os.path.join(where, "after"))
@@ -184,8 +192,21 @@ def run_job(args: tuple[str, int, int, int, str | None]) -> list[dict]:
                     shutil.copytree(before, os.path.join(where, "before"))
                 records[-1]["kept"] = where
         if path:
-            records[-1]["final"] = _final_check(fmt, path)
+            _finish(records[-1], fmt, path, keep, f"{fmt}-{seed}-{kills - 1}")
     return records
+
+
+def _finish(record: dict, fmt: str, path: str, keep: str | None, name: str) -> None:
+    """The final check of the store at ``path`` into ``record``; under ``keep``, a copy of the store as
+    the kills left it (before the check's recovery) when the check fails."""
+    left = os.path.join(keep, name, "before-final") if keep else None
+    if left:
+        shutil.copytree(path, left)
+    record["final"] = _final_check(fmt, path)
+    if left and record["final"]:
+        record["kept"] = os.path.dirname(left)
+    elif left:
+        shutil.rmtree(os.path.dirname(left))
 
 
 def summarize(records: list[dict], seconds: float) -> str:

@@ -217,9 +217,10 @@ def test_kills_while_opening_appending_rolling_and_closing_both_formats(tmp_path
     ``scripts/crash.sh 1000`` (figures in docs/reliability.md)."""
     import crash
 
-    records = [r for fmt in crash.FORMATS for r in crash.run_job((fmt, 16, 20261123, 8, None))]
+    kept = str(tmp_path / "kept")    # the stores of kills that went wrong, for the failure's reader
+    records = [r for fmt in crash.FORMATS for r in crash.run_job((fmt, 16, 20261123, 8, kept))]
     bad = [r for r in records if r["outcome"] != "ok" or r.get("final")]
-    assert bad == []
+    assert bad == [], "\n".join(map(repr, bad))
     assert sum(r["lost"] for r in records) == 0 and sum(r["acked"] for r in records) > 0
     for fmt in crash.FORMATS:
         assert any(r["phase"] == "open" for r in records if r["format"] == fmt)

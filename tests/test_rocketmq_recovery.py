@@ -69,6 +69,26 @@ def test_checkpoint_file_round_trip(tmp_path):
     assert CheckpointFile(path).value == Checkpoint(123, 0, 9)
 
 
+def test_a_new_checkpoint_is_whole_before_it_is_mapped(tmp_path, monkeypatch):
+    """A writer killed while it makes a store leaves no checkpoint or a whole one, never a short one
+    that no reader takes for an empty store (the crash suite killed one between creating the file
+    and sizing it: a 0-byte checkpoint beside the lock)."""
+    from segstore_rocketmq import checkpoint as cp
+    from segstore_rocketmq.dirnames import is_rocketmq_store
+
+    class Killed(Exception):
+        pass
+
+    def killed(*args, **kwargs):
+        raise Killed
+
+    monkeypatch.setattr(cp.files, "MappedFile", killed)   # the kill: as the writer maps the new file
+    files.write_atomic(tmp_path / "lock", b"lock")
+    with pytest.raises(Killed):
+        CheckpointFile(str(tmp_path / "checkpoint"), writable=True)
+    assert files.file_size(str(tmp_path / "checkpoint")) == FILE_SIZE and is_rocketmq_store(str(tmp_path))
+
+
 # -- recovery -------------------------------------------------------------------------
 
 import os  # noqa: E402
