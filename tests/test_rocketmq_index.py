@@ -573,6 +573,39 @@ def test_a_message_without_keys_opens_the_index_file_as_the_broker_does(tmp_path
             index.close()
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 9), st.data())
+def test_truncate_after_a_put_killed_before_its_header_equals_putting_only_what_is_kept(
+        tmp_path_factory, slot_num, data) -> None:
+    """A put killed before its header (entries and slots written, the count not), then recovery's
+    truncate to any ``keep`` of the counted entries: the same slots, header and kept entries as a file
+    that was only ever given those ``keep`` entries."""
+    index_num = 40
+    counted = data.draw(st.integers(1, 15))
+    torn = data.draw(st.integers(1, 15))
+    keep = data.draw(st.integers(1, counted))
+    hashes = data.draw(st.lists(st.integers(0, 2**31 - 1), min_size=counted + torn, max_size=counted + torn))
+    phys = [4096 + 100 * i for i in range(counted + torn)]
+    stamps = [1_700_000_000_000 + 1_500 * i for i in range(counted + torn)]
+    where = tmp_path_factory.mktemp("torn")
+    f = ix.IndexFile.create(str(where / "20240101000000000"), slot_num, index_num, 4096, 1_700_000_000_000)
+    f.put(hashes[:counted], phys[:counted], stamps[:counted])
+    header = f.header.pack()
+    f.put(hashes[counted:], phys[counted:], stamps[counted:])
+    f.close()
+    with open(where / "20240101000000000", "r+b") as raw:
+        raw.write(header)
+    f = ix.IndexFile.open(str(where / "20240101000000000"), slot_num, index_num, writable=True)
+    f.truncate(keep, stamps[keep - 1])
+    g = ix.IndexFile.create(str(where / "20240101000000001"), slot_num, index_num, 4096, 1_700_000_000_000)
+    g.put(hashes[:keep], phys[:keep], stamps[:keep])
+    assert f.slots.tolist() == g.slots.tolist()
+    assert f.header.pack() == g.header.pack()
+    assert f.entries.tobytes() == g.entries.tobytes()
+    f.close()
+    g.close()
+
+
 def _reference_truncate(f: keyhash.IndexFile, keep: int, end_timestamp: int, start_phy_offset: int = 0,
                         start_timestamp: int = 0) -> None:
     """``IndexFile.truncate`` as it was before it became proportional to what it touches: every slot
