@@ -56,6 +56,8 @@ def test_checkpoint_check_names_positions():
     assert (100, "expected zeros after byte 40, found 0x07") in problems
     assert any(pos == 8 and "logicsMsgTimestamp" in msg for pos, msg in problems)
     assert check(bytes(data[:50]), path="cp")[0][0] == 50
+    # a checkpoint a kill left unsized (the broker's StoreCheckpoint creates, then maps): one problem
+    assert check(b"", path="cp") == [(0, f"expected a checkpoint of {FILE_SIZE} bytes, found 0")]
 
 
 def test_checkpoint_file_round_trip(tmp_path):

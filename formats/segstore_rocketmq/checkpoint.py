@@ -115,7 +115,8 @@ def check(data: bytes | memoryview, *, path: str, newest: int | None = None) -> 
     try:
         cp = Checkpoint.unpack(data, path=path)
     except CorruptDataError as err:
-        out.append((err.pos or 0, err.message))
+        if (err.pos or 0, err.message) not in out:   # under 24 bytes: the size problem above, once
+            out.append((err.pos or 0, err.message))
         return out
     names = (
         "physicMsgTimestamp",
