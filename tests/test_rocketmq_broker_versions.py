@@ -170,6 +170,26 @@ def test_empty_store_is_a_store_of_zero_messages(tmp_path: Path) -> None:
         assert cli_main([*command, str(store)]) == 0, command
 
 
+def test_a_broker_killed_as_it_started_leaves_an_empty_store(tmp_path: Path) -> None:
+    """RocketMQ 4.9.7's ``StoreCheckpoint`` constructor creates ``checkpoint`` and then maps its 4096
+    bytes (which sizes the file); the ``DefaultMessageStore`` constructor creates ``lock`` (empty until
+    ``start`` writes it).  A kill between them leaves both empty: a store of no message, its short
+    checkpoint a verify problem (the broker reads it as zeros) that recovery makes whole."""
+    store = tmp_path / "s"
+    store.mkdir()
+    (store / "checkpoint").write_bytes(b"")
+    (store / "lock").write_bytes(b"")
+    assert detect(str(store)) == "rocketmq"
+    with segstore.open(store, "rocketmq") as s:
+        assert list(s.scan()) == []
+        problems = [(p.pos, p.message) for p in s.verify()]
+    assert problems == [(0, "expected a checkpoint of 4096 bytes, found 0")]
+    assert cli_main(["recover", str(store)]) == 0
+    assert (store / "checkpoint").stat().st_size == 4096
+    with segstore.open(store, "rocketmq") as s:
+        assert s.verify() == []
+
+
 # -- item 14: one answer per question --------------------------------------------------------------
 
 def test_time_lookup_past_the_last_message_has_one_answer(tmp_path: Path,

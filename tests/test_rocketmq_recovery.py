@@ -73,8 +73,8 @@ def test_checkpoint_file_round_trip(tmp_path):
 
 def test_a_new_checkpoint_is_whole_before_it_is_mapped(tmp_path, monkeypatch):
     """A writer killed while it makes a store leaves no checkpoint or a whole one, never a short one
-    that no reader takes for an empty store (the crash suite killed one between creating the file
-    and sizing it: a 0-byte checkpoint beside the lock)."""
+    (the crash suite killed one between creating the file and sizing it: a 0-byte checkpoint beside
+    the lock, which no reader then took for a store, and which verify reports)."""
     from segstore_rocketmq import checkpoint as cp
     from segstore_rocketmq.dirnames import is_rocketmq_store
 

@@ -159,8 +159,8 @@ class CheckpointFile:
         self._file: files.MappedFile | None = None
         if writable:
             if not files.exists(path):
-                # whole or absent: a writer killed while creating a store leaves no short checkpoint
-                # (is_rocketmq_store knows an empty store by its 4096 bytes)
+                # whole or absent: a writer killed while it makes a store leaves no short checkpoint
+                # (which readers take for an empty store, and verify reports)
                 files.write_atomic(path, bytes(FILE_SIZE))
             self._file = files.MappedFile(path, FILE_SIZE, create=True, writable=True, reserve=True)
             self.value = Checkpoint.unpack(self._file.view(0, FIELDS.size), path=path)

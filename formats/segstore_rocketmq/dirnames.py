@@ -37,7 +37,7 @@ KEPT_ASIDE = ".cut-"
 
 def is_rocketmq_store(path: str) -> bool:
     """A directory with ``commitlog/`` (empty, or holding a file named by 20 digits) or
-    ``consumequeue/``, or an empty store: a 4096-byte ``checkpoint`` with ``config/`` or ``lock``.
+    ``consumequeue/``, or an empty store: a ``checkpoint`` of at most 4096 bytes with ``config/`` or ``lock``.
 
     Other names inside ``commitlog/`` do not make it another format's: opening the store
     refuses them with an error naming each (the broker's loader refuses them too)."""
@@ -47,9 +47,11 @@ def is_rocketmq_store(path: str) -> bool:
         return not names or any(len(name) == FILE_NAME_DIGITS and name.isdigit() for name in names)
     if files.is_dir(os.path.join(path, CONSUMEQUEUE_DIR)):
         return True
-    # A broker that started and stored nothing leaves checkpoint, config/ and lock, no commitlog/.
+    # A broker that started and stored nothing leaves checkpoint, config/ and lock, no commitlog/.  One
+    # killed as it started may leave the checkpoint shorter: StoreCheckpoint (4.9.7) creates the file,
+    # then maps its 4096 bytes (which sizes it), and reads a short one as zeros.
     checkpoint = os.path.join(path, CHECKPOINT_FILE)
-    return files.exists(checkpoint) and files.file_size(checkpoint) == CHECKPOINT_SIZE and (
+    return files.exists(checkpoint) and files.file_size(checkpoint) <= CHECKPOINT_SIZE and (
         files.is_dir(os.path.join(path, "config")) or files.exists(os.path.join(path, LOCK_FILE)))
 
 
