@@ -198,8 +198,8 @@ def run_job(args: tuple[str, int, int, int, str | None]) -> list[dict]:
 
 def _finish(record: dict, fmt: str, path: str, keep: str | None, name: str) -> None:
     """The final check of the store at ``path`` into ``record``; under ``keep``, a copy of the store as
-    the kills left it (before the check's recovery) when the check fails."""
-    left = os.path.join(keep, name, "before-final") if keep else None
+    the kills left it (before the check's recovery; if they left one) when the check fails."""
+    left = os.path.join(keep, name, "before-final") if keep and os.path.exists(path) else None
     if left:
         shutil.copytree(path, left)
     record["final"] = _final_check(fmt, path)

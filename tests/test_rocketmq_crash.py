@@ -224,3 +224,13 @@ def test_kills_while_opening_appending_rolling_and_closing_both_formats(tmp_path
     assert sum(r["lost"] for r in records) == 0 and sum(r["acked"] for r in records) > 0
     for fmt in crash.FORMATS:
         assert any(r["phase"] == "open" for r in records if r["format"] == fmt)
+
+
+def test_the_harness_final_check_of_a_store_no_kill_made(tmp_path):
+    """Every kill of a store's turn may land before the writer makes it: the final check (keeping
+    copies) then recovers a new, empty store, and keeps nothing."""
+    import crash
+
+    record: dict = {}
+    crash._finish(record, "rocketmq", str(tmp_path / "never"), str(tmp_path / "kept"), "rocketmq-1-0")
+    assert record["final"] == [] and "kept" not in record and not (tmp_path / "kept").exists()
