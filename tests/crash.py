@@ -206,7 +206,9 @@ def _finish(record: dict, fmt: str, path: str, keep: str | None, name: str) -> N
     if left and record["final"]:
         record["kept"] = os.path.dirname(left)
     elif left:
-        shutil.rmtree(os.path.dirname(left))
+        shutil.rmtree(left)
+        if not os.listdir(os.path.dirname(left)):    # the last kill's own copies, if it went wrong, stay
+            os.rmdir(os.path.dirname(left))
 
 
 def summarize(records: list[dict], seconds: float) -> str:

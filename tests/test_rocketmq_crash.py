@@ -234,3 +234,17 @@ def test_the_harness_final_check_of_a_store_no_kill_made(tmp_path):
     record: dict = {}
     crash._finish(record, "rocketmq", str(tmp_path / "never"), str(tmp_path / "kept"), "rocketmq-1-0")
     assert record["final"] == [] and "kept" not in record and not (tmp_path / "kept").exists()
+
+
+def test_the_harness_final_check_keeps_the_last_kills_copies(tmp_path):
+    """A final check that passes removes only its own copy: the copies kept of the turn's last kill
+    (which went wrong) stay beside it."""
+    import crash
+
+    store, kept = tmp_path / "store", tmp_path / "kept"
+    crash._final_check("rocketmq", str(store))          # a clean, empty store
+    (kept / "rocketmq-1-7" / "after").mkdir(parents=True)
+    record: dict = {}
+    crash._finish(record, "rocketmq", str(store), str(kept), "rocketmq-1-7")
+    assert record["final"] == [] and "kept" not in record
+    assert sorted(p.name for p in (kept / "rocketmq-1-7").iterdir()) == ["after"]
