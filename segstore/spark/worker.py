@@ -14,7 +14,8 @@ Frames on a connection (integers big-endian)::
     reply    u8 kind | ...
       'J'  u32 length | JSON answer
       'E'  u32 length | JSON {"type": error class name, "message": text}
-      'M'  u32 length | JSON {"ring": PATH or null, "size": N} | u32 length | Arrow IPC schema message,
+      'M'  u32 length | JSON {"ring": PATH or null, "size": N, "arena": PATH or null, "arenaSize": N} |
+           u32 length | Arrow IPC schema message,
            then the batches, each one frame, then one 'J' or 'E' frame:
       'B'  u64 position | u64 length: an Arrow IPC record batch message at that place of the ring
       'A'  u32 length | i64 rows | i32 nodes | i32 buffers | per node i64 length, i64 null count |

@@ -52,7 +52,7 @@ final class ArrowBatchReader implements PartitionReader<ColumnarBatch> {
     private VectorLoader loader;
     private ColumnVector[] columns;
     private ColumnarBatch batch;
-    private boolean holdsRingBatch;
+    private boolean holdsSharedBatch;
     private boolean finished;
 
     ArrowBatchReader(PythonWorkers workers, String partition, String schema) {
@@ -97,9 +97,9 @@ final class ArrowBatchReader implements PartitionReader<ColumnarBatch> {
         if (finished) {
             return false;
         }
-        if (holdsRingBatch) {
+        if (holdsSharedBatch) {
             connection.release();          // Spark is done with the batch get() returned
-            holdsRingBatch = false;
+            holdsSharedBatch = false;
         }
         byte kind = connection.readKind();
         if (kind == WorkerConnection.RING_BATCH) {
@@ -109,7 +109,7 @@ final class ArrowBatchReader implements PartitionReader<ColumnarBatch> {
                 throw new IOException("segstore worker: expected inline batches, found one in a ring it never announced");
             }
             load(ring.slice(position, length));
-            holdsRingBatch = true;
+            holdsSharedBatch = true;
             return true;
         }
         if (kind == WorkerConnection.ARENA_BATCH) {
@@ -117,7 +117,7 @@ final class ArrowBatchReader implements PartitionReader<ColumnarBatch> {
                 throw new IOException("segstore worker: expected no batch in an arena it never announced");
             }
             loadInPlace(ByteBuffer.wrap(connection.readSized()));
-            holdsRingBatch = true;
+            holdsSharedBatch = true;
             return true;
         }
         if (kind == WorkerConnection.INLINE_BATCH) {
@@ -158,11 +158,7 @@ final class ArrowBatchReader implements PartitionReader<ColumnarBatch> {
         }
         ArrowBuf body = message.slice(bodyStart, metadata.bodyLength());
         body.getReferenceManager().retain();     // deserializeRecordBatch releases one reference of the body
-        try (ArrowRecordBatch records = MessageSerializer.deserializeRecordBatch(metadata, body)) {
-            loader.load(records);
-        }
-        ArrowVectors.refresh(columns);
-        batch.setNumRows(root.getRowCount());
+        use(MessageSerializer.deserializeRecordBatch(metadata, body));
     }
 
     /**
@@ -187,7 +183,12 @@ final class ArrowBatchReader implements PartitionReader<ColumnarBatch> {
         for (int i = 0; i < bufferCount; i++) {
             buffers.add(arena.slice(frame.getLong(), frame.getLong()));
         }
-        try (ArrowRecordBatch records = new ArrowRecordBatch((int) rows, nodes, buffers)) {
+        use(new ArrowRecordBatch((int) rows, nodes, buffers));
+    }
+
+    /** Load {@code records} into the root (closing them: the vectors hold their buffers) and the batch. */
+    private void use(ArrowRecordBatch records) {
+        try (records) {
             loader.load(records);
         }
         ArrowVectors.refresh(columns);

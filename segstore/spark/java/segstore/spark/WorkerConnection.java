@@ -22,7 +22,8 @@ import com.fasterxml.jackson.databind.ObjectMapper;
  * reply:    u8 kind | ...
  *   'J'  u32 length | JSON answer
  *   'E'  u32 length | JSON {"type": error class, "message": text}
- *   'M'  u32 length | JSON {"ring", "size"} | u32 length | Arrow IPC schema message, then batches:
+ *   'M'  u32 length | JSON {"ring", "size", "arena", "arenaSize"} | u32 length | Arrow IPC schema
+ *        message, then batches:
  *   'B'  u64 position | u64 length: a record batch message in the ring;  'I' u32 length | one inline;
  *   'A'  u32 length | i64 rows | i32 nodes | i32 buffers | (i64 length, i64 nulls) per node |
  *        (i64 position, i64 length) per buffer: a record batch whose buffers lie in the arena
@@ -132,7 +133,6 @@ final class WorkerConnection implements Closeable {
         }
         return new SharedRing(path, size);
     }
-
 
     /** The JSON body of a 'J' or 'E' frame whose kind byte was read; an 'E' frame is thrown. */
     JsonNode readBody(byte kind) throws IOException {
