@@ -66,6 +66,32 @@ def test_scan_piped_into_append_arrow_copies_the_store(tmp_path, compression):
     assert _logs(tmp_path / "b") == _logs(tmp_path / "a") == _logs(tmp_path / "c")
 
 
+def test_a_table_of_several_batches_writes_the_same_whatever_plans_are_kept(tmp_path, monkeypatch):
+    from segstore_kafka import arrowappend
+
+    with _store(tmp_path / "a") as a:
+        a.append_batch(_items(73))
+    with _store(tmp_path / "a") as a:
+        whole = pa.Table.from_batches(list(a.scan_arrow()), schema=KAFKA_SCHEMA).combine_chunks()
+        want = sorted(_records(a))
+    table = pa.Table.from_batches(whole.to_batches(max_chunksize=16))
+    assert [b.num_rows for b in table.to_batches()] == [16, 16, 16, 16, 9]
+    planned: list[int] = []
+    plan = arrowappend.plan
+    monkeypatch.setattr(arrowappend, "plan", lambda batch: planned.append(batch.num_rows) or plan(batch))
+    logs = []
+    # each batch is planned to be checked, and planned again to be written only past the kept rows
+    for kept_rows, replanned in ((0, [16, 16, 16, 16, 9]), (20, [16, 16, 16, 9]), (1 << 20, [])):
+        monkeypatch.setattr(arrowappend, "KEPT_PLAN_ROWS", kept_rows)
+        planned.clear()
+        with _store(tmp_path / f"kept{kept_rows}") as b:
+            assert b.append_arrow(table) == 73
+            assert sorted(_records(b)) == want
+        assert planned == [16, 16, 16, 16, 9, *replanned]
+        logs.append(_logs(tmp_path / f"kept{kept_rows}"))
+    assert logs[0] == logs[1] == logs[2] and logs[0]
+
+
 @pytest.mark.parametrize("timestamp_type", ["CreateTime", "LogAppendTime"])
 def test_append_arrow_writes_what_append_batch_writes(tmp_path, timestamp_type):
     items = _items(30, seed=3)

@@ -43,6 +43,9 @@ HEADER_OVERHEAD = 10
 #: The records of one appended batch, at most (uncompressed): large enough that the per-batch
 #: work is noise, small enough that a batch's bytes stay within the cache and memory stays flat.
 MAX_BATCH_BYTES = 1 << 20
+#: The rows of a multi-batch append whose plans are kept from the check to the write (a few int64
+#: each: about 32 MB); the batches past them are planned again as they are written.
+KEPT_PLAN_ROWS = 1 << 20
 #: Room left for a codec's own overhead on incompressible records (frames, block headers).
 CODEC_SLACK = 1024
 
