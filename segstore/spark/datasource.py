@@ -558,14 +558,23 @@ class StagedJob:
         files.remove_dir_if_empty(self.root)     # other jobs may still be staging there
 
     def commit(self, staged: list[StagedWrite]) -> None:
-        """Append every staged file to the store, in partition order, then :meth:`clean`."""
+        """Append every staged file to the store, in partition order, then :meth:`clean`.
+
+        Each staged file is deleted once appended, on a thread beside the next file's append:
+        freeing a file's pages in the kernel was a tenth of a 1,000,000-row commit.
+        """
+        from concurrent.futures import ThreadPoolExecutor
+
+        removals = ThreadPoolExecutor(1, thread_name_prefix="segstore-staged-remove")
         try:
             with open_store(self.options.path, self.options.format, self.options.config, mode="a") as store:
                 for part in sorted(staged, key=lambda m: m.partition_id):
                     if part.rows:
                         self._append(store, part)
+                        removals.submit(files.remove, part.path)
         finally:
-            self.clean()
+            removals.shutdown()
+            self.clean()      # what a removal failed to delete, this deletes or reports
 
     def _append(self, store: Store, part: StagedWrite) -> None:
         # the staged file mapped, not read: its batches are appended straight from the page cache
