@@ -59,6 +59,7 @@ def test_the_jar_command_prints_its_path(fresh):
     result = subprocess.run([sys.executable, "-m", "segstore.spark.jvm"], capture_output=True, text=True,
                             env={**os.environ, "SEGSTORE_CACHE_DIR": str(fresh)}, check=True, timeout=300)
     assert result.stdout.strip() == str(jvm.jar_path())
+    assert "Warning" not in result.stderr     # the package did not import the module before runpy ran it
     assert os.path.isfile(result.stdout.strip())
 
 

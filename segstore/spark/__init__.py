@@ -24,7 +24,6 @@ except ImportError as err:
     raise MissingDependencyError(
         f"segstore.spark needs {err.name!r}: install it with `pip install 'segstore[spark]'`") from err
 
-from . import jvm
 from .consumers import CONSUMERS_NAME, ConsumersDataSource
 from .datasource import NAME, PYTHON_NAME, SegstoreDataSource
 from .schema import KAFKA_SCHEMA, ROCKETMQ_SCHEMA, spark_schema
@@ -80,6 +79,8 @@ def register(spark: Any) -> None:
         spark.conf.set(PUSHDOWN_CONF, "true")
     name = PYTHON_NAME if jvm_source_loaded(spark) else NAME
     if name == NAME:
+        from . import jvm
+
         jvm.notice("the JVM reader's jar is not on this session's classpath")
     spark.dataSource.register(SegstoreDataSource.configured(parallelism=parallelism, filter_pushdown=pushdown,
                                                             local_master=local, name=name))
@@ -93,6 +94,8 @@ def jvm_source_loaded(spark: Any) -> bool:
     as ``segstore-python`` beside it (Spark refuses a second source of one name).
     False when the JVM cannot be asked (Spark Connect).
     """
+    from . import jvm
+
     context = getattr(spark, "sparkContext", None)
     java = getattr(context, "_jvm", None) if context is not None else None
     if java is None:
@@ -110,6 +113,8 @@ def local_session(app_name: str = "segstore", cores: int = 2, **conf: str) -> An
     session if one exists (``getOrCreate``).
     """
     from pyspark.sql import SparkSession
+
+    from . import jvm  # here, not at the top: `python -m segstore.spark.jvm` runs it as __main__
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
