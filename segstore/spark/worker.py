@@ -142,12 +142,17 @@ class Ring:
 
     def unlink(self) -> None:
         """Remove the ring's file name, and the arena's (the mappings stay); once."""
+        from .. import files
+        from ..errors import SegstoreError
+
         if not self.unlinked:
             self.unlinked = True
-            with contextlib.suppress(OSError):
-                os.unlink(self.path)
+            # a name that cannot go (the directory's permissions changed under the worker) must not
+            # fail the read that released a batch: the file stays, as a killed worker's would
+            with contextlib.suppress(SegstoreError):
+                files.remove(self.path)
             if self.arena is not None:
-                with contextlib.suppress(Exception):
+                with contextlib.suppress(SegstoreError):
                     self.arena.unlink()
 
     def reset(self) -> None:
