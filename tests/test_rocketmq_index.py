@@ -373,6 +373,28 @@ def test_truncate_walks_back_slots_of_a_put_killed_before_its_header(tmp_path):
     f.close()
 
 
+def test_truncate_finds_a_slot_again_when_damage_broke_its_chain(tmp_path):
+    """A slot that damage aimed past the count at an entry of another slot (or out of the file) is not
+    walked into that slot's chain, nor cut to 0 (which hid its older keys from every lookup): it takes
+    the newest kept entry of its own slot, as a file given only the kept entries has it."""
+    hashes = np.array([0, 1, 3, 4, 6, 7, 9], dtype=np.int64)  # slots 0,1,0,1,0,1,0
+    phys = np.arange(7, dtype=np.int64) * 100
+    stamps = 1_700_000_000_000 + phys
+    fresh = ix.IndexFile.create(str(tmp_path / "fresh"), 3, 32)
+    fresh.put(hashes[:4], phys[:4], stamps[:4])
+    # entry 6 is slot 1's (its chain: 4, 2) and entry 7 slot 0's (5, 3, 1); 40 is past the file's
+    # 32 entries; (7, 6) is the file undamaged
+    for n, (zero, one) in enumerate([(6, 7), (40, 40), (-5, -5), (7, 6)]):
+        f = ix.IndexFile.create(str(tmp_path / f"damaged{n}"), 3, 32)
+        f.put(hashes, phys, stamps)
+        f.slots[0], f.slots[1] = zero, one
+        f.truncate(4, int(stamps[3]))
+        assert f.slots.tolist() == fresh.slots.tolist() == [3, 4, 0]
+        assert verify.chain_facts(f.entries, f.slots, f.header.index_count) == (-1, 0, -1, -1, 0, -1, -1)
+        f.close()
+    fresh.close()
+
+
 # -- through the store and the CLI ------------------------------------------------------
 
 
@@ -616,20 +638,30 @@ def _truncate_after_a_killed_put(tmp_path_factory, slot_num: int, data) -> None:
 
 def _reference_truncate(f: keyhash.IndexFile, keep: int, end_timestamp: int, start_phy_offset: int = 0,
                         start_timestamp: int = 0) -> None:
-    """``IndexFile.truncate`` as it was before it became proportional to what it touches: every slot
-    converted and walked back along its chain together (``O(slots * chain depth)``), the whole slot
-    table written back; kept as the reference the faster one must equal byte for byte."""
+    """``IndexFile.truncate`` slot by slot in plain Python, the reference the vectorized one must equal
+    byte for byte: a slot pointing past the kept entries walks back along its chain; where the walk
+    meets damage (a slot outside the file, a link that does not go back, an entry of another slot)
+    the slot takes the newest kept entry of its own slot instead."""
     new_count = ix.FIRST_ENTRY + keep
     old_count = max(f.header.index_count, new_count)
     slots = f.slots.astype(np.int64)
     prevs = f.entries_all["prev"].astype(np.int64)
-    slots[(slots < ix.INVALID_INDEX) | (slots >= f.index_num)] = ix.INVALID_INDEX
-    moving = slots >= new_count
-    while moving.any():
-        current = slots[moving]
-        older = prevs[current]
-        slots[moving] = np.where((older < current) & (older >= ix.INVALID_INDEX), older, ix.INVALID_INDEX)
-        moving = slots >= new_count
+    owners = f.entries_all["hash"].astype(np.int64) % f.slot_num
+    newest = {}
+    for n in range(ix.FIRST_ENTRY, new_count):
+        newest[int(owners[n])] = n
+    for slot in range(f.slot_num):
+        at = int(slots[slot])
+        if ix.INVALID_INDEX <= at < new_count:
+            continue
+        whole = 0 <= at < f.index_num
+        while whole and at >= new_count:
+            older = int(prevs[at])
+            whole = ix.INVALID_INDEX <= older < at and owners[at] == slot
+            at = older
+        if whole and at != ix.INVALID_INDEX:
+            whole = owners[at] == slot
+        slots[slot] = at if whole else newest.get(slot, ix.INVALID_INDEX)
     f.slots[:] = slots
     f.file.write(f.entry_pos(new_count), bytes((old_count - new_count) * ix.ENTRY_DTYPE.itemsize))
     header = f.header

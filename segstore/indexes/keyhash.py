@@ -502,6 +502,21 @@ class IndexFile:
             number = prev
 
     # -- recovery -------------------------------------------------------------------
+    def _newest_kept(self, slots: np.ndarray, count: int) -> np.ndarray:
+        """For each of ``slots``, the newest of entries ``[FIRST_ENTRY, count)`` that belongs to it
+        (its hash modulo the slot count), else :data:`INVALID_INDEX`.  ``O(count)``: read for damage
+        only."""
+        owner = self.entries_all["hash"][FIRST_ENTRY:count].astype(np.int64) % self.slot_num
+        numbers = np.flatnonzero(np.isin(owner, slots))
+        found, last_seen = np.unique(owner[numbers][::-1], return_index=True)
+        newest = numbers[::-1][last_seen] + FIRST_ENTRY
+        out = np.full(len(slots), INVALID_INDEX, np.int64)
+        if len(found):
+            at = np.minimum(np.searchsorted(found, slots), len(found) - 1)
+            hit = found[at] == slots
+            out[hit] = newest[at[hit]]
+        return out
+
     def truncate(self, keep: int, end_timestamp: int, start_phy_offset: int = 0,
                  start_timestamp: int = 0) -> None:
         """Keep the first ``keep`` entries; slots pointing past them fall back along their chains.
@@ -515,7 +530,8 @@ class IndexFile:
         Runtime complexity: one vectorized pass over the slot table to find the slots that
         point past the kept entries (4 bytes a slot, a twentieth of the file at the broker's
         defaults), then ``O(those slots * chain depth + entries dropped)``: the links read and
-        the slots written are only those; the entry table is never read whole.
+        the slots written are only those; the entry table is read whole (``O(keep)``) only where
+        damage broke such a slot's chain, to find the slot's newest kept entry.
         """
         new_count = FIRST_ENTRY + keep
         old_count = max(self.header.index_count, new_count)
@@ -527,17 +543,27 @@ class IndexFile:
         if len(touched):
             slots = unsigned[touched].astype(np.int64)
             # A slot past the header's count is a put cut short: a batch writes its entries and slots
-            # before the header, so its chain runs back through entries written but not counted.  Only
-            # a slot outside the file's entries (damage) points nowhere.
-            slots[slots >= self.index_num] = INVALID_INDEX
-            prevs = self.entries_all["prev"]
+            # before the header, so its chain runs back through entries written but not counted, each
+            # an entry of that slot.  A slot outside the file's entries, a link that does not go back
+            # or an entry of another slot on the way is damage: that slot is found again among the
+            # kept entries instead.
+            damaged = slots >= self.index_num
+            slots[damaged] = INVALID_INDEX
+            entries = self.entries_all
             moving = np.flatnonzero(slots >= new_count)
             while len(moving):
                 current = slots[moving]
-                older = prevs[current].astype(np.int64)
-                # a link must go back; anything else (damage) ends the chain
-                slots[moving] = np.where((older < current) & (older >= INVALID_INDEX), older, INVALID_INDEX)
+                older = entries["prev"][current].astype(np.int64)
+                bad = ((older >= current) | (older < INVALID_INDEX)
+                       | (entries["hash"][current].astype(np.int64) % self.slot_num != touched[moving]))
+                damaged[moving[bad]] = True
+                slots[moving] = np.where(bad, INVALID_INDEX, older)
                 moving = moving[slots[moving] >= new_count]
+            landed = np.flatnonzero(slots > INVALID_INDEX)
+            stray = entries["hash"][slots[landed]].astype(np.int64) % self.slot_num != touched[landed]
+            damaged[landed[stray]] = True
+            if damaged.any():
+                slots[damaged] = self._newest_kept(touched[damaged], new_count)
             stored[touched] = slots
             nonzero -= int(np.count_nonzero(slots == INVALID_INDEX))
         self.file.write(self.entry_pos(new_count), bytes((old_count - new_count) * ENTRY_DTYPE.itemsize))
