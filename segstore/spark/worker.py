@@ -142,10 +142,10 @@ class Ring:
 
     def unlink(self) -> None:
         """Remove the ring's file name, and the arena's (the mappings stay); once."""
-        from .. import files
-        from ..errors import SegstoreError
-
         if not self.unlinked:
+            from .. import files
+            from ..errors import SegstoreError
+
             self.unlinked = True
             # a name that cannot go (the directory's permissions changed under the worker) must not
             # fail the read that released a batch: the file stays, as a killed worker's would
