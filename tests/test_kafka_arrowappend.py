@@ -66,6 +66,21 @@ def test_scan_piped_into_append_arrow_copies_the_store(tmp_path, compression):
     assert _logs(tmp_path / "b") == _logs(tmp_path / "a") == _logs(tmp_path / "c")
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["t", "u", "t.v"]), st.integers(0, 40)), min_size=1, max_size=80),
+       st.booleans())
+def test_rows_group_by_topic_and_partition_in_first_seen_order(rows, one_topic):
+    from segstore_kafka.arrowappend import _groups
+
+    if one_topic:      # the usual table: one topic, its own path past the first compare
+        rows = [("t", p) for _, p in rows]
+    want: dict[tuple[str, int], list[int]] = {}
+    for i, key in enumerate(rows):
+        want.setdefault(key, []).append(i)
+    found = _groups(pa.array([t for t, _ in rows]), np.array([p for _, p in rows], np.int64))
+    assert [((t, p), r.tolist()) for t, p, r in found] == list(want.items())
+
+
 def test_a_table_of_several_batches_writes_the_same_whatever_plans_are_kept(tmp_path, monkeypatch):
     from segstore_kafka import arrowappend
 

@@ -154,10 +154,12 @@ def _groups(topics: pa.Array, partitions: np.ndarray) -> list[tuple[str, int, np
     import pyarrow.compute as pc  # pyarrow.compute (0.05 s to import) only where a computation runs
     n = len(topics)
     one = str(topics[0].as_py()) if n else ""
-    if n and (partitions == partitions[0]).all() \
-            and pc.all(pc.equal(topics, arrays.string_scalar(one))).as_py():
-        # the usual case, one partition: a compare per row instead of hashing every topic
-        return [(one, int(partitions[0]), np.arange(n, dtype=np.int64))]
+    if n and pc.all(pc.equal(topics, arrays.string_scalar(one))).as_py():
+        # the usual case, one topic: a compare per row instead of hashing every topic
+        if (partitions == partitions[0]).all():
+            return [(one, int(partitions[0]), np.arange(n, dtype=np.int64))]
+        uniques, rows, bounds = grouping.groups(partitions)
+        return [(one, int(p), rows[bounds[i]:bounds[i + 1]]) for i, p in enumerate(uniques.tolist())]
     encoded = pc.dictionary_encode(topics).combine_chunks() if isinstance(topics, pa.ChunkedArray) \
         else pc.dictionary_encode(topics)
     names = encoded.dictionary.to_pylist()
