@@ -12,14 +12,49 @@ import numpy as np
 
 #: The most groups :func:`groups` finds one by one (more: by sorting).
 FEW_GROUPS = 32
+#: The widest span of keys :func:`counted_groups` counts in (a table of that many counts).
+COUNTED_SPAN = 1 << 16
 
 
 def groups(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The distinct ``keys`` (int64) in first-seen order, the rows grouped by them in that order
     (each group's rows ascending) and where each group starts in them (and the end).
-    ``O(n * groups)`` vectorised passes up to :data:`FEW_GROUPS` groups, else ``O(n log n)``."""
-    found = few_groups(keys)
+    ``O(n)`` passes for keys within :data:`COUNTED_SPAN` of each other (a table's partitions or
+    queues), else ``O(n * groups)`` up to :data:`FEW_GROUPS` groups, else ``O(n log n)``."""
+    found = counted_groups(keys)
+    if found is None:
+        found = few_groups(keys)
     return found if found is not None else sorted_groups(keys)
+
+
+def counted_groups(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """:func:`sorted_groups` for keys that span less than :data:`COUNTED_SPAN`: each key's rows
+    counted, the rows ordered by a radix sort of their group numbers (one or two bytes), the
+    groups put in first-seen order by their first rows.  None for a wider span."""
+    if not len(keys):
+        return None
+    low = int(keys.min())
+    span = int(keys.max()) - low + 1
+    if span > COUNTED_SPAN:
+        return None
+    shifted = keys - low
+    counts = np.bincount(shifted, minlength=span)
+    present = np.flatnonzero(counts)
+    number = np.zeros(span, np.uint8 if len(present) <= 256 else np.uint16)
+    number[present] = np.arange(len(present))
+    group_of = number[shifted]
+    rows = np.argsort(group_of, kind="stable")      # a radix sort for one- and two-byte keys
+    sizes = counts[present]
+    bounds = np.concatenate(([0], np.cumsum(sizes)))
+    # groups so far in key order; a group's first row is where its key was first seen
+    order = np.argsort(rows[bounds[:-1]], kind="stable")
+    if (order != np.arange(len(order))).any():
+        rank = np.empty(len(order), group_of.dtype)
+        rank[order] = np.arange(len(order))
+        rows = np.argsort(rank[group_of], kind="stable")
+        present, sizes = present[order], sizes[order]
+        bounds = np.concatenate(([0], np.cumsum(sizes)))
+    return present.astype(np.int64) + low, rows, bounds
 
 
 def few_groups(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:

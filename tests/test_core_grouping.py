@@ -26,7 +26,11 @@ def test_groups_are_the_rows_of_each_key_in_first_seen_order(draws, distinct):
     array = np.array(keys, np.int64)
     few = grouping.few_groups(array)
     assert (few is None) == (len(want) > grouping.FEW_GROUPS)
-    for found in (grouping.groups(array), grouping.sorted_groups(array), few):
+    counted = grouping.counted_groups(array)
+    assert (counted is None) == (not keys or max(keys) - min(keys) >= grouping.COUNTED_SPAN)
+    small = grouping.counted_groups(array % 1000)        # the same rows in a narrow span
+    assert small is not None or not keys
+    for found in (grouping.groups(array), grouping.sorted_groups(array), few, counted):
         if found is None:
             continue
         uniques, rows, bounds = found
@@ -34,3 +38,9 @@ def test_groups_are_the_rows_of_each_key_in_first_seen_order(draws, distinct):
         assert bounds.tolist()[0] == 0 and bounds.tolist()[-1] == len(keys)
         got = {key: rows[bounds[i]:bounds[i + 1]].tolist() for i, key in enumerate(uniques.tolist())}
         assert got == want
+    if small is not None:
+        uniques, rows, bounds = small
+        narrow = by_dict([key % 1000 for key in keys])
+        assert uniques.tolist() == list(narrow)
+        got = {key: rows[bounds[i]:bounds[i + 1]].tolist() for i, key in enumerate(uniques.tolist())}
+        assert got == narrow
