@@ -1,9 +1,9 @@
 """Rows grouped by an integer key, groups in first-seen order, each group's rows ascending.
 
 What a columnar append does before it writes: a Kafka table's rows per (topic, partition), a
-RocketMQ batch's per (topic, queue).  :func:`groups` finds a few groups one by one (the usual
-table spans a few partitions or queues) and sorts only past :data:`FEW_GROUPS`.  Pure numpy;
-thread-safe.
+RocketMQ batch's per (topic, queue).  :func:`groups` counts keys of a narrow span (the usual
+table's partitions or queues), finds a few groups of wider keys one by one and sorts only past
+:data:`FEW_GROUPS` of those.  Pure numpy; thread-safe.
 """
 
 from __future__ import annotations
