@@ -3,7 +3,8 @@
 Usage: python crash_writer.py FORMAT STORE SEED
 
 Each cycle opens the store for appending (the open recovers what the last kill left),
-appends a random number of single messages and batches, and closes it, so a kill can
+appends a random number of single messages, batches and columnar batches (``append_arrow``), and
+closes it, so a kill can
 land while opening (recovery included), appending, rolling a file (the sizes in
 :data:`CONFIGS` roll the commitlog every few dozen messages and a consume queue or an
 offset index every few) and closing.  Output lines, each flushed:
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import random
 import sys
+import time
 
 import segstore
 
@@ -30,6 +32,8 @@ CONFIGS = {
     "kafka": {"segment.bytes": 4096, "segment.index.bytes": 64, "index.interval.bytes": 256},
 }
 TOPICS = {"rocketmq": "Crash", "kafka": "crash"}
+#: A RocketMQ v1 message's magic code (``MessageDecoder.MESSAGE_MAGIC_CODE``), a stored message's column.
+MESSAGE_MAGIC_V1 = -626843481
 QUEUES = {"rocketmq": 2, "kafka": 1}
 
 
@@ -41,6 +45,28 @@ def message(fmt: str, i: int) -> dict:
     if fmt == "rocketmq":
         return {"topic": "Crash", "queue_id": i % QUEUES[fmt], "body": body(i), "keys": [f"k{i}"]}
     return {"topic": "crash", "partition": 0, "value": body(i), "key": f"k{i}".encode()}
+
+
+def columns(fmt: str, start: int, stop: int):
+    """Messages ``start..stop-1`` as the columns ``append_arrow`` takes (RocketMQ: stored messages, as
+    ``scan_arrow`` yields them; Kafka: a producer's)."""
+    import pyarrow as pa  # here: only a writer that draws a columnar batch pays for it
+
+    from segstore.columns import KAFKA_SCHEMA, ROCKETMQ_SCHEMA
+
+    ids = range(start, stop)
+    if fmt == "kafka":
+        names = ("topic", "partition", "key", "value")
+        rows = [{"topic": "crash", "partition": 0, "key": f"k{i}".encode(), "value": body(i)} for i in ids]
+        return pa.Table.from_pylist(rows, schema=pa.schema([KAFKA_SCHEMA.field(n) for n in names]))
+    now = int(time.time() * 1000)
+    host = "127.0.0.1:10911"
+    rows = [{"topic": "Crash", "partition": i % QUEUES[fmt], "value": body(i),
+             "properties": [("KEYS", f"k{i}")], "bornTimestamp": now, "storeTimestamp": now,
+             "bornHost": host, "storeHost": host, "sysFlag": 0, "flag": 0, "reconsumeTimes": 0,
+             "preparedTransactionOffset": 0, "magic": MESSAGE_MAGIC_V1}
+            for i in ids]
+    return pa.Table.from_pylist(rows, schema=pa.schema([ROCKETMQ_SCHEMA.field(n) for n in rows[0]]))
 
 
 def count(store, fmt: str) -> int:
@@ -64,6 +90,8 @@ def main() -> None:
                 n = rng.choice([1, 1, 1, 2, 5, 17])
                 if n == 1:
                     store.append(message(fmt, i))
+                elif rng.random() < 0.3:
+                    store.append_arrow(columns(fmt, i, i + n))
                 else:
                     store.append_batch([message(fmt, j) for j in range(i, i + n)])
                 out.write(f"a {i} {i + n}\n")
