@@ -27,6 +27,19 @@ def groups(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return found if found is not None else sorted_groups(keys)
 
 
+def pair_groups(high: np.ndarray, low: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`groups` of the rows' pairs ``(high, low)`` of two integer columns (a topic's code and a
+    partition or queue): the distinct pairs' highs and lows in first-seen order, the rows, the bounds.
+    A pair is keyed ``high * width + low`` with ``width`` the lows' span, so the partitions or queues
+    of a few topics stay within :data:`COUNTED_SPAN` and are counted."""
+    high, low = high.astype(np.int64), low.astype(np.int64)
+    base = int(low.min()) if len(low) else 0
+    width = int(low.max()) - base + 1 if len(low) else 1
+    uniques, rows, bounds = groups(high * width + (low - base))
+    highs, lows = np.divmod(uniques, width)
+    return highs, lows + base, rows, bounds
+
+
 def counted_groups(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """:func:`sorted_groups` for keys that span less than :data:`COUNTED_SPAN`: each key's rows
     counted, the rows ordered by a radix sort of their group numbers (one or two bytes), the

@@ -44,3 +44,16 @@ def test_groups_are_the_rows_of_each_key_in_first_seen_order(draws, distinct):
         assert uniques.tolist() == list(narrow)
         got = {key: rows[bounds[i]:bounds[i + 1]].tolist() for i, key in enumerate(uniques.tolist())}
         assert got == narrow
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(-3, 70_000)), max_size=80))
+def test_pairs_group_as_a_dict_of_lists_groups_them(pairs):
+    """pair_groups (a topic's code and a partition or queue) gives the pairs in first-seen order with
+    their rows, whatever the lows' span (negative lows too)."""
+    want = by_dict(pairs)
+    highs, lows, rows, bounds = grouping.pair_groups(np.array([h for h, _ in pairs], np.int64),
+                                                     np.array([lo for _, lo in pairs], np.int32))
+    found = list(zip(highs.tolist(), lows.tolist(), strict=True))
+    assert found == list(want)
+    assert {pair: rows[bounds[i]:bounds[i + 1]].tolist() for i, pair in enumerate(found)} == want

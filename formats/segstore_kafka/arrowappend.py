@@ -163,11 +163,9 @@ def _groups(topics: pa.Array, partitions: np.ndarray) -> list[tuple[str, int, np
     encoded = pc.dictionary_encode(topics).combine_chunks() if isinstance(topics, pa.ChunkedArray) \
         else pc.dictionary_encode(topics)
     names = encoded.dictionary.to_pylist()
-    codes = arrays.int64s(encoded.indices)
-    keys = codes * (1 << 32) + partitions
-    uniques, rows, bounds = grouping.groups(keys)
-    return [(names[int(key >> 32)], int(key & 0xFFFFFFFF), rows[bounds[i]:bounds[i + 1]])
-            for i, key in enumerate(uniques.tolist())]
+    codes, parts, rows, bounds = grouping.pair_groups(arrays.int64s(encoded.indices), partitions)
+    return [(names[code], part, rows[bounds[i]:bounds[i + 1]])
+            for i, (code, part) in enumerate(zip(codes.tolist(), parts.tolist(), strict=True))]
 
 
 def plan(batch: pa.RecordBatch) -> Plan:

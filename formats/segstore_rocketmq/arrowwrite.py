@@ -747,21 +747,19 @@ def _queue_plan(store: Any, msgs: Restored, queued: np.ndarray
                 ) -> tuple[np.ndarray, list[tuple[tuple[str, int], int, int]], np.ndarray]:
     """The queued rows grouped by queue in first-appearance order (row order within each),
     ``((topic, queue), first, count)`` per queue, and the queue offsets the store's append gives
-    those rows in that order (each queue's next offset on).  ``O(rows)`` passes a queue up to
-    :data:`segstore.grouping.FEW_GROUPS` queues, ``O(rows log rows)`` past them, plus a dictionary
-    look-up per queue."""
+    those rows in that order (each queue's next offset on).  ``O(rows)`` for the queues of a few
+    topics (:func:`segstore.grouping.pair_groups`), plus a dictionary look-up per queue."""
     rows = np.flatnonzero(queued)
-    key = msgs.topic_code[rows].astype(np.int64) << 32 | msgs.queue_id[rows]
-    uniques, order, bounds = grouping.groups(key)
+    _, _, order, bounds = grouping.pair_groups(msgs.topic_code[rows], msgs.queue_id[rows])
     starts, counts = bounds[:-1], np.diff(bounds)
     groups = []
-    bases = np.empty(len(uniques), np.int64)
+    bases = np.empty(len(starts), np.int64)
     next_offsets = store.next_offsets
     for g, row in enumerate(rows[order[starts]].tolist()):
         queue = (msgs.topics[msgs.topic_code[row]], int(msgs.queue_id[row]))
         bases[g] = next_offsets.get(queue, 0)
         groups.append((queue, int(starts[g]), int(counts[g])))
-    group = np.repeat(np.arange(len(uniques)), counts)
+    group = np.repeat(np.arange(len(starts)), counts)
     offsets = bases[group] + np.arange(len(order)) - starts[group]
     return rows[order], groups, offsets
 
