@@ -502,11 +502,15 @@ class IndexFile:
             number = prev
 
     # -- recovery -------------------------------------------------------------------
+    def _owners(self, numbers: np.ndarray | slice) -> np.ndarray:
+        """The slot each of entries ``numbers`` (an index array or a slice) belongs to: its hash modulo
+        the slot count."""
+        return self.entries_all["hash"][numbers].astype(np.int64) % self.slot_num
+
     def _newest_kept(self, slots: np.ndarray, count: int) -> np.ndarray:
         """For each of ``slots``, the newest of entries ``[FIRST_ENTRY, count)`` that belongs to it
-        (its hash modulo the slot count), else :data:`INVALID_INDEX`.  ``O(count)``: read for damage
-        only."""
-        owner = self.entries_all["hash"][FIRST_ENTRY:count].astype(np.int64) % self.slot_num
+        (:meth:`_owners`), else :data:`INVALID_INDEX`.  ``O(count)``: read for damage only."""
+        owner = self._owners(slice(FIRST_ENTRY, count))
         numbers = np.flatnonzero(np.isin(owner, slots))
         found, last_seen = np.unique(owner[numbers][::-1], return_index=True)
         newest = numbers[::-1][last_seen] + FIRST_ENTRY
@@ -549,18 +553,18 @@ class IndexFile:
             # kept entries instead.
             damaged = slots >= self.index_num
             slots[damaged] = INVALID_INDEX
-            entries = self.entries_all
+            prevs = self.entries_all["prev"]
             moving = np.flatnonzero(slots >= new_count)
             while len(moving):
                 current = slots[moving]
-                older = entries["prev"][current].astype(np.int64)
-                bad = ((older >= current) | (older < INVALID_INDEX)
-                       | (entries["hash"][current].astype(np.int64) % self.slot_num != touched[moving]))
+                older = prevs[current].astype(np.int64)
+                broken_link = (older >= current) | (older < INVALID_INDEX)    # a link must go back
+                bad = broken_link | (self._owners(current) != touched[moving])
                 damaged[moving[bad]] = True
                 slots[moving] = np.where(bad, INVALID_INDEX, older)
                 moving = moving[slots[moving] >= new_count]
             landed = np.flatnonzero(slots > INVALID_INDEX)
-            stray = entries["hash"][slots[landed]].astype(np.int64) % self.slot_num != touched[landed]
+            stray = self._owners(slots[landed]) != touched[landed]
             damaged[landed[stray]] = True
             if damaged.any():
                 slots[damaged] = self._newest_kept(touched[damaged], new_count)
