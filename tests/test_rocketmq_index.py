@@ -333,11 +333,14 @@ def test_wrong_size_file_is_a_typed_error(tmp_path):
     assert service.load() == ["20240101000000000"]
 
 
+#: Seven entries of a 3-slot file, in slots 0,1,0,1,0,1,0: their hashes, commitlog offsets, store times.
+SEVEN = (np.array([0, 1, 3, 4, 6, 7, 9], dtype=np.int64), np.arange(7, dtype=np.int64) * 100,
+         1_700_000_000_000 + np.arange(7, dtype=np.int64) * 100)
+
+
 def test_truncate_restores_slots_along_chains(tmp_path):
     f = ix.IndexFile.create(str(tmp_path / "20240101000000000"), 3, 32)
-    hashes = np.array([0, 1, 3, 4, 6, 7, 9], dtype=np.int64)  # slots 0,1,0,1,0,1,0
-    phys = np.arange(7, dtype=np.int64) * 100
-    stamps = 1_700_000_000_000 + phys
+    hashes, phys, stamps = SEVEN
     f.put(hashes[:4], phys[:4], stamps[:4])
     snapshot = (f.slots.copy(), f.header.pack())
     f.put(hashes[4:], phys[4:], stamps[4:])
@@ -354,9 +357,7 @@ def test_truncate_walks_back_slots_of_a_put_killed_before_its_header(tmp_path):
     the batch moved goes back along its chain to the newest counted entry of its slot (CI once cut
     such a slot to 0, and the next put linked entry 14 to 0 instead of entry 3)."""
     f = ix.IndexFile.create(str(tmp_path / "20240101000000000"), 3, 32)
-    hashes = np.array([0, 1, 3, 4, 6, 7, 9], dtype=np.int64)  # slots 0,1,0,1,0,1,0
-    phys = np.arange(7, dtype=np.int64) * 100
-    stamps = 1_700_000_000_000 + phys
+    hashes, phys, stamps = SEVEN
     f.put(hashes[:4], phys[:4], stamps[:4])
     slots_before, header_before = f.slots.copy(), f.header.pack()
     f.put(hashes[4:], phys[4:], stamps[4:])
@@ -377,9 +378,7 @@ def test_truncate_finds_a_slot_again_when_damage_broke_its_chain(tmp_path):
     """A slot that damage aimed past the count at an entry of another slot (or out of the file) is not
     walked into that slot's chain, nor cut to 0 (which hid its older keys from every lookup): it takes
     the newest kept entry of its own slot, as a file given only the kept entries has it."""
-    hashes = np.array([0, 1, 3, 4, 6, 7, 9], dtype=np.int64)  # slots 0,1,0,1,0,1,0
-    phys = np.arange(7, dtype=np.int64) * 100
-    stamps = 1_700_000_000_000 + phys
+    hashes, phys, stamps = SEVEN
     fresh = ix.IndexFile.create(str(tmp_path / "fresh"), 3, 32)
     fresh.put(hashes[:4], phys[:4], stamps[:4])
     # entry 6 is slot 1's (its chain: 4, 2) and entry 7 slot 0's (5, 3, 1); 40 is past the file's
