@@ -946,10 +946,15 @@ class _OnlyCommand:
         return cast(argparse.ArgumentParser, self.sub.add_parser(name, **kwargs))
 
 
+#: What ``segstore --help`` says first (the module's docstring is written for the source's reader)
+DESCRIPTION = ("Read, write, verify, recover, query and convert Apache RocketMQ broker stores and Apache "
+               "Kafka partition directories.")
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The command line's parser; given the ``command`` a command line names, only that subcommand's
     arguments are made (the others' names and help are there, as usage shows them)."""
-    parser = argparse.ArgumentParser(prog="segstore", description=__doc__.splitlines()[0],
+    parser = argparse.ArgumentParser(prog="segstore", description=DESCRIPTION,
                                      epilog="exit codes: 0 ok, 1 data problem or no match, 2 usage")
     parser.add_argument("--version", action=_VersionAction)
     sub: Any

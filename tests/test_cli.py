@@ -359,6 +359,16 @@ def test_every_option_has_help_text():
     assert missing == []
 
 
+def test_help_text_reads_as_plain_text():
+    """What --help prints is for a terminal: no reStructuredText markup of the docstrings."""
+    texts = [(name, text) for name, parser in _walk(cli.build_parser())
+             for text in (parser.description, parser.epilog, *(action.help for action in parser._actions))
+             if text]
+    markup = ("``", ":func:", ":meth:", ":class:")
+    assert [(name, text) for name, text in texts if any(mark in text for mark in markup)] == []
+    assert "RocketMQ" in cli.build_parser().format_help()
+
+
 def test_info_json_and_human_output_hold_every_queue(capsys):
     code, out, _ = run(capsys, "info", BASIC, "--json")
     info = json.loads(out)
