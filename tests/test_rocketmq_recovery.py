@@ -311,6 +311,38 @@ def test_recover_of_a_torn_tail_indexes_each_key_once(tmp_path, torn, abort):
     assert after == [(h, p) for h, p in before if p < cut]
 
 
+@pytest.mark.parametrize("lost", [3, 12])
+def test_recover_of_an_index_header_that_lost_its_last_puts(tmp_path, lost):
+    """A crash that left the last IndexFile's header count ``lost`` puts behind its slots and entries
+    (the header's page not written back; slots then point past the count) and the commitlog's tail
+    torn, abort file left: the recovery keeps the broker's entries of every message before the cut,
+    each once, and the file verifies.  (RocketMQ 4.9.7's ``DefaultMessageStore.load`` and
+    ``queryMessage`` answered every key of the same shape as ``find`` does, on stores segstore wrote
+    and recovered so; the storage oracle, 2026-11-29.)"""
+    from segstore_rocketmq import indexfile as ix
+
+    store = tmp_path / "store"
+    copy_writable(ROCKETMQ / "basic" / "store", store)
+    before = _entry_pairs(str(store))
+    last_index = store / "index" / files.list_dir(store / "index")[-1]
+    data = bytearray(last_index.read_bytes())
+    count = int.from_bytes(data[ix.INDEX_COUNT_POS:ix.INDEX_COUNT_POS + 4], "big")
+    data[ix.INDEX_COUNT_POS:ix.INDEX_COUNT_POS + 4] = (count - lost).to_bytes(4, "big")
+    last_index.write_bytes(bytes(data))
+    end, base = 651958, 524288
+    tail = store / "commitlog" / f"{base:020d}"
+    data = bytearray(tail.read_bytes())
+    data[end - base - 3000:end - base] = bytes(3000)
+    tail.write_bytes(bytes(data))
+    (store / "abort").touch()
+    with segstore.open(store, format="rocketmq", mode="a") as writer:
+        cut = writer.commitlog.end
+        assert writer.verify() == []
+    after = _entry_pairs(str(store))
+    assert len(after) == len(set(after))
+    assert after == [(h, p) for h, p in before if p < cut]
+
+
 def _walks(monkeypatch) -> list[int]:
     """Count the commitlog walks recovery makes (each a call of ``walk_batches``)."""
     from segstore_rocketmq import recovery
