@@ -71,11 +71,10 @@ def run_cli(title: str, argv: list[str], max_lines: int | None = 8) -> None:
 
 def spark_counts(path: str) -> None:
     """Read the store with local Spark and show rows per topic and queue."""
-    from .spark import local_session, register
+    from .spark import local_session
 
-    spark = local_session("segstore-demo")
+    spark = local_session("segstore-demo")     # the source registered (again, Spark would warn)
     try:
-        register(spark)
         df = spark.read.format("segstore").load(os.path.abspath(path))
         print(f"\nSpark read {df.count()} rows; per topic and partition (queue):")
         df.groupBy("topic", "partition").count().orderBy("topic", "partition").show(truncate=False)
