@@ -18,7 +18,8 @@ if [ $# -eq 0 ]; then
     # the slow ones (a million-message round trip: 150 s in pure Python) ran in the pass above.
     SEGSTORE_PURE_PYTHON=1 .venv/bin/python -m pytest -q -p no:cacheprovider -m "not slow" \
         tests/test_rocketmq_fixtures.py tests/test_kafka_fixtures.py \
-        tests/test_rocketmq_codec.py tests/test_kafka_codec.py tests/test_kafka_compat_codec.py \
+        tests/test_rocketmq_codec.py tests/test_rocketmq_bodycodec.py tests/test_kafka_codec.py \
+        tests/test_kafka_compat_codec.py \
         tests/test_rocketmq_columnar.py tests/test_kafka_columnar.py \
         tests/test_rocketmq_recovery.py tests/test_kafka_recovery.py \
         tests/test_rocketmq_broker_versions.py tests/test_kafka_real_dirs.py \

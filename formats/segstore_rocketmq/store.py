@@ -1031,8 +1031,8 @@ class RocketMQStore(LifecycleMixin, Store):
     def scan_arrow(self, columns: Iterable[str] | None = None, *, topic: str | None = None,
                    partition: int | None = None, offset: int = 0, start: int | None = None,
                    end: int | None = None, batch_rows: int = columnar.SCAN_BATCH_ROWS,
-                   threads: int | None = None, queues: Sequence[QueueSlice] | None = None
-                   ) -> Iterator[pa.RecordBatch]:
+                   threads: int | None = None, queues: Sequence[QueueSlice] | None = None,
+                   decompress: bool = False) -> Iterator[pa.RecordBatch]:
         """The messages as batches of :data:`segstore.columns.ROCKETMQ_SCHEMA` (see ``Store.scan_arrow``).
 
         With no arguments: every commitlog message in physical order (as :meth:`scan`).
@@ -1053,7 +1053,13 @@ class RocketMQStore(LifecycleMixin, Store):
         byte ranges on that many threads (:meth:`_parallel_regions`): the same messages in the same
         order and the same error at the same place as one thread, batches cut where the ranges are.
 
-        :raises CorruptDataError: a damaged message (the error :meth:`scan`/:meth:`read` raise).
+        The ``value`` column holds each body as stored, compressed where its producer compressed it
+        (``sysFlag`` 0x1), as the broker serves it.  With ``decompress``, as consumers read it
+        (:func:`.bodycodec.consumer_batches`): compressed bodies inflated, their ``sysFlag``
+        cleared of 0x1, a batch cut where the inflated values would pass 1 GiB.
+
+        :raises CorruptDataError: a damaged message (the error :meth:`scan`/:meth:`read` raise), or
+            with ``decompress`` a compressed body that does not inflate.
         :raises NotFoundError: no such queue.
         :raises ConfigError: ``threads`` below 1.
         """
@@ -1062,6 +1068,17 @@ class RocketMQStore(LifecycleMixin, Store):
         self._check_open()
         threads = thread_count(threads)
         schema = project(ROCKETMQ_SCHEMA, columns)
+        if decompress and {"value", "sysFlag"} & set(schema.names):
+            from . import bodycodec
+
+            def build(view: memoryview, rows: columnar.Rows) -> list[pa.RecordBatch]:
+                # the rows' flags say which bodies to inflate, their positions where each lies
+                return list(bodycodec.consumer_batches(columnar.build_batch(view, rows, schema),
+                                                       rows["sys_flag"], rows["position"], self._locate))
+        else:
+            def build(view: memoryview, rows: columnar.Rows) -> list[pa.RecordBatch]:
+                return [columnar.build_batch(view, rows, schema)]
+
         fill = columnar.fill_for(schema.names)      # only the fields its columns are built from
         if (topic is None) != (partition is None):
             raise ConfigError("expected topic and partition together, found only one")
@@ -1069,25 +1086,28 @@ class RocketMQStore(LifecycleMixin, Store):
             if topic is not None or start is not None or end is not None:
                 raise ConfigError("expected queue ranges (queues) alone, found a queue (topic, partition) "
                                   "or a byte range (start, end) too")
-            yield from overlapped(self._queue_ranges_rows(queues, batch_rows, fill),
-                                  lambda region: columnar.build_batch(*region, schema))
+            for made in overlapped(self._queue_ranges_rows(queues, batch_rows, fill), lambda r: build(*r)):
+                yield from made
             return
         if topic is not None and partition is not None:     # both or neither (checked above)
             if start is not None or end is not None:
                 raise ConfigError("expected a queue (topic, partition) or a byte range (start, end), "
                                   "found both")
-            yield from self._scan_queue(schema, topic, partition, offset, batch_rows, fill)
+            yield from self._scan_queue(build, topic, partition, offset, batch_rows, fill)
             return
         if threads > 1:
-            def build(view: memoryview, rows: columnar.Rows) -> pa.RecordBatch:
-                return columnar.build_batch(view, rows, schema)
-
-            for batches in self._parallel_regions(start, end, batch_rows, threads, build, fill):
-                yield from batches
+            for regions in self._parallel_regions(start, end, batch_rows, threads, build, fill):
+                for made in regions:
+                    yield from made
             return
         # the walk of the next region overlaps the build of this one (segstore.overlap)
-        yield from overlapped(self._region_rows(start, end, batch_rows, fill=fill),
-                              lambda region: columnar.build_batch(*region, schema))
+        for made in overlapped(self._region_rows(start, end, batch_rows, fill=fill), lambda r: build(*r)):
+            yield from made
+
+    def _locate(self, position: int) -> tuple[str, int]:
+        """The commitlog file holding physical ``position`` and the position in it."""
+        seg = self.commitlog.file_for(position)
+        return seg.path, position - seg.base
 
     def _region_rows(self, start: int | None, end: int | None, batch_rows: int = columnar.BATCH_ROWS, *,
                      reuse: bool = False, fill: int = columnar.FILL_ALL
@@ -1309,8 +1329,9 @@ class RocketMQStore(LifecycleMixin, Store):
             codes[scheduled] = [self.tags_code(m) for m in columnar.messages(view, rows.select(scheduled))]
         return codes
 
-    def _scan_queue(self, schema: pa.Schema, topic: str, partition: int, offset: int,
-                    batch_rows: int, fill: int = columnar.FILL_ALL) -> Iterator[pa.RecordBatch]:
+    def _scan_queue(self, build: Callable[[memoryview, columnar.Rows], list[pa.RecordBatch]], topic: str,
+                    partition: int, offset: int, batch_rows: int, fill: int = columnar.FILL_ALL
+                    ) -> Iterator[pa.RecordBatch]:
         cq = self.queues.get((topic, partition))
         if cq is None:
             raise NotFoundError(f"expected a consume queue for {topic}/{partition}, found none", self.path)
@@ -1339,7 +1360,7 @@ class RocketMQStore(LifecycleMixin, Store):
                      | ~columnar.topic_is(view, rows, topic))
             bad = int(np.argmax(wrong)) if wrong.any() else n
             if bad:
-                yield columnar.build_batch(view, rows if bad == n else rows.select(slice(0, bad)), schema)
+                yield from build(view, rows if bad == n else rows.select(slice(0, bad)))
             if bad < len(phys):
                 self._wrong_entry(topic, partition, position + bad, int(phys[bad]), int(sizes[bad]))
             position += cut
