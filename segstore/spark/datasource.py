@@ -173,7 +173,11 @@ def _read_slices(partition: planning.SegstoreInputPartition, schema: StructType,
     for extra_column in ("offset", *(("isControl",) if skip_control else ())):
         if extra_column not in columns:
             columns.append(extra_column)
-    extra = {"isolation": options.isolation} if kafka and options.isolation != READ_UNCOMMITTED else {}
+    extra: dict[str, Any] = {}
+    if kafka and options.isolation != READ_UNCOMMITTED:
+        extra["isolation"] = options.isolation
+    if store.format == ROCKETMQ and options.decompress_bodies:
+        extra["decompress"] = True      # bodies as consumers read them
     # Any: the format's own read options (Kafka's isolation, RocketMQ's queues) are not in
     # Store.scan_arrow's signature
     reader: Any = store
@@ -181,7 +185,7 @@ def _read_slices(partition: planning.SegstoreInputPartition, schema: StructType,
         # one pass over the task's byte range of the shared log: the store keeps exactly the slices'
         # messages (nothing to cut), in log order (each partition's in offset order)
         queues = [(s.topic, s.partition, s.start, s.end) for s in partition.slices]
-        for batch in reader.scan_arrow(list(target.names) or ["offset"], queues=queues, threads=1):
+        for batch in reader.scan_arrow(list(target.names) or ["offset"], queues=queues, threads=1, **extra):
             if batch.num_rows:
                 spark_batch = to_spark_batch(batch, target)
                 for at in range(0, spark_batch.num_rows, max_rows):

@@ -21,6 +21,8 @@ Reading (docs/spark.md has the full table, with the connector's options this sou
 ``failOnDataLoss``                     ``true`` (default): asking for offsets retention removed is an
                                        error; ``false``: start at the earliest offset still stored
 ``includeHeaders``                     ``true``: add the ``headers`` column (default false)
+``decompressBodies``                   RocketMQ: ``true`` (default) gives each body as consumers read it,
+                                       inflated where its producer compressed it; ``false`` as stored
 ``kafka.isolation.level``              ``read_uncommitted`` (default) or ``read_committed``
 ``includeControlRecords``              Kafka: also return transaction markers (default false, as consumers do)
 ``maxOffsetsPerTrigger``               streaming: at most this many offsets per micro-batch (all partitions)
@@ -114,6 +116,7 @@ class ReadOptions:
     starting_timestamp_strategy: str = STRATEGY_ERROR
     fail_on_data_loss: bool = True
     include_headers: bool = False
+    decompress_bodies: bool = True
     isolation: str = READ_UNCOMMITTED
     max_offsets_per_trigger: int | None = None
     max_bytes_per_partition: int = DEFAULT_MAX_BYTES_PER_PARTITION
@@ -157,9 +160,9 @@ class WriteOptions:
 _READ_NAMES = {"path", "format", "topics", "subscribe", "subscribepattern", "assign", "startingoffsets",
                "endingoffsets", "startingtimestamp", "endingtimestamp", "startingoffsetsbytimestamp",
                "endingoffsetsbytimestamp", "startingoffsetsbytimestampstrategy", "failondataloss",
-               "includeheaders", "kafka.isolation.level", "maxoffsetspertrigger", "maxbytesperpartition",
-               "minpartitions", "maxrecordsperbatch", "includecontrolrecords", "config",
-               "storageoptions", "reader"}
+               "includeheaders", "decompressbodies", "kafka.isolation.level", "maxoffsetspertrigger",
+               "maxbytesperpartition", "minpartitions", "maxrecordsperbatch", "includecontrolrecords",
+               "config", "storageoptions", "reader"}
 #: Options of Spark's Kafka connector that talk to a running cluster: nothing to do offline.
 _CLUSTER_NAMES = {"groupidprefix", "kafkaconsumer.polltimeoutms", "fetchoffset.numretries",
                   "fetchoffset.retryintervalms"}
@@ -364,6 +367,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
                                             (STRATEGY_ERROR, STRATEGY_LATEST), STRATEGY_ERROR),
         fail_on_data_loss=_bool(opts, "failOnDataLoss", default=True),
         include_headers=_bool(opts, "includeHeaders"),
+        decompress_bodies=_bool(opts, "decompressBodies", default=True),
         isolation=isolation,
         max_offsets_per_trigger=_int(opts, "maxOffsetsPerTrigger", minimum=1),
         max_bytes_per_partition=(_int(opts, "maxBytesPerPartition", minimum=1)
