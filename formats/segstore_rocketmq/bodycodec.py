@@ -84,7 +84,8 @@ def decompress(body: bytes | memoryview, sys_flag: int, *, limit: int = MAX_BODY
 
 
 def _too_long(name: str, limit: int) -> CorruptDataError:
-    return CorruptDataError(f"expected a {name} body inflating to at most {limit} bytes, found more")
+    return CorruptDataError(f"expected a {name} body inflating to at most {limit} bytes, found more (the "
+                            "stored bytes stay readable: decompress=False, Spark's decompressBodies=false)")
 
 
 def _zlib(data: bytes, limit: int) -> bytes:
