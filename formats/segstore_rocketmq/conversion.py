@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import functools
 import json
 from collections.abc import Iterator
@@ -90,7 +91,7 @@ from segstore.overlap import in_rounds, thread_count
 from segstore.records import CREATE_TIME, LOG_APPEND_TIME, Header
 from segstore.store import Store
 
-from . import columnar
+from . import bodycodec, columnar
 from .config import TOPIC_MAX_LENGTH_V2
 from .message import (
     IPV4_HOST,
@@ -102,6 +103,7 @@ from .message import (
     NAME_VALUE_SEPARATOR,
     PROPERTY_KEYS,
     PROPERTY_SEPARATOR,
+    SYSFLAG_COMPRESSED,
     SYSFLAG_TRANSACTION_MASK,
     SYSFLAG_TRANSACTION_PREPARED,
     SYSFLAG_TRANSACTION_ROLLBACK,
@@ -426,15 +428,16 @@ def restore_message(entry: Entry, peer: Peer) -> RocketMQMessage:
 # -- the source side -------------------------------------------------------------------------
 
 def _messages(source: Any, options: Options) -> Iterator[RocketMQMessage]:
-    """Every commitlog message in physical order; with ``skip_corrupt`` damaged bytes are
-    reported and reading goes on at the next valid message (found as recovery finds it)."""
+    """Every commitlog message in physical order (with ``decompress_bodies`` as consumers read it:
+    :func:`_as_consumed`); with ``skip_corrupt`` damaged bytes are reported and reading goes on at
+    the next valid message (found as recovery finds it)."""
     commitlog = source.commitlog
     start: int | None = None
     while True:
         try:
             for _, record in commitlog.walk(start):
                 if isinstance(record, RocketMQMessage):
-                    yield record
+                    yield _as_consumed(source, record) if options.decompress_bodies else record
         except CorruptDataError as err:
             if not options.skip_corrupt:
                 raise
@@ -443,6 +446,23 @@ def _messages(source: Any, options: Options) -> Iterator[RocketMQMessage]:
             if start is not None:
                 continue
         return
+
+
+def _as_consumed(source: Any, msg: RocketMQMessage) -> RocketMQMessage:
+    """``msg`` with its body as consumers read it (inflated where its producer compressed it, its
+    SYSFLAG's 0x1 cleared: :func:`.bodycodec.consumer_batches`' rows); ``size`` and ``body_crc``
+    stay the stored message's.
+
+    :raises CorruptDataError: a compressed body that does not inflate, at the message.
+    """
+    if not msg.sys_flag & SYSFLAG_COMPRESSED:
+        return msg
+    try:
+        body = bodycodec.decompress(msg.body, msg.sys_flag)
+    except CorruptDataError as err:
+        path, pos = source._locate(msg.physical_offset)
+        raise CorruptDataError(err.message, path, pos) from err
+    return dataclasses.replace(msg, body=body, sys_flag=msg.sys_flag & ~SYSFLAG_COMPRESSED)
 
 
 def _next_valid_message(commitlog: Any, path: str | None, pos: int) -> int | None:
@@ -568,6 +588,8 @@ def entry_batches(source: Any, options: Options) -> Iterator[pa.RecordBatch]:
     marker = options.peer.name + P_OFFSET
     wanted = None if options.topics is None else arrays.texts(list(options.topics), pa.string())
     for view, rows, batch, trailing in _source_batches(source):
+        if options.decompress_bodies:
+            batch = _consumed_batch(source, rows, batch)
         keep = None
         if wanted is not None:
             keep = pc.is_in(batch.column("topic"), value_set=wanted)
@@ -578,6 +600,8 @@ def entry_batches(source: Any, options: Options) -> Iterator[pa.RecordBatch]:
         names = pc.list_flatten(batch.column("headers")).flatten()[0]
         if pc.any(pc.equal(names, arrays.string_scalar(marker))).as_py():
             msgs = columnar.messages(view, rows)
+            if options.decompress_bodies:
+                msgs = [_as_consumed(source, m) for m in msgs]
             if keep is not None:
                 msgs = [m for m, k in zip(msgs, keep.to_pylist(), strict=True) if k]
             yield _entries_batch(msgs, options, numbering)
@@ -587,6 +611,21 @@ def entry_batches(source: Any, options: Options) -> Iterator[pa.RecordBatch]:
             except InvalidTopicError as err:
                 raise _stored_topic_error(source, batch) or err from err
             yield native
+
+
+def _consumed_batch(source: Any, rows: columnar.Rows, batch: pa.RecordBatch) -> pa.RecordBatch:
+    """``batch`` of ``rows`` with its bodies as consumers read them, still one batch (its rows stay
+    those of ``rows``: the caller reads both).
+
+    :raises ConversionError: the inflated bodies of the batch pass binary's 2 GiB.
+    """
+    pieces = list(bodycodec.consumer_batches(batch, rows["sys_flag"], rows["position"], source._locate,
+                                             max_bytes=2**31 - 1))
+    if len(pieces) > 1:
+        raise ConversionError(f"expected the inflated bodies of {batch.num_rows} messages from commitlog "
+                              f"offset {int(rows['position'][0])} to fit 2 GiB, found more: convert "
+                              "without --decompress-bodies", source.path)
+    return pieces[0]
 
 
 def _stored_topic_error(source: Any, batch: pa.RecordBatch) -> CorruptDataError | None:
@@ -824,7 +863,8 @@ def _append_stored(store: Any, messages: list[RocketMQMessage]) -> None:
                 f"expected {result.topic}/{result.partition} queue offset {queue} at physical offset "
                 f"{physical} as in the source, found queue offset {result.offset} at {result.position} "
                 f"(the destination was not empty, its mappedFileSizeCommitLog differs from the source's, "
-                f"or an earlier message was stored with another size than in the source)",
+                f"or an earlier message was stored with another size than in the source, as a body "
+                f"inflated by convert --decompress-bodies is: convert the original RocketMQ store)",
                 store.path, result.position)
 
 
@@ -925,6 +965,7 @@ class RocketMQConversion(FormatConversion):
 
     topics = TOPICS
     batch_setting = "ROCKETMQ_BATCH"
+    inflates_bodies = True
     home_marker = f"the header {H_PHYSICAL_OFFSET}"
 
     def streams(self, source: Store, options: Options) -> list[Iterator[Sized]]:

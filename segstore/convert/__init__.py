@@ -43,7 +43,7 @@ def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], to: str = 
             topics: Iterable[str] | None = None, compression: str = "none",
             config: Mapping[str, Any] | None = None, resume: bool = False, verify: bool = False,
             force: bool = False, skip_corrupt: bool = False, progress: bool | None = None,
-            timestamp: str = "born") -> ConversionReport:
+            timestamp: str = "born", decompress_bodies: bool = False) -> ConversionReport:
     """Convert the store at ``src`` into a new store of format ``to`` at ``dst``.
 
     :param to: a registered format: ``"kafka"`` (``dst`` becomes a log directory of
@@ -58,6 +58,9 @@ def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], to: str = 
     :param skip_corrupt: report corrupt source regions and continue past them.
     :param progress: a progress bar on stderr; by default only when stderr is a terminal.
     :param timestamp: RocketMQ -> Kafka: ``"born"`` (CreateTime) or ``"store"`` (LogAppendTime).
+    :param decompress_bodies: RocketMQ source: write the bodies its producers compressed inflated,
+        as consumers read them, with their sysFlag's 0x1 cleared (the way back then gives those
+        messages uncompressed); by default they are copied as stored, and the way back is exact.
     :raises ConversionError: bad input or destination; other :class:`SegstoreError`
         subclasses for corrupt sources (``path:pos:``).
     """
@@ -65,7 +68,8 @@ def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], to: str = 
 
     return run(os.fspath(src), os.fspath(dst), to=to, topics=None if topics is None else list(topics),
                compression=compression, config=dict(config or {}), resume=resume, verify=verify,
-               force=force, skip_corrupt=skip_corrupt, progress=progress, timestamp=timestamp)
+               force=force, skip_corrupt=skip_corrupt, progress=progress, timestamp=timestamp,
+               decompress_bodies=decompress_bodies)
 
 
 __all__ = ["COMPRESSIONS", "convert", "parse_config"]

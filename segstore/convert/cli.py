@@ -15,7 +15,8 @@ def _cmd_convert(args: argparse.Namespace, out: TextIO) -> int:
     resolve_store(args.src, None)  # a missing or unknown source is a usage error (exit 2), said first
     report = convert(args.src, args.dst, to=args.to, topics=args.topic, compression=args.compression,
                      config=parse_config(args.config), resume=args.resume, verify=args.verify,
-                     force=args.force, skip_corrupt=args.skip_corrupt, timestamp=args.timestamp)
+                     force=args.force, skip_corrupt=args.skip_corrupt, timestamp=args.timestamp,
+                     decompress_bodies=args.decompress_bodies)
     for line in report.lines():
         out.write(line + "\n")
     return 0
@@ -34,6 +35,9 @@ def add_cli(subparsers: Any) -> None:
                    help="a destination config value, by the broker's own name (repeatable)")
     p.add_argument("--timestamp", default="born", choices=("born", "store"),
                    help="Kafka timestamp: RocketMQ born time (CreateTime) or store time (LogAppendTime)")
+    p.add_argument("--decompress-bodies", action="store_true",
+                   help="RocketMQ source: write bodies its producers compressed inflated, as consumers "
+                        "read them (default: as stored, so that converting back gives the same bytes)")
     p.add_argument("--resume", action="store_true", help="continue an interrupted conversion into DST")
     p.add_argument("--verify", action="store_true", help="re-read the result and compare it with the source")
     p.add_argument("--force", action="store_true", help="replace an existing DST")

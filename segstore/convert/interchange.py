@@ -79,6 +79,8 @@ class Options:
     ``batch_records``: entries per destination write (a record batch, a commitlog write).
     ``read_rows``: rows of a source's :meth:`FormatConversion.arrow_streams` batch at most (the
     converter holds a batch of every stream it merges); None: the format's own size.
+    ``decompress_bodies``: a source gives bodies its producer compressed inflated, as consumers
+    read them (:attr:`FormatConversion.inflates_bodies`; others have none);
     ``skipped``: where a source reports each corrupt region it skips (``skip_corrupt``);
     ``problems``: where it reports a record its entry does not give back (``verify``).
     """
@@ -88,6 +90,7 @@ class Options:
     compression: str = "none"
     timestamp: str = "born"
     skip_corrupt: bool = False
+    decompress_bodies: bool = False
     batch_records: int = 500
     read_rows: int | None = None
     skipped: list[str] = field(default_factory=list)
@@ -211,6 +214,9 @@ class FormatConversion(abc.ABC):
     compressions: tuple[str, ...] = ("none",)
     #: The converter setting that sizes its writes (``segstore.convert.pipeline.BATCH_RECORDS``...).
     batch_setting: str = "BATCH_RECORDS"
+    #: Whether its records may hold bodies their producer compressed, which it can give inflated
+    #: (``Options.decompress_bodies``, ``--decompress-bodies``).
+    inflates_bodies: bool = False
 
     @abc.abstractmethod
     def streams(self, source: Store, options: Options) -> list[Iterator[Sized]]:

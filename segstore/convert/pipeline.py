@@ -458,21 +458,28 @@ class _RunOptions:
     config: dict[str, Any]
     timestamp: str
     skip_corrupt: bool
+    decompress_bodies: bool = False
 
     def journal(self, src: str, source_format: str) -> dict[str, Any]:
         return {"version": JOURNAL_VERSION, "src": src if files.is_url(src) else os.path.abspath(src),
                 "source_format": source_format,
                 "to": self.to, "topics": self.topics, "compression": self.compression,
-                "config": self.config, "timestamp": self.timestamp}
+                "config": self.config, "timestamp": self.timestamp,
+                "decompress_bodies": self.decompress_bodies}
 
     def sides(self, source_side: FormatConversion, target_side: FormatConversion, source_format: str,
               ) -> tuple[Options, Options]:
         """What the source side and the target side are told (each names the other as its peer)."""
         batch = globals().get(target_side.batch_setting, BATCH_RECORDS)
         common = {"topics": self.topics, "compression": self.compression, "timestamp": self.timestamp,
-                  "skip_corrupt": self.skip_corrupt, "batch_records": batch}
+                  "skip_corrupt": self.skip_corrupt, "decompress_bodies": self.decompress_bodies,
+                  "batch_records": batch}
         return (Options(peer=Peer(self.to, target_side.topics), **common),
                 Options(peer=Peer(source_format, source_side.topics), **common))
+
+
+#: What a journal written before a setting existed ran with (so that its run can be resumed).
+_JOURNAL_DEFAULTS: dict[str, Any] = {"decompress_bodies": False}
 
 
 def temp_path(dst: str) -> str:
@@ -549,7 +556,7 @@ def _prepare(src: str, dst: str, tmp: str, options: _RunOptions, source_format: 
         journal = _read_journal(tmp)
         if journal is None:
             raise ConversionError("expected an interrupted conversion to resume, found none", tmp)
-        recorded = {k: journal.get(k) for k in wanted}
+        recorded = {k: journal.get(k, _JOURNAL_DEFAULTS.get(k)) for k in wanted}
         if recorded != wanted:
             raise ConversionError(f"expected to resume the same conversion, found one with other options: "
                                   f"{recorded} (this run: {wanted})", tmp)
@@ -641,7 +648,7 @@ def _remove(path: str) -> None:
 
 def run(src: str, dst: str, *, to: str, topics: list[str] | None, compression: str, config: dict[str, Any],
         resume: bool, verify: bool, force: bool, skip_corrupt: bool, progress: bool | None,
-        timestamp: str) -> ConversionReport:
+        timestamp: str, decompress_bodies: bool = False) -> ConversionReport:
     """Run one conversion (see :func:`segstore.convert.convert`)."""
     target_side = _side(to, "target")
     _check_options(target_side, compression, timestamp)
@@ -652,9 +659,12 @@ def run(src: str, dst: str, *, to: str, topics: list[str] | None, compression: s
         raise ConversionError(f"expected a source of another format than the target {to!r}, "
                               f"found {to!r}", src)
     source_side = _side(source_format, "source", src)
+    if decompress_bodies and not source_side.inflates_bodies:
+        raise ConversionError(f"expected --decompress-bodies only for a source whose messages may hold "
+                              f"compressed bodies (RocketMQ), found a {source_format} source", src)
     options = _RunOptions(to=to, topics=None if topics is None else sorted(set(topics)),
                           compression=compression, config=dict(config), timestamp=timestamp,
-                          skip_corrupt=skip_corrupt)
+                          skip_corrupt=skip_corrupt, decompress_bodies=decompress_bodies)
     if options.topics is not None:
         _check_topics(src, source_format, source_side, options.topics)
     tmp = temp_path(dst)
