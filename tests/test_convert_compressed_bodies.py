@@ -10,11 +10,11 @@ from pathlib import Path
 import lz4.frame
 import pytest
 from conftest import FIXTURES
-from test_convert_pipeline import Interrupt, interrupt_after, scan_json
+from test_convert_pipeline import interrupted, scan_json
 
 import segstore
 from segstore.cli import main
-from segstore.convert import convert, pipeline
+from segstore.convert import convert
 from segstore.errors import ConversionError, CorruptDataError
 
 BODIES = [b"hello " * 2000, b"plain", b"x" * 5000, b"z" * 6000]
@@ -88,11 +88,7 @@ def test_a_body_that_does_not_inflate_stops_the_conversion_at_its_message(tmp_pa
 
 def test_a_resume_keeps_the_setting_it_started_with(store, tmp_path, monkeypatch):
     out = tmp_path / "out"
-    monkeypatch.setattr(pipeline, "BATCH_RECORDS", 1)
-    with monkeypatch.context() as patch:
-        interrupt_after(patch, "kafka", 2)
-        with pytest.raises(Interrupt):
-            convert(store, out, to="kafka", decompress_bodies=True)
+    interrupted(monkeypatch, "BATCH_RECORDS", 1, 2, store, out, to="kafka", decompress_bodies=True)
     with pytest.raises(ConversionError, match="same conversion"):
         convert(store, out, to="kafka", resume=True)
     convert(store, out, to="kafka", resume=True, decompress_bodies=True, verify=True)

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import FIXTURES, copy_writable
@@ -57,6 +58,17 @@ def interrupt_after(monkeypatch: pytest.MonkeyPatch, to: str, calls: int) -> Non
             return original(self, *args)
 
         monkeypatch.setattr(cls, "flush", flush)
+
+
+def interrupted(monkeypatch: pytest.MonkeyPatch, setting: str, size: int, calls: int, src: Path, out: Path,
+                **kwargs: Any) -> None:
+    """``convert(src, out, **kwargs)`` writing ``size`` records at a time (``pipeline.<setting>``, which
+    stays set) and interrupted after ``calls`` flushes (:func:`interrupt_after`)."""
+    monkeypatch.setattr(pipeline, setting, size)
+    with monkeypatch.context() as patch:
+        interrupt_after(patch, kwargs["to"], calls)
+        with pytest.raises(Interrupt):
+            convert(src, out, **kwargs)
 
 
 # -- bad input -----------------------------------------------------------------------
@@ -154,11 +166,7 @@ def test_corrupt_kafka_source_stops_or_skips_the_segment(tmp_path: Path) -> None
 
 def test_interrupted_rocketmq_to_kafka_resumes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "out"
-    monkeypatch.setattr(pipeline, "BATCH_RECORDS", 7)
-    with monkeypatch.context() as patch:
-        interrupt_after(patch, "kafka", 20)
-        with pytest.raises(Interrupt):
-            convert(BASIC, out, to="kafka")
+    interrupted(monkeypatch, "BATCH_RECORDS", 7, 20, BASIC, out, to="kafka")
     assert not out.exists()
     assert (Path(temp_path(str(out))) / JOURNAL_NAME).is_file()
     with pytest.raises(ConversionError, match="pass --resume"):
@@ -174,11 +182,7 @@ def test_interrupted_rocketmq_to_kafka_resumes(tmp_path: Path, monkeypatch: pyte
 
 def test_interrupted_kafka_to_rocketmq_resumes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "out"
-    monkeypatch.setattr(pipeline, "ROCKETMQ_BATCH", 10)
-    with monkeypatch.context() as patch:
-        interrupt_after(patch, "rocketmq", 5)
-        with pytest.raises(Interrupt):
-            convert(KAFKA_TXN, out, to="rocketmq", config=ROCKETMQ_CONFIG)
+    interrupted(monkeypatch, "ROCKETMQ_BATCH", 10, 5, KAFKA_TXN, out, to="rocketmq", config=ROCKETMQ_CONFIG)
     assert not out.exists()
     report = convert(KAFKA_TXN, out, to="rocketmq", config=ROCKETMQ_CONFIG, resume=True, verify=True)
     assert report.already_present >= 50
@@ -406,10 +410,10 @@ def test_resume_after_an_interruption_at_any_point(tmp_path_factory: pytest.Temp
             interrupt_after(crash, to, flushes)
             try:
                 convert(src, out, to=to, config=config)
-                interrupted = False
+                stopped = False
             except Interrupt:
-                interrupted = True
-        if interrupted:
+                stopped = True
+        if stopped:
             assert not out.exists()
             convert(src, out, to=to, config=config, resume=True)
     assert scan_json(out, to) == clean_conversions[to]
