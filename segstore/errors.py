@@ -175,3 +175,8 @@ class UnsupportedOperationError(SegstoreError, NotImplementedError):
 
 class ConversionError(SegstoreError, ValueError):
     """A conversion between formats cannot proceed (destination exists, mixed input...)."""
+
+
+class ConversionOptionError(ConversionError, ConfigError):
+    """A conversion's options do not go together (a compression its target lacks, a setting its
+    source has no use for): a :class:`ConfigError` too, so the command line calls it a usage error."""

@@ -98,3 +98,8 @@ def test_a_resume_keeps_the_setting_it_started_with(store, tmp_path, monkeypatch
 def test_the_command_line_flag(store, tmp_path, capsys):
     assert main(["convert", str(store), str(tmp_path / "kafka"), "--to", "kafka", "--decompress-bodies"]) == 0
     assert [value for value, _ in _records(tmp_path / "kafka")] == BODIES
+    # options that do not go together are usage errors (docs/conversion.md), nothing created
+    kafka = str(FIXTURES / "kafka" / "txn" / "topic-0")
+    for flag in (["--decompress-bodies"], ["--compression", "gzip"]):
+        assert main(["convert", kafka, str(tmp_path / "out"), "--to", "rocketmq", *flag]) == 2
+        assert "expected" in capsys.readouterr().err and not (tmp_path / "out").exists()

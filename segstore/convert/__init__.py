@@ -59,8 +59,9 @@ def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], to: str = 
     :param progress: a progress bar on stderr; by default only when stderr is a terminal.
     :param timestamp: RocketMQ -> Kafka: ``"born"`` (CreateTime) or ``"store"`` (LogAppendTime).
     :param decompress_bodies: RocketMQ source: write the bodies its producers compressed inflated,
-        as consumers read them, with their sysFlag's 0x1 cleared (the way back then gives those
-        messages uncompressed); by default they are copied as stored, and the way back is exact.
+        as consumers read them, with their sysFlag's 0x1 cleared: an export for Kafka consumers,
+        which is not converted back (the inflated messages no longer fit their commitlog places).
+        By default the bodies are copied as stored, and the way back is exact.
     :raises ConversionError: bad input or destination; other :class:`SegstoreError`
         subclasses for corrupt sources (``path:pos:``).
     """

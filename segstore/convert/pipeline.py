@@ -54,7 +54,7 @@ import pyarrow as pa
 
 from segstore import arrays, files, registry
 from segstore.api import open as open_store
-from segstore.errors import ConversionError, NotFoundError, UnsupportedOperationError
+from segstore.errors import ConversionError, ConversionOptionError, NotFoundError, UnsupportedOperationError
 from segstore.overlap import pipelined
 from segstore.store import Store
 
@@ -505,17 +505,20 @@ def _side(name: str, role: str, path: str | None = None) -> FormatConversion:
 
 
 def _check_options(target_side: FormatConversion, compression: str, timestamp: str) -> None:
+    """:raises ConversionOptionError: a compression the target lacks, an unknown timestamp source."""
+    side = target_side.topics.side
     if compression not in COMPRESSIONS:
-        raise ConversionError(f"expected a compression of {', '.join(COMPRESSIONS)}, found {compression!r}")
+        raise ConversionOptionError(f"expected a compression of {', '.join(COMPRESSIONS)}, "
+                                    f"found {compression!r}")
     if compression not in target_side.compressions:
         if target_side.compressions == ("none",):
-            raise ConversionError(f"expected no --compression for a {target_side.topics.side} destination, "
-                                  f"found {compression!r}")
-        raise ConversionError(f"expected a compression of {', '.join(target_side.compressions)} for a "
-                              f"{target_side.topics.side} destination, found {compression!r}")
+            raise ConversionOptionError(f"expected no --compression for a {side} destination, "
+                                        f"found {compression!r}")
+        raise ConversionOptionError(f"expected a compression of {', '.join(target_side.compressions)} for a "
+                                    f"{side} destination, found {compression!r}")
     if timestamp not in TIMESTAMP_SOURCES:
-        raise ConversionError(f"expected a timestamp source of {', '.join(TIMESTAMP_SOURCES)}, "
-                              f"found {timestamp!r}")
+        raise ConversionOptionError(f"expected a timestamp source of {', '.join(TIMESTAMP_SOURCES)}, "
+                                    f"found {timestamp!r}")
 
 
 def _read_journal(path: str) -> dict[str, Any] | None:
@@ -660,8 +663,8 @@ def run(src: str, dst: str, *, to: str, topics: list[str] | None, compression: s
                               f"found {to!r}", src)
     source_side = _side(source_format, "source", src)
     if decompress_bodies and not source_side.inflates_bodies:
-        raise ConversionError(f"expected --decompress-bodies only for a source whose messages may hold "
-                              f"compressed bodies (RocketMQ), found a {source_format} source", src)
+        raise ConversionOptionError(f"expected --decompress-bodies only for a source whose messages may hold "
+                                    f"compressed bodies (RocketMQ), found a {source_format} source", src)
     options = _RunOptions(to=to, topics=None if topics is None else sorted(set(topics)),
                           compression=compression, config=dict(config), timestamp=timestamp,
                           skip_corrupt=skip_corrupt, decompress_bodies=decompress_bodies)
