@@ -245,13 +245,14 @@ def _reads_tags(store: Store) -> bool:
     return "tag" in inspect.signature(store.read).parameters
 
 
-def _tagged(store: Any, topic: str | None, partition: int | None, tag: str) -> Iterator[Any]:
-    """Messages carrying ``tag``, queue by queue (the consume queues' tag codes filter first)."""
+def _tagged(store: Any, topic: str | None, partition: int | None, tag: str, **read: Any) -> Iterator[Any]:
+    """Messages carrying ``tag``, queue by queue (the consume queues' tag codes filter first);
+    ``read``: more of the store's ``read`` arguments."""
     if not _reads_tags(store):
         raise UsageError(f"--tag: {store.format} records have no tags")
     for t in [topic] if topic is not None else store.topics():
         for q in [partition] if partition is not None else store.partitions(t):
-            yield from store.read(t, q, store.offset_range(t, q)[0], tag=tag)
+            yield from store.read(t, q, store.offset_range(t, q)[0], tag=tag, **read)
 
 
 # -- commands ----------------------------------------------------------------
@@ -348,9 +349,10 @@ def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
             raise UsageError("expected an existing store directory, found no such file or directory", path)
     dirs = [path for path in args.paths if files.is_dir(path)]
     if not dirs:
-        if args.topic is not None or _partition(args) is not None or args.tag is not None or args.index:
-            raise UsageError("--topic, --queue/--partition, --tag and --index select within a store "
-                             "directory; single files are dumped whole")
+        if (args.topic is not None or _partition(args) is not None or args.tag is not None or args.index
+                or args.decompress_bodies):
+            raise UsageError("--topic, --queue/--partition, --tag, --index and --decompress-bodies apply "
+                             "to a store directory; single files are dumped whole, as stored")
         return _dump_files(args, out)
     if len(args.paths) > 1:
         raise UsageError("expected one store directory, or store files only, found "
@@ -367,6 +369,11 @@ def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
     args.path = args.paths[0]
     with _open(args) as store:
         isolation = args.isolation
+        # only when given: a plugin whose records hold no compressed bodies takes no such argument
+        inflate = {"decompress": True} if args.decompress_bodies else {}
+        if inflate and "decompress" not in inspect.signature(store.dump_json).parameters:
+            raise UsageError(f"--decompress-bodies: {store.format} records hold no compressed bodies "
+                             "(their batches are decompressed whole)", args.path)
         # What the selectors name is checked once nothing was printed: a RocketMQ commitlog can hold
         # messages of a topic no consume queue lists (prepared transactions), which dump shows.  The
         # index dump shows the store-wide IndexFiles whatever the topic, so it is checked first.
@@ -377,7 +384,8 @@ def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
             if args.index:
                 raise UsageError("--tag and --index do not go together")
             # the consume queues --tag reads hold no transaction a read_committed consumer skips
-            if _print_records(store, _tagged(store, args.topic, _partition(args), args.tag), args.json, out):
+            if _print_records(store, _tagged(store, args.topic, _partition(args), args.tag, **inflate),
+                              args.json, out):
                 return EXIT_OK
             missing = _missing_selection(store, args)
             if missing is not None:
@@ -389,11 +397,11 @@ def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
         threads = {} if args.threads is None else {"threads": args.threads}
         if args.json:
             blocks = _Counted(store.dump_json(topic=args.topic, partition=_partition(args),
-                                              isolation=isolation, **threads))
+                                              isolation=isolation, **threads, **inflate))
         else:
             # Index problems go to stdout with the rest: they belong to the index dump they follow.
             blocks = _Counted(store.dump_text(topic=args.topic, partition=_partition(args), index=args.index,
-                                              isolation=isolation, **threads))
+                                              isolation=isolation, **threads, **inflate))
         _write_blocks(blocks, out)
         printed = blocks.bytes
         missing = None if printed else _missing_selection(store, args)
@@ -979,6 +987,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     _json_flag(p, "one dump object a line")
     p.add_argument("--tag", help="only messages whose TAGS equal this (RocketMQ), queue by queue")
     _isolation_flag(p)
+    p.add_argument("--decompress-bodies", action="store_true",
+                   help="RocketMQ: each body as consumers read it, inflated where its producer compressed "
+                        "it (sysFlag 0x1, then cleared); default: as stored")
     _threads_flag(p, "read and format a store directory")
     p.add_argument("--index", action="store_true",
                    help="also dump the index files (Kafka .index/.timeindex/.txnindex; RocketMQ consume "

@@ -20,6 +20,7 @@ damage (a producer checks ``maxMessageSize``, 4 MiB by default, before it compre
 
 from __future__ import annotations
 
+import dataclasses
 import zlib
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
@@ -28,7 +29,7 @@ import numpy as np
 
 from segstore.errors import CorruptDataError
 
-from .message import SYSFLAG_COMPRESSED
+from .message import SYSFLAG_COMPRESSED, RocketMQMessage
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -122,6 +123,24 @@ def _zstd(data: bytes, limit: int) -> bytes:
 
 
 _INFLATE: dict[str, Callable[[bytes, int], bytes]] = {"zlib": _zlib, "lz4": _lz4, "zstd": _zstd}
+
+
+def consumed(msg: RocketMQMessage, locate: Callable[[int], tuple[str, int]]) -> RocketMQMessage:
+    """``msg`` as consumers read it: its body inflated where its producer compressed it and its
+    SYSFLAG's 0x1 cleared, as :func:`consumer_batches` gives a row; ``size`` and ``body_crc`` stay
+    the stored message's.  A message whose body is not compressed is returned as it is.
+
+    :raises CorruptDataError: a compressed body that does not inflate, at the place ``locate`` gives
+        for the message's commitlog position.
+    """
+    if not msg.sys_flag & SYSFLAG_COMPRESSED:
+        return msg
+    try:
+        body = decompress(msg.body, msg.sys_flag)
+    except CorruptDataError as err:
+        path, pos = locate(msg.physical_offset)
+        raise CorruptDataError(err.message, path, pos) from err
+    return dataclasses.replace(msg, body=body, sys_flag=msg.sys_flag & ~SYSFLAG_COMPRESSED)
 
 
 def consumer_batches(batch: pa.RecordBatch, flags: np.ndarray, positions: np.ndarray,

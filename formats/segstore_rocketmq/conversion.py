@@ -59,7 +59,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import dataclasses
 import functools
 import json
 from collections.abc import Iterator
@@ -103,7 +102,6 @@ from .message import (
     NAME_VALUE_SEPARATOR,
     PROPERTY_KEYS,
     PROPERTY_SEPARATOR,
-    SYSFLAG_COMPRESSED,
     SYSFLAG_TRANSACTION_MASK,
     SYSFLAG_TRANSACTION_PREPARED,
     SYSFLAG_TRANSACTION_ROLLBACK,
@@ -429,7 +427,7 @@ def restore_message(entry: Entry, peer: Peer) -> RocketMQMessage:
 
 def _messages(source: Any, options: Options) -> Iterator[RocketMQMessage]:
     """Every commitlog message in physical order (with ``decompress_bodies`` as consumers read it:
-    :func:`_as_consumed`); with ``skip_corrupt`` damaged bytes are reported and reading goes on at
+    :func:`.bodycodec.consumed`); with ``skip_corrupt`` damaged bytes are reported and reading goes on at
     the next valid message (found as recovery finds it)."""
     commitlog = source.commitlog
     start: int | None = None
@@ -437,7 +435,7 @@ def _messages(source: Any, options: Options) -> Iterator[RocketMQMessage]:
         try:
             for _, record in commitlog.walk(start):
                 if isinstance(record, RocketMQMessage):
-                    yield _as_consumed(source, record) if options.decompress_bodies else record
+                    yield bodycodec.consumed(record, source._locate) if options.decompress_bodies else record
         except CorruptDataError as err:
             if not options.skip_corrupt:
                 raise
@@ -446,23 +444,6 @@ def _messages(source: Any, options: Options) -> Iterator[RocketMQMessage]:
             if start is not None:
                 continue
         return
-
-
-def _as_consumed(source: Any, msg: RocketMQMessage) -> RocketMQMessage:
-    """``msg`` with its body as consumers read it (inflated where its producer compressed it, its
-    SYSFLAG's 0x1 cleared: :func:`.bodycodec.consumer_batches`' rows); ``size`` and ``body_crc``
-    stay the stored message's.
-
-    :raises CorruptDataError: a compressed body that does not inflate, at the message.
-    """
-    if not msg.sys_flag & SYSFLAG_COMPRESSED:
-        return msg
-    try:
-        body = bodycodec.decompress(msg.body, msg.sys_flag)
-    except CorruptDataError as err:
-        path, pos = source._locate(msg.physical_offset)
-        raise CorruptDataError(err.message, path, pos) from err
-    return dataclasses.replace(msg, body=body, sys_flag=msg.sys_flag & ~SYSFLAG_COMPRESSED)
 
 
 def _next_valid_message(commitlog: Any, path: str | None, pos: int) -> int | None:
@@ -601,7 +582,7 @@ def entry_batches(source: Any, options: Options) -> Iterator[pa.RecordBatch]:
         if pc.any(pc.equal(names, arrays.string_scalar(marker))).as_py():
             msgs = columnar.messages(view, rows)
             if options.decompress_bodies:
-                msgs = [_as_consumed(source, m) for m in msgs]
+                msgs = [bodycodec.consumed(m, source._locate) for m in msgs]
             if keep is not None:
                 msgs = [m for m, k in zip(msgs, keep.to_pylist(), strict=True) if k]
             yield _entries_batch(msgs, options, numbering)

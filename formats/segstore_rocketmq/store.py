@@ -82,6 +82,7 @@ from .message import (
     PROPERTY_REAL_TOPIC,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_KEY,
+    SYSFLAG_COMPRESSED,
     SYSFLAG_TRANSACTION_COMMIT,
     SYSFLAG_TRANSACTION_MASK,
     Host,
@@ -1109,6 +1110,12 @@ class RocketMQStore(LifecycleMixin, Store):
         seg = self.commitlog.file_for(position)
         return seg.path, position - seg.base
 
+    def _consumed(self, msg: RocketMQMessage) -> RocketMQMessage:
+        """``msg`` as consumers read it (:func:`.bodycodec.consumed`)."""
+        from . import bodycodec
+
+        return bodycodec.consumed(msg, self._locate)
+
     def _region_rows(self, start: int | None, end: int | None, batch_rows: int = columnar.BATCH_ROWS, *,
                      reuse: bool = False, fill: int = columnar.FILL_ALL
                      ) -> Iterator[tuple[memoryview, columnar.Rows]]:
@@ -1495,7 +1502,7 @@ class RocketMQStore(LifecycleMixin, Store):
         return cq
 
     def read(self, topic: str, partition: int, offset: int = 0, count: int | None = None, *,
-             tag: str | None = None) -> Iterator[RocketMQMessage]:
+             tag: str | None = None, decompress: bool = False) -> Iterator[RocketMQMessage]:
         """Messages of one queue from ``offset`` through its consume queue, lazily.
 
         With ``tag``, only messages whose TAGS equal it: the entry's tags code is
@@ -1507,7 +1514,11 @@ class RocketMQStore(LifecycleMixin, Store):
         first, as the broker's ``getMessage`` answers ``OFFSET_TOO_SMALL`` with that offset as the
         next to pull (``nextOffsetCorrection``) and the consumer goes on from there.
 
-        :raises CorruptDataError: an entry points at something that is not its message.
+        A message's ``body`` is as stored, compressed where its producer compressed it; with
+        ``decompress``, as consumers read it (:func:`.bodycodec.consumed`).
+
+        :raises CorruptDataError: an entry points at something that is not its message, or (with
+            ``decompress``) a compressed body does not inflate.
         """
         self._check_open()
         cq = self._queue_view(topic, partition)
@@ -1532,7 +1543,7 @@ class RocketMQStore(LifecycleMixin, Store):
                     self._wrong_entry(topic, partition, position + i, phys, size)
                 if tag is not None and msg.tags != tag:
                     continue
-                yield msg
+                yield self._consumed(msg) if decompress else msg
                 returned += 1
                 if count is not None and returned >= count:
                     return
@@ -1595,7 +1606,7 @@ class RocketMQStore(LifecycleMixin, Store):
         }
 
     def dump_json(self, *, topic: str | None = None, partition: int | None = None,
-                  isolation: str = READ_UNCOMMITTED, threads: int | None = None
+                  isolation: str = READ_UNCOMMITTED, threads: int | None = None, decompress: bool = False
                   ) -> Iterator[bytes | memoryview]:
         """``dump --json`` lines (UTF-8) in commitlog order, :data:`JSON_KEYS` objects (with an ``ext``
         object for a message a ``consumequeue_ext`` unit describes), a batch of messages at a time
@@ -1604,14 +1615,24 @@ class RocketMQStore(LifecycleMixin, Store):
         The C path's blocks are views of one reused buffer (valid until the next block is
         asked for).  ``threads`` (default: see segstore.overlap.thread_count) walks and formats the
         commitlog by byte ranges on that many threads (as :meth:`scan_arrow`), the same bytes.
-        ``O(bytes read)``.
+        ``decompress``: each message as consumers read it (:func:`.bodycodec.consumed`; a batch
+        holding a compressed body is formatted message by message).  ``O(bytes read)``.
 
         :raises ConfigError: an unknown isolation level, ``threads`` below 1.
+        :raises CorruptDataError: with ``decompress``, a compressed body that does not inflate.
         """
         self._check_open()
         committed = check_isolation(isolation) == READ_COMMITTED
         threads = thread_count(threads)
         ext_units = self._ext_units_by_physical_offset()
+
+        def json_lines(writer: columnar.JsonWriter, view: memoryview, rows: columnar.Rows
+                       ) -> bytes | memoryview:
+            if decompress and _has_compressed(rows):    # rare: such a batch message by message
+                return b"".join(_json_line(self.to_json(self._consumed(m)))
+                                for m in columnar.messages(view, rows))
+            return writer.lines(view, rows, self._tags_codes_of(view, rows))
+
         if columnar._speedups is not None and not ext_units:   # in C, a batch at a time
 
             def kept(view: memoryview, rows: columnar.Rows) -> columnar.Rows:
@@ -1627,7 +1648,7 @@ class RocketMQStore(LifecycleMixin, Store):
                     writer = getattr(writers, "writer", None)
                     if writer is None:
                         writer = writers.writer = columnar.JsonWriter()
-                    return bytes(writer.lines(view, rows, self._tags_codes_of(view, rows)))
+                    return bytes(json_lines(writer, view, rows))
 
                 for blocks in self._parallel_regions(None, None, _DUMP_ROWS, threads, lines):
                     yield from (block for block in blocks if block)
@@ -1636,7 +1657,7 @@ class RocketMQStore(LifecycleMixin, Store):
             for view, rows in self._region_rows(None, None, _DUMP_ROWS, reuse=True):
                 rows = kept(view, rows)
                 if len(rows):
-                    yield writer.lines(view, rows, self._tags_codes_of(view, rows))
+                    yield json_lines(writer, view, rows)
             return
         for msg in self.scan():
             if topic is not None and msg.topic != topic:
@@ -1645,31 +1666,42 @@ class RocketMQStore(LifecycleMixin, Store):
                 continue
             if committed and not has_queue_entry(msg.sys_flag):
                 continue
-            record = self.to_json(msg)
+            record = self.to_json(self._consumed(msg) if decompress else msg)
             unit = ext_units.get(msg.physical_offset)
             if unit is not None:
                 address, ext = unit
                 record["ext"] = {"address": address, "tags_code": ext.tags_code,
                                  "store_timestamp": ext.store_timestamp, "bitmap": ext.bitmap.hex()}
-            yield (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8", "surrogatepass")
+            yield _json_line(record)
 
     def dump_text(self, *, topic: str | None = None, partition: int | None = None, index: bool = False,
-                  isolation: str = READ_UNCOMMITTED, threads: int | None = None
+                  isolation: str = READ_UNCOMMITTED, threads: int | None = None, decompress: bool = False
                   ) -> Iterator[bytes | memoryview]:
         """:meth:`dump`'s lines as blocks of UTF-8 text, each line ending in a newline: the message
         lines a batch of messages at a time in C where built (filtered as :meth:`dump_json`, the
         same bytes as :meth:`dump`'s Python loop), then (``index``) the index lines.  The C path's
         blocks are views of one reused buffer (valid until the next block is asked for).
-        ``threads`` as :meth:`dump_json`.  ``O(bytes read)``.
+        ``threads`` and ``decompress`` as :meth:`dump_json`.  ``O(bytes read)``.
 
         :raises ConfigError: an unknown isolation level, ``threads`` below 1.
+        :raises CorruptDataError: with ``decompress``, a compressed body that does not inflate.
         """
         self._check_open()
         committed = check_isolation(isolation) == READ_COMMITTED
         threads = thread_count(threads)
         if columnar._speedups is None:
-            yield from super().dump_text(topic=topic, partition=partition, index=index, isolation=isolation)
+            for line in self.dump(topic=topic, partition=partition, index=index, isolation=isolation,
+                                  decompress=decompress):
+                yield line.text.encode("utf-8", "surrogatepass") + b"\n"
             return
+
+        def text_lines(writer: columnar.TextWriter, view: memoryview, rows: columnar.Rows
+                       ) -> bytes | memoryview:
+            if decompress and _has_compressed(rows):    # rare: such a batch message by message
+                return b"".join((message_line(self._consumed(m)) + "\n").encode("utf-8", "surrogatepass")
+                                for m in columnar.messages(view, rows))
+            return writer.lines(view, rows)
+
         if threads > 1:
             writers = threading.local()     # a writer (its buffer) per thread, reused range to range
 
@@ -1680,7 +1712,7 @@ class RocketMQStore(LifecycleMixin, Store):
                 writer = getattr(writers, "writer", None)
                 if writer is None:
                     writer = writers.writer = columnar.TextWriter()
-                return bytes(writer.lines(view, rows))
+                return bytes(text_lines(writer, view, rows))
 
             for blocks in self._parallel_regions(None, None, _DUMP_ROWS, threads, lines):
                 yield from (block for block in blocks if block)
@@ -1689,14 +1721,15 @@ class RocketMQStore(LifecycleMixin, Store):
             for view, rows in self._region_rows(None, None, _DUMP_ROWS, reuse=True):
                 rows = _selected(view, rows, topic, partition, committed)
                 if len(rows):
-                    yield writer.lines(view, rows)
+                    yield text_lines(writer, view, rows)
         if index:
             yield from (line.text.encode("utf-8", "surrogatepass") + b"\n"
                         for line in self._dump_indexes(topic, partition))
 
     def dump(self, *, topic: str | None = None, partition: int | None = None, index: bool = False,
-             isolation: str = READ_UNCOMMITTED) -> Iterator[DumpLine]:
-        """One line per message in commitlog order (``read_committed`` as :meth:`dump_json`); with
+             isolation: str = READ_UNCOMMITTED, decompress: bool = False) -> Iterator[DumpLine]:
+        """One line per message in commitlog order (``read_committed`` and ``decompress`` as
+        :meth:`dump_json`); with
         ``index`` then every consume-queue entry of the selected queues, every IndexFile header and
         entry, and what :meth:`verify` finds (``problem`` lines)."""
         self._check_open()
@@ -1708,7 +1741,7 @@ class RocketMQStore(LifecycleMixin, Store):
                 continue
             if committed and not has_queue_entry(msg.sys_flag):
                 continue
-            yield DumpLine(message_line(msg), json=False)
+            yield DumpLine(message_line(self._consumed(msg) if decompress else msg), json=False)
         if index:
             yield from self._dump_indexes(topic, partition)
 
@@ -1808,3 +1841,13 @@ class RocketMQStore(LifecycleMixin, Store):
 
             out["timer"] = timerstore.info(self.path)
         return out
+
+
+def _has_compressed(rows: columnar.Rows) -> bool:
+    """Whether any of ``rows`` holds a body its producer compressed (``O(rows)``)."""
+    return bool(np.any(rows["sys_flag"] & SYSFLAG_COMPRESSED))
+
+
+def _json_line(record: dict[str, Any]) -> bytes:
+    """A ``dump --json`` line of ``record`` (the C ``JsonWriter``'s reference)."""
+    return (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8", "surrogatepass")
