@@ -1057,7 +1057,7 @@ class RocketMQStore(LifecycleMixin, Store):
         The ``value`` column holds each body as stored, compressed where its producer compressed it
         (``sysFlag`` 0x1), as the broker serves it.  With ``decompress``, as consumers read it
         (:func:`.bodycodec.consumer_batches`): compressed bodies inflated, their ``sysFlag``
-        cleared of 0x1, a batch cut where the inflated values would pass 1 GiB.
+        cleared of 0x1, a batch cut where the inflated values would pass 16 MiB.
 
         :raises CorruptDataError: a damaged message (the error :meth:`scan`/:meth:`read` raise), or
             with ``decompress`` a compressed body that does not inflate.
