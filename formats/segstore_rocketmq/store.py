@@ -1628,7 +1628,7 @@ class RocketMQStore(LifecycleMixin, Store):
 
         def json_lines(writer: columnar.JsonWriter, view: memoryview, rows: columnar.Rows
                        ) -> bytes | memoryview:
-            if decompress and _has_compressed(rows):    # rare: such a batch message by message
+            if decompress and _has_compressed(rows):    # message by message: inflating costs more
                 return b"".join(_json_line(self.to_json(self._consumed(m)))
                                 for m in columnar.messages(view, rows))
             return writer.lines(view, rows, self._tags_codes_of(view, rows))
@@ -1697,7 +1697,7 @@ class RocketMQStore(LifecycleMixin, Store):
 
         def text_lines(writer: columnar.TextWriter, view: memoryview, rows: columnar.Rows
                        ) -> bytes | memoryview:
-            if decompress and _has_compressed(rows):    # rare: such a batch message by message
+            if decompress and _has_compressed(rows):    # message by message: inflating costs more
                 return b"".join((message_line(self._consumed(m)) + "\n").encode("utf-8", "surrogatepass")
                                 for m in columnar.messages(view, rows))
             return writer.lines(view, rows)
