@@ -245,6 +245,20 @@ def _reads_tags(store: Store) -> bool:
     return "tag" in inspect.signature(store.read).parameters
 
 
+def _decompressing(store: Store, args: argparse.Namespace) -> bool:
+    """Whether ``--decompress-bodies`` was given, for a store whose records may hold bodies their
+    producer compressed (it has ``consumed``: RocketMQ).
+
+    :raises UsageError: given for another store.
+    """
+    if not args.decompress_bodies:
+        return False
+    if getattr(store, "consumed", None) is None:
+        raise UsageError(f"--decompress-bodies: {store.format} records hold no compressed bodies "
+                         "(their batches are decompressed whole)", args.path)
+    return True
+
+
 def _tagged(store: Any, topic: str | None, partition: int | None, tag: str, **read: Any) -> Iterator[Any]:
     """Messages carrying ``tag``, queue by queue (the consume queues' tag codes filter first);
     ``read``: more of the store's ``read`` arguments."""
@@ -370,10 +384,7 @@ def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
     with _open(args) as store:
         isolation = args.isolation
         # only when given: a plugin whose records hold no compressed bodies takes no such argument
-        inflate = {"decompress": True} if args.decompress_bodies else {}
-        if inflate and "decompress" not in inspect.signature(store.dump_json).parameters:
-            raise UsageError(f"--decompress-bodies: {store.format} records hold no compressed bodies "
-                             "(their batches are decompressed whole)", args.path)
+        inflate = {"decompress": True} if _decompressing(store, args) else {}
         # What the selectors name is checked once nothing was printed: a RocketMQ commitlog can hold
         # messages of a topic no consume queue lists (prepared transactions), which dump shows.  The
         # index dump shows the store-wide IndexFiles whatever the topic, so it is checked first.
@@ -515,12 +526,13 @@ def _query_msg_id(args: argparse.Namespace, out: TextIO) -> int:
         find = getattr(store, "find_msg_id", None)
         if find is None:
             raise UsageError(f"--msg-id: {store.format} stores have no message ids")
+        decompress = _decompressing(store, args)
         found = find(args.msg_id)
         if found is not None:
-            _print_records(store, [found], args.json, out)
+            _print_records(store, [store.consumed(found) if decompress else found], args.json, out)
             return EXIT_OK
         if args.topic is not None:
-            result = store.query(QueryRequest(topic=args.topic, key=args.msg_id))
+            result = store.query(QueryRequest(topic=args.topic, key=args.msg_id, decompress=decompress))
             _print_lines(result.lines, args.json, out)
             if result.found:
                 return EXIT_OK
@@ -536,8 +548,9 @@ def _query_tag(args: argparse.Namespace, out: TextIO) -> int:
     with _open(args) as store:
         if not _reads_tags(store):
             raise UsageError(f"--tag: {store.format} records have no tags")
-        found = _print_records(store, store.read(args.topic, queue, args.offset, args.count, tag=args.tag),
-                               args.json, out)
+        inflate = {"decompress": True} if _decompressing(store, args) else {}
+        found = _print_records(store, store.read(args.topic, queue, args.offset, args.count, tag=args.tag,
+                                                 **inflate), args.json, out)
     if not found:
         sys.stderr.write(f"segstore query: {args.topic}/{queue}: no record tagged {args.tag!r} from offset "
                          f"{args.offset}\n")
@@ -564,6 +577,7 @@ def cmd_query(args: argparse.Namespace, out: TextIO) -> int:
     if not asked:
         raise UsageError("query needs one of --key, --offset, --timestamp or --msg-id")
     with _open(args) as store:
+        request.decompress = _decompressing(store, args)
         try:
             result = store.query(request)
         except NotFoundError:
@@ -893,6 +907,12 @@ def _threads_flag(p: argparse.ArgumentParser, what: str) -> None:
                         "or more, else 1); the output is the same with any N")
 
 
+def _decompress_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--decompress-bodies", action="store_true",
+                   help="RocketMQ: each body as consumers read it, inflated where its producer compressed "
+                        "it (sysFlag 0x1, then cleared); default: as stored")
+
+
 def _isolation_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--isolation", choices=ISOLATION_LEVELS, default=READ_UNCOMMITTED,
                    help="as a Kafka consumer's isolation.level: read_uncommitted (default) shows every "
@@ -987,9 +1007,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     _json_flag(p, "one dump object a line")
     p.add_argument("--tag", help="only messages whose TAGS equal this (RocketMQ), queue by queue")
     _isolation_flag(p)
-    p.add_argument("--decompress-bodies", action="store_true",
-                   help="RocketMQ: each body as consumers read it, inflated where its producer compressed "
-                        "it (sysFlag 0x1, then cleared); default: as stored")
+    _decompress_flag(p)
     _threads_flag(p, "read and format a store directory")
     p.add_argument("--index", action="store_true",
                    help="also dump the index files (Kafka .index/.timeindex/.txnindex; RocketMQ consume "
@@ -1059,6 +1077,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                    help="at most this many key hits in all (not per queue), the newest (default: all); says "
                         "how many were left out")
     _isolation_flag(p)
+    _decompress_flag(p)
     _json_flag(p, "one dump object a line")
     p.set_defaults(func=cmd_query)
 

@@ -97,7 +97,8 @@ class DumpLine:
 class QueryRequest:
     """What ``segstore query`` asks; each format answers the combinations it supports.
 
-    ``max`` bounds key hits (the newest ``max``); the default is every hit.
+    ``max`` bounds key hits (the newest ``max``); the default is every hit.  ``decompress``: bodies as
+    consumers read them, where a format stores them as their producer compressed them (RocketMQ).
     """
 
     topic: str | None = None
@@ -110,6 +111,7 @@ class QueryRequest:
     end: int | None = None
     max: int = QUERY_ALL
     isolation: str = READ_UNCOMMITTED
+    decompress: bool = False
 
 
 @dataclass(slots=True)

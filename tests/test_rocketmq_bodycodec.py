@@ -239,3 +239,27 @@ def test_the_dump_command_line_flag(compressed_store, tmp_path, capsys):
     assert "no compressed bodies" in capsys.readouterr().err
     log = str(compressed_store / "commitlog" / f"{0:020d}")
     assert main(["dump", log, "--decompress-bodies"]) == 2
+
+
+def test_the_query_command_line_flag(tmp_path, capsys):
+    """query by key, by offset, by msgId and by tag gives consumers' bodies with --decompress-bodies."""
+    from segstore.cli import main
+
+    path = tmp_path / "store"
+    with segstore.open(path, format="rocketmq", mode="a") as store:
+        store.append({"topic": "T", "queue_id": 0, "body": zlib.compress(BODIES[0]), "sys_flag": ZLIB,
+                      "keys": ["order-1"], "tags": "new"})
+    with segstore.open(path) as store:
+        msg_id = store.to_json(next(store.read("T", 0)))["msg_id"]
+
+    def body(argv: list[str]) -> bytes:
+        assert main(["query", str(path), *argv, "--json"]) == 0
+        return base64.b64decode(json.loads(capsys.readouterr().out)["body"])
+
+    for argv in (["--topic", "T", "--key", "order-1"], ["--topic", "T", "--queue", "0", "--offset", "0"],
+                 ["--msg-id", msg_id], ["--topic", "T", "--queue", "0", "--offset", "0", "--tag", "new"]):
+        assert body([*argv, "--decompress-bodies"]) == BODIES[0], argv
+        assert body(argv) == zlib.compress(BODIES[0]), argv
+    kafka = str(FIXTURES / "kafka" / "txn" / "topic-0")
+    assert main(["query", kafka, "--offset", "0", "--decompress-bodies"]) == 2
+    assert "no compressed bodies" in capsys.readouterr().err

@@ -143,7 +143,8 @@ class _Lifecycle(_StoreHost, Protocol):
     def _message_or_none(self, physical_offset: int) -> RocketMQMessage | None: ...
     def query_by_key(self, topic: str, key: str, *, max_hits: int = 32, begin: int = 0,
                      end: int = TIME_MAX) -> list[RocketMQMessage]: ...
-    def _hits(self, found: list[RocketMQMessage]) -> QueryResult: ...
+    def _hits(self, found: list[RocketMQMessage], decompress: bool = False) -> QueryResult: ...
+    def consumed(self, msg: RocketMQMessage) -> RocketMQMessage: ...
     def _key_hits(self, topic: str, key: str | bytes, partition: int | None, begin: int | None,
                   end: int | None, max_hits: int | None, *,
                   committed: bool = False) -> list[RocketMQMessage]: ...
@@ -567,7 +568,8 @@ class LifecycleMixin:
         validate_topic(request.topic, TOPIC_MAX_LENGTH_V2)   # v2 messages hold long topics
         if request.key is not None:   # what find answers (read_committed: of what consumers are given)
             return self._hits(self._key_hits(request.topic, request.key, request.partition, request.begin,
-                                             request.end, request.max, committed=committed))
+                                             request.end, request.max, committed=committed),
+                              request.decompress)
         queue = request.partition if request.partition is not None else 0
         if request.timestamp is not None:
             offset = self.offset_for_time(request.topic, queue, request.timestamp)
@@ -583,9 +585,13 @@ class LifecycleMixin:
         if request.offset is None:
             raise UnsupportedOperationError("expected --key, --offset or --timestamp in a RocketMQ query, "
                                             "found none", self.path)
-        return self._hits(list(self.read(request.topic, queue, request.offset, request.count)))
+        return self._hits(list(self.read(request.topic, queue, request.offset, request.count)),
+                          request.decompress)
 
-    def _hits(self: _Lifecycle, found: list[RocketMQMessage]) -> QueryResult:
+    def _hits(self: _Lifecycle, found: list[RocketMQMessage], decompress: bool = False) -> QueryResult:
+        """The answer listing ``found`` (``decompress``: as consumers read them, :meth:`consumed`)."""
+        if decompress:
+            found = [self.consumed(m) for m in found]
         lines = [DumpLine(self.describe(m), self.to_json(m)) for m in found]
         return QueryResult(records=list(found), lines=lines, found=bool(found))
 

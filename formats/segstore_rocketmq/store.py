@@ -1110,8 +1110,12 @@ class RocketMQStore(LifecycleMixin, Store):
         seg = self.commitlog.file_for(position)
         return seg.path, position - seg.base
 
-    def _consumed(self, msg: RocketMQMessage) -> RocketMQMessage:
-        """``msg`` as consumers read it (:func:`.bodycodec.consumed`)."""
+    def consumed(self, msg: RocketMQMessage) -> RocketMQMessage:
+        """``msg`` as consumers read it: its body inflated where its producer compressed it, its
+        sysFlag's 0x1 cleared (:func:`.bodycodec.consumed`).
+
+        :raises CorruptDataError: a compressed body that does not inflate, at the message.
+        """
         from . import bodycodec
 
         return bodycodec.consumed(msg, self._locate)
@@ -1543,7 +1547,7 @@ class RocketMQStore(LifecycleMixin, Store):
                     self._wrong_entry(topic, partition, position + i, phys, size)
                 if tag is not None and msg.tags != tag:
                     continue
-                yield self._consumed(msg) if decompress else msg
+                yield self.consumed(msg) if decompress else msg
                 returned += 1
                 if count is not None and returned >= count:
                     return
@@ -1629,7 +1633,7 @@ class RocketMQStore(LifecycleMixin, Store):
         def json_lines(writer: columnar.JsonWriter, view: memoryview, rows: columnar.Rows
                        ) -> bytes | memoryview:
             if decompress and _has_compressed(rows):    # message by message: inflating costs more
-                return b"".join(_json_line(self.to_json(self._consumed(m)))
+                return b"".join(_json_line(self.to_json(self.consumed(m)))
                                 for m in columnar.messages(view, rows))
             return writer.lines(view, rows, self._tags_codes_of(view, rows))
 
@@ -1666,7 +1670,7 @@ class RocketMQStore(LifecycleMixin, Store):
                 continue
             if committed and not has_queue_entry(msg.sys_flag):
                 continue
-            record = self.to_json(self._consumed(msg) if decompress else msg)
+            record = self.to_json(self.consumed(msg) if decompress else msg)
             unit = ext_units.get(msg.physical_offset)
             if unit is not None:
                 address, ext = unit
@@ -1698,7 +1702,7 @@ class RocketMQStore(LifecycleMixin, Store):
         def text_lines(writer: columnar.TextWriter, view: memoryview, rows: columnar.Rows
                        ) -> bytes | memoryview:
             if decompress and _has_compressed(rows):    # message by message: inflating costs more
-                return b"".join((message_line(self._consumed(m)) + "\n").encode("utf-8", "surrogatepass")
+                return b"".join((message_line(self.consumed(m)) + "\n").encode("utf-8", "surrogatepass")
                                 for m in columnar.messages(view, rows))
             return writer.lines(view, rows)
 
@@ -1741,7 +1745,7 @@ class RocketMQStore(LifecycleMixin, Store):
                 continue
             if committed and not has_queue_entry(msg.sys_flag):
                 continue
-            yield DumpLine(message_line(self._consumed(msg) if decompress else msg), json=False)
+            yield DumpLine(message_line(self.consumed(msg) if decompress else msg), json=False)
         if index:
             yield from self._dump_indexes(topic, partition)
 
