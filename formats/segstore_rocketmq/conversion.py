@@ -427,7 +427,7 @@ def restore_message(entry: Entry, peer: Peer) -> RocketMQMessage:
 
 def _messages(source: Any, options: Options) -> Iterator[RocketMQMessage]:
     """Every commitlog message in physical order (with ``decompress_bodies`` as consumers read it:
-    :func:`.bodycodec.consumed`); with ``skip_corrupt`` damaged bytes are reported and reading goes on at
+    the store's ``consumed``); with ``skip_corrupt`` damaged bytes are reported and reading goes on at
     the next valid message (found as recovery finds it)."""
     commitlog = source.commitlog
     start: int | None = None
@@ -435,7 +435,7 @@ def _messages(source: Any, options: Options) -> Iterator[RocketMQMessage]:
         try:
             for _, record in commitlog.walk(start):
                 if isinstance(record, RocketMQMessage):
-                    yield bodycodec.consumed(record, source._locate) if options.decompress_bodies else record
+                    yield source.consumed(record) if options.decompress_bodies else record
         except CorruptDataError as err:
             if not options.skip_corrupt:
                 raise
@@ -582,7 +582,7 @@ def entry_batches(source: Any, options: Options) -> Iterator[pa.RecordBatch]:
         if pc.any(pc.equal(names, arrays.string_scalar(marker))).as_py():
             msgs = columnar.messages(view, rows)
             if options.decompress_bodies:
-                msgs = [bodycodec.consumed(m, source._locate) for m in msgs]
+                msgs = [source.consumed(m) for m in msgs]
             if keep is not None:
                 msgs = [m for m, k in zip(msgs, keep.to_pylist(), strict=True) if k]
             yield _entries_batch(msgs, options, numbering)
