@@ -136,12 +136,21 @@ def consumed(msg: RocketMQMessage, locate: Callable[[int], tuple[str, int]]) -> 
     """
     if not msg.sys_flag & SYSFLAG_COMPRESSED:
         return msg
-    try:
-        body = decompress(msg.body, msg.sys_flag)
-    except CorruptDataError as err:
-        path, pos = locate(msg.physical_offset)
-        raise CorruptDataError(err.message, path, pos) from err
+    body = _inflated_at(msg.body, msg.sys_flag, msg.physical_offset, locate)
     return dataclasses.replace(msg, body=body, sys_flag=msg.sys_flag & ~SYSFLAG_COMPRESSED)
+
+
+def _inflated_at(body: bytes | memoryview, sys_flag: int, position: int,
+                 locate: Callable[[int], tuple[str, int]]) -> bytes:
+    """:func:`decompress` of the body of the message at commitlog ``position``.
+
+    :raises CorruptDataError: at the place ``locate`` gives for ``position``.
+    """
+    try:
+        return decompress(body, sys_flag)
+    except CorruptDataError as err:
+        path, pos = locate(position)
+        raise CorruptDataError(err.message, path, pos) from err
 
 
 def consumer_batches(batch: pa.RecordBatch, flags: np.ndarray, positions: np.ndarray,
@@ -180,11 +189,8 @@ def consumer_batches(batch: pa.RecordBatch, flags: np.ndarray, positions: np.nda
     offsets, data = _binary(batch.column(at))
     bodies: dict[int, bytes] = {}
     for row in compressed.tolist():
-        try:
-            bodies[row] = decompress(data[int(offsets[row]):int(offsets[row + 1])], int(flags[row]))
-        except CorruptDataError as err:
-            path, pos = locate(int(positions[row]))
-            raise CorruptDataError(err.message, path, pos) from err
+        bodies[row] = _inflated_at(data[int(offsets[row]):int(offsets[row + 1])], int(flags[row]),
+                                   int(positions[row]), locate)
     lengths = np.diff(offsets)
     lengths[compressed] = [len(bodies[row]) for row in compressed.tolist()]
     ends = np.cumsum(lengths)
