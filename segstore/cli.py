@@ -259,14 +259,20 @@ def _decompressing(store: Store, args: argparse.Namespace) -> bool:
     return True
 
 
-def _tagged(store: Any, topic: str | None, partition: int | None, tag: str, **read: Any) -> Iterator[Any]:
-    """Messages carrying ``tag``, queue by queue (the consume queues' tag codes filter first);
-    ``read``: more of the store's ``read`` arguments."""
+def _tagged(store: Any, topic: str | None, partition: int | None, tag: str, begin: int | None = None,
+            end: int | None = None, **read: Any) -> Iterator[Any]:
+    """Messages carrying ``tag``, queue by queue (the consume queues' tag codes filter first), at
+    the offsets :meth:`Store.offsets_between` gives for ``begin``/``end``; ``read``: more of the
+    store's ``read`` arguments."""
     if not _reads_tags(store):
         raise UsageError(f"--tag: {store.format} records have no tags")
     for t in [topic] if topic is not None else store.topics():
         for q in [partition] if partition is not None else store.partitions(t):
-            yield from store.read(t, q, store.offset_range(t, q)[0], tag=tag, **read)
+            start, stop = store.offsets_between(t, q, begin, end)
+            for record in store.read(t, q, start, tag=tag, **read):
+                if record.offset >= stop:
+                    break
+                yield record
 
 
 # -- commands ----------------------------------------------------------------
@@ -364,9 +370,10 @@ def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
     dirs = [path for path in args.paths if files.is_dir(path)]
     if not dirs:
         if (args.topic is not None or _partition(args) is not None or args.tag is not None or args.index
-                or args.decompress_bodies):
-            raise UsageError("--topic, --queue/--partition, --tag, --index and --decompress-bodies apply "
-                             "to a store directory; single files are dumped whole, as stored")
+                or args.decompress_bodies or args.begin is not None or args.end is not None):
+            raise UsageError("--topic, --queue/--partition, --tag, --index, --begin/--end and "
+                             "--decompress-bodies apply to a store directory; single files are dumped "
+                             "whole, as stored")
         return _dump_files(args, out)
     if len(args.paths) > 1:
         raise UsageError("expected one store directory, or store files only, found "
@@ -376,6 +383,15 @@ def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
     if given:
         raise UsageError(f"{', '.join(given)}: dumping single files only "
                          "(name the .log / .index / ... files)")
+    timed = args.begin is not None or args.end is not None
+    for flag, value in (("--begin", args.begin), ("--end", args.end)):
+        if value is not None and value < 0:
+            raise UsageError(f"{flag}: expected a time at or after the epoch, found {value} ms")
+    if args.begin is not None and args.end is not None and args.begin > args.end:
+        raise UsageError(f"expected --begin at or before --end, found {args.begin} > {args.end} (ms)")
+    if timed and args.index:
+        raise UsageError("--begin/--end and --index do not go together: the index files are dumped whole "
+                         "(leave out --begin/--end)")
     if args.json and args.index:
         raise UsageError("expected --json or --index, found both: a store's index entries are dumped as text "
                          "(leave out --json), or as JSON file by file (segstore dump FILE... --json with its "
@@ -385,6 +401,7 @@ def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
         isolation = args.isolation
         # only when given: a plugin whose records hold no compressed bodies takes no such argument
         inflate = {"decompress": True} if _decompressing(store, args) else {}
+        window = {"begin": args.begin, "end": args.end} if timed else {}
         # What the selectors name is checked once nothing was printed: a RocketMQ commitlog can hold
         # messages of a topic no consume queue lists (prepared transactions), which dump shows.  The
         # index dump shows the store-wide IndexFiles whatever the topic, so it is checked first.
@@ -395,30 +412,52 @@ def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
             if args.index:
                 raise UsageError("--tag and --index do not go together")
             # the consume queues --tag reads hold no transaction a read_committed consumer skips
-            if _print_records(store, _tagged(store, args.topic, _partition(args), args.tag, **inflate),
-                              args.json, out):
+            if _print_records(store, _tagged(store, args.topic, _partition(args), args.tag, **window,
+                                             **inflate), args.json, out):
                 return EXIT_OK
             missing = _missing_selection(store, args)
             if missing is not None:
                 raise missing
             where = f"{args.topic or '*'}/{'*' if _partition(args) is None else _partition(args)}"
-            sys.stderr.write(f"segstore dump: {where}: no message tagged {args.tag!r}\n")
+            sys.stderr.write(f"segstore dump: {where}: no message tagged {args.tag!r}{_window_words(args)}\n")
             return EXIT_NO_HITS
         # only when given: a plugin's own dump_json / dump_text may take no threads
         threads = {} if args.threads is None else {"threads": args.threads}
         if args.json:
             blocks = _Counted(store.dump_json(topic=args.topic, partition=_partition(args),
-                                              isolation=isolation, **threads, **inflate))
+                                              isolation=isolation, **threads, **inflate, **window))
         else:
             # Index problems go to stdout with the rest: they belong to the index dump they follow.
             blocks = _Counted(store.dump_text(topic=args.topic, partition=_partition(args), index=args.index,
-                                              isolation=isolation, **threads, **inflate))
+                                              isolation=isolation, **threads, **inflate, **window))
         _write_blocks(blocks, out)
         printed = blocks.bytes
         missing = None if printed else _missing_selection(store, args)
     if missing is not None:
         raise missing
+    if timed and not printed:
+        # like query: a window that holds nothing is a miss, said on stderr
+        where = f"{args.topic or '*'}/{'*' if _partition(args) is None else _partition(args)}"
+        sys.stderr.write(f"segstore dump: {where}: no message{_window_words(args)}\n")
+        return EXIT_NO_HITS
     return EXIT_OK
+
+
+def _window_words(args: argparse.Namespace) -> str:
+    """`` stored from BEGIN to END`` in the user's words (ISO-8601, UTC), or empty without a window."""
+    def said(ms: int) -> str:
+        try:
+            when = (_EPOCH + timedelta(milliseconds=ms)).isoformat(timespec="milliseconds")
+        except OverflowError:       # past the year 9999: the milliseconds alone
+            return str(ms)
+        return f"{when.replace('+00:00', 'Z')} ({ms})"
+
+    words = ""
+    if args.begin is not None:
+        words += f" from {said(args.begin)}"
+    if args.end is not None:
+        words += f" to {said(args.end)}"
+    return f" stored{words}" if words else ""
 
 
 def cmd_info(args: argparse.Namespace, out: TextIO) -> int:
@@ -1006,6 +1045,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     _selectors(p)
     _json_flag(p, "one dump object a line")
     p.add_argument("--tag", help="only messages whose TAGS equal this (RocketMQ), queue by queue")
+    p.add_argument("--begin", type=time_ms,
+                   help="only messages from this time on (ms or ISO-8601; UTC if no offset): in each queue "
+                        "/ partition from the first offset stored at or after it, as a consumer seeking by "
+                        "time (RocketMQ store time, Kafka record timestamp; mqadmin printMsg -b)")
+    p.add_argument("--end", type=time_ms,
+                   help="only messages up to this time, inclusive: in each queue / partition up to the "
+                        "first offset stored after it (mqadmin printMsg -e)")
     _isolation_flag(p)
     _decompress_flag(p)
     _threads_flag(p, "read and format a store directory")

@@ -272,6 +272,32 @@ class Store(abc.ABC):
         """
         raise UnsupportedOperationError(f"{self.format} stores do not support lookups by time", self.path)
 
+    def offsets_between(self, topic: str, partition: int, begin: int | None = None,
+                        end: int | None = None) -> tuple[int, int]:
+        """``(start, stop)``: the offsets of ``topic``/``partition`` stored from ``begin`` through ``end``
+        (ms since the epoch, both inclusive; None: from the log's start / to its end), as a consumer
+        that seeks by time finds them: ``start`` the first offset at or after ``begin``, ``stop`` the
+        first after ``end`` (:meth:`offset_for_time`, so each format's own time; RocketMQ ``mqadmin
+        printMsg -b -e``, kcat's ``-o s@T -o e@T``).  ``start == stop``: none.  Where timestamps go
+        back within a log, a record between the two may carry a time outside the window: the
+        brokers' lookup, not a filter.  ``O(log n)`` index reads.
+
+        :raises ConfigError: a negative time (Kafka's ``ListOffsets`` reads -1 and -2 as latest and
+            earliest).
+        :raises NotFoundError: no such partition / queue.
+        """
+        for name, value in (("begin", begin), ("end", end)):
+            if value is not None and value < 0:
+                raise ConfigError(f"expected a {name} time of at least 0 ms, found {value}", self.path)
+        first, last = self.offset_range(topic, partition)
+        latest = 2**63 - 1      # no record holds a later time (an int64 of ms)
+        start = (first if begin is None else None if begin > latest
+                 else self.offset_for_time(topic, partition, begin))
+        start = last if start is None else max(start, first)
+        after = None if end is None or end >= latest else self.offset_for_time(topic, partition, end + 1)
+        stop = last if after is None else min(after, last)
+        return start, max(start, stop)
+
     def segment_infos(self, topic: str, partition: int) -> list[dict[str, Any]]:
         """The files holding a queue/partition, in offset order, for planners (Spark splits): per file
         ``start_offset``, ``end_offset`` (exclusive), ``bytes`` and ``path``."""
@@ -363,22 +389,23 @@ class Store(abc.ABC):
         return []
 
     def dump(self, *, topic: str | None = None, partition: int | None = None, index: bool = False,
-             isolation: str = READ_UNCOMMITTED) -> Iterator[DumpLine]:
+             isolation: str = READ_UNCOMMITTED, begin: int | None = None, end: int | None = None
+             ) -> Iterator[DumpLine]:
         """The human-readable dump, line by line, lazily: every record (of ``topic`` /
         ``partition`` when given) in log order, in the format's own layout; with ``index`` the
         index files too and the problems found checking them (``problem`` lines).
 
-        ``isolation`` as :meth:`dump_json`.  This default (for plugins without a layout of their
-        own) is one line a record from :meth:`scan`: ``O(records)`` in Python; the built-in
-        formats override it with their columnar dumps.
+        ``isolation``, ``begin`` and ``end`` as :meth:`dump_json`.  This default (for plugins without
+        a layout of their own) is one line a record from :meth:`scan`: ``O(records)`` in Python; the
+        built-in formats override it with their columnar dumps.
         """
-        for record in self._dump_records(topic, partition, isolation):
+        for record in self._dump_records(topic, partition, isolation, begin, end):
             yield DumpLine(f"{record.topic}/{record.partition} offset {record.offset} "
                            f"timestamp {record.timestamp}", self.to_json(record))
 
     def dump_json(self, *, topic: str | None = None, partition: int | None = None,
-                  isolation: str = READ_UNCOMMITTED, threads: int | None = None
-                  ) -> Iterator[bytes | memoryview]:
+                  isolation: str = READ_UNCOMMITTED, threads: int | None = None, begin: int | None = None,
+                  end: int | None = None) -> Iterator[bytes | memoryview]:
         """The ``dump --json`` lines: blocks of UTF-8 text, one :meth:`to_json` object a line, built
         a batch of records at a time (memory bounded by the batch, not the store).  A block may be
         a view of a buffer the next block reuses: write it out (or ``bytes()`` it) before asking
@@ -387,7 +414,9 @@ class Store(abc.ABC):
         ``isolation``: :data:`READ_COMMITTED` leaves out what a read_committed consumer never
         sees, where the format has transactions.  ``threads``: how many threads a format that
         splits its work may use (default: see segstore.overlap.thread_count; the same bytes with
-        any).  The default (for plugins without a columnar dump) is a block a record from
+        any).  ``begin``/``end`` (ms, inclusive): only each partition's records at the offsets
+        :meth:`offsets_between` gives (:meth:`time_windows`), what a consumer seeking by time
+        reads.  The default (for plugins without a columnar dump) is a block a record from
         :meth:`scan` and :meth:`to_json`, on one thread.
 
         :raises ConfigError: an unknown isolation level.
@@ -395,31 +424,55 @@ class Store(abc.ABC):
         """
         import json
 
-        for record in self._dump_records(topic, partition, isolation):
+        for record in self._dump_records(topic, partition, isolation, begin, end):
             yield (json.dumps(self.to_json(record), ensure_ascii=False) + "\n").encode("utf-8")
 
     def dump_text(self, *, topic: str | None = None, partition: int | None = None, index: bool = False,
-                  isolation: str = READ_UNCOMMITTED, threads: int | None = None
-                  ) -> Iterator[bytes | memoryview]:
+                  isolation: str = READ_UNCOMMITTED, threads: int | None = None, begin: int | None = None,
+                  end: int | None = None) -> Iterator[bytes | memoryview]:
         """:meth:`dump`'s lines (every one's ``text``, each ending in a newline) as blocks of UTF-8
         text, what the CLI's text dump writes; blocks may be views of a reused buffer, as
-        :meth:`dump_json`'s.  ``threads`` as :meth:`dump_json`.  This default is a block a line of
-        :meth:`dump`; a format with a batch formatter overrides it (the same bytes).
+        :meth:`dump_json`'s.  ``threads``, ``begin`` and ``end`` as :meth:`dump_json`.  This default
+        is a block a line of :meth:`dump`; a format with a batch formatter overrides it (the same bytes).
 
         :raises ConfigError: an unknown isolation level.
         """
-        for line in self.dump(topic=topic, partition=partition, index=index, isolation=isolation):
+        for line in self.dump(topic=topic, partition=partition, index=index, isolation=isolation,
+                              begin=begin, end=end):
             yield line.text.encode("utf-8", "surrogatepass") + b"\n"
 
-    def _dump_records(self, topic: str | None, partition: int | None, isolation: str) -> Iterator[Any]:
+    def _dump_records(self, topic: str | None, partition: int | None, isolation: str,
+                      begin: int | None = None, end: int | None = None) -> Iterator[Any]:
         if check_isolation(isolation) != READ_UNCOMMITTED:
             raise UnsupportedOperationError(f"{self.format} stores have no transactions to hide "
                                             f"({isolation})", self.path)
+        windows = self.time_windows(topic, partition, begin, end)
         for record in self.scan():
             if topic is not None and record.topic != topic:
                 continue
-            if partition is None or record.partition == partition:
-                yield record
+            if partition is not None and record.partition != partition:
+                continue
+            if windows is not None:
+                start, stop = windows.get((record.topic, record.partition), (0, 0))
+                if not start <= record.offset < stop:
+                    continue
+            yield record
+
+    def time_windows(self, topic: str | None, partition: int | None, begin: int | None, end: int | None
+                ) -> dict[tuple[str, int], tuple[int, int]] | None:
+        """:meth:`offsets_between` of every selected partition (``topic``/``partition``, None: all)
+        whose window holds a record, by ``(topic, partition)``; None when neither time is given.
+        ``O(partitions log n)``."""
+        if begin is None and end is None:
+            return None
+        found = {}
+        for t in [topic] if topic is not None else self.topics():
+            for p in self.partitions(t):
+                if partition is None or p == partition:
+                    start, stop = self.offsets_between(t, p, begin, end)
+                    if start < stop:
+                        found[t, p] = (start, stop)
+        return found
 
     def consumer_groups(self, group: str | None = None, *, now_ms: int | None = None,
                         **options: Any) -> ConsumerGroups:

@@ -11,6 +11,7 @@ through both isolation levels and ``--index``; the command line with and without
 from __future__ import annotations
 
 import io
+import json
 import struct
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from hypothesis import strategies as st
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from segstore_kafka import batch as codec
 from segstore_kafka import columnar, compression
-from segstore_kafka.store import KafkaStore, _text_chunk, batch_line, record_line
+from segstore_kafka.store import KafkaStore, _below, _json_chunk, _text_chunk, batch_line, record_line
 
 from segstore import cli
 
@@ -76,14 +77,17 @@ def segment(draw) -> bytes:
     return b"".join(entries)
 
 
-def reference(buf: bytes, start: int) -> str:
-    """KafkaStore.dump's loop over one segment's batches, from log start ``start``."""
+def reference(buf: bytes, start: int, stop: int | None = None) -> str:
+    """KafkaStore.dump's loop over one segment's batches, from log start ``start`` (to ``stop``)."""
     out = []
     for batch in codec.iter_batches(memoryview(buf), path="seg.log"):
+        if stop is not None and batch.base_offset >= stop:
+            break
         if batch.last_offset < start:
             continue
         out.append(batch_line(batch) + "\n")
-        out += [record_line(batch, rec) + "\n" for rec in batch.records() if rec.offset >= start]
+        out += [record_line(batch, rec) + "\n" for rec in batch.records()
+                if rec.offset >= start and (stop is None or rec.offset < stop)]
     return "".join(out)
 
 
@@ -96,6 +100,40 @@ def test_c_text_lines_equal_the_batch_by_batch_lines(buf, skip, capacity):
                              want=columnar.WANT_KEY | columnar.WANT_VALUE | columnar.WANT_HEADERS)
     got = b"".join(_text_chunk(chunk, first + skip, None) for chunk in chunks)
     assert got.decode() == reference(buf, first + skip)
+
+
+@settings(max_examples=100, deadline=None)
+@given(segment(), st.integers(0, 12), st.integers(0, 40),
+       st.sampled_from([None, columnar.Capacity(rows=3, batches=2)]), st.booleans())
+def test_a_chunk_cut_at_a_window_end_dumps_as_the_reference_loop(buf, skip, length, capacity, accelerated):
+    """``_below`` (a time window's end, ``dump --end``): the C text lines and the JSON lines (C, or
+    the pure path's Arrow columns over the cut chunk's recounted buffers) of the cut chunks."""
+    built = columnar._speedups
+    try:
+        if not accelerated:
+            columnar._speedups = None
+        cut_chunks_match_the_reference(buf, skip, length, capacity)
+    finally:
+        columnar._speedups = built
+
+
+def cut_chunks_match_the_reference(buf: bytes, skip: int, length: int, capacity) -> None:
+    first = next(codec.iter_batches(memoryview(buf), path="seg.log")).base_offset
+    start, stop = first + skip, first + skip + length
+    want = columnar.WANT_KEY | columnar.WANT_VALUE | columnar.WANT_HEADERS
+    lines, json_rows = [], []
+    for chunk in columnar.decode(buf, path="seg.log", capacity=capacity, want=want):
+        chunk, cut = _below(chunk, stop)
+        if columnar._speedups is not None:
+            lines.append(_text_chunk(chunk, start, None))
+        json_rows += [json.loads(line) for line in _json_chunk("t", 0, None, chunk).splitlines()]
+        if cut:
+            break
+    if columnar._speedups is not None:
+        assert b"".join(lines).decode() == reference(buf, start, stop)
+    expected = [(rec.offset, rec.timestamp) for batch in codec.iter_batches(memoryview(buf), path="seg.log")
+                if batch.base_offset < stop for rec in batch.records() if rec.offset < stop]
+    assert [(row["offset"], row["timestamp"]) for row in json_rows] == expected
 
 
 def python_dump(path, **selection) -> bytes:

@@ -167,6 +167,29 @@ class Chunk:
         """The batch rows (``BATCH_DTYPE``), in log order."""
         return self.buffers["batches"][:self.counts["batches"]]
 
+    def head(self, rows: int, batches: int) -> Chunk:
+        """The first ``rows`` rows and ``batches`` batches (the rows' batches among them) over the same
+        buffers, their counts recomputed (data sizes from the offsets, nulls from the validity bits).
+        ``O(rows + headers)``."""
+        b = self.buffers
+        counts = dict(self.counts, rows=rows, batches=batches)
+        for name in ("key", "value"):
+            if name in self.counts and f"{name}_offsets" in b and len(b[f"{name}_offsets"]) > rows:
+                counts[name] = int(b[f"{name}_offsets"][rows])
+                counts[f"{name}_nulls"] = rows - _set_bits(b[f"{name}_valid"], rows)
+        if "headers" in self.counts and len(b["header_offsets"]) > rows:
+            headers = counts["headers"] = int(b["header_offsets"][rows]) if rows else 0
+            if len(b["hkey_offsets"]) > headers:
+                counts["hkey"] = int(b["hkey_offsets"][headers])
+                counts["hvalue"] = int(b["hvalue_offsets"][headers])
+                counts["hvalue_nulls"] = headers - _set_bits(b["hvalue_valid"], headers)
+        return Chunk(b, counts)
+
+
+def _set_bits(bits: np.ndarray, n: int) -> int:
+    """How many of the first ``n`` bits of a little-endian validity bitmap are set."""
+    return int(np.unpackbits(bits[:(n + 7) // 8], bitorder="little")[:n].sum()) if n else 0
+
 
 def _bits(flags: np.ndarray) -> np.ndarray:
     return np.packbits(flags.astype(np.bool_), bitorder="little")

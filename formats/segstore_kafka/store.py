@@ -322,6 +322,23 @@ def _text(line: str) -> bytes:
     return line.encode("utf-8", "surrogatepass")
 
 
+def _below(chunk: columnar.Chunk, stop: int | None) -> tuple[columnar.Chunk, bool]:
+    """``chunk`` as far as a dump to ``stop`` (exclusive; None: no end) reads it, and whether it ends
+    there: the batches whose base offset is below ``stop`` and their records below it, as
+    :meth:`KafkaStore.dump`'s loop (a shallow copy over the same buffers where some are cut).
+    ``O(rows)``."""
+    if stop is None:
+        return chunk, False
+    n = chunk.rows
+    over = chunk.batches["base_offset"] >= stop
+    batches = int(np.argmax(over)) if over.any() else len(over)
+    beyond = (chunk.buffers["row_batch"][:n] >= batches) | (chunk.buffers["offset"][:n] >= stop)
+    rows = int(np.argmax(beyond)) if beyond.any() else n
+    if rows == n and batches == len(over):
+        return chunk, False
+    return chunk.head(rows, batches), True
+
+
 def _text_chunk(chunk: columnar.Chunk, start: int,
                 keeps: Callable[[codec.RecordBatch, str | None], bool] | None) -> bytes:
     """A chunk's text dump lines (``KafkaStore.dump_text``): the batches ending below ``start`` and
@@ -1284,71 +1301,98 @@ class KafkaStore(Store):
                 yield t, p, part
 
     def dump(self, *, topic: str | None = None, partition: int | None = None, index: bool = False,
-             isolation: str = READ_UNCOMMITTED) -> Iterator[DumpLine]:
+             isolation: str = READ_UNCOMMITTED, begin: int | None = None, end: int | None = None
+             ) -> Iterator[DumpLine]:
         """kafka-dump-log lines, segment by segment: a heading, then each batch line and its record
         lines; with ``index`` each segment's index entries, then what :meth:`verify` finds (``problem``
         lines).  ``read_committed`` leaves out control batches and the batches of aborted
-        transactions (:class:`_CommittedFilter`).
+        transactions (:class:`_CommittedFilter`).  ``begin``/``end`` (ms, inclusive): each
+        partition's records at :meth:`offsets_between`'s offsets only, under their batch lines, in
+        the segments holding them (a partition without one is left out).
 
         :raises CorruptIndexError: with ``index=True``, after everything else was dumped, for the
             first index file that could not be read (so it could not be dumped).
         """
 
-        def records(seg: LogSegment, start: int, keeps: Callable[..., bool] | None) -> Iterator[DumpLine]:
-            for batch in seg.batches():
+        def records(seg: LogSegment, position: int, start: int, stop: int | None,
+                    keeps: Callable[..., bool] | None) -> Iterator[DumpLine]:
+            for batch in seg.batches(position):
+                if stop is not None and batch.base_offset >= stop:
+                    return
                 if batch.last_offset < start or (keeps is not None and not keeps(batch)):
                     continue
                 yield DumpLine(batch_line(batch), json=False)  # the batch as stored, then
                 for rec in batch.records():                    # the records a consumer gets
-                    if rec.offset >= start:
+                    if rec.offset >= start and (stop is None or rec.offset < stop):
                         yield DumpLine(record_line(batch, rec), json=False)
 
-        return self._dump_walk(topic, partition, index, isolation, records, lambda line: line)
+        return self._dump_walk(topic, partition, index, isolation, records, lambda line: line, begin, end)
 
     def dump_text(self, *, topic: str | None = None, partition: int | None = None, index: bool = False,
-                  isolation: str = READ_UNCOMMITTED, threads: int | None = None
-                  ) -> Iterator[bytes | memoryview]:
+                  isolation: str = READ_UNCOMMITTED, threads: int | None = None, begin: int | None = None,
+                  end: int | None = None) -> Iterator[bytes | memoryview]:
         """:meth:`dump`'s lines as blocks of UTF-8 text, each line ending in a newline: the batch and
         record lines a decoded chunk at a time in C where built (per batch its line in Python, per
         record nothing), the same bytes as :meth:`dump`'s loop.  ``threads``: taken, one is used.
-        ``O(bytes read)``.
+        ``begin``/``end`` as :meth:`dump`.  ``O(bytes read)``.
 
         :raises ConfigError: an unknown isolation level.
         :raises CorruptIndexError: as :meth:`dump`.
         """
         if columnar._speedups is None:
-            return super().dump_text(topic=topic, partition=partition, index=index, isolation=isolation)
+            return super().dump_text(topic=topic, partition=partition, index=index, isolation=isolation,
+                                     begin=begin, end=end)
         want = columnar.WANT_KEY | columnar.WANT_VALUE | columnar.WANT_HEADERS
 
-        def records(seg: LogSegment, start: int, keeps: Callable[..., bool] | None) -> Iterator[bytes]:
-            for chunk in seg.column_chunks(want):
+        def records(seg: LogSegment, position: int, start: int, stop: int | None,
+                    keeps: Callable[..., bool] | None) -> Iterator[bytes]:
+            for chunk in seg.column_chunks(want, start=position):
+                chunk, cut = _below(chunk, stop)
                 lines = _text_chunk(chunk, start, keeps)
                 if lines:
                     yield lines
+                if cut:
+                    return
 
         return self._dump_walk(topic, partition, index, isolation, records,
-                               lambda line: _text(line.text + "\n"))
+                               lambda line: _text(line.text + "\n"), begin, end)
 
     def _dump_walk(self, topic: str | None, partition: int | None, index: bool, isolation: str,
-                   records: Callable[[LogSegment, int, Callable[..., bool] | None], Iterator[_D]],
-                   line: Callable[[DumpLine], _D]) -> Iterator[_D]:
+                   records: Callable[[LogSegment, int, int, int | None, Callable[..., bool] | None],
+                                     Iterator[_D]],
+                   line: Callable[[DumpLine], _D], begin: int | None = None, end: int | None = None
+                   ) -> Iterator[_D]:
         """The walk :meth:`dump` and :meth:`dump_text` share: per selected partition from its log
-        start, each segment's heading, ``records(segment, log start, read_committed filter or None)``,
-        with ``index`` the segment's index lines, then the partition's problems; every line not a
-        record's made by ``line``.  Lazy: nothing is checked or read before the first item is asked."""
+        start (with ``begin``/``end``, over :meth:`offsets_between`'s offsets, in the segments
+        holding them), each segment's heading, ``records(segment, byte position, first offset,
+        offset to stop at or None, read_committed filter or None)``, with ``index`` the segment's
+        index lines, then the partition's problems; every line not a record's made by ``line``.
+        Lazy: nothing is checked or read before the first item is asked."""
         self._check_open()
         committed = check_isolation(isolation) == READ_COMMITTED
+        windows = self.time_windows(topic, partition, begin, end)
         unreadable: list[tuple[str, int | None, str]] = []
-        for _t, _p, part in self._selected(topic, partition):
-            start = part.log_start_offset
+        for t, p, part in self._selected(topic, partition):
+            start, stop = part.log_start_offset, None
+            if windows is not None:
+                if (t, p) not in windows:
+                    continue
+                start, stop = windows[t, p]
             keeps = _CommittedFilter(part, start).keeps if committed else None
             segments = part.segments
             for i, seg in enumerate(segments):
                 if i + 1 < len(segments) and segments[i + 1].base <= start:
-                    continue  # wholly below the log start: the broker's next retention pass deletes it
+                    continue  # wholly below the start (the log start: the broker's next retention
+                    # pass deletes it)
+                if stop is not None and seg.base >= stop:
+                    break
+                position = 0
+                if windows is not None and seg.base < start:    # the window starts inside it
+                    found = seg.translate_offset(start)
+                    position = found.position if found is not None else 0
                 yield line(DumpLine(f"Dumping {seg.path}", json=False))
                 yield line(DumpLine(f"Log starting offset: {seg.base}", json=False))
-                yield from records(seg, start, keeps)
+                yield from records(seg, position, start, stop, keeps)
                 if index:
                     yield from map(line, self._dump_indexes(seg))
             if index:
@@ -1361,13 +1405,14 @@ class KafkaStore(Store):
             raise CorruptIndexError(message, path, pos)
 
     def dump_json(self, *, topic: str | None = None, partition: int | None = None,
-                  isolation: str = READ_UNCOMMITTED, threads: int | None = None
-                  ) -> Iterator[bytes | memoryview]:
+                  isolation: str = READ_UNCOMMITTED, threads: int | None = None, begin: int | None = None,
+                  end: int | None = None) -> Iterator[bytes | memoryview]:
         """``dump --json`` lines (ASCII), a decoded chunk at a time in C where built: byte for byte
         ``json.dumps(self.to_json(record))`` for each record of :meth:`scan` (``scan(isolation=...)``),
         so from each partition's log start.  ``threads`` (default: see segstore.overlap.thread_count)
         decodes and formats on that many threads as :meth:`scan_arrow` does, the same bytes.
-        ``O(bytes read)``.
+        ``begin``/``end`` (ms, inclusive): each partition's records at :meth:`offsets_between`'s
+        offsets only (read from the batch holding the first, on one thread).  ``O(bytes read)``.
 
         :raises ConfigError: an unknown isolation level, ``threads`` below 1.
         """
@@ -1376,8 +1421,12 @@ class KafkaStore(Store):
         threads = thread_count(threads)
         want = columnar.WANT_KEY | columnar.WANT_VALUE | columnar.WANT_HEADERS
         selected = {(t, p): part for t, p, part in self._selected(topic, partition)}
+        windows = self.time_windows(topic, partition, begin, end)
+        if windows is not None:
+            selected = {key: part for key, part in selected.items() if key in windows}
         made: dict[int, tuple[columnar.Chunk, Any]] = {}
-        if threads > 1 and not any(seg.log.remote for part in selected.values() for seg in part.segments):
+        remote = any(seg.log.remote for part in selected.values() for seg in part.segments)
+        if threads > 1 and windows is None and not remote:
             # chunks of the default's rows: a chunk's lines are one bytes object, which a bigger
             # chunk makes bigger (200k records, ranges on one thread: 0.20 s of CPU with twice the
             # rows, 0.13-0.17 s with the default's, as one thread's path)
@@ -1388,12 +1437,14 @@ class KafkaStore(Store):
         else:
             streams = None
         for (t, p), part in selected.items():
-            keeps = _CommittedFilter(part, part.log_start_offset).keeps if committed else None
-            start = _trimmed_start(part)
+            start, stop = windows[t, p] if windows is not None else (_trimmed_start(part), None)
+            keeps = (_CommittedFilter(part, part.log_start_offset if start is None else start).keeps
+                     if committed else None)
             dropping = start is not None
             chunks = (part.in_order(next(streams), want) if streams is not None
                       else part.column_chunks(want, offset=start))
-            for seg, chunk in chunks:
+            for seg, whole in chunks:
+                chunk, cut = _below(whole, stop)
                 chunk_made, lines = made.pop(id(chunk), (None, None))
                 if chunk_made is not chunk or lines is None:     # not decoded ahead
                     lines = _json_chunk(t, p, seg, chunk)
@@ -1417,6 +1468,8 @@ class KafkaStore(Store):
                     lines = lines.split(b"\n", below)[-1]
                 if lines:
                     yield lines
+                if cut:
+                    break
 
     @staticmethod
     def _dump_indexes(seg: Any) -> Iterator[DumpLine]:

@@ -181,6 +181,50 @@ def _selected(view: memoryview, rows: columnar.Rows, topic: str | None, partitio
     return rows if keep.all() else rows.select(keep)
 
 
+class _Windows:
+    """The queues' offset windows of a dump between two times (``{(topic, queue): (start, stop)}``,
+    :meth:`Store.time_windows`), the commitlog range holding their messages, and which rows and
+    messages lie in them.  A message no consume queue points at (a prepared or rolled-back
+    transaction message) has no queue offset and lies in none.  Thread-safe."""
+
+    def __init__(self, store: RocketMQStore, windows: Mapping[tuple[str, int], tuple[int, int]]) -> None:
+        self.windows = dict(windows)
+        self.codes = {t: i for i, t in enumerate(sorted({t for t, _ in windows}))}
+        table = sorted((self.codes[t] << 32 | q & 0xFFFFFFFF, start, stop)
+                       for (t, q), (start, stop) in windows.items())
+        self.keys = np.array([key for key, _, _ in table], np.int64)
+        self.starts = np.array([start for _, start, _ in table], np.int64)
+        self.stops = np.array([stop for _, _, stop in table], np.int64)
+        #: ``[lo, hi)``: the physical offsets of the windows' messages (None, None: no window)
+        self.lo: int | None = None
+        self.hi: int | None = None
+        for (t, q), (start, stop) in self.windows.items():
+            cq = store._queue_view(t, q)
+            first, last = cq.entries(start, 1), cq.entries(stop - 1, 1)
+            if not len(first) or not len(last):
+                continue
+            lo, hi = int(first["offset"][0]), int(last["offset"][0]) + int(last["size"][0])
+            self.lo = lo if self.lo is None else min(self.lo, lo)
+            self.hi = hi if self.hi is None else max(self.hi, hi)
+
+    def rows(self, view: memoryview, rows: columnar.Rows) -> columnar.Rows:
+        """The rows whose message lies in its queue's window (numpy masks, ``O(rows log queues)``)."""
+        if not len(rows) or not len(self.keys):
+            return rows.select(np.zeros(len(rows), bool))
+        codes = columnar.topic_codes(view, rows, dict(self.codes))  # other topics numbered past these
+        keys = codes.astype(np.int64) << 32 | rows["queue_id"].astype(np.int64) & 0xFFFFFFFF
+        at = np.minimum(np.searchsorted(self.keys, keys), len(self.keys) - 1)
+        offsets = rows["queue_offset"]
+        keep = ((self.keys[at] == keys) & (offsets >= self.starts[at]) & (offsets < self.stops[at])
+                & ~np.isin(rows["sys_flag"] & SYSFLAG_TRANSACTION_MASK, NO_QUEUE_ENTRY))
+        return rows if keep.all() else rows.select(keep)
+
+    def holds(self, msg: RocketMQMessage) -> bool:
+        """Whether ``msg`` lies in its queue's window."""
+        start, stop = self.windows.get((msg.topic, msg.queue_id), (0, 0))
+        return start <= msg.queue_offset < stop and has_queue_entry(msg.sys_flag)
+
+
 def message_line(msg: RocketMQMessage) -> str:
     """A message's line of the text dump (:meth:`RocketMQStore.dump`; the reference of
     ``columnar.TextWriter``)."""
@@ -1610,8 +1654,8 @@ class RocketMQStore(LifecycleMixin, Store):
         }
 
     def dump_json(self, *, topic: str | None = None, partition: int | None = None,
-                  isolation: str = READ_UNCOMMITTED, threads: int | None = None, decompress: bool = False
-                  ) -> Iterator[bytes | memoryview]:
+                  isolation: str = READ_UNCOMMITTED, threads: int | None = None, decompress: bool = False,
+                  begin: int | None = None, end: int | None = None) -> Iterator[bytes | memoryview]:
         """``dump --json`` lines (UTF-8) in commitlog order, :data:`JSON_KEYS` objects (with an ``ext``
         object for a message a ``consumequeue_ext`` unit describes), a batch of messages at a time
         in C where built.  ``read_committed`` leaves out what no consumer is given: prepared and
@@ -1620,7 +1664,10 @@ class RocketMQStore(LifecycleMixin, Store):
         asked for).  ``threads`` (default: see segstore.overlap.thread_count) walks and formats the
         commitlog by byte ranges on that many threads (as :meth:`scan_arrow`), the same bytes.
         ``decompress``: each message as consumers read it (:func:`.bodycodec.consumed`; a batch
-        holding a compressed body is formatted message by message).  ``O(bytes read)``.
+        holding a compressed body is formatted message by message).  ``begin``/``end`` (ms,
+        inclusive): only the messages at each queue's :meth:`offsets_between` (store times), still
+        in commitlog order, read from the first of them to the last; no message without a queue
+        entry.  ``O(bytes read)``.
 
         :raises ConfigError: an unknown isolation level, ``threads`` below 1.
         :raises CorruptDataError: with ``decompress``, a compressed body that does not inflate.
@@ -1628,6 +1675,10 @@ class RocketMQStore(LifecycleMixin, Store):
         self._check_open()
         committed = check_isolation(isolation) == READ_COMMITTED
         threads = thread_count(threads)
+        window = self._windows(topic, partition, begin, end)
+        if window is not None and window.lo is None:
+            return
+        lo, hi = (window.lo, window.hi) if window is not None else (None, None)
         ext_units = self._ext_units_by_physical_offset()
 
         def json_lines(writer: columnar.JsonWriter, view: memoryview, rows: columnar.Rows
@@ -1640,7 +1691,8 @@ class RocketMQStore(LifecycleMixin, Store):
         if columnar._speedups is not None and not ext_units:   # in C, a batch at a time
 
             def kept(view: memoryview, rows: columnar.Rows) -> columnar.Rows:
-                return _selected(view, rows, topic, partition, committed)
+                rows = _selected(view, rows, topic, partition, committed)
+                return rows if window is None or not len(rows) else window.rows(view, rows)
 
             if threads > 1:
                 writers = threading.local()     # a writer (its buffer) per thread, reused range to range
@@ -1654,11 +1706,11 @@ class RocketMQStore(LifecycleMixin, Store):
                         writer = writers.writer = columnar.JsonWriter()
                     return bytes(json_lines(writer, view, rows))
 
-                for blocks in self._parallel_regions(None, None, _DUMP_ROWS, threads, lines):
+                for blocks in self._parallel_regions(lo, hi, _DUMP_ROWS, threads, lines):
                     yield from (block for block in blocks if block)
                 return
             writer = columnar.JsonWriter()
-            for view, rows in self._region_rows(None, None, _DUMP_ROWS, reuse=True):
+            for view, rows in self._region_rows(lo, hi, _DUMP_ROWS, reuse=True):
                 rows = kept(view, rows)
                 if len(rows):
                     yield json_lines(writer, view, rows)
@@ -1670,6 +1722,8 @@ class RocketMQStore(LifecycleMixin, Store):
                 continue
             if committed and not has_queue_entry(msg.sys_flag):
                 continue
+            if window is not None and not window.holds(msg):
+                continue
             record = self.to_json(self.consumed(msg) if decompress else msg)
             unit = ext_units.get(msg.physical_offset)
             if unit is not None:
@@ -1679,13 +1733,14 @@ class RocketMQStore(LifecycleMixin, Store):
             yield _json_line(record)
 
     def dump_text(self, *, topic: str | None = None, partition: int | None = None, index: bool = False,
-                  isolation: str = READ_UNCOMMITTED, threads: int | None = None, decompress: bool = False
-                  ) -> Iterator[bytes | memoryview]:
+                  isolation: str = READ_UNCOMMITTED, threads: int | None = None, decompress: bool = False,
+                  begin: int | None = None, end: int | None = None) -> Iterator[bytes | memoryview]:
         """:meth:`dump`'s lines as blocks of UTF-8 text, each line ending in a newline: the message
         lines a batch of messages at a time in C where built (filtered as :meth:`dump_json`, the
         same bytes as :meth:`dump`'s Python loop), then (``index``) the index lines.  The C path's
         blocks are views of one reused buffer (valid until the next block is asked for).
-        ``threads`` and ``decompress`` as :meth:`dump_json`.  ``O(bytes read)``.
+        ``threads``, ``decompress``, ``begin`` and ``end`` as :meth:`dump_json` (``index``: every
+        index line, whatever the window).  ``O(bytes read)``.
 
         :raises ConfigError: an unknown isolation level, ``threads`` below 1.
         :raises CorruptDataError: with ``decompress``, a compressed body that does not inflate.
@@ -1695,9 +1750,15 @@ class RocketMQStore(LifecycleMixin, Store):
         threads = thread_count(threads)
         if columnar._speedups is None:
             for line in self.dump(topic=topic, partition=partition, index=index, isolation=isolation,
-                                  decompress=decompress):
+                                  decompress=decompress, begin=begin, end=end):
                 yield line.text.encode("utf-8", "surrogatepass") + b"\n"
             return
+        window = self._windows(topic, partition, begin, end)
+        lo, hi = (window.lo, window.hi) if window is not None else (None, None)
+
+        def kept(view: memoryview, rows: columnar.Rows) -> columnar.Rows:
+            rows = _selected(view, rows, topic, partition, committed)
+            return rows if window is None or not len(rows) else window.rows(view, rows)
 
         def text_lines(writer: columnar.TextWriter, view: memoryview, rows: columnar.Rows
                        ) -> bytes | memoryview:
@@ -1710,7 +1771,7 @@ class RocketMQStore(LifecycleMixin, Store):
             writers = threading.local()     # a writer (its buffer) per thread, reused range to range
 
             def lines(view: memoryview, rows: columnar.Rows) -> bytes:
-                rows = _selected(view, rows, topic, partition, committed)
+                rows = kept(view, rows)
                 if not len(rows):
                     return b""
                 writer = getattr(writers, "writer", None)
@@ -1718,12 +1779,13 @@ class RocketMQStore(LifecycleMixin, Store):
                     writer = writers.writer = columnar.TextWriter()
                 return bytes(text_lines(writer, view, rows))
 
-            for blocks in self._parallel_regions(None, None, _DUMP_ROWS, threads, lines):
-                yield from (block for block in blocks if block)
-        else:
+            if window is None or window.lo is not None:
+                for blocks in self._parallel_regions(lo, hi, _DUMP_ROWS, threads, lines):
+                    yield from (block for block in blocks if block)
+        elif window is None or window.lo is not None:
             writer = columnar.TextWriter()
-            for view, rows in self._region_rows(None, None, _DUMP_ROWS, reuse=True):
-                rows = _selected(view, rows, topic, partition, committed)
+            for view, rows in self._region_rows(lo, hi, _DUMP_ROWS, reuse=True):
+                rows = kept(view, rows)
                 if len(rows):
                     yield text_lines(writer, view, rows)
         if index:
@@ -1731,13 +1793,14 @@ class RocketMQStore(LifecycleMixin, Store):
                         for line in self._dump_indexes(topic, partition))
 
     def dump(self, *, topic: str | None = None, partition: int | None = None, index: bool = False,
-             isolation: str = READ_UNCOMMITTED, decompress: bool = False) -> Iterator[DumpLine]:
-        """One line per message in commitlog order (``read_committed`` and ``decompress`` as
-        :meth:`dump_json`); with
-        ``index`` then every consume-queue entry of the selected queues, every IndexFile header and
-        entry, and what :meth:`verify` finds (``problem`` lines)."""
+             isolation: str = READ_UNCOMMITTED, decompress: bool = False, begin: int | None = None,
+             end: int | None = None) -> Iterator[DumpLine]:
+        """One line per message in commitlog order (``read_committed``, ``decompress``, ``begin`` and
+        ``end`` as :meth:`dump_json`); with ``index`` then every consume-queue entry of the selected
+        queues, every IndexFile header and entry, and what :meth:`verify` finds (``problem`` lines)."""
         self._check_open()
         committed = check_isolation(isolation) == READ_COMMITTED
+        window = self._windows(topic, partition, begin, end)
         for msg in self.scan():
             if topic is not None and msg.topic != topic:
                 continue
@@ -1745,9 +1808,17 @@ class RocketMQStore(LifecycleMixin, Store):
                 continue
             if committed and not has_queue_entry(msg.sys_flag):
                 continue
+            if window is not None and not window.holds(msg):
+                continue
             yield DumpLine(message_line(self.consumed(msg) if decompress else msg), json=False)
         if index:
             yield from self._dump_indexes(topic, partition)
+
+    def _windows(self, topic: str | None, partition: int | None, begin: int | None, end: int | None
+                 ) -> _Windows | None:
+        """The selected queues' windows between ``begin`` and ``end`` (None: no time given)."""
+        windows = self.time_windows(topic, partition, begin, end)
+        return None if windows is None else _Windows(self, windows)
 
     def _dump_indexes(self, topic: str | None, partition: int | None) -> Iterator[DumpLine]:
         for (t, q), cq in sorted(self.queues.items()):

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import datetime
 import itertools
+import json
 import random
+import time
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -16,7 +18,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 import segstore
 from segstore.columns import COMMON_SCHEMA, project
-from segstore.errors import ReadOnlyError, StoreClosedError
+from segstore.errors import ReadOnlyError, StoreClosedError, UnsupportedOperationError
 from segstore.layouts import LAYOUT_NAMES
 from segstore.layouts.base import Stream
 from segstore.logview import LogView
@@ -33,6 +35,11 @@ _SURROGATES: tuple[Literal["Cs"]] = ("Cs",)
 _HEADER_VALUES = st.text(alphabet=st.characters(exclude_categories=_SURROGATES,
                                                 exclude_characters="\x00\x01\x02"),
                          max_size=20).map(lambda s: s.encode("utf-8"))
+
+
+def _canonical(obj: Any) -> str:
+    """A dump object as one comparable string (JSON, keys sorted)."""
+    return json.dumps(obj, sort_keys=True, ensure_ascii=False)
 
 
 def sample_messages(seed: int, count: int, topics: dict[str, int], value_size: int = 64) -> list[Message]:
@@ -221,6 +228,40 @@ class StoreTests:
                 got = b"".join(bytes(block) for block in store.dump_text(**where))
                 assert got.decode("utf-8", "surrogatepass") == want
                 assert want
+
+    def test_dump_between_two_times_is_the_dump_of_those_offsets(self, path: str) -> None:
+        # dump_json(begin=, end=): the whole dump's objects of the records at offsets_between's
+        # offsets (a seek by the format's own lookup time), in any order the format dumps in
+        messages = sample_messages(17, 160, self.topics)
+        self.write(path, messages[:80])
+        wall = int(datetime.datetime.now(datetime.timezone.utc).timestamp() * 1000)
+        time.sleep(0.005)       # a time between the halves for formats that look up by store time
+        self.write(path, messages[80:])
+        middle = messages[80].timestamp
+        with self.open(path, "r") as store:
+            topic = messages[0].topic
+            try:
+                store.offset_for_time(topic, store.partitions(topic)[0], middle)
+            except UnsupportedOperationError:       # no lookups by time: no windows either, said so
+                with pytest.raises(UnsupportedOperationError):
+                    list(store.dump_json(begin=middle))
+                return
+            whole = sum(store.offset_range(t, p)[1] - store.offset_range(t, p)[0]
+                        for t in store.topics() for p in store.partitions(t))
+            held_counts = []
+            for begin, end in ((None, None), (wall, None), (None, wall), (middle, None),
+                               (middle - 20, middle + 20), (wall + 86_400_000, None), (0, 0)):
+                windows = store.time_windows(None, None, begin, end)
+                windows = windows if windows is not None else {
+                    (t, p): store.offset_range(t, p) for t in store.topics() for p in store.partitions(t)}
+                want = sorted(_canonical(store.to_json(r)) for (t, p), (a, b) in windows.items()
+                              for r in store.read(t, p, a, b - a))
+                got = sorted(_canonical(json.loads(line)) for line in b"".join(
+                    bytes(block) for block in store.dump_json(begin=begin, end=end)).splitlines())
+                assert got == want, (begin, end)
+                held_counts.append(len(want))
+            assert held_counts[0] == whole
+            assert any(0 < held < whole for held in held_counts), held_counts
 
     # -- LogView and the index layouts: what the core's generic code needs of every store --------
     def test_store_is_a_log_view(self, path: str) -> None:
