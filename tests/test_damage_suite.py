@@ -57,9 +57,15 @@ def test_each_command_runs_whole_on_an_undamaged_store_under_the_limits(tmp_path
     Kafka case's convert stopped at ENOMEM)."""
     store = tmp_path / "source" / fixture.rsplit("/", 1)[1]     # a partition directory keeps its name
     damage._writable_copy(damage.FIXTURES / fixture, store)
+    rc, records, err = damage.dump_records(str(store))
+    assert rc == 0 and records, err
+    middle = damage.middle_time(fmt, records)
     for command in damage.COMMANDS:
-        rc, _, err = damage.run_command(damage.argv_for(command, fmt, str(store), str(tmp_path / command)))
+        rc, out, err = damage.run_command(damage.argv_for(command, fmt, str(store), str(tmp_path / command),
+                                                          middle))
         assert rc == 0, f"{command}: {err[-500:]}"
+        if command == "window":     # from the middle record on: some of the records, not none or all
+            assert 0 < len(out.splitlines()) < len(records)
 
 
 if KNOWN:  # defined only while findings remain, so an empty list is no silent skip
