@@ -24,7 +24,7 @@ from segstore_rocketmq import columnar as rocketmq_columnar
 
 import segstore
 from segstore import cli
-from segstore.errors import ConfigError
+from segstore.errors import ConfigError, CorruptDataError
 
 BASE = 1_700_000_000_000
 
@@ -270,3 +270,24 @@ def test_cli_window_usage_errors(tmp_path, argv, words):
     log = next((path / "commitlog").iterdir())
     code, out, err = run(["dump", str(log), "--begin", "1"])
     assert code == 2 and "--begin/--end" in err
+
+
+def test_a_window_whose_first_entry_points_elsewhere_is_refused_where_read_refuses_it(tmp_path):
+    """The RocketMQ walk starts at the window's first consume-queue entry: one that points at another
+    message raises what a queue read raises (the commitlog place and both messages), never a walk
+    from inside a message."""
+    path = rocketmq_store(tmp_path / "rmq")
+    with segstore.open(path) as store:
+        start, _ = store.offsets_between("TopicA", 1, BASE + 100, None)
+    cq = next((path / "consumequeue" / "TopicA" / "1").iterdir())
+    data = bytearray(cq.read_bytes())
+    entry = slice(20 * start, 20 * start + 12)      # the entry's commitlog offset and size ...
+    data[entry] = data[entry.start + 20:entry.stop + 20]    # ... made the next message's
+    cq.write_bytes(bytes(data))
+    with segstore.open(path) as store:
+        with pytest.raises(CorruptDataError, match=r"expected a TopicA/1 message .* found a TopicA/1 mess"):
+            b"".join(bytes(b) for b in store.dump_json(topic="TopicA", partition=1, begin=BASE + 100))
+        with pytest.raises(CorruptDataError, match="expected a TopicA/1 message"):
+            list(store.read("TopicA", 1, start, 1))
+    code, out, err = run(["dump", str(path), "--topic", "TopicA", "--begin", str(BASE + 100)])
+    assert code == 1 and out == "" and "commitlog" in err

@@ -204,6 +204,11 @@ class _Windows:
             if not len(first) or not len(last):
                 continue
             lo, hi = int(first["offset"][0]), int(last["offset"][0]) + int(last["size"][0])
+            # the walk starts at lo (aligned): the entry must point at its message, as read() checks
+            msg = store.commitlog.read(lo)
+            if (msg.size != int(first["size"][0]) or msg.topic != t or msg.queue_id != q
+                    or (isinstance(cq, ConsumeQueue) and msg.queue_offset != start)):
+                store._wrong_entry(t, q, start, lo, int(first["size"][0]))
             self.lo = lo if self.lo is None else min(self.lo, lo)
             self.hi = hi if self.hi is None else max(self.hi, hi)
 
@@ -329,9 +334,9 @@ QueueSlice = tuple[str, int, int, int]
 class _Range(NamedTuple):
     """A byte range of one commitlog file for a parallel read: ``[begin, end)``, file positions, to be
     moved to the message boundaries found after them before ``end`` / ``bound`` (the next range's end)
-    (``first``: ``begin`` is the file's start, a boundary; ``last``: ``end`` is where the read stops
-    in this file, kept as it is); ``lo``: the first position the caller asked for (rows before it
-    are dropped)."""
+    (``first``: ``begin`` is a boundary, the file's start or an aligned start; ``last``: ``end`` is
+    where the read stops in this file, kept as it is); ``lo``: the first position the caller asked
+    for (rows before it are dropped)."""
 
     file: CommitLogFile
     lo: int
@@ -1165,15 +1170,17 @@ class RocketMQStore(LifecycleMixin, Store):
         return bodycodec.consumed(msg, self._locate)
 
     def _region_rows(self, start: int | None, end: int | None, batch_rows: int = columnar.BATCH_ROWS, *,
-                     reuse: bool = False, fill: int = columnar.FILL_ALL
+                     reuse: bool = False, fill: int = columnar.FILL_ALL, aligned: bool = False
                      ) -> Iterator[tuple[memoryview, columnar.Rows]]:
         """The decoded rows of the messages whose physical offset lies in ``[start, end)`` (None: the
         store's ends), with the view of their commitlog file (``reuse``, ``fill``: see
-        ``columnar.walk_file``)."""
+        ``columnar.walk_file``).  The walk starts at the start of ``start``'s file, or (``aligned``:
+        ``start`` is known to be a message's first byte) at ``start``."""
         cl = self.commitlog
         for seg, lo, hi in cl.files_between(start, end):
             view = seg.file.view()
-            for rows in columnar.walk_file(view, 0, seg.wrote, seg.base, cl.file_size, seg.path,
+            first = max(lo - seg.base, 0) if aligned else 0
+            for rows in columnar.walk_file(view, first, seg.wrote, seg.base, cl.file_size, seg.path,
                                            stop=hi - seg.base, batch_rows=batch_rows, reuse=reuse, fill=fill):
                 if rows["position"][0] < lo:
                     rows = rows.select(rows["position"] >= lo)
@@ -1181,22 +1188,25 @@ class RocketMQStore(LifecycleMixin, Store):
                         continue
                 yield view, rows
 
-    def _split_ranges(self, start: int | None, end: int | None) -> Iterator[_Range]:
-        """The byte ranges of :meth:`_parallel_regions`, in log order (:class:`_Range`).  Raises the
-        gaps' errors in their place."""
+    def _split_ranges(self, start: int | None, end: int | None, aligned: bool = False) -> Iterator[_Range]:
+        """The byte ranges of :meth:`_parallel_regions`, in log order (:class:`_Range`); each file's
+        first begins at the file's start, or (``aligned``: ``start`` is a message's first byte) at
+        ``start``.  Raises the gaps' errors in their place."""
         for seg, lo, hi in self.commitlog.files_between(start, end):
             stop = min(hi - seg.base, seg.wrote)
             first = max(lo - seg.base, 0)
+            origin = first if aligned else 0
             cuts = list(range(first + columnar.SPLIT_BYTES, stop, columnar.SPLIT_BYTES))
             ends = [*cuts, max(stop, 0)]
-            for a, b, bound in zip([0, *cuts], ends, [*ends[1:], max(stop, 0)], strict=True):
-                yield _Range(seg, lo - seg.base, a, b, bound, a == 0, b == max(stop, 0))
+            for a, b, bound in zip([origin, *cuts], ends, [*ends[1:], max(stop, 0)], strict=True):
+                yield _Range(seg, lo - seg.base, a, b, bound, a == origin, b == max(stop, 0))
 
     def _parallel_regions(self, start: int | None, end: int | None, batch_rows: int, threads: int,
-                          make: Callable[[memoryview, columnar.Rows], Any], fill: int = columnar.FILL_ALL
-                          ) -> Iterator[list[Any]]:
-        """``make(view, rows)`` of the rows :meth:`_region_rows` walks (decoding ``fill``), on ``threads``
-        threads: per byte range (:meth:`_split_ranges`) the list of what it made, in log order.
+                          make: Callable[[memoryview, columnar.Rows], Any], fill: int = columnar.FILL_ALL,
+                          aligned: bool = False) -> Iterator[list[Any]]:
+        """``make(view, rows)`` of the rows :meth:`_region_rows` walks (decoding ``fill``; ``aligned`` as
+        there), on ``threads`` threads: per byte range (:meth:`_split_ranges`) the list of what it
+        made, in log order.
 
         Each range is walked from the message boundary found next to its start
         (:func:`.columnar.next_boundary`) up to the one next to its end.  A guess is taken only where
@@ -1215,7 +1225,8 @@ class RocketMQStore(LifecycleMixin, Store):
             seg, lo = task.file, task.lo
             view = seg.file.view()
             if at is None:
-                at = 0 if task.first else columnar.next_boundary(view, task.begin, task.end, seg.base)
+                at = (task.begin if task.first
+                      else columnar.next_boundary(view, task.begin, task.end, seg.base))
             stop = task.end if task.last else columnar.next_boundary(view, task.end, task.bound, seg.base)
             reach = columnar.Reach(at)
             made: list[Any] = []
@@ -1232,13 +1243,13 @@ class RocketMQStore(LifecycleMixin, Store):
             return at, stop, reach, made, None
 
         current, expected, ended = None, 0, False
-        ranges = self._split_ranges(start, end)
+        ranges = self._split_ranges(start, end, aligned)
         for task, result, error in in_rounds(ranges, walk, threads, columnar.PER_ROUND * threads):
             if error is not None:
                 raise error                 # not a data error: a bug or an interrupt, as one thread
             assert result is not None
-            if task.file is not current:
-                current, expected, ended = task.file, 0, False
+            if task.file is not current:    # its first range begins at a boundary
+                current, expected, ended = task.file, task.begin, False
             if ended:
                 continue
             at, stop, reach, made, failure = result
@@ -1706,11 +1717,13 @@ class RocketMQStore(LifecycleMixin, Store):
                         writer = writers.writer = columnar.JsonWriter()
                     return bytes(json_lines(writer, view, rows))
 
-                for blocks in self._parallel_regions(lo, hi, _DUMP_ROWS, threads, lines):
+                for blocks in self._parallel_regions(lo, hi, _DUMP_ROWS, threads, lines,
+                                                     aligned=window is not None):
                     yield from (block for block in blocks if block)
                 return
             writer = columnar.JsonWriter()
-            for view, rows in self._region_rows(lo, hi, _DUMP_ROWS, reuse=True):
+            for view, rows in self._region_rows(lo, hi, _DUMP_ROWS, reuse=True,
+                                                aligned=window is not None):
                 rows = kept(view, rows)
                 if len(rows):
                     yield json_lines(writer, view, rows)
@@ -1780,11 +1793,13 @@ class RocketMQStore(LifecycleMixin, Store):
                 return bytes(text_lines(writer, view, rows))
 
             if window is None or window.lo is not None:
-                for blocks in self._parallel_regions(lo, hi, _DUMP_ROWS, threads, lines):
+                for blocks in self._parallel_regions(lo, hi, _DUMP_ROWS, threads, lines,
+                                                     aligned=window is not None):
                     yield from (block for block in blocks if block)
         elif window is None or window.lo is not None:
             writer = columnar.TextWriter()
-            for view, rows in self._region_rows(lo, hi, _DUMP_ROWS, reuse=True):
+            for view, rows in self._region_rows(lo, hi, _DUMP_ROWS, reuse=True,
+                                                aligned=window is not None):
                 rows = kept(view, rows)
                 if len(rows):
                     yield text_lines(writer, view, rows)
