@@ -17,6 +17,7 @@ import json
 import os
 import sys
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, TextIO, cast
 
@@ -580,11 +581,43 @@ def _query_msg_id(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_NO_HITS
 
 
+def _queues_asked(store: Store, args: argparse.Namespace) -> list[int] | None:
+    """The queues / partitions an offset or time query of ``--topic`` reads when ``--queue``/``--partition``
+    is not given: all of them (None: the topic is not one the store holds, or none was named and the
+    store holds several; the format's own answer says so)."""
+    topic = args.topic
+    if topic is None:
+        topics = store.topics()
+        if len(topics) != 1:
+            return None
+        topic = topics[0]
+    return store.partitions(topic) if topic in store.topics() else None
+
+
+def _one_queue(store: Store, args: argparse.Namespace, flag: str) -> int | None:
+    """The queue / partition ``flag`` (an offset or tag query) reads: the one given, else the topic's
+    only one (None: the format's answer for a topic it does not hold).
+
+    :raises UsageError: the topic has several and none was named (an offset means nothing without one).
+    """
+    partition = _partition(args)
+    if partition is not None:
+        return partition
+    held = _queues_asked(store, args)
+    if held is None or not held:
+        return None
+    if len(held) > 1:
+        topic = args.topic or store.topics()[0]
+        raise UsageError(f"{flag}: expected --queue/--partition as well, found neither: topic {topic!r} has "
+                         f"queues/partitions {_number_ranges(held)}, and an offset is one queue's")
+    return held[0]
+
+
 def _query_tag(args: argparse.Namespace, out: TextIO) -> int:
     if args.offset is None or args.topic is None:
         raise UsageError("--tag goes with --topic T --queue Q --offset N [--count C] (or use dump --tag)")
-    queue = _partition(args) or 0
     with _open(args) as store:
+        queue = _one_queue(store, args, "--tag") or 0
         if not _reads_tags(store):
             raise UsageError(f"--tag: {store.format} records have no tags")
         inflate = {"decompress": True} if _decompressing(store, args) else {}
@@ -617,6 +650,13 @@ def cmd_query(args: argparse.Namespace, out: TextIO) -> int:
         raise UsageError("query needs one of --key, --offset, --timestamp or --msg-id")
     with _open(args) as store:
         request.decompress = _decompressing(store, args)
+        if request.key is None and request.partition is None:
+            if request.offset is not None:
+                request.partition = _one_queue(store, args, "--offset")
+            elif request.timestamp is not None:
+                held = _queues_asked(store, args)
+                if held is not None and len(held) > 1:   # every queue's, as kafka-get-offsets --time
+                    return _query_each_queue(store, request, held, args, out)
         try:
             result = store.query(request)
         except NotFoundError:
@@ -645,6 +685,24 @@ def cmd_query(args: argparse.Namespace, out: TextIO) -> int:
                 sys.stderr.write(f"segstore query: {shown} of {total} hits shown (the newest; "
                                  f"--max {args.max}), {total - shown} left out\n")
     return EXIT_OK if result.found else EXIT_NO_HITS
+
+
+def _query_each_queue(store: Store, request: QueryRequest, queues: list[int], args: argparse.Namespace,
+                      out: TextIO) -> int:
+    """``query --timestamp`` of a topic's every queue / partition (none was named): each one's answer
+    in queue order on stdout, a line on stderr for each that holds nothing so new; exit 0 when any
+    answered."""
+    found = False
+    for queue in queues:
+        result = store.query(replace(request, partition=queue))
+        if result.found:
+            _print_lines(result.lines, args.json, out)
+            found = True
+        else:
+            said = [line.text for line in result.lines if not line.problem]
+            for text in said or [_no_hit_message(replace(request, partition=queue))]:
+                sys.stderr.write(f"segstore query: {text}\n")
+    return EXIT_OK if found else EXIT_NO_HITS
 
 
 _PROGRESS_STEP = 1 << 20  # report reading progress a MiB at a time, not a line at a time

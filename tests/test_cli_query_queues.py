@@ -1,0 +1,89 @@
+"""``segstore query`` without ``--queue``/``--partition``: a time is looked up in every queue of the
+topic (as ``kafka-get-offsets --time`` lists every partition), an offset or a tag query of a topic
+with several queues is refused (an offset is one queue's: answering queue 0 was a silent guess),
+and a topic with one queue is read there whatever its number.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import pytest
+from conftest import kafka_log_dir
+
+import segstore
+from segstore import cli
+
+BASE = 1_700_000_000_000
+
+
+def run(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err):
+        try:
+            code = cli.main(list(argv), out)
+        except SystemExit as exit_:
+            code = exit_.code
+    return code, out.getvalue(), err.getvalue()
+
+
+def rocketmq_store(path: Path) -> Path:
+    """Topic ``T`` over queues 0-2 (store times rising 10 ms a message, queue 2 the last written to),
+    topic ``One`` on queue 5 alone."""
+    with segstore.open(path, format="rocketmq", mode="a", mappedFileSizeCommitLog=1 << 16,
+                       mappedFileSizeConsumeQueue=20 * 256, messageIndexEnable=False) as store:
+        for i in range(30):
+            store.append({"topic": "T", "queue_id": i % 3, "body": b"m%d" % i, "tags": "a" if i % 2 else "b",
+                          "store_timestamp": BASE + 10 * i})
+        store.append({"topic": "One", "queue_id": 5, "body": b"only", "store_timestamp": BASE})
+    return path
+
+
+def test_a_time_without_a_queue_is_looked_up_in_every_queue(tmp_path):
+    path = str(rocketmq_store(tmp_path / "rmq"))
+    for fmt_args in ([], ["--json"]):
+        code, out, err = run("query", path, "--topic", "T", "--timestamp", str(BASE + 205), *fmt_args)
+        assert (code, err) == (0, "")
+        each = [run("query", path, "--topic", "T", "--queue", str(q), "--timestamp", str(BASE + 205),
+                    *fmt_args)[1] for q in range(3)]
+        assert out == "".join(each)
+    answers = [json.loads(line) for line in out.splitlines()]
+    # message i is in queue i % 3 at offset i // 3, stored at BASE + 10 i: from +205 on, i = 21, 22, 23
+    assert [(a["queue_id"], a["offset"]) for a in answers] == [(0, 7), (1, 7), (2, 7)]
+    code, out, err = run("query", path, "--topic", "T", "--timestamp", str(BASE + 285))
+    assert code == 0 and out.startswith("T/2: offset 9 is the first")      # only i = 29 (queue 2) so new
+    assert len(out.splitlines()) == 1
+    assert "T/0: no message stored at or after" in err and "T/1: no message stored at or after" in err
+    code, out, err = run("query", path, "--topic", "T", "--timestamp", str(BASE + 10**6))
+    assert (code, out) == (1, "") and err.count("no message stored at or after") == 3
+
+
+def test_a_kafka_time_without_a_partition_is_looked_up_in_every_partition(tmp_path):
+    path = str(kafka_log_dir(tmp_path / "logs", 12, lambda j: []))
+    code, out, err = run("query", path, "--topic", "b", "--timestamp", str(BASE + 4), "--json")
+    assert (code, err) == (0, "")
+    each = [run("query", path, "--topic", "b", "--partition", str(p), "--timestamp", str(BASE + 4),
+                "--json")[1] for p in (0, 1)]
+    assert out == "".join(each) and all(each)
+    assert [json.loads(line)["partition"] for line in out.splitlines()] == [0, 1]
+
+
+@pytest.mark.parametrize("ask", [["--offset", "1"], ["--offset", "1", "--tag", "a"]])
+def test_an_offset_without_a_queue_of_a_topic_with_several_is_refused(tmp_path, ask):
+    path = str(rocketmq_store(tmp_path / "rmq"))
+    code, out, err = run("query", path, "--topic", "T", *ask)
+    assert (code, out) == (2, "")
+    assert "expected --queue/--partition as well, found neither: topic 'T' has queues/partitions 0-2" in err
+
+
+def test_an_offset_of_a_topic_with_one_queue_reads_that_queue(tmp_path):
+    path = str(rocketmq_store(tmp_path / "rmq"))
+    code, out, err = run("query", path, "--topic", "One", "--offset", "0", "--json")
+    assert (code, err) == (0, "")
+    assert json.loads(out)["queue_id"] == 5 and json.loads(out)["body"] == "b25seQ=="   # "only"
+    kafka = str(kafka_log_dir(tmp_path / "logs", 12, lambda j: []))
+    code, out, err = run("query", kafka, "--topic", "a", "--offset", "0")
+    assert code == 2 and "topic 'a' has queues/partitions 0-1" in err
