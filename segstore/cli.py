@@ -991,10 +991,14 @@ def _json_flag(p: argparse.ArgumentParser, what: str) -> None:
 
 
 def _thread_count(text: str) -> int:
-    """``--threads N``: a whole number of at least 1 (argparse turns the ValueError into exit 2)."""
-    value = int(text)
+    """``--threads N``: a whole number of at least 1 (argparse turns the error into its usage line
+    and exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
     if value < 1:
-        raise ValueError(text)
+        raise argparse.ArgumentTypeError(f"expected a whole number of threads, at least 1, found {text!r}")
     return value
 
 
@@ -1103,11 +1107,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     _selectors(p)
     _json_flag(p, "one dump object a line")
     p.add_argument("--tag", help="only messages whose TAGS equal this (RocketMQ), queue by queue")
-    p.add_argument("--begin", type=time_ms,
+    p.add_argument("--begin", type=time_ms, metavar="TIME",
                    help="only messages from this time on (ms or ISO-8601; UTC if no offset): in each queue "
                         "/ partition from the first offset stored at or after it, as a consumer seeking by "
                         "time (RocketMQ store time, Kafka record timestamp; mqadmin printMsg -b)")
-    p.add_argument("--end", type=time_ms,
+    p.add_argument("--end", type=time_ms, metavar="TIME",
                    help="only messages up to this time, inclusive: in each queue / partition up to the "
                         "first offset stored after it (mqadmin printMsg -e)")
     _isolation_flag(p)

@@ -257,9 +257,12 @@ def test_cli_dump_json_threads(rocketmq_path, capsys):
         assert cli.main(["dump", rocketmq_path, "--json", "--threads", threads]) == 0
         outputs.append(capsys.readouterr().out)
     assert outputs[0] and outputs.count(outputs[0]) == 3
-    with pytest.raises(SystemExit) as exit_:
-        cli.main(["dump", rocketmq_path, "--json", "--threads", "0"])
-    assert exit_.value.code == 2
+    for bad in ("0", "two"):
+        with pytest.raises(SystemExit) as exit_:
+            cli.main(["dump", rocketmq_path, "--json", "--threads", bad])
+        assert exit_.value.code == 2
+        err = capsys.readouterr().err
+        assert f"--threads: expected a whole number of threads, at least 1, found '{bad}'" in err
 
 
 # -- verify -----------------------------------------------------------------------------------
