@@ -43,3 +43,25 @@ def test_info_lists_the_topics_json_topics_without_consume_queues(tmp_path, caps
     text = capsys.readouterr().out
     assert "topic_configs:\n  Idle:\n    read_queue_nums: 8\n    write_queue_nums: 16\n    perm: R--\n" \
         in text
+
+
+def test_info_gives_each_queue_its_last_updated_time_as_topic_status_does(tmp_path, capsys):
+    """``mqadmin topicStatus``'s "Last Updated" (4.9.7 ``AdminBrokerProcessor.getTopicStatsInfo``): the
+    store time of the queue's message at ``max - 1`` (``getMessageStoreTimeStamp``), -1 where that
+    message cannot be read."""
+    store = tmp_path / "store"
+    with segstore.open(store, format="rocketmq", mode="a", messageIndexEnable=False) as s:
+        s.append_batch([{"topic": "T", "queue_id": i % 2, "body": b"x", "store_timestamp": 1_000 + i}
+                        for i in range(7)])
+        last = s.append({"topic": "U", "queue_id": 3, "body": b"y", "store_timestamp": 5_000})
+    assert main(["info", str(store), "--json"]) == 0
+    queues = {(q["topic"], q["queue_id"]): q for q in json.loads(capsys.readouterr().out)["queues"]}
+    assert {key: q["last_updated"] for key, q in queues.items()} == {
+        ("T", 0): 1_006, ("T", 1): 1_005, ("U", 3): 5_000}
+    commitlog = next((store / "commitlog").iterdir())
+    with commitlog.open("r+b") as f:               # U's message: its magic code no longer one
+        f.seek(last.position + 4)
+        f.write(b"\0\0\0\0")
+    assert main(["info", str(store), "--json"]) == 0
+    queues = {(q["topic"], q["queue_id"]): q for q in json.loads(capsys.readouterr().out)["queues"]}
+    assert queues["U", 3]["last_updated"] == -1 and queues["T", 0]["last_updated"] == 1_006

@@ -1898,9 +1898,12 @@ class RocketMQStore(LifecycleMixin, Store):
 
     # -- tooling -------------------------------------------------------------
     def info(self) -> dict[str, Any]:
+        """What the store holds; per queue its offsets, files and ``last_updated`` (``mqadmin
+        topicStatus``'s "Last Updated")."""
         self._check_open()
         queues = [{"topic": t, "queue_id": q, "min_offset": cq.min_offset, "max_offset": cq.max_offset,
-                   "files": len(cq.segment_files()) if isinstance(cq, ConsumeQueue) else 0}
+                   "files": len(cq.segment_files()) if isinstance(cq, ConsumeQueue) else 0,
+                   "last_updated": self._last_updated(cq)}
                   for (t, q), cq in sorted(self._queue_views().items())]
         commitlog_files = [{"path": seg.path, "size": seg.file.size} for seg in self.commitlog.log.segments]
         stored: dict[str, int] = {}
@@ -1913,6 +1916,18 @@ class RocketMQStore(LifecycleMixin, Store):
                 "config": self.config.as_dict(), "delay_offsets": read_delay_offsets(self.path),
                 **self._info_5x(),
                 **({"notes": list(self.notes)} if self.notes else {})}
+
+    def _last_updated(self, cq: ConsumeQueue | ScannedQueue) -> int:
+        """The store time of a queue's last message, as the broker's ``getTopicStatsInfo`` gives it
+        (4.9.7 ``AdminBrokerProcessor``: ``getMessageStoreTimeStamp(topic, queue, max - 1)``): 0 for an
+        empty queue, -1 where that message cannot be read (``verify`` says why)."""
+        if cq.max_offset <= max(cq.min_offset, 0):
+            return 0
+        try:
+            rows = cq.entries(cq.max_offset - 1, 1)
+            return self.commitlog.read(int(rows["offset"][0])).store_timestamp if len(rows) else -1
+        except SegstoreError:
+            return -1
 
     def _info_5x(self) -> dict[str, Any]:
         """5.x files, where the store has them: batch consume queues and the timer store (the modules that
