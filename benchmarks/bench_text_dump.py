@@ -12,6 +12,11 @@ the body).  A RocketMQ row of the pure-Python text dump (``RocketMQStore.dump``,
 C path is tested equal to) shows what the C path replaced.  Kafka's text dump formats its batch
 lines in Python (one a batch) and its record lines in C.
 
+A window row per format times ``dump --json --begin T`` with ``T`` the time of each queue's message
+nine tenths in (the last tenth of the store) against the whole ``dump --json`` in the same run: the
+time of the whole dump over the window's, about 10x where a window reads only its own messages (the
+opening and the time lookups are the rest), about 1x if it walked the store.
+
 Run: ``bash scripts/bench.sh text_dump``.
 """
 
@@ -33,7 +38,20 @@ REPEAT = int(os.environ.get("BENCH_TEXT_DUMP_REPEAT", "3"))
 GOAL = 0.5
 #: (format, row) -> what the child runs
 ROWS = {("rocketmq", "text dump"): "text", ("rocketmq", "text dump, pure Python"): "text-python",
-        ("kafka", "text dump"): "text"}
+        ("kafka", "text dump"): "text", ("rocketmq", "dump --json --begin, the last tenth"): "window",
+        ("kafka", "dump --json --begin, the last tenth"): "window"}
+
+
+def last_tenth(store) -> int:
+    """The earliest time of the messages nine tenths into each queue / partition of the store's topic
+    (RocketMQ store time, Kafka record timestamp: what each looks offsets up by)."""
+    topic = store.topics()[0]
+    times = []
+    for partition in store.partitions(topic):
+        low, high = store.offset_range(topic, partition)
+        record = next(store.read(topic, partition, low + (high - low) * 9 // 10, 1))
+        times.append(record.store_timestamp if store.format == "rocketmq" else record.timestamp)
+    return min(times)
 
 
 def child(fmt: str, op: str, store: str) -> dict:
@@ -45,10 +63,14 @@ def child(fmt: str, op: str, store: str) -> dict:
         from segstore_rocketmq import columnar
         columnar._speedups = None
 
+    window = {}
+    if op == "window":
+        with segstore.open(store, fmt, "r") as s:
+            window = {"begin": last_tenth(s)}
     t0, cpu0 = time.perf_counter(), time.process_time()
     count = 0
     with segstore.open(store, fmt, "r") as s, open(os.devnull, "wb") as out:
-        blocks = s.dump_json(threads=1) if op == "json" else s.dump_text(threads=1)
+        blocks = s.dump_json(threads=1, **window) if op in ("json", "window") else s.dump_text(threads=1)
         for block in blocks:
             count += bytes(block).count(b"\n")
             out.write(block)
@@ -79,10 +101,21 @@ def main() -> None:
         if len(lines) != 1 or min(lines) < MESSAGES:
             raise SystemExit(f"{fmt} dump --json wrote {sorted(lines)} lines, "
                              f"expected one count >= {MESSAGES}")
+        json_s = statistics.median(r["seconds"] for r in jsons)
+        if op == "window":
+            counts = {r["count"] for r in texts}
+            if len(counts) != 1 or not MESSAGES // 20 <= min(counts) <= MESSAGES // 5:
+                raise SystemExit(f"{fmt} {row} wrote {sorted(counts)} lines, expected about a tenth "
+                                 f"of {MESSAGES}")
+            window_s = statistics.median(r["seconds"] for r in texts)
+            report.add(f"{fmt} {row} ({min(counts):,} of {MESSAGES:,} msgs)", window_s, "s",
+                       baseline="whole dump --json (s)", baseline_value=json_s, higher_is_better=False,
+                       note=f"no goal; about 10x where a window reads only its messages, 1x if it walked "
+                            f"the store; medians of {REPEAT} runs; one thread each", messages=min(counts))
+            continue
         if len({r["count"] for r in texts}) != 1 or min(r["count"] for r in texts) < MESSAGES:
             raise SystemExit(f"{fmt} {row} wrote {sorted({r['count'] for r in texts})} lines, "
                              f"expected one count >= {MESSAGES}")
-        json_s = statistics.median(r["seconds"] for r in jsons)
         text_s = statistics.median(r["seconds"] for r in texts)
         cpu = statistics.median(r["cpu"] for r in jsons) / statistics.median(r["cpu"] for r in texts)
         report.add(f"{fmt} {row}, {MESSAGES:,} msgs", MESSAGES / text_s, "msg/s",
