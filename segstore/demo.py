@@ -7,7 +7,7 @@
    is a previous demo store) and writes N messages (default 5,000) over two topics
    and four queues, with tags and keys, in batches;
 2. runs ``segstore info``, ``dump`` (first lines), ``query`` by key, by offset and by
-   time, and ``verify`` on it, exactly as a user would;
+   time, ``dump`` between two times, and ``verify`` on it, exactly as a user would;
 3. reads it back with local Spark (``spark.read.format("segstore")``) and counts
    rows per topic and queue;
 4. prints where everything is.
@@ -49,7 +49,7 @@ def write_store(path: str, count: int, seed: int = 42) -> tuple[str, int]:
                               "keys": [key, f"customer-{rng.randrange(100)}"],
                               "born_timestamp": base_time + i})
             results = store.append_batch(batch)
-            if start == 0:
+            if start == count // 2 // 500 * 500:    # the middle batch: time lookups land inside the queues
                 sample = (batch[10]["keys"][0], results[10].extra.get("store_timestamp", base_time))
     files.touch(os.path.join(path, MARKER))
     return sample
@@ -106,8 +106,10 @@ def main(argv: list[str] | None = None) -> int:
     run_cli("by key, through the index files", ["query", path, "--topic", TOPICS[0], "--key", key])
     run_cli("by queue offset", ["query", path, "--topic", TOPICS[0], "--queue", "1", "--offset", "3",
                                 "--count", "2"])
-    run_cli("first offset stored at or after a time", ["query", path, "--topic", TOPICS[0], "--queue", "1",
-                                                       "--timestamp", str(stamp)])
+    run_cli("first offset stored at or after a time, in every queue", ["query", path, "--topic", TOPICS[0],
+                                                                       "--timestamp", str(stamp)])
+    run_cli("the messages stored between two times (mqadmin printMsg -b -e)",
+            ["dump", path, "--topic", TOPICS[0], "--begin", str(stamp), "--end", str(stamp + 1)], max_lines=3)
     run_cli("check every file", ["verify", path])
     if not args.no_spark:
         spark_counts(path)
