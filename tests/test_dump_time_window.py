@@ -291,3 +291,4 @@ def test_a_window_whose_first_entry_points_elsewhere_is_refused_where_read_refus
             list(store.read("TopicA", 1, start, 1))
     code, out, err = run(["dump", str(path), "--topic", "TopicA", "--begin", str(BASE + 100)])
     assert code == 1 and out == "" and "commitlog" in err
+

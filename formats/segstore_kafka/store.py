@@ -322,6 +322,18 @@ def _text(line: str) -> bytes:
     return line.encode("utf-8", "surrogatepass")
 
 
+def _max_timestamp(part: Partition) -> int | None:
+    """The partition's largest record timestamp: its segments' ``maxTimestampSoFar`` (the time index's
+    last entry, then the batch headers after it), what ``ListOffsets`` answers for the max-timestamp
+    spec (``kafka-get-offsets --time max-timestamp``); -1 for no record, None where a segment cannot
+    be read (``verify`` says why).  ``O(segments)`` index reads and short header walks."""
+    try:
+        return max((seg.max_timestamp_so_far().timestamp for seg in part.segments),
+                   default=codec.NO_TIMESTAMP)
+    except SegstoreError:
+        return None
+
+
 def _below(chunk: columnar.Chunk, stop: int | None) -> tuple[columnar.Chunk, bool]:
     """``chunk`` as far as a dump to ``stop`` (exclusive; None: no end) reads it, and whether it ends
     there: the batches whose base offset is below ``stop`` and their records below it, as
@@ -1064,6 +1076,7 @@ class KafkaStore(Store):
             parts.append({"topic": topic, "partition": partition, "topic_id": self._topic_id_file(part)[0],
                           "start_offset": part.log_start_offset, "end_offset": part.next_offset,
                           "segments": len(part.segments), "bytes": sum(s.size for s in part.segments),
+                          "max_timestamp": _max_timestamp(part),
                           "leader_epochs": [list(e) for e in part.epochs.entries]})
         info: dict[str, Any] = {"format": self.format, "path": self.path,
                                 "layout": "partition" if self.single else "log-dir"}

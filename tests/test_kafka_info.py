@@ -1,0 +1,58 @@
+"""Kafka ``info``: each partition's ``max_timestamp``, the largest record timestamp (the segments'
+``maxTimestampSoFar``, Kafka 3.8 ``LogSegment.maxTimestampSoFar``; what ``UnifiedLog.fetchOffsetByTimestamp``
+answers for ``ListOffsetsRequest.MAX_TIMESTAMP`` with its timestamp, ``kafka-get-offsets --time
+max-timestamp``)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+from conftest import kafka_log_dir
+
+import segstore
+from segstore import cli
+
+
+def run(argv: list[str]) -> tuple[int, str]:
+    out = io.StringIO()
+    with contextlib.redirect_stderr(io.StringIO()):
+        code = cli.main(argv, out)
+    return code, out.getvalue()
+
+
+def times_of(store, topic: str, partition: int):
+    for batch in store.partition_of(topic, partition).batches():
+        for record in batch.records():
+            yield record.offset, record.timestamp
+
+
+def kafka_store(path: Path) -> Path:
+    return kafka_log_dir(path, 40, lambda j: [("h", b"x")])
+
+
+def test_kafka_info_gives_each_partition_its_largest_timestamp(tmp_path):
+    """``max_timestamp``: the largest record timestamp of the partition (segments' ``maxTimestampSoFar``,
+    what ``ListOffsets`` answers for the max-timestamp spec), though a later record's is smaller (a-0's
+    last records, 5-7); -1 for an empty partition, None (``-``) where a segment cannot be read."""
+    path = kafka_store(tmp_path / "kafka")
+    with segstore.open(path, format="kafka", mode="a") as store:
+        store.append_batch([{"topic": "empty", "partition": 0, "value": b"x", "timestamp": 1}])
+        store.delete_records(1, topic="empty", partition=0)
+    with segstore.open(path) as store:
+        info = {(p["topic"], p["partition"]): p["max_timestamp"] for p in store.info()["partitions"]}
+        want = {(t, p): max((ts for _, ts in times_of(store, t, p)), default=-1)
+                for t in store.topics() for p in store.partitions(t)}
+        segment = store.partition_of("a", 0).segments[-1]
+        last_batch = [header.position for header in segment.headers()][-1]
+        log = Path(segment.path)
+    assert info == want and info["a", 0] > 1_000 and info["empty", 0] == 1
+    with log.open("r+b") as f:             # the last batch's magic: one no broker wrote
+        f.seek(last_batch + 16)
+        f.write(b"\x09")
+    code, out = run(["info", str(path), "--json"])
+    assert code == 0
+    damaged = {(p["topic"], p["partition"]): p["max_timestamp"] for p in json.loads(out)["partitions"]}
+    assert damaged["a", 0] is None and damaged["b", 1] == info["b", 1]
