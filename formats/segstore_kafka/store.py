@@ -1395,8 +1395,9 @@ class KafkaStore(Store):
             segments = part.segments
             for i, seg in enumerate(segments):
                 if i + 1 < len(segments) and segments[i + 1].base <= start:
-                    continue  # wholly below the start (the log start: the broker's next retention
-                    # pass deletes it)
+                    # wholly below the start (below the log start, the broker's next retention pass
+                    # deletes it; below a window's, it holds none of its records)
+                    continue
                 if stop is not None and seg.base >= stop:
                     break
                 position = 0
