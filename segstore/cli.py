@@ -464,11 +464,43 @@ def _window_words(args: argparse.Namespace) -> str:
 def cmd_info(args: argparse.Namespace, out: TextIO) -> int:
     with _open(args) as store:
         info = store.info()
+        if args.topic is not None or _partition(args) is not None:
+            info = _narrowed(info, args.topic, _partition(args))
+            # a topic the store's config names but no queue holds yet is shown (its config, no queues)
+            configured = _partition(args) is None and any(
+                isinstance(info.get(key), dict) and args.topic in info[key] for key in _PER_TOPIC_MAPS)
+            missing = None if configured else _missing_selection(store, args)
+            if missing is not None:
+                raise missing
     if args.json:
         _json_line(info, out)
     else:
         _print_info(info, out)
     return EXIT_OK
+
+
+#: ``info`` maps keyed by topic name (a plugin's topic configs, the metadata log's topics)
+_PER_TOPIC_MAPS = ("topics", "topic_configs")
+
+
+def _narrowed(info: dict[str, Any], topic: str | None, partition: int | None) -> dict[str, Any]:
+    """``info`` with its per-topic parts narrowed to ``topic`` and ``partition`` (None: any): every list of
+    maps carrying a ``topic`` (queues, partitions; by ``queue_id`` or ``partition``), the maps keyed by
+    topic name, the topic list; store-wide parts (commitlog, config, cluster) as they are."""
+    def wanted(item: dict[str, Any]) -> bool:
+        number = item.get("queue_id", item.get("partition"))
+        return (topic is None or item["topic"] == topic) and (partition is None or number == partition)
+
+    narrowed: dict[str, Any] = {}
+    for key, value in info.items():
+        if isinstance(value, list) and value and all(isinstance(i, dict) and "topic" in i for i in value):
+            value = [item for item in value if wanted(item)]
+        elif topic is not None and key in _PER_TOPIC_MAPS and isinstance(value, dict):
+            value = {name: v for name, v in value.items() if name == topic}
+        elif topic is not None and key == "topics" and isinstance(value, list):
+            value = [name for name in value if name == topic]
+        narrowed[key] = value
+    return narrowed
 
 
 def human(value: Any) -> str:
@@ -1148,6 +1180,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     p = sub.add_parser("info", help="topics, queues/partitions, offset ranges, files and sizes")
     _common(p)
+    _selectors(p)
     _json_flag(p, "one JSON object")
     p.set_defaults(func=cmd_info)
 
