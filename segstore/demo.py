@@ -40,6 +40,7 @@ def write_store(path: str, count: int, seed: int = 42) -> tuple[str, int]:
                     mappedFileSizeConsumeQueue=str(300_000 * 20)) as store:
         for start in range(0, count, 500):
             batch: list[dict[str, Any]] = []
+            born = int(time.time() * 1000)      # a producer's clock: before the store's
             for i in range(start, min(count, start + 500)):
                 topic = TOPICS[i % len(TOPICS)]
                 key = f"{topic.lower()}-{i}"
@@ -47,7 +48,7 @@ def write_store(path: str, count: int, seed: int = 42) -> tuple[str, int]:
                               "body": f"{topic} event #{i}: {rng.randbytes(16).hex()}".encode(),
                               "tags": rng.choice(["created", "updated", "deleted"]),
                               "keys": [key, f"customer-{rng.randrange(100)}"],
-                              "born_timestamp": base_time + i})
+                              "born_timestamp": born})
             results = store.append_batch(batch)
             if start == count // 2 // 500 * 500:    # the middle batch: time lookups land inside the queues
                 sample = (batch[10]["keys"][0], results[10].extra.get("store_timestamp", base_time))
