@@ -444,14 +444,21 @@ def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
+def _iso_utc(ms: int) -> str | None:
+    """Milliseconds since the epoch as ISO-8601 UTC (``2024-05-01T12:00:00.250Z``); None past the
+    year 9999 or before 1 (what ``datetime`` holds)."""
+    try:
+        when = (_EPOCH + timedelta(milliseconds=ms)).isoformat(timespec="milliseconds")
+    except OverflowError:
+        return None
+    return when.replace("+00:00", "Z")
+
+
 def _window_words(args: argparse.Namespace) -> str:
     """`` stored from BEGIN to END`` in the user's words (ISO-8601, UTC), or empty without a window."""
     def said(ms: int) -> str:
-        try:
-            when = (_EPOCH + timedelta(milliseconds=ms)).isoformat(timespec="milliseconds")
-        except OverflowError:       # past the year 9999: the milliseconds alone
-            return str(ms)
-        return f"{when.replace('+00:00', 'Z')} ({ms})"
+        when = _iso_utc(ms)
+        return str(ms) if when is None else f"{when} ({ms})"
 
     words = ""
     if args.begin is not None:
@@ -945,12 +952,21 @@ def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
         note = _STATE_NOTES.get(rows[0].state or "")
         if note is not None:
             sys.stderr.write(note.format(group) + "\n")
-        cells = [tuple(_cell(getattr(row, name)) for name in CONSUMER_COLUMNS) for row in rows
-                 if row.topic is not None]
+        cells = [tuple(_cell(getattr(row, name)) for name in CONSUMER_COLUMNS)
+                 + tuple(_extra_cell(key, row.extras.get(key)) for _, key in found.columns)
+                 for row in rows if row.topic is not None]
         if n:
             out.write("\n")
-        _table(CONSUMER_HEADER, cells, _CONSUMER_WIDTHS, out)
+        _table(CONSUMER_HEADER + tuple(header for header, _ in found.columns), cells,
+               _CONSUMER_WIDTHS + (0,) * len(found.columns), out)
     return EXIT_OK
+
+
+def _extra_cell(key: str, value: Any) -> str:
+    """A format's own column of the consumers table: a time (ms, 0 none) as ISO-8601 UTC, else as text."""
+    if key.endswith("timestamp") and isinstance(value, int):
+        return "-" if value <= 0 else _iso_utc(value) or str(value)
+    return _cell(value)
 
 
 #: ``kafka-transactions describe``'s columns (the coordinator as the ``__transaction_state`` partition).

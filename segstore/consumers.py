@@ -93,6 +93,9 @@ class ConsumerGroups:
     notes: list[str] = field(default_factory=list)
     #: the time offset expiry was judged at (ms), where the format expires offsets
     as_of_ms: int | None = None
+    #: ``(header, extras key)`` of the format's own columns the text table shows after the common
+    #: ones (RocketMQ: ``consumerProgress``'s LastTime); a key ending in ``timestamp`` holds ms, 0 none
+    columns: tuple[tuple[str, str], ...] = ()
 
     def groups(self) -> list[str]:
         """The groups listed, sorted."""

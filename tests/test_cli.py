@@ -520,29 +520,35 @@ def test_query_msg_id_falls_back_to_the_client_msg_id_with_a_topic(capsys):
 
 
 def test_consumers_lists_committed_max_and_lag_per_queue(tmp_path, capsys):
+    """mqadmin consumerProgress's Consumer Offset, Broker Offset, Diff and LastTime (4.9.7
+    AdminBrokerProcessor.getConsumeStats: the store time of the message at the committed offset - 1,
+    none for a queue with nothing consumed)."""
     path = tmp_path / "store"
+    base = 1_700_000_000_000
     with segstore.open(path, format="rocketmq", mode="a") as store:
-        store.append_batch([{"topic": "T", "queue_id": i % 2, "body": b"x"} for i in range(10)])
-        store.append_batch([{"topic": "U", "queue_id": 0, "body": b"y"} for _ in range(3)])
+        store.append_batch([{"topic": "T", "queue_id": i % 2, "body": b"x", "store_timestamp": base + i}
+                            for i in range(10)])
+        store.append_batch([{"topic": "U", "queue_id": 0, "body": b"y", "store_timestamp": base + 100 + i}
+                            for i in range(3)])
         store.commit_offset("g1", "T", 0, 2)
         store.commit_offset("g2", "U", 0, 3)
     code, out, _ = run(capsys, "consumers", path, "--json")
     assert code == 0
-    none = {"consumer_id": None, "host": None, "client_id": None, "state": None, "extras": {}}
+    none = {"consumer_id": None, "host": None, "client_id": None, "state": None}
     assert json.loads(out) == [
         {"group": "g1", "topic": "T", "partition": 0, "committed_offset": 2, "log_end_offset": 5, "lag": 3,
-         **none},
+         **none, "extras": {"last_timestamp": base + 2}},        # T/0@1 is message 2
         {"group": "g1", "topic": "T", "partition": 1, "committed_offset": None, "log_end_offset": 5,
-         "lag": None, **none},
+         "lag": None, **none, "extras": {"last_timestamp": 0}},
         {"group": "g2", "topic": "U", "partition": 0, "committed_offset": 3, "log_end_offset": 3, "lag": 0,
-         **none},
+         **none, "extras": {"last_timestamp": base + 102}},
     ]
     code, out, _ = run(capsys, "consumers", path, "--group", "g1")
     assert [line.split() for line in out.splitlines()] == [
         ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
-         "CLIENT-ID", "STATE"],
-        ["g1", "T", "0", "2", "5", "3", "-", "-", "-", "-"],
-        ["g1", "T", "1", "-", "5", "-", "-", "-", "-", "-"]]
+         "CLIENT-ID", "STATE", "LAST-TIME"],
+        ["g1", "T", "0", "2", "5", "3", "-", "-", "-", "-", "2023-11-14T22:13:20.002Z"],
+        ["g1", "T", "1", "-", "5", "-", "-", "-", "-", "-", "-"]]
     code, out, err = run(capsys, "consumers", path, "--group", "nogroup")
     assert (code, out) == (1, "") and "expected consumer group 'nogroup', found groups g1, g2" in err
     # a Kafka partition of another topic: no __consumer_offsets, no groups, and it says so

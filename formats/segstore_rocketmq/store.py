@@ -1022,8 +1022,11 @@ class RocketMQStore(LifecycleMixin, Store):
 
         Every queue of a topic a group committed to is listed; ``committed_offset`` and ``lag`` are
         None for a queue the group never committed.  The files keep no members or group states (the
-        broker holds those in memory): those columns are None.  ``now_ms`` is not used (RocketMQ offsets
-        do not expire).
+        broker holds those in memory): those columns are None.  ``extras["last_timestamp"]`` is
+        ``consumerProgress``'s LastTime as the broker computes it from its store (4.9.7
+        ``AdminBrokerProcessor.getConsumeStats``): the store time of the message at the committed
+        offset less one (the last one consumed), 0 when there is none or it cannot be read (the
+        tool's ``N/A``).  ``now_ms`` is not used (RocketMQ offsets do not expire).
         """
         from segstore.consumers import ConsumerGroups, ConsumerOffset  # its dataclasses: not for `info`
 
@@ -1037,9 +1040,25 @@ class RocketMQStore(LifecycleMixin, Store):
             for queue_id in sorted(set(offsets) | set(self.partitions(topic))):
                 max_offset = self.offset_range(topic, queue_id)[1] if (topic, queue_id) in self.queues else 0
                 committed = offsets.get(queue_id)
+                last = self._store_time_at(topic, queue_id, committed - 1) if committed else None
                 rows.append(ConsumerOffset(group_name, topic, queue_id, committed, max_offset,
-                                           None if committed is None else max(max_offset - committed, 0)))
-        return ConsumerGroups(rows)
+                                           None if committed is None else max(max_offset - committed, 0),
+                                           extras={"last_timestamp": last if last and last > 0 else 0}))
+        return ConsumerGroups(rows, columns=(("LAST-TIME", "last_timestamp"),))
+
+    def _store_time_at(self, topic: str, queue_id: int, offset: int) -> int | None:
+        """The store time of a queue's message at ``offset`` (``getMessageStoreTimeStamp``), None where
+        there is none or it cannot be read."""
+        if offset < 0 or (topic, queue_id) not in self._queue_views():
+            return None
+        cq = self._queue_view(topic, queue_id)
+        if not cq.min_offset <= offset < cq.max_offset:
+            return None
+        try:
+            rows = cq.entries(offset, 1)
+            return self.commitlog.read(int(rows["offset"][0])).store_timestamp if len(rows) else None
+        except SegstoreError:
+            return None
 
     def find_msg_id(self, msg_id: str) -> RocketMQMessage | None:
         """The message whose offset msgId (``MessageDecoder.createMessageId``: store host address, port,
@@ -1903,7 +1922,7 @@ class RocketMQStore(LifecycleMixin, Store):
         self._check_open()
         queues = [{"topic": t, "queue_id": q, "min_offset": cq.min_offset, "max_offset": cq.max_offset,
                    "files": len(cq.segment_files()) if isinstance(cq, ConsumeQueue) else 0,
-                   "last_updated": self._last_updated(cq)}
+                   "last_updated": self._last_updated(t, q, cq)}
                   for (t, q), cq in sorted(self._queue_views().items())]
         commitlog_files = [{"path": seg.path, "size": seg.file.size} for seg in self.commitlog.log.segments]
         stored: dict[str, int] = {}
@@ -1917,17 +1936,14 @@ class RocketMQStore(LifecycleMixin, Store):
                 **self._info_5x(),
                 **({"notes": list(self.notes)} if self.notes else {})}
 
-    def _last_updated(self, cq: ConsumeQueue | ScannedQueue) -> int:
+    def _last_updated(self, topic: str, queue_id: int, cq: ConsumeQueue | ScannedQueue) -> int:
         """The store time of a queue's last message, as the broker's ``getTopicStatsInfo`` gives it
         (4.9.7 ``AdminBrokerProcessor``: ``getMessageStoreTimeStamp(topic, queue, max - 1)``): 0 for an
         empty queue, -1 where that message cannot be read (``verify`` says why)."""
         if cq.max_offset <= max(cq.min_offset, 0):
             return 0
-        try:
-            rows = cq.entries(cq.max_offset - 1, 1)
-            return self.commitlog.read(int(rows["offset"][0])).store_timestamp if len(rows) else -1
-        except SegstoreError:
-            return -1
+        found = self._store_time_at(topic, queue_id, cq.max_offset - 1)
+        return -1 if found is None else found
 
     def _info_5x(self) -> dict[str, Any]:
         """5.x files, where the store has them: batch consume queues and the timer store (the modules that
