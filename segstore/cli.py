@@ -931,8 +931,65 @@ def _cell(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
+RESET_HEADER = ("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")
+
+
+def _reset_offsets(args: argparse.Namespace, out: TextIO) -> int:
+    """``consumers --reset-offsets``: the new offset of every queue of the group's topics (or
+    ``--topic``'s) as ``kafka-consumer-groups --reset-offsets`` plans it, printed; written with
+    ``--execute`` through the store's ``commit_offsets`` (all or none)."""
+    asked = args.to_datetime is not None or args.to_earliest or args.to_latest
+    if args.group is None or not asked:
+        raise UsageError("--reset-offsets needs --group G and one of --to-datetime TIME, --to-earliest, "
+                         "--to-latest")
+    if args.to_datetime is not None and args.to_datetime < 0:
+        raise UsageError(f"--to-datetime: expected a time at or after the epoch, found {args.to_datetime} ms")
+    with _open(args, mode="a" if args.execute else "r") as store:
+        commit = getattr(store, "commit_offsets", None)
+        if commit is None:
+            raise UsageError(f"--reset-offsets: {store.format} offsets are reset through the broker "
+                             "(kafka-consumer-groups --reset-offsets), not in its files", args.path)
+        queues = sorted({(row.topic, row.partition) for row in store.consumer_groups(args.group).rows
+                         if row.topic is not None and row.partition is not None
+                         and (args.topic is None or row.topic == args.topic)})
+        if not queues:
+            groups = store.consumer_groups(None).groups()
+            where = f" on topic {args.topic!r}" if args.topic is not None else ""
+            raise NotFoundError(f"expected consumer group {args.group!r}{where}, found "
+                                f"{_listing('group', groups)}", args.path)
+        plan: dict[tuple[str, int], int] = {}
+        for topic, queue in queues:
+            start, end = store.offset_range(topic, queue)
+            if args.to_earliest:
+                plan[topic, queue] = start
+            elif args.to_latest:
+                plan[topic, queue] = end
+            else:
+                found = store.offset_for_time(topic, queue, args.to_datetime)
+                plan[topic, queue] = end if found is None else max(found, start)
+        if args.execute:
+            commit(args.group, plan)
+    rows = [{"group": args.group, "topic": t, "partition": q, "new_offset": o} for (t, q), o in plan.items()]
+    if args.json:
+        _json_line(rows, out)
+    else:
+        _table(RESET_HEADER, [(args.group, t, str(q), str(o)) for (t, q), o in plan.items()],
+               (*_CONSUMER_WIDTHS[:3], 0), out)
+    if not args.execute:
+        sys.stderr.write("segstore consumers: a plan only, nothing written: add --execute (with the broker "
+                         "stopped) to commit these offsets\n")
+    return EXIT_OK
+
+
 def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
     from .consumers import COLUMNS as CONSUMER_COLUMNS  # pyarrow: not for the other commands
+
+    if args.reset_offsets:
+        return _reset_offsets(args, out)
+    if args.execute or args.topic is not None or args.to_datetime is not None or args.to_earliest \
+            or args.to_latest:
+        raise UsageError("--topic, --to-datetime, --to-earliest, --to-latest and --execute go with "
+                         "--reset-offsets")
 
     options = ({} if args.offsets_retention_minutes is None
                else {"offsets_retention_ms": args.offsets_retention_minutes * 60_000})
@@ -1261,6 +1318,19 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                    help="Kafka: the broker's offsets.retention.minutes (default 10080, 7 days)")
     _json_flag(p, "one JSON list of {group, topic, partition, committed_offset, log_end_offset, lag, "
                   "consumer_id, host, client_id, state, extras}")
+    reset = p.add_argument_group("resetting a group's offsets (RocketMQ, broker stopped; as "
+                                 "kafka-consumer-groups --reset-offsets, mqadmin resetOffsetByTime)")
+    reset.add_argument("--reset-offsets", action="store_true",
+                       help="plan new offsets for --group (every queue of its topics, or of --topic); "
+                            "written only with --execute")
+    reset.add_argument("--topic", help="with --reset-offsets: only this topic's queues")
+    target = reset.add_mutually_exclusive_group()
+    target.add_argument("--to-datetime", type=time_ms, metavar="TIME",
+                        help="each queue's first offset stored at or after TIME (its end if none is)")
+    target.add_argument("--to-earliest", action="store_true", help="each queue's first offset")
+    target.add_argument("--to-latest", action="store_true", help="each queue's end (nothing left to consume)")
+    reset.add_argument("--execute", action="store_true",
+                       help="write the plan to config/consumerOffset.json (the file before kept as .bak)")
     p.set_defaults(func=cmd_consumers)
 
     p = sub.add_parser("transactions", help="Kafka transactional ids from __transaction_state: producer id "

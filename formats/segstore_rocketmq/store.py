@@ -1001,12 +1001,23 @@ class RocketMQStore(LifecycleMixin, Store):
 
         Written at once (tmp + rename, old content kept as ``.bak``), as the broker persists it.
         """
+        self.commit_offsets(group, {(topic, queue_id): offset})
+
+    def commit_offsets(self, group: str, offsets: Mapping[tuple[str, int], int]) -> None:
+        """Commit a consumer group's next offsets, ``{(topic, queue id): offset}``, all or none: every
+        offset is checked against its queue first, then the file is written once (tmp + rename, the
+        content before kept as ``.bak``: the way back from a reset).
+
+        :raises OffsetOutOfRangeError: an offset outside its queue's ``[min, max]``; nothing written.
+        """
         self._check_writable()
-        start, end = self.offset_range(topic, queue_id)
-        if not start <= offset <= end:
-            raise OffsetOutOfRangeError(f"expected an offset in [{start}, {end}] for {topic}/{queue_id}, "
-                                        f"found {offset}", self.consumer_offsets.path)
-        self.consumer_offsets.commit(topic, group, queue_id, offset)
+        for (topic, queue_id), offset in offsets.items():
+            start, end = self.offset_range(topic, queue_id)
+            if not start <= offset <= end:
+                raise OffsetOutOfRangeError(f"expected an offset in [{start}, {end}] for {topic}/{queue_id}, "
+                                            f"found {offset}", self.consumer_offsets.path)
+        for (topic, queue_id), offset in offsets.items():
+            self.consumer_offsets.commit(topic, group, queue_id, offset)
         self.consumer_offsets.save()
 
     def committed_offset(self, group: str, topic: str, queue_id: int) -> int | None:

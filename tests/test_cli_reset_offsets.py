@@ -1,0 +1,92 @@
+"""``segstore consumers --reset-offsets`` (RocketMQ, the broker stopped): a group's new offsets as
+``kafka-consumer-groups --reset-offsets`` plans them (``--to-datetime``: each queue's first offset stored
+at or after the time, its end where none is; ``--to-earliest``, ``--to-latest``), printed, and written to
+``config/consumerOffset.json`` only with ``--execute``, all queues at once, the file before kept as
+``.bak``.  Kafka groups are refused (their offsets are records the coordinator writes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import pytest
+from conftest import kafka_log_dir
+
+import segstore
+from segstore import cli
+
+BASE = 1_700_000_000_000
+
+
+def run(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err):
+        try:
+            code = cli.main(list(argv), out)
+        except SystemExit as exit_:
+            code = exit_.code
+    return code, out.getvalue(), err.getvalue()
+
+
+def store_with_groups(path: Path) -> Path:
+    """Topic T on queues 0-1 (message i on queue i % 2 at offset i // 2, stored at BASE + 10 i), U on
+    queue 0; g1 committed T/0 at 2 only, g2 committed U/0 at 1."""
+    with segstore.open(path, format="rocketmq", mode="a", messageIndexEnable=False) as store:
+        store.append_batch([{"topic": "T", "queue_id": i % 2, "body": b"x", "store_timestamp": BASE + 10 * i}
+                            for i in range(10)])
+        store.append_batch([{"topic": "U", "queue_id": 0, "body": b"y", "store_timestamp": BASE}])
+        store.commit_offset("g1", "T", 0, 2)
+        store.commit_offset("g2", "U", 0, 1)
+    return path
+
+
+def committed(path: Path) -> dict[tuple[str, str, int], int | None]:
+    with segstore.open(path) as store:
+        return {(r.group, r.topic, r.partition): r.committed_offset for r in store.consumer_groups().rows}
+
+
+@pytest.mark.parametrize("target, expected", [
+    (["--to-datetime", str(BASE + 35)], {0: 2, 1: 2}),      # from +35: T/0 i = 4 (+40), T/1 i = 5 (+50)
+    (["--to-datetime", "2023-11-14T22:13:20.000Z"], {0: 0, 1: 0}),
+    (["--to-datetime", str(BASE + 10**6)], {0: 5, 1: 5}),   # nothing that new: the queue's end
+    (["--to-earliest"], {0: 0, 1: 0}),
+    (["--to-latest"], {0: 5, 1: 5}),
+])
+def test_a_plan_is_printed_and_written_only_with_execute(tmp_path, target, expected):
+    path = store_with_groups(tmp_path / "store")
+    before = (path / "config" / "consumerOffset.json").read_bytes()
+    code, out, err = run("consumers", str(path), "--group", "g1", "--reset-offsets", *target, "--json")
+    assert code == 0 and "nothing written: add --execute" in err
+    assert json.loads(out) == [{"group": "g1", "topic": "T", "partition": q, "new_offset": o}
+                               for q, o in expected.items()]
+    assert (path / "config" / "consumerOffset.json").read_bytes() == before
+    code, out, err = run("consumers", str(path), "--group", "g1", "--reset-offsets", *target, "--execute")
+    assert code == 0 and err == ""
+    assert [line.split() for line in out.splitlines()] == [
+        ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
+        *(["g1", "T", str(q), str(o)] for q, o in expected.items())]
+    assert committed(path) == {("g1", "T", 0): expected[0], ("g1", "T", 1): expected[1], ("g2", "U", 0): 1}
+    assert (path / "config" / "consumerOffset.json.bak").read_bytes() == before    # the way back
+
+
+def test_topic_narrows_and_unknown_groups_and_kafka_are_refused(tmp_path):
+    path = store_with_groups(tmp_path / "store")
+    code, out, _ = run("consumers", str(path), "--group", "g2", "--reset-offsets", "--to-earliest",
+                       "--topic", "U", "--execute")
+    assert code == 0 and committed(path)[("g2", "U", 0)] == 0
+    code, out, err = run("consumers", str(path), "--group", "g2", "--reset-offsets", "--to-earliest",
+                         "--topic", "T")
+    assert (code, out) == (1, "") and "expected consumer group 'g2' on topic 'T', found groups g1, g2" in err
+    for argv, words in ([["--group", "g1", "--reset-offsets"], "needs --group G and one of"],
+                        [["--reset-offsets", "--to-latest"], "needs --group G and one of"],
+                        [["--group", "g1", "--execute"], "go with --reset-offsets"],
+                        [["--group", "g1", "--reset-offsets", "--to-latest", "--to-earliest"],
+                         "not allowed with"]):
+        code, out, err = run("consumers", str(path), *argv)
+        assert code == 2 and out == "" and words in err, argv
+    kafka = kafka_log_dir(tmp_path / "logs", 4, lambda j: [])
+    code, out, err = run("consumers", str(kafka), "--group", "g", "--reset-offsets", "--to-latest")
+    assert code == 2 and "reset through the broker" in err
