@@ -24,7 +24,7 @@ from segstore_rocketmq import columnar as rocketmq_columnar
 
 import segstore
 from segstore import cli
-from segstore.errors import ConfigError, CorruptDataError
+from segstore.errors import ConfigError, CorruptDataError, TruncatedDataError
 
 BASE = 1_700_000_000_000
 
@@ -292,3 +292,29 @@ def test_a_window_whose_first_entry_points_elsewhere_is_refused_where_read_refus
     code, out, err = run(["dump", str(path), "--topic", "TopicA", "--begin", str(BASE + 100)])
     assert code == 1 and out == "" and "commitlog" in err
 
+
+
+@pytest.mark.parametrize("accelerated", [True, False])
+def test_a_kafka_window_ending_before_a_batch_still_being_written_reads_none_of_it(tmp_path, monkeypatch,
+                                                                                    accelerated):
+    """A live writer's last batch, half written: the whole dump stops at it with TruncatedDataError; a
+    window ending before it never decodes it (text and JSON, C and Python), and the time lookups
+    count only whole batches (``LogSegment.max_timestamp_so_far``)."""
+    path = tmp_path / "logs"
+    with segstore.open(path, format="kafka", mode="a") as store:
+        for b in range(3):
+            store.append_batch([{"topic": "t", "partition": 0, "value": b"v" * 50,
+                                 "timestamp": BASE + 10 * b + i} for i in range(5)])
+    log = next((path / "t-0").glob("*.log"))
+    with log.open("r+b") as f:
+        f.truncate(log.stat().st_size - 40)
+    if not accelerated:
+        monkeypatch.setattr(kafka_columnar, "_speedups", None)
+    with segstore.open(path) as store:
+        with pytest.raises(TruncatedDataError):
+            both_dumps(store, None, None)
+        json_lines, text = both_dumps(store, BASE + 5, BASE + 14)      # the second batch, offsets 5-9
+        assert store.offsets_between("t", 0, BASE + 5, None) == (5, 10)     # the torn batch: offsets 10-14
+        assert store.offsets_between("t", 0, BASE + 21, None) == (10, 10)
+    assert [json.loads(line)["offset"] for line in json_lines.splitlines()] == [5, 6, 7, 8, 9]
+    assert re.findall(rb"\| offset: (\d+)", text) == [b"5", b"6", b"7", b"8", b"9"]

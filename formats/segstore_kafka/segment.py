@@ -27,7 +27,7 @@ from typing import NamedTuple, TypeVar
 import numpy as np
 
 from segstore import files
-from segstore.errors import CorruptDataError, SegstoreError
+from segstore.errors import CorruptDataError, SegstoreError, TruncatedDataError
 from segstore.files import AppendFile
 from segstore.search import Bound, search
 
@@ -401,15 +401,20 @@ class LogSegment:
             pos += header.size
 
     def max_timestamp_so_far(self) -> TimestampOffset:
-        """The largest batch max timestamp and the last offset of its batch (loaded lazily)."""
+        """The largest batch max timestamp and the last offset of its batch (loaded lazily), of the
+        whole batches: a last batch the log ends inside (a live writer's, not yet whole; or one a
+        crash tore, which recovery cuts) holds no record a reader is given, so it counts for none."""
         if self._max_ts is None:
             last = self.time_index.last_entry
             best = TimestampOffset(last.timestamp, last.offset) if len(self.time_index) else \
                 TimestampOffset(NO_TIMESTAMP, self.base)
             start = self.offset_index.lookup_offset(best.offset).position if len(self.time_index) else 0
-            for header in self.headers(start):
-                if header.max_timestamp > best.timestamp:
-                    best = TimestampOffset(header.max_timestamp, header.last_offset)
+            try:
+                for header in self.headers(start):
+                    if header.max_timestamp > best.timestamp:
+                        best = TimestampOffset(header.max_timestamp, header.last_offset)
+            except TruncatedDataError:
+                pass
             self._max_ts = best
         return self._max_ts
 
@@ -511,7 +516,9 @@ class LogSegment:
         Kafka ``LogSegment.findOffsetByTimestamp``: the time index gives an offset,
         the offset index its position; batch headers are walked to the first batch
         whose max timestamp reaches the target, and only that batch's records are
-        decoded (no CRC check, as Kafka).  ``O(log(entries) + batches walked + records of one batch)``.
+        decoded (no CRC check, as Kafka).  The walk ends at a last batch the log ends inside (a
+        live writer's, or one a crash tore): it holds no record a reader is given.
+        ``O(log(entries) + batches walked + records of one batch)``.
         """
         entry = self.time_index.lookup_timestamp(timestamp)
         position = self.offset_index.lookup_position(max(entry.offset, starting_offset))
@@ -519,7 +526,10 @@ class LogSegment:
         end = len(view)
         path = self.log.path
         while position < end:
-            fields = header_fields(view, position, path)
+            try:
+                fields = header_fields(view, position, path)
+            except TruncatedDataError:
+                return None
             if fields[H_MAX_TIMESTAMP] >= timestamp:
                 full = codec.read_batch_header(view, position, path=path)
                 for record in full.records():

@@ -335,19 +335,23 @@ def _max_timestamp(part: Partition) -> int | None:
 
 
 def _below(chunk: columnar.Chunk, stop: int | None) -> tuple[columnar.Chunk, bool]:
-    """``chunk`` as far as a dump to ``stop`` (exclusive; None: no end) reads it, and whether it ends
-    there: the batches whose base offset is below ``stop`` and their records below it, as
-    :meth:`KafkaStore.dump`'s loop (a shallow copy over the same buffers where some are cut).
-    ``O(rows)``."""
+    """``chunk`` as far as a dump to ``stop`` (exclusive; None: no end) reads it, and whether the dump
+    ends with it: the batches whose base offset is below ``stop`` and their records below it, as
+    :meth:`KafkaStore.dump`'s loop (a shallow copy over the same buffers where some are cut).  It ends
+    where its last batch reaches ``stop - 1``, so nothing after is decoded (a batch a live writer is
+    still writing there is never read).  ``O(rows)``."""
     if stop is None:
         return chunk, False
     n = chunk.rows
-    over = chunk.batches["base_offset"] >= stop
+    batch_rows = chunk.batches
+    over = batch_rows["base_offset"] >= stop
     batches = int(np.argmax(over)) if over.any() else len(over)
     beyond = (chunk.buffers["row_batch"][:n] >= batches) | (chunk.buffers["offset"][:n] >= stop)
     rows = int(np.argmax(beyond)) if beyond.any() else n
     if rows == n and batches == len(over):
-        return chunk, False
+        reached = bool(len(batch_rows)) and int(batch_rows["base_offset"][-1]
+                                                + batch_rows["last_offset_delta"][-1]) >= stop - 1
+        return chunk, reached
     return chunk.head(rows, batches), True
 
 
@@ -1332,12 +1336,13 @@ class KafkaStore(Store):
             for batch in seg.batches(position):
                 if stop is not None and batch.base_offset >= stop:
                     return
-                if batch.last_offset < start or (keeps is not None and not keeps(batch)):
-                    continue
-                yield DumpLine(batch_line(batch), json=False)  # the batch as stored, then
-                for rec in batch.records():                    # the records a consumer gets
-                    if rec.offset >= start and (stop is None or rec.offset < stop):
-                        yield DumpLine(record_line(batch, rec), json=False)
+                if batch.last_offset >= start and (keeps is None or keeps(batch)):
+                    yield DumpLine(batch_line(batch), json=False)  # the batch as stored, then
+                    for rec in batch.records():                    # the records a consumer gets
+                        if rec.offset >= start and (stop is None or rec.offset < stop):
+                            yield DumpLine(record_line(batch, rec), json=False)
+                if stop is not None and batch.last_offset >= stop - 1:
+                    return      # the window's last batch: what follows is not read (as _below)
 
         return self._dump_walk(topic, partition, index, isolation, records, lambda line: line, begin, end)
 
