@@ -49,6 +49,8 @@ from .store import (
 )
 
 EXIT_OK, EXIT_DATA, EXIT_USAGE = 0, 1, 2
+#: Interrupted (Ctrl-C, SIGINT): 128 + the signal's number, what shells report for it.
+EXIT_INTERRUPTED = 130
 #: What a query that matched nothing exits with (a data answer, not a usage problem).
 EXIT_NO_HITS = EXIT_DATA
 # ReadOnlyError: a write command on a URL (remote stores are read-only).
@@ -1431,6 +1433,11 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         return EXIT_DATA
     except BrokenPipeError:
         return EXIT_OK
+    except KeyboardInterrupt:
+        # Ctrl-C: what the command left is what its own clean-up made of it (a write removes what
+        # it created, a conversion keeps its journal for --resume); a line, never a traceback
+        sys.stderr.write(f"segstore {args.command}: interrupted\n")
+        return EXIT_INTERRUPTED
 
 
 #: What :func:`command` puts in its environment unless it is set: numpy's BLAS on one thread
