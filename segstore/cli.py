@@ -16,6 +16,7 @@ import inspect
 import json
 import os
 import sys
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
@@ -41,6 +42,7 @@ from .records import Record
 from .store import (
     ISOLATION_LEVELS,
     QUERY_ALL,
+    READ_COMMITTED,
     READ_UNCOMMITTED,
     DumpLine,
     Problem,
@@ -400,6 +402,8 @@ def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
                          "(leave out --json), or as JSON file by file (segstore dump FILE... --json with its "
                          ".index/.timeindex/.txnindex, consume-queue or IndexFile files)")
     args.path = args.paths[0]
+    if args.follow:
+        return _follow(args, out)
     with _open(args) as store:
         isolation = args.isolation
         # only when given: a plugin whose records hold no compressed bodies takes no such argument
@@ -444,6 +448,56 @@ def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
         sys.stderr.write(f"segstore dump: {where}: no message{_window_words(args)}\n")
         return EXIT_NO_HITS
     return EXIT_OK
+
+
+def _follow(args: argparse.Namespace, out: TextIO) -> int:
+    """``dump --follow``: every queue's messages from its start (or ``--begin``), then, every
+    ``--interval`` seconds, the offsets stored since, until Ctrl-C (exit 0).  Each look opens the
+    store afresh (new topics, rolled or deleted files) and reads each queue up to the end it has then
+    (RocketMQ: its consume queue's, so only messages the broker dispatched; Kafka: its last whole
+    batch's), so no message is printed twice or left out.  A RocketMQ message no consume queue
+    points at (a prepared transaction) is not followed."""
+    for flag, given in (("--end", args.end is not None), ("--index", args.index),
+                        ("--tag", args.tag is not None),
+                        ("--isolation read_committed", args.isolation == READ_COMMITTED)):
+        if given:
+            raise UsageError(f"--follow and {flag} do not go together")
+    if not args.interval > 0:
+        raise UsageError(f"--interval: expected a positive number of seconds, found {args.interval}")
+    partition = _partition(args)
+    nexts: dict[tuple[str, int], int] = {}
+    waiting_said = False
+    threads = {} if args.threads is None else {"threads": args.threads}
+    try:
+        while True:
+            with _open(args) as store:
+                inflate = {"decompress": True} if _decompressing(store, args) else {}
+                held = store.topics()
+                if args.topic is not None and args.topic not in held and not waiting_said:
+                    sys.stderr.write(f"segstore dump: {args.path}: waiting for topic {args.topic!r} "
+                                     f"({_listing('topic', held)} now)\n")
+                    waiting_said = True
+                ranges: dict[tuple[str, int], tuple[int, int]] = {}
+                for topic in [t for t in held if args.topic is None or t == args.topic]:
+                    for queue in store.partitions(topic):
+                        if partition is not None and queue != partition:
+                            continue
+                        low, high = store.offset_range(topic, queue)
+                        start = nexts.get((topic, queue))
+                        if start is None:
+                            start = (low if args.begin is None
+                                     else store.offsets_between(topic, queue, args.begin)[0])
+                        start = max(start, low)
+                        if start < high:
+                            ranges[topic, queue] = (start, high)
+                        nexts[topic, queue] = max(start, high)
+                if ranges:
+                    dump = store.dump_json if args.json else store.dump_text
+                    _write_blocks(dump(offsets=ranges, **threads, **inflate), out)
+                    out.flush()
+            time.sleep(args.interval)
+    except KeyboardInterrupt:       # how a follow ends
+        return EXIT_OK
 
 
 def _iso_utc(ms: int) -> str | None:
@@ -1221,6 +1275,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--end", type=time_ms, metavar="TIME",
                    help="only messages up to this time, inclusive: in each queue / partition up to the "
                         "first offset stored after it (mqadmin printMsg -e)")
+    p.add_argument("--follow", action="store_true",
+                   help="then keep printing messages as they are stored, as tail -f (each queue's new "
+                        "offsets; Ctrl-C ends it, exit 0)")
+    p.add_argument("--interval", type=float, default=1.0, metavar="SECONDS",
+                   help="with --follow: how often to look for new messages (default 1)")
     _isolation_flag(p)
     _decompress_flag(p)
     _threads_flag(p, "read and format a store directory")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import abc
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -389,23 +389,24 @@ class Store(abc.ABC):
         return []
 
     def dump(self, *, topic: str | None = None, partition: int | None = None, index: bool = False,
-             isolation: str = READ_UNCOMMITTED, begin: int | None = None, end: int | None = None
-             ) -> Iterator[DumpLine]:
+             isolation: str = READ_UNCOMMITTED, begin: int | None = None, end: int | None = None,
+             offsets: Mapping[tuple[str, int], tuple[int, int]] | None = None) -> Iterator[DumpLine]:
         """The human-readable dump, line by line, lazily: every record (of ``topic`` /
         ``partition`` when given) in log order, in the format's own layout; with ``index`` the
         index files too and the problems found checking them (``problem`` lines).
 
-        ``isolation``, ``begin`` and ``end`` as :meth:`dump_json`.  This default (for plugins without
-        a layout of their own) is one line a record from :meth:`scan`: ``O(records)`` in Python; the
-        built-in formats override it with their columnar dumps.
+        ``isolation``, ``begin``, ``end`` and ``offsets`` as :meth:`dump_json`.  This default (for
+        plugins without a layout of their own) is one line a record from :meth:`scan`:
+        ``O(records)`` in Python; the built-in formats override it with their columnar dumps.
         """
-        for record in self._dump_records(topic, partition, isolation, begin, end):
+        for record in self._dump_records(topic, partition, isolation, begin, end, offsets):
             yield DumpLine(f"{record.topic}/{record.partition} offset {record.offset} "
                            f"timestamp {record.timestamp}", self.to_json(record))
 
     def dump_json(self, *, topic: str | None = None, partition: int | None = None,
                   isolation: str = READ_UNCOMMITTED, threads: int | None = None, begin: int | None = None,
-                  end: int | None = None) -> Iterator[bytes | memoryview]:
+                  end: int | None = None, offsets: Mapping[tuple[str, int], tuple[int, int]] | None = None
+                  ) -> Iterator[bytes | memoryview]:
         """The ``dump --json`` lines: blocks of UTF-8 text, one :meth:`to_json` object a line, built
         a batch of records at a time (memory bounded by the batch, not the store).  A block may be
         a view of a buffer the next block reuses: write it out (or ``bytes()`` it) before asking
@@ -416,37 +417,41 @@ class Store(abc.ABC):
         splits its work may use (default: see segstore.overlap.thread_count; the same bytes with
         any).  ``begin``/``end`` (ms, inclusive): only each partition's records at the offsets
         :meth:`offsets_between` gives (:meth:`time_windows`), what a consumer seeking by time
-        reads.  The default (for plugins without a columnar dump) is a block a record from
-        :meth:`scan` and :meth:`to_json`, on one thread.
+        reads; ``offsets``, ``{(topic, partition): (start, stop)}``, those offsets instead (what
+        ``dump --follow`` asks for each time).  The default (for plugins without a columnar dump)
+        is a block a record from :meth:`scan` and :meth:`to_json`, on one thread.
 
         :raises ConfigError: an unknown isolation level.
         :raises UnsupportedOperationError: an isolation level the format cannot apply.
         """
         import json
 
-        for record in self._dump_records(topic, partition, isolation, begin, end):
+        for record in self._dump_records(topic, partition, isolation, begin, end, offsets):
             yield (json.dumps(self.to_json(record), ensure_ascii=False) + "\n").encode("utf-8")
 
     def dump_text(self, *, topic: str | None = None, partition: int | None = None, index: bool = False,
                   isolation: str = READ_UNCOMMITTED, threads: int | None = None, begin: int | None = None,
-                  end: int | None = None) -> Iterator[bytes | memoryview]:
+                  end: int | None = None, offsets: Mapping[tuple[str, int], tuple[int, int]] | None = None
+                  ) -> Iterator[bytes | memoryview]:
         """:meth:`dump`'s lines (every one's ``text``, each ending in a newline) as blocks of UTF-8
         text, what the CLI's text dump writes; blocks may be views of a reused buffer, as
-        :meth:`dump_json`'s.  ``threads``, ``begin`` and ``end`` as :meth:`dump_json`.  This default
-        is a block a line of :meth:`dump`; a format with a batch formatter overrides it (the same bytes).
+        :meth:`dump_json`'s.  ``threads``, ``begin``, ``end`` and ``offsets`` as
+        :meth:`dump_json`.  This default is a block a line of :meth:`dump`; a format with a batch
+        formatter overrides it (the same bytes).
 
         :raises ConfigError: an unknown isolation level.
         """
         for line in self.dump(topic=topic, partition=partition, index=index, isolation=isolation,
-                              begin=begin, end=end):
+                              begin=begin, end=end, offsets=offsets):
             yield line.text.encode("utf-8", "surrogatepass") + b"\n"
 
     def _dump_records(self, topic: str | None, partition: int | None, isolation: str,
-                      begin: int | None = None, end: int | None = None) -> Iterator[Any]:
+                      begin: int | None = None, end: int | None = None,
+                      offsets: Mapping[tuple[str, int], tuple[int, int]] | None = None) -> Iterator[Any]:
         if check_isolation(isolation) != READ_UNCOMMITTED:
             raise UnsupportedOperationError(f"{self.format} stores have no transactions to hide "
                                             f"({isolation})", self.path)
-        windows = self.time_windows(topic, partition, begin, end)
+        windows = self.dump_windows(topic, partition, begin, end, offsets)
         for record in self.scan():
             if topic is not None and record.topic != topic:
                 continue
@@ -457,6 +462,26 @@ class Store(abc.ABC):
                 if not start <= record.offset < stop:
                     continue
             yield record
+
+    def dump_windows(self, topic: str | None, partition: int | None, begin: int | None, end: int | None,
+                     offsets: Mapping[tuple[str, int], tuple[int, int]] | None
+                     ) -> dict[tuple[str, int], tuple[int, int]] | None:
+        """The windows a dump reads: ``offsets`` of the selected partitions (those holding some, each
+        from its log start at least), else :meth:`time_windows`; None: the whole dump.
+
+        :raises ConfigError: both ``offsets`` and a time given.
+        """
+        if offsets is None:
+            return self.time_windows(topic, partition, begin, end)
+        if begin is not None or end is not None:
+            raise ConfigError("expected offsets or begin/end, found both", self.path)
+        windows = {}
+        for (t, p), (start, stop) in offsets.items():
+            if (topic is None or t == topic) and (partition is None or p == partition):
+                start = max(start, self.offset_range(t, p)[0])
+                if start < stop:
+                    windows[t, p] = (start, stop)
+        return windows
 
     def time_windows(self, topic: str | None, partition: int | None, begin: int | None, end: int | None
                 ) -> dict[tuple[str, int], tuple[int, int]] | None:

@@ -1318,14 +1318,15 @@ class KafkaStore(Store):
                 yield t, p, part
 
     def dump(self, *, topic: str | None = None, partition: int | None = None, index: bool = False,
-             isolation: str = READ_UNCOMMITTED, begin: int | None = None, end: int | None = None
-             ) -> Iterator[DumpLine]:
+             isolation: str = READ_UNCOMMITTED, begin: int | None = None, end: int | None = None,
+             offsets: Mapping[tuple[str, int], tuple[int, int]] | None = None) -> Iterator[DumpLine]:
         """kafka-dump-log lines, segment by segment: a heading, then each batch line and its record
         lines; with ``index`` each segment's index entries, then what :meth:`verify` finds (``problem``
         lines).  ``read_committed`` leaves out control batches and the batches of aborted
         transactions (:class:`_CommittedFilter`).  ``begin``/``end`` (ms, inclusive): each
         partition's records at :meth:`offsets_between`'s offsets only, under their batch lines, in
-        the segments holding them (a partition without one is left out).
+        the segments holding them (a partition without one is left out); ``offsets``
+        (``{(topic, partition): (start, stop)}``) those offsets instead.
 
         :raises CorruptIndexError: with ``index=True``, after everything else was dumped, for the
             first index file that could not be read (so it could not be dumped).
@@ -1344,22 +1345,24 @@ class KafkaStore(Store):
                 if stop is not None and batch.last_offset >= stop - 1:
                     return      # the window's last batch: what follows is not read (as _below)
 
-        return self._dump_walk(topic, partition, index, isolation, records, lambda line: line, begin, end)
+        return self._dump_walk(topic, partition, index, isolation, records, lambda line: line,
+                               begin, end, offsets)
 
     def dump_text(self, *, topic: str | None = None, partition: int | None = None, index: bool = False,
                   isolation: str = READ_UNCOMMITTED, threads: int | None = None, begin: int | None = None,
-                  end: int | None = None) -> Iterator[bytes | memoryview]:
+                  end: int | None = None, offsets: Mapping[tuple[str, int], tuple[int, int]] | None = None
+                  ) -> Iterator[bytes | memoryview]:
         """:meth:`dump`'s lines as blocks of UTF-8 text, each line ending in a newline: the batch and
         record lines a decoded chunk at a time in C where built (per batch its line in Python, per
         record nothing), the same bytes as :meth:`dump`'s loop.  ``threads``: taken, one is used.
-        ``begin``/``end`` as :meth:`dump`.  ``O(bytes read)``.
+        ``begin``, ``end`` and ``offsets`` as :meth:`dump`.  ``O(bytes read)``.
 
         :raises ConfigError: an unknown isolation level.
         :raises CorruptIndexError: as :meth:`dump`.
         """
         if columnar._speedups is None:
             return super().dump_text(topic=topic, partition=partition, index=index, isolation=isolation,
-                                     begin=begin, end=end)
+                                     begin=begin, end=end, offsets=offsets)
         want = columnar.WANT_KEY | columnar.WANT_VALUE | columnar.WANT_HEADERS
 
         def records(seg: LogSegment, position: int, start: int, stop: int | None,
@@ -1373,22 +1376,22 @@ class KafkaStore(Store):
                     return
 
         return self._dump_walk(topic, partition, index, isolation, records,
-                               lambda line: _text(line.text + "\n"), begin, end)
+                               lambda line: _text(line.text + "\n"), begin, end, offsets)
 
     def _dump_walk(self, topic: str | None, partition: int | None, index: bool, isolation: str,
                    records: Callable[[LogSegment, int, int, int | None, Callable[..., bool] | None],
                                      Iterator[_D]],
-                   line: Callable[[DumpLine], _D], begin: int | None = None, end: int | None = None
-                   ) -> Iterator[_D]:
+                   line: Callable[[DumpLine], _D], begin: int | None = None, end: int | None = None,
+                   offsets: Mapping[tuple[str, int], tuple[int, int]] | None = None) -> Iterator[_D]:
         """The walk :meth:`dump` and :meth:`dump_text` share: per selected partition from its log
-        start (with ``begin``/``end``, over :meth:`offsets_between`'s offsets, in the segments
-        holding them), each segment's heading, ``records(segment, byte position, first offset,
+        start (with ``begin``/``end`` or ``offsets``, over :meth:`dump_windows`' offsets only, in the
+        segments holding them), each segment's heading, ``records(segment, byte position, first offset,
         offset to stop at or None, read_committed filter or None)``, with ``index`` the segment's
         index lines, then the partition's problems; every line not a record's made by ``line``.
         Lazy: nothing is checked or read before the first item is asked."""
         self._check_open()
         committed = check_isolation(isolation) == READ_COMMITTED
-        windows = self.time_windows(topic, partition, begin, end)
+        windows = self.dump_windows(topic, partition, begin, end, offsets)
         unreadable: list[tuple[str, int | None, str]] = []
         for t, p, part in self._selected(topic, partition):
             start, stop = part.log_start_offset, None
@@ -1425,13 +1428,15 @@ class KafkaStore(Store):
 
     def dump_json(self, *, topic: str | None = None, partition: int | None = None,
                   isolation: str = READ_UNCOMMITTED, threads: int | None = None, begin: int | None = None,
-                  end: int | None = None) -> Iterator[bytes | memoryview]:
+                  end: int | None = None, offsets: Mapping[tuple[str, int], tuple[int, int]] | None = None
+                  ) -> Iterator[bytes | memoryview]:
         """``dump --json`` lines (ASCII), a decoded chunk at a time in C where built: byte for byte
         ``json.dumps(self.to_json(record))`` for each record of :meth:`scan` (``scan(isolation=...)``),
         so from each partition's log start.  ``threads`` (default: see segstore.overlap.thread_count)
         decodes and formats on that many threads as :meth:`scan_arrow` does, the same bytes.
         ``begin``/``end`` (ms, inclusive): each partition's records at :meth:`offsets_between`'s
-        offsets only (read from the batch holding the first, on one thread).  ``O(bytes read)``.
+        offsets only (read from the batch holding the first, on one thread); ``offsets`` those
+        offsets instead.  ``O(bytes read)``.
 
         :raises ConfigError: an unknown isolation level, ``threads`` below 1.
         """
@@ -1440,7 +1445,7 @@ class KafkaStore(Store):
         threads = thread_count(threads)
         want = columnar.WANT_KEY | columnar.WANT_VALUE | columnar.WANT_HEADERS
         selected = {(t, p): part for t, p, part in self._selected(topic, partition)}
-        windows = self.time_windows(topic, partition, begin, end)
+        windows = self.dump_windows(topic, partition, begin, end, offsets)
         if windows is not None:
             selected = {key: part for key, part in selected.items() if key in windows}
         made: dict[int, tuple[columnar.Chunk, Any]] = {}

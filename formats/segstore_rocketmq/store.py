@@ -1696,7 +1696,9 @@ class RocketMQStore(LifecycleMixin, Store):
 
     def dump_json(self, *, topic: str | None = None, partition: int | None = None,
                   isolation: str = READ_UNCOMMITTED, threads: int | None = None, decompress: bool = False,
-                  begin: int | None = None, end: int | None = None) -> Iterator[bytes | memoryview]:
+                  begin: int | None = None, end: int | None = None,
+                  offsets: Mapping[tuple[str, int], tuple[int, int]] | None = None
+                  ) -> Iterator[bytes | memoryview]:
         """``dump --json`` lines (UTF-8) in commitlog order, :data:`JSON_KEYS` objects (with an ``ext``
         object for a message a ``consumequeue_ext`` unit describes), a batch of messages at a time
         in C where built.  ``read_committed`` leaves out what no consumer is given: prepared and
@@ -1708,7 +1710,8 @@ class RocketMQStore(LifecycleMixin, Store):
         holding a compressed body is formatted message by message).  ``begin``/``end`` (ms,
         inclusive): only the messages at each queue's :meth:`offsets_between` (store times), still
         in commitlog order, read from the first of them to the last; no message without a queue
-        entry.  ``O(bytes read)``.
+        entry.  ``offsets`` (``{(topic, queue): (start, stop)}``): those offsets instead.
+        ``O(bytes read)``.
 
         :raises ConfigError: an unknown isolation level, ``threads`` below 1.
         :raises CorruptDataError: with ``decompress``, a compressed body that does not inflate.
@@ -1716,7 +1719,7 @@ class RocketMQStore(LifecycleMixin, Store):
         self._check_open()
         committed = check_isolation(isolation) == READ_COMMITTED
         threads = thread_count(threads)
-        window = self._windows(topic, partition, begin, end)
+        window = self._windows(topic, partition, begin, end, offsets)
         if window is not None and window.lo is None:
             return
         lo, hi = (window.lo, window.hi) if window is not None else (None, None)
@@ -1777,12 +1780,14 @@ class RocketMQStore(LifecycleMixin, Store):
 
     def dump_text(self, *, topic: str | None = None, partition: int | None = None, index: bool = False,
                   isolation: str = READ_UNCOMMITTED, threads: int | None = None, decompress: bool = False,
-                  begin: int | None = None, end: int | None = None) -> Iterator[bytes | memoryview]:
+                  begin: int | None = None, end: int | None = None,
+                  offsets: Mapping[tuple[str, int], tuple[int, int]] | None = None
+                  ) -> Iterator[bytes | memoryview]:
         """:meth:`dump`'s lines as blocks of UTF-8 text, each line ending in a newline: the message
         lines a batch of messages at a time in C where built (filtered as :meth:`dump_json`, the
         same bytes as :meth:`dump`'s Python loop), then (``index``) the index lines.  The C path's
         blocks are views of one reused buffer (valid until the next block is asked for).
-        ``threads``, ``decompress``, ``begin`` and ``end`` as :meth:`dump_json` (``index``: every
+        ``threads``, ``decompress``, ``begin``, ``end`` and ``offsets`` as :meth:`dump_json` (``index``: every
         index line, whatever the window).  ``O(bytes read)``.
 
         :raises ConfigError: an unknown isolation level, ``threads`` below 1.
@@ -1793,10 +1798,10 @@ class RocketMQStore(LifecycleMixin, Store):
         threads = thread_count(threads)
         if columnar._speedups is None:
             for line in self.dump(topic=topic, partition=partition, index=index, isolation=isolation,
-                                  decompress=decompress, begin=begin, end=end):
+                                  decompress=decompress, begin=begin, end=end, offsets=offsets):
                 yield line.text.encode("utf-8", "surrogatepass") + b"\n"
             return
-        window = self._windows(topic, partition, begin, end)
+        window = self._windows(topic, partition, begin, end, offsets)
         lo, hi = (window.lo, window.hi) if window is not None else (None, None)
 
         def kept(view: memoryview, rows: columnar.Rows) -> columnar.Rows:
@@ -1839,13 +1844,14 @@ class RocketMQStore(LifecycleMixin, Store):
 
     def dump(self, *, topic: str | None = None, partition: int | None = None, index: bool = False,
              isolation: str = READ_UNCOMMITTED, decompress: bool = False, begin: int | None = None,
-             end: int | None = None) -> Iterator[DumpLine]:
-        """One line per message in commitlog order (``read_committed``, ``decompress``, ``begin`` and
-        ``end`` as :meth:`dump_json`); with ``index`` then every consume-queue entry of the selected
+             end: int | None = None, offsets: Mapping[tuple[str, int], tuple[int, int]] | None = None
+             ) -> Iterator[DumpLine]:
+        """One line per message in commitlog order (``read_committed``, ``decompress``, ``begin``, ``end``
+        and ``offsets`` as :meth:`dump_json`); with ``index`` then every consume-queue entry of the selected
         queues, every IndexFile header and entry, and what :meth:`verify` finds (``problem`` lines)."""
         self._check_open()
         committed = check_isolation(isolation) == READ_COMMITTED
-        window = self._windows(topic, partition, begin, end)
+        window = self._windows(topic, partition, begin, end, offsets)
         for msg in self.scan():
             if topic is not None and msg.topic != topic:
                 continue
@@ -1859,10 +1865,11 @@ class RocketMQStore(LifecycleMixin, Store):
         if index:
             yield from self._dump_indexes(topic, partition)
 
-    def _windows(self, topic: str | None, partition: int | None, begin: int | None, end: int | None
-                 ) -> _Windows | None:
-        """The selected queues' windows between ``begin`` and ``end`` (None: no time given)."""
-        windows = self.time_windows(topic, partition, begin, end)
+    def _windows(self, topic: str | None, partition: int | None, begin: int | None, end: int | None,
+                 offsets: Mapping[tuple[str, int], tuple[int, int]] | None = None) -> _Windows | None:
+        """The selected queues' windows between ``begin`` and ``end``, or of ``offsets`` (None: neither
+        given)."""
+        windows = self.dump_windows(topic, partition, begin, end, offsets)
         return None if windows is None else _Windows(self, windows)
 
     def _dump_indexes(self, topic: str | None, partition: int | None) -> Iterator[DumpLine]:

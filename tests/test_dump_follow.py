@@ -1,0 +1,95 @@
+"""``segstore dump --follow``: what is stored, then what a writer stores while it runs, each message
+once, until Ctrl-C (exit 0).  A real follower process beside a writer in this one, on both formats;
+and the flags it refuses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import segstore
+from segstore import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG = {"rocketmq": {"mappedFileSizeCommitLog": 4096, "mappedFileSizeConsumeQueue": 20 * 16,
+                       "messageIndexEnable": False},
+          "kafka": {"segment.bytes": 600}}      # files roll while it follows
+
+
+def append(path: Path, fmt: str, round_: int, count: int) -> None:
+    with segstore.open(path, format=fmt, mode="a", **CONFIG[fmt]) as store:
+        if fmt == "rocketmq":
+            store.append_batch([{"topic": "T" if i % 3 else "Late", "queue_id": i % 2,
+                                 "body": b"r%d-%d" % (round_, i)} for i in range(count)])
+        else:
+            store.append_batch([{"topic": "t", "partition": i % 2, "value": b"r%d-%d" % (round_, i),
+                                 "timestamp": 1_700_000_000_000 + 100 * round_ + i} for i in range(count)])
+
+
+def wait_for(lines: list[bytes], count: int, proc: subprocess.Popen, deadline: float = 60.0) -> None:
+    stop = time.monotonic() + deadline
+    while len(lines) < count:
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else b""
+        assert time.monotonic() < stop, f"{len(lines)} of {count} lines followed"
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("fmt", ["rocketmq", "kafka"])
+def test_follow_prints_each_message_once_as_it_is_stored(tmp_path, fmt):
+    path = tmp_path / "store"
+    append(path, fmt, 0, 4)
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'formats'}"}
+    proc = subprocess.Popen([sys.executable, "-m", "segstore.cli", "dump", str(path), "--json", "--follow",
+                             "--interval", "0.05"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    lines: list[bytes] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, b"")), daemon=True)
+    reader.start()
+    try:
+        wait_for(lines, 4, proc)
+        total = 4
+        for round_ in range(1, 4):       # each round after the last was followed: several looks
+            append(path, fmt, round_, 6)
+            total += 6
+            wait_for(lines, total, proc)
+        time.sleep(0.2)                  # a few more looks find nothing new
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+        reader.join(timeout=60)
+    finally:
+        proc.kill()
+    err = proc.stderr.read()
+    assert proc.returncode == 0, err
+    assert b"Traceback" not in err
+    with segstore.open(path) as store:
+        whole = b"".join(bytes(block) for block in store.dump_json()).splitlines(keepends=True)
+    assert len(lines) == len(whole) == 22
+    if fmt == "rocketmq":
+        assert lines == whole            # commitlog order, the topic created later included
+    else:
+        assert sorted(lines) == sorted(whole)
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--end", "5"], "--follow and --end"),
+    (["--index"], "--follow and --index"),
+    (["--tag", "a"], "--follow and --tag"),
+    (["--isolation", "read_committed"], "--follow and --isolation read_committed"),
+    (["--interval", "0"], "--interval: expected a positive number of seconds"),
+])
+def test_follow_refuses_what_it_cannot_follow(tmp_path, argv, words):
+    path = tmp_path / "store"
+    append(path, "rocketmq", 0, 2)
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = cli.main(["dump", str(path), "--follow", *argv], io.StringIO())
+    assert code == 2 and words in err.getvalue()
