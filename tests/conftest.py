@@ -21,6 +21,23 @@ settings.register_profile("dev", deadline=None, suppress_health_check=[HealthChe
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 
+def cli_run(*argv: object) -> tuple[int, str, str]:
+    """``segstore ARGV`` in this process: its exit code (argparse's own errors exit through
+    SystemExit), stdout and stderr."""
+    import contextlib
+    import io
+
+    from segstore import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err):
+        try:
+            code = cli.main([str(arg) for arg in argv], out)
+        except SystemExit as exit_:
+            code = int(exit_.code or 0)
+    return code, out.getvalue(), err.getvalue()
+
+
 def is_utf8(data: bytes) -> bool:
     """Whether ``data`` decodes as UTF-8 (a text a string column or a header key can hold)."""
     try:

@@ -4,22 +4,13 @@ shows one topic; the store-wide parts (commitlog, config, cluster) as they are.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 from pathlib import Path
 
+from conftest import cli_run as run
 from conftest import kafka_log_dir
 
 import segstore
-from segstore import cli
-
-
-def run(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stderr(err):
-        code = cli.main(list(argv), out)
-    return code, out.getvalue(), err.getvalue()
 
 
 def info(*argv: str) -> dict:

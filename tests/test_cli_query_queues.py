@@ -6,28 +6,16 @@ and a topic with one queue is read there whatever its number.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 from pathlib import Path
 
 import pytest
+from conftest import cli_run as run
 from conftest import kafka_log_dir
 
 import segstore
-from segstore import cli
 
 BASE = 1_700_000_000_000
-
-
-def run(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stderr(err):
-        try:
-            code = cli.main(list(argv), out)
-        except SystemExit as exit_:
-            code = exit_.code
-    return code, out.getvalue(), err.getvalue()
 
 
 def rocketmq_store(path: Path) -> Path:

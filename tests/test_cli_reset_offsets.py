@@ -7,28 +7,16 @@ at or after the time, its end where none is; ``--to-earliest``, ``--to-latest``)
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 from pathlib import Path
 
 import pytest
+from conftest import cli_run as run
 from conftest import kafka_log_dir
 
 import segstore
-from segstore import cli
 
 BASE = 1_700_000_000_000
-
-
-def run(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stderr(err):
-        try:
-            code = cli.main(list(argv), out)
-        except SystemExit as exit_:
-            code = exit_.code
-    return code, out.getvalue(), err.getvalue()
 
 
 def store_with_groups(path: Path) -> Path:

@@ -11,19 +11,16 @@ threads, both isolation levels, the command line's miss and usage errors.
 from __future__ import annotations
 
 import base64
-import contextlib
-import io
 import json
 import re
 from pathlib import Path
 
 import pytest
-from conftest import kafka_log_dir
+from conftest import cli_run, kafka_log_dir
 from segstore_kafka import columnar as kafka_columnar
 from segstore_rocketmq import columnar as rocketmq_columnar
 
 import segstore
-from segstore import cli
 from segstore.errors import ConfigError, CorruptDataError, TruncatedDataError
 
 BASE = 1_700_000_000_000
@@ -211,14 +208,7 @@ def test_kafka_window_inside_a_batch_shows_the_batch_line_over_the_window_record
 
 
 def run(argv: list[str]) -> tuple[int, str, str]:
-    """The command's exit code, stdout and stderr (argparse's own errors exit through SystemExit)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stderr(err):
-        try:
-            code = cli.main(argv, out)
-        except SystemExit as exit_:
-            code = exit_.code
-    return code, out.getvalue(), err.getvalue()
+    return cli_run(*argv)
 
 
 def test_cli_dump_between_two_times(tmp_path):
