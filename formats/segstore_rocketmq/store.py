@@ -26,7 +26,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 import numpy as np
 
@@ -125,6 +125,8 @@ _CACHE_LIMIT = 4096
 CQ_ROW = CQ_DTYPE.itemsize
 #: Messages formatted at a time by ``dump --json`` (bounds the text held: about 1 KiB each).
 _DUMP_ROWS = 1 << 14
+#: a dump's line writer (``columnar.JsonWriter``, ``columnar.TextWriter``)
+_W = TypeVar("_W")
 #: Reads of a record that does not decode past the queues' end before its error (a live writer's).
 _LIVE_RETRIES = 3
 _LIVE_RETRY_S = 0.02
@@ -205,10 +207,7 @@ class _Windows:
                 continue
             lo, hi = int(first["offset"][0]), int(last["offset"][0]) + int(last["size"][0])
             # the walk starts at lo (aligned): the entry must point at its message, as read() checks
-            msg = store.commitlog.read(lo)
-            if (msg.size != int(first["size"][0]) or msg.topic != t or msg.queue_id != q
-                    or (isinstance(cq, ConsumeQueue) and msg.queue_offset != start)):
-                store._wrong_entry(t, q, start, lo, int(first["size"][0]))
+            store._entry_message(t, q, start, lo, int(first["size"][0]), isinstance(cq, ConsumeQueue))
             self.lo = lo if self.lo is None else min(self.lo, lo)
             self.hi = hi if self.hi is None else max(self.hi, hi)
 
@@ -1066,10 +1065,17 @@ class RocketMQStore(LifecycleMixin, Store):
         if not cq.min_offset <= offset < cq.max_offset:
             return None
         try:
-            rows = cq.entries(offset, 1)
-            return self.commitlog.read(int(rows["offset"][0])).store_timestamp if len(rows) else None
+            return self._stored_at(cq, offset)
         except SegstoreError:
             return None
+
+    def _stored_at(self, cq: ConsumeQueue | ScannedQueue, offset: int) -> int | None:
+        """The store time of the message ``cq``'s entry at ``offset`` points at (None: no such entry).
+
+        :raises CorruptDataError: the entry points at no message.
+        """
+        rows = cq.entries(offset, 1)
+        return self.commitlog.read(int(rows["offset"][0])).store_timestamp if len(rows) else None
 
     def find_msg_id(self, msg_id: str) -> RocketMQMessage | None:
         """The message whose offset msgId (``MessageDecoder.createMessageId``: store host address, port,
@@ -1461,6 +1467,20 @@ class RocketMQStore(LifecycleMixin, Store):
                 self._wrong_entry(topic, partition, position + bad, int(phys[bad]), int(sizes[bad]))
             position += cut
 
+    def _entry_message(self, topic: str, partition: int, queue_offset: int, phys: int, size: int,
+                       checks_offset: bool) -> RocketMQMessage:
+        """The message a consume-queue entry (``queue_offset``: commitlog ``phys``, ``size`` bytes)
+        points at, checked to be it: its size, topic, queue and (``checks_offset``: a consume queue
+        the broker wrote, not one rebuilt from a scan) queue offset.
+
+        :raises CorruptDataError: it is not (:meth:`_wrong_entry`).
+        """
+        msg = self.commitlog.read(phys)
+        if (msg.size != size or msg.topic != topic or msg.queue_id != partition
+                or (checks_offset and msg.queue_offset != queue_offset)):
+            self._wrong_entry(topic, partition, queue_offset, phys, size)
+        return msg
+
     def _wrong_entry(self, topic: str, partition: int, queue_offset: int, phys: int, size: int) -> None:
         """Raise what :meth:`read` raises for the consume-queue entry at ``queue_offset``."""
         msg = self.commitlog.read(phys)
@@ -1625,11 +1645,8 @@ class RocketMQStore(LifecycleMixin, Store):
                      if code is not None else range(len(rows)))
             phys_col, size_col = rows["offset"].tolist(), rows["size"].tolist()
             for i in slots:
-                phys, size = phys_col[i], size_col[i]
-                msg = self.commitlog.read(phys)
-                if (msg.size != size or msg.topic != topic or msg.queue_id != partition
-                        or (checks_offsets and msg.queue_offset != position + i)):
-                    self._wrong_entry(topic, partition, position + i, phys, size)
+                msg = self._entry_message(topic, partition, position + i, phys_col[i], size_col[i],
+                                          checks_offsets)
                 if tag is not None and msg.tags != tag:
                     continue
                 yield self.consumed(msg) if decompress else msg
@@ -1660,12 +1677,7 @@ class RocketMQStore(LifecycleMixin, Store):
 
         start, end = self.offset_range(topic, partition)
         cq = self._queue_view(topic, partition)
-
-        def store_time_at(offset: int) -> int | None:
-            rows = cq.entries(offset, 1)
-            return self.commitlog.read(int(rows["offset"][0])).store_timestamp if len(rows) else None
-
-        found = offset_in_queue_by_time(start, end, store_time_at, timestamp)
+        found = offset_in_queue_by_time(start, end, lambda offset: self._stored_at(cq, offset), timestamp)
         return None if found >= end else found
 
     def segment_infos(self, topic: str, partition: int) -> list[dict[str, Any]]:
@@ -1721,8 +1733,7 @@ class RocketMQStore(LifecycleMixin, Store):
         threads = thread_count(threads)
         window = self._windows(topic, partition, begin, end, offsets)
         if window is not None and window.lo is None:
-            return
-        lo, hi = (window.lo, window.hi) if window is not None else (None, None)
+            return      # a window holding no message: nothing for either path to walk
         ext_units = self._ext_units_by_physical_offset()
 
         def json_lines(writer: columnar.JsonWriter, view: memoryview, rows: columnar.Rows
@@ -1733,33 +1744,8 @@ class RocketMQStore(LifecycleMixin, Store):
             return writer.lines(view, rows, self._tags_codes_of(view, rows))
 
         if columnar._speedups is not None and not ext_units:   # in C, a batch at a time
-
-            def kept(view: memoryview, rows: columnar.Rows) -> columnar.Rows:
-                rows = _selected(view, rows, topic, partition, committed)
-                return rows if window is None or not len(rows) else window.rows(view, rows)
-
-            if threads > 1:
-                writers = threading.local()     # a writer (its buffer) per thread, reused range to range
-
-                def lines(view: memoryview, rows: columnar.Rows) -> bytes:
-                    rows = kept(view, rows)
-                    if not len(rows):
-                        return b""
-                    writer = getattr(writers, "writer", None)
-                    if writer is None:
-                        writer = writers.writer = columnar.JsonWriter()
-                    return bytes(json_lines(writer, view, rows))
-
-                for blocks in self._parallel_regions(lo, hi, _DUMP_ROWS, threads, lines,
-                                                     aligned=window is not None):
-                    yield from (block for block in blocks if block)
-                return
-            writer = columnar.JsonWriter()
-            for view, rows in self._region_rows(lo, hi, _DUMP_ROWS, reuse=True,
-                                                aligned=window is not None):
-                rows = kept(view, rows)
-                if len(rows):
-                    yield json_lines(writer, view, rows)
+            yield from self._formatted(topic, partition, committed, window, threads, columnar.JsonWriter,
+                                       json_lines)
             return
         for msg in self.scan():
             if topic is not None and msg.topic != topic:
@@ -1801,12 +1787,6 @@ class RocketMQStore(LifecycleMixin, Store):
                                   decompress=decompress, begin=begin, end=end, offsets=offsets):
                 yield line.text.encode("utf-8", "surrogatepass") + b"\n"
             return
-        window = self._windows(topic, partition, begin, end, offsets)
-        lo, hi = (window.lo, window.hi) if window is not None else (None, None)
-
-        def kept(view: memoryview, rows: columnar.Rows) -> columnar.Rows:
-            rows = _selected(view, rows, topic, partition, committed)
-            return rows if window is None or not len(rows) else window.rows(view, rows)
 
         def text_lines(writer: columnar.TextWriter, view: memoryview, rows: columnar.Rows
                        ) -> bytes | memoryview:
@@ -1815,29 +1795,9 @@ class RocketMQStore(LifecycleMixin, Store):
                                 for m in columnar.messages(view, rows))
             return writer.lines(view, rows)
 
-        if threads > 1:
-            writers = threading.local()     # a writer (its buffer) per thread, reused range to range
-
-            def lines(view: memoryview, rows: columnar.Rows) -> bytes:
-                rows = kept(view, rows)
-                if not len(rows):
-                    return b""
-                writer = getattr(writers, "writer", None)
-                if writer is None:
-                    writer = writers.writer = columnar.TextWriter()
-                return bytes(text_lines(writer, view, rows))
-
-            if window is None or window.lo is not None:
-                for blocks in self._parallel_regions(lo, hi, _DUMP_ROWS, threads, lines,
-                                                     aligned=window is not None):
-                    yield from (block for block in blocks if block)
-        elif window is None or window.lo is not None:
-            writer = columnar.TextWriter()
-            for view, rows in self._region_rows(lo, hi, _DUMP_ROWS, reuse=True,
-                                                aligned=window is not None):
-                rows = kept(view, rows)
-                if len(rows):
-                    yield text_lines(writer, view, rows)
+        window = self._windows(topic, partition, begin, end, offsets)
+        yield from self._formatted(topic, partition, committed, window, threads, columnar.TextWriter,
+                                   text_lines)
         if index:
             yield from (line.text.encode("utf-8", "surrogatepass") + b"\n"
                         for line in self._dump_indexes(topic, partition))
@@ -1864,6 +1824,45 @@ class RocketMQStore(LifecycleMixin, Store):
             yield DumpLine(message_line(self.consumed(msg) if decompress else msg), json=False)
         if index:
             yield from self._dump_indexes(topic, partition)
+
+    def _formatted(self, topic: str | None, partition: int | None, committed: bool, window: _Windows | None,
+                   threads: int, new_writer: Callable[[], _W],
+                   lines: Callable[[_W, memoryview, columnar.Rows], bytes | memoryview]
+                   ) -> Iterator[bytes | memoryview]:
+        """The C dumps' walk (:meth:`dump_json`, :meth:`dump_text`): the rows of ``topic``/``partition``
+        (None: any; ``committed``: read_committed's; ``window``: its offsets only, walked from its first
+        message to its last) region by region in log order, each made ``lines(writer, view, rows)``
+        with a ``new_writer()`` reused region to region, on ``threads`` threads (a writer each).
+        Blocks may be views of a writer's buffer, valid until the next is asked for."""
+        if window is not None and window.lo is None:
+            return
+        lo, hi = (window.lo, window.hi) if window is not None else (None, None)
+        aligned = window is not None
+
+        def kept(view: memoryview, rows: columnar.Rows) -> columnar.Rows:
+            rows = _selected(view, rows, topic, partition, committed)
+            return rows if window is None or not len(rows) else window.rows(view, rows)
+
+        if threads > 1:
+            writers = threading.local()     # a writer (its buffer) per thread, reused range to range
+
+            def made(view: memoryview, rows: columnar.Rows) -> bytes:
+                rows = kept(view, rows)
+                if not len(rows):
+                    return b""
+                writer = getattr(writers, "writer", None)
+                if writer is None:
+                    writer = writers.writer = new_writer()
+                return bytes(lines(writer, view, rows))
+
+            for blocks in self._parallel_regions(lo, hi, _DUMP_ROWS, threads, made, aligned=aligned):
+                yield from (block for block in blocks if block)
+            return
+        writer = new_writer()
+        for view, rows in self._region_rows(lo, hi, _DUMP_ROWS, reuse=True, aligned=aligned):
+            rows = kept(view, rows)
+            if len(rows):
+                yield lines(writer, view, rows)
 
     def _windows(self, topic: str | None, partition: int | None, begin: int | None, end: int | None,
                  offsets: Mapping[tuple[str, int], tuple[int, int]] | None = None) -> _Windows | None:
