@@ -425,8 +425,8 @@ def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
             missing = _missing_selection(store, args)
             if missing is not None:
                 raise missing
-            where = f"{args.topic or '*'}/{'*' if _partition(args) is None else _partition(args)}"
-            sys.stderr.write(f"segstore dump: {where}: no message tagged {args.tag!r}{_window_words(args)}\n")
+            sys.stderr.write(f"segstore dump: {_selection_words(args)}: no message tagged {args.tag!r}"
+                             f"{_window_words(args)}\n")
             return EXIT_NO_HITS
         # only when given: a plugin's own dump_json / dump_text may take no threads
         threads = {} if args.threads is None else {"threads": args.threads}
@@ -444,8 +444,7 @@ def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
         raise missing
     if timed and not printed:
         # like query: a window that holds nothing is a miss, said on stderr
-        where = f"{args.topic or '*'}/{'*' if _partition(args) is None else _partition(args)}"
-        sys.stderr.write(f"segstore dump: {where}: no message{_window_words(args)}\n")
+        sys.stderr.write(f"segstore dump: {_selection_words(args)}: no message{_window_words(args)}\n")
         return EXIT_NO_HITS
     return EXIT_OK
 
@@ -508,6 +507,12 @@ def _iso_utc(ms: int) -> str | None:
     except OverflowError:
         return None
     return when.replace("+00:00", "Z")
+
+
+def _selection_words(args: argparse.Namespace) -> str:
+    """``TOPIC/QUEUE`` of the selectors given, ``*`` for one not given."""
+    partition = _partition(args)
+    return f"{args.topic or '*'}/{'*' if partition is None else partition}"
 
 
 def _window_words(args: argparse.Namespace) -> str:
