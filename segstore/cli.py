@@ -996,50 +996,79 @@ RESET_HEADER = ("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")
 
 
 def _reset_offsets(args: argparse.Namespace, out: TextIO) -> int:
-    """``consumers --reset-offsets``: the new offset of every queue of the group's topics (or
-    ``--topic``'s) as ``kafka-consumer-groups --reset-offsets`` plans it, printed; written with
-    ``--execute`` through the store's ``commit_offsets`` (all or none)."""
-    asked = args.to_datetime is not None or args.to_earliest or args.to_latest
+    """``consumers --reset-offsets``: the new offset of every partition (queue) of the group's topics
+    (or ``--topic``'s) as ``kafka-consumer-groups --reset-offsets`` plans it, printed; written with
+    ``--execute`` through the store's ``commit_offsets`` (all or none).  An offset outside a
+    partition's range is clamped into it, as the tool's ``checkOffsetsRange`` does."""
+    asked = (args.to_datetime is not None or args.to_earliest or args.to_latest or args.to_offset is not None
+             or args.shift_by is not None)
     if args.group is None or not asked:
         raise UsageError("--reset-offsets needs --group G and one of --to-datetime TIME, --to-earliest, "
-                         "--to-latest")
+                         "--to-latest, --to-offset N, --shift-by N")
     if args.to_datetime is not None and args.to_datetime < 0:
         raise UsageError(f"--to-datetime: expected a time at or after the epoch, found {args.to_datetime} ms")
+    options = ({} if args.offsets_retention_minutes is None
+               else {"offsets_retention_ms": args.offsets_retention_minutes * 60_000})
     with _open(args, mode="a" if args.execute else "r") as store:
-        commit = getattr(store, "commit_offsets", None)
-        if commit is None:
-            raise UsageError(f"--reset-offsets: {store.format} offsets are reset through the broker "
-                             "(kafka-consumer-groups --reset-offsets), not in its files", args.path)
-        queues = sorted({(row.topic, row.partition) for row in store.consumer_groups(args.group).rows
-                         if row.topic is not None and row.partition is not None
-                         and (args.topic is None or row.topic == args.topic)})
-        if not queues:
+        # the group's partitions as its files hold them (Kafka: at the newest record's time): a group the
+        # broker would expire by --now-ms is reset all the same, as kafka-consumer-groups resets a new one
+        rows = [row for row in store.consumer_groups(args.group).rows
+                if row.topic is not None and row.partition is not None
+                and (args.topic is None or row.topic == args.topic)]
+        if not rows:
             groups = store.consumer_groups(None).groups()
             where = f" on topic {args.topic!r}" if args.topic is not None else ""
             raise NotFoundError(f"expected consumer group {args.group!r}{where}, found "
                                 f"{_listing('group', groups)}", args.path)
-        plan: dict[tuple[str, int], int] = {}
-        for topic, queue in queues:
-            start, end = store.offset_range(topic, queue)
-            if args.to_earliest:
-                plan[topic, queue] = start
-            elif args.to_latest:
-                plan[topic, queue] = end
-            else:
-                found = store.offset_for_time(topic, queue, args.to_datetime)
-                plan[topic, queue] = end if found is None else max(found, start)
-        if args.execute:
-            commit(args.group, plan)
-    rows = [{"group": args.group, "topic": t, "partition": q, "new_offset": o} for (t, q), o in plan.items()]
+        current = {(row.topic, row.partition): row.committed_offset for row in rows}
+        if args.shift_by is not None:   # a queue the group never committed has nothing to shift
+            current = {queue: at for queue, at in current.items() if at is not None and at >= 0}
+            if not current:
+                raise NotFoundError(f"expected a committed offset of group {args.group!r} to shift, "
+                                    "found none", args.path)
+        plan = {queue: _reset_target(args, store, *queue, committed)
+                for queue, committed in sorted(current.items())}
+        notes = store.commit_offsets(args.group, plan, now_ms=args.now_ms, **options) if args.execute else []
     if args.json:
-        _json_line(rows, out)
+        _json_line([{"group": args.group, "topic": t, "partition": q, "new_offset": o}
+                    for (t, q), o in plan.items()], out)
     else:
         _table(RESET_HEADER, [(args.group, t, str(q), str(o)) for (t, q), o in plan.items()],
                (*_CONSUMER_WIDTHS[:3], 0), out)
+    states = sorted({row.state for row in rows} - {None, "Empty", "Dead"})
+    if states:
+        # kafka-consumer-groups refuses a group that is not inactive; offline, the state is the one the log
+        # ends with, which a broker stopped under running consumers leaves behind
+        sys.stderr.write(f"segstore consumers: group {args.group!r} was {'/'.join(states)}, with members, "
+                         "when its log ends (kafka-consumer-groups resets only an inactive group): its "
+                         "consumers must be stopped, or their next commits overwrite these offsets\n")
+    for note in notes:
+        sys.stderr.write(f"segstore consumers: {note}\n")
     if not args.execute:
         sys.stderr.write("segstore consumers: a plan only, nothing written: add --execute (with the broker "
                          "stopped) to commit these offsets\n")
     return EXIT_OK
+
+
+def _reset_target(args: argparse.Namespace, store: Store, topic: str, queue: int,
+                  committed: int | None) -> int:
+    """One partition's (queue's) new offset for ``--reset-offsets``, clamped to its range.
+
+    :raises NotFoundError: the partition is not in this store (a Kafka log directory holds its broker's).
+    """
+    if topic not in store.topics() or queue not in store.partitions(topic):
+        raise NotFoundError(f"expected {topic}-{queue} here to plan the new offset of group {args.group!r}, "
+                            "found none (another broker's partition: --topic T resets one topic)", args.path)
+    start, end = store.offset_range(topic, queue)
+    if args.to_earliest:
+        return start
+    if args.to_latest:
+        return end
+    if args.to_datetime is not None:
+        found = store.offset_for_time(topic, queue, args.to_datetime)
+        return end if found is None else max(found, start)
+    wanted = args.to_offset if args.to_offset is not None else (committed or 0) + args.shift_by
+    return min(max(wanted, start), end)
 
 
 def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
@@ -1048,9 +1077,9 @@ def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
     if args.reset_offsets:
         return _reset_offsets(args, out)
     if args.execute or args.topic is not None or args.to_datetime is not None or args.to_earliest \
-            or args.to_latest:
-        raise UsageError("--topic, --to-datetime, --to-earliest, --to-latest and --execute go with "
-                         "--reset-offsets")
+            or args.to_latest or args.to_offset is not None or args.shift_by is not None:
+        raise UsageError("--topic, --to-datetime, --to-earliest, --to-latest, --to-offset, --shift-by and "
+                         "--execute go with --reset-offsets")
 
     options = ({} if args.offsets_retention_minutes is None
                else {"offsets_retention_ms": args.offsets_retention_minutes * 60_000})
@@ -1379,24 +1408,30 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--group", help="only this consumer group (exit 1 when there is none)")
     p.add_argument("--now-ms", type=time_ms, metavar="TIME",
                    help="Kafka: judge offset expiry at this time (ms or ISO-8601; default: the newest "
-                        "record's time in __consumer_offsets)")
+                        "record's time in __consumer_offsets); with --reset-offsets --execute, the "
+                        "commit's time (default: the clock)")
     p.add_argument("--offsets-retention-minutes", type=int, metavar="N",
                    help="Kafka: the broker's offsets.retention.minutes (default 10080, 7 days)")
     _json_flag(p, "one JSON list of {group, topic, partition, committed_offset, log_end_offset, lag, "
                   "consumer_id, host, client_id, state, extras}")
-    reset = p.add_argument_group("resetting a group's offsets (RocketMQ, broker stopped; as "
-                                 "kafka-consumer-groups --reset-offsets, mqadmin resetOffsetByTime)")
+    reset = p.add_argument_group("resetting a group's offsets (broker stopped; as kafka-consumer-groups "
+                                 "--reset-offsets, mqadmin resetOffsetByTime)")
     reset.add_argument("--reset-offsets", action="store_true",
-                       help="plan new offsets for --group (every queue of its topics, or of --topic); "
-                            "written only with --execute")
-    reset.add_argument("--topic", help="with --reset-offsets: only this topic's queues")
+                       help="plan new offsets for --group (every partition/queue of its topics, or of "
+                            "--topic), each clamped to its range; written only with --execute")
+    reset.add_argument("--topic", help="with --reset-offsets: only this topic's partitions (queues)")
     target = reset.add_mutually_exclusive_group()
     target.add_argument("--to-datetime", type=time_ms, metavar="TIME",
-                        help="each queue's first offset stored at or after TIME (its end if none is)")
-    target.add_argument("--to-earliest", action="store_true", help="each queue's first offset")
-    target.add_argument("--to-latest", action="store_true", help="each queue's end (nothing left to consume)")
+                        help="each one's first offset stored at or after TIME (its end if none is)")
+    target.add_argument("--to-earliest", action="store_true", help="each one's first offset")
+    target.add_argument("--to-latest", action="store_true", help="each one's end (nothing left to consume)")
+    target.add_argument("--to-offset", type=int, metavar="N", help="offset N in each")
+    target.add_argument("--shift-by", type=int, metavar="N",
+                        help="each committed offset moved by N (negative: back)")
     reset.add_argument("--execute", action="store_true",
-                       help="write the plan to config/consumerOffset.json (the file before kept as .bak)")
+                       help="commit the plan: RocketMQ config/consumerOffset.json (the file before kept as "
+                            ".bak), Kafka one batch of offset commits in the group's __consumer_offsets "
+                            "partition")
     p.set_defaults(func=cmd_consumers)
 
     p = sub.add_parser("transactions", help="Kafka transactional ids from __transaction_state: producer id "

@@ -508,6 +508,19 @@ class Store(abc.ABC):
         raise UnsupportedOperationError(f"{self.format} stores do not keep consumer offsets segstore reads",
                                         self.path)
 
+    def commit_offsets(self, group: str, offsets: Mapping[tuple[str, int], int], *,
+                       now_ms: int | None = None, **options: Any) -> list[str]:
+        """Commit ``group``'s next offsets, ``{(topic, partition): offset}``, all or none, where the
+        broker keeps them (what ``kafka-consumer-groups --reset-offsets --execute`` has the broker
+        do; the broker must be stopped).  ``now_ms``: the commit time, where the format keeps one;
+        ``options`` as :meth:`consumer_groups`'.  Returns notes the caller should pass on (where the
+        commit may not last, what else was written).
+
+        :raises OffsetOutOfRangeError: an offset outside its partition's range; nothing written.
+        """
+        raise UnsupportedOperationError(f"{self.format} stores do not keep consumer offsets segstore writes",
+                                        self.path)
+
     def transaction_states(self, transactional_id: str | None = None) -> list[dict[str, Any]]:
         """The transaction coordinator's state per transactional id, where the format keeps one."""
         raise UnsupportedOperationError(f"{self.format} stores keep no transaction coordinator state",

@@ -2,7 +2,8 @@
 ``kafka-consumer-groups --reset-offsets`` plans them (``--to-datetime``: each queue's first offset stored
 at or after the time, its end where none is; ``--to-earliest``, ``--to-latest``), printed, and written to
 ``config/consumerOffset.json`` only with ``--execute``, all queues at once, the file before kept as
-``.bak``.  Kafka groups are refused (their offsets are records the coordinator writes).
+``.bak``.  ``--to-offset`` and ``--shift-by`` clamp into each queue's range, as the tool's
+``checkOffsetsRange``.  (Kafka: test_kafka_reset_offsets.py.)
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from pathlib import Path
 
 import pytest
 from conftest import cli_run as run
-from conftest import kafka_log_dir
 
 import segstore
 
@@ -75,6 +75,17 @@ def test_topic_narrows_and_unknown_groups_and_kafka_are_refused(tmp_path):
                          "not allowed with"]):
         code, out, err = run("consumers", str(path), *argv)
         assert code == 2 and out == "" and words in err, argv
-    kafka = kafka_log_dir(tmp_path / "logs", 4, lambda j: [])
-    code, out, err = run("consumers", str(kafka), "--group", "g", "--reset-offsets", "--to-latest")
-    assert code == 2 and "reset through the broker" in err
+
+
+@pytest.mark.parametrize("target, expected", [
+    (["--to-offset", "4"], {0: 4, 1: 4}),
+    (["--to-offset", "9"], {0: 5, 1: 5}),      # past the end: the end
+    (["--shift-by", "-5"], {0: 0, 1: None}),   # g1 committed T/0 at 2, not T/1: nothing to shift there
+    (["--shift-by", "2"], {0: 4, 1: None}),
+])
+def test_offsets_and_shifts_are_clamped_into_each_queue(tmp_path, target, expected):
+    path = store_with_groups(tmp_path / "store")
+    code, out, _ = run("consumers", str(path), "--group", "g1", "--reset-offsets", *target, "--execute")
+    assert code == 0 and len(out.splitlines()) == 1 + sum(o is not None for o in expected.values())
+    assert {(t, q): o for (g, t, q), o in committed(path).items() if g == "g1"} == {
+        ("T", q): o for q, o in expected.items()}

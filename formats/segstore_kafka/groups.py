@@ -45,12 +45,15 @@ from segstore.consumers import ConsumerGroups, ConsumerOffset, lag
 from segstore.errors import CorruptDataError
 
 from . import internal_topics as it
+from . import offsetcommit
 from .coordinator import SHORT_KEY, CoordinatorLog, key_version
 from .schema import Schema, read, read_int16
 
 OFFSETS_TOPIC = "__consumer_offsets"
 #: ``offsets.retention.minutes`` (Kafka's default, 7 days) in ms.
 DEFAULT_OFFSETS_RETENTION_MS = 7 * 24 * 60 * 60 * 1000
+#: ``offsets.topic.num.partitions`` (Kafka's default).
+DEFAULT_OFFSETS_PARTITIONS = 50
 #: ``CoordinatorRecordType``: key version -> record type.
 RECORD_TYPES = {
     0: "OffsetCommit", 1: "OffsetCommit", 2: "GroupMetadata", 3: "ConsumerGroupMetadata",
@@ -132,9 +135,9 @@ class Group:
             topics.update(member.subscribed)
         return topics
 
-    def expire(self, now_ms: int, retention_ms: int) -> int:
+    def expire(self, now_ms: int, retention_ms: int) -> list[tuple[str, int]]:
         """``GroupMetadata.removeExpiredOffsets`` (a KIP-848 group: ``OffsetMetadataManager``'s rule);
-        returns how many offsets expired."""
+        returns the partitions whose offsets expired, in the order they were committed."""
         subscribed: set[str] = set()
         base: Callable[[Commit], int] = _commit_time
         if self.kind == "consumer":
@@ -148,16 +151,27 @@ class Group:
         elif self.protocol_type == CONSUMER_PROTOCOL and self.state == STABLE:
             known = self.subscribed_topics()
             if known is None:
-                return 0
+                return []
             subscribed = known
         elif self.protocol_type is not None:
-            return 0
+            return []
         expired = [tp for tp, commit in self.offsets.items()
                    if tp[0] not in subscribed and (now_ms >= commit.expire_ms if commit.expire_ms is not None
                                                    else now_ms - base(commit) >= retention_ms)]
         for tp in expired:
             del self.offsets[tp]
-        return len(expired)
+        return expired
+
+    def cleanup_keys(self, now_ms: int, retention_ms: int) -> list[bytes]:
+        """The record keys the broker's offset cleanup tombstones for this group at ``now_ms``
+        (``GroupMetadataManager.cleanupGroupMetadata``, Kafka 3.8.0): its expired offsets' commit keys,
+        then its ``GroupMetadataKey`` when it is left ``Empty`` without offsets (``Dead``) after a
+        generation past 0 (a KIP-848 group's own records are not written here).  Expires the offsets."""
+        keys = [offsetcommit.commit_key(self.group_id, topic, partition)
+                for topic, partition in self.expire(now_ms, retention_ms)]
+        if self.kind == "classic" and self.state == EMPTY and not self.offsets and self.generation > 0:
+            keys.append(offsetcommit.group_key(self.group_id))
+        return keys
 
 
 def _commit_time(commit: Commit) -> int:
@@ -346,7 +360,7 @@ def consumer_groups(logs: Mapping[int, CoordinatorLog], *, log_end: Callable[[st
                 log.open_transactions()
     expired = 0
     for group_id in list(groups):
-        expired += groups[group_id].expire(now, retention_ms)
+        expired += len(groups[group_id].expire(now, retention_ms))
         if groups[group_id].state == EMPTY and not groups[group_id].offsets:
             del groups[group_id]          # Dead
     if group is not None:

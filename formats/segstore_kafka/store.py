@@ -33,6 +33,7 @@ from segstore.errors import (
     InvalidMessageError,
     InvalidTopicError,
     NotFoundError,
+    OffsetOutOfRangeError,
     SegstoreError,
     UnrepairedDataError,
     UnsupportedOperationError,
@@ -1272,6 +1273,88 @@ class KafkaStore(Store):
                                        retention_ms=retention_ms, group=group)
         found.notes[:0] = notes
         return found
+
+    def commit_offsets(self, group: str, offsets: Mapping[tuple[str, int], int], *,
+                       now_ms: int | None = None, **options: Any) -> list[str]:
+        """:meth:`Store.commit_offsets`: the group coordinator's commit of ``offsets`` (``{(topic,
+        partition): next offset}``), one batch of ``OffsetCommit`` records (:mod:`.offsetcommit`)
+        appended to the group's partition of ``__consumer_offsets``, the offsets in (topic, partition)
+        order, committed at ``now_ms`` (default: the clock).  All or none: every offset is checked
+        first.  The previous commits stay in the log (a reset to them is the way back).
+
+        What the broker's offset cleanup removes of the group at ``now_ms`` (``offsets_retention_ms``
+        in ``options``, default 7 days: an ``Empty`` group's offsets expire that long after it
+        became empty, whatever their commit time) is tombstoned first, in a batch of its own, as the
+        cleanup would at the broker's start: else it would remove the new commits with the rest.
+
+        The group's partition is where its records are, else its id's hash modulo the topic's
+        partitions (the KRaft metadata's count, else Kafka's default 50; a note says so).  The
+        notes also say when the commit lasts only if this node leads that partition when the
+        cluster comes back (another in-sync replica that leads has its followers truncate it away).
+
+        :raises OffsetOutOfRangeError: a negative offset, or one outside a partition of this log
+            directory's ``[log start, log end]``; nothing written.
+        :raises NotFoundError: the group's partition of ``__consumer_offsets`` is not in this log
+            directory (another broker's).
+        :raises CorruptDataError: the group's records lie in another partition than its hash names.
+        """
+        from collections import Counter
+
+        from . import groups, offsetcommit
+
+        self._check_writable()
+        held = self._partitions()
+        for (topic, partition), offset in offsets.items():
+            start, end = self.offset_range(topic, partition) if (topic, partition) in held else (0, None)
+            if offset < start or (end is not None and offset > end):
+                span = f"[{start}, {end}]" if end is not None else "at least 0"
+                raise OffsetOutOfRangeError(f"expected an offset {span} for {topic}-{partition}, "
+                                            f"found {offset}", self.path)
+        name = groups.OFFSETS_TOPIC
+        notes: list[str] = []
+        topic_state = self.metadata.topic(name) if self.metadata is not None else None
+        count = len(topic_state.partitions) if topic_state is not None and topic_state.partitions else None
+        names = {t.topic_id: n for n, t in self.metadata.topics.items()} if self.metadata else {}
+        loaded = {p: groups.load_partition(log, p, Counter(), names)
+                  for p, log in self._coordinator_logs(name, groups.is_offset_commit, []).items()}
+        where = {p for p, found in loaded.items() if group in found}
+        hashed = offsetcommit.coordinator_partition(group, count or groups.DEFAULT_OFFSETS_PARTITIONS)
+        if count is not None and where and where != {hashed}:
+            found = ", ".join(f"{name}-{p}" for p in sorted(where))
+            raise CorruptDataError(f"expected group {group!r}'s records in {name}-{hashed} (its id's hash "
+                                   f"modulo {count} partitions), found them in {found}", self.path)
+        number = min(where) if where else hashed
+        if count is None and not where:
+            notes.append(f"{name}-{number}: group {group!r}'s partition with Kafka's default of "
+                         f"{groups.DEFAULT_OFFSETS_PARTITIONS} partitions (no KRaft metadata here says how "
+                         "many there are)")
+        if (name, number) not in held:
+            raise NotFoundError(f"expected {name}-{number} (group {group!r}'s partition) in this log "
+                                "directory, found none: another broker holds it", self.path)
+        state = topic_state.partitions.get(number) if topic_state is not None else None
+        node = self.identity.node_id if self.identity is not None else None
+        if state is not None and node is not None and [r for r in state.isr if r != node]:
+            notes.append(f"{name}-{number} has replicas {state.replicas}, in sync {state.isr}: the commit "
+                         f"lasts only if node {node} leads it when the cluster comes back (a follower "
+                         "truncates what its leader does not hold)")
+        if not offsets:
+            return notes
+        part = held[name, number]
+        now = part.clock() if now_ms is None else now_ms
+        existing = loaded.get(number, {}).get(group)
+        retention = int(options.get("offsets_retention_ms", groups.DEFAULT_OFFSETS_RETENTION_MS))
+        tombstones = existing.cleanup_keys(now, retention) if existing is not None else []
+        if tombstones:
+            part.append_records([(key, None, now) for key in tombstones], compression="none", now_ms=now)
+            notes.append(f"{name}-{number}: {len(tombstones)} records of group {group!r} expired at {now} "
+                         f"(offsets.retention.minutes={retention // 60000}): tombstoned first, as the "
+                         "broker's offset cleanup would")
+        records = [(offsetcommit.commit_key(group, topic, partition), offsetcommit.commit_value(offset, now),
+                    now) for (topic, partition), offset in sorted(offsets.items())]
+        part.append_records(records, compression="none", base_sequence=0, now_ms=now)
+        if self.indexes is not None:  # extra index layouts (segstore.layouts)
+            self.indexes.append()
+        return notes
 
     def transaction_states(self, transactional_id: str | None = None) -> list[dict[str, Any]]:
         """:meth:`Store.transaction_states` from ``__transaction_state`` (:mod:`.txnstate`)."""

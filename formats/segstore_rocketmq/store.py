@@ -1002,10 +1002,12 @@ class RocketMQStore(LifecycleMixin, Store):
         """
         self.commit_offsets(group, {(topic, queue_id): offset})
 
-    def commit_offsets(self, group: str, offsets: Mapping[tuple[str, int], int]) -> None:
+    def commit_offsets(self, group: str, offsets: Mapping[tuple[str, int], int], *,
+                       now_ms: int | None = None, **options: Any) -> list[str]:
         """Commit a consumer group's next offsets, ``{(topic, queue id): offset}``, all or none: every
         offset is checked against its queue first, then the file is written once (tmp + rename, the
-        content before kept as ``.bak``: the way back from a reset).
+        content before kept as ``.bak``: the way back from a reset).  The file keeps no commit time
+        (``now_ms`` and ``options`` are not used); no notes.
 
         :raises OffsetOutOfRangeError: an offset outside its queue's ``[min, max]``; nothing written.
         """
@@ -1018,6 +1020,7 @@ class RocketMQStore(LifecycleMixin, Store):
         for (topic, queue_id), offset in offsets.items():
             self.consumer_offsets.commit(topic, group, queue_id, offset)
         self.consumer_offsets.save()
+        return []
 
     def committed_offset(self, group: str, topic: str, queue_id: int) -> int | None:
         """The offset ``group`` committed for a queue, or None."""

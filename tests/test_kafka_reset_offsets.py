@@ -1,0 +1,233 @@
+"""Resetting a Kafka consumer group's offsets offline (``segstore consumers --reset-offsets --execute`` on
+a log dir, ``KafkaStore.commit_offsets``): what ``kafka-consumer-groups --reset-offsets --execute`` has the
+group coordinator write, written into the group's partition of ``__consumer_offsets``.
+
+The bytes are the broker's (apache/kafka 3.8.0, core/src/main/scala/kafka/coordinator/group/
+GroupMetadataManager.scala): ``offsetCommitKey`` (v1) and ``offsetCommitValue`` (v3 without an expire
+timestamp, ``MetadataVersion.offsetCommitValueVersion``), one batch a commit request with base sequence 0
+(``generateOffsetRecords``); ``partitionFor`` = ``Utils.abs(groupId.hashCode) % partitions``;
+``cleanupGroupMetadata`` tombstones an expired group's offsets and, once it is Dead after a generation past
+0, its group key, in one batch (``MemoryRecords.withRecords``: base sequence -1).  They are checked
+against the commits a real broker (Confluent 7.5.1 = Apache Kafka 3.5) left in
+compat_fixtures/real/kraft-confluent-7.5.1.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, copy_writable
+from conftest import cli_run as run
+from hypothesis import given
+from hypothesis import strategies as st
+from kafka_messages import group_metadata, offset_commit
+from segstore_kafka import batch as codec
+from segstore_kafka import offsetcommit
+
+import segstore
+from segstore.errors import NotFoundError, OffsetOutOfRangeError
+from segstore.records import Message
+
+REAL = FIXTURES / "real" / "kraft-confluent-7.5.1"
+OFFSETS = "__consumer_offsets"
+#: order-group's partition (26), where the real broker wrote its GroupMetadata at offset 0 and its commits at
+#: 1-3; the group became Empty at GROUP_EMPTY_MS (offset 6's currentStateTimestamp)
+ORDER_PARTITION = 26
+GROUP_EMPTY_MS = 1737560186412
+DAY = 24 * 3600 * 1000
+
+
+def _batches(partition: int) -> list[tuple[codec.RecordBatch, bytes]]:
+    path = REAL / f"{OFFSETS}-{partition}" / "00000000000000000000.log"
+    data = path.read_bytes()
+    return [(b, data[b.position:b.position + b.size]) for b in codec.iter_batches(data)]
+
+
+@pytest.mark.parametrize("offset", [1, 2, 3])
+def test_a_commit_batch_is_the_brokers_byte_for_byte(offset):
+    """The real broker's commits of order-group (one request each) rebuilt from their fields."""
+    batch, raw = _batches(ORDER_PARTITION)[offset]
+    (record,) = batch.records()
+    topic = record.key[2 + 2 + len("order-group") + 2:-4].decode()        # after version, group, length
+    value_commit_ms = int.from_bytes(record.value[-8:], "big")
+    rebuilt = codec.encode_batch(
+        [(offsetcommit.commit_key("order-group", topic, 0), offsetcommit.commit_value(0, value_commit_ms),
+          record.timestamp)],
+        base_offset=batch.base_offset, partition_leader_epoch=batch.partition_leader_epoch, producer_id=-1,
+        producer_epoch=-1, base_sequence=0)
+    assert rebuilt == raw
+
+
+def test_groups_live_in_the_partition_their_id_hashes_to():
+    """Java ``String.hashCode`` (UTF-16 code units, int32) through ``Utils.abs``, modulo 50: where the real
+    broker put its three groups, and Java's own values."""
+    for group, partition in (("delivery-group", 36), ("order-group", 26), ("payment-group", 14)):
+        assert offsetcommit.coordinator_partition(group, 50) == partition
+        assert any(b.records() for b, _ in _batches(partition))
+    assert offsetcommit.java_string_hash("") == 0
+    assert offsetcommit.java_string_hash("hello") == 99162322
+    assert offsetcommit.java_string_hash("\U0001F600") == 0xD83D * 31 + 0xDE00    # a surrogate pair
+    assert offsetcommit.java_string_hash("polygenelubricants") == -(1 << 31)
+    assert offsetcommit.coordinator_partition("polygenelubricants", 50) == 0        # Utils.abs(MIN_VALUE)
+
+
+@given(st.text(max_size=40), st.text(max_size=40), st.integers(0, (1 << 31) - 1),
+       st.integers(0, (1 << 63) - 1), st.integers(0, (1 << 63) - 1), st.text(max_size=20))
+def test_commit_records_equal_the_schema_encoder(group, topic, partition, offset, commit_ms, metadata):
+    """The fixed layouts against the test suite's schema-driven encoder of OffsetCommitKey/Value.json."""
+    key, value = offset_commit(group, topic, partition, offset, commit_ms=commit_ms, metadata=metadata)
+    assert offsetcommit.commit_key(group, topic, partition) == key
+    assert offsetcommit.commit_value(offset, commit_ms, metadata=metadata) == value
+
+
+def _groups(path: Path, now_ms: int) -> dict[tuple[str, str, int], int | None]:
+    with segstore.open(path) as store:
+        return {(r.group, r.topic, r.partition): r.committed_offset
+                for r in store.consumer_groups(now_ms=now_ms).rows}
+
+
+def _tail(path: Path, partition: int, start: int) -> list[tuple[codec.RecordBatch, list[codec.Record]]]:
+    with segstore.open(path) as store:
+        part = store.partition_of(OFFSETS, partition)
+        return [(b, b.records()) for b in part.batches(start)]
+
+
+def test_a_reset_inside_retention_appends_one_commit_batch(tmp_path):
+    """order-group, a day after it became Empty: its commits are live, so only the commit batch is written,
+    at the log end, in the leader epoch the partition's log ends with; the other groups are untouched."""
+    logs = copy_writable(REAL, tmp_path / "logs")
+    now = GROUP_EMPTY_MS + DAY
+    before = _groups(logs, now)
+    code, out, err = run("consumers", logs, "--group", "order-group", "--reset-offsets", "--to-latest",
+                         "--topic", "payment-create-response", "--now-ms", now, "--execute")
+    assert (code, err) == (0, "")
+    assert out.split() == ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET",
+                           "order-group", "payment-create-response", "0", "0"]
+    (batch, records), = _tail(logs, ORDER_PARTITION, 7)
+    assert (batch.base_offset, batch.base_sequence, batch.producer_id,
+            batch.partition_leader_epoch) == (7, 0, -1, 52)
+    assert [(r.key, r.value, r.timestamp) for r in records] == [
+        (*offset_commit("order-group", "payment-create-response", 0, 0, commit_ms=now), now)]
+    assert _groups(logs, now) == before      # the same offset (0 = the log end), now committed again
+    code, out, _ = run("verify", logs)
+    assert code == 0
+
+
+def test_a_reset_of_an_expired_group_tombstones_it_first(tmp_path):
+    """Nearly two years after order-group became Empty the broker's offset cleanup would remove it, the new
+    commit with it: the reset writes that cleanup's tombstones first (each commit key, then the group key:
+    generation 4), then the commit, which a simple group then holds."""
+    logs = copy_writable(REAL, tmp_path / "logs")
+    now = GROUP_EMPTY_MS + 700 * DAY
+    code, out, err = run("consumers", logs, "--group", "order-group", "--reset-offsets", "--to-offset", "5",
+                         "--topic", "payment-create-response", "--now-ms", now, "--execute")
+    assert code == 0 and "4 records of group 'order-group' expired" in err and "tombstoned first" in err
+    assert out.split()[-1] == "0"           # 5 clamped to the partition's end, 0
+    (tombs, dead), (commit, kept) = _tail(logs, ORDER_PARTITION, 7)
+    assert tombs.base_sequence == -1 and all(r.value is None for r in dead)
+    assert [r.key for r in dead] == [
+        offset_commit("order-group", t, 0, None)[0]
+        for t in ("payment-failed", "delivery-create-response", "payment-create-response")
+    ] + [group_metadata("order-group", tombstone=True)[0]]
+    assert commit.base_sequence == 0 and [r.key for r in kept] == [
+        offset_commit("order-group", "payment-create-response", 0, None)[0]]
+    with segstore.open(logs) as store:
+        (row,) = store.consumer_groups("order-group", now_ms=now).rows
+    assert (row.topic, row.committed_offset, row.state, row.extras["coordinator_partition"]) == (
+        "payment-create-response", 0, "Empty", ORDER_PARTITION)
+
+
+def _log_dir(path: Path, *, members: bool) -> Path:
+    """A log dir without KRaft metadata: topic t (partitions 0, 1 of 10 and 4 records) and group g's
+    commits (t-0 at 3, t-1 at 1) in its partition of 50; g Stable with a member when ``members``."""
+    partition = offsetcommit.coordinator_partition("g", 50)
+    member = [{"memberId": "m1", "clientId": "c1", "clientHost": "/10.0.0.1", "topics": ["t"],
+               "assigned": {"t": [0, 1]}}]
+    with segstore.open(path, format="kafka", mode="a") as store:
+        store.append_batch([Message("t", b"v", partition=0, timestamp=1000 + i) for i in range(10)])
+        store.append_batch([Message("t", b"v", partition=1, timestamp=1000 + i) for i in range(4)])
+        records = (group_metadata("g", generation=2, members=member if members else [], state_ms=2000),
+                   offset_commit("g", "t", 0, 3, commit_ms=2000),
+                   offset_commit("g", "t", 1, 1, commit_ms=2000))
+        store.append_batch([Message(OFFSETS, value, key=key, partition=partition, timestamp=2000)
+                            for key, value in records])
+    return path
+
+
+@pytest.mark.parametrize("target, expected", [
+    (["--to-earliest"], {0: 0, 1: 0}),
+    (["--to-latest"], {0: 10, 1: 4}),
+    (["--to-datetime", "1005"], {0: 5, 1: 4}),        # t-1 holds nothing that new: its end
+    (["--to-offset", "7"], {0: 7, 1: 4}),             # clamped to t-1's end
+    (["--shift-by", "-2"], {0: 1, 1: 0}),             # 1 - 2 clamped to the start
+    (["--shift-by", "20"], {0: 10, 1: 4}),
+])
+def test_every_target_is_planned_then_committed(tmp_path, target, expected):
+    logs = _log_dir(tmp_path / "logs", members=False)
+    code, out, err = run("consumers", logs, "--group", "g", "--reset-offsets", *target, "--json")
+    assert code == 0 and "nothing written" in err
+    assert json.loads(out) == [{"group": "g", "topic": "t", "partition": p, "new_offset": o}
+                               for p, o in expected.items()]
+    assert _groups(logs, 3000) == {("g", "t", 0): 3, ("g", "t", 1): 1}
+    code, out, err = run("consumers", logs, "--group", "g", "--reset-offsets", *target, "--execute",
+                         "--now-ms", 3000)
+    assert code == 0 and "nothing written" not in err
+    assert _groups(logs, 3000) == {("g", "t", p): o for p, o in expected.items()}
+
+
+def test_a_group_with_members_is_reset_with_a_warning(tmp_path):
+    """kafka-consumer-groups refuses a group that is not inactive; offline the log's last state is all there
+    is (a broker stopped under its consumers leaves Stable), so the reset goes on and says what must hold."""
+    logs = _log_dir(tmp_path / "logs", members=True)
+    code, _, err = run("consumers", logs, "--group", "g", "--reset-offsets", "--to-earliest", "--execute",
+                       "--now-ms", 3000)
+    assert code == 0 and "group 'g' was Stable, with members" in err and "must be stopped" in err
+    assert _groups(logs, 3000) == {("g", "t", 0): 0, ("g", "t", 1): 0}
+
+
+def test_the_library_checks_everything_before_writing(tmp_path):
+    logs = _log_dir(tmp_path / "logs", members=False)
+    partition = offsetcommit.coordinator_partition("g", 50)
+    with segstore.open(logs, mode="a") as store:
+        end = store.offset_range(OFFSETS, partition)[1]
+        with pytest.raises(OffsetOutOfRangeError, match=r"expected an offset \[0, 4\] for t-1, found 5"):
+            store.commit_offsets("g", {("t", 0): 2, ("t", 1): 5})
+        with pytest.raises(OffsetOutOfRangeError, match="at least 0 for elsewhere-3, found -1"):
+            store.commit_offsets("g", {("elsewhere", 3): -1})
+        assert store.offset_range(OFFSETS, partition)[1] == end
+        # a group with no records here: its hash names the partition, with Kafka's default count
+        other = next(g for g in "hijk" if offsetcommit.coordinator_partition(g, 50) != partition)
+        with pytest.raises(NotFoundError, match=f"expected {OFFSETS}-\\d+ .group '{other}''s partition. in "
+                                                "this log directory, found none"):
+            store.commit_offsets(other, {("t", 0): 1})
+        hashed = offsetcommit.coordinator_partition
+        same = next(g for g in map("g{}".format, range(999)) if hashed(g, 50) == partition)
+        notes = store.commit_offsets(same, {("t", 0): 1, ("other-broker", 0): 12}, now_ms=5000)
+        assert len(notes) == 1 and "Kafka's default of 50 partitions" in notes[0]
+    with segstore.open(logs) as store:
+        rows = store.consumer_groups(same, now_ms=5000).rows
+    assert {(r.topic, r.partition, r.committed_offset) for r in rows} == {("t", 0, 1),
+                                                                          ("other-broker", 0, 12)}
+
+
+def test_a_replica_the_cluster_may_not_elect_is_named(tmp_path):
+    """The real dir's node 1 is __consumer_offsets-26's only in-sync replica: no note.  Were node 2 in sync
+    too, whichever leads when the cluster comes back keeps its own log: the note says so."""
+    logs = copy_writable(REAL, tmp_path / "logs")
+    with segstore.open(logs, mode="a") as store:
+        assert store.commit_offsets("order-group", {}) == []
+        store.metadata.topic(OFFSETS).partitions[ORDER_PARTITION].isr = [1, 2]
+        (note,) = store.commit_offsets("order-group", {}, now_ms=GROUP_EMPTY_MS)
+    assert "in sync [1, 2]: the commit lasts only if node 1 leads it" in note
+
+
+def test_a_partition_another_broker_holds_is_named(tmp_path):
+    logs = copy_writable(REAL, tmp_path / "logs")
+    code, out, err = run("consumers", logs, "--group", "order-group", "--reset-offsets", "--to-earliest")
+    assert (code, out) == (1, "")
+    assert "expected delivery-create-response-0 here to plan the new offset of group 'order-group'" in err
+    code, out, err = run("consumers", logs, "--group", "payment-group", "--reset-offsets", "--shift-by", "1",
+                         "--topic", "payment-create-request")
+    assert (code, out) == (1, "") and "expected payment-create-request-0 here" in err
