@@ -27,7 +27,7 @@ from segstore_kafka import batch as codec
 from segstore_kafka import offsetcommit
 
 import segstore
-from segstore.errors import NotFoundError, OffsetOutOfRangeError
+from segstore.errors import InvalidMessageError, NotFoundError, OffsetOutOfRangeError
 from segstore.records import Message
 
 REAL = FIXTURES / "real" / "kraft-confluent-7.5.1"
@@ -71,6 +71,10 @@ def test_groups_live_in_the_partition_their_id_hashes_to():
     assert offsetcommit.java_string_hash("\U0001F600") == 0xD83D * 31 + 0xDE00    # a surrogate pair
     assert offsetcommit.java_string_hash("polygenelubricants") == -(1 << 31)
     assert offsetcommit.coordinator_partition("polygenelubricants", 50) == 0        # Utils.abs(MIN_VALUE)
+    with pytest.raises(InvalidMessageError, match="of at most 32767 UTF-8 bytes, found 32768"):
+        offsetcommit.commit_key("g" * 32768, "t", 0)
+    with pytest.raises(InvalidMessageError, match="expected a topic of Unicode text"):
+        offsetcommit.commit_key("g", "t\udc80", 0)
 
 
 @given(st.text(max_size=40), st.text(max_size=40), st.integers(0, (1 << 31) - 1),
