@@ -71,7 +71,7 @@ def _string(text: str, what: str) -> bytes:
     try:
         data = text.encode("utf-8")
     except UnicodeEncodeError as err:       # a lone surrogate: no Java string writes it
-        raise InvalidMessageError(f"expected a {what} of Unicode text, found {text!r} ({err.reason})") from err
+        raise InvalidMessageError(f"expected a {what} of Unicode text, found {text!r}") from err
     if len(data) > 0x7FFF:
         raise InvalidMessageError(f"expected a {what} of at most 32767 UTF-8 bytes, found {len(data)}")
     return _INT16.pack(len(data)) + data
