@@ -264,22 +264,6 @@ def _decompressing(store: Store, args: argparse.Namespace) -> bool:
     return True
 
 
-def _tagged(store: Any, topic: str | None, partition: int | None, tag: str, begin: int | None = None,
-            end: int | None = None, **read: Any) -> Iterator[Any]:
-    """Messages carrying ``tag``, queue by queue (the consume queues' tag codes filter first), at
-    the offsets :meth:`Store.offsets_between` gives for ``begin``/``end``; ``read``: more of the
-    store's ``read`` arguments."""
-    if not _reads_tags(store):
-        raise UsageError(f"--tag: {store.format} records have no tags")
-    for t in [topic] if topic is not None else store.topics():
-        for q in [partition] if partition is not None else store.partitions(t):
-            start, stop = store.offsets_between(t, q, begin, end)
-            for record in store.read(t, q, start, tag=tag, **read):
-                if record.offset >= stop:
-                    break
-                yield record
-
-
 # -- commands ----------------------------------------------------------------
 
 def _json_payload(data: bytes) -> str:
@@ -408,43 +392,39 @@ def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
         isolation = args.isolation
         # only when given: a plugin whose records hold no compressed bodies takes no such argument
         inflate = {"decompress": True} if _decompressing(store, args) else {}
-        window = {"begin": args.begin, "end": args.end} if timed else {}
+        narrowed: dict[str, Any] = {"begin": args.begin, "end": args.end} if timed else {}
         # What the selectors name is checked once nothing was printed: a RocketMQ commitlog can hold
         # messages of a topic no consume queue lists (prepared transactions), which dump shows.  The
         # index dump shows the store-wide IndexFiles whatever the topic, so it is checked first.
         missing = _missing_selection(store, args) if args.index else None
         if missing is not None:
             raise missing
+        # only when given: a plugin's own dump_json / dump_text may take no threads, tags or windows
+        threads = {} if args.threads is None else {"threads": args.threads}
         if args.tag is not None:
             if args.index:
                 raise UsageError("--tag and --index do not go together")
-            # the consume queues --tag reads hold no transaction a read_committed consumer skips
-            if _print_records(store, _tagged(store, args.topic, _partition(args), args.tag, **window,
-                                             **inflate), args.json, out):
-                return EXIT_OK
-            missing = _missing_selection(store, args)
-            if missing is not None:
-                raise missing
-            sys.stderr.write(f"segstore dump: {_selection_words(args)}: no message tagged {args.tag!r}"
-                             f"{_window_words(args)}\n")
-            return EXIT_NO_HITS
-        # only when given: a plugin's own dump_json / dump_text may take no threads
-        threads = {} if args.threads is None else {"threads": args.threads}
+            if "tag" not in inspect.signature(store.dump_text).parameters:
+                raise UsageError(f"--tag: {store.format} records have no tags")
+            # the consume queues a tagged dump reads hold no transaction a read_committed consumer skips
+            narrowed["tag"] = args.tag
         if args.json:
             blocks = _Counted(store.dump_json(topic=args.topic, partition=_partition(args),
-                                              isolation=isolation, **threads, **inflate, **window))
+                                              isolation=isolation, **threads, **inflate, **narrowed))
         else:
             # Index problems go to stdout with the rest: they belong to the index dump they follow.
             blocks = _Counted(store.dump_text(topic=args.topic, partition=_partition(args), index=args.index,
-                                              isolation=isolation, **threads, **inflate, **window))
+                                              isolation=isolation, **threads, **inflate, **narrowed))
         _write_blocks(blocks, out)
         printed = blocks.bytes
         missing = None if printed else _missing_selection(store, args)
     if missing is not None:
         raise missing
-    if timed and not printed:
-        # like query: a window that holds nothing is a miss, said on stderr
-        sys.stderr.write(f"segstore dump: {_selection_words(args)}: no message{_window_words(args)}\n")
+    if (timed or args.tag is not None) and not printed:
+        # like query: a window or tag that holds nothing is a miss, said on stderr
+        tagged = f" tagged {args.tag!r}" if args.tag is not None else ""
+        sys.stderr.write(f"segstore dump: {_selection_words(args)}: no message{tagged}"
+                         f"{_window_words(args)}\n")
         return EXIT_NO_HITS
     return EXIT_OK
 

@@ -577,6 +577,28 @@ def test_tag_filters_dump_and_offset_queries(capsys):
     assert code == 2 and "kafka records have no tags" in err
 
 
+def test_a_tagged_dump_prints_the_dumps_own_lines(capsys):
+    """``dump --tag`` prints the lines (and JSON objects) ``dump`` prints for the same messages, queue by
+    queue as ``mqadmin printMsg -s`` walks them, not lookup lines; a tag no message carries is a miss."""
+    code, whole, _ = run(capsys, "dump", BASIC, "--topic", "TopicA")
+    assert code == 0
+    code, out, _ = run(capsys, "dump", BASIC, "--topic", "TopicA", "--tag", "TagA")
+    assert code == 0
+    expected = [line for line in whole.splitlines() if " tags=TagA " in line]
+
+    def queue_order(line: str) -> tuple[int, int]:
+        queue, offset = line.split()[1].split("/")[1].split("@")
+        return int(queue), int(offset)
+
+    assert out.splitlines() == sorted(expected, key=queue_order) and len(expected) > 1
+    code, whole_json, _ = run(capsys, "dump", BASIC, "--topic", "TopicA", "--json")
+    code, out_json, _ = run(capsys, "dump", BASIC, "--topic", "TopicA", "--json", "--tag", "TagA")
+    assert sorted(out_json.splitlines()) == sorted(line for line in whole_json.splitlines()
+                                                   if json.loads(line).get("tags") == "TagA")
+    code, out, err = run(capsys, "dump", BASIC, "--tag", "NoSuchTag")
+    assert (code, out) == (1, "") and "segstore dump: */*: no message tagged 'NoSuchTag'" in err
+
+
 @pytest.mark.parametrize(("text", "ms"), [
     ("1795334929500", 1795334929500),
     ("2026-11-22T08:08:49.5Z", 1795334929500),

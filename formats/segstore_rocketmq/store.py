@@ -1712,7 +1712,7 @@ class RocketMQStore(LifecycleMixin, Store):
     def dump_json(self, *, topic: str | None = None, partition: int | None = None,
                   isolation: str = READ_UNCOMMITTED, threads: int | None = None, decompress: bool = False,
                   begin: int | None = None, end: int | None = None,
-                  offsets: Mapping[tuple[str, int], tuple[int, int]] | None = None
+                  offsets: Mapping[tuple[str, int], tuple[int, int]] | None = None, tag: str | None = None
                   ) -> Iterator[bytes | memoryview]:
         """``dump --json`` lines (UTF-8) in commitlog order, :data:`JSON_KEYS` objects (with an ``ext``
         object for a message a ``consumequeue_ext`` unit describes), a batch of messages at a time
@@ -1726,7 +1726,8 @@ class RocketMQStore(LifecycleMixin, Store):
         inclusive): only the messages at each queue's :meth:`offsets_between` (store times), still
         in commitlog order, read from the first of them to the last; no message without a queue
         entry.  ``offsets`` (``{(topic, queue): (start, stop)}``): those offsets instead.
-        ``O(bytes read)``.
+        ``O(bytes read)``.  ``tag``: only the messages whose TAGS equal it, queue by queue as
+        ``mqadmin printMsg -s`` prints them (:meth:`tagged`; ``offsets`` not taken).
 
         :raises ConfigError: an unknown isolation level, ``threads`` below 1.
         :raises CorruptDataError: with ``decompress``, a compressed body that does not inflate.
@@ -1734,10 +1735,14 @@ class RocketMQStore(LifecycleMixin, Store):
         self._check_open()
         committed = check_isolation(isolation) == READ_COMMITTED
         threads = thread_count(threads)
+        ext_units = self._ext_units_by_physical_offset()
+        if tag is not None:
+            for msg in self.tagged(topic, partition, tag, begin, end, decompress=decompress):
+                yield _json_line(self._json_record(msg, ext_units))
+            return
         window = self._windows(topic, partition, begin, end, offsets)
         if window is not None and window.lo is None:
             return      # a window holding no message: nothing for either path to walk
-        ext_units = self._ext_units_by_physical_offset()
 
         def json_lines(writer: columnar.JsonWriter, view: memoryview, rows: columnar.Rows
                        ) -> bytes | memoryview:
@@ -1759,25 +1764,42 @@ class RocketMQStore(LifecycleMixin, Store):
                 continue
             if window is not None and not window.holds(msg):
                 continue
-            record = self.to_json(self.consumed(msg) if decompress else msg)
-            unit = ext_units.get(msg.physical_offset)
-            if unit is not None:
-                address, ext = unit
-                record["ext"] = {"address": address, "tags_code": ext.tags_code,
-                                 "store_timestamp": ext.store_timestamp, "bitmap": ext.bitmap.hex()}
-            yield _json_line(record)
+            yield _json_line(self._json_record(self.consumed(msg) if decompress else msg, ext_units))
+
+    def _json_record(self, msg: RocketMQMessage, ext_units: Mapping[int, tuple[int, Any]]) -> dict[str, Any]:
+        """A ``dump --json`` object: :meth:`to_json`, and the ``consumequeue_ext`` unit describing it."""
+        record = self.to_json(msg)
+        unit = ext_units.get(msg.physical_offset)
+        if unit is not None:
+            address, ext = unit
+            record["ext"] = {"address": address, "tags_code": ext.tags_code,
+                             "store_timestamp": ext.store_timestamp, "bitmap": ext.bitmap.hex()}
+        return record
+
+    def tagged(self, topic: str | None, partition: int | None, tag: str, begin: int | None = None,
+               end: int | None = None, *, decompress: bool = False) -> Iterator[RocketMQMessage]:
+        """The messages whose TAGS equal ``tag``, queue by queue (``mqadmin printMsg -s``), each queue's
+        at the offsets :meth:`offsets_between` gives for ``begin``/``end``: the consume queues' tags
+        codes filter before the commitlog is read (:meth:`read`).  ``O(entries + bytes of the hits)``."""
+        for t in [topic] if topic is not None else self.topics():
+            for q in [partition] if partition is not None else self.partitions(t):
+                start, stop = self.offsets_between(t, q, begin, end)
+                for msg in self.read(t, q, start, tag=tag, decompress=decompress):
+                    if msg.queue_offset >= stop:
+                        break
+                    yield msg
 
     def dump_text(self, *, topic: str | None = None, partition: int | None = None, index: bool = False,
                   isolation: str = READ_UNCOMMITTED, threads: int | None = None, decompress: bool = False,
                   begin: int | None = None, end: int | None = None,
-                  offsets: Mapping[tuple[str, int], tuple[int, int]] | None = None
+                  offsets: Mapping[tuple[str, int], tuple[int, int]] | None = None, tag: str | None = None
                   ) -> Iterator[bytes | memoryview]:
         """:meth:`dump`'s lines as blocks of UTF-8 text, each line ending in a newline: the message
         lines a batch of messages at a time in C where built (filtered as :meth:`dump_json`, the
         same bytes as :meth:`dump`'s Python loop), then (``index``) the index lines.  The C path's
         blocks are views of one reused buffer (valid until the next block is asked for).
-        ``threads``, ``decompress``, ``begin``, ``end`` and ``offsets`` as :meth:`dump_json` (``index``: every
-        index line, whatever the window).  ``O(bytes read)``.
+        ``threads``, ``decompress``, ``begin``, ``end``, ``offsets`` and ``tag`` as :meth:`dump_json`
+        (``index``: every index line, whatever the window).  ``O(bytes read)``.
 
         :raises ConfigError: an unknown isolation level, ``threads`` below 1.
         :raises CorruptDataError: with ``decompress``, a compressed body that does not inflate.
@@ -1785,9 +1807,9 @@ class RocketMQStore(LifecycleMixin, Store):
         self._check_open()
         committed = check_isolation(isolation) == READ_COMMITTED
         threads = thread_count(threads)
-        if columnar._speedups is None:
+        if columnar._speedups is None or tag is not None:
             for line in self.dump(topic=topic, partition=partition, index=index, isolation=isolation,
-                                  decompress=decompress, begin=begin, end=end, offsets=offsets):
+                                  decompress=decompress, begin=begin, end=end, offsets=offsets, tag=tag):
                 yield line.text.encode("utf-8", "surrogatepass") + b"\n"
             return
 
@@ -1807,13 +1829,20 @@ class RocketMQStore(LifecycleMixin, Store):
 
     def dump(self, *, topic: str | None = None, partition: int | None = None, index: bool = False,
              isolation: str = READ_UNCOMMITTED, decompress: bool = False, begin: int | None = None,
-             end: int | None = None, offsets: Mapping[tuple[str, int], tuple[int, int]] | None = None
-             ) -> Iterator[DumpLine]:
-        """One line per message in commitlog order (``read_committed``, ``decompress``, ``begin``, ``end``
-        and ``offsets`` as :meth:`dump_json`); with ``index`` then every consume-queue entry of the selected
-        queues, every IndexFile header and entry, and what :meth:`verify` finds (``problem`` lines)."""
+             end: int | None = None, offsets: Mapping[tuple[str, int], tuple[int, int]] | None = None,
+             tag: str | None = None) -> Iterator[DumpLine]:
+        """One line per message in commitlog order (``read_committed``, ``decompress``, ``begin``, ``end``,
+        ``offsets`` and ``tag`` as :meth:`dump_json`); with ``index`` then every consume-queue entry of
+        the selected queues, every IndexFile header and entry, and what :meth:`verify` finds
+        (``problem`` lines)."""
         self._check_open()
         committed = check_isolation(isolation) == READ_COMMITTED
+        if tag is not None:
+            for msg in self.tagged(topic, partition, tag, begin, end, decompress=decompress):
+                yield DumpLine(message_line(msg), json=False)
+            if index:
+                yield from self._dump_indexes(topic, partition)
+            return
         window = self._windows(topic, partition, begin, end, offsets)
         for msg in self.scan():
             if topic is not None and msg.topic != topic:
