@@ -1104,7 +1104,72 @@ _TRANSACTION_FIELDS = ("transactional_id", "coordinator_partition", "producer_id
                        "timeout_ms", "start_timestamp", "last_update_timestamp", "partitions")
 
 
+#: ``kafka-transactions describe-producers``'s columns, after the partition's.
+PRODUCER_HEADER = ("Topic", "Partition", "ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch",
+                   "LastSequence", "LastTimestamp", "CurrentTransactionStartOffset")
+_PRODUCER_FIELDS = ("producer_id", "producer_epoch", "coordinator_epoch", "last_sequence", "last_timestamp",
+                    "current_transaction_start_offset")
+#: ``kafka-transactions find-hanging``'s columns.
+HANGING_HEADER = ("Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch", "StartOffset",
+                  "LastTimestamp", "Duration(min)")
+_HANGING_FIELDS = ("topic", "partition", "producer_id", "producer_epoch", "coordinator_epoch",
+                   "current_transaction_start_offset", "last_timestamp", "duration_min")
+
+
+def _producer_command(args: argparse.Namespace, out: TextIO) -> int:
+    """``transactions --producers`` / ``--find-hanging`` / ``--abort``: a partition's producers, its
+    hanging transactions, aborting one (Kafka, as ``kafka-transactions`` asks the brokers)."""
+    if args.abort and (args.topic is None or args.partition is None or args.start_offset is None):
+        raise UsageError("--abort needs --topic T --partition P --start-offset N (the transaction's first "
+                         "offset, as --find-hanging lists it)")
+    if not args.abort and (args.start_offset is not None or args.execute):
+        raise UsageError("--start-offset and --execute go with --abort")
+    if args.max_transaction_timeout is not None and not args.find_hanging:
+        raise UsageError("--max-transaction-timeout goes with --find-hanging")
+    if args.max_transaction_timeout is not None and args.max_transaction_timeout < 0:
+        raise UsageError("--max-transaction-timeout: expected minutes >= 0, found "
+                         f"{args.max_transaction_timeout}")
+    with _open(args, mode="a" if args.execute else "r") as store:
+        for method in ("producers", "hanging_transactions", "open_transaction", "abort_transaction"):
+            if not hasattr(store, method):
+                raise UsageError(f"--producers, --find-hanging, --abort: {store.format} stores keep no "
+                                 "producer state", args.path)
+        if args.producers:
+            found = store.producers(args.topic, args.partition, now_ms=args.now_ms)
+            rows = [{"topic": t, "partition": p, **producer} for (t, p), producers in found.items()
+                    for producer in producers]
+            header, fields = PRODUCER_HEADER, ("topic", "partition", *_PRODUCER_FIELDS)
+        elif args.find_hanging:
+            timeout = None if args.max_transaction_timeout is None else args.max_transaction_timeout * 60_000
+            rows, notes = store.hanging_transactions(args.topic, args.partition, now_ms=args.now_ms,
+                                                     max_timeout_ms=timeout)
+            for note in notes:
+                sys.stderr.write(f"segstore transactions: {note}\n")
+            header, fields = HANGING_HEADER, _HANGING_FIELDS
+        else:
+            act = store.abort_transaction if args.execute else store.open_transaction
+            rows = [{"topic": args.topic, "partition": args.partition,
+                     **act(args.topic, args.partition, args.start_offset, now_ms=args.now_ms)}]
+            header, fields = PRODUCER_HEADER, ("topic", "partition", *_PRODUCER_FIELDS)
+    if args.json:
+        _json_line(rows, out)
+    else:
+        _table(header, [tuple(_cell(row[f]) for f in fields) for row in rows], [0] * len(header), out)
+    if args.abort and not args.execute:
+        sys.stderr.write("segstore transactions: a plan only, nothing written: add --execute (with the "
+                         "broker stopped) to write the ABORT marker\n")
+    return EXIT_OK
+
+
 def cmd_transactions(args: argparse.Namespace, out: TextIO) -> int:
+    if args.producers or args.find_hanging or args.abort:
+        return _producer_command(args, out)
+    for flag, given in (("--topic", args.topic is not None), ("--partition", args.partition is not None),
+                        ("--start-offset", args.start_offset is not None), ("--execute", args.execute),
+                        ("--max-transaction-timeout", args.max_transaction_timeout is not None),
+                        ("--now-ms", args.now_ms is not None)):
+        if given:
+            raise UsageError(f"{flag} goes with --producers, --find-hanging or --abort")
     with _open(args) as store:
         states = store.transaction_states(args.transactional_id)
     errors = [s for s in states if "error" in s]
@@ -1419,7 +1484,30 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     _common(p)
     p.add_argument("--transactional-id", help="only this transactional id (exit 1 when there is none)")
     _json_flag(p, "one JSON list of {transactional_id, producer_id, producer_epoch, state, timeout_ms, "
-                  "start_timestamp, last_update_timestamp, partitions, coordinator_partition}")
+                  "start_timestamp, last_update_timestamp, partitions, coordinator_partition} (with "
+                  "--producers, --find-hanging, --abort: of their rows)")
+    what = p.add_argument_group("producers and hanging transactions (Kafka partitions, as kafka-transactions "
+                                "describe-producers, find-hanging, abort)").add_mutually_exclusive_group()
+    what.add_argument("--producers", action="store_true",
+                      help="each partition's active producers: epoch, last sequence and timestamp, the "
+                           "coordinator epoch of its last marker, the start of its open transaction")
+    what.add_argument("--find-hanging", action="store_true",
+                      help="transactions open longer than --max-transaction-timeout that no coordinator "
+                           "state here still finishes (they hold back read_committed consumers and "
+                           "compaction)")
+    what.add_argument("--abort", action="store_true",
+                      help="abort the transaction open in --topic/--partition from --start-offset: an ABORT "
+                           "marker, written only with --execute (the broker stopped)")
+    p.add_argument("--topic", help="with --producers, --find-hanging, --abort: this topic's partitions")
+    p.add_argument("--partition", type=int, help="with --topic: this partition")
+    p.add_argument("--start-offset", type=int, metavar="N",
+                   help="with --abort: the transaction's first offset")
+    p.add_argument("--max-transaction-timeout", type=int, metavar="MIN",
+                   help="with --find-hanging: open longer than this many minutes (default 15)")
+    p.add_argument("--now-ms", type=time_ms, metavar="TIME",
+                   help="with --producers, --find-hanging, --abort: judge at this time (ms or ISO-8601; "
+                        "default: the clock); --abort writes the marker with it")
+    p.add_argument("--execute", action="store_true", help="with --abort: write the marker")
     p.set_defaults(func=cmd_transactions)
 
     p = sub.add_parser("formats", help="the installed format plugins: name, description, where from")

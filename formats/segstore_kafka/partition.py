@@ -552,6 +552,9 @@ class Partition:
             raise MessageTooLargeError(f"expected a batch of at most segment.bytes="
                                        f"{self.config.segment_bytes} bytes, found {len(data)}", self.path)
         now = self.clock() if now_ms is None else now_ms
+        # built from the log before this batch is in it: built after, it would see a marker close its
+        # transaction already and leave the abort out of the .txnindex
+        tracker = self._tracker() if header.is_transactional else None
         active = self.active_segment()
         if (new_segment and active.size) or active.should_roll(
                 batch_size=len(data), max_timestamp=header.max_timestamp, max_offset=header.last_offset,
@@ -563,8 +566,8 @@ class Partition:
                                  offset_of_max_timestamp=header.last_offset)
         self.log.mark_dirty(active)
         self.epochs.assign(header.partition_leader_epoch, header.base_offset)
-        if header.is_transactional:
-            aborted = self._tracker().observe(header)
+        if tracker is not None:
+            aborted = tracker.observe(header)
             if aborted is not None:
                 active.txn_index.append(aborted)
         self.next_offset = header.last_offset + 1

@@ -1366,6 +1366,114 @@ class KafkaStore(Store):
                                             transactional_id)
         return found + [{"transactional_id": None, "error": note} for note in notes]
 
+    def producers(self, topic: str | None = None, partition: int | None = None, *,
+                  now_ms: int | None = None) -> dict[tuple[str, int], list[dict[str, Any]]]:
+        """Per partition (of ``topic``/``partition`` when given), its active producers as ``kafka-transactions
+        describe-producers`` lists them (:mod:`.producers`), at ``now_ms`` (default: the clock).
+        ``O(batches)`` in numpy.
+
+        :raises NotFoundError: ``topic``/``partition`` names no partition here.
+        """
+        from . import producers
+
+        self._check_open()
+        found = {}
+        for key, part in self._selected_partitions(topic, partition).items():
+            now = part.clock() if now_ms is None else now_ms
+            found[key] = [p.to_dict() for p in producers.describe_producers(part, now)]
+        return found
+
+    def hanging_transactions(self, topic: str | None = None, partition: int | None = None, *,
+                             now_ms: int | None = None, max_timeout_ms: int | None = None
+                             ) -> tuple[list[dict[str, Any]], list[str]]:
+        """The hanging transactions of the partitions here (of ``topic``/``partition``), as
+        ``kafka-transactions find-hanging`` finds them (:func:`.producers.hanging`): open longer than
+        ``max_timeout_ms`` (default 15 minutes) at ``now_ms`` (default: the clock) with no coordinator
+        state here that still finishes them.  Returns the rows and notes (coordinator state held by
+        other brokers).
+        """
+        from . import producers, txnstate
+
+        self._check_open()
+        timeout = (producers.DEFAULT_MAX_TRANSACTION_TIMEOUT_MIN * 60_000 if max_timeout_ms is None
+                   else max_timeout_ms)
+        notes: list[str] = []
+        coordinator = self._coordinator_logs(txnstate.TRANSACTION_TOPIC, None, notes)
+        states = txnstate.transaction_states(coordinator)
+        topic_state = self.metadata.topic(txnstate.TRANSACTION_TOPIC) if self.metadata is not None else None
+        count = len(topic_state.partitions) if topic_state is not None and topic_state.partitions else None
+        rows = []
+        for key, part in self._selected_partitions(topic, partition).items():
+            now = part.clock() if now_ms is None else now_ms
+            open_txns = {key: [p for p in producers.describe_producers(part, now)
+                               if p.txn_start_offset is not None]}
+            for t, p, producer, txn_id in producers.hanging(open_txns, states, now, timeout):
+                rows.append({"topic": t, "partition": p, **producer.to_dict(), "transactional_id": txn_id,
+                             "duration_min": (now - producer.last_timestamp) // 60_000})
+        if rows and (count is None or len(coordinator) < count):
+            name = txnstate.TRANSACTION_TOPIC
+            held = (f"{len(coordinator)} of {count} {name} partitions" if count is not None
+                    else f"{len(coordinator) or 'no'} {name} partitions")
+            notes.append(f"{held} here: a transaction listed may belong to a transactional id another "
+                         "broker's coordinator still finishes")
+        return rows, notes
+
+    def open_transaction(self, topic: str, partition: int, start_offset: int, *,
+                         now_ms: int | None = None) -> dict[str, Any]:
+        """The producer whose transaction is open in ``topic``-``partition`` from ``start_offset`` (as
+        ``kafka-transactions abort --start-offset`` finds it through ``DescribeProducers``), as
+        :meth:`producers` lists it.
+
+        :raises NotFoundError: no transaction is open there from that offset (the open ones are named).
+        """
+        return self._open_transaction(self.partition_of(topic, partition), start_offset, now_ms).to_dict()
+
+    def _open_transaction(self, part: Partition, start_offset: int, now_ms: int | None) -> Any:
+        from . import producers
+
+        self._check_open()
+        now = part.clock() if now_ms is None else now_ms
+        found = [p for p in producers.describe_producers(part, now) if p.txn_start_offset is not None]
+        for producer in found:
+            if producer.txn_start_offset == start_offset:
+                return producer
+        starts = ", ".join(str(p.txn_start_offset) for p in found) or "none"
+        raise NotFoundError(f"expected a transaction open from offset {start_offset} in {part.topic}-"
+                            f"{part.partition}, found open ones from {starts}", self.path)
+
+    def abort_transaction(self, topic: str, partition: int, start_offset: int, *,
+                          now_ms: int | None = None) -> dict[str, Any]:
+        """Abort the transaction :meth:`open_transaction` finds, as ``kafka-transactions abort`` has the
+        partition leader do (``WriteTxnMarkers``): an ABORT marker of its producer id and epoch with
+        the producer's last coordinator epoch (0 where it has none, as the tool takes it), at the log
+        end at ``now_ms`` (default: the clock), added to the ``.txnindex``.  Returns the producer.
+
+        :raises NotFoundError: no transaction is open there from that offset (the open ones are named).
+        """
+        self._check_writable()
+        part = self.partition_of(topic, partition)
+        producer = self._open_transaction(part, start_offset, now_ms)
+        part.append_control("ABORT", producer_id=producer.producer_id, producer_epoch=producer.producer_epoch,
+                            coordinator_epoch=max(producer.coordinator_epoch, 0),
+                            timestamp=part.clock() if now_ms is None else now_ms)
+        if self.indexes is not None:  # extra index layouts (segstore.layouts)
+            self.indexes.append()
+        return cast(dict[str, Any], producer.to_dict())
+
+    def _selected_partitions(self, topic: str | None, partition: int | None
+                             ) -> dict[tuple[str, int], Partition]:
+        """The partitions of ``topic``/``partition`` (None: any).
+
+        :raises NotFoundError: a topic or partition given that is not here.
+        """
+        chosen = {key: part for key, part in self._partitions().items()
+                  if (topic is None or key[0] == topic) and (partition is None or key[1] == partition)}
+        if not chosen and (topic is not None or partition is not None):
+            where = f"{topic}-{partition}" if topic is not None and partition is not None else (
+                f"topic {topic!r}" if topic is not None else f"partition {partition}")
+            raise NotFoundError(f"expected {where} here, found none", self.path)
+        return chosen
+
     # -- transactions (transactions.py) ---------------------------------------------------
     def transaction(self, producer_id: int, producer_epoch: int = 0, *,
                     coordinator_epoch: int = 0) -> transactions.Transaction:

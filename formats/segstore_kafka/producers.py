@@ -1,0 +1,172 @@
+"""A partition's producers as ``kafka-transactions describe-producers`` reports them, and its hanging
+transactions as ``kafka-transactions find-hanging`` finds them.
+
+The producer state is what Kafka 3.8.0's ``ProducerStateManager`` holds once it has loaded the log
+(storage/src/main/java/org/apache/kafka/storage/internals/log/ProducerStateManager.java,
+``ProducerAppendInfo``): per producer id its epoch (only grows; a new epoch forgets the
+sequence of the old), the last sequence of its last data batch at that epoch, the max timestamp of
+its last batch, the coordinator epoch of its last transaction marker (-1: none), and the first
+offset of its transaction still open (a transactional data batch opens one, a COMMIT or ABORT
+marker closes it).  A producer idle ``producer.id.expiration.ms`` (1 day) without an open
+transaction is expired (``isProducerExpired``).  The state starts from the snapshot named for
+the first segment's base offset where the log was cut below it (what the broker keeps of
+producers whose batches were deleted), then every batch header from there, read as column
+chunks: numpy per chunk, Python per producer and chunk, and per marker (rare).
+
+A transaction is hanging (``FindHangingTransactionsCommand``, tools/.../TransactionsCommand.java)
+when it has been open longer than the largest transaction timeout (15 minutes by default) and the
+transaction coordinator does not expect to finish it: no transactional id has its producer id, or
+that id's state is not ``Ongoing``/``PrepareCommit``/``PrepareAbort`` with this partition.
+
+Pure apart from the partition's own reads; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from segstore import files
+
+from . import batch as codec
+from . import snapshot
+from .partition import Partition
+
+#: ``producer.id.expiration.ms`` (Kafka's default, 1 day).
+PRODUCER_ID_EXPIRATION_MS = 24 * 3600 * 1000
+#: ``kafka-transactions find-hanging --max-transaction-timeout`` (minutes, the tool's default).
+DEFAULT_MAX_TRANSACTION_TIMEOUT_MIN = 15
+#: Transaction states in which the coordinator still writes the partitions' markers (or aborts on timeout).
+COORDINATOR_FINISHES = frozenset({"Ongoing", "PrepareCommit", "PrepareAbort"})
+NO_SEQUENCE = -1
+
+
+@dataclass(slots=True)
+class ProducerState:
+    """One producer of a partition (``DescribeProducersResponse``'s ``ProducerState``)."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    #: the coordinator epoch of its last marker, -1 for none
+    coordinator_epoch: int
+    #: the first offset of its transaction still open, None for none
+    txn_start_offset: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"producer_id": self.producer_id, "producer_epoch": self.producer_epoch,
+                "coordinator_epoch": self.coordinator_epoch, "last_sequence": self.last_sequence,
+                "last_timestamp": self.last_timestamp,
+                "current_transaction_start_offset": self.txn_start_offset}
+
+
+def _seed(part: Partition) -> tuple[dict[int, ProducerState], int]:
+    """The snapshot's producers where the log was cut below its first segment, and that segment's base."""
+    first = next(iter(part.segments), None)
+    base = first.base if first is not None else 0
+    path = os.path.join(part.path, f"{base:020d}{snapshot.SUFFIX}")
+    if base == 0 or not files.is_file(path):
+        return {}, base
+    entries = snapshot.read_snapshot(files.read_bytes(path), path=path)
+    return {int(e["producer_id"]): ProducerState(
+        int(e["producer_id"]), int(e["producer_epoch"]), int(e["last_sequence"]), int(e["timestamp"]),
+        int(e["coordinator_epoch"]),
+        None if int(e["current_txn_first_offset"]) < 0 else int(e["current_txn_first_offset"]))
+        for e in entries}, base
+
+
+def _marker_epoch(seg: Any, row: np.void) -> int:
+    """The coordinator epoch of the control batch ``row`` of segment ``seg`` (-1: not a marker)."""
+    pos, size = int(row["position"]), int(row["size"])
+    for batch in codec.iter_batches(seg.log.view()[pos:pos + size], path=seg.path, base_pos=pos):
+        for record in batch.records():
+            try:
+                _, epoch = codec.parse_control_record(record.key, record.value)
+            except ValueError:
+                return -1
+            return -1 if epoch is None else epoch
+    return -1
+
+
+def _summaries(batches: np.ndarray) -> Iterable[tuple[int, np.ndarray]]:
+    """Per producer id of a chunk's producer batches (log order), the positions of its rows."""
+    if not len(batches):
+        return
+    order = np.argsort(batches["producer_id"], kind="stable")
+    pids = batches["producer_id"][order]
+    starts = np.flatnonzero(np.r_[True, pids[1:] != pids[:-1]])
+    for at, end in zip(starts.tolist(), [*starts[1:].tolist(), len(order)], strict=True):
+        yield int(pids[at]), order[at:end]
+
+
+def describe_producers(part: Partition, now_ms: int) -> list[ProducerState]:
+    """The partition's active producers by producer id.  ``O(batches)`` in numpy, plus Python per
+    producer and chunk and per marker."""
+    states, start = _seed(part)
+    for seg in part.segments:
+        if seg.base < start:
+            continue
+        for chunk in seg.column_chunks(0):
+            batches = chunk.batches
+            last = batches["base_offset"] + batches["last_offset_delta"]
+            batches = batches[(batches["producer_id"] >= 0) & (batches["magic"] >= codec.MAGIC_V2)
+                              & (last >= part.log_start_offset)]
+            for pid, rows in _summaries(batches):
+                _merge(states, pid, seg, batches[rows])
+    return [s for _, s in sorted(states.items())
+            if s.txn_start_offset is not None or now_ms - s.last_timestamp < PRODUCER_ID_EXPIRATION_MS]
+
+
+def _merge(states: dict[int, ProducerState], pid: int, seg: Any, rows: np.ndarray) -> None:
+    """One producer's batches of a chunk (log order) applied to its state, as the broker replays them."""
+    control = (rows["attributes"] & codec.CONTROL_FLAG) != 0
+    txn = (rows["attributes"] & codec.TRANSACTIONAL_FLAG) != 0
+    epochs = rows["producer_epoch"].astype(np.int64)
+    state = states.get(pid)
+    top = int(epochs.max())
+    if state is None:
+        state = states[pid] = ProducerState(pid, top, NO_SEQUENCE, -1, -1, None)
+    elif top > state.producer_epoch:
+        state.last_sequence = NO_SEQUENCE       # a new epoch forgets the old one's batches
+    state.producer_epoch = max(top, state.producer_epoch)
+    data = np.flatnonzero(~control & (epochs == state.producer_epoch))
+    if len(data):
+        row = rows[data[-1]]
+        first = int(row["base_sequence"])
+        state.last_sequence = (codec.increment_sequence(first, int(row["last_offset_delta"])) if first >= 0
+                               else NO_SEQUENCE)
+    state.last_timestamp = int(rows["max_timestamp"][-1])
+    markers = np.flatnonzero(control)
+    if len(markers):
+        state.coordinator_epoch = _marker_epoch(seg, rows[markers[-1]])
+        opened = np.flatnonzero(txn & ~control & (np.arange(len(rows)) > markers[-1]))
+        state.txn_start_offset = int(rows["base_offset"][opened[0]]) if len(opened) else None
+    elif state.txn_start_offset is None:
+        opened = np.flatnonzero(txn & ~control)
+        if len(opened):
+            state.txn_start_offset = int(rows["base_offset"][opened[0]])
+
+
+def hanging(open_txns: Mapping[tuple[str, int], list[ProducerState]],
+            coordinator: Iterable[Mapping[str, Any]], now_ms: int, max_timeout_ms: int
+            ) -> list[tuple[str, int, ProducerState, str | None]]:
+    """The hanging ones of the open transactions ``open_txns`` (per partition, its producers), given the
+    transaction coordinator's states (:func:`.txnstate.transaction_states`): ``(topic, partition,
+    producer, transactional id or None)`` in partition and producer order."""
+    by_producer = {int(state["producer_id"]): state for state in coordinator if "producer_id" in state}
+    found = []
+    for (topic, partition), producers in sorted(open_txns.items()):
+        for producer in producers:
+            if producer.txn_start_offset is None or now_ms - producer.last_timestamp <= max_timeout_ms:
+                continue
+            known = by_producer.get(producer.producer_id)
+            if known is not None and known["state"] in COORDINATOR_FINISHES \
+                    and f"{topic}-{partition}" in known["partitions"]:
+                continue
+            found.append((topic, partition, producer, None if known is None else known["transactional_id"]))
+    return found

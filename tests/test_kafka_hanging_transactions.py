@@ -1,0 +1,181 @@
+"""A partition's producers and hanging transactions offline: ``segstore transactions --producers``,
+``--find-hanging``, ``--abort`` (``KafkaStore.producers``, ``hanging_transactions``, ``abort_transaction``),
+as ``kafka-transactions describe-producers``, ``find-hanging`` and ``abort`` ask the brokers.
+
+Expected values are derived by hand from apache/kafka 3.8.0:
+- storage/.../log/ProducerStateManager.java, ``ProducerAppendInfo``: per producer the epoch (a new one
+  forgets the old one's sequences), the last sequence of its last data batch, its last batch's max
+  timestamp, its last marker's coordinator epoch, the first offset of its transaction still open; an
+  idle producer without an open transaction expires after ``producer.id.expiration.ms`` (1 day);
+- tools/.../TransactionsCommand.java ``FindHangingTransactionsCommand``: open longer than the max
+  transaction timeout (15 minutes) and not ``Ongoing``/``PrepareCommit``/``PrepareAbort`` with the
+  partition in the coordinator's state of the producer's transactional id (or no such id);
+  ``AbortTransactionCommand``: the producer whose open transaction starts at ``--start-offset``, its
+  coordinator epoch or 0, through ``WriteTxnMarkers`` (an ABORT marker, the ``.txnindex`` entry).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import cli_run as run
+from kafka_messages import transaction
+from segstore_kafka import batch as codec
+from segstore_kafka import snapshot
+
+import segstore
+from segstore.records import Message
+
+T0 = 1_700_000_000_000
+MINUTE = 60_000
+DAY = 24 * 60 * MINUTE
+TXN_TOPIC = "__transaction_state"
+
+
+def build(path: Path, *, coordinator: list[tuple[bytes, bytes | None]] | None = None) -> Path:
+    """t-0: a plain record (0); producer 7's committed transaction (1, marker 2, coordinator epoch 3);
+    producer 9's transaction left open (3, epoch 2); producer 11 idempotent (4-6 in two batches,
+    sequences 0-2); producer 12 at epoch 0 (7) then epoch 1 (8); producer 13 idle for days (9)."""
+    with segstore.open(path, format="kafka", mode="a") as store:
+        store.append_batch([Message("t", b"plain", timestamp=T0)])
+        part = store.partition_of("t", 0)
+        with store.transaction(7, 0, coordinator_epoch=3) as txn:
+            txn.append_batch([Message("t", b"c", timestamp=T0 + 1)])
+            txn.commit(timestamp=T0 + 2)
+        store.transaction(9, 2).append_batch([Message("t", b"open", timestamp=T0 + 3)])
+        part.append_records([(None, b"i", T0 + 4)] * 2, producer_id=11, producer_epoch=0, base_sequence=0)
+        part.append_records([(None, b"i", T0 + 5)], producer_id=11, producer_epoch=0, base_sequence=2)
+        part.append_records([(None, b"e", T0 + 6)], producer_id=12, producer_epoch=0, base_sequence=0)
+        part.append_records([(None, b"e", T0 + 7)], producer_id=12, producer_epoch=1, base_sequence=0)
+        part.append_records([(None, b"old", T0 - 3 * DAY)], producer_id=13, producer_epoch=0, base_sequence=5)
+        if coordinator:
+            store.append_batch([Message(TXN_TOPIC, v, key=k, timestamp=T0) for k, v in coordinator])
+    return path
+
+
+def test_producers_are_the_brokers_producer_state(tmp_path):
+    logs = build(tmp_path / "logs")
+    with segstore.open(logs) as store:
+        found = store.producers(now_ms=T0 + MINUTE)
+    assert list(found) == [("t", 0)]
+    fields = ("producer_id", "producer_epoch", "coordinator_epoch", "last_sequence", "last_timestamp",
+              "current_transaction_start_offset")
+    assert [tuple(p[f] for f in fields) for p in found["t", 0]] == [
+        (7, 0, 3, 0, T0 + 2, None),       # the marker's timestamp is the producer's last
+        (9, 2, -1, 0, T0 + 3, 3),
+        (11, 0, -1, 2, T0 + 5, None),
+        (12, 1, -1, 0, T0 + 7, None),     # epoch 1's own sequence
+    ]                                     # 13: idle past producer.id.expiration.ms
+    with segstore.open(logs) as store:
+        assert [p["producer_id"] for p in store.producers("t", 0, now_ms=T0 - 3 * DAY + MINUTE)["t", 0]] == [
+            7, 9, 11, 12, 13]
+
+
+def test_a_log_cut_below_its_first_segment_starts_from_the_snapshot(tmp_path):
+    """Retention deleted producer 21's batches; the broker's snapshot named for the first segment kept it."""
+    logs = tmp_path / "logs"
+    with segstore.open(logs, format="kafka", mode="a", **{"segment.bytes": 200}) as store:
+        for i in range(6):
+            store.append_batch([Message("t", b"x" * 60, timestamp=T0 + i)])
+        first = [seg.base for seg in store.partition_of("t", 0).segments][-1]
+    part_dir = logs / "t-0"
+    for name in list(part_dir.iterdir()):
+        if name.suffix in (".log", ".index", ".timeindex") and int(name.stem) < first:
+            name.unlink()
+    (part_dir / "log-start-offset-checkpoint").unlink(missing_ok=True)
+    entries = np.zeros(1, snapshot.ENTRY)
+    entries[0] = (21, 4, 17, first - 1, 0, T0, 6, first - 1)
+    (part_dir / f"{first:020d}.snapshot").write_bytes(snapshot.write_snapshot(entries))
+    with segstore.open(logs) as store:
+        (producer,) = store.producers(now_ms=T0)["t", 0]
+    assert producer == {"producer_id": 21, "producer_epoch": 4, "coordinator_epoch": 6, "last_sequence": 17,
+                        "last_timestamp": T0, "current_transaction_start_offset": first - 1}
+
+
+@pytest.mark.parametrize("state, partitions, hangs", [
+    (None, None, True),                          # no transactional id has producer 9
+    ("Ongoing", {"t": [0]}, False),              # its coordinator still finishes it
+    ("PrepareAbort", {"t": [0]}, False),
+    ("Ongoing", {"t": [1]}, True),               # the coordinator does not know this partition
+    ("CompleteCommit", {"t": [0]}, True),        # finished without this partition's marker
+])
+def test_hanging_is_judged_against_the_coordinators_state(tmp_path, state, partitions, hangs):
+    coordinator = ([transaction("app", producer_id=9, epoch=2, state=state, partitions=partitions)] if state
+                   else None)
+    logs = build(tmp_path / "logs", coordinator=coordinator)
+    with segstore.open(logs) as store:
+        rows, notes = store.hanging_transactions(now_ms=T0 + 16 * MINUTE)
+        assert store.hanging_transactions(now_ms=T0 + 14 * MINUTE)[0] == []      # not open long enough
+        shorter = store.hanging_transactions(now_ms=T0 + 3 * MINUTE, max_timeout_ms=MINUTE)[0]
+        assert [(r["producer_id"], r["duration_min"]) for r in shorter] == [(r["producer_id"], 2)
+                                                                             for r in rows]
+    if not hangs:
+        assert rows == []
+        return
+    (row,) = rows       # open 16 minutes less 3 ms: 15, floored as TimeUnit.toMinutes
+    assert (row["topic"], row["partition"], row["producer_id"], row["current_transaction_start_offset"],
+            row["duration_min"], row["transactional_id"]) == ("t", 0, 9, 3, 15, "app" if state else None)
+    assert notes and "__transaction_state partitions here" in notes[0]
+
+
+def test_find_hanging_then_abort_from_the_command_line(tmp_path):
+    logs = build(tmp_path / "logs")
+    now = str(T0 + DAY // 2)
+    code, out, err = run("transactions", logs, "--find-hanging", "--now-ms", now)
+    assert code == 0 and "no __transaction_state partitions here" in err
+    assert [line.split() for line in out.splitlines()] == [
+        ["Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch", "StartOffset",
+         "LastTimestamp", "Duration(min)"],
+        ["t", "0", "9", "2", "-1", "3", str(T0 + 3), str((DAY // 2 - 3) // MINUTE)]]
+    end = _end(logs)
+    abort = ("transactions", logs, "--abort", "--topic", "t", "--partition", "0", "--now-ms", now)
+    code, out, err = run(*abort, "--start-offset", "4")
+    assert (code, out) == (1, "")
+    assert "expected a transaction open from offset 4 in t-0, found open ones from 3" in err
+    code, out, err = run(*abort, "--start-offset", "3", "--json")
+    assert code == 0 and "nothing written" in err and json.loads(out)[0]["producer_id"] == 9
+    assert _end(logs) == end
+    code, out, err = run(*abort, "--start-offset", "3", "--execute")
+    assert (code, err) == (0, "")
+    with segstore.open(logs) as store:
+        part = store.partition_of("t", 0)
+        marker = list(part.batches(end))
+        assert store.producers(now_ms=int(now))["t", 0][1]["current_transaction_start_offset"] is None
+        assert [r.value for r in store.read("t", 0, isolation="read_committed")] == [
+            b"plain", b"c", b"i", b"i", b"i", b"e", b"e", b"old"]
+        (aborted,) = [txn for seg in part.segments for txn in seg.txn_index.all()]
+        assert (aborted.producer_id, aborted.first_offset, aborted.last_offset) == (9, 3, end)
+    (batch,) = marker
+    assert (batch.base_offset, batch.producer_id, batch.producer_epoch, batch.max_timestamp) == (
+        end, 9, 2, int(now))
+    (record,) = batch.records()
+    assert codec.parse_control_record(record.key, record.value) == ("ABORT", 0)   # no marker yet: epoch 0
+    code, out, _ = run("transactions", logs, "--find-hanging", "--now-ms", now)
+    assert len(out.splitlines()) == 1
+
+
+def _end(path: Path) -> int:
+    with segstore.open(path) as store:
+        return store.offset_range("t", 0)[1]
+
+
+def test_usage_errors(tmp_path):
+    logs = build(tmp_path / "logs")
+    for argv, words in ((["--abort", "--topic", "t"], "--abort needs --topic T --partition P"),
+                        (["--producers", "--start-offset", "3"], "--start-offset and --execute go with"),
+                        (["--producers", "--max-transaction-timeout", "3"], "goes with --find-hanging"),
+                        (["--find-hanging", "--max-transaction-timeout", "-1"], "expected minutes >= 0"),
+                        (["--topic", "t"], "--topic goes with --producers, --find-hanging or --abort"),
+                        (["--producers", "--find-hanging"], "not allowed with")):
+        code, out, err = run("transactions", logs, *argv)
+        assert code == 2 and out == "" and words in err, argv
+    code, out, err = run("transactions", logs, "--producers", "--topic", "nope")
+    assert (code, out) == (1, "") and "expected topic 'nope' here, found none" in err
+    rmq = tmp_path / "rmq"
+    with segstore.open(rmq, format="rocketmq", mode="a") as store:
+        store.append_batch([{"topic": "T", "body": b"x"}])
+    code, out, err = run("transactions", rmq, "--producers")
+    assert code == 2 and "rocketmq stores keep no producer state" in err
