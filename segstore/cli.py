@@ -1000,14 +1000,14 @@ def _reset_offsets(args: argparse.Namespace, out: TextIO) -> int:
             where = f" on topic {args.topic!r}" if args.topic is not None else ""
             raise NotFoundError(f"expected consumer group {args.group!r}{where}, found "
                                 f"{_listing('group', groups)}", args.path)
-        current = {(row.topic, row.partition): row.committed_offset for row in rows}
+        current = {(row.topic, row.partition): row for row in rows}
         if args.shift_by is not None:   # a queue the group never committed has nothing to shift
-            current = {queue: at for queue, at in current.items() if at is not None and at >= 0}
+            current = {queue: row for queue, row in current.items()
+                       if row.committed_offset is not None and row.committed_offset >= 0}
             if not current:
                 raise NotFoundError(f"expected a committed offset of group {args.group!r} to shift, "
                                     "found none", args.path)
-        plan = {queue: _reset_target(args, store, *queue, committed)
-                for queue, committed in sorted(current.items())}
+        plan = {queue: _reset_target(args, store, row) for queue, row in sorted(current.items())}
         notes = store.commit_offsets(args.group, plan, now_ms=args.now_ms, **options) if args.execute else []
     if args.json:
         _json_line([{"group": args.group, "topic": t, "partition": q, "new_offset": o}
@@ -1030,16 +1030,20 @@ def _reset_offsets(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
-def _reset_target(args: argparse.Namespace, store: Store, topic: str, queue: int,
-                  committed: int | None) -> int:
-    """One partition's (queue's) new offset for ``--reset-offsets``, clamped to its range.
+def _reset_target(args: argparse.Namespace, store: Store, row: Any) -> int:
+    """The new offset of the partition (queue) of a ``consumers`` row for ``--reset-offsets``, clamped to
+    its range: from its start to the end the row shows (Kafka: the high watermark, the tool's ``latest``
+    offset; RocketMQ: the queue's max offset).
 
     :raises NotFoundError: the partition is not in this store (a Kafka log directory holds its broker's).
     """
+    topic, queue = row.topic, row.partition
     if topic not in store.topics() or queue not in store.partitions(topic):
         raise NotFoundError(f"expected {topic}-{queue} here to plan the new offset of group {args.group!r}, "
                             "found none (another broker's partition: --topic T resets one topic)", args.path)
     start, end = store.offset_range(topic, queue)
+    if row.log_end_offset is not None:
+        end = max(start, min(end, row.log_end_offset))
     if args.to_earliest:
         return start
     if args.to_latest:
@@ -1047,7 +1051,7 @@ def _reset_target(args: argparse.Namespace, store: Store, topic: str, queue: int
     if args.to_datetime is not None:
         found = store.offset_for_time(topic, queue, args.to_datetime)
         return end if found is None else max(found, start)
-    wanted = args.to_offset if args.to_offset is not None else (committed or 0) + args.shift_by
+    wanted = args.to_offset if args.to_offset is not None else row.committed_offset + args.shift_by
     return min(max(wanted, start), end)
 
 

@@ -235,3 +235,15 @@ def test_a_partition_another_broker_holds_is_named(tmp_path):
     code, out, err = run("consumers", logs, "--group", "payment-group", "--reset-offsets", "--shift-by", "1",
                          "--topic", "payment-create-request")
     assert (code, out) == (1, "") and "expected payment-create-request-0 here" in err
+
+
+def test_latest_is_the_high_watermark(tmp_path):
+    """``--to-latest`` is the tool's ``latest`` offset (ListOffsets, read_uncommitted): the high watermark,
+    below the log end where the broker stopped before its followers caught up."""
+    logs = _log_dir(tmp_path / "logs", members=False)
+    checkpoint = logs / "replication-offset-checkpoint"
+    checkpoint.write_text(checkpoint.read_text().replace("t 0 10\n", "t 0 6\n"))
+    code, out, _ = run("consumers", logs, "--group", "g", "--reset-offsets", "--to-latest", "--json")
+    assert code == 0 and [r["new_offset"] for r in json.loads(out)] == [6, 4]
+    code, out, _ = run("consumers", logs, "--group", "g", "--reset-offsets", "--to-offset", "9", "--json")
+    assert [r["new_offset"] for r in json.loads(out)] == [6, 4]
