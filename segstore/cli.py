@@ -435,12 +435,14 @@ def _follow(args: argparse.Namespace, out: TextIO) -> int:
     store afresh (new topics, rolled or deleted files) and reads each queue up to the end it has then
     (RocketMQ: its consume queue's, so only messages the broker dispatched; Kafka: its last whole
     batch's), so no message is printed twice or left out.  A RocketMQ message no consume queue
-    points at (a prepared transaction) is not followed."""
+    points at (a prepared transaction) is not followed.  ``--isolation read_committed`` reads a
+    Kafka partition up to its last stable offset only (what a read_committed consumer is given:
+    the records of a transaction still open wait for its marker; aborted ones never come)."""
     for flag, given in (("--end", args.end is not None), ("--index", args.index),
-                        ("--tag", args.tag is not None),
-                        ("--isolation read_committed", args.isolation == READ_COMMITTED)):
+                        ("--tag", args.tag is not None)):
         if given:
             raise UsageError(f"--follow and {flag} do not go together")
+    committed = args.isolation == READ_COMMITTED
     if not args.interval > 0:
         raise UsageError(f"--interval: expected a positive number of seconds, found {args.interval}")
     partition = _partition(args)
@@ -462,6 +464,9 @@ def _follow(args: argparse.Namespace, out: TextIO) -> int:
                         if partition is not None and queue != partition:
                             continue
                         low, high = store.offset_range(topic, queue)
+                        stable = getattr(store, "last_stable_offset", None)
+                        if committed and stable is not None:
+                            high = min(high, stable(topic, queue))
                         start = nexts.get((topic, queue))
                         if start is None:
                             start = (low if args.begin is None
@@ -472,7 +477,7 @@ def _follow(args: argparse.Namespace, out: TextIO) -> int:
                         nexts[topic, queue] = max(start, high)
                 if ranges:
                     dump = store.dump_json if args.json else store.dump_text
-                    _write_blocks(dump(offsets=ranges, **threads, **inflate), out)
+                    _write_blocks(dump(offsets=ranges, isolation=args.isolation, **threads, **inflate), out)
                     out.flush()
             time.sleep(args.interval)
     except KeyboardInterrupt:       # how a follow ends

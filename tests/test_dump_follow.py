@@ -5,8 +5,10 @@ and the flags it refuses.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import io
+import json
 import os
 import signal
 import subprocess
@@ -83,7 +85,6 @@ def test_follow_prints_each_message_once_as_it_is_stored(tmp_path, fmt):
     (["--end", "5"], "--follow and --end"),
     (["--index"], "--follow and --index"),
     (["--tag", "a"], "--follow and --tag"),
-    (["--isolation", "read_committed"], "--follow and --isolation read_committed"),
     (["--interval", "0"], "--interval: expected a positive number of seconds"),
 ])
 def test_follow_refuses_what_it_cannot_follow(tmp_path, argv, words):
@@ -93,3 +94,56 @@ def test_follow_refuses_what_it_cannot_follow(tmp_path, argv, words):
     with contextlib.redirect_stderr(err):
         code = cli.main(["dump", str(path), "--follow", *argv], io.StringIO())
     assert code == 2 and words in err.getvalue()
+
+
+def test_read_committed_follows_up_to_the_last_stable_offset(tmp_path):
+    """A Kafka follower at read_committed is given what a read_committed consumer is: nothing past a
+    transaction still open (the plain record after it waits too), its records once the COMMIT marker
+    comes, never those of an aborted one."""
+    path = tmp_path / "logs"
+    base = 1_700_000_000_000
+
+    def write(step) -> None:
+        with segstore.open(path, format="kafka", mode="a") as store:
+            step(store, store.partition_of("t", 0, create=True))
+
+    write(lambda store, part: store.append_batch([{"topic": "t", "value": b"plain-%d" % i, "timestamp": base}
+                                                  for i in range(2)]))
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'formats'}"}
+    proc = subprocess.Popen([sys.executable, "-m", "segstore.cli", "dump", str(path), "--json", "--follow",
+                             "--interval", "0.05", "--isolation", "read_committed"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    lines: list[bytes] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, b"")), daemon=True)
+    reader.start()
+    try:
+        wait_for(lines, 2, proc)
+        write(lambda store, part: (
+            part.append_records([(None, b"txn-%d" % i, base + 1) for i in range(3)], producer_id=5,
+                                producer_epoch=0, base_sequence=0, transactional=True),
+            store.append_batch([{"topic": "t", "value": b"after-open", "timestamp": base + 2}])))
+        time.sleep(0.5)                  # many looks: the open transaction holds everything after it back
+        assert len(lines) == 2
+        write(lambda store, part: part.append_control("COMMIT", producer_id=5, producer_epoch=0,
+                                                      coordinator_epoch=0, timestamp=base + 3))
+        wait_for(lines, 6, proc)
+        write(lambda store, part: (
+            part.append_records([(None, b"aborted", base + 4)], producer_id=6, producer_epoch=0,
+                                base_sequence=0, transactional=True),
+            part.append_control("ABORT", producer_id=6, producer_epoch=0, coordinator_epoch=0,
+                                timestamp=base + 5),
+            store.append_batch([{"topic": "t", "value": b"last", "timestamp": base + 6}])))
+        wait_for(lines, 7, proc)
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+        reader.join(timeout=60)
+    finally:
+        proc.kill()
+    err = proc.stderr.read()
+    assert proc.returncode == 0 and b"Traceback" not in err, err
+    values = [base64.b64decode(json.loads(line)["value"]) for line in lines]
+    assert values == [b"plain-0", b"plain-1", b"txn-0", b"txn-1", b"txn-2", b"after-open", b"last"]
+    with segstore.open(path) as store:
+        whole = b"".join(bytes(block) for block in store.dump_json(isolation="read_committed"))
+    assert lines == whole.splitlines(keepends=True)

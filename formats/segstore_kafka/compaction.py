@@ -200,7 +200,7 @@ def producer_state(part: Partition, now_ms: int) -> tuple[dict[int, LastRecord],
     """
     entries: dict[int, _ProducerEntry] = {}
     for seg in part.segments:
-        for chunk in seg.column_chunks(0):
+        for chunk in seg.header_chunks():
             batches = chunk.batches
             last = batches["base_offset"] + batches["last_offset_delta"]
             batches = batches[(batches["producer_id"] >= 0) & (batches["magic"] >= codec.MAGIC_V2)

@@ -111,7 +111,7 @@ def describe_producers(part: Partition, now_ms: int) -> list[ProducerState]:
     for seg in part.segments:
         if seg.base < start:
             continue
-        for chunk in seg.column_chunks(0):
+        for chunk in seg.header_chunks():
             batches = chunk.batches
             last = batches["base_offset"] + batches["last_offset_delta"]
             batches = batches[(batches["producer_id"] >= 0) & (batches["magic"] >= codec.MAGIC_V2)

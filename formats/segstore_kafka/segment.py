@@ -253,6 +253,16 @@ class LogSegment:
         return columnar.decode(self.log.view(), path=self.path, start=start, end=end, want=want,
                                capacity=capacity)
 
+    def header_chunks(self) -> Iterator[columnar.Chunk]:
+        """The batch headers of the log's whole batches, as column chunks (``want`` 0): a last batch
+        the log ends inside (a live writer's, not yet whole; or one a crash tore, which recovery
+        cuts) counts for none, as in :meth:`next_offset`.  Other damage raises as in
+        :meth:`column_chunks`."""
+        try:
+            yield from self.column_chunks(0)
+        except TruncatedDataError:
+            return
+
     def _remote_column_chunks(self, want: int, start: int, end: int | None,
                               capacity: columnar.Capacity | None) -> Iterator[columnar.Chunk]:
         """:meth:`column_chunks` of a remote log: by byte-range windows, never the whole file.

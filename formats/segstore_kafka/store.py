@@ -1003,6 +1003,13 @@ class KafkaStore(Store):
         part = self.partition_of(topic, partition)
         return part.log_start_offset, part.next_offset
 
+    def last_stable_offset(self, topic: str, partition: int) -> int:
+        """The partition's last stable offset (``UnifiedLog.lastStableOffset``): the first offset of a
+        transaction still open, capped by the high watermark; what a ``read_committed`` consumer reads
+        up to.  ``O(segments)`` once known, ``O(batch headers)`` the first time."""
+        self._check_open()
+        return _last_stable_offset(self.partition_of(topic, partition))
+
     def offset_for_time(self, topic: str, partition: int, timestamp: int) -> int | None:
         """:meth:`Store.offset_for_time` by the ``.timeindex`` (``ListOffsets``): the first offset whose
         record timestamp is at or after ``timestamp``; ``O(log n)`` index reads and one segment hop.
