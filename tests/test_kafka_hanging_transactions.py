@@ -179,3 +179,21 @@ def test_usage_errors(tmp_path):
         store.append_batch([{"topic": "T", "body": b"x"}])
     code, out, err = run("transactions", rmq, "--producers")
     assert code == 2 and "rocketmq stores keep no producer state" in err
+
+
+def test_a_batch_still_being_written_counts_for_none(tmp_path):
+    """A live log ends inside the batch its broker is writing (a crashed one inside a torn one): the
+    producer state and the last stable offset are those of the whole batches before it."""
+    logs = build(tmp_path / "logs")
+    with segstore.open(logs) as store:
+        before = store.producers(now_ms=T0 + MINUTE)
+        stable = store.last_stable_offset("t", 0)
+    with segstore.open(logs, mode="a") as store:
+        store.partition_of("t", 0).append_records([(None, b"y" * 300, T0 + 9)], producer_id=30,
+                                                  producer_epoch=0, base_sequence=0, transactional=True)
+    log = max((logs / "t-0").glob("*.log"))
+    log.write_bytes(log.read_bytes()[:-120])
+    with segstore.open(logs) as store:
+        assert store.producers(now_ms=T0 + MINUTE) == before
+        assert store.last_stable_offset("t", 0) == stable == 3     # producer 9's open transaction
+        assert store.hanging_transactions(now_ms=T0 + DAY // 2)[0][0]["producer_id"] == 9
