@@ -478,7 +478,7 @@ class Partition:
         wrong_txns = self.txn_index_problems()
         while first < len(segments):
             seg = segments[first]
-            problems, after = self._check_segment(seg, expected, closed=seg is not self.log.active)
+            problems, after, _ = self._check_segment(seg, expected, closed=seg is not self.log.active)
             if problems or seg.needs_recovery or seg.base in wrong_txns:
                 break
             expected = after
@@ -834,54 +834,37 @@ class Partition:
         """
         problems: list[tuple[str, int | None, str]] = list(self.index_problems) + orphaned_indexes(self.path)
         expected_offset: int | None = None
+        tracker: TransactionTracker | None = TransactionTracker()
         for seg in self.segments:
-            found, expected_offset = self._check_segment(seg, expected_offset,
-                                                         closed=seg is not self.log.active, decoded=decoded)
+            found, expected_offset, txns = self._check_segment(
+                seg, expected_offset, closed=seg is not self.log.active, decoded=decoded)
             problems += found
             if seg.needs_recovery and seg is not self.log.active:
                 problems.append((seg.path, None, "expected trimmed index files, found an index missing "
                                  "or left untrimmed by a crash (run recover)"))
+            # the aborts a segment completes depend on every transactional batch before it
+            tracker = tracker if txns is not None else None
+            if tracker is not None and txns is not None:
+                problems += [(path, pos, f"{message} (run recover)")
+                             for path, pos, message in _txn_index_problems(seg, txns, tracker)]
             progress.advance(seg.size)
-        for found in self.txn_index_problems().values():
-            problems += [(path, pos, f"{message} (run recover)") for path, pos, message in found]
         return problems
 
     def txn_index_problems(self) -> dict[int, list[tuple[str, int | None, str]]]:
-        """Per segment base, the aborted transactions its ABORT markers complete (as ``LogSegment.recover``
-        finds them, Kafka 3.8) that its ``.txnindex`` has no entry for: ``read_committed`` readers
-        would return their records.  An entry matches by producer id and marker offset and may start
-        earlier (the cleaner removes aborted batches but keeps the entry, and entries the log no longer
-        needs); the last stable offset is not compared (cleaning changes what was open).  The walk
-        stops at a segment whose batch headers do not read (other checks name that).  ``O(batch
-        headers)`` in C, Python per transactional batch."""
+        """Per segment base, its ``.txnindex`` problems (:func:`_txn_index_problems`), for ``recover``: a
+        walk of every segment's batch headers (in C), stopping at one whose headers do not read (the
+        other checks name that).  ``O(batch headers)``, Python per transactional batch."""
         tracker = TransactionTracker()
         found: dict[int, list[tuple[str, int | None, str]]] = {}
         for seg in self.segments:
-            expected: list[AbortedTxn] = []
             try:
-                for chunk in seg.header_chunks():
-                    rows = chunk.batches
-                    txn = rows[(rows["magic"] >= codec.MAGIC_V2) & (rows["producer_id"] >= 0)
-                               & (rows["attributes"] & codec.TRANSACTIONAL_FLAG != 0)]
-                    for position in txn["position"].tolist():
-                        aborted = tracker.observe(codec.read_batch_header(seg.log.view(), position,
-                                                                          path=seg.path))
-                        if aborted is not None:
-                            expected.append(aborted)
+                txns = [chunk.batches["position"][
+                    (chunk.batches["magic"] >= codec.MAGIC_V2) & (chunk.batches["producer_id"] >= 0)
+                    & (chunk.batches["attributes"] & codec.TRANSACTIONAL_FLAG != 0)]
+                    for chunk in seg.header_chunks()]
             except CorruptDataError:
                 break
-            if not expected:
-                continue
-            firsts = {(e.producer_id, e.last_offset): e.first_offset for e in seg.txn_index.all()}
-            problems: list[tuple[str, int | None, str]] = []
-            for txn in expected:
-                first = firsts.get((txn.producer_id, txn.last_offset))
-                if first is None or first > txn.first_offset:
-                    have = "none" if first is None else f"one from {first}"
-                    problems.append((seg.txn_index.path, None,
-                                     f"expected a .txnindex entry of producer {txn.producer_id}'s abort at "
-                                     f"offset {txn.last_offset} (its transaction from offset "
-                                     f"{txn.first_offset}), found {have}"))
+            problems = _txn_index_problems(seg, np.concatenate(txns or [np.zeros(0, np.int64)]), tracker)
             if problems:
                 found[seg.base] = problems
         return found
@@ -889,14 +872,16 @@ class Partition:
     @staticmethod
     def _check_segment(seg: LogSegment, expected_offset: int | None, *, closed: bool,
                        decoded: ChunkSource | None = None
-                       ) -> tuple[list[tuple[str, int | None, str]], int | None]:
-        """The problems of one segment's log and indexes, and the offset the next batch must reach.
+                       ) -> tuple[list[tuple[str, int | None, str]], int | None, np.ndarray | None]:
+        """The problems of one segment's log and indexes, the offset the next batch must reach, and the
+        positions of its transactional batches (None: the walk did not reach the log's end).
 
         A closed segment's time index ends at the segment's largest timestamp
         (``LogSegment.onBecomeInactiveSegment`` appends it): Kafka takes the last entry for it
         when it reopens the segment (``readMaxTimestampAndOffsetSoFar``), so an empty or short
         one makes time retention delete the segment early and timestamp lookups pass it by."""
-        problems, starts, lasts, walked, expected_offset, largest = seg.check_log(expected_offset, decoded)
+        problems, starts, lasts, walked, expected_offset, largest, txns = seg.check_log(expected_offset,
+                                                                                         decoded)
         entries = seg.offset_index
         whole = walked >= seg.log.size      # the walk reached the end: entries past it point at nothing
         columns = entries.columns()
@@ -916,7 +901,7 @@ class Partition:
                 problems.append((index.path, len(index) * index.entry_size,
                                  "expected the time index of a closed segment to end at its largest "
                                  f"timestamp {largest}, found {'no entry' if last is None else last}"))
-        return problems, expected_offset
+        return problems, expected_offset, txns if whole else None
 
     # -- lifecycle ----------------------------------------------------------------
     def flush(self) -> None:
@@ -951,3 +936,30 @@ class Partition:
     def __repr__(self) -> str:
         return f"Partition({self.path!r}, segments={len(self.log.segments)}, next_offset={self.next_offset})"
 
+
+def _txn_index_problems(seg: LogSegment, positions: np.ndarray, tracker: TransactionTracker
+                        ) -> list[tuple[str, int | None, str]]:
+    """The aborted transactions the transactional batches of ``seg`` at ``positions`` complete (as
+    ``LogSegment.recover`` finds them, Kafka 3.8; ``tracker`` carries the open ones from segment to
+    segment) that its ``.txnindex`` has no entry for: ``read_committed`` readers would return their
+    records.  An entry matches by producer id and marker offset and may start earlier (the cleaner
+    removes aborted batches and keeps their entry); the last stable offset is not compared (cleaning
+    changes what was open).  Python per transactional batch."""
+    expected = []
+    for position in positions.tolist():
+        aborted = tracker.observe(codec.read_batch_header(seg.log.view(), position, path=seg.path))
+        if aborted is not None:
+            expected.append(aborted)
+    if not expected:
+        return []
+    firsts = {(e.producer_id, e.last_offset): e.first_offset for e in seg.txn_index.all()}
+    problems: list[tuple[str, int | None, str]] = []
+    for txn in expected:
+        first = firsts.get((txn.producer_id, txn.last_offset))
+        if first is None or first > txn.first_offset:
+            have = "none" if first is None else f"one from {first}"
+            problems.append((seg.txn_index.path, None,
+                             f"expected a .txnindex entry of producer {txn.producer_id}'s abort at offset "
+                             f"{txn.last_offset} (its transaction from offset {txn.first_offset}), "
+                             f"found {have}"))
+    return problems

@@ -308,10 +308,12 @@ class LogSegment:
         return pos
 
     def check_log(self, expected_offset: int | None, decoded: ChunkSource | None = None
-                  ) -> tuple[list[tuple[str, int | None, str]], np.ndarray, np.ndarray, int, int | None, int]:
+                  ) -> tuple[list[tuple[str, int | None, str]], np.ndarray, np.ndarray, int, int | None, int,
+                             np.ndarray]:
         """The log's problems for ``verify``: ``(problems, batch positions, their last offsets, bytes
         walked, the offset the next segment must reach, the largest max timestamp of its v2 batches
-        (-1: none))``; the positions (int64) rise strictly (the walk only goes forward).
+        (-1: none), the positions of its transactional v2 batches)``; the positions (int64) rise
+        strictly (the walk only goes forward).
 
         Every batch's CRC is checked and its records decoded (the columnar decoder,
         C where built, no column copied); a control batch's marker is parsed.  After
@@ -326,6 +328,7 @@ class LogSegment:
         problems: list[tuple[str, int | None, str]] = []
         starts: list[np.ndarray] = []
         ends: list[np.ndarray] = []
+        transactional: list[np.ndarray] = []
         largest = NO_TIMESTAMP
         view = self.log.view()
         end = len(view)
@@ -342,6 +345,8 @@ class LogSegment:
                     starts.append(positions)
                     ends.append(lasts)
                     v2 = batches["magic"] >= codec.MAGIC_V2
+                    transactional.append(positions[v2 & (batches["producer_id"] >= 0)
+                                                   & (batches["attributes"] & codec.TRANSACTIONAL_FLAG != 0)])
                     # v2 batches: Kafka 0.11 and later, which always wrote a time index
                     stamped = batches["max_timestamp"][v2]
                     if len(stamped):
@@ -378,7 +383,7 @@ class LogSegment:
                 pos += header.size
         empty = [np.zeros(0, np.int64)]
         return (problems, np.concatenate(starts or empty), np.concatenate(ends or empty), pos,
-                expected_offset, largest)
+                expected_offset, largest, np.concatenate(transactional or empty))
 
     def _offset_problem(self, pos: int, expected: int, found: int) -> tuple[str, int, str]:
         return (self.path, pos, f"expected offsets from {expected}, found a batch at {found}")
