@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -46,23 +47,19 @@ def wait_for(lines: list[bytes], count: int, proc: subprocess.Popen, deadline: f
         time.sleep(0.02)
 
 
-@pytest.mark.parametrize("fmt", ["rocketmq", "kafka"])
-def test_follow_prints_each_message_once_as_it_is_stored(tmp_path, fmt):
-    path = tmp_path / "store"
-    append(path, fmt, 0, 4)
+@contextlib.contextmanager
+def follower(path: Path, *argv: str) -> Iterator[tuple[subprocess.Popen, list[bytes]]]:
+    """A ``dump --json --follow`` process on ``path`` and the lines it printed so far; on leaving, a few
+    more looks, then Ctrl-C, which must end it with exit 0 and no traceback."""
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'formats'}"}
     proc = subprocess.Popen([sys.executable, "-m", "segstore.cli", "dump", str(path), "--json", "--follow",
-                             "--interval", "0.05"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+                             "--interval", "0.05", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=env)
     lines: list[bytes] = []
     reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, b"")), daemon=True)
     reader.start()
     try:
-        wait_for(lines, 4, proc)
-        total = 4
-        for round_ in range(1, 4):       # each round after the last was followed: several looks
-            append(path, fmt, round_, 6)
-            total += 6
-            wait_for(lines, total, proc)
+        yield proc, lines
         time.sleep(0.2)                  # a few more looks find nothing new
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=60)
@@ -70,8 +67,20 @@ def test_follow_prints_each_message_once_as_it_is_stored(tmp_path, fmt):
     finally:
         proc.kill()
     err = proc.stderr.read()
-    assert proc.returncode == 0, err
-    assert b"Traceback" not in err
+    assert proc.returncode == 0 and b"Traceback" not in err, err
+
+
+@pytest.mark.parametrize("fmt", ["rocketmq", "kafka"])
+def test_follow_prints_each_message_once_as_it_is_stored(tmp_path, fmt):
+    path = tmp_path / "store"
+    append(path, fmt, 0, 4)
+    with follower(path) as (proc, lines):
+        wait_for(lines, 4, proc)
+        total = 4
+        for round_ in range(1, 4):       # each round after the last was followed: several looks
+            append(path, fmt, round_, 6)
+            total += 6
+            wait_for(lines, total, proc)
     with segstore.open(path) as store:
         whole = b"".join(bytes(block) for block in store.dump_json()).splitlines(keepends=True)
     assert len(lines) == len(whole) == 22
@@ -109,14 +118,7 @@ def test_read_committed_follows_up_to_the_last_stable_offset(tmp_path):
 
     write(lambda store, part: store.append_batch([{"topic": "t", "value": b"plain-%d" % i, "timestamp": base}
                                                   for i in range(2)]))
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'formats'}"}
-    proc = subprocess.Popen([sys.executable, "-m", "segstore.cli", "dump", str(path), "--json", "--follow",
-                             "--interval", "0.05", "--isolation", "read_committed"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    lines: list[bytes] = []
-    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, b"")), daemon=True)
-    reader.start()
-    try:
+    with follower(path, "--isolation", "read_committed") as (proc, lines):
         wait_for(lines, 2, proc)
         write(lambda store, part: (
             part.append_records([(None, b"txn-%d" % i, base + 1) for i in range(3)], producer_id=5,
@@ -134,14 +136,6 @@ def test_read_committed_follows_up_to_the_last_stable_offset(tmp_path):
                                 timestamp=base + 5),
             store.append_batch([{"topic": "t", "value": b"last", "timestamp": base + 6}])))
         wait_for(lines, 7, proc)
-        time.sleep(0.2)
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=60)
-        reader.join(timeout=60)
-    finally:
-        proc.kill()
-    err = proc.stderr.read()
-    assert proc.returncode == 0 and b"Traceback" not in err, err
     values = [base64.b64decode(json.loads(line)["value"]) for line in lines]
     assert values == [b"plain-0", b"plain-1", b"txn-0", b"txn-1", b"txn-2", b"after-open", b"last"]
     with segstore.open(path) as store:
