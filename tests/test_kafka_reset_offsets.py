@@ -247,3 +247,19 @@ def test_latest_is_the_high_watermark(tmp_path):
     assert code == 0 and [r["new_offset"] for r in json.loads(out)] == [6, 4]
     code, out, _ = run("consumers", logs, "--group", "g", "--reset-offsets", "--to-offset", "9", "--json")
     assert [r["new_offset"] for r in json.loads(out)] == [6, 4]
+
+
+def test_a_partition_that_does_not_read_whole_takes_no_commit(tmp_path):
+    """Which records to tombstone, and the log end, would be guesses past a damaged batch: exit 1, the batch
+    named, nothing written."""
+    logs = copy_writable(REAL, tmp_path / "logs")
+    log = logs / f"{OFFSETS}-{ORDER_PARTITION}" / "00000000000000000000.log"
+    data = bytearray(log.read_bytes())
+    data[783 + 17] ^= 0xFF              # the CRC of the batch at offset 1 (position 783)
+    log.write_bytes(bytes(data))
+    code, out, err = run("consumers", logs, "--group", "order-group", "--reset-offsets", "--to-earliest",
+                         "--topic", "payment-create-response", "--execute")
+    assert (code, out) == (1, "")
+    expected = f"{log}:800: expected {OFFSETS}-{ORDER_PARTITION} (group 'order-group''s partition) to read"
+    assert expected in err and "CRC-32C" in err
+    assert log.read_bytes() == bytes(data) and len(list(log.parent.glob("*.log"))) == 1

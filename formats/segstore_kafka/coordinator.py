@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from segstore.columns import KAFKA_SCHEMA, project
+from segstore.errors import SegstoreError
 
 from . import batch as codec
 
@@ -76,6 +77,8 @@ class CoordinatorLog:
         self.keyless = 0
         self.max_timestamp = -1
         self._control_batch = -1
+        #: the error that ended the load before the log's end (None: it read whole)
+        self.failed: SegstoreError | None = None
 
     def add(self, batch: pa.RecordBatch) -> None:
         """Load one column batch (:data:`COLUMNS`), the next in log order."""

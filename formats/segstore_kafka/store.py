@@ -1251,6 +1251,7 @@ class KafkaStore(Store):
                     log.add(batch)
             except SegstoreError as err:
                 notes.append(f"{t}-{p}: loaded up to a record it could not read ({err})")
+                log.failed = err
         return logs
 
     def consumer_groups(self, group: str | None = None, *, now_ms: int | None = None,
@@ -1322,8 +1323,8 @@ class KafkaStore(Store):
         topic_state = self.metadata.topic(name) if self.metadata is not None else None
         count = len(topic_state.partitions) if topic_state is not None and topic_state.partitions else None
         names = {t.topic_id: n for n, t in self.metadata.topics.items()} if self.metadata else {}
-        loaded = {p: groups.load_partition(log, p, Counter(), names)
-                  for p, log in self._coordinator_logs(name, groups.is_offset_commit, []).items()}
+        loaded_logs = self._coordinator_logs(name, groups.is_offset_commit, [])
+        loaded = {p: groups.load_partition(log, p, Counter(), names) for p, log in loaded_logs.items()}
         where = {p for p, found in loaded.items() if group in found}
         hashed = offsetcommit.coordinator_partition(group, count or groups.DEFAULT_OFFSETS_PARTITIONS)
         if count is not None and where and where != {hashed}:
@@ -1331,6 +1332,10 @@ class KafkaStore(Store):
             raise CorruptDataError(f"expected group {group!r}'s records in {name}-{hashed} (its id's hash "
                                    f"modulo {count} partitions), found them in {found}", self.path)
         number = min(where) if where else hashed
+        failed = loaded_logs[number].failed if number in loaded_logs else None
+        if failed is not None:      # what to tombstone, and where the log ends, would be guesses
+            raise CorruptDataError(f"expected {name}-{number} (group {group!r}'s partition) to read whole "
+                                   f"before a commit, found: {failed.message}", failed.path, failed.pos)
         if count is None and not where:
             notes.append(f"{name}-{number}: group {group!r}'s partition with Kafka's default of "
                          f"{groups.DEFAULT_OFFSETS_PARTITIONS} partitions (no KRaft metadata here says how "
