@@ -1020,18 +1020,54 @@ def _reset_offsets(args: argparse.Namespace, out: TextIO) -> int:
     else:
         _table(RESET_HEADER, [(args.group, t, str(q), str(o)) for (t, q), o in plan.items()],
                (*_CONSUMER_WIDTHS[:3], 0), out)
+    _after_group_change(args, rows, notes, "resets", "commit these offsets")
+    return EXIT_OK
+
+
+def _after_group_change(args: argparse.Namespace, rows: list[Any], notes: list[str], verb: str,
+                        what: str) -> None:
+    """What a reset or a deletion says on stderr: a group that still had members, the store's notes, and
+    that a plan without ``--execute`` wrote nothing."""
     states = sorted({row.state for row in rows} - {None, "Empty", "Dead"})
     if states:
         # kafka-consumer-groups refuses a group that is not inactive; offline, the state is the one the log
         # ends with, which a broker stopped under running consumers leaves behind
         sys.stderr.write(f"segstore consumers: group {args.group!r} was {'/'.join(states)}, with members, "
-                         "when its log ends (kafka-consumer-groups resets only an inactive group): its "
-                         "consumers must be stopped, or their next commits overwrite these offsets\n")
+                         f"when its log ends (kafka-consumer-groups {verb} only an inactive group): its "
+                         "consumers must be stopped, or their next commits overwrite this\n")
     for note in notes:
         sys.stderr.write(f"segstore consumers: {note}\n")
     if not args.execute:
         sys.stderr.write("segstore consumers: a plan only, nothing written: add --execute (with the broker "
-                         "stopped) to commit these offsets\n")
+                         f"stopped) to {what}\n")
+
+
+DELETE_HEADER = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET")
+
+
+def _delete_offsets(args: argparse.Namespace, out: TextIO) -> int:
+    """``consumers --delete``: the group's committed offsets (of ``--topic``, or all of them: the group
+    itself), printed; deleted with ``--execute`` through the store's ``delete_offsets``, as
+    ``kafka-consumer-groups --delete-offsets`` / ``--delete`` has the broker do."""
+    if args.group is None:
+        raise UsageError("--delete needs --group G (and --topic T to delete one topic's offsets)")
+    with _open(args, mode="a" if args.execute else "r") as store:
+        rows = [row for row in store.consumer_groups(args.group).rows
+                if row.topic is not None and row.partition is not None and row.committed_offset is not None
+                and (args.topic is None or row.topic == args.topic)]
+        if not rows:
+            groups = store.consumer_groups(None).groups()
+            where = f" with offsets of topic {args.topic!r}" if args.topic is not None else ""
+            raise NotFoundError(f"expected consumer group {args.group!r}{where}, found "
+                                f"{_listing('group', groups)}", args.path)
+        notes = store.delete_offsets(args.group, args.topic, now_ms=args.now_ms) if args.execute else []
+    if args.json:
+        _json_line([{"group": row.group, "topic": row.topic, "partition": row.partition,
+                     "committed_offset": row.committed_offset} for row in rows], out)
+    else:
+        _table(DELETE_HEADER, [(row.group, row.topic, str(row.partition), str(row.committed_offset))
+                               for row in rows], (*_CONSUMER_WIDTHS[:3], 0), out)
+    _after_group_change(args, rows, notes, "deletes", "delete these offsets")
     return EXIT_OK
 
 
@@ -1063,12 +1099,17 @@ def _reset_target(args: argparse.Namespace, store: Store, row: Any) -> int:
 def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
     from .consumers import COLUMNS as CONSUMER_COLUMNS  # pyarrow: not for the other commands
 
+    targets = (args.to_datetime is not None or args.to_earliest or args.to_latest
+               or args.to_offset is not None or args.shift_by is not None)
+    if args.delete and (args.reset_offsets or targets):
+        raise UsageError("--delete and --reset-offsets (or its targets) do not go together")
+    if args.delete:
+        return _delete_offsets(args, out)
     if args.reset_offsets:
         return _reset_offsets(args, out)
-    if args.execute or args.topic is not None or args.to_datetime is not None or args.to_earliest \
-            or args.to_latest or args.to_offset is not None or args.shift_by is not None:
+    if args.execute or args.topic is not None or targets:
         raise UsageError("--topic, --to-datetime, --to-earliest, --to-latest, --to-offset, --shift-by and "
-                         "--execute go with --reset-offsets")
+                         "--execute go with --reset-offsets or --delete")
 
     options = ({} if args.offsets_retention_minutes is None
                else {"offsets_retention_ms": args.offsets_retention_minutes * 60_000})
@@ -1468,8 +1509,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                    help="Kafka: the broker's offsets.retention.minutes (default 10080, 7 days)")
     _json_flag(p, "one JSON list of {group, topic, partition, committed_offset, log_end_offset, lag, "
                   "consumer_id, host, client_id, state, extras}")
-    reset = p.add_argument_group("resetting a group's offsets (broker stopped; as kafka-consumer-groups "
-                                 "--reset-offsets, mqadmin resetOffsetByTime)")
+    reset = p.add_argument_group("resetting or deleting a group's offsets (broker stopped; as "
+                                 "kafka-consumer-groups --reset-offsets / --delete-offsets / --delete, "
+                                 "mqadmin resetOffsetByTime / deleteSubGroup)")
     reset.add_argument("--reset-offsets", action="store_true",
                        help="plan new offsets for --group (every partition/queue of its topics, or of "
                             "--topic), each clamped to its range; written only with --execute")
@@ -1482,10 +1524,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     target.add_argument("--to-offset", type=int, metavar="N", help="offset N in each")
     target.add_argument("--shift-by", type=int, metavar="N",
                         help="each committed offset moved by N (negative: back)")
+    reset.add_argument("--delete", action="store_true",
+                       help="delete --group's committed offsets of --topic, or the whole group (as "
+                            "kafka-consumer-groups --delete-offsets / --delete); only with --execute")
     reset.add_argument("--execute", action="store_true",
-                       help="commit the plan: RocketMQ config/consumerOffset.json (the file before kept as "
-                            ".bak), Kafka one batch of offset commits in the group's __consumer_offsets "
-                            "partition")
+                       help="write the plan: RocketMQ config/consumerOffset.json (the file before kept as "
+                            ".bak), Kafka one batch of offset commits (or tombstones) in the group's "
+                            "__consumer_offsets partition")
     p.set_defaults(func=cmd_consumers)
 
     p = sub.add_parser("transactions", help="Kafka transactional ids from __transaction_state: producer id "

@@ -521,6 +521,17 @@ class Store(abc.ABC):
         raise UnsupportedOperationError(f"{self.format} stores do not keep consumer offsets segstore writes",
                                         self.path)
 
+    def delete_offsets(self, group: str, topic: str | None = None, *, now_ms: int | None = None,
+                       **options: Any) -> list[str]:
+        """Delete ``group``'s committed offsets of ``topic``, or the whole group (None), where the broker
+        keeps them (``kafka-consumer-groups --delete-offsets`` / ``--delete``; the broker must be
+        stopped).  Returns notes as :meth:`commit_offsets`.
+
+        :raises NotFoundError: the group holds no offset of ``topic`` (or none at all).
+        """
+        raise UnsupportedOperationError(f"{self.format} stores do not keep consumer offsets segstore writes",
+                                        self.path)
+
     def transaction_states(self, transactional_id: str | None = None) -> list[dict[str, Any]]:
         """The transaction coordinator's state per transactional id, where the format keeps one."""
         raise UnsupportedOperationError(f"{self.format} stores keep no transaction coordinator state",

@@ -89,3 +89,29 @@ def test_offsets_and_shifts_are_clamped_into_each_queue(tmp_path, target, expect
     assert code == 0 and len(out.splitlines()) == 1 + sum(o is not None for o in expected.values())
     assert {(t, q): o for (g, t, q), o in committed(path).items() if g == "g1"} == {
         ("T", q): o for q, o in expected.items()}
+
+
+def test_delete_removes_a_topics_entry_or_the_whole_group(tmp_path):
+    """``consumers --delete``: RocketMQ removes the group's ``topic@group`` entries of consumerOffset.json
+    (``ConsumerOffsetManager.removeOffset``, what ``mqadmin deleteSubGroup -r true`` does to offsets), in one
+    write with the file before kept as ``.bak``; only with ``--execute``."""
+    path = store_with_groups(tmp_path / "store")
+    with segstore.open(path, mode="a") as store:
+        store.commit_offsets("g1", {("U", 0): 1})
+    before = (path / "config" / "consumerOffset.json").read_bytes()
+    code, out, err = run("consumers", str(path), "--group", "g1", "--delete", "--topic", "T")
+    assert code == 0 and "nothing written" in err and out.split()[-4:] == ["g1", "T", "0", "2"]
+    assert (path / "config" / "consumerOffset.json").read_bytes() == before
+    code, out, err = run("consumers", str(path), "--group", "g1", "--delete", "--topic", "T", "--execute")
+    assert (code, err) == (0, "")
+    assert committed(path) == {("g1", "U", 0): 1, ("g2", "U", 0): 1}
+    assert (path / "config" / "consumerOffset.json.bak").read_bytes() == before
+    code, out, err = run("consumers", str(path), "--group", "g1", "--delete", "--execute")
+    assert code == 0 and committed(path) == {("g2", "U", 0): 1}
+    code, out, err = run("consumers", str(path), "--group", "g1", "--delete")
+    assert (code, out) == (1, "") and "expected consumer group 'g1', found groups g2" in err
+    for argv, words in ((["--delete"], "--delete needs --group G"),
+                        (["--group", "g2", "--delete", "--reset-offsets"], "do not go together"),
+                        (["--group", "g2", "--delete", "--to-latest"], "do not go together")):
+        code, out, err = run("consumers", str(path), *argv)
+        assert code == 2 and out == "" and words in err, argv

@@ -27,7 +27,12 @@ from segstore_kafka import batch as codec
 from segstore_kafka import offsetcommit
 
 import segstore
-from segstore.errors import InvalidMessageError, NotFoundError, OffsetOutOfRangeError
+from segstore.errors import (
+    InvalidMessageError,
+    NotFoundError,
+    OffsetOutOfRangeError,
+    UnsupportedOperationError,
+)
 from segstore.records import Message
 
 REAL = FIXTURES / "real" / "kraft-confluent-7.5.1"
@@ -263,3 +268,44 @@ def test_a_partition_that_does_not_read_whole_takes_no_commit(tmp_path):
     expected = f"{log}:800: expected {OFFSETS}-{ORDER_PARTITION} (group 'order-group''s partition) to read"
     assert expected in err and "CRC-32C" in err
     assert log.read_bytes() == bytes(data) and len(list(log.parent.glob("*.log"))) == 1
+
+
+def test_delete_offsets_and_groups_as_the_coordinator_writes_them(tmp_path):
+    """``--delete --topic T`` (OffsetDelete) tombstones the group's commit keys of T; ``--delete``
+    (DeleteGroups) every commit key, then the group key of a classic group past generation 0
+    (GroupMetadataManager.cleanupGroupMetadata: one batch, base sequence -1)."""
+    logs = copy_writable(REAL, tmp_path / "logs")
+    now = GROUP_EMPTY_MS + DAY
+    code, out, err = run("consumers", logs, "--group", "order-group", "--delete", "--topic",
+                         "payment-failed", "--now-ms", now, "--execute")
+    assert (code, err) == (0, "") and out.split()[-4:] == ["order-group", "payment-failed", "0", "0"]
+    assert {t for _, t, _ in _groups(logs, now)} == {"delivery-create-request", "delivery-create-response",
+                                                     "payment-create-response", "payment-create-request"}
+    (batch, records), = _tail(logs, ORDER_PARTITION, 7)
+    assert batch.base_sequence == -1 and [(r.key, r.value) for r in records] == [
+        offset_commit("order-group", "payment-failed", 0, None)]
+    code, out, err = run("consumers", logs, "--group", "order-group", "--delete", "--now-ms", now,
+                         "--execute")
+    assert code == 0 and len(out.splitlines()) == 3
+    (batch, records), = _tail(logs, ORDER_PARTITION, 8)
+    left = ("delivery-create-response", "payment-create-response")
+    assert [r.key for r in records] == [offset_commit("order-group", t, 0, None)[0] for t in left] + [
+        group_metadata("order-group", tombstone=True)[0]]
+    assert "order-group" not in {g for g, _, _ in _groups(logs, now)}
+    code, out, err = run("consumers", logs, "--group", "order-group", "--delete")
+    assert (code, out) == (1, "") and "expected consumer group 'order-group', found groups" in err
+
+
+def test_a_kip848_group_is_deleted_topic_by_topic_only(tmp_path):
+    from test_kafka_consumer_groups import build
+
+    logs = tmp_path / "logs"
+    build(logs)
+    with segstore.open(logs, mode="a") as store:
+        with pytest.raises(UnsupportedOperationError, match=r"of the consumer protocol \(KIP-848\)"):
+            store.delete_offsets("kip848")
+        with pytest.raises(NotFoundError, match="expected offsets of consumer group 'kip848' of topic"):
+            store.delete_offsets("kip848", "payments")
+        assert store.delete_offsets("kip848", "orders", now_ms=GROUP_EMPTY_MS) == []  # found where it is
+    with segstore.open(logs) as store:
+        assert not [r for r in store.consumer_groups("kip848").rows if r.committed_offset is not None]

@@ -524,6 +524,18 @@ class _DecodedAhead:
             pos = reach
 
 
+@dataclass(slots=True)
+class _GroupHome:
+    """Where a consumer group's records go (:meth:`KafkaStore._group_home`)."""
+
+    #: ``__consumer_offsets-N``
+    name: str
+    part: Partition
+    #: the group as loaded there (``groups.Group``), None for none
+    group: Any
+    notes: list[str]
+
+
 class KafkaStore(Store):
     """A Kafka partition directory or log directory opened for reading (``"r"``) or appending (``"a"``)."""
 
@@ -1306,8 +1318,6 @@ class KafkaStore(Store):
             directory (another broker's).
         :raises CorruptDataError: the group's records lie in another partition than its hash names.
         """
-        from collections import Counter
-
         from . import groups, offsetcommit
 
         self._check_writable()
@@ -1318,6 +1328,78 @@ class KafkaStore(Store):
                 span = f"[{start}, {end}]" if end is not None else "at least 0"
                 raise OffsetOutOfRangeError(f"expected an offset {span} for {topic}-{partition}, "
                                             f"found {offset}", self.path)
+        home = self._group_home(group)
+        if not offsets:
+            return home.notes
+        now = home.part.clock() if now_ms is None else now_ms
+        retention = int(options.get("offsets_retention_ms", groups.DEFAULT_OFFSETS_RETENTION_MS))
+        tombstones = home.group.cleanup_keys(now, retention) if home.group is not None else []
+        if tombstones:
+            home.part.append_records([(key, None, now) for key in tombstones], compression="none", now_ms=now)
+            home.notes.append(f"{home.name}: {len(tombstones)} records of group {group!r} expired at {now} "
+                              f"(offsets.retention.minutes={retention // 60000}): tombstoned first, as the "
+                              "broker's offset cleanup would")
+        records = [(offsetcommit.commit_key(group, topic, partition), offsetcommit.commit_value(offset, now),
+                    now) for (topic, partition), offset in sorted(offsets.items())]
+        home.part.append_records(records, compression="none", base_sequence=0, now_ms=now)
+        if self.indexes is not None:  # extra index layouts (segstore.layouts)
+            self.indexes.append()
+        return home.notes
+
+    def delete_offsets(self, group: str, topic: str | None = None, *, now_ms: int | None = None,
+                       **options: Any) -> list[str]:
+        """:meth:`Store.delete_offsets`: what the group coordinator writes for ``OffsetDelete`` of ``topic``
+        or ``DeleteGroups`` (None), Kafka 3.8.0 ``GroupMetadataManager.cleanupGroupMetadata``: one batch
+        of tombstones in the group's partition of ``__consumer_offsets`` at ``now_ms`` (default: the
+        clock), each deleted offset's commit key, then the group's key where a classic group that had a
+        generation is deleted or left empty without offsets (``Dead``).  Found and noted as
+        :meth:`commit_offsets`.
+
+        :raises NotFoundError: the group holds no offset of ``topic`` (or none at all), or its partition
+            of ``__consumer_offsets`` is not in this log directory.
+        :raises UnsupportedOperationError: deleting a KIP-848 consumer group (its own records are not
+            written here; ``topic`` deletes its offsets of one topic).
+        """
+        from . import groups, offsetcommit
+
+        self._check_writable()
+        home = self._group_home(group)
+        found = home.group
+        chosen = sorted(tp for tp in (found.offsets if found is not None else {})
+                        if topic is None or tp[0] == topic)
+        if not chosen:
+            where = f" of topic {topic!r}" if topic is not None else ""
+            raise NotFoundError(f"expected offsets of consumer group {group!r}{where} in {home.name}, "
+                                "found none", self.path)
+        assert found is not None
+        if topic is None and found.kind != "classic":
+            raise UnsupportedOperationError(
+                f"expected a classic group to delete, found group {group!r} of the consumer protocol "
+                "(KIP-848), whose own records segstore does not write: --topic deletes its offsets of one "
+                "topic", self.path)
+        keys = [offsetcommit.commit_key(group, t, p) for t, p in chosen]
+        emptied = found.state == groups.EMPTY and len(chosen) == len(found.offsets)
+        if found.kind == "classic" and found.generation > 0 and (topic is None or emptied):
+            keys.append(offsetcommit.group_key(group))
+        now = home.part.clock() if now_ms is None else now_ms
+        home.part.append_records([(key, None, now) for key in keys], compression="none", now_ms=now)
+        if self.indexes is not None:  # extra index layouts (segstore.layouts)
+            self.indexes.append()
+        return home.notes
+
+    def _group_home(self, group: str) -> _GroupHome:
+        """Where ``group``'s records go: its partition of ``__consumer_offsets`` (where its records are, else
+        its id's hash modulo the KRaft metadata's partition count, else Kafka's default 50, noted), the
+        group as loaded there, and notes (another in-sync replica could lead the partition).
+
+        :raises CorruptDataError: the group's records lie in another partition than its hash names, or
+            that partition does not read whole (what is there would be guessed).
+        :raises NotFoundError: the partition is not in this log directory (another broker's).
+        """
+        from collections import Counter
+
+        from . import groups, offsetcommit
+
         name = groups.OFFSETS_TOPIC
         notes: list[str] = []
         topic_state = self.metadata.topic(name) if self.metadata is not None else None
@@ -1335,12 +1417,13 @@ class KafkaStore(Store):
         failed = loaded_logs[number].failed if number in loaded_logs else None
         if failed is not None:      # what to tombstone, and where the log ends, would be guesses
             raise CorruptDataError(f"expected {name}-{number} (group {group!r}'s partition) to read whole "
-                                   f"before a commit, found: {failed.message}", failed.path, failed.pos)
+                                   f"before writing to it, found: {failed.message}", failed.path, failed.pos)
         if count is None and not where:
             notes.append(f"{name}-{number}: group {group!r}'s partition with Kafka's default of "
                          f"{groups.DEFAULT_OFFSETS_PARTITIONS} partitions (no KRaft metadata here says how "
                          "many there are)")
-        if (name, number) not in held:
+        part = self._partitions().get((name, number))
+        if part is None:
             raise NotFoundError(f"expected {name}-{number} (group {group!r}'s partition) in this log "
                                 "directory, found none: another broker holds it", self.path)
         state = topic_state.partitions.get(number) if topic_state is not None else None
@@ -1349,24 +1432,7 @@ class KafkaStore(Store):
             notes.append(f"{name}-{number} has replicas {state.replicas}, in sync {state.isr}: the commit "
                          f"lasts only if node {node} leads it when the cluster comes back (a follower "
                          "truncates what its leader does not hold)")
-        if not offsets:
-            return notes
-        part = held[name, number]
-        now = part.clock() if now_ms is None else now_ms
-        existing = loaded.get(number, {}).get(group)
-        retention = int(options.get("offsets_retention_ms", groups.DEFAULT_OFFSETS_RETENTION_MS))
-        tombstones = existing.cleanup_keys(now, retention) if existing is not None else []
-        if tombstones:
-            part.append_records([(key, None, now) for key in tombstones], compression="none", now_ms=now)
-            notes.append(f"{name}-{number}: {len(tombstones)} records of group {group!r} expired at {now} "
-                         f"(offsets.retention.minutes={retention // 60000}): tombstoned first, as the "
-                         "broker's offset cleanup would")
-        records = [(offsetcommit.commit_key(group, topic, partition), offsetcommit.commit_value(offset, now),
-                    now) for (topic, partition), offset in sorted(offsets.items())]
-        part.append_records(records, compression="none", base_sequence=0, now_ms=now)
-        if self.indexes is not None:  # extra index layouts (segstore.layouts)
-            self.indexes.append()
-        return notes
+        return _GroupHome(f"{name}-{number}", part, loaded.get(number, {}).get(group), notes)
 
     def transaction_states(self, transactional_id: str | None = None) -> list[dict[str, Any]]:
         """:meth:`Store.transaction_states` from ``__transaction_state`` (:mod:`.txnstate`)."""

@@ -1022,6 +1022,28 @@ class RocketMQStore(LifecycleMixin, Store):
         self.consumer_offsets.save()
         return []
 
+    def delete_offsets(self, group: str, topic: str | None = None, *, now_ms: int | None = None,
+                       **options: Any) -> list[str]:
+        """Remove ``group``'s ``topic@group`` entry of ``config/consumerOffset.json``, or every entry of the
+        group (``ConsumerOffsetManager.removeOffset``, what ``mqadmin deleteSubGroup -r true`` does to
+        the offsets), in one write, the content before kept as ``.bak``.  No notes.
+
+        :raises NotFoundError: the group holds no offset of ``topic`` (or none at all).
+        """
+        self._check_writable()
+        separator = TOPIC_GROUP_SEPARATOR
+        names = [name for name in self.consumer_offsets.table
+                 if name.partition(separator)[2] == group
+                 and (topic is None or name.partition(separator)[0] == topic)]
+        if not names:
+            where = f" of topic {topic!r}" if topic is not None else ""
+            raise NotFoundError(f"expected offsets of consumer group {group!r}{where}, found none",
+                                self.consumer_offsets.path)
+        for name in names:
+            del self.consumer_offsets.table[name]
+        self.consumer_offsets.save()
+        return []
+
     def committed_offset(self, group: str, topic: str, queue_id: int) -> int | None:
         """The offset ``group`` committed for a queue, or None."""
         self._check_open()
