@@ -1103,6 +1103,8 @@ def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
                or args.to_offset is not None or args.shift_by is not None)
     if args.delete and (args.reset_offsets or targets):
         raise UsageError("--delete and --reset-offsets (or its targets) do not go together")
+    if (args.state or args.members) and (args.delete or args.reset_offsets):
+        raise UsageError("--state and --members describe groups: not with --reset-offsets or --delete")
     if args.delete:
         return _delete_offsets(args, out)
     if args.reset_offsets:
@@ -1121,6 +1123,8 @@ def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
                                 args.path)
     for note in found.notes:
         sys.stderr.write(f"segstore consumers: {args.path}: {note}\n")
+    if args.state or args.members:
+        return _group_views(args, found.rows, out)
     if args.json:
         _json_line([row.to_dict() for row in found.rows], out)
         return EXIT_OK
@@ -1136,6 +1140,44 @@ def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
             out.write("\n")
         _table(CONSUMER_HEADER + tuple(header for header, _ in found.columns), cells,
                _CONSUMER_WIDTHS + (0,) * len(found.columns), out)
+    return EXIT_OK
+
+
+#: ``kafka-consumer-groups --describe --state``'s columns (the coordinator as its ``__consumer_offsets``
+#: partition: the files name no broker address) and ``--members``'.
+STATE_HEADER = ("GROUP", "COORDINATOR-PARTITION", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS")
+MEMBERS_HEADER = ("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS")
+
+
+def _group_views(args: argparse.Namespace, rows: list[Any], out: TextIO) -> int:
+    """``consumers --state`` (a line a group: ``ConsumerGroupCommand.printStates``) or ``--members`` (a line
+    a member with partitions: ``printMembers``), from the ``--describe`` rows; ``-`` where the format
+    keeps no such thing (RocketMQ keeps no members or states)."""
+    if args.state and args.members:
+        raise UsageError("--state and --members: one view at a time")
+    found: list[dict[str, Any]] = []
+    if args.state:
+        for group in sorted({row.group for row in rows}):
+            first = next(row for row in rows if row.group == group)
+            found.append({"group": group, "coordinator_partition": first.extras.get("coordinator_partition"),
+                          "assignment_strategy": first.extras.get("protocol"), "state": first.state,
+                          "members": first.extras.get("members")})
+    else:
+        counts: dict[tuple[str, str], list[Any]] = {}
+        for row in rows:
+            if row.consumer_id is not None:
+                counts.setdefault((row.group, row.consumer_id), []).append(row)
+        for (group, member), held in sorted(counts.items()):
+            found.append({"group": group, "consumer_id": member, "host": held[0].host,
+                          "client_id": held[0].client_id, "partitions": len(held)})
+        for group in sorted({row.group for row in rows} - {group for group, _ in counts}):
+            sys.stderr.write(f"Consumer group '{group}' has no active members.\n")
+    if args.json:
+        _json_line(found, out)
+    else:
+        header = STATE_HEADER if args.state else MEMBERS_HEADER
+        _table(header, [tuple(_cell(value) for value in row.values()) for row in found], (15,) * len(header),
+               out)
     return EXIT_OK
 
 
@@ -1509,6 +1551,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                    help="Kafka: the broker's offsets.retention.minutes (default 10080, 7 days)")
     _json_flag(p, "one JSON list of {group, topic, partition, committed_offset, log_end_offset, lag, "
                   "consumer_id, host, client_id, state, extras}")
+    p.add_argument("--state", action="store_true",
+                   help="a line a group: coordinator partition, assignment strategy, state, member count "
+                        "(kafka-consumer-groups --describe --state)")
+    p.add_argument("--members", action="store_true",
+                   help="a line a member holding partitions: consumer id, host, client id, partition count "
+                        "(kafka-consumer-groups --describe --members)")
     reset = p.add_argument_group("resetting or deleting a group's offsets (broker stopped; as "
                                  "kafka-consumer-groups --reset-offsets / --delete-offsets / --delete, "
                                  "mqadmin resetOffsetByTime / deleteSubGroup)")

@@ -317,3 +317,26 @@ def test_any_records_load_or_are_named(rows):
     found = groups.consumer_groups({0: log}, log_end=lambda topic, partition: None, now_ms=T0)
     assert all(isinstance(note, str) for note in found.notes)
     assert all(row.group is not None for row in found.rows)
+
+
+def test_state_and_members_views(tmp_path, capsys):
+    """``--state``: a line a group (ConsumerGroupCommand.printStates: strategy, state, member count; the
+    coordinator as its partition); ``--members``: a line a member holding partitions, with their count."""
+    logs = tmp_path / "logs"
+    build(logs)
+    code, out, _ = _run(capsys, "consumers", logs, "--state", "--now-ms", NOW)
+    assert code == 0
+    lines = {line.split()[0]: line.split()[1:] for line in out.splitlines()[1:]}
+    assert out.split()[:6] == ["GROUP", "COORDINATOR-PARTITION", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS",
+                               "kip848"]
+    assert lines["live"] == ["0", "range", "Stable", "2"]
+    assert lines["kip848"] == ["0", "uniform", "Stable", "1"]
+    assert lines["simple"] == ["0", "-", "Empty", "0"]
+    code, out, err = _run(capsys, "consumers", logs, "--members", "--json", "--now-ms", NOW)
+    assert code == 0 and json.loads(out) == [
+        {"group": "kip848", "consumer_id": "ma", "host": "/10.0.0.9", "client_id": "ca", "partitions": 1},
+        {"group": "live", "consumer_id": "m1", "host": "/10.0.0.1", "client_id": "c1", "partitions": 2},
+        {"group": "live", "consumer_id": "m2", "host": "/10.0.0.2", "client_id": "c2", "partitions": 1}]
+    assert "Consumer group 'simple' has no active members." in err
+    code, out, err = _run(capsys, "consumers", logs, "--state", "--members")
+    assert (code, out) == (2, "") and "one view at a time" in err
