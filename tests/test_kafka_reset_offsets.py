@@ -80,6 +80,10 @@ def test_groups_live_in_the_partition_their_id_hashes_to():
         offsetcommit.commit_key("g" * 32768, "t", 0)
     with pytest.raises(InvalidMessageError, match="expected a topic of Unicode text"):
         offsetcommit.commit_key("g", "t\udc80", 0)
+    with pytest.raises(InvalidMessageError, match=r"expected a partition in \[-2147483648, 2147483647\]"):
+        offsetcommit.commit_key("g", "t", 1 << 31)
+    with pytest.raises(InvalidMessageError, match="expected an offset in"):
+        offsetcommit.commit_value(1 << 63, 0)
 
 
 @given(st.text(max_size=40), st.text(max_size=40), st.integers(0, (1 << 31) - 1),

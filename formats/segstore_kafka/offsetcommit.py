@@ -77,10 +77,17 @@ def _string(text: str, what: str) -> bytes:
     return _INT16.pack(len(data)) + data
 
 
+def _in_range(value: int, bits: int, what: str) -> int:
+    low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    if not low <= value <= high:
+        raise InvalidMessageError(f"expected {what} in [{low}, {high}], found {value}")
+    return value
+
+
 def commit_key(group: str, topic: str, partition: int) -> bytes:
     """An ``OffsetCommitKey`` v1."""
     return _INT16.pack(KEY_VERSION) + _string(group, "group id") + _string(topic, "topic") \
-        + _KEY_TAIL.pack(partition)
+        + _KEY_TAIL.pack(_in_range(partition, 32, "a partition"))
 
 
 def group_key(group: str) -> bytes:
@@ -91,5 +98,7 @@ def group_key(group: str) -> bytes:
 def commit_value(offset: int, commit_ms: int, *, leader_epoch: int = NO_LEADER_EPOCH,
                  metadata: str = "") -> bytes:
     """An ``OffsetCommitValue`` v3."""
-    return _VALUE_HEAD.pack(VALUE_VERSION, offset, leader_epoch) + _string(metadata, "commit metadata") \
-        + _VALUE_TAIL.pack(commit_ms)
+    head = _VALUE_HEAD.pack(VALUE_VERSION, _in_range(offset, 64, "an offset"),
+                            _in_range(leader_epoch, 32, "a leader epoch"))
+    tail = _VALUE_TAIL.pack(_in_range(commit_ms, 64, "a commit time"))
+    return head + _string(metadata, "commit metadata") + tail
