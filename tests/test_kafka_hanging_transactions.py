@@ -22,6 +22,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import cli_run as run
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kafka_messages import transaction
 from segstore_kafka import batch as codec
 from segstore_kafka import snapshot
@@ -197,3 +199,58 @@ def test_a_batch_still_being_written_counts_for_none(tmp_path):
         assert store.producers(now_ms=T0 + MINUTE) == before
         assert store.last_stable_offset("t", 0) == stable == 3     # producer 9's open transaction
         assert store.hanging_transactions(now_ms=T0 + DAY // 2)[0][0]["producer_id"] == 9
+
+
+def _replayed(part) -> dict[int, tuple]:
+    """Producer state by a batch-by-batch replay of ``ProducerAppendInfo``'s rules, the reference
+    ``describe_producers``' per-chunk numpy must equal."""
+    states: dict[int, list] = {}
+    for seg in part.segments:
+        for batch in codec.iter_batches(seg.log.view(), path=seg.path):
+            if batch.producer_id < 0 or batch.magic < 2:
+                continue
+            state = states.setdefault(batch.producer_id, [batch.producer_epoch, -1, -1, -1, None])
+            if batch.producer_epoch > state[0]:
+                state[0], state[1] = batch.producer_epoch, -1
+            if batch.is_control:
+                (record,) = batch.records()
+                state[3] = codec.parse_control_record(record.key, record.value)[1]
+                state[4] = None
+            else:
+                if batch.producer_epoch == state[0]:
+                    state[1] = codec.increment_sequence(batch.base_sequence, batch.last_offset_delta)
+                if batch.is_transactional and state[4] is None:
+                    state[4] = batch.base_offset
+            state[2] = batch.max_timestamp
+    return {pid: (s[0], s[1], s[2], s[3], s[4]) for pid, s in states.items()}
+
+
+@settings(max_examples=40)
+@given(st.lists(st.tuples(st.integers(1, 3), st.sampled_from(["plain", "txn", "COMMIT", "ABORT"]),
+                          st.booleans(), st.integers(1, 3)), min_size=1, max_size=30))
+def test_producer_state_equals_a_batch_by_batch_replay(tmp_path_factory, steps):
+    """Across chunks and rolled segments (300-byte segments), the numpy summary per chunk gives what a
+    replay of every batch gives: epochs that grow (a new one forgets the sequence), sequences, the last
+    timestamp, the last marker's coordinator epoch, the open transaction's first offset."""
+    logs = tmp_path_factory.mktemp("producers") / "logs"
+    epochs = {pid: 0 for pid in (1, 2, 3)}
+    sequences = {pid: 0 for pid in (1, 2, 3)}
+    with segstore.open(logs, format="kafka", mode="a", **{"segment.bytes": 300}) as store:
+        part = store.partition_of("t", 0, create=True)
+        for i, (pid, kind, bump, count) in enumerate(steps):
+            if bump:
+                epochs[pid] += 1
+                sequences[pid] = 0
+            if kind in ("COMMIT", "ABORT"):
+                part.append_control(kind, producer_id=pid, producer_epoch=epochs[pid], coordinator_epoch=i,
+                                    timestamp=T0 + i)
+                continue
+            part.append_records([(None, b"v", T0 + i)] * count, producer_id=pid, producer_epoch=epochs[pid],
+                                base_sequence=sequences[pid], transactional=kind == "txn")
+            sequences[pid] += count
+    with segstore.open(logs) as store:
+        part = store.partition_of("t", 0)
+        found = {p["producer_id"]: (p["producer_epoch"], p["last_sequence"], p["last_timestamp"],
+                                    p["coordinator_epoch"], p["current_transaction_start_offset"])
+                 for p in store.producers(now_ms=T0)["t", 0]}
+        assert found == _replayed(part)
