@@ -233,7 +233,7 @@ def test_a_replica_the_cluster_may_not_elect_is_named(tmp_path):
         assert store.commit_offsets("order-group", {}) == []
         store.metadata.topic(OFFSETS).partitions[ORDER_PARTITION].isr = [1, 2]
         (note,) = store.commit_offsets("order-group", {}, now_ms=GROUP_EMPTY_MS)
-    assert "in sync [1, 2]: the commit lasts only if node 1 leads it" in note
+    assert "in sync [1, 2]: what is written here lasts only if node 1 leads it" in note
 
 
 def test_a_partition_another_broker_holds_is_named(tmp_path):

@@ -1429,9 +1429,9 @@ class KafkaStore(Store):
         state = topic_state.partitions.get(number) if topic_state is not None else None
         node = self.identity.node_id if self.identity is not None else None
         if state is not None and node is not None and [r for r in state.isr if r != node]:
-            notes.append(f"{name}-{number} has replicas {state.replicas}, in sync {state.isr}: the commit "
-                         f"lasts only if node {node} leads it when the cluster comes back (a follower "
-                         "truncates what its leader does not hold)")
+            notes.append(f"{name}-{number} has replicas {state.replicas}, in sync {state.isr}: what is "
+                         f"written here lasts only if node {node} leads it when the cluster comes back (a "
+                         "follower truncates what its leader does not hold)")
         return _GroupHome(f"{name}-{number}", part, loaded.get(number, {}).get(group), notes)
 
     def transaction_states(self, transactional_id: str | None = None) -> list[dict[str, Any]]:
