@@ -1105,6 +1105,8 @@ def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
         raise UsageError("--delete and --reset-offsets (or its targets) do not go together")
     if (args.state or args.members) and (args.delete or args.reset_offsets):
         raise UsageError("--state and --members describe groups: not with --reset-offsets or --delete")
+    if args.state and args.members:
+        raise UsageError("--state and --members: one view at a time")
     if args.delete:
         return _delete_offsets(args, out)
     if args.reset_offsets:
@@ -1153,8 +1155,6 @@ def _group_views(args: argparse.Namespace, rows: list[Any], out: TextIO) -> int:
     """``consumers --state`` (a line a group: ``ConsumerGroupCommand.printStates``) or ``--members`` (a line
     a member with partitions: ``printMembers``), from the ``--describe`` rows; ``-`` where the format
     keeps no such thing (RocketMQ keeps no members or states)."""
-    if args.state and args.members:
-        raise UsageError("--state and --members: one view at a time")
     found: list[dict[str, Any]] = []
     if args.state:
         for group in sorted({row.group for row in rows}):
