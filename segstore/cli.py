@@ -359,8 +359,9 @@ def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
     dirs = [path for path in args.paths if files.is_dir(path)]
     if not dirs:
         if (args.topic is not None or _partition(args) is not None or args.tag is not None or args.index
-                or args.decompress_bodies or args.begin is not None or args.end is not None):
-            raise UsageError("--topic, --queue/--partition, --tag, --index, --begin/--end and "
+                or args.decompress_bodies or args.begin is not None or args.end is not None
+                or args.group is not None):
+            raise UsageError("--topic, --queue/--partition, --tag, --index, --begin/--end, --group and "
                              "--decompress-bodies apply to a store directory; single files are dumped "
                              "whole, as stored")
         return _dump_files(args, out)
@@ -386,6 +387,12 @@ def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
                          "(leave out --json), or as JSON file by file (segstore dump FILE... --json with its "
                          ".index/.timeindex/.txnindex, consume-queue or IndexFile files)")
     args.path = args.paths[0]
+    if args.group is not None:
+        for flag, used in (("--begin/--end", timed), ("--tag", args.tag is not None),
+                           ("--index", args.index), ("--follow", args.follow)):
+            if used:
+                raise UsageError(f"--group and {flag} do not go together")
+        return _dump_backlog(args, out)
     if args.follow:
         return _follow(args, out)
     with _open(args) as store:
@@ -425,6 +432,53 @@ def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
         tagged = f" tagged {args.tag!r}" if args.tag is not None else ""
         sys.stderr.write(f"segstore dump: {_selection_words(args)}: no message{tagged}"
                          f"{_window_words(args)}\n")
+        return EXIT_NO_HITS
+    return EXIT_OK
+
+
+def _dump_backlog(args: argparse.Namespace, out: TextIO) -> int:
+    """``dump --group G``: what the group has not consumed yet, in the dump's layout: each partition
+    (queue) it committed, of ``--topic``/``--queue`` when given, from its committed offset to the end
+    ``consumers`` shows (the lag: Kafka the high watermark, at read_committed the last stable offset;
+    RocketMQ the queue's max offset).  A partition this store does not hold is said on stderr."""
+    partition = _partition(args)
+    with _open(args) as store:
+        inflate = {"decompress": True} if _decompressing(store, args) else {}
+        rows = [row for row in store.consumer_groups(args.group).rows
+                if row.topic is not None and row.partition is not None
+                and (args.topic is None or row.topic == args.topic)
+                and (partition is None or row.partition == partition)]
+        if not rows:
+            groups = store.consumer_groups(None).groups()
+            raise NotFoundError(f"expected consumer group {args.group!r} on {_selection_words(args)}, found "
+                                f"{_listing('group', groups)}", args.path)
+        stable = getattr(store, "last_stable_offset", None) if args.isolation == READ_COMMITTED else None
+        ranges: dict[tuple[str, int], tuple[int, int]] = {}
+        for row in rows:
+            if row.committed_offset is None or row.committed_offset < 0:
+                continue
+            if row.topic not in store.topics() or row.partition not in store.partitions(row.topic):
+                sys.stderr.write(f"segstore dump: {row.topic}-{row.partition}: not in this store (another "
+                                 "broker's), left out\n")
+                continue
+            low, high = store.offset_range(row.topic, row.partition)
+            if row.log_end_offset is not None:
+                high = min(high, row.log_end_offset)
+            if stable is not None:
+                high = min(high, stable(row.topic, row.partition))
+            start = max(row.committed_offset, low)
+            if start < high:
+                ranges[row.topic, row.partition] = (start, high)
+        printed = 0
+        if ranges:
+            threads = {} if args.threads is None else {"threads": args.threads}
+            dump = store.dump_json if args.json else store.dump_text
+            blocks = _Counted(dump(offsets=ranges, isolation=args.isolation, **threads, **inflate))
+            _write_blocks(blocks, out)
+            printed = blocks.bytes
+    if not printed:
+        sys.stderr.write(f"segstore dump: {_selection_words(args)}: group {args.group!r} has consumed "
+                         "every message stored\n")
         return EXIT_NO_HITS
     return EXIT_OK
 
@@ -1439,6 +1493,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     _selectors(p)
     _json_flag(p, "one dump object a line")
     p.add_argument("--tag", help="only messages whose TAGS equal this (RocketMQ), queue by queue")
+    p.add_argument("--group", help="only what this consumer group has not consumed yet: each partition "
+                                   "(queue) it committed, from its committed offset to the end (its lag)")
     p.add_argument("--begin", type=time_ms, metavar="TIME",
                    help="only messages from this time on (ms or ISO-8601; UTC if no offset): in each queue "
                         "/ partition from the first offset stored at or after it, as a consumer seeking by "

@@ -115,3 +115,18 @@ def test_delete_removes_a_topics_entry_or_the_whole_group(tmp_path):
                         (["--group", "g2", "--delete", "--to-latest"], "do not go together")):
         code, out, err = run("consumers", str(path), *argv)
         assert code == 2 and out == "" and words in err, argv
+
+
+def test_dump_group_prints_the_backlog_in_commitlog_order(tmp_path):
+    """RocketMQ: g1 committed T/0 at 2 (T/1 never): T/0's offsets 2-4, in commitlog order, as dump prints
+    them."""
+    path = store_with_groups(tmp_path / "store")
+    code, whole, _ = run("dump", str(path), "--json")
+    code, out, _ = run("dump", str(path), "--group", "g1", "--json")
+
+    def pending(line: str) -> bool:
+        message = json.loads(line)
+        return (message["topic"], message["queue_id"]) == ("T", 0) and message["queue_offset"] >= 2
+
+    assert code == 0 and out.splitlines() == [line for line in whole.splitlines() if pending(line)]
+    assert len(out.splitlines()) == 3

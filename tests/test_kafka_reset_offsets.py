@@ -313,3 +313,25 @@ def test_a_kip848_group_is_deleted_topic_by_topic_only(tmp_path):
         assert store.delete_offsets("kip848", "orders", now_ms=GROUP_EMPTY_MS) == []  # found where it is
     with segstore.open(logs) as store:
         assert not [r for r in store.consumer_groups("kip848").rows if r.committed_offset is not None]
+
+
+def test_dump_group_prints_what_the_group_has_not_consumed(tmp_path):
+    """``dump --group G``: each partition the group committed, from its committed offset to the high
+    watermark (the lag ``consumers`` shows), in the dump's own lines."""
+    logs = _log_dir(tmp_path / "logs", members=False)
+    checkpoint = logs / "replication-offset-checkpoint"
+    # records 8 and 9 past the high watermark: not given to consumers yet
+    checkpoint.write_text(checkpoint.read_text().replace("t 0 10\n", "t 0 8\n"))
+    code, out, _ = run("dump", logs, "--group", "g", "--json")
+    assert code == 0
+    assert [(r["partition"], r["offset"]) for r in map(json.loads, out.splitlines())] == [
+        *((0, o) for o in range(3, 8)), *((1, o) for o in range(1, 4))]
+    code, whole, _ = run("dump", logs, "--topic", "t", "--partition", "1", "--json")
+    code, out, _ = run("dump", logs, "--group", "g", "--partition", "1", "--json")
+    assert out.splitlines() == whole.splitlines()[1:]
+    with segstore.open(logs, mode="a") as store:
+        store.commit_offsets("g", {("t", 0): 8, ("t", 1): 4}, now_ms=3000)
+    code, out, err = run("dump", logs, "--group", "g")
+    assert (code, out) == (1, "") and "segstore dump: */*: group 'g' has consumed every message stored" in err
+    code, out, err = run("dump", logs, "--group", "g", "--begin", "0")
+    assert code == 2 and "--group and --begin/--end do not go together" in err
