@@ -389,10 +389,11 @@ def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
     args.path = args.paths[0]
     if args.group is not None:
         for flag, used in (("--begin/--end", timed), ("--tag", args.tag is not None),
-                           ("--index", args.index), ("--follow", args.follow)):
+                           ("--index", args.index)):
             if used:
                 raise UsageError(f"--group and {flag} do not go together")
-        return _dump_backlog(args, out)
+        if not args.follow:
+            return _dump_backlog(args, out)
     if args.follow:
         return _follow(args, out)
     with _open(args) as store:
@@ -441,17 +442,9 @@ def _dump_backlog(args: argparse.Namespace, out: TextIO) -> int:
     (queue) it committed, of ``--topic``/``--queue`` when given, from its committed offset to the end
     ``consumers`` shows (the lag: Kafka the high watermark, at read_committed the last stable offset;
     RocketMQ the queue's max offset).  A partition this store does not hold is said on stderr."""
-    partition = _partition(args)
     with _open(args) as store:
         inflate = {"decompress": True} if _decompressing(store, args) else {}
-        rows = [row for row in store.consumer_groups(args.group).rows
-                if row.topic is not None and row.partition is not None
-                and (args.topic is None or row.topic == args.topic)
-                and (partition is None or row.partition == partition)]
-        if not rows:
-            groups = store.consumer_groups(None).groups()
-            raise NotFoundError(f"expected consumer group {args.group!r} on {_selection_words(args)}, found "
-                                f"{_listing('group', groups)}", args.path)
+        rows = _group_rows(store, args)
         stable = getattr(store, "last_stable_offset", None) if args.isolation == READ_COMMITTED else None
         ranges: dict[tuple[str, int], tuple[int, int]] = {}
         for row in rows:
@@ -483,6 +476,23 @@ def _dump_backlog(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
+def _group_rows(store: Store, args: argparse.Namespace) -> list[Any]:
+    """The ``consumers`` rows of ``--group`` on the ``--topic``/``--queue`` selected.
+
+    :raises NotFoundError: none (the groups there are named).
+    """
+    partition = _partition(args)
+    rows = [row for row in store.consumer_groups(args.group).rows
+            if row.topic is not None and row.partition is not None
+            and (args.topic is None or row.topic == args.topic)
+            and (partition is None or row.partition == partition)]
+    if not rows:
+        groups = store.consumer_groups(None).groups()
+        raise NotFoundError(f"expected consumer group {args.group!r} on {_selection_words(args)}, found "
+                            f"{_listing('group', groups)}", args.path)
+    return rows
+
+
 def _follow(args: argparse.Namespace, out: TextIO) -> int:
     """``dump --follow``: every queue's messages from its start (or ``--begin``), then, every
     ``--interval`` seconds, the offsets stored since, until Ctrl-C (exit 0).  Each look opens the
@@ -491,7 +501,9 @@ def _follow(args: argparse.Namespace, out: TextIO) -> int:
     batch's), so no message is printed twice or left out.  A RocketMQ message no consume queue
     points at (a prepared transaction) is not followed.  ``--isolation read_committed`` reads a
     Kafka partition up to its last stable offset only (what a read_committed consumer is given:
-    the records of a transaction still open wait for its marker; aborted ones never come)."""
+    the records of a transaction still open wait for its marker; aborted ones never come).  With
+    ``--group``, the partitions the group committed, each from its committed offset (what the
+    group's next consumer would be given)."""
     for flag, given in (("--end", args.end is not None), ("--index", args.index),
                         ("--tag", args.tag is not None)):
         if given:
@@ -501,6 +513,11 @@ def _follow(args: argparse.Namespace, out: TextIO) -> int:
         raise UsageError(f"--interval: expected a positive number of seconds, found {args.interval}")
     partition = _partition(args)
     nexts: dict[tuple[str, int], int] = {}
+    starts: dict[tuple[str, int], int] | None = None
+    if args.group is not None:
+        with _open(args) as store:
+            starts = {(row.topic, row.partition): row.committed_offset for row in _group_rows(store, args)
+                      if row.committed_offset is not None and row.committed_offset >= 0}
     waiting_said = False
     threads = {} if args.threads is None else {"threads": args.threads}
     try:
@@ -515,14 +532,17 @@ def _follow(args: argparse.Namespace, out: TextIO) -> int:
                 ranges: dict[tuple[str, int], tuple[int, int]] = {}
                 for topic in [t for t in held if args.topic is None or t == args.topic]:
                     for queue in store.partitions(topic):
-                        if partition is not None and queue != partition:
+                        if (partition is not None and queue != partition) or (
+                                starts is not None and (topic, queue) not in starts):
                             continue
                         low, high = store.offset_range(topic, queue)
                         stable = getattr(store, "last_stable_offset", None)
                         if committed and stable is not None:
                             high = min(high, stable(topic, queue))
                         start = nexts.get((topic, queue))
-                        if start is None:
+                        if start is None and starts is not None:
+                            start = starts[topic, queue]
+                        elif start is None:
                             start = (low if args.begin is None
                                      else store.offsets_between(topic, queue, args.begin)[0])
                         start = max(start, low)

@@ -141,3 +141,20 @@ def test_read_committed_follows_up_to_the_last_stable_offset(tmp_path):
     with segstore.open(path) as store:
         whole = b"".join(bytes(block) for block in store.dump_json(isolation="read_committed"))
     assert lines == whole.splitlines(keepends=True)
+
+
+def test_follow_a_group_from_its_committed_offsets(tmp_path):
+    """``--follow --group G``: the partitions G committed, each from its committed offset (what its next
+    consumer is given), then what is stored there while it runs; other queues and topics not at all."""
+    path = tmp_path / "store"
+    append(path, "rocketmq", 0, 6)            # T on queues 0, 1 (i % 3 != 0), Late on the rest
+    with segstore.open(path, mode="a") as store:
+        store.commit_offsets("g", {("T", 1): 1})
+    with follower(path, "--group", "g") as (proc, lines):
+        wait_for(lines, 1, proc)              # T/1 holds offsets 0, 1: from 1, one message
+        append(path, "rocketmq", 1, 6)
+        wait_for(lines, 3, proc)
+    followed = [json.loads(line) for line in lines]
+    assert [(m["topic"], m["queue_id"], m["queue_offset"]) for m in followed] == [
+        ("T", 1, 1), ("T", 1, 2), ("T", 1, 3)]
+    assert [base64.b64decode(m["body"]) for m in followed] == [b"r0-5", b"r1-1", b"r1-5"]
