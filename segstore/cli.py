@@ -476,19 +476,24 @@ def _dump_backlog(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
-def _group_rows(store: Store, args: argparse.Namespace) -> list[Any]:
-    """The ``consumers`` rows of ``--group`` on the ``--topic``/``--queue`` selected.
+def _group_rows(store: Store, args: argparse.Namespace, *, committed: bool = False) -> list[Any]:
+    """The ``consumers`` rows of ``--group`` on the ``--topic`` (and ``--queue``/``--partition``, where the
+    command has them) selected; ``committed``: only those with a committed offset.
 
     :raises NotFoundError: none (the groups there are named).
     """
-    partition = _partition(args)
+    partition = _partition(args) if hasattr(args, "queue") else None
     rows = [row for row in store.consumer_groups(args.group).rows
             if row.topic is not None and row.partition is not None
             and (args.topic is None or row.topic == args.topic)
-            and (partition is None or row.partition == partition)]
+            and (partition is None or row.partition == partition)
+            and (not committed or row.committed_offset is not None)]
     if not rows:
         groups = store.consumer_groups(None).groups()
-        raise NotFoundError(f"expected consumer group {args.group!r} on {_selection_words(args)}, found "
+        where = (f" on {args.topic}/{partition}" if args.topic is not None and partition is not None
+                 else f" on topic {args.topic!r}" if args.topic is not None
+                 else f" on partition (queue) {partition}" if partition is not None else "")
+        raise NotFoundError(f"expected consumer group {args.group!r}{where}, found "
                             f"{_listing('group', groups)}", args.path)
     return rows
 
@@ -1071,14 +1076,7 @@ def _reset_offsets(args: argparse.Namespace, out: TextIO) -> int:
     with _open(args, mode="a" if args.execute else "r") as store:
         # the group's partitions as its files hold them (Kafka: at the newest record's time): a group the
         # broker would expire by --now-ms is reset all the same, as kafka-consumer-groups resets a new one
-        rows = [row for row in store.consumer_groups(args.group).rows
-                if row.topic is not None and row.partition is not None
-                and (args.topic is None or row.topic == args.topic)]
-        if not rows:
-            groups = store.consumer_groups(None).groups()
-            where = f" on topic {args.topic!r}" if args.topic is not None else ""
-            raise NotFoundError(f"expected consumer group {args.group!r}{where}, found "
-                                f"{_listing('group', groups)}", args.path)
+        rows = _group_rows(store, args)
         current = {(row.topic, row.partition): row for row in rows}
         if args.shift_by is not None:   # a queue the group never committed has nothing to shift
             current = {queue: row for queue, row in current.items()
@@ -1126,14 +1124,7 @@ def _delete_offsets(args: argparse.Namespace, out: TextIO) -> int:
     if args.group is None:
         raise UsageError("--delete needs --group G (and --topic T to delete one topic's offsets)")
     with _open(args, mode="a" if args.execute else "r") as store:
-        rows = [row for row in store.consumer_groups(args.group).rows
-                if row.topic is not None and row.partition is not None and row.committed_offset is not None
-                and (args.topic is None or row.topic == args.topic)]
-        if not rows:
-            groups = store.consumer_groups(None).groups()
-            where = f" with offsets of topic {args.topic!r}" if args.topic is not None else ""
-            raise NotFoundError(f"expected consumer group {args.group!r}{where}, found "
-                                f"{_listing('group', groups)}", args.path)
+        rows = _group_rows(store, args, committed=True)
         notes = store.delete_offsets(args.group, args.topic, now_ms=args.now_ms) if args.execute else []
     if args.json:
         _json_line([{"group": row.group, "topic": row.topic, "partition": row.partition,
