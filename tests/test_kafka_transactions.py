@@ -220,3 +220,28 @@ def test_a_lost_txnindex_is_found_and_rebuilt_as_kafka_wrote_it(tmp_path: Path) 
     for path in lost:
         assert path.read_bytes() == (TXN / "topic-0" / path.name).read_bytes()
     assert cli_run("verify", part)[0] == 0
+
+
+def test_a_marker_whose_record_does_not_read_is_a_problem_not_an_exception(tmp_path: Path) -> None:
+    """verify lists a control record Kafka rejects (a negative key version, CRC intact) among its problems;
+    the .txnindex check passes that batch by instead of raising out of verify."""
+    import struct
+
+    import crc32c
+    from conftest import copy_writable
+
+    part = copy_writable(TXN / "topic-0", tmp_path / "topic-0")
+    log = sorted(part.glob("*.log"))[0]
+    data = bytearray(log.read_bytes())
+    marker = next(b for b in iter_batches(bytes(data)) if b.is_control)
+    # the record after the 61-byte header: length, attributes, timestamp delta, offset delta, key length
+    # (one byte each here), then the key's int16 version
+    key_at = marker.position + 61 + 5
+    assert data[key_at - 1] == 0x08             # the key length (zigzag 4)
+    data[key_at] = 0xFF
+    data[marker.position + 17:marker.position + 21] = struct.pack(
+        ">I", crc32c.crc32c(bytes(data[marker.position + 21:marker.position + marker.size])))
+    log.write_bytes(bytes(data))
+    with KafkaStore(str(part)) as store:
+        problems = store.verify()
+    assert any("a control record key version >= 0" in p.message for p in problems)
