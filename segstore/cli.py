@@ -450,13 +450,12 @@ def _dump_backlog(args: argparse.Namespace, out: TextIO) -> int:
         for row in rows:
             if row.committed_offset is None or row.committed_offset < 0:
                 continue
-            if row.topic not in store.topics() or row.partition not in store.partitions(row.topic):
+            span = _consumable(store, row)
+            if span is None:
                 sys.stderr.write(f"segstore dump: {row.topic}-{row.partition}: not in this store (another "
                                  "broker's), left out\n")
                 continue
-            low, high = store.offset_range(row.topic, row.partition)
-            if row.log_end_offset is not None:
-                high = min(high, row.log_end_offset)
+            low, high = span
             if stable is not None:
                 high = min(high, stable(row.topic, row.partition))
             start = max(row.committed_offset, low)
@@ -1136,6 +1135,18 @@ def _delete_offsets(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
+def _consumable(store: Store, row: Any) -> tuple[int, int] | None:
+    """The offsets a consumer of a ``consumers`` row's partition (queue) may be given: from its start
+    to the end the row shows (Kafka: the high watermark, the tools' ``latest`` offset; RocketMQ: the
+    queue's max offset), never below the start; None where the store does not hold the partition."""
+    if row.topic not in store.topics() or row.partition not in store.partitions(row.topic):
+        return None
+    start, end = store.offset_range(row.topic, row.partition)
+    if row.log_end_offset is not None:
+        end = max(start, min(end, row.log_end_offset))
+    return start, end
+
+
 def _reset_target(args: argparse.Namespace, store: Store, row: Any) -> int:
     """The new offset of the partition (queue) of a ``consumers`` row for ``--reset-offsets``, clamped to
     its range: from its start to the end the row shows (Kafka: the high watermark, the tool's ``latest``
@@ -1144,12 +1155,11 @@ def _reset_target(args: argparse.Namespace, store: Store, row: Any) -> int:
     :raises NotFoundError: the partition is not in this store (a Kafka log directory holds its broker's).
     """
     topic, queue = row.topic, row.partition
-    if topic not in store.topics() or queue not in store.partitions(topic):
+    span = _consumable(store, row)
+    if span is None:
         raise NotFoundError(f"expected {topic}-{queue} here to plan the new offset of group {args.group!r}, "
                             "found none (another broker's partition: --topic T resets one topic)", args.path)
-    start, end = store.offset_range(topic, queue)
-    if row.log_end_offset is not None:
-        end = max(start, min(end, row.log_end_offset))
+    start, end = span
     if args.to_earliest:
         return start
     if args.to_latest:
@@ -1630,7 +1640,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     reset.add_argument("--reset-offsets", action="store_true",
                        help="plan new offsets for --group (every partition/queue of its topics, or of "
                             "--topic), each clamped to its range; written only with --execute")
-    reset.add_argument("--topic", help="with --reset-offsets: only this topic's partitions (queues)")
+    reset.add_argument("--topic",
+                       help="with --reset-offsets or --delete: only this topic's partitions (queues)")
     target = reset.add_mutually_exclusive_group()
     target.add_argument("--to-datetime", type=time_ms, metavar="TIME",
                         help="each one's first offset stored at or after TIME (its end if none is)")

@@ -59,6 +59,7 @@ from .segment import (
     TimestampAndOffset,
     TransactionTracker,
     file_name,
+    transactional_rows,
 )
 from .txnindex import AbortedTxn
 
@@ -858,10 +859,8 @@ class Partition:
         found: dict[int, list[tuple[str, int | None, str]]] = {}
         for seg in self.segments:
             try:
-                txns = [chunk.batches["position"][
-                    (chunk.batches["magic"] >= codec.MAGIC_V2) & (chunk.batches["producer_id"] >= 0)
-                    & (chunk.batches["attributes"] & codec.TRANSACTIONAL_FLAG != 0)]
-                    for chunk in seg.header_chunks()]
+                txns = [chunk.batches["position"][transactional_rows(chunk.batches)]
+                        for chunk in seg.header_chunks()]
             except CorruptDataError:
                 break
             problems = _txn_index_problems(seg, np.concatenate(txns or [np.zeros(0, np.int64)]), tracker)

@@ -115,6 +115,13 @@ class RecoverResult:
     index_full_at: int | None = None
 
 
+def transactional_rows(batches: np.ndarray) -> np.ndarray:
+    """Which rows of a chunk's batch headers (``columnar.BATCH_DTYPE``) are transactional v2 batches of a
+    producer: the ones :class:`TransactionTracker` observes."""
+    return ((batches["magic"] >= codec.MAGIC_V2) & (batches["producer_id"] >= 0)
+            & (batches["attributes"] & codec.TRANSACTIONAL_FLAG != 0))
+
+
 class TransactionTracker:
     """Open transactions of a partition, to fill ``.txnindex`` (Kafka ``ProducerStateManager``, reduced).
 
@@ -345,8 +352,7 @@ class LogSegment:
                     starts.append(positions)
                     ends.append(lasts)
                     v2 = batches["magic"] >= codec.MAGIC_V2
-                    transactional.append(positions[v2 & (batches["producer_id"] >= 0)
-                                                   & (batches["attributes"] & codec.TRANSACTIONAL_FLAG != 0)])
+                    transactional.append(positions[transactional_rows(batches)])
                     # v2 batches: Kafka 0.11 and later, which always wrote a time index
                     stamped = batches["max_timestamp"][v2]
                     if len(stamped):
