@@ -152,21 +152,24 @@ def _merge(states: dict[int, ProducerState], pid: int, seg: Any, rows: np.ndarra
             state.txn_start_offset = int(rows["base_offset"][opened[0]])
 
 
-def hanging(open_txns: Mapping[tuple[str, int], list[ProducerState]],
-            coordinator: Iterable[Mapping[str, Any]], now_ms: int, max_timeout_ms: int
-            ) -> list[tuple[str, int, ProducerState, str | None]]:
-    """The hanging ones of the open transactions ``open_txns`` (per partition, its producers), given the
-    transaction coordinator's states (:func:`.txnstate.transaction_states`): ``(topic, partition,
-    producer, transactional id or None)`` in partition and producer order."""
-    by_producer = {int(state["producer_id"]): state for state in coordinator if "producer_id" in state}
+def by_producer_id(coordinator: Iterable[Mapping[str, Any]]) -> dict[int, Mapping[str, Any]]:
+    """The transaction coordinator's states (:func:`.txnstate.transaction_states`) by producer id."""
+    return {int(state["producer_id"]): state for state in coordinator if "producer_id" in state}
+
+
+def hanging(topic: str, partition: int, producers: Iterable[ProducerState],
+            coordinator: Mapping[int, Mapping[str, Any]], now_ms: int, max_timeout_ms: int
+            ) -> list[tuple[ProducerState, str | None]]:
+    """The hanging transactions of ``topic``-``partition``'s producers, given the transaction
+    coordinator's states by producer id (:func:`by_producer_id`): ``(producer, transactional id or
+    None)`` in producer order."""
     found = []
-    for (topic, partition), producers in sorted(open_txns.items()):
-        for producer in producers:
-            if producer.txn_start_offset is None or now_ms - producer.last_timestamp <= max_timeout_ms:
-                continue
-            known = by_producer.get(producer.producer_id)
-            if known is not None and known["state"] in COORDINATOR_FINISHES \
-                    and f"{topic}-{partition}" in known["partitions"]:
-                continue
-            found.append((topic, partition, producer, None if known is None else known["transactional_id"]))
+    for producer in producers:
+        if producer.txn_start_offset is None or now_ms - producer.last_timestamp <= max_timeout_ms:
+            continue
+        known = coordinator.get(producer.producer_id)
+        if known is not None and known["state"] in COORDINATOR_FINISHES \
+                and f"{topic}-{partition}" in known["partitions"]:
+            continue
+        found.append((producer, None if known is None else known["transactional_id"]))
     return found

@@ -1477,15 +1477,14 @@ class KafkaStore(Store):
                    else max_timeout_ms)
         notes: list[str] = []
         coordinator = self._coordinator_logs(txnstate.TRANSACTION_TOPIC, None, notes)
-        states = txnstate.transaction_states(coordinator)
+        states = producers.by_producer_id(txnstate.transaction_states(coordinator))
         topic_state = self.metadata.topic(txnstate.TRANSACTION_TOPIC) if self.metadata is not None else None
         count = len(topic_state.partitions) if topic_state is not None and topic_state.partitions else None
         rows = []
-        for key, part in self._selected_partitions(topic, partition).items():
+        for (t, p), part in self._selected_partitions(topic, partition).items():
             now = part.clock() if now_ms is None else now_ms
-            open_txns = {key: [p for p in producers.describe_producers(part, now)
-                               if p.txn_start_offset is not None]}
-            for t, p, producer, txn_id in producers.hanging(open_txns, states, now, timeout):
+            found = producers.describe_producers(part, now)
+            for producer, txn_id in producers.hanging(t, p, found, states, now, timeout):
                 rows.append({"topic": t, "partition": p, **producer.to_dict(), "transactional_id": txn_id,
                              "duration_min": (now - producer.last_timestamp) // 60_000})
         if rows and (count is None or len(coordinator) < count):
@@ -1544,8 +1543,7 @@ class KafkaStore(Store):
 
         :raises NotFoundError: a topic or partition given that is not here.
         """
-        chosen = {key: part for key, part in self._partitions().items()
-                  if (topic is None or key[0] == topic) and (partition is None or key[1] == partition)}
+        chosen = {(t, p): part for t, p, part in self._selected(topic, partition)}
         if not chosen and (topic is not None or partition is not None):
             where = f"{topic}-{partition}" if topic is not None and partition is not None else (
                 f"topic {topic!r}" if topic is not None else f"partition {partition}")
