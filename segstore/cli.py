@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
-from typing import Any, TextIO, cast
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from . import allocator, files, progress, registry
 from .api import open as open_store
@@ -49,6 +49,9 @@ from .store import (
     QueryRequest,
     Store,
 )
+
+if TYPE_CHECKING:
+    from .consumers import ConsumerGroups
 
 EXIT_OK, EXIT_DATA, EXIT_USAGE = 0, 1, 2
 #: Interrupted (Ctrl-C, SIGINT): 128 + the signal's number, what shells report for it.
@@ -1182,6 +1185,8 @@ def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
         raise UsageError("--state and --members describe groups: not with --reset-offsets or --delete")
     if args.state and args.members:
         raise UsageError("--state and --members: one view at a time")
+    if args.verbose and not args.members:
+        raise UsageError("--verbose goes with --members")
     if args.delete:
         return _delete_offsets(args, out)
     if args.reset_offsets:
@@ -1201,7 +1206,7 @@ def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
     for note in found.notes:
         sys.stderr.write(f"segstore consumers: {args.path}: {note}\n")
     if args.state or args.members:
-        return _group_views(args, found.rows, out)
+        return _group_views(args, found, out)
     if args.json:
         _json_line([row.to_dict() for row in found.rows], out)
         return EXIT_OK
@@ -1221,39 +1226,59 @@ def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
 
 
 #: ``kafka-consumer-groups --describe --state``'s columns (the coordinator as its ``__consumer_offsets``
-#: partition: the files name no broker address) and ``--members``'.
+#: partition: the files name no broker address) and ``--members``' (GROUP-INSTANCE-ID only where a
+#: member has one, as the tool does; ASSIGNMENT with ``--verbose``).
 STATE_HEADER = ("GROUP", "COORDINATOR-PARTITION", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS")
-MEMBERS_HEADER = ("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS")
+#: ``--members``' columns: header, least width, the member's field (``_assignment_cell`` for ASSIGNMENT).
+_MEMBER_COLUMNS = (("GROUP", 15, "group"), ("CONSUMER-ID", 15, "consumer_id"),
+                   ("GROUP-INSTANCE-ID", 17, "group_instance_id"), ("HOST", 15, "host"),
+                   ("CLIENT-ID", 15, "client_id"), ("#PARTITIONS", 15, "partitions"),
+                   ("ASSIGNMENT", 0, "assignment"))
 
 
-def _group_views(args: argparse.Namespace, rows: list[Any], out: TextIO) -> int:
+def _group_views(args: argparse.Namespace, found: ConsumerGroups, out: TextIO) -> int:
     """``consumers --state`` (a line a group: ``ConsumerGroupCommand.printStates``) or ``--members`` (a line
-    a member with partitions: ``printMembers``), from the ``--describe`` rows; ``-`` where the format
-    keeps no such thing (RocketMQ keeps no members or states)."""
-    found: list[dict[str, Any]] = []
+    a member, with or without partitions: ``printMembers``); ``-`` where the format keeps no such thing
+    (RocketMQ keeps no members or states)."""
+    rows: list[dict[str, Any]] = []
     if args.state:
-        for group in sorted({row.group for row in rows}):
-            first = next(row for row in rows if row.group == group)
-            found.append({"group": group, "coordinator_partition": first.extras.get("coordinator_partition"),
-                          "assignment_strategy": first.extras.get("protocol"), "state": first.state,
-                          "members": first.extras.get("members")})
+        for group in found.groups():
+            first = next(row for row in found.rows if row.group == group)
+            rows.append({"group": group, "coordinator_partition": first.extras.get("coordinator_partition"),
+                         "assignment_strategy": first.extras.get("protocol"), "state": first.state,
+                         "members": first.extras.get("members")})
     else:
-        counts: dict[tuple[str, str], list[Any]] = {}
-        for row in rows:
-            if row.consumer_id is not None:
-                counts.setdefault((row.group, row.consumer_id), []).append(row)
-        for (group, member), held in sorted(counts.items()):
-            found.append({"group": group, "consumer_id": member, "host": held[0].host,
-                          "client_id": held[0].client_id, "partitions": len(held)})
-        for group in sorted({row.group for row in rows} - {group for group, _ in counts}):
+        rows = [member.to_dict() for member in found.members]
+        for group in sorted(set(found.groups()) - {member.group for member in found.members}):
             sys.stderr.write(f"Consumer group '{group}' has no active members.\n")
     if args.json:
-        _json_line(found, out)
-    else:
-        header = STATE_HEADER if args.state else MEMBERS_HEADER
-        _table(header, [tuple(_cell(value) for value in row.values()) for row in found], (15,) * len(header),
-               out)
+        _json_line(rows, out)
+        return EXIT_OK
+    if args.state:
+        _table(STATE_HEADER, [tuple(_cell(value) for value in row.values()) for row in rows],
+               (15,) * len(STATE_HEADER), out)
+        return EXIT_OK
+    static = any(row["group_instance_id"] for row in rows)
+    columns = [(header, width, key) for header, width, key in _MEMBER_COLUMNS
+               if (key != "group_instance_id" or static) and (key != "assignment" or args.verbose)]
+    cells = [tuple(_member_cell(key, row[key]) for _, _, key in columns) for row in rows]
+    _table([header for header, _, _ in columns], cells, [width for _, width, _ in columns], out)
     return EXIT_OK
+
+
+def _member_cell(key: str, value: Any) -> str:
+    """A ``--members`` cell: the text, empty for no group instance id; ASSIGNMENT (``--verbose``) as
+    ``other(2), topic(0,1)``, topics sorted, partitions in number order, ``-`` for none (Kafka 3.5's
+    ``ConsumerGroupCommand.printMembers``; 3.8's Java port drops the topic names and sorts the partitions as
+    text, which reads wrong past 9)."""
+    if key != "assignment":
+        return "" if value is None else str(value)
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in value:
+        by_topic.setdefault(topic, []).append(partition)
+    if not by_topic:
+        return "-"
+    return ", ".join(sorted(f"{topic}({','.join(map(str, sorted(ps)))})" for topic, ps in by_topic.items()))
 
 
 def _extra_cell(key: str, value: Any) -> str:
@@ -1632,8 +1657,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                    help="a line a group: coordinator partition, assignment strategy, state, member count "
                         "(kafka-consumer-groups --describe --state)")
     p.add_argument("--members", action="store_true",
-                   help="a line a member holding partitions: consumer id, host, client id, partition count "
-                        "(kafka-consumer-groups --describe --members)")
+                   help="a line a member, whether or not it holds partitions: consumer id, group instance id "
+                        "(static members), host, client id, partition count (kafka-consumer-groups "
+                        "--describe --members)")
+    p.add_argument("--verbose", action="store_true",
+                   help="with --members: also each member's ASSIGNMENT, as topic(partitions)")
     reset = p.add_argument_group("resetting or deleting a group's offsets (broker stopped; as "
                                  "kafka-consumer-groups --reset-offsets / --delete-offsets / --delete, "
                                  "mqadmin resetOffsetByTime / deleteSubGroup)")

@@ -84,6 +84,28 @@ class ConsumerOffset:
         return {**{name: getattr(self, name) for name in COLUMNS}, "extras": dict(self.extras)}
 
 
+@dataclass(frozen=True, slots=True)
+class GroupMember:
+    """One member of a consumer group as its coordinator last stored it (``kafka-consumer-groups
+    --describe --members``), whether or not it holds partitions."""
+
+    group: str
+    consumer_id: str
+    host: str
+    client_id: str
+    #: static membership's ``group.instance.id`` (None: a dynamic member)
+    group_instance_id: str | None = None
+    #: its assigned partitions, as (topic, partition), sorted
+    assignment: tuple[tuple[str, int], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The member as a JSON object (``assignment`` as ``[topic, partition]`` pairs)."""
+        return {"group": self.group, "consumer_id": self.consumer_id,
+                "group_instance_id": self.group_instance_id, "host": self.host,
+                "client_id": self.client_id, "partitions": len(self.assignment),
+                "assignment": [list(tp) for tp in self.assignment]}
+
+
 @dataclass(slots=True)
 class ConsumerGroups:
     """What ``Store.consumer_groups`` answers: the rows, and what the reader could not apply."""
@@ -96,6 +118,9 @@ class ConsumerGroups:
     #: ``(header, extras key)`` of the format's own columns the text table shows after the common
     #: ones (RocketMQ: ``consumerProgress``'s LastTime); a key ending in ``timestamp`` holds ms, 0 none
     columns: tuple[tuple[str, str], ...] = ()
+    #: every member of the groups listed, by group then consumer id, where the format keeps members
+    #: (RocketMQ: none); a member holding no partition is here though no row names it
+    members: list[GroupMember] = field(default_factory=list)
 
     def groups(self) -> list[str]:
         """The groups listed, sorted."""

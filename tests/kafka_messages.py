@@ -197,14 +197,15 @@ def group_metadata(group: str, *, generation: int = 1, protocol: str | None = "r
                    protocol_type: str = "consumer", tombstone: bool = False) -> tuple[bytes, bytes | None]:
     """``GroupMetadataKey`` and ``GroupMetadataValue`` v3 (None: a tombstone).  ``members``: dicts with
     ``memberId``, ``clientId``, ``clientHost``, ``topics`` (subscribed) and ``assigned``
-    (topic -> partitions)."""
+    (topic -> partitions), and ``groupInstanceId`` for a static member."""
     key = versioned(it.GROUP_METADATA_KEY, 2, {"group": group})
     if tombstone:
         return key, None
     rows = []
     for m in members or []:
-        rows.append({"memberId": m["memberId"], "groupInstanceId": None, "clientId": m["clientId"],
-                     "clientHost": m["clientHost"], "rebalanceTimeout": 300000, "sessionTimeout": 45000,
+        rows.append({"memberId": m["memberId"], "groupInstanceId": m.get("groupInstanceId"),
+                     "clientId": m["clientId"], "clientHost": m["clientHost"], "rebalanceTimeout": 300000,
+                     "sessionTimeout": 45000,
                      "subscription": subscription(m["topics"]), "assignment": assignment(m["assigned"])})
     leader = rows[0]["memberId"] if rows else None
     data = {"protocolType": protocol_type, "generation": generation, "protocol": protocol if rows else None,

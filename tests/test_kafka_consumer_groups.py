@@ -321,7 +321,7 @@ def test_any_records_load_or_are_named(rows):
 
 def test_state_and_members_views(tmp_path, capsys):
     """``--state``: a line a group (ConsumerGroupCommand.printStates: strategy, state, member count; the
-    coordinator as its partition); ``--members``: a line a member holding partitions, with their count."""
+    coordinator as its partition); ``--members``: a line a member, with its partition count."""
     logs = tmp_path / "logs"
     build(logs)
     code, out, _ = _run(capsys, "consumers", logs, "--state", "--now-ms", NOW)
@@ -333,10 +333,46 @@ def test_state_and_members_views(tmp_path, capsys):
     assert lines["kip848"] == ["0", "uniform", "Stable", "1"]
     assert lines["simple"] == ["0", "-", "Empty", "0"]
     code, out, err = _run(capsys, "consumers", logs, "--members", "--json", "--now-ms", NOW)
+    member = {"group_instance_id": None}
     assert code == 0 and json.loads(out) == [
-        {"group": "kip848", "consumer_id": "ma", "host": "/10.0.0.9", "client_id": "ca", "partitions": 1},
-        {"group": "live", "consumer_id": "m1", "host": "/10.0.0.1", "client_id": "c1", "partitions": 2},
-        {"group": "live", "consumer_id": "m2", "host": "/10.0.0.2", "client_id": "c2", "partitions": 1}]
+        {**member, "group": "kip848", "consumer_id": "ma", "host": "/10.0.0.9", "client_id": "ca",
+         "partitions": 1, "assignment": [["orders", 1]]},
+        {**member, "group": "live", "consumer_id": "m1", "host": "/10.0.0.1", "client_id": "c1",
+         "partitions": 2, "assignment": [["orders", 0], ["orders", 1]]},
+        {**member, "group": "live", "consumer_id": "m2", "host": "/10.0.0.2", "client_id": "c2",
+         "partitions": 1, "assignment": [["payments", 0]]}]
     assert "Consumer group 'simple' has no active members." in err
     code, out, err = _run(capsys, "consumers", logs, "--state", "--members")
     assert (code, out) == (2, "") and "one view at a time" in err
+    code, out, err = _run(capsys, "consumers", logs, "--verbose")
+    assert (code, out) == (2, "") and "--verbose goes with --members" in err
+
+
+def test_members_without_partitions_and_static_members(tmp_path, capsys):
+    """``--members`` lists every member the coordinator stored, as ``collectGroupsMembers`` does (not only
+    those holding partitions, which is all ``--describe``'s rows name); GROUP-INSTANCE-ID shows only where
+    a member is static; ``--verbose`` adds ASSIGNMENT as Kafka 3.5's ``printMembers`` prints it."""
+    logs = tmp_path / "logs"
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        store.append_batch([Message("orders", b"o", partition=p, timestamp=T0) for p in range(12)])
+        members = [
+            {"memberId": "busy", "clientId": "c1", "clientHost": "/10.0.0.1", "topics": ["orders", "more"],
+             "assigned": {"orders": [10, 2, 0], "more": [1]}, "groupInstanceId": "pod-1"},
+            {"memberId": "idle", "clientId": "c2", "clientHost": "/10.0.0.2", "topics": ["orders"],
+             "assigned": {}},
+        ]
+        _records(store, [group_metadata("g", generation=2, members=members, state_ms=T0)])
+    code, out, err = _run(capsys, "consumers", logs, "--members", "--verbose", "--now-ms", NOW)
+    assert code == 0 and err == ""
+    assert [line.split() for line in out.splitlines()] == [
+        ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"],
+        ["g", "busy", "pod-1", "/10.0.0.1", "c1", "4", "more(1),", "orders(0,2,10)"],
+        ["g", "idle", "/10.0.0.2", "c2", "0", "-"]]
+    code, out, _ = _run(capsys, "consumers", logs, "--members", "--now-ms", NOW)
+    assert out.split()[:5] == ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID"]
+    assert "ASSIGNMENT" not in out
+    code, out, _ = _run(capsys, "consumers", logs, "--state", "--now-ms", NOW)
+    assert out.splitlines()[1].split() == ["g", "0", "range", "Stable", "2"]
+    # --describe names only the member holding partitions, as collectGroupsOffsets does
+    code, out, _ = _run(capsys, "consumers", logs, "--json", "--now-ms", NOW)
+    assert {row["consumer_id"] for row in json.loads(out)} == {"busy"}

@@ -41,7 +41,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from segstore.consumers import ConsumerGroups, ConsumerOffset, lag
+from segstore.consumers import ConsumerGroups, ConsumerOffset, GroupMember, lag
 from segstore.errors import CorruptDataError
 
 from . import internal_topics as it
@@ -106,6 +106,8 @@ class Member:
     subscribed: list[str] | None
     #: its assigned partitions, as (topic, partition)
     assigned: list[tuple[str, int]] = field(default_factory=list)
+    #: static membership's ``group.instance.id`` (None: dynamic)
+    instance_id: str | None = None
 
 
 @dataclass(slots=True)
@@ -261,7 +263,8 @@ def _classic_group(group_id: str, value: dict[str, Any], partition: int) -> Grou
         subscribed = list(subscription["topics"]) if isinstance(subscription, dict) else None
         assigned = ([(p["topic"], n) for p in assignment["assignedPartitions"] for n in p["partitions"]]
                     if isinstance(assignment, dict) else [])
-        members.append(Member(m["memberId"], m["clientId"], m["clientHost"], subscribed, assigned))
+        members.append(Member(m["memberId"], m["clientId"], m["clientHost"], subscribed, assigned,
+                              m.get("groupInstanceId")))
     state_ms = value.get("currentStateTimestamp", -1)
     return Group(group_id, "classic", value["protocolType"] or None, value["protocol"], value["generation"],
                  STABLE if members else EMPTY, None if state_ms == -1 else state_ms, members,
@@ -287,7 +290,7 @@ def _consumer_group(group_id: str, records: dict[int, list[tuple[dict[str, Any],
         assigned = [(names.get(t["topicId"], t["topicId"]), n)
                     for t in assignment.get("assignedPartitions", ()) for n in t["partitions"]]
         members.append(Member(k["memberId"], v["clientId"], v["clientHost"], list(v["subscribedTopicNames"]),
-                              assigned))
+                              assigned, v.get("instanceId")))
         reconciled &= (assignment.get("state") == MEMBER_STABLE
                        and assignment.get("memberEpoch") == target_epoch)
         if v.get("serverAssignor"):
@@ -369,5 +372,9 @@ def consumer_groups(logs: Mapping[int, CoordinatorLog], *, log_end: Callable[[st
     if expired:
         minutes = retention_ms // 60000
         lines.append(f"offsets expired at {now} (offsets.retention.minutes={minutes}): {expired}")
-    return ConsumerGroups(describe(groups, log_end), lines, now)
+    members = [GroupMember(group_id, m.member_id, m.host, m.client_id, m.instance_id,
+                           tuple(sorted(m.assigned)))
+               for group_id in sorted(groups)
+               for m in sorted(groups[group_id].members, key=lambda m: m.member_id)]
+    return ConsumerGroups(describe(groups, log_end), lines, now, members=members)
 
