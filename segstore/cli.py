@@ -15,6 +15,7 @@ import codecs
 import inspect
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -139,6 +140,25 @@ def time_ms(text: str) -> int:
     if when.tzinfo is None:
         when = when.replace(tzinfo=timezone.utc)
     return (when - _EPOCH) // timedelta(milliseconds=1)  # exact integers, no float rounding
+
+
+#: ``java.time.Duration.parse``'s text: ``[-+]P[nD][T[nH][nM][n[.n]S]]``, each number signed, any case
+_DURATION = re.compile(r"([-+]?)P(?:([-+]?\d+)D)?(?:T(?:([-+]?\d+)H)?(?:([-+]?\d+)M)?"
+                       r"(?:([-+]?)(\d+)(?:[.,](\d{0,9}))?S)?)?", re.IGNORECASE)
+
+
+def duration_ns(text: str) -> int:
+    """``--by-duration``: an ISO-8601 duration as ``java.time.Duration.parse`` reads it (``P1DT2H``,
+    ``PT30M``, ``PT0.5S``, ``-PT6H``), in nanoseconds."""
+    found = _DURATION.fullmatch(text.strip())
+    if found is None or found.group(0).upper().endswith(("P", "T")):
+        raise argparse.ArgumentTypeError(f"expected an ISO-8601 duration such as P1DT2H30M or PT15M, found "
+                                         f"{text!r}")
+    sign, days, hours, minutes, seconds_sign, seconds, fraction = found.groups()
+    ns = ((int(days or 0) * 24 + int(hours or 0)) * 60 + int(minutes or 0)) * 60 * 10**9
+    seconds_ns = int(seconds or 0) * 10**9 + int((fraction or "").ljust(9, "0"))
+    ns += -seconds_ns if seconds_sign == "-" else seconds_ns
+    return -ns if sign == "-" else ns
 
 
 def _print_records(store: Store, records: Iterable[Record], as_json: bool, out: TextIO) -> int:
@@ -1063,32 +1083,49 @@ RESET_HEADER = ("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")
 
 def _reset_offsets(args: argparse.Namespace, out: TextIO) -> int:
     """``consumers --reset-offsets``: the new offset of every partition (queue) of the group's topics
-    (or ``--topic``'s) as ``kafka-consumer-groups --reset-offsets`` plans it, printed; written with
-    ``--execute`` through the store's ``commit_offsets`` (all or none).  An offset outside a
-    partition's range is clamped into it, as the tool's ``checkOffsetsRange`` does."""
-    asked = (args.to_datetime is not None or args.to_earliest or args.to_latest or args.to_offset is not None
-             or args.shift_by is not None)
-    if args.group is None or not asked:
-        raise UsageError("--reset-offsets needs --group G and one of --to-datetime TIME, --to-earliest, "
-                         "--to-latest, --to-offset N, --shift-by N")
+    (or ``--topic``'s; or those ``--from-file`` names) as ``kafka-consumer-groups --reset-offsets`` plans
+    it, printed (``--export``: as the CSV ``--from-file`` reads); written with ``--execute`` through the
+    store's ``commit_offsets`` (all or none).  An offset outside a partition's range is clamped into it,
+    as the tool's ``checkOffsetsRange`` does."""
+    if args.group is None or not _reset_asked(args):
+        raise UsageError("--reset-offsets needs --group G and one of --to-datetime TIME, --by-duration D, "
+                         "--to-earliest, --to-latest, --to-current, --to-offset N, --shift-by N, "
+                         "--from-file CSV")
+    if args.export and args.json:
+        raise UsageError("--export prints CSV: not with --json")
+    if args.by_duration is not None:    # ConsumerGroupCommand: now minus the duration, then as a datetime
+        now_ns = (time.time_ns() if args.now_ms is None else args.now_ms * 1_000_000) - args.by_duration
+        args.to_datetime = max(0, now_ns // 1_000_000)      # back past the epoch: every record is after it
     if args.to_datetime is not None and args.to_datetime < 0:
         raise UsageError(f"--to-datetime: expected a time at or after the epoch, found {args.to_datetime} ms")
+    from .consumers import ConsumerOffset
+
+    wanted = _reset_plan_file(args) if args.from_file is not None else None
     options = ({} if args.offsets_retention_minutes is None
                else {"offsets_retention_ms": args.offsets_retention_minutes * 60_000})
     with _open(args, mode="a" if args.execute else "r") as store:
         # the group's partitions as its files hold them (Kafka: at the newest record's time): a group the
         # broker would expire by --now-ms is reset all the same, as kafka-consumer-groups resets a new one
-        rows = _group_rows(store, args)
-        current = {(row.topic, row.partition): row for row in rows}
+        if wanted is None:
+            rows = _group_rows(store, args)
+            current = {(row.topic, row.partition): row for row in rows}
+        else:                           # the file's partitions, whether or not the group committed them
+            rows = store.consumer_groups(args.group).rows
+            known = {(row.topic, row.partition): row for row in rows}
+            current = {queue: known.get(queue) or ConsumerOffset(args.group, *queue, None, None, None)
+                       for queue in wanted}
         if args.shift_by is not None:   # a queue the group never committed has nothing to shift
             current = {queue: row for queue, row in current.items()
                        if row.committed_offset is not None and row.committed_offset >= 0}
             if not current:
                 raise NotFoundError(f"expected a committed offset of group {args.group!r} to shift, "
                                     "found none", args.path)
-        plan = {queue: _reset_target(args, store, row) for queue, row in sorted(current.items())}
+        plan = {queue: _reset_target(args, store, row, None if wanted is None else wanted[queue])
+                for queue, row in sorted(current.items())}
         notes = store.commit_offsets(args.group, plan, now_ms=args.now_ms, **options) if args.execute else []
-    if args.json:
+    if args.export:     # ConsumerGroupCommand.exportOffsetsToCsv, one group: topic,partition,offset
+        out.writelines(f"{t},{q},{o}\n" for (t, q), o in plan.items())
+    elif args.json:
         _json_line([{"group": args.group, "topic": t, "partition": q, "new_offset": o}
                     for (t, q), o in plan.items()], out)
     else:
@@ -1096,6 +1133,59 @@ def _reset_offsets(args: argparse.Namespace, out: TextIO) -> int:
                (*_CONSUMER_WIDTHS[:3], 0), out)
     _after_group_change(args, rows, notes, "resets", "commit these offsets")
     return EXIT_OK
+
+
+def _reset_asked(args: argparse.Namespace) -> bool:
+    """Whether the command line names a target of ``--reset-offsets``."""
+    return (args.to_datetime is not None or args.by_duration is not None or args.to_earliest or args.to_latest
+            or args.to_current or args.to_offset is not None or args.shift_by is not None
+            or args.from_file is not None)
+
+
+def _reset_plan_file(args: argparse.Namespace) -> dict[tuple[str, int], int]:
+    """``--from-file``: the CSV ``--export`` writes (``topic,partition,offset`` a line), or its several
+    groups' form (``group,topic,partition,offset``: ``--group``'s lines kept), as
+    ``ConsumerGroupCommand.parseResetPlan`` reads it (the first line decides which); ``-`` reads stdin.
+    ``--topic`` and ``--partition`` keep only their lines.
+
+    :raises UsageError: no such file, or a line of neither form (named by its byte position).
+    :raises NotFoundError: no line for the group (on the selected topic).
+    """
+    import csv
+
+    if args.from_file == "-":
+        data = sys.stdin.buffer.read()
+    else:
+        _require_input_file(args.from_file, "a CSV reset plan")
+        data = files.read_bytes(args.from_file)
+    shown = "<stdin>" if args.from_file == "-" else args.from_file
+    partition = _partition(args) if hasattr(args, "queue") else None
+    plan: dict[tuple[str, int], int] = {}
+    fields = None
+    pos = 0
+    for line in data.splitlines(keepends=True):
+        at, pos = pos, pos + len(line)
+        text = line.decode("utf-8", "replace").strip()
+        if not text:
+            continue
+        cells = next(csv.reader([text]))
+        fields = fields or len(cells)
+        numbers: tuple[int, int] | None
+        try:
+            numbers = int(cells[-2]), int(cells[-1])
+        except (ValueError, IndexError):
+            numbers = None
+        if numbers is None or len(cells) != fields or fields not in (3, 4):
+            raise UsageError(f"expected topic,partition,offset (or group,topic,partition,offset) as the "
+                             f"first line has {fields} fields, found {text[:200]!r}", shown, at)
+        group, topic, (queue, offset) = cells[0] if fields == 4 else args.group, cells[-3], numbers
+        if group == args.group and (args.topic is None or topic == args.topic) \
+                and (partition is None or queue == partition):
+            plan[topic, queue] = offset
+    if not plan:
+        where = "" if args.topic is None else f" on topic {args.topic!r}"
+        raise NotFoundError(f"expected a reset plan for group {args.group!r}{where}, found none", shown)
+    return plan
 
 
 def _after_group_change(args: argparse.Namespace, rows: list[Any], notes: list[str], verb: str,
@@ -1150,10 +1240,10 @@ def _consumable(store: Store, row: Any) -> tuple[int, int] | None:
     return start, end
 
 
-def _reset_target(args: argparse.Namespace, store: Store, row: Any) -> int:
-    """The new offset of the partition (queue) of a ``consumers`` row for ``--reset-offsets``, clamped to
-    its range: from its start to the end the row shows (Kafka: the high watermark, the tool's ``latest``
-    offset; RocketMQ: the queue's max offset).
+def _reset_target(args: argparse.Namespace, store: Store, row: Any, planned: int | None = None) -> int:
+    """The new offset of the partition (queue) of a ``consumers`` row for ``--reset-offsets`` (``planned``:
+    the ``--from-file`` offset), clamped to its range: from its start to the end the row shows (Kafka: the
+    high watermark, the tool's ``latest`` offset; RocketMQ: the queue's max offset).
 
     :raises NotFoundError: the partition is not in this store (a Kafka log directory holds its broker's).
     """
@@ -1170,15 +1260,19 @@ def _reset_target(args: argparse.Namespace, store: Store, row: Any) -> int:
     if args.to_datetime is not None:
         found = store.offset_for_time(topic, queue, args.to_datetime)
         return end if found is None else max(found, start)
-    wanted = args.to_offset if args.to_offset is not None else row.committed_offset + args.shift_by
+    if args.to_current:     # a partition the group never committed goes to its end, as the tool's does
+        wanted = end if row.committed_offset is None or row.committed_offset < 0 else row.committed_offset
+    elif planned is not None:
+        wanted = planned
+    else:
+        wanted = args.to_offset if args.to_offset is not None else row.committed_offset + args.shift_by
     return min(max(wanted, start), end)
 
 
 def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
     from .consumers import COLUMNS as CONSUMER_COLUMNS  # pyarrow: not for the other commands
 
-    targets = (args.to_datetime is not None or args.to_earliest or args.to_latest
-               or args.to_offset is not None or args.shift_by is not None)
+    targets = _reset_asked(args)
     if args.delete and (args.reset_offsets or targets):
         raise UsageError("--delete and --reset-offsets (or its targets) do not go together")
     if (args.state or args.members) and (args.delete or args.reset_offsets):
@@ -1192,8 +1286,11 @@ def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
     if args.reset_offsets:
         return _reset_offsets(args, out)
     if args.execute or args.topic is not None or targets:
-        raise UsageError("--topic, --to-datetime, --to-earliest, --to-latest, --to-offset, --shift-by and "
-                         "--execute go with --reset-offsets or --delete")
+        raise UsageError("--topic, --to-datetime, --by-duration, --to-earliest, --to-latest, --to-current, "
+                         "--to-offset, --shift-by, --from-file and --execute go with --reset-offsets or "
+                         "--delete")
+    if args.export:
+        raise UsageError("--export goes with --reset-offsets")
 
     options = ({} if args.offsets_retention_minutes is None
                else {"offsets_retention_ms": args.offsets_retention_minutes * 60_000})
@@ -1678,6 +1775,18 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     target.add_argument("--to-offset", type=int, metavar="N", help="offset N in each")
     target.add_argument("--shift-by", type=int, metavar="N",
                         help="each committed offset moved by N (negative: back)")
+    target.add_argument("--by-duration", type=duration_ns, metavar="DURATION",
+                        help="as --to-datetime of now (--now-ms, else the clock) minus an ISO-8601 duration "
+                             "(P1DT2H, PT30M)")
+    target.add_argument("--to-current", action="store_true",
+                        help="each committed offset as it is (clamped to its range; the end where none is): "
+                             "with --export, the group's position saved for --from-file")
+    target.add_argument("--from-file", metavar="CSV",
+                        help="the offsets of a CSV file, topic,partition,offset a line (or "
+                             "group,topic,partition,offset: --group's lines), as --export writes; - for "
+                             "stdin")
+    reset.add_argument("--export", action="store_true",
+                       help="print the plan as the CSV --from-file reads, topic,partition,offset a line")
     reset.add_argument("--delete", action="store_true",
                        help="delete --group's committed offsets of --topic, or the whole group (as "
                             "kafka-consumer-groups --delete-offsets / --delete); only with --execute")

@@ -3,18 +3,24 @@
 at or after the time, its end where none is; ``--to-earliest``, ``--to-latest``), printed, and written to
 ``config/consumerOffset.json`` only with ``--execute``, all queues at once, the file before kept as
 ``.bak``.  ``--to-offset`` and ``--shift-by`` clamp into each queue's range, as the tool's
-``checkOffsetsRange``.  (Kafka: test_kafka_reset_offsets.py.)
+``checkOffsetsRange``.  ``--by-duration``, ``--to-current``, ``--from-file`` and ``--export`` follow
+``ConsumerGroupCommand.prepareOffsetsToReset``, ``parseResetPlan`` and ``exportOffsetsToCsv`` (Kafka
+3.8.0, tools/.../consumer/group/ConsumerGroupCommand.java).  (Kafka: test_kafka_reset_offsets.py.)
 """
 
 from __future__ import annotations
 
+import argparse
+import io
 import json
+import sys
 from pathlib import Path
 
 import pytest
 from conftest import cli_run as run
 
 import segstore
+from segstore.cli import duration_ns
 
 BASE = 1_700_000_000_000
 
@@ -42,6 +48,9 @@ def committed(path: Path) -> dict[tuple[str, str, int], int | None]:
     (["--to-datetime", str(BASE + 10**6)], {0: 5, 1: 5}),   # nothing that new: the queue's end
     (["--to-earliest"], {0: 0, 1: 0}),
     (["--to-latest"], {0: 5, 1: 5}),
+    (["--by-duration", "PT0.010S", "--now-ms", str(BASE + 45)], {0: 2, 1: 2}),   # as --to-datetime +35
+    (["--by-duration=-PT1H", "--now-ms", str(BASE)], {0: 5, 1: 5}),            # the future: the end
+    (["--to-current"], {0: 2, 1: 5}),           # T/1 never committed: its end, as the tool's
 ])
 def test_a_plan_is_printed_and_written_only_with_execute(tmp_path, target, expected):
     path = store_with_groups(tmp_path / "store")
@@ -130,3 +139,79 @@ def test_dump_group_prints_the_backlog_in_commitlog_order(tmp_path):
 
     assert code == 0 and out.splitlines() == [line for line in whole.splitlines() if pending(line)]
     assert len(out.splitlines()) == 3
+
+
+@pytest.mark.parametrize("text, ns", [
+    ("PT15M", 15 * 60 * 10**9), ("P1DT2H30M", (26 * 60 + 30) * 60 * 10**9), ("p2d", 2 * 86400 * 10**9),
+    ("PT0.5S", 5 * 10**8), ("PT-1.25S", -125 * 10**7), ("-PT6H", -6 * 3600 * 10**9),
+    ("PT1H-30M", 30 * 60 * 10**9),
+    ("PT0,000000001S", 1),
+])
+def test_durations_read_as_java_time_duration_parse(text, ns):
+    assert duration_ns(text) == ns
+
+
+@pytest.mark.parametrize("text", ["P", "PT", "P1DT", "1D", "P1H", "PT1D", "PT1.S5", "PT0.0000000001S", ""])
+def test_what_duration_parse_refuses_is_refused(text):
+    with pytest.raises(argparse.ArgumentTypeError, match="ISO-8601 duration"):
+        duration_ns(text)
+
+
+def test_an_exported_plan_restores_the_group_from_a_file(tmp_path):
+    """``--to-current --export`` saves where g1 is (``topic,partition,offset`` lines); after a reset,
+    ``--from-file`` of that file puts it back, queue by queue."""
+    path = store_with_groups(tmp_path / "store")
+    with segstore.open(path, mode="a") as store:
+        store.commit_offsets("g1", {("T", 1): 4})
+    code, saved, err = run("consumers", str(path), "--group", "g1", "--reset-offsets", "--to-current",
+                           "--export")
+    assert code == 0 and saved == "T,0,2\nT,1,4\n" and "nothing written" in err
+    (tmp_path / "plan.csv").write_text(saved)
+    run("consumers", str(path), "--group", "g1", "--reset-offsets", "--to-earliest", "--execute")
+    assert committed(path)[("g1", "T", 1)] == 0
+    code, out, err = run("consumers", str(path), "--group", "g1", "--reset-offsets", "--from-file",
+                         tmp_path / "plan.csv", "--execute")
+    assert (code, err) == (0, "") and out.split()[4:] == ["g1", "T", "0", "2", "g1", "T", "1", "4"]
+    assert committed(path) == {("g1", "T", 0): 2, ("g1", "T", 1): 4, ("g2", "U", 0): 1}
+
+
+def test_a_plan_file_of_several_groups_gives_the_groups_lines_clamped(tmp_path, monkeypatch):
+    """``group,topic,partition,offset`` lines: only --group's are taken, a queue the group never committed
+    included, each clamped into its queue; ``-`` reads stdin; --topic keeps its lines."""
+    path = store_with_groups(tmp_path / "store")
+    plan = "g2,U,0,0\r\ng1,T,1,99\n\ng1,U,0,-3\n"
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(plan.encode())))
+    code, out, err = run("consumers", str(path), "--group", "g1", "--reset-offsets", "--from-file", "-",
+                         "--execute")
+    assert (code, err) == (0, "")
+    assert committed(path) == {("g1", "T", 0): 2, ("g1", "T", 1): 5, ("g1", "U", 0): 0, ("g2", "U", 0): 1}
+    (tmp_path / "plan.csv").write_text(plan)
+    code, out, err = run("consumers", str(path), "--group", "g2", "--reset-offsets", "--from-file",
+                         tmp_path / "plan.csv", "--topic", "U", "--json")
+    assert code == 0 and json.loads(out) == [{"group": "g2", "topic": "U", "partition": 0, "new_offset": 0}]
+
+
+def test_a_bad_plan_file_is_named_at_its_line_and_nothing_is_written(tmp_path):
+    path = store_with_groups(tmp_path / "store")
+    before = (path / "config" / "consumerOffset.json").read_bytes()
+    for text, code, words in (
+            ("T,0,1\nT,1\n", 2, "plan.csv:6: expected topic,partition,offset (or "
+                                 "group,topic,partition,offset) as the first line has 3 fields, found 'T,1'"),
+            ("T,zero,1\n", 2, "plan.csv:0: expected topic,partition,offset"),
+            ("a,b\n", 2, "as the first line has 2 fields"),
+            ("g2,U,0,0\n", 1, "plan.csv: expected a reset plan for group 'g1', found none"),
+            ("", 1, "expected a reset plan for group 'g1', found none"),
+            ("V,0,1\n", 1, "expected V-0 here to plan the new offset of group 'g1'")):
+        (tmp_path / "plan.csv").write_text(text)
+        got, out, err = run("consumers", str(path), "--group", "g1", "--reset-offsets", "--from-file",
+                            tmp_path / "plan.csv", "--execute")
+        assert (got, out) == (code, "") and words in err and "Traceback" not in err, text
+    got, out, err = run("consumers", str(path), "--group", "g1", "--reset-offsets", "--from-file",
+                        tmp_path / "nothing.csv")
+    assert got == 2 and "nothing.csv: expected a CSV reset plan, found no such file or directory" in err
+    assert (path / "config" / "consumerOffset.json").read_bytes() == before
+    for argv, words in ((["--export"], "--export goes with --reset-offsets"),
+                        (["--reset-offsets", "--to-current", "--export", "--json"], "not with --json"),
+                        (["--reset-offsets", "--by-duration", "1h"], "expected an ISO-8601 duration")):
+        got, out, err = run("consumers", str(path), "--group", "g1", *argv)
+        assert (got, out) == (2, "") and words in err, argv

@@ -176,6 +176,7 @@ def _log_dir(path: Path, *, members: bool) -> Path:
     (["--to-offset", "7"], {0: 7, 1: 4}),             # clamped to t-1's end
     (["--shift-by", "-2"], {0: 1, 1: 0}),             # 1 - 2 clamped to the start
     (["--shift-by", "20"], {0: 10, 1: 4}),
+    (["--to-current"], {0: 3, 1: 1}),
 ])
 def test_every_target_is_planned_then_committed(tmp_path, target, expected):
     logs = _log_dir(tmp_path / "logs", members=False)
@@ -188,6 +189,20 @@ def test_every_target_is_planned_then_committed(tmp_path, target, expected):
                          "--now-ms", 3000)
     assert code == 0 and "nothing written" not in err
     assert _groups(logs, 3000) == {("g", "t", p): o for p, o in expected.items()}
+
+
+def test_a_plan_file_commits_its_offsets_and_by_duration_reads_the_clock(tmp_path):
+    """``--from-file`` (``ConsumerGroupCommand.parseResetPlan``) commits the file's offsets, clamped;
+    ``--by-duration`` without ``--now-ms`` counts back from the clock, as the tool's ``Instant.now()``."""
+    logs = _log_dir(tmp_path / "logs", members=False)
+    (tmp_path / "plan.csv").write_text("t,1,2\nt,0,99\n")
+    code, out, err = run("consumers", logs, "--group", "g", "--reset-offsets", "--from-file",
+                         tmp_path / "plan.csv", "--execute", "--now-ms", 3000)
+    assert (code, err) == (0, "")
+    assert _groups(logs, 3000) == {("g", "t", 0): 10, ("g", "t", 1): 2}
+    code, out, err = run("consumers", logs, "--group", "g", "--reset-offsets", "--by-duration", "P36500D",
+                         "--json")    # a century back: before every record, so each partition's start
+    assert code == 0 and [row["new_offset"] for row in json.loads(out)] == [0, 0]
 
 
 def test_a_group_with_members_is_reset_with_a_warning(tmp_path):
