@@ -651,25 +651,43 @@ def _narrowed(info: dict[str, Any], topic: str | None, partition: int | None) ->
             value = [item for item in value if wanted(item)]
         elif topic is not None and key in _PER_TOPIC_MAPS and isinstance(value, dict):
             value = {name: v for name, v in value.items() if name == topic}
+            if partition is not None:       # the metadata's assignment of the one partition
+                value = {name: _one_assignment(v, partition) for name, v in value.items()}
         elif topic is not None and key == "topics" and isinstance(value, list):
             value = [name for name in value if name == topic]
         narrowed[key] = value
     return narrowed
 
 
+def _one_assignment(topic: Any, partition: int) -> Any:
+    """A topic's ``info`` map with its ``assignments`` (the metadata log's) narrowed to ``partition``."""
+    if not isinstance(topic, dict) or not isinstance(topic.get("assignments"), list):
+        return topic
+    return {**topic, "assignments": [a for a in topic["assignments"] if a.get("partition") == partition]}
+
+
 def human(value: Any) -> str:
     """A value of a plugin's answer as text for people: lists joined by ``, `` (a list of lists by
-    ``; ``, its items by spaces), maps as ``k=v, ...``, None as ``-``; never a Python repr."""
+    ``; ``, its items by spaces; a list of plain values inside a map by ``,`` alone, so that
+    ``replicas=1,2,3, isr=1`` reads one way), maps as ``k=v, ...``, None as ``-``; never a Python repr."""
     if value is None:
         return "-"
     if isinstance(value, dict):
-        return ", ".join(f"{k}={human(v)}" for k, v in value.items())
+        return ", ".join(f"{k}={_packed(v)}" for k, v in value.items())
     if isinstance(value, list | tuple):
         if any(isinstance(item, list | tuple) for item in value):
             return "; ".join(" ".join(human(v) for v in item) if isinstance(item, list | tuple)
                              else human(item) for item in value)
         return ", ".join(human(item) for item in value) if value else "-"
     return str(value)
+
+
+def _packed(value: Any) -> str:
+    """A map's value as :func:`human` shows it, a list of plain values joined by ``,`` alone."""
+    if isinstance(value, list | tuple) and value and not any(isinstance(v, list | tuple | dict)
+                                                             for v in value):
+        return ",".join(human(v) for v in value)
+    return human(value)
 
 
 def _print_info(info: dict[str, Any], out: TextIO, indent: str = "") -> None:

@@ -172,9 +172,13 @@ def test_info_shows_each_topics_id_and_configs(tmp_path, capsys):
     code, out, _ = _run(capsys, "info", str(logs), "--json")
     assert code == 0
     info = json.loads(out)
+    assignment = [{"partition": 0, "leader": 1, "leader_epoch": 0, "replicas": [1], "isr": [1],
+                   "under_replicated": False, "leaderless": False}]
     assert info["topics"] == {
-        "orders": {"id": ORDERS_ID, "partitions": 1, "configs": {"retention.ms": "1000"}},
-        "table": {"id": TABLE_ID, "partitions": 1, "configs": {"cleanup.policy": "compact"}}}
+        "orders": {"id": ORDERS_ID, "partitions": 1, "replication_factor": 1,
+                   "configs": {"retention.ms": "1000"}, "assignments": assignment},
+        "table": {"id": TABLE_ID, "partitions": 1, "replication_factor": 1,
+                  "configs": {"cleanup.policy": "compact"}, "assignments": assignment}}
     by_name = {p["topic"]: p for p in info["partitions"]}
     assert by_name["orders"]["topic_id"] == ORDERS_ID
 
@@ -207,10 +211,26 @@ def test_the_real_kraft_dirs_info_shows_what_its_metadata_log_says(capsys):
     topics = info["topics"]
     assert sorted(topics) == ["__consumer_offsets", "delivery-create-request", "delivery-create-response",
                               "payment-create-request", "payment-create-response", "payment-failed"]
-    assert topics["__consumer_offsets"] == {
-        "id": "crCKTd0wTl6bQClKBtax4Q", "partitions": 50,
+    offsets = topics["__consumer_offsets"]
+    assert {key: offsets[key] for key in ("id", "partitions", "replication_factor", "configs")} == {
+        "id": "crCKTd0wTl6bQClKBtax4Q", "partitions": 50, "replication_factor": 3,
         "configs": {"compression.type": "producer", "cleanup.policy": "compact",
                     "segment.bytes": "104857600"}}
+    # the cluster was stopped broker by broker: each partition kept its last in-sync replica and lost its
+    # leader (PartitionChangeRecord leader -1)
+    assert offsets["assignments"][0] == {"partition": 0, "leader": -1, "leader_epoch": 54,
+                                         "replicas": [3, 1, 2], "isr": [1], "under_replicated": True,
+                                         "leaderless": True}
+    for described in topics.values():
+        assert [a["partition"] for a in described["assignments"]] == list(range(described["partitions"]))
+        for a in described["assignments"]:
+            assert len(a["replicas"]) == described["replication_factor"]
+            assert set(a["isr"]) <= set(a["replicas"])
+            assert a["under_replicated"] == (len(a["isr"]) < len(a["replicas"]))
+            assert a["leaderless"] == (a["leader"] == -1)
+    code, out, _ = _run(capsys, "info", str(REAL), "--topic", "__consumer_offsets", "--partition", "0")
+    assert "      - partition=0, leader=-1, leader_epoch=54, replicas=3,1,2, isr=1, under_replicated=True, " \
+           "leaderless=True\n" in out and "partition=1," not in out
     # the ids each partition.metadata holds, which the broker checked against the metadata log
     for part in info["partitions"]:
         if part["topic"] != "__cluster_metadata":

@@ -323,6 +323,29 @@ def _text(line: str) -> bytes:
     return line.encode("utf-8", "surrogatepass")
 
 
+def _replication_factor(topic: kraft.TopicState) -> int | None:
+    """``kafka-topics --describe``'s ReplicationFactor: its first partition's replica count
+    (``TopicCommand.TopicDescription``); None for a topic without partitions."""
+    first = min(topic.partitions, default=None)
+    return None if first is None else len(topic.partitions[first].replicas)
+
+
+def _assignment(partition: int, state: kraft.PartitionState) -> dict[str, Any]:
+    """One partition as the metadata image holds it, as ``kafka-topics --describe`` prints it (Leader -1:
+    none; the reassignment's adding/removing replicas only while one runs), and whether it is under-
+    replicated (fewer in-sync replicas than replicas, ``--under-replicated-partitions``) or has no leader
+    (``--unavailable-partitions``)."""
+    row: dict[str, Any] = {"partition": partition, "leader": state.leader, "leader_epoch": state.leader_epoch,
+                           "replicas": list(state.replicas), "isr": list(state.isr)}
+    if state.adding_replicas:
+        row["adding_replicas"] = list(state.adding_replicas)
+    if state.removing_replicas:
+        row["removing_replicas"] = list(state.removing_replicas)
+    row["under_replicated"] = len(state.isr) < len(state.replicas)
+    row["leaderless"] = state.leader < 0
+    return row
+
+
 def _max_timestamp(part: Partition) -> int | None:
     """The partition's largest record timestamp: its segments' ``maxTimestampSoFar`` (the time index's
     last entry, then the batch headers after it), what ``ListOffsets`` answers for the max-timestamp
@@ -1111,7 +1134,10 @@ class KafkaStore(Store):
                                **(self.metadata.summary() if self.metadata is not None else {})}
         if self.metadata is not None:
             info["topics"] = {name: {"id": t.topic_id, "partitions": len(t.partitions),
-                                     "configs": self.metadata.topic_configs(name)}
+                                     "replication_factor": _replication_factor(t),
+                                     "configs": self.metadata.topic_configs(name),
+                                     "assignments": [_assignment(p, t.partitions[p])
+                                                     for p in sorted(t.partitions)]}
                               for name, t in sorted(self.metadata.topics.items())}
         info["partitions"] = parts
         return info
