@@ -1293,12 +1293,16 @@ def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
     targets = _reset_asked(args)
     if args.delete and (args.reset_offsets or targets):
         raise UsageError("--delete and --reset-offsets (or its targets) do not go together")
-    if (args.state or args.members) and (args.delete or args.reset_offsets):
-        raise UsageError("--state and --members describe groups: not with --reset-offsets or --delete")
-    if args.state and args.members:
-        raise UsageError("--state and --members: one view at a time")
+    state = args.state is not None
+    if (state or args.members or args.list or args.type is not None) and (args.delete or args.reset_offsets):
+        raise UsageError("--list, --state and --members describe groups: not with --reset-offsets or "
+                         "--delete")
+    if sum((state and not args.list, args.members, args.list)) > 1:
+        raise UsageError("--list, --state and --members: one view at a time")
     if args.verbose and not args.members:
         raise UsageError("--verbose goes with --members")
+    if (args.type is not None or args.state) and not args.list:
+        raise UsageError("--type, and --state with states, filter --list")
     if args.delete:
         return _delete_offsets(args, out)
     if args.reset_offsets:
@@ -1320,7 +1324,9 @@ def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
                                 args.path)
     for note in found.notes:
         sys.stderr.write(f"segstore consumers: {args.path}: {note}\n")
-    if args.state or args.members:
+    if args.list:
+        return _group_list(args, found, out)
+    if state or args.members:
         return _group_views(args, found, out)
     if args.json:
         _json_line([row.to_dict() for row in found.rows], out)
@@ -1356,7 +1362,7 @@ def _group_views(args: argparse.Namespace, found: ConsumerGroups, out: TextIO) -
     a member, with or without partitions: ``printMembers``); ``-`` where the format keeps no such thing
     (RocketMQ keeps no members or states)."""
     rows: list[dict[str, Any]] = []
-    if args.state:
+    if args.state is not None:
         for group in found.groups():
             first = next(row for row in found.rows if row.group == group)
             rows.append({"group": group, "coordinator_partition": first.extras.get("coordinator_partition"),
@@ -1369,7 +1375,7 @@ def _group_views(args: argparse.Namespace, found: ConsumerGroups, out: TextIO) -
     if args.json:
         _json_line(rows, out)
         return EXIT_OK
-    if args.state:
+    if args.state is not None:
         _table(STATE_HEADER, [tuple(_cell(value) for value in row.values()) for row in rows],
                (15,) * len(STATE_HEADER), out)
         return EXIT_OK
@@ -1378,6 +1384,52 @@ def _group_views(args: argparse.Namespace, found: ConsumerGroups, out: TextIO) -
                if (key != "group_instance_id" or static) and (key != "assignment" or args.verbose)]
     cells = [tuple(_member_cell(key, row[key]) for _, _, key in columns) for row in rows]
     _table([header for header, _, _ in columns], cells, [width for _, width, _ in columns], out)
+    return EXIT_OK
+
+
+#: ``kafka-consumer-groups --list``'s group types (``GroupType``), by the ``kind`` a format gives a group
+_GROUP_TYPES = {"classic": "Classic", "consumer": "Consumer"}
+
+
+def _names(text: str | None, known: Iterable[str], what: str) -> set[str] | None:
+    """``--state``/``--type``'s comma-separated values, case-insensitive as ``ConsumerGroupState.parse``
+    (None or empty: all), spelled as ``known`` spells them.
+
+    :raises UsageError: a value ``known`` does not hold.
+    """
+    if not text:
+        return None
+    spelled = {name.lower(): name for name in known}
+    wanted = {value.strip().lower() for value in text.split(",")}
+    unknown = sorted(wanted - set(spelled))
+    if unknown:
+        raise UsageError(f"expected {what} among {', '.join(sorted(spelled.values()))}, found {unknown[0]!r}")
+    return {spelled[value] for value in wanted}
+
+
+def _group_list(args: argparse.Namespace, found: ConsumerGroups, out: TextIO) -> int:
+    """``consumers --list``: a group id a line (``kafka-consumer-groups --list``); with ``--state`` or
+    ``--type`` a table of GROUP [TYPE] [STATE], those flags' values (comma-separated) keeping only the
+    groups in those states or of those types, as ``listConsumerGroupsWithFilters``."""
+    from .consumers import STATES
+
+    states = _names(args.state, [name for name in STATES if name != "Unknown"], "a group state")
+    types = _names(args.type, _GROUP_TYPES.values(), "a group type")
+    rows: list[dict[str, str | None]] = []
+    for group in found.groups():
+        first = next(row for row in found.rows if row.group == group)
+        kind = _GROUP_TYPES.get(str(first.extras.get("kind")), "Unknown")
+        if (states is None or first.state in states) and (types is None or kind in types):
+            rows.append({"group": group, "type": kind, "state": first.state})
+    if args.json:
+        _json_line(rows, out)
+    elif args.state is None and args.type is None:
+        out.writelines(f"{row['group']}\n" for row in rows)
+    else:
+        keys = ["group"] + ["type"] * (args.type is not None) + ["state"] * (args.state is not None)
+        width = max([15, *(len(row["group"] or "") for row in rows)]) + 10
+        _table([key.upper() for key in keys], [tuple(row[key] or "Unknown" for key in keys) for row in rows],
+               [width] + [20] * (len(keys) - 1), out)
     return EXIT_OK
 
 
@@ -1768,9 +1820,16 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                    help="Kafka: the broker's offsets.retention.minutes (default 10080, 7 days)")
     _json_flag(p, "one JSON list of {group, topic, partition, committed_offset, log_end_offset, lag, "
                   "consumer_id, host, client_id, state, extras}")
-    p.add_argument("--state", action="store_true",
+    p.add_argument("--list", action="store_true",
+                   help="the groups' ids, a line each (kafka-consumer-groups --list); with --state / --type "
+                        "a table with those columns")
+    p.add_argument("--state", nargs="?", const="", metavar="STATES",
                    help="a line a group: coordinator partition, assignment strategy, state, member count "
-                        "(kafka-consumer-groups --describe --state)")
+                        "(kafka-consumer-groups --describe --state); with --list, the STATE column, and "
+                        "comma-separated states (Stable,Empty...) keep only those")
+    p.add_argument("--type", nargs="?", const="", metavar="TYPES",
+                   help="with --list: the TYPE column (Classic, or Consumer for KIP-848 groups); "
+                        "comma-separated types keep only those")
     p.add_argument("--members", action="store_true",
                    help="a line a member, whether or not it holds partitions: consumer id, group instance id "
                         "(static members), host, client id, partition count (kafka-consumer-groups "

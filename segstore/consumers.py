@@ -23,6 +23,11 @@ if TYPE_CHECKING:   # pyarrow is imported where a table is made: `segstore info`
 
     CONSUMER_SCHEMA: pa.Schema
 
+#: The states a group may be in, as Kafka names them (``ConsumerGroupState``, 3.8.0); a format without
+#: states gives None.
+STATES = ("Unknown", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty", "Assigning",
+          "Reconciling")
+
 #: The columns, in ``kafka-consumer-groups --describe``'s order, then the group's state.
 COLUMNS = ("group", "topic", "partition", "committed_offset", "log_end_offset", "lag", "consumer_id", "host",
            "client_id", "state")

@@ -348,6 +348,33 @@ def test_state_and_members_views(tmp_path, capsys):
     assert (code, out) == (2, "") and "--verbose goes with --members" in err
 
 
+def test_list_names_the_groups_and_filters_by_state_and_type(tmp_path, capsys):
+    """``--list`` (``ConsumerGroupCommand.listGroups``): a group id a line; ``--state``/``--type`` add their
+    columns (GROUP padded to its longest id + 10, the others to 20, as ``printGroupInfo``) and with values
+    keep the groups in those states / of those types, case-insensitive; a value Kafka does not know is
+    refused (``consumerGroupStatesFromString``)."""
+    logs = tmp_path / "logs"
+    build(logs)
+    code, out, _ = _run(capsys, "consumers", logs, "--list", "--now-ms", NOW)
+    assert (code, out.split()) == (0, ["kip848", "legacy2", "live", "recent", "simple", "txn"])
+    code, out, _ = _run(capsys, "consumers", logs, "--list", "--state", "stable", "--type", "--now-ms", NOW)
+    assert code == 0 and out.splitlines() == [
+        f"{'GROUP':<25} {'TYPE':<20} STATE", f"{'kip848':<25} {'Consumer':<20} Stable",
+        f"{'live':<25} {'Classic':<20} Stable"]
+    code, out, _ = _run(capsys, "consumers", logs, "--list", "--type", "Classic", "--state", "Empty,STABLE",
+                        "--json", "--now-ms", NOW)
+    assert json.loads(out) == [{"group": g, "type": "Classic", "state": state} for g, state in (
+        ("legacy2", "Empty"), ("live", "Stable"), ("recent", "Empty"), ("simple", "Empty"), ("txn", "Empty"))]
+    for argv, words in ((["--list", "--state", "Rebalancing"], "expected a group state among Assigning, "
+                                                                 "CompletingRebalance, Dead, Empty"),
+                        (["--list", "--type", "share"], "expected a group type among Classic, Consumer"),
+                        (["--list", "--members"], "one view at a time"),
+                        (["--type"], "filter --list"), (["--state", "Empty"], "filter --list"),
+                        (["--list", "--group", "live", "--reset-offsets", "--to-latest"], "not with")):
+        code, out, err = _run(capsys, "consumers", logs, *argv)
+        assert (code, out) == (2, "") and words in err, argv
+
+
 def test_members_without_partitions_and_static_members(tmp_path, capsys):
     """``--members`` lists every member the coordinator stored, as ``collectGroupsMembers`` does (not only
     those holding partitions, which is all ``--describe``'s rows name); GROUP-INSTANCE-ID shows only where
