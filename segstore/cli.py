@@ -1142,7 +1142,9 @@ def _reset_offsets(args: argparse.Namespace, out: TextIO) -> int:
                 for queue, row in sorted(current.items())}
         notes = store.commit_offsets(args.group, plan, now_ms=args.now_ms, **options) if args.execute else []
     if args.export:     # ConsumerGroupCommand.exportOffsetsToCsv, one group: topic,partition,offset
-        out.writelines(f"{t},{q},{o}\n" for (t, q), o in plan.items())
+        import csv  # quotes a name holding a comma, as Jackson's CSV writer would
+
+        csv.writer(out, lineterminator="\n").writerows((t, q, o) for (t, q), o in plan.items())
     elif args.json:
         _json_line([{"group": args.group, "topic": t, "partition": q, "new_offset": o}
                     for (t, q), o in plan.items()], out)
