@@ -1118,7 +1118,12 @@ def _reset_offsets(args: argparse.Namespace, out: TextIO) -> int:
         raise UsageError(f"--to-datetime: expected a time at or after the epoch, found {args.to_datetime} ms")
     from .consumers import ConsumerOffset
 
-    wanted = _reset_plan_file(args) if args.from_file is not None else None
+    chosen = _topic_partitions(args)
+    wanted: dict[tuple[str, int], int | None] | None = None
+    if args.from_file is not None:
+        wanted = dict(_reset_plan_file(args, chosen))
+    elif chosen is not None:            # --topic T:0,1: those partitions, committed or not, as the tool's
+        wanted = dict.fromkeys(((args.topic, p) for p in chosen), None)
     options = ({} if args.offsets_retention_minutes is None
                else {"offsets_retention_ms": args.offsets_retention_minutes * 60_000})
     with _open(args, mode="a" if args.execute else "r") as store:
@@ -1127,7 +1132,7 @@ def _reset_offsets(args: argparse.Namespace, out: TextIO) -> int:
         if wanted is None:
             rows = _group_rows(store, args)
             current = {(row.topic, row.partition): row for row in rows}
-        else:                           # the file's partitions, whether or not the group committed them
+        else:                           # the partitions named, whether or not the group committed them
             rows = store.consumer_groups(args.group).rows
             known = {(row.topic, row.partition): row for row in rows}
             current = {queue: known.get(queue) or ConsumerOffset(args.group, *queue, None, None, None)
@@ -1162,11 +1167,30 @@ def _reset_asked(args: argparse.Namespace) -> bool:
             or args.from_file is not None)
 
 
-def _reset_plan_file(args: argparse.Namespace) -> dict[tuple[str, int], int]:
+def _topic_partitions(args: argparse.Namespace) -> list[int] | None:
+    """``--topic T:0,1`` (``ConsumerGroupCommand.parseTopicsWithPartitions``): its partitions, ``args.topic``
+    left as the name; None for a plain ``--topic T`` or none (neither format's topic names hold ``:``).
+
+    :raises UsageError: what follows the ``:`` is not a list of partition numbers.
+    """
+    if args.topic is None or ":" not in args.topic:
+        return None
+    topic, _, listed = args.topic.partition(":")
+    try:
+        partitions = [int(number) for number in listed.split(",")]
+    except ValueError:
+        raise UsageError(f"--topic: expected TOPIC or TOPIC:PARTITION,..., found {args.topic!r}") from None
+    if not topic or any(p < 0 for p in partitions):
+        raise UsageError(f"--topic: expected TOPIC or TOPIC:PARTITION,..., found {args.topic!r}")
+    args.topic = topic
+    return sorted(set(partitions))
+
+
+def _reset_plan_file(args: argparse.Namespace, partitions: list[int] | None) -> dict[tuple[str, int], int]:
     """``--from-file``: the CSV ``--export`` writes (``topic,partition,offset`` a line), or its several
     groups' form (``group,topic,partition,offset``: ``--group``'s lines kept), as
     ``ConsumerGroupCommand.parseResetPlan`` reads it (the first line decides which); ``-`` reads stdin.
-    ``--topic`` and ``--partition`` keep only their lines.
+    ``--topic`` (and its ``:PARTITION,...``) keep only their lines.
 
     :raises UsageError: no such file, or a line of neither form (named by its byte position).
     :raises NotFoundError: no line for the group (on the selected topic).
@@ -1179,7 +1203,6 @@ def _reset_plan_file(args: argparse.Namespace) -> dict[tuple[str, int], int]:
         _require_input_file(args.from_file, "a CSV reset plan")
         data = files.read_bytes(args.from_file)
     shown = "<stdin>" if args.from_file == "-" else args.from_file
-    partition = _partition(args) if hasattr(args, "queue") else None
     plan: dict[tuple[str, int], int] = {}
     fields = None
     pos = 0
@@ -1200,7 +1223,7 @@ def _reset_plan_file(args: argparse.Namespace) -> dict[tuple[str, int], int]:
                              f"first line has {fields} fields, found {text[:200]!r}", shown, at)
         group, topic, (queue, offset) = cells[0] if fields == 4 else args.group, cells[-3], numbers
         if group == args.group and (args.topic is None or topic == args.topic) \
-                and (partition is None or queue == partition):
+                and (partitions is None or queue in partitions):
             plan[topic, queue] = offset
     if not plan:
         where = "" if args.topic is None else f" on topic {args.topic!r}"
@@ -1235,6 +1258,9 @@ def _delete_offsets(args: argparse.Namespace, out: TextIO) -> int:
     ``kafka-consumer-groups --delete-offsets`` / ``--delete`` has the broker do."""
     if args.group is None:
         raise UsageError("--delete needs --group G (and --topic T to delete one topic's offsets)")
+    if args.topic is not None and ":" in args.topic:
+        raise UsageError(f"--delete removes a whole topic's offsets: expected --topic TOPIC, found "
+                         f"{args.topic!r}")
     with _open(args, mode="a" if args.execute else "r") as store:
         rows = _group_rows(store, args, committed=True)
         notes = store.delete_offsets(args.group, args.topic, now_ms=args.now_ms) if args.execute else []
@@ -1845,7 +1871,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                        help="plan new offsets for --group (every partition/queue of its topics, or of "
                             "--topic), each clamped to its range; written only with --execute")
     reset.add_argument("--topic",
-                       help="with --reset-offsets or --delete: only this topic's partitions (queues)")
+                       help="with --reset-offsets or --delete: only this topic's partitions (queues); "
+                            "--reset-offsets also takes TOPIC:0,1 for those partitions, committed or not")
     target = reset.add_mutually_exclusive_group()
     target.add_argument("--to-datetime", type=time_ms, metavar="TIME",
                         help="each one's first offset stored at or after TIME (its end if none is)")

@@ -215,3 +215,27 @@ def test_a_bad_plan_file_is_named_at_its_line_and_nothing_is_written(tmp_path):
                         (["--reset-offsets", "--by-duration", "1h"], "expected an ISO-8601 duration")):
         got, out, err = run("consumers", str(path), "--group", "g1", *argv)
         assert (got, out) == (2, "") and words in err, argv
+
+
+def test_topic_with_partitions_plans_those_partitions_committed_or_not(tmp_path):
+    """``--topic T:0,1`` (``ConsumerGroupCommand.parseTopicsWithPartitions``): exactly those partitions,
+    whether or not the group committed them, so a new group can be given its offsets; it narrows
+    ``--from-file`` too; ``--delete`` takes whole topics only."""
+    path = store_with_groups(tmp_path / "store")
+    code, out, _ = run("consumers", str(path), "--group", "g1", "--reset-offsets", "--topic", "T:1",
+                       "--to-offset", "3", "--json")
+    assert code == 0 and json.loads(out) == [{"group": "g1", "topic": "T", "partition": 1, "new_offset": 3}]
+    code, out, _ = run("consumers", str(path), "--group", "fresh", "--reset-offsets", "--topic", "T:1,0,1",
+                       "--to-earliest", "--execute")
+    assert code == 0 and committed(path)[("fresh", "T", 0)] == 0 and committed(path)[("fresh", "T", 1)] == 0
+    (tmp_path / "plan.csv").write_text("T,0,4\nT,1,4\nU,0,1\n")
+    code, out, _ = run("consumers", str(path), "--group", "g2", "--reset-offsets", "--topic", "T:1",
+                       "--from-file", tmp_path / "plan.csv", "--json")
+    assert code == 0 and json.loads(out) == [{"group": "g2", "topic": "T", "partition": 1, "new_offset": 4}]
+    for argv, code_, words in (
+            (["--reset-offsets", "--topic", "T:x", "--to-latest"], 2, "expected TOPIC or TOPIC:PARTITION"),
+            (["--reset-offsets", "--topic", ":1", "--to-latest"], 2, "expected TOPIC or TOPIC:PARTITION"),
+            (["--reset-offsets", "--topic", "T:7", "--to-latest"], 1, "expected T-7 here"),
+            (["--delete", "--topic", "T:0"], 2, "--delete removes a whole topic's offsets")):
+        got, out, err = run("consumers", str(path), "--group", "g1", *argv)
+        assert (got, out) == (code_, "") and words in err, argv
