@@ -65,3 +65,39 @@ def test_info_gives_each_queue_its_last_updated_time_as_topic_status_does(tmp_pa
     assert main(["info", str(store), "--json"]) == 0
     queues = {(q["topic"], q["queue_id"]): q for q in json.loads(capsys.readouterr().out)["queues"]}
     assert queues["U", 3]["last_updated"] == -1 and queues["T", 0]["last_updated"] == 1_006
+
+
+def test_each_queues_bytes_are_what_the_broker_put_for_it(tmp_path, capsys):
+    """``bytes`` per queue: the commitlog bytes of its messages, as the broker's own ``putMessage`` results
+    (``put.jsonl``: each message's size) add up for the messages the broker dispatched to the queue (not a
+    prepared or rolled-back transaction message: ``CommitLogDispatcherBuildConsumeQueue`` skips them);
+    after retention cut the first commitlog files, only the messages still stored count (the consume
+    queue's min offset moved past the rest)."""
+    from conftest import FIXTURES, copy_writable
+
+    fixture = FIXTURES / "rocketmq" / "basic"
+    puts = [json.loads(line) for line in (fixture / "put.jsonl").read_text().splitlines()]
+    messages = json.loads((fixture / "spec.json").read_text())["messages"]
+    prepared, rolled_back = 0x4, 0xC            # MessageSysFlag.TRANSACTION_PREPARED_TYPE, ..._ROLLBACK_TYPE
+    assert {messages[put["index"]].get("sysFlag", 0) & 0xC for put in puts} >= {prepared, rolled_back}
+
+    def expected(min_physical: int) -> dict[tuple[str, int], int]:
+        found: dict[tuple[str, int], int] = {}
+        for put in puts:
+            if messages[put["index"]].get("sysFlag", 0) & 0xC in (prepared, rolled_back):
+                continue
+            if put["physicalOffset"] >= min_physical:
+                key = (put["topic"], put["queueId"])
+                found[key] = found.get(key, 0) + put["size"]
+        return found
+
+    assert main(["info", str(fixture / "store"), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert {(q["topic"], q["queue_id"]): q["bytes"] for q in info["queues"]} == expected(0)
+    store = copy_writable(fixture / "store", tmp_path / "store")
+    with segstore.open(store, mode="a") as s:      # years on: every commitlog file but the last expires
+        s.retention(now_ms=max(put["storeTimestamp"] for put in puts) + 10 * 365 * 86_400_000)
+        cut = s.info()
+    assert 0 < cut["commitlog"]["min_offset"] < cut["commitlog"]["max_offset"]
+    after = {(q["topic"], q["queue_id"]): q["bytes"] for q in cut["queues"]}
+    assert {key: n for key, n in after.items() if n} == expected(cut["commitlog"]["min_offset"])
