@@ -1503,6 +1503,24 @@ _HANGING_FIELDS = ("topic", "partition", "producer_id", "producer_epoch", "coord
                    "current_transaction_start_offset", "last_timestamp", "duration_min")
 
 
+#: ``transactions --find-hanging``'s columns on a RocketMQ store: each half message no commit or rollback
+#: finished, by its real topic and queue, what the broker's next check does with it.
+HALF_HEADER = ("Topic", "QueueId", "MsgId", "ProducerGroup", "HalfOffset", "BornTimestamp", "CheckTimes",
+               "NextCheck", "Duration(min)")
+_HALF_FIELDS = ("topic", "queue_id", "msg_id", "producer_group", "half_offset", "born_timestamp",
+                "check_times", "next_check", "duration_min")
+
+
+def _rows_out(args: argparse.Namespace, header: Sequence[str], fields: Sequence[str],
+              rows: list[dict[str, Any]], out: TextIO) -> int:
+    """A ``transactions`` view's rows: one JSON list, or the table of ``header`` over ``fields``."""
+    if args.json:
+        _json_line(rows, out)
+    else:
+        _table(header, [tuple(_cell(row[f]) for f in fields) for row in rows], [0] * len(header), out)
+    return EXIT_OK
+
+
 def _producer_command(args: argparse.Namespace, out: TextIO) -> int:
     """``transactions --producers`` / ``--find-hanging`` / ``--abort``: a partition's producers, its
     hanging transactions, aborting one (Kafka, as ``kafka-transactions`` asks the brokers)."""
@@ -1517,6 +1535,13 @@ def _producer_command(args: argparse.Namespace, out: TextIO) -> int:
         raise UsageError("--max-transaction-timeout: expected minutes >= 0, found "
                          f"{args.max_transaction_timeout}")
     with _open(args, mode="a" if args.execute else "r") as store:
+        if args.find_hanging and hasattr(store, "half_messages"):     # RocketMQ's half messages
+            timeout = None if args.max_transaction_timeout is None else args.max_transaction_timeout * 60_000
+            rows, notes = store.half_messages(args.topic, args.partition, now_ms=args.now_ms,
+                                              max_timeout_ms=timeout)
+            for note in notes:
+                sys.stderr.write(f"segstore transactions: {args.path}: {note}\n")
+            return _rows_out(args, HALF_HEADER, _HALF_FIELDS, rows, out)
         for method in ("producers", "hanging_transactions", "open_transaction", "abort_transaction"):
             if not hasattr(store, method):
                 raise UsageError(f"--producers, --find-hanging, --abort: {store.format} stores keep no "
@@ -1538,10 +1563,7 @@ def _producer_command(args: argparse.Namespace, out: TextIO) -> int:
             rows = [{"topic": args.topic, "partition": args.partition,
                      **act(args.topic, args.partition, args.start_offset, now_ms=args.now_ms)}]
             header, fields = PRODUCER_HEADER, ("topic", "partition", *_PRODUCER_FIELDS)
-    if args.json:
-        _json_line(rows, out)
-    else:
-        _table(header, [tuple(_cell(row[f]) for f in fields) for row in rows], [0] * len(header), out)
+    _rows_out(args, header, fields, rows, out)
     if args.abort and not args.execute:
         sys.stderr.write("segstore transactions: a plan only, nothing written: add --execute (with the "
                          "broker stopped) to write the ABORT marker\n")
@@ -1917,7 +1939,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     what.add_argument("--find-hanging", action="store_true",
                       help="transactions open longer than --max-transaction-timeout that no coordinator "
                            "state here still finishes (they hold back read_committed consumers and "
-                           "compaction)")
+                           "compaction); RocketMQ: half messages no commit or rollback finished, older than "
+                           "transactionTimeOut, as the broker's transaction check finds them")
     what.add_argument("--abort", action="store_true",
                       help="abort the transaction open in --topic/--partition from --start-offset: an ABORT "
                            "marker, written only with --execute (the broker stopped)")

@@ -172,6 +172,10 @@ class BrokerConfig:
     cleanFileForciblyEnable: bool = True
     #: 5.1.0+: a topic longer than 127 characters is stored as a v2 message (CommitLog.asyncPutMessage)
     autoMessageVersionOnTopicLen: bool = True
+    # Transaction checks (BrokerConfig, read by `transactions --find-hanging`, halfmessages.py): how old a
+    # half message gets before the broker asks its producer, and how many times it asks.
+    transactionTimeOut: int = 6_000
+    transactionCheckMax: int = 15
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any] | None = None) -> BrokerConfig:
@@ -246,5 +250,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "diskMaxUsedSpaceRatio": int,
     "cleanFileForciblyEnable": _bool,
     "autoMessageVersionOnTopicLen": _bool,
+    "transactionTimeOut": _non_negative_int,
+    "transactionCheckMax": _positive_int,
 }
 assert set(_PARSERS) == {f.name for f in fields(BrokerConfig)}

@@ -1049,6 +1049,44 @@ class RocketMQStore(LifecycleMixin, Store):
         self.consumer_offsets.save()
         return []
 
+    def half_messages(self, topic: str | None = None, queue_id: int | None = None, *,
+                      now_ms: int | None = None, max_timeout_ms: int | None = None
+                      ) -> tuple[list[dict[str, Any]], list[str]]:
+        """Transactional messages still waiting for their producer's commit or rollback, as the broker's
+        transaction check finds them (:mod:`.halfmessages`): each half queue read from the offset the
+        checker (``CID_RMQ_SYS_TRANS``) committed, less what an op message finished, older than
+        ``max_timeout_ms`` (default the broker's ``transactionTimeOut``) at ``now_ms`` (default the
+        clock); only those of ``topic``/``queue_id`` (their real topic and queue) when given.  Returns the
+        rows and notes.  ``O(op messages)`` vectorised, Python per half message read.
+        """
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        from . import halfmessages as hm
+
+        self._check_open()
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        timeout = self.config.transactionTimeOut if max_timeout_ms is None else max_timeout_ms
+        topics = self.topics()
+        if hm.HALF_TOPIC not in topics:
+            return [], [f"no {hm.HALF_TOPIC} queue here: no transactional message was stored"]
+        rows: list[dict[str, Any]] = []
+        for half_queue in self.partitions(hm.HALF_TOPIC):
+            done: set[int] = set()
+            if hm.OP_TOPIC in topics and half_queue in self.partitions(hm.OP_TOPIC):
+                for batch in self.scan_arrow(["value"], topic=hm.OP_TOPIC, partition=half_queue):
+                    numbers = pc.utf8_trim_whitespace(pc.list_flatten(pc.split_pattern(
+                        pc.cast(batch.column("value"), pa.string()), ",")))
+                    numbers = pc.filter(numbers, pc.match_substring_regex(numbers, r"^[0-9]{1,18}$"))
+                    done.update(pc.cast(numbers, pa.int64()).to_pylist())
+            start = self.consumer_offsets.get(hm.HALF_TOPIC, hm.CHECK_GROUP, half_queue) or 0
+            found = hm.pending(self.read(hm.HALF_TOPIC, half_queue, start), done, now_ms=now,
+                               timeout_ms=timeout, check_max=self.config.transactionCheckMax,
+                               file_reserved_ms=self.config.fileReservedTime * 3_600_000)
+            rows.extend(row for row in found if (topic is None or row["topic"] == topic)
+                        and (queue_id is None or row["queue_id"] == queue_id))
+        return rows, []
+
     def committed_offset(self, group: str, topic: str, queue_id: int) -> int | None:
         """The offset ``group`` committed for a queue, or None."""
         self._check_open()

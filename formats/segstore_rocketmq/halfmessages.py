@@ -1,0 +1,88 @@
+"""Transactions a RocketMQ broker still waits on: half messages with no commit or rollback yet.
+
+What the broker keeps (rocketmq-all-4.9.7, broker/.../transaction/queue/):
+
+- ``TransactionalMessageBridge.parseHalfMessageInner``: a transactional producer's message is stored in
+  ``RMQ_SYS_TRANS_HALF_TOPIC`` queue 0, its own topic and queue in the properties ``REAL_TOPIC`` and
+  ``REAL_QID`` (``PGROUP``: the producer group, ``UNIQ_KEY``: the client's message id);
+- ``addRemoveTagInTransactionOp``: a commit or a rollback (``EndTransactionProcessor``) puts an op message
+  in ``RMQ_SYS_TRANS_OP_HALF_TOPIC``, the half message's queue id, tags ``d``, body the half message's
+  queue offset in decimal (5.x batches several, comma-separated);
+- ``TransactionalMessageServiceImpl.check`` walks each half queue from the offset group
+  ``CID_RMQ_SYS_TRANS`` committed there: an offset an op names is done; a message younger than
+  ``transactionTimeOut`` (or its ``CHECK_IMMUNITY_TIME_IN_SECONDS``) waits; an older one is put back at the
+  queue's end with ``TRANSACTION_CHECK_TIMES`` counted up and the producer asked again
+  (``putBackHalfMsgQueue``), so an older copy below the committed offset is no longer pending;
+  ``needDiscard``/``needSkip``: one checked ``transactionCheckMax`` times, or older than
+  ``fileReservedTime``, is given up (moved to ``TRANS_CHECK_MAX_TIME_TOPIC``) at its next check;
+  ``checkPrepareQueueOffset``: a put-back copy carrying ``TRAN_PREPARED_QUEUE_OFFSET`` is done when an op
+  names that first offset.
+
+:func:`done_offsets` reads the op bodies, :func:`pending` judges the half messages; pure and
+thread-safe.  The store (``RocketMQStore.half_messages``) reads the queues and the committed offsets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+#: the broker's own group over both queues (``MixAll.CID_SYS_RMQ_TRANS``)
+CHECK_GROUP = "CID_RMQ_SYS_TRANS"
+#: ``TransactionalMessageUtil.REMOVETAG``
+REMOVE_TAG = "d"
+
+REAL_TOPIC, REAL_QUEUE_ID, PRODUCER_GROUP, UNIQ_KEY = "REAL_TOPIC", "REAL_QID", "PGROUP", "UNIQ_KEY"
+CHECK_TIMES, CHECK_IMMUNITY_SECONDS = "TRANSACTION_CHECK_TIMES", "CHECK_IMMUNITY_TIME_IN_SECONDS"
+PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
+
+
+def done_offsets(bodies: Iterable[bytes | None]) -> set[int]:
+    """The half-queue offsets the op messages' bodies name (decimal, comma-separated); a body that names
+    none is skipped, as ``fillOpRemoveMap`` skips what it cannot parse."""
+    done: set[int] = set()
+    for body in bodies:
+        for text in (body or b"").decode("utf-8", "replace").split(","):
+            try:
+                done.add(int(text.strip()))
+            except ValueError:
+                continue
+    return done
+
+
+def _number(text: str | None, default: int) -> int:
+    try:
+        return default if text is None else int(text)
+    except ValueError:
+        return default
+
+
+def pending(messages: Iterable[Any], done: set[int], *, now_ms: int, timeout_ms: int, check_max: int,
+            file_reserved_ms: int) -> list[dict[str, Any]]:
+    """The half messages (``RocketMQMessage`` of one half queue, from the checker's committed offset) that
+    no op finishes and that the checker would ask their producer about at ``now_ms``: older than
+    ``timeout_ms`` (or their own check-immunity time).  ``next_check`` says what the next check does:
+    ``check`` (ask the producer) or ``discard`` (checked ``check_max`` times, or older than the file
+    reserved time: given up)."""
+    rows = []
+    for msg in messages:
+        props = msg.properties
+        prepared = _number(props.get(PREPARED_QUEUE_OFFSET), -1)
+        if msg.queue_offset in done or (prepared >= 0 and prepared in done):
+            continue
+        age = now_ms - msg.born_timestamp
+        immunity = _number(props.get(CHECK_IMMUNITY_SECONDS), -1)
+        waits = timeout_ms if immunity < 0 else immunity * 1000
+        if 0 <= age < waits:
+            continue
+        checks = _number(props.get(CHECK_TIMES), 0)
+        rows.append({"topic": props.get(REAL_TOPIC), "queue_id": _number(props.get(REAL_QUEUE_ID), -1),
+                     "msg_id": props.get(UNIQ_KEY), "producer_group": props.get(PRODUCER_GROUP),
+                     "half_queue_id": msg.queue_id, "half_offset": msg.queue_offset,
+                     "commitlog_offset": msg.physical_offset, "born_timestamp": msg.born_timestamp,
+                     "store_timestamp": msg.store_timestamp, "check_times": checks,
+                     "next_check": "discard" if checks >= check_max or age > file_reserved_ms else "check",
+                     "duration_min": age // 60_000})
+    return rows

@@ -1,0 +1,112 @@
+"""``segstore transactions STORE --find-hanging`` on a RocketMQ store: the half messages the broker's
+transaction check would still ask a producer about.
+
+Expected values follow rocketmq-all-4.9.7, broker/.../transaction/queue/:
+- TransactionalMessageBridge.java ``parseHalfMessageInner`` (half messages in RMQ_SYS_TRANS_HALF_TOPIC
+  queue 0, REAL_TOPIC/REAL_QID/PGROUP/UNIQ_KEY properties) and ``addRemoveTagInTransactionOp`` (an op
+  message in RMQ_SYS_TRANS_OP_HALF_TOPIC, tags ``d``, body the half message's queue offset);
+- TransactionalMessageServiceImpl.java ``check`` (from CID_RMQ_SYS_TRANS's committed offset; younger than
+  transactionTimeOut or CHECK_IMMUNITY_TIME_IN_SECONDS waits; ``checkPrepareQueueOffset``), ``needDiscard``
+  (TRANSACTION_CHECK_TIMES >= transactionCheckMax) and ``needSkip`` (older than fileReservedTime hours);
+- common/.../BrokerConfig.java: transactionTimeOut 6000 ms, transactionCheckMax 15.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import cli_run as run
+from segstore_rocketmq.halfmessages import done_offsets
+
+import segstore
+
+NOW = 1_800_000_000_000
+HOUR = 3_600_000
+HALF, OP = "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+
+
+def _half(i: int, age_ms: int, topic: str = "Orders", **props: str) -> dict:
+    properties = {"REAL_TOPIC": topic, "REAL_QID": str(i % 2), "PGROUP": "pg", "UNIQ_KEY": f"K{i}",
+                  "TRAN_MSG": "true", **props}
+    return {"topic": HALF, "queue_id": 0, "body": b"order %d" % i, "tags": "t", "properties": properties,
+            "born_timestamp": NOW - age_ms, "store_timestamp": NOW - age_ms + 1}
+
+
+def _store(path: Path, *, checked_to: int | None = None) -> Path:
+    """Half offsets 0-8: 0 committed and 1 rolled back (ops ``0``, ``1``); 2 waiting an hour; 3 two seconds
+    old; 4 checked 15 times; 5 immune for two hours; 6 a put-back copy of 1 (TRAN_PREPARED_QUEUE_OFFSET);
+    7 older than fileReservedTime (72 h); 8 of topic Payments, finished by an op batch ``8,x``."""
+    with segstore.open(path, format="rocketmq", mode="a") as store:
+        store.append_batch([
+            _half(0, HOUR), _half(1, HOUR), _half(2, HOUR), _half(3, 2_000),
+            _half(4, HOUR, TRANSACTION_CHECK_TIMES="15"),
+            _half(5, HOUR, CHECK_IMMUNITY_TIME_IN_SECONDS="7200"),
+            _half(6, HOUR, TRAN_PREPARED_QUEUE_OFFSET="1"), _half(7, 100 * HOUR),
+            _half(8, HOUR, topic="Payments")])
+        store.append_batch([{"topic": OP, "queue_id": 0, "body": body, "tags": "d"}
+                            for body in (b"0", b"1", b"8, x")])
+        if checked_to is not None:
+            store.commit_offsets("CID_RMQ_SYS_TRANS", {(HALF, 0): checked_to})
+    return path
+
+
+def test_the_checker_would_ask_about_what_no_op_finished(tmp_path):
+    path = _store(tmp_path / "store")
+    code, out, err = run("transactions", path, "--find-hanging", "--now-ms", NOW, "--json")
+    assert (code, err) == (0, "")
+    rows = json.loads(out)
+    assert [(r["msg_id"], r["half_offset"], r["check_times"], r["next_check"]) for r in rows] == [
+        ("K2", 2, 0, "check"), ("K4", 4, 15, "discard"), ("K7", 7, 0, "discard")]
+    assert rows[0] == {"topic": "Orders", "queue_id": 0, "msg_id": "K2", "producer_group": "pg",
+                       "half_queue_id": 0, "half_offset": 2, "commitlog_offset": rows[0]["commitlog_offset"],
+                       "born_timestamp": NOW - HOUR, "store_timestamp": NOW - HOUR + 1, "check_times": 0,
+                       "next_check": "check", "duration_min": 60}
+    with segstore.open(path) as store:      # the commitlog offset is the half message's own
+        (message,) = store.read(HALF, 0, 2, 1)
+        assert rows[0]["commitlog_offset"] == message.physical_offset
+    code, out, _ = run("transactions", path, "--find-hanging", "--now-ms", NOW)
+    assert out.splitlines()[0].split() == ["Topic", "QueueId", "MsgId", "ProducerGroup", "HalfOffset",
+                                           "BornTimestamp", "CheckTimes", "NextCheck", "Duration(min)"]
+    assert out.splitlines()[1].split() == ["Orders", "0", "K2", "pg", "2", str(NOW - HOUR), "0", "check",
+                                           "60"]
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["--max-transaction-timeout", "0"], ["K2", "K3", "K4", "K7"]),      # the fresh one too (5 stays immune)
+    (["--max-transaction-timeout", "90"], ["K7"]),
+    (["--topic", "Orders", "--partition", "1"], ["K7"]),
+    (["--config", "transactionTimeOut=1000"], ["K2", "K3", "K4", "K7"]),
+    (["--config", "transactionCheckMax=16"], ["K2", "K4", "K7"]),
+])
+def test_timeouts_filters_and_the_brokers_config(tmp_path, argv, expected):
+    path = _store(tmp_path / "store")
+    code, out, _ = run("transactions", path, "--find-hanging", "--now-ms", NOW, "--json", *argv)
+    rows = json.loads(out)
+    assert code == 0 and [r["msg_id"] for r in rows] == expected
+    if "transactionCheckMax=16" in argv:
+        assert {r["msg_id"]: r["next_check"] for r in rows}["K4"] == "check"
+
+
+def test_the_checkers_committed_offset_is_where_pending_starts(tmp_path):
+    """Below CID_RMQ_SYS_TRANS's offset the checker already put each message back (or gave it up)."""
+    path = _store(tmp_path / "store", checked_to=5)
+    code, out, _ = run("transactions", path, "--find-hanging", "--now-ms", NOW, "--json")
+    assert code == 0 and [r["msg_id"] for r in json.loads(out)] == ["K7"]
+
+
+def test_a_store_without_transactions_says_so(tmp_path):
+    path = tmp_path / "store"
+    with segstore.open(path, format="rocketmq", mode="a") as store:
+        store.append_batch([{"topic": "T", "queue_id": 0, "body": b"x"}])
+    code, out, err = run("transactions", path, "--find-hanging")
+    assert code == 0 and out.split() == ["Topic", "QueueId", "MsgId", "ProducerGroup", "HalfOffset",
+                                         "BornTimestamp", "CheckTimes", "NextCheck", "Duration(min)"]
+    assert "no RMQ_SYS_TRANS_HALF_TOPIC queue here" in err
+    code, out, err = run("transactions", path, "--producers")
+    assert (code, out) == (2, "") and "rocketmq stores keep no producer state" in err
+
+
+def test_op_bodies_name_offsets_one_or_several():
+    assert done_offsets([b"0", b"12,13", b" 7 ", b"x", None, b"", b"3,,y,4"]) == {0, 12, 13, 7, 3, 4}
