@@ -101,3 +101,29 @@ def test_each_queues_bytes_are_what_the_broker_put_for_it(tmp_path, capsys):
     assert 0 < cut["commitlog"]["min_offset"] < cut["commitlog"]["max_offset"]
     after = {(q["topic"], q["queue_id"]): q["bytes"] for q in cut["queues"]}
     assert {key: n for key, n in after.items() if n} == expected(cut["commitlog"]["min_offset"])
+
+
+def test_delay_queues_say_what_is_left_to_deliver_and_when(tmp_path, capsys):
+    """``delay_queues``: per delay level, the ``SCHEDULE_TOPIC_XXXX`` queue (level - 1) from the offset
+    ``delayOffset.json`` delivered up to; each message falls due at its store time plus the level's delay
+    (4.9.7 ``ScheduleMessageService.computeDeliverTimestamp``, kept as the consume-queue tags code). The
+    basic fixture's broker stored three level-18 (2h) messages and delivered none."""
+    from conftest import FIXTURES, copy_writable
+
+    fixture = FIXTURES / "rocketmq" / "basic"
+    puts = [json.loads(line) for line in (fixture / "put.jsonl").read_text().splitlines()]
+    scheduled = [put["storeTimestamp"] + 2 * 3_600_000 for put in puts
+                 if put["topic"] == "SCHEDULE_TOPIC_XXXX"]
+    assert len(scheduled) == 3
+    store = copy_writable(fixture / "store", tmp_path / "store")
+    offsets = store / "config" / "delayOffset.json"
+    for delivered, pending, due in (({}, 3, scheduled), ({"18": 2}, 1, scheduled[2:]), ({"18": 3}, 0, [])):
+        offsets.write_text(json.dumps({"offsetTable": delivered}))
+        assert main(["info", str(store), "--json"]) == 0
+        (row,) = json.loads(capsys.readouterr().out)["delay_queues"]
+        assert row == {"topic": "SCHEDULE_TOPIC_XXXX", "queue_id": 17, "level": 18, "delay": "2h",
+                       "delivered_offset": int(delivered.get("18", 0)),
+                       "max_offset": 3, "pending": pending, "next_due": due[0] if due else -1,
+                       "last_due": due[-1] if due else -1}
+    assert main(["info", str(store), "--topic", "TopicA", "--json"]) == 0     # narrowed like the queues
+    assert json.loads(capsys.readouterr().out)["delay_queues"] == []

@@ -2051,8 +2051,32 @@ class RocketMQStore(LifecycleMixin, Store):
                 "commitlog": {"min_offset": self.commitlog.min_offset, "max_offset": self.commitlog.end,
                               "files": commitlog_files},
                 "config": self.config.as_dict(), "delay_offsets": read_delay_offsets(self.path),
+                "delay_queues": self._delay_queues(),
                 **self._info_5x(),
                 **({"notes": list(self.notes)} if self.notes else {})}
+
+    def _delay_queues(self) -> list[dict[str, Any]]:
+        """Each delay level's ``SCHEDULE_TOPIC_XXXX`` queue (queue id = level - 1) as the broker's
+        ``ScheduleMessageService`` would go on with it: the offset ``config/delayOffset.json`` says it
+        delivered up to (0 where it names none), the messages still to deliver and, from their consume-queue
+        entries' tags codes (the delivery time, ``computeDeliverTimestamp``), when the next and the last
+        fall due (-1: none)."""
+        delivered = read_delay_offsets(self.path)
+        words = self.config.messageDelayLevel.split()
+        rows = []
+        for (topic, queue_id), cq in sorted(self._queue_views().items()):
+            if topic != SCHEDULE_TOPIC:
+                continue
+            level = queue_id + 1
+            start = max(delivered.get(level, 0), cq.min_offset)
+            pending = max(cq.max_offset - start, 0)
+            due = [int(cq.entries(at, 1)["tags_code"][0]) for at in (start, cq.max_offset - 1)] if pending \
+                else [-1, -1]
+            rows.append({"topic": topic, "queue_id": queue_id, "level": level,
+                         "delay": words[queue_id] if queue_id < len(words) else None,
+                         "delivered_offset": delivered.get(level, 0), "max_offset": cq.max_offset,
+                         "pending": pending, "next_due": due[0], "last_due": due[1]})
+        return rows
 
     def _last_updated(self, topic: str, queue_id: int, cq: ConsumeQueue | ScannedQueue) -> int:
         """The store time of a queue's last message, as the broker's ``getTopicStatsInfo`` gives it
