@@ -1335,8 +1335,8 @@ def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
         return _delete_offsets(args, out)
     if args.reset_offsets:
         return _reset_offsets(args, out)
-    if args.execute or args.topic is not None or targets:
-        raise UsageError("--topic, --to-datetime, --by-duration, --to-earliest, --to-latest, --to-current, "
+    if args.execute or targets:
+        raise UsageError("--to-datetime, --by-duration, --to-earliest, --to-latest, --to-current, "
                          "--to-offset, --shift-by, --from-file and --execute go with --reset-offsets or "
                          "--delete")
     if args.export:
@@ -1352,6 +1352,8 @@ def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
                                 args.path)
     for note in found.notes:
         sys.stderr.write(f"segstore consumers: {args.path}: {note}\n")
+    if args.topic is not None:
+        found = _on_topic(args, found)
     if args.list:
         return _group_list(args, found, out)
     if state or args.members:
@@ -1413,6 +1415,23 @@ def _group_views(args: argparse.Namespace, found: ConsumerGroups, out: TextIO) -
     cells = [tuple(_member_cell(key, row[key]) for _, _, key in columns) for row in rows]
     _table([header for header, _, _ in columns], cells, [width for _, width, _ in columns], out)
     return EXIT_OK
+
+
+def _on_topic(args: argparse.Namespace, found: ConsumerGroups) -> ConsumerGroups:
+    """The groups that committed offsets or hold partitions on ``--topic`` (``T:0,1``: those partitions),
+    and of their rows only that topic's; members are those groups'.
+
+    :raises NotFoundError: no group consumes it.
+    """
+    partitions = _topic_partitions(args)
+    rows = [row for row in found.rows if row.topic == args.topic
+            and (partitions is None or row.partition in partitions)]
+    if not rows:
+        where = f"topic {args.topic!r}" + ("" if partitions is None else f" partitions {partitions}")
+        raise NotFoundError(f"expected a consumer group on {where}, found "
+                            f"{_listing('group', found.groups())}", args.path)
+    groups = {row.group for row in rows}
+    return replace(found, rows=rows, members=[m for m in found.members if m.group in groups])
 
 
 #: ``kafka-consumer-groups --list``'s group types (``GroupType``), by the ``kind`` a format gives a group
@@ -1893,8 +1912,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                        help="plan new offsets for --group (every partition/queue of its topics, or of "
                             "--topic), each clamped to its range; written only with --execute")
     reset.add_argument("--topic",
-                       help="with --reset-offsets or --delete: only this topic's partitions (queues); "
-                            "--reset-offsets also takes TOPIC:0,1 for those partitions, committed or not")
+                       help="only this topic's partitions (queues): the groups consuming it and their rows "
+                            "of it, or what --reset-offsets / --delete change; TOPIC:0,1 for those "
+                            "partitions (with --reset-offsets, committed or not)")
     target = reset.add_mutually_exclusive_group()
     target.add_argument("--to-datetime", type=time_ms, metavar="TIME",
                         help="each one's first offset stored at or after TIME (its end if none is)")

@@ -375,6 +375,26 @@ def test_list_names_the_groups_and_filters_by_state_and_type(tmp_path, capsys):
         assert (code, out) == (2, "") and words in err, argv
 
 
+def test_topic_narrows_the_groups_to_those_consuming_it(tmp_path, capsys):
+    """``--topic T`` (``T:P,...``): the groups with a committed offset or an assigned partition there, and of
+    their rows only that topic's; ``--list``/``--members`` narrow alike; none: exit 1."""
+    logs = tmp_path / "logs"
+    build(logs)
+    code, out, _ = _run(capsys, "consumers", logs, "--topic", "payments", "--json", "--now-ms", NOW)
+    rows = json.loads(out)
+    assert code == 0 and {row["topic"] for row in rows} == {"payments"}
+    assert sorted({row["group"] for row in rows}) == ["live", "simple", "txn"]
+    _, everything, _ = _run(capsys, "consumers", logs, "--json", "--now-ms", NOW)
+    assert rows == [row for row in json.loads(everything) if row["topic"] == "payments"]
+    code, out, _ = _run(capsys, "consumers", logs, "--topic", "orders:1", "--list", "--now-ms", NOW)
+    assert (code, out.split()) == (0, ["kip848", "live", "recent"])
+    code, out, _ = _run(capsys, "consumers", logs, "--topic", "payments", "--members", "--json",
+                        "--now-ms", NOW)
+    assert {m["group"] for m in json.loads(out)} == {"live"}
+    code, out, err = _run(capsys, "consumers", logs, "--topic", "nothing", "--now-ms", NOW)
+    assert (code, out) == (1, "") and "expected a consumer group on topic 'nothing'" in err
+
+
 def test_members_without_partitions_and_static_members(tmp_path, capsys):
     """``--members`` lists every member the coordinator stored, as ``collectGroupsMembers`` does (not only
     those holding partitions, which is all ``--describe``'s rows name); GROUP-INSTANCE-ID shows only where
