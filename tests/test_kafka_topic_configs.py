@@ -231,6 +231,14 @@ def test_the_real_kraft_dirs_info_shows_what_its_metadata_log_says(capsys):
     code, out, _ = _run(capsys, "info", str(REAL), "--topic", "__consumer_offsets", "--partition", "0")
     assert "      - partition=0, leader=-1, leader_epoch=54, replicas=3,1,2, isr=1, under_replicated=True, " \
            "leaderless=True\n" in out and "partition=1," not in out
+    # the high watermark: replication-offset-checkpoint's (version, count, then "topic partition offset"
+    # lines, CheckpointFile / OffsetCheckpointFile), clamped into the log, the log end where none is
+    lines = (REAL / "replication-offset-checkpoint").read_text().splitlines()
+    checkpointed = {(t, int(p)): int(o) for t, p, o in (line.split() for line in lines[2:2 + int(lines[1])])}
+    for part in info["partitions"]:
+        hw = checkpointed.get((part["topic"], part["partition"]), part["end_offset"])
+        assert part["high_watermark"] == min(max(hw, part["start_offset"]), part["end_offset"])
+    assert any(part["high_watermark"] > 0 for part in info["partitions"])
     # the ids each partition.metadata holds, which the broker checked against the metadata log
     for part in info["partitions"]:
         if part["topic"] != "__cluster_metadata":

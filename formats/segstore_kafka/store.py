@@ -1113,7 +1113,8 @@ class KafkaStore(Store):
 
     # -- tooling ------------------------------------------------------------------
     def info(self) -> dict[str, Any]:
-        """Partitions (offsets, segments, sizes, leader epochs, the ``partition.metadata`` topic id); for a
+        """Partitions (offsets, the high watermark consumers read up to, segments, sizes, leader epochs,
+        the ``partition.metadata`` topic id); for a
         log directory with ``meta.properties`` or a metadata log also ``cluster`` (cluster id, node id,
         ``metadata.version``, brokers, records replayed) and ``topics`` (each topic's id, partition
         count and non-default configs, as the metadata log says)."""
@@ -1122,6 +1123,7 @@ class KafkaStore(Store):
         for (topic, partition), part in self._partitions().items():
             parts.append({"topic": topic, "partition": partition, "topic_id": self._topic_id_file(part)[0],
                           "start_offset": part.log_start_offset, "end_offset": part.next_offset,
+                          "high_watermark": high_watermark(part),
                           "segments": len(part.segments), "bytes": sum(s.size for s in part.segments),
                           "max_timestamp": _max_timestamp(part),
                           "leader_epochs": [list(e) for e in part.epochs.entries]})
