@@ -1905,16 +1905,16 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                         "--describe --members)")
     p.add_argument("--verbose", action="store_true",
                    help="with --members: also each member's ASSIGNMENT, as topic(partitions)")
+    p.add_argument("--topic",
+                   help="only this topic's partitions (queues): the groups consuming it and their rows of "
+                        "it, or what --reset-offsets / --delete change; TOPIC:0,1 for those partitions "
+                        "(with --reset-offsets, committed or not)")
     reset = p.add_argument_group("resetting or deleting a group's offsets (broker stopped; as "
                                  "kafka-consumer-groups --reset-offsets / --delete-offsets / --delete, "
                                  "mqadmin resetOffsetByTime / deleteSubGroup)")
     reset.add_argument("--reset-offsets", action="store_true",
                        help="plan new offsets for --group (every partition/queue of its topics, or of "
                             "--topic), each clamped to its range; written only with --execute")
-    reset.add_argument("--topic",
-                       help="only this topic's partitions (queues): the groups consuming it and their rows "
-                            "of it, or what --reset-offsets / --delete change; TOPIC:0,1 for those "
-                            "partitions (with --reset-offsets, committed or not)")
     target = reset.add_mutually_exclusive_group()
     target.add_argument("--to-datetime", type=time_ms, metavar="TIME",
                         help="each one's first offset stored at or after TIME (its end if none is)")
