@@ -94,6 +94,14 @@ def test_each_queues_bytes_are_what_the_broker_put_for_it(tmp_path, capsys):
     assert main(["info", str(fixture / "store"), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert {(q["topic"], q["queue_id"]): q["bytes"] for q in info["queues"]} == expected(0)
+    totals: dict[str, int] = {}
+    for (topic, _), size in expected(0).items():
+        totals[topic] = totals.get(topic, 0) + size
+    assert [(t["topic"], t["bytes"]) for t in info["topic_bytes"]] == sorted(totals.items(),
+                                                                          key=lambda item: -item[1])
+    assert main(["info", str(fixture / "store"), "--topic", "TopicA", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["topic_bytes"] == [{"topic": "TopicA",
+                                                                    "bytes": totals["TopicA"]}]
     store = copy_writable(fixture / "store", tmp_path / "store")
     with segstore.open(store, mode="a") as s:      # years on: every commitlog file but the last expires
         s.retention(now_ms=max(put["storeTimestamp"] for put in puts) + 10 * 365 * 86_400_000)

@@ -2032,12 +2032,14 @@ class RocketMQStore(LifecycleMixin, Store):
     # -- tooling -------------------------------------------------------------
     def info(self) -> dict[str, Any]:
         """What the store holds; per queue its offsets, files, the commitlog bytes its messages take
-        (``bytes``: the sizes its consume-queue entries give, from its min offset: which topic fills the
-        disk; prepared and rolled-back transaction messages are in no queue) and ``last_updated``
+        (``bytes``: the sizes its consume-queue entries give, from its min offset; ``topic_bytes`` their
+        sums by topic, largest first: which topic fills the disk; prepared and rolled-back transaction
+        messages are in no queue) and ``last_updated``
         (``mqadmin topicStatus``'s "Last Updated").  ``O(queues + messages)`` for the byte counts, numpy
         over the mapped consume queues."""
         self._check_open()
-        queues = [{"topic": t, "queue_id": q, "min_offset": cq.min_offset, "max_offset": cq.max_offset,
+        queues: list[dict[str, Any]] = [
+                  {"topic": t, "queue_id": q, "min_offset": cq.min_offset, "max_offset": cq.max_offset,
                    "files": len(cq.segment_files()) if isinstance(cq, ConsumeQueue) else 0,
                    "bytes": _queue_bytes(cq),
                    "last_updated": self._last_updated(t, q, cq)}
@@ -2046,8 +2048,14 @@ class RocketMQStore(LifecycleMixin, Store):
         stored: dict[str, int] = {}
         for topic, _queue in self._queue_views():
             stored[topic] = stored.get(topic, 0) + 1
+        totals: dict[str, int] = {}
+        for queue in queues:
+            totals[queue["topic"]] = totals.get(queue["topic"], 0) + queue["bytes"]
         return {"format": self.format, "path": self.path, "topics": self.topics(),
                 "topic_configs": self.topic_configs.summary(stored), "queues": queues,
+                # the largest first: which topics fill the commitlog
+                "topic_bytes": [{"topic": name, "bytes": size}
+                                for name, size in sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))],
                 "commitlog": {"min_offset": self.commitlog.min_offset, "max_offset": self.commitlog.end,
                               "files": commitlog_files},
                 "config": self.config.as_dict(), "delay_offsets": read_delay_offsets(self.path),
