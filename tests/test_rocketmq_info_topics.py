@@ -135,3 +135,40 @@ def test_delay_queues_say_what_is_left_to_deliver_and_when(tmp_path, capsys):
                        "last_due": due[-1] if due else -1}
     assert main(["info", str(store), "--topic", "TopicA", "--json"]) == 0     # narrowed like the queues
     assert json.loads(capsys.readouterr().out)["delay_queues"] == []
+
+
+def test_group_configs_are_subscription_group_json_as_the_broker_loads_it(tmp_path, capsys):
+    """``group_configs``: ``config/subscriptionGroup.json`` per group, as 4.9.7's
+    ``SubscriptionGroupManager.decode`` fills ``SubscriptionGroupConfig`` through fastjson (an absent or
+    null field keeps the class's default: consume and broadcast enabled, 1 retry queue, 16 retries, broker
+    0, slow reads from broker 1); a field fastjson cannot cast fails the load: a data error naming the
+    file."""
+    store = tmp_path / "store"
+    with segstore.open(store, format="rocketmq", mode="a") as s:
+        s.append_batch([{"topic": "T", "queue_id": 0, "body": b"x"}])
+    path = store / "config" / "subscriptionGroup.json"
+    path.write_text(json.dumps({
+        "dataVersion": {"counter": 3, "timestamp": 1795334929000},
+        "subscriptionGroupTable": {
+            "orders": {"brokerId": 0, "consumeBroadcastEnable": True, "consumeEnable": False,
+                       "consumeFromMinEnable": True, "groupName": "orders",
+                       "notifyConsumerIdsChangedEnable": True,
+                       "retryMaxTimes": 3, "retryQueueNums": 1, "whichBrokerWhenConsumeSlowly": 1},
+            "audit": {"groupName": "audit", "consumeBroadcastEnable": "false", "retryMaxTimes": None}}},
+        indent="\t"))
+    assert main(["info", str(store), "--json"]) == 0
+    configs = json.loads(capsys.readouterr().out)["group_configs"]
+    defaults = {"consumeEnable": True, "consumeFromMinEnable": True, "consumeBroadcastEnable": True,
+                "retryQueueNums": 1, "retryMaxTimes": 16, "brokerId": 0, "whichBrokerWhenConsumeSlowly": 1,
+                "notifyConsumerIdsChangedEnable": True}
+    assert configs == {"audit": {**defaults, "consumeBroadcastEnable": False},
+                       "orders": {**defaults, "consumeEnable": False, "retryMaxTimes": 3}}
+    path.write_text('{"subscriptionGroupTable": {"g": {"retryMaxTimes": "many"}}}')
+    assert main(["info", str(store)]) == 1
+    err = capsys.readouterr().err
+    assert "subscriptionGroup.json: expected retryMaxTimes of group 'g' (a Java int)" in err
+    assert main(["verify", str(store)]) == 1            # verify names it too, among the store's problems
+    assert "subscriptionGroup.json: expected retryMaxTimes of group 'g'" in capsys.readouterr().out
+    path.unlink()
+    assert main(["info", str(store), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["group_configs"] == {}

@@ -95,7 +95,13 @@ from .message import (
     set_offsets,
 )
 from .query import NO_HIT_LIMIT, SCAN_NOTE
-from .topicconfig import TOPIC_GROUP_SEPARATOR, ConsumerOffsets, TopicConfigs, read_delay_offsets
+from .topicconfig import (
+    TOPIC_GROUP_SEPARATOR,
+    ConsumerOffsets,
+    TopicConfigs,
+    read_delay_offsets,
+    read_subscription_groups,
+)
 
 if TYPE_CHECKING:   # pyarrow and the appenders load where used (`segstore info` builds and writes nothing)
     import pyarrow as pa
@@ -2058,6 +2064,7 @@ class RocketMQStore(LifecycleMixin, Store):
                                 for name, size in sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))],
                 "commitlog": {"min_offset": self.commitlog.min_offset, "max_offset": self.commitlog.end,
                               "files": commitlog_files},
+                "group_configs": read_subscription_groups(self.path),
                 "config": self.config.as_dict(), "delay_offsets": read_delay_offsets(self.path),
                 "delay_queues": self._delay_queues(),
                 **self._info_5x(),

@@ -318,6 +318,57 @@ def read_delay_offsets(store_dir: str) -> dict[int, int]:
             for level, offset in table.items()}
 
 
+#: ``SubscriptionGroupConfig`` (4.9.7): each field fastjson fills, its Java type and the class's default
+_GROUP_FIELDS = (("consumeEnable", "boolean", True), ("consumeFromMinEnable", "boolean", True),
+                 ("consumeBroadcastEnable", "boolean", True), ("retryQueueNums", "int", 1),
+                 ("retryMaxTimes", "int", 16), ("brokerId", "long", 0),
+                 ("whichBrokerWhenConsumeSlowly", "long", 1),
+                 ("notifyConsumerIdsChangedEnable", "boolean", True))
+
+
+def _java_boolean(value: Any, what: str, path: str) -> bool:
+    """A boolean field as fastjson's ``castToBoolean`` takes it: true/false, 1/0, or their text."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.lower() in ("true", "false", "1", "0"):
+        return value.lower() in ("true", "1")
+    raise CorruptDataError(f"expected {what} (a Java boolean), found {cut(json.dumps(value))}", path)
+
+
+def read_subscription_groups(store_dir: str) -> dict[str, dict[str, Any]]:
+    """``config/subscriptionGroup.json`` as ``SubscriptionGroupManager.decode`` reads it through fastjson:
+    per consumer group its ``SubscriptionGroupConfig`` (whether it may consume, broadcast, its retry queues
+    and retries before the dead-letter queue), each field absent taking the class's default; empty without
+    the file.  segstore never rewrites it.
+
+    :raises CorruptDataError: not fastjson, or a field of the wrong Java type (the broker's load fails).
+    """
+    path = os.path.join(store_dir, CONFIG_DIR, SUBSCRIPTION_GROUP_FILE)
+    if not files.exists(path):
+        return {}
+    document = _object(loads_fastjson(files.read_text(path), path), "a subscription group document", path,
+                       empty_if_null=True)
+    table = _object(document.get("subscriptionGroupTable", {}), "subscriptionGroupTable", path,
+                    empty_if_null=True)
+    groups: dict[str, dict[str, Any]] = {}
+    for name, entry in table.items():
+        entry = _object(entry, f"the config of group {cut(name)}", path, empty_if_null=True)
+        config: dict[str, Any] = {}
+        for field_name, kind, default in _GROUP_FIELDS:
+            value = entry.get(field_name)
+            if value is None:
+                value = default
+            elif kind == "boolean":
+                value = _java_boolean(value, f"{field_name} of group {cut(name)}", path)
+            else:
+                value = java_number(value, f"{field_name} of group {cut(name)}", path, long=kind == "long")
+            config[field_name] = value
+        groups[str(name)] = config
+    return dict(sorted(groups.items()))
+
+
 #: ``TopicConfig``'s int fields (the others, strings and a boolean, are kept as read)
 _TOPIC_INT_FIELDS = ("readQueueNums", "writeQueueNums", "perm", "topicSysFlag")
 

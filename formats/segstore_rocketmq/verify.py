@@ -54,9 +54,13 @@ from .message import Blank, End, RocketMQMessage, decode
 from .recovery import Walk, Walked, messages_at, nonzero_extent, walk_batches
 from .topicconfig import (
     CONSUMER_OFFSET_FILE,
+    DELAY_OFFSET_FILE,
+    SUBSCRIPTION_GROUP_FILE,
     TOPICS_FILE,
     loads_fastjson,
     read_consumer_offsets,
+    read_delay_offsets,
+    read_subscription_groups,
     read_topics,
 )
 
@@ -757,9 +761,12 @@ def _verify_files(store, problems: list[Problem], newest: int | None) -> None:
         if not name.endswith(".json"):
             continue
         cpath = os.path.join(config_dir, name)
-        # the two files the broker's managers read (and segstore rewrites) as their classes do
-        reader = {TOPICS_FILE: read_topics, CONSUMER_OFFSET_FILE: read_consumer_offsets}.get(
-            name, lambda path: loads_fastjson(files.read_text(path), path))
+        # the files the broker's managers read (and segstore reads or rewrites) as their classes do
+        readers: dict[str, Any] = {
+            TOPICS_FILE: read_topics, CONSUMER_OFFSET_FILE: read_consumer_offsets,
+            DELAY_OFFSET_FILE: lambda path: read_delay_offsets(store.path),
+            SUBSCRIPTION_GROUP_FILE: lambda path: read_subscription_groups(store.path)}
+        reader = readers.get(name, lambda path: loads_fastjson(files.read_text(path), path))
         try:
             reader(cpath)
         except SegstoreError as err:
