@@ -1315,8 +1315,24 @@ def _reset_target(args: argparse.Namespace, store: Store, row: Any, planned: int
     return min(max(wanted, start), end)
 
 
+def _path_taken_back(args: argparse.Namespace, flags: Sequence[str]) -> None:
+    """``consumers --state PATH``: an option whose value may be left out took the store path; give it back
+    (the option then has no value).
+
+    :raises UsageError: no path at all.
+    """
+    for flag in flags:
+        if args.path is None and getattr(args, flag):
+            args.path = getattr(args, flag)
+            setattr(args, flag, "")
+    if args.path is None:
+        raise UsageError("the following arguments are required: path")
+
+
 def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
     from .consumers import COLUMNS as CONSUMER_COLUMNS  # pyarrow: not for the other commands
+
+    _path_taken_back(args, ("type", "state"))
 
     targets = _reset_asked(args)
     if args.delete and (args.reset_offsets or targets):
@@ -1640,8 +1656,12 @@ def cmd_formats(args: argparse.Namespace, out: TextIO) -> int:
 
 # -- parser --------------------------------------------------------------------
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("path", help="store directory (RocketMQ) or partition / log directory (Kafka)")
+def _common(p: argparse.ArgumentParser, *, path_after_optional_values: bool = False) -> None:
+    """The store path and ``--format``/``--config``.  ``path_after_optional_values``: the command has
+    options whose value may be left out (``consumers --state [STATES]``), which take a path written
+    right after them; the path is then optional to argparse and :func:`_path_taken_back` finds it."""
+    p.add_argument("path", nargs="?" if path_after_optional_values else None,
+                   help="store directory (RocketMQ) or partition / log directory (Kafka)")
     p.add_argument("--format", help=f"the format PATH must hold ({', '.join(registry.names())}); "
                                     "detected if omitted")
     p.add_argument("--config", action="append", metavar="NAME=VALUE",
@@ -1879,7 +1899,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p = sub.add_parser("consumers", help="consumer groups: committed offset, log end offset, lag and state "
                                          "per partition (queue), as kafka-consumer-groups --describe (Kafka "
                                          "__consumer_offsets; RocketMQ config/consumerOffset.json)")
-    _common(p)
+    _common(p, path_after_optional_values=True)
     p.add_argument("--group", help="only this consumer group (exit 1 when there is none)")
     p.add_argument("--now-ms", type=time_ms, metavar="TIME",
                    help="Kafka: judge offset expiry at this time (ms or ISO-8601; default: the newest "

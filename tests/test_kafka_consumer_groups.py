@@ -365,6 +365,13 @@ def test_list_names_the_groups_and_filters_by_state_and_type(tmp_path, capsys):
                         "--json", "--now-ms", NOW)
     assert json.loads(out) == [{"group": g, "type": "Classic", "state": state} for g, state in (
         ("legacy2", "Empty"), ("live", "Stable"), ("recent", "Empty"), ("simple", "Empty"), ("txn", "Empty"))]
+    # the store path right after an option whose value may be left out is the path, not the value
+    _, by_value, _ = _run(capsys, "consumers", logs, "--list", "--state", "--type", "--now-ms", NOW)
+    assert _run(capsys, "consumers", "--now-ms", NOW, "--list", "--state", "--type", logs)[1] == by_value
+    assert _run(capsys, "consumers", "--now-ms", NOW, "--state", logs)[1] == \
+        _run(capsys, "consumers", logs, "--state", "--now-ms", NOW)[1]
+    code, out, err = _run(capsys, "consumers", "--list")
+    assert (code, out) == (2, "") and "required: path" in err
     for argv, words in ((["--list", "--state", "Rebalancing"], "expected a group state among Assigning, "
                                                                  "CompletingRebalance, Dead, Empty"),
                         (["--list", "--type", "share"], "expected a group type among Classic, Consumer"),
