@@ -1416,8 +1416,12 @@ def _group_views(args: argparse.Namespace, found: ConsumerGroups, out: TextIO) -
                          "members": first.extras.get("members")})
     else:
         rows = [member.to_dict() for member in found.members]
-        for group in sorted(set(found.groups()) - {member.group for member in found.members}):
-            sys.stderr.write(f"Consumer group '{group}' has no active members.\n")
+        if found.rows and all(row.state is None for row in found.rows):
+            sys.stderr.write(f"segstore consumers: {args.path}: the store's files keep no group members or "
+                             "states (its broker holds them in memory)\n")
+        else:
+            for group in sorted(set(found.groups()) - {member.group for member in found.members}):
+                sys.stderr.write(f"Consumer group '{group}' has no active members.\n")
     if args.json:
         _json_line(rows, out)
         return EXIT_OK

@@ -239,3 +239,12 @@ def test_topic_with_partitions_plans_those_partitions_committed_or_not(tmp_path)
             (["--delete", "--topic", "T:0"], 2, "--delete removes a whole topic's offsets")):
         got, out, err = run("consumers", str(path), "--group", "g1", *argv)
         assert (got, out) == (code_, "") and words in err, argv
+
+
+def test_members_of_a_rocketmq_store_say_the_files_keep_none(tmp_path):
+    """RocketMQ keeps group members and states in the broker's memory only: ``--members`` says so once,
+    not that every group has no active members (a Kafka group's state)."""
+    path = store_with_groups(tmp_path / "store")
+    code, out, err = run("consumers", str(path), "--members")
+    assert code == 0 and out.split() == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
+    assert "keep no group members or states" in err and "no active members" not in err
