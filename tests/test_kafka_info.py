@@ -56,3 +56,22 @@ def test_kafka_info_gives_each_partition_its_largest_timestamp(tmp_path):
     assert code == 0
     damaged = {(p["topic"], p["partition"]): p["max_timestamp"] for p in json.loads(out)["partitions"]}
     assert damaged["a", 0] is None and damaged["b", 1] == info["b", 1]
+
+
+def test_info_and_consumers_read_the_checkpoints_once_not_once_a_partition(tmp_path, monkeypatch):
+    """Each partition's high watermark comes from the replication-offset-checkpoint the log directory read
+    at open: reading the file once a partition made info on a thousand partitions take seconds."""
+    from segstore_kafka import logdir
+
+    from segstore.records import Message
+
+    with segstore.open(tmp_path / "logs", format="kafka", mode="a") as store:
+        store.append_batch([Message("t", b"v", partition=p, timestamp=1000) for p in range(40)])
+    reads = []
+    real = logdir.read_offsets
+    monkeypatch.setattr(logdir, "read_offsets", lambda path: reads.append(path) or real(path))
+    with segstore.open(tmp_path / "logs") as store:
+        info = store.info()
+        store.consumer_groups()
+    assert [p["high_watermark"] for p in info["partitions"]] == [1] * 40
+    assert len(reads) < 10
