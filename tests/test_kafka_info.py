@@ -58,7 +58,7 @@ def test_kafka_info_gives_each_partition_its_largest_timestamp(tmp_path):
     assert damaged["a", 0] is None and damaged["b", 1] == info["b", 1]
 
 
-def test_info_and_consumers_read_the_checkpoints_once_not_once_a_partition(tmp_path, monkeypatch):
+def test_info_consumers_and_retention_read_the_checkpoints_once_not_once_a_partition(tmp_path, monkeypatch):
     """Each partition's high watermark comes from the replication-offset-checkpoint the log directory read
     at open: reading the file once a partition made info on a thousand partitions take seconds."""
     from segstore_kafka import logdir
@@ -73,5 +73,6 @@ def test_info_and_consumers_read_the_checkpoints_once_not_once_a_partition(tmp_p
     with segstore.open(tmp_path / "logs") as store:
         info = store.info()
         store.consumer_groups()
+        store.retention(dry_run=True)
     assert [p["high_watermark"] for p in info["partitions"]] == [1] * 40
     assert len(reads) < 10
