@@ -963,6 +963,19 @@ def not_regular(path: str | os.PathLike[str]) -> str | None:
     return next((name for test, name in _KIND_NAMES if test(st_mode)), "no regular file")
 
 
+def identity(path: str | os.PathLike[str]) -> tuple[int, int, int, int] | None:
+    """What changes when a file is written or replaced: device, inode, size and modification time (ns);
+    None when nothing is there.  For caches of small files read whole (a replaced file has a new inode)."""
+    path = os.fspath(path)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        raise _translate(err, path) from err
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
 def mtime_ms(path: str | os.PathLike[str]) -> int:
     """Last modification time in milliseconds (Java's ``File.lastModified``)."""
     path = os.fspath(path)

@@ -76,3 +76,27 @@ def test_info_consumers_and_retention_read_the_checkpoints_once_not_once_a_parti
         store.retention(dry_run=True)
     assert [p["high_watermark"] for p in info["partitions"]] == [1] * 40
     assert len(reads) < 10
+
+
+def test_a_checkpoint_is_parsed_once_per_version_of_the_file(tmp_path, monkeypatch):
+    """``read_offsets`` keeps what it parsed with the file's identity (device, inode, size, mtime): the
+    same version is not parsed again, a rewrite in place or a replacement is, and what a caller gets is
+    its own copy."""
+    from segstore_kafka import checkpoints
+
+    path = str(tmp_path / "replication-offset-checkpoint")
+    checkpoints.write_offsets(path, {("t", 0): 5, ("t", 1): 7})
+    parses = []
+    real = checkpoints._parse
+    monkeypatch.setattr(checkpoints, "_parse", lambda *a: parses.append(a[0]) or real(*a))
+    first = checkpoints.read_offsets(path)
+    first[("t", 0)] = 99                                            # the caller's copy
+    assert checkpoints.read_offsets(path) == {("t", 0): 5, ("t", 1): 7} and len(parses) == 1
+    assert checkpoints.offset_of(path, ("t", 1)) == 7 and checkpoints.offset_of(path, ("u", 0)) is None
+    assert len(parses) == 1
+    checkpoints.write_offsets(path, {("t", 0): 6})                  # replaced (a new inode)
+    assert checkpoints.offset_of(path, ("t", 0)) == 6 and len(parses) == 2
+    Path(path).write_text("0\n2\nt 0 8\nt 1 9\n")                   # rewritten in place, another size
+    assert checkpoints.read_offsets(path) == {("t", 0): 8, ("t", 1): 9} and len(parses) == 3
+    Path(path).unlink()
+    assert checkpoints.read_offsets(path) == {} and checkpoints.offset_of(path, ("t", 0)) is None

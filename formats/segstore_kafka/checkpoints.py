@@ -18,7 +18,8 @@ Files are replaced atomically (``.tmp`` written, fsynced, renamed) through
 :func:`segstore.files.write_atomic`.  Parse errors are :class:`CorruptDataError`
 naming the file and the byte position of the offending line.
 
-Thread-safety: not thread-safe; the owning partition or log directory serialises access.
+Thread-safety: not thread-safe; the owning partition or log directory serialises access (the parsed
+offset checkpoints kept by path are shared: each is replaced whole, a dict operation).
 """
 
 from __future__ import annotations
@@ -114,17 +115,43 @@ def write_leader_epochs(path: str, entries: Iterable[EpochEntry]) -> None:
     files.write_atomic(path, format_checkpoint([f"{e.epoch} {e.start_offset}" for e in entries]))
 
 
-def read_offsets(path: str) -> dict[tuple[str, int], int]:
-    """A log-dir offset checkpoint as ``{(topic, partition): offset}`` (``{}`` if missing)."""
-    if not files.exists(path):
+#: Log-dir offset checkpoints as last parsed, by path, with the file identity they were parsed at: one
+#: entry is read for each of a log directory's partitions, and parsing the whole file each time made a
+#: command over N partitions O(N^2).  Replaced whole when the file changes.
+_PARSED: dict[str, tuple[tuple[int, int, int, int], dict[tuple[str, int], int]]] = {}
+
+
+def _parsed_offsets(path: str) -> dict[tuple[str, int], int]:
+    """The checkpoint's entries, parsed once per version of the file; callers must not change them."""
+    identity = files.identity(path)
+    if identity is None:
         return {}
-    return {(t, _int(path, p, "partition", JAVA_INT)): _int(path, o, "offset")
-            for t, p, o in _parse(path, files.read_text(path), 3)}
+    kept = _PARSED.get(path)
+    if kept is not None and kept[0] == identity:
+        return kept[1]
+    offsets = {(t, _int(path, p, "partition", JAVA_INT)): _int(path, o, "offset")
+               for t, p, o in _parse(path, files.read_text(path), 3)}
+    _PARSED[path] = (identity, offsets)
+    return offsets
+
+
+def read_offsets(path: str) -> dict[tuple[str, int], int]:
+    """A log-dir offset checkpoint as ``{(topic, partition): offset}`` (``{}`` if missing), a copy the
+    caller may change.  Parsed once per version of the file."""
+    return dict(_parsed_offsets(path))
+
+
+def offset_of(path: str, key: tuple[str, int]) -> int | None:
+    """One partition's entry in a log-dir offset checkpoint (None: none).  ``O(1)`` once the file's
+    version was parsed."""
+    return _parsed_offsets(path).get(key)
 
 
 def write_offsets(path: str, offsets: dict[tuple[str, int], int]) -> None:
     """Replace a log-dir offset checkpoint atomically (entries sorted by topic, partition)."""
+    _PARSED.pop(path, None)
     files.write_atomic(path, format_checkpoint([f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())]))
+    _PARSED.pop(path, None)
 
 
 class LeaderEpochCache:

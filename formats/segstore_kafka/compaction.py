@@ -62,7 +62,7 @@ from segstore.errors import CorruptDataError, UnsupportedOperationError
 
 from . import arrowencode, columnar
 from . import batch as codec
-from .checkpoints import read_offsets, write_offsets
+from .checkpoints import offset_of, read_offsets, write_offsets
 from .loader import CLEANED_SUFFIX, SWAP_SUFFIX
 from .logdir import high_watermark, log_dir_of
 from .offsetindex import OFFSET_ENTRY
@@ -283,8 +283,8 @@ def _check_format(seg: LogSegment) -> None:
 
 def cleanable_offsets(part: Partition, now_ms: int) -> tuple[int, int]:
     """``LogCleanerManager.cleanableOffsets``: ``(first dirty, first uncleanable)``."""
-    checkpoint = read_offsets(os.path.join(log_dir_of(part), CLEANER_OFFSET_CHECKPOINT))
-    dirty = checkpoint.get((part.topic, part.partition), part.log_start_offset)
+    found = offset_of(os.path.join(log_dir_of(part), CLEANER_OFFSET_CHECKPOINT), (part.topic, part.partition))
+    dirty = part.log_start_offset if found is None else found
     if dirty < part.log_start_offset or dirty > part.next_offset:
         dirty = part.log_start_offset
     _, open_first = producer_state(part, now_ms)

@@ -23,6 +23,7 @@ from .checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
+    offset_of,
     read_offsets,
     write_offsets,
 )
@@ -249,7 +250,7 @@ def log_dir_of(part: Partition) -> str:
 
 def checkpointed(part: Partition, name: str) -> int | None:
     """This partition's entry in the log-dir checkpoint ``name`` (None when absent)."""
-    return read_offsets(os.path.join(log_dir_of(part), name)).get((part.topic, part.partition))
+    return offset_of(os.path.join(log_dir_of(part), name), (part.topic, part.partition))
 
 
 def write_checkpoint_entry(part: Partition, name: str, offset: int | None) -> None:
