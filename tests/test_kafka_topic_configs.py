@@ -284,3 +284,30 @@ def test_retention_on_the_real_kraft_dir_skips_compacted_topics_because_its_file
         assert store.partition_of("__consumer_offsets", 14).config.segment_bytes == 104857600
         assert store.partition_of("delivery-create-request", 0).config.cleanup_policy == "delete"
     shutil.rmtree(logs)
+
+
+def test_stray_partitions_are_those_a_38_broker_would_rename(tmp_path, capsys):
+    """``stray`` per partition, as Kafka 3.8.0's ``LogManager.isStrayKraftReplica`` judges a log at startup
+    (it renames such a directory ``-stray``): no topic id in ``partition.metadata``, a topic id and
+    partition the metadata image lacks, or replicas without this node. The real node 1 holds no stray
+    log; the metadata log itself is not judged."""
+    logs = copy_writable(REAL, tmp_path / "logs")
+
+    def strays() -> dict[str, bool | None]:
+        assert main(["info", str(logs), "--json"]) == 0
+        rows = json.loads(capsys.readouterr().out)["partitions"]
+        return {f"{p['topic']}-{p['partition']}": p["stray"] for p in rows}
+
+    found = strays()
+    assert found.pop("__cluster_metadata-0") is None and set(found.values()) == {False}
+    # delivery-create-response (id ammo_r0fQ9mnxC4Q6FMD-g) has replicas [3] in the metadata log
+    elsewhere = logs / "delivery-create-response-0"
+    shutil.copytree(logs / "payment-create-response-0", elsewhere)
+    (elsewhere / "partition.metadata").write_text("version: 0\ntopic_id: ammo_r0fQ9mnxC4Q6FMD-g\n")
+    found = strays()
+    assert found["delivery-create-response-0"] is True and found["payment-create-response-0"] is False
+    (logs / "payment-create-response-0" / "partition.metadata").unlink()              # no topic id
+    (logs / "delivery-create-request-0" / "partition.metadata").write_text(
+        "version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA\n")     # an id the image lacks
+    found = strays()
+    assert found["payment-create-response-0"] is True and found["delivery-create-request-0"] is True

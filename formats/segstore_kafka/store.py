@@ -1121,12 +1121,14 @@ class KafkaStore(Store):
         self._check_open()
         parts = []
         for (topic, partition), part in self._partitions().items():
-            parts.append({"topic": topic, "partition": partition, "topic_id": self._topic_id_file(part)[0],
+            topic_id = self._topic_id_file(part)[0]
+            parts.append({"topic": topic, "partition": partition, "topic_id": topic_id,
                           "start_offset": part.log_start_offset, "end_offset": part.next_offset,
                           "high_watermark": self._high_watermark(part),
                           "segments": len(part.segments), "bytes": sum(s.size for s in part.segments),
                           "max_timestamp": _max_timestamp(part),
-                          "leader_epochs": [list(e) for e in part.epochs.entries]})
+                          "leader_epochs": [list(e) for e in part.epochs.entries],
+                          "stray": self._stray(topic, partition, topic_id)})
         info: dict[str, Any] = {"format": self.format, "path": self.path,
                                 "layout": "partition" if self.single else "log-dir"}
         if self.identity is not None or self.metadata is not None:
@@ -1143,6 +1145,19 @@ class KafkaStore(Store):
                               for name, t in sorted(self.metadata.topics.items())}
         info["partitions"] = parts
         return info
+
+    def _stray(self, topic: str, partition: int, topic_id: str | None) -> bool | None:
+        """Whether a Kafka 3.8 broker starting on this log directory would mark the partition stray and
+        rename it ``-stray`` (``LogManager.isStrayKraftReplica``): no topic id in ``partition.metadata``,
+        no such topic id and partition in the metadata image, or replicas without this node.  None where
+        that cannot be told (no metadata log or node id) and for the metadata log itself."""
+        if self.metadata is None or self.identity is None or topic == kraft.METADATA_TOPIC:
+            return None
+        if topic_id is None:
+            return True
+        state = next((t for t in self.metadata.topics.values() if t.topic_id == topic_id), None)
+        assigned = None if state is None else state.partitions.get(partition)
+        return assigned is None or self.identity.node_id not in assigned.replicas
 
     def _high_watermark(self, part: Partition) -> int:
         """The partition's high watermark: from the checkpoint its log directory read at open (a log
