@@ -2027,15 +2027,13 @@ def _remember_parsers(parser: argparse.ArgumentParser) -> None:
                     _remember_parsers(child)
 
 
-def progress_sink(args: argparse.Namespace, out: TextIO) -> progress.Sink:
-    """The progress display of every command: tqdm bars (total, rate, ETA) on stderr when both stdout
-    and stderr are terminals and the output is not ``--json``; otherwise nothing at all."""
-    def tty(stream: Any) -> bool:
-        return bool(getattr(stream, "isatty", lambda: False)())
-
-    if getattr(args, "json", False) or not (tty(out) and tty(sys.stderr)):
+def progress_sink(args: argparse.Namespace, out: TextIO, stream: TextIO | None = None) -> progress.Sink:
+    """The progress display of every command: tqdm bars (total, rate, ETA) on ``stream`` (stderr) when
+    both stdout and it are terminals and the output is not ``--json``; otherwise nothing at all."""
+    stream = sys.stderr if stream is None else stream
+    if getattr(args, "json", False) or not (_on_terminal(out) and _on_terminal(stream)):
         return progress.SILENT
-    return progress.TqdmSink(sys.stderr)
+    return progress.TqdmSink(stream)
 
 
 #: What the library advises in its own terms, and what a command-line user does instead.
@@ -2067,9 +2065,56 @@ def cli_words(err: SegstoreError, args: argparse.Namespace) -> SegstoreError:
     return type(err)(message, err.path, err.pos)
 
 
+#: Control characters a terminal acts on (C0 but newline and tab, DEL, C1), written as ``\u001b`` as the
+#: dump's bodies are: names, keys and tags come from the files, and a terminal shown
+#: ``ESC [ 2 J`` clears itself (or worse).
+_TERMINAL_ESCAPES = {c: f"\\u{c:04x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0))
+                     if c not in (0x0A, 0x09)}
+
+
+class TerminalText:
+    """A text stream that writes control characters as ``\\uXXXX`` (:data:`_TERMINAL_ESCAPES`): what the
+    CLI prints on a terminal.  Redirected output is left byte for byte as the files hold it."""
+
+    #: no binary buffer: the dump's fast path writes its blocks as text, through :meth:`write`
+    buffer = None
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(text.translate(_TERMINAL_ESCAPES))
+        return len(text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _on_terminal(stream: Any) -> bool:
+    return bool(getattr(stream, "isatty", lambda: False)())
+
+
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     """Run the command line; returns the exit code."""
     out = out or sys.stdout
+    if _on_terminal(out):
+        out = cast(TextIO, TerminalText(out))
+    err = sys.stderr
+    if not _on_terminal(err) or isinstance(err, TerminalText):
+        return _main(argv, out)
+    # messages name what the files hold too; the progress bars (their own escapes) keep the raw stream
+    sys.stderr = cast(TextIO, TerminalText(err))
+    try:
+        return _main(argv, out, progress_stream=err)
+    finally:
+        sys.stderr = err
+
+
+def _main(argv: Sequence[str] | None, out: TextIO, progress_stream: TextIO | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     # the command is the first argument (the top level has no option that takes a value)
     parser = build_parser(argv[0] if argv and not argv[0].startswith("-") else None)
@@ -2077,7 +2122,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     if unknown:
         args._parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
-        with progress.reporting(progress_sink(args, out)):
+        with progress.reporting(progress_sink(args, out, progress_stream)):
             return args.func(args, out)
     except UsageError as err:
         sys.stderr.write(f"segstore {args.command}: {cli_words(err, args)}\n")

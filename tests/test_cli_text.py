@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -191,3 +192,33 @@ def test_a_kafka_offset_query_prints_each_batch_header_over_its_own_records(caps
     assert sum(line.startswith("baseOffset: ") for line in out.splitlines()) >= 2
     code, out, _ = run(capsys, "query", KAFKA_PART, "--offset", str(start), "--count", "6", "--json")
     assert [json.loads(line)["offset"] for line in out.splitlines()] == shown
+
+
+def test_control_characters_from_the_files_are_escaped_on_a_terminal_only(tmp_path, monkeypatch):
+    """A group name, key or tag holding ``ESC [ 2 J`` would clear the terminal it is printed on: on a
+    terminal the CLI writes control characters as ``\\u001b`` (as the dump writes bodies); redirected,
+    the output stays as the files hold it."""
+    from segstore.cli import main
+
+    store = tmp_path / "store"
+    with segstore.open(store, format="rocketmq", mode="a", messageIndexEnable=False) as s:
+        s.append_batch([{"topic": "T", "queue_id": 0, "body": b"x", "keys": ["k\x1b[31m"], "tags": "t\x9b"}])
+        s.commit_offsets("g\x1b[2J", {("T", 0): 1})
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    for argv in (["dump", str(store)], ["consumers", str(store)], ["query", str(store), "--topic", "T",
+                                                                   "--queue", "0", "--offset", "0"]):
+        shown, piped = Terminal(), io.StringIO()
+        assert main(argv, shown) == 0 and main(argv, piped) == 0
+        assert "\x1b" in piped.getvalue() and "\x1b" not in shown.getvalue(), argv
+        assert "\\u001b" in shown.getvalue() and shown.getvalue().count("\n") == piped.getvalue().count("\n")
+    out = Terminal()
+    assert main(["dump", str(store)], out) == 0 and "tags=t\\u009b" in out.getvalue()     # C1 too
+    # messages on a terminal's stderr name what the files hold as well (here: the groups there are)
+    err = Terminal()
+    monkeypatch.setattr(sys, "stderr", err)
+    assert main(["consumers", str(store), "--group", "other"], Terminal()) == 1
+    assert "found groups g\\u001b[2J" in err.getvalue() and sys.stderr is err
