@@ -239,6 +239,13 @@ def test_the_real_kraft_dirs_info_shows_what_its_metadata_log_says(capsys):
         hw = checkpointed.get((part["topic"], part["partition"]), part["end_offset"])
         assert part["high_watermark"] == min(max(hw, part["start_offset"]), part["end_offset"])
     assert any(part["high_watermark"] > 0 for part in info["partitions"])
+    # topic_bytes: the partitions' bytes by topic, largest first
+    totals: dict[str, int] = {}
+    for part in info["partitions"]:
+        totals[part["topic"]] = totals.get(part["topic"], 0) + part["bytes"]
+    assert [(t["topic"], t["bytes"]) for t in info["topic_bytes"]] == sorted(
+        totals.items(), key=lambda kv: (-kv[1], kv[0]))
+    assert info["topic_bytes"][0]["topic"] == "__cluster_metadata"
     # the ids each partition.metadata holds, which the broker checked against the metadata log
     for part in info["partitions"]:
         if part["topic"] != "__cluster_metadata":

@@ -1119,7 +1119,7 @@ class KafkaStore(Store):
         ``metadata.version``, brokers, records replayed) and ``topics`` (each topic's id, partition
         count and non-default configs, as the metadata log says)."""
         self._check_open()
-        parts = []
+        parts: list[dict[str, Any]] = []
         for (topic, partition), part in self._partitions().items():
             topic_id = self._topic_id_file(part)[0]
             parts.append({"topic": topic, "partition": partition, "topic_id": topic_id,
@@ -1144,6 +1144,12 @@ class KafkaStore(Store):
                                                      for p in sorted(t.partitions)]}
                               for name, t in sorted(self.metadata.topics.items())}
         info["partitions"] = parts
+        totals: dict[str, int] = {}
+        for row in parts:
+            totals[row["topic"]] = totals.get(row["topic"], 0) + row["bytes"]
+        # the largest first: which topics fill the log directory (kafka-log-dirs gives partitions only)
+        info["topic_bytes"] = [{"topic": name, "bytes": size}
+                               for name, size in sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))]
         return info
 
     def _stray(self, topic: str, partition: int, topic_id: str | None) -> bool | None:
