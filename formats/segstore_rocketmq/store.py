@@ -2045,11 +2045,10 @@ class RocketMQStore(LifecycleMixin, Store):
         over the mapped consume queues."""
         self._check_open()
         queues: list[dict[str, Any]] = [
-                  {"topic": t, "queue_id": q, "min_offset": cq.min_offset, "max_offset": cq.max_offset,
-                   "files": len(cq.segment_files()) if isinstance(cq, ConsumeQueue) else 0,
-                   "bytes": _queue_bytes(cq),
-                   "last_updated": self._last_updated(t, q, cq)}
-                  for (t, q), cq in sorted(self._queue_views().items())]
+            {"topic": t, "queue_id": q, "min_offset": cq.min_offset, "max_offset": cq.max_offset,
+             "files": len(cq.segment_files()) if isinstance(cq, ConsumeQueue) else 0,
+             "bytes": _queue_bytes(cq), "last_updated": self._last_updated(t, q, cq)}
+            for (t, q), cq in sorted(self._queue_views().items())]
         commitlog_files = [{"path": seg.path, "size": seg.file.size} for seg in self.commitlog.log.segments]
         stored: dict[str, int] = {}
         for topic, _queue in self._queue_views():
@@ -2057,6 +2056,7 @@ class RocketMQStore(LifecycleMixin, Store):
         totals: dict[str, int] = {}
         for queue in queues:
             totals[queue["topic"]] = totals.get(queue["topic"], 0) + queue["bytes"]
+        delivered = read_delay_offsets(self.path)
         return {"format": self.format, "path": self.path, "topics": self.topics(),
                 "topic_configs": self.topic_configs.summary(stored), "queues": queues,
                 # the largest first: which topics fill the commitlog
@@ -2065,18 +2065,17 @@ class RocketMQStore(LifecycleMixin, Store):
                 "commitlog": {"min_offset": self.commitlog.min_offset, "max_offset": self.commitlog.end,
                               "files": commitlog_files},
                 "group_configs": read_subscription_groups(self.path),
-                "config": self.config.as_dict(), "delay_offsets": read_delay_offsets(self.path),
-                "delay_queues": self._delay_queues(),
+                "config": self.config.as_dict(), "delay_offsets": delivered,
+                "delay_queues": self._delay_queues(delivered),
                 **self._info_5x(),
                 **({"notes": list(self.notes)} if self.notes else {})}
 
-    def _delay_queues(self) -> list[dict[str, Any]]:
+    def _delay_queues(self, delivered: Mapping[int, int]) -> list[dict[str, Any]]:
         """Each delay level's ``SCHEDULE_TOPIC_XXXX`` queue (queue id = level - 1) as the broker's
-        ``ScheduleMessageService`` would go on with it: the offset ``config/delayOffset.json`` says it
-        delivered up to (0 where it names none), the messages still to deliver and, from their consume-queue
-        entries' tags codes (the delivery time, ``computeDeliverTimestamp``), when the next and the last
-        fall due (-1: none)."""
-        delivered = read_delay_offsets(self.path)
+        ``ScheduleMessageService`` would go on with it: the offset ``delivered`` (``config/delayOffset.json``)
+        says it delivered up to (0 where it names none), the messages still to deliver and, from their
+        consume-queue entries' tags codes (the delivery time, ``computeDeliverTimestamp``), when the next
+        and the last fall due (-1: none)."""
         words = self.config.messageDelayLevel.split()
         rows = []
         for (topic, queue_id), cq in sorted(self._queue_views().items()):
