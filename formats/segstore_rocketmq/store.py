@@ -1065,9 +1065,6 @@ class RocketMQStore(LifecycleMixin, Store):
         clock); only those of ``topic``/``queue_id`` (their real topic and queue) when given.  Returns the
         rows and notes.  ``O(op messages)`` vectorised, Python per half message read.
         """
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
         from . import halfmessages as hm
 
         self._check_open()
@@ -1081,10 +1078,7 @@ class RocketMQStore(LifecycleMixin, Store):
             done: set[int] = set()
             if hm.OP_TOPIC in topics and half_queue in self.partitions(hm.OP_TOPIC):
                 for batch in self.scan_arrow(["value"], topic=hm.OP_TOPIC, partition=half_queue):
-                    numbers = pc.utf8_trim_whitespace(pc.list_flatten(pc.split_pattern(
-                        pc.cast(batch.column("value"), pa.string()), ",")))
-                    numbers = pc.filter(numbers, pc.match_substring_regex(numbers, r"^[0-9]{1,18}$"))
-                    done.update(pc.cast(numbers, pa.int64()).to_pylist())
+                    done |= hm.done_offsets(batch.column("value"))
             start = self.consumer_offsets.get(hm.HALF_TOPIC, hm.CHECK_GROUP, half_queue) or 0
             found = hm.pending(self.read(hm.HALF_TOPIC, half_queue, start), done, now_ms=now,
                                timeout_ms=timeout, check_max=self.config.transactionCheckMax,
