@@ -1199,6 +1199,9 @@ def _reset_plan_file(args: argparse.Namespace, partitions: list[int] | None) -> 
 
     if args.from_file == "-":
         data = sys.stdin.buffer.read()
+    elif files.not_regular(args.from_file) == "a FIFO":        # --from-file <(cmd)
+        with files.spooled_file(args.from_file) as copy:
+            data = files.read_bytes(copy)
     else:
         _require_input_file(args.from_file, "a CSV reset plan")
         data = files.read_bytes(args.from_file)
@@ -1396,7 +1399,7 @@ def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
 #: partition: the files name no broker address) and ``--members``' (GROUP-INSTANCE-ID only where a
 #: member has one, as the tool does; ASSIGNMENT with ``--verbose``).
 STATE_HEADER = ("GROUP", "COORDINATOR-PARTITION", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS")
-#: ``--members``' columns: header, least width, the member's field (``_assignment_cell`` for ASSIGNMENT).
+#: ``--members``' columns: header, least width, the member's field (:func:`_member_cell` shows it).
 _MEMBER_COLUMNS = (("GROUP", 15, "group"), ("CONSUMER-ID", 15, "consumer_id"),
                    ("GROUP-INSTANCE-ID", 17, "group_instance_id"), ("HOST", 15, "host"),
                    ("CLIENT-ID", 15, "client_id"), ("#PARTITIONS", 15, "partitions"),

@@ -191,6 +191,22 @@ def test_a_plan_file_of_several_groups_gives_the_groups_lines_clamped(tmp_path, 
     assert code == 0 and json.loads(out) == [{"group": "g2", "topic": "U", "partition": 0, "new_offset": 0}]
 
 
+def test_a_plan_file_may_be_a_pipe(tmp_path):
+    """``--from-file <(cmd)``: a FIFO, read once."""
+    import os
+    import threading
+
+    path = store_with_groups(tmp_path / "store")
+    fifo = tmp_path / "plan.fifo"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_text("T,1,3\n"))
+    writer.start()
+    code, out, _ = run("consumers", str(path), "--group", "g1", "--reset-offsets", "--from-file", fifo,
+                       "--json")
+    writer.join()
+    assert code == 0 and json.loads(out) == [{"group": "g1", "topic": "T", "partition": 1, "new_offset": 3}]
+
+
 def test_a_bad_plan_file_is_named_at_its_line_and_nothing_is_written(tmp_path):
     path = store_with_groups(tmp_path / "store")
     before = (path / "config" / "consumerOffset.json").read_bytes()
