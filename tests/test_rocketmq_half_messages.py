@@ -106,6 +106,8 @@ def test_a_store_without_transactions_says_so(tmp_path):
     assert "no RMQ_SYS_TRANS_HALF_TOPIC queue here" in err
     code, out, err = run("transactions", path, "--producers")
     assert (code, out) == (2, "") and "rocketmq stores keep no producer state" in err
+    code, out, err = run("transactions", path)
+    assert (code, out) == (2, "") and "transactions --find-hanging" in err
 
 
 def test_op_bodies_name_offsets_one_or_several():

@@ -1055,6 +1055,12 @@ class RocketMQStore(LifecycleMixin, Store):
         self.consumer_offsets.save()
         return []
 
+    def transaction_states(self, transactional_id: str | None = None) -> list[dict[str, Any]]:
+        """:meth:`Store.transaction_states`: RocketMQ keeps no coordinator state; says where to look."""
+        raise UnsupportedOperationError("rocketmq stores keep no transaction coordinator state: their "
+                                        "transactions are half messages (half_messages(); the command line's "
+                                        "transactions --find-hanging)", self.path)
+
     def half_messages(self, topic: str | None = None, queue_id: int | None = None, *,
                       now_ms: int | None = None, max_timeout_ms: int | None = None
                       ) -> tuple[list[dict[str, Any]], list[str]]:
