@@ -264,3 +264,38 @@ def test_members_of_a_rocketmq_store_say_the_files_keep_none(tmp_path):
     code, out, err = run("consumers", str(path), "--members")
     assert code == 0 and out.split() == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
     assert "keep no group members or states" in err and "no active members" not in err
+
+
+def test_a_groups_exported_offsets_point_at_the_same_messages_after_conversion_to_kafka(tmp_path):
+    """docs/conversion.md, "Consumer positions": a RocketMQ queue offset is the Kafka offset of the same
+    message after ``convert``, so an export from the source, its topic names escaped (``%`` -> ``.25``),
+    plans on the Kafka copy the offsets that name the same next messages."""
+    from segstore.convert import convert
+    from segstore.convert.topicnames import kafka_from_rocketmq
+
+    path = tmp_path / "store"
+    with segstore.open(path, format="rocketmq", mode="a", messageIndexEnable=False) as store:
+        store.append_batch([{"topic": t, "queue_id": i % 2, "body": b"%s-%d" % (t.encode(), i)}
+                            for t in ("T", "%RETRY%g") for i in range(9)])
+        store.commit_offsets("g", {("T", 0): 2, ("T", 1): 3, ("%RETRY%g", 0): 1})
+    convert(str(path), str(tmp_path / "kafka"), to="kafka")
+    code, saved, _ = run("consumers", str(path), "--group", "g", "--reset-offsets", "--to-current",
+                         "--export")
+    assert code == 0
+    renamed = "".join(f"{kafka_from_rocketmq(line.split(',')[0])},{line.split(',', 1)[1]}\n"
+                      for line in saved.splitlines())
+    (tmp_path / "plan.csv").write_text(renamed)
+    code, out, _ = run("consumers", tmp_path / "kafka", "--group", "g", "--reset-offsets", "--from-file",
+                       tmp_path / "plan.csv", "--json")
+    assert code == 0
+    with segstore.open(path) as source, segstore.open(tmp_path / "kafka") as copy:
+        for row in json.loads(out):
+            original = next(t for t in source.topics() if kafka_from_rocketmq(t) == row["topic"])
+            before = list(source.read(original, row["partition"], row["new_offset"], 1))
+            after = list(copy.read(row["topic"], row["partition"], row["new_offset"], 1))
+            assert [m.body for m in before] == [r.value for r in after]     # none: both at their end
+            assert source.offset_range(original, row["partition"]) == copy.offset_range(row["topic"],
+                                                                                        row["partition"])
+    # the queue g never committed is planned at its end (--to-current, as the tool's)
+    assert {(r["topic"], r["partition"], r["new_offset"]) for r in json.loads(out)} == {
+        ("T", 0, 2), ("T", 1, 3), (".25RETRY.25g", 0, 1), (".25RETRY.25g", 1, 4)}
