@@ -287,11 +287,11 @@ METADATA_LOG_SKIPPED = ("the KRaft metadata log: the quorum deletes its segments
                         "log manager's retention never runs on it")
 
 
-def _left_alone(part: Partition, hw: int) -> RetentionResult:
+def _left_alone(part: Partition) -> RetentionResult:
     """A result saying the partition was not touched, and why."""
     reason = (METADATA_LOG_SKIPPED if not is_log_managed(part.topic)
               else f"internal topic: {_internal_refusal(part.topic)}")
-    return RetentionResult(part.topic, part.partition, hw, part.log_start_offset,
+    return RetentionResult(part.topic, part.partition, high_watermark(part), part.log_start_offset,
                            part.log_start_offset, [], None, True, skipped=reason)
 
 
@@ -303,10 +303,9 @@ def _internal_refusal(topic: str) -> str:
 def retention(store: Any, *, now_ms: int | None = None, dry_run: bool = False, topic: str | None = None,
               partition: int | None = None) -> list[dict[str, Any]]:
     """:func:`delete_old_segments` over every (selected) partition of a store opened for appends; the
-    KRaft metadata log is left alone (its result says why).  High watermarks come from the store (the
-    checkpoint its log directory read once)."""
-    return [(delete_old_segments(p, now_ms=now_ms, dry_run=dry_run, hw=store._high_watermark(p))
-             if is_log_managed(p.topic) else _left_alone(p, store._high_watermark(p))).to_dict()
+    KRaft metadata log is left alone (its result says why)."""
+    return [(delete_old_segments(p, now_ms=now_ms, dry_run=dry_run) if is_log_managed(p.topic)
+             else _left_alone(p)).to_dict()
             for p in _partitions(store, topic, partition)]
 
 
@@ -327,7 +326,5 @@ def delete_records_in(store: Any, before: int, *, dry_run: bool = False, topic: 
             reason = (_internal_refusal(part.topic) if part.topic in INTERNAL_TOPICS
                       else f"{part.topic} is no topic DeleteRecords reaches ({METADATA_LOG_SKIPPED})")
             raise InvalidTopicError(reason, part.path)
-    return [(_left_alone(p, store._high_watermark(p))
-             if p.topic in INTERNAL_TOPICS or not is_log_managed(p.topic)
-             else delete_records(p, before, dry_run=dry_run, hw=store._high_watermark(p))).to_dict()
-            for p in parts]
+    return [(_left_alone(p) if p.topic in INTERNAL_TOPICS or not is_log_managed(p.topic)
+             else delete_records(p, before, dry_run=dry_run)).to_dict() for p in parts]

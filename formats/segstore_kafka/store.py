@@ -1124,7 +1124,7 @@ class KafkaStore(Store):
             topic_id = self._topic_id_file(part)[0]
             parts.append({"topic": topic, "partition": partition, "topic_id": topic_id,
                           "start_offset": part.log_start_offset, "end_offset": part.next_offset,
-                          "high_watermark": self._high_watermark(part),
+                          "high_watermark": high_watermark(part),
                           "segments": len(part.segments), "bytes": sum(s.size for s in part.segments),
                           "max_timestamp": _max_timestamp(part),
                           "leader_epochs": [list(e) for e in part.epochs.entries],
@@ -1164,14 +1164,6 @@ class KafkaStore(Store):
         state = next((t for t in self.metadata.topics.values() if t.topic_id == topic_id), None)
         assigned = None if state is None else state.partitions.get(partition)
         return assigned is None or self.identity.node_id not in assigned.replicas
-
-    def _high_watermark(self, part: Partition) -> int:
-        """The partition's high watermark: from the checkpoint its log directory read at open (a log
-        directory store: ``O(1)``; a file read for each partition made listing a thousand ``O(n^2)``), else
-        read for the one partition."""
-        if self._dir is not None:
-            return self._dir.high_watermark((part.topic, part.partition))
-        return high_watermark(part)
 
     @staticmethod
     def _topic_id_file(part: Partition) -> tuple[str | None, Problem | None]:
@@ -1342,7 +1334,7 @@ class KafkaStore(Store):
 
         def log_end(topic: str, partition: int) -> int | None:
             part = parts.get((topic, partition))
-            return None if part is None else self._high_watermark(part)
+            return None if part is None else high_watermark(part)
 
         names = {t.topic_id: name for name, t in self.metadata.topics.items()} if self.metadata else {}
         retention_ms = int(options.get("offsets_retention_ms", groups.DEFAULT_OFFSETS_RETENTION_MS))
