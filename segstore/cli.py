@@ -1380,8 +1380,7 @@ def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
     if args.json:
         _json_line([row.to_dict() for row in found.rows], out)
         return EXIT_OK
-    for n, group in enumerate(found.groups()):
-        rows = [row for row in found.rows if row.group == group]
+    for n, (group, rows) in enumerate(found.by_group().items()):
         note = _STATE_NOTES.get(rows[0].state or "")
         if note is not None:
             sys.stderr.write(note.format(group) + "\n")
@@ -1412,8 +1411,7 @@ def _group_views(args: argparse.Namespace, found: ConsumerGroups, out: TextIO) -
     (RocketMQ keeps no members or states)."""
     rows: list[dict[str, Any]] = []
     if args.state is not None:
-        for group in found.groups():
-            first = next(row for row in found.rows if row.group == group)
+        for group, (first, *_) in found.by_group().items():
             rows.append({"group": group, "coordinator_partition": first.extras.get("coordinator_partition"),
                          "assignment_strategy": first.extras.get("protocol"), "state": first.state,
                          "members": first.extras.get("members")})
@@ -1486,8 +1484,7 @@ def _group_list(args: argparse.Namespace, found: ConsumerGroups, out: TextIO) ->
     states = _names(args.state, [name for name in STATES if name != "Unknown"], "a group state")
     types = _names(args.type, _GROUP_TYPES.values(), "a group type")
     rows: list[dict[str, str | None]] = []
-    for group in found.groups():
-        first = next(row for row in found.rows if row.group == group)
+    for group, (first, *_) in found.by_group().items():
         kind = _GROUP_TYPES.get(str(first.extras.get("kind")), "Unknown")
         if (states is None or first.state in states) and (types is None or kind in types):
             rows.append({"group": group, "type": kind, "state": first.state})

@@ -131,6 +131,13 @@ class ConsumerGroups:
         """The groups listed, sorted."""
         return sorted({row.group for row in self.rows})
 
+    def by_group(self) -> dict[str, list[ConsumerOffset]]:
+        """Each group's rows, in their order, the groups sorted.  ``O(rows)``."""
+        found: dict[str, list[ConsumerOffset]] = {}
+        for row in self.rows:
+            found.setdefault(row.group, []).append(row)
+        return dict(sorted(found.items()))
+
 
 def to_arrow(rows: Iterable[ConsumerOffset]) -> pa.Table:
     """The rows as a table of :data:`CONSUMER_SCHEMA` (``extras`` as JSON text)."""
