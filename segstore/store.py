@@ -542,6 +542,16 @@ class Store(abc.ABC):
         raise UnsupportedOperationError(f"{self.format} stores do not support queries", self.path)
 
 
+def bytes_by_topic(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``info``'s ``topic_bytes``: the ``bytes`` of its per-queue (partition) rows summed by ``topic``, the
+    largest first (which topics fill the disk), ties by name."""
+    totals: dict[str, int] = {}
+    for row in rows:
+        totals[row["topic"]] = totals.get(row["topic"], 0) + row["bytes"]
+    return [{"topic": name, "bytes": size}
+            for name, size in sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+
 def newest_hits(records: list[Record], max_hits: int | None) -> list[Record]:
     """The ``max_hits`` records of ``records`` with the latest timestamps (ties: the later partition, then
     offset), in partition then offset order; every record when ``max_hits`` is None.

@@ -53,6 +53,7 @@ from segstore.store import (
     QueryRequest,
     QueryResult,
     Store,
+    bytes_by_topic,
     check_isolation,
     newest_hits,
 )
@@ -1120,6 +1121,7 @@ class KafkaStore(Store):
         count and non-default configs, as the metadata log says)."""
         self._check_open()
         parts: list[dict[str, Any]] = []
+        by_id = {t.topic_id: t for t in self.metadata.topics.values()} if self.metadata is not None else {}
         for (topic, partition), part in self._partitions().items():
             topic_id = self._topic_id_file(part)[0]
             parts.append({"topic": topic, "partition": partition, "topic_id": topic_id,
@@ -1128,7 +1130,7 @@ class KafkaStore(Store):
                           "segments": len(part.segments), "bytes": sum(s.size for s in part.segments),
                           "max_timestamp": _max_timestamp(part),
                           "leader_epochs": [list(e) for e in part.epochs.entries],
-                          "stray": self._stray(topic, partition, topic_id)})
+                          "stray": self._stray(topic, partition, topic_id, by_id)})
         info: dict[str, Any] = {"format": self.format, "path": self.path,
                                 "layout": "partition" if self.single else "log-dir"}
         if self.identity is not None or self.metadata is not None:
@@ -1144,24 +1146,21 @@ class KafkaStore(Store):
                                                      for p in sorted(t.partitions)]}
                               for name, t in sorted(self.metadata.topics.items())}
         info["partitions"] = parts
-        totals: dict[str, int] = {}
-        for row in parts:
-            totals[row["topic"]] = totals.get(row["topic"], 0) + row["bytes"]
-        # the largest first: which topics fill the log directory (kafka-log-dirs gives partitions only)
-        info["topic_bytes"] = [{"topic": name, "bytes": size}
-                               for name, size in sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))]
+        info["topic_bytes"] = bytes_by_topic(parts)     # kafka-log-dirs gives partitions only
         return info
 
-    def _stray(self, topic: str, partition: int, topic_id: str | None) -> bool | None:
+    def _stray(self, topic: str, partition: int, topic_id: str | None,
+               by_id: Mapping[str, kraft.TopicState]) -> bool | None:
         """Whether a Kafka 3.8 broker starting on this log directory would mark the partition stray and
         rename it ``-stray`` (``LogManager.isStrayKraftReplica``): no topic id in ``partition.metadata``,
-        no such topic id and partition in the metadata image, or replicas without this node.  None where
-        that cannot be told (no metadata log or node id) and for the metadata log itself."""
+        no such topic id and partition in the metadata image (``by_id``: its topics by id), or replicas
+        without this node.  None where that cannot be told (no metadata log or node id) and for the
+        metadata log itself."""
         if self.metadata is None or self.identity is None or topic == kraft.METADATA_TOPIC:
             return None
         if topic_id is None:
             return True
-        state = next((t for t in self.metadata.topics.values() if t.topic_id == topic_id), None)
+        state = by_id.get(topic_id)
         assigned = None if state is None else state.partitions.get(partition)
         return assigned is None or self.identity.node_id not in assigned.replicas
 

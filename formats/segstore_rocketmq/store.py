@@ -50,7 +50,15 @@ from segstore.errors import (
 from segstore.overlap import in_rounds, overlapped, thread_count
 from segstore.records import Message
 from segstore.search import Bound, search
-from segstore.store import READ_COMMITTED, READ_UNCOMMITTED, AppendResult, DumpLine, Store, check_isolation
+from segstore.store import (
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    AppendResult,
+    DumpLine,
+    Store,
+    bytes_by_topic,
+    check_isolation,
+)
 
 from . import columnar
 from .commitlog import END_FILE_MIN_BLANK_LENGTH, CommitLog, CommitLogFile
@@ -2053,15 +2061,10 @@ class RocketMQStore(LifecycleMixin, Store):
         stored: dict[str, int] = {}
         for topic, _queue in self._queue_views():
             stored[topic] = stored.get(topic, 0) + 1
-        totals: dict[str, int] = {}
-        for queue in queues:
-            totals[queue["topic"]] = totals.get(queue["topic"], 0) + queue["bytes"]
         delivered = read_delay_offsets(self.path)
         return {"format": self.format, "path": self.path, "topics": self.topics(),
                 "topic_configs": self.topic_configs.summary(stored), "queues": queues,
-                # the largest first: which topics fill the commitlog
-                "topic_bytes": [{"topic": name, "bytes": size}
-                                for name, size in sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))],
+                "topic_bytes": bytes_by_topic(queues),
                 "commitlog": {"min_offset": self.commitlog.min_offset, "max_offset": self.commitlog.end,
                               "files": commitlog_files},
                 "group_configs": read_subscription_groups(self.path),
