@@ -142,6 +142,17 @@ def time_ms(text: str) -> int:
     return (when - _EPOCH) // timedelta(milliseconds=1)  # exact integers, no float rounding
 
 
+#: ``kafka-get-offsets --time``'s names (3.8 ``GetOffsetShell.parseOffsetSpec``) and the ListOffsets
+#: timestamps they stand for (``ListOffsetsRequest``)
+LIST_OFFSETS_SPECS = {"earliest": -2, "latest": -1, "max-timestamp": -3}
+
+
+def list_offsets_time(text: str) -> int:
+    """``query --timestamp``: a time (:func:`time_ms`) or a name of :data:`LIST_OFFSETS_SPECS`."""
+    spec = LIST_OFFSETS_SPECS.get(text.strip().lower())
+    return spec if spec is not None else time_ms(text)
+
+
 #: ``java.time.Duration.parse``'s text: ``[-+]P[nD][T[nH][nM][n[.n]S]]``, each number signed, any case
 _DURATION = re.compile(r"([-+]?)P(?:([-+]?\d+)D)?(?:T(?:([-+]?\d+)H)?(?:([-+]?\d+)M)?"
                        r"(?:([-+]?)(\d+)(?:[.,](\d{0,9}))?S)?)?", re.IGNORECASE)
@@ -1871,8 +1882,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                                  "from the extra key index)")
     p.add_argument("--offset", type=int, help="queue / partition offset of the first message to print")
     p.add_argument("--count", type=int, default=1, help="with --offset: this many messages (default 1)")
-    p.add_argument("--timestamp", type=time_ms, help="the first offset stored at or after this time "
-                                                     "(ms since the epoch, or ISO-8601; UTC if no offset)")
+    p.add_argument("--timestamp", type=list_offsets_time,
+                   help="the first offset stored at or after this time (ms since the epoch, or ISO-8601; UTC "
+                        "if no offset); Kafka also earliest, latest, max-timestamp (or -2, -1, -3), as "
+                        "kafka-get-offsets --time")
     p.add_argument("--begin", type=time_ms,
                    help="key query window start, inclusive (ms or ISO-8601), of the time the broker looks "
                         "keys up by: RocketMQ the store time as its IndexFile keeps it (whole seconds after "

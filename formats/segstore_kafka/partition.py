@@ -68,6 +68,7 @@ if TYPE_CHECKING:   # the Arrow modules load where columns are read or appended 
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 
@@ -379,9 +380,12 @@ class Partition:
                 # the index once, so the rest of the partition is still read and checked.
                 self.index_problems.append((err.path or self.path, err.pos, err.message))
                 return self._open_segment(base, create=False, read_indexes=False)
+            index_paths = [os.path.join(self.path, file_name(base, suffix))
+                           for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)]
+            if err.path not in index_paths:
+                raise       # not a file removing these two fixes: nothing is touched
             self.recovered.append(f"{err}; rebuilding the indexes of segment {base}")
-            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-                path = os.path.join(self.path, file_name(base, suffix))
+            for path in index_paths:
                 if files.exists(path):
                     files.remove(path)
             return self._open_segment(base, create=False)
@@ -394,6 +398,9 @@ class Partition:
         if first is None and segments and segments[-1].check_tail() is not None:
             first = len(segments) - 1
         if first is not None:
+            seg = segments[first]
+            self.recovered.extend(f"{path}:{pos}: {message}; rebuilding it from the log"
+                                  for path, pos, message in seg.txn_index.problems(seg.base))
             self.recovered.extend(self._recover_from(first, every_line=True))
 
     def _recover_from(self, first: int, *, every_line: bool) -> list[str]:
@@ -808,11 +815,19 @@ class Partition:
         return None
 
     def offset_for_time(self, timestamp: int) -> TimestampAndOffset | None:
-        """Kafka ``fetchOffsetByTimestamp``: earliest (-2), latest (-1), or the first record at/after it."""
+        """Kafka 3.8 ``UnifiedLog.fetchOffsetByTimestamp``: earliest (-2, the log start), latest (-1, the
+        log end), max timestamp (-3: the first record of the largest timestamp, in the first segment
+        holding it, as ``maxBy``), or the first record at or after the time."""
         if timestamp == EARLIEST_TIMESTAMP:
             return TimestampAndOffset(-1, self.log_start_offset, self.epochs.epoch_for(self.log_start_offset))
         if timestamp == LATEST_TIMESTAMP:
             return TimestampAndOffset(-1, self.next_offset, self.epochs.latest_epoch)
+        if timestamp == MAX_TIMESTAMP:
+            segments = self.segments
+            if not segments:
+                return None
+            latest = max(segments, key=lambda seg: seg.max_timestamp_so_far().timestamp)
+            return latest.offset_of_max_timestamp()
         for seg in self.segments:
             if seg.max_timestamp_so_far().timestamp >= timestamp:
                 found = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
@@ -840,9 +855,11 @@ class Partition:
             found, expected_offset, txns = self._check_segment(
                 seg, expected_offset, closed=seg is not self.log.active, decoded=decoded)
             problems += found
-            if seg.needs_recovery and seg is not self.log.active:
+            if seg.indexes_left_by_crash and seg is not self.log.active:
                 problems.append((seg.path, None, "expected trimmed index files, found an index missing "
                                  "or left untrimmed by a crash (run recover)"))
+            problems += [(path, pos, f"{message} (run recover)")
+                         for path, pos, message in seg.txn_index.problems(seg.base)]
             # the aborts a segment completes depend on every transactional batch before it
             tracker = tracker if txns is not None else None
             if tracker is not None and txns is not None:
@@ -952,7 +969,7 @@ def _txn_index_problems(seg: LogSegment, positions: np.ndarray, tracker: Transac
             continue
         if aborted is not None:
             expected.append(aborted)
-    if not expected:
+    if not expected or seg.txn_index.error is not None:     # an unreadable file is reported as such
         return []
     firsts = {(e.producer_id, e.last_offset): e.first_offset for e in seg.txn_index.all()}
     problems: list[tuple[str, int | None, str]] = []

@@ -238,7 +238,13 @@ class LogSegment:
 
     @property
     def needs_recovery(self) -> bool:
-        """True when an index is missing or was left untrimmed (preallocated) by a crash."""
+        """True when an index is missing or was left untrimmed (preallocated) by a crash, or the
+        ``.txnindex`` is not as Kafka loads it (:meth:`TransactionIndex.problems`: torn, unreadable)."""
+        return self.indexes_left_by_crash or bool(self.txn_index.problems(self.base))
+
+    @property
+    def indexes_left_by_crash(self) -> bool:
+        """True when the offset or time index is missing or was left untrimmed (preallocated)."""
         return bool(self.missing_indexes) or self.offset_index.untrimmed or self.time_index.untrimmed
 
     def view(self) -> memoryview:
@@ -427,9 +433,11 @@ class LogSegment:
         crash tore, which recovery cuts) holds no record a reader is given, so it counts for none."""
         if self._max_ts is None:
             last = self.time_index.last_entry
-            best = TimestampOffset(last.timestamp, last.offset) if len(self.time_index) else \
+            # an entry for records past the whole batches (a tail torn after it was written) is not one
+            trusted = len(self.time_index) > 0 and last.offset < self.next_offset()
+            best = TimestampOffset(last.timestamp, last.offset) if trusted else \
                 TimestampOffset(NO_TIMESTAMP, self.base)
-            start = self.offset_index.lookup_offset(best.offset).position if len(self.time_index) else 0
+            start = self.offset_index.lookup_offset(best.offset).position if trusted else 0
             try:
                 for header in self.headers(start):
                     if header.max_timestamp > best.timestamp:
@@ -449,11 +457,23 @@ class LogSegment:
         """One past the last offset of the whole batches in the log (the base offset when empty).
 
         A torn or corrupt tail is not counted (reads and ``verify`` report it).
-        ``O(batches after the last index entry)``.
+        ``O(batches after the last index entry)``; ``O(batches)`` when no whole batch starts where
+        that entry points (a tail torn through the indexed batch, a log cut below the entry).
         """
-        start = self.offset_index.lookup_offset(self.offset_index.last_offset).position \
+        start = self._last_indexed_position()
+        nxt = self._next_offset_from(start)
+        if nxt is None and start:
+            nxt = self._next_offset_from(0)
+        return self.base if nxt is None else nxt
+
+    def _last_indexed_position(self) -> int:
+        """Where the offset index's last entry points (0 without one)."""
+        return self.offset_index.lookup_offset(self.offset_index.last_offset).position \
             if len(self.offset_index) else 0
-        nxt = self.base
+
+    def _next_offset_from(self, start: int) -> int | None:
+        """One past the last offset of the whole batches from byte ``start``; None if none is whole."""
+        nxt = None
         try:
             for header in self.headers(start):
                 nxt = header.last_offset + 1
@@ -561,6 +581,27 @@ class LogSegment:
             position += fields[H_LENGTH] + codec.LOG_OVERHEAD
         return None
 
+    def offset_of_max_timestamp(self) -> TimestampAndOffset | None:
+        """The first record holding this segment's largest timestamp (Kafka 3.8
+        ``UnifiedLog.fetchOffsetByTimestamp`` for ``MAX_TIMESTAMP`` on its segment: from where the offset
+        index puts the batch :meth:`max_timestamp_so_far` names, the first batch of that max timestamp,
+        then ``RecordBatch.offsetOfMaxTimestamp``: its first record of that timestamp); None when the
+        segment holds no whole batch.  ``O(log(entries) + batches walked + records of one batch)``."""
+        best = self.max_timestamp_so_far()
+        position = self.offset_index.lookup_position(best.offset)
+        try:
+            for header in self.headers(position):
+                if header.max_timestamp == best.timestamp:
+                    epoch = header.partition_leader_epoch
+                    for record in header.records():
+                        if record.timestamp == best.timestamp:
+                            return TimestampAndOffset(record.timestamp, record.offset,
+                                                      epoch if epoch >= 0 else None)
+                    return None
+        except CorruptDataError:
+            pass
+        return None
+
     # -- recovery ---------------------------------------------------------------
     def recover(self, on_batch: Callable[[codec.RecordBatch], None] | None = None) -> RecoverResult:
         """Validate every batch, cut the invalid tail (saved aside), rebuild the indexes.
@@ -608,8 +649,10 @@ class LogSegment:
 
     def check_tail(self) -> CorruptDataError | None:
         """Walk the headers from the last index entry: None if they end exactly at the end of the log."""
-        start = self.offset_index.lookup_offset(self.offset_index.last_offset).position \
-            if len(self.offset_index) else 0
+        start = self._last_indexed_position()
+        if start > self.log.size:
+            return TruncatedDataError(f"expected the batch the offset index's last entry points at, found "
+                                      f"the log ending at {self.log.size}", self.path, start)
         try:
             for _ in self.headers(start):
                 pass

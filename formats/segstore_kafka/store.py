@@ -62,7 +62,15 @@ from . import batch as codec
 from . import columnar, kraft
 from .logdir import LogDir, high_watermark, is_partition_dir, load_log_start
 from .offsetmap import DEDUPE_BUFFER_SIZE
-from .partition import KafkaConfig, Partition, now_ms, parse_partition_dir, validate_topic
+from .partition import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    KafkaConfig,
+    Partition,
+    now_ms,
+    parse_partition_dir,
+    validate_topic,
+)
 from .properties import PARTITION_METADATA, read_partition_metadata
 from .topicconfig import TopicConfigs
 from .txnindex import AbortedTxn
@@ -1891,8 +1899,21 @@ class KafkaStore(Store):
         offset = request.offset
         if request.timestamp is not None:
             found = part.offset_for_time(request.timestamp)
+            # Kafka 3.8 Partition.fetchOffsetForTimestamp: ListOffsets answers only offsets a consumer
+            # may fetch, below the high watermark (the last stable offset for read_committed); latest
+            # is that bound itself, earliest is never bounded
+            committed = isolation == READ_COMMITTED
+            fetchable = _last_stable_offset(part) if committed else high_watermark(part)
+            bound = "last stable offset" if committed else "high watermark"
+            if request.timestamp == LATEST_TIMESTAMP:
+                return QueryResult(lines=[DumpLine(f"{topic}-{partition}: latest is offset {fetchable} (the "
+                                                   f"{bound}), where no record is stored yet")])
             if found is None:
                 return QueryResult()
+            if request.timestamp != EARLIEST_TIMESTAMP and found.offset >= fetchable:
+                return QueryResult(lines=[DumpLine(
+                    f"{topic}-{partition}: the first record found, offset {found.offset}, is at or past the "
+                    f"{bound} {fetchable} (not yet given to consumers: kafka-get-offsets answers none)")])
             offset = found.offset
         if offset is None:
             raise UnsupportedOperationError("expected --key, --offset or --timestamp in a Kafka query, "

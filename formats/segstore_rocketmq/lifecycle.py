@@ -572,6 +572,11 @@ class LifecycleMixin:
                               request.decompress)
         queue = request.partition if request.partition is not None else 0
         if request.timestamp is not None:
+            if request.timestamp < 0:   # not a store time; -1/-2/-3 stand for Kafka's ListOffsets specs
+                raise UnsupportedOperationError(
+                    f"expected a time at or after the epoch (ms or ISO-8601), found {request.timestamp}: "
+                    "earliest, latest and max-timestamp are Kafka's (a RocketMQ queue's offsets: "
+                    "segstore info)", self.path)
             offset = self.offset_for_time(request.topic, queue, request.timestamp)
             answer = {"topic": request.topic, "queue_id": queue, "timestamp": request.timestamp,
                       "offset": offset}
