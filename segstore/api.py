@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import files, jsontext, registry
-from .errors import ConfigError, NotFoundError, ReadOnlyError
+from .errors import ConfigError, NotFoundError, ReadOnlyError, WrongFormatError
 from .store import Store, check_mode
 
 
@@ -20,7 +20,8 @@ def open(path: str | os.PathLike[str], format: str | None = None, mode: str = "r
     :param mode: ``"r"`` to read (never writes, never blocks), ``"a"`` to append
         (creates the store if missing, takes the writer lock, recovers a crash).
     :raises NotFoundError: ``mode="r"`` and nothing exists at ``path`` (reading never creates a store).
-    :raises WrongFormatError: the format is detected and no (or more than one) format recognises ``path``.
+    :raises WrongFormatError: the format is detected and no (or more than one) format recognises ``path``;
+        or ``format`` is given and ``path`` holds a store of another format.
     :param storage_options: for a URL path (``s3://bucket/store``, ``hdfs://...``, ``file://...``):
         the fsspec filesystem's options (credentials, ``client_kwargs``...), a dict or its JSON
         text; used for every path under the URL's ``scheme://authority`` in this process.
@@ -46,6 +47,10 @@ def open(path: str | os.PathLike[str], format: str | None = None, mode: str = "r
             format = "rocketmq"
         else:
             format = registry.detect(path)
+    elif files.exists(path):
+        others = registry.other_formats(path, format)
+        if others:
+            raise WrongFormatError(f"expected a {format} store, found a {others[0]} store", path)
     return registry.get(format).open(path, mode, **config)
 
 

@@ -103,7 +103,7 @@ def resolve_store(path: str, fmt: str | None) -> str:
     if fmt is None:
         return registry.detect(path)
     if not registry.get(fmt).detect(path):
-        others = [name for name in registry.names() if name != fmt and registry.get(name).detect(path)]
+        others = registry.other_formats(path, fmt)
         found = f"a {others[0]} store" if others else f"no {fmt} files"
         raise WrongFormatError(f"expected a {fmt} store, found {found}", path)
     return fmt

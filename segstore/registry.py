@@ -111,6 +111,15 @@ def get(name: str) -> FormatPlugin:
     return plugin
 
 
+def other_formats(path: str, name: str) -> list[str]:
+    """The formats other than ``name`` that recognise ``path`` when ``name`` does not (else ``[]``):
+    what makes opening ``path`` as ``name`` a mistake (a Kafka writer would add partition
+    directories beside a RocketMQ store's commitlog, a reader would find nothing in it)."""
+    if get(name).detect(path):
+        return []
+    return [other for other in names() if other != name and get(other).detect(path)]
+
+
 def detect(path: str) -> str:
     """The name of the one format whose plugin recognises ``path``.
 

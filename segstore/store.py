@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .errors import ConfigError, ReadOnlyError, StoreClosedError, UnsupportedOperationError
+from .errors import ConfigError, ReadOnlyError, SegstoreError, StoreClosedError, UnsupportedOperationError
 from .records import Message, Record
 
 if TYPE_CHECKING:
@@ -258,6 +258,18 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def offset_range(self, topic: str, partition: int) -> tuple[int, int]:
         """``(start, end)``: the first offset held and one past the last."""
+
+    def tail_error(self, topic: str, partition: int) -> SegstoreError | None:
+        """What a read of ``topic``/``partition`` to its end meets past :meth:`offset_range`'s end: the
+        bytes after the last whole message of a log the format keeps per partition (a tail a crash
+        tore, or a live writer's message not yet whole), as a read of every message raises it; None
+        where the log ends with a whole message, or the format has no such log (RocketMQ's queues
+        end at their last entry).  For plans that stop at the end offset and still mean to read
+        everything (Spark's batch reads).
+
+        :raises NotFoundError: no such partition / queue.
+        """
+        return None
 
     def offset_for_time(self, topic: str, partition: int, timestamp: int) -> int | None:
         """The first offset of ``topic``/``partition`` whose timestamp is at or after ``timestamp``

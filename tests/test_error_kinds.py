@@ -16,7 +16,7 @@ from conftest import FIXTURES
 
 import segstore
 from segstore import cli
-from segstore.errors import CorruptDataError, InvalidMessageError, InvalidTopicError
+from segstore.errors import CorruptDataError, InvalidMessageError, InvalidTopicError, WrongFormatError
 
 BODY_POS = 88                     # a v1 message's body (MessageDecoder)
 ATTRIBUTES = struct.calcsize(">qiibI")     # a RecordBatch's attributes (after the CRC)
@@ -146,3 +146,23 @@ def test_a_spark_option_typo_says_which_option_was_meant():
         parse_read_options({"path": "/s", "startingOffset": "earliest"})
     with pytest.raises(ConfigError, match=r"stagedir \(did you mean 'stagingdir'\?\)"):
         parse_write_options({"path": "/s", "stageDir": "/tmp"})
+
+
+@pytest.mark.parametrize("fmt, other, source", [("kafka", "rocketmq", "rocketmq/basic/store"),
+                                                 ("rocketmq", "kafka", "kafka/txn")])
+@pytest.mark.parametrize("mode", ["r", "a"])
+def test_opening_a_store_as_the_other_format_is_refused_and_writes_nothing(tmp_path, fmt, other, source,
+                                                                          mode):
+    """A Kafka writer would add partition directories beside a RocketMQ store's commitlog (and a RocketMQ
+    one a commitlog into a Kafka log dir), which no command then opens without --format; a reader
+    would find nothing.  The library refuses both as the CLI does."""
+    import shutil
+
+    store = tmp_path / "store"
+    shutil.copytree(FIXTURES / source, store)
+    before = sorted(p.relative_to(store) for p in store.rglob("*"))
+    with pytest.raises(WrongFormatError, match=f"store: expected a {fmt} store, found a {other} store"):
+        segstore.open(str(store), format=fmt, mode=mode)
+    assert sorted(p.relative_to(store) for p in store.rglob("*")) == before
+    with segstore.open(str(store), format=other) as opened:     # still one format's store
+        assert opened.topics()

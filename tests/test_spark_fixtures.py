@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from datetime import timezone
@@ -21,6 +22,7 @@ from spark_support import (  # noqa: F401
 )
 
 import segstore
+from segstore.errors import TruncatedDataError
 
 pytestmark = pytest.mark.spark
 
@@ -84,13 +86,33 @@ def test_kafka_control_records_on_request(spark, reader):  # noqa: F811
 
 def test_forced_format_and_missing_store_are_reported(spark, reader, tmp_path):  # noqa: F811
     kafka_dir = FIXTURES / "kafka" / "txn" / "topic-0"
-    with pytest.raises(Exception, match="expected a RocketMQ store"):
+    with pytest.raises(Exception, match="expected a rocketmq store, found a kafka store"):
         _load(spark, reader, kafka_dir, {}, format="rocketmq").schema  # noqa: B018
+    rocketmq_dir = FIXTURES / "rocketmq" / "basic" / "store"
+    with pytest.raises(Exception, match="expected a kafka store, found a rocketmq store"):
+        _load(spark, reader, rocketmq_dir, {}, format="kafka").schema  # noqa: B018
     with pytest.raises(Exception, match="nothing: expected a store directory to read, found no such file"):
         _load(spark, reader, tmp_path / "nothing", {}).schema  # noqa: B018
     (tmp_path / "empty").mkdir()
     with pytest.raises(Exception, match="not a store of any known format"):
         _load(spark, reader, tmp_path / "empty", {}).schema  # noqa: B018
+
+
+def test_a_torn_kafka_tail_is_the_error_a_read_of_every_record_raises(spark, reader, tmp_path):  # noqa: F811
+    """Spark plans to each partition's last whole batch; a read to the end is refused as scan_arrow refuses
+    it, not given the partition's other records (or none) as if they were all."""
+    logs = tmp_path / "logs"
+    shutil.copytree(FIXTURES / "kafka" / "uncompressed", logs, ignore=shutil.ignore_patterns("*.json*"))
+    (log,) = sorted(logs.glob("*/*.log"))[-1:]
+    os.truncate(log, log.stat().st_size - 3)
+    with segstore.open(str(logs), format="kafka") as store, pytest.raises(TruncatedDataError) as raised:
+        list(store.scan_arrow())
+    with pytest.raises(Exception, match=re.escape(str(raised.value))):
+        _load(spark, reader, logs, fixture_config(FIXTURES / "kafka" / "uncompressed" / "topic-0")).count()
+    # a read that ends before the tail is whole: what it asks for is all there
+    rows = _load(spark, reader, logs, fixture_config(FIXTURES / "kafka" / "uncompressed" / "topic-0"),
+                 endingOffsets=json.dumps({"topic": {"0": 3}})).count()
+    assert rows == 3
 
 
 def _planned(df) -> int:

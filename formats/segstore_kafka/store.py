@@ -1047,6 +1047,12 @@ class KafkaStore(Store):
         part = self.partition_of(topic, partition)
         return part.log_start_offset, part.next_offset
 
+    def tail_error(self, topic: str, partition: int) -> CorruptDataError | None:
+        """:meth:`Store.tail_error`: the active segment's bytes after its last whole batch, walked from the
+        offset index's last entry.  ``O(batches after it)``."""
+        self._check_open()
+        return self.partition_of(topic, partition).check_open_error()
+
     def last_stable_offset(self, topic: str, partition: int) -> int:
         """The partition's last stable offset (``UnifiedLog.lastStableOffset``): the first offset of a
         transaction still open, capped by the high watermark; what a ``read_committed`` consumer reads

@@ -43,7 +43,7 @@ from pyspark.sql.datasource import (
     LessThanOrEqual,
 )
 
-from ..errors import ConfigError, NotFoundError, OffsetOutOfRangeError
+from ..errors import ConfigError, NotFoundError, OffsetOutOfRangeError, SegstoreError
 from .options import EARLIEST, LATEST, STRATEGY_ERROR, ReadOptions
 
 _MICROS_PER_MILLI = 1000
@@ -233,6 +233,7 @@ class PlanningStore(Protocol):
     def topics(self) -> list[str]: ...
     def partitions(self, topic: str) -> list[int]: ...
     def offset_range(self, topic: str, partition: int) -> tuple[int, int]: ...
+    def tail_error(self, topic: str, partition: int) -> SegstoreError | None: ...
     def offset_for_time(self, topic: str, partition: int, timestamp: int) -> int | None: ...
     def segment_infos(self, topic: str, partition: int) -> list[dict[str, Any]]: ...
 
@@ -381,6 +382,12 @@ def resolve_ranges(store: PlanningStore, options: ReadOptions, pruning: Pruning 
             start = max(start, pruning.offset_min)
         if pruning.offset_max is not None:
             end = min(end, pruning.offset_max)
+        if end >= high:
+            # reading to the end: a torn tail is what a read of every message raises (scan_arrow,
+            # dump), not messages to leave out quietly
+            error = store.tail_error(topic, partition)
+            if error is not None:
+                raise error
         if start >= end:
             continue
         segments: tuple[SegmentInfo, ...] = ()
