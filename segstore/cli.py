@@ -796,6 +796,25 @@ def _query_msg_id(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_NO_HITS
 
 
+def _below_first_offset(store: Store, request: QueryRequest) -> str | None:
+    """Why an offset query asks for nothing held: its offset is below the queue's (partition's) first
+    (its messages deleted: RocketMQ's getMessage answers OFFSET_TOO_SMALL, Kafka's fetch
+    OFFSET_OUT_OF_RANGE), rather than the messages after it; None otherwise or when the queue is
+    not one the store holds (the query says so)."""
+    if request.offset is None or request.key is not None:
+        return None
+    topics = store.topics()
+    topic = request.topic if request.topic is not None else (topics[0] if len(topics) == 1 else None)
+    partition = request.partition if request.partition is not None else 0
+    if topic not in topics or partition not in store.partitions(topic):
+        return None
+    low, _ = store.offset_range(topic, partition)
+    if request.offset >= low:
+        return None
+    return (f"{topic}/{partition}: offset {request.offset} is below the first offset held, {low} (the "
+            "messages before it were deleted)")
+
+
 def _queues_asked(store: Store, args: argparse.Namespace) -> list[int] | None:
     """The queues / partitions an offset or time query of ``--topic`` reads when ``--queue``/``--partition``
     is not given: all of them (None: the topic is not one the store holds, or none was named and the
@@ -872,6 +891,10 @@ def cmd_query(args: argparse.Namespace, out: TextIO) -> int:
                 held = _queues_asked(store, args)
                 if held is not None and len(held) > 1:   # every queue's, as kafka-get-offsets --time
                     return _query_each_queue(store, request, held, args, out)
+        below = _below_first_offset(store, request)
+        if below is not None:
+            sys.stderr.write(f"segstore query: {below}\n")
+            return EXIT_NO_HITS
         try:
             result = store.query(request)
         except NotFoundError:

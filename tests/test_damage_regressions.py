@@ -492,7 +492,9 @@ def test_a_queue_entry_past_the_last_commitlog_file_is_not_the_data_end(tmp_path
     physical offset far past the last commitlog file.  A reader took the queues' highest end as where
     to start looking for the data end, declared the commitlog written up to there, and dump --json
     and convert died in the C walk (``ValueError``).  The log is the truth: reads see every message
-    of the pristine store, verify names the entry (exit 1)."""
+    of the pristine store; verify names the entry (exit 1), and so does dump where it is the queue's
+    last (``abort``: a queue reaching past the log's end is one whose last messages are gone; an entry
+    in the middle, ``basic``'s, is the queue's damage, which only verify reads every entry for)."""
     store = _store(tmp_path, name)
     before = _records(store)
     queue = store / "consumequeue" / "TopicA" / "1" / f"{0:020d}"
@@ -501,7 +503,10 @@ def test_a_queue_entry_past_the_last_commitlog_file_is_not_the_data_end(tmp_path
     last = int(np.flatnonzero(entries["f1"] > 0)[-1])        # the queue's last entry: its end is the max
     data[20 * last:20 * last + 8] = (5815764116506727).to_bytes(8, "big")     # the case's bogus offset
     queue.write_bytes(bytes(data))
-    assert _records(store) == before
+    rc, out, err = _cli(capsys, "dump", "--json", str(store))
+    assert [json.loads(line) for line in out.splitlines()] == before
+    past_end = f"{queue}:{20 * last}: expected the commitlog to hold the message of TopicA/1"
+    assert (rc, past_end in err) == ((1, True) if name == "abort" else (0, False))
     rc, out, err = _cli(capsys, "verify", str(store))
     assert rc == 1
     assert f"{queue}:{20 * last}:" in out + err

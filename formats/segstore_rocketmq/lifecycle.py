@@ -54,7 +54,15 @@ from .checkpoint import CheckpointFile
 from .config import TOPIC_MAX_LENGTH_V2, validate_topic
 from .consumequeue import CUT_DIR, SEGSTORE_DIR
 from .message import RocketMQMessage, has_queue_entry
-from .query import NO_HIT_LIMIT, SCAN_NOTE, TIME_MAX, newest_messages, query_by_key, scan_by_key
+from .query import (
+    NO_HIT_LIMIT,
+    SCAN_NOTE,
+    TIME_MAX,
+    DamagedMessage,
+    newest_messages,
+    query_by_key,
+    scan_by_key,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -140,7 +148,8 @@ class _Lifecycle(_StoreHost, Protocol):
     def append_stored(self, messages: Iterable[RocketMQMessage]) -> list[AppendResult]: ...
     def encode_checked(self, built: Iterable[RocketMQMessage]) -> list[bytearray]: ...
     def _arrow_columns(self, chunk: pa.RecordBatch, trailing: bool) -> Any: ...
-    def _message_or_none(self, physical_offset: int) -> RocketMQMessage | None: ...
+    def _message_or_none(self, physical_offset: int) -> RocketMQMessage | DamagedMessage | None: ...
+    def _unchecked_or_none(self, physical_offset: int) -> RocketMQMessage | None: ...
     def query_by_key(self, topic: str, key: str, *, max_hits: int = 32, begin: int = 0,
                      end: int = TIME_MAX) -> list[RocketMQMessage]: ...
     def _hits(self, found: list[RocketMQMessage], decompress: bool = False) -> QueryResult: ...
@@ -494,11 +503,16 @@ class LifecycleMixin:
         return len(self.commitlog.log.segments) * self.commitlog.file_size
 
     # -- queries ---------------------------------------------------------------------------
-    def _message_or_none(self: _Lifecycle, physical_offset: int) -> RocketMQMessage | None:
+    def _message_or_none(self: _Lifecycle, physical_offset: int) -> RocketMQMessage | DamagedMessage | None:
+        """A key hit's message; None where the index points at no message (deleted, past the end, not a
+        message's first byte); a :class:`DamagedMessage` where one is there but its checks fail."""
         try:
             return self.commitlog.read(physical_offset)
-        except (CorruptDataError, OffsetOutOfRangeError):
+        except OffsetOutOfRangeError:
             return None
+        except CorruptDataError as err:
+            damaged = self._unchecked_or_none(physical_offset)
+            return None if damaged is None else DamagedMessage(damaged, err)
 
     def query_by_key(
         self: _Lifecycle, topic: str, key: str, *, max_hits: int = 32, begin: int = 0, end: int = TIME_MAX

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
+from segstore.errors import CorruptDataError
 from segstore.search import first_true
 
 from .indexfile import IndexService
@@ -42,11 +44,18 @@ def carries_key(msg: RocketMQMessage, topic: str, key: str) -> bool:
     return msg.properties.get("UNIQ_KEY") == key or key in msg.keys
 
 
+class DamagedMessage(NamedTuple):
+    """A message at a key hit's position whose checks fail: decoded without them, and their error."""
+
+    message: RocketMQMessage
+    error: CorruptDataError
+
+
 def query_by_key(
     index: IndexService,
     topic: str,
     key: str,
-    message_at: Callable[[int], RocketMQMessage | None],
+    message_at: Callable[[int], RocketMQMessage | DamagedMessage | None],
     *,
     max_hits: int = MAX_MSGS_NUM_BATCH,
     begin: int = 0,
@@ -55,8 +64,12 @@ def query_by_key(
     """Messages of ``topic`` carrying ``key``, the newest ``max_hits``, in commitlog order.
 
     ``message_at(offset)`` returns the valid message stored at a commitlog
-    offset, or None (past the end, not a message start, corrupt).
+    offset, None where none is (past the end, deleted, not a message start), or a
+    :class:`DamagedMessage`.
     Runtime complexity: ``O(chain length)`` index reads plus one message decode per candidate.
+
+    :raises CorruptDataError: a hit's message carries the key but fails its checks (a damaged body):
+        its error, rather than an answer that quietly leaves it out (the broker serves it unchecked).
     """
     found: dict[int, RocketMQMessage] = {}
     if max_hits <= 0:
@@ -65,6 +78,10 @@ def query_by_key(
         if phy in found:
             continue
         msg = message_at(phy)
+        if isinstance(msg, DamagedMessage):
+            if carries_key(msg.message, topic, key):
+                raise msg.error
+            continue
         if msg is not None and carries_key(msg, topic, key):
             found[phy] = msg
             if len(found) >= max_hits:

@@ -717,7 +717,7 @@ class RocketMQStore(LifecycleMixin, Store):
         if active is not None and active.wrote > 0:
             offsets.add(active.base)
         for physical in sorted(offsets, reverse=True):
-            msg = self._message_or_none(physical)
+            msg = self._unchecked_or_none(physical)     # the style shows whatever its body's CRC
             if msg is not None and msg.properties:
                 return msg.trailing_separator
         return None
@@ -1175,9 +1175,24 @@ class RocketMQStore(LifecycleMixin, Store):
             return None
         try:
             msg = self.message_at(offset)
-        except (CorruptDataError, OffsetOutOfRangeError):
+        except OffsetOutOfRangeError:
+            return None
+        except CorruptDataError as err:
+            # a message whose checks fail (its body CRC) is still the one the id names: its damage is
+            # the answer, not "no such message" (the broker's viewMessage checks no CRC)
+            damaged = self._unchecked_or_none(offset)
+            if damaged is not None and damaged.msg_id == text:
+                raise err from None
             return None
         return msg if msg.msg_id == text else None
+
+    def _unchecked_or_none(self, physical_offset: int) -> RocketMQMessage | None:
+        """The message at ``physical_offset`` decoded without its body CRC check; None where no message
+        decodes there at all (past the end, not a message's first byte, torn)."""
+        try:
+            return self.commitlog.read(physical_offset, check_crc=False)
+        except (CorruptDataError, OffsetOutOfRangeError):
+            return None
 
     # -- reading -------------------------------------------------------------
     def scan(self) -> Iterator[RocketMQMessage]:
@@ -1267,10 +1282,38 @@ class RocketMQStore(LifecycleMixin, Store):
             for regions in self._parallel_regions(start, end, batch_rows, threads, build, fill):
                 for made in regions:
                     yield from made
-            return
-        # the walk of the next region overlaps the build of this one (segstore.overlap)
-        for made in overlapped(self._region_rows(start, end, batch_rows, fill=fill), lambda r: build(*r)):
-            yield from made
+        else:
+            # the walk of the next region overlaps the build of this one (segstore.overlap)
+            for made in overlapped(self._region_rows(start, end, batch_rows, fill=fill), lambda r: build(*r)):
+                yield from made
+        if end is None:
+            self._check_queue_ends()
+
+    def _check_queue_ends(self, topic: str | None = None, partition: int | None = None) -> None:
+        """Raise for the first selected queue (``topic``/``partition``, None: any) that points past the
+        commitlog's end: messages a consumer would read are gone from the log (a file cut short or
+        lost), which a walk of the log alone cannot see.  ``O(queues)``, and for a queue past the end
+        ``O(its files)`` and the one binary search over the first such file's entries.
+
+        :raises CorruptDataError: naming the consume-queue file and the entry's byte position.
+        """
+        end = self.commitlog.end
+        for (t, q), cq in sorted(self.queues.items()):
+            if (topic is not None and t != topic) or (partition is not None and q != partition):
+                continue
+            if cq.max_physical_end <= end:
+                continue
+            for seg in cq.segment_files():
+                ends = seg.entries["offset"].astype(np.int64) + seg.entries["size"]
+                if not len(ends) or int(ends[-1]) <= end:
+                    continue
+                # a queue's physical offsets ascend: the first entry ending past the log's end
+                slot = search(ends, end + 1, Bound.SMALLEST_UPPER)
+                entry = seg.entries[slot]
+                raise CorruptDataError(
+                    f"expected the commitlog to hold the message of {t}/{q} offset {seg.first_offset + slot} "
+                    f"(physical offset {int(entry['offset'])}, {int(entry['size'])} bytes), found the "
+                    f"commitlog ending at {end}", seg.file.path, slot * CQ_DTYPE.itemsize)
 
     def _locate(self, position: int) -> tuple[str, int]:
         """The commitlog file holding physical ``position`` and the position in it."""
@@ -1833,6 +1876,7 @@ class RocketMQStore(LifecycleMixin, Store):
         if columnar._speedups is not None and not ext_units:   # in C, a batch at a time
             yield from self._formatted(topic, partition, committed, window, threads, columnar.JsonWriter,
                                        json_lines)
+            self._check_queue_ends(topic, partition)
             return
         for msg in self.scan():
             if topic is not None and msg.topic != topic:
@@ -1844,6 +1888,7 @@ class RocketMQStore(LifecycleMixin, Store):
             if window is not None and not window.holds(msg):
                 continue
             yield _json_line(self._json_record(self.consumed(msg) if decompress else msg, ext_units))
+        self._check_queue_ends(topic, partition)
 
     def _json_record(self, msg: RocketMQMessage, ext_units: Mapping[int, tuple[int, Any]]) -> dict[str, Any]:
         """A ``dump --json`` object: :meth:`to_json`, and the ``consumequeue_ext`` unit describing it."""
@@ -1902,6 +1947,7 @@ class RocketMQStore(LifecycleMixin, Store):
         window = self._windows(topic, partition, begin, end, offsets)
         yield from self._formatted(topic, partition, committed, window, threads, columnar.TextWriter,
                                    text_lines)
+        self._check_queue_ends(topic, partition)
         if index:
             yield from (line.text.encode("utf-8", "surrogatepass") + b"\n"
                         for line in self._dump_indexes(topic, partition))
@@ -1935,6 +1981,7 @@ class RocketMQStore(LifecycleMixin, Store):
             yield DumpLine(message_line(self.consumed(msg) if decompress else msg), json=False)
         if index:
             yield from self._dump_indexes(topic, partition)
+        self._check_queue_ends(topic, partition)
 
     def _formatted(self, topic: str | None, partition: int | None, committed: bool, window: _Windows | None,
                    threads: int, new_writer: Callable[[], _W],

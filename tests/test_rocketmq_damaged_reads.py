@@ -1,0 +1,137 @@
+"""RocketMQ reads of a damaged store give its damage, not a shorter answer (RocketMQ 4.9.7).
+
+- A commitlog cut short at a message boundary (or emptied) still has consume-queue entries
+  pointing past its end: ``dump`` prints what the log holds, then fails naming the first entry
+  whose message is gone, where a walk of the log alone ends quietly.
+- A key hit or an offset msgId naming a message whose body CRC is damaged: the broker's
+  ``queryMessage``/``viewMessage`` serve it unchecked; segstore says it is damaged, at its file and
+  byte, instead of answering that no such message exists.
+- ``query --offset`` below a queue's first offset: ``DefaultMessageStore.getMessage`` answers
+  ``OFFSET_TOO_SMALL`` (``mqadmin queryMsgByOffset`` prints nothing); so does segstore, not the
+  messages after it.  Kafka's fetch answers ``OFFSET_OUT_OF_RANGE`` there too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import cli_run
+
+import segstore
+
+T = 1_700_000_000_000
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Path:
+    """300 messages over six 16 KiB commitlog files; topics T0/T1 with 3 queues; keys ``k<i>`` and
+    ``shared``."""
+    root = tmp_path_factory.mktemp("rmq")
+    lines = [json.dumps({"topic": f"T{i % 2}", "queue_id": i % 3, "body": "x" * (100 + i % 50),
+                         "tags": f"tag{i % 4}", "keys": [f"k{i}", "shared"], "store_timestamp": T + i * 1000})
+             for i in range(300)]
+    (root / "in.jsonl").write_text("\n".join(lines) + "\n")
+    code, _, err = cli_run("write", root / "base", "--input", root / "in.jsonl",
+                           "--config", "mappedFileSizeCommitLog=16384",
+                           "--config", "mappedFileSizeConsumeQueue=400")
+    assert code == 0, err
+    return root / "base"
+
+
+def _copy(store: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "store"
+    shutil.copytree(store, copy)
+    return copy
+
+
+def _selected(argv: tuple[str, ...], topic: str, queue: int) -> bool:
+    return "--topic" not in argv or (topic, queue) == ("T1", 2)
+
+
+@pytest.mark.parametrize("argv", [(), ("--json",), ("--threads", "2"), ("--topic", "T1", "--queue", "2")])
+def test_dump_of_a_commitlog_whose_last_files_are_gone_names_the_first_lost_entry(store, tmp_path, argv):
+    """The files after the second are gone: the log ends at a file boundary, whole; the queues say more."""
+    copy = _copy(store, tmp_path)
+    with segstore.open(str(copy)) as opened:
+        messages = list(opened.scan())
+    for later in sorted((copy / "commitlog").iterdir())[2:]:
+        later.unlink()
+    kept = [m for m in messages if m.physical_offset < 32768 and _selected(argv, m.topic, m.queue_id)]
+    lost = [m for m in messages if m.physical_offset >= 32768 and _selected(argv, m.topic, m.queue_id)]
+    first = min(lost, key=lambda m: (m.topic, m.queue_id, m.queue_offset))
+    code, out, err = cli_run("dump", copy, *argv)
+    assert code == 1
+    assert len(out.splitlines()) == len(kept)       # what the log holds, then the error
+    assert f"consumequeue/{first.topic}/{first.queue_id}/" in err
+    assert (f"expected the commitlog to hold the message of {first.topic}/{first.queue_id} offset "
+            f"{first.queue_offset} (physical offset {first.physical_offset}, {first.size} bytes), "
+            "found the commitlog ending at 32768") in err
+
+
+def test_dump_of_a_one_file_commitlog_cut_at_a_message_boundary_fails(tmp_path):
+    """One commitlog file cut short at a message boundary reads as a whole (shorter) file; its queues
+    still point past it.  An emptied file likewise."""
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps({"topic": "A", "queue_id": i % 2, "body": f"m{i}"})
+                                               + "\n" for i in range(10)))
+    store = tmp_path / "store"
+    assert cli_run("write", store, "--input", tmp_path / "in.jsonl",
+                   "--config", "mappedFileSizeCommitLog=1048576")[0] == 0
+    log = store / "commitlog" / "00000000000000000000"
+    with segstore.open(str(store)) as opened:
+        messages = list(opened.scan())
+    os.truncate(log, messages[4].physical_offset)
+    code, out, err = cli_run("dump", store, "--topic", "A", "--queue", "1")
+    assert code == 1 and len(out.splitlines()) == 2
+    assert f"of A/1 offset 2 (physical offset {messages[5].physical_offset}" in err
+    os.truncate(log, 0)
+    code, out, err = cli_run("dump", store, "--json")
+    assert (code, out) == (1, "") and "of A/0 offset 0 (physical offset 0" in err
+
+
+def test_a_key_hit_with_a_damaged_body_is_the_error_not_a_miss(store, tmp_path):
+    copy = _copy(store, tmp_path)
+    with segstore.open(str(copy)) as opened:
+        (hit,) = opened.find("T0", "k118")
+    body_at = hit.physical_offset + hit.size - 40       # inside the body, before the topic and properties
+    seg = 16384 * (body_at // 16384)
+    with open(copy / "commitlog" / f"{seg:020d}", "r+b") as f:
+        f.seek(body_at - seg)
+        f.write(b"\xff\xff\xff")
+    where = f"{copy}/commitlog/{seg:020d}:{hit.physical_offset - seg}: "
+    for argv in (("--topic", "T0", "--key", "k118"), ("--topic", "T0", "--key", "shared"),
+                 ("--msg-id", hit.msg_id)):
+        code, out, err = cli_run("query", copy, *argv)
+        assert (code, out) == (1, ""), argv
+        assert where in err and "body CRC" in err, argv
+    # hits elsewhere are unaffected
+    code, out, _ = cli_run("query", copy, "--topic", "T0", "--key", "k120")
+    assert code == 0 and "k120" in out
+
+
+@pytest.mark.parametrize("fmt", ["rocketmq", "kafka"])
+def test_query_offset_below_the_first_offset_held_is_no_answer(store, tmp_path, fmt):
+    if fmt == "rocketmq":
+        copy = _copy(store, tmp_path)
+        for name in ("00000000000000000000", "00000000000000016384"):
+            (copy / "commitlog" / name).unlink()
+        selector = ("--topic", "T0", "--queue", "1")
+    else:
+        lines = [json.dumps({"topic": "t", "partition": 0, "value": f"v{i}"}) for i in range(30)]
+        (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n")
+        copy = tmp_path / "logs"
+        assert cli_run("write", copy, "--format", "kafka", "--input", tmp_path / "in.jsonl")[0] == 0
+        assert cli_run("delete-records", copy, "--before", "20")[0] == 0
+        selector = ("--topic", "t", "--partition", "0")
+    with segstore.open(str(copy)) as opened:
+        low, _ = opened.offset_range(selector[1], int(selector[3]))
+    assert low > 1
+    code, out, err = cli_run("query", copy, *selector, "--offset", "0", "--count", "2")
+    assert (code, out) == (1, "")
+    assert f"offset 0 is below the first offset held, {low}" in err
+    code, out, _ = cli_run("query", copy, *selector, "--offset", str(low), "--json")
+    field = "offset" if fmt == "kafka" else "queue_offset"
+    assert code == 0 and json.loads(out.splitlines()[0])[field] == low
