@@ -18,7 +18,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, TextIO, cast
@@ -873,6 +873,8 @@ def cmd_query(args: argparse.Namespace, out: TextIO) -> int:
     if args.offset is not None and args.offset < 0:
         raise UsageError(f"expected an --offset of at least 0 (offsets start at 0), found {args.offset}",
                          args.path)
+    if args.count < 1:
+        raise UsageError(f"--count expects a positive number, found {args.count}")
     if args.tag is not None:
         return _query_tag(args, out)
     if args.max is not None and args.max < 1:
@@ -1057,6 +1059,24 @@ def cmd_write(args: argparse.Namespace, out: TextIO) -> int:
     raise UsageError("write needs --spec SPEC.json or --input FILE.jsonl")
 
 
+#: The time fields of a plain message line (common, and RocketMQ's own), in ms since the epoch.
+_TIME_FIELDS = ("timestamp", "born_timestamp", "store_timestamp")
+
+
+def _check_times(obj: Mapping[str, Any], number: int, pos: int, shown: str) -> None:
+    """A plain line's times are at least 0: a negative one is no time (Kafka's producer refuses it,
+    ``ProducerRecord``), where the library's appends would take it for "none" and write the time
+    of the write instead of what the line says.
+
+    :raises InvalidMessageError: naming the line and its byte position.
+    """
+    for name in _TIME_FIELDS:
+        value = obj.get(name)
+        if type(value) is int and value < 0:
+            raise InvalidMessageError(f"line {number}: expected a {name} of at least 0 ms (leave it out for "
+                                      f"the time of the write), found {value}", shown, pos)
+
+
 def _require_input_file(path: str, what: str) -> None:
     """``write --spec``/``--input`` names a file to read: a missing one, or a directory, is a usage
     problem (exit 2, as a missing store path is), found before anything is created.
@@ -1087,6 +1107,8 @@ def _write_input(args: argparse.Namespace, path: str, config: dict[str, Any], ou
                                           shown, pos)
             if claims and claims[0] not in dumped:
                 dumped[claims[0]] = (number, pos)
+            if not claims:
+                _check_times(obj, number, pos, shown)
     first_dumped = min(dumped, key=dumped.__getitem__, default="rocketmq")
     fmt = _target_format(args.path, args.format, first_dumped)
     for other, (number, pos) in dumped.items():
@@ -1100,7 +1122,9 @@ def _write_input(args: argparse.Namespace, path: str, config: dict[str, Any], ou
             count = registry.get(fmt).write_jsonl(args.path, lines, config)
         except InvalidMessageError as err:
             if err.path is None:  # name the input file when the plugin could not
-                raise type(err)(err.message, shown) from err
+                # a line's bad topic is the input's problem (exit 1), not a bad argument's (InvalidTopicError)
+                kind = InvalidMessageError if isinstance(err, InvalidTopicError) else type(err)
+                raise kind(err.message, shown) from err
             raise
     out.write(f"{args.path}: appended {count} messages\n")
     return EXIT_OK

@@ -15,7 +15,7 @@ import json
 import sys
 from typing import Any, TextIO
 
-from .cli import EXIT_OK, UsageError, _common, _open, _partition, _selectors, human
+from .cli import EXIT_OK, UsageError, _common, _missing_selection, _open, _partition, _selectors, human
 from .errors import OffsetOutOfRangeError
 
 #: Result fields each command's text speaks of itself; any other field a plugin adds is shown as
@@ -123,8 +123,17 @@ def _config_notes(store: Any, args: argparse.Namespace) -> None:
         sys.stderr.write(f"segstore {args.command}: {line}\n")
 
 
+def _check_selection(store: Any, args: argparse.Namespace) -> None:
+    """A ``--topic``/``--partition`` the store does not hold is the user's typo (exit 1, naming what it
+    holds), not a store with nothing to do."""
+    missing = _missing_selection(store, args)
+    if missing is not None:
+        raise missing
+
+
 def cmd_retention(args: argparse.Namespace, out: TextIO) -> int:
     with _open(args, mode="r" if args.dry_run else "a") as store:
+        _check_selection(store, args)
         _config_notes(store, args)
         results = store.retention(dry_run=args.dry_run, now_ms=args.now_ms, topic=args.topic,
                                   partition=_partition(args))
@@ -134,6 +143,7 @@ def cmd_retention(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_delete_records(args: argparse.Namespace, out: TextIO) -> int:
     with _open(args, mode="r" if args.dry_run else "a") as store:
+        _check_selection(store, args)
         _config_notes(store, args)
         try:
             results = store.delete_records(args.before, dry_run=args.dry_run, topic=args.topic,
@@ -146,6 +156,7 @@ def cmd_delete_records(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_compact(args: argparse.Namespace, out: TextIO) -> int:
     with _open(args, mode="r" if args.dry_run else "a") as store:
+        _check_selection(store, args)
         _config_notes(store, args)
         results = store.compact(dry_run=args.dry_run, now_ms=args.now_ms, topic=args.topic,
                                 partition=_partition(args), dedupe_buffer_size=args.dedupe_buffer_size)

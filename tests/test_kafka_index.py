@@ -203,15 +203,21 @@ def test_txnindex_append_truncate(tmp_path: Path) -> None:
     idx.close()
 
 
-def test_txnindex_wrong_size_is_corrupt(tmp_path: Path) -> None:
+def test_txnindex_torn_last_entry_reads_the_whole_ones_and_is_a_problem(tmp_path: Path) -> None:
+    """Kafka 3.8 ``TransactionIndex.hasNext``: fewer than 34 bytes left are not an entry."""
     src = FIXTURES / "kafka" / "txn" / "topic-0" / "00000000000000000000.txnindex"
     path = tmp_path / src.name
     shutil.copyfile(src, path)
+    whole = TransactionIndex(str(path)).all()
     with path.open("ab") as f:
         f.write(b"\0\0\0")
+    index = TransactionIndex(str(path))
+    assert index.all() == whole and index.torn_bytes == 3
+    assert index.problems(0) == [(str(path), 204, "expected whole 34-byte entries, found 3 bytes after the "
+                                                  "last (an append a crash tore)")]
     with pytest.raises(CorruptIndexError) as info:
-        TransactionIndex(str(path))
-    assert info.value.pos == 204
+        TransactionIndex(str(path), writable=True).append(whole[-1]._replace(last_offset=10**6))
+    assert info.value.pos == 207
 
 
 # -- lookups against a brute-force oracle --------------------------------------

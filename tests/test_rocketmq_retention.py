@@ -221,7 +221,7 @@ def test_dry_run_changes_nothing_and_cli(tmp_path: Path, capsys) -> None:
     assert done["consume_queue_files"] == planned["consume_queue_files"]
     assert done["index_files"] == planned["index_files"]
     assert main(["verify", str(path), "-q"]) == 0
-    assert main(["retention", str(path), "--config", "deleteWhen=25"]) == 2
+    assert main(["retention", str(path), "--config", "deleteWhen=x"]) == 2
     assert main(["retention", str(path), "--topic", "t0"]) == 2
 
 
@@ -258,9 +258,11 @@ def test_retention_config_names_are_checked() -> None:
     cfg = BrokerConfig.from_mapping({"fileReservedTime": "48", "deleteWhen": "04;16",
                                      "diskMaxUsedSpaceRatio": "88", "cleanFileForciblyEnable": "false"})
     assert (cfg.fileReservedTime, cfg.deleteWhen, cfg.diskMaxUsedSpaceRatio) == (48, "04;16", 88)
-    for bad in ({"deleteWhen": "4am"}, {"fileReservedTime": "-1"}, {"deleteWhen": "24"}):
+    for bad in ({"deleteWhen": "4am"}, {"fileReservedTime": "-1"}, {"deleteWhen": "4;x"}):
         with pytest.raises(ConfigError):
             BrokerConfig.from_mapping(bad)
+    # UtilAll.isItTimeToDo parses each part with Integer.parseInt: 24 and 99 are hours that never come
+    assert BrokerConfig.from_mapping({"deleteWhen": "24"}).deleteWhen == "24"
 
 
 @settings(max_examples=60, deadline=None)

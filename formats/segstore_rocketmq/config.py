@@ -124,12 +124,18 @@ def _host(value: Any) -> str:
     return str(value)
 
 
+#: ``Integer.parseInt``'s text: an optional sign and decimal digits
+_JAVA_INT = re.compile(r"[+-]?[0-9]+")
+
+
 def _delete_when(value: Any) -> str:
-    """``deleteWhen``: hours of the day separated by ``;`` (``UtilAll.isItTimeToDo``), or empty."""
+    """``deleteWhen``: hours of the day separated by ``;`` (``UtilAll.isItTimeToDo``), or empty.  Each is
+    what ``Integer.parseInt`` reads; one that is no hour (``99``, the usual way to turn the time rule
+    off) never comes, as on the broker."""
     text = str(value).strip()
     for hour in filter(None, text.split(";")):
-        if not hour.strip().isdigit() or not 0 <= int(hour) <= 23:
-            raise ValueError(f"{hour!r} is not an hour 0-23")
+        if _JAVA_INT.fullmatch(hour.strip()) is None or not -2**31 <= int(hour) < 2**31:
+            raise ValueError(f"{hour!r} is not a whole number (an hour of the day, 0-23)")
     return text
 
 

@@ -597,19 +597,27 @@ class RocketMQStore(LifecycleMixin, Store):
             raise InvalidMessageError(f"expected RocketMQ message fields {sorted(APPEND_FIELDS)}, "
                                       f"found {sorted(other - _COMMON_FIELDS)}")
         fields = dict(item)
+        # a common name beside the RocketMQ one it maps to says the same thing twice: one would be lost
+        for common, own in (("partition", "queue_id"), ("value", "body"), ("key", "keys"),
+                            ("headers", "properties"), ("timestamp", "born_timestamp")):
+            if common in fields and own in fields:
+                raise InvalidMessageError(f"expected one of {common} or {own}, found both")
+        properties = fields.get("properties")
+        if "key" in fields and isinstance(properties, Mapping) and "KEYS" in properties:
+            raise InvalidMessageError("expected one of key or the KEYS property, found both")
         if "partition" in fields:
-            fields.setdefault("queue_id", fields.pop("partition"))
+            fields["queue_id"] = fields.pop("partition")
         if "value" in fields:
-            fields.setdefault("body", fields.pop("value"))
+            fields["body"] = fields.pop("value")
         key = fields.pop("key", None)
         if key is not None:
-            fields.setdefault("keys", [_text(key, "a key")])
+            fields["keys"] = [_text(key, "a key")]
         headers = fields.pop("headers", None)
         if headers:
-            fields.setdefault("properties", {k: _text(v or b"", "a header value") for k, v in headers})
+            fields["properties"] = {k: _text(v or b"", "a header value") for k, v in headers}
         stamp = fields.pop("timestamp", None)
         if stamp is not None and stamp >= 0:
-            fields.setdefault("born_timestamp", stamp)
+            fields["born_timestamp"] = stamp
         fields.pop("offset", None)
         fields.pop("timestamp_type", None)
         return fields

@@ -1,0 +1,94 @@
+"""Mistakes a new user makes on the command line get the documented answer, never a quiet other one.
+
+- ``retention``, ``compact`` and ``delete-records`` of a ``--topic``/``--partition`` the store does
+  not hold: exit 1 naming what it holds (as ``dump``, ``query`` and ``info``), not "nothing to do".
+- ``write --input`` lines that say a field twice (``value`` and ``body``, ``key`` and ``keys``) or give
+  a negative time are refused (exit 1, the line named), not written with one of them dropped or the
+  time replaced by the clock; a bad topic in a line is the input's problem (exit 1), not usage.
+- ``query --count`` below 1 is a usage error, not "no record at offset N".
+- RocketMQ ``deleteWhen`` takes what ``UtilAll.isItTimeToDo`` parses (``Integer.parseInt`` of each
+  ``;``-separated part): ``99`` is the usual way to turn the time rule off.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import cli_run
+
+
+def _jsonl(path: Path, *objs: dict) -> Path:
+    path.write_text("".join(json.dumps(obj) + "\n" for obj in objs))
+    return path
+
+
+@pytest.fixture()
+def kafka_logs(tmp_path: Path) -> Path:
+    lines = _jsonl(tmp_path / "k.jsonl", *({"topic": "orders", "partition": p, "value": f"v{p}"}
+                                           for p in range(3)))
+    assert cli_run("write", tmp_path / "logs", "--format", "kafka", "--input", lines)[0] == 0
+    return tmp_path / "logs"
+
+
+@pytest.mark.parametrize("argv, said", [
+    (("retention", "--topic", "nope", "--dry-run"), "expected a topic named 'nope', found topics orders"),
+    (("retention", "--topic", "orders", "--partition", "9"),
+     "expected --partition 9 in topic 'orders', found partitions 0-2"),
+    (("compact", "--topic", "nope", "--dry-run"), "expected a topic named 'nope'"),
+    (("delete-records", "--topic", "orders", "--partition", "9", "--before", "1"), "expected --partition 9"),
+])
+def test_maintenance_of_a_selection_the_store_lacks_says_what_it_holds(kafka_logs, argv, said):
+    before = sorted(p.name for p in kafka_logs.rglob("*"))
+    code, out, err = cli_run(argv[0], kafka_logs, *argv[1:])
+    assert (code, out) == (1, "")
+    assert said in err
+    assert sorted(p.name for p in kafka_logs.rglob("*")) == before
+
+
+_BOTH = [({"topic": "A", "value": "x", "timestamp": -5}, "line 2: expected a timestamp of at least 0 ms"),
+         ({"topic": "a/b", "value": "x"}, "expected a topic of the characters")]
+_ROCKETMQ = [({"topic": "A", "value": "x", "body": "y"}, "expected one of value or body, found both"),
+             ({"topic": "A", "value": "x", "key": "k1", "keys": ["k2"]},
+              "expected one of key or keys, found both"),
+             ({"topic": "A", "value": "x", "key": "k1", "properties": {"KEYS": "k2"}},
+              "expected one of key or the KEYS property, found both"),
+             ({"topic": "A", "value": "x", "timestamp": 5, "born_timestamp": 6},
+              "expected one of timestamp or born_timestamp, found both")]
+
+
+@pytest.mark.parametrize("fmt, line, said", [("rocketmq", *case) for case in _BOTH + _ROCKETMQ]
+                         + [("kafka", *case) for case in _BOTH])
+def test_a_write_input_line_that_would_lose_what_it_says_is_refused(tmp_path, fmt, line, said):
+    lines = _jsonl(tmp_path / "in.jsonl", {"topic": "A", "value": "ok"}, line)
+    code, out, err = cli_run("write", tmp_path / "store", "--format", fmt, "--input", lines)
+    assert (code, out) == (1, "")
+    assert said in err and str(lines) in err
+    assert not (tmp_path / "store").exists()        # a failed write removes what it created
+
+
+def test_the_common_names_alone_still_write_as_rocketmq_fields(tmp_path):
+    lines = _jsonl(tmp_path / "in.jsonl", {"topic": "A", "partition": 1, "value": "x", "key": "k1",
+                                           "headers": [["TAGS", "t"]], "timestamp": 0})
+    assert cli_run("write", tmp_path / "store", "--input", lines)[0] == 0
+    _, out, _ = cli_run("dump", tmp_path / "store", "--json")
+    (got,) = [json.loads(line) for line in out.splitlines()]
+    assert (got["queue_id"], got["keys"], got["tags"], got["born_timestamp"]) == (1, ["k1"], "t", 0)
+
+
+@pytest.mark.parametrize("count", ["0", "-3"])
+def test_query_count_below_one_is_a_usage_error(kafka_logs, count):
+    code, out, err = cli_run("query", kafka_logs, "--topic", "orders", "--partition", "0", "--offset", "0",
+                             "--count", count)
+    assert (code, out) == (2, "")
+    assert f"--count expects a positive number, found {count}" in err
+
+
+@pytest.mark.parametrize("when, ok", [("99", True), ("04;99", True), ("+4", True), ("", True),
+                                      ("x", False), ("4.5", False), ("99999999999", False)])
+def test_delete_when_takes_what_the_broker_parses(tmp_path, when, ok):
+    lines = _jsonl(tmp_path / "in.jsonl", {"topic": "A", "body": "x"})
+    assert cli_run("write", tmp_path / "store", "--input", lines)[0] == 0
+    code, _, err = cli_run("retention", tmp_path / "store", "--config", f"deleteWhen={when}", "--dry-run")
+    assert code == (0 if ok else 2), err
