@@ -540,7 +540,7 @@ def test_consumers_lists_committed_max_and_lag_per_queue(tmp_path, capsys):
         {"group": "g1", "topic": "T", "partition": 0, "committed_offset": 2, "log_end_offset": 5, "lag": 3,
          **none, "extras": {"last_timestamp": base + 2}},        # T/0@1 is message 2
         {"group": "g1", "topic": "T", "partition": 1, "committed_offset": None, "log_end_offset": 5,
-         "lag": None, **none, "extras": {"last_timestamp": 0}},
+         "lag": 5, **none, "extras": {"last_timestamp": 0}},     # Diff takes no commit as 0
         {"group": "g2", "topic": "U", "partition": 0, "committed_offset": 3, "log_end_offset": 3, "lag": 0,
          **none, "extras": {"last_timestamp": base + 102}},
     ]
@@ -549,7 +549,13 @@ def test_consumers_lists_committed_max_and_lag_per_queue(tmp_path, capsys):
         ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
          "CLIENT-ID", "STATE", "LAST-TIME"],
         ["g1", "T", "0", "2", "5", "3", "-", "-", "-", "-", "2023-11-14T22:13:20.002Z"],
-        ["g1", "T", "1", "-", "5", "-", "-", "-", "-", "-", "-"]]
+        ["g1", "T", "1", "-", "5", "5", "-", "-", "-", "-", "-"]]
+    # a commit past the queue's max offset (a reset, a queue recovery cut) is a negative Diff
+    offsets = path / "config" / "consumerOffset.json"
+    offsets.write_text(offsets.read_text().replace('"U@g2":{0:3', '"U@g2":{0:7'))
+    code, out, _ = run(capsys, "consumers", path, "--group", "g2", "--json")
+    rows = [(row["committed_offset"], row["log_end_offset"], row["lag"]) for row in json.loads(out)]
+    assert rows == [(7, 3, -4)]
     code, out, err = run(capsys, "consumers", path, "--group", "nogroup")
     assert (code, out) == (1, "") and "expected consumer group 'nogroup', found groups g1, g2" in err
     # a Kafka partition of another topic: no __consumer_offsets, no groups, and it says so

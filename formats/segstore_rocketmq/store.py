@@ -1120,8 +1120,12 @@ class RocketMQStore(LifecycleMixin, Store):
         queue's max offset and the lag (``mqadmin consumerProgress``'s Consumer Offset, Broker Offset and
         Diff), by group, topic and queue.  Only ``group``'s when given.
 
-        Every queue of a topic a group committed to is listed; ``committed_offset`` and ``lag`` are
-        None for a queue the group never committed.  The files keep no members or group states (the
+        Every queue of a topic a group committed to is listed; ``committed_offset`` is None for a queue
+        the group never committed.  ``lag`` is Diff as the broker computes it (4.9.7
+        ``getConsumeStats``, ``ConsumerProgressSubCommand``): the max offset less the committed one,
+        taken as 0 where there is none (``queryOffset``'s -1), and not clamped (a commit past the max
+        offset, as a reset or a queue cut by recovery leaves, is a negative Diff).  The files keep no
+        members or group states (the
         broker holds those in memory): those columns are None.  ``extras["last_timestamp"]`` is
         ``consumerProgress``'s LastTime as the broker computes it from its store (4.9.7
         ``AdminBrokerProcessor.getConsumeStats``): the store time of the message at the committed
@@ -1142,7 +1146,7 @@ class RocketMQStore(LifecycleMixin, Store):
                 committed = offsets.get(queue_id)
                 last = self._store_time_at(topic, queue_id, committed - 1) if committed else None
                 rows.append(ConsumerOffset(group_name, topic, queue_id, committed, max_offset,
-                                           None if committed is None else max(max_offset - committed, 0),
+                                           max_offset - max(committed or 0, 0),
                                            extras={"last_timestamp": last if last and last > 0 else 0}))
         return ConsumerGroups(rows, columns=(("LAST-TIME", "last_timestamp"),))
 
