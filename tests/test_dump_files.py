@@ -56,7 +56,9 @@ def test_a_log_file_dump_has_every_batch_and_record_of_the_segment(capsys):
     assert [int(line.split(" position: ")[1].split()[0]) for line in batch_lines] == [
         b.position for b in batches
     ]
-    assert all("isvalid: true" in line and "deleteHorizonMs: -1" in line for line in batch_lines)
+    # RecordBatch.deleteHorizonMs() is an OptionalLong, which the tool concatenates (3.8 printBatchLevel)
+    assert all("isvalid: true" in line and "deleteHorizonMs: OptionalLong.empty " in line
+               for line in batch_lines)
     record_lines = [line for line in lines if line.startswith("| offset: ")]
     assert [int(line.split()[2]) for line in record_lines] == [r.offset for r in _records_of(log)]
 
@@ -415,3 +417,67 @@ def test_a_snapshot_written_by_kafka_reads_and_rewrites_byte_for_byte(tmp_path, 
         "producerId: 1001 producerEpoch: 0 coordinatorEpoch: -1 currentTxnFirstOffset: OptionalLong.empty "
         "lastTimestamp: 1700000000999 ",
     ]
+
+
+REAL_METADATA = FIXTURES / "real" / "kraft-confluent-7.5.1" / "__cluster_metadata-0"
+
+
+def test_kraft_control_records_print_as_dump_log_segments_does(capsys):
+    """3.8 ``DumpLogSegments.dumpLog``: a snapshot's header and footer as their JSON converters write
+    them, any other control type as ``controlType: NAME(ID)``; the directory dump prints the same."""
+    snapshot_file = next(REAL_METADATA.glob("*.checkpoint"))
+    code, out, _ = run(capsys, "dump", snapshot_file, "--deep-iteration")
+    records = [line for line in out.splitlines() if line.startswith("| ")]
+    assert code == 0
+    header = json.loads(records[0].split(" SnapshotHeader ")[1])
+    assert list(header) == ["version", "lastContainedLogTimestamp"] and header["version"] == 0
+    assert records[0].endswith(' headerKeys: [] SnapshotHeader {"version":0,"lastContainedLogTimestamp":'
+                               f'{header["lastContainedLogTimestamp"]}}}')
+    assert records[-1].endswith(' SnapshotFooter {"version":0}')
+    log = REAL_METADATA / "00000000000000000000.log"
+    code, out, _ = run(capsys, "dump", log, "--deep-iteration")
+    leader_change = [line for line in out.splitlines() if "LEADER_CHANGE" in line]
+    assert leader_change and all(line.endswith(" controlType: LEADER_CHANGE(2)") for line in leader_change)
+    code, whole, _ = run(capsys, "dump", REAL_METADATA)
+    assert set(leader_change) <= set(whole.splitlines())
+
+
+def test_skip_record_metadata_prints_what_the_tool_prints(tmp_path, capsys):
+    """``dumpLog``'s prefix: ``| `` goes before the first part printed other than the payload, which always
+    follows a space; a record with nothing to print is an empty line."""
+    batches = [{"compression": "none", "records": [{"key": None, "value": "nokey", "timestamp": 1},
+                                                   {"key": "k", "value": None, "timestamp": 2},
+                                                   {"key": "k", "value": "v", "timestamp": 3},
+                                                   {"key": None, "value": None, "timestamp": 4}]},
+               {"control": "COMMIT", "producer_id": 5, "producer_epoch": 0, "coordinator_epoch": 0,
+                "timestamp": 5}]
+    (tmp_path / "s.json").write_text(json.dumps({"config": {}, "batches": batches}))
+    assert run(capsys, "write", tmp_path / "t-0", "--spec", tmp_path / "s.json")[0] == 0
+    log = tmp_path / "t-0" / "00000000000000000000.log"
+    code, out, _ = run(capsys, "dump", log, "--print-data-log", "--skip-record-metadata")
+    assert code == 0
+    records = [line for line in out.splitlines()[2:] if not line.startswith("baseOffset: ")]
+    assert records == [" payload: nokey", "| key: k", "| key: k payload: v", "", ""]
+    code, out, _ = run(capsys, "dump", log, "--deep-iteration", "--skip-record-metadata")
+    assert [line for line in out.splitlines()[2:] if not line.startswith("baseOffset: ")] == [""] * 5
+
+
+def test_a_delete_horizon_prints_as_an_optional_long(tmp_path, capsys):
+    """``RecordBatch.deleteHorizonMs()`` is an ``OptionalLong``: the cleaner's horizon on a batch holding a
+    tombstone prints as ``OptionalLong[MS]``, none as ``OptionalLong.empty``; the directory dump alike."""
+    t = 1_700_000_000_000
+    batches = [{"compression": "none", "records": [{"key": "k", "value": "a", "timestamp": t}]},
+               {"compression": "none", "records": [{"key": "k", "value": None, "timestamp": t + 1}]},
+               {"compression": "none", "records": [{"key": "j", "value": "b", "timestamp": t + 2}]}]
+    (tmp_path / "s.json").write_text(json.dumps({"config": {"segment.bytes": 150}, "batches": batches}))
+    logs = tmp_path / "logs"
+    assert run(capsys, "write", logs / "t-0", "--spec", tmp_path / "s.json")[0] == 0
+    assert run(capsys, "compact", logs, "--config", "cleanup.policy=compact", "--config", "segment.bytes=150",
+               "--now-ms", str(t + 100))[0] == 0
+    _, out, _ = run(capsys, "dump", logs / "t-0" / "00000000000000000000.log")
+    horizons = [line.split(" deleteHorizonMs: ")[1].split(" position: ")[0]
+                for line in out.splitlines() if line.startswith("baseOffset: ")]
+    assert f"OptionalLong[{t + 100 + 86_400_000}]" in horizons     # now + delete.retention.ms (1 day)
+    assert set(horizons) <= {f"OptionalLong[{t + 100 + 86_400_000}]", "OptionalLong.empty"}
+    _, whole, _ = run(capsys, "dump", logs)
+    assert f"deleteHorizonMs: OptionalLong[{t + 100 + 86_400_000}]" in whole

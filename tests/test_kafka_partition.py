@@ -236,7 +236,7 @@ def test_cli_dump_query_info(tmp_path: Path) -> None:
     assert main(["dump", str(path), "--index"], out=out) == 0
     text = out.getvalue()
     assert "baseOffset: 0 lastOffset: 1 count: 2" in text and "compresscodec: none" in text
-    assert "| offset: 0 CreateTime: 100 keySize: 1 valueSize: 2 headerKeys: [h]" in text
+    assert "| offset: 0 CreateTime: 100 keySize: 1 valueSize: 2 sequence: -1 headerKeys: [h]" in text
     out = io.StringIO()
     assert main(["query", str(path), "--timestamp", "150"], out=out) == 0
     assert "| offset: 1 CreateTime: 200" in out.getvalue()

@@ -6,19 +6,20 @@
  */
 
 static const char T_OFFSET[] = "| offset: ", T_KEY[] = " keySize: ", T_VALUE[] = " valueSize: ",
-                  T_HEADERS[] = " headerKeys: [";
+                  T_SEQUENCE[] = " sequence: ", T_HEADERS[] = " headerKeys: [";
 
 /*
  * text_lines(heads, timestamp_types, tails, buffers, n_rows, n_batches, start) -> bytes
  *
- * The kafka-dump-log lines of the decoded batches in buffers: batch b's head (its batch line and
- * a newline, or None to leave the batch and its records out), then one line per record of
- * it whose offset is at least start, as record_line writes it:
+ * The kafka-dump-log (3.8 DumpLogSegments.dumpLog) lines of the decoded batches in buffers: batch b's
+ * head (its batch line and a newline, or None to leave the batch and its records out), then one
+ * line per record of it whose offset is at least start, as record_line writes it:
  *
- *     | offset: O T: S keySize: K valueSize: V headerKeys: [h1, h2]TAIL
+ *     | offset: O T: S keySize: K valueSize: V sequence: Q headerKeys: [h1,h2]TAIL
  *
- * (T the batch's timestamp type, K and V -1 for null, TAIL its tail: " endTxnMarker: X" of a
- * control batch or empty) and a newline.  Rows are in batch order (row_batch).
+ * (T the batch's timestamp type, K and V -1 for null, Q the record's producer sequence as decoded,
+ * -1 without one, TAIL its tail: a control record's text or empty) and a newline.  Rows are in
+ * batch order (row_batch).
  */
 static PyObject *
 text_lines(PyObject *module, PyObject *args)
@@ -66,14 +67,15 @@ text_lines(PyObject *module, PyObject *args)
             PyErr_SetString(PyExc_ValueError, "row batches in order and offsets within the buffers");
             goto done;
         }
-        bound += 4 * DECIMAL_BOUND + sizeof(T_OFFSET) + sizeof(T_KEY) + sizeof(T_VALUE) + sizeof(T_HEADERS) + 8 +
+        bound += 5 * DECIMAL_BOUND + sizeof(T_OFFSET) + sizeof(T_KEY) + sizeof(T_VALUE) + sizeof(T_SEQUENCE) +
+                 sizeof(T_HEADERS) + 8 +
                  PyBytes_GET_SIZE(PyList_GET_ITEM(types, b)) + PyBytes_GET_SIZE(PyList_GET_ITEM(tails, b));
         for (int32_t h = c.header_off[r]; h < c.header_off[r + 1]; h++) {
             if (!within(c.hkey_off, h, c.cap.hkey)) {
                 PyErr_SetString(PyExc_ValueError, "header offsets within the buffers");
                 goto done;
             }
-            bound += 2 + (Py_ssize_t)(c.hkey_off[h + 1] - c.hkey_off[h]);
+            bound += 1 + (Py_ssize_t)(c.hkey_off[h + 1] - c.hkey_off[h]);
         }
     }
     result = PyBytes_FromStringAndSize(NULL, bound);
@@ -109,10 +111,12 @@ text_lines(PyObject *module, PyObject *args)
             w = put_decimal(w, bit(c.key_valid, r) ? c.key_off[r + 1] - c.key_off[r] : -1);
             w = PUT_LITERAL(w, T_VALUE);
             w = put_decimal(w, bit(c.value_valid, r) ? c.value_off[r + 1] - c.value_off[r] : -1);
+            w = PUT_LITERAL(w, T_SEQUENCE);
+            w = put_decimal(w, c.sequence[r]);
             w = PUT_LITERAL(w, T_HEADERS);
             for (int32_t h = c.header_off[r]; h < c.header_off[r + 1]; h++) {
                 if (h > c.header_off[r]) {
-                    w = PUT_LITERAL(w, ", ");
+                    *w++ = ',';
                 }
                 w = put(w, c.hkey_data + c.hkey_off[h], c.hkey_off[h + 1] - c.hkey_off[h]);
             }

@@ -490,6 +490,16 @@ class RecordBatch:
             messages = legacy.messages(self.data, path=self.path, base_pos=self.position)
         return [Record(m.offset, m.timestamp, m.key, m.value, [], m.attributes, m.size) for m in messages]
 
+    def legacy_crcs(self) -> list[int]:
+        """Each message's own CRC-32 in :meth:`records`' order (v0/v1; [] for v2, whose batch holds
+        the CRC)."""
+        if self.magic >= MAGIC_V2:
+            return []
+        messages = self.legacy_messages
+        if messages is None:
+            messages = legacy.messages(self.data, path=self.path, base_pos=self.position)
+        return [m.crc for m in messages]
+
     def control_type(self) -> str | None:
         """``"COMMIT"``/``"ABORT"`` (or another control type name) of a control batch, else None."""
         if not self.is_control:

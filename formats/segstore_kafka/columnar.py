@@ -542,9 +542,9 @@ def text_lines(chunk: Chunk, heads: list[bytes | None], timestamp_types: list[by
                start: int) -> bytes:
     """The text dump's lines of a chunk (UTF-8) in C: per batch its ``head`` (its batch line and a
     newline; None leaves the batch and its records out), then a ``record_line`` (store.py) per
-    record from offset ``start`` on, with the batch's timestamp type and ``tail`` (a control
-    batch's ``endTxnMarker``).  ``O(rows)``.  Needs the C accelerator (without it the caller
-    formats record by record)."""
+    record from offset ``start`` on, with the batch's timestamp type, each record's producer
+    sequence and ``tail`` (a control record's text, with its leading space).  ``O(rows)``.  Needs the
+    C accelerator (without it the caller formats record by record)."""
     assert _speedups is not None, "text_lines needs the C accelerator"
     buffers = tuple(chunk.buffers[name] for name in BUFFERS)
     return _speedups.text_lines(heads, timestamp_types, tails, buffers, chunk.rows, chunk.counts["batches"],

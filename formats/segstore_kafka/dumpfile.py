@@ -143,16 +143,23 @@ class _Mapped:
 # -- record batches ------------------------------------------------------------------------------
 
 
+def optional_long(value: int | None) -> str:
+    """Java's ``OptionalLong.toString()``, as a Scala string concatenation prints one."""
+    return "OptionalLong.empty" if value is None else f"OptionalLong[{value}]"
+
+
 def batch_text(batch: codec.RecordBatch, position: int, valid: bool) -> str:
-    """``printBatchLevel``: the v2 header fields (or ``offset:`` for v0/v1), then position, time, size."""
+    """``printBatchLevel`` (Kafka 3.8): the v2 header fields (or ``offset:`` for v0/v1), then position,
+    time, size.  ``deleteHorizonMs`` is ``RecordBatch.deleteHorizonMs()``, an ``OptionalLong``."""
     if batch.magic >= codec.MAGIC_V2:
+        horizon = batch.delete_horizon_ms if batch.attributes & codec.DELETE_HORIZON_FLAG else None
         head = (
             f"baseOffset: {batch.base_offset} lastOffset: {batch.last_offset} count: {batch.record_count} "
             f"baseSequence: {batch.base_sequence} lastSequence: {batch.last_sequence} "
             f"producerId: {batch.producer_id} producerEpoch: {batch.producer_epoch} "
             f"partitionLeaderEpoch: {batch.partition_leader_epoch} "
             f"isTransactional: {str(batch.is_transactional).lower()} "
-            f"isControl: {str(batch.is_control).lower()} deleteHorizonMs: {batch.delete_horizon_ms}"
+            f"isControl: {str(batch.is_control).lower()} deleteHorizonMs: {optional_long(horizon)}"
         )
     else:
         head = f"offset: {batch.last_offset}"
@@ -192,10 +199,77 @@ def _b64(data: bytes | None) -> str | None:
     return None if data is None else base64.b64encode(bytes(data)).decode("ascii")
 
 
+def record_text(batch: codec.RecordBatch, record: codec.Record, *, metadata: bool = True,
+                control: str = "", payload: tuple[str | None, str | None] | None = None,
+                crc: int | None = None) -> str:
+    """``dumpLog``'s line of one record (Kafka 3.8 ``DumpLogSegments``): ``| offset: ... valueSize: V``,
+    then ``sequence: S headerKeys: [a,b]`` (v2) or ``isValid: true crc: C}`` (v0/v1: ``crc`` the
+    message's own, :meth:`RecordBatch.legacy_crcs`; the brace is the tool's), a control record's
+    ``control`` text; then with ``payload`` (``(key, value)`` as decoded,
+    data records only) ``key: K`` and `` payload: P``.  As the tool builds it: the ``| `` prefix goes
+    before the first part printed other than the payload, which always follows a space, so
+    ``--skip-record-metadata`` prints `` payload: P`` alone for a keyless record and an empty line
+    for a control record."""
+    out: list[str] = []
+    prefix = f"{RECORD_INDENT} "
+    if metadata:
+        key_size = -1 if record.key is None else len(record.key)
+        value_size = -1 if record.value is None else len(record.value)
+        out.append(f"{prefix}offset: {record.offset} {batch.timestamp_type}: {record.timestamp} "
+                   f"keySize: {key_size} valueSize: {value_size}")
+        prefix = " "
+        if batch.magic >= codec.MAGIC_V2:
+            names = ",".join(name for name, _ in record.headers)
+            out.append(f" sequence: {record.sequence} headerKeys: [{names}]")
+        elif crc is not None:
+            out.append(f" isValid: true crc: {crc}}}")
+        if batch.is_control:
+            out.append(f" {control}")
+    if payload is not None and not batch.is_control:
+        key, value = payload
+        if key is not None:
+            out.append(f"{prefix}key: {key}")
+        if value is not None:
+            out.append(f" payload: {value}")
+    return "".join(out)
+
+
+def control_text(record: codec.Record, data: dict[str, Any] | None = None, *, path: str = "<memory>",
+                 pos: int = 0) -> str:
+    """What ``dumpLog`` prints of a control record (Kafka 3.8, ``ControlRecordType.fromTypeId``):
+    ``endTxnMarker: ABORT coordinatorEpoch: N``; ``SnapshotHeader {...}``, ``SnapshotFooter {...}``,
+    ``KRaftVersion {...}``, ``KRaftVoters {...}`` (the records as their JSON converters write them);
+    else ``controlType: NAME(ID)``.  One the tool cannot parse (it stops there) reads
+    ``controlType: invalid (...)``.  ``data`` gets its fields for ``--json``."""
+    data = {} if data is None else data
+    try:
+        kind, coordinator_epoch = codec.parse_control_record(record.key, record.value)
+    except ValueError as err:
+        data["control_error"] = str(err)
+        return f"controlType: invalid ({err})"
+    data["control_type"] = kind
+    if coordinator_epoch is not None:
+        data["coordinator_epoch"] = coordinator_epoch
+        return f"endTxnMarker: {kind} coordinatorEpoch: {coordinator_epoch}"
+    try:
+        decoded = internal_topics.decode_control_record(kind, record.value, path=path, pos=pos)
+    except CorruptDataError as err:
+        data["control_error"] = err.message
+        return f"controlType: {kind} invalid ({err.message})"
+    if decoded is not None:
+        label, text = decoded
+        data["control_record"] = text
+        return f"{label} {text}"
+    assert record.key is not None       # parse_control_record read its type from it
+    type_id = codec.CONTROL_KEY.unpack_from(record.key)[1]
+    return f"controlType: {kind}({type_id})"
+
+
 def _record_line(
-    batch: codec.RecordBatch, record: codec.Record, options: FileDumpOptions, path: str
+    batch: codec.RecordBatch, record: codec.Record, options: FileDumpOptions, path: str,
+    crc: int | None = None,
 ) -> DumpLine:
-    """One ``| offset: ...`` line: metadata unless skipped, control markers, then key and payload."""
+    """One record's line (:func:`record_text`) and its ``--json`` object."""
     key_size = -1 if record.key is None else len(record.key)
     value_size = -1 if record.value is None else len(record.value)
     data: dict[str, Any] = {
@@ -206,39 +280,19 @@ def _record_line(
         "key_size": key_size,
         "value_size": value_size,
     }
-    parts = []
-    if not options.skip_record_metadata:
-        parts.append(
-            f"offset: {record.offset} {batch.timestamp_type}: {record.timestamp} "
-            f"keySize: {key_size} valueSize: {value_size}"
-        )
+    metadata = not options.skip_record_metadata
+    control = ""
+    if metadata:
         if batch.magic >= codec.MAGIC_V2:
-            names = [name for name, _ in record.headers]
-            parts.append(f"sequence: {record.sequence} headerKeys: [{','.join(names)}]")
-            data.update(sequence=record.sequence, header_keys=names)
+            data.update(sequence=record.sequence, header_keys=[name for name, _ in record.headers])
         if batch.is_control:
-            parts.append(_control_text(record, data))
+            control = control_text(record, data, path=path, pos=batch.position)
+    payload = None
     if options.print_data and not batch.is_control:
-        key_text, value_text = _payload(record, options, path, batch.position)
-        if key_text is not None:
-            parts.append(f"key: {key_text}")
-        if value_text is not None:
-            parts.append(f"payload: {value_text}")
-        data.update(key=key_text, payload=value_text)
-    return DumpLine(f"{RECORD_INDENT} " + " ".join(parts) if parts else RECORD_INDENT, data)
-
-
-def _control_text(record: codec.Record, data: dict[str, Any]) -> str:
-    try:
-        kind, coordinator_epoch = codec.parse_control_record(record.key, record.value)
-    except ValueError as err:
-        data["control_error"] = str(err)
-        return f"controlType: invalid ({err})"
-    data["control_type"] = kind
-    if coordinator_epoch is not None:
-        data["coordinator_epoch"] = coordinator_epoch
-        return f"endTxnMarker: {kind} coordinatorEpoch: {coordinator_epoch}"
-    return f"controlType: {kind}"
+        payload = _payload(record, options, path, batch.position)
+        data.update(key=payload[0], payload=payload[1])
+    return DumpLine(record_text(batch, record, metadata=metadata, control=control, payload=payload, crc=crc),
+                    data)
 
 
 def _payload(
@@ -291,11 +345,12 @@ def dump_log(path: str, options: FileDumpOptions, kind: str = "log") -> Iterator
                 valid = batch.is_valid()
                 yield DumpLine(batch_text(batch, valid_bytes, valid), _batch_data(batch, valid_bytes, valid))
                 if deep:
-                    for record in batch.records():
+                    crcs = batch.legacy_crcs()
+                    for i, record in enumerate(batch.records()):
                         if last_offset is not None and record.offset != last_offset + 1:
                             non_consecutive.append((last_offset, record.offset))
                         last_offset = record.offset
-                        yield _record_line(batch, record, options, path)
+                        yield _record_line(batch, record, options, path, crcs[i] if crcs else None)
                 valid_bytes += batch.size
         except TruncatedDataError as err:
             # --max-bytes cuts batches off on purpose: the tool only reports trailing bytes without it.

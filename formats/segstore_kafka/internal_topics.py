@@ -226,6 +226,47 @@ TRANSACTION_STATES = (
     "PrepareEpochFence",
 )
 
+# -- KRaft control records ----------------------------------------------------------------------------
+
+#: The control records of the KRaft log and snapshots that ``DumpLogSegments`` (3.8) prints as JSON (their
+#: ``*JsonConverter``), by control type: the label it prints and the record's schema
+#: (clients/src/main/resources/common/message/*Record.json; ``ControlRecordUtils`` reads each value
+#: as version 0, its ``*_CURRENT_VERSION``).  LEADER_CHANGE it prints by name only.
+_ENDPOINT = (Field("Name", "string"), Field("Host", "string"), Field("Port", "uint16"))
+_KRAFT_VERSION_FEATURE = (Field("MinSupportedVersion", "int16"), Field("MaxSupportedVersion", "int16"))
+_VOTER = (Field("VoterId", "int32"), Field("VoterDirectoryId", "uuid"),
+          Field("Endpoints", "[]Endpoint", fields=_ENDPOINT),
+          Field("KRaftVersionFeature", "KRaftVersionFeature", fields=_KRAFT_VERSION_FEATURE))
+CONTROL_RECORDS: dict[str, tuple[str, Schema]] = {
+    "SNAPSHOT_HEADER": ("SnapshotHeader", Schema("SnapshotHeaderRecord", "0", "0+", (
+        Field("Version", "int16"), Field("LastContainedLogTimestamp", "int64")))),
+    "SNAPSHOT_FOOTER": ("SnapshotFooter", Schema("SnapshotFooterRecord", "0", "0+",
+                                                 (Field("Version", "int16"),))),
+    "KRAFT_VERSION": ("KRaftVersion", Schema("KRaftVersionRecord", "0", "0+", (
+        Field("Version", "int16"), Field("KRaftVersion", "int16")))),
+    "KRAFT_VOTERS": ("KRaftVoters", Schema("VotersRecord", "0", "0+", (
+        Field("Version", "int16"), Field("Voters", "[]Voter", fields=_VOTER)))),
+}
+
+
+def decode_control_record(kind: str, value: bytes | None, *, path: str = "<memory>",
+                          pos: int = 0) -> tuple[str, str] | None:
+    """``(label, JSON)`` of a KRaft control record as ``DumpLogSegments`` prints it (``SnapshotHeader
+    {"version":0,"lastContainedLogTimestamp":...}``); None for a control type it prints by name.
+
+    :raises CorruptDataError: a value that does not read as the record.
+    """
+    found = CONTROL_RECORDS.get(kind)
+    if found is None:
+        return None
+    label, schema = found
+    if value is None:
+        raise CorruptDataError(f"expected a {schema.name} value, found null", path, pos)
+    data, _ = read(schema, memoryview(value), 0, path=path, base_pos=pos, whole=False)
+    data.pop("_unknownTaggedFields", None)      # the generated JSON converters write known fields only
+    return label, _json(data)
+
+
 # -- __cluster_metadata -----------------------------------------------------------------------------
 
 METADATA_FRAME_VERSION = 1

@@ -179,6 +179,8 @@ def _value(r: _Reader, f: Field, version: int, flexible: bool) -> Any:
         if f.fields:
             return [_struct(r, f.fields, version, flexible) for _ in range(n)]
         return [_scalar(r, element, flexible, f.name) for _ in range(n)]
+    if f.fields:    # a struct field: inline, as the generated readers read a non-nullable one
+        return _struct(r, f.fields, version, flexible)
     return _scalar(r, f.type, flexible, f.name)
 
 

@@ -149,26 +149,37 @@ def _control_columns() -> pa.Schema:
     return project(KAFKA_SCHEMA, ["key", "value"])
 
 
+def _control_records(chunk: columnar.Chunk, batches: list[codec.RecordBatch]) -> list[codec.Record | None]:
+    """Each decoded batch's control record (its first record's key and value; None for a data batch),
+    from the chunk (``batches`` hold no records)."""
+    if not any(b.is_control for b in batches):
+        return [None] * len(batches)
+    table = columnar.to_arrow(chunk, _control_columns(), topic="", partition=0, segment=0)
+    keys, values = table.column("key"), table.column("value")
+    return [codec.Record(batch.base_offset, batch.max_timestamp, keys[first].as_py(), values[first].as_py())
+            if batch.is_control else None
+            for batch, first in zip(batches, chunk.batches["first_row"].tolist(), strict=True)]
+
+
+def _control_kind(record: codec.Record, batch: codec.RecordBatch) -> str:
+    """A control record's type name.
+
+    :raises CorruptDataError: a record that is not a control record.
+    """
+    try:
+        return codec.parse_control_record(record.key, record.value)[0]
+    except ValueError as err:
+        raise CorruptDataError(str(err), None, batch.position) from err
+
+
 def _control_types(chunk: columnar.Chunk, batches: list[codec.RecordBatch]) -> list[str | None]:
     """Each decoded batch's control type (None for a data batch), from its first record's key and
     value in the chunk (``batches`` hold no records).
 
     :raises CorruptDataError: a control batch whose record is not a control record.
     """
-    if not any(b.is_control for b in batches):
-        return [None] * len(batches)
-    table = columnar.to_arrow(chunk, _control_columns(), topic="", partition=0, segment=0)
-    keys, values = table.column("key"), table.column("value")
-    types: list[str | None] = []
-    for batch, first in zip(batches, chunk.batches["first_row"].tolist(), strict=True):
-        if not batch.is_control:
-            types.append(None)
-            continue
-        try:
-            types.append(codec.parse_control_record(keys[first].as_py(), values[first].as_py())[0])
-        except ValueError as err:
-            raise CorruptDataError(str(err), None, batch.position) from err
-    return types
+    return [None if record is None else _control_kind(record, batch)
+            for record, batch in zip(_control_records(chunk, batches), batches, strict=True)]
 
 
 def _committed(part: Partition, batches: Iterable[codec.RecordBatch],
@@ -389,42 +400,63 @@ def _below(chunk: columnar.Chunk, stop: int | None) -> tuple[columnar.Chunk, boo
 
 
 def _text_chunk(chunk: columnar.Chunk, start: int,
-                keeps: Callable[[codec.RecordBatch, str | None], bool] | None) -> bytes:
+                keeps: Callable[[codec.RecordBatch, str | None], bool] | None,
+                view: bytes | memoryview, path: str = "<memory>") -> bytes:
     """A chunk's text dump lines (``KafkaStore.dump_text``): the batches ending below ``start`` and
     those ``keeps`` (a read_committed filter, asked in log order) drops left out, the records
-    below ``start`` too.  A batch line per batch in Python, the record lines in C."""
+    below ``start`` too.  A batch line per batch in Python, the record lines in C; ``view`` (the log
+    the chunk was decoded from, at ``path``) gives a chunk holding v0/v1 messages its lines in
+    Python: each such message's line names its own CRC, which the columns do not keep (logs from
+    before Kafka 0.11)."""
+    from .dumpfile import control_text
+
     batches = [columnar.record_batch(row) for row in chunk.batches.tolist()]
-    kinds = _control_types(chunk, batches)
+    controls = _control_records(chunk, batches)
+    kinds = [None if record is None else _control_kind(record, batch)
+             for record, batch in zip(controls, batches, strict=True)]
     heads: list[bytes | None] = []
     for batch, kind in zip(batches, kinds, strict=True):
         kept = batch.last_offset >= start and (keeps is None or keeps(batch, kind))
         heads.append(_text(batch_line(batch) + "\n") if kept else None)
-    tails = [b"" if kind is None else _text(f" endTxnMarker: {kind}") for kind in kinds]
+    if any(batch.magic < codec.MAGIC_V2 for batch in batches):
+        out = []
+        for batch, head in zip(batches, heads, strict=True):
+            if head is not None:
+                out.append(head)
+                whole = next(codec.iter_batches(memoryview(view), path=path, check_crc=False,
+                                                start=batch.position))
+                out += _record_lines(whole, start)
+        return b"".join(out)
+    tails = [b"" if record is None else _text(" " + control_text(record, pos=batch.position))
+             for record, batch in zip(controls, batches, strict=True)]
     return columnar.text_lines(chunk, heads, [_text(b.timestamp_type) for b in batches], tails, start)
 
 
+def _record_lines(batch: codec.RecordBatch, start: int, stop: int | None = None) -> list[bytes]:
+    """The text lines of ``batch``'s records from offset ``start`` (to ``stop``), each with its newline."""
+    crcs = batch.legacy_crcs()
+    return [_text(record_line(batch, record, crcs[i] if crcs else None) + "\n")
+            for i, record in enumerate(batch.records())
+            if record.offset >= start and (stop is None or record.offset < stop)]
+
+
 def batch_line(batch: codec.RecordBatch) -> str:
-    """A ``kafka-dump-log`` style batch line."""
-    count = batch.record_count
-    return (f"baseOffset: {batch.base_offset} lastOffset: {batch.last_offset} count: {count} "
-            f"baseSequence: {batch.base_sequence} producerId: {batch.producer_id} "
-            f"producerEpoch: {batch.producer_epoch} partitionLeaderEpoch: {batch.partition_leader_epoch} "
-            f"isTransactional: {str(batch.is_transactional).lower()} "
-            f"isControl: {str(batch.is_control).lower()} position: {batch.position} "
-            f"{batch.timestamp_type}: {batch.max_timestamp} size: {batch.size} magic: {batch.magic} "
-            f"compresscodec: {batch.compression} crc: {batch.crc} isvalid: true")
+    """``kafka-dump-log --deep-iteration``'s batch line (:func:`.dumpfile.batch_text`), at the batch's
+    position in its segment; a batch read here passed its CRC check (``isvalid: true``)."""
+    from .dumpfile import batch_text  # the dump's text (and its decoders): not for info or scans
+
+    return batch_text(batch, batch.position, True)
 
 
-def record_line(batch: codec.RecordBatch, record: codec.Record) -> str:
-    """A ``kafka-dump-log`` style record line."""
-    key_size = -1 if record.key is None else len(record.key)
-    value_size = -1 if record.value is None else len(record.value)
-    names = ", ".join(name for name, _ in record.headers)
-    line = (f"| offset: {record.offset} {batch.timestamp_type}: {record.timestamp} keySize: {key_size} "
-            f"valueSize: {value_size} headerKeys: [{names}]")
+def record_line(batch: codec.RecordBatch, record: codec.Record, crc: int | None = None) -> str:
+    """``kafka-dump-log --deep-iteration``'s record line (:func:`.dumpfile.record_text`; ``crc`` a v0/v1
+    message's own)."""
+    from .dumpfile import control_text, record_text
+
+    control = ""
     if batch.is_control:
-        line += f" endTxnMarker: {batch.control_type()}"
-    return line
+        control = control_text(record, path=batch.path, pos=batch.position)
+    return record_text(batch, record, control=control, crc=crc)
 
 
 #: Bytes of a segment per range of a parallel read (:meth:`KafkaStore._parallel_chunks`), and ranges
@@ -1668,9 +1700,10 @@ class KafkaStore(Store):
                     return
                 if batch.last_offset >= start and (keeps is None or keeps(batch)):
                     yield DumpLine(batch_line(batch), json=False)  # the batch as stored, then
-                    for rec in batch.records():                    # the records a consumer gets
+                    crcs = batch.legacy_crcs()                     # the records a consumer gets
+                    for i, rec in enumerate(batch.records()):
                         if rec.offset >= start and (stop is None or rec.offset < stop):
-                            yield DumpLine(record_line(batch, rec), json=False)
+                            yield DumpLine(record_line(batch, rec, crcs[i] if crcs else None), json=False)
                 if stop is not None and batch.last_offset >= stop - 1:
                     return      # the window's last batch: what follows is not read (as _below)
 
@@ -1698,7 +1731,7 @@ class KafkaStore(Store):
                     keeps: Callable[..., bool] | None) -> Iterator[bytes]:
             for chunk in seg.column_chunks(want, start=position):
                 chunk, cut = _below(chunk, stop)
-                lines = _text_chunk(chunk, start, keeps)
+                lines = _text_chunk(chunk, start, keeps, seg.log.view(), seg.path)
                 if lines:
                     yield lines
                 if cut:
@@ -1929,11 +1962,14 @@ class KafkaStore(Store):
             return QueryResult()
         lines = []
         batch = None
+        crcs: dict[int, int] = {}
         for record in records:   # each batch's header over its own records, as kafka-dump-log prints them
             if record.batch is not batch:
                 batch = record.batch
                 lines.append(DumpLine(batch_line(batch), json=False))
-            lines.append(DumpLine(record_line(batch, record.record), self.to_json(record)))
+                crcs = dict(zip((r.offset for r in batch.records()), batch.legacy_crcs(), strict=False))
+            line = record_line(batch, record.record, crcs.get(record.offset))
+            lines.append(DumpLine(line, self.to_json(record)))
         return QueryResult(records=list(records), lines=lines, found=True)
 
     def _query_key(self, request: QueryRequest) -> QueryResult:
