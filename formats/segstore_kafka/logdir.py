@@ -175,15 +175,24 @@ class LogDir:
             self.partitions[(topic, partition)] = part
         return part
 
-    def write_checkpoints(self) -> None:
-        """Write both checkpoint files from the partitions' current state."""
+    def write_checkpoints(self, log_starts: dict[tuple[str, int], int] | None = None) -> None:
+        """Write the checkpoint files from the partitions' current state (``log_starts``: their
+        :meth:`log_starts` taken before they were closed)."""
         for key, part in self.partitions.items():
             self.recovery_points[key] = part.next_offset
         write_offsets(os.path.join(self.path, RECOVERY_POINT_CHECKPOINT), self.recovery_points)
         write_offsets(os.path.join(self.path, LOG_START_OFFSET_CHECKPOINT),
-                      {key: part.log_start_offset for key, part in self.partitions.items()})
+                      self.log_starts() if log_starts is None else log_starts)
         write_offsets(os.path.join(self.path, REPLICATION_OFFSET_CHECKPOINT),
                       {key: self.high_watermark(key) for key in self.partitions})
+
+    def log_starts(self) -> dict[tuple[str, int], int]:
+        """The ``log-start-offset-checkpoint`` entries: LogManager.checkpointLogStartOffsetsInDir (3.8)
+        records a log start only where it is inside the first segment (past its base); a log starts at
+        its first segment's base otherwise, which the loader takes."""
+        return {key: part.log_start_offset for key, part in self.partitions.items()
+                if part.log.segments.first is not None
+                and part.log_start_offset > part.log.segments.first.base}
 
     def high_watermark(self, key: tuple[str, int]) -> int:
         """The high watermark to checkpoint: ``UnifiedLog.updateHighWatermark``'s clamp to
@@ -212,6 +221,7 @@ class LogDir:
         is raised once every partition is closed.
         """
         parts = list(self.partitions.values())
+        log_starts = self.log_starts()      # a closed partition holds no segments
         outcomes: list[tuple[BaseException | None] | None] = [None] * len(parts)
 
         def close(i: int) -> None:
@@ -233,7 +243,7 @@ class LogDir:
         if errors:
             raise errors[0]
         if self.writable:
-            self.write_checkpoints()
+            self.write_checkpoints(log_starts)
 
     def abandon(self) -> None:
         for part in self.partitions.values():
