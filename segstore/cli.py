@@ -18,6 +18,7 @@ import os
 import re
 import sys
 import time
+from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
@@ -38,7 +39,7 @@ from .errors import (
     UnsupportedOperationError,
     WrongFormatError,
 )
-from .plugin import FileDumpOptions
+from .plugin import WRITE_CHUNK, FileDumpOptions
 from .records import Record
 from .store import (
     ISOLATION_LEVELS,
@@ -1116,18 +1117,78 @@ def _write_input(args: argparse.Namespace, path: str, config: dict[str, Any], ou
             raise InvalidMessageError(f"line {number}: expected messages for a {fmt} store, found a {other} "
                                       "dump --json line (segstore convert converts a store to another "
                                       "format)", shown, pos)
+    recent: deque[tuple[int, int]] = deque(maxlen=_LOCATE_WINDOW)
+
+    def lines() -> Iterator[dict[str, Any]]:
+        for number, pos, obj in _jsonl_lines(path, shown):
+            recent.append((number, pos))
+            yield obj
+
     with _CleanUpOnFailure(args.path), progress.task(f"append to {fmt}", size):
         try:
-            lines = (obj for _, _, obj in _jsonl_lines(path, shown))
-            count = registry.get(fmt).write_jsonl(args.path, lines, config)
+            count = registry.get(fmt).write_jsonl(args.path, lines(), config)
         except InvalidMessageError as err:
-            if err.path is None:  # name the input file when the plugin could not
+            if err.path is None:  # name the input file (and the line) when the plugin could not
                 # a line's bad topic is the input's problem (exit 1), not a bad argument's (InvalidTopicError)
                 kind = InvalidMessageError if isinstance(err, InvalidTopicError) else type(err)
-                raise kind(err.message, shown) from err
+                found = _locate_bad_line(fmt, path, list(recent), config)
+                if found is None:
+                    raise kind(err.message, shown) from err
+                number, pos, message = found
+                raise kind(f"line {number}: {message}", shown, pos) from err
             raise
     out.write(f"{args.path}: appended {count} messages\n")
     return EXIT_OK
+
+
+#: Lines a failed ``write --input`` looks back over for the one its plugin refused: a plugin appends
+#: runs of at most ``WRITE_CHUNK`` lines, so the refused run is among the last lines it was given.
+_LOCATE_WINDOW = 2 * WRITE_CHUNK + 1
+
+
+def _locate_bad_line(fmt: str, path: str, recent: list[tuple[int, int]], config: dict[str, Any]
+                     ) -> tuple[int, int, str] | None:
+    """``(line number, byte position, message)`` of the first of the ``recent`` lines of a plain-message
+    input that its format refuses, found by appending prefixes of them to scratch stores (a binary
+    search: ``O(log lines)`` scratch writes of at most :data:`_LOCATE_WINDOW` lines); None where it
+    cannot tell (a ``dump --json`` line among them, whose batches go together, or no prefix refused).
+    Only on the error path: a write that succeeds pays nothing."""
+    import tempfile
+
+    if not recent:
+        return None
+    wanted = {number for number, _ in recent}
+    objs = []
+    for number, (_, line) in enumerate(files.iter_lines(path), 1):
+        if number in wanted and line.strip():
+            objs.append(json.loads(line))
+    if len(objs) != len(recent) or any(registry.get(name).reads_dump_line(obj)
+                                       for obj in objs for name in registry.names()):
+        return None
+    plugin = registry.get(fmt)
+
+    def refusal(count: int) -> str | None:
+        with tempfile.TemporaryDirectory(prefix="segstore-locate-") as scratch:
+            try:
+                plugin.write_jsonl(os.path.join(scratch, "store"), iter(objs[:count]), config)
+            except InvalidMessageError as err:
+                return err.message
+            except SegstoreError:
+                return None
+        return None
+
+    low, high = 0, len(objs)        # the first refused prefix is longer than low, at most high lines
+    if refusal(high) is None:
+        return None
+    while high - low > 1:
+        middle = (low + high) // 2
+        if refusal(middle) is None:
+            low = middle
+        else:
+            high = middle
+    message = refusal(high)
+    number, pos = recent[high - 1]
+    return None if message is None else (number, pos, message)
 #: ``kafka-consumer-groups --describe``'s columns, then the group's state.
 CONSUMER_HEADER = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID",
                    "HOST", "CLIENT-ID", "STATE")

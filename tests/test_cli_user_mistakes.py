@@ -92,3 +92,21 @@ def test_delete_when_takes_what_the_broker_parses(tmp_path, when, ok):
     assert cli_run("write", tmp_path / "store", "--input", lines)[0] == 0
     code, _, err = cli_run("retention", tmp_path / "store", "--config", f"deleteWhen={when}", "--dry-run")
     assert code == (0 if ok else 2), err
+
+
+@pytest.mark.parametrize("fmt", ["rocketmq", "kafka"])
+@pytest.mark.parametrize("bad, said", [({"topic": "a b", "value": "x"}, "expected a topic of the characters"),
+                                       ({"topic": "A", "value": 5}, "found int"),
+                                       ({"topic": "A", "value": "x", "bogus": 1}, "'bogus'")])
+def test_a_bad_field_value_names_its_line_and_byte(tmp_path, fmt, bad, said):
+    """A plugin appends lines in runs and refuses a run: the CLI finds the line it refused (docs/cli.md:
+    "1 a bad line (named by file, byte and line)"), past the first runs too."""
+    good = {"topic": "A", "value": "x" * 50}
+    objs = [good] * 9000 + [bad] + [good] * 100
+    src = tmp_path / "in.jsonl"
+    text = "".join(json.dumps(obj) + "\n" for obj in objs)
+    src.write_text(text)
+    pos = len("".join(json.dumps(obj) + "\n" for obj in objs[:9000]))
+    code, out, err = cli_run("write", tmp_path / "store", "--format", fmt, "--input", src)
+    assert (code, out) == (1, "")
+    assert err.startswith(f"{src}:{pos}: line 9001: ") and said in err
