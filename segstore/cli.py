@@ -1222,8 +1222,9 @@ def _reset_offsets(args: argparse.Namespace, out: TextIO) -> int:
     """``consumers --reset-offsets``: the new offset of every partition (queue) of the group's topics
     (or ``--topic``'s; or those ``--from-file`` names) as ``kafka-consumer-groups --reset-offsets`` plans
     it, printed (``--export``: as the CSV ``--from-file`` reads); written with ``--execute`` through the
-    store's ``commit_offsets`` (all or none).  An offset outside a partition's range is clamped into it,
-    as the tool's ``checkOffsetsRange`` does."""
+    store's ``commit_offsets`` (all or none; an unchanged offset is not committed again).  An offset
+    outside a partition's range is clamped into it, as the tool's ``checkOffsetsRange`` does, but by
+    ``--to-current``, which keeps the committed one."""
     if args.group is None or not _reset_asked(args):
         raise UsageError("--reset-offsets needs --group G and one of --to-datetime TIME, --by-duration D, "
                          "--to-earliest, --to-latest, --to-current, --to-offset N, --shift-by N, "
@@ -1264,7 +1265,10 @@ def _reset_offsets(args: argparse.Namespace, out: TextIO) -> int:
                                     "found none", args.path)
         plan = {queue: _reset_target(args, store, row, None if wanted is None else wanted[queue])
                 for queue, row in sorted(current.items())}
-        notes = store.commit_offsets(args.group, plan, now_ms=args.now_ms, **options) if args.execute else []
+        notes = []
+        if args.execute:
+            notes = store.commit_offsets(args.group, _to_commit(args, store, current, plan),
+                                         now_ms=args.now_ms, **options)
     if args.export:     # ConsumerGroupCommand.exportOffsetsToCsv, one group: topic,partition,offset
         import csv  # quotes a name holding a comma, as Jackson's CSV writer would
 
@@ -1396,12 +1400,31 @@ def _delete_offsets(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
+def _to_commit(args: argparse.Namespace, store: Store, current: Mapping[tuple[str, int], Any],
+               plan: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+    """What a reset's ``--execute`` commits: every planned offset (the tool commits them all, an unchanged
+    one again with a new commit time), but for ``--to-current``'s offsets the partition no longer holds
+    (below a log start that moved past it), which stay as they are: the stores refuse to commit an
+    offset outside the log anew."""
+    if not args.to_current:
+        return plan
+    kept = {}
+    for queue, offset in plan.items():
+        span = _consumable(store, current[queue])
+        if span is None or span[0] <= offset <= span[1]:
+            kept[queue] = offset
+    return kept
+
+
 def _consumable(store: Store, row: Any) -> tuple[int, int] | None:
     """The offsets a consumer of a ``consumers`` row's partition (queue) may be given: from its start
     to the end the row shows (Kafka: the high watermark, the tools' ``latest`` offset; RocketMQ: the
-    queue's max offset), never below the start; None where the store does not hold the partition."""
+    queue's max offset), never below the start; None where the store does not hold the partition.  A
+    queue the row gives an end for but the store has no file of is empty (RocketMQ: a group's
+    ``%RETRY%`` queue before any retry, ``getMaxOffsetInQueue`` 0); a Kafka row gives none for a
+    partition of another broker."""
     if row.topic not in store.topics() or row.partition not in store.partitions(row.topic):
-        return None
+        return None if row.log_end_offset is None else (0, 0)
     start, end = store.offset_range(row.topic, row.partition)
     if row.log_end_offset is not None:
         end = max(start, min(end, row.log_end_offset))
@@ -1410,8 +1433,9 @@ def _consumable(store: Store, row: Any) -> tuple[int, int] | None:
 
 def _reset_target(args: argparse.Namespace, store: Store, row: Any, planned: int | None = None) -> int:
     """The new offset of the partition (queue) of a ``consumers`` row for ``--reset-offsets`` (``planned``:
-    the ``--from-file`` offset), clamped to its range: from its start to the end the row shows (Kafka: the
-    high watermark, the tool's ``latest`` offset; RocketMQ: the queue's max offset).
+    the ``--from-file`` offset), within its range: from its start to the end the row shows (Kafka: the
+    high watermark, the tool's ``latest`` offset; RocketMQ: the queue's max offset), but for
+    ``--to-current``, which keeps the committed offset as it is, as the tool does.
 
     :raises NotFoundError: the partition is not in this store (a Kafka log directory holds its broker's).
     """
@@ -1426,11 +1450,15 @@ def _reset_target(args: argparse.Namespace, store: Store, row: Any, planned: int
     if args.to_latest:
         return end
     if args.to_datetime is not None:
+        # ListOffsets answers only below the high watermark (Partition.fetchOffsetForTimestamp); none,
+        # and the tool falls back to the latest offset (ConsumerGroupCommand.getLogTimestampOffsets)
         found = store.offset_for_time(topic, queue, args.to_datetime)
-        return end if found is None else max(found, start)
-    if args.to_current:     # a partition the group never committed goes to its end, as the tool's does
-        wanted = end if row.committed_offset is None or row.committed_offset < 0 else row.committed_offset
-    elif planned is not None:
+        return end if found is None or found >= end else max(found, start)
+    if args.to_current:
+        # prepareOffsetsToReset: the committed offset as it is, unclamped (no checkOffsetsRange); a
+        # partition the group never committed goes to its end, as the tool's does
+        return end if row.committed_offset is None or row.committed_offset < 0 else row.committed_offset
+    if planned is not None:
         wanted = planned
     else:
         wanted = args.to_offset if args.to_offset is not None else row.committed_offset + args.shift_by

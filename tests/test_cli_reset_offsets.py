@@ -299,3 +299,16 @@ def test_a_groups_exported_offsets_point_at_the_same_messages_after_conversion_t
     # the queue g never committed is planned at its end (--to-current, as the tool's)
     assert {(r["topic"], r["partition"], r["new_offset"]) for r in json.loads(out)} == {
         ("T", 0, 2), ("T", 1, 3), (".25RETRY.25g", 0, 1), (".25RETRY.25g", 1, 4)}
+
+
+def test_a_queue_without_files_is_an_empty_queue_to_reset(tmp_path):
+    """A push consumer commits its ``%RETRY%group`` queue before any retry message exists: no consume-queue
+    files, ``getMaxOffsetInQueue`` 0.  A reset plans 0 for it rather than calling it another broker's."""
+    path = store_with_groups(tmp_path / "store")
+    offsets = path / "config" / "consumerOffset.json"
+    offsets.write_text(offsets.read_text().replace('"T@g1":{', '"%RETRY%g1@g1":{0:0\n\t\t},\n\t\t"T@g1":{'))
+    code, out, err = run("consumers", str(path), "--group", "g1", "--reset-offsets", "--to-latest",
+                         "--export", "--execute")
+    assert code == 0, err
+    assert out.splitlines() == ["%RETRY%g1,0,0", "T,0,5", "T,1,5"]
+    assert committed(path)[("g1", "%RETRY%g1", 0)] == 0 and committed(path)[("g1", "T", 0)] == 5

@@ -350,3 +350,24 @@ def test_dump_group_prints_what_the_group_has_not_consumed(tmp_path):
     assert (code, out) == (1, "") and "segstore dump: */*: group 'g' has consumed every message stored" in err
     code, out, err = run("dump", logs, "--group", "g", "--begin", "0")
     assert code == 2 and "--group and --begin/--end do not go together" in err
+
+
+def test_to_current_keeps_the_committed_offset_and_to_datetime_stops_at_the_high_watermark(tmp_path):
+    """3.8 ``ConsumerGroupCommand.prepareOffsetsToReset``: ``--to-current`` is the committed offset as it is
+    (no ``checkOffsetsRange``), even below the log start; ``--to-datetime`` takes what ListOffsets answers,
+    which is only below the high watermark (``Partition.fetchOffsetForTimestamp``), and falls back to the
+    latest offset (``getLogTimestampOffsets``)."""
+    logs = _log_dir(tmp_path / "logs", members=False)
+    assert run("delete-records", logs, "--topic", "t", "--partition", "0", "--before", "5")[0] == 0
+    checkpoint = logs / "replication-offset-checkpoint"
+    checkpoint.write_text(checkpoint.read_text().replace("t 1 4\n", "t 1 2\n"))    # t-1: log end 4, HW 2
+    code, out, _ = run("consumers", logs, "--group", "g", "--reset-offsets", "--to-current", "--export",
+                       "--now-ms", 3000)
+    assert (code, out) == (0, "t,0,3\nt,1,1\n")                 # t-0's 3 is below its log start 5
+    code, _, err = run("consumers", logs, "--group", "g", "--reset-offsets", "--to-current", "--execute",
+                       "--now-ms", 3000)
+    assert code == 0, err                                        # nothing to commit again: nothing refused
+    assert _groups(logs, 3000) == {("g", "t", 0): 3, ("g", "t", 1): 1}
+    code, out, _ = run("consumers", logs, "--group", "g", "--reset-offsets", "--to-datetime", "1003",
+                       "--export", "--now-ms", 3000)
+    assert (code, out) == (0, "t,0,5\nt,1,2\n")                 # t-1's record of 1003 is offset 3, past HW 2

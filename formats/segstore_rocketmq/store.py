@@ -1036,11 +1036,13 @@ class RocketMQStore(LifecycleMixin, Store):
         content before kept as ``.bak``: the way back from a reset).  The file keeps no commit time
         (``now_ms`` and ``options`` are not used); no notes.
 
-        :raises OffsetOutOfRangeError: an offset outside its queue's ``[min, max]``; nothing written.
+        :raises OffsetOutOfRangeError: an offset outside its queue's ``[min, max]`` (``[0, 0]`` for a queue
+            without files); nothing written.
         """
         self._check_writable()
         for (topic, queue_id), offset in offsets.items():
-            start, end = self.offset_range(topic, queue_id)
+            # a queue without files is empty: getMaxOffsetInQueue answers 0 (a %RETRY% queue before a retry)
+            start, end = self.offset_range(topic, queue_id) if (topic, queue_id) in self.queues else (0, 0)
             if not start <= offset <= end:
                 raise OffsetOutOfRangeError(f"expected an offset in [{start}, {end}] for {topic}/{queue_id}, "
                                             f"found {offset}", self.consumer_offsets.path)
