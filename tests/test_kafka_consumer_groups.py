@@ -430,3 +430,25 @@ def test_members_without_partitions_and_static_members(tmp_path, capsys):
     # --describe names only the member holding partitions, as collectGroupsOffsets does
     code, out, _ = _run(capsys, "consumers", logs, "--json", "--now-ms", NOW)
     assert {row["consumer_id"] for row in json.loads(out)} == {"busy"}
+
+
+def test_a_v1_tombstone_removes_a_v0_commit_of_the_same_partition(tmp_path, capsys):
+    """3.8 ``GroupMetadataManager.readMessageKey`` reads OffsetCommitKey v0 and v1 as the same
+    ``GroupTopicPartition``: a v1 tombstone (or commit) replaces a v0 commit of it, as a loaded group
+    coordinator's ``loadedOffsets.remove`` does; the raw key bytes differ only in the version."""
+    from segstore_kafka import offsetcommit
+
+    partition = offsetcommit.coordinator_partition("g", 50)
+    key, value = offset_commit("g", "t", 0, 4, commit_ms=2000)
+    v0 = b"\x00\x00" + key[2:]
+    logs = tmp_path / "logs"
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        store.append_batch([Message("t", b"v", partition=0, timestamp=1000 + i) for i in range(10)])
+        store.append_batch([Message(OFFSETS, value, key=v0, partition=partition, timestamp=2000)])
+    code, out, _ = _run(capsys, "consumers", logs, "--json", "--now-ms", 3000)
+    assert code == 0 and [(r["group"], r["committed_offset"]) for r in json.loads(out)] == [("g", 4)]
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        tombstone = offset_commit("g", "t", 0, None)[0]
+        store.append_batch([Message(OFFSETS, None, key=tombstone, partition=partition, timestamp=2001)])
+    code, out, _ = _run(capsys, "consumers", logs, "--now-ms", 3000)
+    assert (code, out) == (0, "")

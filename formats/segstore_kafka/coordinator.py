@@ -62,10 +62,14 @@ class CoordinatorLog:
 
     :param pending_key: which keys a transactional batch holds back until its COMMIT marker (the
         group coordinator's offset commits); None: transactional batches load as the others.
+    :param same_key: the one form of keys the coordinator reads as the same key (the group
+        coordinator's OffsetCommitKey v0 and v1 are both ``GroupTopicPartition``); None: the bytes.
     """
 
-    def __init__(self, pending_key: Callable[[bytes], bool] | None = None) -> None:
+    def __init__(self, pending_key: Callable[[bytes], bool] | None = None,
+                 same_key: Callable[[bytes], bytes] | None = None) -> None:
         self.pending_key = pending_key
+        self.same_key = same_key
         self.latest: dict[bytes, Latest] = {}
         #: per producer id, the transactional commits not yet committed or aborted
         self.pending: dict[int, dict[bytes, Latest]] = {}
@@ -120,6 +124,8 @@ class CoordinatorLog:
         bases = rows.column("baseOffset").take(taken).to_pylist()
         values = rows.column("value").take(taken).to_pylist()
         latest = self.latest
+        if self.same_key is not None:
+            names = [self.same_key(key) for key in names]
         for key, offset, base, value in zip(names, offsets, bases, values, strict=True):
             current = latest.get(key)
             if current is None or current.offset < offset:
@@ -144,6 +150,8 @@ class CoordinatorLog:
                 continue
             if key is None:
                 continue
+            if self.same_key is not None:
+                key = self.same_key(key)
             if self.pending_key is not None and self.pending_key(key):
                 held = self.pending.setdefault(producer, {})
                 if value is None:

@@ -46,7 +46,7 @@ from segstore.errors import CorruptDataError
 
 from . import internal_topics as it
 from . import offsetcommit
-from .coordinator import SHORT_KEY, CoordinatorLog, key_version
+from .coordinator import SHORT_KEY, VERSION_BYTES, CoordinatorLog, key_version
 from .schema import Schema, read, read_int16
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -79,6 +79,13 @@ def record_type(version: int) -> str:
     if version == SHORT_KEY:
         return "keys shorter than their version"
     return RECORD_TYPES.get(version, f"unknown record type {version}")
+
+
+def same_offset_key(key: bytes) -> bytes:
+    """An OffsetCommitKey v0 as the v1 key of the same group, topic and partition (the same fields:
+    3.8 ``GroupMetadataManager.readMessageKey`` reads both as one ``GroupTopicPartition``, so a v1
+    commit or tombstone replaces a v0 commit); any other key as it is."""
+    return b"\x00\x01" + key[VERSION_BYTES:] if key[:VERSION_BYTES] == b"\x00\x00" else key
 
 
 def is_offset_commit(key: bytes) -> bool:

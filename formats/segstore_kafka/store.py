@@ -1342,7 +1342,8 @@ class KafkaStore(Store):
 
     # -- the coordinators' logs (groups.py, txnstate.py) ------------------------------------
     def _coordinator_logs(self, topic: str, pending_key: Callable[[bytes], bool] | None,
-                          notes: list[str]) -> dict[int, CoordinatorLog]:
+                          notes: list[str], same_key: Callable[[bytes], bytes] | None = None
+                          ) -> dict[int, CoordinatorLog]:
         """Each partition of an internal topic loaded from its log start (a read that fails part way keeps
         what came before it and says so in ``notes``)."""
         from .coordinator import COLUMNS, CoordinatorLog
@@ -1351,7 +1352,7 @@ class KafkaStore(Store):
         for (t, p), _part in self._partitions().items():
             if t != topic:
                 continue
-            log = logs[p] = CoordinatorLog(pending_key)
+            log = logs[p] = CoordinatorLog(pending_key, same_key)
             try:
                 for batch in self.scan_arrow(COLUMNS.names, topic=t, partition=p):
                     log.add(batch)
@@ -1372,7 +1373,8 @@ class KafkaStore(Store):
 
         self._check_open()
         notes: list[str] = []
-        logs = self._coordinator_logs(groups.OFFSETS_TOPIC, groups.is_offset_commit, notes)
+        logs = self._coordinator_logs(groups.OFFSETS_TOPIC, groups.is_offset_commit, notes,
+                                      groups.same_offset_key)
         if not logs:
             notes.append(f"no {groups.OFFSETS_TOPIC} partition here: no consumer group committed offsets")
         parts = self._partitions()
@@ -1499,7 +1501,7 @@ class KafkaStore(Store):
         topic_state = self.metadata.topic(name) if self.metadata is not None else None
         count = len(topic_state.partitions) if topic_state is not None and topic_state.partitions else None
         names = {t.topic_id: n for n, t in self.metadata.topics.items()} if self.metadata else {}
-        loaded_logs = self._coordinator_logs(name, groups.is_offset_commit, [])
+        loaded_logs = self._coordinator_logs(name, groups.is_offset_commit, [], groups.same_offset_key)
         loaded = {p: groups.load_partition(log, p, Counter(), names) for p, log in loaded_logs.items()}
         where = {p for p, found in loaded.items() if group in found}
         hashed = offsetcommit.coordinator_partition(group, count or groups.DEFAULT_OFFSETS_PARTITIONS)
