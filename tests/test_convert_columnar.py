@@ -558,3 +558,17 @@ def test_writes_touching_many_queues_grow_and_write_the_same_bytes(tmp_path: Pat
     assert {k: v for k, v in columns.items() if k.startswith(("commitlog", "consumequeue"))} == \
         {k: v for k, v in rocketmq_tree(src).items() if k.startswith(("commitlog", "consumequeue"))}
     assert writes[0] == 80 and max(writes) == 4 * queues
+
+
+def test_a_topic_subset_of_a_rocketmq_copy_cannot_come_back_and_says_why(tmp_path: Path) -> None:
+    """A RocketMQ store's Kafka copy goes back to the commitlog positions it came from: a part of its
+    topics leaves gaps no store can hold, and the error names the selection as a cause."""
+    from segstore.errors import ConversionError
+
+    src = tmp_path / "rmq"
+    with segstore.open(src, "rocketmq", "a", **ROCKETMQ_CONFIG) as store:
+        store.append_batch([{"topic": f"T{i % 3}", "queue_id": 0, "body": b"x" * 40} for i in range(30)])
+    convert(src, tmp_path / "k", to="kafka")
+    with pytest.raises(ConversionError, match=r"only some of its topics were chosen \(--topic\)"):
+        convert(tmp_path / "k", tmp_path / "back", to="rocketmq", topics=["T1"])
+    convert(tmp_path / "k", tmp_path / "whole", to="rocketmq")      # whole, it comes back

@@ -843,10 +843,11 @@ def _append_stored(store: Any, messages: list[RocketMQMessage]) -> None:
             raise ConversionError(
                 f"expected {result.topic}/{result.partition} queue offset {queue} at physical offset "
                 f"{physical} as in the source, found queue offset {result.offset} at {result.position} "
-                f"(the destination was not empty, its mappedFileSizeCommitLog differs from the source's, "
-                f"or an earlier message was stored with another size than in the source, as a body "
-                f"inflated by convert --decompress-bodies is: convert the original RocketMQ store)",
-                store.path, result.position)
+                f"(a RocketMQ store's Kafka copy comes back whole, each message at its commitlog position: "
+                f"only some of its topics were chosen (--topic), the destination was not empty, its "
+                f"mappedFileSizeCommitLog differs from the source's, or an earlier message was stored with "
+                f"another size than in the source, as a body inflated by convert --decompress-bodies is: "
+                f"convert the original RocketMQ store)", store.path, result.position)
 
 
 def _native_item(msg: RocketMQMessage) -> dict[str, Any]:
