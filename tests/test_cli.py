@@ -239,7 +239,7 @@ def test_a_misspelled_field_is_named(tmp_path, fmt):
     done = run_process("write", target, "--input", path, "--format", fmt)
     assert done.returncode == 1
     assert "Traceback" not in done.stderr
-    assert done.stderr.startswith(f"{path}: expected ")
+    assert done.stderr.startswith(f"{path}:0: line 1: expected ")
     assert "'valu'" in done.stderr
     assert not target.exists()
 

@@ -25,7 +25,7 @@ from pyspark.sql.datasource import (
     StringStartsWith,
 )
 
-from segstore.errors import ConfigError, NotFoundError, OffsetOutOfRangeError
+from segstore.errors import ConfigError, NotFoundError, OffsetOutOfRangeError, TruncatedDataError
 from segstore.spark import planning
 from segstore.spark.options import (
     EARLIEST,
@@ -42,6 +42,7 @@ class FakeStore:
         self.layout = layout          # topic -> partition -> [(start_offset, end_offset)] per segment
         self.message_bytes = message_bytes
         self.segment_calls = 0
+        self.torn: dict[tuple[str, int], Exception] = {}     # what a read past each end would raise
 
     def topics(self):
         return sorted(self.layout)
@@ -52,6 +53,9 @@ class FakeStore:
     def offset_range(self, topic, partition):
         segs = self.layout[topic][partition]
         return segs[0][0], segs[-1][1]
+
+    def tail_error(self, topic, partition):
+        return self.torn.get((topic, partition))
 
     def offset_for_time(self, topic, partition, ts):
         low, high = self.offset_range(topic, partition)
@@ -220,6 +224,20 @@ def test_resolve_ranges_clamps_offsets_and_applies_timestamps():
     opts = _opts(startingOffsets='{"B": {"3": 900}}', startingTimestamp="30000", endingTimestamp="240000")
     got = {(r.topic, r.partition): (r.start, r.end) for r in planning.resolve_ranges(store, opts)}
     assert got == {("A", 0): (30, 240), ("A", 1): (30, 240), ("B", 0): (50, 60), ("B", 3): (30, 240)}
+
+
+def test_a_read_to_a_torn_end_raises_the_tail_error_and_one_ending_before_it_does_not():
+    """A batch plan reading a partition to its end raises what a read of every message there would
+    (:meth:`Store.tail_error`), rather than leaving the torn tail's partition short; an end before it
+    (``endingOffsets``, an offset filter) reads what is whole."""
+    store = _store()
+    store.torn[("A", 1)] = TruncatedDataError("a 77-byte batch, found 40 bytes", "A-1/0.log", 900)
+    with pytest.raises(TruncatedDataError, match=r"A-1/0\.log:900"):
+        planning.resolve_ranges(store, _opts())
+    got = planning.resolve_ranges(store, _opts(endingOffsets='{"A": {"1": 200}}'))
+    assert {(r.topic, r.partition): (r.start, r.end) for r in got}[("A", 1)] == (0, 200)
+    pruned = planning.Pruning(partitions=frozenset({0}))
+    assert ("A", 1) not in {(r.topic, r.partition) for r in planning.resolve_ranges(store, _opts(), pruned)}
 
 
 def _ranges(**options):

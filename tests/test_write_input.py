@@ -138,7 +138,7 @@ def test_a_line_giving_a_body_twice_or_bad_base64_is_refused(tmp_path, capsys, l
     lines.write_text(line + "\n")
     code, _, err = run(capsys, "write", tmp_path / "store", "--input", lines)
     assert code == 1
-    assert err.startswith(f"{lines}: expected ")
+    assert err.startswith(f"{lines}:0: line 1: expected ")        # the line and its byte named
     assert not (tmp_path / "store").exists()
 
 
@@ -176,7 +176,7 @@ def test_a_dump_line_with_a_topic_the_broker_refuses_writes_nothing_anywhere(tmp
     lines = tmp_path / "in.jsonl"
     lines.write_text(json.dumps({**line, "topic": topic}) + "\n")
     code, _, err = run(capsys, "write", tmp_path / "store", "--input", lines)
-    assert code == 2    # InvalidTopicError: the CLI's usage errors
+    assert code == 1    # a bad line: the input's problem (docs/cli.md), not usage
     assert f"{lines}: expected a " in err and "topic" in err
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["in.jsonl"]
 
