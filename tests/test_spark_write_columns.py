@@ -119,3 +119,18 @@ def test_a_spark_task_reads_on_one_thread(tmp_path) -> None:
         batches = list(read_slices(partition, spark_schema("kafka"), options, store))
     assert sum(b.num_rows for b in batches) == 5
     assert asked and all(kwargs.get("threads") == 1 for kwargs in asked)
+
+
+def test_a_long_timestamp_column_is_ms_on_both_paths(tmp_path) -> None:
+    """A ``timestamp`` column of longs is ms since the epoch (as everywhere a time is given as a number):
+    the columnar path took it for Spark's microseconds and stored 1970 times."""
+    table = pa.table({"topic": ["t", "t", "t"], "value": [b"a", b"b", b"c"],
+                      "timestamp": pa.array([1_700_000_000_123, 0, -5], pa.int64())})
+    options = WriteOptions(path=str(tmp_path), format="kafka")
+    columns = staged_columns(table, options)
+    assert columns is not None
+    assert columns.column("timestamp").to_pylist() == [1_700_000_000_123, 0, -1]     # -1: the append's time
+    assert [m.timestamp for m in staged_messages(table, options)] == [1_700_000_000_123, 0, -5]
+    with segstore.open(str(tmp_path / "k"), "kafka", "a") as store:
+        store.append_arrow(columns)
+    assert stored(tmp_path / "k")[0][-1] == 1_700_000_000_123

@@ -470,12 +470,16 @@ def staged_columns(table: pa.Table, options: WriteOptions) -> pa.Table | None:
         for name in ("key", "value"):
             values = column(name)
             out[name] = pa.nulls(rows, pa.binary()) if values is None else values.cast(pa.binary())
-        micros = column("timestamp")
-        if micros is not None:
-            micros = micros.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
-            # floor to ms as staged_messages does; below 0 means "the append's time" either way
-            millis = pc.divide(micros, arrays.number(_MICROS_PER_MILLI, pa.int64()))
-            out["timestamp"] = pc.if_else(pc.less(micros, arrays.number(0, pa.int64())),
+        stamps = column("timestamp")
+        if stamps is not None:
+            if pa.types.is_timestamp(stamps.type):
+                # floor to ms as staged_messages does
+                given = stamps.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
+                millis = pc.divide(given, arrays.number(_MICROS_PER_MILLI, pa.int64()))
+            else:       # a long column is ms since the epoch already, as staged_messages reads it
+                given = millis = stamps.cast(pa.int64())
+            # below 0 means "the append's time" either way
+            out["timestamp"] = pc.if_else(pc.less(given, arrays.number(0, pa.int64())),
                                           arrays.number(-1, pa.int64()), millis)
         headers = column("headers")
         if headers is not None:
