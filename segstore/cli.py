@@ -988,32 +988,6 @@ def _spec_format(spec: Any, spec_path: str) -> str:
                      "pass --format", spec_path)
 
 
-class _CleanUpOnFailure:
-    """Remove what a failed write created: the whole directory if it was missing, its entries if it was
-    empty; an existing store is left as the failed append left it (the format's recovery handles it)."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.existed = files.exists(path)
-        self.was_empty = self.existed and files.is_dir(path) and not files.list_dir(path)
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, exc_type: Any, *exc: object) -> None:
-        if exc_type is None:
-            return
-        if not self.existed:
-            files.remove_tree(self.path)
-        elif self.was_empty:
-            for name in files.list_dir(self.path):
-                entry = os.path.join(self.path, name)
-                if files.is_dir(entry):
-                    files.remove_tree(entry)
-                else:
-                    files.remove(entry)
-
-
 def _target_format(path: str, fmt: str | None, default: str) -> str:
     """The format to write into ``path``: its own if it holds a store (checked against ``fmt``)."""
     if files.exists(path) and not files.is_dir(path):
@@ -1042,7 +1016,7 @@ def cmd_write(args: argparse.Namespace, out: TextIO) -> int:
         merged = {**spec.get("config", {}), **config}
         items = spec.get("messages", spec.get("batches")) if isinstance(spec, dict) else None
         unit = "msg" if isinstance(spec, dict) and "messages" in spec else "batch"
-        with _CleanUpOnFailure(args.path), \
+        with files.RemovedOnFailure(args.path), \
                 progress.task(f"write {fmt} from {os.path.basename(args.spec)}",
                               len(items) if isinstance(items, list) else None, unit):
             registry.get(fmt).write_spec(args.path, spec, merged)
@@ -1124,7 +1098,7 @@ def _write_input(args: argparse.Namespace, path: str, config: dict[str, Any], ou
             recent.append((number, pos))
             yield obj
 
-    with _CleanUpOnFailure(args.path), progress.task(f"append to {fmt}", size):
+    with files.RemovedOnFailure(args.path), progress.task(f"append to {fmt}", size):
         try:
             count = registry.get(fmt).write_jsonl(args.path, lines(), config)
         except InvalidMessageError as err:

@@ -1096,6 +1096,33 @@ def touch(path: str | os.PathLike[str]) -> None:
         os.close(_open_regular(path, os.O_WRONLY | os.O_CREAT))
 
 
+class RemovedOnFailure:
+    """A context for a write that may fail part way: on an exception it removes what the write created,
+    the whole directory ``path`` if it was missing, its entries if it was empty; an existing store is
+    left as the failed append left it (the format's recovery handles that).  Not thread-safe."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        self.existed = exists(self.path)
+        self.was_empty = self.existed and is_dir(self.path) and not list_dir(self.path)
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: Any, *exc: object) -> None:
+        if exc_type is None:
+            return
+        if not self.existed:
+            remove_tree(self.path)
+        elif self.was_empty:
+            for name in list_dir(self.path):
+                entry = os.path.join(self.path, name)
+                if is_dir(entry):
+                    remove_tree(entry)
+                else:
+                    remove(entry)
+
+
 def fsync_dir(path: str | os.PathLike[str]) -> None:
     """``fsync`` a directory so renames and creations in it are durable."""
     path = os.fspath(path)

@@ -208,6 +208,15 @@ class Store(abc.ABC):
     def append_batch(self, messages: Iterable[Message | dict]) -> list[AppendResult]:
         """Append messages in order, as one batch where the format has batches."""
 
+    def check_destinations(self, destinations: Iterable[tuple[str, int]]) -> None:  # noqa: B027
+        """Raise what an append to each ``(topic, partition)`` would raise for the names alone (a topic the
+        format refuses, a partition out of range or not this directory's), writing nothing: for a
+        writer that appends in several calls and must refuse before the first (Spark's commit).
+        ``O(destinations)``.
+
+        :raises InvalidMessageError: (or :class:`InvalidTopicError`) as the append would.
+        """
+
     def append_arrow(self, batch: pa.RecordBatch | pa.Table) -> int:
         """Append the rows of a ``pyarrow.RecordBatch`` or ``Table`` of :mod:`segstore.columns`' schema
         (the columns :meth:`scan_arrow` yields: ``topic``, ``partition``, ``key``, ``value``,

@@ -95,6 +95,27 @@ def test_write_failure_leaves_store_untouched(spark, writer, tmp_path):  # noqa:
     assert os.listdir(tmp_path) == ["store"]
 
 
+@pytest.mark.parametrize("format_name", ["kafka", "rocketmq"])
+def test_a_commit_refused_by_a_later_task_appends_nothing(spark, writer, tmp_path, format_name):  # noqa: F811
+    """Every staged file is checked before the first is appended: a row of a later task with a null
+    topic (no topic option) or a topic the format refuses appends none of the earlier tasks' rows,
+    to an existing store or a new one (which is removed again, as a failed ``write`` removes it)."""
+    sc = spark.sparkContext
+    existing = tmp_path / "existing"
+    with segstore.open(str(existing), format=format_name, mode="a") as store:
+        store.append_batch([segstore.Message(topic="Orders", value=b"before")])
+    for bad, said in ((None, "write task 1: row 0 has a null topic"), ("bad topic", "topic")):
+        rows = sc.parallelize([("good1", "Orders"), ("good2", "Orders")], 1) \
+            .union(sc.parallelize([("bad", bad)], 1))
+        frame = spark.createDataFrame(rows, "value string, topic string")
+        for path in (existing, tmp_path / "new"):
+            with pytest.raises(Exception, match=said):
+                frame.write.format("segstore").option("format", format_name).option("writer", writer) \
+                    .mode("append").save(str(path))
+            assert not (tmp_path / "new").exists()
+            assert [m.value for m in _library_values(existing, "Orders", 0)] == [b"before"]
+
+
 def test_write_refuses_bad_frames(spark, writer, tmp_path):  # noqa: F811
     path = str(tmp_path / "store")
 

@@ -801,6 +801,12 @@ class KafkaStore(Store):
             self.indexes.append()
         return appended
 
+    def check_destinations(self, destinations: Iterable[tuple[str, int]]) -> None:
+        """:meth:`Store.check_destinations`: the topics and partitions Kafka refuses, or another partition
+        than this partition directory's (what :meth:`append_batch` checks first)."""
+        self._check_writable()
+        self._check_partitions(destinations)
+
     def _check_partitions(self, keys: Iterable[tuple[str, int]]) -> None:
         """:raises InvalidTopicError: a topic or partition Kafka refuses, or another partition than
         this partition directory's."""

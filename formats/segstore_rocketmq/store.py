@@ -582,6 +582,9 @@ class RocketMQStore(LifecycleMixin, Store):
     def _normalize(self, item: Message | Mapping[str, Any]) -> Mapping[str, Any]:
         """An append item as a mapping of :data:`APPEND_FIELDS` (common Message names mapped)."""
         if isinstance(item, Message):
+            if item.key is not None and any(name == PROPERTY_KEYS for name, _ in item.headers):
+                # KEYS the key and KEYS the header say the same thing twice: one would be lost
+                raise InvalidMessageError("expected one of key or a KEYS header, found both")
             fields: dict[str, Any] = {"topic": item.topic, "queue_id": item.partition, "body": item.value}
             if item.key is not None:
                 fields["keys"] = [_text(item.key, "a key")]
@@ -633,6 +636,14 @@ class RocketMQStore(LifecycleMixin, Store):
             return None
         field = self._plain_topics[topic] = encode_topic(topic, MESSAGE_MAGIC)
         return field
+
+    def check_destinations(self, destinations: Iterable[tuple[str, int]]) -> None:
+        """:meth:`Store.check_destinations`: a topic the broker refuses, a queue id out of range."""
+        self._check_writable()
+        for topic, queue_id in destinations:
+            validate_topic(topic, self.config.topic_max_length)
+            if type(queue_id) is not int or not 0 <= queue_id <= MAX_QUEUE_ID:
+                raise _queue_id_error(queue_id)
 
     def create_queue(self, topic: str, queue_id: int) -> None:
         """Make an empty queue: its consume-queue directory (which the broker's

@@ -437,6 +437,19 @@ def staged_messages(table: pa.Table, options: WriteOptions) -> Iterator[Message]
         )
 
 
+def _destinations(table: pa.Table, options: WriteOptions) -> set[tuple[Any, Any]]:
+    """The ``(topic, partition)`` pairs a staged table's rows go to (null ones the options'), in Arrow
+    (:func:`staged_messages` where its columns do not convert).
+
+    :raises ConfigError: a row with a null topic and no ``topic`` option.
+    """
+    columns = staged_columns(table, options)
+    if columns is None:
+        return {(m.topic, m.partition) for m in staged_messages(table, options)}
+    found = columns.select(["topic", "partition"]).group_by(["topic", "partition"]).aggregate([])
+    return set(zip(found.column("topic").to_pylist(), found.column("partition").to_pylist(), strict=True))
+
+
 def staged_columns(table: pa.Table, options: WriteOptions) -> pa.Table | None:
     """One staged table as the columns a columnar append takes (``Store.append_arrow``), meaning
     what :func:`staged_messages` makes of it: null topics and partitions take the options',
@@ -568,21 +581,44 @@ class StagedJob:
     def commit(self, staged: list[StagedWrite]) -> None:
         """Append every staged file to the store, in partition order, then :meth:`clean`.
 
-        Each staged file is deleted once appended, on a thread beside the next file's append:
-        freeing a file's pages in the kernel was a tenth of a 1,000,000-row commit.
+        Every file is checked before the first is appended (:meth:`_check`: a null topic without the
+        ``topic`` option, a topic or partition the format refuses), so such a refusal appends
+        nothing, and a store the commit created is removed again (``files.RemovedOnFailure``).  Each
+        staged file is deleted once appended, on a thread beside the next file's append: freeing a
+        file's pages in the kernel was a tenth of a 1,000,000-row commit.
         """
         from concurrent.futures import ThreadPoolExecutor
 
+        parts = [part for part in sorted(staged, key=lambda m: m.partition_id) if part.rows]
         removals = ThreadPoolExecutor(1, thread_name_prefix="segstore-staged-remove")
         try:
-            with open_store(self.options.path, self.options.format, self.options.config, mode="a") as store:
-                for part in sorted(staged, key=lambda m: m.partition_id):
-                    if part.rows:
-                        self._append(store, part)
-                        removals.submit(files.remove, part.path)
+            options = self.options
+            with files.RemovedOnFailure(options.path), \
+                    open_store(options.path, options.format, options.config, mode="a") as store:
+                for part in parts:
+                    self._check(store, part)
+                for part in parts:
+                    self._append(store, part)
+                    removals.submit(files.remove, part.path)
         finally:
             removals.shutdown()
             self.clean()      # what a removal failed to delete, this deletes or reports
+
+    def _check(self, store: Store, part: StagedWrite) -> None:
+        """Raise what appending ``part`` would raise for its rows' topics and partitions, writing nothing
+        (``O(rows)`` in Arrow; the message path's Python only where its columns do not convert)."""
+        staged = files.MappedFile(part.path)
+        try:
+            table = pa.ipc.open_stream(pa.py_buffer(staged.view())).read_all()
+            try:
+                pairs = _destinations(table, self.options)
+            except ConfigError as err:      # its row numbers count in the task's rows
+                raise ConfigError(f"write task {part.partition_id}: {err.message}", err.path,
+                                  err.pos) from None
+            del table
+        finally:
+            staged.close()
+        store.check_destinations(sorted(pairs, key=lambda pair: (str(pair[0]), str(pair[1]))))
 
     def _append(self, store: Store, part: StagedWrite) -> None:
         # the staged file mapped, not read: its batches are appended straight from the page cache
