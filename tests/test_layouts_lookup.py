@@ -167,3 +167,37 @@ def test_extra_index_files_stay_in_their_directory(tmp_path: Path) -> None:
         after = {os.path.relpath(os.path.join(d, f), path) for d, _, fs in os.walk(path) for f in fs}
         assert before <= after
         assert all(p.startswith(".segstore/") for p in after - before), sorted(after - before)
+
+
+@pytest.mark.parametrize("writer", ["library", "cli"])
+def test_a_queue_new_since_the_build_is_read_as_a_tail(tmp_path: Path, writer: str) -> None:
+    """A queue another writer made after ``index build`` (the broker, or segstore with ``indexes=[]``) has no
+    stream index yet: lookups read it whole, as the tail an index has not caught up with, and verify
+    finds nothing wrong; ``write --input`` keeps the store's layouts up, as a library append does."""
+    import json
+
+    from conftest import cli_run
+
+    store = tmp_path / "store"
+    sizes = {"mappedFileSizeCommitLog": 65536, "mappedFileSizeConsumeQueue": 2000}
+    with segstore.open(str(store), format="rocketmq", mode="a", **sizes) as s:
+        s.append_batch([{"topic": "T", "queue_id": i % 3, "body": b"x", "store_timestamp": 1_000_000 + i}
+                        for i in range(30)])
+    assert cli_run("index", "build", store, "--index", "time")[0] == 0
+    later = [{"topic": "T", "queue_id": i % 4, "body": "y", "store_timestamp": 2_000_000 + i}
+             for i in range(8)]
+    if writer == "library":
+        with segstore.open(str(store), format="rocketmq", mode="a", indexes=[], **sizes) as s:
+            s.append_batch([{**m, "body": b"y"} for m in later])
+    else:
+        (tmp_path / "in.jsonl").write_text("".join(json.dumps(m) + "\n" for m in later))
+        assert cli_run("write", store, "--input", tmp_path / "in.jsonl")[0] == 0
+    with segstore.open(str(store)) as s:
+        assert s.indexes is not None and "time" in s.indexes
+        assert [s.offset_for_time("T", q, 1_000_020) for q in range(4)] == [7, 7, 6, 0]
+    with segstore.open(str(store), indexes=[]) as s:
+        assert [s.offset_for_time("T", q, 1_000_020) for q in range(4)] == [7, 7, 6, 0]
+    code, out, err = cli_run("index", "verify", store, "--index", "time")
+    assert code == 0, out + err
+    if writer == "cli":     # the CLI's write kept the layout: queue 3 has its own index
+        assert (store / ".segstore" / "time" / "T" / "3").is_dir()

@@ -50,9 +50,8 @@ class RocketMQFormat(FormatPlugin):
         body, tags, keys, properties, ...``) or the common Message names, string bodies UTF-8 and
         ``bodyBase64`` binary; and ``dump --json`` lines, written back as they were stored."""
         from .jsonl import write_lines
-        from .store import RocketMQStore
 
-        with RocketMQStore(path, "a", config) as store:
+        with self.open(path, "a", **config) as store:     # its extra index layouts kept up too
             return write_lines(store, lines)
 
     def reads_dump_line(self, obj: Mapping[str, Any]) -> bool:
