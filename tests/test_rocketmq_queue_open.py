@@ -64,7 +64,12 @@ def test_a_reader_takes_an_early_file_as_full_as_the_broker_and_verify_still_fin
         assert [str(p) for p in again.verify()] == [str(p) for p in problems]
 
 
-def test_a_hole_in_one_of_the_last_three_files_ends_that_file_for_a_reader(store_path):
+def test_a_hole_in_one_of_the_last_three_files_ends_the_queue_for_a_reader(store_path):
+    """The files after a hole would be read as the offsets the hole lacks (file 5's first entry, offset
+    20, as offset 17): a reader's queue ends at the hole, as the broker's recovery ends it there
+    (``ConsumeQueue.recover`` stops at the first invalid entry, ``truncateDirtyLogicFiles`` the rest)."""
     zero_slot(store_path, 4, 1)
     with segstore.open(str(store_path), "rocketmq", "r", **CONFIG) as reader:
-        assert counts(reader)[3:] == [4, 1, 4]
+        assert counts(reader)[3:] == [4, 1]
+        assert reader.offset_range("T", 0) == (0, 17)
+        assert [m.body for m in reader.read("T", 0, 15)] == [b"m15", b"m16"]

@@ -200,12 +200,31 @@ class ConsumeQueue:
             unused = loaded.pop()
             unused.file.close()
             self.unused_tail.append(unused.file.path)
+        if not self.writable:
+            self._end_at_first_hole(loaded)
         for before, after in itertools.pairwise(loaded):
             if after.base != before.base + self.file_size:
                 gone = before.base + self.file_size
                 self.missing = (os.path.join(self.directory, file_name(gone)), gone // CQ_DTYPE.itemsize)
                 break
         self.log.load(loaded)
+
+    @staticmethod
+    def _end_at_first_hole(loaded: list[ConsumeQueueFile]) -> None:
+        """A reader's files: one before the last with free slots was counted before a writer beside the
+        reader filled it (the files are counted one after another while the writer appends): counted
+        again.  Still not full, it is a hole (damage: verify names it), and this reader's queue ends
+        there, as the files after it would be read as the offsets the hole lacks.  ``O(files)``, and the
+        slots of such a file."""
+        for i, seg in enumerate(loaded[:-1]):
+            if seg.is_full:
+                continue
+            seg._count = valid_entries(seg.all_slots())
+            if not seg.is_full:
+                for later in loaded[i + 1:]:
+                    later.file.close()
+                del loaded[i + 1:]
+                return
 
     def count_every_file(self) -> None:
         """Count slot by slot (:func:`valid_entries`) the entries of the files a reader's open took as

@@ -491,7 +491,8 @@ class ExtraLayout(Layout, Generic[IndexT]):
         problems: list[Problem] = []
         for stream in self.streams():
             index = self._streams.get(stream)
-            if index is not None:   # none: a stream new since the build, behind as a tail is (lookups read it)
+            # none: a stream new since the build, behind as a tail is (lookups read it)
+            if index is not None:
                 problems.extend(index.verify())
         return problems
 
