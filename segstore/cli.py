@@ -33,6 +33,7 @@ from .errors import (
     InvalidTopicError,
     MissingDependencyError,
     NotFoundError,
+    OffsetOutOfRangeError,
     ReadOnlyError,
     SegstoreError,
     UnrepairedDataError,
@@ -797,7 +798,7 @@ def _query_msg_id(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_NO_HITS
 
 
-def _below_first_offset(store: Store, request: QueryRequest) -> str | None:
+def _below_first_offset(store: Store, request: QueryRequest) -> OffsetOutOfRangeError | None:
     """Why an offset query asks for nothing held: its offset is below the queue's (partition's) first
     (its messages deleted: RocketMQ's getMessage answers OFFSET_TOO_SMALL, Kafka's fetch
     OFFSET_OUT_OF_RANGE), rather than the messages after it; None otherwise or when the queue is
@@ -812,8 +813,8 @@ def _below_first_offset(store: Store, request: QueryRequest) -> str | None:
     low, _ = store.offset_range(topic, partition)
     if request.offset >= low:
         return None
-    return (f"{topic}/{partition}: offset {request.offset} is below the first offset held, {low} (the "
-            "messages before it were deleted)")
+    return OffsetOutOfRangeError(f"expected an offset of {topic}/{partition} from its first held, {low} "
+                                 f"(the messages before it were deleted), found {request.offset}", store.path)
 
 
 def _queues_asked(store: Store, args: argparse.Namespace) -> list[int] | None:
@@ -896,8 +897,7 @@ def cmd_query(args: argparse.Namespace, out: TextIO) -> int:
                     return _query_each_queue(store, request, held, args, out)
         below = _below_first_offset(store, request)
         if below is not None:
-            sys.stderr.write(f"segstore query: {below}\n")
-            return EXIT_NO_HITS
+            raise below
         try:
             result = store.query(request)
         except NotFoundError:

@@ -131,7 +131,8 @@ def test_query_offset_below_the_first_offset_held_is_no_answer(store, tmp_path, 
     assert low > 1
     code, out, err = cli_run("query", copy, *selector, "--offset", "0", "--count", "2")
     assert (code, out) == (1, "")
-    assert f"offset 0 is below the first offset held, {low}" in err
+    assert f"{copy}: expected an offset of {selector[1]}/{selector[3]} from its first held, {low}" in err
+    assert err.rstrip().endswith("found 0")
     code, out, _ = cli_run("query", copy, *selector, "--offset", str(low), "--json")
     field = "offset" if fmt == "kafka" else "queue_offset"
     assert code == 0 and json.loads(out.splitlines()[0])[field] == low

@@ -99,7 +99,8 @@ def test_the_first_commitlog_file_deleted_reads_from_each_queues_first_offset(tm
     # a query of a deleted offset is none, as getMessage's OFFSET_TOO_SMALL; the first held answers
     rc = cli.main(["query", "--topic", "TopicA", "--queue", "0", "--offset", "0", "--count", "1", "--json",
                    str(store)])
-    assert rc == 1 and f"offset 0 is below the first offset held, {low}" in capsys.readouterr().err
+    assert rc == 1 and f"from its first held, {low} (the messages before it were deleted), found 0" in \
+        capsys.readouterr().err
     rc = cli.main(["query", "--topic", "TopicA", "--queue", "0", "--offset", str(low), "--json", str(store)])
     assert rc == 0 and f'"queue_offset": {low}' in capsys.readouterr().out
 
