@@ -419,13 +419,16 @@ def _text_chunk(chunk: columnar.Chunk, start: int,
         kept = batch.last_offset >= start and (keeps is None or keeps(batch, kind))
         heads.append(_text(batch_line(batch) + "\n") if kept else None)
     if any(batch.magic < codec.MAGIC_V2 for batch in batches):
+        n = chunk.rows
+        offsets, row_batch = chunk.buffers["offset"][:n], chunk.buffers["row_batch"][:n]
         out = []
-        for batch, head in zip(batches, heads, strict=True):
+        for b, (batch, head) in enumerate(zip(batches, heads, strict=True)):
             if head is not None:
                 out.append(head)
                 whole = next(codec.iter_batches(memoryview(view), path=path, check_crc=False,
                                                 start=batch.position))
-                out += _record_lines(whole, start)
+                held = offsets[row_batch == b]      # the rows the chunk holds (a window's cut keeps a prefix)
+                out += _record_lines(whole, start, int(held[-1]) + 1 if len(held) else start)
         return b"".join(out)
     tails = [b"" if record is None else _text(" " + control_text(record, pos=batch.position))
              for record, batch in zip(controls, batches, strict=True)]
