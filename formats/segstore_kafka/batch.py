@@ -484,21 +484,20 @@ class RecordBatch:
                 where = 0
             raise CorruptDataError(message, self.path, region_pos + where) from err
 
-    def _legacy_records(self) -> list[Record]:
+    def _legacy_messages(self) -> list:
         messages = self.legacy_messages
         if messages is None:
             messages = legacy.messages(self.data, path=self.path, base_pos=self.position)
-        return [Record(m.offset, m.timestamp, m.key, m.value, [], m.attributes, m.size) for m in messages]
+        return messages
+
+    def _legacy_records(self) -> list[Record]:
+        return [Record(m.offset, m.timestamp, m.key, m.value, [], m.attributes, m.size)
+                for m in self._legacy_messages()]
 
     def legacy_crcs(self) -> list[int]:
         """Each message's own CRC-32 in :meth:`records`' order (v0/v1; [] for v2, whose batch holds
         the CRC)."""
-        if self.magic >= MAGIC_V2:
-            return []
-        messages = self.legacy_messages
-        if messages is None:
-            messages = legacy.messages(self.data, path=self.path, base_pos=self.position)
-        return [m.crc for m in messages]
+        return [] if self.magic >= MAGIC_V2 else [m.crc for m in self._legacy_messages()]
 
     def control_type(self) -> str | None:
         """``"COMMIT"``/``"ABORT"`` (or another control type name) of a control batch, else None."""

@@ -172,14 +172,22 @@ def _control_kind(record: codec.Record, batch: codec.RecordBatch) -> str:
         raise CorruptDataError(str(err), None, batch.position) from err
 
 
+def _control_kinds(records: list[codec.Record | None], batches: list[codec.RecordBatch]) -> list[str | None]:
+    """The control type of each of :func:`_control_records`' records (None for a data batch).
+
+    :raises CorruptDataError: a control batch whose record is not a control record.
+    """
+    return [None if record is None else _control_kind(record, batch)
+            for record, batch in zip(records, batches, strict=True)]
+
+
 def _control_types(chunk: columnar.Chunk, batches: list[codec.RecordBatch]) -> list[str | None]:
     """Each decoded batch's control type (None for a data batch), from its first record's key and
     value in the chunk (``batches`` hold no records).
 
     :raises CorruptDataError: a control batch whose record is not a control record.
     """
-    return [None if record is None else _control_kind(record, batch)
-            for record, batch in zip(_control_records(chunk, batches), batches, strict=True)]
+    return _control_kinds(_control_records(chunk, batches), batches)
 
 
 def _committed(part: Partition, batches: Iterable[codec.RecordBatch],
@@ -412,8 +420,7 @@ def _text_chunk(chunk: columnar.Chunk, start: int,
 
     batches = [columnar.record_batch(row) for row in chunk.batches.tolist()]
     controls = _control_records(chunk, batches)
-    kinds = [None if record is None else _control_kind(record, batch)
-             for record, batch in zip(controls, batches, strict=True)]
+    kinds = _control_kinds(controls, batches)
     heads: list[bytes | None] = []
     for batch, kind in zip(batches, kinds, strict=True):
         kept = batch.last_offset >= start and (keeps is None or keeps(batch, kind))

@@ -102,7 +102,7 @@ from .message import (
     msg_id,
     set_offsets,
 )
-from .query import NO_HIT_LIMIT, SCAN_NOTE
+from .query import NO_HIT_LIMIT, SCAN_NOTE, DamagedMessage
 from .topicconfig import (
     TOPIC_GROUP_SEPARATOR,
     ConsumerOffsets,
@@ -1198,18 +1198,14 @@ class RocketMQStore(LifecycleMixin, Store):
             offset = int(text[-16:], 16)
         except ValueError:
             return None
-        try:
-            msg = self.message_at(offset)
-        except OffsetOutOfRangeError:
-            return None
-        except CorruptDataError as err:
+        found = self._message_or_none(offset)
+        if isinstance(found, DamagedMessage):
             # a message whose checks fail (its body CRC) is still the one the id names: its damage is
             # the answer, not "no such message" (the broker's viewMessage checks no CRC)
-            damaged = self._unchecked_or_none(offset)
-            if damaged is not None and damaged.msg_id == text:
-                raise err from None
+            if found.message.msg_id == text:
+                raise found.error
             return None
-        return msg if msg.msg_id == text else None
+        return found if found is not None and found.msg_id == text else None
 
     def _unchecked_or_none(self, physical_offset: int) -> RocketMQMessage | None:
         """The message at ``physical_offset`` decoded without its body CRC check; None where no message

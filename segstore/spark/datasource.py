@@ -443,6 +443,8 @@ def _destinations(table: pa.Table, options: WriteOptions) -> set[tuple[Any, Any]
 
     :raises ConfigError: a row with a null topic and no ``topic`` option.
     """
+    # the two columns alone: the append converts the rest (keys, values, times, headers) once, itself
+    table = table.select([name for name in ("topic", "partition") if name in table.column_names])
     columns = staged_columns(table, options)
     if columns is None:
         return {(m.topic, m.partition) for m in staged_messages(table, options)}
