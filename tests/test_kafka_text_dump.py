@@ -86,8 +86,7 @@ def reference(buf: bytes, start: int, stop: int | None = None) -> str:
         if batch.last_offset < start:
             continue
         out.append(batch_line(batch) + "\n")
-        crcs = batch.legacy_crcs() or [None] * len(batch.records())     # v0/v1 lines name each message's CRC
-        out += [record_line(batch, rec, crc) + "\n" for rec, crc in zip(batch.records(), crcs, strict=True)
+        out += [record_line(batch, rec, crc) + "\n" for rec, crc in batch.records_with_crcs()  # v0/v1: CRCs
                 if rec.offset >= start and (stop is None or rec.offset < stop)]
     return "".join(out)
 

@@ -494,10 +494,13 @@ class RecordBatch:
         return [Record(m.offset, m.timestamp, m.key, m.value, [], m.attributes, m.size)
                 for m in self._legacy_messages()]
 
-    def legacy_crcs(self) -> list[int]:
-        """Each message's own CRC-32 in :meth:`records`' order (v0/v1; [] for v2, whose batch holds
-        the CRC)."""
-        return [] if self.magic >= MAGIC_V2 else [m.crc for m in self._legacy_messages()]
+    def records_with_crcs(self) -> list[tuple[Record, int | None]]:
+        """:meth:`records`, each with its message's own CRC-32 (v0/v1) or None (v2, whose batch holds
+        the CRC): what ``kafka-dump-log`` prints per record."""
+        records = self.records()
+        if self.magic >= MAGIC_V2:
+            return [(record, None) for record in records]
+        return list(zip(records, [m.crc for m in self._legacy_messages()], strict=True))
 
     def control_type(self) -> str | None:
         """``"COMMIT"``/``"ABORT"`` (or another control type name) of a control batch, else None."""

@@ -204,7 +204,7 @@ def record_text(batch: codec.RecordBatch, record: codec.Record, *, metadata: boo
                 crc: int | None = None) -> str:
     """``dumpLog``'s line of one record (Kafka 3.8 ``DumpLogSegments``): ``| offset: ... valueSize: V``,
     then ``sequence: S headerKeys: [a,b]`` (v2) or ``isValid: true crc: C}`` (v0/v1: ``crc`` the
-    message's own, :meth:`RecordBatch.legacy_crcs`; the brace is the tool's), a control record's
+    message's own, :meth:`RecordBatch.records_with_crcs`; the brace is the tool's), a control record's
     ``control`` text; then with ``payload`` (``(key, value)`` as decoded,
     data records only) ``key: K`` and `` payload: P``.  As the tool builds it: the ``| `` prefix goes
     before the first part printed other than the payload, which always follows a space, so
@@ -345,12 +345,11 @@ def dump_log(path: str, options: FileDumpOptions, kind: str = "log") -> Iterator
                 valid = batch.is_valid()
                 yield DumpLine(batch_text(batch, valid_bytes, valid), _batch_data(batch, valid_bytes, valid))
                 if deep:
-                    crcs = batch.legacy_crcs()
-                    for i, record in enumerate(batch.records()):
+                    for record, crc in batch.records_with_crcs():
                         if last_offset is not None and record.offset != last_offset + 1:
                             non_consecutive.append((last_offset, record.offset))
                         last_offset = record.offset
-                        yield _record_line(batch, record, options, path, crcs[i] if crcs else None)
+                        yield _record_line(batch, record, options, path, crc)
                 valid_bytes += batch.size
         except TruncatedDataError as err:
             # --max-bytes cuts batches off on purpose: the tool only reports trailing bytes without it.

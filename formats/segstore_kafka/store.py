@@ -444,9 +444,7 @@ def _text_chunk(chunk: columnar.Chunk, start: int,
 
 def _record_lines(batch: codec.RecordBatch, start: int, stop: int | None = None) -> list[bytes]:
     """The text lines of ``batch``'s records from offset ``start`` (to ``stop``), each with its newline."""
-    crcs = batch.legacy_crcs()
-    return [_text(record_line(batch, record, crcs[i] if crcs else None) + "\n")
-            for i, record in enumerate(batch.records())
+    return [_text(record_line(batch, record, crc) + "\n") for record, crc in batch.records_with_crcs()
             if record.offset >= start and (stop is None or record.offset < stop)]
 
 
@@ -1718,10 +1716,9 @@ class KafkaStore(Store):
                     return
                 if batch.last_offset >= start and (keeps is None or keeps(batch)):
                     yield DumpLine(batch_line(batch), json=False)  # the batch as stored, then
-                    crcs = batch.legacy_crcs()                     # the records a consumer gets
-                    for i, rec in enumerate(batch.records()):
+                    for rec, crc in batch.records_with_crcs():     # the records a consumer gets
                         if rec.offset >= start and (stop is None or rec.offset < stop):
-                            yield DumpLine(record_line(batch, rec, crcs[i] if crcs else None), json=False)
+                            yield DumpLine(record_line(batch, rec, crc), json=False)
                 if stop is not None and batch.last_offset >= stop - 1:
                     return      # the window's last batch: what follows is not read (as _below)
 
@@ -1980,12 +1977,12 @@ class KafkaStore(Store):
             return QueryResult()
         lines = []
         batch = None
-        crcs: dict[int, int] = {}
+        crcs: dict[int, int | None] = {}
         for record in records:   # each batch's header over its own records, as kafka-dump-log prints them
             if record.batch is not batch:
                 batch = record.batch
                 lines.append(DumpLine(batch_line(batch), json=False))
-                crcs = dict(zip((r.offset for r in batch.records()), batch.legacy_crcs(), strict=False))
+                crcs = {r.offset: crc for r, crc in batch.records_with_crcs()}
             line = record_line(batch, record.record, crcs.get(record.offset))
             lines.append(DumpLine(line, self.to_json(record)))
         return QueryResult(records=list(records), lines=lines, found=True)
