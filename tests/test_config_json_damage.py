@@ -70,3 +70,65 @@ def test_config_json_is_read_as_fastjson_reads_it_or_refused_naming_the_file(tmp
                 {t: n for t, n in expected.items()}
     assert cli.main(["dump", "--json", str(store)]) == 0
     capsys.readouterr()
+
+
+# ConfigManager.load (rocketmq-all-4.9.7 common) takes NAME.bak where NAME is missing, empty, or throws in
+# decode; MixAll.string2File (.tmp written, old content copied to .bak, NAME deleted, .tmp renamed) leaves
+# exactly "no NAME, a good .bak" when the broker dies between its delete and its rename.
+BACKUP_CASES = [
+    ("missing", None),
+    ("empty", ""),
+    ("undecodable", '{"offsetTable": {"a@b": {"x": "y"}}}'),     # parseInt throws in decode
+]
+
+
+@pytest.mark.parametrize(("case", "main_text"), BACKUP_CASES, ids=[c for c, _ in BACKUP_CASES])
+def test_offsets_are_read_from_the_bak_file_where_the_broker_takes_it(tmp_path, capsys, case, main_text):
+    store = tmp_path / "s"
+    with segstore.open(str(store), format="rocketmq", mode="a", mappedFileSizeCommitLog=65536,
+                       mappedFileSizeConsumeQueue=200) as s:
+        s.append({"topic": "T1", "queue_id": 0, "body": b"x"})
+        s.commit_offset("g1", "T1", 0, 1)
+    config = store / "config"
+    (config / OFFSETS).rename(config / (OFFSETS + ".bak"))
+    if main_text is not None:
+        (config / OFFSETS).write_text(main_text)
+    with segstore.open(str(store)) as s:
+        assert s.consumer_offsets.table == {"T1@g1": {0: 1}}
+    assert cli.main(["consumers", str(store), "--json"]) == 0
+    assert '"g1"' in capsys.readouterr().out
+    # a commit now starts from what the broker would hold: g1 is written into the new file, not lost
+    with segstore.open(str(store), format="rocketmq", mode="a") as s:
+        s.commit_offset("g2", "T1", 0, 1)
+    with segstore.open(str(store)) as s:
+        assert s.consumer_offsets.table == {"T1@g1": {0: 1}, "T1@g2": {0: 1}}
+    rc = cli.main(["verify", str(store)])
+    assert rc == 0, capsys.readouterr()
+
+
+def test_verify_reports_an_undecodable_config_file_and_says_the_broker_takes_its_bak(tmp_path, capsys):
+    store = tmp_path / "s"
+    with segstore.open(str(store), format="rocketmq", mode="a", mappedFileSizeCommitLog=65536,
+                       mappedFileSizeConsumeQueue=200) as s:
+        s.append({"topic": "T1", "queue_id": 0, "body": b"x"})
+    config = store / "config"
+    (config / TOPICS).rename(config / (TOPICS + ".bak"))
+    (config / TOPICS).write_text('{"topicConfigTable": 5}')
+    with segstore.open(str(store)) as s:
+        assert list(s.topic_configs.topics) == ["T1"]
+    assert cli.main(["verify", str(store)]) == 1
+    out = capsys.readouterr().out
+    assert f"{config / TOPICS}: expected " in out and f"the broker loads {TOPICS}.bak instead" in out
+    # both undecodable: the broker's load fails; the main file's error, typed
+    (config / (TOPICS + ".bak")).write_text("[[")
+    with pytest.raises(CorruptDataError) as caught:
+        segstore.open(str(store))
+    assert caught.value.path == str(config / TOPICS)
+    # the main file empty: the .bak's error
+    (config / TOPICS).write_text("")
+    with pytest.raises(CorruptDataError) as caught:
+        segstore.open(str(store))
+    assert caught.value.path == str(config / (TOPICS + ".bak"))
+    assert cli.main(["verify", str(store)]) == 1
+    got = capsys.readouterr()
+    assert f"{config / (TOPICS + '.bak')}:2: expected " in got.out + got.err and "Traceback" not in got.err

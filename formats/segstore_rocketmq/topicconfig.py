@@ -30,7 +30,8 @@ import json
 import math
 import os
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -58,6 +59,7 @@ SUBSCRIPTION_GROUP_FILE = "subscriptionGroup.json"
 NEW_TABLE_CAPACITY = 512
 #: ``TopicConfigManager.topicConfigTable = new ConcurrentHashMap<>(1024)`` (rocketmq-all-4.9.7).
 TOPIC_TABLE_CAPACITY = 1024
+T = TypeVar("T")
 NEW_QUEUE_MAP_CAPACITY = 32
 
 
@@ -187,6 +189,35 @@ def dumps_fastjson(value: Any, depth: int = 0) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+def load_managed(path: str, read: Callable[[str], T]) -> T | None:
+    """``read`` of the file a broker's ``ConfigManager.load`` (rocketmq-all-4.9.7 common) takes for the
+    config file ``path``: ``path`` itself, or its ``.bak`` where ``path`` is missing, empty or cannot be
+    decoded (a crash inside ``MixAll.string2File`` between its delete and its rename leaves only the
+    ``.bak``); None where neither holds anything (``loadBak`` then succeeds on an empty table).
+
+    Where ``path`` cannot be decoded and no ``.bak`` can either, the broker's load fails or (no ``.bak``)
+    starts on an empty table: both lose what the file held, so that is the main file's error here.
+
+    :raises CorruptDataError: as above, naming the file.
+    """
+    error: CorruptDataError | None = None
+    if files.exists(path) and files.file_size(path):
+        try:
+            return read(path)
+        except CorruptDataError as err:
+            error = err
+    backup = path + BACKUP_SUFFIX
+    if files.exists(backup) and files.file_size(backup):
+        try:
+            return read(backup)
+        except CorruptDataError:
+            if error is None:
+                raise
+    if error is not None:
+        raise error
+    return None
+
+
 def _persist(path: str, text: str) -> None:
     """Write ``text`` atomically, keeping the old content as ``.bak``."""
     if files.exists(path):
@@ -210,8 +241,9 @@ class TopicConfigs:
         self.topics: dict[str, dict[str, Any]] = {}
         self.counter = 0
         self.timestamp = 0
-        if files.exists(self.path):
-            self.document, loaded, self.counter, self.timestamp = read_topics(self.path)
+        found = load_managed(self.path, read_topics)
+        if found is not None:
+            self.document, loaded, self.counter, self.timestamp = found
             # fastjson parses into a new ConcurrentHashMap(); the manager putAll()s that into its own
             order = concurrent_hashmap_order(list(loaded), [string_hash(n) for n in loaded])
             self.topics = {name: loaded[name] for name in order}
@@ -275,8 +307,9 @@ class ConsumerOffsets:
         self.table: dict[str, dict[int, int]] = {}
         self._loaded: set[str] = set()
         self._capacity: int | None = NEW_TABLE_CAPACITY
-        if files.exists(self.path):
-            self.document, self.table = read_consumer_offsets(self.path)
+        found = load_managed(self.path, read_consumer_offsets)
+        if found is not None:
+            self.document, self.table = found
             self._loaded = set(self.table)
             self._capacity = None
 
@@ -304,13 +337,16 @@ class ConsumerOffsets:
 
 def read_delay_offsets(store_dir: str) -> dict[int, int]:
     """``config/delayOffset.json``: delay level -> offset delivered so far in its ``SCHEDULE_TOPIC_XXXX``
-    queue (``ScheduleMessageService.offsetTable``); empty without the file.  segstore never rewrites it.
+    queue (``ScheduleMessageService.offsetTable``); empty without the file or its ``.bak``
+    (:func:`load_managed`).  segstore never rewrites it.
 
     :raises CorruptDataError: not fastjson.
     """
-    path = os.path.join(store_dir, CONFIG_DIR, DELAY_OFFSET_FILE)
-    if not files.exists(path):
-        return {}
+    return load_managed(os.path.join(store_dir, CONFIG_DIR, DELAY_OFFSET_FILE), read_delay_offset_file) or {}
+
+
+def read_delay_offset_file(path: str) -> dict[int, int]:
+    """One ``delayOffset.json`` (or its ``.bak``) as :func:`read_delay_offsets` takes it."""
     document = _object(loads_fastjson(files.read_text(path), path), "a delay-offset document", path,
                        empty_if_null=True)
     table = _object(document.get("offsetTable"), "offsetTable", path, empty_if_null=True)
@@ -341,13 +377,16 @@ def read_subscription_groups(store_dir: str) -> dict[str, dict[str, Any]]:
     """``config/subscriptionGroup.json`` as ``SubscriptionGroupManager.decode`` reads it through fastjson:
     per consumer group its ``SubscriptionGroupConfig`` (whether it may consume, broadcast, its retry queues
     and retries before the dead-letter queue), each field absent taking the class's default; empty without
-    the file.  segstore never rewrites it.
+    the file (or its ``.bak``, :func:`load_managed`).  segstore never rewrites it.
 
     :raises CorruptDataError: not fastjson, or a field of the wrong Java type (the broker's load fails).
     """
-    path = os.path.join(store_dir, CONFIG_DIR, SUBSCRIPTION_GROUP_FILE)
-    if not files.exists(path):
-        return {}
+    return load_managed(os.path.join(store_dir, CONFIG_DIR, SUBSCRIPTION_GROUP_FILE),
+                        read_subscription_group_file) or {}
+
+
+def read_subscription_group_file(path: str) -> dict[str, dict[str, Any]]:
+    """One ``subscriptionGroup.json`` (or its ``.bak``) as :func:`read_subscription_groups` takes it."""
     document = _object(loads_fastjson(files.read_text(path), path), "a subscription group document", path,
                        empty_if_null=True)
     table = _object(document.get("subscriptionGroupTable", {}), "subscriptionGroupTable", path,

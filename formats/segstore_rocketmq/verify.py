@@ -53,14 +53,16 @@ from .lifecycle import ABORT_FILE
 from .message import Blank, End, RocketMQMessage, decode
 from .recovery import Walk, Walked, messages_at, nonzero_extent, walk_batches
 from .topicconfig import (
+    BACKUP_SUFFIX,
     CONSUMER_OFFSET_FILE,
     DELAY_OFFSET_FILE,
     SUBSCRIPTION_GROUP_FILE,
     TOPICS_FILE,
+    load_managed,
     loads_fastjson,
     read_consumer_offsets,
-    read_delay_offsets,
-    read_subscription_groups,
+    read_delay_offset_file,
+    read_subscription_group_file,
     read_topics,
 )
 
@@ -757,20 +759,35 @@ def _verify_files(store, problems: list[Problem], newest: int | None) -> None:
         problems.extend(Problem(path, pos, msg) for pos, msg in
                         check_checkpoint(files.read_bytes(path), path=path, newest=newest))
     config_dir = os.path.join(store.path, CONFIG_DIR)
-    for name in files.list_dir(config_dir):
-        if not name.endswith(".json"):
-            continue
+    # the files the broker's managers read (and segstore reads or rewrites) as their classes do
+    readers: dict[str, Any] = {
+        TOPICS_FILE: read_topics, CONSUMER_OFFSET_FILE: read_consumer_offsets,
+        DELAY_OFFSET_FILE: read_delay_offset_file, SUBSCRIPTION_GROUP_FILE: read_subscription_group_file}
+    names = files.list_dir(config_dir)
+    managed = {n for n in names if n.endswith(".json")}
+    managed |= {n.removesuffix(BACKUP_SUFFIX) for n in names if n.endswith(".json" + BACKUP_SUFFIX)}
+    for name in sorted(managed):
         cpath = os.path.join(config_dir, name)
-        # the files the broker's managers read (and segstore reads or rewrites) as their classes do
-        readers: dict[str, Any] = {
-            TOPICS_FILE: read_topics, CONSUMER_OFFSET_FILE: read_consumer_offsets,
-            DELAY_OFFSET_FILE: lambda path: read_delay_offsets(store.path),
-            SUBSCRIPTION_GROUP_FILE: lambda path: read_subscription_groups(store.path)}
         reader = readers.get(name, lambda path: loads_fastjson(files.read_text(path), path))
-        try:
-            reader(cpath)
-        except SegstoreError as err:
-            problems.append(Problem(cpath, err.pos, err.message))
+        problems.extend(_config_problems(cpath, reader))
+
+
+def _config_problems(path: str, reader: Any) -> list[Problem]:
+    """What is wrong with a config file as the broker's ``ConfigManager.load`` (rocketmq-all-4.9.7) takes
+    it: a main file it cannot decode (a problem even where its ``.bak`` serves instead: the next persist
+    copies the damaged file over that ``.bak``), or, with the main file missing or empty, the ``.bak``."""
+    try:
+        load_managed(path, reader)
+    except SegstoreError as err:
+        return [Problem(err.path or path, err.pos, err.message)]
+    if not (files.exists(path) and files.file_size(path)):
+        return []
+    try:
+        reader(path)
+    except SegstoreError as err:
+        return [Problem(path, err.pos, f"{err.message} (the broker loads {os.path.basename(path)}"
+                                       f"{BACKUP_SUFFIX} instead)")]
+    return []
 
 
 def verify_store(store, threads: int = 1) -> list[Problem]:
