@@ -153,6 +153,39 @@ def test_batch_consume_queue_reads_dumps_and_verifies(tmp_path: Path, capsys) ->
     assert code == 1 and f"{paths[1]}:92:" in err
 
 
+def test_a_batch_cq_topic_needs_no_consume_queue_and_recovery_makes_none(tmp_path: Path, capsys) -> None:
+    """A topic with ``queue.type=BatchCQ`` (TopicAttributes.QUEUE_TYPE_ATTRIBUTE, rocketmq-all-5.1.4) is
+    dispatched to ``batchconsumequeue/`` only (ConsumeQueueStore.findOrCreateConsumeQueue); a
+    ``consumequeue/bt`` beside it makes ConsumeQueueStore.loadConsumeQueues (queueTypeShouldBe SimpleCQ)
+    throw and the broker fail to load.  verify must not ask for entries, recover must not write them."""
+    path = tmp_path / "s"
+    msgs = _messages(path, 3)
+    with segstore.open(path, "rocketmq", mode="a", rocketmqVersion="5.3.0", **SMALL) as store:
+        store.append({"topic": "plain", "queue_id": 0, "body": b"p"})
+    for f in (path / "consumequeue" / "bt" / "0").iterdir():
+        f.unlink()
+    (path / "consumequeue" / "bt" / "0").rmdir()
+    (path / "consumequeue" / "bt").rmdir()
+    write_batch_queue(str(path), "bt", 0, [(pos, size, 0, T, 1) for pos, size in msgs], file_size=20 * 46)
+    topics = path / "config" / "topics.json"
+    text = topics.read_text()
+    assert '"topicName":"bt",' in text
+    batch_cq = '"topicName":"bt",\n"attributes":{"queue.type":"BatchCQ"},'
+    topics.write_text(text.replace('"topicName":"bt",', batch_cq))
+    code, out, _ = _run(capsys, "verify", path)
+    assert code == 0, out
+    # an abnormal shutdown: the whole commitlog is dispatched again
+    (path / "abort").write_bytes(b"")
+    code, out, _ = _run(capsys, "recover", path)
+    assert code == 0, out
+    assert not (path / "consumequeue" / "bt").exists()
+    assert (path / "consumequeue" / "plain" / "0").is_dir()
+    # without the attribute the same messages do need entries (the check still works)
+    topics.write_text(text)
+    code, out, _ = _run(capsys, "verify", path)
+    assert code == 1 and "expected an entry for the message" in out
+
+
 # -- timer store ------------------------------------------------------------------------------------
 
 def _timer_store(path: Path) -> TimerStoreWriter:

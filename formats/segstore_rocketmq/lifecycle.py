@@ -75,6 +75,7 @@ if TYPE_CHECKING:
     from .fastappend import PlainBatch
     from .flush import FlushService
     from .indexfile import IndexService
+    from .topicconfig import TopicConfigs
 
 ABORT_FILE = "abort"
 #: A chunk whose columns append_arrow makes again for writing (not kept from its check).
@@ -104,6 +105,7 @@ class _StoreHost(Protocol):
     index: IndexService | None
     indexes: IndexSet | None
     notes: list[str]
+    topic_configs: TopicConfigs
     _next_offsets: dict[tuple[str, int], int]
 
     @property
@@ -243,6 +245,7 @@ class LifecycleMixin:
             full,
             confirm_offset=self.config.is_5x,
             threads=thread_count(threads),
+            batch_topics=self.topic_configs.batch_cq_topics(),
         )
         lines = recover(ctx)
         self._left_damaged = ctx.left

@@ -165,10 +165,15 @@ class Walked:
         return Walked(self.topics, *(getattr(self, c)[mask] for c in self._COLUMNS), offsets,  # type: ignore[call-arg]  # mypy cannot count the columns * unpacks
                       self.key_hashes[np.repeat(mask, counts)])
 
-    def has_queue_entry(self) -> np.ndarray:
-        """Prepared and rollback transaction messages get no consume-queue entry."""
+    def has_queue_entry(self, batch_topics: frozenset[str] = frozenset()) -> np.ndarray:
+        """Prepared and rollback transaction messages get no consume-queue entry; nor do the messages
+        of ``batch_topics`` (5.x ``queue.type=BatchCQ`` topics: their units are in ``batchconsumequeue/``)."""
         kind = self.sys_flag & SYSFLAG_TRANSACTION_MASK
-        return (kind != SYSFLAG_TRANSACTION_PREPARED) & (kind != SYSFLAG_TRANSACTION_ROLLBACK)
+        entry = (kind != SYSFLAG_TRANSACTION_PREPARED) & (kind != SYSFLAG_TRANSACTION_ROLLBACK)
+        numbers = [i for i, name in enumerate(self.topics) if name in batch_topics]
+        if numbers:
+            entry &= ~np.isin(self.topic, numbers)
+        return entry
 
     def find(self, phys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For each physical offset: the index of the message there (clipped) and whether there is one."""
@@ -314,6 +319,9 @@ class RecoveryContext:
     confirm_offset: bool = False
     #: threads the commitlog walk decodes on (:func:`walk_batches`); the same repairs with any number
     threads: int = 1
+    #: 5.x ``queue.type=BatchCQ`` topics (``config/topics.json``): the broker dispatches their messages
+    #: to ``batchconsumequeue/``, never to a consume queue (``ConsumeQueueStore.findOrCreateConsumeQueue``)
+    batch_topics: frozenset[str] = frozenset()
     #: filled by :func:`recover`: the damaged ranges ``(path, pos, length)`` left in place (valid
     #: messages follow them, so cutting them would lose intact messages)
     left: list[tuple[str, int, int]] = field(default_factory=list)
@@ -739,7 +747,7 @@ class _Dispatch:
             _write_row(q, offset, row)
 
     def add(self, messages: Walked) -> None:
-        chosen = np.flatnonzero(messages.has_queue_entry())
+        chosen = np.flatnonzero(messages.has_queue_entry(self.ctx.batch_topics))
         if not len(chosen):     # a batch of prepared or rolled back transaction messages only
             return
         order, bounds = group_order(messages.topic[chosen], messages.queue_id[chosen])

@@ -60,6 +60,9 @@ NEW_TABLE_CAPACITY = 512
 #: ``TopicConfigManager.topicConfigTable = new ConcurrentHashMap<>(1024)`` (rocketmq-all-4.9.7).
 TOPIC_TABLE_CAPACITY = 1024
 T = TypeVar("T")
+#: a 5.x topic attribute (``TopicAttributes.QUEUE_TYPE_ATTRIBUTE``) and its batch value (``CQType.BatchCQ``)
+QUEUE_TYPE_ATTRIBUTE = "queue.type"
+BATCH_CQ = "BatchCQ"
 NEW_QUEUE_MAP_CAPACITY = 32
 
 
@@ -261,6 +264,14 @@ class TopicConfigs:
                          "order": entry.get("order"), "topic_sys_flag": entry.get("topicSysFlag"),
                          "queues_stored": stored.get(name, 0)}
         return out
+
+    def batch_cq_topics(self) -> frozenset[str]:
+        """The topics whose ``attributes`` make them 5.x ``queue.type=BatchCQ`` topics
+        (``QueueTypeUtils.getCQType``, rocketmq-all-5.1.4): their messages have units in
+        ``batchconsumequeue/`` and no consume-queue entry."""
+        return frozenset(name for name, entry in self.topics.items()
+                         if isinstance(entry, dict) and isinstance(entry.get("attributes"), dict)
+                         and entry["attributes"].get(QUEUE_TYPE_ATTRIBUTE) == BATCH_CQ)
 
     def ensure(self, topic: str, queue_id: int) -> bool:
         """Record that ``topic`` has queue ``queue_id``; True if that changed anything."""

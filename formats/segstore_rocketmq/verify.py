@@ -227,6 +227,7 @@ class _Coverage:
                                              for f in index_files]
         #: the newest store time of the messages walked (None: none)
         self.newest: int | None = None
+        self.batch_topics = store.topic_configs.batch_cq_topics()
 
     def _files(self, key: tuple[str, int]):
         got = self.layout.get(key)
@@ -249,7 +250,7 @@ class _Coverage:
         if not store.queues:
             # a commitlog-only store (a backup): nothing is inconsistent; readers scan, recover builds them
             return
-        ok = ~batch.has_queue_entry()
+        ok = ~batch.has_queue_entry(self.batch_topics)
         for (number, qid), mine in batch.groups().items():
             key = (batch.topics[number], qid)
             if key not in store.queues:
