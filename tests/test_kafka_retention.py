@@ -308,6 +308,53 @@ def test_crash_after_the_checkpoint_completes_on_the_next_run(tmp_path: Path, mo
     assert _kafka_python_offsets(path) == list(range(8, 24))
 
 
+def test_a_crash_between_the_log_and_index_renames_is_finished_by_recover(tmp_path: Path, monkeypatch,
+                                                                          capsys) -> None:
+    """``delete_segment_files`` renames a segment's ``.log`` to ``.deleted`` before its indexes
+    (``LocalLog.deleteSegmentFiles``); a crash between leaves ``.log.deleted`` and the indexes.  Kafka 3.8.0
+    ``LogLoader.removeTempFilesAndCollectSwapFiles`` removes the ``.deleted`` file and
+    ``LogLoader.loadSegmentFiles`` then deletes the indexes it orphaned ("Found an orphaned index file"):
+    nothing is lost, the records are below the log start.  ``recover`` does both in one run."""
+    logs = tmp_path / "logs"
+    path = _build(logs / "t-0")
+    real_rename = retention.files.rename
+
+    def rename(src: str, dst: str) -> None:
+        real_rename(src, dst)
+        if src.endswith(".log"):
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(retention.files, "rename", rename)
+    part = _open(path)
+    with pytest.raises(KeyboardInterrupt):
+        retention.delete_records(part, 4)
+    part.abandon()
+    monkeypatch.undo()
+    base = f"{0:020d}"
+    assert sorted(p.name for p in path.glob(f"{base}.*")) == [f"{base}.index", f"{base}.log.deleted",
+                                                              f"{base}.timeindex"]
+    assert main(["recover", str(logs)]) == 0
+    out = capsys.readouterr().out
+    assert f"{path / base}.log.deleted: removed" in out
+    assert f"{path / base}.index: removed" in out and f"{path / base}.timeindex: removed" in out
+    assert not list(path.glob(f"{base}.*"))
+    assert main(["verify", str(logs)]) == 0
+    assert main(["recover", str(logs)]) == 0
+    with segstore.open(logs) as store:
+        assert store.offset_range("t", 0) == (4, 24)
+    assert _kafka_python_offsets(path) == list(range(4, 24))
+
+
+def test_an_orphaned_index_with_no_deletion_beside_it_is_left_for_verify(tmp_path: Path) -> None:
+    """Kafka's loader would delete an index whose ``.log`` is simply gone too, but those records are lost:
+    segstore's writable open leaves it for ``verify`` to report (only a ``.log.deleted`` beside it says the
+    deletion was meant)."""
+    path = _build(tmp_path / "logs" / "t-0")
+    (path / f"{0:020d}.log").unlink()
+    _open(path).close()
+    assert (path / f"{0:020d}.index").exists() and (path / f"{0:020d}.timeindex").exists()
+
+
 def test_log_dir_writes_the_replication_offset_checkpoint(tmp_path: Path) -> None:
     """ReplicaManager.HighWatermarkFilename: each partition's high watermark, beside the other checkpoints."""
     logs = tmp_path / "logs"

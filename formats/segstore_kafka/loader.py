@@ -11,6 +11,13 @@ Kafka 3.8.0, ``core/src/main/scala/kafka/log/LogLoader.scala``:
 3. Remove every other file whose name starts with an offset in ``[min, max)``
    (the replaced segments not yet renamed to ``.deleted``).
 4. Rename every ``*.swap`` file to its name without ``.swap``.
+5. ``loadSegmentFiles``: delete every index file (``.index``, ``.timeindex``, ``.txnindex``)
+   with no ``.log`` beside it ("Found an orphaned index file").  Only those whose
+   ``.log.deleted`` step 1 removed are deleted here: a deletion (retention's
+   ``LocalLog.deleteSegmentFiles``, or a cleaner's ``replaceSegments``) renames the ``.log``
+   before the indexes, so a crash between leaves them, and their records are below the log
+   start.  An index orphaned any other way (its ``.log`` lost) is left for ``verify`` to
+   report: its records are gone.
 
 So a cleaner (``compaction.py``) that crashed while any file of its output was
 still ``*.cleaned`` rolls back (the old segments stay), and one that crashed once
@@ -33,6 +40,8 @@ DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 LOG_SUFFIX = ".log"
+#: the index files of a segment (``LocalLog.isIndexFile``)
+INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
 
 
 def offset_from_name(name: str) -> int | None:
@@ -65,6 +74,8 @@ def complete_interrupted(path: str) -> list[str]:
     swaps: list[str] = []
     cleaned_min: int | None = None
     cleaned: list[str] = []
+    #: the name stems (digits) of the ``.log.deleted`` files removed
+    deleted_logs: list[str] = []
     for name in names:
         full = os.path.join(path, name)
         if not files.is_file(full):
@@ -72,6 +83,8 @@ def complete_interrupted(path: str) -> list[str]:
         if name.endswith(DELETED_SUFFIX):
             files.remove(full)
             lines.append(f"{full}: removed (left by an interrupted deletion)")
+            if name.endswith(LOG_SUFFIX + DELETED_SUFFIX):
+                deleted_logs.append(name[:-len(LOG_SUFFIX + DELETED_SUFFIX)])
         elif name.endswith(CLEANED_SUFFIX):
             base = offset_from_name(name)
             if base is not None:
@@ -111,6 +124,25 @@ def complete_interrupted(path: str) -> list[str]:
         full = os.path.join(path, name)
         files.rename(full, full[:-len(SWAP_SUFFIX)])
         lines.append(f"{full}: renamed to {name[:-len(SWAP_SUFFIX)]} (an interrupted swap completed)")
+    lines += _remove_orphaned_by_deletion(path, deleted_logs)
     if lines:
         files.fsync_dir(path)
+    return lines
+
+
+def _remove_orphaned_by_deletion(path: str, stems: list[str]) -> list[str]:
+    """Step 5 for the segments whose ``.log.deleted`` was removed: their index files left without a
+    ``.log`` (Kafka 3.8.0 ``LogLoader.loadSegmentFiles`` deletes every orphaned index).  Runs after
+    the swaps are renamed, as the broker's does: a ``.log.swap`` of the same base gives them a ``.log``
+    again (and step 3 removed the old ones already)."""
+    lines: list[str] = []
+    for stem in stems:
+        if files.exists(os.path.join(path, stem + LOG_SUFFIX)):
+            continue
+        for suffix in INDEX_SUFFIXES:
+            full = os.path.join(path, stem + suffix)
+            if files.is_file(full):
+                files.remove(full)
+                lines.append(f"{full}: removed (an index left by an interrupted deletion, "
+                             "its segment already deleted)")
     return lines
