@@ -355,6 +355,39 @@ def test_an_orphaned_index_with_no_deletion_beside_it_is_left_for_verify(tmp_pat
     assert (path / f"{0:020d}.index").exists() and (path / f"{0:020d}.timeindex").exists()
 
 
+def _tree(logs: Path) -> dict[str, bytes]:
+    """The partitions' files, and the log starts (a writable open of the log dir writes its checkpoints
+    on close, changed or not)."""
+    tree = {str(p.relative_to(logs)): p.read_bytes() for p in sorted(logs.glob("*-0/*")) if p.is_file()}
+    with segstore.open(logs) as store:
+        return {**tree, **{t: str(store.offset_range(t, 0)[0]).encode() for t in ("t", "u")}}
+
+
+def test_delete_records_over_a_log_dir_checks_every_partition_before_changing_any(tmp_path: Path,
+                                                                                  capsys) -> None:
+    """Kafka 3.8.0 ``Partition.deleteRecordsOnLeader`` answers each partition on its own
+    (OFFSET_OUT_OF_RANGE past its high watermark).  segstore refuses the whole request instead, naming
+    the partition, and changes nothing: t-0 sorts first and used to lose its segments below 9 before u-0
+    (high watermark 4) raised, with nothing on stdout."""
+    logs = tmp_path / "logs"
+    _build(logs / "t-0")
+    _build(logs / "u-0", segments=1)
+    before = _tree(logs)
+    assert main(["delete-records", str(logs), "--before", "9", "--json"]) == 2
+    captured = capsys.readouterr()
+    assert _tree(logs) == before
+    assert captured.out == ""
+    assert f"{logs / 'u-0'}: expected an offset of u-0 at most its high watermark 4, found 9" in captured.err
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        with pytest.raises(OffsetOutOfRangeError, match="u-0"):
+            store.delete_records(9)
+    assert _tree(logs) == before
+    # narrowed to the partitions it suits, it goes through
+    assert main(["delete-records", str(logs), "--topic", "t", "--before", "9", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["log_start_offset"] == 9
+    assert _segment_bases(logs / "t-0") == [8, 12, 16, 20]
+
+
 def test_log_dir_writes_the_replication_offset_checkpoint(tmp_path: Path) -> None:
     """ReplicaManager.HighWatermarkFilename: each partition's high watermark, beside the other checkpoints."""
     logs = tmp_path / "logs"

@@ -124,6 +124,24 @@ def _kraft_dir(tmp_path: Path) -> Path:
     return logs
 
 
+def test_delete_records_over_a_log_dir_refuses_a_compacted_topic_before_changing_any(tmp_path, capsys):
+    """Kafka 3.8.0 ``Partition.deleteRecordsOnLeader`` answers a partition of a topic without ``delete`` in
+    its ``cleanup.policy`` with POLICY_VIOLATION, the others on their own; segstore refuses the whole
+    request, naming the partition, before any changes (orders-0 sorts first and used to lose its segments
+    before table-0 raised)."""
+    logs = _kraft_dir(tmp_path)
+    before = {name: _bases(logs / f"{name}-0") for name in ("orders", "table")}
+    code, out, err = _run(capsys, "delete-records", str(logs), "--before", "4", "--json")
+    assert code == 2 and out == ""
+    assert f"{logs / 'table-0'}: expected cleanup.policy with delete to delete records of table-0, " \
+           "found 'compact'" in err
+    assert {name: _bases(logs / f"{name}-0") for name in before} == before
+    with segstore.open(logs) as store:
+        assert store.offset_range("orders", 0)[0] == 0
+    code, out, _ = _run(capsys, "delete-records", str(logs), "--topic", "orders", "--before", "4", "--json")
+    assert code == 0 and _results(out)["orders-0"]["log_start_offset"] == 4
+
+
 def test_retention_uses_each_topics_own_config_from_the_metadata_log(tmp_path, capsys):
     logs = _kraft_dir(tmp_path)
     code, out, _ = _run(capsys, "retention", str(logs), "--now-ms", str(T0 + 10**9), "--json", "--dry-run")

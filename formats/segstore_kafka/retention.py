@@ -221,17 +221,33 @@ def delete_records(part: Partition, before: int, *, hw: int | None = None,
     :raises ConfigError: ``cleanup.policy`` has no ``delete`` (the broker's PolicyViolationException).
     :raises OffsetOutOfRangeError: ``before`` is negative (other than -1) or past the high watermark.
     """
+    hw = high_watermark(part) if hw is None else hw
+    return _delete_records_to(part, check_delete_records(part, before, hw), hw, dry_run)
+
+
+def check_delete_records(part: Partition, before: int, hw: int) -> int:
+    """The offset DeleteRecords of ``before`` moves ``part``'s log start to (-1: ``hw``), or why the broker
+    refuses it (``Partition.deleteRecordsOnLeader``); changes nothing.
+
+    :raises ConfigError: ``cleanup.policy`` has no ``delete`` (the broker's PolicyViolationException).
+    :raises OffsetOutOfRangeError: ``before`` is negative (other than -1) or past the high watermark.
+    """
+    name = f"{part.topic}-{part.partition}"
     if not _delete_policy(part):
         raise ConfigError(f"expected cleanup.policy with delete to delete records of "
-                          f"{part.topic}-{part.partition}, found {part.config.cleanup_policy!r}", part.path)
-    hw = high_watermark(part) if hw is None else hw
+                          f"{name}, found {part.config.cleanup_policy!r}", part.path)
     target = hw if before == HIGH_WATERMARK else before
     if target < 0:
-        raise OffsetOutOfRangeError(f"expected an offset >= 0 or -1 (the high watermark), found {before}",
-                                    part.path)
+        raise OffsetOutOfRangeError(f"expected an offset of {name} >= 0 or -1 (the high watermark), "
+                                    f"found {before}", part.path)
     if target > hw:
-        raise OffsetOutOfRangeError(f"expected an offset at most the high watermark {hw}, found {target}",
-                                    part.path)
+        raise OffsetOutOfRangeError(f"expected an offset of {name} at most its high watermark {hw}, "
+                                    f"found {target}", part.path)
+    return target
+
+
+def _delete_records_to(part: Partition, target: int, hw: int, dry_run: bool) -> RetentionResult:
+    """DeleteRecords of a ``target`` :func:`check_delete_records` accepted."""
     start = max(part.log_start_offset, target)
     plan = plan_deletions([segment_info(s) for s in part.segments], log_start_offset=start,
                           log_end_offset=part.next_offset, high_watermark=hw, delete_policy=False)
@@ -315,9 +331,15 @@ def delete_records_in(store: Any, before: int, *, dry_run: bool = False, topic: 
 
     An internal topic (and the KRaft metadata log) is refused as the broker refuses it: named (by
     ``topic``, or as the store's one partition), the call raises before anything changes; met in a
-    whole log directory, it is left alone and its result says why.
+    whole log directory, it is left alone and its result says why.  Every other partition is checked
+    (:func:`check_delete_records`) before any changes: one the broker would refuse (its
+    ``DeleteRecords`` answer for that partition is an error) fails the whole call with nothing changed,
+    rather than leaving the partitions before it changed and those after it not.
 
     :raises InvalidTopicError: ``topic`` names an internal topic, or the store is one's partition.
+    :raises ConfigError: a selected partition's ``cleanup.policy`` has no ``delete``.
+    :raises OffsetOutOfRangeError: ``before`` is negative (other than -1) or past a selected partition's
+        high watermark.
     """
     parts = _partitions(store, topic, partition)
     named = topic is not None or getattr(store, "single", False)
@@ -326,5 +348,10 @@ def delete_records_in(store: Any, before: int, *, dry_run: bool = False, topic: 
             reason = (_internal_refusal(part.topic) if part.topic in INTERNAL_TOPICS
                       else f"{part.topic} is no topic DeleteRecords reaches ({METADATA_LOG_SKIPPED})")
             raise InvalidTopicError(reason, part.path)
-    return [(_left_alone(p) if p.topic in INTERNAL_TOPICS or not is_log_managed(p.topic)
-             else delete_records(p, before, dry_run=dry_run)).to_dict() for p in parts]
+    targets: dict[int, tuple[int, int]] = {}
+    for i, part in enumerate(parts):
+        if part.topic not in INTERNAL_TOPICS and is_log_managed(part.topic):
+            hw = high_watermark(part)
+            targets[i] = (check_delete_records(part, before, hw), hw)
+    return [(_delete_records_to(p, *targets[i], dry_run) if i in targets else _left_alone(p)).to_dict()
+            for i, p in enumerate(parts)]
