@@ -99,3 +99,52 @@ def test_dump_file_stays_physical(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert main(["dump", str(log)]) == 0
     text = capsys.readouterr().out
     assert "baseOffset: 0 lastOffset: 9" in text and "baseOffset: 20 lastOffset: 29" in text
+
+
+def test_earliest_of_an_emptied_partition_names_the_log_start(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """Kafka 3.8.0 ``UnifiedLog.fetchOffsetByTimestamp(EARLIEST_TIMESTAMP)`` answers the log start offset
+    whatever is stored there (``kafka-get-offsets --time earliest`` prints ``t:0:60`` after
+    ``delete-records --before -1``).  No record follows it, so, as ``latest`` is answered, the query names
+    the offset on stderr and exits 1 (it said "no record stored at or after timestamp -2")."""
+    part = _build(tmp_path / "logs")
+    assert main(["delete-records", str(part), "--before", "-1"]) == 0
+    capsys.readouterr()
+    with segstore.open(part) as store:
+        assert store.offset_range("t", 0) == (60, 60)
+    for extra in ([], ["--json"], ["--isolation", "read_committed"]):
+        assert main(["query", str(part), "--topic", "t", "--timestamp", "earliest", *extra]) == 1
+        out, err = capsys.readouterr()
+        assert out == ""
+        assert err == "segstore query: t-0: earliest is offset 60 (the log start offset), where no record " \
+                      "is stored yet\n"
+    assert main(["query", str(part), "--topic", "t", "--timestamp", "latest"]) == 1
+    assert "latest is offset 60 (the high watermark)" in capsys.readouterr().err
+    # with records after it, earliest prints them from the log start
+    with segstore.open(tmp_path / "logs", format="kafka", mode="a") as store:
+        store.append_batch([Message("t", b"x", partition=0, timestamp=1_800_000_000_000)])
+    assert main(["query", str(part), "--topic", "t", "--timestamp", "earliest", "--json"]) == 0
+    assert [json.loads(line)["offset"] for line in capsys.readouterr().out.splitlines()] == [60]
+
+
+def test_earliest_at_a_marker_names_the_log_start_under_read_committed(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The log start at a COMMIT marker: ``read_uncommitted`` shows the marker from there; a
+    ``read_committed`` read finds nothing, and the answer still names the offset (Kafka 3.8.0
+    ``UnifiedLog.fetchOffsetByTimestamp`` answers earliest whatever the isolation)."""
+    from segstore_kafka.partition import KafkaConfig, Partition
+
+    part = tmp_path / "logs" / "t-0"
+    p = Partition(str(part), KafkaConfig(), writable=True)
+    p.append_records([(b"k", b"v", 1, [])], producer_id=7, producer_epoch=0, base_sequence=0,
+                     transactional=True)
+    p.append_control("COMMIT", producer_id=7, producer_epoch=0, coordinator_epoch=0, timestamp=2)
+    p.close()
+    assert main(["delete-records", str(part), "--before", "1"]) == 0
+    capsys.readouterr()
+    assert main(["query", str(part), "--topic", "t", "--timestamp", "earliest"]) == 0
+    assert "endTxnMarker: COMMIT" in capsys.readouterr().out
+    assert main(["query", str(part), "--topic", "t", "--timestamp", "earliest", "--isolation",
+                 "read_committed"]) == 1
+    assert capsys.readouterr().err == "segstore query: t-0: earliest is offset 1 (the log start offset); a " \
+                                      "read_committed read finds no record from there\n"

@@ -1974,6 +1974,15 @@ class KafkaStore(Store):
                                             "found none", self.path)
         records = list(self.read(topic, partition, offset, request.count, isolation=isolation))
         if not records:
+            if request.timestamp == EARLIEST_TIMESTAMP:
+                # UnifiedLog.fetchOffsetByTimestamp(EARLIEST_TIMESTAMP) answers the log start offset
+                # whatever is stored there (kafka-get-offsets --time earliest prints it): say which
+                # offset, as latest does, rather than that no record is that new
+                assert offset is not None
+                there = (", where no record is stored yet" if offset >= part.next_offset
+                         else f"; a {isolation} read finds no record from there")
+                return QueryResult(lines=[DumpLine(f"{topic}-{partition}: earliest is offset {offset} (the "
+                                                   f"log start offset){there}")])
             return QueryResult()
         lines = []
         batch = None
