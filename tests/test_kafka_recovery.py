@@ -250,3 +250,30 @@ def test_recover_of_a_healthy_compacted_partition_changes_no_file(tmp_path: Path
 
     assert main(["recover", str(part)]) == 0
     assert {p.name: p.read_bytes() for p in part.iterdir() if p.is_file()} == before
+
+
+def test_swap_and_deleted_files_are_left_by_reads_and_completed_by_a_writable_open(tmp_path: Path) -> None:
+    """docs/kafka.md says what each open does with a compaction's interrupted swap: Kafka 3.8.0
+    ``LogLoader.load`` (``removeTempFilesAndCollectSwapFiles``, then the ``.swap`` renames) completes it at
+    startup, and so does a writable open; a read-only open changes no file and reads the ``.log`` files as
+    they stand (the log before the swap, less a segment already renamed ``.deleted``)."""
+    part = tmp_path / "t-0"
+    with segstore.open(tmp_path, format="kafka", mode="a", **{"segment.bytes": 100}) as store:
+        for n in range(3):
+            store.append_batch([Message("t", f"v{n}".encode(), key=b"k", partition=0, timestamp=1000 + n)])
+    bases = sorted(int(p.name[:20]) for p in part.glob("*.log"))
+    assert bases == [0, 1, 2]
+    # the cleaned segment 0 (offset 1's batch, as a clean that keeps k's latest before 2 writes it) as a
+    # swap, segment 1 already renamed .deleted
+    (part / f"{SEG0}.log.swap").write_bytes((part / f"{1:020d}.log").read_bytes())
+    (part / f"{1:020d}.log").rename(part / f"{1:020d}.log.deleted")
+    listing = sorted(p.name for p in part.iterdir())
+    with segstore.open(part) as store:
+        assert [(r.offset, r.value) for r in store.scan()] == [(0, b"v0"), (2, b"v2")]
+    assert sorted(p.name for p in part.iterdir()) == listing
+    with segstore.open(part, format="kafka", mode="a") as store:
+        assert [(r.offset, r.value) for r in store.scan()] == [(1, b"v1"), (2, b"v2")]
+    names = sorted(p.name for p in part.iterdir())
+    assert not [n for n in names if n.endswith((".swap", ".deleted"))]
+    assert [n for n in names if n.endswith(".log")] == [f"{SEG0}.log", f"{2:020d}.log"]
+    assert f"{1:020d}.index" not in names and f"{1:020d}.timeindex" not in names

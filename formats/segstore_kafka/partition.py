@@ -200,9 +200,9 @@ INDEX_FILE = re.compile(r"^(?P<base>\d{20})\.(index|timeindex|txnindex)$")
 
 def orphaned_indexes(path: str) -> list[tuple[str, int | None, str]]:
     """Index files of a partition directory whose ``.log`` is gone (and not being deleted: a
-    ``.log.deleted`` beside them is Kafka's own deletion half done): Kafka 3.8's
-    ``LogLoader.removeTempFilesAndCollectSwapFiles`` deletes such an orphaned index, and the
-    segment's records are lost."""
+    ``.log.deleted`` beside them is Kafka's own deletion half done, which a writable open finishes:
+    :func:`.loader.complete_interrupted`): Kafka 3.8's ``LogLoader.loadSegmentFiles`` deletes such an
+    orphaned index, and the segment's records are lost."""
     names = set(files.list_dir(path))
     problems: list[tuple[str, int | None, str]] = []
     for name in sorted(names):
