@@ -4,6 +4,8 @@ Sources (apache/kafka 3.8.0):
 - core/src/main/scala/kafka/log/LogCleaner.scala: Cleaner.doClean, buildOffsetMap, groupSegmentsBySize,
   cleanSegments, cleanInto, shouldRetainRecord, CleanedTransactionMetadata
 - core/src/main/scala/kafka/log/LogCleanerManager.scala: cleanableOffsets
+- core/src/main/scala/kafka/log/LocalLog.scala: collectAbortedTransactions;
+  storage/.../log/TransactionIndex.java: collectAbortedTxns
 - clients/src/main/java/org/apache/kafka/common/record/MemoryRecords.java: filterTo,
   buildRetainedRecordsInto; DefaultRecordBatch.writeEmptyHeader
 - core/src/main/scala/kafka/log/LocalLog.scala: replaceSegments; LogLoader.scala:
@@ -30,6 +32,7 @@ from segstore_kafka.batch import iter_batches
 from segstore_kafka.checkpoints import read_offsets
 from segstore_kafka.offsetindex import OFFSET_ENTRY
 from segstore_kafka.partition import KafkaConfig, Partition
+from segstore_kafka.txnindex import AbortedTxn, TransactionIndex
 
 import segstore
 from segstore.cli import main
@@ -184,6 +187,46 @@ def test_transactions_as_the_cleaner_treats_them(tmp_path: Path) -> None:
     assert len(txn) == 34  # the kept ABORT marker's entry (CleanedTransactionMetadata.cleanedIndex)
     abort = next(b for b in _batches(path) if b.control_type() == "ABORT")
     assert abort.delete_horizon_ms == -1  # batches of its transaction were seen: no empty-txn horizon
+
+
+@pytest.mark.parametrize("lag", [False, True])
+def test_an_aborted_transaction_indexed_past_an_entry_with_a_lower_lso_is_found(tmp_path: Path,
+                                                                                lag: bool) -> None:
+    """Kafka 3.8.0 TransactionIndex.collectAbortedTxns stops at the first entry whose lastStableOffset is
+    at or past the upper bound, and LocalLog.collectAbortedTransactions walks later segments until then.
+    Producer 2 aborts x@1 with its marker two segments on; producer 1's entry in between (marker 3) has
+    last stable offset 1, below the bound 2 of segment 0, so the search goes on and finds producer 2's
+    (first offset 1).  Cleaner.buildOffsetMap and cleanSegments then treat x@1 as aborted: x@0 stays the
+    key's latest, x@1 goes (an empty header: producer 2 is active), both markers keep their entries.
+    segstore stopped at producer 1's entry (its marker past the bound): x@1 came back for read_committed,
+    and with min.compaction.lag.ms bounding the clean at 2, the committed x@0 was deleted."""
+    path = tmp_path / "logs" / "t-0"
+    later = T0 + 100_000 if lag else T0
+    part = _open(path, **({"min.compaction.lag.ms": 1000} if lag else {}))
+    txn = {"producer_epoch": 0, "base_sequence": 0, "transactional": True}
+    part.append_records([(b"x", b"committed", T0, [])])
+    part.append_records([(b"x", b"aborted-2", T0 + 1, [])], producer_id=2, **txn)
+    _roll(part)
+    part.append_records([(b"y", b"aborted-1", later + 2, [])], producer_id=1, **txn)
+    part.append_control("ABORT", producer_id=1, producer_epoch=0, coordinator_epoch=0, timestamp=later + 3)
+    _roll(part)
+    part.append_control("ABORT", producer_id=2, producer_epoch=0, coordinator_epoch=0, timestamp=later + 4)
+    _roll(part)
+    part.append_records([(b"z", b"1", later + 5, [])])
+    entries = [AbortedTxn(1, 2, 3, 1), AbortedTxn(2, 1, 4, 5)]
+    assert [t for s in part.segments for t in s.txn_index.all()] == entries
+    # producer 1's starts at the bound (not in [0, 2)) but does not end the search; producer 2's does
+    assert compaction.aborted_between(part, 0, 2) == [entries[1]]
+    result = compaction.compact_partition(part, now_ms=later + 10)
+    part.close()
+    assert result.groups == ([[0]] if lag else [[0, 2, 4]])
+    uncleaned = [(2, b"y", b"aborted-1")] if lag else []     # segment 2 is newer than the lag
+    assert _records(path) == [(0, b"x", b"committed"), *uncleaned, (5, b"z", b"1")]
+    with segstore.open(path) as store:
+        assert [r.offset for r in store.read("t", 0, isolation="read_committed")] == [0, 5]
+        assert store.verify() == []
+    if not lag:   # the cleaned index keeps both kept markers' entries (CleanedTransactionMetadata)
+        assert TransactionIndex(str(path / f"{0:020d}.txnindex")).all() == entries
 
 
 def test_idle_producers_are_not_kept(tmp_path: Path) -> None:

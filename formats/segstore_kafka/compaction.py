@@ -3,8 +3,9 @@
 Sources (apache/kafka 3.8.0): ``core/src/main/scala/kafka/log/LogCleaner.scala``
 (``Cleaner.doClean``, ``buildOffsetMap``, ``groupSegmentsBySize``, ``cleanSegments``,
 ``cleanInto``, ``shouldRetainRecord``, ``CleanedTransactionMetadata``),
-``LogCleanerManager.cleanableOffsets``, ``clients/.../record/MemoryRecords.filterTo``,
-``LocalLog.replaceSegments``.
+``LogCleanerManager.cleanableOffsets``,
+``clients/.../record/MemoryRecords.filterTo``, ``LocalLog.replaceSegments`` and
+``collectAbortedTransactions``, ``storage/.../log/TransactionIndex.collectAbortedTxns``.
 
 - **Range**: from the first dirty offset (``cleaner-offset-checkpoint`` in the log
   directory, reset to the log start when outside ``[log start, log end]``) to the first
@@ -13,10 +14,11 @@ Sources (apache/kafka 3.8.0): ``core/src/main/scala/kafka/log/LogCleaner.scala``
   the first segment newer than ``min.compaction.lag.ms``.  The active segment is never
   cleaned.  Unlike the broker, the command cleans whatever the dirty ratio.
 - **Offset map** (:mod:`.offsetmap`): the latest offset of every key in the dirty range, aborted
-  transactional batches and control batches left out, in ``log.cleaner.dedupe.buffer.size`` of
-  memory (24 bytes a key: its MD5 and the offset).  When the map is full (90 % of its slots) the
-  pass ends where the map got to (``buildOffsetMapForSegment``) and the next pass, as the broker's
-  next cleaning of the log, starts there; passes repeat until the range is clean.
+  transactional batches (:func:`aborted_between`) and control batches left out, in
+  ``log.cleaner.dedupe.buffer.size`` of memory (24 bytes a key: its MD5 and the offset).  When the
+  map is full (90 % of its slots) the pass ends where the map got to (``buildOffsetMapForSegment``)
+  and the next pass, as the broker's next cleaning of the log, starts there; passes repeat until the
+  range is clean.
 - **Filter** (every segment below the map's end, in groups of at most ``segment.bytes``
   / ``segment.index.bytes``): a record is kept when it is past the map, or is the
   latest for its key and has a value or its batch's delete horizon has not passed; a
@@ -229,16 +231,25 @@ def producer_state(part: Partition, now_ms: int) -> tuple[dict[int, LastRecord],
 
 
 def aborted_between(part: Partition, start: int, end: int) -> list[AbortedTxn]:
-    """``LocalLog.collectAbortedTransactions``: aborted transactions overlapping ``[start, end)``.
+    """Kafka 3.8.0 ``UnifiedLog.collectAbortedTransactions(start, end)``, that is
+    ``LocalLog.collectAbortedTransactions(logStartOffset, start, end)``: the aborted transactions
+    ending at or after the log start and starting before ``end``.
 
     An aborted transaction is indexed in the segment of its marker, so the search runs from the segment
-    holding ``start`` on, until a segment has an entry ending at or past ``end`` (``isComplete``).
+    holding ``start`` (none: nothing found, as ``floorSegment`` is empty) through later segments, until
+    a segment's index has an entry whose last stable offset is at or past ``end``
+    (``TransactionIndex.collectAbortedTxns``, ``isComplete``).  Stopping at the first entry whose
+    *marker* is past ``end`` instead missed a transaction that began below ``end`` while the other was
+    open and was aborted in a later segment: its data was then kept as committed.
     """
     out: list[AbortedTxn] = []
-    first = part.log.segments.floor(start) or part.log.segments.first
-    for seg in part.log.segments.values(first.base if first is not None else 0):
-        out.extend(seg.txn_index.aborted_in(start, end))
-        if any(txn.last_offset >= end for txn in seg.txn_index.all()):
+    first = part.log.segments.floor(start)
+    if first is None:
+        return out
+    for seg in part.log.segments.values(first.base):
+        found, complete = seg.txn_index.collect_aborted(part.log_start_offset, end)
+        out.extend(found)
+        if complete:
             break
     return out
 

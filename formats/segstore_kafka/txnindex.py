@@ -152,6 +152,22 @@ class TransactionIndex:
         hit = (rows["last_offset"] >= start) & (rows["first_offset"] < end)
         return [AbortedTxn(*map(int, row[1:])) for row in rows[hit].tolist()]
 
+    def collect_aborted(self, fetch_offset: int, upper_bound: int) -> tuple[list[AbortedTxn], bool]:
+        """Kafka 3.8.0 ``TransactionIndex.collectAbortedTxns``: the aborted transactions ending at or
+        after ``fetch_offset`` and starting before ``upper_bound``, in file order, read up to the first
+        entry whose last stable offset is at or past ``upper_bound``; and whether one was found
+        (``isComplete``: no later segment can hold a transaction the range needs).
+
+        The stop is the last stable offset, not the marker's offset: an entry whose marker lies past
+        the bound can still have an LSO below it (another transaction, started before the bound, was
+        open when it was written; its own marker is in a later segment).  ``O(n)``."""
+        rows = self.entries()
+        done = np.flatnonzero(rows["last_stable_offset"] >= upper_bound)
+        if len(done):
+            rows = rows[:int(done[0]) + 1]
+        hit = (rows["last_offset"] >= fetch_offset) & (rows["first_offset"] < upper_bound)
+        return [AbortedTxn(*map(int, row[1:])) for row in rows[hit].tolist()], bool(len(done))
+
     def truncate_to(self, offset: int) -> None:
         """Drop entries whose ABORT marker is at or after ``offset``."""
         rows = self.entries()
