@@ -3,7 +3,8 @@
 Sources (apache/kafka 3.8.0):
 - core/src/main/scala/kafka/log/LogCleaner.scala: Cleaner.doClean, buildOffsetMap, groupSegmentsBySize,
   cleanSegments, cleanInto, shouldRetainRecord, CleanedTransactionMetadata
-- core/src/main/scala/kafka/log/LogCleanerManager.scala: cleanableOffsets
+- core/src/main/scala/kafka/log/LogCleanerManager.scala: cleanableOffsets, calculateCleanableBytes
+  (LogToClean in LogCleaner.scala)
 - core/src/main/scala/kafka/log/LocalLog.scala: collectAbortedTransactions;
   storage/.../log/TransactionIndex.java: collectAbortedTxns
 - clients/src/main/java/org/apache/kafka/common/record/MemoryRecords.java: filterTo,
@@ -29,7 +30,7 @@ from kafka.record.memory_records import MemoryRecords
 from segstore_kafka import arrowencode, compaction
 from segstore_kafka import batch as codec
 from segstore_kafka.batch import iter_batches
-from segstore_kafka.checkpoints import read_offsets
+from segstore_kafka.checkpoints import read_offsets, write_offsets
 from segstore_kafka.offsetindex import OFFSET_ENTRY
 from segstore_kafka.partition import KafkaConfig, Partition
 from segstore_kafka.txnindex import AbortedTxn, TransactionIndex
@@ -260,7 +261,71 @@ def test_open_transaction_and_compaction_lag_bound_the_clean(tmp_path: Path) -> 
     _roll(part)
     part.append_records([(b"a", b"4", T0 + 5000, [])])
     assert compaction.cleanable_offsets(part, T0 + 7000) == (0, 3)  # the open transaction at 3
+    # LogToClean (calculateCleanableBytes): down to the base of the segment holding it
+    assert compaction.cleanable_range(part, T0 + 7000) == (0, 2)
     part.close()
+
+
+def _three_then_active(path: Path, *, open_transaction: bool) -> Partition:
+    """Segment 0 holding offsets 0-2 (a@0, a@1, then b@2: an open transaction's or plain), active
+    segment 3."""
+    part = _open(path)
+    part.append_records([(b"a", b"1", T0, [])])
+    part.append_records([(b"a", b"2", T0 + 1, [])])
+    if open_transaction:
+        part.append_records([(b"b", b"open", T0 + 2, [])], producer_id=9, producer_epoch=0, base_sequence=0,
+                            transactional=True)
+    else:
+        part.append_records([(b"b", b"1", T0 + 2, [])])
+    _roll(part)
+    part.append_records([(b"c", b"1", T0 + 3, [])])
+    return part
+
+
+@pytest.mark.parametrize("bound", ["open transaction", "high watermark"])
+def test_the_segment_holding_the_last_stable_offset_is_not_cleaned(tmp_path: Path, bound: str) -> None:
+    """Kafka 3.8.0 LogCleaner.scala LogToClean: LogCleanerManager.cleanableOffsets answers the last stable
+    offset (2: an open transaction's first offset, or the high watermark), and calculateCleanableBytes
+    replaces it with the base of the segment holding it (nonActiveLogSegmentsFrom(2).head, base 0): the
+    cleaner maps and cleans nothing, and writes no cleaner-offset-checkpoint.  segstore cleaned offsets
+    0-1 inside that segment (a@0 dropped) and checkpointed 2."""
+    path = tmp_path / "logs" / "t-0"
+    part = _three_then_active(path, open_transaction=bound == "open transaction")
+    if bound == "high watermark":
+        part.flush()
+        write_offsets(str(tmp_path / "logs" / "replication-offset-checkpoint"), {("t", 0): 2})
+    def segment_0() -> dict[str, bytes]:     # (the active segment's indexes are trimmed on close)
+        return {p.name: p.read_bytes() for p in path.iterdir() if p.name.startswith(f"{0:020d}")}
+
+    before = segment_0()
+    assert compaction.cleanable_offsets(part, T0 + 1000) == (0, 2)
+    assert compaction.cleanable_range(part, T0 + 1000) == (0, 0)
+    result = compaction.compact_partition(part, now_ms=T0 + 1000)
+    part.close()
+    assert (result.first_uncleanable_offset, result.groups, result.records_read) == (0, [], 0)
+    assert segment_0() == before
+    assert not (tmp_path / "logs" / "cleaner-offset-checkpoint").exists()
+
+
+def test_below_the_segment_holding_the_last_stable_offset_is_cleaned(tmp_path: Path) -> None:
+    """Kafka 3.8.0 LogToClean / calculateCleanableBytes: with the open transaction in the third segment,
+    the first two are cleaned and the checkpoint is the end of the map, that segment's base."""
+    path = tmp_path / "logs" / "t-0"
+    part = _open(path)
+    part.append_records([(b"a", b"1", T0, [])])
+    _roll(part)
+    part.append_records([(b"a", b"2", T0, [])])
+    _roll(part)
+    part.append_records([(b"a", b"3", T0, [])])
+    part.append_records([(b"b", b"open", T0, [])], producer_id=9, producer_epoch=0, base_sequence=0,
+                        transactional=True)
+    _roll(part)
+    part.append_records([(b"a", b"4", T0, [])])
+    result = compaction.compact_partition(part, now_ms=T0 + 10)
+    part.close()
+    assert (result.first_uncleanable_offset, result.groups, result.end_offset) == (2, [[0, 1]], 2)
+    assert _records(path) == [(1, b"a", b"2"), (2, b"a", b"3"), (3, b"b", b"open"), (4, b"a", b"4")]
+    assert read_offsets(str(tmp_path / "logs" / "cleaner-offset-checkpoint")) == {("t", 0): 2}
 
 
 def _crash_at(monkeypatch, stage: str) -> None:

@@ -2,8 +2,8 @@
 
 Sources (apache/kafka 3.8.0): ``core/src/main/scala/kafka/log/LogCleaner.scala``
 (``Cleaner.doClean``, ``buildOffsetMap``, ``groupSegmentsBySize``, ``cleanSegments``,
-``cleanInto``, ``shouldRetainRecord``, ``CleanedTransactionMetadata``),
-``LogCleanerManager.cleanableOffsets``,
+``cleanInto``, ``shouldRetainRecord``, ``CleanedTransactionMetadata``, ``LogToClean``),
+``LogCleanerManager.cleanableOffsets`` and ``calculateCleanableBytes``,
 ``clients/.../record/MemoryRecords.filterTo``, ``LocalLog.replaceSegments`` and
 ``collectAbortedTransactions``, ``storage/.../log/TransactionIndex.collectAbortedTxns``.
 
@@ -11,8 +11,10 @@ Sources (apache/kafka 3.8.0): ``core/src/main/scala/kafka/log/LogCleaner.scala``
   directory, reset to the log start when outside ``[log start, log end]``) to the first
   uncleanable offset: the least of the last stable offset (the high watermark, or the
   first offset of a transaction still open), the active segment's base, and the base of
-  the first segment newer than ``min.compaction.lag.ms``.  The active segment is never
-  cleaned.  Unlike the broker, the command cleans whatever the dirty ratio.
+  the first segment newer than ``min.compaction.lag.ms`` (``cleanableOffsets``), moved
+  down to the base of the segment holding it (``LogToClean``, ``calculateCleanableBytes``):
+  the segment holding the last stable offset is never cleaned, nor is the active one.
+  Unlike the broker, the command cleans whatever the dirty ratio.
 - **Offset map** (:mod:`.offsetmap`): the latest offset of every key in the dirty range, aborted
   transactional batches (:func:`aborted_between`) and control batches left out, in
   ``log.cleaner.dedupe.buffer.size`` of memory (24 bytes a key: its MD5 and the offset).  When the
@@ -293,7 +295,8 @@ def _check_format(seg: LogSegment) -> None:
 
 
 def cleanable_offsets(part: Partition, now_ms: int) -> tuple[int, int]:
-    """``LogCleanerManager.cleanableOffsets``: ``(first dirty, first uncleanable)``."""
+    """``LogCleanerManager.cleanableOffsets``: ``(first dirty, first uncleanable)``, the latter not yet
+    moved down to its segment's base (:func:`cleanable_range` does, as the cleaner)."""
     found = offset_of(os.path.join(log_dir_of(part), CLEANER_OFFSET_CHECKPOINT), (part.topic, part.partition))
     dirty = part.log_start_offset if found is None else found
     if dirty < part.log_start_offset or dirty > part.next_offset:
@@ -310,6 +313,25 @@ def cleanable_offsets(part: Partition, now_ms: int) -> tuple[int, int]:
                     bounds.append(seg.base)
                     break
     return dirty, max(dirty, min(bounds))
+
+
+def cleanable_range(part: Partition, now_ms: int) -> tuple[int, int]:
+    """``(first dirty, first uncleanable)`` as the cleaner uses them: :func:`cleanable_offsets`, then the
+    first uncleanable offset moved down to the base of the segment holding it (Kafka 3.8.0
+    ``LogToClean``, ``LogCleanerManager.calculateCleanableBytes``: the first segment of
+    ``nonActiveLogSegmentsFrom(uncleanableOffset)``, else the active segment).
+
+    The cleaner never cleans part of a segment: the one holding the last stable offset (an open
+    transaction, the high watermark) stays as it is.  When that base is at or below the first dirty
+    offset nothing is cleanable (``cleanableBytes`` is 0); the pair is then ``(dirty, dirty)``."""
+    dirty, uncleanable = cleanable_offsets(part, now_ms)
+    active = part.active_segment().base
+    if uncleanable < active:
+        # values() starts at the floor segment, or the first when none is below (LogSegments.values)
+        uncleanable = part.log.segments.values(uncleanable)[0].base
+    else:
+        uncleanable = active
+    return dirty, max(dirty, uncleanable)
 
 
 def _flag(batches: np.ndarray, flag: int) -> np.ndarray:
@@ -702,7 +724,7 @@ def compact_partition(part: Partition, *, now_ms: int | None = None, dry_run: bo
     omap = OffsetMap(dedupe_buffer_size)
     result: CompactionResult | None = None
     while True:
-        dirty, uncleanable = cleanable_offsets(part, now)
+        dirty, uncleanable = cleanable_range(part, now)
         if result is None:
             result = CompactionResult(part.topic, part.partition, dirty, uncleanable, dirty, dry_run=dry_run)
         if uncleanable <= dirty:
