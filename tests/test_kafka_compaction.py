@@ -33,6 +33,7 @@ from segstore_kafka.batch import iter_batches
 from segstore_kafka.checkpoints import read_offsets, write_offsets
 from segstore_kafka.offsetindex import OFFSET_ENTRY
 from segstore_kafka.partition import KafkaConfig, Partition
+from segstore_kafka.timeindex import TIME_ENTRY
 from segstore_kafka.txnindex import AbortedTxn, TransactionIndex
 
 import segstore
@@ -326,6 +327,37 @@ def test_below_the_segment_holding_the_last_stable_offset_is_cleaned(tmp_path: P
     assert (result.first_uncleanable_offset, result.groups, result.end_offset) == (2, [[0, 1]], 2)
     assert _records(path) == [(1, b"a", b"2"), (2, b"a", b"3"), (3, b"b", b"open"), (4, b"a", b"4")]
     assert read_offsets(str(tmp_path / "logs" / "cleaner-offset-checkpoint")) == {("t", 0): 2}
+
+
+def test_a_rebuilt_batch_reports_the_max_timestamp_of_the_records_it_keeps(tmp_path: Path) -> None:
+    """Kafka 3.8.0 MemoryRecords.filterTo: a rebuilt batch reports MemoryRecordsBuilder.info(), the max
+    timestamp of its retained records with the batch's last offset, and Cleaner.cleanInto appends that to
+    the cleaned segment (LogSegment.append): the .timeindex holds (2000, 2), as LogSegment.recover
+    rebuilds it.  segstore kept the source batch's 3000 (a@1, dropped): the index disagreed with the
+    records, max-timestamp queries found nothing and retention.ms kept the segment."""
+    path = tmp_path / "logs" / "t-0"
+    part = _open(path)
+    part.append_records([(b"b", b"1", 1000, []), (b"a", b"1", 3000, [])])
+    part.append_records([(b"a", b"2", 2000, [])])
+    _roll(part)
+    part.append_records([(b"z", b"1", 2500, [])])
+    compaction.compact_partition(part, now_ms=5000)
+    part.close()
+    assert _records(path) == [(0, b"b", b"1"), (2, b"a", b"2"), (3, b"z", b"1")]
+    cleaned = (path / f"{0:020d}.timeindex").read_bytes()
+    assert np.frombuffer(cleaned, dtype=TIME_ENTRY).tolist() == [(2000, 2)]
+    shutil.copytree(path, tmp_path / "rebuilt" / "t-0")
+    rebuilt = _open(tmp_path / "rebuilt" / "t-0")
+    rebuilt.segments[0].recover()
+    rebuilt.close()
+    assert (tmp_path / "rebuilt" / "t-0" / f"{0:020d}.timeindex").read_bytes() == cleaned
+    with segstore.open(path) as store:
+        assert store.verify() == []
+    part = _open(path)
+    assert part.segments[0].max_timestamp_so_far().timestamp == 2000
+    found = part.offset_for_time(-3)      # ListOffsetsRequest.MAX_TIMESTAMP
+    part.close()
+    assert found is not None and (found.timestamp, found.offset) == (2500, 3)
 
 
 def _crash_at(monkeypatch, stage: str) -> None:

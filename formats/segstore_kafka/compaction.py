@@ -31,7 +31,9 @@ Sources (apache/kafka 3.8.0): ``core/src/main/scala/kafka/log/LogCleaner.scala``
   goes once no batch of its transaction is left; an empty transaction's marker goes
   after its delete horizon.  A batch holding an active producer's last data offset
   (or its last marker) is kept as an empty header.  Offsets never change: a kept
-  batch keeps its base and last offset.
+  batch keeps its base and last offset.  The cleaned ``.timeindex`` takes each kept
+  batch's max timestamp as ``filterTo`` reports it: a rebuilt batch's is that of the
+  records it keeps, not the source batch's.
 - **Swap**: each group is written as ``BASE.log.cleaned`` (and ``.index``,
   ``.timeindex``, ``.txnindex`` ``.cleaned``) with the last source segment's mtime,
   renamed to ``.swap``, the source segments renamed ``.deleted`` and removed, then the
@@ -606,7 +608,7 @@ class _Filter:
 
         for chunk in seg.column_chunks(columnar.WANT_KEY | columnar.WANT_VALUE | columnar.WANT_HEADERS):
             batches = chunk.batches
-            action, max_offset, pieces = self._decide(chunk, seg.path)
+            action, max_offset, max_ts, pieces = self._decide(chunk, seg.path)
             position = batches["position"]
             ends = position + batches["size"]
             last = batches["base_offset"] + batches["last_offset_delta"]
@@ -617,7 +619,7 @@ class _Filter:
                     while int(batches["size"][i]) > capacity:
                         capacity *= 2
                 j = max(int(np.searchsorted(ends, state["start"] + capacity, side="right")), i)
-                self._take(i, j, action, max_offset, last, batches, position, ends, pieces, view,
+                self._take(i, j, action, max_offset, max_ts, last, batches, position, ends, pieces, view,
                            pending, state)
                 i = j
                 if i < n:
@@ -625,15 +627,18 @@ class _Filter:
         close()
 
     @staticmethod
-    def _take(i: int, j: int, action: np.ndarray, max_offset: np.ndarray, last: np.ndarray,
-              batches: np.ndarray, position: np.ndarray, ends: np.ndarray, pieces: dict[int, bytes],
-              view: memoryview, pending: list[bytes], state: dict[str, int]) -> None:
-        """Batches ``[i, j)`` of a chunk into the open read buffer."""
+    def _take(i: int, j: int, action: np.ndarray, max_offset: np.ndarray, max_ts: np.ndarray,
+              last: np.ndarray, batches: np.ndarray, position: np.ndarray, ends: np.ndarray,
+              pieces: dict[int, bytes], view: memoryview, pending: list[bytes],
+              state: dict[str, int]) -> None:
+        """Batches ``[i, j)`` of a chunk into the open read buffer
+        (``FilterResult.updateRetainedBatchMetadata``: the greatest max timestamp, first met, with its
+        batch's last offset)."""
         out = np.flatnonzero(action[i:j] != DROP) + i
         if not len(out):
             return
         state["max_offset"] = max(state["max_offset"], int(max_offset[out].max()))
-        stamps = batches["max_timestamp"][out]
+        stamps = max_ts[out]
         top = int(np.argmax(stamps))
         if int(stamps[top]) > state["max_ts"]:
             state["max_ts"], state["ts_offset"] = int(stamps[top]), int(last[out[top]])
@@ -647,9 +652,10 @@ class _Filter:
             else:
                 pending.append(pieces[first])
 
-    def _decide(self, chunk: columnar.Chunk, path: str) -> tuple[np.ndarray, np.ndarray, dict[int, bytes]]:
-        """Per batch of a chunk: its action, the largest offset it keeps, and the bytes of the batches
-        written anew (by batch index)."""
+    def _decide(self, chunk: columnar.Chunk,
+                path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, bytes]]:
+        """Per batch of a chunk: its action, the largest offset it keeps, the max timestamp it reports to
+        the cleaned segment, and the bytes of the batches written anew (by batch index)."""
         batches = chunk.batches
         n, rows = len(batches), chunk.rows
         control = _flag(batches, codec.CONTROL_FLAG)
@@ -686,6 +692,14 @@ class _Filter:
         largest_kept = np.full(n, -1, np.int64)
         np.maximum.at(largest_kept, row_batch[keep], offset[keep])
         max_offset = np.where(action == REWRITE, np.where(kept < total, largest_kept, last), last)
+        # MemoryRecords.filterTo: a batch copied whole or kept as an empty header reports its own max
+        # timestamp; a rebuilt one reports MemoryRecordsBuilder.info(), the max timestamp of the records
+        # it keeps (LogAppendTime: the batch's), so a dropped record's later timestamp does not reach the
+        # cleaned .timeindex (LogSegment.recover rebuilds it from the records that are there)
+        kept_ts = np.full(n, codec.NO_TIMESTAMP, np.int64)
+        np.maximum.at(kept_ts, row_batch[keep], chunk.buffers["timestamp"][:rows][keep])
+        log_append = _flag(batches, codec.TIMESTAMP_TYPE_FLAG)
+        max_ts = np.where((action == REWRITE) & ~log_append, kept_ts, batches["max_timestamp"])
 
         self.result.records_read += rows
         self.result.records_kept += int(kept[action != DROP].sum())
@@ -706,7 +720,7 @@ class _Filter:
             else:
                 pieces[i] = codec.encode_retained_batch(
                     header, _records(chunk, kept_rows, has_key, has_value), delete_horizon_ms=new_horizon)
-        return action, max_offset, pieces
+        return action, max_offset, max_ts, pieces
 
 
 def compact_partition(part: Partition, *, now_ms: int | None = None, dry_run: bool = False,
