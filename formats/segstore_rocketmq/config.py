@@ -182,6 +182,11 @@ class BrokerConfig:
     # half message gets before the broker asks its producer, and how many times it asks.
     transactionTimeOut: int = 6_000
     transactionCheckMax: int = 15
+    # Multi-dispatch / LMQ (MessageStoreConfig, 4.9.7; .multidispatch): a message carrying
+    # INNER_MULTI_DISPATCH gets an entry in each queue it names (recovery re-dispatches them, an append
+    # assigns INNER_MULTI_QUEUE_OFFSET); enableLmq puts a %LMQ% queue at queue id 0.  Off, as on the broker.
+    enableMultiDispatch: bool = False
+    enableLmq: bool = False
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any] | None = None) -> BrokerConfig:
@@ -258,5 +263,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "autoMessageVersionOnTopicLen": _bool,
     "transactionTimeOut": _non_negative_int,
     "transactionCheckMax": _positive_int,
+    "enableMultiDispatch": _bool,
+    "enableLmq": _bool,
 }
 assert set(_PARSERS) == {f.name for f in fields(BrokerConfig)}

@@ -20,6 +20,7 @@ Reads in another process (``mode="r"``) see what was appended up to its open.
 from __future__ import annotations
 
 import base64
+import heapq
 import itertools
 import json
 import os
@@ -60,7 +61,7 @@ from segstore.store import (
     check_isolation,
 )
 
-from . import columnar
+from . import columnar, multidispatch
 from .commitlog import END_FILE_MIN_BLANK_LENGTH, CommitLog, CommitLogFile
 from .config import SCHEDULE_TOPIC, TOPIC_MAX_LENGTH_V2, BrokerConfig, validate_topic
 from .consumequeue import CQ_DTYPE, FILE_NAME_DIGITS, ConsumeQueue, queue_cut_dir
@@ -1606,6 +1607,11 @@ class RocketMQStore(LifecycleMixin, Store):
             wrong = ((rows["size"] != sizes[:n]) | (rows["queue_id"] != partition)
                      | (rows["queue_offset"] != position + np.arange(n))
                      | ~columnar.topic_is(view, rows, topic))
+            for i in np.flatnonzero(wrong).tolist():     # a multi-dispatch (LMQ) queue's entries
+                if not self._multi_dispatched(cl.read(int(phys[i])), topic, partition, position + i,
+                                              int(sizes[i])):
+                    break
+                wrong[i] = False
             bad = int(np.argmax(wrong)) if wrong.any() else n
             if bad:
                 yield from build(view, rows if bad == n else rows.select(slice(0, bad)))
@@ -1623,9 +1629,19 @@ class RocketMQStore(LifecycleMixin, Store):
         """
         msg = self.commitlog.read(phys)
         if (msg.size != size or msg.topic != topic or msg.queue_id != partition
-                or (checks_offset and msg.queue_offset != queue_offset)):
+                or (checks_offset and msg.queue_offset != queue_offset)) \
+                and not self._multi_dispatched(msg, topic, partition, queue_offset, size):
             self._wrong_entry(topic, partition, queue_offset, phys, size)
         return msg
+
+    @staticmethod
+    def _multi_dispatched(msg: RocketMQMessage, topic: str, partition: int, queue_offset: int,
+                          size: int) -> bool:
+        """Whether ``msg`` is entry ``queue_offset`` of ``topic``/``partition`` by multi-dispatch (LMQ):
+        RocketMQ 4.9.7 ``ConsumeQueue.multiDispatchLmqQueue`` points such a queue at a message of another
+        topic, which ``getMessage`` serves as stored (:mod:`.multidispatch`)."""
+        return msg.size == size and multidispatch.holds(msg.properties, msg.queue_id, topic, partition,
+                                                        queue_offset)
 
     def _wrong_entry(self, topic: str, partition: int, queue_offset: int, phys: int, size: int) -> None:
         """Raise what :meth:`read` raises for the consume-queue entry at ``queue_offset``."""
@@ -1883,6 +1899,11 @@ class RocketMQStore(LifecycleMixin, Store):
             for msg in self.tagged(topic, partition, tag, begin, end, decompress=decompress):
                 yield _json_line(self._json_record(msg, ext_units))
             return
+        lmq = self._multi_dispatch_dump(topic, partition, begin, end, offsets, decompress)
+        if lmq is not None:
+            for msg in lmq:
+                yield _json_line(self._json_record(msg, ext_units))
+            return
         window = self._windows(topic, partition, begin, end, offsets)
         if window is not None and window.lo is None:
             return      # a window holding no message: nothing for either path to walk
@@ -1952,7 +1973,8 @@ class RocketMQStore(LifecycleMixin, Store):
         self._check_open()
         committed = check_isolation(isolation) == READ_COMMITTED
         threads = thread_count(threads)
-        if columnar._speedups is None or tag is not None:
+        if columnar._speedups is None or tag is not None or self._multi_dispatch_dump(
+                topic, partition, begin, end, offsets, decompress) is not None:
             for line in self.dump(topic=topic, partition=partition, index=index, isolation=isolation,
                                   decompress=decompress, begin=begin, end=end, offsets=offsets, tag=tag):
                 yield line.text.encode("utf-8", "surrogatepass") + b"\n"
@@ -1985,6 +2007,13 @@ class RocketMQStore(LifecycleMixin, Store):
         committed = check_isolation(isolation) == READ_COMMITTED
         if tag is not None:
             for msg in self.tagged(topic, partition, tag, begin, end, decompress=decompress):
+                yield DumpLine(message_line(msg), json=False)
+            if index:
+                yield from self._dump_indexes(topic, partition)
+            return
+        lmq = self._multi_dispatch_dump(topic, partition, begin, end, offsets, decompress)
+        if lmq is not None:
+            for msg in lmq:
                 yield DumpLine(message_line(msg), json=False)
             if index:
                 yield from self._dump_indexes(topic, partition)
@@ -2042,6 +2071,46 @@ class RocketMQStore(LifecycleMixin, Store):
             rows = kept(view, rows)
             if len(rows):
                 yield lines(writer, view, rows)
+
+    def _multi_dispatch_dump(self, topic: str | None, partition: int | None, begin: int | None,
+                             end: int | None, offsets: Mapping[tuple[str, int], tuple[int, int]] | None,
+                             decompress: bool) -> Iterator[RocketMQMessage] | None:
+        """A dump of ``topic``'s multi-dispatch (LMQ) queues: None unless ``topic`` is named and each
+        selected queue of it points at messages of other topics (RocketMQ 4.9.7
+        ``ConsumeQueue.multiDispatchLmqQueue`` writes such queues; judged by the first entry of each).
+        The commitlog holds no message of such a topic, so the commitlog walk the dumps make would find
+        none: these dumps read the queues instead (:meth:`read`, each entry checked), the messages as
+        stored (their own topic and queue, as ``getMessage`` serves them), merged in commitlog order.
+        ``begin``/``end``/``offsets`` select each queue's offsets as for any queue."""
+        if topic is None:
+            return None
+        views = self._queue_views()
+        chosen = sorted(q for t, q in views if t == topic and (partition is None or q == partition))
+        if not chosen:
+            return None
+        for q in chosen:
+            cq = views[topic, q]
+            rows = cq.entries(cq.min_offset, 1)
+            if not len(rows):
+                continue
+            try:
+                first = self.commitlog.read(int(rows["offset"][0]))
+            except SegstoreError:
+                return None         # the walk's dump reports what is there
+            if first.topic == topic:
+                return None
+        windows = self.dump_windows(topic, partition, begin, end, offsets)
+        reads = []
+        for q in chosen:
+            cq = views[topic, q]
+            start, stop = cq.min_offset, cq.max_offset
+            if windows is not None:
+                if (topic, q) not in windows:
+                    continue
+                start, stop = windows[topic, q]
+            if start < stop:
+                reads.append(self.read(topic, q, start, stop - start, decompress=decompress))
+        return heapq.merge(*reads, key=lambda m: m.physical_offset)
 
     def _windows(self, topic: str | None, partition: int | None, begin: int | None, end: int | None,
                  offsets: Mapping[tuple[str, int], tuple[int, int]] | None = None) -> _Windows | None:

@@ -26,11 +26,11 @@ from typing import Any
 import numpy as np
 
 from segstore import files, overlap, progress, speedups
-from segstore.errors import CorruptDataError, InvalidTopicError, SegstoreError
+from segstore.errors import CorruptDataError, InvalidTopicError, OffsetOutOfRangeError, SegstoreError
 from segstore.search import Bound, search
 from segstore.store import Problem
 
-from . import batchconsumequeue, columnar, timerstore
+from . import batchconsumequeue, columnar, multidispatch, timerstore
 from .checkpoint import FILE_NAME as CHECKPOINT_FILE
 from .checkpoint import FILE_SIZE as CHECKPOINT_SIZE
 from .checkpoint import check as check_checkpoint
@@ -418,6 +418,11 @@ def _check_entries(store, w: Walk, topics: dict[str, int], topic: str, qid: int,
     wrong[f] = ((walked.topic[at[f]] != number) | (walked.queue_id[at[f]] != qid)
                 | (walked.queue_offset[at[f]] != claimed[f]) | (walked.size[at[f]] != rows["size"][f])
                 | (walked.tags_code[at[f]] != resolved[f]))
+    for i in np.flatnonzero(wrong).tolist():
+        # an entry of a multi-dispatch (LMQ) queue points at a message of another topic by design
+        if _multi_dispatched(store, int(phys[i]), topic, qid, int(claimed[i]), int(rows["size"][i]),
+                             int(resolved[i])):
+            wrong[i] = False
     live = claimed >= cq.min_offset      # older entries expired with their commitlog file (retention)
     for i in np.flatnonzero((~found | wrong | addressed) & live).tolist():
         pos = int(slots[i]) * CQ_DTYPE.itemsize
@@ -448,6 +453,19 @@ def _check_entries(store, w: Walk, topics: dict[str, int], topic: str, qid: int,
             f"offset {phy}, found ({walked.topics[int(walked.topic[m])]}, {int(walked.queue_id[m])}, "
             f"{int(walked.queue_offset[m])}, size {int(walked.size[m])}, "
             f"tags code {int(walked.tags_code[m])})"))
+
+
+def _multi_dispatched(store, phy: int, topic: str, qid: int, offset: int, size: int, tags: int) -> bool:
+    """Whether the message at ``phy`` is entry ``offset`` of ``topic``/``qid`` by multi-dispatch (RocketMQ
+    4.9.7 ``ConsumeQueue.multiDispatchLmqQueue``: the message's size and tags code, the queue and offset
+    its ``INNER_MULTI_DISPATCH``/``INNER_MULTI_QUEUE_OFFSET`` name).  One decode, for entries the
+    columns found wrong only."""
+    try:
+        msg = store.commitlog.read(phy)
+    except (CorruptDataError, OffsetOutOfRangeError):
+        return False
+    return (msg.size == size and store.tags_code(msg) == tags
+            and multidispatch.holds(msg.properties, msg.queue_id, topic, qid, offset))
 
 
 def _index_structure(store) -> tuple[list[list[Problem]], list[Problem]]:
