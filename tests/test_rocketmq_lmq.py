@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import struct
 
 import pytest
@@ -136,3 +137,76 @@ def test_dump_of_an_lmq_topic_lists_its_messages(lmq_store, as_json):
         assert [int(line.split()[0]) for line in out.splitlines()] == phys["%LMQ%a"]
     code, out, err = cli_run("dump", path, "--topic", "Parent")
     assert code == 0 and len(out.splitlines()) == 6
+
+
+def _crash(path: str) -> None:
+    """What a crash leaves for the broker's recoverAbnormally: the abort file, a checkpoint of zeros (the walk
+    starts at the first commitlog file)."""
+    open(os.path.join(path, "abort"), "wb").close()
+    with open(os.path.join(path, "checkpoint"), "r+b") as f:
+        f.write(bytes(24))
+
+
+def _queue_files(path: str) -> dict[str, bytes]:
+    root = os.path.join(path, "consumequeue")
+    found = {}
+    for topic in sorted(os.listdir(root)):
+        for qid in os.listdir(os.path.join(root, topic)):
+            with open(os.path.join(root, topic, qid, "0" * 20), "rb") as f:
+                found[f"{topic}/{qid}"] = f.read(200)
+    return found
+
+
+def test_recovery_redispatches_a_lost_lmq_entry_with_enable_multi_dispatch(lmq_store, tmp_path):
+    """DefaultMessageStore.recoverAbnormally dispatches every message walked again; with enableMultiDispatch
+    ConsumeQueue.multiDispatchLmqQueue restores the entries a crash lost (RmqLoad, the real 4.9.7 store, ends
+    such a crash with %LMQ%a at maxOffset 3 and every entry as before; a store recovered without it kept 2
+    forever)."""
+    path, _ = lmq_store
+    before = _queue_files(path)
+    with open(os.path.join(path, "consumequeue", "%LMQ%a", "0", "0" * 20), "r+b") as f:
+        f.seek(40)
+        f.write(bytes(20))
+    _crash(path)
+    code, out, err = cli_run("recover", path, "--config", "enableMultiDispatch=true",
+                             "--config", "enableLmq=true")
+    assert code == 0, err
+    assert "consumequeue %LMQ%a/0: re-dispatched 1 multi-dispatch entries from queue offset 2" in out
+    assert _queue_files(path) == before
+    with segstore.open(path, format="rocketmq", **SIZES) as store:
+        assert store.offset_range("%LMQ%a", 0) == (0, 3) and store.verify() == []
+
+
+def test_recovery_builds_lmq_queues_only_with_enable_multi_dispatch(lmq_store):
+    """The broker dispatches multi-dispatch entries only when enableMultiDispatch is set
+    (DefaultMessageStore.checkMultiDispatchQueue): without it a rebuild makes no LMQ queue; with it, every
+    queue and entry the broker's rebuild makes (compared with RmqLoad's on the same commitlog)."""
+    path, _ = lmq_store
+    before = _queue_files(path)
+    shutil.rmtree(os.path.join(path, "consumequeue"))
+    _crash(path)
+    with segstore.open(path, format="rocketmq", mode="a", **SIZES):
+        pass
+    assert sorted(_queue_files(path)) == ["Other/0", "Parent/1"]
+    shutil.rmtree(os.path.join(path, "consumequeue"))
+    _crash(path)
+    with segstore.open(path, format="rocketmq", mode="a", enableMultiDispatch=True, enableLmq=True, **SIZES):
+        pass
+    assert _queue_files(path) == before
+
+
+def test_recovery_leaves_an_lmq_entry_past_the_queues_end_unwritten(lmq_store):
+    """ConsumeQueue.putMessagePositionInfo writes an entry past the queue's end into the next slot ("logic
+    queue order maybe wrong"): segstore reports it instead of writing it where it does not belong."""
+    path, _ = lmq_store
+    with segstore.open(path, format="rocketmq", mode="a", **SIZES) as store:    # stored as given
+        store.append({"topic": "Parent", "queue_id": 1, "body": b"late", "properties": {
+            "INNER_MULTI_DISPATCH": "%LMQ%a", "INNER_MULTI_QUEUE_OFFSET": "5"}})
+    _crash(path)
+    with segstore.open(path, format="rocketmq", mode="a", enableMultiDispatch=True, enableLmq=True,
+                       **SIZES) as store:
+        lines = store.recovery_lines
+        assert store.offset_range("%LMQ%a", 0) == (0, 3)
+    assert [line for line in lines if "%LMQ%" in line] == [
+        "consumequeue %LMQ%a/0: multi-dispatch entry 5 of the message at commitlog offset 1447 is past the "
+        "queue's end 3; not written"]

@@ -246,6 +246,8 @@ class LifecycleMixin:
             confirm_offset=self.config.is_5x,
             threads=thread_count(threads),
             batch_topics=self.topic_configs.batch_cq_topics(),
+            multi_dispatch=self.config.enableMultiDispatch,
+            lmq=self.config.enableLmq,
         )
         lines = recover(ctx)
         self._left_damaged = ctx.left

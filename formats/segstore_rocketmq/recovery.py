@@ -45,7 +45,7 @@ from segstore.errors import CorruptDataError, InvalidTopicError, OffsetOutOfRang
 from segstore.overlap import in_rounds
 from segstore.search import Bound, first_true, search
 
-from . import columnar
+from . import columnar, multidispatch
 from .checkpoint import Checkpoint
 from .commitlog import (
     END_FILE_MIN_BLANK_LENGTH,
@@ -322,6 +322,10 @@ class RecoveryContext:
     #: 5.x ``queue.type=BatchCQ`` topics (``config/topics.json``): the broker dispatches their messages
     #: to ``batchconsumequeue/``, never to a consume queue (``ConsumeQueueStore.findOrCreateConsumeQueue``)
     batch_topics: frozenset[str] = frozenset()
+    #: ``enableMultiDispatch`` / ``enableLmq`` (4.9.7 MessageStoreConfig): re-dispatch the multi-dispatch
+    #: (LMQ) entries of the messages walked (:class:`_MultiDispatch`)
+    multi_dispatch: bool = False
+    lmq: bool = False
     #: filled by :func:`recover`: the damaged ranges ``(path, pos, length)`` left in place (valid
     #: messages follow them, so cutting them would lose intact messages)
     left: list[tuple[str, int, int]] = field(default_factory=list)
@@ -867,6 +871,79 @@ def _compare_entries(q: ConsumeQueue, messages: Walked, at: np.ndarray,
     return int(np.count_nonzero(differ))
 
 
+#: bytes every message carrying ``INNER_MULTI_DISPATCH`` holds (its property name and the 0x01 after it)
+_MULTI_MARK = multidispatch.PROPERTY_INNER_MULTI_DISPATCH.encode() + b"\x01"
+
+
+class _MultiDispatch:
+    """The multi-dispatch (LMQ) entries of the walked messages, re-dispatched as the broker's recovery
+    does (RocketMQ 4.9.7: ``recoverAbnormally`` dispatches every message walked through
+    ``ConsumeQueue.putMessagePositionInfoWrapper``, whose ``multiDispatchLmqQueue`` writes the entry of
+    each queue ``INNER_MULTI_DISPATCH`` names, when ``enableMultiDispatch``).
+
+    :meth:`add` keeps the messages whose bytes hold the property (a C-speed search of each batch's bytes;
+    a body holding the same bytes is dropped when decoded), :meth:`finish` decodes them in commitlog
+    order and applies ``putMessagePositionInfo``'s rule per queue: an entry the queue holds already
+    (its offset below the queue's end, or the message not past the queue's last) is left as it is, the
+    queue's next offset is appended.  An entry past the queue's end (earlier ones missing) is reported
+    and not written: the broker would write it into the wrong slot ("logic queue order maybe wrong").
+    """
+
+    def __init__(self, ctx: RecoveryContext) -> None:
+        self.ctx = ctx
+        self.phys: list[int] = []
+
+    def add(self, batch: Walked) -> None:
+        if not len(batch):
+            return
+        cl = self.ctx.commitlog
+        lo, hi = int(batch.phy[0]), int(batch.phy[-1]) + int(batch.size[-1])
+        entry = batch.has_queue_entry(self.ctx.batch_topics)
+        hits: set[int] = set()
+        while lo < hi:
+            seg = cl.log.segment_for(lo)
+            if seg is None:
+                break
+            stop = min(hi, seg.base + cl.file_size)
+            data = bytes(seg.file.view()[lo - seg.base:stop - seg.base])
+            at = data.find(_MULTI_MARK)
+            while at >= 0:
+                hits.add(int(np.searchsorted(batch.phy, lo + at, side="right")) - 1)
+                at = data.find(_MULTI_MARK, at + 1)
+            lo = stop
+        self.phys += [int(batch.phy[i]) for i in sorted(hits) if i >= 0 and entry[i]]
+
+    def finish(self, end: int, lines: list[str]) -> None:
+        ctx = self.ctx
+        appended: dict[tuple[str, int], list[int]] = {}
+        for phy in self.phys:
+            if phy >= end:
+                break
+            msg = ctx.commitlog.read(phy)
+            for name, qid, offset in multidispatch.targets(msg.properties, msg.queue_id, ctx.lmq):
+                try:
+                    validate_topic(name, TOPIC_MAX_LENGTH_V2)
+                except InvalidTopicError:
+                    lines.append(f"commitlog {phy}: INNER_MULTI_DISPATCH names {name!r}, not a queue name; "
+                                 f"not dispatched")
+                    continue
+                q = ctx.queues.get((name, qid))
+                if q is None:
+                    q = ctx.queues[name, qid] = ctx.open_queue(name, qid)
+                if phy + msg.size <= q.max_physical_end or offset < q.max_offset:
+                    continue        # putMessagePositionInfo: "build consume queue repeatedly"
+                if offset > q.max_offset:
+                    lines.append(f"consumequeue {name}/{qid}: multi-dispatch entry {offset} of the message "
+                                 f"at commitlog offset {phy} is past the queue's end {q.max_offset}; "
+                                 f"not written")
+                    continue
+                q.append_array(np.array([(phy, msg.size, ctx.tags_code(msg))], dtype=CQ_DTYPE))
+                appended.setdefault((name, qid), [0, offset])[0] += 1
+        for (name, qid), (n, first) in appended.items():
+            lines.append(f"consumequeue {name}/{qid}: re-dispatched {n} multi-dispatch entries from queue "
+                         f"offset {first}")
+
+
 def _drop_queue_entries_past(ctx: RecoveryContext, end: int, lines: list[str]) -> None:
     """Drop entries pointing at or past the commitlog end (the broker's ``truncateDirtyLogicFiles``)."""
     for (topic, queue_id), q in sorted(ctx.queues.items()):
@@ -1190,11 +1267,14 @@ def recover(ctx: RecoveryContext) -> list[str]:
         puts.below(ctx, start)
     walked = 0
     newest = 0
+    multi = _MultiDispatch(ctx) if ctx.multi_dispatch else None
     for batch in walk_batches(cl, start, ctx.tags_code, w, threads=ctx.threads):
         walked += len(batch)
         if len(batch):
             newest = max(newest, int(batch.store_timestamp.max()))
         dispatch.add(batch)
+        if multi is not None:
+            multi.add(batch)
         if puts is not None:
             puts.add(batch)
     lines.append(f"commitlog: {kind}; walked {walked} messages from {start} to {w.end}")
@@ -1234,6 +1314,8 @@ def recover(ctx: RecoveryContext) -> list[str]:
                                   threads=ctx.threads):
             rebuild.add(batch)
         rebuild.finish(lines)
+    if multi is not None:
+        multi.finish(w.end, lines)
     _drop_empty_queue_files(ctx, lines)
 
     if puts is not None:
