@@ -19,7 +19,7 @@ from segstore_rocketmq.config import BrokerConfig
 from segstore_rocketmq.javacompat import string_hash
 
 import segstore
-from segstore.errors import CorruptDataError
+from segstore.errors import CorruptDataError, UnsupportedOperationError
 
 SIZES = {"mappedFileSizeCommitLog": 65536, "mappedFileSizeConsumeQueue": 200}
 #: message i of Parent/1 -> the LMQ queues it is dispatched to, with its offset in each
@@ -210,3 +210,19 @@ def test_recovery_leaves_an_lmq_entry_past_the_queues_end_unwritten(lmq_store):
     assert [line for line in lines if "%LMQ%" in line] == [
         "consumequeue %LMQ%a/0: multi-dispatch entry 5 of the message at commitlog offset 1447 is past the "
         "queue's end 3; not written"]
+
+
+def test_append_with_enable_multi_dispatch_refuses_a_multi_dispatch_message(tmp_path):
+    """With enableMultiDispatch the broker assigns INNER_MULTI_QUEUE_OFFSET on put (4.9.7
+    MultiDispatch.wrapMultiDispatch) and dispatches the LMQ entries: not done by segstore, so refused
+    rather than stored as given; without the config the broker stores the properties as given, and so
+    does segstore."""
+    path = str(tmp_path / "s")
+    item = {"topic": "Parent", "body": b"x", "properties": {"INNER_MULTI_DISPATCH": "%LMQ%a",
+                                                              "INNER_MULTI_QUEUE_OFFSET": "0"}}
+    with segstore.open(path, format="rocketmq", mode="a", enableMultiDispatch=True, **SIZES) as store:
+        with pytest.raises(UnsupportedOperationError, match="INNER_MULTI_DISPATCH"):
+            store.append(item)
+    with segstore.open(path, format="rocketmq", mode="a", **SIZES) as store:
+        store.append(item)
+        assert sorted(store.topics()) == ["Parent"]

@@ -366,6 +366,16 @@ class _Range(NamedTuple):
     last: bool
 
 
+def _refuse_multi_dispatch_append(path: str) -> None:
+    """With ``enableMultiDispatch`` the broker assigns ``INNER_MULTI_QUEUE_OFFSET`` itself on put
+    (RocketMQ 4.9.7 ``MultiDispatch.wrapMultiDispatch`` in ``CommitLog.DefaultAppendMessageCallback``)
+    and its reput writes the LMQ entries; segstore does neither yet, and storing the message as given
+    would leave LMQ queues the broker never completes."""
+    raise UnsupportedOperationError("expected no INNER_MULTI_DISPATCH property with enableMultiDispatch "
+                                    "(segstore does not assign multi-dispatch (LMQ) offsets on append), "
+                                    "found one", path)
+
+
 def _queue_id_error(queue_id: object) -> InvalidMessageError:
     """The error for a queue id a store does not take (see :data:`.message.MAX_QUEUE_ID`)."""
     return InvalidMessageError(f"expected a queue id in [0, {MAX_QUEUE_ID}] (its topic's queue count, the "
@@ -772,6 +782,10 @@ class RocketMQStore(LifecycleMixin, Store):
             for name, value in user.items():
                 produced[name if type(name) is str else _text(name, "a property name")] = (
                     value if type(value) is str else _text(value, "a property value"))
+        # MultiDispatch.isMultiDispatchMsg: the config and a non-blank INNER_MULTI_DISPATCH
+        if self.config.enableMultiDispatch and \
+                produced.get(multidispatch.PROPERTY_INNER_MULTI_DISPATCH, "").strip():
+            _refuse_multi_dispatch_append(self.path)
         delay = int(get("delay_level") or 0)
         if delay > 0:
             produced[PROPERTY_DELAY] = str(delay)
