@@ -166,6 +166,40 @@ def test_untrimmed_index_left_by_a_crash_is_recognised(tmp_path: Path) -> None:
     assert len(tidx) == 1 and tidx.untrimmed
 
 
+def test_a_closed_segments_single_zero_time_entry_is_an_entry(tmp_path: Path) -> None:
+    """Kafka 3.8.0 TimeIndex.maybeAppend adds (0, base) to an empty index (0 > -1), and
+    LogSegment.onBecomeInactiveSegment forces it in when the segment's largest timestamp is 0 at its base:
+    the trimmed file is 12 zero bytes, one entry (the oracle's TimeIndex counts 1).  Read as an empty
+    untrimmed file, verify called the segment crashed and every writable open rebuilt it and the ones after.
+    """
+    tpath = tmp_path / "00000000000000000000.timeindex"
+    _write_entries(tpath, TIME_ENTRY, [(0, 0)])
+    tidx = TimeIndex.open(str(tpath), 0, max_index_size=MAX)
+    assert len(tidx) == 1 and not tidx.untrimmed
+    assert tidx.last_entry == (0, 0)
+    # preallocated zeros beyond it stay what they were: no entries, a crash's untrimmed file
+    _write_entries(tpath, TIME_ENTRY, [(0, 0)], extra_zero_slots=10)
+    tidx = TimeIndex.open(str(tpath), 0, max_index_size=MAX)
+    assert len(tidx) == 0 and tidx.untrimmed
+    # the offset index never holds (0, 0): Kafka indexes a batch only after index.interval.bytes
+    path = tmp_path / "00000000000000000000.index"
+    _write_entries(path, OFFSET_ENTRY, [(0, 0)])
+    assert len(OffsetIndex.open(str(path), 0, max_index_size=MAX)) == 0
+
+
+def test_a_segment_of_timestamp_zero_verifies_and_keeps_its_neighbours_indexes(tmp_path: Path) -> None:
+    import segstore
+    from segstore.cli import main
+
+    with segstore.open(str(tmp_path / "logs"), format="kafka", mode="a", **{"segment.bytes": 100}) as s:
+        for _ in range(2):
+            s.append_batch([{"topic": "t", "partition": 0, "key": b"k", "value": b"v", "timestamp": 0}])
+    part = tmp_path / "logs" / "t-0"
+    assert (part / "00000000000000000000.timeindex").read_bytes() == bytes(12)
+    assert main(["verify", str(tmp_path / "logs")]) == 0
+    assert main(["recover", str(tmp_path / "logs")]) == 0
+
+
 def test_preallocate_append_trim(tmp_path: Path) -> None:
     path = tmp_path / "00000000000000000100.index"
     idx = OffsetIndex.open(str(path), 100, max_index_size=8 * 4 + 5, create=True)

@@ -94,6 +94,9 @@ class KafkaIndex(EntryIndex):
     OFFSET_COLUMN: ClassVar[str] = "relative_offset"
     #: (column, strictly increasing?) pairs every file's entries must satisfy.
     ORDER: ClassVar[tuple[tuple[str, bool], ...]]
+    #: whether a real first entry can be all zeros, so that a file of exactly that one slot is one
+    #: entry rather than an empty preallocated file
+    ZERO_FIRST_ENTRY: ClassVar[bool] = False
 
     def __init__(self, file: MappedFile, base_offset: int, entries: int, *, untrimmed: bool = False) -> None:
         super().__init__(file, entries)
@@ -182,7 +185,9 @@ class KafkaIndex(EntryIndex):
 
     @classmethod
     def count_valid_entries(cls, slots: np.ndarray, path: str, base_offset: int) -> tuple[int, bool]:
-        """``(entries, untrimmed)`` of a file's slots; trailing all-zero slots are not entries.
+        """``(entries, untrimmed)`` of a file's slots; trailing all-zero slots are not entries, except
+        the one slot of a one-slot file where the layout's first entry can be zeros
+        (:attr:`ZERO_FIRST_ENTRY`: a trimmed file holds exactly its entries).
 
         Runtime complexity: ``O(n)`` vectorised.
         :raises CorruptIndexError: entries out of order, or a negative relative offset.
@@ -191,6 +196,8 @@ class KafkaIndex(EntryIndex):
         for name in slots.dtype.names or ():
             nonzero |= slots[name] != 0
         count = _trailing_zero_start(nonzero)
+        if count == 0 and len(slots) == 1 and cls.ZERO_FIRST_ENTRY:
+            count = 1
         entries = slots[:count]
         cls.sanity_check(entries, path, base_offset)
         return count, count < len(slots)

@@ -49,6 +49,10 @@ class TimeIndex(KafkaIndex):
 
     DTYPE = TIME_ENTRY
     ORDER = (("timestamp", True), ("relative_offset", False))
+    # Kafka 3.8.0 TimeIndex.maybeAppend adds (0, base) to an empty index (0 > the empty index's -1), and
+    # LogSegment.onBecomeInactiveSegment forces it in for a segment whose largest timestamp is 0 at its
+    # base offset: a closed segment's trimmed 12-byte file of zeros is that entry
+    ZERO_FIRST_ENTRY = True
 
     @property
     def is_full(self) -> bool:
