@@ -239,6 +239,7 @@ class CommitLog:
     def _load(self) -> None:
         loaded = []
         names = [name for name in files.list_dir(self.directory) if KEPT_ASIDE not in name]
+        last_data: int | None = None     # the last file holding data: looked up where a size is wrong
         for i, name in enumerate(names):
             base = parse_file_name(self.directory, name)
             path = os.path.join(self.directory, name)
@@ -272,7 +273,9 @@ class CommitLog:
                                 f"(mappedFileSizeCommitLog), found {size}: the broker refuses to load it "
                                 f"(MappedFileQueue.load); segstore recover resizes it, keeping every message",
                                 path, min(size, self.file_size))
-                self.repairs += self._fix_size(path, base, size, last=i == len(names) - 1)
+                if last_data is None:
+                    last_data = self._last_holding_data(names)
+                self.repairs += self._fix_size(path, base, size, last=i >= last_data)
             # Every file but the last is full; the last one's end is set by set_end().
             try:
                 mapped = MappedFile(path, writable=self.writable, reserve=self.writable)
@@ -299,6 +302,22 @@ class CommitLog:
                 self.lost.append((gone, 0, after.base))
         self.log.load(loaded)
         self._active = self.log.active
+
+    def _last_holding_data(self, names: list[str]) -> int:
+        """The index in ``names`` of the last file holding a non-zero byte (0 if none does): the files
+        after it are the allocator's preallocated spares, which the load drops, so a short file before
+        them ends the data as a short last file does.  Reads the trailing files' data ranges only."""
+        for j in range(len(names) - 1, 0, -1):
+            path = os.path.join(self.directory, names[j])
+            if not files.is_file(path) or not files.file_size(path):
+                continue
+            mapped = MappedFile(path)
+            try:
+                if holds_data(mapped):
+                    return j
+            finally:
+                mapped.close()
+        return 0
 
     def _fix_size(self, path: str, base: int, size: int, *, last: bool) -> list[str]:
         """Give a file of the wrong length the mapped-file size, as the broker's loader needs

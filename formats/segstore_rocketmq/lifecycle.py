@@ -135,6 +135,7 @@ class _Lifecycle(_StoreHost, Protocol):
     recovery_lines: list[str]
     _flusher: FlushService | None
     _left_damaged: list[tuple[str, int, int]]
+    _blank_entries: list[tuple[str, int, dict[tuple[str, int], int]]]
     _append_one: Callable[[Any], AppendResult | None] | None
     _append_many: Callable[[Any], list[AppendResult] | None] | None
     _checked_whole: tuple[Any, ...] | None
@@ -173,6 +174,8 @@ class LifecycleMixin:
     recovery_lines: list[str]
     _flusher: FlushService | None
     _left_damaged: list[tuple[str, int, int]]
+    #: the BLANKs ending a file that queue entries point into, as the last full recovery found them
+    _blank_entries: list[tuple[str, int, dict[tuple[str, int], int]]]
     #: the single append in one C call while open for append (None: the general path only)
     _append_one: Callable[[Any], AppendResult | None] | None
     #: the batch append of a list in one C call while open for append (None: the general path only)
@@ -186,6 +189,7 @@ class LifecycleMixin:
         self._append_one = None
         self._append_many = None
         self._left_damaged = []     # damaged ranges the last recovery left in place (see recover)
+        self._blank_entries = []
         #: the store's extent (:meth:`_checked_state`) when a recovery last walked and checked all of
         #: it with nothing left damaged; None when none did (see recover)
         self._checked_whole = None
@@ -251,6 +255,7 @@ class LifecycleMixin:
         )
         lines = recover(ctx)
         self._left_damaged = ctx.left
+        self._blank_entries = ctx.blank_entries
         self._checked_whole = self._checked_state() if ctx.checked_whole else None
         if ctx.checkpoint_changed:
             self.checkpoint.flush()      # a time lowered to the data that is left: safe to write now
@@ -502,6 +507,17 @@ class LifecycleMixin:
                     f"expected the file's messages up to {self.commitlog.file_size} bytes, found them lost "
                     f"with its missing bytes{pointing}; every other repair is done",
                     path, pos, actions=actions)
+        if self._blank_entries:
+            # the same loss seen again: a short file an earlier recovery gave its BLANK (the lost list
+            # above is only known to the run that resized it); the entries cannot be taken back
+            path, pos, pointed = self._blank_entries[0]
+            where = ", ".join(f"{t}/{q}: {n}" for (t, q), n in sorted(pointed.items())[:5])
+            more = len(self._blank_entries) - 1
+            raise UnrepairedDataError(
+                f"expected messages where {sum(pointed.values())} consume-queue entries point ({where}"
+                f"{', ...' if len(pointed) > 5 else ''}), found the BLANK ending the file: the messages they "
+                f"named are lost" + (f" ({more} more such file{'s' if more > 1 else ''})" if more else "")
+                + "; every other repair is done", path, pos, actions=actions)
 
     def _commitlog_bytes(self: _Lifecycle) -> int:
         """Bytes of commitlog files a full walk reads (the total of its progress)."""

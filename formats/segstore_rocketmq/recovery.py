@@ -293,6 +293,8 @@ class Walk:
     messages: Walked = field(default_factory=Walked.empty)
     gaps: list[tuple[str, int, int]] = field(default_factory=list)  # (path, pos, length)
     last: int = -1      # the physical offset of the last valid message walked (-1: none)
+    #: the BLANKs ending the files walked, ``(path, pos, physical end)``: no message starts there
+    blanks: list[tuple[str, int, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -329,6 +331,9 @@ class RecoveryContext:
     #: filled by :func:`recover`: the damaged ranges ``(path, pos, length)`` left in place (valid
     #: messages follow them, so cutting them would lose intact messages)
     left: list[tuple[str, int, int]] = field(default_factory=list)
+    #: filled by a :func:`recover` that walks the whole commitlog: the BLANKs ending a file that
+    #: consume-queue entries point into, ``(path, pos, entries by queue)`` (:func:`entries_in_blanks`)
+    blank_entries: list[tuple[str, int, dict[tuple[str, int], int]]] = field(default_factory=list)
     #: set by :func:`recover` when it changed a checkpoint field (the caller writes the file)
     checkpoint_changed: bool = False
     #: set by :func:`recover` when its walk was a full check's: from the commitlog's first byte to
@@ -611,6 +616,7 @@ def walk_batches(
             if status == columnar.DONE:
                 continue
             if status == columnar.BLANK and blank >= END_FILE_MIN_BLANK_LENGTH and pos + blank == size:
+                result.blanks.append((seg.path, pos, seg.base + size))
                 i, pos = i + 1, 0
                 result.end = seg.base + commitlog.file_size
                 advance(commitlog.file_size)  # a whole commitlog file walked (verify, recover)
@@ -626,6 +632,29 @@ def walk_batches(
         i, pos = j, q
     if i < len(segs):
         advance(commitlog.file_size)  # the last file: its data ends before its end
+
+
+def entries_in_blanks(queues: dict[tuple[str, int], ConsumeQueue], blanks: list[tuple[str, int, int]]
+                      ) -> list[tuple[str, int, dict[tuple[str, int], int]]]:
+    """The ``blanks`` (``(path, pos, physical end)``, in commitlog order) that consume-queue entries
+    point into, each with its entries counted by queue: entries whose messages were lost where a short
+    file was given its BLANK (by an earlier recovery), which the broker's ``getMessage`` would serve as
+    the zeros there.  ``O(entries log files)`` in numpy, over the queues' maps."""
+    if not blanks:
+        return []
+    starts = np.array([int(os.path.basename(path)) + pos for path, pos, _ in blanks], np.int64)
+    ends = np.array([end for _, _, end in blanks], np.int64)
+    counts = np.zeros((len(blanks), len(queues)), np.int64)
+    keys = sorted(queues)
+    for k, key in enumerate(keys):
+        for seg in queues[key].segment_files():
+            phys = seg.entries["offset"].astype(np.int64)
+            at = np.searchsorted(starts, phys, side="right") - 1
+            inside = (at >= 0) & (phys < ends[np.maximum(at, 0)])
+            if inside.any():
+                counts[:, k] += np.bincount(at[inside], minlength=len(blanks))
+    return [(path, pos, {keys[k]: int(n) for k, n in enumerate(counts[b]) if n})
+            for b, (path, pos, _) in enumerate(blanks) if counts[b].any()]
 
 
 def aside_dir(directory: str) -> str:
@@ -1279,6 +1308,8 @@ def recover(ctx: RecoveryContext) -> list[str]:
             puts.add(batch)
     lines.append(f"commitlog: {kind}; walked {walked} messages from {start} to {w.end}")
     ctx.left = list(w.gaps)
+    if start == cl.min_offset:     # a walk of the whole commitlog saw every file's BLANK
+        ctx.blank_entries = entries_in_blanks(ctx.queues, w.blanks)
     for path, pos, length in w.gaps:
         lines.append(
             f"{path}:{pos}: {length} damaged bytes left in place; the messages after them are intact"
