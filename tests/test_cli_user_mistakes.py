@@ -55,7 +55,14 @@ _ROCKETMQ = [({"topic": "A", "value": "x", "body": "y"}, "expected one of value 
              ({"topic": "A", "value": "x", "key": "k1", "properties": {"KEYS": "k2"}},
               "expected one of key or the KEYS property, found both"),
              ({"topic": "A", "value": "x", "timestamp": 5, "born_timestamp": 6},
-              "expected one of timestamp or born_timestamp, found both")]
+              "expected one of timestamp or born_timestamp, found both"),
+             # RocketMQ 4.9.7 Message.putProperty: the properties are a HashMap, one value a name
+             ({"topic": "A", "body": "x", "keys": ["k1"], "properties": {"KEYS": "k2"}},
+              "expected one of keys or the KEYS property, found both"),
+             ({"topic": "A", "body": "x", "tags": "y", "properties": {"TAGS": "z"}},
+              "expected one of tags or the TAGS property, found both"),
+             ({"topic": "A", "value": "x", "headers": [["a", "1"], ["a", "2"]]},
+              "expected each property name once (RocketMQ properties are a map), found 'a' twice")]
 
 
 @pytest.mark.parametrize("fmt, line, said", [("rocketmq", *case) for case in _BOTH + _ROCKETMQ]

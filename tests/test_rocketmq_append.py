@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +37,7 @@ from segstore_rocketmq.message import (
 from segstore_rocketmq.store import RocketMQStore
 
 from segstore.errors import InvalidMessageError, InvalidTopicError, MessageTooLargeError
+from segstore.records import Message
 
 SMALL = {"mappedFileSizeCommitLog": 4096, "mappedFileSizeConsumeQueue": 200, "maxMessageSize": 1024,
          "maxHashSlotNum": 8, "maxIndexNum": 32}
@@ -82,6 +84,12 @@ BAD = [
     ({"topic": "ünï"}, InvalidTopicError),
     ({"topic": 5}, InvalidTopicError),
     ({"topic": None}, InvalidTopicError),
+    # RocketMQ 4.9.7 Message.putProperty/putUserProperty: properties are a HashMap, one value a name,
+    # so a field and the property it becomes (or a header name given twice) would lose one of them
+    ({"keys": ["k1"], "properties": {"KEYS": "k2"}}, InvalidMessageError),
+    ({"tags": "y", "properties": {"TAGS": "z"}}, InvalidMessageError),
+    ({"delay_level": 2, "properties": {"DELAY": "3"}}, InvalidMessageError),
+    ({"headers": [["a", "1"], ["a", "2"]]}, InvalidMessageError),
 ]
 
 
@@ -108,6 +116,31 @@ def test_a_refused_append_changes_nothing(tmp_path, fields, error, as_batch):
     with RocketMQStore(str(path), "r", SMALL) as store:
         assert [m.body for m in store.read("T", 0)] == [b"before", b"after"]
         assert store.verify() == []
+
+
+@pytest.mark.parametrize("fields, said", [
+    ({"keys": ["k1"], "properties": {"KEYS": "k2"}}, "expected one of keys or the KEYS property, found both"),
+    ({"tags": "y", "properties": {"TAGS": "z"}}, "expected one of tags or the TAGS property, found both"),
+    ({"delay_level": 2, "properties": {"DELAY": "3"}},
+     "expected one of delay_level or the DELAY property, found both"),
+    ({"headers": [["a", "1"], ["a", "2"]]},
+     "expected each property name once (RocketMQ properties are a map), found 'a' twice"),
+])
+def test_a_value_given_twice_is_refused_not_half_stored(tmp_path, fields, said):
+    """RocketMQ 4.9.7 Message.putProperty/putUserProperty put into a HashMap: a second value of a
+    name replaces the first.  An append giving both is refused, naming the fields; a field alone,
+    or a property alone, is stored (Kafka's headers keep repeated names: only RocketMQ refuses)."""
+    with RocketMQStore(str(tmp_path / "s"), "a", SMALL) as store:
+        with pytest.raises(InvalidMessageError, match=re.escape(said)):
+            store.append({"topic": "T", "body": b"x", **fields})
+        with pytest.raises(InvalidMessageError, match="found 'a' twice"):
+            store.append(Message("T", b"x", headers=[("a", b"1"), ("a", b"2")]))
+        assert store.commitlog.end == 0
+        alone = [{"keys": ["k1"]}, {"properties": {"KEYS": "k2"}}, {"tags": "y"},
+                 {"properties": {"TAGS": "z"}}, {"headers": [["a", "1"], ["b", "2"]]}]
+        store.append_batch([{"topic": "T", "body": b"x", **one} for one in alone])
+        got = [m.properties for m in store.read("T", 0)]
+    assert got == [{"KEYS": "k1"}, {"KEYS": "k2"}, {"TAGS": "y"}, {"TAGS": "z"}, {"a": "1", "b": "2"}]
 
 
 def test_stored_messages_keep_their_magic_and_refuse_a_negative_queue(tmp_path):

@@ -163,6 +163,34 @@ def _text(value: Any, what: str) -> str:
     return value
 
 
+#: The append fields that become a property (Message's constructor, setTags/setKeys, setDelayTimeLevel).
+_PROPERTY_FIELDS = {PROPERTY_TAGS: "tags", PROPERTY_KEYS: "keys", PROPERTY_DELAY: "delay_level"}
+
+
+def _said_twice(name: Any) -> InvalidMessageError:
+    """A property an append gives twice (RocketMQ 4.9.7 Message.putProperty: its properties are a
+    HashMap, which keeps one value of a name): refused, rather than stored with one of them dropped."""
+    field = _PROPERTY_FIELDS.get(name)
+    if field is not None:
+        return InvalidMessageError(f"expected one of {field} or the {name} property, found both")
+    return InvalidMessageError(f"expected each property name once (RocketMQ properties are a map), "
+                               f"found {cut(name)} twice")
+
+
+def _header_properties(headers: Iterable[tuple[Any, Any]]) -> dict[Any, str]:
+    """Headers as RocketMQ properties.  A name given twice is refused: Kafka's headers are a list
+    and keep both, RocketMQ's properties are a map (4.9.7 Message.putUserProperty) and would keep one.
+
+    :raises InvalidMessageError: a repeated name, a value that is not text.
+    """
+    props: dict[Any, str] = {}
+    for name, value in headers:
+        if name in props:
+            raise _said_twice(name)
+        props[name] = _text(value or b"", "a header value")
+    return props
+
+
 def _bytes(value: Any) -> bytes:
     if value is None:
         return b""
@@ -600,7 +628,7 @@ class RocketMQStore(LifecycleMixin, Store):
             if item.key is not None:
                 fields["keys"] = [_text(item.key, "a key")]
             if item.headers:
-                fields["properties"] = {k: _text(v or b"", "a header value") for k, v in item.headers}
+                fields["properties"] = _header_properties(item.headers)
             if item.timestamp >= 0:
                 fields["born_timestamp"] = item.timestamp
             return fields
@@ -628,7 +656,7 @@ class RocketMQStore(LifecycleMixin, Store):
             fields["keys"] = [_text(key, "a key")]
         headers = fields.pop("headers", None)
         if headers:
-            fields["properties"] = {k: _text(v or b"", "a header value") for k, v in headers}
+            fields["properties"] = _header_properties(headers)
         stamp = fields.pop("timestamp", None)
         if stamp is not None and stamp >= 0:
             fields["born_timestamp"] = stamp
@@ -780,14 +808,18 @@ class RocketMQStore(LifecycleMixin, Store):
         user = get("properties")
         if user:
             for name, value in user.items():
-                produced[name if type(name) is str else _text(name, "a property name")] = (
-                    value if type(value) is str else _text(value, "a property value"))
+                name = name if type(name) is str else _text(name, "a property name")
+                if name in produced:    # the map keeps one value of a name: the other would be lost
+                    raise _said_twice(name)
+                produced[name] = value if type(value) is str else _text(value, "a property value")
         # MultiDispatch.isMultiDispatchMsg: the config and a non-blank INNER_MULTI_DISPATCH
         if self.config.enableMultiDispatch and \
                 produced.get(multidispatch.PROPERTY_INNER_MULTI_DISPATCH, "").strip():
             _refuse_multi_dispatch_append(self.path)
         delay = int(get("delay_level") or 0)
         if delay > 0:
+            if PROPERTY_DELAY in produced:
+                raise _said_twice(PROPERTY_DELAY)
             produced[PROPERTY_DELAY] = str(delay)
         elif PROPERTY_DELAY in produced:
             delay = int(produced[PROPERTY_DELAY])
