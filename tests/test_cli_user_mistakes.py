@@ -62,7 +62,25 @@ _ROCKETMQ = [({"topic": "A", "value": "x", "body": "y"}, "expected one of value 
              ({"topic": "A", "body": "x", "tags": "y", "properties": {"TAGS": "z"}},
               "expected one of tags or the TAGS property, found both"),
              ({"topic": "A", "value": "x", "headers": [["a", "1"], ["a", "2"]]},
-              "expected each property name once (RocketMQ properties are a map), found 'a' twice")]
+              "expected each property name once (RocketMQ properties are a map), found 'a' twice"),
+             # int() stored 1.9 as 1 and true as sysFlag 0x1 (compressed); Kafka refuses both
+             ({"topic": "A", "value": "x", "timestamp": 1.9},
+              "expected timestamp as an integer, found float"),
+             ({"topic": "A", "body": "x", "sys_flag": True}, "expected sys_flag as an integer, found bool")]
+
+
+def test_a_dump_line_with_an_integer_field_of_another_kind_is_refused(tmp_path):
+    """A dump line is written back as stored (RocketMQ 4.9.7 MessageExtBrokerInner's int and long
+    fields): a float flag is refused naming the field, not stored as int(1.5)."""
+    src = _jsonl(tmp_path / "in.jsonl", {"topic": "A", "body": "x"})
+    assert cli_run("write", tmp_path / "s", "--input", src)[0] == 0
+    _, out, _ = cli_run("dump", tmp_path / "s", "--json")
+    line = json.loads(out)
+    lines = _jsonl(tmp_path / "dump.jsonl", line, {**line, "flag": 1.5})
+    code, out, err = cli_run("write", tmp_path / "copy", "--input", lines)
+    assert (code, out) == (1, "")
+    assert "expected flag as an integer, found float 1.5" in err and str(lines) in err
+    assert not (tmp_path / "copy").exists()
 
 
 @pytest.mark.parametrize("fmt, line, said", [("rocketmq", *case) for case in _BOTH + _ROCKETMQ]

@@ -54,6 +54,17 @@ def snapshot(path: Path) -> dict[str, str]:
     return out
 
 
+#: Integer fields of the wrong kind, which int() converted (1.9 -> 1, "1" and True -> queue 1, True ->
+#: sysFlag 0x1, compressed) where Kafka's producer refuses them: (fields, the field named).
+WRONG_KINDS = [
+    ({"timestamp": 1.9}, "timestamp"), ({"partition": "1"}, "partition"), ({"partition": True}, "partition"),
+    ({"queue_id": True}, "queue_id"), ({"queue_id": 1.0}, "queue_id"), ({"flag": 1.5}, "flag"),
+    ({"sys_flag": True}, "sys_flag"), ({"born_timestamp": 1.9}, "born_timestamp"),
+    ({"store_timestamp": "5"}, "store_timestamp"), ({"delay_level": 1.0}, "delay_level"),
+    ({"reconsume_times": False}, "reconsume_times"),
+    ({"prepared_transaction_offset": 2.5}, "prepared_transaction_offset"),
+]
+
 #: Issue 15 ("A refused append corrupts the store") and more of its kind: (fields, error).
 BAD = [
     ({"flag": 2**40}, InvalidMessageError),
@@ -90,6 +101,7 @@ BAD = [
     ({"tags": "y", "properties": {"TAGS": "z"}}, InvalidMessageError),
     ({"delay_level": 2, "properties": {"DELAY": "3"}}, InvalidMessageError),
     ({"headers": [["a", "1"], ["a", "2"]]}, InvalidMessageError),
+    *[(fields, InvalidMessageError) for fields, _ in WRONG_KINDS],
 ]
 
 
@@ -141,6 +153,29 @@ def test_a_value_given_twice_is_refused_not_half_stored(tmp_path, fields, said):
         store.append_batch([{"topic": "T", "body": b"x", **one} for one in alone])
         got = [m.properties for m in store.read("T", 0)]
     assert got == [{"KEYS": "k1"}, {"KEYS": "k2"}, {"TAGS": "y"}, {"TAGS": "z"}, {"a": "1", "b": "2"}]
+
+
+@pytest.mark.parametrize("fields, name", WRONG_KINDS, ids=[repr(f)[:40] for f, _ in WRONG_KINDS])
+def test_an_integer_field_of_another_kind_is_refused_naming_it(tmp_path, fields, name):
+    """The broker's fields are Java ints and longs (4.9.7 MessageExtBrokerInner): a float, a string or
+    a bool is no such value.  The plain paths (C and Python) do not take the item, the general path
+    refuses it naming the field; an integer of another type (numpy's) is one."""
+    item = {"topic": "T", "body": b"x", **fields}
+    with RocketMQStore(str(tmp_path / "s"), "a", SMALL) as store:
+        with pytest.raises(InvalidMessageError, match=f"expected {name} as an integer, found "):
+            store.append(item)
+        with pytest.raises(InvalidMessageError, match=f"expected {name} as an integer, found "):
+            store.append_batch([item])
+        assert store.commitlog.end == 0
+        [got] = store.append_batch([{"topic": "T", "body": b"x", "flag": np.int32(3),
+                                     "queue_id": np.int64(1)}])
+        assert (store.message_at(got.position).flag, got.partition) == (3, 1)
+    fields_of = {"T": encode_topic("T", MESSAGE_MAGIC)}
+    plain = [fastappend.encode_plain_py] + ([] if fastappend._speedups is None else
+                                            [fastappend._speedups.encode_plain])
+    for encode_plain in plain:      # the general path's to refuse
+        assert encode_plain([item], fields_of, {}, fastappend.KEYS_FIRST, 5, *IPV4, 0, 4096, 1024, False,
+                            None) is None
 
 
 def test_stored_messages_keep_their_magic_and_refuse_a_negative_queue(tmp_path):

@@ -50,7 +50,7 @@ from .message import (
     body_crc,
     magic_for,
 )
-from .store import JSON_KEYS, RocketMQStore
+from .store import JSON_KEYS, RocketMQStore, integer_field
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -63,6 +63,11 @@ DUMP_ONLY = frozenset({"queue_offset", "physical_offset", "size", "body_crc", "t
 #: Fields a dump line must have to be written back as it was stored.
 _REQUIRED = ("topic", "queue_id", "body", "properties", "flag", "sys_flag", "born_timestamp", "born_host",
              "store_timestamp", "store_host", "reconsume_times", "prepared_transaction_offset")
+
+
+#: A dump line's integer fields.
+_INT_NAMES = ("queue_id", "flag", "sys_flag", "born_timestamp", "store_timestamp", "reconsume_times",
+              "prepared_transaction_offset")
 
 
 def is_dump_line(obj: Mapping[str, Any]) -> bool:
@@ -95,23 +100,31 @@ def stored_message(obj: Mapping[str, Any], store: RocketMQStore) -> RocketMQMess
     raw_keys = properties.get(PROPERTY_KEYS)
     _agrees("keys", obj, [k for k in raw_keys.split(KEY_SEPARATOR) if k] if raw_keys else [])
     _agrees("body_crc", obj, body_crc(body))
+    # a float, string, bool or null is refused, not converted by int() (1.9 would be stored as 1)
+    ints = {name: _dump_int(obj[name], name) for name in _INT_NAMES}
     try:
-        topic, queue_id = obj["topic"], int(obj["queue_id"])
+        topic, queue_id = obj["topic"], ints["queue_id"]
         if not isinstance(topic, str) or not 0 <= queue_id <= MAX_QUEUE_ID:
             raise InvalidMessageError(f"expected a topic name and a queue id in [0, {MAX_QUEUE_ID}], found "
                                       f"{topic!r} and {queue_id}")
         msg = RocketMQMessage(
-            topic=topic, queue_id=queue_id, body=body, properties=dict(properties), flag=int(obj["flag"]),
-            sys_flag=int(obj["sys_flag"]), born_timestamp=int(obj["born_timestamp"]),
-            born_host=Host.parse(obj["born_host"]), store_timestamp=int(obj["store_timestamp"]),
-            store_host=Host.parse(obj["store_host"]), reconsume_times=int(obj["reconsume_times"]),
-            prepared_transaction_offset=int(obj["prepared_transaction_offset"]),
+            topic=topic, queue_id=queue_id, body=body, properties=dict(properties), flag=ints["flag"],
+            sys_flag=ints["sys_flag"], born_timestamp=ints["born_timestamp"],
+            born_host=Host.parse(obj["born_host"]), store_timestamp=ints["store_timestamp"],
+            store_host=Host.parse(obj["store_host"]), reconsume_times=ints["reconsume_times"],
+            prepared_transaction_offset=ints["prepared_transaction_offset"],
             magic=magic_for(topic, writes_v2=store.config.writes_v2))
     except (TypeError, ValueError, AttributeError) as err:
         raise InvalidMessageError(f"expected a RocketMQ dump --json line's fields of their kinds, found "
                                   f"{err}") from err
     msg.trailing_separator = store.trailing_separator
     return msg
+
+
+def _dump_int(value: Any, name: str) -> int:
+    if value is None:   # a dump line has every field: null is no value
+        raise InvalidMessageError(f"expected {name} as an integer, found null")
+    return integer_field(value, name)
 
 
 def _agrees(name: str, obj: Mapping[str, Any], derived: Any) -> None:

@@ -23,11 +23,12 @@ import base64
 import heapq
 import itertools
 import json
+import operator
 import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast, overload
 
 import numpy as np
 
@@ -161,6 +162,27 @@ def _text(value: Any, what: str) -> str:
     if not isinstance(value, str):
         raise InvalidMessageError(f"expected {what} as a string, found {type(value).__name__}")
     return value
+
+
+@overload
+def integer_field(value: Any, name: str, default: int = 0) -> int: ...
+@overload
+def integer_field(value: Any, name: str, default: None) -> int | None: ...
+def integer_field(value: Any, name: str, default: int | None = 0) -> int | None:
+    """An append field that the format stores as an integer: ``value`` (any integer, numpy's
+    too), ``default`` for None (the field left out).  A float, a string or a bool is refused, as
+    Kafka's producer refuses them: ``int()`` would store 1.9 as 1, ``"1"`` and True as queue 1,
+    and True as sysFlag 0x1 (compressed).
+
+    :raises InvalidMessageError: naming the field.
+    """
+    if type(value) is int:
+        return value
+    if value is None:
+        return default
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        raise InvalidMessageError(f"expected {name} as an integer, found {type(value).__name__} {cut(value)}")
+    return operator.index(value)
 
 
 #: The append fields that become a property (Message's constructor, setTags/setKeys, setDelayTimeLevel).
@@ -624,12 +646,13 @@ class RocketMQStore(LifecycleMixin, Store):
             if item.key is not None and any(name == PROPERTY_KEYS for name, _ in item.headers):
                 # KEYS the key and KEYS the header say the same thing twice: one would be lost
                 raise InvalidMessageError("expected one of key or a KEYS header, found both")
-            fields: dict[str, Any] = {"topic": item.topic, "queue_id": item.partition, "body": item.value}
+            fields: dict[str, Any] = {"topic": item.topic, "body": item.value,
+                                      "queue_id": integer_field(item.partition, "partition")}
             if item.key is not None:
                 fields["keys"] = [_text(item.key, "a key")]
             if item.headers:
                 fields["properties"] = _header_properties(item.headers)
-            if item.timestamp >= 0:
+            if integer_field(item.timestamp, "timestamp", -1) >= 0:
                 fields["born_timestamp"] = item.timestamp
             return fields
         other = item.keys() - APPEND_FIELDS
@@ -648,7 +671,7 @@ class RocketMQStore(LifecycleMixin, Store):
         if "key" in fields and isinstance(properties, Mapping) and "KEYS" in properties:
             raise InvalidMessageError("expected one of key or the KEYS property, found both")
         if "partition" in fields:
-            fields["queue_id"] = fields.pop("partition")
+            fields["queue_id"] = integer_field(fields.pop("partition"), "partition", None)
         if "value" in fields:
             fields["body"] = fields.pop("value")
         key = fields.pop("key", None)
@@ -657,7 +680,7 @@ class RocketMQStore(LifecycleMixin, Store):
         headers = fields.pop("headers", None)
         if headers:
             fields["properties"] = _header_properties(headers)
-        stamp = fields.pop("timestamp", None)
+        stamp = integer_field(fields.pop("timestamp", None), "timestamp", None)
         if stamp is not None and stamp >= 0:
             fields["born_timestamp"] = stamp
         fields.pop("offset", None)
@@ -789,9 +812,9 @@ class RocketMQStore(LifecycleMixin, Store):
             topic = validate_topic(topic, self.config.topic_max_length)
             if len(self._valid_topics) < _CACHE_LIMIT:
                 self._valid_topics.add(topic)
-        queue_id = get("queue_id") or 0
+        queue_id = get("queue_id")
         if type(queue_id) is not int or not 0 <= queue_id <= MAX_QUEUE_ID:
-            queue_id = int(queue_id)
+            queue_id = integer_field(queue_id, "queue_id")
             if not 0 <= queue_id <= MAX_QUEUE_ID:
                 raise _queue_id_error(queue_id)
         # The producer's map: TAGS, KEYS (Message constructor), user properties, in put order.
@@ -816,7 +839,7 @@ class RocketMQStore(LifecycleMixin, Store):
         if self.config.enableMultiDispatch and \
                 produced.get(multidispatch.PROPERTY_INNER_MULTI_DISPATCH, "").strip():
             _refuse_multi_dispatch_append(self.path)
-        delay = int(get("delay_level") or 0)
+        delay = integer_field(get("delay_level"), "delay_level")
         if delay > 0:
             if PROPERTY_DELAY in produced:
                 raise _said_twice(PROPERTY_DELAY)
@@ -824,18 +847,19 @@ class RocketMQStore(LifecycleMixin, Store):
         elif PROPERTY_DELAY in produced:
             delay = int(produced[PROPERTY_DELAY])
         store_timestamp = get("store_timestamp")
-        store_timestamp = now if store_timestamp is None else int(store_timestamp)
+        store_timestamp = integer_field(store_timestamp, "store_timestamp", now)
         store_host = self._host(get("store_host"), self._store_host)
         born_timestamp = get("born_timestamp")
         body = get("body")
-        sys_flag = int(get("sys_flag") or 0)
+        sys_flag = integer_field(get("sys_flag"), "sys_flag")
         msg = RocketMQMessage(
             topic, queue_id, body if type(body) is bytes else _bytes(body),
             self._ordered(produced) if len(produced) > 1 else produced,
-            int(get("flag") or 0), 0, 0, sys_flag,
-            store_timestamp if born_timestamp is None else int(born_timestamp),
+            integer_field(get("flag"), "flag"), 0, 0, sys_flag,
+            integer_field(born_timestamp, "born_timestamp", store_timestamp),
             self._host(get("born_host"), store_host), store_timestamp, store_host,
-            int(get("reconsume_times") or 0), int(get("prepared_transaction_offset") or 0))
+            integer_field(get("reconsume_times"), "reconsume_times"),
+            integer_field(get("prepared_transaction_offset"), "prepared_transaction_offset"))
         msg.trailing_separator = self.trailing_separator
         if delay > 0 and sys_flag & SYSFLAG_TRANSACTION_MASK in (0, SYSFLAG_TRANSACTION_COMMIT):
             self._schedule(msg, delay)
