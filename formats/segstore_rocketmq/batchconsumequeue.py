@@ -40,7 +40,7 @@ from segstore.errors import CorruptDataError
 from segstore.plugin import DumpLine
 from segstore.store import Problem
 
-from .dirnames import BCQ_DIR
+from .dirnames import BCQ_DIR, queue_dirs
 
 BCQ_UNIT = np.dtype([
     ("offset", ">i8"),
@@ -189,15 +189,14 @@ def load(store_dir: str) -> dict[tuple[str, int], BatchQueue]:
     out: dict[tuple[str, int], BatchQueue] = {}
     if not files.is_dir(root):
         return out
-    for topic in files.list_dir(root):
-        for queue in files.list_dir(os.path.join(root, topic)):
-            if not queue.isdigit():
-                continue
-            directory = os.path.join(root, topic, queue)
-            names = sorted(n for n in files.list_dir(directory)
-                           if len(n) == FILE_NAME_DIGITS and n.isdigit())
-            out[(topic, int(queue))] = BatchQueue(topic, int(queue),
-                                                  [read_file(os.path.join(directory, n)) for n in names])
+    # stray entries skipped as the broker's loader skips them (.dirnames.queue_dirs)
+    for topic, queue_id, directory in queue_dirs(root):
+        if queue_id < 0:
+            continue
+        names = sorted(n for n in files.list_dir(directory)
+                       if len(n) == FILE_NAME_DIGITS and n.isdigit())
+        out[(topic, queue_id)] = BatchQueue(topic, queue_id,
+                                            [read_file(os.path.join(directory, n)) for n in names])
     return out
 
 

@@ -34,6 +34,40 @@ TIMERMETRICS_FILE = os.path.join("config", "timermetrics")
 #: The name part of files holding bytes recovery cut (``segstore.files.save_aside``): not commitlog files.
 KEPT_ASIDE = ".cut-"
 
+#: java.lang.Integer's range (a queue directory's name is parsed as one)
+_INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
+
+
+def parse_int(name: str) -> int | None:
+    """Java's ``Integer.parseInt(name)`` (decimal digits, an optional sign, within an int); None where
+    it throws ``NumberFormatException``."""
+    digits = name[1:] if name[:1] in ("+", "-") else name
+    if not digits or not digits.isdecimal():
+        return None
+    value = int(name)
+    return value if _INT_MIN <= value <= _INT_MAX else None
+
+
+def queue_dirs(root: str) -> list[tuple[str, int, str]]:
+    """The queues under ``root``, ``(topic, queue id, directory)`` each, as RocketMQ 4.9.7
+    ``DefaultMessageStore.loadConsumeQueue`` finds them: a topic entry that is no directory (its
+    ``listFiles()`` is null) is skipped, and so is a queue entry whose name ``Integer.parseInt``
+    refuses (``NumberFormatException``: ``continue``).  The broker starts and serves the store beside
+    such strays (a README, an editor's backup), so readers do too.  A negative queue id (``-1``,
+    which the broker loads) is listed: the caller decides.
+    """
+    queues = []
+    for topic in files.list_dir(root):
+        directory = os.path.join(root, topic)
+        if not files.is_dir(directory):
+            continue
+        for qname in files.list_dir(directory):
+            queue_id = parse_int(qname)
+            if queue_id is None:
+                continue
+            queues.append((topic, queue_id, os.path.join(directory, qname)))
+    return queues
+
 
 def is_rocketmq_store(path: str) -> bool:
     """A directory with ``commitlog/`` (empty, or holding a file named by 20 digits) or

@@ -76,6 +76,7 @@ from .dirnames import (
     LOCK_FILE,
     has_timer_store,
     is_rocketmq_store,
+    queue_dirs,
 )
 from .indexfile import IndexRequest, IndexService, geometry_on_disk
 from .javacompat import hashmap_order, string_hash
@@ -360,8 +361,7 @@ def _sizes_on_disk(path: str, given: Mapping[str, Any]) -> dict[str, int]:
     root = os.path.join(path, CONSUMEQUEUE_DIR)
     if "mappedFileSizeConsumeQueue" not in given:
         found["mappedFileSizeConsumeQueue"] = _size_from_names(
-            (os.path.join(root, topic, qname) for topic in files.list_dir(root)
-             for qname in files.list_dir(os.path.join(root, topic))), CQ_DTYPE.itemsize)
+            (directory for _, _, directory in queue_dirs(root)), CQ_DTYPE.itemsize)
     return {k: v for k, v in found.items() if v > 0}
 
 
@@ -536,22 +536,18 @@ class RocketMQStore(LifecycleMixin, Store):
 
     def _load_queues(self, writable: bool) -> None:
         root = os.path.join(self.path, CONSUMEQUEUE_DIR)
-        for topic in files.list_dir(root):
-            for qname in files.list_dir(os.path.join(root, topic)):
-                directory = os.path.join(root, topic, qname)
-                if not qname.isdigit():
-                    raise CorruptDataError(f"expected queue directories named by queue id, found {qname!r}",
-                                           directory)
-                self.queues[(topic, int(qname))] = ConsumeQueue(
-                    directory, topic, int(qname), self.config.consume_queue_file_size, writable=writable,
-                    cut_dir=queue_cut_dir(self.path, topic, int(qname)))
+        for topic, queue_id, directory in queue_dirs(root):
+            if queue_id < 0:    # the broker loads it (Integer.parseInt), segstore holds no such queue
+                raise CorruptDataError(f"expected queue directories named by a queue id of at least 0, "
+                                       f"found {os.path.basename(directory)!r}", directory)
+            self.queues[(topic, queue_id)] = ConsumeQueue(
+                directory, topic, queue_id, self.config.consume_queue_file_size, writable=writable,
+                cut_dir=queue_cut_dir(self.path, topic, queue_id))
 
     def _load_queue_exts(self) -> None:
-        root = os.path.join(self.path, EXT_DIR)
-        for topic in files.list_dir(root):
-            for qname in files.list_dir(os.path.join(root, topic)):
-                if qname.isdigit():
-                    self.queue_exts[(topic, int(qname))] = ConsumeQueueExt(os.path.join(root, topic, qname))
+        for topic, queue_id, directory in queue_dirs(os.path.join(self.path, EXT_DIR)):
+            if queue_id >= 0:
+                self.queue_exts[(topic, queue_id)] = ConsumeQueueExt(directory)
 
     def entry_tags_codes(self, topic: str, queue_id: int, codes: np.ndarray) -> np.ndarray:
         """The tags codes of consume-queue entries with extension addresses replaced by their unit's

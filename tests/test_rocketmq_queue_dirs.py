@@ -1,0 +1,79 @@
+"""Which entries under ``consumequeue/`` are queues: the broker's rule (RocketMQ 4.9.7
+``DefaultMessageStore.loadConsumeQueue``).
+
+A topic entry that is not a directory (``listFiles()`` null) is skipped, a queue entry whose name
+``Integer.parseInt`` refuses is skipped (``NumberFormatException``: ``continue``): the broker starts and
+serves every message beside such strays, so every reader does too.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import cli_run
+from segstore_rocketmq.dirnames import parse_int
+
+import segstore
+from segstore.errors import CorruptDataError
+
+CONFIG = {"mappedFileSizeCommitLog": 4096, "mappedFileSizeConsumeQueue": 200, "maxHashSlotNum": 16,
+          "maxIndexNum": 64}
+
+
+@pytest.fixture
+def store_path(tmp_path):
+    path = tmp_path / "rb"
+    with segstore.open(str(path), "rocketmq", "a", **CONFIG) as store:
+        store.append_batch([{"topic": "T", "queue_id": i % 2, "body": b"v" * 50, "keys": [f"k{i % 5}"]}
+                            for i in range(60)])
+    return path
+
+
+def _dump(path) -> list[dict]:
+    code, out, err = cli_run("dump", path, "--json")
+    assert code == 0, err
+    return [json.loads(line) for line in out.splitlines()]
+
+
+@pytest.mark.parametrize("stray", ["README", "T/README", "T/abc/", "T/99999999999/", "T/1x/", "T/%/"])
+def test_a_stray_entry_under_consumequeue_is_skipped_as_the_broker_skips_it(store_path, stray):
+    """4.9.7 loadConsumeQueue: a file where a topic directory would be, a queue name Integer.parseInt
+    refuses (a file or a directory; out of the int range too): skipped, every message still read."""
+    before = _dump(store_path)
+    target = store_path / "consumequeue" / stray.rstrip("/")
+    if stray.endswith("/"):
+        target.mkdir()
+        (target / "00000000000000000000").write_bytes(bytes(200))
+    else:
+        target.write_text("x\n")
+    assert _dump(store_path) == before
+    for argv in (("info",), ("verify",), ("query", "--topic", "T", "--queue", "0", "--offset", "0"),
+                 ("query", "--topic", "T", "--key", "k1")):
+        code, _, err = cli_run(argv[0], store_path, *argv[1:])
+        assert code == 0, (argv, err)
+    with segstore.open(str(store_path), "rocketmq") as store:
+        assert store.partitions("T") == [0, 1]
+        assert store.verify() == []
+    with segstore.open(str(store_path), "rocketmq", "a", **CONFIG) as store:    # a writer too
+        store.append({"topic": "T", "queue_id": 0, "body": b"after"})
+    assert len(_dump(store_path)) == 61
+
+
+def test_a_queue_the_broker_loads_and_segstore_cannot_hold_is_still_named(store_path):
+    """Integer.parseInt("-1") is -1: the broker loads that queue; segstore has no queue -1 and says so."""
+    (store_path / "consumequeue" / "T" / "-1").mkdir()
+    said = "expected queue directories named by a queue id of at least 0, found '-1'"
+    with pytest.raises(CorruptDataError, match=said):
+        segstore.open(str(store_path), "rocketmq")
+
+
+@pytest.mark.parametrize("name, value", [("0", 0), ("7", 7), ("007", 7), ("+3", 3), ("-1", -1),
+                                         ("2147483647", 2147483647), ("2147483648", None),
+                                         ("-2147483649", None),
+                                         ("", None), ("+", None), ("1x", None), (" 1", None), ("1_0", None),
+                                         ("README", None), ("\u0663", 3)])
+def test_parse_int_is_javas(name, value):
+    """java.lang.Integer.parseInt: an optional sign and decimal digits (Character.digit: Unicode ones
+    too), within an int; no blanks or underscores, which Python's int() takes."""
+    assert parse_int(name) == value
