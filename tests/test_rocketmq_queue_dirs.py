@@ -3,7 +3,9 @@
 
 A topic entry that is not a directory (``listFiles()`` null) is skipped, a queue entry whose name
 ``Integer.parseInt`` refuses is skipped (``NumberFormatException``: ``continue``): the broker starts and
-serves every message beside such strays, so every reader does too.
+serves every message beside such strays, so every reader does too.  A RocksDB consume-queue store
+(RocketMQ 5.2+ ``RocksDBConsumeQueueStore``, in the same directory) is refused by name rather than read
+as a file store without queues.
 """
 
 from __future__ import annotations
@@ -12,10 +14,10 @@ import json
 
 import pytest
 from conftest import cli_run
-from segstore_rocketmq.dirnames import parse_int
+from segstore_rocketmq.dirnames import parse_int, queue_dirs
 
 import segstore
-from segstore.errors import CorruptDataError
+from segstore.errors import CorruptDataError, UnsupportedOperationError
 
 CONFIG = {"mappedFileSizeCommitLog": 4096, "mappedFileSizeConsumeQueue": 200, "maxHashSlotNum": 16,
           "maxIndexNum": 64}
@@ -77,3 +79,39 @@ def test_parse_int_is_javas(name, value):
     """java.lang.Integer.parseInt: an optional sign and decimal digits (Character.digit: Unicode ones
     too), within an int; no blanks or underscores, which Python's int() takes."""
     assert parse_int(name) == value
+
+
+def _rocksdb(path) -> None:
+    """What RocketMQ 5.2+ storeType=defaultRocksDB leaves in consumequeue/: a RocksDB database."""
+    root = path / "consumequeue"
+    for child in sorted(root.rglob("*"), reverse=True):
+        child.unlink() if child.is_file() else child.rmdir()
+    (root / "CURRENT").write_text("MANIFEST-000005\n")
+    for name, data in [("IDENTITY", b"id\n"), ("LOCK", b""), ("LOG", b""), ("MANIFEST-000005", bytes(300)),
+                       ("OPTIONS-000007", b"[Version]\n"), ("000004.log", bytes(1000)),
+                       ("000009.sst", bytes(2000))]:
+        (root / name).write_bytes(data)
+
+
+def test_a_rocksdb_consume_queue_store_is_refused_by_name(store_path):
+    """RocketMQ 5.2.0 RocksDBConsumeQueueStore opens its database in consumequeue/
+    (StorePathConfigHelper.getStorePathConsumeQueue): read as a file store it would seem to hold no
+    queue; every command says what it found instead (a usage error, exit 2)."""
+    _rocksdb(store_path)
+    root = store_path / "consumequeue"
+    assert queue_dirs(str(root)).rocksdb
+    with pytest.raises(UnsupportedOperationError, match="found a RocksDB consume-queue store") as caught:
+        segstore.open(str(store_path), "rocketmq")
+    assert caught.value.path == str(root)
+    for command in ("info", "verify", "dump", "recover"):
+        code, out, err = cli_run(command, store_path)
+        assert code == 2, (command, out, err)
+        assert f"{root}: expected consume-queue directories (RocketMQ's file store), found a RocksDB" in err
+
+
+def test_topics_named_like_rocksdb_files_are_topics(store_path):
+    """CURRENT and MANIFEST-1 are valid topic names: as directories they are queues' topics."""
+    with segstore.open(str(store_path), "rocketmq", "a", **CONFIG) as store:
+        store.append_batch([{"topic": "CURRENT", "body": b"c"}, {"topic": "MANIFEST-1", "body": b"m"}])
+    with segstore.open(str(store_path), "rocketmq") as store:
+        assert sorted(store.topics()) == ["CURRENT", "MANIFEST-1", "T"]

@@ -190,7 +190,7 @@ def load(store_dir: str) -> dict[tuple[str, int], BatchQueue]:
     if not files.is_dir(root):
         return out
     # stray entries skipped as the broker's loader skips them (.dirnames.queue_dirs)
-    for topic, queue_id, directory in queue_dirs(root):
+    for topic, queue_id, directory in queue_dirs(root).queues:
         if queue_id < 0:
             continue
         names = sorted(n for n in files.list_dir(directory)

@@ -9,6 +9,7 @@ too) loads nothing more.  Pure except for the listing.
 from __future__ import annotations
 
 import os
+from typing import NamedTuple
 
 from segstore import files
 
@@ -34,6 +35,9 @@ TIMERMETRICS_FILE = os.path.join("config", "timermetrics")
 #: The name part of files holding bytes recovery cut (``segstore.files.save_aside``): not commitlog files.
 KEPT_ASIDE = ".cut-"
 
+#: Files of a RocksDB database (RocketMQ 5.2+ ``storeType=defaultRocksDB``: ``RocksDBConsumeQueueStore``
+#: opens its database in ``consumequeue/``): its ``CURRENT`` file names the live ``MANIFEST-*``.
+ROCKSDB_MARKER, ROCKSDB_MANIFEST = "CURRENT", "MANIFEST-"
 #: java.lang.Integer's range (a queue directory's name is parsed as one)
 _INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
 
@@ -48,8 +52,17 @@ def parse_int(name: str) -> int | None:
     return value if _INT_MIN <= value <= _INT_MAX else None
 
 
-def queue_dirs(root: str) -> list[tuple[str, int, str]]:
-    """The queues under ``root``, ``(topic, queue id, directory)`` each, as RocketMQ 4.9.7
+class QueueDirs(NamedTuple):
+    """The queue directories under a ``consumequeue/``-style root, ``(topic, queue id, directory)``
+    each, and whether the root holds a RocksDB database instead (RocketMQ 5.2+): a ``CURRENT`` file
+    and a ``MANIFEST-*`` file (as files they are no topics: a topic of those names is a directory)."""
+
+    queues: list[tuple[str, int, str]]
+    rocksdb: bool
+
+
+def queue_dirs(root: str) -> QueueDirs:
+    """The queues under ``root`` (:class:`QueueDirs`) as RocketMQ 4.9.7
     ``DefaultMessageStore.loadConsumeQueue`` finds them: a topic entry that is no directory (its
     ``listFiles()`` is null) is skipped, and so is a queue entry whose name ``Integer.parseInt``
     refuses (``NumberFormatException``: ``continue``).  The broker starts and serves the store beside
@@ -57,16 +70,19 @@ def queue_dirs(root: str) -> list[tuple[str, int, str]]:
     which the broker loads) is listed: the caller decides.
     """
     queues = []
+    strays = []
     for topic in files.list_dir(root):
         directory = os.path.join(root, topic)
         if not files.is_dir(directory):
+            strays.append(topic)
             continue
         for qname in files.list_dir(directory):
             queue_id = parse_int(qname)
             if queue_id is None:
                 continue
             queues.append((topic, queue_id, os.path.join(directory, qname)))
-    return queues
+    rocksdb = ROCKSDB_MARKER in strays and any(name.startswith(ROCKSDB_MANIFEST) for name in strays)
+    return QueueDirs(queues, rocksdb)
 
 
 def is_rocketmq_store(path: str) -> bool:

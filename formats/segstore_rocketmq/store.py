@@ -361,7 +361,7 @@ def _sizes_on_disk(path: str, given: Mapping[str, Any]) -> dict[str, int]:
     root = os.path.join(path, CONSUMEQUEUE_DIR)
     if "mappedFileSizeConsumeQueue" not in given:
         found["mappedFileSizeConsumeQueue"] = _size_from_names(
-            (directory for _, _, directory in queue_dirs(root)), CQ_DTYPE.itemsize)
+            (directory for _, _, directory in queue_dirs(root).queues), CQ_DTYPE.itemsize)
     return {k: v for k, v in found.items() if v > 0}
 
 
@@ -536,7 +536,13 @@ class RocketMQStore(LifecycleMixin, Store):
 
     def _load_queues(self, writable: bool) -> None:
         root = os.path.join(self.path, CONSUMEQUEUE_DIR)
-        for topic, queue_id, directory in queue_dirs(root):
+        found = queue_dirs(root)
+        if found.rocksdb:
+            # read as a file store it would be one without queues: every message seemingly unreachable
+            raise UnsupportedOperationError(
+                "expected consume-queue directories (RocketMQ's file store), found a RocksDB consume-queue "
+                "store (RocketMQ 5.2+ storeType=defaultRocksDB, RocksDBConsumeQueueStore): not covered", root)
+        for topic, queue_id, directory in found.queues:
             if queue_id < 0:    # the broker loads it (Integer.parseInt), segstore holds no such queue
                 raise CorruptDataError(f"expected queue directories named by a queue id of at least 0, "
                                        f"found {os.path.basename(directory)!r}", directory)
@@ -545,7 +551,7 @@ class RocketMQStore(LifecycleMixin, Store):
                 cut_dir=queue_cut_dir(self.path, topic, queue_id))
 
     def _load_queue_exts(self) -> None:
-        for topic, queue_id, directory in queue_dirs(os.path.join(self.path, EXT_DIR)):
+        for topic, queue_id, directory in queue_dirs(os.path.join(self.path, EXT_DIR)).queues:
             if queue_id >= 0:
                 self.queue_exts[(topic, queue_id)] = ConsumeQueueExt(directory)
 
