@@ -192,6 +192,23 @@ def test_stored_messages_keep_their_magic_and_refuse_a_negative_queue(tmp_path):
         assert store.verify() == []
 
 
+@pytest.mark.parametrize("spelled", ["[::ffff:10.0.0.1]:2", "[0:0:0:0:0:ffff:a00:1]:2",
+                                     "[::FFFF:0a00:0001]:2"])
+def test_an_ipv4_mapped_host_is_written_as_the_broker_writes_it(tmp_path, spelled):
+    """A broker's socket addresses are Inet4Address for IPv4 peers (Java's InetAddress turns a v4-mapped
+    address into one): 4 bytes, no v6 sysFlag bit, a 32-character msgId.  Written as 16 bytes, RocketMQ
+    4.9.7 MessageDecoder.decodeMessage (InetAddress.getByAddress) would read another host than
+    segstore, and another msgId."""
+    assert Host.parse(spelled) == Host(bytes([10, 0, 0, 1]), 2)
+    with RocketMQStore(str(tmp_path / "s"), "a", SMALL) as store:
+        [result] = store.append_batch([{"topic": "T", "body": b"b", "born_host": spelled,
+                                        "store_host": spelled.replace(":2", ":10911")}])
+        msg = store.message_at(result.position)
+    assert (str(msg.born_host), str(msg.store_host), msg.sys_flag) == ("10.0.0.1:2", "10.0.0.1:10911", 0)
+    assert result.extra["msg_id"] == msg.msg_id == "0A00000100002A9F0000000000000000"
+    assert Host.parse("[::1]:2").is_v6 and Host.parse("[::1:ffff:0:1]:2").is_v6     # other IPv6 stays IPv6
+
+
 def test_encode_names_the_field_out_of_range():
     msg = RocketMQMessage("T", 0, b"x", flag=2**40)
     with pytest.raises(InvalidMessageError, match="FLAG"):

@@ -177,13 +177,21 @@ class Host(NamedTuple):
     def parse(cls, text: str) -> Host:
         """``"ip:port"`` or ``"[v6]:port"`` (any IPv6 spelling) as a :class:`Host`.
 
+        An IPv4-mapped IPv6 address (``[::ffff:a.b.c.d]:port``) is the IPv4 host, 4 bytes (and no
+        v6 sysFlag bit when stored): Java's ``InetAddress`` turns such an address into an
+        ``Inet4Address``, so a broker never stores one as 16 bytes, and its ``MessageDecoder``
+        (4.9.7 ``decodeMessage``: ``InetAddress.getByAddress``) reads those 16 bytes as the IPv4 host.
+
         :raises InvalidMessageError: not an address with a port in 0..65535.
         """
         addr, _, port_text = text.rpartition(":")
         if addr.startswith("[") and addr.endswith("]"):
             addr = addr[1:-1]
         try:
-            ip = ipaddress.ip_address(addr).packed
+            address = ipaddress.ip_address(addr)
+            if address.version == 6 and address.ipv4_mapped is not None:
+                address = address.ipv4_mapped
+            ip = address.packed
             port = int(port_text)
         except ValueError as err:
             raise InvalidMessageError(f"expected a host as 'ip:port' or '[ipv6]:port', found {text!r} ({err})"
