@@ -148,3 +148,21 @@ def test_earliest_at_a_marker_names_the_log_start_under_read_committed(
                  "read_committed"]) == 1
     assert capsys.readouterr().err == "segstore query: t-0: earliest is offset 1 (the log start offset); a " \
                                       "read_committed read finds no record from there\n"
+
+
+def test_a_writable_open_moves_the_first_leader_epoch_up_to_the_checkpointed_log_start(tmp_path: Path) -> None:
+    """Kafka 3.8.0 LogLoader.load: "The earliest leader epoch may not be flushed during a hard failure.
+    Recover it here": leaderEpochCache.truncateFromStartAsyncFlush(logStartOffsetCheckpoint).  A broker
+    killed after it checkpointed a new log start but before it flushed the epochs leaves "0 0" where its
+    next load writes "0 25"; a reader changes nothing."""
+    logs = tmp_path / "logs"
+    part = _build(logs)
+    epochs = part / "leader-epoch-checkpoint"
+    assert epochs.read_text().splitlines()[2:] == ["0 0"]
+    write_offsets(str(logs / "log-start-offset-checkpoint"), {("t", 0): 25})
+    with segstore.open(logs) as reader:
+        assert next(iter(reader.read("t", 0))).offset == 25
+    assert epochs.read_text().splitlines()[2:] == ["0 0"]
+    with segstore.open(logs, mode="a"):
+        pass
+    assert epochs.read_text().splitlines()[2:] == ["0 25"]

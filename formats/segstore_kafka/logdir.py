@@ -119,7 +119,7 @@ class LogDir:
                 part = Partition(os.path.join(path, name), self.config_for(topic), writable=writable,
                                  clock=clock)
                 key = (part.topic, part.partition)
-                part.log_start_offset = max(part.log_start_offset, start_offsets.get(key, 0))
+                part.load_log_start(start_offsets.get(key, 0))
                 self.partitions[key] = part
                 self._opened_end[key] = part.next_offset
         except BaseException:
@@ -285,7 +285,7 @@ def load_log_start(part: Partition) -> None:
     except CorruptDataError:
         return
     if found is not None:
-        part.log_start_offset = max(part.log_start_offset, found)
+        part.load_log_start(found)
 
 
 def high_watermark(part: Partition) -> int:

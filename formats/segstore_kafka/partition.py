@@ -356,6 +356,16 @@ class Partition:
         self.log_start_offset = first.base if first is not None else 0
         self.next_offset = self.log.active.next_offset() if self.log.active is not None else 0
 
+    def load_log_start(self, checkpointed: int) -> None:
+        """Take the log dir's ``log-start-offset-checkpoint`` entry as Kafka 3.8.0 ``LogLoader.load`` does:
+        the log start is ``max(checkpoint, first base)``, and a writer's leader epoch cache is truncated
+        from the start at the checkpoint ("the earliest leader epoch may not be flushed during a hard
+        failure": ``truncateFromStartAsyncFlush(logStartOffsetCheckpoint)``), written when it changed."""
+        self.log_start_offset = max(self.log_start_offset, checkpointed)
+        if self.writable:
+            self.epochs.truncate_from_start(checkpointed)
+            self.epochs.flush()
+
     # -- segments ---------------------------------------------------------------
     def _open_segment(self, base: int, *, create: bool, read_indexes: bool = True) -> LogSegment:
         return LogSegment(self.path, base, index_interval_bytes=self.config.index_interval_bytes,
