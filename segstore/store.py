@@ -581,5 +581,7 @@ def newest_hits(records: list[Record], max_hits: int | None) -> list[Record]:
     """
     if max_hits is not None:
         records = sorted(records, key=lambda r: (r.timestamp, r.partition, r.offset))
-        records = records[len(records) - max_hits:] if max_hits > 0 else []
+        # records[-max_hits:], not records[len - max_hits:]: with fewer records than max_hits that start
+        # is negative and would drop the oldest ones (every hit is kept, as the broker's queryMessage does)
+        records = records[-max_hits:] if max_hits > 0 else []
     return sorted(records, key=lambda r: (r.partition, r.offset))

@@ -194,3 +194,30 @@ def test_kafka_key_lookups_count_max_hits_over_the_whole_topic(tmp_path):
     assert _cli_hits(logdir, "--topic", "t", "--key", "k", "--max", "4") == expected
     assert _cli_hits(logdir, "--topic", "t", "--key", "k", "--begin", "1700000000002",
                      "--end", "1700000000006") == window
+
+
+def test_max_hits_above_the_number_of_hits_keeps_every_hit(tmp_path, capsys):
+    """RocketMQ 4.9.7 ``DefaultMessageStore.queryMessage(topic, key, maxNum, begin, end)`` (over
+    ``IndexService.queryOffset``) returns every hit when fewer than ``maxNum`` carry the key; the newest
+    ``max_hits`` keep all of them, on both formats, with and without Kafka's extra key index, and
+    ``segstore query --key --max N`` shows them all (no "2 of 3 hits shown")."""
+    kafka, rocketmq = tmp_path / "k", tmp_path / "r"
+    with segstore.open(kafka, format="kafka", mode="a") as store:
+        for i in range(3):
+            store.append({"topic": "t", "key": b"k", "value": b"v%d" % i})
+    with segstore.open(rocketmq, format="rocketmq", mode="a", mappedFileSizeCommitLog=1 << 20,
+                       mappedFileSizeConsumeQueue=20_000, maxHashSlotNum=100, maxIndexNum=400) as store:
+        for i in range(3):
+            store.append({"topic": "T", "queue_id": 0, "body": b"b%d" % i, "keys": ["k"]})
+    for path, topic in ((kafka, "t"), (rocketmq, "T")):
+        with segstore.open(path) as store:
+            for max_hits in (3, 4, 5, 100):
+                assert [r.offset for r in store.find(topic, "k", max_hits=max_hits)] == [0, 1, 2], max_hits
+            assert [r.offset for r in store.find(topic, "k", max_hits=2)] == [1, 2]
+        capsys.readouterr()
+        assert _cli_hits(path, "--topic", topic, "--key", "k", "--max", "5") == [(0, 0), (0, 1), (0, 2)]
+        assert "hits shown" not in capsys.readouterr().err
+    assert cli.main(["index", "build", str(kafka / "t-0"), "--index", "key"], io.StringIO()) == 0
+    with segstore.open(kafka / "t-0") as store:
+        assert "key" in store.indexes
+        assert [r.offset for r in store.find("t", "k", max_hits=5)] == [0, 1, 2]

@@ -1918,7 +1918,7 @@ class KafkaStore(Store):
                 hits += [(t, p, o) for t, o in zip(stamps[rows].tolist(), offsets.tolist(), strict=True)]
         if max_hits is not None:   # the newest in all, as Store.find and newest_hits pick them
             hits = sorted(hits)
-            hits = hits[len(hits) - max_hits:] if max_hits > 0 else []
+            hits = hits[-max_hits:] if max_hits > 0 else []   # every hit when fewer than max_hits
         return [self._record_at(parts[p], o) for _t, p, o in sorted(hits, key=lambda hit: hit[1:])]
 
     def _has_key_index(self) -> bool:

@@ -127,4 +127,5 @@ def newest_messages(hits: list[RocketMQMessage], max_hits: int | None) -> list[R
     finds them walking its IndexFiles from the newest entry back (every hit when ``max_hits`` is None)."""
     if max_hits is None:
         return hits
-    return hits[len(hits) - max_hits:] if max_hits > 0 else []
+    # hits[-max_hits:]: every hit when fewer than max_hits (a start of len - max_hits would go negative)
+    return hits[-max_hits:] if max_hits > 0 else []

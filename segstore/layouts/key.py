@@ -187,7 +187,8 @@ class KeyStreamIndex(StreamIndex):
                 hits.add(offset)
         hits.update(self._carrying(max(indexed, start), self.log_end(), key))
         ordered = sorted(hits)
-        return ordered if max_hits is None else ordered[len(ordered) - max_hits:] if max_hits > 0 else []
+        # ordered[-max_hits:]: every hit when fewer than max_hits (len - max_hits would go negative)
+        return ordered if max_hits is None else ordered[-max_hits:] if max_hits > 0 else []
 
     def _expected_problems(self) -> list[Problem]:
         parts = [self._entries(batch)[:2]
