@@ -341,6 +341,30 @@ def test_a_commitlog_file_dump_has_the_messages_of_that_file(capsys):
     assert all(r["file_kind"] == "commitlog" and r["format"] == "rocketmq" for r in rows)
 
 
+def test_a_commitlog_file_dump_names_zeros_before_later_messages(tmp_path, capsys):
+    """Zeros over a message's header with messages after them are damage (RocketMQ 4.9.7
+    ``CommitLog.checkMessageAndReturnSize``: magic 0 is an illegal magic code), not the file's end of
+    data: the dump says so on stderr and exits 1 (before: "end of data" and exit 0, every later
+    message of the file left out).  Zeros to the end of the file still end it quietly."""
+    path = tmp_path / "00000000000000524288"      # the last file: its data ends in zeros
+    path.write_bytes((ROCKETMQ / "commitlog" / path.name).read_bytes())
+    code, out, _ = run(capsys, "dump", path, "--json")
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and rows[-1]["kind"] == "end" and len(rows) > 4
+    third = rows[2]["physical_offset"] - 524288
+    with open(path, "r+b") as f:
+        f.seek(third)
+        f.write(bytes(8))
+    code, out, _ = run(capsys, "dump", path, "--json")
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert code == 1 and [r["kind"] for r in rows] == ["message", "message", "error"]
+    assert rows[-1]["position"] == third
+    assert rows[-1]["error"].startswith("expected a message or a BLANK, found zeros before non-zero bytes")
+    code, out, err = run(capsys, "dump", path)
+    assert code == 1 and len(out.splitlines()) == 3     # "Dumping FILE", two messages
+    assert f"{path}:{third}: expected a message or a BLANK, found zeros before non-zero bytes" in err
+
+
 def test_consume_queue_index_file_and_checkpoint_dumps(capsys):
     cq = ROCKETMQ / "consumequeue" / "TopicA" / "0" / "00000000000000000640"
     code, out, _ = run(capsys, "dump", cq, "--json")

@@ -119,11 +119,13 @@ def _damaged(src: str, dst: str, offset: int, data: bytes) -> str:
 
 @pytest.mark.parametrize("offset,data,raises", [
     (3 * FILE_SIZE + 20_000, b"\xff\xee", True),        # inside a message (a body CRC or a length)
-    (5 * FILE_SIZE + 9_000, b"\0" * 300, False),         # zeros over a message: its file's data ends
+    # zeros over a message's header with messages after them: damage (RocketMQ 4.9.7
+    # CommitLog.checkMessageAndReturnSize: magic 0 is illegal), not the end of the file's data
+    (5 * FILE_SIZE + 9_000, b"\0" * 300, True),
     (2 * FILE_SIZE + 40_000, b"\x7f\xff\xff\xff", True),  # a length running past the file
 ])
 def test_rocketmq_scan_arrow_damage_same_error_same_place(rocketmq_path, tmp_path, offset, data, raises):
-    if not raises:      # at a message's start: zeros there end the file's data, no error
+    if not data.strip(b"\0"):      # zeros at a message's start
         with segstore.open(rocketmq_path) as store:
             positions = pa.Table.from_batches(store.scan_arrow(["position"], threads=1))["position"]
         offset = min(p for p in positions.to_pylist() if p >= offset)

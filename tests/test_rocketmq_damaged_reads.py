@@ -6,6 +6,12 @@
 - A key hit or an offset msgId naming a message whose body CRC is damaged: the broker's
   ``queryMessage``/``viewMessage`` serve it unchecked; segstore says it is damaged, at its file and
   byte, instead of answering that no such message exists.
+- Zeros written over a message's header in the middle of a file (``TOTALSIZE`` and ``MAGICCODE`` 0):
+  RocketMQ 4.9.7 ``CommitLog.checkMessageAndReturnSize`` takes magic 0 for an illegal magic code, not
+  a BLANK; verify calls them damage before later valid messages.  Every read (scan, scan_arrow, dump,
+  in C and pure Python, on one thread or several) raises that error at that file and byte, after
+  the messages before it, instead of ending the file's data there and leaving out every message
+  after it.  Zeros with nothing but zeros after them to the file's end stay its unwritten tail.
 - ``query --offset`` below a queue's first offset: ``DefaultMessageStore.getMessage`` answers
   ``OFFSET_TOO_SMALL`` (``mqadmin queryMsgByOffset`` prints nothing); so does segstore, not the
   messages after it.  Kafka's fetch answers ``OFFSET_OUT_OF_RANGE`` there too.
@@ -16,12 +22,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from conftest import cli_run
+from conftest import ROOT, cli_run
 
 import segstore
+from segstore.errors import CorruptDataError
 
 T = 1_700_000_000_000
 
@@ -136,3 +145,45 @@ def test_query_offset_below_the_first_offset_held_is_no_answer(store, tmp_path, 
     code, out, _ = cli_run("query", copy, *selector, "--offset", str(low), "--json")
     field = "offset" if fmt == "kafka" else "queue_offset"
     assert code == 0 and json.loads(out.splitlines()[0])[field] == low
+
+
+@pytest.mark.parametrize("victim", [40, 290], ids=["first-file", "last-file"])
+def test_zeros_over_a_message_header_are_damage_every_read_names(store, tmp_path, victim):
+    """Before: dump and scan ended the file's data at the zeros and went on at the next file (exit 0,
+    the messages after them left out) while verify reported them; 0xFF bytes there raised."""
+    copy = _copy(store, tmp_path)
+    with segstore.open(str(copy)) as opened:
+        messages = list(opened.scan())
+    hit = messages[victim]
+    size = 16384
+    log = copy / "commitlog" / f"{hit.physical_offset - hit.physical_offset % size:020d}"
+    pos = hit.physical_offset % size
+    with open(log, "r+b") as f:
+        f.seek(pos)
+        f.write(bytes(8))
+    said = (f"{log}:{pos}: expected a message or a BLANK, found zeros before later valid messages "
+            f"({hit.size} damaged bytes)")
+    code, out, err = cli_run("verify", copy)
+    assert code == 1 and said in out + err
+    with segstore.open(str(copy)) as opened:
+        read: list = []
+        with pytest.raises(CorruptDataError) as raised:
+            read.extend(opened.scan())
+        assert str(raised.value) == said and read == messages[:victim]
+        for threads in (1, 4):
+            rows = 0
+            with pytest.raises(CorruptDataError) as raised:
+                for batch in opened.scan_arrow(["offset"], threads=threads):
+                    rows += batch.num_rows
+            assert str(raised.value) == said and rows == victim
+    before = messages[:victim]
+    for argv in [(), ("--json",), ("--threads", "2"), ("--topic", hit.topic, "--queue", str(hit.queue_id))]:
+        code, out, err = cli_run("dump", copy, *argv)
+        kept = [m for m in before
+                if "--topic" not in argv or (m.topic, m.queue_id) == (hit.topic, hit.queue_id)]
+        assert (code, len(out.splitlines())) == (1, len(kept)) and said in err, argv
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "formats")]),
+           "SEGSTORE_PURE_PYTHON": "1"}
+    done = subprocess.run([sys.executable, "-m", "segstore.cli", "dump", str(copy), "--json"],
+                          capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert (done.returncode, len(done.stdout.splitlines())) == (1, victim) and said in done.stderr

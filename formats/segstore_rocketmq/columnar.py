@@ -28,7 +28,7 @@ arrays out) and thread-safe; the C loops release the GIL.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import numpy as np
@@ -698,7 +698,7 @@ class Reach:
 def walk_file(view: memoryview, pos: int, limit: int, base: int, file_size: int, path: str | None, *,
               stop: int | None = None, strict: bool = True, batch_rows: int = BATCH_ROWS,
               batch_bytes: int = BATCH_BYTES, reuse: bool = False, reach: Reach | None = None,
-              fill: int = FILL_ALL) -> Iterator[Rows]:
+              fill: int = FILL_ALL, zeros_end: Callable[[int], None] | None = None) -> Iterator[Rows]:
     """Rows of the messages of one commitlog file from ``pos`` (a record boundary), as ``CommitLog.walk``
     reads them: up to ``limit`` (its written end), those starting before ``stop``, ending at a BLANK
     (which must reach the end of the file) or unwritten zeros.  Yields new :class:`Rows` of at most
@@ -706,10 +706,13 @@ def walk_file(view: memoryview, pos: int, limit: int, base: int, file_size: int,
     rows every time (for a caller done with each before asking for the next: no new memory to fault in).
 
     ``reach`` (when given) is kept up to date with where the walk stands (:class:`Reach`).  ``fill``:
-    the groups of fields decoded (:func:`decode_region`).
+    the groups of fields decoded (:func:`decode_region`).  ``zeros_end(pos)``: called where zeros
+    end the walk before ``limit`` (once a file at most, never per record), to raise where data
+    follows them (``CommitLog.check_zeros_end``: damage, not the file's unwritten tail).
 
     :raises CorruptDataError: a record :func:`.message.decode` refuses (its own typed error and
-        position; with ``strict`` a body CRC mismatch too), or a BLANK not reaching the end of the file.
+        position; with ``strict`` a body CRC mismatch too), a BLANK not reaching the end of the file,
+        or what ``zeros_end`` raises.
     """
     stop = limit if stop is None else min(stop, limit)
     reach = reach or Reach(pos)
@@ -740,6 +743,8 @@ def walk_file(view: memoryview, pos: int, limit: int, base: int, file_size: int,
         if status == BLANK and (blank < PREFIX.size or pos + blank != file_size):
             raise CorruptDataError(f"expected a BLANK reaching the end of the file ({file_size - pos} "
                                    f"bytes), found size {blank}", path, pos)
+        if status == END and pos < limit and zeros_end is not None:
+            zeros_end(pos)
         if status in (BLANK, END):
             reach.ended = True
             return

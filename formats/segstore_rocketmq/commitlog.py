@@ -488,7 +488,12 @@ class CommitLog:
         """``(physical offset, record)`` for every message and BLANK from ``start``, in order.
 
         A file ends at its BLANK or at unwritten space (zeros).  With
-        ``stop_at_end`` the walk also stops at :attr:`end`.
+        ``stop_at_end`` the walk also stops at :attr:`end`, and zeros followed by data in their file
+        before that end raise (:meth:`check_zeros_end`); without it (:meth:`find_end`, which opening
+        a store uses) the first zeros end the file's data, as the broker's recovery walk ends there.
+
+        :raises CorruptDataError: a damaged record, a BLANK not reaching the end of its file, or
+            (``stop_at_end``) zeros before later data, after the records before it.
         """
         start = self.min_offset if start is None else start
         limit = self.end if stop_at_end else None
@@ -499,6 +504,8 @@ class CommitLog:
             while pos < file_end:
                 record = _decode_at(seg, pos, file_end, check_crc)
                 if isinstance(record, End):
+                    if stop_at_end:     # a reader's walk: zeros with data after them are damage
+                        self.check_zeros_end(seg, pos, file_end)
                     break
                 if isinstance(record, Blank) and (record.size < END_FILE_MIN_BLANK_LENGTH
                                                   or pos + record.size != self.file_size):
@@ -511,6 +518,32 @@ class CommitLog:
                 pos += record.size
             if limit is not None and seg.base + file_end >= limit:
                 return
+
+    def check_zeros_end(self, seg: CommitLogFile, pos: int, limit: int) -> None:
+        """Zeros at ``pos`` of ``seg`` (a message's place) end its data only when nothing but zeros
+        follow up to ``limit`` (its written end): a preallocated file's unwritten tail.  Non-zero bytes
+        after them are damage, not the end: zeros written over a message's header hide every message
+        after it in the file.  RocketMQ 4.9.7 ``CommitLog.checkMessageAndReturnSize`` takes magic 0
+        for an illegal magic code (its recovery cuts the log there), not a BLANK; verify reports the
+        same bytes (``recovery.walk_batches`` finds the next valid message and calls the zeros before
+        it a gap).  Called only where a walk meets zeros before ``limit`` (a file that ends without
+        its BLANK, or damage), never per message: ``O(data bytes after pos)`` then.
+
+        :raises CorruptDataError: naming the file and ``pos``, worded as verify words it.
+        """
+        later = seg.file.first_nonzero(pos, limit)
+        if later is None:
+            return
+        from .recovery import next_valid_message  # recovery imports this module
+
+        segs = list(self.log.segments.values(seg.base))     # seg, then the files after it
+        found = next_valid_message(segs, 0, pos)
+        if found is None:
+            raise CorruptDataError(f"expected a message or a BLANK, found zeros before non-zero bytes at "
+                                   f"{later}", seg.path, pos)
+        j, q = found
+        raise CorruptDataError("expected a message or a BLANK, found zeros before later valid messages "
+                               f"({segs[j].base + q - seg.base - pos} damaged bytes)", seg.path, pos)
 
     def find_end(self, start: int, *, torn_tail: bool = False) -> int:
         """The data end, walking from a known message boundary ``start`` to the first unwritten space.

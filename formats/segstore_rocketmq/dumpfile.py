@@ -107,8 +107,8 @@ def _text(data: bytes, decoder: Any) -> str:
 
 def dump_commitlog(path: str, options: FileDumpOptions) -> Iterator[DumpLine]:
     """Every message of one commitlog file (physical offsets from its name) to its BLANK or unwritten
-    space, up to ``max_bytes`` (whole messages only); a record that does not decode ends the dump with
-    a problem line."""
+    space (zeros to the end of the file), up to ``max_bytes`` (whole messages only); a record that
+    does not decode, or zeros with data after them, ends the dump with a problem line."""
     base = int(os.path.basename(path))
     mapped = files.MappedFile(path)
     try:
@@ -128,6 +128,14 @@ def dump_commitlog(path: str, options: FileDumpOptions) -> Iterator[DumpLine]:
                 )
                 break
             if isinstance(record, End):
+                later = mapped.first_nonzero(pos, limit)
+                if later is not None:
+                    # zeros over a message's header, not the unwritten tail: RocketMQ 4.9.7
+                    # CommitLog.checkMessageAndReturnSize takes magic 0 for an illegal magic code
+                    why = f"expected a message or a BLANK, found zeros before non-zero bytes at {later}"
+                    yield DumpLine(f"{path}:{pos}: {why}", {"kind": "error", "position": pos, "error": why},
+                                   problem=True)
+                    break
                 yield DumpLine(
                     f"end of data at position {pos} ({base + pos})",
                     {"kind": "end", "position": pos, "physical_offset": base + pos},

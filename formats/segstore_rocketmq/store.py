@@ -20,6 +20,7 @@ Reads in another process (``mode="r"``) see what was appended up to its open.
 from __future__ import annotations
 
 import base64
+import functools
 import heapq
 import itertools
 import json
@@ -1435,8 +1436,10 @@ class RocketMQStore(LifecycleMixin, Store):
         for seg, lo, hi in cl.files_between(start, end):
             view = seg.file.view()
             first = max(lo - seg.base, 0) if aligned else 0
+            zeros = functools.partial(cl.check_zeros_end, seg, limit=seg.wrote)   # data after zeros: damage
             for rows in columnar.walk_file(view, first, seg.wrote, seg.base, cl.file_size, seg.path,
-                                           stop=hi - seg.base, batch_rows=batch_rows, reuse=reuse, fill=fill):
+                                           stop=hi - seg.base, batch_rows=batch_rows, reuse=reuse, fill=fill,
+                                           zeros_end=zeros):
                 if rows["position"][0] < lo:
                     rows = rows.select(rows["position"] >= lo)
                     if not len(rows):
@@ -1487,7 +1490,9 @@ class RocketMQStore(LifecycleMixin, Store):
             made: list[Any] = []
             try:
                 for rows in columnar.walk_file(view, at, seg.wrote, seg.base, cl.file_size, seg.path,
-                                               stop=stop, batch_rows=batch_rows, reach=reach, fill=fill):
+                                               stop=stop, batch_rows=batch_rows, reach=reach, fill=fill,
+                                               zeros_end=functools.partial(cl.check_zeros_end, seg,
+                                                                           limit=seg.wrote)):
                     if rows["position"][0] < seg.base + lo:
                         rows = rows.select(rows["position"] >= seg.base + lo)
                         if not len(rows):
@@ -1579,8 +1584,10 @@ class RocketMQStore(LifecycleMixin, Store):
             view = seg.file.view()
             ends = np.take(sizes, order[lo:hi], out=pooled(hi - lo, np.int64), mode="clip")
             stop = int(np.add(ends, phys[lo:hi], out=ends).max()) - seg.base
+            zeros = functools.partial(cl.check_zeros_end, seg, limit=seg.wrote)   # data after zeros: damage
             for rows in columnar.walk_file(view, int(phys[lo]) - seg.base, seg.wrote, seg.base, cl.file_size,
-                                           seg.path, stop=stop, batch_rows=batch_rows, fill=fill):
+                                           seg.path, stop=stop, batch_rows=batch_rows, fill=fill,
+                                           zeros_end=zeros):
                 # the entries in this region's stretch, matched with its rows (both ascend)
                 walked = rows["position"]
                 first = lo + int(np.searchsorted(phys[lo:hi], walked[0]))
