@@ -666,8 +666,15 @@ class AppendFile:
         _start_writeback(self._fd, pos, self.size)
         return pos
 
+    def _check_open(self) -> None:
+        # a closed file's descriptor is -1, which mmap takes for an anonymous map: a read after close
+        # would see the file's size in zeros (what a reader calls a damaged batch) instead of failing
+        if self._fd < 0:
+            raise StoreClosedError("file is closed", self.path)
+
     def read(self, pos: int, n: int) -> bytes:
-        """Up to ``n`` bytes from ``pos``."""
+        """Up to ``n`` bytes from ``pos``.  :raises StoreClosedError: the file is closed."""
+        self._check_open()
         with _os_errors(self.path, pos):
             return os.pread(self._fd, n, pos)
 
@@ -685,7 +692,11 @@ class AppendFile:
         return self.view()
 
     def view(self) -> memoryview:
-        """The whole current content, mapped read-only (zero-copy)."""
+        """The whole current content, mapped read-only (zero-copy).
+
+        :raises StoreClosedError: the file is closed.
+        """
+        self._check_open()
         if self.size == 0:
             return memoryview(b"")
         if self._mm is None or self._mm_size != self.size:
@@ -1563,14 +1574,17 @@ class RemoteAppendFile(AppendFile):
         raise _read_only(self.path)
 
     def read(self, pos: int, n: int) -> bytes:
+        self._check_open()
         return bytes(self._remote.view(pos, pos + n))
 
     remote = True
 
     def window(self, start: int, end: int) -> memoryview:
+        self._check_open()
         return self._remote.window(start, end)
 
     def view(self) -> memoryview:
+        self._check_open()
         return self._remote.view(0, self.size)
 
     def truncate(self, size: int) -> None:

@@ -9,11 +9,12 @@ says so: share one between threads only behind a lock.
 from __future__ import annotations
 
 import abc
+import functools
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .errors import ConfigError, ReadOnlyError, SegstoreError, StoreClosedError, UnsupportedOperationError
 from .records import Message, Record
@@ -132,6 +133,18 @@ class QueryResult:
 
 #: a concrete store class (``with KafkaStore(...) as store`` gives a ``KafkaStore``)
 StoreT = TypeVar("StoreT", bound="Store")
+_T = TypeVar("_T")
+_ReadT = TypeVar("_ReadT", bound=Callable[..., Iterator[Any]])
+
+
+def reads_while_open(method: _ReadT) -> _ReadT:
+    """A store method returning a read's iterator, made to raise :class:`StoreClosedError` where that
+    iterator is read on after the store's ``close()`` (:meth:`Store._while_open`)."""
+    @functools.wraps(method)
+    def reading(self: Store, *args: Any, **kwargs: Any) -> Iterator[Any]:
+        return self._while_open(method(self, *args, **kwargs))
+
+    return cast(_ReadT, reading)
 
 
 def check_mode(mode: str, path: str) -> None:
@@ -192,6 +205,21 @@ class Store(abc.ABC):
     def _check_open(self) -> None:
         if self._closed:
             raise StoreClosedError("store is closed", self.path)
+
+    def _while_open(self, items: Iterator[_T]) -> Iterator[_T]:
+        """``items`` (a read's iterator), raising :class:`StoreClosedError` where it is read on after
+        :meth:`close`: each item and the end are checked against the store's state, so a read resumed
+        after close neither ends early (a closed store's files are gone from its maps) nor reports
+        what closed files read as (zeros: false damage).  One check per item, never per byte."""
+        try:
+            for item in items:
+                self._check_open()
+                yield item
+            self._check_open()
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:   # release the views the read holds now, not when collected
+                close()
 
     def _check_writable(self) -> None:
         self._check_open()

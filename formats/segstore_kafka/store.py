@@ -56,6 +56,7 @@ from segstore.store import (
     bytes_by_topic,
     check_isolation,
     newest_hits,
+    reads_while_open,
 )
 
 from . import batch as codec
@@ -878,9 +879,14 @@ class KafkaStore(Store):
         if check_isolation(isolation) == READ_COMMITTED:
             batches = _committed(part, batches, part.log_start_offset if start is None else start)
         for batch in batches:
+            # an iterator read on after close(): a closed partition's segments are gone (the walk
+            # would end early, silently) or read as closed files; say the store is closed, as
+            # RocketMQ's reads do.  Once a batch, not per record.
+            self._check_open()
             for record in batch.records():
                 if start is None or record.offset >= start:
                     yield KafkaRecord(part.topic, part.partition, batch, record)
+        self._check_open()      # the walk ended: because the log did, not because close() emptied it
 
     def scan(self, *, isolation: str = READ_UNCOMMITTED) -> Iterator[KafkaRecord]:
         """Every record of every partition from its log start (what a consumer can fetch: the
@@ -911,6 +917,7 @@ class KafkaStore(Store):
                 return
             yield record
 
+    @reads_while_open
     def scan_arrow(self, columns: Iterable[str] | None = None, *, topic: str | None = None,
                    partition: int | None = None, offset: int = 0, start: int | None = None,
                    end: int | None = None, isolation: str = READ_UNCOMMITTED,
@@ -1694,6 +1701,7 @@ class KafkaStore(Store):
             if (topic is None or t == topic) and (partition is None or p == partition):
                 yield t, p, part
 
+    @reads_while_open
     def dump(self, *, topic: str | None = None, partition: int | None = None, index: bool = False,
              isolation: str = READ_UNCOMMITTED, begin: int | None = None, end: int | None = None,
              offsets: Mapping[tuple[str, int], tuple[int, int]] | None = None) -> Iterator[DumpLine]:
@@ -1725,6 +1733,7 @@ class KafkaStore(Store):
         return self._dump_walk(topic, partition, index, isolation, records, lambda line: line,
                                begin, end, offsets)
 
+    @reads_while_open
     def dump_text(self, *, topic: str | None = None, partition: int | None = None, index: bool = False,
                   isolation: str = READ_UNCOMMITTED, threads: int | None = None, begin: int | None = None,
                   end: int | None = None, offsets: Mapping[tuple[str, int], tuple[int, int]] | None = None
@@ -1803,6 +1812,7 @@ class KafkaStore(Store):
             path, pos, message = unreadable[0]
             raise CorruptIndexError(message, path, pos)
 
+    @reads_while_open
     def dump_json(self, *, topic: str | None = None, partition: int | None = None,
                   isolation: str = READ_UNCOMMITTED, threads: int | None = None, begin: int | None = None,
                   end: int | None = None, offsets: Mapping[tuple[str, int], tuple[int, int]] | None = None

@@ -61,6 +61,7 @@ from segstore.store import (
     Store,
     bytes_by_topic,
     check_isolation,
+    reads_while_open,
 )
 
 from . import columnar, multidispatch
@@ -1306,6 +1307,7 @@ class RocketMQStore(LifecycleMixin, Store):
                                                                       offset)), seg.path, offset - seg.base)
                 yield record
 
+    @reads_while_open   # a queue's read resumed after close would end early, silently
     def scan_arrow(self, columns: Iterable[str] | None = None, *, topic: str | None = None,
                    partition: int | None = None, offset: int = 0, start: int | None = None,
                    end: int | None = None, batch_rows: int = columnar.SCAN_BATCH_ROWS,
