@@ -317,9 +317,17 @@ class Store(abc.ABC):
         (``getOffsetInQueueByTime``; the born timestamp, ``Record.timestamp``, is the producer's
         clock and is not indexed).  ``O(log n)`` index reads.
 
+        :raises ConfigError: a negative time (not a time: Kafka's ``ListOffsets`` reads -1, -2 and -3
+            as latest, earliest and max-timestamp, which ``segstore query --timestamp`` asks through
+            :meth:`query`'s request, never here), as :meth:`offsets_between`.
         :raises NotFoundError: no such partition / queue.
         """
         raise UnsupportedOperationError(f"{self.format} stores do not support lookups by time", self.path)
+
+    def _check_time(self, name: str, value: int | None) -> None:
+        """:raises ConfigError: ``value`` (a time the caller calls ``name``) is negative."""
+        if value is not None and value < 0:
+            raise ConfigError(f"expected a {name} time of at least 0 ms, found {value}", self.path)
 
     def offsets_between(self, topic: str, partition: int, begin: int | None = None,
                         end: int | None = None) -> tuple[int, int]:
@@ -335,9 +343,8 @@ class Store(abc.ABC):
             earliest).
         :raises NotFoundError: no such partition / queue.
         """
-        for name, value in (("begin", begin), ("end", end)):
-            if value is not None and value < 0:
-                raise ConfigError(f"expected a {name} time of at least 0 ms, found {value}", self.path)
+        self._check_time("begin", begin)
+        self._check_time("end", end)
         first, last = self.offset_range(topic, partition)
         latest = 2**63 - 1      # no record holds a later time (an int64 of ms)
         start = (first if begin is None else None if begin > latest

@@ -12,7 +12,7 @@ from conftest import FIXTURES, copy_writable
 
 import segstore
 from segstore import cli
-from segstore.errors import NotFoundError
+from segstore.errors import ConfigError, NotFoundError
 
 ROCKETMQ = FIXTURES / "rocketmq" / "basic" / "store"
 KAFKA = FIXTURES / "kafka" / "uncompressed" / "topic-0"
@@ -221,3 +221,36 @@ def test_max_hits_above_the_number_of_hits_keeps_every_hit(tmp_path, capsys):
     with segstore.open(kafka / "t-0") as store:
         assert "key" in store.indexes
         assert [r.offset for r in store.find("t", "k", max_hits=5)] == [0, 1, 2]
+
+
+def test_offset_for_time_refuses_a_negative_time_on_every_format(tmp_path):
+    """``offset_for_time`` means a time on every format: a negative one is refused (ConfigError), as
+    ``offsets_between`` refuses it.  Before: Kafka passed it to ``Partition.offset_for_time`` (Kafka
+    3.8.0 ``UnifiedLog.fetchOffsetByTimestamp``), which reads -1, -2 and -3 as the ListOffsets codes
+    latest, earliest and max-timestamp (here 3, 0 and 1); RocketMQ answered 0.  The CLI's
+    ``query --timestamp earliest|latest|max-timestamp`` (``kafka-get-offsets --time``) still answers,
+    through ``Store.query``."""
+    kafka, rocketmq = tmp_path / "k", tmp_path / "r"
+    with segstore.open(kafka, format="kafka", mode="a") as store:
+        for i in range(3):
+            store.append({"topic": "T", "value": b"x", "timestamp": 1000 + (2 - i) * (i % 2)})
+    with segstore.open(rocketmq, format="rocketmq", mode="a", mappedFileSizeCommitLog=1 << 20,
+                       mappedFileSizeConsumeQueue=2000, messageIndexEnable=False) as store:
+        for _ in range(3):
+            store.append({"topic": "T", "value": b"x"})
+    for path in (kafka, rocketmq):
+        with segstore.open(path) as store:
+            for when in (-1, -2, -3, -4):
+                refused = f"expected a lookup time of at least 0 ms, found {when}$"
+                with pytest.raises(ConfigError, match=refused):
+                    store.offset_for_time("T", 0, when)
+                with pytest.raises(ConfigError):
+                    store.offsets_between("T", 0, begin=when)
+            assert store.offset_for_time("T", 0, 0) == 0
+    answers = {}
+    for spec in ("earliest", "max-timestamp", "-2", "-3"):
+        out = io.StringIO()
+        assert cli.main(["query", str(kafka), "--topic", "T", "--partition", "0", "--timestamp", spec,
+                         "--count", "1", "--json"], out) == 0
+        answers[spec] = json.loads(out.getvalue().splitlines()[0])["offset"]
+    assert answers == {"earliest": 0, "max-timestamp": 1, "-2": 0, "-3": 1}

@@ -1117,8 +1117,14 @@ class KafkaStore(Store):
         """:meth:`Store.offset_for_time` by the ``.timeindex`` (``ListOffsets``): the first offset whose
         record timestamp is at or after ``timestamp``; ``O(log n)`` index reads and one segment hop.
 
+        :raises ConfigError: a negative ``timestamp``: ``Partition.offset_for_time`` (Kafka 3.8.0
+            ``UnifiedLog.fetchOffsetByTimestamp``) would read -1, -2 and -3 as the ListOffsets codes
+            latest, earliest and max-timestamp, and any other negative as a time before every record;
+            ``segstore query --timestamp earliest|latest|max-timestamp`` reaches those through
+            :meth:`query` (``QueryRequest.timestamp``), not here.
         :raises NotFoundError: the store holds no such partition.
         """
+        self._check_time("lookup", timestamp)
         if (topic, partition) not in self._partitions():
             raise NotFoundError(f"expected a partition {topic}-{partition}, found none", self.path)
         found = self.partition_of(topic, partition).offset_for_time(timestamp)

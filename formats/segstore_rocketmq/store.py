@@ -1912,7 +1912,12 @@ class RocketMQStore(LifecycleMixin, Store):
         return cq.min_offset, cq.max_offset
 
     def offset_for_time(self, topic: str, partition: int, timestamp: int) -> int | None:
-        """The first queue offset stored at or after ``timestamp`` (None: every message is older)."""
+        """The first queue offset stored at or after ``timestamp`` (None: every message is older).
+
+        :raises ConfigError: a negative ``timestamp`` (no store time; refused on every format, as
+            Kafka's would be taken for a ListOffsets code).
+        """
+        self._check_time("lookup", timestamp)
         # the extra sparse time index (segstore.layouts)
         if self.indexes is not None and "time" in self.indexes:
             return self.indexes.offset_for_time(topic, partition, timestamp)
