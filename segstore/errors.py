@@ -162,7 +162,8 @@ class StoreClosedError(SegstoreError, ValueError):
 
 
 class StorageFullError(SegstoreError, OSError):
-    """The disk is full (ENOSPC / EDQUOT); nothing acknowledged was lost."""
+    """The disk is full (ENOSPC / EDQUOT), or a file would pass the largest size allowed (EFBIG: the
+    process's ``ulimit -f`` or the file system's limit); nothing acknowledged was lost."""
 
 
 class StorageIOError(SegstoreError, OSError):

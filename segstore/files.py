@@ -88,11 +88,34 @@ def _start_writeback(fd: int, before: int, after: int) -> None:
 _FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT}
 
 
+def _size_limit() -> str:
+    """The limit an ``EFBIG`` met: the process's ``RLIMIT_FSIZE`` (``ulimit -f``) where one is set,
+    else the file system's largest file."""
+    try:
+        import resource
+    except ImportError:     # not on POSIX
+        return "the file system's largest file size"
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if soft == resource.RLIM_INFINITY:
+        return "the file system's largest file size"
+    return f"the process's file size limit of {soft} bytes (ulimit -f)"
+
+
+def too_large(err: OSError, path: str, pos: int | None = None, size: int | None = None) -> StorageFullError:
+    """The error for ``EFBIG`` (a write or extension past the largest file allowed): a full store, as
+    ``ENOSPC`` is: nothing acknowledged was lost, the write that needed room is refused.  ``size``:
+    the length the file was to have, where known."""
+    room = "room for the file to grow" if size is None else f"room for {size} bytes"
+    return StorageFullError(f"expected {room}, found {_size_limit()} ({err.strerror or err})", path, pos)
+
+
 def _translate(err: OSError, path: str, pos: int | None = None) -> SegstoreError:
     """The segstore error for an ``OSError`` on ``path``."""
     what = err.strerror or str(err)
     if err.errno in _FULL_ERRNOS:
         return StorageFullError(f"no space left on the device ({what})", path, pos)
+    if err.errno == errno.EFBIG:
+        return too_large(err, path, pos)
     if isinstance(err, FileNotFoundError):
         return NotFoundError("expected an existing file or directory, found no such file or directory", path,
                              pos)
@@ -393,10 +416,15 @@ class MappedFile:
             if not self.writable:
                 raise TruncatedDataError(f"expected a file of {size} bytes, found {actual}", self.path,
                                          actual)
-            if reserve:
-                self._allocate(actual, size)
-            else:
-                os.ftruncate(self._fd, size)
+            try:
+                if reserve:
+                    self._allocate(actual, size)
+                else:
+                    os.ftruncate(self._fd, size)
+            except OSError as err:
+                if err.errno == errno.EFBIG:    # name the size that found no room
+                    raise too_large(err, self.path, size=size) from err
+                raise
         self.size = size
 
     def _allocate(self, actual: int, size: int) -> None:

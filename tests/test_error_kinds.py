@@ -166,3 +166,63 @@ def test_opening_a_store_as_the_other_format_is_refused_and_writes_nothing(tmp_p
     assert sorted(p.relative_to(store) for p in store.rglob("*")) == before
     with segstore.open(str(store), format=other) as opened:     # still one format's store
         assert opened.topics()
+
+
+def test_kafka_batch_header_damage_says_what_was_expected(tmp_path, capsys):
+    """``path:pos: expected ..., found ...`` (segstore.errors) for the checks of Kafka 3.8.0
+    ``FileLogInputStream.nextBatch``: a length below the smallest record (12 zero bytes over the first
+    batch: Kafka's "Record size 0 is less than the minimum record overhead (14)"), and a length
+    running past the file (a ``.log`` holding other data).  Before: "a batch length of at least 14,
+    found 0" and "a 100012-byte batch, found 4096 bytes", without the "expected"."""
+    with segstore.open(tmp_path / "k", format="kafka", mode="a") as store:
+        for _ in range(3):
+            store.append({"topic": "t", "value": b"x" * 100})
+    log = tmp_path / "k" / "t-0" / f"{0:020d}.log"
+    raw = bytearray(log.read_bytes())
+    raw[:12] = bytes(12)
+    log.write_bytes(bytes(raw))
+    rc, _, err = _cli(capsys, "dump", tmp_path / "k")
+    assert rc == 1 and f"{log}:0: expected a batch length of at least 14, found 0" in err
+    log.write_bytes(bytes(8) + struct.pack(">i", 100_000) + b"x" * (4096 - 12))
+    rc, _, err = _cli(capsys, "dump", log)
+    assert rc == 1 and "expected a 100012-byte batch, found 4096 bytes" in err
+
+
+_FILE_SIZE_LIMIT = """
+import resource, sys
+import segstore
+import segstore_kafka.store, segstore_rocketmq.store
+from segstore.errors import StorageFullError
+# after the imports (and without bytecode written: PYTHONDONTWRITEBYTECODE): a limit set first would
+# cut the .pyc files Python caches at 100 KiB
+resource.setrlimit(resource.RLIMIT_FSIZE, (102400, 102400))
+fmt, path = sys.argv[1:]
+config = {"mappedFileSizeCommitLog": 262144} if fmt == "rocketmq" else {}
+try:
+    with segstore.open(path, format=fmt, mode="a", **config) as store:
+        store.append({"topic": "T", "value": b"x"})
+except StorageFullError as err:
+    print(type(err).__name__, err)
+"""
+
+
+@pytest.mark.parametrize(("fmt", "file", "size"), [
+    ("rocketmq", f"commitlog/{0:020d}", 262144),      # mappedFileSizeCommitLog, preallocated
+    ("kafka", f"T-0/{0:020d}.index", 10485760),       # segment.index.bytes, preallocated
+])
+def test_a_file_past_the_file_size_limit_is_a_full_store_naming_the_limit(tmp_path, fmt, file, size):
+    """EFBIG (``ulimit -f``, or the file system's largest file) is a full store as ENOSPC is: a typed
+    ``StorageFullError`` saying what room was expected and which limit was found.  Before: the bare
+    ``commitlog/00000000000000000000: File too large`` of a ``StorageIOError``."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    env = {"PYTHONPATH": f"{ROOT}:{ROOT / 'formats'}", "PATH": "/usr/bin:/bin",
+           "PYTHONDONTWRITEBYTECODE": "1"}
+    done = subprocess.run([sys.executable, "-c", _FILE_SIZE_LIMIT, fmt, str(tmp_path / "s")],
+                          capture_output=True, text=True, env=env, timeout=120, check=True)
+    assert done.stdout.strip() == (
+        f"StorageFullError {tmp_path / 's' / file}: expected room for {size} bytes, found the process's "
+        "file size limit of 102400 bytes (ulimit -f) (File too large)"), done.stderr

@@ -176,7 +176,7 @@ def encode_batch_columns(pieces: list[tuple[Columns, np.ndarray]], offsets: np.n
                                   f"for {n}")
     log_append = timestamp_type == LOG_APPEND_TIME
     if log_append and log_append_time is None:
-        raise InvalidMessageError("a log_append_time with LogAppendTime, found None")
+        raise InvalidMessageError("expected a log_append_time with LogAppendTime, found None")
     first_columns, first_rows = next((c, r) for c, r in pieces if len(r))
     base_timestamp = int(first_columns.timestamps[first_rows[0]])
     deltas = np.asarray(offsets, np.int64) - base_offset

@@ -472,7 +472,7 @@ class RecordBatch:
             region = decompress(self.attributes & CODEC_MASK, region, path=self.path, pos=region_pos)
         log_append_time = self.max_timestamp if self.attributes & TIMESTAMP_TYPE_FLAG else None
         if self.record_count < 0:
-            raise CorruptDataError(f"a record count >= 0, found {self.record_count}",
+            raise CorruptDataError(f"expected a record count >= 0, found {self.record_count}",
                                    self.path, self.position)
         try:
             return _decode_records(region, self.record_count, self.base_offset, self.base_timestamp,
@@ -508,7 +508,7 @@ class RecordBatch:
             return None
         records = self.records()
         if not records:
-            raise CorruptDataError("a control batch with one control record, found none",
+            raise CorruptDataError("expected a control batch with one control record, found none",
                                    self.path, self.position)
         try:
             return parse_control_record(records[0].key, records[0].value)[0]
@@ -536,23 +536,23 @@ def _read_entry(view: memoryview, pos: int, *, path: str, base_pos: int, check_c
     at = base_pos + pos
     remaining = len(view) - pos
     if remaining < HEADER_UP_TO_MAGIC:
-        raise TruncatedDataError(f"a batch header of at least {HEADER_UP_TO_MAGIC} bytes, found {remaining}",
-                                 path, at)
+        raise TruncatedDataError(f"expected a batch header of at least {HEADER_UP_TO_MAGIC} bytes, "
+                                 f"found {remaining}", path, at)
     _offset, length = ENTRY_PREFIX.unpack_from(view, pos)
     if length < legacy.MIN_MESSAGE_SIZE:
-        raise CorruptDataError(f"a batch length of at least {legacy.MIN_MESSAGE_SIZE}, found {length}",
-                               path, at)
+        raise CorruptDataError(f"expected a batch length of at least {legacy.MIN_MESSAGE_SIZE}, "
+                               f"found {length}", path, at)
     size = LOG_OVERHEAD + length
     if remaining < size:
-        raise TruncatedDataError(f"a {size}-byte batch, found {remaining} bytes", path, at)
+        raise TruncatedDataError(f"expected a {size}-byte batch, found {remaining} bytes", path, at)
     (magic,) = MAGIC_FIELD.unpack_from(view, pos + MAGIC_OFFSET)
     if magic not in (0, 1, MAGIC_V2):
-        raise CorruptDataError(f"magic 0, 1 or 2, found {magic}", path, at + MAGIC_OFFSET)
+        raise CorruptDataError(f"expected magic 0, 1 or 2, found {magic}", path, at + MAGIC_OFFSET)
     if magic < MAGIC_V2:
         return _legacy_batch(view[pos:pos + size], at, path, check_crc)
     if length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
-        raise CorruptDataError(f"a v2 batch length of at least {RECORD_BATCH_OVERHEAD - LOG_OVERHEAD}, "
-                               f"found {length}", path, at)
+        raise CorruptDataError("expected a v2 batch length of at least "
+                               f"{RECORD_BATCH_OVERHEAD - LOG_OVERHEAD}, found {length}", path, at)
     data = view[pos:pos + size]
     # Typed with its length: mypy cannot count a struct's fields, and keywords after ``*fields``
     # of unknown length would read to it as given twice.
@@ -561,8 +561,9 @@ def _read_entry(view: memoryview, pos: int, *, path: str, base_pos: int, check_c
     if check_crc:
         computed = _crc32c(data[ATTRIBUTES_OFFSET:])
         if computed != batch.crc:
-            raise CorruptDataError(f"CRC-32C {batch.crc:#010x} stored in the header, found {computed:#010x} "
-                                   f"computed over bytes {ATTRIBUTES_OFFSET}..{size} of the batch",
+            raise CorruptDataError(f"expected CRC-32C {batch.crc:#010x} stored in the header, "
+                                   f"found {computed:#010x} computed over bytes {ATTRIBUTES_OFFSET}..{size} "
+                                   "of the batch",
                                    path, at + CRC_OFFSET)
     return batch
 
@@ -637,7 +638,7 @@ def valid_prefix(buf, *, path: str = "<memory>", base_pos: int = 0) -> tuple[int
 
 def _check_range(name: str, value: int, low: int, high: int) -> int:
     if not low <= value <= high:
-        raise InvalidMessageError(f"{name} in [{low}, {high}], found {value}")
+        raise InvalidMessageError(f"expected {name} in [{low}, {high}], found {value}")
     return value
 
 
@@ -704,13 +705,13 @@ def encode_batch(records: Sequence, *, base_offset: int, compression: str | int 
     :raises InvalidMessageError: a field out of range or of the wrong type.
     """
     if timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
-        raise InvalidMessageError(f"timestamp_type {CREATE_TIME!r} or {LOG_APPEND_TIME!r}, "
+        raise InvalidMessageError(f"expected timestamp_type {CREATE_TIME!r} or {LOG_APPEND_TIME!r}, "
                                   f"found {timestamp_type!r}")
     log_append = timestamp_type == LOG_APPEND_TIME
     if log_append and log_append_time is None:
-        raise InvalidMessageError("a log_append_time with LogAppendTime, found None")
+        raise InvalidMessageError("expected a log_append_time with LogAppendTime, found None")
     if offset_deltas is not None and len(offset_deltas) != len(records):
-        raise InvalidMessageError(f"{len(records)} offset deltas, found {len(offset_deltas)}")
+        raise InvalidMessageError(f"expected {len(records)} offset deltas, found {len(offset_deltas)}")
     try:
         region, base_timestamp, max_timestamp = _encode_records(records, offset_deltas)
     except (ValueError, TypeError, OverflowError, AttributeError, BufferError) as err:
@@ -749,7 +750,7 @@ def encode_control_batch(kind: str, *, base_offset: int, producer_id: int, produ
     (version 0, coordinator epoch).
     """
     if kind not in ("COMMIT", "ABORT"):
-        raise InvalidMessageError(f"a control batch kind 'COMMIT' or 'ABORT', found {kind!r}")
+        raise InvalidMessageError(f"expected a control batch kind 'COMMIT' or 'ABORT', found {kind!r}")
     key = CONTROL_KEY.pack(CONTROL_KEY_VERSION, CONTROL_TYPE_IDS[kind])
     value = END_TXN_MARKER.pack(END_TXN_MARKER_VERSION,
                                 _check_range("coordinator_epoch", coordinator_epoch, INT32_MIN, INT32_MAX))

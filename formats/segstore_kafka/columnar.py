@@ -308,8 +308,8 @@ def _decode_reference(view: memoryview, pos: int, end: int, path: str, max_rows:
             index = len(batches) - 1
             for record in records:
                 if not _INT64_MIN <= record.offset <= _INT64_MAX:  # a damaged legacy wrapper's offset shift
-                    raise CorruptDataError(f"record offsets within int64, found {record.offset}", path,
-                                           batch.position)
+                    raise CorruptDataError(f"expected record offsets within int64, found {record.offset}",
+                                           path, batch.position)
                 offsets.append(record.offset)
                 timestamps.append(record.timestamp)
                 sequences.append(record.sequence)

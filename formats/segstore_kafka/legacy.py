@@ -97,23 +97,24 @@ def read_entry(data, *, path: str = "<memory>", base_pos: int = 0, pos: int = 0,
     view = memoryview(data)
     at = base_pos + pos
     if len(view) - pos < MESSAGE_PREFIX.size:
-        raise TruncatedDataError(f"a {MESSAGE_PREFIX.size}-byte message header, "
+        raise TruncatedDataError(f"expected a {MESSAGE_PREFIX.size}-byte message header, "
                                  f"found {len(view) - pos} bytes", path, at)
     offset, size, crc, magic, attributes = MESSAGE_PREFIX.unpack_from(view, pos)
     if magic not in (0, 1):
-        raise CorruptDataError(f"message magic 0 or 1, found {magic}", path, at + CRC_COVERED_FROM)
+        raise CorruptDataError(f"expected message magic 0 or 1, found {magic}", path, at + CRC_COVERED_FROM)
     minimum = MIN_MESSAGE_SIZE if magic == 0 else MIN_MESSAGE_SIZE_V1
     if size < minimum:
-        raise CorruptDataError(f"a v{magic} message size of at least {minimum}, found {size}", path, at)
+        raise CorruptDataError(f"expected a v{magic} message size of at least {minimum}, found {size}",
+                               path, at)
     end = pos + LOG_OVERHEAD + size
     if end > len(view):
-        raise TruncatedDataError(f"a {LOG_OVERHEAD + size}-byte message, found {len(view) - pos} bytes",
-                                 path, at)
+        raise TruncatedDataError(f"expected a {LOG_OVERHEAD + size}-byte message, "
+                                 f"found {len(view) - pos} bytes", path, at)
     if check_crc:
         computed = zlib.crc32(view[pos + CRC_COVERED_FROM:end])
         if computed != crc:
-            raise CorruptDataError(f"CRC-32 {crc:#010x} stored in the message, found {computed:#010x}",
-                                   path, at + LOG_OVERHEAD)
+            raise CorruptDataError(f"expected CRC-32 {crc:#010x} stored in the message, "
+                                   f"found {computed:#010x}", path, at + LOG_OVERHEAD)
     cursor = pos + MESSAGE_PREFIX.size
     timestamp = NO_TIMESTAMP
     if magic == 1:
@@ -123,10 +124,11 @@ def read_entry(data, *, path: str = "<memory>", base_pos: int = 0, pos: int = 0,
         key, cursor = _read_bytes(view, cursor, end)
         value, cursor = _read_bytes(view, cursor, end)
     except (IndexError, ValueError) as err:
-        raise CorruptDataError(f"key and value within the {size}-byte message, found {err}",
+        raise CorruptDataError(f"expected key and value within the {size}-byte message, found {err}",
                                path, at) from err
     if cursor != end:
-        raise CorruptDataError(f"a {size}-byte message, found {end - cursor} bytes after its value", path, at)
+        raise CorruptDataError(f"expected a {size}-byte message, found {end - cursor} bytes after its value",
+                               path, at)
     return LegacyMessage(offset, LOG_OVERHEAD + size, crc, magic, attributes, timestamp, key, value)
 
 
@@ -143,10 +145,11 @@ def messages(data, *, path: str = "<memory>", base_pos: int = 0,
         return [wrapper]
     if codec >= ZSTD:
         found = COMPRESSION_NAMES[codec] if codec < len(COMPRESSION_NAMES) else f"codec id {codec}"
-        raise CorruptDataError(f"a v{wrapper.magic} codec none, gzip, snappy or lz4, found {found}",
+        raise CorruptDataError(f"expected a v{wrapper.magic} codec none, gzip, snappy or lz4, found {found}",
                                path, base_pos)
     if wrapper.value is None:
-        raise CorruptDataError("a compressed message set in the wrapper value, found null", path, base_pos)
+        raise CorruptDataError("expected a compressed message set in the wrapper value, found null",
+                               path, base_pos)
     inner_set = decompress(codec, wrapper.value, path=path, pos=base_pos, legacy_lz4=codec == LZ4 and
                            wrapper.magic == 0)
     inner = []
@@ -155,10 +158,10 @@ def messages(data, *, path: str = "<memory>", base_pos: int = 0,
         try:
             message = read_entry(inner_set, path=path, base_pos=base_pos, pos=pos, check_crc=check_crc)
         except CorruptDataError as err:
-            raise CorruptDataError(f"a valid inner message at byte {pos} of the decompressed set, "
+            raise CorruptDataError(f"expected a valid inner message at byte {pos} of the decompressed set, "
                                    f"found: {err.message}", path, base_pos) from err
         if message.attributes & CODEC_MASK != NONE:
-            raise CorruptDataError(f"uncompressed inner messages, found a nested wrapper "
+            raise CorruptDataError(f"expected uncompressed inner messages, found a nested wrapper "
                                    f"(codec id {message.attributes & CODEC_MASK}) at byte {pos}",
                                    path, base_pos)
         inner.append(message)
