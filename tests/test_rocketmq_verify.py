@@ -244,3 +244,54 @@ def test_recover_names_entries_into_a_blank_an_earlier_recovery_wrote_every_time
         err = capsys.readouterr().err
         assert f"{short}:1500: expected " in err and "(T/0: 8)" in err
     assert main(["verify", str(store)]) == 1
+
+
+def test_a_delay_entry_holding_the_plain_tags_code_is_what_the_broker_writes_after_a_crash(tmp_path):
+    """RocketMQ 4.9.7 ``DefaultMessageStore.load`` runs ``recover`` before ``ScheduleMessageService.load``
+    parses the delay levels: after a crash ``CommitLog.recoverAbnormally`` dispatches the messages again,
+    ``CommitLog.checkMessageAndReturnSize`` caps the delay level at ``getMaxDelayLevel()`` (0 then) and
+    keeps the plain tags code (the TAGS hash, 0 without) in the ``SCHEDULE_TOPIC_XXXX`` entry instead of
+    the delivery time (the broker's own store code, the storage oracle's ``RmqLoad``, writes 0 for a
+    delay message without tags).  verify accepts either; any other code stays damage, reported as
+    ``expected`` what the message implies, ``found`` what the entry holds.  Before: exit 1 on the
+    broker's store, with expected and found the other way round."""
+    import struct
+
+    from segstore_rocketmq.javacompat import string_hash
+
+    store_dir = tmp_path / "s"
+    with segstore.open(store_dir, format="rocketmq", mode="a", mappedFileSizeCommitLog=65536,
+                       mappedFileSizeConsumeQueue=200) as store:
+        store.append({"topic": "T1", "queue_id": 0, "body": b"x", "tags": "plain"})
+        store.append({"topic": "T1", "queue_id": 0, "body": b"delay", "delay_level": 3})
+        store.append({"topic": "T1", "queue_id": 0, "body": b"tagged", "delay_level": 3, "tags": "t"})
+    queue = store_dir / "consumequeue" / "SCHEDULE_TOPIC_XXXX" / "2" / f"{0:020d}"
+    entries = bytearray(queue.read_bytes())
+    with segstore.open(store_dir) as store:
+        delivery = [struct.unpack_from(">q", entries, 20 * n + 12)[0] for n in range(2)]
+        assert delivery == [store.tags_code(m) for m in store.scan() if m.topic == "SCHEDULE_TOPIC_XXXX"]
+        assert store.verify() == []
+
+    def put(codes: list[int]) -> None:
+        for n, code in enumerate(codes):
+            struct.pack_into(">q", entries, 20 * n + 12, code)
+        queue.write_bytes(bytes(entries))
+
+    put([0, string_hash("t")])      # what the broker's crash recovery writes
+    with segstore.open(store_dir) as store:
+        assert store.verify() == []
+    put([12345, string_hash("t")])
+    with segstore.open(store_dir) as store:
+        problems = [str(p) for p in store.verify()]
+        phy = next(m.physical_offset for m in store.scan() if m.topic == "SCHEDULE_TOPIC_XXXX")
+    size = struct.unpack_from(">i", entries, 8)[0]
+    assert problems == [f"{queue}:0: expected the entry of the message at commitlog offset {phy}: "
+                        f"(SCHEDULE_TOPIC_XXXX, 2, 0, size {size}, tags code {delivery[0]}), "
+                        f"found (SCHEDULE_TOPIC_XXXX, 2, 0, size {size}, tags code 12345)"]
+    plain = store_dir / "consumequeue" / "T1" / "0" / f"{0:020d}"
+    put([0, string_hash("t")])
+    raw = bytearray(plain.read_bytes())
+    struct.pack_into(">q", raw, 12, 0)      # an ordinary topic's entry takes only the TAGS hash
+    plain.write_bytes(bytes(raw))
+    with segstore.open(store_dir) as store:
+        assert [p.path for p in store.verify()] == [str(plain)]

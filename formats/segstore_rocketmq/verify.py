@@ -34,7 +34,7 @@ from . import batchconsumequeue, columnar, multidispatch, timerstore
 from .checkpoint import FILE_NAME as CHECKPOINT_FILE
 from .checkpoint import FILE_SIZE as CHECKPOINT_SIZE
 from .checkpoint import check as check_checkpoint
-from .config import TOPIC_MAX_LENGTH_V2, validate_topic
+from .config import SCHEDULE_TOPIC, TOPIC_MAX_LENGTH_V2, validate_topic
 from .consumequeue import CQ_DTYPE
 from .consumequeue_ext import MAX_ADDR as EXT_MAX_ADDR
 from .consumequeue_ext import real_offset
@@ -49,6 +49,7 @@ from .indexfile import (
     index_key_hash,
     index_keys,
 )
+from .javacompat import string_hash
 from .lifecycle import ABORT_FILE
 from .message import Blank, End, RocketMQMessage, decode
 from .recovery import Walk, Walked, messages_at, nonzero_extent, walk_batches
@@ -414,10 +415,14 @@ def _check_entries(store, w: Walk, topics: dict[str, int], topic: str, qid: int,
     number = topics.get(topic, -1)
     addressed = stored <= EXT_MAX_ADDR
     wrong = np.zeros(len(rows), bool)
+    tags_only = np.zeros(len(rows), bool)      # right but for the tags code
     f = found
     wrong[f] = ((walked.topic[at[f]] != number) | (walked.queue_id[at[f]] != qid)
-                | (walked.queue_offset[at[f]] != claimed[f]) | (walked.size[at[f]] != rows["size"][f])
-                | (walked.tags_code[at[f]] != resolved[f]))
+                | (walked.queue_offset[at[f]] != claimed[f]) | (walked.size[at[f]] != rows["size"][f]))
+    tags_only[f] = ~wrong[f] & (walked.tags_code[at[f]] != resolved[f])
+    if topic == SCHEDULE_TOPIC and tags_only.any():
+        _accept_undelayed(store, phys, resolved, tags_only)
+    wrong |= tags_only
     for i in np.flatnonzero(wrong).tolist():
         # an entry of a multi-dispatch (LMQ) queue points at a message of another topic by design
         if _multi_dispatched(store, int(phys[i]), topic, qid, int(claimed[i]), int(rows["size"][i]),
@@ -447,12 +452,32 @@ def _check_entries(store, w: Walk, topics: dict[str, int], topic: str, qid: int,
             continue
         if not wrong[i]:
             continue
+        # the entry is what lies at its position; what it should be comes from the message it points at
         problems.append(Problem(
             seg.file.path, pos,
-            f"expected ({topic}, {qid}, {int(claimed[i])}, size {size}, tags code {tags}) at commitlog "
-            f"offset {phy}, found ({walked.topics[int(walked.topic[m])]}, {int(walked.queue_id[m])}, "
+            f"expected the entry of the message at commitlog offset {phy}: "
+            f"({walked.topics[int(walked.topic[m])]}, {int(walked.queue_id[m])}, "
             f"{int(walked.queue_offset[m])}, size {int(walked.size[m])}, "
-            f"tags code {int(walked.tags_code[m])})"))
+            f"tags code {int(walked.tags_code[m])}), "
+            f"found ({topic}, {qid}, {int(claimed[i])}, size {size}, tags code {tags})"))
+
+
+def _accept_undelayed(store, phys: np.ndarray, resolved: np.ndarray, tags_only: np.ndarray) -> None:
+    """Clear ``tags_only`` (entries right but for the tags code) for the ``SCHEDULE_TOPIC_XXXX``
+    entries holding the message's plain tags code (its TAGS hash, 0 without) instead of its delivery
+    time.  RocketMQ 4.9.7 ``DefaultMessageStore.load`` runs ``recover`` (after a crash
+    ``CommitLog.recoverAbnormally``, which dispatches the messages again) before
+    ``ScheduleMessageService.load`` parses the delay levels, so ``CommitLog.checkMessageAndReturnSize``
+    caps the level at ``getMaxDelayLevel()``, 0, and keeps the tags code it had.  segstore's own
+    recover writes the delivery time.  Few entries (delay messages whose code differs): each
+    message is decoded once.  ``O(such entries)``."""
+    for i in np.flatnonzero(tags_only).tolist():
+        try:
+            tags = store.commitlog.read(int(phys[i]), check_crc=False).tags
+        except SegstoreError:
+            continue
+        if int(resolved[i]) == (string_hash(tags) if tags else 0):
+            tags_only[i] = False
 
 
 def _multi_dispatched(store, phy: int, topic: str, qid: int, offset: int, size: int, tags: int) -> bool:
