@@ -150,7 +150,7 @@ def test_earliest_at_a_marker_names_the_log_start_under_read_committed(
                                       "read_committed read finds no record from there\n"
 
 
-def test_a_writable_open_moves_the_first_leader_epoch_up_to_the_checkpointed_log_start(tmp_path: Path) -> None:
+def test_a_writable_open_moves_the_first_leader_epoch_up_to_the_log_start(tmp_path: Path) -> None:
     """Kafka 3.8.0 LogLoader.load: "The earliest leader epoch may not be flushed during a hard failure.
     Recover it here": leaderEpochCache.truncateFromStartAsyncFlush(logStartOffsetCheckpoint).  A broker
     killed after it checkpointed a new log start but before it flushed the epochs leaves "0 0" where its
