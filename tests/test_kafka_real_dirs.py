@@ -145,7 +145,8 @@ def test_writing_into_a_kafka_log_dir_leaves_no_lock_file_and_keeps_its_files(tm
         store.append({"topic": "new", "partition": 2, "key": None, "value": b"v", "timestamp": 1})
     leftovers = [p for p in log_dir.rglob("*.lock")]
     assert leftovers == []
-    assert {p.name for p in log_dir.iterdir()} == before | {"new-2"}
+    # a writer takes the broker's clean-shutdown marker away (LogManager.loadLogs deletes it on load)
+    assert {p.name for p in log_dir.iterdir()} == (before - {".kafka_cleanshutdown"}) | {"new-2"}
     assert read_offsets(str(log_dir / "recovery-point-offset-checkpoint"))[("new", 2)] == 1
 
 
@@ -461,3 +462,29 @@ def test_a_running_brokers_log_dir_lock_keeps_writers_out(tmp_path: Path) -> Non
     with segstore.open(log_dir, "kafka", mode="a"):      # a broker that stopped holds nothing
         pass
     assert lock.exists()                                 # and its file is not ours to delete
+
+
+def test_a_writer_removes_the_clean_shutdown_marker_as_the_brokers_loader_does(tmp_path: Path) -> None:
+    """Kafka 3.8.0 LogManager.loadLogs deletes .kafka_cleanshutdown when it loads a log dir; with it
+    present and no producer snapshot, UnifiedLog.rebuildProducerState (reloadFromCleanShutdown) scans
+    nothing, so an open transaction segstore appended was lost to the broker (its LSO moved past
+    uncommitted records).  A reader leaves it; a writer of the log dir, or of one partition in it,
+    removes it."""
+    import shutil
+
+    import segstore
+
+    src = FIXTURES / "real" / "kraft-confluent-7.5.1"
+    logs = copy_writable(src, tmp_path / "kd")
+    marker = logs / ".kafka_cleanshutdown"
+    assert marker.exists()
+    with segstore.open(str(logs)):
+        pass
+    assert marker.exists()
+    with segstore.open(str(logs), mode="a"):
+        pass
+    assert not marker.exists()
+    shutil.copy(src / ".kafka_cleanshutdown", marker)
+    with segstore.open(str(logs / "delivery-create-request-0"), mode="a"):
+        pass
+    assert not marker.exists()

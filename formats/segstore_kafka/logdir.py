@@ -39,6 +39,20 @@ from .partition import (
 
 #: Threads that close the partitions of a log directory (:meth:`LogDir.close`).
 CLOSE_THREADS = 16
+#: the marker a broker's clean shutdown leaves in each log dir (``CleanShutdownFileHandler``, Kafka 3.8.0)
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+
+
+def forget_clean_shutdown(log_dir: str) -> None:
+    """Remove a log dir's clean-shutdown marker, as Kafka 3.8.0 ``LogManager.loadLogs`` does when it
+    loads the dir: a writer changes what the broker shut down on, and a broker that finds the marker
+    trusts its producer snapshots (``UnifiedLog.rebuildProducerState`` with ``reloadFromCleanShutdown``
+    and no snapshot scans nothing), so the producers and open transactions of what segstore appended
+    would be lost to it.  Without the marker it rebuilds producer state from the log."""
+    marker = os.path.join(log_dir, CLEAN_SHUTDOWN_FILE)
+    if files.exists(marker):
+        files.remove(marker)
+        files.fsync_dir(log_dir)
 
 
 def _close_partition(part: Partition) -> BaseException | None:
@@ -104,6 +118,7 @@ class LogDir:
         self.clock = clock
         if writable:
             files.make_dirs(path)
+            forget_clean_shutdown(path)
         #: ``(path, pos, message)`` of what loading read past (verify reports them)
         self.problems: list[tuple[str, int | None, str]] = []
         self.recovery_points = self._lenient(RECOVERY_POINT_CHECKPOINT, "resets every recovery point to 0")

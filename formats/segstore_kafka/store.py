@@ -61,7 +61,7 @@ from segstore.store import (
 
 from . import batch as codec
 from . import columnar, kraft
-from .logdir import LogDir, high_watermark, is_partition_dir, load_log_start
+from .logdir import LogDir, forget_clean_shutdown, high_watermark, is_partition_dir, load_log_start
 from .offsetmap import DEDUPE_BUFFER_SIZE
 from .partition import (
     EARLIEST_TIMESTAMP,
@@ -659,6 +659,8 @@ class KafkaStore(Store):
                 topic_config = self.topic_configs.config_for(parse_partition_dir(path)[0])
                 self._part: Partition | None = Partition(path, topic_config, writable=writable, clock=clock)
                 load_log_start(self._part)  # the parent log dir's checkpoint
+                if writable:
+                    forget_clean_shutdown(os.path.dirname(os.path.abspath(path)))
                 self._dir: LogDir | None = None
             else:
                 self._part = None
