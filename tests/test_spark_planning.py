@@ -187,6 +187,25 @@ def test_pushdown_time_column_per_format():
     assert pruning.timestamp_min is None and len(remaining) == 1
 
 
+def test_pushdown_never_asks_the_time_lookup_for_a_time_before_the_epoch():
+    """Kafka 3.8.0 UnifiedLog.fetchOffsetByTimestamp reads -1, -2 and -3 as the log end, its start and
+    the largest timestamp's offset; as a filter's lower bound they are times (a v0 record's is -1),
+    so such a bound prunes nothing, and a later bound of the same AND still does."""
+    before = [datetime(1969, 12, 31, 23, 59, 59, 999_000, tzinfo=timezone.utc),      # -1 ms
+              datetime(1969, 12, 31, 23, 59, 59, 997_000, tzinfo=timezone.utc),      # -3 ms
+              datetime(1969, 12, 31, 23, 59, 59, 999_500, tzinfo=timezone.utc)]      # floors to -1 ms
+    for when in before:
+        for kind in (EqualTo, GreaterThan, GreaterThanOrEqual):
+            pruning, remaining = planning.pushdown([kind(("timestamp",), when)])
+            assert pruning.timestamp_min is None and len(remaining) == 1
+    later = datetime(1970, 1, 1, 0, 0, 5, tzinfo=timezone.utc)
+    pruning, _ = planning.pushdown([GreaterThanOrEqual(("timestamp",), before[0]),
+                                    GreaterThanOrEqual(("timestamp",), later)])
+    assert pruning.timestamp_min == 5000
+    epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
+    assert planning.pushdown([GreaterThanOrEqual(("timestamp",), epoch)])[0].timestamp_min == 0
+
+
 def test_pushdown_ignores_mistyped_values():
     filters = [EqualTo(("partition",), "0"), EqualTo(("topic",), 3), EqualTo(("offset",), True)]
     pruning, remaining = planning.pushdown(filters)

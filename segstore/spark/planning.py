@@ -208,7 +208,13 @@ def _push_one(f: Filter, pruning: Pruning, *, time_column: str | None) -> bool:
         return True
     if column == time_column and isinstance(value, datetime) and value.tzinfo is not None:
         if isinstance(f, (EqualTo, GreaterThan, GreaterThanOrEqual)):
-            pruning.timestamp_min = _raise_min(pruning.timestamp_min, _millis_floor(value))
+            ms = _millis_floor(value)
+            # A bound before the epoch prunes nothing: records may hold such times (a v0 Kafka record's
+            # timestamp is -1), and the time lookups give negative times other meanings (Kafka 3.8.0
+            # UnifiedLog.fetchOffsetByTimestamp: -1 the log end, -2 its start, -3 the largest timestamp's
+            # offset), so the lookup is never asked for one.
+            if ms >= 0:
+                pruning.timestamp_min = _raise_min(pruning.timestamp_min, ms)
     return False
 
 
