@@ -36,7 +36,11 @@ from segstore.spark.options import (
 
 
 class FakeStore:
-    """Topics of partitions of segments of fixed-size messages; timestamps = 1000 * offset."""
+    """Topics of partitions of segments of fixed-size messages; timestamps = 1000 * offset.
+
+    A Kafka store to the planner: its time lookup is exact (``planning.time_lookup_is_exact``)."""
+
+    format = "kafka"
 
     def __init__(self, layout: dict[str, dict[int, list[tuple[int, int]]]], message_bytes: int = 100) -> None:
         self.layout = layout          # topic -> partition -> [(start_offset, end_offset)] per segment
@@ -243,6 +247,25 @@ def test_resolve_ranges_clamps_offsets_and_applies_timestamps():
     opts = _opts(startingOffsets='{"B": {"3": 900}}', startingTimestamp="30000", endingTimestamp="240000")
     got = {(r.topic, r.partition): (r.start, r.end) for r in planning.resolve_ranges(store, opts)}
     assert got == {("A", 0): (30, 240), ("A", 1): (30, 240), ("B", 0): (50, 60), ("B", 3): (30, 240)}
+
+
+def test_a_time_bound_prunes_only_where_the_time_lookup_is_exact():
+    """RocketMQ 4.9.7 ConsumeQueue.getOffsetInQueueByTime binary searches store times as if they grew
+    with queue offsets (the broker's clock can step back): pruning by it would drop matching rows, so
+    a filter's time bound prunes a RocketMQ read only through segstore's ``time`` layout, which keeps
+    the running maximum; Kafka's lookup (3.8.0 LogSegment.findOffsetByTimestamp) is exact."""
+    pruning, _ = planning.pushdown([GreaterThanOrEqual(("storeTimestamp",), datetime(
+        1970, 1, 1, 0, 2, 10, tzinfo=timezone.utc))], time_column="storeTimestamp")
+    kafka = _store()
+    assert planning.time_lookup_is_exact(kafka)
+    assert {r.start for r in planning.resolve_ranges(kafka, _opts(topics="A"), pruning)} == {130}
+    rocketmq = _store()
+    rocketmq.format = "rocketmq"
+    assert not planning.time_lookup_is_exact(rocketmq)
+    assert {r.start for r in planning.resolve_ranges(rocketmq, _opts(topics="A"), pruning)} == {0}
+    # startingTimestamp is the connector's offset lookup, not a filter: it still goes by the store's
+    starting = _opts(topics="A", startingTimestamp="130000")
+    assert {r.start for r in planning.resolve_ranges(rocketmq, starting)} == {130}
 
 
 def test_a_read_to_a_torn_end_raises_the_tail_error_and_one_ending_before_it_does_not():

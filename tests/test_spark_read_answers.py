@@ -3,10 +3,14 @@ schemas are checked alike, whatever the times stored."""
 
 from __future__ import annotations
 
+import io
+
 import pytest
 from spark_support import reader, source, spark  # noqa: F401
 
 import segstore
+from segstore import cli
+from segstore.spark import planning
 
 pytestmark = pytest.mark.spark
 
@@ -31,3 +35,36 @@ def test_a_time_bound_before_the_epoch_keeps_every_later_row(spark, reader, kafk
     -1 latest, -2 earliest, -3 the largest timestamp's offset); as a filter's bound, -1 ms is a time
     like any other, and every record here is after it."""
     assert source(spark, reader).load(kafka_logs).where(where).count() == 5
+
+
+#: Store times of queue T/0, stepping back twice (the broker's clock was set back).
+STEPPING_BACK = [1000, 3000, 2000, 4000, 1500, 5000, 4500, 6000]
+
+
+def _rocketmq_store(path):
+    with segstore.open(str(path), "rocketmq", "a") as store:
+        for i, ms in enumerate(STEPPING_BACK):
+            store.append({"topic": "T", "queue_id": 0, "body": b"m%d" % i, "born_timestamp": ms,
+                          "store_timestamp": ms})
+    return str(path)
+
+
+@pytest.mark.parametrize("time_index", [False, True])
+def test_store_time_filters_keep_rows_stored_after_the_clock_stepped_back(spark, reader, tmp_path,  # noqa: F811
+                                                                          time_index):
+    """RocketMQ 4.9.7 ConsumeQueue.getOffsetInQueueByTime binary searches store times as if they grew with
+    queue offsets; pruning a filter by such a search dropped rows that match it.  Without segstore's
+    ``time`` layout the bound is left to Spark; with it (running maximum) it prunes exactly."""
+    path = _rocketmq_store(tmp_path / "rmq")
+    if time_index:
+        assert cli.main(["index", "build", path, "--index", "time"], io.StringIO()) == 0
+    with segstore.open(path) as store:        # the store the planner opens: prunes with the index only
+        assert planning.time_lookup_is_exact(store) is time_index
+    frame = source(spark, reader).load(path)
+    for bound in (1000, 1500, 2000, 2500, 4500, 6000):
+        expected = sum(1 for ms in STEPPING_BACK if ms >= bound)
+        assert frame.where(f"storeTimestamp >= timestamp_millis({bound})").count() == expected, bound
+        equal = frame.where(f"storeTimestamp = timestamp_millis({bound})")
+        assert equal.count() == STEPPING_BACK.count(bound), bound
+        assert frame.where(f"storeTimestamp > timestamp_millis({bound})").count() == \
+            sum(1 for ms in STEPPING_BACK if ms > bound)

@@ -4,8 +4,8 @@ Three pure steps, each testable without Spark:
 
 1. :func:`pushdown` turns Spark's pushed filters into a :class:`Pruning`:
    topic, partition and offset predicates are exact and consumed; lower bounds
-   on the time column prune through the store's time lookup and stay with Spark
-   for the exact check.
+   on the time column prune through the store's time lookup (where it is exact:
+   :func:`time_lookup_is_exact`) and stay with Spark for the exact check.
 2. :func:`resolve_ranges` asks the store (driver side) for topics, partitions,
    offset ranges, time lookups and ``segment_infos`` and yields one
    :class:`PartitionRange` (absolute ``[start, end)`` plus its segments) per
@@ -45,6 +45,7 @@ from pyspark.sql.datasource import (
 
 from ..errors import ConfigError, NotFoundError, OffsetOutOfRangeError, SegstoreError
 from .options import EARLIEST, LATEST, STRATEGY_ERROR, ReadOptions
+from .schema import KAFKA
 
 _MICROS_PER_MILLI = 1000
 
@@ -222,8 +223,9 @@ def pushdown(filters: Sequence[Filter], *,
              time_column: str | None = "timestamp") -> tuple[Pruning, list[Filter]]:
     """Translate pushed filters (an AND) into a :class:`Pruning`.
 
-    ``time_column`` is the column whose lower bounds the store's ``offset_for_time``
-    answers exactly (Kafka: ``timestamp``; RocketMQ: ``storeTimestamp``), or None.
+    ``time_column`` is the column the store's ``offset_for_time`` looks up (Kafka: ``timestamp``;
+    RocketMQ: ``storeTimestamp``), or None; :func:`resolve_ranges` prunes by its lower bound only
+    where that lookup is exact (:func:`time_lookup_is_exact`).
 
     Returns the pruning and the filters Spark must still evaluate (by reference,
     as Spark requires): every filter not handled exactly here.
@@ -259,6 +261,30 @@ def position(bound: int, low: int, high: int) -> int:
     if bound == LATEST:
         return high
     return min(max(bound, low), high)
+
+
+#: Formats whose own ``offset_for_time`` is the first offset at or after a time whatever order the times
+#: were stored in: Kafka's goes by the ``.timeindex``, which keeps the largest time so far, and scans
+#: from there for the first record at or after it (Kafka 3.8.0 LogSegment.findOffsetByTimestamp).
+EXACT_TIME_LOOKUP_FORMATS = frozenset({KAFKA})
+
+
+def time_lookup_is_exact(store: PlanningStore) -> bool:
+    """Whether ``store.offset_for_time`` answers a filter's time lower bound exactly: the first offset
+    whose time is at or after it, so that every row before it fails the filter.
+
+    Kafka's does (:data:`EXACT_TIME_LOOKUP_FORMATS`), and so does segstore's ``time`` layout, which keeps
+    the running maximum (:mod:`segstore.layouts.time`).  RocketMQ's own lookup does not: it binary
+    searches the consume queue for a store time as if store times grew with queue offsets, as the
+    broker does (RocketMQ 4.9.7 ConsumeQueue.getOffsetInQueueByTime), but the store time is the broker's
+    clock, which can step back, and a search then lands past rows that match.
+    """
+    from ..layouts.time import TimeLayout
+
+    indexes = getattr(store, "indexes", None)
+    if indexes is not None and isinstance(getattr(indexes, "layouts", {}).get("time"), TimeLayout):
+        return True
+    return getattr(store, "format", None) in EXACT_TIME_LOOKUP_FORMATS
 
 
 def _time_offset(store: PlanningStore, topic: str, partition: int, ts: int, high: int) -> int:
@@ -371,6 +397,9 @@ def resolve_ranges(store: PlanningStore, options: ReadOptions, pruning: Pruning 
         :func:`end_offset`, :func:`selected`.
     """
     pruning = pruning or Pruning()
+    # a filter's time bound prunes only where the lookup cannot skip a row that matches it (Spark
+    # checks the filter on every row read either way)
+    timestamp_min = pruning.timestamp_min if time_lookup_is_exact(store) else None
     pairs = selected(store, options)
     _check_named(options, set(pairs))
     ranges = []
@@ -382,8 +411,8 @@ def resolve_ranges(store: PlanningStore, options: ReadOptions, pruning: Pruning 
         low, high = store.offset_range(topic, partition)
         start = start_offset(store, options, topic, partition, low, high)
         end = end_offset(store, options, topic, partition, low, high)
-        if pruning.timestamp_min is not None:
-            start = max(start, _time_offset(store, topic, partition, pruning.timestamp_min, high))
+        if timestamp_min is not None:
+            start = max(start, _time_offset(store, topic, partition, timestamp_min, high))
         if pruning.offset_min is not None:
             start = max(start, pruning.offset_min)
         if pruning.offset_max is not None:
