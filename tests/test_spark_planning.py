@@ -268,6 +268,36 @@ def test_a_time_bound_prunes_only_where_the_time_lookup_is_exact():
     assert {r.start for r in planning.resolve_ranges(rocketmq, starting)} == {130}
 
 
+@pytest.mark.parametrize(("options", "message"), [
+    ({"startingOffsets": "latest"}, "startingOffsets cannot be latest for a batch query"),
+    ({"startingOffsets": ' LATEST '}, "startingOffsets cannot be latest for a batch query"),
+    ({"startingOffsets": '{"A": {"0": 5, "1": -1}}'}, "startingOffsets for A-1 cannot be latest"),
+    ({"endingOffsets": "earliest"}, "endingOffsets cannot be earliest for a batch query"),
+    ({"endingOffsets": '{"B": {"3": -2}}'}, "endingOffsets for B-3 cannot be earliest"),
+])
+def test_a_batch_read_cannot_start_at_latest_or_end_at_earliest(options, message):
+    """As Spark 4 KafkaSourceProvider.validateBatchOptions: such a batch read would read nothing."""
+    with pytest.raises(ConfigError, match=message):
+        planning.resolve_ranges(_store(), _opts(**options))
+
+
+@pytest.mark.parametrize(("options", "named"), [
+    ({"startingOffsets": '{"A_TYPO": {"0": 3}}'}, "startingOffsets names A_TYPO-0"),
+    ({"startingOffsets": '{"A": {"0": 3, "7": 3}}'}, "startingOffsets names A-7"),
+    ({"endingOffsets": '{"B": {"1": 3}}'}, "endingOffsets names B-1"),
+    ({"subscribe": "A", "startingOffsets": '{"B": {"0": 55}}'}, "startingOffsets names B-0"),
+    ({"assign": '{"A": [0]}', "endingOffsets": '{"A": {"1": 5}}'}, "endingOffsets names A-1"),
+])
+def test_offsets_naming_a_partition_not_read_are_refused(options, named):
+    """Spark 4 KafkaOffsetReaderAdmin.fetchPartitionOffsets asserts specific offsets name the partitions
+    read; unlisted ones may take the default here, but a name the read lacks is a mistake, not one to
+    read everything past."""
+    with pytest.raises(ConfigError, match=named):
+        planning.resolve_ranges(_store(), _opts(**options))
+    # listing only some of the partitions read is still fine
+    assert _ranges(startingOffsets='{"A": {"1": 200}}')[("A", 1)] == (200, 250)
+
+
 def test_a_read_to_a_torn_end_raises_the_tail_error_and_one_ending_before_it_does_not():
     """A batch plan reading a partition to its end raises what a read of every message there would
     (:meth:`Store.tail_error`), rather than leaving the torn tail's partition short; an end before it

@@ -68,3 +68,38 @@ def test_store_time_filters_keep_rows_stored_after_the_clock_stepped_back(spark,
         assert equal.count() == STEPPING_BACK.count(bound), bound
         assert frame.where(f"storeTimestamp > timestamp_millis({bound})").count() == \
             sum(1 for ms in STEPPING_BACK if ms > bound)
+
+
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("startingOffsets", '{"T_TYPO": {"0": 3}}', "startingOffsets names T_TYPO-0"),
+    ("startingOffsets", '{"t": {"7": 3}}', "startingOffsets names t-7"),
+    ("endingOffsets", '{"t": {"0": 3, "1": 4}}', "endingOffsets names t-1"),
+    ("startingOffsets", "latest", "startingOffsets cannot be latest for a batch query"),
+    ("startingOffsets", '{"t": {"0": -1}}', "startingOffsets for t-0 cannot be latest"),
+    ("endingOffsets", "earliest", "endingOffsets cannot be earliest for a batch query"),
+    ("endingOffsets", '{"t": {"0": -2}}', "endingOffsets for t-0 cannot be earliest"),
+])
+def test_offsets_the_connector_refuses_are_refused(spark, reader, kafka_logs, option, value,  # noqa: F811
+                                                    message):
+    """Spark 4 KafkaSourceProvider.validateBatchOptions refuses a batch start at latest and an end at
+    earliest; KafkaOffsetReaderAdmin.fetchPartitionOffsets refuses offsets of partitions not read.
+    Both readers used to read everything, or nothing, instead."""
+    with pytest.raises(Exception, match=f"ConfigError.*{message}"):
+        source(spark, reader).option(option, value).load(kafka_logs).count()
+
+
+def test_a_stream_may_start_at_latest_but_not_at_a_partition_not_read(kafka_logs):
+    """Streams keep what the connector allows them (a start at latest); specific offsets must still
+    name partitions read (Spark 4 KafkaOffsetReaderAdmin.fetchSpecificOffsets asserts it)."""
+    from segstore.errors import ConfigError
+    from segstore.spark.datasource import SegstoreStreamReader
+    from segstore.spark.options import parse_read_options
+
+    def initial(**options):
+        parsed = parse_read_options({"path": kafka_logs, **options}, streaming=True)
+        return SegstoreStreamReader(parsed, "kafka", None).initialOffset()
+
+    assert initial(startingOffsets="latest") == {"t": {"0": 5}}
+    assert initial(startingOffsets='{"t": {"0": 2}}') == {"t": {"0": 2}}
+    with pytest.raises(ConfigError, match="startingOffsets names t-7"):
+        initial(startingOffsets='{"t": {"0": 2, "7": 1}}')

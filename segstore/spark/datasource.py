@@ -285,7 +285,9 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _start_positions(self) -> planning.Offsets:
         with open_store(self.options.path, self.format, self.options.config) as store:
             offsets: planning.Offsets = {}
-            for topic, partition in planning.selected(store, self.options):
+            pairs = planning.selected(store, self.options)
+            planning.check_named_offsets(self.options, set(pairs), ending=False)
+            for topic, partition in pairs:
                 low, high = store.offset_range(topic, partition)
                 start = planning.start_offset(store, self.options, topic, partition, low, high)
                 offsets.setdefault(topic, {})[str(partition)] = start

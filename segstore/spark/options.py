@@ -10,8 +10,9 @@ Reading (docs/spark.md has the full table, with the connector's options this sou
 ``subscribePattern``                   a regular expression; topics it matches whole are read
 ``assign``                             JSON ``{"topicA": [0, 1]}``: exactly these partitions (RocketMQ queues)
 ``startingOffsets``                    ``earliest`` (batch default), ``latest`` (stream default), or JSON
-                                       ``{"topic": {"0": 23, "1": -2}}`` (-2 earliest, -1 latest)
-``endingOffsets``                      ``latest`` (default) or JSON as above (exclusive ends)
+                                       ``{"topic": {"0": 23, "1": -2}}`` (-2 earliest, -1 latest; latest
+                                       refused in batch: planning.check_batch_bounds)
+``endingOffsets``                      ``latest`` (default) or JSON as above (exclusive; earliest refused)
 ``startingTimestamp``                  ms since the epoch, every partition: its first offset whose
                                        timestamp is at or after it (through the store's time lookup)
 ``startingOffsetsByTimestamp``         JSON ``{"topic": {"0": ms}}`` naming every partition read

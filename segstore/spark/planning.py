@@ -362,14 +362,60 @@ def end_offset(store: PlanningStore, options: ReadOptions, topic: str, partition
     return position(check_lost(options, "option endingOffsets", topic, partition, asked, low), low, high)
 
 
+def _partition_names(pairs: Iterable[tuple[str, int]]) -> str:
+    return ", ".join(f"{t}-{p}" for t, p in pairs)
+
+
+def check_named_offsets(options: ReadOptions, read: set[tuple[str, int]], *, ending: bool = True) -> None:
+    """Refuse per-partition offsets naming a partition the read does not include.
+
+    Spark's Kafka connector asserts that specific offsets name exactly the partitions it reads
+    (Spark 4 KafkaOffsetReaderAdmin.fetchPartitionOffsets / fetchSpecificOffsets); segstore lets
+    unlisted partitions take the named default, but a topic or partition named that is not read (a
+    typo, a partition the store lacks, one ``subscribe``/``assign`` leave out) would otherwise be
+    ignored, and the read would quietly take everything from its default.  ``ending``: check
+    ``endingOffsets`` too (a stream has no end).
+
+    :raises ConfigError: naming the option and the partitions.
+    """
+    bounds = [("startingOffsets", options.starting), *([("endingOffsets", options.ending)] if ending else [])]
+    for name, bound in bounds:
+        extra = sorted({(t, p) for t, p, _ in bound.offsets} - read)
+        if extra:
+            raise ConfigError(f"option {name} names {_partition_names(extra)}, expected partitions the read "
+                              f"includes: the store has no such partition, or subscribe, subscribePattern or "
+                              f"assign leave it out", options.path)
+
+
+def check_batch_bounds(options: ReadOptions) -> None:
+    """Refuse offsets a batch read cannot start or end at, as Spark's Kafka connector does
+    (Spark 4 KafkaSourceProvider.validateBatchOptions): a start at ``latest`` (-1) or an end at
+    ``earliest`` (-2), named or per partition, which would read nothing.  Streams may start at latest.
+
+    :raises ConfigError: naming the option and the partition.
+    """
+    for name, bound, refused, word in (("startingOffsets", options.starting, LATEST, "latest"),
+                                       ("endingOffsets", options.ending, EARLIEST, "earliest")):
+        if bound.default == refused:
+            raise ConfigError(f"option {name} cannot be {word} for a batch query (it would read nothing; "
+                              f"Spark's Kafka connector refuses it too)", options.path)
+        for t, p, offset in bound.offsets:
+            if offset == refused:
+                raise ConfigError(f"option {name} for {t}-{p} cannot be {word} ({refused}) for a batch query "
+                                  f"(it would read nothing; Spark's Kafka connector refuses it too)",
+                                  options.path)
+
+
 def _check_named(options: ReadOptions, read: set[tuple[str, int]]) -> None:
-    """The connector refuses per-partition timestamps naming partitions it does not read."""
+    """The connector refuses per-partition timestamps naming partitions it does not read, and specific
+    offsets that do not name the partitions read (:func:`check_named_offsets`)."""
     for name, entries in (("startingOffsetsByTimestamp", options.starting_timestamps),
                           ("endingOffsetsByTimestamp", options.ending_timestamps)):
         extra = sorted({(t, p) for t, p, _ in entries or ()} - read)
         if extra:
             raise ConfigError(f"option {name} must name exactly the partitions read; the store has no "
-                              f"{', '.join(f'{t}-{p}' for t, p in extra)} among them", options.path)
+                              f"{_partition_names(extra)} among them", options.path)
+    check_named_offsets(options, read)
 
 
 def selected(store: PlanningStore, options: ReadOptions) -> list[tuple[str, int]]:
@@ -394,8 +440,9 @@ def resolve_ranges(store: PlanningStore, options: ReadOptions, pruning: Pruning 
     Costs one ``offset_range`` per partition, plus one time lookup per partition and time bound.
 
     :raises OffsetOutOfRangeError, ConfigError, NotFoundError: see :func:`start_offset`,
-        :func:`end_offset`, :func:`selected`.
+        :func:`end_offset`, :func:`selected`, :func:`check_batch_bounds`, :func:`check_named_offsets`.
     """
+    check_batch_bounds(options)
     pruning = pruning or Pruning()
     # a filter's time bound prunes only where the lookup cannot skip a row that matches it (Spark
     # checks the filter on every row read either way)
