@@ -103,3 +103,33 @@ def test_a_stream_may_start_at_latest_but_not_at_a_partition_not_read(kafka_logs
     assert initial(startingOffsets='{"t": {"0": 2}}') == {"t": {"0": 2}}
     with pytest.raises(ConfigError, match="startingOffsets names t-7"):
         initial(startingOffsets='{"t": {"0": 2, "7": 1}}')
+
+
+@pytest.mark.parametrize(("schema", "message"), [
+    ("value string, timestamp long", "gives column value type string, expected binary"),
+    ("partition long", "gives column partition type bigint, expected int"),
+    ("timestampType string", "gives column timestampType type string, expected int"),
+    ("Value binary", "names column 'Value', which a kafka store does not have"),
+])
+def test_a_given_schema_is_refused_alike_by_both_readers(spark, reader, kafka_logs, schema, message):  # noqa: F811
+    """The batches are the store's columns in its types: a schema giving others is a ConfigError on the
+    driver (bridge.plan asked it for the JVM reader; the Python reader cast blindly, or failed mid-task)."""
+    with pytest.raises(Exception, match=f"ConfigError: the schema {message}"):
+        source(spark, reader).schema(schema).load(kafka_logs).collect()
+
+
+def test_a_given_schema_of_store_columns_reads_them(spark, reader, kafka_logs):  # noqa: F811
+    frame = source(spark, reader).schema("offset long, value binary").load(kafka_logs)
+    rows = frame.orderBy("offset").collect()
+    assert [(r.offset, bytes(r.value)) for r in rows] == [(i, b"v%d" % i) for i in range(5)]
+
+
+def test_a_stream_refuses_a_schema_of_other_types(kafka_logs):
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from segstore.errors import ConfigError
+    from segstore.spark.datasource import SegstoreDataSource
+
+    with pytest.raises(ConfigError, match="gives column value type string, expected binary"):
+        SegstoreDataSource({"path": kafka_logs}).streamReader(StructType([StructField("value",
+                                                                                   StringType())]))

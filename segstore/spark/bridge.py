@@ -59,6 +59,7 @@ from .datasource import (
     StagedJob,
     StagedWrite,
     check_append_mode,
+    check_read_schema,
     check_write_schema,
     local_staging_root,
     open_store,
@@ -135,22 +136,6 @@ def pushdown(request: Mapping[str, Any]) -> dict[str, Any]:
     _, remaining = planning.pushdown(filters, time_column=TIME_COLUMNS.get(_format(options)))
     left = {id(f) for f in remaining}
     return {"exact": [i for i, f in enumerate(filters) if id(f) not in left]}
-
-
-def check_read_schema(requested: StructType, format_name: str) -> None:
-    """Refuse a user-given schema naming a column the store lacks or giving one another type.
-
-    :raises ConfigError: naming the column, the type found and the type expected.
-    """
-    known = {f.name: f.dataType for f in spark_schema(format_name, include_headers=True).fields}
-    for field in requested.fields:
-        expected = known.get(field.name)
-        if expected is None:
-            raise ConfigError(f"the schema names column {field.name!r}, which a {format_name} store does not "
-                              f"have; its columns are {', '.join(known)}")
-        if expected != field.dataType:
-            raise ConfigError(f"the schema gives column {field.name} type {field.dataType.simpleString()}, "
-                              f"expected {expected.simpleString()}")
 
 
 def plan(request: Mapping[str, Any]) -> dict[str, Any]:

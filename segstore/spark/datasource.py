@@ -217,6 +217,25 @@ def _read_slices(partition: planning.SegstoreInputPartition, schema: StructType,
 TIME_COLUMNS = {KAFKA: "timestamp", ROCKETMQ: "storeTimestamp"}
 
 
+def check_read_schema(requested: StructType, format_name: str) -> None:
+    """Refuse a user-given schema naming a column the store lacks or giving one another type.
+
+    Both readers ask it of the schema Spark hands them (the JVM reader through :mod:`.bridge`'s
+    ``plan``), so a ``.schema(...)`` is refused alike, on the driver, before anything is read.
+
+    :raises ConfigError: naming the column, the type found and the type expected.
+    """
+    known = {f.name: f.dataType for f in spark_schema(format_name, include_headers=True).fields}
+    for field in requested.fields:
+        expected = known.get(field.name)
+        if expected is None:
+            raise ConfigError(f"the schema names column {field.name!r}, which a {format_name} store does not "
+                              f"have; its columns are {', '.join(known)}")
+        if expected != field.dataType:
+            raise ConfigError(f"the schema gives column {field.name} type {field.dataType.simpleString()}, "
+                              f"expected {expected.simpleString()}")
+
+
 def _min_partitions(options: ReadOptions) -> int:
     # SegstoreDataSource._read_options fills it in; 1 is the planner's own default.
     return options.min_partitions or 1
@@ -785,12 +804,18 @@ class SegstoreDataSource(DataSource):
             raise ConfigError("option reader=jvm: the columnar JVM reader is not on this session's "
                               "classpath; `python -m segstore.spark.jvm` builds its jar and prints the path "
                               "to pass as spark.jars (local_session() does this itself)", options.path)
+        format_name = self._format(options)
+        # the schema Spark hands over is the user's where one was given: the batches are the store's
+        # columns in the store's types, never cast to another's
+        check_read_schema(schema, format_name)
         reader_class = PushdownReader if self.filter_pushdown else SegstoreReader
-        return reader_class(options, self._format(options), schema)
+        return reader_class(options, format_name, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         options = self._read_options(streaming=True)
-        return SegstoreStreamReader(options, self._format(options), schema)
+        format_name = self._format(options)
+        check_read_schema(schema, format_name)
+        return SegstoreStreamReader(options, format_name, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> SegstoreWriter:
         options = parse_write_options(self.options)
