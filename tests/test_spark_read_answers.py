@@ -133,3 +133,28 @@ def test_a_stream_refuses_a_schema_of_other_types(kafka_logs):
     with pytest.raises(ConfigError, match="gives column value type string, expected binary"):
         SegstoreDataSource({"path": kafka_logs}).streamReader(StructType([StructField("value",
                                                                                    StringType())]))
+
+
+def test_an_offset_filter_before_a_torn_tail_reads_where_the_reader_takes_filters(spark, reader,  # noqa: F811
+                                                                                 tmp_path):
+    """What docs/spark.md says of a torn Kafka tail (Kafka 3.8.0 LogSegment.recover would truncate it):
+    a read ending before it by an offset filter is whole with the JVM reader, and with the Python reader
+    only where Spark lets it take filters (segstore.spark.pushdown_is_per_scan); else it reads to the
+    tail and raises what a read of every record raises."""
+    import os
+
+    from segstore.spark import pushdown_is_per_scan
+
+    path = tmp_path / "kafka-logs"
+    with segstore.open(str(path), "kafka", "a") as store:
+        for i in range(10):
+            store.append({"topic": "t", "partition": 0, "value": b"v%d" % i, "timestamp": 1700000000000 + i})
+    log = path / "t-0" / "00000000000000000000.log"
+    os.truncate(log, log.stat().st_size - 5)
+    frame = source(spark, reader).load(str(path)).where("`offset` < 5")
+    if reader == "jvm" or pushdown_is_per_scan(spark):
+        assert frame.count() == 5
+    else:
+        with pytest.raises(Exception, match="TruncatedDataError"):
+            frame.count()
+    assert source(spark, reader).option("endingOffsets", '{"t": {"0": 5}}').load(str(path)).count() == 5
