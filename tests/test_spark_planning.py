@@ -127,6 +127,7 @@ def test_read_options_defaults_and_json_offsets():
     ({"path": "/s", "startingTimestamp": "yesterday"}, "integer"),
     ({"path": "/s", "includeControlRecords": "maybe"}, "true or false"),
     ({"path": "/s", "subscribeTopics": "A"}, "unknown option"),
+    ({"paths": '["/s", "/t"]'}, r"expected one store path in load\(PATH\), found 2: /s, /t"),
     ({"path": "/s", "subscribe": "A", "assign": '{"A": [0]}'}, "only one of subscribe"),
     ({"path": "/s", "subscribePattern": "A("}, "regular expression"),
     ({"path": "/s", "assign": '{"A": 0}'}, "partition lists"),

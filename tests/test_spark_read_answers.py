@@ -158,3 +158,10 @@ def test_an_offset_filter_before_a_torn_tail_reads_where_the_reader_takes_filter
         with pytest.raises(Exception, match="TruncatedDataError"):
             frame.count()
     assert source(spark, reader).option("endingOffsets", '{"t": {"0": 5}}').load(str(path)).count() == 5
+
+
+def test_several_paths_are_named_in_the_error(spark, reader, kafka_logs):  # noqa: F811
+    """Spark passes load(p1, p2) as option ``paths``: the error says one store path is taken, not that
+    ``paths`` is an unknown option."""
+    with pytest.raises(Exception, match=r"expected one store path in load\(PATH\), found 2"):
+        source(spark, reader).load([kafka_logs, kafka_logs]).count()

@@ -238,7 +238,24 @@ def parse_bound(text: str | None, name: str, default: int) -> Bound:
     return Bound(default, tuple(sorted(entries)))
 
 
+def _refuse_several_paths(opts: dict[str, str]) -> None:
+    """``load(p1, p2)``: Spark passes the paths as option ``paths`` (a JSON list); a read is of one store."""
+    text = opts.get("paths")
+    if text is None:
+        return
+    try:
+        paths = json.loads(text)
+    except ValueError:
+        paths = [text]
+    if not isinstance(paths, list):
+        paths = [paths]
+    raise ConfigError(f"expected one store path in load(PATH), found {len(paths)}: "
+                      f"{', '.join(str(p) for p in paths)}; read each store on its own and union the "
+                      "DataFrames")
+
+
 def _refuse_unknown(opts: dict[str, str]) -> None:
+    _refuse_several_paths(opts)
     for name in sorted(opts):
         if name in _READ_NAMES:
             continue
