@@ -101,6 +101,29 @@ def test_dump_of_a_one_file_commitlog_cut_at_a_message_boundary_fails(tmp_path):
     assert (code, out) == (1, "") and "of A/0 offset 0 (physical offset 0" in err
 
 
+def test_a_last_entry_whose_message_never_reached_the_disk_is_past_the_data_end(tmp_path):
+    """A crash flushed a queue's last entry but not its message (zeros there): the broker's recovery stops
+    at those zeros (RocketMQ 4.9.7 CommitLog.recoverAbnormally, an illegal magic code) and drops the
+    entry (truncateDirtyLogicFiles: maxPhyOffset 11248, B/1 maxOffset 9).  A reader took the entry's end
+    for the data end: info reported a commitlog end past the last message and dump --queue left the lost
+    message out with exit 0."""
+    store = tmp_path / "s"
+    with segstore.open(str(store), format="rocketmq", mode="a", mappedFileSizeCommitLog=65536,
+                       mappedFileSizeConsumeQueue=1000) as st:
+        results = [st.append({"topic": "B", "queue_id": i % 2, "body": b"b" * 500}) for i in range(20)]
+    last = results[-1]
+    log = store / "commitlog" / f"{0:020d}"
+    with open(log, "r+b") as f:
+        f.seek(last.position)
+        f.write(bytes(last.size))
+    (store / "abort").write_bytes(b"")
+    with segstore.open(str(store)) as reader:
+        assert reader.info()["commitlog"]["max_offset"] == last.position
+    code, out, err = cli_run("dump", store, "--topic", "B", "--queue", "1")
+    assert code == 1 and len(out.splitlines()) == 9
+    assert f"of B/1 offset 9 (physical offset {last.position}" in err
+
+
 def test_a_key_hit_with_a_damaged_body_is_the_error_not_a_miss(store, tmp_path):
     copy = _copy(store, tmp_path)
     with segstore.open(str(copy)) as opened:

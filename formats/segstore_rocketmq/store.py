@@ -499,12 +499,9 @@ class RocketMQStore(LifecycleMixin, Store):
             # A queue entry past the commitlog's last file is damage (the queues were listed before
             # the commitlog, so a writer's newer file is listed): the log is the truth, a reader
             # walks it from what the other queues cover, and verify reports the entry.
-            last = self.commitlog.log.active
-            files_end = last.base + self.commitlog.file_size if last is not None else 0
-            start = max((end for end in (cq.max_physical_end for cq in self.queues.values())
-                         if end <= files_end), default=self.commitlog.min_offset)
             if not writable:  # appending recovers first (see .lifecycle)
-                self.commitlog.set_end(self._written_end(max(start, self.commitlog.min_offset)))
+                self.commitlog.set_end(self._written_end(max(self._covered_end(),
+                                                             self.commitlog.min_offset)))
             if self.config.messageIndexEnable:
                 self.index = IndexService(os.path.join(self.path, INDEX_DIR), self.config.maxHashSlotNum,
                                           self.config.maxIndexNum, writable=writable)
@@ -514,6 +511,29 @@ class RocketMQStore(LifecycleMixin, Store):
         except BaseException:
             self._release()
             raise
+
+    def _covered_end(self) -> int:
+        """Where a reader's walk for the data end starts: the largest end of a queue's last entry whose
+        message is there (one decode each, usually one in all).  A writer writes a message before its
+        entry, but a crash can leave an entry whose message never reached the disk (the page holding
+        the entry flushed, the commitlog's not): the broker's recovery stops at the message's zeros and
+        drops the entry (``truncateDirtyLogicFiles``), so such an end is not data, and the entry is
+        reported as past the data end (``_check_queue_ends``, ``verify``)."""
+        last = self.commitlog.log.active
+        files_end = last.base + self.commitlog.file_size if last is not None else 0
+        entries = sorted((e for e in (cq.last_entry for cq in self.queues.values())
+                          if e is not None and e[0] + e[1] <= files_end), reverse=True)
+        seen: set[tuple[int, int]] = set()
+        for phy, size in entries:
+            if (phy, size) in seen:
+                continue
+            seen.add((phy, size))
+            try:
+                if self.commitlog.read(phy, check_crc=False).size == size:
+                    return phy + size
+            except (CorruptDataError, OffsetOutOfRangeError):
+                continue
+        return self.commitlog.min_offset
 
     def _written_end(self, start: int) -> int:
         """The data end a reader sees, walking from ``start`` (past what the queues cover).

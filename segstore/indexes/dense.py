@@ -283,13 +283,19 @@ class ConsumeQueue:
     @property
     def max_physical_end(self) -> int:
         """The commitlog offset just after the last message this queue points at (0 if empty)."""
+        last = self.last_entry
+        return 0 if last is None else last[0] + last[1]
+
+    @property
+    def last_entry(self) -> tuple[int, int] | None:
+        """``(commitlog offset, size)`` of the last entry held (None if empty)."""
         active = self.log.active
         while active is not None and len(active) == 0:
             active = self.log.segments.lower(active.base)
         if active is None:
-            return 0
+            return None
         last = active.entries[-1]
-        return int(last["offset"]) + int(last["size"])
+        return int(last["offset"]), int(last["size"])
 
     # -- reading -------------------------------------------------------------
     def entries(self, start: int, count: int | None = None) -> np.ndarray:
