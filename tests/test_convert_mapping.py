@@ -146,9 +146,32 @@ def test_kafka_record_survives_rocketmq(entry: KafkaEntry) -> None:
 def test_keys_that_keys_cannot_carry_are_kept_in_base64() -> None:
     plain = kafka_to_rocketmq(KafkaEntry("t", 0, 0, 1, b"order-1", b"v"), store_host=STORE_HOST)
     assert plain.properties["KEYS"] == "order-1" and P_KEY not in plain.properties
-    for key in (b"", b"two words", b"\xff\xfe", b"a\x01b"):
+    for key in (b"two words", b"\xff\xfe", b"a\x01b"):
         msg = kafka_to_rocketmq(KafkaEntry("t", 0, 0, 1, key, b"v"), store_host=STORE_HOST)
         assert "KEYS" not in msg.properties and restore_kafka(msg).key == key
+
+
+def test_an_empty_key_travels_as_a_flag(tmp_path: Path) -> None:
+    """An empty key (not a null one) is ``kafka.empty_key=1``, not ``kafka.key`` with an empty value: RocketMQ
+    4.9.7 MessageDecoder.string2messageProperties drops a pair with an empty value, so a broker (and segstore,
+    which reads as it does) would see a null key."""
+    entry = KafkaEntry("t", 0, 0, 1, b"", b"v")
+    msg = kafka_to_rocketmq(entry, store_host=STORE_HOST)
+    assert msg.properties["kafka.empty_key"] == "1"
+    assert P_KEY not in msg.properties and "KEYS" not in msg.properties
+    assert restore_kafka(msg).key == b""
+    src = tmp_path / "src"
+    write_kafka(src, "t", 0, [{"records": [(b"", b"v", []), (None, b"w", []), (b"k", b"x", [])], "gap": 0,
+                               "transactional": False, "log_append": False, "compression": "none"}])
+    # (the columnar writer's C pass, or the entry path under SEGSTORE_PURE_PYTHON=1)
+    convert(src, tmp_path / "r", to="rocketmq", verify=True, config=ROCKETMQ_CONFIG)
+    with segstore.open(tmp_path / "r", "rocketmq") as store:
+        stored = [m.properties for m in store.scan()]
+    assert [p.get("kafka.empty_key") for p in stored] == ["1", None, None]
+    assert all(P_KEY not in p for p in stored)
+    convert(tmp_path / "r", tmp_path / "back", to="kafka", verify=True)
+    with segstore.open(tmp_path / "back", "kafka") as back:
+        assert [r.key for r in back.scan()] == [b"", None, b"k"]
 
 
 def test_broken_reserved_fields_are_conversion_errors() -> None:

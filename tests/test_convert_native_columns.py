@@ -29,8 +29,8 @@ CONFIG = {"maxHashSlotNum": 64, "maxIndexNum": 256, "mappedFileSizeCommitLog": 4
           "mappedFileSizeConsumeQueue": 200}   # 10 entries a file: rolls too, and little disk
 PEER = Peer("kafka", _side("kafka").topics)
 
-#: Keys: plain ones (KEYS), and ones KEYS cannot carry (base64 in kafka.key): empty, a separator or
-#: whitespace, not UTF-8, a surrogate, a property separator.
+#: Keys: plain ones (KEYS), an empty one (kafka.empty_key=1), and ones KEYS cannot carry (base64 in
+#: kafka.key): a separator or whitespace, not UTF-8, a surrogate, a property separator.
 keys = st.one_of(st.none(), st.sampled_from([b"", b"a b", b"t\tx", b"\xff\xfe", b"\xed\xa0\x80", b"x\x01y",
                                              b"\x0bv", "caf\u00e9".encode(), b"k" * 40]),
                  st.binary(max_size=12), st.text(max_size=8).map(lambda t: t.encode("utf-8")))
@@ -187,6 +187,22 @@ def test_headers_are_json_with_base64_values(tmp_path: Path) -> None:
     assert json.loads(pairs[b"kafka.headers"]) == [['q"\\\n\x01', "AP8="], ["\u00e9", None]]
     assert pairs[b"kafka.key"] == b"YSBi"          # "a b": a space, which KEYS cannot carry
     assert pairs[b"kafka.null_value"] == b"1" and pairs[b"kafka.offset"] == b"3"
+
+
+def test_an_empty_key_is_a_flag(tmp_path: Path) -> None:
+    """An empty key as ``kafka.empty_key=1`` in the C pass as in ``from_entry``: as ``kafka.key`` it would be
+    an empty value, which RocketMQ 4.9.7 MessageDecoder.string2messageProperties drops (a null key)."""
+    records = [Entry(topic="t", partition=0, offset=3, timestamp=1, key=b"", value=b"v"),
+               Entry(topic="t", partition=0, offset=4, timestamp=1, key=None, value=b"w")]
+    batch = entries_to_batch(records, [1, 1])
+    with _store(tmp_path / "s", "4.9.7") as store:
+        fields = arrowwrite.native_fields(batch, PEER, store)
+        assert fields is not None
+        assert fields.properties.to_pylist() == arrowwrite.native_properties_reference(batch, PEER, store)
+    first, second = (dict(item.split(b"\x01", 1) for item in p.rstrip(b"\x02").split(b"\x02"))
+                     for p in fields.properties.to_pylist())
+    assert first[b"kafka.empty_key"] == b"1" and b"kafka.key" not in first and b"KEYS" not in first
+    assert b"kafka.empty_key" not in second and b"kafka.key" not in second
 
 
 @pytest.mark.parametrize("version", VERSIONS)

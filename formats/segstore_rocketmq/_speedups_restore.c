@@ -661,7 +661,7 @@ restore_headers(PyObject *module, PyObject *args)
  * the bit mask of the row's fields, 0xFF past its last).
  */
 enum {
-    NP_OFFSET, NP_KEYS, NP_KEY, NP_NULL_VALUE, NP_TIMESTAMP_TYPE, NP_HEADERS, NP_TXN, NP_PRODUCER, NP_CONTROL,
+    NP_OFFSET, NP_KEYS, NP_KEY, NP_EMPTY_KEY, NP_NULL_VALUE, NP_TIMESTAMP_TYPE, NP_HEADERS, NP_TXN, NP_PRODUCER, NP_CONTROL,
     NP_FIELDS
 };
 #define NP_ORDERS (1 << NP_FIELDS)
@@ -755,7 +755,8 @@ native_properties(PyObject *module, PyObject *args)
         int64_t first = rows[i], last = rows[i + 1];
         unsigned mask = 1u << NP_OFFSET;
         if (has_key) {
-            mask |= 1u << (plain_record_key(key, kl) ? NP_KEYS : NP_KEY);
+            /* an empty key as a flag: an empty NP_KEY value is a pair MessageDecoder drops */
+            mask |= 1u << (kl == 0 ? NP_EMPTY_KEY : plain_record_key(key, kl) ? NP_KEYS : NP_KEY);
         }
         mask |= (unsigned)(null_value[i] != 0) << NP_NULL_VALUE | (unsigned)(log_append[i] != 0) << NP_TIMESTAMP_TYPE |
                 (unsigned)(last > first) << NP_HEADERS | (unsigned)(control[i] != 0) << NP_CONTROL;
@@ -795,6 +796,7 @@ native_properties(PyObject *module, PyObject *args)
             case NP_KEY:
                 at = put_base64(pd + at, key, kl) - pd;
                 break;
+            case NP_EMPTY_KEY:
             case NP_NULL_VALUE:
             case NP_CONTROL:
                 pd[at++] = '1';

@@ -63,6 +63,7 @@ from .conversion import (
     H_TOPIC,
     H_TRAILING_SEPARATOR,
     P_CONTROL,
+    P_EMPTY_KEY,
     P_HEADERS,
     P_KEY,
     P_NULL_VALUE,
@@ -487,9 +488,9 @@ def _properties(n: int, row_of: np.ndarray, codes: np.ndarray, dictionary: list[
 def native_names(peer: Peer) -> tuple[str, ...]:
     """The properties :func:`.conversion.from_entry` gives a record of ``peer``'s own, in the order it
     puts them (``NP_*`` in the C: each row has ``<peer>.offset``, at most one of ``KEYS`` and
-    ``<peer>.key``, and at most one of ``<peer>.txn`` and ``<peer>.producer``)."""
+    ``<peer>.key`` and ``<peer>.empty_key``, and at most one of ``<peer>.txn`` and ``<peer>.producer``)."""
     prefix = peer.name
-    return (prefix + P_OFFSET, PROPERTY_KEYS, prefix + P_KEY, prefix + P_NULL_VALUE,
+    return (prefix + P_OFFSET, PROPERTY_KEYS, prefix + P_KEY, prefix + P_EMPTY_KEY, prefix + P_NULL_VALUE,
             prefix + P_TIMESTAMP_TYPE, prefix + P_HEADERS, prefix + P_TXN, prefix + P_PRODUCER,
             prefix + P_CONTROL)
 

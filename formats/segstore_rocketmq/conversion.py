@@ -33,7 +33,8 @@ An entry -> a RocketMQ message (a *foreign* entry of peer ``P``)
     topic, partition            topic (escaped into RocketMQ's names), queue id = partition
     offset                      queue offset (dense), and property ``P.offset``
     key                         ``KEYS`` when it is plain text (UTF-8, no space, no
-                                0x01/0x02), else property ``P.key`` (base64)
+                                0x01/0x02), an empty one ``P.empty_key=1``, else
+                                property ``P.key`` (base64)
     value                       body; a null value is an empty body and ``P.null_value=1``
     timestamp                   born and store timestamps; ``P.timestamp_type``
                                 says ``LogAppendTime`` when it was that
@@ -158,6 +159,9 @@ TRAILING_TEXT = b"1"
 # -- a peer's fields as properties (each after ``<peer name>``) ------------------------------
 P_OFFSET = ".offset"
 P_KEY = ".key"
+#: An empty key (not a null one): its base64 in ``P.key`` would be an empty value, a pair the broker's
+#: decoder drops (RocketMQ 4.9.7 MessageDecoder.string2messageProperties), so a flag as for a null value.
+P_EMPTY_KEY = ".empty_key"
 P_NULL_VALUE = ".null_value"
 P_TIMESTAMP_TYPE = ".timestamp_type"
 P_HEADERS = ".headers"
@@ -302,7 +306,11 @@ def restore_entry(msg: RocketMQMessage, peer: Peer) -> Entry:
         offset = int(props[prefix + P_OFFSET])
         if prefix + P_KEY in props:
             key: bytes | None = base64.b64decode(props[prefix + P_KEY], validate=True)
+        elif props.get(prefix + P_EMPTY_KEY) == _FLAG_TRUE:
+            key = b""
         else:
+            # (a copy made before P_EMPTY_KEY holds an empty key as an empty P.key, which the broker's
+            # decoder drops: it reads as a null key)
             key = props[PROPERTY_KEYS].encode("utf-8") if PROPERTY_KEYS in props else None
         headers = [(str(name), None if value is None else base64.b64decode(value, validate=True))
                    for name, value in json.loads(props.get(prefix + P_HEADERS, "[]"))]
@@ -352,7 +360,9 @@ def from_entry(entry: Entry, peer: Peer, *, store_host: Host) -> RocketMQMessage
     props: dict[str, str] = {prefix + P_OFFSET: str(entry.offset)}
     if entry.key is not None:
         text = _plain_key(entry.key)
-        if text is None:
+        if not entry.key:
+            props[prefix + P_EMPTY_KEY] = _FLAG_TRUE
+        elif text is None:
             props[prefix + P_KEY] = base64.b64encode(entry.key).decode("ascii")
         else:
             props[PROPERTY_KEYS] = text
