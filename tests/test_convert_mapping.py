@@ -30,15 +30,17 @@ from segstore.convert.topicnames import (
     unescape_rocketmq,
 )
 from segstore.errors import ConversionError, InvalidTopicError
-from segstore.records import CREATE_TIME, LOG_APPEND_TIME
+from segstore.records import CREATE_TIME, LOG_APPEND_TIME, Message
 
 STORE_HOST = Host.parse("10.0.0.1:10911")
 ROCKETMQ_CONFIG = {"maxHashSlotNum": 64, "maxIndexNum": 256, "mappedFileSizeCommitLog": 4096}
 
 rocketmq_names = st.text(alphabet="%|abcXYZ019_-", min_size=1, max_size=40)
 kafka_names = st.text(alphabet=".abcXYZ019_-", min_size=1, max_size=40).filter(lambda s: s not in (".", ".."))
+# not empty: a RocketMQ property cannot carry an empty value (4.9.7 MessageDecoder.string2messageProperties
+# drops it; the store's append refuses it)
 property_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",),
-                                               blacklist_characters="\x00\x01\x02"), max_size=12)
+                                               blacklist_characters="\x00\x01\x02"), min_size=1, max_size=12)
 hosts = st.one_of(st.sampled_from(["192.168.0.1:40000", "127.0.0.1:10911", "[::1]:9876",
                                    "[2001:db8::7]:65535"]).map(Host.parse))
 binaries = st.one_of(st.none(), st.binary(max_size=40))
@@ -287,3 +289,31 @@ def test_headers_too_large_for_rocketmq_properties_are_named() -> None:
     entry = KafkaEntry("big", 3, 42, 1, b"k", b"v", headers=[("h", bytes(30_000))])
     with pytest.raises(ConversionError, match="big-3 offset 42"):
         kafka_to_rocketmq(entry, store_host=STORE_HOST)
+
+
+def test_an_older_copys_empty_property_is_written_back_and_read_as_the_broker(tmp_path: Path) -> None:
+    """A Kafka copy made before segstore read properties as the broker does may hold an ``rmq.p.*`` header
+    with an empty value: the way back writes the message's bytes as they were, and --verify compares what
+    a reader sees (RocketMQ 4.9.7 MessageDecoder.string2messageProperties drops the empty pair)."""
+    msg = RocketMQMessage(topic="T", queue_id=0, body=b"b", properties={"e": "", "x": "1"},
+                          born_timestamp=5, store_timestamp=6, born_host=STORE_HOST, store_host=STORE_HOST)
+    entry = rocketmq_to_kafka(msg)
+    assert ("rmq.p.e", b"") in entry.headers
+    with segstore.open(tmp_path / "k", "kafka", "a") as kafka:
+        kafka.append(Message(entry.topic, entry.value, entry.key, entry.partition, headers=entry.headers,
+                             timestamp=entry.timestamp))
+    convert(tmp_path / "k", tmp_path / "back", to="rocketmq", verify=True, config=ROCKETMQ_CONFIG)
+    with segstore.open(tmp_path / "back", "rocketmq") as store:
+        assert [m.properties for m in store.scan()] == [{"x": "1"}]
+    assert b"e\x01\x02x\x011" in (tmp_path / "back" / "commitlog" / "00000000000000000000").read_bytes()
+
+
+def test_an_older_copys_empty_key_reads_as_a_null_key(tmp_path: Path) -> None:
+    """A copy made before ``kafka.empty_key`` holds an empty key as ``kafka.key`` with an empty value, a pair
+    RocketMQ 4.9.7 MessageDecoder.string2messageProperties drops: it reads back with a null key."""
+    with segstore.open(tmp_path / "old", "rocketmq", "a", **ROCKETMQ_CONFIG) as store:
+        store.append_stored([RocketMQMessage("t", 0, b"v", {"kafka.offset": "0", P_KEY: ""},
+                                             store_timestamp=1, born_timestamp=1)])
+    convert(tmp_path / "old", tmp_path / "back", to="kafka", verify=True)
+    with segstore.open(tmp_path / "back", "kafka") as back:
+        assert [(r.key, r.value) for r in back.scan()] == [(None, b"v")]

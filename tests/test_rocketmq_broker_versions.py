@@ -68,7 +68,9 @@ def test_properties_codec_round_trips_every_style(pairs: dict[str, str], version
     trailing = raw.endswith(b"\x02")
     assert encode_properties(pairs, trailing) == raw
     msg = decode(message_bytes(Msg("t", 0, b"x", list(pairs.items())), 0, 0, version))
-    assert msg.properties == pairs
+    # read as the broker reads them: RocketMQ 4.9.7 MessageDecoder.string2messageProperties drops a pair
+    # with an empty value (kvSepIndex < newIndex - 1), whichever style wrote it
+    assert msg.properties == {name: value for name, value in pairs.items() if value}
     assert msg.trailing_separator is trailing
 
 

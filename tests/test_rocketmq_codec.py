@@ -173,7 +173,9 @@ def test_properties_cannot_carry_the_separators():
             encode_properties(bad)
     with pytest.raises(InvalidMessageError, match="32767"):
         encode_properties({"big": "x" * 40_000})
-    assert decode_properties(encode_properties({"a": "", "": "b"})) == {"a": "", "": "b"}
+    # written (a stored message may hold them), read as the broker reads them: RocketMQ 4.9.7
+    # MessageDecoder.string2messageProperties drops a pair with an empty name or value
+    assert decode_properties(encode_properties({"a": "", "": "b", "c": "d"})) == {"c": "d"}
 
 
 # -- properties ---------------------------------------------------------------------------
@@ -193,7 +195,8 @@ BODIES = st.binary(max_size=2048)
 
 @st.composite
 def messages(draw, body=BODIES):
-    props = draw(st.dictionaries(TEXT, TEXT, max_size=6))
+    # names and values not empty: the broker's decoder drops such pairs (test_rocketmq_property_pairs.py)
+    props = draw(st.dictionaries(TEXT.filter(bool), TEXT.filter(bool), max_size=6))
     tags = draw(st.none() | TEXT.filter(bool))
     if tags:
         props["TAGS"] = tags

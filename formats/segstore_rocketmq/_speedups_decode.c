@@ -679,8 +679,9 @@ gather_columns(PyObject *module, PyObject *args)
  * tokens[token_offsets[i]] when token_offsets[i + 1] > token_offsets[i].)
  *
  * Each properties string view[starts[i]:+lengths[i]] split as message.decode_properties:
- * items NAME 0x01 VALUE separated by 0x02, items without 0x01 skipped, a repeated
- * name keeps its first place and takes the last value.  Per message: item_offsets
+ * items NAME 0x01 VALUE separated by 0x02, items without 0x01 or with an empty name or
+ * value skipped (MessageDecoder.string2messageProperties), a repeated name keeps its
+ * first place and takes the last value.  Per message: item_offsets
  * (n + 1 int32), its TAGS value in tags/tags_lens (-1: none), and the non-empty
  * space-separated tokens of its KEYS value (token_offsets n + 1).  Items and
  * tokens are view positions (int64) and lengths (int32).  Returns (-1, -1) when
@@ -723,7 +724,8 @@ split_properties(PyObject *module, PyObject *args)
             const uint8_t *q = memchr(d + p, PROPERTY_SEPARATOR, (size_t)(e - p));
             int64_t item_end = q ? q - d : e;
             const uint8_t *sep = memchr(d + p, NAME_VALUE_SEPARATOR, (size_t)(item_end - p));
-            if (sep) {
+            /* MessageDecoder.string2messageProperties: kvSepIndex > index && kvSepIndex < newIndex - 1 */
+            if (sep && sep > d + p && sep < d + item_end - 1) {
                 int64_t nl = sep - (d + p);
                 Py_ssize_t k = first;
                 for (; k < items; k++) {
@@ -958,7 +960,10 @@ property_columns(PyObject *module, PyObject *args)
                 uint64_t from_a = ~((1ull << a) - 1);
                 uint64_t end = (uint64_t)__builtin_ctzll(twos & from_a);
                 uint64_t seps = ones & from_a & ((1ull << end) - 1);
-                if (seps && !take_item(&items, d, s + (int64_t)a, s + __builtin_ctzll(seps), s + (int64_t)end)) {
+                uint64_t sep = seps ? (uint64_t)__builtin_ctzll(seps) : 0;
+                /* an item only with a name before its first separator and a value after it */
+                if (seps && sep > a && sep + 1 < end &&
+                    !take_item(&items, d, s + (int64_t)a, s + (int64_t)sep, s + (int64_t)end)) {
                     ok = -1;
                     break;
                 }
@@ -972,7 +977,7 @@ property_columns(PyObject *module, PyObject *args)
         {
             int64_t p = s, item, sep, item_end;
             while (lens[i] > 0 && next_item(d, &p, e, &item, &sep, &item_end)) {
-                if (sep >= 0 && !take_item(&items, d, item, sep, item_end)) {
+                if (sep > item && sep < item_end - 1 && !take_item(&items, d, item, sep, item_end)) {
                     ok = -1;
                     break;
                 }
@@ -1225,6 +1230,8 @@ typedef struct {
 /*
  * TAGS, KEYS and UNIQ_KEY of properties p[0:len] in one pass over the bytes: for each
  * the value of the last item of that name (message.decode_properties keeps the last), len -1 when none.
+ * An empty value is no item (MessageDecoder.string2messageProperties drops it: an empty UNIQ_KEY
+ * is no key to index, an empty TAGS does not replace an earlier one).
  */
 static void
 known_properties(const uint8_t *p, int32_t len, Known out[N_KNOWN])
@@ -1241,14 +1248,14 @@ known_properties(const uint8_t *p, int32_t len, Known out[N_KNOWN])
         int32_t end = q ? (int32_t)(q - p) : len, item_len = end - item, name_len = 0;
         const uint8_t *it = p + item;
         int k = -1;
-        if (item_len > PROPERTY_NAME_LEN && it[PROPERTY_NAME_LEN] == NAME_VALUE_SEPARATOR) {
+        if (item_len > PROPERTY_NAME_LEN + 1 && it[PROPERTY_NAME_LEN] == NAME_VALUE_SEPARATOR) {
             if (memcmp(it, "TAGS", PROPERTY_NAME_LEN) == 0) {
                 k = P_TAGS;
             } else if (memcmp(it, "KEYS", PROPERTY_NAME_LEN) == 0) {
                 k = P_KEYS;
             }
             name_len = PROPERTY_NAME_LEN;
-        } else if (item_len > 8 && it[8] == NAME_VALUE_SEPARATOR && memcmp(it, "UNIQ_KEY", 8) == 0) {
+        } else if (item_len > 8 + 1 && it[8] == NAME_VALUE_SEPARATOR && memcmp(it, "UNIQ_KEY", 8) == 0) {
             k = P_UNIQ_KEY;
             name_len = 8;
         }

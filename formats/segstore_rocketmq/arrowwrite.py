@@ -825,7 +825,9 @@ def restored_messages(msgs: Restored) -> list[RocketMQMessage]:
 
     properties = texts(msgs.properties)
     return [RocketMQMessage(topic=msgs.topics[code], queue_id=queue_id, body=body,
-                            properties=decode_properties(props), flag=flag, queue_offset=queue_offset,
+                            # the pairs as encoded, empty ones too: the entry path writes them so
+                            properties=decode_properties(props, every_pair=True), flag=flag,
+                            queue_offset=queue_offset,
                             physical_offset=physical, sys_flag=sys_flag, born_timestamp=born,
                             born_host=born_host, store_timestamp=stored, store_host=store_host,
                             reconsume_times=reconsume, prepared_transaction_offset=prepared,

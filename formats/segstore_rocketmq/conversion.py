@@ -502,10 +502,12 @@ def message_fields(msg: RocketMQMessage, restored: bool) -> tuple:
     and style) when restored, the rest (properties as a set) when written from a foreign entry."""
     common = (msg.topic, msg.queue_id, msg.body, msg.flag, msg.sys_flag, msg.born_timestamp, msg.born_host,
               msg.store_timestamp, msg.store_host, msg.reconsume_times, msg.prepared_transaction_offset)
+    # the pairs a reader sees: an empty name or value (an rmq.p.* header of an older copy) is written, and
+    # dropped on reading as RocketMQ 4.9.7 MessageDecoder.string2messageProperties drops it
+    properties = [(name, value) for name, value in msg.properties.items() if name and value]
     if restored:
-        return (*common, list(msg.properties.items()), msg.physical_offset, msg.queue_offset, msg.magic,
-                msg.trailing_separator)
-    return (*common, sorted(msg.properties.items()))
+        return (*common, properties, msg.physical_offset, msg.queue_offset, msg.magic, msg.trailing_separator)
+    return (*common, sorted(properties))
 
 
 def _restored_problem(msg: RocketMQMessage, entry: Entry, peer: Peer) -> str | None:

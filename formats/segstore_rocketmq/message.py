@@ -372,11 +372,16 @@ def encode_properties(properties: dict[str, str], trailing_separator: bool = Fal
     return data
 
 
-def decode_properties(data: bytes | memoryview) -> dict[str, str]:
-    """The inverse of :func:`encode_properties` (stored order kept; either style).
+def decode_properties(data: bytes | memoryview, *, every_pair: bool = False) -> dict[str, str]:
+    """The inverse of :func:`encode_properties` (stored order kept; either style), read as the
+    broker reads it (RocketMQ 4.9.7 ``MessageDecoder.string2messageProperties``): an item is kept
+    only where its first 0x01 has a name before it and a value after it (``kvSepIndex > index &&
+    kvSepIndex < newIndex - 1``), so an item without a separator (the empty one after a trailing
+    0x02 among them), with an empty name or with an empty value is skipped; a name given again
+    takes the later value.
 
-    Like the broker's decoder, an item without a name/value separator (the empty
-    one after a trailing 0x02 among them) is skipped.
+    ``every_pair``: every item with a separator kept, empty name or value too (the pairs as
+    written, to write them again byte for byte: not what a reader shows).
     """
     if not data:
         return {}
@@ -384,7 +389,7 @@ def decode_properties(data: bytes | memoryview) -> dict[str, str]:
     props: dict[str, str] = {}
     for item in text.split(PROPERTY_SEPARATOR):
         name, sep, value = item.partition(NAME_VALUE_SEPARATOR)
-        if sep:
+        if (name and value) or (every_pair and sep):    # (an empty value also stands for no separator)
             props[name] = value
     return props
 

@@ -995,8 +995,9 @@ class RocketMQStore(LifecycleMixin, Store):
         if self.index is not None:
             try:
                 self.index.put_batch([
+                    # an empty UNIQ_KEY (a stored message's) reads as none: MessageDecoder drops it
                     IndexRequest(m.topic, m.physical_offset, m.store_timestamp,
-                                 m.properties.get(PROPERTY_UNIQ_KEY), m.properties.get(PROPERTY_KEYS),
+                                 m.properties.get(PROPERTY_UNIQ_KEY) or None, m.properties.get(PROPERTY_KEYS),
                                  m.sys_flag)
                     for m in built])
             except StorageFullError as err:

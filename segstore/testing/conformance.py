@@ -25,7 +25,9 @@ from segstore.logview import LogView
 from segstore.records import Message
 
 # Keys without spaces (RocketMQ's KEYS property is space-separated) and header
-# values that are UTF-8 (RocketMQ properties are strings): what every format carries.
+# values that are UTF-8 and not empty (RocketMQ properties are strings, and RocketMQ 4.9.7
+# MessageDecoder.string2messageProperties drops a pair with an empty value, so its append refuses
+# one): what every format carries.
 _KEYS = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-_.", min_size=1, max_size=12).map(str.encode)
 _VALUES = st.binary(min_size=0, max_size=300)
 _HEADER_NAMES = st.sampled_from(["h0", "h1", "trace-id", "ü-hdr"])
@@ -34,7 +36,7 @@ _HEADER_NAMES = st.sampled_from(["h0", "h1", "trace-id", "ü-hdr"])
 _SURROGATES: tuple[Literal["Cs"]] = ("Cs",)
 _HEADER_VALUES = st.text(alphabet=st.characters(exclude_categories=_SURROGATES,
                                                 exclude_characters="\x00\x01\x02"),
-                         max_size=20).map(lambda s: s.encode("utf-8"))
+                         min_size=1, max_size=20).map(lambda s: s.encode("utf-8"))
 
 
 def _canonical(obj: Any) -> str:
