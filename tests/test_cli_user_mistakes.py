@@ -66,7 +66,13 @@ _ROCKETMQ = [({"topic": "A", "value": "x", "body": "y"}, "expected one of value 
              # int() stored 1.9 as 1 and true as sysFlag 0x1 (compressed); Kafka refuses both
              ({"topic": "A", "value": "x", "timestamp": 1.9},
               "expected timestamp as an integer, found float"),
-             ({"topic": "A", "body": "x", "sys_flag": True}, "expected sys_flag as an integer, found bool")]
+             ({"topic": "A", "body": "x", "sys_flag": True}, "expected sys_flag as an integer, found bool"),
+             # RocketMQ 4.9.7 MessageDecoder.string2messageProperties drops an empty name or value (no
+             # consumer would see it) and Message.putUserProperty refuses them
+             ({"topic": "A", "body": "x", "properties": {"empty": "", "x": "1"}},
+              "found the property 'empty' with an empty value"),
+             ({"topic": "A", "value": "x", "headers": [["", "noname"]]},
+              "found a property with an empty name (value 'noname')")]
 
 
 def test_a_dump_line_with_an_integer_field_of_another_kind_is_refused(tmp_path):

@@ -4,7 +4,8 @@ keeps an item only where its first 0x01 has a name before it and a value after i
 dropped, so an empty ``UNIQ_KEY`` is no key (``CommitLog.checkMessageAndReturnSize`` takes it from
 that map, ``IndexService.buildIndex`` skips a null one) and an empty ``TAGS`` does not replace an
 earlier one.  The Python reference (``message.decode_properties``) and the C decoders
-(``split_properties``, ``property_columns``, ``known_properties``) read them alike.
+(``split_properties``, ``property_columns``, ``known_properties``) read them alike; appends refuse
+such pairs (``Message.putUserProperty`` refuses blank names and values: no consumer would see them).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from segstore_rocketmq.message import (
     encoded_size,
 )
 from segstore_rocketmq.store import RocketMQStore
+
+from segstore.errors import InvalidMessageError
 
 ROOT = Path(__file__).resolve().parent.parent
 needs_c = pytest.mark.skipif(columnar._speedups is None, reason="segstore_rocketmq._speedups not built")
@@ -109,6 +112,20 @@ def test_the_c_decoders_read_properties_as_the_python_reference():
         assert has_tags == ("TAGS" in want)
     assert c_codes.tolist() == py_codes.tolist()
     assert [x.tolist() for x in c_index] == [x.tolist() for x in py_index]
+
+
+EMPTY = "expected property names and values that are not empty"
+
+
+@pytest.mark.parametrize("properties", [{"empty": "", "x": "1"}, {"": "noname", "y": "2"}, {"UNIQ_KEY": ""}])
+def test_an_append_refuses_a_pair_no_consumer_would_see(tmp_path, properties):
+    """Message.putUserProperty refuses a blank name or value; stored, the decoder would drop it."""
+    with RocketMQStore(str(tmp_path / "s"), "a") as store:
+        with pytest.raises(InvalidMessageError, match=EMPTY):
+            store.append({"topic": "T1", "body": b"a", "keys": ["k1"], "properties": properties})
+        with pytest.raises(InvalidMessageError, match=EMPTY):
+            store.append_batch([{"topic": "T1", "body": b"a", "properties": properties}])
+        assert store.commitlog.end == 0
 
 
 def test_stored_messages_with_such_pairs_read_and_index_as_the_broker(tmp_path):

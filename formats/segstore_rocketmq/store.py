@@ -202,6 +202,16 @@ def _said_twice(name: Any) -> InvalidMessageError:
                                f"found {cut(name)} twice")
 
 
+def _empty_property(name: str, value: str) -> InvalidMessageError:
+    """A property with an empty name or value: RocketMQ 4.9.7 ``MessageDecoder.string2messageProperties``
+    drops such a pair (``kvSepIndex > index && kvSepIndex < newIndex - 1``), so no consumer would see it,
+    and ``Message.putUserProperty`` refuses a blank name or value."""
+    found = f"a property with an empty name (value {cut(value)})" if not name else \
+        f"the property {cut(name)} with an empty value"
+    return InvalidMessageError("expected property names and values that are not empty (the broker's "
+                               f"MessageDecoder drops such a pair), found {found}")
+
+
 def _header_properties(headers: Iterable[tuple[Any, Any]]) -> dict[Any, str]:
     """Headers as RocketMQ properties.  A name given twice is refused: Kafka's headers are a list
     and keep both, RocketMQ's properties are a map (4.9.7 Message.putUserProperty) and would keep one.
@@ -858,7 +868,10 @@ class RocketMQStore(LifecycleMixin, Store):
                 name = name if type(name) is str else _text(name, "a property name")
                 if name in produced:    # the map keeps one value of a name: the other would be lost
                     raise _said_twice(name)
-                produced[name] = value if type(value) is str else _text(value, "a property value")
+                value = value if type(value) is str else _text(value, "a property value")
+                if not name or not value:   # stored, a pair no consumer would see
+                    raise _empty_property(name, value)
+                produced[name] = value
         # MultiDispatch.isMultiDispatchMsg: the config and a non-blank INNER_MULTI_DISPATCH
         if self.config.enableMultiDispatch and \
                 produced.get(multidispatch.PROPERTY_INNER_MULTI_DISPATCH, "").strip():
