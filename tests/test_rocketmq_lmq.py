@@ -92,7 +92,7 @@ def test_verify_accepts_lmq_entries_and_still_reports_a_wrong_one(lmq_store):
     with segstore.open(path, format="rocketmq", **SIZES) as store:
         problems = store.verify()
     assert [(p.path.endswith(os.path.join("%LMQ%a", "0", "0" * 20)), p.pos) for p in problems] == [(True, 20)]
-    assert "expected (%LMQ%a, 0, 1," in problems[0].message
+    assert "found (%LMQ%a, 0, 1," in problems[0].message
 
 
 def test_reads_serve_an_lmq_queue_as_getmessage_does(lmq_store):
