@@ -25,8 +25,6 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-import numpy as np
-
 from segstore import files, progress
 from segstore.errors import (
     ConversionError,
@@ -487,15 +485,15 @@ class LifecycleMixin:
         """After a short commitlog file was resized, or with files missing between others: raise what
         says that queue entries point at the messages the missing bytes held (their offsets cannot be
         given back; the broker would serve what lies there now, or skip them where no file is).
-        ``O(entries)`` in numpy, over the queues' maps."""
-        for path, pos, end in self.commitlog.lost:
+        ``O(entries log ranges)`` in numpy, over the queues' maps (:func:`.recovery.entries_in_ranges`)."""
+        from .recovery import entries_in_ranges  # only a writer recovers (see _recover)
+
+        lost = self.commitlog.lost
+        for (path, pos, end), pointed in zip(lost, entries_in_ranges(self.queues, lost), strict=True):
             lo = int(os.path.basename(path)) + pos
-            hit = [(key, sum(int(np.count_nonzero((e >= lo) & (e < end)))
-                             for e in (seg.entries["offset"] for seg in q.segment_files())))
-                   for key, q in sorted(self.queues.items())]
-            hit = [(key, n) for key, n in hit if n]
+            hit = list(pointed.items())
             where = ", ".join(f"{t}/{q}: {n}" for (t, q), n in hit[:5])
-            pointing = (f"; {sum(n for _, n in hit)} consume-queue entries point at them "
+            pointing = (f"; {sum(pointed.values())} consume-queue entries point at them "
                         f"({where}{', ...' if len(hit) > 5 else ''})")
             if pos == 0 and not files.exists(path):
                 raise UnrepairedDataError(
@@ -511,7 +509,7 @@ class LifecycleMixin:
             # the same loss seen again: a short file an earlier recovery gave its BLANK (the lost list
             # above is only known to the run that resized it); the entries cannot be taken back
             path, pos, pointed = self._blank_entries[0]
-            where = ", ".join(f"{t}/{q}: {n}" for (t, q), n in sorted(pointed.items())[:5])
+            where = ", ".join(f"{t}/{q}: {n}" for (t, q), n in list(pointed.items())[:5])
             more = len(self._blank_entries) - 1
             raise UnrepairedDataError(
                 f"expected messages where {sum(pointed.values())} consume-queue entries point ({where}"

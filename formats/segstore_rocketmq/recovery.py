@@ -332,7 +332,7 @@ class RecoveryContext:
     #: messages follow them, so cutting them would lose intact messages)
     left: list[tuple[str, int, int]] = field(default_factory=list)
     #: filled by a :func:`recover` that walks the whole commitlog: the BLANKs ending a file that
-    #: consume-queue entries point into, ``(path, pos, entries by queue)`` (:func:`entries_in_blanks`)
+    #: consume-queue entries point into, ``(path, pos, entries by queue)`` (:func:`entries_in_ranges`)
     blank_entries: list[tuple[str, int, dict[tuple[str, int], int]]] = field(default_factory=list)
     #: set by :func:`recover` when it changed a checkpoint field (the caller writes the file)
     checkpoint_changed: bool = False
@@ -634,17 +634,21 @@ def walk_batches(
         advance(commitlog.file_size)  # the last file: its data ends before its end
 
 
-def entries_in_blanks(queues: dict[tuple[str, int], ConsumeQueue], blanks: list[tuple[str, int, int]]
-                      ) -> list[tuple[str, int, dict[tuple[str, int], int]]]:
-    """The ``blanks`` (``(path, pos, physical end)``, in commitlog order) that consume-queue entries
-    point into, each with its entries counted by queue: entries whose messages were lost where a short
-    file was given its BLANK (by an earlier recovery), which the broker's ``getMessage`` would serve as
-    the zeros there.  ``O(entries log files)`` in numpy, over the queues' maps."""
-    if not blanks:
+def entries_in_ranges(queues: dict[tuple[str, int], ConsumeQueue], ranges: list[tuple[str, int, int]]
+                      ) -> list[dict[tuple[str, int], int]]:
+    """For each of ``ranges`` (``(path, pos, physical end)``: from byte ``pos`` of the commitlog file
+    named ``path`` to ``end``; in any order, not overlapping), the consume-queue entries pointing into
+    it, counted by queue (in queue order, queues without any left out): entries whose messages are lost
+    (a file's missing bytes, the BLANK an earlier recovery gave a short file), which the broker's
+    ``getMessage`` would serve as what lies there now.  ``O(entries log ranges)`` in numpy, over the
+    queues' maps."""
+    if not ranges:
         return []
-    starts = np.array([int(os.path.basename(path)) + pos for path, pos, _ in blanks], np.int64)
-    ends = np.array([end for _, _, end in blanks], np.int64)
-    counts = np.zeros((len(blanks), len(queues)), np.int64)
+    starts = np.array([int(os.path.basename(path)) + pos for path, pos, _ in ranges], np.int64)
+    order = np.argsort(starts, kind="stable")
+    starts = starts[order]
+    ends = np.array([end for _, _, end in ranges], np.int64)[order]
+    counts = np.zeros((len(ranges), len(queues)), np.int64)     # by range in ``order``
     keys = sorted(queues)
     for k, key in enumerate(keys):
         for seg in queues[key].segment_files():
@@ -652,9 +656,10 @@ def entries_in_blanks(queues: dict[tuple[str, int], ConsumeQueue], blanks: list[
             at = np.searchsorted(starts, phys, side="right") - 1
             inside = (at >= 0) & (phys < ends[np.maximum(at, 0)])
             if inside.any():
-                counts[:, k] += np.bincount(at[inside], minlength=len(blanks))
-    return [(path, pos, {keys[k]: int(n) for k, n in enumerate(counts[b]) if n})
-            for b, (path, pos, _) in enumerate(blanks) if counts[b].any()]
+                counts[:, k] += np.bincount(at[inside], minlength=len(ranges))
+    by_range = np.empty_like(counts)
+    by_range[order] = counts
+    return [{keys[k]: int(n) for k, n in enumerate(row) if n} for row in by_range]
 
 
 def aside_dir(directory: str) -> str:
@@ -1309,7 +1314,8 @@ def recover(ctx: RecoveryContext) -> list[str]:
     lines.append(f"commitlog: {kind}; walked {walked} messages from {start} to {w.end}")
     ctx.left = list(w.gaps)
     if start == cl.min_offset:     # a walk of the whole commitlog saw every file's BLANK
-        ctx.blank_entries = entries_in_blanks(ctx.queues, w.blanks)
+        ctx.blank_entries = [(path, pos, hit) for (path, pos, _), hit
+                             in zip(w.blanks, entries_in_ranges(ctx.queues, w.blanks), strict=True) if hit]
     for path, pos, length in w.gaps:
         lines.append(
             f"{path}:{pos}: {length} damaged bytes left in place; the messages after them are intact"
