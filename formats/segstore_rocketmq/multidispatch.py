@@ -12,6 +12,7 @@ topic by design.  Pure functions: no file is read here.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 #: ``MessageConst.PROPERTY_INNER_MULTI_DISPATCH`` / ``PROPERTY_INNER_MULTI_QUEUE_OFFSET``
 PROPERTY_INNER_MULTI_DISPATCH = "INNER_MULTI_DISPATCH"
@@ -80,3 +81,11 @@ def holds(properties: Mapping[str, str], own_queue_id: int, topic: str, queue_id
                for name, qid, at in (*targets(properties, own_queue_id, False),
                                      *targets(properties, own_queue_id, True))
                if qid == queue_id)
+
+
+def is_entry(message: Any, topic: str, queue_id: int, offset: int, size: int) -> bool:
+    """Whether ``message`` (a decoded :class:`.message.RocketMQMessage`) is the message a consume-queue
+    entry of ``size`` bytes at ``offset`` of ``topic``/``queue_id`` points at by multi-dispatch
+    (:func:`holds`, and the entry's size the message's): what reads and verify accept where the entry
+    names another queue than the message's own."""
+    return message.size == size and holds(message.properties, message.queue_id, topic, queue_id, offset)

@@ -1723,7 +1723,7 @@ class RocketMQStore(LifecycleMixin, Store):
                      | (rows["queue_offset"] != position + np.arange(n))
                      | ~columnar.topic_is(view, rows, topic))
             for i in np.flatnonzero(wrong).tolist():     # a multi-dispatch (LMQ) queue's entries
-                if not self._multi_dispatched(cl.read(int(phys[i])), topic, partition, position + i,
+                if not multidispatch.is_entry(cl.read(int(phys[i])), topic, partition, position + i,
                                               int(sizes[i])):
                     break
                 wrong[i] = False
@@ -1745,18 +1745,9 @@ class RocketMQStore(LifecycleMixin, Store):
         msg = self.commitlog.read(phys)
         if (msg.size != size or msg.topic != topic or msg.queue_id != partition
                 or (checks_offset and msg.queue_offset != queue_offset)) \
-                and not self._multi_dispatched(msg, topic, partition, queue_offset, size):
+                and not multidispatch.is_entry(msg, topic, partition, queue_offset, size):
             self._wrong_entry(topic, partition, queue_offset, phys, size)
         return msg
-
-    @staticmethod
-    def _multi_dispatched(msg: RocketMQMessage, topic: str, partition: int, queue_offset: int,
-                          size: int) -> bool:
-        """Whether ``msg`` is entry ``queue_offset`` of ``topic``/``partition`` by multi-dispatch (LMQ):
-        RocketMQ 4.9.7 ``ConsumeQueue.multiDispatchLmqQueue`` points such a queue at a message of another
-        topic, which ``getMessage`` serves as stored (:mod:`.multidispatch`)."""
-        return msg.size == size and multidispatch.holds(msg.properties, msg.queue_id, topic, partition,
-                                                        queue_offset)
 
     def _wrong_entry(self, topic: str, partition: int, queue_offset: int, phys: int, size: int) -> None:
         """Raise what :meth:`read` raises for the consume-queue entry at ``queue_offset``."""

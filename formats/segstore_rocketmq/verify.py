@@ -489,8 +489,7 @@ def _multi_dispatched(store, phy: int, topic: str, qid: int, offset: int, size: 
         msg = store.commitlog.read(phy)
     except (CorruptDataError, OffsetOutOfRangeError):
         return False
-    return (msg.size == size and store.tags_code(msg) == tags
-            and multidispatch.holds(msg.properties, msg.queue_id, topic, qid, offset))
+    return store.tags_code(msg) == tags and multidispatch.is_entry(msg, topic, qid, offset, size)
 
 
 def _index_structure(store) -> tuple[list[list[Problem]], list[Problem]]:
