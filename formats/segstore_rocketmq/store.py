@@ -2084,8 +2084,7 @@ class RocketMQStore(LifecycleMixin, Store):
         self._check_open()
         committed = check_isolation(isolation) == READ_COMMITTED
         threads = thread_count(threads)
-        if columnar._speedups is None or tag is not None or self._multi_dispatch_dump(
-                topic, partition, begin, end, offsets, decompress) is not None:
+        if columnar._speedups is None or tag is not None or self._multi_dispatch_queues(topic, partition):
             for line in self.dump(topic=topic, partition=partition, index=index, isolation=isolation,
                                   decompress=decompress, begin=begin, end=end, offsets=offsets, tag=tag):
                 yield line.text.encode("utf-8", "surrogatepass") + b"\n"
@@ -2188,28 +2187,16 @@ class RocketMQStore(LifecycleMixin, Store):
                              decompress: bool) -> Iterator[RocketMQMessage] | None:
         """A dump of ``topic``'s multi-dispatch (LMQ) queues: None unless ``topic`` is named and each
         selected queue of it points at messages of other topics (RocketMQ 4.9.7
-        ``ConsumeQueue.multiDispatchLmqQueue`` writes such queues; judged by the first entry of each).
+        ``ConsumeQueue.multiDispatchLmqQueue`` writes such queues: :meth:`_multi_dispatch_queues`).
         The commitlog holds no message of such a topic, so the commitlog walk the dumps make would find
         none: these dumps read the queues instead (:meth:`read`, each entry checked), the messages as
         stored (their own topic and queue, as ``getMessage`` serves them), merged in commitlog order.
         ``begin``/``end``/``offsets`` select each queue's offsets as for any queue."""
-        if topic is None:
-            return None
-        views = self._queue_views()
-        chosen = sorted(q for t, q in views if t == topic and (partition is None or q == partition))
+        chosen = self._multi_dispatch_queues(topic, partition)
         if not chosen:
             return None
-        for q in chosen:
-            cq = views[topic, q]
-            rows = cq.entries(cq.min_offset, 1)
-            if not len(rows):
-                continue
-            try:
-                first = self.commitlog.read(int(rows["offset"][0]))
-            except SegstoreError:
-                return None         # the walk's dump reports what is there
-            if first.topic == topic:
-                return None
+        assert topic is not None
+        views = self._queue_views()
         windows = self.dump_windows(topic, partition, begin, end, offsets)
         reads = []
         for q in chosen:
@@ -2222,6 +2209,27 @@ class RocketMQStore(LifecycleMixin, Store):
             if start < stop:
                 reads.append(self.read(topic, q, start, stop - start, decompress=decompress))
         return heapq.merge(*reads, key=lambda m: m.physical_offset)
+
+    def _multi_dispatch_queues(self, topic: str | None, partition: int | None) -> list[int]:
+        """The selected queues of ``topic`` when each points at messages of other topics, a multi-dispatch
+        (LMQ) topic's (judged by the first entry of each: one decode a queue); [] otherwise, or when no
+        topic is named."""
+        if topic is None:
+            return []
+        views = self._queue_views()
+        chosen = sorted(q for t, q in views if t == topic and (partition is None or q == partition))
+        for q in chosen:
+            cq = views[topic, q]
+            rows = cq.entries(cq.min_offset, 1)
+            if not len(rows):
+                continue
+            try:
+                first = self.commitlog.read(int(rows["offset"][0]))
+            except SegstoreError:
+                return []           # the walk's dump reports what is there
+            if first.topic == topic:
+                return []
+        return chosen
 
     def _windows(self, topic: str | None, partition: int | None, begin: int | None, end: int | None,
                  offsets: Mapping[tuple[str, int], tuple[int, int]] | None = None) -> _Windows | None:
