@@ -366,6 +366,12 @@ def _partition_names(pairs: Iterable[tuple[str, int]]) -> str:
     return ", ".join(f"{t}-{p}" for t, p in pairs)
 
 
+def _not_read(entries: Iterable[tuple[str, int, int]], read: set[tuple[str, int]]) -> list[tuple[str, int]]:
+    """The partitions per-partition option ``entries`` (``(topic, partition, value)``) name that the read
+    does not include, in order."""
+    return sorted({(t, p) for t, p, _ in entries} - read)
+
+
 def check_named_offsets(options: ReadOptions, read: set[tuple[str, int]], *, ending: bool = True) -> None:
     """Refuse per-partition offsets naming a partition the read does not include.
 
@@ -380,7 +386,7 @@ def check_named_offsets(options: ReadOptions, read: set[tuple[str, int]], *, end
     """
     bounds = [("startingOffsets", options.starting), *([("endingOffsets", options.ending)] if ending else [])]
     for name, bound in bounds:
-        extra = sorted({(t, p) for t, p, _ in bound.offsets} - read)
+        extra = _not_read(bound.offsets, read)
         if extra:
             raise ConfigError(f"option {name} names {_partition_names(extra)}, expected partitions the read "
                               f"includes: the store has no such partition, or subscribe, subscribePattern or "
@@ -411,7 +417,7 @@ def _check_named(options: ReadOptions, read: set[tuple[str, int]]) -> None:
     offsets that do not name the partitions read (:func:`check_named_offsets`)."""
     for name, entries in (("startingOffsetsByTimestamp", options.starting_timestamps),
                           ("endingOffsetsByTimestamp", options.ending_timestamps)):
-        extra = sorted({(t, p) for t, p, _ in entries or ()} - read)
+        extra = _not_read(entries or (), read)
         if extra:
             raise ConfigError(f"option {name} must name exactly the partitions read; the store has no "
                               f"{_partition_names(extra)} among them", options.path)
