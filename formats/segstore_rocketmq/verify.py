@@ -818,19 +818,24 @@ def _verify_files(store, problems: list[Problem], newest: int | None) -> None:
 def _config_problems(path: str, reader: Any) -> list[Problem]:
     """What is wrong with a config file as the broker's ``ConfigManager.load`` (rocketmq-all-4.9.7) takes
     it: a main file it cannot decode (a problem even where its ``.bak`` serves instead: the next persist
-    copies the damaged file over that ``.bak``), or, with the main file missing or empty, the ``.bak``."""
+    copies the damaged file over that ``.bak``), or, with the main file missing or empty, the ``.bak``.
+    A sound main file is read once."""
+    failed: SegstoreError | None = None
+    if files.exists(path) and files.file_size(path):
+        try:
+            reader(path)
+        except SegstoreError as err:
+            failed = err
+        else:
+            return []
     try:
-        load_managed(path, reader)
+        load_managed(path, reader)      # the main file failed or is empty: what the .bak gives
     except SegstoreError as err:
         return [Problem(err.path or path, err.pos, err.message)]
-    if not (files.exists(path) and files.file_size(path)):
+    if failed is None:
         return []
-    try:
-        reader(path)
-    except SegstoreError as err:
-        return [Problem(path, err.pos, f"{err.message} (the broker loads {os.path.basename(path)}"
-                                       f"{BACKUP_SUFFIX} instead)")]
-    return []
+    return [Problem(path, failed.pos, f"{failed.message} (the broker loads {os.path.basename(path)}"
+                                      f"{BACKUP_SUFFIX} instead)")]
 
 
 def verify_store(store, threads: int = 1) -> list[Problem]:
