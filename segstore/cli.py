@@ -2258,6 +2258,12 @@ def _main(argv: Sequence[str] | None, out: TextIO, progress_stream: TextIO | Non
         return EXIT_DATA
     except BrokenPipeError:
         return EXIT_OK
+    except MemoryError:
+        # the process's memory is capped (ulimit -v) or the system's committed: a line, never a
+        # traceback; what the command wrote is left as on any failure
+        sys.stderr.write(f"segstore {args.command}: expected the memory the command needs, found none "
+                         "(a capped address space: ulimit -v?)\n")
+        return EXIT_DATA
     except KeyboardInterrupt:
         # Ctrl-C: what the command left is what its own clean-up made of it (a write removes what
         # it created, a conversion keeps its journal for --resume); a line, never a traceback

@@ -166,6 +166,12 @@ class StorageFullError(SegstoreError, OSError):
     process's ``ulimit -f`` or the file system's limit); nothing acknowledged was lost."""
 
 
+class OutOfMemoryError(SegstoreError, MemoryError):
+    """The process could not get the memory an operation needs (a new thread's stack or its first
+    objects): its address space is capped (``ulimit -v``, ``RLIMIT_AS``) or the system's memory is
+    committed (``vm.overcommit_memory=2``).  Nothing acknowledged was lost."""
+
+
 class StorageIOError(SegstoreError, OSError):
     """Any other operating-system error while reading or writing a file."""
 

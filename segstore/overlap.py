@@ -40,10 +40,10 @@ import threading
 from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from .errors import ConfigError
+from .errors import ConfigError, OutOfMemoryError
 
 if TYPE_CHECKING:   # concurrent.futures (and the logging it imports, 8 ms) loads with the first pool
-    from concurrent.futures import Future, ThreadPoolExecutor
+    from concurrent.futures import Future
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -61,7 +61,7 @@ def cores() -> int:
 #: (a process that wants one core, or a benchmark of one thread's work).
 ENABLED = cores() > 1 and os.environ.get("SEGSTORE_OVERLAP", "1") != "0"
 
-_pool: ThreadPoolExecutor | None = None
+_pool: _Pool | None = None
 _pool_lock = threading.Lock()
 
 
@@ -76,14 +76,100 @@ def single_threaded() -> None:
 _END = object()
 
 
-def _executor() -> ThreadPoolExecutor:
+class _Thread(threading.Thread):
+    """A thread whose ``start`` returns when the thread dies before it began.
+
+    CPython's ``Thread.start`` waits for the new thread to set ``_started``; a thread whose bootstrap
+    fails before that (a ``MemoryError`` getting its first objects in a capped address space: its stack
+    was mapped, a few KiB more were not) never sets it, and ``start`` waits forever (CPython
+    gh-140746, open, every version from 3.10).  This one sets it on the way out and says so."""
+
+    failed = False
+
+    def _bootstrap(self) -> None:
+        try:
+            super()._bootstrap()        # type: ignore[misc]
+        except BaseException:
+            if self._started.is_set():  # type: ignore[attr-defined]
+                raise
+        finally:
+            if not self._started.is_set():      # type: ignore[attr-defined]
+                self.failed = True
+                self._started.set()     # type: ignore[attr-defined]
+
+
+def start_thread(target: Callable[[], object], name: str) -> threading.Thread:
+    """A daemon thread running ``target``, started: for every thread segstore starts.
+
+    :raises OutOfMemoryError: the thread could not start (no memory for its stack, or for its first
+        objects), instead of ``RuntimeError`` or of waiting forever (see :class:`_Thread`).
+    """
+    thread = _Thread(target=target, name=name, daemon=True)
+    try:
+        thread.start()
+    except RuntimeError as err:     # pthread_create failed: no room for the stack
+        raise OutOfMemoryError(f"expected memory for a new thread ({name}), found none: {err}") from None
+    if thread.failed:
+        with threading._active_limbo_lock:     # type: ignore[attr-defined]
+            threading._limbo.pop(thread, None)  # type: ignore[attr-defined]
+        raise OutOfMemoryError(f"expected memory for a new thread ({name}), found none: it died "
+                               "starting (a capped address space: ulimit -v)")
+    return thread
+
+
+class _Pool:
+    """The steps' pool: up to ``size`` daemon threads (:func:`start_thread`), one more started when a
+    step is submitted and none is idle.  A thread is started before its step is queued, so a failed
+    start queues nothing (no step left behind to run later, after its caller has gone on); it raises
+    only where the pool has no thread at all, else the step waits for one of those."""
+
+    def __init__(self, size: int) -> None:
+        import queue
+
+        self._max_workers = size
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads = 0
+        self._idle = 0
+
+    def submit(self, fn: Callable[..., U], *args: Any) -> Future:
+        from concurrent.futures import Future
+
+        with self._lock:    # as ThreadPoolExecutor: a thread counts as idle once it finished a step
+            grow = self._idle == 0 and self._threads < self._max_workers
+            if self._idle:
+                self._idle -= 1
+            elif grow:
+                self._threads += 1
+        if grow:
+            try:
+                start_thread(self._work, f"segstore-overlap_{self._threads - 1}")
+            except OutOfMemoryError:
+                with self._lock:
+                    self._threads -= 1
+                    if self._threads == 0:
+                        raise
+        future: Future = Future()
+        self._queue.put((future, fn, args))
+        return future
+
+    def _work(self) -> None:
+        while True:
+            future, fn, args = self._queue.get()
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn(*args))
+                except BaseException as err:
+                    future.set_exception(err)
+            with self._lock:
+                self._idle += 1
+
+
+def _executor() -> _Pool:
     global _pool
     with _pool_lock:
         if _pool is None:
-            from concurrent.futures import ThreadPoolExecutor
-
-            _pool = ThreadPoolExecutor(max_workers=min(32, os.cpu_count() or 2),
-                                       thread_name_prefix="segstore-overlap")
+            _pool = _Pool(min(32, os.cpu_count() or 2))
         return _pool
 
 
@@ -289,10 +375,15 @@ def ahead(tasks: Iterator[T], run: Callable[[T], U], threads: int, window: int
                 done[number] = outcome
                 lock.notify_all()
 
-    workers = [threading.Thread(target=work, name="segstore-ahead", daemon=True) for _ in range(threads)]
-    for worker in workers:
-        worker.start()
+    workers: list[threading.Thread] = []
     try:
+        for _ in range(threads):
+            try:
+                workers.append(start_thread(work, "segstore-ahead"))
+            except OutOfMemoryError:
+                if not workers:     # no thread would ever take a task
+                    raise
+                break               # fewer threads take them
         while True:
             with lock:
                 while handed not in done and (end is None or handed < end):
@@ -327,8 +418,7 @@ def beside(fn: Callable[[], U]) -> Callable[[], U]:
         except BaseException as err:
             outcome.append((None, err))
 
-    thread = threading.Thread(target=run, name="segstore-beside", daemon=True)
-    thread.start()
+    thread = start_thread(run, "segstore-beside")
 
     def wait() -> U:
         thread.join()
@@ -435,8 +525,7 @@ def pipelined(source: Iterator[T], build: Callable[[T], U], ahead: int = 1,
             if item is _END or isinstance(item, _Raised):
                 return
 
-    thread = threading.Thread(target=produce, name=name, daemon=True)
-    thread.start()
+    thread = start_thread(produce, name)
     try:
         while True:
             with ready:

@@ -30,3 +30,21 @@ def test_an_interrupted_dump_says_so_and_exits_130(tmp_path):
         proc.kill()
     assert proc.returncode == 130, err
     assert b"Traceback" not in err and err.strip().endswith(b"segstore dump: interrupted")
+
+
+def test_a_command_out_of_memory_says_so_in_one_line_and_exits_1(tmp_path, monkeypatch, capsys):
+    """A process whose address space is capped (ulimit -v) gets MemoryError wherever it next
+    allocates: the CLI answers it as a data problem, one line, no traceback."""
+    from segstore import cli
+
+    store = tmp_path / "store"
+    with segstore.open(store, format="rocketmq", mode="a") as s:
+        s.append({"topic": "T", "queue_id": 0, "body": b"x"})
+
+    def no_memory(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(cli, "open_store", no_memory)
+    assert cli.main(["info", str(store)]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.startswith("segstore info: expected the memory the command needs")

@@ -392,3 +392,69 @@ def test_a_forked_child_overlaps_with_its_own_pool(monkeypatch) -> None:
         os.waitpid(pid, 0)
         pytest.fail("the forked child hung in overlapped()")
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+_FAILING_START = r"""
+import sys, threading
+from segstore import overlap
+from segstore.errors import OutOfMemoryError
+
+
+class Dying(overlap._Thread):
+    # what a capped address space does to a new thread: its stack was mapped, its first objects
+    # were not, and it dies before Thread._bootstrap_inner sets _started
+    def _bootstrap_inner(self):
+        raise MemoryError
+
+
+overlap._Thread = Dying
+try:
+    overlap.start_thread(lambda: None, "dying")
+except OutOfMemoryError as err:
+    print("typed", "dying" in str(err), len(threading._limbo))
+"""
+
+
+def test_a_thread_that_dies_starting_raises_out_of_memory_instead_of_hanging() -> None:
+    """CPython's Thread.start waits forever for a thread whose bootstrap failed before it began
+    (gh-140746); segstore's threads start through overlap.start_thread, which says so instead.
+    In a child with a deadline: the bug this guards against is a hang."""
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", _FAILING_START], capture_output=True, text=True,
+                         timeout=60, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert run.stdout.split() == ["typed", "True", "0"], run.stderr
+
+
+def test_start_thread_runs_its_target_on_a_daemon_thread() -> None:
+    seen: list[str] = []
+    thread = overlap.start_thread(lambda: seen.append(threading.current_thread().name), "segstore-test")
+    thread.join(10)
+    assert seen == ["segstore-test"] and thread.daemon
+
+
+def test_ahead_goes_on_with_the_threads_that_started(monkeypatch) -> None:
+    """A thread that cannot start (a capped address space) leaves the work to those that did: the
+    same results in the same order; with none at all, the typed error."""
+    from segstore.errors import OutOfMemoryError
+
+    real = overlap.start_thread
+    started: list[int] = []
+
+    def one_only(target, name):
+        if started:
+            raise OutOfMemoryError("expected memory for a new thread, found none")
+        started.append(1)
+        return real(target, name)
+
+    monkeypatch.setattr(overlap, "start_thread", one_only)
+    got = list(overlap.ahead(iter(range(50)), lambda i: i * i, threads=4, window=8))
+    assert got == [(i, i * i, None) for i in range(50)]
+
+    def none(target, name):
+        raise OutOfMemoryError("expected memory for a new thread, found none")
+
+    monkeypatch.setattr(overlap, "start_thread", none)
+    with pytest.raises(OutOfMemoryError):
+        list(overlap.ahead(iter(range(5)), lambda i: i, threads=2, window=4))

@@ -12,12 +12,13 @@ partitions in threads of its own, each partition in one).
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from collections.abc import Callable
 
-from segstore import files
-from segstore.errors import CorruptDataError, cut
+from segstore import files, overlap
+from segstore.errors import CorruptDataError, OutOfMemoryError, cut
 
 from .checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
@@ -243,14 +244,25 @@ class LogDir:
             outcomes[i] = (_close_partition(parts[i]),)
 
         if self.writable and len(parts) > 1:       # a read-only close syncs nothing
-            from concurrent.futures import ThreadPoolExecutor  # with logging 8 ms: a reader needs neither
+            turns = itertools.count()       # next() of a count is atomic: each partition taken once
 
+            def take() -> None:
+                for i in turns:
+                    if i >= len(parts):
+                        return
+                    close(i)
+
+            threads = []
+            for _ in range(min(CLOSE_THREADS, len(parts)) - 1):
+                try:
+                    threads.append(overlap.start_thread(take, "segstore-kafka-close"))
+                except OutOfMemoryError:    # a capped address space: fewer threads take them
+                    break
             try:
-                with ThreadPoolExecutor(min(CLOSE_THREADS, len(parts))) as pool:
-                    for i in range(len(parts)):
-                        pool.submit(close, i)
-            except RuntimeError:    # a thread could not start (a capped address space): see below
-                pass
+                take()
+            finally:
+                for thread in threads:
+                    thread.join()
         for i, outcome in enumerate(outcomes):     # what no thread closed closes here
             if outcome is None:
                 close(i)

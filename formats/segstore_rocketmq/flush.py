@@ -30,6 +30,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from segstore import overlap
+
 from .checkpoint import CheckpointFile
 from .commitlog import CommitLog
 from .consumequeue import CQ_DTYPE, ConsumeQueue
@@ -152,8 +154,7 @@ class FlushService:
     def start(self) -> None:
         """Start the background flusher (consume queues; the commitlog too in ``ASYNC_FLUSH``)."""
         if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="segstore-rocketmq-flush", daemon=True)
-            self._thread.start()
+            self._thread = overlap.start_thread(self._run, "segstore-rocketmq-flush")
 
     def stop(self) -> None:
         """Stop the background thread (waits for it); idempotent.  Flushes nothing by itself."""
