@@ -41,6 +41,9 @@ import sys
 #: ``mallopt`` parameters (glibc's ``malloc.h``).
 M_TOP_PAD = -2
 M_MMAP_THRESHOLD = -3
+M_ARENA_MAX = -8
+#: glibc heaps (arenas) at most: threads share them beyond this
+ARENA_MAX = 4
 #: Free bytes each heap keeps at its top instead of giving them back.
 TOP_PAD = 64 << 20
 #: Blocks of at least this many bytes get a mapping of their own (glibc's upper bound for its own
@@ -61,6 +64,9 @@ def retain() -> bool:
     """
     if "pyarrow.lib" not in sys.modules:    # jemalloc reads its options once, when pyarrow loads it
         os.environ.setdefault(ARROW_POOL_ENV, ARROW_POOL_CONF)
+        # Arrow's default pool (what a call without memory_pool= takes: pa.nulls of an empty batch)
+        # jemalloc too: mimalloc reserves a 1 GiB arena of address space at its first allocation
+        os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")
     # Cheap checks: every command calls this first (platform.libc_ver reads the interpreter's
     # binary, ctypes.util.find_library runs ldconfig: 0.045 s together).
     if not _is_glibc():
@@ -72,7 +78,10 @@ def retain() -> bool:
         return False
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt.restype = ctypes.c_int
-    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(M_TOP_PAD, TOP_PAD))
+    # at most ARENA_MAX heaps (64 MiB of address space each, every one of them committed with TOP_PAD)
+    # instead of one per thread up to 8 per core
+    return (bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(M_TOP_PAD, TOP_PAD))
+            and bool(mallopt(M_ARENA_MAX, ARENA_MAX)))
 
 
 def _is_glibc() -> bool:
