@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
+import numpy as np
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, ROOT
 from segstore_rocketmq.checkpoint import FILE_SIZE, Checkpoint, CheckpointFile, check
 
 import segstore
@@ -385,3 +390,104 @@ def test_recover_after_an_open_that_rebuilt_everything_walks_once(tmp_path, monk
         assert any(line.startswith("commitlog: full check; walked") for line in lines), lines
         assert len(walks) > 1 and walks[1] == 0
         assert writer.verify() == []
+
+
+# -- recovery after retention deleted the commitlog files the index and queues point into -------------
+
+RETAINED = {"mappedFileSizeCommitLog": 2048, "mappedFileSizeConsumeQueue": 160, "maxHashSlotNum": 64,
+            "maxIndexNum": 64}
+
+
+def _retained(store: Path, keyed: int) -> int:
+    """40 messages of 100 bytes (10 a commitlog file), the first 5 of topic B (their queue then points
+    only into deleted files), the first ``keyed`` with a key; then ``segstore retention`` with
+    ``fileReservedTime=0`` deletes every commitlog file but the last.  Returns the new min offset."""
+    from segstore_rocketmq.store import RocketMQStore
+
+    with RocketMQStore(str(store), "a", RETAINED) as writer:
+        for i in range(40):
+            writer.append_batch([{"topic": "B" if i < 5 else "A", "queue_id": 0, "body": bytes(100),
+                                  "store_timestamp": 1_700_000_000_000 + 300 * i,
+                                  **({"keys": [f"k{i}"]} if i < keyed else {})}])
+    with RocketMQStore(str(store), "a", {**RETAINED, "fileReservedTime": 0}) as writer:
+        result = writer.retention(now_ms=2_000_000_000_000, disk_ratio=lambda freed: 0.30)[0]
+        assert len(writer.commitlog.log.segments) == 1 and result["min_offset"] > 0
+        return int(result["min_offset"])
+
+
+def _store_files(store: Path) -> dict[str, bytes]:
+    """Every file of the store but the ``abort`` file, by path."""
+    return {str(p.relative_to(store)): p.read_bytes() for p in sorted(store.rglob("*"))
+            if p.is_file() and p.name != "abort"}
+
+
+def _readable(store: Path) -> dict[tuple[str, int], list[tuple[int, int, bytes]]]:
+    """Every queue's readable messages as ``(queue offset, physical offset, body)``; verify must pass."""
+    with segstore.open(store) as reader:
+        assert reader.verify() == []
+        return {(t, q): [(m.queue_offset, m.physical_offset, m.body)
+                         for m in reader.read(t, q, reader.offset_range(t, q)[0])] for t, q in reader.queues}
+
+
+@pytest.mark.parametrize("abort", [False, True], ids=["clean", "abort"])
+@pytest.mark.parametrize("case", ["no keys"])
+def test_recover_after_retention_walks_from_the_first_commitlog_file(tmp_path, monkeypatch, case, abort):
+    """Retention deleted every commitlog file but the last; the IndexFile holds no entry ("no keys":
+    it resumes at offset 0), or only entries of messages in deleted files ("keys below"), or lost the
+    entries of the messages left ("index lost the last keys").  Opening for append and ``recover``
+    (C, and ``SEGSTORE_PURE_PYTHON=1``) walk the commitlog from its first file, never below it, with
+    or without the abort file; they leave the store as retention left it, and re-put lost entries
+    (the broker's bytes: those retention left).
+
+    The broker never walks below its first commitlog file either (RocketMQ 4.9.7,
+    store/src/main/java/org/apache/rocketmq/store/): ``DefaultMessageStore.start`` raises the reput
+    offset to ``commitLog.getMinOffset()`` ("[TooSmallCqOffset]") and
+    ``ReputMessageService.doReput`` does again; ``CommitLog.recoverNormally`` and
+    ``recoverAbnormally`` (``DefaultMessageStore.recover``) walk from a file of the mapped-file
+    queue, the files left, ``recoverAbnormally`` from index 0 when no file's first message is
+    older than the checkpoint; ``index/IndexService.load`` takes the IndexFiles as they are (after
+    a crash it drops those past ``indexMsgTimestamp``), and ``buildIndex`` indexes only what the
+    dispatch walks.  (The storage oracle, RmqLoad of 4.9.7, loads the store of "no keys" and "keys
+    below" before and after segstore's recovery alike: min offset 6144, the same queues, messages
+    and queries; 2026-11-30.)"""
+    from segstore_rocketmq.indexfile import IndexService as Service
+
+    store = tmp_path / "store"
+    min_offset = _retained(store, 40 if case == "index lost the last keys" else 30 if case == "keys below"
+                           else 0)
+    left = _store_files(store)
+    want = _readable(store)
+    if case == "index lost the last keys":
+        service = Service(str(store / "index"), RETAINED["maxHashSlotNum"], RETAINED["maxIndexNum"],
+                          writable=True)
+        service.load()
+        (f,) = service.files
+        below = int(np.count_nonzero(f.entries["phy_offset"] < min_offset))
+        f.truncate(below, 1_700_000_000_000 + 300 * (below - 1))
+        f.flush()
+        f.close()
+        assert 0 < below < 40
+    if abort:
+        (store / "abort").touch()
+    pure = tmp_path / "pure"
+    shutil.copytree(store, pure)
+    walks = _walks(monkeypatch)
+    with segstore.open(store, format="rocketmq", mode="a") as writer:
+        lines, end = writer.recovery_lines, writer.commitlog.end
+        assert writer.recover()[-1] == ("commitlog: full check; the recovery at open walked and checked the "
+                                        "whole store")
+    assert walks and min(walks) == min_offset
+    kind = "unclean shutdown (abort file present)" if abort else "clean shutdown"
+    messages = sum(map(len, want.values()))
+    assert lines[0] == f"commitlog: {kind}; walked {messages} messages from {min_offset} to {end}"
+    rebuilt = [line for line in lines if line.startswith("index:")]
+    assert rebuilt == ([f"index: rebuilt {40 - below} entries for messages from commitlog offset "
+                        f"{min_offset}"] if case == "index lost the last keys" else [])
+    assert _store_files(store) == left and _readable(store) == want
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "formats")]),
+           "SEGSTORE_PURE_PYTHON": "1"}
+    done = subprocess.run([sys.executable, "-m", "segstore.cli", "recover", str(pure)],
+                          capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.splitlines()[:len(lines)] == [line.replace(str(store), str(pure)) for line in lines]
+    assert _store_files(pure) == left and _readable(pure) == want

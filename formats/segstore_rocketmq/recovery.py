@@ -1152,7 +1152,8 @@ def _recover_index(ctx: RecoveryContext, w: Walk, lines: list[str]) -> tuple[int
     there are indexed already (see :func:`_resume_point`), and how many trusted
     entries were cut: the entries of the last kept message are always put again,
     since a crash may have indexed only some of its keys (the same bytes result
-    when it had them all).
+    when it had them all).  The offset may lie below the commitlog's first file
+    (:class:`_IndexPut` starts there).
     """
     index = ctx.index
     assert index is not None
@@ -1215,10 +1216,20 @@ def _fix_begin_offsets(index: IndexService) -> list[str]:
 class _IndexPut:
     """Puts the IndexFile entries of walked messages from commitlog offset ``start`` on, a batch at a
     time in commitlog order (the first ``skip`` keys of the message at ``start`` are indexed already);
-    ``put`` counts them."""
+    ``put`` counts them.
 
-    def __init__(self, index: IndexService, start: int, skip: int) -> None:
+    ``start`` comes from the index (:func:`_recover_index`), which retention leaves behind the
+    commitlog: an IndexFile without entries resumes at 0, one whose entries all point into deleted
+    files resumes below the first file left.  The walk then starts at that file (:attr:`start` is
+    moved up to ``min_offset``), as the broker's dispatch never starts below the commitlog's first
+    file (``DefaultMessageStore.start`` and ``ReputMessageService.doReput``, RocketMQ 4.9.7); the
+    message whose keys ``skip`` counts is gone with its file.
+    """
+
+    def __init__(self, index: IndexService, start: int, skip: int, min_offset: int) -> None:
         self.index, self.start, self.skip = index, start, skip
+        if start < min_offset:
+            self.start, self.skip = min_offset, 0
         self.put = 0
         self.first = True
 
@@ -1243,18 +1254,18 @@ class _IndexPut:
                 break       # the main walk's messages follow
 
 
-def _index_from(ctx: RecoveryContext, start: int, w: Walk, skip: int) -> int:
+def _index_from(ctx: RecoveryContext, start: int, w: Walk, skip: int) -> _IndexPut:
     """Put the IndexFile entries of the messages from ``start`` on, a walk batch at a time (the
-    first ``skip`` keys of the message at ``start`` are indexed already); how many were put.
+    first ``skip`` keys of the message at ``start`` are indexed already); what was put, from where.
 
     The messages below the main walk's start take a walk of their own; the main walk's are
     walked again (the commitlog is cut at its end now)."""
     assert ctx.index is not None
-    puts = _IndexPut(ctx.index, start, skip)
+    puts = _IndexPut(ctx.index, start, skip, ctx.commitlog.min_offset)
     puts.below(ctx, w.start)
     for batch in walk_batches(ctx.commitlog, w.start, ctx.tags_code, Walk(w.start, w.start), counted=False):
         puts.add(batch)
-    return puts.put
+    return puts
 
 
 def _holds_no_entry(index: IndexService | None) -> bool:
@@ -1297,7 +1308,7 @@ def recover(ctx: RecoveryContext) -> list[str]:
     if _holds_no_entry(ctx.index):
         assert ctx.index is not None
         reindex_from, skip, cut = _recover_index(ctx, w, lines)
-        puts = _IndexPut(ctx.index, reindex_from, skip)
+        puts = _IndexPut(ctx.index, reindex_from, skip, cl.min_offset)
         puts.below(ctx, start)
     walked = 0
     newest = 0
@@ -1360,9 +1371,9 @@ def recover(ctx: RecoveryContext) -> list[str]:
             lines.append(f"index: rebuilt {puts.put} entries for messages from commitlog offset {puts.start}")
     elif ctx.index is not None:
         reindex_from, skip, cut = _recover_index(ctx, w, lines)
-        put = _index_from(ctx, reindex_from, w, skip)
-        if put != cut:
-            lines.append(f"index: rebuilt {put} entries for messages from commitlog offset {reindex_from}")
+        puts = _index_from(ctx, reindex_from, w, skip)
+        if puts.put != cut:
+            lines.append(f"index: rebuilt {puts.put} entries for messages from commitlog offset {puts.start}")
         lines.extend(_fix_begin_offsets(ctx.index))
     return lines
 
