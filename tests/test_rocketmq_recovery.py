@@ -430,7 +430,7 @@ def _readable(store: Path) -> dict[tuple[str, int], list[tuple[int, int, bytes]]
 
 
 @pytest.mark.parametrize("abort", [False, True], ids=["clean", "abort"])
-@pytest.mark.parametrize("case", ["no keys"])
+@pytest.mark.parametrize("case", ["no keys", "keys below", "index lost the last keys"])
 def test_recover_after_retention_walks_from_the_first_commitlog_file(tmp_path, monkeypatch, case, abort):
     """Retention deleted every commitlog file but the last; the IndexFile holds no entry ("no keys":
     it resumes at offset 0), or only entries of messages in deleted files ("keys below"), or lost the

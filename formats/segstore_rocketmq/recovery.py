@@ -1150,10 +1150,11 @@ def _recover_index(ctx: RecoveryContext, w: Walk, lines: list[str]) -> tuple[int
 
     Returns the commitlog offset to re-index from, how many keys of the message
     there are indexed already (see :func:`_resume_point`), and how many trusted
-    entries were cut: the entries of the last kept message are always put again,
-    since a crash may have indexed only some of its keys (the same bytes result
-    when it had them all).  The offset may lie below the commitlog's first file
-    (:class:`_IndexPut` starts there).
+    entries were cut: the entries of the last kept message are put again, since a
+    crash may have indexed only some of its keys (the same bytes result when it had
+    them all), unless retention deleted its commitlog file: then they stay as they
+    are (nothing is left to put them again from).  The offset may lie below the
+    commitlog's first file (:class:`_IndexPut` starts there).
     """
     index = ctx.index
     assert index is not None
@@ -1172,7 +1173,8 @@ def _recover_index(ctx: RecoveryContext, w: Walk, lines: list[str]) -> tuple[int
     keep = trusted
     if keep > 0:
         kept_phys = f.entries["phy_offset"][:keep].astype(np.int64)
-        keep = search(kept_phys, kept_phys[-1], Bound.SMALLEST_UPPER)
+        if kept_phys[-1] >= ctx.commitlog.min_offset:
+            keep = search(kept_phys, kept_phys[-1], Bound.SMALLEST_UPPER)
     if bad is not None:
         lines.append(
             f"{f.path}:{f.entry_pos(number)}: index entry {number} does not match the commitlog; "
@@ -1184,8 +1186,9 @@ def _recover_index(ctx: RecoveryContext, w: Walk, lines: list[str]) -> tuple[int
         lines.append(f"{later.path}: removed; its entries are rebuilt from the commitlog")
     del index.files[fi + 1 :]
     if keep > 0:
-        end_time = _store_time(ctx, int(f.entries["phy_offset"][keep - 1]))
-        f.truncate(keep, end_time)
+        if keep < f.count:
+            end_time = _store_time(ctx, int(f.entries["phy_offset"][keep - 1]))
+            f.truncate(keep, end_time)
         # the message at the new end is indexed whole: resume after it
         return index.end_phy_offset + 1, 0, trusted - keep
     # the file's first message is put again from the file's first entry on (it is not indexed
