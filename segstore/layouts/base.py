@@ -24,14 +24,25 @@ the store's :meth:`segstore.logview.LogView.index_home` puts it:
 
 Every extra stream index keeps ``state.json`` beside its files: how far the log
 is indexed (``indexed_end``: one past the last offset indexed, the layout's
-recovery point) and whether it was closed cleanly.  The log is the truth:
+recovery point), a fingerprint of the record at ``indexed_end - 1``
+(``last_record``: its offset, timestamp and a CRC of its key, value and
+headers) and whether it was closed cleanly.  The log is the truth:
 
 - **catch-up**: records past ``indexed_end`` (appended by this store, or by the
   real broker while segstore was not looking) are indexed on open for append
   and after every append; a reader looks them up by scanning the short tail;
+- **the log changed under the index** (its tail cut, by a recovery or a broker
+  truncating, then written again by a writer that does not keep the index): the
+  record at ``indexed_end - 1`` no longer matches ``last_record`` (one record
+  read).  A writer rebuilds the index from the log; a reader answers from the
+  log alone and ``verify`` reports it.  A state without ``last_record`` (an
+  earlier segstore wrote it) cannot be checked so: its first writer rebuilds it,
+  readers use it as it is;
 - **crash**: a stream opened for append whose state is not clean has entries
   past its recovery point cut, then catches up; files that do not even parse
-  (torn, wrong size, out of order) are deleted and rebuilt from the log.
+  (torn, wrong size, out of order), or a ``state.json`` that does not, are
+  deleted and rebuilt from the log (a reader reports them in ``verify`` and
+  refuses lookups through them).
 
 Thread-safety: as the owning store (one appending thread; lookups from it).
 """
@@ -40,7 +51,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Mapping
+import zlib
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar, cast
 
@@ -84,13 +96,44 @@ def sparse_points(sizes: np.ndarray, file_bytes: int, interval: int) -> np.ndarr
     return (before + sizes - 1) // interval > (before - 1) // interval
 
 
+#: The fields of a record's fingerprint (:meth:`StreamIndex.record_mark`), as ``state.json`` has them.
+MARK_FIELDS = ("offset", "time", "crc")
+
+
+def content_crc(key: bytes | None, value: bytes | None, headers: Iterable[tuple[str, bytes | None]]) -> int:
+    """CRC-32 of a record's key, value and headers, each length-prefixed (a null one as length -1), so
+    that moving bytes from one to the next changes it."""
+    parts: list[bytes | None] = [key, value]
+    for name, data in headers:
+        parts += [name.encode("utf-8", "surrogatepass"), data]
+    crc = 0
+    for part in parts:
+        crc = zlib.crc32((-1 if part is None else len(part)).to_bytes(8, "big", signed=True), crc)
+        if part:
+            crc = zlib.crc32(part, crc)
+    return crc
+
+
+def _mark_text(mark: dict[str, int] | None) -> str:
+    """A fingerprint in words, for messages."""
+    if mark is None:
+        return "no record"
+    return f"timestamp {mark['time']}, crc {mark['crc']}"
+
+
 class StreamState:
-    """``state.json`` of one extra stream index: recovery point, clean flag, layout carry values."""
+    """``state.json`` of one extra stream index: recovery point, last record's fingerprint, clean flag,
+    layout carry values."""
 
     def __init__(self, directory: str, layout: str) -> None:
         self.path = os.path.join(directory, STATE_FILE)
         self.layout = layout
         self.indexed_end = -1
+        #: the fingerprint of the record at ``indexed_end - 1`` (:meth:`StreamIndex.record_mark`);
+        #: None when there was none in the log
+        self.last_record: dict[str, int] | None = None
+        #: False for a state an earlier segstore wrote, without ``last_record`` (nothing to check)
+        self.fingerprinted = True
         self.clean = False
         self.carry: dict[str, int] = {}
         #: the layout options the index was built with (they win over the caller's when it is reopened)
@@ -105,16 +148,22 @@ class StreamState:
             return False
         try:
             data = json.loads(files.read_text(self.path))
-            if data["layout"] != self.layout or data["version"] != STATE_VERSION:
-                raise CorruptDataError(f"expected the state of a {self.layout!r} index (version "
-                                       f"{STATE_VERSION}), found {data['layout']!r} "
-                                       f"version {data['version']}",
-                                       self.path)
+            layout, version = data["layout"], data["version"]
+        except (ValueError, KeyError, TypeError) as err:
+            raise CorruptDataError(f"expected a JSON index state, found unreadable content ({err})",
+                                   self.path) from err
+        if layout != self.layout or version != STATE_VERSION:
+            raise CorruptDataError(f"expected the state of a {self.layout!r} index (version "
+                                   f"{STATE_VERSION}), found {layout!r} version {version}", self.path)
+        try:
             self.indexed_end = int(data["indexed_end"])
+            self.fingerprinted = "last_record" in data
+            last = data.get("last_record")
+            self.last_record = None if last is None else {name: int(last[name]) for name in MARK_FIELDS}
             self.clean = bool(data["clean"])
             self.carry = {k: int(v) for k, v in data.get("carry", {}).items()}
             self.options = dict(data.get("options", {}))
-        except (ValueError, KeyError, TypeError) as err:
+        except (ValueError, KeyError, TypeError, AttributeError) as err:
             raise CorruptDataError(f"expected a JSON index state, found unreadable content ({err})",
                                    self.path) from err
         return True
@@ -123,7 +172,8 @@ class StreamState:
         self.clean = clean
         files.write_atomic(self.path, json.dumps({
             "layout": self.layout, "version": STATE_VERSION, "indexed_end": self.indexed_end,
-            "clean": clean, "carry": self.carry, "options": self.options}, sort_keys=True))
+            "last_record": self.last_record, "clean": clean, "carry": self.carry,
+            "options": self.options}, sort_keys=True))
 
 
 class StreamIndex:
@@ -145,15 +195,25 @@ class StreamIndex:
         self.actions: list[str] = []
         #: why the files could not be opened read-only (lookups raise it, ``verify`` reports it)
         self.broken: CorruptDataError | None = None
+        #: a reader's: how the log changed under the index (:meth:`log_changed`); lookups then read the
+        #: log alone and ``verify`` reports it.  Looked at once, by the first lookup or ``verify``.
+        self.stale: str | None = None
+        self._looked = False
+        #: the ``indexed_end`` whose record ``state.last_record`` is the fingerprint of (None: none taken)
+        self._marked_end: int | None = None
 
     # -- lifecycle -----------------------------------------------------------
     def open(self) -> None:
-        """Load (and in append mode recover and catch up) the stream's index."""
-        existed = self.state.load()
-        if existed:
-            self.options = {**self.options, **self.state.options}
-        self.state.options = self.options
+        """Load (and in append mode recover and catch up) the stream's index.
+
+        A state or files that do not parse make a reader's index :attr:`broken` and a writer's rebuilt.
+        """
         try:
+            existed = self.state.load()
+            if existed:
+                self.options = {**self.options, **self.state.options}
+                self._marked_end = self.state.indexed_end if self.state.fingerprinted else None
+            self.state.options = self.options
             self._open_files()
         except CorruptDataError as err:
             if not self.writable:
@@ -167,14 +227,18 @@ class StreamIndex:
             self.state.indexed_end = self.log_start()
         if not self.writable:
             return
-        log_end = self.log_end()
-        if existed and (not self.state.clean or self.state.indexed_end > log_end):
-            cut = min(self.state.indexed_end, log_end)
-            restart = self._cut_to(cut)
-            self.state.indexed_end = restart
-            self.actions.append(f"{self.directory}: recovered: entries from offset {restart} "
+        changed = self.log_changed() if existed else None
+        if existed and changed is None and not self.state.fingerprinted:
+            changed = ("expected the fingerprint of the last record indexed (last_record), found a state "
+                       "without one (an earlier segstore wrote it)")
+        if changed is not None:
+            self._discard()
+            self.actions.append(f"{self.directory}: rebuilt: {changed}")
+        elif existed and not self.state.clean:
+            self._forget(self.state.indexed_end)
+            self.actions.append(f"{self.directory}: recovered: entries from offset {self.state.indexed_end} "
                                 "rebuilt from the log")
-        self.state.save(clean=False)
+        self._save(clean=False)
         self.catch_up()
 
     def _discard(self, *, new_options: bool = False) -> None:
@@ -191,7 +255,14 @@ class StreamIndex:
         self.state.options = self.options
         self.state.indexed_end = self.log_start()
         self.state.carry = {}
+        self._marked_end = None
+        self.stale = None
         self._open_files()
+
+    def _forget(self, offset: int) -> None:
+        """Drop the entries at or past ``offset``; ``indexed_end`` becomes where indexing restarts."""
+        self.state.indexed_end = self._cut_to(offset)
+        self._marked_end = None
 
     def catch_up(self) -> int:
         """Index the records appended since ``indexed_end``; returns how many offsets were indexed."""
@@ -209,14 +280,25 @@ class StreamIndex:
     def flush(self) -> None:
         if self.writable:
             self._flush_files()
-            self.state.save(clean=False)
+            self._save(clean=False)
 
     def close(self) -> None:
         if self.writable:
             self._flush_files()
             self._trim_files()
-            self.state.save(clean=True)
+            self._save(clean=True)
         self._close_files()
+
+    def _save(self, *, clean: bool) -> None:
+        """Write the state, with the fingerprint of the record at ``indexed_end - 1`` (read again only when
+        ``indexed_end`` moved since it was taken)."""
+        state = self.state
+        if self._marked_end != state.indexed_end:
+            last = state.indexed_end - 1
+            state.last_record = self.record_mark(last) if last >= self.log_start() else None
+            self._marked_end = state.indexed_end
+        state.fingerprinted = True
+        state.save(clean=clean)
 
     def abandon(self) -> None:
         """Release the files as a killed process would: nothing flushed, trimmed or marked clean."""
@@ -254,15 +336,57 @@ class StreamIndex:
         return {name: np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
                 for name, arrays in parts.items()}
 
+    def record_mark(self, offset: int) -> dict[str, int] | None:
+        """The fingerprint of the record at ``offset``, None when the log has none there: its offset,
+        timestamp and a CRC-32 of its key, value and headers (the common record).  One record read."""
+        record = self.read_from_log(offset)
+        if record is None:
+            return None
+        common = self.store.to_common(record)
+        if common.offset != offset:
+            return None
+        return {"offset": offset, "time": common.timestamp,
+                "crc": content_crc(common.key, common.value, common.headers)}
+
+    def log_changed(self) -> str | None:
+        """How the log changed under the index since it was saved, or None: it ends before
+        ``indexed_end``, or its record at ``indexed_end - 1`` is not the one ``last_record`` took (a state
+        without one is only checked for the first).  Records below the log start (retention) are no
+        change: catching up starts the index over.  One record read."""
+        state = self.state
+        end, log_end = state.indexed_end, self.log_end()
+        if end <= self.log_start():
+            return None
+        if end > log_end:
+            return f"expected the log to reach offset {end}, as the index does, found it ending at {log_end}"
+        if not state.fingerprinted:
+            return None
+        found = self.record_mark(end - 1)
+        if found == state.last_record:
+            return None
+        return (f"expected offset {end - 1} to hold the record the index ends with "
+                f"({_mark_text(state.last_record)}), found {_mark_text(found)}")
+
+    def look_at_log(self) -> None:
+        """A reader's: see (once) whether the log changed under the index (:attr:`stale`)."""
+        if not self.writable and not self._looked and self.broken is None:
+            self._looked = True
+            self.stale = self.log_changed()
+
+    def read_from_log(self, offset: int) -> Any | None:
+        """The record at ``offset`` (the first at or after it) by the store's own read, not the index."""
+        return next(self.store.read(self.stream.topic, self.stream.partition, offset, 1), None)
+
     def verify(self) -> list[Problem]:
         """Problems of this index against the log (entries it should hold and does not)."""
         if self.broken is not None:
             return [Problem(self.broken.path or self.directory, self.broken.pos,
                             f"{self.broken.message} "
                             f"(rebuild: segstore index build PATH --index {self.layout.name})")]
-        if self.state.indexed_end > self.log_end():
-            return [Problem(self.state.path, None, f"expected offsets indexed up to the log end "
-                            f"{self.log_end()}, found the index reaching {self.state.indexed_end}")]
+        self.look_at_log()
+        if self.stale is not None:
+            return [Problem(self.state.path, None, f"{self.stale}: the log changed under the index (its next "
+                            f"writer rebuilds it; or: segstore index build PATH --index {self.layout.name})")]
         return self._expected_problems()
 
     # -- subclass hooks --------------------------------------------------------
@@ -454,6 +578,7 @@ class ExtraLayout(Layout, Generic[IndexT]):
                                 self.directory(stream))
         if index.broken is not None:
             raise index.broken
+        index.look_at_log()
         return index
 
     def has_files(self) -> bool:

@@ -176,11 +176,13 @@ class KeyStreamIndex(StreamIndex):
         return hits
 
     def find_key(self, key: bytes, max_hits: int | None) -> list[int]:
-        """Offsets of records carrying ``key``: the hash chain for indexed offsets, a scan for the tail.
+        """Offsets of records carrying ``key``: the hash chain for indexed offsets, a scan for the tail
+        (the whole stream when the log changed under the index: :attr:`stale`).
 
         ``O(chain length)`` index reads plus one record check per candidate.
         """
-        start, indexed = self.log_start(), self.state.indexed_end
+        start = self.log_start()
+        indexed = start if self.stale is not None else self.state.indexed_end
         hits: set[int] = set()
         for offset in self.service.query(self.stream.topic, key_text(key), TIME_MIN, TIME_MAX):
             if offset not in hits and start <= offset < indexed and self._carries(offset, key):

@@ -121,4 +121,5 @@ class OffsetLayout(ExtraLayout[OffsetStreamIndex]):
     def read_at(self, stream: Stream, offset: int) -> Any | None:
         if not self._check_range(stream, offset):
             return None
-        return self._index(stream).read_at(offset)
+        index = self._index(stream)
+        return index.read_from_log(offset) if index.stale is not None else index.read_at(offset)

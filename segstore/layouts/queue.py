@@ -89,13 +89,16 @@ class QueueStreamIndex(StreamIndex):
         return restart
 
     def read_at(self, offset: int) -> Any | None:
-        """One slot, one :meth:`~segstore.logview.LogView.record_at`.  ``O(1)`` for the slot."""
+        """One slot, one :meth:`~segstore.logview.LogView.record_at`.  ``O(1)`` for the slot.
+
+        Offsets past ``indexed_end``, and every offset when the log changed under the index
+        (:attr:`stale`), are read from the log.
+        """
         cq = self.cq
-        topic, partition = self.stream.topic, self.stream.partition
-        if not cq.min_offset <= offset < min(cq.max_offset, self.state.indexed_end):
-            return next(self.store.read(topic, partition, offset, 1), None)
+        if self.stale is not None or not cq.min_offset <= offset < min(cq.max_offset, self.state.indexed_end):
+            return self.read_from_log(offset)
         row = cq.entries(offset, 1)[0]
-        return self.store.record_at(topic, partition, offset, int(row["offset"]))
+        return self.store.record_at(self.stream.topic, self.stream.partition, offset, int(row["offset"]))
 
     def _expected_problems(self) -> list[Problem]:
         start = max(self.log_start(), self.cq.min_offset)

@@ -166,4 +166,7 @@ class TimeLayout(ExtraLayout[TimeStreamIndex]):
     stream_class = TimeStreamIndex
 
     def offset_for_time(self, stream: Stream, timestamp: int) -> int | None:
-        return self._index(stream).offset_for_time(timestamp)
+        index = self._index(stream)
+        if index.stale is not None:     # the log changed under the index: the log alone answers
+            return index._scan(index.log_start(), index.log_end(), timestamp)
+        return index.offset_for_time(timestamp)

@@ -1,0 +1,192 @@
+"""Extra indexes whose log changed while they were not looking, and index state files that do not parse.
+
+The log is the truth.  A log whose indexed tail was cut and written again by a
+writer that does not keep the index (the real broker, or segstore with
+``indexes=[]``), an unreadable ``state.json``: readers still answer like a scan
+of the log (or refuse lookups through a damaged index and say so in ``verify``),
+and the next writer with the index rebuilds what it cannot trust.
+
+Brokers cited:
+
+- Kafka 3.8.0, ``storage/src/main/java/org/apache/kafka/storage/internals/log/LogSegment.java``
+  ``recover``: a segment's bytes past its last valid batch are cut (``log.truncateTo(validBytes)``);
+  ``core/src/main/scala/kafka/log/UnifiedLog.scala`` ``truncateTo``: a follower cuts its log back to
+  the leader's and fetches again, so the cut offsets get other records.
+- RocketMQ 4.9.7, ``store/src/main/java/org/apache/rocketmq/store/CommitLog.java``
+  ``recoverAbnormally``: after a crash (``abort`` file present) the commitlog is walked and cut at the
+  first message that does not check (``mappedFileQueue.truncateDirtyFiles(processOffset)``); the
+  broker then appends from there.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from test_layouts_lookup import LAYOUT_OPTIONS, check_against_scan
+
+import segstore
+from segstore import cli
+from segstore.errors import CorruptDataError
+from segstore.layouts import LAYOUT_NAMES, IndexSet, layout_class
+from segstore.layouts.base import Stream
+
+FORMATS = ["rocketmq", "kafka"]
+ROCKETMQ_CONFIG = {"mappedFileSizeCommitLog": 1 << 20, "mappedFileSizeConsumeQueue": 20 * 1000}
+
+
+def _extra(fmt: str) -> list[str]:
+    return [name for name in LAYOUT_NAMES if not layout_class(name, fmt).native]
+
+
+def _items(fmt: str, n: int, *, size: int, t0: int, tag: int) -> list[dict]:
+    """``n`` records over queues 0 and 1 (RocketMQ) or partition 0 (Kafka); keys k0..k2, a header ``h``."""
+    out = []
+    for i in range(n):
+        body = bytes([tag]) * (size + i % 5 * 7)
+        key, header = f"k{(i + tag) % 3}", f"k{(i + tag + 1) % 3}"
+        if fmt == "rocketmq":
+            out.append({"topic": "T", "queue_id": i % 2, "body": body, "keys": [key],
+                        "properties": {"h": header}, "store_timestamp": t0 + i})
+        else:
+            out.append({"topic": "T", "partition": 0, "value": body, "key": key.encode(),
+                        "headers": [("h", header.encode())], "timestamp": t0 + i})
+    return out
+
+
+def _open(path: Path, fmt: str, mode: str = "r", **options: object) -> segstore.Store:
+    config = ROCKETMQ_CONFIG if fmt == "rocketmq" else {}
+    return segstore.open(path, format=fmt, mode=mode, **config, **options)
+
+
+def _write_indexed(path: Path, fmt: str) -> None:
+    with _open(path, fmt, "a", indexes=_extra(fmt), **LAYOUT_OPTIONS) as store:
+        for batch in range(6):
+            store.append_batch(_items(fmt, 8, size=40, t0=1_000 + 100 * batch, tag=batch))
+
+
+def _cut_log(path: Path, fmt: str, offset: int) -> None:
+    """Tear the log at the record at ``offset`` of stream 0, as a crash leaves it; the next writer's
+    recovery cuts it there (Kafka: the bytes of its batch; RocketMQ: zeros from it on, ``abort``)."""
+    with _open(path, fmt, indexes=[]) as store:
+        if fmt == "kafka":
+            batch = next(store.scan_arrow(["offset", "position", "segment"], topic="T", partition=0,
+                                          offset=offset))
+            log = path / f"{batch.column('segment')[0].as_py():020d}.log"
+            cut = batch.column("position")[0].as_py() + 20
+        else:
+            position = next(store.read("T", 0, offset, 1)).physical_offset
+            log = sorted((path / "commitlog").iterdir())[0]
+            cut = position
+    data = log.read_bytes()
+    log.write_bytes(data[:cut] + (bytes(len(data) - cut) if fmt == "rocketmq" else b""))
+    if fmt == "rocketmq":
+        (path / "abort").touch()
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_log_cut_and_written_again_without_the_index(tmp_path: Path, fmt: str) -> None:
+    """The indexed tail cut and written again, longer, by a writer without the index: the index state
+    still reaches as far as the log does, but its entries there are another log's.  Readers answer
+    from the log and verify says so; the next writer with the index rebuilds it."""
+    path = tmp_path / "T-0"
+    _write_indexed(path, fmt)
+    with _open(path, fmt, indexes=[]) as store:
+        before = store.offset_range("T", 0)
+    _cut_log(path, fmt, before[1] - 12)
+    with _open(path, fmt, "a", indexes=[]) as store:     # recovers the torn tail, then writes on
+        assert store.offset_range("T", 0)[1] <= before[1] - 12
+        store.append_batch(_items(fmt, 40, size=150, t0=500, tag=200))
+        assert store.offset_range("T", 0)[1] > before[1]
+
+    with _open(path, fmt) as store:
+        assert sorted(store.indexes.layouts) == sorted(_extra(fmt))
+        full = IndexSet(store, LAYOUT_NAMES, writable=False)
+        try:
+            check_against_scan(store, full)
+            problems = full.verify()
+        finally:
+            full.close()
+    assert problems and all("the log changed under the index" in p.message for p in problems)
+    assert {Path(p.path).name for p in problems} == {"state.json"}
+    out = io.StringIO()
+    assert cli.main(["index", "verify", str(path), *[f"--index={n}" for n in _extra(fmt)]], out) == 1
+    assert "the log changed under the index" in out.getvalue()
+
+    with _open(path, fmt, "a") as store:
+        assert any("rebuilt: expected offset" in line for line in store.indexes.actions)
+        assert store.indexes.verify() == []
+    with _open(path, fmt, indexes=list(LAYOUT_NAMES)) as store:
+        assert store.indexes.verify() == []
+        check_against_scan(store, store.indexes)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_state_without_a_fingerprint_is_rebuilt_by_its_writer(tmp_path: Path, fmt: str) -> None:
+    """A state.json an earlier segstore wrote (no ``last_record``): readers use it as it is, the first
+    writer rebuilds the index from the log and writes the fingerprint."""
+    path = tmp_path / "T-0"
+    _write_indexed(path, fmt)
+    states = list(path.rglob("state.json"))
+    for state in states:
+        data = json.loads(state.read_text())
+        assert data.pop("last_record")["offset"] == data["indexed_end"] - 1
+        state.write_text(json.dumps(data))
+    with _open(path, fmt, indexes=list(LAYOUT_NAMES)) as store:
+        assert store.indexes.verify() == [] and store.indexes.actions == []
+        check_against_scan(store, store.indexes)
+    with _open(path, fmt, "a") as store:
+        rebuilt = [line for line in store.indexes.actions if "an earlier segstore wrote it" in line]
+        assert len(rebuilt) == len(states)
+    assert all(json.loads(state.read_text())["last_record"] for state in states)
+    with _open(path, fmt, indexes=list(LAYOUT_NAMES)) as store:
+        assert store.indexes.verify() == []
+        check_against_scan(store, store.indexes)
+
+
+@pytest.mark.parametrize("content", ["", '{"layout": "L", "version": 99}'])
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_unreadable_state_is_reported_then_rebuilt(tmp_path: Path, fmt: str, content: str) -> None:
+    """A state.json that does not parse (empty after a power loss, a version this segstore does not know)
+    is one damaged index: every command still runs; readers report it and refuse lookups through it;
+    writers, ``index build`` and ``index drop`` rebuild or drop it."""
+    path = tmp_path / "T-0"
+    _write_indexed(path, fmt)
+    name = _extra(fmt)[0]
+    state = sorted((path / ".segstore" / name).rglob("state.json"))[0]
+    damage = content.replace('"L"', json.dumps(name))
+
+    def run(*argv: str) -> tuple[int, str]:
+        out = io.StringIO()
+        return cli.main([*argv], out), out.getvalue()
+
+    state.write_text(damage)
+    assert run("info", str(path))[0] == 0
+    assert run("dump", str(path))[0] == 0
+    code, text = run("index", "verify", str(path), "--index", name)
+    assert code == 1 and f"{state}: expected" in text
+    with _open(path, fmt) as store:
+        stream = Stream("T", 0)
+        lookup = {"time": lambda: store.indexes[name].offset_for_time(stream, 1_000),
+                  "offset": lambda: store.indexes[name].read_at(stream, 3),
+                  "queue": lambda: store.indexes[name].read_at(stream, 3),
+                  "key": lambda: store.indexes[name].find_key(stream, b"k1")}[name]
+        with pytest.raises(CorruptDataError, match="state"):
+            lookup()
+
+    with _open(path, fmt, "a") as store:
+        assert any(line.startswith(f"{state.parent}: rebuilt: expected") for line in store.indexes.actions)
+        assert store.indexes.verify() == []
+    assert json.loads(state.read_text())["layout"] == name
+
+    state.write_text(damage)
+    assert run("index", "build", str(path), "--index", name)[0] == 0
+    assert run("index", "verify", str(path), "--index", name)[0] == 0
+    with _open(path, fmt, indexes=list(LAYOUT_NAMES)) as store:
+        check_against_scan(store, store.indexes)
+
+    state.write_text(damage)
+    code, text = run("index", "drop", str(path), "--index", name)
+    assert code == 0 and not state.exists()
