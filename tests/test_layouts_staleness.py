@@ -2,9 +2,10 @@
 
 The log is the truth.  A log whose indexed tail was cut and written again by a
 writer that does not keep the index (the real broker, or segstore with
-``indexes=[]``), an unreadable ``state.json``: readers still answer like a scan
-of the log (or refuse lookups through a damaged index and say so in ``verify``),
-and the next writer with the index rebuilds what it cannot trust.
+``indexes=[]``), a log compacted in place, an unreadable ``state.json``: readers
+still answer like a scan of the log (or refuse lookups through a damaged index and
+say so in ``verify``), and the next writer with the index rebuilds what it cannot
+trust.
 
 Brokers cited:
 
@@ -12,6 +13,9 @@ Brokers cited:
   ``recover``: a segment's bytes past its last valid batch are cut (``log.truncateTo(validBytes)``);
   ``core/src/main/scala/kafka/log/UnifiedLog.scala`` ``truncateTo``: a follower cuts its log back to
   the leader's and fetches again, so the cut offsets get other records.
+- Kafka 3.8.0, ``core/src/main/scala/kafka/log/LogCleaner.scala`` ``Cleaner.cleanSegments``: the cleaned
+  records are written into new segment files that ``UnifiedLog.replaceSegments`` swaps in, so the
+  records kept move to other positions (offsets stay).
 - RocketMQ 4.9.7, ``store/src/main/java/org/apache/rocketmq/store/CommitLog.java``
   ``recoverAbnormally``: after a crash (``abort`` file present) the commitlog is walked and cut at the
   first message that does not check (``mappedFileQueue.truncateDirtyFiles(processOffset)``); the
@@ -190,3 +194,84 @@ def test_unreadable_state_is_reported_then_rebuilt(tmp_path: Path, fmt: str, con
     state.write_text(damage)
     code, text = run("index", "drop", str(path), "--index", name)
     assert code == 0 and not state.exists()
+
+
+def _compactable(path: Path) -> None:
+    """Kafka segments of 600 bytes, 36 keyed records over 4 keys: compaction keeps few of the first 24."""
+    config = {"segment.bytes": 600}
+    with segstore.open(path, format="kafka", mode="a", indexes=["queue", "key"], **config) as store:
+        for b in range(12):
+            store.append_batch([{"topic": "T", "partition": 0, "value": bytes([b]) * (10 + 7 * i),
+                                 "timestamp": 1000 + b, "key": f"k{(b * 3 + i) % 4}".encode(), "headers": []}
+                                for i in range(3)])
+
+
+def _check_compacted(path: Path) -> None:
+    with segstore.open(path, format="kafka") as store:
+        assert store.offset_range("T", 0)[0] == 0
+        assert len(list(store.read("T", 0))) < 36    # records moved: the cleaned segments were rewritten
+        full = IndexSet(store, LAYOUT_NAMES, writable=False)
+        try:
+            assert full.verify() == []
+            check_against_scan(store, full)
+        finally:
+            full.close()
+
+
+def test_kafka_compaction_reindexes_the_extra_layouts(tmp_path: Path) -> None:
+    """``segstore compact`` moves the records it keeps: the extra indexes it has attached index them again."""
+    path = tmp_path / "T-0"
+    _compactable(path)
+    out = io.StringIO()
+    assert cli.main(["compact", str(path), "--config", "cleanup.policy=compact"], out) == 0
+    assert "kept 4 of 24 records" in out.getvalue()
+    _check_compacted(path)
+
+
+def test_kafka_compaction_without_the_indexes_sets_them_back(tmp_path: Path) -> None:
+    """Compacted by a store that did not attach the extra indexes: their state is set back before the
+    records move, so readers look them up in the log and the next writer indexes them again."""
+    path = tmp_path / "T-0"
+    _compactable(path)
+    with segstore.open(path, format="kafka", mode="a", indexes=[], **{"segment.bytes": 600}) as store:
+        assert store.compact()[0]["records_kept"] == 4
+    states = [json.loads(p.read_text()) for p in (path / ".segstore").rglob("state.json")]
+    assert states and all(s["indexed_end"] == 0 and not s["clean"] for s in states)
+    _check_compacted(path)
+    with segstore.open(path, format="kafka", mode="a") as store:
+        assert store.indexes.verify() == []
+    _check_compacted(path)
+
+
+def test_kafka_compaction_crashing_between_groups(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A crash after the first cleaned group is swapped in, before the next: the extra indexes dropped
+    their entries before anything moved, so no entry is left pointing at a moved record."""
+    from segstore_kafka import compaction
+
+    path = tmp_path / "T-0"
+    _compactable(path)
+    swapped = []
+    real_swap = compaction._swap_in
+
+    def swap_then_crash(*args: object) -> None:
+        if swapped:
+            raise KeyboardInterrupt("killed")
+        real_swap(*args)
+        swapped.append(args)
+
+    monkeypatch.setattr(compaction, "_swap_in", swap_then_crash)
+    store = segstore.open(path, format="kafka", mode="a", **{"segment.bytes": 600})
+    with pytest.raises(KeyboardInterrupt):
+        store.compact(**{"topic": "T"})
+    store.abandon()
+    assert swapped
+    monkeypatch.undo()
+    with segstore.open(path, format="kafka", mode="a") as store:
+        assert store.indexes.verify() == []
+    with segstore.open(path, format="kafka") as store:
+        full = IndexSet(store, LAYOUT_NAMES, writable=False)
+        try:
+            assert full.verify() == []
+            check_against_scan(store, full)
+        finally:
+            full.close()

@@ -41,6 +41,10 @@ Sources (apache/kafka 3.8.0): ``core/src/main/scala/kafka/log/LogCleaner.scala``
   still ``.cleaned`` rolls back on the next writable open (its ``.swap`` files go too);
   once all are ``.swap``, it completes (:mod:`.loader`, as ``LogLoader``).
   ``cleaner-offset-checkpoint`` then holds the map's end.
+- **Extra indexes** (segstore's own, :mod:`segstore.layouts`; the broker has none): their entries
+  point at record positions the swap moves, so before the first group is swapped in, the
+  partition's extra indexes drop their entries from the group's base
+  (:func:`segstore.layouts.forget_from`); the store indexes those records again afterwards.
 
 Both sides read column chunks (:func:`.columnar.decode`) and decide per row with numpy: keys are
 hashed and looked up a chunk at a time, batches kept whole are copied as they are, and a batch
@@ -55,9 +59,10 @@ Thread-safety: not thread-safe; the store's writer lock is held by the caller.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -724,8 +729,11 @@ class _Filter:
 
 
 def compact_partition(part: Partition, *, now_ms: int | None = None, dry_run: bool = False,
-                      dedupe_buffer_size: int = DEDUPE_BUFFER_SIZE) -> CompactionResult:
+                      dedupe_buffer_size: int = DEDUPE_BUFFER_SIZE,
+                      rewriting: Callable[[int], None] | None = None) -> CompactionResult:
     """Clean a writable partition as the broker's cleaner thread does; see the module docs.
+
+    ``rewriting(offset)`` is called before records from ``offset`` on are moved (a group swapped in).
 
     The key map holds ``dedupe_buffer_size / 24`` entries at most (``log.cleaner.dedupe.buffer.size``);
     when it fills before the first uncleanable offset, the pass cleans up to where it got, and the
@@ -746,21 +754,26 @@ def compact_partition(part: Partition, *, now_ms: int | None = None, dry_run: bo
         result.map_full = build_offset_map(part, dirty, uncleanable, omap)
         result.end_offset = omap.latest_offset + 1
         result.passes += 1
-        _clean(part, omap, uncleanable, now, result)
+        _clean(part, omap, uncleanable, now, result, rewriting)
         if dry_run or not result.map_full:
             return result
 
 
-def _clean(part: Partition, omap: OffsetMap, uncleanable: int, now: int, result: CompactionResult) -> None:
+def _clean(part: Partition, omap: OffsetMap, uncleanable: int, now: int, result: CompactionResult,
+           rewriting: Callable[[int], None] | None = None) -> None:
     """``Cleaner.doClean`` after the map: every group below the map's end cleaned and swapped in, then
-    ``cleaner-offset-checkpoint`` set to the end (not in a dry run)."""
+    ``cleaner-offset-checkpoint`` set to the end (not in a dry run).  ``rewriting(base)`` is called
+    with the first group's base before any group is swapped in."""
     end = omap.latest_offset + 1
     before = [s for s in part.segments if s.base < end]
     active, _ = producer_state(part, now)
     meta = CleanedTransactionMetadata()
     config = part.config
     clean = _Filter(omap, meta, active, now, config.delete_retention_ms, result)
-    for group in group_segments(before, config.segment_bytes, config.segment_index_bytes, uncleanable):
+    groups = group_segments(before, config.segment_bytes, config.segment_index_bytes, uncleanable)
+    if groups and rewriting is not None and not result.dry_run:
+        rewriting(groups[0][0].base)
+    for group in groups:
         result.groups.append([s.base for s in group])
         result.bytes_before += sum(s.size for s in group)
         cleaned = _CleanedSegment(part, group[0].base)
@@ -810,7 +823,10 @@ def compact(store: Any, *, now_ms: int | None = None, dry_run: bool = False, top
     Left alone, with the reason in the result: the KRaft metadata log (the cleaner never runs on it),
     and a topic whose ``cleanup.policy`` is known without ``compact``: from the command line, or for a
     topic the files describe (its ConfigRecord, else the broker default ``delete``; :mod:`.topicconfig`).
-    A topic nothing says anything of is compacted as asked."""
+    A topic nothing says anything of is compacted as asked.  The partition's extra indexes drop their
+    entries before records move (:func:`segstore.layouts.forget_from`)."""
+    from segstore.layouts import forget_from
+
     parts = store._partitions()
     results = []
     for (t, n), p in parts.items():
@@ -820,8 +836,9 @@ def compact(store: Any, *, now_ms: int | None = None, dry_run: bool = False, top
         if reason is not None:
             results.append({"topic": t, "partition": n, "skipped": reason})
             continue
-        results.append(compact_partition(p, now_ms=now_ms, dry_run=dry_run,
-                                         dedupe_buffer_size=dedupe_buffer_size).to_dict())
+        result = compact_partition(p, now_ms=now_ms, dry_run=dry_run, dedupe_buffer_size=dedupe_buffer_size,
+                                   rewriting=functools.partial(forget_from, store, t, n))
+        results.append(result.to_dict())
     return results
 
 

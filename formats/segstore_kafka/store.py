@@ -1695,14 +1695,18 @@ class KafkaStore(Store):
                 partition: int | None = None, dedupe_buffer_size: int = DEDUPE_BUFFER_SIZE,
                 **options: Any) -> list[dict[str, Any]]:
         """Kafka's log cleaner over each partition (``cleanup.policy=compact`` semantics); the option
-        ``dedupe_buffer_size`` is ``log.cleaner.dedupe.buffer.size`` (a full key map cleans in passes)."""
+        ``dedupe_buffer_size`` is ``log.cleaner.dedupe.buffer.size`` (a full key map cleans in passes).
+        The extra indexes attached (``segstore.layouts``) index the moved records again."""
         from . import compaction
 
         if not dry_run:
             self._check_writable()
         self._check_open()
-        return compaction.compact(self, now_ms=now_ms, dry_run=dry_run, topic=topic, partition=partition,
-                                  dedupe_buffer_size=dedupe_buffer_size)
+        results = compaction.compact(self, now_ms=now_ms, dry_run=dry_run, topic=topic, partition=partition,
+                                     dedupe_buffer_size=dedupe_buffer_size)
+        if not dry_run and self.indexes is not None:  # extra index layouts (segstore.layouts)
+            self.indexes.append()
+        return results
 
     def _selected(self, topic: str | None, partition: int | None) -> Iterator[tuple[str, int, Partition]]:
         for (t, p), part in self._partitions().items():

@@ -27,8 +27,9 @@ broker and loadable by it.
 The hooks a store calls: :func:`split_options` and :func:`attach` when it is
 opened (the plugin's ``open``), ``store.indexes.append()`` after each append,
 ``flush()``/``close()``/``abandon()`` with its own, ``offset_for_time`` through
-``store.indexes`` when a time layout is attached, and :func:`find_records` for
-``Store.find`` (``query --key``).
+``store.indexes`` when a time layout is attached, :func:`find_records` for
+``Store.find`` (``query --key``), and :func:`forget_from` before the store rewrites
+records where they lie (compaction).
 
 Thread-safety: as the owning store.
 """
@@ -247,6 +248,34 @@ def attach(store: StoreT, indexes: Iterable[str] | None = None,
         store.close()
         raise
     return store
+
+
+def forget_from(store: Store, topic: str, partition: int, offset: int) -> None:
+    """The store is about to rewrite the records of one stream from ``offset`` on where they lie
+    (compaction moves them): every extra index of the stream drops its entries from there, durably,
+    before (a crash part way through leaves no entry pointing at a moved record).
+
+    The layouts attached to the store for writing cut theirs now, and index the records again at
+    the store's next ``indexes.append()``; those on disk it did not attach (opened with
+    ``indexes=[]``) have their state set back, under their writer lock, so that their next writer
+    indexes them again and readers look them up in the log meanwhile.  A format plugin calls it
+    (Kafka compaction).
+
+    :raises StoreLockedError: another writer holds the lock of an index the store did not attach.
+    """
+    from .base import ExtraLayout, Stream
+    from .options import parse_options
+
+    stream = Stream(topic, partition)
+    indexes = getattr(store, "indexes", None)
+    attached = indexes.layouts if indexes is not None else {}
+    for name in dict.fromkeys([*attached, *present_layouts(store)]):
+        layout = attached.get(name)
+        if isinstance(layout, ExtraLayout) and layout.writable:
+            layout.forget_from(stream, offset)
+        elif not layout_class(name, store.format).native:
+            extra_layout_class(name, store.format)(store, parse_options({}), writable=True,
+                                                   open_streams=False).forget_from(stream, offset)
 
 
 def find_records(store: Store, topic: str, key: bytes, *, partition: int | None = None) -> list[Any]:

@@ -38,6 +38,9 @@ headers) and whether it was closed cleanly.  The log is the truth:
   log alone and ``verify`` reports it.  A state without ``last_record`` (an
   earlier segstore wrote it) cannot be checked so: its first writer rebuilds it,
   readers use it as it is;
+- **rewritten in place** (compaction): before records move, the store calls
+  :func:`segstore.layouts.forget_from`, which drops the stream's entries from the
+  first offset rewritten (they are indexed again after);
 - **crash**: a stream opened for append whose state is not clean has entries
   past its recovery point cut, then catches up; files that do not even parse
   (torn, wrong size, out of order), or a ``state.json`` that does not, are
@@ -263,6 +266,17 @@ class StreamIndex:
         """Drop the entries at or past ``offset``; ``indexed_end`` becomes where indexing restarts."""
         self.state.indexed_end = self._cut_to(offset)
         self._marked_end = None
+
+    def forget_from(self, offset: int) -> None:
+        """The log's records from ``offset`` on are about to be rewritten where they lie (compaction
+        moves them): drop their entries, durably, before (the next :meth:`catch_up` indexes them again)."""
+        if offset >= self.state.indexed_end:
+            return
+        self._forget(offset)
+        self.actions.append(f"{self.directory}: entries from offset {self.state.indexed_end} dropped: the "
+                            "log is rewritten there")
+        self._flush_files()
+        self._save(clean=False)
 
     def catch_up(self) -> int:
         """Index the records appended since ``indexed_end``; returns how many offsets were indexed."""
@@ -517,11 +531,7 @@ class ExtraLayout(Layout, Generic[IndexT]):
             return
         try:
             if self.writable:
-                for path in self.lock_paths():
-                    files.make_dirs(os.path.dirname(path))
-                    lock = files.WriterLock(path)
-                    lock.acquire()
-                    self._locks.append(lock)
+                self._acquire_locks()
             for stream in self.streams():
                 directory = self.directory(stream)
                 if self.writable or files.exists(os.path.join(directory, STATE_FILE)):
@@ -544,6 +554,17 @@ class ExtraLayout(Layout, Generic[IndexT]):
         """The lock files a writer of this layout holds (one writer per index at a time):
         ``HOME/.segstore/LAYOUT.lock`` per home."""
         return [os.path.join(home, INDEX_ROOT, f"{self.name}.lock") for home in self.homes()]
+
+    def _acquire_locks(self) -> None:
+        """Take every lock of :meth:`lock_paths` (released by :meth:`_release_locks`).
+
+        :raises StoreLockedError: another writer holds one.
+        """
+        for path in self.lock_paths():
+            files.make_dirs(os.path.dirname(path))
+            lock = files.WriterLock(path)
+            lock.acquire()
+            self._locks.append(lock)
 
     def _open_stream(self, stream: Stream) -> IndexT:
         index = self.stream_class(self, stream, self.directory(stream), writable=self.writable)
@@ -580,6 +601,33 @@ class ExtraLayout(Layout, Generic[IndexT]):
             raise index.broken
         index.look_at_log()
         return index
+
+    def forget_from(self, stream: Stream, offset: int) -> None:
+        """The store is about to rewrite the stream's records from ``offset`` on where they lie: the index
+        drops its entries from there, durably, first (:func:`segstore.layouts.forget_from`).
+
+        Opened for writing: the entries are cut now (the next :meth:`append` indexes them again).  Else
+        (``open_streams=False``): under the writer lock, the state on disk is set back to
+        ``offset`` and marked not clean, so that the next writer cuts them and readers leave them.
+        """
+        index = self._streams.get(stream)
+        if index is not None and index.writable:
+            index.forget_from(offset)
+            return
+        if self._locks:     # opened for writing, and the stream new since: nothing of it indexed yet
+            return
+        self._acquire_locks()
+        try:
+            stored = self.stream_class(self, stream, self.directory(stream), writable=True)
+            try:
+                if not stored.state.load() or stored.state.indexed_end <= offset:
+                    return
+            except CorruptDataError:
+                return      # its next writer rebuilds it; readers refuse lookups through it
+            stored.state.indexed_end = offset
+            stored._save(clean=False)
+        finally:
+            self._release_locks()
 
     def has_files(self) -> bool:
         """Whether any stream has this index on disk (its state file)."""
