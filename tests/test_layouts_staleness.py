@@ -275,3 +275,29 @@ def test_kafka_compaction_crashing_between_groups(tmp_path: Path, monkeypatch: p
             check_against_scan(store, full)
         finally:
             full.close()
+
+
+@pytest.mark.parametrize("entries", [3, 4, 5])
+def test_key_recovery_puts_no_key_twice(tmp_path: Path, entries: int) -> None:
+    """A crash while a record's keys (its key, then a header) were split over two IndexFiles: recovery
+    starts again where the first of those files begins, so verify finds every key once."""
+    for n in range(1, 9):
+        path = tmp_path / f"{n}" / "T-0"
+        options = {"key.index.slots": 4, "key.index.entries": entries, "key.index.headers": "h"}
+
+        def record(i: int) -> dict:
+            return {"topic": "T", "partition": 0, "value": b"v", "timestamp": 1000 + i,
+                    "key": f"k{i % 3}".encode(), "headers": [("h", f"x{i % 2}".encode())]}
+
+        store = segstore.open(path, format="kafka", mode="a", indexes=["key"], **options)
+        for i in range(n):
+            store.append_batch([record(i)])
+        store.flush()
+        store.append_batch([record(n)])
+        store.abandon()
+        with segstore.open(path, format="kafka", mode="a") as store:
+            assert store.indexes.verify() == [], (entries, n, store.indexes.actions)
+            for key in (b"k0", b"k1", b"k2", b"x0", b"x1"):
+                expected = [r.offset for r in store.read("T", 0)
+                            if key in (r.key, *[v for _, v in r.headers])]
+                assert store.indexes.find_key("T", 0, key) == expected

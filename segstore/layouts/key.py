@@ -140,18 +140,25 @@ class KeyStreamIndex(StreamIndex):
         return done
 
     def _cut_to(self, offset: int) -> int:
-        """Drop the files holding entries at or past ``offset``, and the last file before them."""
+        """Drop the files holding entries at or past ``offset``, and the last file before them (the one a
+        crash leaves part written); indexing restarts at that file's first record.
+
+        A file fills up part way through a record's keys, so that record's first keys may be in the
+        file before: that file goes too (and so on), so that indexing again puts no key twice.
+        """
         service = self.service
         keep = [f for f in service.files if f.count and f.header.begin_phy_offset < offset]
         for f in [f for f in service.files if f not in keep]:
             f.close()
             files.remove(f.path)
         restart = self.log_start()
-        if keep:
+        while keep:
             last = keep.pop()
             restart = last.header.begin_phy_offset
             last.close()
             files.remove(last.path)
+            if not keep or keep[-1].header.end_phy_offset < restart:
+                break
         service.files = keep
         return min(restart, offset)
 
