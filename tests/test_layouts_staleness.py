@@ -301,3 +301,18 @@ def test_key_recovery_puts_no_key_twice(tmp_path: Path, entries: int) -> None:
                 expected = [r.offset for r in store.read("T", 0)
                             if key in (r.key, *[v for _, v in r.headers])]
                 assert store.indexes.find_key("T", 0, key) == expected
+
+
+def test_offset_layout_reads_a_queue_new_since_the_build(tmp_path: Path) -> None:
+    """A RocketMQ queue another writer created after the sparse offset index was built has no index
+    files: a reader reads its records from the log (not None)."""
+    path = tmp_path / "store"
+    with _open(path, "rocketmq", "a", indexes=["offset"]) as store:
+        store.append_batch([m for m in _items("rocketmq", 10, size=30, t0=1000, tag=1) if m["queue_id"] == 0])
+    with _open(path, "rocketmq", "a", indexes=[]) as store:
+        store.append_batch(_items("rocketmq", 10, size=30, t0=2000, tag=2))
+    with _open(path, "rocketmq") as store:
+        for offset in range(5):
+            found = store.indexes.read_at("T", 1, offset)
+            assert found is not None and (found.queue_id, found.queue_offset) == (1, offset)
+        assert store.indexes.read_at("T", 1, 5) is None

@@ -86,8 +86,8 @@ class OffsetStreamIndex(SparseFiles[OffsetIndex]):
         interleaving of a shared log.
         """
         index = self.files.floor(offset)
-        if index is None:
-            return None
+        if index is None:       # nothing indexed at or below it (a stream new since the build): the log
+            return self.read_from_log(offset)
         entry = index.lookup_offset(offset)
         position = self.extra[index.base_offset] + entry.position
         return self.store.record_at(self.stream.topic, self.stream.partition, offset, position)
