@@ -107,25 +107,32 @@ class TimeStreamIndex(SparseFiles[TimeIndex]):
         return rows, run, new_carry
 
     def offset_for_time(self, timestamp: int) -> int | None:
-        """The first offset stored at or after ``timestamp``.
+        """The first offset at or after the log start stored at or after ``timestamp``.
 
         Skips rolled files whose last (largest) entry is older, binary searches
         the first file that may hold it, then scans from that entry up to the
         next one (times read in batches): ``O(log n)`` plus about
-        ``layout.interval.bytes`` of records; no log read per probe.
+        ``layout.interval.bytes`` of records; no log read per probe.  Entries
+        below the log start (retention cut the file) bound nothing: the scan
+        starts at the log start and stops at the first entry past it.
         """
         start, end = self.log_start(), self.log_end()
         bases = self.files.bases()
         for i, (base, index) in enumerate(self.files.items()):
             last = i + 1 == len(bases)
-            if not last and index.last_entry.timestamp < timestamp:
+            file_end = end if last else bases[i + 1]
+            if file_end <= start or (not last and index.last_entry.timestamp < timestamp):
                 continue
-            slot = index.lookup("timestamp", timestamp, Bound.LARGEST_LOWER)
             entries = index.entries
-            first = base + int(entries["relative_offset"][slot]) if slot >= 0 else base
+            # the first entry of the file at or past the log start
+            live = index.lookup("relative_offset", start - base, Bound.SMALLEST_UPPER) if start > base else 0
+            slot = max(index.lookup("timestamp", timestamp, Bound.LARGEST_LOWER), live - 1)
+            # every record before an entry's is stored before the entry's time: none before ``first``
+            # qualifies
+            first = base + int(entries["relative_offset"][slot]) if slot >= live else max(base, start)
             # the next entry's record is stored after ``timestamp``: the answer is at or before it
-            stop = base + int(entries["relative_offset"][slot + 1]) + 1 if slot + 1 < len(entries) else \
-                (end if last else bases[i + 1])
+            stop = (base + int(entries["relative_offset"][slot + 1]) + 1 if slot + 1 < len(entries)
+                    else file_end)
             found = self._scan(max(first, start), min(stop, end), timestamp)
             if found is not None or last:
                 return found
