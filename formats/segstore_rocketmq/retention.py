@@ -197,20 +197,4 @@ def _clean_queues(store: Any, phy_min: int, dry_run: bool) -> list[str]:
 
 def _clean_index(store: Any, phy_min: int, dry_run: bool) -> list[str]:
     """``IndexService.deleteExpiredFile``: files but the last whose ``endPhyOffset`` is below ``phy_min``."""
-    index = store.index
-    if index is None or not index.files or index.files[0].header.end_phy_offset >= phy_min:
-        return []
-    gone = []
-    for f in index.files[:-1]:
-        if f.header.end_phy_offset >= phy_min:
-            break
-        gone.append(f)
-    removed = [f.path for f in gone]
-    if not dry_run:
-        for f in gone:
-            index.files.remove(f)
-            f.close()
-            files.remove(f.path)
-        if gone:
-            files.fsync_dir(index.directory)
-    return removed
+    return [] if store.index is None else store.index.delete_expired(phy_min, dry_run=dry_run)

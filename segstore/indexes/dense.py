@@ -379,6 +379,17 @@ class ConsumeQueue:
         for gone in removed:
             files.remove(gone.file.path)
 
+    def delete_below(self, offset: int) -> list[str]:
+        """Delete the files, all but the last, whose every slot is below logical offset ``offset``;
+        the paths deleted.  The broker's ``ConsumeQueue.deleteExpiredFile`` (4.9.7) goes by the
+        commitlog offset of each file's last unit instead: a queue kept beside another log (the extra
+        ``queue`` layout) goes by the log's start.  ``O(files deleted)``."""
+        end = offset * CQ_DTYPE.itemsize
+        gone = self.log.delete_oldest(lambda seg: seg.base + self.file_size > end)
+        for seg in gone:
+            files.remove(seg.file.path)
+        return [seg.file.path for seg in gone]
+
     def fits(self, count: int) -> bool:
         """Whether ``count`` more entries go into the active file's reserved blocks (then
         :meth:`reserve` has nothing to do).  ``O(1)``."""

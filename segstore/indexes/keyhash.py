@@ -777,6 +777,23 @@ class IndexService:
             done += current.put(hashes[done:], phys[done:], stamps[done:])
         return done
 
+    def delete_expired(self, offset: int, *, dry_run: bool = False) -> list[str]:
+        """``IndexService.deleteExpiredFile`` (4.9.7): delete the files, all but the last, oldest first,
+        whose ``endPhyOffset`` is below ``offset``; the paths deleted (``dry_run``: that would be)."""
+        gone = []
+        for f in self.files[:-1]:
+            if f.header.end_phy_offset >= offset:
+                break
+            gone.append(f)
+        if not dry_run:
+            for f in gone:
+                self.files.remove(f)
+                f.close()
+                files.remove(f.path)
+            if gone:
+                files.fsync_dir(self.directory)
+        return [f.path for f in gone]
+
     def query(self, topic: str, key: str, begin: int = 0, end: int = 2**63 - 1) -> Iterator[int]:
         """Candidate commitlog offsets for ``topic#key`` in ``[begin, end]``, newest first.
 

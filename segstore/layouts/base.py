@@ -45,7 +45,10 @@ headers) and whether it was closed cleanly.  The log is the truth:
   past its recovery point cut, then catches up; files that do not even parse
   (torn, wrong size, out of order), or a ``state.json`` that does not, are
   deleted and rebuilt from the log (a reader reports them in ``verify`` and
-  refuses lookups through them).
+  refuses lookups through them);
+- **retention**: files wholly below the log start are deleted by the next writer (on open, append
+  or close), the last one kept; entries below the log start in a file it cuts are out of range
+  (lookups and verify pass over them).
 
 Thread-safety: as the owning store (one appending thread; lookups from it).
 """
@@ -183,8 +186,9 @@ class StreamIndex:
     """An extra layout's index of one stream: files in :attr:`directory` plus :class:`StreamState`.
 
     Subclasses implement :meth:`_open_files`, :meth:`_index_from` (catch up from
-    ``indexed_end``), :meth:`_cut_to` (drop entries at or past an offset) and
-    :meth:`_expected_problems` (verify against the log), and the lookups they offer.
+    ``indexed_end``), :meth:`_cut_to` (drop entries at or past an offset), :meth:`_drop_below`
+    (delete files below the log start) and :meth:`_expected_problems` (verify against the log),
+    and the lookups they offer.
     """
 
     def __init__(self, layout: Layout, stream: Stream, directory: str, *, writable: bool) -> None:
@@ -279,8 +283,13 @@ class StreamIndex:
         self._save(clean=False)
 
     def catch_up(self) -> int:
-        """Index the records appended since ``indexed_end``; returns how many offsets were indexed."""
-        start = max(self.state.indexed_end, self.log_start())
+        """Index the records appended since ``indexed_end``; returns how many offsets were indexed.
+
+        Files wholly below the log start go first (:meth:`_drop_below`).
+        """
+        log_start = self.log_start()
+        self._drop_below(log_start)
+        start = max(self.state.indexed_end, log_start)
         if start >= self.log_end():
             return 0
         if start > self.state.indexed_end:
@@ -299,6 +308,8 @@ class StreamIndex:
     def close(self) -> None:
         if self.writable:
             self._flush_files()
+            # retention, delete-records or compaction may have moved the log start since the last append
+            self._drop_below(self.log_start())
             self._trim_files()
             self._save(clean=True)
         self._close_files()
@@ -418,6 +429,15 @@ class StreamIndex:
         """The log start moved past ``indexed_end`` (retention): start over at ``offset``."""
         self._discard()
         self.state.indexed_end = offset
+
+    def _drop_below(self, offset: int) -> None:
+        """Delete the files, all but the last, whose entries all lie below ``offset`` (the log start).
+
+        The brokers delete a log file's indexes with it (Kafka 3.8.0 ``LogSegment.deleteIfExists``;
+        RocketMQ 4.9.7 ``ConsumeQueue.deleteExpiredFile``, ``IndexService.deleteExpiredFile``, never
+        the last file); without this an index under retention would grow forever.
+        """
+        raise NotImplementedError
 
     def _expected_problems(self) -> list[Problem]:
         raise NotImplementedError

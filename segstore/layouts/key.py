@@ -162,6 +162,10 @@ class KeyStreamIndex(StreamIndex):
         service.files = keep
         return min(restart, offset)
 
+    def _drop_below(self, offset: int) -> None:
+        # the entries hold offsets where RocketMQ's hold commitlog positions: the broker's rule applies
+        self.service.delete_expired(offset)
+
     def _carries(self, offset: int, key: bytes) -> bool:
         """Whether the record at ``offset`` is indexed under ``key`` (one record read, as a candidate
         check: the candidates are data records, entries are put for nothing else)."""

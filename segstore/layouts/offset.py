@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 
 from segstore.indexes.sparse import OFFSET_ENTRY, OffsetIndex
-from segstore.store import Problem
 
 from .base import ExtraLayout, Stream, sparse_points
 from .sparse import SparseFiles
@@ -92,23 +91,26 @@ class OffsetStreamIndex(SparseFiles[OffsetIndex]):
         position = self.extra[index.base_offset] + entry.position
         return self.store.record_at(self.stream.topic, self.stream.partition, offset, position)
 
-    def _expected_problems(self) -> list[Problem]:
-        problems = []
-        bases = self.files.bases()
-        for i, (base, index) in enumerate(self.files.items()):
-            end = bases[i + 1] if i + 1 < len(bases) else self.state.indexed_end
-            cols = self.columns(max(base, self.log_start()), end, _COLUMNS)
-            offsets, positions, sizes = cols["offset"], cols["position"], cols["size"]
-            expected = np.zeros(0, dtype=OFFSET_ENTRY)
-            if len(offsets):
-                points = np.flatnonzero(sparse_points(sizes, 0, self.options["layout.interval.bytes"]))
-                expected = np.empty(len(points), dtype=OFFSET_ENTRY)
-                expected["relative_offset"] = offsets[points] - base
-                expected["position"] = positions[points] - self.extra[base]
-            diff = self.first_difference(index.entries, expected)
-            if diff is not None:
-                problems.append(Problem(index.path, diff[0] * OFFSET_ENTRY.itemsize, diff[1]))
-        return problems
+    def _file_difference(self, base: int, index: OffsetIndex, start: int, end: int,
+                         rolled: bool) -> tuple[int, str] | None:
+        cols = self.columns(max(base, start), end, _COLUMNS)
+        offsets, positions, sizes = cols["offset"], cols["position"], cols["size"]
+        if base >= start:
+            points = np.flatnonzero(sparse_points(sizes, 0, self.options["layout.interval.bytes"]))
+            expected = self._entries(base, offsets[points], positions[points])
+            return self.first_difference(index.entries, expected)
+        slot, found = self._entries_from(index, start)
+        # each entry is expected to name its record: compared with the record at or after its offset
+        named = np.searchsorted(offsets, base + found["relative_offset"].astype(np.int64))
+        rows = np.minimum(named, len(offsets) - 1) if len(offsets) else named[:0]
+        return self.first_difference(found, self._entries(base, offsets[rows], positions[rows]), slot)
+
+    def _entries(self, base: int, offsets: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """The entries of the file at ``base`` for records at ``offsets`` and log ``positions``."""
+        rows = np.empty(len(offsets), dtype=OFFSET_ENTRY)
+        rows["relative_offset"] = offsets - base
+        rows["position"] = positions - self.extra[base]
+        return rows
 
 
 class OffsetLayout(ExtraLayout[OffsetStreamIndex]):

@@ -88,6 +88,9 @@ class QueueStreamIndex(StreamIndex):
         cq.truncate(restart)
         return restart
 
+    def _drop_below(self, offset: int) -> None:
+        self.cq.delete_below(offset)
+
     def read_at(self, offset: int) -> Any | None:
         """One slot, one :meth:`~segstore.logview.LogView.record_at`.  ``O(1)`` for the slot.
 

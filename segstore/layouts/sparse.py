@@ -24,7 +24,9 @@ from segstore import files
 from segstore.errors import CorruptIndexError
 from segstore.files import MappedFile
 from segstore.indexes.sparse import KafkaIndex, check_length
+from segstore.search import Bound
 from segstore.segments import SegmentMap
+from segstore.store import Problem
 
 from .base import StreamIndex
 
@@ -60,7 +62,8 @@ class SparseFiles(StreamIndex, Generic[IndexFileT]):
     """A stream's sparse index as :class:`KafkaIndex` files in a segment map keyed by base offset.
 
     Subclasses set :attr:`index_class`, name files (:meth:`file_name`,
-    :meth:`parse_name`) and fill the active file (:meth:`_fill`).
+    :meth:`parse_name`), fill the active file (:meth:`_fill`) and check a file's
+    entries against the log (:meth:`_file_difference`).
     """
 
     index_class: type[IndexFileT]
@@ -130,6 +133,51 @@ class SparseFiles(StreamIndex, Generic[IndexFileT]):
         self.state.carry = {}
         return restart
 
+    def _drop_below(self, offset: int) -> None:
+        """Delete the files before the one that can hold ``offset``: the next file's base is at or
+        below it, so they index nothing from it on.  ``O(log n)`` when there are none."""
+        first = self.files.first
+        floor = self.files.floor_base(offset)
+        if first is None or floor is None or first.base_offset >= floor:
+            return
+        for base in self.files.bases():
+            if base >= floor:
+                break
+            self._remove_file(base)
+
+    def _expected_problems(self) -> list[Problem]:
+        """Each file's entries against the log; files wholly below the log start are out of range
+        (the next writer deletes them)."""
+        problems = []
+        start = self.log_start()
+        bases = self.files.bases()
+        for i, (base, index) in enumerate(self.files.items()):
+            rolled = i + 1 < len(bases)
+            end = bases[i + 1] if rolled else self.state.indexed_end
+            if end <= start:
+                continue
+            diff = self._file_difference(base, index, start, end, rolled)
+            if diff is not None:
+                problems.append(Problem(index.path, diff[0] * index.entry_size, diff[1]))
+        return problems
+
+    def _file_difference(self, base: int, index: IndexFileT, start: int, end: int,
+                         rolled: bool) -> tuple[int, str] | None:
+        """``(slot, message)`` of the first entry of the file at ``base``, which indexes offsets up to
+        ``end``, that is not what the log's records from ``max(base, start)`` make; None when all are.
+
+        A file that begins below the log start ``start`` lost the records before it, and with them
+        the bytes its sparse entries are spaced by: its entries below the start are out of range, and
+        each one at or past it is checked against the record it names (:meth:`_entries_from`).
+        """
+        raise NotImplementedError
+
+    @staticmethod
+    def _entries_from(index: IndexFileT, start: int) -> tuple[int, np.ndarray]:
+        """The slot of the file's first entry at or past offset ``start``, and the entries from it."""
+        slot = index.lookup("relative_offset", start - index.base_offset, Bound.SMALLEST_UPPER)
+        return slot, index.entries[slot:]
+
     def _flush_files(self) -> None:
         active = self.files.active
         if active is not None:
@@ -147,14 +195,19 @@ class SparseFiles(StreamIndex, Generic[IndexFileT]):
         self.extra = {}
 
     @staticmethod
-    def first_difference(found: np.ndarray, expected: np.ndarray) -> tuple[int, str] | None:
-        """``(slot, message)`` of the first entry that differs from ``expected``; None when equal."""
+    def first_difference(found: np.ndarray, expected: np.ndarray,
+                         first_slot: int = 0) -> tuple[int, str] | None:
+        """``(slot, message)`` of the first entry that differs from ``expected``; None when equal.
+
+        ``found`` are the file's entries from slot ``first_slot`` on.
+        """
         n = min(len(found), len(expected))
         diff = np.flatnonzero(found[:n] != expected[:n])
         if len(diff):
-            slot = int(diff[0])
-            return slot, (f"expected entry {tuple(expected[slot].tolist())} in slot {slot}, "
-                          f"found {tuple(found[slot].tolist())}")
+            i = int(diff[0])
+            return first_slot + i, (f"expected entry {tuple(expected[i].tolist())} in slot {first_slot + i}, "
+                                    f"found {tuple(found[i].tolist())}")
         if len(found) != len(expected):
-            return n, f"expected {len(expected)} entries, found {len(found)}"
+            return first_slot + n, (f"expected {first_slot + len(expected)} entries, "
+                                    f"found {first_slot + len(found)}")
         return None

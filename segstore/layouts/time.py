@@ -21,7 +21,6 @@ import numpy as np
 from segstore.indexes.timeindex import NO_TIMESTAMP, TIME_ENTRY, TimeIndex
 from segstore.logview import int64_column
 from segstore.search import Bound
-from segstore.store import Problem
 
 from .base import ExtraLayout, Stream, sparse_points
 from .sparse import SparseFiles
@@ -146,23 +145,32 @@ class TimeStreamIndex(SparseFiles[TimeIndex]):
                 return int(int64_column(batch, "offset")[hit[0]])
         return None
 
-    def _expected_problems(self) -> list[Problem]:
-        problems = []
-        bases = self.files.bases()
-        for i, (base, index) in enumerate(self.files.items()):
-            rolled = i + 1 < len(bases)
-            end = bases[i + 1] if rolled else self.state.indexed_end
-            cols = self.columns(max(base, self.log_start()), end, ["size", self.time_column])
-            offsets = cols["offset"]
-            rows, _, carry = self._plan(base, offsets, cols["size"], cols[self.time_column], {},
-                                        NO_TIMESTAMP, len(offsets) + 1)
+    def _file_difference(self, base: int, index: TimeIndex, start: int, end: int,
+                         rolled: bool) -> tuple[int, str] | None:
+        cols = self.columns(max(base, start), end, ["size", self.time_column])
+        offsets, stamps = cols["offset"], cols[self.time_column]
+        if base >= start:
+            rows, _, carry = self._plan(base, offsets, cols["size"], stamps, {}, NO_TIMESTAMP,
+                                        len(offsets) + 1)
             if rolled and "max_ts" in carry and (not len(rows) or carry["max_ts"] > rows["timestamp"][-1]):
                 final = np.array([(carry["max_ts"], carry["max_offset"] - base)], dtype=TIME_ENTRY)
                 rows = np.concatenate([rows, final])
-            diff = self.first_difference(index.entries, rows)
-            if diff is not None:
-                problems.append(Problem(index.path, diff[0] * TIME_ENTRY.itemsize, diff[1]))
-        return problems
+            return self.first_difference(index.entries, rows)
+        entries = index.entries
+        # a rolled file's last entry holds the largest time of the whole file, the records cut included
+        if rolled and len(stamps) and (not len(entries) or int(entries["timestamp"][-1]) < int(stamps.max())):
+            last = tuple(entries[-1].tolist()) if len(entries) else "no entry"
+            return max(len(entries) - 1, 0), (f"expected a last entry of at least time {int(stamps.max())}, "
+                                              f"the largest of offsets {start}..{end - 1}, found {last}")
+        slot, found = self._entries_from(index, start)
+        # an entry (T, o): o is the first record of the file stored at T or later, and stored at T; the
+        # records from the log start before o are older: o is the first of them to reach T
+        reached = np.searchsorted(np.maximum.accumulate(stamps), found["timestamp"].astype(np.int64))
+        rows = np.minimum(reached, len(stamps) - 1) if len(stamps) else reached[:0]
+        expected = np.empty(len(rows), dtype=TIME_ENTRY)
+        expected["timestamp"] = stamps[rows]
+        expected["relative_offset"] = offsets[rows] - base
+        return self.first_difference(found, expected, slot)
 
 
 class TimeLayout(ExtraLayout[TimeStreamIndex]):
