@@ -1,17 +1,21 @@
-"""Extra indexes under retention.
+"""Extra indexes under retention, and layout options too small to hold an entry.
 
 Retention moves a stream's log start: lookups answer from it as the store does
 without the index, ``index verify`` passes over the entries below it, and the
 next writer (the retention run itself, an open for append) deletes the index
 files that index nothing from it on, as the brokers delete a segment's indexes
-with it.
+with it.  An option that leaves a file no room for an entry is refused before
+any file is made (filling would otherwise open file after file, forever).
 """
 
 from __future__ import annotations
 
 import io
 import itertools
+import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,10 +23,12 @@ import pytest
 
 import segstore
 from segstore import cli
+from segstore.errors import ConfigError
 from segstore.indexes.keyhash import IndexService
 from segstore.indexes.timeindex import TIME_ENTRY
 from segstore.layouts.base import Stream
 
+ROOT = Path(__file__).resolve().parent.parent
 BASE_MS = 1_700_000_000_000
 LATER_MS = BASE_MS + 10**12          # every file is older than any reserved time then
 ROCKETMQ_CONFIG = {"mappedFileSizeCommitLog": 2048, "mappedFileSizeConsumeQueue": 20 * 8}
@@ -235,3 +241,85 @@ def test_kafka_extra_files_below_the_log_start_are_deleted(tmp_path: Path, how: 
             assert store.indexes.read_at("T", 0, offset).offset == offset
         for k in range(4):     # the record at offset i carries key k{i % 4}
             assert store.indexes.find_key("T", 0, f"k{k}".encode()) == [o for o, _ in rows if o % 4 == k]
+
+
+BAD_OPTIONS = [("layout.index.bytes", n, ["offset", "time"]) for n in (1, 8, 12, 16, 23)] + [
+    ("layout.queue.file.bytes", 30, ["queue"]), ("key.index.entries", 1, ["key"])]
+
+
+@pytest.mark.parametrize(("option", "value", "names"), BAD_OPTIONS)
+def test_options_leaving_a_file_no_entry_are_refused_before_any_file(tmp_path: Path, option: str, value: int,
+                                                                      names: list[str]) -> None:
+    fmt = "rocketmq" if "offset" in names else "kafka"
+    path = tmp_path / "T-0"
+    message = ({"topic": "A", "queue_id": 0, "body": b"x", "keys": ["k"]} if fmt == "rocketmq"
+               else {"topic": "T", "partition": 0, "key": b"k", "value": b"v", "timestamp": 1000})
+    with segstore.open(path, format=fmt, mode="a") as store:
+        store.append_batch([message])
+    argv = ["index", "build", str(path), *(a for n in names for a in ("--index", n)), "--option",
+            f"{option}={value}"]
+    assert _run(*argv)[0] == cli.EXIT_USAGE
+    assert not (path / ".segstore").exists()
+    fresh = tmp_path / "fresh" / "T-0"
+    with pytest.raises(ConfigError, match=option):
+        segstore.open(fresh, format=fmt, mode="a", indexes=names, **{option: value})
+    assert not fresh.exists()
+
+
+@pytest.mark.parametrize(("option", "value", "names"), [
+    ("layout.index.bytes", 24, ["offset", "time"]), ("layout.queue.file.bytes", 20, ["queue"]),
+    ("key.index.entries", 2, ["key"])])
+def test_the_least_options_holding_an_entry_work(tmp_path: Path, option: str, value: int,
+                                                 names: list[str]) -> None:
+    fmt = "rocketmq" if "offset" in names else "kafka"
+    topic = "A" if fmt == "rocketmq" else "T"
+    path = tmp_path / "T-0"
+    with segstore.open(path, format=fmt, mode="a", indexes=names, **{option: value}) as store:
+        for i in range(6):
+            if fmt == "rocketmq":
+                store.append_batch([{"topic": "A", "queue_id": 0, "body": b"x" * 30, "keys": ["k"],
+                                     "store_timestamp": 1000 + i}] * 2)
+            else:
+                store.append_batch([{"topic": "T", "partition": 0, "value": b"x" * 30, "key": b"k",
+                                     "timestamp": 1000 + i}] * 2)
+    with segstore.open(path, format=fmt) as store:
+        assert store.indexes.verify() == []
+        if "time" in names:
+            assert store.indexes.offset_for_time(topic, 0, 1003) == 6
+        if "key" in names:
+            assert store.indexes.find_key(topic, 0, b"k") == list(range(12))
+        else:
+            found = [store.indexes.read_at(topic, 0, n) for n in range(12)]
+            assert [r.offset if fmt == "kafka" else r.queue_offset for r in found] == list(range(12))
+
+
+def test_rocketmq_index_files_without_an_entry_are_refused(tmp_path: Path) -> None:
+    """``maxIndexNum`` 1 leaves an IndexFile no entry (its ``indexCount`` starts at 1); the broker's
+    ``IndexService.putKey`` (rocketmq-all-4.9.7) would then create file after file forever."""
+    path = tmp_path / "store"
+    with segstore.open(path, format="rocketmq", mode="a") as store:
+        store.append_batch([{"topic": "A", "queue_id": 0, "body": b"x", "keys": ["k"]}])
+    rc, _ = _run("query", str(path), "--topic", "A", "--key", "k", "--config", "maxIndexNum=1")
+    assert rc == cli.EXIT_USAGE
+    with pytest.raises(ConfigError, match="maxIndexNum"):
+        segstore.open(tmp_path / "fresh", format="rocketmq", mode="a", maxIndexNum=1)
+
+
+def test_an_index_file_taking_no_entry_stops_the_put(tmp_path: Path) -> None:
+    """Whatever the geometry came from (files on disk), a put never spins on files that take nothing:
+    run in a child process, so that a spin fails the test instead of hanging it."""
+    code = (
+        "import sys, numpy as np\n"
+        "from segstore.errors import ConfigError\n"
+        "from segstore.indexes.keyhash import IndexService\n"
+        "s = IndexService(sys.argv[1], 4, 1, writable=True)\n"
+        "try:\n"
+        "    s.put_hashes(np.array([5]), np.array([0]), np.array([1]))\n"
+        "except ConfigError as err:\n"
+        "    print(err)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "formats")]))
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "index")], capture_output=True,
+                          text=True, timeout=60, env=env)
+    assert done.returncode == 0 and "maxIndexNum" in done.stdout, done.stderr
+    assert len(os.listdir(tmp_path / "index")) <= 1

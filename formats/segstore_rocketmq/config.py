@@ -20,6 +20,8 @@ from segstore.errors import ConfigError, InvalidTopicError, cut, did_you_mean
 
 #: ``ConsumeQueue.CQ_STORE_UNIT_SIZE``.
 CQ_UNIT_SIZE = 20
+#: ``IndexHeader``'s ``indexCount`` starts at 1: an IndexFile never uses entry 0.
+INDEX_FIRST_ENTRY = 1
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 FLUSH_DISK_TYPES = ("ASYNC_FLUSH", "SYNC_FLUSH")
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
@@ -98,6 +100,16 @@ def _positive_int(value: Any) -> int:
     number = int(value)
     if number <= 0:
         raise ValueError(f"{number} is not positive")
+    return number
+
+
+def _index_num(value: Any) -> int:
+    """``maxIndexNum``: a file of no usable entry takes no key, and the broker's ``IndexService.putKey``
+    (4.9.7) then creates file after file forever; refused."""
+    number = int(value)
+    if number <= INDEX_FIRST_ENTRY:
+        raise ValueError(f"an index file of {number} entries has none to use (entry 0 never is); "
+                         f"at least {INDEX_FIRST_ENTRY + 1}")
     return number
 
 
@@ -248,7 +260,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "flushDiskType": _flush_type,
     "storeHost": _host,
     "maxHashSlotNum": _positive_int,
-    "maxIndexNum": _positive_int,
+    "maxIndexNum": _index_num,
     "messageIndexEnable": _bool,
     "messageDelayLevel": _delay_levels,
     "flushIntervalCommitLog": _positive_int,

@@ -52,7 +52,7 @@ from types import ModuleType
 import numpy as np
 
 from segstore import files
-from segstore.errors import CorruptIndexError
+from segstore.errors import ConfigError, CorruptIndexError
 
 from .javahash import string_hash, string_hashes
 
@@ -774,7 +774,15 @@ class IndexService:
         done = current.put(hashes, phys, stamps)
         while done < n:
             current = self._new_file()
-            done += current.put(hashes[done:], phys[done:], stamps[done:])
+            put = current.put(hashes[done:], phys[done:], stamps[done:])
+            if not put:     # the broker's IndexService.putKey would create files forever (4.9.7)
+                self.files.remove(current)
+                current.close()
+                files.remove(current.path)
+                raise ConfigError(f"expected index files of at least {FIRST_ENTRY + 1} entries "
+                                  f"(maxIndexNum), found {self.index_num}: a new file takes no entry",
+                                  self.directory)
+            done += put
         return done
 
     def delete_expired(self, offset: int, *, dry_run: bool = False) -> list[str]:

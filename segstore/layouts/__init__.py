@@ -102,11 +102,15 @@ def split_options(config: Mapping[str, Any]) -> tuple[list[str] | None, dict[str
 
     ``indexes`` may be a list of names or a comma-separated string (CLI); None
     when not given (then :func:`attach` keeps the extra indexes found on disk).
+
+    :raises ConfigError: a layout option's value is refused (:func:`~.options.parse_options`).
     """
-    from .options import option_names
+    from .options import option_names, parse_options
 
     names = option_names()
     layout_options = {k: v for k, v in config.items() if k in names}
+    if layout_options:     # a bad value is refused before the store is opened (or created)
+        parse_options(layout_options)
     rest = {k: v for k, v in config.items() if k not in names and k != INDEXES_OPTION}
     raw = config.get(INDEXES_OPTION)
     if raw is None:

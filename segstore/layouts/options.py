@@ -31,10 +31,32 @@ DEFAULT_OPTIONS: dict[str, Any] = {
 _INT_OPTIONS = frozenset(k for k, v in DEFAULT_OPTIONS.items() if isinstance(v, int))
 
 
+def _holds_no_entry(name: str, value: int) -> str | None:
+    """What option ``name`` must be for a file to hold an entry, when ``value`` is not (None: it is).
+
+    A file that takes no entry would have filling open one file after another, forever.
+    """
+    from segstore.indexes.dense import CQ_DTYPE
+    from segstore.indexes.keyhash import FIRST_ENTRY
+    from segstore.indexes.timeindex import TIME_ENTRY
+
+    if name == "layout.index.bytes" and value < 2 * TIME_ENTRY.itemsize:
+        # the offset layout's 8-byte entries fit in these too
+        return (f"at least {2 * TIME_ENTRY.itemsize} (two {TIME_ENTRY.itemsize}-byte time entries: a file "
+                "keeps its last slot for the entry forced in when it rolls, as Kafka's TimeIndex.isFull)")
+    if name == "layout.queue.file.bytes" and value % CQ_DTYPE.itemsize:
+        return f"whole {CQ_DTYPE.itemsize}-byte entries (a multiple of {CQ_DTYPE.itemsize})"
+    if name == "key.index.entries" and value <= FIRST_ENTRY:
+        return (f"at least {FIRST_ENTRY + 1} (an IndexFile never uses the entries before entry "
+                f"{FIRST_ENTRY}: RocketMQ 4.9.7 IndexHeader's indexCount starts at 1)")
+    return None
+
+
 def parse_options(raw: Mapping[str, Any]) -> dict[str, Any]:
     """Layout options with defaults; names may use ``_`` for ``.``; values may be CLI strings.
 
-    :raises ConfigError: an unknown name or a value that is not a positive integer.
+    :raises ConfigError: an unknown name, a value that is not a positive integer, or one too small
+        for a file to hold an entry.
     """
     out = dict(DEFAULT_OPTIONS)
     for raw_name, value in raw.items():
@@ -49,6 +71,9 @@ def parse_options(raw: Mapping[str, Any]) -> dict[str, Any]:
                 raise ConfigError(f"expected an integer for {raw_name}, found {value!r}") from err
             if value <= 0:
                 raise ConfigError(f"expected a positive {raw_name}, found {value}")
+            wanted = _holds_no_entry(name, value)
+            if wanted is not None:
+                raise ConfigError(f"expected {raw_name} of {wanted}, found {value}")
         out[name] = value
     return out
 
