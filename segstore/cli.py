@@ -396,9 +396,9 @@ def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
     if not dirs:
         if (args.topic is not None or _partition(args) is not None or args.tag is not None or args.index
                 or args.decompress_bodies or args.begin is not None or args.end is not None
-                or args.group is not None):
-            raise UsageError("--topic, --queue/--partition, --tag, --index, --begin/--end, --group and "
-                             "--decompress-bodies apply to a store directory; single files are dumped "
+                or args.group is not None or args.follow):
+            raise UsageError("--topic, --queue/--partition, --tag, --index, --begin/--end, --group, --follow "
+                             "and --decompress-bodies apply to a store directory; single files are dumped "
                              "whole, as stored")
         return _dump_files(args, out)
     if len(args.paths) > 1:
@@ -533,6 +533,10 @@ def _group_rows(store: Store, args: argparse.Namespace, *, committed: bool = Fal
     return rows
 
 
+#: The longest ``dump --follow --interval``, in seconds (a day): a longer wait is surely a slip.
+MAX_FOLLOW_INTERVAL = 86400
+
+
 def _follow(args: argparse.Namespace, out: TextIO) -> int:
     """``dump --follow``: every queue's messages from its start (or ``--begin``), then, every
     ``--interval`` seconds, the offsets stored since, until Ctrl-C (exit 0).  Each look opens the
@@ -549,8 +553,9 @@ def _follow(args: argparse.Namespace, out: TextIO) -> int:
         if given:
             raise UsageError(f"--follow and {flag} do not go together")
     committed = args.isolation == READ_COMMITTED
-    if not args.interval > 0:
-        raise UsageError(f"--interval: expected a positive number of seconds, found {args.interval}")
+    if not 0 < args.interval <= MAX_FOLLOW_INTERVAL:
+        raise UsageError(f"--interval: expected a positive number of seconds, at most {MAX_FOLLOW_INTERVAL} "
+                         f"(a day), found {args.interval}")
     partition = _partition(args)
     nexts: dict[tuple[str, int], int] = {}
     starts: dict[tuple[str, int], int] | None = None
@@ -1933,7 +1938,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                    help="then keep printing messages as they are stored, as tail -f (each queue's new "
                         "offsets; Ctrl-C ends it, exit 0)")
     p.add_argument("--interval", type=float, default=1.0, metavar="SECONDS",
-                   help="with --follow: how often to look for new messages (default 1)")
+                   help=f"with --follow: how often to look for new messages (default 1, at most "
+                        f"{MAX_FOLLOW_INTERVAL})")
     _isolation_flag(p)
     _decompress_flag(p)
     _threads_flag(p, "read and format a store directory")

@@ -95,6 +95,9 @@ def test_follow_prints_each_message_once_as_it_is_stored(tmp_path, fmt):
     (["--index"], "--follow and --index"),
     (["--tag", "a"], "--follow and --tag"),
     (["--interval", "0"], "--interval: expected a positive number of seconds"),
+    (["--interval", "nan"], "--interval: expected a positive number of seconds, at most 86400"),
+    (["--interval", "inf"], "--interval: expected a positive number of seconds, at most 86400"),
+    (["--interval", "1e300"], "--interval: expected a positive number of seconds, at most 86400"),
 ])
 def test_follow_refuses_what_it_cannot_follow(tmp_path, argv, words):
     path = tmp_path / "store"
@@ -158,3 +161,31 @@ def test_follow_a_group_from_its_committed_offsets(tmp_path):
     assert [(m["topic"], m["queue_id"], m["queue_offset"]) for m in followed] == [
         ("T", 1, 1), ("T", 1, 2), ("T", 1, 3)]
     assert [base64.b64decode(m["body"]) for m in followed] == [b"r0-5", b"r1-1", b"r1-5"]
+
+
+def one_queue(tmp_path: Path, fmt: str) -> Path:
+    """Where a store of one queue goes: a Kafka partition directory ``t-0``, a RocketMQ store."""
+    path = tmp_path / ("t-0" if fmt == "kafka" else "store")
+    path.mkdir()
+    return path
+
+
+def fill(path: Path, fmt: str, tag: str, count: int) -> list[segstore.AppendResult]:
+    """``count`` messages on one queue (``t``-0 or ``T``/0), its files rolling every few."""
+    with segstore.open(path, format=fmt, mode="a", **CONFIG[fmt]) as store:
+        # a Kafka batch each: a batch never spans two segments
+        return [store.append({"topic": "T", "queue_id": 0, "body": b"%s%d" % (tag.encode(), i)}
+                             if fmt == "rocketmq" else
+                             {"topic": "t", "partition": 0, "value": b"%s%d" % (tag.encode(), i),
+                              "timestamp": 1_700_000_000_000 + i}) for i in range(count)]
+
+
+def test_follow_is_for_store_directories(tmp_path):
+    """A single file is dumped once, whole: ``--follow`` is refused as the other store-only flags are
+    (exit 2)."""
+    path = one_queue(tmp_path, "kafka")
+    fill(path, "kafka", "a", 2)
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = cli.main(["dump", str(path / "00000000000000000000.log"), "--follow"], io.StringIO())
+    assert code == 2 and "--follow and --decompress-bodies apply to a store directory" in err.getvalue()
