@@ -535,6 +535,12 @@ def _group_rows(store: Store, args: argparse.Namespace, *, committed: bool = Fal
 
 #: The longest ``dump --follow --interval``, in seconds (a day): a longer wait is surely a slip.
 MAX_FOLLOW_INTERVAL = 86400
+#: How many times in a row ``dump --follow`` looks again when a look found files gone that it had just
+#: listed (retention or compaction deleting or renaming them), or the store it follows not there
+#: (being deleted or replaced), before it gives up with the error.
+FOLLOW_RETRIES = 10
+#: Seconds between those looks (whatever ``--interval``: time for what changes the files to finish).
+FOLLOW_RETRY_PAUSE = 0.05
 
 
 def _follow(args: argparse.Namespace, out: TextIO) -> int:
@@ -542,65 +548,164 @@ def _follow(args: argparse.Namespace, out: TextIO) -> int:
     ``--interval`` seconds, the offsets stored since, until Ctrl-C (exit 0).  Each look opens the
     store afresh (new topics, rolled or deleted files) and reads each queue up to the end it has then
     (RocketMQ: its consume queue's, so only messages the broker dispatched; Kafka: its last whole
-    batch's), so no message is printed twice or left out.  A RocketMQ message no consume queue
-    points at (a prepared transaction) is not followed.  ``--isolation read_committed`` reads a
-    Kafka partition up to its last stable offset only (what a read_committed consumer is given:
-    the records of a transaction still open wait for its marker; aborted ones never come).  With
-    ``--group``, the partitions the group committed, each from its committed offset (what the
-    group's next consumer would be given)."""
+    batch's), so no message is printed twice or left out; a look that finds files gone that it had
+    just listed looks again.  A RocketMQ message no consume queue points at (a prepared
+    transaction) is not followed.  ``--isolation read_committed`` reads a Kafka partition up to its
+    last stable offset only (what a read_committed consumer is given: the records of a transaction
+    still open wait for its marker; aborted ones never come).  With ``--group``, the partitions the
+    group committed, each from its committed offset (what the group's next consumer would be
+    given).
+
+    :raises NotFoundError: the store went away (deleted or moved) while followed.
+    """
     for flag, given in (("--end", args.end is not None), ("--index", args.index),
                         ("--tag", args.tag is not None)):
         if given:
             raise UsageError(f"--follow and {flag} do not go together")
-    committed = args.isolation == READ_COMMITTED
     if not 0 < args.interval <= MAX_FOLLOW_INTERVAL:
         raise UsageError(f"--interval: expected a positive number of seconds, at most {MAX_FOLLOW_INTERVAL} "
                          f"(a day), found {args.interval}")
-    partition = _partition(args)
-    nexts: dict[tuple[str, int], int] = {}
-    starts: dict[tuple[str, int], int] | None = None
-    if args.group is not None:
-        with _open(args) as store:
-            starts = {(row.topic, row.partition): row.committed_offset for row in _group_rows(store, args)
-                      if row.committed_offset is not None and row.committed_offset >= 0}
-    waiting_said = False
-    threads = {} if args.threads is None else {"threads": args.threads}
+    follower = _Follower(args)
     try:
-        while True:
+        if args.group is not None:
             with _open(args) as store:
-                inflate = {"decompress": True} if _decompressing(store, args) else {}
-                held = store.topics()
-                if args.topic is not None and args.topic not in held and not waiting_said:
-                    sys.stderr.write(f"segstore dump: {args.path}: waiting for topic {args.topic!r} "
-                                     f"({_listing('topic', held)} now)\n")
-                    waiting_said = True
-                ranges: dict[tuple[str, int], tuple[int, int]] = {}
-                for topic in [t for t in held if args.topic is None or t == args.topic]:
-                    for queue in store.partitions(topic):
-                        if (partition is not None and queue != partition) or (
-                                starts is not None and (topic, queue) not in starts):
-                            continue
-                        low, high = store.offset_range(topic, queue)
-                        stable = getattr(store, "last_stable_offset", None)
-                        if committed and stable is not None:
-                            high = min(high, stable(topic, queue))
-                        start = nexts.get((topic, queue))
-                        if start is None and starts is not None:
-                            start = starts[topic, queue]
-                        elif start is None:
-                            start = (low if args.begin is None
-                                     else store.offsets_between(topic, queue, args.begin)[0])
-                        start = max(start, low)
-                        if start < high:
-                            ranges[topic, queue] = (start, high)
-                        nexts[topic, queue] = max(start, high)
-                if ranges:
-                    dump = store.dump_json if args.json else store.dump_text
-                    _write_blocks(dump(offsets=ranges, isolation=args.isolation, **threads, **inflate), out)
-                    out.flush()
+                follower.starts = {(row.topic, row.partition): row.committed_offset
+                                   for row in _group_rows(store, args)
+                                   if row.committed_offset is not None and row.committed_offset >= 0}
+        while True:
+            follower.look_again(out)
             time.sleep(args.interval)
     except KeyboardInterrupt:       # how a follow ends
         return EXIT_OK
+
+
+class _Follower:
+    """What ``dump --follow`` keeps from one look at the store to the next."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        #: the store's format once a look opened it (a store replaced by another format went away)
+        self.format: str | None = args.format
+        self.looked = False
+        #: each queue's next offset to print, by ``(topic, queue)``
+        self.nexts: dict[tuple[str, int], int] = {}
+        #: with ``--group``: the queues the group committed, each from its committed offset
+        self.starts: dict[tuple[str, int], int] | None = None
+        self.waiting_said = False
+        #: bytes the look under way wrote (one that wrote some is not taken again), and whether it
+        #: opened the store
+        self.written = 0
+        self.opened = False
+
+    def look_again(self, out: TextIO) -> None:
+        """One look; again (up to :data:`FOLLOW_RETRIES` times) while files it listed went away before
+        it opened them, or the store it follows is not there (being deleted or replaced), as long as it
+        wrote nothing.
+
+        :raises NotFoundError: the store went away.
+        :raises SegstoreError: any other error, or one that stayed.
+        """
+        for attempt in range(FOLLOW_RETRIES + 1):
+            self.written = 0
+            self.opened = False
+            try:
+                self.look(out)
+            except SegstoreError as err:
+                gone = self._gone()
+                if self.written or attempt == FOLLOW_RETRIES or not (gone or self._passing(err)):
+                    if gone is not None:
+                        raise gone from err
+                    raise
+            else:
+                return
+            time.sleep(FOLLOW_RETRY_PAUSE)
+
+    def _passing(self, err: SegstoreError) -> bool:
+        """Whether ``err`` may be a look meeting files as they change: a file gone between the listing
+        and its opening (``ENOENT``), or a store that a look opened before and this one could not."""
+        return (isinstance(err, NotFoundError) and isinstance(err.__cause__, FileNotFoundError)) or (
+            self.looked and not self.opened)
+
+    def _gone(self) -> NotFoundError | None:
+        """The error saying the store followed went away, where a look found it before and it is no
+        longer there (no such directory, or none a store of its format)."""
+        path = self.args.path
+        if not self.looked or self.format is None:
+            return None
+        if not files.is_dir(path):
+            found = "no such directory"
+        elif not registry.get(self.format).detect(path):
+            found = f"no {self.format} store there"
+        else:
+            return None
+        return NotFoundError(f"expected the {self.format} store this follow reads, found {found}: the store "
+                             "went away (deleted or moved)", path)
+
+    def look(self, out: TextIO) -> None:
+        """Print what each queue holds past what was printed, up to the end a consumer reads to."""
+        args = self.args
+        committed = args.isolation == READ_COMMITTED
+        partition = _partition(args)
+        fmt = resolve_store(args.path, self.format)
+        with open_store(args.path, format=fmt, mode="r", **_parse_config(args.config)) as store:
+            self.opened = True
+            inflate = {"decompress": True} if _decompressing(store, args) else {}
+            held = store.topics()
+            if args.topic is not None and args.topic not in held and not self.waiting_said:
+                sys.stderr.write(f"segstore dump: {args.path}: waiting for topic {args.topic!r} "
+                                 f"({_listing('topic', held)} now)\n")
+                self.waiting_said = True
+            stable = getattr(store, "last_stable_offset", None) if committed else None
+            ranges: dict[tuple[str, int], tuple[int, int]] = {}
+            nexts: dict[tuple[str, int], int] = {}
+            for topic in [t for t in held if args.topic is None or t == args.topic]:
+                for queue in store.partitions(topic):
+                    if (partition is not None and queue != partition) or (
+                            self.starts is not None and (topic, queue) not in self.starts):
+                        continue
+                    low, end = store.offset_range(topic, queue)
+                    start = self._start(store, topic, queue, low)
+                    high = end
+                    if stable is not None:
+                        high = min(high, stable(topic, queue))
+                    if start < high:
+                        ranges[topic, queue] = (start, high)
+                    nexts[topic, queue] = max(start, high)
+            self._print(store, ranges, out, inflate)
+        self.nexts.update(nexts)
+        self.format = fmt
+        self.looked = True
+
+    def _start(self, store: Store, topic: str, queue: int, low: int) -> int:
+        """Where the look reads ``topic``/``queue`` from: the next offset to print, else (its first
+        look) the queue's start, ``--begin``'s offset or the group's committed offset; never below
+        the queue's start."""
+        args = self.args
+        start = self.nexts.get((topic, queue))
+        if start is None:
+            if self.starts is not None:
+                start = self.starts[topic, queue]
+            elif args.begin is not None:
+                start = store.offsets_between(topic, queue, args.begin)[0]
+        return max(low if start is None else start, low)
+
+    def _print(self, store: Store, ranges: dict[tuple[str, int], tuple[int, int]], out: TextIO,
+               inflate: dict[str, Any]) -> None:
+        """Dump ``ranges`` of ``store``."""
+        if not ranges:
+            return
+        args = self.args
+        threads = {} if args.threads is None else {"threads": args.threads}
+        dump = store.dump_json if args.json else store.dump_text
+        self._write(dump(offsets=ranges, isolation=args.isolation, **threads, **inflate), out)
+
+    def _write(self, blocks: Iterable[bytes | memoryview], out: TextIO) -> None:
+        counted = _Counted(blocks)
+        try:
+            _write_blocks(counted, out)
+        finally:
+            self.written += counted.bytes
+        out.flush()
 
 
 def _iso_utc(ms: int) -> str | None:

@@ -1,6 +1,7 @@
 """``segstore dump --follow``: what is stored, then what a writer stores while it runs, each message
-once, until Ctrl-C (exit 0).  A real follower process beside a writer in this one, on both formats;
-and the flags it refuses.
+once, until Ctrl-C (exit 0).  A real follower process beside a
+writer in this one, on both formats; follows in this process with a writer's move between two looks
+(files deleted under a look, the store removed); and the flags it refuses.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import contextlib
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -163,6 +165,38 @@ def test_follow_a_group_from_its_committed_offsets(tmp_path):
     assert [base64.b64decode(m["body"]) for m in followed] == [b"r0-5", b"r1-1", b"r1-5"]
 
 
+# -- looks driven from the test: each writer's move made between two looks -----------------------------
+
+#: The ``--interval`` of :func:`follow_steps`: its waits are told from any other by their length.
+STEP_INTERVAL = 0.0123
+
+
+def follow_steps(monkeypatch, argv: list[str], steps: list) -> tuple[int, list[str], str]:
+    """``segstore dump ARGV --follow`` in this process: in the wait after each look the next of ``steps``
+    is made (a writer's move between two looks), then one more look and Ctrl-C; the exit code, the
+    lines printed and stderr."""
+    todo = list(steps)
+    sleep = time.sleep
+    out, err = io.StringIO(), io.StringIO()
+
+    def between(seconds):
+        if seconds != STEP_INTERVAL:
+            return sleep(seconds)
+        if not todo:
+            raise KeyboardInterrupt
+        return todo.pop(0)()
+
+    monkeypatch.setattr(time, "sleep", between)
+    with contextlib.redirect_stderr(err):
+        code = cli.main(["dump", *argv, "--follow", "--interval", str(STEP_INTERVAL)], out)
+    return code, out.getvalue().splitlines(keepends=True), err.getvalue()
+
+
+def whole_json(path: Path, **kwargs) -> list[str]:
+    with segstore.open(path) as store:
+        return b"".join(bytes(b) for b in store.dump_json(**kwargs)).decode().splitlines(keepends=True)
+
+
 def one_queue(tmp_path: Path, fmt: str) -> Path:
     """Where a store of one queue goes: a Kafka partition directory ``t-0``, a RocketMQ store."""
     path = tmp_path / ("t-0" if fmt == "kafka" else "store")
@@ -180,6 +214,94 @@ def fill(path: Path, fmt: str, tag: str, count: int) -> list[segstore.AppendResu
                               "timestamp": 1_700_000_000_000 + i}) for i in range(count)]
 
 
+class StaleListing:
+    """Listings of ``directory`` that still name ``gone`` (deleted once armed), and file-type checks that
+    still find them, during the look after arming (``every``: every look after): what a look meets when
+    retention or compaction deletes or renames a file between its listing and its opening."""
+
+    def __init__(self, monkeypatch, directory: Path, every: bool = False) -> None:
+        self.directory, self.every = str(directory), every
+        self.gone: list[str] = []
+        self.looks = 0
+        self.armed_look: int | None = None
+        real_list, real_kind = segstore.files.list_dir, segstore.files.not_regular
+        real_resolve = cli.resolve_store
+
+        def stale() -> bool:
+            return self.armed_look is not None and (self.looks == self.armed_look or (
+                self.every and self.looks >= self.armed_look))
+
+        def list_dir(path):
+            names = real_list(path)
+            if stale() and os.fspath(path) == self.directory:
+                names = sorted({*names, *self.gone})
+            return names
+
+        def not_regular(path):
+            seen = os.path.split(os.fspath(path))
+            if stale() and seen[0] == self.directory and seen[1] in self.gone:
+                return None
+            return real_kind(path)
+
+        def resolve_store(path, fmt):     # once a look
+            self.looks += 1
+            return real_resolve(path, fmt)
+
+        monkeypatch.setattr(segstore.files, "list_dir", list_dir)
+        monkeypatch.setattr(segstore.files, "not_regular", not_regular)
+        monkeypatch.setattr(cli, "resolve_store", resolve_store)
+
+    def delete(self, *names: str) -> None:
+        for name in names:
+            os.remove(os.path.join(self.directory, name))
+        self.gone += names
+        self.armed_look = self.looks + 1
+
+
+def first_files(path: Path, fmt: str) -> tuple[Path, list[str]]:
+    """The directory retention deletes from first, and the first file (Kafka: segment) there."""
+    if fmt == "kafka":
+        base = sorted(n for n in os.listdir(path) if n.endswith(".log"))[0].removesuffix(".log")
+        return path, [n for n in os.listdir(path) if n.startswith(base + ".")]
+    queue = path / "consumequeue" / "T" / "0"
+    return queue, [sorted(os.listdir(queue))[0]]
+
+
+@pytest.mark.parametrize("fmt", ["kafka", "rocketmq"])
+def test_follow_looks_again_at_files_deleted_after_it_listed_them(tmp_path, monkeypatch, fmt):
+    """A file retention deletes between a look's listing and its opening makes the look list again (the
+    follow goes on, each message once); a plain dump meeting the same stays an error (exit 1), and so does
+    a follow's listed file that stays gone, once it looked again ``FOLLOW_RETRIES`` times."""
+    path = one_queue(tmp_path, fmt)
+    fill(path, fmt, "a", 40)                # several files: the first can go
+    directory, victims = first_files(path, fmt)
+    listing = StaleListing(monkeypatch, directory)
+    expected: list[str] = []
+
+    def append_then_retention() -> None:
+        fill(path, fmt, "b", 5)
+        expected.extend(whole_json(path))   # all printed: the first look's and these
+        listing.delete(*victims)
+
+    code, lines, err = follow_steps(monkeypatch, [str(path), "--json"], [append_then_retention])
+    assert code == 0 and err == "", err
+    assert lines == expected and len(lines) == 45
+
+    # a plain dump is not taken again: a file listed and gone is an error there
+    listing.armed_look = listing.looks + 1
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr):
+        assert cli.main(["dump", str(path), "--json"], io.StringIO()) == 1
+    assert "expected an existing file or directory, found no such file or directory" in stderr.getvalue()
+
+    # nor is a follow forever: a listed file that stays gone ends it
+    listing.every, listing.armed_look = True, listing.looks + 1
+    code, lines, err = follow_steps(monkeypatch, [str(path), "--json"], [])
+    assert code == 1 and lines == []
+    assert "expected an existing file or directory, found no such file or directory" in err
+    assert listing.looks - listing.armed_look == cli.FOLLOW_RETRIES
+
+
 def test_follow_is_for_store_directories(tmp_path):
     """A single file is dumped once, whole: ``--follow`` is refused as the other store-only flags are
     (exit 2)."""
@@ -189,3 +311,23 @@ def test_follow_is_for_store_directories(tmp_path):
     with contextlib.redirect_stderr(err):
         code = cli.main(["dump", str(path / "00000000000000000000.log"), "--follow"], io.StringIO())
     assert code == 2 and "--follow and --decompress-bodies apply to a store directory" in err.getvalue()
+
+
+@pytest.mark.parametrize("fmt", ["kafka", "rocketmq"])
+@pytest.mark.parametrize("how", ["deleted", "emptied"])
+def test_follow_ends_when_the_store_goes_away(tmp_path, monkeypatch, fmt, how):
+    """The store deleted (or its files) while followed: one data error saying so (exit 1), whatever the
+    timing, never a usage error."""
+    path = one_queue(tmp_path, fmt)
+    fill(path, fmt, "a", 3)
+
+    def remove() -> None:
+        shutil.rmtree(path)
+        if how == "emptied":
+            path.mkdir()
+
+    code, lines, err = follow_steps(monkeypatch, [str(path), "--json"], [remove])
+    found = "no such directory" if how == "deleted" else f"no {fmt} store there"
+    assert code == 1 and len(lines) == 3
+    assert err == (f"{path}: expected the {fmt} store this follow reads, found {found}: the store went away "
+                   "(deleted or moved)\n")
