@@ -553,8 +553,8 @@ def _follow(args: argparse.Namespace, out: TextIO) -> int:
     transaction) is not followed.  ``--isolation read_committed`` reads a Kafka partition up to its
     last stable offset only (what a read_committed consumer is given: the records of a transaction
     still open wait for its marker; aborted ones never come).  With ``--group``, the partitions the
-    group committed, each from its committed offset (what the group's next consumer would be
-    given).
+    group committed, each from its committed offset up to its high watermark (what the group's next
+    consumer would be given).
 
     :raises NotFoundError: the store went away (deleted or moved) while followed.
     """
@@ -656,6 +656,8 @@ class _Follower:
                                  f"({_listing('topic', held)} now)\n")
                 self.waiting_said = True
             stable = getattr(store, "last_stable_offset", None) if committed else None
+            # a group's consumer reads up to the high watermark (Kafka; RocketMQ: the queue's end)
+            watermark = getattr(store, "high_watermark", None) if self.starts is not None else None
             ranges: dict[tuple[str, int], tuple[int, int]] = {}
             nexts: dict[tuple[str, int], int] = {}
             for topic in [t for t in held if args.topic is None or t == args.topic]:
@@ -666,6 +668,8 @@ class _Follower:
                     low, end = store.offset_range(topic, queue)
                     start = self._start(store, topic, queue, low)
                     high = end
+                    if watermark is not None:
+                        high = min(high, watermark(topic, queue))
                     if stable is not None:
                         high = min(high, stable(topic, queue))
                     if start < high:

@@ -1,7 +1,7 @@
-"""``segstore dump --follow``: what is stored, then what a writer stores while it runs, each message
-once, until Ctrl-C (exit 0).  A real follower process beside a
-writer in this one, on both formats; follows in this process with a writer's move between two looks
-(files deleted under a look, the store removed); and the flags it refuses.
+"""``segstore dump --follow``: what is stored, then what a writer stores while it runs, each message once,
+until Ctrl-C (exit 0).  A real follower process beside a writer in this one, on both formats; follows in
+this process with a writer's move between two looks (files deleted under a look, the high watermark
+moved, the store removed); and the flags it refuses.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from segstore_kafka import offsetcommit
+from segstore_kafka.groups import OFFSETS_TOPIC as OFFSETS
 
 import segstore
 from segstore import cli
@@ -171,10 +173,11 @@ def test_follow_a_group_from_its_committed_offsets(tmp_path):
 STEP_INTERVAL = 0.0123
 
 
-def follow_steps(monkeypatch, argv: list[str], steps: list) -> tuple[int, list[str], str]:
+def follow_steps(monkeypatch, argv: list[str], steps: list, looks: list[int] | None = None
+                 ) -> tuple[int, list[str], str]:
     """``segstore dump ARGV --follow`` in this process: in the wait after each look the next of ``steps``
     is made (a writer's move between two looks), then one more look and Ctrl-C; the exit code, the
-    lines printed and stderr."""
+    lines printed and stderr.  ``looks`` gets how many lines each look had printed by its end."""
     todo = list(steps)
     sleep = time.sleep
     out, err = io.StringIO(), io.StringIO()
@@ -182,6 +185,8 @@ def follow_steps(monkeypatch, argv: list[str], steps: list) -> tuple[int, list[s
     def between(seconds):
         if seconds != STEP_INTERVAL:
             return sleep(seconds)
+        if looks is not None:
+            looks.append(out.getvalue().count("\n"))
         if not todo:
             raise KeyboardInterrupt
         return todo.pop(0)()
@@ -300,6 +305,34 @@ def test_follow_looks_again_at_files_deleted_after_it_listed_them(tmp_path, monk
     assert code == 1 and lines == []
     assert "expected an existing file or directory, found no such file or directory" in err
     assert listing.looks - listing.armed_look == cli.FOLLOW_RETRIES
+
+
+def bodies(lines: list[str]) -> list[bytes]:
+    return [base64.b64decode(json.loads(line).get("value") or json.loads(line)["body"]) for line in lines]
+
+
+def test_group_follow_stops_at_the_high_watermark(tmp_path, monkeypatch):
+    """``--group G --follow`` is given what G's consumer is, as plain ``dump --group G``: up to the high
+    watermark (Kafka 3.8.0 ``UnifiedLog.read``: a consumer's fetch reads with
+    ``FetchIsolation.HIGH_WATERMARK``, ``FetchIsolation.of``), read again at each look; the records past
+    it, which the followers had not copied yet, come once it moves."""
+    logs = tmp_path / "logs"
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        for i in range(5):
+            store.append({"topic": "t", "partition": 0, "value": b"v%d" % i})
+        store.partition_of(OFFSETS, offsetcommit.coordinator_partition("g", 50), create=True)
+        store.commit_offsets("g", {("t", 0): 1})
+    checkpoint = logs / "replication-offset-checkpoint"
+    checkpoint.write_text(checkpoint.read_text().replace("t 0 5\n", "t 0 3\n"))
+    plain = io.StringIO()
+    assert cli.main(["dump", str(logs), "--group", "g", "--json"], plain) == 0
+    assert bodies(plain.getvalue().splitlines()) == [b"v1", b"v2"]
+    looks: list[int] = []
+    code, lines, err = follow_steps(monkeypatch, [str(logs), "--group", "g", "--json"], [
+        lambda: checkpoint.write_text(checkpoint.read_text().replace("t 0 3\n", "t 0 5\n"))], looks)
+    assert code == 0 and err == ""
+    assert lines[:looks[0]] == plain.getvalue().splitlines(keepends=True)
+    assert bodies(lines) == [b"v1", b"v2", b"v3", b"v4"] and looks == [2, 4]
 
 
 def test_follow_is_for_store_directories(tmp_path):

@@ -1108,6 +1108,14 @@ class KafkaStore(Store):
         self._check_open()
         return self.partition_of(topic, partition).check_open_error()
 
+    def high_watermark(self, topic: str, partition: int) -> int:
+        """The partition's high watermark (``replication-offset-checkpoint``, clamped to the log, else
+        its end): what a read_uncommitted consumer reads up to (Kafka 3.8.0 ``UnifiedLog.read``,
+        ``FetchIsolation.HIGH_WATERMARK``), below the log end by what followers had not copied.
+        ``O(1)``: a stat of the checkpoint, parsed once a version."""
+        self._check_open()
+        return high_watermark(self.partition_of(topic, partition))
+
     def last_stable_offset(self, topic: str, partition: int) -> int:
         """The partition's last stable offset (``UnifiedLog.lastStableOffset``): the first offset of a
         transaction still open, capped by the high watermark; what a ``read_committed`` consumer reads
