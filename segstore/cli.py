@@ -549,7 +549,9 @@ def _follow(args: argparse.Namespace, out: TextIO) -> int:
     store afresh (new topics, rolled or deleted files) and reads each queue up to the end it has then
     (RocketMQ: its consume queue's, so only messages the broker dispatched; Kafka: its last whole
     batch's), so no message is printed twice or left out; a look that finds files gone that it had
-    just listed looks again.  A RocketMQ message no consume queue points at (a prepared
+    just listed looks again.  A queue whose end went back below what was printed (truncated) is
+    followed from its new end, one whose start passed what was printed (retention) from its new
+    start, each said on stderr.  A RocketMQ message no consume queue points at (a prepared
     transaction) is not followed.  ``--isolation read_committed`` reads a Kafka partition up to its
     last stable offset only (what a read_committed consumer is given: the records of a transaction
     still open wait for its marker; aborted ones never come).  With ``--group``, the partitions the
@@ -642,7 +644,8 @@ class _Follower:
                              "went away (deleted or moved)", path)
 
     def look(self, out: TextIO) -> None:
-        """Print what each queue holds past what was printed, up to the end a consumer reads to."""
+        """Print what each queue holds past what was printed, up to the end a consumer reads to; say on
+        stderr where a queue's end went back below it or its start past it."""
         args = self.args
         committed = args.isolation == READ_COMMITTED
         partition = _partition(args)
@@ -666,7 +669,7 @@ class _Follower:
                             self.starts is not None and (topic, queue) not in self.starts):
                         continue
                     low, end = store.offset_range(topic, queue)
-                    start = self._start(store, topic, queue, low)
+                    start = self._start(store, topic, queue, low, end)
                     high = end
                     if watermark is not None:
                         high = min(high, watermark(topic, queue))
@@ -680,18 +683,35 @@ class _Follower:
         self.format = fmt
         self.looked = True
 
-    def _start(self, store: Store, topic: str, queue: int, low: int) -> int:
+    def _start(self, store: Store, topic: str, queue: int, low: int, end: int) -> int:
         """Where the look reads ``topic``/``queue`` from: the next offset to print, else (its first
-        look) the queue's start, ``--begin``'s offset or the group's committed offset; never below
-        the queue's start."""
+        look) the queue's start, ``--begin``'s offset or the group's committed offset.  Where the queue
+        was truncated below the next offset (its end went back) or the group committed past its end,
+        its end; where retention deleted offsets not printed yet (its start passed the next offset),
+        its start: each said on stderr (what a Kafka consumer logs as it resets its position: 3.8.0
+        ``SubscriptionState.maybeCompleteValidation``, ``FetchCollector.handleInitializeErrors``), and
+        kept at once."""
         args = self.args
         start = self.nexts.get((topic, queue))
         if start is None:
             if self.starts is not None:
                 start = self.starts[topic, queue]
+                if start > end:
+                    sys.stderr.write(f"segstore dump: {topic}-{queue}: group {args.group!r} committed offset "
+                                     f"{start}, past the log end {end}; following from {end}\n")
+                    start = end
             elif args.begin is not None:
                 start = store.offsets_between(topic, queue, args.begin)[0]
-        return max(low if start is None else start, low)
+            return max(low if start is None else start, low)
+        if end < start:
+            sys.stderr.write(f"segstore dump: {topic}-{queue}: the log was truncated to {end} below the "
+                             f"{start} already printed; following from {end}\n")
+            self.nexts[topic, queue] = start = end
+        elif low > start:
+            sys.stderr.write(f"segstore dump: {topic}-{queue}: offsets {start}..{low - 1} were deleted "
+                             f"before they were read; following from {low}\n")
+            self.nexts[topic, queue] = start = low
+        return start
 
     def _print(self, store: Store, ranges: dict[tuple[str, int], tuple[int, int]], out: TextIO,
                inflate: dict[str, Any]) -> None:

@@ -1,7 +1,7 @@
 """``segstore dump --follow``: what is stored, then what a writer stores while it runs, each message once,
 until Ctrl-C (exit 0).  A real follower process beside a writer in this one, on both formats; follows in
-this process with a writer's move between two looks (files deleted under a look, the high watermark
-moved, the store removed); and the flags it refuses.
+this process with a writer's move between two looks (files deleted under a look, a log cut back or its
+start moved, the high watermark moved, the store removed); and the flags it refuses.
 """
 
 from __future__ import annotations
@@ -333,6 +333,81 @@ def test_group_follow_stops_at_the_high_watermark(tmp_path, monkeypatch):
     assert code == 0 and err == ""
     assert lines[:looks[0]] == plain.getvalue().splitlines(keepends=True)
     assert bodies(lines) == [b"v1", b"v2", b"v3", b"v4"] and looks == [2, 4]
+
+
+def cut_kafka_log(path: Path, position: int) -> None:
+    """What a replica's truncation leaves (Kafka 3.8.0 ``UnifiedLog.truncateTo``): the first segment's
+    log cut at ``position``, its indexes rebuilt by recovery."""
+    os.truncate(path / "00000000000000000000.log", position)
+    for index in path.glob("*index"):
+        index.unlink()
+    with segstore.open(path, mode="a") as store:
+        store.recover()
+
+
+def test_group_follow_of_a_commit_past_the_log_end(tmp_path, monkeypatch):
+    """A group committed past the log end (the log was cut since): the follow says so and goes on from the
+    end, as the consumer, out of range, resets; what is stored there next is printed."""
+    logs = tmp_path / "logs"
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        olds = [store.append({"topic": "t", "partition": 0, "value": b"old%d" % i}) for i in range(5)]
+        store.partition_of(OFFSETS, offsetcommit.coordinator_partition("g", 50), create=True)
+        store.commit_offsets("g", {("t", 0): 5})
+    cut_kafka_log(logs / "t-0", olds[3].position)
+
+    def append() -> None:
+        with segstore.open(logs, mode="a") as store:
+            store.append_batch([{"topic": "t", "partition": 0, "value": b"new%d" % i} for i in range(2)])
+
+    code, lines, err = follow_steps(monkeypatch, [str(logs), "--group", "g", "--json"], [append])
+    assert code == 0 and bodies(lines) == [b"new0", b"new1"]
+    assert err == "segstore dump: t-0: group 'g' committed offset 5, past the log end 3; following from 3\n"
+
+
+@pytest.mark.parametrize("fmt", ["kafka", "rocketmq"])
+def test_follow_says_where_the_log_moved_under_it(tmp_path, monkeypatch, fmt):
+    """A queue cut back below what was printed is followed from its new end (the consumer's ``Truncation
+    detected ..., resetting offset to the first offset known to diverge``, Kafka 3.8.0
+    ``SubscriptionState.maybeCompleteValidation``), one whose start passed it from its new start (the
+    consumer's ``Fetch position ... is out of range ..., resetting offset``, ``FetchCollector
+    .handleInitializeErrors``, as ``auto.offset.reset=earliest``): the new messages at the cut offsets
+    are printed, and stderr says each move; it is no failure (exit 0)."""
+    path = one_queue(tmp_path, fmt)
+    name = "t-0" if fmt == "kafka" else "T-0"
+    olds = fill(path, fmt, "old", 5)
+    if fmt == "rocketmq":
+        fill(tmp_path / "short", fmt, "old", 3)
+
+    def truncate() -> None:
+        if fmt == "kafka":
+            cut_kafka_log(path, olds[3].position)
+        else:                   # replaced by a store holding less (a restore, recovery's cut)
+            os.rename(path, tmp_path / "longer")
+            os.rename(tmp_path / "short", path)
+
+    deleted: list[int] = []
+
+    def append_then_delete() -> None:
+        fill(path, fmt, "more", 4 if fmt == "kafka" else 80)     # RocketMQ: files for retention
+        with segstore.open(path, mode="a", **({} if fmt == "kafka" else {"fileReservedTime": 1})) as store:
+            if fmt == "kafka":
+                store.delete_records(8)
+            else:
+                store.retention(now_ms=int(time.time() * 1000) + 10 * 3600_000)
+            deleted.extend(range(6, store.offset_range("T" if fmt == "rocketmq" else "t", 0)[0]))
+
+    code, lines, err = follow_steps(monkeypatch, [str(path), "--json"], [
+        truncate, lambda: fill(path, fmt, "new", 3), append_then_delete])
+    assert code == 0, err
+    assert len(deleted) >= 2
+    low = deleted[-1] + 1
+    assert err.splitlines() == [
+        f"segstore dump: {name}: the log was truncated to 3 below the 5 already printed; following from 3",
+        f"segstore dump: {name}: offsets 6..{low - 1} were deleted before they were read; "
+        f"following from {low}"]
+    more = 4 if fmt == "kafka" else 80
+    assert bodies(lines) == ([b"old%d" % i for i in range(5)] + [b"new%d" % i for i in range(3)]
+                             + [b"more%d" % i for i in range(low - 6, more)])
 
 
 def test_follow_is_for_store_directories(tmp_path):
