@@ -16,6 +16,8 @@ import inspect
 import json
 import os
 import re
+import select
+import stat
 import sys
 import time
 from collections import deque
@@ -545,18 +547,18 @@ FOLLOW_RETRY_PAUSE = 0.05
 
 def _follow(args: argparse.Namespace, out: TextIO) -> int:
     """``dump --follow``: every queue's messages from its start (or ``--begin``), then, every
-    ``--interval`` seconds, the offsets stored since, until Ctrl-C (exit 0).  Each look opens the
-    store afresh (new topics, rolled or deleted files) and reads each queue up to the end it has then
-    (RocketMQ: its consume queue's, so only messages the broker dispatched; Kafka: its last whole
-    batch's), so no message is printed twice or left out; a look that finds files gone that it had
-    just listed looks again.  A queue whose end went back below what was printed (truncated) is
-    followed from its new end, one whose start passed what was printed (retention) from its new
-    start, each said on stderr.  A RocketMQ message no consume queue points at (a prepared
-    transaction) is not followed.  ``--isolation read_committed`` reads a Kafka partition up to its
-    last stable offset only (what a read_committed consumer is given: the records of a transaction
-    still open wait for its marker; aborted ones never come).  With ``--group``, the partitions the
-    group committed, each from its committed offset up to its high watermark (what the group's next
-    consumer would be given).
+    ``--interval`` seconds, the offsets stored since, until Ctrl-C (exit 0) or, when stdout is a pipe,
+    until its reader is gone (``| head``, exit 0).  Each look opens the store afresh (new topics, rolled
+    or deleted files) and reads each queue up to the end it has then (RocketMQ: its consume queue's,
+    so only messages the broker dispatched; Kafka: its last whole batch's), so no message is printed
+    twice or left out; a look that finds files gone that it had just listed looks again.  A queue
+    whose end went back below what was printed (truncated) is followed from its new end, one whose
+    start passed what was printed (retention) from its new start, each said on stderr.  A RocketMQ
+    message no consume queue points at (a prepared transaction) is not followed.  ``--isolation
+    read_committed`` reads a Kafka partition up to its last stable offset only (what a read_committed
+    consumer is given: the records of a transaction still open wait for its marker; aborted ones never
+    come).  With ``--group``, the partitions the group committed, each from its committed offset up to
+    its high watermark (what the group's next consumer would be given).
 
     :raises NotFoundError: the store went away (deleted or moved) while followed.
     """
@@ -576,7 +578,8 @@ def _follow(args: argparse.Namespace, out: TextIO) -> int:
                                    if row.committed_offset is not None and row.committed_offset >= 0}
         while True:
             follower.look_again(out)
-            time.sleep(args.interval)
+            if _reader_gone(out, args.interval):
+                return EXIT_OK      # as a closed pipe met on a write
     except KeyboardInterrupt:       # how a follow ends
         return EXIT_OK
 
@@ -730,6 +733,22 @@ class _Follower:
         finally:
             self.written += counted.bytes
         out.flush()
+
+
+def _reader_gone(out: TextIO, seconds: float) -> bool:
+    """Wait ``seconds``; True (at once) where ``out`` is a pipe whose reader went away (``| head`` has
+    what it wanted): a follow that writes nothing would never meet the closed pipe otherwise."""
+    try:
+        fd = out.fileno()
+        pipe = stat.S_ISFIFO(os.fstat(fd).st_mode)
+    except (AttributeError, OSError, ValueError):      # no descriptor (a StringIO), or a closed one
+        pipe = False
+    if not pipe:
+        time.sleep(seconds)
+        return False
+    waiting = select.poll()
+    waiting.register(fd, 0)         # POLLERR (no reader left) and POLLHUP are told whatever is asked
+    return bool(waiting.poll(seconds * 1000))
 
 
 def _iso_utc(ms: int) -> str | None:

@@ -1,7 +1,8 @@
-"""``segstore dump --follow``: what is stored, then what a writer stores while it runs, each message once,
-until Ctrl-C (exit 0).  A real follower process beside a writer in this one, on both formats; follows in
-this process with a writer's move between two looks (files deleted under a look, a log cut back or its
-start moved, the high watermark moved, the store removed); and the flags it refuses.
+"""``segstore dump --follow``: what is stored, then what a writer stores while it runs, each message
+once, until Ctrl-C or the reader of its output going away (exit 0).  A real follower process beside a
+writer in this one, on both formats; follows in this process with a writer's move between two looks
+(files deleted under a look, a log cut back or its start moved, the high watermark moved, the store
+removed); and the flags it refuses.
 """
 
 from __future__ import annotations
@@ -408,6 +409,27 @@ def test_follow_says_where_the_log_moved_under_it(tmp_path, monkeypatch, fmt):
     more = 4 if fmt == "kafka" else 80
     assert bodies(lines) == ([b"old%d" % i for i in range(5)] + [b"new%d" % i for i in range(3)]
                              + [b"more%d" % i for i in range(low - 6, more)])
+
+
+@pytest.mark.parametrize("fmt", ["kafka", "rocketmq"])
+def test_follow_ends_when_its_reader_is_gone(tmp_path, fmt):
+    """``segstore dump STORE --follow | head -n 3`` ends as ``head`` does, with nothing new to write (exit 0,
+    as a closed pipe met on a write): not at the next write, which an idle store never brings."""
+    path = one_queue(tmp_path, fmt)
+    fill(path, fmt, "a", 5)
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'formats'}"}
+    proc = subprocess.Popen([sys.executable, "-m", "segstore.cli", "dump", str(path), "--json", "--follow",
+                             "--interval", "600"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    watchdog = threading.Timer(60, proc.kill)      # a follower that never writes cannot hang the test
+    watchdog.start()
+    try:
+        head = [proc.stdout.readline() for _ in range(3)]
+        proc.stdout.close()          # head has what it wanted
+        assert proc.wait(timeout=60) == 0
+    finally:
+        watchdog.cancel()
+        proc.kill()
+    assert all(head) and b"Traceback" not in proc.stderr.read()
 
 
 def test_follow_is_for_store_directories(tmp_path):
