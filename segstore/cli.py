@@ -596,6 +596,9 @@ class _Follower:
         self.nexts: dict[tuple[str, int], int] = {}
         #: with ``--group``: the queues the group committed, each from its committed offset
         self.starts: dict[tuple[str, int], int] | None = None
+        #: ``(topic, queue, offset)`` of the last window the text written so far ends with (Kafka:
+        #: the segment heading it went under is not repeated when the next look goes on from there)
+        self.continues: tuple[str, int, int] | None = None
         self.waiting_said = False
         #: bytes the look under way wrote (one that wrote some is not taken again), and whether it
         #: opened the store
@@ -716,15 +719,23 @@ class _Follower:
             self.nexts[topic, queue] = start = low
         return start
 
-    def _print(self, store: Store, ranges: dict[tuple[str, int], tuple[int, int]], out: TextIO,
-               inflate: dict[str, Any]) -> None:
-        """Dump ``ranges`` of ``store``."""
+    def _print(self, store: Any, ranges: dict[tuple[str, int], tuple[int, int]], out: TextIO,
+               inflate: dict[str, bool]) -> None:
+        """Dump ``ranges`` of ``store`` (a plugin's, whose ``dump_text`` may take ``continues``): JSON
+        at once; text partition by partition where the store's text can go on under the heading the
+        last look gave (Kafka's segment headings: each printed once)."""
         if not ranges:
             return
         args = self.args
         threads = {} if args.threads is None else {"threads": args.threads}
-        dump = store.dump_json if args.json else store.dump_text
-        self._write(dump(offsets=ranges, isolation=args.isolation, **threads, **inflate), out)
+        if args.json or "continues" not in inspect.signature(store.dump_text).parameters:
+            dump = store.dump_json if args.json else store.dump_text
+            self._write(dump(offsets=ranges, isolation=args.isolation, **threads, **inflate), out)
+            return
+        for (topic, queue), span in sorted(ranges.items()):
+            self._write(store.dump_text(offsets={(topic, queue): span}, isolation=args.isolation,
+                                        continues=self.continues, **threads, **inflate), out)
+            self.continues = (topic, queue, span[1])
 
     def _write(self, blocks: Iterable[bytes | memoryview], out: TextIO) -> None:
         counted = _Counted(blocks)

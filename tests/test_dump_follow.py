@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from segstore_kafka import offsetcommit
+from segstore_kafka import columnar, offsetcommit
 from segstore_kafka.groups import OFFSETS_TOPIC as OFFSETS
 
 import segstore
@@ -461,3 +461,21 @@ def test_follow_ends_when_the_store_goes_away(tmp_path, monkeypatch, fmt, how):
     assert code == 1 and len(lines) == 3
     assert err == (f"{path}: expected the {fmt} store this follow reads, found {found}: the store went away "
                    "(deleted or moved)\n")
+
+
+@pytest.mark.parametrize("accelerated", [True, False])
+def test_kafka_text_follow_heads_each_segment_once(tmp_path, monkeypatch, accelerated):
+    """In text, a Kafka segment's heading (``Dumping ....log``, ``Log starting offset``) comes before the
+    first records followed from it, not at every look: following a partition prints what a plain dump of
+    it prints, while its segments roll."""
+    if not accelerated:
+        monkeypatch.setattr(columnar, "_speedups", None)
+    path = one_queue(tmp_path, "kafka")
+    fill(path, "kafka", "a", 3)
+    code, lines, err = follow_steps(monkeypatch, [str(path)], [
+        lambda: fill(path, "kafka", "b", 2), lambda: None, lambda: fill(path, "kafka", "c", 12)])
+    assert code == 0 and err == ""
+    plain = io.StringIO()
+    assert cli.main(["dump", str(path)], plain) == 0
+    assert "".join(lines) == plain.getvalue()
+    assert sum(line.startswith("Dumping ") for line in lines) >= 2      # it rolled

@@ -1724,14 +1724,19 @@ class KafkaStore(Store):
     @reads_while_open
     def dump(self, *, topic: str | None = None, partition: int | None = None, index: bool = False,
              isolation: str = READ_UNCOMMITTED, begin: int | None = None, end: int | None = None,
-             offsets: Mapping[tuple[str, int], tuple[int, int]] | None = None) -> Iterator[DumpLine]:
+             offsets: Mapping[tuple[str, int], tuple[int, int]] | None = None,
+             continues: tuple[str, int, int] | None = None) -> Iterator[DumpLine]:
         """kafka-dump-log lines, segment by segment: a heading, then each batch line and its record
         lines; with ``index`` each segment's index entries, then what :meth:`verify` finds (``problem``
         lines).  ``read_committed`` leaves out control batches and the batches of aborted
         transactions (:class:`_CommittedFilter`).  ``begin``/``end`` (ms, inclusive): each
         partition's records at :meth:`offsets_between`'s offsets only, under their batch lines, in
         the segments holding them (a partition without one is left out); ``offsets``
-        (``{(topic, partition): (start, stop)}``) those offsets instead.
+        (``{(topic, partition): (start, stop)}``) those offsets instead.  ``continues``: ``(topic,
+        partition, offset)`` where an earlier dump's lines ended, that partition's window up to just
+        before ``offset``: a dump whose first window is that partition's from ``offset``, inside a
+        segment (past its base), goes on under the heading the earlier one gave that segment, without
+        repeating it (``dump --follow``).
 
         :raises CorruptIndexError: with ``index=True``, after everything else was dumped, for the
             first index file that could not be read (so it could not be dumped).
@@ -1751,24 +1756,25 @@ class KafkaStore(Store):
                     return      # the window's last batch: what follows is not read (as _below)
 
         return self._dump_walk(topic, partition, index, isolation, records, lambda line: line,
-                               begin, end, offsets)
+                               begin, end, offsets, continues)
 
     @reads_while_open
     def dump_text(self, *, topic: str | None = None, partition: int | None = None, index: bool = False,
                   isolation: str = READ_UNCOMMITTED, threads: int | None = None, begin: int | None = None,
-                  end: int | None = None, offsets: Mapping[tuple[str, int], tuple[int, int]] | None = None
-                  ) -> Iterator[bytes | memoryview]:
+                  end: int | None = None, offsets: Mapping[tuple[str, int], tuple[int, int]] | None = None,
+                  continues: tuple[str, int, int] | None = None) -> Iterator[bytes | memoryview]:
         """:meth:`dump`'s lines as blocks of UTF-8 text, each line ending in a newline: the batch and
         record lines a decoded chunk at a time in C where built (per batch its line in Python, per
         record nothing), the same bytes as :meth:`dump`'s loop.  ``threads``: taken, one is used.
-        ``begin``, ``end`` and ``offsets`` as :meth:`dump`.  ``O(bytes read)``.
+        ``begin``, ``end``, ``offsets`` and ``continues`` as :meth:`dump`.  ``O(bytes read)``.
 
         :raises ConfigError: an unknown isolation level.
         :raises CorruptIndexError: as :meth:`dump`.
         """
         if columnar._speedups is None:
-            return super().dump_text(topic=topic, partition=partition, index=index, isolation=isolation,
-                                     begin=begin, end=end, offsets=offsets)
+            return (line.text.encode("utf-8", "surrogatepass") + b"\n" for line in self.dump(
+                topic=topic, partition=partition, index=index, isolation=isolation, begin=begin, end=end,
+                offsets=offsets, continues=continues))
         want = columnar.WANT_KEY | columnar.WANT_VALUE | columnar.WANT_HEADERS
 
         def records(seg: LogSegment, position: int, start: int, stop: int | None,
@@ -1782,29 +1788,35 @@ class KafkaStore(Store):
                     return
 
         return self._dump_walk(topic, partition, index, isolation, records,
-                               lambda line: _text(line.text + "\n"), begin, end, offsets)
+                               lambda line: _text(line.text + "\n"), begin, end, offsets, continues)
 
     def _dump_walk(self, topic: str | None, partition: int | None, index: bool, isolation: str,
                    records: Callable[[LogSegment, int, int, int | None, Callable[..., bool] | None],
                                      Iterator[_D]],
                    line: Callable[[DumpLine], _D], begin: int | None = None, end: int | None = None,
-                   offsets: Mapping[tuple[str, int], tuple[int, int]] | None = None) -> Iterator[_D]:
+                   offsets: Mapping[tuple[str, int], tuple[int, int]] | None = None,
+                   continues: tuple[str, int, int] | None = None) -> Iterator[_D]:
         """The walk :meth:`dump` and :meth:`dump_text` share: per selected partition from its log
         start (with ``begin``/``end`` or ``offsets``, over :meth:`dump_windows`' offsets only, in the
-        segments holding them), each segment's heading, ``records(segment, byte position, first offset,
-        offset to stop at or None, read_committed filter or None)``, with ``index`` the segment's
-        index lines, then the partition's problems; every line not a record's made by ``line``.
-        Lazy: nothing is checked or read before the first item is asked."""
+        segments holding them), each segment's heading (but the first's where the dump ``continues``
+        an earlier one, see :meth:`dump`), ``records(segment, byte position, first offset, offset to
+        stop at or None, read_committed filter or None)``, with ``index`` the segment's index lines,
+        then the partition's problems; every line not a record's made by ``line``.  Lazy: nothing is
+        checked or read before the first item is asked."""
         self._check_open()
         committed = check_isolation(isolation) == READ_COMMITTED
         windows = self.dump_windows(topic, partition, begin, end, offsets)
         unreadable: list[tuple[str, int | None, str]] = []
+        resumed = None      # the offset the earlier dump ended before, until its segment comes
         for t, p, part in self._selected(topic, partition):
             start, stop = part.log_start_offset, None
             if windows is not None:
                 if (t, p) not in windows:
                     continue
                 start, stop = windows[t, p]
+            if continues is not None:
+                resumed = continues[2] if continues == (t, p, start) else None
+                continues = None
             keeps = _CommittedFilter(part, start).keeps if committed else None
             segments = part.segments
             for i, seg in enumerate(segments):
@@ -1818,8 +1830,10 @@ class KafkaStore(Store):
                 if windows is not None and seg.base < start:    # the window starts inside it
                     found = seg.translate_offset(start)
                     position = found.position if found is not None else 0
-                yield line(DumpLine(f"Dumping {seg.path}", json=False))
-                yield line(DumpLine(f"Log starting offset: {seg.base}", json=False))
+                if resumed is None or seg.base >= resumed:    # inside it: the earlier dump headed it
+                    yield line(DumpLine(f"Dumping {seg.path}", json=False))
+                    yield line(DumpLine(f"Log starting offset: {seg.base}", json=False))
+                resumed = None
                 yield from records(seg, position, start, stop, keeps)
                 if index:
                     yield from map(line, self._dump_indexes(seg))
