@@ -189,6 +189,50 @@ def test_transaction_log_by_hand():
     assert it.decode_transaction_log(struct.pack(">h", 3), None, 0) == ("unknown::version=3", None)
 
 
+def test_a_null_is_read_only_where_the_field_is_nullable():
+    """Kafka 3.8.0 generator/.../MessageDataGenerator.java ``generateVariableLengthReader``: a negative length
+    or count is null where the field's ``nullableVersions`` hold the version, else ``throw new
+    RuntimeException("non-nullable field X was serialized as null")``; an array's strings are never null."""
+    # OffsetCommitKey.json: group, topic are "string" with no nullableVersions
+    key = s16(None) + s16("orders") + struct.pack(">i", 0)
+    with pytest.raises(CorruptDataError, match="non-nullable field group, found null"):
+        schema.read(it.OFFSET_COMMIT_KEY, key, 1)
+    # GroupMetadataValue.json: protocol and leader are nullable ("0+"); a length below -1 is null too
+    value = s16("consumer") + struct.pack(">i", 0) + s16(None) + struct.pack(">h", -7) + struct.pack(">i", 0)
+    data, _ = schema.read(it.GROUP_METADATA_VALUE, value, 0)
+    assert data["protocol"] is None and data["leader"] is None and data["members"] == []
+    # ... but members ([]MemberMetadata) is not, nor is a member's clientId
+    with pytest.raises(CorruptDataError, match="non-nullable field members, found null"):
+        schema.read(it.GROUP_METADATA_VALUE, value[:-4] + struct.pack(">i", -1), 0)
+    # TransactionLogValue.json: TransactionPartitions is nullable, its Topic and PartitionIds are not
+    head = struct.pack(">qhib", 4000, 2, 60000, 1)
+    times = struct.pack(">qq", 11, 10)
+    data, _ = schema.read(it.TRANSACTION_LOG_VALUE, head + struct.pack(">i", -1) + times, 0)
+    assert data["transactionPartitions"] is None
+    for partitions, field in ((struct.pack(">i", 1) + s16(None) + struct.pack(">ii", 1, 0), "Topic"),
+                              (struct.pack(">i", 1) + s16("a") + struct.pack(">i", -1), "PartitionIds")):
+        with pytest.raises(CorruptDataError, match=f"non-nullable field {field}, found null"):
+            schema.read(it.TRANSACTION_LOG_VALUE, head + partitions + times, 0)
+    # flexible versions: a compact length of 0 is null; ConsumerGroupMemberMetadataValue's ClientId is not
+    # nullable (InstanceId and RackId are)
+    member = compact(None) + compact(None) + compact(None)
+    with pytest.raises(CorruptDataError, match="non-nullable field ClientId, found null"):
+        schema.read(it.CONSUMER_GROUP_RECORDS[5][1], member, 0)
+    # ConsumerProtocolSubscription.json: Topics is a non-nullable []string, and its elements are never null
+    with pytest.raises(CorruptDataError, match="non-nullable field Topics, found null"):
+        schema.read(it.SUBSCRIPTION, struct.pack(">ii", -1, -1), 0)
+    with pytest.raises(CorruptDataError, match="non-nullable field Topics element, found null"):
+        schema.read(it.SUBSCRIPTION, struct.pack(">i", 1) + s16(None) + struct.pack(">i", -1), 0)
+
+
+def test_a_string_that_is_not_utf8_reads_as_java_reads_it():
+    """Kafka 3.8.0 Readable.readString is ``new String(arr, StandardCharsets.UTF_8)``: malformed bytes become
+    U+FFFD, never an error (so the record loads, and DumpLogSegments prints it)."""
+    key = s16("grp") + struct.pack(">h", 3) + b"o\xffr" + struct.pack(">i", 0)
+    data, _ = schema.read(it.OFFSET_COMMIT_KEY, key, 1)
+    assert data == {"group": "grp", "topic": "o\ufffdr", "partition": 0}
+
+
 def test_metadata_records_by_hand():
     topic_id = uuid.UUID("6d8f3f0a-3e1c-4c7e-9d1a-0b5c2f6a7e10").bytes
     topic = uvarint(1) + uvarint(2) + uvarint(0) + compact("orders") + topic_id + uvarint(0)

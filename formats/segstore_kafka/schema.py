@@ -10,27 +10,35 @@ every integer big-endian)::
 
     int8 / int16 / uint16 / int32 / int64 / float64 / bool(1 byte, != 0)
     uuid                16 bytes (shown as Kafka's Uuid.toString: URL-safe base64, no padding)
-    not flexible        string: int16 length (-1 null) + UTF-8; bytes: int32 length (-1 null);
-                        array: int32 count (-1 null) + elements
+    not flexible        string: int16 length (negative: null) + UTF-8; bytes: int32 length (negative:
+                        null); array: int32 count (negative: null) + elements
     flexible version    string/bytes: unsigned varint length+1 (0 null); array: unsigned varint count+1
                         (0 null); after the fields of the message and of every nested struct, the
                         tagged fields: unsigned varint count, then per field unsigned varint tag,
                         unsigned varint size, that many bytes (a field read in the tagged section
                         only, in the versions its ``tagged`` says)
 
+A null is read only where the field's ``nullableVersions`` allow it; elsewhere the bytes are refused,
+as the generated readers refuse them (``MessageDataGenerator.generateVariableLengthReader``, Kafka 3.8.0:
+``non-nullable field X was serialized as null``).
+
 Pure: bytes in, ``dict`` out (keys as Kafka's JsonConverters write them: the field name with its
-first letter lower-cased).  Bad bytes raise :class:`segstore.errors.CorruptDataError`.
+first letter lower-cased).  Bad bytes raise :class:`segstore.errors.CorruptDataError`; bytes that end
+inside a number, a uuid or a varint raise its subclass :class:`~segstore.errors.TruncatedDataError`
+(where Java's ``ByteBuffer`` throws ``BufferUnderflowException``, which some callers catch apart; a
+string's or bytes' body cut short is ``ByteBufferAccessor.readArray``'s plain ``RuntimeException``).
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from segstore.errors import CorruptDataError
+from segstore.errors import CorruptDataError, TruncatedDataError
 
 from .varint import decode_unsigned_varint
 
@@ -45,8 +53,11 @@ assert (INT8.size, INT16.size, UINT16.size, INT32.size, INT64.size, FLOAT64.size
 
 _FIXED = {"int8": INT8, "int16": INT16, "uint16": UINT16, "int32": INT32, "int64": INT64, "float64": FLOAT64}
 NO_VERSIONS = (1, 0)  # an empty range: "none"
+#: The longest string the generated readers take (``string field X had invalid length``).
+MAX_STRING_LENGTH = 0x7FFF
 
 
+@functools.cache  # a handful of texts, asked for every field of every record read
 def versions(text: str) -> tuple[int, int]:
     """A JSON definition's version range: ``"0+"``, ``"3"``, ``"0-4"``, ``"none"`` → (low, high)."""
     if text == "none":
@@ -109,29 +120,41 @@ class _Reader:
     def fail(self, what: str, found: str) -> CorruptDataError:
         return CorruptDataError(f"expected {what}, found {found}", self.path, self.base_pos + self.pos)
 
-    def take(self, n: int, what: str) -> memoryview:
-        if n < 0 or self.pos + n > len(self.buf):
-            raise self.fail(f"{n} bytes of {what}", f"{len(self.buf) - self.pos} left")
+    def take(self, n: int, what: str, error: type[CorruptDataError] = CorruptDataError) -> memoryview:
+        if self.pos + n > len(self.buf):
+            raise error(f"expected {n} bytes of {what}, found {len(self.buf) - self.pos} left", self.path,
+                        self.base_pos + self.pos)
         out = self.buf[self.pos : self.pos + n]
         self.pos += n
         return out
 
     def fixed(self, st: struct.Struct, what: str) -> Any:
-        return st.unpack(self.take(st.size, what))[0]
+        return st.unpack(self.take(st.size, what, TruncatedDataError))[0]
 
     def uvarint(self, what: str) -> int:
         try:
             value, end = decode_unsigned_varint(self.buf, self.pos)
-        except (ValueError, IndexError) as err:
+        except IndexError as err:
+            raise TruncatedDataError(f"expected an unsigned varint ({what}), found the bytes end inside it",
+                                     self.path, self.base_pos + self.pos) from err
+        except ValueError as err:
             raise self.fail(f"an unsigned varint ({what})", f"bad bytes ({err})") from err
         self.pos = end
         return value
 
-    def length(self, flexible: bool, wide: bool, what: str) -> int:
-        """A string/bytes/array length: -1 is null."""
-        if flexible:
-            return self.uvarint(what) - 1
-        return self.fixed(INT32 if wide else INT16, what)
+    def length(self, flexible: bool, wide: bool, what: str, nullable: bool) -> int | None:
+        """A string/bytes/array length; None for null (any negative length), where ``nullable``.
+
+        :raises CorruptDataError: a null where the field is not nullable.
+        """
+        at = self.pos
+        n = self.uvarint(what) - 1 if flexible else self.fixed(INT32 if wide else INT16, what)
+        if n >= 0:
+            return n
+        if not nullable:
+            raise CorruptDataError(f"expected a value of the non-nullable field {what}, found null ({n})",
+                                   self.path, self.base_pos + at)
+        return None
 
     def at_end(self) -> bool:
         return self.pos == len(self.buf)
@@ -142,46 +165,44 @@ def uuid_text(raw: bytes) -> str:
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
 
 
-def _scalar(r: _Reader, kind: str, flexible: bool, what: str) -> Any:
+def _scalar(r: _Reader, kind: str, flexible: bool, what: str, nullable: bool = False) -> Any:
     fixed = _FIXED.get(kind)
     if fixed is not None:
         return r.fixed(fixed, what)
     if kind == "bool":
         return r.fixed(INT8, what) != 0
     if kind == "uuid":
-        return uuid_text(bytes(r.take(UUID_SIZE, what)))
+        return uuid_text(bytes(r.take(UUID_SIZE, what, TruncatedDataError)))
     if kind == "string":
-        n = r.length(flexible, False, what)
-        if n < -1:
-            raise r.fail(f"a string length >= -1 ({what})", str(n))
-        if n == -1:
+        n = r.length(flexible, False, what, nullable)
+        if n is None:
             return None
-        try:
-            return bytes(r.take(n, what)).decode("utf-8")
-        except UnicodeDecodeError as err:
-            raise r.fail(f"UTF-8 ({what})", f"invalid bytes ({err.reason})") from err
+        if n > MAX_STRING_LENGTH:
+            raise r.fail(f"a string length of at most {MAX_STRING_LENGTH} ({what})", str(n))
+        # Readable.readString: new String(bytes, UTF_8), which replaces malformed bytes and never throws
+        return bytes(r.take(n, what)).decode("utf-8", "replace")
     if kind in ("bytes", "records"):
-        n = r.length(flexible, True, what)
-        if n < -1:
-            raise r.fail(f"a bytes length >= -1 ({what})", str(n))
-        return None if n == -1 else base64.b64encode(bytes(r.take(n, what))).decode("ascii")
+        n = r.length(flexible, True, what, nullable)
+        return None if n is None else base64.b64encode(bytes(r.take(n, what))).decode("ascii")
     raise ValueError(f"schema type {kind!r} is not supported")
 
 
 def _value(r: _Reader, f: Field, version: int, flexible: bool) -> Any:
+    nullable = _in(version, versions(f.nullable))
     if f.type.startswith("[]"):
-        n = r.length(flexible, True, f.name)
-        if n < -1 or n > len(r.buf) - r.pos:  # every element takes at least one byte
-            raise r.fail(f"an array count in [-1, {len(r.buf) - r.pos}] ({f.name})", str(n))
-        if n == -1:
+        n = r.length(flexible, True, f.name, nullable)
+        if n is None:
             return None
+        if n > len(r.buf) - r.pos:  # every element takes at least one byte
+            raise r.fail(f"an array count of at most {len(r.buf) - r.pos} ({f.name})", str(n))
         element = f.type[2:]
         if f.fields:
             return [_struct(r, f.fields, version, flexible) for _ in range(n)]
-        return [_scalar(r, element, flexible, f.name) for _ in range(n)]
+        # the generated readers read an array's strings and bytes as never null
+        return [_scalar(r, element, flexible, f"{f.name} element") for _ in range(n)]
     if f.fields:    # a struct field: inline, as the generated readers read a non-nullable one
         return _struct(r, f.fields, version, flexible)
-    return _scalar(r, f.type, flexible, f.name)
+    return _scalar(r, f.type, flexible, f.name, nullable)
 
 
 def _struct(r: _Reader, fields: Sequence[Field], version: int, flexible: bool) -> dict[str, Any]:
@@ -229,8 +250,13 @@ def read(
 ) -> tuple[dict[str, Any], int]:
     """Decode one ``schema`` message of ``version`` from the start of ``buf``; returns it and the bytes used.
 
-    :param whole: the message must fill ``buf`` (Kafka's serdes refuse trailing garbage).
-    :raises CorruptDataError: a version the schema does not define, or bytes that do not fit it.
+    :param whole: the message must fill ``buf``, as ``AbstractApiMessageSerde.read`` requires of a metadata
+        record (``Found N byte(s) of garbage after ...``); the coordinators' readers
+        (``GroupMetadataManager.readOffsetMessageValue``, ``TransactionLog.readTxnRecordValue``,
+        ``CoordinatorRecordSerde.readMessage``, Kafka 3.8.0) read the fields and never look at what
+        follows: read their records with False.
+    :raises CorruptDataError: a version the schema does not define, or bytes that do not fit it
+        (:class:`~segstore.errors.TruncatedDataError`: bytes that end before the message does).
     """
     r = _Reader(buf, path, base_pos)
     if not _in(version, schema.valid_versions()):
