@@ -233,6 +233,48 @@ def test_a_string_that_is_not_utf8_reads_as_java_reads_it():
     assert data == {"group": "grp", "topic": "o\ufffdr", "partition": 0}
 
 
+def test_the_dump_decoders_name_a_null_kafka_refuses():
+    """DumpLogSegments.OffsetsMessageParser.parse prints ``Error at offset N, skipping. ...`` for what
+    CoordinatorRecordSerde cannot read; TransactionLog.readTxnRecordValue (3.8.0) throws on a null field the
+    schema does not allow, and on null partitions of a transaction past Empty (its ``forEach`` over them)."""
+    key = struct.pack(">h", 1) + s16(None) + s16("orders") + struct.pack(">i", 0)
+    value = struct.pack(">h", 3) + struct.pack(">qi", 42, 5) + s16("") + struct.pack(">q", 1000)
+    assert it.decode_offsets(key, value, 4) == (
+        "Error at offset 4, skipping. expected a value of the non-nullable field group, found null (-1)",
+        None)
+    txn_key = struct.pack(">h", 0) + s16("tx-1")
+    head = struct.pack(">h", 0) + struct.pack(">qhib", 4000, 2, 60000, 1)
+    null_ids = head + struct.pack(">i", 1) + s16("a") + struct.pack(">i", -1) + struct.pack(">qq", 11, 10)
+    text, payload = it.decode_transaction_log(txn_key, null_ids, 5)
+    assert text == ("Error at offset 5, skipping. expected a value of the non-nullable field PartitionIds, "
+                    "found null (-1)") and payload is None
+    null_partitions = head + struct.pack(">i", -1) + struct.pack(">qq", 11, 10)
+    assert it.decode_transaction_log(txn_key, null_partitions, 6)[0] == (
+        "Error at offset 6, skipping. expected the partitions of a transaction in state Ongoing, found null")
+    # an Empty transaction's partitions are not read: null is fine there
+    empty = struct.pack(">h", 0) + struct.pack(">qhib", 4000, 2, 60000, 0) + struct.pack(">i", -1) \
+        + struct.pack(">qq", 11, 10)
+    assert it.decode_transaction_log(txn_key, empty, 7)[1].startswith(
+        "producerId:4000,producerEpoch:2,state=Empty")
+
+
+def test_bytes_after_a_coordinator_records_fields_are_not_read():
+    """The coordinators' readers (GroupMetadataManager.readOffsetMessageValue, TransactionLog.
+    readTxnRecordValue, CoordinatorRecordSerde.readMessage, Kafka 3.8.0) hand the buffer to the generated
+    ``read``, which reads the fields and never looks at the remainder: trailing bytes load (a metadata
+    record's do not: AbstractApiMessageSerde.read, in test_metadata_records_by_hand)."""
+    key = struct.pack(">h", 1) + s16("grp") + s16("orders") + struct.pack(">i", 0)
+    value = struct.pack(">h", 3) + struct.pack(">qi", 42, 5) + s16("") + struct.pack(">q", 1000)
+    assert it.decode_offsets(key + b"\x07", value + b"\x00\x01", 0) == it.decode_offsets(key, value, 0)
+    txn_key = struct.pack(">h", 0) + s16("tx-1")
+    txn = (struct.pack(">h", 0) + struct.pack(">qhib", 4000, 2, 60000, 1) + struct.pack(">i", 1) + s16("a")
+           + struct.pack(">ii", 1, 3) + struct.pack(">qq", 11, 10))
+    assert it.decode_transaction_log(txn_key, txn + b"\x00", 0) == (
+        "transaction_metadata::transactionalId=tx-1",
+        "producerId:4000,producerEpoch:2,state=Ongoing,partitions=[a-3],txnLastUpdateTimestamp=11,"
+        "txnTimeoutMs=60000")
+
+
 def test_metadata_records_by_hand():
     topic_id = uuid.UUID("6d8f3f0a-3e1c-4c7e-9d1a-0b5c2f6a7e10").bytes
     topic = uvarint(1) + uvarint(2) + uvarint(0) + compact("orders") + topic_id + uvarint(0)

@@ -23,6 +23,7 @@ GroupMetadataKey/Value.json, ConsumerGroup*Key/Value.json) by ``kafka_messages``
 
 from __future__ import annotations
 
+import base64
 import json
 import struct
 from pathlib import Path
@@ -452,3 +453,84 @@ def test_a_v1_tombstone_removes_a_v0_commit_of_the_same_partition(tmp_path, caps
         store.append_batch([Message(OFFSETS, None, key=tombstone, partition=partition, timestamp=2001)])
     code, out, _ = _run(capsys, "consumers", logs, "--now-ms", 3000)
     assert (code, out) == (0, "")
+
+
+# -- records the coordinator cannot read, damaged files, bad arguments -----------------------------------
+
+
+def _one_batch_each(store, pairs) -> list[str]:
+    """Each (key, value) of ``__consumer_offsets`` in a batch of its own; the ``file:position`` of each."""
+    where = []
+    for key, value in pairs:
+        (done,) = store.append_batch([Message(OFFSETS, value, key=key, timestamp=T0)])
+        where.append(f"{store.partition_of(OFFSETS, 0).segments[-1].path}:{done.position}")
+    return where
+
+
+def test_a_null_where_kafka_allows_none_is_a_record_not_read(tmp_path, capsys):
+    """The generated readers throw ``non-nullable field X was serialized as null`` (Kafka 3.8.0
+    MessageDataGenerator.generateVariableLengthReader): an OffsetCommitKey with a null group or topic, a
+    member with a null clientId (GroupMetadataValue.json), a consumer subscription with a null topic list
+    (GroupMetadata.computeSubscribedTopics catches only SchemaException, so the group does not load) do not
+    load, nor does one whose topic name is cut short (ByteBufferAccessor.readArray's RuntimeException); one
+    that ends inside a number loads (ConsumerProtocol.deserializeSubscription's SchemaException: topics
+    unknown). Each is named with the batch holding it; the rest loads."""
+    logs = tmp_path / "logs"
+    member = {"memberId": "m", "groupInstanceId": None, "clientId": "c", "clientHost": "/h",
+              "rebalanceTimeout": 1, "sessionTimeout": 1, "subscription": None,
+              "assignment": base64.b64encode(b"\x00\x00" + b"\x00" * 8).decode()}
+    no_topics = base64.b64encode(struct.pack(">hii", 0, -1, -1)).decode()
+    short = base64.b64encode(struct.pack(">hh", 0, 1)).decode()       # ends inside the topic count
+    cut = base64.b64encode(struct.pack(">hih", 0, 1, 9) + b"ord").decode()     # a topic name cut short
+
+    def group(name: str, **changed):
+        value = {"protocolType": "consumer", "generation": 1, "protocol": "range", "leader": "m",
+                 "currentStateTimestamp": T0, "members": [{**member, "subscription": no_topics, **changed}]}
+        return (versioned(it.GROUP_METADATA_KEY, 2, {"group": name}),
+                versioned(it.GROUP_METADATA_VALUE, 3, value))
+
+    _, value = offset_commit("x", "orders", 0, 5, commit_ms=T0)
+    null_group = struct.pack(">hh", 1, -1) + struct.pack(">h", 6) + b"orders" + struct.pack(">i", 0)
+    null_topic = versioned(it.OFFSET_COMMIT_KEY, 1, {"group": "g", "topic": "x", "partition": 0})
+    null_topic = null_topic[:5] + struct.pack(">h", -1) + null_topic[-4:]
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        store.append_batch([Message("orders", b"o", timestamp=T0) for _ in range(10)])
+        where = _one_batch_each(store, [
+            (null_group, value), (null_topic, value), group("nulls", clientId=None), group("no-topics"),
+            group("short", subscription=short), group("cut", subscription=cut),
+            offset_commit("g", "orders", 0, 3, commit_ms=T0)])
+    for view in ((), ("--json",), ("--list",), ("--state",), ("--members",)):
+        code, out, err = _run(capsys, "consumers", logs, "--now-ms", T0, *view)
+        assert code == 0, err
+        assert "Traceback" not in err
+    code, out, err = _run(capsys, "consumers", logs, "--now-ms", T0)
+    assert _table(out) == [["g", "orders", "0", "3", "10", "7", "-", "-", "-", "Empty"]]
+    code, out, _ = _run(capsys, "consumers", logs, "--now-ms", T0, "--list")
+    assert out.split() == ["g", "short"]
+    assert (f"OffsetCommitKey v1 records that do not read (expected a value of the non-nullable field group, "
+            f"found null (-1)): 1, the first in the batch at {where[0]}") in err
+    assert f"non-nullable field topic, found null (-1)): 1, the first in the batch at {where[1]}" in err
+    assert f"non-nullable field clientId, found null (-1)): 1, the first in the batch at {where[2]}" in err
+    assert ("GroupMetadataValue records with a consumer subscription that does not read (expected a value of "
+            "the non-nullable field Topics, found null (-1)): 1, the first in the batch at "
+            f"{where[3]}") in err
+    assert ("(expected 9 bytes of Topics element, found 3 left): 1, the first in the batch at "
+            f"{where[5]}") in err
+
+
+def test_bytes_after_a_known_version_load_and_a_record_not_read_says_what_failed(tmp_path, capsys):
+    """GroupMetadataManager.readOffsetMessageValue and CoordinatorRecordSerde.readMessage (Kafka 3.8.0) read
+    a value's fields and never its remainder: an OffsetCommitValue v3 with bytes after it loads. A value
+    that ends early is named by what is missing, not as a version this reader does not know."""
+    logs = tmp_path / "logs"
+    key, value = offset_commit("g", "orders", 0, 7, commit_ms=T0)
+    cut_key, cut = offset_commit("g", "orders", 1, 4, commit_ms=T0)
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        store.append_batch([Message("orders", b"o", partition=p, timestamp=T0)
+                            for p in (0, 1) for _ in range(10)])
+        where = _one_batch_each(store, [(key, value + b"\x00\x00"), (cut_key, cut[:6])])
+    code, out, err = _run(capsys, "consumers", logs, "--now-ms", T0)
+    assert code == 0 and _table(out) == [["g", "orders", "0", "7", "10", "3", "-", "-", "-", "Empty"]]
+    assert ("OffsetCommitValue v3 records that do not read (expected 8 bytes of offset, found 4 left): 1, "
+            f"the first in the batch at {where[1]}") in err
+    assert "this reader knows" not in err

@@ -17,6 +17,7 @@ Expected values are derived by hand from apache/kafka 3.8.0:
 from __future__ import annotations
 
 import json
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -157,6 +158,29 @@ def test_find_hanging_then_abort_from_the_command_line(tmp_path):
     assert codec.parse_control_record(record.key, record.value) == ("ABORT", 0)   # no marker yet: epoch 0
     code, out, _ = run("transactions", logs, "--find-hanging", "--now-ms", now)
     assert len(out.splitlines()) == 1
+
+
+def test_coordinator_records_that_do_not_read_are_named(tmp_path):
+    """TransactionLogValue.json's PartitionIds is not nullable: the generated reader throws (Kafka 3.8.0
+    MessageDataGenerator.generateVariableLengthReader), so the record does not load. The transactional id
+    and the batch holding it are named; describe, find-hanging and dump go on."""
+    _, good = transaction("app", producer_id=9, epoch=2, state="Ongoing", partitions={"t": [0]})
+    key = transaction("app", producer_id=9)[0]
+    null_ids = good[:-24] + struct.pack(">i", -1) + good[-16:]      # the partition id list: count -1
+    logs = build(tmp_path / "logs", coordinator=[
+        transaction("live", producer_id=7, state="CompleteCommit"), (key, null_ids)])
+    log = logs / f"{TXN_TOPIC}-0" / "00000000000000000000.log"
+    with segstore.open(logs) as store:
+        (batch,) = store.partition_of(TXN_TOPIC, 0).batches()
+    where = f"{log}:{batch.position}"
+    code, out, err = run("transactions", logs)
+    assert code == 0 and [line.split()[0] for line in out.splitlines()] == ["TransactionalId", "live"]
+    assert (f"{where}: the TransactionLogValue of transactional id 'app' in this batch does not read: "
+            "expected a value of the non-nullable field PartitionIds, found null (-1)") in err
+    code, out, err = run("transactions", logs, "--find-hanging", "--now-ms", str(T0 + DAY // 2), "--json")
+    assert code == 0 and [r["producer_id"] for r in json.loads(out)] == [9]
+    code, out, err = run("dump", log, "--transaction-log-decoder")
+    assert code == 0 and "Error at offset 1, skipping. expected a value of the non-nullable field" in out
 
 
 def _end(path: Path) -> int:

@@ -17,7 +17,10 @@ version; group-coordinator ``CoordinatorRecordType``, Kafka 4.0):
   the target assignment epoch, ``Reconciling`` while a member is not ``STABLE`` at it,
   else ``Stable``;
 - 9..16 (share groups, consumer-group regular expressions) and any other type: counted
-  and named, not read.  So is a value of a version the schemas here do not define.
+  and named, not read.  So is a record that does not read (a version the schemas here do
+  not define, a null where the schema allows none, bytes that end early: the broker's load
+  stops at it), with the batch holding the first of each kind.  Bytes after a record's last
+  field are not read, as Kafka's readers do not read them.
 
 Offsets expire as the broker's offset cleanup expires them at a given time
 (``GroupMetadata.removeExpiredOffsets``, Kafka 3.8.0): an ``Empty`` group's offsets once
@@ -36,17 +39,18 @@ Pure apart from the caller's column batches; not thread-safe.
 
 from __future__ import annotations
 
+import base64
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from segstore.consumers import ConsumerGroups, ConsumerOffset, GroupMember, lag
-from segstore.errors import CorruptDataError
+from segstore.errors import CorruptDataError, TruncatedDataError
 
 from . import internal_topics as it
 from . import offsetcommit
-from .coordinator import SHORT_KEY, VERSION_BYTES, CoordinatorLog, key_version
+from .coordinator import SHORT_KEY, VERSION_BYTES, CoordinatorLog, Latest, key_version
 from .schema import Schema, read, read_int16
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -73,6 +77,38 @@ CONSUMER_PROTOCOL = "consumer"
 #: ``MemberState.STABLE``
 MEMBER_STABLE = 0
 EMPTY, STABLE, ASSIGNING, RECONCILING = "Empty", "Stable", "Assigning", "Reconciling"
+
+
+def batch_words(partition: int, batch_offset: int) -> str:
+    """Where a record lies when nothing better is known: its partition and its batch's base offset."""
+    return f"{OFFSETS_TOPIC}-{partition} (the batch at offset {batch_offset})"
+
+
+class Notes:
+    """What a load could not apply, for the caller to pass on: a count by what, and for the records that
+    do not read the batch of the first of each kind (``where(partition, batch base offset)`` names it)."""
+
+    def __init__(self, where: Callable[[int, int], str] = batch_words) -> None:
+        self.counts: Counter[str] = Counter()
+        self.first: dict[str, tuple[int, int]] = {}
+        self.where = where
+
+    def unreadable(self, what: str, partition: int, batch_offset: int) -> None:
+        """One record that does not read, in the batch at ``batch_offset`` of ``partition``."""
+        self.counts[what] += 1
+        at = (partition, batch_offset)
+        if what not in self.first or at < self.first[what]:
+            self.first[what] = at
+
+    def lines(self) -> list[str]:
+        """One line per what, sorted: ``what: count``, and where the first unreadable one lies."""
+        lines = []
+        for what, count in sorted(self.counts.items()):
+            line = f"{what}: {count}" if count else what
+            if what in self.first:
+                line += f", the first in the batch at {self.where(*self.first[what])}"
+            lines.append(line)
+        return lines
 
 
 def record_type(version: int) -> str:
@@ -194,41 +230,54 @@ def _at(ms: int) -> Callable[[Commit], int]:
 class _Reader:
     """Decodes the records a partition ends with, counting by name what it cannot read."""
 
-    def __init__(self, notes: Counter[str]) -> None:
+    def __init__(self, notes: Notes, partition: int) -> None:
         self.notes = notes
+        self.partition = partition
 
-    def decode(self, key: bytes, value: bytes | None, schemas: tuple[Schema, Schema]) \
+    def decode(self, key: bytes, latest: Latest, schemas: tuple[Schema, Schema]) \
             -> tuple[dict[str, Any], dict[str, Any] | None] | None:
         version = key_version(key)
+        value = latest.value
         try:
-            key_data, _ = read(schemas[0], memoryview(key)[2:], version)
-        except CorruptDataError:
-            self.notes[f"{schemas[0].name} keys that do not decode"] += 1
+            # GroupMetadataManager.readMessageKey / readOffsetMessageValue / readGroupMessageValue and
+            # CoordinatorRecordSerde.readMessage (3.8.0) read the fields and never look past the last one
+            key_data, _ = read(schemas[0], memoryview(key)[VERSION_BYTES:], version, whole=False)
+        except CorruptDataError as err:
+            self.unreadable(f"{schemas[0].name} v{version} records that do not read ({err.message})", latest)
             return None
         if value is None:
             return key_data, None
+        if len(value) < VERSION_BYTES:
+            self.unreadable(f"{schemas[1].name} values without a version", latest)
+            return None
+        value_version = read_int16(value, 0)
+        low, high = schemas[1].valid_versions()
+        if not low <= value_version <= high:
+            self.unreadable(f"{schemas[1].name} v{value_version} (this reader knows v{low}-{high})", latest)
+            return None
         try:
-            value_version = read_int16(value, 0)
-            value_data, _ = read(schemas[1], memoryview(value)[2:], value_version)
-        except CorruptDataError:
-            low, high = schemas[1].valid_versions()
-            version_text = f"v{read_int16(value, 0)}" if len(value) >= 2 else "without a version"
-            self.notes[f"{schemas[1].name} {version_text} (this reader knows v{low}-{high})"] += 1
+            value_data, _ = read(schemas[1], memoryview(value)[VERSION_BYTES:], value_version, whole=False)
+        except CorruptDataError as err:
+            self.unreadable(f"{schemas[1].name} v{value_version} records that do not read ({err.message})",
+                            latest)
             return None
         return key_data, value_data
 
+    def unreadable(self, what: str, latest: Latest) -> None:
+        self.notes.unreadable(what, self.partition, latest.batch_offset)
 
-def load_partition(log: CoordinatorLog, partition: int, notes: Counter[str],
+
+def load_partition(log: CoordinatorLog, partition: int, notes: Notes,
                    topic_names: Mapping[str, str]) -> dict[str, Group]:
     """The groups of one ``__consumer_offsets`` partition, from its loaded log (before expiry)."""
-    reader = _Reader(notes)
+    reader = _Reader(notes, partition)
     offsets: dict[str, dict[tuple[str, int], Commit]] = {}
     classic: dict[str, Group] = {}
     consumer: dict[str, dict[int, list[tuple[dict[str, Any], dict[str, Any]]]]] = {}
     for key, latest in log.final().items():
         version = key_version(key)
         if version in OFFSET_COMMIT_VERSIONS:
-            decoded = reader.decode(key, latest.value, (it.OFFSET_COMMIT_KEY, it.OFFSET_COMMIT_VALUE))
+            decoded = reader.decode(key, latest, (it.OFFSET_COMMIT_KEY, it.OFFSET_COMMIT_VALUE))
             if decoded is None:
                 continue
             k, v = decoded
@@ -239,11 +288,17 @@ def load_partition(log: CoordinatorLog, partition: int, notes: Counter[str],
                 v["offset"], v.get("leaderEpoch", -1), v["metadata"], v["commitTimestamp"],
                 None if expire == -1 else expire)
         elif version == GROUP_METADATA:
-            decoded = reader.decode(key, latest.value, (it.GROUP_METADATA_KEY, it.GROUP_METADATA_VALUE))
-            if decoded is not None and decoded[1] is not None:
-                classic[decoded[0]["group"]] = _classic_group(decoded[0]["group"], decoded[1], partition)
+            decoded = reader.decode(key, latest, (it.GROUP_METADATA_KEY, it.GROUP_METADATA_VALUE))
+            if decoded is None or decoded[1] is None:
+                continue
+            group_id = decoded[0]["group"]
+            try:
+                classic[group_id] = _classic_group(group_id, decoded[1], partition)
+            except CorruptDataError as err:
+                reader.unreadable(f"{it.GROUP_METADATA_VALUE.name} records with a consumer subscription that "
+                                  f"does not read ({err.message})", latest)
         elif version in it.CONSUMER_GROUP_RECORDS:
-            decoded = reader.decode(key, latest.value, it.CONSUMER_GROUP_RECORDS[version])
+            decoded = reader.decode(key, latest, it.CONSUMER_GROUP_RECORDS[version])
             if decoded is not None and decoded[1] is not None:
                 group_records = consumer.setdefault(decoded[0]["groupId"], {})
                 group_records.setdefault(version, []).append((decoded[0], decoded[1]))
@@ -261,13 +316,42 @@ def load_partition(log: CoordinatorLog, partition: int, notes: Counter[str],
     return groups
 
 
+def _subscribed_topics(subscription: str) -> list[str] | None:
+    """The topics of a classic consumer group member's subscription (base64), as Kafka 3.8.0
+    ``GroupMetadata.computeSubscribedTopics`` reads them when the group loads: the version, then the
+    fields of ``ConsumerProtocolSubscription`` v0 (the prefix of every version); None where the bytes
+    end inside a number (``ConsumerProtocol`` turns the ``BufferUnderflowException`` into a
+    ``SchemaException``: the coordinator does not know the topics).
+
+    :raises CorruptDataError: bytes it refuses otherwise (a null topic list or topic, more topics than
+        bytes, a topic name cut short): another ``RuntimeException``, which that method does not catch,
+        so the group does not load.
+    """
+    data = base64.b64decode(subscription)
+    try:
+        read_int16(data, 0, what="the subscription version")
+        decoded, _ = read(it.SUBSCRIPTION, memoryview(data)[VERSION_BYTES:], 0, whole=False)
+    except TruncatedDataError:
+        return None
+    return list(decoded["topics"])
+
+
 def _classic_group(group_id: str, value: dict[str, Any], partition: int) -> Group:
+    """A classic group from its ``GroupMetadataValue`` (``readGroupMessageValue``,
+    ``GroupMetadata.loadGroup``).
+
+    :raises CorruptDataError: a consumer member's subscription the loader refuses
+        (:func:`_subscribed_topics`).
+    """
     members = []
-    for m in value.get("members") or ():
-        if value.get("protocolType") == CONSUMER_PROTOCOL:
+    consumer = value["protocolType"] == CONSUMER_PROTOCOL
+    for m in value["members"]:
+        # computeSubscribedTopics reads the subscriptions only once the group has a protocol
+        subscribed = _subscribed_topics(m["subscription"]) if consumer and value["protocol"] is not None \
+            else None
+        if consumer:
             it.decode_consumer_protocol(m)
-        subscription, assignment = m.get("subscription"), m.get("assignment")
-        subscribed = list(subscription["topics"]) if isinstance(subscription, dict) else None
+        assignment = m.get("assignment")
         assigned = ([(p["topic"], n) for p in assignment["assignedPartitions"] for n in p["partitions"]]
                     if isinstance(assignment, dict) else [])
         members.append(Member(m["memberId"], m["clientId"], m["clientHost"], subscribed, assigned,
@@ -349,10 +433,13 @@ def describe(groups: Mapping[str, Group], log_end: Callable[[str, int], int | No
 def consumer_groups(logs: Mapping[int, CoordinatorLog], *, log_end: Callable[[str, int], int | None],
                     topic_names: Mapping[str, str] | None = None, now_ms: int | None = None,
                     retention_ms: int = DEFAULT_OFFSETS_RETENTION_MS,
-                    group: str | None = None) -> ConsumerGroups:
+                    group: str | None = None, where: Callable[[int, int], str] = batch_words
+                    ) -> ConsumerGroups:
     """Every live group of the loaded ``__consumer_offsets`` partitions (``logs``: partition -> its log),
-    offsets expired at ``now_ms`` (by default the newest record's timestamp: the files' own time)."""
-    notes: Counter[str] = Counter()
+    offsets expired at ``now_ms`` (by default the newest record's timestamp: the files' own time).
+    ``where(partition, batch base offset)`` names the batch of a record that does not read (the store: its
+    file and byte position)."""
+    notes = Notes(where)
     groups: dict[str, Group] = {}
     newest = max((log.max_timestamp for log in logs.values()), default=-1)
     now = newest if now_ms is None else now_ms
@@ -362,11 +449,11 @@ def consumer_groups(logs: Mapping[int, CoordinatorLog], *, log_end: Callable[[st
         for version, count in log.key_versions.items():
             if version not in OFFSET_COMMIT_VERSIONS and version != GROUP_METADATA \
                     and version not in it.CONSUMER_GROUP_RECORDS:
-                notes[f"{record_type(version)} records (not read)"] += count
+                notes.counts[f"{record_type(version)} records (not read)"] += count
         if log.keyless:
-            notes["records without a key (the broker stops loading there)"] += log.keyless
+            notes.counts["records without a key (the broker stops loading there)"] += log.keyless
         if log.open_transactions():
-            notes["producers with transactional offset commits still pending (not shown)"] += \
+            notes.counts["producers with transactional offset commits still pending (not shown)"] += \
                 log.open_transactions()
     expired = 0
     for group_id in list(groups):
@@ -375,7 +462,7 @@ def consumer_groups(logs: Mapping[int, CoordinatorLog], *, log_end: Callable[[st
             del groups[group_id]          # Dead
     if group is not None:
         groups = {group: groups[group]} if group in groups else {}
-    lines = [f"{what}: {count}" if count else what for what, count in sorted(notes.items())]
+    lines = notes.lines()
     if expired:
         minutes = retention_ms // 60000
         lines.append(f"offsets expired at {now} (offsets.retention.minutes={minutes}): {expired}")

@@ -496,12 +496,15 @@ def decode_offsets(
         schemas = OFFSETS_RECORDS.get(key_version)
         if schemas is None:
             return f"Unknown record type {key_version} at offset {offset}, skipping.", None
-        key_data, _ = read(schemas[0], key_body, key_version, path=path, base_pos=pos + VERSION_SIZE)
+        # CoordinatorRecordSerde.readMessage reads the fields and never looks at bytes after them
+        key_data, _ = read(schemas[0], key_body, key_version, path=path, base_pos=pos + VERSION_SIZE,
+                           whole=False)
         key_text = _json({"type": str(key_version), "data": key_data})
         if value is None:
             return key_text, TOMBSTONE
         value_version, value_body = _versioned(value, "value", path, pos)
-        value_data, _ = read(schemas[1], value_body, value_version, path=path, base_pos=pos + VERSION_SIZE)
+        value_data, _ = read(schemas[1], value_body, value_version, path=path, base_pos=pos + VERSION_SIZE,
+                             whole=False)
         if value_data.get("protocolType") == "consumer":
             for member in value_data.get("members") or ():
                 decode_consumer_protocol(member)
@@ -581,35 +584,47 @@ def decode_transaction_log(
         key_version, key_body = _versioned(key, "key", path, pos)
         if key_version > TRANSACTION_LOG_KEY.valid_versions()[1]:
             return f"unknown::version={key_version}", None
-        key_data, _ = read(TRANSACTION_LOG_KEY, key_body, key_version, path=path, base_pos=pos + VERSION_SIZE)
+        # TransactionLog.readTxnRecordKey / readTxnRecordValue read the fields, never what follows them
+        key_data, _ = read(TRANSACTION_LOG_KEY, key_body, key_version, path=path, base_pos=pos + VERSION_SIZE,
+                           whole=False)
         key_text = f"transaction_metadata::transactionalId={key_data['transactionalId']}"
         if value is None:
             return key_text, TOMBSTONE
         value_version, value_body = _versioned(value, "value", path, pos)
-        data, _ = read(
-            TRANSACTION_LOG_VALUE, value_body, value_version, path=path, base_pos=pos + VERSION_SIZE
-        )
+        data, _ = read(TRANSACTION_LOG_VALUE, value_body, value_version, path=path,
+                       base_pos=pos + VERSION_SIZE, whole=False)
+        state, topic_partitions = transaction_state(data, path=path, pos=pos)
     except CorruptDataError as err:
         return f"Error at offset {offset}, skipping. {err.message}", None
-    status = data["transactionStatus"]
-    if not 0 <= status < len(TRANSACTION_STATES):
-        return (
-            f"Error at offset {offset}, skipping. expected a transaction state "
-            f"0..{len(TRANSACTION_STATES) - 1}, found {status}"
-        ), None
-    state = TRANSACTION_STATES[status]
-    # An Empty transaction's partitions are not loaded (TransactionLog.readTxnRecordValue).
-    partitions = (
-        []
-        if state == "Empty"
-        else [f"{p['topic']}-{n}" for p in data["transactionPartitions"] or () for n in p["partitionIds"]]
-    )
+    partitions = [f"{topic}-{n}" for topic, n in topic_partitions]
     return key_text, (
         f"producerId:{data['producerId']},producerEpoch:{data['producerEpoch']},"
         f"state={state},partitions=[{','.join(partitions)}],"
         f"txnLastUpdateTimestamp={data['transactionLastUpdateTimestampMs']},"
         f"txnTimeoutMs={data['transactionTimeoutMs']}"
     )
+
+
+def transaction_state(data: dict[str, Any], *, path: str = "<memory>", pos: int = 0) \
+        -> tuple[str, list[tuple[str, int]]]:
+    """A decoded ``TransactionLogValue``'s state name and partitions as ``TransactionLog.readTxnRecordValue``
+    (Kafka 3.8.0) loads them: ``TransactionState.fromId`` of the status, and the partitions in the order
+    written, none for ``Empty`` (its partitions are not read).
+
+    :raises CorruptDataError: a status ``fromId`` refuses, or null partitions in another state than
+        ``Empty`` (the loader's ``forEach`` over them throws: the record does not load).
+    """
+    status = data["transactionStatus"]
+    if not 0 <= status < len(TRANSACTION_STATES):
+        raise CorruptDataError(
+            f"expected a transaction state 0..{len(TRANSACTION_STATES) - 1}, found {status}", path, pos)
+    state = TRANSACTION_STATES[status]
+    if state == "Empty":
+        return state, []
+    if data["transactionPartitions"] is None:
+        raise CorruptDataError(f"expected the partitions of a transaction in state {state}, found null",
+                               path, pos)
+    return state, [(p["topic"], n) for p in data["transactionPartitions"] for n in p["partitionIds"]]
 
 
 def decode_metadata_value(value: bytes | None, *, path: str = "<memory>", pos: int = 0) -> dict[str, Any]:

@@ -1398,6 +1398,24 @@ class KafkaStore(Store):
                 log.failed = err
         return logs
 
+    def _batch_words(self, topic: str) -> Callable[[int, int], str]:
+        """``where(partition, batch base offset)``: ``path:position`` of that batch of ``topic``'s partition,
+        for the notes that name a record that does not read (found only then: an index search each)."""
+        parts = self._partitions()
+
+        def where(partition: int, batch_offset: int) -> str:
+            part = parts.get((topic, partition))
+            try:
+                found = part.translate_offset(batch_offset) if part is not None else None
+            except SegstoreError:
+                found = None
+            if found is None:
+                return f"{topic}-{partition} (the batch at offset {batch_offset})"
+            seg, batch = found
+            return f"{seg.path}:{batch.position}"
+
+        return where
+
     def consumer_groups(self, group: str | None = None, *, now_ms: int | None = None,
                         **options: Any) -> ConsumerGroups:
         """:meth:`Store.consumer_groups` from ``__consumer_offsets`` as the group coordinator loads it
@@ -1423,7 +1441,8 @@ class KafkaStore(Store):
         names = {t.topic_id: name for name, t in self.metadata.topics.items()} if self.metadata else {}
         retention_ms = int(options.get("offsets_retention_ms", groups.DEFAULT_OFFSETS_RETENTION_MS))
         found = groups.consumer_groups(logs, log_end=log_end, topic_names=names, now_ms=now_ms,
-                                       retention_ms=retention_ms, group=group)
+                                       retention_ms=retention_ms, group=group,
+                                       where=self._batch_words(groups.OFFSETS_TOPIC))
         found.notes[:0] = notes
         return found
 
@@ -1529,8 +1548,6 @@ class KafkaStore(Store):
             that partition does not read whole (what is there would be guessed).
         :raises NotFoundError: the partition is not in this log directory (another broker's).
         """
-        from collections import Counter
-
         from . import groups, offsetcommit
 
         name = groups.OFFSETS_TOPIC
@@ -1539,7 +1556,7 @@ class KafkaStore(Store):
         count = len(topic_state.partitions) if topic_state is not None and topic_state.partitions else None
         names = {t.topic_id: n for n, t in self.metadata.topics.items()} if self.metadata else {}
         loaded_logs = self._coordinator_logs(name, groups.is_offset_commit, [], groups.same_offset_key)
-        loaded = {p: groups.load_partition(log, p, Counter(), names) for p, log in loaded_logs.items()}
+        loaded = {p: groups.load_partition(log, p, groups.Notes(), names) for p, log in loaded_logs.items()}
         where = {p for p, found in loaded.items() if group in found}
         hashed = offsetcommit.coordinator_partition(group, count or groups.DEFAULT_OFFSETS_PARTITIONS)
         if count is not None and where and where != {hashed}:
@@ -1568,13 +1585,15 @@ class KafkaStore(Store):
         return _GroupHome(f"{name}-{number}", part, loaded.get(number, {}).get(group), notes)
 
     def transaction_states(self, transactional_id: str | None = None) -> list[dict[str, Any]]:
-        """:meth:`Store.transaction_states` from ``__transaction_state`` (:mod:`.txnstate`)."""
+        """:meth:`Store.transaction_states` from ``__transaction_state`` (:mod:`.txnstate`); a record that
+        does not read is named by its batch's file and position."""
         from . import txnstate
 
         self._check_open()
         notes: list[str] = []
         found = txnstate.transaction_states(self._coordinator_logs(txnstate.TRANSACTION_TOPIC, None, notes),
-                                            transactional_id)
+                                            transactional_id,
+                                            where=self._batch_words(txnstate.TRANSACTION_TOPIC))
         return found + [{"transactional_id": None, "error": note} for note in notes]
 
     def producers(self, topic: str | None = None, partition: int | None = None, *,

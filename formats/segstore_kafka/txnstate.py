@@ -4,13 +4,13 @@
 transactional id (a tombstone removes it); each value is a ``TransactionLogValue``
 (:mod:`.internal_topics`): producer id and epoch, the transaction's timeout, state and
 partitions (not kept for ``Empty``), start and last-update times.  One dict per id, in
-``kafka-transactions describe``'s terms; a record this reader cannot decode is a dict
-with ``error`` (named, never a crash).  Pure; not thread-safe.
+``kafka-transactions describe``'s terms; a record this reader cannot decode is a dict with
+``error`` (named, with the batch holding it, never a crash).  Pure; not thread-safe.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from segstore.errors import CorruptDataError
@@ -23,44 +23,52 @@ TRANSACTION_TOPIC = "__transaction_state"
 VERSION_BYTES = 2
 
 
+def batch_words(partition: int, batch_offset: int) -> str:
+    """Where a record lies when nothing better is known: its partition and its batch's base offset."""
+    return f"{TRANSACTION_TOPIC}-{partition} (the batch at offset {batch_offset})"
+
+
 def _state(partition: int, key: bytes, value: bytes) -> dict[str, Any]:
     try:
         key_version = read_int16(key, 0, what="the key version")
-        key_data, _ = read(it.TRANSACTION_LOG_KEY, memoryview(key)[VERSION_BYTES:], key_version)
+        # TransactionLog.readTxnRecordKey / readTxnRecordValue never look past the last field
+        key_data, _ = read(it.TRANSACTION_LOG_KEY, memoryview(key)[VERSION_BYTES:], key_version, whole=False)
     except CorruptDataError as err:
         return {"transactional_id": None, "coordinator_partition": partition,
-                "error": f"TransactionLogKey not read: {err.message}"}
+                "error": f"a TransactionLogKey in this batch does not read: {err.message}"}
     txn_id = key_data["transactionalId"]
     try:
         value_version = read_int16(value, 0, what="the value version")
-        data, _ = read(it.TRANSACTION_LOG_VALUE, memoryview(value)[VERSION_BYTES:], value_version)
+        data, _ = read(it.TRANSACTION_LOG_VALUE, memoryview(value)[VERSION_BYTES:], value_version,
+                       whole=False)
+        state, partitions = it.transaction_state(data)
     except CorruptDataError as err:
         return {"transactional_id": txn_id, "coordinator_partition": partition,
-                "error": f"TransactionLogValue not read: {err.message}"}
-    status = data["transactionStatus"]
-    if not 0 <= status < len(it.TRANSACTION_STATES):
-        return {"transactional_id": txn_id, "coordinator_partition": partition,
-                "error": f"expected a transaction state 0..{len(it.TRANSACTION_STATES) - 1}, found {status}"}
-    state = it.TRANSACTION_STATES[status]
-    partitions = [] if state == "Empty" else sorted(
-        (p["topic"], n) for p in data["transactionPartitions"] or () for n in p["partitionIds"])
+                "error": f"the TransactionLogValue of transactional id {txn_id!r} in this batch does not "
+                         f"read: {err.message}"}
     return {"transactional_id": txn_id, "producer_id": data["producerId"],
             "producer_epoch": data["producerEpoch"], "state": state,
             "timeout_ms": data["transactionTimeoutMs"],
             "start_timestamp": data["transactionStartTimestampMs"],
             "last_update_timestamp": data["transactionLastUpdateTimestampMs"],
-            "partitions": [f"{t}-{n}" for t, n in partitions], "coordinator_partition": partition}
+            "partitions": [f"{t}-{n}" for t, n in sorted(set(partitions))],
+            "coordinator_partition": partition}
 
 
-def transaction_states(logs: Mapping[int, CoordinatorLog], transactional_id: str | None = None) \
-        -> list[dict[str, Any]]:
-    """Every live transactional id of the loaded ``__transaction_state`` partitions, by id."""
+def transaction_states(logs: Mapping[int, CoordinatorLog], transactional_id: str | None = None, *,
+                       where: Callable[[int, int], str] = batch_words) -> list[dict[str, Any]]:
+    """Every live transactional id of the loaded ``__transaction_state`` partitions (``transactional_id``'s
+    only), by id.  ``where(partition, batch base offset)`` names the batch of a record that does not read
+    (the store: its file and byte position)."""
     found = []
     for partition in sorted(logs):
         for key, latest in logs[partition].final().items():
             if latest.value is None:
                 continue
             state = _state(partition, key, latest.value)
-            if transactional_id is None or state["transactional_id"] == transactional_id:
+            if "error" in state:
+                state["error"] = f"{where(partition, latest.batch_offset)}: {state['error']}"
+            # a key that does not read may be the id asked for: it is named whatever the id asked
+            if transactional_id is None or state["transactional_id"] in (transactional_id, None):
                 found.append(state)
     return sorted(found, key=lambda s: (s["transactional_id"] is None, s["transactional_id"] or ""))
