@@ -30,6 +30,7 @@ from . import allocator, files, progress, registry
 from .api import open as open_store
 from .errors import (
     ConfigError,
+    CorruptDataError,
     FormatNotFoundError,
     InvalidMessageError,
     InvalidTopicError,
@@ -482,7 +483,7 @@ def _dump_backlog(args: argparse.Namespace, out: TextIO) -> int:
     RocketMQ the queue's max offset).  A partition this store does not hold is said on stderr."""
     with _open(args) as store:
         inflate = {"decompress": True} if _decompressing(store, args) else {}
-        rows = _group_rows(store, args)
+        rows, damaged = _group_rows(store, args)
         stable = getattr(store, "last_stable_offset", None) if args.isolation == READ_COMMITTED else None
         ranges: dict[tuple[str, int], tuple[int, int]] = {}
         for row in rows:
@@ -510,17 +511,29 @@ def _dump_backlog(args: argparse.Namespace, out: TextIO) -> int:
         sys.stderr.write(f"segstore dump: {_selection_words(args)}: group {args.group!r} has consumed "
                          "every message stored\n")
         return EXIT_NO_HITS
-    return EXIT_OK
+    return EXIT_DATA if damaged else EXIT_OK
 
 
-def _group_rows(store: Store, args: argparse.Namespace, *, committed: bool = False) -> list[Any]:
+def _group_notes(args: argparse.Namespace, found: ConsumerGroups) -> bool:
+    """Write what ``consumer_groups`` could not apply to stderr: its notes, then the damage it met;
+    True where it met damage (the command exits 1 once it printed what it could read)."""
+    for line in (*found.notes, *found.damage):
+        sys.stderr.write(f"segstore {args.command}: {args.path}: {line}\n")
+    return bool(found.damage)
+
+
+def _group_rows(store: Store, args: argparse.Namespace, *, committed: bool = False
+                ) -> tuple[list[Any], bool]:
     """The ``consumers`` rows of ``--group`` on the ``--topic`` (and ``--queue``/``--partition``, where the
-    command has them) selected; ``committed``: only those with a committed offset.
+    command has them) selected; ``committed``: only those with a committed offset.  And whether the files
+    holding them were damaged (:func:`_group_notes` says on stderr what was not read).
 
     :raises NotFoundError: none (the groups there are named).
     """
     partition = _partition(args) if hasattr(args, "queue") else None
-    rows = [row for row in store.consumer_groups(args.group).rows
+    found = store.consumer_groups(args.group)
+    damaged = _group_notes(args, found)
+    rows = [row for row in found.rows
             if row.topic is not None and row.partition is not None
             and (args.topic is None or row.topic == args.topic)
             and (partition is None or row.partition == partition)
@@ -532,7 +545,17 @@ def _group_rows(store: Store, args: argparse.Namespace, *, committed: bool = Fal
                  else f" on partition (queue) {partition}" if partition is not None else "")
         raise NotFoundError(f"expected consumer group {args.group!r}{where}, found "
                             f"{_listing('group', groups)}", args.path)
-    return rows
+    return rows, damaged
+
+
+def _refuse_damaged(args: argparse.Namespace, damaged: bool) -> None:
+    """Before ``--execute`` writes: offsets planned from a group read only in part would be guesses.
+
+    :raises CorruptDataError: the group's files were damaged.
+    """
+    if damaged and args.execute:
+        raise CorruptDataError("expected the consumer groups' files to read whole before writing offsets "
+                               "planned from them, found the damage named above: nothing written", args.path)
 
 
 #: The longest ``dump --follow --interval``, in seconds (a day): a longer wait is surely a slip.
@@ -570,18 +593,20 @@ def _follow(args: argparse.Namespace, out: TextIO) -> int:
         raise UsageError(f"--interval: expected a positive number of seconds, at most {MAX_FOLLOW_INTERVAL} "
                          f"(a day), found {args.interval}")
     follower = _Follower(args)
+    damaged = False
     try:
         if args.group is not None:
             with _open(args) as store:
-                follower.starts = {(row.topic, row.partition): row.committed_offset
-                                   for row in _group_rows(store, args)
+                rows, damaged = _group_rows(store, args)
+                follower.starts = {(row.topic, row.partition): row.committed_offset for row in rows
                                    if row.committed_offset is not None and row.committed_offset >= 0}
         while True:
             follower.look_again(out)
             if _reader_gone(out, args.interval):
-                return EXIT_OK      # as a closed pipe met on a write
+                break               # as a closed pipe met on a write
     except KeyboardInterrupt:       # how a follow ends
-        return EXIT_OK
+        pass
+    return EXIT_DATA if damaged else EXIT_OK
 
 
 class _Follower:
@@ -1388,10 +1413,12 @@ def _reset_offsets(args: argparse.Namespace, out: TextIO) -> int:
         # the group's partitions as its files hold them (Kafka: at the newest record's time): a group the
         # broker would expire by --now-ms is reset all the same, as kafka-consumer-groups resets a new one
         if wanted is None:
-            rows = _group_rows(store, args)
+            rows, damaged = _group_rows(store, args)
             current = {(row.topic, row.partition): row for row in rows}
         else:                           # the partitions named, whether or not the group committed them
-            rows = store.consumer_groups(args.group).rows
+            found = store.consumer_groups(args.group)
+            damaged = _group_notes(args, found)
+            rows = found.rows
             known = {(row.topic, row.partition): row for row in rows}
             current = {queue: known.get(queue) or ConsumerOffset(args.group, *queue, None, None, None)
                        for queue in wanted}
@@ -1404,6 +1431,7 @@ def _reset_offsets(args: argparse.Namespace, out: TextIO) -> int:
         plan = {queue: _reset_target(args, store, row, None if wanted is None else wanted[queue])
                 for queue, row in sorted(current.items())}
         notes = []
+        _refuse_damaged(args, damaged)
         if args.execute:
             notes = store.commit_offsets(args.group, _to_commit(args, store, current, plan),
                                          now_ms=args.now_ms, **options)
@@ -1418,7 +1446,7 @@ def _reset_offsets(args: argparse.Namespace, out: TextIO) -> int:
         _table(RESET_HEADER, [(args.group, t, str(q), str(o)) for (t, q), o in plan.items()],
                (*_CONSUMER_WIDTHS[:3], 0), out)
     _after_group_change(args, rows, notes, "resets", "commit these offsets")
-    return EXIT_OK
+    return EXIT_DATA if damaged else EXIT_OK
 
 
 def _reset_asked(args: argparse.Namespace) -> bool:
@@ -1526,7 +1554,8 @@ def _delete_offsets(args: argparse.Namespace, out: TextIO) -> int:
         raise UsageError(f"--delete removes a whole topic's offsets: expected --topic TOPIC, found "
                          f"{args.topic!r}")
     with _open(args, mode="a" if args.execute else "r") as store:
-        rows = _group_rows(store, args, committed=True)
+        rows, damaged = _group_rows(store, args, committed=True)
+        _refuse_damaged(args, damaged)
         notes = store.delete_offsets(args.group, args.topic, now_ms=args.now_ms) if args.execute else []
     if args.json:
         _json_line([{"group": row.group, "topic": row.topic, "partition": row.partition,
@@ -1535,7 +1564,7 @@ def _delete_offsets(args: argparse.Namespace, out: TextIO) -> int:
         _table(DELETE_HEADER, [(row.group, row.topic, str(row.partition), str(row.committed_offset))
                                for row in rows], (*_CONSUMER_WIDTHS[:3], 0), out)
     _after_group_change(args, rows, notes, "deletes", "delete these offsets")
-    return EXIT_OK
+    return EXIT_DATA if damaged else EXIT_OK
 
 
 def _to_commit(args: argparse.Namespace, store: Store, current: Mapping[tuple[str, int], Any],
@@ -1650,21 +1679,22 @@ def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
                else {"offsets_retention_ms": args.offsets_retention_minutes * 60_000})
     with _open(args) as store:
         found = store.consumer_groups(args.group, now_ms=args.now_ms, **options)
+        damaged = _group_notes(args, found)
         if args.group is not None and not found.rows:
             groups = store.consumer_groups(None, now_ms=args.now_ms, **options).groups()
             raise NotFoundError(f"expected consumer group {args.group!r}, found {_listing('group', groups)}",
                                 args.path)
-    for note in found.notes:
-        sys.stderr.write(f"segstore consumers: {args.path}: {note}\n")
     if args.topic is not None:
         found = _on_topic(args, found)
+    # what was read is shown; damage met makes it exit 1, as dump does
+    failed = EXIT_DATA if damaged else EXIT_OK
     if args.list:
-        return _group_list(args, found, out)
+        return _group_list(args, found, out) or failed
     if state or args.members:
-        return _group_views(args, found, out)
+        return _group_views(args, found, out) or failed
     if args.json:
         _json_line([row.to_dict() for row in found.rows], out)
-        return EXIT_OK
+        return failed
     for n, (group, rows) in enumerate(found.by_group().items()):
         note = _STATE_NOTES.get(rows[0].state or "")
         if note is not None:
@@ -1676,7 +1706,7 @@ def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
             out.write("\n")
         _table(CONSUMER_HEADER + tuple(header for header, _ in found.columns), cells,
                _CONSUMER_WIDTHS + (0,) * len(found.columns), out)
-    return EXIT_OK
+    return failed
 
 
 #: ``kafka-consumer-groups --describe --state``'s columns (the coordinator as its ``__consumer_offsets``
@@ -1858,6 +1888,7 @@ def _producer_command(args: argparse.Namespace, out: TextIO) -> int:
     if args.max_transaction_timeout is not None and args.max_transaction_timeout < 0:
         raise UsageError("--max-transaction-timeout: expected minutes >= 0, found "
                          f"{args.max_transaction_timeout}")
+    damaged = False
     with _open(args, mode="a" if args.execute else "r") as store:
         if args.find_hanging and hasattr(store, "half_messages"):     # RocketMQ's half messages
             timeout = None if args.max_transaction_timeout is None else args.max_transaction_timeout * 60_000
@@ -1877,10 +1908,11 @@ def _producer_command(args: argparse.Namespace, out: TextIO) -> int:
             header, fields = PRODUCER_HEADER, ("topic", "partition", *_PRODUCER_FIELDS)
         elif args.find_hanging:
             timeout = None if args.max_transaction_timeout is None else args.max_transaction_timeout * 60_000
-            rows, notes = store.hanging_transactions(args.topic, args.partition, now_ms=args.now_ms,
-                                                     max_timeout_ms=timeout)
-            for note in notes:
+            rows, notes, damage = store.hanging_transactions(args.topic, args.partition, now_ms=args.now_ms,
+                                                             max_timeout_ms=timeout)
+            for note in (*notes, *damage):
                 sys.stderr.write(f"segstore transactions: {note}\n")
+            damaged = bool(damage)
             header, fields = HANGING_HEADER, _HANGING_FIELDS
         else:
             act = store.abort_transaction if args.execute else store.open_transaction
@@ -1891,7 +1923,7 @@ def _producer_command(args: argparse.Namespace, out: TextIO) -> int:
     if args.abort and not args.execute:
         sys.stderr.write("segstore transactions: a plan only, nothing written: add --execute (with the "
                          "broker stopped) to write the ABORT marker\n")
-    return EXIT_OK
+    return EXIT_DATA if damaged else EXIT_OK
 
 
 def cmd_transactions(args: argparse.Namespace, out: TextIO) -> int:
@@ -1909,17 +1941,19 @@ def cmd_transactions(args: argparse.Namespace, out: TextIO) -> int:
     states = [s for s in states if "error" not in s]
     for state in errors:
         sys.stderr.write(f"segstore transactions: {args.path}: {state['error']}\n")
+    # what was read is shown; a file that did not read whole makes it exit 1, as dump does
+    failed = EXIT_DATA if any(state.get("damage") for state in errors) else EXIT_OK
     if args.transactional_id is not None and not states:
         sys.stderr.write(f"segstore transactions: {args.path}: no transactional id "
                          f"{args.transactional_id!r}\n")
         return EXIT_DATA
     if args.json:
         _json_line(states, out)
-        return EXIT_OK
+        return failed
     rows = [tuple(",".join(s[f]) if f == "partitions" else str(s[f]) for f in _TRANSACTION_FIELDS)
             for s in states]
     _table(TRANSACTION_HEADER, rows, [0] * len(TRANSACTION_HEADER), out)
-    return EXIT_OK
+    return failed
 
 
 def cmd_formats(args: argparse.Namespace, out: TextIO) -> int:

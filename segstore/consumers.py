@@ -126,6 +126,9 @@ class ConsumerGroups:
     #: every member of the groups listed, by group then consumer id, where the format keeps members
     #: (RocketMQ: none); a member holding no partition is here though no row names it
     members: list[GroupMember] = field(default_factory=list)
+    #: one line each (``path:pos: what``): files that did not read whole, whose groups and offsets past
+    #: that point are missing from the rows (what was read is there; a caller acting on it must not)
+    damage: list[str] = field(default_factory=list)
 
     def groups(self) -> list[str]:
         """The groups listed, sorted."""

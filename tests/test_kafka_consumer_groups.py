@@ -534,3 +534,40 @@ def test_bytes_after_a_known_version_load_and_a_record_not_read_says_what_failed
     assert ("OffsetCommitValue v3 records that do not read (expected 8 bytes of offset, found 4 left): 1, "
             f"the first in the batch at {where[1]}") in err
     assert "this reader knows" not in err
+
+
+def _damaged(tmp_path) -> tuple[Path, Path, bytes]:
+    """Group g committed 1..5 in five batches of ``__consumer_offsets-0``; the third batch's CRC is broken,
+    so the log reads up to offset 2 only."""
+    logs = tmp_path / "logs"
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        store.append_batch([Message("orders", b"o", timestamp=T0) for _ in range(10)])
+        for i in range(5):
+            _records(store, [offset_commit("g", "orders", 0, i + 1, commit_ms=T0 + i)], timestamp=T0 + i)
+    log = logs / f"{OFFSETS}-0" / "00000000000000000000.log"
+    data = bytearray(log.read_bytes())
+    data[2 * len(data) // 5 + 70] ^= 0xFF       # a record byte of the third batch: its CRC no longer holds
+    log.write_bytes(bytes(data))
+    return logs, log, bytes(data)
+
+
+def test_a_damaged_offsets_log_shows_what_it_read_and_exits_1(tmp_path, capsys):
+    """What was read is shown (as ``dump`` shows the records before damage), the damage named (file and
+    byte) on stderr and the exit status 1 (docs/cli.md: 1 for damage met); a reset or a deletion is not
+    written from a partial load."""
+    logs, log, data = _damaged(tmp_path)
+    damage = f"{log}:{2 * len(data) // 5 + 17}: expected CRC-32C"
+    code, out, err = _run(capsys, "consumers", logs, "--group", "g")
+    assert code == 1 and _table(out)[0][:4] == ["g", "orders", "0", "2"] and damage in err
+    for view in (("--json",), ("--list",), ("--state",), ("--members",)):
+        code, out, err = _run(capsys, "consumers", logs, *view)
+        assert code == 1 and out and damage in err, view
+    code, out, err = _run(capsys, "consumers", logs, "--group", "g", "--reset-offsets", "--to-current",
+                          "--export")
+    assert (code, out) == (1, "orders,0,2\n") and damage in err
+    code, out, err = _run(capsys, "dump", logs, "--group", "g", "--topic", "orders", "--json")
+    assert code == 1 and json.loads(out.splitlines()[0])["offset"] == 2 and damage in err
+    for change in (("--reset-offsets", "--to-latest"), ("--delete",)):
+        code, out, err = _run(capsys, "consumers", logs, "--group", "g", *change, "--execute")
+        assert (code, out) == (1, "") and damage in err and "nothing written" in err
+    assert log.read_bytes() == data and len(list(log.parent.glob("*.log"))) == 1

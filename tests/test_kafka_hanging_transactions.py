@@ -110,7 +110,8 @@ def test_hanging_is_judged_against_the_coordinators_state(tmp_path, state, parti
                    else None)
     logs = build(tmp_path / "logs", coordinator=coordinator)
     with segstore.open(logs) as store:
-        rows, notes = store.hanging_transactions(now_ms=T0 + 16 * MINUTE)
+        rows, notes, damage = store.hanging_transactions(now_ms=T0 + 16 * MINUTE)
+        assert damage == []
         assert store.hanging_transactions(now_ms=T0 + 14 * MINUTE)[0] == []      # not open long enough
         shorter = store.hanging_transactions(now_ms=T0 + 3 * MINUTE, max_timeout_ms=MINUTE)[0]
         assert [(r["producer_id"], r["duration_min"]) for r in shorter] == [(r["producer_id"], 2)
@@ -160,10 +161,11 @@ def test_find_hanging_then_abort_from_the_command_line(tmp_path):
     assert len(out.splitlines()) == 1
 
 
-def test_coordinator_records_that_do_not_read_are_named(tmp_path):
+def test_coordinator_records_that_do_not_read_are_named_and_damage_exits_1(tmp_path):
     """TransactionLogValue.json's PartitionIds is not nullable: the generated reader throws (Kafka 3.8.0
     MessageDataGenerator.generateVariableLengthReader), so the record does not load. The transactional id
-    and the batch holding it are named; describe, find-hanging and dump go on."""
+    and the batch holding it are named; describe, find-hanging and dump go on. A CRC that does not hold
+    stops the load there: the commands show what they read and exit 1 (docs/cli.md: 1 for damage met)."""
     _, good = transaction("app", producer_id=9, epoch=2, state="Ongoing", partitions={"t": [0]})
     key = transaction("app", producer_id=9)[0]
     null_ids = good[:-24] + struct.pack(">i", -1) + good[-16:]      # the partition id list: count -1
@@ -181,6 +183,12 @@ def test_coordinator_records_that_do_not_read_are_named(tmp_path):
     assert code == 0 and [r["producer_id"] for r in json.loads(out)] == [9]
     code, out, err = run("dump", log, "--transaction-log-decoder")
     assert code == 0 and "Error at offset 1, skipping. expected a value of the non-nullable field" in out
+    data = bytearray(log.read_bytes())
+    data[batch.position + 17] ^= 0xFF       # the batch's CRC
+    log.write_bytes(bytes(data))
+    for argv in ((), ("--json",), ("--find-hanging", "--topic", "t", "--now-ms", str(T0 + DAY // 2))):
+        code, out, err = run("transactions", logs, *argv)
+        assert code == 1 and out and f"{log}:{batch.position + 17}: expected CRC-32C" in err, argv
 
 
 def _end(path: Path) -> int:

@@ -28,6 +28,7 @@ from segstore_kafka import offsetcommit
 
 import segstore
 from segstore.errors import (
+    CorruptDataError,
     InvalidMessageError,
     NotFoundError,
     OffsetOutOfRangeError,
@@ -284,8 +285,13 @@ def test_a_partition_that_does_not_read_whole_takes_no_commit(tmp_path):
     code, out, err = run("consumers", logs, "--group", "order-group", "--reset-offsets", "--to-earliest",
                          "--topic", "payment-create-response", "--execute")
     assert (code, out) == (1, "")
-    expected = f"{log}:800: expected {OFFSETS}-{ORDER_PARTITION} (group 'order-group''s partition) to read"
-    assert expected in err and "CRC-32C" in err
+    # the command names the damaged batch, and refuses to write offsets planned from a partial load
+    assert f"{log}:800: expected CRC-32C" in err and "nothing written" in err
+    # the library call refuses it too
+    with segstore.open(logs, mode="a") as store, pytest.raises(CorruptDataError) as refused:
+        store.commit_offsets("order-group", {("payment-create-response", 0): 0})
+    assert str(refused.value).startswith(
+        f"{log}:800: expected {OFFSETS}-{ORDER_PARTITION} (group 'order-group''s partition) to read")
     assert log.read_bytes() == bytes(data) and len(list(log.parent.glob("*.log"))) == 1
 
 

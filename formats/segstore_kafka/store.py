@@ -1379,10 +1379,10 @@ class KafkaStore(Store):
 
     # -- the coordinators' logs (groups.py, txnstate.py) ------------------------------------
     def _coordinator_logs(self, topic: str, pending_key: Callable[[bytes], bool] | None,
-                          notes: list[str], same_key: Callable[[bytes], bytes] | None = None
+                          damage: list[str], same_key: Callable[[bytes], bytes] | None = None
                           ) -> dict[int, CoordinatorLog]:
         """Each partition of an internal topic loaded from its log start (a read that fails part way keeps
-        what came before it and says so in ``notes``)."""
+        what came before it, and says where it stopped in ``damage``)."""
         from .coordinator import COLUMNS, CoordinatorLog
 
         logs: dict[int, CoordinatorLog] = {}
@@ -1394,7 +1394,7 @@ class KafkaStore(Store):
                 for batch in self.scan_arrow(COLUMNS.names, topic=t, partition=p):
                     log.add(batch)
             except SegstoreError as err:
-                notes.append(f"{t}-{p}: loaded up to a record it could not read ({err})")
+                damage.append(f"{err} ({t}-{p} is loaded only up to there: what it holds past it is missing)")
                 log.failed = err
         return logs
 
@@ -1428,7 +1428,8 @@ class KafkaStore(Store):
 
         self._check_open()
         notes: list[str] = []
-        logs = self._coordinator_logs(groups.OFFSETS_TOPIC, groups.is_offset_commit, notes,
+        damage: list[str] = []
+        logs = self._coordinator_logs(groups.OFFSETS_TOPIC, groups.is_offset_commit, damage,
                                       groups.same_offset_key)
         if not logs:
             notes.append(f"no {groups.OFFSETS_TOPIC} partition here: no consumer group committed offsets")
@@ -1444,6 +1445,7 @@ class KafkaStore(Store):
                                        retention_ms=retention_ms, group=group,
                                        where=self._batch_words(groups.OFFSETS_TOPIC))
         found.notes[:0] = notes
+        found.damage = damage
         return found
 
     def commit_offsets(self, group: str, offsets: Mapping[tuple[str, int], int], *,
@@ -1590,11 +1592,11 @@ class KafkaStore(Store):
         from . import txnstate
 
         self._check_open()
-        notes: list[str] = []
-        found = txnstate.transaction_states(self._coordinator_logs(txnstate.TRANSACTION_TOPIC, None, notes),
+        damage: list[str] = []
+        found = txnstate.transaction_states(self._coordinator_logs(txnstate.TRANSACTION_TOPIC, None, damage),
                                             transactional_id,
                                             where=self._batch_words(txnstate.TRANSACTION_TOPIC))
-        return found + [{"transactional_id": None, "error": note} for note in notes]
+        return found + [{"transactional_id": None, "error": line, "damage": True} for line in damage]
 
     def producers(self, topic: str | None = None, partition: int | None = None, *,
                   now_ms: int | None = None) -> dict[tuple[str, int], list[dict[str, Any]]]:
@@ -1615,12 +1617,13 @@ class KafkaStore(Store):
 
     def hanging_transactions(self, topic: str | None = None, partition: int | None = None, *,
                              now_ms: int | None = None, max_timeout_ms: int | None = None
-                             ) -> tuple[list[dict[str, Any]], list[str]]:
+                             ) -> tuple[list[dict[str, Any]], list[str], list[str]]:
         """The hanging transactions of the partitions here (of ``topic``/``partition``), as
         ``kafka-transactions find-hanging`` finds them (:func:`.producers.hanging`): open longer than
         ``max_timeout_ms`` (default 15 minutes) at ``now_ms`` (default: the clock) with no coordinator
-        state here that still finishes them.  Returns the rows and notes (coordinator state held by
-        other brokers).
+        state here that still finishes them.  Returns the rows, notes (coordinator state held by
+        other brokers) and damage (``__transaction_state`` files that did not read whole: the state
+        past there is missing, and a transaction it finishes may be listed).
         """
         from . import producers, txnstate
 
@@ -1628,7 +1631,8 @@ class KafkaStore(Store):
         timeout = (producers.DEFAULT_MAX_TRANSACTION_TIMEOUT_MIN * 60_000 if max_timeout_ms is None
                    else max_timeout_ms)
         notes: list[str] = []
-        coordinator = self._coordinator_logs(txnstate.TRANSACTION_TOPIC, None, notes)
+        damage: list[str] = []
+        coordinator = self._coordinator_logs(txnstate.TRANSACTION_TOPIC, None, damage)
         states = producers.by_producer_id(txnstate.transaction_states(coordinator))
         topic_state = self.metadata.topic(txnstate.TRANSACTION_TOPIC) if self.metadata is not None else None
         count = len(topic_state.partitions) if topic_state is not None and topic_state.partitions else None
@@ -1645,7 +1649,7 @@ class KafkaStore(Store):
                     else f"{len(coordinator) or 'no'} {name} partitions")
             notes.append(f"{held} here: a transaction listed may belong to a transactional id another "
                          "broker's coordinator still finishes")
-        return rows, notes
+        return rows, notes, damage
 
     def open_transaction(self, topic: str, partition: int, start_offset: int, *,
                          now_ms: int | None = None) -> dict[str, Any]:
