@@ -147,6 +147,23 @@ def time_ms(text: str) -> int:
     return (when - _EPOCH) // timedelta(milliseconds=1)  # exact integers, no float rounding
 
 
+#: ``offsets.retention.minutes``' range (Kafka 3.8.0 ``KafkaConfig``: ``INT``, ``atLeast(1)``)
+OFFSETS_RETENTION_MINUTES = (1, 2**31 - 1)
+
+
+def retention_minutes(text: str) -> int:
+    """``--offsets-retention-minutes``: a whole number the broker's ``offsets.retention.minutes`` takes."""
+    low, high = OFFSETS_RETENTION_MINUTES
+    try:
+        minutes = int(text)
+    except ValueError:
+        minutes = None
+    if minutes is None or not low <= minutes <= high:
+        raise argparse.ArgumentTypeError(f"expected {low} to {high} minutes (offsets.retention.minutes, an "
+                                         f"INT at least {low}), found {text!r}")
+    return minutes
+
+
 #: ``kafka-get-offsets --time``'s names (3.8 ``GetOffsetShell.parseOffsetSpec``) and the ListOffsets
 #: timestamps they stand for (``ListOffsetsRequest``)
 LIST_OFFSETS_SPECS = {"earliest": -2, "latest": -1, "max-timestamp": -3}
@@ -2231,8 +2248,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                    help="Kafka: judge offset expiry at this time (ms or ISO-8601; default: the newest "
                         "record's time in __consumer_offsets); with --reset-offsets --execute, the "
                         "commit's time (default: the clock)")
-    p.add_argument("--offsets-retention-minutes", type=int, metavar="N",
-                   help="Kafka: the broker's offsets.retention.minutes (default 10080, 7 days)")
+    p.add_argument("--offsets-retention-minutes", type=retention_minutes, metavar="N",
+                   help="Kafka: the broker's offsets.retention.minutes, 1 to 2147483647 (default 10080, 7 "
+                        "days)")
     _json_flag(p, "one JSON list of {group, topic, partition, committed_offset, log_end_offset, lag, "
                   "consumer_id, host, client_id, state, extras}")
     p.add_argument("--list", action="store_true",

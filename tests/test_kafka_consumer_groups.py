@@ -28,7 +28,8 @@ import json
 import struct
 from pathlib import Path
 
-from conftest import FIXTURES, copy_writable
+import pytest
+from conftest import FIXTURES, cli_run, copy_writable
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka_messages import group_metadata, offset_commit, versioned
@@ -36,6 +37,7 @@ from segstore_kafka import internal_topics as it
 
 import segstore
 from segstore.cli import main
+from segstore.errors import ConfigError
 from segstore.records import Message
 
 DAY = 24 * 3600 * 1000
@@ -571,3 +573,24 @@ def test_a_damaged_offsets_log_shows_what_it_read_and_exits_1(tmp_path, capsys):
         code, out, err = _run(capsys, "consumers", logs, "--group", "g", *change, "--execute")
         assert (code, out) == (1, "") and damage in err and "nothing written" in err
     assert log.read_bytes() == data and len(list(log.parent.glob("*.log"))) == 1
+
+
+@pytest.mark.parametrize("minutes", ["0", "-5", str(2**31)])
+def test_offsets_retention_minutes_outside_what_the_broker_takes_is_refused(tmp_path, minutes):
+    """Kafka 3.8.0 KafkaConfig defines GroupCoordinatorConfig.OFFSETS_RETENTION_MINUTES_CONFIG as ``INT``,
+    ``atLeast(1)``: 0 minutes (which expired every offset and had a reset tombstone them all), a negative
+    or a number past an INT is a bad argument, exit 2, before anything is written."""
+    logs = tmp_path / "logs"
+    build(logs)
+    before = sorted((p.name, p.stat().st_size) for p in logs.rglob("*.log"))
+    assert cli_run("consumers", logs, "--offsets-retention-minutes", minutes)[0] == 2
+    code, out, err = cli_run("consumers", logs, "--group", "idle", "--reset-offsets", "--to-earliest",
+                             "--execute", "--offsets-retention-minutes", minutes)
+    assert (code, out) == (2, "") and "offsets.retention.minutes" in err
+    assert sorted((p.name, p.stat().st_size) for p in logs.rglob("*.log")) == before
+    with segstore.open(logs, mode="a") as store:
+        for call in (lambda ms: store.consumer_groups(offsets_retention_ms=ms),
+                     lambda ms: store.commit_offsets("idle", {("orders", 0): 0}, offsets_retention_ms=ms)):
+            with pytest.raises(ConfigError, match=r"offsets\.retention\.minutes"):
+                call(int(minutes) * 60_000)
+    assert sorted((p.name, p.stat().st_size) for p in logs.rglob("*.log")) == before

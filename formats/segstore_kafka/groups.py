@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from segstore.consumers import ConsumerGroups, ConsumerOffset, GroupMember, lag
-from segstore.errors import CorruptDataError, TruncatedDataError
+from segstore.errors import ConfigError, CorruptDataError, TruncatedDataError
 
 from . import internal_topics as it
 from . import offsetcommit
@@ -56,6 +56,9 @@ from .schema import Schema, read, read_int16
 OFFSETS_TOPIC = "__consumer_offsets"
 #: ``offsets.retention.minutes`` (Kafka's default, 7 days) in ms.
 DEFAULT_OFFSETS_RETENTION_MS = 7 * 24 * 60 * 60 * 1000
+#: ``offsets.retention.minutes``' range: an INT at least 1 (Kafka 3.8.0 ``KafkaConfig``'s definition of
+#: ``GroupCoordinatorConfig.OFFSETS_RETENTION_MINUTES_CONFIG``: ``INT``, ``atLeast(1)``).
+OFFSETS_RETENTION_MINUTES_RANGE = (1, 2**31 - 1)
 #: ``offsets.topic.num.partitions`` (Kafka's default).
 DEFAULT_OFFSETS_PARTITIONS = 50
 #: ``CoordinatorRecordType``: key version -> record type.
@@ -77,6 +80,20 @@ CONSUMER_PROTOCOL = "consumer"
 #: ``MemberState.STABLE``
 MEMBER_STABLE = 0
 EMPTY, STABLE, ASSIGNING, RECONCILING = "Empty", "Stable", "Assigning", "Reconciling"
+
+
+def retention_ms(options: Mapping[str, Any]) -> int:
+    """The ``offsets_retention_ms`` option (default 7 days), as ``offsets.retention.minutes`` allows it.
+
+    :raises ConfigError: less than a minute, or more minutes than an INT holds (the broker's config
+        refuses those).
+    """
+    value = int(options.get("offsets_retention_ms", DEFAULT_OFFSETS_RETENTION_MS))
+    low, high = OFFSETS_RETENTION_MINUTES_RANGE
+    if not low * 60_000 <= value <= high * 60_000:
+        raise ConfigError(f"expected offsets_retention_ms of {low} to {high} minutes "
+                          f"(offsets.retention.minutes, an INT at least {low}), found {value} ms")
+    return value
 
 
 def batch_words(partition: int, batch_offset: int) -> str:

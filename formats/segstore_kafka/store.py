@@ -1427,6 +1427,7 @@ class KafkaStore(Store):
         from . import groups
 
         self._check_open()
+        retention_ms = groups.retention_ms(options)
         notes: list[str] = []
         damage: list[str] = []
         logs = self._coordinator_logs(groups.OFFSETS_TOPIC, groups.is_offset_commit, damage,
@@ -1440,7 +1441,6 @@ class KafkaStore(Store):
             return None if part is None else high_watermark(part)
 
         names = {t.topic_id: name for name, t in self.metadata.topics.items()} if self.metadata else {}
-        retention_ms = int(options.get("offsets_retention_ms", groups.DEFAULT_OFFSETS_RETENTION_MS))
         found = groups.consumer_groups(logs, log_end=log_end, topic_names=names, now_ms=now_ms,
                                        retention_ms=retention_ms, group=group,
                                        where=self._batch_words(groups.OFFSETS_TOPIC))
@@ -1475,6 +1475,7 @@ class KafkaStore(Store):
         from . import groups, offsetcommit
 
         self._check_writable()
+        retention = groups.retention_ms(options)
         held = self._partitions()
         for (topic, partition), offset in offsets.items():
             start, end = self.offset_range(topic, partition) if (topic, partition) in held else (0, None)
@@ -1486,7 +1487,6 @@ class KafkaStore(Store):
         if not offsets:
             return home.notes
         now = home.part.clock() if now_ms is None else now_ms
-        retention = int(options.get("offsets_retention_ms", groups.DEFAULT_OFFSETS_RETENTION_MS))
         tombstones = home.group.cleanup_keys(now, retention) if home.group is not None else []
         if tombstones:
             home.part.append_records([(key, None, now) for key in tombstones], compression="none", now_ms=now)
