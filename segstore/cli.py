@@ -1827,7 +1827,10 @@ def _group_list(args: argparse.Namespace, found: ConsumerGroups, out: TextIO) ->
     else:
         keys = ["group"] + ["type"] * (args.type is not None) + ["state"] * (args.state is not None)
         width = max([15, *(len(row["group"] or "") for row in rows)]) + 10
-        _table([key.upper() for key in keys], [tuple(row[key] or "Unknown" for key in keys) for row in rows],
+        # a state the format keeps none of is Unknown; a group id is shown as it is, "" too (Kafka commits
+        # offsets of the empty group id: GroupCoordinator.isValidGroupId asks OffsetCommit for non-null only)
+        _table([key.upper() for key in keys],
+               [tuple("Unknown" if row[key] is None else str(row[key]) for key in keys) for row in rows],
                [width] + [20] * (len(keys) - 1), out)
     return EXIT_OK
 

@@ -594,3 +594,18 @@ def test_offsets_retention_minutes_outside_what_the_broker_takes_is_refused(tmp_
             with pytest.raises(ConfigError, match=r"offsets\.retention\.minutes"):
                 call(int(minutes) * 60_000)
     assert sorted((p.name, p.stat().st_size) for p in logs.rglob("*.log")) == before
+
+
+def test_the_empty_group_id_is_listed_as_it_is(tmp_path, capsys):
+    """Kafka commits offsets of the group id "" (GroupCoordinator.isValidGroupId, 3.8.0: OffsetCommit asks
+    only that it is not null); ``--list --state``/``--type`` print it as it is, "Unknown" being a state's."""
+    logs = tmp_path / "logs"
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        store.append_batch([Message("orders", b"o", timestamp=T0) for _ in range(10)])
+        _records(store, [offset_commit("", "orders", 0, 4, commit_ms=T0),
+                         offset_commit("real", "orders", 0, 5, commit_ms=T0)])
+    code, out, _ = _run(capsys, "consumers", logs, "--list", "--state", "--type")
+    assert code == 0
+    assert [line.split() for line in out.splitlines()] == [
+        ["GROUP", "TYPE", "STATE"], ["Classic", "Empty"], ["real", "Classic", "Empty"]]
+    assert out.splitlines()[1].startswith(" ") and "Unknown" not in out
