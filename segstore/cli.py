@@ -539,6 +539,13 @@ def _group_notes(args: argparse.Namespace, found: ConsumerGroups) -> bool:
     return bool(found.damage)
 
 
+def _all_groups(store: Store, found: ConsumerGroups, **options: Any) -> list[str]:
+    """Every group of the store, for a miss to name: what the answer for one group says, else asked."""
+    if found.all_groups is not None:
+        return found.all_groups
+    return store.consumer_groups(None, **options).groups()
+
+
 def _group_rows(store: Store, args: argparse.Namespace, *, committed: bool = False
                 ) -> tuple[list[Any], bool]:
     """The ``consumers`` rows of ``--group`` on the ``--topic`` (and ``--queue``/``--partition``, where the
@@ -556,12 +563,11 @@ def _group_rows(store: Store, args: argparse.Namespace, *, committed: bool = Fal
             and (partition is None or row.partition == partition)
             and (not committed or row.committed_offset is not None)]
     if not rows:
-        groups = store.consumer_groups(None).groups()
         where = (f" on {args.topic}/{partition}" if args.topic is not None and partition is not None
                  else f" on topic {args.topic!r}" if args.topic is not None
                  else f" on partition (queue) {partition}" if partition is not None else "")
         raise NotFoundError(f"expected consumer group {args.group!r}{where}, found "
-                            f"{_listing('group', groups)}", args.path)
+                            f"{_listing('group', _all_groups(store, found))}", args.path)
     return rows, damaged
 
 
@@ -1698,7 +1704,7 @@ def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
         found = store.consumer_groups(args.group, now_ms=args.now_ms, **options)
         damaged = _group_notes(args, found)
         if args.group is not None and not found.rows:
-            groups = store.consumer_groups(None, now_ms=args.now_ms, **options).groups()
+            groups = _all_groups(store, found, now_ms=args.now_ms, **options)
             raise NotFoundError(f"expected consumer group {args.group!r}, found {_listing('group', groups)}",
                                 args.path)
     if args.topic is not None:

@@ -129,6 +129,9 @@ class ConsumerGroups:
     #: one line each (``path:pos: what``): files that did not read whole, whose groups and offsets past
     #: that point are missing from the rows (what was read is there; a caller acting on it must not)
     damage: list[str] = field(default_factory=list)
+    #: with a group asked for, every group the store holds (what a miss names), where the format says;
+    #: None: not said (ask again without the group)
+    all_groups: list[str] | None = None
 
     def groups(self) -> list[str]:
         """The groups listed, sorted."""

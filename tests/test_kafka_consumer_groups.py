@@ -609,3 +609,23 @@ def test_the_empty_group_id_is_listed_as_it_is(tmp_path, capsys):
     assert [line.split() for line in out.splitlines()] == [
         ["GROUP", "TYPE", "STATE"], ["Classic", "Empty"], ["real", "Classic", "Empty"]]
     assert out.splitlines()[1].startswith(" ") and "Unknown" not in out
+
+
+def test_the_offsets_log_is_loaded_once_and_each_high_watermark_read_once(tmp_path, capsys, monkeypatch):
+    """A group that is not there is answered from the one load (the miss names the groups there), and the
+    log end of a partition many groups committed is read once, not once per row."""
+    from segstore_kafka import store as kafka_store
+
+    logs = tmp_path / "logs"
+    build(logs)
+    loads, ends = [], []
+    load, end = kafka_store.KafkaStore._coordinator_logs, kafka_store.high_watermark
+    monkeypatch.setattr(kafka_store.KafkaStore, "_coordinator_logs",
+                        lambda self, *a, **k: loads.append(a[0]) or load(self, *a, **k))
+    monkeypatch.setattr(kafka_store, "high_watermark",
+                        lambda part: ends.append((part.topic, part.partition)) or end(part))
+    code, _, err = _run(capsys, "consumers", logs, "--group", "nobody", "--now-ms", NOW)
+    assert code == 1 and loads == [OFFSETS]
+    assert "found groups kip848, legacy2, live, recent, simple, txn" in err
+    _run(capsys, "consumers", logs, "--now-ms", NOW)
+    assert sorted(ends) == [("orders", 0), ("orders", 1), ("payments", 0)]     # once each, of many rows

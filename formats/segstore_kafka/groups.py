@@ -453,9 +453,9 @@ def consumer_groups(logs: Mapping[int, CoordinatorLog], *, log_end: Callable[[st
                     group: str | None = None, where: Callable[[int, int], str] = batch_words
                     ) -> ConsumerGroups:
     """Every live group of the loaded ``__consumer_offsets`` partitions (``logs``: partition -> its log),
-    offsets expired at ``now_ms`` (by default the newest record's timestamp: the files' own time).
-    ``where(partition, batch base offset)`` names the batch of a record that does not read (the store: its
-    file and byte position)."""
+    offsets expired at ``now_ms`` (by default the newest record's timestamp: the files' own time); only
+    ``group``'s when given (``all_groups`` then names every live group).  ``where(partition, batch base
+    offset)`` names the batch of a record that does not read (the store: its file and byte position)."""
     notes = Notes(where)
     groups: dict[str, Group] = {}
     newest = max((log.max_timestamp for log in logs.values()), default=-1)
@@ -477,7 +477,9 @@ def consumer_groups(logs: Mapping[int, CoordinatorLog], *, log_end: Callable[[st
         expired += len(groups[group_id].expire(now, retention_ms))
         if groups[group_id].state == EMPTY and not groups[group_id].offsets:
             del groups[group_id]          # Dead
+    all_groups = None
     if group is not None:
+        all_groups = sorted(groups)
         groups = {group: groups[group]} if group in groups else {}
     lines = notes.lines()
     if expired:
@@ -487,5 +489,5 @@ def consumer_groups(logs: Mapping[int, CoordinatorLog], *, log_end: Callable[[st
                            tuple(sorted(m.assigned)))
                for group_id in sorted(groups)
                for m in sorted(groups[group_id].members, key=lambda m: m.member_id)]
-    return ConsumerGroups(describe(groups, log_end), lines, now, members=members)
+    return ConsumerGroups(describe(groups, log_end), lines, now, members=members, all_groups=all_groups)
 

@@ -1435,10 +1435,14 @@ class KafkaStore(Store):
         if not logs:
             notes.append(f"no {groups.OFFSETS_TOPIC} partition here: no consumer group committed offsets")
         parts = self._partitions()
+        ends: dict[tuple[str, int], int | None] = {}
 
         def log_end(topic: str, partition: int) -> int | None:
-            part = parts.get((topic, partition))
-            return None if part is None else high_watermark(part)
+            # once per partition: the high watermark re-reads the log dir's checkpoint file
+            if (topic, partition) not in ends:
+                part = parts.get((topic, partition))
+                ends[topic, partition] = None if part is None else high_watermark(part)
+            return ends[topic, partition]
 
         names = {t.topic_id: name for name, t in self.metadata.topics.items()} if self.metadata else {}
         found = groups.consumer_groups(logs, log_end=log_end, topic_names=names, now_ms=now_ms,
