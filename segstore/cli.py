@@ -1863,7 +1863,10 @@ def _extra_cell(key: str, value: Any) -> str:
     return _cell(value)
 
 
-#: ``kafka-transactions describe``'s columns (the coordinator as the ``__transaction_state`` partition).
+#: ``kafka-transactions describe``'s columns but two (3.8.0 ``DescribeTransactionsCommand``): offline no
+#: broker answers, so CoordinatorPartition (the ``__transaction_state`` partition, whose leader is the
+#: coordinator) stands for CoordinatorId, and LastUpdateTimeMs (the log's) for TransactionDurationMs (the
+#: tool's clock less the start time).
 TRANSACTION_HEADER = ("TransactionalId", "CoordinatorPartition", "ProducerId", "ProducerEpoch",
                       "TransactionState", "TransactionTimeoutMs", "CurrentTransactionStartTimeMs",
                       "LastUpdateTimeMs", "TopicPartitions")
@@ -1976,10 +1979,20 @@ def cmd_transactions(args: argparse.Namespace, out: TextIO) -> int:
     if args.json:
         _json_line(states, out)
         return failed
-    rows = [tuple(",".join(s[f]) if f == "partitions" else str(s[f]) for f in _TRANSACTION_FIELDS)
-            for s in states]
+    rows = [tuple(_transaction_cell(f, s[f]) for f in _TRANSACTION_FIELDS) for s in states]
     _table(TRANSACTION_HEADER, rows, [0] * len(TRANSACTION_HEADER), out)
     return failed
+
+
+def _transaction_cell(field: str, value: Any) -> str:
+    """A ``transactions`` table cell: partitions comma-separated; a start time the log holds as negative
+    (none) as ``None``, as kafka-transactions describe prints it (``DescribeTransactionsHandler`` gives it no
+    start time)."""
+    if field == "partitions":
+        return ",".join(value)
+    if field == "start_timestamp" and value < 0:
+        return "None"
+    return str(value)
 
 
 def cmd_formats(args: argparse.Namespace, out: TextIO) -> int:

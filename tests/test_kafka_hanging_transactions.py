@@ -161,6 +161,34 @@ def test_find_hanging_then_abort_from_the_command_line(tmp_path):
     assert len(out.splitlines()) == 1
 
 
+def test_a_dead_transactional_id_is_left_out_as_the_coordinator_leaves_it_out(tmp_path):
+    """Kafka 3.8.0 TransactionStateManager.listTransactionStates (``shouldInclude``: Dead is filtered, "a
+    transient state ... in the process of expiration") and TransactionCoordinator.handleDescribeTransactions
+    (Dead: TRANSACTIONAL_ID_NOT_FOUND): a Dead id is neither listed nor described, so find-hanging (which
+    looks ids up by producer through ListTransactions) finds no id for its producer."""
+    logs = build(tmp_path / "logs", coordinator=[
+        transaction("gone", producer_id=9, epoch=2, state="Dead", partitions={"t": [0]}),
+        transaction("live", producer_id=7, state="CompleteCommit", start_ms=T0, update_ms=T0 + 2)])
+    code, out, _ = run("transactions", logs)
+    assert code == 0 and [line.split()[0] for line in out.splitlines()] == ["TransactionalId", "live"]
+    code, out, err = run("transactions", logs, "--transactional-id", "gone")
+    assert (code, out) == (1, "") and "no transactional id 'gone'" in err
+    code, out, _ = run("transactions", logs, "--find-hanging", "--now-ms", str(T0 + DAY // 2), "--json")
+    assert code == 0 and [(r["producer_id"], r["transactional_id"]) for r in json.loads(out)] == [(9, None)]
+
+
+def test_a_start_time_the_log_holds_as_none_prints_as_the_tool_prints_it(tmp_path):
+    """DescribeTransactionsHandler (3.8.0) gives a negative transactionStartTimeMs no start time, and
+    TransactionsCommand.DescribeTransactionsCommand prints that as ``None``; the JSON keeps the log's -1."""
+    logs = build(tmp_path / "logs", coordinator=[
+        transaction("idle", producer_id=7, state="Empty", start_ms=-1, update_ms=T0)])
+    code, out, _ = run("transactions", logs)
+    assert code == 0 and out.splitlines()[1].split() == ["idle", "0", "7", "0", "Empty", "60000", "None",
+                                                         str(T0)]
+    code, out, _ = run("transactions", logs, "--json")
+    assert json.loads(out)[0]["start_timestamp"] == -1
+
+
 def test_coordinator_records_that_do_not_read_are_named_and_damage_exits_1(tmp_path):
     """TransactionLogValue.json's PartitionIds is not nullable: the generated reader throws (Kafka 3.8.0
     MessageDataGenerator.generateVariableLengthReader), so the record does not load. The transactional id

@@ -4,8 +4,10 @@
 transactional id (a tombstone removes it); each value is a ``TransactionLogValue``
 (:mod:`.internal_topics`): producer id and epoch, the transaction's timeout, state and
 partitions (not kept for ``Empty``), start and last-update times.  One dict per id, in
-``kafka-transactions describe``'s terms; a record this reader cannot decode is a dict with
-``error`` (named, with the batch holding it, never a crash).  Pure; not thread-safe.
+``kafka-transactions describe``'s terms; an id in state ``Dead`` (being expired) is left out, as
+``TransactionCoordinator.handleDescribeTransactions`` and ``TransactionStateManager.
+listTransactionStates`` leave it out.  A record this reader cannot decode is a dict with ``error``
+(named, with the batch holding it, never a crash).  Pure; not thread-safe.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from .schema import read, read_int16
 
 TRANSACTION_TOPIC = "__transaction_state"
 VERSION_BYTES = 2
+#: The state the coordinators' list and describe answers leave out.
+DEAD = "Dead"
 
 
 def batch_words(partition: int, batch_offset: int) -> str:
@@ -58,8 +62,8 @@ def _state(partition: int, key: bytes, value: bytes) -> dict[str, Any]:
 def transaction_states(logs: Mapping[int, CoordinatorLog], transactional_id: str | None = None, *,
                        where: Callable[[int, int], str] = batch_words) -> list[dict[str, Any]]:
     """Every live transactional id of the loaded ``__transaction_state`` partitions (``transactional_id``'s
-    only), by id.  ``where(partition, batch base offset)`` names the batch of a record that does not read
-    (the store: its file and byte position)."""
+    only), by id, ``Dead`` ones left out.  ``where(partition, batch base offset)`` names the batch of a
+    record that does not read (the store: its file and byte position)."""
     found = []
     for partition in sorted(logs):
         for key, latest in logs[partition].final().items():
@@ -68,6 +72,8 @@ def transaction_states(logs: Mapping[int, CoordinatorLog], transactional_id: str
             state = _state(partition, key, latest.value)
             if "error" in state:
                 state["error"] = f"{where(partition, latest.batch_offset)}: {state['error']}"
+            elif state["state"] == DEAD:
+                continue
             # a key that does not read may be the id asked for: it is named whatever the id asked
             if transactional_id is None or state["transactional_id"] in (transactional_id, None):
                 found.append(state)
