@@ -66,6 +66,7 @@ from ..search import Bound, search
 from ..store import Store
 from . import planning
 from .options import (
+    READ_COMMITTED,
     READ_UNCOMMITTED,
     READER_JVM,
     ReadOptions,
@@ -301,6 +302,18 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def initialOffset(self) -> dict:
         return self._start_positions()
 
+    def _stable_end(self, store: Store, topic: str, partition: int, high: int) -> int:
+        """Where a micro-batch may end in a partition whose log ends at ``high``: there, or under
+        ``read_committed`` at the last stable offset (the first offset of a transaction still open), as the
+        connector lists latest offsets with the consumer's isolation level (Kafka 3.8.0
+        Partition.fetchOffsetForTimestamp answers LATEST_TIMESTAMP with ``lastStableOffset`` for
+        READ_COMMITTED).  A read_committed read stops there: a batch ending at the log end would move the
+        checkpoint past records delivered only once their transaction commits."""
+        if self.options.isolation != READ_COMMITTED:
+            return high
+        stable = getattr(store, "last_stable_offset", None)     # formats with transactions (Kafka)
+        return high if stable is None else min(high, stable(topic, partition))
+
     def _start_positions(self) -> planning.Offsets:
         with open_store(self.options.path, self.format, self.options.config) as store:
             offsets: planning.Offsets = {}
@@ -308,19 +321,24 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             planning.check_named_offsets(self.options, set(pairs), ending=False)
             for topic, partition in pairs:
                 low, high = store.offset_range(topic, partition)
-                start = planning.start_offset(store, self.options, topic, partition, low, high)
+                latest = max(low, self._stable_end(store, topic, partition, high))
+                start = planning.start_offset(store, self.options, topic, partition, low, high, latest=latest)
                 offsets.setdefault(topic, {})[str(partition)] = start
             return offsets
 
     def _latest(self, start: planning.Offsets) -> tuple[planning.Offsets, planning.Offsets]:
-        """Latest offsets of every partition, and ``start`` extended with new partitions."""
+        """Latest offsets of every partition, and ``start`` extended with new partitions.
+
+        A partition's latest offset is never before its start while the log reaches that far: under
+        ``read_committed`` a start past the last stable offset waits there for the transaction to end."""
         with open_store(self.options.path, self.format, self.options.config) as store:
             latest: planning.Offsets = {}
             extended = {t: dict(ps) for t, ps in start.items()}
             for topic, partition in planning.selected(store, self.options):
                 low, high = store.offset_range(topic, partition)
-                latest.setdefault(topic, {})[str(partition)] = high
-                extended.setdefault(topic, {}).setdefault(str(partition), low)
+                begin = extended.setdefault(topic, {}).setdefault(str(partition), low)
+                end = max(min(begin, high), self._stable_end(store, topic, partition, high))
+                latest.setdefault(topic, {})[str(partition)] = end
             return latest, extended
 
     def prepareForTriggerAvailableNow(self) -> None:

@@ -316,8 +316,11 @@ def _per_partition(entries: tuple[tuple[str, int, int], ...], topic: str, partit
 
 
 def start_offset(store: PlanningStore, options: ReadOptions, topic: str, partition: int,
-                 low: int, high: int) -> int:
+                 low: int, high: int, *, latest: int | None = None) -> int:
     """Where a read of ``topic``/``partition`` (holding ``[low, high)``) starts.
+
+    ``latest`` is where a start at ``latest`` starts (default ``high``; a read_committed stream's
+    last stable offset).
 
     As Spark's Kafka connector: ``startingTimestamp`` first, then
     ``startingOffsetsByTimestamp``, then ``startingOffsets``.  A start time after
@@ -326,6 +329,8 @@ def start_offset(store: PlanningStore, options: ReadOptions, topic: str, partiti
     :raises OffsetOutOfRangeError: no record at or after the start time (strategy ``error``),
         or offsets asked that retention removed (``failOnDataLoss``).
     """
+    if latest is None:
+        latest = high
     if options.starting_timestamp is not None:
         name, ms = "startingTimestamp", options.starting_timestamp
     elif options.starting_timestamps is not None:
@@ -334,7 +339,7 @@ def start_offset(store: PlanningStore, options: ReadOptions, topic: str, partiti
     else:
         asked = options.starting.for_partition(topic, partition)
         asked = check_lost(options, "option startingOffsets", topic, partition, asked, low)
-        return position(asked, low, high)
+        return latest if asked == LATEST else position(asked, low, high)
     found = store.offset_for_time(topic, partition, ms)
     if found is not None:
         return min(max(found, low), high)
@@ -342,7 +347,7 @@ def start_offset(store: PlanningStore, options: ReadOptions, topic: str, partiti
         raise OffsetOutOfRangeError(f"option {name}: no record of {topic}-{partition} has a timestamp at or "
                                     f"after {ms}; set option startingOffsetsByTimestampStrategy=latest to "
                                     "start at the partition's end", options.path)
-    return high
+    return latest
 
 
 def end_offset(store: PlanningStore, options: ReadOptions, topic: str, partition: int,

@@ -1,0 +1,71 @@
+"""The stream reader's micro-batch offsets (``latestOffset``, ``partitions``, ``read``), driven without a
+Spark session as the micro-batch engine drives it: what each micro-batch ends at and reads."""
+
+from __future__ import annotations
+
+import pytest
+
+import segstore
+from segstore import Message
+from segstore.spark.datasource import SegstoreStreamReader, read_slices
+from segstore.spark.options import parse_read_options
+from segstore.spark.schema import spark_schema
+
+pytest.importorskip("pyspark")
+
+T0 = 1700000000000
+COMMITTED = {"kafka.isolation.level": "read_committed"}
+
+
+def stream(path, format_name="kafka", **options) -> SegstoreStreamReader:
+    parsed = parse_read_options({"path": str(path), **options}, streaming=True)
+    return SegstoreStreamReader(parsed, format_name, spark_schema(format_name))
+
+
+def micro_batch(reader: SegstoreStreamReader, start: dict) -> tuple[dict, list[bytes]]:
+    """One trigger: the end ``latestOffset`` gives and the values its partitions read."""
+    end = reader.latestOffset(start, None)
+    values = []
+    for part in reader.partitions(start, end):
+        for batch in read_slices(part, reader.schema, reader.options):
+            values += batch.column("value").to_pylist()
+    return end, values
+
+
+def test_a_read_committed_stream_ends_its_batches_at_the_last_stable_offset(tmp_path):
+    """A read_committed consumer lists latest offsets at the last stable offset (Kafka 3.8.0
+    Partition.fetchOffsetForTimestamp: LATEST_TIMESTAMP under READ_COMMITTED is localLog.lastStableOffset),
+    and Spark's connector lists them with the consumer's isolation level.  Ending a micro-batch at the
+    log end while the read stops at the open transaction lost the transaction's records for good."""
+    with segstore.open(str(tmp_path), format="kafka", mode="a") as store:
+        store.append_batch([Message("t", b"plain0", timestamp=T0), Message("t", b"plain1", timestamp=T0)])
+        txn = store.transaction(3000)
+        txn.append_batch([Message("t", b"txn2", timestamp=T0), Message("t", b"txn3", timestamp=T0)])
+        store.append_batch([Message("t", b"plain4", timestamp=T0)])
+        store.flush()
+        reader = stream(tmp_path, **COMMITTED, startingOffsets="earliest")
+        start = reader.initialOffset()
+        end, values = micro_batch(reader, start)
+        assert (end, values) == ({"t": {"0": 2}}, [b"plain0", b"plain1"])
+        assert stream(tmp_path, **COMMITTED).initialOffset() == {"t": {"0": 2}}
+        txn.commit(timestamp=T0)
+        store.append_batch([Message("t", b"plain6", timestamp=T0)])
+        store.flush()
+        end, values = micro_batch(reader, end)
+    assert (end, values) == ({"t": {"0": 7}}, [b"txn2", b"txn3", b"plain4", b"plain6"])
+
+
+def test_a_read_committed_stream_started_past_an_open_transaction_waits_there(tmp_path):
+    """A start past the last stable offset is not a batch ending before it (which would go back and read
+    what the start left out): the stream holds until the transaction ends."""
+    with segstore.open(str(tmp_path), format="kafka", mode="a") as store:
+        txn = store.transaction(3000)
+        txn.append_batch([Message("t", b"txn0", timestamp=T0)])
+        store.append_batch([Message("t", b"plain1", timestamp=T0), Message("t", b"plain2", timestamp=T0)])
+        store.flush()
+        reader = stream(tmp_path, **COMMITTED, startingOffsets='{"t": {"0": 2}}')
+        start = reader.initialOffset()
+        assert micro_batch(reader, start) == ({"t": {"0": 2}}, [])
+        txn.commit(timestamp=T0)
+        store.flush()
+    assert micro_batch(reader, start) == ({"t": {"0": 4}}, [b"plain2"])
