@@ -3,6 +3,8 @@ Spark session as the micro-batch engine drives it: what each micro-batch ends at
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 import segstore
@@ -69,3 +71,30 @@ def test_a_read_committed_stream_started_past_an_open_transaction_waits_there(tm
         txn.commit(timestamp=T0)
         store.flush()
     assert micro_batch(reader, start) == ({"t": {"0": 4}}, [b"plain2"])
+
+
+def _tear_last_batch(path, topic: str) -> None:
+    """Cut the last batch of ``topic``-0 short, as a broker's append in progress leaves it."""
+    with segstore.open(str(path)) as store:
+        infos = store.segment_infos(topic, 0)
+    log = infos[-1]["path"]
+    size = os.path.getsize(log)
+    with segstore.open(str(path), format="kafka", mode="a") as store:
+        store.append_batch([Message(topic, b"torn%d" % i, timestamp=T0) for i in range(3)])
+    os.truncate(log, size + 30)
+
+
+@pytest.mark.parametrize("options", [{}, COMMITTED])
+def test_a_stream_reads_to_the_last_whole_batch_before_a_torn_tail(tmp_path, options):
+    """The micro-batch ends at the last whole batch (``offset_range``), and its read must stop there too,
+    not ask for the torn batch after it (TruncatedDataError).  Under read_committed the slice's last
+    record is the COMMIT marker, which the read drops."""
+    with segstore.open(str(tmp_path), format="kafka", mode="a") as store:
+        store.append_batch([Message("t", b"m%d" % i, timestamp=T0) for i in range(3)])
+        with store.transaction(3000) as txn:
+            txn.append_batch([Message("t", b"txn3", timestamp=T0)])
+    _tear_last_batch(tmp_path, "t")
+    reader = stream(tmp_path, **options, startingOffsets="earliest")
+    end, values = micro_batch(reader, reader.initialOffset())
+    assert end == {"t": {"0": 5}}
+    assert values == [b"m0", b"m1", b"m2", b"txn3"]

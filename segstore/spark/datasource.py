@@ -60,7 +60,7 @@ from pyspark.sql.types import (
 
 from .. import api, arrays, files
 from ..columns import HEADERS
-from ..errors import ConfigError, NotFoundError, SegstoreError
+from ..errors import ConfigError, CorruptDataError, NotFoundError, SegstoreError
 from ..records import Message
 from ..search import Bound, search
 from ..store import Store
@@ -194,23 +194,38 @@ def _read_slices(partition: planning.SegstoreInputPartition, schema: StructType,
         return
     for piece in partition.slices:
         start, end = piece.start, piece.end
-        # one thread a task: Spark runs a task per core already (a store's default would take every
-        # core in each task and oversubscribe the executor)
-        for batch in reader.scan_arrow(columns, topic=piece.topic, partition=piece.partition,
-                                       offset=start, threads=1, **extra):
-            offsets = batch.column("offset")
-            first = _offset_index(offsets, start)
-            stop = _offset_index(offsets, end)
-            batch = batch.slice(first, max(0, stop - first))
-            # a filter copies every column: only where the batch holds a transaction marker
-            if skip_control and pc.any(batch.column("isControl")).as_py():
-                batch = batch.filter(pc.invert(batch.column("isControl")))
-            if batch.num_rows:
-                spark_batch = to_spark_batch(batch, target)
-                for at in range(0, spark_batch.num_rows, max_rows):
-                    yield spark_batch.slice(at, max_rows)
-            if stop < len(offsets):
-                break       # the slice ends inside this batch
+        try:
+            # one thread a task: Spark runs a task per core already (a store's default would take every
+            # core in each task and oversubscribe the executor)
+            for batch in reader.scan_arrow(columns, topic=piece.topic, partition=piece.partition,
+                                           offset=start, threads=1, **extra):
+                offsets = batch.column("offset")
+                first = _offset_index(offsets, start)
+                stop = _offset_index(offsets, end)
+                batch = batch.slice(first, max(0, stop - first))
+                # a filter copies every column: only where the batch holds a transaction marker
+                if skip_control and pc.any(batch.column("isControl")).as_py():
+                    batch = batch.filter(pc.invert(batch.column("isControl")))
+                if batch.num_rows:
+                    spark_batch = to_spark_batch(batch, target)
+                    for at in range(0, spark_batch.num_rows, max_rows):
+                        yield spark_batch.slice(at, max_rows)
+                if stop < len(offsets) or (stop and offsets[stop - 1].as_py() >= end - 1):
+                    # the slice ends in or with this batch: the next one may be a live writer's
+                    # batch not yet whole, past the end a stream's micro-batch planned
+                    break
+        except CorruptDataError as err:
+            if not _torn_past(store, piece, err):
+                raise
+
+
+def _torn_past(store: Store, piece: planning.Slice, err: CorruptDataError) -> bool:
+    """Whether ``err`` is the partition's torn tail (:meth:`Store.tail_error`) lying past the slice: met
+    where the slice's last records were dropped from the batches (a read_committed read drops the
+    transaction marker ending it), once every record of the slice was read."""
+    tail = store.tail_error(piece.topic, piece.partition)
+    return (tail is not None and (tail.path, tail.pos) == (err.path, err.pos)
+            and piece.end <= store.offset_range(piece.topic, piece.partition)[1])
 
 
 #: The column whose lower bounds ``offset_for_time`` answers: Kafka looks up record
