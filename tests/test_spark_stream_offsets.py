@@ -9,6 +9,7 @@ import pytest
 
 import segstore
 from segstore import Message
+from segstore.errors import ConfigError
 from segstore.spark.datasource import SegstoreStreamReader, read_slices
 from segstore.spark.options import parse_read_options
 from segstore.spark.schema import spark_schema
@@ -98,3 +99,15 @@ def test_a_stream_reads_to_the_last_whole_batch_before_a_torn_tail(tmp_path, opt
     end, values = micro_batch(reader, reader.initialOffset())
     assert end == {"t": {"0": 5}}
     assert values == [b"m0", b"m1", b"m2", b"txn3"]
+
+
+@pytest.mark.parametrize(("option", "value"), [
+    ("endingOffsets", "latest"), ("EndingTimestamp", "1700000000000"),
+    ("endingOffsetsByTimestamp", '{"t": {"0": 1700000000000}}')])
+def test_a_stream_refuses_ending_options(tmp_path, option, value):
+    """Spark 4 KafkaSourceProvider.validateStreamOptions throws for endingOffsets, endingOffsetsByTimestamp
+    and endingTimestamp in a streaming query (names case-insensitive); both readers took them and read past
+    them."""
+    with pytest.raises(ConfigError, match=f"option e{option[1:]} is not valid in streaming queries"):
+        parse_read_options({"path": str(tmp_path), option: value}, streaming=True)
+    assert parse_read_options({"path": str(tmp_path), option: value}).path == str(tmp_path)

@@ -12,7 +12,8 @@ Reading (docs/spark.md has the full table, with the connector's options this sou
 ``startingOffsets``                    ``earliest`` (batch default), ``latest`` (stream default), or JSON
                                        ``{"topic": {"0": 23, "1": -2}}`` (-2 earliest, -1 latest; latest
                                        refused in batch: planning.check_batch_bounds)
-``endingOffsets``                      ``latest`` (default) or JSON as above (exclusive; earliest refused)
+``endingOffsets``                      ``latest`` (default) or JSON as above (exclusive; earliest refused;
+                                       batch only, as the two ending options below)
 ``startingTimestamp``                  ms since the epoch, every partition: its first offset whose
                                        timestamp is at or after it (through the store's time lookup)
 ``startingOffsetsByTimestamp``         JSON ``{"topic": {"0": ms}}`` naming every partition read
@@ -343,7 +344,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
     """Validate Spark's reader options.
 
     :raises ConfigError: an unknown option name or a malformed value, naming both;
-        an option of the Kafka connector that needs a running cluster.
+        an option of the Kafka connector that needs a running cluster; an ending option of a stream.
     """
     opts = _lower(options)
     _refuse_unknown(opts)
@@ -366,6 +367,13 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
                               f"{err}") from err
     elif opts.get("assign"):
         assign = parse_assign(opts["assign"])
+    if streaming:
+        # a stream has no end: Spark's Kafka connector refuses these in streaming queries (Spark 4
+        # KafkaSourceProvider.validateStreamOptions) rather than ignore them
+        for name in ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"):
+            if name.lower() in opts:
+                raise ConfigError(f"option {name} is not valid in streaming queries (a stream has no end); "
+                                  "use trigger(availableNow=True) to stop at the store's end")
     starting_default = LATEST if streaming else EARLIEST
     isolation = _choice(opts, "kafka.isolation.level", (READ_UNCOMMITTED, READ_COMMITTED), READ_UNCOMMITTED)
     return ReadOptions(
