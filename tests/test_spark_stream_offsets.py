@@ -111,3 +111,15 @@ def test_a_stream_refuses_ending_options(tmp_path, option, value):
     with pytest.raises(ConfigError, match=f"option e{option[1:]} is not valid in streaming queries"):
         parse_read_options({"path": str(tmp_path), option: value}, streaming=True)
     assert parse_read_options({"path": str(tmp_path), option: value}).path == str(tmp_path)
+
+
+def test_max_offsets_per_trigger_is_a_java_long(tmp_path):
+    """The JVM reader parses maxOffsetsPerTrigger as a Java long (SegstoreStream.getDefaultReadLimit, for
+    Spark's ReadLimit.maxRows); the Python parser refuses what it cannot hold with the same message."""
+    def parse(value):
+        return parse_read_options({"path": str(tmp_path), "maxOffsetsPerTrigger": value}, streaming=True)
+
+    assert parse(str(2**63 - 1)).max_offsets_per_trigger == 2**63 - 1
+    with pytest.raises(ConfigError, match=f"option maxOffsetsPerTrigger must be at most {2**63 - 1}, "
+                                          f"found {2**63}"):
+        parse(str(2**63))

@@ -183,7 +183,12 @@ def _lower(options: Mapping[str, str]) -> dict[str, str]:
     return {str(k).lower(): str(v) for k, v in options.items()}
 
 
-def _int(options: dict[str, str], name: str, *, minimum: int | None = None) -> int | None:
+#: The largest Java ``long``: what the JVM side (Spark's ``ReadLimit.maxRows``) takes.
+JAVA_LONG_MAX = (1 << 63) - 1
+
+
+def _int(options: dict[str, str], name: str, *, minimum: int | None = None,
+         maximum: int | None = None) -> int | None:
     text = options.get(name.lower())
     if text is None:
         return None
@@ -193,6 +198,8 @@ def _int(options: dict[str, str], name: str, *, minimum: int | None = None) -> i
         raise ConfigError(f"option {name} must be an integer, found {text!r}") from err
     if minimum is not None and value < minimum:
         raise ConfigError(f"option {name} must be at least {minimum}, found {value}")
+    if maximum is not None and value > maximum:
+        raise ConfigError(f"option {name} must be at most {maximum}, found {value}")
     return value
 
 
@@ -395,7 +402,8 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
         include_headers=_bool(opts, "includeHeaders"),
         decompress_bodies=_bool(opts, "decompressBodies", default=True),
         isolation=isolation,
-        max_offsets_per_trigger=_int(opts, "maxOffsetsPerTrigger", minimum=1),
+        # a Java long, as the JVM reader's ReadLimit (SegstoreStream.getDefaultReadLimit) parses it
+        max_offsets_per_trigger=_int(opts, "maxOffsetsPerTrigger", minimum=1, maximum=JAVA_LONG_MAX),
         max_bytes_per_partition=(_int(opts, "maxBytesPerPartition", minimum=1)
                                  or DEFAULT_MAX_BYTES_PER_PARTITION),
         min_partitions=_int(opts, "minPartitions", minimum=1),

@@ -64,12 +64,25 @@ final class SegstoreStream implements MicroBatchStream, SupportsTriggerAvailable
         if (max == null) {
             return ReadLimit.allAvailable();
         }
+        // the Python option parser's messages (segstore/spark/options.py _int): Spark may ask this
+        // before any request has had the worker parse the options
+        String text = max.trim();
+        long rows;
         try {
-            return ReadLimit.maxRows(Long.parseLong(max.trim()));
+            rows = Long.parseLong(text);
         } catch (NumberFormatException e) {
-            throw new SegstoreException("ConfigError", "option maxOffsetsPerTrigger must be an integer >= 1, "
-                    + "found '" + max + "'");
+            if (text.matches("[+-]?[0-9]+")) {
+                throw new SegstoreException("ConfigError", "option maxOffsetsPerTrigger must be at most "
+                        + Long.MAX_VALUE + ", found " + new java.math.BigInteger(text));
+            }
+            throw new SegstoreException("ConfigError", "option maxOffsetsPerTrigger must be an integer, found '"
+                    + max + "'");
         }
+        if (rows < 1) {
+            throw new SegstoreException("ConfigError", "option maxOffsetsPerTrigger must be at least 1, found "
+                    + rows);
+        }
+        return ReadLimit.maxRows(rows);
     }
 
     @Override
