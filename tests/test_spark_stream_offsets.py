@@ -9,7 +9,7 @@ import pytest
 
 import segstore
 from segstore import Message
-from segstore.errors import ConfigError
+from segstore.errors import ConfigError, OffsetOutOfRangeError
 from segstore.spark.datasource import SegstoreStreamReader, read_slices
 from segstore.spark.options import parse_read_options
 from segstore.spark.schema import spark_schema
@@ -123,3 +123,51 @@ def test_max_offsets_per_trigger_is_a_java_long(tmp_path):
     with pytest.raises(ConfigError, match=f"option maxOffsetsPerTrigger must be at most {2**63 - 1}, "
                                           f"found {2**63}"):
         parse(str(2**63))
+
+
+_RETENTION_CONFIG = {"kafka": {"segment.bytes": 300}, "rocketmq": {"mappedFileSizeCommitLog": 4096}}
+
+
+def _retained_store(path, format_name: str) -> None:
+    """Topic ``live``, partition (queue) 0: 100 messages in many small segments (commitlog files)."""
+    config = _RETENTION_CONFIG[format_name]
+    for i in range(0, 100, 5):
+        with segstore.open(str(path), format=format_name, mode="a", **config) as store:
+            store.append_batch([Message("live", b"m%d" % j) for j in range(i, i + 5)])
+
+
+def _retain(path, format_name: str) -> int:
+    """Remove the oldest messages as retention does; the new log start."""
+    with segstore.open(str(path), mode="a", **_RETENTION_CONFIG[format_name]) as store:
+        if format_name == "kafka":
+            store.delete_records(60, topic="live", partition=0)
+        else:
+            store.retention(now_ms=10**13)
+        return store.offset_range("live", 0)[0]
+
+
+@pytest.mark.parametrize("format_name", ["kafka", "rocketmq"])
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_retention_between_planning_and_reading_follows_fail_on_data_loss(tmp_path, format_name,
+                                                                          fail_on_data_loss):
+    """Offsets retention removes after the driver planned a micro-batch are lost as those removed before
+    it: an OffsetOutOfRangeError, or with failOnDataLoss=false the rows from the new log start.  Kafka
+    used to skip them silently, RocketMQ to fail whatever the option."""
+    _retained_store(tmp_path, format_name)
+    reader = stream(tmp_path, format_name, startingOffsets="earliest",
+                    failOnDataLoss=str(fail_on_data_loss).lower())
+    start = reader.initialOffset()
+    parts = reader.partitions(start, reader.latestOffset(start, None))
+    low = _retain(tmp_path, format_name)
+    assert 0 < low < 100
+
+    def read():
+        return [o for p in parts for b in read_slices(p, reader.schema, reader.options)
+                for o in b.column("offset").to_pylist()]
+
+    if fail_on_data_loss:
+        lost = f"from offset 0, but the store holds offsets from {low} on"
+        with pytest.raises(OffsetOutOfRangeError, match=lost):
+            read()
+    else:
+        assert read() == list(range(low, 100))

@@ -182,17 +182,18 @@ def _read_slices(partition: planning.SegstoreInputPartition, schema: StructType,
     # Any: the format's own read options (Kafka's isolation, RocketMQ's queues) are not in
     # Store.scan_arrow's signature
     reader: Any = store
+    slices = _still_held(partition.slices, options, store)
     if partition.order == planning.ORDER_LOG:
         # one pass over the task's byte range of the shared log: the store keeps exactly the slices'
         # messages (nothing to cut), in log order (each partition's in offset order)
-        queues = [(s.topic, s.partition, s.start, s.end) for s in partition.slices]
+        queues = [(s.topic, s.partition, s.start, s.end) for s in slices]
         for batch in reader.scan_arrow(list(target.names) or ["offset"], queues=queues, threads=1, **extra):
             if batch.num_rows:
                 spark_batch = to_spark_batch(batch, target)
                 for at in range(0, spark_batch.num_rows, max_rows):
                     yield spark_batch.slice(at, max_rows)
         return
-    for piece in partition.slices:
+    for piece in slices:
         start, end = piece.start, piece.end
         try:
             # one thread a task: Spark runs a task per core already (a store's default would take every
@@ -217,6 +218,25 @@ def _read_slices(partition: planning.SegstoreInputPartition, schema: StructType,
         except CorruptDataError as err:
             if not _torn_past(store, piece, err):
                 raise
+
+
+def _still_held(slices: tuple[planning.Slice, ...], options: ReadOptions,
+                store: Store) -> list[planning.Slice]:
+    """The slices as the store opened for the read still holds them: retention may have removed offsets
+    since the driver planned, and they are lost as offsets lost before planning are
+    (:func:`.planning.check_lost`): an error, or with ``failOnDataLoss=false`` the slice from the log
+    start on (a slice wholly removed is left out).
+
+    :raises OffsetOutOfRangeError: a slice starts before the log start and ``failOnDataLoss`` is true.
+    """
+    held = []
+    for piece in slices:
+        low = store.offset_range(piece.topic, piece.partition)[0]
+        start = planning.check_lost(options, "the read planned", piece.topic, piece.partition,
+                                    piece.start, low)
+        if start < piece.end:
+            held.append(piece if start == piece.start else dataclasses.replace(piece, start=start))
+    return held
 
 
 def _torn_past(store: Store, piece: planning.Slice, err: CorruptDataError) -> bool:
