@@ -171,3 +171,25 @@ def test_retention_between_planning_and_reading_follows_fail_on_data_loss(tmp_pa
             read()
     else:
         assert read() == list(range(low, 100))
+
+
+def test_the_jvm_reader_checks_a_stream_schema_as_a_batch_one(tmp_path):
+    """The JVM reader's stream requests carry the query's schema and the worker refuses it as the batch
+    plan and the Python reader do (a given ``value string`` used to be cast, an unknown column to fail in
+    a task)."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from segstore.spark import bridge
+
+    with segstore.open(str(tmp_path), format="kafka", mode="a") as store:
+        store.append_batch([Message("t", b"v", timestamp=T0)])
+
+    def initial(schema: StructType) -> dict:
+        return bridge.stream_initial({"options": {"path": str(tmp_path), "startingOffsets": "earliest"},
+                                      "schema": schema.json(), "parallelism": 1})
+
+    assert initial(spark_schema("kafka")) == {"offsets": {"t": {"0": 0}}}
+    with pytest.raises(ConfigError, match="gives column value type string, expected binary"):
+        initial(StructType([StructField("value", StringType())]))
+    with pytest.raises(ConfigError, match="names column 'body', which a kafka store does not have"):
+        initial(StructType([StructField("body", StringType())]))

@@ -13,7 +13,7 @@ Spark as they are.
 - ``plan``: ``{"options", "schema", "filters", "parallelism"}`` ->
   ``{"partitions": [spec, ...]}`` (one per Spark task; ``spec`` goes back in ``read``);
 - ``read``: ``{"partition": spec, "schema"}`` -> Arrow batches;
-- streams (``{"options", "parallelism", "availableNow"}`` and): ``stream_initial``,
+- streams (``{"options", "schema", "parallelism", "availableNow"}`` and): ``stream_initial``,
   ``stream_snapshot``, ``stream_latest`` (``"start"``, ``"maxRows"``) -> ``{"offsets"}``
   (``{topic: {partition: next offset}}``), ``stream_plan`` (``"start"``, ``"end"``) ->
   ``{"partitions"}``: :class:`.datasource.SegstoreStreamReader`'s answers.
@@ -198,10 +198,16 @@ def _plan_store(partition: planning.SegstoreInputPartition, plan: str | None) ->
 
 
 def _stream(request: Mapping[str, Any]) -> SegstoreStreamReader:
+    """The stream reader a stream request asks, after the checks :func:`plan` makes of a batch read
+    (``schema``: the query's, the user's where given).
+
+    :raises ConfigError: bad options, or a schema naming a column the store lacks or giving one another type.
+    """
     options = parse_read_options(request["options"], streaming=True)
     if options.min_partitions is None:
         options = dataclasses.replace(options, min_partitions=max(1, int(request.get("parallelism") or 1)))
     format_name = _format(options)
+    check_read_schema(StructType.fromJson(json.loads(request["schema"])), format_name)
     reader = SegstoreStreamReader(options, format_name, spark_schema(format_name,
                                                                      include_headers=options.include_headers))
     reader.available_now = request.get("availableNow")

@@ -50,7 +50,7 @@ final class SegstoreScan implements Scan, Batch {
 
     @Override
     public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
-        return new SegstoreStream(required, options);
+        return new SegstoreStream(tableSchema, required, options);
     }
 
     @Override

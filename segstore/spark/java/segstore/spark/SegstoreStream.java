@@ -23,12 +23,15 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * seen), and each micro-batch is planned into byte-range partitions as batch reads are.
  */
 final class SegstoreStream implements MicroBatchStream, SupportsTriggerAvailableNow {
+    /** The query's schema (the user's, where given), which the worker checks as a batch plan's. */
+    private final StructType tableSchema;
     private final StructType schema;
     private final CaseInsensitiveStringMap options;
     /** Where an availableNow query stops: the store's ends when it started. */
     private JsonNode availableNow;
 
-    SegstoreStream(StructType schema, CaseInsensitiveStringMap options) {
+    SegstoreStream(StructType tableSchema, StructType schema, CaseInsensitiveStringMap options) {
+        this.tableSchema = tableSchema;
         this.schema = schema;
         this.options = options;
     }
@@ -37,6 +40,7 @@ final class SegstoreStream implements MicroBatchStream, SupportsTriggerAvailable
         ObjectNode request = WorkerConnection.MAPPER.createObjectNode();
         request.put("op", op);
         request.set("options", Requests.options(options));
+        request.put("schema", tableSchema.json());
         request.put("parallelism", SparkSession.active().sparkContext().defaultParallelism());
         if (availableNow != null) {
             request.set("availableNow", availableNow);
