@@ -4,6 +4,7 @@ Spark session as the micro-batch engine drives it: what each micro-batch ends at
 from __future__ import annotations
 
 import os
+import shutil
 
 import pytest
 
@@ -193,3 +194,50 @@ def test_the_jvm_reader_checks_a_stream_schema_as_a_batch_one(tmp_path):
         initial(StructType([StructField("value", StringType())]))
     with pytest.raises(ConfigError, match="names column 'body', which a kafka store does not have"):
         initial(StructType([StructField("body", StringType())]))
+
+
+def _recreate(path, format_name: str, count: int) -> None:
+    """The topic deleted and made again: ``live``-0 holds offsets ``0 .. count - 1`` anew."""
+    shutil.rmtree(path, ignore_errors=True)
+    with segstore.open(str(path), format=format_name, mode="a") as store:
+        store.append_batch([Message("live", b"new%d" % i) for i in range(count)])
+
+
+@pytest.mark.parametrize("format_name", ["kafka", "rocketmq"])
+@pytest.mark.parametrize("trigger", ["default", "maxOffsetsPerTrigger", "availableNow"])
+def test_offsets_gone_back_are_data_loss(tmp_path, format_name, trigger):
+    """A stream whose offset is past the log's end (the topic recreated) reports it as Spark's Kafka
+    connector does (Spark 4 KafkaOffsetReaderAdmin.getOffsetRangesFromResolvedOffsets: "Partition X's
+    offset was changed from A to B", through reportDataLoss): failOnDataLoss=true fails the micro-batch;
+    false warns and ends it at the new log end (KafkaMicroBatchStream.rateLimit leaves such a partition
+    at its end), and the stream goes on from there.  It used to skip silently, or hold for good."""
+    path = tmp_path / "store"
+    _recreate(path, format_name, 20)
+    options = {"maxOffsetsPerTrigger": "3"} if trigger == "maxOffsetsPerTrigger" else {}
+    strict = stream(path, format_name, startingOffsets="earliest", **options)
+    lenient = stream(path, format_name, startingOffsets="earliest", failOnDataLoss="false", **options)
+    if trigger == "availableNow":
+        strict.prepareForTriggerAvailableNow()
+        lenient.prepareForTriggerAvailableNow()
+    reached = {"live": {"0": 20}}
+    _recreate(path, format_name, 5)
+    with pytest.raises(OffsetOutOfRangeError, match="live-0's offset was changed from 20 to 5"):
+        micro_batch(strict, reached)
+    with pytest.warns(UserWarning, match="live-0's offset was changed from 20 to 5"):
+        end, values = micro_batch(lenient, reached)
+    assert (end, values) == ({"live": {"0": 5}}, [])
+    with segstore.open(str(path), mode="a") as store:
+        store.append_batch([Message("live", b"new5")])
+    if trigger != "availableNow":       # an availableNow query stops at the snapshot's 20
+        assert micro_batch(lenient, end) == ({"live": {"0": 6}}, [b"new5"])
+
+
+def test_a_starting_offset_past_the_end_is_data_loss(tmp_path):
+    """The connector takes specific starting offsets as given (Spark 4 KafkaOffsetReaderAdmin.
+    fetchSpecificOffsets) and reports one past the end at the first micro-batch; it was clamped to the end
+    silently."""
+    _recreate(tmp_path / "store", "kafka", 5)
+    start = stream(tmp_path / "store", startingOffsets='{"live": {"0": 1000}}').initialOffset()
+    assert start == {"live": {"0": 1000}}
+    with pytest.raises(OffsetOutOfRangeError, match="offset was changed from 1000 to 5"):
+        micro_batch(stream(tmp_path / "store"), start)

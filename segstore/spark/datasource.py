@@ -357,7 +357,8 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             for topic, partition in pairs:
                 low, high = store.offset_range(topic, partition)
                 latest = max(low, self._stable_end(store, topic, partition, high))
-                start = planning.start_offset(store, self.options, topic, partition, low, high, latest=latest)
+                start = planning.start_offset(store, self.options, topic, partition, low, high, latest=latest,
+                                              past_end=True)
                 offsets.setdefault(topic, {})[str(partition)] = start
             return offsets
 
@@ -365,7 +366,9 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Latest offsets of every partition, and ``start`` extended with new partitions.
 
         A partition's latest offset is never before its start while the log reaches that far: under
-        ``read_committed`` a start past the last stable offset waits there for the transaction to end."""
+        ``read_committed`` a start past the last stable offset waits there for the transaction to end.
+        A start past the log end is offsets gone back: the latest offset is the log end, and
+        :meth:`partitions` reports the micro-batch (:func:`.planning.check_gone_back`)."""
         with open_store(self.options.path, self.format, self.options.config) as store:
             latest: planning.Offsets = {}
             extended = {t: dict(ps) for t, ps in start.items()}
@@ -381,6 +384,10 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict | None = None, limit: ReadLimit | None = None) -> dict:
         latest, start = self._latest(start or self._start_positions())
+        # offsets gone back: the batch ends at the log's end whatever the limits, as the connector's
+        # (Spark 4 KafkaMicroBatchStream.rateLimit leaves a partition with no offsets waiting at its end)
+        start = {t: {p: min(begin, latest.get(t, {}).get(p, begin)) for p, begin in ps.items()}
+                 for t, ps in start.items()}
         if self.available_now is not None:
             # only what the store held when the availableNow query started
             snapshot = self.available_now
@@ -408,6 +415,9 @@ class SegstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     low = store.offset_range(topic, partition)[0]
                     if lo is None:
                         lo = low
+                    if lo > hi:
+                        planning.check_gone_back(self.options, topic, partition, lo, hi)
+                        continue
                     # offsets the query has not read yet that retention removed since
                     lo = planning.check_lost(self.options, "the stream's next offset", topic, partition,
                                              lo, low)

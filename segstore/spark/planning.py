@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -307,6 +308,26 @@ def check_lost(options: ReadOptions, what: str, topic: str, partition: int, aske
     return low
 
 
+def check_gone_back(options: ReadOptions, topic: str, partition: int, start: int, end: int) -> None:
+    """Report a micro-batch of ``topic``/``partition`` ending at ``end`` before its ``start``: the log now
+    ends before the offset the stream reached (the topic was recreated, the store restored from an older
+    copy, the log truncated, or ``startingOffsets`` named an offset past the end), as Spark's Kafka
+    connector reports it (Spark 4 KafkaOffsetReaderAdmin.getOffsetRangesFromResolvedOffsets: "Partition
+    X's offset was changed from A to B"): an error, or with ``failOnDataLoss=false`` a warning, the
+    stream going on from ``end``.
+
+    :raises OffsetOutOfRangeError: ``failOnDataLoss`` is true (the default).
+    """
+    message = (f"{topic}-{partition}'s offset was changed from {start} to {end}, some data may have been "
+               f"missed: the log ends before the stream's offset (the topic recreated, the store restored "
+               f"from an older copy, the log truncated, or startingOffsets past the end)")
+    if options.fail_on_data_loss:
+        raise OffsetOutOfRangeError(f"{message}; set option failOnDataLoss=false to go on from {end}",
+                                    options.path)
+    warnings.warn(f"segstore: {options.path}: {message}; going on from {end} (failOnDataLoss=false)",
+                  stacklevel=2)
+
+
 def _per_partition(entries: tuple[tuple[str, int, int], ...], topic: str, partition: int, name: str) -> int:
     for t, p, value in entries:
         if t == topic and p == partition:
@@ -316,11 +337,12 @@ def _per_partition(entries: tuple[tuple[str, int, int], ...], topic: str, partit
 
 
 def start_offset(store: PlanningStore, options: ReadOptions, topic: str, partition: int,
-                 low: int, high: int, *, latest: int | None = None) -> int:
+                 low: int, high: int, *, latest: int | None = None, past_end: bool = False) -> int:
     """Where a read of ``topic``/``partition`` (holding ``[low, high)``) starts.
 
     ``latest`` is where a start at ``latest`` starts (default ``high``; a read_committed stream's
-    last stable offset).
+    last stable offset).  ``past_end``: keep a ``startingOffsets`` offset past ``high`` (a stream
+    reports it at its first micro-batch, :func:`check_gone_back`) instead of starting at ``high``.
 
     As Spark's Kafka connector: ``startingTimestamp`` first, then
     ``startingOffsetsByTimestamp``, then ``startingOffsets``.  A start time after
@@ -339,7 +361,9 @@ def start_offset(store: PlanningStore, options: ReadOptions, topic: str, partiti
     else:
         asked = options.starting.for_partition(topic, partition)
         asked = check_lost(options, "option startingOffsets", topic, partition, asked, low)
-        return latest if asked == LATEST else position(asked, low, high)
+        if asked == LATEST:
+            return latest
+        return asked if past_end and asked > high else position(asked, low, high)
     found = store.offset_for_time(topic, partition, ms)
     if found is not None:
         return min(max(found, low), high)
