@@ -277,3 +277,48 @@ def test_swap_and_deleted_files_are_left_by_reads_and_completed_by_a_writable_op
     assert not [n for n in names if n.endswith((".swap", ".deleted"))]
     assert [n for n in names if n.endswith(".log")] == [f"{SEG0}.log", f"{2:020d}.log"]
     assert f"{1:020d}.index" not in names and f"{1:020d}.timeindex" not in names
+
+
+_KILLED_WRITER = """
+import os, sys, segstore
+store = segstore.open(sys.argv[1], format="kafka", mode="a", **{"segment.bytes": 2048})
+for i in range(200):
+    store.append({"topic": "t", "partition": 0, "value": b"v%d-" % i * 20})
+print("appended", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.parametrize("layout", ["logdir", "partition"])
+def test_reopen_after_a_kill_rebuilds_leader_epochs_from_the_recovery_point(tmp_path: Path, layout: str) -> None:
+    # Kafka 3.8.0 core/src/main/scala/kafka/log/LogLoader.scala recoverLog: without a clean shutdown
+    # every segment from the recovery point (LogManager.loadLog: 0 without a checkpoint entry) is
+    # recovered, and LogSegment.recover assigns each batch's epoch to the leader epoch cache, so the
+    # epochs of a log a killed writer left start at its first batch, not at the first damaged segment.
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    store_path = tmp_path / "logs"
+    store_path.mkdir()
+    part_dir = store_path / "t-0"
+    if layout == "partition":
+        part_dir.mkdir()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    proc = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER,
+                             str(store_path if layout == "logdir" else part_dir)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True)
+    try:
+        assert proc.stdout.readline() == "appended\n"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        proc.stdout.close()
+        proc.stdin.close()
+    assert not (part_dir / "leader-epoch-checkpoint").exists()     # a kill writes no checkpoint
+    assert len(list(part_dir.glob("*.log"))) > 2
+    target = store_path if layout == "logdir" else part_dir
+    with segstore.open(str(target), format="kafka", mode="a", **{"segment.bytes": 2048}) as store:
+        store.append({"topic": "t", "partition": 0, "value": b"after"})
+    assert (part_dir / "leader-epoch-checkpoint").read_text() == "0\n1\n0 0\n"

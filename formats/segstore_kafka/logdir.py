@@ -131,9 +131,9 @@ class LogDir:
         self.partitions: dict[tuple[str, int], Partition] = {}
         try:
             for name in partition_dirs(path):
-                topic, _ = parse_partition_dir(name)
+                topic, number = parse_partition_dir(name)
                 part = Partition(os.path.join(path, name), self.config_for(topic), writable=writable,
-                                 clock=clock)
+                                 clock=clock, recovery_point=self.recovery_points.get((topic, number), 0))
                 key = (part.topic, part.partition)
                 part.load_log_start(start_offsets.get(key, 0))
                 self.partitions[key] = part

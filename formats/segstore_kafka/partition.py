@@ -303,11 +303,14 @@ class Partition:
     :param path: the ``TOPIC-N`` directory (created in writable mode).
     :param writable: open for appends (recovers what a crash left first).
     :param clock: milliseconds now (LogAppendTime, ``segment.ms``, ``retention.ms``).
+    :param recovery_point: the partition's ``recovery-point-offset-checkpoint`` entry (0 when there is
+        none): a writable partition a crash left recovers from the segment holding it.
     """
 
     def __init__(self, path: str, config: KafkaConfig, *, writable: bool = False,
-                 clock: Callable[[], int] = now_ms) -> None:
+                 clock: Callable[[], int] = now_ms, recovery_point: int = 0) -> None:
         self.path = path
+        self.recovery_point = recovery_point
         self.topic, self.partition = parse_partition_dir(path)
         self.config = config
         self.writable = writable
@@ -401,17 +404,23 @@ class Partition:
             return self._open_segment(base, create=False)
 
     def _recover_crashed(self) -> None:
-        """Recover what a crash left: from the first segment with a missing, untrimmed or corrupt
-        index, or the active segment when its tail is torn, to the end."""
+        """Recover what a crash left (a segment with a missing, untrimmed or corrupt index, or an
+        active segment with a torn tail) as Kafka 3.8's ``LogLoader.recoverLog`` does without a clean
+        shutdown: every segment from the one holding the recovery point to the end."""
         segments = self.segments
-        first = next((i for i, seg in enumerate(segments) if seg.needs_recovery), None)
-        if first is None and segments and segments[-1].check_tail() is not None:
-            first = len(segments) - 1
-        if first is not None:
-            seg = segments[first]
+        damaged = next((i for i, seg in enumerate(segments) if seg.needs_recovery), None)
+        if damaged is None and segments and segments[-1].check_tail() is not None:
+            damaged = len(segments) - 1
+        if damaged is not None:
+            seg = segments[damaged]
             self.recovered.extend(f"{path}:{pos}: {message}; rebuilding it from the log"
                                   for path, pos, message in seg.txn_index.problems(seg.base))
-            self.recovered.extend(self._recover_from(first, every_line=True))
+            # Recovering from the recovery point (not only from the damage) rebuilds the leader
+            # epochs a crash left unwritten from the batches there, as Kafka's recovery does.
+            floor = self.log.segments.floor_base(self.recovery_point)
+            first = next((i for i, seg in enumerate(segments) if floor is None or seg.base >= floor),
+                         damaged)
+            self.recovered.extend(self._recover_from(min(first, damaged), every_line=True))
 
     def _recover_from(self, first: int, *, every_line: bool) -> list[str]:
         """Recover segments ``first..`` in order; a segment cut short ends the log there.
