@@ -189,8 +189,8 @@ def test_scan_arrow_gives_the_same_batches_overlapped_or_not(monkeypatch, tmp_pa
     assert tables[0].num_rows == 5000 and tables[0].equals(tables[1])
 
 
-#: Files that hold the time of the run: topics.json's dataVersion, the conversion's own record.
-_TIMED = ("lock", "checkpoint", "topics.json", "segstore-convert.json")
+#: Files that hold the time of the run: topics.json's dataVersion (and its .bak), the conversion's own record.
+_TIMED = ("lock", "checkpoint", "topics.json", "topics.json.bak", "segstore-convert.json")
 
 
 def _tree(root) -> dict[str, bytes]:

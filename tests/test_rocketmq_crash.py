@@ -248,3 +248,40 @@ def test_the_harness_final_check_keeps_the_last_kills_copies(tmp_path):
     crash._finish(record, "rocketmq", str(store), str(kept), "rocketmq-1-7")
     assert record["final"] == [] and "kept" not in record
     assert sorted(p.name for p in (kept / "rocketmq-1-7").iterdir()) == ["after"]
+
+
+_TOPIC_WRITER = """
+import sys, segstore
+store = segstore.open(sys.argv[1], format="rocketmq", mode="a")
+store.append({"topic": "First", "queue_id": 0, "body": b"a"})
+store.append_batch([{"topic": "Second", "queue_id": q, "body": b"b"} for q in range(3)])
+for q in range(2):
+    store.append({"topic": "Third", "queue_id": q, "body": b"c"})
+print("appended", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_topics_a_killed_writer_created_are_in_topics_json(tmp_path):
+    # A 4.9.7 broker persists its topic table when a send creates a topic
+    # (broker/src/main/java/org/apache/rocketmq/broker/topic/TopicConfigManager.java
+    # createTopicInSendMessageMethod: this.persist()), and routes only the topics in it: a kill after
+    # the append must not lose the topic from config/topics.json.
+    import json
+
+    path = str(tmp_path / "store")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    proc = subprocess.Popen([sys.executable, "-c", _TOPIC_WRITER, path], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, env=env, text=True)
+    try:
+        assert proc.stdout.readline() == "appended\n"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        proc.stdout.close()
+        proc.stdin.close()
+    assert os.path.exists(os.path.join(path, "abort"))  # killed: no close ran
+    with open(os.path.join(path, "config", "topics.json")) as f:
+        table = json.load(f)["topicConfigTable"]
+    assert {name: table[name]["writeQueueNums"] for name in ("First", "Second", "Third")} == {
+        "First": 1, "Second": 3, "Third": 2}

@@ -504,7 +504,6 @@ class RocketMQStore(LifecycleMixin, Store):
                 cq.correct_min_offset(self.commitlog.min_offset)
             self.topic_configs = TopicConfigs(self.path)
             self.consumer_offsets = ConsumerOffsets(self.path)
-            self._configs_dirty = False
             self._next_offsets = {key: cq.max_offset for key, cq in self.queues.items()}
             # A queue entry past the commitlog's last file is damage (the queues were listed before
             # the commitlog, so a writer's newer file is listed): the log is the truth, a reader
@@ -658,7 +657,7 @@ class RocketMQStore(LifecycleMixin, Store):
             self.indexes.flush()
 
     def close(self) -> None:
-        """Flush, persist ``config/topics.json`` (if topics changed), release the files."""
+        """Flush, release the files."""
         if self._closed:
             return
         try:
@@ -666,9 +665,6 @@ class RocketMQStore(LifecycleMixin, Store):
                 self.indexes.close()
             if self.mode == "a":
                 self._close_durable()
-                if self._configs_dirty:
-                    self.topic_configs.save(self._clock())
-                    self._configs_dirty = False
         finally:
             self._release()
             super().close()
@@ -754,8 +750,18 @@ class RocketMQStore(LifecycleMixin, Store):
         if type(queue_id) is not int or not 0 <= queue_id <= MAX_QUEUE_ID:
             raise _queue_id_error(queue_id)
         files.make_dirs(self._queue(topic, queue_id).directory)
-        if self.topic_configs.ensure(topic, queue_id):
-            self._configs_dirty = True
+        self._configure_queues([(topic, queue_id)])
+
+    def _configure_queues(self, keys: Iterable[tuple[str, int]]) -> None:
+        """Add the ``(topic, queue id)`` queues to ``config/topics.json``, written at once when that
+        changed it: a writer killed later leaves every topic it created in the table, as the broker
+        persists a topic it creates (4.9.7 ``TopicConfigManager.createTopicInSendMessageMethod``:
+        ``this.persist()``), and a broker routes only the topics there."""
+        changed = False
+        for topic, queue_id in keys:
+            changed = self.topic_configs.ensure(topic, queue_id) or changed
+        if changed:
+            self.topic_configs.save(self._clock())
 
     def _appender(self, flusher: FlushService) -> Any:
         """The C appends of this store (:func:`.fastappend.appender`), None where there are none."""
@@ -1003,8 +1009,7 @@ class RocketMQStore(LifecycleMixin, Store):
         next_offsets.update(taken)
         for key, rows in cq_rows.items():
             self._queue(*key).append_array(np.array(rows, dtype=CQ_DTYPE))
-            if self.topic_configs.ensure(*key):
-                self._configs_dirty = True
+        self._configure_queues(cq_rows)
         if self.index is not None:
             try:
                 self.index.put_batch([
@@ -1127,8 +1132,7 @@ class RocketMQStore(LifecycleMixin, Store):
             if cq is None:
                 cq = self._queue(*key)
             cq.append_packed(rows[first * CQ_ROW:(first + count) * CQ_ROW])
-            if self.topic_configs.ensure(*key):
-                self._configs_dirty = True
+        self._configure_queues(key for key, _, _ in queues)
         if self.index is not None:
             # the broker opens the IndexFile for every message it dispatches, keys or not
             # (CommitLogDispatcherBuildIndex -> IndexService.buildIndex -> retryGetAndCreateIndexFile),
