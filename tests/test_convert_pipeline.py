@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -23,7 +24,7 @@ from segstore_rocketmq.conversion import RocketMQWriter
 import segstore
 from segstore.convert import convert, pipeline
 from segstore.convert.pipeline import JOURNAL_NAME, kafka_entry_of, temp_path
-from segstore.errors import ConversionError, CorruptDataError, WrongFormatError
+from segstore.errors import ConfigError, ConversionError, CorruptDataError, WrongFormatError
 from segstore.records import LOG_APPEND_TIME
 
 ROCKETMQ_CONFIG = {"maxHashSlotNum": 64, "maxIndexNum": 256, "mappedFileSizeCommitLog": 1 << 20}
@@ -193,6 +194,50 @@ def test_interrupted_kafka_to_rocketmq_resumes(tmp_path: Path, monkeypatch: pyte
 def test_resume_without_an_interrupted_run_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConversionError, match="interrupted conversion to resume"):
         convert(BASIC, tmp_path / "out", to="kafka", resume=True)
+
+
+def test_resume_after_a_kill_before_the_journal_starts_over(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    os.makedirs(temp_path(str(out)))      # a kill between creating it and writing its journal
+    report = convert(BASIC, out, to="kafka", resume=True)
+    assert report.already_present == 0 and report.messages == 366
+    shutil.rmtree(out)
+    (Path(temp_path(str(out))) / "stray").mkdir(parents=True)
+    with pytest.raises(ConversionError, match=r"without a journal \(pass --force"):
+        convert(BASIC, out, to="kafka", resume=True)
+    assert convert(BASIC, out, to="kafka", resume=True, force=True).messages == 366
+
+
+@pytest.mark.parametrize(("text", "found"), [
+    ("[]", "a JSON object as the conversion journal, found []"),
+    ('{"source_format": "rocketmq", "streams": 5}', "streams in the conversion journal to be an array"),
+    ('{"source_format": "rocketmq", "source_config": "abc"}', "source_config in the conversion journal"),
+    ('{"source_format": 7}', "source_format in the conversion journal to be a string"),
+])
+def test_a_damaged_journal_is_a_typed_error_naming_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      text: str, found: str) -> None:
+    kafka = tmp_path / "k"
+    convert(BASIC, kafka, to="kafka")
+    (kafka / JOURNAL_NAME).write_text(text)
+    with pytest.raises(ConversionError, match=re.escape(f"expected {found}")) as info:
+        convert(kafka, tmp_path / "back", to="rocketmq")
+    assert info.value.path == str(kafka / JOURNAL_NAME)
+    out = tmp_path / "out"
+    interrupted(monkeypatch, "BATCH_RECORDS", 7, 20, BASIC, out, to="kafka")
+    (Path(temp_path(str(out))) / JOURNAL_NAME).write_text(text)
+    with pytest.raises(ConversionError, match=re.escape(f"expected {found}")):
+        convert(BASIC, out, to="kafka", resume=True)
+
+
+def test_a_bad_recorded_source_config_names_the_journal(tmp_path: Path) -> None:
+    kafka = tmp_path / "k"
+    convert(BASIC, kafka, to="kafka")
+    journal = json.loads((kafka / JOURNAL_NAME).read_text())
+    journal["source_config"] = {"mappedFileSizeCommitLog": "abc"}
+    (kafka / JOURNAL_NAME).write_text(json.dumps(journal))
+    with pytest.raises(ConfigError, match=f"mappedFileSizeCommitLog from source_config of the conversion "
+                       f"journal {kafka / JOURNAL_NAME}"):
+        convert(kafka, tmp_path / "back", to="rocketmq")
 
 
 # -- options ---------------------------------------------------------------------------------

@@ -54,7 +54,14 @@ import pyarrow as pa
 
 from segstore import arrays, files, registry
 from segstore.api import open as open_store
-from segstore.errors import ConversionError, ConversionOptionError, NotFoundError, UnsupportedOperationError
+from segstore.errors import (
+    ConfigError,
+    ConversionError,
+    ConversionOptionError,
+    NotFoundError,
+    UnsupportedOperationError,
+    cut,
+)
 from segstore.overlap import pipelined
 from segstore.store import Store
 
@@ -521,14 +528,32 @@ def _check_options(target_side: FormatConversion, compression: str, timestamp: s
                                     f"found {timestamp!r}")
 
 
+#: The journal members a run reads back (not only compares), with the JSON type each holds when not null.
+_JOURNAL_TYPES: dict[str, tuple[type, str]] = {"source_format": (str, "a string"),
+                                               "source_config": (dict, "an object"),
+                                               "streams": (list, "an array")}
+
+
 def _read_journal(path: str) -> dict[str, Any] | None:
+    """The journal in ``path``, None when there is none.
+
+    :raises ConversionError: not a JSON object, or a member read back of the wrong type.
+    """
     journal = os.path.join(path, JOURNAL_NAME)
     if not files.is_file(journal):
         return None
     try:
-        return json.loads(files.read_text(journal))
+        data = json.loads(files.read_text(journal))
     except ValueError as err:
         raise ConversionError(f"expected a JSON conversion journal, found {err}", journal) from err
+    if not isinstance(data, dict):
+        raise ConversionError(f"expected a JSON object as the conversion journal, found {cut(data)}", journal)
+    for key, (kind, name) in _JOURNAL_TYPES.items():
+        value = data.get(key)
+        if value is not None and not isinstance(value, kind):
+            raise ConversionError(f"expected {key} in the conversion journal to be {name} or null, "
+                                  f"found {cut(value)}", journal)
+    return data
 
 
 def _write_journal(path: str, data: dict[str, Any]) -> None:
@@ -555,17 +580,21 @@ def _prepare(src: str, dst: str, tmp: str, options: _RunOptions, source_format: 
         raise ConversionError("expected a destination that does not exist, found one "
                               "(pass --force to replace it)", dst)
     wanted = options.journal(src, source_format)
-    if resume:
-        journal = _read_journal(tmp)
-        if journal is None:
-            raise ConversionError("expected an interrupted conversion to resume, found none", tmp)
+    journal = _read_journal(tmp) if resume else None
+    if journal is not None:
         recorded = {k: journal.get(k, _JOURNAL_DEFAULTS.get(k)) for k in wanted}
         if recorded != wanted:
             raise ConversionError(f"expected to resume the same conversion, found one with other options: "
                                   f"{recorded} (this run: {wanted})", tmp)
         return journal
+    if resume and (not files.is_dir(tmp) or (files.list_dir(tmp) and not force)):
+        raise ConversionError("expected an interrupted conversion to resume, found "
+                              + ("a directory without a journal (pass --force to start over)"
+                                 if files.exists(tmp) else "none"), tmp)
+    # Resuming, an empty directory is a run killed before it wrote its journal: nothing was done
+    # (and --force starts over from any other directory without one).
     if files.exists(tmp):
-        if not force:
+        if not force and not resume:
             raise ConversionError("expected no interrupted conversion, found one "
                                   "(pass --resume to continue it or --force to start over)", tmp)
         files.remove_tree(tmp)
@@ -596,6 +625,24 @@ def _destination_config(src: str, options: _RunOptions) -> dict[str, Any]:
     if journal is not None and journal.get("source_format") == options.to:
         recorded = dict(journal.get("source_config") or {})
     return {**recorded, **options.config}
+
+
+def _open_destination(tmp: str, to: str, dest_config: dict[str, Any], src: str,
+                      options: _RunOptions) -> Store:
+    """Open the temporary directory for appends.
+
+    :raises ConfigError: a config the destination refuses; one that holds a value the source's
+        journal recorded (not one this run's ``config`` overrides) names that journal as its origin.
+    """
+    try:
+        return open_store(tmp, format=to, mode="a", **dest_config)
+    except ConfigError as err:
+        recorded = sorted(set(dest_config) - set(options.config))
+        if not recorded:
+            raise
+        raise ConfigError(f"{err.message} (with {', '.join(recorded)} from source_config of the conversion "
+                          f"journal {os.path.join(src, JOURNAL_NAME)}; --config NAME=VALUE overrides it)",
+                          err.path) from err
 
 
 def _extents(source_side: FormatConversion, source: Store, reading: Options, src: str,
@@ -685,7 +732,7 @@ def run(src: str, dst: str, *, to: str, topics: list[str] | None, compression: s
             extents = _extents(source_side, source, reading, src, to)
             # for the way back: where each stream started, which the destination may not hold
             journal["streams"] = [[e.topic, e.partition, e.start, e.end] for e in extents]
-            with open_store(tmp, format=to, mode="a", **dest_config) as dest:
+            with _open_destination(tmp, to, dest_config, src, options) as dest:
                 target_side.open_streams(dest, extents, writing)
                 converting = True
                 _convert(source_side, target_side, source, dest, reading, writing, report, bar)
