@@ -145,6 +145,27 @@ def test_corrupt_rocketmq_source_stops_at_path_and_pos(tmp_path: Path) -> None:
             lost.queue_offset - 1, lost.queue_offset + 1]
 
 
+@pytest.mark.parametrize("which", ["first", "last"])
+def test_skip_corrupt_passes_a_damaged_first_or_last_message_of_a_queue(tmp_path: Path, which: str) -> None:
+    src = copy_writable(BASIC, tmp_path / "store")
+    with segstore.open(src, "rocketmq") as store:
+        topic = store.topics()[0]
+        queue_id = store.partitions(topic)[0]
+        start, end = store.offset_range(topic, queue_id)
+        lost = next(store.read(topic, queue_id, start if which == "first" else end - 1, 1))
+        total = sum(1 for _ in store.scan())
+    base = max(b for b in (int(p.name) for p in (src / "commitlog").iterdir()) if b <= lost.physical_offset)
+    path = src / "commitlog" / f"{base:020d}"
+    data = bytearray(path.read_bytes())
+    data[lost.physical_offset - base + lost.size - 1] ^= 0xFF     # inside the body or properties: CRC
+    path.write_bytes(bytes(data))
+    report = convert(src, tmp_path / "out", to="kafka", skip_corrupt=True)
+    assert len(report.skipped) == 1 and report.messages == total - 1
+    with segstore.open(tmp_path / "out", "kafka") as store:
+        offsets = [r.offset for r in store.read(topic, queue_id, 0)]
+    assert lost.queue_offset not in offsets and len(offsets) == end - start - 1
+
+
 def test_corrupt_kafka_source_stops_or_skips_the_segment(tmp_path: Path) -> None:
     src = copy_writable(KAFKA_TXN, tmp_path / "topic-0")
     log = src / "00000000000000000054.log"

@@ -456,6 +456,22 @@ def _messages(source: Any, options: Options) -> Iterator[RocketMQMessage]:
         return
 
 
+def _readable(store: Any, topic: str, queue_id: int, offsets: range, skip_corrupt: bool
+              ) -> RocketMQMessage | None:
+    """The message at the first of ``offsets`` of a queue, None when it has none there; with
+    ``skip_corrupt`` the first that reads (the pass over the commitlog reports the damaged ones).
+
+    :raises CorruptDataError: a damaged message, without ``skip_corrupt``.
+    """
+    for offset in offsets:
+        try:
+            return next(store.read(topic, queue_id, offset, 1), None)
+        except CorruptDataError:
+            if not skip_corrupt:
+                raise
+    return None
+
+
 def _next_valid_message(commitlog: Any, path: str | None, pos: int) -> int | None:
     """The physical offset of the first valid message after file position ``pos`` of ``path``."""
     segments = list(commitlog.log.segments)
@@ -1032,8 +1048,9 @@ class RocketMQConversion(FormatConversion):
                 continue
             for queue_id in store.partitions(topic):
                 start, end = store.offset_range(topic, queue_id)
-                first = next(store.read(topic, queue_id, start, 1), None) if end > start else None
-                last = next(store.read(topic, queue_id, end - 1, 1), None) if first is not None else None
+                first = _readable(store, topic, queue_id, range(start, end), options.skip_corrupt)
+                last = None if first is None else _readable(
+                    store, topic, queue_id, range(end - 1, first.queue_offset - 1, -1), options.skip_corrupt)
                 if first is None or last is None:
                     out.append(Extent(peer_topic(topic, peer), queue_id, start, start))
                     continue
