@@ -404,9 +404,9 @@ class Partition:
             return self._open_segment(base, create=False)
 
     def _recover_crashed(self) -> None:
-        """Recover what a crash left (a segment with a missing, untrimmed or corrupt index, or an
-        active segment with a torn tail) as Kafka 3.8's ``LogLoader.recoverLog`` does without a clean
-        shutdown: every segment from the one holding the recovery point to the end."""
+        """Recover what a crash left: from the first segment with a missing, untrimmed or corrupt
+        index, or the active segment when its tail is torn, to the end; the leader epochs from the
+        recovery point (:meth:`_recover_from`)."""
         segments = self.segments
         damaged = next((i for i, seg in enumerate(segments) if seg.needs_recovery), None)
         if damaged is None and segments and segments[-1].check_tail() is not None:
@@ -415,14 +415,18 @@ class Partition:
             seg = segments[damaged]
             self.recovered.extend(f"{path}:{pos}: {message}; rebuilding it from the log"
                                   for path, pos, message in seg.txn_index.problems(seg.base))
-            # Recovering from the recovery point (not only from the damage) rebuilds the leader
-            # epochs a crash left unwritten from the batches there, as Kafka's recovery does.
-            floor = self.log.segments.floor_base(self.recovery_point)
-            first = next((i for i, seg in enumerate(segments) if floor is None or seg.base >= floor),
-                         damaged)
-            self.recovered.extend(self._recover_from(min(first, damaged), every_line=True))
+            self.recovered.extend(self._recover_from(damaged, every_line=True,
+                                                     epochs_from=self._recovery_point_segment(self.recovery_point)))
 
-    def _recover_from(self, first: int, *, every_line: bool) -> list[str]:
+    def _recovery_point_segment(self, recovery_point: int) -> int:
+        """The index in :attr:`segments` of the segment holding ``recovery_point`` (Kafka 3.8
+        ``LogLoader.recoverLog``: ``segments.values(recoveryPointCheckpoint, Long.MaxValue)``)."""
+        segments = self.segments
+        floor = self.log.segments.floor_base(recovery_point)
+        return next((i for i, seg in enumerate(segments) if floor is None or seg.base >= floor),
+                    len(segments))
+
+    def _recover_from(self, first: int, *, every_line: bool, epochs_from: int) -> list[str]:
         """Recover segments ``first..`` in order; a segment cut short ends the log there.
 
         The segments after a cut one are kept aside whole (``.log.cut-0``): nothing cut is lost.
@@ -431,13 +435,18 @@ class Partition:
         than the latest (so an entry of the latest epoch that compaction left before the first batch
         stays, ``LeaderEpochFileCache.isUpdateNeeded``); then the entries at or past the new end go
         (``truncateFromEnd``).  ``every_line``: a line for each segment recovered (else only cuts).
+        The intact segments ``epochs_from..first - 1`` (those from the recovery point) add their
+        batches' epochs too: Kafka recovers every segment from the recovery point, and a killed
+        writer left no ``leader-epoch-checkpoint`` for the epochs they hold.
         """
         segments = self.segments
         tracker = TransactionTracker()
-        for seg in segments[:first]:
+        for n, seg in enumerate(segments[:first]):
             for header in seg.headers():
                 if header.is_transactional:
                     tracker.observe(header)
+                if n >= epochs_from and header.magic >= codec.MAGIC_V2:
+                    self.epochs.assign(header.partition_leader_epoch, header.base_offset)
         lines: list[str] = []
         for n, seg in enumerate(segments[first:], start=first):
             result = seg.recover(self._batch_observer(seg, tracker))
@@ -495,9 +504,7 @@ class Partition:
         lines = list(self.recovered)
         self.recovered = []
         segments = self.segments
-        floor = self.log.segments.floor_base(recovery_point)
-        first = next((i for i, seg in enumerate(segments) if floor is None or seg.base >= floor),
-                     len(segments))
+        first = floor = self._recovery_point_segment(recovery_point)
         expected: int | None = None
         for seg in segments[:first]:
             expected = seg.next_offset()
@@ -513,7 +520,7 @@ class Partition:
             progress.advance(seg.size)
         rebuilt = [f"{path}: rebuilt: {message}" for seg in segments[first:]
                    for path, _, message in wrong_txns.get(seg.base, [])]
-        return lines + rebuilt + self._recover_from(first, every_line=False)
+        return lines + rebuilt + self._recover_from(first, every_line=False, epochs_from=floor)
 
     def start_at(self, offset: int) -> None:
         """Make an empty log start at ``offset``: its one segment is named from it, the next
