@@ -290,7 +290,8 @@ sys.stdin.read()
 
 
 @pytest.mark.parametrize("layout", ["logdir", "partition"])
-def test_reopen_after_a_kill_rebuilds_leader_epochs_from_the_recovery_point(tmp_path: Path, layout: str) -> None:
+def test_reopen_after_a_kill_rebuilds_leader_epochs_from_the_recovery_point(tmp_path: Path,
+                                                                          layout: str) -> None:
     # Kafka 3.8.0 core/src/main/scala/kafka/log/LogLoader.scala recoverLog: without a clean shutdown
     # every segment from the recovery point (LogManager.loadLog: 0 without a checkpoint entry) is
     # recovered, and LogSegment.recover assigns each batch's epoch to the leader epoch cache, so the
