@@ -27,6 +27,7 @@ import shutil
 import stat
 import sys
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -205,7 +206,7 @@ class _KeptMaps:
                 self.maps.move_to_end(key)
                 kept.users += 1
                 return kept
-        made = mmap.mmap(fd, length, access=mmap.ACCESS_READ)
+        made = _map(fd, path, length)
         unmap = []
         with self.lock:
             kept = self.maps.get(key)
@@ -324,14 +325,52 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_kept_maps_after_fork)
 
 
+def _map(fd: int, path: str, length: int, access: int = mmap.ACCESS_READ) -> mmap.mmap:
+    """``mmap`` of ``length`` bytes of ``fd`` (``length > 0``).
+
+    :raises TruncatedDataError: the file is shorter than ``length`` now: another process cut it
+        since its size was taken (a broker's recovery cutting a torn tail, a replica truncating),
+        which ``mmap`` answers with a bare ``ValueError``.  Its position is the file's end now.
+    """
+    while True:
+        try:
+            return mmap.mmap(fd, length, access=access)
+        except ValueError as err:   # with length > 0 and offset 0: only a file shorter than length
+            found = os.fstat(fd).st_size
+            if found < length:
+                raise TruncatedDataError(f"expected at least {length} bytes to map, found {found} (the file "
+                                         "was cut since its size was taken)", path, found) from err
+            # cut and grown again between mmap's own fstat and this one: the map can be made now
+
+
 def _read_map(fd: int, path: str, length: int) -> tuple[mmap.mmap, tuple[_KeptMaps, _KeptMap] | None]:
     """A read-only map of ``length`` bytes of ``fd``; with a kept one, its cache and entry (the file
-    hands it back through :func:`_let_go` instead of closing it)."""
+    hands it back through :func:`_let_go` instead of closing it).
+
+    :raises TruncatedDataError: the file is shorter than ``length`` now (:func:`_map`).
+    """
     cache = _kept_maps
     if cache is None:
-        return mmap.mmap(fd, length, access=mmap.ACCESS_READ), None
+        return _map(fd, path, length), None
     kept = cache.get(fd, path, length)
     return kept.map, (cache, kept)
+
+
+def _read_map_as_now(fd: int, path: str, length: int
+                     ) -> tuple[mmap.mmap | None, tuple[_KeptMaps, _KeptMap] | None, int]:
+    """:func:`_read_map` of ``length`` bytes, or of fewer where another process cut the file since
+    ``length`` was taken (a broker's recovery cutting a torn tail, a follower replica truncating to
+    its leader): the file as it is now.  The map (None for a file cut to nothing), its kept entry
+    and the length mapped."""
+    while True:
+        try:
+            mm, kept = _read_map(fd, path, length)
+        except TruncatedDataError:
+            length = min(length, os.fstat(fd).st_size)     # never grows: cut again, it is tried shorter
+            if length == 0:
+                return None, None, 0
+        else:
+            return mm, kept, length
 
 
 def _let_go(mm: mmap.mmap, kept: tuple[_KeptMaps, _KeptMap] | None) -> None:
@@ -402,7 +441,7 @@ class MappedFile:
             self._fd = _open_regular(self.path, flags)
             try:
                 self._size_to(size, reserve)
-                self._map()
+                self._map(as_now=size is None)
             except BaseException:
                 os.close(self._fd)
                 raise
@@ -469,7 +508,9 @@ class MappedFile:
                 raise _translate(err, self.path, lo) from err
         self.reserved = max(self.reserved, hi)
 
-    def _map(self) -> None:
+    def _map(self, *, as_now: bool = False) -> None:
+        """Map :attr:`size` bytes (read them, in memory).  ``as_now``: the file as it is now was
+        asked for (no size given), so a file cut since its size was taken maps at its new size."""
         if self.size == 0:
             self._mm = None
             return
@@ -482,7 +523,10 @@ class MappedFile:
             self._mm = data  # type: ignore[assignment]  # serves view/array/read like a map
             return
         if self.writable:
-            self._mm = mmap.mmap(self._fd, self.size, access=mmap.ACCESS_WRITE)
+            self._mm = _map(self._fd, self.path, self.size, mmap.ACCESS_WRITE)
+            return
+        if as_now:
+            self._mm, self._kept, self.size = _read_map_as_now(self._fd, self.path, self.size)
         else:
             self._mm, self._kept = _read_map(self._fd, self.path, self.size)
 
@@ -647,6 +691,10 @@ class MappedFile:
         return f"MappedFile({self.path!r}, size={self.size})"
 
 
+#: How long a reader's :meth:`AppendFile.view` goes on with the file's length it last took.
+RESIZE_CHECK_SECONDS = 0.01
+
+
 class AppendFile:
     """A file that grows by appends and is read by position (the Kafka ``.log``).
 
@@ -654,7 +702,7 @@ class AppendFile:
     scan of a whole segment is zero-copy.
     """
 
-    __slots__ = ("_fd", "_kept", "_mm", "_mm_size", "path", "size", "writable")
+    __slots__ = ("_fd", "_kept", "_mm", "_mm_size", "_sized_at", "path", "size", "writable")
 
     def __new__(cls, path: Any = None, *args: Any, **kwargs: Any) -> AppendFile:
         return object.__new__(RemoteAppendFile if cls is AppendFile and is_url(path) else cls)
@@ -670,6 +718,8 @@ class AppendFile:
             self.size = os.fstat(self._fd).st_size
         self._mm: mmap.mmap | None = None
         self._mm_size = 0
+        #: ``time.monotonic()`` when a reader last took the file's length (:meth:`view`)
+        self._sized_at = time.monotonic()
         #: the cache and entry of a kept map (keep_read_maps), handed back instead of closed
         self._kept: tuple[_KeptMaps, _KeptMap] | None = None
 
@@ -722,19 +772,36 @@ class AppendFile:
     def view(self) -> memoryview:
         """The whole current content, mapped read-only (zero-copy).
 
+        A reader's is what the file held when opened, or what it holds now where another process
+        cut it since (a broker's recovery cutting a torn tail, a follower replica truncating to its
+        leader): :attr:`size` follows, so a read of what was cut fails as a short file, where
+        touching a mapped page past the file's end would kill the process (SIGBUS).  The length is
+        taken again when :data:`RESIZE_CHECK_SECONDS` have passed since it last was (one ``fstat``;
+        not on every call: a walk asks for a view per batch header), so a cut made while views are
+        being read, or just before, still can (docs/kafka.md, "Recovery").
+
         :raises StoreClosedError: the file is closed.
         """
         self._check_open()
+        if not self.writable and self.size:
+            now = time.monotonic()
+            if now - self._sized_at >= RESIZE_CHECK_SECONDS:
+                with _os_errors(self.path):
+                    self.size = min(self.size, os.fstat(self._fd).st_size)
+                self._sized_at = now
         if self.size == 0:
+            self._drop_map()
             return memoryview(b"")
         if self._mm is None or self._mm_size != self.size:
             self._drop_map()
             with _os_errors(self.path):
                 if self.writable:       # its writer appends through the descriptor: kept maps are for readers
-                    self._mm = mmap.mmap(self._fd, self.size, access=mmap.ACCESS_READ)
-                else:
-                    self._mm, self._kept = _read_map(self._fd, self.path, self.size)
+                    self._mm = _map(self._fd, self.path, self.size)
+                else:   # cut since the fstat above: what it holds now (a reader never sees more)
+                    self._mm, self._kept, self.size = _read_map_as_now(self._fd, self.path, self.size)
             self._mm_size = self.size
+            if self._mm is None:
+                return memoryview(b"")
         return memoryview(self._mm)
 
     def truncate(self, size: int) -> None:
@@ -1064,7 +1131,7 @@ def shared_map(path: str | os.PathLike[str], size: int) -> mmap.mmap:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         try:
             os.posix_fallocate(fd, 0, size)
-            return mmap.mmap(fd, size)
+            return _map(fd, path, size, mmap.ACCESS_WRITE)
         except BaseException:
             os.unlink(path)
             raise

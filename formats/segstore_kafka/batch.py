@@ -536,8 +536,10 @@ def _read_entry(view: memoryview, pos: int, *, path: str, base_pos: int, check_c
     at = base_pos + pos
     remaining = len(view) - pos
     if remaining < HEADER_UP_TO_MAGIC:
+        # past the end: a position read before another process cut the file (a broker's recovery)
+        found = f"{remaining}" if remaining >= 0 else f"the file ending at {base_pos + len(view)}"
         raise TruncatedDataError(f"expected a batch header of at least {HEADER_UP_TO_MAGIC} bytes, "
-                                 f"found {remaining}", path, at)
+                                 f"found {found}", path, at)
     _offset, length = ENTRY_PREFIX.unpack_from(view, pos)
     if length < legacy.MIN_MESSAGE_SIZE:
         raise CorruptDataError(f"expected a batch length of at least {legacy.MIN_MESSAGE_SIZE}, "
