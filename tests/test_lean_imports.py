@@ -174,6 +174,21 @@ def test_cli_reads_do_not_import_pandas(tmp_path) -> None:
             assert result["loaded"] == [], result
 
 
+def test_kafka_consumer_group_reads_do_not_import_pandas(tmp_path) -> None:
+    """``consumers`` and ``dump --group`` load the group's offsets from ``__consumer_offsets`` (each
+    key's latest record): pandas took 0.2 s there, and a Ctrl-C landing in its import left a
+    half-made module that failed the command with a traceback (``dump --follow --group``)."""
+    path = _kafka(tmp_path / "k")
+    with segstore.open(path, format="kafka", mode="a") as store:
+        store.partition_of("__consumer_offsets", 3, create=True)   # g's: its id's hash modulo 50
+        store.commit_offsets("g", {("t", 0): 3, ("t", 1): 2})
+        store.commit_offsets("g", {("t", 0): 5})
+    argvs = [["consumers", str(path)], ["consumers", str(path), "--json"],
+             ["dump", str(path), "--group", "g"]]
+    for result in _run(_CLI, json.dumps(argvs)):
+        assert result["code"] == 0 and result["lines"] > 0 and result["loaded"] == [], result
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.integers(-2**63, 2**63 - 1), max_size=70), st.sampled_from(
     [np.int8, np.int16, np.int32, np.int64, np.uint8, np.float64, np.bool_]), st.integers(0, 9))

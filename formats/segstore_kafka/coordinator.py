@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from segstore import arrays
 from segstore.columns import KAFKA_SCHEMA, project
 from segstore.errors import SegstoreError
 
@@ -115,11 +116,13 @@ class CoordinatorLog:
         if not rows.num_rows:
             return
         encoded = pc.dictionary_encode(rows.column("key"))
-        indices = encoded.indices.to_numpy(zero_copy_only=False)
+        # through the buffers: pyarrow's own numpy bridges import pandas (0.2 s, and a Ctrl-C
+        # landing in that import leaves a half-made pandas module that fails every later call)
+        indices = arrays.natural(encoded.indices)
         distinct, first_from_end = np.unique(indices[::-1], return_index=True)
         last_rows = len(indices) - 1 - first_from_end
-        names = encoded.dictionary.take(pa.array(distinct)).to_pylist()
-        taken = pa.array(last_rows)
+        names = encoded.dictionary.take(arrays.from_numpy(distinct)).to_pylist()
+        taken = arrays.from_numpy(last_rows)
         offsets = rows.column("offset").take(taken).to_pylist()
         bases = rows.column("baseOffset").take(taken).to_pylist()
         values = rows.column("value").take(taken).to_pylist()
