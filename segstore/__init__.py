@@ -2,13 +2,47 @@
 
 ``segstore.open(path, format=None, mode="r", **config)`` returns a store; see
 :class:`segstore.store.Store` for what every store offers.
+
+The names below load on first use (PEP 562): importing a module of the package, as the
+``segstore`` executable's entry point (:mod:`segstore.launch`) does first, costs nothing else.
 """
 
-from .api import open
-from .errors import SegstoreError
-from .records import Message, Record
-from .store import AppendResult, DumpLine, Problem, QueryRequest, QueryResult, Store
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .api import open
+    from .errors import SegstoreError
+    from .records import Message, Record
+    from .store import AppendResult, DumpLine, Problem, QueryRequest, QueryResult, Store
 
 __all__ = ["AppendResult", "DumpLine", "Message", "Problem", "QueryRequest", "QueryResult", "Record",
            "SegstoreError", "Store", "open"]
 __version__ = "0.1.0"
+
+#: the module each name of :data:`__all__` comes from
+_HOMES = {"open": ".api", "SegstoreError": ".errors", "Message": ".records", "Record": ".records",
+          **{name: ".store" for name in ("AppendResult", "DumpLine", "Problem", "QueryRequest", "QueryResult",
+                                         "Store")}}
+
+
+def __getattr__(name: str) -> Any:
+    """A name of :data:`__all__`, or a submodule (``segstore.errors``: what importing the package
+    used to load along)."""
+    home = _HOMES.get(name)
+    if home is None:
+        try:
+            return importlib.import_module(f"{__name__}.{name}")    # sets itself on the package
+        except ModuleNotFoundError as err:
+            if err.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(home, __name__), name)
+    globals()[name] = value     # looked up once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

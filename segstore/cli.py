@@ -43,6 +43,7 @@ from .errors import (
     UnsupportedOperationError,
     WrongFormatError,
 )
+from .launch import EXIT_INTERRUPTED
 from .plugin import WRITE_CHUNK, FileDumpOptions
 from .records import Record
 from .store import (
@@ -60,8 +61,6 @@ if TYPE_CHECKING:
     from .consumers import ConsumerGroups
 
 EXIT_OK, EXIT_DATA, EXIT_USAGE = 0, 1, 2
-#: Interrupted (Ctrl-C, SIGINT): 128 + the signal's number, what shells report for it.
-EXIT_INTERRUPTED = 130
 #: What a query that matched nothing exits with (a data answer, not a usage problem).
 EXIT_NO_HITS = EXIT_DATA
 # ReadOnlyError: a write command on a URL (remote stores are read-only).
@@ -2504,6 +2503,8 @@ def _main(argv: Sequence[str] | None, out: TextIO, progress_stream: TextIO | Non
                          "(a capped address space: ulimit -v?)\n")
         return EXIT_DATA
     except KeyboardInterrupt:
+        if getattr(args, "follow", False):     # how a follow ends, wherever it is (reading --group's offsets)
+            return EXIT_OK
         # Ctrl-C: what the command left is what its own clean-up made of it (a write removes what
         # it created, a conversion keeps its journal for --resume); a line, never a traceback
         sys.stderr.write(f"segstore {args.command}: interrupted\n")
