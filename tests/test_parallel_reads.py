@@ -495,7 +495,7 @@ def _converted(src: str, dst: str, to: str, threads: int, monkeypatch) -> dict[s
             rel = os.path.relpath(full, dst)
             if rel.startswith("index"):         # an IndexFile is named for the time it was made
                 rel = f"index#{rank}"
-            if rel in ("checkpoint", "meta.properties") or rel.endswith(".json"):
+            if rel in ("checkpoint", "meta.properties") or rel.endswith((".json", ".json.bak")):
                 continue                        # times of the run, ids
             with open(full, "rb") as f:
                 out[rel] = f.read()
