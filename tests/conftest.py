@@ -84,3 +84,23 @@ def copy_writable(src: Path, dst: Path) -> Path:
 @pytest.fixture
 def fixtures_dir() -> Path:
     return FIXTURES
+
+
+def kill_after_append(script: str, path: str) -> None:
+    """Run ``script`` (``python -c``, its argument ``path``) in a child until it prints ``appended``,
+    then SIGKILL it: a writer killed with no close run."""
+    import signal
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    proc = subprocess.Popen([sys.executable, "-c", script, path], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, env=env, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "appended\n"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        for stream in (proc.stdout, proc.stdin):
+            if stream is not None:
+                stream.close()

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, copy_writable
+from conftest import FIXTURES, copy_writable, kill_after_append
 from segstore_kafka.batch import CRC_OFFSET, MAGIC_OFFSET, iter_batches
 
 import segstore
@@ -296,27 +296,13 @@ def test_reopen_after_a_kill_rebuilds_leader_epochs_from_the_recovery_point(tmp_
     # every segment from the recovery point (LogManager.loadLog: 0 without a checkpoint entry) is
     # recovered, and LogSegment.recover assigns each batch's epoch to the leader epoch cache, so the
     # epochs of a log a killed writer left start at its first batch, not at the first damaged segment.
-    import os
-    import signal
-    import subprocess
-    import sys
 
     store_path = tmp_path / "logs"
     store_path.mkdir()
     part_dir = store_path / "t-0"
     if layout == "partition":
         part_dir.mkdir()
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    proc = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER,
-                             str(store_path if layout == "logdir" else part_dir)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True)
-    try:
-        assert proc.stdout.readline() == "appended\n"
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        proc.stdout.close()
-        proc.stdin.close()
+    kill_after_append(_KILLED_WRITER, str(store_path if layout == "logdir" else part_dir))
     assert not (part_dir / "leader-epoch-checkpoint").exists()     # a kill writes no checkpoint
     assert len(list(part_dir.glob("*.log"))) > 2
     target = store_path if layout == "logdir" else part_dir

@@ -15,6 +15,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import kill_after_append
 from rocketmq_crash_writer import CONFIG, message
 
 import segstore
@@ -270,16 +271,7 @@ def test_topics_a_killed_writer_created_are_in_topics_json(tmp_path):
     import json
 
     path = str(tmp_path / "store")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    proc = subprocess.Popen([sys.executable, "-c", _TOPIC_WRITER, path], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, env=env, text=True)
-    try:
-        assert proc.stdout.readline() == "appended\n"
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        proc.stdout.close()
-        proc.stdin.close()
+    kill_after_append(_TOPIC_WRITER, path)
     assert os.path.exists(os.path.join(path, "abort"))  # killed: no close ran
     with open(os.path.join(path, "config", "topics.json")) as f:
         table = json.load(f)["topicConfigTable"]
