@@ -206,16 +206,21 @@ def _compactable(path: Path) -> None:
                                 for i in range(3)])
 
 
+def _check_every_layout(store: segstore.Store) -> None:
+    """Every layout, opened read-only over ``store``, verifies clean and answers as a scan does."""
+    full = IndexSet(store, LAYOUT_NAMES, writable=False)
+    try:
+        assert full.verify() == []
+        check_against_scan(store, full)
+    finally:
+        full.close()
+
+
 def _check_compacted(path: Path) -> None:
     with segstore.open(path, format="kafka") as store:
         assert store.offset_range("T", 0)[0] == 0
         assert len(list(store.read("T", 0))) < 36    # records moved: the cleaned segments were rewritten
-        full = IndexSet(store, LAYOUT_NAMES, writable=False)
-        try:
-            assert full.verify() == []
-            check_against_scan(store, full)
-        finally:
-            full.close()
+        _check_every_layout(store)
 
 
 def test_kafka_compaction_reindexes_the_extra_layouts(tmp_path: Path) -> None:
@@ -269,12 +274,7 @@ def test_kafka_compaction_crashing_between_groups(tmp_path: Path, monkeypatch: p
     with segstore.open(path, format="kafka", mode="a") as store:
         assert store.indexes.verify() == []
     with segstore.open(path, format="kafka") as store:
-        full = IndexSet(store, LAYOUT_NAMES, writable=False)
-        try:
-            assert full.verify() == []
-            check_against_scan(store, full)
-        finally:
-            full.close()
+        _check_every_layout(store)
 
 
 @pytest.mark.parametrize("entries", [3, 4, 5])
