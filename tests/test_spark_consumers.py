@@ -39,3 +39,20 @@ def test_a_kafka_log_dirs_groups_read_as_a_table(spark):  # noqa: F811
     lagging = df.where("group = 'order-group' AND log_end_offset IS NOT NULL").select("topic", "lag")
     lagging = lagging.collect()
     assert [(r.topic, r.lag) for r in lagging] == [("payment-create-response", 0)]
+
+
+def test_a_damaged_offsets_log_fails_the_read_unless_asked_for_the_rows_before_it(spark, tmp_path):  # noqa: F811
+    """As ``segstore consumers`` exits 1 over a ``__consumer_offsets`` batch that does not read (its
+    later commits are missing, so its lag would be wrong), the table fails naming file and byte;
+    ``failOnDamage=false`` gives the rows read before it, as the command prints them."""
+    from test_kafka_consumer_groups import _damaged
+
+    logs, log, data = _damaged(tmp_path)
+    damage = f"{log}:{2 * len(data) // 5 + 17}: expected CRC-32C"
+    with pytest.raises(Exception, match="failOnDamage=false") as failed:
+        spark.read.format("segstore_consumers").load(str(logs)).collect()
+    assert damage in str(failed.value)
+    rows = spark.read.format("segstore_consumers").option("failOnDamage", "false").load(str(logs)).collect()
+    assert [(r.group, r.topic, r.partition, r.committed_offset) for r in rows] == [("g", "orders", 0, 2)]
+    with pytest.raises(Exception, match="failOnDamage must be true or false"):
+        spark.read.format("segstore_consumers").option("failOnDamage", "maybe").load(str(logs)).collect()

@@ -11,6 +11,10 @@ state`` and ``extras`` (the format's own fields as JSON text).  Options:
 ``group``                      only this group
 ``nowMs``                      Kafka: judge offset expiry at this time (ms)
 ``offsetsRetentionMinutes``    Kafka: the broker's ``offsets.retention.minutes``
+``failOnDamage``               ``true`` (default): a file that does not read whole (a damaged
+                               ``__consumer_offsets`` segment) fails the read, naming file and
+                               byte, as ``segstore consumers`` exits 1 over it; ``false``: the
+                               rows read before the damage (later commits are missing from them)
 ``config``, ``storageOptions`` as the ``segstore`` source
 =============================  =================================================================
 
@@ -29,12 +33,13 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 from ..consumers import CONSUMER_SCHEMA, to_arrow
-from ..errors import ConfigError
+from ..errors import ConfigError, CorruptDataError
 from .datasource import open_store, to_spark_batch
-from .options import _check_known, _config, _int, _lower, _storage_options
+from .options import _bool, _check_known, _config, _int, _lower, _storage_options
 
 CONSUMERS_NAME = "segstore_consumers"
-_NAMES = {"path", "format", "group", "nowms", "offsetsretentionminutes", "config", "storageoptions"}
+_NAMES = {"path", "format", "group", "nowms", "offsetsretentionminutes", "failondamage", "config",
+          "storageoptions"}
 
 #: The Spark schema of :data:`segstore.consumers.CONSUMER_SCHEMA`.
 CONSUMERS_SPARK_SCHEMA = StructType([
@@ -63,6 +68,7 @@ class ConsumersOptions:
     now_ms: int | None
     retention_minutes: int | None
     config: tuple[tuple[str, str], ...]
+    fail_on_damage: bool = True
 
 
 def parse_consumers_options(options: Mapping[str, str]) -> ConsumersOptions:
@@ -77,7 +83,7 @@ def parse_consumers_options(options: Mapping[str, str]) -> ConsumersOptions:
         raise ConfigError(f'{CONSUMERS_NAME} needs a path: spark.read.format("{CONSUMERS_NAME}").load(PATH)')
     return ConsumersOptions(path, opts.get("format"), opts.get("group"), _int(opts, "nowMs"),
                             _int(opts, "offsetsRetentionMinutes", minimum=1),
-                            _config(opts) + _storage_options(opts))
+                            _config(opts) + _storage_options(opts), _bool(opts, "failOnDamage", default=True))
 
 
 class ConsumersReader(DataSourceReader):
@@ -94,7 +100,12 @@ class ConsumersReader(DataSourceReader):
         extra: dict[str, Any] = ({} if o.retention_minutes is None
                                  else {"offsets_retention_ms": o.retention_minutes * 60_000})
         with open_store(o.path, o.format, o.config) as store:
-            table = to_arrow(store.consumer_groups(o.group, now_ms=o.now_ms, **extra).rows)
+            found = store.consumer_groups(o.group, now_ms=o.now_ms, **extra)
+        if found.damage and o.fail_on_damage:
+            # a table missing the commits after a damaged batch would answer lag wrongly, silently
+            raise CorruptDataError(f"{'; '.join(found.damage)} (the groups and offsets after it are not "
+                                   "read; option failOnDamage=false reads the rows before it)")
+        table = to_arrow(found.rows)
         for batch in table.to_batches():
             yield to_spark_batch(batch, CONSUMER_SCHEMA)
 
