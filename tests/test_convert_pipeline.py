@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FIXTURES, copy_writable
+from conftest import FIXTURES, cli_run, copy_writable
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from segstore_kafka.conversion import KafkaArrowWriter, KafkaWriter
@@ -212,6 +212,184 @@ def test_interrupted_kafka_to_rocketmq_resumes(tmp_path: Path, monkeypatch: pyte
     assert scan_json(out, "rocketmq") == scan_json(tmp_path / "clean", "rocketmq")
 
 
+def kafka_source(path: Path) -> Path:
+    """A native Kafka log dir: partitions t-0 and t-1 of 40 records each, keys k0-k3 over and over,
+    in 600-byte segments (t-0 is the first stream of the conversion order)."""
+    with segstore.open(path, "kafka", "a", **{"segment.bytes": 600}) as store:
+        for i in range(40):
+            for p in (0, 1):
+                store.append_batch([{"topic": "t", "partition": p, "key": b"k%d" % (i % 4),
+                                     "value": b"p%d-%d" % (p, i), "timestamp": 1000 + i}])
+    return path
+
+
+def journal_of(out: Path) -> dict[str, Any]:
+    return json.loads((Path(temp_path(str(out))) / JOURNAL_NAME).read_text())
+
+
+def test_an_interrupted_run_has_recorded_the_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The journal holds the source's streams and logs before anything is converted, not only once done."""
+    out = tmp_path / "out"
+    interrupted(monkeypatch, "ROCKETMQ_BATCH", 10, 0, KAFKA_TXN, out, to="rocketmq", config=ROCKETMQ_CONFIG)
+    journal = journal_of(out)
+    assert journal["state"] == "running"
+    assert journal["streams"] == [["topic", 0, 0, 216]]
+    assert journal["logs"] == [[f"topic-0/{log.name}", 0, log.stat().st_size]
+                               for log in sorted(KAFKA_TXN.glob("*.log"))]
+    out = tmp_path / "out2"
+    interrupted(monkeypatch, "BATCH_RECORDS", 7, 0, BASIC, out, to="kafka")
+    with segstore.open(BASIC, "rocketmq") as store:
+        end = store.commitlog.end
+        queues = [[t, q, *store.offset_range(t, q)] for t in store.topics() for q in store.partitions(t)]
+    assert journal_of(out)["logs"] == [["commitlog", 0, end]] and journal_of(out)["streams"] == queues
+
+
+def change_kafka(path: Path, change: str) -> None:
+    """Change the source ``kafka_source`` made as the broker would: append to t-0, move its log start
+    (DeleteRecords, what retention does too), or compact it (its offsets stay, its segments do not)."""
+    config = {"cleanup.policy": "compact"} if change == "compact" else {}
+    with segstore.open(path, "kafka", "a", **config) as store:
+        before = store.offset_range("t", 0)
+        if change == "append":
+            store.append_batch([{"topic": "t", "partition": 0, "key": b"new", "value": b"p0-new%d" % i,
+                                 "timestamp": 2000 + i} for i in range(5)])
+        elif change == "delete_records":
+            store.delete_records(10, topic="t", partition=0)
+        else:
+            assert store.compact(topic="t", partition=0)[0]["records_kept"] < 32
+            assert store.offset_range("t", 0) == before
+
+
+@pytest.mark.parametrize(("change", "then", "now"), [
+    ("append", "t-0: offsets 0 to 40 then, offsets 0 to 45 now", (0, 45)),
+    ("delete_records", "t-0: offsets 0 to 40 then, offsets 10 to 40 now", (10, 40)),
+    ("compact", "t-0/00000000000000000000.log: bytes 0 to ", (0, 40)),
+])
+def test_resume_to_rocketmq_refuses_a_changed_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     change: str, then: str, now: tuple[int, int]) -> None:
+    """A RocketMQ destination resumes by skipping as many records of the conversion order as it holds:
+    records added to or gone from a partition before the last converted would be converted twice or
+    never, so any change of the source since the interrupted run is refused (exit 1), and --force
+    without --resume starts over."""
+    src = kafka_source(tmp_path / "src")
+    out = tmp_path / "out"
+    interrupted(monkeypatch, "ROCKETMQ_BATCH", 10, 5, src, out, to="rocketmq", config=ROCKETMQ_CONFIG)
+    change_kafka(src, change)
+    with pytest.raises(ConversionError, match=re.escape(then)) as refused:
+        convert(src, out, to="rocketmq", config=ROCKETMQ_CONFIG, resume=True)
+    assert "a RocketMQ destination resumes by counting" in str(refused.value)
+    assert "--force instead of --resume" in str(refused.value) and refused.value.path == str(src)
+    assert not out.exists() and Path(temp_path(str(out))).is_dir()      # kept: the refusal changed nothing
+    report = convert(src, out, to="rocketmq", config=ROCKETMQ_CONFIG, force=True, verify=True)
+    assert report.already_present == 0
+    convert(src, tmp_path / "clean", to="rocketmq", config=ROCKETMQ_CONFIG)
+    assert scan_json(out, "rocketmq") == scan_json(tmp_path / "clean", "rocketmq")
+    with segstore.open(src, "kafka") as store:
+        assert store.offset_range("t", 0) == now
+
+
+def test_resume_to_rocketmq_of_an_unchanged_two_partition_source(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    src = kafka_source(tmp_path / "src")
+    out = tmp_path / "out"
+    interrupted(monkeypatch, "ROCKETMQ_BATCH", 10, 5, src, out, to="rocketmq", config=ROCKETMQ_CONFIG)
+    report = convert(src, out, to="rocketmq", config=ROCKETMQ_CONFIG, resume=True, verify=True)
+    assert report.already_present == 50 and report.messages == 30
+    convert(src, tmp_path / "clean", to="rocketmq", config=ROCKETMQ_CONFIG)
+    assert scan_json(out, "rocketmq") == scan_json(tmp_path / "clean", "rocketmq")
+
+
+def test_resume_to_kafka_converts_messages_appended_since_once(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Kafka destination skips, partition by partition, the offsets below the end it holds: messages
+    appended to the RocketMQ source since the interrupted run (queue offsets past every recorded end,
+    the commitlog grown) are converted once, as a run over the source as it is now converts them."""
+    src = copy_writable(BASIC, tmp_path / "src")
+    out = tmp_path / "out"
+    interrupted(monkeypatch, "BATCH_RECORDS", 7, 20, src, out, to="kafka")
+    with segstore.open(src, "rocketmq", "a") as store:
+        topic = store.topics()[0]
+        store.append_batch([{"topic": topic, "queue_id": q, "body": b"appended %d" % i}
+                            for i in range(6) for q in (0, 3)])
+        store.append_batch([{"topic": "NewTopic", "queue_id": 0, "body": b"new topic"}])
+    report = convert(src, out, to="kafka", resume=True, verify=True)
+    assert report.already_present > 0 and report.already_present + report.messages == 366 + 13
+    convert(src, tmp_path / "clean", to="kafka")
+    assert scan_json(out, "kafka") == scan_json(tmp_path / "clean", "kafka")
+    values = [r.value for r in scan_json(out, "kafka")]
+    assert sorted(v for v in values if v.startswith((b"appended", b"new topic"))) == sorted(
+        [b"appended %d" % i for i in range(6) for _ in (0, 3)] + [b"new topic"])
+
+
+def test_resume_to_kafka_refuses_a_source_whose_old_messages_were_deleted(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch
+                                                                          ) -> None:
+    """The broker's clean-up deleted the first commitlog file since the interrupted run: the Kafka
+    destination holds records the source no longer does (queue starts moved), which a run over the
+    source now would not write: refused."""
+    src = copy_writable(BASIC, tmp_path / "src")
+    out = tmp_path / "out"
+    interrupted(monkeypatch, "BATCH_RECORDS", 7, 20, src, out, to="kafka")
+    with segstore.open(src, "rocketmq", "a") as store:
+        store.retention(now_ms=1 << 62, fileReservedTime=0)
+        assert store.commitlog.min_offset > 0
+    refused = (r"as the interrupted run found it, or only appended to, found TopicA-0: offsets 0 to \d+ "
+               r"then, offsets [1-9]\d* to \d+ now \(convert with --force instead of --resume")
+    with pytest.raises(ConversionError, match=refused):
+        convert(src, out, to="kafka", resume=True)
+    code, _, err = cli_run("convert", src, out, "--to", "kafka", "--resume")
+    assert code == 1 and re.search(refused, err) and not out.exists()
+    convert(src, out, to="kafka", force=True)
+    convert(src, tmp_path / "clean", to="kafka")
+    assert scan_json(out, "kafka") == scan_json(tmp_path / "clean", "kafka")
+
+
+def test_resume_to_kafka_refuses_a_source_cut_at_its_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    """The commitlog's end went back (a torn tail cut by recovery, the store replaced by an older copy):
+    what was converted from past it may no longer be in the source, refused even for a Kafka
+    destination.  Here the whole source was swapped for a copy with fewer messages."""
+    src = tmp_path / "src"
+    with segstore.open(src, "rocketmq", "a", **ROCKETMQ_CONFIG) as store:
+        store.append_batch([{"topic": "T", "queue_id": 0, "body": b"m%d" % i} for i in range(30)])
+    shutil.copytree(src, tmp_path / "older")
+    with segstore.open(src, "rocketmq", "a", **ROCKETMQ_CONFIG) as store:
+        store.append_batch([{"topic": "T", "queue_id": 0, "body": b"m%d" % i} for i in range(30, 40)])
+    out = tmp_path / "out"
+    interrupted(monkeypatch, "BATCH_RECORDS", 7, 5, src, out, to="kafka")
+    shutil.rmtree(src)
+    shutil.copytree(tmp_path / "older", src)
+    with pytest.raises(ConversionError, match=r"found T-0: offsets 0 to 40 then, offsets 0 to 30 now"):
+        convert(src, out, to="kafka", resume=True)
+
+
+def test_a_journal_without_the_source_resumes_unchecked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    """A run interrupted under a version that wrote the streams only once done: nothing to compare, the
+    resume skips as before (documented)."""
+    out = tmp_path / "out"
+    interrupted(monkeypatch, "ROCKETMQ_BATCH", 10, 5, KAFKA_TXN, out, to="rocketmq", config=ROCKETMQ_CONFIG)
+    journal = journal_of(out)
+    del journal["streams"], journal["logs"], journal["source_config"]
+    (Path(temp_path(str(out))) / JOURNAL_NAME).write_text(json.dumps(journal))
+    report = convert(KAFKA_TXN, out, to="rocketmq", config=ROCKETMQ_CONFIG, resume=True, verify=True)
+    assert report.already_present == 50
+    assert json.loads((out / JOURNAL_NAME).read_text())["streams"] == [["topic", 0, 0, 216]]
+
+
+def test_a_bad_recorded_log_names_the_journal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "out"
+    interrupted(monkeypatch, "BATCH_RECORDS", 7, 20, BASIC, out, to="kafka")
+    journal = journal_of(out)
+    journal["logs"] = [["commitlog", 0]]
+    path = Path(temp_path(str(out))) / JOURNAL_NAME
+    path.write_text(json.dumps(journal))
+    found = "expected logs of [name, start, end] in the conversion journal, found ['commitlog', 0]"
+    with pytest.raises(ConversionError, match=re.escape(found)) as info:
+        convert(BASIC, out, to="kafka", resume=True)
+    assert info.value.path == str(path)
+
+
 def test_resume_without_an_interrupted_run_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConversionError, match="interrupted conversion to resume"):
         convert(BASIC, tmp_path / "out", to="kafka", resume=True)
@@ -232,6 +410,7 @@ def test_resume_after_a_kill_before_the_journal_starts_over(tmp_path: Path) -> N
 @pytest.mark.parametrize(("text", "found"), [
     ("[]", "a JSON object as the conversion journal, found []"),
     ('{"source_format": "rocketmq", "streams": 5}', "streams in the conversion journal to be an array"),
+    ('{"source_format": "rocketmq", "logs": 5}', "logs in the conversion journal to be an array"),
     ('{"source_format": "rocketmq", "source_config": "abc"}', "source_config in the conversion journal"),
     ('{"source_format": 7}', "source_format in the conversion journal to be a string"),
 ])

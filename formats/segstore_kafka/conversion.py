@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 from collections.abc import Iterator
 from typing import Any, NoReturn
 
@@ -33,6 +34,7 @@ from segstore.convert.interchange import (
     Entry,
     Extent,
     FormatConversion,
+    LogSpan,
     Options,
     Peer,
     Sized,
@@ -587,6 +589,7 @@ class KafkaConversion(FormatConversion):
 
     topics = TOPICS
     compressions = ("none", "gzip", "snappy", "lz4", "zstd")
+    resumes_by_offset = True        # KafkaWriter / KafkaArrowWriter: ``present``, a partition's end offset
 
     def streams(self, source: Store, options: Options) -> list[Iterator[Sized]]:
         """One stream per selected partition, in offset order."""
@@ -621,6 +624,19 @@ class KafkaConversion(FormatConversion):
         return [Extent(topic, partition, *store.offset_range(topic, partition))
                 for topic in store.topics() if options.topics is None or topic in options.topics
                 for partition in store.partitions(topic)]
+
+    def logs(self, source: Store, options: Options) -> list[LogSpan]:
+        """Each selected partition's segment files (``TOPIC-PARTITION/BASE.log``), from byte 0 to their
+        size.  Appends grow the last one or add segments; the broker's other changes show here even
+        where the partition's offsets stay (apache/kafka 3.8.0): retention deletes whole segments
+        (``UnifiedLog.deleteOldSegments``), the cleaner rewrites them smaller and merges them into
+        the first of a group (``LogCleaner`` ``Cleaner.cleanSegments``, ``groupSegmentsBySize``),
+        recovery truncates a torn tail (``LogLoader``).  ``O(segments)``."""
+        store: Any = source
+        return [LogSpan(f"{topic}-{partition}/{os.path.basename(info['path'])}", 0, info["bytes"])
+                for topic in store.topics() if options.topics is None or topic in options.topics
+                for partition in store.partitions(topic)
+                for info in store.segment_infos(topic, partition)]
 
     def open_streams(self, dest: Store, extents: list[Extent], options: Options) -> None:
         """Every partition, each starting at its extent's start: an empty one is left as the broker

@@ -79,6 +79,7 @@ from segstore.convert.interchange import (
     Entry,
     Extent,
     FormatConversion,
+    LogSpan,
     Options,
     Peer,
     Sized,
@@ -1057,6 +1058,15 @@ class RocketMQConversion(FormatConversion):
                 head, tail = to_entry(first, peer), to_entry(last, peer)
                 out.append(Extent(head.topic, queue_id, head.offset, max(tail.offset + 1, head.offset)))
         return out
+
+    def logs(self, source: Store, options: Options) -> list[LogSpan]:
+        """The commitlog, from its first file's base to its written end (physical offsets), whatever
+        the selected topics: every entry is read from it, and the numbers given to messages no queue
+        holds count those before them.  Appends move its end; the broker's clean-up moves its start
+        (``DefaultMessageStore.CleanCommitLogService.deleteExpiredFiles``, 4.9.7), recovery cuts a torn
+        tail (``CommitLog.recoverNormally``/``recoverAbnormally``).  ``O(1)``."""
+        store: Any = source
+        return [LogSpan("commitlog", store.commitlog.min_offset, store.commitlog.end)]
 
     def open_streams(self, dest: Store, extents: list[Extent], options: Options) -> None:
         """Each empty stream as an empty queue (``RocketMQStore.create_queue``: its consume-queue

@@ -115,6 +115,18 @@ class Extent:
         return self.start >= self.end
 
 
+@dataclass(frozen=True)
+class LogSpan:
+    """One log a source's entries are read from (a Kafka segment file, the RocketMQ commitlog), by a
+    name unique in the source, and the bytes it holds, ``[start, end)`` (its own positions or
+    offsets).  Kept so that a resumed conversion tells whether the source changed since the
+    interrupted run (:meth:`FormatConversion.logs`)."""
+
+    name: str
+    start: int
+    end: int
+
+
 #: ``(entry, source bytes)``: what a source stream yields.
 Sized = tuple[Entry, int]
 
@@ -217,6 +229,12 @@ class FormatConversion(abc.ABC):
     #: Whether its records may hold bodies their producer compressed, which it can give inflated
     #: (``Options.decompress_bodies``, ``--decompress-bodies``).
     inflates_bodies: bool = False
+    #: How its writers skip what a resumed run's destination holds already: True, stream by stream
+    #: (each entry below the end offset the destination holds of the entry's stream); False, by
+    #: count (as many entries of the conversion order as the destination holds).  A resume takes a
+    #: source appended to since the interrupted run only with True: counted, records added to any
+    #: stream but the last converted shift which entries are skipped.
+    resumes_by_offset: bool = False
 
     @abc.abstractmethod
     def streams(self, source: Store, options: Options) -> list[Iterator[Sized]]:
@@ -298,6 +316,14 @@ class FormatConversion(abc.ABC):
         keep (then only the streams that hold records come across)."""
         return []
 
+    def logs(self, source: Store, options: Options) -> list[LogSpan]:
+        """The logs the selected entries are read from, with the bytes each holds; [] where the format
+        names none (then :meth:`extents` alone tell a resumed run whether the source changed).  A source
+        only appended to keeps each log with its start and at least its end (new ones may follow); a
+        log deleted, cut at either end or rewritten smaller (Kafka compaction, whose stream offsets
+        stay) is a change.  Cheap: ``O(logs)``, no record read."""
+        return []
+
     def open_streams(self, dest: Store, extents: list[Extent], options: Options) -> None:
         """Create in ``dest`` each stream of ``extents`` (the source's, named and numbered as the
         source's entries are) that its entries will not create: an empty one at its start where the
@@ -319,5 +345,5 @@ class FormatConversion(abc.ABC):
 
 __all__ = ["ENTRY_SCHEMA", "NO_PRODUCER_EPOCH", "NO_PRODUCER_ID", "ArrowWriter", "Entry", "Extent",
            "FormatConversion",
-           "Options", "Peer", "Sized",
+           "LogSpan", "Options", "Peer", "Sized",
            "Verifier", "Writer"]

@@ -14,10 +14,13 @@ What a run does (``docs/conversion.md`` has the user's view):
    interrupted run leaves only that sibling; ``resume`` reopens it, and the target's
    writer skips what the destination holds already (Kafka: each partition's end
    offset; RocketMQ: the messages in the commitlog).
-   Before any record, every stream of the source (``FormatConversion.extents``: empty ones
-   too, with where each starts) is created in the destination (``open_streams``), and the
-   journal keeps them (``streams``) for the way back, where the destination cannot hold a
-   start (:func:`_extents`).
+   Before any record, the journal on disk records the source as the run finds it: every
+   stream (``FormatConversion.extents``: empty ones too, with where each starts; ``streams``)
+   and the logs they are read from (``FormatConversion.logs``: ``logs``).  A resumed run
+   compares the source it finds with them and refuses one that changed in a way its skipping
+   would get wrong (:func:`_check_source`); the way back reads ``streams`` for where each
+   stream started, which the destination may not hold (:func:`_extents`).  Then every stream is
+   created in the destination (``open_streams``).
 3. With ``verify``, check the destination's files (``Store.verify``), its streams
    (``check_streams``), and re-read every record, comparing it with the source mapped again
    (the target's verifier).
@@ -66,7 +69,7 @@ from segstore.overlap import pipelined
 from segstore.store import Store
 
 from . import COMPRESSIONS
-from .interchange import ENTRY_SCHEMA, Entry, Extent, FormatConversion, Options, Peer, Sized
+from .interchange import ENTRY_SCHEMA, Entry, Extent, FormatConversion, LogSpan, Options, Peer, Sized
 
 #: The journal in the temporary directory, kept in the result as its provenance.
 JOURNAL_NAME = "segstore-convert.json"
@@ -531,7 +534,14 @@ def _check_options(target_side: FormatConversion, compression: str, timestamp: s
 #: The journal members a run reads back (not only compares), with the JSON type each holds when not null.
 _JOURNAL_TYPES: dict[str, tuple[type, str]] = {"source_format": (str, "a string"),
                                                "source_config": (dict, "an object"),
-                                               "streams": (list, "an array")}
+                                               "streams": (list, "an array"),
+                                               "logs": (list, "an array")}
+#: The journal's records of the source: each item's form, and the types of the fields naming it
+#: (before its start and end).
+_RECORDS: dict[str, tuple[str, tuple[type, ...]]] = {
+    "streams": ("[topic, partition, start, end]", (str, int)), "logs": ("[name, start, end]", (str,))}
+#: ``(start, end)`` by what names each: ``(topic, partition)`` (a stream), ``(name,)`` (a log).
+_Spans = dict[tuple[Any, ...], tuple[int, int]]
 
 
 def _read_journal(path: str) -> dict[str, Any] | None:
@@ -554,6 +564,27 @@ def _read_journal(path: str) -> dict[str, Any] | None:
             raise ConversionError(f"expected {key} in the conversion journal to be {name} or null, "
                                   f"found {cut(value)}", journal)
     return data
+
+
+def _recorded(journal: dict[str, Any], key: str, path: str) -> _Spans | None:
+    """The journal's ``streams`` or ``logs`` (:data:`_RECORDS`) as ``(start, end)`` by what names each
+    (``(topic, partition)``, ``(name,)``); None when it has none.
+
+    :raises ConversionError: an item of another form, naming ``path`` (the journal).
+    """
+    items = journal.get(key)
+    if items is None:
+        return None
+    form, kinds = _RECORDS[key]
+    out: _Spans = {}
+    for item in items:
+        try:
+            *name, start, end = item
+            out[tuple(kind(part) for kind, part in zip(kinds, name, strict=True))] = (int(start), int(end))
+        except (TypeError, ValueError) as err:
+            raise ConversionError(f"expected {key} of {form} in the conversion journal, found {item!r}",
+                                  path) from err
+    return out
 
 
 def _write_journal(path: str, data: dict[str, Any]) -> None:
@@ -656,14 +687,7 @@ def _extents(source_side: FormatConversion, source: Store, reading: Options, src
     journal = _read_journal(src)
     if journal is None or journal.get("source_format") != to:
         return extents
-    recorded: dict[tuple[str, int], tuple[int, int]] = {}
-    for item in journal.get("streams") or []:
-        try:
-            topic, partition, start, end = item
-            recorded[(str(topic), int(partition))] = (int(start), int(end))
-        except (TypeError, ValueError) as err:
-            raise ConversionError(f"expected streams of [topic, partition, start, end] in the conversion "
-                                  f"journal, found {item!r}", os.path.join(src, JOURNAL_NAME)) from err
+    recorded = _recorded(journal, "streams", os.path.join(src, JOURNAL_NAME)) or {}
     out = []
     for extent in extents:
         found = recorded.get((extent.topic, extent.partition))
@@ -673,6 +697,57 @@ def _extents(source_side: FormatConversion, source: Store, reading: Options, src
             extent = replace(extent, start=found[0])
         out.append(extent)
     return out
+
+
+def _check_source(journal: dict[str, Any], extents: list[Extent], logs: list[LogSpan],
+                  target_side: FormatConversion, src: str, tmp: str) -> None:
+    """Refuse to resume over a source that changed since the interrupted run in a way the target's
+    skipping gets wrong: ``journal``'s ``streams`` and ``logs`` (the source as the interrupted run
+    found it, on disk before it converted anything) against ``extents`` and ``logs`` (as this run
+    finds it).  A target that skips stream by stream (:attr:`FormatConversion.resumes_by_offset`)
+    takes a source only appended to: every recorded stream and log still there with its start and
+    at least its end, new ones anywhere (their records come after every one converted).  One that
+    skips a count of entries takes only the same source: records added, removed or moved anywhere
+    but past the last one converted change which entries the count skips, and where the interrupted
+    run stopped is not recorded.  A journal without them (a new run's, or one written by a version
+    that recorded the streams only once done) is not checked: the resume skips as it always did.
+    ``O(streams + logs)``.
+
+    :raises ConversionError: naming the first stream or log changed, with what the interrupted run
+        found and what is there now.
+    """
+    grows = target_side.resumes_by_offset
+    streams: _Spans = {(e.topic, e.partition): (e.start, e.end) for e in extents}
+    held_logs: _Spans = {(span.name,): (span.start, span.end) for span in logs}
+    for key, unit, now in (("streams", "offsets", streams), ("logs", "bytes", held_logs)):
+        recorded = _recorded(journal, key, os.path.join(tmp, JOURNAL_NAME))
+        change = None if recorded is None else _first_change(recorded, now, grows)
+        if change is None:
+            continue
+        name = "-".join(map(str, change[0]))
+        then, there = ("none" if span is None else f"{unit} {span[0]} to {span[1]}" for span in change[1:])
+        how = (", or only appended to" if grows else f" (a {target_side.topics.side} destination resumes by "
+               f"counting the records it holds, which any change of the source misplaces)")
+        raise ConversionError(f"expected the source as the interrupted run found it{how}, found {name}: "
+                              f"{then} then, {there} now (convert with --force instead of --resume to start "
+                              f"over)", src)
+
+
+def _first_change(recorded: _Spans, now: _Spans, grows: bool
+                  ) -> tuple[tuple[Any, ...], tuple[int, int] | None, tuple[int, int] | None] | None:
+    """The first of ``recorded`` (``(start, end)`` by name) that ``now`` lacks or holds otherwise, with
+    both (None where absent), then (unless ``grows``) the first ``now`` adds; None when there is none.
+    ``grows``: one with the same start and an end at or past the recorded one, and one added, are
+    no change."""
+    for name, was in recorded.items():
+        found = now.get(name)
+        if found != was and not (grows and found is not None and found[0] == was[0] and found[1] >= was[1]):
+            return name, was, found
+    if not grows:
+        for name, found in now.items():
+            if name not in recorded:
+                return name, None, found
+    return None
 
 
 def _install(tmp: str, dst: str) -> None:
@@ -730,8 +805,13 @@ def run(src: str, dst: str, *, to: str, topics: list[str] | None, compression: s
             dest_config = _destination_config(src, options)
             reading, writing = options.sides(source_side, target_side, source_format)
             extents = _extents(source_side, source, reading, src, to)
-            # for the way back: where each stream started, which the destination may not hold
+            logs = source_side.logs(source, reading)
+            _check_source(journal, extents, logs, target_side, src, tmp)
+            # on disk before anything is converted: what a resume of this run checks the source
+            # against (and, once done, where each stream started for the way back)
             journal["streams"] = [[e.topic, e.partition, e.start, e.end] for e in extents]
+            journal["logs"] = [[span.name, span.start, span.end] for span in logs]
+            _write_journal(tmp, journal)
             with _open_destination(tmp, to, dest_config, src, options) as dest:
                 target_side.open_streams(dest, extents, writing)
                 converting = True
