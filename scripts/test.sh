@@ -10,23 +10,28 @@ bash scripts/setup.sh
 .venv/bin/lint-imports
 export PYSPARK_PYTHON="$PWD/.venv/bin/python"
 export PYSPARK_DRIVER_PYTHON="$PWD/.venv/bin/python"
-.venv/bin/python -m pytest "$@"
-if [ $# -eq 0 ]; then
-    # The compatibility, codec, recovery and index tests once more on the pure-Python paths
-    # (SEGSTORE_PURE_PYTHON=1 switches the C accelerators off): a machine without a C compiler
-    # gets the same bytes and answers. Tests that compare C with Python skip themselves here, and
-    # the slow ones (a million-message round trip: 150 s in pure Python) ran in the pass above.
-    SEGSTORE_PURE_PYTHON=1 .venv/bin/python -m pytest -q -p no:cacheprovider -m "not slow" \
-        tests/test_rocketmq_fixtures.py tests/test_kafka_fixtures.py \
-        tests/test_rocketmq_codec.py tests/test_rocketmq_bodycodec.py tests/test_kafka_codec.py \
-        tests/test_kafka_compat_codec.py \
-        tests/test_rocketmq_columnar.py tests/test_kafka_columnar.py \
-        tests/test_rocketmq_recovery.py tests/test_kafka_recovery.py \
-        tests/test_rocketmq_broker_versions.py tests/test_kafka_real_dirs.py \
-        tests/test_rocketmq_store.py tests/test_kafka_partition.py tests/test_rocketmq_verify.py \
-        tests/test_rocketmq_index.py tests/test_kafka_index.py \
-        tests/test_convert_*.py tests/test_kafka_compaction.py tests/test_layouts_fixtures.py \
-        tests/test_rocketmq_speedups.py tests/test_kafka_dictappend.py tests/test_kafka_arrowappend.py \
-        tests/test_rocketmq_append_arrow.py tests/test_rocketmq_append_messages.py \
-        tests/test_rocketmq_write_input_columns.py
+if [ $# -gt 0 ]; then
+    exec .venv/bin/python -m pytest "$@"
 fi
+# The whole suite on every core the process may use (at most 4: each worker starts its own local
+# Spark), a test file to a worker (--dist loadfile: a module's fixtures are made once, its tests
+# run in their order). SEGSTORE_TEST_JOBS overrides the count.
+JOBS=${SEGSTORE_TEST_JOBS:-$(.venv/bin/python -c 'import os; print(max(1, min(4, len(os.sched_getaffinity(0)))))')}
+.venv/bin/python -m pytest -n "$JOBS" --dist loadfile
+# The compatibility, codec, recovery and index tests once more on the pure-Python paths
+# (SEGSTORE_PURE_PYTHON=1 switches the C accelerators off): a machine without a C compiler
+# gets the same bytes and answers. Tests that compare C with Python skip themselves here, and
+# the slow ones (a million-message round trip: 150 s in pure Python) ran in the pass above.
+SEGSTORE_PURE_PYTHON=1 .venv/bin/python -m pytest -q -p no:cacheprovider -m "not slow" -n "$JOBS" --dist loadfile \
+    tests/test_rocketmq_fixtures.py tests/test_kafka_fixtures.py \
+    tests/test_rocketmq_codec.py tests/test_rocketmq_bodycodec.py tests/test_kafka_codec.py \
+    tests/test_kafka_compat_codec.py \
+    tests/test_rocketmq_columnar.py tests/test_kafka_columnar.py \
+    tests/test_rocketmq_recovery.py tests/test_kafka_recovery.py \
+    tests/test_rocketmq_broker_versions.py tests/test_kafka_real_dirs.py \
+    tests/test_rocketmq_store.py tests/test_kafka_partition.py tests/test_rocketmq_verify.py \
+    tests/test_rocketmq_index.py tests/test_kafka_index.py \
+    tests/test_convert_*.py tests/test_kafka_compaction.py tests/test_layouts_fixtures.py \
+    tests/test_rocketmq_speedups.py tests/test_kafka_dictappend.py tests/test_kafka_arrowappend.py \
+    tests/test_rocketmq_append_arrow.py tests/test_rocketmq_append_messages.py \
+    tests/test_rocketmq_write_input_columns.py

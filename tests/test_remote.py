@@ -278,7 +278,7 @@ def test_block_cache_serves_repeated_reads(s3):
 
 # -- errors --------------------------------------------------------------------
 
-@pytest.mark.parametrize("url", [f"s3://no-such-bucket-{os.getpid()}/store", f"s3://{BUCKET}/no/such/store",
+@pytest.mark.parametrize("url", ["s3://no-such-bucket-w/store", f"s3://{BUCKET}/no/such/store",
                                  "s3a://no-such-bucket-x/store"])
 def test_missing_bucket_or_store_is_not_found(s3, url):
     with pytest.raises(NotFoundError, match="no such file"):
