@@ -405,11 +405,16 @@ class Partition:
 
     def _recover_crashed(self) -> None:
         """Recover what a crash left: from the first segment with a missing, untrimmed or corrupt
-        index, or the active segment when its tail is torn, to the end; the leader epochs from the
+        index, or the active segment when its tail is torn or its indexes name batches past its end
+        (:attr:`LogSegment.indexes_past_log`), to the end; the leader epochs from the
         recovery point (:meth:`_recover_from`)."""
         segments = self.segments
         damaged = next((i for i, seg in enumerate(segments) if seg.needs_recovery), None)
-        if damaged is None and segments and segments[-1].check_tail() is not None:
+        # Indexes are derived from the log (Kafka 3.8.0 LogSegment.recover rebuilds them and truncates
+        # them to the valid bytes): entries past the log's end are rebuilt away, or the entry close()
+        # forces into the time index would go backwards.
+        if damaged is None and segments and (segments[-1].check_tail() is not None
+                                             or segments[-1].indexes_past_log):
             damaged = len(segments) - 1
         if damaged is not None:
             seg = segments[damaged]

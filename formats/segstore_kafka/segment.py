@@ -247,6 +247,15 @@ class LogSegment:
         """True when the offset or time index is missing or was left untrimmed (preallocated)."""
         return bool(self.missing_indexes) or self.offset_index.untrimmed or self.time_index.untrimmed
 
+    @property
+    def indexes_past_log(self) -> bool:
+        """True when the last offset or time index entry names a batch the log no longer holds: a log
+        cut at a batch boundary under its indexes (by another tool, or a follower's truncation), which
+        :meth:`check_tail` does not see as a torn tail.  ``O(batches after the last index entry)``."""
+        if len(self.offset_index) and self._last_indexed_position() >= self.log.size:
+            return True
+        return len(self.time_index) > 0 and self.time_index.last_entry.offset >= self.next_offset()
+
     def view(self) -> memoryview:
         return self.log.view()
 
