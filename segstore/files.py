@@ -20,6 +20,7 @@ import ctypes
 import errno
 import fcntl
 import functools
+import itertools
 import mmap
 import os
 import re
@@ -29,8 +30,8 @@ import sys
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import jsontext
 from .errors import (
@@ -50,6 +51,7 @@ if TYPE_CHECKING:   # numpy is imported where an array is made: `segstore --help
     import numpy as np
 
 PAGE_SIZE = mmap.PAGESIZE
+_T = TypeVar("_T")
 #: Appended bytes after which :meth:`AppendFile.append` starts their writeback (see there).
 WRITEBACK_BYTES = 8 << 20
 _SYNC_FILE_RANGE_WRITE = 2      # <linux/fs.h>: start writing the dirty pages of the range, no wait
@@ -110,6 +112,21 @@ def too_large(err: OSError, path: str, pos: int | None = None, size: int | None 
     return StorageFullError(f"expected {room}, found {_size_limit()} ({err.strerror or err})", path, pos)
 
 
+#: The process (EMFILE) or the system (ENFILE) has no descriptor left to open a file with
+_DESCRIPTOR_ERRNOS = {errno.EMFILE, errno.ENFILE}
+
+
+def out_of_descriptors(err: OSError, path: str, pos: int | None = None) -> StorageIOError:
+    """The error for ``EMFILE``/``ENFILE``: the limit met, named as a user raises it."""
+    if err.errno == errno.ENFILE:
+        limit = "the system's limit of open files (fs.file-max)"
+    else:
+        known = _descriptor_limit()
+        limit = (f"the process's limit of {known} open files (ulimit -n)" if known
+                 else "the process's limit of open files")
+    return StorageIOError(f"expected a free file descriptor, found {limit}", path, pos)
+
+
 def _translate(err: OSError, path: str, pos: int | None = None) -> SegstoreError:
     """The segstore error for an ``OSError`` on ``path``."""
     what = err.strerror or str(err)
@@ -117,6 +134,8 @@ def _translate(err: OSError, path: str, pos: int | None = None) -> SegstoreError
         return StorageFullError(f"no space left on the device ({what})", path, pos)
     if err.errno == errno.EFBIG:
         return too_large(err, path, pos)
+    if err.errno in _DESCRIPTOR_ERRNOS:
+        return out_of_descriptors(err, path, pos)
     if isinstance(err, FileNotFoundError):
         return NotFoundError("expected an existing file or directory, found no such file or directory", path,
                              pos)
@@ -137,6 +156,18 @@ _KIND_NAMES = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S
                (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
 
 
+def _with_descriptors(call: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+    """``call(*args, **kwargs)``, once more after the idle readers let go of their descriptors
+    (:meth:`_OpenReaders.shed`) where the process had none left for it (``EMFILE``/``ENFILE``:
+    something else holds more than the readers' budget supposed)."""
+    try:
+        return call(*args, **kwargs)
+    except OSError as err:
+        if err.errno not in _DESCRIPTOR_ERRNOS or not _open_readers.shed():
+            raise
+    return call(*args, **kwargs)
+
+
 def _open_regular(path: str, flags: int, mode: int = 0o644) -> int:
     """``os.open`` that only ever returns a descriptor of a regular file.
 
@@ -147,7 +178,7 @@ def _open_regular(path: str, flags: int, mode: int = 0o644) -> int:
 
     :raises CorruptDataError: the path is not a regular file.
     """
-    fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    fd = _with_descriptors(os.open, path, flags | os.O_NONBLOCK | os.O_CLOEXEC, mode)
     try:
         st_mode = os.fstat(fd).st_mode
     except BaseException:
@@ -334,7 +365,7 @@ def _map(fd: int, path: str, length: int, access: int = mmap.ACCESS_READ) -> mma
     """
     while True:
         try:
-            return mmap.mmap(fd, length, access=access)
+            return _with_descriptors(mmap.mmap, fd, length, access=access)     # (it duplicates fd)
         except ValueError as err:   # with length > 0 and offset 0: only a file shorter than length
             found = os.fstat(fd).st_size
             if found < length:
@@ -394,6 +425,10 @@ RESERVE_STEP_MIN = 64 << 10
 RESERVE_STEP_MAX = 8 << 20
 
 
+#: A :class:`MappedFile`'s descriptor once closed, and an in-memory one's while open: it holds none
+_CLOSED, _READ_WHOLE = -1, -2
+
+
 class MappedFile:
     """A fixed-size file mapped into memory.
 
@@ -445,6 +480,11 @@ class MappedFile:
             except BaseException:
                 os.close(self._fd)
                 raise
+        if self._in_memory:
+            # read whole: no descriptor held (a Kafka reader holds two index files per segment, and
+            # a store of a thousand segments would reach the common limit of 1024)
+            os.close(self._fd)
+            self._fd = _READ_WHOLE
 
     def _size_to(self, size: int | None, reserve: bool = False) -> None:
         """Take the file's length (``size=None``), or make it ``size`` (writable files only)."""
@@ -531,7 +571,7 @@ class MappedFile:
             self._mm, self._kept = _read_map(self._fd, self.path, self.size)
 
     def _require_map(self) -> mmap.mmap:
-        if self._fd < 0:
+        if self.closed:
             raise StoreClosedError("file is closed", self.path)
         if self._mm is None:
             raise StoreClosedError("file is empty and has no map", self.path)
@@ -571,6 +611,8 @@ class MappedFile:
     def pread(self, start: int, n: int) -> bytes:
         """A copy of ``n`` bytes from ``start`` (fewer at the end of the file) read through the
         descriptor, not the map: a hole reads as zeros without the file system giving it a page."""
+        if self._fd == _READ_WHOLE:
+            return bytes(self._require_map()[start:start + max(0, n)]) if self.size else b""
         with _os_errors(self.path, start):
             return os.pread(self._fd, max(0, min(n, self.size - start)), start)
 
@@ -578,6 +620,8 @@ class MappedFile:
         """The parts of ``[start, end)`` that may hold non-zero bytes (:func:`data_ranges`: all but
         the file's holes; reserved blocks count as data)."""
         end = self.size if end is None else min(end, self.size)
+        if self._fd == _READ_WHOLE:     # read whole: its holes are zeros in memory
+            return [(start, end)] if start < end else []
         return _data_ranges_fd(self._fd, start, end) if self._fd >= 0 else []
 
     def data_end(self) -> int:
@@ -681,11 +725,11 @@ class MappedFile:
         self._mm, self._kept = None, None
         if self._fd >= 0:
             os.close(self._fd)
-            self._fd = -1
+        self._fd = _CLOSED
 
     @property
     def closed(self) -> bool:
-        return self._fd < 0
+        return self._fd == _CLOSED
 
     def __repr__(self) -> str:
         return f"MappedFile({self.path!r}, size={self.size})"
@@ -693,16 +737,116 @@ class MappedFile:
 
 #: How long a reader's :meth:`AppendFile.view` goes on with the file's length it last took.
 RESIZE_CHECK_SECONDS = 0.01
+#: An :class:`AppendFile`'s descriptor once closed, and a reader's while it holds none (let go of by
+#: :class:`_OpenReaders`; taken again when next read)
+_PARKED = -2
+
+
+def _descriptor_limit() -> int:
+    """The process's limit of open descriptors (``ulimit -n``, ``RLIMIT_NOFILE``'s soft limit);
+    0 where it is not known."""
+    try:
+        import resource
+    except ImportError:     # not on POSIX
+        return 0
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return 0 if soft == resource.RLIM_INFINITY else soft
+
+
+class _OpenReaders:
+    """The local read-only :class:`AppendFile` objects that hold a descriptor, at most
+    :attr:`limit` of them.  Past it the least recently used ones that no thread is reading let go
+    of their descriptor and map (a map holds a descriptor of its own: ``mmap`` duplicates it) and
+    take them again, of the same file (its inode checked), when next read; as RocksDB's table cache
+    keeps a database of many files within ``max_open_files``.  So reading a log directory of a
+    thousand partitions, or a partition of a thousand segments, stays within the common
+    ``ulimit -n`` of 1024, where every ``.log`` held two descriptors from open to close.  The limit
+    is a quarter of the process's (two descriptors a file: half of it, the rest for everything
+    else); the descriptors of a file a view still reads are freed when the view is.
+    Thread-safe: one lock for the set, each file's own for its descriptor (taken without waiting:
+    a file being read is passed over).
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.files: set[AppendFile] = set()
+        self._limit: int | None = None
+
+    @property
+    def limit(self) -> int:
+        if self._limit is None:
+            known = _descriptor_limit()
+            self._limit = max(16, known // 4) if known else 1 << 16
+        return self._limit
+
+    @limit.setter
+    def limit(self, value: int) -> None:
+        self._limit = value
+
+    def add(self, file: AppendFile) -> None:
+        """``file`` holds a descriptor now; the least recently used others let theirs go past the
+        limit (an eighth of it at once, so that each new file does not scan the set)."""
+        with self.lock:
+            self.files.add(file)
+            over = len(self.files) - self.limit
+            if over > 0:
+                self._park(over + self.limit // 8)
+
+    def discard(self, file: AppendFile) -> None:
+        with self.lock:
+            self.files.discard(file)
+
+    def shed(self) -> int:
+        """Have half of the files let go of their descriptors (the process ran out of them: other
+        code holds more than the limit supposed); how many did."""
+        with self.lock:
+            return self._park(max(1, len(self.files) // 2))
+
+    def _park(self, count: int) -> int:
+        """Park up to ``count`` least recently used idle files (the set's lock held)."""
+        parked = 0
+        for file in sorted(self.files, key=_last_used):
+            if parked >= count:
+                break
+            if file._park():
+                self.files.discard(file)
+                parked += 1
+        return parked
+
+
+def _last_used(file: AppendFile) -> int:
+    return file._used
+
+
+_open_readers = _OpenReaders()
+#: :attr:`AppendFile._used` stamps (``next`` of a count is atomic: no lock)
+_ticks = itertools.count()
+
+
+def _open_readers_after_fork() -> None:
+    """In a forked child: a lock another thread of the parent held at the fork stays held."""
+    _open_readers.lock = threading.Lock()
+    for file in _open_readers.files:
+        file._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_open_readers_after_fork)
 
 
 class AppendFile:
     """A file that grows by appends and is read by position (the Kafka ``.log``).
 
     Reads go through a map of the file refreshed when the file has grown, so a
-    scan of a whole segment is zero-copy.
+    scan of a whole segment is zero-copy.  A local reader may let go of its descriptor and map
+    while it is not read, past the process's open-files budget (:class:`_OpenReaders`), and open
+    the same file again when it is.
+
+    :raises NotFoundError: (a read) a reader opens its file again and finds it removed or replaced.
     """
 
-    __slots__ = ("_fd", "_kept", "_mm", "_mm_size", "_sized_at", "path", "size", "writable")
+    __slots__ = ("_fd", "_ident", "_kept", "_lock", "_mm", "_mm_size", "_sized_at", "_used", "path", "size",
+                 "writable")
 
     def __new__(cls, path: Any = None, *args: Any, **kwargs: Any) -> AppendFile:
         return object.__new__(RemoteAppendFile if cls is AppendFile and is_url(path) else cls)
@@ -715,18 +859,65 @@ class AppendFile:
             flags |= os.O_CREAT
         with _os_errors(self.path):
             self._fd = _open_regular(self.path, flags)
-            self.size = os.fstat(self._fd).st_size
+            st = os.fstat(self._fd)
+        self.size = st.st_size
+        #: the file's ``(st_dev, st_ino)``: what a reader that let go of its descriptor opens again
+        self._ident = (st.st_dev, st.st_ino)
         self._mm: mmap.mmap | None = None
         self._mm_size = 0
         #: ``time.monotonic()`` when a reader last took the file's length (:meth:`view`)
         self._sized_at = time.monotonic()
         #: the cache and entry of a kept map (keep_read_maps), handed back instead of closed
         self._kept: tuple[_KeptMaps, _KeptMap] | None = None
+        #: a reader's: held while its descriptor is used, and by :class:`_OpenReaders` to park it
+        self._lock = None if self.writable else threading.Lock()
+        #: when it was last read (:data:`_ticks`), for :class:`_OpenReaders`
+        self._used = next(_ticks)
+        if not self.writable:
+            _open_readers.add(self)
 
     def _drop_map(self) -> None:
         if self._mm is not None:
             _let_go(self._mm, self._kept)
         self._mm, self._kept = None, None
+
+    def _park(self) -> bool:
+        """Let go of the descriptor and map unless another thread is reading (for
+        :class:`_OpenReaders`); whether it did."""
+        lock = self._lock
+        if lock is None or not lock.acquire(blocking=False):     # (only readers are in the set)
+            return False
+        try:
+            if self._fd >= 0:
+                self._drop_map()
+                os.close(self._fd)
+                self._fd = _PARKED
+            return True
+        finally:
+            lock.release()
+
+    def _unpark(self) -> None:
+        """Open the file again after :meth:`_park` (its lock held): the same file, by inode.
+
+        :raises NotFoundError: the file was removed or replaced since the reader opened it.
+        """
+        try:
+            fd = _open_regular(self.path, os.O_RDONLY)
+        except FileNotFoundError as err:
+            raise NotFoundError("expected the file this reader opened, found it removed since (a reader "
+                                "past its open-files budget opens a file again to read it)",
+                                self.path) from err
+        except OSError as err:
+            raise _translate(err, self.path) from err
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != self._ident:
+            os.close(fd)
+            raise NotFoundError("expected the file this reader opened, found another in its place (replaced "
+                                "since; a reader past its open-files budget opens a file again to read it)",
+                                self.path)
+        self._fd = fd
+        self._sized_at = -RESIZE_CHECK_SECONDS     # its length is taken again at once
+        _open_readers.add(self)
 
     def append(self, data: Any) -> int:
         """Append ``data``; returns the position it was written at."""
@@ -747,12 +938,23 @@ class AppendFile:
     def _check_open(self) -> None:
         # a closed file's descriptor is -1, which mmap takes for an anonymous map: a read after close
         # would see the file's size in zeros (what a reader calls a damaged batch) instead of failing
-        if self._fd < 0:
+        if self._fd == _CLOSED:
             raise StoreClosedError("file is closed", self.path)
 
     def read(self, pos: int, n: int) -> bytes:
         """Up to ``n`` bytes from ``pos``.  :raises StoreClosedError: the file is closed."""
-        self._check_open()
+        lock = self._lock
+        if lock is None:
+            self._check_open()
+            return self._read(pos, n)
+        with lock:
+            if self._fd < 0:        # (under the lock: a close by another thread is seen, not a -1 read)
+                self._check_open()
+                self._unpark()
+            self._used = next(_ticks)
+            return self._read(pos, n)
+
+    def _read(self, pos: int, n: int) -> bytes:
         with _os_errors(self.path, pos):
             return os.pread(self._fd, n, pos)
 
@@ -782,7 +984,18 @@ class AppendFile:
 
         :raises StoreClosedError: the file is closed.
         """
-        self._check_open()
+        lock = self._lock
+        if lock is None:
+            self._check_open()
+            return self._view()
+        with lock:
+            if self._fd < 0:
+                self._check_open()
+                self._unpark()
+            self._used = next(_ticks)
+            return self._view()
+
+    def _view(self) -> memoryview:
         if not self.writable and self.size:
             now = time.monotonic()
             if now - self._sized_at >= RESIZE_CHECK_SECONDS:
@@ -819,10 +1032,18 @@ class AppendFile:
 
     def close(self) -> None:
         """Close. Idempotent."""
+        if self._lock is None:
+            self._close()
+            return
+        with self._lock:
+            self._close()
+        _open_readers.discard(self)
+
+    def _close(self) -> None:
         self._drop_map()
         if self._fd >= 0:
             os.close(self._fd)
-            self._fd = -1
+        self._fd = _CLOSED
 
     def __repr__(self) -> str:
         return f"AppendFile({self.path!r}, size={self.size})"

@@ -1,0 +1,212 @@
+"""Reading many files within the process's limit of open descriptors (``ulimit -n``, commonly 1024).
+
+A Kafka reader opened every segment's ``.log`` (two descriptors once mapped: ``mmap`` duplicates
+its descriptor), ``.index`` and ``.timeindex`` for as long as the store was open: a log directory
+of 1000 partitions, or one partition of 1000 segments, could not be dumped at all ("Too many open
+files").  Index files are read whole and hold no descriptor; a reader's ``.log`` lets go of its
+descriptor and map past a budget (a quarter of the limit), least recently read first, and opens
+the same file again when it is read; what still runs out is a typed error naming the limit.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import segstore
+from segstore import files
+from segstore.errors import NotFoundError, StorageIOError, StoreClosedError
+
+ROOT = Path(__file__).resolve().parent.parent
+T = 1_700_000_000_000
+_ENV = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'formats'}"}
+
+# Descriptors are counted in a fresh Python process, never in pytest's: there other threads (the
+# overlap pool, fsspec, Spark's py4j, maps other tests keep) open and close descriptors at any
+# time, so a count of /proc/self/fd there is not this test's to assert on.
+_COUNTING = """
+import json, os, sys
+from segstore import files
+
+def descriptors():
+    return len(os.listdir("/proc/self/fd"))
+
+def held(under):
+    found = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            found += os.readlink(f"/proc/self/fd/{fd}").startswith(under)
+        except OSError:     # the listing's own descriptor, closed since
+            pass
+    return found
+
+out = {}
+"""
+
+
+def _in_a_fresh_process(code: str, *args: str) -> dict:
+    """What ``code`` (after :data:`_COUNTING`'s helpers) leaves in its ``out``, run by a new Python."""
+    proc = subprocess.run([sys.executable, "-c", _COUNTING + code + "\nprint(json.dumps(out))", *args],
+                          capture_output=True, text=True, env=_ENV, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+@pytest.fixture
+def budget(monkeypatch):
+    """A budget of 8 open readers, whatever this process's limit."""
+    monkeypatch.setattr(files._open_readers, "limit", 8)
+
+
+_PAST_THE_BUDGET = """
+files._open_readers.limit = 8
+if sys.argv[2] == "keep":
+    files.keep_read_maps(limit=4)
+paths = []
+for i in range(40):
+    paths.append(os.path.join(sys.argv[1], f"{i}.log"))
+    with open(paths[-1], "wb") as f:
+        f.write(b"%d" % i * 5000)
+before = descriptors()
+readers = [files.AppendFile(path) for path in paths]
+out["sizes"] = [len(r.view()) == r.size == len(b"%d" % i * 5000) for i, r in enumerate(readers)]
+out["held"], out["all"] = held(sys.argv[1]), descriptors() - before
+out["again"] = [bytes(r.view()[:10]) == (b"%d" % i * 10)[:10] and r.read(0, 2) == (b"%d" % i * 2)[:2]
+                for i, r in enumerate(readers)]     # every one reads its own file again, in any order
+out["held_again"] = held(sys.argv[1])
+for reader in readers:
+    reader.close()
+files.stop_keeping_read_maps()
+out["after"] = descriptors() - before
+"""
+
+
+@pytest.mark.parametrize("maps", ["new", "keep"])
+def test_readers_past_their_budget_let_go_of_their_descriptors_and_read_the_same(tmp_path, maps):
+    """40 mapped readers, a budget of 8: at most a descriptor and a map's for each of 8 files (and,
+    with kept maps, the 4 the cache holds), every file read again right, nothing left after close."""
+    out = _in_a_fresh_process(_PAST_THE_BUDGET, str(tmp_path), maps)
+    assert out["sizes"] == [True] * 40 and out["again"] == [True] * 40
+    most = 2 * 8 + (4 if maps == "keep" else 0)
+    assert 2 <= out["held"] <= most and out["all"] <= most, out
+    assert 2 <= out["held_again"] <= most, out
+    assert out["after"] == 0, out
+
+
+def test_a_reader_that_let_go_refuses_a_file_removed_or_replaced_since(tmp_path, budget):
+    first, second = tmp_path / "first.log", tmp_path / "second.log"
+    first.write_bytes(b"a" * 100)
+    second.write_bytes(b"b" * 100)
+    readers = [files.AppendFile(first), files.AppendFile(second)]
+    others = [files.AppendFile(tmp_path / "first.log") for _ in range(20)]   # the first two let go
+    first.unlink()
+    second.rename(tmp_path / "elsewhere")
+    second.write_bytes(b"c" * 100)
+    with pytest.raises(NotFoundError, match="found it removed since"):
+        readers[0].view()
+    with pytest.raises(NotFoundError, match="found another in its place"):
+        readers[1].read(0, 10)
+    for reader in readers + others:
+        reader.close()
+
+
+def test_a_reader_that_let_go_sees_a_cut_made_meanwhile_at_once(tmp_path, monkeypatch):
+    """A reader opening its file again takes its length again at once, whatever
+    :data:`files.RESIZE_CHECK_SECONDS` says: a cut made while it held no descriptor (a broker's
+    recovery) shows in its next view, as it would have to a reader that held one."""
+    monkeypatch.setattr(files._open_readers, "limit", 1)
+    monkeypatch.setattr(files, "RESIZE_CHECK_SECONDS", 1e9)     # no re-check by the clock
+    path, other = tmp_path / "a.log", tmp_path / "b.log"
+    path.write_bytes(b"a" * 10000)
+    other.write_bytes(b"b" * 100)
+    reader = files.AppendFile(path)
+    assert len(reader.view()) == 10000
+    readers = [files.AppendFile(other) for _ in range(3)]      # the first lets go
+    os.truncate(path, 4000)
+    assert len(reader.view()) == reader.size == 4000 and bytes(reader.view()[-3:]) == b"aaa"
+    for each in [reader, *readers]:
+        each.close()
+    with pytest.raises(StoreClosedError):
+        reader.view()
+
+
+_INDEX_READ_WHOLE = """
+before = descriptors()
+mapped = files.MappedFile(sys.argv[1], in_memory=True)
+out["held"], out["all"], out["closed"] = held(sys.argv[1]), descriptors() - before, mapped.closed
+out["pread"] = list(mapped.pread(60, 10))
+out["ranges"], out["first"] = mapped.data_ranges(), mapped.first_nonzero(0)
+out["read"] = list(mapped.read(2, 2))
+mapped.close()
+out["closed_after"] = mapped.closed
+"""
+
+
+def test_index_files_read_whole_hold_no_descriptor(tmp_path):
+    path = tmp_path / "0.index"
+    path.write_bytes(bytes(range(64)))
+    out = _in_a_fresh_process(_INDEX_READ_WHOLE, str(path))
+    assert out["held"] == 0 and out["all"] == 0 and out["closed"] is False, out
+    assert out["pread"] == list(range(60, 64)) and out["ranges"] == [[0, 64]]
+    assert out["first"] == 1 and out["read"] == [2, 3] and out["closed_after"] is True
+
+
+def test_no_descriptor_left_is_a_typed_error_naming_the_limit(tmp_path, monkeypatch):
+    (tmp_path / "a.log").write_bytes(b"x")
+    real = os.open
+
+    def exhausted(path, *args, **kwargs):
+        if str(path).endswith(".log"):
+            raise OSError(errno.EMFILE, "Too many open files")
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", exhausted)
+    monkeypatch.setattr(files, "_descriptor_limit", lambda: 1024)
+    with pytest.raises(StorageIOError) as info:
+        files.AppendFile(tmp_path / "a.log")
+    assert str(info.value) == (f"{tmp_path / 'a.log'}: expected a free file descriptor, found the process's "
+                               "limit of 1024 open files (ulimit -n)")
+
+
+_UNDER_A_LIMIT = """
+import io, json, resource, sys
+resource.setrlimit(resource.RLIMIT_NOFILE, (int(sys.argv[1]), resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+from segstore import cli
+results = []
+for argv in json.loads(sys.argv[2]):
+    out = io.StringIO()
+    code = cli.main(argv, out)
+    results.append([code, out.getvalue()])
+print(json.dumps(results))
+"""
+
+
+def test_a_log_dir_of_more_files_than_the_limit_reads_whole_under_it(tmp_path):
+    """200 partitions (800 descriptors as they were held) and a partition of 150 segments (450),
+    read with a limit of 256: ``dump`` (text, JSON, threads), ``info``, ``verify``, as with no limit."""
+    logs = tmp_path / "logs"
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        store.append_batch([{"topic": "t", "partition": p, "value": b"v%d" % p, "timestamp": T}
+                            for p in range(200)])
+    with segstore.open(logs / "s-0", format="kafka", mode="a", **{"segment.bytes": 150}) as store:
+        for i in range(150):
+            store.append({"topic": "s", "partition": 0, "value": b"x%03d" % i * 10, "timestamp": T})
+    argvs = [["dump", str(logs)], ["dump", str(logs), "--json", "--threads", "4"], ["info", str(logs)],
+             ["verify", str(logs)], ["dump", str(logs / "s-0"), "--json"]]
+
+    def run(limit: int) -> list[list]:
+        proc = subprocess.run([sys.executable, "-c", _UNDER_A_LIMIT, str(limit), json.dumps(argvs)],
+                              capture_output=True, text=True, env=_ENV, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return json.loads(proc.stdout)
+
+    limited, free = run(256), run(4096)
+    assert [code for code, _ in limited] == [0] * len(argvs), [out[-300:] for _, out in limited]
+    assert limited == free
+    assert limited[1][1].count("\n") == 350 and limited[4][1].count("\n") == 150
