@@ -9,10 +9,9 @@ if [ ! -x .venv/bin/python ]; then
 fi
 # uv installs what pip installs (the same wheels from PyPI, the editable build with setuptools) in a
 # fifth of the time: 43 s against pip's 205 s on a 2-core machine, most of CI's set-up.  Where uv
-# cannot be had, pip does it.
-if .venv/bin/python -m pip install --quiet --disable-pip-version-check "uv>=0.5" >/dev/null 2>&1; then
-    .venv/bin/python -m uv pip install --quiet --python .venv/bin/python -e '.[test,spark,bench]'
-else
+# cannot be had or fails, pip does it.
+if ! { .venv/bin/python -m pip install --quiet --disable-pip-version-check "uv>=0.5" >/dev/null 2>&1 &&
+       .venv/bin/python -m uv pip install --quiet --python .venv/bin/python -e '.[test,spark,bench]'; }; then
     .venv/bin/python -m pip install --quiet --upgrade pip >/dev/null 2>&1 || true
     .venv/bin/python -m pip install --quiet -e '.[test,spark,bench]'
 fi
