@@ -943,16 +943,24 @@ class AppendFile:
 
     def read(self, pos: int, n: int) -> bytes:
         """Up to ``n`` bytes from ``pos``.  :raises StoreClosedError: the file is closed."""
+        return self._in_use(self._read, pos, n)
+
+    def _in_use(self, use: Callable[..., _T], *args: Any) -> _T:
+        """``use(*args)`` on the open file: a budgeted reader (one with a lock) that let go of its
+        descriptor opens it again first, and is marked the most recently used.
+
+        :raises StoreClosedError: the file is closed.
+        """
         lock = self._lock
         if lock is None:
             self._check_open()
-            return self._read(pos, n)
+            return use(*args)
         with lock:
             if self._fd < 0:        # (under the lock: a close by another thread is seen, not a -1 read)
                 self._check_open()
                 self._unpark()
             self._used = next(_ticks)
-            return self._read(pos, n)
+            return use(*args)
 
     def _read(self, pos: int, n: int) -> bytes:
         with _os_errors(self.path, pos):
@@ -984,16 +992,7 @@ class AppendFile:
 
         :raises StoreClosedError: the file is closed.
         """
-        lock = self._lock
-        if lock is None:
-            self._check_open()
-            return self._view()
-        with lock:
-            if self._fd < 0:
-                self._check_open()
-                self._unpark()
-            self._used = next(_ticks)
-            return self._view()
+        return self._in_use(self._view)
 
     def _view(self) -> memoryview:
         if not self.writable and self.size:
