@@ -161,6 +161,11 @@ class _Pool:
                     future.set_result(fn(*args))
                 except BaseException as err:
                     future.set_exception(err)
+            # An idle thread holds nothing of its last step while it waits: its future's result
+            # (a walk's region, views of a file's map) and arguments (the walk) would stay alive
+            # until this thread's next step, out of the collector's sight, and a map with a view
+            # alive cannot be closed (a kept map of a deleted file keeps its disk space).
+            del future, fn, args
             with self._lock:
                 self._idle += 1
 

@@ -458,3 +458,28 @@ def test_ahead_goes_on_with_the_threads_that_started(monkeypatch) -> None:
     monkeypatch.setattr(overlap, "start_thread", none)
     with pytest.raises(OutOfMemoryError):
         list(overlap.ahead(iter(range(5)), lambda i: i, threads=2, window=4))
+
+
+def test_an_idle_pool_thread_holds_nothing_of_its_last_step() -> None:
+    """A step's result, function and arguments die with the caller's last reference, not at the
+    pool thread's next step: a walk's region holds views of a map, and a map with a view alive cannot
+    be closed (a kept map of a deleted commitlog kept its disk space while a thread sat idle)."""
+    import gc
+    import weakref
+
+    class Region:
+        def __init__(self, of: object = None) -> None:
+            self.of = of
+
+    pool = overlap._Pool(1)
+    argument = Region()
+    future = pool.submit(Region, argument)
+    result = future.result(10)
+    assert result.of is argument
+    seen = weakref.ref(argument), weakref.ref(result)
+    del argument, result, future
+    deadline = time.monotonic() + 10
+    while any(ref() is not None for ref in seen) and time.monotonic() < deadline:
+        gc.collect()    # (the thread marks itself idle just after it lets go: wait for it)
+        time.sleep(0.01)
+    assert [ref() for ref in seen] == [None, None]
