@@ -29,6 +29,7 @@ import stat
 import sys
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -224,6 +225,9 @@ class _KeptMaps:
         self.limit_bytes = limit_bytes
         self.bytes = 0
         self.maps: OrderedDict[tuple[int, int, int], _KeptMap] = OrderedDict()
+        # maps whose close met a view still alive: closed at the next forget_changed once the view
+        # died, or unmapped when the last reference to them dies, whichever comes first
+        self.refused: list[weakref.ref[mmap.mmap]] = []
         self.lock = threading.Lock()
 
     def get(self, fd: int, path: str, length: int) -> _KeptMap:
@@ -251,8 +255,7 @@ class _KeptMaps:
                 while len(self.maps) > self.limit or (self.bytes > self.limit_bytes and len(self.maps) > 1):
                     unmap += self._drop(next(iter(self.maps)))
             kept.users += 1
-        for mm in unmap:
-            _unmap(mm)
+        self._close(unmap)
         return kept
 
     def release(self, kept: _KeptMap) -> None:
@@ -261,7 +264,7 @@ class _KeptMaps:
             kept.users -= 1
             unused = kept.users == 0 and not kept.cached
         if unused:
-            _unmap(kept.map)
+            self._close([kept.map])
 
     def _drop(self, key: tuple[int, int, int]) -> list[mmap.mmap]:
         """Out of the cache (the lock held); the map to unmap now, if no file uses it."""
@@ -273,9 +276,12 @@ class _KeptMaps:
     def forget_changed(self) -> int:
         """Drop the maps whose name no longer names their file with at least their length (deleted,
         replaced or shrunk since): what they keep is disk space and a descriptor.  The number
-        dropped.  ``O(maps)`` ``stat`` calls."""
+        dropped.  A map dropped before whose close a view refused then is closed now if that view
+        has gone.  ``O(maps)`` ``stat`` calls."""
         with self.lock:
             entries = [(key, kept.path) for key, kept in self.maps.items()]
+            retry, self.refused = self.refused, []
+        self._close([mm for mm in (ref() for ref in retry) if mm is not None])
         changed = []
         for key, path in entries:
             try:
@@ -292,8 +298,7 @@ class _KeptMaps:
                 if key in self.maps:
                     unmap += self._drop(key)
                     dropped += 1
-        for mm in unmap:
-            _unmap(mm)
+        self._close(unmap)
         return dropped
 
     def clear(self) -> None:
@@ -301,13 +306,25 @@ class _KeptMaps:
         with self.lock:
             for key in list(self.maps):
                 unmap += self._drop(key)
-        for mm in unmap:
-            _unmap(mm)
+        self._close(unmap)
+
+    def _close(self, maps: list[mmap.mmap]) -> None:
+        """Unmap ``maps`` (the lock not held); one a view still holds is tried again at the next
+        :meth:`forget_changed` (else it stays mapped for as long as anything refers to it)."""
+        refused = [weakref.ref(mm) for mm in maps if not _unmap(mm)]
+        if refused:
+            with self.lock:
+                self.refused += refused
 
 
-def _unmap(mm: mmap.mmap) -> None:
-    with contextlib.suppress(BufferError):     # a view still holds it: unmapped when the view dies
+def _unmap(mm: mmap.mmap) -> bool:
+    """Close ``mm``; False where a view still holds it (it is unmapped when that view and the last
+    reference to it have gone)."""
+    try:
         mm.close()
+    except BufferError:
+        return False
+    return True
 
 
 _kept_maps: _KeptMaps | None = None

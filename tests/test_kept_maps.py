@@ -208,3 +208,20 @@ def test_a_map_dropped_from_the_cache_stays_mapped_while_its_file_is_open(kept, 
     assert mm.closed
     second.close()
     assert not kept.maps[next(iter(kept.maps))].map.closed
+
+
+def test_a_close_a_view_refused_is_done_at_the_next_forget_once_the_view_went(kept, tmp_path):
+    """Forgetting the map of a deleted file while a view of it is alive (a batch a reader still
+    holds) cannot close it; once the view went, the next forget does, even where something else
+    still refers to the map object: until then it keeps the deleted file's disk space."""
+    path = tmp_path / "f"
+    _write(path, b"z" * 8192)
+    mm, _ = _map_of(path)
+    view = memoryview(mm)
+    os.unlink(path)
+    assert files.forget_changed_maps() == 1
+    assert not mm.closed and not kept.maps             # the view refused the close
+    assert files.forget_changed_maps() == 0 and not mm.closed       # still held: tried, refused again
+    view.release()
+    files.forget_changed_maps()
+    assert mm.closed                                    # `mm` still refers to it: closed all the same
