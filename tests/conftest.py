@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,14 @@ KAFKA_FIXTURES = sorted(p.name for p in (FIXTURES / "kafka").iterdir() if p.is_d
 settings.register_profile("ci", deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 settings.register_profile("dev", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A run started in the background of a non-interactive shell (``cmd &``) inherits SIGINT ignored,
+    and so would every command the tests start: the tests that Ctrl-C one (``dump --follow``) waited
+    60 s each on a process Ctrl-C cannot end.  Ctrl-C is given its default back, as a terminal has it."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def cli_run(*argv: object) -> tuple[int, str, str]:
