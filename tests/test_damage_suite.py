@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import shutil
 import signal
 import subprocess
@@ -114,7 +115,17 @@ def test_classify(rc, stderr, stdout, outcome):
     assert damage.classify(rc, stderr, stdout) == outcome
 
 
-def test_classify_a_real_traceback_signal_and_hang():
+@pytest.fixture(params=["forked", "fresh"])
+def way(request, monkeypatch):
+    """Each command forked from the warm server, or in a fresh interpreter (``SEGSTORE_DAMAGE_FRESH``)."""
+    if request.param == "fresh":
+        monkeypatch.setenv("SEGSTORE_DAMAGE_FRESH", "1")
+    else:
+        monkeypatch.delenv("SEGSTORE_DAMAGE_FRESH", raising=False)
+    return request.param
+
+
+def test_classify_a_real_traceback_signal_and_hang(way):
     crash = damage.run_command(["-c", "raise KeyError(1)"])
     assert damage.classify(crash[0], crash[2], crash[1]) == "traceback"
     killed = damage.run_command(["-c", "import os, signal; os.kill(os.getpid(), signal.SIGABRT)"])
@@ -124,6 +135,32 @@ def test_classify_a_real_traceback_signal_and_hang():
     # the address-space limit holds: a 3 GiB buffer fails
     big = damage.run_command(["-c", "b = bytearray(3 << 30)"])
     assert big[0] != 0 and "MemoryError" in big[2]
+    exited = damage.run_command(["-c", "import sys; print('out'); sys.exit('a message')"])
+    assert exited == (1, "out\n", "a message\n")
+
+
+def _answers(result: damage.Result) -> list[tuple]:
+    """What each run of a case answered, its scratch directory's random name and a conversion's
+    timing left out."""
+    def plain(text: str) -> str:
+        return re.sub(r" in [\d.]+s \(\d+ msg/s\)", "", re.sub(r"case\d+-[^/]+", "CASE", text))
+
+    return [(run.command, run.outcome, run.rc, plain(run.stdout), plain(run.stderr)) for run in result.runs] \
+        + [plain(finding) for finding in result.findings]
+
+
+def test_a_forked_run_answers_as_a_fresh_interpreter(tmp_path, monkeypatch):
+    """The fork server is only faster: the same exit status, stdout and stderr, command by command,
+    as a fresh ``python -m segstore.cli`` on the same damaged stores (cases of both formats, with
+    damage some commands refuse and some recover from)."""
+    numbers = [0, 4, 8]
+    monkeypatch.delenv("SEGSTORE_DAMAGE_FRESH", raising=False)
+    forked = [damage.run_case(SEED, n, tmp_path) for n in numbers]
+    monkeypatch.setenv("SEGSTORE_DAMAGE_FRESH", "1")
+    fresh = [damage.run_case(SEED, n, tmp_path) for n in numbers]
+    assert {res.case.fmt for res in forked} == {"kafka", "rocketmq"}
+    assert {run.outcome for res in forked for run in res.runs} >= {"ok", "typed"}
+    assert [_answers(res) for res in forked] == [_answers(res) for res in fresh]
 
 
 def test_recover_check_sees_invented_and_lost_records(tmp_path):
