@@ -10,7 +10,7 @@ from __future__ import annotations
 import abc
 import importlib
 import itertools
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
@@ -124,6 +124,13 @@ class FormatPlugin(abc.ABC):
     @abc.abstractmethod
     def write_spec(self, path: str, spec: dict[str, Any], config: dict[str, Any]) -> None:
         """Replay a compat-fixture spec into a new store at ``path`` (``segstore write --spec``)."""
+
+    def change_marker(self, path: str) -> Hashable | None:
+        """A cheap value that differs whenever what a reader of the store at ``path`` reads may have
+        changed since it was taken, for a follower (``dump --follow``) to skip a look that would find
+        nothing new; None where the format cannot tell that cheaply (the default: every look reads).
+        Thread-safe; ``O(files)`` ``stat`` calls at most."""
+        return None
 
     def write_jsonl(self, path: str, lines: Iterable[dict[str, Any]], config: dict[str, Any]) -> int:
         """Append message lines (``segstore write --input FILE.jsonl``); returns the count.

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -489,3 +489,94 @@ def test_kafka_text_follow_heads_each_segment_once(tmp_path, monkeypatch, accele
     assert cli.main(["dump", str(path)], plain) == 0
     assert "".join(lines) == plain.getvalue()
     assert sum(line.startswith("Dumping ") for line in lines) >= 2      # it rolled
+
+
+def age(path: Path, seconds: float = 10.0) -> None:
+    """Every file and directory under ``path`` as last changed ``seconds`` ago (the time a follow
+    waits for nothing to happen, without the wait)."""
+    when = time.time() - seconds
+    for directory, names, file_names in os.walk(path):
+        for name in names + file_names:
+            os.utime(os.path.join(directory, name), (when, when))
+    os.utime(path, (when, when))
+
+
+def test_a_kafka_marker_changes_with_every_change_a_reader_could_see(tmp_path):
+    """``change_marker`` of a log dir: the same while nothing changed, another after an append (even
+    one whose files were then set back in time), a partition added, a checkpoint renamed into place, a
+    segment deleted or a log cut; None while a file changed in the last second."""
+    plugin = segstore.registry.get("kafka")
+    path = tmp_path / "logs"
+    append(path, "kafka", 0, 12)
+    assert plugin.change_marker(str(path)) is None          # just written
+    age(path)
+    marks = [plugin.change_marker(str(path))]
+    assert marks[0] is not None and plugin.change_marker(str(path)) == marks[0]
+    first, last = sorted((path / "t-0").glob("*.log"))[0], sorted((path / "t-1").glob("*.log"))[-1]
+
+    def appended() -> None:
+        with segstore.open(path, mode="a") as store:
+            store.append_batch([{"topic": "t", "partition": 1, "value": b"v"}])
+
+    def new_partition() -> None:
+        with segstore.open(path, mode="a") as store:
+            store.append_batch([{"topic": "u", "partition": 0, "value": b"v"}])
+
+    def checkpoint() -> None:
+        (path / "replication-offset-checkpoint.tmp").write_text("0\n1\nt 0 3\n")
+        os.replace(path / "replication-offset-checkpoint.tmp", path / "replication-offset-checkpoint")
+
+    for change in (appended, new_partition, checkpoint, first.unlink,
+                   lambda: os.truncate(last, last.stat().st_size - 1)):
+        change()
+        assert plugin.change_marker(str(path)) is None
+        age(path)
+        marks.append(plugin.change_marker(str(path)))
+        assert marks[-1] is not None and marks[-1] not in marks[:-1]
+
+
+def test_an_idle_kafka_follow_opens_the_store_only_when_something_changed(tmp_path, monkeypatch):
+    """Where nothing changed since the last look (the marker the same), a look does not open the log dir
+    (about 1 ms a partition); each change is still printed once, at the next look."""
+    path = tmp_path / "logs"
+    append(path, "kafka", 0, 6)
+    age(path)
+    opened = []
+    real = cli.open_store
+
+    def counting(*args, **kwargs):
+        opened.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cli, "open_store", counting)
+
+    def then_age(round_: int, partition_of: str = "t") -> Callable[[], None]:
+        def step() -> None:
+            with segstore.open(path, mode="a") as store:
+                store.append_batch([{"topic": partition_of, "partition": 0, "value": b"r%d" % round_}])
+            age(path)
+        return step
+
+    looks: list[int] = []
+    code, lines, err = follow_steps(monkeypatch, [str(path), "--json"], [
+        lambda: None,               # look 2: the first with a marker, it opens
+        lambda: None,               # look 3: nothing changed, not opened
+        then_age(1),                # look 4: a record appended (its files set back in time too)
+        lambda: None,               # look 5: not opened
+        then_age(2, "u"),           # look 6: a new topic
+        lambda: None], looks)       # look 7: not opened
+    assert code == 0, err
+    assert looks == [6, 6, 6, 7, 7, 8, 8]
+    assert bodies(lines) == sorted(bodies(whole_json(path)), key=bodies(lines).index)
+    assert sorted(bodies(lines)) == sorted([b"r0-%d" % i for i in range(6)] + [b"r1", b"r2"])
+    assert len(opened) == 4         # looks 1, 2, 4 and 6
+
+
+def test_a_rocketmq_store_has_no_marker_so_every_look_reads(tmp_path):
+    """RocketMQ's mapped files are written through their maps, whose writes need not move a file's
+    modification time (only the first write to a clean page does), and keep their size: no stat tells
+    a new message, so every look reads the consume queues."""
+    path = tmp_path / "store"
+    append(path, "rocketmq", 0, 6)
+    age(path)
+    assert segstore.registry.get("rocketmq").change_marker(str(path)) is None

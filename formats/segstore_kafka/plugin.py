@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Hashable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from segstore import files
@@ -16,6 +17,10 @@ if TYPE_CHECKING:
     from .store import KafkaStore
 # The store's modules load when a store opens: detect, run on every store a command opens
 # (RocketMQ's too), needs only the names of the files.
+
+#: How long ago the newest file of a store must have changed for :meth:`KafkaFormat.change_marker` to
+#: stand for it (ns): far past any file system's timestamp granularity (ext4 and XFS: a clock tick).
+_SETTLED_NS = 1_000_000_000
 
 #: Files a Kafka log directory holds from the broker's first start, partitions or not.
 LOG_DIR_CHECKPOINTS = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT)
@@ -52,6 +57,20 @@ class KafkaFormat(FormatPlugin):
         indexes, layout_options, config = split_options(config)
         store = KafkaStore(os.fspath(path), mode, KafkaConfig.from_mapping(config), explicit=list(config))
         return attach(store, indexes, layout_options)
+
+    def change_marker(self, path: str) -> Hashable | None:
+        """The names, inodes, sizes and modification times of the files of the log directory or partition
+        directory ``path`` and of its partition directories (:func:`segstore.files.tree_identity`): a
+        broker changes a ``.log`` only by appending to it or cutting it (its size), replacing it
+        (compaction: its inode) or deleting it, and writes its checkpoints by renaming a new file into
+        place (3.8.0 ``CheckpointFile.write``).  None while a file changed in the last second: a second
+        change within the file system's timestamp tick, at the same size, would leave the marker as it
+        was."""
+        identity = files.tree_identity(path, depth=2)
+        if identity is None:
+            return None
+        newest = max((mtime for _, _, _, mtime in identity), default=0)
+        return None if time.time_ns() - newest < _SETTLED_NS else identity
 
     def write_jsonl(self, path: str, lines: Iterable[dict[str, Any]], config: dict[str, Any]) -> int:
         """Append message lines (:mod:`.jsonl`): plain ones as new records (``value``/``key`` UTF-8 text,
