@@ -1431,6 +1431,9 @@ def _reset_offsets(args: argparse.Namespace, out: TextIO) -> int:
                          "--from-file CSV")
     if args.export and args.json:
         raise UsageError("--export prints CSV: not with --json")
+    if args.converted_from is not None and args.from_file is None:
+        raise UsageError("--converted-from goes with --from-file (the offsets of the store this one was "
+                         "converted from)")
     if args.by_duration is not None:    # ConsumerGroupCommand: now minus the duration, then as a datetime
         now_ns = (time.time_ns() if args.now_ms is None else args.now_ms * 1_000_000) - args.by_duration
         args.to_datetime = max(0, now_ns // 1_000_000)      # back past the epoch: every record is after it
@@ -1447,6 +1450,8 @@ def _reset_offsets(args: argparse.Namespace, out: TextIO) -> int:
     options = ({} if args.offsets_retention_minutes is None
                else {"offsets_retention_ms": args.offsets_retention_minutes * 60_000})
     with _open(args, mode="a" if args.execute else "r") as store:
+        if args.converted_from is not None and wanted is not None:
+            wanted = _converted_plan(args, store, wanted)
         # the group's partitions as its files hold them (Kafka: at the newest record's time): a group the
         # broker would expire by --now-ms is reset all the same, as kafka-consumer-groups resets a new one
         if wanted is None:
@@ -1484,6 +1489,38 @@ def _reset_offsets(args: argparse.Namespace, out: TextIO) -> int:
                (*_CONSUMER_WIDTHS[:3], 0), out)
     _after_group_change(args, rows, notes, "resets", "commit these offsets")
     return EXIT_DATA if damaged else EXIT_OK
+
+
+def _converted_plan(args: argparse.Namespace, store: Store, wanted: dict[tuple[str, int], int | None]
+                    ) -> dict[tuple[str, int], int | None]:
+    """``--converted-from FORMAT``: ``--from-file``'s plan, whose topics and offsets are those of the
+    FORMAT store ``store`` was converted from, in ``store``'s terms: each topic as the conversion
+    named it (Kafka ``orders.v1``: RocketMQ ``orders%2Ev1``), each offset where a consumer that
+    committed it goes on in ``store`` (``FormatConversion.converted_offset``: RocketMQ, the first
+    message converted from that Kafka offset or a later one).  ``O(log n)`` reads a queue.
+
+    :raises UsageError: FORMAT is no known format, or the store's own.
+    """
+    from .convert.interchange import Peer
+    from .convert.topicnames import escape
+
+    source, here = args.converted_from, store.format
+    if source not in registry.names() or source == here:
+        others = [name for name in registry.names() if name != here]
+        raise UsageError(f"--converted-from: expected the format of the store this {here} store was "
+                         f"converted from ({', '.join(others)}), found {source!r}")
+    home, side = registry.get(source).conversion(), registry.get(here).conversion()
+    peer = Peer(source, home.topics)
+    plan: dict[tuple[str, int], int | None] = {}
+    for (topic, queue), offset in wanted.items():
+        name = escape(topic, home.topics, side.topics)
+        if offset is not None:
+            try:
+                offset = side.converted_offset(store, name, queue, peer, offset)
+            except NotFoundError:
+                pass        # no such queue here: the plan says so, as for any other line of the file
+        plan[name, queue] = offset
+    return plan
 
 
 def _reset_asked(args: argparse.Namespace) -> bool:
@@ -2333,6 +2370,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                         help="the offsets of a CSV file, topic,partition,offset a line (or "
                              "group,topic,partition,offset: --group's lines), as --export writes; - for "
                              "stdin")
+    reset.add_argument("--converted-from", metavar="FORMAT",
+                       help="--from-file's topics and offsets are those of the FORMAT store this one was "
+                            "converted from (segstore convert): each topic as the conversion named it, "
+                            "each offset where a consumer that committed it goes on here (Kafka -> "
+                            "RocketMQ: the first message converted from that offset or a later one)")
     reset.add_argument("--export", action="store_true",
                        help="print the plan as the CSV --from-file reads, topic,partition,offset a line")
     reset.add_argument("--delete", action="store_true",

@@ -991,6 +991,33 @@ class RocketMQConversion(FormatConversion):
             return None
         return [entry_batches(source, options)]
 
+    def converted_offset(self, dest: Store, topic: str, queue: int, peer: Peer, offset: int) -> int:
+        """The queue offset of the first message of ``topic``/``queue`` whose ``<peer>.offset`` is at or
+        past ``offset`` (a Kafka offset in a gap, compaction's or a transaction marker's, goes to the
+        next record, as a Kafka consumer's fetch does), the queue's end where none is.  A conversion
+        appends a partition's records in offset order, so those properties increase along the queue; a
+        message without one was appended after the conversion and counts as past them all.
+        ``O(log n)`` message reads.
+
+        :raises ConversionError: a ``<peer>.offset`` that is not a number.
+        """
+        low, high = dest.offset_range(topic, queue)
+        name = peer.name + P_OFFSET
+        while low < high:
+            middle = (low + high) // 2
+            msg = next(iter(dest.read(topic, queue, middle, 1)), None)
+            found = msg.properties.get(name) if isinstance(msg, RocketMQMessage) else None
+            try:
+                before = found is not None and int(found) < offset
+            except ValueError:
+                raise ConversionError(f"expected the {name} property of a converted {peer.name} record at "
+                                      f"{topic}-{queue} offset {middle}, found {found!r}") from None
+            if before:
+                low = middle + 1
+            else:
+                high = middle
+        return low
+
     def missing_topics(self, source: Store, names: list[str]) -> list[str]:
         """The ``names`` no message of ``source`` has as its topic: a conversion reads the commitlog, which
         may hold topics no consume queue lists (prepared transaction messages), so a name the store does

@@ -310,6 +310,13 @@ class FormatConversion(abc.ABC):
             found = _SHARED[cls] = cls()
         return found
 
+    def converted_offset(self, dest: Store, topic: str, queue: int, peer: Peer, offset: int) -> int:
+        """Where a consumer of ``peer``'s store that committed ``offset`` on ``topic``/``queue`` (this
+        format's names) goes on in ``dest``, a store of this format converted from it: the offset of
+        the first entry converted from ``offset`` or a later one, the queue's end where there is none.
+        This default: the same offset (a format whose conversion keeps the peer's offsets)."""
+        return offset
+
     def extents(self, source: Store, options: Options) -> list[Extent]:
         """Every selected stream of ``source`` (``options.topics``), empty ones included, named and
         numbered as :meth:`streams` names and numbers its entries; [] where the format has none to
