@@ -145,3 +145,20 @@ def test_a_line_of_a_partition_the_store_lacks_is_named_and_nothing_is_written(c
                            "--converted-from", "kafka", "--execute")
     assert code == 1 and f"expected {ESCAPED}-7 here to plan the new offset of group 'g'" in err, err
     assert sorted(p.name for p in (dst / "config").iterdir()) == before
+
+
+def test_a_rocketmq_group_plan_names_the_kafka_topics_its_conversion_made(tmp_path):
+    """RocketMQ -> Kafka keeps the offsets (a queue offset is the Kafka offset); ``--converted-from
+    rocketmq`` renames a topic whose name Kafka cannot hold as the conversion did (``%`` -> ``.25``),
+    what ``sed`` did before."""
+    src, dst = tmp_path / "rocketmq", tmp_path / "kafka"
+    with segstore.open(src, "rocketmq", "a", **ROCKETMQ_CONFIG) as store:
+        store.append_batch([{"topic": "%RETRY%g", "queue_id": i % 2, "body": b"m%d" % i} for i in range(8)])
+    convert(src, dst, to="kafka", verify=True)
+    plan = tmp_path / "g.csv"
+    plan.write_text("%RETRY%g,0,2\n%RETRY%g,1,9\n")
+    code, out, err = cli_run("consumers", dst, "--group", "g", "--reset-offsets", "--from-file", plan,
+                             "--converted-from", "rocketmq", "--json")
+    assert code == 0 and "nothing written" in err, err
+    assert [(row["topic"], row["partition"], row["new_offset"]) for row in json.loads(out)] == \
+        [(".25RETRY.25g", 0, 2), (".25RETRY.25g", 1, 4)]        # 9 clamped to the partition's end
