@@ -1431,9 +1431,8 @@ def _reset_offsets(args: argparse.Namespace, out: TextIO) -> int:
                          "--from-file CSV")
     if args.export and args.json:
         raise UsageError("--export prints CSV: not with --json")
-    if args.converted_from is not None and args.from_file is None:
-        raise UsageError("--converted-from goes with --from-file (the offsets of the store this one was "
-                         "converted from)")
+    if args.converted_from is not None:
+        _check_converted_from(args)
     if args.by_duration is not None:    # ConsumerGroupCommand: now minus the duration, then as a datetime
         now_ns = (time.time_ns() if args.now_ms is None else args.now_ms * 1_000_000) - args.by_duration
         args.to_datetime = max(0, now_ns // 1_000_000)      # back past the epoch: every record is after it
@@ -1491,24 +1490,35 @@ def _reset_offsets(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_DATA if damaged else EXIT_OK
 
 
+def _check_converted_from(args: argparse.Namespace) -> None:
+    """``--converted-from FORMAT`` goes with ``--from-file`` and names another known format than the
+    store's, checked before the store is opened.
+
+    :raises UsageError: it does not.
+    """
+    if args.from_file is None:
+        raise UsageError("--converted-from goes with --from-file (the offsets of the store this one was "
+                         "converted from)")
+    here = resolve_store(args.path, args.format)
+    others = [name for name in registry.names() if name != here]
+    if args.converted_from not in others:
+        raise UsageError(f"--converted-from: expected the format of the store this {here} store was "
+                         f"converted from ({', '.join(others)}), found {args.converted_from!r}")
+
+
 def _converted_plan(args: argparse.Namespace, store: Store, wanted: dict[tuple[str, int], int | None]
                     ) -> dict[tuple[str, int], int | None]:
     """``--converted-from FORMAT``: ``--from-file``'s plan, whose topics and offsets are those of the
     FORMAT store ``store`` was converted from, in ``store``'s terms: each topic as the conversion
     named it (Kafka ``orders.v1``: RocketMQ ``orders%2Ev1``), each offset where a consumer that
     committed it goes on in ``store`` (``FormatConversion.converted_offset``: RocketMQ, the first
-    message converted from that Kafka offset or a later one).  ``O(log n)`` reads a queue.
-
-    :raises UsageError: FORMAT is no known format, or the store's own.
+    message converted from that Kafka offset or a later one; checked by :func:`_check_converted_from`).
+    ``O(log n)`` reads a queue.
     """
     from .convert.interchange import Peer
     from .convert.topicnames import escape
 
     source, here = args.converted_from, store.format
-    if source not in registry.names() or source == here:
-        others = [name for name in registry.names() if name != here]
-        raise UsageError(f"--converted-from: expected the format of the store this {here} store was "
-                         f"converted from ({', '.join(others)}), found {source!r}")
     home, side = registry.get(source).conversion(), registry.get(here).conversion()
     peer = Peer(source, home.topics)
     plan: dict[tuple[str, int], int | None] = {}
