@@ -197,8 +197,9 @@ class _Forker:
     _pid = 0
 
     def __init__(self) -> None:
-        env = {**_env(), "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "formats"),
-                                                        str(ROOT / "tests")])}
+        # (the command's own environment before numpy loads: cli.COMMAND_ENV, BLAS on one thread)
+        env = {**_env(), "OPENBLAS_NUM_THREADS": "1",
+               "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "formats"), str(ROOT / "tests")])}
         self.proc = subprocess.Popen([sys.executable, "-c", "import damage; damage._serve()"], env=env,
                                      cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL)
