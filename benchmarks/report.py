@@ -30,6 +30,7 @@ TITLES = {
     "rocketmq_memory": ("RocketMQ memory on a multi-GiB store: verify, recover, dump --json, convert both "
                         "ways"),
     "fixed_costs": "Fixed costs: CLI start-up, info on a small store, the first Kafka scan_arrow",
+    "follow": "An idle dump --follow on a Kafka log dir: a look with the change marker",
 }
 
 #: (target, benchmark, operation prefix, anchor figure, anchor label, higher is better, goal ratio)
