@@ -670,7 +670,7 @@ class _Follower:
             try:
                 marker = registry.get(self.format).change_marker(self.args.path)
             except SegstoreError:
-                marker = None           # the look says what is wrong
+                pass                    # no marker: the look says what is wrong
             if marker is not None and marker == self.marker:
                 return
         self.marker = None
@@ -1516,14 +1516,13 @@ def _converted_plan(args: argparse.Namespace, store: Store, wanted: dict[tuple[s
     ``O(log n)`` reads a queue.
     """
     from .convert.interchange import Peer
-    from .convert.topicnames import escape
+    from .convert.topicnames import escape, rules
 
-    source, here = args.converted_from, store.format
-    home, side = registry.get(source).conversion(), registry.get(here).conversion()
-    peer = Peer(source, home.topics)
+    peer = Peer(args.converted_from, rules(args.converted_from))
+    side = registry.get(store.format).conversion()
     plan: dict[tuple[str, int], int | None] = {}
     for (topic, queue), offset in wanted.items():
-        name = escape(topic, home.topics, side.topics)
+        name = escape(topic, peer.topics, side.topics)
         if offset is not None:
             try:
                 offset = side.converted_offset(store, name, queue, peer, offset)
