@@ -90,6 +90,7 @@ from segstore.convert.topicnames import WORD_CHARS, TopicRules, escape, unescape
 from segstore.errors import ConversionError, CorruptDataError, InvalidMessageError, InvalidTopicError
 from segstore.overlap import in_rounds, thread_count
 from segstore.records import CREATE_TIME, LOG_APPEND_TIME, Header
+from segstore.search import first_true
 from segstore.store import Store
 
 from . import bodycodec, columnar
@@ -1001,22 +1002,18 @@ class RocketMQConversion(FormatConversion):
 
         :raises ConversionError: a ``<peer>.offset`` that is not a number.
         """
-        low, high = dest.offset_range(topic, queue)
         name = peer.name + P_OFFSET
-        while low < high:
-            middle = (low + high) // 2
-            msg = next(iter(dest.read(topic, queue, middle, 1)), None)
+
+        def at_or_past(queue_offset: int) -> bool:
+            msg = next(iter(dest.read(topic, queue, queue_offset, 1)), None)
             found = msg.properties.get(name) if isinstance(msg, RocketMQMessage) else None
             try:
-                before = found is not None and int(found) < offset
+                return found is None or int(found) >= offset
             except ValueError:
                 raise ConversionError(f"expected the {name} property of a converted {peer.name} record at "
-                                      f"{topic}-{queue} offset {middle}, found {found!r}") from None
-            if before:
-                low = middle + 1
-            else:
-                high = middle
-        return low
+                                      f"{topic}-{queue} offset {queue_offset}, found {found!r}") from None
+
+        return first_true(at_or_past, *dest.offset_range(topic, queue))
 
     def missing_topics(self, source: Store, names: list[str]) -> list[str]:
         """The ``names`` no message of ``source`` has as its topic: a conversion reads the commitlog, which
