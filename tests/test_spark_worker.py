@@ -35,6 +35,7 @@ import segstore
 pyspark = pytest.importorskip("pyspark")
 
 from segstore import allocator, files  # noqa: E402
+from segstore.cli import COMMAND_ENV  # noqa: E402
 from segstore.errors import CorruptDataError  # noqa: E402
 from segstore.spark import bridge, worker  # noqa: E402
 from segstore.spark.schema import spark_schema  # noqa: E402
@@ -562,15 +563,20 @@ def test_a_worker_reads_without_importing_pandas_on_one_thread(store):
 
 def test_the_jvm_names_the_allocator_s_arrow_pool_options():
     """``PythonWorkers.java`` starts the server with :data:`segstore.allocator.ARROW_POOL_CONF` (pyarrow
-    loads before any of the worker's code runs, and jemalloc reads its options then): one value."""
+    loads before any of the worker's code runs, and jemalloc reads its options then) and with the
+    command's :data:`segstore.cli.COMMAND_ENV` (numpy's BLAS on one thread): one value each."""
     source = (Path(worker.__file__).parent / "java" / "segstore" / "spark" / "PythonWorkers.java").read_text()
     assert f'ARROW_POOL_ENV = "{allocator.ARROW_POOL_ENV}";' in source
     assert f'ARROW_POOL_CONF = "{allocator.ARROW_POOL_CONF}";' in source
+    [(blas_env, blas_threads)] = COMMAND_ENV.items()
+    assert f'BLAS_THREADS_ENV = "{blas_env}";' in source
+    assert f'BLAS_THREADS = "{blas_threads}";' in source
 
 
 def test_a_worker_started_by_the_jvm_keeps_freed_memory(spark):  # noqa: F811
     """The server the JVM starts has Arrow's pool options in its environment (a task's consume-queue
-    entries were fresh pages on every read); not inherited from this process, which sets none."""
+    entries were fresh pages on every read) and numpy's BLAS on one thread; not inherited from this
+    process, which sets neither."""
     assert allocator.ARROW_POOL_ENV not in os.environ
     frame = spark.read.format("segstore").option("reader", "jvm").load(str(ROCKETMQ))
     assert frame.count() > 0
@@ -589,6 +595,9 @@ def test_a_worker_started_by_the_jvm_keeps_freed_memory(spark):  # noqa: F811
             servers.append(environ)
     assert servers and all(f"{allocator.ARROW_POOL_ENV}={allocator.ARROW_POOL_CONF}".encode() in environ
                            for environ in servers)
+    # and numpy's BLAS on one thread, as the segstore command runs (where this process sets none)
+    if "OPENBLAS_NUM_THREADS" not in os.environ:
+        assert all(b"OPENBLAS_NUM_THREADS=1" in environ for environ in servers)
 
 
 def test_a_child_makes_an_arena_only_where_shared_memory_is_plentiful(tmp_path, monkeypatch):

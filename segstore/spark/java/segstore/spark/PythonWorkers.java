@@ -35,6 +35,9 @@ final class PythonWorkers {
     /** segstore.allocator.ARROW_POOL_ENV and ARROW_POOL_CONF (a test keeps them equal). */
     static final String ARROW_POOL_ENV = "JE_ARROW_MALLOC_CONF";
     static final String ARROW_POOL_CONF = "muzzy_decay_ms:-1";
+    /** segstore.cli.COMMAND_ENV (a test keeps them equal). */
+    static final String BLAS_THREADS_ENV = "OPENBLAS_NUM_THREADS";
+    static final String BLAS_THREADS = "1";
 
     private final String executable;
     private final Process process;
@@ -51,6 +54,10 @@ final class PythonWorkers {
         // them back (a task's consume-queue entries, megabytes, faulted in page by page each time).
         // jemalloc reads it when pyarrow loads, before any of the worker's own code runs.
         builder.environment().putIfAbsent(ARROW_POOL_ENV, ARROW_POOL_CONF);
+        // numpy's BLAS on one thread, as the segstore command has it: the worker does no linear
+        // algebra, and OpenBLAS's pool, started as numpy loads, spun about 0.1 s of another core's
+        // time in each server's start (on an executor, beside the tasks).
+        builder.environment().putIfAbsent(BLAS_THREADS_ENV, BLAS_THREADS);
         SparkConf conf = SparkEnv.get() != null ? SparkEnv.get().conf() : null;
         if (conf != null) {
             // what Spark gives its own Python workers on executors
