@@ -2595,4 +2595,10 @@ def command() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(command())
+    # ``python -m segstore.cli`` runs this file as ``__main__``, a second copy of the module beside the
+    # ``segstore.cli`` that the subcommand modules import (maintenance, convert): their ``UsageError``
+    # is not this copy's, so its ``except`` took them for data problems (exit 1, no command name).
+    # Run the imported module, as the ``segstore`` executable does.
+    from segstore.launch import command as launch
+
+    sys.exit(launch())
