@@ -119,7 +119,8 @@ def _open(args: argparse.Namespace, mode: str = "r") -> Any:
 
 
 def _partition(args: argparse.Namespace) -> int | None:
-    return args.queue if args.queue is not None else args.partition
+    queue = getattr(args, "queue", None)  # ``transactions`` has --partition only
+    return queue if queue is not None else args.partition
 
 
 def _json_line(obj: Any, out: TextIO) -> None:
@@ -266,7 +267,7 @@ def _number_ranges(numbers: Iterable[int]) -> str:
 
 def _partition_flag(args: argparse.Namespace) -> str:
     """The selector the user gave for a queue / partition, in their words."""
-    return "--queue" if args.queue is not None else "--partition"
+    return "--queue" if getattr(args, "queue", None) is not None else "--partition"
 
 
 def _missing_selection(store: Store, args: argparse.Namespace) -> NotFoundError | None:
@@ -1990,6 +1991,9 @@ def _producer_command(args: argparse.Namespace, out: TextIO) -> int:
             if not hasattr(store, method):
                 raise UsageError(f"--producers, --find-hanging, --abort: {store.format} stores keep no "
                                  "producer state", args.path)
+        missing = _missing_selection(store, args)  # named with what the log dir holds, as other commands
+        if missing is not None:
+            raise missing
         if args.producers:
             found = store.producers(args.topic, args.partition, now_ms=args.now_ms)
             rows = [{"topic": t, "partition": p, **producer} for (t, p), producers in found.items()
