@@ -1263,6 +1263,7 @@ def cmd_write(args: argparse.Namespace, out: TextIO) -> int:
 
 #: The time fields of a plain message line (common, and RocketMQ's own), in ms since the epoch.
 _TIME_FIELDS = ("timestamp", "born_timestamp", "store_timestamp")
+_MAX_TIME = 2**63 - 1
 
 
 def _check_times(obj: Mapping[str, Any], number: int, pos: int, shown: str) -> None:
@@ -1277,6 +1278,9 @@ def _check_times(obj: Mapping[str, Any], number: int, pos: int, shown: str) -> N
         if type(value) is int and value < 0:
             raise InvalidMessageError(f"line {number}: expected a {name} of at least 0 ms (leave it out for "
                                       f"the time of the write), found {value}", shown, pos)
+        if type(value) is int and value > _MAX_TIME:  # Kafka's codec failed on it without naming the field
+            raise InvalidMessageError(f"line {number}: expected a {name} of at most {_MAX_TIME} ms (a Java "
+                                      f"long, as both brokers keep times), found {value}", shown, pos)
 
 
 def _require_input_file(path: str, what: str) -> None:
