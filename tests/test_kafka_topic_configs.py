@@ -211,7 +211,12 @@ def test_verify_finds_a_partition_metadata_id_the_metadata_log_disagrees_with(tm
             f"orders), found {TABLE_ID}") in out
     (logs / "orders-0" / "partition.metadata").write_text("version: 0\ntopic_id: nonsense\n")
     code, out, _ = _run(capsys, "verify", str(logs))
-    assert code == 1 and "expected a line 'topic_id: ID'" in out
+    # the line once quoted (it was quoted twice: "'topic_id: nonsense'")
+    assert code == 1 and "expected a line 'topic_id: ID' with a 22-character topic id, found " \
+                         "'topic_id: nonsense'\n" in out
+    (logs / "orders-0" / "partition.metadata").write_text("garbage")
+    code, out, _ = _run(capsys, "verify", str(logs))
+    assert code == 1 and "partition.metadata:0: expected a line 'version: N', found 'garbage'\n" in out
 
 
 # -- the real KRaft log dir ----------------------------------------------------------------------------
