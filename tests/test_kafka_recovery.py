@@ -287,6 +287,27 @@ def test_recover_keeps_the_leader_epoch_checkpoint_the_broker_keeps(tmp_path: Pa
     assert (part / "leader-epoch-checkpoint").read_text() == after
 
 
+def test_recover_says_when_it_drops_leader_epochs_past_the_log_end(tmp_path: Path, capsys) -> None:
+    """Kafka 3.8.0 ``LogLoader.load`` truncates the epoch cache to the log end
+    (``LeaderEpochFileCache.truncateFromEnd``, which logs the entries it clears); ``segstore recover``
+    dropped such an entry from ``leader-epoch-checkpoint`` and printed "nothing to recover"."""
+    import json
+
+    from segstore.cli import main
+
+    part = _compacted_partition(tmp_path / "t-0", "0\n3\n0 0\n1 123\n2 200\n")
+    with segstore.open(part, format="kafka", mode="a") as store:   # the indexes, as the broker wrote them
+        store.flush()
+    (part / "leader-epoch-checkpoint").write_text("0\n4\n0 0\n1 123\n2 200\n5 900\n")
+    assert main(["recover", str(part), "--json"]) == 0
+    actions = json.loads(capsys.readouterr().out)["actions"]
+    assert actions == [f"{part / 'leader-epoch-checkpoint'}: dropped the leader epochs starting at or past "
+                       "the log end 201: 5 900"]
+    assert (part / "leader-epoch-checkpoint").read_text() == "0\n3\n0 0\n1 123\n2 200\n"
+    assert main(["recover", str(part)]) == 0
+    assert capsys.readouterr().out == f"{part}: nothing to recover\n"
+
+
 def test_recover_of_a_healthy_compacted_partition_changes_no_file(tmp_path: Path) -> None:
     """``segstore recover`` on what a broker left after a clean shutdown (indexes built): byte for byte
     the same files after."""

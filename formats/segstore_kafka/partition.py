@@ -491,7 +491,12 @@ class Partition:
                     lines.append(f"{later.path}: removed after the cut in {seg.path} (kept in {kept})")
                 break
         end = self.log.active.next_offset() if self.log.active is not None else 0
+        before = self.epochs.entries
         self.epochs.truncate_from_end(end)
+        dropped = before[len(self.epochs.entries):]
+        if dropped:  # said, as LeaderEpochFileCache.truncateFromEnd logs "Cleared entries ..."
+            lines.append(f"{self.epochs.path}: dropped the leader epochs starting at or past the log end "
+                         f"{end}: " + ", ".join(f"{e.epoch} {e.start_offset}" for e in dropped))
         self.next_offset = end
         self._txns = None
         return lines
