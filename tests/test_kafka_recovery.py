@@ -378,3 +378,32 @@ def test_reopen_after_a_kill_rebuilds_leader_epochs_from_the_recovery_point(tmp_
     with segstore.open(str(target), format="kafka", mode="a", **{"segment.bytes": 2048}) as store:
         store.append({"topic": "t", "partition": 0, "value": b"after"})
     assert (part_dir / "leader-epoch-checkpoint").read_text() == "0\n1\n0 0\n"
+
+
+@pytest.mark.parametrize(("checkpoint", "cache"), [
+    # an entry going back in epoch drops the later ones it conflicts with
+    ("0\n3\n0 0\n3 238\n1 123\n", [(0, 0), (1, 123)]),
+    # the same epoch again at a later offset changes nothing; at an earlier one it replaces it
+    ("0\n3\n0 0\n1 123\n1 130\n", [(0, 0), (1, 123)]),
+    ("0\n3\n0 0\n1 130\n1 123\n", [(0, 0), (1, 123)]),
+    # a newer epoch at an offset not past the latest's drops that one
+    ("0\n3\n0 0\n1 123\n3 100\n", [(0, 0), (3, 100)]),
+    # the broker's own, monotonic: as it stands
+    ("0\n3\n0 0\n1 123\n3 238\n", [(0, 0), (1, 123), (3, 238)]),
+])
+def test_the_epoch_cache_loads_as_the_brokers_leader_epoch_file_cache(tmp_path: Path, checkpoint: str,
+                                                                     cache: list[tuple[int, int]]) -> None:
+    """Kafka 3.8.0 ``LeaderEpochFileCache``'s constructor assigns each entry of the file in turn
+    (``assign``: ``isUpdateNeeded``, ``maybeTruncateNonMonotonicEntries``); segstore took the lines as
+    they stood, so ``info`` showed ``0 0; 3 238; 1 123`` and epoch lookups used the conflicting entries.
+    The file itself is left as it is by a reader."""
+    from segstore_kafka.checkpoints import LeaderEpochCache
+
+    part = copy_writable(FIXTURES / "kafka" / "uncompressed" / "topic-0", tmp_path / "t-0")
+    (part / "leader-epoch-checkpoint").write_text(checkpoint)
+    assert [(e.epoch, e.start_offset) for e in
+            LeaderEpochCache.load(str(part / "leader-epoch-checkpoint")).entries] == cache
+    with segstore.open(part) as store:
+        (info,) = store.info()["partitions"]
+    assert info["leader_epochs"] == [[epoch, start] for epoch, start in cache]
+    assert (part / "leader-epoch-checkpoint").read_text() == checkpoint
