@@ -119,7 +119,8 @@ def _open(args: argparse.Namespace, mode: str = "r") -> Any:
 
 
 def _partition(args: argparse.Namespace) -> int | None:
-    return args.queue if args.queue is not None else args.partition
+    queue = getattr(args, "queue", None)  # ``transactions`` has --partition only
+    return queue if queue is not None else args.partition
 
 
 def _json_line(obj: Any, out: TextIO) -> None:
@@ -266,7 +267,7 @@ def _number_ranges(numbers: Iterable[int]) -> str:
 
 def _partition_flag(args: argparse.Namespace) -> str:
     """The selector the user gave for a queue / partition, in their words."""
-    return "--queue" if args.queue is not None else "--partition"
+    return "--queue" if getattr(args, "queue", None) is not None else "--partition"
 
 
 def _missing_selection(store: Store, args: argparse.Namespace) -> NotFoundError | None:
@@ -1262,6 +1263,7 @@ def cmd_write(args: argparse.Namespace, out: TextIO) -> int:
 
 #: The time fields of a plain message line (common, and RocketMQ's own), in ms since the epoch.
 _TIME_FIELDS = ("timestamp", "born_timestamp", "store_timestamp")
+_MAX_TIME = 2**63 - 1
 
 
 def _check_times(obj: Mapping[str, Any], number: int, pos: int, shown: str) -> None:
@@ -1276,6 +1278,9 @@ def _check_times(obj: Mapping[str, Any], number: int, pos: int, shown: str) -> N
         if type(value) is int and value < 0:
             raise InvalidMessageError(f"line {number}: expected a {name} of at least 0 ms (leave it out for "
                                       f"the time of the write), found {value}", shown, pos)
+        if type(value) is int and value > _MAX_TIME:  # Kafka's codec failed on it without naming the field
+            raise InvalidMessageError(f"line {number}: expected a {name} of at most {_MAX_TIME} ms (a Java "
+                                      f"long, as both brokers keep times), found {value}", shown, pos)
 
 
 def _require_input_file(path: str, what: str) -> None:
@@ -1990,6 +1995,9 @@ def _producer_command(args: argparse.Namespace, out: TextIO) -> int:
             if not hasattr(store, method):
                 raise UsageError(f"--producers, --find-hanging, --abort: {store.format} stores keep no "
                                  "producer state", args.path)
+        missing = _missing_selection(store, args)  # named with what the log dir holds, as other commands
+        if missing is not None:
+            raise missing
         if args.producers:
             found = store.producers(args.topic, args.partition, now_ms=args.now_ms)
             rows = [{"topic": t, "partition": p, **producer} for (t, p), producers in found.items()
@@ -2595,4 +2603,10 @@ def command() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(command())
+    # ``python -m segstore.cli`` runs this file as ``__main__``, a second copy of the module beside the
+    # ``segstore.cli`` that the subcommand modules import (maintenance, convert): their ``UsageError``
+    # is not this copy's, so its ``except`` took them for data problems (exit 1, no command name).
+    # Run the imported module, as the ``segstore`` executable does.
+    from segstore.launch import command as launch
+
+    sys.exit(launch())

@@ -69,6 +69,22 @@ def test_recover_of_a_typo_creates_nothing_in_a_real_process(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+def test_python_m_segstore_cli_gives_the_subcommand_modules_usage_errors_exit_2(tmp_path):
+    """``python -m segstore.cli`` ran the module as ``__main__``, whose ``except UsageError`` is not the
+    ``segstore.cli.UsageError`` that maintenance and convert raise: exit 1 with no command name."""
+    part = copy_writable(FIXTURES / "kafka" / "uncompressed" / "topic-0", tmp_path / "t-0")
+    for argv, words in (
+        (["delete-records", part, "--before", "-5"], "segstore delete-records: "),
+        (["retention", tmp_path / "typo"], "segstore retention: "),
+        (["compact", tmp_path / "typo"], "segstore compact: "),
+        (["convert", tmp_path / "typo", tmp_path / "out", "--to", "rocketmq"], "segstore convert: "),
+    ):
+        done = run_process(*argv)
+        assert done.returncode == 2, (argv, done.stderr)
+        assert done.stderr.startswith(words) and "Traceback" not in done.stderr, done.stderr
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("command", COMMANDS_ON_A_STORE, ids=lambda c: " ".join(c[:2]))
 def test_a_store_of_another_format_is_refused_by_name(tmp_path, capsys, command):
     store = copy_writable(BASIC, tmp_path / "store")

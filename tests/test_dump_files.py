@@ -24,6 +24,7 @@ from segstore_kafka.offsetindex import OFFSET_ENTRY
 
 import segstore
 from segstore import cli
+from segstore.errors import CorruptDataError
 
 KAFKA_PART = FIXTURES / "kafka" / "uncompressed" / "topic-0"
 TXN_PART = next((FIXTURES / "kafka" / "txn").iterdir())
@@ -209,6 +210,27 @@ def test_an_index_entry_that_disagrees_with_the_log_is_a_mismatch(tmp_path, caps
     assert f"Index offset: {second_offset}, log offset: {first_offset}" in err
     code, out, err = run(capsys, "dump", index, "--verify-index-only")
     assert code == 1 and "offset: " not in out
+
+
+def test_a_negative_index_position_is_a_mismatch_not_a_batch_read_from_the_end(tmp_path, capsys):
+    # Kafka 3.8 DumpLogSegments.dumpIndex reads each entry's batch through FileRecords.slice, which
+    # refuses a negative position; struct would read it from the end of the .log instead (a batch
+    # that is really there, so no mismatch), and a far negative one raised struct.error.
+    part = copy_writable(KAFKA_PART, tmp_path / "topic-0")
+    index = part / "00000000000000000073.index"
+    log_size = (part / "00000000000000000073.log").stat().st_size
+    slots = np.frombuffer(bytearray(index.read_bytes()), dtype=OFFSET_ENTRY)
+    offset = 73 + int(slots["relative_offset"][1])
+    slots["position"][1] = int(slots["position"][1]) - log_size  # the same batch, counted from the end
+    slots["position"][2] = -(2**31)
+    index.write_bytes(slots.tobytes())
+    code, out, err = run(capsys, "dump", index, part / "00000000000000000073.timeindex")
+    assert code == 1, err
+    assert f"Index offset: {offset}, log offset: None" in err
+    assert f"offset: {offset} position: {int(slots['position'][1])}\n" in out
+    assert "Traceback" not in err and "struct.error" not in err
+    with pytest.raises(CorruptDataError, match="expected a batch position of at least 0"):
+        codec.read_batch_header((part / "00000000000000000073.log").read_bytes(), -61)
 
 
 def test_index_sanity_check(tmp_path, capsys):

@@ -287,6 +287,27 @@ def test_recover_keeps_the_leader_epoch_checkpoint_the_broker_keeps(tmp_path: Pa
     assert (part / "leader-epoch-checkpoint").read_text() == after
 
 
+def test_recover_says_when_it_drops_leader_epochs_past_the_log_end(tmp_path: Path, capsys) -> None:
+    """Kafka 3.8.0 ``LogLoader.load`` truncates the epoch cache to the log end
+    (``LeaderEpochFileCache.truncateFromEnd``, which logs the entries it clears); ``segstore recover``
+    dropped such an entry from ``leader-epoch-checkpoint`` and printed "nothing to recover"."""
+    import json
+
+    from segstore.cli import main
+
+    part = _compacted_partition(tmp_path / "t-0", "0\n3\n0 0\n1 123\n2 200\n")
+    with segstore.open(part, format="kafka", mode="a") as store:   # the indexes, as the broker wrote them
+        store.flush()
+    (part / "leader-epoch-checkpoint").write_text("0\n4\n0 0\n1 123\n2 200\n5 900\n")
+    assert main(["recover", str(part), "--json"]) == 0
+    actions = json.loads(capsys.readouterr().out)["actions"]
+    assert actions == [f"{part / 'leader-epoch-checkpoint'}: dropped the leader epochs starting at or past "
+                       "the log end 201: 5 900"]
+    assert (part / "leader-epoch-checkpoint").read_text() == "0\n3\n0 0\n1 123\n2 200\n"
+    assert main(["recover", str(part)]) == 0
+    assert capsys.readouterr().out == f"{part}: nothing to recover\n"
+
+
 def test_recover_of_a_healthy_compacted_partition_changes_no_file(tmp_path: Path) -> None:
     """``segstore recover`` on what a broker left after a clean shutdown (indexes built): byte for byte
     the same files after."""
@@ -357,3 +378,32 @@ def test_reopen_after_a_kill_rebuilds_leader_epochs_from_the_recovery_point(tmp_
     with segstore.open(str(target), format="kafka", mode="a", **{"segment.bytes": 2048}) as store:
         store.append({"topic": "t", "partition": 0, "value": b"after"})
     assert (part_dir / "leader-epoch-checkpoint").read_text() == "0\n1\n0 0\n"
+
+
+@pytest.mark.parametrize(("checkpoint", "cache"), [
+    # an entry going back in epoch drops the later ones it conflicts with
+    ("0\n3\n0 0\n3 238\n1 123\n", [(0, 0), (1, 123)]),
+    # the same epoch again at a later offset changes nothing; at an earlier one it replaces it
+    ("0\n3\n0 0\n1 123\n1 130\n", [(0, 0), (1, 123)]),
+    ("0\n3\n0 0\n1 130\n1 123\n", [(0, 0), (1, 123)]),
+    # a newer epoch at an offset not past the latest's drops that one
+    ("0\n3\n0 0\n1 123\n3 100\n", [(0, 0), (3, 100)]),
+    # the broker's own, monotonic: as it stands
+    ("0\n3\n0 0\n1 123\n3 238\n", [(0, 0), (1, 123), (3, 238)]),
+])
+def test_the_epoch_cache_loads_as_the_brokers_leader_epoch_file_cache(tmp_path: Path, checkpoint: str,
+                                                                     cache: list[tuple[int, int]]) -> None:
+    """Kafka 3.8.0 ``LeaderEpochFileCache``'s constructor assigns each entry of the file in turn
+    (``assign``: ``isUpdateNeeded``, ``maybeTruncateNonMonotonicEntries``); segstore took the lines as
+    they stood, so ``info`` showed ``0 0; 3 238; 1 123`` and epoch lookups used the conflicting entries.
+    The file itself is left as it is by a reader."""
+    from segstore_kafka.checkpoints import LeaderEpochCache
+
+    part = copy_writable(FIXTURES / "kafka" / "uncompressed" / "topic-0", tmp_path / "t-0")
+    (part / "leader-epoch-checkpoint").write_text(checkpoint)
+    assert [(e.epoch, e.start_offset) for e in
+            LeaderEpochCache.load(str(part / "leader-epoch-checkpoint")).entries] == cache
+    with segstore.open(part) as store:
+        (info,) = store.info()["partitions"]
+    assert info["leader_epochs"] == [[epoch, start] for epoch, start in cache]
+    assert (part / "leader-epoch-checkpoint").read_text() == checkpoint

@@ -419,3 +419,34 @@ def test_cli_retention_dry_run_then_apply(tmp_path: Path, capsys) -> None:
     assert main(["delete-records", str(path), "--before", "22", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["log_start_offset"] == 22
     assert main(["retention", str(path), "--config", "retention.bogus=1"]) == 2
+
+
+def test_a_real_run_over_a_log_dir_with_partitions_left_alone_is_no_dry_run(tmp_path: Path, capsys) -> None:
+    """The partitions a run leaves alone (the KRaft metadata log for retention, an internal topic for
+    DeleteRecords) said ``dry_run: true`` in a real run, so the summary of a run that had deleted
+    segments read "retention (dry run): 1 partition would change ...; nothing was changed"."""
+    from conftest import FIXTURES, copy_writable
+
+    logs = copy_writable(FIXTURES / "real" / "kraft-confluent-7.5.1", tmp_path / "logs")
+    _build(logs / "t-0")
+    last = os.path.getsize(logs / "t-0" / f"{20:020d}.log")
+    assert main(["retention", str(logs), "--config", f"retention.bytes={last}"]) == 0
+    out = capsys.readouterr().out
+    assert "t-0: deleted 5 segments, offsets 0-19" in out
+    assert out.endswith("retention: 1 partition changed, 53 unchanged\n"), out
+    assert "dry run" not in out and _segment_bases(logs / "t-0") == [20]
+    assert main(["retention", str(logs), "--config", "retention.ms=0", "--json"]) == 0
+    results = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert not any(r["dry_run"] for r in results)
+    assert [r["topic"] for r in results if "skipped" in r] == ["__cluster_metadata"]
+    # DeleteRecords leaves the internal topics of a whole log dir alone, in a real run as such
+    assert main(["delete-records", str(logs), "--topic", "t", "--before", "22"]) == 0
+    capsys.readouterr()
+    _build(tmp_path / "logs2" / "__consumer_offsets-0")
+    _build(tmp_path / "logs2" / "t-0")
+    assert main(["delete-records", str(tmp_path / "logs2"), "--before", "9"]) == 0
+    out = capsys.readouterr().out
+    assert "__consumer_offsets-0: skipped: internal topic" in out and "t-0: deleted 2 segments" in out
+    assert out.endswith("delete-records: 1 partition changed, 1 unchanged\n"), out
+    assert main(["delete-records", str(tmp_path / "logs2"), "--before", "10", "--dry-run", "--json"]) == 0
+    assert all(json.loads(line)["dry_run"] for line in capsys.readouterr().out.splitlines())

@@ -211,7 +211,12 @@ def test_verify_finds_a_partition_metadata_id_the_metadata_log_disagrees_with(tm
             f"orders), found {TABLE_ID}") in out
     (logs / "orders-0" / "partition.metadata").write_text("version: 0\ntopic_id: nonsense\n")
     code, out, _ = _run(capsys, "verify", str(logs))
-    assert code == 1 and "expected a line 'topic_id: ID'" in out
+    # the line once quoted (it was quoted twice: "'topic_id: nonsense'")
+    assert code == 1 and "expected a line 'topic_id: ID' with a 22-character topic id, found " \
+                         "'topic_id: nonsense'\n" in out
+    (logs / "orders-0" / "partition.metadata").write_text("garbage")
+    code, out, _ = _run(capsys, "verify", str(logs))
+    assert code == 1 and "partition.metadata:0: expected a line 'version: N', found 'garbage'\n" in out
 
 
 # -- the real KRaft log dir ----------------------------------------------------------------------------
@@ -336,3 +341,34 @@ def test_stray_partitions_are_those_a_38_broker_would_rename(tmp_path, capsys):
         "version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA\n")     # an id the image lacks
     found = strays()
     assert found["payment-create-response-0"] is True and found["delivery-create-request-0"] is True
+
+
+def test_topic_configs_are_parsed_and_bounded_as_kafkas_log_config(tmp_path, capsys):
+    """Kafka 3.8.0 ``LogConfig`` (``ConfigDef``): ``cleanup.policy`` is a LIST (``parseType`` trims it and
+    splits at commas with the spaces around them), and the numbers have types and ``atLeast`` bounds.
+    ``compact, delete`` in the metadata log was refused ("not applied"), so the topic was cleaned as a
+    delete-only one, and ``delete.retention.ms=-1`` or ``retention.ms=-2`` were taken."""
+    logs = tmp_path / "logs"
+    _fill(logs, ["orders", "table"])
+    write_metadata_log(logs, [
+        topic("orders", ORDERS_ID), partition(ORDERS_ID, 0, [1]),
+        config("orders", "delete.retention.ms", "-1"),
+        topic("table", TABLE_ID), partition(TABLE_ID, 0, [1]),
+        config("table", "cleanup.policy", "compact, delete"),
+    ])
+    code, out, err = _run(capsys, "compact", str(logs), "--json", "--dry-run")
+    assert code == 0
+    results = _results(out)
+    assert "skipped" not in results["table-0"] and results["table-0"]["first_uncleanable_offset"] > 0
+    assert "cleanup.policy" not in err
+    assert "orders: delete.retention.ms=-1 from the metadata log not applied" in err
+    code, out, _ = _run(capsys, "retention", str(logs), "--topic", "table", "--config",
+                        "retention.ms=1000", "--now-ms", str(T0 + 10**9), "--json", "--dry-run")
+    assert code == 0 and _results(out)["table-0"]["deleted_segments"]  # delete is in the policy too
+    for bad in ("retention.ms=-2", "segment.bytes=13", "segment.bytes=2147483648", "delete.retention.ms=-1",
+                "min.compaction.lag.ms=-1", "max.message.bytes=-1", "retention.bytes=9223372036854775808"):
+        code, out, err = _run(capsys, "retention", str(logs), "--config", bad, "--dry-run")
+        assert code == 2 and out == "", bad
+        assert f"expected {bad.split('=')[0]} from " in err, err
+    for good in ("retention.ms=-1", "retention.bytes=-5", "segment.bytes=14"):
+        assert _run(capsys, "retention", str(logs), "--config", good, "--dry-run")[0] == 0, good

@@ -534,6 +534,10 @@ def _read_entry(view: memoryview, pos: int, *, path: str, base_pos: int, check_c
     the magic and the v2 minimum length.
     """
     at = base_pos + pos
+    if pos < 0:
+        # struct reads a negative offset from the buffer's end: a corrupt index entry's position
+        # would read another batch as if it stood there (Kafka's FileRecords.slice refuses it)
+        raise CorruptDataError(f"expected a batch position of at least 0, found {pos}", path, base_pos)
     remaining = len(view) - pos
     if remaining < HEADER_UP_TO_MAGIC:
         # past the end: a position read before another process cut the file (a broker's recovery)

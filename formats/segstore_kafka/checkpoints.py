@@ -167,7 +167,18 @@ class LeaderEpochCache:
 
     @classmethod
     def load(cls, path: str) -> LeaderEpochCache:
-        return cls(path, read_leader_epochs(path))
+        """The cache as Kafka 3.8.0's ``LeaderEpochFileCache`` constructor loads the file: each entry
+        assigned in turn (``assign``: ``isUpdateNeeded``, then ``maybeTruncateNonMonotonicEntries``), so
+        an entry that goes back in epoch or offset drops the later ones it conflicts with.  The file is
+        left as it is until the cache changes, as the broker leaves it.  ``O(entries)``."""
+        kept: list[EpochEntry] = []
+        for entry in read_leader_epochs(path):
+            if kept and entry.epoch == kept[-1].epoch and entry.start_offset >= kept[-1].start_offset:
+                continue
+            while kept and (kept[-1].epoch >= entry.epoch or kept[-1].start_offset >= entry.start_offset):
+                kept.pop()
+            kept.append(entry)
+        return cls(path, kept)
 
     @property
     def entries(self) -> list[EpochEntry]:

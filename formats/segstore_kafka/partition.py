@@ -66,6 +66,22 @@ from .txnindex import AbortedTxn
 if TYPE_CHECKING:   # the Arrow modules load where columns are read or appended (`segstore info` reads none)
     from . import arrowencode, columnar
 
+_INT_MAX, _LONG_MAX = 2**31 - 1, 2**63 - 1
+#: What Kafka 3.8.0's ``LogConfig`` definitions accept (``ConfigDef`` types INT or LONG, ``atLeast``
+#: validators: ``segment.bytes`` at least ``LegacyRecord.RECORD_OVERHEAD_V0``, ``retention.ms`` -1 for
+#: ever, ``retention.bytes`` any long); a value outside is refused as the broker refuses the config.
+_RANGES = {
+    "segment_bytes": (14, _INT_MAX),
+    "segment_ms": (1, _LONG_MAX),
+    "segment_index_bytes": (4, _INT_MAX),
+    "index_interval_bytes": (0, _INT_MAX),
+    "retention_bytes": (-_LONG_MAX - 1, _LONG_MAX),
+    "retention_ms": (-1, _LONG_MAX),
+    "max_message_bytes": (0, _INT_MAX),
+    "delete_retention_ms": (0, _LONG_MAX),
+    "min_compaction_lag_ms": (0, _LONG_MAX),
+}
+
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
@@ -116,6 +132,10 @@ class KafkaConfig:
                     values[name] = int(raw)
                 except (TypeError, ValueError) as err:
                     raise ConfigError(f"expected an integer for {raw_name}, found {cut(raw)}") from err
+            elif name == "cleanup_policy":
+                # a LIST: ConfigDef.parseType trims the text and splits it at commas with the spaces
+                # around them (COMMA_WITH_WHITESPACE), so "compact, delete" is both policies
+                values[name] = ",".join(re.split(r"\s*,\s*", str(raw).strip()))
             else:
                 values[name] = str(raw)
         parsed = cls(**values)
@@ -143,6 +163,11 @@ class KafkaConfig:
         if self.index_interval_bytes < 0:
             raise ConfigError("expected a non-negative index.interval.bytes, "
                               f"found {self.index_interval_bytes}")
+        for name, (low, high) in _RANGES.items():
+            value = getattr(self, name)
+            if not low <= value <= high:
+                raise ConfigError(f"expected {name.replace('_', '.')} from {low} to {high} (Kafka's "
+                                  f"LogConfig), found {value}")
 
     @property
     def codec(self) -> str:
@@ -466,7 +491,12 @@ class Partition:
                     lines.append(f"{later.path}: removed after the cut in {seg.path} (kept in {kept})")
                 break
         end = self.log.active.next_offset() if self.log.active is not None else 0
+        before = self.epochs.entries
         self.epochs.truncate_from_end(end)
+        dropped = before[len(self.epochs.entries):]
+        if dropped:  # said, as LeaderEpochFileCache.truncateFromEnd logs "Cleared entries ..."
+            lines.append(f"{self.epochs.path}: dropped the leader epochs starting at or past the log end "
+                         f"{end}: " + ", ".join(f"{e.epoch} {e.start_offset}" for e in dropped))
         self.next_offset = end
         self._txns = None
         return lines

@@ -98,7 +98,7 @@ def parse_partition_metadata(text: str, path: str = "<memory>") -> str:
     lines = text.split("\n")
     version_fields = _WHITE_SPACES.split(lines[0].strip()) if lines else []
     if len(version_fields) != 2 or not re.fullmatch(r"[+-]?\d{1,10}", version_fields[1]):
-        raise CorruptDataError(f"expected a line 'version: N', found {cut(lines[0] if lines else '')!r}",
+        raise CorruptDataError(f"expected a line 'version: N', found {cut(lines[0] if lines else '')}",
                                path, 0)
     if int(version_fields[1]) < 0:
         raise CorruptDataError(f"expected partition metadata version 0 or later, found {version_fields[1]}",
@@ -108,7 +108,7 @@ def parse_partition_metadata(text: str, path: str = "<memory>") -> str:
     id_fields = _WHITE_SPACES.split(second.strip())
     if len(id_fields) != 2 or topic_id_bytes(id_fields[1]) is None:
         raise CorruptDataError(f"expected a line 'topic_id: ID' with a 22-character topic id, found "
-                               f"{cut(second)!r}", path, pos)
+                               f"{cut(second)}", path, pos)
     if id_fields[1] == ZERO_UUID:
         raise CorruptDataError("expected a topic id other than the zero id, found it", path, pos)
     return id_fields[1]

@@ -303,12 +303,13 @@ METADATA_LOG_SKIPPED = ("the KRaft metadata log: the quorum deletes its segments
                         "log manager's retention never runs on it")
 
 
-def _left_alone(part: Partition) -> RetentionResult:
-    """A result saying the partition was not touched, and why."""
+def _left_alone(part: Partition, dry_run: bool) -> RetentionResult:
+    """A result saying the partition was not touched, and why (``dry_run`` as the run's: the CLI's
+    summary says "dry run" when a result does)."""
     reason = (METADATA_LOG_SKIPPED if not is_log_managed(part.topic)
               else f"internal topic: {_internal_refusal(part.topic)}")
     return RetentionResult(part.topic, part.partition, high_watermark(part), part.log_start_offset,
-                           part.log_start_offset, [], None, True, skipped=reason)
+                           part.log_start_offset, [], None, dry_run, skipped=reason)
 
 
 def _internal_refusal(topic: str) -> str:
@@ -321,7 +322,7 @@ def retention(store: Any, *, now_ms: int | None = None, dry_run: bool = False, t
     """:func:`delete_old_segments` over every (selected) partition of a store opened for appends; the
     KRaft metadata log is left alone (its result says why)."""
     return [(delete_old_segments(p, now_ms=now_ms, dry_run=dry_run) if is_log_managed(p.topic)
-             else _left_alone(p)).to_dict()
+             else _left_alone(p, dry_run)).to_dict()
             for p in _partitions(store, topic, partition)]
 
 
@@ -353,5 +354,5 @@ def delete_records_in(store: Any, before: int, *, dry_run: bool = False, topic: 
         if part.topic not in INTERNAL_TOPICS and is_log_managed(part.topic):
             hw = high_watermark(part)
             targets[i] = (check_delete_records(part, before, hw), hw)
-    return [(_delete_records_to(p, *targets[i], dry_run) if i in targets else _left_alone(p)).to_dict()
-            for i, p in enumerate(parts)]
+    return [(_delete_records_to(p, *targets[i], dry_run) if i in targets
+             else _left_alone(p, dry_run)).to_dict() for i, p in enumerate(parts)]
