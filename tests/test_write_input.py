@@ -198,3 +198,37 @@ def test_write_help_documents_the_input_lines(capsys):
         cli.main(["write", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "dump --json" in text and "bodyBase64" in text and "-" in text
+
+
+@pytest.mark.parametrize("config", [
+    [], ["--config", "segment.bytes=50000"],
+    ["--config", "max.message.bytes=20000", "--config", "compression.type=lz4"],
+], ids=["defaults", "small segments", "small batches, lz4"])
+def test_kafka_plain_lines_are_cut_into_batches_the_partition_takes(tmp_path, capsys, config):
+    """``write --input`` appends plain lines a few thousand a call, one batch per partition a call: 5,000
+    lines of 1,000-byte values (5 MB for one partition) were refused whole, 'expected a batch of at most
+    max.message.bytes=1048588 bytes', and so was any run past a smaller ``segment.bytes``. A call's
+    batch now ends where the next record would take it past what one batch may hold (about 1 MiB, less
+    under either setting), as a producer splits what a broker would refuse as too large
+    (``ProducerBatch.split`` on MESSAGE_TOO_LARGE, Kafka 3.8.0)."""
+    lines = tmp_path / "in.jsonl"
+    with lines.open("w") as out:
+        for i in range(5000):
+            partition = i % 3 // 2          # two lines of three to partition 0
+            out.write(json.dumps({"topic": "t", "partition": partition, "key": f"k{i}",
+                                  "value": f"{i:06d}" + "é" * (i % 7) + "x" * 994,
+                                  "headers": [["h", "v" * (i % 50)]]}) + "\n")
+    code, out_text, err = run(capsys, "write", tmp_path / "k", "--format", "kafka", "--input", lines, *config)
+    assert (code, err) == (0, ""), err
+    assert out_text.endswith("appended 5000 messages\n")
+    code, _, err = run(capsys, "verify", tmp_path / "k")
+    assert code == 0, err
+    with segstore.open(tmp_path / "k") as store:
+        for partition, wanted in ((0, [i for i in range(5000) if i % 3 // 2 == 0]),
+                                  (1, [i for i in range(5000) if i % 3 // 2 == 1])):
+            records = list(store.read("t", partition, offset=0))
+            assert [int(r.value[:6]) for r in records] == wanted
+            sizes = {r.batch.base_offset: r.batch.size for r in records}
+            assert len(sizes) > 3                       # several batches a call
+            limit = 20000 if "max.message.bytes=20000" in config else 50000 if config else 1048588
+            assert max(sizes.values()) <= limit

@@ -4,7 +4,10 @@
 A **plain line** is a :class:`segstore.records.Message` (``topic, partition, key, value,
 headers, timestamp``); strings are UTF-8 text, ``valueBase64``/``keyBase64`` binary.  Plain
 lines are appended as new records: the log gives them offsets, one batch per partition a
-chunk (``KafkaStore.append_batch``).
+chunk (``KafkaStore.append_batch``), a chunk ending early where a partition's records would
+pass what one batch may hold (``KafkaStore.batch_records_limit``: 1 MiB, or less under a
+smaller ``max.message.bytes`` or ``segment.bytes``), as a producer splits what the broker
+would refuse as too large.  A single record over it is refused, as the broker refuses it.
 
 A **dump line** is what ``segstore dump --json`` writes for a record (it has a ``batch``
 object); its key, value and header values are base64.  Consecutive lines of one batch
@@ -39,6 +42,7 @@ from segstore.plugin import WRITE_CHUNK
 from segstore.records import LOG_APPEND_TIME, decode_base64_fields
 
 from . import batch as codec
+from .arrowappend import HEADER_OVERHEAD, RECORD_OVERHEAD
 from .store import KafkaStore
 
 #: The fields of a ``dump --json`` line and of its ``batch`` object (``KafkaStore.to_json``,
@@ -160,11 +164,29 @@ def write_lines(store: KafkaStore, lines: Iterable[Mapping[str, Any]]) -> int:
     count = 0
     plain: list[dict[str, Any]] = []    # plain dicts take append_batch's C path, others Message.coerce
     dumped: list[Mapping[str, Any]] = []
+    # each partition's records bytes (an upper bound) in ``plain``, against its batch's limit
+    pending: dict[tuple[str, int], int] = {}
+    limits: dict[str, int] = {}
 
     def write_plain() -> None:
         if plain:
             store.append_batch(plain)
             plain.clear()
+            pending.clear()
+
+    def fits(obj: Mapping[str, Any]) -> bool:
+        """Whether ``obj`` joins its partition's batch in ``plain`` (False: that batch is full); lines
+        the encoder will refuse (a topic or partition of the wrong kind) are not counted."""
+        topic, partition = obj.get("topic"), obj.get("partition", 0)
+        if type(topic) is not str or type(partition) is not int:
+            return True
+        limit = limits.get(topic)
+        if limit is None:
+            limit = limits[topic] = store.batch_records_limit(topic)
+        held = pending.get((topic, partition), 0)
+        size = _record_bound(obj)
+        pending[(topic, partition)] = held + size
+        return held == 0 or held + size <= limit
 
     def write_dumped() -> None:
         if dumped:
@@ -182,13 +204,38 @@ def write_lines(store: KafkaStore, lines: Iterable[Mapping[str, Any]]) -> int:
             dumped.append(obj)
         else:
             write_dumped()
-            plain.append(decode_base64_fields(obj))
+            obj = decode_base64_fields(obj)
+            if not fits(obj):
+                write_plain()
+                fits(obj)
+            plain.append(obj)
             if len(plain) >= WRITE_CHUNK:
                 write_plain()
         count += 1
     write_plain()
     write_dumped()
     return count
+
+
+def _bytes_bound(value: Any) -> int:
+    """At most the bytes ``value`` (a key, value or header part) encodes to: a str's UTF-8 (4 bytes a
+    code point at most, exact for ASCII), bytes their length; 0 for what the encoder refuses."""
+    if isinstance(value, str):
+        return len(value) if value.isascii() else 4 * len(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return len(value)
+    return 0
+
+
+def _record_bound(obj: Mapping[str, Any]) -> int:
+    """At most the bytes a plain line's record takes in a batch (``arrowappend``'s overheads)."""
+    size = RECORD_OVERHEAD + _bytes_bound(obj.get("key")) + _bytes_bound(obj.get("value"))
+    headers = obj.get("headers")
+    if isinstance(headers, (list, tuple)):
+        for pair in headers:
+            if isinstance(pair, (list, tuple)) and len(pair) == 2:
+                size += HEADER_OVERHEAD + _bytes_bound(pair[0]) + _bytes_bound(pair[1])
+    return size
 
 
 def _batch_key(obj: Mapping[str, Any]) -> tuple[Any, Any, Any]:

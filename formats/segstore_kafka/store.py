@@ -812,6 +812,16 @@ class KafkaStore(Store):
             self.indexes.append()
         return appended
 
+    def batch_records_limit(self, topic: str) -> int:
+        """The records bytes (uncompressed, upper bound) one batch of ``topic`` may hold here, as
+        :meth:`append_arrow` cuts its batches (``arrowappend.batch_limit``: about 1 MiB, less where
+        ``max.message.bytes`` or ``segment.bytes`` is smaller): what a writer of several records a call
+        keeps each call's batch under."""
+        from . import arrowappend
+
+        config = self._part.config if self._part is not None else self._log_dir.config_for(topic)
+        return arrowappend.batch_limit(config.max_message_bytes, config.segment_bytes, config.codec != "none")
+
     def check_destinations(self, destinations: Iterable[tuple[str, int]]) -> None:
         """:meth:`Store.check_destinations`: the topics and partitions Kafka refuses, or another partition
         than this partition directory's (what :meth:`append_batch` checks first)."""
