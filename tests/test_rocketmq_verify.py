@@ -295,3 +295,28 @@ def test_a_delay_entry_holding_the_plain_tags_code_is_what_the_broker_writes_aft
     plain.write_bytes(bytes(raw))
     with segstore.open(store_dir) as store:
         assert [p.path for p in store.verify()] == [str(plain)]
+
+
+def test_an_index_that_stops_short_of_the_keyed_messages_is_named_and_recover_puts_them(tmp_path, capsys):
+    """4.9.7 ``IndexService.buildIndex`` indexes every dispatched message with keys (but rollbacks),
+    so a last IndexFile lost leaves ``queryMessage`` missing the keys of every message after the
+    file before it.  verify used to call that store clean while ``recover`` rebuilt 233 entries."""
+    from segstore.cli import main
+
+    store_dir = copy_writable(FIXTURES / "rocketmq" / "basic" / "store", tmp_path / "store")
+    index_dir = store_dir / "index"
+    _, last = sorted(files.list_dir(str(index_dir)))
+    os.remove(index_dir / last)
+    with segstore.open(str(store_dir), format="rocketmq") as store:
+        assert list(store.query_by_key("TopicB", "key-359")) == []      # lost with the file
+        problems = store.verify()
+    assert [(p.path, p.pos) for p in problems] == [(str(index_dir), None)]
+    assert ("expected index entries for the 154 messages with keys from commitlog offset 368997 on "
+            "(IndexService.buildIndex indexes each), found its last entry at commitlog offset 367946"
+            ) in problems[0].message
+    assert main(["verify", str(store_dir)]) == 1
+    assert main(["recover", str(store_dir)]) == 0
+    capsys.readouterr()
+    assert main(["verify", str(store_dir)]) == 0
+    with segstore.open(str(store_dir), format="rocketmq") as store:
+        assert [m.queue_offset for m in store.query_by_key("TopicB", "key-359")] == [44]
