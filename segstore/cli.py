@@ -2216,7 +2216,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                    help="a format config value, by the broker's own name (repeatable)")
     _selectors(p)
     _json_flag(p, "one dump object a line")
-    p.add_argument("--tag", help="only messages whose TAGS equal this (RocketMQ), queue by queue")
+    p.add_argument("--tag", help="only messages whose TAGS equal this, or one of 'TagA || TagB' ('*': all), "
+                   "as a consumer's subscription (RocketMQ), queue by queue")
     p.add_argument("--group", help="only what this consumer group has not consumed yet: each partition "
                                    "(queue) it committed, from its committed offset to the end (its lag)")
     p.add_argument("--begin", type=time_ms, metavar="TIME",
@@ -2301,7 +2302,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--end", type=time_ms, help="key query window end, inclusive (ms or ISO-8601)")
     p.add_argument("--msg-id", help="RocketMQ msgId: the offset msgId (store host + commitlog offset), or "
                                     "with --topic a client msgId (UNIQ_KEY), as mqadmin queryMsgById")
-    p.add_argument("--tag", help="with --offset: the next --count messages whose TAGS equal this (RocketMQ)")
+    p.add_argument("--tag", help="with --offset: the next --count messages whose TAGS equal this, or one of "
+                   "'TagA || TagB' ('*': any), as a consumer's subscription (RocketMQ)")
     p.add_argument("--max", type=int, default=None,
                    help="at most this many key hits in all (not per queue), the newest (default: all); says "
                         "how many were left out")

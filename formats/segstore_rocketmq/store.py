@@ -307,6 +307,19 @@ class _Windows:
         return start <= msg.queue_offset < stop and has_queue_entry(msg.sys_flag)
 
 
+def subscription_tags(expression: str) -> frozenset[str] | None:
+    """The tags a consumer subscribing with ``expression`` is given (None: every message), as 4.9.7
+    ``FilterAPI.buildSubscriptionData`` reads it: ``*`` (or nothing) subscribes to all, anything else
+    is tags joined by ``||``, each trimmed, empty ones dropped (``mqadmin printMsg -s`` trims the
+    option first).  The broker then matches the tags codes of that set
+    (``ExpressionMessageFilter.isMatchedByConsumeQueue``) and the client the tags themselves
+    (``PullAPIWrapper.processPullResult``), so a message without TAGS matches only ``*``."""
+    expression = expression.strip()
+    if expression in ("", "*"):
+        return None
+    return frozenset(t.strip() for t in expression.split("||") if t.strip())
+
+
 def message_line(msg: RocketMQMessage) -> str:
     """A message's line of the text dump (:meth:`RocketMQStore.dump`; the reference of
     ``columnar.TextWriter``)."""
@@ -1886,8 +1899,9 @@ class RocketMQStore(LifecycleMixin, Store):
              tag: str | None = None, decompress: bool = False) -> Iterator[RocketMQMessage]:
         """Messages of one queue from ``offset`` through its consume queue, lazily.
 
-        With ``tag``, only messages whose TAGS equal it: the entry's tags code is
-        compared first (no commitlog read for others), then the real tag.
+        With ``tag``, a subscription expression as a consumer's (:func:`subscription_tags`): only
+        messages whose TAGS are one of its tags (``"TagA || TagB"``; ``"*"``: every message): the
+        entry's tags code is compared first (no commitlog read for others), then the real tag.
         ``count`` bounds the messages returned.  Entries are read in chunks of
         :data:`_READ_CHUNK`, so memory stays bounded on long queues.
 
@@ -1906,20 +1920,24 @@ class RocketMQStore(LifecycleMixin, Store):
         offset = max(offset, cq.min_offset)
         # a consume queue's entry n points at the message whose QUEUEOFFSET is n (verify checks it)
         checks_offsets = isinstance(cq, ConsumeQueue)
-        code = string_hash(tag) if tag is not None else None
+        tags = subscription_tags(tag) if tag is not None else None
+        codes = np.array([string_hash(t) for t in tags], np.int64) if tags is not None else None
         returned = 0
         position = offset
         while count is None or returned < count:
             rows = cq.entries(position, _READ_CHUNK)
             if not len(rows):
                 return
-            slots = (np.flatnonzero(self.entry_tags_codes(topic, partition, rows["tags_code"]) == code)
-                     if code is not None else range(len(rows)))
+            if codes is None:
+                slots: Iterable[int] = range(len(rows))
+            else:
+                stored = self.entry_tags_codes(topic, partition, rows["tags_code"])
+                slots = np.flatnonzero(np.isin(stored, codes))
             phys_col, size_col = rows["offset"].tolist(), rows["size"].tolist()
             for i in slots:
                 msg = self._entry_message(topic, partition, position + i, phys_col[i], size_col[i],
                                           checks_offsets)
-                if tag is not None and msg.tags != tag:
+                if tags is not None and msg.tags not in tags:
                     continue
                 yield self.consumed(msg) if decompress else msg
                 returned += 1
