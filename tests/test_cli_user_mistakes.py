@@ -6,6 +6,8 @@
   a negative time are refused (exit 1, the line named), not written with one of them dropped or the
   time replaced by the clock; a bad topic in a line is the input's problem (exit 1), not usage.
 - ``query --count`` below 1 is a usage error, not "no record at offset N".
+- RocketMQ ``--config mappedFileSizeCommitLog``/``mappedFileSizeConsumeQueue`` that the store's files
+  plainly were not written with is refused (exit 2), not "repaired" into.
 - RocketMQ ``deleteWhen`` takes what ``UtilAll.isItTimeToDo`` parses (``Integer.parseInt`` of each
   ``;``-separated part): ``99`` is the usual way to turn the time rule off.
 """
@@ -16,7 +18,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import cli_run
+from conftest import FIXTURES, cli_run, copy_writable
 
 
 def _jsonl(path: Path, *objs: dict) -> Path:
@@ -141,3 +143,30 @@ def test_a_bad_field_value_names_its_line_and_byte(tmp_path, fmt, bad, said):
     code, out, err = cli_run("write", tmp_path / "store", "--format", fmt, "--input", src)
     assert (code, out) == (1, "")
     assert err.startswith(f"{src}:{pos}: line 9001: ") and said in err
+
+
+@pytest.mark.parametrize("config, said", [
+    ("mappedFileSizeCommitLog=131072",
+     "commitlog: expected files of 131072 bytes (mappedFileSizeCommitLog as given), found files written "
+     "with 262144"),
+    ("mappedFileSizeConsumeQueue=6000",
+     "consumequeue: expected files of 6000 bytes (mappedFileSizeConsumeQueue as given), found files "
+     "written with 640"),
+    ("mappedFileSizeConsumeQueue=320", "found files written with 640"),
+])
+def test_a_file_size_the_store_was_not_written_with_is_refused_not_repaired_into(tmp_path, config, said):
+    """4.9.7 ``MappedFileQueue.load`` refuses to start on files of another length than its
+    ``mappedFileSize``.  ``write --config`` with a size the files plainly were not written with (their
+    names step by another) used to "repair" every file to it: commitlog files cut in half (the rest kept
+    aside), consume-queue files overlapping, then "appended", exit 0."""
+    store = copy_writable(FIXTURES / "rocketmq" / "basic" / "store", tmp_path / "store")
+    before = {p.relative_to(store): p.read_bytes() for p in store.rglob("*") if p.is_file()}
+    lines = _jsonl(tmp_path / "in.jsonl", {"topic": "A", "body": "x"})
+    code, out, err = cli_run("write", store, "--input", lines, "--config", config)
+    assert (code, out) == (2, "") and said in err and "leave" in err
+    assert {p.relative_to(store): p.read_bytes() for p in store.rglob("*") if p.is_file()} == before
+    assert cli_run("info", store, "--config", config)[0] == 2
+    # the size the files were written with is taken, given or not
+    right = config.split("=")[0] + "=" + ("262144" if "CommitLog" in config else "640")
+    assert cli_run("write", store, "--input", lines, "--config", right)[0] == 0
+    assert cli_run("verify", store)[0] == 0

@@ -370,6 +370,57 @@ def _size_from_names(directories: Iterable[str], unit: int = 1) -> int:
     return size
 
 
+def _size_contradicted(directories: Iterable[str], size: int) -> int | None:
+    """What the files of ``directories`` (named by their start offsets) say their mapped-file size is,
+    where that plainly contradicts ``size``, else None.  Plainly: two names closer than ``size``
+    (their files would overlap) where every step is a multiple of that smallest one and a file has
+    it as its length, or names whose steps are all multiples of the one length their files share,
+    when no file has length ``size`` (a file missing between others makes a step of several sizes,
+    but the files left have the size).  A lone file of another length says nothing:
+    recovery resizes a torn one.  Reads the names, and the lengths of a directory's first three files.
+    """
+    steps: set[int] = set()
+    lengths: set[int] = set()
+    for directory in directories:
+        names = files.list_dir(directory)
+        bases = sorted(int(n) for n in names if len(n) == FILE_NAME_DIGITS and n.isdigit())
+        steps.update(high - low for low, high in itertools.pairwise(bases))
+        for base in bases[:3]:
+            path = os.path.join(directory, f"{base:0{FILE_NAME_DIGITS}d}")
+            if files.not_regular(path) is None:
+                lengths.add(files.file_size(path))
+    if not steps:
+        return None
+    step = min(steps)
+    if step < size and step in lengths and all(n % step == 0 for n in steps):
+        return step
+    if size not in lengths and len(lengths) == 1:
+        (length,) = lengths
+        if length > 0 and all(n % length == 0 for n in steps):
+            return length
+    return None
+
+
+def _check_given_sizes(path: str, given: Mapping[str, Any], config: BrokerConfig) -> None:
+    """Refuse a ``mappedFileSizeCommitLog``/``mappedFileSizeConsumeQueue`` given that the store's files
+    plainly were not written with (:func:`_size_contradicted`): as 4.9.7 ``MappedFileQueue.load``
+    refuses to start on files of another length, and opening for append would otherwise "repair"
+    every file to the wrong length (cutting the bytes past it from each commitlog file)."""
+    checks = []
+    if "mappedFileSizeCommitLog" in given:
+        checks.append(("mappedFileSizeCommitLog", os.path.join(path, COMMITLOG_DIR),
+                       [os.path.join(path, COMMITLOG_DIR)], config.mappedFileSizeCommitLog))
+    if "mappedFileSizeConsumeQueue" in given:
+        root = os.path.join(path, CONSUMEQUEUE_DIR)
+        queues = [directory for _, _, directory in queue_dirs(root).queues]
+        checks.append(("mappedFileSizeConsumeQueue", root, queues, config.consume_queue_file_size))
+    for name, where, directories, size in checks:
+        found = _size_contradicted(directories, size)
+        if found is not None:
+            raise ConfigError(f"expected files of {size} bytes ({name} as given), found files written with "
+                              f"{found}: leave {name} out to take the size from the files", where)
+
+
 def _sizes_on_disk(path: str, given: Mapping[str, Any]) -> dict[str, int]:
     """File sizes an existing store was written with, as config values, for those not ``given``.
 
@@ -475,6 +526,7 @@ class RocketMQStore(LifecycleMixin, Store):
         if not isinstance(config, BrokerConfig):
             given = dict(config or {})
             config = BrokerConfig.from_mapping({**_sizes_on_disk(self.path, given), **given})
+            _check_given_sizes(self.path, given, config)
         self.config = config
         self._clock = clock or _now_ms
         self._store_host = Host.parse(self.config.storeHost)
