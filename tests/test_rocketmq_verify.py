@@ -115,6 +115,19 @@ def test_consume_queue_damage_is_named_and_rebuilt(store_dir):
         assert [m.body for m in store.read("Crash", 1)] == [message(i)["body"] for i in range(N) if i % 2]
 
 
+def test_a_lost_queue_directory_is_named_by_the_queue(store_dir):
+    """The entries a queue without a directory lacks are named at ``consumequeue/TOPIC/QUEUEID:POS``, as
+    any other queue's (they used to be named at the topic's directory, a position in no file)."""
+    queue_dir = os.path.join(store_dir, "consumequeue", "Crash", "1")
+    for name in files.list_dir(queue_dir):
+        os.remove(os.path.join(queue_dir, name))
+    os.rmdir(queue_dir)
+    with _open(store_dir) as store:
+        problems = store.verify()
+    assert [(p.path, p.pos) for p in problems] == [(queue_dir, 20 * n) for n in range(N // 2)]
+    assert "(Crash/1 offset 0), found none" in problems[0].message
+
+
 def test_index_damage_is_named_and_rebuilt_per_entry(store_dir):
     index_dir = os.path.join(store_dir, "index")
     first = os.path.join(index_dir, files.list_dir(index_dir)[0])

@@ -323,7 +323,9 @@ class _Coverage:
             topic, qid = batch.topics[int(batch.topic[m])], int(batch.queue_id[m])
             offset = int(batch.queue_offset[m])
             cq = store.queues.get((topic, qid))
-            where = cq.directory if cq is not None else os.path.join(store.path, "consumequeue", topic)
+            # a queue without a directory: where its directory belongs (positions are queue bytes there too)
+            where = (cq.directory if cq is not None
+                     else os.path.join(store.path, "consumequeue", topic, str(qid)))
             missing.append(
                 Problem(
                     where,
