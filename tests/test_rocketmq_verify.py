@@ -128,6 +128,30 @@ def test_a_lost_queue_directory_is_named_by_the_queue(store_dir):
     assert "(Crash/1 offset 0), found none" in problems[0].message
 
 
+@pytest.mark.parametrize("slot", [5, 17])
+def test_zeros_over_entries_before_a_queues_last_file_are_rebuilt_not_the_rest_dropped(store_dir, slot):
+    """Zeros over entries of a consume-queue file before the queue's last: a writer's open counted the
+    offsets past them as held, so recovery compared entries it could not read and then cut the queue at
+    the zeros as "past the commitlog end" (its later files deleted, exit 0, verify still failing).
+    4.9.7 ``ConsumeQueue.recover`` ends the queue at such a slot; segstore rebuilds from it."""
+    from segstore.cli import main
+
+    queue_dir = os.path.join(store_dir, "consumequeue", "Crash", "1")
+    names = files.list_dir(queue_dir)
+    assert len(names) >= 2
+    before = {name: files.read_bytes(os.path.join(queue_dir, name)) for name in names}
+    first = os.path.join(queue_dir, names[0])
+    files.write_bytes(first, bytes(40), slot * 20 % CONFIG["mappedFileSizeConsumeQueue"])
+    with _open(store_dir) as store:
+        assert store.verify() != []
+    assert main(["recover", store_dir]) == 0
+    assert {name: files.read_bytes(os.path.join(queue_dir, name)) for name in files.list_dir(queue_dir)} \
+        == before
+    with _open(store_dir) as store:
+        assert store.verify() == []
+        assert [m.body for m in store.read("Crash", 1)] == [message(i)["body"] for i in range(N) if i % 2]
+
+
 def test_index_damage_is_named_and_rebuilt_per_entry(store_dir):
     index_dir = os.path.join(store_dir, "index")
     first = os.path.join(index_dir, files.list_dir(index_dir)[0])

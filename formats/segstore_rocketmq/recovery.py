@@ -1302,6 +1302,17 @@ def recover(ctx: RecoveryContext) -> list[str]:
             q.missing = None
             lines.append(f"consumequeue {key[0]}/{key[1]}: {path} missing; entries from queue offset "
                          f"{offset} on are rebuilt from the commitlog")
+        elif q.hole is not None:
+            # no entry in a slot before the queue's last file (zeroed): as a missing file, the entries
+            # from it on are rebuilt (4.9.7 ConsumeQueue.recover ends the queue at such a slot and
+            # truncateDirtyLogicFiles deletes the files after it, whose entries the broker never
+            # dispatches again: it resumes at the other queues' end)
+            path, offset = q.hole
+            q.truncate(offset)
+            pos = offset * CQ_DTYPE.itemsize % q.file_size
+            lines.append(f"consumequeue {key[0]}/{key[1]}: {path}:{pos}: no entry at queue offset {offset}, "
+                         f"entries after it; entries from it on are rebuilt from the commitlog")
+        q.hole = None
     start = cl.min_offset if ctx.full else _start_offset(ctx)
     w = Walk(start=start, end=start)
     dispatch = _Dispatch(ctx, None)
