@@ -1158,6 +1158,8 @@ def _recover_index(ctx: RecoveryContext, w: Walk, lines: list[str]) -> tuple[int
     """
     index = ctx.index
     assert index is not None
+    # slots first: the entries put again below link to what their slots hold
+    lines.extend(_fix_slots(index))
     bad = _first_bad_entry(ctx.commitlog, index, w.start, w.end)
     if bad is None:
         last = index.last
@@ -1210,6 +1212,18 @@ def _fix_begin_offsets(index: IndexService) -> list[str]:
                          f"{int(entries['phy_offset'][0])}")
             f.header.begin_phy_offset = int(entries["phy_offset"][0])
             f.write_header()
+    return lines
+
+
+def _fix_slots(index: IndexService) -> list[str]:
+    """Point each file's slots at the newest entry hashed to each (:meth:`IndexFile.repair_slots`;
+    entries cut afterwards move their slots back along the chains); the recovery lines."""
+    lines = []
+    for f in index.files:
+        wrong = f.repair_slots()
+        if wrong:
+            lines.append(f"{f.path}:{f.slot_pos(wrong[0])}: pointed {len(wrong)} hash slots at the newest "
+                         f"entry hashed to each (a key query walks only its slot's chain)")
     return lines
 
 
