@@ -34,6 +34,7 @@ from .errors import (
     FormatNotFoundError,
     InvalidMessageError,
     InvalidTopicError,
+    MessageTooLargeError,
     MissingDependencyError,
     NotFoundError,
     OffsetOutOfRangeError,
@@ -1328,7 +1329,9 @@ def _write_input(args: argparse.Namespace, path: str, config: dict[str, Any], ou
         try:
             count = registry.get(fmt).write_jsonl(args.path, lines(), config)
         except InvalidMessageError as err:
-            if err.path is None:  # name the input file (and the line) when the plugin could not
+            # name the input file (and the line) when the plugin could not; a message too large names
+            # the store's log, where it would have gone, not the line that held it
+            if err.path is None or isinstance(err, MessageTooLargeError):
                 # a line's bad topic is the input's problem (exit 1), not a bad argument's (InvalidTopicError)
                 kind = InvalidMessageError if isinstance(err, InvalidTopicError) else type(err)
                 found = _locate_bad_line(fmt, path, list(recent), config)

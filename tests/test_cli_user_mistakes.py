@@ -8,6 +8,7 @@
 - ``query --count`` below 1 is a usage error, not "no record at offset N".
 - RocketMQ ``--config mappedFileSizeCommitLog``/``mappedFileSizeConsumeQueue`` that the store's files
   plainly were not written with is refused (exit 2), not "repaired" into.
+- A ``write --input`` message too large for the broker is named by its input line, not the log.
 - RocketMQ ``deleteWhen`` takes what ``UtilAll.isItTimeToDo`` parses (``Integer.parseInt`` of each
   ``;``-separated part): ``99`` is the usual way to turn the time rule off.
 """
@@ -170,3 +171,21 @@ def test_a_file_size_the_store_was_not_written_with_is_refused_not_repaired_into
     right = config.split("=")[0] + "=" + ("262144" if "CommitLog" in config else "640")
     assert cli_run("write", store, "--input", lines, "--config", right)[0] == 0
     assert cli_run("verify", store)[0] == 0
+
+
+@pytest.mark.parametrize("fmt, config, said", [
+    ("rocketmq", "maxMessageSize=1024", "expected a message of at most 1024 bytes (maxMessageSize 1024)"),
+    ("kafka", "max.message.bytes=1024", "expected a batch of at most max.message.bytes=1024 bytes"),
+])
+def test_a_message_too_large_names_its_input_line(tmp_path, fmt, config, said):
+    """docs/cli.md: a bad ``write --input`` line is named by file, byte and line.  A message over the
+    broker's limit (4.9.7 ``CommitLog.putMessage``: MESSAGE_SIZE_EXCEEDED; Kafka's max.message.bytes)
+    was named at the new store's log (``STORE/commitlog:0``), a place that does not exist."""
+    lines = _jsonl(tmp_path / "in.jsonl", {"topic": "A", "value": "small"},
+                   {"topic": "A", "value": "x" * 2000}, {"topic": "A", "value": "small"})
+    code, out, err = cli_run("write", tmp_path / "store", "--format", fmt, "--config", config,
+                             "--input", lines)
+    second = len(lines.read_text().splitlines()[0]) + 1
+    assert (code, out) == (1, "")
+    assert f"in.jsonl:{second}: line 2: {said}" in err, err
+    assert not (tmp_path / "store").exists()
