@@ -34,6 +34,7 @@ from .errors import (
     FormatNotFoundError,
     InvalidMessageError,
     InvalidTopicError,
+    MessageTooLargeError,
     MissingDependencyError,
     NotFoundError,
     OffsetOutOfRangeError,
@@ -1333,7 +1334,9 @@ def _write_input(args: argparse.Namespace, path: str, config: dict[str, Any], ou
         try:
             count = registry.get(fmt).write_jsonl(args.path, lines(), config)
         except InvalidMessageError as err:
-            if err.path is None:  # name the input file (and the line) when the plugin could not
+            # name the input file (and the line) when the plugin could not; a message too large names
+            # the store's log, where it would have gone, not the line that held it
+            if err.path is None or isinstance(err, MessageTooLargeError):
                 # a line's bad topic is the input's problem (exit 1), not a bad argument's (InvalidTopicError)
                 kind = InvalidMessageError if isinstance(err, InvalidTopicError) else type(err)
                 found = _locate_bad_line(fmt, path, list(recent), config)
@@ -2224,7 +2227,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                    help="a format config value, by the broker's own name (repeatable)")
     _selectors(p)
     _json_flag(p, "one dump object a line")
-    p.add_argument("--tag", help="only messages whose TAGS equal this (RocketMQ), queue by queue")
+    p.add_argument("--tag", help="only messages whose TAGS equal this, or one of 'TagA || TagB' ('*': all), "
+                   "as a consumer's subscription (RocketMQ), queue by queue")
     p.add_argument("--group", help="only what this consumer group has not consumed yet: each partition "
                                    "(queue) it committed, from its committed offset to the end (its lag)")
     p.add_argument("--begin", type=time_ms, metavar="TIME",
@@ -2309,7 +2313,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--end", type=time_ms, help="key query window end, inclusive (ms or ISO-8601)")
     p.add_argument("--msg-id", help="RocketMQ msgId: the offset msgId (store host + commitlog offset), or "
                                     "with --topic a client msgId (UNIQ_KEY), as mqadmin queryMsgById")
-    p.add_argument("--tag", help="with --offset: the next --count messages whose TAGS equal this (RocketMQ)")
+    p.add_argument("--tag", help="with --offset: the next --count messages whose TAGS equal this, or one of "
+                   "'TagA || TagB' ('*': any), as a consumer's subscription (RocketMQ)")
     p.add_argument("--max", type=int, default=None,
                    help="at most this many key hits in all (not per queue), the newest (default: all); says "
                         "how many were left out")

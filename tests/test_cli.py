@@ -622,6 +622,30 @@ def test_a_tagged_dump_prints_the_dumps_own_lines(capsys):
     assert (code, out) == (1, "") and "segstore dump: */*: no message tagged 'NoSuchTag'" in err
 
 
+def test_tag_takes_a_subscription_expression_as_printmsg_s_does(capsys):
+    """``mqadmin printMsg -s`` pulls with a subscription expression, which 4.9.7
+    ``FilterAPI.buildSubscriptionData`` splits on ``||`` (each tag trimmed) and reads ``*`` as every
+    message; ``--tag 'TagA || TagB'`` used to match only a literal tag of that text, exit 1."""
+    code, whole, _ = run(capsys, "dump", BASIC, "--topic", "TopicA", "--json")
+    lines = [json.loads(line) for line in whole.splitlines()]
+
+    def shown(out: str) -> list[tuple[int, int]]:
+        return sorted((m["queue_id"], m["queue_offset"]) for m in map(json.loads, out.splitlines()))
+
+    either = sorted((m["queue_id"], m["queue_offset"]) for m in lines if m["tags"] in ("TagA", "TagB"))
+    assert either and any(m["tags"] == "TagB" for m in lines) and any(m["tags"] is None for m in lines)
+    for expression in ("TagA || TagB", "TagB||TagA", " TagA ||  TagB || "):
+        code, out, _ = run(capsys, "dump", BASIC, "--topic", "TopicA", "--json", "--tag", expression)
+        assert code == 0 and shown(out) == either, expression
+    code, out, _ = run(capsys, "dump", BASIC, "--topic", "TopicA", "--json", "--tag", "*")
+    assert code == 0 and shown(out) == sorted((m["queue_id"], m["queue_offset"]) for m in lines)
+    code, out, _ = run(capsys, "query", BASIC, "--topic", "TopicA", "--queue", "0", "--offset", "0",
+                       "--count", "3", "--tag", "TagA || TagB", "--json")
+    assert code == 0 and shown(out) == [t for t in either if t[0] == 0][:3]
+    code, out, err = run(capsys, "dump", BASIC, "--topic", "TopicA", "--tag", "||")
+    assert (code, out) == (1, "") and "no message tagged '||'" in err
+
+
 @pytest.mark.parametrize(("text", "ms"), [
     ("1795334929500", 1795334929500),
     ("2026-11-22T08:08:49.5Z", 1795334929500),

@@ -6,6 +6,9 @@
   a negative time are refused (exit 1, the line named), not written with one of them dropped or the
   time replaced by the clock; a bad topic in a line is the input's problem (exit 1), not usage.
 - ``query --count`` below 1 is a usage error, not "no record at offset N".
+- RocketMQ ``--config mappedFileSizeCommitLog``/``mappedFileSizeConsumeQueue`` that the store's files
+  plainly were not written with is refused (exit 2), not "repaired" into.
+- A ``write --input`` message too large for the broker is named by its input line, not the log.
 - RocketMQ ``deleteWhen`` takes what ``UtilAll.isItTimeToDo`` parses (``Integer.parseInt`` of each
   ``;``-separated part): ``99`` is the usual way to turn the time rule off.
 """
@@ -16,7 +19,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import cli_run
+from conftest import FIXTURES, cli_run, copy_writable
 
 
 def _jsonl(path: Path, *objs: dict) -> Path:
@@ -144,3 +147,48 @@ def test_a_bad_field_value_names_its_line_and_byte(tmp_path, fmt, bad, said):
     code, out, err = cli_run("write", tmp_path / "store", "--format", fmt, "--input", src)
     assert (code, out) == (1, "")
     assert err.startswith(f"{src}:{pos}: line 9001: ") and said in err
+
+
+@pytest.mark.parametrize("config, said", [
+    ("mappedFileSizeCommitLog=131072",
+     "commitlog: expected files of 131072 bytes (mappedFileSizeCommitLog as given), found files written "
+     "with 262144"),
+    ("mappedFileSizeConsumeQueue=6000",
+     "consumequeue: expected files of 6000 bytes (mappedFileSizeConsumeQueue as given), found files "
+     "written with 640"),
+    ("mappedFileSizeConsumeQueue=320", "found files written with 640"),
+])
+def test_a_file_size_the_store_was_not_written_with_is_refused_not_repaired_into(tmp_path, config, said):
+    """4.9.7 ``MappedFileQueue.load`` refuses to start on files of another length than its
+    ``mappedFileSize``.  ``write --config`` with a size the files plainly were not written with (their
+    names step by another) used to "repair" every file to it: commitlog files cut in half (the rest kept
+    aside), consume-queue files overlapping, then "appended", exit 0."""
+    store = copy_writable(FIXTURES / "rocketmq" / "basic" / "store", tmp_path / "store")
+    before = {p.relative_to(store): p.read_bytes() for p in store.rglob("*") if p.is_file()}
+    lines = _jsonl(tmp_path / "in.jsonl", {"topic": "A", "body": "x"})
+    code, out, err = cli_run("write", store, "--input", lines, "--config", config)
+    assert (code, out) == (2, "") and said in err and "leave" in err
+    assert {p.relative_to(store): p.read_bytes() for p in store.rglob("*") if p.is_file()} == before
+    assert cli_run("info", store, "--config", config)[0] == 2
+    # the size the files were written with is taken, given or not
+    right = config.split("=")[0] + "=" + ("262144" if "CommitLog" in config else "640")
+    assert cli_run("write", store, "--input", lines, "--config", right)[0] == 0
+    assert cli_run("verify", store)[0] == 0
+
+
+@pytest.mark.parametrize("fmt, config, said", [
+    ("rocketmq", "maxMessageSize=1024", "expected a message of at most 1024 bytes (maxMessageSize 1024)"),
+    ("kafka", "max.message.bytes=1024", "expected a batch of at most max.message.bytes=1024 bytes"),
+])
+def test_a_message_too_large_names_its_input_line(tmp_path, fmt, config, said):
+    """docs/cli.md: a bad ``write --input`` line is named by file, byte and line.  A message over the
+    broker's limit (4.9.7 ``CommitLog.putMessage``: MESSAGE_SIZE_EXCEEDED; Kafka's max.message.bytes)
+    was named at the new store's log (``STORE/commitlog:0``), a place that does not exist."""
+    lines = _jsonl(tmp_path / "in.jsonl", {"topic": "A", "value": "small"},
+                   {"topic": "A", "value": "x" * 2000}, {"topic": "A", "value": "small"})
+    code, out, err = cli_run("write", tmp_path / "store", "--format", fmt, "--config", config,
+                             "--input", lines)
+    second = len(lines.read_text().splitlines()[0]) + 1
+    assert (code, out) == (1, "")
+    assert f"in.jsonl:{second}: line 2: {said}" in err, err
+    assert not (tmp_path / "store").exists()

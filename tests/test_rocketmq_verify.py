@@ -115,6 +115,43 @@ def test_consume_queue_damage_is_named_and_rebuilt(store_dir):
         assert [m.body for m in store.read("Crash", 1)] == [message(i)["body"] for i in range(N) if i % 2]
 
 
+def test_a_lost_queue_directory_is_named_by_the_queue(store_dir):
+    """The entries a queue without a directory lacks are named at ``consumequeue/TOPIC/QUEUEID:POS``, as
+    any other queue's (they used to be named at the topic's directory, a position in no file)."""
+    queue_dir = os.path.join(store_dir, "consumequeue", "Crash", "1")
+    for name in files.list_dir(queue_dir):
+        os.remove(os.path.join(queue_dir, name))
+    os.rmdir(queue_dir)
+    with _open(store_dir) as store:
+        problems = store.verify()
+    assert [(p.path, p.pos) for p in problems] == [(queue_dir, 20 * n) for n in range(N // 2)]
+    assert "(Crash/1 offset 0), found none" in problems[0].message
+
+
+@pytest.mark.parametrize("slot", [5, 17])
+def test_zeros_over_entries_before_a_queues_last_file_are_rebuilt_not_the_rest_dropped(store_dir, slot):
+    """Zeros over entries of a consume-queue file before the queue's last: a writer's open counted the
+    offsets past them as held, so recovery compared entries it could not read and then cut the queue at
+    the zeros as "past the commitlog end" (its later files deleted, exit 0, verify still failing).
+    4.9.7 ``ConsumeQueue.recover`` ends the queue at such a slot; segstore rebuilds from it."""
+    from segstore.cli import main
+
+    queue_dir = os.path.join(store_dir, "consumequeue", "Crash", "1")
+    names = files.list_dir(queue_dir)
+    assert len(names) >= 2
+    before = {name: files.read_bytes(os.path.join(queue_dir, name)) for name in names}
+    first = os.path.join(queue_dir, names[0])
+    files.write_bytes(first, bytes(40), slot * 20 % CONFIG["mappedFileSizeConsumeQueue"])
+    with _open(store_dir) as store:
+        assert store.verify() != []
+    assert main(["recover", store_dir]) == 0
+    assert {name: files.read_bytes(os.path.join(queue_dir, name)) for name in files.list_dir(queue_dir)} \
+        == before
+    with _open(store_dir) as store:
+        assert store.verify() == []
+        assert [m.body for m in store.read("Crash", 1)] == [message(i)["body"] for i in range(N) if i % 2]
+
+
 def test_index_damage_is_named_and_rebuilt_per_entry(store_dir):
     index_dir = os.path.join(store_dir, "index")
     first = os.path.join(index_dir, files.list_dir(index_dir)[0])
@@ -132,11 +169,59 @@ def test_index_damage_is_named_and_rebuilt_per_entry(store_dir):
             assert [m.body for m in store.query_by_key("Crash", f"k{i}")] == [message(i)["body"]]
 
 
+def test_zeroed_hash_slots_are_pointed_back_at_their_chains(store_dir, capsys):
+    """Slots zeroed in an IndexFile hide every key of their chains from a query (it walks only its
+    slot's chain); verify names them, and ``recover`` used to leave them so (exit 0, verify still
+    failing).  It now points each at the newest entry hashed to it, as ``IndexFile.putKey`` (4.9.7)
+    leaves it: the broker's bytes (the basic fixture's files are left as they are)."""
+    from segstore.cli import main
+
+    index_dir = os.path.join(store_dir, "index")
+    first = os.path.join(index_dir, files.list_dir(index_dir)[0])
+    before = files.read_bytes(first)
+    files.write_bytes(first, bytes(4 * CONFIG["maxHashSlotNum"]), 40)
+    with _open(store_dir) as store:
+        assert any(str(p).startswith(f"{first}:") for p in store.verify())
+        assert not all(list(store.query_by_key("Crash", f"k{i}")) for i in range(N))
+    assert main(["recover", store_dir]) == 0
+    assert f"{first}:40: pointed " in capsys.readouterr().out
+    assert files.read_bytes(first) == before
+    with _open(store_dir) as store:
+        assert store.verify() == []
+        for i in range(N):
+            assert [m.body for m in store.query_by_key("Crash", f"k{i}")] == [message(i)["body"]]
+
+
 def test_checkpoint_damage_is_named(store_dir):
     path = os.path.join(store_dir, "checkpoint")
     _flip(path, 1000)
     with _open(store_dir) as store:
         assert [str(p) for p in store.verify()] == [f"{path}:1000: expected zeros after byte 40, found 0xff"]
+
+
+@pytest.mark.parametrize("damage, said", [
+    (lambda path: files.write_bytes(path, b"\x01" * 10, 4096),
+     "cut 10 bytes past the checkpoint's 4096, saved in"),
+    (lambda path: os.truncate(path, 30), "extended from 30 to 4096 bytes with zeros"),
+    (lambda path: files.write_bytes(path, b"junk", 1000), "zeroed 4 non-zero bytes after the fields"),
+    (lambda path: files.write_bytes(path, (-5).to_bytes(8, "big", signed=True), 8),
+     "logicsMsgTimestamp -5 set to 0"),
+])
+def test_recover_repairs_the_checkpoint_problems_verify_names_and_says_so(store_dir, damage, said, capsys):
+    """verify names a checkpoint of another size, bytes after its fields and a negative field; ``recover``
+    used to leave the last three as they were (exit 0, verify still failing) and to extend a short one
+    without a word.  4.9.7 ``StoreCheckpoint`` maps one 4096-byte page and writes only the fields."""
+    from segstore.cli import main
+
+    path = os.path.join(store_dir, "checkpoint")
+    damage(path)
+    with _open(store_dir) as store:
+        assert [p.path for p in store.verify()] == [path]
+    assert main(["recover", store_dir]) == 0
+    assert said in capsys.readouterr().out
+    assert os.path.getsize(path) == 4096
+    with _open(store_dir) as store:
+        assert store.verify() == []
 
 
 def test_cut_files_raise_typed_errors_and_opening_to_append_resizes_them(store_dir):
@@ -295,3 +380,28 @@ def test_a_delay_entry_holding_the_plain_tags_code_is_what_the_broker_writes_aft
     plain.write_bytes(bytes(raw))
     with segstore.open(store_dir) as store:
         assert [p.path for p in store.verify()] == [str(plain)]
+
+
+def test_an_index_that_stops_short_of_the_keyed_messages_is_named_and_recover_puts_them(tmp_path, capsys):
+    """4.9.7 ``IndexService.buildIndex`` indexes every dispatched message with keys (but rollbacks),
+    so a last IndexFile lost leaves ``queryMessage`` missing the keys of every message after the
+    file before it.  verify used to call that store clean while ``recover`` rebuilt 233 entries."""
+    from segstore.cli import main
+
+    store_dir = copy_writable(FIXTURES / "rocketmq" / "basic" / "store", tmp_path / "store")
+    index_dir = store_dir / "index"
+    _, last = sorted(files.list_dir(str(index_dir)))
+    os.remove(index_dir / last)
+    with segstore.open(str(store_dir), format="rocketmq") as store:
+        assert list(store.query_by_key("TopicB", "key-359")) == []      # lost with the file
+        problems = store.verify()
+    assert [(p.path, p.pos) for p in problems] == [(str(index_dir), None)]
+    assert ("expected index entries for the 154 messages with keys from commitlog offset 368997 on "
+            "(IndexService.buildIndex indexes each), found its last entry at commitlog offset 367946"
+            ) in problems[0].message
+    assert main(["verify", str(store_dir)]) == 1
+    assert main(["recover", str(store_dir)]) == 0
+    capsys.readouterr()
+    assert main(["verify", str(store_dir)]) == 0
+    with segstore.open(str(store_dir), format="rocketmq") as store:
+        assert [m.queue_offset for m in store.query_by_key("TopicB", "key-359")] == [44]

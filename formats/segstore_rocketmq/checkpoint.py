@@ -19,11 +19,14 @@ the store updates it from its flush thread under its own lock.
 
 from __future__ import annotations
 
+import os
 import struct
 from dataclasses import dataclass
 
 from segstore import files
 from segstore.errors import CorruptDataError, TruncatedDataError
+
+from .consumequeue import CUT_DIR, SEGSTORE_DIR
 
 FIELDS = struct.Struct(
     ">q"  # physicMsgTimestamp
@@ -99,6 +102,10 @@ class Checkpoint:
 
 #: the three 4.x fields: store times of messages
 TIME_FIELDS = ("physicMsgTimestamp", "logicsMsgTimestamp", "indexMsgTimestamp")
+#: every field by its broker name, and the :class:`Checkpoint` attribute holding it
+FIELD_NAMES = (*TIME_FIELDS, "masterFlushedOffset", "confirmPhyOffset")
+FIELD_ATTRS = ("physic_msg_timestamp", "logics_msg_timestamp", "index_msg_timestamp", "master_flushed_offset",
+               "confirm_phy_offset")
 
 
 def check(data: bytes | memoryview, *, path: str, newest: int | None = None) -> list[tuple[int, str]]:
@@ -157,17 +164,56 @@ class CheckpointFile:
         self.path = path
         self.writable = writable
         self._file: files.MappedFile | None = None
+        #: what opening it writable repaired, one line each (see :meth:`_repair`)
+        self.repairs: list[str] = []
         if writable:
             if not files.exists(path):
                 # whole or absent: a writer killed while it makes a store leaves no short checkpoint
                 # (which readers take for an empty store, and verify reports)
                 files.write_atomic(path, bytes(FILE_SIZE))
-            self._file = files.MappedFile(path, FILE_SIZE, create=True, writable=True, reserve=True)
+            size = files.file_size(path)
+            self._file = files.MappedFile(path, None if size > FILE_SIZE else FILE_SIZE, create=True,
+                                          writable=True, reserve=True)
             self.value = Checkpoint.unpack(self._file.view(0, FIELDS.size), path=path)
+            self._repair(size)
         elif files.exists(path):
             self.value = Checkpoint.unpack(files.read_bytes(path), path=path)
         else:
             self.value = Checkpoint()
+
+    def _repair(self, size: int) -> None:
+        """Make the file what :func:`check` expects, saying what changed in :attr:`repairs`: 4096 bytes
+        (4.9.7 ``StoreCheckpoint`` maps one page and writes only its fields: a longer file's bytes past
+        it are kept under ``.segstore/cut/`` first), zeros after the fields, no negative field (0, as
+        a new store's: a negative time would start the next abnormal recovery at the first file)."""
+        assert self._file is not None
+        if size > FILE_SIZE:
+            extra = self._file.view(FILE_SIZE, size)
+            if any(extra):
+                kept = files.save_aside(self.path, FILE_SIZE, extra, into=os.path.join(
+                    os.path.dirname(self.path), SEGSTORE_DIR, CUT_DIR))
+                self.repairs.append(f"{self.path}:{FILE_SIZE}: cut {size - FILE_SIZE} bytes past the "
+                                    f"checkpoint's {FILE_SIZE}, saved in {kept}")
+            else:
+                self.repairs.append(f"{self.path}:{FILE_SIZE}: cut {size - FILE_SIZE} zero bytes past the "
+                                    f"checkpoint's {FILE_SIZE}")
+            del extra
+            self._file.resize(FILE_SIZE)
+        elif size < FILE_SIZE:
+            self.repairs.append(f"{self.path}: extended from {size} to {FILE_SIZE} bytes with zeros")
+        tail = self._file.view(FIELDS.size, FILE_SIZE)
+        nonzero = sum(1 for b in tail if b)
+        del tail
+        if nonzero:
+            self._file.write(FIELDS.size, bytes(FILE_SIZE - FIELDS.size))
+            self.repairs.append(f"{self.path}:{FIELDS.size}: zeroed {nonzero} non-zero bytes after the "
+                                "fields")
+        for name, attr in zip(FIELD_NAMES, FIELD_ATTRS, strict=True):
+            if getattr(self.value, attr) < 0:
+                self.repairs.append(f"{self.path}: {name} {getattr(self.value, attr)} set to 0")
+                setattr(self.value, attr, 0)
+        if self.repairs:
+            self.flush()
 
     def flush(self) -> None:
         """Write the fields and make them durable (``StoreCheckpoint.flush``)."""

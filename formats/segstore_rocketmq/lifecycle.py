@@ -208,7 +208,7 @@ class LifecycleMixin:
 
         abort = os.path.join(self.path, ABORT_FILE)
         checkpoint = self.checkpoint = CheckpointFile(os.path.join(self.path, CHECKPOINT_FILE), writable=True)
-        resized = [line for q in self.queues.values() for line in q.repairs]
+        resized = checkpoint.repairs + [line for q in self.queues.values() for line in q.repairs]
         if self.index is not None:
             aside = os.path.join(self.path, SEGSTORE_DIR, CUT_DIR, "index")
             resized += self.index.set_aside_strays(aside) + self.index.set_aside_refused(aside)

@@ -1158,6 +1158,8 @@ def _recover_index(ctx: RecoveryContext, w: Walk, lines: list[str]) -> tuple[int
     """
     index = ctx.index
     assert index is not None
+    # slots first: the entries put again below link to what their slots hold
+    lines.extend(_fix_slots(index))
     bad = _first_bad_entry(ctx.commitlog, index, w.start, w.end)
     if bad is None:
         last = index.last
@@ -1210,6 +1212,18 @@ def _fix_begin_offsets(index: IndexService) -> list[str]:
                          f"{int(entries['phy_offset'][0])}")
             f.header.begin_phy_offset = int(entries["phy_offset"][0])
             f.write_header()
+    return lines
+
+
+def _fix_slots(index: IndexService) -> list[str]:
+    """Point each file's slots at the newest entry hashed to each (:meth:`IndexFile.repair_slots`;
+    entries cut afterwards move their slots back along the chains); the recovery lines."""
+    lines = []
+    for f in index.files:
+        wrong = f.repair_slots()
+        if wrong:
+            lines.append(f"{f.path}:{f.slot_pos(wrong[0])}: pointed {len(wrong)} hash slots at the newest "
+                         f"entry hashed to each (a key query walks only its slot's chain)")
     return lines
 
 
@@ -1302,6 +1316,17 @@ def recover(ctx: RecoveryContext) -> list[str]:
             q.missing = None
             lines.append(f"consumequeue {key[0]}/{key[1]}: {path} missing; entries from queue offset "
                          f"{offset} on are rebuilt from the commitlog")
+        elif q.hole is not None:
+            # no entry in a slot before the queue's last file (zeroed): as a missing file, the entries
+            # from it on are rebuilt (4.9.7 ConsumeQueue.recover ends the queue at such a slot and
+            # truncateDirtyLogicFiles deletes the files after it, whose entries the broker never
+            # dispatches again: it resumes at the other queues' end)
+            path, offset = q.hole
+            q.truncate(offset)
+            pos = offset * CQ_DTYPE.itemsize % q.file_size
+            lines.append(f"consumequeue {key[0]}/{key[1]}: {path}:{pos}: no entry at queue offset {offset}, "
+                         f"entries after it; entries from it on are rebuilt from the commitlog")
+        q.hole = None
     start = cl.min_offset if ctx.full else _start_offset(ctx)
     w = Walk(start=start, end=start)
     dispatch = _Dispatch(ctx, None)

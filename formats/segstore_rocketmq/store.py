@@ -307,6 +307,19 @@ class _Windows:
         return start <= msg.queue_offset < stop and has_queue_entry(msg.sys_flag)
 
 
+def subscription_tags(expression: str) -> frozenset[str] | None:
+    """The tags a consumer subscribing with ``expression`` is given (None: every message), as 4.9.7
+    ``FilterAPI.buildSubscriptionData`` reads it: ``*`` (or nothing) subscribes to all, anything else
+    is tags joined by ``||``, each trimmed, empty ones dropped (``mqadmin printMsg -s`` trims the
+    option first).  The broker then matches the tags codes of that set
+    (``ExpressionMessageFilter.isMatchedByConsumeQueue``) and the client the tags themselves
+    (``PullAPIWrapper.processPullResult``), so a message without TAGS matches only ``*``."""
+    expression = expression.strip()
+    if expression in ("", "*"):
+        return None
+    return frozenset(t.strip() for t in expression.split("||") if t.strip())
+
+
 def message_line(msg: RocketMQMessage) -> str:
     """A message's line of the text dump (:meth:`RocketMQStore.dump`; the reference of
     ``columnar.TextWriter``)."""
@@ -355,6 +368,57 @@ def _size_from_names(directories: Iterable[str], unit: int = 1) -> int:
         step = min(steps, key=lambda n: (-steps[n], n))
         return size if size and all(n % size == 0 for n in steps) else step
     return size
+
+
+def _size_contradicted(directories: Iterable[str], size: int) -> int | None:
+    """What the files of ``directories`` (named by their start offsets) say their mapped-file size is,
+    where that plainly contradicts ``size``, else None.  Plainly: two names closer than ``size``
+    (their files would overlap) where every step is a multiple of that smallest one and a file has
+    it as its length, or names whose steps are all multiples of the one length their files share,
+    when no file has length ``size`` (a file missing between others makes a step of several sizes,
+    but the files left have the size).  A lone file of another length says nothing:
+    recovery resizes a torn one.  Reads the names, and the lengths of a directory's first three files.
+    """
+    steps: set[int] = set()
+    lengths: set[int] = set()
+    for directory in directories:
+        names = files.list_dir(directory)
+        bases = sorted(int(n) for n in names if len(n) == FILE_NAME_DIGITS and n.isdigit())
+        steps.update(high - low for low, high in itertools.pairwise(bases))
+        for base in bases[:3]:
+            path = os.path.join(directory, f"{base:0{FILE_NAME_DIGITS}d}")
+            if files.not_regular(path) is None:
+                lengths.add(files.file_size(path))
+    if not steps:
+        return None
+    step = min(steps)
+    if step < size and step in lengths and all(n % step == 0 for n in steps):
+        return step
+    if size not in lengths and len(lengths) == 1:
+        (length,) = lengths
+        if length > 0 and all(n % length == 0 for n in steps):
+            return length
+    return None
+
+
+def _check_given_sizes(path: str, given: Mapping[str, Any], config: BrokerConfig) -> None:
+    """Refuse a ``mappedFileSizeCommitLog``/``mappedFileSizeConsumeQueue`` given that the store's files
+    plainly were not written with (:func:`_size_contradicted`): as 4.9.7 ``MappedFileQueue.load``
+    refuses to start on files of another length, and opening for append would otherwise "repair"
+    every file to the wrong length (cutting the bytes past it from each commitlog file)."""
+    checks = []
+    if "mappedFileSizeCommitLog" in given:
+        checks.append(("mappedFileSizeCommitLog", os.path.join(path, COMMITLOG_DIR),
+                       [os.path.join(path, COMMITLOG_DIR)], config.mappedFileSizeCommitLog))
+    if "mappedFileSizeConsumeQueue" in given:
+        root = os.path.join(path, CONSUMEQUEUE_DIR)
+        queues = [directory for _, _, directory in queue_dirs(root).queues]
+        checks.append(("mappedFileSizeConsumeQueue", root, queues, config.consume_queue_file_size))
+    for name, where, directories, size in checks:
+        found = _size_contradicted(directories, size)
+        if found is not None:
+            raise ConfigError(f"expected files of {size} bytes ({name} as given), found files written with "
+                              f"{found}: leave {name} out to take the size from the files", where)
 
 
 def _sizes_on_disk(path: str, given: Mapping[str, Any]) -> dict[str, int]:
@@ -462,6 +526,7 @@ class RocketMQStore(LifecycleMixin, Store):
         if not isinstance(config, BrokerConfig):
             given = dict(config or {})
             config = BrokerConfig.from_mapping({**_sizes_on_disk(self.path, given), **given})
+            _check_given_sizes(self.path, given, config)
         self.config = config
         self._clock = clock or _now_ms
         self._store_host = Host.parse(self.config.storeHost)
@@ -1886,8 +1951,9 @@ class RocketMQStore(LifecycleMixin, Store):
              tag: str | None = None, decompress: bool = False) -> Iterator[RocketMQMessage]:
         """Messages of one queue from ``offset`` through its consume queue, lazily.
 
-        With ``tag``, only messages whose TAGS equal it: the entry's tags code is
-        compared first (no commitlog read for others), then the real tag.
+        With ``tag``, a subscription expression as a consumer's (:func:`subscription_tags`): only
+        messages whose TAGS are one of its tags (``"TagA || TagB"``; ``"*"``: every message): the
+        entry's tags code is compared first (no commitlog read for others), then the real tag.
         ``count`` bounds the messages returned.  Entries are read in chunks of
         :data:`_READ_CHUNK`, so memory stays bounded on long queues.
 
@@ -1906,20 +1972,24 @@ class RocketMQStore(LifecycleMixin, Store):
         offset = max(offset, cq.min_offset)
         # a consume queue's entry n points at the message whose QUEUEOFFSET is n (verify checks it)
         checks_offsets = isinstance(cq, ConsumeQueue)
-        code = string_hash(tag) if tag is not None else None
+        tags = subscription_tags(tag) if tag is not None else None
+        codes = np.array([string_hash(t) for t in tags], np.int64) if tags is not None else None
         returned = 0
         position = offset
         while count is None or returned < count:
             rows = cq.entries(position, _READ_CHUNK)
             if not len(rows):
                 return
-            slots = (np.flatnonzero(self.entry_tags_codes(topic, partition, rows["tags_code"]) == code)
-                     if code is not None else range(len(rows)))
+            if codes is None:
+                slots: Iterable[int] = range(len(rows))
+            else:
+                stored = self.entry_tags_codes(topic, partition, rows["tags_code"])
+                slots = np.flatnonzero(np.isin(stored, codes))
             phys_col, size_col = rows["offset"].tolist(), rows["size"].tolist()
             for i in slots:
                 msg = self._entry_message(topic, partition, position + i, phys_col[i], size_col[i],
                                           checks_offsets)
-                if tag is not None and msg.tags != tag:
+                if tags is not None and msg.tags not in tags:
                     continue
                 yield self.consumed(msg) if decompress else msg
                 returned += 1

@@ -9,7 +9,7 @@
   invalid slot; every message that needs an entry has one;
 - index files: header counts in range, every entry points at a message carrying
   a key with that hash, no message's keys put twice, chains go backwards, slots point
-  at used entries;
+  at used entries, no message with keys after the last entry;
 - the checkpoint (:func:`.checkpoint.check`) and the JSON config files.
 
 Problems render as ``path:pos: what was expected, found what``.  Runtime
@@ -228,6 +228,18 @@ class _Coverage:
                                              for f in index_files]
         #: the newest store time of the messages walked (None: none)
         self.newest: int | None = None
+        #: the commitlog offset of the last message the index holds entries of (-1: none); None where
+        #: the store has no index file (no index kept, or a commitlog-only copy: nothing to compare)
+        self.index_end: int | None = None
+        for f in reversed(index_files):
+            if self.index_end is None:
+                self.index_end = -1
+            if len(f.entries):
+                self.index_end = int(f.entries["phy_offset"][-1])
+                break
+        #: messages with keys after ``index_end`` (the index lacks them): how many, the first's offset
+        self.unindexed = 0
+        self.first_unindexed: int | None = None
         self.batch_topics = store.topic_configs.batch_cq_topics()
 
     def _files(self, key: tuple[str, int]):
@@ -245,6 +257,19 @@ class _Coverage:
     def check(self, batch: Walked, missing: list[Problem]) -> None:
         self._check_queues(batch, missing)
         self._confirm_index(batch)
+        self._count_unindexed(batch)
+
+    def _count_unindexed(self, batch: Walked) -> None:
+        """Count the batch's messages with keys past the index's last entry: the broker indexes every
+        one as it dispatches it (4.9.7 ``IndexService.buildIndex``), so an index that stops short lost
+        its tail (a crash before its flush, a file deleted) and key lookups miss them."""
+        if self.index_end is None or not len(batch):
+            return
+        late = np.flatnonzero((np.diff(batch.key_offsets) > 0) & (batch.phy > self.index_end))
+        if len(late):
+            self.unindexed += len(late)
+            first = int(batch.phy[late[0]])
+            self.first_unindexed = first if self.first_unindexed is None else min(self.first_unindexed, first)
 
     def _check_queues(self, batch: Walked, missing: list[Problem]) -> None:
         store = self.store
@@ -298,7 +323,9 @@ class _Coverage:
             topic, qid = batch.topics[int(batch.topic[m])], int(batch.queue_id[m])
             offset = int(batch.queue_offset[m])
             cq = store.queues.get((topic, qid))
-            where = cq.directory if cq is not None else os.path.join(store.path, "consumequeue", topic)
+            # a queue without a directory: where its directory belongs (positions are queue bytes there too)
+            where = (cq.directory if cq is not None
+                     else os.path.join(store.path, "consumequeue", topic, str(qid)))
             missing.append(
                 Problem(
                     where,
@@ -520,6 +547,12 @@ def _verify_index(store, w: Walk, cover: _Coverage, problems: list[Problem], cha
     index = store.index
     if index is None:
         return
+    if cover.first_unindexed is not None:
+        end = "no entry" if cover.index_end == -1 else f"its last entry at commitlog offset {cover.index_end}"
+        problems.append(Problem(index.directory, None, (
+            f"expected index entries for the {cover.unindexed} messages with keys from commitlog offset "
+            f"{cover.first_unindexed} on (IndexService.buildIndex indexes each), found {end}: key lookups "
+            "miss them (segstore recover puts them)")))
     for path, message in index.refused:
         problems.append(Problem(path, None, message))
     for path in index.strays:

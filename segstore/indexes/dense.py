@@ -141,6 +141,9 @@ class ConsumeQueue:
         #: ``(path, offset)`` of the first file missing between two others (deleted or lost) and the
         #: logical offset of its first entry; None when the files follow each other
         self.missing: tuple[str, int] | None = None
+        #: a writer's ``(path, offset)`` of the first file before the last with a free slot (zeros
+        #: over entries, later files holding more) and the logical offset of that slot; None: none
+        self.hole: tuple[str, int] | None = None
         #: the files a reader's open took as full without counting their slots (see COUNTED_FILES)
         self._taken_full: list[ConsumeQueueFile] = []
         self._load()
@@ -207,6 +210,12 @@ class ConsumeQueue:
                 gone = before.base + self.file_size
                 self.missing = (os.path.join(self.directory, file_name(gone)), gone // CQ_DTYPE.itemsize)
                 break
+        if self.writable:
+            # a reader's queue ends at such a slot (_end_at_first_hole), as the broker's recovery ends
+            # it there; a writer's would hold the offsets past it without their entries
+            seg = next((seg for seg in loaded[:-1] if not seg.is_full), None)
+            if seg is not None:
+                self.hole = (seg.file.path, seg.first_offset + len(seg))
         self.log.load(loaded)
 
     @staticmethod

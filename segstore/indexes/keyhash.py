@@ -521,6 +521,25 @@ class IndexFile:
             out[hit] = newest[at[hit]]
         return out
 
+    def repair_slots(self) -> list[int]:
+        """Point every slot at the newest of the file's entries hashed to it (0: none), and count the
+        slots holding one in ``hashSlotCount``, as the broker's ``IndexFile.putKey`` leaves them: a
+        query walks only its slot's chain, so a damaged slot hides every key of that chain.  The
+        slots rewritten (ascending).  ``O(entries + slots)``."""
+        count = self.header.index_count
+        expected = np.zeros(self.slot_num, np.int64)
+        if count > FIRST_ENTRY:
+            np.maximum.at(expected, self._owners(slice(FIRST_ENTRY, count)),
+                          np.arange(FIRST_ENTRY, count, dtype=np.int64))
+        stored = self.slots
+        wrong = np.flatnonzero(stored.astype(np.int64) != expected)
+        if len(wrong):
+            stored[wrong] = expected[wrong]
+            # hashSlotCount counts the slots a put found empty: the slots holding an entry
+            self.header.hash_slot_count = int(np.count_nonzero(expected))
+            self.write_header()
+        return wrong.tolist()
+
     def truncate(self, keep: int, end_timestamp: int, start_phy_offset: int = 0,
                  start_timestamp: int = 0) -> None:
         """Keep the first ``keep`` entries; slots pointing past them fall back along their chains.
