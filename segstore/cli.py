@@ -2595,4 +2595,9 @@ def command() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(command())
+    # ``python -m segstore.cli`` runs this file as ``__main__``, a second copy of the module beside the
+    # ``segstore.cli`` that the convert and index commands import (resolve_store): their UsageError would
+    # be another class than the one _main catches (exit 1 for a usage error).  Run the one module.
+    from segstore.launch import command as launch
+
+    sys.exit(launch())
