@@ -688,6 +688,12 @@ class KafkaStore(Store):
         return self._dir
 
     def _partitions(self) -> dict[tuple[str, int], Partition]:
+        """Every partition by ``(topic, partition)``, sorted.
+
+        :raises StoreClosedError: the store was closed (its partitions' files are gone: their segment
+            lists read as empty).
+        """
+        self._check_open()
         if self._part is not None:
             return {(self._part.topic, self._part.partition): self._part}
         return dict(sorted(self._log_dir.partitions.items()))
@@ -697,7 +703,9 @@ class KafkaStore(Store):
 
         :raises NotFoundError: no such partition (and not ``create``).
         :raises InvalidTopicError: a partition directory store asked for another partition.
+        :raises StoreClosedError: the store was closed.
         """
+        self._check_open()
         if self._part is not None:
             if (topic, partition) != (self._part.topic, self._part.partition):
                 raise InvalidTopicError(f"expected {self._part.topic}-{self._part.partition} "
