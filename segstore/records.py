@@ -176,11 +176,15 @@ class Message:
     def coerce(cls, obj: Message | dict) -> Message:
         """Return ``obj`` as a :class:`Message`; strings become UTF-8 bytes.
 
-        :raises InvalidMessageError: a field name :class:`Message` does not have, or a required one missing.
+        :raises InvalidMessageError: neither a :class:`Message` nor a mapping, a field name
+            :class:`Message` does not have, or a required one missing.
         """
         if isinstance(obj, Message):
             obj.headers = _headers(obj.headers)
             return obj
+        if not isinstance(obj, Mapping):
+            raise InvalidMessageError(f"expected a message as a dict or a segstore.Message, "
+                                      f"found {type(obj).__name__}")
         data = dict(obj)
         known = [f.name for f in fields(cls)]
         unknown = sorted(set(data) - set(known))
@@ -194,6 +198,27 @@ class Message:
                 data[name] = data[name].encode("utf-8")
         data["headers"] = _headers(data.get("headers"))
         return cls(**data)
+
+
+def message_list(messages: Any) -> list[Any]:
+    """``messages``, what ``Store.append_batch`` takes (an iterable of messages), as a list: the list
+    itself, else its items.  ``O(n)``.
+
+    :raises InvalidMessageError: one message (a dict or a :class:`Message`: ``append`` takes those),
+        a string, or not an iterable at all.
+    """
+    if type(messages) is list:
+        return messages
+    if not isinstance(messages, (Mapping, Message, str, bytes)):
+        try:
+            items = iter(messages)
+        except TypeError:
+            pass
+        else:
+            return list(items)
+    one = " (append() takes one message)" if isinstance(messages, (Mapping, Message)) else ""
+    raise InvalidMessageError(f"expected an iterable of messages (dicts or segstore.Message), found "
+                              f"{type(messages).__name__}{one}")
 
 
 def _headers(headers: Any) -> list[Header]:

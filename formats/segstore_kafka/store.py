@@ -41,7 +41,7 @@ from segstore.errors import (
 from segstore.files import BrokerLock, DirectoryLock
 from segstore.logview import Positions, scan_positions
 from segstore.overlap import ahead, in_rounds, thread_count
-from segstore.records import Message, Record
+from segstore.records import Message, Record, message_list
 from segstore.search import Bound, search
 from segstore.store import (
     ISOLATION_LEVELS,
@@ -737,7 +737,7 @@ class KafkaStore(Store):
         from . import dictappend
 
         self._check_writable()
-        items = messages if type(messages) is list else list(messages)
+        items = message_list(messages)
         planned = dictappend.plain_groups(items)
         if planned is None or any(bound is None for *_, bound in planned[0]):
             return self._append_messages(items)
@@ -775,8 +775,8 @@ class KafkaStore(Store):
         Every column, topic and partition of all the rows is checked before anything is written: a
         refused call writes nothing and creates no partition.  ``O(bytes)``, no per-row Python.
 
-        :raises InvalidMessageError: a column missing or of the wrong type, a null topic or
-            partition, a null header key, a control record.
+        :raises InvalidMessageError: not a RecordBatch or Table, a column missing or of the wrong type,
+            a null topic or partition, a null header key, a control record.
         :raises InvalidTopicError: a topic or partition Kafka refuses, or another partition than this
             partition directory's.
         :raises MessageTooLargeError: a record larger than ``max.message.bytes`` (after the rows
@@ -787,6 +787,9 @@ class KafkaStore(Store):
         from . import arrowappend
 
         self._check_writable()
+        if not isinstance(batch, (pa.Table, pa.RecordBatch)):
+            raise InvalidMessageError(f"expected a pyarrow RecordBatch or Table of the segstore.columns "
+                                      f"schema, found {type(batch).__name__}", self.path)
         batches = [b for b in (batch.to_batches() if isinstance(batch, pa.Table) else [batch]) if b.num_rows]
         # every batch is planned (and so checked) before anything is written; the plans of the
         # first KEPT_PLAN_ROWS rows are kept for the write, the later batches planned again as

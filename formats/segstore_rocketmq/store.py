@@ -51,7 +51,7 @@ from segstore.errors import (
     cut,
 )
 from segstore.overlap import in_rounds, overlapped, thread_count
-from segstore.records import Message
+from segstore.records import Message, message_list
 from segstore.search import Bound, search
 from segstore.store import (
     READ_COMMITTED,
@@ -955,7 +955,7 @@ class RocketMQStore(LifecycleMixin, Store):
         self._check_writable()
         now = self._clock()
         if not as_stored:
-            messages = messages if type(messages) is list else list(messages)
+            messages = message_list(messages)
             batch = encode_batch(self, self._plain_items(messages), now)
             if batch is not None:
                 return self._write_plain(batch)

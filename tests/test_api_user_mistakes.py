@@ -1,0 +1,61 @@
+"""The Python API as a new user meets it: a wrong argument to a store method is a typed
+``segstore.errors`` error saying what was expected and what was found, on both formats, never a
+``TypeError`` or ``AttributeError`` from deep inside, and nothing is written."""
+
+from __future__ import annotations
+
+import pytest
+
+import segstore
+from segstore.errors import InvalidMessageError
+
+SMALL_ROCKETMQ = {"mappedFileSizeCommitLog": 1 << 20, "mappedFileSizeConsumeQueue": 20 * 1000,
+                  "maxHashSlotNum": 100, "maxIndexNum": 400}
+ONE = {"kafka": {"topic": "orders", "partition": 0, "key": b"k", "value": b"v"},
+       "rocketmq": {"topic": "orders", "queue_id": 0, "body": b"v", "keys": ["k"]}}
+
+
+@pytest.fixture(params=["kafka", "rocketmq"])
+def store(request, tmp_path):
+    fmt = request.param
+    config = SMALL_ROCKETMQ if fmt == "rocketmq" else {}
+    with segstore.open(tmp_path / "s", format=fmt, mode="a", **config) as s:
+        s.append(ONE[fmt])
+        yield s
+
+
+def _unchanged(store):
+    assert store.offset_range("orders", 0) == (0, 1)
+
+
+@pytest.mark.parametrize(("batch", "found"), [
+    (None, "found NoneType$"),
+    (5, "found int$"),
+    ("orders", "found str$"),
+    ({"topic": "orders"}, r"found dict \(append\(\) takes one message\)"),
+])
+def test_append_batch_of_what_is_not_a_list_of_messages_is_refused(store, batch, found):
+    # before: TypeError "'NoneType' object is not iterable" from the store's list(messages); a dict
+    # was taken as its keys (RocketMQ: "'str' object has no attribute 'keys'")
+    with pytest.raises(InvalidMessageError, match=r"expected an iterable of messages .*" + found):
+        store.append_batch(batch)
+    _unchanged(store)
+
+
+@pytest.mark.parametrize("message", [None, 5, [("topic", "orders")]])
+def test_append_of_what_is_not_a_message_is_refused(store, message):
+    # before, on Kafka: TypeError from Message.coerce's dict(obj) (a list of pairs was taken as a dict)
+    with pytest.raises(InvalidMessageError):
+        store.append(message)
+    with pytest.raises(InvalidMessageError):
+        store.append_batch([ONE[store.format], message])
+    _unchanged(store)
+
+
+@pytest.mark.parametrize("data", [None, [{"topic": "orders"}], {"topic": ["orders"]}])
+def test_append_arrow_of_what_is_not_arrow_is_refused(store, data):
+    # before, on Kafka: AttributeError "'NoneType' object has no attribute 'num_rows'"
+    with pytest.raises(InvalidMessageError, match="expected a pyarrow RecordBatch or Table of the "
+                                                  "segstore.columns schema, found " + type(data).__name__):
+        store.append_arrow(data)
+    _unchanged(store)
