@@ -11,12 +11,20 @@ from __future__ import annotations
 import abc
 import functools
 import json
+import numbers
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from .errors import ConfigError, ReadOnlyError, SegstoreError, StoreClosedError, UnsupportedOperationError
+from .errors import (
+    ConfigError,
+    ReadOnlyError,
+    SegstoreError,
+    StoreClosedError,
+    UnsupportedOperationError,
+    cut,
+)
 from .records import Message, Record
 
 if TYPE_CHECKING:
@@ -156,6 +164,23 @@ def check_mode(mode: str, path: str) -> None:
         raise ConfigError(f"expected mode 'r' (read) or 'a' (append), found {mode!r}", path)
 
 
+def _integer(value: Any) -> bool:
+    """Whether ``value`` is an integer (Python's or numpy's), not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def lookup_key(key: Any, path: str | None = None) -> bytes:
+    """A key to look up (``Store.find``) as bytes: a str as UTF-8, bytes-like as it is.
+
+    :raises ConfigError: neither (``bytes(5)`` would be five zero bytes, ``bytes(None)`` a TypeError).
+    """
+    if isinstance(key, str):
+        return key.encode("utf-8")
+    if isinstance(key, (bytes, bytearray, memoryview)):
+        return bytes(key)
+    raise ConfigError(f"expected a key as str or bytes, found {type(key).__name__} {cut(key)}", path)
+
+
 class Store(abc.ABC):
     """An open message-log store of one format.
 
@@ -284,6 +309,16 @@ class Store(abc.ABC):
     def read(self, topic: str, partition: int, offset: int = 0, count: int | None = None) -> Iterator[Record]:
         """Records of one queue/partition from an absolute offset, in offset order."""
 
+    def _check_read(self, partition: Any, offset: Any, count: Any) -> None:
+        """:meth:`read`'s arguments, before anything is looked up.
+
+        :raises ConfigError: a partition, offset or count (None: no limit) that is not an integer.
+        """
+        for name, value in (("partition", partition), ("offset", offset), ("count", count)):
+            if not _integer(value) and (value is not None or name != "count"):
+                raise ConfigError(f"expected {'an' if name == 'offset' else 'a'} {name} as an integer, "
+                                  f"found {type(value).__name__} {cut(value)}", self.path)
+
     @abc.abstractmethod
     def topics(self) -> list[str]:
         """Topic names, sorted."""
@@ -325,7 +360,11 @@ class Store(abc.ABC):
         raise UnsupportedOperationError(f"{self.format} stores do not support lookups by time", self.path)
 
     def _check_time(self, name: str, value: int | None) -> None:
-        """:raises ConfigError: ``value`` (a time the caller calls ``name``) is negative."""
+        """:raises ConfigError: ``value`` (a time the caller calls ``name``) is not a number of ms, or is
+            negative."""
+        if value is not None and (not isinstance(value, numbers.Real) or isinstance(value, bool)):
+            raise ConfigError(f"expected a {name} time in ms since the epoch, found {type(value).__name__} "
+                              f"{cut(value)}", self.path)
         if value is not None and value < 0:
             raise ConfigError(f"expected a {name} time of at least 0 ms, found {value}", self.path)
 
@@ -378,11 +417,13 @@ class Store(abc.ABC):
         IndexFiles, Kafka's extra key index (built by ``segstore index build PATH --index key``) plus a
         scan of the tail it does not cover yet; a format may answer without an index (Kafka scans the key
         column, ``O(bytes of the topic)``).  This generic version reads every hit's record: ``O(hits)``.
+
+        :raises ConfigError: a key neither str nor bytes.
         """
         from .layouts import find_records
 
         self._check_open()
-        raw = key.encode("utf-8") if isinstance(key, str) else bytes(key)
+        raw = lookup_key(key, self.path)
         found = find_records(self, topic, raw, partition=partition)
         if begin is not None or end is not None:
             low, high = begin if begin is not None else -(2**63), end if end is not None else 2**63 - 1

@@ -4,10 +4,12 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import segstore
-from segstore.errors import InvalidMessageError
+from segstore.errors import ConfigError, InvalidMessageError
 
 SMALL_ROCKETMQ = {"mappedFileSizeCommitLog": 1 << 20, "mappedFileSizeConsumeQueue": 20 * 1000,
                   "maxHashSlotNum": 100, "maxIndexNum": 400}
@@ -59,3 +61,32 @@ def test_append_arrow_of_what_is_not_arrow_is_refused(store, data):
                                                   "segstore.columns schema, found " + type(data).__name__):
         store.append_arrow(data)
     _unchanged(store)
+
+
+@pytest.mark.parametrize(("call", "said"), [
+    (lambda s: list(s.read("orders", 0, offset="1")), "expected an offset as an integer, found str '1'"),
+    (lambda s: list(s.read("orders", 0, count="1")), "expected a count as an integer, found str '1'"),
+    (lambda s: list(s.read("orders", "0")), "expected a partition as an integer, found str '0'"),
+    (lambda s: list(s.read("orders", 0, offset=1.0)), "expected an offset as an integer, found float 1.0"),
+    (lambda s: s.find("orders", None), "expected a key as str or bytes, found NoneType None"),
+    (lambda s: s.find("orders", 5), "expected a key as str or bytes, found int 5"),
+    (lambda s: s.offset_for_time("orders", 0, "2024-01-01"),
+     "expected a lookup time in ms since the epoch, found str '2024-01-01'"),
+    (lambda s: s.offsets_between("orders", 0, begin="0"),
+     "expected a begin time in ms since the epoch, found str '0'"),
+])
+def test_a_lookup_argument_of_the_wrong_kind_is_a_config_error(store, call, said):
+    # before: TypeError ("'>' not supported between instances of 'int' and 'str'", "cannot convert
+    # 'NoneType' object to bytes"); find(topic, 5) looked up bytes(5), five zero bytes, and found nothing;
+    # read(topic, "0") said there was no such queue
+    with pytest.raises(ConfigError, match=re.escape(f"{store.path}: {said}")):
+        call(store)
+
+
+def test_lookups_take_numpy_integers_and_bytes_like_keys(store):
+    import numpy as np
+
+    assert [r.offset for r in store.read("orders", np.int32(0), offset=np.int64(0), count=np.int64(1))] == [0]
+    assert [r.offset for r in store.find("orders", bytearray(b"k"))] == [0]
+    assert [r.offset for r in store.find("orders", memoryview(b"k"))] == [0]
+    assert store.offset_for_time("orders", 0, 0.5) == 0

@@ -55,6 +55,7 @@ from segstore.store import (
     Store,
     bytes_by_topic,
     check_isolation,
+    lookup_key,
     newest_hits,
     reads_while_open,
 )
@@ -924,6 +925,7 @@ class KafkaStore(Store):
         :raises ConfigError: an unknown isolation level.
         """
         self._check_open()
+        self._check_read(partition, offset, count)
         part = self.partition_of(topic, partition)
         for n, record in enumerate(self._records(part, max(offset, part.log_start_offset), isolation)):
             if count is not None and n >= count:
@@ -1982,7 +1984,7 @@ class KafkaStore(Store):
             return super().find(topic, key, partition=partition, begin=begin, end=end, max_hits=max_hits)
         # an Arrow scalar built over its buffer: pa.scalar, and a Python operand to a compute
         # function, go through pyarrow's pandas bridge (see segstore.arrays)
-        wanted = binary_scalar(key.encode("utf-8") if isinstance(key, str) else bytes(key))
+        wanted = binary_scalar(lookup_key(key, self.path))
         hits: list[tuple[int, int, int]] = []     # (timestamp, partition, offset): picked before any is read
         parts: dict[int, Partition] = {}
         for _t, p, part in self._selected(topic, partition):

@@ -45,6 +45,7 @@ from segstore.store import (
     QueryRequest,
     QueryResult,
     check_isolation,
+    lookup_key,
 )
 
 from .checkpoint import FILE_NAME as CHECKPOINT_FILE
@@ -575,7 +576,7 @@ class LifecycleMixin:
         self._check_open()
         if not isinstance(key, str):
             try:
-                key = bytes(key).decode("utf-8")
+                key = lookup_key(key, self.path).decode("utf-8")
             except UnicodeDecodeError:
                 return []   # the broker's keys are Java strings: no such key is indexed
         hits = self.query_by_key(topic, key, max_hits=NO_HIT_LIMIT, begin=0 if begin is None else begin,

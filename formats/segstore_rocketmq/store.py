@@ -1902,6 +1902,7 @@ class RocketMQStore(LifecycleMixin, Store):
             ``decompress``) a compressed body does not inflate.
         """
         self._check_open()
+        self._check_read(partition, offset, count)
         cq = self._queue_view(topic, partition)
         offset = max(offset, cq.min_offset)
         # a consume queue's entry n points at the message whose QUEUEOFFSET is n (verify checks it)
