@@ -24,7 +24,13 @@ from segstore_rocketmq.conversion import RocketMQWriter
 import segstore
 from segstore.convert import convert, pipeline
 from segstore.convert.pipeline import JOURNAL_NAME, kafka_entry_of, temp_path
-from segstore.errors import ConfigError, ConversionError, CorruptDataError, WrongFormatError
+from segstore.errors import (
+    ConfigError,
+    ConversionError,
+    ConversionOptionError,
+    CorruptDataError,
+    WrongFormatError,
+)
 from segstore.records import LOG_APPEND_TIME
 
 ROCKETMQ_CONFIG = {"maxHashSlotNum": 64, "maxIndexNum": 256, "mappedFileSizeCommitLog": 1 << 20}
@@ -452,6 +458,29 @@ def test_topic_selection(tmp_path: Path) -> None:
     assert set(side) == {b"TopicB"}
     with segstore.open(BASIC, "rocketmq") as store:
         assert report.messages == sum(1 for m in store.scan() if m.topic == "TopicB")
+
+
+def test_one_topic_name_alone_is_taken_as_that_topic(tmp_path: Path) -> None:
+    # before: topics="TopicB" was iterated as its characters ("expected source topics named 'B', 'T', ...")
+    report = convert(BASIC, tmp_path / "out", to="kafka", topics="TopicB")
+    assert report.messages == convert(BASIC, tmp_path / "out2", to="kafka", topics=["TopicB"]).messages > 0
+
+
+@pytest.mark.parametrize(("options", "said"), [
+    ({"config": "segment.bytes=1048576"}, "expected config as a mapping of name to value .*found str"),
+    ({"config": ["segment.bytes=1048576"]}, "expected config as a mapping of name to value .*found list"),
+    ({"topics": [1]}, r"expected topics as names \(str\), found \[1\]"),
+    ({"src": None}, "expected src as a path, found NoneType None"),
+    ({"dst": 5}, "expected dst as a path, found int 5"),
+])
+def test_library_options_of_the_wrong_kind_are_option_errors(tmp_path: Path, options: dict,
+                                                            said: str) -> None:
+    # before: ValueError from dict(config) ("dictionary update sequence element #0 has length 1"),
+    # TypeError from os.fspath(None)
+    args = {"src": BASIC, "dst": tmp_path / "out", **options}
+    with pytest.raises(ConversionOptionError, match=said):
+        convert(args.pop("src"), args.pop("dst"), to="kafka", **args)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_store_time_as_log_append_time_still_round_trips(tmp_path: Path) -> None:
