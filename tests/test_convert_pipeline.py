@@ -29,6 +29,7 @@ from segstore.errors import (
     ConversionError,
     ConversionOptionError,
     CorruptDataError,
+    InvalidTopicError,
     WrongFormatError,
 )
 from segstore.records import LOG_APPEND_TIME
@@ -481,6 +482,30 @@ def test_library_options_of_the_wrong_kind_are_option_errors(tmp_path: Path, opt
     with pytest.raises(ConversionOptionError, match=said):
         convert(args.pop("src"), args.pop("dst"), to="kafka", **args)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_kafka_topic_too_long_for_the_rocketmq_store_is_refused_before_anything_is_converted(
+        tmp_path: Path) -> None:
+    # before: the run converted the partitions before it, then stopped at the long topic's first message
+    # ("expected a topic of at most 127 characters, found 249", naming neither), and left
+    # .out.converting, so the corrected command needed --force
+    src = tmp_path / "src"
+    with segstore.open(src, format="kafka", mode="a") as store:
+        for topic in ("A" * 5, "Z" * 249):
+            store.append({"topic": topic, "partition": 0, "value": b"v"})
+    with pytest.raises(InvalidTopicError, match=r"expected the kafka partition 'Z+'\.\.\. \(129 more "
+                       r"characters\)-0 as a queue of the RocketMQ store, found it refused: expected a topic "
+                       r"of at most 127 characters, found 249 .*--config rocketmqVersion=5\.1\.0\)"):
+        convert(src, tmp_path / "out", to="rocketmq")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]
+    # a 5.1+ store writes the long topic as a v2 message (RocketMQ 5.1.0 CommitLog.asyncPutMessage:
+    # MESSAGE_VERSION_V2 where autoMessageVersionOnTopicLen and the topic is over Byte.MAX_VALUE), and
+    # it converts back
+    report = convert(src, tmp_path / "out", to="rocketmq", config={"rocketmqVersion": "5.1.0"}, verify=True)
+    assert report.messages == 2
+    convert(tmp_path / "out", tmp_path / "back", to="kafka", verify=True)
+    with segstore.open(tmp_path / "back") as store:
+        assert store.topics() == ["A" * 5, "Z" * 249]
 
 
 def test_store_time_as_log_append_time_still_round_trips(tmp_path: Path) -> None:
