@@ -200,6 +200,8 @@ class Store(abc.ABC):
 
     # -- lifecycle ---------------------------------------------------------
     def __enter__(self: StoreT) -> StoreT:
+        """:raises StoreClosedError: the store was closed (as ``with`` a closed file refuses)."""
+        self._check_open()
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,

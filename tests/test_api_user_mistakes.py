@@ -4,12 +4,13 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
 
 import segstore
-from segstore.errors import ConfigError, InvalidMessageError
+from segstore.errors import ConfigError, InvalidMessageError, StoreClosedError
 
 SMALL_ROCKETMQ = {"mappedFileSizeCommitLog": 1 << 20, "mappedFileSizeConsumeQueue": 20 * 1000,
                   "maxHashSlotNum": 100, "maxIndexNum": 400}
@@ -90,3 +91,30 @@ def test_lookups_take_numpy_integers_and_bytes_like_keys(store):
     assert [r.offset for r in store.find("orders", bytearray(b"k"))] == [0]
     assert [r.offset for r in store.find("orders", memoryview(b"k"))] == [0]
     assert store.offset_for_time("orders", 0, 0.5) == 0
+
+
+@pytest.mark.parametrize("path", [None, 5])
+def test_open_of_what_is_not_a_path_is_a_config_error(path):
+    # before: TypeError from os.fspath deep in segstore.open
+    with pytest.raises(ConfigError, match=f"expected a store path \\(str or os.PathLike\\), found "
+                                          f"{type(path).__name__} {path}"):
+        segstore.open(path)
+
+
+@pytest.mark.parametrize("fmt", ["kafka", "rocketmq"])
+def test_open_takes_a_bytes_path(tmp_path, fmt):
+    # before, on Kafka: TypeError "cannot use a string pattern on a bytes-like object" from the
+    # segment-name patterns
+    config = SMALL_ROCKETMQ if fmt == "rocketmq" else {}
+    with segstore.open(tmp_path / "s", format=fmt, mode="a", **config) as store:
+        store.append(ONE[fmt])
+    with segstore.open(os.fsencode(tmp_path / "s")) as store:
+        assert store.path == str(tmp_path / "s")
+        assert [r.offset for r in store.read("orders", 0)] == [0]
+
+
+def test_a_closed_store_refuses_a_with_block(store):
+    # before: ``with`` a closed store entered, and the first call inside raised instead
+    store.close()
+    with pytest.raises(StoreClosedError, match="store is closed"), store:
+        pass
