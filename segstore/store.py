@@ -311,13 +311,16 @@ class Store(abc.ABC):
     def read(self, topic: str, partition: int, offset: int = 0, count: int | None = None) -> Iterator[Record]:
         """Records of one queue/partition from an absolute offset, in offset order."""
 
-    def _check_read(self, partition: Any, offset: Any, count: Any) -> None:
-        """:meth:`read`'s arguments, before anything is looked up.
+    def _check_read(self, partition: Any, offset: Any, count: Any = None, *,
+                    any_partition: bool = False) -> None:
+        """:meth:`read`'s (and :meth:`scan_arrow`'s) arguments, before anything is looked up.
 
-        :raises ConfigError: a partition, offset or count (None: no limit) that is not an integer.
+        :raises ConfigError: a partition (None allowed with ``any_partition``), offset or count (None: no
+            limit) that is not an integer.
         """
-        for name, value in (("partition", partition), ("offset", offset), ("count", count)):
-            if not _integer(value) and (value is not None or name != "count"):
+        for name, value, optional in (("partition", partition, any_partition), ("offset", offset, False),
+                                      ("count", count, True)):
+            if not _integer(value) and (value is not None or not optional):
                 raise ConfigError(f"expected {'an' if name == 'offset' else 'a'} {name} as an integer, "
                                   f"found {type(value).__name__} {cut(value)}", self.path)
 

@@ -118,3 +118,21 @@ def test_a_closed_store_refuses_a_with_block(store):
     store.close()
     with pytest.raises(StoreClosedError, match="store is closed"), store:
         pass
+
+
+@pytest.mark.parametrize(("options", "said"), [
+    ({"offset": "1"}, "expected an offset as an integer, found str '1'"),
+    ({"partition": "0"}, "expected a partition as an integer, found str '0'"),
+])
+def test_scan_arrow_arguments_of_the_wrong_kind_are_config_errors(store, options, said):
+    # before: TypeError from a comparison in the offset lookup; a str partition: no such partition
+    with pytest.raises(ConfigError, match=re.escape(f"{store.path}: {said}")):
+        list(store.scan_arrow(**{"topic": "orders", "partition": 0, **options}))
+
+
+@pytest.mark.parametrize("threads", [0, "2", 2.0])
+def test_dump_text_refuses_a_thread_count_as_dump_json_does(store, threads):
+    # before, on Kafka: dump_text took any threads value (it uses one) where dump_json refused it
+    for dump in (store.dump_json, store.dump_text):
+        with pytest.raises(ConfigError, match="expected threads of at least 1"):
+            list(dump(threads=threads))

@@ -964,6 +964,7 @@ class KafkaStore(Store):
         from segstore.columns import KAFKA_SCHEMA
 
         self._check_open()
+        self._check_read(partition, offset, any_partition=True)
         threads = thread_count(threads)
         if batch_rows is not None and batch_rows < 1:
             raise ConfigError(f"expected batch_rows of at least 1, found {batch_rows}")
@@ -1808,9 +1809,10 @@ class KafkaStore(Store):
         record nothing), the same bytes as :meth:`dump`'s loop.  ``threads``: taken, one is used.
         ``begin``, ``end``, ``offsets`` and ``continues`` as :meth:`dump`.  ``O(bytes read)``.
 
-        :raises ConfigError: an unknown isolation level.
+        :raises ConfigError: an unknown isolation level, ``threads`` below 1.
         :raises CorruptIndexError: as :meth:`dump`.
         """
+        thread_count(threads)     # checked as the other formats' and dump_json's (one is used)
         if columnar._speedups is None:
             return (line.text.encode("utf-8", "surrogatepass") + b"\n" for line in self.dump(
                 topic=topic, partition=partition, index=index, isolation=isolation, begin=begin, end=end,

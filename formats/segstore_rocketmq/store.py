@@ -1384,6 +1384,7 @@ class RocketMQStore(LifecycleMixin, Store):
         from segstore.columns import ROCKETMQ_SCHEMA
 
         self._check_open()
+        self._check_read(partition, offset, any_partition=True)
         threads = thread_count(threads)
         schema = project(ROCKETMQ_SCHEMA, columns)
         if decompress and {"value", "sysFlag"} & set(schema.names):
