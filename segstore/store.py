@@ -169,6 +169,11 @@ def _integer(value: Any) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
+def _a(word: str) -> str:
+    """``word`` after its indefinite article (``an end``, ``a begin``)."""
+    return f"{'an' if word[:1] in 'aeiou' else 'a'} {word}"
+
+
 def lookup_key(key: Any, path: str | None = None) -> bytes:
     """A key to look up (``Store.find``) as bytes: a str as UTF-8, bytes-like as it is.
 
@@ -368,10 +373,10 @@ class Store(abc.ABC):
         """:raises ConfigError: ``value`` (a time the caller calls ``name``) is not a number of ms, or is
             negative."""
         if value is not None and (not isinstance(value, numbers.Real) or isinstance(value, bool)):
-            raise ConfigError(f"expected a {name} time in ms since the epoch, found {type(value).__name__} "
+            raise ConfigError(f"expected {_a(name)} time in ms since the epoch, found {type(value).__name__} "
                               f"{cut(value)}", self.path)
         if value is not None and value < 0:
-            raise ConfigError(f"expected a {name} time of at least 0 ms, found {value}", self.path)
+            raise ConfigError(f"expected {_a(name)} time of at least 0 ms, found {value}", self.path)
 
     def offsets_between(self, topic: str, partition: int, begin: int | None = None,
                         end: int | None = None) -> tuple[int, int]:
@@ -423,17 +428,35 @@ class Store(abc.ABC):
         scan of the tail it does not cover yet; a format may answer without an index (Kafka scans the key
         column, ``O(bytes of the topic)``).  This generic version reads every hit's record: ``O(hits)``.
 
-        :raises ConfigError: a key neither str nor bytes.
+        :raises ConfigError: a key neither str nor bytes, ``partition``/``max_hits`` not an integer of at
+            least 0, ``begin``/``end`` not a number.
         """
         from .layouts import find_records
 
         self._check_open()
-        raw = lookup_key(key, self.path)
+        raw = self._find_key(key, partition, begin, end, max_hits)
         found = find_records(self, topic, raw, partition=partition)
         if begin is not None or end is not None:
             low, high = begin if begin is not None else -(2**63), end if end is not None else 2**63 - 1
             found = [r for r in found if low <= r.timestamp <= high]
         return newest_hits(found, max_hits)
+
+    def _find_key(self, key: Any, partition: Any, begin: Any, end: Any, max_hits: Any) -> bytes:
+        """:meth:`find`'s arguments checked before anything is looked up; returns the key as bytes.
+
+        :raises ConfigError: a key neither str nor bytes, a partition or ``max_hits`` not an integer
+            (None: any), a negative ``max_hits``, a ``begin``/``end`` not a number of ms.
+        """
+        raw = lookup_key(key, self.path)
+        for name, value in (("partition", partition), ("max_hits", max_hits)):
+            if value is not None and (not _integer(value) or value < 0):
+                raise ConfigError(f"expected {name} as an integer of at least 0, found "
+                                  f"{type(value).__name__} {cut(value)}", self.path)
+        for name, value in (("begin", begin), ("end", end)):
+            if value is not None and (not isinstance(value, numbers.Real) or isinstance(value, bool)):
+                raise ConfigError(f"expected {_a(name)} time in ms since the epoch, found "
+                                  f"{type(value).__name__} {cut(value)}", self.path)
+        return raw
 
     def to_common(self, record: Record) -> Message:
         """The record as a :class:`Message` (``record.to_message()``)."""

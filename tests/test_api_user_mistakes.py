@@ -136,3 +136,19 @@ def test_dump_text_refuses_a_thread_count_as_dump_json_does(store, threads):
     for dump in (store.dump_json, store.dump_text):
         with pytest.raises(ConfigError, match="expected threads of at least 1"):
             list(dump(threads=threads))
+
+
+@pytest.mark.parametrize(("options", "said"), [
+    ({"max_hits": "3"}, "expected max_hits as an integer of at least 0, found str '3'"),
+    ({"max_hits": -1}, "expected max_hits as an integer of at least 0, found int -1"),
+    ({"max_hits": 1.5}, "expected max_hits as an integer of at least 0, found float 1.5"),
+    ({"partition": "0"}, "expected partition as an integer of at least 0, found str '0'"),
+    ({"begin": "x"}, "expected a begin time in ms since the epoch, found str 'x'"),
+    ({"end": "x"}, "expected an end time in ms since the epoch, found str 'x'"),
+])
+def test_find_options_of_the_wrong_kind_are_config_errors(store, options, said):
+    # before: TypeError from a comparison or a slice, numpy's UFuncTypeError (Kafka's begin/end);
+    # max_hits=-1 found nothing, partition="0" nothing
+    with pytest.raises(ConfigError, match=re.escape(f"{store.path}: {said}")):
+        store.find("orders", "k", **options)
+    assert [r.offset for r in store.find("orders", "k", partition=0, begin=0, max_hits=1)] == [0]

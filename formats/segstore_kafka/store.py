@@ -55,7 +55,6 @@ from segstore.store import (
     Store,
     bytes_by_topic,
     check_isolation,
-    lookup_key,
     newest_hits,
     reads_while_open,
 )
@@ -1982,11 +1981,12 @@ class KafkaStore(Store):
         import pyarrow.compute as pc  # pyarrow.compute (0.05 s to import) only where a computation runs
 
         self._check_open()
+        raw = self._find_key(key, partition, begin, end, max_hits)
         if self._has_key_index():
             return super().find(topic, key, partition=partition, begin=begin, end=end, max_hits=max_hits)
         # an Arrow scalar built over its buffer: pa.scalar, and a Python operand to a compute
         # function, go through pyarrow's pandas bridge (see segstore.arrays)
-        wanted = binary_scalar(lookup_key(key, self.path))
+        wanted = binary_scalar(raw)
         hits: list[tuple[int, int, int]] = []     # (timestamp, partition, offset): picked before any is read
         parts: dict[int, Partition] = {}
         for _t, p, part in self._selected(topic, partition):

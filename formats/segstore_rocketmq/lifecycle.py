@@ -45,7 +45,6 @@ from segstore.store import (
     QueryRequest,
     QueryResult,
     check_isolation,
-    lookup_key,
 )
 
 from .checkpoint import FILE_NAME as CHECKPOINT_FILE
@@ -114,6 +113,7 @@ class _StoreHost(Protocol):
     def flush(self) -> None: ...
     def _check_open(self) -> None: ...
     def _check_writable(self) -> None: ...
+    def _find_key(self, key: Any, partition: Any, begin: Any, end: Any, max_hits: Any) -> bytes: ...
     def _append_locked(self, messages: Iterable[Any], *, as_stored: bool = False) -> list[AppendResult]: ...
     def _write_plain(self, batch: PlainBatch) -> list[AppendResult]: ...
     def scan(self) -> Iterator[RocketMQMessage]: ...
@@ -574,9 +574,10 @@ class LifecycleMixin:
         """:meth:`find`'s hits in commitlog order; ``committed`` leaves out what no consumer is given
         before ``max_hits`` counts."""
         self._check_open()
+        raw = self._find_key(key, partition, begin, end, max_hits)
         if not isinstance(key, str):
             try:
-                key = lookup_key(key, self.path).decode("utf-8")
+                key = raw.decode("utf-8")
             except UnicodeDecodeError:
                 return []   # the broker's keys are Java strings: no such key is indexed
         hits = self.query_by_key(topic, key, max_hits=NO_HIT_LIMIT, begin=0 if begin is None else begin,
