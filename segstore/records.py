@@ -174,14 +174,17 @@ class Message:
 
     @classmethod
     def coerce(cls, obj: Message | dict) -> Message:
-        """Return ``obj`` as a :class:`Message`; strings become UTF-8 bytes.
+        """Return ``obj`` as a :class:`Message` (a read :class:`Record` as its ``to_message()``); strings
+        become UTF-8 bytes.
 
-        :raises InvalidMessageError: neither a :class:`Message` nor a mapping, a field name
+        :raises InvalidMessageError: neither a :class:`Message`, a :class:`Record` nor a mapping, a field name
             :class:`Message` does not have, or a required one missing.
         """
         if isinstance(obj, Message):
             obj.headers = _headers(obj.headers)
             return obj
+        if isinstance(obj, Record):     # a record read from a store: what it says of itself
+            return cls.coerce(obj.to_message())
         if not isinstance(obj, Mapping):
             raise InvalidMessageError(f"expected a message as a dict or a segstore.Message, "
                                       f"found {type(obj).__name__}")

@@ -152,3 +152,29 @@ def test_find_options_of_the_wrong_kind_are_config_errors(store, options, said):
     with pytest.raises(ConfigError, match=re.escape(f"{store.path}: {said}")):
         store.find("orders", "k", **options)
     assert [r.offset for r in store.find("orders", "k", partition=0, begin=0, max_hits=1)] == [0]
+
+
+@pytest.mark.parametrize("to", ["kafka", "rocketmq"])
+@pytest.mark.parametrize("how", ["record", "to_message"])
+def test_a_record_read_from_either_format_appends_to_either(tmp_path, store, to, how):
+    # before: append(record) raised InvalidMessageError "found KafkaRecord" (Kafka) or "'list' object is not
+    # callable" (RocketMQ); and RocketMQ refused a RocketMQ message's own to_message(), "expected one of key
+    # or a KEYS header, found both": its key is the first KEYS token and its headers hold KEYS
+    record = next(store.read("orders", 0))
+    config = SMALL_ROCKETMQ if to == "rocketmq" else {}
+    with segstore.open(tmp_path / "copy", format=to, mode="a", **config) as copy:
+        done = copy.append(record if how == "record" else record.to_message())
+        back = next(copy.read("orders", 0, offset=done.offset))
+    assert (back.key, back.keys, back.value) == (b"k", ["k"], b"v")
+
+
+def test_rocketmq_refuses_a_key_the_keys_header_does_not_start_with(tmp_path):
+    with segstore.open(tmp_path / "s", format="rocketmq", mode="a", **SMALL_ROCKETMQ) as store:
+        message = segstore.Message(topic="orders", value=b"v", key=b"other", headers=[("KEYS", b"k1 k2")])
+        with pytest.raises(InvalidMessageError, match=r"expected one of key or a KEYS header .*found key "
+                                                      r"b'other' and KEYS b'k1 k2'"):
+            store.append(message)
+        assert store.topics() == []
+        message.key = b"k1"     # the header's first key: nothing lost
+        store.append(message)
+        assert next(store.read("orders", 0)).keys == ["k1", "k2"]

@@ -51,7 +51,7 @@ from segstore.errors import (
     cut,
 )
 from segstore.overlap import in_rounds, overlapped, thread_count
-from segstore.records import Message, message_list
+from segstore.records import Message, Record, message_list
 from segstore.search import Bound, search
 from segstore.store import (
     READ_COMMITTED,
@@ -672,14 +672,28 @@ class RocketMQStore(LifecycleMixin, Store):
     # -- appending -----------------------------------------------------------
     def _normalize(self, item: Message | Mapping[str, Any]) -> Mapping[str, Any]:
         """An append item as a mapping of :data:`APPEND_FIELDS` (common Message names mapped)."""
+        if isinstance(item, Record):    # a record read from a store (RocketMQ's own: append_stored keeps all)
+            item = item.to_message()
         if isinstance(item, Message):
-            if item.key is not None and any(name == PROPERTY_KEYS for name, _ in item.headers):
-                # KEYS the key and KEYS the header say the same thing twice: one would be lost
-                raise InvalidMessageError("expected one of key or a KEYS header, found both")
+            key = item.key
+            header_keys = [value for name, value in item.headers if name == PROPERTY_KEYS]
+            if key is not None and header_keys:
+                # KEYS the key and KEYS the header say the same thing twice: one would be lost, unless the
+                # key is the header's first token, which is what a read message's to_message() gives
+                def raw(value: Any) -> Any:
+                    return value.encode("utf-8") if isinstance(value, str) else value
+
+                tokens = (raw(header_keys[0]) or b"").split(KEY_SEPARATOR.encode())
+                first = next((k for k in tokens if k), None)
+                if raw(key) != first:
+                    raise InvalidMessageError(f"expected one of key or a KEYS header (or a key that is the "
+                                              f"header's first key), found key {cut(key)} and KEYS "
+                                              f"{cut(header_keys[0])}")
+                key = None
             fields: dict[str, Any] = {"topic": item.topic, "body": item.value,
                                       "queue_id": integer_field(item.partition, "partition")}
-            if item.key is not None:
-                fields["keys"] = [_text(item.key, "a key")]
+            if key is not None:
+                fields["keys"] = [_text(key, "a key")]
             if item.headers:
                 fields["properties"] = _header_properties(item.headers)
             if integer_field(item.timestamp, "timestamp", -1) >= 0:
