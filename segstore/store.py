@@ -174,6 +174,13 @@ def _a(word: str) -> str:
     return f"{'an' if word[:1] in 'aeiou' else 'a'} {word}"
 
 
+def check_batch_rows(batch_rows: Any, path: str | None = None) -> None:
+    """:raises ConfigError: a ``scan_arrow`` ``batch_rows`` that is not an integer of at least 1 (None: the
+        format's default)."""
+    if batch_rows is not None and (not _integer(batch_rows) or batch_rows < 1):
+        raise ConfigError(f"expected batch_rows of at least 1, found {cut(batch_rows)}", path)
+
+
 def lookup_key(key: Any, path: str | None = None) -> bytes:
     """A key to look up (``Store.find``) as bytes: a str as UTF-8, bytes-like as it is.
 

@@ -178,3 +178,18 @@ def test_rocketmq_refuses_a_key_the_keys_header_does_not_start_with(tmp_path):
         message.key = b"k1"     # the header's first key: nothing lost
         store.append(message)
         assert next(store.read("orders", 0)).keys == ["k1", "k2"]
+
+
+@pytest.mark.parametrize("batch_rows", [0, "x", 2.0])
+def test_scan_arrow_refuses_a_batch_size_below_one_or_not_a_number(store, batch_rows):
+    # before: TypeError for "x" on both formats; RocketMQ took 0
+    with pytest.raises(ConfigError, match="expected batch_rows of at least 1"):
+        list(store.scan_arrow(batch_rows=batch_rows))
+
+
+def test_rocketmq_read_refuses_a_tag_that_is_not_text(tmp_path):
+    with segstore.open(tmp_path / "s", format="rocketmq", mode="a", **SMALL_ROCKETMQ) as store:
+        store.append(ONE["rocketmq"])
+        # before: AttributeError "'int' object has no attribute 'encode'" (the tag's hash code)
+        with pytest.raises(ConfigError, match="expected a tag as a string, found int 5"):
+            list(store.read("orders", 0, tag=5))

@@ -27,7 +27,6 @@ from segstore import files, progress
 from segstore.arrays import binary_scalar, from_numpy, to_numpy
 from segstore.columns import project
 from segstore.errors import (
-    ConfigError,
     CorruptDataError,
     CorruptIndexError,
     InvalidMessageError,
@@ -54,6 +53,7 @@ from segstore.store import (
     QueryResult,
     Store,
     bytes_by_topic,
+    check_batch_rows,
     check_isolation,
     newest_hits,
     reads_while_open,
@@ -965,8 +965,7 @@ class KafkaStore(Store):
         self._check_open()
         self._check_read(partition, offset, any_partition=True)
         threads = thread_count(threads)
-        if batch_rows is not None and batch_rows < 1:
-            raise ConfigError(f"expected batch_rows of at least 1, found {batch_rows}")
+        check_batch_rows(batch_rows)
         schema = project(KAFKA_SCHEMA, columns)
         committed = check_isolation(isolation) == READ_COMMITTED
         built = schema

@@ -60,6 +60,7 @@ from segstore.store import (
     DumpLine,
     Store,
     bytes_by_topic,
+    check_batch_rows,
     check_isolation,
     reads_while_open,
 )
@@ -1399,6 +1400,7 @@ class RocketMQStore(LifecycleMixin, Store):
 
         self._check_open()
         self._check_read(partition, offset, any_partition=True)
+        check_batch_rows(batch_rows)
         threads = thread_count(threads)
         schema = project(ROCKETMQ_SCHEMA, columns)
         if decompress and {"value", "sysFlag"} & set(schema.names):
@@ -1918,6 +1920,8 @@ class RocketMQStore(LifecycleMixin, Store):
         """
         self._check_open()
         self._check_read(partition, offset, count)
+        if tag is not None and not isinstance(tag, str):
+            raise ConfigError(f"expected a tag as a string, found {type(tag).__name__} {cut(tag)}", self.path)
         cq = self._queue_view(topic, partition)
         offset = max(offset, cq.min_offset)
         # a consume queue's entry n points at the message whose QUEUEOFFSET is n (verify checks it)
