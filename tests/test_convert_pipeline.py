@@ -508,6 +508,15 @@ def test_a_kafka_topic_too_long_for_the_rocketmq_store_is_refused_before_anythin
         assert store.topics() == ["A" * 5, "Z" * 249]
 
 
+def test_timestamp_store_from_a_source_without_a_store_time_is_an_option_error(tmp_path: Path) -> None:
+    # before: taken and ignored (a Kafka record has one time), as --decompress-bodies is not
+    with pytest.raises(ConversionOptionError, match=r"expected --timestamp store only for a source whose "
+                                                    r"messages have a store time .*found a kafka source"):
+        convert(KAFKA_TXN, tmp_path / "out", to="rocketmq", timestamp="store")
+    assert list(tmp_path.iterdir()) == []
+    assert cli_run("convert", KAFKA_TXN, tmp_path / "out", "--to", "rocketmq", "--timestamp", "store")[0] == 2
+
+
 def test_store_time_as_log_append_time_still_round_trips(tmp_path: Path) -> None:
     kafka, back = tmp_path / "k", tmp_path / "r"
     convert(BASIC, kafka, to="kafka", timestamp="store", verify=True)

@@ -995,6 +995,7 @@ class RocketMQConversion(FormatConversion):
     topics = TOPICS
     batch_setting = "ROCKETMQ_BATCH"
     inflates_bodies = True
+    chooses_timestamp = True
     home_marker = f"the header {H_PHYSICAL_OFFSET}"
 
     def streams(self, source: Store, options: Options) -> list[Iterator[Sized]]:
