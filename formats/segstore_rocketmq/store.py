@@ -1369,9 +1369,10 @@ class RocketMQStore(LifecycleMixin, Store):
         """The messages as batches of :data:`segstore.columns.ROCKETMQ_SCHEMA` (see ``Store.scan_arrow``).
 
         With no arguments: every commitlog message in physical order (as :meth:`scan`).
-        With ``topic`` and ``partition``: that queue from queue ``offset`` on, through its
-        consume queue (entries read a chunk at a time, messages decoded at their positions,
-        each checked to be that queue's message of that size).  With ``start``/``end``: the
+        With ``topic`` and ``partition``: that queue from queue ``offset`` on (from its first
+        offset where ``offset`` is below it, as :meth:`read`), through its consume queue (entries
+        read a chunk at a time, messages decoded at their positions, each checked to be that queue's
+        message of that size).  With ``start``/``end``: the
         messages whose physical offset lies in ``[start, end)`` (their files are walked from
         the start, so a position need not be a message boundary).  A batch holds at most
         ``batch_rows`` messages of one commitlog file.  Runtime complexity: ``O(bytes read)``.
@@ -1721,7 +1722,10 @@ class RocketMQStore(LifecycleMixin, Store):
         if cq is None:
             raise NotFoundError(f"expected a consume queue for {topic}/{partition}, found none", self.path)
         cl = self.commitlog
-        position = offset
+        # an offset below the queue's first (its old files deleted) reads from there, as read() and the
+        # broker (4.9.7 DefaultMessageStore.getMessage: OFFSET_TOO_SMALL, nextBeginOffset = minOffset);
+        # a negative one is no offset and is refused (ConsumeQueue.entries)
+        position = offset if offset < 0 else max(offset, cq.min_offset)
         while True:
             entries = cq.entries(position, batch_rows)
             if not len(entries):
