@@ -193,3 +193,12 @@ def test_rocketmq_read_refuses_a_tag_that_is_not_text(tmp_path):
         # before: AttributeError "'int' object has no attribute 'encode'" (the tag's hash code)
         with pytest.raises(ConfigError, match="expected a tag as a string, found int 5"):
             list(store.read("orders", 0, tag=5))
+
+
+@pytest.mark.parametrize(("columns", "names"), [("value", ["value"]), (["key", "key"], ["key"]),
+                                                (["offset", "value", "offset"], ["offset", "value"])])
+def test_scan_arrow_columns_one_name_alone_and_each_name_once(store, columns, names):
+    # before: "value" was taken as its characters (expected columns among ..., found v, a, l, u, e) and
+    # a name given twice gave a batch of two fields of that name (batch.column(name) refuses those)
+    batch = next(store.scan_arrow(columns))
+    assert batch.schema.names == names and batch.num_rows == 1
