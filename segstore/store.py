@@ -649,9 +649,31 @@ class Store(abc.ABC):
         commit may not last, what else was written).
 
         :raises OffsetOutOfRangeError: an offset outside its partition's range; nothing written.
+        :raises ConfigError: a group or offsets of the wrong kind (the built-in formats); nothing written.
         """
         raise UnsupportedOperationError(f"{self.format} stores do not keep consumer offsets segstore writes",
                                         self.path)
+
+    def _check_commit(self, group: Any, offsets: Any) -> None:
+        """:meth:`commit_offsets`' arguments, before any offset is looked at.
+
+        :raises ConfigError: a group that is not a non-empty str, offsets that are not a mapping of
+            ``(topic, partition)`` to an integer offset.
+        """
+        if not isinstance(group, str) or not group:
+            raise ConfigError(f"expected a group id as a non-empty str, found {type(group).__name__} "
+                              f"{cut(group)}", self.path)
+        if not isinstance(offsets, Mapping):
+            raise ConfigError(f"expected offsets as a mapping of (topic, partition) to offset, found "
+                              f"{type(offsets).__name__}", self.path)
+        for key, offset in offsets.items():
+            if (not isinstance(key, tuple) or len(key) != 2 or not isinstance(key[0], str)
+                    or not _integer(key[1])):
+                raise ConfigError(f"expected offsets keyed by (topic, partition), found {cut(key)}",
+                                  self.path)
+            if not _integer(offset):
+                raise ConfigError(f"expected an integer offset for {key[0]}/{key[1]}, found "
+                                  f"{type(offset).__name__} {cut(offset)}", self.path)
 
     def delete_offsets(self, group: str, topic: str | None = None, *, now_ms: int | None = None,
                        **options: Any) -> list[str]:

@@ -202,3 +202,18 @@ def test_scan_arrow_columns_one_name_alone_and_each_name_once(store, columns, na
     # a name given twice gave a batch of two fields of that name (batch.column(name) refuses those)
     batch = next(store.scan_arrow(columns))
     assert batch.schema.names == names and batch.num_rows == 1
+
+
+@pytest.mark.parametrize(("group", "offsets", "said"), [
+    (None, {("orders", 0): 1}, "expected a group id as a non-empty str, found NoneType None"),
+    ("g", {("orders", 0): 1.5}, "expected an integer offset for orders/0, found float 1.5"),
+    ("g", {("orders", 0): "1"}, "expected an integer offset for orders/0, found str '1'"),
+    ("g", {"orders": 1}, "expected offsets keyed by (topic, partition), found 'orders'"),
+    ("g", [(("orders", 0), 1)], "expected offsets as a mapping of (topic, partition) to offset, found list"),
+])
+def test_commit_offsets_of_the_wrong_kind_is_a_config_error_and_commits_nothing(store, group, offsets, said):
+    # before, on RocketMQ: group None committed a group named "None", offset 1.5 was written as 1.5 into
+    # consumerOffset.json; a str offset raised TypeError, a bare topic key ValueError, a list AttributeError
+    with pytest.raises(ConfigError, match=re.escape(f"{store.path}: {said}")):
+        store.commit_offsets(group, offsets)
+    assert store.consumer_groups().rows == []

@@ -1491,6 +1491,7 @@ class KafkaStore(Store):
         from . import groups, offsetcommit
 
         self._check_writable()
+        self._check_commit(group, offsets)
         retention = groups.retention_ms(options)
         held = self._partitions()
         for (topic, partition), offset in offsets.items():

@@ -1179,6 +1179,7 @@ class RocketMQStore(LifecycleMixin, Store):
             without files); nothing written.
         """
         self._check_writable()
+        self._check_commit(group, offsets)
         for (topic, queue_id), offset in offsets.items():
             # a queue without files is empty: getMaxOffsetInQueue answers 0 (a %RETRY% queue before a retry)
             start, end = self.offset_range(topic, queue_id) if (topic, queue_id) in self.queues else (0, 0)
