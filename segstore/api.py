@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import files, jsontext, registry
-from .errors import ConfigError, NotFoundError, ReadOnlyError, WrongFormatError
+from .errors import ConfigError, NotFoundError, ReadOnlyError, WrongFormatError, cut
 from .store import Store, check_mode
 
 
@@ -28,11 +28,15 @@ def open(path: str | os.PathLike[str], format: str | None = None, mode: str = "r
         Without them ``$SEGSTORE_STORAGE_OPTIONS`` and the filesystem's own defaults (AWS
         environment variables...) apply.  URLs open read-only (``mode="r"``).
     :raises ReadOnlyError: ``mode="a"`` on a URL.
-    :raises ConfigError: a mode other than ``"r"`` and ``"a"``.
+    :raises ConfigError: a mode other than ``"r"`` and ``"a"``; a ``path`` that is not one (bytes are
+        decoded as ``os.fsdecode`` does).
     :param config: the format's own config names (RocketMQ's ``mappedFileSizeCommitLog``...;
         Kafka's ``segment.bytes`` passed as ``**{"segment.bytes": n}`` or ``segment_bytes=n``).
     """
-    path = os.fspath(path)
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        raise ConfigError(f"expected a store path (str or os.PathLike), found {type(path).__name__} "
+                          f"{cut(path)}")
+    path = os.fsdecode(path)    # a bytes path as the str the plugins' name patterns match
     check_mode(mode, path)      # before anything is looked at or created
     if files.is_url(path):
         if mode != "r":

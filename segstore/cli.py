@@ -2609,7 +2609,7 @@ def command() -> int:
 
 if __name__ == "__main__":
     # ``python -m segstore.cli`` runs this file as ``__main__``, a second copy of the module beside the
-    # ``segstore.cli`` that the subcommand modules import (maintenance, convert): their ``UsageError``
+    # ``segstore.cli`` that the subcommand modules import (maintenance, convert, index): their ``UsageError``
     # is not this copy's, so its ``except`` took them for data problems (exit 1, no command name).
     # Run the imported module, as the ``segstore`` executable does.
     from segstore.launch import command as launch

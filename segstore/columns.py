@@ -136,13 +136,16 @@ def _make_types() -> dict[str, Any]:
 
 
 def project(schema: pa.Schema, columns: Iterable[str] | None) -> pa.Schema:
-    """``schema`` narrowed to ``columns`` (in the order given); all of it for None.
+    """``schema`` narrowed to ``columns`` (in the order given, each once; one name alone is that
+    column); all of it for None.
 
     :raises ConfigError: a name that is not a column of ``schema``.
     """
     if columns is None:
         return schema
-    wanted: Sequence[str] = list(columns)
+    # a str is one name, not its characters; a name given twice is one column (an Arrow schema may
+    # hold two fields of one name, which batch.column(name) then refuses)
+    wanted: Sequence[str] = list(dict.fromkeys([columns] if isinstance(columns, str) else columns))
     unknown = [name for name in wanted if schema.get_field_index(name) < 0]
     if unknown:
         raise ConfigError(f"expected columns among {', '.join(schema.names)}, found {', '.join(unknown)}")

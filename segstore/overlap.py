@@ -467,6 +467,8 @@ def thread_count(threads: int | None) -> int:
             threads = int(given)
         except ValueError:
             raise ConfigError(f"expected SEGSTORE_THREADS to be a whole number, found {given!r}") from None
+        if threads < 1:     # named: the caller passed no threads, the environment did
+            raise ConfigError(f"expected SEGSTORE_THREADS of at least 1, found {given!r}")
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ConfigError(f"expected threads of at least 1, found {threads!r}")
     return threads

@@ -174,13 +174,20 @@ class Message:
 
     @classmethod
     def coerce(cls, obj: Message | dict) -> Message:
-        """Return ``obj`` as a :class:`Message`; strings become UTF-8 bytes.
+        """Return ``obj`` as a :class:`Message` (a read :class:`Record` as its ``to_message()``); strings
+        become UTF-8 bytes.
 
-        :raises InvalidMessageError: a field name :class:`Message` does not have, or a required one missing.
+        :raises InvalidMessageError: neither a :class:`Message`, a :class:`Record` nor a mapping, a field name
+            :class:`Message` does not have, or a required one missing.
         """
         if isinstance(obj, Message):
             obj.headers = _headers(obj.headers)
             return obj
+        if isinstance(obj, Record):     # a record read from a store: what it says of itself
+            return cls.coerce(obj.to_message())
+        if not isinstance(obj, Mapping):
+            raise InvalidMessageError(f"expected a message as a dict or a segstore.Message, "
+                                      f"found {type(obj).__name__}")
         data = dict(obj)
         known = [f.name for f in fields(cls)]
         unknown = sorted(set(data) - set(known))
@@ -194,6 +201,27 @@ class Message:
                 data[name] = data[name].encode("utf-8")
         data["headers"] = _headers(data.get("headers"))
         return cls(**data)
+
+
+def message_list(messages: Any) -> list[Any]:
+    """``messages``, what ``Store.append_batch`` takes (an iterable of messages), as a list: the list
+    itself, else its items.  ``O(n)``.
+
+    :raises InvalidMessageError: one message (a dict or a :class:`Message`: ``append`` takes those),
+        a string, or not an iterable at all.
+    """
+    if type(messages) is list:
+        return messages
+    if not isinstance(messages, (Mapping, Message, str, bytes)):
+        try:
+            items = iter(messages)
+        except TypeError:
+            pass
+        else:
+            return list(items)
+    one = " (append() takes one message)" if isinstance(messages, (Mapping, Message)) else ""
+    raise InvalidMessageError(f"expected an iterable of messages (dicts or segstore.Message), found "
+                              f"{type(messages).__name__}{one}")
 
 
 def _headers(headers: Any) -> list[Header]:

@@ -11,12 +11,20 @@ from __future__ import annotations
 import abc
 import functools
 import json
+import numbers
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from .errors import ConfigError, ReadOnlyError, SegstoreError, StoreClosedError, UnsupportedOperationError
+from .errors import (
+    ConfigError,
+    ReadOnlyError,
+    SegstoreError,
+    StoreClosedError,
+    UnsupportedOperationError,
+    cut,
+)
 from .records import Message, Record
 
 if TYPE_CHECKING:
@@ -156,6 +164,35 @@ def check_mode(mode: str, path: str) -> None:
         raise ConfigError(f"expected mode 'r' (read) or 'a' (append), found {mode!r}", path)
 
 
+def _integer(value: Any) -> bool:
+    """Whether ``value`` is an integer (Python's or numpy's), not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _a(word: str) -> str:
+    """``word`` after its indefinite article (``an end``, ``a begin``)."""
+    return f"{'an' if word[:1] in 'aeiou' else 'a'} {word}"
+
+
+def check_batch_rows(batch_rows: Any, path: str | None = None) -> None:
+    """:raises ConfigError: a ``scan_arrow`` ``batch_rows`` that is not an integer of at least 1 (None: the
+        format's default)."""
+    if batch_rows is not None and (not _integer(batch_rows) or batch_rows < 1):
+        raise ConfigError(f"expected batch_rows of at least 1, found {cut(batch_rows)}", path)
+
+
+def lookup_key(key: Any, path: str | None = None) -> bytes:
+    """A key to look up (``Store.find``) as bytes: a str as UTF-8, bytes-like as it is.
+
+    :raises ConfigError: neither (``bytes(5)`` would be five zero bytes, ``bytes(None)`` a TypeError).
+    """
+    if isinstance(key, str):
+        return key.encode("utf-8")
+    if isinstance(key, (bytes, bytearray, memoryview)):
+        return bytes(key)
+    raise ConfigError(f"expected a key as str or bytes, found {type(key).__name__} {cut(key)}", path)
+
+
 class Store(abc.ABC):
     """An open message-log store of one format.
 
@@ -175,6 +212,8 @@ class Store(abc.ABC):
 
     # -- lifecycle ---------------------------------------------------------
     def __enter__(self: StoreT) -> StoreT:
+        """:raises StoreClosedError: the store was closed (as ``with`` a closed file refuses)."""
+        self._check_open()
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -284,6 +323,19 @@ class Store(abc.ABC):
     def read(self, topic: str, partition: int, offset: int = 0, count: int | None = None) -> Iterator[Record]:
         """Records of one queue/partition from an absolute offset, in offset order."""
 
+    def _check_read(self, partition: Any, offset: Any, count: Any = None, *,
+                    any_partition: bool = False) -> None:
+        """:meth:`read`'s (and :meth:`scan_arrow`'s) arguments, before anything is looked up.
+
+        :raises ConfigError: a partition (None allowed with ``any_partition``), offset or count (None: no
+            limit) that is not an integer.
+        """
+        for name, value, optional in (("partition", partition, any_partition), ("offset", offset, False),
+                                      ("count", count, True)):
+            if not _integer(value) and (value is not None or not optional):
+                raise ConfigError(f"expected {'an' if name == 'offset' else 'a'} {name} as an integer, "
+                                  f"found {type(value).__name__} {cut(value)}", self.path)
+
     @abc.abstractmethod
     def topics(self) -> list[str]:
         """Topic names, sorted."""
@@ -325,9 +377,13 @@ class Store(abc.ABC):
         raise UnsupportedOperationError(f"{self.format} stores do not support lookups by time", self.path)
 
     def _check_time(self, name: str, value: int | None) -> None:
-        """:raises ConfigError: ``value`` (a time the caller calls ``name``) is negative."""
+        """:raises ConfigError: ``value`` (a time the caller calls ``name``) is not a number of ms, or is
+            negative."""
+        if value is not None and (not isinstance(value, numbers.Real) or isinstance(value, bool)):
+            raise ConfigError(f"expected {_a(name)} time in ms since the epoch, found {type(value).__name__} "
+                              f"{cut(value)}", self.path)
         if value is not None and value < 0:
-            raise ConfigError(f"expected a {name} time of at least 0 ms, found {value}", self.path)
+            raise ConfigError(f"expected {_a(name)} time of at least 0 ms, found {value}", self.path)
 
     def offsets_between(self, topic: str, partition: int, begin: int | None = None,
                         end: int | None = None) -> tuple[int, int]:
@@ -378,16 +434,36 @@ class Store(abc.ABC):
         IndexFiles, Kafka's extra key index (built by ``segstore index build PATH --index key``) plus a
         scan of the tail it does not cover yet; a format may answer without an index (Kafka scans the key
         column, ``O(bytes of the topic)``).  This generic version reads every hit's record: ``O(hits)``.
+
+        :raises ConfigError: a key neither str nor bytes, ``partition``/``max_hits`` not an integer of at
+            least 0, ``begin``/``end`` not a number.
         """
         from .layouts import find_records
 
         self._check_open()
-        raw = key.encode("utf-8") if isinstance(key, str) else bytes(key)
+        raw = self._find_key(key, partition, begin, end, max_hits)
         found = find_records(self, topic, raw, partition=partition)
         if begin is not None or end is not None:
             low, high = begin if begin is not None else -(2**63), end if end is not None else 2**63 - 1
             found = [r for r in found if low <= r.timestamp <= high]
         return newest_hits(found, max_hits)
+
+    def _find_key(self, key: Any, partition: Any, begin: Any, end: Any, max_hits: Any) -> bytes:
+        """:meth:`find`'s arguments checked before anything is looked up; returns the key as bytes.
+
+        :raises ConfigError: a key neither str nor bytes, a partition or ``max_hits`` not an integer
+            (None: any), a negative ``max_hits``, a ``begin``/``end`` not a number of ms.
+        """
+        raw = lookup_key(key, self.path)
+        for name, value in (("partition", partition), ("max_hits", max_hits)):
+            if value is not None and (not _integer(value) or value < 0):
+                raise ConfigError(f"expected {name} as an integer of at least 0, found "
+                                  f"{type(value).__name__} {cut(value)}", self.path)
+        for name, value in (("begin", begin), ("end", end)):
+            if value is not None and (not isinstance(value, numbers.Real) or isinstance(value, bool)):
+                raise ConfigError(f"expected {_a(name)} time in ms since the epoch, found "
+                                  f"{type(value).__name__} {cut(value)}", self.path)
+        return raw
 
     def to_common(self, record: Record) -> Message:
         """The record as a :class:`Message` (``record.to_message()``)."""
@@ -573,9 +649,31 @@ class Store(abc.ABC):
         commit may not last, what else was written).
 
         :raises OffsetOutOfRangeError: an offset outside its partition's range; nothing written.
+        :raises ConfigError: a group or offsets of the wrong kind (the built-in formats); nothing written.
         """
         raise UnsupportedOperationError(f"{self.format} stores do not keep consumer offsets segstore writes",
                                         self.path)
+
+    def _check_commit(self, group: Any, offsets: Any) -> None:
+        """:meth:`commit_offsets`' arguments, before any offset is looked at.
+
+        :raises ConfigError: a group that is not a non-empty str, offsets that are not a mapping of
+            ``(topic, partition)`` to an integer offset.
+        """
+        if not isinstance(group, str) or not group:
+            raise ConfigError(f"expected a group id as a non-empty str, found {type(group).__name__} "
+                              f"{cut(group)}", self.path)
+        if not isinstance(offsets, Mapping):
+            raise ConfigError(f"expected offsets as a mapping of (topic, partition) to offset, found "
+                              f"{type(offsets).__name__}", self.path)
+        for key, offset in offsets.items():
+            if (not isinstance(key, tuple) or len(key) != 2 or not isinstance(key[0], str)
+                    or not _integer(key[1])):
+                raise ConfigError(f"expected offsets keyed by (topic, partition), found {cut(key)}",
+                                  self.path)
+            if not _integer(offset):
+                raise ConfigError(f"expected an integer offset for {key[0]}/{key[1]}, found "
+                                  f"{type(offset).__name__} {cut(offset)}", self.path)
 
     def delete_offsets(self, group: str, topic: str | None = None, *, now_ms: int | None = None,
                        **options: Any) -> list[str]:

@@ -701,3 +701,18 @@ def test_write_input_streams_in_chunks_and_a_late_bad_line_writes_nothing(tmp_pa
     assert code == 1 and f"line {count + 1}: expected a JSON object" in err
     after = {p: p.read_bytes() for p in target.rglob("*") if p.is_file() and "lock" not in p.name}
     assert after == before
+
+
+@pytest.mark.parametrize("argv", [["convert", "{missing}", "{dst}", "--to", "kafka"],
+                                  ["index", "build", "{missing}", "--index", "key"]],
+                         ids=["convert", "index build"])
+def test_python_m_segstore_cli_exits_2_for_a_missing_path_of_every_command(tmp_path, argv):
+    # convert and index import segstore.cli by name; run as ``python -m segstore.cli`` that was a
+    # second copy of the module, whose UsageError the running copy did not catch as one (exit 1)
+    missing = tmp_path / "typo"
+    done = run_process(*[a.format(missing=missing, dst=tmp_path / "dst") for a in argv])
+    assert done.returncode == 2, done.stderr
+    words = " ".join(argv[:2] if argv[0] == "index" else argv[:1])
+    assert done.stderr == (f"segstore {words}: {missing}: expected an existing store directory, "
+                           "found no such file or directory\n")
+    assert not (tmp_path / "dst").exists()

@@ -24,7 +24,14 @@ from segstore_rocketmq.conversion import RocketMQWriter
 import segstore
 from segstore.convert import convert, pipeline
 from segstore.convert.pipeline import JOURNAL_NAME, kafka_entry_of, temp_path
-from segstore.errors import ConfigError, ConversionError, CorruptDataError, WrongFormatError
+from segstore.errors import (
+    ConfigError,
+    ConversionError,
+    ConversionOptionError,
+    CorruptDataError,
+    InvalidTopicError,
+    WrongFormatError,
+)
 from segstore.records import LOG_APPEND_TIME
 
 ROCKETMQ_CONFIG = {"maxHashSlotNum": 64, "maxIndexNum": 256, "mappedFileSizeCommitLog": 1 << 20}
@@ -452,6 +459,62 @@ def test_topic_selection(tmp_path: Path) -> None:
     assert set(side) == {b"TopicB"}
     with segstore.open(BASIC, "rocketmq") as store:
         assert report.messages == sum(1 for m in store.scan() if m.topic == "TopicB")
+
+
+def test_one_topic_name_alone_is_taken_as_that_topic(tmp_path: Path) -> None:
+    # before: topics="TopicB" was iterated as its characters ("expected source topics named 'B', 'T', ...")
+    report = convert(BASIC, tmp_path / "out", to="kafka", topics="TopicB")
+    assert report.messages == convert(BASIC, tmp_path / "out2", to="kafka", topics=["TopicB"]).messages > 0
+
+
+@pytest.mark.parametrize(("options", "said"), [
+    ({"config": "segment.bytes=1048576"}, "expected config as a mapping of name to value .*found str"),
+    ({"config": ["segment.bytes=1048576"]}, "expected config as a mapping of name to value .*found list"),
+    ({"topics": [1]}, r"expected topics as names \(str\), found \[1\]"),
+    ({"src": None}, "expected src as a path, found NoneType None"),
+    ({"dst": 5}, "expected dst as a path, found int 5"),
+])
+def test_library_options_of_the_wrong_kind_are_option_errors(tmp_path: Path, options: dict,
+                                                            said: str) -> None:
+    # before: ValueError from dict(config) ("dictionary update sequence element #0 has length 1"),
+    # TypeError from os.fspath(None)
+    args = {"src": BASIC, "dst": tmp_path / "out", **options}
+    with pytest.raises(ConversionOptionError, match=said):
+        convert(args.pop("src"), args.pop("dst"), to="kafka", **args)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_kafka_topic_too_long_for_the_rocketmq_store_is_refused_before_anything_is_converted(
+        tmp_path: Path) -> None:
+    # before: the run converted the partitions before it, then stopped at the long topic's first message
+    # ("expected a topic of at most 127 characters, found 249", naming neither), and left
+    # .out.converting, so the corrected command needed --force
+    src = tmp_path / "src"
+    with segstore.open(src, format="kafka", mode="a") as store:
+        for topic in ("A" * 5, "Z" * 249):
+            store.append({"topic": topic, "partition": 0, "value": b"v"})
+    with pytest.raises(InvalidTopicError, match=r"expected the kafka partition 'Z+'\.\.\. \(129 more "
+                       r"characters\)-0 as a queue of the RocketMQ store, found it refused: expected a topic "
+                       r"of at most 127 characters, found 249 .*--config rocketmqVersion=5\.1\.0\)"):
+        convert(src, tmp_path / "out", to="rocketmq")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]
+    # a 5.1+ store writes the long topic as a v2 message (RocketMQ 5.1.0 CommitLog.asyncPutMessage:
+    # MESSAGE_VERSION_V2 where autoMessageVersionOnTopicLen and the topic is over Byte.MAX_VALUE), and
+    # it converts back
+    report = convert(src, tmp_path / "out", to="rocketmq", config={"rocketmqVersion": "5.1.0"}, verify=True)
+    assert report.messages == 2
+    convert(tmp_path / "out", tmp_path / "back", to="kafka", verify=True)
+    with segstore.open(tmp_path / "back") as store:
+        assert store.topics() == ["A" * 5, "Z" * 249]
+
+
+def test_timestamp_store_from_a_source_without_a_store_time_is_an_option_error(tmp_path: Path) -> None:
+    # before: taken and ignored (a Kafka record has one time), as --decompress-bodies is not
+    with pytest.raises(ConversionOptionError, match=r"expected --timestamp store only for a source whose "
+                                                    r"messages have a store time .*found a kafka source"):
+        convert(KAFKA_TXN, tmp_path / "out", to="rocketmq", timestamp="store")
+    assert list(tmp_path.iterdir()) == []
+    assert cli_run("convert", KAFKA_TXN, tmp_path / "out", "--to", "rocketmq", "--timestamp", "store")[0] == 2
 
 
 def test_store_time_as_log_append_time_still_round_trips(tmp_path: Path) -> None:

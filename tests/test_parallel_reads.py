@@ -215,9 +215,11 @@ def test_default_is_the_cores_the_process_may_use_from_three(monkeypatch):
     assert overlap.thread_count(None) == overlap.default_threads(len(os.sched_getaffinity(0)))
     monkeypatch.setenv("SEGSTORE_THREADS", "3")
     assert overlap.thread_count(None) == 3 and overlap.thread_count(5) == 5
-    for bad in ("0", "x"):
+    for bad, said in (("0", "of at least 1, found '0'"), ("-2", "of at least 1, found '-2'"),
+                      ("x", "to be a whole number, found 'x'")):
         monkeypatch.setenv("SEGSTORE_THREADS", bad)
-        with pytest.raises(ConfigError):
+        # before: "expected threads of at least 1, found 0", naming no variable the user had set
+        with pytest.raises(ConfigError, match=f"^expected SEGSTORE_THREADS {said}$"):
             overlap.thread_count(None)
 
 

@@ -65,6 +65,31 @@ def test_a_read_resumed_after_close_raises_store_closed_wherever_it_paused(store
             list(items)     # nothing may end the read quietly after the first item either
 
 
+LOOKUPS = {
+    "topics": lambda s, t: s.topics(),
+    "partitions": lambda s, t: s.partitions(t),
+    "offset_range": lambda s, t: s.offset_range(t, 0),
+    "segment_infos": lambda s, t: s.segment_infos(t, 0),
+    "offsets_between": lambda s, t: s.offsets_between(t, 0),
+    "time_windows": lambda s, t: s.time_windows(None, None, 0, 2**62),
+}
+
+
+@pytest.mark.parametrize("fmt", ["kafka", "rocketmq"])
+@pytest.mark.parametrize("mode", ["r", "a"])
+@pytest.mark.parametrize("how", list(LOOKUPS))
+def test_a_lookup_on_a_closed_store_raises_store_closed(stores, fmt, mode, how):
+    """Before, a closed Kafka store answered from what close() left of its maps: the topics and offsets
+    it had held, but no segments (``segment_infos`` ``[]``) and no records in any time window
+    (``time_windows`` ``{}``), wrong answers a planner took for an empty log.  RocketMQ refused."""
+    path, topic = stores[fmt]
+    store = segstore.open(path, mode=mode)
+    assert LOOKUPS[how](store, topic)
+    store.close()
+    with pytest.raises(StoreClosedError, match="store is closed"):
+        LOOKUPS[how](store, topic)
+
+
 def test_a_closed_append_file_refuses_reads_instead_of_mapping_zeros(tmp_path):
     """``mmap.mmap(-1, n)`` is an anonymous map of n zeros: a closed file must not reach it."""
     path = tmp_path / "f.log"

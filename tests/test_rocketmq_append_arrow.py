@@ -129,6 +129,38 @@ def test_what_append_arrow_refuses(tmp_path):
         assert store.commitlog.end == 0 and store.append_arrow(source.slice(0, 0)) == 0
 
 
+def _with(source: pa.Table, name: str, values: list, kind: pa.DataType | None = None) -> pa.Table:
+    kind = kind or source.schema.field(name).type
+    column = pa.array(values, kind)
+    return source.set_column(source.schema.get_field_index(name), pa.field(name, kind), column)
+
+
+@pytest.mark.parametrize(("name", "values", "kind", "said"), [
+    # before: written as a message of magic 5, which verify then called damaged (and no reader reads)
+    ("magic", [5, 5, 5], None, r"expected message magic 0xDAA320A7 \(v1\) or 0xDAA320AB \(v2\), found 5"),
+    # before: cut to 32 bits by the C encoder without a word
+    ("sysFlag", [0, 1 << 40, 0], pa.int64(), r"expected SYSFLAG in \[-2147483648, 2147483647\]"),
+    ("flag", [0, -(1 << 33), 0], pa.int64(), r"expected FLAG in \[-2147483648, 2147483647\]"),
+    # before: a null's slot read as queue 0 / sysFlag 0
+    ("partition", [0, None, 0], None, "expected a queue id in .*found None"),
+    ("sysFlag", [0, None, 0], None, "expected SYSFLAG as an int, found NoneType None"),
+    # before: AttributeError (Host.parse(None)), AttributeError (a str column has no .offsets),
+    # ArrowInvalid (the cast of 'x' to int64)
+    ("bornHost", [None, "127.0.0.1:1", "127.0.0.1:1"], pa.string(), "expected a host .*found None"),
+    ("properties", ["a", "b", "c"], pa.string(), "expected a map column properties .*found string"),
+    ("bornTimestamp", ["x", "y", "z"], pa.string(),
+     "expected times or integers in column bornTimestamp, found string"),
+])
+def test_a_column_value_the_message_cannot_carry_is_refused_and_nothing_written(tmp_path, name, values, kind,
+                                                                                said):
+    source = fill(tmp_path / "a", messages(8)).slice(0, 3)
+    with RocketMQStore(str(tmp_path / "b"), "a", SMALL) as store:
+        with pytest.raises(InvalidMessageError, match=said):
+            store.append_arrow(_with(source, name, values, kind))
+        assert store.commitlog.end == 0 and store.topics() == []
+        assert store.append_arrow(source) == 3 and store.verify() == []
+
+
 def test_a_refused_call_writes_nothing(tmp_path, monkeypatch):
     """Every chunk is checked before the first is written: a row refused in the last chunk leaves the
     store as it was (the chunks before it included)."""

@@ -810,12 +810,39 @@ def test_queue_ranges_in_log_order_are_the_queues_rows(name, accel):
             next(store.scan_arrow(queues=queues, start=0))
         with pytest.raises(NotFoundError):
             next(store.scan_arrow(queues=[("Nope", 0, 0, 1)]))
-        # offsets below a queue's first are refused as a queue read refuses them
+        # a negative offset is refused; queue ranges below a queue's first too
         topic, qid, lo, hi = queues[0]
+        assert lo == 0
         with pytest.raises(OffsetOutOfRangeError):
-            next(store.scan_arrow(topic=topic, partition=qid, offset=lo - 1))
+            next(store.scan_arrow(topic=topic, partition=qid, offset=-1))
         with pytest.raises(OffsetOutOfRangeError):
             next(store.scan_arrow(queues=[(topic, qid, lo - 1, hi)]))
+
+
+def test_a_queue_whose_first_messages_were_deleted_scans_from_its_first_offset(tmp_path):
+    """Before: ``scan_arrow(topic=, partition=)``, its offset the default 0, raised OffsetOutOfRangeError
+    on a queue whose oldest files the broker's clean-up had deleted, where ``read`` (and Kafka's
+    ``scan_arrow``) start at the first offset held, as the broker answers a pull below it (4.9.7
+    ``DefaultMessageStore.getMessage``: ``OFFSET_TOO_SMALL``, ``nextBeginOffset`` the queue's min)."""
+    path = tmp_path / "store"
+    config = {"mappedFileSizeCommitLog": 4096, "mappedFileSizeConsumeQueue": 200, "maxHashSlotNum": 16,
+              "maxIndexNum": 64}
+    with RocketMQStore(str(path), "a", config) as store:
+        for _ in range(60):
+            store.append({"topic": "T", "queue_id": 0, "body": b"v" * 50})
+    for name in ("consumequeue/T/0/00000000000000000000", "commitlog/00000000000000000000"):
+        (path / name).unlink()     # what the broker's clean-up deletes first
+    with RocketMQStore(str(path), "r", config) as store:
+        first, end = store.offset_range("T", 0)
+        assert 0 < first < end
+        expected = [m.queue_offset for m in store.read("T", 0)]
+        assert expected == list(range(first, end))
+        for offset in (0, first - 1, first):
+            got = [o for b in store.scan_arrow(["offset"], topic="T", partition=0, offset=offset)
+                   for o in b.column("offset").to_pylist()]
+            assert got == expected
+        with pytest.raises(OffsetOutOfRangeError):
+            next(store.scan_arrow(topic="T", partition=0, offset=-1))
 
 
 INTERLEAVED_CONFIG = {"mappedFileSizeCommitLog": 4096, "mappedFileSizeConsumeQueue": 20 * 8}

@@ -27,7 +27,6 @@ from segstore import files, progress
 from segstore.arrays import binary_scalar, from_numpy, to_numpy
 from segstore.columns import project
 from segstore.errors import (
-    ConfigError,
     CorruptDataError,
     CorruptIndexError,
     InvalidMessageError,
@@ -41,7 +40,7 @@ from segstore.errors import (
 from segstore.files import BrokerLock, DirectoryLock
 from segstore.logview import Positions, scan_positions
 from segstore.overlap import ahead, in_rounds, thread_count
-from segstore.records import Message, Record
+from segstore.records import Message, Record, message_list
 from segstore.search import Bound, search
 from segstore.store import (
     ISOLATION_LEVELS,
@@ -54,6 +53,7 @@ from segstore.store import (
     QueryResult,
     Store,
     bytes_by_topic,
+    check_batch_rows,
     check_isolation,
     newest_hits,
     reads_while_open,
@@ -688,6 +688,12 @@ class KafkaStore(Store):
         return self._dir
 
     def _partitions(self) -> dict[tuple[str, int], Partition]:
+        """Every partition by ``(topic, partition)``, sorted.
+
+        :raises StoreClosedError: the store was closed (its partitions' files are gone: their segment
+            lists read as empty).
+        """
+        self._check_open()
         if self._part is not None:
             return {(self._part.topic, self._part.partition): self._part}
         return dict(sorted(self._log_dir.partitions.items()))
@@ -697,7 +703,9 @@ class KafkaStore(Store):
 
         :raises NotFoundError: no such partition (and not ``create``).
         :raises InvalidTopicError: a partition directory store asked for another partition.
+        :raises StoreClosedError: the store was closed.
         """
+        self._check_open()
         if self._part is not None:
             if (topic, partition) != (self._part.topic, self._part.partition):
                 raise InvalidTopicError(f"expected {self._part.topic}-{self._part.partition} "
@@ -729,7 +737,7 @@ class KafkaStore(Store):
         from . import dictappend
 
         self._check_writable()
-        items = messages if type(messages) is list else list(messages)
+        items = message_list(messages)
         planned = dictappend.plain_groups(items)
         if planned is None or any(bound is None for *_, bound in planned[0]):
             return self._append_messages(items)
@@ -767,8 +775,8 @@ class KafkaStore(Store):
         Every column, topic and partition of all the rows is checked before anything is written: a
         refused call writes nothing and creates no partition.  ``O(bytes)``, no per-row Python.
 
-        :raises InvalidMessageError: a column missing or of the wrong type, a null topic or
-            partition, a null header key, a control record.
+        :raises InvalidMessageError: not a RecordBatch or Table, a column missing or of the wrong type,
+            a null topic or partition, a null header key, a control record.
         :raises InvalidTopicError: a topic or partition Kafka refuses, or another partition than this
             partition directory's.
         :raises MessageTooLargeError: a record larger than ``max.message.bytes`` (after the rows
@@ -779,6 +787,9 @@ class KafkaStore(Store):
         from . import arrowappend
 
         self._check_writable()
+        if not isinstance(batch, (pa.Table, pa.RecordBatch)):
+            raise InvalidMessageError(f"expected a pyarrow RecordBatch or Table of the segstore.columns "
+                                      f"schema, found {type(batch).__name__}", self.path)
         batches = [b for b in (batch.to_batches() if isinstance(batch, pa.Table) else [batch]) if b.num_rows]
         # every batch is planned (and so checked) before anything is written; the plans of the
         # first KEPT_PLAN_ROWS rows are kept for the write, the later batches planned again as
@@ -923,6 +934,7 @@ class KafkaStore(Store):
         :raises ConfigError: an unknown isolation level.
         """
         self._check_open()
+        self._check_read(partition, offset, count)
         part = self.partition_of(topic, partition)
         for n, record in enumerate(self._records(part, max(offset, part.log_start_offset), isolation)):
             if count is not None and n >= count:
@@ -961,9 +973,9 @@ class KafkaStore(Store):
         from segstore.columns import KAFKA_SCHEMA
 
         self._check_open()
+        self._check_read(partition, offset, any_partition=True)
         threads = thread_count(threads)
-        if batch_rows is not None and batch_rows < 1:
-            raise ConfigError(f"expected batch_rows of at least 1, found {batch_rows}")
+        check_batch_rows(batch_rows)
         schema = project(KAFKA_SCHEMA, columns)
         committed = check_isolation(isolation) == READ_COMMITTED
         built = schema
@@ -1489,6 +1501,7 @@ class KafkaStore(Store):
         from . import groups, offsetcommit
 
         self._check_writable()
+        self._check_commit(group, offsets)
         retention = groups.retention_ms(options)
         held = self._partitions()
         for (topic, partition), offset in offsets.items():
@@ -1805,9 +1818,10 @@ class KafkaStore(Store):
         record nothing), the same bytes as :meth:`dump`'s loop.  ``threads``: taken, one is used.
         ``begin``, ``end``, ``offsets`` and ``continues`` as :meth:`dump`.  ``O(bytes read)``.
 
-        :raises ConfigError: an unknown isolation level.
+        :raises ConfigError: an unknown isolation level, ``threads`` below 1.
         :raises CorruptIndexError: as :meth:`dump`.
         """
+        thread_count(threads)     # checked as the other formats' and dump_json's (one is used)
         if columnar._speedups is None:
             return (line.text.encode("utf-8", "surrogatepass") + b"\n" for line in self.dump(
                 topic=topic, partition=partition, index=index, isolation=isolation, begin=begin, end=end,
@@ -1977,11 +1991,12 @@ class KafkaStore(Store):
         import pyarrow.compute as pc  # pyarrow.compute (0.05 s to import) only where a computation runs
 
         self._check_open()
+        raw = self._find_key(key, partition, begin, end, max_hits)
         if self._has_key_index():
             return super().find(topic, key, partition=partition, begin=begin, end=end, max_hits=max_hits)
         # an Arrow scalar built over its buffer: pa.scalar, and a Python operand to a compute
         # function, go through pyarrow's pandas bridge (see segstore.arrays)
-        wanted = binary_scalar(key.encode("utf-8") if isinstance(key, str) else bytes(key))
+        wanted = binary_scalar(raw)
         hits: list[tuple[int, int, int]] = []     # (timestamp, partition, offset): picked before any is read
         parts: dict[int, Partition] = {}
         for _t, p, part in self._selected(topic, partition):

@@ -51,6 +51,10 @@ from .message import (
 #: The columns a row's message is made of (see the module docstring).
 COLUMNS = ("topic", "partition", "value", "properties", "bornTimestamp", "storeTimestamp", "bornHost",
            "storeHost", "sysFlag", "flag", "reconsumeTimes", "preparedTransactionOffset", "magic")
+#: The integer columns of a row's message (a null in one is refused).
+_INT_COLUMNS = ("partition", "sysFlag", "flag", "reconsumeTimes", "preparedTransactionOffset", "magic")
+#: The range of the message's 32-bit fields (sysFlag, flag, reconsumeTimes: Java ints).
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 #: Rows encoded and written at a time (memory stays bounded whatever the batch size).
 CHUNK_ROWS = 1 << 16
 
@@ -72,6 +76,10 @@ def batches(data: Any) -> list[pa.RecordBatch]:
     if missing:
         raise InvalidMessageError(f"expected the columns {', '.join(COLUMNS)} (segstore.columns."
                                   f"ROCKETMQ_SCHEMA), found none named {', '.join(missing)}")
+    kind = schema.field("properties").type
+    if not (pa.types.is_map(kind) or pa.types.is_null(kind)):
+        raise InvalidMessageError(f"expected a map column properties (segstore.columns.ROCKETMQ_SCHEMA), "
+                                  f"found {kind}")
     return [b for b in out if b.num_rows]
 
 
@@ -88,8 +96,15 @@ def _ints(column: pa.Array, name: str) -> np.ndarray:
     return arrays.int64s(column)
 
 
-def _millis(column: pa.Array) -> np.ndarray:
-    return arrays.int64s(column.cast(pa.int64()))     # the cast refuses what is not a time or a number
+def _millis(column: pa.Array, name: str) -> np.ndarray:
+    """A time column's values as int64 ms.
+
+    :raises InvalidMessageError: a column that is not a time or a number."""
+    try:
+        return arrays.int64s(column.cast(pa.int64()))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
+        raise InvalidMessageError(f"expected times or integers in column {name}, "
+                                  f"found {column.type}") from err
 
 
 def _map_column(batch: pa.RecordBatch) -> pa.MapArray:
@@ -150,6 +165,10 @@ def columns(batch: pa.RecordBatch, trailing: bool) -> arrowwrite.Restored | None
     """The rows as :class:`~.arrowwrite.Restored` columns (their offsets the source's, placed again by
     :func:`~.arrowwrite.assign`); None when a row is not the common case (see the module docstring)."""
     column = batch.column
+    # a null's slot holds any value: the reference refuses a null field (and an int32 field's value
+    # out of range, which the C encoder would cut)
+    if any(column(name).null_count for name in _INT_COLUMNS):
+        return None
     magic = _ints(column("magic"), "magic")
     if (magic != MESSAGE_MAGIC).any():
         return None
@@ -169,6 +188,9 @@ def columns(batch: pa.RecordBatch, trailing: bool) -> arrowwrite.Restored | None
         return None
     ints = {name: _ints(column(name), name)
             for name in ("sysFlag", "flag", "reconsumeTimes", "preparedTransactionOffset")}
+    if any(len(ints[name]) and (ints[name].min() < INT32_MIN or ints[name].max() > INT32_MAX)
+           for name in ("sysFlag", "flag", "reconsumeTimes")):
+        return None
     n = batch.num_rows
     body = column("value")
     if body.null_count:
@@ -176,8 +198,8 @@ def columns(batch: pa.RecordBatch, trailing: bool) -> arrowwrite.Restored | None
     return arrowwrite.Restored(
         topics, _ints(topics_encoded.indices, "topic").astype(np.int32), queue_id,
         np.zeros(n, np.int64), np.zeros(n, np.int64), ints["flag"], ints["sysFlag"], ints["reconsumeTimes"],
-        ints["preparedTransactionOffset"], _millis(column("bornTimestamp")),
-        _millis(column("storeTimestamp")),
+        ints["preparedTransactionOffset"], _millis(column("bornTimestamp"), "bornTimestamp"),
+        _millis(column("storeTimestamp"), "storeTimestamp"),
         born[0], born[1], stored[0], stored[1], arrowwrite.Slices.of(body), properties)
 
 
@@ -194,8 +216,8 @@ def reference_messages(batch: pa.RecordBatch, trailing: bool) -> list[RocketMQMe
     columnar path, and the path of the rows it does not take.  ``O(rows)`` Python."""
     column = batch.column
     rows = zip(column("topic").to_pylist(), column("partition").to_pylist(), column("value").to_pylist(),
-               column("properties").to_pylist(), _millis(column("bornTimestamp")).tolist(),
-               _millis(column("storeTimestamp")).tolist(), column("bornHost").to_pylist(),
+               column("properties").to_pylist(), _millis(column("bornTimestamp"), "bornTimestamp").tolist(),
+               _millis(column("storeTimestamp"), "storeTimestamp").tolist(), column("bornHost").to_pylist(),
                column("storeHost").to_pylist(), column("sysFlag").to_pylist(), column("flag").to_pylist(),
                column("reconsumeTimes").to_pylist(), column("preparedTransactionOffset").to_pylist(),
                column("magic").to_pylist(), strict=True)

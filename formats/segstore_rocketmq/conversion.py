@@ -87,14 +87,14 @@ from segstore.convert.interchange import (
     Writer,
 )
 from segstore.convert.topicnames import WORD_CHARS, TopicRules, escape, unescape
-from segstore.errors import ConversionError, CorruptDataError, InvalidMessageError, InvalidTopicError
+from segstore.errors import ConversionError, CorruptDataError, InvalidMessageError, InvalidTopicError, cut
 from segstore.overlap import in_rounds, thread_count
 from segstore.records import CREATE_TIME, LOG_APPEND_TIME, Header
 from segstore.search import first_true
 from segstore.store import Store
 
 from . import bodycodec, columnar
-from .config import TOPIC_MAX_LENGTH_V2
+from .config import TOPIC_MAX_LENGTH, TOPIC_MAX_LENGTH_V2, V2_FROM_VERSION
 from .message import (
     IPV4_HOST,
     IPV6_HOST,
@@ -202,6 +202,23 @@ def queue_topic(name: str, peer: Peer) -> str:
         return unescape(name, TOPICS, peer.topics)
     except InvalidTopicError:
         return escape(name, peer.topics, TOPICS)
+
+
+def _check_queue(store: Any, extent: Extent, peer: Peer) -> None:
+    """:raises InvalidTopicError: the queue ``store`` would put ``extent``'s records in is one it refuses
+        (``RocketMQStore.check_destinations``), naming the peer's topic and partition."""
+    topic = queue_topic(extent.topic, peer)
+    try:
+        store.check_destinations([(topic, extent.partition)])
+    except (InvalidTopicError, InvalidMessageError) as err:
+        version = ".".join(map(str, V2_FROM_VERSION))
+        long_refused = len(topic) > TOPIC_MAX_LENGTH and store.config.topic_max_length == TOPIC_MAX_LENGTH
+        hint = (f" (a store of rocketmqVersion {version} or later takes topics of up to "
+                f"{TOPIC_MAX_LENGTH_V2} characters, as v2 messages: --config rocketmqVersion={version})"
+                if long_refused else "")
+        name = f"{cut(extent.topic)}-{extent.partition}"
+        raise InvalidTopicError(f"expected the {peer.name} partition {name} as a queue of the RocketMQ "
+                                f"store, found it refused: {err.message}{hint}") from err
 
 
 def is_queued(msg: RocketMQMessage) -> bool:
@@ -978,6 +995,7 @@ class RocketMQConversion(FormatConversion):
     topics = TOPICS
     batch_setting = "ROCKETMQ_BATCH"
     inflates_bodies = True
+    chooses_timestamp = True
     home_marker = f"the header {H_PHYSICAL_OFFSET}"
 
     def streams(self, source: Store, options: Options) -> list[Iterator[Sized]]:
@@ -1101,8 +1119,15 @@ class RocketMQConversion(FormatConversion):
         from the blank entry), and ``putMessagePositionInfo`` then drops the entry of every new
         message below that; the converter keeps the start in its journal for the way back."""
         store: Any = dest
+        nonqueued = nonqueued_topic(options.peer)
+        # every queue's name checked before the first message is written: a topic the destination
+        # refuses (over 127 characters for a store before 5.1.0) stops the run here, and a run
+        # refused before it converts anything leaves nothing to --force over
         for extent in extents:
-            if extent.empty and extent.topic != nonqueued_topic(options.peer):
+            if extent.topic != nonqueued:
+                _check_queue(store, extent, options.peer)
+        for extent in extents:
+            if extent.empty and extent.topic != nonqueued:
                 store.create_queue(queue_topic(extent.topic, options.peer), extent.partition)
 
     def check_streams(self, dest: Store, extents: list[Extent], options: Options) -> list[str]:

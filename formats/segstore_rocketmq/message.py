@@ -184,6 +184,8 @@ class Host(NamedTuple):
 
         :raises InvalidMessageError: not an address with a port in 0..65535.
         """
+        if not isinstance(text, str):
+            raise InvalidMessageError(f"expected a host as 'ip:port' or '[ipv6]:port', found {cut(text)}")
         addr, _, port_text = text.rpartition(":")
         if addr.startswith("[") and addr.endswith("]"):
             addr = addr[1:-1]
@@ -475,13 +477,16 @@ def encode(msg: RocketMQMessage) -> bytearray:
     encodes first, then fills them in with :func:`set_offsets`).  A bytearray, so
     they can be.  Runtime complexity: ``O(size)`` (the CRC and one join).
 
-    :raises InvalidMessageError: a field out of its range (a 32-bit field outside
-        ``[-2**31, 2**31)``, a 64-bit one outside ``[-2**63, 2**63)``, a host of the
+    :raises InvalidMessageError: a magic other than v1's and v2's, a field out of its range (a 32-bit
+        field outside ``[-2**31, 2**31)``, a 64-bit one outside ``[-2**63, 2**63)``, a host of the
         wrong length, a body that is not bytes) or properties the format cannot
         carry; nothing of ``msg`` is changed then.  (Which values a store accepts,
         a queue id >= 0 among them, is the store's policy.)
     :raises InvalidTopicError: a topic too long for its length field.
     """
+    if msg.magic != MESSAGE_MAGIC and msg.magic != MESSAGE_MAGIC_V2:     # a layout the readers know
+        raise InvalidMessageError(f"expected message magic 0x{MESSAGE_MAGIC & 0xFFFFFFFF:08X} (v1) or "
+                                  f"0x{MESSAGE_MAGIC_V2 & 0xFFFFFFFF:08X} (v2), found {cut(msg.magic)}")
     topic_field = encode_topic(msg.topic, msg.magic)
     properties = encode_properties(msg.properties, msg.trailing_separator)
     body = msg.body

@@ -51,7 +51,7 @@ from segstore.errors import (
     cut,
 )
 from segstore.overlap import in_rounds, overlapped, thread_count
-from segstore.records import Message
+from segstore.records import Message, Record, message_list
 from segstore.search import Bound, search
 from segstore.store import (
     READ_COMMITTED,
@@ -60,6 +60,7 @@ from segstore.store import (
     DumpLine,
     Store,
     bytes_by_topic,
+    check_batch_rows,
     check_isolation,
     reads_while_open,
 )
@@ -737,14 +738,28 @@ class RocketMQStore(LifecycleMixin, Store):
     # -- appending -----------------------------------------------------------
     def _normalize(self, item: Message | Mapping[str, Any]) -> Mapping[str, Any]:
         """An append item as a mapping of :data:`APPEND_FIELDS` (common Message names mapped)."""
+        if isinstance(item, Record):    # a record read from a store (RocketMQ's own: append_stored keeps all)
+            item = item.to_message()
         if isinstance(item, Message):
-            if item.key is not None and any(name == PROPERTY_KEYS for name, _ in item.headers):
-                # KEYS the key and KEYS the header say the same thing twice: one would be lost
-                raise InvalidMessageError("expected one of key or a KEYS header, found both")
+            key = item.key
+            header_keys = [value for name, value in item.headers if name == PROPERTY_KEYS]
+            if key is not None and header_keys:
+                # KEYS the key and KEYS the header say the same thing twice: one would be lost, unless the
+                # key is the header's first token, which is what a read message's to_message() gives
+                def raw(value: Any) -> Any:
+                    return value.encode("utf-8") if isinstance(value, str) else value
+
+                tokens = (raw(header_keys[0]) or b"").split(KEY_SEPARATOR.encode())
+                first = next((k for k in tokens if k), None)
+                if raw(key) != first:
+                    raise InvalidMessageError(f"expected one of key or a KEYS header (or a key that is the "
+                                              f"header's first key), found key {cut(key)} and KEYS "
+                                              f"{cut(header_keys[0])}")
+                key = None
             fields: dict[str, Any] = {"topic": item.topic, "body": item.value,
                                       "queue_id": integer_field(item.partition, "partition")}
-            if item.key is not None:
-                fields["keys"] = [_text(item.key, "a key")]
+            if key is not None:
+                fields["keys"] = [_text(key, "a key")]
             if item.headers:
                 fields["properties"] = _header_properties(item.headers)
             if integer_field(item.timestamp, "timestamp", -1) >= 0:
@@ -1020,7 +1035,7 @@ class RocketMQStore(LifecycleMixin, Store):
         self._check_writable()
         now = self._clock()
         if not as_stored:
-            messages = messages if type(messages) is list else list(messages)
+            messages = message_list(messages)
             batch = encode_batch(self, self._plain_items(messages), now)
             if batch is not None:
                 return self._write_plain(batch)
@@ -1229,6 +1244,7 @@ class RocketMQStore(LifecycleMixin, Store):
             without files); nothing written.
         """
         self._check_writable()
+        self._check_commit(group, offsets)
         for (topic, queue_id), offset in offsets.items():
             # a queue without files is empty: getMaxOffsetInQueue answers 0 (a %RETRY% queue before a retry)
             start, end = self.offset_range(topic, queue_id) if (topic, queue_id) in self.queues else (0, 0)
@@ -1419,9 +1435,10 @@ class RocketMQStore(LifecycleMixin, Store):
         """The messages as batches of :data:`segstore.columns.ROCKETMQ_SCHEMA` (see ``Store.scan_arrow``).
 
         With no arguments: every commitlog message in physical order (as :meth:`scan`).
-        With ``topic`` and ``partition``: that queue from queue ``offset`` on, through its
-        consume queue (entries read a chunk at a time, messages decoded at their positions,
-        each checked to be that queue's message of that size).  With ``start``/``end``: the
+        With ``topic`` and ``partition``: that queue from queue ``offset`` on (from its first
+        offset where ``offset`` is below it, as :meth:`read`), through its consume queue (entries
+        read a chunk at a time, messages decoded at their positions, each checked to be that queue's
+        message of that size).  With ``start``/``end``: the
         messages whose physical offset lies in ``[start, end)`` (their files are walked from
         the start, so a position need not be a message boundary).  A batch holds at most
         ``batch_rows`` messages of one commitlog file.  Runtime complexity: ``O(bytes read)``.
@@ -1449,6 +1466,8 @@ class RocketMQStore(LifecycleMixin, Store):
         from segstore.columns import ROCKETMQ_SCHEMA
 
         self._check_open()
+        self._check_read(partition, offset, any_partition=True)
+        check_batch_rows(batch_rows)
         threads = thread_count(threads)
         schema = project(ROCKETMQ_SCHEMA, columns)
         if decompress and {"value", "sysFlag"} & set(schema.names):
@@ -1769,7 +1788,10 @@ class RocketMQStore(LifecycleMixin, Store):
         if cq is None:
             raise NotFoundError(f"expected a consume queue for {topic}/{partition}, found none", self.path)
         cl = self.commitlog
-        position = offset
+        # an offset below the queue's first (its old files deleted) reads from there, as read() and the
+        # broker (4.9.7 DefaultMessageStore.getMessage: OFFSET_TOO_SMALL, nextBeginOffset = minOffset);
+        # a negative one is no offset and is refused (ConsumeQueue.entries)
+        position = offset if offset < 0 else max(offset, cq.min_offset)
         while True:
             entries = cq.entries(position, batch_rows)
             if not len(entries):
@@ -1968,6 +1990,9 @@ class RocketMQStore(LifecycleMixin, Store):
             ``decompress``) a compressed body does not inflate.
         """
         self._check_open()
+        self._check_read(partition, offset, count)
+        if tag is not None and not isinstance(tag, str):
+            raise ConfigError(f"expected a tag as a string, found {type(tag).__name__} {cut(tag)}", self.path)
         cq = self._queue_view(topic, partition)
         offset = max(offset, cq.min_offset)
         # a consume queue's entry n points at the message whose QUEUEOFFSET is n (verify checks it)

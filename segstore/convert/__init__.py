@@ -16,7 +16,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from segstore.errors import ConfigError
+from segstore.errors import ConfigError, ConversionOptionError, cut
 
 if TYPE_CHECKING:
     from .pipeline import ConversionReport
@@ -48,7 +48,7 @@ def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], to: str = 
 
     :param to: a registered format: ``"kafka"`` (``dst`` becomes a log directory of
         ``TOPIC-PARTITION`` directories), ``"rocketmq"`` (``dst`` becomes a store directory)...
-    :param topics: only these source topics (source names); all when None.
+    :param topics: only these source topics (source names; a str is one); all when None.
     :param compression: batch compression, where the target has it (Kafka: ``none gzip snappy lz4 zstd``).
     :param config: the destination format's config names (``segment.bytes``,
         ``mappedFileSizeCommitLog``...).
@@ -64,10 +64,25 @@ def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], to: str = 
         By default the bodies are copied as stored, and the way back is exact.
     :raises ConversionError: bad input or destination; other :class:`SegstoreError`
         subclasses for corrupt sources (``path:pos:``).
+    :raises ConversionOptionError: a ``src`` or ``dst`` that is not a path, ``topics`` that are not
+        names (one name alone is taken as ``[name]``), a ``config`` that is not a mapping.
     """
     from .pipeline import run  # the plugins load here, not when the CLI builds its parser
 
-    return run(os.fspath(src), os.fspath(dst), to=to, topics=None if topics is None else list(topics),
+    paths = []
+    for name, path in (("src", src), ("dst", dst)):
+        if not isinstance(path, (str, os.PathLike)):
+            raise ConversionOptionError(f"expected {name} as a path, found {type(path).__name__} {cut(path)}")
+        paths.append(os.fspath(path))
+    if isinstance(topics, str):     # one name, not its characters
+        topics = [topics]
+    names = None if topics is None else list(topics)
+    if names is not None and not all(isinstance(n, str) for n in names):
+        raise ConversionOptionError(f"expected topics as names (str), found {cut(names)}")
+    if config is not None and not isinstance(config, Mapping):
+        raise ConversionOptionError(f"expected config as a mapping of name to value ({{'segment.bytes': "
+                                    f"1048576}}), found {type(config).__name__} {cut(config)}")
+    return run(paths[0], paths[1], to=to, topics=names,
                compression=compression, config=dict(config or {}), resume=resume, verify=verify,
                force=force, skip_corrupt=skip_corrupt, progress=progress, timestamp=timestamp,
                decompress_bodies=decompress_bodies)

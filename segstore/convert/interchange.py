@@ -229,6 +229,9 @@ class FormatConversion(abc.ABC):
     #: Whether its records may hold bodies their producer compressed, which it can give inflated
     #: (``Options.decompress_bodies``, ``--decompress-bodies``).
     inflates_bodies: bool = False
+    #: Whether its records have a second time a conversion may take as the record's time
+    #: (``Options.timestamp``, ``--timestamp store``: RocketMQ's store time beside the born time).
+    chooses_timestamp: bool = False
     #: How its writers skip what a resumed run's destination holds already: True, stream by stream
     #: (each entry below the end offset the destination holds of the entry's stream); False, by
     #: count (as many entries of the conversion order as the destination holds).  A resume takes a

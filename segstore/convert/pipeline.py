@@ -784,6 +784,11 @@ def run(src: str, dst: str, *, to: str, topics: list[str] | None, compression: s
         raise ConversionError(f"expected a source of another format than the target {to!r}, "
                               f"found {to!r}", src)
     source_side = _side(source_format, "source", src)
+    if timestamp != "born" and not source_side.chooses_timestamp:
+        # silently ignored before: the records of such a source keep their one time
+        raise ConversionOptionError(f"expected --timestamp {timestamp} only for a source whose messages have "
+                                    f"a store time besides their born time (RocketMQ), found a "
+                                    f"{source_format} source", src)
     if decompress_bodies and not source_side.inflates_bodies:
         raise ConversionOptionError(f"expected --decompress-bodies only for a source whose messages may hold "
                                     f"compressed bodies (RocketMQ), found a {source_format} source", src)

@@ -1,0 +1,219 @@
+"""The Python API as a new user meets it: a wrong argument to a store method is a typed
+``segstore.errors`` error saying what was expected and what was found, on both formats, never a
+``TypeError`` or ``AttributeError`` from deep inside, and nothing is written."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+import segstore
+from segstore.errors import ConfigError, InvalidMessageError, StoreClosedError
+
+SMALL_ROCKETMQ = {"mappedFileSizeCommitLog": 1 << 20, "mappedFileSizeConsumeQueue": 20 * 1000,
+                  "maxHashSlotNum": 100, "maxIndexNum": 400}
+ONE = {"kafka": {"topic": "orders", "partition": 0, "key": b"k", "value": b"v"},
+       "rocketmq": {"topic": "orders", "queue_id": 0, "body": b"v", "keys": ["k"]}}
+
+
+@pytest.fixture(params=["kafka", "rocketmq"])
+def store(request, tmp_path):
+    fmt = request.param
+    config = SMALL_ROCKETMQ if fmt == "rocketmq" else {}
+    with segstore.open(tmp_path / "s", format=fmt, mode="a", **config) as s:
+        s.append(ONE[fmt])
+        yield s
+
+
+def _unchanged(store):
+    assert store.offset_range("orders", 0) == (0, 1)
+
+
+@pytest.mark.parametrize(("batch", "found"), [
+    (None, "found NoneType$"),
+    (5, "found int$"),
+    ("orders", "found str$"),
+    ({"topic": "orders"}, r"found dict \(append\(\) takes one message\)"),
+])
+def test_append_batch_of_what_is_not_a_list_of_messages_is_refused(store, batch, found):
+    # before: TypeError "'NoneType' object is not iterable" from the store's list(messages); a dict
+    # was taken as its keys (RocketMQ: "'str' object has no attribute 'keys'")
+    with pytest.raises(InvalidMessageError, match=r"expected an iterable of messages .*" + found):
+        store.append_batch(batch)
+    _unchanged(store)
+
+
+@pytest.mark.parametrize("message", [None, 5, [("topic", "orders")]])
+def test_append_of_what_is_not_a_message_is_refused(store, message):
+    # before, on Kafka: TypeError from Message.coerce's dict(obj) (a list of pairs was taken as a dict)
+    with pytest.raises(InvalidMessageError):
+        store.append(message)
+    with pytest.raises(InvalidMessageError):
+        store.append_batch([ONE[store.format], message])
+    _unchanged(store)
+
+
+@pytest.mark.parametrize("data", [None, [{"topic": "orders"}], {"topic": ["orders"]}])
+def test_append_arrow_of_what_is_not_arrow_is_refused(store, data):
+    # before, on Kafka: AttributeError "'NoneType' object has no attribute 'num_rows'"
+    with pytest.raises(InvalidMessageError, match="expected a pyarrow RecordBatch or Table of the "
+                                                  "segstore.columns schema, found " + type(data).__name__):
+        store.append_arrow(data)
+    _unchanged(store)
+
+
+@pytest.mark.parametrize(("call", "said"), [
+    (lambda s: list(s.read("orders", 0, offset="1")), "expected an offset as an integer, found str '1'"),
+    (lambda s: list(s.read("orders", 0, count="1")), "expected a count as an integer, found str '1'"),
+    (lambda s: list(s.read("orders", "0")), "expected a partition as an integer, found str '0'"),
+    (lambda s: list(s.read("orders", 0, offset=1.0)), "expected an offset as an integer, found float 1.0"),
+    (lambda s: s.find("orders", None), "expected a key as str or bytes, found NoneType None"),
+    (lambda s: s.find("orders", 5), "expected a key as str or bytes, found int 5"),
+    (lambda s: s.offset_for_time("orders", 0, "2024-01-01"),
+     "expected a lookup time in ms since the epoch, found str '2024-01-01'"),
+    (lambda s: s.offsets_between("orders", 0, begin="0"),
+     "expected a begin time in ms since the epoch, found str '0'"),
+])
+def test_a_lookup_argument_of_the_wrong_kind_is_a_config_error(store, call, said):
+    # before: TypeError ("'>' not supported between instances of 'int' and 'str'", "cannot convert
+    # 'NoneType' object to bytes"); find(topic, 5) looked up bytes(5), five zero bytes, and found nothing;
+    # read(topic, "0") said there was no such queue
+    with pytest.raises(ConfigError, match=re.escape(f"{store.path}: {said}")):
+        call(store)
+
+
+def test_lookups_take_numpy_integers_and_bytes_like_keys(store):
+    import numpy as np
+
+    assert [r.offset for r in store.read("orders", np.int32(0), offset=np.int64(0), count=np.int64(1))] == [0]
+    assert [r.offset for r in store.find("orders", bytearray(b"k"))] == [0]
+    assert [r.offset for r in store.find("orders", memoryview(b"k"))] == [0]
+    assert store.offset_for_time("orders", 0, 0.5) == 0
+
+
+@pytest.mark.parametrize("path", [None, 5])
+def test_open_of_what_is_not_a_path_is_a_config_error(path):
+    # before: TypeError from os.fspath deep in segstore.open
+    with pytest.raises(ConfigError, match=f"expected a store path \\(str or os.PathLike\\), found "
+                                          f"{type(path).__name__} {path}"):
+        segstore.open(path)
+
+
+@pytest.mark.parametrize("fmt", ["kafka", "rocketmq"])
+def test_open_takes_a_bytes_path(tmp_path, fmt):
+    # before, on Kafka: TypeError "cannot use a string pattern on a bytes-like object" from the
+    # segment-name patterns
+    config = SMALL_ROCKETMQ if fmt == "rocketmq" else {}
+    with segstore.open(tmp_path / "s", format=fmt, mode="a", **config) as store:
+        store.append(ONE[fmt])
+    with segstore.open(os.fsencode(tmp_path / "s")) as store:
+        assert store.path == str(tmp_path / "s")
+        assert [r.offset for r in store.read("orders", 0)] == [0]
+
+
+def test_a_closed_store_refuses_a_with_block(store):
+    # before: ``with`` a closed store entered, and the first call inside raised instead
+    store.close()
+    with pytest.raises(StoreClosedError, match="store is closed"), store:
+        pass
+
+
+@pytest.mark.parametrize(("options", "said"), [
+    ({"offset": "1"}, "expected an offset as an integer, found str '1'"),
+    ({"partition": "0"}, "expected a partition as an integer, found str '0'"),
+])
+def test_scan_arrow_arguments_of_the_wrong_kind_are_config_errors(store, options, said):
+    # before: TypeError from a comparison in the offset lookup; a str partition: no such partition
+    with pytest.raises(ConfigError, match=re.escape(f"{store.path}: {said}")):
+        list(store.scan_arrow(**{"topic": "orders", "partition": 0, **options}))
+
+
+@pytest.mark.parametrize("threads", [0, "2", 2.0])
+def test_dump_text_refuses_a_thread_count_as_dump_json_does(store, threads):
+    # before, on Kafka: dump_text took any threads value (it uses one) where dump_json refused it
+    for dump in (store.dump_json, store.dump_text):
+        with pytest.raises(ConfigError, match="expected threads of at least 1"):
+            list(dump(threads=threads))
+
+
+@pytest.mark.parametrize(("options", "said"), [
+    ({"max_hits": "3"}, "expected max_hits as an integer of at least 0, found str '3'"),
+    ({"max_hits": -1}, "expected max_hits as an integer of at least 0, found int -1"),
+    ({"max_hits": 1.5}, "expected max_hits as an integer of at least 0, found float 1.5"),
+    ({"partition": "0"}, "expected partition as an integer of at least 0, found str '0'"),
+    ({"begin": "x"}, "expected a begin time in ms since the epoch, found str 'x'"),
+    ({"end": "x"}, "expected an end time in ms since the epoch, found str 'x'"),
+])
+def test_find_options_of_the_wrong_kind_are_config_errors(store, options, said):
+    # before: TypeError from a comparison or a slice, numpy's UFuncTypeError (Kafka's begin/end);
+    # max_hits=-1 found nothing, partition="0" nothing
+    with pytest.raises(ConfigError, match=re.escape(f"{store.path}: {said}")):
+        store.find("orders", "k", **options)
+    assert [r.offset for r in store.find("orders", "k", partition=0, begin=0, max_hits=1)] == [0]
+
+
+@pytest.mark.parametrize("to", ["kafka", "rocketmq"])
+@pytest.mark.parametrize("how", ["record", "to_message"])
+def test_a_record_read_from_either_format_appends_to_either(tmp_path, store, to, how):
+    # before: append(record) raised InvalidMessageError "found KafkaRecord" (Kafka) or "'list' object is not
+    # callable" (RocketMQ); and RocketMQ refused a RocketMQ message's own to_message(), "expected one of key
+    # or a KEYS header, found both": its key is the first KEYS token and its headers hold KEYS
+    record = next(store.read("orders", 0))
+    config = SMALL_ROCKETMQ if to == "rocketmq" else {}
+    with segstore.open(tmp_path / "copy", format=to, mode="a", **config) as copy:
+        done = copy.append(record if how == "record" else record.to_message())
+        back = next(copy.read("orders", 0, offset=done.offset))
+    assert (back.key, back.keys, back.value) == (b"k", ["k"], b"v")
+
+
+def test_rocketmq_refuses_a_key_the_keys_header_does_not_start_with(tmp_path):
+    with segstore.open(tmp_path / "s", format="rocketmq", mode="a", **SMALL_ROCKETMQ) as store:
+        message = segstore.Message(topic="orders", value=b"v", key=b"other", headers=[("KEYS", b"k1 k2")])
+        with pytest.raises(InvalidMessageError, match=r"expected one of key or a KEYS header .*found key "
+                                                      r"b'other' and KEYS b'k1 k2'"):
+            store.append(message)
+        assert store.topics() == []
+        message.key = b"k1"     # the header's first key: nothing lost
+        store.append(message)
+        assert next(store.read("orders", 0)).keys == ["k1", "k2"]
+
+
+@pytest.mark.parametrize("batch_rows", [0, "x", 2.0])
+def test_scan_arrow_refuses_a_batch_size_below_one_or_not_a_number(store, batch_rows):
+    # before: TypeError for "x" on both formats; RocketMQ took 0
+    with pytest.raises(ConfigError, match="expected batch_rows of at least 1"):
+        list(store.scan_arrow(batch_rows=batch_rows))
+
+
+def test_rocketmq_read_refuses_a_tag_that_is_not_text(tmp_path):
+    with segstore.open(tmp_path / "s", format="rocketmq", mode="a", **SMALL_ROCKETMQ) as store:
+        store.append(ONE["rocketmq"])
+        # before: AttributeError "'int' object has no attribute 'encode'" (the tag's hash code)
+        with pytest.raises(ConfigError, match="expected a tag as a string, found int 5"):
+            list(store.read("orders", 0, tag=5))
+
+
+@pytest.mark.parametrize(("columns", "names"), [("value", ["value"]), (["key", "key"], ["key"]),
+                                                (["offset", "value", "offset"], ["offset", "value"])])
+def test_scan_arrow_columns_one_name_alone_and_each_name_once(store, columns, names):
+    # before: "value" was taken as its characters (expected columns among ..., found v, a, l, u, e) and
+    # a name given twice gave a batch of two fields of that name (batch.column(name) refuses those)
+    batch = next(store.scan_arrow(columns))
+    assert batch.schema.names == names and batch.num_rows == 1
+
+
+@pytest.mark.parametrize(("group", "offsets", "said"), [
+    (None, {("orders", 0): 1}, "expected a group id as a non-empty str, found NoneType None"),
+    ("g", {("orders", 0): 1.5}, "expected an integer offset for orders/0, found float 1.5"),
+    ("g", {("orders", 0): "1"}, "expected an integer offset for orders/0, found str '1'"),
+    ("g", {"orders": 1}, "expected offsets keyed by (topic, partition), found 'orders'"),
+    ("g", [(("orders", 0), 1)], "expected offsets as a mapping of (topic, partition) to offset, found list"),
+])
+def test_commit_offsets_of_the_wrong_kind_is_a_config_error_and_commits_nothing(store, group, offsets, said):
+    # before, on RocketMQ: group None committed a group named "None", offset 1.5 was written as 1.5 into
+    # consumerOffset.json; a str offset raised TypeError, a bare topic key ValueError, a list AttributeError
+    with pytest.raises(ConfigError, match=re.escape(f"{store.path}: {said}")):
+        store.commit_offsets(group, offsets)
+    assert store.consumer_groups().rows == []
