@@ -192,6 +192,43 @@ def test_zeroed_hash_slots_are_pointed_back_at_their_chains(store_dir, capsys):
             assert [m.body for m in store.query_by_key("Crash", f"k{i}")] == [message(i)["body"]]
 
 
+@pytest.mark.parametrize("fixture", ["basic", "abort"])
+def test_the_slot_check_passes_sound_broker_files_and_fails_each_damaged_slot(tmp_path, fixture):
+    """``IndexFile.repair_slots`` hashes every entry only where its quick check (the non-zero slots hold
+    exactly the chains' heads) fails: every file the broker wrote passes it, and zeroing any one slot in
+    use, or pointing one at an entry inside a chain, fails it."""
+    import json
+
+    from segstore.indexes.keyhash import IndexFile
+
+    config = json.loads((FIXTURES / "rocketmq" / fixture / "spec.json").read_text())["config"]
+    store = copy_writable(FIXTURES / "rocketmq" / fixture / "store", tmp_path / "store")
+    index_dir = os.path.join(store, "index")
+    names = files.list_dir(index_dir)
+    assert names
+    for name in names:
+        index = IndexFile.open(os.path.join(index_dir, name), config["maxHashSlotNum"], config["maxIndexNum"],
+                               writable=True)
+        try:
+            assert index._slots_hold_the_heads(index.header.index_count)
+            assert index.repair_slots() == []
+            used = [int(k) for k in index.slots.nonzero()[0]]
+            assert used
+            rng = random.Random(name)
+            for slot in rng.sample(used, min(5, len(used))):
+                held = int(index.slots[slot])
+                index.slots[slot] = 0
+                assert not index._slots_hold_the_heads(index.header.index_count)
+                prev = int(index.entries_all["prev"][held])
+                if prev:                                    # a chain's inner entry instead of its head
+                    index.slots[slot] = prev
+                    assert not index._slots_hold_the_heads(index.header.index_count)
+                index.slots[slot] = held
+            assert index._slots_hold_the_heads(index.header.index_count)
+        finally:
+            index.file.close()
+
+
 def test_checkpoint_damage_is_named(store_dir):
     path = os.path.join(store_dir, "checkpoint")
     _flip(path, 1000)

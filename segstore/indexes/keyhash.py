@@ -525,8 +525,11 @@ class IndexFile:
         """Point every slot at the newest of the file's entries hashed to it (0: none), and count the
         slots holding one in ``hashSlotCount``, as the broker's ``IndexFile.putKey`` leaves them: a
         query walks only its slot's chain, so a damaged slot hides every key of that chain.  The
-        slots rewritten (ascending).  ``O(entries + slots)``."""
+        slots rewritten (ascending).  ``O(entries + slots)``: a check of the links first (about 45 ms
+        for 2M entries and 5M slots), the hashes of every entry only where it fails (ten times that)."""
         count = self.header.index_count
+        if self._slots_hold_the_heads(count):
+            return []
         expected = np.zeros(self.slot_num, np.int64)
         if count > FIRST_ENTRY:
             np.maximum.at(expected, self._owners(slice(FIRST_ENTRY, count)),
@@ -539,6 +542,26 @@ class IndexFile:
             self.header.hash_slot_count = int(np.count_nonzero(expected))
             self.write_header()
         return wrong.tolist()
+
+    def _slots_hold_the_heads(self, count: int) -> bool:
+        """Whether the non-zero slots hold exactly the chains' heads, each once: the entries no later
+        entry links to (``putKey`` links a new entry to its slot's head, in that slot's chain only).
+        What a sound file shows; a zeroed or overwritten slot fails it (one holding another slot's
+        head would pass, which ``verify`` still finds).  ``O(entries + slots)`` without hashing."""
+        if count <= FIRST_ENTRY:
+            return not self.slots.any()
+        prev = self.entries_all["prev"][FIRST_ENTRY:count]
+        linked = np.zeros(count, bool)
+        linked[prev[(prev > INVALID_INDEX) & (prev < count)]] = True
+        heads = ~linked[FIRST_ENTRY:]
+        stored = self.slots
+        pointed_at = stored[stored != INVALID_INDEX]
+        if (len(pointed_at) != np.count_nonzero(heads) or pointed_at.min() < FIRST_ENTRY
+                or pointed_at.max() >= count):
+            return False
+        pointed = np.zeros(count, bool)
+        pointed[pointed_at] = True
+        return bool(np.array_equal(pointed[FIRST_ENTRY:], heads))
 
     def truncate(self, keep: int, end_timestamp: int, start_phy_offset: int = 0,
                  start_timestamp: int = 0) -> None:
