@@ -26,8 +26,6 @@ from dataclasses import dataclass
 from segstore import files
 from segstore.errors import CorruptDataError, TruncatedDataError
 
-from .consumequeue import CUT_DIR, SEGSTORE_DIR
-
 FIELDS = struct.Struct(
     ">q"  # physicMsgTimestamp
     "q"  # logicsMsgTimestamp
@@ -190,6 +188,9 @@ class CheckpointFile:
         if size > FILE_SIZE:
             extra = self._file.view(FILE_SIZE, size)
             if any(extra):
+                # here only: detecting a store's format loads this module, and .consumequeue its indexes
+                from .consumequeue import CUT_DIR, SEGSTORE_DIR
+
                 kept = files.save_aside(self.path, FILE_SIZE, extra, into=os.path.join(
                     os.path.dirname(self.path), SEGSTORE_DIR, CUT_DIR))
                 self.repairs.append(f"{self.path}:{FILE_SIZE}: cut {size - FILE_SIZE} bytes past the "
