@@ -308,25 +308,6 @@ def test_recover_says_when_it_drops_leader_epochs_past_the_log_end(tmp_path: Pat
     assert capsys.readouterr().out == f"{part}: nothing to recover\n"
 
 
-def test_every_writable_open_drops_leader_epochs_past_the_log_end(tmp_path: Path) -> None:
-    """Kafka 3.8.0 ``LogLoader.load`` ends every load with ``truncateFromEnd(nextOffset)``, a clean
-    shutdown's too: an append-open of a partition whose checkpoint names an epoch past its end kept it
-    (only a recovery dropped it), and the next batch's epoch came after it.  A reader changes nothing."""
-    part = _compacted_partition(tmp_path / "t-0", "0\n3\n0 0\n1 123\n2 200\n")
-    with segstore.open(part, format="kafka", mode="a") as store:   # the indexes, as the broker wrote them
-        store.flush()
-    (part / "leader-epoch-checkpoint").write_text("0\n4\n0 0\n1 123\n2 200\n5 900\n")
-    with segstore.open(part, format="kafka") as store:
-        assert store.partition.epochs.entries[-1].start_offset == 900
-    assert (part / "leader-epoch-checkpoint").read_text() == "0\n4\n0 0\n1 123\n2 200\n5 900\n"
-    with segstore.open(part, format="kafka", mode="a") as store:
-        assert store.partition.recovered == [f"{part / 'leader-epoch-checkpoint'}: dropped the leader epochs "
-                                             "starting at or past the log end 201: 5 900"]
-        kept = [(e.epoch, e.start_offset) for e in store.partition.epochs.entries]
-        assert kept == [(0, 0), (1, 123), (2, 200)]
-    assert (part / "leader-epoch-checkpoint").read_text() == "0\n3\n0 0\n1 123\n2 200\n"
-
-
 def test_recover_of_a_healthy_compacted_partition_changes_no_file(tmp_path: Path) -> None:
     """``segstore recover`` on what a broker left after a clean shutdown (indexes built): byte for byte
     the same files after."""

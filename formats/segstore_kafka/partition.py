@@ -380,8 +380,6 @@ class Partition:
             if active is None:
                 active = self.log.roll(0)
             active.make_appendable()
-            # whether or not a crash was recovered (a recovery has truncated them already)
-            self.recovered.extend(self._truncate_epochs(active.next_offset()))
         first = self.log.segments.first
         self.log_start_offset = first.base if first is not None else 0
         self.next_offset = self.log.active.next_offset() if self.log.active is not None else 0
@@ -493,23 +491,15 @@ class Partition:
                     lines.append(f"{later.path}: removed after the cut in {seg.path} (kept in {kept})")
                 break
         end = self.log.active.next_offset() if self.log.active is not None else 0
-        lines.extend(self._truncate_epochs(end))
-        self.next_offset = end
-        self._txns = None
-        return lines
-
-    def _truncate_epochs(self, end: int) -> list[str]:
-        """Drop the leader epochs starting at or past the log end ``end`` (``truncateFromEnd``), which
-        Kafka 3.8.0 ``LogLoader.load`` does on every load, recovered or not; a line naming them (as
-        ``LeaderEpochFileCache.truncateFromEnd`` logs "Cleared entries ..."), none where none went.
-        The checkpoint is written with the next flush or close."""
         before = self.epochs.entries
         self.epochs.truncate_from_end(end)
         dropped = before[len(self.epochs.entries):]
-        if not dropped:
-            return []
-        return [f"{self.epochs.path}: dropped the leader epochs starting at or past the log end {end}: "
-                + ", ".join(f"{e.epoch} {e.start_offset}" for e in dropped)]
+        if dropped:  # said, as LeaderEpochFileCache.truncateFromEnd logs "Cleared entries ..."
+            lines.append(f"{self.epochs.path}: dropped the leader epochs starting at or past the log end "
+                         f"{end}: " + ", ".join(f"{e.epoch} {e.start_offset}" for e in dropped))
+        self.next_offset = end
+        self._txns = None
+        return lines
 
     def _batch_observer(self, seg: LogSegment, tracker: TransactionTracker) -> Callable[[Any], None]:
         """The per-batch callback of a segment's recovery: leader epochs and aborted transactions."""
