@@ -376,13 +376,13 @@ class Store(abc.ABC):
         """
         raise UnsupportedOperationError(f"{self.format} stores do not support lookups by time", self.path)
 
-    def _check_time(self, name: str, value: int | None) -> None:
+    def _check_time(self, name: str, value: int | None, *, negative: bool = False) -> None:
         """:raises ConfigError: ``value`` (a time the caller calls ``name``) is not a number of ms, or is
-            negative."""
+            negative (unless ``negative``)."""
         if value is not None and (not isinstance(value, numbers.Real) or isinstance(value, bool)):
             raise ConfigError(f"expected {_a(name)} time in ms since the epoch, found {type(value).__name__} "
                               f"{cut(value)}", self.path)
-        if value is not None and value < 0:
+        if value is not None and value < 0 and not negative:
             raise ConfigError(f"expected {_a(name)} time of at least 0 ms, found {value}", self.path)
 
     def offsets_between(self, topic: str, partition: int, begin: int | None = None,
@@ -459,10 +459,8 @@ class Store(abc.ABC):
             if value is not None and (not _integer(value) or value < 0):
                 raise ConfigError(f"expected {name} as an integer of at least 0, found "
                                   f"{type(value).__name__} {cut(value)}", self.path)
-        for name, value in (("begin", begin), ("end", end)):
-            if value is not None and (not isinstance(value, numbers.Real) or isinstance(value, bool)):
-                raise ConfigError(f"expected {_a(name)} time in ms since the epoch, found "
-                                  f"{type(value).__name__} {cut(value)}", self.path)
+        self._check_time("begin", begin, negative=True)
+        self._check_time("end", end, negative=True)
         return raw
 
     def to_common(self, record: Record) -> Message:
