@@ -201,3 +201,40 @@ def test_a_queue_new_since_the_build_is_read_as_a_tail(tmp_path: Path, writer: s
     assert code == 0, out + err
     if writer == "cli":     # the CLI's write kept the layout: queue 3 has its own index
         assert (store / ".segstore" / "time" / "T" / "3").is_dir()
+
+
+@pytest.mark.parametrize("fmt", ["rocketmq", "kafka"])
+def test_verify_of_an_index_never_built_or_dropped_is_a_problem(tmp_path: Path, fmt: str) -> None:
+    """``index verify --index offset`` on a store that has no such index (never built, or dropped) said
+    "ok" and exited 0: a user checking the index they rely on was told it is sound.  It is one problem
+    naming the layout's directory and the command that builds it; after a build it is clean again."""
+    from conftest import cli_run
+
+    name = "offset" if fmt == "rocketmq" else "queue"
+    store = tmp_path / "store"
+    with segstore.open(str(store), format=fmt, mode="a", indexes=[]) as s:
+        s.append_batch([{"topic": "T", "partition": 0, "value": b"v"} if fmt == "kafka"
+                        else {"topic": "T", "queue_id": 0, "body": b"v"} for _ in range(5)])
+    for attempt in ("never built", "dropped"):
+        code, out, err = cli_run("index", "verify", store, "--index", name)
+        assert code == 1, (attempt, out, err)
+        assert f"expected a built {name!r} index, found none" in out
+        assert f"run: segstore index build PATH --index {name}" in out
+        assert cli_run("index", "build", store, "--index", name)[0] == 0
+        assert cli_run("index", "verify", store, "--index", name)[0] == 0
+        assert cli_run("index", "drop", store, "--index", name)[0] == 0
+
+
+def test_index_build_checks_its_options_before_saying_anything_is_done(tmp_path: Path) -> None:
+    """``index build --index key --index offset --option bogus=1`` on a RocketMQ store printed "key: native
+    to rocketmq stores, kept by the broker" on stdout, then failed on the option (exit 2)."""
+    from conftest import cli_run
+
+    store = tmp_path / "store"
+    with segstore.open(str(store), format="rocketmq", mode="a", indexes=[]) as s:
+        s.append_batch([{"topic": "T", "queue_id": 0, "body": b"v"}])
+    code, out, err = cli_run("index", "build", store, "--index", "key", "--index", "offset",
+                             "--option", "bogus=1")
+    assert code == 2 and out == "", (out, err)
+    assert "found 'bogus'" in err
+    assert not (store / ".segstore" / "offset").exists()

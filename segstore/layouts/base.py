@@ -681,8 +681,18 @@ class ExtraLayout(Layout, Generic[IndexT]):
             index.flush()
 
     def verify(self) -> list[Problem]:
+        """Each stream's index checked against the log.
+
+        A layout never built over a store that has streams is one problem (it is not clean: a
+        lookup through it would refuse), at the first home's ``.segstore/LAYOUT``.
+        """
+        streams = self.streams()
+        if streams and not self._streams and not self.has_files():
+            return [Problem(os.path.join(self.homes()[0], INDEX_ROOT, self.name), None,
+                            f"expected a built {self.name!r} index, found none "
+                            f"(run: segstore index build PATH --index {self.name})")]
         problems: list[Problem] = []
-        for stream in self.streams():
+        for stream in streams:
             index = self._streams.get(stream)
             # none: a stream new since the build, behind as a tail is (lookups read it)
             if index is not None:
