@@ -293,6 +293,45 @@ def test_hostile_topic_names_are_refused_and_create_nothing(tmp_path, topic):
     assert not [p for p in root.iterdir() if p.is_dir()]
 
 
+@pytest.mark.parametrize("path", ["dicts", "arrow", "message"])
+def test_a_new_topic_colliding_with_an_existing_one_is_refused(tmp_path, path):
+    """Kafka 3.8 ``ReplicationControlManager.validateNewTopicNames`` refuses a new topic whose name equals
+    an existing one's once '.' and '_' are unified (``Topic.unifyCollisionChars``): ``ok_topic`` beside
+    ``ok.topic``.  An offline write created it.  A new partition of a topic already there is not checked
+    (``createPartitions``), and topics created in one call are checked against the existing only, as one
+    CreateTopics request is."""
+    import pyarrow as pa
+
+    from segstore.columns import KAFKA_SCHEMA
+
+    def append(store, topic, partition=0):
+        if path == "dicts":
+            store.append_batch([{"topic": topic, "partition": partition, "value": b"v"}])
+        elif path == "message":
+            store.append_batch([Message(topic=topic, partition=partition, value=b"v")])
+        else:
+            store.append_arrow(pa.table({"topic": [topic], "partition": [partition], "value": [b"v"]},
+                                        schema=pa.schema([KAFKA_SCHEMA.field(n) for n in
+                                                          ("topic", "partition", "value")])))
+
+    root = tmp_path / "logs"
+    with segstore.open(str(root), format="kafka", mode="a") as store:
+        store.append_batch([{"topic": "a.b", "partition": 0, "value": b"v"},
+                            {"topic": "a_b", "partition": 0, "value": b"v"}])   # one request: both
+        append(store, "ok.topic")
+        for topic in ("ok_topic", "ok_topic", "a_b_c"):
+            if topic == "a_b_c":
+                append(store, "a.b.c")
+            with pytest.raises(InvalidTopicError) as info:
+                append(store, topic)
+        assert "expected a topic that does not collide with existing topic 'a.b.c', found 'a_b_c'" in str(
+            info.value)
+        append(store, "ok.topic", 1)        # a new partition of an existing topic
+        append(store, "a_b", 1)
+    assert sorted(p.name for p in root.iterdir() if p.is_dir()) == [
+        "a.b-0", "a.b.c-0", "a_b-0", "a_b-1", "ok.topic-0", "ok.topic-1"]
+
+
 def test_batch_over_max_message_bytes_is_refused_and_writes_nothing(tmp_path):
     root = str(tmp_path / "t-0")
     with segstore.open(root, format="kafka", mode="a", **{"max.message.bytes": 2048}) as store:

@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable
 
 from segstore import files, overlap
-from segstore.errors import CorruptDataError, OutOfMemoryError, cut
+from segstore.errors import CorruptDataError, InvalidTopicError, OutOfMemoryError, cut
 
 from .checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
@@ -185,11 +185,37 @@ class LogDir:
         """The partition, created (writable stores only) when ``create``."""
         part = self.partitions.get((topic, partition))
         if part is None and create:
-            validate_topic(topic, partition)
+            validate_topic(topic, partition)    # a collision is the caller's to check, per call
             part = Partition(os.path.join(self.path, f"{topic}-{partition}"), self.config_for(topic),
                              writable=True, clock=self.clock)
             self.partitions[(topic, partition)] = part
         return part
+
+    def check_new_partition(self, topic: str, partition: int) -> None:
+        """Refuse a partition to create that Kafka refuses: :func:`validate_topic`'s rules, and a new
+        topic whose name collides with an existing topic's once ``.`` and ``_`` are made the same (their
+        metric names would clash): 3.8 ``ReplicationControlManager.validateNewTopicNames`` answers
+        ``Topic 'a_b' collides with existing topic: a.b`` (``Topic.hasCollisionChars`` /
+        ``unifyCollisionChars``).  A new partition of an existing topic is not checked, as
+        ``createPartitions`` does not.  ``O(partitions)`` for a new topic.
+
+        :raises InvalidTopicError: the rule broken, naming the existing topic.
+        """
+        if (topic, partition) in self.partitions:
+            return
+        validate_topic(topic, partition)
+        if "." not in topic and "_" not in topic:
+            return
+        existing = {name for name, _ in self.partitions}
+        if topic in existing:
+            return
+        unified = topic.replace(".", "_")
+        for name in sorted(existing):
+            if name.replace(".", "_") == unified:
+                raise InvalidTopicError(f"expected a topic that does not collide with existing topic "
+                                        f"{cut(name)}, found {cut(topic)}: '.' and '_' clash in Kafka's "
+                                        "metric names, and its controller refuses the topic "
+                                        "(InvalidTopicException)", self.path)
 
     def write_checkpoints(self, log_starts: dict[tuple[str, int], int] | None = None) -> None:
         """Write the checkpoint files from the partitions' current state (``log_starts``: their

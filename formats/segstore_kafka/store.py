@@ -70,7 +70,6 @@ from .partition import (
     Partition,
     now_ms,
     parse_partition_dir,
-    validate_topic,
 )
 from .properties import PARTITION_METADATA, read_partition_metadata
 from .topicconfig import TopicConfigs
@@ -845,8 +844,8 @@ class KafkaStore(Store):
         for topic, partition in keys:
             if self._part is not None:
                 self.partition_of(topic, partition)
-            elif (topic, partition) not in self._log_dir.partitions:
-                validate_topic(topic, partition)
+            else:
+                self._log_dir.check_new_partition(topic, partition)
 
     @staticmethod
     def _append_records(part: Partition, msgs: list[Message], now: int) -> Any:
@@ -888,8 +887,8 @@ class KafkaStore(Store):
             partition directory's.
         """
         self._check_writable()
-        if self._part is None and (topic, partition) not in self._log_dir.partitions:
-            validate_topic(topic, partition)
+        if self._part is None:
+            self._log_dir.check_new_partition(topic, partition)
         self.partition_of(topic, partition, create=True).append_encoded(data, keep_offsets=True,
                                                                         new_segment=new_segment)
         if self.indexes is not None:  # extra index layouts (segstore.layouts)
