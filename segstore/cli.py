@@ -410,6 +410,15 @@ _FILE_ONLY_FLAGS = ("print_data_log", "deep_iteration", "key_decoder", "value_de
 
 
 def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
+    named = [path for listed in args.files or () for path in listed.split(",") if path]
+    for path in named:
+        if files.is_dir(path):
+            raise UsageError("--files: expected single files (kafka-dump-log's --files), found a directory "
+                             "(name a store directory as PATH)", path)
+    args.paths = [*args.paths, *named]
+    if not args.paths:
+        raise UsageError("expected a store directory or store files (PATH..., or --files FILE,...), "
+                         "found none")
     for path in args.paths:
         if not files.exists(path):
             raise UsageError("expected an existing store directory, found no such file or directory", path)
@@ -2216,7 +2225,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     p = sub.add_parser("dump", help="print every message of a store (human-readable, or --json one object a "
                                     "line), or single store files as kafka-dump-log --files does")
-    p.add_argument("paths", nargs="+", metavar="PATH",
+    p.add_argument("paths", nargs="*", metavar="PATH",
                    help="a store directory (RocketMQ) or partition / log directory (Kafka); or one or more "
                         "single files: Kafka .log, .index, .timeindex, .txnindex, .snapshot, KRaft "
                         ".checkpoint, leader-epoch-checkpoint; RocketMQ commitlog, consume-queue, IndexFile, "
@@ -2251,6 +2260,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                    help="also dump the index files (Kafka .index/.timeindex/.txnindex; RocketMQ consume "
                         "queues and IndexFiles) and check them against the log")
     files_only = p.add_argument_group("single files (kafka-dump-log's flags)")
+    files_only.add_argument("--files", action="append", metavar="FILE[,FILE...]",
+                            help="single files to dump, comma-separated, as kafka-dump-log takes them (the "
+                                 "same as naming them as PATHs)")
     files_only.add_argument("--print-data-log", action="store_true",
                             help="print each record's key and payload (implies --deep-iteration)")
     files_only.add_argument("--deep-iteration", action="store_true",

@@ -64,6 +64,22 @@ def test_a_log_file_dump_has_every_batch_and_record_of_the_segment(capsys):
     assert [int(line.split()[2]) for line in record_lines] == [r.offset for r in _records_of(log)]
 
 
+def test_kafka_dump_logs_files_flag_is_taken_as_it_is(capsys):
+    """A Kafka operator types ``kafka-dump-log --files A.log,A.index``: ``segstore dump --files ...`` was a
+    usage error (exit 2, "unrecognized arguments").  It dumps the comma-separated files, the same as
+    naming them as PATHs; a directory after ``--files`` and no path at all are usage errors."""
+    log, index = KAFKA_PART / "00000000000000000073.log", KAFKA_PART / "00000000000000000073.index"
+    code, out, err = run(capsys, "dump", "--files", f"{log},{index}", "--deep-iteration")
+    assert code == 0, err
+    assert (code, out) == run(capsys, "dump", log, index, "--deep-iteration")[:2]
+    assert [line for line in out.splitlines() if line.startswith("Dumping ")] == [
+        f"Dumping {log}", f"Dumping {index}"]
+    code, out, err = run(capsys, "dump", "--files", KAFKA_PART)
+    assert code == 2 and "--files: expected single files" in err
+    code, out, err = run(capsys, "dump")
+    assert code == 2 and "found none" in err
+
+
 def test_print_data_log_with_decoders(capsys):
     log = KAFKA_PART / "00000000000000000073.log"
     records = _records_of(log)
