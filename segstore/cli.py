@@ -1751,6 +1751,16 @@ def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
 
     _path_taken_back(args, ("type", "state"))
 
+    # kafka-consumer-groups' own spellings of what segstore does by default or by --delete --topic
+    if args.all_groups and args.group is not None:
+        raise UsageError("--all-groups and --group do not go together")
+    if args.describe and (args.list or args.reset_offsets or args.delete or args.delete_offsets):
+        raise UsageError("--describe is the view of groups: not with --list, --reset-offsets or --delete")
+    if args.delete_offsets:
+        if args.topic is None:
+            raise UsageError("--delete-offsets deletes --topic's committed offsets: expected --topic, "
+                             "found none (--delete alone deletes the whole group)")
+        args.delete = True
     targets = _reset_asked(args)
     if args.delete and (args.reset_offsets or targets):
         raise UsageError("--delete and --reset-offsets (or its targets) do not go together")
@@ -2351,6 +2361,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                                          "__consumer_offsets; RocketMQ config/consumerOffset.json)")
     _common(p, path_after_optional_values=True)
     p.add_argument("--group", help="only this consumer group (exit 1 when there is none)")
+    p.add_argument("--all-groups", action="store_true",
+                   help="every group (the default without --group), as kafka-consumer-groups takes it")
+    p.add_argument("--describe", action="store_true",
+                   help="the default view (kafka-consumer-groups --describe), taken as the tool takes it")
     p.add_argument("--now-ms", type=time_ms, metavar="TIME",
                    help="Kafka: judge offset expiry at this time (ms or ISO-8601; default: the newest "
                         "record's time in __consumer_offsets); with --reset-offsets --execute, the "
@@ -2414,6 +2428,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     reset.add_argument("--delete", action="store_true",
                        help="delete --group's committed offsets of --topic, or the whole group (as "
                             "kafka-consumer-groups --delete-offsets / --delete); only with --execute")
+    reset.add_argument("--delete-offsets", action="store_true",
+                       help="--delete of --topic's offsets (kafka-consumer-groups' name; needs --topic)")
     reset.add_argument("--execute", action="store_true",
                        help="write the plan: RocketMQ config/consumerOffset.json (the file before kept as "
                             ".bak), Kafka one batch of offset commits (or tombstones) in the group's "

@@ -230,6 +230,29 @@ def test_the_real_kraft_dirs_groups(capsys):
     ]
 
 
+def test_the_tools_own_flags_describe_all_groups_and_delete_offsets(capsys):
+    """kafka-consumer-groups' spellings were usage errors ("unrecognized arguments"): ``--describe`` and
+    ``--all-groups`` give the default view, ``--delete-offsets --topic T`` is ``--delete --topic T``.
+    Each contradiction with another flag is a usage error."""
+    real = FIXTURES / "real" / "kraft-confluent-7.5.1"
+    plain = _run(capsys, "consumers", real)
+    assert plain[0] == 0
+    assert _run(capsys, "consumers", real, "--describe", "--all-groups") == plain
+    one = _run(capsys, "consumers", real, "--group", "order-group")
+    assert _run(capsys, "consumers", real, "--describe", "--group", "order-group") == one
+    code, out, err = _run(capsys, "consumers", real, "--group", "order-group", "--delete-offsets",
+                          "--topic", "payment-failed")
+    assert (code, out, err) == _run(capsys, "consumers", real, "--group", "order-group", "--delete",
+                                    "--topic", "payment-failed")
+    assert code == 0 and _table(out) == [["order-group", "payment-failed", "0", "0"]]
+    assert "nothing written" in err
+    for argv, message in ((["--all-groups", "--group", "g"], "--all-groups and --group"),
+                          (["--describe", "--list"], "--describe is the view of groups"),
+                          (["--group", "order-group", "--delete-offsets"], "expected --topic, found none")):
+        code, _, err = _run(capsys, "consumers", real, *argv)
+        assert code == 2 and message in err, (argv, err)
+
+
 def test_transactions_from_the_transaction_log(tmp_path, capsys):
     """TransactionStateManager.loadTransactionMetadata: the latest value per transactional id, tombstones
     delete; an Empty transaction's partitions are not kept (TransactionLog.readTxnRecordValue)."""
