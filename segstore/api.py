@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import files, jsontext, registry
-from .errors import ConfigError, NotFoundError, ReadOnlyError, WrongFormatError, cut
+from .errors import ConfigError, NotFoundError, ReadOnlyError, WrongFormatError, cut, did_you_mean
 from .store import Store, check_mode
 
 
@@ -55,7 +55,22 @@ def open(path: str | os.PathLike[str], format: str | None = None, mode: str = "r
         others = registry.other_formats(path, format)
         if others:
             raise WrongFormatError(f"expected a {format} store, found a {others[0]} store", path)
-    return registry.get(format).open(path, mode, **config)
+    plugin = registry.get(format)
+    try:
+        return plugin.open(path, mode, **config)
+    except ConfigError as err:
+        # a typo of open()'s own keywords (fromat=, mdoe=) lands among the format's config names,
+        # whose refusal would not name the argument meant
+        for name in config:
+            hint = did_you_mean(name, _OPEN_KEYWORDS)
+            if hint and f"found {cut(name)}" in str(err):
+                raise ConfigError(f"expected open()'s own arguments ({', '.join(_OPEN_KEYWORDS)}) or "
+                                  f"{format} config names, found {cut(name)}{hint}", path) from err
+        raise
+
+
+#: the keywords of :func:`open` itself (the rest are the format's config names)
+_OPEN_KEYWORDS = ("format", "mode", "storage_options", "indexes")
 
 
 def _has_content(path: str) -> bool:

@@ -101,6 +101,27 @@ def test_open_of_what_is_not_a_path_is_a_config_error(path):
         segstore.open(path)
 
 
+@pytest.mark.parametrize(("typo", "meant"), [("fromat", "format"), ("mdoe", "mode"),
+                                             ("storage_option", "storage_options"), ("indxes", "indexes")])
+def test_a_typo_of_opens_own_keywords_names_the_keyword(store, typo, meant):
+    """``segstore.open(path, fromat="kafka")`` was refused as an unknown Kafka topic config (or RocketMQ
+    broker config) name, listing a dozen names but not the argument the user meant."""
+    with pytest.raises(ConfigError, match=rf"expected open\(\)'s own arguments .* or {store.format} config "
+                                          rf"names, found '{typo}' \(did you mean '{meant}'\?\)"):
+        segstore.open(store.path, **{typo: "r"})
+
+
+@pytest.mark.parametrize(("indexes", "said"), [
+    (5, "found int 5"), (b"time", "found bytes b'time'"), ({"time": 1}, "found dict"),
+    ([5], r"expected indexes of layout names \(str\), found int 5")])
+def test_indexes_of_the_wrong_kind_are_a_config_error(store, indexes, said):
+    """``segstore.open(path, indexes=5)`` raised a bare ``TypeError`` ('int' object is not iterable)."""
+    with pytest.raises(ConfigError, match=said):
+        segstore.open(store.path, indexes=indexes)
+    with segstore.open(store.path, indexes="time,offset") as again:      # a str is the CLI's list
+        assert again.indexes is not None and list(again.indexes.layouts) == ["time", "offset"]
+
+
 @pytest.mark.parametrize("fmt", ["kafka", "rocketmq"])
 def test_open_takes_a_bytes_path(tmp_path, fmt):
     # before, on Kafka: TypeError "cannot use a string pattern on a bytes-like object" from the

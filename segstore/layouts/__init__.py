@@ -41,7 +41,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from segstore import files, registry
-from segstore.errors import NotFoundError, UnsupportedOperationError
+from segstore.errors import ConfigError, NotFoundError, UnsupportedOperationError, cut
 from segstore.store import Problem, Store, StoreT
 
 if TYPE_CHECKING:
@@ -115,7 +115,17 @@ def split_options(config: Mapping[str, Any]) -> tuple[list[str] | None, dict[str
     raw = config.get(INDEXES_OPTION)
     if raw is None:
         return None, layout_options, rest
-    indexes = [n.strip() for n in raw.split(",")] if isinstance(raw, str) else list(raw)
+    if isinstance(raw, str):
+        indexes = [n.strip() for n in raw.split(",")]
+    elif isinstance(raw, Iterable) and not isinstance(raw, (bytes, Mapping)):
+        indexes = list(raw)
+    else:
+        raise ConfigError(f"expected indexes as a list of layout names or a comma-separated str, found "
+                          f"{type(raw).__name__} {cut(raw)}")
+    wrong = [n for n in indexes if not isinstance(n, str)]
+    if wrong:
+        raise ConfigError(f"expected indexes of layout names (str), found {type(wrong[0]).__name__} "
+                          f"{cut(wrong[0])}")
     return [n for n in indexes if n], layout_options, rest
 
 
