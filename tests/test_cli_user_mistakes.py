@@ -122,6 +122,22 @@ def test_query_count_below_one_is_a_usage_error(kafka_logs, count):
     assert f"--count expects a positive number, found {count}" in err
 
 
+@pytest.mark.parametrize("argv", [("--offset", "0"), ("--timestamp", "1"),
+                                  ("--offset", "0", "--partition", "0")])
+def test_a_kafka_query_of_several_topics_without_topic_asks_for_it(tmp_path, argv):
+    """``segstore query LOGDIR --offset 0`` of a log dir with several topics said "expected a partition -0,
+    found none" (exit 1): a partition named from an empty topic.  An offset or time is one partition's;
+    the answer asks for --topic and names the topics held (exit 2), as a RocketMQ query does."""
+    lines = _jsonl(tmp_path / "k.jsonl", {"topic": "orders", "value": "o"}, {"topic": "users", "value": "u"})
+    assert cli_run("write", tmp_path / "logs", "--format", "kafka", "--input", lines)[0] == 0
+    code, out, err = cli_run("query", tmp_path / "logs", *argv)
+    assert (code, out) == (2, ""), err
+    assert ("expected --topic (and --partition) for an offset or time query of a log directory, found none: "
+            "it holds topics orders, users") in err
+    code, out, err = cli_run("query", tmp_path / "logs", *argv, "--topic", "users")
+    assert code == 0 and "payload" not in out and out.count("| offset: 0 ") == 1, err
+
+
 @pytest.mark.parametrize("when, ok", [("99", True), ("04;99", True), ("+4", True), ("", True),
                                       ("x", False), ("4.5", False), ("99999999999", False)])
 def test_delete_when_takes_what_the_broker_parses(tmp_path, when, ok):

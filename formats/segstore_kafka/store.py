@@ -2042,8 +2042,14 @@ class KafkaStore(Store):
         parts = self._partitions()
         if request.topic is None and len(parts) == 1:
             topic, partition = next(iter(parts))
+        elif request.topic is None:
+            # an offset or a time is one partition's: which one cannot be guessed among several
+            held = sorted({topic for topic, _ in parts})
+            raise InvalidTopicError("expected --topic (and --partition) for an offset or time query of a "
+                                    "log directory, found none: it holds "
+                                    + (f"topics {', '.join(held)}" if held else "no topic"), self.path)
         else:
-            topic, partition = request.topic or "", request.partition if request.partition is not None else 0
+            topic, partition = request.topic, request.partition if request.partition is not None else 0
         part = self.partition_of(topic, partition)
         offset = request.offset
         if request.timestamp is not None:
