@@ -43,6 +43,7 @@ from .errors import (
     UnrepairedDataError,
     UnsupportedOperationError,
     WrongFormatError,
+    cut,
 )
 from .launch import EXIT_INTERRUPTED
 from .plugin import WRITE_CHUNK, FileDumpOptions
@@ -1276,15 +1277,38 @@ _TIME_FIELDS = ("timestamp", "born_timestamp", "store_timestamp")
 _MAX_TIME = 2**63 - 1
 
 
+def _ms_times(obj: dict[str, Any], number: int, pos: int, shown: str) -> dict[str, Any]:
+    """A line with its text times (ISO-8601, ``"2024-05-01T12:00:00Z"``, UTC where it names no offset,
+    as the command line's times) turned into ms since the epoch; ``obj`` itself when it holds none
+    (the common case: no copy).
+
+    :raises InvalidMessageError: a text that is no time, naming the line and its byte position.
+    """
+    texts = [name for name in _TIME_FIELDS if isinstance(obj.get(name), str)]
+    if not texts:
+        return obj
+    obj = dict(obj)
+    for name in texts:
+        try:
+            obj[name] = time_ms(obj[name])
+        except argparse.ArgumentTypeError as err:
+            raise InvalidMessageError(f"line {number}: {name}: {err}", shown, pos) from None
+    return obj
+
+
 def _check_times(obj: Mapping[str, Any], number: int, pos: int, shown: str) -> None:
-    """A plain line's times are at least 0: a negative one is no time (Kafka's producer refuses it,
-    ``ProducerRecord``), where the library's appends would take it for "none" and write the time
+    """A plain line's times are whole ms, at least 0: a negative one is no time (Kafka's producer refuses
+    it, ``ProducerRecord``), where the library's appends would take it for "none" and write the time
     of the write instead of what the line says.
 
     :raises InvalidMessageError: naming the line and its byte position.
     """
     for name in _TIME_FIELDS:
         value = obj.get(name)
+        if value is not None and type(value) is not int:     # Kafka's codec said "'float' object cannot..."
+            raise InvalidMessageError(f"line {number}: expected a {name} in ms since the epoch (a whole "
+                                      f"number) or an ISO-8601 time, found {type(value).__name__} "
+                                      f"{cut(value)}", shown, pos)
         if type(value) is int and value < 0:
             raise InvalidMessageError(f"line {number}: expected a {name} of at least 0 ms (leave it out for "
                                       f"the time of the write), found {value}", shown, pos)
@@ -1324,7 +1348,7 @@ def _write_input(args: argparse.Namespace, path: str, config: dict[str, Any], ou
             if claims and claims[0] not in dumped:
                 dumped[claims[0]] = (number, pos)
             if not claims:
-                _check_times(obj, number, pos, shown)
+                _check_times(_ms_times(obj, number, pos, shown), number, pos, shown)
     first_dumped = min(dumped, key=dumped.__getitem__, default="rocketmq")
     fmt = _target_format(args.path, args.format, first_dumped)
     for other, (number, pos) in dumped.items():
@@ -1337,7 +1361,7 @@ def _write_input(args: argparse.Namespace, path: str, config: dict[str, Any], ou
     def lines() -> Iterator[dict[str, Any]]:
         for number, pos, obj in _jsonl_lines(path, shown):
             recent.append((number, pos))
-            yield obj
+            yield _ms_times(obj, number, pos, shown)
 
     with files.RemovedOnFailure(args.path), progress.task(f"append to {fmt}", size):
         try:
@@ -1378,7 +1402,7 @@ def _locate_bad_line(fmt: str, path: str, recent: list[tuple[int, int]], config:
     objs = []
     for number, (_, line) in enumerate(files.iter_lines(path), 1):
         if number in wanted and line.strip():
-            objs.append(json.loads(line))
+            objs.append(_ms_times(json.loads(line), number, 0, path))     # as the append was given them
     if len(objs) != len(recent) or any(registry.get(name).reads_dump_line(obj)
                                        for obj in objs for name in registry.names()):
         return None

@@ -51,6 +51,10 @@ def test_maintenance_of_a_selection_the_store_lacks_says_what_it_holds(kafka_log
 
 
 _BOTH = [({"topic": "A", "value": "x", "timestamp": -5}, "line 2: expected a timestamp of at least 0 ms"),
+         # RocketMQ's int() stored 1.9 as 1; Kafka's codec refused it naming no field
+         ({"topic": "A", "value": "x", "timestamp": 1.9},
+          "line 2: expected a timestamp in ms since the epoch (a whole number) or an ISO-8601 time, found "
+          "float 1.9"),
          # Kafka's codec said "expected records that Kafka can encode, found: int too big to convert"
          ({"topic": "A", "value": "x", "timestamp": 2**63},
           "line 2: expected a timestamp of at most 9223372036854775807 ms"),
@@ -69,9 +73,7 @@ _ROCKETMQ = [({"topic": "A", "value": "x", "body": "y"}, "expected one of value 
               "expected one of tags or the TAGS property, found both"),
              ({"topic": "A", "value": "x", "headers": [["a", "1"], ["a", "2"]]},
               "expected each property name once (RocketMQ properties are a map), found 'a' twice"),
-             # int() stored 1.9 as 1 and true as sysFlag 0x1 (compressed); Kafka refuses both
-             ({"topic": "A", "value": "x", "timestamp": 1.9},
-              "expected timestamp as an integer, found float"),
+             # int() stored true as sysFlag 0x1 (compressed); Kafka refuses it
              ({"topic": "A", "body": "x", "sys_flag": True}, "expected sys_flag as an integer, found bool"),
              # RocketMQ 4.9.7 MessageDecoder.string2messageProperties drops an empty name or value (no
              # consumer would see it) and Message.putUserProperty refuses them
@@ -136,6 +138,35 @@ def test_a_kafka_query_of_several_topics_without_topic_asks_for_it(tmp_path, arg
             "it holds topics orders, users") in err
     code, out, err = cli_run("query", tmp_path / "logs", *argv, "--topic", "users")
     assert code == 0 and "payload" not in out and out.count("| offset: 0 ") == 1, err
+
+
+@pytest.mark.parametrize("fmt, field", [("kafka", "timestamp"), ("rocketmq", "timestamp"),
+                                        ("rocketmq", "born_timestamp"), ("rocketmq", "store_timestamp")])
+def test_write_input_takes_iso_times_as_the_command_line_does(tmp_path, fmt, field):
+    """A plain line's ``"timestamp": "2024-01-01T00:00:00Z"`` was refused, on Kafka as "expected records
+    that Kafka can encode, found: 'str' object cannot be interpreted as an integer", naming no field.  A
+    text time is ISO-8601 (UTC where it names no offset), as --timestamp/--begin take it; a float, a
+    bool or a text that is no time is refused naming the field, line and byte, and nothing is written."""
+    first = {"topic": "T", "value": "a", field: "2024-01-01T00:00:00Z"}
+    second = {"topic": "T", "value": "b", field: "2024-01-01 02:00:00.250+02:00"}
+    third = {"topic": "T", "value": "c", field: 1704067200001}
+    assert cli_run("write", tmp_path / "s", "--format", fmt, "--input",
+                   _jsonl(tmp_path / "in.jsonl", first, second, third))[0] == 0
+    code, out, err = cli_run("dump", tmp_path / "s", "--json")
+    assert code == 0, err
+    dumped = "born_timestamp" if (fmt, field) == ("rocketmq", "timestamp") else field   # the common name
+    assert [json.loads(line)[dumped] for line in out.splitlines()] == [1704067200000, 1704067200250,
+                                                                       1704067200001]
+    for value, said in (("yesterday", f"line 2: {field}: expected milliseconds since the epoch or an "
+                                      "ISO-8601 time, found 'yesterday'"),
+                        (1.5, f"line 2: expected a {field} in ms since the epoch (a whole number) or an "
+                              "ISO-8601 time, found float 1.5"),
+                        (True, "found bool True")):
+        code, out, err = cli_run("write", tmp_path / "new", "--format", fmt, "--input",
+                                 _jsonl(tmp_path / "bad.jsonl", first, {**first, field: value}))
+        assert (code, out) == (1, ""), err
+        assert said in err and ":" + str(len(json.dumps(first)) + 1) + ":" in err
+        assert not (tmp_path / "new").exists()
 
 
 @pytest.mark.parametrize("when, ok", [("99", True), ("04;99", True), ("+4", True), ("", True),
