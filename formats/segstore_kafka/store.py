@@ -27,6 +27,7 @@ from segstore import files, progress
 from segstore.arrays import binary_scalar, from_numpy, to_numpy
 from segstore.columns import project
 from segstore.errors import (
+    ConfigError,
     CorruptDataError,
     CorruptIndexError,
     InvalidMessageError,
@@ -64,8 +65,10 @@ from . import columnar, kraft
 from .logdir import LogDir, forget_clean_shutdown, high_watermark, is_partition_dir, load_log_start
 from .offsetmap import DEDUPE_BUFFER_SIZE
 from .partition import (
+    EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
+    LIST_OFFSETS_CODES,
     KafkaConfig,
     Partition,
     now_ms,
@@ -1150,10 +1153,10 @@ class KafkaStore(Store):
         record timestamp is at or after ``timestamp``; ``O(log n)`` index reads and one segment hop.
 
         :raises ConfigError: a negative ``timestamp``: ``Partition.offset_for_time`` (Kafka 3.8.0
-            ``UnifiedLog.fetchOffsetByTimestamp``) would read -1, -2 and -3 as the ListOffsets codes
-            latest, earliest and max-timestamp, and any other negative as a time before every record;
-            ``segstore query --timestamp earliest|latest|max-timestamp`` reaches those through
-            :meth:`query` (``QueryRequest.timestamp``), not here.
+            ``UnifiedLog.fetchOffsetByTimestamp``) would read -1 to -4 as the ListOffsets codes
+            latest, earliest, max-timestamp and earliest local, and any other negative as a time before
+            every record; ``segstore query --timestamp earliest|latest|max-timestamp|-4`` reaches those
+            through :meth:`query` (``QueryRequest.timestamp``), not here.
         :raises NotFoundError: the store holds no such partition.
         """
         self._check_time("lookup", timestamp)
@@ -2047,11 +2050,21 @@ class KafkaStore(Store):
             topic, partition = request.topic or "", request.partition if request.partition is not None else 0
         part = self.partition_of(topic, partition)
         offset = request.offset
+        # the log start, whether earliest or earliest local asked for it (Partition.offset_for_time)
+        earliest = request.timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP)
         if request.timestamp is not None:
+            self._check_time("query", request.timestamp, negative=True)
+            # a broker reads another negative as a time before every record; asked for one, a user
+            # meant a code 3.8.0 lacks (or a typo), which the first record's offset would hide
+            if request.timestamp < 0 and request.timestamp not in LIST_OFFSETS_CODES:
+                raise ConfigError(
+                    "expected a time at or after the epoch (ms or ISO-8601) or one of Kafka 3.8's "
+                    "ListOffsets codes -1 (latest), -2 (earliest), -3 (max-timestamp), -4 (earliest local), "
+                    f"found {request.timestamp}", self.path)
             found = part.offset_for_time(request.timestamp)
             # Kafka 3.8 Partition.fetchOffsetForTimestamp: ListOffsets answers only offsets a consumer
             # may fetch, below the high watermark (the last stable offset for read_committed); latest
-            # is that bound itself, earliest is never bounded
+            # is that bound itself, earliest and earliest local are never bounded
             committed = isolation == READ_COMMITTED
             fetchable = _last_stable_offset(part) if committed else high_watermark(part)
             bound = "last stable offset" if committed else "high watermark"
@@ -2060,7 +2073,7 @@ class KafkaStore(Store):
                                                    f"{bound}), where no record is stored yet")])
             if found is None:
                 return QueryResult()
-            if request.timestamp != EARLIEST_TIMESTAMP and found.offset >= fetchable:
+            if not earliest and found.offset >= fetchable:
                 return QueryResult(lines=[DumpLine(
                     f"{topic}-{partition}: the first record found, offset {found.offset}, is at or past the "
                     f"{bound} {fetchable} (not yet given to consumers: kafka-get-offsets answers none)")])
@@ -2070,14 +2083,15 @@ class KafkaStore(Store):
                                             "found none", self.path)
         records = list(self.read(topic, partition, offset, request.count, isolation=isolation))
         if not records:
-            if request.timestamp == EARLIEST_TIMESTAMP:
+            if earliest:
                 # UnifiedLog.fetchOffsetByTimestamp(EARLIEST_TIMESTAMP) answers the log start offset
                 # whatever is stored there (kafka-get-offsets --time earliest prints it): say which
                 # offset, as latest does, rather than that no record is that new
                 assert offset is not None
                 there = (", where no record is stored yet" if offset >= part.next_offset
                          else f"; a {isolation} read finds no record from there")
-                return QueryResult(lines=[DumpLine(f"{topic}-{partition}: earliest is offset {offset} (the "
+                name = "earliest" if request.timestamp == EARLIEST_TIMESTAMP else "earliest local"
+                return QueryResult(lines=[DumpLine(f"{topic}-{partition}: {name} is offset {offset} (the "
                                                    f"log start offset){there}")])
             return QueryResult()
         lines = []
