@@ -37,6 +37,7 @@ from segstore.errors import (
     SegstoreError,
     UnrepairedDataError,
     UnsupportedOperationError,
+    cut,
 )
 from segstore.files import BrokerLock, DirectoryLock
 from segstore.logview import Positions, scan_positions
@@ -298,6 +299,14 @@ def batch_json(batch: codec.RecordBatch) -> dict[str, Any]:
             "is_transactional": batch.is_transactional, "is_control": batch.is_control,
             "max_timestamp": batch.max_timestamp, "base_timestamp": batch.base_timestamp,
             "delete_horizon_ms": batch.delete_horizon_ms}
+
+
+def _check_decompress(decompress: Any, path: str) -> None:
+    """:raises ConfigError: a ``decompress`` (RocketMQ's read option, taken by Kafka's reads too) that is
+        not True or False."""
+    if not isinstance(decompress, bool):
+        raise ConfigError(f"expected decompress as True or False, found {type(decompress).__name__} "
+                          f"{cut(decompress)}", path)
 
 
 def _trimmed_start(part: Partition) -> int | None:
@@ -914,16 +923,17 @@ class KafkaStore(Store):
                     yield KafkaRecord(part.topic, part.partition, batch, record)
         self._check_open()      # the walk ended: because the log did, not because close() emptied it
 
-    def scan(self, *, isolation: str = READ_UNCOMMITTED) -> Iterator[KafkaRecord]:
+    def scan(self, *, isolation: str = READ_UNCOMMITTED, decompress: bool = False) -> Iterator[KafkaRecord]:
         """Every record of every partition from its log start (what a consumer can fetch: the
         records of a batch below it stay in the file, ``dump FILE`` shows them).  ``isolation``
-        as in :meth:`read`."""
+        and ``decompress`` as in :meth:`read`."""
         self._check_open()
+        _check_decompress(decompress, self.path)
         for part in self._partitions().values():
             yield from self._records(part, _trimmed_start(part), isolation)
 
-    def read(self, topic: str, partition: int, offset: int = 0,
-             count: int | None = None, *, isolation: str = READ_UNCOMMITTED) -> Iterator[KafkaRecord]:
+    def read(self, topic: str, partition: int, offset: int = 0, count: int | None = None, *,
+             isolation: str = READ_UNCOMMITTED, decompress: bool = False) -> Iterator[KafkaRecord]:
         """Records of one partition from ``offset`` on (at most ``count``).
 
         ``isolation`` is the consumer's ``isolation.level``: ``"read_uncommitted"``
@@ -934,10 +944,16 @@ class KafkaStore(Store):
         of a transaction still open, capped by the high watermark, from the producer
         state the log implies as ``ProducerStateManager`` loads it).
 
-        :raises ConfigError: an unknown isolation level.
+        ``decompress`` is RocketMQ's option (its bodies are stored as their producer compressed
+        them), taken here so that code written for either format reads both; it changes nothing:
+        a Kafka producer compresses whole batches, never one record's value, and records always
+        come decompressed, as consumers read them.
+
+        :raises ConfigError: an unknown isolation level, a ``decompress`` not True or False.
         """
         self._check_open()
         self._check_read(partition, offset, count)
+        _check_decompress(decompress, self.path)
         part = self.partition_of(topic, partition)
         for n, record in enumerate(self._records(part, max(offset, part.log_start_offset), isolation)):
             if count is not None and n >= count:
@@ -948,7 +964,8 @@ class KafkaStore(Store):
     def scan_arrow(self, columns: Iterable[str] | None = None, *, topic: str | None = None,
                    partition: int | None = None, offset: int = 0, start: int | None = None,
                    end: int | None = None, isolation: str = READ_UNCOMMITTED,
-                   batch_rows: int | None = None, threads: int | None = None) -> Iterator[pa.RecordBatch]:
+                   batch_rows: int | None = None, threads: int | None = None, decompress: bool = False
+                   ) -> Iterator[pa.RecordBatch]:
         """Record batches of :data:`segstore.columns.KAFKA_SCHEMA` (or its ``columns`` projection).
 
         Partitions (those of ``topic`` and/or ``partition`` when given) in (topic,
@@ -967,16 +984,19 @@ class KafkaStore(Store):
         ``threads`` (default: see segstore.overlap.thread_count) decodes the segments, cut into byte
         ranges at offset-index positions, on that many threads (:meth:`_parallel_chunks`; not with
         ``start``/``end`` nor for a remote log): the same rows in the same order and the same error
-        at the same place as one thread, batches cut where the ranges are.
+        at the same place as one thread, batches cut where the ranges are.  ``decompress`` as in
+        :meth:`read` (the ``value`` column is always the records' values as consumers read them).
 
         :raises NotFoundError: ``topic`` and ``partition`` name no partition.
         :raises CorruptDataError: a bad batch (after the rows before it).
-        :raises ConfigError: an unknown isolation level, ``batch_rows`` or ``threads`` below 1.
+        :raises ConfigError: an unknown isolation level, ``batch_rows`` or ``threads`` below 1, a
+            ``decompress`` not True or False.
         """
         from segstore.columns import KAFKA_SCHEMA
 
         self._check_open()
         self._check_read(partition, offset, any_partition=True)
+        _check_decompress(decompress, self.path)
         threads = thread_count(threads)
         check_batch_rows(batch_rows)
         schema = project(KAFKA_SCHEMA, columns)
