@@ -2350,8 +2350,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--count", type=int, default=1, help="with --offset: this many messages (default 1)")
     p.add_argument("--timestamp", type=list_offsets_time,
                    help="the first offset stored at or after this time (ms since the epoch, or ISO-8601; UTC "
-                        "if no offset); Kafka also earliest, latest, max-timestamp (or -2, -1, -3), as "
-                        "kafka-get-offsets --time")
+                        "if no offset); Kafka also earliest, latest, max-timestamp (or -2, -1, -3) and -4 "
+                        "(earliest local: the log start, as there is no remote storage), as "
+                        "kafka-get-offsets --time; another negative is refused")
     p.add_argument("--begin", type=time_ms,
                    help="key query window start, inclusive (ms or ISO-8601), of the time the broker looks "
                         "keys up by: RocketMQ the store time as its IndexFile keeps it (whole seconds after "

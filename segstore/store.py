@@ -369,9 +369,9 @@ class Store(abc.ABC):
         (``getOffsetInQueueByTime``; the born timestamp, ``Record.timestamp``, is the producer's
         clock and is not indexed).  ``O(log n)`` index reads.
 
-        :raises ConfigError: a negative time (not a time: Kafka's ``ListOffsets`` reads -1, -2 and -3
-            as latest, earliest and max-timestamp, which ``segstore query --timestamp`` asks through
-            :meth:`query`'s request, never here), as :meth:`offsets_between`.
+        :raises ConfigError: a negative time (not a time: Kafka's ``ListOffsets`` reads -1, -2, -3 and -4
+            as latest, earliest, max-timestamp and earliest local, which ``segstore query --timestamp``
+            asks through :meth:`query`'s request, never here), as :meth:`offsets_between`.
         :raises NotFoundError: no such partition / queue.
         """
         raise UnsupportedOperationError(f"{self.format} stores do not support lookups by time", self.path)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 
+import pyarrow as pa
 import pytest
 from conftest import FIXTURES
 from test_cli import run_process
@@ -127,3 +128,70 @@ def test_an_unknown_isolation_level_is_a_usage_error():
     done = run_process("dump", PART, "--isolation", "committed")
     assert done.returncode == 2 and "invalid choice: 'committed'" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+# -- the other format's read options (the library) -----------------------------------------------
+
+def test_rocketmq_reads_take_isolation_as_its_dump_json_does():
+    """``isolation=`` on a RocketMQ ``read``/``scan``/``scan_arrow`` was a bare TypeError (an unexpected
+    keyword), though Kafka's take it and RocketMQ's ``dump_json`` gives it a meaning: read_committed
+    leaves out the prepared and rolled-back messages, which no consume queue points at
+    (``CommitLogDispatcherBuildConsumeQueue.dispatch``).  The scans filter by numpy masks."""
+    from segstore.errors import ConfigError
+
+    with segstore.open(str(BASIC)) as store:
+        shown = [json.loads(line) for block in store.dump_json(isolation="read_committed")
+                 for line in bytes(block).decode().splitlines()]
+        committed = [obj["physical_offset"] for obj in shown]
+        every = pa.Table.from_batches(list(store.scan_arrow()))
+        hidden = [int(f) & TRANSACTION_MASK in (PREPARED, ROLLBACK) for f in every["sysFlag"].to_pylist()]
+        assert sum(hidden) == 2 and len(committed) == every.num_rows - 2
+        for threads in (1, 2):
+            table = pa.Table.from_batches(list(store.scan_arrow(isolation="read_committed", threads=threads)))
+            assert table["physicalOffset"].to_pylist() == committed
+            assert table == every.filter(pa.array([not h for h in hidden]))
+            # a projection without the flags is filtered all the same
+            values = pa.Table.from_batches(list(store.scan_arrow(["value"], isolation="read_committed",
+                                                                 threads=threads)))
+            assert values["value"] == table["value"]
+        assert pa.Table.from_batches(list(store.scan_arrow(isolation="read_uncommitted"))) == every
+        assert [m.physical_offset for m in store.scan(isolation="read_committed")] == committed
+        assert [m.physical_offset for m in store.scan(isolation="read_uncommitted")] == \
+            every["physicalOffset"].to_pylist()
+        for topic in store.topics():
+            for queue in store.partitions(topic):
+                # the broker gives the hidden messages no entry: a queue reads the same either way
+                plain = [m.physical_offset for m in store.read(topic, queue)]
+                read = store.read(topic, queue, isolation="read_committed")
+                assert [m.physical_offset for m in read] == plain
+                arrow = store.scan_arrow(topic=topic, partition=queue, isolation="read_committed")
+                assert [o for b in arrow for o in b["physicalOffset"].to_pylist()] == plain
+        for bad in (lambda: store.read(store.topics()[0], 0, isolation="serializable"),
+                    lambda: store.scan_arrow(isolation="serializable"),
+                    lambda: store.scan(isolation="serializable")):
+            with pytest.raises(ConfigError, match="isolation must be read_uncommitted or read_committed, "
+                                                  "found 'serializable'"):
+                next(iter(bad()))
+
+
+def test_kafka_reads_take_decompress_and_change_nothing():
+    """``decompress=`` (RocketMQ's: bodies as their producer compressed them, or as consumers read
+    them) on a Kafka ``read``/``scan``/``scan_arrow`` was a bare TypeError.  A Kafka producer
+    compresses whole batches, never one record's value, and the reads always decompress them:
+    both values give what consumers read.  Anything but True or False is a ConfigError."""
+    from segstore.errors import ConfigError
+
+    gzip = FIXTURES / "kafka" / "gzip" / "topic-0"
+    with segstore.open(str(gzip)) as store:
+        plain = [(r.offset, r.value) for r in store.read("topic", 0)]
+        assert plain[0][1].startswith(b"value-0-")      # out of a gzip batch, as consumers read it
+        table = pa.Table.from_batches(list(store.scan_arrow()))
+        for decompress in (True, False):
+            assert [(r.offset, r.value) for r in store.read("topic", 0, decompress=decompress)] == plain
+            assert [(r.offset, r.value) for r in store.scan(decompress=decompress)] == plain
+            assert pa.Table.from_batches(list(store.scan_arrow(decompress=decompress))) == table
+        for bad in (lambda: store.read("topic", 0, decompress="yes"),
+                    lambda: store.scan(decompress="yes"),
+                    lambda: store.scan_arrow(decompress=1)):
+            with pytest.raises(ConfigError, match="expected decompress as True or False, found"):
+                next(iter(bad()))

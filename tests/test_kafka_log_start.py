@@ -127,6 +127,38 @@ def test_earliest_of_an_emptied_partition_names_the_log_start(tmp_path: Path,
     assert [json.loads(line)["offset"] for line in capsys.readouterr().out.splitlines()] == [60]
 
 
+def test_earliest_local_is_the_log_start_without_remote_storage(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Kafka 3.8.0 ``ListOffsetsRequest.EARLIEST_LOCAL_TIMESTAMP = -4``: ``UnifiedLog.fetchOffsetByTimestamp``
+    answers it as ``EARLIEST_TIMESTAMP`` where the topic has no remote storage (``!remoteLogEnabled()``),
+    and ``Partition.fetchOffsetForTimestamp`` bounds neither by the high watermark.  ``--timestamp -4``
+    was read as a time (before every record: "no record stored at or after timestamp -4" here); a
+    negative that is no 3.8.0 code (-5 on) was read as a time too, and is refused now."""
+    from segstore.errors import ConfigError
+    from segstore.store import QueryRequest
+
+    part = _build(tmp_path / "logs")
+    assert main(["delete-records", str(part), "--before", "-1"]) == 0
+    capsys.readouterr()
+    assert main(["query", str(part), "--topic", "t", "--timestamp", "-4"]) == 1
+    assert capsys.readouterr() == ("", "segstore query: t-0: earliest local is offset 60 (the log start "
+                                       "offset), where no record is stored yet\n")
+    with segstore.open(part) as store:
+        answer = store.query(QueryRequest(topic="t", partition=0, timestamp=-4))
+        assert [line.text for line in answer.lines] == [
+            "t-0: earliest local is offset 60 (the log start offset), where no record is stored yet"]
+        for code in (-5, -6, -(1 << 63)):
+            with pytest.raises(ConfigError, match=f"ListOffsets codes .* found {code}$"):
+                store.query(QueryRequest(topic="t", partition=0, timestamp=code))
+    with segstore.open(tmp_path / "logs", format="kafka", mode="a") as store:
+        store.append_batch([Message("t", b"x", partition=0, timestamp=1_800_000_000_000)])
+    assert main(["query", str(part), "--topic", "t", "--timestamp", "-4", "--json"]) == 0
+    assert [json.loads(line)["offset"] for line in capsys.readouterr().out.splitlines()] == [60]
+    assert main(["query", str(part), "--topic", "t", "--timestamp", "-5"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "-4 (earliest local), found -5" in err
+
+
 def test_earliest_at_a_marker_names_the_log_start_under_read_committed(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The log start at a COMMIT marker: ``read_uncommitted`` shows the marker from there; a

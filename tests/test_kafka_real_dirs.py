@@ -488,3 +488,39 @@ def test_a_writer_removes_the_clean_shutdown_marker_as_the_brokers_loader_does(t
     with segstore.open(str(logs / "delivery-create-request-0"), mode="a"):
         pass
     assert not marker.exists()
+
+
+def test_a_log_dir_of_empty_partition_directories_is_kafkas(tmp_path: Path) -> None:
+    """Kafka 3.8 ``LogManager.loadLogs`` loads every directory ``UnifiedLog.parseTopicPartitionName``
+    takes, an empty one as a partition with an empty log (``LogLoader.load`` opens its first
+    segment); ``UnifiedLog.apply`` makes the directory first, so a broker stopped between the two
+    leaves one.  Such a log dir was "not a store of any known format", and with a checkpoint beside
+    it read as holding no partition."""
+    from segstore.errors import WrongFormatError
+    from segstore.registry import detect
+
+    logs = tmp_path / "logs"
+    (logs / "t-0").mkdir(parents=True)
+    assert detect(str(logs)) == "kafka"
+    with segstore.open(str(logs)) as store:
+        assert (store.topics(), store.partitions("t"), store.offset_range("t", 0)) == (["t"], [0], (0, 0))
+    code, out, err = _run("info", str(logs))
+    assert (code, err) == (0, "") and "topic=t, partition=0" in out and "end_offset=0" in out
+    (logs / "meta.properties").write_text("version=1\nnode.id=1\ncluster.id=abc\n")    # a broker's own file
+    (logs / "recovery-point-offset-checkpoint").write_text("0\n0\n")
+    assert detect(str(logs)) == "kafka"
+    with segstore.open(str(logs)) as store:
+        assert store.partitions("t") == [0]
+    with segstore.open(str(logs), mode="a") as store:      # the broker's loader opens its first segment
+        store.append({"topic": "t", "partition": 0, "value": b"v"})
+    assert sorted(os.listdir(logs / "t-0")) >= ["00000000000000000000.index", "00000000000000000000.log"]
+    # an empty directory named like a partition among other things is no Kafka log dir
+    other = tmp_path / "other"
+    (other / "build-2").mkdir(parents=True)
+    (other / "notes.txt").write_text("x")
+    with pytest.raises(WrongFormatError, match="not a store of any known format"):
+        detect(str(other))
+    # nor does one beside a RocketMQ store's files make it two formats'
+    rocketmq = copy_writable(FIXTURES / "rocketmq" / "basic" / "store", tmp_path / "rmq")
+    (rocketmq / "x-1").mkdir()
+    assert detect(str(rocketmq)) == "rocketmq"

@@ -23,7 +23,17 @@ def segment_bases(path: str) -> list[int]:
 
 
 def partition_dirs(path: str) -> list[str]:
-    """Names of the partition directories under a log directory, sorted."""
-    return [name for name in files.list_dir(path)
-            if PARTITION_DIR.match(name) and files.is_dir(os.path.join(path, name))
-            and segment_bases(os.path.join(path, name))]
+    """Names of the partition directories under a log directory, sorted: ``TOPIC-N`` directories
+    holding ``%020d.log`` files, or nothing at all.  Kafka 3.8 ``LogManager.loadLogs`` loads every
+    directory ``UnifiedLog.parseTopicPartitionName`` takes, an empty one as a partition with an
+    empty log (``LogLoader.load`` opens its first segment); ``UnifiedLog.apply`` makes the directory
+    before that segment, so a broker stopped between the two leaves one.  ``O(entries)`` listings."""
+    return [name for name in files.list_dir(path) if _loads_as_partition(os.path.join(path, name))]
+
+
+def _loads_as_partition(path: str) -> bool:
+    """Whether ``path`` is a ``TOPIC-N`` directory with segments or with nothing in it (one holding
+    only other files, such as the indexes of a deleted ``.log``, is no partition to segstore)."""
+    if PARTITION_DIR.match(os.path.basename(path)) is None or not files.is_dir(path):
+        return False
+    return bool(segment_bases(path)) or not files.list_dir(path)

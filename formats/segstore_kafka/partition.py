@@ -82,9 +82,13 @@ _RANGES = {
     "min_compaction_lag_ms": (0, _LONG_MAX),
 }
 
+# Kafka 3.8.0 ListOffsetsRequest's codes for what a ListOffsets request asks in place of a time
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+#: every code 3.8.0 knows; another negative is no time a record can have, and no code either
+LIST_OFFSETS_CODES = (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, MAX_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP)
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 
@@ -878,8 +882,12 @@ class Partition:
     def offset_for_time(self, timestamp: int) -> TimestampAndOffset | None:
         """Kafka 3.8 ``UnifiedLog.fetchOffsetByTimestamp``: earliest (-2, the log start), latest (-1, the
         log end), max timestamp (-3: the first record of the largest timestamp, in the first segment
-        holding it, as ``maxBy``), or the first record at or after the time."""
-        if timestamp == EARLIEST_TIMESTAMP:
+        holding it, as ``maxBy``), earliest local (-4: the log start too, below), or the first record at
+        or after the time."""
+        # fetchOffsetByTimestamp answers EARLIEST_LOCAL_TIMESTAMP as EARLIEST_TIMESTAMP where the topic
+        # has no remote storage (`!remoteLogEnabled()`): the local log is the whole log.  segstore
+        # reads no tiered storage, so the local log start is the log start here.
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             return TimestampAndOffset(-1, self.log_start_offset, self.epochs.epoch_for(self.log_start_offset))
         if timestamp == LATEST_TIMESTAMP:
             return TimestampAndOffset(-1, self.next_offset, self.epochs.latest_epoch)

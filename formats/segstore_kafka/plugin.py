@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from segstore import files
 from segstore.plugin import FormatPlugin, NativeIndex, NativeIndexes
 
-from .checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
+from .checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
 from .dirnames import partition_dirs, segment_bases
 
 if TYPE_CHECKING:
@@ -24,6 +24,10 @@ _SETTLED_NS = 1_000_000_000
 
 #: Files a Kafka log directory holds from the broker's first start, partitions or not.
 LOG_DIR_CHECKPOINTS = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT)
+#: Every file a Kafka 3.8 broker keeps in a log directory itself (``LogManager``: its lock and
+#: clean-shutdown marker, the checkpoints; ``MetaPropertiesEnsemble``: ``meta.properties``).
+LOG_DIR_FILES = frozenset((*LOG_DIR_CHECKPOINTS, REPLICATION_OFFSET_CHECKPOINT, "cleaner-offset-checkpoint",
+                           ".lock", ".kafka_cleanshutdown", "meta.properties"))
 
 
 class KafkaFormat(FormatPlugin):
@@ -38,14 +42,26 @@ class KafkaFormat(FormatPlugin):
 
     def detect(self, path: str) -> bool:
         """A directory with ``%020d.log`` files, a directory of ``TOPIC-N`` directories holding them,
-        or a log directory with no partition yet (a broker writes its log-dir checkpoint files
-        at start, ``LogManager.checkpointLogRecoveryOffsets``)."""
+        a log directory with no partition yet (a broker writes its log-dir checkpoint files
+        at start, ``LogManager.checkpointLogRecoveryOffsets``), or one whose partitions have no
+        segment yet: empty ``TOPIC-N`` directories (:func:`.dirnames.partition_dirs`) and nothing
+        but a broker's own log-dir files beside them.  ``O(entries)`` listings."""
         path = os.fspath(path)
         if not files.is_dir(path):
             return False
-        if segment_bases(path) or partition_dirs(path):
+        if segment_bases(path):
             return True
-        return any(files.is_file(os.path.join(path, name)) for name in LOG_DIR_CHECKPOINTS)
+        partitions = partition_dirs(path)
+        if any(segment_bases(os.path.join(path, name)) for name in partitions):
+            return True
+        if any(files.is_file(os.path.join(path, name)) for name in LOG_DIR_CHECKPOINTS):
+            return True
+        # Empty directories named like partitions alone make a Kafka log dir only where nothing
+        # else is there: a directory of other things with an empty `build-2/` in it is none.
+        names = files.list_dir(path)
+        return bool(partitions) and all(
+            name in partitions or (name in LOG_DIR_FILES and files.is_file(os.path.join(path, name)))
+            for name in names)
 
     def open(self, path: str, mode: str = "r", **config: Any) -> KafkaStore:
         """Open a store; ``indexes=[...]`` and layout options go to ``segstore.layouts`` (extra indexes)."""

@@ -27,6 +27,7 @@ from segstore import files, progress
 from segstore.arrays import binary_scalar, from_numpy, to_numpy
 from segstore.columns import project
 from segstore.errors import (
+    ConfigError,
     CorruptDataError,
     CorruptIndexError,
     InvalidMessageError,
@@ -36,6 +37,7 @@ from segstore.errors import (
     SegstoreError,
     UnrepairedDataError,
     UnsupportedOperationError,
+    cut,
 )
 from segstore.files import BrokerLock, DirectoryLock
 from segstore.logview import Positions, scan_positions
@@ -64,8 +66,10 @@ from . import columnar, kraft
 from .logdir import LogDir, forget_clean_shutdown, high_watermark, is_partition_dir, load_log_start
 from .offsetmap import DEDUPE_BUFFER_SIZE
 from .partition import (
+    EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
+    LIST_OFFSETS_CODES,
     KafkaConfig,
     Partition,
     now_ms,
@@ -294,6 +298,14 @@ def batch_json(batch: codec.RecordBatch) -> dict[str, Any]:
             "is_transactional": batch.is_transactional, "is_control": batch.is_control,
             "max_timestamp": batch.max_timestamp, "base_timestamp": batch.base_timestamp,
             "delete_horizon_ms": batch.delete_horizon_ms}
+
+
+def _check_decompress(decompress: Any, path: str) -> None:
+    """:raises ConfigError: a ``decompress`` (RocketMQ's read option, taken by Kafka's reads too) that is
+        not True or False."""
+    if not isinstance(decompress, bool):
+        raise ConfigError(f"expected decompress as True or False, found {type(decompress).__name__} "
+                          f"{cut(decompress)}", path)
 
 
 def _trimmed_start(part: Partition) -> int | None:
@@ -910,16 +922,17 @@ class KafkaStore(Store):
                     yield KafkaRecord(part.topic, part.partition, batch, record)
         self._check_open()      # the walk ended: because the log did, not because close() emptied it
 
-    def scan(self, *, isolation: str = READ_UNCOMMITTED) -> Iterator[KafkaRecord]:
+    def scan(self, *, isolation: str = READ_UNCOMMITTED, decompress: bool = False) -> Iterator[KafkaRecord]:
         """Every record of every partition from its log start (what a consumer can fetch: the
         records of a batch below it stay in the file, ``dump FILE`` shows them).  ``isolation``
-        as in :meth:`read`."""
+        and ``decompress`` as in :meth:`read`."""
         self._check_open()
+        _check_decompress(decompress, self.path)
         for part in self._partitions().values():
             yield from self._records(part, _trimmed_start(part), isolation)
 
-    def read(self, topic: str, partition: int, offset: int = 0,
-             count: int | None = None, *, isolation: str = READ_UNCOMMITTED) -> Iterator[KafkaRecord]:
+    def read(self, topic: str, partition: int, offset: int = 0, count: int | None = None, *,
+             isolation: str = READ_UNCOMMITTED, decompress: bool = False) -> Iterator[KafkaRecord]:
         """Records of one partition from ``offset`` on (at most ``count``).
 
         ``isolation`` is the consumer's ``isolation.level``: ``"read_uncommitted"``
@@ -930,10 +943,16 @@ class KafkaStore(Store):
         of a transaction still open, capped by the high watermark, from the producer
         state the log implies as ``ProducerStateManager`` loads it).
 
-        :raises ConfigError: an unknown isolation level.
+        ``decompress`` is RocketMQ's option (its bodies are stored as their producer compressed
+        them), taken here so that code written for either format reads both; it changes nothing:
+        a Kafka producer compresses whole batches, never one record's value, and records always
+        come decompressed, as consumers read them.
+
+        :raises ConfigError: an unknown isolation level, a ``decompress`` not True or False.
         """
         self._check_open()
         self._check_read(partition, offset, count)
+        _check_decompress(decompress, self.path)
         part = self.partition_of(topic, partition)
         for n, record in enumerate(self._records(part, max(offset, part.log_start_offset), isolation)):
             if count is not None and n >= count:
@@ -944,7 +963,8 @@ class KafkaStore(Store):
     def scan_arrow(self, columns: Iterable[str] | None = None, *, topic: str | None = None,
                    partition: int | None = None, offset: int = 0, start: int | None = None,
                    end: int | None = None, isolation: str = READ_UNCOMMITTED,
-                   batch_rows: int | None = None, threads: int | None = None) -> Iterator[pa.RecordBatch]:
+                   batch_rows: int | None = None, threads: int | None = None, decompress: bool = False
+                   ) -> Iterator[pa.RecordBatch]:
         """Record batches of :data:`segstore.columns.KAFKA_SCHEMA` (or its ``columns`` projection).
 
         Partitions (those of ``topic`` and/or ``partition`` when given) in (topic,
@@ -963,16 +983,19 @@ class KafkaStore(Store):
         ``threads`` (default: see segstore.overlap.thread_count) decodes the segments, cut into byte
         ranges at offset-index positions, on that many threads (:meth:`_parallel_chunks`; not with
         ``start``/``end`` nor for a remote log): the same rows in the same order and the same error
-        at the same place as one thread, batches cut where the ranges are.
+        at the same place as one thread, batches cut where the ranges are.  ``decompress`` as in
+        :meth:`read` (the ``value`` column is always the records' values as consumers read them).
 
         :raises NotFoundError: ``topic`` and ``partition`` name no partition.
         :raises CorruptDataError: a bad batch (after the rows before it).
-        :raises ConfigError: an unknown isolation level, ``batch_rows`` or ``threads`` below 1.
+        :raises ConfigError: an unknown isolation level, ``batch_rows`` or ``threads`` below 1, a
+            ``decompress`` not True or False.
         """
         from segstore.columns import KAFKA_SCHEMA
 
         self._check_open()
         self._check_read(partition, offset, any_partition=True)
+        _check_decompress(decompress, self.path)
         threads = thread_count(threads)
         check_batch_rows(batch_rows)
         schema = project(KAFKA_SCHEMA, columns)
@@ -1149,10 +1172,10 @@ class KafkaStore(Store):
         record timestamp is at or after ``timestamp``; ``O(log n)`` index reads and one segment hop.
 
         :raises ConfigError: a negative ``timestamp``: ``Partition.offset_for_time`` (Kafka 3.8.0
-            ``UnifiedLog.fetchOffsetByTimestamp``) would read -1, -2 and -3 as the ListOffsets codes
-            latest, earliest and max-timestamp, and any other negative as a time before every record;
-            ``segstore query --timestamp earliest|latest|max-timestamp`` reaches those through
-            :meth:`query` (``QueryRequest.timestamp``), not here.
+            ``UnifiedLog.fetchOffsetByTimestamp``) would read -1 to -4 as the ListOffsets codes
+            latest, earliest, max-timestamp and earliest local, and any other negative as a time before
+            every record; ``segstore query --timestamp earliest|latest|max-timestamp|-4`` reaches those
+            through :meth:`query` (``QueryRequest.timestamp``), not here.
         :raises NotFoundError: the store holds no such partition.
         """
         self._check_time("lookup", timestamp)
@@ -2052,11 +2075,21 @@ class KafkaStore(Store):
             topic, partition = request.topic, request.partition if request.partition is not None else 0
         part = self.partition_of(topic, partition)
         offset = request.offset
+        # the log start, whether earliest or earliest local asked for it (Partition.offset_for_time)
+        earliest = request.timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP)
         if request.timestamp is not None:
+            self._check_time("query", request.timestamp, negative=True)
+            # a broker reads another negative as a time before every record; asked for one, a user
+            # meant a code 3.8.0 lacks (or a typo), which the first record's offset would hide
+            if request.timestamp < 0 and request.timestamp not in LIST_OFFSETS_CODES:
+                raise ConfigError(
+                    "expected a time at or after the epoch (ms or ISO-8601) or one of Kafka 3.8's "
+                    "ListOffsets codes -1 (latest), -2 (earliest), -3 (max-timestamp), -4 (earliest local), "
+                    f"found {request.timestamp}", self.path)
             found = part.offset_for_time(request.timestamp)
             # Kafka 3.8 Partition.fetchOffsetForTimestamp: ListOffsets answers only offsets a consumer
             # may fetch, below the high watermark (the last stable offset for read_committed); latest
-            # is that bound itself, earliest is never bounded
+            # is that bound itself, earliest and earliest local are never bounded
             committed = isolation == READ_COMMITTED
             fetchable = _last_stable_offset(part) if committed else high_watermark(part)
             bound = "last stable offset" if committed else "high watermark"
@@ -2065,7 +2098,7 @@ class KafkaStore(Store):
                                                    f"{bound}), where no record is stored yet")])
             if found is None:
                 return QueryResult()
-            if request.timestamp != EARLIEST_TIMESTAMP and found.offset >= fetchable:
+            if not earliest and found.offset >= fetchable:
                 return QueryResult(lines=[DumpLine(
                     f"{topic}-{partition}: the first record found, offset {found.offset}, is at or past the "
                     f"{bound} {fetchable} (not yet given to consumers: kafka-get-offsets answers none)")])
@@ -2075,14 +2108,15 @@ class KafkaStore(Store):
                                             "found none", self.path)
         records = list(self.read(topic, partition, offset, request.count, isolation=isolation))
         if not records:
-            if request.timestamp == EARLIEST_TIMESTAMP:
+            if earliest:
                 # UnifiedLog.fetchOffsetByTimestamp(EARLIEST_TIMESTAMP) answers the log start offset
                 # whatever is stored there (kafka-get-offsets --time earliest prints it): say which
                 # offset, as latest does, rather than that no record is that new
                 assert offset is not None
                 there = (", where no record is stored yet" if offset >= part.next_offset
                          else f"; a {isolation} read finds no record from there")
-                return QueryResult(lines=[DumpLine(f"{topic}-{partition}: earliest is offset {offset} (the "
+                name = "earliest" if request.timestamp == EARLIEST_TIMESTAMP else "earliest local"
+                return QueryResult(lines=[DumpLine(f"{topic}-{partition}: {name} is offset {offset} (the "
                                                    f"log start offset){there}")])
             return QueryResult()
         lines = []

@@ -1410,20 +1410,25 @@ class RocketMQStore(LifecycleMixin, Store):
             return None
 
     # -- reading -------------------------------------------------------------
-    def scan(self) -> Iterator[RocketMQMessage]:
-        """Every commitlog message in physical order (transactions included), BLANKs skipped.
+    def scan(self, *, isolation: str = READ_UNCOMMITTED) -> Iterator[RocketMQMessage]:
+        """Every commitlog message in physical order (transactions included, unless ``isolation`` is
+        ``read_committed``: as :meth:`dump_json`), BLANKs skipped.
 
         :raises CorruptDataError: a damaged message, or one whose header contradicts its position
             (a PHYSICALOFFSET other than it, a negative QUEUEID: what verify calls torn), as
             :meth:`dump`, :meth:`scan_arrow` and :meth:`read` raise it.
+        :raises ConfigError: an unknown isolation level.
         """
         self._check_open()
+        committed = check_isolation(isolation) == READ_COMMITTED
         for offset, record in self.commitlog.walk():
             if isinstance(record, RocketMQMessage):
                 if record.physical_offset != offset or record.queue_id < 0:
                     seg = self.commitlog.file_for(offset)
                     raise CorruptDataError(str(columnar.contradiction(record.physical_offset, record.queue_id,
                                                                       offset)), seg.path, offset - seg.base)
+                if committed and not has_queue_entry(record.sys_flag):
+                    continue
                 yield record
 
     @reads_while_open   # a queue's read resumed after close would end early, silently
@@ -1431,7 +1436,7 @@ class RocketMQStore(LifecycleMixin, Store):
                    partition: int | None = None, offset: int = 0, start: int | None = None,
                    end: int | None = None, batch_rows: int = columnar.SCAN_BATCH_ROWS,
                    threads: int | None = None, queues: Sequence[QueueSlice] | None = None,
-                   decompress: bool = False) -> Iterator[pa.RecordBatch]:
+                   decompress: bool = False, isolation: str = READ_UNCOMMITTED) -> Iterator[pa.RecordBatch]:
         """The messages as batches of :data:`segstore.columns.ROCKETMQ_SCHEMA` (see ``Store.scan_arrow``).
 
         With no arguments: every commitlog message in physical order (as :meth:`scan`).
@@ -1458,16 +1463,21 @@ class RocketMQStore(LifecycleMixin, Store):
         (:func:`.bodycodec.consumer_batches`): compressed bodies inflated, their ``sysFlag``
         cleared of 0x1, a batch cut where the inflated values would pass 16 MiB.
 
+        ``isolation`` as :meth:`dump_json`'s: ``read_committed`` leaves out the prepared and
+        rolled-back transaction messages, which no consume queue points at (numpy masks on each
+        batch's decoded flags, before its columns are built; a batch left with none is not given).
+
         :raises CorruptDataError: a damaged message (the error :meth:`scan`/:meth:`read` raise), or
             with ``decompress`` a compressed body that does not inflate.
         :raises NotFoundError: no such queue.
-        :raises ConfigError: ``threads`` below 1.
+        :raises ConfigError: ``threads`` below 1, an unknown isolation level.
         """
         from segstore.columns import ROCKETMQ_SCHEMA
 
         self._check_open()
         self._check_read(partition, offset, any_partition=True)
         check_batch_rows(batch_rows)
+        committed = check_isolation(isolation) == READ_COMMITTED
         threads = thread_count(threads)
         schema = project(ROCKETMQ_SCHEMA, columns)
         if decompress and {"value", "sysFlag"} & set(schema.names):
@@ -1480,6 +1490,12 @@ class RocketMQStore(LifecycleMixin, Store):
         else:
             def build(view: memoryview, rows: columnar.Rows) -> list[pa.RecordBatch]:
                 return [columnar.build_batch(view, rows, schema)]
+        if committed:
+            build_all = build
+
+            def build(view: memoryview, rows: columnar.Rows) -> list[pa.RecordBatch]:
+                rows = _selected(view, rows, None, None, committed=True)
+                return build_all(view, rows) if len(rows) else []
 
         fill = columnar.fill_for(schema.names)      # only the fields its columns are built from
         if (topic is None) != (partition is None):
@@ -1970,7 +1986,8 @@ class RocketMQStore(LifecycleMixin, Store):
         return cq
 
     def read(self, topic: str, partition: int, offset: int = 0, count: int | None = None, *,
-             tag: str | None = None, decompress: bool = False) -> Iterator[RocketMQMessage]:
+             tag: str | None = None, decompress: bool = False, isolation: str = READ_UNCOMMITTED
+             ) -> Iterator[RocketMQMessage]:
         """Messages of one queue from ``offset`` through its consume queue, lazily.
 
         With ``tag``, a subscription expression as a consumer's (:func:`subscription_tags`): only
@@ -1986,11 +2003,17 @@ class RocketMQStore(LifecycleMixin, Store):
         A message's ``body`` is as stored, compressed where its producer compressed it; with
         ``decompress``, as consumers read it (:func:`.bodycodec.consumed`).
 
+        ``isolation`` as :meth:`dump_json`'s: ``read_committed`` leaves out prepared and rolled-back
+        transaction messages (not counted in ``count``).  The broker gives them no consume-queue
+        entry, so a queue of its points at none: both levels read the same there.
+
         :raises CorruptDataError: an entry points at something that is not its message, or (with
             ``decompress``) a compressed body does not inflate.
+        :raises ConfigError: an unknown isolation level.
         """
         self._check_open()
         self._check_read(partition, offset, count)
+        committed = check_isolation(isolation) == READ_COMMITTED
         if tag is not None and not isinstance(tag, str):
             raise ConfigError(f"expected a tag as a string, found {type(tag).__name__} {cut(tag)}", self.path)
         cq = self._queue_view(topic, partition)
@@ -2015,6 +2038,8 @@ class RocketMQStore(LifecycleMixin, Store):
                 msg = self._entry_message(topic, partition, position + i, phys_col[i], size_col[i],
                                           checks_offsets)
                 if tags is not None and msg.tags not in tags:
+                    continue
+                if committed and not has_queue_entry(msg.sys_flag):
                     continue
                 yield self.consumed(msg) if decompress else msg
                 returned += 1
