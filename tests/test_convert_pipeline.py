@@ -30,6 +30,7 @@ from segstore.errors import (
     ConversionOptionError,
     CorruptDataError,
     InvalidTopicError,
+    MessageTooLargeError,
     WrongFormatError,
 )
 from segstore.records import LOG_APPEND_TIME
@@ -446,6 +447,42 @@ def test_a_bad_recorded_source_config_names_the_journal(tmp_path: Path) -> None:
                        f"journal {kafka / JOURNAL_NAME}"):
         convert(kafka, tmp_path / "back", to="rocketmq")
 
+
+
+def test_a_batch_larger_than_segment_bytes_leaves_nothing_behind(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    # before: the run stopped at its first record, as it must (Kafka 3.8.0 UnifiedLog.append refuses a
+    # batch over segment.bytes with a RecordBatchTooLargeException), but left .out.converting, so the
+    # command with a sane segment.bytes was refused ("pass --resume ... or --force"), and --resume
+    # (the same options) met the same record again
+    from segstore import cli
+
+    out = tmp_path / "out"
+    with pytest.raises(MessageTooLargeError, match=r"expected a batch of at most segment\.bytes=100 bytes"):
+        convert(BASIC, out, to="kafka", config={"segment.bytes": 100})
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    assert cli.main(["convert", str(BASIC), str(out), "--to", "kafka", "--config", "segment.bytes=100"]) == 1
+    assert "segment.bytes=100" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    assert convert(BASIC, out, to="kafka", config={"segment.bytes": 1 << 20}, verify=True).messages == 366
+
+
+def test_a_resume_that_cannot_go_on_leaves_nothing_behind(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A resumed run that meets a record the destination refuses removes the interrupted run's output
+    too (another resume, with the same options, would meet it again); an interruption keeps it."""
+    out = tmp_path / "out"
+    interrupted(monkeypatch, "BATCH_RECORDS", 7, 20, BASIC, out, to="kafka")
+    with monkeypatch.context() as patch:
+        for cls in WRITERS["kafka"]:
+            def flush(self, *args):
+                raise MessageTooLargeError("expected a smaller batch, found a larger one", "somewhere")
+
+            patch.setattr(cls, "flush", flush)
+        with pytest.raises(MessageTooLargeError):
+            convert(BASIC, out, to="kafka", resume=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    assert convert(BASIC, out, to="kafka").messages == 366
 
 # -- options ---------------------------------------------------------------------------------
 

@@ -61,7 +61,9 @@ from segstore.errors import (
     ConfigError,
     ConversionError,
     ConversionOptionError,
+    InvalidMessageError,
     NotFoundError,
+    OffsetOutOfRangeError,
     UnsupportedOperationError,
     cut,
 )
@@ -100,6 +102,14 @@ MIN_READ_ROWS = 256
 TIMESTAMP_SOURCES = ("born", "store")
 #: How many verify differences an error lists.
 REPORT_LIMIT = 20
+#: The errors that end a run for good: the destination refuses a record with these options (a batch
+#: larger than Kafka's ``segment.bytes``, as 3.8.0 ``UnifiedLog.append`` refuses it with a
+#: ``RecordBatchTooLargeException``), a source record does not map, a name or offset does not fit.
+#: A resume (the same options, the same source) meets them again, so such a run removes the
+#: ``.DST.converting`` it wrote; any other failure (Ctrl-C, a full disk, corrupt source data, which
+#: ``--skip-corrupt`` passes, a source file gone while it was read) keeps it for ``--resume``.
+DEAD_ENDS: tuple[type[BaseException], ...] = (ConfigError, ConversionError, InvalidMessageError,
+                                              OffsetOutOfRangeError, UnsupportedOperationError)
 
 
 @dataclass
@@ -821,10 +831,12 @@ def run(src: str, dst: str, *, to: str, topics: list[str] | None, compression: s
                 target_side.open_streams(dest, extents, writing)
                 converting = True
                 _convert(source_side, target_side, source, dest, reading, writing, report, bar)
-    except BaseException:
-        if not converting and not resume:
+    except BaseException as err:
+        if (not converting and not resume) or (converting and isinstance(err, DEAD_ENDS)):
             # Refused before it started (a config name the target does not know, an unreadable
             # source): nothing was converted, so no interrupted run is left to resume or force.
+            # Refused while converting (DEAD_ENDS): a resume would be refused at the same record,
+            # and a corrected run would trip over what is left.
             _remove(tmp)
         raise
     finally:
