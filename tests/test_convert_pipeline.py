@@ -120,14 +120,56 @@ def test_destination_inside_or_around_the_source_is_refused(tmp_path: Path) -> N
 def test_existing_destination_needs_force(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
-    (out / "keep.txt").write_text("mine")
     with pytest.raises(ConversionError, match="pass --force"):
         convert(BASIC, out, to="kafka")
-    assert (out / "keep.txt").read_text() == "mine"
-    report = convert(BASIC, out, to="kafka", force=True)
-    assert report.messages == 366
-    assert not (out / "keep.txt").exists() and (out / JOURNAL_NAME).is_file()
+    report = convert(BASIC, out, to="kafka", force=True)      # an empty directory
+    assert report.messages == 366 and (out / JOURNAL_NAME).is_file()
+    with segstore.open(out, "kafka", "a") as store:            # a Kafka store, changed since
+        store.append({"topic": "extra", "partition": 0, "value": b"v"})
+    with pytest.raises(ConversionError, match="pass --force"):
+        convert(BASIC, out, to="kafka")
+    assert convert(BASIC, out, to="kafka", force=True).messages == 366
+    with segstore.open(out, "kafka") as store:
+        assert "extra" not in store.topics()
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+def test_force_replaces_only_a_store_of_the_target_format(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    # before: --force deleted whatever DST was, a directory of other files (a typo such as
+    # "segstore convert store ~/") or a store of the other format included
+    from segstore import cli
+
+    home = tmp_path / "home"
+    (home / "docs").mkdir(parents=True)
+    (home / "notes.txt").write_text("mine")
+    with pytest.raises(ConversionOptionError, match=r"expected a kafka store or an empty directory for "
+                       r"--force to replace, found a directory that is no store, holding docs, "
+                       r"notes\.txt") as info:
+        convert(BASIC, home, to="kafka", force=True)
+    assert info.value.path == str(home) and isinstance(info.value, ConfigError)
+    assert cli.main(["convert", str(BASIC), str(home), "--to", "kafka", "--force"]) == 2
+    assert f"{home}: expected a kafka store" in capsys.readouterr().err
+    file = tmp_path / "file"
+    file.write_text("mine")
+    with pytest.raises(ConversionOptionError, match="found a file"):
+        convert(BASIC, file, to="kafka", force=True)
+    rocketmq = copy_writable(BASIC, tmp_path / "store")
+    kafka = tmp_path / "k"
+    convert(BASIC, kafka, to="kafka")
+    with pytest.raises(ConversionOptionError, match="found a rocketmq store"):
+        convert(BASIC, rocketmq, to="kafka", force=True)
+    with pytest.raises(ConversionOptionError, match="found a kafka store"):
+        convert(KAFKA_TXN, kafka, to="rocketmq", config=ROCKETMQ_CONFIG, force=True)
+    assert (home / "notes.txt").read_text() == "mine" and file.read_text() == "mine"
+    assert scan_json(rocketmq, "rocketmq") == scan_json(BASIC, "rocketmq")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "home", "k", "store"]
+    # the temporary sibling too: --force starts over from a conversion's own, not from another directory
+    tmp = Path(temp_path(str(tmp_path / "out")))
+    (tmp / "mine").mkdir(parents=True)
+    with pytest.raises(ConversionOptionError, match="found a directory that is no store, holding mine"):
+        convert(BASIC, tmp_path / "out", to="kafka", force=True)
+    assert (tmp / "mine").is_dir()
 
 
 def test_corrupt_rocketmq_source_stops_at_path_and_pos(tmp_path: Path) -> None:
@@ -409,7 +451,8 @@ def test_resume_after_a_kill_before_the_journal_starts_over(tmp_path: Path) -> N
     report = convert(BASIC, out, to="kafka", resume=True)
     assert report.already_present == 0 and report.messages == 366
     shutil.rmtree(out)
-    (Path(temp_path(str(out))) / "stray").mkdir(parents=True)
+    os.makedirs(temp_path(str(out)))
+    (Path(temp_path(str(out))) / f"{JOURNAL_NAME}.tmp").write_text("{")     # a kill while writing it
     with pytest.raises(ConversionError, match=r"without a journal \(pass --force"):
         convert(BASIC, out, to="kafka", resume=True)
     assert convert(BASIC, out, to="kafka", resume=True, force=True).messages == 366
@@ -716,9 +759,9 @@ def test_legacy_kafka_message_sets_convert(tmp_path: Path, magic: int) -> None:
     assert len(records(part)) == 6
 
 
-def test_force_replaces_a_file_and_clears_a_destination_left_aside(tmp_path: Path) -> None:
+def test_force_clears_a_destination_left_aside(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    out.write_text("a file")
+    convert(BASIC, out, to="kafka")
     aside = tmp_path / ".out.replaced"
     aside.mkdir()
     (aside / "old").write_text("left by an interrupted install")

@@ -617,9 +617,11 @@ def _prepare(src: str, dst: str, tmp: str, options: _RunOptions, source_format: 
     if source and os.path.commonpath([source, target]) in (source, target):
         raise ConversionError(f"expected a destination outside the source and not containing it, found "
                               f"{target} and source {source}", dst)
-    if files.exists(dst) and not force:
-        raise ConversionError("expected a destination that does not exist, found one "
-                              "(pass --force to replace it)", dst)
+    if files.exists(dst):
+        if not force:
+            raise ConversionError("expected a destination that does not exist, found one "
+                                  "(pass --force to replace it)", dst)
+        _check_replaceable(dst, options.to)
     wanted = options.journal(src, source_format)
     journal = _read_journal(tmp) if resume else None
     if journal is not None:
@@ -638,11 +640,38 @@ def _prepare(src: str, dst: str, tmp: str, options: _RunOptions, source_format: 
         if not force and not resume:
             raise ConversionError("expected no interrupted conversion, found one "
                                   "(pass --resume to continue it or --force to start over)", tmp)
+        if force:
+            _check_replaceable(tmp, options.to, marked=True)
         files.remove_tree(tmp)
     files.make_dirs(tmp)
     journal = {**wanted, "state": STATE_RUNNING}
     _write_journal(tmp, journal)
     return journal
+
+
+def _check_replaceable(path: str, to: str, *, marked: bool = False) -> None:
+    """Refuse to let ``--force`` delete ``path`` unless it is what a conversion into format ``to``
+    would replace: an empty directory or a store of format ``to`` (``marked``, for the temporary
+    directory: also one holding a conversion journal, or the temporary file a journal is written
+    through).  A typo (``segstore convert store ~/``) must not delete a directory of other files.
+    ``O(entries of path)`` and the formats' ``detect``.
+
+    :raises ConversionOptionError: naming ``path`` and what it holds.
+    """
+    if not files.is_dir(path):
+        found = "a file"
+    else:
+        names = files.list_dir(path)
+        if not names or (marked and {JOURNAL_NAME, f"{JOURNAL_NAME}.tmp"} & set(names)):
+            return
+        matches = [name for name in registry.names() if registry.get(name).detect(path)]
+        if matches == [to]:
+            return
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        found = (f"a {' and '.join(matches)} store" if matches
+                 else f"a directory that is no store, holding {shown}")
+    raise ConversionOptionError(f"expected a {to} store or an empty directory for --force to replace, "
+                                f"found {found} (remove it yourself, or convert into a new path)", path)
 
 
 def _check_topics(src: str, source_format: str, source_side: FormatConversion, topics: list[str]) -> None:
