@@ -371,6 +371,33 @@ def test_resume_to_kafka_converts_messages_appended_since_once(tmp_path: Path,
         [b"appended %d" % i for i in range(6) for _ in (0, 3)] + [b"new topic"])
 
 
+def test_resume_refuses_another_store_put_at_the_source_path(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another store at the source's path whose queues and commitlog start where the interrupted run's
+    did and reach past them passes the offset and size checks; its first record tells it apart."""
+    # before: the resume kept the 35 messages converted from the first store, then converted the
+    # other store's from offset 35 on: a partition of both stores' messages
+
+    def store(path: Path, body: bytes, count: int) -> Path:
+        with segstore.open(path, "rocketmq", "a", **ROCKETMQ_CONFIG) as writer:
+            writer.append_batch([{"topic": "T", "queue_id": 0, "body": body, "born_timestamp": i,
+                                  "store_timestamp": i} for i in range(count)])
+        return path
+
+    monkeypatch.setattr(pipeline, "COLUMNAR", False)     # entry by entry: each flush writes its batch
+    src, out = store(tmp_path / "src", b"first", 100), tmp_path / "out"
+    interrupted(monkeypatch, "BATCH_RECORDS", 5, 7, src, out, to="kafka")
+    shutil.rmtree(src)
+    store(src, b"other", 200)
+    with pytest.raises(ConversionError, match=r"found T-0: a first record at offset 0 then, another at "
+                       r"offset 0 now \(another store at this path\?\) \(convert with --force") as refused:
+        convert(src, out, to="kafka", resume=True)
+    assert refused.value.path == str(src) and Path(temp_path(str(out))).is_dir()
+    assert convert(src, out, to="kafka", force=True).messages == 200
+    with segstore.open(out, "kafka") as dest:
+        assert {r.value for r in dest.scan()} == {b"other"}
+
+
 def test_resume_to_kafka_refuses_a_source_whose_old_messages_were_deleted(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch
                                                                           ) -> None:

@@ -15,12 +15,13 @@ What a run does (``docs/conversion.md`` has the user's view):
    writer skips what the destination holds already (Kafka: each partition's end
    offset; RocketMQ: the messages in the commitlog).
    Before any record, the journal on disk records the source as the run finds it: every
-   stream (``FormatConversion.extents``: empty ones too, with where each starts; ``streams``)
-   and the logs they are read from (``FormatConversion.logs``: ``logs``).  A resumed run
-   compares the source it finds with them and refuses one that changed in a way its skipping
-   would get wrong (:func:`_check_source`); the way back reads ``streams`` for where each
-   stream started, which the destination may not hold (:func:`_extents`).  Then every stream is
-   created in the destination (``open_streams``).
+   stream (``FormatConversion.extents``: empty ones too, with where each starts; ``streams``),
+   the logs they are read from (``FormatConversion.logs``: ``logs``) and the first record each
+   stream reads (``firsts``, :func:`_firsts`).  A resumed run compares the source it finds with
+   them and refuses one that changed in a way its skipping would get wrong (:func:`_check_source`,
+   :func:`_check_firsts`); the way back reads ``streams`` for where each stream started, which
+   the destination may not hold (:func:`_extents`).  Then every stream is created in the
+   destination (``open_streams``).
 3. With ``verify``, check the destination's files (``Store.verify``), its streams
    (``check_streams``), and re-read every record, comparing it with the source mapped again
    (the target's verifier).
@@ -41,6 +42,7 @@ Not thread-safe: one conversion per destination (the stores' writer locks enforc
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import heapq
 import itertools
 import json
@@ -61,6 +63,7 @@ from segstore.errors import (
     ConfigError,
     ConversionError,
     ConversionOptionError,
+    CorruptDataError,
     InvalidMessageError,
     NotFoundError,
     OffsetOutOfRangeError,
@@ -545,7 +548,8 @@ def _check_options(target_side: FormatConversion, compression: str, timestamp: s
 _JOURNAL_TYPES: dict[str, tuple[type, str]] = {"source_format": (str, "a string"),
                                                "source_config": (dict, "an object"),
                                                "streams": (list, "an array"),
-                                               "logs": (list, "an array")}
+                                               "logs": (list, "an array"),
+                                               "firsts": (list, "an array")}
 #: The journal's records of the source: each item's form, and the types of the fields naming it
 #: (before its start and end).
 _RECORDS: dict[str, tuple[str, tuple[type, ...]]] = {
@@ -772,6 +776,70 @@ def _check_source(journal: dict[str, Any], extents: list[Extent], logs: list[Log
                               f"over)", src)
 
 
+def _firsts(source_side: FormatConversion, source: Store, reading: Options) -> list[list[Any]]:
+    """The first entry of each of the source's streams, as ``[topic, partition, offset, digest]``
+    (:func:`_digest`): what tells a source only appended to from another store put at its path
+    with offsets and sizes as large (a resume would keep the other store's records below them).
+    A stream whose first record is damaged is left out (with ``skip_corrupt`` or not, so that a
+    resume may change that setting).  ``O(streams)`` first reads.
+    """
+    probe = replace(reading, skip_corrupt=False, skipped=[], problems=[])
+    out: list[list[Any]] = []
+    for stream in source_side.streams(source, probe):
+        try:
+            first = next(stream, None)
+        except CorruptDataError:
+            first = None
+        finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()
+        if first is not None:
+            entry = first[0]
+            out.append([entry.topic, entry.partition, entry.offset, _digest(entry)])
+    return out
+
+
+def _digest(entry: Entry) -> str:
+    """SHA-256 of every field of ``entry`` (hex, 32 digits)."""
+    fields = hashlib.sha256()
+    for part in (entry.topic, entry.partition, entry.offset, entry.timestamp, entry.timestamp_type,
+                 entry.transactional, entry.control, entry.producer_id, entry.producer_epoch,
+                 len(entry.headers)):
+        fields.update(repr(part).encode() + b"\0")
+    for name, value in [("", entry.key), ("", entry.value), *entry.headers]:
+        fields.update(name.encode() + b"\0")
+        fields.update(b"-" if value is None else b"%d:%s" % (len(value), bytes(value)))
+    return fields.hexdigest()[:32]
+
+
+def _check_firsts(journal: dict[str, Any], firsts: list[list[Any]], src: str, tmp: str) -> None:
+    """Refuse to resume when a stream's first record (:func:`_firsts`) is not the one the interrupted
+    run found (or none is now): the store at the source's path is another one.  A journal without
+    ``firsts`` (written by an earlier version) is not checked.
+
+    :raises ConversionError: naming the stream, and the offset of its first record then and now.
+    """
+    recorded = journal.get("firsts")
+    if recorded is None:
+        return
+    now = {(topic, partition): (offset, digest) for topic, partition, offset, digest in firsts}
+    for item in recorded:
+        try:
+            topic, partition, offset, digest = item
+            key, was = (str(topic), int(partition)), (int(offset), str(digest))
+        except (TypeError, ValueError) as err:
+            raise ConversionError(f"expected firsts of [topic, partition, offset, digest] in the conversion "
+                                  f"journal, found {item!r}", os.path.join(tmp, JOURNAL_NAME)) from err
+        found = now.get(key)
+        if found != was:
+            there = "none" if found is None else f"another at offset {found[0]}"
+            raise ConversionError(f"expected the source as the interrupted run found it, found {key[0]}-"
+                                  f"{key[1]}: a first record at offset {was[0]} then, {there} now (another "
+                                  f"store at this path?) (convert with --force instead of --resume to start "
+                                  f"over)", src)
+
+
 def _first_change(recorded: _Spans, now: _Spans, grows: bool
                   ) -> tuple[tuple[Any, ...], tuple[int, int] | None, tuple[int, int] | None] | None:
     """The first of ``recorded`` (``(start, end)`` by name) that ``now`` lacks or holds otherwise, with
@@ -850,11 +918,14 @@ def run(src: str, dst: str, *, to: str, topics: list[str] | None, compression: s
             reading, writing = options.sides(source_side, target_side, source_format)
             extents = _extents(source_side, source, reading, src, to)
             logs = source_side.logs(source, reading)
+            firsts = _firsts(source_side, source, reading)
             _check_source(journal, extents, logs, target_side, src, tmp)
+            _check_firsts(journal, firsts, src, tmp)
             # on disk before anything is converted: what a resume of this run checks the source
             # against (and, once done, where each stream started for the way back)
             journal["streams"] = [[e.topic, e.partition, e.start, e.end] for e in extents]
             journal["logs"] = [[span.name, span.start, span.end] for span in logs]
+            journal["firsts"] = firsts
             _write_journal(tmp, journal)
             with _open_destination(tmp, to, dest_config, src, options) as dest:
                 target_side.open_streams(dest, extents, writing)
