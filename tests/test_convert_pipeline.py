@@ -537,6 +537,25 @@ def test_a_batch_larger_than_segment_bytes_leaves_nothing_behind(tmp_path: Path,
     assert convert(BASIC, out, to="kafka", config={"segment.bytes": 1 << 20}, verify=True).messages == 366
 
 
+@pytest.mark.parametrize("setting", ["segment.bytes", "max.message.bytes"])
+def test_a_kafka_limit_below_the_smallest_batch_is_refused_before_converting(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], setting: str) -> None:
+    # before: taken (Kafka's LogConfig takes segment.bytes from 14), then the run stopped at its first
+    # record with a MessageTooLargeError (exit 1): no batch (61-byte header, a record of 7 bytes at
+    # least) fits
+    from segstore import cli
+
+    src, out = kafka_source(tmp_path / "src"), tmp_path / "out"
+    rocketmq = tmp_path / "r"
+    convert(src, rocketmq, to="rocketmq", config=ROCKETMQ_CONFIG)
+    with pytest.raises(ConfigError, match=rf"expected {re.escape(setting)} of at least 68 \(the smallest "
+                       r"record batch\) for partition t-0 to convert records into, found 67"):
+        convert(rocketmq, out, to="kafka", config={setting: 67})
+    assert cli.main(["convert", str(rocketmq), str(out), "--to", "kafka", "--config", f"{setting}=67"]) == 2
+    assert f"{setting} of at least 68" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r", "src"]
+
+
 def test_a_resume_that_cannot_go_on_leaves_nothing_behind(tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """A resumed run that meets a record the destination refuses removes the interrupted run's output
