@@ -252,6 +252,22 @@ def test_interrupted_rocketmq_to_kafka_resumes(tmp_path: Path, monkeypatch: pyte
     assert not Path(temp_path(str(out))).exists()
 
 
+def test_a_resume_compares_config_values_as_the_destination_reads_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # before: a run given segment.bytes as a number (the library) could not be resumed with it as text
+    # (--config gives text): "found one with other options", though the destination reads both alike;
+    # the refusal printed both runs' options whole instead of the one that differs
+    out = tmp_path / "out"
+    interrupted(monkeypatch, "BATCH_RECORDS", 7, 20, BASIC, out, to="kafka",
+                config={"segment.bytes": 1 << 20})
+    with pytest.raises(ConversionError, match=re.escape(
+            "expected to resume the same conversion, found one with other options: config "
+            "{'segment.bytes': 1048576} (this run: {'segment.bytes': '2097152'})")):
+        convert(BASIC, out, to="kafka", resume=True, config={"segment.bytes": "2097152"})
+    report = convert(BASIC, out, to="kafka", resume=True, config={"segment.bytes": "1048576"}, verify=True)
+    assert report.already_present > 0 and report.already_present + report.messages == 366
+
+
 def test_interrupted_kafka_to_rocketmq_resumes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "out"
     interrupted(monkeypatch, "ROCKETMQ_BATCH", 10, 5, KAFKA_TXN, out, to="rocketmq", config=ROCKETMQ_CONFIG)

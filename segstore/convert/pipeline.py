@@ -613,6 +613,15 @@ def _local_part(src: str) -> str:
     return urllib.parse.urlparse(src).path if src.lower().startswith("file://") else ""
 
 
+def _comparable(key: str, value: Any) -> Any:
+    """A journal member as a resume compares it: ``config`` values as text (``--config`` gives
+    ``"1048576"`` where the library may have been given ``1048576``; the destination reads both
+    alike), the others as they are."""
+    if key != "config" or not isinstance(value, dict):
+        return value
+    return {str(name): str(v).lower() if isinstance(v, bool) else str(v) for name, v in value.items()}
+
+
 def _prepare(src: str, dst: str, tmp: str, options: _RunOptions, source_format: str, resume: bool,
              force: bool) -> dict[str, Any]:
     """Check the destination and create (or, resuming, check) the temporary directory; returns the journal."""
@@ -630,9 +639,11 @@ def _prepare(src: str, dst: str, tmp: str, options: _RunOptions, source_format: 
     journal = _read_journal(tmp) if resume else None
     if journal is not None:
         recorded = {k: journal.get(k, _JOURNAL_DEFAULTS.get(k)) for k in wanted}
-        if recorded != wanted:
-            raise ConversionError(f"expected to resume the same conversion, found one with other options: "
-                                  f"{recorded} (this run: {wanted})", tmp)
+        other = [k for k in wanted if _comparable(k, recorded[k]) != _comparable(k, wanted[k])]
+        if other:
+            raise ConversionError("expected to resume the same conversion, found one with other options: "
+                                  + "; ".join(f"{k} {cut(recorded[k])} (this run: {cut(wanted[k])})"
+                                              for k in other), tmp)
         return journal
     if resume and (not files.is_dir(tmp) or (files.list_dir(tmp) and not force)):
         raise ConversionError("expected an interrupted conversion to resume, found "
