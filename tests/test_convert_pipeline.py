@@ -30,6 +30,7 @@ from segstore.errors import (
     ConversionOptionError,
     CorruptDataError,
     InvalidTopicError,
+    MessageTooLargeError,
     WrongFormatError,
 )
 from segstore.records import LOG_APPEND_TIME
@@ -119,14 +120,56 @@ def test_destination_inside_or_around_the_source_is_refused(tmp_path: Path) -> N
 def test_existing_destination_needs_force(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
-    (out / "keep.txt").write_text("mine")
     with pytest.raises(ConversionError, match="pass --force"):
         convert(BASIC, out, to="kafka")
-    assert (out / "keep.txt").read_text() == "mine"
-    report = convert(BASIC, out, to="kafka", force=True)
-    assert report.messages == 366
-    assert not (out / "keep.txt").exists() and (out / JOURNAL_NAME).is_file()
+    report = convert(BASIC, out, to="kafka", force=True)      # an empty directory
+    assert report.messages == 366 and (out / JOURNAL_NAME).is_file()
+    with segstore.open(out, "kafka", "a") as store:            # a Kafka store, changed since
+        store.append({"topic": "extra", "partition": 0, "value": b"v"})
+    with pytest.raises(ConversionError, match="pass --force"):
+        convert(BASIC, out, to="kafka")
+    assert convert(BASIC, out, to="kafka", force=True).messages == 366
+    with segstore.open(out, "kafka") as store:
+        assert "extra" not in store.topics()
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+def test_force_replaces_only_a_store_of_the_target_format(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    # before: --force deleted whatever DST was, a directory of other files (a typo such as
+    # "segstore convert store ~/") or a store of the other format included
+    from segstore import cli
+
+    home = tmp_path / "home"
+    (home / "docs").mkdir(parents=True)
+    (home / "notes.txt").write_text("mine")
+    with pytest.raises(ConversionOptionError, match=r"expected a kafka store or an empty directory for "
+                       r"--force to replace, found a directory that is no store, holding docs, "
+                       r"notes\.txt") as info:
+        convert(BASIC, home, to="kafka", force=True)
+    assert info.value.path == str(home) and isinstance(info.value, ConfigError)
+    assert cli.main(["convert", str(BASIC), str(home), "--to", "kafka", "--force"]) == 2
+    assert f"{home}: expected a kafka store" in capsys.readouterr().err
+    file = tmp_path / "file"
+    file.write_text("mine")
+    with pytest.raises(ConversionOptionError, match="found a file"):
+        convert(BASIC, file, to="kafka", force=True)
+    rocketmq = copy_writable(BASIC, tmp_path / "store")
+    kafka = tmp_path / "k"
+    convert(BASIC, kafka, to="kafka")
+    with pytest.raises(ConversionOptionError, match="found a rocketmq store"):
+        convert(BASIC, rocketmq, to="kafka", force=True)
+    with pytest.raises(ConversionOptionError, match="found a kafka store"):
+        convert(KAFKA_TXN, kafka, to="rocketmq", config=ROCKETMQ_CONFIG, force=True)
+    assert (home / "notes.txt").read_text() == "mine" and file.read_text() == "mine"
+    assert scan_json(rocketmq, "rocketmq") == scan_json(BASIC, "rocketmq")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "home", "k", "store"]
+    # the temporary sibling too: --force starts over from a conversion's own, not from another directory
+    tmp = Path(temp_path(str(tmp_path / "out")))
+    (tmp / "mine").mkdir(parents=True)
+    with pytest.raises(ConversionOptionError, match="found a directory that is no store, holding mine"):
+        convert(BASIC, tmp_path / "out", to="kafka", force=True)
+    assert (tmp / "mine").is_dir()
 
 
 def test_corrupt_rocketmq_source_stops_at_path_and_pos(tmp_path: Path) -> None:
@@ -207,6 +250,22 @@ def test_interrupted_rocketmq_to_kafka_resumes(tmp_path: Path, monkeypatch: pyte
     convert(BASIC, tmp_path / "clean", to="kafka")
     assert scan_json(out, "kafka") == scan_json(tmp_path / "clean", "kafka")
     assert not Path(temp_path(str(out))).exists()
+
+
+def test_a_resume_compares_config_values_as_the_destination_reads_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # before: a run given segment.bytes as a number (the library) could not be resumed with it as text
+    # (--config gives text): "found one with other options", though the destination reads both alike;
+    # the refusal printed both runs' options whole instead of the one that differs
+    out = tmp_path / "out"
+    interrupted(monkeypatch, "BATCH_RECORDS", 7, 20, BASIC, out, to="kafka",
+                config={"segment.bytes": 1 << 20})
+    with pytest.raises(ConversionError, match=re.escape(
+            "expected to resume the same conversion, found one with other options: config "
+            "{'segment.bytes': 1048576} (this run: {'segment.bytes': '2097152'})")):
+        convert(BASIC, out, to="kafka", resume=True, config={"segment.bytes": "2097152"})
+    report = convert(BASIC, out, to="kafka", resume=True, config={"segment.bytes": "1048576"}, verify=True)
+    assert report.already_present > 0 and report.already_present + report.messages == 366
 
 
 def test_interrupted_kafka_to_rocketmq_resumes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -328,6 +387,33 @@ def test_resume_to_kafka_converts_messages_appended_since_once(tmp_path: Path,
         [b"appended %d" % i for i in range(6) for _ in (0, 3)] + [b"new topic"])
 
 
+def test_resume_refuses_another_store_put_at_the_source_path(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another store at the source's path whose queues and commitlog start where the interrupted run's
+    did and reach past them passes the offset and size checks; its first record tells it apart."""
+    # before: the resume kept the 35 messages converted from the first store, then converted the
+    # other store's from offset 35 on: a partition of both stores' messages
+
+    def store(path: Path, body: bytes, count: int) -> Path:
+        with segstore.open(path, "rocketmq", "a", **ROCKETMQ_CONFIG) as writer:
+            writer.append_batch([{"topic": "T", "queue_id": 0, "body": body, "born_timestamp": i,
+                                  "store_timestamp": i} for i in range(count)])
+        return path
+
+    monkeypatch.setattr(pipeline, "COLUMNAR", False)     # entry by entry: each flush writes its batch
+    src, out = store(tmp_path / "src", b"first", 100), tmp_path / "out"
+    interrupted(monkeypatch, "BATCH_RECORDS", 5, 7, src, out, to="kafka")
+    shutil.rmtree(src)
+    store(src, b"other", 200)
+    with pytest.raises(ConversionError, match=r"found T-0: a first record at offset 0 then, another at "
+                       r"offset 0 now \(another store at this path\?\) \(convert with --force") as refused:
+        convert(src, out, to="kafka", resume=True)
+    assert refused.value.path == str(src) and Path(temp_path(str(out))).is_dir()
+    assert convert(src, out, to="kafka", force=True).messages == 200
+    with segstore.open(out, "kafka") as dest:
+        assert {r.value for r in dest.scan()} == {b"other"}
+
+
 def test_resume_to_kafka_refuses_a_source_whose_old_messages_were_deleted(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch
                                                                           ) -> None:
@@ -408,7 +494,8 @@ def test_resume_after_a_kill_before_the_journal_starts_over(tmp_path: Path) -> N
     report = convert(BASIC, out, to="kafka", resume=True)
     assert report.already_present == 0 and report.messages == 366
     shutil.rmtree(out)
-    (Path(temp_path(str(out))) / "stray").mkdir(parents=True)
+    os.makedirs(temp_path(str(out)))
+    (Path(temp_path(str(out))) / f"{JOURNAL_NAME}.tmp").write_text("{")     # a kill while writing it
     with pytest.raises(ConversionError, match=r"without a journal \(pass --force"):
         convert(BASIC, out, to="kafka", resume=True)
     assert convert(BASIC, out, to="kafka", resume=True, force=True).messages == 366
@@ -446,6 +533,61 @@ def test_a_bad_recorded_source_config_names_the_journal(tmp_path: Path) -> None:
                        f"journal {kafka / JOURNAL_NAME}"):
         convert(kafka, tmp_path / "back", to="rocketmq")
 
+
+
+def test_a_batch_larger_than_segment_bytes_leaves_nothing_behind(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    # before: the run stopped at its first record, as it must (Kafka 3.8.0 UnifiedLog.append refuses a
+    # batch over segment.bytes with a RecordBatchTooLargeException), but left .out.converting, so the
+    # command with a sane segment.bytes was refused ("pass --resume ... or --force"), and --resume
+    # (the same options) met the same record again
+    from segstore import cli
+
+    out = tmp_path / "out"
+    with pytest.raises(MessageTooLargeError, match=r"expected a batch of at most segment\.bytes=100 bytes"):
+        convert(BASIC, out, to="kafka", config={"segment.bytes": 100})
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    assert cli.main(["convert", str(BASIC), str(out), "--to", "kafka", "--config", "segment.bytes=100"]) == 1
+    assert "segment.bytes=100" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    assert convert(BASIC, out, to="kafka", config={"segment.bytes": 1 << 20}, verify=True).messages == 366
+
+
+@pytest.mark.parametrize("setting", ["segment.bytes", "max.message.bytes"])
+def test_a_kafka_limit_below_the_smallest_batch_is_refused_before_converting(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], setting: str) -> None:
+    # before: taken (Kafka's LogConfig takes segment.bytes from 14), then the run stopped at its first
+    # record with a MessageTooLargeError (exit 1): no batch (61-byte header, a record of 7 bytes at
+    # least) fits
+    from segstore import cli
+
+    src, out = kafka_source(tmp_path / "src"), tmp_path / "out"
+    rocketmq = tmp_path / "r"
+    convert(src, rocketmq, to="rocketmq", config=ROCKETMQ_CONFIG)
+    with pytest.raises(ConfigError, match=rf"expected {re.escape(setting)} of at least 68 \(the smallest "
+                       r"record batch\) for partition t-0 to convert records into, found 67"):
+        convert(rocketmq, out, to="kafka", config={setting: 67})
+    assert cli.main(["convert", str(rocketmq), str(out), "--to", "kafka", "--config", f"{setting}=67"]) == 2
+    assert f"{setting} of at least 68" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r", "src"]
+
+
+def test_a_resume_that_cannot_go_on_leaves_nothing_behind(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A resumed run that meets a record the destination refuses removes the interrupted run's output
+    too (another resume, with the same options, would meet it again); an interruption keeps it."""
+    out = tmp_path / "out"
+    interrupted(monkeypatch, "BATCH_RECORDS", 7, 20, BASIC, out, to="kafka")
+    with monkeypatch.context() as patch:
+        for cls in WRITERS["kafka"]:
+            def flush(self, *args):
+                raise MessageTooLargeError("expected a smaller batch, found a larger one", "somewhere")
+
+            patch.setattr(cls, "flush", flush)
+        with pytest.raises(MessageTooLargeError):
+            convert(BASIC, out, to="kafka", resume=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    assert convert(BASIC, out, to="kafka").messages == 366
 
 # -- options ---------------------------------------------------------------------------------
 
@@ -679,9 +821,9 @@ def test_legacy_kafka_message_sets_convert(tmp_path: Path, magic: int) -> None:
     assert len(records(part)) == 6
 
 
-def test_force_replaces_a_file_and_clears_a_destination_left_aside(tmp_path: Path) -> None:
+def test_force_clears_a_destination_left_aside(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    out.write_text("a file")
+    convert(BASIC, out, to="kafka")
     aside = tmp_path / ".out.replaced"
     aside.mkdir()
     (aside / "old").write_text("left by an interrupted install")

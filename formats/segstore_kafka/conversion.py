@@ -43,6 +43,7 @@ from segstore.convert.interchange import (
 )
 from segstore.convert.topicnames import WORD_CHARS, TopicRules
 from segstore.errors import (
+    ConfigError,
     ConversionError,
     CorruptDataError,
     InvalidMessageError,
@@ -541,6 +542,27 @@ class KafkaArrowWriter(_PartitionTarget, ArrowWriter):
         self._write_queued()
 
 
+#: The smallest record batch: its 61-byte header and one record with no key, value or header, in 7
+#: bytes (Kafka 3.8.0 ``DefaultRecordBatch.RECORD_BATCH_OVERHEAD``, ``DefaultRecord.sizeInBytes``).
+MIN_BATCH_BYTES = codec.RECORD_BATCH_OVERHEAD + 7
+
+
+def _check_batch_room(part: Any, name: str) -> None:
+    """Refuse partition ``name`` (records to write into) when its ``segment.bytes`` or
+    ``max.message.bytes`` is below the smallest batch: 3.8.0 ``UnifiedLog.append`` refuses every
+    batch of it (a ``RecordBatchTooLargeException``, a ``RecordTooLargeException``), and Kafka's
+    config takes ``segment.bytes`` from 14 (``LogConfig``: ``LegacyRecord.RECORD_OVERHEAD_V0``).
+
+    :raises ConfigError: naming the setting, the smallest batch and the partition (not its path: the
+        run removes the directory it is in).
+    """
+    for setting, value in (("segment.bytes", part.config.segment_bytes),
+                           ("max.message.bytes", part.config.max_message_bytes)):
+        if value < MIN_BATCH_BYTES:
+            raise ConfigError(f"expected {setting} of at least {MIN_BATCH_BYTES} (the smallest record batch) "
+                              f"for partition {name} to convert records into, found {value}")
+
+
 def _split(pieces: list[tuple[Columns, np.ndarray]], at: int
            ) -> tuple[list[tuple[Columns, np.ndarray]], list[tuple[Columns, np.ndarray]]]:
     """The first ``at`` rows of ``pieces`` and the rest."""
@@ -646,6 +668,8 @@ class KafkaConversion(FormatConversion):
         store: Any = dest
         for extent in extents:
             part = store.partition_of(extent.topic, extent.partition, create=True)
+            if not extent.empty:
+                _check_batch_room(part, f"{extent.topic}-{extent.partition}")
             if part.next_offset != extent.start and not any(seg.size for seg in part.segments):
                 part.start_at(extent.start)
 

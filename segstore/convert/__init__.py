@@ -54,7 +54,8 @@ def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], to: str = 
         ``mappedFileSizeCommitLog``...).
     :param resume: continue an interrupted conversion into the same ``dst``.
     :param verify: re-read the result and compare every record with the source.
-    :param force: replace an existing ``dst``.
+    :param force: replace an existing ``dst``: a store of format ``to`` or an empty directory (anything
+        else is refused, :class:`ConversionOptionError`).
     :param skip_corrupt: report corrupt source regions and continue past them.
     :param progress: a progress bar on stderr; by default only when stderr is a terminal.
     :param timestamp: RocketMQ -> Kafka: ``"born"`` (CreateTime) or ``"store"`` (LogAppendTime).
@@ -64,8 +65,10 @@ def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], to: str = 
         By default the bodies are copied as stored, and the way back is exact.
     :raises ConversionError: bad input or destination; other :class:`SegstoreError`
         subclasses for corrupt sources (``path:pos:``).
-    :raises ConversionOptionError: a ``src`` or ``dst`` that is not a path, ``topics`` that are not
-        names (one name alone is taken as ``[name]``), a ``config`` that is not a mapping.
+    :raises ConversionOptionError: with ``force``, a ``dst`` that is neither a store of format ``to`` nor
+        an empty directory (naming it and what it holds); a ``src`` or ``dst`` that is not a path,
+        ``topics`` that are not names (one name alone is taken as ``[name]``), a ``config`` that is not
+        a mapping.
     """
     from .pipeline import run  # the plugins load here, not when the CLI builds its parser
 

@@ -40,7 +40,8 @@ def add_cli(subparsers: Any) -> None:
                         "read them (default: as stored, so that converting back gives the same bytes)")
     p.add_argument("--resume", action="store_true", help="continue an interrupted conversion into DST")
     p.add_argument("--verify", action="store_true", help="re-read the result and compare it with the source")
-    p.add_argument("--force", action="store_true", help="replace an existing DST")
+    p.add_argument("--force", action="store_true",
+                   help="replace an existing DST: a store of the --to format or an empty directory")
     p.add_argument("--skip-corrupt", action="store_true",
                    help="report corrupt source regions and continue past them")
     p.set_defaults(func=_cmd_convert)

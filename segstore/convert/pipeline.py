@@ -15,12 +15,13 @@ What a run does (``docs/conversion.md`` has the user's view):
    writer skips what the destination holds already (Kafka: each partition's end
    offset; RocketMQ: the messages in the commitlog).
    Before any record, the journal on disk records the source as the run finds it: every
-   stream (``FormatConversion.extents``: empty ones too, with where each starts; ``streams``)
-   and the logs they are read from (``FormatConversion.logs``: ``logs``).  A resumed run
-   compares the source it finds with them and refuses one that changed in a way its skipping
-   would get wrong (:func:`_check_source`); the way back reads ``streams`` for where each
-   stream started, which the destination may not hold (:func:`_extents`).  Then every stream is
-   created in the destination (``open_streams``).
+   stream (``FormatConversion.extents``: empty ones too, with where each starts; ``streams``),
+   the logs they are read from (``FormatConversion.logs``: ``logs``) and the first record each
+   stream reads (``firsts``, :func:`_firsts`).  A resumed run compares the source it finds with
+   them and refuses one that changed in a way its skipping would get wrong (:func:`_check_source`,
+   :func:`_check_firsts`); the way back reads ``streams`` for where each stream started, which
+   the destination may not hold (:func:`_extents`).  Then every stream is created in the
+   destination (``open_streams``).
 3. With ``verify``, check the destination's files (``Store.verify``), its streams
    (``check_streams``), and re-read every record, comparing it with the source mapped again
    (the target's verifier).
@@ -41,6 +42,7 @@ Not thread-safe: one conversion per destination (the stores' writer locks enforc
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import heapq
 import itertools
 import json
@@ -61,7 +63,10 @@ from segstore.errors import (
     ConfigError,
     ConversionError,
     ConversionOptionError,
+    CorruptDataError,
+    InvalidMessageError,
     NotFoundError,
+    OffsetOutOfRangeError,
     UnsupportedOperationError,
     cut,
 )
@@ -100,6 +105,14 @@ MIN_READ_ROWS = 256
 TIMESTAMP_SOURCES = ("born", "store")
 #: How many verify differences an error lists.
 REPORT_LIMIT = 20
+#: The errors that end a run for good: the destination refuses a record with these options (a batch
+#: larger than Kafka's ``segment.bytes``, as 3.8.0 ``UnifiedLog.append`` refuses it with a
+#: ``RecordBatchTooLargeException``), a source record does not map, a name or offset does not fit.
+#: A resume (the same options, the same source) meets them again, so such a run removes the
+#: ``.DST.converting`` it wrote; any other failure (Ctrl-C, a full disk, corrupt source data, which
+#: ``--skip-corrupt`` passes, a source file gone while it was read) keeps it for ``--resume``.
+DEAD_ENDS: tuple[type[BaseException], ...] = (ConfigError, ConversionError, InvalidMessageError,
+                                              OffsetOutOfRangeError, UnsupportedOperationError)
 
 
 @dataclass
@@ -535,7 +548,8 @@ def _check_options(target_side: FormatConversion, compression: str, timestamp: s
 _JOURNAL_TYPES: dict[str, tuple[type, str]] = {"source_format": (str, "a string"),
                                                "source_config": (dict, "an object"),
                                                "streams": (list, "an array"),
-                                               "logs": (list, "an array")}
+                                               "logs": (list, "an array"),
+                                               "firsts": (list, "an array")}
 #: The journal's records of the source: each item's form, and the types of the fields naming it
 #: (before its start and end).
 _RECORDS: dict[str, tuple[str, tuple[type, ...]]] = {
@@ -599,6 +613,15 @@ def _local_part(src: str) -> str:
     return urllib.parse.urlparse(src).path if src.lower().startswith("file://") else ""
 
 
+def _comparable(key: str, value: Any) -> Any:
+    """A journal member as a resume compares it: ``config`` values as text (``--config`` gives
+    ``"1048576"`` where the library may have been given ``1048576``; the destination reads both
+    alike), the others as they are."""
+    if key != "config" or not isinstance(value, dict):
+        return value
+    return {str(name): str(v).lower() if isinstance(v, bool) else str(v) for name, v in value.items()}
+
+
 def _prepare(src: str, dst: str, tmp: str, options: _RunOptions, source_format: str, resume: bool,
              force: bool) -> dict[str, Any]:
     """Check the destination and create (or, resuming, check) the temporary directory; returns the journal."""
@@ -607,16 +630,20 @@ def _prepare(src: str, dst: str, tmp: str, options: _RunOptions, source_format: 
     if source and os.path.commonpath([source, target]) in (source, target):
         raise ConversionError(f"expected a destination outside the source and not containing it, found "
                               f"{target} and source {source}", dst)
-    if files.exists(dst) and not force:
-        raise ConversionError("expected a destination that does not exist, found one "
-                              "(pass --force to replace it)", dst)
+    if files.exists(dst):
+        if not force:
+            raise ConversionError("expected a destination that does not exist, found one "
+                                  "(pass --force to replace it)", dst)
+        _check_replaceable(dst, options.to)
     wanted = options.journal(src, source_format)
     journal = _read_journal(tmp) if resume else None
     if journal is not None:
         recorded = {k: journal.get(k, _JOURNAL_DEFAULTS.get(k)) for k in wanted}
-        if recorded != wanted:
-            raise ConversionError(f"expected to resume the same conversion, found one with other options: "
-                                  f"{recorded} (this run: {wanted})", tmp)
+        other = [k for k in wanted if _comparable(k, recorded[k]) != _comparable(k, wanted[k])]
+        if other:
+            raise ConversionError("expected to resume the same conversion, found one with other options: "
+                                  + "; ".join(f"{k} {cut(recorded[k])} (this run: {cut(wanted[k])})"
+                                              for k in other), tmp)
         return journal
     if resume and (not files.is_dir(tmp) or (files.list_dir(tmp) and not force)):
         raise ConversionError("expected an interrupted conversion to resume, found "
@@ -628,11 +655,38 @@ def _prepare(src: str, dst: str, tmp: str, options: _RunOptions, source_format: 
         if not force and not resume:
             raise ConversionError("expected no interrupted conversion, found one "
                                   "(pass --resume to continue it or --force to start over)", tmp)
+        if force:
+            _check_replaceable(tmp, options.to, marked=True)
         files.remove_tree(tmp)
     files.make_dirs(tmp)
     journal = {**wanted, "state": STATE_RUNNING}
     _write_journal(tmp, journal)
     return journal
+
+
+def _check_replaceable(path: str, to: str, *, marked: bool = False) -> None:
+    """Refuse to let ``--force`` delete ``path`` unless it is what a conversion into format ``to``
+    would replace: an empty directory or a store of format ``to`` (``marked``, for the temporary
+    directory: also one holding a conversion journal, or the temporary file a journal is written
+    through).  A typo (``segstore convert store ~/``) must not delete a directory of other files.
+    ``O(entries of path)`` and the formats' ``detect``.
+
+    :raises ConversionOptionError: naming ``path`` and what it holds.
+    """
+    if not files.is_dir(path):
+        found = "a file"
+    else:
+        names = files.list_dir(path)
+        if not names or (marked and {JOURNAL_NAME, f"{JOURNAL_NAME}.tmp"} & set(names)):
+            return
+        matches = [name for name in registry.names() if registry.get(name).detect(path)]
+        if matches == [to]:
+            return
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        found = (f"a {' and '.join(matches)} store" if matches
+                 else f"a directory that is no store, holding {shown}")
+    raise ConversionOptionError(f"expected a {to} store or an empty directory for --force to replace, "
+                                f"found {found} (remove it yourself, or convert into a new path)", path)
 
 
 def _check_topics(src: str, source_format: str, source_side: FormatConversion, topics: list[str]) -> None:
@@ -733,6 +787,70 @@ def _check_source(journal: dict[str, Any], extents: list[Extent], logs: list[Log
                               f"over)", src)
 
 
+def _firsts(source_side: FormatConversion, source: Store, reading: Options) -> list[list[Any]]:
+    """The first entry of each of the source's streams, as ``[topic, partition, offset, digest]``
+    (:func:`_digest`): what tells a source only appended to from another store put at its path
+    with offsets and sizes as large (a resume would keep the other store's records below them).
+    A stream whose first record is damaged is left out (with ``skip_corrupt`` or not, so that a
+    resume may change that setting).  ``O(streams)`` first reads.
+    """
+    probe = replace(reading, skip_corrupt=False, skipped=[], problems=[])
+    out: list[list[Any]] = []
+    for stream in source_side.streams(source, probe):
+        try:
+            first = next(stream, None)
+        except CorruptDataError:
+            first = None
+        finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()
+        if first is not None:
+            entry = first[0]
+            out.append([entry.topic, entry.partition, entry.offset, _digest(entry)])
+    return out
+
+
+def _digest(entry: Entry) -> str:
+    """SHA-256 of every field of ``entry`` (hex, 32 digits)."""
+    fields = hashlib.sha256()
+    for part in (entry.topic, entry.partition, entry.offset, entry.timestamp, entry.timestamp_type,
+                 entry.transactional, entry.control, entry.producer_id, entry.producer_epoch,
+                 len(entry.headers)):
+        fields.update(repr(part).encode() + b"\0")
+    for name, value in [("", entry.key), ("", entry.value), *entry.headers]:
+        fields.update(name.encode() + b"\0")
+        fields.update(b"-" if value is None else b"%d:%s" % (len(value), bytes(value)))
+    return fields.hexdigest()[:32]
+
+
+def _check_firsts(journal: dict[str, Any], firsts: list[list[Any]], src: str, tmp: str) -> None:
+    """Refuse to resume when a stream's first record (:func:`_firsts`) is not the one the interrupted
+    run found (or none is now): the store at the source's path is another one.  A journal without
+    ``firsts`` (written by an earlier version) is not checked.
+
+    :raises ConversionError: naming the stream, and the offset of its first record then and now.
+    """
+    recorded = journal.get("firsts")
+    if recorded is None:
+        return
+    now = {(topic, partition): (offset, digest) for topic, partition, offset, digest in firsts}
+    for item in recorded:
+        try:
+            topic, partition, offset, digest = item
+            key, was = (str(topic), int(partition)), (int(offset), str(digest))
+        except (TypeError, ValueError) as err:
+            raise ConversionError(f"expected firsts of [topic, partition, offset, digest] in the conversion "
+                                  f"journal, found {item!r}", os.path.join(tmp, JOURNAL_NAME)) from err
+        found = now.get(key)
+        if found != was:
+            there = "none" if found is None else f"another at offset {found[0]}"
+            raise ConversionError(f"expected the source as the interrupted run found it, found {key[0]}-"
+                                  f"{key[1]}: a first record at offset {was[0]} then, {there} now (another "
+                                  f"store at this path?) (convert with --force instead of --resume to start "
+                                  f"over)", src)
+
+
 def _first_change(recorded: _Spans, now: _Spans, grows: bool
                   ) -> tuple[tuple[Any, ...], tuple[int, int] | None, tuple[int, int] | None] | None:
     """The first of ``recorded`` (``(start, end)`` by name) that ``now`` lacks or holds otherwise, with
@@ -811,20 +929,25 @@ def run(src: str, dst: str, *, to: str, topics: list[str] | None, compression: s
             reading, writing = options.sides(source_side, target_side, source_format)
             extents = _extents(source_side, source, reading, src, to)
             logs = source_side.logs(source, reading)
+            firsts = _firsts(source_side, source, reading)
             _check_source(journal, extents, logs, target_side, src, tmp)
+            _check_firsts(journal, firsts, src, tmp)
             # on disk before anything is converted: what a resume of this run checks the source
             # against (and, once done, where each stream started for the way back)
             journal["streams"] = [[e.topic, e.partition, e.start, e.end] for e in extents]
             journal["logs"] = [[span.name, span.start, span.end] for span in logs]
+            journal["firsts"] = firsts
             _write_journal(tmp, journal)
             with _open_destination(tmp, to, dest_config, src, options) as dest:
                 target_side.open_streams(dest, extents, writing)
                 converting = True
                 _convert(source_side, target_side, source, dest, reading, writing, report, bar)
-    except BaseException:
-        if not converting and not resume:
+    except BaseException as err:
+        if (not converting and not resume) or (converting and isinstance(err, DEAD_ENDS)):
             # Refused before it started (a config name the target does not know, an unreadable
             # source): nothing was converted, so no interrupted run is left to resume or force.
+            # Refused while converting (DEAD_ENDS): a resume would be refused at the same record,
+            # and a corrected run would trip over what is left.
             _remove(tmp)
         raise
     finally:
