@@ -553,6 +553,27 @@ def test_a_batch_larger_than_segment_bytes_leaves_nothing_behind(tmp_path: Path,
     assert convert(BASIC, out, to="kafka", config={"segment.bytes": 1 << 20}, verify=True).messages == 366
 
 
+@pytest.mark.parametrize("columnar", [True, False])
+@pytest.mark.parametrize("setting", ["max.message.bytes", "segment.bytes"])
+def test_batches_into_kafka_end_where_max_message_bytes_or_segment_bytes_would_refuse_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, columnar: bool, setting: str) -> None:
+    # before: the writers halved a batch only while it passed segment.bytes, so max.message.bytes=2000
+    # stopped a conversion of 100-byte messages at its first batch ("expected a batch of at most
+    # max.message.bytes=2000 bytes, found 29673"), where a producer splits the batch (Kafka 3.8.0
+    # UnifiedLog.analyzeAndValidateRecords refuses a batch over max.message.bytes, UnifiedLog.append
+    # one over segment.bytes)
+    from segstore_kafka.batch import iter_batches
+
+    monkeypatch.setattr(pipeline, "COLUMNAR", columnar)
+    src, out = tmp_path / "src", tmp_path / "out"
+    with segstore.open(src, "rocketmq", "a", **ROCKETMQ_CONFIG) as store:
+        store.append_batch([{"topic": "T", "queue_id": i % 2, "body": b"b%03d" % i * 25} for i in range(300)])
+    report = convert(src, out, to="kafka", config={setting: 2000}, verify=True)
+    assert report.messages == 300
+    sizes = [b.size for log in sorted(out.glob("T-*/*.log")) for b in iter_batches(log.read_bytes())]
+    assert len(sizes) > 10 and max(sizes) <= 2000
+
+
 @pytest.mark.parametrize("setting", ["segment.bytes", "max.message.bytes"])
 def test_a_kafka_limit_below_the_smallest_batch_is_refused_before_converting(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], setting: str) -> None:

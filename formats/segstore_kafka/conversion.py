@@ -185,8 +185,10 @@ class _PartitionTarget:
         self.dest = dest
         self.compression = options.compression
         self.batch_records = options.batch_records
-        self.segment_bytes = dest.config.segment_bytes
-        self.batch_bytes = min(BATCH_BYTES, self.segment_bytes)
+        # a batch over either is refused (3.8.0 UnifiedLog.analyzeAndValidateRecords: max.message.bytes,
+        # RecordTooLargeException; UnifiedLog.append: segment.bytes, RecordBatchTooLargeException)
+        self.batch_limit = min(dest.config.segment_bytes, dest.config.max_message_bytes)
+        self.batch_bytes = min(BATCH_BYTES, self.batch_limit)
         self.buffered = 0
         self.present: dict[tuple[str, int], int] = {}
         self.next: dict[tuple[str, int], int] = {}
@@ -252,8 +254,8 @@ class KafkaWriter(_PartitionTarget, Writer):
         self._write(self._partition(key), entries)
 
     def _write(self, part: Any, entries: list[Entry]) -> None:
-        """Append ``entries`` as one batch, or as halves while the batch would pass ``segment.bytes``
-        (the buffer limit counts source bytes; the encoded records can be larger)."""
+        """Append ``entries`` as one batch, or as halves while the batch would pass ``segment.bytes`` or
+        ``max.message.bytes`` (the buffer limit counts source bytes; the encoded records can be larger)."""
         base = part.next_offset
         deltas = [e.offset - base for e in entries]
         first = entries[0]
@@ -265,7 +267,7 @@ class KafkaWriter(_PartitionTarget, Writer):
             is_transactional=first.transactional, is_control=first.control,
             timestamp_type=first.timestamp_type, log_append_time=first.timestamp if log_append else None,
             offset_deltas=None if deltas[-1] == len(deltas) - 1 else deltas)
-        if len(data) > self.segment_bytes and len(entries) > 1:
+        if len(data) > self.batch_limit and len(entries) > 1:
             half = len(entries) // 2
             self._write(part, entries[:half])
             self._write(part, entries[half:])
@@ -527,8 +529,8 @@ class KafkaArrowWriter(_PartitionTarget, ArrowWriter):
     def _append(self, part: Any, pieces: list[tuple[Columns, np.ndarray]], offsets: np.ndarray,
                 kind: tuple[Any, ...], data: bytes) -> None:
         """Append the rows' batch ``data``, or the rows as halves while their batch would pass
-        ``segment.bytes``."""
-        if len(data) > self.segment_bytes and len(offsets) > 1:
+        ``segment.bytes`` or ``max.message.bytes``."""
+        if len(data) > self.batch_limit and len(offsets) > 1:
             half = len(offsets) // 2
             for rows, at in zip(_split(pieces, half), (offsets[:half], offsets[half:]), strict=True):
                 self._append(part, rows, at, kind, self._encode(rows, at, kind, part.next_offset))
