@@ -1317,6 +1317,27 @@ def _check_times(obj: Mapping[str, Any], number: int, pos: int, shown: str) -> N
                                       f"long, as both brokers keep times), found {value}", shown, pos)
 
 
+#: What the store gives a plain line's message, never the line: its offset, and its timestamp type
+#: (the topic's message.timestamp.type, as a producer's records get it).
+_ASSIGNED_FIELDS = {"offset": "the store gives each message the next offset of its queue / partition",
+                    "timestamp_type": "the topic's message.timestamp.type decides it (--config "
+                                      "message.timestamp.type=LogAppendTime)"}
+
+
+def _check_unassigned(obj: Mapping[str, Any], number: int, pos: int, shown: str) -> None:
+    """A plain line does not say what the store assigns: an ``offset`` or ``timestamp_type`` it gave was
+    dropped without a word (a line saying offset 7 stored at offset 0).  A ``dump --json`` line, which
+    keeps its offsets and batches, is the form that does.
+
+    :raises InvalidMessageError: naming the field, the line and its byte position.
+    """
+    for name, why in _ASSIGNED_FIELDS.items():
+        if obj.get(name) is not None:
+            raise InvalidMessageError(f"line {number}: expected no {name} in a plain message line ({why}; "
+                                      f"a dump --json line keeps its offsets), found {name} {cut(obj[name])}",
+                                      shown, pos)
+
+
 def _require_input_file(path: str, what: str) -> None:
     """``write --spec``/``--input`` names a file to read: a missing one, or a directory, is a usage
     problem (exit 2, as a missing store path is), found before anything is created.
@@ -1349,6 +1370,7 @@ def _write_input(args: argparse.Namespace, path: str, config: dict[str, Any], ou
                 dumped[claims[0]] = (number, pos)
             if not claims:
                 _check_times(_ms_times(obj, number, pos, shown), number, pos, shown)
+                _check_unassigned(obj, number, pos, shown)
     first_dumped = min(dumped, key=dumped.__getitem__, default="rocketmq")
     fmt = _target_format(args.path, args.format, first_dumped)
     for other, (number, pos) in dumped.items():

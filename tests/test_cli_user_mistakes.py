@@ -51,6 +51,13 @@ def test_maintenance_of_a_selection_the_store_lacks_says_what_it_holds(kafka_log
 
 
 _BOTH = [({"topic": "A", "value": "x", "timestamp": -5}, "line 2: expected a timestamp of at least 0 ms"),
+         # written at the next offset, as CreateTime, the field dropped without a word
+         ({"topic": "A", "value": "x", "offset": 7},
+          "line 2: expected no offset in a plain message line (the store gives each message the next offset "
+          "of its queue / partition; a dump --json line keeps its offsets), found offset 7"),
+         ({"topic": "A", "value": "x", "timestamp_type": "LogAppendTime"},
+          "line 2: expected no timestamp_type in a plain message line (the topic's message.timestamp.type "
+          "decides it"),
          # RocketMQ's int() stored 1.9 as 1; Kafka's codec refused it naming no field
          ({"topic": "A", "value": "x", "timestamp": 1.9},
           "line 2: expected a timestamp in ms since the epoch (a whole number) or an ISO-8601 time, found "
