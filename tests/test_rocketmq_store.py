@@ -13,7 +13,7 @@ from typing import ClassVar
 
 import numpy as np
 import pytest
-from conftest import FIXTURES, copy_writable
+from conftest import FIXTURES, cli_run, copy_writable
 from segstore_rocketmq.commitlog import END_FILE_MIN_BLANK_LENGTH
 from segstore_rocketmq.config import BrokerConfig, validate_topic
 from segstore_rocketmq.javacompat import string_hash
@@ -351,6 +351,8 @@ def test_read_spans_chunks_and_files_with_and_without_tag(tmp_path):
 
 
 def test_delay_levels_are_clamped_and_configurable(tmp_path):
+    """RocketMQ 4.9.7 ``CommitLog.asyncPutMessage`` clamps a level above ``getMaxDelayLevel()``
+    (``setDelayTimeLevel(max)``); neither it nor the client's ``Validators.checkMessage`` refuses one."""
     with store_at(tmp_path, messageDelayLevel="2s 1m") as store:
         high, one = store.append_batch([{"topic": "T", "body": b"h", "delay_level": 9},
                                         {"topic": "T", "body": b"o", "delay_level": 1}])
@@ -358,6 +360,38 @@ def test_delay_levels_are_clamped_and_configurable(tmp_path):
         assert next(store.read("SCHEDULE_TOPIC_XXXX", 1)).properties["DELAY"] == "2"
         assert store.queues[("SCHEDULE_TOPIC_XXXX", 1)].entries(0)["tags_code"].tolist() == [1_000 + 60_000]
         assert store.queues[("SCHEDULE_TOPIC_XXXX", 0)].entries(0)["tags_code"].tolist() == [1_000 + 2_000]
+
+
+def test_a_delay_level_the_broker_does_not_schedule_is_stored_as_the_producer_set_it(tmp_path):
+    """RocketMQ 4.9.7 ``Message.setDelayTimeLevel(-1)`` puts ``DELAY=-1``; ``CommitLog.asyncPutMessage``
+    moves only a level > 0 to ``SCHEDULE_TOPIC_XXXX``, so the message stays in its topic with that
+    property and its TAGS hash as tags code (a ``write --input`` line once lost the level)."""
+    lines = tmp_path / "in.jsonl"
+    lines.write_text('{"topic": "T", "queue_id": 2, "body": "m", "tags": "X", "delay_level": -1}\n')
+    code, _, err = cli_run("write", tmp_path / "s", "--input", lines)
+    assert code == 0, err
+    with RocketMQStore(str(tmp_path / "s"), "r") as store:
+        msg = next(store.read("T", 2))
+        assert msg.properties == {"TAGS": "X", "DELAY": "-1"}
+        assert store.queues[("T", 2)].entries(0)["tags_code"].tolist() == [string_hash("X")]
+        assert ("SCHEDULE_TOPIC_XXXX", 1) not in store.queues
+        assert store.verify() == []
+    assert b"DELAY\x01-1\x02" in (tmp_path / "s" / "commitlog" / f"{0:020d}").read_bytes()
+
+
+def test_a_delay_property_keeps_its_text_or_is_refused_where_java_cannot_parse_it(tmp_path):
+    """4.9.7 ``CommitLog.asyncPutMessage`` reads ``DELAY`` with ``Integer.parseInt``
+    (``Message.getDelayTimeLevel``) and rewrites it only when it clamps the level; a text that
+    ``parseInt`` refuses fails the put (``NumberFormatException``)."""
+    with store_at(tmp_path) as store:
+        kept = store.append({"topic": "T", "body": b"k", "properties": {"DELAY": "+03"}})
+        assert (kept.topic, kept.partition) == ("SCHEDULE_TOPIC_XXXX", 2)
+        assert next(store.read("SCHEDULE_TOPIC_XXXX", 2)).properties["DELAY"] == "+03"
+        assert store.queues[("SCHEDULE_TOPIC_XXXX", 2)].entries(0)["tags_code"].tolist() == [1_000 + 10_000]
+        for text in (" 3", "1.5", "x", str(2**31)):
+            with pytest.raises(InvalidMessageError, match=r"Integer\.parseInt"):
+                store.append({"topic": "T", "body": b"r", "properties": {"DELAY": text}})
+        assert ("T", 0) not in store.queues
 
 
 def test_reopen_after_rolls_keeps_appending_at_the_end(tmp_path):
