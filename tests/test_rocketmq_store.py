@@ -30,6 +30,7 @@ from segstore.errors import (
     InvalidMessageError,
     InvalidTopicError,
     MessageTooLargeError,
+    NotFoundError,
     ReadOnlyError,
     TruncatedDataError,
 )
@@ -392,6 +393,26 @@ def test_a_delay_property_keeps_its_text_or_is_refused_where_java_cannot_parse_i
             with pytest.raises(InvalidMessageError, match=r"Integer\.parseInt"):
                 store.append({"topic": "T", "body": b"r", "properties": {"DELAY": text}})
         assert ("T", 0) not in store.queues
+
+
+def test_consumer_offset_keys_that_are_no_topic_at_group_are_skipped_and_reported(tmp_path):
+    """RocketMQ 4.9.7 ``ConsumerOffsetManager`` keys offsets ``topic@group`` (``commitOffset``,
+    ``queryOffset``) and its scans (``whichTopicByConsumer``, ``removeOffset``) skip a key whose
+    ``split("@")`` is not two parts: such offsets belong to no group (they were read as group "")."""
+    with store_at(tmp_path) as store:
+        store.append({"topic": "T", "body": b"m"})
+    offsets = tmp_path / "s" / "config" / "consumerOffset.json"
+    offsets.write_text('{"offsetTable":{"T@g":{0:1},"orphan":{0:5},"T@":{0:3},"T@b@c":{0:2},"@g2":{0:4}}}')
+    with RocketMQStore(str(tmp_path / "s"), "a") as store:
+        assert [(r.group, r.topic, r.partition, r.committed_offset) for r in store.consumer_groups().rows] \
+            == [("g", "T", 0, 1)]
+        with pytest.raises(NotFoundError):
+            store.delete_offsets("b@c")     # removeOffset: "T@b@c" splits in three, no group's
+        problems = [p.message for p in store.verify()]
+    assert [re.search("found (.*): no consumer group", m).group(1) for m in problems] == \
+        ["'orphan'", "'T@'", "'T@b@c'", "'@g2'"]
+    assert all("expected offsetTable keys as topic@group" in m for m in problems)
+    assert "orphan" in offsets.read_text()      # the broker keeps them; so does segstore
 
 
 def test_reopen_after_rolls_keeps_appending_at_the_end(tmp_path):

@@ -111,11 +111,11 @@ from .message import (
 )
 from .query import NO_HIT_LIMIT, SCAN_NOTE, DamagedMessage
 from .topicconfig import (
-    TOPIC_GROUP_SEPARATOR,
     ConsumerOffsets,
     TopicConfigs,
     read_delay_offsets,
     read_subscription_groups,
+    topic_and_group,
 )
 
 if TYPE_CHECKING:   # pyarrow and the appenders load where used (`segstore info` builds and writes nothing)
@@ -1287,10 +1287,9 @@ class RocketMQStore(LifecycleMixin, Store):
         :raises NotFoundError: the group holds no offset of ``topic`` (or none at all).
         """
         self._check_writable()
-        separator = TOPIC_GROUP_SEPARATOR
-        names = [name for name in self.consumer_offsets.table
-                 if name.partition(separator)[2] == group
-                 and (topic is None or name.partition(separator)[0] == topic)]
+        owned = {name: topic_and_group(name) for name in self.consumer_offsets.table}
+        names = [name for name, pair in owned.items()
+                 if pair is not None and pair[1] == group and (topic is None or pair[0] == topic)]
         if not names:
             where = f" of topic {topic!r}" if topic is not None else ""
             raise NotFoundError(f"expected offsets of consumer group {group!r}{where}, found none",
@@ -1365,9 +1364,10 @@ class RocketMQStore(LifecycleMixin, Store):
 
         self._check_open()
         rows = []
-        for name, offsets in sorted(self.consumer_offsets.table.items(),
-                                    key=lambda item: item[0].partition(TOPIC_GROUP_SEPARATOR)[::-1]):
-            topic, _, group_name = name.partition(TOPIC_GROUP_SEPARATOR)
+        # a key that is no topic@group (topic_and_group) is skipped, as the broker's scans skip it
+        owned = [(pair, offsets) for name, offsets in self.consumer_offsets.table.items()
+                 if (pair := topic_and_group(name)) is not None]
+        for (topic, group_name), offsets in sorted(owned, key=lambda item: item[0][::-1]):
             if group is not None and group_name != group:
                 continue
             for queue_id in sorted(set(offsets) | set(self.partitions(topic))):

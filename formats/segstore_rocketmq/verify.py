@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from segstore import files, overlap, progress, speedups
-from segstore.errors import CorruptDataError, InvalidTopicError, OffsetOutOfRangeError, SegstoreError
+from segstore.errors import CorruptDataError, InvalidTopicError, OffsetOutOfRangeError, SegstoreError, cut
 from segstore.search import Bound, search
 from segstore.store import Problem
 
@@ -65,6 +65,7 @@ from .topicconfig import (
     read_delay_offset_file,
     read_subscription_group_file,
     read_topics,
+    topic_and_group,
 )
 
 _speedups: Any = speedups.load("segstore_rocketmq._speedups")   # a C extension: no types to read
@@ -845,7 +846,23 @@ def _verify_files(store, problems: list[Problem], newest: int | None) -> None:
     for name in sorted(managed):
         cpath = os.path.join(config_dir, name)
         reader = readers.get(name, lambda path: loads_fastjson(files.read_text(path), path))
-        problems.extend(_config_problems(cpath, reader))
+        decoded = _config_problems(cpath, reader)
+        problems.extend(decoded)
+        if name == CONSUMER_OFFSET_FILE and not decoded:
+            problems.extend(_stray_offset_keys(cpath))
+
+
+def _stray_offset_keys(path: str) -> list[Problem]:
+    """The ``offsetTable`` keys of ``consumerOffset.json`` (the file the broker loads: it or its
+    ``.bak``) that are no ``topic@group`` (:func:`.topicconfig.topic_and_group`): the broker loads and
+    keeps them, but no consumer group's offsets are under them, so ``consumers`` skips them too."""
+    loaded = load_managed(path, read_consumer_offsets)
+    if loaded is None:
+        return []
+    return [Problem(path, None, f"expected offsetTable keys as topic@group (4.9.7 ConsumerOffsetManager "
+                                f"commits and queries no other), found {cut(name)}: no consumer group "
+                                f"reads its offsets")
+            for name in loaded[1] if topic_and_group(name) is None]
 
 
 def _config_problems(path: str, reader: Any) -> list[Problem]:
