@@ -415,6 +415,24 @@ def test_consumer_offset_keys_that_are_no_topic_at_group_are_skipped_and_reporte
     assert "orphan" in offsets.read_text()      # the broker keeps them; so does segstore
 
 
+@pytest.mark.parametrize("extra", [{}, {"properties": {"p": "v"}}], ids=["fast path", "general path"])
+def test_empty_tags_and_keys_are_stored_as_the_broker_stores_them(tmp_path, extra):
+    """No TAGS/KEYS property for an empty text, tags code 0: 4.9.7's ``Message`` constructor sets
+    neither when empty, and a producer's ``setTags("")``/``setKeys([""])`` pair is dropped by the
+    broker's ``SendMessageProcessor.sendMessage`` (``MessageDecoder.string2messageProperties`` keeps
+    no empty value) before ``CommitLog`` stores the re-serialised map.  ``keys=[""]`` was written as
+    an empty ``KEYS`` pair no broker writes."""
+    with store_at(tmp_path) as store:
+        store.append_batch([{"topic": "T", "body": b"e", "tags": "", "keys": [""], **extra},
+                            {"topic": "T", "body": b"e", **extra}])
+        empty, plain = list(store.read("T", 0))
+        assert empty.properties == plain.properties == extra.get("properties", {})
+        assert empty.size == plain.size
+        assert store.queues[("T", 0)].entries(0)["tags_code"].tolist() == [0, 0]
+    raw = (tmp_path / "s" / "commitlog" / f"{0:020d}").read_bytes()
+    assert b"KEYS" not in raw and b"TAGS" not in raw
+
+
 def test_reopen_after_rolls_keeps_appending_at_the_end(tmp_path):
     with store_at(tmp_path) as store:
         first = store.append_batch([{"topic": "T", "body": bytes(1000)} for _ in range(9)])

@@ -957,12 +957,17 @@ class RocketMQStore(LifecycleMixin, Store):
         tags = get("tags")
         if tags:
             produced[PROPERTY_TAGS] = tags if type(tags) is str else _text(tags, "tags")
+        # An empty tags or KEYS text is no property: 4.9.7's Message constructor sets neither when
+        # empty, and a producer's setTags("")/setKeys([""]) reaches no store, as the broker's
+        # SendMessageProcessor.sendMessage rebuilds the map through MessageDecoder.string2messageProperties,
+        # which drops a pair with an empty value.
         keys = get("keys")
         if keys:
             if isinstance(keys, str | bytes):
                 keys = [keys]
-            produced[PROPERTY_KEYS] = KEY_SEPARATOR.join([k if type(k) is str else _text(k, "a key")
-                                                          for k in keys])
+            joined = KEY_SEPARATOR.join([k if type(k) is str else _text(k, "a key") for k in keys])
+            if joined:
+                produced[PROPERTY_KEYS] = joined
         user = get("properties")
         if user:
             for name, value in user.items():
