@@ -248,9 +248,9 @@ item = st.fixed_dictionaries(
 def reference(it: dict, host: Host, store_ts: int, trailing: bool) -> RocketMQMessage:
     """The message a plain item stands for, built field by field (properties in the broker's order)."""
     props = {}
-    keys = it.get("keys")       # a non-empty list is a KEYS property, even of one empty key (as _build)
-    has_keys = bool(keys)
+    keys = it.get("keys")       # an empty text, [""] too, is no KEYS property (as _build)
     keys = " ".join(keys) if isinstance(keys, list) else keys
+    has_keys = bool(keys)
     if fastappend.KEYS_FIRST and has_keys:
         props["KEYS"] = keys
     if it.get("tags"):

@@ -122,6 +122,24 @@ def test_plain_items_take_the_fast_path():
     assert len(cq) == 2 * 20
 
 
+@needs_c
+@pytest.mark.parametrize("keys", ["", [""], ("",), [], ["", ""]])
+def test_empty_tags_and_keys_are_no_property_in_c_and_python(keys):
+    """4.9.7's Message constructor sets no TAGS/KEYS for an empty text, and the broker's
+    ``SendMessageProcessor.sendMessage`` drops an empty-valued pair
+    (``MessageDecoder.string2messageProperties``): ``KEYS`` of ``[""]`` was written empty by both."""
+    topic_fields = {"T": encode_topic("T", MESSAGE_MAGIC)}
+    items = [{"topic": "T", "body": b"x", "tags": "", "keys": keys}]
+    c, py = both(items, topic_fields, {}, IPV4, 0, 1 << 20, 4 << 20, True, None)
+    assert c == py
+    data = c[0][0]
+    joined = " ".join(keys) if isinstance(keys, list | tuple) else keys
+    assert (b"KEYS" in data) == bool(joined) and b"TAGS" not in data
+    if not joined:      # the bytes of the message without either field
+        bare = [{"topic": "T", "body": b"x"}]
+        assert c == both(bare, topic_fields, {}, IPV4, 0, 1 << 20, 4 << 20, True, None)[0]
+
+
 @pytest.mark.parametrize("item", [
     {"topic": "T", "born_host": "1.2.3.4:5"},
     {"topic": "T", "delay_level": 2},

@@ -13,7 +13,7 @@ from typing import ClassVar
 
 import numpy as np
 import pytest
-from conftest import FIXTURES, copy_writable
+from conftest import FIXTURES, cli_run, copy_writable
 from segstore_rocketmq.commitlog import END_FILE_MIN_BLANK_LENGTH
 from segstore_rocketmq.config import BrokerConfig, validate_topic
 from segstore_rocketmq.javacompat import string_hash
@@ -30,6 +30,7 @@ from segstore.errors import (
     InvalidMessageError,
     InvalidTopicError,
     MessageTooLargeError,
+    NotFoundError,
     ReadOnlyError,
     TruncatedDataError,
 )
@@ -351,6 +352,8 @@ def test_read_spans_chunks_and_files_with_and_without_tag(tmp_path):
 
 
 def test_delay_levels_are_clamped_and_configurable(tmp_path):
+    """RocketMQ 4.9.7 ``CommitLog.asyncPutMessage`` clamps a level above ``getMaxDelayLevel()``
+    (``setDelayTimeLevel(max)``); neither it nor the client's ``Validators.checkMessage`` refuses one."""
     with store_at(tmp_path, messageDelayLevel="2s 1m") as store:
         high, one = store.append_batch([{"topic": "T", "body": b"h", "delay_level": 9},
                                         {"topic": "T", "body": b"o", "delay_level": 1}])
@@ -358,6 +361,76 @@ def test_delay_levels_are_clamped_and_configurable(tmp_path):
         assert next(store.read("SCHEDULE_TOPIC_XXXX", 1)).properties["DELAY"] == "2"
         assert store.queues[("SCHEDULE_TOPIC_XXXX", 1)].entries(0)["tags_code"].tolist() == [1_000 + 60_000]
         assert store.queues[("SCHEDULE_TOPIC_XXXX", 0)].entries(0)["tags_code"].tolist() == [1_000 + 2_000]
+
+
+def test_a_delay_level_the_broker_does_not_schedule_is_stored_as_the_producer_set_it(tmp_path):
+    """RocketMQ 4.9.7 ``Message.setDelayTimeLevel(-1)`` puts ``DELAY=-1``; ``CommitLog.asyncPutMessage``
+    moves only a level > 0 to ``SCHEDULE_TOPIC_XXXX``, so the message stays in its topic with that
+    property and its TAGS hash as tags code (a ``write --input`` line once lost the level)."""
+    lines = tmp_path / "in.jsonl"
+    lines.write_text('{"topic": "T", "queue_id": 2, "body": "m", "tags": "X", "delay_level": -1}\n')
+    code, _, err = cli_run("write", tmp_path / "s", "--input", lines)
+    assert code == 0, err
+    with RocketMQStore(str(tmp_path / "s"), "r") as store:
+        msg = next(store.read("T", 2))
+        assert msg.properties == {"TAGS": "X", "DELAY": "-1"}
+        assert store.queues[("T", 2)].entries(0)["tags_code"].tolist() == [string_hash("X")]
+        assert ("SCHEDULE_TOPIC_XXXX", 1) not in store.queues
+        assert store.verify() == []
+    assert b"DELAY\x01-1\x02" in (tmp_path / "s" / "commitlog" / f"{0:020d}").read_bytes()
+
+
+def test_a_delay_property_keeps_its_text_or_is_refused_where_java_cannot_parse_it(tmp_path):
+    """4.9.7 ``CommitLog.asyncPutMessage`` reads ``DELAY`` with ``Integer.parseInt``
+    (``Message.getDelayTimeLevel``) and rewrites it only when it clamps the level; a text that
+    ``parseInt`` refuses fails the put (``NumberFormatException``)."""
+    with store_at(tmp_path) as store:
+        kept = store.append({"topic": "T", "body": b"k", "properties": {"DELAY": "+03"}})
+        assert (kept.topic, kept.partition) == ("SCHEDULE_TOPIC_XXXX", 2)
+        assert next(store.read("SCHEDULE_TOPIC_XXXX", 2)).properties["DELAY"] == "+03"
+        assert store.queues[("SCHEDULE_TOPIC_XXXX", 2)].entries(0)["tags_code"].tolist() == [1_000 + 10_000]
+        for text in (" 3", "1.5", "x", str(2**31)):
+            with pytest.raises(InvalidMessageError, match=r"Integer\.parseInt"):
+                store.append({"topic": "T", "body": b"r", "properties": {"DELAY": text}})
+        assert ("T", 0) not in store.queues
+
+
+def test_consumer_offset_keys_that_are_no_topic_at_group_are_skipped_and_reported(tmp_path):
+    """RocketMQ 4.9.7 ``ConsumerOffsetManager`` keys offsets ``topic@group`` (``commitOffset``,
+    ``queryOffset``) and its scans (``whichTopicByConsumer``, ``removeOffset``) skip a key whose
+    ``split("@")`` is not two parts: such offsets belong to no group (they were read as group "")."""
+    with store_at(tmp_path) as store:
+        store.append({"topic": "T", "body": b"m"})
+    offsets = tmp_path / "s" / "config" / "consumerOffset.json"
+    offsets.write_text('{"offsetTable":{"T@g":{0:1},"orphan":{0:5},"T@":{0:3},"T@b@c":{0:2},"@g2":{0:4}}}')
+    with RocketMQStore(str(tmp_path / "s"), "a") as store:
+        assert [(r.group, r.topic, r.partition, r.committed_offset) for r in store.consumer_groups().rows] \
+            == [("g", "T", 0, 1)]
+        with pytest.raises(NotFoundError):
+            store.delete_offsets("b@c")     # removeOffset: "T@b@c" splits in three, no group's
+        problems = [p.message for p in store.verify()]
+    assert [re.search("found (.*): no consumer group", m).group(1) for m in problems] == \
+        ["'orphan'", "'T@'", "'T@b@c'", "'@g2'"]
+    assert all("expected offsetTable keys as topic@group" in m for m in problems)
+    assert "orphan" in offsets.read_text()      # the broker keeps them; so does segstore
+
+
+@pytest.mark.parametrize("extra", [{}, {"properties": {"p": "v"}}], ids=["fast path", "general path"])
+def test_empty_tags_and_keys_are_stored_as_the_broker_stores_them(tmp_path, extra):
+    """No TAGS/KEYS property for an empty text, tags code 0: 4.9.7's ``Message`` constructor sets
+    neither when empty, and a producer's ``setTags("")``/``setKeys([""])`` pair is dropped by the
+    broker's ``SendMessageProcessor.sendMessage`` (``MessageDecoder.string2messageProperties`` keeps
+    no empty value) before ``CommitLog`` stores the re-serialised map.  ``keys=[""]`` was written as
+    an empty ``KEYS`` pair no broker writes."""
+    with store_at(tmp_path) as store:
+        store.append_batch([{"topic": "T", "body": b"e", "tags": "", "keys": [""], **extra},
+                            {"topic": "T", "body": b"e", **extra}])
+        empty, plain = list(store.read("T", 0))
+        assert empty.properties == plain.properties == extra.get("properties", {})
+        assert empty.size == plain.size
+        assert store.queues[("T", 0)].entries(0)["tags_code"].tolist() == [0, 0]
+    raw = (tmp_path / "s" / "commitlog" / f"{0:020d}").read_bytes()
+    assert b"KEYS" not in raw and b"TAGS" not in raw
 
 
 def test_reopen_after_rolls_keeps_appending_at_the_end(tmp_path):

@@ -433,7 +433,8 @@ def test_an_index_that_stops_short_of_the_keyed_messages_is_named_and_recover_pu
         assert list(store.query_by_key("TopicB", "key-359")) == []      # lost with the file
         problems = store.verify()
     assert [(p.path, p.pos) for p in problems] == [(str(index_dir), None)]
-    assert ("expected index entries for the 154 messages with keys from commitlog offset 368997 on "
+    # 367946 too: the lost file held the rest of its keys
+    assert ("expected index entries for the 155 messages with keys from commitlog offset 367946 on "
             "(IndexService.buildIndex indexes each), found its last entry at commitlog offset 367946"
             ) in problems[0].message
     assert main(["verify", str(store_dir)]) == 1
@@ -442,3 +443,59 @@ def test_an_index_that_stops_short_of_the_keyed_messages_is_named_and_recover_pu
     assert main(["verify", str(store_dir)]) == 0
     with segstore.open(str(store_dir), format="rocketmq") as store:
         assert [m.queue_offset for m in store.query_by_key("TopicB", "key-359")] == [44]
+
+
+def test_a_lost_first_index_file_is_named_and_recover_rebuilds_its_entries(tmp_path, capsys):
+    """4.9.7 ``IndexService.buildIndex`` indexes every dispatched message with keys, so a lost *first*
+    IndexFile leaves ``queryMessage`` missing the keys of every message before the second file's first
+    entry; ``IndexService.load`` loads the files it finds and rebuilds none.  verify called that store
+    clean (only an index stopping short at its end was named); recover rewrote the second file and left
+    the first's messages unindexed.  recover now puts them again, the broker's very bytes."""
+    from segstore.cli import main
+
+    source = FIXTURES / "rocketmq" / "basic" / "store"
+    store_dir = copy_writable(source, tmp_path / "store")
+    index_dir = store_dir / "index"
+    first, second = sorted(files.list_dir(str(index_dir)))
+    os.remove(index_dir / first)
+    with segstore.open(str(store_dir), format="rocketmq") as store:
+        assert list(store.query_by_key("TopicB", "key-1")) == []      # lost with the file
+        problems = store.verify()
+    assert [(p.path, p.pos) for p in problems] == [(str(index_dir), None)]
+    # 367946 too: the second file holds only the rest of its keys
+    assert ("expected index entries for the 166 messages with keys at commitlog offsets 0 to 367946 "
+            "(IndexService.buildIndex indexes each), found the first entry of its first file, "
+            f"{second}, at commitlog offset 367946 (an index file before it was lost)") in problems[0].message
+    assert main(["verify", str(store_dir)]) == 1
+    assert main(["recover", str(store_dir)]) == 0
+    out = capsys.readouterr().out
+    assert f"{index_dir / second}: messages with keys from commitlog offset 0 have no entries" in out
+    assert main(["verify", str(store_dir)]) == 0
+    with segstore.open(str(store_dir), format="rocketmq") as store:
+        assert [m.queue_offset for m in store.query_by_key("TopicB", "key-1")] == [0]
+    rebuilt = sorted(files.list_dir(str(index_dir)))
+    assert [(index_dir / name).read_bytes() for name in rebuilt] == \
+        [(source / "index" / name).read_bytes() for name in (first, second)]
+
+
+def test_a_lost_middle_index_file_is_named_and_recover_rebuilds_from_the_file_before(tmp_path):
+    """The same as a lost first file, between two files (40-entry files: a message's keys roll over)."""
+    store_dir = tmp_path / "store"
+    small = {"maxIndexNum": 40, "maxHashSlotNum": 8}
+    with segstore.open(str(store_dir), format="rocketmq", mode="a", **small) as store:
+        for i in range(10):
+            store.append_batch([{"topic": "T", "body": b"x", "keys": [f"k{i * 10 + j}", f"z{j}"]}
+                                for j in range(10)])
+    names = sorted(files.list_dir(str(store_dir / "index")))
+    os.remove(store_dir / "index" / names[2])
+    with segstore.open(str(store_dir), format="rocketmq") as store:
+        missed = [k for k in range(100) if not list(store.query_by_key("T", f"k{k}"))]
+        problems = store.verify()
+    assert missed and [(p.path, p.pos) for p in problems] == [(str(store_dir / "index"), None)]
+    assert f"found no file between {names[1]} (last entry at commitlog offset " in problems[0].message
+    assert f"{len(missed)} messages with keys" in problems[0].message
+    with segstore.open(str(store_dir), format="rocketmq", mode="a") as store:
+        assert any("an index file was lost" in line for line in store.recover())
+    with segstore.open(str(store_dir), format="rocketmq") as store:
+        assert store.verify() == []
+        assert all(list(store.query_by_key("T", f"k{k}")) for k in range(100))

@@ -277,6 +277,9 @@ plain_keys(PyObject *keys, Msg *m)
         }
         total += len;
     }
+    if (total == 0) {
+        return 0; /* [""]: the empty KEYS the broker drops (4.9.7 MessageDecoder.string2messageProperties) */
+    }
     m->keys = keys;
     m->keys_len = total;
     return 0;

@@ -145,9 +145,10 @@ def _plain(item: Any, topic_fields: Mapping[str, bytes], store_ts: int, host: Ho
     if type(keys) is str:
         if keys:
             produced[PROPERTY_KEYS] = _text(keys)
-    elif type(keys) in (list, tuple):
-        if keys:
-            produced[PROPERTY_KEYS] = KEY_SEPARATOR.join([_text(k) for k in keys])
+    elif type(keys) is list or type(keys) is tuple:
+        joined = KEY_SEPARATOR.join([_text(k) for k in keys])
+        if joined:      # [""]: no KEYS, as the general path (RocketMQStore._build)
+            produced[PROPERTY_KEYS] = joined
     elif keys is not None:
         raise _NotPlain
     stored = _int(item.get("store_timestamp"), store_ts, INT64_MIN, INT64_MAX)

@@ -1145,6 +1145,42 @@ def _resume_point(index: IndexService, fi: int) -> tuple[int, int]:
     return prev.end_phy_offset, int(np.count_nonzero(held == prev.end_phy_offset))
 
 
+def _first_keyed(ctx: RecoveryContext, after: int, hi: int) -> int | None:
+    """The commitlog offset of the first message with index keys above ``after`` and below ``hi``
+    (``after`` a message's start, or below the commitlog), or None.  Walks from ``after`` until it
+    meets one or ``hi``."""
+    cl = ctx.commitlog
+    lo = max(after, cl.min_offset)
+    if lo >= hi:
+        return None
+    for batch in walk_batches(cl, lo, ctx.tags_code, Walk(lo, lo), counted=False):
+        keyed = batch.phy[(np.diff(batch.key_offsets) > 0) & (batch.phy > after) & (batch.phy < hi)]
+        if len(keyed):
+            return int(keyed.min())
+        if len(batch) and int(batch.phy.max()) >= hi:
+            break
+    return None
+
+
+def _lost_file(ctx: RecoveryContext, index: IndexService, upto: int) -> tuple[int, int] | None:
+    """``(file number, commitlog offset)`` where an index file was lost among the first ``upto`` files:
+    the first message with keys below the first entry of file ``i`` and above the last entry of the
+    file before it holding entries, or None.  RocketMQ 4.9.7 ``IndexService.buildIndex`` indexes
+    every message with keys it dispatches, rolling to a new file mid-message when one is full, so
+    only a file lost leaves such a message out (``IndexService.load`` loads the files it finds and
+    rebuilds none).  Walks only the messages between two files (none in a sound index) and below
+    the first."""
+    prev_last = -1
+    for fi, f in enumerate(index.files[:upto]):
+        if not len(f.entries):
+            continue
+        found = _first_keyed(ctx, prev_last, int(f.entries["phy_offset"][0]))
+        if found is not None:
+            return fi, found
+        prev_last = int(f.entries["phy_offset"][-1])
+    return None
+
+
 def _recover_index(ctx: RecoveryContext, w: Walk, lines: list[str]) -> tuple[int, int, int]:
     """Cut the index at its first bad entry.
 
@@ -1161,6 +1197,14 @@ def _recover_index(ctx: RecoveryContext, w: Walk, lines: list[str]) -> tuple[int
     # slots first: the entries put again below link to what their slots hold
     lines.extend(_fix_slots(index))
     bad = _first_bad_entry(ctx.commitlog, index, w.start, w.end)
+    lost = _lost_file(ctx, index, len(index.files) if bad is None else bad[0] + 1)
+    if lost is not None:
+        # the broker leaves such messages unindexed; segstore's one rebuild path (cut the index where
+        # it goes wrong, put the rest again) indexes them: from the file after the loss on
+        lines.append(f"{index.files[lost[0]].path}: messages with keys from commitlog offset {lost[1]} have "
+                     f"no entries before its first (an index file was lost; the broker does not rebuild "
+                     f"one); its entries and the later files' are rebuilt from the commitlog")
+        bad = lost[0], 1
     if bad is None:
         last = index.last
         if last is None:
@@ -1177,7 +1221,7 @@ def _recover_index(ctx: RecoveryContext, w: Walk, lines: list[str]) -> tuple[int
         kept_phys = f.entries["phy_offset"][:keep].astype(np.int64)
         if kept_phys[-1] >= ctx.commitlog.min_offset:
             keep = search(kept_phys, kept_phys[-1], Bound.SMALLEST_UPPER)
-    if bad is not None:
+    if bad is not None and lost is None:
         lines.append(
             f"{f.path}:{f.entry_pos(number)}: index entry {number} does not match the commitlog; "
             f"kept {keep} entries before it, rebuilding the rest"
@@ -1195,7 +1239,8 @@ def _recover_index(ctx: RecoveryContext, w: Walk, lines: list[str]) -> tuple[int
         return index.end_phy_offset + 1, 0, trusted - keep
     # the file's first message is put again from the file's first entry on (it is not indexed
     # anywhere else unless it began in the previous file)
-    start, skip = _resume_point(index, fi)
+    # (a file lost before the first: from the first message it held on)
+    start, skip = _resume_point(index, fi) if lost is None or fi else (lost[1], 0)
     prev = index.files[fi - 1].header if fi else None
     f.truncate(0, 0, *((prev.end_phy_offset, prev.end_timestamp) if prev else (0, 0)))
     return start, skip, trusted

@@ -79,6 +79,7 @@ from .dirnames import (
     LOCK_FILE,
     has_timer_store,
     is_rocketmq_store,
+    parse_int,
     queue_dirs,
 )
 from .indexfile import IndexRequest, IndexService, geometry_on_disk
@@ -110,11 +111,11 @@ from .message import (
 )
 from .query import NO_HIT_LIMIT, SCAN_NOTE, DamagedMessage
 from .topicconfig import (
-    TOPIC_GROUP_SEPARATOR,
     ConsumerOffsets,
     TopicConfigs,
     read_delay_offsets,
     read_subscription_groups,
+    topic_and_group,
 )
 
 if TYPE_CHECKING:   # pyarrow and the appenders load where used (`segstore info` builds and writes nothing)
@@ -201,6 +202,20 @@ def _said_twice(name: Any) -> InvalidMessageError:
         return InvalidMessageError(f"expected one of {field} or the {name} property, found both")
     return InvalidMessageError(f"expected each property name once (RocketMQ properties are a map), "
                                f"found {cut(name)} twice")
+
+
+def _delay_property(text: str) -> int:
+    """The level of a ``DELAY`` property as RocketMQ 4.9.7 ``Message.getDelayTimeLevel`` reads it
+    (``Integer.parseInt``), which ``CommitLog.asyncPutMessage`` calls on every put.
+
+    :raises InvalidMessageError: a text ``Integer.parseInt`` refuses (" 3", "1.5", "x", 2**31): its
+        ``NumberFormatException`` fails the broker's put.
+    """
+    level = parse_int(text)
+    if level is None:
+        raise InvalidMessageError(f"expected the DELAY property as a Java int (Message.getDelayTimeLevel's "
+                                  f"Integer.parseInt), found {cut(text)}")
+    return level
 
 
 def _empty_property(name: str, value: str) -> InvalidMessageError:
@@ -942,12 +957,17 @@ class RocketMQStore(LifecycleMixin, Store):
         tags = get("tags")
         if tags:
             produced[PROPERTY_TAGS] = tags if type(tags) is str else _text(tags, "tags")
+        # An empty tags or KEYS text is no property: 4.9.7's Message constructor sets neither when
+        # empty, and a producer's setTags("")/setKeys([""]) reaches no store, as the broker's
+        # SendMessageProcessor.sendMessage rebuilds the map through MessageDecoder.string2messageProperties,
+        # which drops a pair with an empty value.
         keys = get("keys")
         if keys:
             if isinstance(keys, str | bytes):
                 keys = [keys]
-            produced[PROPERTY_KEYS] = KEY_SEPARATOR.join([k if type(k) is str else _text(k, "a key")
-                                                          for k in keys])
+            joined = KEY_SEPARATOR.join([k if type(k) is str else _text(k, "a key") for k in keys])
+            if joined:
+                produced[PROPERTY_KEYS] = joined
         user = get("properties")
         if user:
             for name, value in user.items():
@@ -962,13 +982,15 @@ class RocketMQStore(LifecycleMixin, Store):
         if self.config.enableMultiDispatch and \
                 produced.get(multidispatch.PROPERTY_INNER_MULTI_DISPATCH, "").strip():
             _refuse_multi_dispatch_append(self.path)
+        # 4.9.7 Message.setDelayTimeLevel puts DELAY whatever the level (-1 too: the broker stores it
+        # and, the level not > 0, leaves the message in its topic); 0 is the field's "no delay".
         delay = integer_field(get("delay_level"), "delay_level")
-        if delay > 0:
+        if delay:
             if PROPERTY_DELAY in produced:
                 raise _said_twice(PROPERTY_DELAY)
             produced[PROPERTY_DELAY] = str(delay)
         elif PROPERTY_DELAY in produced:
-            delay = int(produced[PROPERTY_DELAY])
+            delay = _delay_property(produced[PROPERTY_DELAY])
         store_timestamp = get("store_timestamp")
         store_timestamp = integer_field(store_timestamp, "store_timestamp", now)
         store_host = self._host(get("store_host"), self._store_host)
@@ -991,9 +1013,14 @@ class RocketMQStore(LifecycleMixin, Store):
         return msg
 
     def _schedule(self, msg: RocketMQMessage, level: int) -> None:
-        """Move a delay message to ``SCHEDULE_TOPIC_XXXX``, queue ``level - 1`` (the broker's rewrite)."""
-        level = min(level, len(self._delays))
-        msg.properties[PROPERTY_DELAY] = str(level)
+        """Move a delay message to ``SCHEDULE_TOPIC_XXXX``, queue ``level - 1`` (the broker's rewrite).
+
+        RocketMQ 4.9.7 ``CommitLog.asyncPutMessage``: a level above ``getMaxDelayLevel()`` is clamped
+        (``setDelayTimeLevel(max)``, the broker refuses none); a level within keeps its ``DELAY`` text.
+        """
+        if level > len(self._delays):
+            level = len(self._delays)
+            msg.properties[PROPERTY_DELAY] = str(level)
         msg.properties[PROPERTY_REAL_TOPIC] = msg.topic
         msg.properties[PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
         msg.properties = {k: msg.properties[k] for k in hashmap_order(msg.properties)}
@@ -1007,10 +1034,10 @@ class RocketMQStore(LifecycleMixin, Store):
         delivery time, store time + that level's delay; otherwise the TAGS hash (0 without).
         """
         if msg.topic == SCHEDULE_TOPIC and has_queue_entry(msg.sys_flag):
-            level = msg.properties.get(PROPERTY_DELAY)
-            if level is not None and level.isdigit() and int(level) > 0:
-                index = min(int(level), len(self._delays)) - 1
-                return msg.store_timestamp + self._delays[index]
+            # 4.9.7 CommitLog.checkMessageAndReturnSize: Integer.parseInt of DELAY, capped at the last level
+            level = parse_int(msg.properties.get(PROPERTY_DELAY) or "")
+            if level is not None and level > 0:
+                return msg.store_timestamp + self._delays[min(level, len(self._delays)) - 1]
         tags = msg.tags
         return string_hash(tags) if tags else 0
 
@@ -1265,10 +1292,9 @@ class RocketMQStore(LifecycleMixin, Store):
         :raises NotFoundError: the group holds no offset of ``topic`` (or none at all).
         """
         self._check_writable()
-        separator = TOPIC_GROUP_SEPARATOR
-        names = [name for name in self.consumer_offsets.table
-                 if name.partition(separator)[2] == group
-                 and (topic is None or name.partition(separator)[0] == topic)]
+        owned = {name: topic_and_group(name) for name in self.consumer_offsets.table}
+        names = [name for name, pair in owned.items()
+                 if pair is not None and pair[1] == group and (topic is None or pair[0] == topic)]
         if not names:
             where = f" of topic {topic!r}" if topic is not None else ""
             raise NotFoundError(f"expected offsets of consumer group {group!r}{where}, found none",
@@ -1343,9 +1369,10 @@ class RocketMQStore(LifecycleMixin, Store):
 
         self._check_open()
         rows = []
-        for name, offsets in sorted(self.consumer_offsets.table.items(),
-                                    key=lambda item: item[0].partition(TOPIC_GROUP_SEPARATOR)[::-1]):
-            topic, _, group_name = name.partition(TOPIC_GROUP_SEPARATOR)
+        # a key that is no topic@group (topic_and_group) is skipped, as the broker's scans skip it
+        owned = [(pair, offsets) for name, offsets in self.consumer_offsets.table.items()
+                 if (pair := topic_and_group(name)) is not None]
+        for (topic, group_name), offsets in sorted(owned, key=lambda item: item[0][::-1]):
             if group is not None and group_name != group:
                 continue
             for queue_id in sorted(set(offsets) | set(self.partitions(topic))):

@@ -304,6 +304,19 @@ class TopicConfigs:
         _persist(self.path, self.dumps())
 
 
+def topic_and_group(name: str) -> tuple[str, str] | None:
+    """The topic and group of an ``offsetTable`` key, None for a key no consumer group's offsets are
+    under.  RocketMQ 4.9.7 ``ConsumerOffsetManager`` commits and queries ``topic + "@" + group``
+    (``commitOffset``, ``queryOffset``; topics and groups are ``[%|a-zA-Z0-9_-]+``, no ``@``) and its
+    scans (``whichTopicByConsumer``, ``whichGroupByTopic``, ``removeOffset``) skip a key whose
+    ``split("@")`` is not two parts; a key without ``@`` (``orphan``, ``t@``) or with two is read by none,
+    and ``@g``'s topic "" has no ``TopicConfig`` (``getConsumeStats`` skips it)."""
+    topic, _, group = name.partition(TOPIC_GROUP_SEPARATOR)
+    if not topic or not group or TOPIC_GROUP_SEPARATOR in group:
+        return None
+    return topic, group
+
+
 class ConsumerOffsets:
     """Committed consumer offsets, ``topic@group`` -> queue id -> offset (``config/consumerOffset.json``).
 

@@ -9,7 +9,7 @@
   invalid slot; every message that needs an entry has one;
 - index files: header counts in range, every entry points at a message carrying
   a key with that hash, no message's keys put twice, chains go backwards, slots point
-  at used entries, no message with keys after the last entry;
+  at used entries, every message with keys covered by a file (none before, between or after them);
 - the checkpoint (:func:`.checkpoint.check`) and the JSON config files.
 
 Problems render as ``path:pos: what was expected, found what``.  Runtime
@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from segstore import files, overlap, progress, speedups
-from segstore.errors import CorruptDataError, InvalidTopicError, OffsetOutOfRangeError, SegstoreError
+from segstore.errors import CorruptDataError, InvalidTopicError, OffsetOutOfRangeError, SegstoreError, cut
 from segstore.search import Bound, search
 from segstore.store import Problem
 
@@ -65,6 +65,7 @@ from .topicconfig import (
     read_delay_offset_file,
     read_subscription_group_file,
     read_topics,
+    topic_and_group,
 )
 
 _speedups: Any = speedups.load("segstore_rocketmq._speedups")   # a C extension: no types to read
@@ -228,18 +229,23 @@ class _Coverage:
                                              for f in index_files]
         #: the newest store time of the messages walked (None: none)
         self.newest: int | None = None
-        #: the commitlog offset of the last message the index holds entries of (-1: none); None where
-        #: the store has no index file (no index kept, or a commitlog-only copy: nothing to compare)
-        self.index_end: int | None = None
-        for f in reversed(index_files):
-            if self.index_end is None:
-                self.index_end = -1
-            if len(f.entries):
-                self.index_end = int(f.entries["phy_offset"][-1])
-                break
-        #: messages with keys after ``index_end`` (the index lacks them): how many, the first's offset
-        self.unindexed = 0
-        self.first_unindexed: int | None = None
+        #: the index files holding entries, and the commitlog offsets of their first and last entries'
+        #: messages; None where the store has no index file (no index kept, or a commitlog-only copy:
+        #: nothing to compare)
+        held = [f for f in index_files if len(f.entries)]
+        self.index_held: list | None = held if index_files else None
+        self.index_firsts = np.array([int(f.entries["phy_offset"][0]) for f in held], np.int64)
+        self.index_lasts = np.array([int(f.entries["phy_offset"][-1]) for f in held], np.int64)
+        #: the messages at the files' ends (first and last entries): how many entries all files hold
+        #: of each, against its key count (a message whose keys a lost file held in part)
+        self.index_edges: dict[int, int] = {}
+        for f in held:
+            phys = f.entries["phy_offset"]
+            for phy in {int(phys[0]), int(phys[-1])}:
+                self.index_edges[phy] = self.index_edges.get(phy, 0) + int(np.count_nonzero(phys == phy))
+        #: messages with keys no index file covers, per gap (``i``: before ``index_held[i]``, the last:
+        #: after every file): [how many, the first's offset, the last's offset]
+        self.unindexed: dict[int, list[int]] = {}
         self.batch_topics = store.topic_configs.batch_cq_topics()
 
     def _files(self, key: tuple[str, int]):
@@ -260,16 +266,59 @@ class _Coverage:
         self._count_unindexed(batch)
 
     def _count_unindexed(self, batch: Walked) -> None:
-        """Count the batch's messages with keys past the index's last entry: the broker indexes every
-        one as it dispatches it (4.9.7 ``IndexService.buildIndex``), so an index that stops short lost
-        its tail (a crash before its flush, a file deleted) and key lookups miss them."""
-        if self.index_end is None or not len(batch):
+        """Count the batch's messages with keys that no index file's entries cover: the broker indexes
+        every one as it dispatches it (4.9.7 ``IndexService.buildIndex``; a full file rolls to a new
+        one mid-message, so consecutive files leave no message out), so one before the first file's
+        first entry, between two files' or after the last file's last lost its entries (a file deleted,
+        a crash before the flush) and key lookups miss it."""
+        if self.index_held is None or not len(batch):
             return
-        late = np.flatnonzero((np.diff(batch.key_offsets) > 0) & (batch.phy > self.index_end))
-        if len(late):
-            self.unindexed += len(late)
-            first = int(batch.phy[late[0]])
-            self.first_unindexed = first if self.first_unindexed is None else min(self.first_unindexed, first)
+        counts = np.diff(batch.key_offsets)
+        keyed, counts = batch.phy[counts > 0], counts[counts > 0]
+        file_at = np.searchsorted(self.index_firsts, keyed, side="right") - 1
+        covered = file_at >= 0
+        if len(self.index_lasts):
+            covered &= keyed <= self.index_lasts[np.maximum(file_at, 0)]
+        gaps = file_at + 1
+        # a file's first or last message with fewer entries than keys lost the rest with the file
+        # before (its gap) or after it
+        for j in np.flatnonzero(covered & np.isin(keyed, list(self.index_edges))).tolist():
+            phy = int(keyed[j])
+            if self.index_edges[phy] < int(counts[j]):
+                covered[j] = False
+                gaps[j] = file_at[j] if phy == int(self.index_firsts[file_at[j]]) else file_at[j] + 1
+        if covered.all():
+            return
+        gaps, at = gaps[~covered], keyed[~covered]
+        for gap in np.unique(gaps).tolist():
+            mine = at[gaps == gap]
+            found = self.unindexed.setdefault(gap, [0, int(mine.min()), int(mine.max())])
+            found[0] += len(mine)
+            found[1], found[2] = min(found[1], int(mine.min())), max(found[2], int(mine.max()))
+
+    def unindexed_problems(self, directory: str) -> list[Problem]:
+        """One problem at ``directory`` (``index/``) per run of messages with keys the index files do
+        not cover (:meth:`_count_unindexed`)."""
+        held, problems = self.index_held or [], []
+        for gap, (count, first, last) in sorted(self.unindexed.items()):
+            if not held:
+                found = "no entry"
+            elif gap == len(held):
+                found = f"its last entry at commitlog offset {int(self.index_lasts[-1])}"
+            elif gap == 0:
+                found = (f"the first entry of its first file, {os.path.basename(held[0].path)}, at commitlog "
+                         f"offset {int(self.index_firsts[0])} (an index file before it was lost)")
+            else:
+                found = (f"no file between {os.path.basename(held[gap - 1].path)} (last entry at commitlog "
+                         f"offset {int(self.index_lasts[gap - 1])}) and {os.path.basename(held[gap].path)} "
+                         f"(first at {int(self.index_firsts[gap])}; an index file between them was lost)")
+            where = f"from commitlog offset {first} on" if gap == len(held) else \
+                f"at commitlog offsets {first} to {last}"
+            problems.append(Problem(directory, None, (
+                f"expected index entries for the {count} messages with keys {where} (IndexService.buildIndex "
+                f"indexes each), found {found}: key lookups miss them (the broker does not rebuild a lost "
+                "index file; segstore recover puts them)")))
+        return problems
 
     def _check_queues(self, batch: Walked, missing: list[Problem]) -> None:
         store = self.store
@@ -547,12 +596,7 @@ def _verify_index(store, w: Walk, cover: _Coverage, problems: list[Problem], cha
     index = store.index
     if index is None:
         return
-    if cover.first_unindexed is not None:
-        end = "no entry" if cover.index_end == -1 else f"its last entry at commitlog offset {cover.index_end}"
-        problems.append(Problem(index.directory, None, (
-            f"expected index entries for the {cover.unindexed} messages with keys from commitlog offset "
-            f"{cover.first_unindexed} on (IndexService.buildIndex indexes each), found {end}: key lookups "
-            "miss them (segstore recover puts them)")))
+    problems.extend(cover.unindexed_problems(index.directory))
     for path, message in index.refused:
         problems.append(Problem(path, None, message))
     for path in index.strays:
@@ -845,7 +889,23 @@ def _verify_files(store, problems: list[Problem], newest: int | None) -> None:
     for name in sorted(managed):
         cpath = os.path.join(config_dir, name)
         reader = readers.get(name, lambda path: loads_fastjson(files.read_text(path), path))
-        problems.extend(_config_problems(cpath, reader))
+        decoded = _config_problems(cpath, reader)
+        problems.extend(decoded)
+        if name == CONSUMER_OFFSET_FILE and not decoded:
+            problems.extend(_stray_offset_keys(cpath))
+
+
+def _stray_offset_keys(path: str) -> list[Problem]:
+    """The ``offsetTable`` keys of ``consumerOffset.json`` (the file the broker loads: it or its
+    ``.bak``) that are no ``topic@group`` (:func:`.topicconfig.topic_and_group`): the broker loads and
+    keeps them, but no consumer group's offsets are under them, so ``consumers`` skips them too."""
+    loaded = load_managed(path, read_consumer_offsets)
+    if loaded is None:
+        return []
+    return [Problem(path, None, f"expected offsetTable keys as topic@group (4.9.7 ConsumerOffsetManager "
+                                f"commits and queries no other), found {cut(name)}: no consumer group "
+                                f"reads its offsets")
+            for name in loaded[1] if topic_and_group(name) is None]
 
 
 def _config_problems(path: str, reader: Any) -> list[Problem]:
