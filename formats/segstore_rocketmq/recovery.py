@@ -1153,6 +1153,19 @@ def _first_keyed(ctx: RecoveryContext, after: int, hi: int) -> int | None:
     lo = max(after, cl.min_offset)
     if lo >= hi:
         return None
+    if after >= cl.min_offset:
+        # a sound index's next file starts at the message after its last entry's (or at that one):
+        # its TOTALSIZE says so without decoding a batch (a walk of each gap was an eighth of a
+        # recovery of 200,000 messages over 11 files)
+        try:
+            seg = cl.file_for(after)
+        except OffsetOutOfRangeError:
+            seg = None
+        view = seg.file.view() if seg is not None else None
+        if seg is not None and view is not None and after - seg.base + 4 <= len(view):
+            size = int.from_bytes(view[after - seg.base:after - seg.base + 4], "big", signed=True)
+            if 0 < size and after + size >= hi:
+                return None
     for batch in walk_batches(cl, lo, ctx.tags_code, Walk(lo, lo), counted=False):
         keyed = batch.phy[(np.diff(batch.key_offsets) > 0) & (batch.phy > after) & (batch.phy < hi)]
         if len(keyed):
