@@ -549,6 +549,7 @@ class Partition:
             expected = seg.next_offset()
             progress.advance(seg.size)          # left alone, as Kafka does: done all the same
         wrong_txns = self.txn_index_problems()
+        problems: list[tuple[str, int | None, str]] = []
         while first < len(segments):
             seg = segments[first]
             problems, after, _ = self._check_segment(seg, expected, closed=seg is not self.log.active)
@@ -559,7 +560,9 @@ class Partition:
             progress.advance(seg.size)
         rebuilt = [f"{path}: rebuilt: {message}" for seg in segments[first:]
                    for path, _, message in wrong_txns.get(seg.base, [])]
-        return lines + rebuilt + self._recover_from(first, every_line=False, epochs_from=floor)
+        # a segment rebuilt for what the check found changed files even where nothing is cut: said,
+        # with every one after it (also rebuilt), never "nothing to recover"
+        return lines + rebuilt + self._recover_from(first, every_line=bool(problems), epochs_from=floor)
 
     def start_at(self, offset: int) -> None:
         """Make an empty log start at ``offset``: its one segment is named from it, the next
