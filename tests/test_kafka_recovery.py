@@ -437,3 +437,20 @@ def test_recover_says_which_segments_it_rebuilt_for_what_its_check_found(tmp_pat
     if damage == "emptied log":
         assert (part / f"{seg}.index").read_bytes() == b""
         assert (part / f"{seg}.timeindex").read_bytes() == b""
+
+
+def test_recover_claims_no_txnindex_rebuild_of_a_segment_set_aside_after_a_cut(tmp_path: Path) -> None:
+    """Kafka 3.8.0 LogLoader.recoverLog deletes every segment after one LogSegment.recover truncated
+    (segstore sets them aside whole): a ``.txnindex`` of such a segment, judged against a transaction
+    state read from the torn log before it, is neither wrong nor rebuilt.  ``recover`` said
+    ``00000000000000000108.txnindex: rebuilt: expected a .txnindex entry ...`` and then removed it."""
+    part = copy_writable(FIXTURES / "kafka" / "txn" / "topic-0", tmp_path / "topic-0")
+    torn = part / "00000000000000000054.log"
+    torn.write_bytes(torn.read_bytes()[:1500])
+    with segstore.open(part, mode="a", **{"segment.bytes": 4108, "index.interval.bytes": 586}) as store:
+        lines = store.recover()
+    later = [line for line in lines if "00000000000000000108" in line.split(":")[0]]
+    assert len(later) == 1
+    assert later[0].startswith(f"{part / '00000000000000000108.log'}: removed after the cut")
+    assert not (part / "00000000000000000108.txnindex").exists()
+    assert lines[0].startswith(f"{torn}: rebuilt indexes over 1372 valid bytes; cut 128 bytes")

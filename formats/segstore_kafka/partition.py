@@ -558,11 +558,14 @@ class Partition:
             expected = after
             first += 1
             progress.advance(seg.size)
-        rebuilt = [f"{path}: rebuilt: {message}" for seg in segments[first:]
-                   for path, _, message in wrong_txns.get(seg.base, [])]
         # a segment rebuilt for what the check found changed files even where nothing is cut: said,
         # with every one after it (also rebuilt), never "nothing to recover"
-        return lines + rebuilt + self._recover_from(first, every_line=bool(problems), epochs_from=floor)
+        recovered = self._recover_from(first, every_line=bool(problems), epochs_from=floor)
+        # a .txnindex judged on a log torn before it is no finding: a cut sets its segment aside whole
+        kept = {seg.base for seg in self.segments}
+        rebuilt = [f"{path}: rebuilt: {message}" for seg in segments[first:] if seg.base in kept
+                   for path, _, message in wrong_txns.get(seg.base, [])]
+        return lines + rebuilt + recovered
 
     def start_at(self, offset: int) -> None:
         """Make an empty log start at ``offset``: its one segment is named from it, the next
