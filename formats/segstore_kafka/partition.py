@@ -720,11 +720,17 @@ class Partition:
 
     def append_control(self, kind: str, *, producer_id: int, producer_epoch: int, coordinator_epoch: int,
                        timestamp: int, leader_epoch: int | None = None) -> Appended:
-        """Append a COMMIT or ABORT marker batch."""
+        """Append a COMMIT or ABORT marker batch written at ``timestamp``.
+
+        The leader validates a marker as any batch it appends (Kafka 3.8.0 ``UnifiedLog.append`` with
+        ``validateAndAssignOffsets``, ``LogValidator.assignOffsetsNonCompressed``): in a LogAppendTime
+        topic it is stamped LogAppendTime (``batch.setMaxTimestamp(LOG_APPEND_TIME, now)``).
+        """
         epoch = leader_epoch if leader_epoch is not None else (self.epochs.latest_epoch or 0)
         data = codec.encode_control_batch(kind, base_offset=self.next_offset, producer_id=producer_id,
                                           producer_epoch=producer_epoch, coordinator_epoch=coordinator_epoch,
-                                          timestamp=timestamp, partition_leader_epoch=epoch)
+                                          timestamp=timestamp, partition_leader_epoch=epoch,
+                                          log_append_time=timestamp if self.log_append_time else None)
         return self.append_encoded(data, now_ms=timestamp)
 
     # -- retention ----------------------------------------------------------------
