@@ -524,3 +524,25 @@ def test_a_log_dir_of_empty_partition_directories_is_kafkas(tmp_path: Path) -> N
     rocketmq = copy_writable(FIXTURES / "rocketmq" / "basic" / "store", tmp_path / "rmq")
     (rocketmq / "x-1").mkdir()
     assert detect(str(rocketmq)) == "rocketmq"
+
+
+def test_the_kraft_metadata_partition_is_in_no_log_dir_checkpoint(tmp_path: Path) -> None:
+    """Kafka 3.8.0 LogManager.loadLogs skips ``__cluster_metadata-0`` (``KafkaRaftServer.MetadataTopic``),
+    so checkpointRecoveryOffsetsInDir / checkpointLogStartOffsetsInDir never write it,
+    ReplicaManager.checkpointHighWatermarks has no partition for it, and KafkaMetadataLog.apply opens
+    it with ``recoveryPoint = 0L``: the real node's checkpoints hold every partition but it.  A
+    writable open and close of the log dir must leave them so, the others updated."""
+    logs = copy_writable(FIXTURES / "real" / "kraft-confluent-7.5.1", tmp_path / "kd")
+    names = ("recovery-point-offset-checkpoint", "replication-offset-checkpoint")
+    before = {name: read_offsets(str(logs / name)) for name in names}
+    assert all(("__cluster_metadata", 0) not in offsets for offsets in before.values())
+    with segstore.open(str(logs), mode="a") as store:
+        store.append_batch([{"topic": "delivery-create-request", "partition": 0, "value": b"x"}])
+    for name in (*names, "log-start-offset-checkpoint"):
+        after = read_offsets(str(logs / name))
+        assert ("__cluster_metadata", 0) not in after, name
+    for name in names:
+        after = read_offsets(str(logs / name))
+        assert set(after) == set(before[name])
+        assert after[("delivery-create-request", 0)] == 1
+        assert after[("__consumer_offsets", 14)] == before[name][("__consumer_offsets", 14)]

@@ -407,3 +407,50 @@ def test_the_epoch_cache_loads_as_the_brokers_leader_epoch_file_cache(tmp_path: 
         (info,) = store.info()["partitions"]
     assert info["leader_epochs"] == [[epoch, start] for epoch, start in cache]
     assert (part / "leader-epoch-checkpoint").read_text() == checkpoint
+
+
+@pytest.mark.parametrize("damage", ["emptied log", "index entry off its batch"])
+def test_recover_says_which_segments_it_rebuilt_for_what_its_check_found(tmp_path: Path, damage: str) -> None:
+    """Kafka 3.8.0 LogLoader.recoverLog recovers every segment from the recovery point, and
+    LogSegment.recover truncates the indexes to the valid bytes and rebuilds them: a segment whose log
+    was emptied loses its index entries, as does one with an entry off its batch.  ``recover`` did it
+    and answered no action ("nothing to recover") when nothing was cut; each rebuilt segment is said."""
+    part = _fixture(tmp_path)
+    seg = "00000000000000000073"
+    if damage == "emptied log":
+        (part / f"{seg}.log").write_bytes(b"")
+    else:
+        index = part / f"{seg}.index"
+        data = bytearray(index.read_bytes())
+        data[7] ^= 0x04                                             # position of slot 0
+        index.write_bytes(bytes(data))
+    before = {p.name: p.read_bytes() for p in part.iterdir()}
+    with segstore.open(part, mode="a", **CONFIG) as store:
+        lines = store.recover()
+        assert store.verify() == []
+    changed = sorted(name for name, data in before.items() if (part / name).read_bytes() != data)
+    assert f"{seg}.index" in changed
+    said = [line.split(":")[0] for line in lines]
+    assert said[0] == str(part / f"{seg}.log")
+    assert all(str(part / name) in said for name in changed if name.endswith(".log"))
+    assert all(name.startswith(seg) or name > seg for name in changed)
+    if damage == "emptied log":
+        assert (part / f"{seg}.index").read_bytes() == b""
+        assert (part / f"{seg}.timeindex").read_bytes() == b""
+
+
+def test_recover_claims_no_txnindex_rebuild_of_a_segment_set_aside_after_a_cut(tmp_path: Path) -> None:
+    """Kafka 3.8.0 LogLoader.recoverLog deletes every segment after one LogSegment.recover truncated
+    (segstore sets them aside whole): a ``.txnindex`` of such a segment, judged against a transaction
+    state read from the torn log before it, is neither wrong nor rebuilt.  ``recover`` said
+    ``00000000000000000108.txnindex: rebuilt: expected a .txnindex entry ...`` and then removed it."""
+    part = copy_writable(FIXTURES / "kafka" / "txn" / "topic-0", tmp_path / "topic-0")
+    torn = part / "00000000000000000054.log"
+    torn.write_bytes(torn.read_bytes()[:1500])
+    with segstore.open(part, mode="a", **{"segment.bytes": 4108, "index.interval.bytes": 586}) as store:
+        lines = store.recover()
+    later = [line for line in lines if "00000000000000000108" in line.split(":")[0]]
+    assert len(later) == 1
+    assert later[0].startswith(f"{part / '00000000000000000108.log'}: removed after the cut")
+    assert not (part / "00000000000000000108.txnindex").exists()
+    assert lines[0].startswith(f"{torn}: rebuilt indexes over 1372 valid bytes; cut 128 bytes")

@@ -245,3 +245,24 @@ def test_a_marker_whose_record_does_not_read_is_a_problem_not_an_exception(tmp_p
     with KafkaStore(str(part)) as store:
         problems = store.verify()
     assert any("a control record key version >= 0" in p.message for p in problems)
+
+
+def test_markers_of_a_log_append_time_topic_are_stamped_log_append_time(tmp_path: Path) -> None:
+    """The leader validates a marker as any batch it appends (Kafka 3.8.0 UnifiedLog.append with
+    validateAndAssignOffsets, LogValidator.assignOffsetsNonCompressed: ``if (timestampType ==
+    LOG_APPEND_TIME) batch.setMaxTimestamp(LOG_APPEND_TIME, now)``), so in a LogAppendTime topic the
+    COMMIT/ABORT batches carry the LogAppendTime attribute like the data batches; they were CreateTime."""
+    logs = tmp_path / "logs"
+    clock = Clock(T0 + 500)
+    config = KafkaConfig(message_timestamp_type="LogAppendTime")
+    with KafkaStore(str(logs), "a", clock=clock, config=config) as store:
+        with store.transaction(5, 0) as txn:
+            txn.append_batch([{"topic": "a", "partition": 0, "value": b"c", "timestamp": T0}])
+        clock.now += 7
+        with pytest.raises(RuntimeError), store.transaction(5, 0) as txn:
+            txn.append_batch([{"topic": "a", "partition": 0, "value": b"x", "timestamp": T0}])
+            raise RuntimeError("aborts the transaction")
+    batches = list(iter_batches((logs / "a-0" / f"{0:020d}.log").read_bytes()))
+    seen = [(b.control_type() if b.is_control else None, b.timestamp_type, b.max_timestamp) for b in batches]
+    assert seen == [(None, "LogAppendTime", T0 + 500), ("COMMIT", "LogAppendTime", T0 + 500),
+                    (None, "LogAppendTime", T0 + 507), ("ABORT", "LogAppendTime", T0 + 507)]

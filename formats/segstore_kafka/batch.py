@@ -748,12 +748,14 @@ def check_records(records: Sequence) -> None:
 
 def encode_control_batch(kind: str, *, base_offset: int, producer_id: int, producer_epoch: int,
                          coordinator_epoch: int, timestamp: int,
-                         partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH) -> bytes:
+                         partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+                         log_append_time: int | None = None) -> bytes:
     """Encode a transaction marker batch (``kind`` ``"COMMIT"`` or ``"ABORT"``) as Kafka writes it.
 
     Like ``MemoryRecords.withEndTransactionMarker``: transactional, control, no
     sequence, one record with a null-free key (version 0, type) and value
-    (version 0, coordinator epoch).
+    (version 0, coordinator epoch).  ``log_append_time``: the batch is stamped LogAppendTime with it
+    as its max timestamp, as the leader stamps a marker of a LogAppendTime topic.
     """
     if kind not in ("COMMIT", "ABORT"):
         raise InvalidMessageError(f"expected a control batch kind 'COMMIT' or 'ABORT', found {kind!r}")
@@ -763,7 +765,8 @@ def encode_control_batch(kind: str, *, base_offset: int, producer_id: int, produ
     return encode_batch([(key, value, timestamp)], base_offset=base_offset,
                         partition_leader_epoch=partition_leader_epoch, producer_id=producer_id,
                         producer_epoch=producer_epoch, base_sequence=NO_SEQUENCE, is_transactional=True,
-                        is_control=True)
+                        is_control=True, log_append_time=log_append_time,
+                        timestamp_type=CREATE_TIME if log_append_time is None else LOG_APPEND_TIME)
 
 
 

@@ -29,6 +29,7 @@ from .checkpoints import (
     write_offsets,
 )
 from .dirnames import PARTITION_DIR, partition_dirs, segment_bases
+from .kraft import METADATA_TOPIC
 from .partition import (
     KafkaConfig,
     Partition,
@@ -219,14 +220,20 @@ class LogDir:
 
     def write_checkpoints(self, log_starts: dict[tuple[str, int], int] | None = None) -> None:
         """Write the checkpoint files from the partitions' current state (``log_starts``: their
-        :meth:`log_starts` taken before they were closed)."""
+        :meth:`log_starts` taken before they were closed).
+
+        A KRaft node's ``__cluster_metadata-0`` is in none of them: Kafka 3.8's ``LogManager.loadLogs``
+        skips it (``KafkaRaftServer.MetadataTopic``), so ``checkpointRecoveryOffsetsInDir`` /
+        ``checkpointLogStartOffsetsInDir`` never see it, ``ReplicaManager.checkpointHighWatermarks`` has
+        no partition for it, and ``KafkaMetadataLog.apply`` opens it with ``recoveryPoint = 0L``.
+        """
         for key, part in self.partitions.items():
             self.recovery_points[key] = part.next_offset
-        write_offsets(os.path.join(self.path, RECOVERY_POINT_CHECKPOINT), self.recovery_points)
+        write_offsets(os.path.join(self.path, RECOVERY_POINT_CHECKPOINT), _brokers(self.recovery_points))
         write_offsets(os.path.join(self.path, LOG_START_OFFSET_CHECKPOINT),
-                      self.log_starts() if log_starts is None else log_starts)
+                      _brokers(self.log_starts() if log_starts is None else log_starts))
         write_offsets(os.path.join(self.path, REPLICATION_OFFSET_CHECKPOINT),
-                      {key: self.high_watermark(key) for key in self.partitions})
+                      _brokers({key: self.high_watermark(key) for key in self.partitions}))
 
     def log_starts(self) -> dict[tuple[str, int], int]:
         """The ``log-start-offset-checkpoint`` entries: LogManager.checkpointLogStartOffsetsInDir (3.8)
@@ -346,3 +353,8 @@ def high_watermark(part: Partition) -> int:
     found = checkpointed(part, REPLICATION_OFFSET_CHECKPOINT)
     hw = part.next_offset if found is None else found
     return min(max(hw, part.log_start_offset), part.next_offset)
+
+
+def _brokers(offsets: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+    """``offsets`` less the KRaft metadata partition, which the broker's log-dir checkpoints never hold."""
+    return {key: offset for key, offset in offsets.items() if key[0] != METADATA_TOPIC}

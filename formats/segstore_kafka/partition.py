@@ -549,6 +549,7 @@ class Partition:
             expected = seg.next_offset()
             progress.advance(seg.size)          # left alone, as Kafka does: done all the same
         wrong_txns = self.txn_index_problems()
+        problems: list[tuple[str, int | None, str]] = []
         while first < len(segments):
             seg = segments[first]
             problems, after, _ = self._check_segment(seg, expected, closed=seg is not self.log.active)
@@ -557,9 +558,14 @@ class Partition:
             expected = after
             first += 1
             progress.advance(seg.size)
-        rebuilt = [f"{path}: rebuilt: {message}" for seg in segments[first:]
+        # a segment rebuilt for what the check found changed files even where nothing is cut: said,
+        # with every one after it (also rebuilt), never "nothing to recover"
+        recovered = self._recover_from(first, every_line=bool(problems), epochs_from=floor)
+        # a .txnindex judged on a log torn before it is no finding: a cut sets its segment aside whole
+        kept = {seg.base for seg in self.segments}
+        rebuilt = [f"{path}: rebuilt: {message}" for seg in segments[first:] if seg.base in kept
                    for path, _, message in wrong_txns.get(seg.base, [])]
-        return lines + rebuilt + self._recover_from(first, every_line=False, epochs_from=floor)
+        return lines + rebuilt + recovered
 
     def start_at(self, offset: int) -> None:
         """Make an empty log start at ``offset``: its one segment is named from it, the next
@@ -714,11 +720,17 @@ class Partition:
 
     def append_control(self, kind: str, *, producer_id: int, producer_epoch: int, coordinator_epoch: int,
                        timestamp: int, leader_epoch: int | None = None) -> Appended:
-        """Append a COMMIT or ABORT marker batch."""
+        """Append a COMMIT or ABORT marker batch written at ``timestamp``.
+
+        The leader validates a marker as any batch it appends (Kafka 3.8.0 ``UnifiedLog.append`` with
+        ``validateAndAssignOffsets``, ``LogValidator.assignOffsetsNonCompressed``): in a LogAppendTime
+        topic it is stamped LogAppendTime (``batch.setMaxTimestamp(LOG_APPEND_TIME, now)``).
+        """
         epoch = leader_epoch if leader_epoch is not None else (self.epochs.latest_epoch or 0)
         data = codec.encode_control_batch(kind, base_offset=self.next_offset, producer_id=producer_id,
                                           producer_epoch=producer_epoch, coordinator_epoch=coordinator_epoch,
-                                          timestamp=timestamp, partition_leader_epoch=epoch)
+                                          timestamp=timestamp, partition_leader_epoch=epoch,
+                                          log_append_time=timestamp if self.log_append_time else None)
         return self.append_encoded(data, now_ms=timestamp)
 
     # -- retention ----------------------------------------------------------------
