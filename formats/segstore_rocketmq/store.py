@@ -1134,19 +1134,28 @@ class RocketMQStore(LifecycleMixin, Store):
         checked as an append checks it before writing anything.
 
         :raises InvalidMessageError: a negative queue id, or a field the format cannot carry.
-        :raises MessageTooLargeError: a message above ``maxMessageSize`` (or a commitlog file).
+        :raises MessageTooLargeError: a body above ``maxMessageSize``, a message above
+            :attr:`~.config.BrokerConfig.max_stored_size` or a commitlog file.
         """
-        limit = min(self.config.maxMessageSize,
-                    self.config.mappedFileSizeCommitLog - END_FILE_MIN_BLANK_LENGTH)
+        config = self.config
+        body_limit = config.maxMessageSize
+        limit = min(config.max_stored_size, config.mappedFileSizeCommitLog - END_FILE_MIN_BLANK_LENGTH)
         encoded = []
         for msg in built:
             if type(msg.queue_id) is not int or not 0 <= msg.queue_id <= MAX_QUEUE_ID:    # a directory name
                 raise _queue_id_error(msg.queue_id)
             msg.queue_offset = msg.physical_offset = 0     # filled in once placed (set_offsets)
             data = encode(msg)
+            # 4.9.7 CommitLog.MessageExtEncoder.encode: the body against maxMessageSize, then the whole
+            # message against maxMessageSize + 64 KiB; doAppend: a message a file cannot hold never fits
+            if len(msg.body) > body_limit:
+                raise MessageTooLargeError(f"expected a body of at most {body_limit} bytes (maxMessageSize), "
+                                           f"found {len(msg.body)}",
+                                           os.path.join(self.path, COMMITLOG_DIR), self.commitlog.end)
             if msg.size > limit:
                 raise MessageTooLargeError(f"expected a message of at most {limit} bytes (maxMessageSize "
-                                           f"{self.config.maxMessageSize}), found {msg.size}",
+                                           f"{config.maxMessageSize} + 64 KiB, mappedFileSizeCommitLog "
+                                           f"{config.mappedFileSizeCommitLog} - 8), found {msg.size}",
                                            os.path.join(self.path, COMMITLOG_DIR), self.commitlog.end)
             encoded.append(data)
         return encoded
