@@ -80,6 +80,16 @@ def parse_delay_levels(text: str) -> tuple[int, ...]:
     return tuple(levels)
 
 
+def is_delivery_time(tags_code: Any, store_timestamp: Any) -> Any:
+    """Whether a ``SCHEDULE_TOPIC_XXXX`` consume-queue tags code is a delivery time under *some*
+    ``messageDelayLevel``: store time plus a whole number of seconds, as every delay 4.9.7
+    ``ScheduleMessageService.parseDelayLevel`` builds is (units s, m, h, d).  The levels are the broker's
+    config, not the store's: an entry written under other levels than the ones segstore is given is the
+    broker's, not damage.  Element-wise on numpy arrays."""
+    delay = tags_code - store_timestamp
+    return (delay >= 0) & (delay % 1000 == 0)
+
+
 def parse_version(text: str) -> tuple[int, int, int]:
     """``"4.9.7"`` as ``(4, 9, 7)``; a ``rocketmq-all-``/``v`` prefix or a suffix is allowed."""
     match = _VERSION_PATTERN.search(str(text))
