@@ -426,7 +426,9 @@ def test_delay_entries_written_under_another_message_delay_level_are_the_brokers
     reads every entry so).  Opened without that config, verify called the store damaged (exit 1) and
     recover rewrote the entries with the default levels' delays (5 s, 10 s): messages due in two days
     delivered at once.  Every delay ``ScheduleMessageService.parseDelayLevel`` builds is a whole number of
-    seconds: such a delivery time is kept; any other code is still damage that recover rewrites."""
+    seconds: such a delivery time is kept; any other code is still damage that recover rewrites.
+    ``dump --json`` showed the default levels' times as the entries' ``tags_code``."""
+    import json
     import struct
 
     from segstore.cli import main
@@ -451,6 +453,12 @@ def test_delay_entries_written_under_another_message_delay_level_are_the_brokers
         assert main(["recover", str(store_dir)]) == 0
         assert "rewrote" not in capsys.readouterr().out
         assert {p: p.read_bytes() for p in queues.rglob("0*")} == before
+        # dump --json shows what the entries hold (docs/rocketmq.md), not the default levels' times
+        given = [f"--config={k}={v}" for k, v in config.items()]
+        assert main(["dump", str(store_dir), "--json", *given]) == 0
+        dumped = [json.loads(line)["tags_code"] - 1_700_000_000_000
+                  for line in capsys.readouterr().out.splitlines()]
+        assert sorted(dumped) == codes
     # a code that is no delivery time (before the store time) is damage, rewritten by recover
     level3 = queues / "2" / f"{0:020d}"
     data = bytearray(before[level3])

@@ -1826,12 +1826,29 @@ class RocketMQStore(LifecycleMixin, Store):
 
     def _tags_codes_of(self, view: memoryview, rows: columnar.Rows) -> np.ndarray:
         """Each row's consume-queue tags code (:meth:`tags_code`): the TAGS hashes, in C; delay
-        messages take the delivery-time rule message by message (they are few)."""
+        messages the code their entry holds (:meth:`_dumped_tags_code`), message by message (they are
+        few)."""
         codes = columnar.tags_hashes(view, rows)
         scheduled = np.flatnonzero(columnar.topic_is(view, rows, SCHEDULE_TOPIC))
         if len(scheduled):
-            codes[scheduled] = [self.tags_code(m) for m in columnar.messages(view, rows.select(scheduled))]
+            codes[scheduled] = [self._dumped_tags_code(m)
+                                for m in columnar.messages(view, rows.select(scheduled))]
         return codes
+
+    def _dumped_tags_code(self, msg: RocketMQMessage) -> int:
+        """The tags code ``dump --json`` shows: what the broker stores in the consume queue.  A delay
+        message's is its entry's (a delivery time under the broker's ``messageDelayLevel``, which the
+        store does not record and segstore may be given otherwise), :meth:`tags_code` where no entry
+        points at it.  ``O(log(files))`` for a delay message, ``O(1)`` otherwise."""
+        if msg.topic != SCHEDULE_TOPIC or not has_queue_entry(msg.sys_flag):
+            return self.tags_code(msg)
+        cq = self.queues.get((msg.topic, msg.queue_id))
+        if cq is not None and cq.min_offset <= msg.queue_offset < cq.max_offset:
+            row = cq.entries(msg.queue_offset, 1)
+            if len(row) and int(row["offset"][0]) == msg.physical_offset:
+                code = self.entry_tags_codes(msg.topic, msg.queue_id, row["tags_code"].astype(np.int64))
+                return int(code[0])
+        return self.tags_code(msg)
 
     def _scan_queue(self, build: Callable[[memoryview, columnar.Rows], list[pa.RecordBatch]], topic: str,
                     partition: int, offset: int, batch_rows: int, fill: int = columnar.FILL_ALL
@@ -2135,7 +2152,7 @@ class RocketMQStore(LifecycleMixin, Store):
             "store_host": str(record.store_host), "reconsume_times": record.reconsume_times,
             "prepared_transaction_offset": record.prepared_transaction_offset,
             "body": base64.b64encode(record.body).decode("ascii"), "properties": dict(record.properties),
-            "tags": record.tags, "keys": record.keys, "tags_code": self.tags_code(record),
+            "tags": record.tags, "keys": record.keys, "tags_code": self._dumped_tags_code(record),
             "msg_id": record.msg_id,
         }
 
