@@ -223,8 +223,25 @@ def geometry_of(data: memoryview) -> dict[str, int]:
             break
     if not fits:
         return {}
-    slots, entries = fits[0]
+    # several splits may match the two probed entries (a message's keys share its offset, and an
+    # unused entry 0 reads as offset 0): the one whose slots head chains of their own hashes is the file's
+    slots, entries = next((fit for fit in fits if _chains_fit(data, header, fit[0])), fits[0])
     return {"maxHashSlotNum": slots, "maxIndexNum": entries}
+
+
+def _chains_fit(data: memoryview, header: IndexHeader, slots: int) -> bool:
+    """Whether ``data`` read with ``slots`` hash slots is an index file as 4.9.7 ``IndexFile.putKey`` writes
+    one: entry 0 never written (``indexCount`` starts at 1) and every used slot naming an entry below
+    ``indexCount`` whose key hash falls in that slot (``keyHash % hashSlotNum``).  ``O(slots)``."""
+    entries_at = HEADER.size + slots * SLOT_DTYPE.itemsize
+    if any(data[entries_at:entries_at + ENTRY_DTYPE.itemsize]):
+        return False
+    heads = np.frombuffer(data, dtype=SLOT_DTYPE, count=slots, offset=HEADER.size).astype(np.int64)
+    used = np.flatnonzero(heads > INVALID_INDEX)
+    if (heads[used] >= header.index_count).any():
+        return False
+    table = np.frombuffer(data, dtype=ENTRY_DTYPE, count=header.index_count, offset=entries_at)
+    return bool((table["hash"][heads[used]].astype(np.int64) % slots == used).all())
 
 
 @dataclass(slots=True)
