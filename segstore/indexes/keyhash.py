@@ -160,10 +160,12 @@ def geometry_on_disk(directory: str) -> dict[str, int]:
 
     A file's size is ``40 + 4 * slots + 20 * entries``; of the splits that fit,
     the one whose first and last used entries hold the header's begin and end
-    offsets is taken (the broker's 1:4 ratio when several fit or nothing is
-    indexed).  A full file (``indexCount`` = ``maxIndexNum``: the broker rolled
-    past it) decides, as its count says how many entries the broker put in it; else
-    the last file.  ``{}`` when there is no index file or no split fits.
+    offsets and whose slots head chains of their own hashes is taken (the broker's
+    1:4 ratio when several fit or nothing is indexed, and in a file over
+    :data:`GEOMETRY_SEARCH_LIMIT`, whose slots are not read).  A full file
+    (``indexCount`` = ``maxIndexNum``: the broker rolled past it) decides, as its
+    count says how many entries the broker put in it; else the last file.  ``{}``
+    when there is no index file or no split fits.
     ``O(files)`` headers read, until the first full one.
     """
     names = [n for n in files.list_dir(directory) if len(n) == FILE_NAME_LENGTH and n.isdigit()]
@@ -219,8 +221,8 @@ def geometry_of(data: memoryview) -> dict[str, int]:
             and int(table["phy_offset"][last]) == header.end_phy_offset
         ):
             fits.append((slots, entries))
-        if fits and fits[0][1] == ratio * fits[0][0]:
-            break
+        if fits and fits[0][1] == ratio * fits[0][0] and room > GEOMETRY_SEARCH_LIMIT:
+            break       # a large file: the broker's ratio (its slots are not read to check them)
     if not fits:
         return {}
     # several splits may match the two probed entries (a message's keys share its offset, and an
