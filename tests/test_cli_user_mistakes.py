@@ -231,7 +231,7 @@ def test_a_file_size_the_store_was_not_written_with_is_refused_not_repaired_into
 
 
 @pytest.mark.parametrize("fmt, config, said", [
-    ("rocketmq", "maxMessageSize=1024", "expected a message of at most 1024 bytes (maxMessageSize 1024)"),
+    ("rocketmq", "maxMessageSize=1024", "expected a body of at most 1024 bytes (maxMessageSize), found 2000"),
     ("kafka", "max.message.bytes=1024", "expected a batch of at most max.message.bytes=1024 bytes"),
 ])
 def test_a_message_too_large_names_its_input_line(tmp_path, fmt, config, said):

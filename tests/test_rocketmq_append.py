@@ -81,10 +81,10 @@ BAD = [
     ({"born_host": "1.2.3.4:99999"}, InvalidMessageError),
     ({"store_host": "nowhere"}, InvalidMessageError),
     ({"body": 5}, InvalidMessageError),
-    ({"body": bytes(2000)}, MessageTooLargeError),                       # > maxMessageSize 1024
+    ({"body": bytes(2000)}, MessageTooLargeError),                       # a body > maxMessageSize 1024
     ({"properties": {"p": "v" * 40000}}, InvalidMessageError),          # > a short's 32767 bytes
-    ({"properties": {"p": "v" * 1000}}, MessageTooLargeError),           # > maxMessageSize
-    ({"keys": ["k" * 2000]}, MessageTooLargeError),
+    ({"properties": {"p": "v" * 4000}}, MessageTooLargeError),           # > a commitlog file - 8
+    ({"keys": ["k" * 4000]}, MessageTooLargeError),
     ({"tags": "a\x01b"}, InvalidMessageError),
     ({"topic": "T" * 128}, InvalidTopicError),                            # > 127 characters
     ({"topic": "../x"}, InvalidTopicError),

@@ -227,3 +227,26 @@ def test_integer_columns_of_other_widths_append_the_same(tmp_path):
         with pytest.raises(InvalidMessageError, match=r"(?i)flag"):
             store.append_arrow(texts)
         assert store.commitlog.end == 0
+
+
+@pytest.mark.parametrize("columns", [True, False], ids=["columns", "reference"])
+def test_a_body_of_max_message_size_is_stored_with_its_headers(tmp_path, monkeypatch, columns):
+    """RocketMQ 4.9.7 ``CommitLog.MessageExtEncoder.encode``: ``maxMessageSize`` bounds the body; the
+    message may be 64 KiB longer.  A 1024-byte body (a 1130-byte message) under ``maxMessageSize=1024``
+    is appended as stored, in columns and entry by entry alike; a 1025-byte body is refused."""
+    if not columns:
+        monkeypatch.setattr(appendarrow, "available", lambda: False)
+    elif not appendarrow.available():
+        pytest.skip("segstore_rocketmq._speedups not built")
+    item = {"topic": "A", "queue_id": 1, "body": bytes(1024), "keys": ["k1"], "tags": "t",
+            "born_timestamp": 5}
+    source = fill(tmp_path / "a", [item])
+    assert source.column("size").to_pylist() == [1130]
+    limited = {**SMALL, "maxMessageSize": 1024}
+    assert copy(source, tmp_path / "b", limited) == 1
+    assert store_files(tmp_path / "b") == store_files(tmp_path / "a")
+    bigger = fill(tmp_path / "c", [{**item, "body": bytes(1025)}])
+    with RocketMQStore(str(tmp_path / "d"), "a", limited) as store:
+        with pytest.raises(MessageTooLargeError, match="body of at most 1024 bytes"):
+            store.append_arrow(bigger)
+        assert store.commitlog.end == 0

@@ -17,6 +17,7 @@ from segstore_rocketmq import verify
 from segstore_rocketmq.javacompat import string_hash
 from segstore_rocketmq.query import query_by_key
 
+import segstore
 from segstore import files
 from segstore.errors import CorruptIndexError
 from segstore.indexes import keyhash
@@ -472,6 +473,33 @@ def test_geometry_on_disk(tmp_path):
     service.close()
     assert ix.geometry_on_disk(str(tmp_path)) == {"maxHashSlotNum": 7, "maxIndexNum": 30}
     assert ix.geometry_on_disk(str(tmp_path / "missing")) == {}
+
+
+@pytest.mark.parametrize("slots, entries", [(8, 64), (21, 63)])
+def test_geometry_of_messages_with_two_keys_from_offset_0_is_the_one_the_slots_agree_with(tmp_path, slots,
+                                                                                          entries):
+    """An index file's size is ``40 + 4 * slots + 20 * entries``: 1352 bytes are 8 slots and 64 entries
+    (as written) but also 3 and 65.  Read with 3 slots, the unused entry 0 of the real file (offset 0)
+    and the last message's second key (offset 660) sit where the header's begin and end offsets are
+    looked for, so the split was taken: a store opened without ``maxHashSlotNum``/``maxIndexNum``
+    answered ``queryMessage`` for a key of all 7 messages with 1 of them (the 4.9.7 broker, given the
+    config as the file was written, finds all 7: ``IndexFile.selectPhyOffset``, storage oracle).
+    The split whose slots head chains of their own hashes (``keyHash % hashSlotNum``) is the file's.
+    21 slots and 63 entries (1344 bytes) also fit the broker's 1:4 ratio, 16 and 64, which was taken
+    whenever its probed entries matched: every key query found nothing."""
+    with segstore.open(tmp_path / "s", format="rocketmq", mode="a", mappedFileSizeCommitLog=65536,
+                       maxHashSlotNum=slots, maxIndexNum=entries) as store:
+        for i in range(7):
+            store.append({"topic": "TsT", "queue_id": 0, "body": b"t%d" % i, "keys": [f"ts{i}", "tsall"],
+                          "store_timestamp": 1_700_000_000_000})
+        offsets = [m.physical_offset for m in store.scan()]
+    assert offsets[0] == 0
+    assert ix.geometry_on_disk(str(tmp_path / "s" / "index")) == {"maxHashSlotNum": slots,
+                                                                   "maxIndexNum": entries}
+    with segstore.open(tmp_path / "s") as store:
+        assert [m.physical_offset for m in store.query_by_key("TsT", "tsall")] == offsets
+        assert [m.physical_offset for m in store.query_by_key("TsT", "ts6")] == offsets[6:]
+        assert store.verify() == []
 
 
 def test_cli_query_without_topic_is_a_usage_error(capsys):

@@ -170,21 +170,36 @@ def test_topic_rules():
 
 
 def test_oversized_message_names_size_and_limit(tmp_path):
+    """RocketMQ 4.9.7 ``CommitLog.MessageExtEncoder.encode`` refuses a body above ``maxMessageSize``
+    (``maxMessageBodySize``) and keeps 64 KiB for the rest of the message: a body of 1000 bytes under
+    ``maxMessageSize=1024`` is stored whole (1100 bytes), one of 1025 is refused."""
     with store_at(tmp_path, maxMessageSize=1024) as store:
         store.append({"topic": "T", "body": b"a"})
-        with pytest.raises(MessageTooLargeError, match=r"at most 1024 bytes.*found 1\d\d\d") as info:
-            store.append({"topic": "T", "body": bytes(1000)})
+        assert store.append({"topic": "T", "body": bytes(1000)}).size > 1024
+        assert store.append({"topic": "T", "body": bytes(1024), "properties": {"p": "v" * 1000}}).size > 2048
+        with pytest.raises(MessageTooLargeError, match=r"body of at most 1024 bytes.*found 1025") as info:
+            store.append({"topic": "T", "body": bytes(1025)})
         assert info.value.path.endswith("commitlog") and info.value.pos == store.commitlog.end
+        # and a message a commitlog file cannot hold with 8 bytes to spare (doAppend), whatever its body
+        with pytest.raises(MessageTooLargeError, match=r"message of at most 4088 bytes.*found 4089"):
+            # 91 header bytes + body + topic + "p\x01" + value
+            store.append({"topic": "T", "body": bytes(1), "properties": {"p": "v" * 3994}})
         store.append({"topic": "T", "body": b"b"})
-        assert [m.body for m in store.read("T", 0)] == [b"a", b"b"]
+        assert [m.body for m in store.read("T", 0)] == [b"a", bytes(1000), bytes(1024), b"b"]
+    assert cli_run("verify", tmp_path / "s")[0] == 0
 
 
-def test_default_max_message_size_is_4_mib(tmp_path):
+def test_default_max_message_size_is_4_mib_of_body(tmp_path):
+    """A Java producer sends a body of up to 4 MiB (``DefaultMQProducer.maxMessageSize``), which the
+    4.9.7 store keeps with its headers: 4194304 + 103 bytes here."""
     assert BrokerConfig().maxMessageSize == 4 * 1024 * 1024
+    assert BrokerConfig().max_stored_size == 4 * 1024 * 1024 + 64 * 1024
     with RocketMQStore(str(tmp_path / "s"), "a", {"mappedFileSizeCommitLog": 16 * 1024 * 1024}) as store:
         with pytest.raises(MessageTooLargeError):
-            store.append({"topic": "T", "body": bytes(4 * 1024 * 1024)})
-        assert store.append({"topic": "T", "body": bytes(4 * 1024 * 1024 - 200)}).size <= 4 * 1024 * 1024
+            store.append({"topic": "T", "body": bytes(4 * 1024 * 1024 + 1)})
+        body = bytes(4 * 1024 * 1024)
+        assert store.append({"topic": "T", "body": body, "keys": ["bigkey"]}).size == 4194407
+        assert [len(m.body) for m in store.read("T", 0)] == [4 * 1024 * 1024]
 
 
 def test_bad_fields_are_refused(tmp_path):

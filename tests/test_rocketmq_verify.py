@@ -419,6 +419,57 @@ def test_a_delay_entry_holding_the_plain_tags_code_is_what_the_broker_writes_aft
         assert [p.path for p in store.verify()] == [str(plain)]
 
 
+def test_delay_entries_written_under_another_message_delay_level_are_the_brokers_not_damage(tmp_path, capsys):
+    """``messageDelayLevel`` is the broker's config, not recorded in the store: a 4.9.7 broker with
+    ``1s 90m 2d`` writes store time + 90 min as a level-2 entry's tags code (``CommitLog.asyncPutMessage``,
+    ``ScheduleMessageService.computeDeliverTimestamp``; the storage oracle's ``RmqLoad`` under that config
+    reads every entry so).  Opened without that config, verify called the store damaged (exit 1) and
+    recover rewrote the entries with the default levels' delays (5 s, 10 s): messages due in two days
+    delivered at once.  Every delay ``ScheduleMessageService.parseDelayLevel`` builds is a whole number of
+    seconds: such a delivery time is kept; any other code is still damage that recover rewrites.
+    ``dump --json`` showed the default levels' times as the entries' ``tags_code``."""
+    import json
+    import struct
+
+    from segstore.cli import main
+
+    store_dir = tmp_path / "s"
+    levels = {"messageDelayLevel": "1s 90m 2d"}
+    with segstore.open(store_dir, format="rocketmq", mode="a", mappedFileSizeCommitLog=65536,
+                       mappedFileSizeConsumeQueue=200, **levels) as store:
+        for level in (2, 3, 7):         # 7: clamped to the last level, 3
+            store.append({"topic": "T1", "queue_id": 0, "body": b"later", "delay_level": level,
+                          "store_timestamp": 1_700_000_000_000})
+    queues = store_dir / "consumequeue" / "SCHEDULE_TOPIC_XXXX"
+    before = {p: p.read_bytes() for p in queues.rglob("0*")}
+    codes = sorted(struct.unpack_from(">q", data, 12 + 20 * n)[0] - 1_700_000_000_000
+                   for data in before.values() for n in range(len(data) // 20)
+                   if struct.unpack_from(">i", data, 20 * n + 8)[0])
+    assert codes == [5_400_000, 172_800_000, 172_800_000]
+    for config in ({}, levels):
+        with segstore.open(store_dir, **config) as store:
+            assert store.verify() == []
+        assert main(["verify", str(store_dir)]) == 0
+        assert main(["recover", str(store_dir)]) == 0
+        assert "rewrote" not in capsys.readouterr().out
+        assert {p: p.read_bytes() for p in queues.rglob("0*")} == before
+        # dump --json shows what the entries hold (docs/rocketmq.md), not the default levels' times
+        given = [f"--config={k}={v}" for k, v in config.items()]
+        assert main(["dump", str(store_dir), "--json", *given]) == 0
+        dumped = [json.loads(line)["tags_code"] - 1_700_000_000_000
+                  for line in capsys.readouterr().out.splitlines()]
+        assert sorted(dumped) == codes
+    # a code that is no delivery time (before the store time) is damage, rewritten by recover
+    level3 = queues / "2" / f"{0:020d}"
+    data = bytearray(before[level3])
+    struct.pack_into(">q", data, 12, 1_699_999_999_000)
+    level3.write_bytes(bytes(data))
+    assert main(["verify", str(store_dir), "--config", "messageDelayLevel=1s 90m 2d"]) == 1
+    assert main(["recover", str(store_dir), "--config", "messageDelayLevel=1s 90m 2d"]) == 0
+    assert "SCHEDULE_TOPIC_XXXX/2: rewrote 1 entries" in capsys.readouterr().out
+    assert level3.read_bytes() == before[level3]
+
+
 def test_an_index_that_stops_short_of_the_keyed_messages_is_named_and_recover_puts_them(tmp_path, capsys):
     """4.9.7 ``IndexService.buildIndex`` indexes every dispatched message with keys (but rollbacks),
     so a last IndexFile lost leaves ``queryMessage`` missing the keys of every message after the

@@ -37,7 +37,6 @@ from segstore.errors import InvalidMessageError
 from . import arrowwrite
 from .config import SCHEDULE_TOPIC
 from .message import (
-    END_FILE_MIN_BLANK_LENGTH,
     MAX_PROPERTIES_BYTES,
     MAX_QUEUE_ID,
     MAX_TOPIC_BYTES_V1,
@@ -204,11 +203,9 @@ def columns(batch: pa.RecordBatch, trailing: bool) -> arrowwrite.Restored | None
 
 
 def oversized(msgs: arrowwrite.Restored, config: Any) -> bool:
-    """Whether a message of ``msgs`` is larger than the store takes (``maxMessageSize``, a commitlog
-    file): the reference raises its error then."""
-    sizes = arrowwrite._sizes(msgs)[0]
-    limit = min(config.maxMessageSize, config.mappedFileSizeCommitLog - END_FILE_MIN_BLANK_LENGTH)
-    return bool(len(sizes)) and int(sizes.max()) > limit
+    """Whether a message of ``msgs`` is larger than the store takes (:func:`.arrowwrite.too_large`): the
+    reference raises its error then."""
+    return arrowwrite.too_large(msgs, arrowwrite._sizes(msgs)[0], config)
 
 
 def reference_messages(batch: pa.RecordBatch, trailing: bool) -> list[RocketMQMessage]:

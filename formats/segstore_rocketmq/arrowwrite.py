@@ -615,6 +615,16 @@ def _queued(msgs: Restored) -> np.ndarray:
     return ~np.isin(msgs.sys_flag & SYSFLAG_TRANSACTION_MASK, list(NO_QUEUE_ENTRY))
 
 
+def too_large(msgs: Restored, sizes: np.ndarray, config: Any) -> bool:
+    """Whether a message of ``msgs`` (of these ``sizes``) is one the store's append refuses: a body above
+    ``maxMessageSize``, a message above ``max_stored_size`` or a commitlog file (4.9.7
+    ``CommitLog.MessageExtEncoder.encode``, ``doAppend``).  ``O(rows)``."""
+    if not len(sizes):
+        return False
+    limit = min(config.max_stored_size, config.mappedFileSizeCommitLog - END_FILE_MIN_BLANK_LENGTH)
+    return bool(int(msgs.body.lengths.max()) > config.maxMessageSize or int(sizes.max()) > limit)
+
+
 def assign(store: Any, msgs: Restored, start: int) -> Restored | None:
     """``msgs`` with the physical offsets the store's append gives them from ``start`` (a BLANK
     before one that does not fit its file with ``END_FILE_MIN_BLANK_LENGTH`` to spare) and the
@@ -625,7 +635,7 @@ def assign(store: Any, msgs: Restored, start: int) -> Restored | None:
     file_size = config.mappedFileSizeCommitLog
     sizes = _sizes(msgs)[0]
     n = len(sizes)
-    if n and sizes.max() > min(config.maxMessageSize, file_size - END_FILE_MIN_BLANK_LENGTH):
+    if too_large(msgs, sizes, config):
         return None
     physical = np.empty(n, np.int64)
     at, i = start, 0
@@ -656,8 +666,7 @@ def encode(store: Any, msgs: Restored, start: int) -> tuple[PlainBatch, int] | N
     body_data, body_starts, body_lengths = body.data, body.starts, body.lengths
     prop_data, prop_starts, prop_lengths = props.data, props.starts, props.lengths
     sizes, topic_bytes, topic_lengths = _sizes(msgs)
-    limit = min(config.maxMessageSize, file_size - END_FILE_MIN_BLANK_LENGTH)
-    if sizes.max() > limit:
+    if too_large(msgs, sizes, config):
         return None
     blanks = _placement(start, msgs.physical_offset, sizes, file_size)
     if blanks is None:

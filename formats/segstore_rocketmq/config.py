@@ -27,6 +27,10 @@ FLUSH_DISK_TYPES = ("ASYNC_FLUSH", "SYNC_FLUSH")
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 
 TOPIC_MAX_LENGTH = 127
+#: What a put may store beyond a ``maxMessageSize`` body: headers, topic and properties (4.9.7
+#: ``CommitLog.MessageExtEncoder``'s "Reserve 64kb for encoding buffer outside body").
+ENCODER_RESERVE = 64 * 1024
+JAVA_INT_MAX = 2**31 - 1
 #: The longest topic a v2 message (2-byte topic length, ``MessageVersion.MESSAGE_VERSION_V2``) holds.
 TOPIC_MAX_LENGTH_V2 = 0x7FFF
 #: ``autoMessageVersionOnTopicLen`` exists from rocketmq-all-5.1.0 (MessageStoreConfig); 5.0.x and
@@ -74,6 +78,16 @@ def parse_delay_levels(text: str) -> tuple[int, ...]:
     if not levels:
         raise ConfigError("expected at least one delay level, found none")
     return tuple(levels)
+
+
+def is_delivery_time(tags_code: Any, store_timestamp: Any) -> Any:
+    """Whether a ``SCHEDULE_TOPIC_XXXX`` consume-queue tags code is a delivery time under *some*
+    ``messageDelayLevel``: store time plus a whole number of seconds, as every delay 4.9.7
+    ``ScheduleMessageService.parseDelayLevel`` builds is (units s, m, h, d).  The levels are the broker's
+    config, not the store's: an entry written under other levels than the ones segstore is given is the
+    broker's, not damage.  Element-wise on numpy arrays."""
+    delay = tags_code - store_timestamp
+    return (delay >= 0) & (delay % 1000 == 0)
 
 
 def parse_version(text: str) -> tuple[int, int, int]:
@@ -223,6 +237,14 @@ class BrokerConfig:
         """``mappedFileSizeConsumeQueue`` rounded up to whole 20-byte entries, as the broker does."""
         units = -(-self.mappedFileSizeConsumeQueue // CQ_UNIT_SIZE)
         return units * CQ_UNIT_SIZE
+
+    @property
+    def max_stored_size(self) -> int:
+        """The largest whole message a put stores (a commitlog file aside): ``maxMessageSize`` bounds the
+        body, and the message with its headers, topic and properties may take 64 KiB more (RocketMQ
+        4.9.7 ``CommitLog.MessageExtEncoder``: ``maxMessageBodySize + 64 * 1024``, at most
+        ``Integer.MAX_VALUE``; ``encode`` refuses a larger body, then a larger message)."""
+        return min(self.maxMessageSize + ENCODER_RESERVE, JAVA_INT_MAX)
 
     @property
     def trailing_separator(self) -> bool:

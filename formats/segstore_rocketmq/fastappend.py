@@ -341,6 +341,8 @@ def encode_batch(store: PlainTarget, items: list, now: int) -> PlainBatch | None
     dest = None if mapped is None else memoryview(mapped)[:commitlog.reserved_end()]
     try:
         while True:
+            # the C encoder checks whole sizes only: one above maxMessageSize (its body may be larger
+            # than that) is not plain, and the general path checks body and size as the broker does
             out = encode_plain(items, store.plain_topic_fields, store.next_offsets, KEYS_FIRST, now, host.ip,
                                host.port, start, config.mappedFileSizeCommitLog, config.maxMessageSize,
                                store.indexed, dest, store.trailing_separator, dest_start)
@@ -385,6 +387,7 @@ def appender(store: AppenderTarget, flusher: FlushService, wall_clock: Callable[
         return None
     host = store.store_host
     clock = None if store._clock is wall_clock else store._clock
+    # maxMessageSize as the whole size the C path takes: see encode_batch
     return _speedups.Appender(store, store.commitlog, flusher, store.index, clock, store.topic_configs,
                               host.ip, host.port, KEYS_FIRST, store.config.mappedFileSizeCommitLog,
                               store.config.maxMessageSize, files.WRITEBACK_BYTES)

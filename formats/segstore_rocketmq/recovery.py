@@ -55,7 +55,7 @@ from .commitlog import (
     CommitLogFile,
     nonzero_extent,
 )
-from .config import SCHEDULE_TOPIC, TOPIC_MAX_LENGTH_V2, validate_topic
+from .config import SCHEDULE_TOPIC, TOPIC_MAX_LENGTH_V2, is_delivery_time, validate_topic
 from .consumequeue import CQ_DTYPE, CUT_DIR, SEGSTORE_DIR, ConsumeQueue
 from .consumequeue_ext import MAX_ADDR as EXT_MAX_ADDR
 from .indexfile import IndexFile, IndexService
@@ -895,6 +895,10 @@ def _compare_entries(q: ConsumeQueue, messages: Walked, at: np.ndarray,
     stored = have["tags_code"]
     # a consumequeue_ext address (filter-enabled broker) stands for the tags code: kept as it is
     tags_differ = (stored != messages.tags_code[at]) & (stored > EXT_MAX_ADDR)
+    if q.topic == SCHEDULE_TOPIC:
+        # a delivery time under the broker's messageDelayLevel (not recorded in the store) is kept: the
+        # levels segstore was given may not be the broker's, and the broker delivers by this code
+        tags_differ &= ~is_delivery_time(stored, messages.store_timestamp[at])
     differ = present & ((have["offset"] != messages.phy[at]) | (have["size"] != messages.size[at])
                         | tags_differ)
     for i in np.flatnonzero(differ).tolist():

@@ -1134,19 +1134,28 @@ class RocketMQStore(LifecycleMixin, Store):
         checked as an append checks it before writing anything.
 
         :raises InvalidMessageError: a negative queue id, or a field the format cannot carry.
-        :raises MessageTooLargeError: a message above ``maxMessageSize`` (or a commitlog file).
+        :raises MessageTooLargeError: a body above ``maxMessageSize``, a message above
+            :attr:`~.config.BrokerConfig.max_stored_size` or a commitlog file.
         """
-        limit = min(self.config.maxMessageSize,
-                    self.config.mappedFileSizeCommitLog - END_FILE_MIN_BLANK_LENGTH)
+        config = self.config
+        body_limit = config.maxMessageSize
+        limit = min(config.max_stored_size, config.mappedFileSizeCommitLog - END_FILE_MIN_BLANK_LENGTH)
         encoded = []
         for msg in built:
             if type(msg.queue_id) is not int or not 0 <= msg.queue_id <= MAX_QUEUE_ID:    # a directory name
                 raise _queue_id_error(msg.queue_id)
             msg.queue_offset = msg.physical_offset = 0     # filled in once placed (set_offsets)
             data = encode(msg)
+            # 4.9.7 CommitLog.MessageExtEncoder.encode: the body against maxMessageSize, then the whole
+            # message against maxMessageSize + 64 KiB; doAppend: a message a file cannot hold never fits
+            if len(msg.body) > body_limit:
+                raise MessageTooLargeError(f"expected a body of at most {body_limit} bytes (maxMessageSize), "
+                                           f"found {len(msg.body)}",
+                                           os.path.join(self.path, COMMITLOG_DIR), self.commitlog.end)
             if msg.size > limit:
                 raise MessageTooLargeError(f"expected a message of at most {limit} bytes (maxMessageSize "
-                                           f"{self.config.maxMessageSize}), found {msg.size}",
+                                           f"{config.maxMessageSize} + 64 KiB, mappedFileSizeCommitLog "
+                                           f"{config.mappedFileSizeCommitLog} - 8), found {msg.size}",
                                            os.path.join(self.path, COMMITLOG_DIR), self.commitlog.end)
             encoded.append(data)
         return encoded
@@ -1817,12 +1826,29 @@ class RocketMQStore(LifecycleMixin, Store):
 
     def _tags_codes_of(self, view: memoryview, rows: columnar.Rows) -> np.ndarray:
         """Each row's consume-queue tags code (:meth:`tags_code`): the TAGS hashes, in C; delay
-        messages take the delivery-time rule message by message (they are few)."""
+        messages the code their entry holds (:meth:`_dumped_tags_code`), message by message (they are
+        few)."""
         codes = columnar.tags_hashes(view, rows)
         scheduled = np.flatnonzero(columnar.topic_is(view, rows, SCHEDULE_TOPIC))
         if len(scheduled):
-            codes[scheduled] = [self.tags_code(m) for m in columnar.messages(view, rows.select(scheduled))]
+            codes[scheduled] = [self._dumped_tags_code(m)
+                                for m in columnar.messages(view, rows.select(scheduled))]
         return codes
+
+    def _dumped_tags_code(self, msg: RocketMQMessage) -> int:
+        """The tags code ``dump --json`` shows: what the broker stores in the consume queue.  A delay
+        message's is its entry's (a delivery time under the broker's ``messageDelayLevel``, which the
+        store does not record and segstore may be given otherwise), :meth:`tags_code` where no entry
+        points at it.  ``O(log(files))`` for a delay message, ``O(1)`` otherwise."""
+        if msg.topic != SCHEDULE_TOPIC or not has_queue_entry(msg.sys_flag):
+            return self.tags_code(msg)
+        cq = self.queues.get((msg.topic, msg.queue_id))
+        if cq is not None and cq.min_offset <= msg.queue_offset < cq.max_offset:
+            row = cq.entries(msg.queue_offset, 1)
+            if len(row) and int(row["offset"][0]) == msg.physical_offset:
+                code = self.entry_tags_codes(msg.topic, msg.queue_id, row["tags_code"].astype(np.int64))
+                return int(code[0])
+        return self.tags_code(msg)
 
     def _scan_queue(self, build: Callable[[memoryview, columnar.Rows], list[pa.RecordBatch]], topic: str,
                     partition: int, offset: int, batch_rows: int, fill: int = columnar.FILL_ALL
@@ -2126,7 +2152,7 @@ class RocketMQStore(LifecycleMixin, Store):
             "store_host": str(record.store_host), "reconsume_times": record.reconsume_times,
             "prepared_transaction_offset": record.prepared_transaction_offset,
             "body": base64.b64encode(record.body).decode("ascii"), "properties": dict(record.properties),
-            "tags": record.tags, "keys": record.keys, "tags_code": self.tags_code(record),
+            "tags": record.tags, "keys": record.keys, "tags_code": self._dumped_tags_code(record),
             "msg_id": record.msg_id,
         }
 

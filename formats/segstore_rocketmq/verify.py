@@ -34,7 +34,7 @@ from . import batchconsumequeue, columnar, multidispatch, timerstore
 from .checkpoint import FILE_NAME as CHECKPOINT_FILE
 from .checkpoint import FILE_SIZE as CHECKPOINT_SIZE
 from .checkpoint import check as check_checkpoint
-from .config import SCHEDULE_TOPIC, TOPIC_MAX_LENGTH_V2, validate_topic
+from .config import SCHEDULE_TOPIC, TOPIC_MAX_LENGTH_V2, is_delivery_time, validate_topic
 from .consumequeue import CQ_DTYPE
 from .consumequeue_ext import MAX_ADDR as EXT_MAX_ADDR
 from .consumequeue_ext import real_offset
@@ -498,6 +498,9 @@ def _check_entries(store, w: Walk, topics: dict[str, int], topic: str, qid: int,
     tags_only[f] = ~wrong[f] & (walked.tags_code[at[f]] != resolved[f])
     if topic == SCHEDULE_TOPIC and tags_only.any():
         _accept_undelayed(store, phys, resolved, tags_only)
+        # the delivery time under the broker's own messageDelayLevel, which the store does not record
+        t = np.flatnonzero(tags_only)
+        tags_only[t] = ~is_delivery_time(resolved[t], walked.store_timestamp[at[t]])
     wrong |= tags_only
     for i in np.flatnonzero(wrong).tolist():
         # an entry of a multi-dispatch (LMQ) queue points at a message of another topic by design

@@ -160,10 +160,12 @@ def geometry_on_disk(directory: str) -> dict[str, int]:
 
     A file's size is ``40 + 4 * slots + 20 * entries``; of the splits that fit,
     the one whose first and last used entries hold the header's begin and end
-    offsets is taken (the broker's 1:4 ratio when several fit or nothing is
-    indexed).  A full file (``indexCount`` = ``maxIndexNum``: the broker rolled
-    past it) decides, as its count says how many entries the broker put in it; else
-    the last file.  ``{}`` when there is no index file or no split fits.
+    offsets and whose slots head chains of their own hashes is taken (the broker's
+    1:4 ratio when several fit or nothing is indexed, and in a file over
+    :data:`GEOMETRY_SEARCH_LIMIT`, whose slots are not read).  A full file
+    (``indexCount`` = ``maxIndexNum``: the broker rolled past it) decides, as its
+    count says how many entries the broker put in it; else the last file.  ``{}``
+    when there is no index file or no split fits.
     ``O(files)`` headers read, until the first full one.
     """
     names = [n for n in files.list_dir(directory) if len(n) == FILE_NAME_LENGTH and n.isdigit()]
@@ -219,12 +221,29 @@ def geometry_of(data: memoryview) -> dict[str, int]:
             and int(table["phy_offset"][last]) == header.end_phy_offset
         ):
             fits.append((slots, entries))
-        if fits and fits[0][1] == ratio * fits[0][0]:
-            break
+        if fits and fits[0][1] == ratio * fits[0][0] and room > GEOMETRY_SEARCH_LIMIT:
+            break       # a large file: the broker's ratio (its slots are not read to check them)
     if not fits:
         return {}
-    slots, entries = fits[0]
+    # several splits may match the two probed entries (a message's keys share its offset, and an
+    # unused entry 0 reads as offset 0): the one whose slots head chains of their own hashes is the file's
+    slots, entries = next((fit for fit in fits if _chains_fit(data, header, fit[0])), fits[0])
     return {"maxHashSlotNum": slots, "maxIndexNum": entries}
+
+
+def _chains_fit(data: memoryview, header: IndexHeader, slots: int) -> bool:
+    """Whether ``data`` read with ``slots`` hash slots is an index file as 4.9.7 ``IndexFile.putKey`` writes
+    one: entry 0 never written (``indexCount`` starts at 1) and every used slot naming an entry below
+    ``indexCount`` whose key hash falls in that slot (``keyHash % hashSlotNum``).  ``O(slots)``."""
+    entries_at = HEADER.size + slots * SLOT_DTYPE.itemsize
+    if any(data[entries_at:entries_at + ENTRY_DTYPE.itemsize]):
+        return False
+    heads = np.frombuffer(data, dtype=SLOT_DTYPE, count=slots, offset=HEADER.size).astype(np.int64)
+    used = np.flatnonzero(heads > INVALID_INDEX)
+    if (heads[used] >= header.index_count).any():
+        return False
+    table = np.frombuffer(data, dtype=ENTRY_DTYPE, count=header.index_count, offset=entries_at)
+    return bool((table["hash"][heads[used]].astype(np.int64) % slots == used).all())
 
 
 @dataclass(slots=True)
