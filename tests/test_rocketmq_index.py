@@ -475,6 +475,25 @@ def test_geometry_on_disk(tmp_path):
     assert ix.geometry_on_disk(str(tmp_path / "missing")) == {}
 
 
+def test_geometry_of_a_large_file_reads_no_slots(tmp_path, monkeypatch):
+    """Above ``GEOMETRY_SEARCH_LIMIT`` only the broker's 1:4 split is tried, and its slots are not read to
+    check it: the chain check over a default file's 5M slots cost every open of such a store 74 ms and
+    56 MB (``benchmarks/bench_columnar.py``: scan_arrow 0.94x the hop loop)."""
+    from segstore.indexes import keyhash
+
+    config = {"maxHashSlotNum": 100_000, "maxIndexNum": 400_000}
+    with segstore.open(tmp_path / "s", format="rocketmq", mode="a", **config) as store:
+        store.append_batch([{"topic": "T", "body": b"x", "keys": [f"k{i}"]} for i in range(50)])
+    (index_file,) = (tmp_path / "s" / "index").iterdir()
+    assert index_file.stat().st_size > keyhash.GEOMETRY_SEARCH_LIMIT
+
+    def refused(*args):
+        raise AssertionError("the slots of a large index file were read")
+
+    monkeypatch.setattr(keyhash, "_chains_fit", refused)
+    assert ix.geometry_on_disk(str(tmp_path / "s" / "index")) == config
+
+
 @pytest.mark.parametrize("slots, entries", [(8, 64), (21, 63)])
 def test_geometry_of_messages_with_two_keys_from_offset_0_is_the_one_the_slots_agree_with(tmp_path, slots,
                                                                                           entries):
