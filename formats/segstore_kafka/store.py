@@ -1797,7 +1797,7 @@ class KafkaStore(Store):
     def dump(self, *, topic: str | None = None, partition: int | None = None, index: bool = False,
              isolation: str = READ_UNCOMMITTED, begin: int | None = None, end: int | None = None,
              offsets: Mapping[tuple[str, int], tuple[int, int]] | None = None,
-             continues: tuple[str, int, int] | None = None) -> Iterator[DumpLine]:
+             continues: tuple[str, int, int] | None = None, decompress: bool = False) -> Iterator[DumpLine]:
         """kafka-dump-log lines, segment by segment: a heading, then each batch line and its record
         lines; with ``index`` each segment's index entries, then what :meth:`verify` finds (``problem``
         lines).  ``read_committed`` leaves out control batches and the batches of aborted
@@ -1810,9 +1810,14 @@ class KafkaStore(Store):
         segment (past its base), goes on under the heading the earlier one gave that segment, without
         repeating it (``dump --follow``).
 
+        ``decompress`` as in :meth:`read`: taken, so that a dump written for both formats runs on
+        either; records always come decompressed.
+
         :raises CorruptIndexError: with ``index=True``, after everything else was dumped, for the
             first index file that could not be read (so it could not be dumped).
+        :raises ConfigError: a ``decompress`` not True or False.
         """
+        _check_decompress(decompress, self.path)
 
         def records(seg: LogSegment, position: int, start: int, stop: int | None,
                     keeps: Callable[..., bool] | None) -> Iterator[DumpLine]:
@@ -1834,16 +1839,20 @@ class KafkaStore(Store):
     def dump_text(self, *, topic: str | None = None, partition: int | None = None, index: bool = False,
                   isolation: str = READ_UNCOMMITTED, threads: int | None = None, begin: int | None = None,
                   end: int | None = None, offsets: Mapping[tuple[str, int], tuple[int, int]] | None = None,
-                  continues: tuple[str, int, int] | None = None) -> Iterator[bytes | memoryview]:
+                  continues: tuple[str, int, int] | None = None, decompress: bool = False
+                  ) -> Iterator[bytes | memoryview]:
         """:meth:`dump`'s lines as blocks of UTF-8 text, each line ending in a newline: the batch and
         record lines a decoded chunk at a time in C where built (per batch its line in Python, per
         record nothing), the same bytes as :meth:`dump`'s loop.  ``threads``: taken, one is used.
-        ``begin``, ``end``, ``offsets`` and ``continues`` as :meth:`dump`.  ``O(bytes read)``.
+        ``begin``, ``end``, ``offsets``, ``continues`` and ``decompress`` as :meth:`dump`.
+        ``O(bytes read)``.
 
-        :raises ConfigError: an unknown isolation level, ``threads`` below 1.
+        :raises ConfigError: an unknown isolation level, ``threads`` below 1, a ``decompress`` not True
+            or False.
         :raises CorruptIndexError: as :meth:`dump`.
         """
         thread_count(threads)     # checked as the other formats' and dump_json's (one is used)
+        _check_decompress(decompress, self.path)
         if columnar._speedups is None:
             return (line.text.encode("utf-8", "surrogatepass") + b"\n" for line in self.dump(
                 topic=topic, partition=partition, index=index, isolation=isolation, begin=begin, end=end,
@@ -1922,19 +1931,22 @@ class KafkaStore(Store):
     @reads_while_open
     def dump_json(self, *, topic: str | None = None, partition: int | None = None,
                   isolation: str = READ_UNCOMMITTED, threads: int | None = None, begin: int | None = None,
-                  end: int | None = None, offsets: Mapping[tuple[str, int], tuple[int, int]] | None = None
-                  ) -> Iterator[bytes | memoryview]:
+                  end: int | None = None, offsets: Mapping[tuple[str, int], tuple[int, int]] | None = None,
+                  decompress: bool = False) -> Iterator[bytes | memoryview]:
         """``dump --json`` lines (ASCII), a decoded chunk at a time in C where built: byte for byte
         ``json.dumps(self.to_json(record))`` for each record of :meth:`scan` (``scan(isolation=...)``),
         so from each partition's log start.  ``threads`` (default: see segstore.overlap.thread_count)
         decodes and formats on that many threads as :meth:`scan_arrow` does, the same bytes.
         ``begin``/``end`` (ms, inclusive): each partition's records at :meth:`offsets_between`'s
         offsets only (read from the batch holding the first, on one thread); ``offsets`` those
-        offsets instead.  ``O(bytes read)``.
+        offsets instead.  ``decompress`` as in :meth:`read` (taken; records always come decompressed).
+        ``O(bytes read)``.
 
-        :raises ConfigError: an unknown isolation level, ``threads`` below 1.
+        :raises ConfigError: an unknown isolation level, ``threads`` below 1, a ``decompress`` not True
+            or False.
         """
         self._check_open()
+        _check_decompress(decompress, self.path)
         committed = check_isolation(isolation) == READ_COMMITTED
         threads = thread_count(threads)
         want = columnar.WANT_KEY | columnar.WANT_VALUE | columnar.WANT_HEADERS
