@@ -852,6 +852,32 @@ def test_force_clears_a_destination_left_aside(tmp_path: Path) -> None:
     assert out.is_dir() and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
 
+def test_a_destination_that_is_a_link_is_converted_where_it_points(tmp_path: Path) -> None:
+    # before: --force renamed the link aside, put the new store in the link's place (on the link's
+    # disk) and then failed on rmtree of the renamed link: exit 1, the link left as .link.replaced
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    real = disk / "store"
+    convert(BASIC, real, to="kafka")
+    expected = scan_json(real, "kafka")
+    with segstore.open(real, "kafka", "a") as store:            # changed since: --force replaces it
+        store.append({"topic": "extra", "partition": 0, "value": b"v"})
+    home = tmp_path / "home"
+    home.mkdir()
+    link = home / "store"
+    link.symlink_to(real, target_is_directory=True)
+    report = convert(BASIC, link, to="kafka", force=True)
+    assert report.dst == str(link) and report.messages == 366
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert [p.name for p in home.iterdir()] == ["store"] and [p.name for p in disk.iterdir()] == ["store"]
+    assert scan_json(real, "kafka") == expected
+    dangling = home / "new"                     # a link to where the store is to be
+    dangling.symlink_to(disk / "new", target_is_directory=True)
+    convert(BASIC, dangling, to="kafka")
+    assert dangling.is_symlink() and (disk / "new").is_dir() and not (disk / "new").is_symlink()
+    assert scan_json(dangling, "kafka") == scan_json(disk / "new", "kafka") != []
+
+
 class CleanRuns(dict):
     """Uninterrupted conversions' records by target (short repr: hypothesis prints its arguments)."""
 

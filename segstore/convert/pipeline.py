@@ -883,7 +883,9 @@ def _install(tmp: str, dst: str) -> None:
 
 
 def _remove(path: str) -> None:
-    if files.is_dir(path):
+    if os.path.islink(path):
+        files.remove(path)
+    elif files.is_dir(path):
         files.remove_tree(path)
     elif files.exists(path):
         files.remove(path)
@@ -915,9 +917,14 @@ def run(src: str, dst: str, *, to: str, topics: list[str] | None, compression: s
                           skip_corrupt=skip_corrupt, decompress_bodies=decompress_bodies)
     if options.topics is not None:
         _check_topics(src, source_format, source_side, options.topics)
+    report = ConversionReport(src=src, dst=dst, source_format=source_format, target_format=to)
+    # A destination that is a symbolic link (a store kept on another disk) is converted where it
+    # points: the temporary sibling on that disk and the link kept, pointing at the new store.
+    # Beside the link, the install renamed the link aside, put a directory on the link's disk in
+    # its place, and then could not remove the link it had renamed (rmtree refuses links).
+    dst = os.path.realpath(dst) if os.path.islink(dst) else dst
     tmp = temp_path(dst)
     journal = _prepare(src, dst, tmp, options, source_format, resume, force)
-    report = ConversionReport(src=src, dst=dst, source_format=source_format, target_format=to)
     started = time.perf_counter()
     bar = None
     converting = False
