@@ -584,6 +584,12 @@ class RocketMQStore(LifecycleMixin, Store):
             for cq in self.queues.values():  # DefaultMessageStore.recoverTopicQueueTable
                 cq.correct_min_offset(self.commitlog.min_offset)
             self.topic_configs = TopicConfigs(self.path)
+            if writable:
+                # An undecodable topics.json (and .bak) stops the broker (ConfigManager.load): a reader
+                # reads the log and queues without it (info and verify show the error), a writer is
+                # refused before recovery or an append changes anything: appends rewrite the file, and
+                # recovery needs its BatchCQ topics.  The user repairs the file first.
+                self.topic_configs.check()
             self.consumer_offsets = ConsumerOffsets(self.path)
             self._next_offsets = {key: cq.max_offset for key, cq in self.queues.items()}
             # A queue entry past the commitlog's last file is damage (the queues were listed before
@@ -2495,8 +2501,12 @@ class RocketMQStore(LifecycleMixin, Store):
         for topic, _queue in self._queue_views():
             stored[topic] = stored.get(topic, 0) + 1
         delivered = read_delay_offsets(self.path)
+        # an undecodable topics.json (and .bak): the broker does not start; said here, not raised
+        unread = self.topic_configs.error
         return {"format": self.format, "path": self.path, "topics": self.topics(),
-                "topic_configs": self.topic_configs.summary(stored), "queues": queues,
+                "topic_configs": self.topic_configs.summary(stored),
+                **({"topic_configs_error": str(unread)} if unread is not None else {}),
+                "queues": queues,
                 "topic_bytes": bytes_by_topic(queues),
                 "commitlog": {"min_offset": self.commitlog.min_offset, "max_offset": self.commitlog.end,
                               "files": commitlog_files},

@@ -38,6 +38,7 @@ import numpy as np
 from segstore import files
 from segstore.errors import CorruptDataError, cut
 
+from .dirnames import BCQ_DIR
 from .javacompat import concurrent_hashmap_order, string_hash
 
 CONFIG_DIR = "config"
@@ -234,22 +235,38 @@ class TopicConfigs:
     Written as ``TopicConfigManager.persist`` writes it: every member and topic field read
     is kept (5.x adds some), topics in the iteration order of the broker's
     ``new ConcurrentHashMap<>(1024)`` (filled from the file through fastjson's map).
+
+    A file (and ``.bak``) that cannot be decoded is kept as :attr:`error`, with no topics: the broker's
+    ``ConfigManager.load`` fails on it and the broker does not start, but the commitlog and consume
+    queues are read without it.  What would need the table or rewrite the file raises that error
+    (:meth:`check`): a damaged file is never written over.
     """
 
     __slots__ = ("__dict__", "topics")     # read by the C appends on every call
 
     def __init__(self, store_dir: str) -> None:
         self.path = os.path.join(store_dir, CONFIG_DIR, TOPICS_FILE)
+        self.store_dir = store_dir
         self.document: dict[str, Any] = {}
         self.topics: dict[str, dict[str, Any]] = {}
         self.counter = 0
         self.timestamp = 0
-        found = load_managed(self.path, read_topics)
+        #: why the file (and its ``.bak``) could not be read, None where it was (or is absent)
+        self.error: CorruptDataError | None = None
+        try:
+            found = load_managed(self.path, read_topics)
+        except CorruptDataError as err:
+            self.error, found = err, None
         if found is not None:
             self.document, loaded, self.counter, self.timestamp = found
             # fastjson parses into a new ConcurrentHashMap(); the manager putAll()s that into its own
             order = concurrent_hashmap_order(list(loaded), [string_hash(n) for n in loaded])
             self.topics = {name: loaded[name] for name in order}
+
+    def check(self) -> None:
+        """:raises CorruptDataError: the file (and its ``.bak``) could not be read (:attr:`error`)."""
+        if self.error is not None:
+            raise self.error
 
     def summary(self, stored: dict[str, int]) -> dict[str, dict[str, Any]]:
         """Per topic of ``topics.json`` (by name): queue counts, permission (``perm2String``), order, system
@@ -268,13 +285,27 @@ class TopicConfigs:
     def batch_cq_topics(self) -> frozenset[str]:
         """The topics whose ``attributes`` make them 5.x ``queue.type=BatchCQ`` topics
         (``QueueTypeUtils.getCQType``, rocketmq-all-5.1.4): their messages have units in
-        ``batchconsumequeue/`` and no consume-queue entry."""
+        ``batchconsumequeue/`` and no consume-queue entry.
+
+        Where the file could not be read (:attr:`error`), none when the store has no
+        ``batchconsumequeue/``: no topic has batch units there, so every message a consumer reads is
+        read through ``consumequeue/``, which needs no topic config.
+
+        :raises CorruptDataError: the file could not be read and the store has ``batchconsumequeue/``:
+            which of its topics are BatchCQ topics only the file says.
+        """
+        if self.error is not None and files.exists(os.path.join(self.store_dir, BCQ_DIR)):
+            raise self.error
         return frozenset(name for name, entry in self.topics.items()
                          if isinstance(entry, dict) and isinstance(entry.get("attributes"), dict)
                          and entry["attributes"].get(QUEUE_TYPE_ATTRIBUTE) == BATCH_CQ)
 
     def ensure(self, topic: str, queue_id: int) -> bool:
-        """Record that ``topic`` has queue ``queue_id``; True if that changed anything."""
+        """Record that ``topic`` has queue ``queue_id``; True if that changed anything.
+
+        :raises CorruptDataError: the file could not be read (:attr:`error`).
+        """
+        self.check()
         entry = self.topics.get(topic)
         needed = queue_id + 1
         if entry is not None and entry.get("writeQueueNums", 0) >= needed:
@@ -291,6 +322,8 @@ class TopicConfigs:
         return True
 
     def dumps(self) -> str:
+        """The file's text as the broker writes it.  :raises CorruptDataError: it could not be read."""
+        self.check()
         order = concurrent_hashmap_order(list(self.topics), [string_hash(n) for n in self.topics],
                                          TOPIC_TABLE_CAPACITY)
         version = {**(self.document.get("dataVersion") or {}), "counter": self.counter,
