@@ -356,27 +356,55 @@ class ConsumerOffsets:
     Written as the broker's ``ConsumerOffsetManager.persist`` writes it: every other member
     of the file (5.x adds ``dataVersion``) kept as read, the table in the iteration order
     of the broker's ``ConcurrentHashMap`` (:func:`.javacompat.concurrent_hashmap_order`).
+
+    A file (and ``.bak``) that cannot be decoded is kept as :attr:`error`: the broker's
+    ``ConsumerOffsetManager.load`` (``ConfigManager.load``, then ``loadBak``) fails on it and
+    ``BrokerController.initialize`` stops the broker, but the commitlog and consume queues are read
+    without it.  What needs the offsets (:attr:`table`, :meth:`get`, :meth:`commit`, :meth:`dumps`,
+    :meth:`save`) raises that error: no group's offsets are guessed, a damaged file is never written over.
     """
 
     def __init__(self, store_dir: str) -> None:
         self.path = os.path.join(store_dir, CONFIG_DIR, CONSUMER_OFFSET_FILE)
         self.document: dict[str, Any] = {}
-        self.table: dict[str, dict[int, int]] = {}
+        self._table: dict[str, dict[int, int]] = {}
         self._loaded: set[str] = set()
         self._capacity: int | None = NEW_TABLE_CAPACITY
-        found = load_managed(self.path, read_consumer_offsets)
+        #: why the file (and its ``.bak``) could not be read, None where it was (or is absent)
+        self.error: CorruptDataError | None = None
+        try:
+            found = load_managed(self.path, read_consumer_offsets)
+        except CorruptDataError as err:
+            self.error, found = err, None
         if found is not None:
-            self.document, self.table = found
-            self._loaded = set(self.table)
+            self.document, self._table = found
+            self._loaded = set(self._table)
             self._capacity = None
 
+    def check(self) -> None:
+        """:raises CorruptDataError: the file (and its ``.bak``) could not be read (:attr:`error`)."""
+        if self.error is not None:
+            raise self.error
+
+    @property
+    def table(self) -> dict[str, dict[int, int]]:
+        """``topic@group`` -> queue id -> offset, as loaded and committed since.
+
+        :raises CorruptDataError: the file could not be read (:attr:`error`).
+        """
+        self.check()
+        return self._table
+
     def commit(self, topic: str, group: str, queue_id: int, offset: int) -> None:
+        """:raises CorruptDataError: the file could not be read (:attr:`error`)."""
         self.table.setdefault(f"{topic}{TOPIC_GROUP_SEPARATOR}{group}", {})[queue_id] = offset
 
     def get(self, topic: str, group: str, queue_id: int) -> int | None:
+        """:raises CorruptDataError: the file could not be read (:attr:`error`)."""
         return self.table.get(f"{topic}{TOPIC_GROUP_SEPARATOR}{group}", {}).get(queue_id)
 
     def dumps(self) -> str:
+        """The file's text as the broker writes it.  :raises CorruptDataError: it could not be read."""
         names = concurrent_hashmap_order(list(self.table), [string_hash(n) for n in self.table],
                                          self._capacity)
         table = {}
@@ -390,6 +418,16 @@ class ConsumerOffsets:
     def save(self) -> None:
         files.make_dirs(os.path.dirname(self.path))
         _persist(self.path, self.dumps())
+
+
+def read_kept(read: Callable[[str], T], store_dir: str) -> tuple[T | None, CorruptDataError | None]:
+    """``read(store_dir)`` (:func:`read_delay_offsets`, :func:`read_subscription_groups`), or the error it
+    raised: where the broker does not start on a file but what it holds is only shown (``info``), the
+    rest of the answer stands and the error is said beside it."""
+    try:
+        return read(store_dir), None
+    except CorruptDataError as err:
+        return None, err
 
 
 def read_delay_offsets(store_dir: str) -> dict[int, int]:
