@@ -47,11 +47,12 @@ CONSUMER_OFFSET_FILE = "consumerOffset.json"
 BACKUP_SUFFIX = ".bak"
 TOPIC_GROUP_SEPARATOR = "@"
 DEFAULT_PERM = 6                   # PermName.PERM_READ | PERM_WRITE
-_UNQUOTED_INT_KEY = re.compile(r'([{,]\s*)(-?\d{1,40})(\s*:)')
+#: a JSON string (passed over as it is), or an unquoted integer key (group 2) after ``{`` or ``,``
+_STRING_OR_INT_KEY = re.compile(r'"(?:[^"\\]|\\.)*"|([{,]\s*)(-?\d{1,40})(\s*:)', re.DOTALL)
 #: marks an unquoted integer key while the text goes through ``json`` (cannot occur in fastjson text)
 _INT_KEY_MARK = "\x00"
-#: the replacement: the key quoted, behind the marker written as a JSON escape (``\u0000``)
-_MARK_INT_KEY = r'\1"\\u0000\2"\3'
+#: what goes before and after such a key: quoted, behind the marker written as a JSON escape (``\u0000``)
+_KEY_OPEN, _KEY_CLOSE = '"\\u0000', '"'
 DELAY_OFFSET_FILE = "delayOffset.json"
 SUBSCRIPTION_GROUP_FILE = "subscriptionGroup.json"
 #: ``ConsumerOffsetManager.offsetTable = new ConcurrentHashMap<>(512)`` and ``commitOffset``'s
@@ -120,12 +121,43 @@ def loads_fastjson(text: str, path: str) -> Any:
     if depth > MAX_DEPTH:
         raise CorruptDataError(f"expected a fastjson document nested at most {MAX_DEPTH} deep, found {depth} "
                                "levels", path)
+    marked, inserted = _mark_int_keys(text)
     try:
-        marked = _UNQUOTED_INT_KEY.sub(_MARK_INT_KEY, text)
         return json.loads(marked, object_pairs_hook=_int_keys, parse_int=_parse_int, parse_float=RawNumber,
                           parse_constant=RawNumber)
     except json.JSONDecodeError as err:
-        raise CorruptDataError(f"expected a fastjson document, found {err.msg}", path, err.pos) from err
+        raise CorruptDataError(f"expected a fastjson document, found {err.msg}", path,
+                               _text_pos(err.pos, inserted)) from err
+
+
+def _mark_int_keys(text: str) -> tuple[str, list[tuple[int, int]]]:
+    """``text`` with each unquoted integer key (outside strings) quoted behind :data:`_INT_KEY_MARK`, and
+    where text went in: (position in ``text``, characters inserted there), in order."""
+    pieces: list[str] = []
+    inserted: list[tuple[int, int]] = []
+    last = 0
+    for match in _STRING_OR_INT_KEY.finditer(text):
+        if match.group(2) is None:      # a string: its ",1:" is no key
+            continue
+        start, end = match.span(2)
+        pieces += [text[last:start], _KEY_OPEN, text[start:end], _KEY_CLOSE]
+        inserted += [(start, len(_KEY_OPEN)), (end, len(_KEY_CLOSE))]
+        last = end
+    pieces.append(text[last:])
+    return "".join(pieces), inserted
+
+
+def _text_pos(pos: int, inserted: list[tuple[int, int]]) -> int:
+    """The position in the file's text of ``pos`` in the marked text (:func:`_mark_int_keys`); a position
+    inside inserted characters is where they went in."""
+    shift = 0
+    for at, count in inserted:
+        if pos < at + shift:
+            break
+        if pos < at + shift + count:
+            return at
+        shift += count
+    return pos - shift
 
 
 def java_number(value: Any, what: str, path: str, *, long: bool = True) -> int:
