@@ -44,6 +44,9 @@ CASES = [
     (OFFSETS, '{"offsetTable": {"a@b": null}}', None),
     (TOPICS, '{"topicConfigTable": {"A": {"topicName": "A", "readQueueNums": "4"}}}', {"A": 4}),
     (TOPICS, '{"topicConfigTable": {}, "dataVersion": {"counter": "x"}}', None),
+    # a string holding what looks like an integer key is a string (it was quoted as a key and broke)
+    (OFFSETS, '{"offsetTable": {"a@b": {0: 1}}, "note": "x,1:y"}', {"a@b": {0: 1}}),
+    (TOPICS, '{"topicConfigTable": {"A": {"topicName": "A", "attributes": {"+k": "{7:x"}}}}', {"A": None}),
 ]
 
 
@@ -55,14 +58,13 @@ def test_config_json_is_read_as_fastjson_reads_it_or_refused_naming_the_file(tmp
     path = store / "config" / name
     path.write_text(text)
     if expected is None:
-        if name == TOPICS:      # the messages are read without it: the error kept, appends refused
-            with segstore.open(str(store)) as s:
-                assert s.topic_configs.error is not None and s.topic_configs.error.path == str(path)
-            with pytest.raises(CorruptDataError) as caught:
-                segstore.open(str(store), mode="a")
-        else:
-            with pytest.raises(CorruptDataError) as caught:
-                segstore.open(str(store))
+        # the messages are read without it: the error kept, appends refused
+        # (tests/test_rocketmq_topics_unreadable.py, tests/test_rocketmq_offsets_unreadable.py)
+        with segstore.open(str(store)) as s:
+            kept = s.topic_configs if name == TOPICS else s.consumer_offsets
+            assert kept.error is not None and kept.error.path == str(path)
+        with pytest.raises(CorruptDataError) as caught:
+            segstore.open(str(store), mode="a")
         assert caught.value.path == str(path)
         rc = cli.main(["verify", str(store)])
         got = capsys.readouterr()
@@ -141,3 +143,27 @@ def test_verify_reports_an_undecodable_config_file_and_says_the_broker_takes_its
     assert cli.main(["verify", str(store)]) == 1
     got = capsys.readouterr()
     assert f"{config / (TOPICS + '.bak')}:2: expected " in got.out + got.err and "Traceback" not in got.err
+
+
+@pytest.mark.parametrize(("name", "text", "at"), [
+    (OFFSETS, '{"offsetTable":{"T@g":{0:12,1:3,2:x}}}', 34),          # the x, after three integer keys
+    (OFFSETS, '{\n\t"offsetTable":{\n\t\t"T@g":{0:12,1:3\n\t\t},\n\t\t"U@g":{0:', 53),    # cut short: its end
+    ("delayOffset.json", '{"offsetTable":{1:5,2:7,3', 24),        # a key without its colon
+])
+def test_the_position_named_is_in_the_files_text(tmp_path, name, text, at):
+    """fastjson's unquoted integer keys (``{0:12}``) are quoted before Python's parser reads the text; the
+    error's position was in that rewritten text, 8 characters further per key before it.  It is the
+    file's own now, as ``info`` and ``verify`` say it."""
+    from segstore_rocketmq.topicconfig import loads_fastjson
+
+    assert len(text) >= at
+    with pytest.raises(CorruptDataError) as caught:
+        loads_fastjson(text, "f")
+    assert caught.value.pos == at
+    store = damage.make_pristine("rocketmq", "basic", tmp_path / "copy")
+    path = store / "config" / name
+    path.write_text(text)
+    with segstore.open(str(store)) as s:
+        info = s.info()
+    said = [value for key, value in info.items() if key.endswith("_error")]
+    assert len(said) == 1 and said[0].startswith(f"{path}:{at}: expected a fastjson document")

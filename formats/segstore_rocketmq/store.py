@@ -114,6 +114,7 @@ from .topicconfig import (
     ConsumerOffsets,
     TopicConfigs,
     read_delay_offsets,
+    read_kept,
     read_subscription_groups,
     topic_and_group,
 )
@@ -591,6 +592,12 @@ class RocketMQStore(LifecycleMixin, Store):
                 # recovery needs its BatchCQ topics.  The user repairs the file first.
                 self.topic_configs.check()
             self.consumer_offsets = ConsumerOffsets(self.path)
+            if writable:
+                # An undecodable consumerOffset.json (and .bak) stops the broker too
+                # (ConsumerOffsetManager.load): a reader reads the messages without it (what needs the
+                # offsets raises its error), a writer is refused before anything changes: a commit
+                # rewrites the file over what the user may repair.
+                self.consumer_offsets.check()
             self._next_offsets = {key: cq.max_offset for key, cq in self.queues.items()}
             # A queue entry past the commitlog's last file is damage (the queues were listed before
             # the commitlog, so a writer's newer file is listed): the log is the truth, a reader
@@ -1334,6 +1341,9 @@ class RocketMQStore(LifecycleMixin, Store):
         ``max_timeout_ms`` (default the broker's ``transactionTimeOut``) at ``now_ms`` (default the
         clock); only those of ``topic``/``queue_id`` (their real topic and queue) when given.  Returns the
         rows and notes.  ``O(op messages)`` vectorised, Python per half message read.
+
+        :raises CorruptDataError: there are half queues and ``config/consumerOffset.json`` (and its
+            ``.bak``) could not be decoded: where the checker got to is not known.
         """
         from . import halfmessages as hm
 
@@ -1358,7 +1368,10 @@ class RocketMQStore(LifecycleMixin, Store):
         return rows, []
 
     def committed_offset(self, group: str, topic: str, queue_id: int) -> int | None:
-        """The offset ``group`` committed for a queue, or None."""
+        """The offset ``group`` committed for a queue, or None.
+
+        :raises CorruptDataError: ``config/consumerOffset.json`` (and its ``.bak``) could not be decoded.
+        """
         self._check_open()
         return self.consumer_offsets.get(topic, group, queue_id)
 
@@ -1379,6 +1392,9 @@ class RocketMQStore(LifecycleMixin, Store):
         ``AdminBrokerProcessor.getConsumeStats``): the store time of the message at the committed
         offset less one (the last one consumed), 0 when there is none or it cannot be read (the
         tool's ``N/A``).  ``now_ms`` is not used (RocketMQ offsets do not expire).
+
+        :raises CorruptDataError: ``config/consumerOffset.json`` (and its ``.bak``) could not be decoded
+            (:attr:`consumer_offsets` ``.error``): no group's offsets are known.
         """
         from segstore.consumers import ConsumerGroups, ConsumerOffset  # its dataclasses: not for `info`
 
@@ -2500,34 +2516,50 @@ class RocketMQStore(LifecycleMixin, Store):
         stored: dict[str, int] = {}
         for topic, _queue in self._queue_views():
             stored[topic] = stored.get(topic, 0) + 1
-        delivered = read_delay_offsets(self.path)
-        # an undecodable topics.json (and .bak): the broker does not start; said here, not raised
-        unread = self.topic_configs.error
+        # a config file that cannot be decoded (nor its .bak): the broker does not start (topics.json,
+        # consumerOffset.json, subscriptionGroup.json: BrokerController.initialize; delayOffset.json:
+        # ScheduleMessageService.load); said here beside what the others hold, not raised
+        delivered, delay_error = read_kept(read_delay_offsets, self.path)
+        groups, groups_error = read_kept(read_subscription_groups, self.path)
+
+        def said(key: str, error: CorruptDataError | None) -> dict[str, str]:
+            return {key: str(error)} if error is not None else {}
+
         return {"format": self.format, "path": self.path, "topics": self.topics(),
                 "topic_configs": self.topic_configs.summary(stored),
-                **({"topic_configs_error": str(unread)} if unread is not None else {}),
+                **said("topic_configs_error", self.topic_configs.error),
+                **said("consumer_offsets_error", self.consumer_offsets.error),
                 "queues": queues,
                 "topic_bytes": bytes_by_topic(queues),
                 "commitlog": {"min_offset": self.commitlog.min_offset, "max_offset": self.commitlog.end,
                               "files": commitlog_files},
-                "group_configs": read_subscription_groups(self.path),
-                "config": self.config.as_dict(), "delay_offsets": delivered,
+                "group_configs": groups if groups is not None else {},
+                **said("group_configs_error", groups_error),
+                "config": self.config.as_dict(), "delay_offsets": delivered if delivered is not None else {},
+                **said("delay_offsets_error", delay_error),
                 "delay_queues": self._delay_queues(delivered),
                 **self._info_5x(),
                 **({"notes": list(self.notes)} if self.notes else {})}
 
-    def _delay_queues(self, delivered: Mapping[int, int]) -> list[dict[str, Any]]:
+    def _delay_queues(self, delivered: Mapping[int, int] | None) -> list[dict[str, Any]]:
         """Each delay level's ``SCHEDULE_TOPIC_XXXX`` queue (queue id = level - 1) as the broker's
         ``ScheduleMessageService`` would go on with it: the offset ``delivered`` (``config/delayOffset.json``)
         says it delivered up to (0 where it names none), the messages still to deliver and, from their
         consume-queue entries' tags codes (the delivery time, ``computeDeliverTimestamp``), when the next
-        and the last fall due (-1: none)."""
+        and the last fall due (-1: none).  ``delivered`` None (the file could not be read): what was
+        delivered is not known, so neither what is left nor when it falls due (None each)."""
         words = self.config.messageDelayLevel.split()
         rows = []
         for (topic, queue_id), cq in sorted(self._queue_views().items()):
             if topic != SCHEDULE_TOPIC:
                 continue
             level = queue_id + 1
+            if delivered is None:
+                rows.append({"topic": topic, "queue_id": queue_id, "level": level,
+                             "delay": words[queue_id] if queue_id < len(words) else None,
+                             "delivered_offset": None, "max_offset": cq.max_offset,
+                             "pending": None, "next_due": None, "last_due": None})
+                continue
             start = max(delivered.get(level, 0), cq.min_offset)
             pending = max(cq.max_offset - start, 0)
             due = [int(cq.entries(at, 1)["tags_code"][0]) for at in (start, cq.max_offset - 1)] if pending \

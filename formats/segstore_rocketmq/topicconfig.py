@@ -47,11 +47,12 @@ CONSUMER_OFFSET_FILE = "consumerOffset.json"
 BACKUP_SUFFIX = ".bak"
 TOPIC_GROUP_SEPARATOR = "@"
 DEFAULT_PERM = 6                   # PermName.PERM_READ | PERM_WRITE
-_UNQUOTED_INT_KEY = re.compile(r'([{,]\s*)(-?\d{1,40})(\s*:)')
+#: a JSON string (passed over as it is), or an unquoted integer key (group 2) after ``{`` or ``,``
+_STRING_OR_INT_KEY = re.compile(r'"(?:[^"\\]|\\.)*"|([{,]\s*)(-?\d{1,40})(\s*:)', re.DOTALL)
 #: marks an unquoted integer key while the text goes through ``json`` (cannot occur in fastjson text)
 _INT_KEY_MARK = "\x00"
-#: the replacement: the key quoted, behind the marker written as a JSON escape (``\u0000``)
-_MARK_INT_KEY = r'\1"\\u0000\2"\3'
+#: what goes before and after such a key: quoted, behind the marker written as a JSON escape (``\u0000``)
+_KEY_OPEN, _KEY_CLOSE = '"\\u0000', '"'
 DELAY_OFFSET_FILE = "delayOffset.json"
 SUBSCRIPTION_GROUP_FILE = "subscriptionGroup.json"
 #: ``ConsumerOffsetManager.offsetTable = new ConcurrentHashMap<>(512)`` and ``commitOffset``'s
@@ -120,12 +121,43 @@ def loads_fastjson(text: str, path: str) -> Any:
     if depth > MAX_DEPTH:
         raise CorruptDataError(f"expected a fastjson document nested at most {MAX_DEPTH} deep, found {depth} "
                                "levels", path)
+    marked, inserted = _mark_int_keys(text)
     try:
-        marked = _UNQUOTED_INT_KEY.sub(_MARK_INT_KEY, text)
         return json.loads(marked, object_pairs_hook=_int_keys, parse_int=_parse_int, parse_float=RawNumber,
                           parse_constant=RawNumber)
     except json.JSONDecodeError as err:
-        raise CorruptDataError(f"expected a fastjson document, found {err.msg}", path, err.pos) from err
+        raise CorruptDataError(f"expected a fastjson document, found {err.msg}", path,
+                               _text_pos(err.pos, inserted)) from err
+
+
+def _mark_int_keys(text: str) -> tuple[str, list[tuple[int, int]]]:
+    """``text`` with each unquoted integer key (outside strings) quoted behind :data:`_INT_KEY_MARK`, and
+    where text went in: (position in ``text``, characters inserted there), in order."""
+    pieces: list[str] = []
+    inserted: list[tuple[int, int]] = []
+    last = 0
+    for match in _STRING_OR_INT_KEY.finditer(text):
+        if match.group(2) is None:      # a string: its ",1:" is no key
+            continue
+        start, end = match.span(2)
+        pieces += [text[last:start], _KEY_OPEN, text[start:end], _KEY_CLOSE]
+        inserted += [(start, len(_KEY_OPEN)), (end, len(_KEY_CLOSE))]
+        last = end
+    pieces.append(text[last:])
+    return "".join(pieces), inserted
+
+
+def _text_pos(pos: int, inserted: list[tuple[int, int]]) -> int:
+    """The position in the file's text of ``pos`` in the marked text (:func:`_mark_int_keys`); a position
+    inside inserted characters is where they went in."""
+    shift = 0
+    for at, count in inserted:
+        if pos < at + shift:
+            break
+        if pos < at + shift + count:
+            return at
+        shift += count
+    return pos - shift
 
 
 def java_number(value: Any, what: str, path: str, *, long: bool = True) -> int:
@@ -356,27 +388,55 @@ class ConsumerOffsets:
     Written as the broker's ``ConsumerOffsetManager.persist`` writes it: every other member
     of the file (5.x adds ``dataVersion``) kept as read, the table in the iteration order
     of the broker's ``ConcurrentHashMap`` (:func:`.javacompat.concurrent_hashmap_order`).
+
+    A file (and ``.bak``) that cannot be decoded is kept as :attr:`error`: the broker's
+    ``ConsumerOffsetManager.load`` (``ConfigManager.load``, then ``loadBak``) fails on it and
+    ``BrokerController.initialize`` stops the broker, but the commitlog and consume queues are read
+    without it.  What needs the offsets (:attr:`table`, :meth:`get`, :meth:`commit`, :meth:`dumps`,
+    :meth:`save`) raises that error: no group's offsets are guessed, a damaged file is never written over.
     """
 
     def __init__(self, store_dir: str) -> None:
         self.path = os.path.join(store_dir, CONFIG_DIR, CONSUMER_OFFSET_FILE)
         self.document: dict[str, Any] = {}
-        self.table: dict[str, dict[int, int]] = {}
+        self._table: dict[str, dict[int, int]] = {}
         self._loaded: set[str] = set()
         self._capacity: int | None = NEW_TABLE_CAPACITY
-        found = load_managed(self.path, read_consumer_offsets)
+        #: why the file (and its ``.bak``) could not be read, None where it was (or is absent)
+        self.error: CorruptDataError | None = None
+        try:
+            found = load_managed(self.path, read_consumer_offsets)
+        except CorruptDataError as err:
+            self.error, found = err, None
         if found is not None:
-            self.document, self.table = found
-            self._loaded = set(self.table)
+            self.document, self._table = found
+            self._loaded = set(self._table)
             self._capacity = None
 
+    def check(self) -> None:
+        """:raises CorruptDataError: the file (and its ``.bak``) could not be read (:attr:`error`)."""
+        if self.error is not None:
+            raise self.error
+
+    @property
+    def table(self) -> dict[str, dict[int, int]]:
+        """``topic@group`` -> queue id -> offset, as loaded and committed since.
+
+        :raises CorruptDataError: the file could not be read (:attr:`error`).
+        """
+        self.check()
+        return self._table
+
     def commit(self, topic: str, group: str, queue_id: int, offset: int) -> None:
+        """:raises CorruptDataError: the file could not be read (:attr:`error`)."""
         self.table.setdefault(f"{topic}{TOPIC_GROUP_SEPARATOR}{group}", {})[queue_id] = offset
 
     def get(self, topic: str, group: str, queue_id: int) -> int | None:
+        """:raises CorruptDataError: the file could not be read (:attr:`error`)."""
         return self.table.get(f"{topic}{TOPIC_GROUP_SEPARATOR}{group}", {}).get(queue_id)
 
     def dumps(self) -> str:
+        """The file's text as the broker writes it.  :raises CorruptDataError: it could not be read."""
         names = concurrent_hashmap_order(list(self.table), [string_hash(n) for n in self.table],
                                          self._capacity)
         table = {}
@@ -390,6 +450,16 @@ class ConsumerOffsets:
     def save(self) -> None:
         files.make_dirs(os.path.dirname(self.path))
         _persist(self.path, self.dumps())
+
+
+def read_kept(read: Callable[[str], T], store_dir: str) -> tuple[T | None, CorruptDataError | None]:
+    """``read(store_dir)`` (:func:`read_delay_offsets`, :func:`read_subscription_groups`), or the error it
+    raised: where the broker does not start on a file but what it holds is only shown (``info``), the
+    rest of the answer stands and the error is said beside it."""
+    try:
+        return read(store_dir), None
+    except CorruptDataError as err:
+        return None, err
 
 
 def read_delay_offsets(store_dir: str) -> dict[int, int]:
