@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import random
 import shutil
 from pathlib import Path
@@ -264,6 +265,31 @@ def test_open_transaction_and_compaction_lag_bound_the_clean(tmp_path: Path) -> 
     assert compaction.cleanable_offsets(part, T0 + 7000) == (0, 3)  # the open transaction at 3
     # LogToClean (calculateCleanableBytes): down to the base of the segment holding it
     assert compaction.cleanable_range(part, T0 + 7000) == (0, 2)
+    part.close()
+
+
+def test_compaction_lag_of_a_segment_without_timestamps_is_its_files_mtime(tmp_path: Path) -> None:
+    """LogCleanerManager.cleanableOffsets (Kafka 3.8.0) measures min.compaction.lag.ms against
+    ``LogSegment.largestTimestamp``: a segment with no record timestamp (an empty one, as a clean that
+    kept nothing of it leaves) counts by its ``.log`` file's mtime, so a recent empty segment bounds the
+    clean as a recent record would."""
+    path = tmp_path / "logs" / "t-0"
+    part = _open(path)
+    for value in (b"1", b"2", b"3"):
+        part.append_records([(b"a", value, T0, [])])
+        _roll(part)
+    part.append_records([(b"a", b"4", T0, [])])
+    part.close()
+    for suffix in (".log", ".index", ".timeindex"):     # segment 1 emptied: nothing left of it but files
+        (path / f"{1:020d}{suffix}").write_bytes(b"")
+    part = _open(path, **{"min.compaction.lag.ms": 1000})
+    empty = part.log.segments.floor(1)
+    assert empty is not None and empty.base == 1 and empty.size == 0
+    now = T0 + 10_000
+    os.utime(empty.path, ns=(now * 1_000_000, (now - 500) * 1_000_000))   # written 500 ms ago
+    assert compaction.cleanable_offsets(part, now) == (0, 1)
+    os.utime(empty.path, ns=(now * 1_000_000, (now - 5000) * 1_000_000))  # 5 s ago: past the lag
+    assert compaction.cleanable_offsets(part, now) == (0, 3)                 # the active segment's base
     part.close()
 
 

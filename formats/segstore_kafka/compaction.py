@@ -316,7 +316,8 @@ def cleanable_offsets(part: Partition, now_ms: int) -> tuple[int, int]:
         for seg in part.segments[:-1]:
             later = part.log.segments.higher(seg.base)       # never None: seg is not the last
             if seg.base >= dirty or (later is not None and later.base > dirty):
-                if seg.max_timestamp_so_far().timestamp > now_ms - lag:
+                # LogSegment.largestTimestamp: an empty segment's is its file's mtime
+                if seg.largest_timestamp() > now_ms - lag:
                     bounds.append(seg.base)
                     break
     return dirty, max(dirty, min(bounds))

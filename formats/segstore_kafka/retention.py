@@ -188,8 +188,7 @@ class RetentionResult:
 
 def segment_info(seg: LogSegment) -> SegmentInfo:
     """``LogSegment.largestTimestamp``: the largest batch timestamp, else the ``.log`` file's mtime."""
-    largest = seg.max_timestamp_so_far().timestamp
-    return SegmentInfo(seg.base, seg.size, largest if largest >= 0 else files.mtime_ms(seg.path))
+    return SegmentInfo(seg.base, seg.size, seg.largest_timestamp())
 
 
 def _delete_policy(part: Partition) -> bool:
