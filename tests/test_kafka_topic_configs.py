@@ -372,3 +372,21 @@ def test_topic_configs_are_parsed_and_bounded_as_kafkas_log_config(tmp_path, cap
         assert f"expected {bad.split('=')[0]} from " in err, err
     for good in ("retention.ms=-1", "retention.bytes=-5", "segment.bytes=14"):
         assert _run(capsys, "retention", str(logs), "--config", good, "--dry-run")[0] == 0, good
+
+
+def test_a_negative_dynamic_retention_time_is_unlimited_as_the_broker_reads_it(tmp_path, capsys):
+    """KafkaConfig.logRetentionTimeMillis (Kafka 3.8.0): log.retention.ms, else .minutes, else .hours, turned
+    into milliseconds, and any negative result is -1 (keep forever).  log.retention.hours=-1 is how
+    operators say "forever"; segstore multiplied it to -3600000, which retention.ms refuses, and warned that
+    the metadata log's config was not applied."""
+    logs = _kraft_dir(tmp_path)
+    _fill(logs, ["plain"])
+    write_metadata_log(logs, [topic("plain", "AAAAAAAAAAAAAAAAAAAAMw"),
+                              config("", "log.retention.ms", "1000", resource_type=4),
+                              config("1", "log.retention.hours", "-1", resource_type=4)])
+    (logs / "meta.properties").write_text("version=1\ncluster.id=abc\nnode.id=1\n")
+    code, out, err = _run(capsys, "retention", str(logs), "--now-ms", str(T0 + 10**9), "--json", "--dry-run")
+    assert code == 0 and _results(out)["plain-0"]["deleted_segments"] == []   # node 1: forever
+    assert "not applied" not in err
+    with segstore.open(logs) as store:
+        assert store.config_notes("plain") == []

@@ -170,6 +170,10 @@ class TopicConfigs:
                         out[name] = (value if factor == 1 or not value.lstrip("-").isdigit()
                                      else str(int(value) * factor))
                         break
+        # KafkaConfig.logRetentionTimeMillis: whichever synonym gave it, a negative time is -1 (forever)
+        retention = out.get("retention.ms")
+        if retention is not None and retention.lstrip("-").isdigit() and int(retention) < 0:
+            out["retention.ms"] = "-1"
         return out
 
     def notes(self, topics: Collection[str]) -> list[str]:
