@@ -390,3 +390,20 @@ def test_a_negative_dynamic_retention_time_is_unlimited_as_the_broker_reads_it(t
     assert "not applied" not in err
     with segstore.open(logs) as store:
         assert store.config_notes("plain") == []
+
+
+def test_a_command_line_config_equal_to_the_files_is_no_override(tmp_path, capsys):
+    """``--config cleanup.policy=compact`` (as docs/cli.md's compact example gives it) over a log dir with
+    ``__consumer_offsets`` said "--config cleanup.policy=compact overrides cleanup.policy=compact of the
+    topic"; the same value is no override and says nothing, a different one still does."""
+    logs = _kraft_dir(tmp_path)
+    _fill(logs, ["__consumer_offsets"])
+    code, _, err = _run(capsys, "compact", str(logs), "--config", "cleanup.policy=compact", "--dry-run")
+    assert code == 0 and "overrides" not in err
+    code, _, err = _run(capsys, "retention", str(logs), "--topic", "orders", "--config", "retention.ms=1000",
+                        "--dry-run")
+    assert code == 0 and "overrides" not in err
+    code, _, err = _run(capsys, "retention", str(logs), "--topic", "orders", "--config", "retention.ms=2000",
+                        "--dry-run")
+    assert code == 0
+    assert "orders: --config retention.ms=2000 overrides retention.ms=1000 of the metadata log" in err

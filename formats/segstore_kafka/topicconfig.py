@@ -128,7 +128,7 @@ class TopicConfigs:
             attr = field_name(name)
             if attr not in KNOWN:
                 continue
-            if attr in self.explicit:
+            if attr in self.explicit and not self._same(name, value, attr):
                 given = str(getattr(self.base, attr))
                 if attr == "cleanup_policy" and topic in COMPACTED_INTERNAL_TOPICS and given != COMPACT:
                     notes.append(f"{topic} is always compacted: --config cleanup.policy={given} "
@@ -151,6 +151,13 @@ class TopicConfigs:
             return TopicConfig(self.base, {}, {}, (*notes, f"{topic}: the configs of {METADATA_LOG_SOURCE} "
                                                           f"not applied ({err.message})"), described)
         return TopicConfig(config, applied, overridden, tuple(notes), described)
+
+    def _same(self, name: str, value: str, attr: str) -> bool:
+        """Whether the files' ``name=value`` is what the command line gave (then it overrides nothing)."""
+        try:
+            return bool(getattr(KafkaConfig.from_mapping({name: value}), attr) == getattr(self.base, attr))
+        except ConfigError:
+            return False
 
     def _broker_defaults(self) -> dict[str, str]:
         """The topic configs the metadata log's dynamic broker configs give every topic: this node's
