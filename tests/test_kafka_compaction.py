@@ -293,6 +293,31 @@ def test_compaction_lag_of_a_segment_without_timestamps_is_its_files_mtime(tmp_p
     part.close()
 
 
+class _Seg:
+    """What ``groupSegmentsBySize`` reads of a segment: base offset, size, index entries."""
+
+    def __init__(self, base: int, size: int = 100) -> None:
+        self.base, self.size = base, size
+        self.offset_index: list[int] = []
+        self.time_index: list[int] = []
+
+
+def test_a_group_holds_no_offset_past_32_bits_of_its_first_segments_base() -> None:
+    """Kafka 3.8.0 ``Cleaner.groupSegmentsBySize`` adds a segment while its last offset (the next base - 1,
+    or the first uncleanable offset - 1) less ``group.last.baseOffset`` fits an Int: the group is built
+    by prepending, so ``group.last`` is its *first* segment, whose base the cleaned segment takes.
+    segstore measured from the group's newest segment instead, so a group could hold offsets 2^31 and
+    more past the cleaned segment's base: relative offsets its indexes cannot hold."""
+    bases = [0, 2**30, 2**31 - 5]
+    segs = [_Seg(b) for b in bases]
+    groups = compaction.group_segments(segs, 1 << 30, 1 << 20, 2**31 + 100)   # type: ignore[arg-type]
+    assert [[s.base for s in g] for g in groups] == [[0, 2**30], [2**31 - 5]]
+    # an empty segment is taken whatever its offsets ("avoid empty log left every 2^31 message")
+    segs = [_Seg(0), _Seg(2**30), _Seg(2**31 - 5, size=0)]
+    groups = compaction.group_segments(segs, 1 << 30, 1 << 20, 2**31 + 100)   # type: ignore[arg-type]
+    assert [[s.base for s in g] for g in groups] == [[0, 2**30, 2**31 - 5]]
+
+
 def _three_then_active(path: Path, *, open_transaction: bool) -> Partition:
     """Segment 0 holding offsets 0-2 (a@0, a@1, then b@2: an open transaction's or plain), active
     segment 3."""

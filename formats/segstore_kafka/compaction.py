@@ -439,7 +439,7 @@ def build_offset_map(part: Partition, start: int, end: int, omap: OffsetMap) -> 
 def group_segments(segs: list[LogSegment], max_size: int, max_index_size: int,
                    first_uncleanable: int) -> list[list[LogSegment]]:
     """``Cleaner.groupSegmentsBySize``: consecutive segments whose log and index sizes stay within the limits
-    and whose offsets fit one segment's 32-bit relative offsets."""
+    and whose offsets fit one segment's 32-bit relative offsets from the group's first base."""
     groups: list[list[LogSegment]] = []
     rest = list(segs)
     while rest:
@@ -454,7 +454,9 @@ def group_segments(segs: list[LogSegment], max_size: int, max_index_size: int,
             h_time = len(head.time_index) * TIME_ENTRY.itemsize
             if not (log_size + head.size <= max_size and index_size + h_index <= max_index_size
                     and time_size + h_time <= max_index_size
-                    and (head.size == 0 or last_offset - group[-1].base <= 2**31 - 1)):
+                    # Scala's ``group.last``: the group is built by prepending, so its first segment,
+                    # whose base the cleaned segment takes (relative offsets are 32-bit)
+                    and (head.size == 0 or last_offset - group[0].base <= 2**31 - 1)):
                 break
             group.append(rest.pop(0))
             log_size += head.size
