@@ -407,3 +407,17 @@ def test_a_command_line_config_equal_to_the_files_is_no_override(tmp_path, capsy
                         "--dry-run")
     assert code == 0
     assert "orders: --config retention.ms=2000 overrides retention.ms=1000 of the metadata log" in err
+
+
+def test_a_partition_compact_leaves_alone_says_dry_run_as_the_others(tmp_path, capsys):
+    """``compact --dry-run --json``: a partition left alone (a delete-policy topic, the metadata log) had no
+    ``dry_run`` field, unlike every other result (and retention's left-alone ones), and a dry run that left
+    every partition alone printed ``compact: nothing to clean``, not ``compact (dry run): ...``."""
+    logs = _kraft_dir(tmp_path)
+    for dry in (True, False):
+        code, out, _ = _run(capsys, "compact", str(logs), "--json", *(["--dry-run"] if dry else []))
+        assert code == 0
+        assert {name: r["dry_run"] for name, r in _results(out).items()} == {
+            "__cluster_metadata-0": dry, "orders-0": dry, "table-0": dry}
+    code, out, _ = _run(capsys, "compact", str(logs / "orders-0"), "--dry-run")
+    assert code == 0 and out.endswith("compact (dry run): nothing to clean in 1 partition\n"), out

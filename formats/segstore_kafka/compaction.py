@@ -837,7 +837,8 @@ def compact(store: Any, *, now_ms: int | None = None, dry_run: bool = False, top
             continue
         reason = _not_compacted(store, p)
         if reason is not None:
-            results.append({"topic": t, "partition": n, "skipped": reason})
+            # dry_run as the run's, as every other result (and retention's left-alone ones) says it
+            results.append({"topic": t, "partition": n, "skipped": reason, "dry_run": dry_run})
             continue
         result = compact_partition(p, now_ms=now_ms, dry_run=dry_run, dedupe_buffer_size=dedupe_buffer_size,
                                    rewriting=functools.partial(forget_from, store, t, n))
