@@ -96,6 +96,9 @@ def test_delete_records_refuses_an_internal_topic_as_the_broker_does(tmp_path, c
     before = _bases(logs / "__consumer_offsets-0")
     code, _, err = _run(capsys, "delete-records", str(logs / "__consumer_offsets-0"), "--before", "2")
     assert code == 2 and "Cannot delete records of internal topic __consumer_offsets" in err
+    # the CLI's error form: path: expected ..., found ...
+    assert err.startswith(f"{logs / '__consumer_offsets-0'}: expected a topic DeleteRecords may delete "
+                          "records of, found the internal topic __consumer_offsets"), err
     code, _, err = _run(capsys, "delete-records", str(logs), "--topic", "__consumer_offsets", "--before", "2")
     assert code == 2 and "internal topic" in err
     # a log-dir-wide run changes the other topics and says why the internal one is left

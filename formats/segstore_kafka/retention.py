@@ -345,9 +345,10 @@ def delete_records_in(store: Any, before: int, *, dry_run: bool = False, topic: 
     named = topic is not None or getattr(store, "single", False)
     for part in parts:
         if named and (part.topic in INTERNAL_TOPICS or not is_log_managed(part.topic)):
-            reason = (_internal_refusal(part.topic) if part.topic in INTERNAL_TOPICS
-                      else f"{part.topic} is no topic DeleteRecords reaches ({METADATA_LOG_SKIPPED})")
-            raise InvalidTopicError(reason, part.path)
+            found = (f"the internal topic {part.topic} ({_internal_refusal(part.topic)})"
+                     if part.topic in INTERNAL_TOPICS else f"{part.topic} ({METADATA_LOG_SKIPPED})")
+            raise InvalidTopicError(f"expected a topic DeleteRecords may delete records of, found {found}",
+                                    part.path)
     targets: dict[int, tuple[int, int]] = {}
     for i, part in enumerate(parts):
         if part.topic not in INTERNAL_TOPICS and is_log_managed(part.topic):
