@@ -221,6 +221,17 @@ def test_a_dry_run_whose_first_pass_keeps_everything_says_the_map_filled(tmp_pat
     assert done["records_kept"] < done["records_read"]
 
 
+def test_a_dedupe_buffer_over_2_gib_holds_what_2_gib_holds() -> None:
+    """Kafka 3.8.0 ``LogCleaner``: ``new SkimpyOffsetMap(memory = math.min(config.dedupeBufferSize /
+    config.numThreads, Int.MaxValue).toInt)``: a ``log.cleaner.dedupe.buffer.size`` of 4 GiB gives the
+    cleaner 2^31 - 1 bytes, 89478485 slots, so its passes end where a 2 GiB map's do."""
+    from segstore_kafka.compaction import cleaner_offset_map
+
+    assert cleaner_offset_map(4 * 2**30).slots == cleaner_offset_map(2**31 - 1).slots == (2**31 - 1) // 24
+    assert cleaner_offset_map(4 * 2**30).max_entries == int((2**31 - 1) // 24 * 0.9)
+    assert cleaner_offset_map(128 * 2**20).slots == 128 * 2**20 // 24
+
+
 # -- producer state from the batch headers, column-wise -----------------------------------------------
 
 def _producer_state_model(part: Partition, now_ms: int) -> tuple[dict, int | None]:

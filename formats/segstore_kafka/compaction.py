@@ -731,6 +731,17 @@ class _Filter:
         return action, max_offset, max_ts, pieces
 
 
+#: ``Int.MaxValue``: the most memory one cleaner thread's key map takes
+MAX_MAP_MEMORY = 2**31 - 1
+
+
+def cleaner_offset_map(dedupe_buffer_size: int) -> OffsetMap:
+    """The key map one cleaner thread gets of ``log.cleaner.dedupe.buffer.size``: Kafka 3.8.0's
+    ``LogCleaner`` gives ``SkimpyOffsetMap`` ``math.min(dedupeBufferSize / numThreads, Int.MaxValue)``
+    bytes, so a buffer over 2 GiB holds no more keys a pass than one of 2 GiB."""
+    return OffsetMap(min(dedupe_buffer_size, MAX_MAP_MEMORY))
+
+
 def compact_partition(part: Partition, *, now_ms: int | None = None, dry_run: bool = False,
                       dedupe_buffer_size: int = DEDUPE_BUFFER_SIZE,
                       rewriting: Callable[[int], None] | None = None) -> CompactionResult:
@@ -746,7 +757,7 @@ def compact_partition(part: Partition, *, now_ms: int | None = None, dry_run: bo
     now = part.clock() if now_ms is None else now_ms
     for seg in part.segments:
         _check_format(seg)
-    omap = OffsetMap(dedupe_buffer_size)
+    omap = cleaner_offset_map(dedupe_buffer_size)
     result: CompactionResult | None = None
     while True:
         dirty, uncleanable = cleanable_range(part, now)
