@@ -293,6 +293,41 @@ def test_compaction_lag_of_a_segment_without_timestamps_is_its_files_mtime(tmp_p
     part.close()
 
 
+def test_the_map_of_a_segment_ending_in_a_gap_reaches_the_next_segment(tmp_path: Path) -> None:
+    """Kafka 3.8.0 ``Cleaner.buildOffsetMapForSegment`` ends each segment it maps whole with
+    ``map.updateLatestOffset(nextSegmentStartOffset - 1)`` ("In the case of offsets gap, fast forward"),
+    so the clean of a log whose last dirty segment ends in a gap (its last records compacted away, the
+    cleaner-offset-checkpoint gone) checkpoints the next segment's base.  segstore stopped at the last
+    batch read: it checkpointed 6 of a segment ending at 5 beside one at 8, the next run mapped nothing
+    from 6 and checkpointed 0, and every later run cleaned the whole log again."""
+    path = tmp_path / "logs" / "t-0"
+    part = _open(path)
+    for key in (b"a", b"b", b"c", b"d"):
+        part.append_records([(key, b"1", T0, [])])
+    _roll(part)
+    for key in (b"a", b"b", None, None):                     # 6 and 7: keyless, dropped by the clean
+        part.append_records([(key, b"2", T0, [])])
+    _roll(part)
+    part.append_records([(b"z", b"3", T0, [])])
+    part.close()
+    checkpoint = tmp_path / "logs" / "cleaner-offset-checkpoint"
+    ends = []
+    for _ in range(2):
+        part = _open(path)
+        ends.append(compaction.compact_partition(part).end_offset)
+        part.close()
+        assert read_offsets(str(checkpoint)) == {("t", 0): 8}
+        checkpoint.unlink()                     # a copy without it: the whole log is dirty again
+    assert ends == [8, 8]
+    part = _open(path)
+    compaction.compact_partition(part)
+    part.close()
+    part = _open(path)
+    again = compaction.compact_partition(part)           # clean: nothing to do, the checkpoint stays
+    part.close()
+    assert again.passes == 0 and read_offsets(str(checkpoint)) == {("t", 0): 8}
+
+
 class _Seg:
     """What ``groupSegmentsBySize`` reads of a segment: base offset, size, index entries."""
 

@@ -394,7 +394,9 @@ def _transaction_flags(chunk: columnar.Chunk, count: int, meta: CleanedTransacti
 
 def build_offset_map(part: Partition, start: int, end: int, omap: OffsetMap) -> bool:
     """``Cleaner.buildOffsetMap``: the latest offset of each key in ``[start, end)`` into ``omap``
-    (cleared first), and ``omap.latest_offset``; True when the map filled before ``end``.
+    (cleared first), and ``omap.latest_offset``: the last offset read when the map filled, else ``end -
+    1`` (``buildOffsetMapForSegment`` fast-forwards past a segment's trailing gap); True when the map
+    filled before ``end``.
 
     Column chunks of keys only, digests and map updates per chunk (no per-record Python).
     """
@@ -433,6 +435,9 @@ def build_offset_map(part: Partition, start: int, end: int, omap: OffsetMap) -> 
                 omap.update_latest_offset(int(done[-1]))
             if count < len(batches):
                 break
+        # "In the case of offsets gap, fast forward to latest expected offset in this segment": a segment
+        # mapped whole maps up to the next dirty segment's base (or the end), whatever its last batch
+        omap.update_latest_offset((end if nxt is None else min(nxt.base, end)) - 1)
     return False
 
 
