@@ -424,3 +424,29 @@ def test_a_partition_compact_leaves_alone_says_dry_run_as_the_others(tmp_path, c
             "__cluster_metadata-0": dry, "orders-0": dry, "table-0": dry}
     code, out, _ = _run(capsys, "compact", str(logs / "orders-0"), "--dry-run")
     assert code == 0 and out.endswith("compact (dry run): nothing to clean in 1 partition\n"), out
+
+
+def test_an_empty_cleanup_policy_neither_deletes_nor_compacts(tmp_path, capsys):
+    """Kafka 3.8.0 takes ``cleanup.policy=`` (``ConfigDef.parseType``: an empty LIST; ``ValidList`` checks
+    each of no entries) and ``LogConfig`` then has neither ``delete`` nor ``compact``: retention runs
+    only the log-start pass, the cleaner leaves the log, DeleteRecords is a policy violation.  segstore
+    refused the value, fell back to the default ``delete`` and deleted by ``retention.ms`` what the broker
+    keeps forever."""
+    logs = _kraft_dir(tmp_path)
+    write_metadata_log(logs, [
+        topic("orders", ORDERS_ID), partition(ORDERS_ID, 0, [1]), config("orders", "retention.ms", "1000"),
+        config("orders", "cleanup.policy", ""),
+        topic("table", TABLE_ID), partition(TABLE_ID, 0, [1]), config("table", "cleanup.policy", "compact"),
+    ])
+    before = _bases(logs / "orders-0")
+    code, out, err = _run(capsys, "retention", str(logs), "--now-ms", str(T0 + 10**9), "--json")
+    assert code == 0 and "not applied" not in err
+    assert _results(out)["orders-0"]["deleted_segments"] == [] and _bases(logs / "orders-0") == before
+    code, out, _ = _run(capsys, "compact", str(logs), "--topic", "orders", "--json", "--dry-run")
+    assert code == 0 and "does not compact" in _results(out)["orders-0"]["skipped"]
+    code, _, err = _run(capsys, "delete-records", str(logs), "--topic", "orders", "--before", "1")
+    assert code == 2 and "expected cleanup.policy with delete" in err
+    # the command line takes it as the broker's kafka-configs does
+    code, out, _ = _run(capsys, "retention", str(logs / "orders-0"), "--config", "cleanup.policy=",
+                        "--config", "retention.bytes=0", "--json", "--dry-run")
+    assert code == 0 and _results(out)["orders-0"]["deleted_segments"] == []
