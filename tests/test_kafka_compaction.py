@@ -163,6 +163,33 @@ def test_tombstones_get_a_delete_horizon_then_go(tmp_path: Path) -> None:
         assert store.verify() == []
 
 
+def test_a_delete_horizon_past_a_long_is_refused_before_anything_changes(tmp_path: Path, capsys) -> None:
+    """MemoryRecords.filterTo (Kafka 3.8.0) sets ``deleteHorizonMs = filter.currentTime +
+    filter.deleteRetentionMs``, a Java long sum: delete.retention.ms=Long.MAX_VALUE (a common "forever")
+    wraps it negative and the next clean drops the tombstones.  segstore's encoder got the unbounded sum
+    and the command died with an OverflowError traceback, part of the log already swapped; it now refuses
+    the value (exit 2) before any change, naming the largest that fits."""
+    path = tmp_path / "logs" / "t-0"
+    part = _open(path)
+    part.append_records([(b"a", b"1", T0, []), (b"b", b"1", T0, [])])
+    part.append_records([(b"a", None, T0, [])])
+    _roll(part)
+    part.append_records([(b"c", b"1", T0, [])])
+    part.close()
+    listing = {p.name: p.read_bytes() for p in path.iterdir()}
+    forever = ["--config", "cleanup.policy=compact", "--config", f"delete.retention.ms={2**63 - 1}",
+               "--now-ms", str(T0)]
+    for dry in ([], ["--dry-run"]):
+        assert main(["compact", str(path), *forever, *dry]) == 2
+        err = capsys.readouterr().err
+        assert f"expected delete.retention.ms of t at most {2**63 - 1 - T0}" in err and "Traceback" not in err
+        assert {p.name: p.read_bytes() for p in path.iterdir()} == listing
+    assert main(["compact", str(path), "--config", "cleanup.policy=compact", "--config",
+                 f"delete.retention.ms={2**63 - 1 - T0}", "--now-ms", str(T0)]) == 0
+    tomb = next(b for b in _batches(path) if any(r.value is None for r in b.records()))
+    assert tomb.delete_horizon_ms == 2**63 - 1
+
+
 def test_transactions_as_the_cleaner_treats_them(tmp_path: Path) -> None:
     """Aborted data goes; the ABORT marker stays (with its .txnindex entry) while batches of its transaction
     were seen; the batch holding an active producer's last data offset is kept as an empty header

@@ -69,7 +69,7 @@ from typing import Any
 import numpy as np
 
 from segstore import files
-from segstore.errors import CorruptDataError, UnsupportedOperationError
+from segstore.errors import ConfigError, CorruptDataError, UnsupportedOperationError
 
 from . import arrowencode, columnar
 from . import batch as codec
@@ -93,6 +93,8 @@ from .topicconfig import is_log_managed
 from .txnindex import AbortedTxn, TransactionIndex
 
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+#: ``Long.MAX_VALUE``
+LONG_MAX = 2**63 - 1
 #: ``log.cleaner.io.buffer.size`` (512 KiB) / one cleaner thread / 2: the read buffer's size
 IO_BUFFER_SIZE = 512 * 1024 // 2
 #: ``producer.id.expiration.ms`` (broker default): a producer idle this long is no longer active
@@ -747,6 +749,22 @@ def cleaner_offset_map(dedupe_buffer_size: int) -> OffsetMap:
     return OffsetMap(min(dedupe_buffer_size, MAX_MAP_MEMORY))
 
 
+def _check_horizon(part: Partition, now: int) -> None:
+    """Refuse a clean whose delete horizon ``now + delete.retention.ms`` is past a long, before anything
+    changes.  Kafka 3.8.0 ``MemoryRecords.filterTo`` adds them as Java longs: the horizon wraps negative
+    (the next clean drops the tombstones at once) and the records' timestamp deltas from it wrap too,
+    which segstore's batch codec does not write.
+
+    :raises ConfigError: naming the value and what to give instead.
+    """
+    retention = part.config.delete_retention_ms
+    if now + retention > LONG_MAX:
+        raise ConfigError(f"expected delete.retention.ms of {part.topic} at most {LONG_MAX - now} (the "
+                          f"delete horizon now + delete.retention.ms a long), found {retention}: the "
+                          "broker's sum wraps negative and its next clean drops the tombstones; give "
+                          "--config delete.retention.ms=N", part.path)
+
+
 def compact_partition(part: Partition, *, now_ms: int | None = None, dry_run: bool = False,
                       dedupe_buffer_size: int = DEDUPE_BUFFER_SIZE,
                       rewriting: Callable[[int], None] | None = None) -> CompactionResult:
@@ -770,6 +788,7 @@ def compact_partition(part: Partition, *, now_ms: int | None = None, dry_run: bo
             result = CompactionResult(part.topic, part.partition, dirty, uncleanable, dirty, dry_run=dry_run)
         if uncleanable <= dirty:
             return result
+        _check_horizon(part, now)
         result.map_full = build_offset_map(part, dirty, uncleanable, omap)
         result.end_offset = omap.latest_offset + 1
         result.passes += 1
