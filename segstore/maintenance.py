@@ -15,7 +15,17 @@ import json
 import sys
 from typing import Any, TextIO
 
-from .cli import EXIT_OK, UsageError, _common, _missing_selection, _open, _partition, _selectors, human
+from .cli import (
+    EXIT_OK,
+    UsageError,
+    _common,
+    _missing_selection,
+    _open,
+    _partition,
+    _selectors,
+    human,
+    time_ms,
+)
 from .errors import OffsetOutOfRangeError
 
 #: Result fields each command's text speaks of itself; any other field a plugin adds is shown as
@@ -176,7 +186,8 @@ def add_cli(sub: Any) -> None:
     _common(p)
     _selectors(p)
     p.add_argument("--dry-run", action="store_true", help="print what would be deleted; change nothing")
-    p.add_argument("--now-ms", type=int, help="the clock retention times are measured against (default: now)")
+    p.add_argument("--now-ms", type=time_ms, metavar="TIME",
+                   help="the clock retention times are measured against (ms or ISO-8601; default: now)")
     p.add_argument("--json", action="store_true", help="one JSON object a line")
     p.set_defaults(func=cmd_retention)
 
@@ -192,7 +203,9 @@ def add_cli(sub: Any) -> None:
     _common(p)
     _selectors(p)
     p.add_argument("--dry-run", action="store_true", help="print what would change; change nothing")
-    p.add_argument("--now-ms", type=int, help="the clock delete.retention.ms is measured against")
+    p.add_argument("--now-ms", type=time_ms, metavar="TIME",
+                   help="the clock delete.retention.ms and min.compaction.lag.ms are measured against (ms or "
+                        "ISO-8601; default: now)")
     p.add_argument("--dedupe-buffer-size", type=int, default=128 * 1024 * 1024, metavar="BYTES",
                    help="log.cleaner.dedupe.buffer.size: the key map's memory (24 bytes a key); a full "
                         "map cleans in several passes (default 128 MiB)")

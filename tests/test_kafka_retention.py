@@ -473,3 +473,19 @@ def test_a_malformed_log_start_checkpoint_is_replaced_not_a_half_done_run(tmp_pa
     with segstore.open(path) as store:
         assert store.offset_range("t", 0) == (10, 24)
         assert store.verify() == []
+
+
+def test_now_ms_takes_an_iso_time_as_the_other_commands(tmp_path: Path, capsys) -> None:
+    """``--now-ms T`` of retention and compact took only milliseconds (a usage error for
+    ``2023-11-14T22:13:40Z``), where consumers and transactions take milliseconds or ISO-8601 as
+    docs/cli.md says of every time option."""
+    path = _build(tmp_path / "logs" / "t-0")
+    iso = "2023-11-14T22:13:40Z"              # T0 + 20000 ms
+    assert main(["retention", str(path), "--config", "retention.ms=5000", "--now-ms", iso,
+                 "--dry-run", "--json"]) == 0
+    by_iso = json.loads(capsys.readouterr().out)
+    assert main(["retention", str(path), "--config", "retention.ms=5000", "--now-ms", str(T0 + 20_000),
+                 "--dry-run", "--json"]) == 0
+    assert by_iso == json.loads(capsys.readouterr().out) and by_iso["deleted_segments"]
+    assert main(["compact", str(path), "--config", "cleanup.policy=compact", "--now-ms", iso,
+                 "--dry-run"]) == 0
