@@ -758,6 +758,8 @@ def _check_horizon(part: Partition, now: int) -> None:
     :raises ConfigError: naming the value and what to give instead.
     """
     retention = part.config.delete_retention_ms
+    if not -LONG_MAX - 1 <= now <= LONG_MAX:
+        raise ConfigError(f"expected a time (now, --now-ms) within a long, found {now}", part.path)
     if now + retention > LONG_MAX:
         raise ConfigError(f"expected delete.retention.ms of {part.topic} at most {LONG_MAX - now} (the "
                           f"delete horizon now + delete.retention.ms a long), found {retention}: the "
