@@ -2033,8 +2033,17 @@ def _rows_out(args: argparse.Namespace, header: Sequence[str], fields: Sequence[
     if args.json:
         _json_line(rows, out)
     else:
-        _table(header, [tuple(_cell(row[f]) for f in fields) for row in rows], [0] * len(header), out)
+        _table(header, [tuple(_producer_cell(f, row[f]) for f in fields) for row in rows], [0] * len(header),
+               out)
     return EXIT_OK
+
+
+def _producer_cell(field: str, value: Any) -> str:
+    """A ``transactions`` view's table cell: no open transaction as ``None``, as ``kafka-transactions
+    describe-producers`` prints it (``DescribeProducersCommand``); others as :func:`_cell`."""
+    if field == "current_transaction_start_offset" and value is None:
+        return "None"
+    return _cell(value)
 
 
 def _producer_command(args: argparse.Namespace, out: TextIO) -> int:

@@ -140,6 +140,10 @@ def _translate(err: OSError, path: str, pos: int | None = None) -> SegstoreError
     if isinstance(err, FileNotFoundError):
         return NotFoundError("expected an existing file or directory, found no such file or directory", path,
                              pos)
+    if err.errno == errno.EROFS:        # a write (retention, compact...) on a read-only mount
+        return StorageIOError(f"expected a writable file system, found a read-only one ({what})", path, pos)
+    if err.errno in (errno.EACCES, errno.EPERM):
+        return StorageIOError(f"expected permission to access the file, found none ({what})", path, pos)
     return StorageIOError(what, path, pos)
 
 

@@ -15,7 +15,17 @@ import json
 import sys
 from typing import Any, TextIO
 
-from .cli import EXIT_OK, UsageError, _common, _missing_selection, _open, _partition, _selectors, human
+from .cli import (
+    EXIT_OK,
+    UsageError,
+    _common,
+    _missing_selection,
+    _open,
+    _partition,
+    _selectors,
+    human,
+    time_ms,
+)
 from .errors import OffsetOutOfRangeError
 
 #: Result fields each command's text speaks of itself; any other field a plugin adds is shown as
@@ -69,17 +79,23 @@ def _changes(result: dict[str, Any]) -> list[str]:
             phrases.append(f"{name} {result[before]} -> {result.get(after)}")
     if result.get("rolled_at") is not None:
         phrases.append(f"{'would roll' if would else 'rolled'} a new segment at offset {result['rolled_at']}")
+    # a dry run plans the first pass only: one whose map filled says so even where that pass drops
+    # nothing, as the run goes on past it (and its later passes may)
     if "records_kept" in result and (result["records_kept"] != result.get("records_read")
-                                     or result.get("bytes_after") != result.get("bytes_before")):
+                                     or result.get("bytes_after") != result.get("bytes_before")
+                                     or (would and result.get("map_full"))):
         end = result.get("end_offset")
         cleaned = (f"offsets {result.get('first_dirty_offset')}-{end - 1}" if isinstance(end, int)
                    else "the dirty segments")
         passes = result.get("passes")
-        phrases.append(f"{'would clean' if would else 'cleaned'} {cleaned}: {'keep' if would else 'kept'} "
+        first = " in its first pass" if result.get("map_full") else ""
+        keep = "keep" if would else "kept"
+        phrases.append(f"{'would clean' if would else 'cleaned'} {cleaned}{first}: {keep} "
                        f"{result['records_kept']} of {result.get('records_read')} records, "
                        f"{result.get('bytes_before')} -> {result.get('bytes_after')} bytes"
                        + (f", {_count(passes, 'pass')}" if isinstance(passes, int) and passes > 1 else "")
-                       + (" (the key map filled: run again for the rest)" if result.get("map_full") else ""))
+                       + (" (the key map filled: the run cleans the rest in more passes, which a dry run "
+                          "does not plan)" if result.get("map_full") else ""))
     if phrases and result.get("triggers"):
         phrases.append(f"triggers: {human(result['triggers'])}")
     return phrases
@@ -170,7 +186,8 @@ def add_cli(sub: Any) -> None:
     _common(p)
     _selectors(p)
     p.add_argument("--dry-run", action="store_true", help="print what would be deleted; change nothing")
-    p.add_argument("--now-ms", type=int, help="the clock retention times are measured against (default: now)")
+    p.add_argument("--now-ms", type=time_ms, metavar="TIME",
+                   help="the clock retention times are measured against (ms or ISO-8601; default: now)")
     p.add_argument("--json", action="store_true", help="one JSON object a line")
     p.set_defaults(func=cmd_retention)
 
@@ -186,7 +203,9 @@ def add_cli(sub: Any) -> None:
     _common(p)
     _selectors(p)
     p.add_argument("--dry-run", action="store_true", help="print what would change; change nothing")
-    p.add_argument("--now-ms", type=int, help="the clock delete.retention.ms is measured against")
+    p.add_argument("--now-ms", type=time_ms, metavar="TIME",
+                   help="the clock delete.retention.ms and min.compaction.lag.ms are measured against (ms or "
+                        "ISO-8601; default: now)")
     p.add_argument("--dedupe-buffer-size", type=int, default=128 * 1024 * 1024, metavar="BYTES",
                    help="log.cleaner.dedupe.buffer.size: the key map's memory (24 bytes a key); a full "
                         "map cleans in several passes (default 128 MiB)")

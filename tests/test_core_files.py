@@ -81,6 +81,26 @@ def test_disk_full_is_typed(monkeypatch, tmp_path):
     assert af.size == 0  # nothing acknowledged
 
 
+_DENIED = "expected permission to access the file, found none"
+_READ_ONLY = "expected a writable file system, found a read-only one"
+
+
+@pytest.mark.parametrize("code, said", [(errno.EROFS, _READ_ONLY), (errno.EACCES, _DENIED),
+                                        (errno.EPERM, _DENIED)])
+def test_a_read_only_mount_or_a_denied_file_says_what_was_expected(monkeypatch, tmp_path, code, said):
+    """``segstore retention`` over a log dir on a read-only mount said only ``PATH: Read-only file system``:
+    errors are ``path: expected ..., found ...`` like the rest."""
+    def refuse(*args, **kwargs):
+        raise OSError(code, os.strerror(code))
+
+    (tmp_path / "a").write_bytes(b"x")
+    monkeypatch.setattr(os, "replace", refuse)
+    with pytest.raises(errors.StorageIOError) as info:
+        files.rename(tmp_path / "a", tmp_path / "b")
+    assert info.value.message.startswith(said)
+    assert os.strerror(code) in info.value.message and info.value.path.endswith("a")
+
+
 def test_write_atomic_and_save_aside(tmp_path):
     path = tmp_path / "cp"
     files.write_atomic(path, "0\n1\n")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import random
 import shutil
 from pathlib import Path
@@ -162,6 +163,36 @@ def test_tombstones_get_a_delete_horizon_then_go(tmp_path: Path) -> None:
         assert store.verify() == []
 
 
+def test_a_delete_horizon_past_a_long_is_refused_before_anything_changes(tmp_path: Path, capsys) -> None:
+    """MemoryRecords.filterTo (Kafka 3.8.0) sets ``deleteHorizonMs = filter.currentTime +
+    filter.deleteRetentionMs``, a Java long sum: delete.retention.ms=Long.MAX_VALUE (a common "forever")
+    wraps it negative and the next clean drops the tombstones.  segstore's encoder got the unbounded sum
+    and the command died with an OverflowError traceback, part of the log already swapped; it now refuses
+    the value (exit 2) before any change, naming the largest that fits."""
+    path = tmp_path / "logs" / "t-0"
+    part = _open(path)
+    part.append_records([(b"a", b"1", T0, []), (b"b", b"1", T0, [])])
+    part.append_records([(b"a", None, T0, [])])
+    _roll(part)
+    part.append_records([(b"c", b"1", T0, [])])
+    part.close()
+    listing = {p.name: p.read_bytes() for p in path.iterdir()}
+    forever = ["--config", "cleanup.policy=compact", "--config", f"delete.retention.ms={2**63 - 1}",
+               "--now-ms", str(T0)]
+    for dry in ([], ["--dry-run"]):
+        assert main(["compact", str(path), *forever, *dry]) == 2
+        err = capsys.readouterr().err
+        assert f"expected delete.retention.ms of t at most {2**63 - 1 - T0}" in err and "Traceback" not in err
+        assert {p.name: p.read_bytes() for p in path.iterdir()} == listing
+    assert main(["compact", str(path), "--config", "cleanup.policy=compact", "--now-ms", str(2**64)]) == 2
+    err = capsys.readouterr().err
+    assert "expected a time (now, --now-ms) within a long, found 18446744073709551616" in err
+    assert main(["compact", str(path), "--config", "cleanup.policy=compact", "--config",
+                 f"delete.retention.ms={2**63 - 1 - T0}", "--now-ms", str(T0)]) == 0
+    tomb = next(b for b in _batches(path) if any(r.value is None for r in b.records()))
+    assert tomb.delete_horizon_ms == 2**63 - 1
+
+
 def test_transactions_as_the_cleaner_treats_them(tmp_path: Path) -> None:
     """Aborted data goes; the ABORT marker stays (with its .txnindex entry) while batches of its transaction
     were seen; the batch holding an active producer's last data offset is kept as an empty header
@@ -265,6 +296,91 @@ def test_open_transaction_and_compaction_lag_bound_the_clean(tmp_path: Path) -> 
     # LogToClean (calculateCleanableBytes): down to the base of the segment holding it
     assert compaction.cleanable_range(part, T0 + 7000) == (0, 2)
     part.close()
+
+
+def test_compaction_lag_of_a_segment_without_timestamps_is_its_files_mtime(tmp_path: Path) -> None:
+    """LogCleanerManager.cleanableOffsets (Kafka 3.8.0) measures min.compaction.lag.ms against
+    ``LogSegment.largestTimestamp``: a segment with no record timestamp (an empty one, as a clean that
+    kept nothing of it leaves) counts by its ``.log`` file's mtime, so a recent empty segment bounds the
+    clean as a recent record would."""
+    path = tmp_path / "logs" / "t-0"
+    part = _open(path)
+    for value in (b"1", b"2", b"3"):
+        part.append_records([(b"a", value, T0, [])])
+        _roll(part)
+    part.append_records([(b"a", b"4", T0, [])])
+    part.close()
+    for suffix in (".log", ".index", ".timeindex"):     # segment 1 emptied: nothing left of it but files
+        (path / f"{1:020d}{suffix}").write_bytes(b"")
+    part = _open(path, **{"min.compaction.lag.ms": 1000})
+    empty = part.log.segments.floor(1)
+    assert empty is not None and empty.base == 1 and empty.size == 0
+    now = T0 + 10_000
+    os.utime(empty.path, ns=(now * 1_000_000, (now - 500) * 1_000_000))   # written 500 ms ago
+    assert compaction.cleanable_offsets(part, now) == (0, 1)
+    os.utime(empty.path, ns=(now * 1_000_000, (now - 5000) * 1_000_000))  # 5 s ago: past the lag
+    assert compaction.cleanable_offsets(part, now) == (0, 3)                 # the active segment's base
+    part.close()
+
+
+def test_the_map_of_a_segment_ending_in_a_gap_reaches_the_next_segment(tmp_path: Path) -> None:
+    """Kafka 3.8.0 ``Cleaner.buildOffsetMapForSegment`` ends each segment it maps whole with
+    ``map.updateLatestOffset(nextSegmentStartOffset - 1)`` ("In the case of offsets gap, fast forward"),
+    so the clean of a log whose last dirty segment ends in a gap (its last records compacted away, the
+    cleaner-offset-checkpoint gone) checkpoints the next segment's base.  segstore stopped at the last
+    batch read: it checkpointed 6 of a segment ending at 5 beside one at 8, the next run mapped nothing
+    from 6 and checkpointed 0, and every later run cleaned the whole log again."""
+    path = tmp_path / "logs" / "t-0"
+    part = _open(path)
+    for key in (b"a", b"b", b"c", b"d"):
+        part.append_records([(key, b"1", T0, [])])
+    _roll(part)
+    for key in (b"a", b"b", None, None):                     # 6 and 7: keyless, dropped by the clean
+        part.append_records([(key, b"2", T0, [])])
+    _roll(part)
+    part.append_records([(b"z", b"3", T0, [])])
+    part.close()
+    checkpoint = tmp_path / "logs" / "cleaner-offset-checkpoint"
+    ends = []
+    for _ in range(2):
+        part = _open(path)
+        ends.append(compaction.compact_partition(part).end_offset)
+        part.close()
+        assert read_offsets(str(checkpoint)) == {("t", 0): 8}
+        checkpoint.unlink()                     # a copy without it: the whole log is dirty again
+    assert ends == [8, 8]
+    part = _open(path)
+    compaction.compact_partition(part)
+    part.close()
+    part = _open(path)
+    again = compaction.compact_partition(part)           # clean: nothing to do, the checkpoint stays
+    part.close()
+    assert again.passes == 0 and read_offsets(str(checkpoint)) == {("t", 0): 8}
+
+
+class _Seg:
+    """What ``groupSegmentsBySize`` reads of a segment: base offset, size, index entries."""
+
+    def __init__(self, base: int, size: int = 100) -> None:
+        self.base, self.size = base, size
+        self.offset_index: list[int] = []
+        self.time_index: list[int] = []
+
+
+def test_a_group_holds_no_offset_past_32_bits_of_its_first_segments_base() -> None:
+    """Kafka 3.8.0 ``Cleaner.groupSegmentsBySize`` adds a segment while its last offset (the next base - 1,
+    or the first uncleanable offset - 1) less ``group.last.baseOffset`` fits an Int: the group is built
+    by prepending, so ``group.last`` is its *first* segment, whose base the cleaned segment takes.
+    segstore measured from the group's newest segment instead, so a group could hold offsets 2^31 and
+    more past the cleaned segment's base: relative offsets its indexes cannot hold."""
+    bases = [0, 2**30, 2**31 - 5]
+    segs = [_Seg(b) for b in bases]
+    groups = compaction.group_segments(segs, 1 << 30, 1 << 20, 2**31 + 100)   # type: ignore[arg-type]
+    assert [[s.base for s in g] for g in groups] == [[0, 2**30], [2**31 - 5]]
+    # an empty segment is taken whatever its offsets ("avoid empty log left every 2^31 message")
+    segs = [_Seg(0), _Seg(2**30), _Seg(2**31 - 5, size=0)]
+    groups = compaction.group_segments(segs, 1 << 30, 1 << 20, 2**31 + 100)   # type: ignore[arg-type]
+    assert [[s.base for s in g] for g in groups] == [[0, 2**30, 2**31 - 5]]
 
 
 def _three_then_active(path: Path, *, open_transaction: bool) -> Partition:

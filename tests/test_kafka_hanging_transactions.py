@@ -77,6 +77,19 @@ def test_producers_are_the_brokers_producer_state(tmp_path):
             7, 9, 11, 12, 13]
 
 
+def test_the_producers_table_prints_no_open_transaction_as_the_tool_does(tmp_path):
+    """Kafka 3.8.0 ``TransactionsCommand.DescribeProducersCommand`` prints a producer with no open transaction
+    with ``CurrentTransactionStartOffset`` ``None`` (``-1`` for no coordinator epoch); the JSON keeps null."""
+    logs = build(tmp_path / "logs")
+    code, out, _ = run("transactions", logs, "--producers", "--now-ms", str(T0 + MINUTE))
+    assert code == 0
+    rows = [line.split() for line in out.splitlines()[1:]]
+    assert [row[-1] for row in rows] == ["None", "3", "None", "None"]
+    assert rows[1][4] == "-1"
+    code, out, _ = run("transactions", logs, "--producers", "--now-ms", str(T0 + MINUTE), "--json")
+    assert [r["current_transaction_start_offset"] for r in json.loads(out)] == [None, 3, None, None]
+
+
 def test_a_log_cut_below_its_first_segment_starts_from_the_snapshot(tmp_path):
     """Retention deleted producer 21's batches; the broker's snapshot named for the first segment kept it."""
     logs = tmp_path / "logs"

@@ -204,6 +204,34 @@ def test_cli_dedupe_buffer_size_cleans_in_passes(tmp_path: Path, capsys) -> None
     assert main(["verify", str(path), "-q"]) == 0
 
 
+def test_a_dry_run_whose_first_pass_keeps_everything_says_the_map_filled(tmp_path: Path, capsys) -> None:
+    """With 3 keys a pass over 10 unique keys, the first pass (all a dry run plans) drops nothing; the real
+    run's later passes clean half the log.  The text dry run said "nothing to clean" and the run then
+    cleaned: the dry run must say the map filled and the run goes on past it."""
+    path = tmp_path / "logs" / "t-0"
+    segments = [[[(k, b"v%d" % k)] for k in range(10)], [[(k, b"w%d" % k)] for k in range(10)], [[(0, b"z")]]]
+    _write(path, segments, "none")
+    assert main(["compact", str(path), "--dedupe-buffer-size", str(4 * 24), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "nothing to clean" not in out and "key map filled" in out
+    assert out.splitlines()[-1] == ("compact (dry run): 1 partition would change, 0 unchanged; "
+                                    "nothing was changed")
+    assert main(["compact", str(path), "--dedupe-buffer-size", str(4 * 24), "--json"]) == 0
+    done = json.loads(capsys.readouterr().out)
+    assert done["records_kept"] < done["records_read"]
+
+
+def test_a_dedupe_buffer_over_2_gib_holds_what_2_gib_holds() -> None:
+    """Kafka 3.8.0 ``LogCleaner``: ``new SkimpyOffsetMap(memory = math.min(config.dedupeBufferSize /
+    config.numThreads, Int.MaxValue).toInt)``: a ``log.cleaner.dedupe.buffer.size`` of 4 GiB gives the
+    cleaner 2^31 - 1 bytes, 89478485 slots, so its passes end where a 2 GiB map's do."""
+    from segstore_kafka.compaction import cleaner_offset_map
+
+    assert cleaner_offset_map(4 * 2**30).slots == cleaner_offset_map(2**31 - 1).slots == (2**31 - 1) // 24
+    assert cleaner_offset_map(4 * 2**30).max_entries == int((2**31 - 1) // 24 * 0.9)
+    assert cleaner_offset_map(128 * 2**20).slots == 128 * 2**20 // 24
+
+
 # -- producer state from the batch headers, column-wise -----------------------------------------------
 
 def _producer_state_model(part: Partition, now_ms: int) -> tuple[dict, int | None]:

@@ -450,3 +450,42 @@ def test_a_real_run_over_a_log_dir_with_partitions_left_alone_is_no_dry_run(tmp_
     assert out.endswith("delete-records: 1 partition changed, 1 unchanged\n"), out
     assert main(["delete-records", str(tmp_path / "logs2"), "--before", "10", "--dry-run", "--json"]) == 0
     assert all(json.loads(line)["dry_run"] for line in capsys.readouterr().out.splitlines())
+
+
+@pytest.mark.parametrize("opened", ["log dir", "partition"])
+def test_a_malformed_log_start_checkpoint_is_replaced_not_a_half_done_run(tmp_path: Path, capsys,
+                                                                          opened: str) -> None:
+    """Kafka 3.8.0 ``LogManager.loadLogs`` reads a malformed ``log-start-offset-checkpoint`` as empty
+    ("resetting to the base offset of the first segment") and its next ``checkpointLogStartOffsetsInDir``
+    replaces it.  segstore read it so at open but refused it when writing the new log start: the run
+    failed (exit 1) after the leader epochs were cut to the new start (and, for retention deleting every
+    segment, a segment rolled), leaving every old segment and a log start of 0 beside a
+    ``leader-epoch-checkpoint`` starting at the new one."""
+    logs = tmp_path / "logs"
+    path = _build(logs / "t-0", epochs=True)
+    (logs / "log-start-offset-checkpoint").write_text("0\n2\nt 0 5\n")     # says 2 entries, holds 1
+    target = logs if opened == "log dir" else path
+    assert main(["delete-records", str(target), "--before", "10", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["log_start_offset"] == 10
+    assert _segment_bases(path) == [8, 12, 16, 20]
+    assert read_offsets(str(logs / "log-start-offset-checkpoint")) == {("t", 0): 10}
+    assert (path / "leader-epoch-checkpoint").read_text().splitlines()[2:] == ["1 10", "2 16"]
+    with segstore.open(path) as store:
+        assert store.offset_range("t", 0) == (10, 24)
+        assert store.verify() == []
+
+
+def test_now_ms_takes_an_iso_time_as_the_other_commands(tmp_path: Path, capsys) -> None:
+    """``--now-ms T`` of retention and compact took only milliseconds (a usage error for
+    ``2023-11-14T22:13:40Z``), where consumers and transactions take milliseconds or ISO-8601 as
+    docs/cli.md says of every time option."""
+    path = _build(tmp_path / "logs" / "t-0")
+    iso = "2023-11-14T22:13:40Z"              # T0 + 20000 ms
+    assert main(["retention", str(path), "--config", "retention.ms=5000", "--now-ms", iso,
+                 "--dry-run", "--json"]) == 0
+    by_iso = json.loads(capsys.readouterr().out)
+    assert main(["retention", str(path), "--config", "retention.ms=5000", "--now-ms", str(T0 + 20_000),
+                 "--dry-run", "--json"]) == 0
+    assert by_iso == json.loads(capsys.readouterr().out) and by_iso["deleted_segments"]
+    assert main(["compact", str(path), "--config", "cleanup.policy=compact", "--now-ms", iso,
+                 "--dry-run"]) == 0

@@ -96,6 +96,9 @@ def test_delete_records_refuses_an_internal_topic_as_the_broker_does(tmp_path, c
     before = _bases(logs / "__consumer_offsets-0")
     code, _, err = _run(capsys, "delete-records", str(logs / "__consumer_offsets-0"), "--before", "2")
     assert code == 2 and "Cannot delete records of internal topic __consumer_offsets" in err
+    # the CLI's error form: path: expected ..., found ...
+    assert err.startswith(f"{logs / '__consumer_offsets-0'}: expected a topic DeleteRecords may delete "
+                          "records of, found the internal topic __consumer_offsets"), err
     code, _, err = _run(capsys, "delete-records", str(logs), "--topic", "__consumer_offsets", "--before", "2")
     assert code == 2 and "internal topic" in err
     # a log-dir-wide run changes the other topics and says why the internal one is left
@@ -372,3 +375,78 @@ def test_topic_configs_are_parsed_and_bounded_as_kafkas_log_config(tmp_path, cap
         assert f"expected {bad.split('=')[0]} from " in err, err
     for good in ("retention.ms=-1", "retention.bytes=-5", "segment.bytes=14"):
         assert _run(capsys, "retention", str(logs), "--config", good, "--dry-run")[0] == 0, good
+
+
+def test_a_negative_dynamic_retention_time_is_unlimited_as_the_broker_reads_it(tmp_path, capsys):
+    """KafkaConfig.logRetentionTimeMillis (Kafka 3.8.0): log.retention.ms, else .minutes, else .hours, turned
+    into milliseconds, and any negative result is -1 (keep forever).  log.retention.hours=-1 is how
+    operators say "forever"; segstore multiplied it to -3600000, which retention.ms refuses, and warned that
+    the metadata log's config was not applied."""
+    logs = _kraft_dir(tmp_path)
+    _fill(logs, ["plain"])
+    write_metadata_log(logs, [topic("plain", "AAAAAAAAAAAAAAAAAAAAMw"),
+                              config("", "log.retention.ms", "1000", resource_type=4),
+                              config("1", "log.retention.hours", "-1", resource_type=4)])
+    (logs / "meta.properties").write_text("version=1\ncluster.id=abc\nnode.id=1\n")
+    code, out, err = _run(capsys, "retention", str(logs), "--now-ms", str(T0 + 10**9), "--json", "--dry-run")
+    assert code == 0 and _results(out)["plain-0"]["deleted_segments"] == []   # node 1: forever
+    assert "not applied" not in err
+    with segstore.open(logs) as store:
+        assert store.config_notes("plain") == []
+
+
+def test_a_command_line_config_equal_to_the_files_is_no_override(tmp_path, capsys):
+    """``--config cleanup.policy=compact`` (as docs/cli.md's compact example gives it) over a log dir with
+    ``__consumer_offsets`` said "--config cleanup.policy=compact overrides cleanup.policy=compact of the
+    topic"; the same value is no override and says nothing, a different one still does."""
+    logs = _kraft_dir(tmp_path)
+    _fill(logs, ["__consumer_offsets"])
+    code, _, err = _run(capsys, "compact", str(logs), "--config", "cleanup.policy=compact", "--dry-run")
+    assert code == 0 and "overrides" not in err
+    code, _, err = _run(capsys, "retention", str(logs), "--topic", "orders", "--config", "retention.ms=1000",
+                        "--dry-run")
+    assert code == 0 and "overrides" not in err
+    code, _, err = _run(capsys, "retention", str(logs), "--topic", "orders", "--config", "retention.ms=2000",
+                        "--dry-run")
+    assert code == 0
+    assert "orders: --config retention.ms=2000 overrides retention.ms=1000 of the metadata log" in err
+
+
+def test_a_partition_compact_leaves_alone_says_dry_run_as_the_others(tmp_path, capsys):
+    """``compact --dry-run --json``: a partition left alone (a delete-policy topic, the metadata log) had no
+    ``dry_run`` field, unlike every other result (and retention's left-alone ones), and a dry run that left
+    every partition alone printed ``compact: nothing to clean``, not ``compact (dry run): ...``."""
+    logs = _kraft_dir(tmp_path)
+    for dry in (True, False):
+        code, out, _ = _run(capsys, "compact", str(logs), "--json", *(["--dry-run"] if dry else []))
+        assert code == 0
+        assert {name: r["dry_run"] for name, r in _results(out).items()} == {
+            "__cluster_metadata-0": dry, "orders-0": dry, "table-0": dry}
+    code, out, _ = _run(capsys, "compact", str(logs / "orders-0"), "--dry-run")
+    assert code == 0 and out.endswith("compact (dry run): nothing to clean in 1 partition\n"), out
+
+
+def test_an_empty_cleanup_policy_neither_deletes_nor_compacts(tmp_path, capsys):
+    """Kafka 3.8.0 takes ``cleanup.policy=`` (``ConfigDef.parseType``: an empty LIST; ``ValidList`` checks
+    each of no entries) and ``LogConfig`` then has neither ``delete`` nor ``compact``: retention runs
+    only the log-start pass, the cleaner leaves the log, DeleteRecords is a policy violation.  segstore
+    refused the value, fell back to the default ``delete`` and deleted by ``retention.ms`` what the broker
+    keeps forever."""
+    logs = _kraft_dir(tmp_path)
+    write_metadata_log(logs, [
+        topic("orders", ORDERS_ID), partition(ORDERS_ID, 0, [1]), config("orders", "retention.ms", "1000"),
+        config("orders", "cleanup.policy", ""),
+        topic("table", TABLE_ID), partition(TABLE_ID, 0, [1]), config("table", "cleanup.policy", "compact"),
+    ])
+    before = _bases(logs / "orders-0")
+    code, out, err = _run(capsys, "retention", str(logs), "--now-ms", str(T0 + 10**9), "--json")
+    assert code == 0 and "not applied" not in err
+    assert _results(out)["orders-0"]["deleted_segments"] == [] and _bases(logs / "orders-0") == before
+    code, out, _ = _run(capsys, "compact", str(logs), "--topic", "orders", "--json", "--dry-run")
+    assert code == 0 and "does not compact" in _results(out)["orders-0"]["skipped"]
+    code, _, err = _run(capsys, "delete-records", str(logs), "--topic", "orders", "--before", "1")
+    assert code == 2 and "expected cleanup.policy with delete" in err
+    # the command line takes it as the broker's kafka-configs does
+    code, out, _ = _run(capsys, "retention", str(logs / "orders-0"), "--config", "cleanup.policy=",
+                        "--config", "retention.bytes=0", "--json", "--dry-run")
+    assert code == 0 and _results(out)["orders-0"]["deleted_segments"] == []

@@ -69,7 +69,7 @@ from typing import Any
 import numpy as np
 
 from segstore import files
-from segstore.errors import CorruptDataError, UnsupportedOperationError
+from segstore.errors import ConfigError, CorruptDataError, UnsupportedOperationError
 
 from . import arrowencode, columnar
 from . import batch as codec
@@ -93,6 +93,8 @@ from .topicconfig import is_log_managed
 from .txnindex import AbortedTxn, TransactionIndex
 
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+#: ``Long.MAX_VALUE``
+LONG_MAX = 2**63 - 1
 #: ``log.cleaner.io.buffer.size`` (512 KiB) / one cleaner thread / 2: the read buffer's size
 IO_BUFFER_SIZE = 512 * 1024 // 2
 #: ``producer.id.expiration.ms`` (broker default): a producer idle this long is no longer active
@@ -316,7 +318,8 @@ def cleanable_offsets(part: Partition, now_ms: int) -> tuple[int, int]:
         for seg in part.segments[:-1]:
             later = part.log.segments.higher(seg.base)       # never None: seg is not the last
             if seg.base >= dirty or (later is not None and later.base > dirty):
-                if seg.max_timestamp_so_far().timestamp > now_ms - lag:
+                # LogSegment.largestTimestamp: an empty segment's is its file's mtime
+                if seg.largest_timestamp() > now_ms - lag:
                     bounds.append(seg.base)
                     break
     return dirty, max(dirty, min(bounds))
@@ -393,7 +396,9 @@ def _transaction_flags(chunk: columnar.Chunk, count: int, meta: CleanedTransacti
 
 def build_offset_map(part: Partition, start: int, end: int, omap: OffsetMap) -> bool:
     """``Cleaner.buildOffsetMap``: the latest offset of each key in ``[start, end)`` into ``omap``
-    (cleared first), and ``omap.latest_offset``; True when the map filled before ``end``.
+    (cleared first), and ``omap.latest_offset``: the last offset read when the map filled, else ``end -
+    1`` (``buildOffsetMapForSegment`` fast-forwards past a segment's trailing gap); True when the map
+    filled before ``end``.
 
     Column chunks of keys only, digests and map updates per chunk (no per-record Python).
     """
@@ -432,13 +437,16 @@ def build_offset_map(part: Partition, start: int, end: int, omap: OffsetMap) -> 
                 omap.update_latest_offset(int(done[-1]))
             if count < len(batches):
                 break
+        # "In the case of offsets gap, fast forward to latest expected offset in this segment": a segment
+        # mapped whole maps up to the next dirty segment's base (or the end), whatever its last batch
+        omap.update_latest_offset((end if nxt is None else min(nxt.base, end)) - 1)
     return False
 
 
 def group_segments(segs: list[LogSegment], max_size: int, max_index_size: int,
                    first_uncleanable: int) -> list[list[LogSegment]]:
     """``Cleaner.groupSegmentsBySize``: consecutive segments whose log and index sizes stay within the limits
-    and whose offsets fit one segment's 32-bit relative offsets."""
+    and whose offsets fit one segment's 32-bit relative offsets from the group's first base."""
     groups: list[list[LogSegment]] = []
     rest = list(segs)
     while rest:
@@ -453,7 +461,9 @@ def group_segments(segs: list[LogSegment], max_size: int, max_index_size: int,
             h_time = len(head.time_index) * TIME_ENTRY.itemsize
             if not (log_size + head.size <= max_size and index_size + h_index <= max_index_size
                     and time_size + h_time <= max_index_size
-                    and (head.size == 0 or last_offset - group[-1].base <= 2**31 - 1)):
+                    # Scala's ``group.last``: the group is built by prepending, so its first segment,
+                    # whose base the cleaned segment takes (relative offsets are 32-bit)
+                    and (head.size == 0 or last_offset - group[0].base <= 2**31 - 1)):
                 break
             group.append(rest.pop(0))
             log_size += head.size
@@ -728,6 +738,35 @@ class _Filter:
         return action, max_offset, max_ts, pieces
 
 
+#: ``Int.MaxValue``: the most memory one cleaner thread's key map takes
+MAX_MAP_MEMORY = 2**31 - 1
+
+
+def cleaner_offset_map(dedupe_buffer_size: int) -> OffsetMap:
+    """The key map one cleaner thread gets of ``log.cleaner.dedupe.buffer.size``: Kafka 3.8.0's
+    ``LogCleaner`` gives ``SkimpyOffsetMap`` ``math.min(dedupeBufferSize / numThreads, Int.MaxValue)``
+    bytes, so a buffer over 2 GiB holds no more keys a pass than one of 2 GiB."""
+    return OffsetMap(min(dedupe_buffer_size, MAX_MAP_MEMORY))
+
+
+def _check_horizon(part: Partition, now: int) -> None:
+    """Refuse a clean whose delete horizon ``now + delete.retention.ms`` is past a long, before anything
+    changes.  Kafka 3.8.0 ``MemoryRecords.filterTo`` adds them as Java longs: the horizon wraps negative
+    (the next clean drops the tombstones at once) and the records' timestamp deltas from it wrap too,
+    which segstore's batch codec does not write.
+
+    :raises ConfigError: naming the value and what to give instead.
+    """
+    retention = part.config.delete_retention_ms
+    if not -LONG_MAX - 1 <= now <= LONG_MAX:
+        raise ConfigError(f"expected a time (now, --now-ms) within a long, found {now}", part.path)
+    if now + retention > LONG_MAX:
+        raise ConfigError(f"expected delete.retention.ms of {part.topic} at most {LONG_MAX - now} (the "
+                          f"delete horizon now + delete.retention.ms a long), found {retention}: the "
+                          "broker's sum wraps negative and its next clean drops the tombstones; give "
+                          "--config delete.retention.ms=N", part.path)
+
+
 def compact_partition(part: Partition, *, now_ms: int | None = None, dry_run: bool = False,
                       dedupe_buffer_size: int = DEDUPE_BUFFER_SIZE,
                       rewriting: Callable[[int], None] | None = None) -> CompactionResult:
@@ -743,7 +782,7 @@ def compact_partition(part: Partition, *, now_ms: int | None = None, dry_run: bo
     now = part.clock() if now_ms is None else now_ms
     for seg in part.segments:
         _check_format(seg)
-    omap = OffsetMap(dedupe_buffer_size)
+    omap = cleaner_offset_map(dedupe_buffer_size)
     result: CompactionResult | None = None
     while True:
         dirty, uncleanable = cleanable_range(part, now)
@@ -751,6 +790,7 @@ def compact_partition(part: Partition, *, now_ms: int | None = None, dry_run: bo
             result = CompactionResult(part.topic, part.partition, dirty, uncleanable, dirty, dry_run=dry_run)
         if uncleanable <= dirty:
             return result
+        _check_horizon(part, now)
         result.map_full = build_offset_map(part, dirty, uncleanable, omap)
         result.end_offset = omap.latest_offset + 1
         result.passes += 1
@@ -834,7 +874,8 @@ def compact(store: Any, *, now_ms: int | None = None, dry_run: bool = False, top
             continue
         reason = _not_compacted(store, p)
         if reason is not None:
-            results.append({"topic": t, "partition": n, "skipped": reason})
+            # dry_run as the run's, as every other result (and retention's left-alone ones) says it
+            results.append({"topic": t, "partition": n, "skipped": reason, "dry_run": dry_run})
             continue
         result = compact_partition(p, now_ms=now_ms, dry_run=dry_run, dedupe_buffer_size=dedupe_buffer_size,
                                    rewriting=functools.partial(forget_from, store, t, n))

@@ -324,9 +324,16 @@ def checkpointed(part: Partition, name: str) -> int | None:
 
 
 def write_checkpoint_entry(part: Partition, name: str, offset: int | None) -> None:
-    """Set (or, with None, drop) this partition's entry in a log-dir checkpoint; other entries are kept."""
+    """Set (or, with None, drop) this partition's entry in a log-dir checkpoint; other entries are kept.
+
+    A malformed file holds none to keep: it is replaced, as the broker replaces one its loader read
+    past (``LogManager.loadLogs`` reads a malformed ``log-start-offset-checkpoint`` as empty, and
+    ``checkpointLogStartOffsetsInDir`` then writes what it holds)."""
     path = os.path.join(log_dir_of(part), name)
-    offsets = read_offsets(path)
+    try:
+        offsets = read_offsets(path)
+    except CorruptDataError:
+        offsets = {}
     key = (part.topic, part.partition)
     if offset is None:
         if key not in offsets:

@@ -151,8 +151,10 @@ class KafkaConfig:
         if compression not in COMPRESSIONS:
             raise ConfigError(f"expected compression.type in {COMPRESSIONS}, "
                               f"found {cut(self.compression_type)}")
-        if not set(self.cleanup_policy.split(",")) <= {"delete", "compact"}:
-            raise ConfigError("expected cleanup.policy of delete and/or compact, "
+        # an empty LIST is valid (ValidList checks each of no entries): neither delete nor compact
+        policies = self.cleanup_policy.split(",") if self.cleanup_policy else []
+        if not set(policies) <= {"delete", "compact"}:
+            raise ConfigError("expected cleanup.policy of delete and/or compact (or empty: neither), "
                               f"found {cut(self.cleanup_policy)}")
         if self.message_timestamp_type not in TIMESTAMP_TYPES:
             raise ConfigError(f"expected message.timestamp.type in {TIMESTAMP_TYPES}, "

@@ -188,8 +188,7 @@ class RetentionResult:
 
 def segment_info(seg: LogSegment) -> SegmentInfo:
     """``LogSegment.largestTimestamp``: the largest batch timestamp, else the ``.log`` file's mtime."""
-    largest = seg.max_timestamp_so_far().timestamp
-    return SegmentInfo(seg.base, seg.size, largest if largest >= 0 else files.mtime_ms(seg.path))
+    return SegmentInfo(seg.base, seg.size, seg.largest_timestamp())
 
 
 def _delete_policy(part: Partition) -> bool:
@@ -346,9 +345,10 @@ def delete_records_in(store: Any, before: int, *, dry_run: bool = False, topic: 
     named = topic is not None or getattr(store, "single", False)
     for part in parts:
         if named and (part.topic in INTERNAL_TOPICS or not is_log_managed(part.topic)):
-            reason = (_internal_refusal(part.topic) if part.topic in INTERNAL_TOPICS
-                      else f"{part.topic} is no topic DeleteRecords reaches ({METADATA_LOG_SKIPPED})")
-            raise InvalidTopicError(reason, part.path)
+            found = (f"the internal topic {part.topic} ({_internal_refusal(part.topic)})"
+                     if part.topic in INTERNAL_TOPICS else f"{part.topic} ({METADATA_LOG_SKIPPED})")
+            raise InvalidTopicError(f"expected a topic DeleteRecords may delete records of, found {found}",
+                                    part.path)
     targets: dict[int, tuple[int, int]] = {}
     for i, part in enumerate(parts):
         if part.topic not in INTERNAL_TOPICS and is_log_managed(part.topic):

@@ -456,6 +456,13 @@ class LogSegment:
             self._max_ts = best
         return self._max_ts
 
+    def largest_timestamp(self) -> int:
+        """``LogSegment.largestTimestamp``: :meth:`max_timestamp_so_far`'s timestamp, else (no record
+        timestamp: an empty segment) the ``.log`` file's mtime; what ``retention.ms`` and
+        ``min.compaction.lag.ms`` are measured from."""
+        largest = self.max_timestamp_so_far().timestamp
+        return largest if largest >= 0 else files.mtime_ms(self.path)
+
     def rolling_timestamp(self) -> int | None:
         """The first batch's max timestamp (what ``segment.ms`` is measured from), None if empty."""
         if self._rolling_ts is None and self.log.size:

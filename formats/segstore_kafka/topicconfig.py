@@ -128,7 +128,7 @@ class TopicConfigs:
             attr = field_name(name)
             if attr not in KNOWN:
                 continue
-            if attr in self.explicit:
+            if attr in self.explicit and not self._same(name, value, attr):
                 given = str(getattr(self.base, attr))
                 if attr == "cleanup_policy" and topic in COMPACTED_INTERNAL_TOPICS and given != COMPACT:
                     notes.append(f"{topic} is always compacted: --config cleanup.policy={given} "
@@ -152,6 +152,13 @@ class TopicConfigs:
                                                           f"not applied ({err.message})"), described)
         return TopicConfig(config, applied, overridden, tuple(notes), described)
 
+    def _same(self, name: str, value: str, attr: str) -> bool:
+        """Whether the files' ``name=value`` is what the command line gave (then it overrides nothing)."""
+        try:
+            return bool(getattr(KafkaConfig.from_mapping({name: value}), attr) == getattr(self.base, attr))
+        except ConfigError:
+            return False
+
     def _broker_defaults(self) -> dict[str, str]:
         """The topic configs the metadata log's dynamic broker configs give every topic: this node's
         (``ConfigRecord`` of the broker resource named by its id) over the cluster default's (the
@@ -170,6 +177,10 @@ class TopicConfigs:
                         out[name] = (value if factor == 1 or not value.lstrip("-").isdigit()
                                      else str(int(value) * factor))
                         break
+        # KafkaConfig.logRetentionTimeMillis: whichever synonym gave it, a negative time is -1 (forever)
+        retention = out.get("retention.ms")
+        if retention is not None and retention.lstrip("-").isdigit() and int(retention) < 0:
+            out["retention.ms"] = "-1"
         return out
 
     def notes(self, topics: Collection[str]) -> list[str]:
