@@ -117,3 +117,21 @@ def test_op_bodies_name_offsets_one_or_several():
 
     bodies = pa.array([b"0", b"12,13", b" 7 ", b"x", None, b"", b"3,,y,4", b"+5"], pa.binary())
     assert done_offsets(bodies) == {0, 12, 13, 3, 4, 5}
+
+
+def test_an_op_message_not_tagged_d_finishes_nothing(tmp_path):
+    """4.9.7 TransactionalMessageServiceImpl.fillOpRemoveMap: only an op message whose tags are
+    ``TransactionalMessageUtil.REMOVETAG`` (``d``) puts its offset in the remove map; any other tag (or
+    none) is logged as illegal and the half message it names is still checked."""
+    path = tmp_path / "store"
+    with segstore.open(path, format="rocketmq", mode="a") as store:
+        store.append_batch([_half(0, HOUR), _half(1, HOUR), _half(2, HOUR)])
+        store.append_batch([{"topic": OP, "queue_id": 0, "body": b"0", "tags": "d"},
+                            {"topic": OP, "queue_id": 0, "body": b"1", "tags": "x"},
+                            {"topic": OP, "queue_id": 0, "body": b"2"}])
+    code, out, _ = run("transactions", path, "--find-hanging", "--now-ms", NOW, "--json")
+    assert code == 0 and [r["msg_id"] for r in json.loads(out)] == ["K1", "K2"]
+    import pyarrow as pa
+
+    bodies, tags = pa.array([b"3", b"4", b"5"], pa.binary()), pa.array(["d", None, "D"], pa.string())
+    assert done_offsets(bodies, tags) == {3}

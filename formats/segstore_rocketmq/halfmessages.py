@@ -42,13 +42,17 @@ CHECK_TIMES, CHECK_IMMUNITY_SECONDS = "TRANSACTION_CHECK_TIMES", "CHECK_IMMUNITY
 PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
 
 
-def done_offsets(bodies: pa.Array) -> set[int]:
+def done_offsets(bodies: pa.Array, tags: pa.Array | None = None) -> set[int]:
     """The half-queue offsets a column of op message bodies names (decimal, 5.x's comma-separated); what
     ``Long.parseLong`` refuses (a space, a letter, nothing) is passed over, as ``fillOpRemoveMap`` passes
-    over the -1 its ``getLong`` gives for it.  Vectorised (pyarrow compute)."""
+    over the -1 its ``getLong`` gives for it.  With ``tags`` (the op messages' tags, one a body) only the
+    bodies of op messages tagged ``d`` count: ``fillOpRemoveMap`` logs any other tag as illegal and
+    finishes nothing with it.  Vectorised (pyarrow compute)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    if tags is not None:
+        bodies = pc.filter(bodies, pc.fill_null(pc.equal(tags, REMOVE_TAG), False))
     texts = pc.list_flatten(pc.split_pattern(pc.cast(bodies, pa.string()), ","))
     numbers = pc.filter(texts, pc.match_substring_regex(texts, r"^[+-]?[0-9]{1,18}$"))
     # Arrow's cast takes a '-' but not Java's '+'

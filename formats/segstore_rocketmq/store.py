@@ -1341,8 +1341,8 @@ class RocketMQStore(LifecycleMixin, Store):
         for half_queue in self.partitions(hm.HALF_TOPIC):
             done: set[int] = set()
             if hm.OP_TOPIC in topics and half_queue in self.partitions(hm.OP_TOPIC):
-                for batch in self.scan_arrow(["value"], topic=hm.OP_TOPIC, partition=half_queue):
-                    done |= hm.done_offsets(batch.column("value"))
+                for batch in self.scan_arrow(["value", "tags"], topic=hm.OP_TOPIC, partition=half_queue):
+                    done |= hm.done_offsets(batch.column("value"), batch.column("tags"))
             start = self.consumer_offsets.get(hm.HALF_TOPIC, hm.CHECK_GROUP, half_queue) or 0
             found = hm.pending(self.read(hm.HALF_TOPIC, half_queue, start), done, now_ms=now,
                                timeout_ms=timeout, check_max=self.config.transactionCheckMax,
