@@ -1362,8 +1362,10 @@ class RocketMQStore(LifecycleMixin, Store):
         queue's max offset and the lag (``mqadmin consumerProgress``'s Consumer Offset, Broker Offset and
         Diff), by group, topic and queue.  Only ``group``'s when given.
 
-        Every queue of a topic a group committed to is listed; ``committed_offset`` is None for a queue
-        the group never committed.  ``lag`` is Diff as the broker computes it (4.9.7
+        Every queue of a topic a group committed to is listed (those with files, those it committed, and
+        queues ``0 .. readQueueNums - 1`` of ``config/topics.json``, as ``getConsumeStats`` walks them: a
+        queue without files is empty, max offset 0); ``committed_offset`` is None for a queue the group
+        never committed.  ``lag`` is Diff as the broker computes it (4.9.7
         ``getConsumeStats``, ``ConsumerProgressSubCommand``): the max offset less the committed one,
         taken as 0 where there is none (``queryOffset``'s -1), and not clamped (a commit past the max
         offset, as a reset or a queue cut by recovery leaves, is a negative Diff).  The files keep no
@@ -1384,7 +1386,9 @@ class RocketMQStore(LifecycleMixin, Store):
         for (topic, group_name), offsets in sorted(owned, key=lambda item: item[0][::-1]):
             if group is not None and group_name != group:
                 continue
-            for queue_id in sorted(set(offsets) | set(self.partitions(topic))):
+            # consumerProgress walks queues 0 .. readQueueNums - 1 of topics.json, files or none
+            queue_ids = {*offsets, *self.partitions(topic), *self.topic_configs.read_queue_ids(topic)}
+            for queue_id in sorted(queue_ids):
                 max_offset = self.offset_range(topic, queue_id)[1] if (topic, queue_id) in self.queues else 0
                 committed = offsets.get(queue_id)
                 last = self._store_time_at(topic, queue_id, committed - 1) if committed else None
