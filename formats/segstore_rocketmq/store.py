@@ -559,6 +559,10 @@ class RocketMQStore(LifecycleMixin, Store):
         writable = mode == "a"
         lock = files.WriterLock(os.path.join(self.path, LOCK_FILE), LOCK_CONTENT) if writable else None
         self._lock = lock
+        # A running broker holds the same file with FileChannel.tryLock(0, 1, false) (4.9.7
+        # DefaultMessageStore.start), a POSIX record lock on Linux, which the flock above does not see
+        self._broker_lock = files.BrokerLock(os.path.join(self.path, LOCK_FILE), "a RocketMQ broker") \
+            if writable else None
         if not writable and not files.is_dir(os.path.join(self.path, COMMITLOG_DIR)) \
                 and not is_rocketmq_store(self.path):
             raise NotFoundError("expected a RocketMQ store (commitlog/, consumequeue/, or the checkpoint, "
@@ -574,6 +578,8 @@ class RocketMQStore(LifecycleMixin, Store):
             if lock is not None:    # writable
                 files.make_dirs(self.path)
                 lock.acquire()
+                if self._broker_lock is not None:
+                    self._broker_lock.acquire()
             # Queues before the commitlog: a reader beside a writer then finds every commitlog file
             # its queue entries point into, however the writer rolled meanwhile (the writer writes
             # a message before its entry, and creates a file before writing into it).
@@ -714,6 +720,8 @@ class RocketMQStore(LifecycleMixin, Store):
         if self._commitlog is not None:
             self._commitlog.close()
             self._commitlog = None
+        if self._broker_lock is not None:
+            self._broker_lock.release()
         if self._lock is not None:
             self._lock.release()
 
