@@ -344,6 +344,27 @@ def message_line(msg: RocketMQMessage) -> str:
             f"{keys_and_tags(msg)} body={body_preview(msg.body)}")
 
 
+def _sent_to(built: Iterable[RocketMQMessage], max_topic_length: int) -> list[tuple[str, int]]:
+    """The queues the producers of ``built``'s delay messages sent to, their ``REAL_TOPIC``/``REAL_QID``
+    (stored in ``SCHEDULE_TOPIC_XXXX``): a broker configured that topic when it took the send (4.9.7
+    ``AbstractSendMessageProcessor.msgCheck`` creates a topic it lacks, before
+    ``CommitLog.asyncPutMessage`` moves the message), so ``topics.json`` names it and the message
+    ``ScheduleMessageService`` delivers later lands in a topic the broker routes.  A ``REAL_TOPIC`` the
+    broker would refuse, or a ``REAL_QID`` that is no queue id, names nothing."""
+    sent = []
+    for msg in built:
+        if msg.topic == SCHEDULE_TOPIC and PROPERTY_REAL_TOPIC in msg.properties:
+            topic = msg.properties[PROPERTY_REAL_TOPIC]
+            queue_id = parse_int(msg.properties.get(PROPERTY_REAL_QUEUE_ID, ""))
+            try:
+                validate_topic(topic, max_topic_length)
+            except InvalidTopicError:
+                continue
+            if queue_id is not None and 0 <= queue_id <= MAX_QUEUE_ID:
+                sent.append((topic, queue_id))
+    return sent
+
+
 def _index_full(err: StorageFullError, start: int, end: int) -> StorageFullError:
     """The error of an index put that found the disk full after messages at ``[start, end)`` were written.
 
@@ -1124,7 +1145,9 @@ class RocketMQStore(LifecycleMixin, Store):
         next_offsets.update(taken)
         for key, rows in cq_rows.items():
             self._queue(*key).append_array(np.array(rows, dtype=CQ_DTYPE))
-        self._configure_queues(cq_rows)
+        # a put-time rule, as the broker's: records written as stored configure their own queues only
+        sent = [] if as_stored else _sent_to(built, self.config.topic_max_length)
+        self._configure_queues([*cq_rows, *sent])
         if self.index is not None:
             try:
                 self.index.put_batch([
