@@ -1734,10 +1734,14 @@ def _consumable(store: Store, row: Any) -> tuple[int, int] | None:
     to the end the row shows (Kafka: the high watermark, the tools' ``latest`` offset; RocketMQ: the
     queue's max offset), never below the start; None where the store does not hold the partition.  A
     queue the row gives an end for but the store has no file of is empty (RocketMQ: a group's
-    ``%RETRY%`` queue before any retry, ``getMaxOffsetInQueue`` 0); a Kafka row gives none for a
-    partition of another broker."""
+    ``%RETRY%`` queue before any retry, ``getMaxOffsetInQueue`` 0), and so is a RocketMQ queue
+    ``topics.json`` configures (``configured_queue``); a Kafka row gives none for a partition of
+    another broker."""
     if row.topic not in store.topics() or row.partition not in store.partitions(row.topic):
-        return None if row.log_end_offset is None else (0, 0)
+        configured = getattr(store, "configured_queue", None)     # RocketMQ: topics.json's queues
+        if row.log_end_offset is None and (configured is None or not configured(row.topic, row.partition)):
+            return None
+        return 0, 0
     start, end = store.offset_range(row.topic, row.partition)
     if row.log_end_offset is not None:
         end = max(start, min(end, row.log_end_offset))

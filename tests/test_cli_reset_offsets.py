@@ -312,3 +312,26 @@ def test_a_queue_without_files_is_an_empty_queue_to_reset(tmp_path):
     assert code == 0, err
     assert out.splitlines() == ["%RETRY%g1,0,0", "T,0,5", "T,1,5"]
     assert committed(path)[("g1", "%RETRY%g1", 0)] == 0 and committed(path)[("g1", "T", 0)] == 5
+
+
+def test_a_configured_queue_without_files_is_an_empty_queue_for_a_new_group(tmp_path):
+    """The broker creates ``%RETRY%group`` in topics.json (one queue) when the group's consumer first
+    heartbeats (4.9.7 ClientManageProcessor.heartBeat -> createTopicInSendMessageBackMethod), with no
+    consume-queue files until a retry: DefaultMessageStore answers min and max offset 0 for it, so
+    ``--topic %RETRY%new:0`` gives a new group offset 0 there; a queue past readQueueNums is still none."""
+    path = store_with_groups(tmp_path / "store")
+    topics = path / "config" / "topics.json"
+    topics.write_text(topics.read_text().replace(
+        '"topicConfigTable":{', '"topicConfigTable":{\n\t\t"%RETRY%new":{\n\t\t\t"perm":6,\n\t\t\t'
+        '"readQueueNums":1,\n\t\t\t"topicName":"%RETRY%new",\n\t\t\t"writeQueueNums":1\n\t\t},', 1))
+    code, out, err = run("consumers", str(path), "--group", "new", "--reset-offsets",
+                         "--topic", "%RETRY%new:0", "--to-latest", "--export", "--execute")
+    assert (code, out) == (0, "%RETRY%new,0,0\n"), err
+    assert committed(path)[("new", "%RETRY%new", 0)] == 0
+    (tmp_path / "plan.csv").write_text("%RETRY%new,0,7\n")      # clamped into [0, 0]
+    code, out, err = run("consumers", str(path), "--group", "other", "--reset-offsets", "--from-file",
+                         tmp_path / "plan.csv", "--export")
+    assert (code, out) == (0, "%RETRY%new,0,0\n"), err
+    code, out, err = run("consumers", str(path), "--group", "new", "--reset-offsets",
+                         "--topic", "%RETRY%new:1", "--to-latest")
+    assert (code, out) == (1, "") and "expected %RETRY%new-1 here" in err

@@ -1382,6 +1382,13 @@ class RocketMQStore(LifecycleMixin, Store):
                         and (queue_id is None or row["queue_id"] == queue_id))
         return rows, []
 
+    def configured_queue(self, topic: str, queue_id: int) -> bool:
+        """Whether ``config/topics.json`` gives ``topic`` the read queue ``queue_id`` (``0 ..
+        readQueueNums - 1``), files or none: the broker answers a queue without files as empty
+        (``getMinOffsetInQueue``/``getMaxOffsetInQueue`` 0), so a group may be given offset 0 there."""
+        self._check_open()
+        return 0 <= queue_id < self.topic_configs.read_queue_count(topic)
+
     def committed_offset(self, group: str, topic: str, queue_id: int) -> int | None:
         """The offset ``group`` committed for a queue, or None."""
         self._check_open()
