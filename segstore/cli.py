@@ -1811,6 +1811,10 @@ def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
             raise UsageError("--delete-offsets deletes --topic's committed offsets: expected --topic, "
                              "found none (--delete alone deletes the whole group)")
         args.delete = True
+    if args.offsets_retention_minutes is not None and resolve_store(args.path, args.format) == "rocketmq":
+        # 4.9.7 ConsumerOffsetManager keeps an offset until it is deleted: nothing expires by time
+        raise UsageError("--offsets-retention-minutes is Kafka's offsets.retention.minutes: RocketMQ "
+                         "consumer offsets do not expire", args.path)
     targets = _reset_asked(args)
     if args.delete and (args.reset_offsets or targets):
         raise UsageError("--delete and --reset-offsets (or its targets) do not go together")

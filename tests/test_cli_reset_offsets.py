@@ -335,3 +335,16 @@ def test_a_configured_queue_without_files_is_an_empty_queue_for_a_new_group(tmp_
     code, out, err = run("consumers", str(path), "--group", "new", "--reset-offsets",
                          "--topic", "%RETRY%new:1", "--to-latest")
     assert (code, out) == (1, "") and "expected %RETRY%new-1 here" in err
+
+
+def test_offsets_retention_minutes_is_refused_on_a_rocketmq_store(tmp_path):
+    """``--offsets-retention-minutes`` is Kafka's ``offsets.retention.minutes``; 4.9.7 ConsumerOffsetManager
+    expires nothing (its ``scanUnsubscribedTopic`` is called nowhere), so the option would change nothing:
+    refused (exit 2) rather than silently ignored, and nothing is written."""
+    path = store_with_groups(tmp_path / "store")
+    before = committed(path)
+    for argv in ([], ["--group", "g1", "--reset-offsets", "--to-latest", "--execute"],
+                 ["--group", "g1", "--delete", "--execute"], ["--list"]):
+        code, out, err = run("consumers", str(path), *argv, "--offsets-retention-minutes", "5")
+        assert (code, out) == (2, "") and "RocketMQ consumer offsets do not expire" in err, argv
+    assert committed(path) == before
