@@ -2053,6 +2053,9 @@ def _producer_command(args: argparse.Namespace, out: TextIO) -> int:
                          "offset, as --find-hanging lists it)")
     if not args.abort and (args.start_offset is not None or args.execute):
         raise UsageError("--start-offset and --execute go with --abort")
+    if args.transactional_id is not None:     # kafka-transactions' describe takes it, its other commands not
+        raise UsageError("--transactional-id goes with the transactional ids' view (no --producers, "
+                         "--find-hanging or --abort)")
     if args.max_transaction_timeout is not None and not args.find_hanging:
         raise UsageError("--max-transaction-timeout goes with --find-hanging")
     if args.max_transaction_timeout is not None and args.max_transaction_timeout < 0:

@@ -168,3 +168,14 @@ def test_the_checkers_order_discard_then_immunity_then_timeout(tmp_path):
     assert [(r["msg_id"], r["check_times"], r["next_check"]) for r in json.loads(out)] == [
         ("K1", 15, "discard"), ("K2", 0, "check"), ("K4", 0, "check"), ("K5", 0, "check"),
         ("K6", 0, "check"), ("K7", 0, "check")]
+
+
+def test_a_transactional_id_is_refused_with_the_producer_views(tmp_path):
+    """kafka-transactions takes ``--transactional-id`` in ``describe`` only (3.8.0 TransactionsCommand:
+    describe-producers, find-hanging and abort have no such argument): segstore refused it nowhere and
+    listed every half message (or hanging transaction) as if it had filtered them."""
+    path = _store(tmp_path / "store")
+    for argv in (["--find-hanging"], ["--producers"], ["--abort", "--topic", "T", "--partition", "0",
+                                                      "--start-offset", "0"]):
+        code, out, err = run("transactions", path, *argv, "--transactional-id", "x", "--now-ms", NOW)
+        assert (code, out) == (2, "") and "--transactional-id goes with" in err, argv
