@@ -21,6 +21,7 @@ from conftest import cli_run as run
 
 import segstore
 from segstore.cli import duration_ns
+from segstore.errors import InvalidTopicError
 
 BASE = 1_700_000_000_000
 
@@ -348,3 +349,25 @@ def test_offsets_retention_minutes_is_refused_on_a_rocketmq_store(tmp_path):
         code, out, err = run("consumers", str(path), *argv, "--offsets-retention-minutes", "5")
         assert (code, out) == (2, "") and "RocketMQ consumer offsets do not expire" in err, argv
     assert committed(path) == before
+
+
+def test_a_group_or_topic_the_broker_cannot_read_back_is_not_committed(tmp_path):
+    """4.9.7 ConsumerOffsetManager keys offsets ``topic@group`` and reads back only keys that split on ``@``
+    into two (queryOffset, whichTopicByConsumer, removeOffset); the client refuses a group outside
+    ``[%|a-zA-Z0-9_-]{1,255}`` (Validators.checkGroup).  A reset for group ``x@y`` wrote ``T@x@y``, a key
+    neither the broker nor ``consumers`` nor ``--delete`` ever saw again; now it is refused, nothing
+    written."""
+    path = store_with_groups(tmp_path / "store")
+    offsets = path / "config" / "consumerOffset.json"
+    before = offsets.read_bytes()
+    for group in ("x@y", "g 1", "grüppe", "g" * 256):
+        code, out, err = run("consumers", str(path), "--group", group, "--reset-offsets", "--topic", "T:0",
+                             "--to-latest", "--execute")
+        assert (code, out) == (2, "") and "expected a consumer group" in err, group
+    with segstore.open(path, format="rocketmq", mode="a") as store, \
+            pytest.raises(InvalidTopicError):
+        store.commit_offsets("g1", {("T", 0): 1, ("a@b", 0): 0})
+    assert offsets.read_bytes() == before
+    code, _, err = run("consumers", str(path), "--group", "%|_-" + "g" * 251, "--reset-offsets", "--topic",
+                       "T:0", "--to-latest", "--execute")
+    assert code == 0, err

@@ -67,7 +67,7 @@ from segstore.store import (
 
 from . import columnar, multidispatch
 from .commitlog import END_FILE_MIN_BLANK_LENGTH, CommitLog, CommitLogFile
-from .config import SCHEDULE_TOPIC, TOPIC_MAX_LENGTH_V2, BrokerConfig, validate_topic
+from .config import SCHEDULE_TOPIC, TOPIC_MAX_LENGTH_V2, BrokerConfig, validate_group, validate_topic
 from .consumequeue import CQ_DTYPE, FILE_NAME_DIGITS, ConsumeQueue, queue_cut_dir
 from .consumequeue_ext import EXT_DIR, ConsumeQueueExt
 from .consumequeue_ext import MAX_ADDR as EXT_MAX_ADDR
@@ -1309,9 +1309,15 @@ class RocketMQStore(LifecycleMixin, Store):
 
         :raises OffsetOutOfRangeError: an offset outside its queue's ``[min, max]`` (``[0, 0]`` for a queue
             without files); nothing written.
+        :raises ConfigError: a group name a client refuses (:func:`.config.validate_group`: with ``@`` its
+            ``topic@group`` key is one the broker never reads); nothing written.
+        :raises InvalidTopicError: a topic name the broker refuses; nothing written.
         """
         self._check_writable()
         self._check_commit(group, offsets)
+        validate_group(group, self.consumer_offsets.path)   # the client's rule: a name the broker reads back
+        for topic, _ in offsets:
+            validate_topic(topic, self.config.topic_max_length)
         for (topic, queue_id), offset in offsets.items():
             # a queue without files is empty: getMaxOffsetInQueue answers 0 (a %RETRY% queue before a retry)
             start, end = self.offset_range(topic, queue_id) if (topic, queue_id) in self.queues else (0, 0)
