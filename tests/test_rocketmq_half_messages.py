@@ -160,6 +160,7 @@ def test_the_checkers_order_discard_then_immunity_then_timeout(tmp_path):
             _half(6, HOUR, TRANSACTION_CHECK_TIMES=" 15"),                     # parseInt -1: not given up
             {**_half(7, -60_000), "store_timestamp": NOW - 1},                # born in the future: asked
             {**_half(8, HOUR), "store_timestamp": NOW},                       # stored as the check began
+            {**_half(9, HOUR, TRANSACTION_CHECK_TIMES="15"), "store_timestamp": NOW},   # given up first
         ])
         store.append_batch([{"topic": OP, "queue_id": 0, "body": b"0", "tags": "d"}])
         store.commit_offsets("CID_RMQ_SYS_TRANS", {(HALF, 0): 1})
@@ -167,7 +168,7 @@ def test_the_checkers_order_discard_then_immunity_then_timeout(tmp_path):
     assert code == 0
     assert [(r["msg_id"], r["check_times"], r["next_check"]) for r in json.loads(out)] == [
         ("K1", 15, "discard"), ("K2", 0, "check"), ("K4", 0, "check"), ("K5", 0, "check"),
-        ("K6", 0, "check"), ("K7", 0, "check")]
+        ("K6", 0, "check"), ("K7", 0, "check"), ("K9", 15, "discard")]
 
 
 def test_a_transactional_id_is_refused_with_the_producer_views(tmp_path):

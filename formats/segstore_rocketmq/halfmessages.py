@@ -62,6 +62,7 @@ def done_offsets(bodies: pa.Array, tags: pa.Array | None = None) -> set[int]:
 
 
 _JAVA_INTEGER = re.compile(r"[+-]?\d+")
+_LONG_SIGN = 1 << 63
 
 
 def _java_number(text: str | None, default: int, bits: int = 64) -> int:
@@ -87,18 +88,23 @@ def pending(messages: Iterable[Any], done: set[int], *, now_ms: int, timeout_ms:
     (``next_check`` ``check``)."""
     rows = []
     for msg in messages:
-        if msg.queue_offset in done or msg.store_timestamp >= now_ms:
+        if msg.queue_offset in done:
             continue
         props = msg.properties
         age = now_ms - msg.born_timestamp
         checks = _java_number(props.get(CHECK_TIMES), 0, 32)
-        discard = checks >= check_max or age > file_reserved_ms      # needDiscard, needSkip: before the age
+        discard = checks >= check_max or age > file_reserved_ms      # needDiscard, needSkip: first
         immunity_text = props.get(CHECK_IMMUNITY_SECONDS)
         if not discard:
+            if msg.store_timestamp >= now_ms:       # stored as the check began: checked the next time
+                continue
             if immunity_text is not None:
                 immunity = _java_number(immunity_text, -1)
-                # getImmunityTime; younger: checkPrepareQueueOffset finishes it or puts it back, unasked
-                if age < (timeout_ms if immunity == -1 else immunity * 1000):
+                # getImmunityTime (a Java long, times 1000); younger: checkPrepareQueueOffset finishes it or
+                # puts it back, unasked
+                waits = timeout_ms if immunity == -1 else ((immunity * 1000 + _LONG_SIGN) % (2 * _LONG_SIGN)
+                                                           - _LONG_SIGN)
+                if age < waits:
                     continue
             elif 0 <= age < timeout_ms:
                 continue
