@@ -1734,10 +1734,14 @@ def _consumable(store: Store, row: Any) -> tuple[int, int] | None:
     to the end the row shows (Kafka: the high watermark, the tools' ``latest`` offset; RocketMQ: the
     queue's max offset), never below the start; None where the store does not hold the partition.  A
     queue the row gives an end for but the store has no file of is empty (RocketMQ: a group's
-    ``%RETRY%`` queue before any retry, ``getMaxOffsetInQueue`` 0); a Kafka row gives none for a
-    partition of another broker."""
+    ``%RETRY%`` queue before any retry, ``getMaxOffsetInQueue`` 0), and so is a RocketMQ queue
+    ``topics.json`` configures (``configured_queue``); a Kafka row gives none for a partition of
+    another broker."""
     if row.topic not in store.topics() or row.partition not in store.partitions(row.topic):
-        return None if row.log_end_offset is None else (0, 0)
+        configured = getattr(store, "configured_queue", None)     # RocketMQ: topics.json's queues
+        if row.log_end_offset is None and (configured is None or not configured(row.topic, row.partition)):
+            return None
+        return 0, 0
     start, end = store.offset_range(row.topic, row.partition)
     if row.log_end_offset is not None:
         end = max(start, min(end, row.log_end_offset))
@@ -1807,6 +1811,10 @@ def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
             raise UsageError("--delete-offsets deletes --topic's committed offsets: expected --topic, "
                              "found none (--delete alone deletes the whole group)")
         args.delete = True
+    if args.offsets_retention_minutes is not None and resolve_store(args.path, args.format) == "rocketmq":
+        # 4.9.7 ConsumerOffsetManager keeps an offset until it is deleted: nothing expires by time
+        raise UsageError("--offsets-retention-minutes is Kafka's offsets.retention.minutes: RocketMQ "
+                         "consumer offsets do not expire", args.path)
     targets = _reset_asked(args)
     if args.delete and (args.reset_offsets or targets):
         raise UsageError("--delete and --reset-offsets (or its targets) do not go together")
@@ -2054,6 +2062,9 @@ def _producer_command(args: argparse.Namespace, out: TextIO) -> int:
                          "offset, as --find-hanging lists it)")
     if not args.abort and (args.start_offset is not None or args.execute):
         raise UsageError("--start-offset and --execute go with --abort")
+    if args.transactional_id is not None:     # kafka-transactions' describe takes it, its other commands not
+        raise UsageError("--transactional-id goes with the transactional ids' view (no --producers, "
+                         "--find-hanging or --abort)")
     if args.max_transaction_timeout is not None and not args.find_hanging:
         raise UsageError("--max-transaction-timeout goes with --find-hanging")
     if args.max_transaction_timeout is not None and args.max_transaction_timeout < 0:

@@ -580,6 +580,32 @@ def test_consumers_lists_committed_max_and_lag_per_queue(tmp_path, capsys):
     assert (code, out) == (0, "") and "no __consumer_offsets partition here" in err
 
 
+def test_consumers_list_every_queue_topics_json_configures(tmp_path, capsys):
+    """4.9.7 AdminBrokerProcessor.getConsumeStats walks queues 0 .. topicConfig.getReadQueueNums() - 1,
+    a queue without files answering getMaxOffsetInQueue 0: consumerProgress shows T's four queues though
+    messages went to two, and a reset covers them all (here --to-latest commits 0 for the empty ones)."""
+    path = tmp_path / "store"
+    with segstore.open(path, format="rocketmq", mode="a") as store:
+        store.append_batch([{"topic": "T", "queue_id": q, "body": b"x"} for q in (0, 1, 1)])
+        store.commit_offset("g", "T", 0, 1)
+    topics = path / "config" / "topics.json"
+    topics.write_text(topics.read_text().replace('"readQueueNums":2', '"readQueueNums":4')
+                      .replace('"writeQueueNums":2', '"writeQueueNums":4'))
+    code, out, _ = run(capsys, "consumers", path, "--json")
+    assert code == 0
+    assert [(r["partition"], r["committed_offset"], r["log_end_offset"], r["lag"]) for r in json.loads(out)] \
+        == [(0, 1, 1, 0), (1, None, 2, 2), (2, None, 0, 0), (3, None, 0, 0)]
+    code, out, _ = run(capsys, "consumers", path, "--group", "g", "--reset-offsets", "--to-latest",
+                       "--execute", "--export")
+    assert (code, out) == (0, "T,0,1\nT,1,2\nT,2,0\nT,3,0\n")
+    with segstore.open(path) as store:
+        assert [store.committed_offset("g", "T", q) for q in range(4)] == [1, 2, 0, 0]
+    # a count no broker holds queues for (a queue id written far out) lists only the queues there are
+    topics.write_text(topics.read_text().replace('"readQueueNums":4', '"readQueueNums":2147483647'))
+    code, out, _ = run(capsys, "consumers", path, "--json")
+    assert code == 0 and [r["partition"] for r in json.loads(out)] == [0, 1, 2, 3]
+
+
 def test_tag_filters_dump_and_offset_queries(capsys):
     messages = _fixture_lines("dump.jsonl", "message")
     tagged = sorted((m["topic"], m["queueId"], m["queueOffset"]) for m in messages

@@ -21,6 +21,7 @@ from conftest import cli_run as run
 
 import segstore
 from segstore.cli import duration_ns
+from segstore.errors import InvalidTopicError
 
 BASE = 1_700_000_000_000
 
@@ -312,3 +313,61 @@ def test_a_queue_without_files_is_an_empty_queue_to_reset(tmp_path):
     assert code == 0, err
     assert out.splitlines() == ["%RETRY%g1,0,0", "T,0,5", "T,1,5"]
     assert committed(path)[("g1", "%RETRY%g1", 0)] == 0 and committed(path)[("g1", "T", 0)] == 5
+
+
+def test_a_configured_queue_without_files_is_an_empty_queue_for_a_new_group(tmp_path):
+    """The broker creates ``%RETRY%group`` in topics.json (one queue) when the group's consumer first
+    heartbeats (4.9.7 ClientManageProcessor.heartBeat -> createTopicInSendMessageBackMethod), with no
+    consume-queue files until a retry: DefaultMessageStore answers min and max offset 0 for it, so
+    ``--topic %RETRY%new:0`` gives a new group offset 0 there; a queue past readQueueNums is still none."""
+    path = store_with_groups(tmp_path / "store")
+    topics = path / "config" / "topics.json"
+    topics.write_text(topics.read_text().replace(
+        '"topicConfigTable":{', '"topicConfigTable":{\n\t\t"%RETRY%new":{\n\t\t\t"perm":6,\n\t\t\t'
+        '"readQueueNums":1,\n\t\t\t"topicName":"%RETRY%new",\n\t\t\t"writeQueueNums":1\n\t\t},', 1))
+    code, out, err = run("consumers", str(path), "--group", "new", "--reset-offsets",
+                         "--topic", "%RETRY%new:0", "--to-latest", "--export", "--execute")
+    assert (code, out) == (0, "%RETRY%new,0,0\n"), err
+    assert committed(path)[("new", "%RETRY%new", 0)] == 0
+    (tmp_path / "plan.csv").write_text("%RETRY%new,0,7\n")      # clamped into [0, 0]
+    code, out, err = run("consumers", str(path), "--group", "other", "--reset-offsets", "--from-file",
+                         tmp_path / "plan.csv", "--export")
+    assert (code, out) == (0, "%RETRY%new,0,0\n"), err
+    code, out, err = run("consumers", str(path), "--group", "new", "--reset-offsets",
+                         "--topic", "%RETRY%new:1", "--to-latest")
+    assert (code, out) == (1, "") and "expected %RETRY%new-1 here" in err
+
+
+def test_offsets_retention_minutes_is_refused_on_a_rocketmq_store(tmp_path):
+    """``--offsets-retention-minutes`` is Kafka's ``offsets.retention.minutes``; 4.9.7 ConsumerOffsetManager
+    expires nothing (its ``scanUnsubscribedTopic`` is called nowhere), so the option would change nothing:
+    refused (exit 2) rather than silently ignored, and nothing is written."""
+    path = store_with_groups(tmp_path / "store")
+    before = committed(path)
+    for argv in ([], ["--group", "g1", "--reset-offsets", "--to-latest", "--execute"],
+                 ["--group", "g1", "--delete", "--execute"], ["--list"]):
+        code, out, err = run("consumers", str(path), *argv, "--offsets-retention-minutes", "5")
+        assert (code, out) == (2, "") and "RocketMQ consumer offsets do not expire" in err, argv
+    assert committed(path) == before
+
+
+def test_a_group_or_topic_the_broker_cannot_read_back_is_not_committed(tmp_path):
+    """4.9.7 ConsumerOffsetManager keys offsets ``topic@group`` and reads back only keys that split on ``@``
+    into two (queryOffset, whichTopicByConsumer, removeOffset); the client refuses a group outside
+    ``[%|a-zA-Z0-9_-]{1,255}`` (Validators.checkGroup).  A reset for group ``x@y`` wrote ``T@x@y``, a key
+    neither the broker nor ``consumers`` nor ``--delete`` ever saw again; now it is refused, nothing
+    written."""
+    path = store_with_groups(tmp_path / "store")
+    offsets = path / "config" / "consumerOffset.json"
+    before = offsets.read_bytes()
+    for group in ("x@y", "g 1", "grüppe", "g" * 256):
+        code, out, err = run("consumers", str(path), "--group", group, "--reset-offsets", "--topic", "T:0",
+                             "--to-latest", "--execute")
+        assert (code, out) == (2, "") and "expected a consumer group" in err, group
+    with segstore.open(path, format="rocketmq", mode="a") as store, \
+            pytest.raises(InvalidTopicError):
+        store.commit_offsets("g1", {("T", 0): 1, ("a@b", 0): 0})
+    assert offsets.read_bytes() == before
+    code, _, err = run("consumers", str(path), "--group", "%|_-" + "g" * 251, "--reset-offsets", "--topic",
+                       "T:0", "--to-latest", "--execute")
+    assert code == 0, err

@@ -36,14 +36,16 @@ def _half(i: int, age_ms: int, topic: str = "Orders", **props: str) -> dict:
 
 def _store(path: Path, *, checked_to: int | None = None) -> Path:
     """Half offsets 0-8: 0 committed and 1 rolled back (ops ``0``, ``1``); 2 waiting an hour; 3 two seconds
-    old; 4 checked 15 times; 5 immune for two hours; 6 a put-back copy of 1 (TRAN_PREPARED_QUEUE_OFFSET);
-    7 older than fileReservedTime (72 h); 8 of topic Payments, finished by an op batch ``8,x``."""
+    old; 4 checked 15 times; 5 immune for two hours; 6 an immune put-back copy of 1
+    (TRAN_PREPARED_QUEUE_OFFSET); 7 older than fileReservedTime (72 h); 8 of topic Payments, finished by an
+    op batch ``8,x``."""
     with segstore.open(path, format="rocketmq", mode="a") as store:
         store.append_batch([
             _half(0, HOUR), _half(1, HOUR), _half(2, HOUR), _half(3, 2_000),
             _half(4, HOUR, TRANSACTION_CHECK_TIMES="15"),
             _half(5, HOUR, CHECK_IMMUNITY_TIME_IN_SECONDS="7200"),
-            _half(6, HOUR, TRAN_PREPARED_QUEUE_OFFSET="1"), _half(7, 100 * HOUR),
+            _half(6, HOUR, CHECK_IMMUNITY_TIME_IN_SECONDS="7200", TRAN_PREPARED_QUEUE_OFFSET="1"),
+            _half(7, 100 * HOUR),
             _half(8, HOUR, topic="Payments")])
         store.append_batch([{"topic": OP, "queue_id": 0, "body": body, "tags": "d"}
                             for body in (b"0", b"1", b"8,x")])
@@ -75,7 +77,7 @@ def test_the_checker_would_ask_about_what_no_op_finished(tmp_path):
 
 @pytest.mark.parametrize("argv, expected", [
     (["--max-transaction-timeout", "0"], ["K2", "K3", "K4", "K7"]),      # the fresh one too (5 stays immune)
-    (["--max-transaction-timeout", "90"], ["K7"]),
+    (["--max-transaction-timeout", "90"], ["K4", "K7"]),     # needDiscard comes before the age
     (["--topic", "Orders", "--partition", "1"], ["K7"]),
     (["--config", "transactionTimeOut=1000"], ["K2", "K3", "K4", "K7"]),
     (["--config", "transactionCheckMax=16"], ["K2", "K4", "K7"]),
@@ -117,3 +119,64 @@ def test_op_bodies_name_offsets_one_or_several():
 
     bodies = pa.array([b"0", b"12,13", b" 7 ", b"x", None, b"", b"3,,y,4", b"+5"], pa.binary())
     assert done_offsets(bodies) == {0, 12, 13, 3, 4, 5}
+
+
+def test_an_op_message_not_tagged_d_finishes_nothing(tmp_path):
+    """4.9.7 TransactionalMessageServiceImpl.fillOpRemoveMap: only an op message whose tags are
+    ``TransactionalMessageUtil.REMOVETAG`` (``d``) puts its offset in the remove map; any other tag (or
+    none) is logged as illegal and the half message it names is still checked."""
+    path = tmp_path / "store"
+    with segstore.open(path, format="rocketmq", mode="a") as store:
+        store.append_batch([_half(0, HOUR), _half(1, HOUR), _half(2, HOUR)])
+        store.append_batch([{"topic": OP, "queue_id": 0, "body": b"0", "tags": "d"},
+                            {"topic": OP, "queue_id": 0, "body": b"1", "tags": "x"},
+                            {"topic": OP, "queue_id": 0, "body": b"2"}])
+    code, out, _ = run("transactions", path, "--find-hanging", "--now-ms", NOW, "--json")
+    assert code == 0 and [r["msg_id"] for r in json.loads(out)] == ["K1", "K2"]
+    import pyarrow as pa
+
+    bodies, tags = pa.array([b"3", b"4", b"5"], pa.binary()), pa.array(["d", None, "D"], pa.string())
+    assert done_offsets(bodies, tags) == {3}
+
+
+def test_the_checkers_order_discard_then_immunity_then_timeout(tmp_path):
+    """4.9.7 TransactionalMessageServiceImpl.check, per half message from the committed offset: an offset
+    in the remove map (an op tagged d naming an offset at or past the committed one) is done; then
+    ``needDiscard``/``needSkip``, whatever its age; then a message stored after the check began waits;
+    with CHECK_IMMUNITY_TIME_IN_SECONDS (``getImmunityTime``: ``getLong``, -1 meaning transactionTimeOut)
+    one younger than it goes to ``checkPrepareQueueOffset`` (done or put back, not asked) and an older one
+    is asked, TRAN_PREPARED_QUEUE_OFFSET or not; without it one younger than transactionTimeOut waits and
+    one born after now is asked (``valueOfCurrentMinusBorn <= -1``).  Counts are ``Integer.parseInt``'s:
+    a text it refuses is -1."""
+    path = tmp_path / "store"
+    with segstore.open(path, format="rocketmq", mode="a") as store:
+        store.append_batch([
+            _half(0, HOUR),                                                   # finished below: not read
+            _half(1, 1_000, TRANSACTION_CHECK_TIMES="15"),                    # young, but given up
+            _half(2, 2 * HOUR, CHECK_IMMUNITY_TIME_IN_SECONDS="3600", TRAN_PREPARED_QUEUE_OFFSET="0"),
+            _half(3, 30 * 60_000, CHECK_IMMUNITY_TIME_IN_SECONDS="3600", TRAN_PREPARED_QUEUE_OFFSET="9"),
+            _half(4, 2 * HOUR, CHECK_IMMUNITY_TIME_IN_SECONDS="-5"),           # -5000 ms: asked
+            _half(5, 2 * HOUR, CHECK_IMMUNITY_TIME_IN_SECONDS=" 9999"),        # getLong -1: the timeout
+            _half(6, HOUR, TRANSACTION_CHECK_TIMES=" 15"),                     # parseInt -1: not given up
+            {**_half(7, -60_000), "store_timestamp": NOW - 1},                # born in the future: asked
+            {**_half(8, HOUR), "store_timestamp": NOW},                       # stored as the check began
+            {**_half(9, HOUR, TRANSACTION_CHECK_TIMES="15"), "store_timestamp": NOW},   # given up first
+        ])
+        store.append_batch([{"topic": OP, "queue_id": 0, "body": b"0", "tags": "d"}])
+        store.commit_offsets("CID_RMQ_SYS_TRANS", {(HALF, 0): 1})
+    code, out, _ = run("transactions", path, "--find-hanging", "--now-ms", NOW, "--json")
+    assert code == 0
+    assert [(r["msg_id"], r["check_times"], r["next_check"]) for r in json.loads(out)] == [
+        ("K1", 15, "discard"), ("K2", 0, "check"), ("K4", 0, "check"), ("K5", 0, "check"),
+        ("K6", 0, "check"), ("K7", 0, "check"), ("K9", 15, "discard")]
+
+
+def test_a_transactional_id_is_refused_with_the_producer_views(tmp_path):
+    """kafka-transactions takes ``--transactional-id`` in ``describe`` only (3.8.0 TransactionsCommand:
+    describe-producers, find-hanging and abort have no such argument): segstore refused it nowhere and
+    listed every half message (or hanging transaction) as if it had filtered them."""
+    path = _store(tmp_path / "store")
+    for argv in (["--find-hanging"], ["--producers"], ["--abort", "--topic", "T", "--partition", "0",
+                                                      "--start-offset", "0"]):
+        code, out, err = run("transactions", path, *argv, "--transactional-id", "x", "--now-ms", NOW)
+        assert (code, out) == (2, "") and "--transactional-id goes with" in err, argv

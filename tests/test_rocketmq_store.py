@@ -121,6 +121,24 @@ def test_delay_and_transactions_follow_the_broker(tmp_path):
         assert store.to_json(next(m for m in store.scan() if m.body == b"d"))["tags_code"] == 6_000
 
 
+def test_the_topic_a_delay_message_was_sent_to_is_configured(tmp_path):
+    """4.9.7 AbstractSendMessageProcessor.msgCheck creates the topic a send names before
+    CommitLog.asyncPutMessage moves a delay message to SCHEDULE_TOPIC_XXXX: topics.json names that topic
+    and queue, so the message ScheduleMessageService delivers later lands in a topic the broker routes."""
+    with store_at(tmp_path) as store:
+        store.append_batch([
+            {"topic": "Later", "queue_id": 3, "body": b"d", "delay_level": 2},
+            {"topic": "SCHEDULE_TOPIC_XXXX", "queue_id": 0, "body": b"x",
+             "properties": {"REAL_TOPIC": "bad/name", "REAL_QID": "0"}},
+        ])
+    table = loads_fastjson((tmp_path / "s" / "config" / "topics.json").read_text(), "x")["topicConfigTable"]
+    assert {name: (entry["readQueueNums"], entry["writeQueueNums"]) for name, entry in table.items()} == {
+        "Later": (4, 4), "SCHEDULE_TOPIC_XXXX": (2, 2)}
+    with RocketMQStore(str(tmp_path / "s"), "r", SMALL) as store:
+        assert store.topics() == ["SCHEDULE_TOPIC_XXXX"]        # no queue of Later's holds an entry yet
+        assert store.verify() == []
+
+
 def test_tags_code_is_the_java_hash(tmp_path):
     with store_at(tmp_path) as store:
         store.append_batch([{"topic": "T", "body": b"1", "tags": "Tág-ü"}, {"topic": "T", "body": b"2"}])

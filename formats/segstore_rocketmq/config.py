@@ -67,6 +67,26 @@ def validate_topic(topic: object, max_length: int = TOPIC_MAX_LENGTH) -> str:
     return topic
 
 
+#: ``Validators.CHARACTER_MAX_LENGTH`` (4.9.7 client): the longest consumer group name
+GROUP_MAX_LENGTH = 255
+
+
+def validate_group(group: str, path: str | None = None) -> str:
+    """``group`` if a RocketMQ client takes it as a consumer group name (4.9.7 ``Validators.checkGroup``:
+    not blank, at most 255 characters of ``[%|a-zA-Z0-9_-]``, so no ``@``, which would make its
+    ``topic@group`` key in ``consumerOffset.json`` one the broker's ``ConsumerOffsetManager`` never reads).
+
+    :raises ConfigError: any other name, naming ``path``.
+    """
+    if len(group) > GROUP_MAX_LENGTH:
+        raise ConfigError(f"expected a consumer group of at most {GROUP_MAX_LENGTH} characters, found "
+                          f"{len(group)}", path)
+    if not _TOPIC_PATTERN.fullmatch(group):
+        raise ConfigError(f"expected a consumer group of the characters [%|a-zA-Z0-9_-], found {cut(group)}",
+                          path)
+    return group
+
+
 def parse_delay_levels(text: str) -> tuple[int, ...]:
     """``messageDelayLevel`` (``"1s 5s 1m 2h"``) as delays in milliseconds, level 1 first."""
     levels = []

@@ -67,7 +67,7 @@ from segstore.store import (
 
 from . import columnar, multidispatch
 from .commitlog import END_FILE_MIN_BLANK_LENGTH, CommitLog, CommitLogFile
-from .config import SCHEDULE_TOPIC, TOPIC_MAX_LENGTH_V2, BrokerConfig, validate_topic
+from .config import SCHEDULE_TOPIC, TOPIC_MAX_LENGTH_V2, BrokerConfig, validate_group, validate_topic
 from .consumequeue import CQ_DTYPE, FILE_NAME_DIGITS, ConsumeQueue, queue_cut_dir
 from .consumequeue_ext import EXT_DIR, ConsumeQueueExt
 from .consumequeue_ext import MAX_ADDR as EXT_MAX_ADDR
@@ -345,6 +345,27 @@ def message_line(msg: RocketMQMessage) -> str:
             f"{keys_and_tags(msg)} body={body_preview(msg.body)}")
 
 
+def _sent_to(built: Iterable[RocketMQMessage], max_topic_length: int) -> list[tuple[str, int]]:
+    """The queues the producers of ``built``'s delay messages sent to, their ``REAL_TOPIC``/``REAL_QID``
+    (stored in ``SCHEDULE_TOPIC_XXXX``): a broker configured that topic when it took the send (4.9.7
+    ``AbstractSendMessageProcessor.msgCheck`` creates a topic it lacks, before
+    ``CommitLog.asyncPutMessage`` moves the message), so ``topics.json`` names it and the message
+    ``ScheduleMessageService`` delivers later lands in a topic the broker routes.  A ``REAL_TOPIC`` the
+    broker would refuse, or a ``REAL_QID`` that is no queue id, names nothing."""
+    sent = []
+    for msg in built:
+        if msg.topic == SCHEDULE_TOPIC and PROPERTY_REAL_TOPIC in msg.properties:
+            topic = msg.properties[PROPERTY_REAL_TOPIC]
+            queue_id = parse_int(msg.properties.get(PROPERTY_REAL_QUEUE_ID, ""))
+            try:
+                validate_topic(topic, max_topic_length)
+            except InvalidTopicError:
+                continue
+            if queue_id is not None and 0 <= queue_id <= MAX_QUEUE_ID:
+                sent.append((topic, queue_id))
+    return sent
+
+
 def _index_full(err: StorageFullError, start: int, end: int) -> StorageFullError:
     """The error of an index put that found the disk full after messages at ``[start, end)`` were written.
 
@@ -560,6 +581,10 @@ class RocketMQStore(LifecycleMixin, Store):
         writable = mode == "a"
         lock = files.WriterLock(os.path.join(self.path, LOCK_FILE), LOCK_CONTENT) if writable else None
         self._lock = lock
+        # A running broker holds the same file with FileChannel.tryLock(0, 1, false) (4.9.7
+        # DefaultMessageStore.start), a POSIX record lock on Linux, which the flock above does not see
+        self._broker_lock = files.BrokerLock(os.path.join(self.path, LOCK_FILE), "a RocketMQ broker") \
+            if writable else None
         if not writable and not files.is_dir(os.path.join(self.path, COMMITLOG_DIR)) \
                 and not is_rocketmq_store(self.path):
             raise NotFoundError("expected a RocketMQ store (commitlog/, consumequeue/, or the checkpoint, "
@@ -575,6 +600,8 @@ class RocketMQStore(LifecycleMixin, Store):
             if lock is not None:    # writable
                 files.make_dirs(self.path)
                 lock.acquire()
+                if self._broker_lock is not None:
+                    self._broker_lock.acquire()
             # Queues before the commitlog: a reader beside a writer then finds every commitlog file
             # its queue entries point into, however the writer rolled meanwhile (the writer writes
             # a message before its entry, and creates a file before writing into it).
@@ -727,6 +754,8 @@ class RocketMQStore(LifecycleMixin, Store):
         if self._commitlog is not None:
             self._commitlog.close()
             self._commitlog = None
+        if self._broker_lock is not None:
+            self._broker_lock.release()
         if self._lock is not None:
             self._lock.release()
 
@@ -1129,7 +1158,9 @@ class RocketMQStore(LifecycleMixin, Store):
         next_offsets.update(taken)
         for key, rows in cq_rows.items():
             self._queue(*key).append_array(np.array(rows, dtype=CQ_DTYPE))
-        self._configure_queues(cq_rows)
+        # a put-time rule, as the broker's: records written as stored configure their own queues only
+        sent = [] if as_stored else _sent_to(built, self.config.topic_max_length)
+        self._configure_queues([*cq_rows, *sent])
         if self.index is not None:
             try:
                 self.index.put_batch([
@@ -1291,9 +1322,15 @@ class RocketMQStore(LifecycleMixin, Store):
 
         :raises OffsetOutOfRangeError: an offset outside its queue's ``[min, max]`` (``[0, 0]`` for a queue
             without files); nothing written.
+        :raises ConfigError: a group name a client refuses (:func:`.config.validate_group`: with ``@`` its
+            ``topic@group`` key is one the broker never reads); nothing written.
+        :raises InvalidTopicError: a topic name the broker refuses; nothing written.
         """
         self._check_writable()
         self._check_commit(group, offsets)
+        validate_group(group, self.consumer_offsets.path)   # the client's rule: a name the broker reads back
+        for topic, _ in offsets:
+            validate_topic(topic, self.config.topic_max_length)
         for (topic, queue_id), offset in offsets.items():
             # a queue without files is empty: getMaxOffsetInQueue answers 0 (a %RETRY% queue before a retry)
             start, end = self.offset_range(topic, queue_id) if (topic, queue_id) in self.queues else (0, 0)
@@ -1357,8 +1394,8 @@ class RocketMQStore(LifecycleMixin, Store):
         for half_queue in self.partitions(hm.HALF_TOPIC):
             done: set[int] = set()
             if hm.OP_TOPIC in topics and half_queue in self.partitions(hm.OP_TOPIC):
-                for batch in self.scan_arrow(["value"], topic=hm.OP_TOPIC, partition=half_queue):
-                    done |= hm.done_offsets(batch.column("value"))
+                for batch in self.scan_arrow(["value", "tags"], topic=hm.OP_TOPIC, partition=half_queue):
+                    done |= hm.done_offsets(batch.column("value"), batch.column("tags"))
             start = self.consumer_offsets.get(hm.HALF_TOPIC, hm.CHECK_GROUP, half_queue) or 0
             found = hm.pending(self.read(hm.HALF_TOPIC, half_queue, start), done, now_ms=now,
                                timeout_ms=timeout, check_max=self.config.transactionCheckMax,
@@ -1366,6 +1403,13 @@ class RocketMQStore(LifecycleMixin, Store):
             rows.extend(row for row in found if (topic is None or row["topic"] == topic)
                         and (queue_id is None or row["queue_id"] == queue_id))
         return rows, []
+
+    def configured_queue(self, topic: str, queue_id: int) -> bool:
+        """Whether ``config/topics.json`` gives ``topic`` the read queue ``queue_id`` (``0 ..
+        readQueueNums - 1``), files or none: the broker answers a queue without files as empty
+        (``getMinOffsetInQueue``/``getMaxOffsetInQueue`` 0), so a group may be given offset 0 there."""
+        self._check_open()
+        return 0 <= queue_id < self.topic_configs.read_queue_count(topic)
 
     def committed_offset(self, group: str, topic: str, queue_id: int) -> int | None:
         """The offset ``group`` committed for a queue, or None.
@@ -1381,8 +1425,10 @@ class RocketMQStore(LifecycleMixin, Store):
         queue's max offset and the lag (``mqadmin consumerProgress``'s Consumer Offset, Broker Offset and
         Diff), by group, topic and queue.  Only ``group``'s when given.
 
-        Every queue of a topic a group committed to is listed; ``committed_offset`` is None for a queue
-        the group never committed.  ``lag`` is Diff as the broker computes it (4.9.7
+        Every queue of a topic a group committed to is listed (those with files, those it committed, and
+        queues ``0 .. readQueueNums - 1`` of ``config/topics.json``, as ``getConsumeStats`` walks them: a
+        queue without files is empty, max offset 0); ``committed_offset`` is None for a queue the group
+        never committed.  ``lag`` is Diff as the broker computes it (4.9.7
         ``getConsumeStats``, ``ConsumerProgressSubCommand``): the max offset less the committed one,
         taken as 0 where there is none (``queryOffset``'s -1), and not clamped (a commit past the max
         offset, as a reset or a queue cut by recovery leaves, is a negative Diff).  The files keep no
@@ -1406,7 +1452,9 @@ class RocketMQStore(LifecycleMixin, Store):
         for (topic, group_name), offsets in sorted(owned, key=lambda item: item[0][::-1]):
             if group is not None and group_name != group:
                 continue
-            for queue_id in sorted(set(offsets) | set(self.partitions(topic))):
+            # consumerProgress walks queues 0 .. readQueueNums - 1 of topics.json, files or none
+            queue_ids = {*offsets, *self.partitions(topic), *self.topic_configs.read_queue_ids(topic)}
+            for queue_id in sorted(queue_ids):
                 max_offset = self.offset_range(topic, queue_id)[1] if (topic, queue_id) in self.queues else 0
                 committed = offsets.get(queue_id)
                 last = self._store_time_at(topic, queue_id, committed - 1) if committed else None

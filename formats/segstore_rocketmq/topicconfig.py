@@ -66,6 +66,8 @@ T = TypeVar("T")
 QUEUE_TYPE_ATTRIBUTE = "queue.type"
 BATCH_CQ = "BatchCQ"
 NEW_QUEUE_MAP_CAPACITY = 32
+#: the most configured queues of a topic ``consumers`` lists beside those with files or offsets
+LISTED_QUEUES_MAX = 1 << 16
 
 
 #: Deepest nesting of objects and arrays parsed (the broker's files nest 4 deep); deeper is refused
@@ -313,6 +315,19 @@ class TopicConfigs:
                          "order": entry.get("order"), "topic_sys_flag": entry.get("topicSysFlag"),
                          "queues_stored": stored.get(name, 0)}
         return out
+
+    def read_queue_count(self, topic: str) -> int:
+        """``topic``'s ``readQueueNums`` in ``topics.json``; 0 where it has no such topic or no int count."""
+        entry = self.topics.get(topic)
+        count = entry.get("readQueueNums") if isinstance(entry, dict) else None
+        return count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else 0
+
+    def read_queue_ids(self, topic: str) -> range:
+        """Queue ids ``0 .. readQueueNums - 1`` of ``topic`` (:meth:`read_queue_count`), as 4.9.7
+        ``AdminBrokerProcessor.getConsumeStats`` walks them; empty past :data:`LISTED_QUEUES_MAX` (a
+        sparse queue id written far out makes a count of billions)."""
+        count = self.read_queue_count(topic)
+        return range(count) if count <= LISTED_QUEUES_MAX else range(0)
 
     def batch_cq_topics(self) -> frozenset[str]:
         """The topics whose ``attributes`` make them 5.x ``queue.type=BatchCQ`` topics
