@@ -246,3 +246,20 @@ def test_cli_write_input_cuts_batches_of_the_partition_keys_route_to(tmp_path, c
         records = list(store.read("t", 1))
     assert len(records) == 2 * len(one)
     assert max(r.batch.size for r in records) <= 2000
+
+
+def test_a_transactions_keyed_dicts_naming_no_partition_go_to_their_keys_partition(tmp_path):
+    """A transactional producer partitions as any (KafkaProducer.partition before the accumulator)."""
+    logs = _log_dir(tmp_path / "logs", "t", [0, 1, 2])
+    with KafkaStore(str(logs), "a") as store:
+        with store.transaction(7) as txn:
+            results = txn.append_batch([{"topic": "t", "key": k, "value": b"v"} for k in KEYS]
+                                       + [{"topic": "t", "value": b"nokey"}])
+        assert [r.partition for r in results] == [_java_partition(k, 3) for k in KEYS] + [0]
+        missing = _log_dir(tmp_path / "other", "t", [1, 2])
+    key = next(k for k in KEYS if _java_partition(k, 3) == 0)
+    with KafkaStore(str(missing), "a") as store:
+        txn = store.transaction(8)
+        with pytest.raises(NotFoundError, match="found no t-0"):
+            txn.append_batch([{"topic": "t", "key": key, "value": b"v"}])
+        assert store.partitions("t") == [1, 2]

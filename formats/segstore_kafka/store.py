@@ -762,6 +762,23 @@ class KafkaStore(Store):
         if not held:
             raise partitioner.not_held(self.path, topic, partition, self.partition_widths()[topic], key)
 
+    def _route_keyed(self, items: list[Any], msgs: list[Message]) -> None:
+        """Each keyed dict of ``items`` naming no partition, of a topic of more than one partition: its
+        message of ``msgs`` (``Message.coerce`` of it) in its key's partition, as
+        ``dictappend.plain_groups`` routes plain dicts.  ``O(items)``.
+
+        :raises NotFoundError: a key chose a partition this store does not hold.
+        """
+        widths = self.partition_widths()
+        if not widths:
+            return
+        for item, m in zip(items, msgs, strict=True):
+            width = widths.get(m.topic, 0) if isinstance(m.topic, str) else 0
+            if (width > 1 and isinstance(item, Mapping) and "partition" not in item
+                    and isinstance(m.key, bytes)):
+                m.partition = partitioner.partition_for_key(m.key, width)
+                self._check_routed(m.topic, m.partition, item.get("key"))
+
     @property
     def partition(self) -> Partition:
         """The one partition of a partition-directory store."""
@@ -920,14 +937,7 @@ class KafkaStore(Store):
             msgs = [Message.coerce(m) for m in items]
         except UnicodeEncodeError as err:   # a str key or value with a lone surrogate
             raise InvalidMessageError(f"expected text UTF-8 can encode, found: {err}") from err
-        widths = self.partition_widths()
-        if widths:      # a keyed dict naming no partition: its key's, as dictappend.plain_groups routes
-            for item, m in zip(items, msgs, strict=True):
-                width = widths.get(m.topic, 0) if isinstance(m.topic, str) else 0
-                if (width > 1 and isinstance(item, Mapping) and "partition" not in item
-                        and isinstance(m.key, bytes)):
-                    m.partition = partitioner.partition_for_key(m.key, width)
-                    self._check_routed(m.topic, m.partition, item.get("key"))
+        self._route_keyed(items, msgs)
         groups: dict[tuple[str, int], list[int]] = {}
         for i, m in enumerate(msgs):
             groups.setdefault((m.topic, m.partition), []).append(i)
