@@ -874,10 +874,7 @@ class KafkaStore(Store):
         # taken once: a batch planned again routes its keys as it was checked
         widths = self.partition_widths()
         for b in batches:
-            plan = arrowappend.plan(b, widths)
-            for (t, p), row in plan.routed.items():
-                self._check_routed(t, p, plan.key[row].as_py())
-            self._check_partitions([(t, p) for t, p, _ in plan.groups])
+            plan = self._checked_plan(b, widths)
             keep = b.num_rows <= budget
             kept.append(plan if keep else None)
             budget -= b.num_rows if keep else 0
@@ -900,6 +897,35 @@ class KafkaStore(Store):
         if self.indexes is not None:  # extra index layouts (segstore.layouts)
             self.indexes.append()
         return appended
+
+    def _checked_plan(self, batch: pa.RecordBatch, widths: dict[str, int]) -> Any:
+        """``arrowappend.plan`` of ``batch`` whose topics and partitions (those keys chose too) this
+        store takes.
+
+        :raises InvalidTopicError: see :meth:`append_arrow`.
+        :raises NotFoundError: a key chose a partition this store does not hold.
+        """
+        from . import arrowappend
+
+        plan = arrowappend.plan(batch, widths)
+        for (topic, partition), row in plan.routed.items():
+            self._check_routed(topic, partition, plan.key[row].as_py())
+        self._check_partitions([(topic, partition) for topic, partition, _ in plan.groups])
+        return plan
+
+    def check_arrow_destinations(self, table: pa.Table) -> None:
+        """Raise what :meth:`append_arrow` of ``table`` would raise for its topics and partitions (a
+        keyed row naming none routed as it routes it), writing nothing: the columns ``topic``,
+        ``value`` and ``key`` are enough (the Spark writer checks every staged file first).
+
+        :raises InvalidMessageError: see :meth:`append_arrow`.
+        :raises NotFoundError: a key chose a partition this store does not hold.
+        """
+        self._check_writable()
+        widths = self.partition_widths()
+        for batch in table.to_batches():
+            if batch.num_rows:
+                self._checked_plan(batch, widths)
 
     def batch_records_limit(self, topic: str) -> int:
         """The records bytes (uncompressed, upper bound) one batch of ``topic`` may hold here, as
