@@ -63,7 +63,7 @@ from segstore.store import (
 
 from . import batch as codec
 from . import columnar, kraft, partitioner
-from .dirnames import partition_dirs
+from .dirnames import partition_numbers
 from .logdir import LogDir, forget_clean_shutdown, high_watermark, is_partition_dir, load_log_start
 from .offsetmap import DEDUPE_BUFFER_SIZE
 from .partition import (
@@ -735,19 +735,17 @@ class KafkaStore(Store):
         """Each topic's partition count, for the topics of more than one: the KRaft metadata's
         (``partitionsForTopic``, what a producer's metadata gives) where it has the topic, else what
         the partition directories here say (the highest number + 1; a partition directory store: its
-        log directory's).  Where a keyed record naming no partition goes (:mod:`.partitioner`).
+        log directory's, of its own topic).  Where a keyed record naming no partition goes
+        (:mod:`.partitioner`).
         Cached: ``O(topics)`` when a partition was created since the last call, else ``O(1)``."""
         self._check_open()
         version = self._dir.widths_version if self._dir is not None else 0
         if self._widths is None or self._widths[0] != version:
             if self._dir is not None:
-                dirs = self._dir.widths
-            else:
-                dirs = {}
-                for name in partition_dirs(self.log_dir_path):
-                    topic, number = parse_partition_dir(name)
-                    dirs[topic] = max(dirs.get(topic, 0), number + 1)
-            widths = dict(dirs)
+                widths = dict(self._dir.widths)
+            else:       # the one topic this store takes (a log dir may hold thousands of directories)
+                topic = self.partition.topic
+                widths = {topic: max(partition_numbers(self.log_dir_path, topic), default=-1) + 1}
             if self.metadata is not None:
                 widths.update({name: len(t.partitions) for name, t in self.metadata.topics.items()
                                if t.partitions})
