@@ -2233,7 +2233,8 @@ _WRITE_INPUT_LINES = (
     'input lines (docs/cli.md, "JSON-lines input"): a plain message, {"topic": ..., "value": ..., '
     '"key": ..., "partition": ..., "headers": [[k, v], ...], "timestamp": ...} or RocketMQ\'s names '
     "(queue_id, body, tags, keys, properties, ...), strings as UTF-8 text, bodyBase64/valueBase64/"
-    "keyBase64 for binary bytes; or a line of `segstore dump --json`, written back as it was stored "
+    "keyBase64 for binary bytes (Kafka: a keyed line naming no partition goes to its key's partition, "
+    "as Kafka's producer chooses it); or a line of `segstore dump --json`, written back as it was stored "
     "(bodies base64, Kafka batches with their offsets), so `segstore dump SRC --json | segstore write "
     "DST --input -` copies a store byte for byte (RocketMQ: give DST the source's --config "
     "mappedFileSizeCommitLog)")

@@ -93,7 +93,8 @@ def test_a_table_of_several_batches_writes_the_same_whatever_plans_are_kept(tmp_
     assert [b.num_rows for b in table.to_batches()] == [16, 16, 16, 16, 9]
     planned: list[int] = []
     plan = arrowappend.plan
-    monkeypatch.setattr(arrowappend, "plan", lambda batch: planned.append(batch.num_rows) or plan(batch))
+    monkeypatch.setattr(arrowappend, "plan",
+                        lambda batch, *rest: planned.append(batch.num_rows) or plan(batch, *rest))
     logs = []
     # each batch is planned to be checked, and planned again to be written only past the kept rows
     for kept_rows, replanned in ((0, [16, 16, 16, 16, 9]), (20, [16, 16, 16, 9]), (1 << 20, [])):

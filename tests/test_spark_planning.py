@@ -154,7 +154,7 @@ def test_read_options_refused(options, fragment):
 def test_write_options_keep_config_case():
     opts = parse_write_options({"path": "/s", "topic": "T", "config": '{"mappedFileSizeCommitLog": 4096}'})
     assert opts.config == (("mappedFileSizeCommitLog", "4096"),)
-    assert opts.topic == "T" and opts.partition == 0
+    assert opts.topic == "T" and opts.partition is None     # not given: see staged_columns
     with pytest.raises(ConfigError, match="unknown writer option"):
         parse_write_options({"path": "/s", "compression": "gzip"})
 

@@ -7,6 +7,7 @@ appends one or the other.
 
 from __future__ import annotations
 
+import os
 import time
 
 import pyarrow as pa
@@ -134,3 +135,61 @@ def test_a_long_timestamp_column_is_ms_on_both_paths(tmp_path) -> None:
     with segstore.open(str(tmp_path / "k"), "kafka", "a") as store:
         store.append_arrow(columns)
     assert stored(tmp_path / "k")[0][-1] == 1_700_000_000_123
+
+
+def _stage(job, partition_id: int, table: pa.Table):
+    """One write task's staged file, as a task leaves it (an Arrow IPC stream)."""
+    from segstore.spark.datasource import StagedWrite, staged_name
+
+    path = os.path.join(job.job_dir, staged_name(partition_id, 0))
+    with pa.OSFile(path, "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return StagedWrite(partition_id, path, table.num_rows)
+
+
+def _java_partition(key: bytes, count: int) -> int:
+    """BuiltInPartitioner.partitionForKey (murmur2_py is tested against Kafka's UtilsTest vectors)."""
+    from segstore_kafka.partitioner import murmur2_py
+
+    return (murmur2_py(key) & 0x7FFFFFFF) % count
+
+
+def test_rows_without_a_partition_go_to_their_keys_partition_as_kafkas_producer(tmp_path) -> None:
+    """No ``partition`` column and no ``partition`` option: a keyed row goes where Kafka 3.8's producer
+    puts its key (BuiltInPartitioner.partitionForKey over the topic's partitions), an unkeyed one to 0
+    (before, every row went to the option's default 0); the option, when given, still wins."""
+    from segstore.spark.datasource import StagedJob
+
+    logs = tmp_path / "logs"
+    for n in range(3):
+        (logs / f"t-{n}").mkdir(parents=True)
+    keys = [f"k{i}".encode() for i in range(12)]
+    table = pa.table({"topic": ["t"] * 13, "key": pa.array([*keys, None], pa.binary()),
+                      "value": [b"v"] * 13})
+    job = StagedJob.start(WriteOptions(path=str(logs), format="kafka"), "job", local_root=str(tmp_path / "s"))
+    job.commit([_stage(job, 0, table)])
+    with segstore.open(str(logs), "kafka") as store:
+        got = sorted(((r.partition, r.key) for r in store.scan()), key=repr)
+    assert got == sorted([(_java_partition(k, 3), k) for k in keys] + [(0, None)], key=repr)
+    options = WriteOptions(path=str(logs), format="kafka", partition=2)
+    job = StagedJob.start(options, "job2", local_root=str(tmp_path / "s"))
+    job.commit([_stage(job, 0, table)])
+    with segstore.open(str(logs), "kafka") as store:
+        assert len(list(store.read("t", 2))) == 13 + sum(_java_partition(k, 3) == 2 for k in keys)
+
+
+def test_a_key_whose_partition_is_not_held_refuses_the_commit_before_any_file(tmp_path) -> None:
+    from segstore.errors import NotFoundError
+    from segstore.spark.datasource import StagedJob
+
+    logs = tmp_path / "logs"
+    for n in (1, 2):
+        (logs / f"t-{n}").mkdir(parents=True)
+    key = next(k for k in (f"k{i}".encode() for i in range(50)) if _java_partition(k, 3) == 0)
+    job = StagedJob.start(WriteOptions(path=str(logs), format="kafka"), "job", local_root=str(tmp_path / "s"))
+    first = _stage(job, 0, pa.table({"topic": ["t"], "key": [b"x"], "value": [b"v"], "partition": [1]}))
+    second = _stage(job, 1, pa.table({"topic": ["t"], "key": pa.array([key], pa.binary()), "value": [b"v"]}))
+    with pytest.raises(NotFoundError, match="found no t-0"):
+        job.commit([first, second])
+    with segstore.open(str(logs), "kafka") as store:
+        assert list(store.scan()) == []         # the first file was not appended either

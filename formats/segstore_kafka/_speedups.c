@@ -11,6 +11,7 @@
  *   _speedups_spread.c       the per-batch columns written out once per row
  *   _speedups_arrow.c        export_chunk: a decoded chunk's columns as one Arrow record batch
  *   _speedups_arrowencode.c  encode_columns / encode_batch: records and batches from Arrow columns
+ *   _speedups_partitioner.c  murmur2: the Java producer's partition of a keyed record
  *   _speedups_dicts.c        append_batch of plain dicts
  *
  * This file holds what they share (the record layout below, varints, constants), init(Record) and
@@ -31,8 +32,11 @@
  *     dump's batch and record lines of those buffers (_speedups_text.c).
  * encode_columns / encode_batch: a records region / a whole batch from Arrow column buffers
  *     (arrowencode.py).
+ * murmur2 / murmur2_offsets: Kafka's Utils.murmur2 of one key / of an Arrow binary array's values
+ *     (partitioner.py).
  * plain_groups / encode_plain / plain_results / init_results(AppendResult): append_batch of
- *     plain dicts (dictappend.py): grouped by partition, one whole batch per partition, results.
+ *     plain dicts (dictappend.py): grouped by partition (a keyed dict naming none routed as the
+ *     Java producer routes it), one whole batch per partition, results.
  *
  * These mirror _decode_records_py / _encode_records_py in batch.py exactly: the
  * same results, the same ValueError(message, position) on malformed input.  Every
@@ -206,6 +210,7 @@ init(PyObject *module, PyObject *cls)
 
 
 #include "_speedups_arrowencode.c"
+#include "_speedups_partitioner.c"
 #include "_speedups_dicts.c"
 
 static PyMethodDef methods[] = {
@@ -219,8 +224,12 @@ static PyMethodDef methods[] = {
      "deltas, header offsets, header key offsets/data, header value valid/offsets/data) -> (region, max_ts)"},
     {"encode_batch", encode_batch, METH_VARARGS,
      "encode_batch(n, base_timestamp, <encode_columns' columns>, header, compress) -> one whole batch"},
-    {"plain_groups", plain_groups, METH_O,
-     "plain_groups(items) -> None or ([(topic, partition, rows, bound)], snapshot): plain items by partition"},
+    {"plain_groups", plain_groups, METH_VARARGS,
+     "plain_groups(items, counts) -> None or ([(topic, partition, rows, bound, routed)], snapshot): plain items "
+     "by partition"},
+    {"murmur2", murmur2_py, METH_O, "murmur2(data) -> int: Kafka's Utils.murmur2 (a signed int32)."},
+    {"murmur2_offsets", murmur2_offsets, METH_VARARGS,
+     "murmur2_offsets(offsets, data) -> bytes: the int32 murmur2 of each value of an Arrow binary array"},
     {"encode_plain", encode_plain, METH_VARARGS,
      "encode_plain(items, snapshot, rows, bound, now, header, compress) -> one whole batch of plain items"},
     {"plain_results", plain_results, METH_VARARGS,

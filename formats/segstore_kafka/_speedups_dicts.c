@@ -33,6 +33,7 @@ typedef struct {
     PyObject *topic;        /* borrowed, as every object here: the items list holds them */
     PyObject *key, *value, *headers;
     long partition;
+    int named;      /* the item names its partition (else 0, or its key's: plain_groups' counts) */
     long long timestamp;
     Py_ssize_t klen, vlen;      /* encoded lengths, -1: null */
 } Plain;
@@ -141,6 +142,7 @@ plain_value(int field, PyObject *v, Plain *p)
             return NOT_PLAIN;
         }
         p->partition = (long)n;
+        p->named = 1;
         return PLAIN;
     }
     case 2:
@@ -174,6 +176,7 @@ parse_plain(PyObject *item, Plain *p, Py_ssize_t *bound)
     p->value = NULL;
     p->headers = Py_None;
     p->partition = 0;
+    p->named = 0;
     p->timestamp = NO_TIMESTAMP;
     if (PyDict_CheckExact(item)) {
         Py_ssize_t pos = 0;
@@ -254,21 +257,47 @@ same_group(const Plain *a, PyObject *topic, long partition)
     return a->partition == partition && (a->topic == topic || PyUnicode_Compare(a->topic, topic) == 0);
 }
 
+/* The partition count ``widths`` (an exact dict) gives ``topic`` (0: none); -1 with an error for a
+ * count that is not an int in [1, 2**31]. */
+static long
+topic_width(PyObject *widths, PyObject *topic)
+{
+    PyObject *found = PyDict_GetItemWithError(widths, topic);
+    if (found == NULL) {
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    long count = PyLong_Check(found) ? PyLong_AsLong(found) : -1;
+    if (count < 1 || count > (long)INT32_MAX + 1) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_ValueError, "expected partition counts in [1, 2**31]");
+        }
+        return -1;
+    }
+    return count;
+}
+
 /*
- * plain_groups(items: list) -> None (an item is not plain) or ([(topic, partition, rows, bound)],
- * snapshot): one entry per (topic, partition) in first-seen order, ``rows`` the indices of its items (int64
- * bytes, in order), ``bound`` an upper bound of its records region's size (at most 2**31-1 - 61,
- * else None: the general path); ``snapshot`` what was read of each item (Snapshot, for
- * encode_plain).  Runs no Python code but what the collector may run.
+ * plain_groups(items: list, widths: dict) -> None (an item is not plain) or ([(topic, partition, rows,
+ * bound, routed)], snapshot): one entry per (topic, partition) in first-seen order, ``rows`` the indices
+ * of its items (int64 bytes, in order), ``bound`` an upper bound of its records region's size (at most
+ * 2**31-1 - 61, else None: the general path), ``routed`` the first of its items whose partition its
+ * key chose (-1: none); ``snapshot`` what was read of each item (Snapshot, for encode_plain).  An
+ * item naming no partition is in partition 0, or, with a key (not None) and a topic ``widths`` gives
+ * more than one partition, in key_partition's of its key's bytes (a str's UTF-8).  Runs no Python
+ * code but what the collector may run.
  */
 static PyObject *
-plain_groups(PyObject *module, PyObject *items)
+plain_groups(PyObject *module, PyObject *args)
 {
-    if (!PyList_Check(items)) {
-        PyErr_SetString(PyExc_TypeError, "expected items as a list");
+    PyObject *items, *widths;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &items, &PyDict_Type, &widths)) {
         return NULL;
     }
     Py_ssize_t n = PyList_GET_SIZE(items);
+    int routing = PyDict_GET_SIZE(widths) > 0;
+    PyObject *width_topic = NULL;   /* the topic ``width`` is of (held by the snapshot) */
+    long width = 0;
+    Py_ssize_t *routed = PyMem_Malloc((n ? n : 1) * sizeof(Py_ssize_t));   /* each group's first routed */
     int32_t *gid = PyMem_Malloc((n ? n : 1) * sizeof(int32_t));
     Plain *firsts = PyMem_Malloc((n ? n : 1) * sizeof(Plain));    /* each group's first item */
     int64_t *bounds = PyMem_Calloc(n ? n : 1, sizeof(int64_t)), *counts = PyMem_Calloc(n ? n : 1, sizeof(int64_t));
@@ -278,7 +307,8 @@ plain_groups(PyObject *module, PyObject *items)
     if (snap != NULL) {
         snap->n = 0;
     }
-    if (gid == NULL || firsts == NULL || bounds == NULL || counts == NULL || keys == NULL || snap == NULL) {
+    if (gid == NULL || firsts == NULL || bounds == NULL || counts == NULL || keys == NULL || snap == NULL
+        || routed == NULL) {
         PyErr_NoMemory();
         goto done;
     }
@@ -297,6 +327,21 @@ plain_groups(PyObject *module, PyObject *items)
         Py_INCREF(p.value);
         Py_INCREF(p.headers);
         snap->items[snap->n++] = p;     /* held before the allocations below may run the collector */
+        int keyed = 0;
+        if (routing && !p.named && p.key != Py_None) {
+            if (p.topic != width_topic) {
+                width = topic_width(widths, p.topic);
+                if (width < 0) {
+                    goto done;
+                }
+                width_topic = p.topic;
+            }
+            if (width > 1) {
+                p.partition = key_partition(blob_bytes(p.key), p.klen, width);
+                snap->items[snap->n - 1].partition = p.partition;
+                keyed = 1;
+            }
+        }
         int32_t g = last;
         if (g < 0 || !same_group(&firsts[g], p.topic, p.partition)) {
             PyObject *key = Py_BuildValue("(Ol)", p.topic, p.partition);
@@ -312,6 +357,7 @@ plain_groups(PyObject *module, PyObject *items)
             } else {
                 g = (int32_t)groups++;
                 firsts[g] = p;
+                routed[g] = -1;
                 PyObject *index = PyLong_FromLong(g);
                 int rc = index == NULL ? -1 : PyDict_SetItem(keys, key, index);
                 Py_XDECREF(index);
@@ -325,6 +371,9 @@ plain_groups(PyObject *module, PyObject *items)
         }
         gid[i] = g;
         counts[g]++;
+        if (keyed && routed[g] < 0) {
+            routed[g] = i;
+        }
         bounds[g] += bound;
     }
     out = PyList_New(groups);
@@ -335,7 +384,7 @@ plain_groups(PyObject *module, PyObject *items)
         PyObject *rows = PyBytes_FromStringAndSize(NULL, counts[g] * (Py_ssize_t)sizeof(int64_t));
         PyObject *bound = bounds[g] <= INT32_MAX - HEADER_SIZE ? PyLong_FromLongLong(bounds[g]) : Py_NewRef(Py_None);
         PyObject *entry = rows == NULL || bound == NULL ? NULL
-                          : Py_BuildValue("(OlNN)", firsts[g].topic, firsts[g].partition, rows, bound);
+                          : Py_BuildValue("(OlNNn)", firsts[g].topic, firsts[g].partition, rows, bound, routed[g]);
         if (entry == NULL) {
             if (rows == NULL || bound == NULL) {
                 Py_XDECREF(rows);
@@ -367,6 +416,7 @@ done:
     PyMem_Free(firsts);
     PyMem_Free(bounds);
     PyMem_Free(counts);
+    PyMem_Free(routed);
     Py_XDECREF(keys);
     return out;
 }

@@ -5,12 +5,17 @@ columns (what ``scan_arrow`` yields; any format's common columns do)::
 
     topic       string, required, no nulls
     value       binary or string, required (null: a tombstone)
-    partition   integer, no nulls (absent: 0)
+    partition   integer, no nulls (absent: 0, or a keyed row's partition, below)
     key         binary or string (absent: all null)
     timestamp   timestamp[ms] or integer ms (absent, null or below 0: the append's time)
     headers     list<struct<key: string, value: binary>> (absent: none)
     baseOffset  integer: where it changes, a new batch begins (a scan's batches stay whole)
     isControl   bool: a true row is refused (markers are not data to copy)
+
+Without a ``partition`` column, a row with a key (not null) of a topic of more than one
+partition (``widths``, ``KafkaStore.partition_widths``) goes where the Java producer puts its
+key (:mod:`.partitioner`: murmur2 of the key over the topic's partitions, one C pass over the
+key column), the others to partition 0.
 
 Other columns (``offset``, ``position``, the batch fields) are ignored: offsets
 are assigned from each partition's log end, as ``append_batch`` assigns them.
@@ -23,6 +28,7 @@ Pure (columns in, row plans out); thread-safe.  ``O(rows)`` numpy, no per-row Py
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,9 +37,10 @@ import numpy as np
 import pyarrow as pa
 
 from segstore import arrays, grouping
-from segstore.columns import HEADERS
+from segstore.columns import HEADERS, binary_buffers
 from segstore.errors import InvalidMessageError
 
+from . import partitioner
 from .arrowencode import Columns
 from .batch import RECORD_BATCH_OVERHEAD
 
@@ -71,6 +78,8 @@ class Plan:
     headers: pa.Array
     #: the timestamps as given (-1 where null): those below 0 become the append's time
     timestamps: np.ndarray
+    #: the first row of each (topic, partition) group whose key chose the partition (only those)
+    routed: dict[tuple[str, int], int] = dataclasses.field(default_factory=dict)
 
     def columns(self, now: int) -> Columns:
         """The encoder's columns, a timestamp below 0 being ``now``."""
@@ -168,8 +177,29 @@ def _groups(topics: pa.Array, partitions: np.ndarray) -> list[tuple[str, int, np
             for i, (code, part) in enumerate(zip(codes.tolist(), parts.tolist(), strict=True))]
 
 
-def plan(batch: pa.RecordBatch) -> Plan:
-    """Lay ``batch`` out for appending.
+def _key_partitions(topics: pa.Array, key: pa.Array, widths: dict[str, int]) -> np.ndarray | None:
+    """Each row's partition as its key chooses it over its topic's ``widths`` (-1: no key, or a topic
+    of one partition); None where no row's key chooses.  ``O(rows)``: the topics' widths looked up
+    once per distinct topic, the keys hashed in one C pass."""
+    import pyarrow.compute as pc  # pyarrow.compute (0.05 s to import) only where a computation runs
+    n = len(topics)
+    if not widths or key.null_count == n:
+        return None
+    encoded = pc.dictionary_encode(topics)
+    table = np.array([widths.get(name, 0) for name in encoded.dictionary.to_pylist()], np.int64)
+    if not (table > 1).any():
+        return None
+    per_row = table[arrays.int64s(encoded.indices)]
+    keyed = per_row > 1
+    if key.null_count:
+        keyed &= arrays.natural(key.is_valid()).astype(bool)
+    hashes = partitioner.murmur2_offsets(*binary_buffers(key))
+    return np.where(keyed, partitioner.key_partitions(hashes, np.maximum(per_row, 1)), -1)
+
+
+def plan(batch: pa.RecordBatch, widths: dict[str, int] | None = None) -> Plan:
+    """Lay ``batch`` out for appending; ``widths``: the partition count of each topic of more than
+    one (rows naming no partition: their key's, above).
 
     :raises InvalidMessageError: a required column missing, a column of the wrong type, a null
         topic or partition, a partition outside ``[0, 2**31)``, a null header key, a control row.
@@ -195,19 +225,29 @@ def plan(batch: pa.RecordBatch) -> Plan:
         raise InvalidMessageError("expected data records, found a control record (a transaction marker: "
                                   "scan with isolation='read_committed' to leave markers out)")
     n = batch.num_rows
+    key = _binary(batch, "key")
     partitions = _integers(batch, "partition", None)
+    chosen = None
     if partitions is None:
-        partitions = np.zeros(n, np.int64)
+        chosen = _key_partitions(topics, key, widths or {})
+        partitions = np.zeros(n, np.int64) if chosen is None else np.maximum(chosen, 0)
     elif n and not (0 <= partitions.min() and partitions.max() < 1 << 31):
         raise InvalidMessageError(f"expected partitions in [0, 2**31), found {int(partitions.min())} .. "
                                   f"{int(partitions.max())}")
     timestamps = _integers(batch, "timestamp", -1)
     if timestamps is None:
         timestamps = np.full(n, -1, np.int64)
-    key, value, headers = _binary(batch, "key"), _binary(batch, "value"), _headers(batch)
+    value, headers = _binary(batch, "value"), _headers(batch)
     sizes = _lengths(key) + _lengths(value) + _header_sizes(headers) + RECORD_OVERHEAD
     base_offsets = _integers(batch, "baseOffset", -1)
-    return Plan(_groups(topics, partitions), sizes, base_offsets, key, value, headers, timestamps)
+    groups = _groups(topics, partitions)
+    routed = {}
+    if chosen is not None:
+        for topic, partition, rows in groups:
+            first = np.flatnonzero(chosen[rows] >= 0)
+            if len(first):
+                routed[(topic, partition)] = int(rows[first[0]])
+    return Plan(groups, sizes, base_offsets, key, value, headers, timestamps, routed)
 
 
 def cuts(rows: np.ndarray, sizes: np.ndarray, batch_ids: np.ndarray | None,

@@ -2,7 +2,7 @@
 
 A *plain* append item is an exact ``dict`` whose keys are among
 :data:`PLAIN_FIELDS`, with ``topic`` an exact ``str`` and ``value`` present,
-``partition`` an exact ``int`` in ``[0, 2**31)`` (absent: 0), ``key`` and
+``partition`` an exact ``int`` in ``[0, 2**31)`` (absent: see below), ``key`` and
 ``value`` None, ``bytes`` or a UTF-8 encodable ``str``, ``timestamp`` an exact
 ``int`` within int64 (absent: -1; below 0 the append's time, as
 :meth:`KafkaStore.append_batch` stamps it), ``headers`` absent, None or a
@@ -18,10 +18,14 @@ or its pure-Python reference here (``SEGSTORE_PURE_PYTHON=1`` or no compiler;
 tested equal to C with hypothesis):
 
 - :func:`plain_groups`: None when an item is not plain, else one
-  ``(topic, partition, rows, bound)`` per partition in first-seen order: ``rows``
-  the items' indices (int64), ``bound`` an upper bound of the records' encoded
-  size (None: too large for one batch, the general path decides), and a snapshot
-  of what it read (C: the items' fields held, so they are not read twice);
+  ``(topic, partition, rows, bound, routed)`` per partition in first-seen order:
+  ``rows`` the items' indices (int64), ``bound`` an upper bound of the records'
+  encoded size (None: too large for one batch, the general path decides),
+  ``routed`` the first item whose key chose the partition (-1: none), and a
+  snapshot of what it read (C: the items' fields held, so they are not read
+  twice).  A dict naming no partition is in partition 0, or, with a key (not
+  None) and a topic of more than one partition (``widths``), in the one the
+  Java producer's partitioner gives its key (:mod:`.partitioner`);
 - :func:`encode_plain`: one RecordBatch v2 of a group's items, byte for byte
   :func:`.batch.encode_batch` of the same records (``header`` as
   :func:`.arrowencode.header_fields`);
@@ -46,6 +50,7 @@ from segstore.records import Message
 from segstore.store import AppendResult
 
 from . import batch as codec
+from . import partitioner
 from .compression import NONE, compress
 
 _speedups = speedups.load("segstore_kafka._speedups")
@@ -61,6 +66,8 @@ INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 _RECORD_OVERHEAD = 5 + 1 + 10 + 3 * 5 + 5
 _HEADER_OVERHEAD = 2 * 5
 _BATCH_HEADER = 61
+#: ``(topic, partition, rows, bound, routed)`` (:func:`plain_groups`)
+Group = tuple[str, int, bytes, int | None, int]
 
 
 class _NotPlain(Exception):
@@ -95,7 +102,7 @@ def _fields(item: Any) -> dict[str, Any]:
 
 
 def _plain(item: Any) -> tuple[str, int, int]:
-    """``(topic, partition, size bound)`` of a plain item."""
+    """``(topic, partition, size bound)`` of a plain item (partition -1: it names none)."""
     item = _fields(item)
     topic, partition = item["topic"], item.get("partition", 0)
     timestamp = item.get("timestamp", -1)
@@ -114,23 +121,30 @@ def _plain(item: Any) -> tuple[str, int, int]:
             size += _HEADER_OVERHEAD + _blob_len(pair[0]) + max(_blob_len(pair[1]), 0)
     if size > INT32_MAX:
         raise _NotPlain
-    return topic, partition, size
+    return topic, partition if "partition" in item else -1, size
 
 
-def plain_groups_py(items: list) -> list[tuple[str, int, bytes, int | None]] | None:
+def plain_groups_py(items: list, widths: dict[str, int]) -> list[Group] | None:
     """The reference of :func:`plain_groups`."""
     groups: dict[tuple[str, int], tuple[list[int], list[int]]] = {}
     try:
         for i, item in enumerate(items):
             topic, partition, size = _plain(item)
-            rows, bound = groups.setdefault((topic, partition), ([], [0]))
+            routed = False
+            if partition < 0:
+                key, width = _fields(item).get("key"), widths.get(topic, 0)
+                routed = key is not None and width > 1
+                partition = partitioner.partition_for_key(key, width) if key is not None and width > 1 else 0
+            rows, info = groups.setdefault((topic, partition), ([], [0, -1]))
             rows.append(i)
-            bound[0] += size
+            info[0] += size
+            if routed and info[1] < 0:
+                info[1] = i
     except _NotPlain:
         return None
     return [(topic, partition, np.asarray(rows, np.int64).tobytes(),
-             bound[0] if bound[0] <= INT32_MAX - _BATCH_HEADER else None)
-            for (topic, partition), (rows, bound) in groups.items()]
+             info[0] if info[0] <= INT32_MAX - _BATCH_HEADER else None, info[1])
+            for (topic, partition), (rows, info) in groups.items()]
 
 
 def _utf8(obj: Any) -> bytes | None:
@@ -174,13 +188,16 @@ def plain_results_py(results: list, rows: bytes, topic: str, partition: int, bas
         results[i] = AppendResult(topic, partition, base_offset + k, position, size, extra)
 
 
-def plain_groups(items: list) -> tuple[list[tuple[str, int, bytes, int | None]], Any] | None:
+def plain_groups(items: list, widths: dict[str, int] | None = None) -> tuple[list[Group], Any] | None:
     """``(groups, snapshot)``: the plain items by (topic, partition), and what was read of them for
-    :func:`encode_plain` (None from the reference); None when an item is not plain.  ``O(items)``."""
+    :func:`encode_plain` (None from the reference); None when an item is not plain.  ``widths``: the
+    partition count of each topic of more than one partition (a keyed dict naming no partition of
+    such a topic goes to its key's partition).  ``O(items)``, one C call."""
+    widths = {} if widths is None else widths
     if _speedups is None:
-        groups = plain_groups_py(items)
+        groups = plain_groups_py(items, widths)
         return None if groups is None else (groups, None)
-    return _speedups.plain_groups(items)
+    return _speedups.plain_groups(items, widths)
 
 
 def encode_plain(items: list, rows: bytes, bound: int, now: int, header: tuple, codec_number: int,

@@ -31,6 +31,19 @@ def partition_dirs(path: str) -> list[str]:
     return [name for name in files.list_dir(path) if _loads_as_partition(os.path.join(path, name))]
 
 
+def partition_numbers(path: str, topic: str) -> list[int]:
+    """The partition numbers of ``topic``'s directories under a log directory that
+    :func:`partition_dirs` lists, sorted.  ``O(entries)`` names, a listing of ``topic``'s only."""
+    prefix = f"{topic}-"
+    numbers = []
+    for name in files.list_dir(path):
+        rest = name[len(prefix):]
+        if (name.startswith(prefix) and rest.isascii() and rest.isdigit()
+                and _loads_as_partition(os.path.join(path, name))):
+            numbers.append(int(rest))
+    return sorted(numbers)
+
+
 def _loads_as_partition(path: str) -> bool:
     """Whether ``path`` is a ``TOPIC-N`` directory with segments or with nothing in it (one holding
     only other files, such as the indexes of a deleted ``.log``, is no partition to segstore)."""

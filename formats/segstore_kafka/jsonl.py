@@ -2,7 +2,9 @@
 ``dump --json`` lines.
 
 A **plain line** is a :class:`segstore.records.Message` (``topic, partition, key, value,
-headers, timestamp``); strings are UTF-8 text, ``valueBase64``/``keyBase64`` binary.  Plain
+headers, timestamp``); strings are UTF-8 text, ``valueBase64``/``keyBase64`` binary.  A line
+naming no partition goes where ``KafkaStore.append_batch`` routes it (partition 0; with a key, of
+a topic of several partitions, the Java producer's choice for the key: :mod:`.partitioner`).  Plain
 lines are appended as new records: the log gives them offsets, one batch per partition a
 chunk (``KafkaStore.append_batch``), a chunk ending early where a partition's records would
 pass what one batch may hold (``KafkaStore.batch_records_limit``: 1 MiB, or less under a
@@ -42,6 +44,7 @@ from segstore.plugin import WRITE_CHUNK
 from segstore.records import LOG_APPEND_TIME, decode_base64_fields
 
 from . import batch as codec
+from . import partitioner
 from .arrowappend import HEADER_OVERHEAD, RECORD_OVERHEAD
 from .store import KafkaStore
 
@@ -180,6 +183,11 @@ def write_lines(store: KafkaStore, lines: Iterable[Mapping[str, Any]]) -> int:
         topic, partition = obj.get("topic"), obj.get("partition", 0)
         if type(topic) is not str or type(partition) is not int:
             return True
+        key = obj.get("key")
+        if "partition" not in obj and isinstance(key, (str, bytes)):    # where append_batch routes it
+            width = store.partition_widths().get(topic, 0)
+            if width > 1:
+                partition = partitioner.partition_for_key(key, width)
         limit = limits.get(topic)
         if limit is None:
             limit = limits[topic] = store.batch_records_limit(topic)

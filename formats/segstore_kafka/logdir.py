@@ -130,6 +130,10 @@ class LogDir:
         #: the log end of each partition when opened (a partition appended to since is committed to its end)
         self._opened_end: dict[tuple[str, int], int] = {}
         self.partitions: dict[tuple[str, int], Partition] = {}
+        #: each topic's highest partition number here + 1 (what its directories say it has)
+        self.widths: dict[str, int] = {}
+        #: how many times ``widths`` changed (a cache of it is current while this is the same)
+        self.widths_version = 0
         try:
             for name in partition_dirs(path):
                 topic, number = parse_partition_dir(name)
@@ -138,6 +142,7 @@ class LogDir:
                 key = (part.topic, part.partition)
                 part.load_log_start(start_offsets.get(key, 0))
                 self.partitions[key] = part
+                self._widen(key)
                 self._opened_end[key] = part.next_offset
         except BaseException:
             for part in self.partitions.values():
@@ -190,7 +195,14 @@ class LogDir:
             part = Partition(os.path.join(self.path, f"{topic}-{partition}"), self.config_for(topic),
                              writable=True, clock=self.clock)
             self.partitions[(topic, partition)] = part
+            self._widen((topic, partition))
         return part
+
+    def _widen(self, key: tuple[str, int]) -> None:
+        topic, number = key
+        if number >= self.widths.get(topic, 0):
+            self.widths[topic] = number + 1
+            self.widths_version += 1
 
     def check_new_partition(self, topic: str, partition: int) -> None:
         """Refuse a partition to create that Kafka refuses: :func:`validate_topic`'s rules, and a new

@@ -62,7 +62,8 @@ from segstore.store import (
 )
 
 from . import batch as codec
-from . import columnar, kraft
+from . import columnar, kraft, partitioner
+from .dirnames import partition_numbers
 from .logdir import LogDir, forget_clean_shutdown, high_watermark, is_partition_dir, load_log_start
 from .offsetmap import DEDUPE_BUFFER_SIZE
 from .partition import (
@@ -652,6 +653,8 @@ class KafkaStore(Store):
         self._broker_lock: BrokerLock | None = None
         #: the directory did not exist: a write that fails before any record is stored removes it
         self._created = writable and not files.exists(path)
+        #: partition_widths' cache: (the log dir's widths_version, the widths)
+        self._widths: tuple[int, dict[str, int]] | None = None
         if writable:
             files.make_dirs(path)
             log_dir = os.path.dirname(os.path.normpath(path)) if self.single else path
@@ -728,6 +731,52 @@ class KafkaStore(Store):
             raise NotFoundError(f"expected a partition {topic}-{partition}, found none", self.path)
         return part
 
+    def partition_widths(self) -> dict[str, int]:
+        """Each topic's partition count, for the topics of more than one: the KRaft metadata's
+        (``partitionsForTopic``, what a producer's metadata gives) where it has the topic, else what
+        the partition directories here say (the highest number + 1; a partition directory store: its
+        log directory's, of its own topic).  Where a keyed record naming no partition goes
+        (:mod:`.partitioner`).
+        Cached: ``O(topics)`` when a partition was created since the last call, else ``O(1)``."""
+        self._check_open()
+        version = self._dir.widths_version if self._dir is not None else 0
+        if self._widths is None or self._widths[0] != version:
+            if self._dir is not None:
+                widths = dict(self._dir.widths)
+            else:       # the one topic this store takes (a log dir may hold thousands of directories)
+                topic = self.partition.topic
+                widths = {topic: max(partition_numbers(self.log_dir_path, topic), default=-1) + 1}
+            if self.metadata is not None:
+                widths.update({name: len(t.partitions) for name, t in self.metadata.topics.items()
+                               if t.partitions})
+            self._widths = (version, {t: n for t, n in widths.items() if n > 1})
+        return self._widths[1]
+
+    def _check_routed(self, topic: str, partition: int, key: Any) -> None:
+        """:raises NotFoundError: ``key`` chose ``topic``'s ``partition`` (:meth:`partition_widths`),
+        which this store does not hold."""
+        held = (self._part is not None and (topic, partition) == (self._part.topic, self._part.partition)) \
+            or (self._dir is not None and (topic, partition) in self._dir.partitions)
+        if not held:
+            raise partitioner.not_held(self.path, topic, partition, self.partition_widths()[topic], key)
+
+    def _route_keyed(self, items: list[Any], msgs: list[Message]) -> None:
+        """Each keyed dict of ``items`` naming no partition, of a topic of more than one partition: its
+        message of ``msgs`` (``Message.coerce`` of it) in its key's partition, as
+        ``dictappend.plain_groups`` routes plain dicts.  ``O(items)``.
+
+        :raises NotFoundError: a key chose a partition this store does not hold.
+        """
+        widths = self.partition_widths()
+        if not widths:
+            return
+        for item, m in zip(items, msgs, strict=True):
+            width = widths.get(m.topic, 0) if isinstance(m.topic, str) else 0
+            if (width > 1 and isinstance(item, Mapping) and "partition" not in item
+                    and isinstance(m.key, bytes)):
+                m.partition = partitioner.partition_for_key(m.key, width)
+                self._check_routed(m.topic, m.partition, item.get("key"))
+
     @property
     def partition(self) -> Partition:
         """The one partition of a partition-directory store."""
@@ -744,18 +793,27 @@ class KafkaStore(Store):
         (:mod:`.dictappend`) are grouped, encoded and answered in C, one call per step; anything
         else goes through :meth:`Message.coerce` and the per-record encoder (the same bytes).
         The results of one batch share its ``extra`` dict.
+
+        A dict naming no ``partition`` goes to partition 0, or, where it has a key (not None) and its
+        topic more than one partition (:meth:`partition_widths`, as the call starts), to the one the
+        Java producer chooses for the key (:mod:`.partitioner`); a :class:`Message` names its partition.
+
+        :raises NotFoundError: a key chose a partition this store does not hold (nothing is written).
         """
         from . import dictappend
 
         self._check_writable()
         items = message_list(messages)
-        planned = dictappend.plain_groups(items)
-        if planned is None or any(bound is None for *_, bound in planned[0]):
+        planned = dictappend.plain_groups(items, self.partition_widths())
+        if planned is None or any(bound is None for _, _, _, bound, _ in planned[0]):
             return self._append_messages(items)
         groups, snapshot = planned
-        self._check_partitions([(topic, partition) for topic, partition, _, _ in groups])
+        for topic, partition, _, _, routed in groups:
+            if routed >= 0:
+                self._check_routed(topic, partition, items[routed]["key"])
+        self._check_partitions([(topic, partition) for topic, partition, _, _, _ in groups])
         results: list[Any] = [None] * len(items)
-        for topic, partition, rows, bound in groups:
+        for topic, partition, rows, bound, _ in groups:
             part = self.partition_of(topic, partition, create=True)
             now = part.clock()
             if now < 0:     # a clock before 1970 (tests): timestamps below 0 are the general path's
@@ -785,6 +843,8 @@ class KafkaStore(Store):
 
         Every column, topic and partition of all the rows is checked before anything is written: a
         refused call writes nothing and creates no partition.  ``O(bytes)``, no per-row Python.
+        Without a ``partition`` column, rows go to partition 0, or, keyed rows of a topic of more
+        than one partition, to their key's, as :meth:`append_batch` routes dicts naming none.
 
         :raises InvalidMessageError: not a RecordBatch or Table, a column missing or of the wrong type,
             a null topic or partition, a null header key, a control record.
@@ -792,6 +852,7 @@ class KafkaStore(Store):
             partition directory's.
         :raises MessageTooLargeError: a record larger than ``max.message.bytes`` (after the rows
             before its batch).
+        :raises NotFoundError: a key chose a partition this store does not hold.
         """
         import pyarrow as pa
 
@@ -808,16 +869,17 @@ class KafkaStore(Store):
         # (planning twice was a sixth of a Spark write's commit)
         kept: list[arrowappend.Plan | None] = []
         budget = arrowappend.KEPT_PLAN_ROWS
+        # taken once: a batch planned again routes its keys as it was checked
+        widths = self.partition_widths()
         for b in batches:
-            plan = arrowappend.plan(b)
-            self._check_partitions([(t, p) for t, p, _ in plan.groups])
+            plan = self._checked_plan(b, widths)
             keep = b.num_rows <= budget
             kept.append(plan if keep else None)
             budget -= b.num_rows if keep else 0
         appended = 0
         for i, b in enumerate(batches):
             kept_plan, kept[i] = kept[i], None      # a kept plan goes once its batch is written
-            plan = kept_plan if kept_plan is not None else arrowappend.plan(b)
+            plan = kept_plan if kept_plan is not None else arrowappend.plan(b, widths)
             columns: arrowencode.Columns | None = None
             for topic, partition, rows in plan.groups:
                 part = self.partition_of(topic, partition, create=True)
@@ -833,6 +895,35 @@ class KafkaStore(Store):
         if self.indexes is not None:  # extra index layouts (segstore.layouts)
             self.indexes.append()
         return appended
+
+    def _checked_plan(self, batch: pa.RecordBatch, widths: dict[str, int]) -> Any:
+        """``arrowappend.plan`` of ``batch`` whose topics and partitions (those keys chose too) this
+        store takes.
+
+        :raises InvalidTopicError: see :meth:`append_arrow`.
+        :raises NotFoundError: a key chose a partition this store does not hold.
+        """
+        from . import arrowappend
+
+        plan = arrowappend.plan(batch, widths)
+        for (topic, partition), row in plan.routed.items():
+            self._check_routed(topic, partition, plan.key[row].as_py())
+        self._check_partitions([(topic, partition) for topic, partition, _ in plan.groups])
+        return plan
+
+    def check_arrow_destinations(self, table: pa.Table) -> None:
+        """Raise what :meth:`append_arrow` of ``table`` would raise for its topics and partitions (a
+        keyed row naming none routed as it routes it), writing nothing: the columns ``topic``,
+        ``value`` and ``key`` are enough (the Spark writer checks every staged file first).
+
+        :raises InvalidMessageError: see :meth:`append_arrow`.
+        :raises NotFoundError: a key chose a partition this store does not hold.
+        """
+        self._check_writable()
+        widths = self.partition_widths()
+        for batch in table.to_batches():
+            if batch.num_rows:
+                self._checked_plan(batch, widths)
 
     def batch_records_limit(self, topic: str) -> int:
         """The records bytes (uncompressed, upper bound) one batch of ``topic`` may hold here, as
@@ -870,6 +961,7 @@ class KafkaStore(Store):
             msgs = [Message.coerce(m) for m in items]
         except UnicodeEncodeError as err:   # a str key or value with a lone surrogate
             raise InvalidMessageError(f"expected text UTF-8 can encode, found: {err}") from err
+        self._route_keyed(items, msgs)
         groups: dict[tuple[str, int], list[int]] = {}
         for i, m in enumerate(msgs):
             groups.setdefault((m.topic, m.partition), []).append(i)

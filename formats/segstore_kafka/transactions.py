@@ -86,7 +86,9 @@ class Transaction:
         if self.done:
             raise StoreClosedError("expected an open transaction, found it already ended", self.store.path)
         self.store._check_writable()
-        msgs = [Message.coerce(m) for m in messages]
+        items = list(messages)
+        msgs = [Message.coerce(m) for m in items]
+        self.store._route_keyed(items, msgs)     # a dict naming no partition: as KafkaStore.append_batch
         groups: dict[tuple[str, int], list[int]] = {}
         for i, m in enumerate(msgs):
             groups.setdefault((m.topic, m.partition), []).append(i)

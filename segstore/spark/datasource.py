@@ -503,7 +503,8 @@ def staged_messages(table: pa.Table, options: WriteOptions) -> Iterator[Message]
     """The messages of one staged table, in row order (O(rows); other columns are ignored)."""
     values = _pylist(table, "value", None)
     topics = _pylist(table, "topic", options.topic)
-    partitions = _pylist(table, "partition", options.partition)
+    default_partition = options.partition if options.partition is not None else 0
+    partitions = _pylist(table, "partition", default_partition)
     keys = _pylist(table, "key", None)
     headers = _pylist(table, "headers", None)
     timestamps = _pylist(table, "timestamp", None)
@@ -515,7 +516,7 @@ def staged_messages(table: pa.Table, options: WriteOptions) -> Iterator[Message]
             topic=topic,
             value=_utf8(value),
             key=_utf8(keys[i]),
-            partition=partitions[i] if partitions[i] is not None else options.partition,
+            partition=partitions[i] if partitions[i] is not None else default_partition,
             timestamp=-1 if timestamps[i] is None else timestamps[i],
             headers=[(h["key"], h["value"]) for h in headers[i] or ()],
         )
@@ -532,6 +533,8 @@ def _destinations(table: pa.Table, options: WriteOptions) -> set[tuple[Any, Any]
     columns = staged_columns(table, options)
     if columns is None:
         return {(m.topic, m.partition) for m in staged_messages(table, options)}
+    if "partition" not in columns.column_names:     # no column, no option: partition 0 (but see _check)
+        return {(topic, 0) for topic in columns.column("topic").unique().to_pylist()}
     found = columns.select(["topic", "partition"]).group_by(["topic", "partition"]).aggregate([])
     return set(zip(found.column("topic").to_pylist(), found.column("partition").to_pylist(), strict=True))
 
@@ -561,11 +564,14 @@ def staged_columns(table: pa.Table, options: WriteOptions) -> pa.Table | None:
             default_topic = arrays.string_scalar(options.topic)
             topic = (pa.repeat(default_topic, rows) if topic is None
                      else pc.fill_null(topic.cast(pa.string()), default_topic))
+        out: dict[str, Any] = {"topic": topic}
         partition = column("partition")
-        default_partition = arrays.number(options.partition, pa.int32())
-        partition = (pa.repeat(default_partition, rows) if partition is None
-                     else pc.fill_null(partition.cast(pa.int32()), default_partition))
-        out: dict[str, Any] = {"topic": topic, "partition": partition}
+        if partition is not None or options.partition is not None:
+            default_partition = arrays.number(options.partition or 0, pa.int32())
+            out["partition"] = (pa.repeat(default_partition, rows) if partition is None
+                                else pc.fill_null(partition.cast(pa.int32()), default_partition))
+        # else no partition column: the append sends a keyed row to its key's partition, as Kafka's
+        # producer does (KafkaStore.append_arrow), the others to partition 0
         for name in ("key", "value"):
             values = column(name)
             out[name] = pa.nulls(rows, pa.binary()) if values is None else values.cast(pa.binary())
@@ -668,7 +674,8 @@ class StagedJob:
         """Append every staged file to the store, in partition order, then :meth:`clean`.
 
         Every file is checked before the first is appended (:meth:`_check`: a null topic without the
-        ``topic`` option, a topic or partition the format refuses), so such a refusal appends
+        ``topic`` option, a topic or partition the format refuses, a Kafka key whose partition the
+        log directory does not hold), so such a refusal appends
         nothing, and a store the commit created is removed again (``files.RemovedOnFailure``).  Each
         staged file is deleted once appended, on a thread beside the next file's append: freeing a
         file's pages in the kernel was a tenth of a 1,000,000-row commit.
@@ -698,10 +705,19 @@ class StagedJob:
             table = pa.ipc.open_stream(pa.py_buffer(staged.view())).read_all()
             try:
                 pairs = _destinations(table, self.options)
+                routed = None
+                if (store.format == KAFKA and self.options.partition is None
+                        and "partition" not in table.column_names and "key" in table.column_names):
+                    # a keyed row goes to its key's partition (KafkaStore.append_arrow): checked so
+                    named = [name for name in ("topic", "key") if name in table.column_names]
+                    routed = staged_columns(table.select(named), self.options)
             except ConfigError as err:      # its row numbers count in the task's rows
                 raise ConfigError(f"write task {part.partition_id}: {err.message}", err.path,
                                   err.pos) from None
             del table
+            if routed is not None:
+                store.check_arrow_destinations(routed)      # type: ignore[attr-defined]  # KafkaStore's
+                return
         finally:
             staged.close()
         store.check_destinations(sorted(pairs, key=lambda pair: (str(pair[0]), str(pair[1]))))

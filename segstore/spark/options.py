@@ -152,7 +152,8 @@ class WriteOptions:
     path: str
     format: str | None = None
     topic: str | None = None
-    partition: int = 0
+    #: the ``partition`` option: rows without a partition take it (None: not given, see datasource)
+    partition: int | None = None
     staging_dir: str | None = None
     config: tuple[tuple[str, str], ...] = ()
     #: ``writer``: which side of the source stages a batch write's rows (None: not given)
@@ -445,7 +446,7 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         path=path,
         format=opts.get("format") or None,
         topic=opts.get("topic") or None,
-        partition=_int(opts, "partition", minimum=0) or 0,
+        partition=_int(opts, "partition", minimum=0),
         staging_dir=opts.get("stagingdir") or None,
         config=_config(opts),
         writer=_choice(opts, "writer", (READER_JVM, READER_PYTHON), READER_JVM) if "writer" in opts else None,
