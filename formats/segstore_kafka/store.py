@@ -2114,6 +2114,14 @@ class KafkaStore(Store):
                 return QueryResult(lines=[DumpLine(
                     f"{topic}-{partition}: the first record found, offset {found.offset}, is at or past the "
                     f"{bound} {fetchable} (not yet given to consumers: kafka-get-offsets answers none)")])
+            if not earliest and found.offset < part.log_start_offset:
+                # only MAX_TIMESTAMP gets here: fetchOffsetByTimestamp reads its segment as it is, records a
+                # DeleteRecords left below the log start included; a read from there starts at the log
+                # start and would show another record as the answer
+                return QueryResult(lines=[DumpLine(
+                    f"{topic}-{partition}: max-timestamp is offset {found.offset} (timestamp "
+                    f"{found.timestamp}), below the log start offset {part.log_start_offset}: its record "
+                    "was deleted")])
             offset = found.offset
         if offset is None:
             raise UnsupportedOperationError("expected --key, --offset or --timestamp in a Kafka query, "
