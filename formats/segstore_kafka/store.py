@@ -70,6 +70,7 @@ from .partition import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     LIST_OFFSETS_CODES,
+    MAX_TIMESTAMP,
     KafkaConfig,
     Partition,
     now_ms,
@@ -2140,6 +2141,18 @@ class KafkaStore(Store):
                                                    f"log start offset){there}")])
             return QueryResult()
         lines = []
+        if request.timestamp is not None:
+            # the record lines do not name their partition: a heading says which one answered, and with
+            # what offset (kafka-get-offsets' TOPIC:PARTITION:OFFSET), as a RocketMQ answer's line does
+            if earliest:
+                name = "earliest" if request.timestamp == EARLIEST_TIMESTAMP else "earliest local"
+                heading = f"{name} is offset {offset} (the log start offset)"
+            elif request.timestamp == MAX_TIMESTAMP:
+                assert found is not None    # a time found nothing: answered above
+                heading = f"max-timestamp is offset {offset} (timestamp {found.timestamp})"
+            else:
+                heading = f"offset {offset} is the first stored at or after {request.timestamp}"
+            lines.append(DumpLine(f"{topic}-{partition}: {heading}", json=False))
         batch = None
         crcs: dict[int, int | None] = {}
         for record in records:   # each batch's header over its own records, as kafka-dump-log prints them
