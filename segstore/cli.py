@@ -1027,9 +1027,10 @@ def _query_msg_id(args: argparse.Namespace, out: TextIO) -> int:
             _print_records(store, [store.consumed(found) if decompress else found], args.json, out)
             return EXIT_OK
         if args.topic is not None:
-            result = store.query(QueryRequest(topic=args.topic, key=args.msg_id, decompress=decompress))
-            _print_lines(result.lines, args.json, out)
-            if result.found:
+            # the UNIQ_KEY alone, not a KEYS token that happens to equal it (MQAdminImpl.queryMessage)
+            clients = [store.consumed(m) if decompress else m
+                       for m in store.find_client_msg_id(args.topic, args.msg_id)]
+            if _print_records(store, clients, args.json, out):
                 return EXIT_OK
     where = "" if args.topic is not None else " (pass --topic to look it up as a client msgId / UNIQ_KEY)"
     sys.stderr.write(f"segstore query: no message with msgId {args.msg_id}{where}\n")

@@ -1437,6 +1437,16 @@ class RocketMQStore(LifecycleMixin, Store):
             return None
         return found if found is not None and found.msg_id == text else None
 
+    def find_client_msg_id(self, topic: str, msg_id: str) -> list[RocketMQMessage]:
+        """The messages of ``topic`` whose client msgId, the ``UNIQ_KEY`` property, is ``msg_id``, in
+        commitlog order (several where a producer's retry stored one twice), through the index as
+        ``mqadmin queryMsgByUniqueKey -a`` finds them: 4.9.7 ``MQAdminImpl.queryMessage`` with
+        ``isUniqKey`` keeps a hit only where ``getMsgId()``, the UNIQ_KEY, equals the id, so a message
+        that carries the id as one of its ``KEYS`` is not it.  ``O(chain length)``, as :meth:`find`.
+        """
+        return [msg for msg in self._key_hits(topic, msg_id, None, None, None, None)
+                if msg.properties.get("UNIQ_KEY") == msg_id]
+
     def _unchecked_or_none(self, physical_offset: int) -> RocketMQMessage | None:
         """The message at ``physical_offset`` decoded without its body CRC check; None where no message
         decodes there at all (past the end, not a message's first byte, torn)."""
