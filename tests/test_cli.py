@@ -548,7 +548,8 @@ def test_query_client_msg_id_is_the_uniq_key_not_a_keys_token(tmp_path, capsys):
     path = tmp_path / "store"
     with segstore.open(path, format="rocketmq", mode="a", mappedFileSizeCommitLog=1 << 20,
                        maxHashSlotNum=64, maxIndexNum=256) as store:
-        store.append({"topic": "T", "queue_id": 0, "body": b"a", "properties": {"UNIQ_KEY": uniq, "KEYS": "x"}})
+        store.append({"topic": "T", "queue_id": 0, "body": b"a",
+                      "properties": {"UNIQ_KEY": uniq, "KEYS": "x"}})
         store.append({"topic": "T", "queue_id": 0, "body": b"b",
                       "properties": {"UNIQ_KEY": uniq[:-1] + "2", "KEYS": uniq}})
         store.append({"topic": "T", "queue_id": 1, "body": b"c", "properties": {"UNIQ_KEY": uniq}})
