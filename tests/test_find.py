@@ -101,6 +101,31 @@ def test_offset_for_time_of_a_partition_the_store_lacks_is_not_found(path, topic
         store.offset_for_time(topic, 99, 0)
 
 
+@pytest.mark.parametrize("path,topic", [(ROCKETMQ, "TopicA"), (KAFKA, "topic")], ids=["rocketmq", "kafka"])
+def test_lookups_refuse_a_partition_or_time_that_is_no_number_as_read_does(path, topic):
+    """``read`` refuses a partition that is not an integer (ConfigError); ``offset_range``,
+    ``offset_for_time`` and ``offsets_between`` looked a str ``"0"`` up and said the store held no
+    partition 0 (NotFoundError, of a partition it holds), and took ``True`` and ``0.0`` for 0 and 1.  A NaN
+    time, which no comparison holds for, answered None (``offset_for_time``), an empty window
+    (``offsets_between``) and no hit (``find``) as if no record were that new: refused now too."""
+    nan = float("nan")
+    with segstore.open(path) as store:
+        partition = store.partitions(topic)[0]
+        for bad in (str(partition), True, float(partition), None):
+            for method, extra in (("offset_range", ()), ("offset_for_time", (0,)), ("offsets_between", ()),
+                                  ("read", ())):
+                with pytest.raises(ConfigError, match="expected a partition as an integer"):
+                    list(getattr(store, method)(topic, bad, *extra))
+        with pytest.raises(ConfigError, match="found float nan"):
+            store.offset_for_time(topic, partition, nan)
+        for window in ({"begin": nan}, {"end": nan}):
+            with pytest.raises(ConfigError, match="found float nan"):
+                store.offsets_between(topic, partition, **window)
+            with pytest.raises(ConfigError, match="found float nan"):
+                store.find(topic, "k", **window)
+        assert store.offsets_between(topic, partition) == store.offset_range(topic, partition)
+
+
 # -- one meaning for key lookups: the library's find and the CLI's query --key ----------------------
 
 #: RocketMQ IndexFile layout (4.9.7 ``IndexHeader``, ``IndexFile``): a 40-byte header (beginTimestamp,

@@ -1144,6 +1144,7 @@ class KafkaStore(Store):
         return sorted(p for t, p in self._partitions() if t == topic)
 
     def offset_range(self, topic: str, partition: int) -> tuple[int, int]:
+        self._check_partition(partition)
         part = self.partition_of(topic, partition)
         return part.log_start_offset, part.next_offset
 
@@ -1179,6 +1180,7 @@ class KafkaStore(Store):
             through :meth:`query` (``QueryRequest.timestamp``), not here.
         :raises NotFoundError: the store holds no such partition.
         """
+        self._check_partition(partition)
         self._check_time("lookup", timestamp)
         if (topic, partition) not in self._partitions():
             raise NotFoundError(f"expected a partition {topic}-{partition}, found none", self.path)

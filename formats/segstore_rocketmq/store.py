@@ -2120,6 +2120,7 @@ class RocketMQStore(LifecycleMixin, Store):
 
     def offset_range(self, topic: str, partition: int) -> tuple[int, int]:
         self._check_open()
+        self._check_partition(partition)
         cq = self._queue_view(topic, partition)
         return cq.min_offset, cq.max_offset
 
@@ -2129,6 +2130,7 @@ class RocketMQStore(LifecycleMixin, Store):
         :raises ConfigError: a negative ``timestamp`` (no store time; refused on every format, as
             Kafka's would be taken for a ListOffsets code).
         """
+        self._check_partition(partition)
         self._check_time("lookup", timestamp)
         # the extra sparse time index (segstore.layouts)
         if self.indexes is not None and "time" in self.indexes:
