@@ -1105,15 +1105,45 @@ def _query_tag(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
+def _query_flags_unused(args: argparse.Namespace) -> None:
+    """Refuse the flags the lookup asked for would not use, rather than answer without them.
+
+    :raises UsageError: two lookups (--key, --offset, --timestamp, --msg-id), or a flag of another lookup:
+        --begin/--end/--max are a key query's, --count an offset or time query's, --tag an offset
+        query's; --msg-id takes only --topic.
+    """
+    asked = [name for name in ("key", "offset", "timestamp", "msg_id") if getattr(args, name) is not None]
+    if len(asked) > 1:
+        raise UsageError(f"expected one of --key, --offset, --timestamp or --msg-id, found "
+                         f"{' and '.join('--' + name.replace('_', '-') for name in asked)}")
+    given = {flag: value is not None for flag, value in (
+        ("--begin", args.begin), ("--end", args.end), ("--max", args.max), ("--count", args.count),
+        ("--tag", args.tag), ("--queue/--partition", _partition(args)))}
+    if args.msg_id is not None:
+        extra = [flag for flag, present in given.items() if present]
+        if extra:
+            raise UsageError(f"--msg-id goes alone (with --topic for a client msgId), found {extra[0]} too")
+        return
+    if args.key is None:
+        extra = [flag for flag in ("--begin", "--end", "--max") if given[flag]]
+        if extra:
+            raise UsageError(f"{extra[0]} goes with --key (a key query's window and hit count); the messages "
+                             "stored between two times: segstore dump --begin/--end")
+    elif given["--count"]:
+        raise UsageError("--count goes with --offset or --timestamp; a key query shows every hit, or the "
+                         "newest --max N")
+
+
 def cmd_query(args: argparse.Namespace, out: TextIO) -> int:
     asked = [name for name in ("key", "offset", "timestamp", "msg_id") if getattr(args, name) is not None]
+    _query_flags_unused(args)
     if args.msg_id is not None:
-        if asked != ["msg_id"]:
-            raise UsageError("--msg-id goes alone (with --topic for a client msgId)")
         return _query_msg_id(args, out)
     if args.offset is not None and args.offset < 0:
         raise UsageError(f"expected an --offset of at least 0 (offsets start at 0), found {args.offset}",
                          args.path)
+    if args.count is None:
+        args.count = 1
     if args.count < 1:
         raise UsageError(f"--count expects a positive number, found {args.count}")
     if args.tag is not None:
@@ -2370,7 +2400,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--key", help="messages carrying this key (RocketMQ KEYS/UNIQ_KEY; Kafka record key, "
                                  "from the extra key index)")
     p.add_argument("--offset", type=int, help="queue / partition offset of the first message to print")
-    p.add_argument("--count", type=int, default=1, help="with --offset: this many messages (default 1)")
+    p.add_argument("--count", type=int, default=None,
+                   help="with --offset (Kafka: or --timestamp): this many messages (default 1)")
     p.add_argument("--timestamp", type=list_offsets_time,
                    help="the first offset stored at or after this time (ms since the epoch, or ISO-8601; UTC "
                         "if no offset); Kafka also earliest, latest, max-timestamp (or -2, -1, -3) and -4 "

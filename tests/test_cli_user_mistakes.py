@@ -131,6 +131,49 @@ def test_query_count_below_one_is_a_usage_error(kafka_logs, count):
     assert f"--count expects a positive number, found {count}" in err
 
 
+@pytest.mark.parametrize("fmt", ["kafka", "rocketmq"])
+@pytest.mark.parametrize("argv, said", [
+    (("--key", "k", "--offset", "0"), "expected one of --key, --offset, --timestamp or --msg-id, found --key "
+                                      "and --offset"),
+    (("--timestamp", "0", "--key", "k"), "found --key and --timestamp"),
+    (("--offset", "0", "--begin", "5"), "--begin goes with --key"),
+    (("--offset", "0", "--end", "5"), "--end goes with --key"),
+    (("--timestamp", "0", "--max", "1"), "--max goes with --key"),
+    (("--key", "k", "--count", "2"), "--count goes with --offset or --timestamp"),
+    (("--msg-id", "7F00000100002A9F0000000000000000", "--count", "2"), "found --count too"),
+    (("--msg-id", "7F00000100002A9F0000000000000000", "--begin", "0"), "found --begin too"),
+])
+def test_query_flags_of_another_lookup_are_refused_not_ignored(tmp_path, fmt, argv, said):
+    """``query --key k --offset 0`` answered the key and dropped the offset; ``--offset N --begin T``,
+    ``--timestamp T --max N``, ``--key K --count C`` and ``--msg-id ID --count C`` answered without the
+    flag that goes with another lookup, as though it had not been given.  Each is a usage error
+    (exit 2) naming what goes with what."""
+    lines = _jsonl(tmp_path / "m.jsonl", *({"topic": "orders", "partition": 0, "key": "k", "value": f"v{i}"}
+                                           for i in range(3)))
+    assert cli_run("write", tmp_path / "s", "--format", fmt, "--input", lines)[0] == 0
+    code, out, err = cli_run("query", tmp_path / "s", "--topic", "orders", "--partition", "0", *argv)
+    if argv[0] == "--msg-id":   # --msg-id takes no --partition either: without it, the flag is named
+        code, out, err = cli_run("query", tmp_path / "s", *argv)
+    assert (code, out) == (2, ""), err
+    assert said in err
+
+
+def test_a_rocketmq_time_query_refuses_count(tmp_path):
+    """A RocketMQ time query answers an offset (``getOffsetInQueueByTime``), not messages: ``--count 3``
+    was dropped; refused now (exit 2).  Kafka's answer is the record found, and ``--count`` reads on
+    from it."""
+    for fmt in ("rocketmq", "kafka"):
+        lines = _jsonl(tmp_path / f"{fmt}.jsonl", *({"topic": "orders", "partition": 0, "value": f"v{i}"}
+                                                    for i in range(3)))
+        assert cli_run("write", tmp_path / fmt, "--format", fmt, "--input", lines)[0] == 0
+        code, out, err = cli_run("query", tmp_path / fmt, "--topic", "orders", "--timestamp", "0",
+                                 "--count", "3", "--json")
+        if fmt == "rocketmq":
+            assert (code, out) == (2, "") and "a RocketMQ time query answers an offset" in err
+        else:
+            assert code == 0 and [json.loads(line)["offset"] for line in out.splitlines()] == [0, 1, 2]
+
+
 @pytest.mark.parametrize("argv", [("--offset", "0"), ("--timestamp", "1"),
                                   ("--offset", "0", "--partition", "0")])
 def test_a_kafka_query_of_several_topics_without_topic_asks_for_it(tmp_path, argv):

@@ -612,6 +612,10 @@ class LifecycleMixin:
                     f"expected a time at or after the epoch (ms or ISO-8601), found {request.timestamp}: "
                     "earliest, latest and max-timestamp are Kafka's (a RocketMQ queue's offsets: "
                     "segstore info)", self.path)
+            if request.count != 1:
+                raise UnsupportedOperationError(
+                    f"--count {request.count}: a RocketMQ time query answers an offset, not messages (read "
+                    "them from it with --offset N --count C)", self.path)
             offset = self.offset_for_time(request.topic, queue, request.timestamp)
             answer = {"topic": request.topic, "queue_id": queue, "timestamp": request.timestamp,
                       "offset": offset}
