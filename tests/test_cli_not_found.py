@@ -204,3 +204,15 @@ def test_a_topic_only_the_commitlog_holds_is_no_typo(tmp_path, capsys):
     code, out, err = run(capsys, "convert", store, tmp_path / "dst", "--to", "kafka", "--topic", "Half")
     assert code == 0, err
     assert "1 messages" in out
+
+
+@pytest.mark.parametrize("topic, said", [("", "expected a non-empty topic name, found ''"),
+                                         ("../x", "expected a topic of the characters [%|a-zA-Z0-9_-], "
+                                                  "found '../x'")])
+@pytest.mark.parametrize("ask", [["--key", "k"], ["--timestamp", "0"], ["--offset", "0"]])
+def test_a_rocketmq_query_of_a_topic_no_broker_allows_names_the_store(capsys, topic, said, ask):
+    """A RocketMQ query of a topic name ``TopicValidator`` refuses is a usage error (exit 2), and like every
+    other query answer its line names the store asked (``PATH: expected ...``); it came without one."""
+    code, out, err = run(capsys, "query", BASIC, "--topic", topic, *ask)
+    assert (code, out) == (2, "")
+    assert err == f"{BASIC}: {said}\n"

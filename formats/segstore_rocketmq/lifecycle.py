@@ -600,7 +600,10 @@ class LifecycleMixin:
         committed = check_isolation(request.isolation) == READ_COMMITTED
         if request.topic is None:
             raise InvalidTopicError("expected --topic for a RocketMQ query, found none", self.path)
-        validate_topic(request.topic, TOPIC_MAX_LENGTH_V2)   # v2 messages hold long topics
+        try:
+            validate_topic(request.topic, TOPIC_MAX_LENGTH_V2)   # v2 messages hold long topics
+        except InvalidTopicError as err:   # named by the store asked, as every other query answer
+            raise InvalidTopicError(err.message, self.path) from None
         if request.key is not None:   # what find answers (read_committed: of what consumers are given)
             return self._hits(self._key_hits(request.topic, request.key, request.partition, request.begin,
                                              request.end, request.max, committed=committed),
