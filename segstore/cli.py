@@ -121,7 +121,14 @@ def _open(args: argparse.Namespace, mode: str = "r") -> Any:
 
 
 def _partition(args: argparse.Namespace) -> int | None:
+    """The queue / partition ``--queue`` or its alias ``--partition`` names (None: neither).
+
+    :raises UsageError: both, naming two different ones (one of them would be dropped).
+    """
     queue = getattr(args, "queue", None)  # ``transactions`` has --partition only
+    if queue is not None and args.partition is not None and queue != args.partition:
+        raise UsageError(f"expected one queue/partition, found --queue {queue} and --partition "
+                         f"{args.partition} (one is the other's alias)")
     return queue if queue is not None else args.partition
 
 

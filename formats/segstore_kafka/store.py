@@ -2080,6 +2080,8 @@ class KafkaStore(Store):
         parts = self._partitions()
         if request.topic is None and len(parts) == 1:
             topic, partition = next(iter(parts))
+            if request.partition is not None:   # another one is not held: partition_of says so
+                partition = request.partition
         elif request.topic is None:
             # an offset or a time is one partition's: which one cannot be guessed among several
             held = sorted({topic for topic, _ in parts})
@@ -2088,6 +2090,8 @@ class KafkaStore(Store):
                                     + (f"topics {', '.join(held)}" if held else "no topic"), self.path)
         else:
             topic, partition = request.topic, request.partition if request.partition is not None else 0
+        if (topic, partition) not in parts:   # not held (the CLI names what is), of a log or partition dir
+            raise NotFoundError(f"expected a partition {topic}-{partition}, found none", self.path)
         part = self.partition_of(topic, partition)
         offset = request.offset
         # the log start, whether earliest or earliest local asked for it (Partition.offset_for_time)
