@@ -99,3 +99,20 @@ def test_an_offset_of_a_topic_with_one_queue_reads_that_queue(tmp_path):
     kafka = str(kafka_log_dir(tmp_path / "logs", 12, lambda j: []))
     code, out, err = run("query", kafka, "--topic", "a", "--offset", "0")
     assert code == 2 and "topic 'a' has queues/partitions 0-1" in err
+
+
+def test_a_kafka_time_answer_says_where_a_read_committed_read_starts():
+    """Kafka 3.8.0 ``UnifiedLog.fetchOffsetByTimestamp`` answers the offset whatever is stored there; a
+    read_committed read from it skips an aborted transaction's records: the heading names both offsets
+    rather than one the record under it does not carry."""
+    from conftest import FIXTURES
+
+    path = str(FIXTURES / "kafka" / "txn" / "topic-0")
+    code, out, err = run("query", path, "--timestamp", "0", "--isolation", "read_committed")
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    assert lines[0] == ("topic-0: offset 0 is the first stored at or after 0; a read_committed read from "
+                        "there starts at offset 3")
+    assert lines[2].startswith("| offset: 3 ")
+    code, out, err = run("query", path, "--timestamp", "0")
+    assert out.splitlines()[0] == "topic-0: offset 0 is the first stored at or after 0"

@@ -2158,6 +2158,8 @@ class KafkaStore(Store):
                 heading = f"max-timestamp is offset {offset} (timestamp {found.timestamp})"
             else:
                 heading = f"offset {offset} is the first stored at or after {request.timestamp}"
+            if records[0].offset != offset:   # aborted records (or markers) skipped by a read_committed read
+                heading += f"; a {isolation} read from there starts at offset {records[0].offset}"
             lines.append(DumpLine(f"{topic}-{partition}: {heading}", json=False))
         batch = None
         crcs: dict[int, int | None] = {}
