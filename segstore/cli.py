@@ -1139,6 +1139,9 @@ def _query_flags_unused(args: argparse.Namespace) -> None:
     elif given["--count"]:
         raise UsageError("--count goes with --offset or --timestamp; a key query shows every hit, or the "
                          "newest --max N")
+    elif args.begin is not None and args.end is not None and args.begin > args.end:
+        # a window that holds no time: a mistake (swapped bounds), not a key nothing carries; as dump says
+        raise UsageError(f"expected --begin at or before --end, found {args.begin} > {args.end} (ms)")
 
 
 def cmd_query(args: argparse.Namespace, out: TextIO) -> int:

@@ -142,6 +142,9 @@ def test_query_count_below_one_is_a_usage_error(kafka_logs, count):
     (("--key", "k", "--count", "2"), "--count goes with --offset or --timestamp"),
     (("--msg-id", "7F00000100002A9F0000000000000000", "--count", "2"), "found --count too"),
     (("--msg-id", "7F00000100002A9F0000000000000000", "--begin", "0"), "found --begin too"),
+    # swapped bounds: a window of no time, said as dump says it, not "no record with key"
+    (("--key", "k", "--begin", "2000", "--end", "1000"),
+     "expected --begin at or before --end, found 2000 > 1000"),
 ])
 def test_query_flags_of_another_lookup_are_refused_not_ignored(tmp_path, fmt, argv, said):
     """``query --key k --offset 0`` answered the key and dropped the offset; ``--offset N --begin T``,
