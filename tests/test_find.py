@@ -126,6 +126,25 @@ def test_lookups_refuse_a_partition_or_time_that_is_no_number_as_read_does(path,
         assert store.offsets_between(topic, partition) == store.offset_range(topic, partition)
 
 
+def test_kafka_find_never_answers_a_transaction_marker(tmp_path):
+    """A transaction marker's key is its version and type (``EndTransactionMarker``: 0x0000 then 0 for ABORT,
+    1 for COMMIT), no record key; no consumer is given it.  ``find`` without a key index scanned the key
+    column with the markers in it and answered them for ``b"\\0\\0\\0\\1"``; through the key index, which
+    skips control batches, it answered none: the same call gave two answers.  Neither answers one now."""
+    logs = copy_writable(FIXTURES / "kafka" / "txn", tmp_path / "txn")
+    with segstore.open(logs / "topic-0") as store:
+        markers = {r.offset for r in store.read("topic", 0) if r.batch.is_control}
+        assert markers
+        user = store.find("topic", b"key-4")
+        for marker_key in (b"\0\0\0\0", b"\0\0\0\1"):
+            assert store.find("topic", marker_key) == []
+    assert cli.main(["index", "build", str(logs / "topic-0"), "--index", "key"], io.StringIO()) == 0
+    with segstore.open(logs / "topic-0") as store:
+        for marker_key in (b"\0\0\0\0", b"\0\0\0\1"):
+            assert store.find("topic", marker_key) == []
+        assert [r.offset for r in store.find("topic", b"key-4")] == [r.offset for r in user]
+
+
 # -- one meaning for key lookups: the library's find and the CLI's query --key ----------------------
 
 #: RocketMQ IndexFile layout (4.9.7 ``IndexHeader``, ``IndexFile``): a 40-byte header (beginTimestamp,

@@ -2038,9 +2038,13 @@ class KafkaStore(Store):
         parts: dict[int, Partition] = {}
         for _t, p, part in self._selected(topic, partition):
             parts[p] = part
-            for batch in self.scan_arrow(["key", "offset", "timestamp"], topic=topic, partition=p):
+            for batch in self.scan_arrow(["key", "offset", "timestamp", "isControl"], topic=topic,
+                                         partition=p):
                 equal = pc.equal(batch.column("key"), wanted)     # null where the key is
                 keep = to_numpy(equal, np.bool_) & to_numpy(equal.is_valid(), np.bool_)
+                # a transaction marker's key is its version and type, no record key: never a hit, as the
+                # key index never holds one and no consumer is given one
+                keep &= ~to_numpy(batch.column("isControl"), np.bool_)
                 stamps = to_numpy(batch.column("timestamp").cast(pa.int64()), np.int64)
                 if begin is not None:
                     keep &= stamps >= begin
