@@ -145,6 +145,29 @@ def test_kafka_find_never_answers_a_transaction_marker(tmp_path):
         assert [r.offset for r in store.find("topic", b"key-4")] == [r.offset for r in user]
 
 
+def test_kafka_find_means_the_record_key_with_headers_in_the_key_index(tmp_path):
+    """A key index built with ``key.index.headers`` holds header values as keys too, and
+    ``store.indexes.find_key`` answers them (docs/index-layouts.md).  ``find`` and ``query --key`` mean the
+    record key (README "Keys mean the same in the library, Spark and conversion"), which is what they
+    answer without the index; with it they also answered a record whose header carried the key, and
+    ``query`` printed it as ``key k1`` though its key is ``zz``.  Both answer the record key only now."""
+    logs = tmp_path / "logs"
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        store.append_batch([{"topic": "T", "key": b"k1", "value": b"a"},
+                            {"topic": "T", "key": b"zz", "value": b"b", "headers": [("trace", b"k1")]},
+                            {"topic": "T", "key": b"k1", "value": b"c", "headers": [("trace", b"k1")]}])
+    before = _cli_hits(logs, "--topic", "T", "--key", "k1")
+    assert before == [(0, 0), (0, 2)]
+    assert cli.main(["index", "build", str(logs), "--index", "key", "--option", "key.index.headers=trace"],
+                    io.StringIO()) == 0
+    with segstore.open(logs) as store:
+        assert store.indexes.find_key("T", 0, b"k1") == [0, 1, 2]     # the header values, as documented
+        assert [r.offset for r in store.find("T", "k1")] == [0, 2]
+        assert [r.offset for r in store.find("T", "k1", max_hits=1)] == [2]
+        assert store.find("T", "zz")[0].offset == 1
+    assert _cli_hits(logs, "--topic", "T", "--key", "k1") == before
+
+
 # -- one meaning for key lookups: the library's find and the CLI's query --key ----------------------
 
 #: RocketMQ IndexFile layout (4.9.7 ``IndexHeader``, ``IndexFile``): a 40-byte header (beginTimestamp,

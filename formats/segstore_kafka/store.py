@@ -2030,7 +2030,10 @@ class KafkaStore(Store):
         self._check_open()
         raw = self._find_key(key, partition, begin, end, max_hits)
         if self._has_key_index():
-            return super().find(topic, key, partition=partition, begin=begin, end=end, max_hits=max_hits)
+            # the key index holds the values of the key.index.headers headers too (store.indexes.find_key
+            # answers them); find means the record key, as the scan below and as Spark and conversion
+            hits = super().find(topic, key, partition=partition, begin=begin, end=end)
+            return newest_hits([r for r in hits if r.key == raw], max_hits)
         # an Arrow scalar built over its buffer: pa.scalar, and a Python operand to a compute
         # function, go through pyarrow's pandas bridge (see segstore.arrays)
         wanted = binary_scalar(raw)
