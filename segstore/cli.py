@@ -181,7 +181,14 @@ LIST_OFFSETS_SPECS = {"earliest": -2, "latest": -1, "max-timestamp": -3}
 def list_offsets_time(text: str) -> int:
     """``query --timestamp``: a time (:func:`time_ms`) or a name of :data:`LIST_OFFSETS_SPECS`."""
     spec = LIST_OFFSETS_SPECS.get(text.strip().lower())
-    return spec if spec is not None else time_ms(text)
+    if spec is not None:
+        return spec
+    when = time_ms(text)
+    if when < 0 and not text.strip().lstrip("-").isdigit():
+        # a time before 1970 would come out as -1, -2, ...: ListOffsets codes, not the time it names
+        raise argparse.ArgumentTypeError(f"expected a time at or after the epoch, found {text.strip()!r} "
+                                         f"({when} ms)")
+    return when
 
 
 #: ``java.time.Duration.parse``'s text: ``[-+]P[nD][T[nH][nM][n[.n]S]]``, each number signed, any case

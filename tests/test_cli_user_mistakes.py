@@ -292,3 +292,15 @@ def test_a_message_too_large_names_its_input_line(tmp_path, fmt, config, said):
     assert (code, out) == (1, "")
     assert f"in.jsonl:{second}: line 2: {said}" in err, err
     assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("when", ["1969-12-31T23:59:59.999Z", "1969-12-31T23:59:59.998Z", "1969-12-31"])
+def test_a_time_before_the_epoch_is_no_list_offsets_code(kafka_logs, when):
+    """``query --timestamp`` reads -1, -2, -3 and -4 as Kafka's ListOffsets codes; an ISO-8601 time just
+    before 1970 came out as -1 ms or -2 ms and was answered as ``latest`` or ``earliest``.  A time names
+    a time: before the epoch it is refused (exit 2), as a negative number that is no code is."""
+    code, out, err = cli_run("query", kafka_logs, "--topic", "orders", "--partition", "0", "--timestamp",
+                             when)
+    assert (code, out) == (2, "")
+    assert f"expected a time at or after the epoch, found '{when}'" in err
+    assert cli_run("query", kafka_logs, "--topic", "orders", "--partition", "0", "--timestamp", "-2")[0] == 0
