@@ -2032,8 +2032,8 @@ class KafkaStore(Store):
         if self._has_key_index():
             # the key index holds the values of the key.index.headers headers too (store.indexes.find_key
             # answers them); find means the record key, as the scan below and as Spark and conversion
-            hits = super().find(topic, key, partition=partition, begin=begin, end=end)
-            return newest_hits([r for r in hits if r.key == raw], max_hits)
+            indexed = super().find(topic, key, partition=partition, begin=begin, end=end)
+            return newest_hits([r for r in indexed if r.key == raw], max_hits)
         # an Arrow scalar built over its buffer: pa.scalar, and a Python operand to a compute
         # function, go through pyarrow's pandas bridge (see segstore.arrays)
         wanted = binary_scalar(raw)
