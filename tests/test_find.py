@@ -101,6 +101,20 @@ def test_offset_for_time_of_a_partition_the_store_lacks_is_not_found(path, topic
         store.offset_for_time(topic, 99, 0)
 
 
+def test_offset_for_time_of_a_queue_the_store_lacks_is_not_found_with_a_time_index(tmp_path):
+    """Through the extra ``time`` index a queue the store does not hold was "expected a 'time' index for
+    T/9, found none (run: segstore index build PATH --index time)": a rebuild cannot make a queue.  It is
+    the store's answer now, as without the index (and, on the CLI, "expected --queue 9 ...")."""
+    store_dir = copy_writable(ROCKETMQ, tmp_path / "store")
+    assert cli.main(["index", "build", str(store_dir), "--index", "time"], io.StringIO()) == 0
+    with segstore.open(store_dir) as store:
+        assert "time" in store.indexes
+        for topic, queue in (("TopicA", 99), ("NoTopic", 0)):
+            with pytest.raises(NotFoundError, match=f"a consume queue for {topic}/{queue}, found none"):
+                store.offset_for_time(topic, queue, 0)
+        assert store.offset_for_time("TopicA", 0, 0) == store.offset_range("TopicA", 0)[0]
+
+
 @pytest.mark.parametrize("path,topic", [(ROCKETMQ, "TopicA"), (KAFKA, "topic")], ids=["rocketmq", "kafka"])
 def test_lookups_refuse_a_partition_or_time_that_is_no_number_as_read_does(path, topic):
     """``read`` refuses a partition that is not an integer (ConfigError); ``offset_range``,

@@ -2132,13 +2132,13 @@ class RocketMQStore(LifecycleMixin, Store):
         """
         self._check_partition(partition)
         self._check_time("lookup", timestamp)
+        cq = self._queue_view(topic, partition)   # NotFoundError for a queue not held, index or not
         # the extra sparse time index (segstore.layouts)
         if self.indexes is not None and "time" in self.indexes:
             return self.indexes.offset_for_time(topic, partition, timestamp)
         from .query import offset_in_queue_by_time
 
         start, end = self.offset_range(topic, partition)
-        cq = self._queue_view(topic, partition)
         found = offset_in_queue_by_time(start, end, lambda offset: self._stored_at(cq, offset), timestamp)
         return None if found >= end else found
 
