@@ -335,3 +335,14 @@ def test_offset_for_time_refuses_a_negative_time_on_every_format(tmp_path):
                          "--count", "1", "--json"], out) == 0
         answers[spec] = json.loads(out.getvalue().splitlines()[0])["offset"]
     assert answers == {"earliest": 0, "max-timestamp": 1, "-2": 0, "-3": 1}
+
+
+def test_a_stores_indexes_list_their_names(tmp_path):
+    """``store.indexes`` answers ``in`` and ``[name]``; iterating it (``list(store.indexes)``, ``for name in
+    store.indexes``) fell back to ``__getitem__(0)`` and raised NotFoundError "expected the 0 index"."""
+    store_dir = copy_writable(ROCKETMQ, tmp_path / "store")
+    assert cli.main(["index", "build", str(store_dir), "--index", "time", "--index", "offset"],
+                    io.StringIO()) == 0
+    with segstore.open(store_dir) as store:
+        assert sorted(store.indexes) == ["offset", "time"] and len(store.indexes) == 2
+        assert all(name in store.indexes for name in store.indexes)
