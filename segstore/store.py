@@ -369,7 +369,8 @@ class Store(abc.ABC):
         (``getOffsetInQueueByTime``; the born timestamp, ``Record.timestamp``, is the producer's
         clock and is not indexed).  ``O(log n)`` index reads.
 
-        :raises ConfigError: a negative time (not a time: Kafka's ``ListOffsets`` reads -1, -2, -3 and -4
+        :raises ConfigError: a partition that is not an integer, a time that is no number (NaN included),
+            a negative time (not a time: Kafka's ``ListOffsets`` reads -1, -2, -3 and -4
             as latest, earliest, max-timestamp and earliest local, which ``segstore query --timestamp``
             asks through :meth:`query`'s request, never here), as :meth:`offsets_between`.
         :raises NotFoundError: no such partition / queue.
@@ -404,7 +405,8 @@ class Store(abc.ABC):
         back within a log, a record between the two may carry a time outside the window: the
         brokers' lookup, not a filter.  ``O(log n)`` index reads.
 
-        :raises ConfigError: a negative time (Kafka's ``ListOffsets`` reads -1 and -2 as latest and
+        :raises ConfigError: a partition that is not an integer, a time that is no number (NaN included),
+            a negative time (Kafka's ``ListOffsets`` reads -1 and -2 as latest and
             earliest).
         :raises NotFoundError: no such partition / queue.
         """
