@@ -121,7 +121,14 @@ def _open(args: argparse.Namespace, mode: str = "r") -> Any:
 
 
 def _partition(args: argparse.Namespace) -> int | None:
+    """The queue / partition ``--queue`` or its alias ``--partition`` names (None: neither).
+
+    :raises UsageError: both, naming two different ones (one of them would be dropped).
+    """
     queue = getattr(args, "queue", None)  # ``transactions`` has --partition only
+    if queue is not None and args.partition is not None and queue != args.partition:
+        raise UsageError(f"expected one queue/partition, found --queue {queue} and --partition "
+                         f"{args.partition} (one is the other's alias)")
     return queue if queue is not None else args.partition
 
 
@@ -174,7 +181,14 @@ LIST_OFFSETS_SPECS = {"earliest": -2, "latest": -1, "max-timestamp": -3}
 def list_offsets_time(text: str) -> int:
     """``query --timestamp``: a time (:func:`time_ms`) or a name of :data:`LIST_OFFSETS_SPECS`."""
     spec = LIST_OFFSETS_SPECS.get(text.strip().lower())
-    return spec if spec is not None else time_ms(text)
+    if spec is not None:
+        return spec
+    when = time_ms(text)
+    if when < 0 and not text.strip().lstrip("-").isdigit():
+        # a time before 1970 would come out as -1, -2, ...: ListOffsets codes, not the time it names
+        raise argparse.ArgumentTypeError(f"expected a time at or after the epoch, found {text.strip()!r} "
+                                         f"({when} ms)")
+    return when
 
 
 #: ``java.time.Duration.parse``'s text: ``[-+]P[nD][T[nH][nM][n[.n]S]]``, each number signed, any case
@@ -1027,9 +1041,10 @@ def _query_msg_id(args: argparse.Namespace, out: TextIO) -> int:
             _print_records(store, [store.consumed(found) if decompress else found], args.json, out)
             return EXIT_OK
         if args.topic is not None:
-            result = store.query(QueryRequest(topic=args.topic, key=args.msg_id, decompress=decompress))
-            _print_lines(result.lines, args.json, out)
-            if result.found:
+            # the UNIQ_KEY alone, not a KEYS token that happens to equal it (MQAdminImpl.queryMessage)
+            clients = [store.consumed(m) if decompress else m
+                       for m in store.find_client_msg_id(args.topic, args.msg_id)]
+            if _print_records(store, clients, args.json, out):
                 return EXIT_OK
     where = "" if args.topic is not None else " (pass --topic to look it up as a client msgId / UNIQ_KEY)"
     sys.stderr.write(f"segstore query: no message with msgId {args.msg_id}{where}\n")
@@ -1104,15 +1119,48 @@ def _query_tag(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
+def _query_flags_unused(args: argparse.Namespace) -> None:
+    """Refuse the flags the lookup asked for would not use, rather than answer without them.
+
+    :raises UsageError: two lookups (--key, --offset, --timestamp, --msg-id), or a flag of another lookup:
+        --begin/--end/--max are a key query's, --count an offset or time query's, --tag an offset
+        query's; --msg-id takes only --topic.
+    """
+    asked = [name for name in ("key", "offset", "timestamp", "msg_id") if getattr(args, name) is not None]
+    if len(asked) > 1:
+        raise UsageError(f"expected one of --key, --offset, --timestamp or --msg-id, found "
+                         f"{' and '.join('--' + name.replace('_', '-') for name in asked)}")
+    given = {flag: value is not None for flag, value in (
+        ("--begin", args.begin), ("--end", args.end), ("--max", args.max), ("--count", args.count),
+        ("--tag", args.tag), ("--queue/--partition", _partition(args)))}
+    if args.msg_id is not None:
+        extra = [flag for flag, present in given.items() if present]
+        if extra:
+            raise UsageError(f"--msg-id goes alone (with --topic for a client msgId), found {extra[0]} too")
+        return
+    if args.key is None:
+        extra = [flag for flag in ("--begin", "--end", "--max") if given[flag]]
+        if extra:
+            raise UsageError(f"{extra[0]} goes with --key (a key query's window and hit count); the messages "
+                             "stored between two times: segstore dump --begin/--end")
+    elif given["--count"]:
+        raise UsageError("--count goes with --offset or --timestamp; a key query shows every hit, or the "
+                         "newest --max N")
+    elif args.begin is not None and args.end is not None and args.begin > args.end:
+        # a window that holds no time: a mistake (swapped bounds), not a key nothing carries; as dump says
+        raise UsageError(f"expected --begin at or before --end, found {args.begin} > {args.end} (ms)")
+
+
 def cmd_query(args: argparse.Namespace, out: TextIO) -> int:
     asked = [name for name in ("key", "offset", "timestamp", "msg_id") if getattr(args, name) is not None]
+    _query_flags_unused(args)
     if args.msg_id is not None:
-        if asked != ["msg_id"]:
-            raise UsageError("--msg-id goes alone (with --topic for a client msgId)")
         return _query_msg_id(args, out)
     if args.offset is not None and args.offset < 0:
         raise UsageError(f"expected an --offset of at least 0 (offsets start at 0), found {args.offset}",
                          args.path)
+    if args.count is None:
+        args.count = 1
     if args.count < 1:
         raise UsageError(f"--count expects a positive number, found {args.count}")
     if args.tag is not None:
@@ -2390,7 +2438,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--key", help="messages carrying this key (RocketMQ KEYS/UNIQ_KEY; Kafka record key, "
                                  "from the extra key index)")
     p.add_argument("--offset", type=int, help="queue / partition offset of the first message to print")
-    p.add_argument("--count", type=int, default=1, help="with --offset: this many messages (default 1)")
+    p.add_argument("--count", type=int, default=None,
+                   help="with --offset (Kafka: or --timestamp): this many messages (default 1)")
     p.add_argument("--timestamp", type=list_offsets_time,
                    help="the first offset stored at or after this time (ms since the epoch, or ISO-8601; UTC "
                         "if no offset); Kafka also earliest, latest, max-timestamp (or -2, -1, -3) and -4 "

@@ -369,17 +369,27 @@ class Store(abc.ABC):
         (``getOffsetInQueueByTime``; the born timestamp, ``Record.timestamp``, is the producer's
         clock and is not indexed).  ``O(log n)`` index reads.
 
-        :raises ConfigError: a negative time (not a time: Kafka's ``ListOffsets`` reads -1, -2, -3 and -4
+        :raises ConfigError: a partition that is not an integer, a time that is no number (NaN included),
+            a negative time (not a time: Kafka's ``ListOffsets`` reads -1, -2, -3 and -4
             as latest, earliest, max-timestamp and earliest local, which ``segstore query --timestamp``
             asks through :meth:`query`'s request, never here), as :meth:`offsets_between`.
         :raises NotFoundError: no such partition / queue.
         """
         raise UnsupportedOperationError(f"{self.format} stores do not support lookups by time", self.path)
 
+    def _check_partition(self, partition: Any) -> None:
+        """:raises ConfigError: a queue / partition that is not an integer (a str ``"0"`` would be looked up
+            and reported as a partition the store does not hold; ``True`` or ``0.0`` taken for 1 and 0), as
+            :meth:`read` refuses it."""
+        if not _integer(partition):
+            raise ConfigError(f"expected a partition as an integer, found {type(partition).__name__} "
+                              f"{cut(partition)}", self.path)
+
     def _check_time(self, name: str, value: int | None, *, negative: bool = False) -> None:
-        """:raises ConfigError: ``value`` (a time the caller calls ``name``) is not a number of ms, or is
-            negative (unless ``negative``)."""
-        if value is not None and (not isinstance(value, numbers.Real) or isinstance(value, bool)):
+        """:raises ConfigError: ``value`` (a time the caller calls ``name``) is not a number of ms (NaN
+            included), or is negative (unless ``negative``)."""
+        if value is not None and (not isinstance(value, numbers.Real) or isinstance(value, bool)
+                                  or value != value):   # NaN: no time, every comparison with it false
             raise ConfigError(f"expected {_a(name)} time in ms since the epoch, found {type(value).__name__} "
                               f"{cut(value)}", self.path)
         if value is not None and value < 0 and not negative:
@@ -395,7 +405,8 @@ class Store(abc.ABC):
         back within a log, a record between the two may carry a time outside the window: the
         brokers' lookup, not a filter.  ``O(log n)`` index reads.
 
-        :raises ConfigError: a negative time (Kafka's ``ListOffsets`` reads -1 and -2 as latest and
+        :raises ConfigError: a partition that is not an integer, a time that is no number (NaN included),
+            a negative time (Kafka's ``ListOffsets`` reads -1 and -2 as latest and
             earliest).
         :raises NotFoundError: no such partition / queue.
         """

@@ -8,6 +8,7 @@ no match, 2 usage.
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import os
@@ -535,6 +536,34 @@ def test_query_msg_id_falls_back_to_the_client_msg_id_with_a_topic(capsys):
     code, out, _ = run(capsys, "query", BASIC, "--msg-id", uniq, "--topic", message["topic"], "--json")
     assert code == 0
     assert [json.loads(line)["physical_offset"] for line in out.splitlines()] == [message["physicalOffset"]]
+
+
+def test_query_client_msg_id_is_the_uniq_key_not_a_keys_token(tmp_path, capsys):
+    """A client msgId is a message's UNIQ_KEY: RocketMQ 4.9.7 ``MQAdminImpl.queryMessage`` with
+    ``isUniqKey`` (``mqadmin queryMsgByUniqueKey``, and ``DefaultMQAdminExt.viewMessage``'s fallback) keeps
+    a hit of the index only where ``msgExt.getMsgId()``, the UNIQ_KEY, equals the id.  The fallback went
+    through ``--key`` and also answered a message carrying the id as one of its KEYS (here the second,
+    whose own UNIQ_KEY is another); a retry's duplicate with the same UNIQ_KEY is still shown."""
+    uniq = "AC11000100002A9F0000000000000001"
+    path = tmp_path / "store"
+    with segstore.open(path, format="rocketmq", mode="a", mappedFileSizeCommitLog=1 << 20,
+                       maxHashSlotNum=64, maxIndexNum=256) as store:
+        store.append({"topic": "T", "queue_id": 0, "body": b"a",
+                      "properties": {"UNIQ_KEY": uniq, "KEYS": "x"}})
+        store.append({"topic": "T", "queue_id": 0, "body": b"b",
+                      "properties": {"UNIQ_KEY": uniq[:-1] + "2", "KEYS": uniq}})
+        store.append({"topic": "T", "queue_id": 1, "body": b"c", "properties": {"UNIQ_KEY": uniq}})
+    for extra in ([], ["--decompress-bodies"]):
+        code, out, _ = run(capsys, "query", path, "--msg-id", uniq, "--topic", "T", "--json", *extra)
+        assert code == 0
+        assert [base64.b64decode(json.loads(line)["body"]) for line in out.splitlines()] == [b"a", b"c"]
+    code, out, _ = run(capsys, "query", path, "--msg-id", uniq, "--topic", "T")
+    assert code == 0 and len(out.splitlines()) == 2 and "keys=x" in out.splitlines()[0]
+    # the key lookup still finds the KEYS token and the UNIQ_KEY alike
+    code, out, _ = run(capsys, "query", path, "--key", uniq, "--topic", "T", "--json")
+    assert [base64.b64decode(json.loads(line)["body"]) for line in out.splitlines()] == [b"a", b"b", b"c"]
+    code, out, err = run(capsys, "query", path, "--msg-id", uniq[:-1] + "3", "--topic", "T")
+    assert (code, out) == (1, "") and "no message with msgId" in err
 
 
 def test_consumers_lists_committed_max_and_lag_per_queue(tmp_path, capsys):

@@ -98,6 +98,16 @@ TYPO_QUERIES = [
      "expected --partition 1 in topic 'orders', found partitions 0, 2"),
     ("log-dir", ["--topic", "order", "--partition", "0", "--timestamp", "0"],
      "expected a topic named 'order', found topics orders"),
+    # a partition directory (orders-2): another partition or topic is not held either (exit 1, not a
+    # usage error), and --partition is never dropped for the directory's own partition
+    ("part-dir", ["--partition", "0", "--offset", "0"],
+     "expected --partition 0 in any topic, found partitions 2"),
+    ("part-dir", ["--partition", "0", "--timestamp", "0"],
+     "expected --partition 0 in any topic, found partitions 2"),
+    ("part-dir", ["--topic", "orders", "--partition", "0", "--offset", "0"],
+     "expected --partition 0 in topic 'orders', found partitions 2"),
+    ("part-dir", ["--topic", "users", "--offset", "0"],
+     "expected a topic named 'users', found topics orders"),
 ]
 
 
@@ -107,11 +117,13 @@ TYPO_QUERIES = [
 def test_a_query_of_a_selection_the_store_lacks_says_what_it_holds(tmp_path, capsys, store, argv, said):
     """A query names what the store holds, as dump does, instead of the format's bare "found none"
     (an offset or time lookup) or a miss (a key lookup of a partition that is not there)."""
-    if store == "log-dir":      # a Kafka log directory of partitions orders-0 and orders-2
-        store = tmp_path / "logs"
+    if store in ("log-dir", "part-dir"):      # a Kafka log directory of partitions orders-0 and orders-2
+        kind, store = store, tmp_path / "logs"
         with segstore.open(store, "kafka", "a") as kafka:
             kafka.append_batch([{"topic": "orders", "partition": 0, "key": b"k", "value": b"v"},
                                 {"topic": "orders", "partition": 2, "value": b"w"}])
+        if kind == "part-dir":
+            store = store / "orders-2"
     code, out, err = run(capsys, "query", store, *argv)
     assert (code, out) == (1, "")
     assert err == f"{store}: {said}\n"
@@ -204,3 +216,27 @@ def test_a_topic_only_the_commitlog_holds_is_no_typo(tmp_path, capsys):
     code, out, err = run(capsys, "convert", store, tmp_path / "dst", "--to", "kafka", "--topic", "Half")
     assert code == 0, err
     assert "1 messages" in out
+
+
+@pytest.mark.parametrize("topic, said", [("", "expected a non-empty topic name, found ''"),
+                                         ("../x", "expected a topic of the characters [%|a-zA-Z0-9_-], "
+                                                  "found '../x'")])
+@pytest.mark.parametrize("ask", [["--key", "k"], ["--timestamp", "0"], ["--offset", "0"]])
+def test_a_rocketmq_query_of_a_topic_no_broker_allows_names_the_store(capsys, topic, said, ask):
+    """A RocketMQ query of a topic name ``TopicValidator`` refuses is a usage error (exit 2), and like every
+    other query answer its line names the store asked (``PATH: expected ...``); it came without one."""
+    code, out, err = run(capsys, "query", BASIC, "--topic", topic, *ask)
+    assert (code, out) == (2, "")
+    assert err == f"{BASIC}: {said}\n"
+
+
+@pytest.mark.parametrize("command", [["query", "--topic", "TopicA", "--offset", "0"],
+                                     ["dump", "--topic", "TopicA"]])
+def test_queue_and_partition_naming_two_queues_is_a_usage_error(capsys, command):
+    """``--partition`` is ``--queue``'s alias: given both, naming two queues, the queue won and the partition
+    was dropped without a word.  Refused now (exit 2); the same number twice is one queue."""
+    code, out, err = run(capsys, command[0], BASIC, *command[1:], "--queue", "0", "--partition", "1")
+    assert (code, out) == (2, "")
+    assert "expected one queue/partition, found --queue 0 and --partition 1" in err
+    code, out, _ = run(capsys, command[0], BASIC, *command[1:], "--queue", "1", "--partition", "1")
+    assert code == 0 and out

@@ -59,6 +59,30 @@ def test_a_kafka_time_without_a_partition_is_looked_up_in_every_partition(tmp_pa
     assert [json.loads(line)["partition"] for line in out.splitlines()] == [0, 1]
 
 
+def test_a_kafka_time_answer_in_text_names_its_partition(tmp_path):
+    """Kafka's answer prints the found record as kafka-dump-log does (a batch header, a record line), and
+    neither names the partition: asked of every partition, the text answers of ``b-0`` and ``b-1`` could
+    not be told apart.  Each answer now starts with the line ``kafka-get-offsets`` would have given,
+    ``TOPIC-P: offset N is the first stored at or after T`` (as a RocketMQ answer's line), the offset that
+    of the ``--json`` object; ``earliest`` and ``max-timestamp`` are named as such."""
+    path = str(kafka_log_dir(tmp_path / "logs", 12, lambda j: []))
+    for spec, says in ((str(BASE + 4), f"is the first stored at or after {BASE + 4}"),
+                       ("earliest", "(the log start offset)"), ("max-timestamp", "(timestamp ")):
+        code, out, err = run("query", path, "--topic", "b", "--timestamp", spec)
+        assert (code, err) == (0, "")
+        code, js, _ = run("query", path, "--topic", "b", "--timestamp", spec, "--json")
+        offsets = [(a["partition"], a["offset"]) for a in map(json.loads, js.splitlines())]
+        headings = [line for line in out.splitlines() if line.startswith("b-")]
+        assert len(headings) == 2 and all(says in line for line in headings)
+        for (p, offset), line in zip(offsets, headings, strict=True):
+            assert line.startswith(f"b-{p}: ") and f"offset {offset}" in line
+        # each heading is followed by that partition's record: its offset in the next record line
+        lines = out.splitlines()
+        for (_p, offset), line in zip(offsets, headings, strict=True):
+            after = lines[lines.index(line) + 1:]
+            assert next(x for x in after if x.startswith("| offset: ")).startswith(f"| offset: {offset} ")
+
+
 @pytest.mark.parametrize("ask", [["--offset", "1"], ["--offset", "1", "--tag", "a"]])
 def test_an_offset_without_a_queue_of_a_topic_with_several_is_refused(tmp_path, ask):
     path = str(rocketmq_store(tmp_path / "rmq"))
@@ -75,3 +99,20 @@ def test_an_offset_of_a_topic_with_one_queue_reads_that_queue(tmp_path):
     kafka = str(kafka_log_dir(tmp_path / "logs", 12, lambda j: []))
     code, out, err = run("query", kafka, "--topic", "a", "--offset", "0")
     assert code == 2 and "topic 'a' has queues/partitions 0-1" in err
+
+
+def test_a_kafka_time_answer_says_where_a_read_committed_read_starts():
+    """Kafka 3.8.0 ``UnifiedLog.fetchOffsetByTimestamp`` answers the offset whatever is stored there; a
+    read_committed read from it skips an aborted transaction's records: the heading names both offsets
+    rather than one the record under it does not carry."""
+    from conftest import FIXTURES
+
+    path = str(FIXTURES / "kafka" / "txn" / "topic-0")
+    code, out, err = run("query", path, "--timestamp", "0", "--isolation", "read_committed")
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    assert lines[0] == ("topic-0: offset 0 is the first stored at or after 0; a read_committed read from "
+                        "there starts at offset 3")
+    assert lines[2].startswith("| offset: 3 ")
+    code, out, err = run("query", path, "--timestamp", "0")
+    assert out.splitlines()[0] == "topic-0: offset 0 is the first stored at or after 0"

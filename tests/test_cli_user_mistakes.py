@@ -131,6 +131,52 @@ def test_query_count_below_one_is_a_usage_error(kafka_logs, count):
     assert f"--count expects a positive number, found {count}" in err
 
 
+@pytest.mark.parametrize("fmt", ["kafka", "rocketmq"])
+@pytest.mark.parametrize("argv, said", [
+    (("--key", "k", "--offset", "0"), "expected one of --key, --offset, --timestamp or --msg-id, found --key "
+                                      "and --offset"),
+    (("--timestamp", "0", "--key", "k"), "found --key and --timestamp"),
+    (("--offset", "0", "--begin", "5"), "--begin goes with --key"),
+    (("--offset", "0", "--end", "5"), "--end goes with --key"),
+    (("--timestamp", "0", "--max", "1"), "--max goes with --key"),
+    (("--key", "k", "--count", "2"), "--count goes with --offset or --timestamp"),
+    (("--msg-id", "7F00000100002A9F0000000000000000", "--count", "2"), "found --count too"),
+    (("--msg-id", "7F00000100002A9F0000000000000000", "--begin", "0"), "found --begin too"),
+    # swapped bounds: a window of no time, said as dump says it, not "no record with key"
+    (("--key", "k", "--begin", "2000", "--end", "1000"),
+     "expected --begin at or before --end, found 2000 > 1000"),
+])
+def test_query_flags_of_another_lookup_are_refused_not_ignored(tmp_path, fmt, argv, said):
+    """``query --key k --offset 0`` answered the key and dropped the offset; ``--offset N --begin T``,
+    ``--timestamp T --max N``, ``--key K --count C`` and ``--msg-id ID --count C`` answered without the
+    flag that goes with another lookup, as though it had not been given.  Each is a usage error
+    (exit 2) naming what goes with what."""
+    lines = _jsonl(tmp_path / "m.jsonl", *({"topic": "orders", "partition": 0, "key": "k", "value": f"v{i}"}
+                                           for i in range(3)))
+    assert cli_run("write", tmp_path / "s", "--format", fmt, "--input", lines)[0] == 0
+    code, out, err = cli_run("query", tmp_path / "s", "--topic", "orders", "--partition", "0", *argv)
+    if argv[0] == "--msg-id":   # --msg-id takes no --partition either: without it, the flag is named
+        code, out, err = cli_run("query", tmp_path / "s", *argv)
+    assert (code, out) == (2, ""), err
+    assert said in err
+
+
+def test_a_rocketmq_time_query_refuses_count(tmp_path):
+    """A RocketMQ time query answers an offset (``getOffsetInQueueByTime``), not messages: ``--count 3``
+    was dropped; refused now (exit 2).  Kafka's answer is the record found, and ``--count`` reads on
+    from it."""
+    for fmt in ("rocketmq", "kafka"):
+        lines = _jsonl(tmp_path / f"{fmt}.jsonl", *({"topic": "orders", "partition": 0, "value": f"v{i}"}
+                                                    for i in range(3)))
+        assert cli_run("write", tmp_path / fmt, "--format", fmt, "--input", lines)[0] == 0
+        code, out, err = cli_run("query", tmp_path / fmt, "--topic", "orders", "--timestamp", "0",
+                                 "--count", "3", "--json")
+        if fmt == "rocketmq":
+            assert (code, out) == (2, "") and "a RocketMQ time query answers an offset" in err
+        else:
+            assert code == 0 and [json.loads(line)["offset"] for line in out.splitlines()] == [0, 1, 2]
+
+
 @pytest.mark.parametrize("argv", [("--offset", "0"), ("--timestamp", "1"),
                                   ("--offset", "0", "--partition", "0")])
 def test_a_kafka_query_of_several_topics_without_topic_asks_for_it(tmp_path, argv):
@@ -246,3 +292,15 @@ def test_a_message_too_large_names_its_input_line(tmp_path, fmt, config, said):
     assert (code, out) == (1, "")
     assert f"in.jsonl:{second}: line 2: {said}" in err, err
     assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("when", ["1969-12-31T23:59:59.999Z", "1969-12-31T23:59:59.998Z", "1969-12-31"])
+def test_a_time_before_the_epoch_is_no_list_offsets_code(kafka_logs, when):
+    """``query --timestamp`` reads -1, -2, -3 and -4 as Kafka's ListOffsets codes; an ISO-8601 time just
+    before 1970 came out as -1 ms or -2 ms and was answered as ``latest`` or ``earliest``.  A time names
+    a time: before the epoch it is refused (exit 2), as a negative number that is no code is."""
+    code, out, err = cli_run("query", kafka_logs, "--topic", "orders", "--partition", "0", "--timestamp",
+                             when)
+    assert (code, out) == (2, "")
+    assert f"expected a time at or after the epoch, found '{when}'" in err
+    assert cli_run("query", kafka_logs, "--topic", "orders", "--partition", "0", "--timestamp", "-2")[0] == 0

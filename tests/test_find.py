@@ -101,6 +101,87 @@ def test_offset_for_time_of_a_partition_the_store_lacks_is_not_found(path, topic
         store.offset_for_time(topic, 99, 0)
 
 
+def test_offset_for_time_of_a_queue_the_store_lacks_is_not_found_with_a_time_index(tmp_path):
+    """Through the extra ``time`` index a queue the store does not hold was "expected a 'time' index for
+    T/9, found none (run: segstore index build PATH --index time)": a rebuild cannot make a queue.  It is
+    the store's answer now, as without the index (and, on the CLI, "expected --queue 9 ...")."""
+    store_dir = copy_writable(ROCKETMQ, tmp_path / "store")
+    assert cli.main(["index", "build", str(store_dir), "--index", "time"], io.StringIO()) == 0
+    with segstore.open(store_dir) as store:
+        assert "time" in store.indexes
+        for topic, queue in (("TopicA", 99), ("NoTopic", 0)):
+            with pytest.raises(NotFoundError, match=f"a consume queue for {topic}/{queue}, found none"):
+                store.offset_for_time(topic, queue, 0)
+        assert store.offset_for_time("TopicA", 0, 0) == store.offset_range("TopicA", 0)[0]
+
+
+@pytest.mark.parametrize("path,topic", [(ROCKETMQ, "TopicA"), (KAFKA, "topic")], ids=["rocketmq", "kafka"])
+def test_lookups_refuse_a_partition_or_time_that_is_no_number_as_read_does(path, topic):
+    """``read`` refuses a partition that is not an integer (ConfigError); ``offset_range``,
+    ``offset_for_time`` and ``offsets_between`` looked a str ``"0"`` up and said the store held no
+    partition 0 (NotFoundError, of a partition it holds), and took ``True`` and ``0.0`` for 0 and 1.  A NaN
+    time, which no comparison holds for, answered None (``offset_for_time``), an empty window
+    (``offsets_between``) and no hit (``find``) as if no record were that new: refused now too."""
+    nan = float("nan")
+    with segstore.open(path) as store:
+        partition = store.partitions(topic)[0]
+        for bad in (str(partition), True, float(partition), None):
+            for method, extra in (("offset_range", ()), ("offset_for_time", (0,)), ("offsets_between", ()),
+                                  ("read", ())):
+                with pytest.raises(ConfigError, match="expected a partition as an integer"):
+                    list(getattr(store, method)(topic, bad, *extra))
+        with pytest.raises(ConfigError, match="found float nan"):
+            store.offset_for_time(topic, partition, nan)
+        for window in ({"begin": nan}, {"end": nan}):
+            with pytest.raises(ConfigError, match="found float nan"):
+                store.offsets_between(topic, partition, **window)
+            with pytest.raises(ConfigError, match="found float nan"):
+                store.find(topic, "k", **window)
+        assert store.offsets_between(topic, partition) == store.offset_range(topic, partition)
+
+
+def test_kafka_find_never_answers_a_transaction_marker(tmp_path):
+    """A transaction marker's key is its version and type (``EndTransactionMarker``: 0x0000 then 0 for ABORT,
+    1 for COMMIT), no record key; no consumer is given it.  ``find`` without a key index scanned the key
+    column with the markers in it and answered them for ``b"\\0\\0\\0\\1"``; through the key index, which
+    skips control batches, it answered none: the same call gave two answers.  Neither answers one now."""
+    logs = copy_writable(FIXTURES / "kafka" / "txn", tmp_path / "txn")
+    with segstore.open(logs / "topic-0") as store:
+        markers = {r.offset for r in store.read("topic", 0) if r.batch.is_control}
+        assert markers
+        user = store.find("topic", b"key-4")
+        for marker_key in (b"\0\0\0\0", b"\0\0\0\1"):
+            assert store.find("topic", marker_key) == []
+    assert cli.main(["index", "build", str(logs / "topic-0"), "--index", "key"], io.StringIO()) == 0
+    with segstore.open(logs / "topic-0") as store:
+        for marker_key in (b"\0\0\0\0", b"\0\0\0\1"):
+            assert store.find("topic", marker_key) == []
+        assert [r.offset for r in store.find("topic", b"key-4")] == [r.offset for r in user]
+
+
+def test_kafka_find_means_the_record_key_with_headers_in_the_key_index(tmp_path):
+    """A key index built with ``key.index.headers`` holds header values as keys too, and
+    ``store.indexes.find_key`` answers them (docs/index-layouts.md).  ``find`` and ``query --key`` mean the
+    record key (README "Keys mean the same in the library, Spark and conversion"), which is what they
+    answer without the index; with it they also answered a record whose header carried the key, and
+    ``query`` printed it as ``key k1`` though its key is ``zz``.  Both answer the record key only now."""
+    logs = tmp_path / "logs"
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        store.append_batch([{"topic": "T", "key": b"k1", "value": b"a"},
+                            {"topic": "T", "key": b"zz", "value": b"b", "headers": [("trace", b"k1")]},
+                            {"topic": "T", "key": b"k1", "value": b"c", "headers": [("trace", b"k1")]}])
+    before = _cli_hits(logs, "--topic", "T", "--key", "k1")
+    assert before == [(0, 0), (0, 2)]
+    assert cli.main(["index", "build", str(logs), "--index", "key", "--option", "key.index.headers=trace"],
+                    io.StringIO()) == 0
+    with segstore.open(logs) as store:
+        assert store.indexes.find_key("T", 0, b"k1") == [0, 1, 2]     # the header values, as documented
+        assert [r.offset for r in store.find("T", "k1")] == [0, 2]
+        assert [r.offset for r in store.find("T", "k1", max_hits=1)] == [2]
+        assert store.find("T", "zz")[0].offset == 1
+    assert _cli_hits(logs, "--topic", "T", "--key", "k1") == before
+
+
 # -- one meaning for key lookups: the library's find and the CLI's query --key ----------------------
 
 #: RocketMQ IndexFile layout (4.9.7 ``IndexHeader``, ``IndexFile``): a 40-byte header (beginTimestamp,
@@ -254,3 +335,14 @@ def test_offset_for_time_refuses_a_negative_time_on_every_format(tmp_path):
                          "--count", "1", "--json"], out) == 0
         answers[spec] = json.loads(out.getvalue().splitlines()[0])["offset"]
     assert answers == {"earliest": 0, "max-timestamp": 1, "-2": 0, "-3": 1}
+
+
+def test_a_stores_indexes_list_their_names(tmp_path):
+    """``store.indexes`` answers ``in`` and ``[name]``; iterating it (``list(store.indexes)``, ``for name in
+    store.indexes``) fell back to ``__getitem__(0)`` and raised NotFoundError "expected the 0 index"."""
+    store_dir = copy_writable(ROCKETMQ, tmp_path / "store")
+    assert cli.main(["index", "build", str(store_dir), "--index", "time", "--index", "offset"],
+                    io.StringIO()) == 0
+    with segstore.open(store_dir) as store:
+        assert sorted(store.indexes) == ["offset", "time"] and len(store.indexes) == 2
+        assert all(name in store.indexes for name in store.indexes)

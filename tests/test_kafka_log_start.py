@@ -182,6 +182,36 @@ def test_earliest_at_a_marker_names_the_log_start_under_read_committed(
                                       "read_committed read finds no record from there\n"
 
 
+def test_max_timestamp_below_the_log_start_names_its_offset(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """Kafka 3.8.0 ``UnifiedLog.fetchOffsetByTimestamp(MAX_TIMESTAMP)`` takes the segment of the largest
+    ``maxTimestampSoFar`` and the first record of that timestamp, without looking at the log start
+    offset (``Partition.fetchOffsetForTimestamp`` bounds it by the high watermark only): after
+    ``delete-records --before 3`` over a batch whose largest time is at offset 1, ``kafka-get-offsets
+    --time -3`` prints ``t:0:1``.  The query read on from offset 1, which a read starts at the log start,
+    and showed offset 3, a record of another time, as the max-timestamp record; it names offset 1 now,
+    on stderr as ``latest`` and an emptied ``earliest`` are named, and exits 1 (no record a consumer can
+    fetch is there)."""
+    logs = tmp_path / "logs"
+    times = [5000, 9000, 3000, 4000, 6000]
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        store.append_batch([Message("t", b"v%d" % i, partition=0, timestamp=1_700_000_000_000 + t)
+                            for i, t in enumerate(times)])
+    assert main(["query", str(logs), "--topic", "t", "--timestamp", "max-timestamp", "--json"]) == 0
+    assert [json.loads(line)["offset"] for line in capsys.readouterr().out.splitlines()] == [1]
+    assert main(["delete-records", str(logs / "t-0"), "--before", "3"]) == 0
+    capsys.readouterr()
+    for spec in ("max-timestamp", "-3"):
+        for extra in ([], ["--json"]):
+            assert main(["query", str(logs), "--topic", "t", "--timestamp", spec, *extra]) == 1
+            assert capsys.readouterr() == (
+                "", "segstore query: t-0: max-timestamp is offset 1 (timestamp 1700000009000), below the log "
+                    "start offset 3: its record was deleted\n")
+    # a time still finds the first record at or after it from the log start (offset 4: 6000 ms)
+    assert main(["query", str(logs), "--topic", "t", "--timestamp", "1700000005500", "--json"]) == 0
+    assert [json.loads(line)["offset"] for line in capsys.readouterr().out.splitlines()] == [4]
+
+
 def test_a_writable_open_moves_the_first_leader_epoch_up_to_the_log_start(tmp_path: Path) -> None:
     """Kafka 3.8.0 LogLoader.load: "The earliest leader epoch may not be flushed during a hard failure.
     Recover it here": leaderEpochCache.truncateFromStartAsyncFlush(logStartOffsetCheckpoint).  A broker

@@ -71,6 +71,7 @@ from .partition import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     LIST_OFFSETS_CODES,
+    MAX_TIMESTAMP,
     KafkaConfig,
     Partition,
     now_ms,
@@ -1235,6 +1236,7 @@ class KafkaStore(Store):
         return sorted(p for t, p in self._partitions() if t == topic)
 
     def offset_range(self, topic: str, partition: int) -> tuple[int, int]:
+        self._check_partition(partition)
         part = self.partition_of(topic, partition)
         return part.log_start_offset, part.next_offset
 
@@ -1270,6 +1272,7 @@ class KafkaStore(Store):
             through :meth:`query` (``QueryRequest.timestamp``), not here.
         :raises NotFoundError: the store holds no such partition.
         """
+        self._check_partition(partition)
         self._check_time("lookup", timestamp)
         if (topic, partition) not in self._partitions():
             raise NotFoundError(f"expected a partition {topic}-{partition}, found none", self.path)
@@ -2119,7 +2122,10 @@ class KafkaStore(Store):
         self._check_open()
         raw = self._find_key(key, partition, begin, end, max_hits)
         if self._has_key_index():
-            return super().find(topic, key, partition=partition, begin=begin, end=end, max_hits=max_hits)
+            # the key index holds the values of the key.index.headers headers too (store.indexes.find_key
+            # answers them); find means the record key, as the scan below and as Spark and conversion
+            indexed = super().find(topic, key, partition=partition, begin=begin, end=end)
+            return newest_hits([r for r in indexed if r.key == raw], max_hits)
         # an Arrow scalar built over its buffer: pa.scalar, and a Python operand to a compute
         # function, go through pyarrow's pandas bridge (see segstore.arrays)
         wanted = binary_scalar(raw)
@@ -2127,9 +2133,13 @@ class KafkaStore(Store):
         parts: dict[int, Partition] = {}
         for _t, p, part in self._selected(topic, partition):
             parts[p] = part
-            for batch in self.scan_arrow(["key", "offset", "timestamp"], topic=topic, partition=p):
+            for batch in self.scan_arrow(["key", "offset", "timestamp", "isControl"], topic=topic,
+                                         partition=p):
                 equal = pc.equal(batch.column("key"), wanted)     # null where the key is
                 keep = to_numpy(equal, np.bool_) & to_numpy(equal.is_valid(), np.bool_)
+                # a transaction marker's key is its version and type, no record key: never a hit, as the
+                # key index never holds one and no consumer is given one
+                keep &= ~to_numpy(batch.column("isControl"), np.bool_)
                 stamps = to_numpy(batch.column("timestamp").cast(pa.int64()), np.int64)
                 if begin is not None:
                     keep &= stamps >= begin
@@ -2169,6 +2179,8 @@ class KafkaStore(Store):
         parts = self._partitions()
         if request.topic is None and len(parts) == 1:
             topic, partition = next(iter(parts))
+            if request.partition is not None:   # another one is not held: partition_of says so
+                partition = request.partition
         elif request.topic is None:
             # an offset or a time is one partition's: which one cannot be guessed among several
             held = sorted({topic for topic, _ in parts})
@@ -2177,6 +2189,8 @@ class KafkaStore(Store):
                                     + (f"topics {', '.join(held)}" if held else "no topic"), self.path)
         else:
             topic, partition = request.topic, request.partition if request.partition is not None else 0
+        if (topic, partition) not in parts:   # not held (the CLI names what is), of a log or partition dir
+            raise NotFoundError(f"expected a partition {topic}-{partition}, found none", self.path)
         part = self.partition_of(topic, partition)
         offset = request.offset
         # the log start, whether earliest or earliest local asked for it (Partition.offset_for_time)
@@ -2206,6 +2220,14 @@ class KafkaStore(Store):
                 return QueryResult(lines=[DumpLine(
                     f"{topic}-{partition}: the first record found, offset {found.offset}, is at or past the "
                     f"{bound} {fetchable} (not yet given to consumers: kafka-get-offsets answers none)")])
+            if not earliest and found.offset < part.log_start_offset:
+                # only MAX_TIMESTAMP gets here: fetchOffsetByTimestamp reads its segment as it is, records a
+                # DeleteRecords left below the log start included; a read from there starts at the log
+                # start and would show another record as the answer
+                return QueryResult(lines=[DumpLine(
+                    f"{topic}-{partition}: max-timestamp is offset {found.offset} (timestamp "
+                    f"{found.timestamp}), below the log start offset {part.log_start_offset}: its record "
+                    "was deleted")])
             offset = found.offset
         if offset is None:
             raise UnsupportedOperationError("expected --key, --offset or --timestamp in a Kafka query, "
@@ -2224,6 +2246,20 @@ class KafkaStore(Store):
                                                    f"log start offset){there}")])
             return QueryResult()
         lines = []
+        if request.timestamp is not None:
+            # the record lines do not name their partition: a heading says which one answered, and with
+            # what offset (kafka-get-offsets' TOPIC:PARTITION:OFFSET), as a RocketMQ answer's line does
+            if earliest:
+                name = "earliest" if request.timestamp == EARLIEST_TIMESTAMP else "earliest local"
+                heading = f"{name} is offset {offset} (the log start offset)"
+            elif request.timestamp == MAX_TIMESTAMP:
+                assert found is not None    # a time found nothing: answered above
+                heading = f"max-timestamp is offset {offset} (timestamp {found.timestamp})"
+            else:
+                heading = f"offset {offset} is the first stored at or after {request.timestamp}"
+            if records[0].offset != offset:   # aborted records (or markers) skipped by a read_committed read
+                heading += f"; a {isolation} read from there starts at offset {records[0].offset}"
+            lines.append(DumpLine(f"{topic}-{partition}: {heading}", json=False))
         batch = None
         crcs: dict[int, int | None] = {}
         for record in records:   # each batch's header over its own records, as kafka-dump-log prints them

@@ -600,7 +600,10 @@ class LifecycleMixin:
         committed = check_isolation(request.isolation) == READ_COMMITTED
         if request.topic is None:
             raise InvalidTopicError("expected --topic for a RocketMQ query, found none", self.path)
-        validate_topic(request.topic, TOPIC_MAX_LENGTH_V2)   # v2 messages hold long topics
+        try:
+            validate_topic(request.topic, TOPIC_MAX_LENGTH_V2)   # v2 messages hold long topics
+        except InvalidTopicError as err:   # named by the store asked, as every other query answer
+            raise InvalidTopicError(err.message, self.path) from None
         if request.key is not None:   # what find answers (read_committed: of what consumers are given)
             return self._hits(self._key_hits(request.topic, request.key, request.partition, request.begin,
                                              request.end, request.max, committed=committed),
@@ -612,6 +615,10 @@ class LifecycleMixin:
                     f"expected a time at or after the epoch (ms or ISO-8601), found {request.timestamp}: "
                     "earliest, latest and max-timestamp are Kafka's (a RocketMQ queue's offsets: "
                     "segstore info)", self.path)
+            if request.count != 1:
+                raise UnsupportedOperationError(
+                    f"--count {request.count}: a RocketMQ time query answers an offset, not messages (read "
+                    "them from it with --offset N --count C)", self.path)
             offset = self.offset_for_time(request.topic, queue, request.timestamp)
             answer = {"topic": request.topic, "queue_id": queue, "timestamp": request.timestamp,
                       "offset": offset}

@@ -1507,6 +1507,16 @@ class RocketMQStore(LifecycleMixin, Store):
             return None
         return found if found is not None and found.msg_id == text else None
 
+    def find_client_msg_id(self, topic: str, msg_id: str) -> list[RocketMQMessage]:
+        """The messages of ``topic`` whose client msgId, the ``UNIQ_KEY`` property, is ``msg_id``, in
+        commitlog order (several where a producer's retry stored one twice), through the index as
+        ``mqadmin queryMsgByUniqueKey -a`` finds them: 4.9.7 ``MQAdminImpl.queryMessage`` with
+        ``isUniqKey`` keeps a hit only where ``getMsgId()``, the UNIQ_KEY, equals the id, so a message
+        that carries the id as one of its ``KEYS`` is not it.  ``O(chain length)``, as :meth:`find`.
+        """
+        return [msg for msg in self._key_hits(topic, msg_id, None, None, None, None)
+                if msg.properties.get("UNIQ_KEY") == msg_id]
+
     def _unchecked_or_none(self, physical_offset: int) -> RocketMQMessage | None:
         """The message at ``physical_offset`` decoded without its body CRC check; None where no message
         decodes there at all (past the end, not a message's first byte, torn)."""
@@ -2180,6 +2190,7 @@ class RocketMQStore(LifecycleMixin, Store):
 
     def offset_range(self, topic: str, partition: int) -> tuple[int, int]:
         self._check_open()
+        self._check_partition(partition)
         cq = self._queue_view(topic, partition)
         return cq.min_offset, cq.max_offset
 
@@ -2189,14 +2200,15 @@ class RocketMQStore(LifecycleMixin, Store):
         :raises ConfigError: a negative ``timestamp`` (no store time; refused on every format, as
             Kafka's would be taken for a ListOffsets code).
         """
+        self._check_partition(partition)
         self._check_time("lookup", timestamp)
+        cq = self._queue_view(topic, partition)   # NotFoundError for a queue not held, index or not
         # the extra sparse time index (segstore.layouts)
         if self.indexes is not None and "time" in self.indexes:
             return self.indexes.offset_for_time(topic, partition, timestamp)
         from .query import offset_in_queue_by_time
 
         start, end = self.offset_range(topic, partition)
-        cq = self._queue_view(topic, partition)
         found = offset_in_queue_by_time(start, end, lambda offset: self._stored_at(cq, offset), timestamp)
         return None if found >= end else found
 

@@ -37,7 +37,7 @@ Thread-safety: as the owning store.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from segstore import files, registry
@@ -186,6 +186,14 @@ class IndexSet:
 
     def __contains__(self, name: object) -> bool:
         return name in self.layouts
+
+    def __iter__(self) -> Iterator[str]:
+        """The layout names (without it, ``list(store.indexes)`` and ``for name in store.indexes`` fell
+        back to ``__getitem__(0)``, a NotFoundError naming "the 0 index")."""
+        return iter(list(self.layouts))
+
+    def __len__(self) -> int:
+        return len(self.layouts)
 
     @property
     def actions(self) -> list[str]:
