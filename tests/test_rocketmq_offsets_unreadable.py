@@ -16,48 +16,25 @@ append is refused with it before anything changes, as for ``topics.json``
 
 from __future__ import annotations
 
-import io
 import json
 import os
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from rocketmq_damaged_configs import damaged_store, run_cli, store_files
 from segstore_rocketmq.topicconfig import ConsumerOffsets
 from spark_support import reader, spark  # noqa: F401
 
 import segstore
-from segstore.cli import main
 from segstore.errors import CorruptDataError
 
 DAMAGED = '{"offsetTable":{"T@g":{'       # cut inside the first group's offsets: fastjson throws
-SMALL = {"mappedFileSizeCommitLog": 65536, "mappedFileSizeConsumeQueue": 200}
-
-
-def _run(capsys: pytest.CaptureFixture[str], *argv: object) -> tuple[int, str, str]:
-    out = io.StringIO()
-    code = main([str(a) for a in argv], out)
-    return code, out.getvalue(), capsys.readouterr().err
-
-
-def _damaged_store(tmp_path: Path) -> Path:
-    store = tmp_path / "s"
-    with segstore.open(store, "rocketmq", mode="a", **SMALL) as s:
-        s.append_batch([{"topic": "T", "body": b"m%d" % i} for i in range(3)])
-        s.commit_offset("g", "T", 0, 1)
-    (store / "config" / "consumerOffset.json").write_text(DAMAGED)
-    return store
-
-
-def _files(store: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(store)): p.read_bytes() for p in sorted(store.rglob("*")) if p.is_file()}
-
-
 def test_a_reader_reads_the_messages_and_keeps_the_offsets_error(tmp_path: Path) -> None:
     """The commitlog and consume queues are read without consumerOffset.json; the error is kept as
     ``consumer_offsets.error`` and ``info()["consumer_offsets_error"]``, naming the file and position;
     what needs a group's offsets raises it."""
-    store = _damaged_store(tmp_path)
+    store = damaged_store(tmp_path, "consumerOffset.json", DAMAGED)
     path = str(store / "config" / "consumerOffset.json")
     with segstore.open(store) as s:
         error = s.consumer_offsets.error
@@ -89,19 +66,19 @@ def test_reading_commands_work_and_what_needs_offsets_exits_1(tmp_path: Path, ca
     """``info``, ``dump``, ``query`` exit 0; ``verify`` names the file as a problem, exit 1; ``consumers``
     (list, describe, a reset's plan) and ``dump --group`` exit 1 with the error on stderr, no traceback
     (docs/cli.md: 1 a data problem, corrupt files)."""
-    store = _damaged_store(tmp_path)
+    store = damaged_store(tmp_path, "consumerOffset.json", DAMAGED)
     path = store / "config" / "consumerOffset.json"
     said = f"{path}:{len(DAMAGED)}: expected a fastjson document"
-    code, out, err = _run(capsys, "info", store)
+    code, out, err = run_cli(capsys, "info", store)
     assert code == 0 and f"consumer_offsets_error: {said}" in out
-    code, out, err = _run(capsys, "info", "--json", store)
+    code, out, err = run_cli(capsys, "info", "--json", store)
     assert code == 0 and json.loads(out)["consumer_offsets_error"].startswith(said)
-    code, out, err = _run(capsys, "dump", "--json", store)
+    code, out, err = run_cli(capsys, "dump", "--json", store)
     bodies = [json.loads(line)["body"] for line in out.splitlines()]
     assert code == 0 and bodies == ["bTA=", "bTE=", "bTI="]       # m0, m1, m2 in base64
-    code, out, err = _run(capsys, "query", store, "--topic", "T", "--queue", "0", "--offset", "1")
+    code, out, err = run_cli(capsys, "query", store, "--topic", "T", "--queue", "0", "--offset", "1")
     assert code == 0 and out.startswith("T/0@1 ")
-    code, out, err = _run(capsys, "verify", "--json", store)
+    code, out, err = run_cli(capsys, "verify", "--json", store)
     problems = json.loads(out)["problems"]
     assert code == 1 and "Traceback" not in err
     assert [(p["path"], p["pos"]) for p in problems] == [(str(path), len(DAMAGED))]
@@ -110,7 +87,7 @@ def test_reading_commands_work_and_what_needs_offsets_exits_1(tmp_path: Path, ca
                  ("consumers", store, "--list"),
                  ("consumers", store, "--group", "g", "--reset-offsets", "--to-earliest"),
                  ("dump", store, "--group", "g"), ("dump", store, "--group", "g", "--topic", "T")):
-        code, out, err = _run(capsys, *argv)
+        code, out, err = run_cli(capsys, *argv)
         assert code == 1 and out == "" and err.startswith(said) and "Traceback" not in err, argv
 
 
@@ -118,24 +95,24 @@ def test_writes_are_refused_and_change_no_byte(tmp_path: Path, capsys) -> None:
     """A commit would rewrite consumerOffset.json (``ConsumerOffsetManager.persist``) over what the user may
     repair, and the broker would not start on the store: every open for append is refused with the file's
     error before recovery runs or anything is written, the store byte for byte as it was."""
-    store = _damaged_store(tmp_path)
+    store = damaged_store(tmp_path, "consumerOffset.json", DAMAGED)
     path = str(store / "config" / "consumerOffset.json")
-    before = _files(store)
+    before = store_files(store)
     with pytest.raises(CorruptDataError) as caught:
         segstore.open(store, mode="a")
     assert caught.value.path == path and caught.value.pos == len(DAMAGED)
-    assert _files(store) == before
+    assert store_files(store) == before
     jsonl = tmp_path / "in.jsonl"
     jsonl.write_text('{"topic":"T","body":"m3"}\n')
     commands = [("write", store, "--input", jsonl), ("recover", store),
                 ("consumers", store, "--group", "g", "--reset-offsets", "--to-earliest", "--execute"),
                 ("consumers", store, "--group", "g", "--delete", "--execute")]
     for argv in commands:
-        code, out, err = _run(capsys, *argv)
+        code, out, err = run_cli(capsys, *argv)
         assert code == 1 and out == "", argv
         assert err.startswith(f"{path}:{len(DAMAGED)}: expected a fastjson document"), argv
         assert "Traceback" not in err
-        assert _files(store) == before, argv
+        assert store_files(store) == before, argv
     # repaired (here: removed, the broker starts on an empty table), the store takes appends again
     os.remove(path)
     with segstore.open(store, mode="a") as s:
@@ -149,7 +126,7 @@ def test_writes_are_refused_and_change_no_byte(tmp_path: Path, capsys) -> None:
 def test_consumer_offsets_refuse_to_give_or_write_over_an_unreadable_file(tmp_path: Path) -> None:
     """The table itself refuses what would read guessed offsets or rewrite the file (``table``, ``get``,
     ``commit``, ``dumps``, ``save``), whoever calls it."""
-    store = _damaged_store(tmp_path)
+    store = damaged_store(tmp_path, "consumerOffset.json", DAMAGED)
     offsets = ConsumerOffsets(str(store))
     assert offsets.error is not None
     calls = (lambda: offsets.table, lambda: offsets.get("T", "g", 0), lambda: offsets.commit("T", "g", 0, 1),
@@ -167,7 +144,7 @@ def test_the_hanging_transaction_check_needs_the_checkers_offset(tmp_path: Path,
     rather than report messages already checked as hanging.  A store with no half queue needs none."""
     from segstore_rocketmq import halfmessages as hm
 
-    store = _damaged_store(tmp_path)
+    store = damaged_store(tmp_path, "consumerOffset.json", DAMAGED)
     with segstore.open(store) as s:
         assert s.half_messages()[0] == []                      # no half queue: nothing to check
     os.remove(store / "config" / "consumerOffset.json")
@@ -178,7 +155,7 @@ def test_the_hanging_transaction_check_needs_the_checkers_offset(tmp_path: Path,
     with segstore.open(store) as s, pytest.raises(CorruptDataError) as caught:
         s.half_messages()
     assert caught.value.path == str(store / "config" / "consumerOffset.json")
-    code, out, err = _run(capsys, "transactions", store, "--find-hanging")
+    code, out, err = run_cli(capsys, "transactions", store, "--find-hanging")
     assert code == 1 and out == "" and err.startswith(f"{caught.value.path}:{len(DAMAGED)}: expected")
 
 
@@ -187,7 +164,7 @@ def test_the_spark_source_reads_the_messages_and_its_consumers_table_fails(tmp_p
                                                                            reader) -> None:  # noqa: F811
     """The ``segstore`` source reads the messages (each batch reader); the ``segstore_consumers`` table,
     which is the groups' offsets, fails naming the file, as ``segstore consumers`` exits 1."""
-    store = _damaged_store(tmp_path)
+    store = damaged_store(tmp_path, "consumerOffset.json", DAMAGED)
     df = spark.read.format("segstore").option("reader", reader).load(str(store))
     assert sorted(row.value for row in df.select("value").collect()) == [b"m0", b"m1", b"m2"]
     with pytest.raises(Exception, match=r"consumerOffset\.json:23: expected a fastjson document"):

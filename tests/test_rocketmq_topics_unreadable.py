@@ -13,7 +13,6 @@ refused with that typed error before anything changes, so the file stays as it w
 
 from __future__ import annotations
 
-import io
 import json
 import os
 from pathlib import Path
@@ -21,39 +20,17 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from rocketmq_5x_files import write_batch_queue
+from rocketmq_damaged_configs import damaged_store, run_cli, store_files
 from segstore_rocketmq.topicconfig import TopicConfigs
 
 import segstore
-from segstore.cli import main
 from segstore.errors import CorruptDataError
 
 DAMAGED = '{"topicConfigTable":{"T":{'       # cut inside the first topic: fastjson throws
-SMALL = {"mappedFileSizeCommitLog": 65536, "mappedFileSizeConsumeQueue": 200}
-
-
-def _run(capsys: pytest.CaptureFixture[str], *argv: object) -> tuple[int, str, str]:
-    out = io.StringIO()
-    code = main([str(a) for a in argv], out)
-    return code, out.getvalue(), capsys.readouterr().err
-
-
-def _damaged_store(tmp_path: Path) -> Path:
-    store = tmp_path / "s"
-    with segstore.open(store, "rocketmq", mode="a", **SMALL) as s:
-        s.append_batch([{"topic": "T", "body": b"m%d" % i} for i in range(3)])
-        s.commit_offset("g", "T", 0, 1)
-    (store / "config" / "topics.json").write_text(DAMAGED)
-    return store
-
-
-def _files(store: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(store)): p.read_bytes() for p in sorted(store.rglob("*")) if p.is_file()}
-
-
 def test_a_reader_reads_the_messages_and_keeps_the_topics_error(tmp_path: Path) -> None:
     """The commitlog and consume queues are read without topics.json; the error is kept (not lost) as
     ``topic_configs.error`` and ``info()["topic_configs_error"]``, naming the file and position."""
-    store = _damaged_store(tmp_path)
+    store = damaged_store(tmp_path, "topics.json", DAMAGED)
     path = str(store / "config" / "topics.json")
     with segstore.open(store) as s:
         error = s.topic_configs.error
@@ -76,20 +53,20 @@ def test_a_reader_reads_the_messages_and_keeps_the_topics_error(tmp_path: Path) 
 def test_reading_commands_work_and_verify_reports_the_file(tmp_path: Path, capsys) -> None:
     """``info``, ``dump``, ``query`` and ``consumers`` exit 0; ``verify`` names the file as a problem, exit 1
     (docs/cli.md: 1 for ``verify`` findings)."""
-    store = _damaged_store(tmp_path)
+    store = damaged_store(tmp_path, "topics.json", DAMAGED)
     path = store / "config" / "topics.json"
-    code, out, err = _run(capsys, "info", store)
+    code, out, err = run_cli(capsys, "info", store)
     assert code == 0 and f"topic_configs_error: {path}:{len(DAMAGED)}: expected a fastjson document" in out
-    code, out, err = _run(capsys, "info", "--json", store)
+    code, out, err = run_cli(capsys, "info", "--json", store)
     assert code == 0 and json.loads(out)["topic_configs_error"].startswith(f"{path}:{len(DAMAGED)}: expected")
-    code, out, err = _run(capsys, "dump", "--json", store)
+    code, out, err = run_cli(capsys, "dump", "--json", store)
     bodies = [json.loads(line)["body"] for line in out.splitlines()]
     assert code == 0 and bodies == ["bTA=", "bTE=", "bTI="]       # m0, m1, m2 in base64
-    code, out, err = _run(capsys, "query", store, "--topic", "T", "--queue", "0", "--offset", "1")
+    code, out, err = run_cli(capsys, "query", store, "--topic", "T", "--queue", "0", "--offset", "1")
     assert code == 0 and out.startswith("T/0@1 ")
-    code, out, err = _run(capsys, "consumers", "--json", store)
+    code, out, err = run_cli(capsys, "consumers", "--json", store)
     assert code == 0 and '"g"' in out
-    code, out, err = _run(capsys, "verify", "--json", store)
+    code, out, err = run_cli(capsys, "verify", "--json", store)
     problems = json.loads(out)["problems"]
     assert code == 1 and "Traceback" not in err
     assert [(p["path"], p["pos"]) for p in problems] == [(str(path), len(DAMAGED))]
@@ -100,25 +77,25 @@ def test_writes_are_refused_and_change_no_byte(tmp_path: Path, capsys) -> None:
     """An append would rewrite topics.json (``TopicConfigManager.persist`` of its new queue) over what the
     user may repair, and recovery takes its BatchCQ topics from it: every open for append is refused with
     the file's error before recovery runs or anything is written, the store byte for byte as it was."""
-    store = _damaged_store(tmp_path)
+    store = damaged_store(tmp_path, "topics.json", DAMAGED)
     path = str(store / "config" / "topics.json")
-    before = _files(store)
+    before = store_files(store)
     with pytest.raises(CorruptDataError) as caught:
         segstore.open(store, mode="a")
     assert caught.value.path == path and caught.value.pos == len(DAMAGED)
-    assert _files(store) == before
+    assert store_files(store) == before
     jsonl = tmp_path / "in.jsonl"
     jsonl.write_text('{"topic":"T","body":"m3"}\n')
     commands = [("write", store, "--input", jsonl), ("recover", store),
                 ("consumers", store, "--group", "g", "--reset-offsets", "--to-earliest", "--execute")]
     for argv in commands:
-        code, out, err = _run(capsys, *argv)
+        code, out, err = run_cli(capsys, *argv)
         assert code == 1, argv
         assert err.startswith(f"{path}:{len(DAMAGED)}: expected a fastjson document")
         assert "Traceback" not in err
-        assert _files(store) == before, argv
+        assert store_files(store) == before, argv
     # the plan of a reset reads only: printed, exit 0
-    code, out, err = _run(capsys, "consumers", store, "--group", "g", "--reset-offsets", "--to-earliest")
+    code, out, err = run_cli(capsys, "consumers", store, "--group", "g", "--reset-offsets", "--to-earliest")
     assert code == 0 and "T" in out
     # repaired (here: removed, the broker starts on an empty table), the store takes appends again
     os.remove(path)
@@ -131,7 +108,7 @@ def test_writes_are_refused_and_change_no_byte(tmp_path: Path, capsys) -> None:
 
 def test_topic_configs_refuse_to_write_over_an_unreadable_file(tmp_path: Path) -> None:
     """The table itself refuses what would rewrite the file (``ensure``, ``save``), whoever calls it."""
-    store = _damaged_store(tmp_path)
+    store = damaged_store(tmp_path, "topics.json", DAMAGED)
     configs = TopicConfigs(str(store))
     assert configs.error is not None and configs.topics == {}
     for call in (lambda: configs.ensure("T", 0), lambda: configs.save(1), configs.dumps, configs.check):
@@ -146,7 +123,7 @@ def test_batch_cq_topics_are_unknown_only_where_batch_queues_are(tmp_path: Path,
     no topic has batch units, so none is one; with it only the file could say: the file's error, and
     ``verify`` stops on it (exit 1, naming the file) rather than report every batch message as missing
     its entry."""
-    store = _damaged_store(tmp_path)
+    store = damaged_store(tmp_path, "topics.json", DAMAGED)
     with segstore.open(store) as s:
         positions = [(m.physical_offset, m.size) for m in s.read("T", 0)]
     units = [(pos, size, 0, 0, 1) for pos, size in positions]
@@ -155,8 +132,8 @@ def test_batch_cq_topics_are_unknown_only_where_batch_queues_are(tmp_path: Path,
     with pytest.raises(CorruptDataError) as caught:
         TopicConfigs(str(store)).batch_cq_topics()
     assert caught.value.path == path
-    code, out, err = _run(capsys, "verify", store)
+    code, out, err = run_cli(capsys, "verify", store)
     assert code == 1 and err.startswith(f"{path}:{len(DAMAGED)}: expected a fastjson document")
     assert "expected an entry for the message" not in out
-    code, out, err = _run(capsys, "dump", store)     # reading needs no BatchCQ topics: the queues say
+    code, out, err = run_cli(capsys, "dump", store)     # reading needs no BatchCQ topics: the queues say
     assert code == 0 and out.count("T/0@") == 3
