@@ -242,11 +242,49 @@ def test_a_negative_index_position_is_a_mismatch_not_a_batch_read_from_the_end(t
     index.write_bytes(slots.tobytes())
     code, out, err = run(capsys, "dump", index, part / "00000000000000000073.timeindex")
     assert code == 1, err
-    assert f"Index offset: {offset}, log offset: None" in err
+    assert f"  Index offset: {offset}, log offset: -1\n" in err and "None" not in err
     assert f"offset: {offset} position: {int(slots['position'][1])}\n" in out
     assert "Traceback" not in err and "struct.error" not in err
     with pytest.raises(CorruptDataError, match="expected a batch position of at least 0"):
         codec.read_batch_header((part / "00000000000000000073.log").read_bytes(), -61)
+
+
+def test_index_findings_are_printed_after_the_dumps_as_kafka_dump_log_groups_them(tmp_path, capsys):
+    """Kafka 3.8 DumpLogSegments.main prints what dumpIndex and dumpTimeIndex found once every file is
+    dumped, on stderr: ``Mismatches in :ABSPATH`` then ``  Index offset: I, log offset: L`` per
+    entry, newest first (prepended to the list); TimeIndexDumpErrors.printErrors: ``Found timestamp
+    mismatch in :ABSPATH`` / ``  Index timestamp: ...`` and ``The following indexed offsets are not
+    found in the log.`` / ``Indexed offset: I, found log offset: L``.  A .log cut mid-batch leaves
+    entries past its end: no batch there (the offset index reads -1, the time index's "not found")."""
+    part = copy_writable(KAFKA_PART, tmp_path / "topic-0")
+    log = part / "00000000000000000073.log"
+    index, timeindex = part / "00000000000000000073.index", part / "00000000000000000073.timeindex"
+    slots = np.frombuffer(index.read_bytes(), dtype=OFFSET_ENTRY)
+    cut = int(slots["position"][2]) - 43           # inside the batch before the third entry's
+    log.write_bytes(log.read_bytes()[:cut])
+    times = np.frombuffer(timeindex.read_bytes(), dtype=[("t", ">i8"), ("r", ">i4")])
+    last_whole = max(73 + int(r) for r, p in slots.tolist() if p < cut)   # entries name their batch's last
+    lost = [73 + int(r) for r in times["r"] if 73 + int(r) > last_whole]
+    code, out, err = run(capsys, "dump", index, timeindex)
+    assert code == 1
+    entries = [f"timestamp: {int(t)} offset: {73 + int(r)}" for t, r in times.tolist()]
+    assert out.endswith("\n".join(entries) + "\n")
+    assert err.splitlines() == [
+        f"Mismatches in :{index.resolve()}",
+        *(f"  Index offset: {73 + int(r)}, log offset: -1" for r in reversed(slots["relative_offset"][2:])),
+        "The following indexed offsets are not found in the log.",
+        *(f"Indexed offset: {offset}, found log offset: -1" for offset in lost),
+    ] and lost
+    # a time-index timestamp the batch does not hold: its group names the file, two spaces per entry
+    log.write_bytes((KAFKA_PART / log.name).read_bytes())
+    data = bytearray(timeindex.read_bytes())
+    data[0:8] = struct.pack(">q", int(times["t"][0]) + 1)
+    timeindex.write_bytes(bytes(data))
+    code, _, err = run(capsys, "dump", timeindex, "--verify-index-only")
+    assert code == 1 and err.splitlines() == [
+        f"Found timestamp mismatch in :{timeindex.resolve()}",
+        f"  Index timestamp: {int(times['t'][0]) + 1}, log timestamp: {int(times['t'][0])}",
+    ]
 
 
 def test_index_sanity_check(tmp_path, capsys):

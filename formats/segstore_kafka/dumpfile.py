@@ -416,6 +416,7 @@ def dump_index(path: str, options: FileDumpOptions) -> Iterator[DumpLine]:
             yield _sanity(path, len(data), OFFSET_ENTRY.itemsize, problems)
             return
         positions = slots["position"].astype(np.int64)
+        mismatches: list[tuple[int, int | None]] = []
         with _Mapped(sibling(path, LOG_SUFFIX)) as log:
             for i in range(len(slots)):
                 offset, position = base + int(rel[i]), int(positions[i])
@@ -423,16 +424,29 @@ def dump_index(path: str, options: FileDumpOptions) -> Iterator[DumpLine]:
                     break
                 found = _last_offset_at(log, position, path)
                 if found != offset:
-                    yield DumpLine(
-                        f"Mismatches in :{path}: Index offset: {offset}, log offset: {found}",
-                        {"kind": "mismatch", "index_offset": offset, "log_offset": found},
-                        problem=True,
-                    )
+                    mismatches.append((offset, found))
                 if not options.verify_index_only:
                     yield DumpLine(
                         f"offset: {offset} position: {position}",
                         {"kind": "entry", "offset": offset, "position": position},
                     )
+    if mismatches:
+        # main prints them once every file is dumped, on stderr: a heading naming the absolute path,
+        # then each pair, newest first (each was prepended to the file's list).  No batch at the
+        # position (the tool fails there) reads -1, the tool's "not found" of dumpTimeIndex.
+        yield _finding_heading(f"Mismatches in :{os.path.abspath(path)}")
+        for offset, found in reversed(mismatches):
+            yield DumpLine(
+                f"  Index offset: {offset}, log offset: {-1 if found is None else found}",
+                {"kind": "mismatch", "index_offset": offset, "log_offset": found},
+                problem=True,
+                note=True,
+            )
+
+
+def _finding_heading(text: str) -> DumpLine:
+    """The text-only heading of a group of findings kafka-dump-log prints after every file."""
+    return DumpLine(text, note=True, json=False)
 
 
 def _last_offset_at(log: memoryview, position: int, path: str) -> int | None:
@@ -471,17 +485,31 @@ def dump_time_index(path: str, options: FileDumpOptions) -> Iterator[DumpLine]:
             index = _index_entries(index_data, OFFSET_ENTRY)
             index_offsets = base + index["relative_offset"].astype(np.int64)
             previous = NO_TIMESTAMP
+            findings: list[DumpLine] = []
             for i in range(len(slots)):
                 offset, timestamp = base + int(rel[i]), int(stamps[i])
                 if offset == base and i > 0:
                     break
-                yield from _check_time_entry(path, log, index, index_offsets, offset, timestamp, previous)
+                findings += _check_time_entry(path, log, index, index_offsets, offset, timestamp, previous)
                 if not options.verify_index_only:
                     yield DumpLine(
                         f"timestamp: {timestamp} offset: {offset}",
                         {"kind": "entry", "timestamp": timestamp, "offset": offset},
                     )
                 previous = timestamp
+    # TimeIndexDumpErrors.printErrors, once every file is dumped: the timestamp mismatches, the
+    # out-of-order timestamps (each group under a heading naming the absolute path), then the
+    # offsets not found (under a heading naming no file), each group in index order.
+    where = os.path.abspath(path)
+    for kind, heading in (
+        ("timestamp-mismatch", f"Found timestamp mismatch in :{where}"),
+        ("out-of-order", f"Found out of order timestamp in :{where}"),
+        ("offset-not-found", "The following indexed offsets are not found in the log."),
+    ):
+        group = [line for line in findings if line.data["kind"] == kind]
+        if group:
+            yield _finding_heading(heading)
+            yield from group
 
 
 def _check_time_entry(
@@ -511,22 +539,23 @@ def _check_time_entry(
             f"Indexed offset: {offset}, found log offset: {log_offset}",
             {"kind": "offset-not-found", "index_offset": offset, "log_offset": log_offset},
             problem=True,
+            note=True,
         )
         return
     max_timestamp = max((r.timestamp for r in found.records()), default=NO_TIMESTAMP)
     if max_timestamp != timestamp:
         yield DumpLine(
-            f"Found timestamp mismatch in :{path}: Index timestamp: {timestamp}, "
-            f"log timestamp: {max_timestamp}",
+            f"  Index timestamp: {timestamp}, log timestamp: {max_timestamp}",
             {"kind": "timestamp-mismatch", "index_timestamp": timestamp, "log_timestamp": max_timestamp},
             problem=True,
+            note=True,
         )
     if previous >= timestamp:
         yield DumpLine(
-            f"Found out of order timestamp in :{path}: Index timestamp: {timestamp}, "
-            f"Previously indexed timestamp: {previous}",
+            f"  Index timestamp: {timestamp}, Previously indexed timestamp: {previous}",
             {"kind": "out-of-order", "index_timestamp": timestamp, "previous_timestamp": previous},
             problem=True,
+            note=True,
         )
 
 
