@@ -581,3 +581,29 @@ def test_a_delete_horizon_prints_as_an_optional_long(tmp_path, capsys):
     assert set(horizons) <= {f"OptionalLong[{t + 100 + 86_400_000}]", "OptionalLong.empty"}
     _, whole, _ = run(capsys, "dump", logs)
     assert f"deleteHorizonMs: OptionalLong[{t + 100 + 86_400_000}]" in whole
+
+
+def test_a_legacy_message_whose_crc_fails_is_printed_invalid_not_cut_off(tmp_path, capsys):
+    """Kafka 3.8 DumpLogSegments.dumpLog prints every record of a whole v0/v1 entry with its own
+    ``isValid: ${r.isValid}`` (AbstractLegacyRecordBatch.isValid: the stored CRC against the bytes)
+    and goes on; only a torn tail is "invalid bytes at the end".  A flipped value byte was reported
+    as 38 invalid bytes (exit 1) and its record line left out."""
+    from kafka.record.legacy_records import LegacyRecordBatchBuilder
+
+    builder = LegacyRecordBatchBuilder(1, 0, 1 << 20)
+    for i in range(3):
+        builder.append(i, 1_700_000_000_000 + i, b"k%d" % i, b"v%d" % i)
+    data = bytearray(builder.build())
+    data[-1] ^= 1                                   # the last message's value: "v2" now reads "v3"
+    log = tmp_path / "00000000000000000000.log"
+    log.write_bytes(bytes(data))
+    crc = struct.unpack_from(">I", data, len(data) - 26)[0]      # the last message's stored CRC
+    code, out, err = run(capsys, "dump", log, "--print-data-log")
+    assert (code, err) == (0, "")
+    assert out.splitlines()[-2:] == [
+        f"offset: 2 position: 76 CreateTime: 1700000000002 size: 38 magic: 1 compresscodec: none crc: {crc} "
+        "isvalid: false",
+        f"| offset: 2 CreateTime: 1700000000002 keySize: 2 valueSize: 2 isValid: false crc: {crc}}} "
+        "key: k2 payload: v3",
+    ]
+    assert "isValid: true crc: " in out.splitlines()[3]

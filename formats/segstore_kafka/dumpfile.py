@@ -201,10 +201,11 @@ def _b64(data: bytes | None) -> str | None:
 
 def record_text(batch: codec.RecordBatch, record: codec.Record, *, metadata: bool = True,
                 control: str = "", payload: tuple[str | None, str | None] | None = None,
-                crc: int | None = None) -> str:
+                crc: int | None = None, crc_valid: bool = True) -> str:
     """``dumpLog``'s line of one record (Kafka 3.8 ``DumpLogSegments``): ``| offset: ... valueSize: V``,
     then ``sequence: S headerKeys: [a,b]`` (v2) or ``isValid: true crc: C}`` (v0/v1: ``crc`` the
-    message's own, :meth:`RecordBatch.records_with_crcs`; the brace is the tool's), a control record's
+    message's own, :meth:`RecordBatch.records_with_crcs`, ``crc_valid`` whether it matches, the
+    tool's ``AbstractLegacyRecordBatch.isValid``; the brace is the tool's), a control record's
     ``control`` text; then with ``payload`` (``(key, value)`` as decoded,
     data records only) ``key: K`` and `` payload: P``.  As the tool builds it: the ``| `` prefix goes
     before the first part printed other than the payload, which always follows a space, so
@@ -222,7 +223,7 @@ def record_text(batch: codec.RecordBatch, record: codec.Record, *, metadata: boo
             names = ",".join(name for name, _ in record.headers)
             out.append(f" sequence: {record.sequence} headerKeys: [{names}]")
         elif crc is not None:
-            out.append(f" isValid: true crc: {crc}}}")
+            out.append(f" isValid: {str(crc_valid).lower()} crc: {crc}}}")
         if batch.is_control:
             out.append(f" {control}")
     if payload is not None and not batch.is_control:
@@ -267,7 +268,7 @@ def control_text(record: codec.Record, data: dict[str, Any] | None = None, *, pa
 
 def _record_line(
     batch: codec.RecordBatch, record: codec.Record, options: FileDumpOptions, path: str,
-    crc: int | None = None,
+    crc: int | None = None, crc_valid: bool = True,
 ) -> DumpLine:
     """One record's line (:func:`record_text`) and its ``--json`` object."""
     key_size = -1 if record.key is None else len(record.key)
@@ -291,8 +292,10 @@ def _record_line(
     if options.print_data and not batch.is_control:
         payload = _payload(record, options, path, batch.position)
         data.update(key=payload[0], payload=payload[1])
-    return DumpLine(record_text(batch, record, metadata=metadata, control=control, payload=payload, crc=crc),
-                    data)
+    if crc is not None and metadata:
+        data["is_valid"] = crc_valid
+    return DumpLine(record_text(batch, record, metadata=metadata, control=control, payload=payload, crc=crc,
+                                crc_valid=crc_valid), data)
 
 
 def _payload(
@@ -345,11 +348,11 @@ def dump_log(path: str, options: FileDumpOptions, kind: str = "log") -> Iterator
                 valid = batch.is_valid()
                 yield DumpLine(batch_text(batch, valid_bytes, valid), _batch_data(batch, valid_bytes, valid))
                 if deep:
-                    for record, crc in batch.records_with_crcs():
+                    for record, crc, crc_valid in batch.records_with_checks():
                         if last_offset is not None and record.offset != last_offset + 1:
                             non_consecutive.append((last_offset, record.offset))
                         last_offset = record.offset
-                        yield _record_line(batch, record, options, path, crc)
+                        yield _record_line(batch, record, options, path, crc, crc_valid)
                 valid_bytes += batch.size
         except TruncatedDataError as err:
             # --max-bytes cuts batches off on purpose: the tool only reports trailing bytes without it.
