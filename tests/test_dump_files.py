@@ -607,3 +607,21 @@ def test_a_legacy_message_whose_crc_fails_is_printed_invalid_not_cut_off(tmp_pat
         "key: k2 payload: v3",
     ]
     assert "isValid: true crc: " in out.splitlines()[3]
+
+
+def test_txnindex_dump_prints_the_whole_entries_before_a_torn_tail_or_a_newer_version(tmp_path, capsys):
+    """Kafka 3.8 DumpLogSegments.dumpTxnIndex walks TransactionIndex.allAbortedTxns: whole 34-byte
+    entries only (hasNext: at least TOTAL_SIZE bytes left), throwing at an entry of a version above
+    AbortedTxn.CURRENT_VERSION (0) after printing those before it.  A torn tail printed no entry at
+    all, and a version-1 entry was printed as if it were valid."""
+    source = next(p for p in sorted(TXN_PART.glob("*.txnindex")) if p.stat().st_size >= 68)
+    path = tmp_path / source.name
+    data = source.read_bytes()[:68]
+    path.write_bytes(data + b"\x00" * 12)                       # a torn third entry
+    code, out, err = run(capsys, "dump", path)
+    assert code == 1 and [line.split()[1] for line in out.splitlines()[1:]] == ["0", "0"]
+    assert err == f"{path}:68: expected a 34-byte aborted-transaction entry, found 12 bytes\n"
+    path.write_bytes(data[:34] + b"\x00\x01" + data[36:])      # the second entry at version 1
+    code, out, err = run(capsys, "dump", path)
+    assert code == 1 and len(out.splitlines()) == 2 and out.splitlines()[1].startswith("version: 0 ")
+    assert err.startswith(f"{path}:34: expected aborted-transaction version 0 or below") and "found 1\n" in err

@@ -39,6 +39,7 @@ from .offsetindex import OFFSET_ENTRY
 from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
 from .timeindex import TIME_ENTRY
 from .txnindex import ABORTED_TXN
+from .txnindex import CURRENT_VERSION as CURRENT_TXN_VERSION
 
 SNAPSHOT_SUFFIX = snapshot.SUFFIX
 KRAFT_SNAPSHOT = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")  # Snapshots.parse: offset-epoch
@@ -563,22 +564,39 @@ def _check_time_entry(
 
 
 def dump_txn_index(path: str) -> Iterator[DumpLine]:
-    """``dumpTxnIndex``: every aborted-transaction entry."""
+    """``dumpTxnIndex``: every aborted-transaction entry, as ``TransactionIndex.allAbortedTxns``
+    iterates them: whole entries only, stopping at one of a version above ``AbortedTxn.CURRENT_VERSION``
+    (the tool throws there).  That entry, or bytes after the last whole entry (a torn append the
+    iterator passes over), are reported after the entries before them."""
+    entry_size = ABORTED_TXN.itemsize
     with _Mapped(path) as data:
-        if len(data) % ABORTED_TXN.itemsize:
-            raise CorruptDataError(
-                f"expected a multiple of {ABORTED_TXN.itemsize} bytes, found {len(data)}",
-                path,
-                len(data) - len(data) % ABORTED_TXN.itemsize,
-            )
-        for row in np.frombuffer(data, dtype=ABORTED_TXN).tolist():
-            entry = dict(zip(ABORTED_TXN.names or (), (int(v) for v in row), strict=True))
-            yield DumpLine(
-                f"version: {entry['version']} producerId: {entry['producer_id']} "
-                f"firstOffset: {entry['first_offset']} lastOffset: {entry['last_offset']} "
-                f"lastStableOffset: {entry['last_stable_offset']}",
-                {"kind": "aborted-txn", **entry},
-            )
+        size = len(data)
+        whole = size // entry_size * entry_size
+        rows = np.frombuffer(data[:whole], dtype=ABORTED_TXN).tolist()
+    for slot, row in enumerate(rows):
+        entry = dict(zip(ABORTED_TXN.names or (), (int(v) for v in row), strict=True))
+        if entry["version"] > CURRENT_TXN_VERSION:
+            pos = slot * entry_size
+            yield _problem(CorruptDataError(
+                f"expected aborted-transaction version {CURRENT_TXN_VERSION} or below "
+                f"(TransactionIndex: Unexpected aborted transaction version), found {entry['version']}",
+                path, pos))
+            return
+        yield DumpLine(
+            f"version: {entry['version']} producerId: {entry['producer_id']} "
+            f"firstOffset: {entry['first_offset']} lastOffset: {entry['last_offset']} "
+            f"lastStableOffset: {entry['last_stable_offset']}",
+            {"kind": "aborted-txn", **entry},
+        )
+    if size != whole:
+        yield _problem(TruncatedDataError(
+            f"expected a {entry_size}-byte aborted-transaction entry, found {size - whole} bytes",
+            path, whole))
+
+
+def _problem(err: SegstoreError) -> DumpLine:
+    """A finding that ends a file's dump, on stderr as ``path:pos: expected ..., found ...``."""
+    return DumpLine(str(err), {"kind": "error", "position": err.pos, "error": err.message}, problem=True)
 
 
 def dump_producer_snapshot(path: str) -> Iterator[DumpLine]:
