@@ -331,10 +331,21 @@ def test_metadata_records_by_hand():
 
 
 def test_metadata_type_names_follow_the_generator():
-    # MessageGenerator.toSnakeCase upper-cased
+    # MessageGenerator.toSnakeCase upper-cased, of each schema's "name" (MetadataRecordTypeGenerator:
+    # spec.name(), not the file's: ZkMigrationRecord.json names ZkMigrationStateRecord)
     assert it.metadata_type_name(17) == "BROKER_REGISTRATION_CHANGE_RECORD"
-    assert it.metadata_type_name(21) == "ZK_MIGRATION_RECORD"
+    assert it.metadata_type_name(21) == "ZK_MIGRATION_STATE_RECORD"
     assert it.metadata_type_name(200) == "UNKNOWN_200"
+
+
+def test_the_zk_migration_state_record_a_kraft_controller_writes_is_decoded():
+    """Kafka 3.8 ZkMigrationRecord.json: ZkMigrationStateRecord (apiKey 21, v0, flexible), one int8
+    ZkMigrationState; every KRaft cluster's first controller writes one (state 0, None), which
+    --cluster-metadata-decoder printed as ZK_MIGRATION_RECORD with its raw bytes."""
+    record = uvarint(1) + uvarint(21) + uvarint(0) + b"\x00" + uvarint(0)   # frame, key, version, state, tags
+    assert it.decode_metadata_value(record) == {
+        "type": "ZK_MIGRATION_STATE_RECORD", "version": 0, "data": {"zkMigrationState": 0}}
+    assert it.decode_metadata_value(record[:3] + b"\x03" + uvarint(0))["data"] == {"zkMigrationState": 3}
 
 
 # -- every schema, every version, against kafka-python's encoder ---------------------------------------

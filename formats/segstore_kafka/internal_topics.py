@@ -420,6 +420,8 @@ METADATA_RECORDS: dict[int, Schema] = {
             ),
         ),
         Schema("NoOpRecord", "0", "0+", api_key=20, fields=()),
+        # a KRaft cluster's first controller writes one (ZK migration state 0, None) with its first metadata
+        Schema("ZkMigrationStateRecord", "0", "0+", api_key=21, fields=(Field("ZkMigrationState", "int8"),)),
     )
     if s.api_key is not None   # every metadata record schema has one
 }
@@ -444,7 +446,7 @@ METADATA_RECORD_NAMES = {
     18: "AccessControlEntryRecord",
     19: "RemoveAccessControlEntryRecord",
     20: "NoOpRecord",
-    21: "ZkMigrationRecord",
+    21: "ZkMigrationStateRecord",     # ZkMigrationRecord.json's "name"
     22: "RemoveUserScramCredentialRecord",
     23: "BeginTransactionRecord",
     24: "EndTransactionRecord",
