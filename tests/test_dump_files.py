@@ -626,3 +626,17 @@ def test_txnindex_dump_prints_the_whole_entries_before_a_torn_tail_or_a_newer_ve
     assert code == 1 and len(out.splitlines()) == 2 and out.splitlines()[1].startswith("version: 0 ")
     assert err.startswith(f"{path}:34: expected aborted-transaction version 0 or below")
     assert err.endswith("found 1\n")
+
+
+def test_a_store_dump_with_index_prints_each_txnindex_as_its_file_dump_does(capsys):
+    """``dump PARTITION_DIR --index`` dumps each segment's index files as kafka-dump-log --files does
+    them (DumpLogSegments.dumpTxnIndex: ``Dumping X.txnindex``, then ``version: V producerId: ...``);
+    the aborted transactions came with neither the heading nor the version."""
+    code, whole, _ = run(capsys, "dump", TXN_PART, "--index")
+    assert code == 0
+    txn_files = sorted(TXN_PART.glob("*.txnindex"))
+    assert txn_files
+    for path in txn_files:
+        code, out, _ = run(capsys, "dump", path)
+        assert code == 0 and out.startswith(f"Dumping {path}\n")
+        assert out in whole
