@@ -640,3 +640,28 @@ def test_a_store_dump_with_index_prints_each_txnindex_as_its_file_dump_does(caps
         code, out, _ = run(capsys, "dump", path)
         assert code == 0 and out.startswith(f"Dumping {path}\n")
         assert out in whole
+
+
+def test_files_kafka_writes_that_the_tool_does_not_dump_are_ignored_as_kafka_dump_log_does(tmp_path, capsys):
+    """Kafka 3.8 DumpLogSegments.main dumps by the suffix after the last dot; any other (a partition's
+    ``partition.metadata``, a ``.log.deleted`` segment awaiting deletion) prints ``Dumping X``, then
+    ``Ignoring unknown file X`` on stderr, and the other files are still dumped (exit 0).  segstore
+    refused the whole command (exit 2, "expected a file of a known format"), so ``dump topic-0/*``
+    dumped nothing."""
+    part = copy_writable(KAFKA_PART, tmp_path / "topic-0")
+    (part / "partition.metadata").write_text("version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA\n")
+    log = part / "00000000000000000073.log"
+    deleted = part / "00000000000000000073.log.deleted"
+    deleted.write_bytes(log.read_bytes())
+    metadata = part / "partition.metadata"
+    code, out, err = run(capsys, "dump", metadata, log, deleted)
+    assert code == 0
+    assert out.startswith(f"Dumping {metadata}\nDumping {log}\nLog starting offset: 73\n")
+    assert out.endswith(f"Dumping {deleted}\n")
+    assert err == f"Ignoring unknown file {metadata}\nIgnoring unknown file {deleted}\n"
+    code, out, _ = run(capsys, "dump", deleted, "--json")
+    assert code == 0 and json.loads(out) == {"file": str(deleted), "format": "kafka", "file_kind": "ignored",
+                                             "kind": "ignored"}
+    (tmp_path / "notes.txt").write_text("hi")                    # not a name Kafka writes: still refused
+    code, _, err = run(capsys, "dump", tmp_path / "notes.txt")
+    assert code == 2 and "expected a file of a known format" in err

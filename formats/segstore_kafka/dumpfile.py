@@ -51,6 +51,12 @@ OFFSET_CHECKPOINTS = (
     "cleaner-offset-checkpoint",
 )
 _SEGMENT_NAME = re.compile(r"^(\d{20})(\.[a-z]+)$")
+#: Files Kafka writes beside those that kafka-dump-log's main skips with ``Ignoring unknown file X``
+#: (their suffix, from the last dot, is none of its five): a partition's ``partition.metadata``, a log
+#: dir's ``meta.properties``, and segment or snapshot files a deletion, cleaning, swap or write left
+#: with a second suffix (``.log.deleted``, ``.index.swap``, ``.checkpoint.part``, ...).
+IGNORED_NAMES = ("partition.metadata", "meta.properties")
+_SUFFIXED_SEGMENT = re.compile(r"^\d{20}(-\d{10})?\.[a-z]+\.(deleted|cleaned|swap|part|tmp)$")
 NO_TIMESTAMP = codec.NO_TIMESTAMP
 RECORD_INDENT = "|"  # DumpLogSegments.RecordIndent
 
@@ -64,7 +70,8 @@ DECODERS: dict[str, Callable[..., tuple[str | None, str | None]]] = {
 
 def file_kind(path: str) -> str | None:
     """``log``, ``index``, ``timeindex``, ``txnindex``, ``snapshot``, ``kraft-snapshot``,
-    ``leader-epoch-checkpoint`` or ``offset-checkpoint``; None for a name Kafka does not write."""
+    ``leader-epoch-checkpoint`` or ``offset-checkpoint``; ``ignored`` for a file Kafka writes that the
+    tool skips (:data:`IGNORED_NAMES`, a second suffix); None for a name Kafka does not write."""
     name = os.path.basename(path)
     if name == LEADER_EPOCH_CHECKPOINT:
         return "leader-epoch-checkpoint"
@@ -72,6 +79,8 @@ def file_kind(path: str) -> str | None:
         return "offset-checkpoint"
     if name == BOOTSTRAP_SNAPSHOT or KRAFT_SNAPSHOT.match(name):
         return "kraft-snapshot"
+    if name in IGNORED_NAMES or _SUFFIXED_SEGMENT.match(name):
+        return "ignored"
     match = _SEGMENT_NAME.match(name)
     if match is None:
         return None
@@ -113,6 +122,9 @@ def dump_file(path: str, options: FileDumpOptions) -> Iterator[DumpLine]:
                 f"epoch: {entry.epoch} startOffset: {entry.start_offset}",
                 {"epoch": entry.epoch, "start_offset": entry.start_offset},
             )
+    elif kind == "ignored":
+        # DumpLogSegments.main: System.err.println(s"Ignoring unknown file $file"), and on to the next file
+        yield DumpLine(f"Ignoring unknown file {path}", {"kind": "ignored"}, note=True)
     elif kind == "offset-checkpoint":
         for (topic, partition), offset in read_offsets(path).items():
             yield DumpLine(
