@@ -665,3 +665,27 @@ def test_files_kafka_writes_that_the_tool_does_not_dump_are_ignored_as_kafka_dum
     (tmp_path / "notes.txt").write_text("hi")                    # not a name Kafka writes: still refused
     code, _, err = run(capsys, "dump", tmp_path / "notes.txt")
     assert code == 2 and "expected a file of a known format" in err
+
+
+def test_a_batch_whose_records_do_not_decode_is_named_and_the_batches_after_it_dumped(tmp_path, capsys):
+    """A v2 batch whose frame holds (its length leads to the next batch, as FileLogInputStream.nextBatch
+    reads it) but whose records do not decode: the tool dies there (InvalidRecordException); segstore
+    said ``Found N invalid bytes at the end`` of every byte from that batch on, the next whole, valid
+    batch included.  Now the batch's problem is named, its followers dumped, and only real trailing
+    bytes are called so."""
+    first = bytearray(codec.encode_batch([(b"k", b"v", 1000), (b"k", b"v", 1001)], base_offset=0))
+    first[61] = 0x7F                                 # the first record's length varint: -64
+    second = codec.encode_batch([(b"k", b"v2", 1001)], base_offset=2)
+    log = tmp_path / "00000000000000000000.log"
+    log.write_bytes(bytes(first) + second + b"\0" * 5)
+    code, out, err = run(capsys, "dump", log, "--print-data-log")
+    assert code == 1
+    lines = out.splitlines()
+    assert lines[2].startswith("baseOffset: 0 ") and lines[2].endswith("isvalid: false")
+    assert lines[3].startswith("baseOffset: 2 lastOffset: 2 count: 1 ") and f"position: {len(first)} " in lines[3]
+    assert lines[4].endswith("key: k payload: v2") and len(lines) == 5
+    assert err.splitlines() == [
+        f"{log}:61: record 0 of 2: a length >= 0, found -64",
+        f"Found 5 invalid bytes at the end of {log.name} ({log}:{len(first) + len(second)}: expected a batch "
+        "header of at least 17 bytes, found 5)",
+    ]

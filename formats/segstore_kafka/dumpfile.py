@@ -361,7 +361,15 @@ def dump_log(path: str, options: FileDumpOptions, kind: str = "log") -> Iterator
                 valid = batch.is_valid()
                 yield DumpLine(batch_text(batch, valid_bytes, valid), _batch_data(batch, valid_bytes, valid))
                 if deep:
-                    for record, crc, crc_valid in batch.records_with_checks():
+                    try:
+                        checked = batch.records_with_checks()
+                    except CorruptDataError as err:
+                        # The batch's frame holds (its size leads to the next batch): its records do not
+                        # decode, which the tool dies on.  Said here, and the batches after it dumped,
+                        # rather than every byte from here on called invalid.
+                        yield _problem(err)
+                        checked = []
+                    for record, crc, crc_valid in checked:
                         if last_offset is not None and record.offset != last_offset + 1:
                             non_consecutive.append((last_offset, record.offset))
                         last_offset = record.offset
