@@ -569,3 +569,17 @@ def test_a_kraft_snapshot_file_is_dumped_as_a_log(tmp_path, capsys):
         'payload: {"type":"TOPIC_RECORD","version":0,"data":{"name":"orders",'
         '"topicId":"AAAAAAAAAAAAAAAAAAAAAA"}}'
     )
+
+
+def test_decoded_json_escapes_control_characters_as_jackson_does():
+    """Kafka 3.8's decoders print ``ObjectNode.toString()``: Jackson escapes a control character other
+    than \\b \\t \\n \\f \\r as ``\\u00XX`` with upper-case hex digits (CharTypes.HC); json.dumps
+    writes lower case, so an offset commit's metadata holding one printed differently.  A backslash
+    that is itself escaped is left alone."""
+    key = struct.pack(">hh", 1, 1) + b"g" + struct.pack(">h", 1) + b"t" + struct.pack(">i", 0)
+    metadata = "a\x1fb\\u001f\n"
+    value = (struct.pack(">hq", 1, 5) + struct.pack(">h", len(metadata)) + metadata.encode()
+             + struct.pack(">qq", 7, -1))
+    _key, text = it.decode_offsets(key, value, 0)
+    assert text == ('{"version":"1","data":{"offset":5,"metadata":"a\\u001Fb\\\\u001f\\n",'
+                    '"commitTimestamp":7,"expireTimestamp":-1}}')

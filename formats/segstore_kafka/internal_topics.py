@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from typing import Any
 
 from segstore.errors import CorruptDataError
@@ -472,9 +473,18 @@ def metadata_type_name(api_key: int) -> str:
     return "".join(out)
 
 
+#: A ``\uXXXX`` escape json.dumps wrote (one not itself escaped: an even run of backslashes before it).
+_HEX_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\u([0-9a-f]{4})")
+
+
 def _json(obj: Any) -> str:
-    """Compact JSON as Jackson's ``JsonNode.toString`` writes it (no spaces, insertion order)."""
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    r"""Compact JSON as Jackson's ``JsonNode.toString`` writes it (no spaces, insertion order; a control
+    character other than ``\b \t \n \f \r`` as ``\u001F``, upper-case hex: Jackson's ``CharTypes``
+    hex digits, where json.dumps writes ``\u001f``)."""
+    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    if "\\u" not in text:
+        return text
+    return _HEX_ESCAPE.sub(lambda m: f"{m.group(1)}\\u{m.group(2).upper()}", text)
 
 
 def _versioned(buf: bytes, what: str, path: str, pos: int) -> tuple[int, memoryview]:
