@@ -270,7 +270,7 @@ def test_index_findings_are_printed_after_the_dumps_as_kafka_dump_log_groups_the
     entries = [f"timestamp: {int(t)} offset: {73 + int(r)}" for t, r in times.tolist()]
     assert out.endswith("\n".join(entries) + "\n")
     assert err.splitlines() == [
-        f"Mismatches in :{index.resolve()}",
+        f"Mismatches in :{index}",
         *(f"  Index offset: {73 + int(r)}, log offset: -1" for r in reversed(slots["relative_offset"][2:])),
         "The following indexed offsets are not found in the log.",
         *(f"Indexed offset: {offset}, found log offset: -1" for offset in lost),
@@ -282,7 +282,7 @@ def test_index_findings_are_printed_after_the_dumps_as_kafka_dump_log_groups_the
     timeindex.write_bytes(bytes(data))
     code, _, err = run(capsys, "dump", timeindex, "--verify-index-only")
     assert code == 1 and err.splitlines() == [
-        f"Found timestamp mismatch in :{timeindex.resolve()}",
+        f"Found timestamp mismatch in :{timeindex}",
         f"  Index timestamp: {int(times['t'][0]) + 1}, log timestamp: {int(times['t'][0])}",
     ]
 
@@ -690,3 +690,20 @@ def test_a_batch_whose_records_do_not_decode_is_named_and_the_batches_after_it_d
         f"Found 5 invalid bytes at the end of {log.name} ({log}:{len(first) + len(second)}: expected a batch "
         "header of at least 17 bytes, found 5)",
     ]
+
+
+def test_findings_name_the_file_as_java_s_get_absolute_path_does(tmp_path, capsys, monkeypatch):
+    """DumpLogSegments keys its findings by ``File.getAbsolutePath``: the working directory joined to
+    the path as typed, ``./`` and ``../`` kept (only repeated slashes dropped); ``os.path.abspath``
+    folded them, so ``--files ./X.log`` headed its non-consecutive offsets with another path."""
+    log = tmp_path / "sub" / "00000000000000000000.log"
+    log.parent.mkdir()
+    log.write_bytes(codec.encode_batch([(b"k", b"v", 1000), (b"k", b"w", 1001)], base_offset=0,
+                                       offset_deltas=[0, 2]))
+    (tmp_path / "other").mkdir()
+    monkeypatch.chdir(tmp_path / "other")
+    typed = "./..//sub/00000000000000000000.log"
+    code, _, err = run(capsys, "dump", typed, "--deep-iteration")
+    assert code == 0
+    assert err == f"Non-consecutive offsets in {tmp_path}/other/./../sub/00000000000000000000.log\n" \
+                  "  0 is followed by 2\n"

@@ -93,6 +93,21 @@ def file_kind(path: str) -> str | None:
     }.get(match.group(2))
 
 
+def java_absolute_path(path: str) -> str:
+    """``new java.io.File(path).getAbsolutePath()`` on Unix, as the tool names files in its findings:
+    the path with repeated and trailing slashes dropped (``UnixFileSystem.normalize``), after the
+    working directory when relative; ``.`` and ``..`` are kept (``os.path.abspath`` folds them)."""
+    name = re.sub(r"/{2,}", "/", path)
+    if len(name) > 1:
+        name = name.rstrip("/")
+    if name.startswith("/"):
+        return name
+    cwd = os.getcwd()
+    if not name:
+        return cwd
+    return cwd + name if cwd.endswith("/") else f"{cwd}/{name}"
+
+
 def base_offset(path: str) -> int:
     """The offset a segment file's name stands for (its 20 digits)."""
     return int(os.path.basename(path).split(".")[0].split("-")[0])
@@ -392,7 +407,7 @@ def dump_log(path: str, options: FileDumpOptions, kind: str = "log") -> Iterator
         # DumpLogSegments prints these after every file, on stderr, by absolute path, each pair prepended
         # to its list (so newest first), and still exits 0: a compacted log has gaps by design.
         yield DumpLine(
-            f"Non-consecutive offsets in {os.path.abspath(path)}",
+            f"Non-consecutive offsets in {java_absolute_path(path)}",
             {"kind": "non-consecutive", "pairs": non_consecutive},
             note=True,
         )
@@ -458,7 +473,7 @@ def dump_index(path: str, options: FileDumpOptions) -> Iterator[DumpLine]:
         # main prints them once every file is dumped, on stderr: a heading naming the absolute path,
         # then each pair, newest first (each was prepended to the file's list).  No batch at the
         # position (the tool fails there) reads -1, the tool's "not found" of dumpTimeIndex.
-        yield _finding_heading(f"Mismatches in :{os.path.abspath(path)}")
+        yield _finding_heading(f"Mismatches in :{java_absolute_path(path)}")
         for offset, found in reversed(mismatches):
             yield DumpLine(
                 f"  Index offset: {offset}, log offset: {-1 if found is None else found}",
@@ -524,7 +539,7 @@ def dump_time_index(path: str, options: FileDumpOptions) -> Iterator[DumpLine]:
     # TimeIndexDumpErrors.printErrors, once every file is dumped: the timestamp mismatches, the
     # out-of-order timestamps (each group under a heading naming the absolute path), then the
     # offsets not found (under a heading naming no file), each group in index order.
-    where = os.path.abspath(path)
+    where = java_absolute_path(path)
     for kind, heading in (
         ("timestamp-mismatch", f"Found timestamp mismatch in :{where}"),
         ("out-of-order", f"Found out of order timestamp in :{where}"),
