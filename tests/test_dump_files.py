@@ -391,6 +391,12 @@ def test_snapshot_file_dump_prints_each_producer(tmp_path, capsys):
     (tmp_path / "00000000000000000121.snapshot").write_bytes(struct.pack(">hI", 1, 12345) + body)
     code, _, err = run(capsys, "dump", tmp_path / "00000000000000000121.snapshot")
     assert code == 1 and "expected CRC 12345 (stored)" in err and "Traceback" not in err
+    # dumpProducerIdSnapshot catches CorruptSnapshotException, prints its message and goes on to the
+    # next file: the files named after a bad snapshot were not dumped at all
+    code, out, err = run(capsys, "dump", tmp_path / "00000000000000000121.snapshot",
+                         KAFKA_PART / "00000000000000000073.log")
+    assert code == 1 and "expected CRC 12345 (stored)" in err
+    assert f"Dumping {KAFKA_PART / '00000000000000000073.log'}\nLog starting offset: 73\nbaseOffset: " in out
 
 
 # -- RocketMQ single files ----------------------------------------------------------------------

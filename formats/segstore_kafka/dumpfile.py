@@ -635,8 +635,14 @@ def _problem(err: SegstoreError) -> DumpLine:
 
 
 def dump_producer_snapshot(path: str) -> Iterator[DumpLine]:
-    """``dumpProducerIdSnapshot``: one line per producer entry of a ``.snapshot``."""
-    with _Mapped(path) as data:
-        entries = snapshot.entry_dicts(snapshot.read_snapshot(data, path=path))
+    """``dumpProducerIdSnapshot``: one line per producer entry of a ``.snapshot``.  One that
+    ``ProducerStateManager.readSnapshot`` refuses (version, CRC, schema) is said on stderr and the
+    dump goes on to the next file, as the tool catches ``CorruptSnapshotException``."""
+    try:
+        with _Mapped(path) as data:
+            entries = snapshot.entry_dicts(snapshot.read_snapshot(data, path=path))
+    except CorruptDataError as err:        # TruncatedDataError too
+        yield _problem(err)
+        return
     for entry in entries:
         yield DumpLine(snapshot.entry_line(entry), {"kind": "producer", **entry})
