@@ -242,11 +242,49 @@ def test_a_negative_index_position_is_a_mismatch_not_a_batch_read_from_the_end(t
     index.write_bytes(slots.tobytes())
     code, out, err = run(capsys, "dump", index, part / "00000000000000000073.timeindex")
     assert code == 1, err
-    assert f"Index offset: {offset}, log offset: None" in err
+    assert f"  Index offset: {offset}, log offset: -1\n" in err and "None" not in err
     assert f"offset: {offset} position: {int(slots['position'][1])}\n" in out
     assert "Traceback" not in err and "struct.error" not in err
     with pytest.raises(CorruptDataError, match="expected a batch position of at least 0"):
         codec.read_batch_header((part / "00000000000000000073.log").read_bytes(), -61)
+
+
+def test_index_findings_are_printed_after_the_dumps_as_kafka_dump_log_groups_them(tmp_path, capsys):
+    """Kafka 3.8 DumpLogSegments.main prints what dumpIndex and dumpTimeIndex found once every file is
+    dumped, on stderr: ``Mismatches in :ABSPATH`` then ``  Index offset: I, log offset: L`` per
+    entry, newest first (prepended to the list); TimeIndexDumpErrors.printErrors: ``Found timestamp
+    mismatch in :ABSPATH`` / ``  Index timestamp: ...`` and ``The following indexed offsets are not
+    found in the log.`` / ``Indexed offset: I, found log offset: L``.  A .log cut mid-batch leaves
+    entries past its end: no batch there (the offset index reads -1, the time index's "not found")."""
+    part = copy_writable(KAFKA_PART, tmp_path / "topic-0")
+    log = part / "00000000000000000073.log"
+    index, timeindex = part / "00000000000000000073.index", part / "00000000000000000073.timeindex"
+    slots = np.frombuffer(index.read_bytes(), dtype=OFFSET_ENTRY)
+    cut = int(slots["position"][2]) - 43           # inside the batch before the third entry's
+    log.write_bytes(log.read_bytes()[:cut])
+    times = np.frombuffer(timeindex.read_bytes(), dtype=[("t", ">i8"), ("r", ">i4")])
+    last_whole = max(73 + int(r) for r, p in slots.tolist() if p < cut)   # entries name their batch's last
+    lost = [73 + int(r) for r in times["r"] if 73 + int(r) > last_whole]
+    code, out, err = run(capsys, "dump", index, timeindex)
+    assert code == 1
+    entries = [f"timestamp: {int(t)} offset: {73 + int(r)}" for t, r in times.tolist()]
+    assert out.endswith("\n".join(entries) + "\n")
+    assert err.splitlines() == [
+        f"Mismatches in :{index}",
+        *(f"  Index offset: {73 + int(r)}, log offset: -1" for r in reversed(slots["relative_offset"][2:])),
+        "The following indexed offsets are not found in the log.",
+        *(f"Indexed offset: {offset}, found log offset: -1" for offset in lost),
+    ] and lost
+    # a time-index timestamp the batch does not hold: its group names the file, two spaces per entry
+    log.write_bytes((KAFKA_PART / log.name).read_bytes())
+    data = bytearray(timeindex.read_bytes())
+    data[0:8] = struct.pack(">q", int(times["t"][0]) + 1)
+    timeindex.write_bytes(bytes(data))
+    code, _, err = run(capsys, "dump", timeindex, "--verify-index-only")
+    assert code == 1 and err.splitlines() == [
+        f"Found timestamp mismatch in :{timeindex}",
+        f"  Index timestamp: {int(times['t'][0]) + 1}, log timestamp: {int(times['t'][0])}",
+    ]
 
 
 def test_index_sanity_check(tmp_path, capsys):
@@ -353,6 +391,12 @@ def test_snapshot_file_dump_prints_each_producer(tmp_path, capsys):
     (tmp_path / "00000000000000000121.snapshot").write_bytes(struct.pack(">hI", 1, 12345) + body)
     code, _, err = run(capsys, "dump", tmp_path / "00000000000000000121.snapshot")
     assert code == 1 and "expected CRC 12345 (stored)" in err and "Traceback" not in err
+    # dumpProducerIdSnapshot catches CorruptSnapshotException, prints its message and goes on to the
+    # next file: the files named after a bad snapshot were not dumped at all
+    code, out, err = run(capsys, "dump", tmp_path / "00000000000000000121.snapshot",
+                         KAFKA_PART / "00000000000000000073.log")
+    assert code == 1 and "expected CRC 12345 (stored)" in err
+    assert f"Dumping {KAFKA_PART / '00000000000000000073.log'}\nLog starting offset: 73\nbaseOffset: " in out
 
 
 # -- RocketMQ single files ----------------------------------------------------------------------
@@ -543,3 +587,129 @@ def test_a_delete_horizon_prints_as_an_optional_long(tmp_path, capsys):
     assert set(horizons) <= {f"OptionalLong[{t + 100 + 86_400_000}]", "OptionalLong.empty"}
     _, whole, _ = run(capsys, "dump", logs)
     assert f"deleteHorizonMs: OptionalLong[{t + 100 + 86_400_000}]" in whole
+
+
+def test_a_legacy_message_whose_crc_fails_is_printed_invalid_not_cut_off(tmp_path, capsys):
+    """Kafka 3.8 DumpLogSegments.dumpLog prints every record of a whole v0/v1 entry with its own
+    ``isValid: ${r.isValid}`` (AbstractLegacyRecordBatch.isValid: the stored CRC against the bytes)
+    and goes on; only a torn tail is "invalid bytes at the end".  A flipped value byte was reported
+    as 38 invalid bytes (exit 1) and its record line left out."""
+    from kafka.record.legacy_records import LegacyRecordBatchBuilder
+
+    builder = LegacyRecordBatchBuilder(1, 0, 1 << 20)
+    for i in range(3):
+        builder.append(i, 1_700_000_000_000 + i, b"k%d" % i, b"v%d" % i)
+    data = bytearray(builder.build())
+    data[-1] ^= 1                                   # the last message's value: "v2" now reads "v3"
+    log = tmp_path / "00000000000000000000.log"
+    log.write_bytes(bytes(data))
+    crc = struct.unpack_from(">I", data, len(data) - 26)[0]      # the last message's stored CRC
+    code, out, err = run(capsys, "dump", log, "--print-data-log")
+    assert (code, err) == (0, "")
+    assert out.splitlines()[-2:] == [
+        f"offset: 2 position: 76 CreateTime: 1700000000002 size: 38 magic: 1 compresscodec: none crc: {crc} "
+        "isvalid: false",
+        f"| offset: 2 CreateTime: 1700000000002 keySize: 2 valueSize: 2 isValid: false crc: {crc}}} "
+        "key: k2 payload: v3",
+    ]
+    assert "isValid: true crc: " in out.splitlines()[3]
+
+
+def test_txnindex_dump_prints_the_whole_entries_before_a_torn_tail_or_a_newer_version(tmp_path, capsys):
+    """Kafka 3.8 DumpLogSegments.dumpTxnIndex walks TransactionIndex.allAbortedTxns: whole 34-byte
+    entries only (hasNext: at least TOTAL_SIZE bytes left), throwing at an entry of a version above
+    AbortedTxn.CURRENT_VERSION (0) after printing those before it.  A torn tail printed no entry at
+    all, and a version-1 entry was printed as if it were valid."""
+    source = next(p for p in sorted(TXN_PART.glob("*.txnindex")) if p.stat().st_size >= 68)
+    path = tmp_path / source.name
+    data = source.read_bytes()[:68]
+    path.write_bytes(data + b"\x00" * 12)                       # a torn third entry
+    code, out, err = run(capsys, "dump", path)
+    assert code == 1 and [line.split()[1] for line in out.splitlines()[1:]] == ["0", "0"]
+    assert err == f"{path}:68: expected a 34-byte aborted-transaction entry, found 12 bytes\n"
+    path.write_bytes(data[:34] + b"\x00\x01" + data[36:])      # the second entry at version 1
+    code, out, err = run(capsys, "dump", path)
+    assert code == 1 and len(out.splitlines()) == 2 and out.splitlines()[1].startswith("version: 0 ")
+    assert err.startswith(f"{path}:34: expected aborted-transaction version 0 or below")
+    assert err.endswith("found 1\n")
+
+
+def test_a_store_dump_with_index_prints_each_txnindex_as_its_file_dump_does(capsys):
+    """``dump PARTITION_DIR --index`` dumps each segment's index files as kafka-dump-log --files does
+    them (DumpLogSegments.dumpTxnIndex: ``Dumping X.txnindex``, then ``version: V producerId: ...``);
+    the aborted transactions came with neither the heading nor the version."""
+    code, whole, _ = run(capsys, "dump", TXN_PART, "--index")
+    assert code == 0
+    txn_files = sorted(TXN_PART.glob("*.txnindex"))
+    assert txn_files
+    for path in txn_files:
+        code, out, _ = run(capsys, "dump", path)
+        assert code == 0 and out.startswith(f"Dumping {path}\n")
+        assert out in whole
+
+
+def test_files_kafka_writes_that_the_tool_does_not_dump_are_ignored_as_kafka_dump_log_does(tmp_path, capsys):
+    """Kafka 3.8 DumpLogSegments.main dumps by the suffix after the last dot; any other (a partition's
+    ``partition.metadata``, a ``.log.deleted`` segment awaiting deletion) prints ``Dumping X``, then
+    ``Ignoring unknown file X`` on stderr, and the other files are still dumped (exit 0).  segstore
+    refused the whole command (exit 2, "expected a file of a known format"), so ``dump topic-0/*``
+    dumped nothing."""
+    part = copy_writable(KAFKA_PART, tmp_path / "topic-0")
+    (part / "partition.metadata").write_text("version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA\n")
+    log = part / "00000000000000000073.log"
+    deleted = part / "00000000000000000073.log.deleted"
+    deleted.write_bytes(log.read_bytes())
+    metadata = part / "partition.metadata"
+    code, out, err = run(capsys, "dump", metadata, log, deleted)
+    assert code == 0
+    assert out.startswith(f"Dumping {metadata}\nDumping {log}\nLog starting offset: 73\n")
+    assert out.endswith(f"Dumping {deleted}\n")
+    assert err == f"Ignoring unknown file {metadata}\nIgnoring unknown file {deleted}\n"
+    code, out, _ = run(capsys, "dump", deleted, "--json")
+    assert code == 0 and json.loads(out) == {"file": str(deleted), "format": "kafka", "file_kind": "ignored",
+                                             "kind": "ignored"}
+    (tmp_path / "notes.txt").write_text("hi")                    # not a name Kafka writes: still refused
+    code, _, err = run(capsys, "dump", tmp_path / "notes.txt")
+    assert code == 2 and "expected a file of a known format" in err
+
+
+def test_a_batch_whose_records_do_not_decode_is_named_and_the_batches_after_it_dumped(tmp_path, capsys):
+    """A v2 batch whose frame holds (its length leads to the next batch, as FileLogInputStream.nextBatch
+    reads it) but whose records do not decode: the tool dies there (InvalidRecordException); segstore
+    said ``Found N invalid bytes at the end`` of every byte from that batch on, the next whole, valid
+    batch included.  Now the batch's problem is named, its followers dumped, and only real trailing
+    bytes are called so."""
+    first = bytearray(codec.encode_batch([(b"k", b"v", 1000), (b"k", b"v", 1001)], base_offset=0))
+    first[61] = 0x7F                                 # the first record's length varint: -64
+    second = codec.encode_batch([(b"k", b"v2", 1001)], base_offset=2)
+    log = tmp_path / "00000000000000000000.log"
+    log.write_bytes(bytes(first) + second + b"\0" * 5)
+    code, out, err = run(capsys, "dump", log, "--print-data-log")
+    assert code == 1
+    lines = out.splitlines()
+    assert lines[2].startswith("baseOffset: 0 ") and lines[2].endswith("isvalid: false")
+    assert lines[3].startswith("baseOffset: 2 lastOffset: 2 count: 1 ")
+    assert f"position: {len(first)} " in lines[3]
+    assert lines[4].endswith("key: k payload: v2") and len(lines) == 5
+    assert err.splitlines() == [
+        f"{log}:61: record 0 of 2: a length >= 0, found -64",
+        f"Found 5 invalid bytes at the end of {log.name} ({log}:{len(first) + len(second)}: expected a batch "
+        "header of at least 17 bytes, found 5)",
+    ]
+
+
+def test_findings_name_the_file_as_java_s_get_absolute_path_does(tmp_path, capsys, monkeypatch):
+    """DumpLogSegments keys its findings by ``File.getAbsolutePath``: the working directory joined to
+    the path as typed, ``./`` and ``../`` kept (only repeated slashes dropped); ``os.path.abspath``
+    folded them, so ``--files ./X.log`` headed its non-consecutive offsets with another path."""
+    log = tmp_path / "sub" / "00000000000000000000.log"
+    log.parent.mkdir()
+    log.write_bytes(codec.encode_batch([(b"k", b"v", 1000), (b"k", b"w", 1001)], base_offset=0,
+                                       offset_deltas=[0, 2]))
+    (tmp_path / "other").mkdir()
+    monkeypatch.chdir(tmp_path / "other")
+    typed = "./..//sub/00000000000000000000.log"
+    code, _, err = run(capsys, "dump", typed, "--deep-iteration")
+    assert code == 0
+    assert err == f"Non-consecutive offsets in {tmp_path}/other/./../sub/00000000000000000000.log\n" \
+                  "  0 is followed by 2\n"

@@ -331,10 +331,21 @@ def test_metadata_records_by_hand():
 
 
 def test_metadata_type_names_follow_the_generator():
-    # MessageGenerator.toSnakeCase upper-cased
+    # MessageGenerator.toSnakeCase upper-cased, of each schema's "name" (MetadataRecordTypeGenerator:
+    # spec.name(), not the file's: ZkMigrationRecord.json names ZkMigrationStateRecord)
     assert it.metadata_type_name(17) == "BROKER_REGISTRATION_CHANGE_RECORD"
-    assert it.metadata_type_name(21) == "ZK_MIGRATION_RECORD"
+    assert it.metadata_type_name(21) == "ZK_MIGRATION_STATE_RECORD"
     assert it.metadata_type_name(200) == "UNKNOWN_200"
+
+
+def test_the_zk_migration_state_record_a_kraft_controller_writes_is_decoded():
+    """Kafka 3.8 ZkMigrationRecord.json: ZkMigrationStateRecord (apiKey 21, v0, flexible), one int8
+    ZkMigrationState; every KRaft cluster's first controller writes one (state 0, None), which
+    --cluster-metadata-decoder printed as ZK_MIGRATION_RECORD with its raw bytes."""
+    record = uvarint(1) + uvarint(21) + uvarint(0) + b"\x00" + uvarint(0)   # frame, key, version, state, tags
+    assert it.decode_metadata_value(record) == {
+        "type": "ZK_MIGRATION_STATE_RECORD", "version": 0, "data": {"zkMigrationState": 0}}
+    assert it.decode_metadata_value(record[:3] + b"\x03" + uvarint(0))["data"] == {"zkMigrationState": 3}
 
 
 # -- every schema, every version, against kafka-python's encoder ---------------------------------------
@@ -558,3 +569,17 @@ def test_a_kraft_snapshot_file_is_dumped_as_a_log(tmp_path, capsys):
         'payload: {"type":"TOPIC_RECORD","version":0,"data":{"name":"orders",'
         '"topicId":"AAAAAAAAAAAAAAAAAAAAAA"}}'
     )
+
+
+def test_decoded_json_escapes_control_characters_as_jackson_does():
+    """Kafka 3.8's decoders print ``ObjectNode.toString()``: Jackson escapes a control character other
+    than \\b \\t \\n \\f \\r as ``\\u00XX`` with upper-case hex digits (CharTypes.HC); json.dumps
+    writes lower case, so an offset commit's metadata holding one printed differently.  A backslash
+    that is itself escaped is left alone."""
+    key = struct.pack(">hh", 1, 1) + b"g" + struct.pack(">h", 1) + b"t" + struct.pack(">i", 0)
+    metadata = "a\x1fb\\u001f\n"
+    value = (struct.pack(">hq", 1, 5) + struct.pack(">h", len(metadata)) + metadata.encode()
+             + struct.pack(">qq", 7, -1))
+    _key, text = it.decode_offsets(key, value, 0)
+    assert text == ('{"version":"1","data":{"offset":5,"metadata":"a\\u001Fb\\\\u001f\\n",'
+                    '"commitTimestamp":7,"expireTimestamp":-1}}')

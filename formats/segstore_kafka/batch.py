@@ -487,7 +487,9 @@ class RecordBatch:
     def _legacy_messages(self) -> list:
         messages = self.legacy_messages
         if messages is None:
-            messages = legacy.messages(self.data, path=self.path, base_pos=self.position)
+            # An uncompressed entry is its own message: iter_batches checked its CRC where asked to (as
+            # for v2, reading the records checks none; a dump of a file read unchecked shows it invalid).
+            messages = legacy.messages(self.data, path=self.path, base_pos=self.position, check_crc=False)
         return messages
 
     def _legacy_records(self) -> list[Record]:
@@ -501,6 +503,14 @@ class RecordBatch:
         if self.magic >= MAGIC_V2:
             return [(record, None) for record in records]
         return list(zip(records, [m.crc for m in self._legacy_messages()], strict=True))
+
+    def records_with_checks(self) -> list[tuple[Record, int | None, bool]]:
+        """:meth:`records_with_crcs`, each also with whether its v0/v1 message's CRC matches its bytes
+        (True for v2, whose batch holds the CRC): ``kafka-dump-log``'s ``isValid`` per legacy record."""
+        if self.magic >= MAGIC_V2:
+            return [(record, None, True) for record in self.records()]
+        messages = self._legacy_messages()
+        return [(record, m.crc, m.valid) for record, m in zip(self.records(), messages, strict=True)]
 
     def control_type(self) -> str | None:
         """``"COMMIT"``/``"ABORT"`` (or another control type name) of a control batch, else None."""

@@ -39,6 +39,7 @@ from .offsetindex import OFFSET_ENTRY
 from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
 from .timeindex import TIME_ENTRY
 from .txnindex import ABORTED_TXN
+from .txnindex import CURRENT_VERSION as CURRENT_TXN_VERSION
 
 SNAPSHOT_SUFFIX = snapshot.SUFFIX
 KRAFT_SNAPSHOT = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")  # Snapshots.parse: offset-epoch
@@ -50,6 +51,12 @@ OFFSET_CHECKPOINTS = (
     "cleaner-offset-checkpoint",
 )
 _SEGMENT_NAME = re.compile(r"^(\d{20})(\.[a-z]+)$")
+#: Files Kafka writes beside those that kafka-dump-log's main skips with ``Ignoring unknown file X``
+#: (their suffix, from the last dot, is none of its five): a partition's ``partition.metadata``, a log
+#: dir's ``meta.properties``, and segment or snapshot files a deletion, cleaning, swap or write left
+#: with a second suffix (``.log.deleted``, ``.index.swap``, ``.checkpoint.part``, ...).
+IGNORED_NAMES = ("partition.metadata", "meta.properties")
+_SUFFIXED_SEGMENT = re.compile(r"^\d{20}(-\d{10})?\.[a-z]+\.(deleted|cleaned|swap|part|tmp)$")
 NO_TIMESTAMP = codec.NO_TIMESTAMP
 RECORD_INDENT = "|"  # DumpLogSegments.RecordIndent
 
@@ -63,7 +70,8 @@ DECODERS: dict[str, Callable[..., tuple[str | None, str | None]]] = {
 
 def file_kind(path: str) -> str | None:
     """``log``, ``index``, ``timeindex``, ``txnindex``, ``snapshot``, ``kraft-snapshot``,
-    ``leader-epoch-checkpoint`` or ``offset-checkpoint``; None for a name Kafka does not write."""
+    ``leader-epoch-checkpoint`` or ``offset-checkpoint``; ``ignored`` for a file Kafka writes that the
+    tool skips (:data:`IGNORED_NAMES`, a second suffix); None for a name Kafka does not write."""
     name = os.path.basename(path)
     if name == LEADER_EPOCH_CHECKPOINT:
         return "leader-epoch-checkpoint"
@@ -71,6 +79,8 @@ def file_kind(path: str) -> str | None:
         return "offset-checkpoint"
     if name == BOOTSTRAP_SNAPSHOT or KRAFT_SNAPSHOT.match(name):
         return "kraft-snapshot"
+    if name in IGNORED_NAMES or _SUFFIXED_SEGMENT.match(name):
+        return "ignored"
     match = _SEGMENT_NAME.match(name)
     if match is None:
         return None
@@ -81,6 +91,21 @@ def file_kind(path: str) -> str | None:
         TXN_INDEX_SUFFIX: "txnindex",
         SNAPSHOT_SUFFIX: "snapshot",
     }.get(match.group(2))
+
+
+def java_absolute_path(path: str) -> str:
+    """``new java.io.File(path).getAbsolutePath()`` on Unix, as the tool names files in its findings:
+    the path with repeated and trailing slashes dropped (``UnixFileSystem.normalize``), after the
+    working directory when relative; ``.`` and ``..`` are kept (``os.path.abspath`` folds them)."""
+    name = re.sub(r"/{2,}", "/", path)
+    if len(name) > 1:
+        name = name.rstrip("/")
+    if name.startswith("/"):
+        return name
+    cwd = os.getcwd()
+    if not name:
+        return cwd
+    return cwd + name if cwd.endswith("/") else f"{cwd}/{name}"
 
 
 def base_offset(path: str) -> int:
@@ -112,6 +137,9 @@ def dump_file(path: str, options: FileDumpOptions) -> Iterator[DumpLine]:
                 f"epoch: {entry.epoch} startOffset: {entry.start_offset}",
                 {"epoch": entry.epoch, "start_offset": entry.start_offset},
             )
+    elif kind == "ignored":
+        # DumpLogSegments.main: System.err.println(s"Ignoring unknown file $file"), and on to the next file
+        yield DumpLine(f"Ignoring unknown file {path}", {"kind": "ignored"}, note=True)
     elif kind == "offset-checkpoint":
         for (topic, partition), offset in read_offsets(path).items():
             yield DumpLine(
@@ -201,10 +229,11 @@ def _b64(data: bytes | None) -> str | None:
 
 def record_text(batch: codec.RecordBatch, record: codec.Record, *, metadata: bool = True,
                 control: str = "", payload: tuple[str | None, str | None] | None = None,
-                crc: int | None = None) -> str:
+                crc: int | None = None, crc_valid: bool = True) -> str:
     """``dumpLog``'s line of one record (Kafka 3.8 ``DumpLogSegments``): ``| offset: ... valueSize: V``,
     then ``sequence: S headerKeys: [a,b]`` (v2) or ``isValid: true crc: C}`` (v0/v1: ``crc`` the
-    message's own, :meth:`RecordBatch.records_with_crcs`; the brace is the tool's), a control record's
+    message's own, :meth:`RecordBatch.records_with_crcs`, ``crc_valid`` whether it matches, the
+    tool's ``AbstractLegacyRecordBatch.isValid``; the brace is the tool's), a control record's
     ``control`` text; then with ``payload`` (``(key, value)`` as decoded,
     data records only) ``key: K`` and `` payload: P``.  As the tool builds it: the ``| `` prefix goes
     before the first part printed other than the payload, which always follows a space, so
@@ -222,7 +251,7 @@ def record_text(batch: codec.RecordBatch, record: codec.Record, *, metadata: boo
             names = ",".join(name for name, _ in record.headers)
             out.append(f" sequence: {record.sequence} headerKeys: [{names}]")
         elif crc is not None:
-            out.append(f" isValid: true crc: {crc}}}")
+            out.append(f" isValid: {str(crc_valid).lower()} crc: {crc}}}")
         if batch.is_control:
             out.append(f" {control}")
     if payload is not None and not batch.is_control:
@@ -267,7 +296,7 @@ def control_text(record: codec.Record, data: dict[str, Any] | None = None, *, pa
 
 def _record_line(
     batch: codec.RecordBatch, record: codec.Record, options: FileDumpOptions, path: str,
-    crc: int | None = None,
+    crc: int | None = None, crc_valid: bool = True,
 ) -> DumpLine:
     """One record's line (:func:`record_text`) and its ``--json`` object."""
     key_size = -1 if record.key is None else len(record.key)
@@ -291,8 +320,10 @@ def _record_line(
     if options.print_data and not batch.is_control:
         payload = _payload(record, options, path, batch.position)
         data.update(key=payload[0], payload=payload[1])
-    return DumpLine(record_text(batch, record, metadata=metadata, control=control, payload=payload, crc=crc),
-                    data)
+    if crc is not None and metadata:
+        data["is_valid"] = crc_valid
+    return DumpLine(record_text(batch, record, metadata=metadata, control=control, payload=payload, crc=crc,
+                                crc_valid=crc_valid), data)
 
 
 def _payload(
@@ -345,11 +376,19 @@ def dump_log(path: str, options: FileDumpOptions, kind: str = "log") -> Iterator
                 valid = batch.is_valid()
                 yield DumpLine(batch_text(batch, valid_bytes, valid), _batch_data(batch, valid_bytes, valid))
                 if deep:
-                    for record, crc in batch.records_with_crcs():
+                    try:
+                        checked = batch.records_with_checks()
+                    except CorruptDataError as err:
+                        # The batch's frame holds (its size leads to the next batch): its records do not
+                        # decode, which the tool dies on.  Said here, and the batches after it dumped,
+                        # rather than every byte from here on called invalid.
+                        yield _problem(err)
+                        checked = []
+                    for record, crc, crc_valid in checked:
                         if last_offset is not None and record.offset != last_offset + 1:
                             non_consecutive.append((last_offset, record.offset))
                         last_offset = record.offset
-                        yield _record_line(batch, record, options, path, crc)
+                        yield _record_line(batch, record, options, path, crc, crc_valid)
                 valid_bytes += batch.size
         except TruncatedDataError as err:
             # --max-bytes cuts batches off on purpose: the tool only reports trailing bytes without it.
@@ -368,7 +407,7 @@ def dump_log(path: str, options: FileDumpOptions, kind: str = "log") -> Iterator
         # DumpLogSegments prints these after every file, on stderr, by absolute path, each pair prepended
         # to its list (so newest first), and still exits 0: a compacted log has gaps by design.
         yield DumpLine(
-            f"Non-consecutive offsets in {os.path.abspath(path)}",
+            f"Non-consecutive offsets in {java_absolute_path(path)}",
             {"kind": "non-consecutive", "pairs": non_consecutive},
             note=True,
         )
@@ -416,6 +455,7 @@ def dump_index(path: str, options: FileDumpOptions) -> Iterator[DumpLine]:
             yield _sanity(path, len(data), OFFSET_ENTRY.itemsize, problems)
             return
         positions = slots["position"].astype(np.int64)
+        mismatches: list[tuple[int, int | None]] = []
         with _Mapped(sibling(path, LOG_SUFFIX)) as log:
             for i in range(len(slots)):
                 offset, position = base + int(rel[i]), int(positions[i])
@@ -423,16 +463,29 @@ def dump_index(path: str, options: FileDumpOptions) -> Iterator[DumpLine]:
                     break
                 found = _last_offset_at(log, position, path)
                 if found != offset:
-                    yield DumpLine(
-                        f"Mismatches in :{path}: Index offset: {offset}, log offset: {found}",
-                        {"kind": "mismatch", "index_offset": offset, "log_offset": found},
-                        problem=True,
-                    )
+                    mismatches.append((offset, found))
                 if not options.verify_index_only:
                     yield DumpLine(
                         f"offset: {offset} position: {position}",
                         {"kind": "entry", "offset": offset, "position": position},
                     )
+    if mismatches:
+        # main prints them once every file is dumped, on stderr: a heading naming the absolute path,
+        # then each pair, newest first (each was prepended to the file's list).  No batch at the
+        # position (the tool fails there) reads -1, the tool's "not found" of dumpTimeIndex.
+        yield _finding_heading(f"Mismatches in :{java_absolute_path(path)}")
+        for offset, found in reversed(mismatches):
+            yield DumpLine(
+                f"  Index offset: {offset}, log offset: {-1 if found is None else found}",
+                {"kind": "mismatch", "index_offset": offset, "log_offset": found},
+                problem=True,
+                note=True,
+            )
+
+
+def _finding_heading(text: str) -> DumpLine:
+    """The text-only heading of a group of findings kafka-dump-log prints after every file."""
+    return DumpLine(text, note=True, json=False)
 
 
 def _last_offset_at(log: memoryview, position: int, path: str) -> int | None:
@@ -471,17 +524,31 @@ def dump_time_index(path: str, options: FileDumpOptions) -> Iterator[DumpLine]:
             index = _index_entries(index_data, OFFSET_ENTRY)
             index_offsets = base + index["relative_offset"].astype(np.int64)
             previous = NO_TIMESTAMP
+            findings: list[DumpLine] = []
             for i in range(len(slots)):
                 offset, timestamp = base + int(rel[i]), int(stamps[i])
                 if offset == base and i > 0:
                     break
-                yield from _check_time_entry(path, log, index, index_offsets, offset, timestamp, previous)
+                findings += _check_time_entry(path, log, index, index_offsets, offset, timestamp, previous)
                 if not options.verify_index_only:
                     yield DumpLine(
                         f"timestamp: {timestamp} offset: {offset}",
                         {"kind": "entry", "timestamp": timestamp, "offset": offset},
                     )
                 previous = timestamp
+    # TimeIndexDumpErrors.printErrors, once every file is dumped: the timestamp mismatches, the
+    # out-of-order timestamps (each group under a heading naming the absolute path), then the
+    # offsets not found (under a heading naming no file), each group in index order.
+    where = java_absolute_path(path)
+    for kind, heading in (
+        ("timestamp-mismatch", f"Found timestamp mismatch in :{where}"),
+        ("out-of-order", f"Found out of order timestamp in :{where}"),
+        ("offset-not-found", "The following indexed offsets are not found in the log."),
+    ):
+        group = [line for line in findings if line.data["kind"] == kind]
+        if group:
+            yield _finding_heading(heading)
+            yield from group
 
 
 def _check_time_entry(
@@ -511,47 +578,71 @@ def _check_time_entry(
             f"Indexed offset: {offset}, found log offset: {log_offset}",
             {"kind": "offset-not-found", "index_offset": offset, "log_offset": log_offset},
             problem=True,
+            note=True,
         )
         return
     max_timestamp = max((r.timestamp for r in found.records()), default=NO_TIMESTAMP)
     if max_timestamp != timestamp:
         yield DumpLine(
-            f"Found timestamp mismatch in :{path}: Index timestamp: {timestamp}, "
-            f"log timestamp: {max_timestamp}",
+            f"  Index timestamp: {timestamp}, log timestamp: {max_timestamp}",
             {"kind": "timestamp-mismatch", "index_timestamp": timestamp, "log_timestamp": max_timestamp},
             problem=True,
+            note=True,
         )
     if previous >= timestamp:
         yield DumpLine(
-            f"Found out of order timestamp in :{path}: Index timestamp: {timestamp}, "
-            f"Previously indexed timestamp: {previous}",
+            f"  Index timestamp: {timestamp}, Previously indexed timestamp: {previous}",
             {"kind": "out-of-order", "index_timestamp": timestamp, "previous_timestamp": previous},
             problem=True,
+            note=True,
         )
 
 
 def dump_txn_index(path: str) -> Iterator[DumpLine]:
-    """``dumpTxnIndex``: every aborted-transaction entry."""
+    """``dumpTxnIndex``: every aborted-transaction entry, as ``TransactionIndex.allAbortedTxns``
+    iterates them: whole entries only, stopping at one of a version above ``AbortedTxn.CURRENT_VERSION``
+    (the tool throws there).  That entry, or bytes after the last whole entry (a torn append the
+    iterator passes over), are reported after the entries before them."""
+    entry_size = ABORTED_TXN.itemsize
     with _Mapped(path) as data:
-        if len(data) % ABORTED_TXN.itemsize:
-            raise CorruptDataError(
-                f"expected a multiple of {ABORTED_TXN.itemsize} bytes, found {len(data)}",
-                path,
-                len(data) - len(data) % ABORTED_TXN.itemsize,
-            )
-        for row in np.frombuffer(data, dtype=ABORTED_TXN).tolist():
-            entry = dict(zip(ABORTED_TXN.names or (), (int(v) for v in row), strict=True))
-            yield DumpLine(
-                f"version: {entry['version']} producerId: {entry['producer_id']} "
-                f"firstOffset: {entry['first_offset']} lastOffset: {entry['last_offset']} "
-                f"lastStableOffset: {entry['last_stable_offset']}",
-                {"kind": "aborted-txn", **entry},
-            )
+        size = len(data)
+        whole = size // entry_size * entry_size
+        rows = np.frombuffer(data[:whole], dtype=ABORTED_TXN).tolist()
+    for slot, row in enumerate(rows):
+        entry = dict(zip(ABORTED_TXN.names or (), (int(v) for v in row), strict=True))
+        if entry["version"] > CURRENT_TXN_VERSION:
+            pos = slot * entry_size
+            yield _problem(CorruptDataError(
+                f"expected aborted-transaction version {CURRENT_TXN_VERSION} or below "
+                f"(TransactionIndex: Unexpected aborted transaction version), found {entry['version']}",
+                path, pos))
+            return
+        yield DumpLine(
+            f"version: {entry['version']} producerId: {entry['producer_id']} "
+            f"firstOffset: {entry['first_offset']} lastOffset: {entry['last_offset']} "
+            f"lastStableOffset: {entry['last_stable_offset']}",
+            {"kind": "aborted-txn", **entry},
+        )
+    if size != whole:
+        yield _problem(TruncatedDataError(
+            f"expected a {entry_size}-byte aborted-transaction entry, found {size - whole} bytes",
+            path, whole))
+
+
+def _problem(err: SegstoreError) -> DumpLine:
+    """A finding that ends a file's dump, on stderr as ``path:pos: expected ..., found ...``."""
+    return DumpLine(str(err), {"kind": "error", "position": err.pos, "error": err.message}, problem=True)
 
 
 def dump_producer_snapshot(path: str) -> Iterator[DumpLine]:
-    """``dumpProducerIdSnapshot``: one line per producer entry of a ``.snapshot``."""
-    with _Mapped(path) as data:
-        entries = snapshot.entry_dicts(snapshot.read_snapshot(data, path=path))
+    """``dumpProducerIdSnapshot``: one line per producer entry of a ``.snapshot``.  One that
+    ``ProducerStateManager.readSnapshot`` refuses (version, CRC, schema) is said on stderr and the
+    dump goes on to the next file, as the tool catches ``CorruptSnapshotException``."""
+    try:
+        with _Mapped(path) as data:
+            entries = snapshot.entry_dicts(snapshot.read_snapshot(data, path=path))
+    except CorruptDataError as err:        # TruncatedDataError too
+        yield _problem(err)
+        return
     for entry in entries:
         yield DumpLine(snapshot.entry_line(entry), {"kind": "producer", **entry})

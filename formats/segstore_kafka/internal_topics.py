@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from typing import Any
 
 from segstore.errors import CorruptDataError
@@ -420,6 +421,8 @@ METADATA_RECORDS: dict[int, Schema] = {
             ),
         ),
         Schema("NoOpRecord", "0", "0+", api_key=20, fields=()),
+        # a KRaft cluster's first controller writes one (ZK migration state 0, None) with its first metadata
+        Schema("ZkMigrationStateRecord", "0", "0+", api_key=21, fields=(Field("ZkMigrationState", "int8"),)),
     )
     if s.api_key is not None   # every metadata record schema has one
 }
@@ -444,7 +447,7 @@ METADATA_RECORD_NAMES = {
     18: "AccessControlEntryRecord",
     19: "RemoveAccessControlEntryRecord",
     20: "NoOpRecord",
-    21: "ZkMigrationRecord",
+    21: "ZkMigrationStateRecord",     # ZkMigrationRecord.json's "name"
     22: "RemoveUserScramCredentialRecord",
     23: "BeginTransactionRecord",
     24: "EndTransactionRecord",
@@ -470,9 +473,18 @@ def metadata_type_name(api_key: int) -> str:
     return "".join(out)
 
 
+#: A ``\uXXXX`` escape json.dumps wrote (one not itself escaped: an even run of backslashes before it).
+_HEX_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\u([0-9a-f]{4})")
+
+
 def _json(obj: Any) -> str:
-    """Compact JSON as Jackson's ``JsonNode.toString`` writes it (no spaces, insertion order)."""
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    r"""Compact JSON as Jackson's ``JsonNode.toString`` writes it (no spaces, insertion order; a control
+    character other than ``\b \t \n \f \r`` as ``\u001F``, upper-case hex: Jackson's ``CharTypes``
+    hex digits, where json.dumps writes ``\u001f``)."""
+    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    if "\\u" not in text:
+        return text
+    return _HEX_ESCAPE.sub(lambda m: f"{m.group(1)}\\u{m.group(2).upper()}", text)
 
 
 def _versioned(buf: bytes, what: str, path: str, pos: int) -> tuple[int, memoryview]:

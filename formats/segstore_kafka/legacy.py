@@ -66,6 +66,7 @@ class LegacyMessage(NamedTuple):
     timestamp: int
     key: bytes | None
     value: bytes | None
+    valid: bool = True    # the stored CRC matches the bytes (False only where read without the check)
 
 
 def compute_crc(data) -> int:
@@ -110,8 +111,8 @@ def read_entry(data, *, path: str = "<memory>", base_pos: int = 0, pos: int = 0,
     if end > len(view):
         raise TruncatedDataError(f"expected a {LOG_OVERHEAD + size}-byte message, "
                                  f"found {len(view) - pos} bytes", path, at)
+    computed = zlib.crc32(view[pos + CRC_COVERED_FROM:end])
     if check_crc:
-        computed = zlib.crc32(view[pos + CRC_COVERED_FROM:end])
         if computed != crc:
             raise CorruptDataError(f"expected CRC-32 {crc:#010x} stored in the message, "
                                    f"found {computed:#010x}", path, at + LOG_OVERHEAD)
@@ -129,7 +130,8 @@ def read_entry(data, *, path: str = "<memory>", base_pos: int = 0, pos: int = 0,
     if cursor != end:
         raise CorruptDataError(f"expected a {size}-byte message, found {end - cursor} bytes after its value",
                                path, at)
-    return LegacyMessage(offset, LOG_OVERHEAD + size, crc, magic, attributes, timestamp, key, value)
+    return LegacyMessage(offset, LOG_OVERHEAD + size, crc, magic, attributes, timestamp, key, value,
+                         computed == crc)
 
 
 def messages(data, *, path: str = "<memory>", base_pos: int = 0,

@@ -2104,10 +2104,12 @@ class KafkaStore(Store):
         yield DumpLine(f"Dumping {seg.time_index.path}", json=False)
         for timestamp, offset in seg.time_index.pairs():
             yield DumpLine(f"timestamp: {timestamp} offset: {offset}", json=False)
-        for txn in seg.txn_index.all():
-            yield DumpLine(f"producerId: {txn.producer_id} firstOffset: {txn.first_offset} "
-                           f"lastOffset: {txn.last_offset} lastStableOffset: {txn.last_stable_offset}",
-                           json=False)
+        if files.exists(seg.txn_index.path):   # written with a segment's first aborted transaction
+            # as kafka-dump-log (and dump X.txnindex) prints it: DumpLogSegments.dumpTxnIndex
+            yield DumpLine(f"Dumping {seg.txn_index.path}", json=False)
+            for version, producer_id, first, last, stable in seg.txn_index.entries().tolist():
+                yield DumpLine(f"version: {version} producerId: {producer_id} firstOffset: {first} "
+                               f"lastOffset: {last} lastStableOffset: {stable}", json=False)
 
     def find(self, topic: str, key: str | bytes, *, partition: int | None = None, begin: int | None = None,
              end: int | None = None, max_hits: int | None = None) -> list[Record]:
