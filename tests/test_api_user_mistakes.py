@@ -238,3 +238,32 @@ def test_commit_offsets_of_the_wrong_kind_is_a_config_error_and_commits_nothing(
     with pytest.raises(ConfigError, match=re.escape(f"{store.path}: {said}")):
         store.commit_offsets(group, offsets)
     assert store.consumer_groups().rows == []
+
+
+@pytest.mark.parametrize("partition", [0.0, 1.0, "0", True])
+def test_append_refuses_a_partition_that_is_no_integer_even_where_the_partition_exists(store, partition):
+    # before, on Kafka: partition 0.0 (or True) found the existing orders-0 by equal keys and was
+    # appended to, answering AppendResult(partition=0.0), while a new partition refused the same value;
+    # RocketMQ refuses it everywhere
+    message = {"topic": "orders", "partition": partition, "value": b"v"}
+    with pytest.raises(InvalidMessageError, match="partition"):
+        store.append(message)
+    with pytest.raises(InvalidMessageError, match="partition"):
+        store.append(segstore.Message(**message))
+    _unchanged(store)
+
+
+@pytest.mark.parametrize("fmt", ["kafka", "rocketmq"])
+def test_append_takes_a_numpy_integer_partition_new_or_existing(tmp_path, fmt):
+    # a partition column of scan_arrow fed back; before, on Kafka: a new partition refused np.int64(1)
+    # ("expected an integer partition") and an existing one answered AppendResult(partition=np.int64(0))
+    np = pytest.importorskip("numpy")
+    config = SMALL_ROCKETMQ if fmt == "rocketmq" else {}
+    with segstore.open(tmp_path / "s", format=fmt, mode="a", **config) as s:
+        for number in (np.int64(1), np.int32(1)):
+            for message in ({"topic": "orders", "partition": number, "value": b"v"},
+                            segstore.Message(topic="orders", partition=number, value=b"v")):
+                result = s.append(message)
+                assert type(result.partition) is int and result.partition == 1
+        assert s.offset_range("orders", 1) == (0, 4)
+        assert s.partitions("orders") == [1]

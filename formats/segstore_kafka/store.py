@@ -15,6 +15,7 @@ import base64
 import contextvars
 import functools
 import json as jsonlib
+import numbers
 import os
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -232,6 +233,21 @@ def _committed_rows(batch: pa.RecordBatch, aborted: list[AbortedTxn], lso: int) 
             keep &= ~((producers == txn.producer_id) & transactional
                       & (offsets >= txn.first_offset) & (offsets <= txn.last_offset))
     return batch.filter(from_numpy(keep))
+
+
+def _partition_number(partition: Any) -> int:
+    """An appended message's partition as an ``int``: a numpy integer (a column of a scan fed back) as
+    its value.  Checked here, for every message, rather than where a partition is created only: a
+    partition already held was found by ``(topic, 0.0)`` or ``(topic, np.int64(0))`` (equal keys) and
+    appended to, while a new one refused the same value.
+
+    :raises InvalidTopicError: not an integer (a float, a bool, a str), as :func:`.partition.validate_topic`.
+    """
+    if type(partition) is int:
+        return partition
+    if isinstance(partition, numbers.Integral) and not isinstance(partition, bool):
+        return int(partition)
+    raise InvalidTopicError(f"expected an integer partition, found {cut(repr(partition))}")
 
 
 def _stamp(timestamp: Any, now: int) -> Any:
@@ -962,6 +978,8 @@ class KafkaStore(Store):
             msgs = [Message.coerce(m) for m in items]
         except UnicodeEncodeError as err:   # a str key or value with a lone surrogate
             raise InvalidMessageError(f"expected text UTF-8 can encode, found: {err}") from err
+        for m in msgs:
+            m.partition = _partition_number(m.partition)
         self._route_keyed(items, msgs)
         groups: dict[tuple[str, int], list[int]] = {}
         for i, m in enumerate(msgs):
