@@ -357,7 +357,9 @@ class Store(abc.ABC):
         everything (Spark's batch reads).
 
         :raises NotFoundError: no such partition / queue.
+        :raises StoreClosedError: the store was closed.
         """
+        self.offset_range(topic, partition)     # the partition's checks (closed, no such queue, not a number)
         return None
 
     def offset_for_time(self, topic: str, partition: int, timestamp: int) -> int | None:

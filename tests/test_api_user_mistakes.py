@@ -267,3 +267,26 @@ def test_append_takes_a_numpy_integer_partition_new_or_existing(tmp_path, fmt):
                 assert type(result.partition) is int and result.partition == 1
         assert s.offset_range("orders", 1) == (0, 4)
         assert s.partitions("orders") == [1]
+
+
+def test_tail_error_of_no_such_queue_or_a_closed_store_is_refused_on_both_formats(store):
+    # Store.tail_error promises NotFoundError for no such partition / queue; before, RocketMQ (the base
+    # class's default) answered None (no torn tail) for any queue, a closed store's too, as Kafka refused
+    from segstore.errors import NotFoundError
+
+    assert store.tail_error("orders", 0) is None
+    for topic, partition in (("nope", 0), ("orders", 7)):
+        with pytest.raises(NotFoundError):
+            store.tail_error(topic, partition)
+    with pytest.raises(ConfigError, match="expected a partition as an integer"):
+        store.tail_error("orders", "0")
+    store.close()
+    with pytest.raises(StoreClosedError):
+        store.tail_error("orders", 0)
+
+
+def test_segment_infos_refuses_a_partition_that_is_no_integer(store):
+    # before: NotFoundError "expected a partition orders-0, found none" for "0", as offset_range's ConfigError
+    assert [info["start_offset"] for info in store.segment_infos("orders", 0)] == [0]
+    with pytest.raises(ConfigError, match="expected a partition as an integer, found str '0'"):
+        store.segment_infos("orders", "0")

@@ -1262,6 +1262,7 @@ class KafkaStore(Store):
         """:meth:`Store.tail_error`: the active segment's bytes after its last whole batch, walked from the
         offset index's last entry.  ``O(batches after it)``."""
         self._check_open()
+        self._check_partition(partition)
         return self.partition_of(topic, partition).check_open_error()
 
     def high_watermark(self, topic: str, partition: int) -> int:
@@ -1337,6 +1338,7 @@ class KafkaStore(Store):
 
     def segment_infos(self, topic: str, partition: int) -> list[dict[str, Any]]:
         """Per segment ``{start_offset, end_offset, bytes, path}`` (end exclusive), for planners."""
+        self._check_partition(partition)
         part = self.partition_of(topic, partition)
         segs = part.segments
         out = []

@@ -2216,6 +2216,7 @@ class RocketMQStore(LifecycleMixin, Store):
         """The consume-queue files of a queue: ``start_offset``, ``end_offset``, ``bytes``
         (the sum of the message sizes they point at) and ``path``, for split planning."""
         self._check_open()
+        self._check_partition(partition)
         cq = self._queue_view(topic, partition)
         if isinstance(cq, ScannedQueue):
             return [{"start_offset": cq.min_offset, "end_offset": cq.max_offset,
