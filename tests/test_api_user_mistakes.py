@@ -290,3 +290,29 @@ def test_segment_infos_refuses_a_partition_that_is_no_integer(store):
     assert [info["start_offset"] for info in store.segment_infos("orders", 0)] == [0]
     with pytest.raises(ConfigError, match="expected a partition as an integer, found str '0'"):
         store.segment_infos("orders", "0")
+
+
+@pytest.mark.parametrize("message", [None, 5, "orders", [("topic", "orders")]])
+def test_what_is_not_a_message_is_named_alike_on_both_formats(store, message):
+    # before, on RocketMQ: "found \"'int' object has no attribute 'keys'\"" (Python's words, not what was
+    # expected); Kafka's Message.coerce names the kinds taken
+    with pytest.raises(InvalidMessageError, match=r"expected a message as a dict or a segstore\.Message, "
+                                                  rf"found {type(message).__name__}$"):
+        store.append(message)
+    _unchanged(store)
+
+
+@pytest.mark.parametrize(("headers", "said"), [
+    ({"a": "b"}, r"expected headers as a list of \(key, value\) pairs, found \"\{'a': 'b'\}\""),
+    ("abc", r"expected headers as a list of \(key, value\) pairs, found \"'abc'\""),
+    ([("a",)], r"expected header 0 as a \(key, value\) pair, found \"\('a',\)\""),
+    ([("a", "b"), "cd"], r"expected header 1 as a \(key, value\) pair, found \"'cd'\""),
+])
+def test_headers_of_the_wrong_shape_are_named_alike_on_both_formats(store, headers, said):
+    # before, on RocketMQ: "found 'not enough values to unpack (expected 2, got 1)'", and a header
+    # "cd" unpacked into the name "c" and the value "d"
+    with pytest.raises(InvalidMessageError, match=said):
+        store.append({"topic": "orders", "value": b"v", "headers": headers})
+    with pytest.raises(InvalidMessageError, match=said):
+        store.append(segstore.Message(topic="orders", value=b"v", headers=headers))
+    _unchanged(store)

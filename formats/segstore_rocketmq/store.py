@@ -229,14 +229,31 @@ def _empty_property(name: str, value: str) -> InvalidMessageError:
                                f"MessageDecoder drops such a pair), found {found}")
 
 
+def _header_pairs(headers: Any) -> list[tuple[Any, Any]]:
+    """``headers`` as its ``(key, value)`` pairs.
+
+    :raises InvalidMessageError: not a list or tuple of 2-item lists or tuples (a dict, a str, a pair
+        ``"cd"`` that would unpack into a name ``c`` and a value ``d``), in the words of
+        :meth:`Message.coerce` (Kafka's).
+    """
+    if not isinstance(headers, (list, tuple)):
+        raise InvalidMessageError(f"expected headers as a list of (key, value) pairs, "
+                                  f"found {cut(repr(headers))}")
+    for i, pair in enumerate(headers):
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+            raise InvalidMessageError(f"expected header {i} as a (key, value) pair, found {cut(repr(pair))}")
+    return [(name, value) for name, value in headers]
+
+
 def _header_properties(headers: Iterable[tuple[Any, Any]]) -> dict[Any, str]:
     """Headers as RocketMQ properties.  A name given twice is refused: Kafka's headers are a list
     and keep both, RocketMQ's properties are a map (4.9.7 Message.putUserProperty) and would keep one.
 
-    :raises InvalidMessageError: a repeated name, a value that is not text.
+    :raises InvalidMessageError: a repeated name, a value that is not text; headers not pairs
+        (:func:`_header_pairs`).
     """
     props: dict[Any, str] = {}
-    for name, value in headers:
+    for name, value in _header_pairs(headers):
         if name in props:
             raise _said_twice(name)
         props[name] = _text(value or b"", "a header value")
@@ -799,7 +816,8 @@ class RocketMQStore(LifecycleMixin, Store):
             item = item.to_message()
         if isinstance(item, Message):
             key = item.key
-            header_keys = [value for name, value in item.headers if name == PROPERTY_KEYS]
+            headers = _header_pairs(item.headers) if item.headers else []
+            header_keys = [value for name, value in headers if name == PROPERTY_KEYS]
             if key is not None and header_keys:
                 # KEYS the key and KEYS the header say the same thing twice: one would be lost, unless the
                 # key is the header's first token, which is what a read message's to_message() gives
@@ -817,11 +835,14 @@ class RocketMQStore(LifecycleMixin, Store):
                                       "queue_id": integer_field(item.partition, "partition")}
             if key is not None:
                 fields["keys"] = [_text(key, "a key")]
-            if item.headers:
-                fields["properties"] = _header_properties(item.headers)
+            if headers:
+                fields["properties"] = _header_properties(headers)
             if integer_field(item.timestamp, "timestamp", -1) >= 0:
                 fields["born_timestamp"] = item.timestamp
             return fields
+        if not isinstance(item, Mapping):   # Message.coerce's words (Kafka's), not "has no attribute 'keys'"
+            raise InvalidMessageError(f"expected a message as a dict or a segstore.Message, "
+                                      f"found {type(item).__name__}")
         other = item.keys() - APPEND_FIELDS
         if not other:
             return item
