@@ -316,3 +316,25 @@ def test_headers_of_the_wrong_shape_are_named_alike_on_both_formats(store, heade
     with pytest.raises(InvalidMessageError, match=said):
         store.append(segstore.Message(topic="orders", value=b"v", headers=headers))
     _unchanged(store)
+
+
+@pytest.mark.parametrize(("timestamp", "said"), [
+    (1.5, "expected timestamp as an integer, found float 1.5"),
+    ("1", "expected timestamp as an integer, found str '1'"),
+    (True, "expected timestamp as an integer, found bool True"),
+    (2**64, r"expected .* in \[-9223372036854775808, 9223372036854775807\].*found 18446744073709551616"),
+])
+def test_a_timestamp_that_is_no_int64_is_refused_naming_the_field_on_both_formats(store, timestamp, said):
+    # before, on Kafka: "found: 'float' object cannot be interpreted as an integer" (the encoder's
+    # words), "int too big to convert", and True stored as the time 1 ms; RocketMQ names the field
+    for message in ({"topic": "orders", "value": b"v", "timestamp": timestamp},
+                    segstore.Message(topic="orders", value=b"v", timestamp=timestamp)):
+        with pytest.raises(InvalidMessageError, match=said):
+            store.append(message)
+    _unchanged(store)
+
+
+def test_a_numpy_timestamp_is_stored_as_its_value(store):
+    np = pytest.importorskip("numpy")
+    store.append({"topic": "orders", "value": b"v", "timestamp": np.int64(1_700_000_000_123)})
+    assert [r.timestamp for r in store.read("orders", 0, 1)] == [1_700_000_000_123]

@@ -250,6 +250,24 @@ def _partition_number(partition: Any) -> int:
     raise InvalidTopicError(f"expected an integer partition, found {cut(repr(partition))}")
 
 
+def _timestamp_number(timestamp: Any) -> int:
+    """An appended message's timestamp as an ``int`` (a numpy integer as its value), before the encoder
+    sees it: there a float or a str was "'float' object cannot be interpreted as an integer" and a
+    bool stored as 1 ms, where the RocketMQ store names the field (``integer_field``).
+
+    :raises InvalidMessageError: not an integer, or not an int64 (the record batch's timestamps).
+    """
+    if type(timestamp) is not int:
+        if isinstance(timestamp, bool) or not isinstance(timestamp, numbers.Integral):
+            raise InvalidMessageError(f"expected timestamp as an integer, found {type(timestamp).__name__} "
+                                      f"{cut(timestamp)}")
+        timestamp = int(timestamp)
+    if not -(2**63) <= timestamp < 2**63:
+        raise InvalidMessageError(f"expected timestamp in [{-(2**63)}, {2**63 - 1}] (an int64 of ms), "
+                                  f"found {timestamp}")
+    return timestamp
+
+
 def _stamp(timestamp: Any, now: int) -> Any:
     """A message's timestamp as appended: ``now`` for one below 0 or None; what is not an int is
     left for the encoder to refuse (InvalidMessageError)."""
@@ -980,6 +998,8 @@ class KafkaStore(Store):
             raise InvalidMessageError(f"expected text UTF-8 can encode, found: {err}") from err
         for m in msgs:
             m.partition = _partition_number(m.partition)
+            if m.timestamp is not None:
+                m.timestamp = _timestamp_number(m.timestamp)
         self._route_keyed(items, msgs)
         groups: dict[tuple[str, int], list[int]] = {}
         for i, m in enumerate(msgs):
