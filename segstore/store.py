@@ -336,6 +336,17 @@ class Store(abc.ABC):
                 raise ConfigError(f"expected {'an' if name == 'offset' else 'a'} {name} as an integer, "
                                   f"found {type(value).__name__} {cut(value)}", self.path)
 
+    def _check_positions(self, start: Any, end: Any) -> None:
+        """:meth:`scan_arrow`'s byte range, before anything is read.
+
+        :raises ConfigError: a ``start`` or ``end`` (None: the log's start / end) that is not an integer:
+            a str met a comparison deep in the read (TypeError), a float ``1.5`` was taken as a position.
+        """
+        for name, value in (("start", start), ("end", end)):
+            if value is not None and not _integer(value):
+                raise ConfigError(f"expected {_a(name)} position as an integer (a byte position in the log), "
+                                  f"found {type(value).__name__} {cut(value)}", self.path)
+
     @abc.abstractmethod
     def topics(self) -> list[str]:
         """Topic names, sorted."""

@@ -338,3 +338,34 @@ def test_a_numpy_timestamp_is_stored_as_its_value(store):
     np = pytest.importorskip("numpy")
     store.append({"topic": "orders", "value": b"v", "timestamp": np.int64(1_700_000_000_123)})
     assert [r.timestamp for r in store.read("orders", 0, 1)] == [1_700_000_000_123]
+
+
+_POSITION = "position as an integer (a byte position in the log), found"
+
+
+@pytest.mark.parametrize(("options", "said"), [
+    ({"start": "0"}, f"expected a start {_POSITION} str '0'"),
+    ({"end": "9"}, f"expected an end {_POSITION} str '9'"),
+    ({"start": 1.5}, f"expected a start {_POSITION} float 1.5"),
+    ({"end": 100.5}, f"expected an end {_POSITION} float 100.5"),
+    ({"start": True}, f"expected a start {_POSITION} bool True"),
+])
+def test_scan_arrow_byte_range_of_the_wrong_kind_is_a_config_error(store, options, said):
+    # before: TypeError "'<' not supported between instances of 'int' and 'str'" from inside the walk,
+    # "'float' object cannot be interpreted as an integer" for an end, and a start of 1.5 or True read
+    # from byte 1 (the first message left out)
+    with pytest.raises(ConfigError, match=re.escape(f"{store.path}: {said}")):
+        list(store.scan_arrow(**options))
+
+
+def test_scan_arrow_byte_range_takes_numpy_integers(store):
+    np = pytest.importorskip("numpy")
+    assert sum(b.num_rows for b in store.scan_arrow(start=np.int64(0), end=np.int64(1 << 20))) == 1
+
+
+@pytest.mark.parametrize(("columns", "said"), [(5, "expected columns as a column name or names, found int 5"),
+                                               (["key", 5], "found 5"), ([b"key"], "found b'key'")])
+def test_scan_arrow_columns_that_are_no_names_are_a_config_error(store, columns, said):
+    # before: TypeError "'int' object is not iterable" / from pyarrow's get_field_index
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        list(store.scan_arrow(columns))

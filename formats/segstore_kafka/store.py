@@ -1126,6 +1126,7 @@ class KafkaStore(Store):
 
         self._check_open()
         self._check_read(partition, offset, any_partition=True)
+        self._check_positions(start, end)
         _check_decompress(decompress, self.path)
         threads = thread_count(threads)
         check_batch_rows(batch_rows)

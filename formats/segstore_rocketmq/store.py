@@ -1613,6 +1613,7 @@ class RocketMQStore(LifecycleMixin, Store):
 
         self._check_open()
         self._check_read(partition, offset, any_partition=True)
+        self._check_positions(start, end)
         check_batch_rows(batch_rows)
         committed = check_isolation(isolation) == READ_COMMITTED
         threads = thread_count(threads)
