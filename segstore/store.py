@@ -181,6 +181,14 @@ def check_batch_rows(batch_rows: Any, path: str | None = None) -> None:
         raise ConfigError(f"expected batch_rows of at least 1, found {cut(batch_rows)}", path)
 
 
+def check_decompress(decompress: Any, path: str | None = None) -> None:
+    """:raises ConfigError: a ``decompress`` (RocketMQ's read option, taken by Kafka's reads too) that is
+        not True or False (``"no"`` would be true and inflate)."""
+    if not isinstance(decompress, bool):
+        raise ConfigError(f"expected decompress as True or False, found {type(decompress).__name__} "
+                          f"{cut(decompress)}", path)
+
+
 def lookup_key(key: Any, path: str | None = None) -> bytes:
     """A key to look up (``Store.find``) as bytes: a str as UTF-8, bytes-like as it is.
 

@@ -369,3 +369,13 @@ def test_scan_arrow_columns_that_are_no_names_are_a_config_error(store, columns,
     # before: TypeError "'int' object is not iterable" / from pyarrow's get_field_index
     with pytest.raises(ConfigError, match=re.escape(said)):
         list(store.scan_arrow(columns))
+
+
+@pytest.mark.parametrize("decompress", ["no", "yes", 1, None])
+@pytest.mark.parametrize("call", ["read", "scan_arrow", "dump_json", "dump_text", "dump"])
+def test_decompress_that_is_no_bool_is_refused_on_both_formats(store, call, decompress):
+    # before, on RocketMQ: taken for its truth, so decompress="no" inflated the bodies; Kafka refused it
+    args = ("orders", 0) if call == "read" else ()
+    with pytest.raises(ConfigError, match=re.escape(f"expected decompress as True or False, found "
+                                                    f"{type(decompress).__name__} {decompress!r}")):
+        list(getattr(store, call)(*args, decompress=decompress))

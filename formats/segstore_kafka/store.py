@@ -57,6 +57,7 @@ from segstore.store import (
     Store,
     bytes_by_topic,
     check_batch_rows,
+    check_decompress,
     check_isolation,
     newest_hits,
     reads_while_open,
@@ -334,14 +335,6 @@ def batch_json(batch: codec.RecordBatch) -> dict[str, Any]:
             "is_transactional": batch.is_transactional, "is_control": batch.is_control,
             "max_timestamp": batch.max_timestamp, "base_timestamp": batch.base_timestamp,
             "delete_horizon_ms": batch.delete_horizon_ms}
-
-
-def _check_decompress(decompress: Any, path: str) -> None:
-    """:raises ConfigError: a ``decompress`` (RocketMQ's read option, taken by Kafka's reads too) that is
-        not True or False."""
-    if not isinstance(decompress, bool):
-        raise ConfigError(f"expected decompress as True or False, found {type(decompress).__name__} "
-                          f"{cut(decompress)}", path)
 
 
 def _trimmed_start(part: Partition) -> int | None:
@@ -1058,7 +1051,7 @@ class KafkaStore(Store):
         records of a batch below it stay in the file, ``dump FILE`` shows them).  ``isolation``
         and ``decompress`` as in :meth:`read`."""
         self._check_open()
-        _check_decompress(decompress, self.path)
+        check_decompress(decompress, self.path)
         for part in self._partitions().values():
             yield from self._records(part, _trimmed_start(part), isolation)
 
@@ -1083,7 +1076,7 @@ class KafkaStore(Store):
         """
         self._check_open()
         self._check_read(partition, offset, count)
-        _check_decompress(decompress, self.path)
+        check_decompress(decompress, self.path)
         part = self.partition_of(topic, partition)
         for n, record in enumerate(self._records(part, max(offset, part.log_start_offset), isolation)):
             if count is not None and n >= count:
@@ -1127,7 +1120,7 @@ class KafkaStore(Store):
         self._check_open()
         self._check_read(partition, offset, any_partition=True)
         self._check_positions(start, end)
-        _check_decompress(decompress, self.path)
+        check_decompress(decompress, self.path)
         threads = thread_count(threads)
         check_batch_rows(batch_rows)
         schema = project(KAFKA_SCHEMA, columns)
@@ -1953,7 +1946,7 @@ class KafkaStore(Store):
             first index file that could not be read (so it could not be dumped).
         :raises ConfigError: a ``decompress`` not True or False.
         """
-        _check_decompress(decompress, self.path)
+        check_decompress(decompress, self.path)
 
         def records(seg: LogSegment, position: int, start: int, stop: int | None,
                     keeps: Callable[..., bool] | None) -> Iterator[DumpLine]:
@@ -1988,7 +1981,7 @@ class KafkaStore(Store):
         :raises CorruptIndexError: as :meth:`dump`.
         """
         thread_count(threads)     # checked as the other formats' and dump_json's (one is used)
-        _check_decompress(decompress, self.path)
+        check_decompress(decompress, self.path)
         if columnar._speedups is None:
             return (line.text.encode("utf-8", "surrogatepass") + b"\n" for line in self.dump(
                 topic=topic, partition=partition, index=index, isolation=isolation, begin=begin, end=end,
@@ -2082,7 +2075,7 @@ class KafkaStore(Store):
             or False.
         """
         self._check_open()
-        _check_decompress(decompress, self.path)
+        check_decompress(decompress, self.path)
         committed = check_isolation(isolation) == READ_COMMITTED
         threads = thread_count(threads)
         want = columnar.WANT_KEY | columnar.WANT_VALUE | columnar.WANT_HEADERS

@@ -61,6 +61,7 @@ from segstore.store import (
     Store,
     bytes_by_topic,
     check_batch_rows,
+    check_decompress,
     check_isolation,
     reads_while_open,
 )
@@ -1612,6 +1613,7 @@ class RocketMQStore(LifecycleMixin, Store):
         from segstore.columns import ROCKETMQ_SCHEMA
 
         self._check_open()
+        check_decompress(decompress, self.path)
         self._check_read(partition, offset, any_partition=True)
         self._check_positions(start, end)
         check_batch_rows(batch_rows)
@@ -2167,6 +2169,7 @@ class RocketMQStore(LifecycleMixin, Store):
         :raises ConfigError: an unknown isolation level.
         """
         self._check_open()
+        check_decompress(decompress, self.path)
         self._check_read(partition, offset, count)
         committed = check_isolation(isolation) == READ_COMMITTED
         if tag is not None and not isinstance(tag, str):
@@ -2285,6 +2288,7 @@ class RocketMQStore(LifecycleMixin, Store):
         :raises CorruptDataError: with ``decompress``, a compressed body that does not inflate.
         """
         self._check_open()
+        check_decompress(decompress, self.path)
         committed = check_isolation(isolation) == READ_COMMITTED
         threads = thread_count(threads)
         ext_units = self._ext_units_by_physical_offset()
@@ -2364,6 +2368,7 @@ class RocketMQStore(LifecycleMixin, Store):
         :raises CorruptDataError: with ``decompress``, a compressed body that does not inflate.
         """
         self._check_open()
+        check_decompress(decompress, self.path)
         committed = check_isolation(isolation) == READ_COMMITTED
         threads = thread_count(threads)
         if columnar._speedups is None or tag is not None or self._multi_dispatch_queues(topic, partition):
@@ -2396,6 +2401,7 @@ class RocketMQStore(LifecycleMixin, Store):
         the selected queues, every IndexFile header and entry, and what :meth:`verify` finds
         (``problem`` lines)."""
         self._check_open()
+        check_decompress(decompress, self.path)
         committed = check_isolation(isolation) == READ_COMMITTED
         if tag is not None:
             for msg in self.tagged(topic, partition, tag, begin, end, decompress=decompress):
