@@ -467,25 +467,30 @@ class Store(abc.ABC):
         scan of the tail it does not cover yet; a format may answer without an index (Kafka scans the key
         column, ``O(bytes of the topic)``).  This generic version reads every hit's record: ``O(hits)``.
 
-        :raises ConfigError: a key neither str nor bytes, ``partition``/``max_hits`` not an integer of at
-            least 0, ``begin``/``end`` not a number.
+        :raises ConfigError: a topic not a str, a key neither str nor bytes, ``partition``/``max_hits`` not
+            an integer of at least 0, ``begin``/``end`` not a number.
         """
         from .layouts import find_records
 
         self._check_open()
-        raw = self._find_key(key, partition, begin, end, max_hits)
+        raw = self._find_key(key, partition, begin, end, max_hits, topic=topic)
         found = find_records(self, topic, raw, partition=partition)
         if begin is not None or end is not None:
             low, high = begin if begin is not None else -(2**63), end if end is not None else 2**63 - 1
             found = [r for r in found if low <= r.timestamp <= high]
         return newest_hits(found, max_hits)
 
-    def _find_key(self, key: Any, partition: Any, begin: Any, end: Any, max_hits: Any) -> bytes:
+    def _find_key(self, key: Any, partition: Any, begin: Any, end: Any, max_hits: Any, *,
+                  topic: Any = "") -> bytes:
         """:meth:`find`'s arguments checked before anything is looked up; returns the key as bytes.
 
-        :raises ConfigError: a key neither str nor bytes, a partition or ``max_hits`` not an integer
-            (None: any), a negative ``max_hits``, a ``begin``/``end`` not a number of ms.
+        :raises ConfigError: a topic that is not a str (Kafka's find took None for every topic's records
+            under one partition's), a key neither str nor bytes, a partition or ``max_hits`` not an
+            integer (None: any), a negative ``max_hits``, a ``begin``/``end`` not a number of ms.
         """
+        if not isinstance(topic, str):
+            raise ConfigError(f"expected a topic as a str, found {type(topic).__name__} {cut(topic)}",
+                              self.path)
         raw = lookup_key(key, self.path)
         for name, value in (("partition", partition), ("max_hits", max_hits)):
             if value is not None and (not _integer(value) or value < 0):

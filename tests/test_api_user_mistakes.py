@@ -379,3 +379,15 @@ def test_decompress_that_is_no_bool_is_refused_on_both_formats(store, call, deco
     with pytest.raises(ConfigError, match=re.escape(f"expected decompress as True or False, found "
                                                     f"{type(decompress).__name__} {decompress!r}")):
         list(getattr(store, call)(*args, decompress=decompress))
+
+
+@pytest.mark.parametrize("topic", [None, 5, b"orders"])
+def test_find_of_a_topic_that_is_no_str_is_a_config_error(store, topic):
+    # before, on Kafka: find(None, "k") scanned every topic's partition 0 and read each hit from the last
+    # topic's (orders' and other's hits as [('other', 0)] * 4); RocketMQ answered []
+    other = dict(ONE[store.format], topic="other")
+    store.append(other)
+    with pytest.raises(ConfigError, match=re.escape(f"{store.path}: expected a topic as a str, found "
+                                                    f"{type(topic).__name__} {topic!r}")):
+        store.find(topic, "k")
+    assert [r.topic for r in store.find("orders", "k")] == ["orders"]

@@ -2154,7 +2154,7 @@ class KafkaStore(Store):
         import pyarrow.compute as pc  # pyarrow.compute (0.05 s to import) only where a computation runs
 
         self._check_open()
-        raw = self._find_key(key, partition, begin, end, max_hits)
+        raw = self._find_key(key, partition, begin, end, max_hits, topic=topic)
         if self._has_key_index():
             # the key index holds the values of the key.index.headers headers too (store.indexes.find_key
             # answers them); find means the record key, as the scan below and as Spark and conversion
