@@ -391,3 +391,15 @@ def test_find_of_a_topic_that_is_no_str_is_a_config_error(store, topic):
                                                     f"{type(topic).__name__} {topic!r}")):
         store.find(topic, "k")
     assert [r.topic for r in store.find("orders", "k")] == ["orders"]
+
+
+@pytest.mark.parametrize("fmt", [["kafka"], {"kafka": 1}, 5])
+def test_open_of_a_format_that_is_no_name_is_a_format_not_found_error(tmp_path, fmt):
+    # before: TypeError "unhashable type: 'list'" from the plugin registry's dict; 5 was "unknown format 5"
+    from segstore.errors import FormatNotFoundError
+
+    said = rf"expected a format name as a str \([^)]*kafka[^)]*\), found {type(fmt).__name__} "
+    said += re.escape(repr(fmt))
+    with pytest.raises(FormatNotFoundError, match=said):
+        segstore.open(tmp_path / "s", format=fmt, mode="a")
+    assert not os.path.exists(tmp_path / "s")
