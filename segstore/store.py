@@ -501,12 +501,30 @@ class Store(abc.ABC):
         return raw
 
     def to_common(self, record: Record) -> Message:
-        """The record as a :class:`Message` (``record.to_message()``)."""
+        """The record as a :class:`Message` (``record.to_message()``).
+
+        :raises ConfigError: not a :class:`Record` (a record of any format).
+        """
+        if not isinstance(record, Record):
+            raise ConfigError(f"expected a record read from a store, found {type(record).__name__}",
+                              self.path)
         return record.to_message()
 
     @abc.abstractmethod
     def to_json(self, record: Any) -> dict[str, Any]:
-        """The record as one ``dump --json`` object."""
+        """The record as one ``dump --json`` object.
+
+        :raises ConfigError: not a record of this format (the built-in formats; :meth:`_check_record`).
+        """
+
+    def _check_record(self, record: Any, kind: type) -> None:
+        """:raises ConfigError: ``record`` is not a ``kind`` (a record this format's reads give): another
+            format's record or a :class:`Message` has none of this layout's fields (an AttributeError
+            from inside ``to_json``); ``to_common`` takes either."""
+        if not isinstance(record, kind):
+            raise ConfigError(f"expected a {self.format} record (read from a {self.format} store), found "
+                              f"{type(record).__name__} (to_common() takes a "
+                              f"record of any format)", self.path)
 
     def describe(self, record: Any) -> str:
         """The record as one human-readable line (``segstore query`` without ``--json``)."""

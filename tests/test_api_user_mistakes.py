@@ -403,3 +403,22 @@ def test_open_of_a_format_that_is_no_name_is_a_format_not_found_error(tmp_path, 
     with pytest.raises(FormatNotFoundError, match=said):
         segstore.open(tmp_path / "s", format=fmt, mode="a")
     assert not os.path.exists(tmp_path / "s")
+
+
+@pytest.mark.parametrize("what", ["other format", "message", None, "dict"])
+def test_to_json_of_what_is_not_this_formats_record_is_a_config_error(tmp_path, store, what):
+    # before: AttributeError "'RocketMQMessage' object has no attribute 'batch'" (or 'queue_id', 'topic')
+    other = "rocketmq" if store.format == "kafka" else "kafka"
+    with segstore.open(tmp_path / "o", format=other, mode="a",
+                       **(SMALL_ROCKETMQ if other == "rocketmq" else {})) as o:
+        o.append(ONE[other])
+        record = {"other format": next(o.read("orders", 0), None), None: None, "dict": {"topic": "orders"},
+                  "message": segstore.Message("orders", b"v")}[what]
+        said = f"expected a {store.format} record (read from a {store.format} store), found "
+        with pytest.raises(ConfigError, match=re.escape(said + type(record).__name__)):
+            store.to_json(record)
+        if what == "other format":      # to_common takes a record of any format
+            assert store.to_common(record).value == b"v"
+    assert store.to_json(next(store.read("orders", 0)))["topic"] == "orders"
+    with pytest.raises(ConfigError, match="expected a record read from a store, found NoneType"):
+        store.to_common(None)

@@ -1362,6 +1362,7 @@ class KafkaStore(Store):
         return out
 
     def to_json(self, record: KafkaRecord) -> dict[str, Any]:
+        self._check_record(record, KafkaRecord)
         return {"topic": record.topic, "partition": record.partition, "offset": record.offset,
                 "timestamp": record.timestamp, "timestamp_type": record.batch.timestamp_type,
                 "key": _b64(record.key), "value": _b64(record.value),

@@ -2252,6 +2252,7 @@ class RocketMQStore(LifecycleMixin, Store):
 
     # -- records ------------------------------------------------------------
     def to_json(self, record: RocketMQMessage) -> dict[str, Any]:
+        self._check_record(record, RocketMQMessage)
         return {
             "topic": record.topic, "queue_id": record.queue_id, "queue_offset": record.queue_offset,
             "physical_offset": record.physical_offset, "size": record.size, "body_crc": record.body_crc,
