@@ -570,7 +570,11 @@ class Store(abc.ABC):
 
     def config_notes(self, topic: str | None = None) -> list[str]:
         """Lines about the config the store uses for ``topic`` (every topic when None): where a value
-        given by the caller overrides one the store's own files set, or a file's value was not applied."""
+        given by the caller overrides one the store's own files set, or a file's value was not applied.
+
+        :raises StoreClosedError: the store was closed (as every other call answers then).
+        """
+        self._check_open()
         return []
 
     def dump(self, *, topic: str | None = None, partition: int | None = None, index: bool = False,
