@@ -422,3 +422,14 @@ def test_to_json_of_what_is_not_this_formats_record_is_a_config_error(tmp_path, 
     assert store.to_json(next(store.read("orders", 0)))["topic"] == "orders"
     with pytest.raises(ConfigError, match="expected a record read from a store, found NoneType"):
         store.to_common(None)
+
+
+@pytest.mark.parametrize(("options", "said"), [(5, "storage_options must be a mapping, found int"),
+                                               ("notjson", "storage_options must be a JSON object"),
+                                               ("[1]", "storage_options must be a JSON object")])
+def test_storage_options_of_the_wrong_kind_are_refused_for_a_local_path_too(store, options, said):
+    # before: taken without a word for a local path (only a URL parsed them)
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        segstore.open(store.path, storage_options=options)
+    with segstore.open(store.path, storage_options={"anon": True}) as s:     # unused here, not refused
+        assert s.topics() == ["orders"]
