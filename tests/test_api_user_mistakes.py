@@ -433,3 +433,15 @@ def test_storage_options_of_the_wrong_kind_are_refused_for_a_local_path_too(stor
         segstore.open(store.path, storage_options=options)
     with segstore.open(store.path, storage_options={"anon": True}) as s:     # unused here, not refused
         assert s.topics() == ["orders"]
+
+
+def test_rocketmq_scan_arrow_refuses_an_offset_without_a_queue(tmp_path):
+    # before: scan_arrow(offset=2) walked the whole commitlog and gave every message, the offset dropped
+    # without a word (Kafka's starts each partition there; RocketMQ's queue offsets need a queue)
+    with segstore.open(tmp_path / "s", format="rocketmq", mode="a", **SMALL_ROCKETMQ) as s:
+        s.append_batch([ONE["rocketmq"]] * 3)
+        with pytest.raises(ConfigError, match=re.escape(f"{s.path}: expected a queue (topic and partition) "
+                                                        "for offset 2, found none")):
+            list(s.scan_arrow(offset=2))
+        assert sum(b.num_rows for b in s.scan_arrow(topic="orders", partition=0, offset=2)) == 1
+        assert sum(b.num_rows for b in s.scan_arrow(offset=0)) == 3

@@ -1608,7 +1608,8 @@ class RocketMQStore(LifecycleMixin, Store):
         :raises CorruptDataError: a damaged message (the error :meth:`scan`/:meth:`read` raise), or
             with ``decompress`` a compressed body that does not inflate.
         :raises NotFoundError: no such queue.
-        :raises ConfigError: ``threads`` below 1, an unknown isolation level.
+        :raises ConfigError: ``threads`` below 1, an unknown isolation level, an ``offset`` (other than 0)
+            without a queue.
         """
         from segstore.columns import ROCKETMQ_SCHEMA
 
@@ -1640,6 +1641,12 @@ class RocketMQStore(LifecycleMixin, Store):
         fill = columnar.fill_for(schema.names)      # only the fields its columns are built from
         if (topic is None) != (partition is None):
             raise ConfigError("expected topic and partition together, found only one")
+        if topic is None and offset != 0:
+            # a walk of the commitlog (or of queue ranges) has no queue offset to start from: the offset
+            # was dropped without a word, every message given (Kafka starts each partition there)
+            raise ConfigError(f"expected a queue (topic and partition) for offset {offset}, found none "
+                              "(without one the commitlog is walked whole; start/end select byte positions)",
+                              self.path)
         if queues is not None:
             if topic is not None or start is not None or end is not None:
                 raise ConfigError("expected queue ranges (queues) alone, found a queue (topic, partition) "
