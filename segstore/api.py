@@ -29,7 +29,8 @@ def open(path: str | os.PathLike[str], format: str | None = None, mode: str = "r
         environment variables...) apply.  URLs open read-only (``mode="r"``).
     :raises ReadOnlyError: ``mode="a"`` on a URL.
     :raises ConfigError: a mode other than ``"r"`` and ``"a"``; a ``path`` that is not one (bytes are
-        decoded as ``os.fsdecode`` does).
+        decoded as ``os.fsdecode`` does); ``storage_options`` neither a mapping nor a JSON object's text
+        (for a local path too, which does not use them).
     :param config: the format's own config names (RocketMQ's ``mappedFileSizeCommitLog``...;
         Kafka's ``segment.bytes`` passed as ``**{"segment.bytes": n}`` or ``segment_bytes=n``).
     """
@@ -38,12 +39,15 @@ def open(path: str | os.PathLike[str], format: str | None = None, mode: str = "r
                           f"{cut(path)}")
     path = os.fsdecode(path)    # a bytes path as the str the plugins' name patterns match
     check_mode(mode, path)      # before anything is looked at or created
+    # checked for a local path too, where they are not used: a dict of the wrong kind or text that is no
+    # JSON is a mistake to name whatever the path (it was taken without a word)
+    options = None if storage_options is None else _storage_options(storage_options, path)
     if files.is_url(path):
         if mode != "r":
             raise ReadOnlyError(f"expected mode='r' for a URL, found mode={mode!r} "
                                 "(remote stores are read-only)", path)
-        if storage_options is not None:
-            files.set_storage_options(path, _storage_options(storage_options, path))
+        if options is not None:
+            files.set_storage_options(path, options)
     if mode == "r" and not files.exists(path):
         raise NotFoundError("expected a store directory to read, found no such file or directory", path)
     if format is None:

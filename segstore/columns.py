@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .errors import ConfigError
+from .errors import ConfigError, cut
 
 if TYPE_CHECKING:   # pyarrow is imported where a type or column is made: `segstore info` needs none
     import pyarrow as pa
@@ -139,13 +139,21 @@ def project(schema: pa.Schema, columns: Iterable[str] | None) -> pa.Schema:
     """``schema`` narrowed to ``columns`` (in the order given, each once; one name alone is that
     column); all of it for None.
 
-    :raises ConfigError: a name that is not a column of ``schema``.
+    :raises ConfigError: a name that is not a column of ``schema`` (or no str); ``columns`` neither a
+        name nor an iterable of names.
     """
     if columns is None:
         return schema
+    if not isinstance(columns, str) and not isinstance(columns, Iterable):
+        raise ConfigError(f"expected columns as a column name or names, found {type(columns).__name__} "
+                          f"{cut(columns)}")
     # a str is one name, not its characters; a name given twice is one column (an Arrow schema may
     # hold two fields of one name, which batch.column(name) then refuses)
-    wanted: Sequence[str] = list(dict.fromkeys([columns] if isinstance(columns, str) else columns))
+    names = [columns] if isinstance(columns, str) else list(columns)
+    unknown = [cut(name) for name in names if not isinstance(name, str)]
+    if unknown:
+        raise ConfigError(f"expected columns among {', '.join(schema.names)}, found {', '.join(unknown)}")
+    wanted: Sequence[str] = list(dict.fromkeys(names))
     unknown = [name for name in wanted if schema.get_field_index(name) < 0]
     if unknown:
         raise ConfigError(f"expected columns among {', '.join(schema.names)}, found {', '.join(unknown)}")

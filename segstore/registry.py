@@ -18,6 +18,7 @@ from .errors import (
     NotFoundError,
     SegstoreError,
     WrongFormatError,
+    cut,
 )
 from .plugin import FormatPlugin
 
@@ -90,9 +91,13 @@ def unregister(name: str) -> None:
 def get(name: str) -> FormatPlugin:
     """The plugin of that name, loaded on first use.
 
-    :raises FormatNotFoundError: no such format.
+    :raises FormatNotFoundError: no such format; a name that is no str (``format=["kafka"]`` was a
+        TypeError, unhashable).
     :raises MissingDependencyError: the plugin needs a package that is not installed.
     """
+    if not isinstance(name, str):
+        raise FormatNotFoundError(f"expected a format name as a str ({', '.join(names()) or 'none'}), "
+                                  f"found {type(name).__name__} {cut(name)}")
     plugin = _loaded.get(name)
     if plugin is not None:
         return plugin

@@ -181,6 +181,14 @@ def check_batch_rows(batch_rows: Any, path: str | None = None) -> None:
         raise ConfigError(f"expected batch_rows of at least 1, found {cut(batch_rows)}", path)
 
 
+def check_decompress(decompress: Any, path: str | None = None) -> None:
+    """:raises ConfigError: a ``decompress`` (RocketMQ's read option, taken by Kafka's reads too) that is
+        not True or False (``"no"`` would be true and inflate)."""
+    if not isinstance(decompress, bool):
+        raise ConfigError(f"expected decompress as True or False, found {type(decompress).__name__} "
+                          f"{cut(decompress)}", path)
+
+
 def lookup_key(key: Any, path: str | None = None) -> bytes:
     """A key to look up (``Store.find``) as bytes: a str as UTF-8, bytes-like as it is.
 
@@ -336,6 +344,17 @@ class Store(abc.ABC):
                 raise ConfigError(f"expected {'an' if name == 'offset' else 'a'} {name} as an integer, "
                                   f"found {type(value).__name__} {cut(value)}", self.path)
 
+    def _check_positions(self, start: Any, end: Any) -> None:
+        """:meth:`scan_arrow`'s byte range, before anything is read.
+
+        :raises ConfigError: a ``start`` or ``end`` (None: the log's start / end) that is not an integer:
+            a str met a comparison deep in the read (TypeError), a float ``1.5`` was taken as a position.
+        """
+        for name, value in (("start", start), ("end", end)):
+            if value is not None and not _integer(value):
+                raise ConfigError(f"expected {_a(name)} position as an integer (a byte position in the log), "
+                                  f"found {type(value).__name__} {cut(value)}", self.path)
+
     @abc.abstractmethod
     def topics(self) -> list[str]:
         """Topic names, sorted."""
@@ -357,7 +376,9 @@ class Store(abc.ABC):
         everything (Spark's batch reads).
 
         :raises NotFoundError: no such partition / queue.
+        :raises StoreClosedError: the store was closed.
         """
+        self.offset_range(topic, partition)     # the partition's checks (closed, no such queue, not a number)
         return None
 
     def offset_for_time(self, topic: str, partition: int, timestamp: int) -> int | None:
@@ -446,25 +467,30 @@ class Store(abc.ABC):
         scan of the tail it does not cover yet; a format may answer without an index (Kafka scans the key
         column, ``O(bytes of the topic)``).  This generic version reads every hit's record: ``O(hits)``.
 
-        :raises ConfigError: a key neither str nor bytes, ``partition``/``max_hits`` not an integer of at
-            least 0, ``begin``/``end`` not a number.
+        :raises ConfigError: a topic not a str, a key neither str nor bytes, ``partition``/``max_hits`` not
+            an integer of at least 0, ``begin``/``end`` not a number.
         """
         from .layouts import find_records
 
         self._check_open()
-        raw = self._find_key(key, partition, begin, end, max_hits)
+        raw = self._find_key(key, partition, begin, end, max_hits, topic=topic)
         found = find_records(self, topic, raw, partition=partition)
         if begin is not None or end is not None:
             low, high = begin if begin is not None else -(2**63), end if end is not None else 2**63 - 1
             found = [r for r in found if low <= r.timestamp <= high]
         return newest_hits(found, max_hits)
 
-    def _find_key(self, key: Any, partition: Any, begin: Any, end: Any, max_hits: Any) -> bytes:
+    def _find_key(self, key: Any, partition: Any, begin: Any, end: Any, max_hits: Any, *,
+                  topic: Any = "") -> bytes:
         """:meth:`find`'s arguments checked before anything is looked up; returns the key as bytes.
 
-        :raises ConfigError: a key neither str nor bytes, a partition or ``max_hits`` not an integer
-            (None: any), a negative ``max_hits``, a ``begin``/``end`` not a number of ms.
+        :raises ConfigError: a topic that is not a str (Kafka's find took None for every topic's records
+            under one partition's), a key neither str nor bytes, a partition or ``max_hits`` not an
+            integer (None: any), a negative ``max_hits``, a ``begin``/``end`` not a number of ms.
         """
+        if not isinstance(topic, str):
+            raise ConfigError(f"expected a topic as a str, found {type(topic).__name__} {cut(topic)}",
+                              self.path)
         raw = lookup_key(key, self.path)
         for name, value in (("partition", partition), ("max_hits", max_hits)):
             if value is not None and (not _integer(value) or value < 0):
@@ -475,12 +501,30 @@ class Store(abc.ABC):
         return raw
 
     def to_common(self, record: Record) -> Message:
-        """The record as a :class:`Message` (``record.to_message()``)."""
+        """The record as a :class:`Message` (``record.to_message()``).
+
+        :raises ConfigError: not a :class:`Record` (a record of any format).
+        """
+        if not isinstance(record, Record):
+            raise ConfigError(f"expected a record read from a store, found {type(record).__name__}",
+                              self.path)
         return record.to_message()
 
     @abc.abstractmethod
     def to_json(self, record: Any) -> dict[str, Any]:
-        """The record as one ``dump --json`` object."""
+        """The record as one ``dump --json`` object.
+
+        :raises ConfigError: not a record of this format (the built-in formats; :meth:`_check_record`).
+        """
+
+    def _check_record(self, record: Any, kind: type) -> None:
+        """:raises ConfigError: ``record`` is not a ``kind`` (a record this format's reads give): another
+            format's record or a :class:`Message` has none of this layout's fields (an AttributeError
+            from inside ``to_json``); ``to_common`` takes either."""
+        if not isinstance(record, kind):
+            raise ConfigError(f"expected a {self.format} record (read from a {self.format} store), found "
+                              f"{type(record).__name__} (to_common() takes a "
+                              f"record of any format)", self.path)
 
     def describe(self, record: Any) -> str:
         """The record as one human-readable line (``segstore query`` without ``--json``)."""
@@ -526,7 +570,11 @@ class Store(abc.ABC):
 
     def config_notes(self, topic: str | None = None) -> list[str]:
         """Lines about the config the store uses for ``topic`` (every topic when None): where a value
-        given by the caller overrides one the store's own files set, or a file's value was not applied."""
+        given by the caller overrides one the store's own files set, or a file's value was not applied.
+
+        :raises StoreClosedError: the store was closed (as every other call answers then).
+        """
+        self._check_open()
         return []
 
     def dump(self, *, topic: str | None = None, partition: int | None = None, index: bool = False,

@@ -238,3 +238,210 @@ def test_commit_offsets_of_the_wrong_kind_is_a_config_error_and_commits_nothing(
     with pytest.raises(ConfigError, match=re.escape(f"{store.path}: {said}")):
         store.commit_offsets(group, offsets)
     assert store.consumer_groups().rows == []
+
+
+@pytest.mark.parametrize("partition", [0.0, 1.0, "0", True])
+def test_append_refuses_a_partition_that_is_no_integer_even_where_the_partition_exists(store, partition):
+    # before, on Kafka: partition 0.0 (or True) found the existing orders-0 by equal keys and was
+    # appended to, answering AppendResult(partition=0.0), while a new partition refused the same value;
+    # RocketMQ refuses it everywhere
+    message = {"topic": "orders", "partition": partition, "value": b"v"}
+    with pytest.raises(InvalidMessageError, match="partition"):
+        store.append(message)
+    with pytest.raises(InvalidMessageError, match="partition"):
+        store.append(segstore.Message(**message))
+    _unchanged(store)
+
+
+@pytest.mark.parametrize("fmt", ["kafka", "rocketmq"])
+def test_append_takes_a_numpy_integer_partition_new_or_existing(tmp_path, fmt):
+    # a partition column of scan_arrow fed back; before, on Kafka: a new partition refused np.int64(1)
+    # ("expected an integer partition") and an existing one answered AppendResult(partition=np.int64(0))
+    np = pytest.importorskip("numpy")
+    config = SMALL_ROCKETMQ if fmt == "rocketmq" else {}
+    with segstore.open(tmp_path / "s", format=fmt, mode="a", **config) as s:
+        for number in (np.int64(1), np.int32(1)):
+            for message in ({"topic": "orders", "partition": number, "value": b"v"},
+                            segstore.Message(topic="orders", partition=number, value=b"v")):
+                result = s.append(message)
+                assert type(result.partition) is int and result.partition == 1
+        assert s.offset_range("orders", 1) == (0, 4)
+        assert s.partitions("orders") == [1]
+
+
+def test_tail_error_of_no_such_queue_or_a_closed_store_is_refused_on_both_formats(store):
+    # Store.tail_error promises NotFoundError for no such partition / queue; before, RocketMQ (the base
+    # class's default) answered None (no torn tail) for any queue, a closed store's too, as Kafka refused
+    from segstore.errors import NotFoundError
+
+    assert store.tail_error("orders", 0) is None
+    for topic, partition in (("nope", 0), ("orders", 7)):
+        with pytest.raises(NotFoundError):
+            store.tail_error(topic, partition)
+    with pytest.raises(ConfigError, match="expected a partition as an integer"):
+        store.tail_error("orders", "0")
+    store.close()
+    with pytest.raises(StoreClosedError):
+        store.tail_error("orders", 0)
+
+
+def test_segment_infos_refuses_a_partition_that_is_no_integer(store):
+    # before: NotFoundError "expected a partition orders-0, found none" for "0", as offset_range's ConfigError
+    assert [info["start_offset"] for info in store.segment_infos("orders", 0)] == [0]
+    with pytest.raises(ConfigError, match="expected a partition as an integer, found str '0'"):
+        store.segment_infos("orders", "0")
+
+
+@pytest.mark.parametrize("message", [None, 5, "orders", [("topic", "orders")]])
+def test_what_is_not_a_message_is_named_alike_on_both_formats(store, message):
+    # before, on RocketMQ: "found \"'int' object has no attribute 'keys'\"" (Python's words, not what was
+    # expected); Kafka's Message.coerce names the kinds taken
+    with pytest.raises(InvalidMessageError, match=r"expected a message as a dict or a segstore\.Message, "
+                                                  rf"found {type(message).__name__}$"):
+        store.append(message)
+    _unchanged(store)
+
+
+@pytest.mark.parametrize(("headers", "said"), [
+    ({"a": "b"}, r"expected headers as a list of \(key, value\) pairs, found \"\{'a': 'b'\}\""),
+    ("abc", r"expected headers as a list of \(key, value\) pairs, found \"'abc'\""),
+    ([("a",)], r"expected header 0 as a \(key, value\) pair, found \"\('a',\)\""),
+    ([("a", "b"), "cd"], r"expected header 1 as a \(key, value\) pair, found \"'cd'\""),
+])
+def test_headers_of_the_wrong_shape_are_named_alike_on_both_formats(store, headers, said):
+    # before, on RocketMQ: "found 'not enough values to unpack (expected 2, got 1)'", and a header
+    # "cd" unpacked into the name "c" and the value "d"
+    with pytest.raises(InvalidMessageError, match=said):
+        store.append({"topic": "orders", "value": b"v", "headers": headers})
+    with pytest.raises(InvalidMessageError, match=said):
+        store.append(segstore.Message(topic="orders", value=b"v", headers=headers))
+    _unchanged(store)
+
+
+@pytest.mark.parametrize(("timestamp", "said"), [
+    (1.5, "expected timestamp as an integer, found float 1.5"),
+    ("1", "expected timestamp as an integer, found str '1'"),
+    (True, "expected timestamp as an integer, found bool True"),
+    (2**64, r"expected .* in \[-9223372036854775808, 9223372036854775807\].*found 18446744073709551616"),
+])
+def test_a_timestamp_that_is_no_int64_is_refused_naming_the_field_on_both_formats(store, timestamp, said):
+    # before, on Kafka: "found: 'float' object cannot be interpreted as an integer" (the encoder's
+    # words), "int too big to convert", and True stored as the time 1 ms; RocketMQ names the field
+    for message in ({"topic": "orders", "value": b"v", "timestamp": timestamp},
+                    segstore.Message(topic="orders", value=b"v", timestamp=timestamp)):
+        with pytest.raises(InvalidMessageError, match=said):
+            store.append(message)
+    _unchanged(store)
+
+
+def test_a_numpy_timestamp_is_stored_as_its_value(store):
+    np = pytest.importorskip("numpy")
+    store.append({"topic": "orders", "value": b"v", "timestamp": np.int64(1_700_000_000_123)})
+    assert [r.timestamp for r in store.read("orders", 0, 1)] == [1_700_000_000_123]
+
+
+_POSITION = "position as an integer (a byte position in the log), found"
+
+
+@pytest.mark.parametrize(("options", "said"), [
+    ({"start": "0"}, f"expected a start {_POSITION} str '0'"),
+    ({"end": "9"}, f"expected an end {_POSITION} str '9'"),
+    ({"start": 1.5}, f"expected a start {_POSITION} float 1.5"),
+    ({"end": 100.5}, f"expected an end {_POSITION} float 100.5"),
+    ({"start": True}, f"expected a start {_POSITION} bool True"),
+])
+def test_scan_arrow_byte_range_of_the_wrong_kind_is_a_config_error(store, options, said):
+    # before: TypeError "'<' not supported between instances of 'int' and 'str'" from inside the walk,
+    # "'float' object cannot be interpreted as an integer" for an end, and a start of 1.5 or True read
+    # from byte 1 (the first message left out)
+    with pytest.raises(ConfigError, match=re.escape(f"{store.path}: {said}")):
+        list(store.scan_arrow(**options))
+
+
+def test_scan_arrow_byte_range_takes_numpy_integers(store):
+    np = pytest.importorskip("numpy")
+    assert sum(b.num_rows for b in store.scan_arrow(start=np.int64(0), end=np.int64(1 << 20))) == 1
+
+
+@pytest.mark.parametrize(("columns", "said"), [(5, "expected columns as a column name or names, found int 5"),
+                                               (["key", 5], "found 5"), ([b"key"], "found b'key'")])
+def test_scan_arrow_columns_that_are_no_names_are_a_config_error(store, columns, said):
+    # before: TypeError "'int' object is not iterable" / from pyarrow's get_field_index
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        list(store.scan_arrow(columns))
+
+
+@pytest.mark.parametrize("decompress", ["no", "yes", 1, None])
+@pytest.mark.parametrize("call", ["read", "scan_arrow", "dump_json", "dump_text", "dump"])
+def test_decompress_that_is_no_bool_is_refused_on_both_formats(store, call, decompress):
+    # before, on RocketMQ: taken for its truth, so decompress="no" inflated the bodies; Kafka refused it
+    args = ("orders", 0) if call == "read" else ()
+    with pytest.raises(ConfigError, match=re.escape(f"expected decompress as True or False, found "
+                                                    f"{type(decompress).__name__} {decompress!r}")):
+        list(getattr(store, call)(*args, decompress=decompress))
+
+
+@pytest.mark.parametrize("topic", [None, 5, b"orders"])
+def test_find_of_a_topic_that_is_no_str_is_a_config_error(store, topic):
+    # before, on Kafka: find(None, "k") scanned every topic's partition 0 and read each hit from the last
+    # topic's (orders' and other's hits as [('other', 0)] * 4); RocketMQ answered []
+    other = dict(ONE[store.format], topic="other")
+    store.append(other)
+    with pytest.raises(ConfigError, match=re.escape(f"{store.path}: expected a topic as a str, found "
+                                                    f"{type(topic).__name__} {topic!r}")):
+        store.find(topic, "k")
+    assert [r.topic for r in store.find("orders", "k")] == ["orders"]
+
+
+@pytest.mark.parametrize("fmt", [["kafka"], {"kafka": 1}, 5])
+def test_open_of_a_format_that_is_no_name_is_a_format_not_found_error(tmp_path, fmt):
+    # before: TypeError "unhashable type: 'list'" from the plugin registry's dict; 5 was "unknown format 5"
+    from segstore.errors import FormatNotFoundError
+
+    said = rf"expected a format name as a str \([^)]*kafka[^)]*\), found {type(fmt).__name__} "
+    said += re.escape(repr(fmt))
+    with pytest.raises(FormatNotFoundError, match=said):
+        segstore.open(tmp_path / "s", format=fmt, mode="a")
+    assert not os.path.exists(tmp_path / "s")
+
+
+@pytest.mark.parametrize("what", ["other format", "message", None, "dict"])
+def test_to_json_of_what_is_not_this_formats_record_is_a_config_error(tmp_path, store, what):
+    # before: AttributeError "'RocketMQMessage' object has no attribute 'batch'" (or 'queue_id', 'topic')
+    other = "rocketmq" if store.format == "kafka" else "kafka"
+    with segstore.open(tmp_path / "o", format=other, mode="a",
+                       **(SMALL_ROCKETMQ if other == "rocketmq" else {})) as o:
+        o.append(ONE[other])
+        record = {"other format": next(o.read("orders", 0), None), None: None, "dict": {"topic": "orders"},
+                  "message": segstore.Message("orders", b"v")}[what]
+        said = f"expected a {store.format} record (read from a {store.format} store), found "
+        with pytest.raises(ConfigError, match=re.escape(said + type(record).__name__)):
+            store.to_json(record)
+        if what == "other format":      # to_common takes a record of any format
+            assert store.to_common(record).value == b"v"
+    assert store.to_json(next(store.read("orders", 0)))["topic"] == "orders"
+    with pytest.raises(ConfigError, match="expected a record read from a store, found NoneType"):
+        store.to_common(None)
+
+
+@pytest.mark.parametrize(("options", "said"), [(5, "storage_options must be a mapping, found int"),
+                                               ("notjson", "storage_options must be a JSON object"),
+                                               ("[1]", "storage_options must be a JSON object")])
+def test_storage_options_of_the_wrong_kind_are_refused_for_a_local_path_too(store, options, said):
+    # before: taken without a word for a local path (only a URL parsed them)
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        segstore.open(store.path, storage_options=options)
+    with segstore.open(store.path, storage_options={"anon": True}) as s:     # unused here, not refused
+        assert s.topics() == ["orders"]
+
+
+def test_rocketmq_scan_arrow_refuses_an_offset_without_a_queue(tmp_path):
+    # before: scan_arrow(offset=2) walked the whole commitlog and gave every message, the offset dropped
+    # without a word (Kafka's starts each partition there; RocketMQ's queue offsets need a queue)
+    with segstore.open(tmp_path / "s", format="rocketmq", mode="a", **SMALL_ROCKETMQ) as s:
+        s.append_batch([ONE["rocketmq"]] * 3)
+        with pytest.raises(ConfigError, match=re.escape(f"{s.path}: expected a queue (topic and partition) "
+                                                        "for offset 2, found none")):
+            list(s.scan_arrow(offset=2))
+        assert sum(b.num_rows for b in s.scan_arrow(topic="orders", partition=0, offset=2)) == 1
+        assert sum(b.num_rows for b in s.scan_arrow(offset=0)) == 3

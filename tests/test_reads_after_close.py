@@ -100,3 +100,18 @@ def test_a_closed_append_file_refuses_reads_instead_of_mapping_zeros(tmp_path):
     for read in (f.view, lambda: f.read(0, 4), lambda: f.window(0, 4)):
         with pytest.raises(StoreClosedError, match="file is closed"):
             read()
+
+
+@pytest.mark.parametrize("fmt", ["kafka", "rocketmq"])
+@pytest.mark.parametrize("how", ["config_notes", "tail_error"])
+def test_calls_whose_answer_may_be_empty_raise_store_closed_after_close(stores, fmt, how):
+    """Before, a closed RocketMQ store answered ``config_notes()`` ``[]`` and ``tail_error`` None (the base
+    class's defaults: no notes, no torn tail), where a closed Kafka store raised StoreClosedError."""
+    path, topic = stores[fmt]
+    store = segstore.open(path)
+    calls = {"config_notes": lambda: store.config_notes(), "tail_error": lambda: store.tail_error(topic, 0)}
+    call = calls[how]
+    assert not call()
+    store.close()
+    with pytest.raises(StoreClosedError, match="store is closed"):
+        call()

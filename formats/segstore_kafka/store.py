@@ -15,6 +15,7 @@ import base64
 import contextvars
 import functools
 import json as jsonlib
+import numbers
 import os
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -56,6 +57,7 @@ from segstore.store import (
     Store,
     bytes_by_topic,
     check_batch_rows,
+    check_decompress,
     check_isolation,
     newest_hits,
     reads_while_open,
@@ -234,6 +236,39 @@ def _committed_rows(batch: pa.RecordBatch, aborted: list[AbortedTxn], lso: int) 
     return batch.filter(from_numpy(keep))
 
 
+def _partition_number(partition: Any) -> int:
+    """An appended message's partition as an ``int``: a numpy integer (a column of a scan fed back) as
+    its value.  Checked here, for every message, rather than where a partition is created only: a
+    partition already held was found by ``(topic, 0.0)`` or ``(topic, np.int64(0))`` (equal keys) and
+    appended to, while a new one refused the same value.
+
+    :raises InvalidTopicError: not an integer (a float, a bool, a str), as :func:`.partition.validate_topic`.
+    """
+    if type(partition) is int:
+        return partition
+    if isinstance(partition, numbers.Integral) and not isinstance(partition, bool):
+        return int(partition)
+    raise InvalidTopicError(f"expected an integer partition, found {cut(repr(partition))}")
+
+
+def _timestamp_number(timestamp: Any) -> int:
+    """An appended message's timestamp as an ``int`` (a numpy integer as its value), before the encoder
+    sees it: there a float or a str was "'float' object cannot be interpreted as an integer" and a
+    bool stored as 1 ms, where the RocketMQ store names the field (``integer_field``).
+
+    :raises InvalidMessageError: not an integer, or not an int64 (the record batch's timestamps).
+    """
+    if type(timestamp) is not int:
+        if isinstance(timestamp, bool) or not isinstance(timestamp, numbers.Integral):
+            raise InvalidMessageError(f"expected timestamp as an integer, found {type(timestamp).__name__} "
+                                      f"{cut(timestamp)}")
+        timestamp = int(timestamp)
+    if not -(2**63) <= timestamp < 2**63:
+        raise InvalidMessageError(f"expected timestamp in [{-(2**63)}, {2**63 - 1}] (an int64 of ms), "
+                                  f"found {timestamp}")
+    return timestamp
+
+
 def _stamp(timestamp: Any, now: int) -> Any:
     """A message's timestamp as appended: ``now`` for one below 0 or None; what is not an int is
     left for the encoder to refuse (InvalidMessageError)."""
@@ -300,14 +335,6 @@ def batch_json(batch: codec.RecordBatch) -> dict[str, Any]:
             "is_transactional": batch.is_transactional, "is_control": batch.is_control,
             "max_timestamp": batch.max_timestamp, "base_timestamp": batch.base_timestamp,
             "delete_horizon_ms": batch.delete_horizon_ms}
-
-
-def _check_decompress(decompress: Any, path: str) -> None:
-    """:raises ConfigError: a ``decompress`` (RocketMQ's read option, taken by Kafka's reads too) that is
-        not True or False."""
-    if not isinstance(decompress, bool):
-        raise ConfigError(f"expected decompress as True or False, found {type(decompress).__name__} "
-                          f"{cut(decompress)}", path)
 
 
 def _trimmed_start(part: Partition) -> int | None:
@@ -962,6 +989,10 @@ class KafkaStore(Store):
             msgs = [Message.coerce(m) for m in items]
         except UnicodeEncodeError as err:   # a str key or value with a lone surrogate
             raise InvalidMessageError(f"expected text UTF-8 can encode, found: {err}") from err
+        for m in msgs:
+            m.partition = _partition_number(m.partition)
+            if m.timestamp is not None:
+                m.timestamp = _timestamp_number(m.timestamp)
         self._route_keyed(items, msgs)
         groups: dict[tuple[str, int], list[int]] = {}
         for i, m in enumerate(msgs):
@@ -1020,7 +1051,7 @@ class KafkaStore(Store):
         records of a batch below it stay in the file, ``dump FILE`` shows them).  ``isolation``
         and ``decompress`` as in :meth:`read`."""
         self._check_open()
-        _check_decompress(decompress, self.path)
+        check_decompress(decompress, self.path)
         for part in self._partitions().values():
             yield from self._records(part, _trimmed_start(part), isolation)
 
@@ -1045,7 +1076,7 @@ class KafkaStore(Store):
         """
         self._check_open()
         self._check_read(partition, offset, count)
-        _check_decompress(decompress, self.path)
+        check_decompress(decompress, self.path)
         part = self.partition_of(topic, partition)
         for n, record in enumerate(self._records(part, max(offset, part.log_start_offset), isolation)):
             if count is not None and n >= count:
@@ -1088,7 +1119,8 @@ class KafkaStore(Store):
 
         self._check_open()
         self._check_read(partition, offset, any_partition=True)
-        _check_decompress(decompress, self.path)
+        self._check_positions(start, end)
+        check_decompress(decompress, self.path)
         threads = thread_count(threads)
         check_batch_rows(batch_rows)
         schema = project(KAFKA_SCHEMA, columns)
@@ -1244,6 +1276,7 @@ class KafkaStore(Store):
         """:meth:`Store.tail_error`: the active segment's bytes after its last whole batch, walked from the
         offset index's last entry.  ``O(batches after it)``."""
         self._check_open()
+        self._check_partition(partition)
         return self.partition_of(topic, partition).check_open_error()
 
     def high_watermark(self, topic: str, partition: int) -> int:
@@ -1319,6 +1352,7 @@ class KafkaStore(Store):
 
     def segment_infos(self, topic: str, partition: int) -> list[dict[str, Any]]:
         """Per segment ``{start_offset, end_offset, bytes, path}`` (end exclusive), for planners."""
+        self._check_partition(partition)
         part = self.partition_of(topic, partition)
         segs = part.segments
         out = []
@@ -1328,6 +1362,7 @@ class KafkaStore(Store):
         return out
 
     def to_json(self, record: KafkaRecord) -> dict[str, Any]:
+        self._check_record(record, KafkaRecord)
         return {"topic": record.topic, "partition": record.partition, "offset": record.offset,
                 "timestamp": record.timestamp, "timestamp_type": record.batch.timestamp_type,
                 "key": _b64(record.key), "value": _b64(record.value),
@@ -1912,7 +1947,7 @@ class KafkaStore(Store):
             first index file that could not be read (so it could not be dumped).
         :raises ConfigError: a ``decompress`` not True or False.
         """
-        _check_decompress(decompress, self.path)
+        check_decompress(decompress, self.path)
 
         def records(seg: LogSegment, position: int, start: int, stop: int | None,
                     keeps: Callable[..., bool] | None) -> Iterator[DumpLine]:
@@ -1947,7 +1982,7 @@ class KafkaStore(Store):
         :raises CorruptIndexError: as :meth:`dump`.
         """
         thread_count(threads)     # checked as the other formats' and dump_json's (one is used)
-        _check_decompress(decompress, self.path)
+        check_decompress(decompress, self.path)
         if columnar._speedups is None:
             return (line.text.encode("utf-8", "surrogatepass") + b"\n" for line in self.dump(
                 topic=topic, partition=partition, index=index, isolation=isolation, begin=begin, end=end,
@@ -2041,7 +2076,7 @@ class KafkaStore(Store):
             or False.
         """
         self._check_open()
-        _check_decompress(decompress, self.path)
+        check_decompress(decompress, self.path)
         committed = check_isolation(isolation) == READ_COMMITTED
         threads = thread_count(threads)
         want = columnar.WANT_KEY | columnar.WANT_VALUE | columnar.WANT_HEADERS
@@ -2122,7 +2157,7 @@ class KafkaStore(Store):
         import pyarrow.compute as pc  # pyarrow.compute (0.05 s to import) only where a computation runs
 
         self._check_open()
-        raw = self._find_key(key, partition, begin, end, max_hits)
+        raw = self._find_key(key, partition, begin, end, max_hits, topic=topic)
         if self._has_key_index():
             # the key index holds the values of the key.index.headers headers too (store.indexes.find_key
             # answers them); find means the record key, as the scan below and as Spark and conversion

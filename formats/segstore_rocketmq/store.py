@@ -61,6 +61,7 @@ from segstore.store import (
     Store,
     bytes_by_topic,
     check_batch_rows,
+    check_decompress,
     check_isolation,
     reads_while_open,
 )
@@ -229,14 +230,31 @@ def _empty_property(name: str, value: str) -> InvalidMessageError:
                                f"MessageDecoder drops such a pair), found {found}")
 
 
+def _header_pairs(headers: Any) -> list[tuple[Any, Any]]:
+    """``headers`` as its ``(key, value)`` pairs.
+
+    :raises InvalidMessageError: not a list or tuple of 2-item lists or tuples (a dict, a str, a pair
+        ``"cd"`` that would unpack into a name ``c`` and a value ``d``), in the words of
+        :meth:`Message.coerce` (Kafka's).
+    """
+    if not isinstance(headers, (list, tuple)):
+        raise InvalidMessageError(f"expected headers as a list of (key, value) pairs, "
+                                  f"found {cut(repr(headers))}")
+    for i, pair in enumerate(headers):
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+            raise InvalidMessageError(f"expected header {i} as a (key, value) pair, found {cut(repr(pair))}")
+    return [(name, value) for name, value in headers]
+
+
 def _header_properties(headers: Iterable[tuple[Any, Any]]) -> dict[Any, str]:
     """Headers as RocketMQ properties.  A name given twice is refused: Kafka's headers are a list
     and keep both, RocketMQ's properties are a map (4.9.7 Message.putUserProperty) and would keep one.
 
-    :raises InvalidMessageError: a repeated name, a value that is not text.
+    :raises InvalidMessageError: a repeated name, a value that is not text; headers not pairs
+        (:func:`_header_pairs`).
     """
     props: dict[Any, str] = {}
-    for name, value in headers:
+    for name, value in _header_pairs(headers):
         if name in props:
             raise _said_twice(name)
         props[name] = _text(value or b"", "a header value")
@@ -799,7 +817,8 @@ class RocketMQStore(LifecycleMixin, Store):
             item = item.to_message()
         if isinstance(item, Message):
             key = item.key
-            header_keys = [value for name, value in item.headers if name == PROPERTY_KEYS]
+            headers = _header_pairs(item.headers) if item.headers else []
+            header_keys = [value for name, value in headers if name == PROPERTY_KEYS]
             if key is not None and header_keys:
                 # KEYS the key and KEYS the header say the same thing twice: one would be lost, unless the
                 # key is the header's first token, which is what a read message's to_message() gives
@@ -817,11 +836,14 @@ class RocketMQStore(LifecycleMixin, Store):
                                       "queue_id": integer_field(item.partition, "partition")}
             if key is not None:
                 fields["keys"] = [_text(key, "a key")]
-            if item.headers:
-                fields["properties"] = _header_properties(item.headers)
+            if headers:
+                fields["properties"] = _header_properties(headers)
             if integer_field(item.timestamp, "timestamp", -1) >= 0:
                 fields["born_timestamp"] = item.timestamp
             return fields
+        if not isinstance(item, Mapping):   # Message.coerce's words (Kafka's), not "has no attribute 'keys'"
+            raise InvalidMessageError(f"expected a message as a dict or a segstore.Message, "
+                                      f"found {type(item).__name__}")
         other = item.keys() - APPEND_FIELDS
         if not other:
             return item
@@ -1586,12 +1608,15 @@ class RocketMQStore(LifecycleMixin, Store):
         :raises CorruptDataError: a damaged message (the error :meth:`scan`/:meth:`read` raise), or
             with ``decompress`` a compressed body that does not inflate.
         :raises NotFoundError: no such queue.
-        :raises ConfigError: ``threads`` below 1, an unknown isolation level.
+        :raises ConfigError: ``threads`` below 1, an unknown isolation level, an ``offset`` (other than 0)
+            without a queue.
         """
         from segstore.columns import ROCKETMQ_SCHEMA
 
         self._check_open()
+        check_decompress(decompress, self.path)
         self._check_read(partition, offset, any_partition=True)
+        self._check_positions(start, end)
         check_batch_rows(batch_rows)
         committed = check_isolation(isolation) == READ_COMMITTED
         threads = thread_count(threads)
@@ -1616,6 +1641,12 @@ class RocketMQStore(LifecycleMixin, Store):
         fill = columnar.fill_for(schema.names)      # only the fields its columns are built from
         if (topic is None) != (partition is None):
             raise ConfigError("expected topic and partition together, found only one")
+        if topic is None and offset != 0:
+            # a walk of the commitlog (or of queue ranges) has no queue offset to start from: the offset
+            # was dropped without a word, every message given (Kafka starts each partition there)
+            raise ConfigError(f"expected a queue (topic and partition) for offset {offset}, found none "
+                              "(without one the commitlog is walked whole; start/end select byte positions)",
+                              self.path)
         if queues is not None:
             if topic is not None or start is not None or end is not None:
                 raise ConfigError("expected queue ranges (queues) alone, found a queue (topic, partition) "
@@ -2145,6 +2176,7 @@ class RocketMQStore(LifecycleMixin, Store):
         :raises ConfigError: an unknown isolation level.
         """
         self._check_open()
+        check_decompress(decompress, self.path)
         self._check_read(partition, offset, count)
         committed = check_isolation(isolation) == READ_COMMITTED
         if tag is not None and not isinstance(tag, str):
@@ -2216,6 +2248,7 @@ class RocketMQStore(LifecycleMixin, Store):
         """The consume-queue files of a queue: ``start_offset``, ``end_offset``, ``bytes``
         (the sum of the message sizes they point at) and ``path``, for split planning."""
         self._check_open()
+        self._check_partition(partition)
         cq = self._queue_view(topic, partition)
         if isinstance(cq, ScannedQueue):
             return [{"start_offset": cq.min_offset, "end_offset": cq.max_offset,
@@ -2226,6 +2259,7 @@ class RocketMQStore(LifecycleMixin, Store):
 
     # -- records ------------------------------------------------------------
     def to_json(self, record: RocketMQMessage) -> dict[str, Any]:
+        self._check_record(record, RocketMQMessage)
         return {
             "topic": record.topic, "queue_id": record.queue_id, "queue_offset": record.queue_offset,
             "physical_offset": record.physical_offset, "size": record.size, "body_crc": record.body_crc,
@@ -2262,6 +2296,7 @@ class RocketMQStore(LifecycleMixin, Store):
         :raises CorruptDataError: with ``decompress``, a compressed body that does not inflate.
         """
         self._check_open()
+        check_decompress(decompress, self.path)
         committed = check_isolation(isolation) == READ_COMMITTED
         threads = thread_count(threads)
         ext_units = self._ext_units_by_physical_offset()
@@ -2341,6 +2376,7 @@ class RocketMQStore(LifecycleMixin, Store):
         :raises CorruptDataError: with ``decompress``, a compressed body that does not inflate.
         """
         self._check_open()
+        check_decompress(decompress, self.path)
         committed = check_isolation(isolation) == READ_COMMITTED
         threads = thread_count(threads)
         if columnar._speedups is None or tag is not None or self._multi_dispatch_queues(topic, partition):
@@ -2373,6 +2409,7 @@ class RocketMQStore(LifecycleMixin, Store):
         the selected queues, every IndexFile header and entry, and what :meth:`verify` finds
         (``problem`` lines)."""
         self._check_open()
+        check_decompress(decompress, self.path)
         committed = check_isolation(isolation) == READ_COMMITTED
         if tag is not None:
             for msg in self.tagged(topic, partition, tag, begin, end, decompress=decompress):
