@@ -30,6 +30,8 @@ import segstore
 from segstore.errors import CorruptDataError
 
 DAMAGED = '{"offsetTable":{"T@g":{'       # cut inside the first group's offsets: fastjson throws
+
+
 def test_a_reader_reads_the_messages_and_keeps_the_offsets_error(tmp_path: Path) -> None:
     """The commitlog and consume queues are read without consumerOffset.json; the error is kept as
     ``consumer_offsets.error`` and ``info()["consumer_offsets_error"]``, naming the file and position;

@@ -27,6 +27,8 @@ import segstore
 from segstore.errors import CorruptDataError
 
 DAMAGED = '{"topicConfigTable":{"T":{'       # cut inside the first topic: fastjson throws
+
+
 def test_a_reader_reads_the_messages_and_keeps_the_topics_error(tmp_path: Path) -> None:
     """The commitlog and consume queues are read without topics.json; the error is kept (not lost) as
     ``topic_configs.error`` and ``info()["topic_configs_error"]``, naming the file and position."""
