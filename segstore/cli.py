@@ -905,10 +905,15 @@ _PER_TOPIC_MAPS = ("topics", "topic_configs")
 def _narrowed(info: dict[str, Any], topic: str | None, partition: int | None) -> dict[str, Any]:
     """``info`` with its per-topic parts narrowed to ``topic`` and ``partition`` (None: any): every list of
     maps carrying a ``topic`` (queues, partitions; by ``queue_id`` or ``partition``), the maps keyed by
-    topic name, the topic list; store-wide parts (commitlog, config, cluster) as they are."""
+    topic name, the topic list; store-wide parts (commitlog, config, cluster) as they are.  A per-topic row
+    (``topic_bytes``: no queue or partition of its own) stays whole for its topic: ``--queue 1`` does not
+    make the topic's size a queue's, nor drop it."""
     def wanted(item: dict[str, Any]) -> bool:
-        number = item.get("queue_id", item.get("partition"))
-        return (topic is None or item["topic"] == topic) and (partition is None or number == partition)
+        if topic is not None and item["topic"] != topic:
+            return False
+        if partition is None or ("queue_id" not in item and "partition" not in item):
+            return True
+        return item.get("queue_id", item.get("partition")) == partition
 
     narrowed: dict[str, Any] = {}
     for key, value in info.items():

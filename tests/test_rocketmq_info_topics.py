@@ -173,3 +173,29 @@ def test_group_configs_are_subscription_group_json_as_the_broker_loads_it(tmp_pa
     path.unlink()
     assert main(["info", str(store), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["group_configs"] == {}
+
+
+def test_a_queue_or_partition_selection_keeps_its_topics_bytes(tmp_path, capsys):
+    """``info --topic T --queue Q`` (``mqadmin topicStatus -t T`` narrowed to one queue) and Kafka's
+    ``--partition P``: ``topic_bytes`` is a per-topic row (no queue of its own), so the selection keeps the
+    topic's whole size; it was dropped, and the text said ``topic_bytes: -`` as for an empty topic."""
+    store = tmp_path / "store"
+    with segstore.open(store, format="rocketmq", mode="a", messageIndexEnable=False) as s:
+        s.append_batch([{"topic": t, "queue_id": i % 2, "body": b"x" * (10 + i)}
+                        for i, t in enumerate("TTTUU")])
+    assert main(["info", str(store), "--json"]) == 0
+    whole = json.loads(capsys.readouterr().out)
+    assert main(["info", str(store), "--topic", "T", "--queue", "1", "--json"]) == 0
+    one = json.loads(capsys.readouterr().out)
+    assert [(q["topic"], q["queue_id"]) for q in one["queues"]] == [("T", 1)]
+    assert one["topic_bytes"] == [t for t in whole["topic_bytes"] if t["topic"] == "T"] != []
+    assert main(["info", str(store), "--queue", "0", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["topic_bytes"] == whole["topic_bytes"]
+    kafka = tmp_path / "kafka"
+    with segstore.open(kafka, format="kafka", mode="a") as s:
+        for p in (0, 1):
+            s.append_batch([{"topic": "K", "partition": p, "value": b"v" * (5 + p)}])
+    assert main(["info", str(kafka), "--json"]) == 0
+    sizes = json.loads(capsys.readouterr().out)["topic_bytes"]
+    assert main(["info", str(kafka), "--topic", "K", "--partition", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["topic_bytes"] == sizes != []
