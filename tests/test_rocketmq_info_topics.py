@@ -199,3 +199,34 @@ def test_a_queue_or_partition_selection_keeps_its_topics_bytes(tmp_path, capsys)
     sizes = json.loads(capsys.readouterr().out)["topic_bytes"]
     assert main(["info", str(kafka), "--topic", "K", "--partition", "1", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["topic_bytes"] == sizes != []
+
+
+def test_info_says_an_unclean_shutdown_and_the_checkpoint(tmp_path, capsys):
+    """``info`` gives the checkpoint's fields (4.9.7 ``StoreCheckpoint``: physicMsgTimestamp,
+    logicsMsgTimestamp, indexMsgTimestamp, which bound the next abnormal recovery) and ``unclean_shutdown``:
+    the ``abort`` file ``DefaultMessageStore.start`` creates and ``shutdown`` removes was there, so the
+    broker's next start runs ``recoverAbnormally``.  A writer reports what it found when it opened (its own
+    abort file is not a crash); a checkpoint that cannot be read is ``checkpoint_error``."""
+    from conftest import FIXTURES, copy_writable
+
+    crashed = copy_writable(FIXTURES / "rocketmq" / "abort" / "store", tmp_path / "crashed")
+    raw = (crashed / "checkpoint").read_bytes()
+    fields = [int.from_bytes(raw[at:at + 8], "big", signed=True) for at in (0, 8, 16)]
+    assert main(["info", str(crashed), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["unclean_shutdown"] is True
+    assert [info["checkpoint"][name] for name in ("physicMsgTimestamp", "logicsMsgTimestamp",
+                                                  "indexMsgTimestamp")] == fields
+    assert main(["info", str(crashed)]) == 0
+    text = capsys.readouterr().out
+    assert f"unclean_shutdown: True\ncheckpoint:\n  physicMsgTimestamp: {fields[0]}\n" in text
+    with segstore.open(crashed, mode="a") as s:
+        assert s.info()["unclean_shutdown"] is True
+    with segstore.open(crashed) as s:
+        assert s.info()["unclean_shutdown"] is False
+    with segstore.open(tmp_path / "new", format="rocketmq", mode="a") as s:
+        assert s.info()["unclean_shutdown"] is False
+    (crashed / "checkpoint").write_bytes(b"\0" * 10)
+    assert main(["info", str(crashed), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert "checkpoint" not in info and "expected a checkpoint" in info["checkpoint_error"]
