@@ -885,12 +885,11 @@ def cmd_info(args: argparse.Namespace, out: TextIO) -> int:
         info = store.info()
         if args.topic is not None or _partition(args) is not None:
             info = _narrowed(info, args.topic, _partition(args))
-            # a topic the store's config names but no queue holds yet is shown (its config, no queues)
-            configured = _partition(args) is None and any(
-                isinstance(info.get(key), dict) and args.topic in info[key] for key in _PER_TOPIC_MAPS)
-            missing = None if configured else _missing_selection(store, args)
-            if missing is not None:
-                raise missing
+            # a topic (queue) the store's config names but no queue holds yet is shown (its config, no queues)
+            if not _configured(info, args.topic, _partition(args)):
+                missing = _missing_selection(store, args)
+                if missing is not None:
+                    raise missing
     if args.json:
         _json_line(info, out)
     else:
@@ -902,13 +901,37 @@ def cmd_info(args: argparse.Namespace, out: TextIO) -> int:
 _PER_TOPIC_MAPS = ("topics", "topic_configs")
 
 
+def _configured(info: dict[str, Any], topic: str | None, partition: int | None) -> bool:
+    """Whether the config in ``info`` (narrowed: RocketMQ ``topics.json``, the KRaft metadata log) names
+    ``topic`` and, given, its ``partition`` (queue): one of its assignments, or below its partition or
+    queue count, as ``kafka-topics --describe --topic T --partitions P`` shows a partition another broker
+    holds."""
+    for key in _PER_TOPIC_MAPS:
+        entry = info[key].get(topic) if isinstance(info.get(key), dict) else None
+        if entry is None:
+            continue
+        if partition is None:
+            return True
+        if isinstance(entry, dict):
+            counts = [n for k in ("partitions", "read_queue_nums", "write_queue_nums")
+                      if isinstance(n := entry.get(k), int) and not isinstance(n, bool)]
+            if entry.get("assignments") or (counts and 0 <= partition < max(counts)):
+                return True
+    return False
+
+
 def _narrowed(info: dict[str, Any], topic: str | None, partition: int | None) -> dict[str, Any]:
     """``info`` with its per-topic parts narrowed to ``topic`` and ``partition`` (None: any): every list of
     maps carrying a ``topic`` (queues, partitions; by ``queue_id`` or ``partition``), the maps keyed by
-    topic name, the topic list; store-wide parts (commitlog, config, cluster) as they are."""
+    topic name, the topic list; store-wide parts (commitlog, config, cluster) as they are.  A per-topic row
+    (``topic_bytes``: no queue or partition of its own) stays whole for its topic: ``--queue 1`` does not
+    make the topic's size a queue's, nor drop it."""
     def wanted(item: dict[str, Any]) -> bool:
-        number = item.get("queue_id", item.get("partition"))
-        return (topic is None or item["topic"] == topic) and (partition is None or number == partition)
+        if topic is not None and item["topic"] != topic:
+            return False
+        if partition is None or ("queue_id" not in item and "partition" not in item):
+            return True
+        return item.get("queue_id", item.get("partition")) == partition
 
     narrowed: dict[str, Any] = {}
     for key, value in info.items():

@@ -54,3 +54,30 @@ def test_kafka_info_of_one_topic_and_partition(tmp_path):
     assert len(one["partitions"]) == 1
     code, text, _ = run("info", path, "--topic", "a")
     assert code == 0 and "topic=a, partition=0" in text and "topic=b" not in text
+
+
+def test_a_configured_partition_or_queue_no_local_file_holds_is_shown_not_refused():
+    """``kafka-topics --describe --topic T --partitions P`` shows a partition the metadata log assigns to
+    another broker; ``info --topic T --partition P`` refused it (exit 1, "expected a topic named T") though
+    ``--topic T`` alone showed the topic and that assignment.  The real KRaft dir holds no ``payment-failed``
+    partition (it is on broker 2).  A partition past the topic's count is still refused."""
+    from conftest import FIXTURES
+
+    real = str(FIXTURES / "real" / "kraft-confluent-7.5.1")
+    one = info(real, "--topic", "payment-failed", "--partition", "0")
+    assert one["partitions"] == [] and list(one["topics"]) == ["payment-failed"]
+    assigned = one["topics"]["payment-failed"]["assignments"]
+    assert [(a["partition"], a["replicas"]) for a in assigned] == [(0, [2])]
+    code, out, _ = run("info", real, "--topic", "payment-failed", "--partition", "1")
+    assert (code, out) == (1, "")
+
+
+def test_a_queue_of_a_topic_only_topics_json_names_is_shown(tmp_path):
+    """As ``--topic Idle`` alone: its config, no queues, for a queue below its queue counts."""
+    path = str(rocketmq_store(tmp_path / "rmq"))
+    counts = info(path)["topic_configs"]["Idle"]
+    last = max(counts["read_queue_nums"], counts["write_queue_nums"]) - 1
+    idle = info(path, "--topic", "Idle", "--queue", str(last))
+    assert idle["queues"] == [] and list(idle["topic_configs"]) == ["Idle"]
+    code, out, _ = run("info", path, "--topic", "Idle", "--queue", str(last + 1))
+    assert (code, out) == (1, "")

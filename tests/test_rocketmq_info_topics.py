@@ -173,3 +173,60 @@ def test_group_configs_are_subscription_group_json_as_the_broker_loads_it(tmp_pa
     path.unlink()
     assert main(["info", str(store), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["group_configs"] == {}
+
+
+def test_a_queue_or_partition_selection_keeps_its_topics_bytes(tmp_path, capsys):
+    """``info --topic T --queue Q`` (``mqadmin topicStatus -t T`` narrowed to one queue) and Kafka's
+    ``--partition P``: ``topic_bytes`` is a per-topic row (no queue of its own), so the selection keeps the
+    topic's whole size; it was dropped, and the text said ``topic_bytes: -`` as for an empty topic."""
+    store = tmp_path / "store"
+    with segstore.open(store, format="rocketmq", mode="a", messageIndexEnable=False) as s:
+        s.append_batch([{"topic": t, "queue_id": i % 2, "body": b"x" * (10 + i)}
+                        for i, t in enumerate("TTTUU")])
+    assert main(["info", str(store), "--json"]) == 0
+    whole = json.loads(capsys.readouterr().out)
+    assert main(["info", str(store), "--topic", "T", "--queue", "1", "--json"]) == 0
+    one = json.loads(capsys.readouterr().out)
+    assert [(q["topic"], q["queue_id"]) for q in one["queues"]] == [("T", 1)]
+    assert one["topic_bytes"] == [t for t in whole["topic_bytes"] if t["topic"] == "T"] != []
+    assert main(["info", str(store), "--queue", "0", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["topic_bytes"] == whole["topic_bytes"]
+    kafka = tmp_path / "kafka"
+    with segstore.open(kafka, format="kafka", mode="a") as s:
+        for p in (0, 1):
+            s.append_batch([{"topic": "K", "partition": p, "value": b"v" * (5 + p)}])
+    assert main(["info", str(kafka), "--json"]) == 0
+    sizes = json.loads(capsys.readouterr().out)["topic_bytes"]
+    assert main(["info", str(kafka), "--topic", "K", "--partition", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["topic_bytes"] == sizes != []
+
+
+def test_info_says_an_unclean_shutdown_and_the_checkpoint(tmp_path, capsys):
+    """``info`` gives the checkpoint's fields (4.9.7 ``StoreCheckpoint``: physicMsgTimestamp,
+    logicsMsgTimestamp, indexMsgTimestamp, which bound the next abnormal recovery) and ``unclean_shutdown``:
+    the ``abort`` file ``DefaultMessageStore.start`` creates and ``shutdown`` removes was there, so the
+    broker's next start runs ``recoverAbnormally``.  A writer reports what it found when it opened (its own
+    abort file is not a crash); a checkpoint that cannot be read is ``checkpoint_error``."""
+    from conftest import FIXTURES, copy_writable
+
+    crashed = copy_writable(FIXTURES / "rocketmq" / "abort" / "store", tmp_path / "crashed")
+    raw = (crashed / "checkpoint").read_bytes()
+    fields = [int.from_bytes(raw[at:at + 8], "big", signed=True) for at in (0, 8, 16)]
+    assert main(["info", str(crashed), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["unclean_shutdown"] is True
+    assert [info["checkpoint"][name] for name in ("physicMsgTimestamp", "logicsMsgTimestamp",
+                                                  "indexMsgTimestamp")] == fields
+    assert main(["info", str(crashed)]) == 0
+    text = capsys.readouterr().out
+    assert f"unclean_shutdown: True\ncheckpoint:\n  physicMsgTimestamp: {fields[0]}\n" in text
+    with segstore.open(crashed, mode="a") as s:
+        assert s.info()["unclean_shutdown"] is True
+    with segstore.open(crashed) as s:
+        assert s.info()["unclean_shutdown"] is False
+    with segstore.open(tmp_path / "new", format="rocketmq", mode="a") as s:
+        assert s.info()["unclean_shutdown"] is False
+    (crashed / "checkpoint").write_bytes(b"\0" * 10)
+    assert main(["info", str(crashed), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert "checkpoint" not in info and "expected a checkpoint" in info["checkpoint_error"]

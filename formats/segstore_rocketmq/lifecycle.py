@@ -132,6 +132,8 @@ class _Lifecycle(_StoreHost, Protocol):
     mixin's own that they call on each other.  mypy checks at each call that the store has them all."""
 
     checkpoint: CheckpointFile | None
+    #: whether opening for append found an ``abort`` file (the last writer crashed); None: not opened so
+    abort_at_open: bool | None
     recovery_lines: list[str]
     _flusher: FlushService | None
     _left_damaged: list[tuple[str, int, int]]
@@ -171,6 +173,8 @@ class LifecycleMixin:
     """
 
     checkpoint: CheckpointFile | None
+    #: whether opening for append found an ``abort`` file (the last writer crashed); None: not opened so
+    abort_at_open: bool | None
     recovery_lines: list[str]
     _flusher: FlushService | None
     _left_damaged: list[tuple[str, int, int]]
@@ -184,6 +188,7 @@ class LifecycleMixin:
 
     def _init_lifecycle(self) -> None:
         self.checkpoint = None
+        self.abort_at_open = None
         self.recovery_lines = []
         self._flusher = None
         self._append_one = None
@@ -209,13 +214,14 @@ class LifecycleMixin:
         from .flush import FlushPolicy, FlushService  # the writer's thread and policy: not for reading
 
         abort = os.path.join(self.path, ABORT_FILE)
+        crashed = self.abort_at_open = files.exists(abort)
         checkpoint = self.checkpoint = CheckpointFile(os.path.join(self.path, CHECKPOINT_FILE), writable=True)
         resized = checkpoint.repairs + [line for q in self.queues.values() for line in q.repairs]
         if self.index is not None:
             aside = os.path.join(self.path, SEGSTORE_DIR, CUT_DIR, "index")
             resized += self.index.set_aside_strays(aside) + self.index.set_aside_refused(aside)
         self.recovery_lines = (self.commitlog.repairs + resized + self.commitlog.remove_empty_tail()
-                               + self._recover(abnormal=files.exists(abort)))
+                               + self._recover(abnormal=crashed))
         self._next_offsets = {key: cq.max_offset for key, cq in self.queues.items()}
         files.touch(abort)
         files.fsync_dir(self.path)

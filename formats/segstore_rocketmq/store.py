@@ -67,6 +67,10 @@ from segstore.store import (
 )
 
 from . import columnar, multidispatch
+from .checkpoint import FIELD_ATTRS as CHECKPOINT_FIELD_ATTRS
+from .checkpoint import FIELD_NAMES as CHECKPOINT_FIELD_NAMES
+from .checkpoint import FILE_NAME as CHECKPOINT_FILE
+from .checkpoint import Checkpoint, CheckpointFile
 from .commitlog import END_FILE_MIN_BLANK_LENGTH, CommitLog, CommitLogFile
 from .config import SCHEDULE_TOPIC, TOPIC_MAX_LENGTH_V2, BrokerConfig, validate_group, validate_topic
 from .consumequeue import CQ_DTYPE, FILE_NAME_DIGITS, ConsumeQueue, queue_cut_dir
@@ -85,7 +89,7 @@ from .dirnames import (
 )
 from .indexfile import IndexRequest, IndexService, geometry_on_disk
 from .javacompat import hashmap_order, string_hash
-from .lifecycle import LifecycleMixin, keys_and_tags
+from .lifecycle import ABORT_FILE, LifecycleMixin, keys_and_tags
 from .message import (
     KEY_SEPARATOR,
     MAX_QUEUE_ID,
@@ -2630,6 +2634,7 @@ class RocketMQStore(LifecycleMixin, Store):
                 "topic_bytes": bytes_by_topic(queues),
                 "commitlog": {"min_offset": self.commitlog.min_offset, "max_offset": self.commitlog.end,
                               "files": commitlog_files},
+                **self._shutdown_info(),
                 "group_configs": groups if groups is not None else {},
                 **said("group_configs_error", groups_error),
                 "config": self.config.as_dict(), "delay_offsets": delivered if delivered is not None else {},
@@ -2637,6 +2642,31 @@ class RocketMQStore(LifecycleMixin, Store):
                 "delay_queues": self._delay_queues(delivered),
                 **self._info_5x(),
                 **({"notes": list(self.notes)} if self.notes else {})}
+
+    def _shutdown_info(self) -> dict[str, Any]:
+        """``info``'s ``checkpoint`` (4.9.7 ``StoreCheckpoint``: the store times up to which the commitlog,
+        the consume queues and the index were flushed, which bound the next abnormal recovery; the 5.x
+        offsets) and ``unclean_shutdown``: an ``abort`` file, which ``DefaultMessageStore.start`` creates and
+        ``shutdown`` removes, was there (found by a reader, or by this store when it opened for append): the
+        broker's next start recovers abnormally (``recoverAbnormally``).  A checkpoint that cannot be read is
+        ``checkpoint_error`` (``verify`` says more)."""
+        if self.checkpoint is not None:
+            point: Checkpoint | None = self.checkpoint.value
+            error = None
+        else:
+            try:
+                point, error = CheckpointFile(os.path.join(self.path, CHECKPOINT_FILE)).value, None
+            except CorruptDataError as err:
+                point, error = None, err
+        unclean = self.abort_at_open if self.abort_at_open is not None \
+            else files.exists(os.path.join(self.path, ABORT_FILE))
+        out: dict[str, Any] = {"unclean_shutdown": bool(unclean)}
+        if point is not None:
+            out["checkpoint"] = {name: getattr(point, attr) for name, attr in zip(
+                CHECKPOINT_FIELD_NAMES, CHECKPOINT_FIELD_ATTRS, strict=True)}
+        else:
+            out["checkpoint_error"] = str(error)
+        return out
 
     def _delay_queues(self, delivered: Mapping[int, int] | None) -> list[dict[str, Any]]:
         """Each delay level's ``SCHEDULE_TOPIC_XXXX`` queue (queue id = level - 1) as the broker's
