@@ -930,3 +930,36 @@ def test_an_empty_store_round_trips(tmp_path: Path) -> None:
     convert(tmp_path / "k", tmp_path / "back", to="rocketmq", verify=True)
     with segstore.open(tmp_path / "back") as store:
         assert store.format == "rocketmq" and list(store.scan()) == [] and store.verify() == []
+
+
+def test_kafka_compression_and_timestamp_type_configs_that_contradict_the_options_are_refused(
+        tmp_path: Path) -> None:
+    """``--config compression.type`` / ``message.timestamp.type`` of a Kafka destination were taken and
+    ignored: the batches were written by ``--compression`` / ``--timestamp`` alone.  A broker with the
+    topic config writes what it says (apache/kafka 3.8.0 ``LogValidator.validateMessagesAndAssignOffsets``:
+    the batches recompressed to ``targetCompression`` unless it is ``producer``, their times set to the
+    append time for ``LOG_APPEND_TIME``; ``BrokerCompressionType``: ``uncompressed`` is no compression)."""
+    cases = [({"compression.type": "gzip"}, {}, r"expected --compression gzip .*compression\.type=gzip"
+                                                r".*found --compression none"),
+             ({"compression.type": "uncompressed"}, {"compression": "zstd"}, r"found --compression zstd"),
+             ({"message.timestamp.type": "LogAppendTime"}, {},
+              r"expected --timestamp store .*message\.timestamp\.type=LogAppendTime.*found --timestamp born"),
+             ({"message.timestamp.type": "CreateTime"}, {"timestamp": "store"}, r"found --timestamp store")]
+    for config, options, message in cases:
+        with pytest.raises(ConversionOptionError, match=message):
+            convert(BASIC, tmp_path / "out", to="kafka", config=config, **options)
+        assert list(tmp_path.iterdir()) == []
+    assert cli_run("convert", BASIC, tmp_path / "out", "--to", "kafka", "--config",
+                   "compression.type=lz4")[0] == 2
+    # what agrees, or leaves the choice to the producer, converts as before
+    for config, options, codec in [({"compression.type": "lz4"}, {"compression": "lz4"}, "lz4"),
+                                   ({"compression.type": "producer"}, {"compression": "gzip"}, "gzip"),
+                                   ({"compression.type": "uncompressed"}, {}, "none")]:
+        out = tmp_path / f"ok-{codec}"
+        convert(BASIC, out, to="kafka", config=config, verify=True, **options)
+        with segstore.open(out, "kafka") as store:
+            assert {r.batch.compression for r in store.read("TopicA", 0)} == {codec}
+    out = tmp_path / "ok-time"
+    convert(BASIC, out, to="kafka", config={"message.timestamp.type": "LogAppendTime"}, timestamp="store")
+    with segstore.open(out, "kafka") as store:
+        assert {r.batch.timestamp_type for r in store.read("TopicA", 0)} == {LOG_APPEND_TIME}
