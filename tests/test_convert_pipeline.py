@@ -963,3 +963,25 @@ def test_kafka_compression_and_timestamp_type_configs_that_contradict_the_option
     convert(BASIC, out, to="kafka", config={"message.timestamp.type": "LogAppendTime"}, timestamp="store")
     with segstore.open(out, "kafka") as store:
         assert {r.batch.timestamp_type for r in store.read("TopicA", 0)} == {LOG_APPEND_TIME}
+
+
+def test_a_config_the_destination_refuses_is_not_blamed_on_the_sources_journal(tmp_path: Path) -> None:
+    """The way back to RocketMQ opens the destination with the source journal's ``source_config``
+    under ``--config``; a name or value of ``--config`` itself that the destination refuses was
+    reported "(with autoMessageVersionOnTopicLen, ... from source_config of the conversion journal
+    ...; --config NAME=VALUE overrides it)", every recorded name listed, as if the journal were at
+    fault.  Such a ``--config`` is refused as given."""
+    kafka = tmp_path / "k"
+    convert(BASIC, kafka, to="kafka")
+    for config, message in [({"foo": "1"}, r"found 'foo'"),
+                            ({"mappedFileSizeCommitLog": "abc"}, r"mappedFileSizeCommitLog, found 'abc'")]:
+        with pytest.raises(ConfigError, match=message) as caught:
+            convert(kafka, tmp_path / "back", to="rocketmq", config=config)
+        assert "source_config" not in str(caught.value)
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["k"]
+    # a bad value the journal itself holds is still named as the journal's
+    journal = json.loads((kafka / JOURNAL_NAME).read_text())
+    journal["source_config"]["maxIndexNum"] = "many"
+    (kafka / JOURNAL_NAME).write_text(json.dumps(journal))
+    with pytest.raises(ConfigError, match=r"maxIndexNum.*from source_config of the conversion journal"):
+        convert(kafka, tmp_path / "back", to="rocketmq")

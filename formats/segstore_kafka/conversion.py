@@ -58,7 +58,7 @@ from segstore.store import Store
 
 from . import batch as codec
 from .arrowencode import Columns, encode_batch_columns
-from .partition import MAX_TOPIC_LENGTH
+from .partition import MAX_TOPIC_LENGTH, KafkaConfig
 
 #: Kafka topic names (``Topic.validate``): ``[a-zA-Z0-9._-]``, at most 249 characters, not ``.``
 #: or ``..``; a peer's characters Kafka lacks are escaped as ``.XX``.
@@ -622,7 +622,12 @@ class KafkaConversion(FormatConversion):
         recompressed to ``targetCompression``, their times set to the append time for
         ``LOG_APPEND_TIME``), so one given with ``--config`` must agree with ``--compression`` /
         ``--timestamp``, which write the batches (taken and ignored before).  A value Kafka does not
-        know is left to the destination's config (a ``ConfigError``)."""
+        know is the destination's ``ConfigError``, raised here for the names and values given alone.
+
+        :raises ConfigError: a name or value Kafka's topic config does not take.
+        :raises ConversionOptionError: a config the options contradict.
+        """
+        KafkaConfig.from_mapping(dict(config))
         names = {str(name).replace("_", "."): str(value).strip() for name, value in config.items()}
         given = names.get("compression.type")
         codec = "none" if given == "uncompressed" else given
