@@ -930,3 +930,58 @@ def test_an_empty_store_round_trips(tmp_path: Path) -> None:
     convert(tmp_path / "k", tmp_path / "back", to="rocketmq", verify=True)
     with segstore.open(tmp_path / "back") as store:
         assert store.format == "rocketmq" and list(store.scan()) == [] and store.verify() == []
+
+
+def test_kafka_compression_and_timestamp_type_configs_that_contradict_the_options_are_refused(
+        tmp_path: Path) -> None:
+    """``--config compression.type`` / ``message.timestamp.type`` of a Kafka destination were taken and
+    ignored: the batches were written by ``--compression`` / ``--timestamp`` alone.  A broker with the
+    topic config writes what it says (apache/kafka 3.8.0 ``LogValidator.validateMessagesAndAssignOffsets``:
+    the batches recompressed to ``targetCompression`` unless it is ``producer``, their times set to the
+    append time for ``LOG_APPEND_TIME``; ``BrokerCompressionType``: ``uncompressed`` is no compression)."""
+    cases = [({"compression.type": "gzip"}, {}, r"expected --compression gzip .*compression\.type=gzip"
+                                                r".*found --compression none"),
+             ({"compression.type": "uncompressed"}, {"compression": "zstd"}, r"found --compression zstd"),
+             ({"message.timestamp.type": "LogAppendTime"}, {},
+              r"expected --timestamp store .*message\.timestamp\.type=LogAppendTime.*found --timestamp born"),
+             ({"message.timestamp.type": "CreateTime"}, {"timestamp": "store"}, r"found --timestamp store")]
+    for config, options, message in cases:
+        with pytest.raises(ConversionOptionError, match=message):
+            convert(BASIC, tmp_path / "out", to="kafka", config=config, **options)
+        assert list(tmp_path.iterdir()) == []
+    assert cli_run("convert", BASIC, tmp_path / "out", "--to", "kafka", "--config",
+                   "compression.type=lz4")[0] == 2
+    # what agrees, or leaves the choice to the producer, converts as before
+    for config, options, codec in [({"compression.type": "lz4"}, {"compression": "lz4"}, "lz4"),
+                                   ({"compression.type": "producer"}, {"compression": "gzip"}, "gzip"),
+                                   ({"compression.type": "uncompressed"}, {}, "none")]:
+        out = tmp_path / f"ok-{codec}"
+        convert(BASIC, out, to="kafka", config=config, verify=True, **options)
+        with segstore.open(out, "kafka") as store:
+            assert {r.batch.compression for r in store.read("TopicA", 0)} == {codec}
+    out = tmp_path / "ok-time"
+    convert(BASIC, out, to="kafka", config={"message.timestamp.type": "LogAppendTime"}, timestamp="store")
+    with segstore.open(out, "kafka") as store:
+        assert {r.batch.timestamp_type for r in store.read("TopicA", 0)} == {LOG_APPEND_TIME}
+
+
+def test_a_config_the_destination_refuses_is_not_blamed_on_the_sources_journal(tmp_path: Path) -> None:
+    """The way back to RocketMQ opens the destination with the source journal's ``source_config``
+    under ``--config``; a name or value of ``--config`` itself that the destination refuses was
+    reported "(with autoMessageVersionOnTopicLen, ... from source_config of the conversion journal
+    ...; --config NAME=VALUE overrides it)", every recorded name listed, as if the journal were at
+    fault.  Such a ``--config`` is refused as given."""
+    kafka = tmp_path / "k"
+    convert(BASIC, kafka, to="kafka")
+    for config, message in [({"foo": "1"}, r"found 'foo'"),
+                            ({"mappedFileSizeCommitLog": "abc"}, r"mappedFileSizeCommitLog, found 'abc'")]:
+        with pytest.raises(ConfigError, match=message) as caught:
+            convert(kafka, tmp_path / "back", to="rocketmq", config=config)
+        assert "source_config" not in str(caught.value)
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["k"]
+    # a bad value the journal itself holds is still named as the journal's
+    journal = json.loads((kafka / JOURNAL_NAME).read_text())
+    journal["source_config"]["maxIndexNum"] = "many"
+    (kafka / JOURNAL_NAME).write_text(json.dumps(journal))
+    with pytest.raises(ConfigError, match=r"maxIndexNum.*from source_config of the conversion journal"):
+        convert(kafka, tmp_path / "back", to="rocketmq")

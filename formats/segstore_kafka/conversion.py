@@ -45,6 +45,7 @@ from segstore.convert.topicnames import WORD_CHARS, TopicRules
 from segstore.errors import (
     ConfigError,
     ConversionError,
+    ConversionOptionError,
     CorruptDataError,
     InvalidMessageError,
     NotFoundError,
@@ -57,7 +58,7 @@ from segstore.store import Store
 
 from . import batch as codec
 from .arrowencode import Columns, encode_batch_columns
-from .partition import MAX_TOPIC_LENGTH
+from .partition import MAX_TOPIC_LENGTH, KafkaConfig
 
 #: Kafka topic names (``Topic.validate``): ``[a-zA-Z0-9._-]``, at most 249 characters, not ``.``
 #: or ``..``; a peer's characters Kafka lacks are escaped as ``.XX``.
@@ -614,6 +615,31 @@ class KafkaConversion(FormatConversion):
     topics = TOPICS
     compressions = ("none", "gzip", "snappy", "lz4", "zstd")
     resumes_by_offset = True        # KafkaWriter / KafkaArrowWriter: ``present``, a partition's end offset
+
+    def check_config(self, config: dict[str, Any], compression: str, timestamp: str) -> None:
+        """A topic's ``compression.type`` (but ``producer``) and ``message.timestamp.type`` decide what
+        its batches hold (apache/kafka 3.8.0 ``LogValidator.validateMessagesAndAssignOffsets``: batches
+        recompressed to ``targetCompression``, their times set to the append time for
+        ``LOG_APPEND_TIME``), so one given with ``--config`` must agree with ``--compression`` /
+        ``--timestamp``, which write the batches (taken and ignored before).  A value Kafka does not
+        know is the destination's ``ConfigError``, raised here for the names and values given alone.
+
+        :raises ConfigError: a name or value Kafka's topic config does not take.
+        :raises ConversionOptionError: a config the options contradict.
+        """
+        KafkaConfig.from_mapping(dict(config))
+        names = {str(name).replace("_", "."): str(value).strip() for name, value in config.items()}
+        given = names.get("compression.type")
+        codec = "none" if given == "uncompressed" else given
+        if codec in self.compressions and codec != compression:
+            raise ConversionOptionError(f"expected --compression {codec} for a Kafka destination of "
+                                        f"compression.type={given} (or compression.type=producer), "
+                                        f"found --compression {compression}")
+        given = names.get("message.timestamp.type")
+        wanted = {"CreateTime": "born", "LogAppendTime": "store"}.get(given or "")
+        if wanted is not None and wanted != timestamp:
+            raise ConversionOptionError(f"expected --timestamp {wanted} for a Kafka destination of "
+                                        f"message.timestamp.type={given}, found --timestamp {timestamp}")
 
     def streams(self, source: Store, options: Options) -> list[Iterator[Sized]]:
         """One stream per selected partition, in offset order."""

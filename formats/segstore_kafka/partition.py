@@ -147,9 +147,8 @@ class KafkaConfig:
         return parsed
 
     def _validate(self) -> None:
-        compression = "none" if self.compression_type == "producer" else self.compression_type
-        if compression not in COMPRESSIONS:
-            raise ConfigError(f"expected compression.type in {COMPRESSIONS}, "
+        if self.codec not in COMPRESSIONS:
+            raise ConfigError(f"expected compression.type in {('uncompressed', 'producer', *COMPRESSIONS)}, "
                               f"found {cut(self.compression_type)}")
         # an empty LIST is valid (ValidList checks each of no entries): neither delete nor compact
         policies = self.cleanup_policy.split(",") if self.cleanup_policy else []
@@ -177,7 +176,9 @@ class KafkaConfig:
 
     @property
     def codec(self) -> str:
-        return "none" if self.compression_type == "producer" else self.compression_type
+        """The batches' codec: ``producer`` writes them as given (none), ``uncompressed`` is Kafka's
+        name of none (apache/kafka 3.8.0 ``BrokerCompressionType``; ``none`` is taken too)."""
+        return "none" if self.compression_type in ("producer", "uncompressed") else self.compression_type
 
 
 #: Kafka's topic rules (``org.apache.kafka.common.internals.Topic``).

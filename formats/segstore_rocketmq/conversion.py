@@ -94,7 +94,7 @@ from segstore.search import first_true
 from segstore.store import Store
 
 from . import bodycodec, columnar
-from .config import TOPIC_MAX_LENGTH, TOPIC_MAX_LENGTH_V2, V2_FROM_VERSION
+from .config import TOPIC_MAX_LENGTH, TOPIC_MAX_LENGTH_V2, V2_FROM_VERSION, BrokerConfig
 from .message import (
     IPV4_HOST,
     IPV6_HOST,
@@ -997,6 +997,13 @@ class RocketMQConversion(FormatConversion):
     inflates_bodies = True
     chooses_timestamp = True
     home_marker = f"the header {H_PHYSICAL_OFFSET}"
+
+    def check_config(self, config: dict[str, Any], compression: str, timestamp: str) -> None:
+        """The broker config names and values given, alone (``BrokerConfig.from_mapping``).
+
+        :raises ConfigError: a name or value the store does not take.
+        """
+        BrokerConfig.from_mapping(config)
 
     def streams(self, source: Store, options: Options) -> list[Iterator[Sized]]:
         """One stream: every selected message in commitlog order."""

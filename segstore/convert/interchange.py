@@ -239,6 +239,17 @@ class FormatConversion(abc.ABC):
     #: stream but the last converted shift which entries are skipped.
     resumes_by_offset: bool = False
 
+    def check_config(self, config: dict[str, Any], compression: str, timestamp: str) -> None:
+        """Refuse a destination ``config`` (the user's, by the format's names) with a name or value the
+        format does not take, before the pipeline adds the source journal's (whose errors name the
+        journal), or that says otherwise than ``compression`` / ``timestamp`` about what is written
+        (none by default).
+
+        :raises ConfigError: a name or value the destination refuses.
+        :raises ConversionOptionError: naming the config and the option.
+        """
+        return None
+
     @abc.abstractmethod
     def streams(self, source: Store, options: Options) -> list[Iterator[Sized]]:
         """The source's entries, one stream per run of records the format keeps in order (a

@@ -897,6 +897,7 @@ def run(src: str, dst: str, *, to: str, topics: list[str] | None, compression: s
     """Run one conversion (see :func:`segstore.convert.convert`)."""
     target_side = _side(to, "target")
     _check_options(target_side, compression, timestamp)
+    target_side.check_config(dict(config), compression, timestamp)
     if not files.is_dir(src):
         raise ConversionError("expected a source store directory, found none", src)
     source_format = registry.detect(src)
