@@ -232,3 +232,23 @@ def test_kafka_plain_lines_are_cut_into_batches_the_partition_takes(tmp_path, ca
             assert len(sizes) > 3                       # several batches a call
             limit = 20000 if "max.message.bytes=20000" in config else 50000 if config else 1048588
             assert max(sizes.values()) <= limit
+
+
+@pytest.mark.parametrize("line", [
+    {"topic": "t", "value": "x", "key": "\udc00"},
+    {"topic": "t", "value": "x", "tags": "a\ud800"},
+    {"topic": "t", "value": "x", "properties": {"p\ud800": "v"}},
+    {"topic": "t", "value": "x", "headers": [["h", "\ud800"]]},
+], ids=["key", "tags", "property name", "header value"])
+def test_a_rocketmq_line_with_a_lone_surrogate_in_its_properties_writes_nothing(tmp_path, capsys, line):
+    """A lone surrogate (``"\\ud800"``, valid JSON) in a key, tags or a property was written as the
+    invalid UTF-8 bytes ED A0 80 (properties are encoded with surrogatepass), which no broker stores:
+    4.9.7 ``MessageDecoder.messageProperties2String`` makes a Java String and ``CommitLog``'s
+    ``MessageExtEncoder`` writes ``getBytes(UTF_8)``, where it becomes ``?``. Refused, exit 1 naming
+    the line, as the same surrogate in a body already was (and as Kafka refuses it everywhere)."""
+    lines = tmp_path / "in.jsonl"
+    lines.write_text(json.dumps({"topic": "t", "value": "ok"}) + "\n" + json.dumps(line) + "\n")
+    code, _, err = run(capsys, "write", tmp_path / "r", "--format", "rocketmq", "--input", lines)
+    assert code == 1, err
+    assert "line 2: expected" in err and "surrogates not allowed" in err
+    assert not (tmp_path / "r").exists()
