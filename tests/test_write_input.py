@@ -7,6 +7,7 @@ Expected bytes are the compat fixtures' own files, written by the brokers' Java 
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import os
@@ -252,3 +253,38 @@ def test_a_rocketmq_line_with_a_lone_surrogate_in_its_properties_writes_nothing(
     assert code == 1, err
     assert "line 2: expected" in err and "surrogates not allowed" in err
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("edit, said", [
+    ({"value": base64.b64encode(b"\x00").decode()}, "expected an end-transaction marker value of 6 bytes"),
+    ({"value": None}, "expected an end-transaction marker value of 6 bytes"),
+    ({"key": base64.b64encode(b"\x00\x00\x00\x07").decode()},
+     "expected an ABORT or COMMIT marker as the control record of a batch with producer id 2000"),
+    ({"key": base64.b64encode(b"\x00\x00\x00\x02").decode()},           # LEADER_CHANGE
+     "expected an ABORT or COMMIT marker as the control record of a batch with producer id 2000"),
+], ids=["short marker value", "null marker value", "unknown type", "leader change with a producer"])
+def test_a_kafka_control_line_the_broker_cannot_read_is_not_appended(tmp_path, capsys, edit, said):
+    """An edited ``dump --json`` line of a transaction marker whose record is no marker the broker
+    reads was appended to an existing partition, then ``exit 1`` said "an end-transaction marker value
+    of 6 bytes, found ..." (no "expected", no line) and the partition could no longer be dumped or
+    verified; a control batch of a producer holding another type was written and called ok. Kafka 3.8
+    ``UnifiedLog.loadProducersFromRecords`` gives each batch with a producer id to
+    ``ProducerAppendInfo.append``, which reads a control batch's first record with
+    ``EndTransactionMarker.deserialize``: it throws on both, and the partition does not load.
+    Refused now before anything is written."""
+    source = FIXTURES / "kafka" / "txn" / "topic-0"
+    dumped = _dump(source)
+    marker = next(i for i, obj in enumerate(dumped) if obj["batch"]["is_control"])
+    before = tmp_path / "before.jsonl"
+    before.write_text("".join(json.dumps(obj) + "\n" for obj in dumped[:marker]))
+    target = tmp_path / "topic-0"
+    assert run(capsys, "write", target, "--input", before)[0] == 0
+    log = target / "00000000000000000000.log"
+    size = log.stat().st_size
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({**dumped[marker], **edit}) + "\n")
+    code, _, err = run(capsys, "write", target, "--input", bad)
+    assert code == 1
+    assert said in err and f"at offset {dumped[marker]['offset']}" in err
+    assert log.stat().st_size == size
+    assert run(capsys, "verify", target)[0] == 0
