@@ -178,7 +178,7 @@ def test_a_dump_line_with_a_topic_the_broker_refuses_writes_nothing_anywhere(tmp
     lines.write_text(json.dumps({**line, "topic": topic}) + "\n")
     code, _, err = run(capsys, "write", tmp_path / "store", "--input", lines)
     assert code == 1    # a bad line: the input's problem (docs/cli.md), not usage
-    assert f"{lines}: expected a " in err and "topic" in err
+    assert f"{lines}:0: line 1: expected a " in err and "topic" in err
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["in.jsonl"]
 
 
@@ -288,3 +288,24 @@ def test_a_kafka_control_line_the_broker_cannot_read_is_not_appended(tmp_path, c
     assert said in err and f"at offset {dumped[marker]['offset']}" in err
     assert log.stat().st_size == size
     assert run(capsys, "verify", target)[0] == 0
+
+
+def test_a_refused_dump_line_is_named_by_its_line(tmp_path, capsys):
+    """A ``dump --json`` line refused while appending (an edited ``body_crc``, a batch's unknown
+    compression) exited 1 naming only the input file, ``in.jsonl: expected ...``: in a file of a
+    million lines, no way to find it. It is named now as a plain line is, ``in.jsonl:POS: line N:``
+    (for a Kafka batch its first line), where a scratch store refuses it the same way."""
+    rocketmq = _dump(FIXTURES / "rocketmq" / "basic" / "store")[:3]
+    rocketmq[2] = {**rocketmq[2], "body_crc": rocketmq[2]["body_crc"] ^ 1}
+    kafka = _dump(FIXTURES / "kafka" / "txn" / "topic-0")[:30]
+    bad_batch = kafka[20]["batch"]["base_offset"]
+    first_bad = next(i for i, obj in enumerate(kafka) if obj["batch"]["base_offset"] == bad_batch)
+    kafka = [{**obj, "batch": {**obj["batch"], "compression": "bogus"}}
+             if obj["batch"]["base_offset"] == bad_batch else obj for obj in kafka]
+    for name, objs, bad in (("r", rocketmq, 2), ("topic-0", kafka, first_bad)):
+        lines = tmp_path / f"{name}.jsonl"
+        text = ["".join(json.dumps(obj) + "\n") for obj in objs]
+        lines.write_text("".join(text))
+        code, _, err = run(capsys, "write", tmp_path / "out" / name, "--input", lines)
+        assert code == 1, err
+        assert err.startswith(f"{lines}:{len(''.join(text[:bad]).encode())}: line {bad + 1}: expected "), err
