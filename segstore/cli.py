@@ -1465,7 +1465,7 @@ def _write_input(args: argparse.Namespace, path: str, config: dict[str, Any], ou
             if err.path is None or isinstance(err, MessageTooLargeError):
                 # a line's bad topic is the input's problem (exit 1), not a bad argument's (InvalidTopicError)
                 kind = InvalidMessageError if isinstance(err, InvalidTopicError) else type(err)
-                found = _locate_bad_line(fmt, path, list(recent), config)
+                found = _locate_bad_line(fmt, path, list(recent), config, err.message)
                 if found is None:
                     raise kind(err.message, shown) from err
                 number, pos, message = found
@@ -1480,13 +1480,15 @@ def _write_input(args: argparse.Namespace, path: str, config: dict[str, Any], ou
 _LOCATE_WINDOW = 2 * WRITE_CHUNK + 1
 
 
-def _locate_bad_line(fmt: str, path: str, recent: list[tuple[int, int]], config: dict[str, Any]
-                     ) -> tuple[int, int, str] | None:
-    """``(line number, byte position, message)`` of the first of the ``recent`` lines of a plain-message
-    input that its format refuses, found by appending prefixes of them to scratch stores (a binary
-    search: ``O(log lines)`` scratch writes of at most :data:`_LOCATE_WINDOW` lines); None where it
-    cannot tell (a ``dump --json`` line among them, whose batches go together, or no prefix refused).
-    Only on the error path: a write that succeeds pays nothing."""
+def _locate_bad_line(fmt: str, path: str, recent: list[tuple[int, int]], config: dict[str, Any],
+                     said: str) -> tuple[int, int, str] | None:
+    """``(line number, byte position, message)`` of the first of the ``recent`` lines of an input that
+    its format refuses, found by appending prefixes of them to scratch stores (a binary search:
+    ``O(log lines)`` scratch writes of at most :data:`_LOCATE_WINDOW` lines); None where it cannot
+    tell (no prefix refused).  Where ``dump --json`` lines are among them (a batch's lines go
+    together, and a scratch store lacks what the store held), the line is named only where its
+    refusal is the very one the store ``said``.  Only on the error path: a write that succeeds pays
+    nothing."""
     import tempfile
 
     if not recent:
@@ -1496,9 +1498,9 @@ def _locate_bad_line(fmt: str, path: str, recent: list[tuple[int, int]], config:
     for number, (_, line) in enumerate(files.iter_lines(path), 1):
         if number in wanted and line.strip():
             objs.append(_ms_times(json.loads(line), number, 0, path))     # as the append was given them
-    if len(objs) != len(recent) or any(registry.get(name).reads_dump_line(obj)
-                                       for obj in objs for name in registry.names()):
+    if len(objs) != len(recent):
         return None
+    dumped = any(registry.get(name).reads_dump_line(obj) for obj in objs for name in registry.names())
     plugin = registry.get(fmt)
 
     def refusal(count: int) -> str | None:
@@ -1522,7 +1524,7 @@ def _locate_bad_line(fmt: str, path: str, recent: list[tuple[int, int]], config:
             high = middle
     message = refusal(high)
     number, pos = recent[high - 1]
-    return None if message is None else (number, pos, message)
+    return None if message is None or (dumped and message != said) else (number, pos, message)
 #: ``kafka-consumer-groups --describe``'s columns, then the group's state.
 CONSUMER_HEADER = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID",
                    "HOST", "CLIENT-ID", "STATE")

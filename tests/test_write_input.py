@@ -7,6 +7,7 @@ Expected bytes are the compat fixtures' own files, written by the brokers' Java 
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import os
@@ -177,7 +178,7 @@ def test_a_dump_line_with_a_topic_the_broker_refuses_writes_nothing_anywhere(tmp
     lines.write_text(json.dumps({**line, "topic": topic}) + "\n")
     code, _, err = run(capsys, "write", tmp_path / "store", "--input", lines)
     assert code == 1    # a bad line: the input's problem (docs/cli.md), not usage
-    assert f"{lines}: expected a " in err and "topic" in err
+    assert f"{lines}:0: line 1: expected a " in err and "topic" in err
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["in.jsonl"]
 
 
@@ -232,3 +233,79 @@ def test_kafka_plain_lines_are_cut_into_batches_the_partition_takes(tmp_path, ca
             assert len(sizes) > 3                       # several batches a call
             limit = 20000 if "max.message.bytes=20000" in config else 50000 if config else 1048588
             assert max(sizes.values()) <= limit
+
+
+@pytest.mark.parametrize("line", [
+    {"topic": "t", "value": "x", "key": "\udc00"},
+    {"topic": "t", "value": "x", "tags": "a\ud800"},
+    {"topic": "t", "value": "x", "properties": {"p\ud800": "v"}},
+    {"topic": "t", "value": "x", "headers": [["h", "\ud800"]]},
+], ids=["key", "tags", "property name", "header value"])
+def test_a_rocketmq_line_with_a_lone_surrogate_in_its_properties_writes_nothing(tmp_path, capsys, line):
+    """A lone surrogate (``"\\ud800"``, valid JSON) in a key, tags or a property was written as the
+    invalid UTF-8 bytes ED A0 80 (properties are encoded with surrogatepass), which no broker stores:
+    4.9.7 ``MessageDecoder.messageProperties2String`` makes a Java String and ``CommitLog``'s
+    ``MessageExtEncoder`` writes ``getBytes(UTF_8)``, where it becomes ``?``. Refused, exit 1 naming
+    the line, as the same surrogate in a body already was (and as Kafka refuses it everywhere)."""
+    lines = tmp_path / "in.jsonl"
+    lines.write_text(json.dumps({"topic": "t", "value": "ok"}) + "\n" + json.dumps(line) + "\n")
+    code, _, err = run(capsys, "write", tmp_path / "r", "--format", "rocketmq", "--input", lines)
+    assert code == 1, err
+    assert "line 2: expected" in err and "surrogates not allowed" in err
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("edit, said", [
+    ({"value": base64.b64encode(b"\x00").decode()}, "expected an end-transaction marker value of 6 bytes"),
+    ({"value": None}, "expected an end-transaction marker value of 6 bytes"),
+    ({"key": base64.b64encode(b"\x00\x00\x00\x07").decode()},
+     "expected an ABORT or COMMIT marker as the control record of a batch with producer id 2000"),
+    ({"key": base64.b64encode(b"\x00\x00\x00\x02").decode()},           # LEADER_CHANGE
+     "expected an ABORT or COMMIT marker as the control record of a batch with producer id 2000"),
+], ids=["short marker value", "null marker value", "unknown type", "leader change with a producer"])
+def test_a_kafka_control_line_the_broker_cannot_read_is_not_appended(tmp_path, capsys, edit, said):
+    """An edited ``dump --json`` line of a transaction marker whose record is no marker the broker
+    reads was appended to an existing partition, then ``exit 1`` said "an end-transaction marker value
+    of 6 bytes, found ..." (no "expected", no line) and the partition could no longer be dumped or
+    verified; a control batch of a producer holding another type was written and called ok. Kafka 3.8
+    ``UnifiedLog.loadProducersFromRecords`` gives each batch with a producer id to
+    ``ProducerAppendInfo.append``, which reads a control batch's first record with
+    ``EndTransactionMarker.deserialize``: it throws on both, and the partition does not load.
+    Refused now before anything is written."""
+    source = FIXTURES / "kafka" / "txn" / "topic-0"
+    dumped = _dump(source)
+    marker = next(i for i, obj in enumerate(dumped) if obj["batch"]["is_control"])
+    before = tmp_path / "before.jsonl"
+    before.write_text("".join(json.dumps(obj) + "\n" for obj in dumped[:marker]))
+    target = tmp_path / "topic-0"
+    assert run(capsys, "write", target, "--input", before)[0] == 0
+    log = target / "00000000000000000000.log"
+    size = log.stat().st_size
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({**dumped[marker], **edit}) + "\n")
+    code, _, err = run(capsys, "write", target, "--input", bad)
+    assert code == 1
+    assert said in err and f"at offset {dumped[marker]['offset']}" in err
+    assert log.stat().st_size == size
+    assert run(capsys, "verify", target)[0] == 0
+
+
+def test_a_refused_dump_line_is_named_by_its_line(tmp_path, capsys):
+    """A ``dump --json`` line refused while appending (an edited ``body_crc``, a batch's unknown
+    compression) exited 1 naming only the input file, ``in.jsonl: expected ...``: in a file of a
+    million lines, no way to find it. It is named now as a plain line is, ``in.jsonl:POS: line N:``
+    (for a Kafka batch its first line), where a scratch store refuses it the same way."""
+    rocketmq = _dump(FIXTURES / "rocketmq" / "basic" / "store")[:3]
+    rocketmq[2] = {**rocketmq[2], "body_crc": rocketmq[2]["body_crc"] ^ 1}
+    kafka = _dump(FIXTURES / "kafka" / "txn" / "topic-0")[:30]
+    bad_batch = kafka[20]["batch"]["base_offset"]
+    first_bad = next(i for i, obj in enumerate(kafka) if obj["batch"]["base_offset"] == bad_batch)
+    kafka = [{**obj, "batch": {**obj["batch"], "compression": "bogus"}}
+             if obj["batch"]["base_offset"] == bad_batch else obj for obj in kafka]
+    for name, objs, bad in (("r", rocketmq, 2), ("topic-0", kafka, first_bad)):
+        lines = tmp_path / f"{name}.jsonl"
+        text = ["".join(json.dumps(obj) + "\n") for obj in objs]
+        lines.write_text("".join(text))
+        code, _, err = run(capsys, "write", tmp_path / "out" / name, "--input", lines)
+        assert code == 1, err
+        assert err.startswith(f"{lines}:{len(''.join(text[:bad]).encode())}: line {bad + 1}: expected "), err

@@ -149,16 +149,51 @@ def _encoded(lines: list[Mapping[str, Any]]) -> bytes:
                            _b64(line["key"], "a key"), _b64(line["value"], "a value"),
                            [(str(h["key"]), _b64(h["value"], "a header value")) for h in line["headers"]])
                    for line in lines]
-        offsets = [r.offset for r in records]
-        if (offsets != sorted(set(offsets)) or offsets[0] < header.base_offset
-                or offsets[-1] > header.last_offset):
-            raise InvalidMessageError(f"expected increasing record offsets within {header.base_offset}.."
-                                      f"{header.last_offset}, found {offsets[:8]}")
+        _check_records(header, records)
         return codec.encode_retained_batch(header, records,  # type: ignore[arg-type]  # duck-typed batch
                                            delete_horizon_ms=int(batch["delete_horizon_ms"]))
+    except InvalidMessageError:
+        raise
     except (TypeError, ValueError, KeyError, AttributeError) as err:
         raise InvalidMessageError(f"expected a Kafka dump --json line's fields of their kinds, found {err!r}"
                                   ) from err
+
+
+def _check_records(header: _Batch, records: list[_Record]) -> None:
+    """The records of a batch in order within its offsets, and a control batch's ones the broker reads.
+
+    :raises InvalidMessageError: offsets out of order or outside the batch's, or
+        :func:`_check_control`'s.
+    """
+    offsets = [r.offset for r in records]
+    if offsets != sorted(set(offsets)) or offsets[0] < header.base_offset or offsets[-1] > header.last_offset:
+        raise InvalidMessageError(f"expected increasing record offsets within {header.base_offset}.."
+                                  f"{header.last_offset}, found {offsets[:8]}")
+    if header.is_control:
+        _check_control(header, records)
+
+
+def _check_control(header: _Batch, records: list[_Record]) -> None:
+    """A control batch's records are ones the broker reads back: each a control record (a key of a
+    version >= 0, an ABORT/COMMIT marker's value of 6 bytes, version >= 0), and the first an ABORT or
+    COMMIT marker where the batch has a producer id.  Kafka 3.8 ``UnifiedLog.loadProducersFromRecords``
+    hands every batch with a producer id to ``ProducerAppendInfo.append``, which reads a control
+    batch's first record with ``EndTransactionMarker.deserialize``: another type, or a short value,
+    throws, and the partition does not load (segstore's own reads refuse it too).
+
+    :raises InvalidMessageError: a record the broker would not read.
+    """
+    for i, record in enumerate(records):
+        try:
+            kind, _ = codec.parse_control_record(record.key, record.value)
+        except ValueError as err:
+            raise InvalidMessageError(f"expected {err} (the control record at offset {record.offset})"
+                                      ) from err
+        if i == 0 and header.producer_id >= 0 and kind not in ("ABORT", "COMMIT"):
+            raise InvalidMessageError(
+                f"expected an ABORT or COMMIT marker as the control record of a batch with producer id "
+                f"{header.producer_id} (Kafka reads it as an EndTransactionMarker), found a control record "
+                f"of type {kind} at offset {record.offset}")
 
 
 def write_lines(store: KafkaStore, lines: Iterable[Mapping[str, Any]]) -> int:

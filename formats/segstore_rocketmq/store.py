@@ -1046,6 +1046,13 @@ class RocketMQStore(LifecycleMixin, Store):
                 if not name or not value:   # stored, a pair no consumer would see
                     raise _empty_property(name, value)
                 produced[name] = value
+        # A lone surrogate ("\ud800" in a JSON line) is text no broker stores: Java's UTF-8 encoder
+        # (MessageDecoder.messageProperties2String, then getBytes(UTF_8) in CommitLog's encoder)
+        # writes '?' for it, and the stored properties are read back with surrogatepass, so it
+        # would be written as the invalid bytes ED xx xx. Refused, as a body's is.
+        for text in (*produced, *produced.values()):
+            if not text.isascii():
+                text.encode("utf-8")
         # MultiDispatch.isMultiDispatchMsg: the config and a non-blank INNER_MULTI_DISPATCH
         if self.config.enableMultiDispatch and \
                 produced.get(multidispatch.PROPERTY_INNER_MULTI_DISPATCH, "").strip():
