@@ -177,11 +177,17 @@ _JAVA_INT = re.compile(r"[+-]?[0-9]+")
 def _delete_when(value: Any) -> str:
     """``deleteWhen``: hours of the day separated by ``;`` (``UtilAll.isItTimeToDo``), or empty.  Each is
     what ``Integer.parseInt`` reads; one that is no hour (``99``, the usual way to turn the time rule
-    off) never comes, as on the broker."""
+    off) never comes, as on the broker.  ``String.split`` drops only trailing empty parts (``04;``): an
+    empty part before another (``;04``) or one with blanks (``04; 05``) makes ``isItTimeToDo`` throw,
+    and that broker's clean-up never deletes, so they are refused."""
     text = str(value).strip()
-    for hour in filter(None, text.split(";")):
-        if _JAVA_INT.fullmatch(hour.strip()) is None or not -2**31 <= int(hour) < 2**31:
-            raise ValueError(f"{hour!r} is not a whole number (an hour of the day, 0-23)")
+    parts = text.split(";")
+    while parts and not parts[-1]:
+        parts.pop()
+    for hour in parts:
+        if _JAVA_INT.fullmatch(hour) is None or not -2**31 <= int(hour) < 2**31:
+            raise ValueError(f"{hour!r} is not a whole number (an hour of the day, 0-23; "
+                             f"the broker's Integer.parseInt refuses it)")
     return text
 
 
