@@ -265,6 +265,19 @@ def test_retention_config_names_are_checked() -> None:
     assert BrokerConfig.from_mapping({"deleteWhen": "24"}).deleteWhen == "24"
 
 
+@pytest.mark.parametrize("name", ["fileReservedTime", "diskMaxUsedSpaceRatio"])
+def test_retention_numbers_are_java_ints(name: str) -> None:
+    """4.9.7 ``MessageStoreConfig``: ``int fileReservedTime``, ``int diskMaxUsedSpaceRatio``;
+    ``MixAll.properties2Object`` parses them with ``Integer.parseInt`` and, where that throws, ignores
+    the line (the broker keeps its default, 72 h / 75 %): a value past an int is refused, not obeyed."""
+    from segstore_rocketmq.config import BrokerConfig
+
+    assert getattr(BrokerConfig.from_mapping({name: str(2**31 - 1)}), name) == 2**31 - 1
+    for bad in (str(2**31), "99999999999", "1_000"):
+        with pytest.raises(ConfigError):
+            BrokerConfig.from_mapping({name: bad})
+
+
 @settings(max_examples=60, deadline=None)
 @given(sizes=st.lists(st.integers(1, 500), min_size=0, max_size=45), cut=st.floats(0, 1.2))
 def test_correct_min_offset_matches_a_scan(tmp_path_factory, sizes, cut) -> None:

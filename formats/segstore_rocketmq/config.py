@@ -191,6 +191,24 @@ def _delete_when(value: Any) -> str:
     return text
 
 
+def _java_int(value: Any) -> int:
+    """An ``int`` field of the broker's config: what ``Integer.parseInt`` reads (``MixAll.properties2Object``
+    ignores a line it throws on, and the broker keeps its default: such a value is refused here)."""
+    if isinstance(value, str) and _JAVA_INT.fullmatch(value.strip()) is None:
+        raise ValueError(f"{value!r} is not a whole number")
+    number = int(value)
+    if not -2**31 <= number <= JAVA_INT_MAX:
+        raise ValueError(f"{number} is past a Java int (-2147483648..{JAVA_INT_MAX})")
+    return number
+
+
+def _non_negative_java_int(value: Any) -> int:
+    number = _java_int(value)
+    if number < 0:
+        raise ValueError(f"{number} is negative")
+    return number
+
+
 def _non_negative_int(value: Any) -> int:
     number = int(value)
     if number < 0:
@@ -316,9 +334,9 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "flushIntervalConsumeQueue": _positive_int,
     "flushConsumeQueueLeastPages": _positive_int,
     "rocketmqVersion": _version,
-    "fileReservedTime": _non_negative_int,
+    "fileReservedTime": _non_negative_java_int,
     "deleteWhen": _delete_when,
-    "diskMaxUsedSpaceRatio": int,
+    "diskMaxUsedSpaceRatio": _java_int,
     "cleanFileForciblyEnable": _bool,
     "autoMessageVersionOnTopicLen": _bool,
     "transactionTimeOut": _non_negative_int,
