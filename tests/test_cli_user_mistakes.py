@@ -223,8 +223,13 @@ def test_write_input_takes_iso_times_as_the_command_line_does(tmp_path, fmt, fie
 
 
 @pytest.mark.parametrize("when, ok", [("99", True), ("04;99", True), ("+4", True), ("", True),
-                                      ("x", False), ("4.5", False), ("99999999999", False)])
+                                      ("x", False), ("4.5", False), ("99999999999", False),
+                                      ("04;", True), (";", True), (";04", False), ("04;;05", False),
+                                      ("04; 05", False)])
 def test_delete_when_takes_what_the_broker_parses(tmp_path, when, ok):
+    """4.9.7 ``UtilAll.isItTimeToDo``: ``Integer.parseInt`` of each part of ``when.split(";")`` (which
+    drops trailing empty parts only): an empty part before another, or one with blanks, throws, and
+    ``CleanCommitLogService.run`` catches it before ``isSpaceToDelete``: that broker never deletes."""
     lines = _jsonl(tmp_path / "in.jsonl", {"topic": "A", "body": "x"})
     assert cli_run("write", tmp_path / "store", "--input", lines)[0] == 0
     code, _, err = cli_run("retention", tmp_path / "store", "--config", f"deleteWhen={when}", "--dry-run")

@@ -265,6 +265,19 @@ def test_retention_config_names_are_checked() -> None:
     assert BrokerConfig.from_mapping({"deleteWhen": "24"}).deleteWhen == "24"
 
 
+@pytest.mark.parametrize("name", ["fileReservedTime", "diskMaxUsedSpaceRatio"])
+def test_retention_numbers_are_java_ints(name: str) -> None:
+    """4.9.7 ``MessageStoreConfig``: ``int fileReservedTime``, ``int diskMaxUsedSpaceRatio``;
+    ``MixAll.properties2Object`` parses them with ``Integer.parseInt`` and, where that throws, ignores
+    the line (the broker keeps its default, 72 h / 75 %): a value past an int is refused, not obeyed."""
+    from segstore_rocketmq.config import BrokerConfig
+
+    assert getattr(BrokerConfig.from_mapping({name: str(2**31 - 1)}), name) == 2**31 - 1
+    for bad in (str(2**31), "99999999999", "1_000"):
+        with pytest.raises(ConfigError):
+            BrokerConfig.from_mapping({name: bad})
+
+
 @settings(max_examples=60, deadline=None)
 @given(sizes=st.lists(st.integers(1, 500), min_size=0, max_size=45), cut=st.floats(0, 1.2))
 def test_correct_min_offset_matches_a_scan(tmp_path_factory, sizes, cut) -> None:
@@ -302,3 +315,30 @@ def test_retention_in_the_session_that_wrote_the_files(tmp_path: Path) -> None:
         start, end = store.offset_range("t", 0)
         bodies = [m.body for m in store.read("t", 0, start)]
     assert bodies[-1] == b"after" and len(bodies) == end - start and start > 0
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_index_files_expire_with_message_index_enable_off(tmp_path: Path, dry_run: bool) -> None:
+    """4.9.7 ``DefaultMessageStore``: the ``IndexService`` is built and loaded whatever
+    ``messageIndexEnable`` says (only ``CommitLogDispatcherBuildIndex`` asks it), and
+    ``CleanConsumeQueueService.deleteExpiredFiles`` always calls ``indexService.deleteExpiredFile``:
+    index files written while the index was on expire with the commitlog under the broker, so here too."""
+    path = _build(tmp_path)
+    with RocketMQStore(str(path), "r", SMALL) as store:
+        index_files = [(f.path, f.header.end_phy_offset) for f in store.index.files]
+    now = T0 + 5 * HOUR_MS
+    opened = RocketMQStore(str(path), "r" if dry_run else "a",
+                           {**SMALL, "fileReservedTime": 2, "messageIndexEnable": False}, clock=lambda: T0)
+    with opened as store:
+        result = store.retention(now_ms=now, disk_ratio=low_disk, dry_run=dry_run)[0]
+    new_min = result["min_offset"]
+    want = []
+    for name, end in index_files[:-1]:
+        if end >= new_min:
+            break
+        want.append(name)
+    assert want and result["index_files"] == want
+    left = sorted(str(p) for p in (path / "index").iterdir())
+    assert left == sorted(name for name, _ in index_files if dry_run or name not in want)
+    with RocketMQStore(str(path), "r", SMALL) as store:
+        assert store.verify() == []

@@ -177,12 +177,36 @@ _JAVA_INT = re.compile(r"[+-]?[0-9]+")
 def _delete_when(value: Any) -> str:
     """``deleteWhen``: hours of the day separated by ``;`` (``UtilAll.isItTimeToDo``), or empty.  Each is
     what ``Integer.parseInt`` reads; one that is no hour (``99``, the usual way to turn the time rule
-    off) never comes, as on the broker."""
+    off) never comes, as on the broker.  ``String.split`` drops only trailing empty parts (``04;``): an
+    empty part before another (``;04``) or one with blanks (``04; 05``) makes ``isItTimeToDo`` throw,
+    and that broker's clean-up never deletes, so they are refused."""
     text = str(value).strip()
-    for hour in filter(None, text.split(";")):
-        if _JAVA_INT.fullmatch(hour.strip()) is None or not -2**31 <= int(hour) < 2**31:
-            raise ValueError(f"{hour!r} is not a whole number (an hour of the day, 0-23)")
+    parts = text.split(";")
+    while parts and not parts[-1]:
+        parts.pop()
+    for hour in parts:
+        if _JAVA_INT.fullmatch(hour) is None or not -2**31 <= int(hour) < 2**31:
+            raise ValueError(f"{hour!r} is not a whole number (an hour of the day, 0-23; "
+                             f"the broker's Integer.parseInt refuses it)")
     return text
+
+
+def _java_int(value: Any) -> int:
+    """An ``int`` field of the broker's config: what ``Integer.parseInt`` reads (``MixAll.properties2Object``
+    ignores a line it throws on, and the broker keeps its default: such a value is refused here)."""
+    if isinstance(value, str) and _JAVA_INT.fullmatch(value.strip()) is None:
+        raise ValueError(f"{value!r} is not a whole number")
+    number = int(value)
+    if not -2**31 <= number <= JAVA_INT_MAX:
+        raise ValueError(f"{number} is past a Java int (-2147483648..{JAVA_INT_MAX})")
+    return number
+
+
+def _non_negative_java_int(value: Any) -> int:
+    number = _java_int(value)
+    if number < 0:
+        raise ValueError(f"{number} is negative")
+    return number
 
 
 def _non_negative_int(value: Any) -> int:
@@ -310,9 +334,9 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "flushIntervalConsumeQueue": _positive_int,
     "flushConsumeQueueLeastPages": _positive_int,
     "rocketmqVersion": _version,
-    "fileReservedTime": _non_negative_int,
+    "fileReservedTime": _non_negative_java_int,
     "deleteWhen": _delete_when,
-    "diskMaxUsedSpaceRatio": int,
+    "diskMaxUsedSpaceRatio": _java_int,
     "cleanFileForciblyEnable": _bool,
     "autoMessageVersionOnTopicLen": _bool,
     "transactionTimeOut": _non_negative_int,

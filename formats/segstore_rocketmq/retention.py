@@ -34,12 +34,16 @@ Thread-safety: not thread-safe; the store's writer lock is held by the caller.
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from segstore import files
+
+from .dirnames import INDEX_DIR
+from .indexfile import IndexService
 
 HOUR_MS = 3600 * 1000
 #: ``MappedFileQueue.DELETE_FILES_BATCH_MAX``
@@ -196,5 +200,20 @@ def _clean_queues(store: Any, phy_min: int, dry_run: bool) -> list[str]:
 
 
 def _clean_index(store: Any, phy_min: int, dry_run: bool) -> list[str]:
-    """``IndexService.deleteExpiredFile``: files but the last whose ``endPhyOffset`` is below ``phy_min``."""
-    return [] if store.index is None else store.index.delete_expired(phy_min, dry_run=dry_run)
+    """``IndexService.deleteExpiredFile``: files but the last whose ``endPhyOffset`` is below ``phy_min``.
+
+    With ``messageIndexEnable`` off the store holds no index service, but the broker's is built and
+    loaded all the same (only ``CommitLogDispatcherBuildIndex`` asks the flag) and
+    ``CleanConsumeQueueService`` always calls it: the files written while the index was on expire too."""
+    if store.index is not None:
+        return list(store.index.delete_expired(phy_min, dry_run=dry_run))
+    directory = os.path.join(store.path, INDEX_DIR)
+    if not files.is_dir(directory):
+        return []
+    service = IndexService(directory, store.config.maxHashSlotNum, store.config.maxIndexNum,
+                           writable=not dry_run)
+    try:
+        service.load()
+        return list(service.delete_expired(phy_min, dry_run=dry_run))
+    finally:
+        service.close()
