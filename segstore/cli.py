@@ -550,6 +550,12 @@ def _dump_backlog(args: argparse.Namespace, out: TextIO) -> int:
             _write_blocks(blocks, out)
             printed = blocks.bytes
     if not printed:
+        if not any(row.committed_offset is not None and row.committed_offset >= 0 for row in rows):
+            # no offset to start from: ``consumers`` counts such a queue's lag from its start (4.9.7
+            # ``AdminBrokerProcessor.getConsumeStats``), so "consumed every message" would be wrong
+            sys.stderr.write(f"segstore dump: {_selection_words(args)}: group {args.group!r} committed no "
+                             "offset here, so there is no position to dump from\n")
+            return EXIT_NO_HITS
         sys.stderr.write(f"segstore dump: {_selection_words(args)}: group {args.group!r} has consumed "
                          "every message stored\n")
         return EXIT_NO_HITS
