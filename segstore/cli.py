@@ -550,6 +550,11 @@ def _dump_backlog(args: argparse.Namespace, out: TextIO) -> int:
             _write_blocks(blocks, out)
             printed = blocks.bytes
     if not printed:
+        if not any(row.committed_offset is not None and row.committed_offset >= 0 for row in rows):
+            # no offset to start from: ``consumers`` counts such a queue's lag from its start (4.9.7
+            # ``AdminBrokerProcessor.getConsumeStats``), so "consumed every message" would be wrong
+            _say_uncommitted(args)
+            return EXIT_NO_HITS
         sys.stderr.write(f"segstore dump: {_selection_words(args)}: group {args.group!r} has consumed "
                          "every message stored\n")
         return EXIT_NO_HITS
@@ -569,6 +574,13 @@ def _all_groups(store: Store, found: ConsumerGroups, **options: Any) -> list[str
     if found.all_groups is not None:
         return found.all_groups
     return store.consumer_groups(None, **options).groups()
+
+
+def _say_uncommitted(args: argparse.Namespace) -> None:
+    """On stderr: ``--group`` committed no offset of the queues selected, so ``dump`` (and ``--follow``,
+    which reads the group's offsets once) has no position to read from."""
+    sys.stderr.write(f"segstore dump: {_selection_words(args)}: group {args.group!r} committed no "
+                     "offset here, so there is no position to dump from\n")
 
 
 def _group_rows(store: Store, args: argparse.Namespace, *, committed: bool = False
@@ -648,6 +660,9 @@ def _follow(args: argparse.Namespace, out: TextIO) -> int:
                 rows, damaged = _group_rows(store, args)
                 follower.starts = {(row.topic, row.partition): row.committed_offset for row in rows
                                    if row.committed_offset is not None and row.committed_offset >= 0}
+            if not follower.starts:     # read once: nothing could ever come
+                _say_uncommitted(args)
+                return EXIT_NO_HITS
         while True:
             follower.look_again(out)
             if _reader_gone(out, args.interval):

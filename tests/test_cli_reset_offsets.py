@@ -142,6 +142,22 @@ def test_dump_group_prints_the_backlog_in_commitlog_order(tmp_path):
     assert len(out.splitlines()) == 3
 
 
+def test_dump_group_of_a_queue_it_never_committed_says_so(tmp_path):
+    """RocketMQ: g1 never committed T/1, whose 5 messages ``consumers`` counts as its lag (4.9.7
+    ``AdminBrokerProcessor.getConsumeStats`` reads a missing offset as 0): ``dump --group g1 --queue 1``
+    has nothing to start from and exits 1, saying g1 committed no offset there, not that g1 consumed
+    every message stored, which is the opposite of what ``consumers`` shows."""
+    path = store_with_groups(tmp_path / "store")
+    code, out, err = run("consumers", str(path), "--group", "g1", "--json")
+    assert {(r["topic"], r["partition"]): r["lag"] for r in json.loads(out)}[("T", 1)] == 5
+    code, out, err = run("dump", str(path), "--group", "g1", "--topic", "T", "--queue", "1")
+    assert (code, out) == (1, "")
+    assert "consumed every message" not in err
+    assert "segstore dump: T/1: group 'g1' committed no offset here" in err
+    code, out, err = run("dump", str(path), "--group", "g1", "--topic", "T", "--queue", "0")
+    assert code == 0 and len(out.splitlines()) == 3 and err == ""
+
+
 @pytest.mark.parametrize("text, ns", [
     ("PT15M", 15 * 60 * 10**9), ("P1DT2H30M", (26 * 60 + 30) * 60 * 10**9), ("p2d", 2 * 86400 * 10**9),
     ("PT0.5S", 5 * 10**8), ("PT-1.25S", -125 * 10**7), ("-PT6H", -6 * 3600 * 10**9),

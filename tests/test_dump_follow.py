@@ -178,6 +178,20 @@ def test_follow_a_group_from_its_committed_offsets(tmp_path):
     assert [base64.b64decode(m["body"]) for m in followed] == [b"r0-5", b"r1-1", b"r1-5"]
 
 
+def test_follow_a_group_on_queues_it_never_committed_ends_at_once(monkeypatch, tmp_path):
+    """``--follow --group g --queue 0`` where g committed T/1 only: the group's offsets are read once, at
+    the start, so nothing could ever be printed; it exits 1 saying g committed no offset there, as plain
+    ``dump --group`` does, rather than wait silently forever."""
+    path = tmp_path / "store"
+    append(path, "rocketmq", 0, 6)
+    with segstore.open(path, mode="a") as store:
+        store.commit_offsets("g", {("T", 1): 1})
+    code, lines, err = follow_steps(monkeypatch, [str(path), "--group", "g", "--topic", "T", "--queue", "0"],
+                                    [])
+    assert (code, lines) == (1, [])
+    assert "segstore dump: T/0: group 'g' committed no offset here" in err
+
+
 # -- looks driven from the test: each writer's move made between two looks -----------------------------
 
 #: The ``--interval`` of :func:`follow_steps`: its waits are told from any other by their length.
