@@ -33,11 +33,35 @@ from __future__ import annotations
 import abc
 import base64
 import binascii
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, overload
 
 from .errors import InvalidMessageError, cut
+
+
+@overload
+def integer_field(value: Any, name: str, default: int = 0) -> int: ...
+@overload
+def integer_field(value: Any, name: str, default: None) -> int | None: ...
+def integer_field(value: Any, name: str, default: int | None = 0) -> int | None:
+    """An append field that the format stores as an integer: ``value`` (any integer, numpy's
+    too), ``default`` for None (the field left out).  A float, a string or a bool is refused, as
+    Kafka's producer refuses them: ``int()`` would store 1.9 as 1, ``"1"`` and True as queue 1,
+    True as RocketMQ's sysFlag 0x1 (compressed) and as a Kafka timestamp of 1 ms.  Both formats'
+    appends check their integer fields with it.
+
+    :raises InvalidMessageError: naming the field.
+    """
+    if type(value) is int:
+        return value
+    if value is None:
+        return default
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        raise InvalidMessageError(f"expected {name} as an integer, found {type(value).__name__} {cut(value)}")
+    return operator.index(value)
+
 
 CREATE_TIME = "CreateTime"
 LOG_APPEND_TIME = "LogAppendTime"

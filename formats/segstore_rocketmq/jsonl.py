@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from segstore.errors import InvalidMessageError, InvalidTopicError
 from segstore.plugin import WRITE_CHUNK
-from segstore.records import decode_base64_fields
+from segstore.records import decode_base64_fields, integer_field
 
 from .config import validate_topic
 from .message import (
@@ -50,7 +50,7 @@ from .message import (
     body_crc,
     magic_for,
 )
-from .store import JSON_KEYS, RocketMQStore, integer_field
+from .store import JSON_KEYS, RocketMQStore
 
 if TYPE_CHECKING:
     import pyarrow as pa

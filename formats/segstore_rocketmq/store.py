@@ -24,12 +24,11 @@ import functools
 import heapq
 import itertools
 import json
-import operator
 import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 import numpy as np
 
@@ -51,7 +50,7 @@ from segstore.errors import (
     cut,
 )
 from segstore.overlap import in_rounds, overlapped, thread_count
-from segstore.records import Message, Record, message_list
+from segstore.records import Message, Record, integer_field, message_list
 from segstore.search import Bound, search
 from segstore.store import (
     READ_COMMITTED,
@@ -173,27 +172,6 @@ def _text(value: Any, what: str) -> str:
     if not isinstance(value, str):
         raise InvalidMessageError(f"expected {what} as a string, found {type(value).__name__}")
     return value
-
-
-@overload
-def integer_field(value: Any, name: str, default: int = 0) -> int: ...
-@overload
-def integer_field(value: Any, name: str, default: None) -> int | None: ...
-def integer_field(value: Any, name: str, default: int | None = 0) -> int | None:
-    """An append field that the format stores as an integer: ``value`` (any integer, numpy's
-    too), ``default`` for None (the field left out).  A float, a string or a bool is refused, as
-    Kafka's producer refuses them: ``int()`` would store 1.9 as 1, ``"1"`` and True as queue 1,
-    and True as sysFlag 0x1 (compressed).
-
-    :raises InvalidMessageError: naming the field.
-    """
-    if type(value) is int:
-        return value
-    if value is None:
-        return default
-    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
-        raise InvalidMessageError(f"expected {name} as an integer, found {type(value).__name__} {cut(value)}")
-    return operator.index(value)
 
 
 #: The append fields that become a property (Message's constructor, setTags/setKeys, setDelayTimeLevel).
