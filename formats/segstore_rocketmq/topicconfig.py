@@ -263,7 +263,40 @@ def _persist(path: str, text: str) -> None:
     files.write_atomic(path, text)
 
 
-class TopicConfigs:
+def read_kept(read: Callable[[str], T], store_dir: str) -> tuple[T | None, CorruptDataError | None]:
+    """``read(store_dir)`` (:func:`read_delay_offsets`, :func:`read_subscription_groups`), or the error it
+    raised: where the broker does not start on a file but what it holds is only shown (``info``), the
+    rest of the answer stands and the error is said beside it."""
+    try:
+        return read(store_dir), None
+    except CorruptDataError as err:
+        return None, err
+
+
+class _ManagedFile:
+    """A config file the broker loads through ``ConfigManager.load`` (rocketmq-all-4.9.7: the file, then
+    its ``.bak``), whose decode error is kept as :attr:`error` rather than raised: the broker does not
+    start on it, but the commitlog and consume queues are read without it.  What needs the file's
+    content or would rewrite it calls :meth:`check` first."""
+
+    __slots__ = ("error",)
+    path: str
+    #: why the file (and its ``.bak``) could not be read, None where it was (or is absent)
+    error: CorruptDataError | None
+
+    def _load(self, read: Callable[[str], T]) -> T | None:
+        """:func:`load_managed` of :attr:`path` with ``read``; None (and :attr:`error` set) where it
+        failed."""
+        found, self.error = read_kept(lambda path: load_managed(path, read), self.path)
+        return found
+
+    def check(self) -> None:
+        """:raises CorruptDataError: the file (and its ``.bak``) could not be read (:attr:`error`)."""
+        if self.error is not None:
+            raise self.error
+
+
+class TopicConfigs(_ManagedFile):
     """The topics the store knows, with their queue counts (``config/topics.json``).
 
     Written as ``TopicConfigManager.persist`` writes it: every member and topic field read
@@ -285,22 +318,12 @@ class TopicConfigs:
         self.topics: dict[str, dict[str, Any]] = {}
         self.counter = 0
         self.timestamp = 0
-        #: why the file (and its ``.bak``) could not be read, None where it was (or is absent)
-        self.error: CorruptDataError | None = None
-        try:
-            found = load_managed(self.path, read_topics)
-        except CorruptDataError as err:
-            self.error, found = err, None
+        found = self._load(read_topics)
         if found is not None:
             self.document, loaded, self.counter, self.timestamp = found
             # fastjson parses into a new ConcurrentHashMap(); the manager putAll()s that into its own
             order = concurrent_hashmap_order(list(loaded), [string_hash(n) for n in loaded])
             self.topics = {name: loaded[name] for name in order}
-
-    def check(self) -> None:
-        """:raises CorruptDataError: the file (and its ``.bak``) could not be read (:attr:`error`)."""
-        if self.error is not None:
-            raise self.error
 
     def summary(self, stored: dict[str, int]) -> dict[str, dict[str, Any]]:
         """Per topic of ``topics.json`` (by name): queue counts, permission (``perm2String``), order, system
@@ -397,7 +420,7 @@ def topic_and_group(name: str) -> tuple[str, str] | None:
     return topic, group
 
 
-class ConsumerOffsets:
+class ConsumerOffsets(_ManagedFile):
     """Committed consumer offsets, ``topic@group`` -> queue id -> offset (``config/consumerOffset.json``).
 
     Written as the broker's ``ConsumerOffsetManager.persist`` writes it: every other member
@@ -417,21 +440,11 @@ class ConsumerOffsets:
         self._table: dict[str, dict[int, int]] = {}
         self._loaded: set[str] = set()
         self._capacity: int | None = NEW_TABLE_CAPACITY
-        #: why the file (and its ``.bak``) could not be read, None where it was (or is absent)
-        self.error: CorruptDataError | None = None
-        try:
-            found = load_managed(self.path, read_consumer_offsets)
-        except CorruptDataError as err:
-            self.error, found = err, None
+        found = self._load(read_consumer_offsets)
         if found is not None:
             self.document, self._table = found
             self._loaded = set(self._table)
             self._capacity = None
-
-    def check(self) -> None:
-        """:raises CorruptDataError: the file (and its ``.bak``) could not be read (:attr:`error`)."""
-        if self.error is not None:
-            raise self.error
 
     @property
     def table(self) -> dict[str, dict[int, int]]:
@@ -465,16 +478,6 @@ class ConsumerOffsets:
     def save(self) -> None:
         files.make_dirs(os.path.dirname(self.path))
         _persist(self.path, self.dumps())
-
-
-def read_kept(read: Callable[[str], T], store_dir: str) -> tuple[T | None, CorruptDataError | None]:
-    """``read(store_dir)`` (:func:`read_delay_offsets`, :func:`read_subscription_groups`), or the error it
-    raised: where the broker does not start on a file but what it holds is only shown (``info``), the
-    rest of the answer stands and the error is said beside it."""
-    try:
-        return read(store_dir), None
-    except CorruptDataError as err:
-        return None, err
 
 
 def read_delay_offsets(store_dir: str) -> dict[int, int]:
