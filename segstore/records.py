@@ -248,20 +248,28 @@ def message_list(messages: Any) -> list[Any]:
                               f"{type(messages).__name__}{one}")
 
 
-def _headers(headers: Any) -> list[Header]:
-    """A message's headers as ``(key, value)`` pairs, str values as UTF-8 bytes (None: none).
+def header_pairs(headers: Any) -> list[tuple[Any, Any]]:
+    """An appended message's headers as its ``(key, value)`` pairs, as given (None: none).  Both
+    formats' appends check the shape with it (RocketMQ's properties come from them too).
 
-    :raises InvalidMessageError: not a list or tuple of pairs (a string or a mapping is neither).
+    :raises InvalidMessageError: not a list or tuple of 2-item lists or tuples (a string or a mapping
+        is neither, and a pair ``"cd"`` would unpack into a name ``c`` and a value ``d``).
     """
     if headers is None:
         return []
     if not isinstance(headers, (list, tuple)):
         raise InvalidMessageError(f"expected headers as a list of (key, value) pairs, "
                                   f"found {cut(repr(headers))}")
-    out = []
     for i, pair in enumerate(headers):
         if not isinstance(pair, (list, tuple)) or len(pair) != 2:
             raise InvalidMessageError(f"expected header {i} as a (key, value) pair, found {cut(repr(pair))}")
-        key, value = pair
-        out.append((key, value.encode("utf-8") if isinstance(value, str) else value))
-    return out
+    return [(key, value) for key, value in headers]
+
+
+def _headers(headers: Any) -> list[Header]:
+    """A message's headers as ``(key, value)`` pairs, str values as UTF-8 bytes (None: none).
+
+    :raises InvalidMessageError: see :func:`header_pairs`.
+    """
+    return [(key, value.encode("utf-8") if isinstance(value, str) else value)
+            for key, value in header_pairs(headers)]

@@ -50,7 +50,7 @@ from segstore.errors import (
     cut,
 )
 from segstore.overlap import in_rounds, overlapped, thread_count
-from segstore.records import Message, Record, integer_field, message_list
+from segstore.records import Message, Record, header_pairs, integer_field, message_list
 from segstore.search import Bound, search
 from segstore.store import (
     READ_COMMITTED,
@@ -212,31 +212,15 @@ def _empty_property(name: str, value: str) -> InvalidMessageError:
                                f"MessageDecoder drops such a pair), found {found}")
 
 
-def _header_pairs(headers: Any) -> list[tuple[Any, Any]]:
-    """``headers`` as its ``(key, value)`` pairs.
-
-    :raises InvalidMessageError: not a list or tuple of 2-item lists or tuples (a dict, a str, a pair
-        ``"cd"`` that would unpack into a name ``c`` and a value ``d``), in the words of
-        :meth:`Message.coerce` (Kafka's).
-    """
-    if not isinstance(headers, (list, tuple)):
-        raise InvalidMessageError(f"expected headers as a list of (key, value) pairs, "
-                                  f"found {cut(repr(headers))}")
-    for i, pair in enumerate(headers):
-        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
-            raise InvalidMessageError(f"expected header {i} as a (key, value) pair, found {cut(repr(pair))}")
-    return [(name, value) for name, value in headers]
-
-
 def _header_properties(headers: Iterable[tuple[Any, Any]]) -> dict[Any, str]:
     """Headers as RocketMQ properties.  A name given twice is refused: Kafka's headers are a list
     and keep both, RocketMQ's properties are a map (4.9.7 Message.putUserProperty) and would keep one.
 
     :raises InvalidMessageError: a repeated name, a value that is not text; headers not pairs
-        (:func:`_header_pairs`).
+        (:func:`segstore.records.header_pairs`).
     """
     props: dict[Any, str] = {}
-    for name, value in _header_pairs(headers):
+    for name, value in header_pairs(headers):
         if name in props:
             raise _said_twice(name)
         props[name] = _text(value or b"", "a header value")
@@ -799,7 +783,7 @@ class RocketMQStore(LifecycleMixin, Store):
             item = item.to_message()
         if isinstance(item, Message):
             key = item.key
-            headers = _header_pairs(item.headers) if item.headers else []
+            headers = header_pairs(item.headers) if item.headers else []
             header_keys = [value for name, value in headers if name == PROPERTY_KEYS]
             if key is not None and header_keys:
                 # KEYS the key and KEYS the header say the same thing twice: one would be lost, unless the
@@ -2639,10 +2623,8 @@ class RocketMQStore(LifecycleMixin, Store):
             point: Checkpoint | None = self.checkpoint.value
             error = None
         else:
-            try:
-                point, error = CheckpointFile(os.path.join(self.path, CHECKPOINT_FILE)).value, None
-            except CorruptDataError as err:
-                point, error = None, err
+            point, error = read_kept(lambda path: CheckpointFile(os.path.join(path, CHECKPOINT_FILE)).value,
+                                     self.path)
         unclean = self.abort_at_open if self.abort_at_open is not None \
             else files.exists(os.path.join(self.path, ABORT_FILE))
         out: dict[str, Any] = {"unclean_shutdown": bool(unclean)}

@@ -264,9 +264,10 @@ def _persist(path: str, text: str) -> None:
 
 
 def read_kept(read: Callable[[str], T], store_dir: str) -> tuple[T | None, CorruptDataError | None]:
-    """``read(store_dir)`` (:func:`read_delay_offsets`, :func:`read_subscription_groups`), or the error it
-    raised: where the broker does not start on a file but what it holds is only shown (``info``), the
-    rest of the answer stands and the error is said beside it."""
+    """``read(store_dir)`` (:func:`read_delay_offsets`, :func:`read_subscription_groups`, a managed file's
+    load, ``info``'s checkpoint), or the error it raised: where the broker does not start on a file but
+    what it holds is only shown (``info``), the rest of the answer stands and the error is said beside
+    it."""
     try:
         return read(store_dir), None
     except CorruptDataError as err:
