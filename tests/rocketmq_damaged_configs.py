@@ -6,12 +6,15 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 import segstore
 from segstore.cli import main
 
 SMALL = {"mappedFileSizeCommitLog": 65536, "mappedFileSizeConsumeQueue": 200}
+#: the bodies :func:`damaged_store` writes
+BODIES = [b"m0", b"m1", b"m2"]
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: object) -> tuple[int, str, str]:
@@ -35,3 +38,10 @@ def damaged_store(tmp_path: Path, name: str, text: str) -> Path:
 def store_files(store: Path) -> dict[str, bytes]:
     """Every file of ``store`` by relative path, with its bytes."""
     return {str(p.relative_to(store)): p.read_bytes() for p in sorted(store.rglob("*")) if p.is_file()}
+
+
+def bodies_read(store: segstore.Store) -> dict[str, list[bytes]]:
+    """The bodies of queue T/0 by ``read``, of the store by ``scan`` and by ``scan_arrow``."""
+    table = pa.Table.from_batches(list(store.scan_arrow(["value"])))
+    return {"read": [m.body for m in store.read("T", 0)], "scan": [m.body for m in store.scan()],
+            "scan_arrow": table.column("value").to_pylist()}
