@@ -266,3 +266,33 @@ def test_markers_of_a_log_append_time_topic_are_stamped_log_append_time(tmp_path
     seen = [(b.control_type() if b.is_control else None, b.timestamp_type, b.max_timestamp) for b in batches]
     assert seen == [(None, "LogAppendTime", T0 + 500), ("COMMIT", "LogAppendTime", T0 + 500),
                     (None, "LogAppendTime", T0 + 507), ("ABORT", "LogAppendTime", T0 + 507)]
+
+
+@pytest.mark.parametrize(("items", "error"), [
+    # a.b exists: 3.8 ReplicationControlManager.validateNewTopicNames refuses a_b (Topic.hasCollision)
+    ([{"topic": "fresh", "partition": 0, "value": b"x"}, {"topic": "a_b", "partition": 0, "value": b"x"}],
+     "collide"),
+    ([{"topic": "fresh", "partition": 0, "value": "\udc80"}], "UTF-8"),
+    ([{"topic": "fresh", "partition": 0, "value": b"x", "timestamp": 1.5}], "timestamp"),
+    ([{"topic": "a.b", "partition": 0.0, "value": b"x"}], "integer partition"),
+    ([{"topic": "fresh", "partition": 0, "value": b"x"}, {"topic": "fresh", "partition": -1, "value": b"x"}],
+     "partition from 0"),
+])
+def test_a_refused_transactional_append_writes_nothing_and_creates_nothing(
+        tmp_path: Path, items: list, error: str) -> None:
+    """A transaction's append_batch checks its records, topics and partitions as KafkaStore.append_batch
+    does, before any partition is created: it used to create ``a_b`` beside ``a.b``, answer
+    ``partition=0.0``, raise a bare UnicodeEncodeError, and leave an empty partition behind a refused
+    record."""
+    from segstore.errors import SegstoreError
+
+    store = KafkaStore(str(tmp_path / "logs"), "a", KafkaConfig(), clock=Clock())
+    store.append_batch([{"topic": "a.b", "partition": 0, "value": b"v"}])
+    before = sorted(p.name for p in (tmp_path / "logs").iterdir())
+    txn = store.transaction(7)
+    with pytest.raises(SegstoreError, match=error):
+        txn.append_batch(items)
+    assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == before
+    assert store.partition_of("a.b", 0).next_offset == 1
+    assert txn.commit() == []       # nothing written: no partition to mark
+    store.close()

@@ -981,6 +981,32 @@ class KafkaStore(Store):
 
     def _append_messages(self, items: list[Message | dict]) -> list[AppendResult]:
         """:meth:`append_batch` of items that are not all plain dicts."""
+        msgs, groups = self.checked_messages(items)
+        results: list[AppendResult | None] = [None] * len(msgs)
+        for (topic, partition), indices in groups.items():
+            part = self.partition_of(topic, partition, create=True)
+            now = part.clock()
+            done = self._append_records(part, [msgs[i] for i in indices], now)
+            for n, i in enumerate(indices):
+                results[i] = AppendResult(topic, partition, done.base_offset + n, done.position, done.size,
+                                          {"segment": done.segment})
+            part.apply_retention()
+        if self.indexes is not None:  # extra index layouts (segstore.layouts)
+            self.indexes.append()
+        return [r for r in results if r is not None]
+
+    def checked_messages(self, items: list[Message | dict]) -> tuple[list[Message],
+                                                                     dict[tuple[str, int], list[int]]]:
+        """The messages an append of ``items`` writes (``Message.coerce`` of each, a keyed one naming no
+        partition routed to its key's) and their indices by ``(topic, partition)`` in first-seen order,
+        every field, topic and partition checked: an append that raises here writes nothing and creates
+        no partition.  ``O(items)``.
+
+        :raises InvalidMessageError: a field Kafka cannot encode.
+        :raises InvalidTopicError: a topic or partition Kafka refuses, or another partition than this
+            partition directory's.
+        :raises NotFoundError: a key chose a partition this store does not hold.
+        """
         try:
             msgs = [Message.coerce(m) for m in items]
         except UnicodeEncodeError as err:   # a str key or value with a lone surrogate
@@ -996,18 +1022,7 @@ class KafkaStore(Store):
         self._check_partitions(groups)
         # the records' fields too (Message.coerce takes any value): a refused call creates nothing
         codec.check_records([(m.key, m.value, _stamp(m.timestamp, 0), m.headers) for m in msgs])
-        results: list[AppendResult | None] = [None] * len(msgs)
-        for (topic, partition), indices in groups.items():
-            part = self.partition_of(topic, partition, create=True)
-            now = part.clock()
-            done = self._append_records(part, [msgs[i] for i in indices], now)
-            for n, i in enumerate(indices):
-                results[i] = AppendResult(topic, partition, done.base_offset + n, done.position, done.size,
-                                          {"segment": done.segment})
-            part.apply_retention()
-        if self.indexes is not None:  # extra index layouts (segstore.layouts)
-            self.indexes.append()
-        return [r for r in results if r is not None]
+        return msgs, groups
 
     def append_encoded(self, topic: str, partition: int, data: bytes, *, new_segment: bool = False) -> None:
         """Append one encoded RecordBatch that keeps the offsets it carries (a restored ``dump --json``

@@ -86,19 +86,16 @@ class Transaction:
         if self.done:
             raise StoreClosedError("expected an open transaction, found it already ended", self.store.path)
         self.store._check_writable()
-        items = list(messages)
-        msgs = [Message.coerce(m) for m in items]
-        self.store._route_keyed(items, msgs)     # a dict naming no partition: as KafkaStore.append_batch
-        groups: dict[tuple[str, int], list[int]] = {}
-        for i, m in enumerate(msgs):
-            groups.setdefault((m.topic, m.partition), []).append(i)
+        # checked as KafkaStore.append_batch checks them, before any partition is created
+        msgs, groups = self.store.checked_messages(list(messages))
         results: list[AppendResult | None] = [None] * len(msgs)
         for key, indices in groups.items():
             part = self.store.partition_of(*key, create=True)
             if key not in self._sequences:
                 self._sequences[key] = next_sequence(part, self.producer_id, self.producer_epoch)
             now = part.clock()
-            records = [(m.key, m.value, m.timestamp if m.timestamp >= 0 else now, m.headers)
+            records = [(m.key, m.value, now if m.timestamp is None or m.timestamp < 0 else m.timestamp,
+                        m.headers)
                        for m in (msgs[i] for i in indices)]
             done = part.append_records(records, producer_id=self.producer_id,
                                        producer_epoch=self.producer_epoch, base_sequence=self._sequences[key],
