@@ -9,6 +9,7 @@ the general path (the same records as :class:`Message` objects).
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import numpy as np
@@ -90,6 +91,9 @@ def test_c_equals_the_reference(items, codec_name, log_append, now, widths):
             base_offset=5, compression=codec_name, partition_leader_epoch=3,
             timestamp_type="LogAppendTime" if log_append else "CreateTime",
             log_append_time=now if log_append else None)
+        bounds = np.frombuffer(c.plain_bounds(items, rows), np.int64)
+        assert bounds.tolist() == dictappend.plain_bounds_py(items, rows).tolist()
+        assert int(bounds.sum()) == bound
         extra = {"segment": 0}
         got: list = [None] * len(items)
         want: list = [None] * len(items)
@@ -266,3 +270,57 @@ def test_every_compat_fixture_replays_through_append_batch(tmp_path, name):
         for start in range(0, len(items), 10):
             copy.append_batch(items[start:start + 10])
         assert [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in copy.scan()] == want
+
+
+def _batches(path: Path) -> list[tuple[int, int, int]]:
+    """``(base offset, record count, size)`` of each batch of a partition's segments, in order."""
+    out = []
+    for log in sorted(path.glob("*.log")):
+        out += [(b.base_offset, b.last_offset - b.base_offset + 1, b.size)
+                for b in codec.iter_batches(log.read_bytes())]
+    return out
+
+
+@pytest.mark.parametrize("general", [False, True], ids=["plain", "general"])
+@pytest.mark.parametrize("codec_name", ["none", "zstd"])
+def test_records_too_many_for_one_batch_are_cut_into_batches_the_broker_takes(tmp_path, general, codec_name):
+    """A call whose records for one partition make a batch larger than max.message.bytes (Kafka 3.8
+    ``LogValidator``: RecordTooLargeException) or segment.bytes used to be refused as one batch, after
+    the call's other partitions were written (their records acknowledged by no result). They are cut
+    into batches as append_arrow cuts its rows, each one the broker takes, in order, offsets contiguous."""
+    config = {"max.message.bytes": 4096, "segment.bytes": 6000, "compression.type": codec_name}
+    values = [random.Random(i).randbytes(100) for i in range(300)]     # incompressible
+    items: list = [{"topic": "t", "partition": 0, "value": b"first"}]
+    items += [{"topic": "t", "partition": 1, "key": f"k{i}", "value": v, "headers": [("h", b"x")]}
+              for i, v in enumerate(values)]
+    if general:
+        items = [_general(item) for item in items]
+    with segstore.open(str(tmp_path / "logs"), format="kafka", mode="a", **config) as store:
+        results = store.append_batch(items)
+        assert [(r.partition, r.offset) for r in results] == [(0, 0)] + [(1, i) for i in range(300)]
+        assert [r.value for r in store.read("t", 1)] == values
+    batches = _batches(tmp_path / "logs" / "t-1")
+    assert len(batches) > 1 and all(size <= 4096 for _, _, size in batches)
+    assert [base for base, _, _ in batches] == np.cumsum([0] + [n for _, n, _ in batches[:-1]]).tolist()
+    # each result names its record's batch
+    sizes = [size for _, n, size in batches for _ in range(n)]
+    assert [r.size for r in results[1:]] == sizes
+
+
+@pytest.mark.parametrize("general", [False, True], ids=["plain", "general"])
+def test_a_record_too_large_alone_is_refused_and_nothing_is_written(tmp_path, general):
+    """A record larger than max.message.bytes alone is refused before any partition is written or
+    created: the call's records of other partitions used to be written first."""
+    from segstore.errors import MessageTooLargeError
+
+    items: list = [{"topic": "t", "partition": 0, "value": b"small"},
+                   {"topic": "t", "partition": 2, "value": b"x" * 5000}]
+    if general:
+        items = [_general(item) for item in items]
+    config = {"max.message.bytes": 4096}
+    with segstore.open(str(tmp_path / "logs"), format="kafka", mode="a", **config) as store:
+        store.append_batch([{"topic": "t", "partition": 0, "value": b"before"}])
+        with pytest.raises(MessageTooLargeError, match=r"t-2.*max.message.bytes=4096"):
+            store.append_batch(items)
+        assert [r.value for r in store.read("t", 0)] == [b"before"]
+        assert sorted(p.name for p in (tmp_path / "logs").iterdir() if p.is_dir()) == ["t-0"]

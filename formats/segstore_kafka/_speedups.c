@@ -34,7 +34,7 @@
  *     (arrowencode.py).
  * murmur2 / murmur2_offsets: Kafka's Utils.murmur2 of one key / of an Arrow binary array's values
  *     (partitioner.py).
- * plain_groups / encode_plain / plain_results / init_results(AppendResult): append_batch of
+ * plain_groups / plain_bounds / encode_plain / plain_results / init_results(AppendResult): append_batch of
  *     plain dicts (dictappend.py): grouped by partition (a keyed dict naming none routed as the
  *     Java producer routes it), one whole batch per partition, results.
  *
@@ -232,6 +232,8 @@ static PyMethodDef methods[] = {
      "murmur2_offsets(offsets, data) -> bytes: the int32 murmur2 of each value of an Arrow binary array"},
     {"encode_plain", encode_plain, METH_VARARGS,
      "encode_plain(items, snapshot, rows, bound, now, header, compress) -> one whole batch of plain items"},
+    {"plain_bounds", plain_bounds, METH_VARARGS,
+     "plain_bounds(items, rows) -> bytes: the int64 record size bound of each plain item at rows"},
     {"plain_results", plain_results, METH_VARARGS,
      "plain_results(results, rows, topic, partition, base_offset, position, size, extra)"},
     {"init_results", init_results, METH_O, "init_results(AppendResult): the slots dataclass of results."},

@@ -555,6 +555,46 @@ fail:
 }
 
 /*
+ * plain_bounds(items, rows) -> bytes: the int64 size bound of the record of each plain item at
+ * ``rows`` (int64 indices), the bounds plain_groups sums into a group's; ValueError: an item not plain
+ * (any more) or a row outside ``items``.  What append_batch cuts a group too large for one batch by.
+ */
+static PyObject *
+plain_bounds(PyObject *module, PyObject *args)
+{
+    PyObject *items, *rows_obj;
+    if (!PyArg_ParseTuple(args, "O!O", &PyList_Type, &items, &rows_obj)) {
+        return NULL;
+    }
+    Py_buffer rows;
+    if (PyObject_GetBuffer(rows_obj, &rows, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    const int64_t *rw = rows.buf;
+    Py_ssize_t count = rows.len / 8;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, count * (Py_ssize_t)sizeof(int64_t));
+    if (out == NULL) {
+        PyBuffer_Release(&rows);
+        return NULL;
+    }
+    int64_t *sizes = (int64_t *)PyBytes_AS_STRING(out);
+    for (Py_ssize_t k = 0; k < count; k++) {
+        Plain p;
+        Py_ssize_t bound;
+        if (rw[k] < 0 || rw[k] >= PyList_GET_SIZE(items)
+                || parse_plain(PyList_GET_ITEM(items, rw[k]), &p, &bound) != PLAIN) {
+            PyErr_SetString(PyExc_ValueError, "rows of plain items (the items changed?)");
+            Py_DECREF(out);
+            PyBuffer_Release(&rows);
+            return NULL;
+        }
+        sizes[k] = bound;
+    }
+    PyBuffer_Release(&rows);
+    return out;
+}
+
+/*
  * plain_results(results, rows, topic, partition, base_offset, position, size, extra): results[rows[k]]
  * = AppendResult(topic, partition, base_offset + k, position, size, extra) for each k (the class
  * given to init_results, built without running its __init__; ``extra`` the batch's one dict).

@@ -13,7 +13,7 @@ item means exactly what :meth:`segstore.records.Message.coerce` makes of it;
 anything else (another field, another type) goes through the store's general
 path, which raises the typed errors.
 
-Three steps, each one C call over all the items (``segstore_kafka._speedups``)
+The steps, each one C call over all the items (``segstore_kafka._speedups``)
 or its pure-Python reference here (``SEGSTORE_PURE_PYTHON=1`` or no compiler;
 tested equal to C with hypothesis):
 
@@ -26,6 +26,8 @@ tested equal to C with hypothesis):
   twice).  A dict naming no partition is in partition 0, or, with a key (not
   None) and a topic of more than one partition (``widths``), in the one the
   Java producer's partitioner gives its key (:mod:`.partitioner`);
+- :func:`plain_bounds`: each item's size bound, where a group is too large for
+  one batch (the append cuts it into several);
 - :func:`encode_plain`: one RecordBatch v2 of a group's items, byte for byte
   :func:`.batch.encode_batch` of the same records (``header`` as
   :func:`.arrowencode.header_fields`);
@@ -181,6 +183,14 @@ def encode_plain_py(items: list, rows: bytes, bound: int, now: int, header: tupl
                         log_append=bool(attributes & codec.TIMESTAMP_TYPE_FLAG))
 
 
+def plain_bounds_py(items: list, rows: bytes) -> np.ndarray:
+    """The reference of :func:`plain_bounds`."""
+    try:
+        return np.array([_plain(items[i])[2] for i in np.frombuffer(rows, np.int64).tolist()], np.int64)
+    except (_NotPlain, IndexError):
+        raise ValueError("rows of plain items (the items changed?)") from None
+
+
 def plain_results_py(results: list, rows: bytes, topic: str, partition: int, base_offset: int, position: int,
                      size: int, extra: dict) -> None:
     """The reference of :func:`plain_results`."""
@@ -213,6 +223,18 @@ def encode_plain(items: list, rows: bytes, bound: int, now: int, header: tuple, 
         return encode_plain_py(items, rows, bound, now, header, codec_number)
     squeeze = None if codec_number == NONE else functools.partial(compress, codec_number)
     return _speedups.encode_plain(items, snapshot, rows, bound, now, header, squeeze)
+
+
+def plain_bounds(items: list, rows: bytes) -> np.ndarray:
+    """The size bound of the record of each plain item at ``rows`` (int64, in order): the bounds
+    :func:`plain_groups` sums into a group's, by which an append cuts a group too large for one batch.
+    ``O(rows)``, one C call.
+
+    :raises ValueError: an item is not plain (any more).
+    """
+    if _speedups is None:
+        return plain_bounds_py(items, rows)
+    return np.frombuffer(_speedups.plain_bounds(items, rows), np.int64)
 
 
 def plain_results(results: list, rows: bytes, topic: str, partition: int, base_offset: int, position: int,

@@ -329,6 +329,56 @@ def stray_entries_reference(base_offset: int, relative: np.ndarray, index_positi
     return out
 
 
+def check_batch_size(size: int, config: KafkaConfig, path: str, position: int = 0) -> None:
+    """Refuse a batch of ``size`` bytes the broker refuses under ``config``: larger than
+    ``max.message.bytes`` (``LogValidator``'s RecordTooLargeException) or than ``segment.bytes``
+    (``UnifiedLog.append``'s RecordBatchTooLargeException).
+
+    :raises MessageTooLargeError: naming ``path`` (and ``position``, the active segment's end).
+    """
+    if size > config.max_message_bytes:
+        raise MessageTooLargeError(f"expected a batch of at most max.message.bytes="
+                                   f"{config.max_message_bytes} bytes, found {size}", path, position)
+    if size > config.segment_bytes:
+        raise MessageTooLargeError(f"expected a batch of at most segment.bytes={config.segment_bytes} bytes, "
+                                   f"found {size}", path)
+
+
+def encode_records(config: KafkaConfig, records: list[Any], *, base_offset: int, leader_epoch: int, now: int,
+                   compression: str | None = None, producer_id: int = -1, producer_epoch: int = -1,
+                   base_sequence: int = -1, transactional: bool = False) -> bytes:
+    """``records`` as the one batch an append writes under ``config``: its codec (``compression``
+    overrides it) and timestamp type (LogAppendTime: stamped ``now``). Pure."""
+    log_append = config.message_timestamp_type == "LogAppendTime"
+    return codec.encode_batch(
+        records, base_offset=base_offset, compression=compression or config.codec,
+        partition_leader_epoch=leader_epoch, producer_id=producer_id, producer_epoch=producer_epoch,
+        base_sequence=base_sequence, is_transactional=transactional,
+        timestamp_type=config.message_timestamp_type, log_append_time=now if log_append else None)
+
+
+def plain_header(config: KafkaConfig, count: int, now: int, *, base_offset: int,
+                 leader_epoch: int) -> tuple[tuple, int]:
+    """``(header, codec id)`` of a batch of ``count`` records an append writes under ``config`` (as
+    :func:`encode_records` writes them: no producer, the topic's codec and timestamp type), for the C
+    encoders (:func:`.arrowencode.header_fields`). Pure.
+
+    :raises InvalidMessageError: a header field out of range.
+    """
+    from . import arrowencode
+
+    codec_number = codec_id(config.codec)
+    log_append = config.message_timestamp_type == "LogAppendTime"
+    header = arrowencode.header_fields(
+        base_offset=base_offset, partition_leader_epoch=leader_epoch,
+        attributes=codec.attributes(codec_number, log_append=log_append, is_transactional=False,
+                                    is_control=False),
+        last_offset_delta=count - 1, max_timestamp=now if log_append else None,
+        producer_id=codec.NO_PRODUCER_ID, producer_epoch=codec.NO_PRODUCER_EPOCH,
+        base_sequence=codec.NO_SEQUENCE)
+    return header, codec_number
+
+
 class Partition:
     """One partition directory.
 
@@ -629,13 +679,7 @@ class Partition:
             what = "at or after" if keep_offsets else "at"
             raise OffsetOutOfRangeError(f"expected a batch {what} the log end offset {self.next_offset}, "
                                         f"found base offset {header.base_offset}", self.path)
-        if len(data) > self.config.max_message_bytes:
-            raise MessageTooLargeError(f"expected a batch of at most max.message.bytes="
-                                       f"{self.config.max_message_bytes} bytes, found {len(data)}",
-                                       self.path, self.log.active.size if self.log.active else 0)
-        if len(data) > self.config.segment_bytes:
-            raise MessageTooLargeError(f"expected a batch of at most segment.bytes="
-                                       f"{self.config.segment_bytes} bytes, found {len(data)}", self.path)
+        check_batch_size(len(data), self.config, self.path, self.log.active.size if self.log.active else 0)
         now = self.clock() if now_ms is None else now_ms
         # built from the log before this batch is in it: built after, it would see a marker close its
         # transaction already and leave the abort out of the .txnindex
@@ -669,43 +713,10 @@ class Partition:
         """Encode ``records`` as one batch at the log end offset and append it."""
         now = self.clock() if now_ms is None else now_ms
         epoch = leader_epoch if leader_epoch is not None else (self.epochs.latest_epoch or 0)
-        data = codec.encode_batch(
-            records, base_offset=self.next_offset, compression=compression or self.config.codec,
-            partition_leader_epoch=epoch, producer_id=producer_id, producer_epoch=producer_epoch,
-            base_sequence=base_sequence, is_transactional=transactional,
-            timestamp_type=self.config.message_timestamp_type,
-            log_append_time=now if self.log_append_time else None)
+        data = encode_records(self.config, records, base_offset=self.next_offset, leader_epoch=epoch, now=now,
+                              compression=compression, producer_id=producer_id, producer_epoch=producer_epoch,
+                              base_sequence=base_sequence, transactional=transactional)
         return self.append_encoded(data, now_ms=now)
-
-    def batch_header(self, count: int, now: int) -> tuple[tuple, int]:
-        """``(header, codec id)`` of the next batch of ``count`` records an append writes (as
-        :meth:`append_records` writes them: no producer, the latest leader epoch, the topic's codec and
-        timestamp type), for the C encoders (:func:`.arrowencode.header_fields`).
-
-        :raises InvalidMessageError: a header field out of range.
-        """
-        from . import arrowencode
-
-        codec_number = codec_id(self.config.codec)
-        log_append = self.log_append_time
-        header = arrowencode.header_fields(
-            base_offset=self.next_offset, partition_leader_epoch=self.epochs.latest_epoch or 0,
-            attributes=codec.attributes(codec_number, log_append=log_append, is_transactional=False,
-                                        is_control=False),
-            last_offset_delta=count - 1, max_timestamp=now if log_append else None,
-            producer_id=codec.NO_PRODUCER_ID, producer_epoch=codec.NO_PRODUCER_EPOCH,
-            base_sequence=codec.NO_SEQUENCE)
-        return header, codec_number
-
-    def append_plain(self, items: list, rows: bytes, bound: int, now: int, snapshot: Any = None) -> Appended:
-        """Append the plain dicts ``items[rows]`` (:mod:`.dictappend`; ``now`` >= 0)
-        as one batch at the log end offset: :meth:`append_records` of the same records, in one C call
-        (``bound`` and ``snapshot``: :func:`.dictappend.plain_groups`' of them)."""
-        from . import dictappend
-
-        header, codec_number = self.batch_header(len(rows) // 8, now)
-        return self.append_encoded(dictappend.encode_plain(items, rows, bound, now, header, codec_number,
-                                                           snapshot), now_ms=now)
 
     def append_columns(self, columns: arrowencode.Columns, rows: np.ndarray, now: int) -> Appended:
         """Append ``rows`` of ``columns`` as one batch at the log end offset (:meth:`append_records`'

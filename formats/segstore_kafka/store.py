@@ -33,6 +33,7 @@ from segstore.errors import (
     CorruptIndexError,
     InvalidMessageError,
     InvalidTopicError,
+    MessageTooLargeError,
     NotFoundError,
     OffsetOutOfRangeError,
     SegstoreError,
@@ -76,8 +77,11 @@ from .partition import (
     MAX_TIMESTAMP,
     KafkaConfig,
     Partition,
+    check_batch_size,
+    encode_records,
     now_ms,
     parse_partition_dir,
+    plain_header,
 )
 from .properties import PARTITION_METADATA, read_partition_metadata
 from .topicconfig import TopicConfigs
@@ -271,6 +275,16 @@ def _stamp(timestamp: Any, now: int) -> Any:
     if timestamp is None or (type(timestamp) is int and timestamp < 0):
         return now
     return timestamp
+
+
+def _message_bound(m: Message) -> int:
+    """At most the bytes a checked message's record takes in a batch (``arrowappend``'s overheads)."""
+    from .arrowappend import HEADER_OVERHEAD, RECORD_OVERHEAD
+
+    size = RECORD_OVERHEAD + len(m.key or b"") + len(m.value or b"")
+    for name, value in m.headers or ():
+        size += HEADER_OVERHEAD + len(name.encode("utf-8")) + len(value or b"")
+    return size
 
 
 def _b64(data: bytes | None) -> str | None:
@@ -812,16 +826,23 @@ class KafkaStore(Store):
     def append_batch(self, messages: Iterable[Message | dict]) -> list[AppendResult]:
         """One RecordBatch per partition touched, in first-seen order; results in input order.
 
-        Every topic and partition is checked before anything is written: a refused call
-        writes nothing and creates no partition.  Plain dicts and :class:`Message` s
-        (:mod:`.dictappend`) are grouped, encoded and answered in C, one call per step; anything
-        else goes through :meth:`Message.coerce` and the per-record encoder (the same bytes).
-        The results of one batch share its ``extra`` dict.
+        A partition's records that make a batch larger than ``max.message.bytes`` or ``segment.bytes``
+        allow are cut into several, as :meth:`append_arrow` cuts its rows (:func:`.arrowappend.cuts`,
+        at most about 1 MiB of records each): a producer's records are never refused for the call
+        that carries them, only a record too large for a batch alone.
+
+        Every topic, partition and batch is checked before anything is written: a refused call
+        writes nothing and creates no partition (its batches are encoded first, and held together
+        until they are appended).  Plain dicts and :class:`Message` s (:mod:`.dictappend`) are
+        grouped, encoded and answered in C, one call per step; anything else goes through
+        :meth:`Message.coerce` and the per-record encoder (the same bytes).  The results of one
+        batch share its ``extra`` dict.
 
         A dict naming no ``partition`` goes to partition 0, or, where it has a key (not None) and its
         topic more than one partition (:meth:`partition_widths`, as the call starts), to the one the
         Java producer chooses for the key (:mod:`.partitioner`); a :class:`Message` names its partition.
 
+        :raises MessageTooLargeError: a record too large for a batch alone (nothing is written).
         :raises NotFoundError: a key chose a partition this store does not hold (nothing is written).
         """
         from . import dictappend
@@ -836,22 +857,106 @@ class KafkaStore(Store):
             if routed >= 0:
                 self._check_routed(topic, partition, items[routed]["key"])
         self._check_partitions([(topic, partition) for topic, partition, _, _, _ in groups])
-        results: list[Any] = [None] * len(items)
+        batches: list[tuple[str, int, int, list[tuple[bytes, bytes]]]] = []
         for topic, partition, rows, bound, _ in groups:
-            part = self.partition_of(topic, partition, create=True)
-            now = part.clock()
+            config, base, epoch, now = self._append_state(topic, partition)
+            indices = np.frombuffer(rows, np.int64)
             if now < 0:     # a clock before 1970 (tests): timestamps below 0 are the general path's
-                done = self._append_records(part, [Message.coerce(items[i]) for i in
-                                                   np.frombuffer(rows, np.int64).tolist()], now)
-            else:
-                assert bound is not None        # else the general path took the call
-                done = part.append_plain(items, rows, bound, now, snapshot)
-            dictappend.plain_results(results, rows, topic, partition, done.base_offset, done.position,
-                                     done.size, {"segment": done.segment})
+                msgs = [Message.coerce(items[i]) for i in indices.tolist()]
+                general = self._encoded_messages(topic, partition, config, msgs, base, epoch, now)
+                batches.append((topic, partition, now,
+                                [(indices[run].tobytes(), data) for run, data in general]))
+                continue
+            assert bound is not None        # else the general path took the call
+            whole = self._encoded_plain(items, snapshot, rows, bound, config, base, epoch, now)
+            if self._fits(whole, config, topic, partition):
+                batches.append((topic, partition, now, [(rows, whole)]))
+                continue
+            sizes = dictappend.plain_bounds(items, rows)
+            cut = []
+            for run in self._runs(sizes, config):
+                data = self._encoded_plain(items, snapshot, indices[run].tobytes(), int(sizes[run].sum()),
+                                           config, base, epoch, now)
+                check_batch_size(len(data), config, self._partition_path(topic, partition))
+                cut.append((indices[run].tobytes(), data))
+                base += len(run)
+            batches.append((topic, partition, now, cut))
+        results: list[Any] = [None] * len(items)
+        for topic, partition, now, runs in batches:
+            part = self.partition_of(topic, partition, create=True)
+            for run_rows, data in runs:
+                done = part.append_encoded(data, now_ms=now)
+                dictappend.plain_results(results, run_rows, topic, partition, done.base_offset, done.position,
+                                         done.size, {"segment": done.segment})
             part.apply_retention()
         if self.indexes is not None:  # extra index layouts (segstore.layouts)
             self.indexes.append()
         return results
+
+    @staticmethod
+    def _encoded_plain(items: list, snapshot: Any, rows: bytes, bound: int, config: KafkaConfig, base: int,
+                       epoch: int, now: int) -> bytes:
+        """The plain ``items`` at ``rows`` as one batch an append writes at ``base`` (``now`` >= 0;
+        ``bound`` and ``snapshot``: :func:`.dictappend.plain_groups`' of them), in one C call."""
+        from . import dictappend
+
+        header, codec_number = plain_header(config, len(rows) // 8, now, base_offset=base, leader_epoch=epoch)
+        return dictappend.encode_plain(items, rows, bound, now, header, codec_number, snapshot)
+
+    def _append_state(self, topic: str, partition: int) -> tuple[KafkaConfig, int, int, int]:
+        """``(config, log end offset, latest leader epoch, now)`` of the partition an append writes, held
+        or not yet created (a new partition starts at offset 0, epoch 0)."""
+        part = self._part if self._part is not None else self._log_dir.partitions.get((topic, partition))
+        if part is not None:
+            return part.config, part.next_offset, part.epochs.latest_epoch or 0, part.clock()
+        return self._log_dir.config_for(topic), 0, 0, self._log_dir.clock()
+
+    def _partition_path(self, topic: str, partition: int) -> str:
+        return self._part.path if self._part is not None else os.path.join(self.path, f"{topic}-{partition}")
+
+    def _fits(self, data: bytes, config: KafkaConfig, topic: str, partition: int) -> bool:
+        """Whether ``data``, one batch, is one the broker takes under ``config``
+        (:func:`check_batch_size`)."""
+        try:
+            check_batch_size(len(data), config, self._partition_path(topic, partition))
+        except MessageTooLargeError:
+            return False
+        return True
+
+    @staticmethod
+    def _runs(sizes: np.ndarray, config: KafkaConfig) -> list[np.ndarray]:
+        """The positions of records of ``sizes`` (each an upper bound of its encoded size) cut into the
+        batches :meth:`append_arrow` would cut them into under ``config`` (``arrowappend.batch_limit``)."""
+        from . import arrowappend
+
+        limit = arrowappend.batch_limit(config.max_message_bytes, config.segment_bytes,
+                                        config.codec != "none")
+        return list(arrowappend.cuts(np.arange(len(sizes)), sizes, None, limit))
+
+    def _encoded_messages(self, topic: str, partition: int, config: KafkaConfig, msgs: list[Message],
+                          base: int, epoch: int, now: int) -> list[tuple[np.ndarray, bytes]]:
+        """``msgs`` (checked: :meth:`checked_messages`) encoded as the batches an append writes at ``base``:
+        one, or, where it is too large, cut as :meth:`_runs` cuts; each with the positions of its
+        messages.
+
+        :raises MessageTooLargeError: a message too large for a batch alone.
+        """
+        def encode(run: np.ndarray, base: int) -> bytes:
+            return encode_records(config, [(m.key, m.value, _stamp(m.timestamp, now), m.headers)
+                                           for m in (msgs[i] for i in run.tolist())],
+                                  base_offset=base, leader_epoch=epoch, now=now)
+
+        everything = np.arange(len(msgs))
+        whole = encode(everything, base)
+        if self._fits(whole, config, topic, partition):
+            return [(everything, whole)]
+        out = []
+        for run in self._runs(np.array([_message_bound(m) for m in msgs], np.int64), config):
+            data = encode(run, base)
+            check_batch_size(len(data), config, self._partition_path(topic, partition))
+            out.append((run, data))
+            base += len(run)
+        return out
 
     def append_arrow(self, batch: pa.RecordBatch | pa.Table) -> int:
         """Append the rows of a ``pyarrow.RecordBatch`` or ``Table`` of :data:`KAFKA_SCHEMA`'s columns
@@ -974,22 +1079,24 @@ class KafkaStore(Store):
             else:
                 self._log_dir.check_new_partition(topic, partition)
 
-    @staticmethod
-    def _append_records(part: Partition, msgs: list[Message], now: int) -> Any:
-        records = [(m.key, m.value, _stamp(m.timestamp, now), m.headers) for m in msgs]
-        return part.append_records(records, now_ms=now)
-
     def _append_messages(self, items: list[Message | dict]) -> list[AppendResult]:
         """:meth:`append_batch` of items that are not all plain dicts."""
         msgs, groups = self.checked_messages(items)
-        results: list[AppendResult | None] = [None] * len(msgs)
+        batches = []
         for (topic, partition), indices in groups.items():
+            config, base, epoch, now = self._append_state(topic, partition)
+            group = [msgs[i] for i in indices]
+            batches.append((topic, partition, indices, now,
+                            self._encoded_messages(topic, partition, config, group, base, epoch, now)))
+        results: list[AppendResult | None] = [None] * len(msgs)
+        for topic, partition, indices, now, runs in batches:
             part = self.partition_of(topic, partition, create=True)
-            now = part.clock()
-            done = self._append_records(part, [msgs[i] for i in indices], now)
-            for n, i in enumerate(indices):
-                results[i] = AppendResult(topic, partition, done.base_offset + n, done.position, done.size,
-                                          {"segment": done.segment})
+            for run, data in runs:
+                done = part.append_encoded(data, now_ms=now)
+                extra = {"segment": done.segment}
+                for n, k in enumerate(run.tolist()):
+                    results[indices[k]] = AppendResult(topic, partition, done.base_offset + n, done.position,
+                                                       done.size, extra)
             part.apply_retention()
         if self.indexes is not None:  # extra index layouts (segstore.layouts)
             self.indexes.append()
