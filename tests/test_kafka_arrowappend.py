@@ -141,6 +141,28 @@ def test_batches_stay_within_max_message_bytes(tmp_path):
             store.append_arrow(big)
 
 
+@pytest.mark.parametrize("compression", ["none", "zstd"])
+def test_a_row_too_large_alone_is_refused_before_anything_is_written(tmp_path, compression):
+    """A row too large for a batch alone (over max.message.bytes: Kafka 3.8 ``LogValidator``'s
+    RecordTooLargeException) used to be found as its batch was written, after the rows of the
+    partitions before it (kafka.md promises everything is checked first). A large row that compresses
+    under the limit is still taken."""
+    config = {"max.message.bytes": 4096, "compression.type": compression}
+    noise = np.random.default_rng(3).bytes(5000)    # incompressible
+    table = pa.table({"topic": ["t", "t", "u"], "partition": [0, 1, 0], "value": [b"small", noise, b"x"]})
+    with segstore.open(str(tmp_path / "logs"), format="kafka", mode="a", **config) as store:
+        with pytest.raises(MessageTooLargeError, match=r"t-1.*max.message.bytes=4096"):
+            store.append_arrow(table)
+        assert store.topics() == []
+        compressible = pa.table({"topic": ["t"], "value": [b"z" * 5000]})
+        if compression == "none":
+            with pytest.raises(MessageTooLargeError):
+                store.append_arrow(compressible)
+            assert store.topics() == []
+        else:
+            assert store.append_arrow(compressible) == 1
+
+
 def test_cuts_respect_the_limit_and_the_batch_boundaries():
     sizes = np.array([10, 10, 10, 50, 10, 10, 10, 10], np.int64)
     rows = np.arange(8, dtype=np.int64)

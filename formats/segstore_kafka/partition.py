@@ -357,6 +357,21 @@ def encode_records(config: KafkaConfig, records: list[Any], *, base_offset: int,
         timestamp_type=config.message_timestamp_type, log_append_time=now if log_append else None)
 
 
+def encode_columns(config: KafkaConfig, columns: arrowencode.Columns, rows: np.ndarray, *, base_offset: int,
+                   leader_epoch: int, now: int) -> bytes:
+    """``rows`` of ``columns`` as the one batch an append writes under ``config`` (as
+    :func:`encode_records` writes it), in one C call where built
+    (:func:`.arrowencode.encode_batch_columns`). Pure."""
+    from . import arrowencode
+
+    log_append = config.message_timestamp_type == "LogAppendTime"
+    return arrowencode.encode_batch_columns(
+        [(columns, rows)], base_offset + np.arange(len(rows), dtype=np.int64), base_offset=base_offset,
+        compression=config.codec, partition_leader_epoch=leader_epoch,
+        timestamp_type=codec.LOG_APPEND_TIME if log_append else codec.CREATE_TIME,
+        log_append_time=now if log_append else None)
+
+
 def plain_header(config: KafkaConfig, count: int, now: int, *, base_offset: int,
                  leader_epoch: int) -> tuple[tuple, int]:
     """``(header, codec id)`` of a batch of ``count`` records an append writes under ``config`` (as
@@ -721,15 +736,8 @@ class Partition:
     def append_columns(self, columns: arrowencode.Columns, rows: np.ndarray, now: int) -> Appended:
         """Append ``rows`` of ``columns`` as one batch at the log end offset (:meth:`append_records`'
         header), encoded in one C call where built (:func:`.arrowencode.encode_batch_columns`)."""
-        from . import arrowencode
-
-        base_offset = self.next_offset
-        log_append = self.log_append_time
-        data = arrowencode.encode_batch_columns(
-            [(columns, rows)], base_offset + np.arange(len(rows), dtype=np.int64), base_offset=base_offset,
-            compression=self.config.codec, partition_leader_epoch=self.epochs.latest_epoch or 0,
-            timestamp_type=codec.LOG_APPEND_TIME if log_append else codec.CREATE_TIME,
-            log_append_time=now if log_append else None)
+        data = encode_columns(self.config, columns, rows, base_offset=self.next_offset,
+                              leader_epoch=self.epochs.latest_epoch or 0, now=now)
         return self.append_encoded(data, now_ms=now)
 
     def append_control(self, kind: str, *, producer_id: int, producer_epoch: int, coordinator_epoch: int,

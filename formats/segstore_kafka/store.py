@@ -78,6 +78,7 @@ from .partition import (
     KafkaConfig,
     Partition,
     check_batch_size,
+    encode_columns,
     encode_records,
     now_ms,
     parse_partition_dir,
@@ -979,8 +980,7 @@ class KafkaStore(Store):
             a null topic or partition, a null header key, a control record.
         :raises InvalidTopicError: a topic or partition Kafka refuses, or another partition than this
             partition directory's.
-        :raises MessageTooLargeError: a record larger than ``max.message.bytes`` (after the rows
-            before its batch).
+        :raises MessageTooLargeError: a record too large for a batch alone (nothing is written).
         :raises NotFoundError: a key chose a partition this store does not hold.
         """
         import pyarrow as pa
@@ -1002,6 +1002,7 @@ class KafkaStore(Store):
         widths = self.partition_widths()
         for b in batches:
             plan = self._checked_plan(b, widths)
+            self._check_lone_rows(plan)
             keep = b.num_rows <= budget
             kept.append(plan if keep else None)
             budget -= b.num_rows if keep else 0
@@ -1024,6 +1025,30 @@ class KafkaStore(Store):
         if self.indexes is not None:  # extra index layouts (segstore.layouts)
             self.indexes.append()
         return appended
+
+    def _check_lone_rows(self, plan: Any) -> None:
+        """Refuse, before anything is written, a row of ``plan`` too large for a batch alone.  Only a
+        row whose size bound is over ``arrowappend.batch_limit`` can make a batch the broker refuses
+        (a run of smaller rows stays under the limit, a compressed one within its slack), and such a
+        row is its batch alone: it is encoded here as that batch (whose size its offset and time do not
+        change) and checked.  ``O(rows)`` numpy, plus the encoding of those rows.
+
+        :raises MessageTooLargeError: the batch of such a row is larger than ``max.message.bytes`` or
+            ``segment.bytes``.
+        """
+        from . import arrowappend
+
+        columns = None
+        for topic, partition, rows in plan.groups:
+            config = self._append_state(topic, partition)[0]
+            limit = arrowappend.batch_limit(config.max_message_bytes, config.segment_bytes,
+                                            config.codec != "none")
+            for row in rows[plan.sizes[rows] > limit].tolist():
+                if columns is None:
+                    columns = plan.columns(0)
+                data = encode_columns(config, columns, np.array([row], np.int64), base_offset=0,
+                                      leader_epoch=0, now=0)
+                check_batch_size(len(data), config, self._partition_path(topic, partition))
 
     def _checked_plan(self, batch: pa.RecordBatch, widths: dict[str, int]) -> Any:
         """``arrowappend.plan`` of ``batch`` whose topics and partitions (those keys chose too) this
