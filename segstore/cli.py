@@ -1570,12 +1570,12 @@ RESET_HEADER = ("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")
 
 
 def _reset_offsets(args: argparse.Namespace, out: TextIO) -> int:
-    """``consumers --reset-offsets``: the new offset of every partition (queue) of the group's topics
-    (or ``--topic``'s; or those ``--from-file`` names) as ``kafka-consumer-groups --reset-offsets`` plans
-    it, printed (``--export``: as the CSV ``--from-file`` reads); written with ``--execute`` through the
-    store's ``commit_offsets`` (all or none; an unchanged offset is not committed again).  An offset
-    outside a partition's range is clamped into it, as the tool's ``checkOffsetsRange`` does, but by
-    ``--to-current``, which keeps the committed one."""
+    """``consumers --reset-offsets``: the new offset of every partition (queue) the group committed
+    (or each of ``--topic``'s, :func:`_topic_scope`; or those ``--from-file`` names) as
+    ``kafka-consumer-groups --reset-offsets`` plans it, printed (``--export``: as the CSV ``--from-file``
+    reads); written with ``--execute`` through the store's ``commit_offsets`` (all or none; an unchanged
+    offset is not committed again).  An offset outside a partition's range is clamped into it, as the
+    tool's ``checkOffsetsRange`` does, but by ``--to-current``, which keeps the committed one."""
     if args.group is None or not _reset_asked(args):
         raise UsageError("--reset-offsets needs --group G and one of --to-datetime TIME, --by-duration D, "
                          "--to-earliest, --to-latest, --to-current, --to-offset N, --shift-by N, "
@@ -1599,12 +1599,15 @@ def _reset_offsets(args: argparse.Namespace, out: TextIO) -> int:
         wanted = dict.fromkeys(((args.topic, p) for p in chosen), None)
     options = ({} if args.offsets_retention_minutes is None
                else {"offsets_retention_ms": args.offsets_retention_minutes * 60_000})
+    notes: list[str] = []
     with _open(args, mode="a" if args.execute else "r") as store:
         if args.converted_from is not None and wanted is not None:
             wanted = _converted_plan(args, store, wanted)
+        # Kafka --topic T: every partition of T, as the tool's (RocketMQ's rows of a topic hold its queues)
+        whole_topic = wanted is None and args.topic is not None and store.format == "kafka"
         # the group's partitions as its files hold them (Kafka: at the newest record's time): a group the
         # broker would expire by --now-ms is reset all the same, as kafka-consumer-groups resets a new one
-        if wanted is None:
+        if wanted is None and not whole_topic:
             rows, damaged = _group_rows(store, args)
             current = {(row.topic, row.partition): row for row in rows}
         else:                           # the partitions named, whether or not the group committed them
@@ -1612,6 +1615,8 @@ def _reset_offsets(args: argparse.Namespace, out: TextIO) -> int:
             damaged = _group_notes(args, found)
             rows = found.rows
             known = {(row.topic, row.partition): row for row in rows}
+            if wanted is None:
+                wanted = _topic_scope(args, store, found, notes)
             current = {queue: known.get(queue) or ConsumerOffset(args.group, *queue, None, None, None)
                        for queue in wanted}
         if args.shift_by is not None:   # a queue the group never committed has nothing to shift
@@ -1622,11 +1627,10 @@ def _reset_offsets(args: argparse.Namespace, out: TextIO) -> int:
                                     "found none", args.path)
         plan = {queue: _reset_target(args, store, row, None if wanted is None else wanted[queue])
                 for queue, row in sorted(current.items())}
-        notes = []
         _refuse_damaged(args, damaged)
         if args.execute:
-            notes = store.commit_offsets(args.group, _to_commit(args, store, current, plan),
-                                         now_ms=args.now_ms, **options)
+            notes += store.commit_offsets(args.group, _to_commit(args, store, current, plan),
+                                          now_ms=args.now_ms, **options)
     if args.export:     # ConsumerGroupCommand.exportOffsetsToCsv, one group: topic,partition,offset
         import csv  # quotes a name holding a comma, as Jackson's CSV writer would
 
@@ -1681,6 +1685,34 @@ def _converted_plan(args: argparse.Namespace, store: Store, wanted: dict[tuple[s
                 pass        # no such queue here: the plan says so, as for any other line of the file
         plan[name, queue] = offset
     return plan
+
+
+def _topic_scope(args: argparse.Namespace, store: Store, found: ConsumerGroups, notes: list[str]
+                 ) -> dict[tuple[str, int], int | None]:
+    """Kafka ``--reset-offsets --topic T``: every partition of T, committed or not, as the tool's
+    ``parseTopicPartitionsToReset`` takes them from ``describeTopics`` (a partition the group never
+    committed is given an offset too, and a group that never committed to T its first ones): those
+    this log dir holds, and those the group's rows name (one on another broker cannot be planned).
+    Partitions of T that neither names (the KRaft metadata's count, else the numbers of the
+    directories here) are said in ``notes``: they are reset on their brokers.
+
+    :raises NotFoundError: T is neither here nor among the group's topics (the groups there named).
+    """
+    topic = args.topic
+    held = store.partitions(topic) if topic in store.topics() else []
+    grouped = {row.partition for row in found.rows if row.topic == topic and row.partition is not None}
+    if not held and not grouped:
+        raise NotFoundError(f"expected consumer group {args.group!r} on topic {topic!r}, found "
+                            f"{_listing('group', _all_groups(store, found))}", args.path)
+    widths = getattr(store, "partition_widths", None)       # Kafka's: the metadata's count where it has one
+    count = widths().get(topic, 1) if widths is not None else 1
+    elsewhere = sorted(set(range(count)) - set(held) - grouped)
+    if elsewhere:
+        names = ", ".join(f"{topic}-{p}" for p in elsewhere)
+        notes.append(f"{names}: not in this log dir (another broker's), so not reset here, where "
+                     "kafka-consumer-groups --topic resets every partition of the topic: reset them on "
+                     "their brokers")
+    return dict.fromkeys(((topic, p) for p in sorted({*held, *grouped})), None)
 
 
 def _reset_asked(args: argparse.Namespace) -> bool:
@@ -2555,8 +2587,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                                  "kafka-consumer-groups --reset-offsets / --delete-offsets / --delete, "
                                  "mqadmin resetOffsetByTime / deleteSubGroup)")
     reset.add_argument("--reset-offsets", action="store_true",
-                       help="plan new offsets for --group (every partition/queue of its topics, or of "
-                            "--topic), each clamped to its range; written only with --execute")
+                       help="plan new offsets for --group (the partitions it committed, RocketMQ every "
+                            "queue of their topics; or every partition of --topic, committed or not), each "
+                            "clamped to its range; written only with --execute")
     target = reset.add_mutually_exclusive_group()
     target.add_argument("--to-datetime", type=time_ms, metavar="TIME",
                         help="each one's first offset stored at or after TIME (its end if none is)")

@@ -377,3 +377,36 @@ def test_to_current_keeps_the_committed_offset_and_to_datetime_stops_at_the_high
     code, out, _ = run("consumers", logs, "--group", "g", "--reset-offsets", "--to-datetime", "1003",
                        "--export", "--now-ms", 3000)
     assert (code, out) == (0, "t,0,5\nt,1,2\n")                 # t-1's record of 1003 is offset 3, past HW 2
+
+
+def test_topic_resets_every_partition_of_the_topic_committed_or_not(tmp_path):
+    """3.8 ``ConsumerGroupCommand.getPartitionsToReset``: ``--topic T`` takes T's partitions from
+    ``describeTopics`` (``parseTopicPartitionsToReset``), every one, not only those the group committed:
+    a replay of T from its start must not leave a partition at ``auto.offset.reset``, and a group new to T
+    gets offsets in each.  Offline: every partition of T this log dir holds; one the directory numbers say
+    is elsewhere (t-3 here, another broker's) is named on stderr.  ``--shift-by`` still moves only
+    committed offsets."""
+    logs = tmp_path / "logs"
+    partition = offsetcommit.coordinator_partition("g", 50)
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        for p, n in ((0, 10), (1, 4), (2, 6), (4, 2)):
+            store.append_batch([Message("t", b"v", partition=p, timestamp=1000 + i) for i in range(n)])
+        key, value = offset_commit("g", "t", 0, 3, commit_ms=2000)
+        store.append_batch([Message(OFFSETS, value, key=key, partition=partition, timestamp=2000)])
+    code, out, err = run("consumers", logs, "--group", "g", "--reset-offsets", "--to-earliest", "--topic",
+                         "t", "--execute", "--now-ms", 3000)
+    assert code == 0 and "t-3: not in this log dir (another broker's)" in err
+    assert out.split()[4:] == ["g", "t", "0", "0", "g", "t", "1", "0", "g", "t", "2", "0", "g", "t", "4", "0"]
+    assert _groups(logs, 3000) == {("g", "t", p): 0 for p in (0, 1, 2, 4)}
+    code, out, _ = run("consumers", logs, "--group", "fresh", "--reset-offsets", "--to-offset", "5",
+                       "--topic", "t", "--export")
+    assert (code, out) == (0, "t,0,5\nt,1,4\nt,2,5\nt,4,2\n")
+    code, out, _ = run("consumers", logs, "--group", "g", "--reset-offsets", "--shift-by", "2", "--topic",
+                       "t", "--export")
+    assert (code, out) == (0, "t,0,2\nt,1,2\nt,2,2\nt,4,2\n")
+    code, out, err = run("consumers", logs, "--group", "fresh", "--reset-offsets", "--shift-by", "2",
+                         "--topic", "t")
+    assert (code, out) == (1, "") and "expected a committed offset of group 'fresh' to shift" in err
+    code, out, err = run("consumers", logs, "--group", "g", "--reset-offsets", "--to-earliest", "--topic",
+                         "u")
+    assert (code, out) == (1, "") and "expected consumer group 'g' on topic 'u', found groups g" in err
