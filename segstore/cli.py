@@ -1938,6 +1938,11 @@ def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
     targets = _reset_asked(args)
     if args.delete and (args.reset_offsets or targets):
         raise UsageError("--delete and --reset-offsets (or its targets) do not go together")
+    if args.dry_run and args.execute:       # ConsumerGroupCommandOptions.checkArgs
+        raise UsageError("--reset-offsets only accepts one of --execute and --dry-run")
+    if args.all_topics and (args.topic is not None or not args.reset_offsets):
+        raise UsageError("--all-topics (every partition the group committed, the default) goes with "
+                         "--reset-offsets, not with --topic")
     state = args.state is not None
     if (state or args.members or args.list or args.type is not None) and (args.delete or args.reset_offsets):
         raise UsageError("--list, --state and --members describe groups: not with --reset-offsets or "
@@ -1952,10 +1957,10 @@ def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
         return _delete_offsets(args, out)
     if args.reset_offsets:
         return _reset_offsets(args, out)
-    if args.execute or targets:
+    if args.execute or args.dry_run or targets:
         raise UsageError("--to-datetime, --by-duration, --to-earliest, --to-latest, --to-current, "
-                         "--to-offset, --shift-by, --from-file and --execute go with --reset-offsets or "
-                         "--delete")
+                         "--to-offset, --shift-by, --from-file, --dry-run and --execute go with "
+                         "--reset-offsets or --delete")
     if args.export:
         raise UsageError("--export goes with --reset-offsets")
 
@@ -2620,6 +2625,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                             "kafka-consumer-groups --delete-offsets / --delete); only with --execute")
     reset.add_argument("--delete-offsets", action="store_true",
                        help="--delete of --topic's offsets (kafka-consumer-groups' name; needs --topic)")
+    reset.add_argument("--all-topics", action="store_true",
+                       help="with --reset-offsets: every partition the group committed, the default "
+                            "(kafka-consumer-groups' scope option, taken as the tool takes it)")
+    reset.add_argument("--dry-run", action="store_true",
+                       help="print the plan and write nothing, the default without --execute "
+                            "(kafka-consumer-groups' option, taken as the tool takes it)")
     reset.add_argument("--execute", action="store_true",
                        help="write the plan: RocketMQ config/consumerOffset.json (the file before kept as "
                             ".bak), Kafka one batch of offset commits (or tombstones) in the group's "

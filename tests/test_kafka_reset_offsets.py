@@ -410,3 +410,25 @@ def test_topic_resets_every_partition_of_the_topic_committed_or_not(tmp_path):
     code, out, err = run("consumers", logs, "--group", "g", "--reset-offsets", "--to-earliest", "--topic",
                          "u")
     assert (code, out) == (1, "") and "expected consumer group 'g' on topic 'u', found groups g" in err
+
+
+def test_the_tools_dry_run_and_all_topics_are_taken(tmp_path):
+    """kafka-consumer-groups' own spellings (3.8 ``ConsumerGroupCommandOptions``): ``--dry-run`` (the plan
+    only, segstore's default too) and the scope ``--all-topics`` (the group's committed partitions,
+    ``getPartitionsToReset``), so a command line written for the tool runs; ``checkArgs`` refuses
+    ``--dry-run`` with ``--execute``."""
+    logs = _log_dir(tmp_path / "logs", members=False)
+    code, plain, _ = run("consumers", logs, "--group", "g", "--reset-offsets", "--to-earliest", "--json")
+    code, out, err = run("consumers", logs, "--group", "g", "--reset-offsets", "--to-earliest",
+                         "--all-topics", "--dry-run", "--json")
+    assert (code, out) == (0, plain) and "nothing written" in err
+    assert _groups(logs, 3000) == {("g", "t", 0): 3, ("g", "t", 1): 1}
+    for argv, words in (
+            (["--dry-run", "--execute"], "only accepts one of --execute and --dry-run"),
+            (["--all-topics", "--topic", "t"], "--all-topics (every partition the group committed"),
+    ):
+        code, out, err = run("consumers", logs, "--group", "g", "--reset-offsets", "--to-earliest", *argv)
+        assert (code, out) == (2, "") and words in err, argv
+    code, out, err = run("consumers", logs, "--group", "g", "--dry-run")
+    assert (code, out) == (2, "") and "--dry-run and --execute go with --reset-offsets" in err
+    assert _groups(logs, 3000) == {("g", "t", 0): 3, ("g", "t", 1): 1}
