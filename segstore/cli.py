@@ -1811,18 +1811,26 @@ DELETE_HEADER = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET")
 
 
 def _delete_offsets(args: argparse.Namespace, out: TextIO) -> int:
-    """``consumers --delete``: the group's committed offsets (of ``--topic``, or all of them: the group
-    itself), printed; deleted with ``--execute`` through the store's ``delete_offsets``, as
-    ``kafka-consumer-groups --delete-offsets`` / ``--delete`` has the broker do."""
+    """``consumers --delete``: the group's committed offsets (of ``--topic``, Kafka also ``--topic T:0,1``'s
+    partitions, as the tool's ``deleteOffsets`` takes them; or all of them: the group itself), printed;
+    deleted with ``--execute`` through the store's ``delete_offsets``, as ``kafka-consumer-groups
+    --delete-offsets`` / ``--delete`` has the broker do."""
     if args.group is None:
         raise UsageError("--delete needs --group G (and --topic T to delete one topic's offsets)")
-    if args.topic is not None and ":" in args.topic:
-        raise UsageError(f"--delete removes a whole topic's offsets: expected --topic TOPIC, found "
-                         f"{args.topic!r}")
+    if args.topic is not None and ":" in args.topic and resolve_store(args.path, args.format) != "kafka":
+        raise UsageError(f"--delete removes a whole topic's offsets (RocketMQ keeps a topic's as one "
+                         f"entry): expected --topic TOPIC, found {args.topic!r}")
+    chosen = _topic_partitions(args)
     with _open(args, mode="a" if args.execute else "r") as store:
         rows, damaged = _group_rows(store, args, committed=True)
+        if chosen is not None:
+            rows = [row for row in rows if row.partition in chosen]
+            if not rows:
+                raise NotFoundError(f"expected offsets of consumer group {args.group!r} on {args.topic} "
+                                    f"partitions {chosen}, found none", args.path)
         _refuse_damaged(args, damaged)
-        notes = store.delete_offsets(args.group, args.topic, now_ms=args.now_ms) if args.execute else []
+        notes = (store.delete_offsets(args.group, args.topic, partitions=chosen, now_ms=args.now_ms)
+                 if args.execute else [])
     if args.json:
         _json_line([{"group": row.group, "topic": row.topic, "partition": row.partition,
                      "committed_offset": row.committed_offset} for row in rows], out)
@@ -2621,8 +2629,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     reset.add_argument("--export", action="store_true",
                        help="print the plan as the CSV --from-file reads, topic,partition,offset a line")
     reset.add_argument("--delete", action="store_true",
-                       help="delete --group's committed offsets of --topic, or the whole group (as "
-                            "kafka-consumer-groups --delete-offsets / --delete); only with --execute")
+                       help="delete --group's committed offsets of --topic (Kafka: TOPIC:0,1 those "
+                            "partitions'), or the whole group (as kafka-consumer-groups --delete-offsets / "
+                            "--delete); only with --execute")
     reset.add_argument("--delete-offsets", action="store_true",
                        help="--delete of --topic's offsets (kafka-consumer-groups' name; needs --topic)")
     reset.add_argument("--all-topics", action="store_true",

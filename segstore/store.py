@@ -732,13 +732,32 @@ class Store(abc.ABC):
                 raise ConfigError(f"expected an integer offset for {key[0]}/{key[1]}, found "
                                   f"{type(offset).__name__} {cut(offset)}", self.path)
 
-    def delete_offsets(self, group: str, topic: str | None = None, *, now_ms: int | None = None,
-                       **options: Any) -> list[str]:
-        """Delete ``group``'s committed offsets of ``topic``, or the whole group (None), where the broker
-        keeps them (``kafka-consumer-groups --delete-offsets`` / ``--delete``; the broker must be
-        stopped).  Returns notes as :meth:`commit_offsets`.
+    def _deleted_partitions(self, topic: str | None, partitions: Iterable[int] | None) -> set[int] | None:
+        """:meth:`delete_offsets`' ``partitions`` as a set (None: every partition of ``topic``).
 
-        :raises NotFoundError: the group holds no offset of ``topic`` (or none at all).
+        :raises ConfigError: ``partitions`` without ``topic``, or not partition numbers.
+        """
+        if partitions is None:
+            return None
+        if topic is None:
+            raise ConfigError("expected a topic with the partitions whose offsets to delete, found none",
+                              self.path)
+        chosen = list(partitions) if isinstance(partitions, Iterable) else [partitions]
+        for number in chosen:
+            if not _integer(number) or number < 0:
+                raise ConfigError(f"expected partition numbers of {topic} (ints at least 0), found "
+                                  f"{type(number).__name__} {cut(number)}", self.path)
+        return set(chosen)
+
+    def delete_offsets(self, group: str, topic: str | None = None, *, partitions: Iterable[int] | None = None,
+                       now_ms: int | None = None, **options: Any) -> list[str]:
+        """Delete ``group``'s committed offsets of ``topic`` (only of its ``partitions`` when given, as
+        ``--delete-offsets --topic T:0,1``), or the whole group (None), where the broker keeps them
+        (``kafka-consumer-groups --delete-offsets`` / ``--delete``; the broker must be stopped).  Returns
+        notes as :meth:`commit_offsets`.
+
+        :raises NotFoundError: the group holds no offset of ``topic`` (of ``partitions``; or none at all).
+        :raises ConfigError: ``partitions`` without ``topic``, or not partition numbers.
         """
         raise UnsupportedOperationError(f"{self.format} stores do not keep consumer offsets segstore writes",
                                         self.path)

@@ -28,6 +28,7 @@ from segstore_kafka import offsetcommit
 
 import segstore
 from segstore.errors import (
+    ConfigError,
     CorruptDataError,
     InvalidMessageError,
     NotFoundError,
@@ -432,3 +433,33 @@ def test_the_tools_dry_run_and_all_topics_are_taken(tmp_path):
     code, out, err = run("consumers", logs, "--group", "g", "--dry-run")
     assert (code, out) == (2, "") and "--dry-run and --execute go with --reset-offsets" in err
     assert _groups(logs, 3000) == {("g", "t", 0): 3, ("g", "t", 1): 1}
+
+
+def test_delete_offsets_of_some_partitions_of_a_topic(tmp_path):
+    """3.8 ``ConsumerGroupCommand.deleteOffsets`` takes ``--topic T:0,1`` (``parseTopicsWithPartitions``):
+    OffsetDelete of those partitions only, which ``cleanupGroupMetadata`` tombstones; the group key follows
+    only once an Empty group holds no offset.  segstore refused it (exit 2)."""
+    logs = _log_dir(tmp_path / "logs", members=False)
+    partition = offsetcommit.coordinator_partition("g", 50)
+    end = _tail(logs, partition, 0)[-1][0].last_offset + 1
+    code, out, err = run("consumers", logs, "--group", "g", "--delete-offsets", "--topic", "t:1,5",
+                         "--execute", "--now-ms", 3000)
+    assert (code, err) == (0, "") and out.split()[4:] == ["g", "t", "1", "1"]
+    (batch, records), = _tail(logs, partition, end)
+    assert batch.base_sequence == -1
+    assert [(r.key, r.value) for r in records] == [offset_commit("g", "t", 1, None)]
+    assert _groups(logs, 3000) == {("g", "t", 0): 3}
+    code, out, err = run("consumers", logs, "--group", "g", "--delete", "--topic", "t:1")
+    assert (code, out) == (1, "") and "expected offsets of consumer group 'g' on t partitions [1]" in err
+    with segstore.open(logs, mode="a") as store:
+        with pytest.raises(NotFoundError, match=r"'t' partitions \[1\] in __consumer_offsets-\d+, found no"):
+            store.delete_offsets("g", "t", partitions=[1])
+        with pytest.raises(ConfigError, match="expected a topic with the partitions"):
+            store.delete_offsets("g", partitions=[0])
+        with pytest.raises(ConfigError, match="expected partition numbers of t"):
+            store.delete_offsets("g", "t", partitions=["0"])
+        assert store.delete_offsets("g", "t", partitions=(0,), now_ms=3000) == []
+    (_, records), = _tail(logs, partition, end + 1)
+    assert [r.key for r in records] == [offset_commit("g", "t", 0, None)[0],
+                                        group_metadata("g", tombstone=True)[0]]
+    assert _groups(logs, 3000) == {}

@@ -1337,15 +1337,20 @@ class RocketMQStore(LifecycleMixin, Store):
         self.consumer_offsets.save()
         return []
 
-    def delete_offsets(self, group: str, topic: str | None = None, *, now_ms: int | None = None,
-                       **options: Any) -> list[str]:
+    def delete_offsets(self, group: str, topic: str | None = None, *, partitions: Iterable[int] | None = None,
+                       now_ms: int | None = None, **options: Any) -> list[str]:
         """Remove ``group``'s ``topic@group`` entry of ``config/consumerOffset.json``, or every entry of the
         group (``ConsumerOffsetManager.removeOffset``, what ``mqadmin deleteSubGroup -r true`` does to
         the offsets), in one write, the content before kept as ``.bak``.  No notes.
 
         :raises NotFoundError: the group holds no offset of ``topic`` (or none at all).
+        :raises UnsupportedOperationError: ``partitions``: the broker removes a topic's entry whole.
         """
         self._check_writable()
+        if self._deleted_partitions(topic, partitions) is not None:
+            raise UnsupportedOperationError("expected a whole topic's offsets to delete, found partitions "
+                                            "(queues) named: 4.9.7 ConsumerOffsetManager.removeOffset "
+                                            "removes a topic@group entry whole", self.path)
         owned = {name: topic_and_group(name) for name in self.consumer_offsets.table}
         names = [name for name, pair in owned.items()
                  if pair is not None and pair[1] == group and (topic is None or pair[0] == topic)]
