@@ -1574,8 +1574,9 @@ def _reset_offsets(args: argparse.Namespace, out: TextIO) -> int:
     (or each of ``--topic``'s, :func:`_topic_scope`; or those ``--from-file`` names) as
     ``kafka-consumer-groups --reset-offsets`` plans it, printed (``--export``: as the CSV ``--from-file``
     reads); written with ``--execute`` through the store's ``commit_offsets`` (all or none; an unchanged
-    offset is not committed again).  An offset outside a partition's range is clamped into it, as the
-    tool's ``checkOffsetsRange`` does, but by ``--to-current``, which keeps the committed one."""
+    offset is committed again, as the tool commits it).  An offset outside a partition's range is
+    clamped into it, as the tool's ``checkOffsetsRange`` does, but by ``--to-current``, which keeps the
+    committed one."""
     if args.group is None or not _reset_asked(args):
         raise UsageError("--reset-offsets needs --group G and one of --to-datetime TIME, --by-duration D, "
                          "--to-earliest, --to-latest, --to-current, --to-offset N, --shift-by N, "
@@ -1694,7 +1695,7 @@ def _topic_scope(args: argparse.Namespace, store: Store, found: ConsumerGroups, 
     committed is given an offset too, and a group that never committed to T its first ones): those
     this log dir holds, and those the group's rows name (one on another broker cannot be planned).
     Partitions of T that neither names (the KRaft metadata's count, else the numbers of the
-    directories here) are said in ``notes``: they are reset on their brokers.
+    directories here) are said in ``notes``: not planned, they keep no offset of the group.
 
     :raises NotFoundError: T is neither here nor among the group's topics (the groups there named).
     """
@@ -1709,9 +1710,9 @@ def _topic_scope(args: argparse.Namespace, store: Store, found: ConsumerGroups, 
     elsewhere = sorted(set(range(count)) - set(held) - grouped)
     if elsewhere:
         names = ", ".join(f"{topic}-{p}" for p in elsewhere)
-        notes.append(f"{names}: not in this log dir (another broker's), so not reset here, where "
-                     "kafka-consumer-groups --topic resets every partition of the topic: reset them on "
-                     "their brokers")
+        notes.append(f"{names}: not in this log dir (another broker's), so not planned, where "
+                     "kafka-consumer-groups --topic resets every partition of the topic: a consumer of the "
+                     "group starts there at its auto.offset.reset")
     return dict.fromkeys(((topic, p) for p in sorted({*held, *grouped})), None)
 
 
