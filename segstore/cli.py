@@ -1958,6 +1958,10 @@ def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
                          "--delete")
     if sum((state and not args.list, args.members, args.list)) > 1:
         raise UsageError("--list, --state and --members: one view at a time")
+    if args.offsets and (state or args.members or args.list or args.delete or args.reset_offsets):
+        # ConsumerGroupCommandOptions.checkArgs: --describe takes at most one of --members, --offsets, --state
+        raise UsageError("--offsets is the default view of groups: not with --list, --state, --members, "
+                         "--reset-offsets or --delete")
     if args.verbose and not args.members:
         raise UsageError("--verbose goes with --members")
     if (args.type is not None or args.state) and not args.list:
@@ -2568,6 +2572,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                    help="every group (the default without --group), as kafka-consumer-groups takes it")
     p.add_argument("--describe", action="store_true",
                    help="the default view (kafka-consumer-groups --describe), taken as the tool takes it")
+    p.add_argument("--offsets", action="store_true",
+                   help="the default view, a row a partition (kafka-consumer-groups --describe --offsets), "
+                        "taken as the tool takes it")
     p.add_argument("--now-ms", type=time_ms, metavar="TIME",
                    help="Kafka: judge offset expiry at this time (ms or ISO-8601; default: the newest "
                         "record's time in __consumer_offsets); with --reset-offsets --execute, the "

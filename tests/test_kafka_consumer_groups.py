@@ -652,3 +652,17 @@ def test_the_offsets_log_is_loaded_once_and_each_high_watermark_read_once(tmp_pa
     assert "found groups kip848, legacy2, live, recent, simple, txn" in err
     _run(capsys, "consumers", logs, "--now-ms", NOW)
     assert sorted(ends) == [("orders", 0), ("orders", 1), ("payments", 0)]     # once each, of many rows
+
+
+def test_the_tools_describe_offsets_is_the_default_view(capsys):
+    """3.8 ``ConsumerGroupCommand.describeGroups``: ``--describe --offsets`` is the offsets view, the one
+    without a sub-action; ``ConsumerGroupCommandOptions.checkArgs`` takes at most one of ``--members``,
+    ``--offsets`` and ``--state``.  ``--offsets`` was an unrecognized argument (exit 2)."""
+    real = FIXTURES / "real" / "kraft-confluent-7.5.1"
+    one = _run(capsys, "consumers", real, "--group", "order-group")
+    assert one[0] == 0
+    assert _run(capsys, "consumers", real, "--describe", "--offsets", "--group", "order-group") == one
+    for argv in (["--offsets", "--members"], ["--describe", "--offsets", "--state"], ["--offsets", "--list"],
+                 ["--offsets", "--group", "order-group", "--reset-offsets", "--to-earliest"]):
+        code, out, err = _run(capsys, "consumers", real, *argv)
+        assert (code, out) == (2, "") and "--offsets is the default view" in err, argv
