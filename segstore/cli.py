@@ -1621,8 +1621,14 @@ def _reset_offsets(args: argparse.Namespace, out: TextIO) -> int:
             current = {queue: known.get(queue) or ConsumerOffset(args.group, *queue, None, None, None)
                        for queue in wanted}
         if args.shift_by is not None:   # a queue the group never committed has nothing to shift
-            current = {queue: row for queue, row in current.items()
-                       if row.committed_offset is not None and row.committed_offset >= 0}
+            unshifted = [queue for queue, row in current.items()
+                         if row.committed_offset is None or row.committed_offset < 0]
+            current = {queue: row for queue, row in current.items() if queue not in unshifted}
+            if unshifted and args.topic is not None and current:
+                # ConsumerGroupCommand.prepareOffsetsToReset throws for the first, and resets nothing
+                names = ", ".join(f"{t}-{q}" for t, q in sorted(unshifted))
+                notes.append(f"{names}: no committed offset of group {args.group!r} to shift, so not planned "
+                             "(kafka-consumer-groups refuses the whole reset)")
             if not current:
                 raise NotFoundError(f"expected a committed offset of group {args.group!r} to shift, "
                                     "found none", args.path)

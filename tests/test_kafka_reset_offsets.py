@@ -386,7 +386,7 @@ def test_topic_resets_every_partition_of_the_topic_committed_or_not(tmp_path):
     a replay of T from its start must not leave a partition at ``auto.offset.reset``, and a group new to T
     gets offsets in each.  Offline: every partition of T this log dir holds; one the directory numbers say
     is elsewhere (t-3 here, another broker's) is named on stderr.  ``--shift-by`` still moves only
-    committed offsets."""
+    committed offsets, and names the partitions it leaves."""
     logs = tmp_path / "logs"
     partition = offsetcommit.coordinator_partition("g", 50)
     with segstore.open(logs, format="kafka", mode="a") as store:
@@ -405,6 +405,9 @@ def test_topic_resets_every_partition_of_the_topic_committed_or_not(tmp_path):
     code, out, _ = run("consumers", logs, "--group", "g", "--reset-offsets", "--shift-by", "2", "--topic",
                        "t", "--export")
     assert (code, out) == (0, "t,0,2\nt,1,2\nt,2,2\nt,4,2\n")
+    code, out, err = run("consumers", logs, "--group", "g", "--reset-offsets", "--shift-by", "2", "--topic",
+                         "t:0,3", "--export")       # the tool throws for t-3 and resets nothing: said
+    assert (code, out) == (0, "t,0,2\n") and "t-3: no committed offset of group 'g' to shift" in err
     code, out, err = run("consumers", logs, "--group", "fresh", "--reset-offsets", "--shift-by", "2",
                          "--topic", "t")
     assert (code, out) == (1, "") and "expected a committed offset of group 'fresh' to shift" in err
