@@ -666,3 +666,34 @@ def test_the_tools_describe_offsets_is_the_default_view(capsys):
                  ["--offsets", "--group", "order-group", "--reset-offsets", "--to-earliest"]):
         code, out, err = _run(capsys, "consumers", real, *argv)
         assert (code, out) == (2, "") and "--offsets is the default view" in err, argv
+
+
+def test_groups_of_other_protocol_types_are_not_consumer_groups(tmp_path, capsys):
+    """3.8 ``KafkaAdminClient.listConsumerGroups`` keeps only the listed groups of protocol type ``consumer``
+    or none, and ``DescribeConsumerGroupsHandler`` fails any other ("GroupId G is not a consumer group"):
+    the Stable groups a Kafka Connect cluster (``connect``) or Schema Registry (``sr``) leave are not in
+    ``kafka-consumer-groups --list`` nor ``--describe --all-groups``.  They are named on stderr; a group
+    named is still answered (the broker's DeleteGroups and OffsetDelete take any group)."""
+    logs = tmp_path / "logs"
+    worker = [{"memberId": "w1", "clientId": "connect-1", "clientHost": "/10.0.0.5", "topics": [],
+               "assigned": {}}]
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        store.append_batch([Message("orders", b"o", timestamp=T0) for _ in range(4)])
+        _records(store, [group_metadata("connect-cluster", generation=7, protocol_type="connect",
+                                        protocol="sessioned", members=worker, state_ms=T0),
+                         group_metadata("schema-registry", generation=2, protocol_type="sr", protocol="v0",
+                                        members=worker, state_ms=T0),
+                         offset_commit("connect-cluster", "orders", 0, 1, commit_ms=T0),
+                         offset_commit("app", "orders", 0, 3, commit_ms=T0)])
+    code, out, err = _run(capsys, "consumers", logs, "--list")
+    assert (code, out) == (0, "app\n")
+    assert "left out: connect-cluster (connect), schema-registry (sr)" in err
+    code, out, _ = _run(capsys, "consumers", logs, "--state")
+    assert code == 0 and [row[0] for row in _table(out)] == ["app"]
+    with segstore.open(logs) as store:
+        assert store.consumer_groups().groups() == ["app"]
+        found = store.consumer_groups("connect-cluster")
+    assert [(r.group, r.committed_offset, r.state) for r in found.rows] == [("connect-cluster", 1, "Stable")]
+    assert found.notes == ["group 'connect-cluster' is of protocol type 'connect', not a consumer group: "
+                           "kafka-consumer-groups neither lists nor describes it"]
+    assert found.all_groups == ["app"]
