@@ -1648,7 +1648,7 @@ def _reset_offsets(args: argparse.Namespace, out: TextIO) -> int:
     else:
         _table(RESET_HEADER, [(args.group, t, str(q), str(o)) for (t, q), o in plan.items()],
                (*_CONSUMER_WIDTHS[:3], 0), out)
-    _after_group_change(args, rows, notes, "resets", "commit these offsets")
+    _after_group_change(args, rows, notes, "resets only an inactive group", "commit these offsets")
     return EXIT_DATA if damaged else EXIT_OK
 
 
@@ -1805,7 +1805,7 @@ def _after_group_change(args: argparse.Namespace, rows: list[Any], notes: list[s
         # kafka-consumer-groups refuses a group that is not inactive; offline, the state is the one the log
         # ends with, which a broker stopped under running consumers leaves behind
         sys.stderr.write(f"segstore consumers: group {args.group!r} was {'/'.join(states)}, with members, "
-                         f"when its log ends (kafka-consumer-groups {verb} only an inactive group): its "
+                         f"when its log ends (kafka-consumer-groups {verb}): its "
                          "consumers must be stopped, or their next commits overwrite this\n")
     for note in notes:
         sys.stderr.write(f"segstore consumers: {note}\n")
@@ -1844,7 +1844,11 @@ def _delete_offsets(args: argparse.Namespace, out: TextIO) -> int:
     else:
         _table(DELETE_HEADER, [(row.group, row.topic, str(row.partition), str(row.committed_offset))
                                for row in rows], (*_CONSUMER_WIDTHS[:3], 0), out)
-    _after_group_change(args, rows, notes, "deletes", "delete these offsets")
+    # GroupCoordinator.handleDeleteGroups refuses a group with members (NON_EMPTY_GROUP); handleDeleteOffsets
+    # refuses a Stable consumer group's partitions of the topics it subscribes to (GROUP_SUBSCRIBED_TO_TOPIC)
+    verb = ("deletes only an inactive group" if args.topic is None else
+            "deletes an active group's offsets only of topics its members do not subscribe to")
+    _after_group_change(args, rows, notes, verb, "delete these offsets")
     return EXIT_DATA if damaged else EXIT_OK
 
 

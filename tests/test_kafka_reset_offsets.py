@@ -466,3 +466,18 @@ def test_delete_offsets_of_some_partitions_of_a_topic(tmp_path):
     assert [r.key for r in records] == [offset_commit("g", "t", 0, None)[0],
                                         group_metadata("g", tombstone=True)[0]]
     assert _groups(logs, 3000) == {}
+
+
+def test_deleting_a_stable_groups_offsets_says_what_the_broker_would_refuse(tmp_path):
+    """3.8 ``GroupCoordinator.handleDeleteGroups`` refuses a group with members (NON_EMPTY_GROUP), while
+    ``handleDeleteOffsets`` deletes a Stable consumer group's offsets of the topics no member subscribes to
+    and refuses only the others (GROUP_SUBSCRIBED_TO_TOPIC): the warning on a group the log leaves Stable
+    says which, not that the tool deletes offsets of inactive groups only."""
+    logs = _log_dir(tmp_path / "logs", members=True)
+    code, _, err = run("consumers", logs, "--group", "g", "--delete-offsets", "--topic", "t")
+    assert code == 0 and "(kafka-consumer-groups deletes an active group's offsets only of topics its " \
+        "members do not subscribe to)" in err
+    code, _, err = run("consumers", logs, "--group", "g", "--delete")
+    assert code == 0 and "(kafka-consumer-groups deletes only an inactive group)" in err
+    code, _, err = run("consumers", logs, "--group", "g", "--reset-offsets", "--to-earliest")
+    assert code == 0 and "(kafka-consumer-groups resets only an inactive group)" in err
