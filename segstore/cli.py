@@ -2388,6 +2388,24 @@ _WRITE_INPUT_LINES = (
     "mappedFileSizeCommitLog)")
 
 
+class _OnceAction(argparse.Action):
+    """An option given at most once: ``consumers --group`` / ``--topic``, which kafka-consumer-groups
+    takes several times (several groups, several topics) where segstore takes one; a second would
+    otherwise silently replace the first (argparse keeps the last).
+
+    :raises argparse.ArgumentError: given again (a usage error, exit 2).
+    """
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        before = getattr(namespace, self.dest, None)
+        if before is not None:
+            raise argparse.ArgumentError(self, f"given twice ({before!r}, {values!r}): segstore takes one "
+                                               "(where kafka-consumer-groups takes several, run one command "
+                                               "each)")
+        setattr(namespace, self.dest, values)
+
+
 class _VersionAction(argparse._VersionAction):
     """``--version``: the installed version is looked up when asked for (a metadata scan of the
     installed packages, 5 ms that no other command needs)."""
@@ -2577,7 +2595,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                                          "per partition (queue), as kafka-consumer-groups --describe (Kafka "
                                          "__consumer_offsets; RocketMQ config/consumerOffset.json)")
     _common(p, path_after_optional_values=True)
-    p.add_argument("--group", help="only this consumer group (exit 1 when there is none)")
+    p.add_argument("--group", action=_OnceAction,
+                   help="only this consumer group (exit 1 when there is none)")
     p.add_argument("--all-groups", action="store_true",
                    help="every group (the default without --group), as kafka-consumer-groups takes it")
     p.add_argument("--describe", action="store_true",
@@ -2610,7 +2629,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                         "--describe --members)")
     p.add_argument("--verbose", action="store_true",
                    help="with --members: also each member's ASSIGNMENT, as topic(partitions)")
-    p.add_argument("--topic",
+    p.add_argument("--topic", action=_OnceAction,
                    help="only this topic's partitions (queues): the groups consuming it and their rows of "
                         "it, or what --reset-offsets / --delete change; TOPIC:0,1 for those partitions "
                         "(with --reset-offsets, committed or not)")

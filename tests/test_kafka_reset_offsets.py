@@ -481,3 +481,17 @@ def test_deleting_a_stable_groups_offsets_says_what_the_broker_would_refuse(tmp_
     assert code == 0 and "(kafka-consumer-groups deletes only an inactive group)" in err
     code, _, err = run("consumers", logs, "--group", "g", "--reset-offsets", "--to-earliest")
     assert code == 0 and "(kafka-consumer-groups resets only an inactive group)" in err
+
+
+def test_a_second_topic_or_group_is_refused_not_silently_dropped(tmp_path):
+    """kafka-consumer-groups takes ``--topic`` and ``--group`` several times (3.8 ``ConsumerGroupCommand``:
+    ``valuesOf(topicOpt)``, ``valuesOf(groupOpt)``); segstore takes one, and argparse kept the last, so
+    ``--reset-offsets --topic a --topic b --execute`` reset b alone and said nothing of a.  A second is a
+    usage error, before anything is read or written."""
+    logs = _log_dir(tmp_path / "logs", members=False)
+    for argv in (["--group", "g", "--reset-offsets", "--to-earliest", "--topic", "t", "--topic", "t:0"],
+                 ["--group", "g", "--group", "h", "--reset-offsets", "--to-earliest", "--topic", "t"],
+                 ["--group", "g", "--delete", "--topic", "u", "--topic", "t"]):
+        code, out, err = run("consumers", logs, *argv, "--execute", "--now-ms", 3000)
+        assert (code, out) == (2, "") and "given twice" in err and "segstore takes one" in err, argv
+    assert _groups(logs, 3000) == {("g", "t", 0): 3, ("g", "t", 1): 1}
