@@ -1976,6 +1976,14 @@ def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
         raise UsageError("--verbose goes with --members")
     if (args.type is not None or args.state) and not args.list:
         raise UsageError("--type, and --state with states, filter --list")
+    if args.converted_from is not None and not args.reset_offsets:
+        raise UsageError("--converted-from goes with --reset-offsets --from-file")
+    # a deletion tombstones what the group holds: no plan to export, no expiry to judge
+    if args.delete and args.export:
+        raise UsageError("--export goes with --reset-offsets, not with --delete")
+    if args.delete and args.offsets_retention_minutes is not None:
+        raise UsageError("--offsets-retention-minutes goes with the view of groups or --reset-offsets, not "
+                         "with --delete")
     if args.delete:
         return _delete_offsets(args, out)
     if args.reset_offsets:

@@ -495,3 +495,20 @@ def test_a_second_topic_or_group_is_refused_not_silently_dropped(tmp_path):
         code, out, err = run("consumers", logs, *argv, "--execute", "--now-ms", 3000)
         assert (code, out) == (2, "") and "given twice" in err and "segstore takes one" in err, argv
     assert _groups(logs, 3000) == {("g", "t", 0): 3, ("g", "t", 1): 1}
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--converted-from", "rocketmq"], "--converted-from goes with --reset-offsets --from-file"),
+    (["--list", "--converted-from", "rocketmq"], "--converted-from goes with --reset-offsets --from-file"),
+    (["--group", "g", "--delete", "--export"], "--export goes with --reset-offsets, not with --delete"),
+    (["--group", "g", "--delete", "--offsets-retention-minutes", "5", "--execute"],
+     "--offsets-retention-minutes goes with the view of groups or --reset-offsets, not with --delete"),
+])
+def test_options_a_command_does_not_use_are_refused(tmp_path, argv, words):
+    """An option the command would not use was dropped without a word (exit 0): a user who wrote
+    ``--delete --export`` to save what goes got no CSV, ``--converted-from`` on the view changed nothing.
+    Each is a usage error, before anything is written."""
+    logs = _log_dir(tmp_path / "logs", members=False)
+    code, out, err = run("consumers", logs, *argv)
+    assert (code, out) == (2, "") and words in err
+    assert _groups(logs, 3000) == {("g", "t", 0): 3, ("g", "t", 1): 1}
