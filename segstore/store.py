@@ -693,7 +693,11 @@ class Store(abc.ABC):
         """Consumer groups' committed offsets, one :class:`~segstore.consumers.ConsumerOffset` per group and
         partition (queue), as ``kafka-consumer-groups --describe`` lists them; only ``group``'s when given
         (no rows: no such group).  ``now_ms``: when offsets are judged expired, where the format expires
-        them; ``options`` are the format's own."""
+        them; ``options`` are the format's own.
+
+        :raises ConfigError: a group that is not a str, a ``now_ms`` that is not whole ms (the built-in
+            formats).
+        """
         raise UnsupportedOperationError(f"{self.format} stores do not keep consumer offsets segstore reads",
                                         self.path)
 
@@ -731,6 +735,24 @@ class Store(abc.ABC):
             if not _integer(offset):
                 raise ConfigError(f"expected an integer offset for {key[0]}/{key[1]}, found "
                                   f"{type(offset).__name__} {cut(offset)}", self.path)
+
+    def _check_group_call(self, group: Any, topic: Any = None, now_ms: Any = None, *,
+                          any_group: bool = False) -> None:
+        """:meth:`consumer_groups` / :meth:`commit_offsets` / :meth:`delete_offsets` arguments of the wrong
+        kind, before anything is read.
+
+        :raises ConfigError: a group that is not a str (None where ``any_group``), a topic that is not a str
+            or None, a ``now_ms`` that is not a whole number of ms since the epoch (or None).
+        """
+        if not (isinstance(group, str) or (group is None and any_group)):
+            raise ConfigError(f"expected a group id as a str, found {type(group).__name__} {cut(group)}",
+                              self.path)
+        if topic is not None and not isinstance(topic, str):
+            raise ConfigError(f"expected a topic as a str, found {type(topic).__name__} {cut(topic)}",
+                              self.path)
+        if now_ms is not None and not _integer(now_ms):
+            raise ConfigError(f"expected now_ms as whole ms since the epoch, found {type(now_ms).__name__} "
+                              f"{cut(now_ms)}", self.path)
 
     def _deleted_partitions(self, topic: str | None, partitions: Iterable[int] | None) -> set[int] | None:
         """:meth:`delete_offsets`' ``partitions`` as a set (None: every partition of ``topic``).

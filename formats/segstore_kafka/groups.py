@@ -45,6 +45,7 @@ Pure apart from the caller's column batches; not thread-safe.
 from __future__ import annotations
 
 import base64
+import numbers
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -95,7 +96,11 @@ def retention_ms(options: Mapping[str, Any]) -> int:
     :raises ConfigError: less than a minute, or more minutes than an INT holds (the broker's config
         refuses those).
     """
-    value = int(options.get("offsets_retention_ms", DEFAULT_OFFSETS_RETENTION_MS))
+    given = options.get("offsets_retention_ms", DEFAULT_OFFSETS_RETENTION_MS)
+    if not isinstance(given, numbers.Integral) or isinstance(given, bool):
+        raise ConfigError(f"expected offsets_retention_ms as whole ms, found {type(given).__name__} "
+                          f"{given!r:.100}")
+    value = int(given)
     low, high = OFFSETS_RETENTION_MINUTES_RANGE
     if not low * 60_000 <= value <= high * 60_000:
         raise ConfigError(f"expected offsets_retention_ms of {low} to {high} minutes "

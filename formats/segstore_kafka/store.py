@@ -1597,6 +1597,7 @@ class KafkaStore(Store):
         from . import groups
 
         self._check_open()
+        self._check_group_call(group, now_ms=now_ms, any_group=True)
         retention_ms = groups.retention_ms(options)
         notes: list[str] = []
         damage: list[str] = []
@@ -1650,6 +1651,7 @@ class KafkaStore(Store):
 
         self._check_writable()
         self._check_commit(group, offsets)
+        self._check_group_call(group, now_ms=now_ms)
         retention = groups.retention_ms(options)
         held = self._partitions()
         for (topic, partition), offset in offsets.items():
@@ -1693,6 +1695,7 @@ class KafkaStore(Store):
         from . import groups, offsetcommit
 
         self._check_writable()
+        self._check_group_call(group, topic, now_ms)
         numbers = self._deleted_partitions(topic, partitions)
         home = self._group_home(group)
         found = home.group
