@@ -742,7 +742,7 @@ class Store(abc.ABC):
         kind, before anything is read.
 
         :raises ConfigError: a group that is not a str (None where ``any_group``), a topic that is not a str
-            or None, a ``now_ms`` that is not a whole number of ms since the epoch (or None).
+            or None, a ``now_ms`` that is not a whole number of ms since the epoch in an int64 (or None).
         """
         if not (isinstance(group, str) or (group is None and any_group)):
             raise ConfigError(f"expected a group id as a str, found {type(group).__name__} {cut(group)}",
@@ -753,6 +753,8 @@ class Store(abc.ABC):
         if now_ms is not None and not _integer(now_ms):
             raise ConfigError(f"expected now_ms as whole ms since the epoch, found {type(now_ms).__name__} "
                               f"{cut(now_ms)}", self.path)
+        if now_ms is not None and not -(1 << 63) <= now_ms < 1 << 63:     # a record timestamp: an int64
+            raise ConfigError(f"expected now_ms within a 64-bit timestamp, found {now_ms}", self.path)
 
     def _deleted_partitions(self, topic: str | None, partitions: Iterable[int] | None) -> set[int] | None:
         """:meth:`delete_offsets`' ``partitions`` as a set (None: every partition of ``topic``).

@@ -249,6 +249,9 @@ def test_commit_offsets_of_the_wrong_kind_is_a_config_error_and_commits_nothing(
     (lambda s: s.delete_offsets("g", 5), "expected a topic as a str, found int 5"),
     (lambda s: s.delete_offsets("g", now_ms=1.5),
      "expected now_ms as whole ms since the epoch, found float 1.5"),
+    # before, on Kafka: "expected records that Kafka can encode, found: int too big to convert", no path
+    (lambda s: s.commit_offsets("g", {("orders", 0): 1}, now_ms=1 << 63),
+     f"expected now_ms within a 64-bit timestamp, found {1 << 63}"),
 ])
 def test_group_calls_of_the_wrong_kind_are_config_errors(store, call, said):
     # before: consumer_groups(5) answered no rows (no group is the int 5), now_ms "x" raised TypeError deep
