@@ -1898,8 +1898,10 @@ def _reset_target(args: argparse.Namespace, store: Store, row: Any, planned: int
     topic, queue = row.topic, row.partition
     span = _consumable(store, row)
     if span is None:
+        hint = ("--topic T resets one topic" if args.topic is None
+                else "its log range, which bounds the new offset, is in that broker's log dir")
         raise NotFoundError(f"expected {topic}-{queue} here to plan the new offset of group {args.group!r}, "
-                            "found none (another broker's partition: --topic T resets one topic)", args.path)
+                            f"found none (another broker's partition: {hint})", args.path)
     start, end = span
     if args.to_earliest:
         return start
