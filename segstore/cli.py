@@ -1694,6 +1694,10 @@ def _converted_plan(args: argparse.Namespace, store: Store, wanted: dict[tuple[s
     return plan
 
 
+#: How many partitions a note of ``--reset-offsets --topic`` names (a topic may have thousands).
+NAMED_PARTITIONS = 20
+
+
 def _topic_scope(args: argparse.Namespace, store: Store, found: ConsumerGroups, notes: list[str]
                  ) -> dict[tuple[str, int], int | None]:
     """Kafka ``--reset-offsets --topic T``: every partition of T, committed or not, as the tool's
@@ -1715,7 +1719,9 @@ def _topic_scope(args: argparse.Namespace, store: Store, found: ConsumerGroups, 
     count = widths().get(topic, 1) if widths is not None else 1
     elsewhere = sorted(set(range(count)) - set(held) - grouped)
     if elsewhere:
-        names = ", ".join(f"{topic}-{p}" for p in elsewhere)
+        names = ", ".join(f"{topic}-{p}" for p in elsewhere[:NAMED_PARTITIONS])
+        if len(elsewhere) > NAMED_PARTITIONS:
+            names += f" and {len(elsewhere) - NAMED_PARTITIONS} more"
         notes.append(f"{names}: not in this log dir (another broker's), so not planned, where "
                      "kafka-consumer-groups --topic resets every partition of the topic: a consumer of the "
                      "group starts there at its auto.offset.reset")

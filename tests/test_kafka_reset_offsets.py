@@ -413,9 +413,14 @@ def test_topic_resets_every_partition_of_the_topic_committed_or_not(tmp_path):
     code, out, err = run("consumers", logs, "--group", "fresh", "--reset-offsets", "--shift-by", "2",
                          "--topic", "t")
     assert (code, out) == (1, "") and "expected a committed offset of group 'fresh' to shift" in err
+    with segstore.open(logs, mode="a") as store:      # u-45 alone: 45 partitions elsewhere, 20 named
+        store.append_batch([Message("u", b"v", partition=45, timestamp=1000)])
     code, out, err = run("consumers", logs, "--group", "g", "--reset-offsets", "--to-earliest", "--topic",
                          "u")
-    assert (code, out) == (1, "") and "expected consumer group 'g' on topic 'u', found groups g" in err
+    assert code == 0 and "u-0, u-1, " in err and ", u-19 and 25 more: not in this log dir" in err
+    code, out, err = run("consumers", logs, "--group", "g", "--reset-offsets", "--to-earliest", "--topic",
+                         "v")
+    assert (code, out) == (1, "") and "expected consumer group 'g' on topic 'v', found groups g" in err
 
 
 def test_the_tools_dry_run_and_all_topics_are_taken(tmp_path):
