@@ -1570,12 +1570,13 @@ RESET_HEADER = ("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")
 
 
 def _reset_offsets(args: argparse.Namespace, out: TextIO) -> int:
-    """``consumers --reset-offsets``: the new offset of every partition (queue) of the group's topics
-    (or ``--topic``'s; or those ``--from-file`` names) as ``kafka-consumer-groups --reset-offsets`` plans
-    it, printed (``--export``: as the CSV ``--from-file`` reads); written with ``--execute`` through the
-    store's ``commit_offsets`` (all or none; an unchanged offset is not committed again).  An offset
-    outside a partition's range is clamped into it, as the tool's ``checkOffsetsRange`` does, but by
-    ``--to-current``, which keeps the committed one."""
+    """``consumers --reset-offsets``: the new offset of every partition (queue) the group committed
+    (or each of ``--topic``'s, :func:`_topic_scope`; or those ``--from-file`` names) as
+    ``kafka-consumer-groups --reset-offsets`` plans it, printed (``--export``: as the CSV ``--from-file``
+    reads); written with ``--execute`` through the store's ``commit_offsets`` (all or none; an unchanged
+    offset is committed again, as the tool commits it).  An offset outside a partition's range is
+    clamped into it, as the tool's ``checkOffsetsRange`` does, but by ``--to-current``, which keeps the
+    committed one."""
     if args.group is None or not _reset_asked(args):
         raise UsageError("--reset-offsets needs --group G and one of --to-datetime TIME, --by-duration D, "
                          "--to-earliest, --to-latest, --to-current, --to-offset N, --shift-by N, "
@@ -1599,12 +1600,15 @@ def _reset_offsets(args: argparse.Namespace, out: TextIO) -> int:
         wanted = dict.fromkeys(((args.topic, p) for p in chosen), None)
     options = ({} if args.offsets_retention_minutes is None
                else {"offsets_retention_ms": args.offsets_retention_minutes * 60_000})
+    notes: list[str] = []
     with _open(args, mode="a" if args.execute else "r") as store:
         if args.converted_from is not None and wanted is not None:
             wanted = _converted_plan(args, store, wanted)
+        # Kafka --topic T: every partition of T, as the tool's (RocketMQ's rows of a topic hold its queues)
+        whole_topic = wanted is None and args.topic is not None and store.format == "kafka"
         # the group's partitions as its files hold them (Kafka: at the newest record's time): a group the
         # broker would expire by --now-ms is reset all the same, as kafka-consumer-groups resets a new one
-        if wanted is None:
+        if wanted is None and not whole_topic:
             rows, damaged = _group_rows(store, args)
             current = {(row.topic, row.partition): row for row in rows}
         else:                           # the partitions named, whether or not the group committed them
@@ -1612,21 +1616,28 @@ def _reset_offsets(args: argparse.Namespace, out: TextIO) -> int:
             damaged = _group_notes(args, found)
             rows = found.rows
             known = {(row.topic, row.partition): row for row in rows}
+            if wanted is None:
+                wanted = _topic_scope(args, store, found, notes)
             current = {queue: known.get(queue) or ConsumerOffset(args.group, *queue, None, None, None)
                        for queue in wanted}
         if args.shift_by is not None:   # a queue the group never committed has nothing to shift
-            current = {queue: row for queue, row in current.items()
-                       if row.committed_offset is not None and row.committed_offset >= 0}
+            unshifted = [queue for queue, row in current.items()
+                         if row.committed_offset is None or row.committed_offset < 0]
+            current = {queue: row for queue, row in current.items() if queue not in unshifted}
+            if unshifted and args.topic is not None and current:
+                # ConsumerGroupCommand.prepareOffsetsToReset throws for the first, and resets nothing
+                names = ", ".join(f"{t}-{q}" for t, q in sorted(unshifted))
+                notes.append(f"{names}: no committed offset of group {args.group!r} to shift, so not planned "
+                             "(kafka-consumer-groups refuses the whole reset)")
             if not current:
                 raise NotFoundError(f"expected a committed offset of group {args.group!r} to shift, "
                                     "found none", args.path)
         plan = {queue: _reset_target(args, store, row, None if wanted is None else wanted[queue])
                 for queue, row in sorted(current.items())}
-        notes = []
         _refuse_damaged(args, damaged)
         if args.execute:
-            notes = store.commit_offsets(args.group, _to_commit(args, store, current, plan),
-                                         now_ms=args.now_ms, **options)
+            notes += store.commit_offsets(args.group, _to_commit(args, store, current, plan),
+                                          now_ms=args.now_ms, **options)
     if args.export:     # ConsumerGroupCommand.exportOffsetsToCsv, one group: topic,partition,offset
         import csv  # quotes a name holding a comma, as Jackson's CSV writer would
 
@@ -1637,7 +1648,7 @@ def _reset_offsets(args: argparse.Namespace, out: TextIO) -> int:
     else:
         _table(RESET_HEADER, [(args.group, t, str(q), str(o)) for (t, q), o in plan.items()],
                (*_CONSUMER_WIDTHS[:3], 0), out)
-    _after_group_change(args, rows, notes, "resets", "commit these offsets")
+    _after_group_change(args, rows, notes, "resets only an inactive group", "commit these offsets")
     return EXIT_DATA if damaged else EXIT_OK
 
 
@@ -1681,6 +1692,40 @@ def _converted_plan(args: argparse.Namespace, store: Store, wanted: dict[tuple[s
                 pass        # no such queue here: the plan says so, as for any other line of the file
         plan[name, queue] = offset
     return plan
+
+
+#: How many partitions a note of ``--reset-offsets --topic`` names (a topic may have thousands).
+NAMED_PARTITIONS = 20
+
+
+def _topic_scope(args: argparse.Namespace, store: Store, found: ConsumerGroups, notes: list[str]
+                 ) -> dict[tuple[str, int], int | None]:
+    """Kafka ``--reset-offsets --topic T``: every partition of T, committed or not, as the tool's
+    ``parseTopicPartitionsToReset`` takes them from ``describeTopics`` (a partition the group never
+    committed is given an offset too, and a group that never committed to T its first ones): those
+    this log dir holds, and those the group's rows name (one on another broker cannot be planned).
+    Partitions of T that neither names (the KRaft metadata's count, else the numbers of the
+    directories here) are said in ``notes``: not planned, they keep no offset of the group.
+
+    :raises NotFoundError: T is neither here nor among the group's topics (the groups there named).
+    """
+    topic = args.topic
+    held = store.partitions(topic) if topic in store.topics() else []
+    grouped = {row.partition for row in found.rows if row.topic == topic and row.partition is not None}
+    if not held and not grouped:
+        raise NotFoundError(f"expected consumer group {args.group!r} on topic {topic!r}, found "
+                            f"{_listing('group', _all_groups(store, found))}", args.path)
+    widths = getattr(store, "partition_widths", None)       # Kafka's: the metadata's count where it has one
+    count = widths().get(topic, 1) if widths is not None else 1
+    elsewhere = sorted(set(range(count)) - set(held) - grouped)
+    if elsewhere:
+        names = ", ".join(f"{topic}-{p}" for p in elsewhere[:NAMED_PARTITIONS])
+        if len(elsewhere) > NAMED_PARTITIONS:
+            names += f" and {len(elsewhere) - NAMED_PARTITIONS} more"
+        notes.append(f"{names}: not in this log dir (another broker's), so not planned, where "
+                     "kafka-consumer-groups --topic resets every partition of the topic: a consumer of the "
+                     "group starts there at its auto.offset.reset")
+    return dict.fromkeys(((topic, p) for p in sorted({*held, *grouped})), None)
 
 
 def _reset_asked(args: argparse.Namespace) -> bool:
@@ -1766,7 +1811,7 @@ def _after_group_change(args: argparse.Namespace, rows: list[Any], notes: list[s
         # kafka-consumer-groups refuses a group that is not inactive; offline, the state is the one the log
         # ends with, which a broker stopped under running consumers leaves behind
         sys.stderr.write(f"segstore consumers: group {args.group!r} was {'/'.join(states)}, with members, "
-                         f"when its log ends (kafka-consumer-groups {verb} only an inactive group): its "
+                         f"when its log ends (kafka-consumer-groups {verb}): its "
                          "consumers must be stopped, or their next commits overwrite this\n")
     for note in notes:
         sys.stderr.write(f"segstore consumers: {note}\n")
@@ -1779,25 +1824,37 @@ DELETE_HEADER = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET")
 
 
 def _delete_offsets(args: argparse.Namespace, out: TextIO) -> int:
-    """``consumers --delete``: the group's committed offsets (of ``--topic``, or all of them: the group
-    itself), printed; deleted with ``--execute`` through the store's ``delete_offsets``, as
-    ``kafka-consumer-groups --delete-offsets`` / ``--delete`` has the broker do."""
+    """``consumers --delete``: the group's committed offsets (of ``--topic``, Kafka also ``--topic T:0,1``'s
+    partitions, as the tool's ``deleteOffsets`` takes them; or all of them: the group itself), printed;
+    deleted with ``--execute`` through the store's ``delete_offsets``, as ``kafka-consumer-groups
+    --delete-offsets`` / ``--delete`` has the broker do."""
     if args.group is None:
         raise UsageError("--delete needs --group G (and --topic T to delete one topic's offsets)")
-    if args.topic is not None and ":" in args.topic:
-        raise UsageError(f"--delete removes a whole topic's offsets: expected --topic TOPIC, found "
-                         f"{args.topic!r}")
+    if args.topic is not None and ":" in args.topic and resolve_store(args.path, args.format) != "kafka":
+        raise UsageError(f"--delete removes a whole topic's offsets (RocketMQ keeps a topic's as one "
+                         f"entry): expected --topic TOPIC, found {args.topic!r}")
+    chosen = _topic_partitions(args)
     with _open(args, mode="a" if args.execute else "r") as store:
         rows, damaged = _group_rows(store, args, committed=True)
+        if chosen is not None:
+            rows = [row for row in rows if row.partition in chosen]
+            if not rows:
+                raise NotFoundError(f"expected offsets of consumer group {args.group!r} on {args.topic} "
+                                    f"partitions {chosen}, found none", args.path)
         _refuse_damaged(args, damaged)
-        notes = store.delete_offsets(args.group, args.topic, now_ms=args.now_ms) if args.execute else []
+        notes = (store.delete_offsets(args.group, args.topic, partitions=chosen, now_ms=args.now_ms)
+                 if args.execute else [])
     if args.json:
         _json_line([{"group": row.group, "topic": row.topic, "partition": row.partition,
                      "committed_offset": row.committed_offset} for row in rows], out)
     else:
         _table(DELETE_HEADER, [(row.group, row.topic, str(row.partition), str(row.committed_offset))
                                for row in rows], (*_CONSUMER_WIDTHS[:3], 0), out)
-    _after_group_change(args, rows, notes, "deletes", "delete these offsets")
+    # GroupCoordinator.handleDeleteGroups refuses a group with members (NON_EMPTY_GROUP); handleDeleteOffsets
+    # refuses a Stable consumer group's partitions of the topics it subscribes to (GROUP_SUBSCRIBED_TO_TOPIC)
+    verb = ("deletes only an inactive group" if args.topic is None else
+            "deletes an active group's offsets only of topics its members do not subscribe to")
+    _after_group_change(args, rows, notes, verb, "delete these offsets")
     return EXIT_DATA if damaged else EXIT_OK
 
 
@@ -1847,8 +1904,10 @@ def _reset_target(args: argparse.Namespace, store: Store, row: Any, planned: int
     topic, queue = row.topic, row.partition
     span = _consumable(store, row)
     if span is None:
+        hint = ("--topic T resets one topic" if args.topic is None
+                else "its log range, which bounds the new offset, is in that broker's log dir")
         raise NotFoundError(f"expected {topic}-{queue} here to plan the new offset of group {args.group!r}, "
-                            "found none (another broker's partition: --topic T resets one topic)", args.path)
+                            f"found none (another broker's partition: {hint})", args.path)
     start, end = span
     if args.to_earliest:
         return start
@@ -1906,24 +1965,41 @@ def cmd_consumers(args: argparse.Namespace, out: TextIO) -> int:
     targets = _reset_asked(args)
     if args.delete and (args.reset_offsets or targets):
         raise UsageError("--delete and --reset-offsets (or its targets) do not go together")
+    if args.dry_run and args.execute:       # ConsumerGroupCommandOptions.checkArgs
+        raise UsageError("--reset-offsets only accepts one of --execute and --dry-run")
+    if args.all_topics and (args.topic is not None or not args.reset_offsets):
+        raise UsageError("--all-topics (every partition the group committed, the default) goes with "
+                         "--reset-offsets, not with --topic")
     state = args.state is not None
     if (state or args.members or args.list or args.type is not None) and (args.delete or args.reset_offsets):
         raise UsageError("--list, --state and --members describe groups: not with --reset-offsets or "
                          "--delete")
     if sum((state and not args.list, args.members, args.list)) > 1:
         raise UsageError("--list, --state and --members: one view at a time")
+    if args.offsets and (state or args.members or args.list or args.delete or args.reset_offsets):
+        # ConsumerGroupCommandOptions.checkArgs: --describe takes at most one of --members, --offsets, --state
+        raise UsageError("--offsets is the default view of groups: not with --list, --state, --members, "
+                         "--reset-offsets or --delete")
     if args.verbose and not args.members:
         raise UsageError("--verbose goes with --members")
     if (args.type is not None or args.state) and not args.list:
         raise UsageError("--type, and --state with states, filter --list")
+    if args.converted_from is not None and not args.reset_offsets:
+        raise UsageError("--converted-from goes with --reset-offsets --from-file")
+    # a deletion tombstones what the group holds: no plan to export, no expiry to judge
+    if args.delete and args.export:
+        raise UsageError("--export goes with --reset-offsets, not with --delete")
+    if args.delete and args.offsets_retention_minutes is not None:
+        raise UsageError("--offsets-retention-minutes goes with the view of groups or --reset-offsets, not "
+                         "with --delete")
     if args.delete:
         return _delete_offsets(args, out)
     if args.reset_offsets:
         return _reset_offsets(args, out)
-    if args.execute or targets:
+    if args.execute or args.dry_run or targets:
         raise UsageError("--to-datetime, --by-duration, --to-earliest, --to-latest, --to-current, "
-                         "--to-offset, --shift-by, --from-file and --execute go with --reset-offsets or "
-                         "--delete")
+                         "--to-offset, --shift-by, --from-file, --dry-run and --execute go with "
+                         "--reset-offsets or --delete")
     if args.export:
         raise UsageError("--export goes with --reset-offsets")
 
@@ -2328,6 +2404,24 @@ _WRITE_INPUT_LINES = (
     "mappedFileSizeCommitLog)")
 
 
+class _OnceAction(argparse.Action):
+    """An option given at most once: ``consumers --group`` / ``--topic``, which kafka-consumer-groups
+    takes several times (several groups, several topics) where segstore takes one; a second would
+    otherwise silently replace the first (argparse keeps the last).
+
+    :raises argparse.ArgumentError: given again (a usage error, exit 2).
+    """
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        before = getattr(namespace, self.dest, None)
+        if before is not None:
+            raise argparse.ArgumentError(self, f"given twice ({before!r}, {values!r}): segstore takes one "
+                                               "(where kafka-consumer-groups takes several, run one command "
+                                               "each)")
+        setattr(namespace, self.dest, values)
+
+
 class _VersionAction(argparse._VersionAction):
     """``--version``: the installed version is looked up when asked for (a metadata scan of the
     installed packages, 5 ms that no other command needs)."""
@@ -2517,11 +2611,15 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                                          "per partition (queue), as kafka-consumer-groups --describe (Kafka "
                                          "__consumer_offsets; RocketMQ config/consumerOffset.json)")
     _common(p, path_after_optional_values=True)
-    p.add_argument("--group", help="only this consumer group (exit 1 when there is none)")
+    p.add_argument("--group", action=_OnceAction,
+                   help="only this consumer group (exit 1 when there is none)")
     p.add_argument("--all-groups", action="store_true",
                    help="every group (the default without --group), as kafka-consumer-groups takes it")
     p.add_argument("--describe", action="store_true",
                    help="the default view (kafka-consumer-groups --describe), taken as the tool takes it")
+    p.add_argument("--offsets", action="store_true",
+                   help="the default view, a row a partition (kafka-consumer-groups --describe --offsets), "
+                        "taken as the tool takes it")
     p.add_argument("--now-ms", type=time_ms, metavar="TIME",
                    help="Kafka: judge offset expiry at this time (ms or ISO-8601; default: the newest "
                         "record's time in __consumer_offsets); with --reset-offsets --execute, the "
@@ -2547,7 +2645,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                         "--describe --members)")
     p.add_argument("--verbose", action="store_true",
                    help="with --members: also each member's ASSIGNMENT, as topic(partitions)")
-    p.add_argument("--topic",
+    p.add_argument("--topic", action=_OnceAction,
                    help="only this topic's partitions (queues): the groups consuming it and their rows of "
                         "it, or what --reset-offsets / --delete change; TOPIC:0,1 for those partitions "
                         "(with --reset-offsets, committed or not)")
@@ -2555,8 +2653,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                                  "kafka-consumer-groups --reset-offsets / --delete-offsets / --delete, "
                                  "mqadmin resetOffsetByTime / deleteSubGroup)")
     reset.add_argument("--reset-offsets", action="store_true",
-                       help="plan new offsets for --group (every partition/queue of its topics, or of "
-                            "--topic), each clamped to its range; written only with --execute")
+                       help="plan new offsets for --group (the partitions it committed, RocketMQ every "
+                            "queue of their topics; or every partition of --topic, committed or not), each "
+                            "clamped to its range; written only with --execute")
     target = reset.add_mutually_exclusive_group()
     target.add_argument("--to-datetime", type=time_ms, metavar="TIME",
                         help="each one's first offset stored at or after TIME (its end if none is)")
@@ -2583,10 +2682,17 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     reset.add_argument("--export", action="store_true",
                        help="print the plan as the CSV --from-file reads, topic,partition,offset a line")
     reset.add_argument("--delete", action="store_true",
-                       help="delete --group's committed offsets of --topic, or the whole group (as "
-                            "kafka-consumer-groups --delete-offsets / --delete); only with --execute")
+                       help="delete --group's committed offsets of --topic (Kafka: TOPIC:0,1 those "
+                            "partitions'), or the whole group (as kafka-consumer-groups --delete-offsets / "
+                            "--delete); only with --execute")
     reset.add_argument("--delete-offsets", action="store_true",
                        help="--delete of --topic's offsets (kafka-consumer-groups' name; needs --topic)")
+    reset.add_argument("--all-topics", action="store_true",
+                       help="with --reset-offsets: every partition the group committed, the default "
+                            "(kafka-consumer-groups' scope option, taken as the tool takes it)")
+    reset.add_argument("--dry-run", action="store_true",
+                       help="print the plan and write nothing, the default without --execute "
+                            "(kafka-consumer-groups' option, taken as the tool takes it)")
     reset.add_argument("--execute", action="store_true",
                        help="write the plan: RocketMQ config/consumerOffset.json (the file before kept as "
                             ".bak), Kafka one batch of offset commits (or tombstones) in the group's "

@@ -693,7 +693,11 @@ class Store(abc.ABC):
         """Consumer groups' committed offsets, one :class:`~segstore.consumers.ConsumerOffset` per group and
         partition (queue), as ``kafka-consumer-groups --describe`` lists them; only ``group``'s when given
         (no rows: no such group).  ``now_ms``: when offsets are judged expired, where the format expires
-        them; ``options`` are the format's own."""
+        them; ``options`` are the format's own.
+
+        :raises ConfigError: a group that is not a str, a ``now_ms`` that is not whole ms (the built-in
+            formats).
+        """
         raise UnsupportedOperationError(f"{self.format} stores do not keep consumer offsets segstore reads",
                                         self.path)
 
@@ -732,13 +736,52 @@ class Store(abc.ABC):
                 raise ConfigError(f"expected an integer offset for {key[0]}/{key[1]}, found "
                                   f"{type(offset).__name__} {cut(offset)}", self.path)
 
-    def delete_offsets(self, group: str, topic: str | None = None, *, now_ms: int | None = None,
-                       **options: Any) -> list[str]:
-        """Delete ``group``'s committed offsets of ``topic``, or the whole group (None), where the broker
-        keeps them (``kafka-consumer-groups --delete-offsets`` / ``--delete``; the broker must be
-        stopped).  Returns notes as :meth:`commit_offsets`.
+    def _check_group_call(self, group: Any, topic: Any = None, now_ms: Any = None, *,
+                          any_group: bool = False) -> None:
+        """:meth:`consumer_groups` / :meth:`commit_offsets` / :meth:`delete_offsets` arguments of the wrong
+        kind, before anything is read.
 
-        :raises NotFoundError: the group holds no offset of ``topic`` (or none at all).
+        :raises ConfigError: a group that is not a str (None where ``any_group``), a topic that is not a str
+            or None, a ``now_ms`` that is not a whole number of ms since the epoch in an int64 (or None).
+        """
+        if not (isinstance(group, str) or (group is None and any_group)):
+            raise ConfigError(f"expected a group id as a str, found {type(group).__name__} {cut(group)}",
+                              self.path)
+        if topic is not None and not isinstance(topic, str):
+            raise ConfigError(f"expected a topic as a str, found {type(topic).__name__} {cut(topic)}",
+                              self.path)
+        if now_ms is not None and not _integer(now_ms):
+            raise ConfigError(f"expected now_ms as whole ms since the epoch, found {type(now_ms).__name__} "
+                              f"{cut(now_ms)}", self.path)
+        if now_ms is not None and not -(1 << 63) <= now_ms < 1 << 63:     # a record timestamp: an int64
+            raise ConfigError(f"expected now_ms within a 64-bit timestamp, found {now_ms}", self.path)
+
+    def _deleted_partitions(self, topic: str | None, partitions: Iterable[int] | None) -> set[int] | None:
+        """:meth:`delete_offsets`' ``partitions`` as a set (None: every partition of ``topic``).
+
+        :raises ConfigError: ``partitions`` without ``topic``, or not partition numbers.
+        """
+        if partitions is None:
+            return None
+        if topic is None:
+            raise ConfigError("expected a topic with the partitions whose offsets to delete, found none",
+                              self.path)
+        chosen = list(partitions) if isinstance(partitions, Iterable) else [partitions]
+        for number in chosen:
+            if not _integer(number) or number < 0:
+                raise ConfigError(f"expected partition numbers of {topic} (ints at least 0), found "
+                                  f"{type(number).__name__} {cut(number)}", self.path)
+        return set(chosen)
+
+    def delete_offsets(self, group: str, topic: str | None = None, *, partitions: Iterable[int] | None = None,
+                       now_ms: int | None = None, **options: Any) -> list[str]:
+        """Delete ``group``'s committed offsets of ``topic`` (only of its ``partitions`` when given, as
+        ``--delete-offsets --topic T:0,1``), or the whole group (None), where the broker keeps them
+        (``kafka-consumer-groups --delete-offsets`` / ``--delete``; the broker must be stopped).  Returns
+        notes as :meth:`commit_offsets`.
+
+        :raises NotFoundError: the group holds no offset of ``topic`` (of ``partitions``; or none at all).
+        :raises ConfigError: ``partitions`` without ``topic``, or not partition numbers.
         """
         raise UnsupportedOperationError(f"{self.format} stores do not keep consumer offsets segstore writes",
                                         self.path)

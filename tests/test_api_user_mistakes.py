@@ -240,6 +240,35 @@ def test_commit_offsets_of_the_wrong_kind_is_a_config_error_and_commits_nothing(
     assert store.consumer_groups().rows == []
 
 
+@pytest.mark.parametrize(("call", "said"), [
+    (lambda s: s.consumer_groups(5), "expected a group id as a str, found int 5"),
+    (lambda s: s.consumer_groups(now_ms="x"), "expected now_ms as whole ms since the epoch, found str 'x'"),
+    (lambda s: s.commit_offsets("g", {("orders", 0): 1}, now_ms="x"),
+     "expected now_ms as whole ms since the epoch, found str 'x'"),
+    (lambda s: s.delete_offsets(5), "expected a group id as a str, found int 5"),
+    (lambda s: s.delete_offsets("g", 5), "expected a topic as a str, found int 5"),
+    (lambda s: s.delete_offsets("g", now_ms=1.5),
+     "expected now_ms as whole ms since the epoch, found float 1.5"),
+    # before, on Kafka: "expected records that Kafka can encode, found: int too big to convert", no path
+    (lambda s: s.commit_offsets("g", {("orders", 0): 1}, now_ms=1 << 63),
+     f"expected now_ms within a 64-bit timestamp, found {1 << 63}"),
+])
+def test_group_calls_of_the_wrong_kind_are_config_errors(store, call, said):
+    # before: consumer_groups(5) answered no rows (no group is the int 5), now_ms "x" raised TypeError deep
+    # in the expiry, delete_offsets(5) AttributeError ('int' object has no attribute 'encode') on Kafka
+    with pytest.raises(ConfigError, match=re.escape(f"{store.path}: {said}")):
+        call(store)
+    assert store.consumer_groups().rows == []
+
+
+def test_offsets_retention_ms_of_the_wrong_kind_is_a_config_error(tmp_path):
+    # before: ValueError (invalid literal for int() with base 10: 'x')
+    with segstore.open(tmp_path / "s", format="kafka", mode="a") as s:
+        s.append(ONE["kafka"])
+        with pytest.raises(ConfigError, match="expected offsets_retention_ms as whole ms, found str 'x'"):
+            s.consumer_groups(offsets_retention_ms="x")
+
+
 @pytest.mark.parametrize("partition", [0.0, 1.0, "0", True])
 def test_append_refuses_a_partition_that_is_no_integer_even_where_the_partition_exists(store, partition):
     # before, on Kafka: partition 0.0 (or True) found the existing orders-0 by equal keys and was

@@ -652,3 +652,48 @@ def test_the_offsets_log_is_loaded_once_and_each_high_watermark_read_once(tmp_pa
     assert "found groups kip848, legacy2, live, recent, simple, txn" in err
     _run(capsys, "consumers", logs, "--now-ms", NOW)
     assert sorted(ends) == [("orders", 0), ("orders", 1), ("payments", 0)]     # once each, of many rows
+
+
+def test_the_tools_describe_offsets_is_the_default_view(capsys):
+    """3.8 ``ConsumerGroupCommand.describeGroups``: ``--describe --offsets`` is the offsets view, the one
+    without a sub-action; ``ConsumerGroupCommandOptions.checkArgs`` takes at most one of ``--members``,
+    ``--offsets`` and ``--state``.  ``--offsets`` was an unrecognized argument (exit 2)."""
+    real = FIXTURES / "real" / "kraft-confluent-7.5.1"
+    one = _run(capsys, "consumers", real, "--group", "order-group")
+    assert one[0] == 0
+    assert _run(capsys, "consumers", real, "--describe", "--offsets", "--group", "order-group") == one
+    for argv in (["--offsets", "--members"], ["--describe", "--offsets", "--state"], ["--offsets", "--list"],
+                 ["--offsets", "--group", "order-group", "--reset-offsets", "--to-earliest"]):
+        code, out, err = _run(capsys, "consumers", real, *argv)
+        assert (code, out) == (2, "") and "--offsets is the default view" in err, argv
+
+
+def test_groups_of_other_protocol_types_are_not_consumer_groups(tmp_path, capsys):
+    """3.8 ``KafkaAdminClient.listConsumerGroups`` keeps only the listed groups of protocol type ``consumer``
+    or none, and ``DescribeConsumerGroupsHandler`` fails any other ("GroupId G is not a consumer group"):
+    the Stable groups a Kafka Connect cluster (``connect``) or Schema Registry (``sr``) leave are not in
+    ``kafka-consumer-groups --list`` nor ``--describe --all-groups``.  They are named on stderr; a group
+    named is still answered (the broker's DeleteGroups and OffsetDelete take any group)."""
+    logs = tmp_path / "logs"
+    worker = [{"memberId": "w1", "clientId": "connect-1", "clientHost": "/10.0.0.5", "topics": [],
+               "assigned": {}}]
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        store.append_batch([Message("orders", b"o", timestamp=T0) for _ in range(4)])
+        _records(store, [group_metadata("connect-cluster", generation=7, protocol_type="connect",
+                                        protocol="sessioned", members=worker, state_ms=T0),
+                         group_metadata("schema-registry", generation=2, protocol_type="sr", protocol="v0",
+                                        members=worker, state_ms=T0),
+                         offset_commit("connect-cluster", "orders", 0, 1, commit_ms=T0),
+                         offset_commit("app", "orders", 0, 3, commit_ms=T0)])
+    code, out, err = _run(capsys, "consumers", logs, "--list")
+    assert (code, out) == (0, "app\n")
+    assert "left out: connect-cluster (connect), schema-registry (sr)" in err
+    code, out, _ = _run(capsys, "consumers", logs, "--state")
+    assert code == 0 and [row[0] for row in _table(out)] == ["app"]
+    with segstore.open(logs) as store:
+        assert store.consumer_groups().groups() == ["app"]
+        found = store.consumer_groups("connect-cluster")
+    assert [(r.group, r.committed_offset, r.state) for r in found.rows] == [("connect-cluster", 1, "Stable")]
+    assert found.notes == ["group 'connect-cluster' is of protocol type 'connect', not a consumer group: "
+                           "kafka-consumer-groups neither lists nor describes it"]
+    assert found.all_groups == ["app"]

@@ -28,6 +28,7 @@ from segstore_kafka import offsetcommit
 
 import segstore
 from segstore.errors import (
+    ConfigError,
     CorruptDataError,
     InvalidMessageError,
     NotFoundError,
@@ -260,6 +261,8 @@ def test_a_partition_another_broker_holds_is_named(tmp_path):
     code, out, err = run("consumers", logs, "--group", "payment-group", "--reset-offsets", "--shift-by", "1",
                          "--topic", "payment-create-request")
     assert (code, out) == (1, "") and "expected payment-create-request-0 here" in err
+    # with --topic already given, the first error's advice (--topic T resets one topic) went in a circle
+    assert "--topic T resets one topic" not in err and "is in that broker's log dir" in err
 
 
 def test_latest_is_the_high_watermark(tmp_path):
@@ -377,3 +380,142 @@ def test_to_current_keeps_the_committed_offset_and_to_datetime_stops_at_the_high
     code, out, _ = run("consumers", logs, "--group", "g", "--reset-offsets", "--to-datetime", "1003",
                        "--export", "--now-ms", 3000)
     assert (code, out) == (0, "t,0,5\nt,1,2\n")                 # t-1's record of 1003 is offset 3, past HW 2
+
+
+def test_topic_resets_every_partition_of_the_topic_committed_or_not(tmp_path):
+    """3.8 ``ConsumerGroupCommand.getPartitionsToReset``: ``--topic T`` takes T's partitions from
+    ``describeTopics`` (``parseTopicPartitionsToReset``), every one, not only those the group committed:
+    a replay of T from its start must not leave a partition at ``auto.offset.reset``, and a group new to T
+    gets offsets in each.  Offline: every partition of T this log dir holds; one the directory numbers say
+    is elsewhere (t-3 here, another broker's) is named on stderr.  ``--shift-by`` still moves only
+    committed offsets, and names the partitions it leaves."""
+    logs = tmp_path / "logs"
+    partition = offsetcommit.coordinator_partition("g", 50)
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        for p, n in ((0, 10), (1, 4), (2, 6), (4, 2)):
+            store.append_batch([Message("t", b"v", partition=p, timestamp=1000 + i) for i in range(n)])
+        key, value = offset_commit("g", "t", 0, 3, commit_ms=2000)
+        store.append_batch([Message(OFFSETS, value, key=key, partition=partition, timestamp=2000)])
+    code, out, err = run("consumers", logs, "--group", "g", "--reset-offsets", "--to-earliest", "--topic",
+                         "t", "--execute", "--now-ms", 3000)
+    assert code == 0 and "t-3: not in this log dir (another broker's)" in err
+    assert out.split()[4:] == ["g", "t", "0", "0", "g", "t", "1", "0", "g", "t", "2", "0", "g", "t", "4", "0"]
+    assert _groups(logs, 3000) == {("g", "t", p): 0 for p in (0, 1, 2, 4)}
+    code, out, _ = run("consumers", logs, "--group", "fresh", "--reset-offsets", "--to-offset", "5",
+                       "--topic", "t", "--export")
+    assert (code, out) == (0, "t,0,5\nt,1,4\nt,2,5\nt,4,2\n")
+    code, out, _ = run("consumers", logs, "--group", "g", "--reset-offsets", "--shift-by", "2", "--topic",
+                       "t", "--export")
+    assert (code, out) == (0, "t,0,2\nt,1,2\nt,2,2\nt,4,2\n")
+    code, out, err = run("consumers", logs, "--group", "g", "--reset-offsets", "--shift-by", "2", "--topic",
+                         "t:0,3", "--export")       # the tool throws for t-3 and resets nothing: said
+    assert (code, out) == (0, "t,0,2\n") and "t-3: no committed offset of group 'g' to shift" in err
+    code, out, err = run("consumers", logs, "--group", "fresh", "--reset-offsets", "--shift-by", "2",
+                         "--topic", "t")
+    assert (code, out) == (1, "") and "expected a committed offset of group 'fresh' to shift" in err
+    with segstore.open(logs, mode="a") as store:      # u-45 alone: 45 partitions elsewhere, 20 named
+        store.append_batch([Message("u", b"v", partition=45, timestamp=1000)])
+    code, out, err = run("consumers", logs, "--group", "g", "--reset-offsets", "--to-earliest", "--topic",
+                         "u")
+    assert code == 0 and "u-0, u-1, " in err and ", u-19 and 25 more: not in this log dir" in err
+    code, out, err = run("consumers", logs, "--group", "g", "--reset-offsets", "--to-earliest", "--topic",
+                         "v")
+    assert (code, out) == (1, "") and "expected consumer group 'g' on topic 'v', found groups g" in err
+
+
+def test_the_tools_dry_run_and_all_topics_are_taken(tmp_path):
+    """kafka-consumer-groups' own spellings (3.8 ``ConsumerGroupCommandOptions``): ``--dry-run`` (the plan
+    only, segstore's default too) and the scope ``--all-topics`` (the group's committed partitions,
+    ``getPartitionsToReset``), so a command line written for the tool runs; ``checkArgs`` refuses
+    ``--dry-run`` with ``--execute``."""
+    logs = _log_dir(tmp_path / "logs", members=False)
+    code, plain, _ = run("consumers", logs, "--group", "g", "--reset-offsets", "--to-earliest", "--json")
+    code, out, err = run("consumers", logs, "--group", "g", "--reset-offsets", "--to-earliest",
+                         "--all-topics", "--dry-run", "--json")
+    assert (code, out) == (0, plain) and "nothing written" in err
+    assert _groups(logs, 3000) == {("g", "t", 0): 3, ("g", "t", 1): 1}
+    for argv, words in (
+            (["--dry-run", "--execute"], "only accepts one of --execute and --dry-run"),
+            (["--all-topics", "--topic", "t"], "--all-topics (every partition the group committed"),
+    ):
+        code, out, err = run("consumers", logs, "--group", "g", "--reset-offsets", "--to-earliest", *argv)
+        assert (code, out) == (2, "") and words in err, argv
+    code, out, err = run("consumers", logs, "--group", "g", "--dry-run")
+    assert (code, out) == (2, "") and "--dry-run and --execute go with --reset-offsets" in err
+    assert _groups(logs, 3000) == {("g", "t", 0): 3, ("g", "t", 1): 1}
+
+
+def test_delete_offsets_of_some_partitions_of_a_topic(tmp_path):
+    """3.8 ``ConsumerGroupCommand.deleteOffsets`` takes ``--topic T:0,1`` (``parseTopicsWithPartitions``):
+    OffsetDelete of those partitions only, which ``cleanupGroupMetadata`` tombstones; the group key follows
+    only once an Empty group holds no offset.  segstore refused it (exit 2)."""
+    logs = _log_dir(tmp_path / "logs", members=False)
+    partition = offsetcommit.coordinator_partition("g", 50)
+    end = _tail(logs, partition, 0)[-1][0].last_offset + 1
+    code, out, err = run("consumers", logs, "--group", "g", "--delete-offsets", "--topic", "t:1,5",
+                         "--execute", "--now-ms", 3000)
+    assert (code, err) == (0, "") and out.split()[4:] == ["g", "t", "1", "1"]
+    (batch, records), = _tail(logs, partition, end)
+    assert batch.base_sequence == -1
+    assert [(r.key, r.value) for r in records] == [offset_commit("g", "t", 1, None)]
+    assert _groups(logs, 3000) == {("g", "t", 0): 3}
+    code, out, err = run("consumers", logs, "--group", "g", "--delete", "--topic", "t:1")
+    assert (code, out) == (1, "") and "expected offsets of consumer group 'g' on t partitions [1]" in err
+    with segstore.open(logs, mode="a") as store:
+        with pytest.raises(NotFoundError, match=r"'t' partitions \[1\] in __consumer_offsets-\d+, found no"):
+            store.delete_offsets("g", "t", partitions=[1])
+        with pytest.raises(ConfigError, match="expected a topic with the partitions"):
+            store.delete_offsets("g", partitions=[0])
+        with pytest.raises(ConfigError, match="expected partition numbers of t"):
+            store.delete_offsets("g", "t", partitions=["0"])
+        assert store.delete_offsets("g", "t", partitions=(0,), now_ms=3000) == []
+    (_, records), = _tail(logs, partition, end + 1)
+    assert [r.key for r in records] == [offset_commit("g", "t", 0, None)[0],
+                                        group_metadata("g", tombstone=True)[0]]
+    assert _groups(logs, 3000) == {}
+
+
+def test_deleting_a_stable_groups_offsets_says_what_the_broker_would_refuse(tmp_path):
+    """3.8 ``GroupCoordinator.handleDeleteGroups`` refuses a group with members (NON_EMPTY_GROUP), while
+    ``handleDeleteOffsets`` deletes a Stable consumer group's offsets of the topics no member subscribes to
+    and refuses only the others (GROUP_SUBSCRIBED_TO_TOPIC): the warning on a group the log leaves Stable
+    says which, not that the tool deletes offsets of inactive groups only."""
+    logs = _log_dir(tmp_path / "logs", members=True)
+    code, _, err = run("consumers", logs, "--group", "g", "--delete-offsets", "--topic", "t")
+    assert code == 0 and "(kafka-consumer-groups deletes an active group's offsets only of topics its " \
+        "members do not subscribe to)" in err
+    code, _, err = run("consumers", logs, "--group", "g", "--delete")
+    assert code == 0 and "(kafka-consumer-groups deletes only an inactive group)" in err
+    code, _, err = run("consumers", logs, "--group", "g", "--reset-offsets", "--to-earliest")
+    assert code == 0 and "(kafka-consumer-groups resets only an inactive group)" in err
+
+
+def test_a_second_topic_or_group_is_refused_not_silently_dropped(tmp_path):
+    """kafka-consumer-groups takes ``--topic`` and ``--group`` several times (3.8 ``ConsumerGroupCommand``:
+    ``valuesOf(topicOpt)``, ``valuesOf(groupOpt)``); segstore takes one, and argparse kept the last, so
+    ``--reset-offsets --topic a --topic b --execute`` reset b alone and said nothing of a.  A second is a
+    usage error, before anything is read or written."""
+    logs = _log_dir(tmp_path / "logs", members=False)
+    for argv in (["--group", "g", "--reset-offsets", "--to-earliest", "--topic", "t", "--topic", "t:0"],
+                 ["--group", "g", "--group", "h", "--reset-offsets", "--to-earliest", "--topic", "t"],
+                 ["--group", "g", "--delete", "--topic", "u", "--topic", "t"]):
+        code, out, err = run("consumers", logs, *argv, "--execute", "--now-ms", 3000)
+        assert (code, out) == (2, "") and "given twice" in err and "segstore takes one" in err, argv
+    assert _groups(logs, 3000) == {("g", "t", 0): 3, ("g", "t", 1): 1}
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--converted-from", "rocketmq"], "--converted-from goes with --reset-offsets --from-file"),
+    (["--list", "--converted-from", "rocketmq"], "--converted-from goes with --reset-offsets --from-file"),
+    (["--group", "g", "--delete", "--export"], "--export goes with --reset-offsets, not with --delete"),
+    (["--group", "g", "--delete", "--offsets-retention-minutes", "5", "--execute"],
+     "--offsets-retention-minutes goes with the view of groups or --reset-offsets, not with --delete"),
+])
+def test_options_a_command_does_not_use_are_refused(tmp_path, argv, words):
+    """An option the command would not use was dropped without a word (exit 0): a user who wrote
+    ``--delete --export`` to save what goes got no CSV, ``--converted-from`` on the view changed nothing.
+    Each is a usage error, before anything is written."""
+    logs = _log_dir(tmp_path / "logs", members=False)
+    code, out, err = run("consumers", logs, *argv)
+    assert (code, out) == (2, "") and words in err
+    assert _groups(logs, 3000) == {("g", "t", 0): 3, ("g", "t", 1): 1}

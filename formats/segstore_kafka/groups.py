@@ -29,6 +29,11 @@ Offsets expire as the broker's offset cleanup expires them at a given time
 since the commit, a simple group's likewise; a v1 commit's own expire timestamp wins.
 An ``Empty`` group left with no offsets is ``Dead`` and gone.
 
+Only consumer groups are listed, as the tool's admin client keeps them: a classic group of protocol
+type ``consumer`` or none (offsets only); a group of another protocol type (Kafka Connect's
+``connect``, Schema Registry's ``sr``) is left out and named in a note, and answered only when named
+(with a note: the tool describes none, but the broker deletes any group, and its offsets).
+
 Rows (``ConsumerGroupCommand.collectGroupsOffsets``): each member with partitions
 assigned, most partitions first, its partitions by number; then the committed
 partitions no member holds, without member columns.  Log end offsets are the high
@@ -40,6 +45,7 @@ Pure apart from the caller's column batches; not thread-safe.
 from __future__ import annotations
 
 import base64
+import numbers
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -80,6 +86,8 @@ CONSUMER_PROTOCOL = "consumer"
 #: ``MemberState.STABLE``
 MEMBER_STABLE = 0
 EMPTY, STABLE, ASSIGNING, RECONCILING = "Empty", "Stable", "Assigning", "Reconciling"
+#: How many groups of other protocol types a note names.
+OTHERS_NAMED = 5
 
 
 def retention_ms(options: Mapping[str, Any]) -> int:
@@ -88,7 +96,11 @@ def retention_ms(options: Mapping[str, Any]) -> int:
     :raises ConfigError: less than a minute, or more minutes than an INT holds (the broker's config
         refuses those).
     """
-    value = int(options.get("offsets_retention_ms", DEFAULT_OFFSETS_RETENTION_MS))
+    given = options.get("offsets_retention_ms", DEFAULT_OFFSETS_RETENTION_MS)
+    if not isinstance(given, numbers.Integral) or isinstance(given, bool):
+        raise ConfigError(f"expected offsets_retention_ms as whole ms, found {type(given).__name__} "
+                          f"{given!r:.100}")
+    value = int(given)
     low, high = OFFSETS_RETENTION_MINUTES_RANGE
     if not low * 60_000 <= value <= high * 60_000:
         raise ConfigError(f"expected offsets_retention_ms of {low} to {high} minutes "
@@ -477,11 +489,29 @@ def consumer_groups(logs: Mapping[int, CoordinatorLog], *, log_end: Callable[[st
         expired += len(groups[group_id].expire(now, retention_ms))
         if groups[group_id].state == EMPTY and not groups[group_id].offsets:
             del groups[group_id]          # Dead
+    # KafkaAdminClient.listConsumerGroups and DescribeConsumerGroupsHandler (3.8.0) keep only the groups of
+    # protocol type "consumer" or none: Kafka Connect's workers ("connect"), Schema Registry's ("sr")... are
+    # not consumer groups to kafka-consumer-groups (--describe of one: "GroupId G is not a consumer group")
+    # not consumer groups to kafka-consumer-groups (--describe of one: "GroupId G is not a consumer group");
+    # one named is answered all the same (the broker's DeleteGroups and OffsetDelete take any group)
+    others = sorted((group_id, g.protocol_type) for group_id, g in groups.items()
+                    if g.protocol_type not in (None, CONSUMER_PROTOCOL))
     all_groups = None
-    if group is not None:
-        all_groups = sorted(groups)
-        groups = {group: groups[group]} if group in groups else {}
     lines = notes.lines()
+    if group is not None:
+        all_groups = sorted(set(groups) - {group_id for group_id, _ in others})
+        groups = {group: groups[group]} if group in groups else {}
+        protocol = dict(others).get(group)
+        if protocol is not None:
+            lines.append(f"group {group!r} is of protocol type {protocol!r}, not a consumer group: "
+                         "kafka-consumer-groups neither lists nor describes it")
+    elif others:
+        for group_id, _ in others:
+            del groups[group_id]
+        named = ", ".join(f"{group_id} ({protocol})" for group_id, protocol in others[:OTHERS_NAMED])
+        more = f" and {len(others) - OTHERS_NAMED} more" if len(others) > OTHERS_NAMED else ""
+        lines.append(f"groups of another protocol type than consumer, which kafka-consumer-groups neither "
+                     f"lists nor describes, left out: {named}{more}")
     if expired:
         minutes = retention_ms // 60000
         lines.append(f"offsets expired at {now} (offsets.retention.minutes={minutes}): {expired}")

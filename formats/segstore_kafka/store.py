@@ -1744,6 +1744,7 @@ class KafkaStore(Store):
         from . import groups
 
         self._check_open()
+        self._check_group_call(group, now_ms=now_ms, any_group=True)
         retention_ms = groups.retention_ms(options)
         notes: list[str] = []
         damage: list[str] = []
@@ -1797,6 +1798,7 @@ class KafkaStore(Store):
 
         self._check_writable()
         self._check_commit(group, offsets)
+        self._check_group_call(group, now_ms=now_ms)
         retention = groups.retention_ms(options)
         held = self._partitions()
         for (topic, partition), offset in offsets.items():
@@ -1822,9 +1824,10 @@ class KafkaStore(Store):
             self.indexes.append()
         return home.notes
 
-    def delete_offsets(self, group: str, topic: str | None = None, *, now_ms: int | None = None,
-                       **options: Any) -> list[str]:
+    def delete_offsets(self, group: str, topic: str | None = None, *, partitions: Iterable[int] | None = None,
+                       now_ms: int | None = None, **options: Any) -> list[str]:
         """:meth:`Store.delete_offsets`: what the group coordinator writes for ``OffsetDelete`` of ``topic``
+        (of its ``partitions`` where given: the tool's ``--topic T:0,1``, those the group committed)
         or ``DeleteGroups`` (None), Kafka 3.8.0 ``GroupMetadataManager.cleanupGroupMetadata``: one batch
         of tombstones in the group's partition of ``__consumer_offsets`` at ``now_ms`` (default: the
         clock), each deleted offset's commit key, then the group's key where a classic group that had a
@@ -1839,12 +1842,16 @@ class KafkaStore(Store):
         from . import groups, offsetcommit
 
         self._check_writable()
+        self._check_group_call(group, topic, now_ms)
+        numbers = self._deleted_partitions(topic, partitions)
         home = self._group_home(group)
         found = home.group
         chosen = sorted(tp for tp in (found.offsets if found is not None else {})
-                        if topic is None or tp[0] == topic)
+                        if (topic is None or tp[0] == topic) and (numbers is None or tp[1] in numbers))
         if not chosen:
             where = f" of topic {topic!r}" if topic is not None else ""
+            if numbers is not None:
+                where += f" partitions {sorted(numbers)}"
             raise NotFoundError(f"expected offsets of consumer group {group!r}{where} in {home.name}, "
                                 "found none", self.path)
         assert found is not None

@@ -1323,6 +1323,7 @@ class RocketMQStore(LifecycleMixin, Store):
         """
         self._check_writable()
         self._check_commit(group, offsets)
+        self._check_group_call(group, now_ms=now_ms)
         validate_group(group, self.consumer_offsets.path)   # the client's rule: a name the broker reads back
         for topic, _ in offsets:
             validate_topic(topic, self.config.topic_max_length)
@@ -1337,15 +1338,21 @@ class RocketMQStore(LifecycleMixin, Store):
         self.consumer_offsets.save()
         return []
 
-    def delete_offsets(self, group: str, topic: str | None = None, *, now_ms: int | None = None,
-                       **options: Any) -> list[str]:
+    def delete_offsets(self, group: str, topic: str | None = None, *, partitions: Iterable[int] | None = None,
+                       now_ms: int | None = None, **options: Any) -> list[str]:
         """Remove ``group``'s ``topic@group`` entry of ``config/consumerOffset.json``, or every entry of the
         group (``ConsumerOffsetManager.removeOffset``, what ``mqadmin deleteSubGroup -r true`` does to
         the offsets), in one write, the content before kept as ``.bak``.  No notes.
 
         :raises NotFoundError: the group holds no offset of ``topic`` (or none at all).
+        :raises UnsupportedOperationError: ``partitions``: the broker removes a topic's entry whole.
         """
         self._check_writable()
+        self._check_group_call(group, topic, now_ms)
+        if self._deleted_partitions(topic, partitions) is not None:
+            raise UnsupportedOperationError("expected a whole topic's offsets to delete, found partitions "
+                                            "(queues) named: 4.9.7 ConsumerOffsetManager.removeOffset "
+                                            "removes a topic@group entry whole", self.path)
         owned = {name: topic_and_group(name) for name in self.consumer_offsets.table}
         names = [name for name, pair in owned.items()
                  if pair is not None and pair[1] == group and (topic is None or pair[0] == topic)]
@@ -1440,6 +1447,7 @@ class RocketMQStore(LifecycleMixin, Store):
         from segstore.consumers import ConsumerGroups, ConsumerOffset  # its dataclasses: not for `info`
 
         self._check_open()
+        self._check_group_call(group, now_ms=now_ms, any_group=True)
         rows = []
         # a key that is no topic@group (topic_and_group) is skipped, as the broker's scans skip it
         owned = [(pair, offsets) for name, offsets in self.consumer_offsets.table.items()
