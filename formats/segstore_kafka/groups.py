@@ -491,7 +491,6 @@ def consumer_groups(logs: Mapping[int, CoordinatorLog], *, log_end: Callable[[st
             del groups[group_id]          # Dead
     # KafkaAdminClient.listConsumerGroups and DescribeConsumerGroupsHandler (3.8.0) keep only the groups of
     # protocol type "consumer" or none: Kafka Connect's workers ("connect"), Schema Registry's ("sr")... are
-    # not consumer groups to kafka-consumer-groups (--describe of one: "GroupId G is not a consumer group")
     # not consumer groups to kafka-consumer-groups (--describe of one: "GroupId G is not a consumer group");
     # one named is answered all the same (the broker's DeleteGroups and OffsetDelete take any group)
     others = sorted((group_id, g.protocol_type) for group_id, g in groups.items()
