@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 
 import pytest
 from conftest import FIXTURES, copy_writable
@@ -550,3 +551,52 @@ def test_a_lost_middle_index_file_is_named_and_recover_rebuilds_from_the_file_be
     with segstore.open(str(store_dir), format="rocketmq") as store:
         assert store.verify() == []
         assert all(list(store.query_by_key("T", f"k{k}")) for k in range(100))
+
+
+def _last_message(path: str):
+    with _open(path) as store:
+        return max(store.scan(), key=lambda m: m.physical_offset)
+
+
+def test_a_damaged_last_message_is_met_by_readers_after_the_messages_before_it(store_dir):
+    """A last message damaged but not torn (a wrong magic code: 4.9.7
+    ``CommitLog.checkMessageAndReturnSize`` logs "found a illegal magic code" and recovery truncates
+    there) whose queue entry cannot be read: opening the store for reading raised its error, so
+    ``dump`` printed nothing and ``verify`` gave that one line.  Now the reader serves the messages
+    before it and raises there, and verify names every problem."""
+    last = _last_message(store_dir)
+    path = os.path.join(store_dir, "commitlog", f"{last.physical_offset // 16384 * 16384:020d}")
+    pos = last.physical_offset % 16384
+    _flip(path, pos + 4)    # the magic code
+    with _open(store_dir) as store:
+        read = []
+        with pytest.raises(SegstoreError) as err:
+            read.extend(store.scan())
+        assert len(read) == N - 1
+        assert err.value.path == path
+        problems = [(p.path, p.pos) for p in store.verify()]
+    assert (path, pos) in problems
+    assert any(f"consumequeue/Crash/{last.queue_id}/" in p for p, _ in problems), problems
+
+
+def test_a_commitlog_file_missing_past_the_queues_is_named_by_readers(tmp_path):
+    """A commitlog file missing between two others where the consume queues do not reach past it
+    (lost with them): opening for reading raised ``expected a physical offset in [...]`` naming no
+    file; the reader now serves the messages before the gap and names the missing file, as it does
+    where the queues cover the gap."""
+    path = str(tmp_path / "store")
+    with segstore.open(path, format="rocketmq", mode="a", **CONFIG) as store:
+        store.append_batch([message(i) for i in range(600)])
+    names = sorted(os.listdir(os.path.join(path, "commitlog")))
+    assert len(names) >= 3
+    gone = os.path.join(path, "commitlog", names[1])
+    os.remove(gone)
+    shutil.rmtree(os.path.join(path, "consumequeue"))
+    with _open(path) as store:
+        read = []
+        with pytest.raises(SegstoreError) as err:
+            read.extend(store.scan())
+        assert err.value.path == gone
+        assert read and all(m.physical_offset < int(names[1]) for m in read)
+        problems = store.verify()
+    assert problems[0].path == gone and "found none" in problems[0].message
