@@ -600,3 +600,21 @@ def test_a_commitlog_file_missing_past_the_queues_is_named_by_readers(tmp_path):
         assert read and all(m.physical_offset < int(names[1]) for m in read)
         problems = store.verify()
     assert problems[0].path == gone and "found none" in problems[0].message
+
+
+def test_a_commitlog_file_misnamed_is_named_not_the_file_size_taken_from_it(tmp_path):
+    """A commitlog file renamed to a name that is no multiple of the file size (every file still
+    of the one length 4.9.7 ``MappedFileQueue.load`` accepts): the size taken from the names was
+    the step to the wrong name, and verify blamed the first file's length ("expected a commitlog
+    file of 16288 bytes ... found 16384 ... segstore recover resizes it").  Files that all have one
+    length were written with it: the misnamed file is named."""
+    path = str(tmp_path / "store")
+    with segstore.open(path, format="rocketmq", mode="a", **CONFIG) as store:
+        store.append_batch([message(i) for i in range(300)])
+    names = sorted(os.listdir(os.path.join(path, "commitlog")))
+    assert len(names) == 3     # the two steps between names are one each
+    wrong = os.path.join(path, "commitlog", f"{int(names[-1]) - 96:020d}")
+    os.rename(os.path.join(path, "commitlog", names[-1]), wrong)
+    with pytest.raises(SegstoreError) as err:
+        segstore.open(path, format="rocketmq")
+    assert err.value.path == wrong and "multiple of 16384" in err.value.message
