@@ -774,6 +774,9 @@ class _Dispatch:
         #: (physical offset, size, queue offset) of messages whose QUEUEOFFSET contradicts their queue
         self.odd: list[tuple[int, int, int]] = []
         self.undo: dict[tuple[str, int], list[tuple[int, np.ndarray]]] = {}  # rewritten entries' old rows
+        #: a rebuild's queues whose messages skip offsets: queue -> (next offset, offset found, its
+        #: commitlog offset); the entries before it are kept, none after
+        self.stopped: dict[tuple[str, int], tuple[int, int, int]] = {}
 
     def _undo(self, key: tuple[str, int], q: ConsumeQueue, high: int) -> None:
         """A gap in ``key``: put its entries back as they were before the dispatch (what later
@@ -798,7 +801,7 @@ class _Dispatch:
             first = int(at[0])
             key = (messages.topics[int(messages.topic[first])], int(messages.queue_id[first]))
             self.first_seen.setdefault(key, len(self.first_seen))
-            if (self.only is not None and key not in self.only) or key in self.gapped:
+            if (self.only is not None and key not in self.only) or key in self.gapped or key in self.stopped:
                 continue
             q = self.ctx.queues.get(key)
             if q is None:
@@ -814,9 +817,16 @@ class _Dispatch:
                 append, compare, gap, odd = _dispatch_one_by_one(q, messages, at, low, high)
                 self.odd += zip(messages.phy[odd].tolist(), messages.size[odd].tolist(),
                                 messages.queue_offset[odd].tolist(), strict=True)
-                if gap:
+                if gap and self.only is None:
                     self._undo(key, q, high)
                     continue
+                if gap:
+                    # the rebuild from the commitlog's start: the entries before the gap are right (as
+                    # the broker's dispatch writes them); the messages from it on can get none
+                    after = at[messages.queue_offset[at] > q.max_offset + len(append)]
+                    first = int(after[0])
+                    self.stopped[key] = (q.max_offset + len(append), int(messages.queue_offset[first]),
+                                         int(messages.phy[first]))
             n = _compare_entries(q, messages, compare, self.undo.setdefault(key, []))
             if n:
                 self.fixed[key] = self.fixed.get(key, 0) + n
@@ -837,6 +847,10 @@ class _Dispatch:
             if key not in self.gapped:
                 lines.append(f"consumequeue {key[0]}/{key[1]}: rewrote {n} entries that did not match their "
                              f"message")
+        for key, (expected, found, phy) in sorted(self.stopped.items()):
+            lines.append(f"consumequeue {key[0]}/{key[1]}: the message at commitlog offset {phy} has queue "
+                         f"offset {found} where {expected} comes next (the messages between are not in the "
+                         f"commitlog): the entries before it are kept, it and the later ones get none")
         return self.gapped
 
     def held_entries(self, key: tuple[str, int]) -> bool:
@@ -860,7 +874,8 @@ def _odd(offsets: np.ndarray) -> np.ndarray:
 def _dispatch_one_by_one(q: ConsumeQueue, messages: Walked, at: np.ndarray, low: int,
                          high: int) -> tuple[np.ndarray, np.ndarray, bool, np.ndarray]:
     """The exact per-message rule for one queue's messages ``at``: (to append, to compare, gap found,
-    odd ones); ``[low, high)`` are the queue's offsets before the dispatch (the ones compared).
+    odd ones), those to append and compare the messages before a gap where one is found;
+    ``[low, high)`` are the queue's offsets before the dispatch (the ones compared).
     An odd message (:func:`_odd`) is neither appended nor compared: one wrong field would otherwise
     empty its queue, or rewrite another message's entry to point at it."""
     append: list[int] = []
@@ -872,8 +887,8 @@ def _dispatch_one_by_one(q: ConsumeQueue, messages: Walked, at: np.ndarray, low:
             continue
         if offset == next_offset:
             append.append(i)
-        elif offset > next_offset:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64), True, at[odd]
+        elif offset > next_offset:     # what comes before the gap, then the gap
+            return np.array(append, np.int64), np.array(compare, np.int64), True, at[odd]
         elif low <= offset < high:
             compare.append(i)
     return np.array(append, np.int64), np.array(compare, np.int64), False, at[odd]
