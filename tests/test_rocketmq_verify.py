@@ -618,3 +618,21 @@ def test_a_commitlog_file_misnamed_is_named_not_the_file_size_taken_from_it(tmp_
     with pytest.raises(SegstoreError) as err:
         segstore.open(path, format="rocketmq")
     assert err.value.path == wrong and "multiple of 16384" in err.value.message
+
+
+def test_a_damaged_last_message_says_what_is_wrong_with_it(store_dir):
+    """A last message whose body CRC no longer matches (4.9.7 ``checkMessageAndReturnSize`` with
+    ``checkCRCOnRecover``, the default, logs "CRC check failed" and recovery truncates there) was
+    reported as "N bytes of torn or damaged data" only; the line now says what the record holds, as
+    a reader's error does."""
+    last = _last_message(store_dir)
+    path = os.path.join(store_dir, "commitlog", f"{last.physical_offset // 16384 * 16384:020d}")
+    pos = last.physical_offset % 16384
+    raw = files.read_bytes(path)[pos:pos + last.size]
+    at = raw.index(last.body)
+    assert raw.count(last.body) == 1
+    _flip(path, pos + at)     # the body's first byte
+    with _open(store_dir) as store:
+        problems = [p.message for p in store.verify() if (p.path, p.pos) == (path, pos)]
+    assert len(problems) == 1 and "torn or damaged data" in problems[0], problems
+    assert "body CRC" in problems[0], problems

@@ -100,6 +100,18 @@ def _damage(path: str, view: memoryview, pos: int, base: int) -> str:
     return "expected a message or a BLANK, found zeros before later valid messages"
 
 
+def _tail_damage(seg, pos: int) -> str:
+    """What is wrong with the record at ``pos`` of ``seg`` where the data ends in non-zero bytes (a
+    wrong magic code, a bad body CRC, a torn length): a sentence in brackets, or nothing where the
+    record starts with zeros (its header unwritten, bytes after it)."""
+    view = seg.file.view()
+    head = bytes(view[pos:pos + 8])
+    del view
+    if not any(head):
+        return ""
+    return f" ({_damage(seg.path, seg.file.view(), pos, seg.base)})"
+
+
 def _verify_commitlog(store, problems: list[Problem], missing: list[Problem], threads: int = 1
                       ) -> tuple[Walk, _Coverage]:
     """The commitlog's problems into ``problems``; messages lacking a consume-queue entry into
@@ -144,7 +156,7 @@ def _verify_commitlog(store, problems: list[Problem], missing: list[Problem], th
                     seg.path,
                     pos,
                     f"expected a valid message or zeros after the last message, "
-                    f"found {stop - pos} bytes of torn or damaged data",
+                    f"found {stop - pos} bytes of torn or damaged data{_tail_damage(seg, pos)}",
                 )
             )
     return w, cover
