@@ -808,6 +808,12 @@ class _Dispatch:
                 q = self.ctx.queues[key] = self.ctx.open_queue(*key)
             low, high = self.before.setdefault(key, (q.min_offset, q.max_offset))
             offsets = messages.queue_offset[at]
+            if self.only is not None and q.log.active is None and q.max_offset == 0 < int(offsets[0]) \
+                    and self.ctx.commitlog.min_offset > 0:
+                # the rebuild from the commitlog's start, of a queue without files whose first message
+                # has a queue offset above 0: its earlier messages were in the files retention
+                # deleted; the broker's dispatch starts the queue there (fillPreBlank)
+                q.start_at(int(offsets[0]), self.ctx.commitlog.min_offset)
             end = q.max_offset
             new = offsets >= end
             if np.array_equal(offsets[new], np.arange(end, end + int(np.count_nonzero(new)))) \
