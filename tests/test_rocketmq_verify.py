@@ -636,3 +636,28 @@ def test_a_damaged_last_message_says_what_is_wrong_with_it(store_dir):
         problems = [p.message for p in store.verify() if (p.path, p.pos) == (path, pos)]
     assert len(problems) == 1 and "torn or damaged data" in problems[0], problems
     assert "body CRC" in problems[0], problems
+
+
+def test_a_misnamed_consume_queue_file_is_a_problem_and_recover_rebuilds_its_entries(tmp_path):
+    """A consume-queue file renamed to a name no multiple of the file size (``...0400`` to ``...0410``):
+    verify was clean, reading it at the slot its name falls in, while RocketMQ 4.9.7 loads it at 410
+    (``MappedFileQueue.load``), ``findMappedFileByOffset`` finds no file for offsets 20-39 and
+    ``getMessage`` skips them (``OFFSET_FOUND_NULL``).  verify names the file; recover rebuilds
+    the entries into files the broker finds."""
+    path = str(tmp_path / "store")
+    with segstore.open(path, format="rocketmq", mode="a", **CONFIG) as store:
+        store.append_batch([message(i) for i in range(300)])
+        before = [m.physical_offset for m in store.read("Crash", 0, 0)]
+    queue = os.path.join(path, "consumequeue", "Crash", "0")
+    wrong = os.path.join(queue, f"{410:020d}")
+    os.rename(os.path.join(queue, f"{400:020d}"), wrong)
+    with _open(path) as store:
+        problems = store.verify()
+    assert [(p.path, p.pos) for p in problems] == [(wrong, None)], problems
+    assert "offsets 20 to 39" in problems[0].message
+    with _open(path, "a") as store:
+        store.recover()
+    assert not os.path.exists(wrong) and os.path.exists(os.path.join(queue, f"{400:020d}"))
+    with _open(path) as store:
+        assert store.verify() == []
+        assert [m.physical_offset for m in store.read("Crash", 0, 0)] == before
