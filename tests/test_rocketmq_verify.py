@@ -661,3 +661,34 @@ def test_a_misnamed_consume_queue_file_is_a_problem_and_recover_rebuilds_its_ent
     with _open(path) as store:
         assert store.verify() == []
         assert [m.physical_offset for m in store.read("Crash", 0, 0)] == before
+
+
+def test_recover_rewrites_a_blank_whose_size_does_not_reach_its_files_end(tmp_path):
+    """A file-ending BLANK whose size field was damaged (106 bytes left, 50 stored): recover left it as
+    damage with intact messages after it and exited 1 saying the broker would truncate them, but
+    RocketMQ 4.9.7 takes any record with BLANK's magic for its file's end (``checkMessageAndReturnSize``
+    answers size 0; ``recoverNormally`` goes on at the next file) and keeps them all.  recover now
+    rewrites the size, keeping the old bytes aside, and the store reads and verifies whole."""
+    from segstore_rocketmq.message import BLANK_MAGIC, PREFIX
+
+    path = str(tmp_path / "store")
+    with segstore.open(path, format="rocketmq", mode="a", **CONFIG) as store:
+        store.append_batch([message(i) for i in range(300)])
+    first = os.path.join(path, "commitlog", f"{0:020d}")
+    data = files.read_bytes(first)
+    with _open(path) as store:
+        ends = [m.physical_offset + m.size for m in store.scan() if m.physical_offset < 16384]
+        total = len(list(store.scan()))
+    pos = max(ends)
+    assert PREFIX.unpack_from(data, pos) == (16384 - pos, BLANK_MAGIC)
+    files.write_bytes(first, PREFIX.pack(7, BLANK_MAGIC), pos)
+    with _open(path) as store:
+        assert [(p.path, p.pos) for p in store.verify()] == [(first, pos)]
+    with _open(path, "a") as store:
+        lines = store.recover()
+    assert any(f"{first}:{pos}: rewrote the size of the BLANK" in line for line in lines), lines
+    assert files.read_bytes(first) == data
+    kept = os.path.join(path, ".segstore", "cut", "commitlog", f"{0:020d}.cut-{pos}")
+    assert files.read_bytes(kept) == PREFIX.pack(7, BLANK_MAGIC)
+    with _open(path) as store:
+        assert store.verify() == [] and len(list(store.scan())) == total

@@ -60,6 +60,7 @@ from .consumequeue import CQ_DTYPE, CUT_DIR, SEGSTORE_DIR, ConsumeQueue
 from .consumequeue_ext import MAX_ADDR as EXT_MAX_ADDR
 from .indexfile import IndexFile, IndexService
 from .message import (
+    BLANK_MAGIC,
     MESSAGE_MAGIC,
     PREFIX,
     SYSFLAG_TRANSACTION_MASK,
@@ -704,6 +705,37 @@ def cut_tail(commitlog: CommitLog, end: int) -> list[str]:
         seg.wrote = stop
     commitlog.truncate(end)
     commitlog.set_end(end)
+    return lines
+
+
+def repair_blanks(commitlog: CommitLog, gaps: list[tuple[str, int, int]]) -> list[str]:
+    """Give a file-ending BLANK whose size field is wrong the size reaching its file's end; the lines.
+
+    ``gaps`` are a walk's damaged ranges ``(path, pos, length)``; those repaired are removed from it.
+    A repaired one starts with BLANK's magic and runs to its file's end (the next valid message
+    starts a later file) with nothing but zeros after the BLANK's 8 bytes: RocketMQ 4.9.7 takes any
+    record with BLANK's magic for its file's end whatever its size (``checkMessageAndReturnSize``
+    answers size 0, and ``recoverNormally``/``recoverAbnormally`` and ``ReputMessageService`` go on
+    at the next file), so it keeps every message after it; only the size field is damaged.  The
+    BLANK's old 8 bytes are kept in :func:`aside_dir` first.
+    """
+    lines = []
+    for gap in list(gaps):
+        path, pos, length = gap
+        seg = next((s for s in commitlog.log.segments if s.path == path), None)
+        if seg is None or pos + length != commitlog.file_size or length < END_FILE_MIN_BLANK_LENGTH:
+            continue
+        old = seg.file.pread(pos, PREFIX.size)
+        size, magic = PREFIX.unpack(old)
+        if magic != BLANK_MAGIC or seg.file.first_nonzero(pos + PREFIX.size, commitlog.file_size) is not None:
+            continue
+        kept = files.save_aside(path, pos, old, into=aside_dir(commitlog.directory))
+        seg.file.write(pos, PREFIX.pack(length, BLANK_MAGIC))
+        seg.file.flush()
+        gaps.remove(gap)
+        lines.append(f"{path}:{pos}: rewrote the size of the BLANK ending the file from {size} to {length} "
+                     f"(the broker takes any BLANK for its file's end and goes on at the next file), "
+                     f"the old bytes saved in {kept}")
     return lines
 
 
@@ -1434,6 +1466,7 @@ def recover(ctx: RecoveryContext) -> list[str]:
         if puts is not None:
             puts.add(batch)
     lines.append(f"commitlog: {kind}; walked {walked} messages from {start} to {w.end}")
+    lines.extend(repair_blanks(cl, w.gaps))
     ctx.left = list(w.gaps)
     if start == cl.min_offset:     # a walk of the whole commitlog saw every file's BLANK
         ctx.blank_entries = [(path, pos, hit) for (path, pos, _), hit
