@@ -692,3 +692,26 @@ def test_recover_rewrites_a_blank_whose_size_does_not_reach_its_files_end(tmp_pa
     assert files.read_bytes(kept) == PREFIX.pack(7, BLANK_MAGIC)
     with _open(path) as store:
         assert store.verify() == [] and len(list(store.scan())) == total
+
+
+def test_recover_keeps_a_whole_last_message_whose_physical_offset_field_is_damaged(store_dir):
+    """The last message's PHYSICALOFFSET field flipped (no CRC covers it; length, magic and body CRC
+    intact): recover cut it as a "torn tail" and exited 0, though RocketMQ 4.9.7's recovery checks
+    none of those header fields (``checkMessageAndReturnSize``), keeps it, and serves it through its
+    queue entry.  It was written whole: recover leaves it and its entry in place and exits 1 naming
+    it, as it does for such a message before others."""
+    from segstore.errors import UnrepairedDataError
+
+    last = _last_message(store_dir)
+    path = os.path.join(store_dir, "commitlog", f"{last.physical_offset // 16384 * 16384:020d}")
+    pos = last.physical_offset % 16384
+    _flip(path, pos + 35)     # the low byte of the physical offset (bytes 28-35)
+    data = files.read_bytes(path)
+    with _open(store_dir, "a") as store, pytest.raises(UnrepairedDataError) as err:
+        store.recover()
+    assert (err.value.path, err.value.pos) == (path, pos)
+    assert "whole message" in err.value.message
+    assert files.read_bytes(path) == data
+    assert not os.path.exists(os.path.join(store_dir, ".segstore", "cut", "commitlog"))
+    with _open(store_dir) as store:
+        assert store.offset_range(last.topic, last.queue_id)[1] == last.queue_offset + 1

@@ -332,6 +332,9 @@ class RecoveryContext:
     #: filled by :func:`recover`: the damaged ranges ``(path, pos, length)`` left in place (valid
     #: messages follow them, so cutting them would lose intact messages)
     left: list[tuple[str, int, int]] = field(default_factory=list)
+    #: filled by :func:`recover`: of :attr:`left`, the whole messages at the data's end whose header
+    #: contradicts their place (:func:`keep_whole_tail`), ``(path, pos, length, why)``
+    whole: list[tuple[str, int, int, str]] = field(default_factory=list)
     #: filled by a :func:`recover` that walks the whole commitlog: the BLANKs ending a file that
     #: consume-queue entries point into, ``(path, pos, entries by queue)`` (:func:`entries_in_ranges`)
     blank_entries: list[tuple[str, int, dict[tuple[str, int], int]]] = field(default_factory=list)
@@ -737,6 +740,39 @@ def repair_blanks(commitlog: CommitLog, gaps: list[tuple[str, int, int]]) -> lis
                      f"(the broker takes any BLANK for its file's end and goes on at the next file), "
                      f"the old bytes saved in {kept}")
     return lines
+
+
+def keep_whole_tail(commitlog: CommitLog, w: Walk) -> list[tuple[str, int, int, str]]:
+    """The messages at the walk's end that are whole (their length, magic and body CRC check out)
+    though the walk refused them, their header contradicting their place (a physical offset, queue
+    id or topic no CRC covers): ``(path, pos, length, why)`` each; ``w.end`` moves past them.
+
+    They were written whole and damaged after, so they are no torn tail to cut: RocketMQ 4.9.7's
+    recovery checks none of those fields (``checkMessageAndReturnSize``) and keeps them, and their
+    queue entries serve them.  ``O(their bytes)``.
+    """
+    found = []
+    while True:
+        seg = commitlog.log.segment_for(w.end)
+        pos = w.end - seg.base if seg is not None else commitlog.file_size
+        if seg is None or pos >= commitlog.file_size:
+            return found
+        try:
+            record = decode(seg.file.view(), pos, path=seg.path)
+        except CorruptDataError:
+            return found
+        if not isinstance(record, RocketMQMessage):
+            return found
+        why = columnar.contradiction(record.physical_offset, record.queue_id, w.end)
+        if why is None:
+            try:
+                validate_topic(record.topic, TOPIC_MAX_LENGTH_V2)
+            except InvalidTopicError as err:
+                why = err.message
+            else:
+                return found    # a valid message the walk would have taken: not this case
+        found.append((seg.path, pos, record.size, str(why)))
+        w.end += record.size
 
 
 def _start_offset(ctx: RecoveryContext) -> int:
@@ -1467,7 +1503,8 @@ def recover(ctx: RecoveryContext) -> list[str]:
             puts.add(batch)
     lines.append(f"commitlog: {kind}; walked {walked} messages from {start} to {w.end}")
     lines.extend(repair_blanks(cl, w.gaps))
-    ctx.left = list(w.gaps)
+    ctx.whole = keep_whole_tail(cl, w)
+    ctx.left = list(w.gaps) + [(path, pos, length) for path, pos, length, _ in ctx.whole]
     if start == cl.min_offset:     # a walk of the whole commitlog saw every file's BLANK
         ctx.blank_entries = [(path, pos, hit) for (path, pos, _), hit
                              in zip(w.blanks, entries_in_ranges(ctx.queues, w.blanks), strict=True) if hit]
@@ -1475,6 +1512,9 @@ def recover(ctx: RecoveryContext) -> list[str]:
         lines.append(
             f"{path}:{pos}: {length} damaged bytes left in place; the messages after them are intact"
         )
+    for path, pos, length, why in ctx.whole:
+        lines.append(f"{path}:{pos}: a whole message of {length} bytes left in place, its header "
+                     f"contradicting its place ({why}): the broker keeps it (it checks none of those fields)")
     lines.extend(cut_tail(cl, w.end))
     if newest:
         # the walk reaches the data's end, so it saw the newest message kept (the broker stores
