@@ -751,7 +751,7 @@ def keep_whole_tail(commitlog: CommitLog, w: Walk) -> list[tuple[str, int, int, 
     recovery checks none of those fields (``checkMessageAndReturnSize``) and keeps them, and their
     queue entries serve them.  ``O(their bytes)``.
     """
-    found = []
+    found: list[tuple[str, int, int, str]] = []
     while True:
         seg = commitlog.log.segment_for(w.end)
         pos = w.end - seg.base if seg is not None else commitlog.file_size
