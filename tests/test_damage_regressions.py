@@ -234,7 +234,8 @@ def test_a_negative_queue_id_never_creates_a_queue_directory(tmp_path, capsys):
     rc, out, err = _cli(capsys, "verify", str(store))
     assert rc == 1 and "expected a queue id >= 0, found -1" in out
     rc, _, err = _cli(capsys, "recover", str(store))
-    assert rc == 1 and "damaged bytes" in err
+    # left in place as a whole message whose header alone is wrong (4.9.7 keeps it: it checks no queue id)
+    assert rc == 1 and "whole message" in err
     assert sorted(os.listdir(store / "consumequeue" / victim["topic"])) == ["0", "1", "2", "3"]
     rc, _, err = _cli(capsys, "dump", "--json", str(store))
     assert rc == 1 and "expected a queue id >= 0, found -1" in err     # never served

@@ -715,3 +715,20 @@ def test_recover_keeps_a_whole_last_message_whose_physical_offset_field_is_damag
     assert not os.path.exists(os.path.join(store_dir, ".segstore", "cut", "commitlog"))
     with _open(store_dir) as store:
         assert store.offset_range(last.topic, last.queue_id)[1] == last.queue_offset + 1
+
+
+def test_recover_says_the_broker_keeps_a_whole_message_whose_header_alone_is_wrong(store_dir):
+    """The same damage to a message before others: recover left it in place and exited 1 saying a
+    broker "stops its recovery walk at damage ... and truncates every message after it", which 4.9.7
+    does not do for header fields it never checks.  The error now says what the message is."""
+    from segstore.errors import UnrepairedDataError
+
+    with _open(store_dir) as store:
+        victim = sorted(store.scan(), key=lambda m: m.physical_offset)[N // 2]
+    path = os.path.join(store_dir, "commitlog", f"{victim.physical_offset // 16384 * 16384:020d}")
+    pos = victim.physical_offset % 16384
+    _flip(path, pos + 35)
+    with _open(store_dir, "a") as store, pytest.raises(UnrepairedDataError) as err:
+        store.recover()
+    assert (err.value.path, err.value.pos) == (path, pos)
+    assert "whole message" in err.value.message and "truncates" not in err.value.message

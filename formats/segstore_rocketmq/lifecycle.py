@@ -472,10 +472,12 @@ class LifecycleMixin:
                 lines = self._recover(abnormal=False, full=True, threads=threads)
             self._next_offsets = {key: cq.max_offset for key, cq in self.queues.items()}
         self._check_lost_messages(opened + lines)
-        if self._left_damaged and self._left_damaged[0] not in [w[:3] for w in self._left_whole]:
+        whole = [w[:3] for w in self._left_whole]
+        damaged = [left for left in self._left_damaged if left not in whole]
+        if damaged:
             # The broker would stop its walk there and truncate the intact messages after it.
-            path, pos, length = self._left_damaged[0]
-            more = len(self._left_damaged) - 1
+            path, pos, length = damaged[0]
+            more = len(damaged) - 1
             raise UnrepairedDataError(
                 f"expected messages, found {length} damaged bytes with intact messages after them: "
                 f"left in place, as cutting them would lose those messages"

@@ -742,37 +742,46 @@ def repair_blanks(commitlog: CommitLog, gaps: list[tuple[str, int, int]]) -> lis
     return lines
 
 
-def keep_whole_tail(commitlog: CommitLog, w: Walk) -> list[tuple[str, int, int, str]]:
-    """The messages at the walk's end that are whole (their length, magic and body CRC check out)
-    though the walk refused them, their header contradicting their place (a physical offset, queue
-    id or topic no CRC covers): ``(path, pos, length, why)`` each; ``w.end`` moves past them.
+def whole_but_misplaced(seg: CommitLogFile, pos: int) -> tuple[int, str] | None:
+    """``(size, why)`` of the message at ``pos`` of ``seg`` where it is whole (its length, magic and body
+    CRC check out) but its header contradicts its place (a physical offset, queue id or topic no CRC
+    covers: ``why``); None where it is no such message (damaged, or valid).
 
-    They were written whole and damaged after, so they are no torn tail to cut: RocketMQ 4.9.7's
-    recovery checks none of those fields (``checkMessageAndReturnSize``) and keeps them, and their
-    queue entries serve them.  ``O(their bytes)``.
+    Such a message was written whole and damaged after: RocketMQ 4.9.7's recovery checks none of
+    those fields (``checkMessageAndReturnSize``), keeps it and every message after it, and its queue
+    entry serves it.  ``O(its bytes)``.
     """
+    try:
+        record = decode(seg.file.view(), pos, path=seg.path)
+    except CorruptDataError:
+        return None
+    if not isinstance(record, RocketMQMessage):
+        return None
+    why = columnar.contradiction(record.physical_offset, record.queue_id, seg.base + pos)
+    if why is None:
+        try:
+            validate_topic(record.topic, TOPIC_MAX_LENGTH_V2)
+        except InvalidTopicError as err:
+            return record.size, err.message
+        return None     # a valid message
+    return record.size, str(why)
+
+
+def keep_whole_tail(commitlog: CommitLog, w: Walk) -> list[tuple[str, int, int, str]]:
+    """The messages at the walk's end that are whole though the walk refused them
+    (:func:`whole_but_misplaced`): ``(path, pos, length, why)`` each; ``w.end`` moves past them.
+    They are no torn tail to cut: the broker keeps them."""
     found: list[tuple[str, int, int, str]] = []
     while True:
         seg = commitlog.log.segment_for(w.end)
         pos = w.end - seg.base if seg is not None else commitlog.file_size
         if seg is None or pos >= commitlog.file_size:
             return found
-        try:
-            record = decode(seg.file.view(), pos, path=seg.path)
-        except CorruptDataError:
+        whole = whole_but_misplaced(seg, pos)
+        if whole is None:
             return found
-        if not isinstance(record, RocketMQMessage):
-            return found
-        why = columnar.contradiction(record.physical_offset, record.queue_id, w.end)
-        if why is None:
-            try:
-                validate_topic(record.topic, TOPIC_MAX_LENGTH_V2)
-            except InvalidTopicError as err:
-                why = err.message
-            else:
-                return found    # a valid message the walk would have taken: not this case
-        found.append((seg.path, pos, record.size, str(why)))
-        w.end += record.size
+        found.append((seg.path, pos, *whole))
+        w.end += whole[0]
 
 
 def _start_offset(ctx: RecoveryContext) -> int:
@@ -1503,15 +1512,24 @@ def recover(ctx: RecoveryContext) -> list[str]:
             puts.add(batch)
     lines.append(f"commitlog: {kind}; walked {walked} messages from {start} to {w.end}")
     lines.extend(repair_blanks(cl, w.gaps))
-    ctx.whole = keep_whole_tail(cl, w)
-    ctx.left = list(w.gaps) + [(path, pos, length) for path, pos, length, _ in ctx.whole]
+    ctx.whole = []
+    for path, pos, length in w.gaps:    # a gap that is one whole message whose header alone is wrong
+        gap_seg = next(s for s in cl.log.segments if s.path == path)
+        whole = whole_but_misplaced(gap_seg, pos)
+        if whole is not None and whole[0] == length:
+            ctx.whole.append((path, pos, length, whole[1]))
+    mid = {(path, pos) for path, pos, _, _ in ctx.whole}
+    ctx.whole += keep_whole_tail(cl, w)
+    ctx.left = list(w.gaps) + [(path, pos, length) for path, pos, length, _ in ctx.whole
+                               if (path, pos) not in mid]
     if start == cl.min_offset:     # a walk of the whole commitlog saw every file's BLANK
         ctx.blank_entries = [(path, pos, hit) for (path, pos, _), hit
                              in zip(w.blanks, entries_in_ranges(ctx.queues, w.blanks), strict=True) if hit]
     for path, pos, length in w.gaps:
-        lines.append(
-            f"{path}:{pos}: {length} damaged bytes left in place; the messages after them are intact"
-        )
+        if (path, pos) not in mid:
+            lines.append(
+                f"{path}:{pos}: {length} damaged bytes left in place; the messages after them are intact"
+            )
     for path, pos, length, why in ctx.whole:
         lines.append(f"{path}:{pos}: a whole message of {length} bytes left in place, its header "
                      f"contradicting its place ({why}): the broker keeps it (it checks none of those fields)")
