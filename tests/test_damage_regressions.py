@@ -234,7 +234,8 @@ def test_a_negative_queue_id_never_creates_a_queue_directory(tmp_path, capsys):
     rc, out, err = _cli(capsys, "verify", str(store))
     assert rc == 1 and "expected a queue id >= 0, found -1" in out
     rc, _, err = _cli(capsys, "recover", str(store))
-    assert rc == 1 and "damaged bytes" in err
+    # left in place as a whole message whose header alone is wrong (4.9.7 keeps it: it checks no queue id)
+    assert rc == 1 and "whole message" in err
     assert sorted(os.listdir(store / "consumequeue" / victim["topic"])) == ["0", "1", "2", "3"]
     rc, _, err = _cli(capsys, "dump", "--json", str(store))
     assert rc == 1 and "expected a queue id >= 0, found -1" in err     # never served
@@ -518,7 +519,8 @@ def test_a_reader_of_a_killed_writers_store_sees_the_prefix_before_a_torn_last_m
     """Crash suite, seed 20261127: a writer killed mid-copy of a message left its first bytes and
     zeros after them, and a reader's open raised CorruptDataError (the store was "unopenable"
     until an append opened it).  A torn last write ends the data for a reader, as recovery cuts
-    it; a record followed by other bytes is still an error."""
+    it; a record followed by other bytes is still an error, met by the reader after the messages
+    before it (it used to be raised by the open, leaving nothing read)."""
     import segstore as api
     from segstore.errors import CorruptDataError
 
@@ -546,8 +548,11 @@ def test_a_reader_of_a_killed_writers_store_sees_the_prefix_before_a_torn_last_m
     garbage = bytearray(torn)
     garbage[pos + last.size + 10] = 7                               # bytes after it: not a torn tail
     name.write_bytes(garbage)
-    with pytest.raises(CorruptDataError), api.open(store_dir, "rocketmq", "r", **cfg) as s:
-        pass
+    with api.open(store_dir, "rocketmq", "r", **cfg) as s:
+        read = []
+        with pytest.raises(CorruptDataError) as err:
+            read.extend(s.scan())
+        assert len(read) == 29 and err.value.path == str(name)
 
 
 # -- issue 28: found by the longer runs ----------------------------------------------------------------

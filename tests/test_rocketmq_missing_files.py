@@ -16,6 +16,7 @@ import subprocess
 import sys
 
 import damage
+import numpy as np
 import pytest
 
 import segstore
@@ -117,3 +118,72 @@ def test_reads_in_commitlog_order_name_a_missing_middle_file(tmp_path, capsys, c
     err = capsys.readouterr().err
     assert rc == 1
     assert f"{missing}: expected commitlog files from physical offset 131072 to 196608, found none" in err
+
+
+def test_recover_keeps_each_queues_entries_before_a_missing_middle_file(tmp_path):
+    """A middle commitlog file and the consume queues lost: recover's rebuild met each queue's gap
+    (its next message's queue offset past the queue's end) and left every queue empty, exit 1 for
+    the missing file, so the messages before it no consumer could read.  RocketMQ 4.9.7's dispatch
+    (``ReputMessageService`` from the commitlog's start, ``ConsumeQueue.putMessagePositionInfo``)
+    writes their entries before it stops at the missing file (``getData`` finds none there): the
+    rebuild keeps them too, and says where each queue stops."""
+    import shutil
+
+    from rocketmq_crash_writer import CONFIG, message
+
+    path = tmp_path / "store"
+    with segstore.open(path, format="rocketmq", mode="a", **CONFIG) as store:
+        store.append_batch([message(i) for i in range(300)])
+        names = sorted(p.name for p in (path / "commitlog").iterdir())
+        gone = int(names[1])
+        before = {q: [m.queue_offset for m in store.read("Crash", q, 0) if m.physical_offset < gone]
+                  for q in store.partitions("Crash")}
+    (path / "commitlog" / names[1]).unlink()
+    shutil.rmtree(path / "consumequeue")
+    sizes = [f"--config={name}={CONFIG[name]}"
+             for name in ("mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue")]
+    done = _run("recover", str(path), *sizes)
+    assert done.returncode == 1, done.stderr
+    assert "the entries before it are kept" in done.stdout + done.stderr
+    with segstore.open(path, format="rocketmq", **CONFIG) as store:
+        for q, offsets in before.items():
+            assert offsets and store.offset_range("Crash", q) == (0, len(offsets))
+            assert [m.queue_offset for m in store.read("Crash", q, 0, len(offsets))] == offsets
+
+
+def test_recover_rebuilds_lost_queues_from_the_first_offset_retention_left(tmp_path):
+    """The consume queues deleted (to have them rebuilt) from a store whose first commitlog file
+    retention deleted: each queue's first message has a queue offset above 0, the rebuild took that
+    for a gap and wrote no entry (exit 0, verify clean: a store without queues is not compared).
+    RocketMQ 4.9.7 ``ConsumeQueue.putMessagePositionInfo`` starts such a queue at that offset, the
+    slots before it in its file blank (``fillPreBlank``); so does recover now."""
+    import shutil
+
+    from rocketmq_crash_writer import CONFIG, message
+
+    from segstore.indexes.dense import CQ_DTYPE, PRE_BLANK_SIZE
+
+    path = tmp_path / "store"
+    with segstore.open(path, format="rocketmq", mode="a", **CONFIG) as store:
+        store.append_batch([message(i) for i in range(300)])
+        names = sorted(p.name for p in (path / "commitlog").iterdir())
+        kept = int(names[1])
+        after = {q: [(m.queue_offset, m.physical_offset) for m in store.read("Crash", q, 0)
+                     if m.physical_offset >= kept] for q in store.partitions("Crash")}
+    (path / "commitlog" / names[0]).unlink()
+    shutil.rmtree(path / "consumequeue")
+    sizes = [f"--config={name}={CONFIG[name]}"
+             for name in ("mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue")]
+    done = _run("recover", str(path), *sizes)
+    assert done.returncode == 0, done.stderr
+    with segstore.open(path, format="rocketmq", **CONFIG) as store:
+        for q, messages in after.items():
+            first = messages[0][0]
+            assert store.offset_range("Crash", q) == (first, first + len(messages))
+            assert [(m.queue_offset, m.physical_offset) for m in store.read("Crash", q, first)] == messages
+            step = CONFIG["mappedFileSizeConsumeQueue"]
+            base = first * CQ_DTYPE.itemsize // step * step
+            slots = np.frombuffer((path / "consumequeue" / "Crash" / str(q) / f"{base:020d}").read_bytes(),
+                                  CQ_DTYPE)[:first - base // CQ_DTYPE.itemsize]
+            assert (slots["offset"] == 0).all() and (slots["size"] == PRE_BLANK_SIZE).all()
+        assert store.verify() == []

@@ -291,9 +291,12 @@ def test_random_bytes_in_commitlog_are_corrupt_data(tmp_path):
     (store / "commitlog").mkdir(parents=True)
     rng = random.Random(42)
     (store / "commitlog" / f"{0:020d}").write_bytes(rng.randbytes(4096))
-    with pytest.raises(CorruptDataError) as info:
-        RocketMQStore(str(store), "r")
-    assert info.value.path == str(store / "commitlog" / f"{0:020d}") and info.value.pos is not None
+    path = str(store / "commitlog" / f"{0:020d}")
+    with RocketMQStore(str(store), "r") as s:     # the reads meet the damage (the open used to raise)
+        with pytest.raises(CorruptDataError) as info:
+            list(s.scan())
+        assert info.value.path == path and info.value.pos is not None
+        assert [(p.path, p.pos) for p in s.verify()] == [(path, 0)]
 
 
 def test_append_after_an_error_keeps_what_was_written(tmp_path):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 
 import pytest
 from conftest import FIXTURES, copy_writable
@@ -550,3 +551,184 @@ def test_a_lost_middle_index_file_is_named_and_recover_rebuilds_from_the_file_be
     with segstore.open(str(store_dir), format="rocketmq") as store:
         assert store.verify() == []
         assert all(list(store.query_by_key("T", f"k{k}")) for k in range(100))
+
+
+def _last_message(path: str):
+    with _open(path) as store:
+        return max(store.scan(), key=lambda m: m.physical_offset)
+
+
+def test_a_damaged_last_message_is_met_by_readers_after_the_messages_before_it(store_dir):
+    """A last message damaged but not torn (a wrong magic code: 4.9.7
+    ``CommitLog.checkMessageAndReturnSize`` logs "found a illegal magic code" and recovery truncates
+    there) whose queue entry cannot be read: opening the store for reading raised its error, so
+    ``dump`` printed nothing and ``verify`` gave that one line.  Now the reader serves the messages
+    before it and raises there, and verify names every problem."""
+    last = _last_message(store_dir)
+    path = os.path.join(store_dir, "commitlog", f"{last.physical_offset // 16384 * 16384:020d}")
+    pos = last.physical_offset % 16384
+    _flip(path, pos + 4)    # the magic code
+    with _open(store_dir) as store:
+        read = []
+        with pytest.raises(SegstoreError) as err:
+            read.extend(store.scan())
+        assert len(read) == N - 1
+        assert err.value.path == path
+        problems = [(p.path, p.pos) for p in store.verify()]
+    assert (path, pos) in problems
+    assert any(f"consumequeue/Crash/{last.queue_id}/" in p for p, _ in problems), problems
+
+
+def test_a_commitlog_file_missing_past_the_queues_is_named_by_readers(tmp_path):
+    """A commitlog file missing between two others where the consume queues do not reach past it
+    (lost with them): opening for reading raised ``expected a physical offset in [...]`` naming no
+    file; the reader now serves the messages before the gap and names the missing file, as it does
+    where the queues cover the gap."""
+    path = str(tmp_path / "store")
+    with segstore.open(path, format="rocketmq", mode="a", **CONFIG) as store:
+        store.append_batch([message(i) for i in range(600)])
+    names = sorted(os.listdir(os.path.join(path, "commitlog")))
+    assert len(names) >= 3
+    gone = os.path.join(path, "commitlog", names[1])
+    os.remove(gone)
+    shutil.rmtree(os.path.join(path, "consumequeue"))
+    with _open(path) as store:
+        read = []
+        with pytest.raises(SegstoreError) as err:
+            read.extend(store.scan())
+        assert err.value.path == gone
+        assert read and all(m.physical_offset < int(names[1]) for m in read)
+        problems = store.verify()
+    assert problems[0].path == gone and "found none" in problems[0].message
+
+
+def test_a_commitlog_file_misnamed_is_named_not_the_file_size_taken_from_it(tmp_path):
+    """A commitlog file renamed to a name that is no multiple of the file size (every file still
+    of the one length 4.9.7 ``MappedFileQueue.load`` accepts): the size taken from the names was
+    the step to the wrong name, and verify blamed the first file's length ("expected a commitlog
+    file of 16288 bytes ... found 16384 ... segstore recover resizes it").  Files that all have one
+    length were written with it: the misnamed file is named."""
+    path = str(tmp_path / "store")
+    with segstore.open(path, format="rocketmq", mode="a", **CONFIG) as store:
+        store.append_batch([message(i) for i in range(300)])
+    names = sorted(os.listdir(os.path.join(path, "commitlog")))
+    assert len(names) == 3     # the two steps between names are one each
+    wrong = os.path.join(path, "commitlog", f"{int(names[-1]) - 96:020d}")
+    os.rename(os.path.join(path, "commitlog", names[-1]), wrong)
+    with pytest.raises(SegstoreError) as err:
+        segstore.open(path, format="rocketmq")
+    assert err.value.path == wrong and "multiple of 16384" in err.value.message
+
+
+def test_a_damaged_last_message_says_what_is_wrong_with_it(store_dir):
+    """A last message whose body CRC no longer matches (4.9.7 ``checkMessageAndReturnSize`` with
+    ``checkCRCOnRecover``, the default, logs "CRC check failed" and recovery truncates there) was
+    reported as "N bytes of torn or damaged data" only; the line now says what the record holds, as
+    a reader's error does."""
+    last = _last_message(store_dir)
+    path = os.path.join(store_dir, "commitlog", f"{last.physical_offset // 16384 * 16384:020d}")
+    pos = last.physical_offset % 16384
+    raw = files.read_bytes(path)[pos:pos + last.size]
+    at = raw.index(last.body)
+    assert raw.count(last.body) == 1
+    _flip(path, pos + at)     # the body's first byte
+    with _open(store_dir) as store:
+        problems = [p.message for p in store.verify() if (p.path, p.pos) == (path, pos)]
+    assert len(problems) == 1 and "torn or damaged data" in problems[0], problems
+    assert "body CRC" in problems[0], problems
+
+
+def test_a_misnamed_consume_queue_file_is_a_problem_and_recover_rebuilds_its_entries(tmp_path):
+    """A consume-queue file renamed to a name no multiple of the file size (``...0400`` to ``...0410``):
+    verify was clean, reading it at the slot its name falls in, while RocketMQ 4.9.7 loads it at 410
+    (``MappedFileQueue.load``), ``findMappedFileByOffset`` finds no file for offsets 20-39 and
+    ``getMessage`` skips them (``OFFSET_FOUND_NULL``).  verify names the file; recover rebuilds
+    the entries into files the broker finds."""
+    path = str(tmp_path / "store")
+    with segstore.open(path, format="rocketmq", mode="a", **CONFIG) as store:
+        store.append_batch([message(i) for i in range(300)])
+        before = [m.physical_offset for m in store.read("Crash", 0, 0)]
+    queue = os.path.join(path, "consumequeue", "Crash", "0")
+    wrong = os.path.join(queue, f"{410:020d}")
+    os.rename(os.path.join(queue, f"{400:020d}"), wrong)
+    with _open(path) as store:
+        problems = store.verify()
+    assert [(p.path, p.pos) for p in problems] == [(wrong, None)], problems
+    assert "offsets 20 to 39" in problems[0].message
+    with _open(path, "a") as store:
+        store.recover()
+    assert not os.path.exists(wrong) and os.path.exists(os.path.join(queue, f"{400:020d}"))
+    with _open(path) as store:
+        assert store.verify() == []
+        assert [m.physical_offset for m in store.read("Crash", 0, 0)] == before
+
+
+def test_recover_rewrites_a_blank_whose_size_does_not_reach_its_files_end(tmp_path):
+    """A file-ending BLANK whose size field was damaged (106 bytes left, 50 stored): recover left it as
+    damage with intact messages after it and exited 1 saying the broker would truncate them, but
+    RocketMQ 4.9.7 takes any record with BLANK's magic for its file's end (``checkMessageAndReturnSize``
+    answers size 0; ``recoverNormally`` goes on at the next file) and keeps them all.  recover now
+    rewrites the size, keeping the old bytes aside, and the store reads and verifies whole."""
+    from segstore_rocketmq.message import BLANK_MAGIC, PREFIX
+
+    path = str(tmp_path / "store")
+    with segstore.open(path, format="rocketmq", mode="a", **CONFIG) as store:
+        store.append_batch([message(i) for i in range(300)])
+    first = os.path.join(path, "commitlog", f"{0:020d}")
+    data = files.read_bytes(first)
+    with _open(path) as store:
+        ends = [m.physical_offset + m.size for m in store.scan() if m.physical_offset < 16384]
+        total = len(list(store.scan()))
+    pos = max(ends)
+    assert PREFIX.unpack_from(data, pos) == (16384 - pos, BLANK_MAGIC)
+    files.write_bytes(first, PREFIX.pack(7, BLANK_MAGIC), pos)
+    with _open(path) as store:
+        assert [(p.path, p.pos) for p in store.verify()] == [(first, pos)]
+    with _open(path, "a") as store:
+        lines = store.recover()
+    assert any(f"{first}:{pos}: rewrote the size of the BLANK" in line for line in lines), lines
+    assert files.read_bytes(first) == data
+    kept = os.path.join(path, ".segstore", "cut", "commitlog", f"{0:020d}.cut-{pos}")
+    assert files.read_bytes(kept) == PREFIX.pack(7, BLANK_MAGIC)
+    with _open(path) as store:
+        assert store.verify() == [] and len(list(store.scan())) == total
+
+
+def test_recover_keeps_a_whole_last_message_whose_physical_offset_field_is_damaged(store_dir):
+    """The last message's PHYSICALOFFSET field flipped (no CRC covers it; length, magic and body CRC
+    intact): recover cut it as a "torn tail" and exited 0, though RocketMQ 4.9.7's recovery checks
+    none of those header fields (``checkMessageAndReturnSize``), keeps it, and serves it through its
+    queue entry.  It was written whole: recover leaves it and its entry in place and exits 1 naming
+    it, as it does for such a message before others."""
+    from segstore.errors import UnrepairedDataError
+
+    last = _last_message(store_dir)
+    path = os.path.join(store_dir, "commitlog", f"{last.physical_offset // 16384 * 16384:020d}")
+    pos = last.physical_offset % 16384
+    _flip(path, pos + 35)     # the low byte of the physical offset (bytes 28-35)
+    data = files.read_bytes(path)
+    with _open(store_dir, "a") as store, pytest.raises(UnrepairedDataError) as err:
+        store.recover()
+    assert (err.value.path, err.value.pos) == (path, pos)
+    assert "whole message" in err.value.message
+    assert files.read_bytes(path) == data
+    assert not os.path.exists(os.path.join(store_dir, ".segstore", "cut", "commitlog"))
+    with _open(store_dir) as store:
+        assert store.offset_range(last.topic, last.queue_id)[1] == last.queue_offset + 1
+
+
+def test_recover_says_the_broker_keeps_a_whole_message_whose_header_alone_is_wrong(store_dir):
+    """The same damage to a message before others: recover left it in place and exited 1 saying a
+    broker "stops its recovery walk at damage ... and truncates every message after it", which 4.9.7
+    does not do for header fields it never checks.  The error now says what the message is."""
+    from segstore.errors import UnrepairedDataError
+
+    with _open(store_dir) as store:
+        victim = sorted(store.scan(), key=lambda m: m.physical_offset)[N // 2]
+    path = os.path.join(store_dir, "commitlog", f"{victim.physical_offset // 16384 * 16384:020d}")
+    pos = victim.physical_offset % 16384
+    _flip(path, pos + 35)
+    with _open(store_dir, "a") as store, pytest.raises(UnrepairedDataError) as err:
+        store.recover()
+    assert (err.value.path, err.value.pos) == (path, pos)
+    assert "whole message" in err.value.message and "truncates" not in err.value.message

@@ -550,15 +550,52 @@ class CommitLog:
 
         ``torn_tail``: a record that does not decode but is a torn last write (:meth:`torn_at`) ends
         the data there instead of raising (a reader of a store whose writer was killed mid-copy sees
-        the prefix; recovery cuts the tail when the store is next opened for appending).
+        the prefix; recovery cuts the tail when the store is next opened for appending).  Other
+        damage (:meth:`_end_past_damage`), and files missing between others, do not raise then
+        either: the end lies past them, so a reader's walk meets them and raises their error after
+        the messages before them, as it does for damage below the end.
         """
         end = start
         try:
             for offset, record in self.walk(start, stop_at_end=False):
                 end = offset + record.size      # a message's size, or a BLANK's: to the end of its file
         except CorruptDataError:
-            if not (torn_tail and self.torn_at(end)):
+            if not torn_tail:
                 raise
+            return self._end_past_damage(start)
+        return end
+
+    def _end_past_damage(self, start: int) -> int:
+        """:meth:`find_end` of a reader whose walk from ``start`` met damage or missing files: the end
+        of the last file's data, a record there that is a torn last write (:meth:`torn_at`) left out.
+
+        A damaged record that is not torn ends its file's data for this walk, as it ends the
+        broker's recovery walk (4.9.7 ``CommitLog.checkMessageAndReturnSize``); the end is then
+        past its bytes (its length where it fits in the file, else its file's last non-zero byte),
+        unless a later file holds data, whose walk gives the end.  ``O(bytes walked)``.
+        """
+        end = start
+        for seg in self.log.segments.values(start):
+            pos = max(start - seg.base, 0)
+            size = seg.file.size
+            while pos < size:
+                try:
+                    record = _decode_at(seg, pos, size, True)
+                except CorruptDataError:
+                    if self.torn_at(seg.base + pos):
+                        return seg.base + pos
+                    head = bytes(seg.file.view(pos, min(pos + PREFIX.size, size))).ljust(PREFIX.size, b"\0")
+                    total, _ = PREFIX.unpack(head)
+                    stop = pos + total if PREFIX.size < total <= size - pos else pos
+                    end = seg.base + max(stop, nonzero_extent(seg.file, pos))
+                    break
+                if isinstance(record, End):
+                    break
+                if isinstance(record, Blank):   # one not reaching the file's end is met by the reader
+                    end = seg.base + size
+                    break
+                end = seg.base + pos + record.size
+                pos += record.size
         return end
 
     def torn_at(self, offset: int) -> bool:

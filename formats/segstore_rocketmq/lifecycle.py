@@ -137,6 +137,7 @@ class _Lifecycle(_StoreHost, Protocol):
     recovery_lines: list[str]
     _flusher: FlushService | None
     _left_damaged: list[tuple[str, int, int]]
+    _left_whole: list[tuple[str, int, int, str]]
     _blank_entries: list[tuple[str, int, dict[tuple[str, int], int]]]
     _append_one: Callable[[Any], AppendResult | None] | None
     _append_many: Callable[[Any], list[AppendResult] | None] | None
@@ -178,6 +179,7 @@ class LifecycleMixin:
     recovery_lines: list[str]
     _flusher: FlushService | None
     _left_damaged: list[tuple[str, int, int]]
+    _left_whole: list[tuple[str, int, int, str]]
     #: the BLANKs ending a file that queue entries point into, as the last full recovery found them
     _blank_entries: list[tuple[str, int, dict[tuple[str, int], int]]]
     #: the single append in one C call while open for append (None: the general path only)
@@ -194,6 +196,7 @@ class LifecycleMixin:
         self._append_one = None
         self._append_many = None
         self._left_damaged = []     # damaged ranges the last recovery left in place (see recover)
+        self._left_whole = []       # of those, whole messages at the data's end (keep_whole_tail)
         self._blank_entries = []
         #: the store's extent (:meth:`_checked_state`) when a recovery last walked and checked all of
         #: it with nothing left damaged; None when none did (see recover)
@@ -261,6 +264,7 @@ class LifecycleMixin:
         )
         lines = recover(ctx)
         self._left_damaged = ctx.left
+        self._left_whole = ctx.whole
         self._blank_entries = ctx.blank_entries
         self._checked_whole = self._checked_state() if ctx.checked_whole else None
         if ctx.checkpoint_changed:
@@ -468,10 +472,12 @@ class LifecycleMixin:
                 lines = self._recover(abnormal=False, full=True, threads=threads)
             self._next_offsets = {key: cq.max_offset for key, cq in self.queues.items()}
         self._check_lost_messages(opened + lines)
-        if self._left_damaged:
+        whole = [w[:3] for w in self._left_whole]
+        damaged = [left for left in self._left_damaged if left not in whole]
+        if damaged:
             # The broker would stop its walk there and truncate the intact messages after it.
-            path, pos, length = self._left_damaged[0]
-            more = len(self._left_damaged) - 1
+            path, pos, length = damaged[0]
+            more = len(damaged) - 1
             raise UnrepairedDataError(
                 f"expected messages, found {length} damaged bytes with intact messages after them: "
                 f"left in place, as cutting them would lose those messages"
@@ -479,6 +485,13 @@ class LifecycleMixin:
                 + "; every other repair is done (a RocketMQ broker started on the store stops its recovery "
                 "walk at damage in the files it walks and truncates every message after it: read or "
                 "convert them out first)", path, pos, actions=opened + lines)
+        if self._left_whole:
+            path, pos, length, why = self._left_whole[0]
+            raise UnrepairedDataError(
+                f"expected a message whose header matches its place, found a whole message of {length} "
+                f"bytes (its length, magic and body CRC check out) whose header does not ({why}): left in "
+                f"place, as the broker keeps it (its recovery checks none of those fields) and cutting it "
+                f"would lose it; every other repair is done", path, pos, actions=opened + lines)
         return opened + lines
 
     def _checked_state(self: _Lifecycle) -> tuple[Any, ...]:

@@ -60,6 +60,7 @@ from .consumequeue import CQ_DTYPE, CUT_DIR, SEGSTORE_DIR, ConsumeQueue
 from .consumequeue_ext import MAX_ADDR as EXT_MAX_ADDR
 from .indexfile import IndexFile, IndexService
 from .message import (
+    BLANK_MAGIC,
     MESSAGE_MAGIC,
     PREFIX,
     SYSFLAG_TRANSACTION_MASK,
@@ -331,6 +332,9 @@ class RecoveryContext:
     #: filled by :func:`recover`: the damaged ranges ``(path, pos, length)`` left in place (valid
     #: messages follow them, so cutting them would lose intact messages)
     left: list[tuple[str, int, int]] = field(default_factory=list)
+    #: filled by :func:`recover`: of :attr:`left`, the whole messages at the data's end whose header
+    #: contradicts their place (:func:`keep_whole_tail`), ``(path, pos, length, why)``
+    whole: list[tuple[str, int, int, str]] = field(default_factory=list)
     #: filled by a :func:`recover` that walks the whole commitlog: the BLANKs ending a file that
     #: consume-queue entries point into, ``(path, pos, entries by queue)`` (:func:`entries_in_ranges`)
     blank_entries: list[tuple[str, int, dict[tuple[str, int], int]]] = field(default_factory=list)
@@ -707,6 +711,79 @@ def cut_tail(commitlog: CommitLog, end: int) -> list[str]:
     return lines
 
 
+def repair_blanks(commitlog: CommitLog, gaps: list[tuple[str, int, int]]) -> list[str]:
+    """Give a file-ending BLANK whose size field is wrong the size reaching its file's end; the lines.
+
+    ``gaps`` are a walk's damaged ranges ``(path, pos, length)``; those repaired are removed from it.
+    A repaired one starts with BLANK's magic and runs to its file's end (the next valid message
+    starts a later file) with nothing but zeros after the BLANK's 8 bytes: RocketMQ 4.9.7 takes any
+    record with BLANK's magic for its file's end whatever its size (``checkMessageAndReturnSize``
+    answers size 0, and ``recoverNormally``/``recoverAbnormally`` and ``ReputMessageService`` go on
+    at the next file), so it keeps every message after it; only the size field is damaged.  The
+    BLANK's old 8 bytes are kept in :func:`aside_dir` first.
+    """
+    lines = []
+    for gap in list(gaps):
+        path, pos, length = gap
+        seg = next((s for s in commitlog.log.segments if s.path == path), None)
+        if seg is None or pos + length != commitlog.file_size or length < END_FILE_MIN_BLANK_LENGTH:
+            continue
+        old = seg.file.pread(pos, PREFIX.size)
+        size, magic = PREFIX.unpack(old)
+        if magic != BLANK_MAGIC or seg.file.first_nonzero(pos + PREFIX.size, commitlog.file_size) is not None:
+            continue
+        kept = files.save_aside(path, pos, old, into=aside_dir(commitlog.directory))
+        seg.file.write(pos, PREFIX.pack(length, BLANK_MAGIC))
+        seg.file.flush()
+        gaps.remove(gap)
+        lines.append(f"{path}:{pos}: rewrote the size of the BLANK ending the file from {size} to {length} "
+                     f"(the broker takes any BLANK for its file's end and goes on at the next file), "
+                     f"the old bytes saved in {kept}")
+    return lines
+
+
+def whole_but_misplaced(seg: CommitLogFile, pos: int) -> tuple[int, str] | None:
+    """``(size, why)`` of the message at ``pos`` of ``seg`` where it is whole (its length, magic and body
+    CRC check out) but its header contradicts its place (a physical offset, queue id or topic no CRC
+    covers: ``why``); None where it is no such message (damaged, or valid).
+
+    Such a message was written whole and damaged after: RocketMQ 4.9.7's recovery checks none of
+    those fields (``checkMessageAndReturnSize``), keeps it and every message after it, and its queue
+    entry serves it.  ``O(its bytes)``.
+    """
+    try:
+        record = decode(seg.file.view(), pos, path=seg.path)
+    except CorruptDataError:
+        return None
+    if not isinstance(record, RocketMQMessage):
+        return None
+    why = columnar.contradiction(record.physical_offset, record.queue_id, seg.base + pos)
+    if why is None:
+        try:
+            validate_topic(record.topic, TOPIC_MAX_LENGTH_V2)
+        except InvalidTopicError as err:
+            return record.size, err.message
+        return None     # a valid message
+    return record.size, str(why)
+
+
+def keep_whole_tail(commitlog: CommitLog, w: Walk) -> list[tuple[str, int, int, str]]:
+    """The messages at the walk's end that are whole though the walk refused them
+    (:func:`whole_but_misplaced`): ``(path, pos, length, why)`` each; ``w.end`` moves past them.
+    They are no torn tail to cut: the broker keeps them."""
+    found: list[tuple[str, int, int, str]] = []
+    while True:
+        seg = commitlog.log.segment_for(w.end)
+        pos = w.end - seg.base if seg is not None else commitlog.file_size
+        if seg is None or pos >= commitlog.file_size:
+            return found
+        whole = whole_but_misplaced(seg, pos)
+        if whole is None:
+            return found
+        found.append((seg.path, pos, *whole))
+        w.end += whole[0]
+
+
 def _start_offset(ctx: RecoveryContext) -> int:
     """Where the walk starts: the broker's file, moved back to cover what the queues and index lack."""
     cl = ctx.commitlog
@@ -774,6 +851,9 @@ class _Dispatch:
         #: (physical offset, size, queue offset) of messages whose QUEUEOFFSET contradicts their queue
         self.odd: list[tuple[int, int, int]] = []
         self.undo: dict[tuple[str, int], list[tuple[int, np.ndarray]]] = {}  # rewritten entries' old rows
+        #: a rebuild's queues whose messages skip offsets: queue -> (next offset, offset found, its
+        #: commitlog offset); the entries before it are kept, none after
+        self.stopped: dict[tuple[str, int], tuple[int, int, int]] = {}
 
     def _undo(self, key: tuple[str, int], q: ConsumeQueue, high: int) -> None:
         """A gap in ``key``: put its entries back as they were before the dispatch (what later
@@ -798,13 +878,19 @@ class _Dispatch:
             first = int(at[0])
             key = (messages.topics[int(messages.topic[first])], int(messages.queue_id[first]))
             self.first_seen.setdefault(key, len(self.first_seen))
-            if (self.only is not None and key not in self.only) or key in self.gapped:
+            if (self.only is not None and key not in self.only) or key in self.gapped or key in self.stopped:
                 continue
             q = self.ctx.queues.get(key)
             if q is None:
                 q = self.ctx.queues[key] = self.ctx.open_queue(*key)
             low, high = self.before.setdefault(key, (q.min_offset, q.max_offset))
             offsets = messages.queue_offset[at]
+            if self.only is not None and q.log.active is None and q.max_offset == 0 < int(offsets[0]) \
+                    and self.ctx.commitlog.min_offset > 0:
+                # the rebuild from the commitlog's start, of a queue without files whose first message
+                # has a queue offset above 0: its earlier messages were in the files retention
+                # deleted; the broker's dispatch starts the queue there (fillPreBlank)
+                q.start_at(int(offsets[0]), self.ctx.commitlog.min_offset)
             end = q.max_offset
             new = offsets >= end
             if np.array_equal(offsets[new], np.arange(end, end + int(np.count_nonzero(new)))) \
@@ -814,9 +900,16 @@ class _Dispatch:
                 append, compare, gap, odd = _dispatch_one_by_one(q, messages, at, low, high)
                 self.odd += zip(messages.phy[odd].tolist(), messages.size[odd].tolist(),
                                 messages.queue_offset[odd].tolist(), strict=True)
-                if gap:
+                if gap and self.only is None:
                     self._undo(key, q, high)
                     continue
+                if gap:
+                    # the rebuild from the commitlog's start: the entries before the gap are right (as
+                    # the broker's dispatch writes them); the messages from it on can get none
+                    after = at[messages.queue_offset[at] > q.max_offset + len(append)]
+                    first = int(after[0])
+                    self.stopped[key] = (q.max_offset + len(append), int(messages.queue_offset[first]),
+                                         int(messages.phy[first]))
             n = _compare_entries(q, messages, compare, self.undo.setdefault(key, []))
             if n:
                 self.fixed[key] = self.fixed.get(key, 0) + n
@@ -837,6 +930,10 @@ class _Dispatch:
             if key not in self.gapped:
                 lines.append(f"consumequeue {key[0]}/{key[1]}: rewrote {n} entries that did not match their "
                              f"message")
+        for key, (expected, found, phy) in sorted(self.stopped.items()):
+            lines.append(f"consumequeue {key[0]}/{key[1]}: the message at commitlog offset {phy} has queue "
+                         f"offset {found} where {expected} comes next (the messages between are not in the "
+                         f"commitlog): the entries before it are kept, it and the later ones get none")
         return self.gapped
 
     def held_entries(self, key: tuple[str, int]) -> bool:
@@ -860,7 +957,8 @@ def _odd(offsets: np.ndarray) -> np.ndarray:
 def _dispatch_one_by_one(q: ConsumeQueue, messages: Walked, at: np.ndarray, low: int,
                          high: int) -> tuple[np.ndarray, np.ndarray, bool, np.ndarray]:
     """The exact per-message rule for one queue's messages ``at``: (to append, to compare, gap found,
-    odd ones); ``[low, high)`` are the queue's offsets before the dispatch (the ones compared).
+    odd ones), those to append and compare the messages before a gap where one is found;
+    ``[low, high)`` are the queue's offsets before the dispatch (the ones compared).
     An odd message (:func:`_odd`) is neither appended nor compared: one wrong field would otherwise
     empty its queue, or rewrite another message's entry to point at it."""
     append: list[int] = []
@@ -872,8 +970,8 @@ def _dispatch_one_by_one(q: ConsumeQueue, messages: Walked, at: np.ndarray, low:
             continue
         if offset == next_offset:
             append.append(i)
-        elif offset > next_offset:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64), True, at[odd]
+        elif offset > next_offset:     # what comes before the gap, then the gap
+            return np.array(append, np.int64), np.array(compare, np.int64), True, at[odd]
         elif low <= offset < high:
             compare.append(i)
     return np.array(append, np.int64), np.array(compare, np.int64), False, at[odd]
@@ -1413,14 +1511,28 @@ def recover(ctx: RecoveryContext) -> list[str]:
         if puts is not None:
             puts.add(batch)
     lines.append(f"commitlog: {kind}; walked {walked} messages from {start} to {w.end}")
-    ctx.left = list(w.gaps)
+    lines.extend(repair_blanks(cl, w.gaps))
+    ctx.whole = []
+    for path, pos, length in w.gaps:    # a gap that is one whole message whose header alone is wrong
+        gap_seg = next(s for s in cl.log.segments if s.path == path)
+        whole = whole_but_misplaced(gap_seg, pos)
+        if whole is not None and whole[0] == length:
+            ctx.whole.append((path, pos, length, whole[1]))
+    mid = {(path, pos) for path, pos, _, _ in ctx.whole}
+    ctx.whole += keep_whole_tail(cl, w)
+    ctx.left = list(w.gaps) + [(path, pos, length) for path, pos, length, _ in ctx.whole
+                               if (path, pos) not in mid]
     if start == cl.min_offset:     # a walk of the whole commitlog saw every file's BLANK
         ctx.blank_entries = [(path, pos, hit) for (path, pos, _), hit
                              in zip(w.blanks, entries_in_ranges(ctx.queues, w.blanks), strict=True) if hit]
     for path, pos, length in w.gaps:
-        lines.append(
-            f"{path}:{pos}: {length} damaged bytes left in place; the messages after them are intact"
-        )
+        if (path, pos) not in mid:
+            lines.append(
+                f"{path}:{pos}: {length} damaged bytes left in place; the messages after them are intact"
+            )
+    for path, pos, length, why in ctx.whole:
+        lines.append(f"{path}:{pos}: a whole message of {length} bytes left in place, its header "
+                     f"contradicting its place ({why}): the broker keeps it (it checks none of those fields)")
     lines.extend(cut_tail(cl, w.end))
     if newest:
         # the walk reaches the data's end, so it saw the newest message kept (the broker stores

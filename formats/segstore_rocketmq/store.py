@@ -366,11 +366,15 @@ _INDEX_GEOMETRY = ("maxHashSlotNum", "maxIndexNum")
 def _size_from_names(directories: Iterable[str], unit: int = 1) -> int:
     """The mapped-file size files named by their start offsets were written with, or 0 if unknown.
 
-    Consecutive names differ by exactly that size, whatever a damaged file's length says: the
-    most common difference, unless the files' most common length divides every difference (a
-    missing file makes a difference of two sizes or more; with two files left it is the only
-    one); with one file per directory, the most common length that is a multiple of ``unit``
-    (the smallest of equals).  Lengths are those of the first three files of each directory.
+    Files that all have one length (two or more looked at) were written with it: 4.9.7
+    ``MappedFileQueue.load`` refuses a file of any other length, while a name is only parsed,
+    so a name contradicting it is the damage (a renamed file, named by verify and the load).
+    Otherwise consecutive names differ by exactly that size, whatever a damaged file's length
+    says: the most common difference, unless the files' most common length divides every
+    difference (a missing file makes a difference of two sizes or more; with two files left it
+    is the only one); with one file per directory, the most common length that is a multiple
+    of ``unit`` (the smallest of equals).  Lengths are those of the first three files of each
+    directory.
     """
     steps: dict[int, int] = {}
     sizes: dict[int, int] = {}
@@ -386,6 +390,8 @@ def _size_from_names(directories: Iterable[str], unit: int = 1) -> int:
                 if size > 0 and size % unit == 0:
                     sizes[size] = sizes.get(size, 0) + 1
     size = min(sizes, key=lambda n: (-sizes[n], n)) if sizes else 0
+    if len(sizes) == 1 and sizes[size] >= 2:
+        return size
     if steps:
         step = min(steps, key=lambda n: (-steps[n], n))
         return size if size and all(n % size == 0 for n in steps) else step

@@ -100,6 +100,18 @@ def _damage(path: str, view: memoryview, pos: int, base: int) -> str:
     return "expected a message or a BLANK, found zeros before later valid messages"
 
 
+def _tail_damage(seg, pos: int) -> str:
+    """What is wrong with the record at ``pos`` of ``seg`` where the data ends in non-zero bytes (a
+    wrong magic code, a bad body CRC, a torn length): a sentence in brackets, or nothing where the
+    record starts with zeros (its header unwritten, bytes after it)."""
+    view = seg.file.view()
+    head = bytes(view[pos:pos + 8])
+    del view
+    if not any(head):
+        return ""
+    return f" ({_damage(seg.path, seg.file.view(), pos, seg.base)})"
+
+
 def _verify_commitlog(store, problems: list[Problem], missing: list[Problem], threads: int = 1
                       ) -> tuple[Walk, _Coverage]:
     """The commitlog's problems into ``problems``; messages lacking a consume-queue entry into
@@ -144,7 +156,7 @@ def _verify_commitlog(store, problems: list[Problem], missing: list[Problem], th
                     seg.path,
                     pos,
                     f"expected a valid message or zeros after the last message, "
-                    f"found {stop - pos} bytes of torn or damaged data",
+                    f"found {stop - pos} bytes of torn or damaged data{_tail_damage(seg, pos)}",
                 )
             )
     return w, cover
@@ -460,6 +472,8 @@ def _verify_queues(store, w: Walk, cover: _Coverage, problems: list[Problem]) ->
                                     "offset 0, size 0 (segstore recover deletes the file)"))
         ext = store.queue_exts.get((topic, qid))
         for j, seg in enumerate(cq.segment_files()):
+            if seg.base % cq.file_size:
+                _misnamed_queue_file(cq, seg, problems)
             entries = seg.entries
             confirmed = cover.queue_confirmed((topic, qid), j)
             for lo in range(0, len(entries), ENTRY_CHUNK):
@@ -478,6 +492,21 @@ def _verify_queues(store, w: Walk, cover: _Coverage, problems: list[Problem]) ->
                         f"expected zeros after the last valid entry, found data at byte {at_byte}",
                     )
                 )
+
+
+def _misnamed_queue_file(cq, seg, problems: list[Problem]) -> None:
+    """A consume-queue file named by no multiple of the file size (renamed): RocketMQ 4.9.7 loads it
+    at the offset its name says (``MappedFileQueue.load``), so ``findMappedFileByOffset`` finds no file
+    for the offsets its place should hold, and ``getMessage`` skips them (``OFFSET_FOUND_NULL``, the
+    next file); readers here take it at the slot its name falls in, so its entries check out."""
+    base = seg.base - seg.base % cq.file_size
+    first = base // CQ_DTYPE.itemsize
+    last = first + cq.file_size // CQ_DTYPE.itemsize - 1
+    problems.append(Problem(seg.file.path, None, (
+        f"expected a consume-queue file name that is a multiple of {cq.file_size} "
+        f"(mappedFileSizeConsumeQueue), found {os.path.basename(seg.file.path)}: the broker finds no "
+        f"file for {cq.topic}/{cq.queue_id} offsets {first} to {last} and skips them (segstore recover "
+        f"rebuilds them from the commitlog)")))
 
 
 def _check_entries(store, w: Walk, topics: dict[str, int], topic: str, qid: int, cq, ext, seg,

@@ -37,6 +37,9 @@ from segstore.search import Bound, search
 CQ_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
 assert CQ_DTYPE.itemsize == 20
 FILE_NAME_DIGITS = 20
+#: the size of the blank entries RocketMQ writes before a queue's first (``ConsumeQueue.fillPreBlank``:
+#: ``Integer.MAX_VALUE``)
+PRE_BLANK_SIZE = 2**31 - 1
 
 
 def file_name(base: int) -> str:
@@ -356,6 +359,27 @@ class ConsumeQueue:
             active.append_array(rows[done:done + take])
             self.log.mark_dirty(active)
             done += take
+
+    def start_at(self, offset: int, phy_min: int) -> None:
+        """Start an empty queue (no file) at logical ``offset``, as RocketMQ 4.9.7
+        ``ConsumeQueue.putMessagePositionInfo`` starts a queue whose first message dispatched has a
+        queue offset above 0 (its earlier messages in commitlog files retention deleted): the file
+        holding ``offset`` is created and its slots before it are filled with blank entries
+        (``fillPreBlank``: offset 0, size ``Integer.MAX_VALUE``, tags code 0); the queue's first
+        offset is then corrected against the commitlog's first offset ``phy_min``
+        (:meth:`correct_min_offset`), as a load does.  ``O(entries per file)``.
+
+        :raises ValueError: the queue holds a file already.
+        """
+        if self.log.active is not None:
+            raise ValueError(f"expected an empty queue to start at {offset}, found one holding files")
+        pos = offset * CQ_DTYPE.itemsize
+        self._resume_base = pos - pos % self.file_size
+        blanks = np.zeros((pos - self._resume_base) // CQ_DTYPE.itemsize, dtype=CQ_DTYPE)
+        blanks["size"] = PRE_BLANK_SIZE
+        if len(blanks):
+            self.append_array(blanks)
+            self.correct_min_offset(phy_min)
 
     def append_packed(self, data: bytes | bytearray | memoryview) -> None:
         """Append entries given as their 20-byte :data:`CQ_DTYPE` bytes (a memoryview of bytes), as
