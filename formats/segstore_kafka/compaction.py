@@ -202,9 +202,12 @@ def _producer_summaries(batches: np.ndarray) -> Iterable[tuple[int, int, int, in
                strict=True)
 
 
-def producer_state(part: Partition, now_ms: int) -> tuple[dict[int, LastRecord], int | None]:
+def producer_state(part: Partition, now_ms: int, *, end: int | None = None
+                   ) -> tuple[dict[int, LastRecord], int | None]:
     """Active producers (not idle ``producer.id.expiration.ms`` unless in a transaction) and the first
-    offset of a transaction still open (None: none open).
+    offset of a transaction still open (None: none open), from the batches below ``end`` (None: all):
+    with ``end`` the high watermark, the transactions open there, whether or not a marker at or past
+    it ends them later.
 
     As ``ProducerStateManager`` loads them from the log: a producer's epoch only grows (a newer epoch
     forgets the last data offset), a marker closes its open transaction.  Batch headers come from the
@@ -213,11 +216,14 @@ def producer_state(part: Partition, now_ms: int) -> tuple[dict[int, LastRecord],
     """
     entries: dict[int, _ProducerEntry] = {}
     for seg in part.segments:
+        if end is not None and seg.base >= end:
+            break
         for chunk in seg.header_chunks():
             batches = chunk.batches
             last = batches["base_offset"] + batches["last_offset_delta"]
+            below = (batches["base_offset"] < end) if end is not None else True
             batches = batches[(batches["producer_id"] >= 0) & (batches["magic"] >= codec.MAGIC_V2)
-                              & (last >= part.log_start_offset)]
+                              & (last >= part.log_start_offset) & below]
             if not len(batches):
                 continue
             for pid, epoch, after_max, any_data, ts, open_base, has_control in _producer_summaries(batches):
@@ -239,6 +245,24 @@ def producer_state(part: Partition, now_ms: int) -> tuple[dict[int, LastRecord],
               if e.open_first is not None or now_ms - e.last_timestamp < PRODUCER_ID_EXPIRATION_MS}
     open_txns = [e.open_first for e in entries.values() if e.open_first is not None]
     return active, min(open_txns) if open_txns else None
+
+
+def stable_below(hw: int, open_first: int | None) -> int:
+    """``UnifiedLog.lastStableOffset`` from the high watermark ``hw`` and :func:`producer_state`'s first
+    open offset below it (``end=hw``).
+
+    The broker's first unstable offset is that of its earliest transaction either still open
+    (``ongoingTxns``) or ended by a marker at or past the high watermark (``unreplicatedTxns``,
+    dropped by ``onHighWatermarkUpdated`` once the marker is below it): both are exactly the
+    transactions open at the high watermark.  One whose marker the followers have not copied may
+    yet be lost with it, so read_committed readers wait, and the cleaner stops, at its first offset."""
+    return hw if open_first is None else min(open_first, hw)
+
+
+def last_stable_offset(part: Partition, now_ms: int) -> int:
+    """:func:`stable_below` of the partition as its files stand.  ``O(batches below the high watermark)``."""
+    hw = high_watermark(part)
+    return stable_below(hw, producer_state(part, now_ms, end=hw)[1])
 
 
 def aborted_between(part: Partition, start: int, end: int) -> list[AbortedTxn]:
@@ -310,9 +334,7 @@ def cleanable_offsets(part: Partition, now_ms: int) -> tuple[int, int]:
     dirty = part.log_start_offset if found is None else found
     if dirty < part.log_start_offset or dirty > part.next_offset:
         dirty = part.log_start_offset
-    _, open_first = producer_state(part, now_ms)
-    stable = high_watermark(part) if open_first is None else min(open_first, high_watermark(part))
-    bounds = [stable, part.active_segment().base]
+    bounds = [last_stable_offset(part, now_ms), part.active_segment().base]
     lag = max(getattr(part.config, "min_compaction_lag_ms", 0), 0)
     if lag > 0:
         for seg in part.segments[:-1]:

@@ -17,7 +17,7 @@ make a Kafka 3.8 broker write (``clients/.../producer/internals/Sender``,
 
 ``read_committed`` (the consumer's ``isolation.level``, ``Fetcher`` with the
 broker's ``FetchIsolation.TXN_COMMITTED``): records up to the last stable offset
-(the first offset of a transaction still open, else the high watermark),
+(the first offset of a transaction open at the high watermark, else the high watermark),
 control batches hidden, and the batches of aborted transactions (by ``.txnindex``:
 same producer, from the transaction's first offset up to its marker) skipped.
 
@@ -34,7 +34,7 @@ from segstore.records import Message
 from segstore.store import AppendResult
 
 from . import batch as codec
-from .compaction import producer_state
+from .compaction import producer_state, stable_below
 from .logdir import high_watermark
 from .partition import Partition
 
@@ -144,26 +144,27 @@ class Transaction:
 
 
 def last_stable_offset(part: Partition) -> int:
-    """``UnifiedLog.lastStableOffset``: the first offset of a transaction still open, capped by the high
-    watermark."""
-    open_first = first_open_offset(part)
+    """``UnifiedLog.lastStableOffset``: the first offset of a transaction open at the high watermark
+    (still open, or ended by a marker the followers have not copied yet), else the high watermark
+    (:func:`.compaction.stable_below`)."""
     hw = high_watermark(part)
-    return hw if open_first is None else min(open_first, hw)
+    return stable_below(hw, first_open_offset(part, hw))
 
 
-def first_open_offset(part: Partition) -> int | None:
-    """The first offset of a transaction still open in ``part`` (None: none), from the producer state
-    its log implies (:func:`compaction.producer_state`, a walk of every batch header).
+def first_open_offset(part: Partition, end: int | None = None) -> int | None:
+    """The first offset of a transaction open in ``part`` at offset ``end`` (None: the log end; None
+    returned: none), from the producer state the batches below it imply
+    (:func:`compaction.producer_state`, a walk of every batch header).
 
-    Remembered on the partition for its segments as they are (bases and sizes, and the log start):
-    a read_committed read of a few records paid the whole walk every time (11 ms a read of a 17 MB
-    log).  An append, a truncation, a roll or a deletion changes the key; a cleaning changes sizes,
-    and never touches an open transaction (it stops at the first uncleanable offset, at most the
-    last stable one).  ``O(segments)`` when remembered, ``O(batches)`` otherwise."""
-    key = (part.log_start_offset, tuple((seg.base, seg.size) for seg in part.segments))
+    Remembered on the partition for its segments as they are (bases and sizes, and the log start)
+    and ``end``: a read_committed read of a few records paid the whole walk every time (11 ms a
+    read of a 17 MB log).  An append, a truncation, a roll or a deletion changes the key; a cleaning
+    changes sizes, and never touches an open transaction (it stops at the first uncleanable offset,
+    at most the last stable one).  ``O(segments)`` when remembered, ``O(batches)`` otherwise."""
+    key = (part.log_start_offset, end, tuple((seg.base, seg.size) for seg in part.segments))
     known = part.open_transactions
     if known is not None and known[0] == key:
         return known[1]
-    _, open_first = producer_state(part, part.clock())
+    _, open_first = producer_state(part, part.clock(), end=end)
     part.open_transactions = (key, open_first)
     return open_first
