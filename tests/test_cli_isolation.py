@@ -214,3 +214,29 @@ def test_kafka_dumps_take_decompress_and_change_nothing():
                     lambda: store.dump_json(decompress=1)):
             with pytest.raises(ConfigError, match="expected decompress as True or False, found"):
                 next(iter(bad()))
+
+
+def test_latest_below_the_log_end_names_the_records_stored_there(tmp_path, capsys):
+    """``query --timestamp latest`` answers the high watermark (the last stable offset with
+    ``--isolation read_committed``), as Kafka 3.8.0 ``UnifiedLog.fetchOffsetByTimestamp`` with
+    ``ListOffsetsRequest.LATEST_TIMESTAMP`` (``Partition.fetchOffsetForTimestamp``'s bound) does.  Below
+    the log end, an open transaction's records and what follows them are stored there: stderr said
+    "where no record is stored yet" of offset 1 while ``query --offset 1`` printed its record."""
+    from segstore.cli import main
+
+    logs = tmp_path / "logs"
+    message = {"topic": "T", "partition": 0, "key": b"k", "value": b"v"}
+    with segstore.open(str(logs), "kafka", "a") as store:
+        store.append_batch([message])                       # 0
+        store.transaction(7, 0).append_batch([message])     # 1: left open
+        store.append_batch([message])                       # 2
+    query = ["query", str(logs), "--topic", "T"]
+    assert main([*query, "--timestamp", "latest", "--isolation", "read_committed"]) == 1
+    assert capsys.readouterr() == ("", "segstore query: T-0: latest is offset 1 (the last stable offset), "
+                                   "the records stored from there to the log end offset 3 not yet given "
+                                   "to read_committed consumers\n")
+    assert main([*query, "--offset", "1"]) == 0
+    assert "| offset: 1 " in capsys.readouterr().out
+    assert main([*query, "--timestamp", "latest"]) == 1
+    assert capsys.readouterr() == ("", "segstore query: T-0: latest is offset 3 (the high watermark), "
+                                   "where no record is stored yet\n")

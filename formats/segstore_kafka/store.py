@@ -2245,8 +2245,13 @@ class KafkaStore(Store):
             fetchable = _last_stable_offset(part) if committed else high_watermark(part)
             bound = "last stable offset" if committed else "high watermark"
             if request.timestamp == LATEST_TIMESTAMP:
+                # below the log end (an open transaction, a high watermark the followers hold back) the
+                # records from there are stored, only not yet given to consumers
+                there = ("where no record is stored yet" if fetchable >= part.next_offset else
+                         f"the records stored from there to the log end offset {part.next_offset} not yet "
+                         f"given to {isolation} consumers")
                 return QueryResult(lines=[DumpLine(f"{topic}-{partition}: latest is offset {fetchable} (the "
-                                                   f"{bound}), where no record is stored yet")])
+                                                   f"{bound}), {there}")])
             if found is None:
                 return QueryResult()
             if not earliest and found.offset >= fetchable:
