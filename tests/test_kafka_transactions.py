@@ -266,3 +266,42 @@ def test_markers_of_a_log_append_time_topic_are_stamped_log_append_time(tmp_path
     seen = [(b.control_type() if b.is_control else None, b.timestamp_type, b.max_timestamp) for b in batches]
     assert seen == [(None, "LogAppendTime", T0 + 500), ("COMMIT", "LogAppendTime", T0 + 500),
                     (None, "LogAppendTime", T0 + 507), ("ABORT", "LogAppendTime", T0 + 507)]
+
+
+def test_a_fenced_producer_or_coordinator_epoch_is_refused(tmp_path: Path) -> None:
+    """Kafka 3.8.0 ``ProducerAppendInfo.checkProducerEpoch`` refuses a client's batch (and a coordinator's
+    marker) whose producer epoch is below the producer's current one in the partition
+    (``InvalidProducerEpochException``: a newer epoch fenced it, here the coordinator's abort of a
+    timed-out transaction, written with the bumped epoch), and ``checkCoordinatorEpoch`` a marker whose
+    coordinator epoch is below the one of the producer's last marker
+    (``TransactionCoordinatorFencedException``).  segstore wrote both, a zombie's records and markers
+    into the log; now refused before anything is written."""
+    from segstore.errors import InvalidMessageError
+
+    path = tmp_path / "t-0"
+    store = KafkaStore(str(path), "a", KafkaConfig(), clock=Clock())
+    record = {"topic": "t", "partition": 0, "value": b"x"}
+    with store.transaction(5, 0, coordinator_epoch=3) as txn:
+        txn.append_batch([record])                                  # 0, the COMMIT at 1
+    txn = store.transaction(5, 0, coordinator_epoch=3)
+    txn.append_batch([record])                                      # 2
+    fence = store.transaction(5, 1, coordinator_epoch=3)            # the coordinator's timeout abort:
+    fence._sequences[("t", 0)] = 0                                  # a marker of the bumped epoch
+    fence.abort()                                                   # at 3
+    end = store.partition.next_offset
+    with pytest.raises(InvalidMessageError, match=r"epoch at or above 1 .*InvalidProducerEpoch.*found 0"):
+        store.transaction(5, 0, coordinator_epoch=3).append_batch([record])
+    with pytest.raises(InvalidMessageError, match=r"epoch at or above 1 .*found 0"):
+        txn.commit()                                                # the zombie's own marker
+    stale = store.transaction(5, 1, coordinator_epoch=2)
+    stale.append_batch([record])                                    # epoch 1 is current: written, 4
+    with pytest.raises(InvalidMessageError, match=r"coordinator epoch at or above 3 .*Fenced.*found 2"):
+        stale.abort()
+    assert store.partition.next_offset == end + 1
+    written = [(b.base_offset, b.producer_epoch, b.is_control) for b in store.partition.batches(end)]
+    assert written == [(4, 1, False)]
+    with store.transaction(5, 1, coordinator_epoch=4) as newer:     # a newer coordinator finishes it
+        newer.append_batch([record])
+    with store.transaction(6, 0) as other:                          # another producer is not fenced
+        other.append_batch([record])
+    store.close()

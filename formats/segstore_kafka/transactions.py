@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from segstore.errors import InvalidMessageError, StoreClosedError
+from segstore.errors import InvalidMessageError, NotFoundError, StoreClosedError
 from segstore.records import Message
 from segstore.store import AppendResult
 
@@ -54,6 +54,35 @@ def next_sequence(part: Partition, producer_id: int, producer_epoch: int) -> int
                 return 0
             return codec.increment_sequence(last.last_sequence, 1)
     return 0
+
+
+def check_fencing(part: Partition, producer_id: int, producer_epoch: int, *,
+                  coordinator_epoch: int | None = None) -> None:
+    """Refuse a write the partition leader refuses as a zombie's (Kafka 3.8.0 ``ProducerAppendInfo``,
+    origin CLIENT for data, COORDINATOR for markers): a producer epoch below the producer's current one
+    there (``checkProducerEpoch``: ``InvalidProducerEpochException``; a newer epoch fenced this
+    producer, through ``InitProducerId`` or the coordinator's abort of a timed-out transaction), or a
+    marker's coordinator epoch below the one of its last marker there (``checkCoordinatorEpoch``:
+    ``TransactionCoordinatorFencedException``).  The producer state is the broker's after loading the
+    log (:func:`.producers.describe_producers`: an expired producer is forgotten, as the broker forgets it).
+
+    :raises InvalidMessageError: a fenced epoch (nothing written).
+    """
+    from .producers import describe_producers
+
+    for state in describe_producers(part, part.clock()):
+        if state.producer_id != producer_id:
+            continue
+        if producer_epoch < state.producer_epoch:
+            raise InvalidMessageError(
+                f"expected producer {producer_id}'s epoch at or above {state.producer_epoch} (its latest in "
+                f"{part.topic}-{part.partition}; Kafka refuses an older one, InvalidProducerEpochException), "
+                f"found {producer_epoch}", part.path)
+        if coordinator_epoch is not None and coordinator_epoch < state.coordinator_epoch:
+            raise InvalidMessageError(
+                f"expected a coordinator epoch at or above {state.coordinator_epoch} (of producer "
+                f"{producer_id}'s last marker in {part.topic}-{part.partition}; Kafka refuses an older one, "
+                f"TransactionCoordinatorFencedException), found {coordinator_epoch}", part.path)
 
 
 class Transaction:
@@ -93,6 +122,13 @@ class Transaction:
         for i, m in enumerate(msgs):
             groups.setdefault((m.topic, m.partition), []).append(i)
         results: list[AppendResult | None] = [None] * len(msgs)
+        for key in groups:      # every partition new to the transaction checked before anything is written
+            if key not in self._sequences:
+                try:
+                    held = self.store.partition_of(*key)
+                except NotFoundError:
+                    continue        # a new partition: no producer state to fence
+                check_fencing(held, self.producer_id, self.producer_epoch)
         for key, indices in groups.items():
             part = self.store.partition_of(*key, create=True)
             if key not in self._sequences:
@@ -112,6 +148,9 @@ class Transaction:
     def _end(self, kind: str, timestamp: int | None) -> list[AppendResult]:
         if self.done:
             raise StoreClosedError("expected an open transaction, found it already ended", self.store.path)
+        for topic, partition in self._sequences:      # every marker checked before one is written
+            check_fencing(self.store.partition_of(topic, partition), self.producer_id, self.producer_epoch,
+                          coordinator_epoch=self.coordinator_epoch)
         self.done = True
         out = []
         for topic, partition in self._sequences:
