@@ -334,3 +334,41 @@ def test_producer_state_equals_a_batch_by_batch_replay(tmp_path_factory, steps):
                                     p["coordinator_epoch"], p["current_transaction_start_offset"])
                  for p in store.producers(now_ms=T0)["t", 0]}
         assert found == _replayed(part)
+
+
+def test_a_transaction_open_from_a_deleted_offset_holds_the_last_stable_offset_at_the_log_start(tmp_path):
+    """Retention deleted the start of producer 21's transaction, still open: the broker keeps it in its
+    producer state (the snapshot named for the first kept segment, ``ProducerStateManager``'s
+    ``ongoingTxns``) and ``UnifiedLog.maybeIncrementFirstUnstableOffset`` moves its first unstable
+    offset up to the log start, so ``lastStableOffset`` is the log start: read_committed consumers get
+    nothing until it is aborted, and the cleaner cleans nothing.  ``transactions --producers`` showed
+    the transaction open while read_committed reads went on to the high watermark.  A snapshot that
+    does not read is dropped, as the broker's loader drops it (``loadFromSnapshot``)."""
+    from segstore_kafka import compaction
+
+    logs = tmp_path / "logs"
+    with segstore.open(logs, format="kafka", mode="a", **{"segment.bytes": 200}) as store:
+        for i in range(6):
+            store.append_batch([Message("t", b"x" * 60, timestamp=T0 + i)])
+        first = [seg.base for seg in store.partition_of("t", 0).segments][-2]
+        end = store.partition_of("t", 0).next_offset
+    part_dir = logs / "t-0"
+    for name in list(part_dir.iterdir()):
+        if name.suffix in (".log", ".index", ".timeindex") and int(name.stem) < first:
+            name.unlink()
+    entries = np.zeros(1, snapshot.ENTRY)
+    entries[0] = (21, 4, 17, first - 1, 0, T0, 6, first - 1)
+    snap = part_dir / f"{first:020d}.snapshot"
+    snap.write_bytes(snapshot.write_snapshot(entries))
+    with segstore.open(logs) as store:
+        assert store.producers(now_ms=T0)["t", 0][0]["current_transaction_start_offset"] == first - 1
+        assert store.offset_range("t", 0) == (first, end)
+        assert store.last_stable_offset("t", 0) == first
+        assert list(store.read("t", 0, first, isolation="read_committed")) == []
+        assert [r.offset for r in store.read("t", 0, first)] == list(range(first, end))
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        assert compaction.cleanable_offsets(store.partition_of("t", 0), T0)[1] == first
+        store.abandon()
+    snap.write_bytes(snap.read_bytes()[:-1])
+    with segstore.open(logs) as store:
+        assert store.last_stable_offset("t", 0) == end

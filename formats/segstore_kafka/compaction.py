@@ -214,7 +214,7 @@ def producer_state(part: Partition, now_ms: int, *, end: int | None = None
     column chunks; producers are summarised per chunk with numpy and merged in log order (Python
     per producer and chunk, not per batch).
     """
-    entries: dict[int, _ProducerEntry] = {}
+    entries = _seeded(part)
     for seg in part.segments:
         if end is not None and seg.base >= end:
             break
@@ -247,22 +247,39 @@ def producer_state(part: Partition, now_ms: int, *, end: int | None = None
     return active, min(open_txns) if open_txns else None
 
 
-def stable_below(hw: int, open_first: int | None) -> int:
+def _seeded(part: Partition) -> dict[int, _ProducerEntry]:
+    """The producers of the broker's snapshot named for the first segment, where the log was cut below it
+    (:func:`.producers.seed`): what the broker still holds of producers whose batches were deleted, a
+    transaction open from a deleted offset among them.  A snapshot that does not read is none, as the
+    broker's loader drops it and rebuilds from the log (``ProducerStateManager.loadFromSnapshot``)."""
+    from .producers import seed
+
+    try:
+        states, _ = seed(part)
+    except CorruptDataError:
+        return {}
+    return {pid: _ProducerEntry(state.producer_epoch, None, state.last_timestamp, state.txn_start_offset)
+            for pid, state in states.items()}
+
+
+def stable_below(part: Partition, hw: int, open_first: int | None) -> int:
     """``UnifiedLog.lastStableOffset`` from the high watermark ``hw`` and :func:`producer_state`'s first
-    open offset below it (``end=hw``).
+    open offset below it (``end=hw``), moved up to the log start where below it
+    (``maybeIncrementFirstUnstableOffset``: a transaction open from a deleted offset holds the log
+    start, never less).
 
     The broker's first unstable offset is that of its earliest transaction either still open
     (``ongoingTxns``) or ended by a marker at or past the high watermark (``unreplicatedTxns``,
     dropped by ``onHighWatermarkUpdated`` once the marker is below it): both are exactly the
     transactions open at the high watermark.  One whose marker the followers have not copied may
     yet be lost with it, so read_committed readers wait, and the cleaner stops, at its first offset."""
-    return hw if open_first is None else min(open_first, hw)
+    return hw if open_first is None else min(max(open_first, part.log_start_offset), hw)
 
 
 def last_stable_offset(part: Partition, now_ms: int) -> int:
     """:func:`stable_below` of the partition as its files stand.  ``O(batches below the high watermark)``."""
     hw = high_watermark(part)
-    return stable_below(hw, producer_state(part, now_ms, end=hw)[1])
+    return stable_below(part, hw, producer_state(part, now_ms, end=hw)[1])
 
 
 def aborted_between(part: Partition, start: int, end: int) -> list[AbortedTxn]:

@@ -65,8 +65,11 @@ class ProducerState:
                 "current_transaction_start_offset": self.txn_start_offset}
 
 
-def _seed(part: Partition) -> tuple[dict[int, ProducerState], int]:
-    """The snapshot's producers where the log was cut below its first segment, and that segment's base."""
+def seed(part: Partition) -> tuple[dict[int, ProducerState], int]:
+    """The snapshot's producers where the log was cut below its first segment, and that segment's base.
+
+    :raises CorruptDataError: a snapshot that does not read (:func:`.snapshot.read_snapshot`).
+    """
     first = next(iter(part.segments), None)
     base = first.base if first is not None else 0
     path = os.path.join(part.path, f"{base:020d}{snapshot.SUFFIX}")
@@ -107,7 +110,7 @@ def _summaries(batches: np.ndarray) -> Iterable[tuple[int, np.ndarray]]:
 def describe_producers(part: Partition, now_ms: int) -> list[ProducerState]:
     """The partition's active producers by producer id.  ``O(batches)`` in numpy, plus Python per
     producer and chunk and per marker."""
-    states, start = _seed(part)
+    states, start = seed(part)
     for seg in part.segments:
         if seg.base < start:
             continue

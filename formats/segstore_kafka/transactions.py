@@ -187,7 +187,7 @@ def last_stable_offset(part: Partition) -> int:
     (still open, or ended by a marker the followers have not copied yet), else the high watermark
     (:func:`.compaction.stable_below`)."""
     hw = high_watermark(part)
-    return stable_below(hw, first_open_offset(part, hw))
+    return stable_below(part, hw, first_open_offset(part, hw))
 
 
 def first_open_offset(part: Partition, end: int | None = None) -> int | None:
