@@ -439,12 +439,14 @@ def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
             raise UsageError("expected an existing store directory, found no such file or directory", path)
     dirs = [path for path in args.paths if files.is_dir(path)]
     if not dirs:
+        # read_committed needs the partition (its .txnindex files, its last stable offset): a file dumped
+        # whole would show the markers and aborted records it asked to leave out
         if (args.topic is not None or _partition(args) is not None or args.tag is not None or args.index
                 or args.decompress_bodies or args.begin is not None or args.end is not None
-                or args.group is not None or args.follow):
-            raise UsageError("--topic, --queue/--partition, --tag, --index, --begin/--end, --group, --follow "
-                             "and --decompress-bodies apply to a store directory; single files are dumped "
-                             "whole, as stored")
+                or args.group is not None or args.follow or args.isolation == READ_COMMITTED):
+            raise UsageError("--topic, --queue/--partition, --tag, --index, --begin/--end, --group, "
+                             "--isolation read_committed, --follow and --decompress-bodies apply to a store "
+                             "directory; single files are dumped whole, as stored")
         return _dump_files(args, out)
     if len(args.paths) > 1:
         raise UsageError("expected one store directory, or store files only, found "

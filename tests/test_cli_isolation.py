@@ -240,3 +240,19 @@ def test_latest_below_the_log_end_names_the_records_stored_there(tmp_path, capsy
     assert main([*query, "--timestamp", "latest"]) == 1
     assert capsys.readouterr() == ("", "segstore query: T-0: latest is offset 3 (the high watermark), "
                                    "where no record is stored yet\n")
+
+
+def test_read_committed_is_refused_for_single_files(capsys):
+    """``dump FILE --isolation read_committed`` dumped the segment whole, its ABORT/COMMIT markers and
+    aborted records included, exit 0: the option was silently ignored.  What a read_committed consumer
+    is given needs the partition (its ``.txnindex`` files and last stable offset, Kafka 3.8.0
+    ``UnifiedLog.collectAbortedTransactions``), so it is refused with files as ``--topic`` and the other
+    store flags are (exit 2); the default level dumps the file as before."""
+    from segstore.cli import main
+
+    segment = str(PART / "00000000000000000000.log")
+    assert main(["dump", segment, "--isolation", "read_committed"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "--isolation read_committed" in err and "apply to a store directory" in err
+    assert main(["dump", segment, "--isolation", "read_uncommitted"]) == 0
+    assert "isControl: true" in capsys.readouterr().out
