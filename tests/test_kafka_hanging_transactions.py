@@ -372,3 +372,40 @@ def test_a_transaction_open_from_a_deleted_offset_holds_the_last_stable_offset_a
     snap.write_bytes(snap.read_bytes()[:-1])
     with segstore.open(logs) as store:
         assert store.last_stable_offset("t", 0) == end
+
+
+def test_aborts_after_a_cut_log_index_the_snapshots_open_transaction(tmp_path):
+    """Kafka 3.8.0 ``ProducerStateManager`` loads producer 21's transaction, open from a deleted offset,
+    from the snapshot named for the first segment.  Another producer's abort meanwhile is indexed with
+    it as its last stable offset (``lastStableOffset(completedTxn)``, ``findNextIncompleteTxn``), and
+    its own ABORT (``kafka-transactions abort``) completes it from that offset
+    (``appendEndTxnMarker``: ``CompletedTxn(producerId, currentTxnFirstOffset, ...)``) and gets its
+    ``.txnindex`` entry.  segstore rebuilt the open transactions from the kept batches only: the other
+    abort's entry said no transaction was open, and producer 21's abort got no entry at all."""
+    from segstore_kafka.txnindex import AbortedTxn, TransactionIndex
+
+    logs = tmp_path / "logs"
+    with segstore.open(logs, format="kafka", mode="a", **{"segment.bytes": 200}) as store:
+        for i in range(6):
+            store.append_batch([Message("t", b"x" * 60, timestamp=T0 + i)])
+        first = [seg.base for seg in store.partition_of("t", 0).segments][-2]
+    part_dir = logs / "t-0"
+    for name in list(part_dir.iterdir()):
+        if name.suffix in (".log", ".index", ".timeindex") and int(name.stem) < first:
+            name.unlink()
+    entries = np.zeros(1, snapshot.ENTRY)
+    entries[0] = (21, 4, 17, first - 1, 0, T0, 6, first - 1)
+    (part_dir / f"{first:020d}.snapshot").write_bytes(snapshot.write_snapshot(entries))
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        with store.transaction(30, 0) as txn:
+            txn.append_batch([Message("t", b"a", partition=0, timestamp=T0)])
+            txn.abort(timestamp=T0)
+        end = store.partition_of("t", 0).next_offset
+        store.abort_transaction("t", 0, first - 1, now_ms=T0)
+        active = store.partition_of("t", 0).segments[-1].base
+    assert TransactionIndex(str(part_dir / f"{active:020d}.txnindex")).all() == [
+        AbortedTxn(30, end - 2, end - 1, first - 1),      # producer 21's transaction was still open
+        AbortedTxn(21, first - 1, end, end + 1),
+    ]
+    with segstore.open(logs) as store:
+        assert store.verify() == []
