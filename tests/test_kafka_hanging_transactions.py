@@ -409,3 +409,31 @@ def test_aborts_after_a_cut_log_index_the_snapshots_open_transaction(tmp_path):
     ]
     with segstore.open(logs) as store:
         assert store.verify() == []
+
+
+def test_a_producer_known_only_from_the_snapshot_goes_on_with_its_next_sequence(tmp_path):
+    """Retention deleted producer 21's batches; the broker's snapshot holds its epoch 4 and last sequence
+    17, so Kafka 3.8.0 ``ProducerAppendInfo.checkSequence`` takes only 18 next in that epoch
+    (``OutOfOrderSequenceException`` otherwise), which its producer sends.  ``store.transaction(21, 4)``
+    started again at 0; a new epoch still starts at 0."""
+    logs = tmp_path / "logs"
+    with segstore.open(logs, format="kafka", mode="a", **{"segment.bytes": 200}) as store:
+        for i in range(6):
+            store.append_batch([Message("t", b"x" * 60, timestamp=T0 + i)])
+        first = [seg.base for seg in store.partition_of("t", 0).segments][-2]
+    part_dir = logs / "t-0"
+    for name in list(part_dir.iterdir()):
+        if name.suffix in (".log", ".index", ".timeindex") and int(name.stem) < first:
+            name.unlink()
+    entries = np.zeros(1, snapshot.ENTRY)
+    entries[0] = (21, 4, 17, first - 1, 0, T0, 6, -1)
+    (part_dir / f"{first:020d}.snapshot").write_bytes(snapshot.write_snapshot(entries))
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        with store.transaction(21, 4, coordinator_epoch=6) as txn:
+            txn.append_batch([Message("t", b"a", partition=0, timestamp=T0)] * 2)
+        with store.transaction(21, 5, coordinator_epoch=6) as txn:
+            txn.append_batch([Message("t", b"b", partition=0, timestamp=T0)])
+        part = store.partition_of("t", 0)
+        sequences = [(b.producer_epoch, b.base_sequence) for b in part.batches(first) if not b.is_control
+                     and b.producer_id == 21]
+    assert sequences == [(4, 18), (5, 0)]

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from segstore.errors import InvalidMessageError, NotFoundError, StoreClosedError
+from segstore.errors import CorruptDataError, InvalidMessageError, NotFoundError, StoreClosedError
 from segstore.records import Message
 from segstore.store import AppendResult
 
@@ -43,7 +43,12 @@ INT32_MAX = 2**31 - 1
 
 def next_sequence(part: Partition, producer_id: int, producer_epoch: int) -> int:
     """The producer's next sequence in a partition: one past its last batch's last sequence in the same
-    epoch, else 0.  One header pass from the newest segment back."""
+    epoch, else 0.  One header pass from the newest segment back; where the log holds no batch of
+    the producer, its last sequence in the broker's producer snapshot named for the first segment (the
+    log cut below it, :func:`.producers.seed`): the broker still expects the one after it
+    (``ProducerAppendInfo.checkSequence``), and the producer sends it."""
+    from .producers import seed
+
     for seg in reversed(part.segments):
         last = None
         for header in seg.headers():
@@ -53,7 +58,14 @@ def next_sequence(part: Partition, producer_id: int, producer_epoch: int) -> int
             if last.producer_epoch != producer_epoch or last.base_sequence < 0:
                 return 0
             return codec.increment_sequence(last.last_sequence, 1)
-    return 0
+    try:
+        states, _ = seed(part)
+    except CorruptDataError:
+        return 0            # the broker's loader drops it: no state, any sequence is taken
+    state = states.get(producer_id)
+    if state is None or state.producer_epoch != producer_epoch or state.last_sequence < 0:
+        return 0
+    return codec.increment_sequence(state.last_sequence, 1)
 
 
 def check_fencing(part: Partition, producer_id: int, producer_epoch: int, *,
