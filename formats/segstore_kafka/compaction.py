@@ -10,7 +10,8 @@ Sources (apache/kafka 3.8.0): ``core/src/main/scala/kafka/log/LogCleaner.scala``
 - **Range**: from the first dirty offset (``cleaner-offset-checkpoint`` in the log
   directory, reset to the log start when outside ``[log start, log end]``) to the first
   uncleanable offset: the least of the last stable offset (the high watermark, or the
-  first offset of a transaction still open), the active segment's base, and the base of
+  first offset of a transaction open there: :func:`last_stable_offset`), the active
+  segment's base, and the base of
   the first segment newer than ``min.compaction.lag.ms`` (``cleanableOffsets``), moved
   down to the base of the segment holding it (``LogToClean``, ``calculateCleanableBytes``):
   the segment holding the last stable offset is never cleaned, nor is the active one.

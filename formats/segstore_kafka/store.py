@@ -1060,8 +1060,9 @@ class KafkaStore(Store):
         ``"read_committed"`` yields what a read_committed consumer is given: no
         records of aborted transactions (found through the ``.txnindex`` files), no
         control records, and nothing from the last stable offset on (the first offset
-        of a transaction still open, capped by the high watermark, from the producer
-        state the log implies as ``ProducerStateManager`` loads it).
+        of a transaction open at the high watermark, at least the log start, else the high
+        watermark, from the producer state the log implies as ``ProducerStateManager`` loads it:
+        :func:`.transactions.last_stable_offset`).
 
         ``decompress`` is RocketMQ's option (its bodies are stored as their producer compressed
         them), taken here so that code written for either format reads both; it changes nothing:
@@ -1285,8 +1286,9 @@ class KafkaStore(Store):
 
     def last_stable_offset(self, topic: str, partition: int) -> int:
         """The partition's last stable offset (``UnifiedLog.lastStableOffset``): the first offset of a
-        transaction still open, capped by the high watermark; what a ``read_committed`` consumer reads
-        up to.  ``O(segments)`` once known, ``O(batch headers)`` the first time."""
+        transaction open at the high watermark (at least the log start), else the high watermark
+        (:func:`.transactions.last_stable_offset`); what a ``read_committed`` consumer reads up to.
+        ``O(segments)`` once known, ``O(batch headers)`` the first time."""
         self._check_open()
         return _last_stable_offset(self.partition_of(topic, partition))
 
