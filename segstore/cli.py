@@ -1563,6 +1563,15 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], widths: Sequenc
         out.write(" ".join(cell.ljust(size) for cell, size in zip(line, sizes, strict=True)).rstrip() + "\n")
 
 
+def _tool_table(header: Sequence[str], rows: Sequence[Sequence[str]], out: TextIO) -> None:
+    """Each column padded to its widest cell and followed by a tab, the last too, as ``kafka-transactions``
+    prints its tables (Kafka 3.8.0 ``ToolsUtils.prettyPrintTable``, ``printRow``): a script that splits
+    the tool's lines on tabs splits these."""
+    sizes = [max([len(name), *(len(row[i]) for row in rows)]) for i, name in enumerate(header)]
+    for line in (header, *rows):
+        out.write("".join(cell.ljust(size) + "\t" for cell, size in zip(line, sizes, strict=True)) + "\n")
+
+
 def _cell(value: Any) -> str:
     """A table cell: ``-`` for a value not known (``ConsumerGroupCommand.MISSING_COLUMN_VALUE``)."""
     return "-" if value is None else str(value)
@@ -2131,8 +2140,7 @@ def _rows_out(args: argparse.Namespace, header: Sequence[str], fields: Sequence[
     if args.json:
         _json_line(rows, out)
     else:
-        _table(header, [tuple(_producer_cell(f, row[f]) for f in fields) for row in rows], [0] * len(header),
-               out)
+        _tool_table(header, [tuple(_producer_cell(f, row[f]) for f in fields) for row in rows], out)
     return EXIT_OK
 
 
@@ -2226,7 +2234,7 @@ def cmd_transactions(args: argparse.Namespace, out: TextIO) -> int:
         _json_line(states, out)
         return failed
     rows = [tuple(_transaction_cell(f, s[f]) for f in _TRANSACTION_FIELDS) for s in states]
-    _table(TRANSACTION_HEADER, rows, [0] * len(TRANSACTION_HEADER), out)
+    _tool_table(TRANSACTION_HEADER, rows, out)
     return failed
 
 

@@ -437,3 +437,23 @@ def test_a_producer_known_only_from_the_snapshot_goes_on_with_its_next_sequence(
         sequences = [(b.producer_epoch, b.base_sequence) for b in part.batches(first) if not b.is_control
                      and b.producer_id == 21]
     assert sequences == [(4, 18), (5, 0)]
+
+
+def test_the_tables_are_the_tools_tab_separated_columns(tmp_path):
+    """``kafka-transactions`` prints its tables with Kafka 3.8.0 ``ToolsUtils.prettyPrintTable``: each cell
+    padded to its column's widest, then a tab, the last column too (``printRow``).  segstore separated
+    the columns with single spaces, so a script splitting the tool's lines on tabs got one field."""
+    logs = build(tmp_path / "logs")
+    code, out, _ = run("transactions", logs, "--find-hanging", "--now-ms", str(T0 + DAY // 2))
+    assert code == 0
+    assert out == ("Topic\tPartition\tProducerId\tProducerEpoch\tCoordinatorEpoch\tStartOffset\tLastTimestamp\t"
+                   "Duration(min)\t\n"
+                   "t    \t0        \t9         \t2            \t-1              \t3          \t1700000000003\t"
+                   "719          \t\n")
+    code, out, _ = run("transactions", logs, "--producers", "--now-ms", str(T0 + MINUTE))
+    assert code == 0
+    assert [line.split("\t") for line in out.splitlines()][:2] == [
+        ["Topic", "Partition", "ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence",
+         "LastTimestamp", "CurrentTransactionStartOffset", ""],
+        ["t    ", "0        ", "7         ", "0            ", "3                     ", "0           ",
+         "1700000000002", "None                         ", ""]]
