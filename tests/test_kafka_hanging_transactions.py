@@ -446,10 +446,10 @@ def test_the_tables_are_the_tools_tab_separated_columns(tmp_path):
     logs = build(tmp_path / "logs")
     code, out, _ = run("transactions", logs, "--find-hanging", "--now-ms", str(T0 + DAY // 2))
     assert code == 0
-    assert out == ("Topic\tPartition\tProducerId\tProducerEpoch\tCoordinatorEpoch\tStartOffset\tLastTimestamp\t"
-                   "Duration(min)\t\n"
-                   "t    \t0        \t9         \t2            \t-1              \t3          \t1700000000003\t"
-                   "719          \t\n")
+    assert out == ("Topic\tPartition\tProducerId\tProducerEpoch\tCoordinatorEpoch\tStartOffset\t"
+                   "LastTimestamp\tDuration(min)\t\n"
+                   "t    \t0        \t9         \t2            \t-1              \t3          \t"
+                   "1700000000003\t719          \t\n")
     code, out, _ = run("transactions", logs, "--producers", "--now-ms", str(T0 + MINUTE))
     assert code == 0
     assert [line.split("\t") for line in out.splitlines()][:2] == [
