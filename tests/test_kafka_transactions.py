@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -304,4 +305,37 @@ def test_a_fenced_producer_or_coordinator_epoch_is_refused(tmp_path: Path) -> No
         newer.append_batch([record])
     with store.transaction(6, 0) as other:                          # another producer is not fenced
         other.append_batch([record])
+    store.close()
+
+
+@pytest.mark.parametrize("args, found", [
+    ((True, 0, 0), "producer_id as an integer, found bool True"),
+    ((5.0, 0, 0), "producer_id as an integer, found float 5.0"),
+    ((5, "1", 0), "producer_epoch as an integer, found str '1'"),
+    ((5, 0, 1.5), "coordinator_epoch as an integer, found float 1.5"),
+    ((5, 0, True), "coordinator_epoch as an integer, found bool True"),
+    ((5, 0, -5), "coordinator epoch in [0, 2147483647], found -5"),
+    ((5, 0, 2**31), "coordinator epoch in [0, 2147483647], found 2147483648"),
+    ((2**63, 0, 0), "producer id in [0, 9223372036854775807] and an epoch in [0, 32767], "
+                    "found 9223372036854775808"),
+])
+def test_a_transactions_ids_and_epochs_are_checked_before_anything_is_written(tmp_path: Path, args, found):
+    """A producer id is Kafka's int64 >= 0, a producer epoch an int16 >= 0, a coordinator epoch the
+    EndTransactionMarker's int32, a leader epoch >= 0.  A bool, float or str reached the encoder (a
+    TypeError or ``struct.error``; True wrote producer 1), and a coordinator epoch out of range failed only
+    at commit, the transaction's records written and left open (read_committed readers stopped there)."""
+    from segstore.errors import InvalidMessageError
+
+    path = tmp_path / "t-0"
+    store = KafkaStore(str(path), "a", KafkaConfig(), clock=Clock())
+    pid, epoch, coordinator = args
+    with pytest.raises(InvalidMessageError, match=re.escape(found)) as err:
+        store.transaction(pid, epoch, coordinator_epoch=coordinator)
+    assert err.value.path == str(path)
+    txn = store.transaction(5, 0)
+    txn.append_batch([{"topic": "t", "partition": 0, "value": b"x"}])
+    with pytest.raises(InvalidMessageError, match="timestamp as an integer, found str 'y'"):
+        txn.commit(timestamp="y")
+    assert txn.commit(timestamp=T0)[0].offset == 1
+    assert store.partition.next_offset == 2
     store.close()

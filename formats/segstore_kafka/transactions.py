@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from segstore.errors import CorruptDataError, InvalidMessageError, NotFoundError, StoreClosedError
-from segstore.records import Message
+from segstore.records import Message, integer_field
 from segstore.store import AppendResult
 
 from . import batch as codec
@@ -39,6 +39,7 @@ from .logdir import high_watermark
 from .partition import Partition
 
 INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
 
 
 def next_sequence(part: Partition, producer_id: int, producer_epoch: int) -> int:
@@ -106,9 +107,21 @@ class Transaction:
 
     def __init__(self, store: Any, producer_id: int, producer_epoch: int = 0, *,
                  coordinator_epoch: int = 0) -> None:
-        if producer_id < 0 or not 0 <= producer_epoch <= 32767:
-            raise InvalidMessageError(f"expected a producer id >= 0 and an epoch in [0, 32767], "
-                                      f"found {producer_id} and {producer_epoch}", store.path)
+        # checked here, before a batch is written: a bool, a float or a str reached the encoder
+        # (TypeError, struct.error, True as producer 1), and a coordinator epoch out of range failed only
+        # at commit, the transaction's batches written and left open
+        try:
+            producer_id = integer_field(producer_id, "producer_id")
+            producer_epoch = integer_field(producer_epoch, "producer_epoch")
+            coordinator_epoch = integer_field(coordinator_epoch, "coordinator_epoch")
+        except InvalidMessageError as err:
+            raise InvalidMessageError(err.message, store.path) from None
+        if not 0 <= producer_id <= INT64_MAX or not 0 <= producer_epoch <= 32767:
+            raise InvalidMessageError(f"expected a producer id in [0, {INT64_MAX}] and an epoch in "
+                                      f"[0, 32767], found {producer_id} and {producer_epoch}", store.path)
+        if not 0 <= coordinator_epoch <= INT32_MAX:     # EndTransactionMarker's int32, a leader epoch
+            raise InvalidMessageError(f"expected a coordinator epoch in [0, {INT32_MAX}], found "
+                                      f"{coordinator_epoch}", store.path)
         self.store = store
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
@@ -160,6 +173,10 @@ class Transaction:
     def _end(self, kind: str, timestamp: int | None) -> list[AppendResult]:
         if self.done:
             raise StoreClosedError("expected an open transaction, found it already ended", self.store.path)
+        try:
+            timestamp = integer_field(timestamp, "timestamp", None)
+        except InvalidMessageError as err:
+            raise InvalidMessageError(err.message, self.store.path) from None
         for topic, partition in self._sequences:      # every marker checked before one is written
             check_fencing(self.store.partition_of(topic, partition), self.producer_id, self.producer_epoch,
                           coordinator_epoch=self.coordinator_epoch)
