@@ -17,6 +17,7 @@ Expected values are derived by hand from apache/kafka 3.8.0:
 from __future__ import annotations
 
 import json
+import re
 import struct
 from pathlib import Path
 
@@ -457,3 +458,25 @@ def test_the_tables_are_the_tools_tab_separated_columns(tmp_path):
          "LastTimestamp", "CurrentTransactionStartOffset", ""],
         ["t    ", "0        ", "7         ", "0            ", "3                     ", "0           ",
          "1700000000002", "None                         ", ""]]
+
+
+@pytest.mark.parametrize("call, found", [
+    (lambda s: s.open_transaction("t", 0, "3"), "expected an offset as an integer, found str '3'"),
+    (lambda s: s.open_transaction("t", 0, True), "expected an offset as an integer, found bool True"),
+    (lambda s: s.abort_transaction("t", 0, 3.0), "expected an offset as an integer, found float 3.0"),
+    (lambda s: s.open_transaction("t", "0", 3), "expected a partition as an integer, found str '0'"),
+    (lambda s: s.abort_transaction("t", 0, 3, now_ms="x"), "time in ms since the epoch, found str 'x'"),
+])
+def test_open_and_abort_transaction_check_their_arguments(tmp_path, call, found):
+    """``open_transaction("t", 0, "3")`` answered "expected a transaction open from offset 3 in t-0, found
+    open ones from 3", and ``abort_transaction(..., now_ms="x")`` raised a TypeError: refused as
+    :meth:`read` refuses such an offset (ConfigError), before anything is looked up or written."""
+    from segstore.errors import ConfigError
+
+    logs = build(tmp_path / "logs")
+    end = _end(logs)
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        with pytest.raises(ConfigError, match=re.escape(found)):
+            call(store)
+        assert store.open_transaction("t", 0, 3)["producer_id"] == 9
+    assert _end(logs) == end

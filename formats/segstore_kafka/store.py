@@ -1835,8 +1835,20 @@ class KafkaStore(Store):
         :meth:`producers` lists it.
 
         :raises NotFoundError: no transaction is open there from that offset (the open ones are named).
+        :raises ConfigError: a partition or start offset that is not an integer, a ``now_ms`` that is no time.
         """
+        self._check_transaction_args(partition, start_offset, now_ms)
         return self._open_transaction(self.partition_of(topic, partition), start_offset, now_ms).to_dict()
+
+    def _check_transaction_args(self, partition: Any, start_offset: Any, now_ms: Any) -> None:
+        """:meth:`open_transaction`'s and :meth:`abort_transaction`'s arguments: a str ``"16"`` was looked up
+        and refused as "no transaction open from offset 16, found open ones from 16", a str ``now_ms``
+        met the clock's arithmetic (TypeError).
+
+        :raises ConfigError: as :meth:`read` and :meth:`offsets_between` refuse them.
+        """
+        self._check_read(partition, start_offset)
+        self._check_time("now", now_ms)
 
     def _open_transaction(self, part: Partition, start_offset: int, now_ms: int | None) -> Any:
         from . import producers
@@ -1859,8 +1871,10 @@ class KafkaStore(Store):
         end at ``now_ms`` (default: the clock), added to the ``.txnindex``.  Returns the producer.
 
         :raises NotFoundError: no transaction is open there from that offset (the open ones are named).
+        :raises ConfigError: a partition or start offset that is not an integer, a ``now_ms`` that is no time.
         """
         self._check_writable()
+        self._check_transaction_args(partition, start_offset, now_ms)
         part = self.partition_of(topic, partition)
         producer = self._open_transaction(part, start_offset, now_ms)
         part.append_control("ABORT", producer_id=producer.producer_id, producer_epoch=producer.producer_epoch,
