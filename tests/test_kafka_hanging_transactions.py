@@ -480,3 +480,19 @@ def test_open_and_abort_transaction_check_their_arguments(tmp_path, call, found)
             call(store)
         assert store.open_transaction("t", 0, 3)["producer_id"] == 9
     assert _end(logs) == end
+
+
+@pytest.mark.parametrize("call, found", [
+    (lambda s: s.producers("t", "0"), "expected a partition as an integer, found str '0'"),
+    (lambda s: s.hanging_transactions("t", 0.0), "expected a partition as an integer, found float 0.0"),
+    (lambda s: s.producers(now_ms="x"), "time in ms since the epoch, found str 'x'"),
+    (lambda s: s.hanging_transactions(max_timeout_ms="15"), "transaction timeout as ms >= 0, found str '15'"),
+    (lambda s: s.hanging_transactions(max_timeout_ms=-1), "transaction timeout as ms >= 0, found int -1"),
+])
+def test_producers_and_hanging_transactions_check_their_arguments(tmp_path, call, found):
+    """``producers("t", "0")`` said "expected t-0 here, found none" of a partition the log dir holds,
+    ``now_ms="x"`` met the clock's arithmetic (TypeError): refused as :meth:`read` refuses them."""
+    from segstore.errors import ConfigError
+
+    with segstore.open(build(tmp_path / "logs")) as store, pytest.raises(ConfigError, match=re.escape(found)):
+        call(store)

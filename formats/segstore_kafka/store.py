@@ -1786,6 +1786,7 @@ class KafkaStore(Store):
         from . import producers
 
         self._check_open()
+        self._check_time("now", now_ms)
         found = {}
         for key, part in self._selected_partitions(topic, partition).items():
             now = part.clock() if now_ms is None else now_ms
@@ -1805,6 +1806,11 @@ class KafkaStore(Store):
         from . import producers, txnstate
 
         self._check_open()
+        self._check_time("now", now_ms)
+        if max_timeout_ms is not None and (not isinstance(max_timeout_ms, numbers.Integral)
+                                           or isinstance(max_timeout_ms, bool) or max_timeout_ms < 0):
+            raise ConfigError(f"expected a transaction timeout as ms >= 0, found "
+                              f"{type(max_timeout_ms).__name__} {cut(max_timeout_ms)}", self.path)
         timeout = (producers.DEFAULT_MAX_TRANSACTION_TIMEOUT_MIN * 60_000 if max_timeout_ms is None
                    else max_timeout_ms)
         notes: list[str] = []
@@ -1889,7 +1895,11 @@ class KafkaStore(Store):
         """The partitions of ``topic``/``partition`` (None: any).
 
         :raises NotFoundError: a topic or partition given that is not here.
+        :raises ConfigError: a partition that is not an integer (a str ``"0"`` was "expected t-0 here,
+            found none").
         """
+        if partition is not None:
+            self._check_partition(partition)
         chosen = {(t, p): part for t, p, part in self._selected(topic, partition)}
         if not chosen and (topic is not None or partition is not None):
             where = f"{topic}-{partition}" if topic is not None and partition is not None else (
