@@ -166,3 +166,12 @@ def test_a_transaction_ended_at_or_past_the_high_watermark_holds_the_last_stable
         assert part.segments[1].base <= 4 < part.segments[-1].base   # the marker is in no active segment
         assert compaction.cleanable_offsets(part, part.clock())[1] == 1
         store.abandon()
+
+
+@pytest.mark.parametrize("method", ["last_stable_offset", "high_watermark"])
+@pytest.mark.parametrize("partition", ["0", 0.0, True])
+def test_the_offset_bounds_refuse_a_partition_that_is_not_an_integer(method, partition):
+    """``high_watermark("topic", "0")`` said the log held no partition topic-0, ``last_stable_offset``
+    took ``0.0`` and ``True`` for partitions 0 and 1: refused as ``offset_range`` and ``read`` refuse them."""
+    with segstore.open(str(PART)) as store, pytest.raises(ConfigError, match="a partition as an integer"):
+        getattr(store, method)("topic", partition)

@@ -1282,6 +1282,7 @@ class KafkaStore(Store):
         ``FetchIsolation.HIGH_WATERMARK``), below the log end by what followers had not copied.
         ``O(1)``: a stat of the checkpoint, parsed once a version."""
         self._check_open()
+        self._check_partition(partition)
         return high_watermark(self.partition_of(topic, partition))
 
     def last_stable_offset(self, topic: str, partition: int) -> int:
@@ -1290,6 +1291,7 @@ class KafkaStore(Store):
         (:func:`.transactions.last_stable_offset`); what a ``read_committed`` consumer reads up to.
         ``O(segments)`` once known, ``O(batch headers)`` the first time."""
         self._check_open()
+        self._check_partition(partition)
         return _last_stable_offset(self.partition_of(topic, partition))
 
     def offset_for_time(self, topic: str, partition: int, timestamp: int) -> int | None:
