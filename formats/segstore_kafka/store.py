@@ -2310,6 +2310,18 @@ class KafkaStore(Store):
                 name = "earliest" if request.timestamp == EARLIEST_TIMESTAMP else "earliest local"
                 return QueryResult(lines=[DumpLine(f"{topic}-{partition}: {name} is offset {offset} (the "
                                                    f"log start offset){there}")])
+            if isolation == READ_COMMITTED and offset is not None \
+                    and part.log_start_offset <= offset < part.next_offset:
+                # records are stored there: say why a read_committed consumer (a fetch that ends at the
+                # last stable offset, CompletedFetch skipping markers and aborted batches) gets none
+                stable = _last_stable_offset(part)
+                why = (f"offset {offset} is at or past the last stable offset {stable}, where a "
+                       "read_committed read stops" if offset >= stable else
+                       f"from offset {offset} to the last stable offset {stable} a read_committed read "
+                       "finds only transaction markers and aborted records")
+                return QueryResult(lines=[DumpLine(
+                    f"{topic}-{partition}: {why} (records are stored up to the log end offset "
+                    f"{part.next_offset}; --isolation read_uncommitted shows them)")])
             return QueryResult()
         lines = []
         if request.timestamp is not None:
