@@ -259,7 +259,11 @@ def _seeded(part: Partition) -> dict[int, _ProducerEntry]:
         states, _ = seed(part)
     except CorruptDataError:
         return {}
-    return {pid: _ProducerEntry(state.producer_epoch, None, state.last_timestamp, state.txn_start_offset)
+    # the snapshot's last data offset (below the log start), as lastRecordsOfActiveProducers has it: no
+    # batch of the log is then the producer's last, and none is kept empty for it
+    return {pid: _ProducerEntry(state.producer_epoch,
+                                None if state.last_data_offset < 0 else state.last_data_offset,
+                                state.last_timestamp, state.txn_start_offset)
             for pid, state in states.items()}
 
 

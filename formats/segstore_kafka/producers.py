@@ -57,6 +57,8 @@ class ProducerState:
     coordinator_epoch: int
     #: the first offset of its transaction still open, None for none
     txn_start_offset: int | None
+    #: the last offset of its last data batch (a snapshot's ``lastOffset``), -1 for none
+    last_data_offset: int = -1
 
     def to_dict(self) -> dict[str, Any]:
         return {"producer_id": self.producer_id, "producer_epoch": self.producer_epoch,
@@ -79,7 +81,8 @@ def seed(part: Partition) -> tuple[dict[int, ProducerState], int]:
     return {int(e["producer_id"]): ProducerState(
         int(e["producer_id"]), int(e["producer_epoch"]), int(e["last_sequence"]), int(e["timestamp"]),
         int(e["coordinator_epoch"]),
-        None if int(e["current_txn_first_offset"]) < 0 else int(e["current_txn_first_offset"]))
+        None if int(e["current_txn_first_offset"]) < 0 else int(e["current_txn_first_offset"]),
+        int(e["last_offset"]))
         for e in entries}, base
 
 
