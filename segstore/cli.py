@@ -1467,6 +1467,8 @@ def _write_input(args: argparse.Namespace, path: str, config: dict[str, Any], ou
                                       "dump --json line (segstore convert converts a store to another "
                                       "format)", shown, pos)
     recent: deque[tuple[int, int]] = deque(maxlen=_LOCATE_WINDOW)
+    # dump lines restore transactional batches: what was open before, to name what the input leaves open
+    opened_before = _open_transactions(args.path, fmt) if fmt in dumped else None
 
     def lines() -> Iterator[dict[str, Any]]:
         for number, pos, obj in _jsonl_lines(path, shown):
@@ -1489,7 +1491,28 @@ def _write_input(args: argparse.Namespace, path: str, config: dict[str, Any], ou
                 raise kind(f"line {number}: {message}", shown, pos) from err
             raise
     out.write(f"{args.path}: appended {count} messages\n")
+    if opened_before is not None:
+        for topic, partition, producer, start in sorted(_open_transactions(args.path, fmt) - opened_before):
+            sys.stderr.write(
+                f"segstore write: {args.path}: {topic}-{partition}: producer {producer}'s transaction from "
+                f"offset {start} is left open (its COMMIT or ABORT marker is not in the input, as in a dump "
+                "of an open transaction, or a dump --isolation read_committed, which leaves markers out): "
+                f"read_committed readers stop at offset {start} until it ends (segstore transactions "
+                "--abort)\n")
     return EXIT_OK
+
+
+def _open_transactions(path: str, fmt: str) -> set[tuple[str, int, int, int]]:
+    """``(topic, partition, producer id, first offset)`` of each transaction open in the store at ``path``
+    (none: no store there yet, or a format without producer state).  ``O(batch headers)``."""
+    if not files.exists(path) or not files.list_dir(path):
+        return set()
+    with open_store(path, format=fmt) as store:
+        if not hasattr(store, "producers"):
+            return set()
+        return {(topic, partition, p["producer_id"], p["current_transaction_start_offset"])
+                for (topic, partition), found in store.producers().items() for p in found
+                if p["current_transaction_start_offset"] is not None}
 
 
 #: Lines a failed ``write --input`` looks back over for the one its plugin refused: a plugin appends
