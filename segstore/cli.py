@@ -1447,6 +1447,7 @@ def _write_input(args: argparse.Namespace, path: str, config: dict[str, Any], ou
     shown = shown or path
     size = files.file_size(path)
     dumped: dict[str, tuple[int, int]] = {}    # format -> (line number, byte position) of its first dump line
+    transactional = False                      # a dump line of a transactional batch (Kafka's) among them
     with progress.task(f"check {os.path.basename(shown)}", size):
         for number, pos, obj in _jsonl_lines(path, shown):
             claims = [name for name in registry.names() if registry.get(name).reads_dump_line(obj)]
@@ -1456,6 +1457,9 @@ def _write_input(args: argparse.Namespace, path: str, config: dict[str, Any], ou
                                           shown, pos)
             if claims and claims[0] not in dumped:
                 dumped[claims[0]] = (number, pos)
+            batch = obj.get("batch") if claims else None
+            if isinstance(batch, dict) and batch.get("is_transactional") is True:
+                transactional = True
             if not claims:
                 _check_times(_ms_times(obj, number, pos, shown), number, pos, shown)
                 _check_unassigned(obj, number, pos, shown)
@@ -1468,7 +1472,7 @@ def _write_input(args: argparse.Namespace, path: str, config: dict[str, Any], ou
                                       "format)", shown, pos)
     recent: deque[tuple[int, int]] = deque(maxlen=_LOCATE_WINDOW)
     # dump lines restore transactional batches: what was open before, to name what the input leaves open
-    opened_before = _open_transactions(args.path, fmt) if fmt in dumped else None
+    opened_before = _open_transactions(args.path, fmt) if transactional else None
 
     def lines() -> Iterator[dict[str, Any]]:
         for number, pos, obj in _jsonl_lines(path, shown):
