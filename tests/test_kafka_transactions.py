@@ -339,3 +339,19 @@ def test_a_transactions_ids_and_epochs_are_checked_before_anything_is_written(tm
     assert txn.commit(timestamp=T0)[0].offset == 1
     assert store.partition.next_offset == 2
     store.close()
+
+
+def test_a_snapshot_that_does_not_read_does_not_stop_a_transaction(tmp_path: Path) -> None:
+    """The fencing check reads the producer state, seeded from the producer snapshot named for the first
+    segment where the log was cut below it; Kafka 3.8.0's loader drops a snapshot that does not read
+    (``ProducerStateManager.loadFromSnapshot``), so a damaged one must not refuse the append with a
+    CorruptDataError."""
+    path = tmp_path / "t-0"
+    store = KafkaStore(str(path), "a", KafkaConfig(), clock=Clock())
+    store.partition.start_at(10)
+    store.append_batch([{"topic": "t", "partition": 0, "value": b"x"}])
+    (path / f"{10:020d}.snapshot").write_bytes(b"\0\1garbage")
+    with store.transaction(5, 0) as txn:
+        txn.append_batch([{"topic": "t", "partition": 0, "value": b"y"}])
+    assert store.partition.next_offset == 13
+    store.close()
