@@ -496,3 +496,39 @@ def test_producers_and_hanging_transactions_check_their_arguments(tmp_path, call
 
     with segstore.open(build(tmp_path / "logs")) as store, pytest.raises(ConfigError, match=re.escape(found)):
         call(store)
+
+
+def test_after_a_broker_restart_the_state_is_in_its_newest_snapshot(tmp_path):
+    """Kafka 3.8.0 ``ProducerStateManager.truncateAndReload`` drops the snapshots at or below the log start
+    when the broker restarts, and ``loadFromSnapshot`` loads the newest one left (written at a roll or at
+    shutdown), replaying the batches from its offset; one that does not read is dropped and the next
+    older one tried.  Retention had deleted the start of producer 21's transaction: after a restart only
+    the later snapshots hold it, and segstore, which looked only for one named for the first segment,
+    neither listed the producer (``--producers``, ``--find-hanging``) nor held the last stable offset at
+    the log start."""
+    logs = tmp_path / "logs"
+    with segstore.open(logs, format="kafka", mode="a", **{"segment.bytes": 200}) as store:
+        for i in range(8):
+            store.append_batch([Message("t", b"x" * 60, timestamp=T0 + i)])
+        bases = [seg.base for seg in store.partition_of("t", 0).segments]
+        end = store.partition_of("t", 0).next_offset
+    first, later = bases[-4], bases[-2]
+    part_dir = logs / "t-0"
+    for name in list(part_dir.iterdir()):
+        if name.suffix in (".log", ".index", ".timeindex") and int(name.stem) < first:
+            name.unlink()
+    entries = np.zeros(1, snapshot.ENTRY)
+    entries[0] = (21, 4, 17, first - 1, 0, T0, 6, first - 1)
+    (part_dir / f"{later:020d}.snapshot").write_bytes(snapshot.write_snapshot(entries))
+    (part_dir / f"{end:020d}.snapshot").write_bytes(b"\0\1torn")          # the newest does not read
+    (part_dir / f"{end + 5:020d}.snapshot").write_bytes(snapshot.write_snapshot(entries[:0]))  # past the end
+    with segstore.open(logs) as store:
+        (producer,) = store.producers(now_ms=T0)["t", 0]
+        assert producer["current_transaction_start_offset"] == first - 1
+        assert store.last_stable_offset("t", 0) == first
+        rows, _, _ = store.hanging_transactions(now_ms=T0 + DAY // 2)
+        assert [(r["producer_id"], r["current_transaction_start_offset"]) for r in rows] == [(21, first - 1)]
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        with store.transaction(21, 4, coordinator_epoch=6) as txn:   # the sequence goes on from 17
+            txn.append_batch([Message("t", b"a", partition=0, timestamp=T0)])
+        assert [b.base_sequence for b in store.partition_of("t", 0).batches(end) if not b.is_control] == [18]

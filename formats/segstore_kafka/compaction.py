@@ -215,16 +215,19 @@ def producer_state(part: Partition, now_ms: int, *, end: int | None = None
     column chunks; producers are summarised per chunk with numpy and merged in log order (Python
     per producer and chunk, not per batch).
     """
-    entries = _seeded(part)
+    entries, start = _seeded(part, end)
     for seg in part.segments:
         if end is not None and seg.base >= end:
             break
+        later = part.log.segments.higher(seg.base)
+        if later is not None and later.base <= start:
+            continue        # wholly before the snapshot: its state is in it
         for chunk in seg.header_chunks():
             batches = chunk.batches
             last = batches["base_offset"] + batches["last_offset_delta"]
             below = (batches["base_offset"] < end) if end is not None else True
             batches = batches[(batches["producer_id"] >= 0) & (batches["magic"] >= codec.MAGIC_V2)
-                              & (last >= part.log_start_offset) & below]
+                              & (last >= part.log_start_offset) & below & (batches["base_offset"] >= start)]
             if not len(batches):
                 continue
             for pid, epoch, after_max, any_data, ts, open_base, has_control in _producer_summaries(batches):
@@ -248,23 +251,20 @@ def producer_state(part: Partition, now_ms: int, *, end: int | None = None
     return active, min(open_txns) if open_txns else None
 
 
-def _seeded(part: Partition) -> dict[int, _ProducerEntry]:
-    """The producers of the broker's snapshot named for the first segment, where the log was cut below it
-    (:func:`.producers.seed`): what the broker still holds of producers whose batches were deleted, a
-    transaction open from a deleted offset among them.  A snapshot that does not read is none, as the
-    broker's loader drops it and rebuilds from the log (``ProducerStateManager.loadFromSnapshot``)."""
-    from .producers import seed
+def _seeded(part: Partition, upto: int | None) -> tuple[dict[int, _ProducerEntry], int]:
+    """The producers of the broker's newest snapshot up to ``upto`` (:func:`.producers.newest_seed`),
+    and the offset the log's batches replay from: what the broker holds of producers whose batches
+    were deleted, a transaction open from a deleted offset among them.  Snapshots that do not read are
+    passed over, as the broker's loader drops them (``ProducerStateManager.loadFromSnapshot``)."""
+    from .producers import newest_seed
 
-    try:
-        states, _ = seed(part)
-    except CorruptDataError:
-        return {}
-    # the snapshot's last data offset (below the log start), as lastRecordsOfActiveProducers has it: no
-    # batch of the log is then the producer's last, and none is kept empty for it
+    states, start = newest_seed(part, upto)
+    # the snapshot's last data offset (below the log start, or in the log before ``start``), as
+    # lastRecordsOfActiveProducers has it
     return {pid: _ProducerEntry(state.producer_epoch,
                                 None if state.last_data_offset < 0 else state.last_data_offset,
                                 state.last_timestamp, state.txn_start_offset)
-            for pid, state in states.items()}
+            for pid, state in states.items()}, start
 
 
 def stable_below(part: Partition, hw: int, open_first: int | None) -> int:

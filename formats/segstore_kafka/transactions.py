@@ -45,10 +45,10 @@ INT64_MAX = 2**63 - 1
 def next_sequence(part: Partition, producer_id: int, producer_epoch: int) -> int:
     """The producer's next sequence in a partition: one past its last batch's last sequence in the same
     epoch, else 0.  One header pass from the newest segment back; where the log holds no batch of
-    the producer, its last sequence in the broker's producer snapshot named for the first segment (the
-    log cut below it, :func:`.producers.seed`): the broker still expects the one after it
+    the producer, its last sequence in the broker's newest producer snapshot (the log cut below its
+    batches, :func:`.producers.newest_seed`): the broker still expects the one after it
     (``ProducerAppendInfo.checkSequence``), and the producer sends it."""
-    from .producers import seed
+    from .producers import newest_seed
 
     for seg in reversed(part.segments):
         last = None
@@ -59,10 +59,7 @@ def next_sequence(part: Partition, producer_id: int, producer_epoch: int) -> int
             if last.producer_epoch != producer_epoch or last.base_sequence < 0:
                 return 0
             return codec.increment_sequence(last.last_sequence, 1)
-    try:
-        states, _ = seed(part)
-    except CorruptDataError:
-        return 0            # the broker's loader drops it: no state, any sequence is taken
+    states, _ = newest_seed(part)      # one that does not read is dropped, as the broker's loader does
     state = states.get(producer_id)
     if state is None or state.producer_epoch != producer_epoch or state.last_sequence < 0:
         return 0
