@@ -439,12 +439,14 @@ def cmd_dump(args: argparse.Namespace, out: TextIO) -> int:
             raise UsageError("expected an existing store directory, found no such file or directory", path)
     dirs = [path for path in args.paths if files.is_dir(path)]
     if not dirs:
+        # read_committed needs the partition (its .txnindex files, its last stable offset): a file dumped
+        # whole would show the markers and aborted records it asked to leave out
         if (args.topic is not None or _partition(args) is not None or args.tag is not None or args.index
                 or args.decompress_bodies or args.begin is not None or args.end is not None
-                or args.group is not None or args.follow):
-            raise UsageError("--topic, --queue/--partition, --tag, --index, --begin/--end, --group, --follow "
-                             "and --decompress-bodies apply to a store directory; single files are dumped "
-                             "whole, as stored")
+                or args.group is not None or args.follow or args.isolation == READ_COMMITTED):
+            raise UsageError("--topic, --queue/--partition, --tag, --index, --begin/--end, --group, "
+                             "--isolation read_committed, --follow and --decompress-bodies apply to a store "
+                             "directory; single files are dumped whole, as stored")
         return _dump_files(args, out)
     if len(args.paths) > 1:
         raise UsageError("expected one store directory, or store files only, found "
@@ -1445,6 +1447,7 @@ def _write_input(args: argparse.Namespace, path: str, config: dict[str, Any], ou
     shown = shown or path
     size = files.file_size(path)
     dumped: dict[str, tuple[int, int]] = {}    # format -> (line number, byte position) of its first dump line
+    transactional = False                      # a dump line of a transactional batch (Kafka's) among them
     with progress.task(f"check {os.path.basename(shown)}", size):
         for number, pos, obj in _jsonl_lines(path, shown):
             claims = [name for name in registry.names() if registry.get(name).reads_dump_line(obj)]
@@ -1454,6 +1457,9 @@ def _write_input(args: argparse.Namespace, path: str, config: dict[str, Any], ou
                                           shown, pos)
             if claims and claims[0] not in dumped:
                 dumped[claims[0]] = (number, pos)
+            batch = obj.get("batch") if claims else None
+            if isinstance(batch, dict) and batch.get("is_transactional") is True:
+                transactional = True
             if not claims:
                 _check_times(_ms_times(obj, number, pos, shown), number, pos, shown)
                 _check_unassigned(obj, number, pos, shown)
@@ -1465,6 +1471,8 @@ def _write_input(args: argparse.Namespace, path: str, config: dict[str, Any], ou
                                       "dump --json line (segstore convert converts a store to another "
                                       "format)", shown, pos)
     recent: deque[tuple[int, int]] = deque(maxlen=_LOCATE_WINDOW)
+    # dump lines restore transactional batches: what was open before, to name what the input leaves open
+    opened_before = _open_transactions(args.path, fmt) if transactional else None
 
     def lines() -> Iterator[dict[str, Any]]:
         for number, pos, obj in _jsonl_lines(path, shown):
@@ -1487,7 +1495,28 @@ def _write_input(args: argparse.Namespace, path: str, config: dict[str, Any], ou
                 raise kind(f"line {number}: {message}", shown, pos) from err
             raise
     out.write(f"{args.path}: appended {count} messages\n")
+    if opened_before is not None:
+        for topic, partition, producer, start in sorted(_open_transactions(args.path, fmt) - opened_before):
+            sys.stderr.write(
+                f"segstore write: {args.path}: {topic}-{partition}: producer {producer}'s transaction from "
+                f"offset {start} is left open (its COMMIT or ABORT marker is not in the input, as in a dump "
+                "of an open transaction, or a dump --isolation read_committed, which leaves markers out): "
+                f"read_committed readers stop at offset {start} until it ends (segstore transactions "
+                "--abort)\n")
     return EXIT_OK
+
+
+def _open_transactions(path: str, fmt: str) -> set[tuple[str, int, int, int]]:
+    """``(topic, partition, producer id, first offset)`` of each transaction open in the store at ``path``
+    (none: no store there yet, or a format without producer state).  ``O(batch headers)``."""
+    if not files.exists(path) or not files.list_dir(path):
+        return set()
+    with open_store(path, format=fmt) as store:
+        if not hasattr(store, "producers"):
+            return set()
+        return {(topic, partition, p["producer_id"], p["current_transaction_start_offset"])
+                for (topic, partition), found in store.producers().items() for p in found
+                if p["current_transaction_start_offset"] is not None}
 
 
 #: Lines a failed ``write --input`` looks back over for the one its plugin refused: a plugin appends
@@ -1559,6 +1588,15 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], widths: Sequenc
              for i, (name, least) in enumerate(zip(header, widths, strict=True))]
     for line in (header, *rows):
         out.write(" ".join(cell.ljust(size) for cell, size in zip(line, sizes, strict=True)).rstrip() + "\n")
+
+
+def _tool_table(header: Sequence[str], rows: Sequence[Sequence[str]], out: TextIO) -> None:
+    """Each column padded to its widest cell and followed by a tab, the last too, as ``kafka-transactions``
+    prints its tables (Kafka 3.8.0 ``ToolsUtils.prettyPrintTable``, ``printRow``): a script that splits
+    the tool's lines on tabs splits these."""
+    sizes = [max([len(name), *(len(row[i]) for row in rows)]) for i, name in enumerate(header)]
+    for line in (header, *rows):
+        out.write("".join(cell.ljust(size) + "\t" for cell, size in zip(line, sizes, strict=True)) + "\n")
 
 
 def _cell(value: Any) -> str:
@@ -2205,8 +2243,7 @@ def _rows_out(args: argparse.Namespace, header: Sequence[str], fields: Sequence[
     if args.json:
         _json_line(rows, out)
     else:
-        _table(header, [tuple(_producer_cell(f, row[f]) for f in fields) for row in rows], [0] * len(header),
-               out)
+        _tool_table(header, [tuple(_producer_cell(f, row[f]) for f in fields) for row in rows], out)
     return EXIT_OK
 
 
@@ -2300,7 +2337,7 @@ def cmd_transactions(args: argparse.Namespace, out: TextIO) -> int:
         _json_line(states, out)
         return failed
     rows = [tuple(_transaction_cell(f, s[f]) for f in _TRANSACTION_FIELDS) for s in states]
-    _table(TRANSACTION_HEADER, rows, [0] * len(TRANSACTION_HEADER), out)
+    _tool_table(TRANSACTION_HEADER, rows, out)
     return failed
 
 

@@ -214,3 +214,77 @@ def test_kafka_dumps_take_decompress_and_change_nothing():
                     lambda: store.dump_json(decompress=1)):
             with pytest.raises(ConfigError, match="expected decompress as True or False, found"):
                 next(iter(bad()))
+
+
+def test_latest_below_the_log_end_names_the_records_stored_there(tmp_path, capsys):
+    """``query --timestamp latest`` answers the high watermark (the last stable offset with
+    ``--isolation read_committed``), as Kafka 3.8.0 ``UnifiedLog.fetchOffsetByTimestamp`` with
+    ``ListOffsetsRequest.LATEST_TIMESTAMP`` (``Partition.fetchOffsetForTimestamp``'s bound) does.  Below
+    the log end, an open transaction's records and what follows them are stored there: stderr said
+    "where no record is stored yet" of offset 1 while ``query --offset 1`` printed its record."""
+    from segstore.cli import main
+
+    logs = tmp_path / "logs"
+    message = {"topic": "T", "partition": 0, "key": b"k", "value": b"v"}
+    with segstore.open(str(logs), "kafka", "a") as store:
+        store.append_batch([message])                       # 0
+        store.transaction(7, 0).append_batch([message])     # 1: left open
+        store.append_batch([message])                       # 2
+    query = ["query", str(logs), "--topic", "T"]
+    assert main([*query, "--timestamp", "latest", "--isolation", "read_committed"]) == 1
+    assert capsys.readouterr() == ("", "segstore query: T-0: latest is offset 1 (the last stable offset), "
+                                   "the records stored from there to the log end offset 3 not yet given "
+                                   "to read_committed consumers\n")
+    assert main([*query, "--offset", "1"]) == 0
+    assert "| offset: 1 " in capsys.readouterr().out
+    assert main([*query, "--timestamp", "latest"]) == 1
+    assert capsys.readouterr() == ("", "segstore query: T-0: latest is offset 3 (the high watermark), "
+                                   "where no record is stored yet\n")
+
+
+def test_read_committed_is_refused_for_single_files(capsys):
+    """``dump FILE --isolation read_committed`` dumped the segment whole, its ABORT/COMMIT markers and
+    aborted records included, exit 0: the option was silently ignored.  What a read_committed consumer
+    is given needs the partition (its ``.txnindex`` files and last stable offset, Kafka 3.8.0
+    ``UnifiedLog.collectAbortedTransactions``), so it is refused with files as ``--topic`` and the other
+    store flags are (exit 2); the default level dumps the file as before."""
+    from segstore.cli import main
+
+    segment = str(PART / "00000000000000000000.log")
+    assert main(["dump", segment, "--isolation", "read_committed"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "--isolation read_committed" in err and "apply to a store directory" in err
+    assert main(["dump", segment, "--isolation", "read_uncommitted"]) == 0
+    assert "isControl: true" in capsys.readouterr().out
+
+
+def test_query_offset_read_committed_says_why_a_stored_record_is_not_given(tmp_path, capsys):
+    """A read_committed fetch ends at the last stable offset (Kafka 3.8.0 ``UnifiedLog.read`` with
+    ``FetchIsolation.TXN_COMMITTED``) and the consumer's ``CompletedFetch`` skips markers and aborted
+    batches.  ``query --offset N --isolation read_committed`` of a record stored past the last stable
+    offset said "no record at offset N", which ``query --offset N`` contradicted; now it names the
+    last stable offset (or the markers and aborted records met before it)."""
+    from segstore.cli import main
+
+    logs = tmp_path / "logs"
+    message = {"topic": "T", "partition": 0, "key": b"k", "value": b"v"}
+    with segstore.open(str(logs), "kafka", "a") as store:
+        store.append_batch([message])                       # 0
+        with pytest.raises(RuntimeError), store.transaction(8, 0) as aborted:
+            aborted.append_batch([message])                 # 1, its ABORT at 2
+            raise RuntimeError
+        store.transaction(7, 0).append_batch([message])     # 3: left open
+        store.append_batch([message])                       # 4
+    query = ["query", str(logs), "--topic", "T", "--isolation", "read_committed", "--offset"]
+    assert main([*query, "4"]) == 1
+    assert capsys.readouterr() == ("", "segstore query: T-0: offset 4 is at or past the last stable offset "
+                                   "3, where a read_committed read stops (records are stored up to the log "
+                                   "end offset 5; --isolation read_uncommitted shows them)\n")
+    assert main([*query, "1"]) == 1
+    assert capsys.readouterr().err == (
+        "segstore query: T-0: from offset 1 to the last stable offset 3 a read_committed read finds only "
+        "transaction markers and aborted records (records are stored up to the log end offset 5; "
+        "--isolation read_uncommitted shows them)\n")
+    assert main([*query, "5"]) == 1
+    assert capsys.readouterr().err == "segstore query: T/0: no record at offset 5\n"
+    assert main([*query, "0"]) == 0

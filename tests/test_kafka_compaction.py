@@ -670,3 +670,32 @@ def test_the_c_batch_encoder_cleans_to_the_same_bytes_as_the_codec(tmp_path_fact
     # whole or dropped whole rewrites none: hypothesis found one, so "some" is not asserted)
     assert encoded["c"] == encoded["py"]
     assert cleaned["c"] == cleaned["py"]
+
+
+def test_a_producer_of_the_snapshot_keeps_its_last_data_offset_below_the_log(tmp_path: Path) -> None:
+    """Where the log was cut below its first segment, the broker's producer snapshot named for it holds
+    producer 21 (``ProducerStateManager.readSnapshot``: its last batch's ``lastOffset``, below the log
+    start), and ``lastRecordsOfActiveProducers`` gives the cleaner that offset: no batch left in the log
+    is the producer's last, so its COMMIT marker, past its delete horizon, goes whole
+    (``checkBatchRetention``: DELETE, not RETAIN_EMPTY as for a producer whose last entry is a marker)."""
+    from segstore_kafka import snapshot
+
+    path = tmp_path / "logs" / "t-0"
+    part = _open(path, **{"delete.retention.ms": 1000})
+    part.start_at(10)
+    entries = np.zeros(1, snapshot.ENTRY)
+    entries[0] = (21, 4, 17, 9, 0, T0, 6, 8)                  # open from 8, its last batch ended at 9
+    (path / f"{10:020d}.snapshot").write_bytes(snapshot.write_snapshot(entries))
+    part.append_control("COMMIT", producer_id=21, producer_epoch=4, coordinator_epoch=6, timestamp=T0)  # 10
+    part.append_records([(b"a", b"1", T0, [])])
+    _roll(part)
+    part.append_records([(b"a", b"2", T0, [])])
+    _roll(part)
+    part.append_records([(b"b", b"1", T0, [])])
+    compaction.compact_partition(part, now_ms=T0)             # the marker gets its delete horizon
+    part.append_records([(b"a", b"3", T0, [])])
+    _roll(part)
+    part.append_records([(b"b", b"2", T0, [])])
+    compaction.compact_partition(part, now_ms=T0 + 2000)      # past it: the marker goes
+    part.close()
+    assert [(b.base_offset, b.is_control) for b in _batches(path)] == [(13, False), (14, False), (15, False)]

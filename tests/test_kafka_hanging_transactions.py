@@ -17,6 +17,7 @@ Expected values are derived by hand from apache/kafka 3.8.0:
 from __future__ import annotations
 
 import json
+import re
 import struct
 from pathlib import Path
 
@@ -334,3 +335,200 @@ def test_producer_state_equals_a_batch_by_batch_replay(tmp_path_factory, steps):
                                     p["coordinator_epoch"], p["current_transaction_start_offset"])
                  for p in store.producers(now_ms=T0)["t", 0]}
         assert found == _replayed(part)
+
+
+def test_a_transaction_open_from_a_deleted_offset_holds_the_last_stable_offset_at_the_log_start(tmp_path):
+    """Retention deleted the start of producer 21's transaction, still open: the broker keeps it in its
+    producer state (the snapshot named for the first kept segment, ``ProducerStateManager``'s
+    ``ongoingTxns``) and ``UnifiedLog.maybeIncrementFirstUnstableOffset`` moves its first unstable
+    offset up to the log start, so ``lastStableOffset`` is the log start: read_committed consumers get
+    nothing until it is aborted, and the cleaner cleans nothing.  ``transactions --producers`` showed
+    the transaction open while read_committed reads went on to the high watermark.  A snapshot that
+    does not read is dropped, as the broker's loader drops it (``loadFromSnapshot``)."""
+    from segstore_kafka import compaction
+
+    logs = tmp_path / "logs"
+    with segstore.open(logs, format="kafka", mode="a", **{"segment.bytes": 200}) as store:
+        for i in range(6):
+            store.append_batch([Message("t", b"x" * 60, timestamp=T0 + i)])
+        first = [seg.base for seg in store.partition_of("t", 0).segments][-2]
+        end = store.partition_of("t", 0).next_offset
+    part_dir = logs / "t-0"
+    for name in list(part_dir.iterdir()):
+        if name.suffix in (".log", ".index", ".timeindex") and int(name.stem) < first:
+            name.unlink()
+    entries = np.zeros(1, snapshot.ENTRY)
+    entries[0] = (21, 4, 17, first - 1, 0, T0, 6, first - 1)
+    snap = part_dir / f"{first:020d}.snapshot"
+    snap.write_bytes(snapshot.write_snapshot(entries))
+    with segstore.open(logs) as store:
+        assert store.producers(now_ms=T0)["t", 0][0]["current_transaction_start_offset"] == first - 1
+        assert store.offset_range("t", 0) == (first, end)
+        assert store.last_stable_offset("t", 0) == first
+        assert list(store.read("t", 0, first, isolation="read_committed")) == []
+        assert [r.offset for r in store.read("t", 0, first)] == list(range(first, end))
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        assert compaction.cleanable_offsets(store.partition_of("t", 0), T0)[1] == first
+        store.abandon()
+    snap.write_bytes(snap.read_bytes()[:-1])
+    with segstore.open(logs) as store:
+        assert store.last_stable_offset("t", 0) == end
+
+
+def test_aborts_after_a_cut_log_index_the_snapshots_open_transaction(tmp_path):
+    """Kafka 3.8.0 ``ProducerStateManager`` loads producer 21's transaction, open from a deleted offset,
+    from the snapshot named for the first segment.  Another producer's abort meanwhile is indexed with
+    it as its last stable offset (``lastStableOffset(completedTxn)``, ``findNextIncompleteTxn``), and
+    its own ABORT (``kafka-transactions abort``) completes it from that offset
+    (``appendEndTxnMarker``: ``CompletedTxn(producerId, currentTxnFirstOffset, ...)``) and gets its
+    ``.txnindex`` entry.  segstore rebuilt the open transactions from the kept batches only: the other
+    abort's entry said no transaction was open, and producer 21's abort got no entry at all."""
+    from segstore_kafka.txnindex import AbortedTxn, TransactionIndex
+
+    logs = tmp_path / "logs"
+    with segstore.open(logs, format="kafka", mode="a", **{"segment.bytes": 200}) as store:
+        for i in range(6):
+            store.append_batch([Message("t", b"x" * 60, timestamp=T0 + i)])
+        first = [seg.base for seg in store.partition_of("t", 0).segments][-2]
+    part_dir = logs / "t-0"
+    for name in list(part_dir.iterdir()):
+        if name.suffix in (".log", ".index", ".timeindex") and int(name.stem) < first:
+            name.unlink()
+    entries = np.zeros(1, snapshot.ENTRY)
+    entries[0] = (21, 4, 17, first - 1, 0, T0, 6, first - 1)
+    (part_dir / f"{first:020d}.snapshot").write_bytes(snapshot.write_snapshot(entries))
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        with store.transaction(30, 0) as txn:
+            txn.append_batch([Message("t", b"a", partition=0, timestamp=T0)])
+            txn.abort(timestamp=T0)
+        end = store.partition_of("t", 0).next_offset
+        store.abort_transaction("t", 0, first - 1, now_ms=T0)
+        active = store.partition_of("t", 0).segments[-1].base
+    assert TransactionIndex(str(part_dir / f"{active:020d}.txnindex")).all() == [
+        AbortedTxn(30, end - 2, end - 1, first - 1),      # producer 21's transaction was still open
+        AbortedTxn(21, first - 1, end, end + 1),
+    ]
+    with segstore.open(logs) as store:
+        assert store.verify() == []
+
+
+def test_a_producer_known_only_from_the_snapshot_goes_on_with_its_next_sequence(tmp_path):
+    """Retention deleted producer 21's batches; the broker's snapshot holds its epoch 4 and last sequence
+    17, so Kafka 3.8.0 ``ProducerAppendInfo.checkSequence`` takes only 18 next in that epoch
+    (``OutOfOrderSequenceException`` otherwise), which its producer sends.  ``store.transaction(21, 4)``
+    started again at 0; a new epoch still starts at 0."""
+    logs = tmp_path / "logs"
+    with segstore.open(logs, format="kafka", mode="a", **{"segment.bytes": 200}) as store:
+        for i in range(6):
+            store.append_batch([Message("t", b"x" * 60, timestamp=T0 + i)])
+        first = [seg.base for seg in store.partition_of("t", 0).segments][-2]
+    part_dir = logs / "t-0"
+    for name in list(part_dir.iterdir()):
+        if name.suffix in (".log", ".index", ".timeindex") and int(name.stem) < first:
+            name.unlink()
+    entries = np.zeros(1, snapshot.ENTRY)
+    entries[0] = (21, 4, 17, first - 1, 0, T0, 6, -1)
+    (part_dir / f"{first:020d}.snapshot").write_bytes(snapshot.write_snapshot(entries))
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        with store.transaction(21, 4, coordinator_epoch=6) as txn:
+            txn.append_batch([Message("t", b"a", partition=0, timestamp=T0)] * 2)
+        with store.transaction(21, 5, coordinator_epoch=6) as txn:
+            txn.append_batch([Message("t", b"b", partition=0, timestamp=T0)])
+        part = store.partition_of("t", 0)
+        sequences = [(b.producer_epoch, b.base_sequence) for b in part.batches(first) if not b.is_control
+                     and b.producer_id == 21]
+    assert sequences == [(4, 18), (5, 0)]
+
+
+def test_the_tables_are_the_tools_tab_separated_columns(tmp_path):
+    """``kafka-transactions`` prints its tables with Kafka 3.8.0 ``ToolsUtils.prettyPrintTable``: each cell
+    padded to its column's widest, then a tab, the last column too (``printRow``).  segstore separated
+    the columns with single spaces, so a script splitting the tool's lines on tabs got one field."""
+    logs = build(tmp_path / "logs")
+    code, out, _ = run("transactions", logs, "--find-hanging", "--now-ms", str(T0 + DAY // 2))
+    assert code == 0
+    assert out == ("Topic\tPartition\tProducerId\tProducerEpoch\tCoordinatorEpoch\tStartOffset\t"
+                   "LastTimestamp\tDuration(min)\t\n"
+                   "t    \t0        \t9         \t2            \t-1              \t3          \t"
+                   "1700000000003\t719          \t\n")
+    code, out, _ = run("transactions", logs, "--producers", "--now-ms", str(T0 + MINUTE))
+    assert code == 0
+    assert [line.split("\t") for line in out.splitlines()][:2] == [
+        ["Topic", "Partition", "ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence",
+         "LastTimestamp", "CurrentTransactionStartOffset", ""],
+        ["t    ", "0        ", "7         ", "0            ", "3                     ", "0           ",
+         "1700000000002", "None                         ", ""]]
+
+
+@pytest.mark.parametrize("call, found", [
+    (lambda s: s.open_transaction("t", 0, "3"), "expected an offset as an integer, found str '3'"),
+    (lambda s: s.open_transaction("t", 0, True), "expected an offset as an integer, found bool True"),
+    (lambda s: s.abort_transaction("t", 0, 3.0), "expected an offset as an integer, found float 3.0"),
+    (lambda s: s.open_transaction("t", "0", 3), "expected a partition as an integer, found str '0'"),
+    (lambda s: s.abort_transaction("t", 0, 3, now_ms="x"), "time in ms since the epoch, found str 'x'"),
+])
+def test_open_and_abort_transaction_check_their_arguments(tmp_path, call, found):
+    """``open_transaction("t", 0, "3")`` answered "expected a transaction open from offset 3 in t-0, found
+    open ones from 3", and ``abort_transaction(..., now_ms="x")`` raised a TypeError: refused as
+    :meth:`read` refuses such an offset (ConfigError), before anything is looked up or written."""
+    from segstore.errors import ConfigError
+
+    logs = build(tmp_path / "logs")
+    end = _end(logs)
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        with pytest.raises(ConfigError, match=re.escape(found)):
+            call(store)
+        assert store.open_transaction("t", 0, 3)["producer_id"] == 9
+    assert _end(logs) == end
+
+
+@pytest.mark.parametrize("call, found", [
+    (lambda s: s.producers("t", "0"), "expected a partition as an integer, found str '0'"),
+    (lambda s: s.hanging_transactions("t", 0.0), "expected a partition as an integer, found float 0.0"),
+    (lambda s: s.producers(now_ms="x"), "time in ms since the epoch, found str 'x'"),
+    (lambda s: s.hanging_transactions(max_timeout_ms="15"), "transaction timeout as ms >= 0, found str '15'"),
+    (lambda s: s.hanging_transactions(max_timeout_ms=-1), "transaction timeout as ms >= 0, found int -1"),
+])
+def test_producers_and_hanging_transactions_check_their_arguments(tmp_path, call, found):
+    """``producers("t", "0")`` said "expected t-0 here, found none" of a partition the log dir holds,
+    ``now_ms="x"`` met the clock's arithmetic (TypeError): refused as :meth:`read` refuses them."""
+    from segstore.errors import ConfigError
+
+    with segstore.open(build(tmp_path / "logs")) as store, pytest.raises(ConfigError, match=re.escape(found)):
+        call(store)
+
+
+def test_after_a_broker_restart_the_state_is_in_its_newest_snapshot(tmp_path):
+    """Kafka 3.8.0 ``ProducerStateManager.truncateAndReload`` drops the snapshots at or below the log start
+    when the broker restarts, and ``loadFromSnapshot`` loads the newest one left (written at a roll or at
+    shutdown), replaying the batches from its offset; one that does not read is dropped and the next
+    older one tried.  Retention had deleted the start of producer 21's transaction: after a restart only
+    the later snapshots hold it, and segstore, which looked only for one named for the first segment,
+    neither listed the producer (``--producers``, ``--find-hanging``) nor held the last stable offset at
+    the log start."""
+    logs = tmp_path / "logs"
+    with segstore.open(logs, format="kafka", mode="a", **{"segment.bytes": 200}) as store:
+        for i in range(8):
+            store.append_batch([Message("t", b"x" * 60, timestamp=T0 + i)])
+        bases = [seg.base for seg in store.partition_of("t", 0).segments]
+        end = store.partition_of("t", 0).next_offset
+    first, later = bases[-4], bases[-2]
+    part_dir = logs / "t-0"
+    for name in list(part_dir.iterdir()):
+        if name.suffix in (".log", ".index", ".timeindex") and int(name.stem) < first:
+            name.unlink()
+    entries = np.zeros(1, snapshot.ENTRY)
+    entries[0] = (21, 4, 17, first - 1, 0, T0, 6, first - 1)
+    (part_dir / f"{later:020d}.snapshot").write_bytes(snapshot.write_snapshot(entries))
+    (part_dir / f"{end:020d}.snapshot").write_bytes(b"\0\1torn")          # the newest does not read
+    (part_dir / f"{end + 5:020d}.snapshot").write_bytes(snapshot.write_snapshot(entries[:0]))  # past the end
+    with segstore.open(logs) as store:
+        (producer,) = store.producers(now_ms=T0)["t", 0]
+        assert producer["current_transaction_start_offset"] == first - 1
+        assert store.last_stable_offset("t", 0) == first
+        rows, _, _ = store.hanging_transactions(now_ms=T0 + DAY // 2)
+        assert [(r["producer_id"], r["current_transaction_start_offset"]) for r in rows] == [(21, first - 1)]
+    with segstore.open(logs, format="kafka", mode="a") as store:
+        with store.transaction(21, 4, coordinator_epoch=6) as txn:   # the sequence goes on from 17
+            txn.append_batch([Message("t", b"a", partition=0, timestamp=T0)])
+        assert [b.base_sequence for b in store.partition_of("t", 0).batches(end) if not b.is_control] == [18]

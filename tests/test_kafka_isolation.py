@@ -110,9 +110,9 @@ def test_the_first_open_transaction_is_remembered_until_the_log_changes(tmp_path
     walks = []
     real = transactions.producer_state
 
-    def counted(part, now_ms):
+    def counted(part, now_ms, **kwargs):
         walks.append(part.next_offset)
-        return real(part, now_ms)
+        return real(part, now_ms, **kwargs)
 
     monkeypatch.setattr(transactions, "producer_state", counted)
     message = {"topic": "T", "partition": 0, "key": b"k", "value": b"v"}
@@ -131,3 +131,47 @@ def test_the_first_open_transaction_is_remembered_until_the_log_changes(tmp_path
         txn.commit()                                        # the marker at 6
         assert committed() == [0, 1, 2, 3, 4, 5] and walks == [3, 6, 7]
         assert committed() == [0, 1, 2, 3, 4, 5] and walks == [3, 6, 7]
+
+
+def test_a_transaction_ended_at_or_past_the_high_watermark_holds_the_last_stable_offset(tmp_path):
+    """Kafka 3.8.0 ``ProducerStateManager.firstUnstableOffset`` is the earliest first offset of the
+    ongoing transactions *and* of the completed ones whose marker is at or past the high watermark
+    (``completeTxn`` moves them to ``unreplicatedTxns``; ``onHighWatermarkUpdated`` drops them only once
+    ``lastOffset < highWatermark``); ``UnifiedLog.lastStableOffset`` is it where below the high
+    watermark.  A follower's log dir (or a broker's checkpoint written before its last appends) has
+    such a marker past ``replication-offset-checkpoint``: its transaction was read as committed, and
+    the cleaner's bound (``LogCleanerManager.cleanableOffsets``, ``log.lastStableOffset``) passed it."""
+    from segstore_kafka import compaction
+
+    logs = tmp_path / "logs"
+    message = {"topic": "T", "partition": 0, "key": b"k", "value": b"v"}
+    with segstore.open(str(logs), "kafka", "a", **{"segment.bytes": 200}) as store:
+        store.append_batch([message])                       # 0
+        txn = store.transaction(7, 0)
+        txn.append_batch([message, message])                # 1, 2
+        store.append_batch([message])                       # 3
+        txn.commit()                                        # the COMMIT marker at 4
+        for _ in range(3):
+            store.append_batch([message])                   # 5, 6, 7
+    checkpoint = logs / "replication-offset-checkpoint"
+    for hw, stable, seen in ((4, 1, [0]), (5, 5, [0, 1, 2, 3]), (3, 1, [0]), (1, 1, [0])):
+        checkpoint.write_text(f"0\n1\nT 0 {hw}\n")
+        with segstore.open(str(logs)) as store:
+            assert store.last_stable_offset("T", 0) == stable
+            assert [r.offset for r in store.read("T", 0, isolation="read_committed")] == seen
+            assert _arrow_offsets(store, topic="T", partition=0, isolation="read_committed") == seen
+    checkpoint.write_text("0\n1\nT 0 4\n")
+    with segstore.open(str(logs), "kafka", "a") as store:
+        part = store.partition_of("T", 0)
+        assert part.segments[1].base <= 4 < part.segments[-1].base   # the marker is in no active segment
+        assert compaction.cleanable_offsets(part, part.clock())[1] == 1
+        store.abandon()
+
+
+@pytest.mark.parametrize("method", ["last_stable_offset", "high_watermark"])
+@pytest.mark.parametrize("partition", ["0", 0.0, True])
+def test_the_offset_bounds_refuse_a_partition_that_is_not_an_integer(method, partition):
+    """``high_watermark("topic", "0")`` said the log held no partition topic-0, ``last_stable_offset``
+    took ``0.0`` and ``True`` for partitions 0 and 1: refused as ``offset_range`` and ``read`` refuse them."""
+    with segstore.open(str(PART)) as store, pytest.raises(ConfigError, match="a partition as an integer"):
+        getattr(store, method)("topic", partition)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -295,4 +296,92 @@ def test_a_refused_transactional_append_writes_nothing_and_creates_nothing(
     assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == before
     assert store.partition_of("a.b", 0).next_offset == 1
     assert txn.commit() == []       # nothing written: no partition to mark
+    store.close()
+
+
+def test_a_fenced_producer_or_coordinator_epoch_is_refused(tmp_path: Path) -> None:
+    """Kafka 3.8.0 ``ProducerAppendInfo.checkProducerEpoch`` refuses a client's batch (and a coordinator's
+    marker) whose producer epoch is below the producer's current one in the partition
+    (``InvalidProducerEpochException``: a newer epoch fenced it, here the coordinator's abort of a
+    timed-out transaction, written with the bumped epoch), and ``checkCoordinatorEpoch`` a marker whose
+    coordinator epoch is below the one of the producer's last marker
+    (``TransactionCoordinatorFencedException``).  segstore wrote both, a zombie's records and markers
+    into the log; now refused before anything is written."""
+    from segstore.errors import InvalidMessageError
+
+    path = tmp_path / "t-0"
+    store = KafkaStore(str(path), "a", KafkaConfig(), clock=Clock())
+    record = {"topic": "t", "partition": 0, "value": b"x"}
+    with store.transaction(5, 0, coordinator_epoch=3) as txn:
+        txn.append_batch([record])                                  # 0, the COMMIT at 1
+    txn = store.transaction(5, 0, coordinator_epoch=3)
+    txn.append_batch([record])                                      # 2
+    fence = store.transaction(5, 1, coordinator_epoch=3)            # the coordinator's timeout abort:
+    fence._sequences[("t", 0)] = 0                                  # a marker of the bumped epoch
+    fence.abort()                                                   # at 3
+    end = store.partition.next_offset
+    with pytest.raises(InvalidMessageError, match=r"epoch at or above 1 .*InvalidProducerEpoch.*found 0"):
+        store.transaction(5, 0, coordinator_epoch=3).append_batch([record])
+    with pytest.raises(InvalidMessageError, match=r"epoch at or above 1 .*found 0"):
+        txn.commit()                                                # the zombie's own marker
+    stale = store.transaction(5, 1, coordinator_epoch=2)
+    stale.append_batch([record])                                    # epoch 1 is current: written, 4
+    with pytest.raises(InvalidMessageError, match=r"coordinator epoch at or above 3 .*Fenced.*found 2"):
+        stale.abort()
+    assert store.partition.next_offset == end + 1
+    written = [(b.base_offset, b.producer_epoch, b.is_control) for b in store.partition.batches(end)]
+    assert written == [(4, 1, False)]
+    with store.transaction(5, 1, coordinator_epoch=4) as newer:     # a newer coordinator finishes it
+        newer.append_batch([record])
+    with store.transaction(6, 0) as other:                          # another producer is not fenced
+        other.append_batch([record])
+    store.close()
+
+
+@pytest.mark.parametrize("args, found", [
+    ((True, 0, 0), "producer_id as an integer, found bool True"),
+    ((5.0, 0, 0), "producer_id as an integer, found float 5.0"),
+    ((5, "1", 0), "producer_epoch as an integer, found str '1'"),
+    ((5, 0, 1.5), "coordinator_epoch as an integer, found float 1.5"),
+    ((5, 0, True), "coordinator_epoch as an integer, found bool True"),
+    ((5, 0, -5), "coordinator epoch in [0, 2147483647], found -5"),
+    ((5, 0, 2**31), "coordinator epoch in [0, 2147483647], found 2147483648"),
+    ((2**63, 0, 0), "producer id in [0, 9223372036854775807] and an epoch in [0, 32767], "
+                    "found 9223372036854775808"),
+])
+def test_a_transactions_ids_and_epochs_are_checked_before_anything_is_written(tmp_path: Path, args, found):
+    """A producer id is Kafka's int64 >= 0, a producer epoch an int16 >= 0, a coordinator epoch the
+    EndTransactionMarker's int32, a leader epoch >= 0.  A bool, float or str reached the encoder (a
+    TypeError or ``struct.error``; True wrote producer 1), and a coordinator epoch out of range failed only
+    at commit, the transaction's records written and left open (read_committed readers stopped there)."""
+    from segstore.errors import InvalidMessageError
+
+    path = tmp_path / "t-0"
+    store = KafkaStore(str(path), "a", KafkaConfig(), clock=Clock())
+    pid, epoch, coordinator = args
+    with pytest.raises(InvalidMessageError, match=re.escape(found)) as err:
+        store.transaction(pid, epoch, coordinator_epoch=coordinator)
+    assert err.value.path == str(path)
+    txn = store.transaction(5, 0)
+    txn.append_batch([{"topic": "t", "partition": 0, "value": b"x"}])
+    with pytest.raises(InvalidMessageError, match="timestamp as an integer, found str 'y'"):
+        txn.commit(timestamp="y")
+    assert txn.commit(timestamp=T0)[0].offset == 1
+    assert store.partition.next_offset == 2
+    store.close()
+
+
+def test_a_snapshot_that_does_not_read_does_not_stop_a_transaction(tmp_path: Path) -> None:
+    """The fencing check reads the producer state, seeded from the producer snapshot named for the first
+    segment where the log was cut below it; Kafka 3.8.0's loader drops a snapshot that does not read
+    (``ProducerStateManager.loadFromSnapshot``), so a damaged one must not refuse the append with a
+    CorruptDataError."""
+    path = tmp_path / "t-0"
+    store = KafkaStore(str(path), "a", KafkaConfig(), clock=Clock())
+    store.partition.start_at(10)
+    store.append_batch([{"topic": "t", "partition": 0, "value": b"x"}])
+    (path / f"{10:020d}.snapshot").write_bytes(b"\0\1garbage")
+    with store.transaction(5, 0) as txn:
+        txn.append_batch([{"topic": "t", "partition": 0, "value": b"y"}])
+    assert store.partition.next_offset == 13
     store.close()

@@ -309,3 +309,33 @@ def test_a_refused_dump_line_is_named_by_its_line(tmp_path, capsys):
         code, _, err = run(capsys, "write", tmp_path / "out" / name, "--input", lines)
         assert code == 1, err
         assert err.startswith(f"{lines}:{len(''.join(text[:bad]).encode())}: line {bad + 1}: expected "), err
+
+
+def test_a_dump_without_its_markers_names_the_transactions_it_leaves_open(tmp_path, capsys):
+    """``dump --json --isolation read_committed`` leaves out the COMMIT markers (a read_committed consumer is
+    never given them), so writing it back restores committed transactional batches whose transactions
+    never end: Kafka 3.8.0's ``ProducerStateManager`` holds them open, the last stable offset stays at the
+    first (``UnifiedLog.lastStableOffset``), and read_committed readers of the copy stop there.  Written
+    without a word (exit 0, 1 record of 4 readable); stderr now names each transaction the input left open."""
+    source = tmp_path / "src"
+    message = {"topic": "t", "partition": 0, "key": b"k", "value": b"v"}
+    with segstore.open(str(source), "kafka", "a") as store:
+        store.append_batch([message])                       # 0
+        with store.transaction(7, 0) as txn:
+            txn.append_batch([message, message])            # 1, 2; the COMMIT at 3
+        store.append_batch([message])                       # 4
+    code, dumped, _ = run(capsys, "dump", source, "--json", "--isolation", "read_committed")
+    assert code == 0 and len(dumped.splitlines()) == 4
+    (tmp_path / "in.jsonl").write_text(dumped)
+    code, out, err = run(capsys, "write", tmp_path / "copy", "--input", tmp_path / "in.jsonl")
+    assert (code, out) == (0, f"{tmp_path / 'copy'}: appended 4 messages\n")
+    assert err == (f"segstore write: {tmp_path / 'copy'}: t-0: producer 7's transaction from offset 1 is "
+                   "left open (its COMMIT or ABORT marker is not in the input, as in a dump of an open "
+                   "transaction, or a dump --isolation read_committed, which leaves markers out): "
+                   "read_committed readers stop at offset 1 until it ends (segstore transactions --abort)\n")
+    with segstore.open(str(tmp_path / "copy")) as store:
+        assert [r.offset for r in store.read("t", 0, isolation="read_committed")] == [0]
+    code, full, _ = run(capsys, "dump", source, "--json")
+    (tmp_path / "all.jsonl").write_text(full)
+    code, out, err = run(capsys, "write", tmp_path / "whole", "--input", tmp_path / "all.jsonl")
+    assert (code, err) == (0, "")                           # the markers came with it

@@ -10,7 +10,8 @@ Sources (apache/kafka 3.8.0): ``core/src/main/scala/kafka/log/LogCleaner.scala``
 - **Range**: from the first dirty offset (``cleaner-offset-checkpoint`` in the log
   directory, reset to the log start when outside ``[log start, log end]``) to the first
   uncleanable offset: the least of the last stable offset (the high watermark, or the
-  first offset of a transaction still open), the active segment's base, and the base of
+  first offset of a transaction open there: :func:`last_stable_offset`), the active
+  segment's base, and the base of
   the first segment newer than ``min.compaction.lag.ms`` (``cleanableOffsets``), moved
   down to the base of the segment holding it (``LogToClean``, ``calculateCleanableBytes``):
   the segment holding the last stable offset is never cleaned, nor is the active one.
@@ -202,22 +203,31 @@ def _producer_summaries(batches: np.ndarray) -> Iterable[tuple[int, int, int, in
                strict=True)
 
 
-def producer_state(part: Partition, now_ms: int) -> tuple[dict[int, LastRecord], int | None]:
+def producer_state(part: Partition, now_ms: int, *, end: int | None = None
+                   ) -> tuple[dict[int, LastRecord], int | None]:
     """Active producers (not idle ``producer.id.expiration.ms`` unless in a transaction) and the first
-    offset of a transaction still open (None: none open).
+    offset of a transaction still open (None: none open), from the batches below ``end`` (None: all):
+    with ``end`` the high watermark, the transactions open there, whether or not a marker at or past
+    it ends them later.
 
     As ``ProducerStateManager`` loads them from the log: a producer's epoch only grows (a newer epoch
     forgets the last data offset), a marker closes its open transaction.  Batch headers come from the
     column chunks; producers are summarised per chunk with numpy and merged in log order (Python
     per producer and chunk, not per batch).
     """
-    entries: dict[int, _ProducerEntry] = {}
+    entries, start = _seeded(part, end)
     for seg in part.segments:
+        if end is not None and seg.base >= end:
+            break
+        later = part.log.segments.higher(seg.base)
+        if later is not None and later.base <= start:
+            continue        # wholly before the snapshot: its state is in it
         for chunk in seg.header_chunks():
             batches = chunk.batches
             last = batches["base_offset"] + batches["last_offset_delta"]
+            below = (batches["base_offset"] < end) if end is not None else True
             batches = batches[(batches["producer_id"] >= 0) & (batches["magic"] >= codec.MAGIC_V2)
-                              & (last >= part.log_start_offset)]
+                              & (last >= part.log_start_offset) & below & (batches["base_offset"] >= start)]
             if not len(batches):
                 continue
             for pid, epoch, after_max, any_data, ts, open_base, has_control in _producer_summaries(batches):
@@ -239,6 +249,42 @@ def producer_state(part: Partition, now_ms: int) -> tuple[dict[int, LastRecord],
               if e.open_first is not None or now_ms - e.last_timestamp < PRODUCER_ID_EXPIRATION_MS}
     open_txns = [e.open_first for e in entries.values() if e.open_first is not None]
     return active, min(open_txns) if open_txns else None
+
+
+def _seeded(part: Partition, upto: int | None) -> tuple[dict[int, _ProducerEntry], int]:
+    """The producers of the broker's newest snapshot up to ``upto`` (:func:`.producers.newest_seed`),
+    and the offset the log's batches replay from: what the broker holds of producers whose batches
+    were deleted, a transaction open from a deleted offset among them.  Snapshots that do not read are
+    passed over, as the broker's loader drops them (``ProducerStateManager.loadFromSnapshot``)."""
+    from .producers import newest_seed
+
+    states, start = newest_seed(part, upto)
+    # the snapshot's last data offset (below the log start, or in the log before ``start``), as
+    # lastRecordsOfActiveProducers has it
+    return {pid: _ProducerEntry(state.producer_epoch,
+                                None if state.last_data_offset < 0 else state.last_data_offset,
+                                state.last_timestamp, state.txn_start_offset)
+            for pid, state in states.items()}, start
+
+
+def stable_below(part: Partition, hw: int, open_first: int | None) -> int:
+    """``UnifiedLog.lastStableOffset`` from the high watermark ``hw`` and :func:`producer_state`'s first
+    open offset below it (``end=hw``), moved up to the log start where below it
+    (``maybeIncrementFirstUnstableOffset``: a transaction open from a deleted offset holds the log
+    start, never less).
+
+    The broker's first unstable offset is that of its earliest transaction either still open
+    (``ongoingTxns``) or ended by a marker at or past the high watermark (``unreplicatedTxns``,
+    dropped by ``onHighWatermarkUpdated`` once the marker is below it): both are exactly the
+    transactions open at the high watermark.  One whose marker the followers have not copied may
+    yet be lost with it, so read_committed readers wait, and the cleaner stops, at its first offset."""
+    return hw if open_first is None else min(max(open_first, part.log_start_offset), hw)
+
+
+def last_stable_offset(part: Partition, now_ms: int) -> int:
+    """:func:`stable_below` of the partition as its files stand.  ``O(batches below the high watermark)``."""
+    hw = high_watermark(part)
+    return stable_below(part, hw, producer_state(part, now_ms, end=hw)[1])
 
 
 def aborted_between(part: Partition, start: int, end: int) -> list[AbortedTxn]:
@@ -310,9 +356,7 @@ def cleanable_offsets(part: Partition, now_ms: int) -> tuple[int, int]:
     dirty = part.log_start_offset if found is None else found
     if dirty < part.log_start_offset or dirty > part.next_offset:
         dirty = part.log_start_offset
-    _, open_first = producer_state(part, now_ms)
-    stable = high_watermark(part) if open_first is None else min(open_first, high_watermark(part))
-    bounds = [stable, part.active_segment().base]
+    bounds = [last_stable_offset(part, now_ms), part.active_segment().base]
     lag = max(getattr(part.config, "min_compaction_lag_ms", 0), 0)
     if lag > 0:
         for seg in part.segments[:-1]:

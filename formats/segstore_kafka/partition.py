@@ -542,7 +542,7 @@ class Partition:
         writer left no ``leader-epoch-checkpoint`` for the epochs they hold.
         """
         segments = self.segments
-        tracker = TransactionTracker()
+        tracker = self.new_tracker()
         for n, seg in enumerate(segments[:first]):
             for header in seg.headers():
                 if header.is_transactional:
@@ -654,10 +654,29 @@ class Partition:
         self.log_start_offset = self.next_offset = offset
 
     # -- appends ----------------------------------------------------------------
+    def new_tracker(self) -> TransactionTracker:
+        """A :class:`TransactionTracker` holding the transactions open below the first segment: those of
+        the broker's producer snapshot named for it, where the log was cut below it
+        (:func:`.producers.seed`), as the broker's ``ProducerStateManager`` loads them.  A transaction
+        open from a deleted offset is still open there: its ABORT gets a ``.txnindex`` entry from that
+        offset, and it holds the last stable offset of the other aborts (``findNextIncompleteTxn``).
+        A snapshot that does not read holds none, as the broker's loader drops it."""
+        from .producers import seed
+
+        tracker = TransactionTracker()
+        try:
+            states, _ = seed(self)
+        except CorruptDataError:
+            return tracker
+        for pid, state in sorted(states.items(), key=lambda item: item[1].txn_start_offset or 0):
+            if state.txn_start_offset is not None:
+                tracker.opened(pid, state.txn_start_offset)
+        return tracker
+
     def _tracker(self) -> TransactionTracker:
         """Open transactions, rebuilt from the log's headers on first need."""
         if self._txns is None:
-            self._txns = TransactionTracker()
+            self._txns = self.new_tracker()
             for seg in self.segments:
                 for header in seg.batches(check_crc=False):
                     if header.is_transactional:
@@ -953,7 +972,7 @@ class Partition:
         """
         problems: list[tuple[str, int | None, str]] = list(self.index_problems) + orphaned_indexes(self.path)
         expected_offset: int | None = None
-        tracker: TransactionTracker | None = TransactionTracker()
+        tracker: TransactionTracker | None = self.new_tracker()
         for seg in self.segments:
             found, expected_offset, txns = self._check_segment(
                 seg, expected_offset, closed=seg is not self.log.active, decoded=decoded)
@@ -975,7 +994,7 @@ class Partition:
         """Per segment base, its ``.txnindex`` problems (:func:`_txn_index_problems`), for ``recover``: a
         walk of every segment's batch headers (in C), stopping at one whose headers do not read (the
         other checks name that).  ``O(batch headers)``, Python per transactional batch."""
-        tracker = TransactionTracker()
+        tracker = self.new_tracker()
         found: dict[int, list[tuple[str, int | None, str]]] = {}
         for seg in self.segments:
             try:

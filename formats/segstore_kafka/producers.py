@@ -8,10 +8,10 @@ sequence of the old), the last sequence of its last data batch at that epoch, th
 its last batch, the coordinator epoch of its last transaction marker (-1: none), and the first
 offset of its transaction still open (a transactional data batch opens one, a COMMIT or ABORT
 marker closes it).  A producer idle ``producer.id.expiration.ms`` (1 day) without an open
-transaction is expired (``isProducerExpired``).  The state starts from the snapshot named for
-the first segment's base offset where the log was cut below it (what the broker keeps of
-producers whose batches were deleted), then every batch header from there, read as column
-chunks: numpy per chunk, Python per producer and chunk, and per marker (rare).
+transaction is expired (``isProducerExpired``).  The state starts from the broker's newest
+readable snapshot up to the log end (:func:`newest_seed`: what the broker keeps of producers whose
+batches were deleted), then every batch header from its offset, read as column chunks: numpy per
+chunk, Python per producer and chunk, and per marker (rare).
 
 A transaction is hanging (``FindHangingTransactionsCommand``, tools/.../TransactionsCommand.java)
 when it has been open longer than the largest transaction timeout (15 minutes by default) and the
@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from segstore import files
+from segstore.errors import CorruptDataError
 
 from . import batch as codec
 from . import snapshot
@@ -57,6 +58,8 @@ class ProducerState:
     coordinator_epoch: int
     #: the first offset of its transaction still open, None for none
     txn_start_offset: int | None
+    #: the last offset of its last data batch (a snapshot's ``lastOffset``), -1 for none
+    last_data_offset: int = -1
 
     def to_dict(self) -> dict[str, Any]:
         return {"producer_id": self.producer_id, "producer_epoch": self.producer_epoch,
@@ -65,19 +68,59 @@ class ProducerState:
                 "current_transaction_start_offset": self.txn_start_offset}
 
 
-def _seed(part: Partition) -> tuple[dict[int, ProducerState], int]:
-    """The snapshot's producers where the log was cut below its first segment, and that segment's base."""
+def seed(part: Partition) -> tuple[dict[int, ProducerState], int]:
+    """The snapshot's producers where the log was cut below its first segment, and that segment's base.
+
+    :raises CorruptDataError: a snapshot that does not read (:func:`.snapshot.read_snapshot`).
+    """
     first = next(iter(part.segments), None)
     base = first.base if first is not None else 0
     path = os.path.join(part.path, f"{base:020d}{snapshot.SUFFIX}")
     if base == 0 or not files.is_file(path):
         return {}, base
+    return _snapshot_states(path), base
+
+
+def newest_seed(part: Partition, upto: int | None = None) -> tuple[dict[int, ProducerState], int]:
+    """The producer state the broker loads (``ProducerStateManager.loadFromSnapshot``): its newest
+    snapshot from the first segment's base up to ``upto`` (None: the log end offset), an older one where
+    a newer does not read (the broker deletes it and tries the next), and the offset its batches replay
+    from (the snapshot's; without one, the first segment's base: the whole log).
+
+    A broker restarted since retention deleted segments has dropped the snapshot at the log start
+    (``truncateAndReload`` keeps those above it), so the state of producers whose batches were deleted,
+    a transaction open from a deleted offset among them, is only in later snapshots (one per roll, one
+    at shutdown).  Snapshots past ``upto`` are not the state there (``truncateAndReload`` drops those
+    past the log end)."""
+    first = next(iter(part.segments), None)
+    base = first.base if first is not None else 0
+    limit = part.next_offset if upto is None else min(upto, part.next_offset)
+    found = []
+    for name in files.list_dir(part.path):
+        stem, dot, suffix = name.partition(".")
+        if dot and "." + suffix == snapshot.SUFFIX and len(stem) == 20 and stem.isdigit() \
+                and base <= int(stem) <= limit and int(stem) > 0:
+            found.append(int(stem))
+    for offset in sorted(found, reverse=True):
+        try:
+            return _snapshot_states(os.path.join(part.path, f"{offset:020d}{snapshot.SUFFIX}")), offset
+        except CorruptDataError:
+            continue
+    return {}, base
+
+
+def _snapshot_states(path: str) -> dict[int, ProducerState]:
+    """A snapshot file's producers.
+
+    :raises CorruptDataError: a snapshot that does not read (:func:`.snapshot.read_snapshot`).
+    """
     entries = snapshot.read_snapshot(files.read_bytes(path), path=path)
     return {int(e["producer_id"]): ProducerState(
         int(e["producer_id"]), int(e["producer_epoch"]), int(e["last_sequence"]), int(e["timestamp"]),
         int(e["coordinator_epoch"]),
-        None if int(e["current_txn_first_offset"]) < 0 else int(e["current_txn_first_offset"]))
-        for e in entries}, base
+        None if int(e["current_txn_first_offset"]) < 0 else int(e["current_txn_first_offset"]),
+        int(e["last_offset"]))
+        for e in entries}
 
 
 def _marker_epoch(seg: Any, row: np.void) -> int:
@@ -107,15 +150,16 @@ def _summaries(batches: np.ndarray) -> Iterable[tuple[int, np.ndarray]]:
 def describe_producers(part: Partition, now_ms: int) -> list[ProducerState]:
     """The partition's active producers by producer id.  ``O(batches)`` in numpy, plus Python per
     producer and chunk and per marker."""
-    states, start = _seed(part)
+    states, start = newest_seed(part)
     for seg in part.segments:
-        if seg.base < start:
-            continue
+        later = part.log.segments.higher(seg.base)
+        if later is not None and later.base <= start:
+            continue        # wholly before the snapshot: its state is in it
         for chunk in seg.header_chunks():
             batches = chunk.batches
             last = batches["base_offset"] + batches["last_offset_delta"]
             batches = batches[(batches["producer_id"] >= 0) & (batches["magic"] >= codec.MAGIC_V2)
-                              & (last >= part.log_start_offset)]
+                              & (last >= part.log_start_offset) & (batches["base_offset"] >= start)]
             for pid, rows in _summaries(batches):
                 _merge(states, pid, seg, batches[rows])
     return [s for _, s in sorted(states.items())

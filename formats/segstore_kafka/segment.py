@@ -134,6 +134,10 @@ class TransactionTracker:
     def __init__(self) -> None:
         self._open: dict[int, int] = {}   # producer id -> first offset, insertion = offset order
 
+    def opened(self, producer_id: int, first_offset: int) -> None:
+        """A transaction open from ``first_offset`` before the batches observed (a producer snapshot's)."""
+        self._open.setdefault(producer_id, first_offset)
+
     def observe(self, batch: codec.RecordBatch) -> AbortedTxn | None:
         """Update with one batch; returns the aborted transaction it completes, if any."""
         pid = batch.producer_id

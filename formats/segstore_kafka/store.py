@@ -1207,8 +1207,9 @@ class KafkaStore(Store):
         ``"read_committed"`` yields what a read_committed consumer is given: no
         records of aborted transactions (found through the ``.txnindex`` files), no
         control records, and nothing from the last stable offset on (the first offset
-        of a transaction still open, capped by the high watermark, from the producer
-        state the log implies as ``ProducerStateManager`` loads it).
+        of a transaction open at the high watermark, at least the log start, else the high
+        watermark, from the producer state the log implies as ``ProducerStateManager`` loads it:
+        :func:`.transactions.last_stable_offset`).
 
         ``decompress`` is RocketMQ's option (its bodies are stored as their producer compressed
         them), taken here so that code written for either format reads both; it changes nothing:
@@ -1428,13 +1429,16 @@ class KafkaStore(Store):
         ``FetchIsolation.HIGH_WATERMARK``), below the log end by what followers had not copied.
         ``O(1)``: a stat of the checkpoint, parsed once a version."""
         self._check_open()
+        self._check_partition(partition)
         return high_watermark(self.partition_of(topic, partition))
 
     def last_stable_offset(self, topic: str, partition: int) -> int:
         """The partition's last stable offset (``UnifiedLog.lastStableOffset``): the first offset of a
-        transaction still open, capped by the high watermark; what a ``read_committed`` consumer reads
-        up to.  ``O(segments)`` once known, ``O(batch headers)`` the first time."""
+        transaction open at the high watermark (at least the log start), else the high watermark
+        (:func:`.transactions.last_stable_offset`); what a ``read_committed`` consumer reads up to.
+        ``O(segments)`` once known, ``O(batch headers)`` the first time."""
         self._check_open()
+        self._check_partition(partition)
         return _last_stable_offset(self.partition_of(topic, partition))
 
     def offset_for_time(self, topic: str, partition: int, timestamp: int) -> int | None:
@@ -1938,6 +1942,7 @@ class KafkaStore(Store):
         from . import producers
 
         self._check_open()
+        self._check_time("now", now_ms)
         found = {}
         for key, part in self._selected_partitions(topic, partition).items():
             now = part.clock() if now_ms is None else now_ms
@@ -1957,6 +1962,11 @@ class KafkaStore(Store):
         from . import producers, txnstate
 
         self._check_open()
+        self._check_time("now", now_ms)
+        if max_timeout_ms is not None and (not isinstance(max_timeout_ms, numbers.Integral)
+                                           or isinstance(max_timeout_ms, bool) or max_timeout_ms < 0):
+            raise ConfigError(f"expected a transaction timeout as ms >= 0, found "
+                              f"{type(max_timeout_ms).__name__} {cut(max_timeout_ms)}", self.path)
         timeout = (producers.DEFAULT_MAX_TRANSACTION_TIMEOUT_MIN * 60_000 if max_timeout_ms is None
                    else max_timeout_ms)
         notes: list[str] = []
@@ -1987,8 +1997,20 @@ class KafkaStore(Store):
         :meth:`producers` lists it.
 
         :raises NotFoundError: no transaction is open there from that offset (the open ones are named).
+        :raises ConfigError: a partition or start offset that is not an integer, a ``now_ms`` that is no time.
         """
+        self._check_transaction_args(partition, start_offset, now_ms)
         return self._open_transaction(self.partition_of(topic, partition), start_offset, now_ms).to_dict()
+
+    def _check_transaction_args(self, partition: Any, start_offset: Any, now_ms: Any) -> None:
+        """:meth:`open_transaction`'s and :meth:`abort_transaction`'s arguments: a str ``"16"`` was looked up
+        and refused as "no transaction open from offset 16, found open ones from 16", a str ``now_ms``
+        met the clock's arithmetic (TypeError).
+
+        :raises ConfigError: as :meth:`read` and :meth:`offsets_between` refuse them.
+        """
+        self._check_read(partition, start_offset)
+        self._check_time("now", now_ms)
 
     def _open_transaction(self, part: Partition, start_offset: int, now_ms: int | None) -> Any:
         from . import producers
@@ -2011,8 +2033,10 @@ class KafkaStore(Store):
         end at ``now_ms`` (default: the clock), added to the ``.txnindex``.  Returns the producer.
 
         :raises NotFoundError: no transaction is open there from that offset (the open ones are named).
+        :raises ConfigError: a partition or start offset that is not an integer, a ``now_ms`` that is no time.
         """
         self._check_writable()
+        self._check_transaction_args(partition, start_offset, now_ms)
         part = self.partition_of(topic, partition)
         producer = self._open_transaction(part, start_offset, now_ms)
         part.append_control("ABORT", producer_id=producer.producer_id, producer_epoch=producer.producer_epoch,
@@ -2027,7 +2051,11 @@ class KafkaStore(Store):
         """The partitions of ``topic``/``partition`` (None: any).
 
         :raises NotFoundError: a topic or partition given that is not here.
+        :raises ConfigError: a partition that is not an integer (a str ``"0"`` was "expected t-0 here,
+            found none").
         """
+        if partition is not None:
+            self._check_partition(partition)
         chosen = {(t, p): part for t, p, part in self._selected(topic, partition)}
         if not chosen and (topic is not None or partition is not None):
             where = f"{topic}-{partition}" if topic is not None and partition is not None else (
@@ -2399,8 +2427,13 @@ class KafkaStore(Store):
             fetchable = _last_stable_offset(part) if committed else high_watermark(part)
             bound = "last stable offset" if committed else "high watermark"
             if request.timestamp == LATEST_TIMESTAMP:
+                # below the log end (an open transaction, a high watermark the followers hold back) the
+                # records from there are stored, only not yet given to consumers
+                there = ("where no record is stored yet" if fetchable >= part.next_offset else
+                         f"the records stored from there to the log end offset {part.next_offset} not yet "
+                         f"given to {isolation} consumers")
                 return QueryResult(lines=[DumpLine(f"{topic}-{partition}: latest is offset {fetchable} (the "
-                                                   f"{bound}), where no record is stored yet")])
+                                                   f"{bound}), {there}")])
             if found is None:
                 return QueryResult()
             if not earliest and found.offset >= fetchable:
@@ -2431,6 +2464,18 @@ class KafkaStore(Store):
                 name = "earliest" if request.timestamp == EARLIEST_TIMESTAMP else "earliest local"
                 return QueryResult(lines=[DumpLine(f"{topic}-{partition}: {name} is offset {offset} (the "
                                                    f"log start offset){there}")])
+            if isolation == READ_COMMITTED and offset is not None \
+                    and part.log_start_offset <= offset < part.next_offset:
+                # records are stored there: say why a read_committed consumer (a fetch that ends at the
+                # last stable offset, CompletedFetch skipping markers and aborted batches) gets none
+                stable = _last_stable_offset(part)
+                why = (f"offset {offset} is at or past the last stable offset {stable}, where a "
+                       "read_committed read stops" if offset >= stable else
+                       f"from offset {offset} to the last stable offset {stable} a read_committed read "
+                       "finds only transaction markers and aborted records")
+                return QueryResult(lines=[DumpLine(
+                    f"{topic}-{partition}: {why} (records are stored up to the log end offset "
+                    f"{part.next_offset}; --isolation read_uncommitted shows them)")])
             return QueryResult()
         lines = []
         if request.timestamp is not None:

@@ -17,7 +17,7 @@ make a Kafka 3.8 broker write (``clients/.../producer/internals/Sender``,
 
 ``read_committed`` (the consumer's ``isolation.level``, ``Fetcher`` with the
 broker's ``FetchIsolation.TXN_COMMITTED``): records up to the last stable offset
-(the first offset of a transaction still open, else the high watermark),
+(the first offset of a transaction open at the high watermark, else the high watermark),
 control batches hidden, and the batches of aborted transactions (by ``.txnindex``:
 same producer, from the transaction's first offset up to its marker) skipped.
 
@@ -29,21 +29,27 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from segstore.errors import InvalidMessageError, StoreClosedError
-from segstore.records import Message
+from segstore.errors import CorruptDataError, InvalidMessageError, NotFoundError, StoreClosedError
+from segstore.records import Message, integer_field
 from segstore.store import AppendResult
 
 from . import batch as codec
-from .compaction import producer_state
+from .compaction import producer_state, stable_below
 from .logdir import high_watermark
 from .partition import Partition
 
 INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
 
 
 def next_sequence(part: Partition, producer_id: int, producer_epoch: int) -> int:
     """The producer's next sequence in a partition: one past its last batch's last sequence in the same
-    epoch, else 0.  One header pass from the newest segment back."""
+    epoch, else 0.  One header pass from the newest segment back; where the log holds no batch of
+    the producer, its last sequence in the broker's newest producer snapshot (the log cut below its
+    batches, :func:`.producers.newest_seed`): the broker still expects the one after it
+    (``ProducerAppendInfo.checkSequence``), and the producer sends it."""
+    from .producers import newest_seed
+
     for seg in reversed(part.segments):
         last = None
         for header in seg.headers():
@@ -53,7 +59,44 @@ def next_sequence(part: Partition, producer_id: int, producer_epoch: int) -> int
             if last.producer_epoch != producer_epoch or last.base_sequence < 0:
                 return 0
             return codec.increment_sequence(last.last_sequence, 1)
-    return 0
+    states, _ = newest_seed(part)      # one that does not read is dropped, as the broker's loader does
+    state = states.get(producer_id)
+    if state is None or state.producer_epoch != producer_epoch or state.last_sequence < 0:
+        return 0
+    return codec.increment_sequence(state.last_sequence, 1)
+
+
+def check_fencing(part: Partition, producer_id: int, producer_epoch: int, *,
+                  coordinator_epoch: int | None = None) -> None:
+    """Refuse a write the partition leader refuses as a zombie's (Kafka 3.8.0 ``ProducerAppendInfo``,
+    origin CLIENT for data, COORDINATOR for markers): a producer epoch below the producer's current one
+    there (``checkProducerEpoch``: ``InvalidProducerEpochException``; a newer epoch fenced this
+    producer, through ``InitProducerId`` or the coordinator's abort of a timed-out transaction), or a
+    marker's coordinator epoch below the one of its last marker there (``checkCoordinatorEpoch``:
+    ``TransactionCoordinatorFencedException``).  The producer state is the broker's after loading the
+    log (:func:`.producers.describe_producers`: an expired producer is forgotten, as the broker forgets it).
+
+    :raises InvalidMessageError: a fenced epoch (nothing written).
+    """
+    from .producers import describe_producers
+
+    try:
+        states = describe_producers(part, part.clock())
+    except CorruptDataError:
+        return      # a producer snapshot that does not read: the broker's loader drops it (no state to fence)
+    for state in states:
+        if state.producer_id != producer_id:
+            continue
+        if producer_epoch < state.producer_epoch:
+            raise InvalidMessageError(
+                f"expected producer {producer_id}'s epoch at or above {state.producer_epoch} (its latest in "
+                f"{part.topic}-{part.partition}; Kafka refuses an older one, InvalidProducerEpochException), "
+                f"found {producer_epoch}", part.path)
+        if coordinator_epoch is not None and coordinator_epoch < state.coordinator_epoch:
+            raise InvalidMessageError(
+                f"expected a coordinator epoch at or above {state.coordinator_epoch} (of producer "
+                f"{producer_id}'s last marker in {part.topic}-{part.partition}; Kafka refuses an older one, "
+                f"TransactionCoordinatorFencedException), found {coordinator_epoch}", part.path)
 
 
 class Transaction:
@@ -65,9 +108,21 @@ class Transaction:
 
     def __init__(self, store: Any, producer_id: int, producer_epoch: int = 0, *,
                  coordinator_epoch: int = 0) -> None:
-        if producer_id < 0 or not 0 <= producer_epoch <= 32767:
-            raise InvalidMessageError(f"expected a producer id >= 0 and an epoch in [0, 32767], "
-                                      f"found {producer_id} and {producer_epoch}", store.path)
+        # checked here, before a batch is written: a bool, a float or a str reached the encoder
+        # (TypeError, struct.error, True as producer 1), and a coordinator epoch out of range failed only
+        # at commit, the transaction's batches written and left open
+        try:
+            producer_id = integer_field(producer_id, "producer_id")
+            producer_epoch = integer_field(producer_epoch, "producer_epoch")
+            coordinator_epoch = integer_field(coordinator_epoch, "coordinator_epoch")
+        except InvalidMessageError as err:
+            raise InvalidMessageError(err.message, store.path) from None
+        if not 0 <= producer_id <= INT64_MAX or not 0 <= producer_epoch <= 32767:
+            raise InvalidMessageError(f"expected a producer id in [0, {INT64_MAX}] and an epoch in "
+                                      f"[0, 32767], found {producer_id} and {producer_epoch}", store.path)
+        if not 0 <= coordinator_epoch <= INT32_MAX:     # EndTransactionMarker's int32, a leader epoch
+            raise InvalidMessageError(f"expected a coordinator epoch in [0, {INT32_MAX}], found "
+                                      f"{coordinator_epoch}", store.path)
         self.store = store
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
@@ -89,6 +144,13 @@ class Transaction:
         # checked as KafkaStore.append_batch checks them, before any partition is created
         msgs, groups = self.store.checked_messages(list(messages))
         results: list[AppendResult | None] = [None] * len(msgs)
+        for key in groups:      # every partition new to the transaction checked before anything is written
+            if key not in self._sequences:
+                try:
+                    held = self.store.partition_of(*key)
+                except NotFoundError:
+                    continue        # a new partition: no producer state to fence
+                check_fencing(held, self.producer_id, self.producer_epoch)
         for key, indices in groups.items():
             part = self.store.partition_of(*key, create=True)
             if key not in self._sequences:
@@ -109,6 +171,13 @@ class Transaction:
     def _end(self, kind: str, timestamp: int | None) -> list[AppendResult]:
         if self.done:
             raise StoreClosedError("expected an open transaction, found it already ended", self.store.path)
+        try:
+            timestamp = integer_field(timestamp, "timestamp", None)
+        except InvalidMessageError as err:
+            raise InvalidMessageError(err.message, self.store.path) from None
+        for topic, partition in self._sequences:      # every marker checked before one is written
+            check_fencing(self.store.partition_of(topic, partition), self.producer_id, self.producer_epoch,
+                          coordinator_epoch=self.coordinator_epoch)
         self.done = True
         out = []
         for topic, partition in self._sequences:
@@ -141,26 +210,27 @@ class Transaction:
 
 
 def last_stable_offset(part: Partition) -> int:
-    """``UnifiedLog.lastStableOffset``: the first offset of a transaction still open, capped by the high
-    watermark."""
-    open_first = first_open_offset(part)
+    """``UnifiedLog.lastStableOffset``: the first offset of a transaction open at the high watermark
+    (still open, or ended by a marker the followers have not copied yet), else the high watermark
+    (:func:`.compaction.stable_below`)."""
     hw = high_watermark(part)
-    return hw if open_first is None else min(open_first, hw)
+    return stable_below(part, hw, first_open_offset(part, hw))
 
 
-def first_open_offset(part: Partition) -> int | None:
-    """The first offset of a transaction still open in ``part`` (None: none), from the producer state
-    its log implies (:func:`compaction.producer_state`, a walk of every batch header).
+def first_open_offset(part: Partition, end: int | None = None) -> int | None:
+    """The first offset of a transaction open in ``part`` at offset ``end`` (None: the log end; None
+    returned: none), from the producer state the batches below it imply
+    (:func:`compaction.producer_state`, a walk of every batch header).
 
-    Remembered on the partition for its segments as they are (bases and sizes, and the log start):
-    a read_committed read of a few records paid the whole walk every time (11 ms a read of a 17 MB
-    log).  An append, a truncation, a roll or a deletion changes the key; a cleaning changes sizes,
-    and never touches an open transaction (it stops at the first uncleanable offset, at most the
-    last stable one).  ``O(segments)`` when remembered, ``O(batches)`` otherwise."""
-    key = (part.log_start_offset, tuple((seg.base, seg.size) for seg in part.segments))
+    Remembered on the partition for its segments as they are (bases and sizes, and the log start)
+    and ``end``: a read_committed read of a few records paid the whole walk every time (11 ms a
+    read of a 17 MB log).  An append, a truncation, a roll or a deletion changes the key; a cleaning
+    changes sizes, and never touches an open transaction (it stops at the first uncleanable offset,
+    at most the last stable one).  ``O(segments)`` when remembered, ``O(batches)`` otherwise."""
+    key = (part.log_start_offset, end, tuple((seg.base, seg.size) for seg in part.segments))
     known = part.open_transactions
     if known is not None and known[0] == key:
         return known[1]
-    _, open_first = producer_state(part, part.clock())
+    _, open_first = producer_state(part, part.clock(), end=end)
     part.open_transactions = (key, open_first)
     return open_first
