@@ -181,3 +181,49 @@ def test_layouts_implement_the_core_protocol(tmp_path: Path) -> None:
                 layout = store.indexes[name]
                 assert isinstance(layout, IndexLayout)
                 assert (layout.name, layout.native) == (name, layout_class(name, fmt).native)
+
+
+@pytest.mark.parametrize("damage", ["slot", "link"])
+def test_verify_reports_a_key_chain_that_hides_keys(tmp_path: Path, damage: str) -> None:
+    """A slot of the extra key index (Kafka) aimed at another entry of its chain, or a link that ends
+    the chain early: every entry is still there, so ``index verify`` compared the entries, found them
+    all and said "ok" (exit 0), while ``find_key`` walks the slot's chain only and missed the older
+    records of that key.  Verify checks the slots and links as RocketMQ's own verify checks the
+    broker's IndexFiles (4.9.7 ``IndexFile.putKey``: each entry links to the slot's previous newest
+    entry, the slot then points at it)."""
+    from segstore.indexes import keyhash
+
+    path = tmp_path / "T-0"
+    options = {"key.index.slots": 4, "key.index.entries": 32}
+    with segstore.open(path, format="kafka", mode="a", indexes=["key"], **options) as store:
+        store.append_batch([{"topic": "T", "partition": 0, "value": b"v", "key": f"k{n % 3}".encode(),
+                             "timestamp": 1000 + n} for n in range(12)])
+    with segstore.open(path, format="kafka") as store:
+        assert store.indexes.find_key("T", 0, b"k1") == [1, 4, 7, 10]
+    (name,) = [p for p in (path / ".segstore" / "key").iterdir() if p.name != "state.json"]
+    f = keyhash.IndexFile.open(str(name), 4, 32, writable=True)
+    try:
+        # the newest entry of k1 (offset 10) heads its slot's chain: 10 -> 7 -> 4 -> 1
+        head = int(f.slots[keyhash.index_key_hash("T#k1") % f.slot_num])
+        assert int(f.entries_all[head]["phy_offset"]) == 10
+        if damage == "slot":
+            f.slots[keyhash.index_key_hash("T#k1") % f.slot_num] = int(f.entries_all[head]["prev"])
+            pos = f.slot_pos(keyhash.index_key_hash("T#k1") % f.slot_num)
+        else:
+            f.entries_all["prev"][head] = keyhash.INVALID_INDEX
+            pos = f.entry_pos(head)
+        f.flush()
+    finally:
+        f.close()
+    with segstore.open(path, format="kafka") as store:
+        assert store.indexes.find_key("T", 0, b"k1") != [1, 4, 7, 10]      # the damage hides records
+        problems = store.indexes.verify()
+    assert [(p.path, p.pos) for p in problems] == [(str(name), pos)], problems
+    out = io.StringIO()
+    assert cli.main(["index", "verify", str(path), "--index", "key"], out) == 1
+    assert f"{name}:{pos}: expected " in out.getvalue()
+    assert cli.main(["index", "build", str(path), "--index", "key", "--option", "key.index.slots=4",
+                     "--option", "key.index.entries=32"], io.StringIO()) == 0
+    with segstore.open(path, format="kafka") as store:
+        assert store.indexes.verify() == []
+        assert store.indexes.find_key("T", 0, b"k1") == [1, 4, 7, 10]
