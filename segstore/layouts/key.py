@@ -214,8 +214,9 @@ class KeyStreamIndex(StreamIndex):
             past = f.slots_past_entries()
             if len(past):
                 s = int(past[0])
-                problems.append(Problem(f.path, f.slot_pos(s), f"expected slot {s} to hold an entry below "
-                                                               f"{f.header.index_count}, found {int(f.slots[s])}"))
+                problems.append(Problem(f.path, f.slot_pos(s), f"expected slot {s} to hold an entry "
+                                                               f"below {f.header.index_count}, "
+                                                               f"found {int(f.slots[s])}"))
             problems.extend(Problem(f.path, pos, message) for pos, message in f.chain_faults())
         return problems
 
