@@ -316,3 +316,35 @@ def test_offset_layout_reads_a_queue_new_since_the_build(tmp_path: Path) -> None
             found = store.indexes.read_at("T", 1, offset)
             assert found is not None and (found.queue_id, found.queue_offset) == (1, offset)
         assert store.indexes.read_at("T", 1, 5) is None
+
+
+@pytest.mark.parametrize("mode", ["a", "r"])
+def test_an_option_the_index_was_not_built_with_is_refused(tmp_path: Path, mode: str) -> None:
+    """``segstore.open(..., indexes=["key"], key.index.headers="trace")`` over a key index built without
+    it: the index kept its own options (state.json) and ignored the one asked for, without a word, so
+    ``find_key`` of a trace value found nothing, though the docs' own example asks for exactly this.  An
+    option named that differs from the one an index on disk was built with is refused (ConfigError,
+    exit 2) naming the state file and the ``index build`` that rebuilds it with the new value; named
+    as built, or left out (the index's own), it is taken; ``index build --option`` rebuilds with it."""
+    from segstore.errors import ConfigError
+
+    path = tmp_path / "T-0"
+    record = {"topic": "T", "partition": 0, "value": b"v", "key": b"k", "headers": [("trace", b"t1")]}
+    with segstore.open(path, format="kafka", mode="a", indexes=["key"]) as store:
+        store.append(record)
+    state = path / ".segstore" / "key" / "state.json"
+    asked = {"key.index.headers": "trace"}
+    with pytest.raises(ConfigError) as caught:
+        segstore.open(path, format="kafka", mode=mode, indexes=["key"], **asked).close()
+    assert caught.value.path == str(state)
+    assert "expected key.index.headers 'trace'" in caught.value.message
+    assert "segstore index build PATH --index key --option key.index.headers=trace" in caught.value.message
+    # the options it was built with, named or not, and options of layouts not opened, are fine
+    for options in ({}, {"key.index.headers": ""}, {"layout.interval.bytes": 100}):
+        with segstore.open(path, format="kafka", mode=mode, indexes=["key"], **options) as store:
+            assert store.indexes.find_key("T", 0, b"k") == [0]
+    out = io.StringIO()
+    assert cli.main(["index", "build", str(path), "--index", "key", "--option", "key.index.headers=trace"],
+                    out) == 0
+    with segstore.open(path, format="kafka", mode=mode, indexes=["key"], **asked) as store:
+        assert store.indexes.find_key("T", 0, b"t1") == [0]

@@ -160,18 +160,27 @@ class IndexSet:
     :param names: layout names; native ones only add lookups.
     :param options: layout options (see :data:`segstore.layouts.options.DEFAULT_OPTIONS`).
     :param writable: write the extra layouts' files (default: the store's mode is ``"a"``).
+    :param building: the options are those a :meth:`build` is about to rebuild the indexes with; else an
+        option named in ``options`` that differs from the one an index on disk was built with is refused.
+    :raises ConfigError: such an option (:meth:`ExtraLayout.check_options <.base.ExtraLayout.check_options>`).
     """
 
     def __init__(self, store: Store, names: Iterable[str], options: Mapping[str, Any] | None = None, *,
-                 writable: bool | None = None) -> None:
+                 writable: bool | None = None, building: bool = False) -> None:
+        from .base import ExtraLayout
         from .options import parse_options
 
         self.store = store
         self.options = parse_options(options or {})
+        requested = {} if building else {
+            name: self.options[name] for name in (raw.replace("_", ".") for raw in options or {})}
         self.layouts: dict[str, Layout] = {}
         try:
             for name in dict.fromkeys(names):
-                self.layouts[name] = layout_class(name, store.format)(store, self.options, writable=writable)
+                layout = self.layouts[name] = layout_class(name, store.format)(store, self.options,
+                                                                               writable=writable)
+                if requested and isinstance(layout, ExtraLayout):
+                    layout.check_options(requested)
         except BaseException:
             self.close()
             raise

@@ -65,7 +65,7 @@ from typing import Any, ClassVar, Generic, TypeVar, cast
 import numpy as np
 
 from segstore import files, progress
-from segstore.errors import CorruptDataError, NotFoundError, UnsupportedOperationError
+from segstore.errors import ConfigError, CorruptDataError, NotFoundError, UnsupportedOperationError
 from segstore.logview import LogView, Positions, int64_column, stream_batches, stream_positions
 from segstore.store import Problem, Store
 
@@ -541,6 +541,8 @@ class ExtraLayout(Layout, Generic[IndexT]):
     native = False
     # Not ClassVar: a ClassVar cannot hold a type variable; subclasses set it on the class all the same.
     stream_class: type[IndexT]
+    #: the layout options this layout's files depend on (:data:`~.options.DEFAULT_OPTIONS`)
+    option_names: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, store: Store, options: Mapping[str, Any], *, writable: bool | None = None,
                  open_streams: bool = True) -> None:
@@ -621,6 +623,22 @@ class ExtraLayout(Layout, Generic[IndexT]):
             raise index.broken
         index.look_at_log()
         return index
+
+    def check_options(self, requested: Mapping[str, Any]) -> None:
+        """Refuse an option the caller named (``requested``, parsed) that differs from the one an index
+        on disk was built with: the index keeps its own (``state.json``), so the one asked for would be
+        ignored without a word (``key.index.headers`` named on open, and no header value found).
+
+        :raises ConfigError: naming the stream's state file and the ``index build`` that rebuilds it.
+        """
+        for index in self._streams.values():
+            for name in self.option_names:
+                if name in requested and not _same_option(name, requested[name], index.options[name]):
+                    raise ConfigError(
+                        f"expected {name} {requested[name]!r}, as asked, found the {self.name!r} index built "
+                        f"with {index.options[name]!r}, which it keeps (rebuild it with the new value: "
+                        f"segstore index build PATH --index {self.name} --option {name}={requested[name]})",
+                        index.state.path)
 
     def forget_from(self, stream: Stream, offset: int) -> None:
         """The store is about to rewrite the stream's records from ``offset`` on where they lie: the index
@@ -733,6 +751,14 @@ class ExtraLayout(Layout, Generic[IndexT]):
             files.remove(path)
             _prune_empty(os.path.dirname(path))
         return removed
+
+
+def _same_option(name: str, asked: Any, built: Any) -> bool:
+    """Whether option ``name`` asked as ``asked`` is the one an index was built with (header lists
+    compare as sets of names: their order makes the same index)."""
+    if name == "key.index.headers":
+        return {h for h in str(asked).split(",") if h} == {h for h in str(built).split(",") if h}
+    return bool(asked == built)
 
 
 def _prune_empty(directory: str) -> None:

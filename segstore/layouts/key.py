@@ -263,6 +263,7 @@ class KeyLayout(ExtraLayout[KeyStreamIndex]):
     name = "key"
     answers = frozenset({"key"})
     stream_class = KeyStreamIndex
+    option_names = ("key.index.headers", "key.index.slots", "key.index.entries")
 
     def find_key(self, stream: Stream, key: bytes, max_hits: int | None = None) -> list[int]:
         return self._index(stream).find_key(bytes(key), max_hits)

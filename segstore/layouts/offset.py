@@ -119,6 +119,7 @@ class OffsetLayout(ExtraLayout[OffsetStreamIndex]):
     name = "offset"
     answers = frozenset({"offset"})
     stream_class = OffsetStreamIndex
+    option_names = ("layout.interval.bytes", "layout.index.bytes")
 
     def read_at(self, stream: Stream, offset: int) -> Any | None:
         if not self._check_range(stream, offset):

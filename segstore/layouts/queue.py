@@ -134,6 +134,7 @@ class QueueLayout(ExtraLayout[QueueStreamIndex]):
     name = "queue"
     answers = frozenset({"offset"})
     stream_class = QueueStreamIndex
+    option_names = ("layout.queue.file.bytes",)
 
     def read_at(self, stream: Stream, offset: int) -> Any | None:
         if not self._check_range(stream, offset):

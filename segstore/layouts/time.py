@@ -179,6 +179,7 @@ class TimeLayout(ExtraLayout[TimeStreamIndex]):
     name = "time"
     answers = frozenset({"time"})
     stream_class = TimeStreamIndex
+    option_names = ("layout.interval.bytes", "layout.index.bytes")
 
     def offset_for_time(self, stream: Stream, timestamp: int) -> int | None:
         index = self._index(stream)
