@@ -227,3 +227,29 @@ def test_verify_reports_a_key_chain_that_hides_keys(tmp_path: Path, damage: str)
     with segstore.open(path, format="kafka") as store:
         assert store.indexes.verify() == []
         assert store.indexes.find_key("T", 0, b"k1") == [1, 4, 7, 10]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_index_drop_waits_for_the_index_writer(tmp_path: Path, fmt: str) -> None:
+    """``segstore index drop`` took no writer lock: with a store open for append keeping the index,
+    it deleted the files under it (and its lock file), the writer went on indexing into unlinked
+    files, and its close failed with NotFoundError on the state file it could no longer write.
+    ``index build`` already refused (StoreLockedError, exit 1); ``drop`` does too, leaving every file,
+    and drops once the writer is gone."""
+    name = "key" if fmt == "kafka" else "time"
+    path = tmp_path / "T-0"
+    _write(path, fmt, _data(3, 9), indexes=[name])
+    files_before = sorted(p for p in (path / ".segstore").rglob("*"))
+    with segstore.open(path, format=fmt, mode="a", indexes=[name]) as store:
+        out, err = io.StringIO(), io.StringIO()
+        import contextlib
+        with contextlib.redirect_stderr(err):
+            assert cli.main(["index", "drop", str(path), "--index", name], out) == 1
+        assert out.getvalue() == "" and f"{name}.lock: " in err.getvalue()
+        assert sorted(p for p in (path / ".segstore").rglob("*")) == files_before
+        store.append_batch([{"topic": "T", "partition": 0, "value": b"v", "key": b"k1", "timestamp": 5}]
+                           if fmt == "kafka" else [{"topic": "T", "queue_id": 0, "body": b"v"}])
+    with segstore.open(path, format=fmt) as store:
+        assert store.indexes.verify() == []
+    assert cli.main(["index", "drop", str(path), "--index", name], io.StringIO()) == 0
+    assert not (path / ".segstore" / name).exists()

@@ -735,21 +735,32 @@ class ExtraLayout(Layout, Generic[IndexT]):
         self._locks = []
 
     def drop(self) -> list[str]:
-        """Delete every stream's index directory; returns those that existed."""
-        removed = []
-        for stream in self.streams():
-            index = self._streams.pop(stream, None)
-            if index is not None:
-                index.drop()
-            directory = self.directory(stream)
-            if files.exists(directory):
-                files.remove_tree(directory)
-                removed.append(directory)
-                _prune_empty(os.path.dirname(directory))
-        self._release_locks()
-        for path in self.lock_paths():
-            files.remove(path)
-            _prune_empty(os.path.dirname(path))
+        """Delete every stream's index directory; returns those that existed.
+
+        Under the writer locks (taken here when not held): a store keeping the index open for
+        append would go on writing into deleted files, and fail to save its state at close.
+
+        :raises StoreLockedError: another writer holds a lock of the layout; nothing is deleted.
+        """
+        try:
+            if not self._locks:
+                self._acquire_locks()
+            removed = []
+            for stream in self.streams():
+                index = self._streams.pop(stream, None)
+                if index is not None:
+                    index.drop()
+                directory = self.directory(stream)
+                if files.exists(directory):
+                    files.remove_tree(directory)
+                    removed.append(directory)
+                    _prune_empty(os.path.dirname(directory))
+            # the lock files go while held (a writer starting meanwhile takes a new one)
+            for path in self.lock_paths():
+                files.remove(path)
+                _prune_empty(os.path.dirname(path))
+        finally:
+            self._release_locks()
         return removed
 
 
