@@ -348,3 +348,32 @@ def test_an_option_the_index_was_not_built_with_is_refused(tmp_path: Path, mode:
                     out) == 0
     with segstore.open(path, format="kafka", mode=mode, indexes=["key"], **asked) as store:
         assert store.indexes.find_key("T", 0, b"t1") == [0]
+
+
+def test_index_build_without_an_option_keeps_the_one_the_index_was_built_with(tmp_path: Path) -> None:
+    """``index verify`` tells how to mend a damaged index: ``segstore index build PATH --index key``.
+    Run as told over a key index built with ``key.index.headers=trace``, the rebuild took the default
+    options for every one not named, so it came back without the header: ``find_key`` of a trace value
+    found nothing from then on, without a word.  A rebuild keeps the options the index was built with
+    but those ``--option`` names (``--option key.index.headers=`` to index no header again)."""
+    path = tmp_path / "T-0"
+    record = {"topic": "T", "partition": 0, "value": b"v", "key": b"k", "headers": [("trace", b"t1")]}
+    with segstore.open(path, format="kafka", mode="a", indexes=["key"],
+                       **{"key.index.headers": "trace", "key.index.slots": 8}) as store:
+        store.append(record)
+    state = path / ".segstore" / "key" / "state.json"
+
+    def build(*options: str) -> None:
+        argv = ["index", "build", str(path), "--index", "key"]
+        assert cli.main([*argv, *(f"--option={o}" for o in options)], io.StringIO()) == 0
+
+    build()
+    assert json.loads(state.read_text())["options"]["key.index.headers"] == "trace"
+    assert json.loads(state.read_text())["options"]["key.index.slots"] == 8
+    with segstore.open(path, format="kafka") as store:
+        assert store.indexes.find_key("T", 0, b"t1") == [0]
+    build("key.index.headers=")
+    assert json.loads(state.read_text())["options"]["key.index.headers"] == ""
+    assert json.loads(state.read_text())["options"]["key.index.slots"] == 8
+    with segstore.open(path, format="kafka") as store:
+        assert store.indexes.find_key("T", 0, b"t1") == []

@@ -160,8 +160,9 @@ class IndexSet:
     :param names: layout names; native ones only add lookups.
     :param options: layout options (see :data:`segstore.layouts.options.DEFAULT_OPTIONS`).
     :param writable: write the extra layouts' files (default: the store's mode is ``"a"``).
-    :param building: the options are those a :meth:`build` is about to rebuild the indexes with; else an
-        option named in ``options`` that differs from the one an index on disk was built with is refused.
+    :param building: the options are those a :meth:`build` is about to rebuild the indexes with (an index
+        keeps the others it was built with); else an option named in ``options`` that differs from the
+        one an index on disk was built with is refused.
     :raises ConfigError: such an option (:meth:`ExtraLayout.check_options <.base.ExtraLayout.check_options>`).
     """
 
@@ -172,14 +173,14 @@ class IndexSet:
 
         self.store = store
         self.options = parse_options(options or {})
-        requested = {} if building else {
-            name: self.options[name] for name in (raw.replace("_", ".") for raw in options or {})}
+        requested = {name: self.options[name] for name in (raw.replace("_", ".") for raw in options or {})}
         self.layouts: dict[str, Layout] = {}
         try:
             for name in dict.fromkeys(names):
                 layout = self.layouts[name] = layout_class(name, store.format)(store, self.options,
                                                                                writable=writable)
-                if requested and isinstance(layout, ExtraLayout):
+                layout.requested = requested
+                if requested and not building and isinstance(layout, ExtraLayout):
                     layout.check_options(requested)
         except BaseException:
             self.close()

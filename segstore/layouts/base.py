@@ -251,14 +251,14 @@ class StreamIndex:
     def _discard(self, *, new_options: bool = False) -> None:
         """Delete every file of the stream index and start it empty (it will be rebuilt).
 
-        The index keeps the options it was built with unless ``new_options`` (a
-        requested build) takes the layout's.
+        The index keeps the options it was built with; ``new_options`` (a requested build) takes
+        those its caller named (:attr:`Layout.requested`) in their place.
         """
         self._close_files()
         files.remove_tree(self.directory)
         files.make_dirs(self.directory)
         if new_options:
-            self.options = dict(self.layout.options)
+            self.options = {**self.options, **self.layout.requested}
         self.state.options = self.options
         self.state.indexed_end = self.log_start()
         self.state.carry = {}
@@ -469,6 +469,9 @@ class Layout:
         #: the store as the core sees it: every read of the log goes through it
         self.view = cast(LogView, store)
         self.options = dict(options)
+        #: the options among ``options`` the caller named (parsed; the rest are defaults): what a
+        #: requested build changes in an index, which keeps the others it was built with
+        self.requested: dict[str, Any] = {}
         #: whether this layout's own files are written (default: the store's mode); a read-only
         #: store can get extra indexes built (``segstore index build`` never opens the log for append)
         self.writable = store.mode == "a" if writable is None else writable
