@@ -253,3 +253,48 @@ def test_index_drop_waits_for_the_index_writer(tmp_path: Path, fmt: str) -> None
         assert store.indexes.verify() == []
     assert cli.main(["index", "drop", str(path), "--index", name], io.StringIO()) == 0
     assert not (path / ".segstore" / name).exists()
+
+
+def test_readers_leave_sparse_entries_past_the_recovery_point(tmp_path: Path) -> None:
+    """A writer keeping the sparse ``offset`` and ``time`` layouts over a RocketMQ queue dies after
+    appending (its entries are in the files, its state.json still ends at the last flush); a power
+    loss takes the messages it appended from the commitlog, and a writer without the index (the
+    broker) writes others there.  The record the index ends with is unchanged, so nothing looks stale:
+    the docs promise that readers answer from the index up to ``indexed_end`` and scan the tail, but the
+    sparse layouts used every entry in their files: ``offset_for_time`` answered offsets of the lost
+    messages (12 for a time first reached at 10) and ``read_at`` walked the commitlog from a lost
+    message's position (CorruptDataError mid-message).  They now stop at ``indexed_end``, as the dense
+    and key layouts do."""
+    import glob
+
+    path = tmp_path / "store"
+
+    def message(n: int, when: int) -> dict:
+        # the messages written after the loss are longer: the lost ones' positions fall inside them
+        body = b"v%03d" % n + bytes(n // 100 * 7)
+        return {"topic": "T", "queue_id": 0, "body": body, "store_timestamp": when}
+
+    options = {"layout.interval.bytes": 1}
+    with segstore.open(path, format="rocketmq", mode="a", indexes=["time", "offset"], **options) as store:
+        store.append_batch([message(n, 1000 + n) for n in range(10)])
+    store = segstore.open(path, format="rocketmq", mode="a", indexes=["time", "offset"])
+    store.append_batch([message(n, 1000 + n) for n in range(10, 20)])
+    lost_from = next(store.read("T", 0, 10, 1)).physical_offset
+    store.abandon()
+    (log,) = glob.glob(str(path / "commitlog" / "*"))
+    with open(log, "r+b") as f:         # the power loss: the messages appended since the flush are gone
+        f.seek(lost_from)
+        f.write(bytes(os.path.getsize(log) - lost_from))
+    with segstore.open(path, format="rocketmq", mode="a", indexes=[]) as store:
+        assert store.offset_range("T", 0) == (0, 10)
+        store.append_batch([message(100 + n, 5000 + n) for n in range(10, 20)])
+    with segstore.open(path, format="rocketmq") as store:
+        assert store.indexes is not None and sorted(store.indexes) == ["offset", "time"]
+        times = [r.store_timestamp for r in store.read("T", 0)]
+        for when in (999, 1005, 1009, 1012, 1019, 4000, 5010, 5015, 5019, 5020):
+            want = next((o for o, t in enumerate(times) if t >= when), None)
+            assert store.indexes.offset_for_time("T", 0, when) == want, when
+        for offset in range(20):
+            record = store.indexes.read_at("T", 0, offset)
+            written = message(offset + 100 * (offset >= 10), 0)["body"]
+            assert (record.queue_offset, record.body) == (offset, written)

@@ -85,7 +85,10 @@ class OffsetStreamIndex(SparseFiles[OffsetIndex]):
         interleaving of a shared log.
         """
         index = self.files.floor(offset)
-        if index is None:       # nothing indexed at or below it (a stream new since the build): the log
+        # nothing indexed at or below it (a stream new since the build), or past ``indexed_end``: the
+        # entries there are a writer's that died before it saved its state (the log may have lost
+        # and rewritten their records since), and the records are read from the log
+        if index is None or offset >= self.state.indexed_end:
             return self.read_from_log(offset)
         entry = index.lookup_offset(offset)
         position = self.extra[index.base_offset] + entry.position
