@@ -298,3 +298,69 @@ def test_readers_leave_sparse_entries_past_the_recovery_point(tmp_path: Path) ->
             record = store.indexes.read_at("T", 0, offset)
             written = message(offset + 100 * (offset >= 10), 0)["body"]
             assert (record.queue_offset, record.body) == (offset, written)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_verify_passes_over_entries_past_the_recovery_point(tmp_path: Path, fmt: str) -> None:
+    """A writer killed after appending leaves entries past the ``indexed_end`` its state saved; readers
+    never use them and the next writer cuts them.  ``index verify`` passed over them for the dense and
+    key layouts (Kafka) but reported the sparse ones (RocketMQ's ``offset`` and ``time``: "expected 10
+    entries, found 20", exit 1) though every lookup was right."""
+    path = tmp_path / "T-0"
+    names = [n for n in LAYOUT_NAMES if not layout_class(n, fmt).native]
+
+    def batch(first: int) -> list[dict]:
+        return [{"topic": "T", "partition": 0, "value": b"v%d" % n, "key": b"k%d" % (n % 3),
+                 "timestamp": 1000 + n} if fmt == "kafka" else
+                {"topic": "T", "queue_id": 0, "body": b"v%d" % n, "keys": [f"k{n % 3}"],
+                 "store_timestamp": 1000 + n} for n in range(first, first + 10)]
+
+    options = {"layout.interval.bytes": 1}
+    with segstore.open(path, format=fmt, mode="a", indexes=names, **options) as store:
+        store.append_batch(batch(0))
+    store = segstore.open(path, format=fmt, mode="a", indexes=names)
+    store.append_batch(batch(10))
+    store.abandon()
+    assert all(s["indexed_end"] == 10 and not s["clean"] for s in _states(path))
+    with segstore.open(path, format=fmt) as store:
+        assert store.indexes.verify() == []
+        full = IndexSet(store, LAYOUT_NAMES, writable=False)
+        try:
+            check_against_scan(store, full)
+        finally:
+            full.close()
+    out = io.StringIO()
+    argv = ["index", "verify", str(path), *(f"--index={n}" for n in names)]
+    assert cli.main(argv, out) == 0, out.getvalue()
+
+
+#: A RocketMQ queue whose time index file at offset 25 fills at offset 28 and rolls after it: the roll
+#: forces the file's largest time in (1192 at offset 23), past the state saved at offset 28.
+ROLLED_PAST = {"times": [1009, 992, 1180, 1183, 1048, 1097, 1179, 1126, 1022, 1091, 1020, 1048, 1168, 1137,
+                         1145, 1097, 952, 1149, 1013, 1119, 1164, 954, 1062, 1192, 989, 988, 1135, 1031, 992,
+                         1015, 1117, 1126, 1108, 1099, 965, 980, 1150, 1100, 958, 1060],
+               "sizes": [36, 94, 27, 9, 92, 46, 93, 60, 16, 71, 85, 2, 15, 12, 18, 88, 22, 6, 34, 40, 28, 79,
+                         3, 77, 73, 23, 55, 7, 38, 51, 18, 13, 85, 11, 52, 2, 84, 84, 63, 50],
+               "saved": 28}
+
+
+def test_verify_passes_over_the_entry_a_roll_past_the_recovery_point_forced_in(tmp_path: Path) -> None:
+    """The time file a dead writer rolled after its last saved state holds the entry the roll forces in
+    (its largest time) though the state ends before it: verify passes over it as over every entry the
+    dead writer put past its recovery point, and the lookups still answer like a scan."""
+    path = tmp_path / "store"
+    times, sizes, saved = ROLLED_PAST["times"], ROLLED_PAST["sizes"], ROLLED_PAST["saved"]
+    messages = [{"topic": "T", "queue_id": 0, "body": b"v%03d" % n + bytes(size), "store_timestamp": when}
+                for n, (when, size) in enumerate(zip(times, sizes, strict=True))]
+    options = {"layout.interval.bytes": 400, "layout.index.bytes": 36}
+    with segstore.open(path, format="rocketmq", mode="a", indexes=["time"], **options) as store:
+        store.append_batch(messages[:saved])
+    store = segstore.open(path, format="rocketmq", mode="a", indexes=["time"])
+    for m in messages[saved:]:
+        store.append_batch([m])
+    store.abandon()
+    with segstore.open(path, format="rocketmq") as store:
+        assert store.indexes.verify() == []
+        for when in sorted({*times, min(times) - 1, max(times) + 1}):
+            want = next((o for o, t in enumerate(times) if t >= when), None)
+            assert store.indexes.offset_for_time("T", 0, when) == want, when

@@ -95,14 +95,14 @@ class OffsetStreamIndex(SparseFiles[OffsetIndex]):
         return self.store.record_at(self.stream.topic, self.stream.partition, offset, position)
 
     def _file_difference(self, base: int, index: OffsetIndex, start: int, end: int,
-                         rolled: bool) -> tuple[int, str] | None:
+                         rolled: bool, past: bool) -> tuple[int, str] | None:
         cols = self.columns(max(base, start), end, _COLUMNS)
         offsets, positions, sizes = cols["offset"], cols["position"], cols["size"]
         if base >= start:
             points = np.flatnonzero(sparse_points(sizes, 0, self.options["layout.interval.bytes"]))
             expected = self._entries(base, offsets[points], positions[points])
-            return self.first_difference(index.entries, expected)
-        slot, found = self._entries_from(index, start)
+            return self.first_difference(self._held(index, end), expected)
+        slot, found = self._entries_from(index, start, end)
         # each entry is expected to name its record: compared with the record at or after its offset
         named = np.searchsorted(offsets, base + found["relative_offset"].astype(np.int64))
         rows = np.minimum(named, len(offsets) - 1) if len(offsets) else named[:0]

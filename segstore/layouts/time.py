@@ -155,7 +155,7 @@ class TimeStreamIndex(SparseFiles[TimeIndex]):
         return None
 
     def _file_difference(self, base: int, index: TimeIndex, start: int, end: int,
-                         rolled: bool) -> tuple[int, str] | None:
+                         rolled: bool, past: bool) -> tuple[int, str] | None:
         cols = self.columns(max(base, start), end, ["size", self.time_column])
         offsets, stamps = cols["offset"], cols[self.time_column]
         if base >= start:
@@ -164,14 +164,17 @@ class TimeStreamIndex(SparseFiles[TimeIndex]):
             if rolled and "max_ts" in carry and (not len(rows) or carry["max_ts"] > rows["timestamp"][-1]):
                 final = np.array([(carry["max_ts"], carry["max_offset"] - base)], dtype=TIME_ENTRY)
                 rows = np.concatenate([rows, final])
-            return self.first_difference(index.entries, rows)
-        entries = index.entries
+            held = self._held(index, end)
+            if past and len(held) == len(rows) + 1:
+                held = held[:-1]    # the entry the roll past indexed_end forced in: not looked at
+            return self.first_difference(held, rows)
+        entries = self._held(index, end)
         # a rolled file's last entry holds the largest time of the whole file, the records cut included
         if rolled and len(stamps) and (not len(entries) or int(entries["timestamp"][-1]) < int(stamps.max())):
             last = tuple(entries[-1].tolist()) if len(entries) else "no entry"
             return max(len(entries) - 1, 0), (f"expected a last entry of at least time {int(stamps.max())}, "
                                               f"the largest of offsets {start}..{end - 1}, found {last}")
-        slot, found = self._entries_from(index, start)
+        slot, found = self._entries_from(index, start, end)
         # an entry (T, o): o is the first record of the file stored at T or later, and stored at T; the
         # records from the log start before o are older: o is the first of them to reach T
         reached = np.searchsorted(np.maximum.accumulate(stamps), found["timestamp"].astype(np.int64))
