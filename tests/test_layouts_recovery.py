@@ -364,3 +364,27 @@ def test_verify_passes_over_the_entry_a_roll_past_the_recovery_point_forced_in(t
         for when in sorted({*times, min(times) - 1, max(times) + 1}):
             want = next((o for o, t in enumerate(times) if t >= when), None)
             assert store.indexes.offset_for_time("T", 0, when) == want, when
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_recover_says_what_it_did_to_the_extra_indexes(tmp_path: Path, fmt: str) -> None:
+    """``segstore recover`` (one line an action) over a store whose extra indexes a killed writer left:
+    opening it for append recovered them (entries past the recovery point rebuilt from the log), yet
+    it printed "PATH: nothing to recover".  Their lines are among its actions (text and ``--json``)."""
+    path = tmp_path / "T-0"
+    names = [n for n in LAYOUT_NAMES if not layout_class(n, fmt).native]
+    _write(path, fmt, _data(4, 10), indexes=names)
+    store = segstore.open(path, format=fmt, mode="a", indexes=names)
+    store.append_batch([{"topic": "T", "partition": 0, "value": b"v", "key": b"k1", "timestamp": 5}]
+                       if fmt == "kafka" else [{"topic": "T", "queue_id": 0, "body": b"v"}])
+    store.abandon()
+    out = io.StringIO()
+    assert cli.main(["recover", str(path)], out) == 0
+    assert "nothing to recover" not in out.getvalue()
+    recovered = [line for line in out.getvalue().splitlines() if ": recovered: entries from offset" in line]
+    layouts = {n for n in names if any(f"{os.sep}.segstore{os.sep}{n}" in line for line in recovered)}
+    assert layouts == set(names)
+    assert all(s["clean"] for s in _states(path))
+    out = io.StringIO()
+    assert cli.main(["recover", str(path), "--json"], out) == 0
+    assert not [line for line in json.loads(out.getvalue())["actions"] if ".segstore" in line]
