@@ -388,3 +388,20 @@ def test_recover_says_what_it_did_to_the_extra_indexes(tmp_path: Path, fmt: str)
     out = io.StringIO()
     assert cli.main(["recover", str(path), "--json"], out) == 0
     assert not [line for line in json.loads(out.getvalue())["actions"] if ".segstore" in line]
+
+
+def test_a_torn_extra_queue_file_is_named_by_its_layout_option(tmp_path: Path) -> None:
+    """A dense ``queue`` file of the wrong length under a Kafka partition's ``.segstore/`` was reported as
+    RocketMQ's: "(mappedFileSizeConsumeQueue) ...: the broker refuses to load it; segstore recover
+    resizes it", though no broker reads it and it is rebuilt, not resized.  It names its layout option
+    and how to rebuild it."""
+    path = tmp_path / "T-0"
+    _write(path, "kafka", _data(3, 11), indexes=["queue"])
+    (target,) = (path / ".segstore" / "queue").rglob("00000000000000000000")
+    target.write_bytes(target.read_bytes()[:-5])
+    out = io.StringIO()
+    assert cli.main(["index", "verify", str(path), "--index", "queue"], out) == 1
+    size = LAYOUT_OPTIONS["layout.queue.file.bytes"]
+    assert out.getvalue() == (f"{target}: expected a consume-queue file of {size} bytes "
+                              f"(layout.queue.file.bytes), found {size - 5} (rebuild: segstore index build "
+                              "PATH --index queue)\n")
