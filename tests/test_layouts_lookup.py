@@ -273,3 +273,24 @@ def test_index_lookups_check_their_arguments(tmp_path: Path, fmt: str) -> None:
             with pytest.raises(type(held.value)) as caught:
                 lookup()
             assert caught.value.message == held.value.message
+
+
+def test_key_index_headers_are_names_however_they_are_written(tmp_path: Path) -> None:
+    """``key.index.headers="trace, id"`` indexed the header named " id" (with its space), which no record
+    has: the values of ``id`` were never found, without a word; a list of names, the natural Python
+    spelling, was an AttributeError (a traceback) once the store was open.  Names are stripped, a list or
+    tuple of str is taken, anything else is refused before any file is made (ConfigError)."""
+    from segstore.errors import ConfigError
+
+    record = {"topic": "T", "partition": 0, "value": b"v", "headers": [("trace", b"t1"), ("id", b"i1")]}
+    for n, value in enumerate(["trace, id", " trace ,id,", ["trace", " id"], ("id", "trace")]):
+        path = tmp_path / f"s{n}" / "T-0"
+        options = {"key.index.headers": value}
+        with segstore.open(path, format="kafka", mode="a", indexes=["key"], **options) as s:
+            s.append(record)
+            assert (s.indexes.find_key("T", 0, b"t1"), s.indexes.find_key("T", 0, b"i1")) == ([0], [0]), value
+    for n, value in enumerate([5, ["trace", 5], b"trace", {"trace": 1}]):
+        path = tmp_path / f"bad{n}" / "T-0"
+        with pytest.raises(ConfigError, match=r"key\.index\.headers as header names"):
+            segstore.open(path, format="kafka", mode="a", indexes=["key"], **{"key.index.headers": value})
+        assert not path.exists()
