@@ -377,3 +377,36 @@ def test_index_build_without_an_option_keeps_the_one_the_index_was_built_with(tm
     assert json.loads(state.read_text())["options"]["key.index.slots"] == 8
     with segstore.open(path, format="kafka") as store:
         assert store.indexes.find_key("T", 0, b"t1") == []
+
+
+@pytest.mark.parametrize("how", ["write", "build"])
+def test_a_partition_new_since_the_build_takes_the_index_options(tmp_path: Path, how: str) -> None:
+    """A Kafka log directory whose key index was built with ``key.index.headers=trace``: a partition
+    written later (``segstore write`` keeps the store's indexes) got a key index of the default options,
+    without the header, and so did ``index build`` run again without ``--option``: ``find_key`` of its
+    trace values found nothing, though its records carry them.  A stream new to an index takes the
+    options the layout's indexes on disk were built with (but those the caller names)."""
+    logs = tmp_path / "logs"
+
+    def write(partition: int) -> None:
+        line = {"topic": "T", "partition": partition, "value": "v", "headers": [["trace", f"t{partition}"]]}
+        source = tmp_path / f"in{partition}.jsonl"
+        source.write_text(json.dumps(line) + "\n")
+        assert cli.main(["write", str(logs), "--format", "kafka", "--input", str(source)], io.StringIO()) == 0
+
+    write(1)
+    assert cli.main(["index", "build", str(logs), "--index", "key", "--option", "key.index.headers=trace"],
+                    io.StringIO()) == 0
+    if how == "write":
+        write(0)
+    else:
+        with segstore.open(logs, format="kafka", mode="a", indexes=[]) as store:
+            store.append({"topic": "T", "partition": 0, "value": b"v", "headers": [("trace", b"t0")]})
+        with segstore.open(logs, format="kafka") as store:     # a reader reads the new one as a tail
+            assert store.indexes.find_key("T", 0, b"t0") == [0]
+        assert cli.main(["index", "build", str(logs), "--index", "key"], io.StringIO()) == 0
+    state = json.loads((logs / "T-0" / ".segstore" / "key" / "state.json").read_text())
+    assert state["options"]["key.index.headers"] == "trace"
+    with segstore.open(logs, format="kafka") as store:
+        assert store.indexes.find_key("T", 0, b"t0") == [0]
+        assert store.indexes.find_key("T", 1, b"t1") == [0]

@@ -178,9 +178,8 @@ class IndexSet:
         self.layouts: dict[str, Layout] = {}
         try:
             for name in dict.fromkeys(names):
-                layout = self.layouts[name] = layout_class(name, store.format)(store, self.options,
-                                                                               writable=writable)
-                layout.requested = requested
+                layout = self.layouts[name] = layout_class(name, store.format)(
+                    store, self.options, writable=writable, requested=requested)
                 if requested and not building and isinstance(layout, ExtraLayout):
                     layout.check_options(requested)
         except BaseException:

@@ -194,7 +194,10 @@ class StreamIndex:
     def __init__(self, layout: Layout, stream: Stream, directory: str, *, writable: bool) -> None:
         self.layout = layout
         self.store: LogView = layout.view
-        self.options = layout.options
+        #: the options a new index of the stream is built with; those of its state once loaded
+        self.options = layout.new_stream_options()
+        #: whether :meth:`open` loaded the stream's state (its options are the ones it was built with)
+        self.loaded = False
         self.stream = stream
         self.directory = directory
         self.writable = writable
@@ -220,6 +223,7 @@ class StreamIndex:
             if existed:
                 self.options = {**self.options, **self.state.options}
                 self._marked_end = self.state.indexed_end if self.state.fingerprinted else None
+                self.loaded = True
             self.state.options = self.options
             self._open_files()
         except CorruptDataError as err:
@@ -464,17 +468,27 @@ class Layout:
     #: the lookups this layout answers: "offset" (record at an offset), "time", "key"
     answers: ClassVar[frozenset[str]]
 
-    def __init__(self, store: Store, options: Mapping[str, Any], *, writable: bool | None = None) -> None:
+    def __init__(self, store: Store, options: Mapping[str, Any], *, writable: bool | None = None,
+                 requested: Mapping[str, Any] | None = None) -> None:
         self.store = store
         #: the store as the core sees it: every read of the log goes through it
         self.view = cast(LogView, store)
         self.options = dict(options)
         #: the options among ``options`` the caller named (parsed; the rest are defaults): what a
         #: requested build changes in an index, which keeps the others it was built with
-        self.requested: dict[str, Any] = {}
+        self.requested: dict[str, Any] = dict(requested or {})
+        #: the options the layout's indexes on disk were built with (those of the first stream whose
+        #: state loaded): a stream new to the layout takes them (:meth:`new_stream_options`)
+        self.inherited: dict[str, Any] = {}
         #: whether this layout's own files are written (default: the store's mode); a read-only
         #: store can get extra indexes built (``segstore index build`` never opens the log for append)
         self.writable = store.mode == "a" if writable is None else writable
+
+    def new_stream_options(self) -> dict[str, Any]:
+        """The options an index of a stream new to the layout is built with: those the layout's indexes
+        on disk were built with (a partition written after ``key.index.headers=trace`` was built
+        indexes the header too), but the ones the caller named."""
+        return {**self.options, **self.inherited, **self.requested}
 
     # -- IndexLayout ---------------------------------------------------------------
     # ``build`` and ``append`` take no records: a layout reads what it needs (positions,
@@ -548,8 +562,8 @@ class ExtraLayout(Layout, Generic[IndexT]):
     option_names: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, store: Store, options: Mapping[str, Any], *, writable: bool | None = None,
-                 open_streams: bool = True) -> None:
-        super().__init__(store, options, writable=writable)
+                 open_streams: bool = True, requested: Mapping[str, Any] | None = None) -> None:
+        super().__init__(store, options, writable=writable, requested=requested)
         self._streams: dict[Stream, IndexT] = {}
         self._locks: list[files.WriterLock] = []
         if not open_streams:
@@ -557,9 +571,11 @@ class ExtraLayout(Layout, Generic[IndexT]):
         try:
             if self.writable:
                 self._acquire_locks()
-            for stream in self.streams():
-                directory = self.directory(stream)
-                if self.writable or files.exists(os.path.join(directory, STATE_FILE)):
+            streams = self.streams()
+            built = {s for s in streams if files.exists(os.path.join(self.directory(s), STATE_FILE))}
+            # the streams with an index on disk first: the new ones take their options
+            for stream in [*(s for s in streams if s in built), *(s for s in streams if s not in built)]:
+                if self.writable or stream in built:
                     self._open_stream(stream)
         except BaseException:
             self.close()
@@ -596,6 +612,8 @@ class ExtraLayout(Layout, Generic[IndexT]):
         if self.writable:
             files.make_dirs(index.directory)
         index.open()
+        if index.loaded and not self.inherited:
+            self.inherited = dict(index.state.options)
         self._streams[stream] = index
         return index
 
