@@ -1045,6 +1045,9 @@ def cmd_recover(args: argparse.Namespace, out: TextIO) -> int:
             lines = store.recover(**threads)
         except UnrepairedDataError as err:
             lines, unrepaired = err.actions, err
+        # the extra index layouts recover (or rebuild) when the store opens for append
+        indexes = getattr(store, "indexes", None)
+        lines = [*lines, *(indexes.actions if indexes is not None else [])]
     if args.json:
         _json_line({"path": args.path, "actions": lines,
                     **({"unrepaired": str(unrepaired)} if unrepaired else {})}, out)

@@ -174,6 +174,25 @@ def _a(word: str) -> str:
     return f"{'an' if word[:1] in 'aeiou' else 'a'} {word}"
 
 
+def check_natural(name: str, value: Any, path: str | None = None) -> None:
+    """:raises ConfigError: ``value`` (what the caller calls ``name``: a partition, ``max_hits``, an offset)
+        is not an integer of at least 0; None passes (any)."""
+    if value is not None and (not _integer(value) or value < 0):
+        raise ConfigError(f"expected {name} as an integer of at least 0, found {type(value).__name__} "
+                          f"{cut(value)}", path)
+
+
+def check_time(name: str, value: Any, path: str | None = None, *, negative: bool = False) -> None:
+    """:raises ConfigError: ``value`` (a time the caller calls ``name``) is not a number of ms (NaN
+        included), or is negative (unless ``negative``); None passes."""
+    if value is not None and (not isinstance(value, numbers.Real) or isinstance(value, bool)
+                              or value != value):   # NaN: no time, every comparison with it false
+        raise ConfigError(f"expected {_a(name)} time in ms since the epoch, found {type(value).__name__} "
+                          f"{cut(value)}", path)
+    if value is not None and value < 0 and not negative:
+        raise ConfigError(f"expected {_a(name)} time of at least 0 ms, found {value}", path)
+
+
 def check_batch_rows(batch_rows: Any, path: str | None = None) -> None:
     """:raises ConfigError: a ``scan_arrow`` ``batch_rows`` that is not an integer of at least 1 (None: the
         format's default)."""
@@ -408,13 +427,8 @@ class Store(abc.ABC):
 
     def _check_time(self, name: str, value: int | None, *, negative: bool = False) -> None:
         """:raises ConfigError: ``value`` (a time the caller calls ``name``) is not a number of ms (NaN
-            included), or is negative (unless ``negative``)."""
-        if value is not None and (not isinstance(value, numbers.Real) or isinstance(value, bool)
-                                  or value != value):   # NaN: no time, every comparison with it false
-            raise ConfigError(f"expected {_a(name)} time in ms since the epoch, found {type(value).__name__} "
-                              f"{cut(value)}", self.path)
-        if value is not None and value < 0 and not negative:
-            raise ConfigError(f"expected {_a(name)} time of at least 0 ms, found {value}", self.path)
+            included), or is negative (unless ``negative``) (:func:`check_time`)."""
+        check_time(name, value, self.path, negative=negative)
 
     def offsets_between(self, topic: str, partition: int, begin: int | None = None,
                         end: int | None = None) -> tuple[int, int]:
@@ -493,9 +507,7 @@ class Store(abc.ABC):
                               self.path)
         raw = lookup_key(key, self.path)
         for name, value in (("partition", partition), ("max_hits", max_hits)):
-            if value is not None and (not _integer(value) or value < 0):
-                raise ConfigError(f"expected {name} as an integer of at least 0, found "
-                                  f"{type(value).__name__} {cut(value)}", self.path)
+            check_natural(name, value, self.path)
         self._check_time("begin", begin, negative=True)
         self._check_time("end", end, negative=True)
         return raw

@@ -8,12 +8,12 @@ kept, recovered, verified and dropped with no index code in the plugin.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from example_plugin.linelog import LineLogFormat
+from example_plugin.linelog import LineLogFormat, LineLogStore
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -142,3 +142,69 @@ def test_crash_then_reopen_recovers_the_extra_indexes(tmp_path: Path) -> None:
         store.append_batch(more)     # the indexes on disk are kept up to date, not left behind
         assert store.indexes is not None and store.indexes.verify() == []
         _check_lookups(store, first + more)
+
+
+# -- the conformance suite fails a plugin whose native lookups are wrong -------------------------
+class _HashOnlyKeyStore(LineLogStore):
+    """A native key lookup that returns every record whose key has the key's Java hash, unchecked (what a
+    RocketMQ IndexFile chain holds: ``"Aa"`` and ``"BB"`` share one)."""
+
+    format = "linelog-hashkey"
+
+    def key_offsets(self, topic: str, partition: int, key: bytes, max_hits: int | None = None) -> list[int]:
+        from segstore.indexes.javahash import string_hash
+
+        want = string_hash(f"{topic}#{key.decode()}")
+        hits = [r.offset for r in self.read(topic, partition)
+                if r.key is not None and string_hash(f"{topic}#{r.key.decode()}") == want]
+        return hits if max_hits is None else hits[-max_hits:] if max_hits > 0 else []
+
+
+class _BinarySearchTimeStore(LineLogStore):
+    """A native time lookup that binary searches the records' timestamps as if they were ordered."""
+
+    format = "linelog-bisect"
+
+    def offset_for_time(self, topic: str, partition: int, timestamp: int) -> int | None:
+        from segstore.search import first_true
+
+        start, end = self.offset_range(topic, partition)
+        stamps = [r.timestamp for r in self.read(topic, partition)]
+        found = first_true(lambda o: stamps[o - start] >= timestamp, start, end)
+        return None if found >= end else found
+
+
+def _native_plugin(store_class: type[LineLogStore], layout: str) -> LineLogFormat:
+    from segstore.layouts import attach, split_options
+    from segstore.plugin import NativeIndex
+
+    class Plugin(LineLogFormat):
+        name = store_class.format
+        native_indexes: ClassVar[Mapping[str, NativeIndex]] = {layout: NativeIndex(object, "from the log")}
+
+        def open(self, path: str, mode: str = "r", **config: Any) -> LineLogStore:
+            indexes, layout_options, _ = split_options(config)
+            return attach(store_class(path, mode), indexes, layout_options)
+
+    return Plugin()
+
+
+@pytest.mark.parametrize(("store_class", "layout", "found"), [(_HashOnlyKeyStore, "key", "b'key-(Aa|BB)'"),
+                                                               (_BinarySearchTimeStore, "time", "17000")])
+def test_the_conformance_suite_fails_wrong_native_lookups(tmp_path: Path, store_class: type[LineLogStore],
+                                                          layout: str, found: str) -> None:
+    """The suite's layout test appended keys of distinct hashes and timestamps in order: a native key
+    lookup returning a colliding key's records, or a time lookup that is a binary search over
+    unordered times (Kafka's timestamps may go back), passed it though neither answers like a scan."""
+    plugin = _native_plugin(store_class, layout)
+    registry.register(plugin)
+    try:
+        assert layout_class(layout, plugin.name).native
+
+        class Conformance(StoreTests):
+            format = plugin.name
+
+        with pytest.raises(AssertionError, match=found):
+            Conformance().test_index_layouts_answer_like_a_scan(str(tmp_path / "store"))
+    finally:
+        registry.unregister(plugin.name)

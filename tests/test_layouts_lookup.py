@@ -238,3 +238,59 @@ def test_index_build_checks_its_options_before_saying_anything_is_done(tmp_path:
     assert code == 2 and out == "", (out, err)
     assert "found 'bogus'" in err
     assert not (store / ".segstore" / "offset").exists()
+
+
+@pytest.mark.parametrize("fmt", ["rocketmq", "kafka"])
+def test_index_lookups_check_their_arguments(tmp_path: Path, fmt: str) -> None:
+    """``store.indexes.find_key`` / ``offset_for_time`` / ``read_at`` (the API the docs show) took what
+    ``store.find`` and ``store.offset_for_time`` refuse: ``find_key(key=5)`` looked up five zero bytes
+    (``bytes(5)``) and found nothing, a str key was a TypeError where ``find`` takes it as UTF-8,
+    ``max_hits=-1`` gave every hit but the oldest on RocketMQ and none on Kafka, ``2.5`` a TypeError; a
+    RocketMQ queue the store does not hold was "expected a 'time' index for T/7 ... (run: segstore index
+    build ...)", as if building an index would make the queue.  Each is now the store's own typed error."""
+    from segstore.errors import ConfigError, SegstoreError
+
+    path = tmp_path / "T-0"
+    _write(path, fmt, [[{"partition": 0, "key": "k1", "header": None, "step": 10, "size": 5}] * 4],
+           indexes=list(LAYOUT_NAMES))
+    with segstore.open(path, format=fmt, indexes=list(LAYOUT_NAMES)) as store:
+        indexes = store.indexes
+        assert indexes.find_key("T", 0, "k1") == indexes.find_key("T", 0, b"k1") == [0, 1, 2, 3]
+        assert indexes.find_key("T", 0, bytearray(b"k1"), 2) == [2, 3]
+        bad = [lambda: indexes.find_key("T", 0, 5), lambda: indexes.find_key("T", 0, None),
+               lambda: indexes.find_key("T", 0, b"k1", -1), lambda: indexes.find_key("T", 0, b"k1", 2.5),
+               lambda: indexes.find_key("T", 0, b"k1", "3"), lambda: indexes.find_key("T", "0", b"k1"),
+               lambda: indexes.offset_for_time("T", 0, "x"), lambda: indexes.offset_for_time("T", 0, -5),
+               lambda: indexes.offset_for_time("T", 0, float("nan")), lambda: indexes.read_at("T", 0, "3"),
+               lambda: indexes.read_at("T", 0, 1.0), lambda: indexes.read_at("T", True, 1)]
+        for lookup in bad:
+            with pytest.raises(ConfigError):
+                lookup()
+        with pytest.raises(SegstoreError) as held:
+            store.offset_range("T", 7)
+        for lookup in (lambda: indexes.find_key("T", 7, b"k1"), lambda: indexes.offset_for_time("T", 7, 1),
+                       lambda: indexes.read_at("T", 7, 0)):
+            with pytest.raises(type(held.value)) as caught:
+                lookup()
+            assert caught.value.message == held.value.message
+
+
+def test_key_index_headers_are_names_however_they_are_written(tmp_path: Path) -> None:
+    """``key.index.headers="trace, id"`` indexed the header named " id" (with its space), which no record
+    has: the values of ``id`` were never found, without a word; a list of names, the natural Python
+    spelling, was an AttributeError (a traceback) once the store was open.  Names are stripped, a list or
+    tuple of str is taken, anything else is refused before any file is made (ConfigError)."""
+    from segstore.errors import ConfigError
+
+    record = {"topic": "T", "partition": 0, "value": b"v", "headers": [("trace", b"t1"), ("id", b"i1")]}
+    for n, value in enumerate(["trace, id", " trace ,id,", ["trace", " id"], ("id", "trace")]):
+        path = tmp_path / f"s{n}" / "T-0"
+        options = {"key.index.headers": value}
+        with segstore.open(path, format="kafka", mode="a", indexes=["key"], **options) as s:
+            s.append(record)
+            assert (s.indexes.find_key("T", 0, b"t1"), s.indexes.find_key("T", 0, b"i1")) == ([0], [0]), value
+    for n, value in enumerate([5, ["trace", 5], b"trace", {"trace": 1}]):
+        path = tmp_path / f"bad{n}" / "T-0"
+        with pytest.raises(ConfigError, match=r"key\.index\.headers as header names"):
+            segstore.open(path, format="kafka", mode="a", indexes=["key"], **{"key.index.headers": value})
+        assert not path.exists()

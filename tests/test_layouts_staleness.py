@@ -316,3 +316,97 @@ def test_offset_layout_reads_a_queue_new_since_the_build(tmp_path: Path) -> None
             found = store.indexes.read_at("T", 1, offset)
             assert found is not None and (found.queue_id, found.queue_offset) == (1, offset)
         assert store.indexes.read_at("T", 1, 5) is None
+
+
+@pytest.mark.parametrize("mode", ["a", "r"])
+def test_an_option_the_index_was_not_built_with_is_refused(tmp_path: Path, mode: str) -> None:
+    """``segstore.open(..., indexes=["key"], key.index.headers="trace")`` over a key index built without
+    it: the index kept its own options (state.json) and ignored the one asked for, without a word, so
+    ``find_key`` of a trace value found nothing, though the docs' own example asks for exactly this.  An
+    option named that differs from the one an index on disk was built with is refused (ConfigError,
+    exit 2) naming the state file and the ``index build`` that rebuilds it with the new value; named
+    as built, or left out (the index's own), it is taken; ``index build --option`` rebuilds with it."""
+    from segstore.errors import ConfigError
+
+    path = tmp_path / "T-0"
+    record = {"topic": "T", "partition": 0, "value": b"v", "key": b"k", "headers": [("trace", b"t1")]}
+    with segstore.open(path, format="kafka", mode="a", indexes=["key"]) as store:
+        store.append(record)
+    state = path / ".segstore" / "key" / "state.json"
+    asked = {"key.index.headers": "trace"}
+    with pytest.raises(ConfigError) as caught:
+        segstore.open(path, format="kafka", mode=mode, indexes=["key"], **asked).close()
+    assert caught.value.path == str(state)
+    assert "expected key.index.headers 'trace'" in caught.value.message
+    assert "segstore index build PATH --index key --option key.index.headers=trace" in caught.value.message
+    # the options it was built with, named or not, and options of layouts not opened, are fine
+    for options in ({}, {"key.index.headers": ""}, {"layout.interval.bytes": 100}):
+        with segstore.open(path, format="kafka", mode=mode, indexes=["key"], **options) as store:
+            assert store.indexes.find_key("T", 0, b"k") == [0]
+    out = io.StringIO()
+    assert cli.main(["index", "build", str(path), "--index", "key", "--option", "key.index.headers=trace"],
+                    out) == 0
+    with segstore.open(path, format="kafka", mode=mode, indexes=["key"], **asked) as store:
+        assert store.indexes.find_key("T", 0, b"t1") == [0]
+
+
+def test_index_build_without_an_option_keeps_the_one_the_index_was_built_with(tmp_path: Path) -> None:
+    """``index verify`` tells how to mend a damaged index: ``segstore index build PATH --index key``.
+    Run as told over a key index built with ``key.index.headers=trace``, the rebuild took the default
+    options for every one not named, so it came back without the header: ``find_key`` of a trace value
+    found nothing from then on, without a word.  A rebuild keeps the options the index was built with
+    but those ``--option`` names (``--option key.index.headers=`` to index no header again)."""
+    path = tmp_path / "T-0"
+    record = {"topic": "T", "partition": 0, "value": b"v", "key": b"k", "headers": [("trace", b"t1")]}
+    with segstore.open(path, format="kafka", mode="a", indexes=["key"],
+                       **{"key.index.headers": "trace", "key.index.slots": 8}) as store:
+        store.append(record)
+    state = path / ".segstore" / "key" / "state.json"
+
+    def build(*options: str) -> None:
+        argv = ["index", "build", str(path), "--index", "key"]
+        assert cli.main([*argv, *(f"--option={o}" for o in options)], io.StringIO()) == 0
+
+    build()
+    assert json.loads(state.read_text())["options"]["key.index.headers"] == "trace"
+    assert json.loads(state.read_text())["options"]["key.index.slots"] == 8
+    with segstore.open(path, format="kafka") as store:
+        assert store.indexes.find_key("T", 0, b"t1") == [0]
+    build("key.index.headers=")
+    assert json.loads(state.read_text())["options"]["key.index.headers"] == ""
+    assert json.loads(state.read_text())["options"]["key.index.slots"] == 8
+    with segstore.open(path, format="kafka") as store:
+        assert store.indexes.find_key("T", 0, b"t1") == []
+
+
+@pytest.mark.parametrize("how", ["write", "build"])
+def test_a_partition_new_since_the_build_takes_the_index_options(tmp_path: Path, how: str) -> None:
+    """A Kafka log directory whose key index was built with ``key.index.headers=trace``: a partition
+    written later (``segstore write`` keeps the store's indexes) got a key index of the default options,
+    without the header, and so did ``index build`` run again without ``--option``: ``find_key`` of its
+    trace values found nothing, though its records carry them.  A stream new to an index takes the
+    options the layout's indexes on disk were built with (but those the caller names)."""
+    logs = tmp_path / "logs"
+
+    def write(partition: int) -> None:
+        line = {"topic": "T", "partition": partition, "value": "v", "headers": [["trace", f"t{partition}"]]}
+        source = tmp_path / f"in{partition}.jsonl"
+        source.write_text(json.dumps(line) + "\n")
+        assert cli.main(["write", str(logs), "--format", "kafka", "--input", str(source)], io.StringIO()) == 0
+
+    write(1)
+    assert cli.main(["index", "build", str(logs), "--index", "key", "--option", "key.index.headers=trace"],
+                    io.StringIO()) == 0
+    if how == "write":
+        write(0)
+    else:
+        with segstore.open(logs, format="kafka", mode="a", indexes=[]) as store:
+            store.append({"topic": "T", "partition": 0, "value": b"v", "headers": [("trace", b"t0")]})
+        with segstore.open(logs, format="kafka") as store:     # a reader reads the new one as a tail
+            assert store.indexes.find_key("T", 0, b"t0") == [0]
+        assert cli.main(["index", "build", str(logs), "--index", "key"], io.StringIO()) == 0
+    state = json.loads((logs / "T-0" / ".segstore" / "key" / "state.json").read_text())
+    assert state["options"]["key.index.headers"] == "trace"
+    with segstore.open(logs, format="kafka") as store:
+        assert store.indexes.find_key("T", 0, b"t0") == [0]
+        assert store.indexes.find_key("T", 1, b"t1") == [0]

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from segstore import files, overlap, progress, speedups
+from segstore import files, overlap, progress
 from segstore.errors import CorruptDataError, InvalidTopicError, OffsetOutOfRangeError, SegstoreError, cut
 from segstore.search import Bound, search
 from segstore.store import Problem
@@ -67,8 +67,6 @@ from .topicconfig import (
     read_topics,
     topic_and_group,
 )
-
-_speedups: Any = speedups.load("segstore_rocketmq._speedups")   # a C extension: no types to read
 
 CONFIG_DIR = "config"
 #: where the tags code sits in a consume-queue entry (after the long offset and int size)
@@ -618,7 +616,7 @@ def _index_structure(store) -> tuple[list[list[Problem]], list[Problem]]:
 
 def _bad_slots(f) -> np.ndarray:
     """The slots of index file ``f`` that point past its entries."""
-    return np.flatnonzero(f.slots >= f.header.index_count)
+    return f.slots_past_entries()
 
 
 def _verify_index(store, w: Walk, cover: _Coverage, problems: list[Problem], chains: list[list[Problem]]
@@ -762,73 +760,11 @@ def _check_key_run(store, f, lo: int, phy: int, run: np.ndarray, before: int, fi
 
 
 def _check_chains(f, problems: list[Problem]) -> None:
-    """The slots and chains of one index file as the broker's ``IndexFile.putKey`` leaves them: each
-    entry (a hash >= 0: ``abs(String.hashCode)``) links to the newest entry before it whose hash falls
-    in the same slot (``hash % hashSlotNum``; 0 for the first), and each slot points at its newest
-    entry (0: none).  A query walks a slot's chain only: a slot or a link that points elsewhere
-    hides keys from ``queryMessage``.  The first wrong slot and link are reported, with a count;
-    slots pointing past the entries are left to :func:`_bad_slots`' report."""
-    entries = f.entries
-    negative, links, i, expected_link, slots, s, expected_slot = chain_facts(entries, f.slots,
-                                                                             f.header.index_count)
-    if negative >= 0:
-        n = FIRST_ENTRY + negative
-        found = int(entries["hash"][negative])
-        problems.append(Problem(f.path, f.entry_pos(n), f"expected index entry {n} to hold a key hash >= 0 "
-                                                        f"(abs of String.hashCode), found {found}"))
-    if links:
-        n = FIRST_ENTRY + i
-        more = f" ({links - 1} more)" if links > 1 else ""
-        held, slot = int(entries["prev"][i]), int(entries["hash"][i]) % f.slot_num
-        problems.append(Problem(f.path, f.entry_pos(n),
-                                f"expected index entry {n} to link to entry {expected_link} (the one "
-                                f"before it in slot {slot}), found {held}{more}"))
-    if slots:
-        more = f" ({slots - 1} more)" if slots > 1 else ""
-        problems.append(Problem(f.path, f.slot_pos(s),
-                                f"expected slot {s} to point at entry {expected_slot} (the newest "
-                                f"hashed to it), found {int(f.slots[s])}{more}"))
-
-
-def chain_facts(entries: np.ndarray, slots: np.ndarray, index_count: int) -> tuple[int, ...]:
-    """What :func:`_check_chains` reports of ``entries`` (entry 1 on, :data:`ENTRY_DTYPE`) over
-    ``slots``: (the first entry with a negative hash, the count of wrong links, the first of them and
-    the link it should hold, the count of wrong slots among those below ``index_count``, the first
-    of them and the entry it should point at), -1 where none.  ``O(e + s)`` in C
-    (``_speedups.index_chains``, without the GIL, one int32 per slot of scratch);
-    :func:`_chain_facts_reference` otherwise, ``O(e log e + s)``.  Thread-safe (reads)."""
-    if _speedups is not None and len(slots):
-        return tuple(_speedups.index_chains(entries, slots, index_count))
-    return _chain_facts_reference(entries, slots, index_count)
-
-
-def _chain_facts_reference(entries: np.ndarray, slots: np.ndarray, index_count: int) -> tuple[int, ...]:
-    """:func:`chain_facts` in numpy: the entries sorted by slot (stable), each chained to the one
-    before it in its slot."""
-    hashes = entries["hash"].astype(np.int64)
-    numbers = np.arange(FIRST_ENTRY, FIRST_ENTRY + len(entries), dtype=np.int64)
-    negative = np.flatnonzero(hashes < 0)
-    slot_of = hashes % len(slots)
-    order = np.argsort(slot_of, kind="stable")
-    in_slot = slot_of[order]
-    first = np.ones(len(order), bool)
-    first[1:] = in_slot[1:] != in_slot[:-1]
-    chained = np.empty(len(order), np.int64)
-    chained[1:] = numbers[order][:-1]
-    chained[first] = INVALID_INDEX
-    expected_prev = np.empty(len(order), np.int64)
-    expected_prev[order] = chained
-    links = np.flatnonzero(entries["prev"].astype(np.int64) != expected_prev)
-    last = np.ones(len(order), bool)
-    last[:-1] = first[1:]
-    expected_slots = np.zeros(len(slots), np.int64)
-    expected_slots[in_slot[last]] = numbers[order][last]
-    held = slots.astype(np.int64)
-    wrong = np.flatnonzero((held != expected_slots) & (held < index_count))
-    link, slot = (int(links[0]) if len(links) else -1), (int(wrong[0]) if len(wrong) else -1)
-    return (int(negative[0]) if len(negative) else -1, len(links), link,
-            int(expected_prev[link]) if len(links) else -1,
-            len(wrong), slot, int(expected_slots[slot]) if len(wrong) else -1)
+    """The slots and chains of one index file as the broker's ``IndexFile.putKey`` leaves them
+    (:meth:`IndexFile.chain_faults <segstore.indexes.keyhash.IndexFile.chain_faults>`): a query walks a
+    slot's chain only, so a slot or a link that points elsewhere hides keys from ``queryMessage``.
+    Slots pointing past the entries are left to :func:`_bad_slots`' report."""
+    problems.extend(Problem(f.path, pos, message) for pos, message in f.chain_faults())
 
 
 def _check_order(f, prev_phy: int, problems: list[Problem]) -> int:

@@ -114,12 +114,15 @@ class ConsumeQueue:
     :param directory: ``consumequeue/TOPIC/QUEUEID``.
     :param file_size: bytes per file (a multiple of 20).
     :param writable: open the files for writing (and create the directory on first append).
+    :param size_option: the option ``file_size`` comes from, as messages name it (an extra index of
+        segstore's, which no broker loads, names its layout option).
     """
 
     __slots__ = ("__dict__", "log")    # read by the C appends on every call
 
     def __init__(self, directory: str, topic: str, queue_id: int, file_size: int, *,
-                 writable: bool = False, cut_dir: str | None = None) -> None:
+                 writable: bool = False, cut_dir: str | None = None,
+                 size_option: str = "mappedFileSizeConsumeQueue") -> None:
         if file_size % CQ_DTYPE.itemsize:
             raise CorruptIndexError(f"expected a consume-queue file size that is a multiple of "
                                     f"{CQ_DTYPE.itemsize}, found {file_size}", directory)
@@ -127,6 +130,7 @@ class ConsumeQueue:
         self.topic = topic
         self.queue_id = queue_id
         self.file_size = file_size
+        self.size_option = size_option
         self.writable = writable
         self.log: SegmentedLog[ConsumeQueueFile] = SegmentedLog(self._new_file)
         self._resume_base = 0       # where the first file goes when the queue has none (after truncate)
@@ -172,7 +176,7 @@ class ConsumeQueue:
                 continue    # gone since the listing (a writer beside the reader truncated the queue)
             if found is not None:   # a FIFO is never opened (it would block); the broker's load refuses it
                 raise CorruptIndexError(f"expected a consume-queue file of {self.file_size} bytes "
-                                        f"(mappedFileSizeConsumeQueue), found {found}", path)
+                                        f"({self.size_option}), found {found}", path)
             if i == len(names) - 1 and files.file_size(path) == 0:
                 # A kill between creating the next file and sizing it leaves it empty.  The broker's
                 # MappedFileQueue.doLoad deletes it from 5.1.3 on and refuses to start before (4.9.7:
@@ -184,9 +188,10 @@ class ConsumeQueue:
                 size = mapped.size
                 if not self.writable or self.cut_dir is None:
                     mapped.close()
+                    broker = (": the broker refuses to load it; segstore recover resizes it"
+                              if self.size_option == "mappedFileSizeConsumeQueue" else "")
                     raise CorruptIndexError(f"expected a consume-queue file of {self.file_size} bytes "
-                                            f"(mappedFileSizeConsumeQueue), found {size}: the broker refuses "
-                                            f"to load it; segstore recover resizes it", path)
+                                            f"({self.size_option}), found {size}{broker}", path)
                 self.repairs.append(self._fix_size(mapped, size, self.cut_dir))
             # the slots before the file's first hole (unwritten, zeros: no entry there), so that a
             # hole is never read through the map (a full tmpfs answers that with SIGBUS)

@@ -524,6 +524,40 @@ class IndexFile:
                 return
             number = prev
 
+    # -- checks -----------------------------------------------------------------------
+    def slots_past_entries(self) -> np.ndarray:
+        """The slots that point past the file's entries (ascending)."""
+        return np.flatnonzero(self.slots >= self.header.index_count)
+
+    def chain_faults(self) -> list[tuple[int, str]]:
+        """``(byte position, message)`` of what makes the slots and chains differ from what the
+        broker's ``IndexFile.putKey`` leaves: each entry (a hash >= 0: ``abs(String.hashCode)``) links
+        to the newest entry before it whose hash falls in the same slot (``hash % hashSlotNum``; 0 for
+        the first), and each slot points at its newest entry (0: none).  A query walks a slot's chain
+        only: a slot or a link that points elsewhere hides keys from every lookup.  The first wrong
+        hash, link and slot, with a count; slots pointing past the entries are
+        :meth:`slots_past_entries`'.  ``O(entries + slots)`` (:func:`chain_facts`).  Thread-safe (reads)."""
+        entries = self.entries
+        negative, links, i, expected_link, slots, s, expected_slot = chain_facts(
+            entries, self.slots, self.header.index_count)
+        faults = []
+        if negative >= 0:
+            n = FIRST_ENTRY + negative
+            found = int(entries["hash"][negative])
+            faults.append((self.entry_pos(n), f"expected index entry {n} to hold a key hash >= 0 "
+                                              f"(abs of String.hashCode), found {found}"))
+        if links:
+            n = FIRST_ENTRY + i
+            more = f" ({links - 1} more)" if links > 1 else ""
+            held, slot = int(entries["prev"][i]), int(entries["hash"][i]) % self.slot_num
+            faults.append((self.entry_pos(n), f"expected index entry {n} to link to entry {expected_link} "
+                                              f"(the one before it in slot {slot}), found {held}{more}"))
+        if slots:
+            more = f" ({slots - 1} more)" if slots > 1 else ""
+            faults.append((self.slot_pos(s), f"expected slot {s} to point at entry {expected_slot} (the "
+                                             f"newest hashed to it), found {int(self.slots[s])}{more}"))
+        return faults
+
     # -- recovery -------------------------------------------------------------------
     def _owners(self, numbers: np.ndarray | slice) -> np.ndarray:
         """The slot each of entries ``numbers`` (an index array or a slice) belongs to: its hash modulo
@@ -646,6 +680,48 @@ class IndexFile:
             header.begin_phy_offset = header.end_phy_offset = start_phy_offset
             header.begin_timestamp = header.end_timestamp = start_timestamp
         self.write_header()
+
+
+def chain_facts(entries: np.ndarray, slots: np.ndarray, index_count: int) -> tuple[int, ...]:
+    """What :meth:`IndexFile.chain_faults` reports of ``entries`` (entry 1 on, :data:`ENTRY_DTYPE`)
+    over ``slots``: (the first entry with a negative hash, the count of wrong links, the first of them
+    and the link it should hold, the count of wrong slots among those below ``index_count``, the
+    first of them and the entry it should point at), -1 where none.  ``O(e + s)`` in C (the
+    accelerator's ``index_chains``, :func:`use_accelerator`, without the GIL, one int32 per slot of
+    scratch); :func:`_chain_facts_reference` otherwise, ``O(e log e + s)``.  Thread-safe (reads)."""
+    index_chains = getattr(_speedups, "index_chains", None)
+    if index_chains is not None and len(slots):
+        return tuple(index_chains(entries, slots, index_count))
+    return _chain_facts_reference(entries, slots, index_count)
+
+
+def _chain_facts_reference(entries: np.ndarray, slots: np.ndarray, index_count: int) -> tuple[int, ...]:
+    """:func:`chain_facts` in numpy: the entries sorted by slot (stable), each chained to the one
+    before it in its slot."""
+    hashes = entries["hash"].astype(np.int64)
+    numbers = np.arange(FIRST_ENTRY, FIRST_ENTRY + len(entries), dtype=np.int64)
+    negative = np.flatnonzero(hashes < 0)
+    slot_of = hashes % len(slots)
+    order = np.argsort(slot_of, kind="stable")
+    in_slot = slot_of[order]
+    first = np.ones(len(order), bool)
+    first[1:] = in_slot[1:] != in_slot[:-1]
+    chained = np.empty(len(order), np.int64)
+    chained[1:] = numbers[order][:-1]
+    chained[first] = INVALID_INDEX
+    expected_prev = np.empty(len(order), np.int64)
+    expected_prev[order] = chained
+    links = np.flatnonzero(entries["prev"].astype(np.int64) != expected_prev)
+    last = np.ones(len(order), bool)
+    last[:-1] = first[1:]
+    expected_slots = np.zeros(len(slots), np.int64)
+    expected_slots[in_slot[last]] = numbers[order][last]
+    held = slots.astype(np.int64)
+    wrong = np.flatnonzero((held != expected_slots) & (held < index_count))
+    link, slot = (int(links[0]) if len(links) else -1), (int(wrong[0]) if len(wrong) else -1)
+    return (int(negative[0]) if len(negative) else -1, len(links), link,
+            int(expected_prev[link]) if len(links) else -1,
+            len(wrong), slot, int(expected_slots[slot]) if len(wrong) else -1)
 
 
 @dataclass(slots=True)

@@ -36,13 +36,14 @@ Thread-safety: as the owning store.
 
 from __future__ import annotations
 
+import numbers
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from segstore import files, registry
 from segstore.errors import ConfigError, NotFoundError, UnsupportedOperationError, cut
-from segstore.store import Problem, Store, StoreT
+from segstore.store import Problem, Store, StoreT, check_natural, check_time, lookup_key
 
 if TYPE_CHECKING:
     from segstore.logview import LogView
@@ -160,18 +161,27 @@ class IndexSet:
     :param names: layout names; native ones only add lookups.
     :param options: layout options (see :data:`segstore.layouts.options.DEFAULT_OPTIONS`).
     :param writable: write the extra layouts' files (default: the store's mode is ``"a"``).
+    :param building: the options are those a :meth:`build` is about to rebuild the indexes with (an index
+        keeps the others it was built with); else an option named in ``options`` that differs from the
+        one an index on disk was built with is refused.
+    :raises ConfigError: such an option (:meth:`ExtraLayout.check_options <.base.ExtraLayout.check_options>`).
     """
 
     def __init__(self, store: Store, names: Iterable[str], options: Mapping[str, Any] | None = None, *,
-                 writable: bool | None = None) -> None:
+                 writable: bool | None = None, building: bool = False) -> None:
+        from .base import ExtraLayout
         from .options import parse_options
 
         self.store = store
         self.options = parse_options(options or {})
+        requested = {name: self.options[name] for name in (raw.replace("_", ".") for raw in options or {})}
         self.layouts: dict[str, Layout] = {}
         try:
             for name in dict.fromkeys(names):
-                self.layouts[name] = layout_class(name, store.format)(store, self.options, writable=writable)
+                layout = self.layouts[name] = layout_class(name, store.format)(
+                    store, self.options, writable=writable, requested=requested)
+                if requested and not building and isinstance(layout, ExtraLayout):
+                    layout.check_options(requested)
         except BaseException:
             self.close()
             raise
@@ -234,20 +244,54 @@ class IndexSet:
         raise UnsupportedOperationError(f"expected an index answering {what} lookups among "
                                         f"({', '.join(self.layouts)}), found none", self.store.path)
 
-    def read_at(self, topic: str, partition: int, offset: int) -> Any | None:
+    def _stream(self, topic: str, partition: int) -> Stream:
+        """The stream looked up, once the store holds it.
+
+        :raises ConfigError: a partition that is not an integer (the store's check).
+        :raises NotFoundError: the store holds no such stream (the store's own error: an index layout
+            cannot make it).
+        """
         from .base import Stream
 
-        return self._answering("offset").read_at(Stream(topic, partition), offset)
+        self.store.offset_range(topic, partition)
+        return Stream(topic, partition)
+
+    def read_at(self, topic: str, partition: int, offset: int) -> Any | None:
+        """The record at absolute ``offset`` (None: none there), through the first layout answering it.
+
+        :raises ConfigError: an offset that is not an integer; see :meth:`_stream`.
+        """
+        layout = self._answering("offset")
+        stream = self._stream(topic, partition)
+        if not isinstance(offset, numbers.Integral) or isinstance(offset, bool):
+            raise ConfigError(f"expected an offset as an integer, found {type(offset).__name__} "
+                              f"{cut(offset)}", self.store.path)
+        return layout.read_at(stream, offset)
 
     def offset_for_time(self, topic: str, partition: int, timestamp: int) -> int | None:
-        from .base import Stream
+        """The first absolute offset stored at or after ``timestamp`` (None: every record is older).
 
-        return self._answering("time").offset_for_time(Stream(topic, partition), timestamp)
+        :raises ConfigError: a time that is no number of ms (NaN included) or negative, as the store's
+            ``offset_for_time``; see :meth:`_stream`.
+        """
+        layout = self._answering("time")
+        stream = self._stream(topic, partition)
+        check_time("lookup", timestamp, self.store.path)
+        return layout.offset_for_time(stream, timestamp)
 
-    def find_key(self, topic: str, partition: int, key: bytes, max_hits: int | None = None) -> list[int]:
-        from .base import Stream
+    def find_key(self, topic: str, partition: int, key: bytes | str,
+                 max_hits: int | None = None) -> list[int]:
+        """Absolute offsets of the records carrying ``key`` (a str as UTF-8), ascending; the newest
+        ``max_hits``.
 
-        return self._answering("key").find_key(Stream(topic, partition), key, max_hits)
+        :raises ConfigError: a key neither str nor bytes, a ``max_hits`` not an integer of at least 0, as
+            ``Store.find``; see :meth:`_stream`.
+        """
+        layout = self._answering("key")
+        stream = self._stream(topic, partition)
+        raw = lookup_key(key, self.store.path)
+        check_natural("max_hits", max_hits, self.store.path)
+        return layout.find_key(stream, raw, max_hits)
 
 
 def attach(store: StoreT, indexes: Iterable[str] | None = None,

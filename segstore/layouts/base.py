@@ -65,7 +65,7 @@ from typing import Any, ClassVar, Generic, TypeVar, cast
 import numpy as np
 
 from segstore import files, progress
-from segstore.errors import CorruptDataError, NotFoundError, UnsupportedOperationError
+from segstore.errors import ConfigError, CorruptDataError, NotFoundError, UnsupportedOperationError
 from segstore.logview import LogView, Positions, int64_column, stream_batches, stream_positions
 from segstore.store import Problem, Store
 
@@ -194,7 +194,10 @@ class StreamIndex:
     def __init__(self, layout: Layout, stream: Stream, directory: str, *, writable: bool) -> None:
         self.layout = layout
         self.store: LogView = layout.view
-        self.options = layout.options
+        #: the options a new index of the stream is built with; those of its state once loaded
+        self.options = layout.new_stream_options()
+        #: whether :meth:`open` loaded the stream's state (its options are the ones it was built with)
+        self.loaded = False
         self.stream = stream
         self.directory = directory
         self.writable = writable
@@ -220,6 +223,7 @@ class StreamIndex:
             if existed:
                 self.options = {**self.options, **self.state.options}
                 self._marked_end = self.state.indexed_end if self.state.fingerprinted else None
+                self.loaded = True
             self.state.options = self.options
             self._open_files()
         except CorruptDataError as err:
@@ -251,14 +255,14 @@ class StreamIndex:
     def _discard(self, *, new_options: bool = False) -> None:
         """Delete every file of the stream index and start it empty (it will be rebuilt).
 
-        The index keeps the options it was built with unless ``new_options`` (a
-        requested build) takes the layout's.
+        The index keeps the options it was built with; ``new_options`` (a requested build) takes
+        those its caller named (:attr:`Layout.requested`) in their place.
         """
         self._close_files()
         files.remove_tree(self.directory)
         files.make_dirs(self.directory)
         if new_options:
-            self.options = dict(self.layout.options)
+            self.options = {**self.options, **self.layout.requested}
         self.state.options = self.options
         self.state.indexed_end = self.log_start()
         self.state.carry = {}
@@ -464,14 +468,27 @@ class Layout:
     #: the lookups this layout answers: "offset" (record at an offset), "time", "key"
     answers: ClassVar[frozenset[str]]
 
-    def __init__(self, store: Store, options: Mapping[str, Any], *, writable: bool | None = None) -> None:
+    def __init__(self, store: Store, options: Mapping[str, Any], *, writable: bool | None = None,
+                 requested: Mapping[str, Any] | None = None) -> None:
         self.store = store
         #: the store as the core sees it: every read of the log goes through it
         self.view = cast(LogView, store)
         self.options = dict(options)
+        #: the options among ``options`` the caller named (parsed; the rest are defaults): what a
+        #: requested build changes in an index, which keeps the others it was built with
+        self.requested: dict[str, Any] = dict(requested or {})
+        #: the options the layout's indexes on disk were built with (those of the first stream whose
+        #: state loaded): a stream new to the layout takes them (:meth:`new_stream_options`)
+        self.inherited: dict[str, Any] = {}
         #: whether this layout's own files are written (default: the store's mode); a read-only
         #: store can get extra indexes built (``segstore index build`` never opens the log for append)
         self.writable = store.mode == "a" if writable is None else writable
+
+    def new_stream_options(self) -> dict[str, Any]:
+        """The options an index of a stream new to the layout is built with: those the layout's indexes
+        on disk were built with (a partition written after ``key.index.headers=trace`` was built
+        indexes the header too), but the ones the caller named."""
+        return {**self.options, **self.inherited, **self.requested}
 
     # -- IndexLayout ---------------------------------------------------------------
     # ``build`` and ``append`` take no records: a layout reads what it needs (positions,
@@ -541,10 +558,12 @@ class ExtraLayout(Layout, Generic[IndexT]):
     native = False
     # Not ClassVar: a ClassVar cannot hold a type variable; subclasses set it on the class all the same.
     stream_class: type[IndexT]
+    #: the layout options this layout's files depend on (:data:`~.options.DEFAULT_OPTIONS`)
+    option_names: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, store: Store, options: Mapping[str, Any], *, writable: bool | None = None,
-                 open_streams: bool = True) -> None:
-        super().__init__(store, options, writable=writable)
+                 open_streams: bool = True, requested: Mapping[str, Any] | None = None) -> None:
+        super().__init__(store, options, writable=writable, requested=requested)
         self._streams: dict[Stream, IndexT] = {}
         self._locks: list[files.WriterLock] = []
         if not open_streams:
@@ -552,9 +571,11 @@ class ExtraLayout(Layout, Generic[IndexT]):
         try:
             if self.writable:
                 self._acquire_locks()
-            for stream in self.streams():
-                directory = self.directory(stream)
-                if self.writable or files.exists(os.path.join(directory, STATE_FILE)):
+            streams = self.streams()
+            built = {s for s in streams if files.exists(os.path.join(self.directory(s), STATE_FILE))}
+            # the streams with an index on disk first: the new ones take their options
+            for stream in [*(s for s in streams if s in built), *(s for s in streams if s not in built)]:
+                if self.writable or stream in built:
                     self._open_stream(stream)
         except BaseException:
             self.close()
@@ -591,6 +612,8 @@ class ExtraLayout(Layout, Generic[IndexT]):
         if self.writable:
             files.make_dirs(index.directory)
         index.open()
+        if index.loaded and not self.inherited:
+            self.inherited = dict(index.state.options)
         self._streams[stream] = index
         return index
 
@@ -621,6 +644,22 @@ class ExtraLayout(Layout, Generic[IndexT]):
             raise index.broken
         index.look_at_log()
         return index
+
+    def check_options(self, requested: Mapping[str, Any]) -> None:
+        """Refuse an option the caller named (``requested``, parsed) that differs from the one an index
+        on disk was built with: the index keeps its own (``state.json``), so the one asked for would be
+        ignored without a word (``key.index.headers`` named on open, and no header value found).
+
+        :raises ConfigError: naming the stream's state file and the ``index build`` that rebuilds it.
+        """
+        for index in self._streams.values():
+            for name in self.option_names:
+                if name in requested and not _same_option(name, requested[name], index.options[name]):
+                    raise ConfigError(
+                        f"expected {name} {requested[name]!r}, as asked, found the {self.name!r} index built "
+                        f"with {index.options[name]!r}, which it keeps (rebuild it with the new value: "
+                        f"segstore index build PATH --index {self.name} --option {name}={requested[name]})",
+                        index.state.path)
 
     def forget_from(self, stream: Stream, offset: int) -> None:
         """The store is about to rewrite the stream's records from ``offset`` on where they lie: the index
@@ -717,22 +756,41 @@ class ExtraLayout(Layout, Generic[IndexT]):
         self._locks = []
 
     def drop(self) -> list[str]:
-        """Delete every stream's index directory; returns those that existed."""
-        removed = []
-        for stream in self.streams():
-            index = self._streams.pop(stream, None)
-            if index is not None:
-                index.drop()
-            directory = self.directory(stream)
-            if files.exists(directory):
-                files.remove_tree(directory)
-                removed.append(directory)
-                _prune_empty(os.path.dirname(directory))
-        self._release_locks()
-        for path in self.lock_paths():
-            files.remove(path)
-            _prune_empty(os.path.dirname(path))
+        """Delete every stream's index directory; returns those that existed.
+
+        Under the writer locks (taken here when not held): a store keeping the index open for
+        append would go on writing into deleted files, and fail to save its state at close.
+
+        :raises StoreLockedError: another writer holds a lock of the layout; nothing is deleted.
+        """
+        try:
+            if not self._locks:
+                self._acquire_locks()
+            removed = []
+            for stream in self.streams():
+                index = self._streams.pop(stream, None)
+                if index is not None:
+                    index.drop()
+                directory = self.directory(stream)
+                if files.exists(directory):
+                    files.remove_tree(directory)
+                    removed.append(directory)
+                    _prune_empty(os.path.dirname(directory))
+            # the lock files go while held (a writer starting meanwhile takes a new one)
+            for path in self.lock_paths():
+                files.remove(path)
+                _prune_empty(os.path.dirname(path))
+        finally:
+            self._release_locks()
         return removed
+
+
+def _same_option(name: str, asked: Any, built: Any) -> bool:
+    """Whether option ``name`` asked as ``asked`` is the one an index was built with (header lists
+    compare as sets of names: their order makes the same index)."""
+    if name == "key.index.headers":
+        return {h for h in str(asked).split(",") if h} == {h for h in str(built).split(",") if h}
+    return bool(asked == built)
 
 
 def _prune_empty(directory: str) -> None:

@@ -47,7 +47,7 @@ def cmd_build(args: argparse.Namespace, out: TextIO) -> int:
     with _open(args) as store:
         native, extra = _native_and_extra(store, args.index)
         # the options are checked (and the index locks taken) before anything is said done
-        indexes = IndexSet(store, extra, _pairs(args.option, "--option"), writable=True)
+        indexes = IndexSet(store, extra, _pairs(args.option, "--option"), writable=True, building=True)
         for name in native:
             out.write(f"{args.path}: {name}: native to {store.format} stores, kept by the broker\n")
         try:

@@ -204,6 +204,23 @@ class KeyStreamIndex(StreamIndex):
         return ordered if max_hits is None else ordered[-max_hits:] if max_hits > 0 else []
 
     def _expected_problems(self) -> list[Problem]:
+        return [*self._structure_problems(), *self._entry_problems()]
+
+    def _structure_problems(self) -> list[Problem]:
+        """Each file's slots and chains (a lookup walks only its slot's chain: a slot or link that
+        points elsewhere hides keys, though every entry is there), as RocketMQ's own verify checks them."""
+        problems = []
+        for f in self.service.files:
+            past = f.slots_past_entries()
+            if len(past):
+                s = int(past[0])
+                problems.append(Problem(f.path, f.slot_pos(s), f"expected slot {s} to hold an entry "
+                                                               f"below {f.header.index_count}, "
+                                                               f"found {int(f.slots[s])}"))
+            problems.extend(Problem(f.path, pos, message) for pos, message in f.chain_faults())
+        return problems
+
+    def _entry_problems(self) -> list[Problem]:
         parts = [self._entries(batch)[:2]
                  for batch in self.batches(self.log_start(), self.state.indexed_end, self._columns())]
         expected = np.zeros(sum(len(h) for h, _ in parts), dtype=[("hash", "<i8"), ("offset", "<i8")])
@@ -246,6 +263,7 @@ class KeyLayout(ExtraLayout[KeyStreamIndex]):
     name = "key"
     answers = frozenset({"key"})
     stream_class = KeyStreamIndex
+    option_names = ("key.index.headers", "key.index.slots", "key.index.entries")
 
     def find_key(self, stream: Stream, key: bytes, max_hits: int | None = None) -> list[int]:
         return self._index(stream).find_key(bytes(key), max_hits)

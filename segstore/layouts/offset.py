@@ -85,21 +85,24 @@ class OffsetStreamIndex(SparseFiles[OffsetIndex]):
         interleaving of a shared log.
         """
         index = self.files.floor(offset)
-        if index is None:       # nothing indexed at or below it (a stream new since the build): the log
+        # nothing indexed at or below it (a stream new since the build), or past ``indexed_end``: the
+        # entries there are a writer's that died before it saved its state (the log may have lost
+        # and rewritten their records since), and the records are read from the log
+        if index is None or offset >= self.state.indexed_end:
             return self.read_from_log(offset)
         entry = index.lookup_offset(offset)
         position = self.extra[index.base_offset] + entry.position
         return self.store.record_at(self.stream.topic, self.stream.partition, offset, position)
 
     def _file_difference(self, base: int, index: OffsetIndex, start: int, end: int,
-                         rolled: bool) -> tuple[int, str] | None:
+                         rolled: bool, past: bool) -> tuple[int, str] | None:
         cols = self.columns(max(base, start), end, _COLUMNS)
         offsets, positions, sizes = cols["offset"], cols["position"], cols["size"]
         if base >= start:
             points = np.flatnonzero(sparse_points(sizes, 0, self.options["layout.interval.bytes"]))
             expected = self._entries(base, offsets[points], positions[points])
-            return self.first_difference(index.entries, expected)
-        slot, found = self._entries_from(index, start)
+            return self.first_difference(self._held(index, end), expected)
+        slot, found = self._entries_from(index, start, end)
         # each entry is expected to name its record: compared with the record at or after its offset
         named = np.searchsorted(offsets, base + found["relative_offset"].astype(np.int64))
         rows = np.minimum(named, len(offsets) - 1) if len(offsets) else named[:0]
@@ -119,6 +122,7 @@ class OffsetLayout(ExtraLayout[OffsetStreamIndex]):
     name = "offset"
     answers = frozenset({"offset"})
     stream_class = OffsetStreamIndex
+    option_names = ("layout.interval.bytes", "layout.index.bytes")
 
     def read_at(self, stream: Stream, offset: int) -> Any | None:
         if not self._check_range(stream, offset):

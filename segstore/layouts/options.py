@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from segstore.errors import ConfigError
+from segstore.errors import ConfigError, cut
 
 #: The directory extra indexes live in, in each of a store's index homes (see :mod:`.base`).
 INDEX_ROOT = ".segstore"
@@ -64,6 +64,8 @@ def parse_options(raw: Mapping[str, Any]) -> dict[str, Any]:
         if name not in DEFAULT_OPTIONS:
             raise ConfigError(f"expected an index layout option ({', '.join(sorted(DEFAULT_OPTIONS))}), "
                               f"found {raw_name!r}")
+        if name == "key.index.headers":
+            value = _header_names(raw_name, value)
         if name in _INT_OPTIONS:
             try:
                 value = int(value)
@@ -76,6 +78,23 @@ def parse_options(raw: Mapping[str, Any]) -> dict[str, Any]:
                 raise ConfigError(f"expected {raw_name} of {wanted}, found {value}")
         out[name] = value
     return out
+
+
+def _header_names(raw_name: str, value: Any) -> str:
+    """``key.index.headers`` as the index keeps it: names joined by commas, each stripped of the spaces
+    around it (``"trace, id"`` names ``id``, not `` id``), from a comma-separated str or a list or tuple
+    of str.
+
+    :raises ConfigError: anything else (a list would have failed at the first append, a traceback).
+    """
+    if isinstance(value, str):
+        names = value.split(",")
+    elif isinstance(value, (list, tuple)) and all(isinstance(n, str) for n in value):
+        names = [part for n in value for part in n.split(",")]
+    else:
+        raise ConfigError(f"expected {raw_name} as header names (a comma-separated str, or a list of str), "
+                          f"found {type(value).__name__} {cut(value)}")
+    return ",".join(dict.fromkeys(n.strip() for n in names if n.strip()))
 
 
 def option_names() -> frozenset[str]:

@@ -38,7 +38,7 @@ class QueueStreamIndex(StreamIndex):
     def _open_files(self) -> None:
         self.cq = ConsumeQueue(os.path.join(self.directory, QUEUE_FILES_DIR), self.stream.topic,
                                self.stream.partition, self.options["layout.queue.file.bytes"],
-                               writable=self.writable)
+                               writable=self.writable, size_option="layout.queue.file.bytes")
 
     def _rows(self, start: int, end: int) -> tuple[np.ndarray, int]:
         """Entries for offsets ``start ..`` up to the last record before ``end``, and where they stop.
@@ -134,6 +134,7 @@ class QueueLayout(ExtraLayout[QueueStreamIndex]):
     name = "queue"
     answers = frozenset({"offset"})
     stream_class = QueueStreamIndex
+    option_names = ("layout.queue.file.bytes",)
 
     def read_at(self, stream: Stream, offset: int) -> Any | None:
         if not self._check_range(stream, offset):

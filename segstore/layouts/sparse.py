@@ -147,24 +147,31 @@ class SparseFiles(StreamIndex, Generic[IndexFileT]):
 
     def _expected_problems(self) -> list[Problem]:
         """Each file's entries against the log; files wholly below the log start are out of range
-        (the next writer deletes them)."""
+        (the next writer deletes them), and so are the entries at or past ``indexed_end`` (a writer's
+        that died before it saved its state: no lookup uses them, the next writer cuts them)."""
         problems = []
-        start = self.log_start()
+        start, indexed = self.log_start(), self.state.indexed_end
         bases = self.files.bases()
         for i, (base, index) in enumerate(self.files.items()):
-            rolled = i + 1 < len(bases)
-            end = bases[i + 1] if rolled else self.state.indexed_end
+            if base >= indexed:
+                break
+            following = bases[i + 1] if i + 1 < len(bases) else None
+            rolled = following is not None and following <= indexed
+            end = following if rolled and following is not None else indexed
             if end <= start:
                 continue
-            diff = self._file_difference(base, index, start, end, rolled)
+            diff = self._file_difference(base, index, start, end, rolled,
+                                         past=following is not None and not rolled)
             if diff is not None:
                 problems.append(Problem(index.path, diff[0] * index.entry_size, diff[1]))
         return problems
 
     def _file_difference(self, base: int, index: IndexFileT, start: int, end: int,
-                         rolled: bool) -> tuple[int, str] | None:
+                         rolled: bool, past: bool) -> tuple[int, str] | None:
         """``(slot, message)`` of the first entry of the file at ``base``, which indexes offsets up to
         ``end``, that is not what the log's records from ``max(base, start)`` make; None when all are.
+        Only its entries below ``end`` are looked at (:meth:`_held`); ``past``: the file was rolled
+        past ``indexed_end``, after the state was saved (the entry a roll forces in may be there).
 
         A file that begins below the log start ``start`` lost the records before it, and with them
         the bytes its sparse entries are spaced by: its entries below the start are out of range, and
@@ -173,10 +180,16 @@ class SparseFiles(StreamIndex, Generic[IndexFileT]):
         raise NotImplementedError
 
     @staticmethod
-    def _entries_from(index: IndexFileT, start: int) -> tuple[int, np.ndarray]:
-        """The slot of the file's first entry at or past offset ``start``, and the entries from it."""
+    def _held(index: IndexFileT, end: int) -> np.ndarray:
+        """The file's entries of offsets below ``end``."""
+        return index.entries[:index.lookup("relative_offset", end - index.base_offset, Bound.SMALLEST_UPPER)]
+
+    @classmethod
+    def _entries_from(cls, index: IndexFileT, start: int, end: int) -> tuple[int, np.ndarray]:
+        """The slot of the file's first entry at or past offset ``start``, and the entries from it below
+        ``end``."""
         slot = index.lookup("relative_offset", start - index.base_offset, Bound.SMALLEST_UPPER)
-        return slot, index.entries[slot:]
+        return slot, cls._held(index, end)[slot:]
 
     def _flush_files(self) -> None:
         active = self.files.active

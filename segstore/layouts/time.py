@@ -20,7 +20,7 @@ import numpy as np
 
 from segstore.indexes.timeindex import NO_TIMESTAMP, TIME_ENTRY, TimeIndex
 from segstore.logview import int64_column
-from segstore.search import Bound
+from segstore.search import Bound, search
 
 from .base import ExtraLayout, Stream, sparse_points
 from .sparse import SparseFiles
@@ -113,29 +113,38 @@ class TimeStreamIndex(SparseFiles[TimeIndex]):
         next one (times read in batches): ``O(log n)`` plus about
         ``layout.interval.bytes`` of records; no log read per probe.  Entries
         below the log start (retention cut the file) bound nothing: the scan
-        starts at the log start and stops at the first entry past it.
+        starts at the log start and stops at the first entry past it.  Entries at
+        or past ``indexed_end`` are a writer's that died before it saved its
+        state (the log may have lost and rewritten their records since): none is
+        used, the records from ``indexed_end`` on are scanned as the tail.
         """
         start, end = self.log_start(), self.log_end()
-        bases = self.files.bases()
-        for i, (base, index) in enumerate(self.files.items()):
-            last = i + 1 == len(bases)
-            file_end = end if last else bases[i + 1]
-            if file_end <= start or (not last and index.last_entry.timestamp < timestamp):
+        indexed = max(min(self.state.indexed_end, end), start)
+        held = [(base, index) for base, index in self.files.items() if base < indexed]
+        for i, (base, index) in enumerate(held):
+            last = i + 1 == len(held)
+            file_end = indexed if last else held[i + 1][0]
+            if file_end <= start:
                 continue
-            entries = index.entries
+            times, offsets = index.column("timestamp"), index.column("relative_offset")
+            # the entries of records below ``indexed`` (in a rolled file: all of them)
+            count = search(offsets, indexed - base, Bound.SMALLEST_UPPER)
+            if not last and (not count or times.item(count - 1) < timestamp):
+                continue
             # the first entry of the file at or past the log start
-            live = index.lookup("relative_offset", start - base, Bound.SMALLEST_UPPER) if start > base else 0
-            slot = max(index.lookup("timestamp", timestamp, Bound.LARGEST_LOWER), live - 1)
+            live = search(offsets, start - base, Bound.SMALLEST_UPPER, 0, count) if start > base else 0
+            slot = max(search(times, timestamp, Bound.LARGEST_LOWER, 0, count), live - 1)
             # every record before an entry's is stored before the entry's time: none before ``first``
             # qualifies
-            first = base + int(entries["relative_offset"][slot]) if slot >= live else max(base, start)
+            first = base + offsets.item(slot) if slot >= live else max(base, start)
             # the next entry's record is stored after ``timestamp``: the answer is at or before it
-            stop = (base + int(entries["relative_offset"][slot + 1]) + 1 if slot + 1 < len(entries)
-                    else file_end)
-            found = self._scan(max(first, start), min(stop, end), timestamp)
-            if found is not None or last:
+            stop = base + offsets.item(slot + 1) + 1 if slot + 1 < count else file_end
+            found = self._scan(max(first, start), min(stop, file_end), timestamp)
+            if found is not None:
                 return found
-        return self._scan(start, end, timestamp) if not bases else None
+            if last:
+                return self._scan(indexed, end, timestamp)
+        return self._scan(start, end, timestamp)
 
     def _scan(self, first: int, end: int, timestamp: int) -> int | None:
         """The first offset in ``[first, end)`` stored at or after ``timestamp`` (times read in batches)."""
@@ -146,7 +155,7 @@ class TimeStreamIndex(SparseFiles[TimeIndex]):
         return None
 
     def _file_difference(self, base: int, index: TimeIndex, start: int, end: int,
-                         rolled: bool) -> tuple[int, str] | None:
+                         rolled: bool, past: bool) -> tuple[int, str] | None:
         cols = self.columns(max(base, start), end, ["size", self.time_column])
         offsets, stamps = cols["offset"], cols[self.time_column]
         if base >= start:
@@ -155,14 +164,17 @@ class TimeStreamIndex(SparseFiles[TimeIndex]):
             if rolled and "max_ts" in carry and (not len(rows) or carry["max_ts"] > rows["timestamp"][-1]):
                 final = np.array([(carry["max_ts"], carry["max_offset"] - base)], dtype=TIME_ENTRY)
                 rows = np.concatenate([rows, final])
-            return self.first_difference(index.entries, rows)
-        entries = index.entries
+            held = self._held(index, end)
+            if past and len(held) == len(rows) + 1:
+                held = held[:-1]    # the entry the roll past indexed_end forced in: not looked at
+            return self.first_difference(held, rows)
+        entries = self._held(index, end)
         # a rolled file's last entry holds the largest time of the whole file, the records cut included
         if rolled and len(stamps) and (not len(entries) or int(entries["timestamp"][-1]) < int(stamps.max())):
             last = tuple(entries[-1].tolist()) if len(entries) else "no entry"
             return max(len(entries) - 1, 0), (f"expected a last entry of at least time {int(stamps.max())}, "
                                               f"the largest of offsets {start}..{end - 1}, found {last}")
-        slot, found = self._entries_from(index, start)
+        slot, found = self._entries_from(index, start, end)
         # an entry (T, o): o is the first record of the file stored at T or later, and stored at T; the
         # records from the log start before o are older: o is the first of them to reach T
         reached = np.searchsorted(np.maximum.accumulate(stamps), found["timestamp"].astype(np.int64))
@@ -179,6 +191,7 @@ class TimeLayout(ExtraLayout[TimeStreamIndex]):
     name = "time"
     answers = frozenset({"time"})
     stream_class = TimeStreamIndex
+    option_names = ("layout.interval.bytes", "layout.index.bytes")
 
     def offset_for_time(self, stream: Stream, timestamp: int) -> int | None:
         index = self._index(stream)

@@ -302,8 +302,18 @@ class StoreTests:
                     assert home.startswith(store.path)
 
     def test_index_layouts_answer_like_a_scan(self, path: str) -> None:
-        """Every layout, native or extra, over this format: lookups equal a scan of the log."""
+        """Every layout, native or extra, over this format: lookups equal a scan of the log.
+
+        Timestamps repeat and go back (Kafka takes any order: a time lookup is the first offset at or
+        after the time, not what a binary search over unordered times lands on), two keys have one
+        Java hash (``"Aa"`` and ``"BB"``: a key index that returns its hash's records unchecked gives
+        the other key's), and lookups ask before the start, past the end, for a key no record has
+        and for the newest ``max_hits``."""
         messages = sample_messages(16, 240, self.topics)
+        rng = random.Random(16)
+        for i, m in enumerate(messages):
+            m.timestamp = 1_700_000_000_000 + 10 * (i // 3) - rng.choice([0, 0, 0, 25])
+            m.key = rng.choice([b"key-Aa", b"key-BB", m.key, m.key])
         with segstore.open(path, format=self.format, mode="a", indexes=list(LAYOUT_NAMES),
                            **self.config) as store:
             for i in range(0, len(messages), 40):
@@ -315,6 +325,7 @@ class StoreTests:
             for topic in store.topics():
                 for part in store.partitions(topic):
                     stream = Stream(topic, part)
+                    start, end = store.offset_range(topic, part)
                     cols: dict[str, list[Any]] = {name: [] for name in ("offset", "key", store.time_column)}
                     for batch in store.scan_arrow(list(cols), topic=topic, partition=part):
                         for name, values in cols.items():
@@ -325,12 +336,16 @@ class StoreTests:
                         for offset in offsets[::9]:
                             record = indexes[name].read_at(stream, offset)
                             assert record is not None and store.to_common(record).offset == offset
-                    for when in [*sorted(set(times))[::5], max(times) + 1]:
+                        assert indexes[name].read_at(stream, start - 1) is None, (name, stream)
+                        assert indexes[name].read_at(stream, end) is None, (name, stream)
+                    for when in [min(times) - 1, *sorted(set(times)), max(times) + 1]:
                         want = next((o for o, t in zip(offsets, times, strict=True) if t >= when), None)
-                        assert indexes["time"].offset_for_time(stream, when) == want
-                    for key in sorted({k for k in keys if k is not None})[::4]:
+                        assert indexes["time"].offset_for_time(stream, when) == want, (stream, when)
+                    for key in [*sorted({k for k in keys if k is not None})[::4], b"key-Aa", b"key-BB",
+                                b"no-such-key"]:
                         want = [o for o, k in zip(offsets, keys, strict=True) if k == key]
-                        assert indexes["key"].find_key(stream, key) == want
+                        assert indexes["key"].find_key(stream, key) == want, (stream, key)
+                        assert indexes["key"].find_key(stream, key, 2) == want[-2:], (stream, key)
 
     def test_crash_keeps_everything_appended(self, path: str) -> None:
         messages = sample_messages(11, 150, self.topics)
