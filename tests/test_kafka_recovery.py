@@ -14,7 +14,7 @@ from segstore_kafka.offsetindex import OFFSET_ENTRY
 from segstore_kafka.timeindex import TIME_ENTRY
 
 import segstore
-from segstore.errors import CorruptDataError, TruncatedDataError
+from segstore.errors import CorruptDataError, TruncatedDataError, UnrepairedDataError
 from segstore.records import Message
 
 CONFIG = {"segment.bytes": 6935, "index.interval.bytes": 990}   # the uncompressed fixture's
@@ -454,3 +454,35 @@ def test_recover_claims_no_txnindex_rebuild_of_a_segment_set_aside_after_a_cut(t
     assert later[0].startswith(f"{part / '00000000000000000108.log'}: removed after the cut")
     assert not (part / "00000000000000000108.txnindex").exists()
     assert lines[0].startswith(f"{torn}: rebuilt indexes over 1372 valid bytes; cut 128 bytes")
+
+
+def _rename_segment(part: Path, base: int, new_base: int) -> Path:
+    for suffix in (".log", ".index", ".timeindex"):
+        (part / f"{base:020d}{suffix}").rename(part / f"{new_base:020d}{suffix}")
+    return part / f"{new_base:020d}.log"
+
+
+def test_a_batch_ending_below_its_segments_base_offset_is_named_and_survives_recover(tmp_path: Path) -> None:
+    """Segment 137 renamed 150: its first two batches (137..144, 145..149) end below the base offset its
+    name gives.  Kafka 3.8.0 ``LogSegment.recover`` (``ensureOffsetInRange``) throws
+    ``LogSegmentOffsetOverflowException`` at the first; ``LogLoader.retryOnOffsetOverflow`` calls
+    ``LocalLog.splitOverflowedSegment``, whose ``require(segment.hasOverflow)`` fails, and the broker
+    does not start.  verify names the batch (it said nothing once recover had rebuilt the indexes), and
+    recover indexes the rest without it, where it threw a ``CorruptIndexError`` half way through
+    (indexes reset and left untrimmed) when ``index.interval.bytes`` gave the second batch an entry."""
+    part = _fixture(tmp_path)
+    with segstore.open(part) as store:
+        offsets = [r.offset for r in store.scan()]
+    log = _rename_segment(part, 137, 150)
+    message = "expected batches ending at or after the segment's base offset 150 (its file name), " \
+              "found one of offsets 137..144"
+    with segstore.open(part) as store:
+        assert [(p.path, p.pos) for p in store.verify() if message in p.message] == [(str(log), 0)]
+    with segstore.open(part, format="kafka", mode="a", **{**CONFIG, "index.interval.bytes": 100}) as store:
+        with pytest.raises(UnrepairedDataError) as info:
+            store.recover()
+        assert (info.value.path, info.value.pos) == (str(log), 0) and message in info.value.message
+        assert [(p.path, p.pos, message in p.message) for p in store.verify()] == [(str(log), 0, True)]
+    with segstore.open(part) as store:
+        assert [(p.path, p.pos) for p in store.verify()] == [(str(log), 0)]
+        assert [r.offset for r in store.scan()] == offsets

@@ -355,6 +355,8 @@ class LogSegment:
         view = self.log.view()
         end = len(view)
         pos = 0
+        #: a batch ending below the base offset was named (once a segment: the later ones share the cause)
+        below_base = False
         while pos < end:
             try:
                 chunks = (decoded(self, pos) if decoded is not None
@@ -377,6 +379,11 @@ class LogSegment:
                     if expected_offset is not None and int(firsts[0]) < expected_offset:
                         at = int(positions[0])
                         found.append((at, 0, self._offset_problem(at, expected_offset, int(firsts[0]))))
+                    below = np.flatnonzero(lasts < self.base)
+                    if len(below) and not below_base:
+                        i, below_base = int(below[0]), True
+                        at = int(positions[i])
+                        found.append((at, 1, self._below_base_problem(at, int(firsts[i]), int(lasts[i]))))
                     for i in (np.flatnonzero(firsts[1:] <= lasts[:-1]) + 1).tolist():
                         at = int(positions[i])
                         found.append((at, 0, self._offset_problem(at, int(lasts[i - 1]) + 1, int(firsts[i]))))
@@ -384,7 +391,7 @@ class LogSegment:
                     for i in np.flatnonzero(control).tolist():
                         problem = self._control_problem(view, int(positions[i]))
                         if problem is not None:
-                            found.append((int(positions[i]), 1, problem))
+                            found.append((int(positions[i]), 2, problem))
                     problems += [problem for _pos, _kind, problem in sorted(found)]
                     expected_offset = int(lasts[-1]) + 1
                     pos = int(positions[-1]) + int(batches["size"][-1])
@@ -399,6 +406,9 @@ class LogSegment:
                 ends.append(np.array([header.last_offset], np.int64))
                 if expected_offset is not None and header.base_offset < expected_offset:
                     problems.append(self._offset_problem(pos, expected_offset, header.base_offset))
+                if header.last_offset < self.base and not below_base:
+                    below_base = True
+                    problems.append(self._below_base_problem(pos, header.base_offset, header.last_offset))
                 problems.append((err.path or self.path, pos if err.pos is None else err.pos, err.message))
                 expected_offset = header.last_offset + 1
                 pos += header.size
@@ -408,6 +418,16 @@ class LogSegment:
 
     def _offset_problem(self, pos: int, expected: int, found: int) -> tuple[str, int, str]:
         return (self.path, pos, f"expected offsets from {expected}, found a batch at {found}")
+
+    def _below_base_problem(self, pos: int, first: int, last: int) -> tuple[str, int, str]:
+        """A batch ending below the segment's base offset (the file's name).  Kafka 3.8.0
+        ``LogSegment.recover`` (``ensureOffsetInRange``) throws ``LogSegmentOffsetOverflowException``
+        on it; ``LogLoader.retryOnOffsetOverflow`` then calls ``LocalLog.splitOverflowedSegment``,
+        whose ``require(segment.hasOverflow)`` fails (the segment's last offset fits): the broker
+        does not start on the log directory."""
+        return (self.path, pos, f"expected batches ending at or after the segment's base offset {self.base} "
+                f"(its file name), found one of offsets {first}..{last}: Kafka's LogSegment.recover "
+                "cannot index it (LogSegmentOffsetOverflowException) and the broker fails to load the log")
 
     def _control_problem(self, view: memoryview, pos: int) -> tuple[str, int | None, str] | None:
         try:
@@ -636,6 +656,12 @@ class LogSegment:
         last_entry = 0
         full_at: int | None = None
         for batch in codec.iter_batches(buf[:valid], path=self.path, check_crc=False):
+            if batch.last_offset < self.base:
+                # Kafka 3.8 throws here (LogSegmentOffsetOverflowException) and the broker does not
+                # load the log; no index can hold the batch: it stays unindexed and verify names it
+                if on_batch is not None:
+                    on_batch(batch)
+                continue
             if batch.max_timestamp > self._max_ts.timestamp:
                 self._max_ts = TimestampOffset(batch.max_timestamp, batch.last_offset)
             if batch.position - last_entry > self.index_interval_bytes and full_at is None:
