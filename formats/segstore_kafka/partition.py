@@ -991,13 +991,17 @@ class Partition:
                              f"expected the entry of slot {slot} to point at a batch ending at {offset}, "
                              f"found {'no batch' if found is None else found} at position {position}"))
         index = seg.time_index
-        # a missing one is what Kafka before 0.10.1 left: Kafka 3.8 makes it empty and goes by the
-        # segment's mtime (LogSegment.largestTimestamp), so only a time index Kafka wrote is checked
-        # (``largest`` comes from v2 batches only: Kafka 0.11 and later)
-        if closed and whole and largest >= 0 and seg.indexes_read and not seg.legacy_time_index \
-                and files.exists(index.path):
+        # ``largest`` comes from v2 batches only: Kafka 0.11 and later, which always write a time index
+        # (a missing one beside v0/v1 batches only is what Kafka before 0.10.1 left: not reported).  A
+        # missing one beside v2 batches is as bad as an empty one: Kafka 3.8 makes it empty
+        # (LogSegment.sanityCheck) and rebuilds it only in a segment it recovers.
+        if closed and whole and largest >= 0 and seg.indexes_read:
             last = index.last_entry.timestamp if len(index) else None
-            if last is None or last < largest:
+            if not files.exists(index.path):
+                problems.append((index.path, None, "expected the time index of a closed segment holding "
+                                 f"v2 batches (largest timestamp {largest}), found no such file: Kafka 3.8 "
+                                 "makes it empty and goes by the file's mtime (LogSegment.largestTimestamp)"))
+            elif last is None or last < largest:
                 problems.append((index.path, len(index) * index.entry_size,
                                  "expected the time index of a closed segment to end at its largest "
                                  f"timestamp {largest}, found {'no entry' if last is None else last}"))
