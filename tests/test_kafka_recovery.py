@@ -486,3 +486,28 @@ def test_a_batch_ending_below_its_segments_base_offset_is_named_and_survives_rec
     with segstore.open(part) as store:
         assert [(p.path, p.pos) for p in store.verify()] == [(str(log), 0)]
         assert [r.offset for r in store.scan()] == offsets
+
+
+@pytest.mark.parametrize(("suffix", "entry"), [(".index", OFFSET_ENTRY.itemsize),
+                                               (".timeindex", TIME_ENTRY.itemsize)])
+def test_verify_names_the_index_a_crash_left_untrimmed_and_the_byte_its_zeros_start(
+        tmp_path: Path, suffix: str, entry: int) -> None:
+    """A closed segment's index ending in preallocated all-zero slots: Kafka 3.8 counts the file's whole
+    length as entries (``AbstractIndex``: ``_entries = mmap.position() / entrySize``), so in a segment its
+    recovery leaves alone they are read as entries.  verify named the ``.log`` and no byte, and said
+    neither which index nor where; it now names the index file at its first zero slot."""
+    part = _fixture(tmp_path)
+    index = part / f"{73:020d}{suffix}"
+    good = index.read_bytes()
+    index.write_bytes(good + bytes(10 * entry))
+    with segstore.open(part) as store:
+        problems = store.verify()
+    assert [(p.path, p.pos) for p in problems] == [(str(index), len(good))]
+    assert "found 10 all-zero slots" in problems[0].message
+    (part / f"{73:020d}.index").unlink()
+    with segstore.open(part) as store:
+        assert [(p.path, p.pos) for p in store.verify()][:1] == [(str(part / f"{73:020d}.index"), None)]
+    with segstore.open(part, format="kafka", mode="a", **CONFIG) as store:
+        store.recover()
+        assert store.verify() == []
+    assert index.read_bytes() == good

@@ -939,9 +939,8 @@ class Partition:
             found, expected_offset, txns = self._check_segment(
                 seg, expected_offset, closed=seg is not self.log.active, decoded=decoded)
             problems += found
-            if seg.indexes_left_by_crash and seg is not self.log.active:
-                problems.append((seg.path, None, "expected trimmed index files, found an index missing "
-                                 "or left untrimmed by a crash (run recover)"))
+            if seg is not self.log.active:
+                problems += seg.crash_left_problems()
             problems += [(path, pos, f"{message} (run recover)")
                          for path, pos, message in seg.txn_index.problems(seg.base)]
             # the aborts a segment completes depend on every transactional batch before it

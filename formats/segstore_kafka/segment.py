@@ -247,6 +247,22 @@ class LogSegment:
         """True when the offset or time index is missing or was left untrimmed (preallocated)."""
         return bool(self.missing_indexes) or self.offset_index.untrimmed or self.time_index.untrimmed
 
+    def crash_left_problems(self) -> list[tuple[str, int | None, str]]:
+        """What :attr:`indexes_left_by_crash` found, as ``verify`` names it: each index file missing or
+        left untrimmed, at the byte where its all-zero slots begin (Kafka counts a file's whole length
+        as entries: in a segment it does not recover, those slots are read as entries)."""
+        found: list[tuple[str, int | None, str]] = [
+            (path, None, "expected the segment's offset index, found no such file (run recover)")
+            for path in self.missing_indexes]
+        for index in (self.offset_index, self.time_index):
+            if index.untrimmed:
+                end = len(index) * index.entry_size
+                found.append((index.path, end, f"expected the index of a closed segment to end after its "
+                              f"{len(index)} entries, found {(index.file.size - end) // index.entry_size} "
+                              "all-zero slots after them: left untrimmed (preallocated) by a crash "
+                              "(run recover)"))
+        return found
+
     @property
     def indexes_past_log(self) -> bool:
         """True when the last offset or time index entry names a batch the log no longer holds: a log
