@@ -1508,6 +1508,8 @@ class KafkaStore(Store):
         finally:
             if decoded is not None:
                 decoded.close()
+        if self._dir is not None:
+            left += self._dir.log_start_problems()
         if left:
             path, pos, message = left[0]
             more = len(left) - 1
