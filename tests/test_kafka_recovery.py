@@ -511,3 +511,17 @@ def test_verify_names_the_index_a_crash_left_untrimmed_and_the_byte_its_zeros_st
         store.recover()
         assert store.verify() == []
     assert index.read_bytes() == good
+
+
+def test_recover_says_each_rebuild_once_when_the_open_already_recovered(tmp_path: Path) -> None:
+    """A copy of segment 0's log as segment 50, without indexes: the writable open recovers from it (an
+    offset index missing: Kafka 3.8 ``LogLoader.loadSegmentFiles``, ``NoSuchFileException``), and the
+    check recover runs after it still finds what no recovery cuts (offsets going back).  recover rebuilt
+    every segment from 50 a second time and listed each rebuild twice; it now lists each once."""
+    part = _fixture(tmp_path)
+    (part / f"{50:020d}.log").write_bytes((part / f"{SEG0}.log").read_bytes())
+    with segstore.open(part, format="kafka", mode="a", **CONFIG) as store:
+        with pytest.raises(UnrepairedDataError) as info:
+            store.recover()
+    rebuilt = [line.split(":")[0] for line in info.value.actions if "rebuilt indexes" in line]
+    assert rebuilt == [str(part / f"{base:020d}.log") for base in (50, 73, 137, 217, 289)]

@@ -348,6 +348,8 @@ class Partition:
         self.writable = writable
         self.clock = clock
         self.recovered: list[str] = []
+        #: the base of the first segment the writable open recovered (every one from it was), if any
+        self._opened_recovering_from: int | None = None
         #: ``(path, pos, message)`` of index files a reader found corrupt and read without
         self.index_problems: list[tuple[str, int | None, str]] = []
         self._lock: files.DirectoryLock | None = None
@@ -450,6 +452,7 @@ class Partition:
             damaged = len(segments) - 1
         if damaged is not None:
             seg = segments[damaged]
+            self._opened_recovering_from = seg.base
             self.recovered.extend(f"{path}:{pos}: {message}; rebuilding it from the log"
                                   for path, pos, message in seg.txn_index.problems(seg.base))
             self.recovered.extend(self._recover_from(damaged, every_line=True,
@@ -562,8 +565,12 @@ class Partition:
             first += 1
             progress.advance(seg.size)
         # a segment rebuilt for what the check found changed files even where nothing is cut: said,
-        # with every one after it (also rebuilt), never "nothing to recover"
-        recovered = self._recover_from(first, every_line=bool(problems), epochs_from=floor)
+        # with every one after it (also rebuilt), never "nothing to recover".  Not again where this
+        # open already recovered it and every one after it (its lines are in ``lines``): what the
+        # check still finds there is what no recovery cuts, and a second rebuild gives the same files.
+        opened_from, self._opened_recovering_from = self._opened_recovering_from, None
+        again = first < len(segments) and opened_from is not None and segments[first].base >= opened_from
+        recovered = [] if again else self._recover_from(first, every_line=bool(problems), epochs_from=floor)
         # a .txnindex judged on a log torn before it is no finding: a cut sets its segment aside whole
         kept = {seg.base for seg in self.segments}
         rebuilt = [f"{path}: rebuilt: {message}" for seg in segments[first:] if seg.base in kept
