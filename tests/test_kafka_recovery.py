@@ -525,3 +525,28 @@ def test_recover_says_each_rebuild_once_when_the_open_already_recovered(tmp_path
             store.recover()
     rebuilt = [line.split(":")[0] for line in info.value.actions if "rebuilt indexes" in line]
     assert rebuilt == [str(part / f"{base:020d}.log") for base in (50, 73, 137, 217, 289)]
+
+
+def test_recover_removes_the_producer_snapshots_past_the_log_end_it_cut_back_to(tmp_path: Path) -> None:
+    """Kafka 3.8.0 takes a producer snapshot at each new segment's base offset (and at the log end on a
+    clean shutdown).  A recovery that cuts the log back below them leaves snapshots describing producers
+    of records no longer there; the broker's load deletes each past the log end
+    (``ProducerStateManager.truncateAndReload`` from ``UnifiedLog.rebuildProducerState``), but once
+    appends carry the log past one again the broker loads it as the state at its offset (a transaction
+    open in the cut records would hang the last stable offset).  recover now removes them as the
+    broker would, saying so; a snapshot at or below the new end stays."""
+    from segstore_kafka.snapshot import ENTRY, write_snapshot
+
+    part = _fixture(tmp_path)
+    entries = np.zeros(1, dtype=ENTRY)
+    entries[0] = (7, 0, 4, 250, 4, 1_700_000_000_000, 0, 246)          # a transaction open from 246
+    for base in (73, 137, 217, 289, 300):
+        (part / f"{base:020d}.snapshot").write_bytes(write_snapshot(entries))
+    log = part / f"{73:020d}.log"
+    _flip(log, _positions(log)[3] + 80)                                  # the log ends at 97 after recovery
+    with segstore.open(part, format="kafka", mode="a", **CONFIG) as store:
+        lines = store.recover()
+        assert store.offset_range("topic", 0)[1] == 97
+    assert sorted(p.name for p in part.glob("*.snapshot")) == [f"{73:020d}.snapshot"]
+    assert [line.split(":")[0] for line in lines if "producer snapshot" in line] == [
+        str(part / f"{base:020d}.snapshot") for base in (137, 217, 289, 300)]

@@ -39,6 +39,8 @@ from . import batch as codec
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
+#: a producer-state snapshot (``LogFileUtils.PRODUCER_SNAPSHOT_FILE_SUFFIX``)
+SNAPSHOT_SUFFIX = ".snapshot"
 LOG_SUFFIX = ".log"
 #: the index files of a segment (``LocalLog.isIndexFile``)
 INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
@@ -125,6 +127,27 @@ def complete_interrupted(path: str) -> list[str]:
         files.rename(full, full[:-len(SWAP_SUFFIX)])
         lines.append(f"{full}: renamed to {name[:-len(SWAP_SUFFIX)]} (an interrupted swap completed)")
     lines += _remove_orphaned_by_deletion(path, deleted_logs)
+    if lines:
+        files.fsync_dir(path)
+    return lines
+
+
+def remove_snapshots_past(path: str, end: int) -> list[str]:
+    """Remove the producer snapshots (``%020d.snapshot``) past the log end ``end``, as the broker's load
+    does (Kafka 3.8.0 ``ProducerStateManager.truncateAndReload``, from ``UnifiedLog.rebuildProducerState``:
+    a snapshot with ``offset > logEndOffset`` is deleted).  One left past a log a recovery cut back
+    describes producers of records no longer there; once appends carry the log past it again the broker
+    would load it as the state at its offset (an ongoing transaction of cut records hangs the last
+    stable offset).  Returns one line per file removed."""
+    lines: list[str] = []
+    for name in files.list_dir(path):
+        offset = offset_from_name(name)
+        full = os.path.join(path, name)
+        if (name.endswith(SNAPSHOT_SUFFIX) and offset is not None and offset > end
+                and files.is_file(full)):
+            files.remove(full)
+            lines.append(f"{full}: removed (a producer snapshot past the log end {end}, as the broker's "
+                         "ProducerStateManager.truncateAndReload removes it)")
     if lines:
         files.fsync_dir(path)
     return lines

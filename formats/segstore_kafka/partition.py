@@ -48,7 +48,7 @@ from . import batch as codec
 from .checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from .compression import codec_id
 from .dirnames import PARTITION_DIR, segment_bases
-from .loader import complete_interrupted
+from .loader import complete_interrupted, remove_snapshots_past
 from .offsetindex import OFFSET_ENTRY
 from .segment import (
     INDEX_SUFFIX,
@@ -509,7 +509,7 @@ class Partition:
                          f"{end}: " + ", ".join(f"{e.epoch} {e.start_offset}" for e in dropped))
         self.next_offset = end
         self._txns = None
-        return lines
+        return lines + remove_snapshots_past(self.path, end)
 
     def _batch_observer(self, seg: LogSegment, tracker: TransactionTracker) -> Callable[[Any], None]:
         """The per-batch callback of a segment's recovery: leader epochs and aborted transactions."""
