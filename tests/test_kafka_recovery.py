@@ -550,3 +550,31 @@ def test_recover_removes_the_producer_snapshots_past_the_log_end_it_cut_back_to(
     assert sorted(p.name for p in part.glob("*.snapshot")) == [f"{73:020d}.snapshot"]
     assert [line.split(":")[0] for line in lines if "producer snapshot" in line] == [
         str(part / f"{base:020d}.snapshot") for base in (137, 217, 289, 300)]
+
+
+@pytest.mark.parametrize(("name", "found"), [
+    ("foo.log", "Kafka's LogLoader cannot parse it"),
+    ("backup.index", "Kafka's LogLoader cannot parse it"),
+    ("old.snapshot", "Kafka's LogLoader cannot parse it"),
+    ("x.log.swap", "Kafka's LogLoader cannot parse it"),
+    ("99999999999999999999.log", "Kafka's LogLoader cannot parse it"),      # past a Java long
+    ("73.log", "expected 00000000000000000073.log (the base offset, 20 digits), found '73.log'"),
+])
+def test_verify_names_a_file_kafkas_loader_cannot_take_an_offset_from(tmp_path: Path, name: str,
+                                                                      found: str) -> None:
+    """Kafka 3.8.0 ``LogLoader.loadSegmentFiles`` takes the offset of every ``.log`` and index file (and
+    ``removeTempFilesAndCollectSwapFiles`` of every ``.swap``/``.cleaned``, ``ProducerStateManager`` of
+    every ``.snapshot``) with ``LogFileUtils.offsetFromFileName``, ``Long.parseLong`` of the text before
+    the first dot: a ``NumberFormatException`` nothing catches, and the broker does not start.  A
+    ``.log`` named by an unpadded offset is opened as ``%020d.log`` of it, its own records never read.
+    verify passed both; it names them now, and recover, which cannot tell what they are, exits 1."""
+    part = _fixture(tmp_path)
+    (part / name).write_bytes((part / f"{73:020d}.log").read_bytes())
+    with segstore.open(part) as store:
+        problems = store.verify()
+    assert [(p.path, p.pos, found in p.message) for p in problems] == [(str(part / name), None, True)]
+    with segstore.open(part, format="kafka", mode="a", **CONFIG) as store, \
+            pytest.raises(UnrepairedDataError) as info:
+        store.recover()
+    assert info.value.path == str(part / name)
+    assert (part / name).exists()

@@ -249,6 +249,37 @@ def orphaned_indexes(path: str) -> list[tuple[str, int | None, str]]:
     return problems
 
 
+#: the names Kafka 3.8 takes an offset from (``LogFileUtils.offsetFromFileName``) when it loads a
+#: partition: segments and indexes (``LogLoader.loadSegmentFiles``: ``LocalLog.isLogFile``,
+#: ``isIndexFile``), an interrupted clean or swap (``removeTempFilesAndCollectSwapFiles``; a ``.deleted``
+#: file is removed unread) and producer snapshots (``ProducerStateManager.listSnapshotFiles``)
+OFFSET_NAMED = (".log", ".index", ".timeindex", ".txnindex", ".snapshot", ".cleaned", ".swap")
+JAVA_LONG = re.compile(r"[+-]?[0-9]+")
+
+
+def misnamed_files(path: str) -> list[tuple[str, int | None, str]]:
+    """Files of a partition directory whose names Kafka 3.8 takes an offset from and cannot: the text
+    before the first ``.`` is no Java long (``Long.parseLong`` throws ``NumberFormatException``, which
+    nothing catches there, and the broker does not start); and ``.log`` files named by an offset but not
+    as ``%020d.log``, whose records the broker never reads (it opens ``LogFileUtils.logFile`` of the
+    offset instead, creating it empty).  ``O(entries of the directory)``."""
+    problems: list[tuple[str, int | None, str]] = []
+    for name in files.list_dir(path):
+        full = os.path.join(path, name)
+        if not name.endswith(OFFSET_NAMED) or name.endswith(".deleted") or not files.is_file(full):
+            continue
+        head = name.split(".", 1)[0]
+        if JAVA_LONG.fullmatch(head) is None or not -(1 << 63) <= int(head) < 1 << 63:
+            problems.append((full, None, f"expected a name starting with an offset, found {cut(name)}: "
+                             "Kafka's LogLoader cannot parse it (LogFileUtils.offsetFromFileName: "
+                             "NumberFormatException) and the broker does not start"))
+        elif name.endswith(".log") and name != f"{int(head):020d}.log":
+            problems.append((full, None, f"expected {int(head):020d}.log (the base offset, 20 digits), found "
+                             f"{cut(name)}: Kafka's LogLoader opens {int(head):020d}.log for it and never "
+                             "reads these records"))
+    return problems
+
+
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -939,7 +970,8 @@ class Partition:
         ``decoded``: where the logs' chunks come from (``LogSegment.check_log``).
         ``O(partition bytes)``; CRCs and record decoding in C.
         """
-        problems: list[tuple[str, int | None, str]] = list(self.index_problems) + orphaned_indexes(self.path)
+        problems: list[tuple[str, int | None, str]] = (list(self.index_problems) + orphaned_indexes(self.path)
+                                                        + misnamed_files(self.path))
         expected_offset: int | None = None
         tracker: TransactionTracker | None = TransactionTracker()
         for seg in self.segments:
