@@ -578,3 +578,32 @@ def test_verify_names_a_file_kafkas_loader_cannot_take_an_offset_from(tmp_path: 
         store.recover()
     assert info.value.path == str(part / name)
     assert (part / name).exists()
+
+
+def test_a_corrupt_producer_snapshot_is_named_and_a_writable_open_removes_it_as_the_broker(
+        tmp_path: Path) -> None:
+    """Kafka 3.8.0 ``ProducerStateManager.loadFromSnapshot`` deletes a snapshot ``readSnapshot`` refuses
+    (``CorruptSnapshotException``: version, CRC32C) and one past the log end (``truncateAndReload``),
+    then rebuilds the producer state from an older snapshot or the log.  verify said nothing of either;
+    it now names the corrupt one at its CRC, and a writable open (recover, an append) removes both as
+    the broker's load does, even with nothing to recover in the log: a log cut back at a batch boundary
+    leaves no torn tail, and records appended past the stale snapshot would make the broker load it."""
+    from segstore_kafka.snapshot import CRC_POS, ENTRY, write_snapshot
+
+    part = _fixture(tmp_path)
+    entries = np.zeros(1, dtype=ENTRY)
+    entries[0] = (7, 0, 4, 250, 4, 1_700_000_000_000, 0, -1)
+    good = write_snapshot(entries)
+    (part / f"{289:020d}.snapshot").write_bytes(good)
+    bad = part / f"{217:020d}.snapshot"
+    bad.write_bytes(good[:-1] + bytes([good[-1] ^ 1]))
+    (part / f"{400:020d}.snapshot").write_bytes(good)                 # past the log end, 300
+    with segstore.open(part) as store:
+        problems = store.verify()
+    assert [(p.path, p.pos) for p in problems] == [(str(bad), CRC_POS)]
+    assert "ProducerStateManager.loadFromSnapshot" in problems[0].message
+    with segstore.open(part, format="kafka", mode="a", **CONFIG) as store:
+        lines = store.recover()
+        assert store.verify() == []
+    assert [line.split(":")[0] for line in lines] == [str(bad), str(part / f"{400:020d}.snapshot")]
+    assert sorted(p.name for p in part.glob("*.snapshot")) == [f"{289:020d}.snapshot"]

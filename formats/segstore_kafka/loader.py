@@ -35,6 +35,7 @@ from segstore import files
 from segstore.errors import CorruptDataError
 
 from . import batch as codec
+from .snapshot import read_snapshot
 
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
@@ -134,6 +135,39 @@ def complete_interrupted(path: str) -> list[str]:
     if lines:
         files.fsync_dir(path)
     return lines
+
+
+def snapshot_problems(path: str) -> list[tuple[str, int | None, str]]:
+    """The producer snapshots of a partition directory that do not read as Kafka 3.8.0
+    ``ProducerStateManager.readSnapshot`` reads them (version, CRC32C, entry count): the broker's
+    ``loadFromSnapshot`` deletes such a one when it comes to it ("Failed to load producer snapshot")
+    and rebuilds the state from an older snapshot or the log.  ``O(snapshot bytes)``."""
+    problems: list[tuple[str, int | None, str]] = []
+    for name in files.list_dir(path):
+        full = os.path.join(path, name)
+        if not name.endswith(SNAPSHOT_SUFFIX) or offset_from_name(name) is None or not files.is_file(full):
+            continue
+        try:
+            read_snapshot(files.read_bytes(full), path=full)
+        except CorruptDataError as err:
+            problems.append((err.path or full, err.pos,
+                             f"{err.message}: the broker deletes the snapshot when it loads producer state "
+                             "(ProducerStateManager.loadFromSnapshot) and rebuilds that state from an older "
+                             "snapshot or the log (run recover)"))
+    return problems
+
+
+def tidy_snapshots(path: str, end: int) -> list[str]:
+    """What a writable open does to the producer snapshots, as the broker's load does: remove the ones
+    that do not read (:func:`snapshot_problems`) and those past the log end ``end``
+    (:func:`remove_snapshots_past`).  Returns one line per file removed."""
+    lines: list[str] = []
+    for full, _, message in snapshot_problems(path):
+        files.remove(full)
+        lines.append(f"{full}: removed ({message.removesuffix(' (run recover)')})")
+    if lines:
+        files.fsync_dir(path)
+    return lines + remove_snapshots_past(path, end)
 
 
 def remove_snapshots_past(path: str, end: int) -> list[str]:

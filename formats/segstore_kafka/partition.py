@@ -48,7 +48,7 @@ from . import batch as codec
 from .checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from .compression import codec_id
 from .dirnames import PARTITION_DIR, segment_bases
-from .loader import complete_interrupted, remove_snapshots_past
+from .loader import complete_interrupted, remove_snapshots_past, snapshot_problems, tidy_snapshots
 from .offsetindex import OFFSET_ENTRY
 from .segment import (
     INDEX_SUFFIX,
@@ -420,6 +420,7 @@ class Partition:
             if active is None:
                 active = self.log.roll(0)
             active.make_appendable()
+            self.recovered.extend(tidy_snapshots(path, active.next_offset()))
         first = self.log.segments.first
         self.log_start_offset = first.base if first is not None else 0
         self.next_offset = self.log.active.next_offset() if self.log.active is not None else 0
@@ -970,8 +971,8 @@ class Partition:
         ``decoded``: where the logs' chunks come from (``LogSegment.check_log``).
         ``O(partition bytes)``; CRCs and record decoding in C.
         """
-        problems: list[tuple[str, int | None, str]] = (list(self.index_problems) + orphaned_indexes(self.path)
-                                                        + misnamed_files(self.path))
+        problems: list[tuple[str, int | None, str]] = list(self.index_problems) + orphaned_indexes(self.path)
+        problems += misnamed_files(self.path) + snapshot_problems(self.path)
         expected_offset: int | None = None
         tracker: TransactionTracker | None = TransactionTracker()
         for seg in self.segments:
