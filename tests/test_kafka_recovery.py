@@ -607,3 +607,32 @@ def test_a_corrupt_producer_snapshot_is_named_and_a_writable_open_removes_it_as_
         assert store.verify() == []
     assert [line.split(":")[0] for line in lines] == [str(bad), str(part / f"{400:020d}.snapshot")]
     assert sorted(p.name for p in part.glob("*.snapshot")) == [f"{289:020d}.snapshot"]
+
+
+def test_recover_of_a_preallocated_segment_keeps_no_zeros_and_reads_none_whole(tmp_path: Path) -> None:
+    """Kafka 3.8.0 with ``preallocate`` makes the active segment ``segment.bytes`` long at once
+    (``FileRecords.openChannel``: ``setLength``, a sparse file on Linux); after a crash its log ends in
+    that zero tail, which ``LogSegment.recover`` cuts (a length of 0 is below ``RECORD_OVERHEAD_V0``).
+    recover read the whole tail into memory and kept it as a ``.cut`` file of as many zeros (a 1 GiB
+    segment: 1 GiB of memory and 1 GiB written to a disk that may be full).  The zeros hold nothing to
+    keep: a torn batch before them is kept, without them; a tail of zeros only keeps no file."""
+    part = _fixture(tmp_path)
+    log = part / "00000000000000000289.log"
+    whole = log.read_bytes()
+    with open(log, "r+b") as f:
+        f.truncate(256 << 20)                                   # preallocated: a hole after the data
+    with segstore.open(part, format="kafka", mode="a", **CONFIG) as store:
+        lines = store.recover()
+        assert store.verify() == []
+    assert log.read_bytes() == whole
+    assert list(part.glob("*.cut-*")) == []
+    assert any("cut 268434167 bytes at 1289 (all zeros: nothing to keep)" in line for line in lines)
+    torn = whole[:-10]                                           # a torn last batch, then the zeros
+    log.write_bytes(torn)
+    with open(log, "r+b") as f:
+        f.truncate(1 << 20)
+    with segstore.open(part, format="kafka", mode="a", **CONFIG) as store:
+        store.recover()
+    assert log.read_bytes() == b""
+    kept = part / "00000000000000000289.log.cut-0"
+    assert kept.read_bytes() == torn.rstrip(b"\0")

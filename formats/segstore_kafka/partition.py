@@ -528,9 +528,10 @@ class Partition:
             if result.truncated_bytes:
                 for later in segments[n + 1:]:
                     self.log.segments.remove(later.base)
-                    kept = files.save_aside(later.path, 0, files.read_bytes(later.path))
+                    kept, _ = files.save_range_aside(later.path, 0)
                     later.delete()
-                    lines.append(f"{later.path}: removed after the cut in {seg.path} (kept in {kept})")
+                    where = f"kept in {kept}" if kept is not None else "all zeros: nothing to keep"
+                    lines.append(f"{later.path}: removed after the cut in {seg.path} ({where})")
                 break
         end = self.log.active.next_offset() if self.log.active is not None else 0
         before = self.epochs.entries
@@ -561,8 +562,12 @@ class Partition:
             line += (f" (full at position {result.index_full_at}: segment.index.bytes="
                      f"{seg.max_index_size}; later batches unindexed, the next append rolls)")
         if result.truncated_bytes:
-            line += (f"; cut {result.truncated_bytes} bytes at {result.valid_bytes} "
-                     f"(kept in {result.saved_to})")
+            zeros = result.truncated_bytes - result.kept_bytes
+            kept = (f"kept in {result.saved_to}" if result.saved_to is not None else "")
+            if zeros:
+                kept += ("; " if kept else "") + (f"the {zeros} zero bytes it ends in not kept" if kept
+                                                  else "all zeros: nothing to keep")
+            line += f"; cut {result.truncated_bytes} bytes at {result.valid_bytes} ({kept})"
             if result.error:
                 line += f": {result.error}"
         return line
