@@ -636,3 +636,32 @@ def test_recover_of_a_preallocated_segment_keeps_no_zeros_and_reads_none_whole(t
     assert log.read_bytes() == b""
     kept = part / "00000000000000000289.log.cut-0"
     assert kept.read_bytes() == torn.rstrip(b"\0")
+
+
+@pytest.mark.parametrize(("entry", "found"), [
+    ((1_700_000_002_627, 500), "found offset 573 past its last batch's last offset 136"),
+    ((1_800_000_000_000, 63),
+     "found timestamp 1800000000000 above the largest of its batches, 1700000002627"),
+])
+def test_verify_names_a_time_index_entry_the_segments_batches_do_not_hold(tmp_path: Path, entry: tuple,
+                                                                           found: str) -> None:
+    """Kafka 3.8.0 appends to a ``.timeindex`` only (the max timestamp so far, its batch's offset) of
+    batches appended to that segment (``LogSegment.append``, ``recover``) and takes the last entry for
+    the segment's largest timestamp (``readMaxTimestampAndOffsetSoFar``).  An entry past the segment's
+    last offset or above every batch's timestamp makes ``UnifiedLog.fetchOffsetByTimestamp`` pick the
+    segment for a time none of its records reach and answer no offset (later segments hold one), and
+    keeps the segment from time retention.  verify passed both; it names the entry, recover rebuilds."""
+    part = _fixture(tmp_path)
+    index = part / f"{73:020d}.timeindex"
+    good = index.read_bytes()
+    data = bytearray(good)
+    data[48:60] = np.array([entry], dtype=TIME_ENTRY).tobytes()
+    index.write_bytes(bytes(data))
+    with segstore.open(part) as store:
+        problems = store.verify()
+    assert [(p.path, p.pos) for p in problems] == [(str(index), 48)]
+    assert f"expected the entry of slot 4 to name a batch of the segment, {found}" == problems[0].message
+    with segstore.open(part, format="kafka", mode="a", **CONFIG) as store:
+        store.recover()
+        assert store.verify() == []
+    assert index.read_bytes() == good

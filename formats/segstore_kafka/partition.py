@@ -1024,8 +1024,9 @@ class Partition:
         (``LogSegment.onBecomeInactiveSegment`` appends it): Kafka takes the last entry for it
         when it reopens the segment (``readMaxTimestampAndOffsetSoFar``), so an empty or short
         one makes time retention delete the segment early and timestamp lookups pass it by."""
-        problems, starts, lasts, walked, expected_offset, largest, txns = seg.check_log(expected_offset,
-                                                                                         decoded)
+        problems, starts, lasts, walked, expected_offset, largest, txns, largest_any = seg.check_log(
+            expected_offset, decoded)
+        log_clean = not problems
         entries = seg.offset_index
         whole = walked >= seg.log.size      # the walk reached the end: entries past it point at nothing
         columns = entries.columns()
@@ -1049,6 +1050,8 @@ class Partition:
                 problems.append((index.path, len(index) * index.entry_size,
                                  "expected the time index of a closed segment to end at its largest "
                                  f"timestamp {largest}, found {'no entry' if last is None else last}"))
+        if whole and log_clean and seg.indexes_read and len(index) and len(lasts):
+            problems += _time_entry_problems(seg, int(lasts.max()), largest_any)
         return problems, expected_offset, txns if whole else None
 
     # -- lifecycle ----------------------------------------------------------------
@@ -1083,6 +1086,30 @@ class Partition:
 
     def __repr__(self) -> str:
         return f"Partition({self.path!r}, segments={len(self.log.segments)}, next_offset={self.next_offset})"
+
+
+def _time_entry_problems(seg: LogSegment, last_offset: int, largest: int
+                         ) -> list[tuple[str, int | None, str]]:
+    """The first ``.timeindex`` entry naming what the segment's log does not hold: an offset past its last
+    batch, or a timestamp above every batch's max timestamp.  Kafka 3.8 appends only (the max timestamp
+    so far, the offset of its batch) of batches appended to the segment (``LogSegment.append``,
+    ``recover``), and reads the last entry as the segment's largest timestamp
+    (``readMaxTimestampAndOffsetSoFar``): ``fetchOffsetByTimestamp`` then picks this segment for a time
+    none of its records reach and answers no offset though later segments hold one, time retention keeps
+    it too long, and ``MAX_TIMESTAMP`` answers an offset it does not hold.  ``O(entries)`` numpy."""
+    index = seg.time_index
+    columns = index.columns()
+    offsets = columns["relative_offset"] + index.base_offset
+    stamps = columns["timestamp"]
+    bad = np.flatnonzero((offsets > last_offset) | (stamps > largest))
+    if not len(bad):
+        return []
+    slot = int(bad[0])
+    offset, stamp = int(offsets[slot]), int(stamps[slot])
+    found = (f"offset {offset} past its last batch's last offset {last_offset}" if offset > last_offset
+             else f"timestamp {stamp} above the largest of its batches, {largest}")
+    return [(index.path, slot * index.entry_size,
+             f"expected the entry of slot {slot} to name a batch of the segment, found {found}")]
 
 
 def _txn_index_problems(seg: LogSegment, positions: np.ndarray, tracker: TransactionTracker

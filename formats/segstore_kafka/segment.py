@@ -349,11 +349,12 @@ class LogSegment:
 
     def check_log(self, expected_offset: int | None, decoded: ChunkSource | None = None
                   ) -> tuple[list[tuple[str, int | None, str]], np.ndarray, np.ndarray, int, int | None, int,
-                             np.ndarray]:
+                             np.ndarray, int]:
         """The log's problems for ``verify``: ``(problems, batch positions, their last offsets, bytes
         walked, the offset the next segment must reach, the largest max timestamp of its v2 batches
-        (-1: none), the positions of its transactional v2 batches)``; the positions (int64) rise
-        strictly (the walk only goes forward).
+        (-1: none), the positions of its transactional v2 batches, the largest max timestamp of the
+        batches whose records decoded, of any magic)``; the positions (int64) rise strictly (the walk
+        only goes forward).
 
         Every batch's CRC is checked and its records decoded (the columnar decoder,
         C where built, no column copied); a control batch's marker is parsed.  After
@@ -369,7 +370,7 @@ class LogSegment:
         starts: list[np.ndarray] = []
         ends: list[np.ndarray] = []
         transactional: list[np.ndarray] = []
-        largest = NO_TIMESTAMP
+        largest = largest_any = NO_TIMESTAMP
         view = self.log.view()
         end = len(view)
         pos = 0
@@ -392,6 +393,8 @@ class LogSegment:
                     stamped = batches["max_timestamp"][v2]
                     if len(stamped):
                         largest = max(largest, int(stamped.max()))
+                    if len(batches):
+                        largest_any = max(largest_any, int(batches["max_timestamp"].max()))
                     found: list[tuple[int, int, tuple[str, int | None, str]]] = []
                     # each batch starts above the last one's end (the first above expected_offset)
                     if expected_offset is not None and int(firsts[0]) < expected_offset:
@@ -432,7 +435,7 @@ class LogSegment:
                 pos += header.size
         empty = [np.zeros(0, np.int64)]
         return (problems, np.concatenate(starts or empty), np.concatenate(ends or empty), pos,
-                expected_offset, largest, np.concatenate(transactional or empty))
+                expected_offset, largest, np.concatenate(transactional or empty), largest_any)
 
     def _offset_problem(self, pos: int, expected: int, found: int) -> tuple[str, int, str]:
         return (self.path, pos, f"expected offsets from {expected}, found a batch at {found}")
