@@ -665,3 +665,27 @@ def test_verify_names_a_time_index_entry_the_segments_batches_do_not_hold(tmp_pa
         store.recover()
         assert store.verify() == []
     assert index.read_bytes() == good
+
+
+def test_recover_says_it_moves_a_checkpoint_past_the_log_end_back_to_it(tmp_path: Path, capsys) -> None:
+    """A log dir whose ``recovery-point-offset-checkpoint`` and ``replication-offset-checkpoint`` say 500
+    of a partition ending at 300 (verify names both): Kafka 3.8.0 ``LogLoader.recoverLog`` takes
+    ``min(recoveryPoint, logEndOffset)`` and ``UnifiedLog.updateHighWatermark`` clamps the high watermark
+    to the log end, and recover writes the same at close.  It said "nothing to recover" while it
+    rewrote both files; it now says what it set each to."""
+    from segstore_kafka.checkpoints import read_offsets, write_offsets
+
+    from segstore.cli import main
+
+    logs = tmp_path / "logs"
+    copy_writable(FIXTURES / "kafka" / "uncompressed" / "topic-0", logs / "topic-0")
+    for name in ("recovery-point-offset-checkpoint", "replication-offset-checkpoint"):
+        write_offsets(str(logs / name), {("topic", 0): 500})
+    assert main(["recover", str(logs)]) == 0
+    out = capsys.readouterr().out
+    assert "nothing to recover" not in out
+    for name, label in (("recovery-point-offset-checkpoint", "recovery point"),
+                        ("replication-offset-checkpoint", "high watermark")):
+        assert f"{logs / name}: the {label} of topic-0, 500, is past its log end: set to 300" in out
+        assert read_offsets(str(logs / name)) == {("topic", 0): 300}
+    assert main(["verify", str(logs)]) == 0

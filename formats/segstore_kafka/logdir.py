@@ -200,6 +200,22 @@ class LogDir:
                 for (topic, number), part in sorted(self.partitions.items())
                 if part.log_start_offset > part.next_offset]
 
+    def checkpoint_changes(self) -> list[str]:
+        """What the checkpoints written at close will change of the loaded ones past a partition's log
+        end (one past it since loading, or cut back to below it by a recovery): its recovery point
+        becomes the log end, as Kafka 3.8.0 ``LogLoader.recoverLog`` takes ``min(recoveryPoint,
+        logEndOffset)``, and its high watermark too (``UnifiedLog.updateHighWatermark`` clamps it).
+        One line each, for ``recover`` to say instead of "nothing to recover"."""
+        lines: list[str] = []
+        for label, name, offsets in (("recovery point", RECOVERY_POINT_CHECKPOINT, self.recovery_points),
+                                     ("high watermark", REPLICATION_OFFSET_CHECKPOINT, self.high_watermarks)):
+            for key, offset in sorted(offsets.items()):
+                part = self.partitions.get(key)
+                if part is not None and offset > part.next_offset:
+                    lines.append(f"{os.path.join(self.path, name)}: the {label} of {key[0]}-{key[1]}, "
+                                 f"{offset}, is past its log end: set to {part.next_offset}")
+        return lines
+
     def partition(self, topic: str, partition: int, *, create: bool = False) -> Partition | None:
         """The partition, created (writable stores only) when ``create``."""
         part = self.partitions.get((topic, partition))

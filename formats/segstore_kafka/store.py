@@ -1499,6 +1499,8 @@ class KafkaStore(Store):
                 if error is not None:
                     raise error
                 lines += cast(list[str], result)
+        if self._dir is not None:
+            lines += self._dir.checkpoint_changes()
         segments = [seg for part in parts.values() for seg in part.segments]
         local = not any(seg.log.remote for seg in segments)
         decoded = _DecodedAhead(segments, threads) if threads > 1 and local else None
