@@ -90,6 +90,7 @@ def test_recover_cuts_a_corrupt_middle_segment_and_keeps_the_later_ones(tmp_path
     bad = _positions(log)[2]
     _flip(log, bad + 80)
     later = sorted(p.name for p in part.glob("*.log") if p.name > log.name)
+    contents = {name: (part / name).read_bytes() for name in later}
     with segstore.open(part, format="kafka", mode="a", **CONFIG) as store:
         lines = store.recover()
         assert store.verify() == []
@@ -98,7 +99,7 @@ def test_recover_cuts_a_corrupt_middle_segment_and_keeps_the_later_ones(tmp_path
     assert any("cut" in line and str(log) in line for line in lines)
     for name in later:
         assert not (part / name).exists()
-        assert (part / f"{name}.cut-0").exists()
+        assert (part / f"{name}.cut-0").read_bytes() == contents[name]     # byte for byte, its last 0 too
     assert (part / "leader-epoch-checkpoint").read_text() == "0\n2\n0 0\n1 123\n"
 
 
@@ -615,7 +616,8 @@ def test_recover_of_a_preallocated_segment_keeps_no_zeros_and_reads_none_whole(t
     that zero tail, which ``LogSegment.recover`` cuts (a length of 0 is below ``RECORD_OVERHEAD_V0``).
     recover read the whole tail into memory and kept it as a ``.cut`` file of as many zeros (a 1 GiB
     segment: 1 GiB of memory and 1 GiB written to a disk that may be full).  The zeros hold nothing to
-    keep: a torn batch before them is kept, without them; a tail of zeros only keeps no file."""
+    keep: a torn batch before them is kept byte for byte, its zeros a hole of the copy; a tail of zeros
+    only keeps no file."""
     part = _fixture(tmp_path)
     log = part / "00000000000000000289.log"
     whole = log.read_bytes()
@@ -635,7 +637,8 @@ def test_recover_of_a_preallocated_segment_keeps_no_zeros_and_reads_none_whole(t
         store.recover()
     assert log.read_bytes() == b""
     kept = part / "00000000000000000289.log.cut-0"
-    assert kept.read_bytes() == torn.rstrip(b"\0")
+    assert kept.read_bytes() == torn + bytes((1 << 20) - len(torn))
+    assert kept.stat().st_blocks * 512 < 1 << 19                # the zeros are a hole, not written
 
 
 @pytest.mark.parametrize(("entry", "found"), [
@@ -689,3 +692,4 @@ def test_recover_says_it_moves_a_checkpoint_past_the_log_end_back_to_it(tmp_path
         assert f"{logs / name}: the {label} of topic-0, 500, is past its log end: set to 300" in out
         assert read_offsets(str(logs / name)) == {("topic", 0): 300}
     assert main(["verify", str(logs)]) == 0
+

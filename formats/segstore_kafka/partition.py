@@ -562,11 +562,7 @@ class Partition:
             line += (f" (full at position {result.index_full_at}: segment.index.bytes="
                      f"{seg.max_index_size}; later batches unindexed, the next append rolls)")
         if result.truncated_bytes:
-            zeros = result.truncated_bytes - result.kept_bytes
-            kept = (f"kept in {result.saved_to}" if result.saved_to is not None else "")
-            if zeros:
-                kept += ("; " if kept else "") + (f"the {zeros} zero bytes it ends in not kept" if kept
-                                                  else "all zeros: nothing to keep")
+            kept = "all zeros: nothing to keep" if result.saved_to is None else f"kept in {result.saved_to}"
             line += f"; cut {result.truncated_bytes} bytes at {result.valid_bytes} ({kept})"
             if result.error:
                 line += f": {result.error}"

@@ -113,8 +113,6 @@ class RecoverResult:
     error: str | None
     #: the position of the first batch the rebuilt indexes had no room for (None: all had)
     index_full_at: int | None = None
-    #: the bytes of the cut kept in ``saved_to``: all but the zeros the cut ends in
-    kept_bytes: int = 0
 
 
 def transactional_rows(batches: np.ndarray) -> np.ndarray:
@@ -701,17 +699,15 @@ class LogSegment:
         del buf
         truncated = self.log.size - valid
         saved = None
-        kept = 0
         if truncated:
-            # a preallocated segment (Kafka's ``preallocate``) ends in zeros: nothing there to keep
-            saved, kept = files.save_range_aside(self.path, valid)
+            # a preallocated segment (Kafka's ``preallocate``) ends in zeros: read and kept as holes
+            saved, _ = files.save_range_aside(self.path, valid)
             self.log.truncate(valid)
         self.offset_index.trim()
         self.time_index.maybe_append(self._max_ts.timestamp, self._max_ts.offset, skip_full_check=True)
         self.time_index.trim()
         self.bytes_since_last_index_entry = 0
-        return RecoverResult(valid, truncated, saved, str(error) if error is not None else None, full_at,
-                             kept)
+        return RecoverResult(valid, truncated, saved, str(error) if error is not None else None, full_at)
 
     def check_tail(self) -> CorruptDataError | None:
         """Walk the headers from the last index entry: None if they end exactly at the end of the log."""
