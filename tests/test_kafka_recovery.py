@@ -693,3 +693,28 @@ def test_recover_says_it_moves_a_checkpoint_past_the_log_end_back_to_it(tmp_path
         assert read_offsets(str(logs / name)) == {("topic", 0): 300}
     assert main(["verify", str(logs)]) == 0
 
+
+def test_a_damaged_swap_is_named_and_recover_keeps_the_segments_it_replaces(tmp_path: Path) -> None:
+    """A compaction's ``00000000000000000073.log.swap`` (segments 73 and 137 cleaned into one) with a bit
+    flipped in it.  Kafka 3.8.0 ``LogLoader.load`` installs every swap ``removeTempFilesAndCollectSwapFiles``
+    keeps (deleting the segments in ``[its base, its next offset)``), then ``LogSegment.recover`` cuts it at
+    the damage: records intact in the replaced segments are gone.  verify said ok (it read the segments as
+    they stand and never the swap); recover completed the swap as the broker does and removed both
+    segments without keeping them.  verify now names the swap's damage, and recover keeps the ``.log``
+    of each segment it replaces (``NAME.log.cut-0``) when the swap is damaged."""
+    part = _fixture(tmp_path)
+    originals = {base: (part / f"{base:020d}.log").read_bytes() for base in (73, 137)}
+    swap = part / f"{73:020d}.log.swap"
+    swap.write_bytes(originals[73] + originals[137])
+    bad = len(originals[73]) + _positions(part / f"{137:020d}.log")[2] + 80
+    _flip(swap, bad)
+    with segstore.open(part) as store:
+        problems = store.verify()
+    assert [(p.path, "installs this swap" in p.message) for p in problems] == [(str(swap), True)]
+    with segstore.open(part, format="kafka", mode="a", **CONFIG) as store:
+        lines = store.recover()
+        assert store.verify() == []
+    for base, data in originals.items():
+        assert (part / f"{base:020d}.log.cut-0").read_bytes() == data
+        assert any(f"{base:020d}.log: removed (replaced by an interrupted swap, which is damaged" in line
+                   for line in lines)

@@ -32,7 +32,7 @@ from __future__ import annotations
 import os
 
 from segstore import files
-from segstore.errors import CorruptDataError
+from segstore.errors import CorruptDataError, SegstoreError, TruncatedDataError
 
 from . import batch as codec
 from .snapshot import read_snapshot
@@ -65,6 +65,48 @@ def _next_offset(path: str, base: int) -> int:
     except CorruptDataError:
         pass
     return nxt
+
+
+def swap_damage(path: str) -> CorruptDataError | SegstoreError | None:
+    """The first problem of a ``*.log.swap`` file: a batch whose length, magic or CRC does not hold (what
+    ``LogSegment.recover`` checks); None when it is whole.  Kafka's cleaner flushes its output before
+    renaming it ``.swap``, so a damaged one is the disk's doing: the broker's load still installs it
+    over the segments it replaces, and its recovery then cuts it.  ``O(file bytes)``."""
+    data = files.read_bytes(path)
+    valid, error = codec.valid_prefix(memoryview(data), path=path)
+    if error is None and valid < len(data):
+        return TruncatedDataError(f"expected whole batches to the end, found {len(data) - valid} bytes "
+                                  "after the last", path, valid)
+    return error
+
+
+def pending_swap_problems(path: str) -> list[tuple[str, int | None, str]]:
+    """The ``*.log.swap`` files a partition directory holds that the broker's next load installs
+    (``LogLoader.load``; not those an unfinished split leaves, which it deletes) and that are damaged
+    (:func:`swap_damage`): the segments they replace are deleted and the swap cut where it is damaged,
+    so intact records are lost to the broker.  ``O(bytes of the swap files)``."""
+    problems: list[tuple[str, int | None, str]] = []
+    for name in _valid_swaps(path):
+        if not name[:-len(SWAP_SUFFIX)].endswith(LOG_SUFFIX):
+            continue
+        error = swap_damage(os.path.join(path, name))
+        if error is not None:
+            problems.append((error.path or os.path.join(path, name), error.pos,
+                             f"{error.message}: the broker's next load installs this swap over the segments "
+                             "it replaces (LogLoader.load) and its recovery cuts it there (run recover, "
+                             "which keeps the replaced segments)"))
+    return problems
+
+
+def _valid_swaps(path: str) -> list[str]:
+    """The ``*.swap`` names the broker's load renames into place (``removeTempFilesAndCollectSwapFiles``:
+    not those at or past the smallest ``*.cleaned`` base), without changing anything."""
+    names = [name for name in files.list_dir(path) if offset_from_name(name) is not None
+             and files.is_file(os.path.join(path, name))]
+    cleaned = [offset_from_name(name) for name in names if name.endswith(CLEANED_SUFFIX)]
+    cleaned_min = min((base for base in cleaned if base is not None), default=None)
+    return [name for name in names if name.endswith(SWAP_SUFFIX)
+            and (cleaned_min is None or (offset_from_name(name) or 0) < cleaned_min)]
 
 
 def complete_interrupted(path: str) -> list[str]:
@@ -112,6 +154,7 @@ def complete_interrupted(path: str) -> list[str]:
         lines.append(f"{full}: removed (an unfinished clean, rolled back)")
     low: int | None = None
     high: int | None = None
+    damaged = False
     for name in valid:
         base = offset_from_name(name)
         if base is None or not name[:-len(SWAP_SUFFIX)].endswith(LOG_SUFFIX):
@@ -119,14 +162,18 @@ def complete_interrupted(path: str) -> list[str]:
         nxt = _next_offset(os.path.join(path, name), base)
         low = base if low is None else min(low, base)
         high = nxt if high is None else max(high, nxt)
+        damaged = damaged or swap_damage(os.path.join(path, name)) is not None
     if low is not None and high is not None:
         for name in files.list_dir(path):
             full = os.path.join(path, name)
             offset = offset_from_name(name)
             if (not name.endswith(SWAP_SUFFIX) and offset is not None and low <= offset < high
                     and files.is_file(full)):
+                # a damaged swap loses records its recovery cuts: the segments it replaces are kept
+                kept = files.save_range_aside(full, 0)[0] if damaged and name.endswith(LOG_SUFFIX) else None
                 files.remove(full)
-                lines.append(f"{full}: removed (replaced by an interrupted swap)")
+                lines.append(f"{full}: removed (replaced by an interrupted swap"
+                             + (f", which is damaged: kept in {kept})" if kept is not None else ")"))
     for name in valid:
         full = os.path.join(path, name)
         files.rename(full, full[:-len(SWAP_SUFFIX)])

@@ -48,7 +48,13 @@ from . import batch as codec
 from .checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from .compression import codec_id
 from .dirnames import PARTITION_DIR, segment_bases
-from .loader import complete_interrupted, remove_snapshots_past, snapshot_problems, tidy_snapshots
+from .loader import (
+    complete_interrupted,
+    pending_swap_problems,
+    remove_snapshots_past,
+    snapshot_problems,
+    tidy_snapshots,
+)
 from .offsetindex import OFFSET_ENTRY
 from .segment import (
     INDEX_SUFFIX,
@@ -974,6 +980,7 @@ class Partition:
         """
         problems: list[tuple[str, int | None, str]] = list(self.index_problems) + orphaned_indexes(self.path)
         problems += misnamed_files(self.path) + snapshot_problems(self.path)
+        problems += pending_swap_problems(self.path)
         expected_offset: int | None = None
         tracker: TransactionTracker | None = TransactionTracker()
         for seg in self.segments:
