@@ -718,3 +718,32 @@ def test_a_damaged_swap_is_named_and_recover_keeps_the_segments_it_replaces(tmp_
         assert (part / f"{base:020d}.log.cut-0").read_bytes() == data
         assert any(f"{base:020d}.log: removed (replaced by an interrupted swap, which is damaged" in line
                    for line in lines)
+
+
+def test_a_segment_whose_offsets_overflow_its_index_is_recovered_without_a_crash(tmp_path: Path) -> None:
+    """One segment at base 0 holding offsets 0, 1, 3000000000, 3000000001: more than
+    ``Integer.MAX_VALUE`` past its base, as Kafka before 2.0 could leave it (KAFKA-6264).  Kafka 3.8.0
+    ``LogSegment.recover`` throws ``LogSegmentOffsetOverflowException`` there and ``LogLoader`` splits the
+    segment (``LocalLog.splitOverflowedSegment``).  A writable open of it died with a
+    ``CorruptIndexError`` half way through rebuilding its indexes (left preallocated) and verify then
+    said ok; now the batches no index can name stay unindexed, verify names the first, recover exits 1
+    on it, and the records read as before."""
+    from segstore_kafka.batch import encode_batch
+
+    part = tmp_path / "t-0"
+    part.mkdir()
+    offsets = [0, 1, 3_000_000_000, 3_000_000_001]
+    log = part / f"{SEG0}.log"
+    log.write_bytes(b"".join(encode_batch([(b"k", b"v" * 50, 1_700_000_000_000 + i, [])], base_offset=o)
+                             for i, o in enumerate(offsets)))
+    third = _positions(log)[2]
+    message = "expected batches ending at most 2147483647 past the segment's base offset 0, found one of " \
+              "offsets 3000000000..3000000000"
+    with segstore.open(part, format="kafka", mode="a", **{"index.interval.bytes": 10}) as store:
+        with pytest.raises(UnrepairedDataError) as info:
+            store.recover()
+        assert (info.value.path, info.value.pos) == (str(log), third) and message in info.value.message
+    with segstore.open(part) as store:
+        assert [(p.path, p.pos) for p in store.verify()] == [(str(log), third)]
+        assert [r.offset for r in store.scan()] == offsets
+    assert (part / f"{SEG0}.index").stat().st_size == 8              # trimmed: the entry of offset 1 only

@@ -398,7 +398,7 @@ class LogSegment:
                     if expected_offset is not None and int(firsts[0]) < expected_offset:
                         at = int(positions[0])
                         found.append((at, 0, self._offset_problem(at, expected_offset, int(firsts[0]))))
-                    below = np.flatnonzero(lasts < self.base)
+                    below = np.flatnonzero((lasts < self.base) | (lasts - self.base > codec.INT32_MAX))
                     if len(below) and not below_base:
                         i, below_base = int(below[0]), True
                         at = int(positions[i])
@@ -425,7 +425,7 @@ class LogSegment:
                 ends.append(np.array([header.last_offset], np.int64))
                 if expected_offset is not None and header.base_offset < expected_offset:
                     problems.append(self._offset_problem(pos, expected_offset, header.base_offset))
-                if header.last_offset < self.base and not below_base:
+                if not self.indexable(header.last_offset) and not below_base:
                     below_base = True
                     problems.append(self._below_base_problem(pos, header.base_offset, header.last_offset))
                 problems.append((err.path or self.path, pos if err.pos is None else err.pos, err.message))
@@ -438,15 +438,28 @@ class LogSegment:
     def _offset_problem(self, pos: int, expected: int, found: int) -> tuple[str, int, str]:
         return (self.path, pos, f"expected offsets from {expected}, found a batch at {found}")
 
+    def indexable(self, offset: int) -> bool:
+        """Whether an index entry can name ``offset``: at most ``Integer.MAX_VALUE`` past the base offset
+        and not below it (``AbstractIndex.toRelative``, ``LogSegment.canConvertToRelativeOffset``)."""
+        return 0 <= offset - self.base <= codec.INT32_MAX
+
     def _below_base_problem(self, pos: int, first: int, last: int) -> tuple[str, int, str]:
-        """A batch ending below the segment's base offset (the file's name).  Kafka 3.8.0
-        ``LogSegment.recover`` (``ensureOffsetInRange``) throws ``LogSegmentOffsetOverflowException``
-        on it; ``LogLoader.retryOnOffsetOverflow`` then calls ``LocalLog.splitOverflowedSegment``,
-        whose ``require(segment.hasOverflow)`` fails (the segment's last offset fits): the broker
-        does not start on the log directory."""
-        return (self.path, pos, f"expected batches ending at or after the segment's base offset {self.base} "
-                f"(its file name), found one of offsets {first}..{last}: Kafka's LogSegment.recover "
-                "cannot index it (LogSegmentOffsetOverflowException) and the broker fails to load the log")
+        """A batch ending where no index of the segment can name it.  Kafka 3.8.0 ``LogSegment.recover``
+        (``ensureOffsetInRange``) throws ``LogSegmentOffsetOverflowException`` on it and
+        ``LogLoader.retryOnOffsetOverflow`` calls ``LocalLog.splitOverflowedSegment``: below the base
+        offset (the file's name), its ``require(segment.hasOverflow)`` fails (the segment's last offset
+        fits) and the broker does not start on the log directory; more than ``Integer.MAX_VALUE`` past
+        it (a segment of Kafka before 2.0, KAFKA-6264), the broker splits the segment, which segstore
+        does not: the batch stays unindexed."""
+        if last < self.base:
+            return (self.path, pos, f"expected batches ending at or after the segment's base offset "
+                    f"{self.base} (its file name), found one of offsets {first}..{last}: Kafka's "
+                    "LogSegment.recover cannot index it (LogSegmentOffsetOverflowException) and the broker "
+                    "fails to load the log")
+        return (self.path, pos, f"expected batches ending at most {codec.INT32_MAX} past the segment's base "
+                f"offset {self.base}, found one of offsets {first}..{last}: no index can name it (Kafka "
+                "splits such a segment when it recovers it, LocalLog.splitOverflowedSegment; segstore does "
+                "not)")
 
     def _control_problem(self, view: memoryview, pos: int) -> tuple[str, int | None, str] | None:
         try:
@@ -675,9 +688,9 @@ class LogSegment:
         last_entry = 0
         full_at: int | None = None
         for batch in codec.iter_batches(buf[:valid], path=self.path, check_crc=False):
-            if batch.last_offset < self.base:
-                # Kafka 3.8 throws here (LogSegmentOffsetOverflowException) and the broker does not
-                # load the log; no index can hold the batch: it stays unindexed and verify names it
+            if not self.indexable(batch.last_offset):
+                # Kafka 3.8 throws here (LogSegmentOffsetOverflowException) and splits the segment, or
+                # does not load the log; no index can hold the batch: it stays unindexed, verify names it
                 if on_batch is not None:
                     on_batch(batch)
                 continue
@@ -736,7 +749,8 @@ class LogSegment:
         # for a segment Kafka < 0.10.1 wrote stays empty (Kafka appends only to loaded segments).
         if self.writable and self.log.size and not self.needs_recovery and not self.time_index.is_full:
             ts = self.max_timestamp_so_far()
-            self.time_index.maybe_append(ts.timestamp, ts.offset, skip_full_check=True)
+            if self.indexable(ts.offset):       # (not of a batch no index can name: verify names it)
+                self.time_index.maybe_append(ts.timestamp, ts.offset, skip_full_check=True)
         if self.writable:
             self.offset_index.trim()
             self.time_index.trim()
