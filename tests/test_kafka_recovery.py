@@ -747,3 +747,25 @@ def test_a_segment_whose_offsets_overflow_its_index_is_recovered_without_a_crash
         assert [(p.path, p.pos) for p in store.verify()] == [(str(log), third)]
         assert [r.offset for r in store.scan()] == offsets
     assert (part / f"{SEG0}.index").stat().st_size == 8              # trimmed: the entry of offset 1 only
+
+
+@pytest.mark.parametrize("case", ["renamed", "empty-active"])
+def test_verify_names_a_segment_named_below_the_end_of_the_one_before(tmp_path: Path, case: str) -> None:
+    """Kafka 3.8.0 maps segments by the base offset of their names (``LogSegments``) and checks nothing
+    across them: segment 73 renamed 50 (its batches still from 73) makes a fetch from 60 read it
+    (``floorSegment``) and return 73 on, skipping 60..72 of segment 0; an empty active segment named 290
+    of a log ending at 300 puts the log end back at 290 (``readNextOffset``), and the next append reuses
+    offsets.  verify passed both once recover had rebuilt the renamed segment's indexes; it names them."""
+    part = _fixture(tmp_path)
+    if case == "renamed":
+        seg, before, end = _rename_segment(part, 73, 50), SEG0, 73
+    else:
+        seg, before, end = part / f"{290:020d}.log", "00000000000000000289", 300
+        seg.write_bytes(b"")
+    message = f"expected a base offset of at least {end} (the end of {before}.log), found {int(seg.stem)}"
+    with segstore.open(part, format="kafka", mode="a", **CONFIG) as store:
+        with pytest.raises(UnrepairedDataError) as info:
+            store.recover()
+        assert (info.value.path, info.value.pos) == (str(seg), None) and message in info.value.message
+    with segstore.open(part) as store:
+        assert [(p.path, p.pos, message in p.message) for p in store.verify()] == [(str(seg), None, True)]

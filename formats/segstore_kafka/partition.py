@@ -983,9 +983,15 @@ class Partition:
         problems += pending_swap_problems(self.path)
         expected_offset: int | None = None
         tracker: TransactionTracker | None = TransactionTracker()
+        previous: LogSegment | None = None
         for seg in self.segments:
+            before = expected_offset
             found, expected_offset, txns = self._check_segment(
                 seg, expected_offset, closed=seg is not self.log.active, decoded=decoded)
+            if previous is not None and before is not None and seg.base < before \
+                    and not any(pos == 0 and path == seg.path for path, pos, _ in found):
+                problems.append(_overlapping_name_problem(seg, previous, before))
+            previous = seg
             problems += found
             if seg is not self.log.active:
                 problems += seg.crash_left_problems()
@@ -1089,6 +1095,18 @@ class Partition:
 
     def __repr__(self) -> str:
         return f"Partition({self.path!r}, segments={len(self.log.segments)}, next_offset={self.next_offset})"
+
+
+def _overlapping_name_problem(seg: LogSegment, previous: LogSegment, previous_end: int
+                              ) -> tuple[str, int | None, str]:
+    """A segment whose name (base offset) lies below the end of the one before it, its own batches in
+    order after that end (a renamed file): Kafka 3.8 maps segments by base offset (``LogSegments``), so
+    a fetch from an offset in ``[base, previous end)`` reads this segment (``floorSegment``) and skips
+    the records the previous one holds there; an empty one starts the log end back at its base."""
+    return (seg.path, None, f"expected a base offset of at least {previous_end} (the end of "
+            f"{os.path.basename(previous.path)}), found {seg.base}: Kafka's LogSegments reads offsets "
+            f"{seg.base}..{previous_end - 1} here, skipping the records {os.path.basename(previous.path)} "
+            "holds there" + ("" if seg.size else ", and the log end goes back to it"))
 
 
 def _time_entry_problems(seg: LogSegment, last_offset: int, largest: int
