@@ -769,3 +769,21 @@ def test_verify_names_a_segment_named_below_the_end_of_the_one_before(tmp_path: 
         assert (info.value.path, info.value.pos) == (str(seg), None) and message in info.value.message
     with segstore.open(part) as store:
         assert [(p.path, p.pos, message in p.message) for p in store.verify()] == [(str(seg), None, True)]
+
+
+def test_recover_says_when_it_adds_leader_epochs_the_checkpoint_lacked(tmp_path: Path, capsys) -> None:
+    """Kafka 3.8.0 ``LogSegment.recover`` assigns each recovered batch's epoch newer than the cache's latest
+    (``LeaderEpochFileCache.assign``, which logs each new entry), and the cache is written back.  recover
+    did the same to a partition whose ``leader-epoch-checkpoint`` was gone or short and printed "nothing
+    to recover" while it wrote the file; it now says which entries it added."""
+    from segstore.cli import main
+
+    part = _fixture(tmp_path)
+    checkpoint = part / "leader-epoch-checkpoint"
+    checkpoint.write_text("0\n1\n0 0\n")
+    assert main(["recover", str(part)]) == 0
+    assert capsys.readouterr().out == (f"{checkpoint}: added the leader epochs of recovered batches the "
+                                       "checkpoint lacked: 1 123, 3 238\n")
+    assert checkpoint.read_text() == "0\n3\n0 0\n1 123\n3 238\n"
+    assert main(["recover", str(part)]) == 0
+    assert capsys.readouterr().out == f"{part}: nothing to recover\n"

@@ -519,6 +519,7 @@ class Partition:
         """
         segments = self.segments
         tracker = TransactionTracker()
+        loaded = list(self.epochs.entries)
         for n, seg in enumerate(segments[:first]):
             for header in seg.headers():
                 if header.is_transactional:
@@ -546,6 +547,10 @@ class Partition:
         if dropped:  # said, as LeaderEpochFileCache.truncateFromEnd logs "Cleared entries ..."
             lines.append(f"{self.epochs.path}: dropped the leader epochs starting at or past the log end "
                          f"{end}: " + ", ".join(f"{e.epoch} {e.start_offset}" for e in dropped))
+        added = [e for e in self.epochs.entries if e not in loaded]
+        if added:   # LeaderEpochFileCache.assign logs each ("New epoch entry ...")
+            lines.append(f"{self.epochs.path}: added the leader epochs of recovered batches the checkpoint "
+                         "lacked: " + ", ".join(f"{e.epoch} {e.start_offset}" for e in added))
         self.next_offset = end
         self._txns = None
         return lines + remove_snapshots_past(self.path, end)
