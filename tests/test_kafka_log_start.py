@@ -228,3 +228,28 @@ def test_a_writable_open_moves_the_first_leader_epoch_up_to_the_log_start(tmp_pa
     with segstore.open(logs, mode="a"):
         pass
     assert epochs.read_text().splitlines()[2:] == ["0 25"]
+
+
+def test_a_log_start_checkpoint_past_the_log_end_is_named_by_verify_and_recover(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``log-start-offset-checkpoint`` says 500 of a partition whose log ends at 60 (its segments restored
+    from an older copy, say).  Kafka 3.8.0 ``LogLoader.recoverLog`` (``deleteSegmentsIfLogStartGreaterThan
+    LogEnd``) deletes every segment of it at the broker's next start, and ``dump`` shows no record.
+    verify said ok and recover exited 0; both now name the checkpoint (exit 1), and recover deletes
+    nothing: which of the two is wrong is for the operator to say."""
+    logs = tmp_path / "logs"
+    part = _build(logs)
+    checkpoint = logs / "log-start-offset-checkpoint"
+    write_offsets(str(checkpoint), {("t", 0): 500})
+    message = ("expected the log start offset of t-0 at most its log end 60, found 500: Kafka's "
+               "LogLoader.recoverLog deletes every segment")
+    with segstore.open(logs) as store:
+        found = [(p.path, p.pos, message in p.message) for p in store.verify()]
+    assert found == [(str(checkpoint), None, True)]
+    before = sorted(p.name for p in part.iterdir())
+    assert main(["recover", str(logs)]) == 1
+    assert message in capsys.readouterr().err
+    assert sorted(p.name for p in part.iterdir()) == before
+    assert main(["verify", str(logs)]) == 1
+    write_offsets(str(checkpoint), {("t", 0): 60})      # at the log end: the partition is empty, not gone
+    assert main(["verify", str(logs)]) == 0

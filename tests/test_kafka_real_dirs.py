@@ -383,9 +383,36 @@ def test_encode_batch_still_round_trips_through_an_empty_checkpoint_partition(tm
 
 
 def test_segments_without_time_index_as_kafka_before_0_10_1_left_them(tmp_path: Path) -> None:
-    """Kafka < 0.10.1 wrote no ``.timeindex``; Kafka 3.8 makes a missing one empty
-    (``LogSegment.sanityCheck``: ``timeIndex().resize(0)``) and recovers nothing for it."""
+    """Kafka < 0.10.1 wrote no ``.timeindex``, and v0/v1 batches only; Kafka 3.8 makes a missing one
+    empty (``LogSegment.sanityCheck``: ``timeIndex().resize(0)``) and recovers nothing for it."""
+    from kafka.record.legacy_records import LegacyRecordBatchBuilder
+
+    part = tmp_path / "old-0"
+    part.mkdir()
+    for base in (0, 4):
+        builder = LegacyRecordBatchBuilder(1, 0, 1 << 20)
+        for i in range(4):
+            builder.append(base + i, 1_600_000_000_000 + base + i, b"k%d" % i, b"v")
+        (part / f"{base:020d}.log").write_bytes(bytes(builder.build()))
+        (part / f"{base:020d}.index").write_bytes(b"")
+    with segstore.open(part) as store:
+        assert store.verify() == []
+        assert [r.offset for r in store.scan()] == list(range(8))
+        assert list(part.glob("*.timeindex")) == []               # reading never writes
+    with segstore.open(part, "kafka", mode="a", **CONFIG) as store:
+        assert store.recover() == []
+        assert store.verify() == []
+    assert (part / f"{0:020d}.timeindex").read_bytes() == b""
+
+
+def test_a_missing_time_index_beside_v2_batches_is_named_and_rebuilt(tmp_path: Path) -> None:
+    """Kafka 0.11 and later write a ``.timeindex`` beside every v2 segment; a closed segment without one is
+    loaded by Kafka 3.8 with an empty one (``LogSegment.sanityCheck``), which it rebuilds only in a
+    segment it recovers (``LogLoader.recoverLog``, from the recovery point).  verify used to pass it,
+    then recover made it empty and kept it ("an intact segment keeps its files"), after which verify
+    failed on the empty file: the two now agree, and recover rebuilds it from the log."""
     part = copy_writable(UNCOMPRESSED / "topic-0", tmp_path / "topic-0")
+    originals = {path.name: path.read_bytes() for path in part.glob("*.timeindex")}
     for path in part.glob("*.timeindex"):
         path.unlink()
     before = _index_files(part)
@@ -398,18 +425,20 @@ def test_segments_without_time_index_as_kafka_before_0_10_1_left_them(tmp_path: 
 
     with segstore.open(UNCOMPRESSED / "topic-0") as original:
         times = lookups(original)
+    last = sorted(part.glob("*.log"))[-1].stem
+    closed = sorted(f"{p.stem}.timeindex" for p in part.glob("*.log") if p.stem != last)
     with segstore.open(part) as store:
-        assert store.verify() == []
+        problems = store.verify()
+        assert sorted((Path(p.path).name, p.pos) for p in problems) == [(name, None) for name in closed]
+        assert all("found no such file" in p.message for p in problems)
         assert lookups(store) == times
         assert list(part.glob("*.timeindex")) == []               # reading never writes
     with segstore.open(part, "kafka", mode="a", **CONFIG) as store:
-        assert store.recover() == []
+        assert store.recover()
+        assert store.verify() == []
     after = _index_files(part)
     assert {k: v for k, v in after.items() if k.endswith(".index")} == before
-    last = sorted(part.glob("*.log"))[-1].stem
-    assert {k: len(v) for k, v in after.items() if k.endswith(".timeindex")
-            and not k.startswith(last)} == {f"{p.stem}.timeindex": 0 for p in sorted(part.glob("*.log"))
-                                            if p.stem != last}
+    assert {name: (part / name).read_bytes() for name in closed} == {name: originals[name] for name in closed}
 
 
 @pytest.mark.parametrize("lines", [

@@ -14,7 +14,7 @@ from segstore_kafka.offsetindex import OFFSET_ENTRY
 from segstore_kafka.timeindex import TIME_ENTRY
 
 import segstore
-from segstore.errors import CorruptDataError, TruncatedDataError
+from segstore.errors import CorruptDataError, TruncatedDataError, UnrepairedDataError
 from segstore.records import Message
 
 CONFIG = {"segment.bytes": 6935, "index.interval.bytes": 990}   # the uncompressed fixture's
@@ -90,6 +90,7 @@ def test_recover_cuts_a_corrupt_middle_segment_and_keeps_the_later_ones(tmp_path
     bad = _positions(log)[2]
     _flip(log, bad + 80)
     later = sorted(p.name for p in part.glob("*.log") if p.name > log.name)
+    contents = {name: (part / name).read_bytes() for name in later}
     with segstore.open(part, format="kafka", mode="a", **CONFIG) as store:
         lines = store.recover()
         assert store.verify() == []
@@ -98,7 +99,7 @@ def test_recover_cuts_a_corrupt_middle_segment_and_keeps_the_later_ones(tmp_path
     assert any("cut" in line and str(log) in line for line in lines)
     for name in later:
         assert not (part / name).exists()
-        assert (part / f"{name}.cut-0").exists()
+        assert (part / f"{name}.cut-0").read_bytes() == contents[name]     # byte for byte, its last 0 too
     assert (part / "leader-epoch-checkpoint").read_text() == "0\n2\n0 0\n1 123\n"
 
 
@@ -454,3 +455,335 @@ def test_recover_claims_no_txnindex_rebuild_of_a_segment_set_aside_after_a_cut(t
     assert later[0].startswith(f"{part / '00000000000000000108.log'}: removed after the cut")
     assert not (part / "00000000000000000108.txnindex").exists()
     assert lines[0].startswith(f"{torn}: rebuilt indexes over 1372 valid bytes; cut 128 bytes")
+
+
+def _rename_segment(part: Path, base: int, new_base: int) -> Path:
+    for suffix in (".log", ".index", ".timeindex"):
+        (part / f"{base:020d}{suffix}").rename(part / f"{new_base:020d}{suffix}")
+    return part / f"{new_base:020d}.log"
+
+
+def test_a_batch_ending_below_its_segments_base_offset_is_named_and_survives_recover(tmp_path: Path) -> None:
+    """Segment 137 renamed 150: its first two batches (137..144, 145..149) end below the base offset its
+    name gives.  Kafka 3.8.0 ``LogSegment.recover`` (``ensureOffsetInRange``) throws
+    ``LogSegmentOffsetOverflowException`` at the first; ``LogLoader.retryOnOffsetOverflow`` calls
+    ``LocalLog.splitOverflowedSegment``, whose ``require(segment.hasOverflow)`` fails, and the broker
+    does not start.  verify names the batch (it said nothing once recover had rebuilt the indexes), and
+    recover indexes the rest without it, where it threw a ``CorruptIndexError`` half way through
+    (indexes reset and left untrimmed) when ``index.interval.bytes`` gave the second batch an entry."""
+    part = _fixture(tmp_path)
+    with segstore.open(part) as store:
+        offsets = [r.offset for r in store.scan()]
+    log = _rename_segment(part, 137, 150)
+    message = "expected batches ending at or after the segment's base offset 150 (its file name), " \
+              "found one of offsets 137..144"
+    with segstore.open(part) as store:
+        assert [(p.path, p.pos) for p in store.verify() if message in p.message] == [(str(log), 0)]
+    with segstore.open(part, format="kafka", mode="a", **{**CONFIG, "index.interval.bytes": 100}) as store:
+        with pytest.raises(UnrepairedDataError) as info:
+            store.recover()
+        assert (info.value.path, info.value.pos) == (str(log), 0) and message in info.value.message
+        assert [(p.path, p.pos, message in p.message) for p in store.verify()] == [(str(log), 0, True)]
+    with segstore.open(part) as store:
+        assert [(p.path, p.pos) for p in store.verify()] == [(str(log), 0)]
+        assert [r.offset for r in store.scan()] == offsets
+
+
+@pytest.mark.parametrize(("suffix", "entry"), [(".index", OFFSET_ENTRY.itemsize),
+                                               (".timeindex", TIME_ENTRY.itemsize)])
+def test_verify_names_the_index_a_crash_left_untrimmed_and_the_byte_its_zeros_start(
+        tmp_path: Path, suffix: str, entry: int) -> None:
+    """A closed segment's index ending in preallocated all-zero slots: Kafka 3.8 counts the file's whole
+    length as entries (``AbstractIndex``: ``_entries = mmap.position() / entrySize``), so in a segment its
+    recovery leaves alone they are read as entries.  verify named the ``.log`` and no byte, and said
+    neither which index nor where; it now names the index file at its first zero slot."""
+    part = _fixture(tmp_path)
+    index = part / f"{73:020d}{suffix}"
+    good = index.read_bytes()
+    index.write_bytes(good + bytes(10 * entry))
+    with segstore.open(part) as store:
+        problems = store.verify()
+    assert [(p.path, p.pos) for p in problems] == [(str(index), len(good))]
+    assert "found 10 all-zero slots" in problems[0].message
+    (part / f"{73:020d}.index").unlink()
+    with segstore.open(part) as store:
+        assert [(p.path, p.pos) for p in store.verify()][:1] == [(str(part / f"{73:020d}.index"), None)]
+    with segstore.open(part, format="kafka", mode="a", **CONFIG) as store:
+        store.recover()
+        assert store.verify() == []
+    assert index.read_bytes() == good
+
+
+def test_recover_says_each_rebuild_once_when_the_open_already_recovered(tmp_path: Path) -> None:
+    """A copy of segment 0's log as segment 50, without indexes: the writable open recovers from it (an
+    offset index missing: Kafka 3.8 ``LogLoader.loadSegmentFiles``, ``NoSuchFileException``), and the
+    check recover runs after it still finds what no recovery cuts (offsets going back).  recover rebuilt
+    every segment from 50 a second time and listed each rebuild twice; it now lists each once."""
+    part = _fixture(tmp_path)
+    (part / f"{50:020d}.log").write_bytes((part / f"{SEG0}.log").read_bytes())
+    with segstore.open(part, format="kafka", mode="a", **CONFIG) as store:
+        with pytest.raises(UnrepairedDataError) as info:
+            store.recover()
+    rebuilt = [line.split(":")[0] for line in info.value.actions if "rebuilt indexes" in line]
+    assert rebuilt == [str(part / f"{base:020d}.log") for base in (50, 73, 137, 217, 289)]
+
+
+def test_recover_removes_the_producer_snapshots_past_the_log_end_it_cut_back_to(tmp_path: Path) -> None:
+    """Kafka 3.8.0 takes a producer snapshot at each new segment's base offset (and at the log end on a
+    clean shutdown).  A recovery that cuts the log back below them leaves snapshots describing producers
+    of records no longer there; the broker's load deletes each past the log end
+    (``ProducerStateManager.truncateAndReload`` from ``UnifiedLog.rebuildProducerState``), but once
+    appends carry the log past one again the broker loads it as the state at its offset (a transaction
+    open in the cut records would hang the last stable offset).  recover now removes them as the
+    broker would, saying so; a snapshot at or below the new end stays."""
+    from segstore_kafka.snapshot import ENTRY, write_snapshot
+
+    part = _fixture(tmp_path)
+    entries = np.zeros(1, dtype=ENTRY)
+    entries[0] = (7, 0, 4, 250, 4, 1_700_000_000_000, 0, 246)          # a transaction open from 246
+    for base in (73, 137, 217, 289, 300):
+        (part / f"{base:020d}.snapshot").write_bytes(write_snapshot(entries))
+    log = part / f"{73:020d}.log"
+    _flip(log, _positions(log)[3] + 80)                                  # the log ends at 97 after recovery
+    with segstore.open(part, format="kafka", mode="a", **CONFIG) as store:
+        lines = store.recover()
+        assert store.offset_range("topic", 0)[1] == 97
+    assert sorted(p.name for p in part.glob("*.snapshot")) == [f"{73:020d}.snapshot"]
+    assert [line.split(":")[0] for line in lines if "producer snapshot" in line] == [
+        str(part / f"{base:020d}.snapshot") for base in (137, 217, 289, 300)]
+
+
+@pytest.mark.parametrize(("name", "found"), [
+    ("foo.log", "Kafka's LogLoader cannot parse it"),
+    ("backup.index", "Kafka's LogLoader cannot parse it"),
+    ("old.snapshot", "Kafka's LogLoader cannot parse it"),
+    ("x.log.swap", "Kafka's LogLoader cannot parse it"),
+    ("99999999999999999999.log", "Kafka's LogLoader cannot parse it"),      # past a Java long
+    ("73.log", "expected 00000000000000000073.log (the base offset, 20 digits), found '73.log'"),
+])
+def test_verify_names_a_file_kafkas_loader_cannot_take_an_offset_from(tmp_path: Path, name: str,
+                                                                      found: str) -> None:
+    """Kafka 3.8.0 ``LogLoader.loadSegmentFiles`` takes the offset of every ``.log`` and index file (and
+    ``removeTempFilesAndCollectSwapFiles`` of every ``.swap``/``.cleaned``, ``ProducerStateManager`` of
+    every ``.snapshot``) with ``LogFileUtils.offsetFromFileName``, ``Long.parseLong`` of the text before
+    the first dot: a ``NumberFormatException`` nothing catches, and the broker does not start.  A
+    ``.log`` named by an unpadded offset is opened as ``%020d.log`` of it, its own records never read.
+    verify passed both; it names them now, and recover, which cannot tell what they are, exits 1."""
+    part = _fixture(tmp_path)
+    (part / name).write_bytes((part / f"{73:020d}.log").read_bytes())
+    with segstore.open(part) as store:
+        problems = store.verify()
+    assert [(p.path, p.pos, found in p.message) for p in problems] == [(str(part / name), None, True)]
+    with segstore.open(part, format="kafka", mode="a", **CONFIG) as store, \
+            pytest.raises(UnrepairedDataError) as info:
+        store.recover()
+    assert info.value.path == str(part / name)
+    assert (part / name).exists()
+
+
+def test_a_corrupt_producer_snapshot_is_named_and_a_writable_open_removes_it_as_the_broker(
+        tmp_path: Path) -> None:
+    """Kafka 3.8.0 ``ProducerStateManager.loadFromSnapshot`` deletes a snapshot ``readSnapshot`` refuses
+    (``CorruptSnapshotException``: version, CRC32C) and one past the log end (``truncateAndReload``),
+    then rebuilds the producer state from an older snapshot or the log.  verify said nothing of either;
+    it now names the corrupt one at its CRC, and a writable open (recover, an append) removes both as
+    the broker's load does, even with nothing to recover in the log: a log cut back at a batch boundary
+    leaves no torn tail, and records appended past the stale snapshot would make the broker load it."""
+    from segstore_kafka.snapshot import CRC_POS, ENTRY, write_snapshot
+
+    part = _fixture(tmp_path)
+    entries = np.zeros(1, dtype=ENTRY)
+    entries[0] = (7, 0, 4, 250, 4, 1_700_000_000_000, 0, -1)
+    good = write_snapshot(entries)
+    (part / f"{289:020d}.snapshot").write_bytes(good)
+    bad = part / f"{217:020d}.snapshot"
+    bad.write_bytes(good[:-1] + bytes([good[-1] ^ 1]))
+    (part / f"{400:020d}.snapshot").write_bytes(good)                 # past the log end, 300
+    with segstore.open(part) as store:
+        problems = store.verify()
+    assert [(p.path, p.pos) for p in problems] == [(str(bad), CRC_POS)]
+    assert "ProducerStateManager.loadFromSnapshot" in problems[0].message
+    with segstore.open(part, format="kafka", mode="a", **CONFIG) as store:
+        lines = store.recover()
+        assert store.verify() == []
+    assert [line.split(":")[0] for line in lines] == [str(bad), str(part / f"{400:020d}.snapshot")]
+    assert sorted(p.name for p in part.glob("*.snapshot")) == [f"{289:020d}.snapshot"]
+
+
+def test_recover_of_a_preallocated_segment_keeps_no_zeros_and_reads_none_whole(tmp_path: Path) -> None:
+    """Kafka 3.8.0 with ``preallocate`` makes the active segment ``segment.bytes`` long at once
+    (``FileRecords.openChannel``: ``setLength``, a sparse file on Linux); after a crash its log ends in
+    that zero tail, which ``LogSegment.recover`` cuts (a length of 0 is below ``RECORD_OVERHEAD_V0``).
+    recover read the whole tail into memory and kept it as a ``.cut`` file of as many zeros (a 1 GiB
+    segment: 1 GiB of memory and 1 GiB written to a disk that may be full).  The zeros hold nothing to
+    keep: a torn batch before them is kept byte for byte, its zeros a hole of the copy; a tail of zeros
+    only keeps no file."""
+    part = _fixture(tmp_path)
+    log = part / "00000000000000000289.log"
+    whole = log.read_bytes()
+    with open(log, "r+b") as f:
+        f.truncate(256 << 20)                                   # preallocated: a hole after the data
+    with segstore.open(part, format="kafka", mode="a", **CONFIG) as store:
+        lines = store.recover()
+        assert store.verify() == []
+    assert log.read_bytes() == whole
+    assert list(part.glob("*.cut-*")) == []
+    assert any("cut 268434167 bytes at 1289 (all zeros: nothing to keep)" in line for line in lines)
+    torn = whole[:-10]                                           # a torn last batch, then the zeros
+    log.write_bytes(torn)
+    with open(log, "r+b") as f:
+        f.truncate(1 << 20)
+    with segstore.open(part, format="kafka", mode="a", **CONFIG) as store:
+        store.recover()
+    assert log.read_bytes() == b""
+    kept = part / "00000000000000000289.log.cut-0"
+    assert kept.read_bytes() == torn + bytes((1 << 20) - len(torn))
+    assert kept.stat().st_blocks * 512 < 1 << 19                # the zeros are a hole, not written
+
+
+@pytest.mark.parametrize(("entry", "found"), [
+    ((1_700_000_002_627, 500), "found offset 573 past its last batch's last offset 136"),
+    ((1_800_000_000_000, 63),
+     "found timestamp 1800000000000 above the largest of its batches, 1700000002627"),
+])
+def test_verify_names_a_time_index_entry_the_segments_batches_do_not_hold(tmp_path: Path, entry: tuple,
+                                                                           found: str) -> None:
+    """Kafka 3.8.0 appends to a ``.timeindex`` only (the max timestamp so far, its batch's offset) of
+    batches appended to that segment (``LogSegment.append``, ``recover``) and takes the last entry for
+    the segment's largest timestamp (``readMaxTimestampAndOffsetSoFar``).  An entry past the segment's
+    last offset or above every batch's timestamp makes ``UnifiedLog.fetchOffsetByTimestamp`` pick the
+    segment for a time none of its records reach and answer no offset (later segments hold one), and
+    keeps the segment from time retention.  verify passed both; it names the entry, recover rebuilds."""
+    part = _fixture(tmp_path)
+    index = part / f"{73:020d}.timeindex"
+    good = index.read_bytes()
+    data = bytearray(good)
+    data[48:60] = np.array([entry], dtype=TIME_ENTRY).tobytes()
+    index.write_bytes(bytes(data))
+    with segstore.open(part) as store:
+        problems = store.verify()
+    assert [(p.path, p.pos) for p in problems] == [(str(index), 48)]
+    assert f"expected the entry of slot 4 to name a batch of the segment, {found}" == problems[0].message
+    with segstore.open(part, format="kafka", mode="a", **CONFIG) as store:
+        store.recover()
+        assert store.verify() == []
+    assert index.read_bytes() == good
+
+
+def test_recover_says_it_moves_a_checkpoint_past_the_log_end_back_to_it(tmp_path: Path, capsys) -> None:
+    """A log dir whose ``recovery-point-offset-checkpoint`` and ``replication-offset-checkpoint`` say 500
+    of a partition ending at 300 (verify names both): Kafka 3.8.0 ``LogLoader.recoverLog`` takes
+    ``min(recoveryPoint, logEndOffset)`` and ``UnifiedLog.updateHighWatermark`` clamps the high watermark
+    to the log end, and recover writes the same at close.  It said "nothing to recover" while it
+    rewrote both files; it now says what it set each to."""
+    from segstore_kafka.checkpoints import read_offsets, write_offsets
+
+    from segstore.cli import main
+
+    logs = tmp_path / "logs"
+    copy_writable(FIXTURES / "kafka" / "uncompressed" / "topic-0", logs / "topic-0")
+    for name in ("recovery-point-offset-checkpoint", "replication-offset-checkpoint"):
+        write_offsets(str(logs / name), {("topic", 0): 500})
+    assert main(["recover", str(logs)]) == 0
+    out = capsys.readouterr().out
+    assert "nothing to recover" not in out
+    for name, label in (("recovery-point-offset-checkpoint", "recovery point"),
+                        ("replication-offset-checkpoint", "high watermark")):
+        assert f"{logs / name}: the {label} of topic-0, 500, is past its log end: set to 300" in out
+        assert read_offsets(str(logs / name)) == {("topic", 0): 300}
+    assert main(["verify", str(logs)]) == 0
+
+
+def test_a_damaged_swap_is_named_and_recover_keeps_the_segments_it_replaces(tmp_path: Path) -> None:
+    """A compaction's ``00000000000000000073.log.swap`` (segments 73 and 137 cleaned into one) with a bit
+    flipped in it.  Kafka 3.8.0 ``LogLoader.load`` installs every swap ``removeTempFilesAndCollectSwapFiles``
+    keeps (deleting the segments in ``[its base, its next offset)``), then ``LogSegment.recover`` cuts it at
+    the damage: records intact in the replaced segments are gone.  verify said ok (it read the segments as
+    they stand and never the swap); recover completed the swap as the broker does and removed both
+    segments without keeping them.  verify now names the swap's damage, and recover keeps the ``.log``
+    of each segment it replaces (``NAME.log.cut-0``) when the swap is damaged."""
+    part = _fixture(tmp_path)
+    originals = {base: (part / f"{base:020d}.log").read_bytes() for base in (73, 137)}
+    swap = part / f"{73:020d}.log.swap"
+    swap.write_bytes(originals[73] + originals[137])
+    bad = len(originals[73]) + _positions(part / f"{137:020d}.log")[2] + 80
+    _flip(swap, bad)
+    with segstore.open(part) as store:
+        problems = store.verify()
+    assert [(p.path, "installs this swap" in p.message) for p in problems] == [(str(swap), True)]
+    with segstore.open(part, format="kafka", mode="a", **CONFIG) as store:
+        lines = store.recover()
+        assert store.verify() == []
+    for base, data in originals.items():
+        assert (part / f"{base:020d}.log.cut-0").read_bytes() == data
+        assert any(f"{base:020d}.log: removed (replaced by an interrupted swap, which is damaged" in line
+                   for line in lines)
+
+
+def test_a_segment_whose_offsets_overflow_its_index_is_recovered_without_a_crash(tmp_path: Path) -> None:
+    """One segment at base 0 holding offsets 0, 1, 3000000000, 3000000001: more than
+    ``Integer.MAX_VALUE`` past its base, as Kafka before 2.0 could leave it (KAFKA-6264).  Kafka 3.8.0
+    ``LogSegment.recover`` throws ``LogSegmentOffsetOverflowException`` there and ``LogLoader`` splits the
+    segment (``LocalLog.splitOverflowedSegment``).  A writable open of it died with a
+    ``CorruptIndexError`` half way through rebuilding its indexes (left preallocated) and verify then
+    said ok; now the batches no index can name stay unindexed, verify names the first, recover exits 1
+    on it, and the records read as before."""
+    from segstore_kafka.batch import encode_batch
+
+    part = tmp_path / "t-0"
+    part.mkdir()
+    offsets = [0, 1, 3_000_000_000, 3_000_000_001]
+    log = part / f"{SEG0}.log"
+    log.write_bytes(b"".join(encode_batch([(b"k", b"v" * 50, 1_700_000_000_000 + i, [])], base_offset=o)
+                             for i, o in enumerate(offsets)))
+    third = _positions(log)[2]
+    message = "expected batches ending at most 2147483647 past the segment's base offset 0, found one of " \
+              "offsets 3000000000..3000000000"
+    with segstore.open(part, format="kafka", mode="a", **{"index.interval.bytes": 10}) as store:
+        with pytest.raises(UnrepairedDataError) as info:
+            store.recover()
+        assert (info.value.path, info.value.pos) == (str(log), third) and message in info.value.message
+    with segstore.open(part) as store:
+        assert [(p.path, p.pos) for p in store.verify()] == [(str(log), third)]
+        assert [r.offset for r in store.scan()] == offsets
+    assert (part / f"{SEG0}.index").stat().st_size == 8              # trimmed: the entry of offset 1 only
+
+
+@pytest.mark.parametrize("case", ["renamed", "empty-active"])
+def test_verify_names_a_segment_named_below_the_end_of_the_one_before(tmp_path: Path, case: str) -> None:
+    """Kafka 3.8.0 maps segments by the base offset of their names (``LogSegments``) and checks nothing
+    across them: segment 73 renamed 50 (its batches still from 73) makes a fetch from 60 read it
+    (``floorSegment``) and return 73 on, skipping 60..72 of segment 0; an empty active segment named 290
+    of a log ending at 300 puts the log end back at 290 (``readNextOffset``), and the next append reuses
+    offsets.  verify passed both once recover had rebuilt the renamed segment's indexes; it names them."""
+    part = _fixture(tmp_path)
+    if case == "renamed":
+        seg, before, end = _rename_segment(part, 73, 50), SEG0, 73
+    else:
+        seg, before, end = part / f"{290:020d}.log", "00000000000000000289", 300
+        seg.write_bytes(b"")
+    message = f"expected a base offset of at least {end} (the end of {before}.log), found {int(seg.stem)}"
+    with segstore.open(part, format="kafka", mode="a", **CONFIG) as store:
+        with pytest.raises(UnrepairedDataError) as info:
+            store.recover()
+        assert (info.value.path, info.value.pos) == (str(seg), None) and message in info.value.message
+    with segstore.open(part) as store:
+        assert [(p.path, p.pos, message in p.message) for p in store.verify()] == [(str(seg), None, True)]
+
+
+def test_recover_says_when_it_adds_leader_epochs_the_checkpoint_lacked(tmp_path: Path, capsys) -> None:
+    """Kafka 3.8.0 ``LogSegment.recover`` assigns each recovered batch's epoch newer than the cache's latest
+    (``LeaderEpochFileCache.assign``, which logs each new entry), and the cache is written back.  recover
+    did the same to a partition whose ``leader-epoch-checkpoint`` was gone or short and printed "nothing
+    to recover" while it wrote the file; it now says which entries it added."""
+    from segstore.cli import main
+
+    part = _fixture(tmp_path)
+    checkpoint = part / "leader-epoch-checkpoint"
+    checkpoint.write_text("0\n1\n0 0\n")
+    assert main(["recover", str(part)]) == 0
+    assert capsys.readouterr().out == (f"{checkpoint}: added the leader epochs of recovered batches the "
+                                       "checkpoint lacked: 1 123, 3 238\n")
+    assert checkpoint.read_text() == "0\n3\n0 0\n1 123\n3 238\n"
+    assert main(["recover", str(part)]) == 0
+    assert capsys.readouterr().out == f"{part}: nothing to recover\n"

@@ -17,9 +17,15 @@ PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 SEGMENT_LOG = re.compile(r"^(?P<base>\d{20})\.log$")
 
 
+#: one past the largest offset (a Java long): 20 digits reach past it
+OFFSET_LIMIT = 1 << 63
+
+
 def segment_bases(path: str) -> list[int]:
-    """Base offsets of the ``%020d.log`` files in a directory, sorted."""
-    return sorted(int(m["base"]) for m in map(SEGMENT_LOG.match, files.list_dir(path)) if m)
+    """Base offsets of the ``%020d.log`` files in a directory, sorted (a name past a Java long is no
+    segment: Kafka cannot parse it, and verify names it)."""
+    return sorted(base for base in (int(m["base"]) for m in map(SEGMENT_LOG.match, files.list_dir(path)) if m)
+                  if base < OFFSET_LIMIT)
 
 
 def partition_dirs(path: str) -> list[str]:

@@ -177,6 +177,7 @@ class LogDir:
                                  "directory on it (LocalLog.parseTopicPartitionName)"))
             elif where not in loaded and PARTITION_DIR.match(name):
                 problems += orphaned_indexes(where)
+        problems += self.log_start_problems()
         for label, name, offsets in (("recovery point", RECOVERY_POINT_CHECKPOINT, self.recovery_points),
                                      ("high watermark", REPLICATION_OFFSET_CHECKPOINT, self.high_watermarks)):
             for key, offset in sorted(offsets.items()):
@@ -186,6 +187,34 @@ class LogDir:
                                      f"expected the {label} of {key[0]}-{key[1]} at most its log end "
                                      f"{part.next_offset}, found {offset}: the records below it are gone"))
         return problems
+
+    def log_start_problems(self) -> list[tuple[str, int | None, str]]:
+        """Each partition whose ``log-start-offset-checkpoint`` entry lies past its log end (only the
+        checkpoint moves the log start there: :meth:`Partition.load_log_start`).  Kafka 3.8.0
+        ``LogLoader.recoverLog`` (``deleteSegmentsIfLogStartGreaterThanLogEnd``) then deletes every
+        segment of the partition; recover leaves that to whoever knows which of the two is wrong."""
+        return [(os.path.join(self.path, LOG_START_OFFSET_CHECKPOINT), None,
+                 f"expected the log start offset of {topic}-{number} at most its log end {part.next_offset}, "
+                 f"found {part.log_start_offset}: Kafka's LogLoader.recoverLog deletes every segment of the "
+                 "partition (deleteSegmentsIfLogStartGreaterThanLogEnd)")
+                for (topic, number), part in sorted(self.partitions.items())
+                if part.log_start_offset > part.next_offset]
+
+    def checkpoint_changes(self) -> list[str]:
+        """What the checkpoints written at close will change of the loaded ones past a partition's log
+        end (one past it since loading, or cut back to below it by a recovery): its recovery point
+        becomes the log end, as Kafka 3.8.0 ``LogLoader.recoverLog`` takes ``min(recoveryPoint,
+        logEndOffset)``, and its high watermark too (``UnifiedLog.updateHighWatermark`` clamps it).
+        One line each, for ``recover`` to say instead of "nothing to recover"."""
+        lines: list[str] = []
+        for label, name, offsets in (("recovery point", RECOVERY_POINT_CHECKPOINT, self.recovery_points),
+                                     ("high watermark", REPLICATION_OFFSET_CHECKPOINT, self.high_watermarks)):
+            for key, offset in sorted(offsets.items()):
+                part = self.partitions.get(key)
+                if part is not None and offset > part.next_offset:
+                    lines.append(f"{os.path.join(self.path, name)}: the {label} of {key[0]}-{key[1]}, "
+                                 f"{offset}, is past its log end: set to {part.next_offset}")
+        return lines
 
     def partition(self, topic: str, partition: int, *, create: bool = False) -> Partition | None:
         """The partition, created (writable stores only) when ``create``."""

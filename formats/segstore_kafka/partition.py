@@ -48,7 +48,13 @@ from . import batch as codec
 from .checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from .compression import codec_id
 from .dirnames import PARTITION_DIR, segment_bases
-from .loader import complete_interrupted
+from .loader import (
+    complete_interrupted,
+    pending_swap_problems,
+    remove_snapshots_past,
+    snapshot_problems,
+    tidy_snapshots,
+)
 from .offsetindex import OFFSET_ENTRY
 from .segment import (
     INDEX_SUFFIX,
@@ -249,6 +255,37 @@ def orphaned_indexes(path: str) -> list[tuple[str, int | None, str]]:
     return problems
 
 
+#: the names Kafka 3.8 takes an offset from (``LogFileUtils.offsetFromFileName``) when it loads a
+#: partition: segments and indexes (``LogLoader.loadSegmentFiles``: ``LocalLog.isLogFile``,
+#: ``isIndexFile``), an interrupted clean or swap (``removeTempFilesAndCollectSwapFiles``; a ``.deleted``
+#: file is removed unread) and producer snapshots (``ProducerStateManager.listSnapshotFiles``)
+OFFSET_NAMED = (".log", ".index", ".timeindex", ".txnindex", ".snapshot", ".cleaned", ".swap")
+JAVA_LONG = re.compile(r"[+-]?[0-9]+")
+
+
+def misnamed_files(path: str) -> list[tuple[str, int | None, str]]:
+    """Files of a partition directory whose names Kafka 3.8 takes an offset from and cannot: the text
+    before the first ``.`` is no Java long (``Long.parseLong`` throws ``NumberFormatException``, which
+    nothing catches there, and the broker does not start); and ``.log`` files named by an offset but not
+    as ``%020d.log``, whose records the broker never reads (it opens ``LogFileUtils.logFile`` of the
+    offset instead, creating it empty).  ``O(entries of the directory)``."""
+    problems: list[tuple[str, int | None, str]] = []
+    for name in files.list_dir(path):
+        full = os.path.join(path, name)
+        if not name.endswith(OFFSET_NAMED) or name.endswith(".deleted") or not files.is_file(full):
+            continue
+        head = name.split(".", 1)[0]
+        if JAVA_LONG.fullmatch(head) is None or not -(1 << 63) <= int(head) < 1 << 63:
+            problems.append((full, None, f"expected a name starting with an offset, found {cut(name)}: "
+                             "Kafka's LogLoader cannot parse it (LogFileUtils.offsetFromFileName: "
+                             "NumberFormatException) and the broker does not start"))
+        elif name.endswith(".log") and name != f"{int(head):020d}.log":
+            problems.append((full, None, f"expected {int(head):020d}.log (the base offset, 20 digits), found "
+                             f"{cut(name)}: Kafka's LogLoader opens {int(head):020d}.log for it and never "
+                             "reads these records"))
+    return problems
+
+
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -413,6 +450,8 @@ class Partition:
         self.writable = writable
         self.clock = clock
         self.recovered: list[str] = []
+        #: the base of the first segment the writable open recovered (every one from it was), if any
+        self._opened_recovering_from: int | None = None
         #: ``(path, pos, message)`` of index files a reader found corrupt and read without
         self.index_problems: list[tuple[str, int | None, str]] = []
         self._lock: files.DirectoryLock | None = None
@@ -452,6 +491,7 @@ class Partition:
             if active is None:
                 active = self.log.roll(0)
             active.make_appendable()
+            self.recovered.extend(tidy_snapshots(path, active.next_offset()))
         first = self.log.segments.first
         self.log_start_offset = first.base if first is not None else 0
         self.next_offset = self.log.active.next_offset() if self.log.active is not None else 0
@@ -515,6 +555,7 @@ class Partition:
             damaged = len(segments) - 1
         if damaged is not None:
             seg = segments[damaged]
+            self._opened_recovering_from = seg.base
             self.recovered.extend(f"{path}:{pos}: {message}; rebuilding it from the log"
                                   for path, pos, message in seg.txn_index.problems(seg.base))
             self.recovered.extend(self._recover_from(damaged, every_line=True,
@@ -543,6 +584,7 @@ class Partition:
         """
         segments = self.segments
         tracker = self.new_tracker()
+        loaded = list(self.epochs.entries)
         for n, seg in enumerate(segments[:first]):
             for header in seg.headers():
                 if header.is_transactional:
@@ -558,9 +600,10 @@ class Partition:
             if result.truncated_bytes:
                 for later in segments[n + 1:]:
                     self.log.segments.remove(later.base)
-                    kept = files.save_aside(later.path, 0, files.read_bytes(later.path))
+                    kept, _ = files.save_range_aside(later.path, 0)
                     later.delete()
-                    lines.append(f"{later.path}: removed after the cut in {seg.path} (kept in {kept})")
+                    where = f"kept in {kept}" if kept is not None else "all zeros: nothing to keep"
+                    lines.append(f"{later.path}: removed after the cut in {seg.path} ({where})")
                 break
         end = self.log.active.next_offset() if self.log.active is not None else 0
         before = self.epochs.entries
@@ -569,9 +612,13 @@ class Partition:
         if dropped:  # said, as LeaderEpochFileCache.truncateFromEnd logs "Cleared entries ..."
             lines.append(f"{self.epochs.path}: dropped the leader epochs starting at or past the log end "
                          f"{end}: " + ", ".join(f"{e.epoch} {e.start_offset}" for e in dropped))
+        added = [e for e in self.epochs.entries if e not in loaded]
+        if added:   # LeaderEpochFileCache.assign logs each ("New epoch entry ...")
+            lines.append(f"{self.epochs.path}: added the leader epochs of recovered batches the checkpoint "
+                         "lacked: " + ", ".join(f"{e.epoch} {e.start_offset}" for e in added))
         self.next_offset = end
         self._txns = None
-        return lines
+        return lines + remove_snapshots_past(self.path, end)
 
     def _batch_observer(self, seg: LogSegment, tracker: TransactionTracker) -> Callable[[Any], None]:
         """The per-batch callback of a segment's recovery: leader epochs and aborted transactions."""
@@ -591,8 +638,8 @@ class Partition:
             line += (f" (full at position {result.index_full_at}: segment.index.bytes="
                      f"{seg.max_index_size}; later batches unindexed, the next append rolls)")
         if result.truncated_bytes:
-            line += (f"; cut {result.truncated_bytes} bytes at {result.valid_bytes} "
-                     f"(kept in {result.saved_to})")
+            kept = "all zeros: nothing to keep" if result.saved_to is None else f"kept in {result.saved_to}"
+            line += f"; cut {result.truncated_bytes} bytes at {result.valid_bytes} ({kept})"
             if result.error:
                 line += f": {result.error}"
         return line
@@ -627,8 +674,12 @@ class Partition:
             first += 1
             progress.advance(seg.size)
         # a segment rebuilt for what the check found changed files even where nothing is cut: said,
-        # with every one after it (also rebuilt), never "nothing to recover"
-        recovered = self._recover_from(first, every_line=bool(problems), epochs_from=floor)
+        # with every one after it (also rebuilt), never "nothing to recover".  Not again where this
+        # open already recovered it and every one after it (its lines are in ``lines``): what the
+        # check still finds there is what no recovery cuts, and a second rebuild gives the same files.
+        opened_from, self._opened_recovering_from = self._opened_recovering_from, None
+        again = first < len(segments) and opened_from is not None and segments[first].base >= opened_from
+        recovered = [] if again else self._recover_from(first, every_line=bool(problems), epochs_from=floor)
         # a .txnindex judged on a log torn before it is no finding: a cut sets its segment aside whole
         kept = {seg.base for seg in self.segments}
         rebuilt = [f"{path}: rebuilt: {message}" for seg in segments[first:] if seg.base in kept
@@ -971,15 +1022,22 @@ class Partition:
         ``O(partition bytes)``; CRCs and record decoding in C.
         """
         problems: list[tuple[str, int | None, str]] = list(self.index_problems) + orphaned_indexes(self.path)
+        problems += misnamed_files(self.path) + snapshot_problems(self.path)
+        problems += pending_swap_problems(self.path)
         expected_offset: int | None = None
         tracker: TransactionTracker | None = self.new_tracker()
+        previous: LogSegment | None = None
         for seg in self.segments:
+            before = expected_offset
             found, expected_offset, txns = self._check_segment(
                 seg, expected_offset, closed=seg is not self.log.active, decoded=decoded)
+            if previous is not None and before is not None and seg.base < before \
+                    and not any(pos == 0 and path == seg.path for path, pos, _ in found):
+                problems.append(_overlapping_name_problem(seg, previous, before))
+            previous = seg
             problems += found
-            if seg.indexes_left_by_crash and seg is not self.log.active:
-                problems.append((seg.path, None, "expected trimmed index files, found an index missing "
-                                 "or left untrimmed by a crash (run recover)"))
+            if seg is not self.log.active:
+                problems += seg.crash_left_problems()
             problems += [(path, pos, f"{message} (run recover)")
                          for path, pos, message in seg.txn_index.problems(seg.base)]
             # the aborts a segment completes depend on every transactional batch before it
@@ -1018,8 +1076,9 @@ class Partition:
         (``LogSegment.onBecomeInactiveSegment`` appends it): Kafka takes the last entry for it
         when it reopens the segment (``readMaxTimestampAndOffsetSoFar``), so an empty or short
         one makes time retention delete the segment early and timestamp lookups pass it by."""
-        problems, starts, lasts, walked, expected_offset, largest, txns = seg.check_log(expected_offset,
-                                                                                         decoded)
+        problems, starts, lasts, walked, expected_offset, largest, txns, largest_any = seg.check_log(
+            expected_offset, decoded)
+        log_clean = not problems
         entries = seg.offset_index
         whole = walked >= seg.log.size      # the walk reached the end: entries past it point at nothing
         columns = entries.columns()
@@ -1029,16 +1088,22 @@ class Partition:
                              f"expected the entry of slot {slot} to point at a batch ending at {offset}, "
                              f"found {'no batch' if found is None else found} at position {position}"))
         index = seg.time_index
-        # a missing one is what Kafka before 0.10.1 left: Kafka 3.8 makes it empty and goes by the
-        # segment's mtime (LogSegment.largestTimestamp), so only a time index Kafka wrote is checked
-        # (``largest`` comes from v2 batches only: Kafka 0.11 and later)
-        if closed and whole and largest >= 0 and seg.indexes_read and not seg.legacy_time_index \
-                and files.exists(index.path):
+        # ``largest`` comes from v2 batches only: Kafka 0.11 and later, which always write a time index
+        # (a missing one beside v0/v1 batches only is what Kafka before 0.10.1 left: not reported).  A
+        # missing one beside v2 batches is as bad as an empty one: Kafka 3.8 makes it empty
+        # (LogSegment.sanityCheck) and rebuilds it only in a segment it recovers.
+        if closed and whole and largest >= 0 and seg.indexes_read:
             last = index.last_entry.timestamp if len(index) else None
-            if last is None or last < largest:
+            if not files.exists(index.path):
+                problems.append((index.path, None, "expected the time index of a closed segment holding "
+                                 f"v2 batches (largest timestamp {largest}), found no such file: Kafka 3.8 "
+                                 "makes it empty and goes by the file's mtime (LogSegment.largestTimestamp)"))
+            elif last is None or last < largest:
                 problems.append((index.path, len(index) * index.entry_size,
                                  "expected the time index of a closed segment to end at its largest "
                                  f"timestamp {largest}, found {'no entry' if last is None else last}"))
+        if whole and log_clean and seg.indexes_read and len(index) and len(lasts):
+            problems += _time_entry_problems(seg, int(lasts.max()), largest_any)
         return problems, expected_offset, txns if whole else None
 
     # -- lifecycle ----------------------------------------------------------------
@@ -1073,6 +1138,42 @@ class Partition:
 
     def __repr__(self) -> str:
         return f"Partition({self.path!r}, segments={len(self.log.segments)}, next_offset={self.next_offset})"
+
+
+def _overlapping_name_problem(seg: LogSegment, previous: LogSegment, previous_end: int
+                              ) -> tuple[str, int | None, str]:
+    """A segment whose name (base offset) lies below the end of the one before it, its own batches in
+    order after that end (a renamed file): Kafka 3.8 maps segments by base offset (``LogSegments``), so
+    a fetch from an offset in ``[base, previous end)`` reads this segment (``floorSegment``) and skips
+    the records the previous one holds there; an empty one starts the log end back at its base."""
+    return (seg.path, None, f"expected a base offset of at least {previous_end} (the end of "
+            f"{os.path.basename(previous.path)}), found {seg.base}: Kafka's LogSegments reads offsets "
+            f"{seg.base}..{previous_end - 1} here, skipping the records {os.path.basename(previous.path)} "
+            "holds there" + ("" if seg.size else ", and the log end goes back to it"))
+
+
+def _time_entry_problems(seg: LogSegment, last_offset: int, largest: int
+                         ) -> list[tuple[str, int | None, str]]:
+    """The first ``.timeindex`` entry naming what the segment's log does not hold: an offset past its last
+    batch, or a timestamp above every batch's max timestamp.  Kafka 3.8 appends only (the max timestamp
+    so far, the offset of its batch) of batches appended to the segment (``LogSegment.append``,
+    ``recover``), and reads the last entry as the segment's largest timestamp
+    (``readMaxTimestampAndOffsetSoFar``): ``fetchOffsetByTimestamp`` then picks this segment for a time
+    none of its records reach and answers no offset though later segments hold one, time retention keeps
+    it too long, and ``MAX_TIMESTAMP`` answers an offset it does not hold.  ``O(entries)`` numpy."""
+    index = seg.time_index
+    columns = index.columns()
+    offsets = columns["relative_offset"] + index.base_offset
+    stamps = columns["timestamp"]
+    bad = np.flatnonzero((offsets > last_offset) | (stamps > largest))
+    if not len(bad):
+        return []
+    slot = int(bad[0])
+    offset, stamp = int(offsets[slot]), int(stamps[slot])
+    found = (f"offset {offset} past its last batch's last offset {last_offset}" if offset > last_offset
+             else f"timestamp {stamp} above the largest of its batches, {largest}")
+    return [(index.path, slot * index.entry_size,
+             f"expected the entry of slot {slot} to name a batch of the segment, found {found}")]
 
 
 def _txn_index_problems(seg: LogSegment, positions: np.ndarray, tracker: TransactionTracker

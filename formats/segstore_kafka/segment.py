@@ -251,6 +251,22 @@ class LogSegment:
         """True when the offset or time index is missing or was left untrimmed (preallocated)."""
         return bool(self.missing_indexes) or self.offset_index.untrimmed or self.time_index.untrimmed
 
+    def crash_left_problems(self) -> list[tuple[str, int | None, str]]:
+        """What :attr:`indexes_left_by_crash` found, as ``verify`` names it: each index file missing or
+        left untrimmed, at the byte where its all-zero slots begin (Kafka counts a file's whole length
+        as entries: in a segment it does not recover, those slots are read as entries)."""
+        found: list[tuple[str, int | None, str]] = [
+            (path, None, "expected the segment's offset index, found no such file (run recover)")
+            for path in self.missing_indexes]
+        for index in (self.offset_index, self.time_index):
+            if index.untrimmed:
+                end = len(index) * index.entry_size
+                found.append((index.path, end, f"expected the index of a closed segment to end after its "
+                              f"{len(index)} entries, found {(index.file.size - end) // index.entry_size} "
+                              "all-zero slots after them: left untrimmed (preallocated) by a crash "
+                              "(run recover)"))
+        return found
+
     @property
     def indexes_past_log(self) -> bool:
         """True when the last offset or time index entry names a batch the log no longer holds: a log
@@ -335,11 +351,12 @@ class LogSegment:
 
     def check_log(self, expected_offset: int | None, decoded: ChunkSource | None = None
                   ) -> tuple[list[tuple[str, int | None, str]], np.ndarray, np.ndarray, int, int | None, int,
-                             np.ndarray]:
+                             np.ndarray, int]:
         """The log's problems for ``verify``: ``(problems, batch positions, their last offsets, bytes
         walked, the offset the next segment must reach, the largest max timestamp of its v2 batches
-        (-1: none), the positions of its transactional v2 batches)``; the positions (int64) rise
-        strictly (the walk only goes forward).
+        (-1: none), the positions of its transactional v2 batches, the largest max timestamp of the
+        batches whose records decoded, of any magic)``; the positions (int64) rise strictly (the walk
+        only goes forward).
 
         Every batch's CRC is checked and its records decoded (the columnar decoder,
         C where built, no column copied); a control batch's marker is parsed.  After
@@ -355,10 +372,12 @@ class LogSegment:
         starts: list[np.ndarray] = []
         ends: list[np.ndarray] = []
         transactional: list[np.ndarray] = []
-        largest = NO_TIMESTAMP
+        largest = largest_any = NO_TIMESTAMP
         view = self.log.view()
         end = len(view)
         pos = 0
+        #: a batch ending below the base offset was named (once a segment: the later ones share the cause)
+        below_base = False
         while pos < end:
             try:
                 chunks = (decoded(self, pos) if decoded is not None
@@ -376,11 +395,18 @@ class LogSegment:
                     stamped = batches["max_timestamp"][v2]
                     if len(stamped):
                         largest = max(largest, int(stamped.max()))
+                    if len(batches):
+                        largest_any = max(largest_any, int(batches["max_timestamp"].max()))
                     found: list[tuple[int, int, tuple[str, int | None, str]]] = []
                     # each batch starts above the last one's end (the first above expected_offset)
                     if expected_offset is not None and int(firsts[0]) < expected_offset:
                         at = int(positions[0])
                         found.append((at, 0, self._offset_problem(at, expected_offset, int(firsts[0]))))
+                    below = np.flatnonzero((lasts < self.base) | (lasts - self.base > codec.INT32_MAX))
+                    if len(below) and not below_base:
+                        i, below_base = int(below[0]), True
+                        at = int(positions[i])
+                        found.append((at, 1, self._below_base_problem(at, int(firsts[i]), int(lasts[i]))))
                     for i in (np.flatnonzero(firsts[1:] <= lasts[:-1]) + 1).tolist():
                         at = int(positions[i])
                         found.append((at, 0, self._offset_problem(at, int(lasts[i - 1]) + 1, int(firsts[i]))))
@@ -388,7 +414,7 @@ class LogSegment:
                     for i in np.flatnonzero(control).tolist():
                         problem = self._control_problem(view, int(positions[i]))
                         if problem is not None:
-                            found.append((int(positions[i]), 1, problem))
+                            found.append((int(positions[i]), 2, problem))
                     problems += [problem for _pos, _kind, problem in sorted(found)]
                     expected_offset = int(lasts[-1]) + 1
                     pos = int(positions[-1]) + int(batches["size"][-1])
@@ -403,15 +429,41 @@ class LogSegment:
                 ends.append(np.array([header.last_offset], np.int64))
                 if expected_offset is not None and header.base_offset < expected_offset:
                     problems.append(self._offset_problem(pos, expected_offset, header.base_offset))
+                if not self.indexable(header.last_offset) and not below_base:
+                    below_base = True
+                    problems.append(self._below_base_problem(pos, header.base_offset, header.last_offset))
                 problems.append((err.path or self.path, pos if err.pos is None else err.pos, err.message))
                 expected_offset = header.last_offset + 1
                 pos += header.size
         empty = [np.zeros(0, np.int64)]
         return (problems, np.concatenate(starts or empty), np.concatenate(ends or empty), pos,
-                expected_offset, largest, np.concatenate(transactional or empty))
+                expected_offset, largest, np.concatenate(transactional or empty), largest_any)
 
     def _offset_problem(self, pos: int, expected: int, found: int) -> tuple[str, int, str]:
         return (self.path, pos, f"expected offsets from {expected}, found a batch at {found}")
+
+    def indexable(self, offset: int) -> bool:
+        """Whether an index entry can name ``offset``: at most ``Integer.MAX_VALUE`` past the base offset
+        and not below it (``AbstractIndex.toRelative``, ``LogSegment.canConvertToRelativeOffset``)."""
+        return 0 <= offset - self.base <= codec.INT32_MAX
+
+    def _below_base_problem(self, pos: int, first: int, last: int) -> tuple[str, int, str]:
+        """A batch ending where no index of the segment can name it.  Kafka 3.8.0 ``LogSegment.recover``
+        (``ensureOffsetInRange``) throws ``LogSegmentOffsetOverflowException`` on it and
+        ``LogLoader.retryOnOffsetOverflow`` calls ``LocalLog.splitOverflowedSegment``: below the base
+        offset (the file's name), its ``require(segment.hasOverflow)`` fails (the segment's last offset
+        fits) and the broker does not start on the log directory; more than ``Integer.MAX_VALUE`` past
+        it (a segment of Kafka before 2.0, KAFKA-6264), the broker splits the segment, which segstore
+        does not: the batch stays unindexed."""
+        if last < self.base:
+            return (self.path, pos, f"expected batches ending at or after the segment's base offset "
+                    f"{self.base} (its file name), found one of offsets {first}..{last}: Kafka's "
+                    "LogSegment.recover cannot index it (LogSegmentOffsetOverflowException) and the broker "
+                    "fails to load the log")
+        return (self.path, pos, f"expected batches ending at most {codec.INT32_MAX} past the segment's base "
+                f"offset {self.base}, found one of offsets {first}..{last}: no index can name it (Kafka "
+                "splits such a segment when it recovers it, LocalLog.splitOverflowedSegment; segstore does "
+                "not)")
 
     def _control_problem(self, view: memoryview, pos: int) -> tuple[str, int | None, str] | None:
         try:
@@ -640,6 +692,12 @@ class LogSegment:
         last_entry = 0
         full_at: int | None = None
         for batch in codec.iter_batches(buf[:valid], path=self.path, check_crc=False):
+            if not self.indexable(batch.last_offset):
+                # Kafka 3.8 throws here (LogSegmentOffsetOverflowException) and splits the segment, or
+                # does not load the log; no index can hold the batch: it stays unindexed, verify names it
+                if on_batch is not None:
+                    on_batch(batch)
+                continue
             if batch.max_timestamp > self._max_ts.timestamp:
                 self._max_ts = TimestampOffset(batch.max_timestamp, batch.last_offset)
             if batch.position - last_entry > self.index_interval_bytes and full_at is None:
@@ -659,7 +717,8 @@ class LogSegment:
         truncated = self.log.size - valid
         saved = None
         if truncated:
-            saved = files.save_aside(self.path, valid, self.log.read(valid, truncated))
+            # a preallocated segment (Kafka's ``preallocate``) ends in zeros: read and kept as holes
+            saved, _ = files.save_range_aside(self.path, valid)
             self.log.truncate(valid)
         self.offset_index.trim()
         self.time_index.maybe_append(self._max_ts.timestamp, self._max_ts.offset, skip_full_check=True)
@@ -694,7 +753,8 @@ class LogSegment:
         # for a segment Kafka < 0.10.1 wrote stays empty (Kafka appends only to loaded segments).
         if self.writable and self.log.size and not self.needs_recovery and not self.time_index.is_full:
             ts = self.max_timestamp_so_far()
-            self.time_index.maybe_append(ts.timestamp, ts.offset, skip_full_check=True)
+            if self.indexable(ts.offset):       # (not of a batch no index can name: verify names it)
+                self.time_index.maybe_append(ts.timestamp, ts.offset, skip_full_check=True)
         if self.writable:
             self.offset_index.trim()
             self.time_index.trim()

@@ -1650,6 +1650,8 @@ class KafkaStore(Store):
                 if error is not None:
                     raise error
                 lines += cast(list[str], result)
+        if self._dir is not None:
+            lines += self._dir.checkpoint_changes()
         segments = [seg for part in parts.values() for seg in part.segments]
         local = not any(seg.log.remote for seg in segments)
         decoded = _DecodedAhead(segments, threads) if threads > 1 and local else None
@@ -1659,6 +1661,8 @@ class KafkaStore(Store):
         finally:
             if decoded is not None:
                 decoded.close()
+        if self._dir is not None:
+            left += self._dir.log_start_problems()
         if left:
             path, pos, message = left[0]
             more = len(left) - 1
