@@ -26,7 +26,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
-from . import allocator, files, progress, registry
+from . import allocator, files, overlap, progress, registry
 from .api import open as open_store
 from .errors import (
     ConfigError,
@@ -2285,21 +2285,24 @@ def _json_flag(p: argparse.ArgumentParser, what: str) -> None:
 
 
 def _thread_count(text: str) -> int:
-    """``--threads N``: a whole number of at least 1 (argparse turns the error into its usage line
-    and exit 2)."""
+    """``--threads N``: a whole number from 1 to :data:`segstore.overlap.MAX_THREADS` (argparse turns
+    the error into its usage line and exit 2)."""
     try:
         value = int(text)
     except ValueError:
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number of threads, at least 1, found {text!r}")
+    if value > overlap.MAX_THREADS:
+        raise argparse.ArgumentTypeError(f"expected a whole number of threads, at most "
+                                         f"{overlap.MAX_THREADS}, found {text!r}")
     return value
 
 
 def _threads_flag(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--threads", type=_thread_count, metavar="N",
-                   help=f"{what} on N threads (default: the cores this process may use where it may use 3 "
-                        "or more, else 1); the output is the same with any N")
+                   help=f"{what} on N threads, 1 to {overlap.MAX_THREADS} (default: the cores this process "
+                        "may use where it may use 3 or more, else 1); the output is the same with any N")
 
 
 def _decompress_flag(p: argparse.ArgumentParser) -> None:
