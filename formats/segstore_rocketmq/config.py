@@ -131,7 +131,9 @@ def _version(value: Any) -> str:
 
 
 def _positive_int(value: Any) -> int:
-    number = int(value)
+    """A positive ``int`` field of the broker's config (:func:`_java_int`): a file size past a Java int
+    is no file the broker maps (and Python's ``mmap`` met it as an ``OverflowError``)."""
+    number = _java_int(value)
     if number <= 0:
         raise ValueError(f"{number} is not positive")
     return number
@@ -140,7 +142,7 @@ def _positive_int(value: Any) -> int:
 def _index_num(value: Any) -> int:
     """``maxIndexNum``: a file of no usable entry takes no key, and the broker's ``IndexService.putKey``
     (4.9.7) then creates file after file forever; refused."""
-    number = int(value)
+    number = _java_int(value)
     if number <= INDEX_FIRST_ENTRY:
         raise ValueError(f"an index file of {number} entries has none to use (entry 0 never is); "
                          f"at least {INDEX_FIRST_ENTRY + 1}")
@@ -209,10 +211,19 @@ def _non_negative_java_int(value: Any) -> int:
     return number
 
 
-def _non_negative_int(value: Any) -> int:
+#: ``Long.parseLong``'s range
+JAVA_LONG_MAX = 2**63 - 1
+
+
+def _non_negative_java_long(value: Any) -> int:
+    """A ``long`` field of the broker's config (``transactionTimeOut``): what ``Long.parseLong`` reads."""
+    if isinstance(value, str) and _JAVA_INT.fullmatch(value.strip()) is None:
+        raise ValueError(f"{value!r} is not a whole number")
     number = int(value)
     if number < 0:
         raise ValueError(f"{number} is negative")
+    if number > JAVA_LONG_MAX:
+        raise ValueError(f"{number} is past a Java long (at most {JAVA_LONG_MAX})")
     return number
 
 
@@ -339,7 +350,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "diskMaxUsedSpaceRatio": _java_int,
     "cleanFileForciblyEnable": _bool,
     "autoMessageVersionOnTopicLen": _bool,
-    "transactionTimeOut": _non_negative_int,
+    "transactionTimeOut": _non_negative_java_long,
     "transactionCheckMax": _positive_int,
     "enableMultiDispatch": _bool,
     "enableLmq": _bool,
