@@ -264,6 +264,15 @@ def test_an_int_config_past_a_java_int_is_refused(tmp_path, name, value):
     assert BrokerConfig.from_mapping({name: "2147483647"}).as_dict()[name] == 2147483647
 
 
+@pytest.mark.parametrize("value", [4096.5, True])
+def test_an_int_config_of_another_type_is_refused_not_cut(value):
+    """The broker reads these from text (``Integer.parseInt``); before, Python's ``int`` cut a library
+    caller's ``4096.5`` to 4096 and took ``True`` for 1 without a word."""
+    for name in ("mappedFileSizeCommitLog", "transactionTimeOut", "fileReservedTime"):
+        with pytest.raises(ConfigError, match=f"expected a valid value for {name}"):
+            BrokerConfig.from_mapping({name: value})
+
+
 def test_transaction_timeout_is_a_java_long():
     """4.9.7 ``BrokerConfig.transactionTimeOut`` is a ``long`` (``Long.parseLong``)."""
     assert BrokerConfig.from_mapping({"transactionTimeOut": str(2**63 - 1)}).transactionTimeOut == 2**63 - 1

@@ -193,12 +193,21 @@ def _delete_when(value: Any) -> str:
     return text
 
 
+def _whole(value: Any) -> int:
+    """A whole number as ``Integer.parseInt``/``Long.parseLong`` read its text (a sign and decimal
+    digits); an integer as it is.  A float or a bool is refused: ``int()`` would cut 1.5 to 1 and take
+    ``True`` for 1."""
+    if isinstance(value, (bool, float)):
+        raise TypeError(f"{value!r} is not a whole number")
+    if isinstance(value, str) and _JAVA_INT.fullmatch(value.strip()) is None:
+        raise ValueError(f"{value!r} is not a whole number")
+    return int(value)
+
+
 def _java_int(value: Any) -> int:
     """An ``int`` field of the broker's config: what ``Integer.parseInt`` reads (``MixAll.properties2Object``
     ignores a line it throws on, and the broker keeps its default: such a value is refused here)."""
-    if isinstance(value, str) and _JAVA_INT.fullmatch(value.strip()) is None:
-        raise ValueError(f"{value!r} is not a whole number")
-    number = int(value)
+    number = _whole(value)
     if not -2**31 <= number <= JAVA_INT_MAX:
         raise ValueError(f"{number} is past a Java int (-2147483648..{JAVA_INT_MAX})")
     return number
@@ -217,9 +226,7 @@ JAVA_LONG_MAX = 2**63 - 1
 
 def _non_negative_java_long(value: Any) -> int:
     """A ``long`` field of the broker's config (``transactionTimeOut``): what ``Long.parseLong`` reads."""
-    if isinstance(value, str) and _JAVA_INT.fullmatch(value.strip()) is None:
-        raise ValueError(f"{value!r} is not a whole number")
-    number = int(value)
+    number = _whole(value)
     if number < 0:
         raise ValueError(f"{number} is negative")
     if number > JAVA_LONG_MAX:
