@@ -1289,11 +1289,22 @@ def _jsonl_lines(path: str, shown: str) -> Iterator[tuple[int, int, dict[str, An
             reported = end
         if not line.strip():
             continue
+        # UTF-8, as the input is documented (a byte order mark taken at the file's start): json.loads of
+        # bytes would guess UTF-16 for a line that starts with b"\xff\xfe" and complain of that codec
+        bom = 3 if start == 0 and line.startswith(codecs.BOM_UTF8) else 0
         try:
-            obj = json.loads(line)
-        except (ValueError, RecursionError) as err:
+            text = line[bom:].decode("utf-8")
+        except UnicodeDecodeError as err:
+            at = bom + err.start
+            raise InvalidMessageError(f"line {number}: expected UTF-8 text, found byte 0x{line[at]:02x} at "
+                                      f"column {at + 1} ({err.reason})", shown, start) from err
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as err:
             raise InvalidMessageError(f"line {number}: expected a JSON object, found invalid JSON "
-                                      f"({getattr(err, 'msg', err)} at column {getattr(err, 'colno', '?')})",
+                                      f"({err.msg} at column {err.colno})", shown, start) from err
+        except (ValueError, RecursionError) as err:     # nested past the interpreter's recursion limit
+            raise InvalidMessageError(f"line {number}: expected a JSON object, found invalid JSON ({err})",
                                       shown, start) from err
         if not isinstance(obj, dict):
             raise InvalidMessageError(f"line {number}: expected a JSON object, found {type(obj).__name__}",

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, ROOT, copy_writable
+from conftest import FIXTURES, ROOT, cli_run, copy_writable
 
 import segstore
 from segstore import cli
@@ -247,6 +247,35 @@ def test_a_bad_jsonl_line_names_file_line_and_byte(tmp_path, text, line, what):
     assert done.stderr.startswith(f"{path}:{start}: line {line}: expected a JSON object, ")
     assert what in done.stderr
     assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize(("data", "said"), [
+    # json.loads of bytes guessed UTF-16 for a line starting with FF FE: "'utf-16-le' codec can't decode
+    # byte 0x0a in position 10: truncated data at column ?"
+    (b'{"topic": "a", "value": "x"}\n\xff\xfe garbage\n',
+     "line 2: expected UTF-8 text, found byte 0xff at column 1 (invalid start byte)"),
+    (b'{"topic": "a", "value": "x"}\n{"topic": "a", "value": "\xc3("}\n',
+     "line 2: expected UTF-8 text, found byte 0xc3 at column 26 (invalid continuation byte)"),
+    # "... from a unicode string at column ?": no column is known
+    (b'{"topic": "a", "value": "x"}\n' + b"[" * 100_000 + b"\n",
+     "line 2: expected a JSON object, found invalid JSON (maximum recursion depth exceeded"),
+])
+def test_a_jsonl_line_that_is_not_utf8_or_too_deep_says_so(tmp_path, data, said):
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(data)
+    code, out, err = cli_run("write", tmp_path / "store", "--input", path)
+    assert (code, out) == (1, "")
+    assert err.startswith(f"{path}:29: {said}"), err
+    assert "column ?" not in err
+    assert not (tmp_path / "store").exists()
+
+
+def test_a_jsonl_file_may_start_with_a_byte_order_mark(tmp_path):
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b'\xef\xbb\xbf{"topic": "a", "value": "x"}\n{"topic": "a", "value": "y"}\n')
+    assert cli_run("write", tmp_path / "store", "--input", path)[0] == 0
+    with segstore.open(tmp_path / "store") as store:
+        assert [m.body for m in store.scan()] == [b"x", b"y"]
 
 
 @pytest.mark.parametrize("fmt", ["rocketmq", "kafka"])
