@@ -196,6 +196,19 @@ _DURATION = re.compile(r"([-+]?)P(?:([-+]?\d+)D)?(?:T(?:([-+]?\d+)H)?(?:([-+]?\d
                        r"(?:([-+]?)(\d+)(?:[.,](\d{0,9}))?S)?)?", re.IGNORECASE)
 
 
+def _java_long(text: str) -> int:
+    """A whole number as ``Long.parseLong`` reads it (kafka-consumer-groups' ``--to-offset``, ``--shift-by``:
+    ``OptionSpec<Long>``, which refuses a number past a long as a usage error)."""
+    try:
+        value = int(text) if "_" not in text else None
+    except ValueError:
+        value = None
+    if value is None or not -2**63 <= value < 2**63:
+        raise argparse.ArgumentTypeError(f"expected a whole number from -2^63 to 2^63-1 (a Java long), "
+                                         f"found {text!r}")
+    return value
+
+
 def duration_ns(text: str) -> int:
     """``--by-duration``: an ISO-8601 duration as ``java.time.Duration.parse`` reads it (``P1DT2H``,
     ``PT30M``, ``PT0.5S``, ``-PT6H``), in nanoseconds."""
@@ -204,10 +217,25 @@ def duration_ns(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an ISO-8601 duration such as P1DT2H30M or PT15M, found "
                                          f"{text!r}")
     sign, days, hours, minutes, seconds_sign, seconds, fraction = found.groups()
-    ns = ((int(days or 0) * 24 + int(hours or 0)) * 60 + int(minutes or 0)) * 60 * 10**9
-    seconds_ns = int(seconds or 0) * 10**9 + int((fraction or "").ljust(9, "0"))
-    ns += -seconds_ns if seconds_sign == "-" else seconds_ns
-    return -ns if sign == "-" else ns
+
+    def exact(value: int) -> int:
+        # Duration.parse: Long.parseLong of each number, Math.multiplyExact to seconds, Math.addExact of
+        # the parts; an overflow is its DateTimeParseException, not a duration
+        if not -2**63 <= value < 2**63:
+            raise argparse.ArgumentTypeError(f"expected an ISO-8601 duration of at most 2^63-1 seconds "
+                                             f"(java.time.Duration), found {text!r}")
+        return value
+
+    whole = exact(int(seconds or 0))
+    whole = exact(exact(exact(int(minutes or 0)) * 60) + (-whole if seconds_sign == "-" else whole))
+    whole = exact(exact(exact(int(hours or 0)) * 3600) + whole)
+    whole = exact(exact(exact(int(days or 0)) * 86400) + whole)
+    fraction_ns = int((fraction or "").ljust(9, "0"))
+    ns = whole * 10**9 + (-fraction_ns if seconds_sign == "-" else fraction_ns)
+    if sign == "-":
+        exact(-whole)       # Duration.negated: -2^63 seconds has no negation
+        return -ns
+    return ns
 
 
 def _print_records(store: Store, records: Iterable[Record], as_json: bool, out: TextIO) -> int:
@@ -2576,8 +2604,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                         help="each one's first offset stored at or after TIME (its end if none is)")
     target.add_argument("--to-earliest", action="store_true", help="each one's first offset")
     target.add_argument("--to-latest", action="store_true", help="each one's end (nothing left to consume)")
-    target.add_argument("--to-offset", type=int, metavar="N", help="offset N in each")
-    target.add_argument("--shift-by", type=int, metavar="N",
+    target.add_argument("--to-offset", type=_java_long, metavar="N", help="offset N in each")
+    target.add_argument("--shift-by", type=_java_long, metavar="N",
                         help="each committed offset moved by N (negative: back)")
     target.add_argument("--by-duration", type=duration_ns, metavar="DURATION",
                         help="as --to-datetime of now (--now-ms, else the clock) minus an ISO-8601 duration "

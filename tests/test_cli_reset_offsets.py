@@ -174,6 +174,31 @@ def test_what_duration_parse_refuses_is_refused(text):
         duration_ns(text)
 
 
+@pytest.mark.parametrize("text", ["P99999999999999999999D", "P106751991167301D", "PT9223372036854775808S",
+                                  "PT153722867280912931M", "P106751991167300DT24H"])
+def test_a_duration_past_a_java_long_of_seconds_is_refused(text):
+    """JDK ``Duration.parse``: ``Long.parseLong`` of each number, ``Math.multiplyExact`` to seconds and
+    ``Math.addExact`` of the parts, an overflow a ``DateTimeParseException``; before, Python's integers took
+    any size, and ``--by-duration P99999999999999999999D`` planned the earliest offsets."""
+    with pytest.raises(argparse.ArgumentTypeError, match="at most 2\\^63-1 seconds"):
+        duration_ns(text)
+    assert duration_ns("PT9223372036854775807S") == (2**63 - 1) * 10**9
+
+
+@pytest.mark.parametrize("argv", [["--to-offset", "9223372036854775808"],
+                                  ["--to-offset", "-9223372036854775809"],
+                                  ["--shift-by", "9223372036854775808"], ["--to-offset", "1_000"],
+                                  ["--by-duration", "P99999999999999999999D"]])
+def test_an_offset_past_a_java_long_is_a_usage_error(tmp_path, argv):
+    """kafka-consumer-groups' ``--to-offset``/``--shift-by`` are ``OptionSpec<Long>``: a number past a long is
+    refused as a usage error.  Before: taken, clamped into the queue's range and committed."""
+    path = store_with_groups(tmp_path / "store")
+    before = committed(path)
+    code, out, err = run("consumers", str(path), "--group", "g1", "--reset-offsets", *argv, "--execute")
+    assert (code, out) == (2, "") and f"argument {argv[0]}: expected " in err
+    assert committed(path) == before
+
+
 def test_an_exported_plan_restores_the_group_from_a_file(tmp_path):
     """``--to-current --export`` saves where g1 is (``topic,partition,offset`` lines); after a reset,
     ``--from-file`` of that file puts it back, queue by queue."""
