@@ -1748,6 +1748,10 @@ def _topic_partitions(args: argparse.Namespace) -> list[int] | None:
     return sorted(set(partitions))
 
 
+#: a whole number as Java reads one (before its range): a sign and digits
+_JAVA_WHOLE = re.compile(r"[+-]?\d+")
+
+
 def _reset_plan_file(args: argparse.Namespace, partitions: list[int] | None) -> dict[tuple[str, int], int]:
     """``--from-file``: the CSV ``--export`` writes (``topic,partition,offset`` a line), or its several
     groups' form (``group,topic,partition,offset``: ``--group``'s lines kept), as
@@ -1778,11 +1782,13 @@ def _reset_plan_file(args: argparse.Namespace, partitions: list[int] | None) -> 
             continue
         cells = next(csv.reader([text]))
         fields = fields or len(cells)
-        numbers: tuple[int, int] | None
-        try:
-            numbers = int(cells[-2]), int(cells[-1])
-        except (ValueError, IndexError):
-            numbers = None
+        # parseResetPlan (Jackson's CSV reader): the partition an int, the offset a long, blanks around them
+        # trimmed; no "_" separators, nothing past those ranges
+        numbers: tuple[int, int] | None = None
+        if len(cells) >= 3 and all(_JAVA_WHOLE.fullmatch(cell.strip()) for cell in cells[-2:]):
+            queue_, offset_ = int(cells[-2]), int(cells[-1])
+            if -2**31 <= queue_ < 2**31 and -2**63 <= offset_ < 2**63:
+                numbers = queue_, offset_
         if numbers is None or len(cells) != fields or fields not in (3, 4):
             raise UsageError(f"expected topic,partition,offset (or group,topic,partition,offset) as the "
                              f"first line has {fields} fields, found {text[:200]!r}", shown, at)

@@ -249,6 +249,24 @@ def test_a_plan_file_may_be_a_pipe(tmp_path):
     assert code == 0 and json.loads(out) == [{"group": "g1", "topic": "T", "partition": 1, "new_offset": 3}]
 
 
+@pytest.mark.parametrize("line", ["T,0,9223372036854775808", "T,2147483648,1", "T,0,1_0", "T,1_0,1"])
+def test_a_plan_line_past_javas_int_or_long_is_refused(tmp_path, line):
+    """Kafka 3.8.0 ``ConsumerGroupCommand.parseResetPlan`` reads each line with Jackson's CSV reader into an
+    ``int`` partition and a ``long`` offset: a number past them, or with ``_`` in it, does not read.  Before:
+    Python's ``int`` took them, and the offset was clamped into the partition and committed."""
+    path = store_with_groups(tmp_path / "store")
+    before = (path / "config" / "consumerOffset.json").read_bytes()
+    (tmp_path / "plan.csv").write_text(f"T,1,3\n{line}\n")
+    got, out, err = run("consumers", str(path), "--group", "g1", "--reset-offsets", "--from-file",
+                        tmp_path / "plan.csv", "--execute")
+    assert (got, out) == (2, "") and "plan.csv:6: expected topic,partition,offset" in err
+    assert (path / "config" / "consumerOffset.json").read_bytes() == before
+    (tmp_path / "plan.csv").write_text("T, 1 , 3 \n")       # blanks around the numbers are trimmed
+    got, out, err = run("consumers", str(path), "--group", "g1", "--reset-offsets", "--from-file",
+                        tmp_path / "plan.csv", "--json")
+    assert got == 0 and json.loads(out) == [{"group": "g1", "topic": "T", "partition": 1, "new_offset": 3}]
+
+
 def test_a_bad_plan_file_is_named_at_its_line_and_nothing_is_written(tmp_path):
     path = store_with_groups(tmp_path / "store")
     before = (path / "config" / "consumerOffset.json").read_bytes()
