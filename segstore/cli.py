@@ -1351,8 +1351,27 @@ def _spec_format(spec: Any, spec_path: str) -> str:
                      "pass --format", spec_path)
 
 
+def check_store_path(path: str) -> None:
+    """A path a command writes a store at (``write PATH``, ``convert SRC DST``): not empty, and the
+    nearest part of it that exists a directory (``afile/sub`` under a file cannot be created).
+
+    :raises UsageError: either, naming the path (exit 2, as a ``PATH`` that is a file).
+    """
+    if not path:
+        raise UsageError("expected a store path, found an empty one", path)
+    if files.is_url(path):      # refused by the write itself: remote stores are read-only
+        return
+    parent = os.path.dirname(os.path.abspath(path))
+    while not files.exists(parent) and os.path.dirname(parent) != parent:
+        parent = os.path.dirname(parent)
+    if files.exists(parent) and not files.is_dir(parent):
+        raise UsageError(f"expected a directory to create the store in, found a file in the way: {parent}",
+                         path)
+
+
 def _target_format(path: str, fmt: str | None, default: str) -> str:
     """The format to write into ``path``: its own if it holds a store (checked against ``fmt``)."""
+    check_store_path(path)
     if files.exists(path) and not files.is_dir(path):
         raise UsageError("expected a store directory (or none) to write into, found a file", path)
     if files.list_dir(path):
@@ -1371,6 +1390,7 @@ def cmd_write(args: argparse.Namespace, out: TextIO) -> int:
         except ValueError as err:
             raise UsageError(f"expected a JSON spec, found invalid JSON ({err})", args.spec) from err
         fmt = args.format or _spec_format(spec, args.spec)
+        check_store_path(args.path)
         if files.exists(args.path) and not files.is_dir(args.path):
             raise UsageError("expected a directory (or none) to write a spec into, found a file", args.path)
         if files.list_dir(args.path):

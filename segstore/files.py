@@ -142,6 +142,9 @@ def _translate(err: OSError, path: str, pos: int | None = None, size: int | None
     if isinstance(err, FileNotFoundError):
         return NotFoundError("expected an existing file or directory, found no such file or directory", path,
                              pos)
+    if err.errno == errno.ENOTDIR:      # a part of the path is a file (afile/sub)
+        return StorageIOError(f"expected a directory on the path, found a file in the way ({what})", path,
+                              pos)
     if err.errno == errno.EROFS:        # a write (retention, compact...) on a read-only mount
         return StorageIOError(f"expected a writable file system, found a read-only one ({what})", path, pos)
     if err.errno in (errno.EACCES, errno.EPERM):
