@@ -209,6 +209,19 @@ def _java_long(text: str) -> int:
     return value
 
 
+def _java_int(text: str) -> int:
+    """A whole number as ``Integer.parseInt`` reads it (kafka-transactions' ``--max-transaction-timeout``, an
+    argparse4j ``Integer``, which refuses a number past an int as a usage error)."""
+    try:
+        value = _java_long(text)
+    except argparse.ArgumentTypeError:
+        value = None
+    if value is None or not -2**31 <= value < 2**31:
+        raise argparse.ArgumentTypeError(f"expected a whole number from -2^31 to 2^31-1 (a Java int), "
+                                         f"found {text!r}")
+    return value
+
+
 def duration_ns(text: str) -> int:
     """``--by-duration``: an ISO-8601 duration as ``java.time.Duration.parse`` reads it (``P1DT2H``,
     ``PT30M``, ``PT0.5S``, ``-PT6H``), in nanoseconds."""
@@ -2686,9 +2699,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                            "marker, written only with --execute (the broker stopped)")
     p.add_argument("--topic", help="with --producers, --find-hanging, --abort: this topic's partitions")
     p.add_argument("--partition", type=int, help="with --topic: this partition")
-    p.add_argument("--start-offset", type=int, metavar="N",
+    # kafka-transactions (argparse4j): --start-offset a Long, --max-transaction-timeout an Integer
+    p.add_argument("--start-offset", type=_java_long, metavar="N",
                    help="with --abort: the transaction's first offset")
-    p.add_argument("--max-transaction-timeout", type=int, metavar="MIN",
+    p.add_argument("--max-transaction-timeout", type=_java_int, metavar="MIN",
                    help="with --find-hanging: open longer than this many minutes (default 15)")
     p.add_argument("--now-ms", type=time_ms, metavar="TIME",
                    help="with --producers, --find-hanging, --abort: judge at this time (ms or ISO-8601; "
