@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import base64
 import codecs
+import errno
 import inspect
 import json
 import os
@@ -2824,6 +2825,13 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         sys.stderr = err
 
 
+def _output_error(err: OSError) -> str:
+    """The line for an ``OSError`` writing the command's output (``err.filename`` where it names a file)."""
+    if err.filename is None and err.errno == errno.EBADF:
+        return f"<stdout>: expected an open output to write to, found none ({err.strerror})"
+    return str(files._translate(err, err.filename if err.filename is not None else "<stdout>"))
+
+
 def _main(argv: Sequence[str] | None, out: TextIO, progress_stream: TextIO | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     # the command is the first argument (the top level has no option that takes a value)
@@ -2845,6 +2853,11 @@ def _main(argv: Sequence[str] | None, out: TextIO, progress_stream: TextIO | Non
         return EXIT_DATA
     except BrokenPipeError:
         return EXIT_OK
+    except OSError as err:
+        # the store's files translate their OSErrors where they are met (files.py): what escapes is the
+        # output's, stdout on a full disk (> /dev/full) or a descriptor gone bad; a line, never a traceback
+        sys.stderr.write(f"segstore {args.command}: {_output_error(err)}\n")
+        return EXIT_DATA
     except MemoryError:
         # the process's memory is capped (ulimit -v) or the system's committed: a line, never a
         # traceback; what the command wrote is left as on any failure
@@ -2874,7 +2887,27 @@ def command() -> int:
     allocator.retain()
     for name, value in COMMAND_ENV.items():
         os.environ.setdefault(name, value)
-    return main()
+    if sys.stdout is None:      # started with stdout closed (>&-): nowhere to write what it answers
+        command_name = sys.argv[1] if len(sys.argv) > 1 else ""
+        sys.stderr.write(f"segstore {command_name}: <stdout>: expected an open output to write to, found it "
+                         "closed\n")
+        return EXIT_DATA
+    code = main()
+    try:    # what is still buffered, while an error can be said (the interpreter's own flush: a traceback)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        pass
+    except OSError as err:
+        command_name = sys.argv[1] if len(sys.argv) > 1 else ""
+        sys.stderr.write(f"segstore {command_name}: {_output_error(err)}\n")
+        code = code or EXIT_DATA
+    else:
+        return code
+    # the interpreter flushes stdout once more on its way out: let that find nothing to fail on
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return code
 
 
 if __name__ == "__main__":

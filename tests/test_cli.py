@@ -278,6 +278,29 @@ def test_a_jsonl_file_may_start_with_a_byte_order_mark(tmp_path):
         assert [m.body for m in store.scan()] == [b"x", b"y"]
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")
+@pytest.mark.parametrize("argv", [["info"], ["info", "--json"], ["dump"], ["dump", "--json"],
+                                  ["verify", "--json"]])
+def test_output_to_a_full_disk_or_a_closed_stdout_is_a_line_not_a_traceback(tmp_path, argv):
+    """``segstore info STORE > /dev/full`` ended in ``OSError: [Errno 28] No space left on device`` (a
+    traceback), and with stdout closed (``>&-``) in ``AttributeError: 'NoneType' object has no attribute
+    'write'``.  A write of the output that fails is a line on stderr and exit 1, as a full disk for a store
+    file is."""
+    store = copy_writable(FIXTURES / "rocketmq" / "basic" / "store", tmp_path / "store")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "formats")])}
+    command = [sys.executable, "-m", "segstore.cli", argv[0], str(store), *argv[1:]]
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(command, stdout=full, stderr=subprocess.PIPE, text=True, env=env, timeout=120,
+                              check=False)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr == (f"segstore {argv[0]}: <stdout>: expected room on the device, found no space left "
+                           "on the device (No space left on device)\n")
+    done = subprocess.run(["sh", "-c", 'exec "$@" >&-', "sh", *command], capture_output=True, text=True,
+                          env=env, timeout=120, check=False)
+    assert (done.returncode, done.stderr) == (
+        1, f"segstore {argv[0]}: <stdout>: expected an open output to write to, found it closed\n")
+
+
 @pytest.mark.parametrize("fmt", ["rocketmq", "kafka"])
 def test_a_misspelled_field_is_named(tmp_path, fmt):
     path = tmp_path / "in.jsonl"
