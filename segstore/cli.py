@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import base64
 import codecs
+import errno
 import inspect
 import json
 import os
@@ -26,7 +27,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
-from . import allocator, files, progress, registry
+from . import allocator, files, overlap, progress, registry
 from .api import open as open_store
 from .errors import (
     ConfigError,
@@ -196,6 +197,32 @@ _DURATION = re.compile(r"([-+]?)P(?:([-+]?\d+)D)?(?:T(?:([-+]?\d+)H)?(?:([-+]?\d
                        r"(?:([-+]?)(\d+)(?:[.,](\d{0,9}))?S)?)?", re.IGNORECASE)
 
 
+def _java_long(text: str) -> int:
+    """A whole number as ``Long.parseLong`` reads it (kafka-consumer-groups' ``--to-offset``, ``--shift-by``:
+    ``OptionSpec<Long>``, which refuses a number past a long as a usage error)."""
+    try:
+        value = int(text) if "_" not in text else None
+    except ValueError:
+        value = None
+    if value is None or not -2**63 <= value < 2**63:
+        raise argparse.ArgumentTypeError(f"expected a whole number from -2^63 to 2^63-1 (a Java long), "
+                                         f"found {text!r}")
+    return value
+
+
+def _java_int(text: str) -> int:
+    """A whole number as ``Integer.parseInt`` reads it (kafka-transactions' ``--max-transaction-timeout``, an
+    argparse4j ``Integer``, which refuses a number past an int as a usage error)."""
+    try:
+        value = _java_long(text)
+    except argparse.ArgumentTypeError:
+        value = None
+    if value is None or not -2**31 <= value < 2**31:
+        raise argparse.ArgumentTypeError(f"expected a whole number from -2^31 to 2^31-1 (a Java int), "
+                                         f"found {text!r}")
+    return value
+
+
 def duration_ns(text: str) -> int:
     """``--by-duration``: an ISO-8601 duration as ``java.time.Duration.parse`` reads it (``P1DT2H``,
     ``PT30M``, ``PT0.5S``, ``-PT6H``), in nanoseconds."""
@@ -204,10 +231,25 @@ def duration_ns(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an ISO-8601 duration such as P1DT2H30M or PT15M, found "
                                          f"{text!r}")
     sign, days, hours, minutes, seconds_sign, seconds, fraction = found.groups()
-    ns = ((int(days or 0) * 24 + int(hours or 0)) * 60 + int(minutes or 0)) * 60 * 10**9
-    seconds_ns = int(seconds or 0) * 10**9 + int((fraction or "").ljust(9, "0"))
-    ns += -seconds_ns if seconds_sign == "-" else seconds_ns
-    return -ns if sign == "-" else ns
+
+    def exact(value: int) -> int:
+        # Duration.parse: Long.parseLong of each number, Math.multiplyExact to seconds, Math.addExact of
+        # the parts; an overflow is its DateTimeParseException, not a duration
+        if not -2**63 <= value < 2**63:
+            raise argparse.ArgumentTypeError(f"expected an ISO-8601 duration of at most 2^63-1 seconds "
+                                             f"(java.time.Duration), found {text!r}")
+        return value
+
+    whole = exact(int(seconds or 0))
+    whole = exact(exact(exact(int(minutes or 0)) * 60) + (-whole if seconds_sign == "-" else whole))
+    whole = exact(exact(exact(int(hours or 0)) * 3600) + whole)
+    whole = exact(exact(exact(int(days or 0)) * 86400) + whole)
+    fraction_ns = int((fraction or "").ljust(9, "0"))
+    ns = whole * 10**9 + (-fraction_ns if seconds_sign == "-" else fraction_ns)
+    if sign == "-":
+        exact(-whole)       # Duration.negated: -2^63 seconds has no negation
+        return -ns
+    return ns
 
 
 def _print_records(store: Store, records: Iterable[Record], as_json: bool, out: TextIO) -> int:
@@ -390,6 +432,9 @@ def _file_plugin(path: str, fmt: str | None) -> tuple[Any, str]:
         if kind is not None:
             return plugin, kind
     what = f"a {fmt} file" if fmt is not None else "a file of a known format (" + ", ".join(names) + ")"
+    found = files.not_regular(path) if not files.is_url(path) else None
+    if found is not None:   # a FIFO or a device named as a store file: not the name is wrong
+        raise UsageError(f"expected a regular file to dump, found {found}", path)
     raise UsageError(f"expected {what}, found {os.path.basename(path)!r}", path)
 
 
@@ -1294,11 +1339,22 @@ def _jsonl_lines(path: str, shown: str) -> Iterator[tuple[int, int, dict[str, An
             reported = end
         if not line.strip():
             continue
+        # UTF-8, as the input is documented (a byte order mark taken at the file's start): json.loads of
+        # bytes would guess UTF-16 for a line that starts with b"\xff\xfe" and complain of that codec
+        bom = 3 if start == 0 and line.startswith(codecs.BOM_UTF8) else 0
         try:
-            obj = json.loads(line)
-        except (ValueError, RecursionError) as err:
+            text = line[bom:].decode("utf-8")
+        except UnicodeDecodeError as err:
+            at = bom + err.start
+            raise InvalidMessageError(f"line {number}: expected UTF-8 text, found byte 0x{line[at]:02x} at "
+                                      f"column {at + 1} ({err.reason})", shown, start) from err
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as err:
             raise InvalidMessageError(f"line {number}: expected a JSON object, found invalid JSON "
-                                      f"({getattr(err, 'msg', err)} at column {getattr(err, 'colno', '?')})",
+                                      f"({err.msg} at column {err.colno})", shown, start) from err
+        except (ValueError, RecursionError) as err:     # nested past the interpreter's recursion limit
+            raise InvalidMessageError(f"line {number}: expected a JSON object, found invalid JSON ({err})",
                                       shown, start) from err
         if not isinstance(obj, dict):
             raise InvalidMessageError(f"line {number}: expected a JSON object, found {type(obj).__name__}",
@@ -1317,8 +1373,27 @@ def _spec_format(spec: Any, spec_path: str) -> str:
                      "pass --format", spec_path)
 
 
+def check_store_path(path: str) -> None:
+    """A path a command writes a store at (``write PATH``, ``convert SRC DST``): not empty, and the
+    nearest part of it that exists a directory (``afile/sub`` under a file cannot be created).
+
+    :raises UsageError: either, naming the path (exit 2, as a ``PATH`` that is a file).
+    """
+    if not path:
+        raise UsageError("expected a store path, found an empty one", path)
+    if files.is_url(path):      # refused by the write itself: remote stores are read-only
+        return
+    parent = os.path.dirname(os.path.abspath(path))
+    while not files.exists(parent) and os.path.dirname(parent) != parent:
+        parent = os.path.dirname(parent)
+    if files.exists(parent) and not files.is_dir(parent):
+        raise UsageError(f"expected a directory to create the store in, found a file in the way: {parent}",
+                         path)
+
+
 def _target_format(path: str, fmt: str | None, default: str) -> str:
     """The format to write into ``path``: its own if it holds a store (checked against ``fmt``)."""
+    check_store_path(path)
     if files.exists(path) and not files.is_dir(path):
         raise UsageError("expected a store directory (or none) to write into, found a file", path)
     if files.list_dir(path):
@@ -1337,6 +1412,7 @@ def cmd_write(args: argparse.Namespace, out: TextIO) -> int:
         except ValueError as err:
             raise UsageError(f"expected a JSON spec, found invalid JSON ({err})", args.spec) from err
         fmt = args.format or _spec_format(spec, args.spec)
+        check_store_path(args.path)
         if files.exists(args.path) and not files.is_dir(args.path):
             raise UsageError("expected a directory (or none) to write a spec into, found a file", args.path)
         if files.list_dir(args.path):
@@ -1795,6 +1871,10 @@ def _topic_partitions(args: argparse.Namespace) -> list[int] | None:
     return sorted(set(partitions))
 
 
+#: a whole number as Java reads one (before its range): a sign and digits
+_JAVA_WHOLE = re.compile(r"[+-]?\d+")
+
+
 def _reset_plan_file(args: argparse.Namespace, partitions: list[int] | None) -> dict[tuple[str, int], int]:
     """``--from-file``: the CSV ``--export`` writes (``topic,partition,offset`` a line), or its several
     groups' form (``group,topic,partition,offset``: ``--group``'s lines kept), as
@@ -1825,11 +1905,13 @@ def _reset_plan_file(args: argparse.Namespace, partitions: list[int] | None) -> 
             continue
         cells = next(csv.reader([text]))
         fields = fields or len(cells)
-        numbers: tuple[int, int] | None
-        try:
-            numbers = int(cells[-2]), int(cells[-1])
-        except (ValueError, IndexError):
-            numbers = None
+        # parseResetPlan (Jackson's CSV reader): the partition an int, the offset a long, blanks around them
+        # trimmed; no "_" separators, nothing past those ranges
+        numbers: tuple[int, int] | None = None
+        if len(cells) >= 3 and all(_JAVA_WHOLE.fullmatch(cell.strip()) for cell in cells[-2:]):
+            queue_, offset_ = int(cells[-2]), int(cells[-1])
+            if -2**31 <= queue_ < 2**31 and -2**63 <= offset_ < 2**63:
+                numbers = queue_, offset_
         if numbers is None or len(cells) != fields or fields not in (3, 4):
             raise UsageError(f"expected topic,partition,offset (or group,topic,partition,offset) as the "
                              f"first line has {fields} fields, found {text[:200]!r}", shown, at)
@@ -2401,21 +2483,24 @@ def _json_flag(p: argparse.ArgumentParser, what: str) -> None:
 
 
 def _thread_count(text: str) -> int:
-    """``--threads N``: a whole number of at least 1 (argparse turns the error into its usage line
-    and exit 2)."""
+    """``--threads N``: a whole number from 1 to :data:`segstore.overlap.MAX_THREADS` (argparse turns
+    the error into its usage line and exit 2)."""
     try:
         value = int(text)
     except ValueError:
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number of threads, at least 1, found {text!r}")
+    if value > overlap.MAX_THREADS:
+        raise argparse.ArgumentTypeError(f"expected a whole number of threads, at most "
+                                         f"{overlap.MAX_THREADS}, found {text!r}")
     return value
 
 
 def _threads_flag(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--threads", type=_thread_count, metavar="N",
-                   help=f"{what} on N threads (default: the cores this process may use where it may use 3 "
-                        "or more, else 1); the output is the same with any N")
+                   help=f"{what} on N threads, 1 to {overlap.MAX_THREADS} (default: the cores this process "
+                        "may use where it may use 3 or more, else 1); the output is the same with any N")
 
 
 def _decompress_flag(p: argparse.ArgumentParser) -> None:
@@ -2701,8 +2786,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                         help="each one's first offset stored at or after TIME (its end if none is)")
     target.add_argument("--to-earliest", action="store_true", help="each one's first offset")
     target.add_argument("--to-latest", action="store_true", help="each one's end (nothing left to consume)")
-    target.add_argument("--to-offset", type=int, metavar="N", help="offset N in each")
-    target.add_argument("--shift-by", type=int, metavar="N",
+    target.add_argument("--to-offset", type=_java_long, metavar="N", help="offset N in each")
+    target.add_argument("--shift-by", type=_java_long, metavar="N",
                         help="each committed offset moved by N (negative: back)")
     target.add_argument("--by-duration", type=duration_ns, metavar="DURATION",
                         help="as --to-datetime of now (--now-ms, else the clock) minus an ISO-8601 duration "
@@ -2761,9 +2846,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                            "marker, written only with --execute (the broker stopped)")
     p.add_argument("--topic", help="with --producers, --find-hanging, --abort: this topic's partitions")
     p.add_argument("--partition", type=int, help="with --topic: this partition")
-    p.add_argument("--start-offset", type=int, metavar="N",
+    # kafka-transactions (argparse4j): --start-offset a Long, --max-transaction-timeout an Integer
+    p.add_argument("--start-offset", type=_java_long, metavar="N",
                    help="with --abort: the transaction's first offset")
-    p.add_argument("--max-transaction-timeout", type=int, metavar="MIN",
+    p.add_argument("--max-transaction-timeout", type=_java_int, metavar="MIN",
                    help="with --find-hanging: open longer than this many minutes (default 15)")
     p.add_argument("--now-ms", type=time_ms, metavar="TIME",
                    help="with --producers, --find-hanging, --abort: judge at this time (ms or ISO-8601; "
@@ -2885,6 +2971,13 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         sys.stderr = err
 
 
+def _output_error(err: OSError) -> str:
+    """The line for an ``OSError`` writing the command's output (``err.filename`` where it names a file)."""
+    if err.filename is None and err.errno == errno.EBADF:
+        return f"<stdout>: expected an open output to write to, found none ({err.strerror})"
+    return str(files._translate(err, err.filename if err.filename is not None else "<stdout>"))
+
+
 def _main(argv: Sequence[str] | None, out: TextIO, progress_stream: TextIO | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     # the command is the first argument (the top level has no option that takes a value)
@@ -2906,6 +2999,11 @@ def _main(argv: Sequence[str] | None, out: TextIO, progress_stream: TextIO | Non
         return EXIT_DATA
     except BrokenPipeError:
         return EXIT_OK
+    except OSError as err:
+        # the store's files translate their OSErrors where they are met (files.py): what escapes is the
+        # output's, stdout on a full disk (> /dev/full) or a descriptor gone bad; a line, never a traceback
+        sys.stderr.write(f"segstore {args.command}: {_output_error(err)}\n")
+        return EXIT_DATA
     except MemoryError:
         # the process's memory is capped (ulimit -v) or the system's committed: a line, never a
         # traceback; what the command wrote is left as on any failure
@@ -2935,7 +3033,27 @@ def command() -> int:
     allocator.retain()
     for name, value in COMMAND_ENV.items():
         os.environ.setdefault(name, value)
-    return main()
+    if sys.stdout is None:      # started with stdout closed (>&-): nowhere to write what it answers
+        command_name = sys.argv[1] if len(sys.argv) > 1 else ""
+        sys.stderr.write(f"segstore {command_name}: <stdout>: expected an open output to write to, found it "
+                         "closed\n")
+        return EXIT_DATA
+    code = main()
+    try:    # what is still buffered, while an error can be said (the interpreter's own flush: a traceback)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        pass
+    except OSError as err:
+        command_name = sys.argv[1] if len(sys.argv) > 1 else ""
+        sys.stderr.write(f"segstore {command_name}: {_output_error(err)}\n")
+        code = code or EXIT_DATA
+    else:
+        return code
+    # the interpreter flushes stdout once more on its way out: let that find nothing to fail on
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return code
 
 
 if __name__ == "__main__":

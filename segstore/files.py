@@ -128,11 +128,13 @@ def out_of_descriptors(err: OSError, path: str, pos: int | None = None) -> Stora
     return StorageIOError(f"expected a free file descriptor, found {limit}", path, pos)
 
 
-def _translate(err: OSError, path: str, pos: int | None = None) -> SegstoreError:
-    """The segstore error for an ``OSError`` on ``path``."""
+def _translate(err: OSError, path: str, pos: int | None = None, size: int | None = None) -> SegstoreError:
+    """The segstore error for an ``OSError`` on ``path``; ``size``: the bytes the call wanted room for,
+    where known (a reservation)."""
     what = err.strerror or str(err)
     if err.errno in _FULL_ERRNOS:
-        return StorageFullError(f"no space left on the device ({what})", path, pos)
+        room = "room on the device" if size is None else f"room for {size} more bytes"
+        return StorageFullError(f"expected {room}, found no space left on the device ({what})", path, pos)
     if err.errno == errno.EFBIG:
         return too_large(err, path, pos)
     if err.errno in _DESCRIPTOR_ERRNOS:
@@ -140,6 +142,9 @@ def _translate(err: OSError, path: str, pos: int | None = None) -> SegstoreError
     if isinstance(err, FileNotFoundError):
         return NotFoundError("expected an existing file or directory, found no such file or directory", path,
                              pos)
+    if err.errno == errno.ENOTDIR:      # a part of the path is a file (afile/sub)
+        return StorageIOError(f"expected a directory on the path, found a file in the way ({what})", path,
+                              pos)
     if err.errno == errno.EROFS:        # a write (retention, compact...) on a read-only mount
         return StorageIOError(f"expected a writable file system, found a read-only one ({what})", path, pos)
     if err.errno in (errno.EACCES, errno.EPERM):
@@ -566,7 +571,7 @@ class MappedFile:
                 if err.errno in (errno.EOPNOTSUPP, errno.EINVAL):   # a filesystem without it: sparse
                     self._reserving = False
                     return
-                raise _translate(err, self.path, lo) from err
+                raise _translate(err, self.path, lo, hi - lo) from err
         self.reserved = max(self.reserved, hi)
 
     def _map(self, *, as_now: bool = False) -> None:

@@ -452,25 +452,37 @@ def default_threads(available: int) -> int:
     return available if available > 2 else 1
 
 
-def thread_count(threads: int | None) -> int:
-    """``threads`` checked (at least 1); when None the default: ``$SEGSTORE_THREADS`` when set (as
-    ``OMP_NUM_THREADS``: for what takes no argument, a store's recovery at open), else
-    :func:`default_threads` of :func:`cores`.
+#: The most threads a read, verify or recovery takes (``threads=N``, ``--threads N``,
+#: ``$SEGSTORE_THREADS``).  A read holds the results of N byte ranges a round and a Kafka verify
+#: starts N threads of its own: ``--threads 99999999`` held every range of the store at once and
+#: started threads for minutes.  As zstd's ``-T`` (256 workers at most); a default of more cores
+#: than this takes this many.
+MAX_THREADS = 256
 
-    :raises ConfigError: ``threads`` (or ``$SEGSTORE_THREADS``) below 1.
+
+def thread_count(threads: int | None) -> int:
+    """``threads`` checked (1 to :data:`MAX_THREADS`); when None the default: ``$SEGSTORE_THREADS``
+    when set (as ``OMP_NUM_THREADS``: for what takes no argument, a store's recovery at open), else
+    :func:`default_threads` of :func:`cores` (at most :data:`MAX_THREADS`).
+
+    :raises ConfigError: ``threads`` (or ``$SEGSTORE_THREADS``) below 1 or above :data:`MAX_THREADS`.
     """
     if threads is None:
         given = os.environ.get("SEGSTORE_THREADS")
         if not given:
-            return default_threads(cores())
+            return min(default_threads(cores()), MAX_THREADS)
         try:
             threads = int(given)
         except ValueError:
             raise ConfigError(f"expected SEGSTORE_THREADS to be a whole number, found {given!r}") from None
         if threads < 1:     # named: the caller passed no threads, the environment did
             raise ConfigError(f"expected SEGSTORE_THREADS of at least 1, found {given!r}")
+        if threads > MAX_THREADS:
+            raise ConfigError(f"expected SEGSTORE_THREADS of at most {MAX_THREADS}, found {given!r}")
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ConfigError(f"expected threads of at least 1, found {threads!r}")
+    if threads > MAX_THREADS:
+        raise ConfigError(f"expected threads of at most {MAX_THREADS}, found {threads!r}")
     return threads
 
 

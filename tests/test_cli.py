@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, ROOT, copy_writable
+from conftest import FIXTURES, ROOT, cli_run, copy_writable
 
 import segstore
 from segstore import cli
@@ -247,6 +247,58 @@ def test_a_bad_jsonl_line_names_file_line_and_byte(tmp_path, text, line, what):
     assert done.stderr.startswith(f"{path}:{start}: line {line}: expected a JSON object, ")
     assert what in done.stderr
     assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize(("data", "said"), [
+    # json.loads of bytes guessed UTF-16 for a line starting with FF FE: "'utf-16-le' codec can't decode
+    # byte 0x0a in position 10: truncated data at column ?"
+    (b'{"topic": "a", "value": "x"}\n\xff\xfe garbage\n',
+     "line 2: expected UTF-8 text, found byte 0xff at column 1 (invalid start byte)"),
+    (b'{"topic": "a", "value": "x"}\n{"topic": "a", "value": "\xc3("}\n',
+     "line 2: expected UTF-8 text, found byte 0xc3 at column 26 (invalid continuation byte)"),
+    # "... from a unicode string at column ?": no column is known
+    (b'{"topic": "a", "value": "x"}\n' + b"[" * 100_000 + b"\n",
+     "line 2: expected a JSON object, found invalid JSON (maximum recursion depth exceeded"),
+])
+def test_a_jsonl_line_that_is_not_utf8_or_too_deep_says_so(tmp_path, data, said):
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(data)
+    code, out, err = cli_run("write", tmp_path / "store", "--input", path)
+    assert (code, out) == (1, "")
+    assert err.startswith(f"{path}:29: {said}"), err
+    assert "column ?" not in err
+    assert not (tmp_path / "store").exists()
+
+
+def test_a_jsonl_file_may_start_with_a_byte_order_mark(tmp_path):
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b'\xef\xbb\xbf{"topic": "a", "value": "x"}\n{"topic": "a", "value": "y"}\n')
+    assert cli_run("write", tmp_path / "store", "--input", path)[0] == 0
+    with segstore.open(tmp_path / "store") as store:
+        assert [m.body for m in store.scan()] == [b"x", b"y"]
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")
+@pytest.mark.parametrize("argv", [["info"], ["info", "--json"], ["dump"], ["dump", "--json"],
+                                  ["verify", "--json"]])
+def test_output_to_a_full_disk_or_a_closed_stdout_is_a_line_not_a_traceback(tmp_path, argv):
+    """``segstore info STORE > /dev/full`` ended in ``OSError: [Errno 28] No space left on device`` (a
+    traceback), and with stdout closed (``>&-``) in ``AttributeError: 'NoneType' object has no attribute
+    'write'``.  A write of the output that fails is a line on stderr and exit 1, as a full disk for a store
+    file is."""
+    store = copy_writable(FIXTURES / "rocketmq" / "basic" / "store", tmp_path / "store")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "formats")])}
+    command = [sys.executable, "-m", "segstore.cli", argv[0], str(store), *argv[1:]]
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(command, stdout=full, stderr=subprocess.PIPE, text=True, env=env, timeout=120,
+                              check=False)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr == (f"segstore {argv[0]}: <stdout>: expected room on the device, found no space left "
+                           "on the device (No space left on device)\n")
+    done = subprocess.run(["sh", "-c", 'exec "$@" >&-', "sh", *command], capture_output=True, text=True,
+                          env=env, timeout=120, check=False)
+    assert (done.returncode, done.stderr) == (
+        1, f"segstore {argv[0]}: <stdout>: expected an open output to write to, found it closed\n")
 
 
 @pytest.mark.parametrize("fmt", ["rocketmq", "kafka"])

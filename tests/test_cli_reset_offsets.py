@@ -174,6 +174,31 @@ def test_what_duration_parse_refuses_is_refused(text):
         duration_ns(text)
 
 
+@pytest.mark.parametrize("text", ["P99999999999999999999D", "P106751991167301D", "PT9223372036854775808S",
+                                  "PT153722867280912931M", "P106751991167300DT24H"])
+def test_a_duration_past_a_java_long_of_seconds_is_refused(text):
+    """JDK ``Duration.parse``: ``Long.parseLong`` of each number, ``Math.multiplyExact`` to seconds and
+    ``Math.addExact`` of the parts, an overflow a ``DateTimeParseException``; before, Python's integers took
+    any size, and ``--by-duration P99999999999999999999D`` planned the earliest offsets."""
+    with pytest.raises(argparse.ArgumentTypeError, match="at most 2\\^63-1 seconds"):
+        duration_ns(text)
+    assert duration_ns("PT9223372036854775807S") == (2**63 - 1) * 10**9
+
+
+@pytest.mark.parametrize("argv", [["--to-offset", "9223372036854775808"],
+                                  ["--to-offset", "-9223372036854775809"],
+                                  ["--shift-by", "9223372036854775808"], ["--to-offset", "1_000"],
+                                  ["--by-duration", "P99999999999999999999D"]])
+def test_an_offset_past_a_java_long_is_a_usage_error(tmp_path, argv):
+    """kafka-consumer-groups' ``--to-offset``/``--shift-by`` are ``OptionSpec<Long>``: a number past a long is
+    refused as a usage error.  Before: taken, clamped into the queue's range and committed."""
+    path = store_with_groups(tmp_path / "store")
+    before = committed(path)
+    code, out, err = run("consumers", str(path), "--group", "g1", "--reset-offsets", *argv, "--execute")
+    assert (code, out) == (2, "") and f"argument {argv[0]}: expected " in err
+    assert committed(path) == before
+
+
 def test_an_exported_plan_restores_the_group_from_a_file(tmp_path):
     """``--to-current --export`` saves where g1 is (``topic,partition,offset`` lines); after a reset,
     ``--from-file`` of that file puts it back, queue by queue."""
@@ -222,6 +247,24 @@ def test_a_plan_file_may_be_a_pipe(tmp_path):
                        "--json")
     writer.join()
     assert code == 0 and json.loads(out) == [{"group": "g1", "topic": "T", "partition": 1, "new_offset": 3}]
+
+
+@pytest.mark.parametrize("line", ["T,0,9223372036854775808", "T,2147483648,1", "T,0,1_0", "T,1_0,1"])
+def test_a_plan_line_past_javas_int_or_long_is_refused(tmp_path, line):
+    """Kafka 3.8.0 ``ConsumerGroupCommand.parseResetPlan`` reads each line with Jackson's CSV reader into an
+    ``int`` partition and a ``long`` offset: a number past them, or with ``_`` in it, does not read.  Before:
+    Python's ``int`` took them, and the offset was clamped into the partition and committed."""
+    path = store_with_groups(tmp_path / "store")
+    before = (path / "config" / "consumerOffset.json").read_bytes()
+    (tmp_path / "plan.csv").write_text(f"T,1,3\n{line}\n")
+    got, out, err = run("consumers", str(path), "--group", "g1", "--reset-offsets", "--from-file",
+                        tmp_path / "plan.csv", "--execute")
+    assert (got, out) == (2, "") and "plan.csv:6: expected topic,partition,offset" in err
+    assert (path / "config" / "consumerOffset.json").read_bytes() == before
+    (tmp_path / "plan.csv").write_text("T, 1 , 3 \n")       # blanks around the numbers are trimmed
+    got, out, err = run("consumers", str(path), "--group", "g1", "--reset-offsets", "--from-file",
+                        tmp_path / "plan.csv", "--json")
+    assert got == 0 and json.loads(out) == [{"group": "g1", "topic": "T", "partition": 1, "new_offset": 3}]
 
 
 def test_a_bad_plan_file_is_named_at_its_line_and_nothing_is_written(tmp_path):

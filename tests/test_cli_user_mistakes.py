@@ -21,6 +21,9 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, cli_run, copy_writable
 
+import segstore
+from segstore.errors import StorageIOError
+
 
 def _jsonl(path: Path, *objs: dict) -> Path:
     path.write_text("".join(json.dumps(obj) + "\n" for obj in objs))
@@ -309,3 +312,41 @@ def test_a_time_before_the_epoch_is_no_list_offsets_code(kafka_logs, when):
     assert (code, out) == (2, "")
     assert f"expected a time at or after the epoch, found '{when}'" in err
     assert cli_run("query", kafka_logs, "--topic", "orders", "--partition", "0", "--timestamp", "-2")[0] == 0
+
+
+@pytest.mark.parametrize("argv", [
+    ["write", "{f}/store", "--input", "{lines}"],
+    ["write", "{f}/a/b", "--input", "{lines}", "--format", "kafka"],
+    ["convert", "{src}", "{f}/out", "--to", "kafka"],
+])
+def test_a_store_path_under_a_file_is_a_usage_error(tmp_path, argv):
+    """``segstore write afile/store`` said ``afile/store: Not a directory`` (the OS's words, exit 1), and
+    ``convert SRC afile/out`` the same of its temporary sibling: the path is the argument's mistake, as a
+    ``PATH`` that is a file is (exit 2), named with what is in the way."""
+    (tmp_path / "f").write_text("x")
+    lines = _jsonl(tmp_path / "m.jsonl", {"topic": "T", "value": "v"})
+    src = tmp_path / "src"
+    assert cli_run("write", src, "--input", lines)[0] == 0
+    code, out, err = cli_run(*(a.format(f=tmp_path / "f", lines=lines, src=src) for a in argv))
+    assert (code, out) == (2, "")
+    assert f"expected a directory to create the store in, found a file in the way: {tmp_path / 'f'}" in err
+    assert (tmp_path / "f").read_text() == "x"
+
+
+@pytest.mark.parametrize("argv", [["write", "", "--input", "{lines}"],
+                                  ["convert", "{src}", "", "--to", "kafka"]])
+def test_an_empty_store_path_is_a_usage_error(tmp_path, argv, monkeypatch):
+    """Before: ``write ''`` said ``: expected an existing file or directory`` (exit 1); ``convert SRC ''``
+    took the current directory for the destination and refused it as containing the source."""
+    monkeypatch.chdir(tmp_path)
+    lines = _jsonl(tmp_path / "m.jsonl", {"topic": "T", "value": "v"})
+    src = tmp_path / "src"
+    assert cli_run("write", src, "--input", lines)[0] == 0
+    code, out, err = cli_run(*(a.format(lines=lines, src=src) for a in argv))
+    assert (code, out) == (2, "") and "expected a store path, found an empty one" in err
+
+
+def test_a_file_in_the_way_of_an_opened_store_is_named_so(tmp_path):
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(StorageIOError, match="expected a directory on the path, found a file in the way"):
+        segstore.open(str(tmp_path / "f" / "store"), "rocketmq", "a")

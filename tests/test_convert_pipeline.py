@@ -109,6 +109,19 @@ def test_missing_source_and_same_format_are_refused(tmp_path: Path) -> None:
         convert(BASIC, tmp_path / "out", to="parquet")
 
 
+@pytest.mark.parametrize("to", ["rocketmq", "kafka"])
+def test_a_source_of_the_target_format_is_a_usage_error(tmp_path: Path, to: str) -> None:
+    """``convert SRC DST --to F`` of a store of format F: the arguments do not go together, as a
+    ``--format`` the path does not hold (exit 2, docs/cli.md); before, exit 1, a data problem."""
+    src = BASIC if to == "rocketmq" else KAFKA_TXN
+    code, out, err = cli_run("convert", src, tmp_path / "out", "--to", to)
+    assert (code, out) == (2, "")
+    assert f"expected a source of another format than the target {to!r}, found {to!r}" in err
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(ConversionOptionError):
+        convert(src, tmp_path / "out", to=to)
+
+
 def test_destination_inside_or_around_the_source_is_refused(tmp_path: Path) -> None:
     src = copy_writable(BASIC, tmp_path / "parent" / "store")
     for dst in (src, src / "kafka", tmp_path / "parent"):

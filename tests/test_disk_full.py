@@ -18,6 +18,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -130,6 +131,26 @@ def test_a_mapped_file_that_gets_no_blocks_is_not_left_behind(tmp_path, no_space
     with pytest.raises(StorageFullError):
         files.MappedFile(str(tmp_path / "g"), 8192, create=True, reserve=True)
     assert (tmp_path / "g").read_bytes() == b"abc"
+
+
+def test_a_full_disk_says_what_was_expected_and_what_was_found(tmp_path, no_space):
+    """The errors' form (``path:pos: expected ..., found ...``); before: ``path:pos: no space left on the
+    device (No space left on device)``, saying neither what the write needed nor in the house form."""
+    mapped = files.MappedFile(str(tmp_path / "f"), 64 << 20, create=True, reserve=True)
+    try:
+        reserved = mapped.reserved
+        no_space["full"] = True
+        with pytest.raises(StorageFullError) as raised:
+            mapped.reserve_to(reserved + 1)
+    finally:
+        mapped.close()
+    err = raised.value
+    assert (err.path, err.pos) == (str(tmp_path / "f"), reserved)
+    assert re.fullmatch(r"expected room for \d+ more bytes, found no space left on the device \(.+\)",
+                        err.message), err.message
+    with pytest.raises(StorageFullError, match=r": expected room on the device, found no space left on the "
+                                               r"device \(No space left on device\)$"):
+        raise files._translate(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)), str(tmp_path / "g"))
 
 
 def test_kafka_leaves_no_torn_batch_when_a_write_finds_the_disk_full(tmp_path, monkeypatch):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import os
 import struct
 
 import numpy as np
@@ -491,6 +492,16 @@ def test_file_dumps_refuse_store_selectors_and_unknown_files(tmp_path, capsys):
         "--cluster-metadata-decoder",
     )
     assert code == 2 and "pick one of" in err
+
+
+@pytest.mark.parametrize("name", ["00000000000000000000.log", "00000000000000000000.index", "checkpoint"])
+def test_a_fifo_named_as_a_store_file_is_named_a_fifo(tmp_path, capsys, name):
+    """Before: ``expected a file of a known format (kafka, rocketmq), found '00000000000000000000.log'``, as
+    if the name were wrong: it is what the path is that is."""
+    os.mkfifo(tmp_path / name)
+    code, out, err = run(capsys, "dump", tmp_path / name)
+    assert (code, out) == (2, "")
+    assert f"{tmp_path / name}: expected a regular file to dump, found a FIFO" in err
 
 
 # Written by Kafka 3.8.0's own ProducerStateManager.writeSnapshot (the storage oracle's classes, see

@@ -264,6 +264,21 @@ def test_usage_errors(tmp_path):
     assert code == 2 and "rocketmq stores keep no producer state" in err
 
 
+@pytest.mark.parametrize(("argv", "said"), [
+    (["--find-hanging", "--max-transaction-timeout", "2147483648"], "(a Java int)"),
+    (["--find-hanging", "--max-transaction-timeout", "99999999999999999999"], "(a Java int)"),
+    (["--abort", "--topic", "t", "--partition", "0", "--start-offset", "9223372036854775808"],
+     "(a Java long)"),
+])
+def test_a_number_past_the_tools_type_is_a_usage_error(tmp_path, argv, said):
+    """3.8.0 ``TransactionsCommand`` (argparse4j): ``--max-transaction-timeout`` is an ``Integer``,
+    ``--start-offset`` a ``Long``; a number past them is refused as a usage error.  Before: any size taken
+    (``--max-transaction-timeout 99999999999999999999`` listed nothing as hanging, exit 0)."""
+    logs = build(tmp_path / "logs")
+    code, out, err = run("transactions", logs, *argv)
+    assert (code, out) == (2, "") and f"argument {argv[-2]}: expected a whole number" in err and said in err
+
+
 def test_a_batch_still_being_written_counts_for_none(tmp_path):
     """A live log ends inside the batch its broker is writing (a crashed one inside a torn one): the
     producer state and the last stable offset are those of the whole batches before it."""

@@ -24,12 +24,16 @@ import os
 import shutil
 from pathlib import Path
 
+import numpy as np
+import pytest
 from conftest import FIXTURES, copy_writable
 from kafka_messages import config, partition, topic
+from segstore_kafka.partition import KafkaConfig
 from test_kafka_metadata import write_metadata_log
 
 import segstore
 from segstore.cli import main
+from segstore.errors import ConfigError
 from segstore.records import Message
 
 T0 = 1_700_000_000_000
@@ -375,6 +379,21 @@ def test_topic_configs_are_parsed_and_bounded_as_kafkas_log_config(tmp_path, cap
         assert f"expected {bad.split('=')[0]} from " in err, err
     for good in ("retention.ms=-1", "retention.bytes=-5", "segment.bytes=14"):
         assert _run(capsys, "retention", str(logs), "--config", good, "--dry-run")[0] == 0, good
+
+
+@pytest.mark.parametrize("value", ["1_000_000", 1_000_000.5, True, "1e6", ""])
+def test_a_number_config_is_what_java_parses_not_what_python_cuts(value):
+    """Kafka 3.8.0 ``ConfigDef.parseType`` (INT, LONG): a String is trimmed and read by
+    ``Integer.parseInt``/``Long.parseLong``, which refuse ``_`` separators; another type than an
+    integer is refused (``Expected value to be a 32-bit integer``).  Before: Python's ``int`` took
+    ``1_000_000``, and cut ``1000000.5`` (or ``True``) to a whole number without a word."""
+    with pytest.raises(ConfigError, match=r"expected an integer for segment\.bytes"):
+        KafkaConfig.from_mapping({"segment.bytes": value})
+
+
+def test_a_number_config_takes_what_java_takes():
+    for value in (" 1000000 ", "+1000000", 1_000_000, np.int64(1_000_000)):
+        assert KafkaConfig.from_mapping({"segment.bytes": value}).segment_bytes == 1_000_000
 
 
 def test_a_negative_dynamic_retention_time_is_unlimited_as_the_broker_reads_it(tmp_path, capsys):

@@ -15,6 +15,7 @@ import shutil
 
 import pyarrow as pa
 import pytest
+from conftest import cli_run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from segstore_kafka import store as kafka_store
@@ -210,13 +211,31 @@ def test_threads_below_one_refused(rocketmq_path, kafka_path):
             next(store.scan_arrow(threads=0))
 
 
+@pytest.mark.parametrize("argv", [["verify"], ["recover"], ["dump", "--json"]])
+def test_a_thread_count_past_the_most_is_a_usage_error(rocketmq_path, kafka_path, tmp_path, argv):
+    """Before: Kafka ``verify``/``recover --threads 99999999`` started a thread per N (``overlap.ahead``)
+    and ran for hours; a read held N byte ranges a round, every range of the store at once."""
+    for path in (rocketmq_path, kafka_path):
+        copy = tmp_path / os.path.basename(path)
+        shutil.copytree(path, copy, dirs_exist_ok=True)
+        before = sorted((p.name, p.stat().st_size) for p in copy.rglob("*"))
+        code, out, err = cli_run(argv[0], copy, *argv[1:], "--threads", overlap.MAX_THREADS + 1)
+        assert (code, out) == (2, "")
+        assert "expected a whole number of threads, at most 256, found '257'" in err
+        assert sorted((p.name, p.stat().st_size) for p in copy.rglob("*")) == before
+        with segstore.open(str(copy)) as store:
+            with pytest.raises(ConfigError, match="expected threads of at most 256, found 257"):
+                store.verify(threads=overlap.MAX_THREADS + 1)
+            assert store.verify(threads=overlap.MAX_THREADS) == []
+
+
 def test_default_is_the_cores_the_process_may_use_from_three(monkeypatch):
     monkeypatch.delenv("SEGSTORE_THREADS", raising=False)
     assert overlap.thread_count(None) == overlap.default_threads(len(os.sched_getaffinity(0)))
     monkeypatch.setenv("SEGSTORE_THREADS", "3")
     assert overlap.thread_count(None) == 3 and overlap.thread_count(5) == 5
     for bad, said in (("0", "of at least 1, found '0'"), ("-2", "of at least 1, found '-2'"),
-                      ("x", "to be a whole number, found 'x'")):
+                      ("x", "to be a whole number, found 'x'"), ("257", "of at most 256, found '257'")):
         monkeypatch.setenv("SEGSTORE_THREADS", bad)
         # before: "expected threads of at least 1, found 0", naming no variable the user had set
         with pytest.raises(ConfigError, match=f"^expected SEGSTORE_THREADS {said}$"):

@@ -244,6 +244,43 @@ def test_config_values_from_strings_and_unknown_names():
             BrokerConfig.from_mapping(bad)
 
 
+@pytest.mark.parametrize("name", ["mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue", "maxMessageSize",
+                                  "maxHashSlotNum", "maxIndexNum", "flushIntervalCommitLog",
+                                  "transactionCheckMax"])
+@pytest.mark.parametrize("value", ["2147483648", "99999999999999999999999", "1_000", "0x10"])
+def test_an_int_config_past_a_java_int_is_refused(tmp_path, name, value):
+    """4.9.7 ``MessageStoreConfig``/``BrokerConfig`` keep these as ``int`` fields, set by
+    ``MixAll.properties2Object`` through ``Integer.parseInt`` (a value it throws on is ignored, the
+    default kept).  Before: taken by Python's ``int``, and a new store's file of 1e23 bytes ended
+    ``segstore write`` in an ``OverflowError`` traceback; 2147483648 made a file no broker maps."""
+    with pytest.raises(ConfigError, match=f"expected a valid value for {name}, found '{value}'"):
+        BrokerConfig.from_mapping({name: value})
+    lines = tmp_path / "m.jsonl"
+    lines.write_text('{"topic": "T", "body": "x"}\n')
+    code, out, err = cli_run("write", tmp_path / "s", "--input", lines, "--config", f"{name}={value}")
+    assert (code, out) == (2, "")
+    assert "Traceback" not in err and f"expected a valid value for {name}" in err
+    assert not (tmp_path / "s").exists()
+    assert BrokerConfig.from_mapping({name: "2147483647"}).as_dict()[name] == 2147483647
+
+
+@pytest.mark.parametrize("value", [4096.5, True])
+def test_an_int_config_of_another_type_is_refused_not_cut(value):
+    """The broker reads these from text (``Integer.parseInt``); before, Python's ``int`` cut a library
+    caller's ``4096.5`` to 4096 and took ``True`` for 1 without a word."""
+    for name in ("mappedFileSizeCommitLog", "transactionTimeOut", "fileReservedTime"):
+        with pytest.raises(ConfigError, match=f"expected a valid value for {name}"):
+            BrokerConfig.from_mapping({name: value})
+
+
+def test_transaction_timeout_is_a_java_long():
+    """4.9.7 ``BrokerConfig.transactionTimeOut`` is a ``long`` (``Long.parseLong``)."""
+    assert BrokerConfig.from_mapping({"transactionTimeOut": str(2**63 - 1)}).transactionTimeOut == 2**63 - 1
+    for bad in (str(2**63), "-1", "1e3"):
+        with pytest.raises(ConfigError, match="expected a valid value for transactionTimeOut"):
+            BrokerConfig.from_mapping({"transactionTimeOut": bad})
+
+
 def test_truncated_commitlog_names_file_and_position(tmp_path):
     store = copy_writable(BASIC, tmp_path / "s")
     last = sorted((store / "commitlog").iterdir())[-1]

@@ -21,6 +21,7 @@ Thread-safety: not thread-safe; the owning store serialises calls.
 from __future__ import annotations
 
 import bisect
+import operator
 import os
 import re
 import time
@@ -88,6 +89,22 @@ _RANGES = {
     "min_compaction_lag_ms": (0, _LONG_MAX),
 }
 
+def _config_int(name: str, raw: Any) -> int:
+    """An INT or LONG topic config as Kafka 3.8.0's ``ConfigDef.parseType`` takes it: an integer, or text
+    that ``Integer.parseInt``/``Long.parseLong`` reads once trimmed (no ``_`` separators); a float or a
+    bool is refused (``Expected value to be a 32-bit integer``), not cut to a whole number."""
+    if isinstance(raw, str):
+        text = raw.strip()
+        if "_" not in text:
+            try:
+                return int(text)
+            except ValueError:
+                pass
+    elif not isinstance(raw, bool) and hasattr(raw, "__index__"):     # int, numpy's integers
+        return operator.index(raw)
+    raise ConfigError(f"expected an integer for {name}, found {cut(raw)}")
+
+
 # Kafka 3.8.0 ListOffsetsRequest's codes for what a ListOffsets request asks in place of a time
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
@@ -138,10 +155,7 @@ class KafkaConfig:
                 raise ConfigError(f"expected a Kafka topic config name ({dotted}), found {cut(raw_name)}"
                                   f"{did_you_mean(str(raw_name), (n.replace('_', '.') for n in known))}")
             if isinstance(known[name].default, int):
-                try:
-                    values[name] = int(raw)
-                except (TypeError, ValueError) as err:
-                    raise ConfigError(f"expected an integer for {raw_name}, found {cut(raw)}") from err
+                values[name] = _config_int(raw_name, raw)
             elif name == "cleanup_policy":
                 # a LIST: ConfigDef.parseType trims the text and splits it at commas with the spaces
                 # around them (COMMA_WITH_WHITESPACE), so "compact, delete" is both policies

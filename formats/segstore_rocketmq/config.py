@@ -131,7 +131,9 @@ def _version(value: Any) -> str:
 
 
 def _positive_int(value: Any) -> int:
-    number = int(value)
+    """A positive ``int`` field of the broker's config (:func:`_java_int`): a file size past a Java int
+    is no file the broker maps (and Python's ``mmap`` met it as an ``OverflowError``)."""
+    number = _java_int(value)
     if number <= 0:
         raise ValueError(f"{number} is not positive")
     return number
@@ -140,7 +142,7 @@ def _positive_int(value: Any) -> int:
 def _index_num(value: Any) -> int:
     """``maxIndexNum``: a file of no usable entry takes no key, and the broker's ``IndexService.putKey``
     (4.9.7) then creates file after file forever; refused."""
-    number = int(value)
+    number = _java_int(value)
     if number <= INDEX_FIRST_ENTRY:
         raise ValueError(f"an index file of {number} entries has none to use (entry 0 never is); "
                          f"at least {INDEX_FIRST_ENTRY + 1}")
@@ -191,12 +193,21 @@ def _delete_when(value: Any) -> str:
     return text
 
 
+def _whole(value: Any) -> int:
+    """A whole number as ``Integer.parseInt``/``Long.parseLong`` read its text (a sign and decimal
+    digits); an integer as it is.  A float or a bool is refused: ``int()`` would cut 1.5 to 1 and take
+    ``True`` for 1."""
+    if isinstance(value, (bool, float)):
+        raise TypeError(f"{value!r} is not a whole number")
+    if isinstance(value, str) and _JAVA_INT.fullmatch(value.strip()) is None:
+        raise ValueError(f"{value!r} is not a whole number")
+    return int(value)
+
+
 def _java_int(value: Any) -> int:
     """An ``int`` field of the broker's config: what ``Integer.parseInt`` reads (``MixAll.properties2Object``
     ignores a line it throws on, and the broker keeps its default: such a value is refused here)."""
-    if isinstance(value, str) and _JAVA_INT.fullmatch(value.strip()) is None:
-        raise ValueError(f"{value!r} is not a whole number")
-    number = int(value)
+    number = _whole(value)
     if not -2**31 <= number <= JAVA_INT_MAX:
         raise ValueError(f"{number} is past a Java int (-2147483648..{JAVA_INT_MAX})")
     return number
@@ -209,10 +220,17 @@ def _non_negative_java_int(value: Any) -> int:
     return number
 
 
-def _non_negative_int(value: Any) -> int:
-    number = int(value)
+#: ``Long.parseLong``'s range
+JAVA_LONG_MAX = 2**63 - 1
+
+
+def _non_negative_java_long(value: Any) -> int:
+    """A ``long`` field of the broker's config (``transactionTimeOut``): what ``Long.parseLong`` reads."""
+    number = _whole(value)
     if number < 0:
         raise ValueError(f"{number} is negative")
+    if number > JAVA_LONG_MAX:
+        raise ValueError(f"{number} is past a Java long (at most {JAVA_LONG_MAX})")
     return number
 
 
@@ -339,7 +357,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "diskMaxUsedSpaceRatio": _java_int,
     "cleanFileForciblyEnable": _bool,
     "autoMessageVersionOnTopicLen": _bool,
-    "transactionTimeOut": _non_negative_int,
+    "transactionTimeOut": _non_negative_java_long,
     "transactionCheckMax": _positive_int,
     "enableMultiDispatch": _bool,
     "enableLmq": _bool,

@@ -6,13 +6,14 @@ import argparse
 from typing import Any, TextIO
 
 from segstore import registry
-from segstore.cli import resolve_store
+from segstore.cli import check_store_path, resolve_store
 
 from . import COMPRESSIONS, convert, parse_config
 
 
 def _cmd_convert(args: argparse.Namespace, out: TextIO) -> int:
     resolve_store(args.src, None)  # a missing or unknown source is a usage error (exit 2), said first
+    check_store_path(args.dst)
     report = convert(args.src, args.dst, to=args.to, topics=args.topic, compression=args.compression,
                      config=parse_config(args.config), resume=args.resume, verify=args.verify,
                      force=args.force, skip_corrupt=args.skip_corrupt, timestamp=args.timestamp,

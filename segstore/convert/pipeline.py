@@ -901,9 +901,9 @@ def run(src: str, dst: str, *, to: str, topics: list[str] | None, compression: s
     if not files.is_dir(src):
         raise ConversionError("expected a source store directory, found none", src)
     source_format = registry.detect(src)
-    if source_format == to:
-        raise ConversionError(f"expected a source of another format than the target {to!r}, "
-                              f"found {to!r}", src)
+    if source_format == to:     # the arguments do not go together (exit 2), as a --format the path lacks
+        raise ConversionOptionError(f"expected a source of another format than the target {to!r}, "
+                                    f"found {to!r}", src)
     source_side = _side(source_format, "source", src)
     if timestamp != "born" and not source_side.chooses_timestamp:
         # silently ignored before: the records of such a source keep their one time
