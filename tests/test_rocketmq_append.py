@@ -78,6 +78,10 @@ BAD = [
     ({"sys_flag": 2**32}, InvalidMessageError),
     ({"flag": "x"}, InvalidMessageError),
     ({"delay_level": "soon"}, InvalidMessageError),
+    # 4.9.7 Message.setDelayTimeLevel(int) / getDelayTimeLevel's Integer.parseInt: a level past a Java
+    # int was clamped to the last level (or stored as a DELAY the broker's put fails on)
+    ({"delay_level": 2**31}, InvalidMessageError),
+    ({"delay_level": -(2**31) - 1}, InvalidMessageError),
     ({"born_host": "1.2.3.4:99999"}, InvalidMessageError),
     ({"store_host": "nowhere"}, InvalidMessageError),
     ({"body": 5}, InvalidMessageError),

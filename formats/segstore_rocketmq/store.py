@@ -1031,7 +1031,10 @@ class RocketMQStore(LifecycleMixin, Store):
         if delay:
             if PROPERTY_DELAY in produced:
                 raise _said_twice(PROPERTY_DELAY)
+            # setDelayTimeLevel(int): a level past a Java int is a DELAY text that getDelayTimeLevel's
+            # Integer.parseInt refuses on the broker's put, as the DELAY property given so is refused
             produced[PROPERTY_DELAY] = str(delay)
+            _delay_property(produced[PROPERTY_DELAY])
         elif PROPERTY_DELAY in produced:
             delay = _delay_property(produced[PROPERTY_DELAY])
         store_timestamp = get("store_timestamp")
