@@ -74,7 +74,10 @@ EDITS = [("body_crc", 1), ("body", "@@AA"), ("tags", "other"), ("keys", ["x"]), 
          ("topic", "bad topic!"), ("topic", "t" * 130), ("properties", {"a": None}),
          ("queue_id", -1), ("queue_id", 1 << 31), ("flag", 2.0), ("flag", 1 << 40), ("sys_flag", True),
          ("born_host", "[::1]:9876"), ("born_host", "1.2.3:5"), ("store_host", 7), ("properties", {"a": 1}),
-         ("properties", []), ("ext", 3), ("unknown", 1)]
+         ("properties", []), ("ext", 3), ("unknown", 1),
+         # past an int64 (pyarrow's OverflowError, not an ArrowException): was a traceback
+         ("born_timestamp", 1 << 63), ("store_timestamp", -(1 << 63) - 1),
+         ("prepared_transaction_offset", 1 << 64)]
 
 
 @st.composite

@@ -226,8 +226,8 @@ def dump_columns(objs: Sequence[Mapping[str, Any]], store: RocketMQStore) -> pa.
         names = pa.array(keys, pa.string())
         texts = pa.array(values, pa.string())
         topic = pa.array(topics, pa.string())
-    except (TypeError, ValueError, AttributeError, binascii.Error, pa.ArrowException):
-        return None
+    except (TypeError, ValueError, OverflowError, AttributeError, binascii.Error, pa.ArrowException):
+        return None     # OverflowError: an int64 field past its range (pyarrow's, not an ArrowException)
     if names.null_count or texts.null_count or topic.null_count:
         return None
     if n and pc.min(ints["partition"]).as_py() < 0:
