@@ -164,3 +164,20 @@ def test_a_plain_dump_takes_the_columnar_path(tmp_path, monkeypatch):
             RocketMQStore(str(tmp_path / "edited"), "a", SMALL) as store:
         jsonl.write_lines(store, lines)
     assert calls == written
+
+
+@pytest.mark.parametrize("delay", ["x", " 3", "2147483648", "1.5"])
+@pytest.mark.parametrize("columnar", [True, False])
+def test_a_scheduled_message_whose_delay_the_broker_cannot_parse_is_refused(tmp_path, delay, columnar):
+    """RocketMQ 4.9.7 CommitLog.checkMessageAndReturnSize parses a SCHEDULE_TOPIC_XXXX message's DELAY
+    with Integer.parseInt on every dispatch and recovery walk; its NumberFormatException ends in
+    DispatchRequest(-1, false): the reput service stops there and recovery truncates the commitlog at
+    that message. write --input (append_stored) wrote one and verify called the store ok."""
+    bad = {**line(2), "topic": "SCHEDULE_TOPIC_XXXX", "properties": {"DELAY": delay, "REAL_TOPIC": "A"}}
+    bad.pop("keys"), bad.pop("tags")
+    good = {**bad, "properties": {"DELAY": "3", "REAL_TOPIC": "A"}}
+    _, error = written(tmp_path / "s", [line(1), bad], columnar)
+    assert error is not None and "DELAY property as a Java int" in error
+    with RocketMQStore(str(tmp_path / "s"), "r", SMALL) as store:
+        assert list(store.scan()) == []
+    assert written(tmp_path / "ok", [line(1), good], columnar)[1] is None

@@ -202,6 +202,21 @@ def _delay_property(text: str) -> int:
     return level
 
 
+def _scheduled_delay(text: str | None) -> None:
+    """A stored ``SCHEDULE_TOPIC_XXXX`` message's ``DELAY``, as RocketMQ 4.9.7
+    ``CommitLog.checkMessageAndReturnSize`` reads it on every dispatch and recovery walk:
+    ``Integer.parseInt`` of any non-empty one.
+
+    :raises InvalidMessageError: a text it refuses: its ``NumberFormatException`` makes the walk
+        answer ``DispatchRequest(-1, false)``, so the reput service stops dispatching there and
+        recovery takes the message for the end of the commitlog, truncating every later one.
+    """
+    if text and parse_int(text) is None:
+        raise InvalidMessageError(f"expected a {SCHEDULE_TOPIC} message's DELAY property as a Java int "
+                                  f"(CommitLog.checkMessageAndReturnSize's Integer.parseInt, which would "
+                                  f"end the broker's recovery there), found {cut(text)}")
+
+
 def _empty_property(name: str, value: str) -> InvalidMessageError:
     """A property with an empty name or value: RocketMQ 4.9.7 ``MessageDecoder.string2messageProperties``
     drops such a pair (``kvSepIndex > index && kvSepIndex < newIndex - 1``), so no consumer would see it,
@@ -1120,6 +1135,9 @@ class RocketMQStore(LifecycleMixin, Store):
         if as_stored:   # a topic names consume-queue directories: one the broker refuses is never stored
             for topic in {msg.topic for msg in built}:
                 validate_topic(topic, TOPIC_MAX_LENGTH_V2)
+            for msg in built:
+                if msg.topic == SCHEDULE_TOPIC:
+                    _scheduled_delay(msg.properties.get(PROPERTY_DELAY))
         encoded = self.encode_checked(built)
         # Every message is valid: place the batch and take queue offsets (kept aside until written).
         start = self.commitlog.end
