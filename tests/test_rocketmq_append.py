@@ -410,3 +410,14 @@ def test_a_value_holding_0x01_is_stored_and_read_back_as_the_broker_does(tmp_pat
             assert [m.body for m in store.read("T", 0, tag=fields["tags"])] == [b"b"] * 4
         if "keys" in fields:
             assert len(store.find("T", "k\x01")) == 4
+
+
+def test_a_delay_level_past_a_java_int_is_named_as_the_field_given(tmp_path):
+    """4.9.7 Message.setDelayTimeLevel(int): the error names delay_level, not a DELAY property the
+    caller never gave."""
+    with RocketMQStore(str(tmp_path / "s"), "a", SMALL) as store:
+        for level in (2**31, -(2**31) - 1):
+            with pytest.raises(InvalidMessageError, match=re.escape(
+                    f"expected delay_level as a Java int (Message.setDelayTimeLevel), found {level}")):
+                store.append({"topic": "T", "body": b"x", "delay_level": level})
+        assert store.append({"topic": "T", "body": b"x", "delay_level": 2**31 - 1}).extra is not None

@@ -1048,8 +1048,10 @@ class RocketMQStore(LifecycleMixin, Store):
                 raise _said_twice(PROPERTY_DELAY)
             # setDelayTimeLevel(int): a level past a Java int is a DELAY text that getDelayTimeLevel's
             # Integer.parseInt refuses on the broker's put, as the DELAY property given so is refused
+            if not -(1 << 31) <= delay < 1 << 31:
+                raise InvalidMessageError(f"expected delay_level as a Java int (Message.setDelayTimeLevel), "
+                                          f"found {delay}")
             produced[PROPERTY_DELAY] = str(delay)
-            _delay_property(produced[PROPERTY_DELAY])
         elif PROPERTY_DELAY in produced:
             delay = _delay_property(produced[PROPERTY_DELAY])
         store_timestamp = get("store_timestamp")
