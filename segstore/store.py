@@ -211,10 +211,21 @@ def check_decompress(decompress: Any, path: str | None = None) -> None:
 def lookup_key(key: Any, path: str | None = None) -> bytes:
     """A key to look up (``Store.find``) as bytes: a str as UTF-8, bytes-like as it is.
 
+    A str holding ``surrogateescape`` characters is the bytes they stand for: a Kafka record's
+    ``keys`` keeps a key that is not UTF-8 so (``records.py``), and so does Python with a command
+    line's ``--key`` of such bytes; any other lone surrogate is written as it is read back
+    (``surrogatepass``, as RocketMQ properties are decoded).
+
     :raises ConfigError: neither (``bytes(5)`` would be five zero bytes, ``bytes(None)`` a TypeError).
     """
     if isinstance(key, str):
-        return key.encode("utf-8")
+        try:
+            return key.encode("utf-8")
+        except UnicodeEncodeError:
+            try:
+                return key.encode("utf-8", "surrogateescape")
+            except UnicodeEncodeError:
+                return key.encode("utf-8", "surrogatepass")
     if isinstance(key, (bytes, bytearray, memoryview)):
         return bytes(key)
     raise ConfigError(f"expected a key as str or bytes, found {type(key).__name__} {cut(key)}", path)

@@ -474,3 +474,19 @@ def test_rocketmq_scan_arrow_refuses_an_offset_without_a_queue(tmp_path):
             list(s.scan_arrow(offset=2))
         assert sum(b.num_rows for b in s.scan_arrow(topic="orders", partition=0, offset=2)) == 1
         assert sum(b.num_rows for b in s.scan_arrow(offset=0)) == 3
+
+
+def test_a_kafka_key_that_is_not_utf8_is_found_by_its_keys_text(tmp_path):
+    """A Kafka record's ``keys`` keeps a key that is not UTF-8 as surrogateescape text (records.py);
+    ``find`` with that text (and ``query --key`` of those bytes on the command line, which Python
+    decodes the same way) raised UnicodeEncodeError instead of finding the record."""
+    from segstore.cli import main
+    path = str(tmp_path / "k")
+    with segstore.open(path, format="kafka", mode="a") as store:
+        store.append_batch([{"topic": "t", "partition": 0, "key": b"\xffab", "value": b"v"},
+                            {"topic": "t", "partition": 0, "key": b"other", "value": b"w"}])
+    with segstore.open(path, format="kafka") as store:
+        first = next(iter(store.scan()))
+        assert first.keys == ["\udcffab"]
+        assert [r.value for r in store.find("t", first.keys[0])] == [b"v"]
+    assert main(["query", path, "--key", b"\xffab".decode("utf-8", "surrogateescape"), "--json"]) == 0

@@ -317,3 +317,23 @@ def test_an_older_copys_empty_key_reads_as_a_null_key(tmp_path: Path) -> None:
     convert(tmp_path / "old", tmp_path / "back", to="kafka", verify=True)
     with segstore.open(tmp_path / "back", "kafka") as back:
         assert [(r.key, r.value) for r in back.scan()] == [(None, b"v")]
+
+
+@pytest.mark.parametrize(("header", "said"), [
+    (("rmq.p.a\x01b", b"v"), "separators 0x01/0x02"),
+    (("rmq.p.UNIQ_KEY", b"k\x02"), "separators 0x01/0x02"),
+    (("rmq.p.big", bytes(40_000)), "at most 32767 bytes"),
+])
+def test_an_rmq_property_rocketmq_cannot_carry_names_its_record(header: tuple[str, bytes], said: str) -> None:
+    """A Kafka copy of a RocketMQ message edited to hold a property the format cannot carry (4.9.7
+    MessageDecoder.messageProperties2String does not escape 0x01/0x02; CommitLog.MessageExtEncoder.encode
+    refuses properties past Short.MAX_VALUE): the way back said "expected property names and values
+    without the separators" with no record named; the error names the partition and offset, as a native
+    record's does."""
+    msg = RocketMQMessage(topic="T", queue_id=1, body=b"b", properties={"x": "1"},
+                          born_timestamp=5, store_timestamp=6, born_host=STORE_HOST, store_host=STORE_HOST)
+    entry = rocketmq_to_kafka(msg)
+    entry = KafkaEntry(entry.topic, entry.partition, 7, entry.timestamp, entry.key, entry.value,
+                       headers=[*entry.headers, header])
+    with pytest.raises(ConversionError, match=f"T-1 offset 7, found expected .*{said}"):
+        kafka_to_rocketmq(entry, store_host=STORE_HOST)

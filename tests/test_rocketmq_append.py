@@ -78,6 +78,10 @@ BAD = [
     ({"sys_flag": 2**32}, InvalidMessageError),
     ({"flag": "x"}, InvalidMessageError),
     ({"delay_level": "soon"}, InvalidMessageError),
+    # 4.9.7 Message.setDelayTimeLevel(int) / getDelayTimeLevel's Integer.parseInt: a level past a Java
+    # int was clamped to the last level (or stored as a DELAY the broker's put fails on)
+    ({"delay_level": 2**31}, InvalidMessageError),
+    ({"delay_level": -(2**31) - 1}, InvalidMessageError),
     ({"born_host": "1.2.3.4:99999"}, InvalidMessageError),
     ({"store_host": "nowhere"}, InvalidMessageError),
     ({"body": 5}, InvalidMessageError),
@@ -85,7 +89,8 @@ BAD = [
     ({"properties": {"p": "v" * 40000}}, InvalidMessageError),          # > a short's 32767 bytes
     ({"properties": {"p": "v" * 4000}}, MessageTooLargeError),           # > a commitlog file - 8
     ({"keys": ["k" * 4000]}, MessageTooLargeError),
-    ({"tags": "a\x01b"}, InvalidMessageError),
+    ({"tags": "a\x02b"}, InvalidMessageError),
+    ({"properties": {"a\x01b": "v"}}, InvalidMessageError),
     ({"topic": "T" * 128}, InvalidTopicError),                            # > 127 characters
     ({"topic": "../x"}, InvalidTopicError),
     ({"topic": "a/b"}, InvalidTopicError),
@@ -378,3 +383,41 @@ def test_the_highest_queue_id_keeps_topics_json_loadable_and_the_next_is_refused
         assert reader.topic_configs.topics["T"]["writeQueueNums"] == 2**31 - 1
         assert reader.verify() == []
         assert [m.body for m in reader.read("T", 2**31 - 2, 0)] == [b"highest"]
+
+
+@pytest.mark.parametrize("fields", [{"properties": {"u": "x\x01y"}}, {"tags": "t\x01g"},
+                                    {"keys": ["k\x01", "z"]}, {"properties": {"u": "\x01"}}])
+def test_a_value_holding_0x01_is_stored_and_read_back_as_the_broker_does(tmp_path, fields):
+    """RocketMQ 4.9.7 does not escape (MessageDecoder.messageProperties2String) and reads a value as
+    everything after its item's first 0x01 (string2messageProperties; Message.putUserProperty and
+    Validators.checkMessage refuse no separator), so the broker stores "u 0x01 x 0x01 y" and reads it
+    back whole. segstore refused it, so a dump of such a store could not be written back (write --input)
+    nor a Kafka copy of it converted back."""
+    path = tmp_path / "s"
+    msg = {"topic": "T", "body": b"b", **fields}
+    with RocketMQStore(str(path), "a", SMALL, clock=lambda: 1_700_000_000_000) as store:
+        store.append(msg)
+        store.append_batch([msg])
+        store.append_arrow(next(iter(store.scan_arrow())))
+    with RocketMQStore(str(path), "r", SMALL) as store:
+        got = list(store.scan())
+        assert len(got) == 4 and store.verify() == []
+        for m in got:
+            assert m.properties.get("u") == fields.get("properties", {}).get("u")
+            assert m.tags == fields.get("tags")
+            assert m.keys == fields.get("keys", [])
+        if "tags" in fields:
+            assert [m.body for m in store.read("T", 0, tag=fields["tags"])] == [b"b"] * 4
+        if "keys" in fields:
+            assert len(store.find("T", "k\x01")) == 4
+
+
+def test_a_delay_level_past_a_java_int_is_named_as_the_field_given(tmp_path):
+    """4.9.7 Message.setDelayTimeLevel(int): the error names delay_level, not a DELAY property the
+    caller never gave."""
+    with RocketMQStore(str(tmp_path / "s"), "a", SMALL) as store:
+        for level in (2**31, -(2**31) - 1):
+            with pytest.raises(InvalidMessageError, match=re.escape(
+                    f"expected delay_level as a Java int (Message.setDelayTimeLevel), found {level}")):
+                store.append({"topic": "T", "body": b"x", "delay_level": level})
+        assert store.append({"topic": "T", "body": b"x", "delay_level": 2**31 - 1}).extra is not None

@@ -167,7 +167,7 @@ def test_a_refused_call_writes_nothing(tmp_path, monkeypatch):
     monkeypatch.setattr(appendarrow, "CHUNK_ROWS", 4)
     source = fill(tmp_path / "a", messages(12)).combine_chunks()
     props = source.column("properties").to_pylist()
-    props[10] = [("a", "b\x01c")]
+    props[10] = [("a", "b\x02c")]
     bad = source.set_column(source.schema.get_field_index("properties"), "properties",
                             pa.array(props, source.schema.field("properties").type))
     big = source.set_column(source.schema.get_field_index("value"), "value",

@@ -74,10 +74,14 @@ def test_a_queue_the_broker_loads_and_segstore_cannot_hold_is_still_named(store_
                                          ("2147483647", 2147483647), ("2147483648", None),
                                          ("-2147483649", None),
                                          ("", None), ("+", None), ("1x", None), (" 1", None), ("1_0", None),
-                                         ("README", None), ("\u0663", 3)])
+                                         ("README", None), ("\u0663", 3), ("\uff13", 3),
+                                         ("\U0001d7d1", None), ("1\U0001d7ce", None)])
 def test_parse_int_is_javas(name, value):
     """java.lang.Integer.parseInt: an optional sign and decimal digits (Character.digit: Unicode ones
-    too), within an int; no blanks or underscores, which Python's int() takes."""
+    too), within an int; no blanks or underscores, which Python's int() takes.  Digits outside the
+    BMP (MATHEMATICAL BOLD DIGIT THREE) are two UTF-16 chars in Java, each a surrogate that
+    Character.digit(char, 10) refuses: a DELAY or queue directory "\U0001d7d1" is no int to the
+    broker, where Python's str.isdecimal took it for 3."""
     assert parse_int(name) == value
 
 

@@ -223,7 +223,7 @@ def test_default_max_message_size_is_4_mib_of_body(tmp_path):
 def test_bad_fields_are_refused(tmp_path):
     with store_at(tmp_path) as store:
         with pytest.raises(InvalidMessageError):
-            store.append({"topic": "T", "body": b"x", "properties": {"a": "\x01"}})
+            store.append({"topic": "T", "body": b"x", "properties": {"a": "\x02"}})
         with pytest.raises(InvalidMessageError):
             store.append({"topic": "T", "bogus": 1})
         with pytest.raises(InvalidMessageError):

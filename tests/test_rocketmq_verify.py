@@ -732,3 +732,25 @@ def test_recover_says_the_broker_keeps_a_whole_message_whose_header_alone_is_wro
         store.recover()
     assert (err.value.path, err.value.pos) == (path, pos)
     assert "whole message" in err.value.message and "truncates" not in err.value.message
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_a_scheduled_message_whose_delay_the_broker_cannot_parse_is_reported(tmp_path, threads):
+    """RocketMQ 4.9.7 CommitLog.checkMessageAndReturnSize runs Integer.parseInt on a SCHEDULE_TOPIC_XXXX
+    message's DELAY in every dispatch and recovery walk; its NumberFormatException ends in
+    DispatchRequest(-1, false): the reput service stops there and recovery truncates the commitlog at
+    that message, losing every later one. verify called such a store ok."""
+    store_dir = tmp_path / "s"
+    with segstore.open(store_dir, format="rocketmq", mode="a", mappedFileSizeCommitLog=65536) as store:
+        store.append({"topic": "T1", "queue_id": 0, "body": b"a", "delay_level": 7})
+        second = store.append({"topic": "T1", "queue_id": 0, "body": b"b", "delay_level": 3})
+        store.append({"topic": "T1", "queue_id": 0, "body": b"c", "delay_level": 3})
+    path = store_dir / "commitlog" / f"{0:020d}"
+    data = bytearray(path.read_bytes())
+    at = data.index(b"DELAY\x013", second.position)
+    data[at + 6:at + 7] = b"x"
+    path.write_bytes(bytes(data))
+    with segstore.open(store_dir) as store:
+        problems = store.verify(threads=threads) if threads > 1 else store.verify()
+    assert [(p.path, p.pos) for p in problems] == [(str(path), second.position)]
+    assert "DELAY as a Java int, found 'x'" in problems[0].message

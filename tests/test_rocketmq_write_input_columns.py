@@ -74,7 +74,25 @@ EDITS = [("body_crc", 1), ("body", "@@AA"), ("tags", "other"), ("keys", ["x"]), 
          ("topic", "bad topic!"), ("topic", "t" * 130), ("properties", {"a": None}),
          ("queue_id", -1), ("queue_id", 1 << 31), ("flag", 2.0), ("flag", 1 << 40), ("sys_flag", True),
          ("born_host", "[::1]:9876"), ("born_host", "1.2.3:5"), ("store_host", 7), ("properties", {"a": 1}),
-         ("properties", []), ("ext", 3), ("unknown", 1)]
+         ("properties", []), ("ext", 3), ("unknown", 1),
+         # past an int64 (pyarrow's OverflowError, not an ArrowException): was a traceback
+         ("born_timestamp", 1 << 63), ("store_timestamp", -(1 << 63) - 1),
+         ("prepared_transaction_offset", 1 << 64)]
+
+
+@pytest.mark.parametrize("properties", [{"u": "\ud800"}, {"\udcff": "v"}, {"KEYS": "k\udc80 k2"}])
+@pytest.mark.parametrize("columnar", [True, False])
+def test_a_lone_surrogate_in_a_dump_line_is_refused_as_append_refuses_it(tmp_path, properties, columnar):
+    """A dump never writes a lone surrogate (stored bytes that are not UTF-8 print as U+FFFD) and no
+    4.9.7 broker stores one (MessageDecoder.messageProperties2String + String.getBytes(UTF_8) write
+    '?'); write --input stored it as the bytes ED xx xx, which scan_arrow's string column cannot give
+    back (pyarrow's to_pylist raised UnicodeDecodeError), while append() refuses the same text."""
+    lines = [line(1), {**line(2), "properties": properties, "keys": [], "tags": None}]
+    lines[1].pop("keys"), lines[1].pop("tags")
+    _, error = written(tmp_path / "s", lines, columnar)
+    assert error is not None and error.startswith("InvalidMessageError: expected properties of UTF-8 text")
+    with RocketMQStore(str(tmp_path / "s"), "r", SMALL) as store:
+        assert list(store.scan()) == []      # the run is refused whole
 
 
 @st.composite
@@ -146,3 +164,20 @@ def test_a_plain_dump_takes_the_columnar_path(tmp_path, monkeypatch):
             RocketMQStore(str(tmp_path / "edited"), "a", SMALL) as store:
         jsonl.write_lines(store, lines)
     assert calls == written
+
+
+@pytest.mark.parametrize("delay", ["x", " 3", "2147483648", "1.5"])
+@pytest.mark.parametrize("columnar", [True, False])
+def test_a_scheduled_message_whose_delay_the_broker_cannot_parse_is_refused(tmp_path, delay, columnar):
+    """RocketMQ 4.9.7 CommitLog.checkMessageAndReturnSize parses a SCHEDULE_TOPIC_XXXX message's DELAY
+    with Integer.parseInt on every dispatch and recovery walk; its NumberFormatException ends in
+    DispatchRequest(-1, false): the reput service stops there and recovery truncates the commitlog at
+    that message. write --input (append_stored) wrote one and verify called the store ok."""
+    bad = {**line(2), "topic": "SCHEDULE_TOPIC_XXXX", "properties": {"DELAY": delay, "REAL_TOPIC": "A"}}
+    bad.pop("keys"), bad.pop("tags")
+    good = {**bad, "properties": {"DELAY": "3", "REAL_TOPIC": "A"}}
+    _, error = written(tmp_path / "s", [line(1), bad], columnar)
+    assert error is not None and "DELAY property as a Java int" in error
+    with RocketMQStore(str(tmp_path / "s"), "r", SMALL) as store:
+        assert list(store.scan()) == []
+    assert written(tmp_path / "ok", [line(1), good], columnar)[1] is None

@@ -449,6 +449,11 @@ def restore_message(entry: Entry, peer: Peer) -> RocketMQMessage:
         raise ConversionError(f"expected the rmq.* headers of a converted RocketMQ message in "
                               f"{entry.topic}-{entry.partition} at offset {entry.offset}, found "
                               f"{[name for name, _ in entry.headers]} ({err!r})") from err
+    try:    # checked here, where the record is known: the writer's error would name no record
+        encode_properties(properties, msg.trailing_separator)
+    except InvalidMessageError as err:
+        raise ConversionError(f"expected a record RocketMQ properties can carry at {entry.topic}-"
+                              f"{entry.partition} offset {entry.offset}, found {err.message}") from err
     return msg
 
 

@@ -46,7 +46,8 @@ def parse_int(name: str) -> int | None:
     """Java's ``Integer.parseInt(name)`` (decimal digits, an optional sign, within an int); None where
     it throws ``NumberFormatException``."""
     digits = name[1:] if name[:1] in ("+", "-") else name
-    if not digits or not digits.isdecimal():
+    # Character.digit(char, 10) sees UTF-16 chars: a digit past the BMP is a surrogate pair it refuses
+    if not digits or not digits.isdecimal() or (not digits.isascii() and max(digits) > "\uffff"):
         return None
     value = int(name)
     return value if _INT_MIN <= value <= _INT_MAX else None

@@ -350,21 +350,28 @@ def encode_properties(properties: dict[str, str], trailing_separator: bool = Fal
     ``trailing_separator`` picks the broker version's style (see the module
     docstring); an empty map is ``b""`` in both.
 
-    The separators are checked by counting them in the joined string (C speed).
+    The separators are checked by counting them in the joined string (C speed).  A value may hold
+    0x01: RocketMQ 4.9.7 does not escape (``MessageDecoder.messageProperties2String``) and reads a
+    value as everything after its item's *first* 0x01 (``string2messageProperties``), so such a
+    value is stored and read back as it was, by the broker (which rebuilds the producer's map that
+    way before it stores it) and by segstore.  A name holding 0x01 (read back cut there, the rest
+    going to the value) and 0x02 anywhere (which splits the item) are what the format cannot carry.
 
-    :raises InvalidMessageError: a name or value holds 0x01/0x02, which the format
-        cannot carry, or the result exceeds 32767 bytes.
+    :raises InvalidMessageError: a name holds 0x01/0x02 or a value 0x02, or the result exceeds
+        32767 bytes.
     """
     if not properties:
         return b""
     text = PROPERTY_SEPARATOR.join([f"{name}{NAME_VALUE_SEPARATOR}{value}"
                                     for name, value in properties.items()])
     n = len(properties)
-    if text.count(NAME_VALUE_SEPARATOR) != n or text.count(PROPERTY_SEPARATOR) != n - 1:
-        bad = next(t for item in properties.items() for t in item
-                   if NAME_VALUE_SEPARATOR in t or PROPERTY_SEPARATOR in t)
+    if text.count(PROPERTY_SEPARATOR) != n - 1 or (
+            text.count(NAME_VALUE_SEPARATOR) != n and any(NAME_VALUE_SEPARATOR in k for k in properties)):
+        bad = next(t for item in properties.items() for i, t in enumerate(item)
+                   if PROPERTY_SEPARATOR in t or (i == 0 and NAME_VALUE_SEPARATOR in t))
         raise InvalidMessageError(
-            f"expected property names and values without the separators 0x01/0x02, found {bad!r}")
+            f"expected property names without the separators 0x01/0x02 and values without 0x02, "
+            f"found {bad!r}")
     if trailing_separator:
         text += PROPERTY_SEPARATOR
     data = text.encode("utf-8", "surrogatepass")

@@ -202,6 +202,21 @@ def _delay_property(text: str) -> int:
     return level
 
 
+def _scheduled_delay(text: str | None) -> None:
+    """A stored ``SCHEDULE_TOPIC_XXXX`` message's ``DELAY``, as RocketMQ 4.9.7
+    ``CommitLog.checkMessageAndReturnSize`` reads it on every dispatch and recovery walk:
+    ``Integer.parseInt`` of any non-empty one.
+
+    :raises InvalidMessageError: a text it refuses: its ``NumberFormatException`` makes the walk
+        answer ``DispatchRequest(-1, false)``, so the reput service stops dispatching there and
+        recovery takes the message for the end of the commitlog, truncating every later one.
+    """
+    if text and parse_int(text) is None:
+        raise InvalidMessageError(f"expected a {SCHEDULE_TOPIC} message's DELAY property as a Java int "
+                                  f"(CommitLog.checkMessageAndReturnSize's Integer.parseInt, which would "
+                                  f"end the broker's recovery there), found {cut(text)}")
+
+
 def _empty_property(name: str, value: str) -> InvalidMessageError:
     """A property with an empty name or value: RocketMQ 4.9.7 ``MessageDecoder.string2messageProperties``
     drops such a pair (``kvSepIndex > index && kvSepIndex < newIndex - 1``), so no consumer would see it,
@@ -1031,6 +1046,11 @@ class RocketMQStore(LifecycleMixin, Store):
         if delay:
             if PROPERTY_DELAY in produced:
                 raise _said_twice(PROPERTY_DELAY)
+            # setDelayTimeLevel(int): a level past a Java int is a DELAY text that getDelayTimeLevel's
+            # Integer.parseInt refuses on the broker's put, as the DELAY property given so is refused
+            if not -(1 << 31) <= delay < 1 << 31:
+                raise InvalidMessageError(f"expected delay_level as a Java int (Message.setDelayTimeLevel), "
+                                          f"found {delay}")
             produced[PROPERTY_DELAY] = str(delay)
         elif PROPERTY_DELAY in produced:
             delay = _delay_property(produced[PROPERTY_DELAY])
@@ -1117,6 +1137,9 @@ class RocketMQStore(LifecycleMixin, Store):
         if as_stored:   # a topic names consume-queue directories: one the broker refuses is never stored
             for topic in {msg.topic for msg in built}:
                 validate_topic(topic, TOPIC_MAX_LENGTH_V2)
+            for msg in built:
+                if msg.topic == SCHEDULE_TOPIC:
+                    _scheduled_delay(msg.properties.get(PROPERTY_DELAY))
         encoded = self.encode_checked(built)
         # Every message is valid: place the batch and take queue offsets (kept aside until written).
         start = self.commitlog.end

@@ -38,7 +38,7 @@ from .config import SCHEDULE_TOPIC, TOPIC_MAX_LENGTH_V2, is_delivery_time, valid
 from .consumequeue import CQ_DTYPE
 from .consumequeue_ext import MAX_ADDR as EXT_MAX_ADDR
 from .consumequeue_ext import real_offset
-from .dirnames import KEPT_ASIDE
+from .dirnames import KEPT_ASIDE, parse_int
 from .indexfile import (
     FIRST_ENTRY,
     HEADER,
@@ -51,7 +51,7 @@ from .indexfile import (
 )
 from .javacompat import string_hash
 from .lifecycle import ABORT_FILE
-from .message import Blank, End, RocketMQMessage, decode
+from .message import PROPERTY_DELAY, Blank, End, RocketMQMessage, decode
 from .recovery import Walk, Walked, messages_at, nonzero_extent, walk_batches
 from .topicconfig import (
     BACKUP_SUFFIX,
@@ -134,10 +134,24 @@ def _verify_commitlog(store, problems: list[Problem], missing: list[Problem], th
     cover = _Coverage(store)
     if len(cl.log.segments) == 0:
         return w, cover
-    for batch in walk_batches(cl, cl.min_offset, store.tags_code, w, threads=threads):
+    unparsed: list[tuple[int, str]] = []
+
+    def tags_code(msg: RocketMQMessage) -> int:     # called for SCHEDULE_TOPIC_XXXX messages only
+        text = msg.properties.get(PROPERTY_DELAY)
+        if text and parse_int(text) is None:
+            unparsed.append((msg.physical_offset, text))
+        return store.tags_code(msg)
+
+    for batch in walk_batches(cl, cl.min_offset, tags_code, w, threads=threads):
         cover.check(batch, missing)
         if len(batch):
             cover.newest = max(cover.newest or 0, int(batch.store_timestamp.max()))
+    for phys, text in sorted(unparsed):
+        seg = next(s for s in cl.log.segments if s.base <= phys < s.base + cl.file_size)
+        problems.append(Problem(seg.path, phys - seg.base, (
+            f"expected a {SCHEDULE_TOPIC} message's DELAY as a Java int, found {text!r}: RocketMQ 4.9.7 "
+            "CommitLog.checkMessageAndReturnSize's Integer.parseInt fails on it, so the broker's dispatch "
+            "stops at this message and its recovery truncates the commitlog here")))
     for path, pos, length in w.gaps:
         seg = next(s for s in cl.log.segments if s.path == path)
         problems.append(
