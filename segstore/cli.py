@@ -2444,22 +2444,52 @@ _WRITE_INPUT_LINES = (
     "mappedFileSizeCommitLog)")
 
 
-class _OnceAction(argparse.Action):
-    """An option given at most once: ``consumers --group`` / ``--topic``, which kafka-consumer-groups
-    takes several times (several groups, several topics) where segstore takes one; a second would
-    otherwise silently replace the first (argparse keeps the last).
+#: The namespace attribute where :class:`_OnceAction` keeps the options given so far: dest -> (flag, value)
+_GIVEN = "_options_given"
 
-    :raises argparse.ArgumentError: given again (a usage error, exit 2).
+
+class _OnceAction(argparse._StoreAction):
+    """An option that takes one value, given at most once: every such option of every command (the
+    parsers :class:`_Parser` makes take it for ``add_argument`` without an ``action``).  argparse keeps
+    the last and drops the first without a word (``dump --topic a --topic b`` dumped b,
+    ``delete-records --before 1 --before 2`` moved the log start to 2); Kafka's tools refuse a second
+    value of such an option (jopt-simple's ``valueOf``: ``OptionException``) and mqadmin keeps the first
+    (commons-cli's ``getOptionValue``).  Options meant to repeat say so (``action="append"``: ``--config``,
+    ``--files``, ``convert --topic``); a flag given twice means what it means once.
+
+    :raises argparse.ArgumentError: given again (a usage error, exit 2, the command's usage).
     """
+
+    #: what the message adds after "segstore takes one"
+    advice = ""
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
-        before = getattr(namespace, self.dest, None)
-        if before is not None:
-            raise argparse.ArgumentError(self, f"given twice ({before!r}, {values!r}): segstore takes one "
-                                               "(where kafka-consumer-groups takes several, run one command "
-                                               "each)")
-        setattr(namespace, self.dest, values)
+        given: dict[str, tuple[str | None, Any]] = namespace.__dict__.setdefault(_GIVEN, {})
+        if self.dest in given and self.option_strings:     # a positional is matched once, or (``*``) twice
+            flag, before = given[self.dest]
+            said = "" if flag == option_string else f" as {flag}"
+            raise argparse.ArgumentError(self, f"expected once, found it given twice ({before!r}{said}, then "
+                                               f"{values!r}): segstore takes one{self.advice}")
+        given[self.dest] = (option_string, values)
+        super().__call__(parser, namespace, values, option_string)
+
+
+class _ConsumerGroupsOnce(_OnceAction):
+    """``consumers --group`` / ``--topic``, which kafka-consumer-groups takes several times (several
+    groups, several topics) where segstore takes one."""
+
+    advice = " (where kafka-consumer-groups takes several, run one command each)"
+
+
+class _Parser(argparse.ArgumentParser):
+    """The parser of the command line and of each command: an option that takes a value takes it once
+    (:class:`_OnceAction`), whichever command (or plugin package) adds it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.register("action", None, _OnceAction)
+        self.register("action", "store", _OnceAction)
 
 
 class _VersionAction(argparse._VersionAction):
@@ -2497,7 +2527,7 @@ class _OnlyCommand:
 
     def make(self, **kwargs: Any) -> Any:
         """The ``parser_class`` argparse makes each subcommand's parser with."""
-        return argparse.ArgumentParser(**kwargs) if self._building else _Unbuilt()
+        return _Parser(**kwargs) if self._building else _Unbuilt()
 
     def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
         self._building = name == self._command or self._command in kwargs.get("aliases", ())
@@ -2512,7 +2542,7 @@ DESCRIPTION = ("Read, write, verify, recover, query and convert Apache RocketMQ 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The command line's parser; given the ``command`` a command line names, only that subcommand's
     arguments are made (the others' names and help are there, as usage shows them)."""
-    parser = argparse.ArgumentParser(prog="segstore", description=DESCRIPTION,
+    parser = _Parser(prog="segstore", description=DESCRIPTION,
                                      epilog="exit codes: 0 ok, 1 data problem or no match, 2 usage")
     parser.add_argument("--version", action=_VersionAction)
     sub: Any
@@ -2651,7 +2681,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                                          "per partition (queue), as kafka-consumer-groups --describe (Kafka "
                                          "__consumer_offsets; RocketMQ config/consumerOffset.json)")
     _common(p, path_after_optional_values=True)
-    p.add_argument("--group", action=_OnceAction,
+    p.add_argument("--group", action=_ConsumerGroupsOnce,
                    help="only this consumer group (exit 1 when there is none)")
     p.add_argument("--all-groups", action="store_true",
                    help="every group (the default without --group), as kafka-consumer-groups takes it")
@@ -2685,7 +2715,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                         "--describe --members)")
     p.add_argument("--verbose", action="store_true",
                    help="with --members: also each member's ASSIGNMENT, as topic(partitions)")
-    p.add_argument("--topic", action=_OnceAction,
+    p.add_argument("--topic", action=_ConsumerGroupsOnce,
                    help="only this topic's partitions (queues): the groups consuming it and their rows of "
                         "it, or what --reset-offsets / --delete change; TOPIC:0,1 for those partitions "
                         "(with --reset-offsets, committed or not)")

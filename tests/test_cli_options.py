@@ -1,0 +1,104 @@
+"""Every command's options as its ``--help`` and docs/cli.md state them: an option that takes one value
+given twice is a usage error (exit 2), never the last kept and the first dropped without a word."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+from conftest import cli_run
+
+from segstore import cli
+
+
+@pytest.fixture(scope="module")
+def kafka_logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("options")
+    lines = root / "k.jsonl"
+    lines.write_text("".join(json.dumps({"topic": topic, "partition": 0, "value": f"v{n}"}) + "\n"
+                             for n, topic in enumerate(("a", "b", "a"))))
+    assert cli_run("write", root / "logs", "--format", "kafka", "--input", lines)[0] == 0
+    return root / "logs"
+
+
+def _tree(path: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+# (command, options): the one option given twice
+@pytest.mark.parametrize("argv", [
+    ("dump", "--topic", "a", "--topic", "b"),              # dumped b alone
+    ("dump", "--partition", "0", "--partition", "1"),
+    ("dump", "--isolation", "read_committed", "--isolation", "read_uncommitted"),
+    ("dump", "--begin", "0", "--begin", "5"),
+    ("dump", "--json", "--group", "g", "--group", "h"),
+    ("info", "--topic", "a", "--topic", "b"),
+    ("info", "--format", "kafka", "--format", "rocketmq"),
+    ("verify", "--threads", "1", "--threads", "2"),
+    ("query", "--topic", "a", "--key", "x", "--key", "y"),
+    ("query", "--topic", "a", "--offset", "0", "--count", "1", "--count", "2"),
+    ("query", "--topic", "a", "--timestamp", "0", "--timestamp", "latest"),
+    ("consumers", "--list", "--state", "Stable", "--state", "Empty"),
+    ("consumers", "--group", "g", "--reset-offsets", "--to-offset", "0", "--to-offset", "1", "--execute"),
+    ("transactions", "--transactional-id", "t1", "--transactional-id", "t2"),
+    ("retention", "--now-ms", "0", "--now-ms", "1"),
+    ("delete-records", "--topic", "a", "--partition", "0", "--before", "1", "--before", "2"),
+    ("compact", "--dedupe-buffer-size", "1000000", "--dedupe-buffer-size", "2000000", "--dry-run"),
+])
+def test_an_option_of_one_value_given_twice_is_refused(kafka_logs, argv):
+    """argparse keeps an option's last value: ``dump --topic a --topic b`` dumped b and said nothing of
+    a, ``delete-records --before 1 --before 2`` moved the log start to 2.  Kafka's tools (jopt-simple's
+    ``valueOf`` of an option given twice: ``OptionException``, 'multiple arguments') and mqadmin (commons-cli
+    keeps the first) do not agree on which to keep; segstore keeps neither: exit 2, nothing read or
+    written, the option and both values named."""
+    before = _tree(kafka_logs)
+    command, *options = argv
+    code, out, err = cli_run(command, kafka_logs, *options)
+    assert (code, out) == (2, ""), err
+    flag = next(option for option in options if option.startswith("--") and options.count(option) == 2)
+    assert f"argument {flag}: " in err and "given twice" in err and "segstore takes one" in err, err
+    assert _tree(kafka_logs) == before
+
+
+def test_convert_and_index_refuse_an_option_given_twice(kafka_logs, tmp_path):
+    """The commands their own packages add (convert, index build/verify/drop) are parsed alike."""
+    for argv in (("convert", kafka_logs, tmp_path / "out", "--to", "rocketmq", "--to", "kafka"),
+                 ("convert", kafka_logs, tmp_path / "out", "--to", "rocketmq", "--compression", "gzip",
+                  "--compression", "none"),
+                 ("index", "verify", kafka_logs, "--index", "key", "--format", "kafka", "--format", "kafka")):
+        code, out, err = cli_run(*argv)
+        assert (code, out) == (2, "") and "given twice" in err, (argv, err)
+    assert not (tmp_path / "out").exists()
+
+
+def test_repeatable_options_and_flags_stay_repeatable(kafka_logs):
+    """What is meant to repeat still does: ``--config`` (several names), a flag given twice means what
+    it means once."""
+    code, out, _ = cli_run("dump", kafka_logs, "--json", "--json", "--topic", "a")
+    assert code == 0 and len(out.splitlines()) == 2
+    code, _, err = cli_run("info", kafka_logs, "--config", "retention.ms=5", "--config",
+                           "segment.bytes=1048576")
+    assert code == 0, err
+
+
+def _value_actions(parser: argparse.ArgumentParser, name: str) -> list[tuple[str, argparse.Action]]:
+    found = []
+    for action in parser._actions:   # argparse has no public way to walk them
+        if isinstance(action, argparse._SubParsersAction):
+            for child_name, child in action.choices.items():
+                found += _value_actions(child, f"{name} {child_name}".strip())
+        elif action.option_strings and isinstance(action, argparse._StoreAction):
+            found.append((name, action))
+    return found
+
+
+def test_every_single_valued_option_of_every_command_is_taken_once():
+    """The rule is the parser's, not each command's: every option that stores one value, of every
+    command (those convert, index and the maintenance commands add included), takes it once."""
+    actions = _value_actions(cli.build_parser(), "")
+    assert len({name for name, _ in actions}) >= 14
+    plain = [f"{name} {action.option_strings[0]}" for name, action in actions
+             if not isinstance(action, cli._OnceAction)]
+    assert plain == []
